@@ -1,0 +1,157 @@
+-- lib.lua: helpers shared by every fairlock lock script. src/scripts.rs
+-- prepends this file to each operation's script, so each one stays a single,
+-- atomic EVALSHA while the shared steps are written once.
+--
+-- Keys of one lock (all share one cluster hash slot through a {tag}):
+--   KEYS[1] lock       hash    owner, count, token; its PEXPIRE is the holder's lease
+--   KEYS[2] queue      zset    waiter (owner id) -> arrival sequence number
+--   KEYS[3] deadlines  zset    waiter -> liveness deadline, server milliseconds
+--   KEYS[4] grants     hash    waiter -> "<lease ms> <fixed 0|1> <wait id>"
+--   KEYS[5] fence      string  last fencing token issued for this name
+-- ARGV[1] is always the wake channel prefix. An owner id is
+-- "<client id>:<thread number>"; its client's channel is ARGV[1] .. client id.
+-- Messages: "G <wait id> <token> <ttl ms>" = the lock was handed to you;
+--           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl.
+-- Time is read only from the server's TIME; clients never send timestamps.
+
+local LOCK, QUEUE, DEADLINES, GRANTS, FENCE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local WAKE_PREFIX = ARGV[1]
+-- Tokens are max(previous + 1, server clock in µs), so the fence key only has to
+-- outlive a backwards step of the server clock; after it expires (or Redis
+-- loses its data) the clock alone keeps tokens increasing.
+local FENCE_TTL_MS = 3600000
+-- Dead waiters dropped per call from anywhere in the queue (O(log N) each).
+local PRUNE_BATCH = 16
+local KEY_TYPES = { 'hash', 'zset', 'zset', 'hash', 'string' }
+local KEY_NAMES = { 'lock', 'queue', 'deadlines', 'grants', 'fence' }
+
+-- Integers as exact decimal strings (tostring would print 1.7e+15).
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- Someone else's data under one of our keys is reported, never overwritten.
+local function key_type_error()
+  for i = 1, #KEYS do
+    local t = redis.call('TYPE', KEYS[i])['ok']
+    if t ~= 'none' and t ~= KEY_TYPES[i] then
+      return redis.error_reply('FAIRLOCK_KEYTYPE the ' .. KEY_NAMES[i] .. ' key holds a ' .. t ..
+        ' where fairlock expects a ' .. KEY_TYPES[i])
+    end
+  end
+  return nil
+end
+
+-- Server time as (microseconds, milliseconds).
+local function server_time()
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return us, math.floor(us / 1000)
+end
+
+local function next_token(now_us)
+  local last = tonumber(redis.call('GET', FENCE) or '0') or 0
+  local token = math.max(last + 1, now_us)
+  redis.call('SET', FENCE, fmt(token), 'PX', FENCE_TTL_MS)
+  return token
+end
+
+-- Removes a waiter from every queue structure.
+local function forget(waiter)
+  redis.call('ZREM', QUEUE, waiter)
+  redis.call('ZREM', DEADLINES, waiter)
+  redis.call('HDEL', GRANTS, waiter)
+end
+
+-- Drops up to PRUNE_BATCH waiters whose client stopped renewing them.
+local function prune(now_ms)
+  local dead = redis.call('ZRANGEBYSCORE', DEADLINES, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, PRUNE_BATCH)
+  for _, waiter in ipairs(dead) do
+    forget(waiter)
+  end
+end
+
+-- The first queued waiter that is still alive, with its deadline. Dead or
+-- half-written entries ahead of it are dropped; each entry is dropped once,
+-- so this is O(log N) amortised per call.
+local function live_head(now_ms)
+  while true do
+    local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
+    if not head then
+      return nil, nil
+    end
+    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
+    if deadline and deadline >= now_ms and redis.call('HEXISTS', GRANTS, head) == 1 then
+      return head, deadline
+    end
+    forget(head)
+  end
+end
+
+local function wake(waiter, message)
+  local client = string.match(waiter, '^([^:]+):')
+  if client then
+    redis.call('PUBLISH', WAKE_PREFIX .. client, message)
+  end
+end
+
+local function wait_id_of(waiter)
+  return string.match(redis.call('HGET', GRANTS, waiter) or '', ' (%d+)$')
+end
+
+-- Tells the (new) head of the queue when the current lease runs out, so it
+-- can claim a lock whose holder dies without releasing it.
+local function tell_head(now_ms)
+  local head = live_head(now_ms)
+  if head then
+    wake(head, 'H ' .. wait_id_of(head) .. ' ' .. redis.call('PTTL', LOCK))
+  end
+end
+
+-- Takes the free lock for `owner` with a lease of `ttl` ms; returns the token.
+local function take(owner, ttl, now_us)
+  local token = next_token(now_us)
+  redis.call('HSET', LOCK, 'owner', owner, 'count', 1, 'token', fmt(token))
+  redis.call('PEXPIRE', LOCK, ttl)
+  return token
+end
+
+-- Hands the free lock to the first live waiter and wakes it with the token;
+-- the next waiter learns it now heads the queue. A watchdog-renewed grant
+-- lasts no longer than the waiter's own liveness deadline, so a waiter that
+-- died while queued holds the lock no longer than it would have held its place.
+local function hand_over(now_us, now_ms)
+  local head, deadline = live_head(now_ms)
+  if not head then
+    return nil
+  end
+  local lease, fixed, wait_id = string.match(redis.call('HGET', GRANTS, head), '^(%d+) ([01]) (%d+)$')
+  forget(head)
+  local ttl = tonumber(lease)
+  if fixed == '0' then
+    ttl = math.max(1, math.min(ttl, deadline - now_ms))
+  end
+  local token = take(head, ttl, now_us)
+  wake(head, 'G ' .. wait_id .. ' ' .. fmt(token) .. ' ' .. fmt(ttl))
+  tell_head(now_ms)
+  return head
+end
+
+-- Queue keys live as long as the longest liveness deadline in them.
+local function keep_queue_for(ms)
+  for _, key in ipairs({ QUEUE, DEADLINES, GRANTS }) do
+    local ttl = redis.call('PTTL', key)
+    if ttl == -1 or (ttl >= 0 and ttl < ms) then
+      redis.call('PEXPIRE', key, ms)
+    end
+  end
+end
+
+-- Keeps a handed-over lease alive until the owner's watchdog renews it.
+local function extend_lease(lease)
+  if redis.call('PTTL', LOCK) < lease then
+    redis.call('PEXPIRE', LOCK, lease)
+  end
+end
+
+------------------------------------------------------------------------------

@@ -1,0 +1,29 @@
+-- release.lua: give back one hold; at zero, hand the lock to the next live waiter.
+--
+-- KEYS: lock, queue, deadlines, grants, fence (see lib.lua)
+-- ARGV[1] wake channel prefix
+-- ARGV[2] owner id
+-- ARGV[3] fencing token of the hold being released
+-- Returns the holds still left (0 = released and handed over or freed),
+--         or -1 when the lock is not held by this owner with this token
+--         (the lease was lost); then nothing is changed.
+-- Cost: O(log N).
+
+local bad = key_type_error()
+if bad then
+  return bad
+end
+local lock = redis.call('HMGET', LOCK, 'owner', 'count', 'token')
+if lock[1] ~= ARGV[2] or lock[3] ~= ARGV[3] then
+  return -1
+end
+local count = (tonumber(lock[2]) or 1) - 1
+if count > 0 then
+  redis.call('HSET', LOCK, 'count', count)
+  return count
+end
+redis.call('DEL', LOCK)
+local now_us, now_ms = server_time()
+prune(now_ms)
+hand_over(now_us, now_ms)
+return 0

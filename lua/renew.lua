@@ -1,0 +1,20 @@
+-- renew.lua: extend a held lease (watchdog), only if the hold is still ours.
+--
+-- KEYS[1] lock hash (only this key)
+-- ARGV[1] wake channel prefix (unused; kept for the common layout)
+-- ARGV[2] owner id
+-- ARGV[3] fencing token of the hold
+-- ARGV[4] lease ms to set
+-- Returns 1 when renewed, 0 when the lock is no longer this hold's (lease lost).
+-- Cost: O(1).
+
+local bad = key_type_error()
+if bad then
+  return bad
+end
+local lock = redis.call('HMGET', LOCK, 'owner', 'token')
+if lock[1] ~= ARGV[2] or lock[2] ~= ARGV[3] then
+  return 0
+end
+redis.call('PEXPIRE', LOCK, ARGV[4])
+return 1

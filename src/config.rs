@@ -1,0 +1,195 @@
+//! Client settings: the builder, its defaults and their validation.
+
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Settings of one [`Client`], fixed when it is built.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) url: String,
+    pub(crate) lease: Duration,
+    pub(crate) waiter_timeout: Duration,
+    pub(crate) pool_size: u32,
+    pub(crate) key_prefix: String,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) command_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            url: String::new(),
+            lease: Duration::from_secs(30),
+            waiter_timeout: Duration::from_secs(10),
+            pool_size: 16,
+            key_prefix: "fairlock".to_owned(),
+            connect_timeout: Duration::from_secs(5),
+            command_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The shortest lease or waiter timeout accepted: the watchdog renews every
+/// third of it, and anything shorter is below scheduling noise.
+pub const MIN_LEASE: Duration = Duration::from_millis(30);
+
+impl Config {
+    /// How often the watchdog renews leases and heartbeats queued waiters:
+    /// a third of the shorter of the two, so two renewals can fail before
+    /// anything expires.
+    pub(crate) fn watchdog_period(&self) -> Duration {
+        self.lease.min(self.waiter_timeout) / 3
+    }
+
+    fn validate(&self) -> Result<()> {
+        let invalid = |message: String| Err(Error::new(ErrorKind::InvalidConfig, message));
+        for (what, value) in [("lease", self.lease), ("waiter_timeout", self.waiter_timeout)] {
+            if value < MIN_LEASE {
+                return invalid(format!("{what} must be at least {MIN_LEASE:?}, got {value:?}"));
+            }
+            if value.as_millis() > i64::MAX as u128 / 1000 {
+                return invalid(format!("{what} of {value:?} is too long"));
+            }
+        }
+        if self.pool_size == 0 {
+            return invalid("pool_size must be at least 1".to_owned());
+        }
+        for (what, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("command_timeout", self.command_timeout),
+        ] {
+            if value.is_zero() {
+                return invalid(format!("{what} must be greater than zero"));
+            }
+        }
+        let prefix = &self.key_prefix;
+        if prefix.is_empty() || prefix.len() > 256 {
+            return invalid("key_prefix must be 1 to 256 bytes long".to_owned());
+        }
+        if prefix.contains(['{', '}']) {
+            // A brace would become the cluster hash tag and split a lock's keys over slots.
+            return invalid(format!("key_prefix must not contain '{{' or '}}': {prefix:?}"));
+        }
+        Ok(())
+    }
+}
+
+/// Builds a [`Client`]; every setting has a default.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::builder("redis://127.0.0.1:6379")
+///     .lease(Duration::from_secs(10))
+///     .waiter_timeout(Duration::from_secs(5))
+///     .key_prefix("billing-locks")
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until build() is called"]
+pub struct ClientBuilder {
+    config: Config,
+}
+
+impl ClientBuilder {
+    pub(crate) fn new(url: &str) -> Self {
+        ClientBuilder {
+            config: Config {
+                url: url.to_owned(),
+                ..Config::default()
+            },
+        }
+    }
+
+    /// Lease of a lock held through the watchdog: if this client stops
+    /// renewing (process killed, network cut), the lock frees this long after
+    /// the last renewal. Renewed every third of `min(lease, waiter_timeout)`.
+    /// Defaults to 30 s; at least 30 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// How long a queued waiter keeps its place after its client went
+    /// silent. Live waiters are heartbeated by the watchdog and never lose
+    /// their place, however long they wait. Defaults to 10 s; at least 30 ms.
+    pub fn waiter_timeout(mut self, waiter_timeout: Duration) -> Self {
+        self.config.waiter_timeout = waiter_timeout;
+        self
+    }
+
+    /// Most pooled connections open at once. Waiting threads hold none.
+    /// Defaults to 16.
+    pub fn pool_size(mut self, pool_size: u32) -> Self {
+        self.config.pool_size = pool_size;
+        self
+    }
+
+    /// Start of every key and channel this client uses, e.g. for an ACL rule
+    /// `~fairlock:* &fairlock:*`. Must not contain `{` or `}`.
+    /// Defaults to `"fairlock"`.
+    pub fn key_prefix(mut self, key_prefix: impl Into<String>) -> Self {
+        self.config.key_prefix = key_prefix.into();
+        self
+    }
+
+    /// How long to wait for a connection to Redis. Defaults to 5 s.
+    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.config.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// How long one Redis call may take before it fails as
+    /// [`ErrorKind::Connection`]. Defaults to 5 s.
+    pub fn command_timeout(mut self, command_timeout: Duration) -> Self {
+        self.config.command_timeout = command_timeout;
+        self
+    }
+
+    /// Checks the settings, connects, and starts the client's watchdog and
+    /// subscriber threads.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidConfig`] for a bad setting or URL,
+    /// [`ErrorKind::Connection`] when Redis cannot be reached within the
+    /// connect timeout.
+    pub fn build(self) -> Result<Client> {
+        self.config.validate()?;
+        Client::start(self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(builder: ClientBuilder) -> Error {
+        builder.config.validate().unwrap_err()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        ClientBuilder::new("redis://x").config.validate().unwrap();
+        assert_eq!(Config::default().watchdog_period(), Duration::from_secs(10) / 3);
+    }
+
+    #[test]
+    fn bad_settings_are_invalid_config() {
+        let b = || ClientBuilder::new("redis://x");
+        for err in [
+            rejected(b().lease(Duration::ZERO)),
+            rejected(b().waiter_timeout(Duration::ZERO)),
+            rejected(b().lease(Duration::from_millis(29))),
+            rejected(b().pool_size(0)),
+            rejected(b().key_prefix("")),
+            rejected(b().key_prefix("a{b")),
+            rejected(b().connect_timeout(Duration::ZERO)),
+            rejected(b().command_timeout(Duration::ZERO)),
+        ] {
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        }
+    }
+}

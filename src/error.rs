@@ -1,0 +1,169 @@
+//! The one error type of the crate, with a kind a caller can branch on.
+
+use std::borrow::Cow;
+use std::error::Error as StdError;
+use std::fmt;
+
+/// What went wrong, coarse enough to branch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The lock name is empty or longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes.
+    InvalidName,
+    /// A client setting or URL was rejected before any I/O happened.
+    InvalidConfig,
+    /// Redis could not be reached, or did not answer within the configured timeouts.
+    Connection,
+    /// The hold this guard stood for is gone: its lease ran out or it was force-unlocked.
+    LeaseLost,
+    /// A key where this lock keeps its state holds someone else's data; it was left untouched.
+    KeyConflict,
+    /// Redis answered with an error or a reply fairlock does not understand
+    /// (for example, an ACL that forbids a needed command).
+    Server,
+}
+
+/// The error type of every fallible fairlock call.
+///
+/// The underlying cause, when there is one (a `redis::RedisError`, an
+/// `r2d2::Error`), is kept and exposed through [`source`](StdError::source).
+pub struct Error {
+    kind: ErrorKind,
+    message: Cow<'static, str>,
+    source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+}
+
+/// `Result` with fairlock's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn with_source(
+        kind: ErrorKind,
+        message: impl Into<Cow<'static, str>>,
+        source: impl StdError + Send + Sync + 'static,
+    ) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// True when Redis was unreachable or too slow: retrying later may succeed.
+    pub fn is_connection(&self) -> bool {
+        self.kind == ErrorKind::Connection
+    }
+
+    /// True when a Redis call ran out of time (a subset of [`is_connection`](Self::is_connection)).
+    pub fn is_timeout(&self) -> bool {
+        let Some(source) = self.source.as_deref() else {
+            return false;
+        };
+        source
+            .downcast_ref::<redis::RedisError>()
+            .is_some_and(redis::RedisError::is_timeout)
+            || source.is::<r2d2::Error>()
+    }
+
+    /// True when a guard's hold was lost before it was released.
+    pub fn is_lease_lost(&self) -> bool {
+        self.kind == ErrorKind::LeaseLost
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.kind).field("message", &self.message);
+        if let Some(source) = &self.source {
+            d.field("source", source);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|s| s as &(dyn StdError + 'static))
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(err: redis::RedisError) -> Self {
+        use redis::{ErrorKind as K, ServerErrorKind as S};
+        if err.code() == Some("FAIRLOCK_KEYTYPE") {
+            let detail = err.detail().unwrap_or("a lock key holds foreign data").to_owned();
+            return Error::with_source(ErrorKind::KeyConflict, detail, err);
+        }
+        let unavailable = err.is_io_error()
+            || err.is_timeout()
+            || err.is_connection_dropped()
+            || err.is_connection_refusal()
+            || matches!(
+                err.kind(),
+                K::Server(S::BusyLoading | S::TryAgain | S::ClusterDown | S::MasterDown)
+            );
+        if unavailable {
+            let message = if err.is_timeout() {
+                "redis call timed out"
+            } else {
+                "redis is unreachable"
+            };
+            Error::with_source(ErrorKind::Connection, message, err)
+        } else {
+            Error::with_source(ErrorKind::Server, "redis returned an error", err)
+        }
+    }
+}
+
+impl From<r2d2::Error> for Error {
+    fn from(err: r2d2::Error) -> Self {
+        Error::with_source(
+            ErrorKind::Connection,
+            "no redis connection could be had within the connect timeout",
+            err,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_is_send_sync_static() {
+        fn assert_bounds<T: StdError + Send + Sync + 'static>() {}
+        assert_bounds::<Error>();
+    }
+
+    #[test]
+    fn display_is_the_message_and_source_is_kept() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let err = Error::from(redis::RedisError::from(io));
+        assert_eq!(err.kind(), ErrorKind::Connection);
+        assert!(err.is_connection());
+        assert_eq!(err.to_string(), "redis is unreachable");
+        assert!(err.source().is_some());
+    }
+}

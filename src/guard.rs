@@ -1,0 +1,134 @@
+//! `FairMutexGuard`: proof of holding a lock; releases it when dropped.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::holds::Hold;
+use crate::mutex::FairMutex;
+use crate::scripts;
+
+/// Holds the lock until [`unlock`](Self::unlock)ed or dropped.
+///
+/// Dropping releases the hold best-effort (errors are logged, never
+/// panicked on); `unlock` reports what Drop cannot. With re-entry, the lock
+/// is free only when every guard of the thread is gone.
+///
+/// The guard is `Sync` but not `Send`: holds are re-entrant per thread, so
+/// a guard stays on the thread that took it, like `std::sync::MutexGuard`.
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>() {}
+/// assert_send::<fairlock::FairMutexGuard>();
+/// ```
+#[must_use = "if unused the lock is released immediately"]
+pub struct FairMutexGuard {
+    mutex: FairMutex,
+    hold: Arc<Hold>,
+    /// Registered with the watchdog (false for a fixed lease).
+    renewed: bool,
+    released: bool,
+    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
+}
+
+impl FairMutexGuard {
+    pub(crate) fn new(mutex: FairMutex, hold: Arc<Hold>, renewed: bool) -> Self {
+        FairMutexGuard {
+            mutex,
+            hold,
+            renewed,
+            released: false,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The fencing token of this hold: larger than the token of every
+    /// earlier acquisition of this name, by any client, even across a Redis
+    /// restart that lost its data. Pass it to the resource you protect and
+    /// have it reject writes carrying a smaller token than one it has seen.
+    /// Re-entrant guards share their outer guard's token.
+    pub fn fencing_token(&self) -> u64 {
+        self.hold.token
+    }
+
+    /// True once the hold is known to be gone: the watchdog found the lock
+    /// no longer ours (expired, force-unlocked), or no renewal confirmed the
+    /// lease before it ran out, or a fixed lease ran out. Whatever this
+    /// says, only a fencing token makes a protected write safe.
+    pub fn is_lease_lost(&self) -> bool {
+        self.hold.is_lost()
+    }
+
+    /// The mutex this guard holds.
+    pub fn mutex(&self) -> &FairMutex {
+        &self.mutex
+    }
+
+    /// Releases the hold and reports how that went. At the last hold of the
+    /// thread the lock goes straight to the next live waiter.
+    ///
+    /// # Errors
+    /// [`ErrorKind::LeaseLost`] when the lock was no longer this hold's
+    /// (nothing was changed: another holder's lock is never touched);
+    /// [`ErrorKind::Connection`] when Redis could not be reached (the lock
+    /// then frees when its lease runs out).
+    pub fn unlock(mut self) -> Result<()> {
+        self.release()
+    }
+
+    fn release(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.released, true) {
+            return Ok(());
+        }
+        let shared = &self.mutex.client().shared;
+        if self.renewed {
+            shared.holds.unregister(&self.hold);
+        }
+        let token = self.hold.token.to_string();
+        let reply = scripts::run(
+            &shared.scripts.release,
+            &mut *shared.connection()?,
+            &self.hold.keys,
+            &[
+                shared.wake_prefix.as_bytes(),
+                self.hold.owner.as_bytes(),
+                token.as_bytes(),
+            ],
+        )?;
+        match reply {
+            redis::Value::Int(left) if left >= 0 => Ok(()),
+            redis::Value::Int(_) => {
+                self.hold.mark_lost();
+                Err(Error::new(
+                    ErrorKind::LeaseLost,
+                    format!(
+                        "lock {:?} was no longer held by this guard (token {})",
+                        self.mutex.name(),
+                        self.hold.token
+                    ),
+                ))
+            }
+            other => Err(scripts::unexpected(&other)),
+        }
+    }
+}
+
+impl Drop for FairMutexGuard {
+    fn drop(&mut self) {
+        if let Err(err) = self.release() {
+            log::warn!(
+                "fairlock: releasing {:?} on drop failed: {err}",
+                self.mutex.name()
+            );
+        }
+    }
+}
+
+impl std::fmt::Debug for FairMutexGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairMutexGuard")
+            .field("name", &self.mutex.name())
+            .field("fencing_token", &self.hold.token)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,80 @@
+//! # fairlock: a fair distributed mutex on Redis
+//!
+//! Threads in many processes, on many machines, take turns on one named
+//! lock **in the order their requests reached Redis**. `lock()` blocks
+//! without polling and returns a guard that releases on drop.
+//!
+//! ## The model
+//! - A [`Client`] owns an r2d2 pool of Redis connections and two threads:
+//!   the *watchdog* renews the leases of held locks and heartbeats this
+//!   client's queued waiters; the *subscriber* listens on the client's own
+//!   channel and wakes waiting threads. Waiting holds no connection.
+//! - A [`FairMutex`] names one lock. Its state lives in five keys sharing one
+//!   cluster hash slot: the holder (owner, hold count, fencing token, lease),
+//!   the FIFO queue, each waiter's liveness deadline, what to grant each
+//!   waiter, and the last fencing token. Every step is one Lua script that
+//!   does O(log N) work in the number of waiters and reads time only from
+//!   the server.
+//! - Releasing hands the lock **directly** to the first live waiter and
+//!   publishes one message to that waiter's client: the waiter returns
+//!   without another round trip. No herd, no polling.
+//! - Waiters stay queued as long as their client heartbeats them, however
+//!   long the holder keeps the lock; a waiter whose client went silent loses
+//!   its place after `waiter_timeout`. A holder that dies frees the lock when
+//!   its lease runs out, and the head of the queue, which knows the lease's
+//!   end, takes it at once.
+//! - Every acquisition gets a [fencing token](FairMutexGuard::fencing_token)
+//!   larger than all before it. A lease-based lock cannot stop a paused
+//!   process from acting after its lease ran out; the protected resource
+//!   must check the token for that.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! # fn main() -> fairlock::Result<()> {
+//! let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+//! let mutex = client.fair_mutex("invoices");
+//! {
+//!     let guard = mutex.lock()?;
+//!     // ... critical section; pass guard.fencing_token() to the resource ...
+//! } // released here, handed to the next waiter
+//!
+//! // A fixed lease, no watchdog: frees itself 2 s after it was granted.
+//! let short = mutex.with_lease(Duration::from_secs(2)).lock()?;
+//! short.unlock()?;
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod client;
+mod config;
+mod error;
+mod guard;
+mod holds;
+mod keys;
+mod mutex;
+mod scripts;
+mod subscriber;
+mod waiters;
+mod watchdog;
+
+pub use client::Client;
+pub use config::{ClientBuilder, MIN_LEASE};
+pub use error::{Error, ErrorKind, Result};
+pub use guard::FairMutexGuard;
+pub use keys::MAX_NAME_LEN;
+pub use mutex::FairMutex;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_send_sync_and_the_guard_is_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        fn sync<T: Sync>() {}
+        send_sync::<Client>();
+        send_sync::<FairMutex>();
+        send_sync::<Error>();
+        sync::<FairMutexGuard>();
+    }
+}

@@ -1,0 +1,380 @@
+//! `FairMutex`: a handle to one named lock, and the acquire algorithm.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use crate::client::{ClientInner, Shared};
+use crate::config::MIN_LEASE;
+use crate::error::{Error, ErrorKind, Result};
+use crate::guard::FairMutexGuard;
+use crate::holds::Hold;
+use crate::keys::LockKeys;
+use crate::scripts::{self, AcquireReply};
+use crate::waiters::{Wake, Waiter};
+
+/// A fair (first come, first served) mutex named by a string, shared by
+/// every thread of every process that uses the same Redis and key prefix.
+///
+/// Cheap to clone; `Send + Sync`. Made by [`Client::fair_mutex`](crate::Client::fair_mutex).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let mutex = client.fair_mutex("nightly-report");
+/// match mutex.try_lock_for(Duration::from_secs(5))? {
+///     Some(guard) => println!("got it, token {}", guard.fencing_token()),
+///     None => println!("still busy after 5 s; left the queue"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FairMutex {
+    client: Arc<ClientInner>,
+    name: Arc<str>,
+    /// None when the name is invalid; every call then reports why.
+    keys: Option<Arc<LockKeys>>,
+    fixed_lease: Option<Duration>,
+}
+
+/// How long an acquisition may wait.
+#[derive(Debug, Clone, Copy)]
+enum Patience {
+    None,
+    Until(Instant),
+    Forever,
+}
+
+/// What one acquire attempt asks of the script.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Try,
+    First,
+    Poll,
+}
+
+impl Mode {
+    fn as_arg(self) -> &'static [u8] {
+        match self {
+            Mode::Try => b"try",
+            Mode::First => b"first",
+            Mode::Poll => b"poll",
+        }
+    }
+}
+
+/// State as read by `inspect.lua`.
+struct Snapshot {
+    holder: String,
+    my_count: u32,
+    pttl_ms: i64,
+    live_waiters: usize,
+}
+
+impl FairMutex {
+    pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
+        let keys = LockKeys::new(&client.shared.config.key_prefix, name)
+            .ok()
+            .map(Arc::new);
+        FairMutex {
+            client,
+            name: name.into(),
+            keys,
+            fixed_lease: None,
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same lock, acquired with a fixed `lease` that no watchdog renews:
+    /// the lock frees by itself `lease` after it was granted. A zero or
+    /// sub-30 ms lease is reported by the acquiring call as
+    /// [`ErrorKind::InvalidConfig`].
+    pub fn with_lease(&self, lease: Duration) -> FairMutex {
+        FairMutex {
+            fixed_lease: Some(lease),
+            ..self.clone()
+        }
+    }
+
+    /// Waits in FIFO order, as long as it takes, and returns the guard.
+    /// A thread that already holds the lock gets a second guard at once.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidName`], [`ErrorKind::InvalidConfig`] (bad fixed
+    /// lease), [`ErrorKind::Connection`] when Redis fails while waiting
+    /// (the queue entry is then removed if Redis can still be reached),
+    /// [`ErrorKind::KeyConflict`].
+    pub fn lock(&self) -> Result<FairMutexGuard> {
+        self.acquire(Patience::Forever)?
+            .ok_or_else(|| Error::new(ErrorKind::Server, "an unbounded wait ended without the lock"))
+    }
+
+    /// Takes the lock only if that needs no waiting: it is free and nobody
+    /// is queued for it (never ahead of a queued waiter), or this thread
+    /// already holds it. Never joins the queue.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    pub fn try_lock(&self) -> Result<Option<FairMutexGuard>> {
+        self.acquire(Patience::None)
+    }
+
+    /// Waits in FIFO order for at most `timeout`. On timeout the queue entry
+    /// is removed before returning `Ok(None)`, so nobody behind is delayed;
+    /// if the lock was handed over in that last instant, the guard is
+    /// returned instead.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<FairMutexGuard>> {
+        let patience = Instant::now()
+            .checked_add(timeout)
+            .map_or(Patience::Forever, Patience::Until);
+        self.acquire(patience)
+    }
+
+    /// True when some thread, anywhere, holds the lock.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidName`], [`ErrorKind::Connection`].
+    pub fn is_locked(&self) -> Result<bool> {
+        Ok(!self.inspect()?.holder.is_empty())
+    }
+
+    /// True when the calling thread (through this client) holds the lock.
+    ///
+    /// # Errors
+    /// As [`is_locked`](Self::is_locked).
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        Ok(self.inspect()?.my_count > 0)
+    }
+
+    /// How many guards the calling thread holds on this lock (0 if none).
+    ///
+    /// # Errors
+    /// As [`is_locked`](Self::is_locked).
+    pub fn hold_count(&self) -> Result<u32> {
+        Ok(self.inspect()?.my_count)
+    }
+
+    /// Lease left on the current hold, whoever holds it; `None` when free.
+    ///
+    /// # Errors
+    /// As [`is_locked`](Self::is_locked).
+    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let pttl = self.inspect()?.pttl_ms;
+        Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
+    }
+
+    /// Number of live waiters queued (dead ones not yet removed are not counted).
+    ///
+    /// # Errors
+    /// As [`is_locked`](Self::is_locked).
+    pub fn queue_len(&self) -> Result<usize> {
+        Ok(self.inspect()?.live_waiters)
+    }
+
+    /// Frees the lock whoever holds it and hands it to the next waiter.
+    /// Returns true if it was held. The old holder's guard then reports a
+    /// lost lease. Meant for operators clearing a stuck lock.
+    ///
+    /// # Errors
+    /// As [`is_locked`](Self::is_locked).
+    pub fn force_unlock(&self) -> Result<bool> {
+        let keys = self.keys()?;
+        let shared = self.shared();
+        let reply = scripts::run(
+            &shared.scripts.force_release,
+            &mut *shared.connection()?,
+            keys,
+            &[shared.wake_prefix.as_bytes()],
+        )?;
+        Ok(!matches!(reply, Value::Nil))
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.client.shared
+    }
+
+    fn keys(&self) -> Result<&Arc<LockKeys>> {
+        match &self.keys {
+            Some(keys) => Ok(keys),
+            None => Err(LockKeys::new(&self.shared().config.key_prefix, &self.name)
+                .expect_err("keys are only missing for an invalid name")),
+        }
+    }
+
+    /// (lease, fixed) of this handle's acquisitions.
+    fn lease(&self) -> Result<(Duration, bool)> {
+        match self.fixed_lease {
+            None => Ok((self.shared().config.lease, false)),
+            Some(lease) if lease >= MIN_LEASE => Ok((lease, true)),
+            Some(lease) => Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("a fixed lease must be at least {MIN_LEASE:?}, got {lease:?}"),
+            )),
+        }
+    }
+
+    fn inspect(&self) -> Result<Snapshot> {
+        let keys = self.keys()?;
+        let shared = self.shared();
+        let owner = shared.owner_id();
+        let reply = scripts::run(
+            &shared.scripts.inspect,
+            &mut *shared.connection()?,
+            keys,
+            &[shared.wake_prefix.as_bytes(), owner.as_bytes()],
+        )?;
+        let parsed: Option<(String, i64, i64, i64, i64)> = redis::from_redis_value(reply.clone()).ok();
+        let (holder, count, _token, pttl_ms, live) = parsed.ok_or_else(|| scripts::unexpected(&reply))?;
+        Ok(Snapshot {
+            holder,
+            my_count: u32::try_from(count).unwrap_or(0),
+            pttl_ms,
+            live_waiters: usize::try_from(live).unwrap_or(0),
+        })
+    }
+
+    fn acquire(&self, patience: Patience) -> Result<Option<FairMutexGuard>> {
+        let keys = Arc::clone(self.keys()?);
+        let (lease, fixed) = self.lease()?;
+        let shared = self.shared();
+        let owner = shared.owner_id();
+        let renew_lease_ms = if fixed { 0 } else { lease.as_millis() as u64 };
+        let waiter = Arc::new(Waiter::new(shared.next_wait_id(), keys, owner, renew_lease_ms));
+        if let Patience::None = patience {
+            return self.attempt(&waiter, Mode::Try, lease, fixed);
+        }
+        // Registered before the first attempt reaches Redis, so that no
+        // handoff message can arrive for an id nobody listens to.
+        shared.waiters.insert(Arc::clone(&waiter));
+        let result = self.wait_in_queue(&waiter, patience, lease, fixed);
+        shared.waiters.remove(waiter.id);
+        result
+    }
+
+    fn wait_in_queue(
+        &self,
+        waiter: &Waiter,
+        patience: Patience,
+        lease: Duration,
+        fixed: bool,
+    ) -> Result<Option<FairMutexGuard>> {
+        let deadline = match patience {
+            Patience::Until(at) => Some(at),
+            _ => None,
+        };
+        let mut mode = Mode::First;
+        loop {
+            match self.attempt(waiter, mode, lease, fixed) {
+                Ok(Some(guard)) => return Ok(Some(guard)),
+                Ok(None) => {}
+                Err(err) => {
+                    // Leave nothing behind if Redis can still be reached.
+                    return match self.leave_queue(waiter, lease, fixed) {
+                        Ok(Some(guard)) => Ok(Some(guard)),
+                        _ => Err(err),
+                    };
+                }
+            }
+            mode = Mode::Poll;
+            match waiter.sleep(deadline) {
+                Wake::Granted(grant) => {
+                    return Ok(Some(self.guard(waiter, grant.token, grant.expires_at, fixed)));
+                }
+                Wake::Poll => {}
+                Wake::TimedOut => return self.leave_queue(waiter, lease, fixed),
+            }
+        }
+    }
+
+    /// One run of the acquire script. Returns the guard when acquired;
+    /// otherwise schedules the waiter's next poll.
+    fn attempt(&self, waiter: &Waiter, mode: Mode, lease: Duration, fixed: bool) -> Result<Option<FairMutexGuard>> {
+        let shared = self.shared();
+        let lease_ms = lease.as_millis().to_string();
+        let waiter_timeout_ms = shared.config.waiter_timeout.as_millis().to_string();
+        let wait_id = waiter.id.to_string();
+        let sent = Instant::now();
+        let reply = scripts::run(
+            &shared.scripts.acquire,
+            &mut *shared.connection()?,
+            &waiter.keys,
+            &[
+                shared.wake_prefix.as_bytes(),
+                waiter.owner.as_bytes(),
+                lease_ms.as_bytes(),
+                if fixed { b"1" } else { b"0" },
+                waiter_timeout_ms.as_bytes(),
+                mode.as_arg(),
+                wait_id.as_bytes(),
+            ],
+        )?;
+        match AcquireReply::parse(reply)? {
+            AcquireReply::Acquired { token, pttl_ms } => {
+                let expires_at = sent + Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
+                Ok(Some(self.guard(waiter, token, expires_at, fixed)))
+            }
+            AcquireReply::Waiting { pttl_ms, position } => {
+                waiter.schedule_after_reply(position, pttl_ms);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Removes the waiter's queue entry; returns the guard instead if the
+    /// lock had been handed over already.
+    fn leave_queue(&self, waiter: &Waiter, lease: Duration, fixed: bool) -> Result<Option<FairMutexGuard>> {
+        let shared = self.shared();
+        let lease_ms = lease.as_millis().to_string();
+        let sent = Instant::now();
+        let reply = scripts::run(
+            &shared.scripts.cancel,
+            &mut *shared.connection()?,
+            &waiter.keys,
+            &[
+                shared.wake_prefix.as_bytes(),
+                waiter.owner.as_bytes(),
+                lease_ms.as_bytes(),
+                if fixed { b"1" } else { b"0" },
+            ],
+        )?;
+        match AcquireReply::parse(reply)? {
+            AcquireReply::Acquired { token, pttl_ms } => {
+                let expires_at = sent + Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
+                Ok(Some(self.guard(waiter, token, expires_at, fixed)))
+            }
+            AcquireReply::Waiting { .. } => Ok(None),
+        }
+    }
+
+    fn guard(&self, waiter: &Waiter, token: u64, expires_at: Instant, fixed: bool) -> FairMutexGuard {
+        let hold = Hold::new(Arc::clone(&waiter.keys), waiter.owner.clone(), token, expires_at);
+        let (hold, renewed) = if fixed {
+            (Arc::new(hold), false)
+        } else {
+            (self.shared().holds.register(hold), true)
+        };
+        FairMutexGuard::new(self.clone(), hold, renewed)
+    }
+
+    pub(crate) fn client(&self) -> &Arc<ClientInner> {
+        &self.client
+    }
+}
+
+impl std::fmt::Debug for FairMutex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairMutex")
+            .field("name", &self.name)
+            .field("fixed_lease", &self.fixed_lease)
+            .finish_non_exhaustive()
+    }
+}

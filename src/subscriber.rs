@@ -1,0 +1,99 @@
+//! The `fairlock-subscriber` thread: one connection of its own, subscribed
+//! to this client's wake channel, turning messages into condvar wake-ups.
+//!
+//! Messages (see `lua/lib.lua`): `G <wait id> <token> <ttl ms>` hands the
+//! lock to a waiter; `H <wait id> <pttl ms>` tells a waiter it heads the
+//! queue; `S` asks the thread to notice that the client is stopping.
+//! Messages published while the connection is down are lost, so after every
+//! reconnect all waiters poll once.
+
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use crate::client::Shared;
+use crate::error::Result;
+use crate::waiters::{poll_time, Grant};
+
+/// How long a read blocks before the thread checks whether to stop.
+const READ_TIMEOUT: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+pub(crate) fn run(shared: &Shared, ready: Sender<Result<()>>) {
+    let mut ready = Some(ready);
+    let mut backoff = Duration::from_millis(50);
+    while !shared.is_stopping() {
+        match listen(shared, &mut ready) {
+            Ok(()) => return,
+            Err(err) => {
+                if let Some(ready) = ready.take() {
+                    let _ = ready.send(Err(err));
+                    return;
+                }
+                log::warn!("fairlock: wake-up subscription lost, reconnecting: {err}");
+            }
+        }
+        if shared.sleep_unless_stopping(backoff) {
+            return;
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Subscribes and dispatches messages until the client stops (Ok) or the
+/// connection fails (Err).
+fn listen(shared: &Shared, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
+    let config = &shared.config;
+    let mut conn = shared
+        .redis
+        .get_connection_with_timeout(config.connect_timeout)?;
+    conn.set_write_timeout(Some(config.command_timeout))?;
+    conn.set_read_timeout(Some(config.command_timeout))?;
+    let mut pubsub = conn.as_pubsub();
+    pubsub.subscribe(shared.wake_channel())?;
+    pubsub.set_read_timeout(Some(READ_TIMEOUT))?;
+    match ready.take() {
+        Some(ready) => {
+            let _ = ready.send(Ok(()));
+        }
+        // Handoffs published while we were away were lost: everyone asks.
+        None => shared.waiters.repoll_all(),
+    }
+    loop {
+        if shared.is_stopping() {
+            return Ok(());
+        }
+        match pubsub.get_message() {
+            Ok(msg) => {
+                let payload: Vec<u8> = msg.get_payload_bytes().to_vec();
+                dispatch(shared, &payload);
+            }
+            Err(err) if err.is_timeout() => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+}
+
+fn dispatch(shared: &Shared, payload: &[u8]) {
+    let text = String::from_utf8_lossy(payload);
+    let mut fields = text.split(' ');
+    let kind = fields.next();
+    let numbers: Vec<i64> = fields.filter_map(|f| f.parse().ok()).collect();
+    match (kind, numbers.as_slice()) {
+        (Some("G"), &[wait_id, token, ttl_ms]) => {
+            if let Some(waiter) = shared.waiters.get(wait_id as u64) {
+                let ttl = Duration::from_millis(u64::try_from(ttl_ms).unwrap_or(0));
+                waiter.grant(Grant {
+                    token: token as u64,
+                    expires_at: Instant::now() + ttl,
+                });
+            }
+        }
+        (Some("H"), &[wait_id, pttl_ms]) => {
+            if let Some(waiter) = shared.waiters.get(wait_id as u64) {
+                waiter.poll_by(poll_time(pttl_ms));
+            }
+        }
+        (Some("S"), _) => {}
+        _ => log::debug!("fairlock: ignoring wake message {text:?}"),
+    }
+}
