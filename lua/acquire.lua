@@ -16,10 +16,6 @@
 --         (position -1 for "try": not queued).
 -- Cost: O(log N) in the number of waiters N (amortised over dropped dead waiters).
 
-local bad = key_type_error()
-if bad then
-  return bad
-end
 local owner, lease, fixed = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local waiter_timeout, mode, wait_id = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 
@@ -37,11 +33,12 @@ if holder == owner then
 end
 
 local now_us, now_ms = server_time()
-prune(now_ms)
 if not holder then
   local head = live_head(now_ms)
   if head == nil or head == owner then
-    forget(owner)
+    if head == owner then
+      forget(owner)
+    end
     local token = take(owner, lease, now_us)
     if head == owner then
       tell_head(now_ms)

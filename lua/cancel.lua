@@ -9,10 +9,6 @@
 --         (the caller keeps it), or {0} when the caller left the queue.
 -- Cost: O(log N).
 
-local bad = key_type_error()
-if bad then
-  return bad
-end
 local owner = ARGV[2]
 local lock = redis.call('HMGET', LOCK, 'owner', 'token')
 if lock[1] == owner then

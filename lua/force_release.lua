@@ -5,16 +5,11 @@
 -- Returns the owner id that held the lock, or false (nil) when it was free.
 -- Cost: O(log N).
 
-local bad = key_type_error()
-if bad then
-  return bad
-end
 local holder = redis.call('HGET', LOCK, 'owner')
 if not holder then
   return false
 end
 redis.call('DEL', LOCK)
 local now_us, now_ms = server_time()
-prune(now_ms)
 hand_over(now_us, now_ms)
 return holder

@@ -13,10 +13,6 @@
 --  -1, 0         not queued and not holding (evicted or never queued)
 -- Cost: O(k log N) for k waiters of this client.
 
-local bad = key_type_error()
-if bad then
-  return bad
-end
 local waiter_timeout = tonumber(ARGV[2])
 local now_us, now_ms = server_time()
 prune(now_ms)

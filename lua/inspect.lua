@@ -7,10 +7,6 @@
 --          holder's token or 0, lock pttl ms (-2 when free), live waiters queued}.
 -- Cost: O(log N) (ZCOUNT over the deadline index).
 
-local bad = key_type_error()
-if bad then
-  return bad
-end
 local _, now_ms = server_time()
 local lock = redis.call('HMGET', LOCK, 'owner', 'count', 'token')
 local count = 0

@@ -22,24 +22,10 @@ local WAKE_PREFIX = ARGV[1]
 local FENCE_TTL_MS = 3600000
 -- Dead waiters dropped per call from anywhere in the queue (O(log N) each).
 local PRUNE_BATCH = 16
-local KEY_TYPES = { 'hash', 'zset', 'zset', 'hash', 'string' }
-local KEY_NAMES = { 'lock', 'queue', 'deadlines', 'grants', 'fence' }
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15).
 local function fmt(n)
   return string.format('%.0f', n)
-end
-
--- Someone else's data under one of our keys is reported, never overwritten.
-local function key_type_error()
-  for i = 1, #KEYS do
-    local t = redis.call('TYPE', KEYS[i])['ok']
-    if t ~= 'none' and t ~= KEY_TYPES[i] then
-      return redis.error_reply('FAIRLOCK_KEYTYPE the ' .. KEY_NAMES[i] .. ' key holds a ' .. t ..
-        ' where fairlock expects a ' .. KEY_TYPES[i])
-    end
-  end
-  return nil
 end
 
 -- Server time as (microseconds, milliseconds).
@@ -49,8 +35,15 @@ local function server_time()
   return us, math.floor(us / 1000)
 end
 
+-- Someone else's data under one of our keys is never overwritten: every
+-- script reads a key before it writes it, so a key of another type stops
+-- the script with WRONGTYPE first, and a foreign string here stops it below.
 local function next_token(now_us)
-  local last = tonumber(redis.call('GET', FENCE) or '0') or 0
+  local stored = redis.call('GET', FENCE)
+  local last = tonumber(stored or '0')
+  if not last then
+    error({ err = 'WRONGTYPE the fence key holds a value fairlock did not write' })
+  end
   local token = math.max(last + 1, now_us)
   redis.call('SET', FENCE, fmt(token), 'PX', FENCE_TTL_MS)
   return token
@@ -73,8 +66,12 @@ end
 
 -- The first queued waiter that is still alive, with its deadline. Dead or
 -- half-written entries ahead of it are dropped; each entry is dropped once,
--- so this is O(log N) amortised per call.
+-- so this is O(log N) amortised per call. An empty queue costs one call.
 local function live_head(now_ms)
+  if not redis.call('ZRANGE', QUEUE, 0, 0)[1] then
+    return nil, nil
+  end
+  prune(now_ms)
   while true do
     local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
     if not head then

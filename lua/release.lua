@@ -9,10 +9,6 @@
 --         (the lease was lost); then nothing is changed.
 -- Cost: O(log N).
 
-local bad = key_type_error()
-if bad then
-  return bad
-end
 local lock = redis.call('HMGET', LOCK, 'owner', 'count', 'token')
 if lock[1] ~= ARGV[2] or lock[3] ~= ARGV[3] then
   return -1
@@ -24,6 +20,5 @@ if count > 0 then
 end
 redis.call('DEL', LOCK)
 local now_us, now_ms = server_time()
-prune(now_ms)
 hand_over(now_us, now_ms)
 return 0

@@ -8,10 +8,6 @@
 -- Returns 1 when renewed, 0 when the lock is no longer this hold's (lease lost).
 -- Cost: O(1).
 
-local bad = key_type_error()
-if bad then
-  return bad
-end
 local lock = redis.call('HMGET', LOCK, 'owner', 'token')
 if lock[1] ~= ARGV[2] or lock[2] ~= ARGV[3] then
   return 0

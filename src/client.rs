@@ -67,7 +67,10 @@ pub(crate) struct Shared {
 struct CommandTimeouts(Duration);
 
 impl r2d2::CustomizeConnection<redis::Connection, redis::RedisError> for CommandTimeouts {
-    fn on_acquire(&self, conn: &mut redis::Connection) -> std::result::Result<(), redis::RedisError> {
+    fn on_acquire(
+        &self,
+        conn: &mut redis::Connection,
+    ) -> std::result::Result<(), redis::RedisError> {
         conn.set_read_timeout(Some(self.0))?;
         conn.set_write_timeout(Some(self.0))
     }
@@ -107,6 +110,8 @@ impl Client {
         let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
             .num_threads(1)
             .thread_name_pattern("fairlock-pool")
+            // Exit with the pool instead of lingering until the next reaper run.
+            .on_drop_behavior(scheduled_thread_pool::OnPoolDropBehavior::DiscardPendingScheduled)
             .build();
         let pool = r2d2::Pool::builder()
             .max_size(config.pool_size)
@@ -146,7 +151,9 @@ impl Client {
             std::thread::Builder::new()
                 .name("fairlock-subscriber".into())
                 .spawn(move || subscriber::run(&shared, ready_tx))
-                .map_err(|err| Error::with_source(ErrorKind::Server, "cannot start a thread", err))?
+                .map_err(|err| {
+                    Error::with_source(ErrorKind::Server, "cannot start a thread", err)
+                })?
         };
         let inner = ClientInner {
             shared: Arc::clone(&shared),
@@ -166,7 +173,9 @@ impl Client {
             std::thread::Builder::new()
                 .name("fairlock-watchdog".into())
                 .spawn(move || watchdog::run(&shared))
-                .map_err(|err| Error::with_source(ErrorKind::Server, "cannot start a thread", err))?
+                .map_err(|err| {
+                    Error::with_source(ErrorKind::Server, "cannot start a thread", err)
+                })?
         };
         inner.threads.lock().push(watchdog);
         Ok(Client {

@@ -45,9 +45,14 @@ impl Config {
 
     fn validate(&self) -> Result<()> {
         let invalid = |message: String| Err(Error::new(ErrorKind::InvalidConfig, message));
-        for (what, value) in [("lease", self.lease), ("waiter_timeout", self.waiter_timeout)] {
+        for (what, value) in [
+            ("lease", self.lease),
+            ("waiter_timeout", self.waiter_timeout),
+        ] {
             if value < MIN_LEASE {
-                return invalid(format!("{what} must be at least {MIN_LEASE:?}, got {value:?}"));
+                return invalid(format!(
+                    "{what} must be at least {MIN_LEASE:?}, got {value:?}"
+                ));
             }
             if value.as_millis() > i64::MAX as u128 / 1000 {
                 return invalid(format!("{what} of {value:?} is too long"));
@@ -70,7 +75,9 @@ impl Config {
         }
         if prefix.contains(['{', '}']) {
             // A brace would become the cluster hash tag and split a lock's keys over slots.
-            return invalid(format!("key_prefix must not contain '{{' or '}}': {prefix:?}"));
+            return invalid(format!(
+                "key_prefix must not contain '{{' or '}}': {prefix:?}"
+            ));
         }
         Ok(())
     }
@@ -173,7 +180,10 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         ClientBuilder::new("redis://x").config.validate().unwrap();
-        assert_eq!(Config::default().watchdog_period(), Duration::from_secs(10) / 3);
+        assert_eq!(
+            Config::default().watchdog_period(),
+            Duration::from_secs(10) / 3
+        );
     }
 
     #[test]

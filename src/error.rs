@@ -112,9 +112,14 @@ impl StdError for Error {
 impl From<redis::RedisError> for Error {
     fn from(err: redis::RedisError) -> Self {
         use redis::{ErrorKind as K, ServerErrorKind as S};
-        if err.code() == Some("FAIRLOCK_KEYTYPE") {
-            let detail = err.detail().unwrap_or("a lock key holds foreign data").to_owned();
-            return Error::with_source(ErrorKind::KeyConflict, detail, err);
+        if err.code() == Some("WRONGTYPE") {
+            // Scripts read every key before writing it, so they stopped here
+            // before touching the foreign value.
+            return Error::with_source(
+                ErrorKind::KeyConflict,
+                "a key of this lock holds data fairlock did not write; it was left untouched",
+                err,
+            );
         }
         let unavailable = err.is_io_error()
             || err.is_timeout()

@@ -12,7 +12,7 @@ use crate::guard::FairMutexGuard;
 use crate::holds::Hold;
 use crate::keys::LockKeys;
 use crate::scripts::{self, AcquireReply};
-use crate::waiters::{Wake, Waiter};
+use crate::waiters::{Waiter, Wake};
 
 /// A fair (first come, first served) mutex named by a string, shared by
 /// every thread of every process that uses the same Redis and key prefix.
@@ -111,8 +111,12 @@ impl FairMutex {
     /// (the queue entry is then removed if Redis can still be reached),
     /// [`ErrorKind::KeyConflict`].
     pub fn lock(&self) -> Result<FairMutexGuard> {
-        self.acquire(Patience::Forever)?
-            .ok_or_else(|| Error::new(ErrorKind::Server, "an unbounded wait ended without the lock"))
+        self.acquire(Patience::Forever)?.ok_or_else(|| {
+            Error::new(
+                ErrorKind::Server,
+                "an unbounded wait ended without the lock",
+            )
+        })
     }
 
     /// Takes the lock only if that needs no waiting: it is free and nobody
@@ -232,8 +236,10 @@ impl FairMutex {
             keys,
             &[shared.wake_prefix.as_bytes(), owner.as_bytes()],
         )?;
-        let parsed: Option<(String, i64, i64, i64, i64)> = redis::from_redis_value(reply.clone()).ok();
-        let (holder, count, _token, pttl_ms, live) = parsed.ok_or_else(|| scripts::unexpected(&reply))?;
+        let parsed: Option<(String, i64, i64, i64, i64)> =
+            redis::from_redis_value(reply.clone()).ok();
+        let (holder, count, _token, pttl_ms, live) =
+            parsed.ok_or_else(|| scripts::unexpected(&reply))?;
         Ok(Snapshot {
             holder,
             my_count: u32::try_from(count).unwrap_or(0),
@@ -248,7 +254,12 @@ impl FairMutex {
         let shared = self.shared();
         let owner = shared.owner_id();
         let renew_lease_ms = if fixed { 0 } else { lease.as_millis() as u64 };
-        let waiter = Arc::new(Waiter::new(shared.next_wait_id(), keys, owner, renew_lease_ms));
+        let waiter = Arc::new(Waiter::new(
+            shared.next_wait_id(),
+            keys,
+            owner,
+            renew_lease_ms,
+        ));
         if let Patience::None = patience {
             return self.attempt(&waiter, Mode::Try, lease, fixed);
         }
@@ -287,7 +298,12 @@ impl FairMutex {
             mode = Mode::Poll;
             match waiter.sleep(deadline) {
                 Wake::Granted(grant) => {
-                    return Ok(Some(self.guard(waiter, grant.token, grant.expires_at, fixed)));
+                    return Ok(Some(self.guard(
+                        waiter,
+                        grant.token,
+                        grant.expires_at,
+                        fixed,
+                    )));
                 }
                 Wake::Poll => {}
                 Wake::TimedOut => return self.leave_queue(waiter, lease, fixed),
@@ -297,7 +313,13 @@ impl FairMutex {
 
     /// One run of the acquire script. Returns the guard when acquired;
     /// otherwise schedules the waiter's next poll.
-    fn attempt(&self, waiter: &Waiter, mode: Mode, lease: Duration, fixed: bool) -> Result<Option<FairMutexGuard>> {
+    fn attempt(
+        &self,
+        waiter: &Waiter,
+        mode: Mode,
+        lease: Duration,
+        fixed: bool,
+    ) -> Result<Option<FairMutexGuard>> {
         let shared = self.shared();
         let lease_ms = lease.as_millis().to_string();
         let waiter_timeout_ms = shared.config.waiter_timeout.as_millis().to_string();
@@ -331,7 +353,12 @@ impl FairMutex {
 
     /// Removes the waiter's queue entry; returns the guard instead if the
     /// lock had been handed over already.
-    fn leave_queue(&self, waiter: &Waiter, lease: Duration, fixed: bool) -> Result<Option<FairMutexGuard>> {
+    fn leave_queue(
+        &self,
+        waiter: &Waiter,
+        lease: Duration,
+        fixed: bool,
+    ) -> Result<Option<FairMutexGuard>> {
         let shared = self.shared();
         let lease_ms = lease.as_millis().to_string();
         let sent = Instant::now();
@@ -355,8 +382,19 @@ impl FairMutex {
         }
     }
 
-    fn guard(&self, waiter: &Waiter, token: u64, expires_at: Instant, fixed: bool) -> FairMutexGuard {
-        let hold = Hold::new(Arc::clone(&waiter.keys), waiter.owner.clone(), token, expires_at);
+    fn guard(
+        &self,
+        waiter: &Waiter,
+        token: u64,
+        expires_at: Instant,
+        fixed: bool,
+    ) -> FairMutexGuard {
+        let hold = Hold::new(
+            Arc::clone(&waiter.keys),
+            waiter.owner.clone(),
+            token,
+            expires_at,
+        );
         let (hold, renewed) = if fixed {
             (Arc::new(hold), false)
         } else {

@@ -209,10 +209,16 @@ mod tests {
     fn sleep_honours_the_deadline_and_the_poll_time() {
         let w = waiter();
         let start = Instant::now();
-        assert_eq!(w.sleep(Some(start + Duration::from_millis(30))), Wake::TimedOut);
+        assert_eq!(
+            w.sleep(Some(start + Duration::from_millis(30))),
+            Wake::TimedOut
+        );
         assert!(start.elapsed() >= Duration::from_millis(30));
         w.schedule_after_reply(Some(0), 20);
-        assert_eq!(w.sleep(Some(Instant::now() + Duration::from_secs(10))), Wake::Poll);
+        assert_eq!(
+            w.sleep(Some(Instant::now() + Duration::from_secs(10))),
+            Wake::Poll
+        );
         w.repoll();
         assert_eq!(w.sleep(None), Wake::Poll);
     }

@@ -53,7 +53,11 @@ pub(crate) fn tick(shared: &Shared) -> Result<()> {
     Ok(())
 }
 
-fn renew_all(shared: &Shared, holds: &[Arc<Hold>], groups: &[Vec<Arc<Waiter>>]) -> Result<Vec<Value>> {
+fn renew_all(
+    shared: &Shared,
+    holds: &[Arc<Hold>],
+    groups: &[Vec<Arc<Waiter>>],
+) -> Result<Vec<Value>> {
     let lease_ms = shared.config.lease.as_millis().to_string();
     let waiter_timeout_ms = shared.config.waiter_timeout.as_millis().to_string();
     let prefix = shared.wake_prefix.as_bytes();
@@ -64,11 +68,19 @@ fn renew_all(shared: &Shared, holds: &[Arc<Hold>], groups: &[Vec<Arc<Waiter>>]) 
         pipe.add_command(evalsha(
             &shared.scripts.renew,
             &[hold.keys.lock()],
-            &[prefix, hold.owner.as_bytes(), token.as_bytes(), lease_ms.as_bytes()],
+            &[
+                prefix,
+                hold.owner.as_bytes(),
+                token.as_bytes(),
+                lease_ms.as_bytes(),
+            ],
         ));
     }
     for waiters in groups {
-        let leases: Vec<String> = waiters.iter().map(|w| w.renew_lease_ms.to_string()).collect();
+        let leases: Vec<String> = waiters
+            .iter()
+            .map(|w| w.renew_lease_ms.to_string())
+            .collect();
         let mut args: Vec<&[u8]> = vec![prefix, waiter_timeout_ms.as_bytes()];
         for (waiter, lease) in waiters.iter().zip(&leases) {
             args.push(waiter.owner.as_bytes());
@@ -117,4 +129,3 @@ fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: Value, sent: Instant) {
         }
     }
 }
-

@@ -59,7 +59,16 @@ impl RedisServer {
     fn launch(&mut self, extra: &[&str]) -> Result<(), String> {
         let port = self.port.to_string();
         let child = Command::new("redis-server")
-            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .args(["--protected-mode", "no", "--daemonize", "no"])
             .arg("--dir")
             .arg(&self.dir)
@@ -85,7 +94,10 @@ impl RedisServer {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(format!("redis-server did not answer within 10 s: {}", self.log()))
+        Err(format!(
+            "redis-server did not answer within 10 s: {}",
+            self.log()
+        ))
     }
 
     pub fn port(&self) -> u16 {
@@ -106,7 +118,9 @@ impl RedisServer {
 
     /// A client with the short test timings.
     pub fn client(&self) -> Client {
-        self.builder().build().expect("client connects to the test server")
+        self.builder()
+            .build()
+            .expect("client connects to the test server")
     }
 
     fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
@@ -141,7 +155,11 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
         if std::thread::panicking() {
-            eprintln!("---- redis-server log (port {}) ----\n{}", self.port, self.log());
+            eprintln!(
+                "---- redis-server log (port {}) ----\n{}",
+                self.port,
+                self.log()
+            );
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

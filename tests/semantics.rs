@@ -1,0 +1,322 @@
+//! Re-entry, fencing tokens, names, key expiry, foreign data and errors.
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, ErrorKind, MAX_NAME_LEN};
+use redis::Commands;
+use support::*;
+
+#[test]
+fn reentry_gives_a_second_guard_with_the_same_token() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mutex = client.fair_mutex("reentrant");
+    let outer = mutex.lock().unwrap();
+    let started = Instant::now();
+    let inner = mutex.lock().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(inner.fencing_token(), outer.fencing_token());
+    assert_eq!(mutex.hold_count().unwrap(), 2);
+    let third = mutex.try_lock().unwrap().expect("try_lock re-enters too");
+    assert_eq!(mutex.hold_count().unwrap(), 3);
+    drop(third);
+    inner.unlock().unwrap();
+    assert!(mutex.is_locked().unwrap(), "still held by the outer guard");
+    assert!(mutex.is_held_by_current_thread().unwrap());
+
+    // Another thread of the same client is another owner: it must wait.
+    let other = mutex.clone();
+    let blocked = std::thread::spawn(move || other.try_lock().unwrap().is_none())
+        .join()
+        .unwrap();
+    assert!(blocked, "another thread must not share the hold");
+
+    outer.unlock().unwrap();
+    assert!(!mutex.is_locked().unwrap());
+    assert_eq!(mutex.hold_count().unwrap(), 0);
+    assert_eq!(mutex.remaining_lease().unwrap(), None);
+}
+
+#[test]
+fn fencing_tokens_increase_across_clients_and_a_restart_that_lost_data() {
+    let mut server = RedisServer::start();
+    let a = server.client();
+    let b = server.client();
+    let mut last = 0;
+    for i in 0..50 {
+        let client = if i % 2 == 0 { &a } else { &b };
+        let guard = client.fair_mutex("fenced").lock().unwrap();
+        assert!(guard.fencing_token() > last, "token went backwards");
+        last = guard.fencing_token();
+    }
+    server.restart();
+    // The first calls may see the dead connections; a new one must work.
+    let mut after = None;
+    assert!(wait_until(Duration::from_secs(10), || {
+        match a.fair_mutex("fenced").lock() {
+            Ok(guard) => {
+                after = Some(guard.fencing_token());
+                true
+            }
+            Err(err) => {
+                assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+                false
+            }
+        }
+    }));
+    let after = after.unwrap();
+    assert!(after > last, "token {after} after restart not above {last}");
+}
+
+#[test]
+fn any_name_works_and_distinct_names_never_collide() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let long = "n".repeat(MAX_NAME_LEN);
+    let names: Vec<String> = [
+        "plain",
+        "a:b",
+        "{a}",
+        "{a}:b",
+        "a}{",
+        "}",
+        "{",
+        "with space",
+        "new\nline",
+        "nul\0byte",
+        "名前",
+        "*",
+        "?",
+        "[x]",
+        "a:lock:b",
+        "a:queue",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([long])
+    .collect();
+    // Hold every lock at once: a collision would make one of them wait.
+    let guards: Vec<_> = names
+        .iter()
+        .map(|name| {
+            client
+                .fair_mutex(name)
+                .try_lock()
+                .unwrap()
+                .unwrap_or_else(|| panic!("{name:?} collided with another name"))
+        })
+        .collect();
+    let tokens: HashSet<u64> = guards.iter().map(|g| g.fencing_token()).collect();
+    assert_eq!(guards.len(), names.len());
+    assert!(!tokens.is_empty());
+    for name in &names {
+        let m = client.fair_mutex(name);
+        assert_eq!(m.name(), name);
+        assert!(m.is_locked().unwrap());
+    }
+    drop(guards);
+    for name in &names {
+        assert!(!client.fair_mutex(name).is_locked().unwrap(), "{name:?}");
+    }
+
+    // All keys of one lock share one cluster hash tag, hence one slot.
+    let mut conn = server.conn();
+    let holder = client.fair_mutex("{slot}:x y");
+    let guard = holder.lock().unwrap();
+    let keys = std::thread::scope(|s| {
+        let other = client.fair_mutex("{slot}:x y");
+        let waiter = s.spawn(move || other.lock().map(|g| g.fencing_token()));
+        assert!(wait_until(Duration::from_secs(5), || holder
+            .queue_len()
+            .unwrap()
+            == 1));
+        let keys: Vec<String> = conn.keys("fairlock:*").unwrap();
+        drop(guard);
+        waiter.join().unwrap().unwrap();
+        keys
+    });
+    let keys: Vec<String> = keys
+        .into_iter()
+        .filter(|k| k.ends_with(":{slot}:x y"))
+        .collect();
+    assert_eq!(keys.len(), 5, "{keys:?}");
+    let tags: HashSet<&str> = keys.iter().map(|k| cluster_hash_tag(k)).collect();
+    assert_eq!(tags.len(), 1, "{keys:?}");
+}
+
+#[test]
+fn empty_and_oversized_names_are_invalid_name() {
+    let server = RedisServer::start();
+    let client = server.client();
+    for name in [String::new(), "x".repeat(MAX_NAME_LEN + 1)] {
+        let m = client.fair_mutex(&name);
+        assert_eq!(m.lock().unwrap_err().kind(), ErrorKind::InvalidName);
+        assert_eq!(m.try_lock().unwrap_err().kind(), ErrorKind::InvalidName);
+        assert_eq!(m.is_locked().unwrap_err().kind(), ErrorKind::InvalidName);
+        assert_eq!(m.force_unlock().unwrap_err().kind(), ErrorKind::InvalidName);
+    }
+    let m = client.fair_mutex("ok");
+    let err = m.with_lease(Duration::ZERO).lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+}
+
+/// Redis Cluster's rule: a key's slot comes from its first non-empty `{...}`.
+fn cluster_hash_tag(key: &str) -> &str {
+    let Some(open) = key.find('{') else {
+        return key;
+    };
+    match key[open + 1..].find('}') {
+        Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+        _ => key,
+    }
+}
+
+fn keys_without_ttl(conn: &mut redis::Connection) -> Vec<String> {
+    let keys: Vec<String> = conn.keys("fairlock:*").unwrap();
+    keys.into_iter()
+        .filter(|k| conn.pttl::<_, i64>(k).unwrap() == -1)
+        .collect()
+}
+
+#[test]
+fn every_key_expires_once_released_and_idle() {
+    let server = RedisServer::start();
+    let a = server.client();
+    let b = server.client();
+    let mut conn = server.conn();
+    let m = a.fair_mutex("expiring");
+    let guard = m.lock().unwrap();
+    let waiter = {
+        let m = b.fair_mutex("expiring");
+        std::thread::spawn(move || m.lock().map(|g| g.fencing_token()))
+    };
+    assert!(wait_until(Duration::from_secs(5), || m
+        .queue_len()
+        .unwrap()
+        == 1));
+    assert_eq!(
+        keys_without_ttl(&mut conn),
+        Vec::<String>::new(),
+        "while queued"
+    );
+    drop(guard);
+    waiter.join().unwrap().unwrap();
+    // a timed-out waiter too
+    let g = m.lock().unwrap();
+    let timed_out = {
+        let m = b.fair_mutex("expiring");
+        std::thread::spawn(move || {
+            m.try_lock_for(Duration::from_millis(200))
+                .map(|g| g.is_some())
+        })
+    };
+    assert!(!timed_out.join().unwrap().unwrap());
+    drop(g);
+    let keys: Vec<String> = conn.keys("fairlock:*").unwrap();
+    assert!(!keys.is_empty(), "the fence key stays, with a TTL");
+    assert_eq!(
+        keys_without_ttl(&mut conn),
+        Vec::<String>::new(),
+        "after release"
+    );
+}
+
+#[test]
+fn foreign_data_under_a_lock_key_is_reported_and_left_alone() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let m = client.fair_mutex("occupied");
+    // Find the lock's key by locking once, then put a string there.
+    let lock_key = {
+        let _g = m.lock().unwrap();
+        let mut conn = server.conn();
+        let keys: Vec<String> = conn.keys("fairlock:*:lock:occupied").unwrap();
+        keys.into_iter().next().unwrap()
+    };
+    let mut conn = server.conn();
+    let _: () = conn.set(&lock_key, "someone else's").unwrap();
+    let err = m.lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::KeyConflict, "{err:?}");
+    assert!(err.to_string().contains("left untouched"), "{err}");
+    assert_eq!(m.try_lock().unwrap_err().kind(), ErrorKind::KeyConflict);
+    assert_eq!(m.force_unlock().unwrap_err().kind(), ErrorKind::KeyConflict);
+    let value: String = conn.get(&lock_key).unwrap();
+    assert_eq!(value, "someone else's");
+
+    // A list where the queue goes, a non-number where the fence goes.
+    for (kind, foreign) in [("queue", "list"), ("fence", "string")] {
+        let _: () = conn.del(&lock_key).unwrap();
+        let key = lock_key.replacen(":lock:", &format!(":{kind}:"), 1);
+        let _: () = conn.del(&key).unwrap();
+        if foreign == "list" {
+            let _: () = conn.rpush(&key, "theirs").unwrap();
+            let err = m.lock().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::KeyConflict, "{err:?}");
+            let kept: Vec<String> = conn.lrange(&key, 0, -1).unwrap();
+            assert_eq!(kept, vec!["theirs".to_string()]);
+        } else {
+            let _: () = conn.set(&key, "not a token").unwrap();
+            let err = m.lock().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::KeyConflict, "{err:?}");
+            let kept: String = conn.get(&key).unwrap();
+            assert_eq!(kept, "not a token");
+        }
+        let _: () = conn.del(&key).unwrap();
+    }
+}
+
+#[test]
+fn unreachable_redis_is_a_connection_error_within_the_connect_timeout() {
+    let port = free_port();
+    let started = Instant::now();
+    let err = Client::builder(&format!("redis://127.0.0.1:{port}"))
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+    assert!(started.elapsed() < Duration::from_millis(500) + Duration::from_secs(1));
+
+    let err = Client::open("not a url").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+
+    // An existing client whose server goes away.
+    let mut server = RedisServer::start();
+    let client = server
+        .builder()
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let m = client.fair_mutex("gone");
+    server.kill();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let err = m.lock().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        assert!(started.elapsed() < Duration::from_millis(500) + Duration::from_secs(1));
+        let started = Instant::now();
+        assert_eq!(m.is_locked().unwrap_err().kind(), ErrorKind::Connection);
+        assert!(started.elapsed() < Duration::from_millis(500) + Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn client_clock_is_never_read_by_the_scripts() {
+    // Every script reads time with TIME on the server; none takes a
+    // timestamp argument. Guard that property at the source level.
+    for file in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua")).unwrap() {
+        let path = file.unwrap().path();
+        let code = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !code.contains("os.time") && !code.contains("os.clock"),
+            "{path:?}"
+        );
+        if code.contains("now_ms") || code.contains("now_us") {
+            let uses_server_time =
+                code.contains("server_time()") || code.contains("redis.call('TIME')");
+            assert!(uses_server_time, "{path:?} computes time without TIME");
+        }
+    }
+}
