@@ -50,10 +50,13 @@ impl Hold {
     }
 }
 
-/// Watchdog-renewed holds of one client, keyed by (lock key, token).
+/// (lock key, token): one acquisition of one lock.
+type HoldId = (String, u64);
+
+/// Watchdog-renewed holds of one client, with how many guards share each.
 #[derive(Default)]
 pub(crate) struct Holds {
-    by_lock: Mutex<HashMap<(String, u64), (Arc<Hold>, usize)>>,
+    by_lock: Mutex<HashMap<HoldId, (Arc<Hold>, usize)>>,
 }
 
 impl Holds {

@@ -78,3 +78,8 @@ mod tests {
         sync::<FairMutexGuard>();
     }
 }
+
+/// Compiles the README's examples as doctests, so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

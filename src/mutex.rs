@@ -137,6 +137,9 @@ impl FairMutex {
     /// # Errors
     /// As [`lock`](Self::lock).
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<FairMutexGuard>> {
+        if timeout.is_zero() {
+            return self.try_lock();
+        }
         let patience = Instant::now()
             .checked_add(timeout)
             .map_or(Patience::Forever, Patience::Until);

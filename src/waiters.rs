@@ -88,13 +88,13 @@ impl Waiter {
     }
 
     /// Sets the next poll from an acquire reply: the head of the queue polls
-    /// when the holder's lease would run out; others wait to be told.
+    /// when the holder's lease would run out; others wait to be told. A
+    /// poll time set meanwhile by a message is kept: that message came from
+    /// a script that ran after this reply's.
     pub(crate) fn schedule_after_reply(&self, position: Option<u64>, pttl_ms: i64) {
-        let mut state = self.state.lock();
-        state.poll_at = match position {
-            Some(0) => Some(poll_time(pttl_ms)),
-            _ => None,
-        };
+        if position == Some(0) {
+            self.poll_by(poll_time(pttl_ms));
+        }
     }
 
     /// Sleeps until granted, asked to poll, or `deadline`.

@@ -1,0 +1,569 @@
+//! Fairness and mutual exclusion against a real redis-server: grants follow
+//! arrival order, long holds evict nobody, `try_lock` never barges, and no
+//! two holders ever overlap, from 16 to 500 contending threads.
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Barrier, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use support::{wait_until, RedisServer};
+
+/// The timing-sensitive tests of this file run one at a time: every thread
+/// shares two noisy cores.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Joins `handle` if it finishes by `deadline`; panics otherwise (never hangs).
+fn join_by<T>(handle: JoinHandle<T>, deadline: Instant, what: &str) -> T {
+    let left = deadline.saturating_duration_since(Instant::now());
+    assert!(
+        wait_until(left, || handle.is_finished()),
+        "{what} did not finish in time"
+    );
+    match handle.join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Pairs (i, j), i < j, granted in the opposite order of their arrival.
+fn inversions(order: &[usize]) -> usize {
+    let mut count = 0;
+    for i in 0..order.len() {
+        for j in i + 1..order.len() {
+            if order[i] > order[j] {
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
+/// One grant as seen inside the critical section.
+#[derive(Debug, Clone, Copy)]
+struct Grant {
+    waiter: usize,
+    token: u64,
+    acquired: Instant,
+    released: Instant,
+}
+
+/// Spawns a waiter thread that locks `mutex`, logs its grant (under the
+/// lock), holds for `hold`, and unlocks.
+fn spawn_logging_waiter(
+    waiter: usize,
+    mutex: fairlock::FairMutex,
+    log: Arc<Mutex<Vec<Grant>>>,
+    hold: Duration,
+) -> JoinHandle<()> {
+    thread::spawn(move || {
+        let guard = mutex.lock().expect("waiter locks");
+        let acquired = Instant::now();
+        thread::sleep(hold);
+        assert!(!guard.is_lease_lost(), "waiter {waiter} lost its lease");
+        let mut grants = log.lock().unwrap();
+        let released = Instant::now();
+        grants.push(Grant {
+            waiter,
+            token: guard.fencing_token(),
+            acquired,
+            released,
+        });
+        drop(grants);
+        guard.unlock().expect("waiter unlocks");
+    })
+}
+
+/// Checks grant order == arrival order and strictly increasing tokens; prints
+/// the handoff latencies (previous release -> next acquisition).
+fn check_fifo(grants: &[Grant], waiters: usize, holder_token: u64, holder_released: Instant) {
+    let order: Vec<usize> = grants.iter().map(|g| g.waiter).collect();
+    assert_eq!(
+        order,
+        (0..waiters).collect::<Vec<_>>(),
+        "grant order differs from arrival order ({} inversions)",
+        inversions(&order)
+    );
+    let mut previous_token = holder_token;
+    let mut previous_release = holder_released;
+    let mut latencies = Vec::new();
+    for grant in grants {
+        assert!(
+            grant.token > previous_token,
+            "token {} of waiter {} is not above the previous {previous_token}",
+            grant.token,
+            grant.waiter
+        );
+        assert!(
+            grant.acquired >= previous_release,
+            "waiter {} overlapped",
+            grant.waiter
+        );
+        latencies.push(grant.acquired - previous_release);
+        previous_token = grant.token;
+        previous_release = grant.released;
+    }
+    let mut sorted = latencies.clone();
+    sorted.sort();
+    eprintln!(
+        "handoff latencies (ms): {:?}; min {:.2} median {:.2} max {:.2}",
+        latencies
+            .iter()
+            .map(|d| (ms(*d) * 100.0).round() / 100.0)
+            .collect::<Vec<_>>(),
+        ms(sorted[0]),
+        ms(sorted[sorted.len() / 2]),
+        ms(sorted[sorted.len() - 1]),
+    );
+}
+
+#[test]
+fn grants_follow_arrival_order_across_clients() {
+    const WAITERS: usize = 10;
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holder_client = server.client();
+    let mutex = holder_client.fair_mutex("fifo");
+    let holder = mutex.lock().unwrap();
+    let holder_token = holder.fencing_token();
+
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    for waiter in 0..WAITERS {
+        // One client per waiter: arrival order is across processes' worth of clients.
+        let client = server.client();
+        handles.push(spawn_logging_waiter(
+            waiter,
+            client.fair_mutex("fifo"),
+            Arc::clone(&log),
+            Duration::from_millis(2),
+        ));
+        assert!(
+            wait_until(Duration::from_secs(5), || mutex.queue_len().unwrap()
+                == waiter + 1),
+            "waiter {waiter} did not queue"
+        );
+    }
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "a waiter got the lock while it was held"
+    );
+    assert_eq!(mutex.hold_count().unwrap(), 1);
+
+    let released = Instant::now();
+    holder.unlock().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (i, handle) in handles.into_iter().enumerate() {
+        join_by(handle, deadline, &format!("waiter {i}"));
+    }
+    let grants = log.lock().unwrap().clone();
+    assert_eq!(grants.len(), WAITERS);
+    check_fifo(&grants, WAITERS, holder_token, released);
+    assert!(!mutex.is_locked().unwrap());
+    assert_eq!(mutex.queue_len().unwrap(), 0);
+}
+
+#[test]
+fn a_long_hold_evicts_no_live_waiter() {
+    const WAITERS: usize = 5;
+    let _serial = serial();
+    let server = RedisServer::start();
+    let waiter_timeout = Duration::from_secs(1);
+    // Lease 1 s: the holder's lease must be renewed ~15 times during the hold,
+    // and every waiter heartbeated as often.
+    let builder = || {
+        server
+            .builder()
+            .lease(Duration::from_secs(1))
+            .waiter_timeout(waiter_timeout)
+    };
+    let holder_client = builder().build().unwrap();
+    let mutex = holder_client.fair_mutex("long-hold");
+    let holder = mutex.lock().unwrap();
+    let holder_token = holder.fencing_token();
+
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    for waiter in 0..WAITERS {
+        let client = builder().build().unwrap();
+        handles.push(spawn_logging_waiter(
+            waiter,
+            client.fair_mutex("long-hold"),
+            Arc::clone(&log),
+            Duration::from_millis(2),
+        ));
+        assert!(
+            wait_until(Duration::from_secs(5), || mutex.queue_len().unwrap()
+                == waiter + 1),
+            "waiter {waiter} did not queue"
+        );
+    }
+
+    // Hold for 5 x waiter_timeout, sampling the queue all along.
+    let hold_until = Instant::now() + 5 * waiter_timeout;
+    let mut samples = Vec::new();
+    let mut min_lease = Duration::MAX;
+    while Instant::now() < hold_until {
+        samples.push(mutex.queue_len().unwrap());
+        let lease = mutex
+            .remaining_lease()
+            .unwrap()
+            .expect("the holder's lock expired during the hold");
+        min_lease = min_lease.min(lease);
+        assert_eq!(mutex.hold_count().unwrap(), 1, "the holder lost the lock");
+        assert!(
+            !holder.is_lease_lost(),
+            "holder's lease lost during the hold"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let evicted: Vec<_> = samples.iter().filter(|&&n| n != WAITERS).collect();
+    eprintln!(
+        "long hold: {} queue samples, {} != {WAITERS}; lowest remaining lease seen {:.0} ms",
+        samples.len(),
+        evicted.len(),
+        ms(min_lease)
+    );
+    assert!(samples.len() > 20, "too few samples: {}", samples.len());
+    assert!(
+        evicted.is_empty(),
+        "queue_len samples other than {WAITERS}: {evicted:?}"
+    );
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "a waiter got the lock while it was held"
+    );
+
+    assert!(!holder.is_lease_lost());
+    let released = Instant::now();
+    holder.unlock().expect("the holder still holds after 5 s");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for (i, handle) in handles.into_iter().enumerate() {
+        join_by(handle, deadline, &format!("waiter {i}"));
+    }
+    let grants = log.lock().unwrap().clone();
+    assert_eq!(grants.len(), WAITERS);
+    check_fifo(&grants, WAITERS, holder_token, released);
+}
+
+#[test]
+fn sixteen_clients_never_overlap_on_a_read_modify_write() {
+    const THREADS: usize = 16;
+    const ROUNDS: usize = 100;
+    let _serial = serial();
+    let server = RedisServer::start();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    // Last token seen inside the critical section, by anyone.
+    let last_token = Arc::new(Mutex::new(0u64));
+    let token_regressions = Arc::new(AtomicUsize::new(0));
+    let start = Arc::new(Barrier::new(THREADS));
+
+    let began = Instant::now();
+    let mut handles = Vec::new();
+    for _ in 0..THREADS {
+        let mutex = server.client().fair_mutex("rmw");
+        let mut conn = server.conn();
+        let (inside, overlaps, start) = (
+            Arc::clone(&inside),
+            Arc::clone(&overlaps),
+            Arc::clone(&start),
+        );
+        let (last_token, token_regressions) =
+            (Arc::clone(&last_token), Arc::clone(&token_regressions));
+        handles.push(thread::spawn(move || {
+            start.wait();
+            for _ in 0..ROUNDS {
+                let guard = mutex.lock().expect("lock");
+                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                {
+                    let mut last = last_token.lock().unwrap();
+                    if guard.fencing_token() <= *last {
+                        token_regressions.fetch_add(1, Ordering::SeqCst);
+                    }
+                    *last = guard.fencing_token();
+                }
+                // Deliberately not atomic: only the lock keeps this correct.
+                let value: Option<u64> = redis::cmd("GET").arg("counter").query(&mut conn).unwrap();
+                let () = redis::cmd("SET")
+                    .arg("counter")
+                    .arg(value.unwrap_or(0) + 1)
+                    .query(&mut conn)
+                    .unwrap();
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.unlock().expect("unlock");
+            }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (i, handle) in handles.into_iter().enumerate() {
+        join_by(handle, deadline, &format!("thread {i}"));
+    }
+    let elapsed = began.elapsed();
+    let counter: u64 = redis::cmd("GET")
+        .arg("counter")
+        .query(&mut server.conn())
+        .unwrap();
+    eprintln!(
+        "mutual exclusion: {} locked increments in {:.2} s ({:.2} ms per handoff)",
+        THREADS * ROUNDS,
+        elapsed.as_secs_f64(),
+        ms(elapsed) / (THREADS * ROUNDS) as f64
+    );
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two threads were inside at once"
+    );
+    assert_eq!(
+        token_regressions.load(Ordering::SeqCst),
+        0,
+        "fencing tokens went backwards"
+    );
+    assert_eq!(counter, (THREADS * ROUNDS) as u64, "lost updates");
+    assert!(elapsed < Duration::from_secs(30), "took {elapsed:?}");
+}
+
+#[test]
+fn try_lock_never_takes_the_lock_from_a_queued_waiter() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holder_client = server.client();
+    let mutex = holder_client.fair_mutex("barge");
+    let barger_client = server.client();
+    let barger = barger_client.fair_mutex("barge");
+
+    // 1. Release: the lock goes straight to the queued waiter.
+    let holder = mutex.lock().unwrap();
+    let holder_token = holder.fencing_token();
+    let (granted_tx, granted_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let waiter_mutex = server.client().fair_mutex("barge");
+    let waiter = thread::spawn(move || {
+        let guard = waiter_mutex.lock().expect("waiter locks");
+        granted_tx.send(guard.fencing_token()).unwrap();
+        done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("told to unlock");
+        guard.unlock().expect("waiter unlocks");
+    });
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    assert!(
+        barger.try_lock().unwrap().is_none(),
+        "try_lock took a held lock"
+    );
+    holder.unlock().unwrap();
+    let barged = barger.try_lock().unwrap();
+    assert!(
+        barged.is_none(),
+        "try_lock barged ahead of the queued waiter"
+    );
+    let token = granted_rx
+        .recv_timeout(Duration::from_secs(3))
+        .expect("waiter granted");
+    assert!(token > holder_token);
+    assert!(
+        barger.try_lock().unwrap().is_none(),
+        "try_lock took the waiter's lock"
+    );
+    done_tx.send(()).unwrap();
+    join_by(waiter, Instant::now() + Duration::from_secs(5), "waiter");
+
+    // 2. The lock frees without a release (its key vanishes, as on expiry):
+    //    try_lock must still not take it while a live waiter is queued, and
+    //    must hand it to that waiter.
+    let holder = mutex.lock().unwrap();
+    let (granted_tx, granted_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let waiter_mutex = server.client().fair_mutex("barge");
+    let waiter = thread::spawn(move || {
+        let guard = waiter_mutex.lock().expect("waiter locks");
+        granted_tx
+            .send((Instant::now(), guard.fencing_token()))
+            .unwrap();
+        done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("told to unlock");
+        guard.unlock().expect("waiter unlocks");
+    });
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let mut conn = server.conn();
+    let lock_keys: Vec<String> = redis::cmd("KEYS")
+        .arg("fairlock:*:lock:barge")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(lock_keys.len(), 1, "{lock_keys:?}");
+    let deleted_at = Instant::now();
+    let () = redis::cmd("DEL")
+        .arg(&lock_keys[0])
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        barger.try_lock().unwrap().is_none(),
+        "try_lock barged onto a free lock"
+    );
+    let (granted_at, token) = granted_rx
+        .recv_timeout(Duration::from_secs(3))
+        .expect("waiter granted");
+    eprintln!(
+        "lock key deleted -> waiter granted by the barger's try_lock: {:.2} ms",
+        ms(granted_at - deleted_at)
+    );
+    assert!(token > holder.fencing_token());
+    assert!(holder.unlock().unwrap_err().is_lease_lost());
+    done_tx.send(()).unwrap();
+    join_by(waiter, Instant::now() + Duration::from_secs(5), "waiter");
+
+    // 3. A fixed lease running out while a third client hammers try_lock.
+    let holder = mutex.with_lease(Duration::from_millis(300)).lock().unwrap();
+    let (granted_tx, granted_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let waiter_mutex = server.client().fair_mutex("barge");
+    let waiter = thread::spawn(move || {
+        let guard = waiter_mutex.lock().expect("waiter locks");
+        granted_tx.send(guard.fencing_token()).unwrap();
+        done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("told to unlock");
+        guard.unlock().expect("waiter unlocks");
+    });
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let mut attempts = 0;
+    let token = loop {
+        attempts += 1;
+        assert!(
+            barger.try_lock().unwrap().is_none(),
+            "try_lock barged at lease expiry"
+        );
+        if let Ok(token) = granted_rx.try_recv() {
+            break token;
+        }
+        assert!(attempts < 5000, "the waiter never got the expired lock");
+        thread::sleep(Duration::from_millis(1));
+    };
+    eprintln!("try_lock attempts around the lease expiry, all refused: {attempts}");
+    assert!(token > holder.fencing_token());
+    assert!(holder.unlock().unwrap_err().is_lease_lost());
+    done_tx.send(()).unwrap();
+    join_by(waiter, Instant::now() + Duration::from_secs(5), "waiter");
+
+    // With nobody queued, try_lock takes the free lock.
+    assert!(wait_until(Duration::from_secs(2), || !mutex
+        .is_locked()
+        .unwrap()));
+    let guard = barger
+        .try_lock()
+        .unwrap()
+        .expect("try_lock takes a free lock");
+    guard.unlock().unwrap();
+}
+
+#[test]
+fn five_hundred_threads_on_two_locks() {
+    const THREADS: usize = 500;
+    const CLIENTS: usize = 10;
+    let _serial = serial();
+    let server = RedisServer::start();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            server
+                .builder()
+                .lease(Duration::from_secs(10))
+                .waiter_timeout(Duration::from_secs(3))
+                // 50 threads share each client's 16 connections at the start.
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let counters: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let inside: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let start = Arc::new(Barrier::new(THREADS + 1));
+
+    let mut handles = Vec::new();
+    for i in 0..THREADS {
+        let lock = i % 2;
+        let mutex = clients[(i / 2) % CLIENTS].fair_mutex(&format!("crowd-{lock}"));
+        let (counters, inside, overlaps, start) = (
+            Arc::clone(&counters),
+            Arc::clone(&inside),
+            Arc::clone(&overlaps),
+            Arc::clone(&start),
+        );
+        handles.push(thread::spawn(move || {
+            start.wait();
+            let guard = mutex.lock().expect("lock");
+            if inside[lock].fetch_add(1, Ordering::SeqCst) != 0 {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            // A torn increment: only the lock keeps it exact.
+            let value = counters[lock].load(Ordering::SeqCst);
+            // Long enough that the others pile up in the queue.
+            thread::sleep(Duration::from_millis(1));
+            counters[lock].store(value + 1, Ordering::SeqCst);
+            inside[lock].fetch_sub(1, Ordering::SeqCst);
+            guard.unlock().expect("unlock");
+        }));
+    }
+    start.wait();
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(120);
+    // Watch the queues while the crowd goes through.
+    let watched = [
+        clients[0].fair_mutex("crowd-0"),
+        clients[0].fair_mutex("crowd-1"),
+    ];
+    let mut longest_queue = 0;
+    while !handles.iter().all(|h| h.is_finished()) && Instant::now() < deadline {
+        for mutex in &watched {
+            longest_queue = longest_queue.max(mutex.queue_len().unwrap());
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    for (i, handle) in handles.into_iter().enumerate() {
+        join_by(handle, deadline, &format!("thread {i}"));
+    }
+    let elapsed = began.elapsed();
+    eprintln!(
+        "500 threads on two locks done in {:.2} s; longest queue seen {longest_queue}",
+        elapsed.as_secs_f64()
+    );
+    assert!(
+        longest_queue >= 10,
+        "the threads hardly contended ({longest_queue} queued at most)"
+    );
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two threads were inside at once"
+    );
+    assert_eq!(counters[0].load(Ordering::SeqCst), THREADS / 2);
+    assert_eq!(counters[1].load(Ordering::SeqCst), THREADS / 2);
+    for lock in 0..2 {
+        let mutex = clients[0].fair_mutex(&format!("crowd-{lock}"));
+        assert!(!mutex.is_locked().unwrap());
+        assert_eq!(mutex.queue_len().unwrap(), 0);
+    }
+}

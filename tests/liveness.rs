@@ -1,0 +1,682 @@
+//! Liveness against a real redis-server: dead waiters and dead holders
+//! (real processes, SIGKILLed) do not block the queue, lost leases are
+//! reported and harmless, force_unlock hands over, and a timed-out
+//! try_lock_for leaves nothing behind.
+//!
+//! Some tests run a second process: this test binary re-executed with
+//! `--exact child_process` and the `FAIRLOCK_CHILD_*` variables set.
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, ErrorKind, FairMutex};
+use support::{wait_until, RedisServer};
+
+const CHILD_URL: &str = "FAIRLOCK_CHILD_URL";
+const CHILD_NAME: &str = "FAIRLOCK_CHILD_NAME";
+const CHILD_LEASE_MS: &str = "FAIRLOCK_CHILD_LEASE_MS";
+const CHILD_LOCKED: &str = "FAIRLOCK_CHILD_LOCKED";
+
+/// The timing-sensitive tests of this file run one at a time: every thread
+/// and process shares two noisy cores.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Joins `handle` if it finishes within `timeout`; panics otherwise (never hangs).
+fn join_within<T>(handle: JoinHandle<T>, timeout: Duration, what: &str) -> T {
+    assert!(
+        wait_until(timeout, || handle.is_finished()),
+        "{what} did not finish within {timeout:?}"
+    );
+    match handle.join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Signed milliseconds from `from` to `to`.
+fn signed_ms(from: Instant, to: Instant) -> f64 {
+    if to >= from {
+        ms(to - from)
+    } else {
+        -ms(from - to)
+    }
+}
+
+/// Entry point of the child process; does nothing in a normal test run.
+///
+/// With the `FAIRLOCK_CHILD_*` variables set it connects (waiter timeout 1 s,
+/// the given lease), blocks in `lock()`, prints `FAIRLOCK_CHILD_LOCKED
+/// <token>` once it holds the lock, and keeps holding until killed (at most
+/// a minute, so that a child whose parent died goes away on its own).
+#[test]
+fn child_process() {
+    let Ok(url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let name = std::env::var(CHILD_NAME).expect("child: lock name");
+    let lease_ms: u64 = std::env::var(CHILD_LEASE_MS)
+        .expect("child: lease")
+        .parse()
+        .expect("child: lease is a number");
+    let client = Client::builder(&url)
+        .lease(Duration::from_millis(lease_ms))
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .expect("child: client connects");
+    let guard = client.fair_mutex(&name).lock().expect("child: lock");
+    println!("{CHILD_LOCKED} {}", guard.fencing_token());
+    thread::sleep(Duration::from_secs(60));
+    drop(guard);
+}
+
+/// A child process taking part in a test; SIGKILLed and reaped on drop.
+struct ChildProcess {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl ChildProcess {
+    /// Starts a child that locks `name` on `server` and holds it once it has it.
+    fn lock(server: &RedisServer, name: &str, lease: Duration) -> ChildProcess {
+        let mut child = Command::new(std::env::current_exe().expect("test binary path"))
+            .args([
+                "--exact",
+                "child_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_URL, server.url())
+            .env(CHILD_NAME, name)
+            .env(CHILD_LEASE_MS, lease.as_millis().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn the child process");
+        let stdout = child.stdout.take().expect("child stdout");
+        let (tx, lines) = mpsc::channel();
+        let reader = thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        ChildProcess {
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// Waits for the child to report that it holds the lock; returns its token.
+    fn wait_locked(&self, timeout: Duration) -> u64 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .expect("the child did not report holding the lock in time");
+            // The harness's "test child_process ... " may precede it on the line.
+            if let Some((_, token)) = line.split_once(CHILD_LOCKED) {
+                return token.trim().parse().expect("child token");
+            }
+        }
+    }
+
+    /// True if the child reported holding the lock (without waiting).
+    fn has_locked(&self) -> bool {
+        self.lines
+            .try_iter()
+            .any(|line| line.contains(CHILD_LOCKED))
+    }
+
+    /// SIGKILL, then reap.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let status = self.child.wait().expect("reap the child");
+        assert!(!status.success(), "the child exited by itself: {status}");
+        if let Some(reader) = self.reader.take() {
+            join_within(reader, Duration::from_secs(5), "child stdout reader");
+        }
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        if self.reader.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Spawns a thread that locks `mutex`, reports `(acquired at, token)`, waits
+/// for a word on the returned sender (bounded), then unlocks and reports
+/// when it released.
+struct Waiter {
+    granted: mpsc::Receiver<(Instant, u64)>,
+    release: mpsc::Sender<()>,
+    released: mpsc::Receiver<Instant>,
+    handle: JoinHandle<()>,
+}
+
+impl Waiter {
+    fn spawn(mutex: FairMutex) -> Waiter {
+        let (granted_tx, granted) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel();
+        let (released_tx, released) = mpsc::channel();
+        let handle = thread::spawn(move || {
+            let guard = mutex.lock().expect("waiter locks");
+            granted_tx
+                .send((Instant::now(), guard.fencing_token()))
+                .unwrap();
+            release_rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("waiter told to release");
+            assert!(!guard.is_lease_lost(), "waiter lost its lease");
+            let at = Instant::now();
+            guard.unlock().expect("waiter unlocks");
+            released_tx.send(at).unwrap();
+        });
+        Waiter {
+            granted,
+            release,
+            released,
+            handle,
+        }
+    }
+
+    fn granted_within(&self, timeout: Duration, what: &str) -> (Instant, u64) {
+        self.granted
+            .recv_timeout(timeout)
+            .unwrap_or_else(|_| panic!("{what} was not granted within {timeout:?}"))
+    }
+
+    fn not_granted_for(&self, duration: Duration, what: &str) {
+        if let Ok((_, token)) = self.granted.recv_timeout(duration) {
+            panic!("{what} was granted the lock (token {token}) too early");
+        }
+    }
+
+    /// Lets the waiter unlock; returns when it started releasing.
+    fn release(self, what: &str) -> Instant {
+        self.release.send(()).unwrap();
+        let at = self
+            .released
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{what} did not release"));
+        join_within(self.handle, Duration::from_secs(5), what);
+        at
+    }
+}
+
+fn queue_len_reaches(mutex: &FairMutex, n: usize, timeout: Duration) -> bool {
+    wait_until(timeout, || mutex.queue_len().unwrap() == n)
+}
+
+/// Entries left in the lock's queue, deadlines and grants keys (absent = 0).
+fn raw_queue_entries(server: &RedisServer, name: &str) -> Vec<(String, usize)> {
+    let mut conn = server.conn();
+    let mut found = Vec::new();
+    for (kind, count_cmd) in [
+        ("queue", "ZCARD"),
+        ("deadlines", "ZCARD"),
+        ("grants", "HLEN"),
+    ] {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("fairlock:*:{kind}:{name}"))
+            .query(&mut conn)
+            .unwrap();
+        for key in keys {
+            let n: usize = redis::cmd(count_cmd).arg(&key).query(&mut conn).unwrap();
+            found.push((key, n));
+        }
+    }
+    found
+}
+
+/// Owner id and token of the current holder, read straight from Redis.
+fn raw_holder(server: &RedisServer, name: &str) -> Option<(String, u64)> {
+    let mut conn = server.conn();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("fairlock:*:lock:{name}"))
+        .query(&mut conn)
+        .unwrap();
+    let key = keys.first()?;
+    let (owner, token): (Option<String>, Option<u64>) = redis::cmd("HMGET")
+        .arg(key)
+        .arg("owner")
+        .arg("token")
+        .query(&mut conn)
+        .unwrap();
+    Some((owner?, token?))
+}
+
+/// Holder, waiter A (thread), a child process, waiter B (thread), queued in
+/// that order. Returns (holder's client, holder's guard, A, child, B).
+fn holder_a_child_b(
+    server: &RedisServer,
+    name: &str,
+) -> (
+    Client,
+    fairlock::FairMutexGuard,
+    Waiter,
+    ChildProcess,
+    Waiter,
+) {
+    let holder_client = server.client();
+    let mutex = holder_client.fair_mutex(name);
+    let holder = mutex.lock().unwrap();
+    let a = Waiter::spawn(server.client().fair_mutex(name));
+    assert!(
+        queue_len_reaches(&mutex, 1, Duration::from_secs(5)),
+        "A queued"
+    );
+    let child = ChildProcess::lock(server, name, Duration::from_secs(2));
+    assert!(
+        queue_len_reaches(&mutex, 2, Duration::from_secs(20)),
+        "child queued"
+    );
+    let b = Waiter::spawn(server.client().fair_mutex(name));
+    assert!(
+        queue_len_reaches(&mutex, 3, Duration::from_secs(5)),
+        "B queued"
+    );
+    (holder_client, holder, a, child, b)
+}
+
+#[test]
+fn a_waiter_killed_mid_queue_loses_its_place() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let waiter_timeout = Duration::from_secs(1);
+    let (holder_client, holder, a, mut child, b) = holder_a_child_b(&server, "killed-waiter");
+    let mutex = holder_client.fair_mutex("killed-waiter");
+
+    let killed = Instant::now();
+    child.kill();
+    assert!(
+        queue_len_reaches(&mutex, 2, waiter_timeout + Duration::from_secs(2)),
+        "the dead waiter still counts: queue_len {}",
+        mutex.queue_len().unwrap()
+    );
+    eprintln!(
+        "killed waiter dropped from queue_len after {:.0} ms",
+        ms(killed.elapsed())
+    );
+    // The live waiters' heartbeats prune the dead entry from the raw queue too.
+    assert!(
+        wait_until(Duration::from_secs(3), || {
+            raw_queue_entries(&server, "killed-waiter")
+                .iter()
+                .all(|(_, n)| *n == 2)
+        }),
+        "dead entry left in the raw queue: {:?}",
+        raw_queue_entries(&server, "killed-waiter")
+    );
+
+    let holder_token = holder.fencing_token();
+    holder.unlock().unwrap();
+    let (_, a_token) = a.granted_within(Duration::from_secs(3), "A");
+    assert!(a_token > holder_token);
+    b.not_granted_for(Duration::from_millis(100), "B (before A released)");
+    let a_released = a.release("A");
+    let (b_granted, b_token) = b.granted_within(waiter_timeout + Duration::from_secs(1), "B");
+    eprintln!(
+        "dead entry already pruned: A released -> B granted in {:.2} ms",
+        signed_ms(a_released, b_granted)
+    );
+    assert!(b_token > a_token);
+    assert!(b_granted - a_released < waiter_timeout + Duration::from_secs(1));
+    assert!(
+        !child.has_locked(),
+        "the killed child reported holding the lock"
+    );
+    b.release("B");
+    assert!(!mutex.is_locked().unwrap());
+    assert_eq!(mutex.queue_len().unwrap(), 0);
+}
+
+#[test]
+fn a_waiter_killed_just_before_its_turn_delays_the_next_by_at_most_waiter_timeout() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let waiter_timeout = Duration::from_secs(1);
+    let (holder_client, holder, a, mut child, b) = holder_a_child_b(&server, "killed-next");
+    let mutex = holder_client.fair_mutex("killed-next");
+
+    // Release at once: the dead child's entry is still within its deadline
+    // when A hands over, so the lock may be handed to the dead child first.
+    child.kill();
+    let holder_token = holder.fencing_token();
+    holder.unlock().unwrap();
+    let (_, a_token) = a.granted_within(Duration::from_secs(3), "A");
+    assert!(a_token > holder_token);
+    let a_released = a.release("A");
+    let (b_granted, b_token) = b.granted_within(waiter_timeout + Duration::from_secs(2), "B");
+    let waited = b_granted - a_released;
+    eprintln!(
+        "dead entry still within its deadline: A released -> B granted in {:.0} ms",
+        ms(waited)
+    );
+    assert!(
+        b_token > a_token,
+        "B's token {b_token} is not above A's {a_token}"
+    );
+    assert!(
+        waited < waiter_timeout + Duration::from_secs(1),
+        "B waited {waited:?} after A released"
+    );
+    assert_eq!(
+        mutex.queue_len().unwrap(),
+        0,
+        "the dead entry is still queued"
+    );
+    b.release("B");
+    assert!(
+        raw_queue_entries(&server, "killed-next").is_empty(),
+        "{:?}",
+        raw_queue_entries(&server, "killed-next")
+    );
+}
+
+#[test]
+fn a_killed_holder_frees_the_lock_when_its_lease_runs_out() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let lease = Duration::from_secs(1);
+    let mut child = ChildProcess::lock(&server, "killed-holder", lease);
+    let child_token = child.wait_locked(Duration::from_secs(20));
+    let client = server.client();
+    let mutex = client.fair_mutex("killed-holder");
+    let waiter = Waiter::spawn(client.fair_mutex("killed-holder"));
+    assert!(queue_len_reaches(&mutex, 1, Duration::from_secs(5)));
+    // The child's watchdog keeps its 1 s lease alive meanwhile.
+    waiter.not_granted_for(2 * lease, "the waiter (while the child lived)");
+    assert!(mutex.is_locked().unwrap());
+
+    let asked = Instant::now();
+    let remaining = mutex.remaining_lease().unwrap().expect("the child holds");
+    let killed = Instant::now();
+    child.kill();
+    let (granted, token) = waiter.granted_within(lease + Duration::from_secs(2), "the waiter");
+    let takeover = granted - killed;
+    eprintln!(
+        "holder SIGKILLed (lease {lease:?}, {:.0} ms left) -> waiter granted in {:.0} ms, \
+         {:.1} ms after the lease ran out",
+        ms(remaining),
+        ms(takeover),
+        signed_ms(asked + remaining, granted)
+    );
+    assert!(token > child_token);
+    assert!(
+        takeover < lease + Duration::from_secs(1),
+        "takeover took {takeover:?}"
+    );
+    waiter.release("the waiter");
+    assert!(!mutex.is_locked().unwrap());
+}
+
+#[test]
+fn the_head_takes_an_expired_fixed_lease_promptly() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(500);
+    let holder_mutex = server.client().fair_mutex("expired-lease");
+    let (acquired_tx, acquired_rx) = mpsc::channel();
+    let (finish_tx, finish_rx) = mpsc::channel::<()>();
+    // The holder never releases while the waiter waits: its guard (which is
+    // !Send) stays on this thread until the test is over.
+    let holder = thread::spawn(move || {
+        let guard = holder_mutex.with_lease(lease).lock().expect("holder locks");
+        acquired_tx
+            .send((Instant::now(), guard.fencing_token()))
+            .unwrap();
+        finish_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("told to finish");
+        let lost = guard.is_lease_lost();
+        (lost, guard.unlock().map_err(|err| err.kind()))
+    });
+    let (holder_acquired, holder_token) = acquired_rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("holder locked");
+
+    let observer = server.client().fair_mutex("expired-lease");
+    let waiter = Waiter::spawn(server.client().fair_mutex("expired-lease"));
+    assert!(queue_len_reaches(&observer, 1, Duration::from_secs(2)));
+    let asked = Instant::now();
+    let remaining = observer
+        .remaining_lease()
+        .unwrap()
+        .expect("the waiter queued after the lease ran out; machine too slow");
+    let lease_end = asked + remaining;
+    let (granted, token) = waiter.granted_within(Duration::from_secs(3), "the waiter");
+    let from_remaining = signed_ms(lease_end, granted);
+    let from_acquired = signed_ms(holder_acquired + lease, granted);
+    eprintln!(
+        "fixed lease {lease:?} ran out -> head granted after {from_remaining:.1} ms \
+         (from remaining_lease) / {from_acquired:.1} ms (from holder's acquisition + lease)"
+    );
+    assert!(token > holder_token);
+    assert!(
+        from_remaining < 300.0 && from_acquired < 300.0,
+        "takeover after expiry took {from_remaining:.1} / {from_acquired:.1} ms"
+    );
+    // Never before the lease ran out (the server's clock started it before
+    // the holder saw its reply, hence a little slack).
+    assert!(
+        from_acquired > -50.0,
+        "granted {from_acquired:.1} ms before the lease ended"
+    );
+
+    finish_tx.send(()).unwrap();
+    let (lost, unlocked) = join_within(holder, Duration::from_secs(5), "holder");
+    assert!(lost, "an expired fixed lease is not reported lost");
+    assert_eq!(unlocked, Err(ErrorKind::LeaseLost));
+    assert!(
+        observer.is_locked().unwrap(),
+        "the stale unlock freed the waiter's lock"
+    );
+    waiter.release("the waiter");
+}
+
+#[test]
+fn force_unlocked_guard_reports_lease_lost_and_its_unlock_touches_nothing() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let a_client = server.client();
+    let a = a_client.fair_mutex("forced");
+    let guard = a.lock().unwrap();
+    let old_token = guard.fencing_token();
+    assert!(!guard.is_lease_lost());
+
+    let operator = server.client().fair_mutex("forced");
+    assert!(operator.force_unlock().unwrap());
+    let forced = Instant::now();
+    // Watchdog period: min(2 s lease, 1 s waiter timeout) / 3.
+    assert!(
+        wait_until(Duration::from_secs(3), || guard.is_lease_lost()),
+        "force-unlocked guard never reported its lease lost"
+    );
+    eprintln!(
+        "force_unlock -> is_lease_lost after {:.0} ms",
+        ms(forced.elapsed())
+    );
+
+    let b_client = server.client();
+    let b = b_client.fair_mutex("forced");
+    let b_guard = b.try_lock().unwrap().expect("the forced lock is free");
+    assert!(b_guard.fencing_token() > old_token);
+    let err = guard.unlock().expect_err("a lost guard's unlock must fail");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err:?}");
+    assert!(err.is_lease_lost());
+
+    // The new holder's lock is untouched.
+    assert!(b.is_locked().unwrap());
+    assert_eq!(b.hold_count().unwrap(), 1);
+    let (owner, token) = raw_holder(&server, "forced").expect("still held");
+    assert!(owner.starts_with(b_client.id()), "held by {owner}");
+    assert_eq!(token, b_guard.fencing_token());
+    assert!(!b_guard.is_lease_lost());
+    b_guard.unlock().expect("the new holder unlocks");
+    assert!(!b.is_locked().unwrap());
+}
+
+#[test]
+fn an_expired_fixed_lease_reports_lease_lost_and_its_unlock_touches_nothing() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(400);
+    let a_client = server.client();
+    let a = a_client.fair_mutex("expiring");
+
+    // Nobody else: the lock simply frees.
+    let guard = a.with_lease(lease).lock().unwrap();
+    assert!(!guard.is_lease_lost());
+    assert!(wait_until(lease + Duration::from_secs(1), || guard.is_lease_lost()));
+    assert!(wait_until(Duration::from_secs(1), || !a
+        .is_locked()
+        .unwrap()));
+    assert_eq!(guard.unlock().unwrap_err().kind(), ErrorKind::LeaseLost);
+    assert!(!a.is_locked().unwrap());
+
+    // Another client takes it meanwhile and keeps it through the stale unlock.
+    let guard = a.with_lease(lease).lock().unwrap();
+    let b_client = server.client();
+    let b = Waiter::spawn(b_client.fair_mutex("expiring"));
+    assert!(queue_len_reaches(&a, 1, Duration::from_secs(2)));
+    let (_, b_token) = b.granted_within(lease + Duration::from_secs(2), "B");
+    assert!(b_token > guard.fencing_token());
+    assert!(
+        guard.is_lease_lost(),
+        "lease ran out and the lock was taken, yet not lost"
+    );
+    let err = guard.unlock().expect_err("a lost guard's unlock must fail");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err:?}");
+    let (owner, token) = raw_holder(&server, "expiring").expect("B still holds");
+    assert!(owner.starts_with(b_client.id()), "held by {owner}");
+    assert_eq!(token, b_token);
+    b.release("B");
+    assert!(!a.is_locked().unwrap());
+}
+
+#[test]
+fn force_unlock_reports_whether_held_and_hands_over() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let operator = server.client().fair_mutex("operator");
+    assert!(
+        !operator.force_unlock().unwrap(),
+        "force_unlock of a free lock"
+    );
+
+    let holder_client = server.client();
+    let mutex = holder_client.fair_mutex("operator");
+    let guard = mutex.lock().unwrap();
+    let waiter = Waiter::spawn(server.client().fair_mutex("operator"));
+    assert!(queue_len_reaches(&mutex, 1, Duration::from_secs(2)));
+    waiter.not_granted_for(Duration::from_millis(200), "the waiter (while held)");
+
+    let forced = Instant::now();
+    assert!(
+        operator.force_unlock().unwrap(),
+        "force_unlock of a held lock"
+    );
+    let (granted, token) = waiter.granted_within(Duration::from_secs(2), "the waiter");
+    eprintln!(
+        "force_unlock -> queued waiter granted in {:.2} ms",
+        ms(granted - forced)
+    );
+    assert!(token > guard.fencing_token());
+    assert_eq!(mutex.queue_len().unwrap(), 0);
+    assert_eq!(guard.unlock().unwrap_err().kind(), ErrorKind::LeaseLost);
+    assert!(
+        mutex.is_locked().unwrap(),
+        "the stale unlock freed the waiter's lock"
+    );
+
+    waiter.release("the waiter");
+    assert!(!mutex.is_locked().unwrap());
+    assert!(
+        !operator.force_unlock().unwrap(),
+        "force_unlock after release"
+    );
+}
+
+#[test]
+fn a_timed_out_try_lock_for_leaves_nothing_behind() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holder_client = server.client();
+    let mutex = holder_client.fair_mutex("patience");
+    let holder = mutex.lock().unwrap();
+
+    let impatient = server.client().fair_mutex("patience");
+    let started = Instant::now();
+    let got = impatient.try_lock_for(Duration::from_millis(300)).unwrap();
+    let took = started.elapsed();
+    eprintln!(
+        "try_lock_for(300 ms) on a held lock returned None after {:.1} ms",
+        ms(took)
+    );
+    assert!(got.is_none());
+    assert!(
+        took >= Duration::from_millis(300),
+        "returned early: {took:?}"
+    );
+    assert!(
+        took < Duration::from_millis(1300),
+        "returned late: {took:?}"
+    );
+    assert_eq!(mutex.queue_len().unwrap(), 0);
+    let left = raw_queue_entries(&server, "patience");
+    assert!(left.is_empty(), "queue keys left behind: {left:?}");
+
+    // A waiter queued behind one that times out is next when the holder releases.
+    let timed_out = thread::spawn(move || {
+        let started = Instant::now();
+        let got = impatient.try_lock_for(Duration::from_millis(1500)).unwrap();
+        (got.is_none(), started.elapsed())
+    });
+    assert!(queue_len_reaches(&mutex, 1, Duration::from_secs(1)));
+    let behind = Waiter::spawn(server.client().fair_mutex("patience"));
+    assert!(queue_len_reaches(&mutex, 2, Duration::from_secs(1)));
+    let (none, took) = join_within(timed_out, Duration::from_secs(4), "the timed-out waiter");
+    assert!(none, "try_lock_for got a held lock");
+    assert!(took >= Duration::from_millis(1500), "{took:?}");
+    assert_eq!(mutex.queue_len().unwrap(), 1);
+    let left = raw_queue_entries(&server, "patience");
+    assert!(left.iter().all(|(_, n)| *n == 1), "{left:?}");
+
+    let released = Instant::now();
+    holder.unlock().unwrap();
+    let (granted, _) = behind.granted_within(Duration::from_secs(2), "the waiter behind");
+    let handoff = granted - released;
+    eprintln!(
+        "holder released -> waiter behind a timed-out one granted in {:.2} ms",
+        ms(handoff)
+    );
+    assert!(
+        handoff < Duration::from_millis(200),
+        "handoff took {handoff:?}"
+    );
+    behind.release("the waiter behind");
+    assert!(raw_queue_entries(&server, "patience").is_empty());
+}
