@@ -41,7 +41,7 @@ if not holder then
     end
     local token = take(owner, lease, now_us)
     if head == owner then
-      tell_head(now_ms)
+      tell_head(now_ms, lease)
     end
     return { 1, token, lease }
   end
@@ -53,11 +53,20 @@ if mode == 'try' then
   return { 0, redis.call('PTTL', LOCK), -1 }
 end
 
-local position = redis.call('ZRANK', QUEUE, owner)
+local position = nil
+if mode == 'poll' then
+  position = redis.call('ZRANK', QUEUE, owner)
+end
 if not position then
   local last = redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')[2]
-  redis.call('ZADD', QUEUE, (tonumber(last) or 0) + 1, owner)
-  position = redis.call('ZCARD', QUEUE) - 1
+  if redis.call('ZADD', QUEUE, 'NX', (tonumber(last) or 0) + 1, owner) == 1 then
+    position = redis.call('ZCARD', QUEUE) - 1
+    -- Each arrival clears up to PRUNE_BATCH dead entries: they go at
+    -- least as fast as they come.
+    prune(now_ms)
+  else
+    position = redis.call('ZRANK', QUEUE, owner)
+  end
 end
 redis.call('ZADD', DEADLINES, now_ms + waiter_timeout, owner)
 redis.call('HSET', GRANTS, owner, ARGV[3] .. ' ' .. fixed .. ' ' .. wait_id)

@@ -24,6 +24,6 @@ prune(now_ms)
 if not lock[1] then
   hand_over(now_us, now_ms)
 elseif was_head then
-  tell_head(now_ms)
+  tell_head(now_ms, redis.call('PTTL', LOCK))
 end
 return { 0 }

@@ -64,22 +64,19 @@ local function prune(now_ms)
   end
 end
 
--- The first queued waiter that is still alive, with its deadline. Dead or
--- half-written entries ahead of it are dropped; each entry is dropped once,
--- so this is O(log N) amortised per call. An empty queue costs one call.
+-- The first queued waiter that is still alive: (owner id, deadline, grant
+-- string), or nil. Dead or half-written entries ahead of it are dropped;
+-- each entry is dropped once, so this is O(log N) amortised per call.
 local function live_head(now_ms)
-  if not redis.call('ZRANGE', QUEUE, 0, 0)[1] then
-    return nil, nil
-  end
-  prune(now_ms)
   while true do
     local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
     if not head then
-      return nil, nil
+      return nil
     end
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
-    if deadline and deadline >= now_ms and redis.call('HEXISTS', GRANTS, head) == 1 then
-      return head, deadline
+    local grant = redis.call('HGET', GRANTS, head)
+    if deadline and deadline >= now_ms and grant then
+      return head, deadline, grant
     end
     forget(head)
   end
@@ -92,20 +89,17 @@ local function wake(waiter, message)
   end
 end
 
-local function wait_id_of(waiter)
-  return string.match(redis.call('HGET', GRANTS, waiter) or '', ' (%d+)$')
-end
-
--- Tells the (new) head of the queue when the current lease runs out, so it
--- can claim a lock whose holder dies without releasing it.
-local function tell_head(now_ms)
-  local head = live_head(now_ms)
+-- Tells the (new) head of the queue that the current lease runs out in
+-- `pttl` ms, so it can claim a lock whose holder dies without releasing it.
+local function tell_head(now_ms, pttl)
+  local head, _, grant = live_head(now_ms)
   if head then
-    wake(head, 'H ' .. wait_id_of(head) .. ' ' .. redis.call('PTTL', LOCK))
+    wake(head, 'H ' .. string.match(grant, ' (%d+)$') .. ' ' .. pttl)
   end
 end
 
 -- Takes the free lock for `owner` with a lease of `ttl` ms; returns the token.
+-- Overwrites every field, so a released hold needs no DEL before a handoff.
 local function take(owner, ttl, now_us)
   local token = next_token(now_us)
   redis.call('HSET', LOCK, 'owner', owner, 'count', 1, 'token', fmt(token))
@@ -113,33 +107,44 @@ local function take(owner, ttl, now_us)
   return token
 end
 
--- Hands the free lock to the first live waiter and wakes it with the token;
--- the next waiter learns it now heads the queue. A watchdog-renewed grant
--- lasts no longer than the waiter's own liveness deadline, so a waiter that
--- died while queued holds the lock no longer than it would have held its place.
+-- Hands the lock to the first live waiter and wakes it with the token; the
+-- next waiter learns it now heads the queue. Returns the new owner, or nil
+-- (and changes nothing but dropping dead entries) when nobody live waits.
+-- A watchdog-renewed grant lasts no longer than the waiter's own liveness
+-- deadline, so a waiter that died while queued holds the lock no longer
+-- than it would have held its place.
 local function hand_over(now_us, now_ms)
-  local head, deadline = live_head(now_ms)
-  if not head then
-    return nil
+  while true do
+    local head = redis.call('ZPOPMIN', QUEUE)[1]
+    if not head then
+      return nil
+    end
+    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
+    local grant = redis.call('HGET', GRANTS, head)
+    redis.call('ZREM', DEADLINES, head)
+    redis.call('HDEL', GRANTS, head)
+    if deadline and deadline >= now_ms and grant then
+      local lease, fixed, wait_id = string.match(grant, '^(%d+) ([01]) (%d+)$')
+      local ttl = tonumber(lease)
+      if fixed == '0' then
+        ttl = math.max(1, math.min(ttl, deadline - now_ms))
+      end
+      local token = take(head, ttl, now_us)
+      wake(head, 'G ' .. wait_id .. ' ' .. fmt(token) .. ' ' .. fmt(ttl))
+      tell_head(now_ms, ttl)
+      return head
+    end
   end
-  local lease, fixed, wait_id = string.match(redis.call('HGET', GRANTS, head), '^(%d+) ([01]) (%d+)$')
-  forget(head)
-  local ttl = tonumber(lease)
-  if fixed == '0' then
-    ttl = math.max(1, math.min(ttl, deadline - now_ms))
-  end
-  local token = take(head, ttl, now_us)
-  wake(head, 'G ' .. wait_id .. ' ' .. fmt(token) .. ' ' .. fmt(ttl))
-  tell_head(now_ms)
-  return head
 end
 
--- Queue keys live as long as the longest liveness deadline in them.
+-- Queue keys outlive every liveness deadline in them. When the queue's TTL
+-- falls under `ms`, all three are pushed out to 2 * ms: one PTTL per call,
+-- and three PEXPIREs about once per `ms`.
 local function keep_queue_for(ms)
-  for _, key in ipairs({ QUEUE, DEADLINES, GRANTS }) do
-    local ttl = redis.call('PTTL', key)
-    if ttl == -1 or (ttl >= 0 and ttl < ms) then
-      redis.call('PEXPIRE', key, ms)
+  local ttl = redis.call('PTTL', QUEUE)
+  if ttl == -1 or (ttl >= 0 and ttl < ms) then
+    for _, key in ipairs({ QUEUE, DEADLINES, GRANTS }) do
+      redis.call('PEXPIRE', key, 2 * ms)
     end
   end
 end

@@ -18,7 +18,8 @@ if count > 0 then
   redis.call('HSET', LOCK, 'count', count)
   return count
 end
-redis.call('DEL', LOCK)
 local now_us, now_ms = server_time()
-hand_over(now_us, now_ms)
+if not hand_over(now_us, now_ms) then
+  redis.call('DEL', LOCK)
+end
 return 0

@@ -11,7 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::guard::FairMutexGuard;
 use crate::holds::Hold;
 use crate::keys::LockKeys;
-use crate::scripts::{self, AcquireReply};
+use crate::scripts::{self, AcquireReply, LuaScript};
 use crate::waiters::{Waiter, Wake};
 
 /// A fair (first come, first served) mutex named by a string, shared by
@@ -61,6 +61,21 @@ impl Mode {
             Mode::Try => b"try",
             Mode::First => b"first",
             Mode::Poll => b"poll",
+        }
+    }
+}
+
+/// What acquire or cancel came to.
+enum Outcome {
+    Acquired(FairMutexGuard),
+    Waiting { pttl_ms: i64, position: Option<u64> },
+}
+
+impl Outcome {
+    fn into_guard(self) -> Option<FairMutexGuard> {
+        match self {
+            Outcome::Acquired(guard) => Some(guard),
+            Outcome::Waiting { .. } => None,
         }
     }
 }
@@ -324,34 +339,19 @@ impl FairMutex {
         fixed: bool,
     ) -> Result<Option<FairMutexGuard>> {
         let shared = self.shared();
-        let lease_ms = lease.as_millis().to_string();
         let waiter_timeout_ms = shared.config.waiter_timeout.as_millis().to_string();
         let wait_id = waiter.id.to_string();
-        let sent = Instant::now();
-        let reply = scripts::run(
-            &shared.scripts.acquire,
-            &mut *shared.connection()?,
-            &waiter.keys,
-            &[
-                shared.wake_prefix.as_bytes(),
-                waiter.owner.as_bytes(),
-                lease_ms.as_bytes(),
-                if fixed { b"1" } else { b"0" },
-                waiter_timeout_ms.as_bytes(),
-                mode.as_arg(),
-                wait_id.as_bytes(),
-            ],
-        )?;
-        match AcquireReply::parse(reply)? {
-            AcquireReply::Acquired { token, pttl_ms } => {
-                let expires_at = sent + Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-                Ok(Some(self.guard(waiter, token, expires_at, fixed)))
-            }
-            AcquireReply::Waiting { pttl_ms, position } => {
-                waiter.schedule_after_reply(position, pttl_ms);
-                Ok(None)
-            }
+        let extra: [&[u8]; 3] = [
+            waiter_timeout_ms.as_bytes(),
+            mode.as_arg(),
+            wait_id.as_bytes(),
+        ];
+        let outcome = self.run_for(&shared.scripts.acquire, waiter, lease, fixed, &extra)?;
+        if let Outcome::Waiting { pttl_ms, position } = outcome {
+            waiter.schedule_after_reply(position, pttl_ms);
+            return Ok(None);
         }
+        Ok(outcome.into_guard())
     }
 
     /// Removes the waiter's queue entry; returns the guard instead if the
@@ -362,27 +362,41 @@ impl FairMutex {
         lease: Duration,
         fixed: bool,
     ) -> Result<Option<FairMutexGuard>> {
+        let cancel = &self.shared().scripts.cancel;
+        Ok(self
+            .run_for(cancel, waiter, lease, fixed, &[])?
+            .into_guard())
+    }
+
+    /// Runs acquire or cancel, whose ARGV both start with (wake prefix,
+    /// owner, lease ms, fixed), and turns an acquisition into a guard whose
+    /// lease is counted from before the request was sent.
+    fn run_for(
+        &self,
+        script: &LuaScript,
+        waiter: &Waiter,
+        lease: Duration,
+        fixed: bool,
+        extra: &[&[u8]],
+    ) -> Result<Outcome> {
         let shared = self.shared();
         let lease_ms = lease.as_millis().to_string();
+        let mut args: Vec<&[u8]> = vec![
+            shared.wake_prefix.as_bytes(),
+            waiter.owner.as_bytes(),
+            lease_ms.as_bytes(),
+            if fixed { b"1" } else { b"0" },
+        ];
+        args.extend_from_slice(extra);
         let sent = Instant::now();
-        let reply = scripts::run(
-            &shared.scripts.cancel,
-            &mut *shared.connection()?,
-            &waiter.keys,
-            &[
-                shared.wake_prefix.as_bytes(),
-                waiter.owner.as_bytes(),
-                lease_ms.as_bytes(),
-                if fixed { b"1" } else { b"0" },
-            ],
-        )?;
-        match AcquireReply::parse(reply)? {
+        let reply = scripts::run(script, &mut *shared.connection()?, &waiter.keys, &args)?;
+        Ok(match AcquireReply::parse(reply)? {
             AcquireReply::Acquired { token, pttl_ms } => {
-                let expires_at = sent + Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-                Ok(Some(self.guard(waiter, token, expires_at, fixed)))
+                let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
+                Outcome::Acquired(self.guard(waiter, token, sent + lease_left, fixed))
             }
-            AcquireReply::Waiting { .. } => Ok(None),
-        }
+            AcquireReply::Waiting { pttl_ms, position } => Outcome::Waiting { pttl_ms, position },
+        })
     }
 
     fn guard(

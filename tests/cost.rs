@@ -150,7 +150,7 @@ fn server_time_per_cycle_is_flat_in_the_queue_length() {
     let server = RedisServer::start();
     let cycles = 2000;
     let mut costs = Vec::new();
-    for (i, waiters) in [0u64, 100, 1000, 10_000].into_iter().enumerate() {
+    for (i, waiters) in [0u64, 1, 100, 1000, 10_000].into_iter().enumerate() {
         // The least of three runs: other load on the machine only adds time.
         let cost = (0..3)
             .map(|run| cycle_cost(&server, &format!("cost{i}-{run}"), waiters, cycles))
@@ -159,14 +159,21 @@ fn server_time_per_cycle_is_flat_in_the_queue_length() {
         costs.push((waiters, cost));
     }
     let at = |n: u64| costs.iter().find(|(w, _)| *w == n).unwrap().1;
-    // A handoff does more than a bare take+release (grant, publish, tell the
-    // next head, a newcomer queues), so compare queue lengths that both hand
-    // over, and bound the no-queue case loosely.
-    let ratio = at(10_000) / at(100);
+    // With a queue, each cycle is a release that hands over (grant, publish,
+    // tell the next head) plus one arrival; with none it is take + release.
+    // The O(log N) claim is about the queue length, so the bound compares
+    // cycles that both hand over; the no-queue ratio is reported and bounded
+    // loosely.
+    let flat = at(10_000) / at(1);
     eprintln!(
-        "10 000 vs 100 waiters: {ratio:.2}x; 10 000 vs none: {:.2}x",
+        "10 000 vs 1 waiter: {flat:.2}x; 10 000 vs 100: {:.2}x; 10 000 vs none: {:.2}x",
+        at(10_000) / at(100),
         at(10_000) / at(0)
     );
-    assert!(ratio < 1.5, "cost grows with the queue: {costs:?}");
+    assert!(flat < 1.5, "cost grows with the queue: {costs:?}");
+    assert!(
+        at(10_000) / at(100) < 1.5,
+        "cost grows with the queue: {costs:?}"
+    );
     assert!(at(10_000) / at(0) < 4.0, "{costs:?}");
 }

@@ -4,36 +4,19 @@
 mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Barrier, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use support::{wait_until, RedisServer};
-
-/// The timing-sensitive tests of this file run one at a time: every thread
-/// shares two noisy cores.
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use support::{join_within, ms, serial, wait_until, RedisServer};
 
 /// Joins `handle` if it finishes by `deadline`; panics otherwise (never hangs).
 fn join_by<T>(handle: JoinHandle<T>, deadline: Instant, what: &str) -> T {
-    let left = deadline.saturating_duration_since(Instant::now());
-    assert!(
-        wait_until(left, || handle.is_finished()),
-        "{what} did not finish in time"
-    );
-    match handle.join() {
-        Ok(value) => value,
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+    join_within(
+        handle,
+        deadline.saturating_duration_since(Instant::now()),
+        what,
+    )
 }
 
 /// Pairs (i, j), i < j, granted in the opposite order of their arrival.
@@ -336,6 +319,38 @@ fn sixteen_clients_never_overlap_on_a_read_modify_write() {
     assert!(elapsed < Duration::from_secs(30), "took {elapsed:?}");
 }
 
+/// Starts a waiter on `mutex`'s lock from a client of its own, waits until it
+/// is queued, and returns its thread, a channel telling when it was granted
+/// (with its token), and a sender that lets it unlock.
+fn park_a_waiter(
+    server: &RedisServer,
+    mutex: &fairlock::FairMutex,
+) -> (
+    JoinHandle<()>,
+    mpsc::Receiver<(Instant, u64)>,
+    mpsc::Sender<()>,
+) {
+    let (granted_tx, granted_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let queued_before = mutex.queue_len().unwrap();
+    let waiter_mutex = server.client().fair_mutex(mutex.name());
+    let waiter = thread::spawn(move || {
+        let guard = waiter_mutex.lock().expect("waiter locks");
+        granted_tx
+            .send((Instant::now(), guard.fencing_token()))
+            .unwrap();
+        done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("told to unlock");
+        guard.unlock().expect("waiter unlocks");
+    });
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == queued_before + 1));
+    (waiter, granted_rx, done_tx)
+}
+
 #[test]
 fn try_lock_never_takes_the_lock_from_a_queued_waiter() {
     let _serial = serial();
@@ -348,21 +363,7 @@ fn try_lock_never_takes_the_lock_from_a_queued_waiter() {
     // 1. Release: the lock goes straight to the queued waiter.
     let holder = mutex.lock().unwrap();
     let holder_token = holder.fencing_token();
-    let (granted_tx, granted_rx) = mpsc::channel();
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let waiter_mutex = server.client().fair_mutex("barge");
-    let waiter = thread::spawn(move || {
-        let guard = waiter_mutex.lock().expect("waiter locks");
-        granted_tx.send(guard.fencing_token()).unwrap();
-        done_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("told to unlock");
-        guard.unlock().expect("waiter unlocks");
-    });
-    assert!(wait_until(Duration::from_secs(5), || mutex
-        .queue_len()
-        .unwrap()
-        == 1));
+    let (waiter, granted_rx, done_tx) = park_a_waiter(&server, &mutex);
     assert!(
         barger.try_lock().unwrap().is_none(),
         "try_lock took a held lock"
@@ -373,7 +374,7 @@ fn try_lock_never_takes_the_lock_from_a_queued_waiter() {
         barged.is_none(),
         "try_lock barged ahead of the queued waiter"
     );
-    let token = granted_rx
+    let (_, token) = granted_rx
         .recv_timeout(Duration::from_secs(3))
         .expect("waiter granted");
     assert!(token > holder_token);
@@ -388,23 +389,7 @@ fn try_lock_never_takes_the_lock_from_a_queued_waiter() {
     //    try_lock must still not take it while a live waiter is queued, and
     //    must hand it to that waiter.
     let holder = mutex.lock().unwrap();
-    let (granted_tx, granted_rx) = mpsc::channel();
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let waiter_mutex = server.client().fair_mutex("barge");
-    let waiter = thread::spawn(move || {
-        let guard = waiter_mutex.lock().expect("waiter locks");
-        granted_tx
-            .send((Instant::now(), guard.fencing_token()))
-            .unwrap();
-        done_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("told to unlock");
-        guard.unlock().expect("waiter unlocks");
-    });
-    assert!(wait_until(Duration::from_secs(5), || mutex
-        .queue_len()
-        .unwrap()
-        == 1));
+    let (waiter, granted_rx, done_tx) = park_a_waiter(&server, &mutex);
     let mut conn = server.conn();
     let lock_keys: Vec<String> = redis::cmd("KEYS")
         .arg("fairlock:*:lock:barge")
@@ -434,21 +419,7 @@ fn try_lock_never_takes_the_lock_from_a_queued_waiter() {
 
     // 3. A fixed lease running out while a third client hammers try_lock.
     let holder = mutex.with_lease(Duration::from_millis(300)).lock().unwrap();
-    let (granted_tx, granted_rx) = mpsc::channel();
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let waiter_mutex = server.client().fair_mutex("barge");
-    let waiter = thread::spawn(move || {
-        let guard = waiter_mutex.lock().expect("waiter locks");
-        granted_tx.send(guard.fencing_token()).unwrap();
-        done_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("told to unlock");
-        guard.unlock().expect("waiter unlocks");
-    });
-    assert!(wait_until(Duration::from_secs(5), || mutex
-        .queue_len()
-        .unwrap()
-        == 1));
+    let (waiter, granted_rx, done_tx) = park_a_waiter(&server, &mutex);
     let mut attempts = 0;
     let token = loop {
         attempts += 1;
@@ -456,7 +427,7 @@ fn try_lock_never_takes_the_lock_from_a_queued_waiter() {
             barger.try_lock().unwrap().is_none(),
             "try_lock barged at lease expiry"
         );
-        if let Ok(token) = granted_rx.try_recv() {
+        if let Ok((_, token)) = granted_rx.try_recv() {
             break token;
         }
         assert!(attempts < 5000, "the waiter never got the expired lock");

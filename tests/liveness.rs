@@ -9,42 +9,17 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, FairMutex};
-use support::{wait_until, RedisServer};
+use support::{join_within, ms, serial, wait_until, RedisServer};
 
 const CHILD_URL: &str = "FAIRLOCK_CHILD_URL";
 const CHILD_NAME: &str = "FAIRLOCK_CHILD_NAME";
 const CHILD_LEASE_MS: &str = "FAIRLOCK_CHILD_LEASE_MS";
 const CHILD_LOCKED: &str = "FAIRLOCK_CHILD_LOCKED";
-
-/// The timing-sensitive tests of this file run one at a time: every thread
-/// and process shares two noisy cores.
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Joins `handle` if it finishes within `timeout`; panics otherwise (never hangs).
-fn join_within<T>(handle: JoinHandle<T>, timeout: Duration, what: &str) -> T {
-    assert!(
-        wait_until(timeout, || handle.is_finished()),
-        "{what} did not finish within {timeout:?}"
-    );
-    match handle.join() {
-        Ok(value) => value,
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 /// Signed milliseconds from `from` to `to`.
 fn signed_ms(from: Instant, to: Instant) -> f64 {

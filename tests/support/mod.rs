@@ -7,6 +7,8 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder};
@@ -185,4 +187,30 @@ pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> boo
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Joins `handle` if it finishes within `timeout`; panics otherwise (never hangs).
+pub fn join_within<T>(handle: JoinHandle<T>, timeout: Duration, what: &str) -> T {
+    assert!(
+        wait_until(timeout, || handle.is_finished()),
+        "{what} did not finish within {timeout:?}"
+    );
+    match handle.join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// A duration in (fractional) milliseconds, for printing measurements.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Timing-sensitive tests of one binary take this to run one at a time:
+/// every thread and process shares two noisy cores.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
