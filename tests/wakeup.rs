@@ -1,0 +1,156 @@
+//! Wake-ups: a release notifies the next waiter only, and a lost message
+//! never leaves a waiter asleep past a bounded fallback.
+
+mod support;
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::{join_within, ms, serial, wait_until, RedisServer};
+
+#[test]
+fn a_release_publishes_to_the_next_waiter_only() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holder_client = server.client();
+    let mutex = holder_client.fair_mutex("herd");
+    let holder = mutex.lock().unwrap();
+
+    // Five waiters, five clients: five channels a herd would reach.
+    let waiters: Vec<_> = (0..5)
+        .map(|i| {
+            let m = server.client().fair_mutex("herd");
+            let handle = thread::spawn(move || {
+                let guard = m.lock().unwrap();
+                // Long enough that only the first handoff falls in the window.
+                thread::sleep(Duration::from_millis(800));
+                guard.unlock().unwrap();
+            });
+            assert!(wait_until(Duration::from_secs(5), || mutex
+                .queue_len()
+                .unwrap()
+                == i + 1));
+            handle
+        })
+        .collect();
+
+    // Watch every wake channel while the holder releases.
+    let mut watcher = server.conn();
+    watcher
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let mut pubsub = watcher.as_pubsub();
+    pubsub.psubscribe("fairlock:wake:*").unwrap();
+    holder.unlock().unwrap();
+    let mut messages = Vec::new();
+    let deadline = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < deadline {
+        if let Ok(msg) = pubsub.get_message() {
+            messages.push((
+                msg.get_channel_name().to_owned(),
+                msg.get_payload::<String>().unwrap(),
+            ));
+        }
+    }
+    drop(pubsub);
+    for handle in waiters {
+        join_within(handle, Duration::from_secs(15), "waiter");
+    }
+    // One grant to the next waiter, one "you are next" to the one after it:
+    // never a message to everybody.
+    let grants: Vec<_> = messages
+        .iter()
+        .filter(|(_, p)| p.starts_with("G "))
+        .collect();
+    let heads: Vec<_> = messages
+        .iter()
+        .filter(|(_, p)| p.starts_with("H "))
+        .collect();
+    assert_eq!(grants.len(), 1, "{messages:?}");
+    assert_eq!(heads.len(), 1, "{messages:?}");
+    assert_ne!(grants[0].0, heads[0].0, "{messages:?}");
+}
+
+#[test]
+fn a_waiter_whose_wake_message_was_lost_still_gets_the_lock_promptly() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    // A long watchdog period, so the re-poll after reconnecting is what
+    // saves the waiter, not the heartbeat.
+    let builder = || {
+        server
+            .builder()
+            .lease(std::time::Duration::from_secs(30))
+            .waiter_timeout(Duration::from_secs(30))
+    };
+    let holder_client = builder().build().unwrap();
+    let mutex = holder_client.fair_mutex("lost");
+    let holder = mutex.lock().unwrap();
+    let waiter_client = builder().build().unwrap();
+    let waiter_id = waiter_client.id().to_owned();
+    let (tx, rx) = mpsc::channel();
+    let waiter = {
+        let m = waiter_client.fair_mutex("lost");
+        thread::spawn(move || {
+            let guard = m.lock().unwrap();
+            tx.send(Instant::now()).unwrap();
+            guard.unlock().unwrap();
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+
+    // Cut the waiter's subscription, then release while it is down: the
+    // handoff message goes nowhere.
+    let mut conn = server.conn();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut conn)
+        .unwrap();
+    assert!(killed >= 2, "both clients' subscribers were connected");
+    let released = Instant::now();
+    holder.unlock().unwrap();
+    let granted = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the waiter got the lock without its message");
+    let late = granted - released;
+    eprintln!("handoff with the message lost: {:.1} ms", ms(late));
+    assert!(late < Duration::from_secs(2), "waited {late:?}");
+    join_within(waiter, Duration::from_secs(5), "waiter");
+
+    // The subscriber came back: the next handoff is pushed again.
+    let holder = mutex.lock().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let waiter = {
+        let m = waiter_client.fair_mutex("lost");
+        thread::spawn(move || {
+            let guard = m.lock().unwrap();
+            tx.send(Instant::now()).unwrap();
+            drop(guard);
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let subscribed = wait_until(Duration::from_secs(5), || {
+        let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
+        clients.lines().filter(|l| l.contains("sub=1")).count() >= 2
+    });
+    assert!(subscribed, "subscribers reconnected");
+    let released = Instant::now();
+    holder.unlock().unwrap();
+    let granted = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    eprintln!(
+        "handoff after the reconnect: {:.2} ms",
+        ms(granted - released)
+    );
+    assert!(granted - released < Duration::from_millis(500));
+    join_within(waiter, Duration::from_secs(5), "waiter");
+    assert!(!waiter_id.is_empty());
+}
