@@ -53,6 +53,7 @@ mod holds;
 mod keys;
 mod mutex;
 mod scripts;
+mod status;
 mod subscriber;
 mod waiters;
 mod watchdog;
@@ -63,6 +64,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use guard::FairMutexGuard;
 pub use keys::MAX_NAME_LEN;
 pub use mutex::FairMutex;
+pub use status::{Holder, LockStatus, Participant, QueuedWaiter};
 
 #[cfg(test)]
 mod tests {

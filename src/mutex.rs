@@ -12,6 +12,7 @@ use crate::guard::FairMutexGuard;
 use crate::holds::Hold;
 use crate::keys::LockKeys;
 use crate::scripts::{self, AcquireReply, LuaScript};
+use crate::status::LockStatus;
 use crate::waiters::{Waiter, Wake};
 
 /// A fair (first come, first served) mutex named by a string, shared by
@@ -200,6 +201,26 @@ impl FairMutex {
     /// As [`is_locked`](Self::is_locked).
     pub fn queue_len(&self) -> Result<usize> {
         Ok(self.inspect()?.live_waiters)
+    }
+
+    /// Everything about the lock in one atomic read: the holder (owner id,
+    /// hold count, token, lease left), the first `max_waiters` queued
+    /// waiters in order with the liveness each has left, the live queue
+    /// length and the last fencing token. Costs O(log N + max_waiters).
+    ///
+    /// # Errors
+    /// As [`is_locked`](Self::is_locked).
+    pub fn status(&self, max_waiters: usize) -> Result<LockStatus> {
+        let keys = self.keys()?;
+        let shared = self.shared();
+        let limit = max_waiters.to_string();
+        let reply = scripts::run(
+            &shared.scripts.status,
+            &mut *shared.connection()?,
+            keys,
+            &[shared.wake_prefix.as_bytes(), limit.as_bytes()],
+        )?;
+        LockStatus::parse(reply)
     }
 
     /// Frees the lock whoever holds it and hands it to the next waiter.

@@ -47,6 +47,7 @@ pub(crate) struct Scripts {
     pub(crate) cancel: LuaScript,
     pub(crate) force_release: LuaScript,
     pub(crate) inspect: LuaScript,
+    pub(crate) status: LuaScript,
 }
 
 impl Scripts {
@@ -59,6 +60,7 @@ impl Scripts {
             cancel: lock_script!("cancel.lua"),
             force_release: lock_script!("force_release.lua"),
             inspect: lock_script!("inspect.lua"),
+            status: lock_script!("status.lua"),
         }
     }
 
@@ -73,6 +75,7 @@ impl Scripts {
             &self.cancel,
             &self.force_release,
             &self.inspect,
+            &self.status,
         ] {
             pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
         }
