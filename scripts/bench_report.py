@@ -1,0 +1,247 @@
+"""Turns the last benchmark run into BENCHMARKS.md and a plot.
+
+Reads criterion's estimates (target/criterion/<group>/<bench>/new/
+estimates.json, median per iteration) and the figures the benches write
+themselves (target/fairlock-bench/*.json). Nothing in the report is typed
+by hand: rerun `cargo bench` and this script to refresh it.
+"""
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CRITERION = ROOT / "target" / "criterion"
+OWN = ROOT / "target" / "fairlock-bench"
+
+
+def median_ns(group, bench, param=None):
+    """Median time per iteration in ns, or None when that bench did not run."""
+    path = CRITERION / group / bench
+    if param is not None:
+        path = path / str(param)
+    path = path / "new" / "estimates.json"
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())["median"]["point_estimate"]
+
+
+def own(name):
+    path = OWN / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def first_line(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        return "unknown"
+
+
+def machine():
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return [
+        f"- CPU: {cpu}, {os.cpu_count()} cores; {platform.system()} {platform.release()}",
+        f"- {first_line(['redis-server', '--version'])}",
+        f"- {first_line(['rustc', '--version'])}",
+        "- Redis on loopback, started by the bench itself (`--save \"\"`); shared, noisy 2-core VM:"
+        " read ratios, not absolute times.",
+    ]
+
+
+def us(ns):
+    return "n/a" if ns is None else f"{ns / 1000:.1f} µs"
+
+
+def verdict(ok):
+    return "met" if ok else "**not met**"
+
+
+def main():
+    floor = median_ns("round_trips", "floor_evalsha_noop")
+    cycle = median_ns("round_trips", "uncontended_lock_unlock")
+    handoff = own("handoff")
+    fifo = own("fifo") or []
+    footprint = own("footprint")
+    if floor is None or cycle is None:
+        sys.exit("no results: run `cargo bench --bench lock` first")
+
+    rows = []
+    rows.append(("floor: one EVALSHA of a no-op script (1 RTT)", us(floor), "1 RTT", "1.00", "", ""))
+    rate_ratio = (2 * floor) / cycle
+    rows.append((
+        "uncontended `lock()` + unlock, one thread",
+        us(cycle),
+        f"2 RTT = {us(2 * floor)}",
+        f"{rate_ratio:.2f} of the 2-RTT rate ({cycle / floor:.2f} RTT)",
+        "≥ 0.85 of the 2-RTT rate",
+        verdict(rate_ratio >= 0.85),
+    ))
+    if handoff:
+        p50, p99 = handoff["p50_us"] * 1000, handoff["p99_us"] * 1000
+        rows.append((
+            f"handoff: release call → next waiter's `lock()` returns, p50 ({handoff['samples']} handoffs)",
+            us(p50), "2 RTT", f"{p50 / floor:.2f} RTT", "≤ 2 RTT", verdict(p50 <= 2 * floor),
+        ))
+        rows.append(("handoff p99", us(p99), "", f"{p99 / floor:.2f} RTT", "", ""))
+    for row in fifo:
+        t = row["threads"]
+        ns = median_ns("contended", "acquisitions", t)
+        rate = "n/a" if ns is None else f"{1e9 / ns:,.0f} acquisitions/s"
+        per = "" if ns is None else f"{ns / floor:.2f} RTT per acquisition"
+        rows.append((
+            f"contended, {t} threads on {t} clients, empty critical section",
+            rate, "", per,
+            "0 FIFO inversions",
+            f"{row['inversions']} inversions in {row['grants']} queued grants"
+            + ("" if row["inversions"] == 0 else " **not met**"),
+        ))
+    base = median_ns("queue_scaling_server_time", "waiters", 0)
+    for n in [0, 100, 1000, 10000]:
+        ns = median_ns("queue_scaling_server_time", "waiters", n)
+        if ns is None or base is None:
+            continue
+        ratio = ns / base
+        target = "10 000 within 1.5x of 0" if n == 10000 else ""
+        rows.append((
+            f"server time per lock cycle, {n:,} waiters queued (INFO commandstats)",
+            us(ns), "", f"{ratio:.2f}x of 0 waiters", target,
+            verdict(ratio <= 1.5) if n == 10000 else "",
+        ))
+    one = median_ns("queue_scaling_server_time", "waiters", 100)
+    big = median_ns("queue_scaling_server_time", "waiters", 10000)
+    if one and big:
+        rows.append(("server time, 10 000 vs 100 waiters (both cycles hand over)", "", "",
+                     f"{big / one:.2f}x", "flat (O(log N))", verdict(big / one <= 1.5)))
+    if footprint:
+        idle, busy = footprint["idle"], footprint["waiting_1000"]
+        rows.append(("threads per client, idle / with 1 000 waiting threads (besides the waiters)",
+                     f"{idle['threads']} / {busy['threads_besides_waiters']}", "", "", "2 background + r2d2's 1", ""))
+        rows.append(("redis connections per client, idle / with 1 000 waiting threads",
+                     f"{idle['connections']} / {busy['connections']}", "", "",
+                     f"≤ pool ({footprint['pool_size']}) + 1", ""))
+        rows.append(("server memory per queued waiter", f"{footprint['server_bytes_per_waiter']:.0f} bytes",
+                     "", "", "", ""))
+
+    peers = peer_rows(floor)
+    plot = make_plot(handoff)
+
+    out = ["# Benchmarks", "",
+           "Generated by `scripts/bench-report` from the last `cargo bench` run; do not edit by hand.", "",
+           "## How to run", "",
+           "```sh",
+           "cargo bench --bench lock          # fairlock against the round-trip floor (~3 min)",
+           "scripts/bench-report              # rewrites this file and benchmarks/*.png",
+           "```", "",
+           "## Machine", ""] + machine() + ["",
+           "## fairlock against the limit", "",
+           "| figure | fairlock (median) | limit | ratio | target | result |",
+           "|---|---|---|---|---|---|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    if plot:
+        out += ["", f"![handoff latency distribution]({plot})", ""]
+    if peers:
+        out += peers
+    out += breakdown_section(floor, cycle, handoff)
+    (ROOT / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
+    print("wrote BENCHMARKS.md" + (f" and {plot}" if plot else ""))
+
+
+def peer_rows(floor):
+    """Rows for the peers bench (`cargo bench --features peers --bench peers`), if it ran."""
+    peers = own("peers")
+    if not peers:
+        return []
+    out = ["", "## fairlock against its peers (same machine, same redis-server, same workload)", "",
+           "| library | uncontended cycle | vs fairlock | handoff p50 | vs fairlock | contended 8 threads | FIFO inversions |",
+           "|---|---|---|---|---|---|---|"]
+    mine = next((p for p in peers if p["name"] == "fairlock"), None)
+    for p in peers:
+        def ratio(key):
+            if not mine or p.get(key) is None or mine.get(key) is None:
+                return ""
+            return f"{p[key] / mine[key]:.1f}x"
+        out.append("| " + " | ".join([
+            p["name"],
+            us(p.get("cycle_ns")), ratio("cycle_ns"),
+            us(p.get("handoff_p50_ns")), ratio("handoff_p50_ns"),
+            "n/a" if not p.get("contended_8_per_s") else f"{p['contended_8_per_s']:,.0f}/s",
+            f"{p.get('inversions', 'n/a')} in {p.get('grants', 'n/a')}",
+        ]) + " |")
+    return out
+
+
+def make_plot(handoff):
+    if not handoff:
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    samples = sorted(handoff["all_us"])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    n = len(samples)
+    ax.plot(samples, [i / n for i in range(n)])
+    ax.set_xscale("log")
+    ax.set_xlabel("handoff latency (µs, log scale): release call → next lock() returns")
+    ax.set_ylabel("fraction of handoffs")
+    ax.set_title(f"fairlock handoff latency, {n} handoffs (p50 {handoff['p50_us']:.0f} µs)")
+    ax.grid(True, which="both", alpha=0.3)
+    path = "benchmarks/handoff.png"
+    (ROOT / "benchmarks").mkdir(exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(ROOT / path, dpi=100)
+    return path
+
+
+def breakdown_section(floor, cycle, handoff):
+    """Where the time goes, from the breakdown bench; explains unmet targets."""
+    b = own("breakdown")
+    if not b:
+        return []
+    rtt = floor / 1000
+    out = ["", "## Where the time goes (profile of the unmet targets)", "",
+           "Server time of each script path (INFO commandstats around single calls, mean of the run)"
+           " and one thread wake-up through a parking_lot condvar on this machine:", "",
+           "| step | time |", "|---|---|",
+           f"| one round trip (floor, whole client-server-client path) | {rtt:.1f} µs |",
+           f"| acquire script, lock free, no queue (take) | {b['take_us']:.1f} µs |",
+           f"| release script, nobody waiting | {b['release_free_us']:.1f} µs |",
+           f"| release script handing over (pop head, new token, grant, 2 publishes) | {b['release_handoff_us']:.1f} µs |",
+           f"| acquire script that queues (arrival) | {b['enqueue_us']:.1f} µs |",
+           f"| condvar wake-up of a parked thread (p50) | {b['condvar_wake_p50_us']:.1f} µs |",
+           ""]
+    no_op_server = 2.5
+    out.append(
+        f"- Uncontended cycle: two round trips ({2 * rtt:.1f} µs) plus the two scripts' own server time beyond a"
+        f" no-op (about {b['take_us'] + b['release_free_us'] - 2 * no_op_server:.1f} µs: Redis 7.0 charges roughly"
+        " 0.5–1.5 µs per `redis.call`, and taking a fair lock needs TIME, the queue check, the fence read and"
+        f" write and the lock write). Measured {cycle / 1000:.1f} µs = {cycle / floor:.2f} RTT.")
+    if handoff:
+        path = b["release_handoff_us"] + 2 * b["condvar_wake_p50_us"]
+        out.append(
+            f"- Handoff: the releaser's request reaches Redis (≈ RTT/2), the release script hands over"
+            f" ({b['release_handoff_us']:.1f} µs), the grant message reaches the waiter's subscriber thread"
+            " (≈ RTT/2), which wakes the waiting thread through its condvar; on this VM each of the two thread"
+            f" wake-ups (socket → subscriber, subscriber → waiter) costs about {b['condvar_wake_p50_us']:.0f} µs."
+            f" Script plus wake-ups alone are ≈ {path:.0f} µs before any network time; measured p50"
+            f" {handoff['p50_us']:.0f} µs. The design already saves the second acquire round trip a"
+            " wake-then-retry lock needs; what is left is server script time and thread scheduling.")
+    out.append(
+        "- Queue scaling: with waiters queued, each cycle is a release that hands over plus one arrival that"
+        f" queues ({b['release_handoff_us'] + b['enqueue_us']:.1f} µs); with none it is a bare take + release"
+        f" ({b['take_us'] + b['release_free_us']:.1f} µs). The ratio against 0 waiters measures that extra work,"
+        " which does not grow with the queue: 10 000 against 100 waiters (both hand over) is the O(log N) check.")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+//! Drives one lock's scripts directly (the same Lua the client runs) to
+//! build long queues cheaply: waiters with owner ids nobody listens for and
+//! a long liveness deadline cost no threads. Used by tests/cost.rs and the
+//! queue-scaling bench to measure server time against queue length.
+#![allow(dead_code)]
+
+use redis::{Commands, Script};
+
+use super::RedisServer;
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{}{body}", include_str!("../../lua/lib.lua")))
+}
+
+/// The five keys of one lock and its acquire and release scripts.
+pub struct ScriptedLock {
+    pub keys: Vec<String>,
+    acquire: Script,
+    release: Script,
+}
+
+impl ScriptedLock {
+    /// Finds the five keys of `name` by letting the library create them.
+    pub fn new(server: &RedisServer, name: &str) -> ScriptedLock {
+        let client = server.client();
+        let m = client.fair_mutex(name);
+        let lock_key = {
+            let _g = m.lock().unwrap();
+            let keys: Vec<String> = server
+                .conn()
+                .keys(format!("fairlock:*:lock:{name}"))
+                .unwrap();
+            assert_eq!(keys.len(), 1, "{keys:?}");
+            keys[0].clone()
+        };
+        let keys = ["lock", "queue", "deadlines", "grants", "fence"]
+            .iter()
+            .map(|kind| lock_key.replacen(":lock:", &format!(":{kind}:"), 1))
+            .collect();
+        ScriptedLock {
+            keys,
+            acquire: script(include_str!("../../lua/acquire.lua")),
+            release: script(include_str!("../../lua/release.lua")),
+        }
+    }
+
+    fn acquire_invocation(&self, owner: &str, wait_id: u64) -> redis::ScriptInvocation<'_> {
+        let mut inv = self.acquire.prepare_invoke();
+        for k in &self.keys {
+            inv.key(k);
+        }
+        // fixed 60 s lease, 10 min liveness: entries stay live for the run
+        inv.arg("fairlock:wake:")
+            .arg(owner)
+            .arg(60_000)
+            .arg(1)
+            .arg(600_000)
+            .arg("first")
+            .arg(wait_id);
+        inv
+    }
+
+    /// Runs acquire ("first" mode) for `owner`; returns the script's reply.
+    pub fn acquire(&self, conn: &mut redis::Connection, owner: &str, wait_id: u64) -> Vec<i64> {
+        self.acquire_invocation(owner, wait_id)
+            .invoke(conn)
+            .unwrap()
+    }
+
+    /// Queues `count` waiters named `w<i>:1`, pipelined 1000 at a time.
+    pub fn enqueue(&self, conn: &mut redis::Connection, count: u64) {
+        let mut pipe = redis::pipe();
+        for i in 0..count {
+            pipe.invoke_script(&self.acquire_invocation(&format!("w{i}:1"), i))
+                .ignore();
+            if i % 1000 == 999 {
+                pipe.query::<()>(conn).unwrap();
+                pipe = redis::pipe();
+            }
+        }
+        if !pipe.is_empty() {
+            pipe.query::<()>(conn).unwrap();
+        }
+        let queued: u64 = conn.zcard(&self.keys[1]).unwrap();
+        assert_eq!(queued, count);
+    }
+
+    /// Runs release for `owner` holding `token`; returns holds left or -1.
+    pub fn release(&self, conn: &mut redis::Connection, owner: &str, token: &str) -> i64 {
+        let mut inv = self.release.prepare_invoke();
+        for k in &self.keys {
+            inv.key(k);
+        }
+        inv.arg("fairlock:wake:").arg(owner).arg(token);
+        inv.invoke(conn).unwrap()
+    }
+
+    /// The current holder's owner id and token.
+    pub fn holder(&self, conn: &mut redis::Connection) -> (String, String) {
+        redis::cmd("HMGET")
+            .arg(&self.keys[0])
+            .arg("owner")
+            .arg("token")
+            .query(conn)
+            .unwrap()
+    }
+
+    /// One lock cycle as the queue sees it. With a queue: the holder
+    /// releases (handing over to the head) and a newcomer queues at the
+    /// tail, so the length stays constant. Without: take, then release.
+    pub fn cycle(&self, conn: &mut redis::Connection, queued: u64, n: u64) {
+        let (owner, token) = self.holder(conn);
+        assert_eq!(self.release(conn, &owner, &token), 0);
+        let reply = self.acquire(conn, &format!("n{n}:1"), queued + n);
+        let expected = if queued == 0 { 1 } else { 0 };
+        assert_eq!(reply[0], expected, "with {queued} queued");
+    }
+}
+
+/// Total server microseconds spent in EVALSHA so far (INFO commandstats).
+pub fn evalsha_usec(conn: &mut redis::Connection) -> f64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .and_then(|l| l.split(',').find(|f| f.starts_with("usec=")))
+        .map(|f| f["usec=".len()..].parse().unwrap())
+        .unwrap_or(0.0)
+}
+
+/// A lock named `name` held by a scripted owner, with `waiters` queued.
+pub fn queue_of(
+    server: &RedisServer,
+    name: &str,
+    waiters: u64,
+) -> (ScriptedLock, redis::Connection) {
+    let lock = ScriptedLock::new(server, name);
+    let mut conn = server.conn();
+    assert_eq!(
+        lock.acquire(&mut conn, "holder:1", 0)[0],
+        1,
+        "the lock starts free"
+    );
+    lock.enqueue(&mut conn, waiters);
+    (lock, conn)
+}
