@@ -104,9 +104,7 @@ impl Client {
     }
 
     pub(crate) fn start(config: Config) -> Result<Client> {
-        let redis = redis::Client::open(config.url.as_str()).map_err(|err| {
-            Error::with_source(ErrorKind::InvalidConfig, "invalid redis url", err)
-        })?;
+        let redis = open_redis(&config)?;
         let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
             .num_threads(1)
             .thread_name_pattern("fairlock-pool")
@@ -182,6 +180,30 @@ impl Client {
             inner: Arc::new(inner),
         })
     }
+}
+
+/// The `redis::Client` of the URL; the pool and the subscriber both connect
+/// through it, so a TLS root given to the builder covers both.
+fn open_redis(config: &Config) -> Result<redis::Client> {
+    let invalid = |err| Error::with_source(ErrorKind::InvalidConfig, "invalid redis url", err);
+    #[cfg(feature = "tls")]
+    if let Some(root) = &config.tls_root_cert {
+        if !root
+            .windows(27)
+            .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                "tls_root_cert_pem holds no PEM certificate",
+            ));
+        }
+        let certificates = redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root.clone()),
+        };
+        return redis::Client::build_with_tls(config.url.as_str(), certificates).map_err(invalid);
+    }
+    redis::Client::open(config.url.as_str()).map_err(invalid)
 }
 
 impl std::fmt::Debug for Client {

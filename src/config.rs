@@ -6,7 +6,7 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Settings of one [`Client`], fixed when it is built.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) url: String,
     pub(crate) lease: Duration,
@@ -15,6 +15,10 @@ pub(crate) struct Config {
     pub(crate) key_prefix: String,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
+    /// PEM root certificate(s) that `rediss://` servers must chain to;
+    /// `None` means the system's roots.
+    #[cfg(feature = "tls")]
+    pub(crate) tls_root_cert: Option<Vec<u8>>,
 }
 
 impl Default for Config {
@@ -27,7 +31,39 @@ impl Default for Config {
             key_prefix: "fairlock".to_owned(),
             connect_timeout: Duration::from_secs(5),
             command_timeout: Duration::from_secs(5),
+            #[cfg(feature = "tls")]
+            tls_root_cert: None,
         }
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("url", &redact_password(&self.url))
+            .field("lease", &self.lease)
+            .field("waiter_timeout", &self.waiter_timeout)
+            .field("pool_size", &self.pool_size)
+            .field("key_prefix", &self.key_prefix)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The URL with any password replaced, fit for logs and `Debug` output.
+pub(crate) fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((userinfo, host)) = rest.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+        None if userinfo.is_empty() => url.to_owned(),
+        // redis://secret@host: a lone userinfo is taken as the password.
+        None => format!("{scheme}://***@{host}"),
     }
 }
 
@@ -156,6 +192,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Trusts only the PEM root certificate(s) in `pem` for a `rediss://`
+    /// server, e.g. a private CA. Defaults to the system roots.
+    /// Needs the `tls` feature.
+    #[cfg(feature = "tls")]
+    pub fn tls_root_cert_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.config.tls_root_cert = Some(pem.into());
+        self
+    }
+
     /// Checks the settings, connects, and starts the client's watchdog and
     /// subscriber threads.
     ///
@@ -175,6 +220,22 @@ mod tests {
 
     fn rejected(builder: ClientBuilder) -> Error {
         builder.config.validate().unwrap_err()
+    }
+
+    #[test]
+    fn passwords_never_reach_debug_output() {
+        assert_eq!(
+            redact_password("redis://u:p%40ss@h:1/0"),
+            "redis://u:***@h:1/0"
+        );
+        assert_eq!(redact_password("redis://:pw@h"), "redis://:***@h");
+        assert_eq!(redact_password("redis://pw@h"), "redis://***@h");
+        assert_eq!(redact_password("redis://h:6379"), "redis://h:6379");
+        let debug = format!(
+            "{:?}",
+            ClientBuilder::new("rediss://user:hunter2@host:6380")
+        );
+        assert!(!debug.contains("hunter2"), "{debug}");
     }
 
     #[test]

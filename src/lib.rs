@@ -45,6 +45,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod cancel;
 mod client;
 mod config;
 mod error;
@@ -58,6 +59,7 @@ mod subscriber;
 mod waiters;
 mod watchdog;
 
+pub use cancel::WaitCanceller;
 pub use client::Client;
 pub use config::{ClientBuilder, MIN_LEASE};
 pub use error::{Error, ErrorKind, Result};

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::cancel::WaitCanceller;
 use crate::client::{ClientInner, Shared};
 use crate::config::MIN_LEASE;
 use crate::error::{Error, ErrorKind, Result};
@@ -12,7 +13,7 @@ use crate::guard::FairMutexGuard;
 use crate::holds::Hold;
 use crate::keys::LockKeys;
 use crate::scripts::{self, AcquireReply, LuaScript};
-use crate::status::LockStatus;
+use crate::status::{LockStatus, Participant};
 use crate::waiters::{Waiter, Wake};
 
 /// A fair (first come, first served) mutex named by a string, shared by
@@ -127,7 +128,7 @@ impl FairMutex {
     /// (the queue entry is then removed if Redis can still be reached),
     /// [`ErrorKind::KeyConflict`].
     pub fn lock(&self) -> Result<FairMutexGuard> {
-        self.acquire(Patience::Forever)?.ok_or_else(|| {
+        self.acquire(Patience::Forever, None)?.ok_or_else(|| {
             Error::new(
                 ErrorKind::Server,
                 "an unbounded wait ended without the lock",
@@ -142,7 +143,7 @@ impl FairMutex {
     /// # Errors
     /// As [`lock`](Self::lock).
     pub fn try_lock(&self) -> Result<Option<FairMutexGuard>> {
-        self.acquire(Patience::None)
+        self.acquire(Patience::None, None)
     }
 
     /// Waits in FIFO order for at most `timeout`. On timeout the queue entry
@@ -159,7 +160,29 @@ impl FairMutex {
         let patience = Instant::now()
             .checked_add(timeout)
             .map_or(Patience::Forever, Patience::Until);
-        self.acquire(patience)
+        self.acquire(patience, None)
+    }
+
+    /// Waits in FIFO order until the lock is ours, `timeout` passes (`None`:
+    /// no limit) or `cancel` is cancelled from another thread. On timeout or
+    /// cancellation the queue entry is removed before returning `Ok(None)`,
+    /// as with [`try_lock_for`](Self::try_lock_for); if the lock was handed
+    /// over in that last instant, the guard is returned instead.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    pub fn lock_cancellable(
+        &self,
+        timeout: Option<Duration>,
+        cancel: &WaitCanceller,
+    ) -> Result<Option<FairMutexGuard>> {
+        if timeout == Some(Duration::ZERO) || cancel.is_cancelled() {
+            return self.try_lock();
+        }
+        let patience = timeout
+            .and_then(|t| Instant::now().checked_add(t))
+            .map_or(Patience::Forever, Patience::Until);
+        self.acquire(patience, Some(cancel))
     }
 
     /// True when some thread, anywhere, holds the lock.
@@ -230,6 +253,15 @@ impl FairMutex {
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
     pub fn force_unlock(&self) -> Result<bool> {
+        Ok(self.force_unlock_holder()?.is_some())
+    }
+
+    /// As [`force_unlock`](Self::force_unlock), and says who held the lock
+    /// at the moment it was freed (read in the same atomic step).
+    ///
+    /// # Errors
+    /// As [`is_locked`](Self::is_locked).
+    pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
         let keys = self.keys()?;
         let shared = self.shared();
         let reply = scripts::run(
@@ -238,7 +270,14 @@ impl FairMutex {
             keys,
             &[shared.wake_prefix.as_bytes()],
         )?;
-        Ok(!matches!(reply, Value::Nil))
+        match reply {
+            Value::Nil => Ok(None),
+            other => {
+                let owner: String = redis::from_redis_value(other.clone())
+                    .map_err(|_| scripts::unexpected(&other))?;
+                Ok(Some(Participant { owner }))
+            }
+        }
     }
 
     fn shared(&self) -> &Shared {
@@ -287,7 +326,11 @@ impl FairMutex {
         })
     }
 
-    fn acquire(&self, patience: Patience) -> Result<Option<FairMutexGuard>> {
+    fn acquire(
+        &self,
+        patience: Patience,
+        cancel: Option<&WaitCanceller>,
+    ) -> Result<Option<FairMutexGuard>> {
         let keys = Arc::clone(self.keys()?);
         let (lease, fixed) = self.lease()?;
         let shared = self.shared();
@@ -305,6 +348,9 @@ impl FairMutex {
         // Registered before the first attempt reaches Redis, so that no
         // handoff message can arrive for an id nobody listens to.
         shared.waiters.insert(Arc::clone(&waiter));
+        if let Some(cancel) = cancel {
+            cancel.watch(&waiter);
+        }
         let result = self.wait_in_queue(&waiter, patience, lease, fixed);
         shared.waiters.remove(waiter.id);
         result
@@ -326,8 +372,14 @@ impl FairMutex {
             match self.attempt(waiter, mode, lease, fixed) {
                 Ok(Some(guard)) => return Ok(Some(guard)),
                 Ok(None) => {}
+                Err(err) if err.is_connection() => {
+                    // Redis is unreachable or stalled: a cleanup call would
+                    // only wait out the same timeout again. Without this
+                    // client's heartbeat the entry lapses within waiter_timeout.
+                    return Err(err);
+                }
                 Err(err) => {
-                    // Leave nothing behind if Redis can still be reached.
+                    // Leave nothing behind (Redis answered, with an error).
                     return match self.leave_queue(waiter, lease, fixed) {
                         Ok(Some(guard)) => Ok(Some(guard)),
                         _ => Err(err),

@@ -38,6 +38,7 @@ struct WaitState {
     granted: Option<Grant>,
     poll_at: Option<Instant>,
     repoll: bool,
+    cancelled: bool,
 }
 
 /// One blocked call waiting for one lock.
@@ -87,6 +88,12 @@ impl Waiter {
         self.wakeup.notify_one();
     }
 
+    /// Ends the wait as if its deadline had passed (see `WaitCanceller`).
+    pub(crate) fn cancel(&self) {
+        self.state.lock().cancelled = true;
+        self.wakeup.notify_one();
+    }
+
     /// Sets the next poll from an acquire reply: the head of the queue polls
     /// when the holder's lease would run out; others wait to be told. A
     /// poll time set meanwhile by a message is kept: that message came from
@@ -112,7 +119,7 @@ impl Waiter {
                 state.poll_at = None;
                 return Wake::Poll;
             }
-            if deadline.is_some_and(|at| at <= now) {
+            if state.cancelled || deadline.is_some_and(|at| at <= now) {
                 return Wake::TimedOut;
             }
             match earliest(state.poll_at, deadline) {

@@ -1,0 +1,74 @@
+//! `lock_cancellable`: another thread ends a wait; the queue entry goes with it.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use fairlock::WaitCanceller;
+use support::{join_within, wait_until, RedisServer};
+
+#[test]
+fn a_cancelled_wait_leaves_the_queue_at_once_and_keeps_its_place_until_then() {
+    let server = RedisServer::start();
+    let holder = server.client();
+    let mutex = holder.fair_mutex("c");
+    let held = mutex.lock().unwrap();
+
+    let cancel = WaitCanceller::new();
+    let waiter = server.client();
+    let (c, m) = (cancel.clone(), waiter.fair_mutex("c"));
+    let blocked = std::thread::spawn(move || m.lock_cancellable(None, &c).unwrap().is_some());
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    // Stays queued, in place, across watchdog rounds (waiter timeout is 1 s).
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(mutex.queue_len().unwrap(), 1);
+
+    let cancelled = Instant::now();
+    cancel.cancel();
+    assert!(!join_within(
+        blocked,
+        Duration::from_secs(5),
+        "cancelled wait"
+    ));
+    assert!(
+        cancelled.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        cancelled.elapsed()
+    );
+    assert_eq!(mutex.queue_len().unwrap(), 0, "left the queue");
+    held.unlock().unwrap();
+    assert!(!mutex.is_locked().unwrap(), "nobody was handed the lock");
+
+    // Cancelling is final: a later wait with it does not queue.
+    let _held = mutex.lock().unwrap();
+    assert!(waiter
+        .fair_mutex("c")
+        .lock_cancellable(None, &cancel)
+        .unwrap()
+        .is_none());
+    assert_eq!(mutex.queue_len().unwrap(), 0);
+}
+
+#[test]
+fn a_cancellable_wait_still_gets_the_lock_and_honours_its_timeout() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mutex = client.fair_mutex("t");
+    let cancel = WaitCanceller::new();
+    let guard = mutex
+        .lock_cancellable(None, &cancel)
+        .unwrap()
+        .expect("free");
+    let other = server.client();
+    let started = Instant::now();
+    let got = other
+        .fair_mutex("t")
+        .lock_cancellable(Some(Duration::from_millis(200)), &cancel)
+        .unwrap();
+    assert!(got.is_none());
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    drop(guard);
+}
