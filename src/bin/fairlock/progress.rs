@@ -1,0 +1,251 @@
+//! The live line on stderr while `fairlock run` waits on a terminal:
+//! position in the queue, time waited, the holder's remaining lease.
+//!
+//! The main thread blocks in `lock()`, so a thread of its own
+//! (`fairlock-progress`) reads the lock's status every 250 ms through
+//! another handle of the same client, and finds this process's place by its
+//! client id.
+
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use fairlock::{FairMutex, LockStatus};
+
+use crate::duration::human;
+
+/// How often the line is redrawn.
+const PERIOD: Duration = Duration::from_millis(250);
+/// Most waiters read to find this one's place.
+const MAX_LISTED: usize = 1000;
+
+/// The line being shown, if any; cleared before anything else is printed.
+static CURRENT: Mutex<Option<Arc<LiveLine>>> = Mutex::new(None);
+
+#[derive(Default)]
+struct LineState {
+    stopped: bool,
+    shown: bool,
+}
+
+/// A line on stderr redrawn in place until stopped.
+#[derive(Default)]
+pub struct LiveLine {
+    state: Mutex<LineState>,
+    changed: Condvar,
+}
+
+impl LiveLine {
+    fn state(&self) -> MutexGuard<'_, LineState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops redrawing and wipes the line. No output follows from the
+    /// thread once this returns.
+    pub fn stop(&self) {
+        let mut state = self.state();
+        state.stopped = true;
+        if std::mem::take(&mut state.shown) {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[K");
+            let _ = err.flush();
+        }
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// Draws `text` unless stopped, then sleeps for a period; false once stopped.
+    fn show_and_sleep(&self, text: &str) -> bool {
+        let mut state = self.state();
+        if state.stopped {
+            return false;
+        }
+        {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[K{text}");
+            let _ = err.flush();
+        }
+        state.shown = true;
+        let (state, _) = self
+            .changed
+            .wait_timeout_while(state, PERIOD, |s| !s.stopped)
+            .unwrap_or_else(|p| p.into_inner());
+        !state.stopped
+    }
+}
+
+/// Wipes the live line if one is shown, before printing something else.
+pub fn clear_any() {
+    let current = CURRENT.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(line) = current {
+        line.stop();
+    }
+}
+
+/// What the line is about.
+pub struct Watch {
+    pub mutex: FairMutex,
+    pub client_id: String,
+    pub started: Instant,
+    /// `--wait`, if given.
+    pub patience: Option<Duration>,
+}
+
+/// Starts redrawing the line; stop it with [`LiveLine::stop`].
+pub fn start(watch: Watch) -> Arc<LiveLine> {
+    let line = Arc::new(LiveLine::default());
+    *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&line));
+    let drawer = Arc::clone(&line);
+    let spawned = std::thread::Builder::new()
+        .name("fairlock-progress".into())
+        .spawn(move || loop {
+            let status = watch.mutex.status(MAX_LISTED);
+            let now = Instant::now();
+            let text = render(
+                watch.mutex.name(),
+                status
+                    .map(|s| View::of(&s, &watch.client_id))
+                    .map_err(|e| e.to_string()),
+                now.duration_since(watch.started),
+                watch.patience,
+            );
+            if !drawer.show_and_sleep(&fit(&text, terminal_width())) {
+                break;
+            }
+        });
+    if spawned.is_err() {
+        line.stop(); // no live line, the wait goes on all the same
+    }
+    line
+}
+
+/// What the line says about the lock, read from its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct View {
+    /// 1-based place of this process in the queue, if it was listed.
+    pub place: Option<usize>,
+    pub queue_len: usize,
+    /// The queue was longer than the part listed.
+    pub cut: bool,
+    /// `None`: free (being handed over); `Some(None)`: held without expiry.
+    pub holder_lease: Option<Option<Duration>>,
+}
+
+impl View {
+    pub fn of(status: &LockStatus, client_id: &str) -> View {
+        View {
+            place: status
+                .waiters
+                .iter()
+                .position(|w| w.who.client_id() == client_id)
+                .map(|i| i + 1),
+            queue_len: status.queue_len,
+            cut: status.queue_len > status.waiters.len(),
+            holder_lease: status.holder.as_ref().map(|h| h.remaining_lease),
+        }
+    }
+}
+
+/// The text of the line.
+pub fn render(
+    name: &str,
+    view: Result<View, String>,
+    waited: Duration,
+    patience: Option<Duration>,
+) -> String {
+    let mut text = format!("waiting for {name:?}: ");
+    let waited = match patience {
+        Some(patience) => format!("waited {} of {}", human(waited), human(patience)),
+        None => format!("waited {}", human(waited)),
+    };
+    match view {
+        Err(err) => text.push_str(&format!("{waited}, status unavailable ({err})")),
+        Ok(view) => {
+            match view.place {
+                Some(place) => text.push_str(&format!(
+                    "position {place} of {}",
+                    view.queue_len.max(place)
+                )),
+                None if view.cut => {
+                    text.push_str(&format!("position > {MAX_LISTED} of {}", view.queue_len))
+                }
+                None => text.push_str("joining the queue"),
+            }
+            text.push_str(&format!(", {waited}"));
+            match view.holder_lease {
+                Some(Some(lease)) => {
+                    text.push_str(&format!(", holder's lease {} left", human(lease)))
+                }
+                Some(None) => text.push_str(", holder's lease never expires"),
+                None => text.push_str(", lock being handed over"),
+            }
+        }
+    }
+    text
+}
+
+/// Cuts the line to the terminal's width, so that redrawing in place works.
+fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() < width {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(2)).collect();
+    cut.push('…');
+    cut
+}
+
+/// Columns of the terminal on stderr; unlimited if it does not say.
+fn terminal_width() -> usize {
+    // SAFETY: TIOCGWINSZ fills a winsize on success and touches nothing else.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    if ok && size.ws_col > 0 {
+        usize::from(size.ws_col)
+    } else {
+        usize::MAX
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn position_lease_time_and_patience() {
+        let view = View {
+            place: Some(2),
+            queue_len: 3,
+            cut: false,
+            holder_lease: Some(Some(Duration::from_millis(25_800))),
+        };
+        let text = render("deploy", Ok(view), Duration::from_millis(4_200), None);
+        assert_eq!(
+            text,
+            "waiting for \"deploy\": position 2 of 3, waited 4.2s, holder's lease 25.8s left"
+        );
+        let view = View {
+            place: None,
+            queue_len: 0,
+            cut: false,
+            holder_lease: None,
+        };
+        let text = render("x", Ok(view), Duration::ZERO, Some(Duration::from_secs(5)));
+        assert_eq!(
+            text,
+            "waiting for \"x\": joining the queue, waited 0ms of 5.0s, lock being handed over"
+        );
+        let text = render(
+            "x",
+            Err("redis is unreachable".into()),
+            Duration::ZERO,
+            None,
+        );
+        assert!(text.contains("status unavailable (redis is unreachable)"));
+    }
+
+    #[test]
+    fn fits_the_terminal() {
+        assert_eq!(fit("abcdef", 80), "abcdef");
+        assert_eq!(fit("abcdef", 5), "abc…");
+    }
+}

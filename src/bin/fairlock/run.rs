@@ -1,0 +1,295 @@
+//! `fairlock run`: wait for our turn, run the command holding the lock,
+//! release it however the command ends.
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use fairlock::{FairMutex, FairMutexGuard};
+
+use crate::duration::human;
+use crate::signals::{self, Control, SpawnError};
+use crate::{exit, progress, Connection, Failure};
+
+/// How long a queued entry of a silent client keeps its place; set
+/// explicitly so the messages can say it.
+pub const WAITER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Between SIGTERM and SIGKILL with `--kill-on-loss`.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+/// How often the lease is checked while the command runs (the command's
+/// end is noticed at once, through SIGCHLD).
+const CHECK_PERIOD: Duration = Duration::from_millis(100);
+
+pub struct Options {
+    pub name: String,
+    /// `None`: wait forever; zero: do not wait.
+    pub wait: Option<Duration>,
+    /// A fixed lease nobody renews; `None`: the watchdog renews it.
+    pub lease: Option<Duration>,
+    pub conflict_exit_code: i32,
+    pub kill_on_loss: bool,
+    pub quiet: bool,
+    pub verbose: bool,
+    pub command: Vec<OsString>,
+}
+
+pub fn run(connection: &Connection, opts: Options) -> Result<i32, Failure> {
+    let control = Control::install().map_err(|err| {
+        Failure::new(
+            exit::UNAVAILABLE,
+            anyhow!(err).context("cannot handle signals"),
+        )
+    })?;
+    let client = connection.connect()?;
+    let name = opts.name.as_str();
+    let base = client.fair_mutex(name);
+    let mutex = match opts.lease {
+        Some(lease) => base.with_lease(lease),
+        None => base.clone(),
+    };
+
+    // Wait for our turn, on this thread: the guard stays on the thread that took it.
+    let started = Instant::now();
+    control.waiting();
+    let line = (!opts.quiet && std::io::stderr().is_terminal()).then(|| {
+        progress::start(progress::Watch {
+            mutex: base.clone(),
+            client_id: client.id().to_owned(),
+            started,
+            patience: opts.wait,
+        })
+    });
+    let outcome = mutex.lock_cancellable(opts.wait, control.canceller());
+    if let Some(line) = line {
+        line.stop();
+    }
+    let waited = started.elapsed();
+    let interrupted = control.acquired();
+    let guard = match (outcome, interrupted) {
+        (Ok(Some(guard)), Some(signal)) => {
+            let released = guard.unlock().is_ok();
+            eprintln!(
+                "fairlock: interrupted by {} while waiting for {name:?}; {}nothing was run",
+                signals::name(signal),
+                if released { "released it, " } else { "" }
+            );
+            return Ok(exit::SIGNAL_BASE + signal);
+        }
+        (_, Some(signal)) => {
+            eprintln!(
+                "fairlock: interrupted by {} while waiting for {name:?}; left the queue, nothing was run",
+                signals::name(signal)
+            );
+            return Ok(exit::SIGNAL_BASE + signal);
+        }
+        (Ok(Some(guard)), None) => guard,
+        (Ok(None), None) => {
+            if !opts.quiet {
+                let why = match opts.wait {
+                    Some(Duration::ZERO) => format!("{name:?} is busy"),
+                    _ => format!("gave up waiting for {name:?} after {}", human(waited)),
+                };
+                eprintln!("fairlock: {why}; nothing was run");
+            }
+            return Ok(opts.conflict_exit_code);
+        }
+        (Err(err), None) => {
+            return Err(Failure::redis(err, format!("waiting for {name:?} failed")));
+        }
+    };
+    if opts.verbose {
+        eprintln!(
+            "fairlock: acquired {name:?} after {} (token {}, client {})",
+            human(waited),
+            guard.fencing_token(),
+            client.id()
+        );
+    }
+
+    // Run the command with the lock held.
+    let mut command = Command::new(&opts.command[0]);
+    command
+        .args(&opts.command[1..])
+        .env("FAIRLOCK_TOKEN", guard.fencing_token().to_string())
+        .env("FAIRLOCK_NAME", name)
+        .env("FAIRLOCK_CLIENT_ID", client.id());
+    die_with_parent(&mut command);
+    let held_since = Instant::now();
+    let mut child = match control.spawn(&mut command) {
+        Ok(child) => child,
+        Err(SpawnError::Interrupted(signal)) => {
+            let _ = guard.unlock();
+            eprintln!(
+                "fairlock: interrupted by {} before the command started; released {name:?}, nothing was run",
+                signals::name(signal)
+            );
+            return Ok(exit::SIGNAL_BASE + signal);
+        }
+        Err(SpawnError::Io(err)) => {
+            let _ = guard.unlock();
+            let code = if err.kind() == std::io::ErrorKind::NotFound {
+                exit::NOT_FOUND
+            } else {
+                exit::CANNOT_EXECUTE
+            };
+            let program = opts.command[0].to_string_lossy().into_owned();
+            return Err(Failure::new(
+                code,
+                anyhow!(err).context(format!("cannot run {program:?}")),
+            ));
+        }
+    };
+
+    let mut lost = false;
+    let mut kill_at = None;
+    let status = loop {
+        match control.try_wait(&mut child) {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(err) => {
+                eprintln!("fairlock: warning: cannot poll the command ({err}); waiting for it");
+                match child.wait() {
+                    Ok(status) => break status,
+                    Err(err) => {
+                        return Err(Failure::new(
+                            exit::UNAVAILABLE,
+                            anyhow!(err).context("cannot wait for the command"),
+                        ))
+                    }
+                }
+            }
+        }
+        if !lost && guard.is_lease_lost() {
+            lost = true;
+            eprintln!(
+                "fairlock: lost the lock on {name:?} while the command runs: {}; {}",
+                why_lost(&base, &opts),
+                if opts.kill_on_loss {
+                    "stopping the command"
+                } else {
+                    "letting it finish"
+                }
+            );
+            if opts.kill_on_loss {
+                control.kill_child(libc::SIGTERM);
+                kill_at = Some(Instant::now() + KILL_GRACE);
+            }
+        }
+        if kill_at.is_some_and(|at| Instant::now() >= at) {
+            control.kill_child(libc::SIGKILL);
+            kill_at = None;
+        }
+        control.sleep(CHECK_PERIOD);
+    };
+    let code = exit_code(status);
+    let held = held_since.elapsed();
+
+    // Release, whatever the command did.
+    lost |= release(guard, name, lost, &base, &opts);
+    if lost {
+        eprintln!(
+            "fairlock: the command {}; exiting with {} because the lock was lost",
+            describe(status),
+            exit::LEASE_LOST
+        );
+        return Ok(exit::LEASE_LOST);
+    }
+    if opts.verbose {
+        eprintln!(
+            "fairlock: released {name:?} after holding it {}; the command {}",
+            human(held),
+            describe(status)
+        );
+    }
+    Ok(code)
+}
+
+/// Releases the lock; true if that found it lost (and said so).
+fn release(
+    guard: FairMutexGuard,
+    name: &str,
+    known_lost: bool,
+    base: &FairMutex,
+    opts: &Options,
+) -> bool {
+    match guard.unlock() {
+        Ok(()) => false,
+        Err(err) if err.is_lease_lost() => {
+            if !known_lost {
+                eprintln!(
+                    "fairlock: lost the lock on {name:?} while the command ran: {}",
+                    why_lost(base, opts)
+                );
+            }
+            true
+        }
+        Err(err) => {
+            eprintln!(
+                "fairlock: warning: cannot release {name:?} ({err}); it frees when its lease runs out"
+            );
+            false
+        }
+    }
+}
+
+/// Why the lease is gone, as far as can be told.
+fn why_lost(base: &FairMutex, opts: &Options) -> String {
+    let mut why = match opts.lease {
+        Some(lease) => format!("its fixed --lease of {} ran out", human(lease)),
+        None => "the lease was not renewed in time, or someone ran unlock --force".to_owned(),
+    };
+    if let Ok(Some(holder)) = base.status(0).map(|s| s.holder) {
+        why.push_str(&format!(
+            "; it is now held by client {}, token {}",
+            holder.who.client_id(),
+            holder.fencing_token
+        ));
+    }
+    why
+}
+
+/// The shell's convention: the exit status, or 128 + the signal that killed it.
+fn exit_code(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => exit::SIGNAL_BASE + signal,
+        (None, None) => exit::CANNOT_EXECUTE,
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with {code}"),
+        (None, Some(signal)) => format!("was killed by {}", signals::name(signal)),
+        (None, None) => format!("ended: {status}"),
+    }
+}
+
+/// On Linux, the command gets SIGTERM if fairlock itself dies (say, SIGKILL):
+/// nobody would renew or release the lock any more, so the command must
+/// not go on as if it held it.
+fn die_with_parent(command: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: getpid before the fork; the closure runs in the forked child
+        // and calls only async-signal-safe functions (prctl, getppid, raise).
+        let parent = unsafe { libc::getpid() };
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    libc::raise(libc::SIGTERM);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = command;
+}

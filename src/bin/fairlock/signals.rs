@@ -1,0 +1,204 @@
+//! SIGINT, SIGTERM and SIGHUP for `fairlock run`, handled on a thread of
+//! their own (`fairlock-signals`), whatever the main thread is doing.
+//!
+//! - Connecting: exit at once with 128+N.
+//! - Waiting (the main thread is blocked in `lock_cancellable()`): the wait
+//!   is cancelled, which removes the queue entry; the main thread then
+//!   exits with 128+N and runs nothing (releasing the lock first if it was
+//!   handed over in that very moment). A second signal exits at once.
+//! - Holding, before the command started: the command is not started; the
+//!   lock is released; exit with 128+N.
+//! - Running: the signal is passed on to the command, unless the kernel
+//!   sent it (Ctrl-C, a terminal hangup), because the kernel sent it to the
+//!   whole foreground process group, the command included. fairlock then
+//!   waits for the command, releases the lock and exits with its status.
+//!
+//! SIGCHLD only wakes the main thread, which then reaps the command at once.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use fairlock::WaitCanceller;
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::low_level::siginfo::Cause;
+
+use crate::{exit, exit_now, progress};
+
+/// What the main thread is doing, as far as signals care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Connecting,
+    Waiting,
+    /// A signal came while waiting; the process is on its way out.
+    Abandoning,
+    Holding,
+    Running(libc::pid_t),
+    Finishing,
+}
+
+struct State {
+    phase: Phase,
+    /// The first of SIGINT, SIGTERM, SIGHUP received.
+    signal: Option<i32>,
+    /// A SIGCHLD came since the main thread last looked.
+    child_changed: bool,
+}
+
+/// Shared by the main thread and the signal thread.
+pub struct Control {
+    state: Mutex<State>,
+    changed: Condvar,
+    canceller: WaitCanceller,
+}
+
+/// Why the command was not started.
+pub enum SpawnError {
+    Interrupted(i32),
+    Io(std::io::Error),
+}
+
+impl Control {
+    /// Takes over SIGINT, SIGTERM, SIGHUP and SIGCHLD and starts the thread
+    /// that handles them.
+    pub fn install() -> std::io::Result<Arc<Control>> {
+        let control = Arc::new(Control {
+            state: Mutex::new(State {
+                phase: Phase::Connecting,
+                signal: None,
+                child_changed: false,
+            }),
+            changed: Condvar::new(),
+            canceller: WaitCanceller::new(),
+        });
+        let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGCHLD])?;
+        let handler = Arc::clone(&control);
+        std::thread::Builder::new()
+            .name("fairlock-signals".into())
+            .spawn(move || {
+                for origin in signals.forever() {
+                    let from_kernel = matches!(origin.cause, Cause::Kernel);
+                    handler.on_signal(origin.signal, from_kernel);
+                }
+            })?;
+        Ok(control)
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn on_signal(&self, signal: i32, from_kernel: bool) {
+        let mut state = self.state();
+        if signal == SIGCHLD {
+            state.child_changed = true;
+            self.changed.notify_all();
+            return;
+        }
+        let first = *state.signal.get_or_insert(signal);
+        match state.phase {
+            Phase::Connecting => {
+                drop(state);
+                progress::clear_any();
+                eprintln!(
+                    "fairlock: interrupted by {} while connecting; nothing was run",
+                    name(signal)
+                );
+                exit_now(exit::SIGNAL_BASE + signal);
+            }
+            Phase::Waiting => {
+                state.phase = Phase::Abandoning;
+                // The main thread leaves the queue and returns from its wait.
+                self.canceller.cancel();
+            }
+            Phase::Abandoning => exit_now(exit::SIGNAL_BASE + first),
+            Phase::Running(pid) if !from_kernel => {
+                // SAFETY: plain syscall; `pid` is our unreaped child while the
+                // phase says Running (reaping changes the phase under this lock).
+                unsafe { libc::kill(pid, signal) };
+            }
+            Phase::Running(_) | Phase::Holding | Phase::Finishing => {}
+        }
+        self.changed.notify_all();
+    }
+
+    /// The main thread is about to block in a wait cancelled by
+    /// [`canceller`](Self::canceller).
+    pub fn waiting(&self) {
+        self.state().phase = Phase::Waiting;
+    }
+
+    /// Cancelled by the first SIGINT, SIGTERM or SIGHUP while waiting.
+    pub fn canceller(&self) -> &WaitCanceller {
+        &self.canceller
+    }
+
+    /// The main thread got the lock. Returns the signal to exit with when
+    /// one came while waiting (the lock must then be released, nothing run).
+    pub fn acquired(&self) -> Option<i32> {
+        let mut state = self.state();
+        if state.phase != Phase::Abandoning {
+            state.phase = Phase::Holding;
+        }
+        state.signal
+    }
+
+    /// Starts the command unless a signal came first.
+    pub fn spawn(
+        &self,
+        command: &mut std::process::Command,
+    ) -> Result<std::process::Child, SpawnError> {
+        let mut state = self.state();
+        if let Some(signal) = state.signal {
+            return Err(SpawnError::Interrupted(signal));
+        }
+        let child = command.spawn().map_err(SpawnError::Io)?;
+        state.phase = Phase::Running(child.id() as libc::pid_t);
+        Ok(child)
+    }
+
+    /// Reaps the command if it ended; signals stop going to it then.
+    pub fn try_wait(
+        &self,
+        child: &mut std::process::Child,
+    ) -> std::io::Result<Option<std::process::ExitStatus>> {
+        let mut state = self.state();
+        let status = child.try_wait()?;
+        if status.is_some() {
+            state.phase = Phase::Finishing;
+        }
+        Ok(status)
+    }
+
+    /// Sends `signal` to the command if it still runs.
+    pub fn kill_child(&self, signal: i32) {
+        let state = self.state();
+        if let Phase::Running(pid) = state.phase {
+            // SAFETY: as in on_signal.
+            unsafe { libc::kill(pid, signal) };
+        }
+    }
+
+    /// Sleeps until the command may have changed state (SIGCHLD), a
+    /// signal came, or `timeout` passed.
+    pub fn sleep(&self, timeout: Duration) {
+        let state = self.state();
+        let (mut state, _) = self
+            .changed
+            .wait_timeout_while(state, timeout, |s| !s.child_changed)
+            .unwrap_or_else(|p| p.into_inner());
+        state.child_changed = false;
+    }
+}
+
+/// The usual name of a signal fairlock handles.
+pub fn name(signal: i32) -> String {
+    match signal {
+        SIGINT => "SIGINT".to_owned(),
+        SIGTERM => "SIGTERM".to_owned(),
+        SIGHUP => "SIGHUP".to_owned(),
+        libc::SIGKILL => "SIGKILL".to_owned(),
+        other => format!("signal {other}"),
+    }
+}

@@ -1,0 +1,588 @@
+//! The `fairlock` command, driven as a built binary against a private
+//! redis-server per test: exit codes, FIFO order across processes, release
+//! however the command ends, signals, `status --json`, `unlock --force`,
+//! and one-line errors for bad input.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use fairlock::Client;
+use serde_json::Value;
+use support::{wait_until, RedisServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fairlock");
+/// Upper bound on anything that should be quick.
+const PATIENCE: Duration = Duration::from_secs(15);
+
+/// A `fairlock` command against `server`, not reading the caller's environment.
+fn fairlock(server: &RedisServer) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_remove("REDIS_URL")
+        .arg("--url")
+        .arg(server.url())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// A running `fairlock`, killed and reaped on drop.
+struct Proc {
+    child: Option<Child>,
+}
+
+impl Proc {
+    fn spawn(cmd: &mut Command) -> Proc {
+        Proc {
+            child: Some(cmd.spawn().expect("fairlock starts")),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    fn has_exited(&mut self) -> bool {
+        self.child.as_mut().unwrap().try_wait().unwrap().is_some()
+    }
+
+    /// Waits (at most `timeout`, else panics) and collects the output.
+    fn finish(mut self, timeout: Duration) -> Output {
+        assert!(
+            wait_until(timeout, || self.has_exited()),
+            "fairlock did not exit within {timeout:?}"
+        );
+        self.child.take().unwrap().wait_with_output().unwrap()
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs to completion within `timeout`.
+fn output(cmd: &mut Command, timeout: Duration) -> Output {
+    Proc::spawn(cmd).finish(timeout)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("fairlock exits, it is not killed")
+}
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("fairlock-cli-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn status_json(server: &RedisServer, name: &str) -> Value {
+    let out = output(fairlock(server).args(["status", name, "--json"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).expect("status --json prints JSON")
+}
+
+fn sh(script: &str) -> [&str; 4] {
+    ["--", "sh", "-c", script]
+}
+
+#[test]
+fn the_exit_code_passes_through_and_the_command_gets_the_token() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mutex = client.fair_mutex("job");
+
+    let out = output(
+        fairlock(&server).args(["run", "job"]).args(sh(
+            "echo \"$FAIRLOCK_TOKEN $FAIRLOCK_NAME $FAIRLOCK_CLIENT_ID\"; exit 7",
+        )),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    let printed = stdout(&out);
+    let fields: Vec<&str> = printed.split_whitespace().collect();
+    assert_eq!(fields.len(), 3, "{printed:?}");
+    let token: u64 = fields[0].parse().expect("FAIRLOCK_TOKEN is a number");
+    assert_eq!(fields[1], "job");
+    assert_eq!(fields[2].len(), 32, "FAIRLOCK_CLIENT_ID is a client id");
+    let status = mutex.status(10).unwrap();
+    assert_eq!(status.last_fencing_token, Some(token));
+    assert!(status.holder.is_none(), "released after the command");
+
+    let out = output(fairlock(&server).args(["run", "job", "true"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).is_empty(),
+        "quiet on success: {}",
+        stderr(&out)
+    );
+    let out = output(
+        fairlock(&server)
+            .args(["run", "job"])
+            .args(sh("kill -TERM $$")),
+        PATIENCE,
+    );
+    assert_eq!(
+        code(&out),
+        128 + 15,
+        "a command killed by SIGTERM gives 143"
+    );
+    let out = output(
+        fairlock(&server).args(["run", "job", "--", "no-such-command-anywhere"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 127, "{}", stderr(&out));
+    assert!(!mutex.is_locked().unwrap());
+    // The next token is larger: the lock really was taken each time.
+    let guard = mutex.try_lock().unwrap().expect("free");
+    assert!(guard.fencing_token() > token);
+}
+
+#[test]
+fn a_wait_that_runs_out_runs_nothing_and_exits_75() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("timeout");
+    let marker = scratch.path("ran");
+    let client = server.client();
+    let mutex = client.fair_mutex("busy");
+    let _held = mutex.lock().unwrap();
+
+    let started = Instant::now();
+    let out = output(
+        fairlock(&server)
+            .args(["run", "busy", "--wait", "300ms", "--", "touch"])
+            .arg(&marker),
+        PATIENCE,
+    );
+    let took = started.elapsed();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(!marker.exists(), "nothing runs when the wait runs out");
+    assert!(stderr(&out).contains("gave up waiting"), "{}", stderr(&out));
+    assert_eq!(mutex.queue_len().unwrap(), 0, "left the queue");
+
+    // -n does not wait; -E picks the code; -q says nothing.
+    let out = output(
+        fairlock(&server)
+            .args(["run", "busy", "-n", "-E", "9", "-q", "--", "touch"])
+            .arg(&marker),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 9);
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    assert!(!marker.exists());
+}
+
+#[test]
+fn five_processes_run_in_the_order_they_arrived() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("fifo");
+    let order = scratch.path("order");
+    let client = server.client();
+    let mutex = client.fair_mutex("fifo");
+    let held = mutex.lock().unwrap();
+
+    let mut runs = Vec::new();
+    for n in 1..=5 {
+        let script = format!("echo {n} >> '{}'; sleep 0.3", order.display());
+        runs.push(Proc::spawn(
+            fairlock(&server).args(["run", "fifo"]).args(sh(&script)),
+        ));
+        assert!(
+            wait_until(PATIENCE, || mutex.queue_len().unwrap() == n),
+            "run {n} did not queue"
+        );
+    }
+    held.unlock().unwrap();
+    for run in runs {
+        let out = run.finish(PATIENCE);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let written = std::fs::read_to_string(&order).unwrap();
+    assert_eq!(
+        written.split_whitespace().collect::<Vec<_>>(),
+        ["1", "2", "3", "4", "5"]
+    );
+    assert!(!mutex.is_locked().unwrap());
+}
+
+fn read_pid(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+#[test]
+fn the_lock_is_released_when_the_command_is_killed() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("killed");
+    let pidfile = scratch.path("pid");
+    let client = server.client();
+    let mutex = client.fair_mutex("victim");
+
+    let script = format!("echo $$ > '{}'; exec sleep 30", pidfile.display());
+    let run = Proc::spawn(fairlock(&server).args(["run", "victim"]).args(sh(&script)));
+    assert!(wait_until(PATIENCE, || read_pid(&pidfile).is_some()));
+    assert!(mutex.is_locked().unwrap());
+    let killed = Instant::now();
+    let pid = read_pid(&pidfile).unwrap();
+    assert!(Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap()
+        .success());
+
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 128 + 9, "{}", stderr(&out));
+    assert!(!mutex.is_locked().unwrap(), "released, not left to expire");
+    assert!(
+        killed.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        killed.elapsed()
+    );
+    assert!(mutex.try_lock().unwrap().is_some());
+}
+
+#[test]
+fn sigterm_is_passed_to_the_command_and_the_lock_released() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("term");
+    let ready = scratch.path("ready");
+    let client = server.client();
+    let mutex = client.fair_mutex("term");
+
+    let script = format!(
+        "trap 'exit 42' TERM; touch '{}'; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let run = Proc::spawn(fairlock(&server).args(["run", "term"]).args(sh(&script)));
+    assert!(wait_until(PATIENCE, || ready.exists()));
+    run.signal("TERM");
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 42, "the command's trap ran: {}", stderr(&out));
+    assert!(!mutex.is_locked().unwrap());
+}
+
+#[test]
+fn sigint_while_waiting_runs_nothing_and_exits_130() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("int");
+    let marker = scratch.path("ran");
+    let client = server.client();
+    let mutex = client.fair_mutex("int");
+    let held = mutex.lock().unwrap();
+
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["run", "int", "--", "touch"])
+            .arg(&marker),
+    );
+    assert!(wait_until(PATIENCE, || mutex.queue_len().unwrap() == 1));
+    run.signal("INT");
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted by SIGINT while waiting"));
+    assert_eq!(mutex.queue_len().unwrap(), 0, "left the queue at once");
+    held.unlock().unwrap();
+    assert!(!mutex.is_locked().unwrap());
+    assert!(!marker.exists());
+}
+
+#[test]
+fn a_lost_lease_is_reported_and_exits_70() {
+    let server = RedisServer::start();
+
+    let out = output(
+        fairlock(&server).args(["run", "short", "--lease", "300ms", "--", "sleep", "1"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(stderr(&out).contains("lost the lock"), "{}", stderr(&out));
+
+    let started = Instant::now();
+    let out = output(
+        fairlock(&server).args([
+            "run",
+            "short",
+            "--lease",
+            "300ms",
+            "--kill-on-loss",
+            "--",
+            "sleep",
+            "30",
+        ]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "killed, not waited for"
+    );
+}
+
+#[test]
+fn status_json_shows_the_holder_the_queue_in_order_and_the_token() {
+    let server = RedisServer::start();
+
+    let fresh = status_json(&server, "report");
+    assert_eq!(
+        fresh,
+        serde_json::json!({
+            "name": "report",
+            "holder": null,
+            "queue": [],
+            "queue_len": 0,
+            "last_fencing_token": null,
+        })
+    );
+
+    let holder = server.client();
+    let mutex = holder.fair_mutex("report");
+    let guard = mutex.lock().unwrap();
+    let waiters: Vec<Client> = (0..2).map(|_| server.client()).collect();
+    let mut threads = Vec::new();
+    for (i, waiter) in waiters.iter().enumerate() {
+        let waiter = waiter.clone();
+        threads.push(std::thread::spawn(move || {
+            let guard = waiter.fair_mutex("report").lock().unwrap();
+            guard.unlock().unwrap();
+        }));
+        assert!(wait_until(PATIENCE, || mutex.queue_len().unwrap() == i + 1));
+    }
+
+    let status = status_json(&server, "report");
+    assert_eq!(status["name"], "report");
+    let h = &status["holder"];
+    assert_eq!(h["client_id"], holder.id());
+    assert!(h["thread"].is_u64());
+    assert_eq!(h["hold_count"], 1);
+    assert_eq!(h["fencing_token"], guard.fencing_token());
+    let lease = h["remaining_lease_ms"].as_u64().unwrap();
+    assert!(lease > 0 && lease <= 2000, "test lease is 2 s: {lease}");
+    assert_eq!(status["queue_len"], 2);
+    assert_eq!(status["last_fencing_token"], guard.fencing_token());
+    let queue = status["queue"].as_array().unwrap();
+    assert_eq!(queue.len(), 2);
+    for (i, (entry, waiter)) in queue.iter().zip(&waiters).enumerate() {
+        assert_eq!(entry["position"], i + 1);
+        assert_eq!(entry["client_id"], waiter.id());
+        assert!(entry["thread"].is_u64());
+        let left = entry["liveness_left_ms"].as_u64().unwrap();
+        assert!(left <= 1000, "test waiter timeout is 1 s: {left}");
+    }
+
+    // The text form names the same participants, the holder first.
+    let out = output(fairlock(&server).args(["status", "report"]), PATIENCE);
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    let at = |id: &str| text.find(id).unwrap_or_else(|| panic!("{id} in {text}"));
+    assert!(at(holder.id()) < at(waiters[0].id()));
+    assert!(at(waiters[0].id()) < at(waiters[1].id()));
+    assert!(text.contains(&guard.fencing_token().to_string()));
+
+    guard.unlock().unwrap();
+    for thread in threads {
+        support::join_within(thread, PATIENCE, "waiter");
+    }
+}
+
+#[test]
+fn unlock_force_frees_a_stuck_lock_and_says_who_held_it() {
+    let server = RedisServer::start();
+    let stuck = server.client();
+    let mutex = stuck.fair_mutex("stuck");
+    let guard = mutex.lock().unwrap();
+
+    let out = output(fairlock(&server).args(["unlock", "stuck"]), PATIENCE);
+    assert_eq!(code(&out), 2, "--force is required");
+    assert!(mutex.is_locked().unwrap());
+
+    let out = output(
+        fairlock(&server).args(["unlock", "stuck", "--force"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains(stuck.id()), "{}", stdout(&out));
+    assert!(!mutex.is_locked().unwrap());
+    assert!(guard.unlock().unwrap_err().is_lease_lost());
+
+    let out = output(
+        fairlock(&server).args(["unlock", "stuck", "--force"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("was not held"), "{}", stdout(&out));
+}
+
+fn assert_one_line_error(out: &Output, exit_code: i32, what: &str) {
+    let err = stderr(out);
+    assert_eq!(code(out), exit_code, "{what}: {err}");
+    assert_eq!(err.lines().count(), 1, "{what}: one line: {err:?}");
+    assert!(err.starts_with("fairlock: error: "), "{what}: {err:?}");
+}
+
+#[test]
+fn bad_input_gives_a_one_line_error_and_exit_code_2() {
+    let server = RedisServer::start();
+    for url in [
+        "nonsense",
+        "http://127.0.0.1:6379",
+        "redis://127.0.0.1:notaport",
+    ] {
+        let out = output(
+            Command::new(BIN)
+                .args(["--url", url, "status", "x"])
+                .stderr(Stdio::piped()),
+            PATIENCE,
+        );
+        assert_one_line_error(&out, 2, url);
+    }
+    for wait in ["5", "5x", "-1s", "ten", "1.2.3s"] {
+        let out = output(
+            fairlock(&server).args(["run", "x", "--wait", wait, "--", "true"]),
+            PATIENCE,
+        );
+        assert_one_line_error(&out, 2, wait);
+    }
+    for args in [
+        &["run", "x", "--lease", "10ms", "--", "true"][..],
+        &["run", "x"],
+        &["run", "", "--", "true"],
+        &["run", "x", "-E", "256", "--", "true"],
+        &["frobnicate"],
+        &["status"],
+    ] {
+        let out = output(fairlock(&server).args(args), PATIENCE);
+        assert_one_line_error(&out, 2, &format!("{args:?}"));
+    }
+    // An unreachable server is not bad usage.
+    let nobody = format!("redis://127.0.0.1:{}", support::free_port());
+    let out = output(
+        Command::new(BIN)
+            .args(["--url", &nobody, "run", "x", "--", "true"])
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    assert_one_line_error(&out, 69, "unreachable");
+}
+
+#[test]
+fn the_url_comes_from_redis_url_when_not_given() {
+    let server = RedisServer::start();
+    let out = output(
+        Command::new(BIN)
+            .env("REDIS_URL", server.url())
+            .args(["run", "env", "--", "true"])
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(server
+        .client()
+        .fair_mutex("env")
+        .status(0)
+        .unwrap()
+        .last_fencing_token
+        .is_some());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_command_gets_sigterm_when_fairlock_itself_is_killed() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("orphan");
+    let (ready, told) = (scratch.path("ready"), scratch.path("told"));
+    let script = format!(
+        "trap 'touch \"{}\"; exit 1' TERM; touch '{}'; while :; do sleep 0.05; done",
+        told.display(),
+        ready.display()
+    );
+    let run = Proc::spawn(fairlock(&server).args(["run", "orphan"]).args(sh(&script)));
+    assert!(wait_until(PATIENCE, || ready.exists()));
+    run.signal("KILL");
+    assert!(
+        wait_until(PATIENCE, || told.exists()),
+        "the command was told that nobody holds the lock for it any more"
+    );
+}
+
+#[test]
+fn a_terminal_shows_the_live_waiting_line() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
+        return;
+    }
+    let server = RedisServer::start();
+    let client = server.client();
+    let mutex = client.fair_mutex("shown");
+    let _held = mutex.lock().unwrap();
+    let inner = format!(
+        "'{BIN}' --url '{}' run shown --wait 1s -- true",
+        server.url()
+    );
+    let out = output(
+        Command::new("script")
+            .args(["-qfec", &inner, "/dev/null"])
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    let shown = stdout(&out);
+    assert_eq!(code(&out), 75, "{shown}");
+    assert!(
+        shown.contains("waiting for \"shown\": position 1 of 1, waited"),
+        "{shown:?}"
+    );
+    assert!(shown.contains(" of 1.0s, holder's lease"), "{shown:?}");
+    assert!(shown.contains("\r\x1b[K"), "redrawn in place: {shown:?}");
+
+    // Not on a pipe.
+    let out = output(
+        fairlock(&server).args(["run", "shown", "--wait", "600ms", "--", "true"]),
+        PATIENCE,
+    );
+    let err = stderr(&out);
+    assert!(!err.contains("position") && !err.contains('\r'), "{err:?}");
+}
