@@ -1,0 +1,397 @@
+//! Bad input: invalid and unusual lock names, someone else's data where a
+//! lock keeps its state, malformed URLs and invalid settings. Each gives a
+//! clear error at once, or works, and never touches what is not its own.
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, ErrorKind, FairMutex, MAX_NAME_LEN};
+use support::*;
+
+/// Every call on a handle, each reduced to its error kind.
+fn every_call(m: &FairMutex) -> Vec<(&'static str, Result<(), ErrorKind>)> {
+    let kind = |r: fairlock::Result<()>| r.map_err(|e| e.kind());
+    vec![
+        ("lock", kind(m.lock().map(drop))),
+        ("try_lock", kind(m.try_lock().map(drop))),
+        (
+            "try_lock_for",
+            kind(m.try_lock_for(Duration::from_millis(100)).map(drop)),
+        ),
+        ("is_locked", kind(m.is_locked().map(drop))),
+        (
+            "is_held_by_current_thread",
+            kind(m.is_held_by_current_thread().map(drop)),
+        ),
+        ("hold_count", kind(m.hold_count().map(drop))),
+        ("remaining_lease", kind(m.remaining_lease().map(drop))),
+        ("queue_len", kind(m.queue_len().map(drop))),
+        ("status", kind(m.status(10).map(drop))),
+        ("force_unlock", kind(m.force_unlock().map(drop))),
+    ]
+}
+
+#[test]
+fn empty_and_oversized_names_are_invalid_name_on_every_call() {
+    let server = RedisServer::start();
+    let client = server.client();
+    // 32 768 two-byte characters: exactly the limit, in bytes.
+    let at_limit = "é".repeat(MAX_NAME_LEN / 2);
+    assert_eq!(at_limit.len(), MAX_NAME_LEN);
+    for name in [
+        String::new(),
+        "x".repeat(MAX_NAME_LEN + 1),
+        format!("{at_limit}a"),
+    ] {
+        let m = client.fair_mutex(&name);
+        let started = Instant::now();
+        for (call, result) in every_call(&m)
+            .into_iter()
+            .chain(every_call(&m.with_lease(Duration::from_secs(1))))
+        {
+            assert_eq!(
+                result,
+                Err(ErrorKind::InvalidName),
+                "{call} with a {}-byte name",
+                name.len()
+            );
+        }
+        assert!(started.elapsed() < Duration::from_millis(100), "no I/O");
+        let err = m.lock().unwrap_err();
+        assert!(err.to_string().contains("lock name"), "{err}");
+    }
+    let m = client.fair_mutex(&at_limit);
+    let guard = m.try_lock().unwrap().expect("a name at the limit works");
+    assert_eq!(m.hold_count().unwrap(), 1);
+    drop(guard);
+    assert!(!m.is_locked().unwrap());
+}
+
+#[test]
+fn unusual_names_work_and_never_collide() {
+    let server = RedisServer::start();
+    let a = server.client();
+    let b = server.client();
+    let names: Vec<&str> = vec![
+        "{}",
+        "{",
+        "}",
+        "}{",
+        "{a}",
+        "a",
+        "A",
+        "a ",
+        " a",
+        "*",
+        "?",
+        "[a]",
+        "a*",
+        "a?",
+        "\\*",
+        "\n",
+        "a\n",
+        "a\r\n",
+        "\r",
+        "\t",
+        "\0",
+        "a\0",
+        "a\0b",
+        "\u{e9}",    // é, one code point
+        "e\u{301}",  // é, e + combining accent
+        "\u{feff}a", // byte order mark
+        "\u{200b}",  // zero-width space
+        "\u{1f512}", // 🔒
+        "名前",
+        "名前\n",
+        "fairlock:wake:x",
+        "x}:lock:{y",
+        ":lock:",
+        "a:queue",
+        "%s%n",
+        "'; redis.call('FLUSHALL') --",
+    ];
+    // A holds every name at once: a collision would show as a second hold
+    // (re-entry) on the same keys.
+    let guards: Vec<_> = names
+        .iter()
+        .map(|name| {
+            a.fair_mutex(name)
+                .try_lock()
+                .unwrap()
+                .unwrap_or_else(|| panic!("{name:?} is taken"))
+        })
+        .collect();
+    for name in &names {
+        let m = a.fair_mutex(name);
+        assert_eq!(m.name(), *name);
+        assert_eq!(
+            m.hold_count().unwrap(),
+            1,
+            "{name:?} shares keys with another name"
+        );
+        assert!(b.fair_mutex(name).try_lock().unwrap().is_none(), "{name:?}");
+    }
+    drop(guards);
+    // One at a time: while A holds one name, every other name is free.
+    for held in &names {
+        let guard = a.fair_mutex(held).try_lock().unwrap().unwrap();
+        for other in names.iter().filter(|n| *n != held) {
+            assert!(
+                !b.fair_mutex(other).is_locked().unwrap(),
+                "{held:?} and {other:?} collide"
+            );
+        }
+        drop(guard);
+    }
+    // Five keys per name when queued, none shared.
+    let mut conn = server.conn();
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    let fences = keys
+        .iter()
+        .filter(|k| String::from_utf8_lossy(k).contains(":fence:"))
+        .count();
+    assert_eq!(fences, names.len(), "one fence key per name");
+
+    // A queued waiter and a handoff on the nastiest name of all.
+    let nasty = "*?\n\0{x}}{\u{e9}\u{1f512} ";
+    let holder = a.fair_mutex(nasty).lock().unwrap();
+    let waiter = LockThread::lock(b.fair_mutex(nasty));
+    assert!(wait_until(Duration::from_secs(5), || a
+        .fair_mutex(nasty)
+        .queue_len()
+        .unwrap()
+        == 1));
+    let token = holder.fencing_token();
+    holder.unlock().unwrap();
+    let (_, next) = waiter.granted_within(Duration::from_secs(3), "the waiter on a nasty name");
+    assert!(next > token);
+    waiter.release("the waiter on a nasty name");
+    assert!(!a.fair_mutex(nasty).is_locked().unwrap());
+}
+
+/// The Redis key of `kind` for lock `name` under the default prefix.
+fn key_of(kind: &str, name: &str) -> String {
+    let tag = &sha1_smol::Sha1::from(name).digest().to_string()[..16];
+    format!("fairlock:{{{tag}}}:{kind}:{name}")
+}
+
+fn dump(conn: &mut redis::Connection, key: &str) -> (Vec<u8>, i64) {
+    let value: Vec<u8> = redis::cmd("DUMP").arg(key).query(conn).unwrap();
+    let ttl: i64 = redis::cmd("PTTL").arg(key).query(conn).unwrap();
+    (value, ttl)
+}
+
+#[test]
+fn foreign_data_under_any_lock_key_is_a_key_conflict_and_stays_untouched() {
+    let server = RedisServer::start();
+    let a = server.client();
+    let b = server.client();
+    let mut conn = server.conn();
+    let foreign: [(&str, &[&str]); 14] = [
+        ("lock", &["SET", "theirs"]),
+        ("lock", &["RPUSH", "theirs"]),
+        ("lock", &["ZADD", "1", "theirs"]),
+        ("queue", &["SET", "theirs"]),
+        ("queue", &["HSET", "f", "theirs"]),
+        ("queue", &["RPUSH", "theirs"]),
+        ("deadlines", &["SET", "theirs"]),
+        ("deadlines", &["SADD", "theirs"]),
+        ("grants", &["SET", "theirs"]),
+        ("grants", &["ZADD", "1", "theirs"]),
+        ("grants", &["RPUSH", "theirs"]),
+        ("fence", &["HSET", "f", "theirs"]),
+        ("fence", &["RPUSH", "theirs"]),
+        ("fence", &["SET", "not a token"]),
+    ];
+    let mut conflicts_by_kind: HashMap<&str, usize> = HashMap::new();
+    for (case, (kind, write)) in foreign.iter().enumerate() {
+        let name = format!("occupied-{case}");
+        let key = key_of(kind, &name);
+        let _: () = redis::cmd(write[0])
+            .arg(&key)
+            .arg(&write[1..])
+            .query(&mut conn)
+            .unwrap();
+        let before = dump(&mut conn, &key);
+
+        // A holds (or tries to), B queues behind it and gives up, an
+        // operator looks and forces; then A lets go.
+        let mut results = Vec::new();
+        let held = a.fair_mutex(&name).try_lock();
+        results.push(("try_lock", held.as_ref().map(|_| ()).map_err(|e| e.kind())));
+        let waiter = {
+            let m = b.fair_mutex(&name);
+            std::thread::spawn(move || {
+                m.try_lock_for(Duration::from_millis(300))
+                    .map(|g| g.is_some())
+            })
+        };
+        let waited = join_within(waiter, Duration::from_secs(5), "the waiter");
+        results.push((
+            "try_lock_for",
+            waited.as_ref().map(|_| ()).map_err(|e| e.kind()),
+        ));
+        if let Err(err) = &waited {
+            assert!(err.to_string().contains("left untouched"), "{err}");
+        }
+        let observer = b.fair_mutex(&name);
+        results.push((
+            "is_locked",
+            observer.is_locked().map(drop).map_err(|e| e.kind()),
+        ));
+        results.push((
+            "queue_len",
+            observer.queue_len().map(drop).map_err(|e| e.kind()),
+        ));
+        results.push((
+            "status",
+            observer.status(10).map(drop).map_err(|e| e.kind()),
+        ));
+        results.push((
+            "force_unlock",
+            observer.force_unlock().map(drop).map_err(|e| e.kind()),
+        ));
+        if let Ok(Some(guard)) = held {
+            results.push(("unlock", guard.unlock().map_err(|e| e.kind())));
+        }
+        for (call, result) in &results {
+            assert!(
+                matches!(
+                    result,
+                    Ok(()) | Err(ErrorKind::KeyConflict | ErrorKind::LeaseLost)
+                ),
+                "{kind} key holding {write:?}: {call} gave {result:?}"
+            );
+        }
+        let conflicts = results
+            .iter()
+            .filter(|(_, r)| *r == Err(ErrorKind::KeyConflict))
+            .count();
+        assert!(
+            conflicts > 0,
+            "{kind} key holding {write:?}: no conflict reported: {results:?}"
+        );
+        *conflicts_by_kind.entry(kind).or_default() += conflicts;
+        assert_eq!(
+            dump(&mut conn, &key),
+            before,
+            "{kind} key holding {write:?} was changed: {results:?}"
+        );
+
+        // Their data gone, the lock works again at once.
+        let _: () = redis::cmd("DEL").arg(&key).query(&mut conn).unwrap();
+        let guard = a
+            .fair_mutex(&name)
+            .try_lock_for(Duration::from_secs(3))
+            .unwrap()
+            .expect("the lock works once the foreign key is gone");
+        drop(guard);
+        assert!(
+            wait_until(Duration::from_secs(3), || b
+                .fair_mutex(&name)
+                .queue_len()
+                .unwrap()
+                == 0),
+            "{kind} key holding {write:?}: a queue entry was left behind"
+        );
+    }
+    eprintln!("KeyConflict reports by the key that held foreign data: {conflicts_by_kind:?}");
+    assert_eq!(
+        keys_without_ttl(&mut conn, "fairlock:*"),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn malformed_urls_are_invalid_config_at_once_and_never_show_the_password() {
+    let cases = [
+        "",
+        "not a url",
+        "127.0.0.1:6379",
+        "http://127.0.0.1:6379",
+        "redis://",
+        "redis://127.0.0.1:notaport",
+        "redis://127.0.0.1:99999",
+        "redis://[::1",
+        "redis://127.0.0.1:6379/notadb",
+        "redis://127.0.0.1:6379?protocol=resp9",
+        "redis://user:hunter2secret@exa mple.com:6379",
+        "redis://user:hunter2secret@127.0.0.1:99999",
+    ];
+    for url in cases {
+        let started = Instant::now();
+        let err = Client::builder(url).build().unwrap_err();
+        let took = started.elapsed();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url:?}: {err:?}");
+        assert!(
+            took < Duration::from_millis(100),
+            "{url:?} took {took:?}: no I/O expected"
+        );
+        // Display says what was wrong, the source says why.
+        let why = std::error::Error::source(&err)
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        assert!(err.to_string().contains("url"), "{url:?}: {err}");
+        assert!(!why.is_empty(), "{url:?}: no reason given");
+        for text in [err.to_string(), format!("{err:?}"), why] {
+            assert!(
+                !text.contains("hunter2secret"),
+                "{url:?}: password shown in {text:?}"
+            );
+        }
+    }
+}
+
+#[cfg(not(feature = "tls"))]
+#[test]
+fn a_tls_url_without_the_tls_feature_is_invalid_config() {
+    let err = Client::open("rediss://127.0.0.1:6379").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+}
+
+#[test]
+fn zero_or_too_short_leases_and_timeouts_are_rejected_before_any_io() {
+    // Nothing listens here: a setting checked after connecting would show
+    // as a connection error instead.
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let b = || Client::builder(&url);
+    for (what, builder) in [
+        ("lease 0", b().lease(Duration::ZERO)),
+        ("lease 29 ms", b().lease(Duration::from_millis(29))),
+        ("waiter_timeout 0", b().waiter_timeout(Duration::ZERO)),
+        (
+            "waiter_timeout 1 ms",
+            b().waiter_timeout(Duration::from_millis(1)),
+        ),
+        ("lease too long", b().lease(Duration::MAX)),
+        ("connect_timeout 0", b().connect_timeout(Duration::ZERO)),
+        ("command_timeout 0", b().command_timeout(Duration::ZERO)),
+        ("pool_size 0", b().pool_size(0)),
+        ("empty key_prefix", b().key_prefix("")),
+        ("key_prefix with a brace", b().key_prefix("a{b}")),
+    ] {
+        let started = Instant::now();
+        let err = builder.build().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err:?}");
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "{what}: no I/O expected"
+        );
+        eprintln!("{what}: {err}");
+    }
+
+    let server = RedisServer::start();
+    let client = server.client();
+    let m = client.fair_mutex("fixed");
+    for lease in [Duration::ZERO, Duration::from_millis(29)] {
+        for (call, result) in every_call(&m.with_lease(lease)).into_iter().take(3) {
+            assert_eq!(
+                result,
+                Err(ErrorKind::InvalidConfig),
+                "{call} with a {lease:?} lease"
+            );
+        }
+    }
+    assert!(!m.is_locked().unwrap());
+}

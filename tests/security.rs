@@ -1,0 +1,546 @@
+//! Least privilege, authentication, TLS, and one client's holds safe from
+//! another: the library works as an ACL user limited to `fairlock:*` keys
+//! and channels and to the commands in README.md's ACL line (the very line
+//! these tests apply), authenticates from the URL, speaks TLS with the `tls`
+//! feature, and no client can release, renew or dequeue another's hold
+//! except through `force_unlock`.
+mod support;
+
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, ErrorKind};
+use support::*;
+
+const LEASE: Duration = Duration::from_secs(1);
+
+/// The `ACL SETUSER fairlock ...` line of README.md, as printed there.
+fn readme_acl_line() -> String {
+    let readme = include_str!("../README.md");
+    let lines: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("ACL SETUSER fairlock "))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "README.md must print one ACL line: {lines:?}"
+    );
+    lines[0].to_owned()
+}
+
+/// Creates the README's user on `conn` with `password`.
+fn create_acl_user(conn: &mut redis::Connection, password: &str) {
+    let line = readme_acl_line();
+    let words: Vec<String> = line
+        .split_whitespace()
+        .skip(2)
+        .map(|w| w.replace("<password>", password))
+        .collect();
+    assert!(
+        words.iter().any(|w| w == &format!(">{password}")),
+        "the README's ACL line sets the password with `><password>`: {line}"
+    );
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&words)
+        .query(conn)
+        .unwrap_or_else(|err| panic!("README's ACL line rejected: {err}: {line}"));
+}
+
+/// Denials the server logged since the last reset (ACL LOG).
+fn acl_denials(conn: &mut redis::Connection) -> Vec<redis::Value> {
+    redis::cmd("ACL").arg("LOG").query(conn).unwrap()
+}
+
+fn is_denied(result: redis::RedisResult<redis::Value>) -> bool {
+    match result {
+        Err(err) => {
+            let text = err.to_string().to_lowercase();
+            err.code() == Some("NOPERM")
+                || text.contains("noperm")
+                || text.contains("permission")
+                || text.contains("can't run this command")
+        }
+        Ok(_) => false,
+    }
+}
+
+#[test]
+fn the_readme_acl_line_allows_every_command_the_library_sends() {
+    let line = readme_acl_line();
+    let allowed: Vec<String> = line
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix('+'))
+        .map(str::to_lowercase)
+        .collect();
+    assert!(line.contains(" ~fairlock:* "), "{line}");
+    assert!(line.contains(" &fairlock:* "), "{line}");
+    assert!(
+        line.contains(" resetkeys ") && line.contains(" resetchannels "),
+        "{line}"
+    );
+    assert!(
+        line.contains(" nocommands ") || line.contains(" -@all "),
+        "{line}"
+    );
+    // Commands the scripts call: in Redis 7 they run under the caller's ACL.
+    let mut needed: Vec<String> = Vec::new();
+    for file in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua")).unwrap() {
+        let code = std::fs::read_to_string(file.unwrap().path()).unwrap();
+        for call in code.split("redis.call(").skip(1) {
+            let command: String = call
+                .trim_start_matches(['\'', '"'])
+                .chars()
+                .take_while(char::is_ascii_alphabetic)
+                .collect();
+            needed.push(command.to_lowercase());
+        }
+    }
+    // Commands the client sends itself.
+    needed.extend(["evalsha", "script|load", "subscribe", "publish"].map(String::from));
+    needed.sort();
+    needed.dedup();
+    let missing: Vec<&String> = needed.iter().filter(|c| !allowed.contains(c)).collect();
+    assert!(
+        missing.is_empty(),
+        "README's ACL line lacks {missing:?}: {line}"
+    );
+    let unused: Vec<&String> = allowed.iter().filter(|c| !needed.contains(c)).collect();
+    assert!(
+        unused.is_empty(),
+        "README's ACL line allows unneeded {unused:?}: {line}"
+    );
+}
+
+#[test]
+fn a_least_privilege_acl_user_can_do_everything_the_library_does_and_nothing_else() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user(&mut admin, "s3cret-fl");
+    let () = redis::cmd("SET")
+        .arg("other:key")
+        .arg("precious")
+        .query(&mut admin)
+        .unwrap();
+    let () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut admin)
+        .unwrap();
+    let url = server.url_as("fairlock", "s3cret-fl");
+    let builder = || Client::builder(&url).lease(LEASE).waiter_timeout(LEASE);
+    let a = builder().build().expect("the ACL user connects");
+    let b = builder().build().unwrap();
+
+    // Lock, re-enter, inspect, hold past two watchdog rounds with a waiter
+    // queued (renew + heartbeat), hand over by push message.
+    let m = a.fair_mutex("acl");
+    let guard = m.lock().unwrap();
+    let again = m.lock().unwrap();
+    assert_eq!(m.hold_count().unwrap(), 2);
+    drop(again);
+    let other = b.fair_mutex("acl");
+    assert!(other.try_lock().unwrap().is_none());
+    assert!(other.is_locked().unwrap());
+    assert!(!other.is_held_by_current_thread().unwrap());
+    assert!(other.remaining_lease().unwrap().is_some());
+    let waiter = LockThread::lock(b.fair_mutex("acl"));
+    assert!(wait_until(Duration::from_secs(5), || m
+        .queue_len()
+        .unwrap()
+        == 1));
+    let status = other.status(10).unwrap();
+    assert_eq!(status.waiters.len(), 1);
+    assert!(status.holder.is_some());
+    std::thread::sleep(LEASE + LEASE / 2);
+    assert!(!guard.is_lease_lost(), "renewals denied?");
+    assert_eq!(m.queue_len().unwrap(), 1, "heartbeats denied?");
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (granted, _) = waiter.granted_within(Duration::from_secs(2), "the waiter");
+    assert!(
+        granted - released < Duration::from_millis(500),
+        "no push message?"
+    );
+    waiter.release("the waiter");
+
+    // A timed-out wait (cancel), force_unlock, a fixed lease taken over by
+    // the head of the queue.
+    let guard = m.lock().unwrap();
+    assert!(other
+        .try_lock_for(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    assert!(other.force_unlock().unwrap());
+    assert_eq!(guard.unlock().unwrap_err().kind(), ErrorKind::LeaseLost);
+    let fixed = m.with_lease(Duration::from_millis(300)).lock().unwrap();
+    let waiter = LockThread::lock(b.fair_mutex("acl"));
+    waiter.granted_within(Duration::from_secs(2), "the head after a fixed lease");
+    waiter.release("the head after a fixed lease");
+    assert_eq!(fixed.unlock().unwrap_err().kind(), ErrorKind::LeaseLost);
+
+    // The server forgets its scripts: they are loaded again, as this user,
+    // by a call and by the watchdog.
+    let guard = m.lock().unwrap();
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    std::thread::sleep(LEASE);
+    assert!(!guard.is_lease_lost());
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    assert!(b.fair_mutex("acl-2").try_lock().unwrap().is_some());
+    guard.unlock().unwrap();
+
+    // Every connection of the library is the ACL user's.
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+    let users: Vec<&str> = clients
+        .lines()
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("user=")))
+        .collect();
+    assert_eq!(
+        users.iter().filter(|u| **u == "default").count(),
+        1,
+        "{clients}"
+    );
+    assert!(
+        users.iter().filter(|u| **u == "fairlock").count() >= 4,
+        "{clients}"
+    );
+    drop(a);
+    drop(b);
+    let denials = acl_denials(&mut admin);
+    assert!(denials.is_empty(), "the library was denied: {denials:?}");
+
+    // And nothing else: other keys, other channels, other commands, and
+    // scripts (which run under the same ACL).
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let q = |conn: &mut redis::Connection, args: &[&str]| {
+        redis::cmd(args[0])
+            .arg(&args[1..])
+            .query::<redis::Value>(conn)
+    };
+    for args in [
+        &["GET", "other:key"][..],
+        &["SET", "other:key", "mine"],
+        &["DEL", "other:key"],
+        &["GET", "fairlockx"],
+        &["KEYS", "*"],
+        &["SCAN", "0"],
+        &["FLUSHALL"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["ACL", "LIST"],
+        &["SCRIPT", "FLUSH"],
+        &["EVAL", "return 1", "0"],
+        &["PUBLISH", "other", "hello"],
+        &["SUBSCRIBE", "other"],
+        // A command the library does not need, even on its own keys.
+        &["LPUSH", "fairlock:list", "v"],
+    ] {
+        assert!(is_denied(q(&mut conn, args)), "{args:?} was allowed");
+    }
+    let sha: String = q(
+        &mut conn,
+        &["SCRIPT", "LOAD", "return redis.call('GET', KEYS[1])"],
+    )
+    .map(|v| redis::from_redis_value::<String>(v).unwrap())
+    .unwrap();
+    assert!(is_denied(q(
+        &mut conn,
+        &["EVALSHA", &sha, "1", "other:key"]
+    )));
+    assert!(q(&mut conn, &["EVALSHA", &sha, "1", "fairlock:x"]).is_ok());
+    let flush: String = q(
+        &mut conn,
+        &["SCRIPT", "LOAD", "return redis.call('FLUSHALL')"],
+    )
+    .map(|v| redis::from_redis_value::<String>(v).unwrap())
+    .unwrap();
+    let flushed = q(&mut conn, &["EVALSHA", &flush, "0"]);
+    assert!(is_denied(flushed.clone()), "{flushed:?}");
+    let kept: String = redis::cmd("GET")
+        .arg("other:key")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(kept, "precious");
+    eprintln!("ACL line applied and proven: {}", readme_acl_line());
+}
+
+#[test]
+fn credentials_in_the_url_authenticate_and_never_show_up_in_errors_or_debug_output() {
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    let password = "p@ss:w/rd%#?&=hunter2";
+    create_acl_user(&mut admin, password);
+    // Reserved characters percent-encoded.
+    let encoded: String = password
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' | '~' => c.to_string(),
+            other => format!("%{:02X}", other as u32),
+        })
+        .collect();
+    let client =
+        Client::open(&server.url_as("fairlock", &encoded)).expect("percent-encoded password");
+    client.fair_mutex("auth").lock().unwrap().unlock().unwrap();
+
+    let connect_timeout = Duration::from_secs(1);
+    for (user, password) in [("fairlock", "wrong-hunter2"), ("nobody", "hunter2x")] {
+        let url = server.url_as(user, password);
+        let started = Instant::now();
+        let err = Client::builder(&url)
+            .connect_timeout(connect_timeout)
+            .build()
+            .unwrap_err();
+        let took = started.elapsed();
+        let chain = format!(
+            "{err} / {}",
+            std::error::Error::source(&err)
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        );
+        eprintln!(
+            "{user}: bad credentials -> {:?} after {:.0} ms: {chain}",
+            err.kind(),
+            ms(took)
+        );
+        assert!(took < connect_timeout + Duration::from_secs(1), "{took:?}");
+        assert!(chain.to_lowercase().contains("authentication"), "{chain}");
+        for text in [chain, format!("{err:?}")] {
+            assert!(!text.contains("hunter2"), "password shown: {text}");
+        }
+    }
+}
+
+#[test]
+fn debug_output_of_a_builder_or_client_never_shows_the_password() {
+    let url = "redis://fairlock:hunter2@127.0.0.1:6379/0";
+    let builder = Client::builder(url);
+    let shown = format!("{builder:?}");
+    assert!(
+        !shown.contains("hunter2"),
+        "ClientBuilder's Debug shows the password: {shown}"
+    );
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user(&mut admin, "hunter2");
+    let client = Client::open(&server.url_as("fairlock", "hunter2")).unwrap();
+    let m = client.fair_mutex("debug");
+    let guard = m.lock().unwrap();
+    for shown in [
+        format!("{client:?}"),
+        format!("{m:?}"),
+        format!("{guard:?}"),
+    ] {
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+}
+
+#[test]
+fn one_client_cannot_release_renew_or_dequeue_another_clients_hold() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let a = server.client();
+    let b = server.client();
+    let name = "mine";
+
+    // Same thread, another client: another owner, no re-entry, no view of
+    // A's hold count, no way to take it.
+    let mine = a.fair_mutex(name);
+    let guard = mine.lock().unwrap();
+    let theirs = b.fair_mutex(name);
+    assert!(theirs.try_lock().unwrap().is_none());
+    assert_eq!(theirs.hold_count().unwrap(), 0);
+    assert!(!theirs.is_held_by_current_thread().unwrap());
+    assert!(theirs
+        .try_lock_for(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    assert_eq!(mine.hold_count().unwrap(), 1);
+
+    // B's timed-out waits leave A's queued waiter in place and in order.
+    let a_waiter = LockThread::lock(server.client().fair_mutex(name));
+    assert!(wait_until(Duration::from_secs(5), || mine
+        .queue_len()
+        .unwrap()
+        == 1));
+    for _ in 0..3 {
+        assert!(theirs
+            .try_lock_for(Duration::from_millis(100))
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            mine.queue_len().unwrap(),
+            1,
+            "B's cancel dequeued A's waiter"
+        );
+    }
+    let token = guard.fencing_token();
+    guard.unlock().unwrap();
+    let (_, next) = a_waiter.granted_within(Duration::from_secs(2), "A's waiter");
+    assert!(next > token);
+    a_waiter.release("A's waiter");
+
+    // A stale guard's watchdog keeps renewing its own (lost) hold: that must
+    // not extend the fixed lease of the next holder.
+    let stale = mine.lock().unwrap();
+    assert!(
+        theirs.force_unlock().unwrap(),
+        "force_unlock is the documented way"
+    );
+    let fixed_lease = Duration::from_millis(800);
+    let taken = Instant::now();
+    let fixed = theirs.with_lease(fixed_lease).lock().unwrap();
+    assert!(wait_until(Duration::from_secs(2), || stale.is_lease_lost()));
+    let freed = wait_until(fixed_lease + Duration::from_millis(500), || {
+        !theirs.is_locked().unwrap()
+    });
+    let lasted = taken.elapsed();
+    eprintln!(
+        "a {fixed_lease:?} fixed lease next to a stale guard's renewals freed after {:.0} ms",
+        ms(lasted)
+    );
+    assert!(freed, "another client's renewals extended B's lease");
+    assert!(fixed.is_lease_lost());
+    assert_eq!(stale.unlock().unwrap_err().kind(), ErrorKind::LeaseLost);
+    assert_eq!(fixed.unlock().unwrap_err().kind(), ErrorKind::LeaseLost);
+
+    // A stale unlock never releases the new holder's lock.
+    let stale = mine.lock().unwrap();
+    assert!(theirs.force_unlock().unwrap());
+    let current = theirs.lock().unwrap();
+    assert_eq!(stale.unlock().unwrap_err().kind(), ErrorKind::LeaseLost);
+    assert!(theirs.is_held_by_current_thread().unwrap());
+    assert!(!current.is_lease_lost());
+    current.unlock().unwrap();
+    assert!(!mine.is_locked().unwrap());
+}
+
+#[cfg(feature = "tls")]
+mod tls {
+    use super::*;
+
+    fn admin_conn(server: &RedisServer, files: &TlsFiles) -> redis::Connection {
+        let certificates = redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(files.ca_pem()),
+        };
+        redis::Client::build_with_tls(server.url(), certificates)
+            .unwrap()
+            .get_connection()
+            .expect("TLS admin connection")
+    }
+
+    #[test]
+    fn rediss_with_a_private_ca_works_as_the_acl_user() {
+        let _serial = serial();
+        let files = TlsFiles::generate();
+        let server = RedisServer::start_tls(&files);
+        let mut admin = admin_conn(&server, &files);
+        create_acl_user(&mut admin, "tls-pw");
+        let url = server.url_as("fairlock", "tls-pw");
+        assert!(url.starts_with("rediss://"));
+        let builder = || {
+            Client::builder(&url)
+                .lease(LEASE)
+                .waiter_timeout(LEASE)
+                .tls_root_cert_pem(files.ca_pem())
+        };
+        let a = builder().build().expect("a TLS client");
+        let b = builder().build().unwrap();
+        let m = a.fair_mutex("tls");
+        let guard = m.lock().unwrap();
+        let waiter = LockThread::lock(b.fair_mutex("tls"));
+        assert!(wait_until(Duration::from_secs(5), || m
+            .queue_len()
+            .unwrap()
+            == 1));
+        std::thread::sleep(LEASE + LEASE / 2);
+        assert!(!guard.is_lease_lost());
+        let released = Instant::now();
+        guard.unlock().unwrap();
+        let (granted, _) = waiter.granted_within(Duration::from_secs(2), "the TLS waiter");
+        eprintln!(
+            "TLS: handoff by push message in {:.2} ms",
+            ms(granted - released)
+        );
+        assert!(granted - released < Duration::from_millis(500));
+        waiter.release("the TLS waiter");
+        assert!(acl_denials(&mut admin).is_empty());
+        // The server has no plaintext port: every connection above was TLS.
+        let port: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("port")
+            .query(&mut admin)
+            .unwrap();
+        assert_eq!(port[1], "0");
+    }
+
+    #[test]
+    fn an_untrusted_certificate_or_a_plaintext_client_is_refused_within_the_connect_timeout() {
+        let files = TlsFiles::generate();
+        let server = RedisServer::start_tls(&files);
+        let connect_timeout = Duration::from_secs(1);
+        let port = server.port();
+        for (what, builder) in [
+            ("system roots only", Client::builder(&server.url())),
+            (
+                "another CA",
+                Client::builder(&server.url()).tls_root_cert_pem(TlsFiles::generate().ca_pem()),
+            ),
+            (
+                "plaintext to the TLS port",
+                Client::builder(&format!("redis://127.0.0.1:{port}")),
+            ),
+        ] {
+            let started = Instant::now();
+            let err = builder
+                .connect_timeout(connect_timeout)
+                .build()
+                .unwrap_err();
+            let took = started.elapsed();
+            let chain = format!(
+                "{err} / {}",
+                std::error::Error::source(&err)
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            );
+            eprintln!(
+                "TLS, {what}: {:?} after {:.0} ms: {chain}",
+                err.kind(),
+                ms(took)
+            );
+            assert_eq!(err.kind(), ErrorKind::Connection, "{what}: {err:?}");
+            assert!(
+                took < connect_timeout + Duration::from_secs(1),
+                "{what}: {took:?}"
+            );
+            if what != "plaintext to the TLS port" {
+                assert!(
+                    chain.to_lowercase().contains("certificate"),
+                    "{what}: {chain}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_malformed_root_certificate_is_invalid_config() {
+        let err = Client::builder("rediss://127.0.0.1:6379")
+            .tls_root_cert_pem(b"not a certificate".to_vec())
+            .build()
+            .unwrap_err();
+        eprintln!("malformed root: {err:?}");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+        let err = Client::builder("redis://127.0.0.1:6379")
+            .tls_root_cert_pem(TlsFiles::generate().ca_pem())
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::InvalidConfig,
+            "a root for a plain URL: {err:?}"
+        );
+    }
+}
