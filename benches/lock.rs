@@ -367,6 +367,11 @@ fn condvar_wake(rounds: usize) -> Duration {
         })
     };
     for _ in 0..rounds {
+        // Hand over the next stamp only once the last one was taken, so no
+        // wake-up is lost and the waiter gets exactly `rounds` of them.
+        while state.0.lock().is_some() {
+            std::thread::sleep(Duration::from_micros(50));
+        }
         std::thread::sleep(Duration::from_micros(200));
         *state.0.lock() = Some(Instant::now());
         state.1.notify_one();

@@ -157,26 +157,86 @@ def main():
 
 
 def peer_rows(floor):
-    """Rows for the peers bench (`cargo bench --features peers --bench peers`), if it ran."""
+    """The section for the peers bench (`cargo bench --features peers --bench peers`), if it ran:
+    each library's figures from target/fairlock-bench/peers.json with its ratio to fairlock's."""
     peers = own("peers")
     if not peers:
         return []
-    out = ["", "## fairlock against its peers (same machine, same redis-server, same workload)", "",
-           "| library | uncontended cycle | vs fairlock | handoff p50 | vs fairlock | contended 8 threads | FIFO inversions |",
-           "|---|---|---|---|---|---|---|"]
     mine = next((p for p in peers if p["name"] == "fairlock"), None)
+
+    def dur(ns):
+        if ns is None:
+            return "n/a"
+        return f"{ns / 1e6:.1f} ms" if ns >= 10e6 else us(ns)
+
+    def ratio(p, key):
+        if p is mine or not mine or p.get(key) is None or not mine.get(key):
+            return ""
+        return f" ({p[key] / mine[key]:.2f}x)"
+
+    def time_cell(p, key):
+        return dur(p.get(key)) + ratio(p, key)
+
+    def rate_cell(p, key):
+        return ("n/a" if p.get(key) is None else f"{p[key]:,.0f}/s") + ratio(p, key)
+
+    def fifo_cell(p):
+        if p.get("inversions") is None:
+            return "n/a"
+        cell = f"{p['inversions']} in {p['grants']} grants"
+        rounds, waiters = p.get("fifo_rounds"), p.get("fifo_waiters")
+        if p.get("inverted_pairs") is not None and rounds and waiters:
+            cell += f" ({p['inverted_pairs']} of {rounds * waiters * (waiters - 1) // 2} pairs)"
+        return cell
+
+    def share_cell(p):
+        share = p.get("contended_32_max_share")
+        return "n/a" if share is None else f"{share * 100:.1f}%"
+
+    out = ["", "## fairlock against its peers (same machine, same redis-server, same workload)", "",
+           "How to run: `scripts/peers-setup && cargo bench --features peers --bench peers && scripts/bench-report`"
+           " (a few minutes; the bench runs `scripts/peers-setup` itself when target/peers-venv is missing).", "",
+           "In brackets: the ratio to fairlock's figure (times: above 1 is slower than fairlock;"
+           " acquisitions/s: above 1 is more than fairlock).", "",
+           "| library | uncontended cycle (median) | handoff p50 | handoff p99 "
+           "| contended, 2 threads | 8 threads | 32 threads | busiest of 32 threads (fair: 3.1%) "
+           "| FIFO inversions (queued waiters) |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for p in peers:
-        def ratio(key):
-            if not mine or p.get(key) is None or mine.get(key) is None:
-                return ""
-            return f"{p[key] / mine[key]:.1f}x"
+        version = f" {p['version']}" if p.get("version") else ""
         out.append("| " + " | ".join([
-            p["name"],
-            us(p.get("cycle_ns")), ratio("cycle_ns"),
-            us(p.get("handoff_p50_ns")), ratio("handoff_p50_ns"),
-            "n/a" if not p.get("contended_8_per_s") else f"{p['contended_8_per_s']:,.0f}/s",
-            f"{p.get('inversions', 'n/a')} in {p.get('grants', 'n/a')}",
+            f"{p['name']}{version}",
+            time_cell(p, "cycle_ns"),
+            time_cell(p, "handoff_p50_ns"),
+            time_cell(p, "handoff_p99_ns"),
+            rate_cell(p, "contended_2_per_s"),
+            rate_cell(p, "contended_8_per_s"),
+            rate_cell(p, "contended_32_per_s"),
+            share_cell(p),
+            fifo_cell(p),
         ]) + " |")
+    if floor:
+        out += ["", f"One round trip (a no-op EVALSHA, from `cargo bench --bench lock`) took {us(floor)}."]
+    out += ["",
+            "Each library runs with one client (one connection) per thread and an empty critical section."
+            " Cycle: lock + release of a free lock, one thread. Handoff: two workers take strict turns; the holder"
+            " releases once the other is in its lock call (after 3 ms plus a random pause as long as the"
+            " library's polling period, so the release falls at a random point of the waiter's polling cycle);"
+            " a sample runs from the release call to the other's lock call returning (at most 500 handoffs or 4 s)."
+            " Contended: acquisitions completed within a 2 s window; a lock that lets the releasing thread take"
+            " it again at once (barging) scores high here and shows it in the busiest thread's share."
+            " FIFO: a holder holds, 8 waiters start one after another (each once the previous is seen waiting,"
+            " or 75 ms apart where the library's queue cannot be seen), the holder releases; 5 rounds;"
+            " inversions are adjacent grants out of arrival order, pairs are all pairs out of order.",
+            "", "Handoffs measured (over 50 or fewer, the p99 is the slowest one): " + ", ".join(
+                f"{p['name']} {p['handoff_samples']}" for p in peers if p.get("handoff_samples") is not None) + ".",
+            "", "Configurations:", ""]
+    for p in peers:
+        out.append(f"- {p['name']} ({p.get('kind') or '?'}): {p.get('config') or 'not run'}")
+    noted = [p for p in peers if p.get("note")]
+    if noted:
+        out += ["", "Not measured or failed:", ""]
+        out += [f"- {p['name']}: {p['note']}" for p in noted]
     return out
 
 

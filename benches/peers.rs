@@ -1,0 +1,749 @@
+//! fairlock against the locks a user would pick instead, measured in one run
+//! on one private redis-server with the same workloads:
+//!
+//! - `rlock` (sync API): `SET NX PX`, retried every 100 ms (its default
+//!   `AcquireOptions`: TTL 10 s, automatic renewal, no acquisition timeout);
+//! - `rslock` (Redlock, async): driven on a current-thread tokio runtime, one
+//!   per thread, inside this bench only; `LockManager::new(vec![url])`,
+//!   `lock(key, 10 s TTL)` and `unlock(&lock)`, with
+//!   `set_retry(u32::MAX, 200 ms)`: it retries for ever (so acts as a
+//!   blocking lock), sleeping a random 0–200 ms (its default delay) between
+//!   tries;
+//! - python-redis-lock and redis-py's `Lock`, through `benches/peers/peers.py`
+//!   run with target/peers-venv's python (`scripts/peers-setup` makes it; the
+//!   bench runs that script itself when the virtualenv is missing).
+//!
+//! `scripts/peers-setup && cargo bench --features peers --bench peers` takes a
+//! few minutes; `scripts/bench-report` puts the table in BENCHMARKS.md. The
+//! results go to `target/fairlock-bench/peers.json` (only under
+//! `cargo bench`), one object per library; a figure a library could not
+//! produce is null, and its `note` says why.
+//!
+//! The workloads, identical for every library (threads, each with its own
+//! client and so its own connection; empty critical sections):
+//!
+//! - cycle: lock + release of a free lock on one thread; median of single
+//!   cycles (at most 20 000 cycles or 1.5 s, after 100 warm-up cycles).
+//! - handoff: two workers on two clients take strict turns. A worker calls
+//!   lock only once the other holds the lock (so nobody barges); the holder
+//!   releases once the other has entered its lock call, after 3 ms (for that
+//!   call to reach its wait) plus a uniform random pause as long as the
+//!   library's polling period (100 ms for rlock and redis-py; none for the
+//!   libraries woken by a push, nor for rslock whose retry delay is already
+//!   random), so the release falls at a random point of the waiter's polling
+//!   cycle. A sample is the time from just before the holder's release call
+//!   to the other worker's lock call returning; p50 and p99 over at most 500
+//!   handoffs or 4 s.
+//! - contended: 2, 8 and 32 threads lock and release one lock for a 2 s
+//!   window; acquisitions completed inside the window, per second. The
+//!   busiest thread's share of them is kept too (`contended_N_max_share`).
+//! - fifo (queued waiters): a holder holds; 8 waiters start one after
+//!   another, each once the previous one is waiting: seen in the library's
+//!   queue where it has one (fairlock's queue length; python-redis-lock's
+//!   waiters blocked in BLPOP), otherwise after a fixed 75 ms. The holder
+//!   releases and the grant order is compared with the arrival order;
+//!   5 rounds. `inversions` counts adjacent grants out of arrival order (as
+//!   `benches/lock.rs` does); `inverted_pairs` counts every pair out of order.
+//!
+//! With `--features peers` the redis crate is built with the async features
+//! rslock needs (features unify); fairlock's code paths stay the sync ones.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Barrier, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use support::{wait_until, RedisServer};
+
+/// True under `cargo bench`; false when `cargo test` runs the bench once as
+/// a smoke test (then every bound shrinks and nothing is written).
+fn measuring() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+/// Every bound of every workload, in one place.
+struct Bounds {
+    cycle_max: usize,
+    cycle_time: Duration,
+    handoff_max: usize,
+    handoff_time: Duration,
+    contended_window: Duration,
+    threads: [usize; 3],
+    fifo_waiters: usize,
+    fifo_rounds: usize,
+}
+
+impl Bounds {
+    fn new() -> Bounds {
+        let full = measuring();
+        Bounds {
+            cycle_max: if full { 20_000 } else { 50 },
+            cycle_time: Duration::from_millis(if full { 1500 } else { 200 }),
+            handoff_max: if full { 500 } else { 10 },
+            handoff_time: Duration::from_millis(if full { 4000 } else { 1000 }),
+            contended_window: Duration::from_millis(if full { 2000 } else { 200 }),
+            threads: [2, 8, 32],
+            fifo_waiters: if full { 8 } else { 4 },
+            fifo_rounds: if full { 5 } else { 1 },
+        }
+    }
+}
+
+/// Before releasing in the handoff workload, after the other worker entered
+/// its lock call (see the module comment).
+const SETTLE: Duration = Duration::from_millis(3);
+/// Between two waiters' starts where a library's queue cannot be seen.
+const ARRIVAL_GAP: Duration = Duration::from_millis(75);
+/// rslock's lock TTL (it renews nothing; every critical section is empty).
+const RSLOCK_TTL: Duration = Duration::from_secs(10);
+
+/// One thread's handle on one lock, on its own client.
+trait Locker {
+    /// Locks, runs `critical`, releases; panics on any error.
+    fn locked(&mut self, critical: &mut dyn FnMut());
+}
+
+/// A Rust library under test.
+trait Peer: Sync {
+    fn name(&self) -> &'static str;
+    /// How it is configured here.
+    fn config(&self) -> String;
+    /// A locker for lock `key` on a new client of its own, connected (one
+    /// cycle on a private key has run).
+    fn locker(&self, key: &str) -> Box<dyn Locker>;
+    /// Its polling period, when it polls at a fixed period.
+    fn poll_period(&self) -> Duration {
+        Duration::ZERO
+    }
+    /// How many wait for `key`, if the library shows its queue.
+    fn queued(&self, _key: &str) -> Option<usize> {
+        None
+    }
+}
+
+fn warm_key(key: &str) -> String {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("{key}:warm:{}", SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
+struct Fairlock {
+    url: String,
+    watcher: fairlock::Client,
+}
+
+struct FairlockLocker {
+    _client: fairlock::Client,
+    mutex: fairlock::FairMutex,
+}
+
+impl Locker for FairlockLocker {
+    fn locked(&mut self, critical: &mut dyn FnMut()) {
+        let guard = self.mutex.lock().expect("fairlock: lock");
+        critical();
+        guard.unlock().expect("fairlock: unlock");
+    }
+}
+
+impl Peer for Fairlock {
+    fn name(&self) -> &'static str {
+        "fairlock"
+    }
+    fn config(&self) -> String {
+        "Client::builder(url).build() (defaults: lease 30 s, waiter timeout 10 s), fair_mutex(name).lock(), \
+         guard.unlock(): queued, woken by a push message"
+            .into()
+    }
+    fn locker(&self, key: &str) -> Box<dyn Locker> {
+        let client = fairlock::Client::builder(&self.url)
+            .build()
+            .expect("fairlock: client");
+        client
+            .fair_mutex(&warm_key(key))
+            .lock()
+            .expect("fairlock: warm-up")
+            .unlock()
+            .unwrap();
+        let mutex = client.fair_mutex(key);
+        Box::new(FairlockLocker {
+            _client: client,
+            mutex,
+        })
+    }
+    fn queued(&self, key: &str) -> Option<usize> {
+        Some(
+            self.watcher
+                .fair_mutex(key)
+                .queue_len()
+                .expect("fairlock: queue_len"),
+        )
+    }
+}
+
+struct Rlock {
+    url: String,
+}
+
+struct RlockLocker {
+    rlock: rlock::sync_lock::RLock,
+    key: String,
+}
+
+impl Locker for RlockLocker {
+    fn locked(&mut self, critical: &mut dyn FnMut()) {
+        let mut guard = self
+            .rlock
+            .acquire_mutex(&self.key)
+            .expect("rlock: acquire_mutex");
+        critical();
+        guard.release().expect("rlock: release");
+    }
+}
+
+impl Peer for Rlock {
+    fn name(&self) -> &'static str {
+        "rlock"
+    }
+    fn config(&self) -> String {
+        "sync_lock::RLock::new(url), acquire_mutex(key) with the default AcquireOptions (TTL 10 s, automatic \
+         renewal on a thread per guard, retry every 100 ms, no timeout), guard.release(): polls SET NX"
+            .into()
+    }
+    fn locker(&self, key: &str) -> Box<dyn Locker> {
+        let rlock = rlock::sync_lock::RLock::new(self.url.as_str()).expect("rlock: new");
+        let mut locker = RlockLocker {
+            rlock,
+            key: warm_key(key),
+        };
+        locker.locked(&mut || ());
+        locker.key = key.to_owned();
+        Box::new(locker)
+    }
+    fn poll_period(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+}
+
+struct Rslock {
+    url: String,
+}
+
+struct RslockLocker {
+    runtime: tokio::runtime::Runtime,
+    manager: rslock::LockManager,
+    key: String,
+}
+
+impl Locker for RslockLocker {
+    fn locked(&mut self, critical: &mut dyn FnMut()) {
+        let lock = self
+            .runtime
+            .block_on(self.manager.lock(self.key.as_str(), RSLOCK_TTL))
+            .expect("rslock: lock");
+        critical();
+        self.runtime.block_on(self.manager.unlock(&lock));
+    }
+}
+
+impl Peer for Rslock {
+    fn name(&self) -> &'static str {
+        "rslock"
+    }
+    fn config(&self) -> String {
+        "LockManager::new(vec![url]) with set_retry(u32::MAX, 200 ms) (retries for ever, a random 0-200 ms \
+         apart: the default delay), lock(key, 10 s TTL), unlock(&lock); on a current-thread tokio runtime per \
+         thread: polls SET NX"
+            .into()
+    }
+    fn locker(&self, key: &str) -> Box<dyn Locker> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio: runtime");
+        let mut manager = rslock::LockManager::new(vec![self.url.clone()]);
+        manager.set_retry(u32::MAX, Duration::from_millis(200));
+        let mut locker = RslockLocker {
+            runtime,
+            manager,
+            key: warm_key(key),
+        };
+        locker.locked(&mut || ());
+        locker.key = key.to_owned();
+        Box::new(locker)
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn ns(d: Duration) -> Value {
+    json!(d.as_nanos() as u64)
+}
+
+/// A small deterministic generator for the handoff jitter.
+struct XorShift(u64);
+
+impl XorShift {
+    /// Uniform in [0, 1).
+    fn next_f64(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn cycle(peer: &dyn Peer, b: &Bounds) -> Map<String, Value> {
+    let mut me = peer.locker("peers:cycle");
+    for _ in 0..100 {
+        me.locked(&mut || ());
+    }
+    let mut samples = Vec::with_capacity(b.cycle_max);
+    let deadline = Instant::now() + b.cycle_time;
+    while samples.len() < b.cycle_max && Instant::now() < deadline {
+        let start = Instant::now();
+        me.locked(&mut || ());
+        samples.push(start.elapsed());
+    }
+    samples.sort();
+    let mut out = Map::new();
+    out.insert("cycle_ns".into(), ns(percentile(&samples, 0.5)));
+    out.insert("cycle_samples".into(), json!(samples.len()));
+    out
+}
+
+#[derive(Default)]
+struct Turns {
+    /// The worker that last acquired.
+    holder: Option<usize>,
+    /// The worker that has entered its lock call and not yet returned.
+    entering: Option<usize>,
+    released_at: Option<Instant>,
+    samples: Vec<Duration>,
+    done: bool,
+}
+
+struct StopOnPanic<'a>(&'a Mutex<Turns>, &'a Condvar);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Ok(mut st) = self.0.lock() {
+                st.done = true;
+            }
+            self.1.notify_all();
+        }
+    }
+}
+
+fn handoff(peer: &dyn Peer, b: &Bounds) -> Map<String, Value> {
+    let state = Mutex::new(Turns::default());
+    let cond = Condvar::new();
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for i in 0..2usize {
+            let (state, cond) = (&state, &cond);
+            s.spawn(move || {
+                // If this worker panics, the other must not wait for it for ever.
+                let _stop_on_panic = StopOnPanic(state, cond);
+                let mut me = peer.locker("peers:handoff");
+                let other = 1 - i;
+                let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1));
+                loop {
+                    {
+                        // Worker 0 starts; after that, each waits for the other to hold.
+                        let mut st = cond
+                            .wait_while(state.lock().unwrap(), |st| {
+                                !(st.done
+                                    || (i == 0 && st.holder.is_none())
+                                    || st.holder == Some(other))
+                            })
+                            .unwrap();
+                        if st.done {
+                            return;
+                        }
+                        st.entering = Some(i);
+                        cond.notify_all();
+                    }
+                    me.locked(&mut || {
+                        let now = Instant::now();
+                        let pause = {
+                            let mut st = state.lock().unwrap();
+                            if let Some(at) = st.released_at.take() {
+                                st.samples.push(now - at);
+                            }
+                            st.holder = Some(i);
+                            st.entering = None;
+                            if st.samples.len() >= b.handoff_max
+                                || started.elapsed() > b.handoff_time
+                            {
+                                st.done = true;
+                            }
+                            cond.notify_all();
+                            if st.done {
+                                return;
+                            }
+                            drop(
+                                cond.wait_while(st, |st| st.entering != Some(other))
+                                    .unwrap(),
+                            );
+                            SETTLE + peer.poll_period().mul_f64(rng.next_f64())
+                        };
+                        std::thread::sleep(pause);
+                        state.lock().unwrap().released_at = Some(Instant::now());
+                    });
+                    if state.lock().unwrap().done {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let mut samples = state.into_inner().unwrap().samples;
+    samples.sort();
+    let mut out = Map::new();
+    out.insert("handoff_p50_ns".into(), ns(percentile(&samples, 0.5)));
+    out.insert("handoff_p99_ns".into(), ns(percentile(&samples, 0.99)));
+    out.insert("handoff_samples".into(), json!(samples.len()));
+    out
+}
+
+fn contended(peer: &dyn Peer, b: &Bounds) -> Map<String, Value> {
+    let mut out = Map::new();
+    for threads in b.threads {
+        let key = format!("peers:contended:{threads}");
+        let stop = AtomicBool::new(false);
+        let ready = Barrier::new(threads + 1);
+        let (counts, window) = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (key, stop, ready) = (&key, &stop, &ready);
+                    s.spawn(move || {
+                        let mut me = peer.locker(key);
+                        let mut count = 0u64;
+                        ready.wait();
+                        while !stop.load(Ordering::Relaxed) {
+                            me.locked(&mut || {
+                                if !stop.load(Ordering::Relaxed) {
+                                    count += 1;
+                                }
+                            });
+                        }
+                        count
+                    })
+                })
+                .collect();
+            ready.wait();
+            let start = Instant::now();
+            std::thread::sleep(b.contended_window);
+            stop.store(true, Ordering::Relaxed);
+            let window = start.elapsed();
+            let counts: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+            (counts, window)
+        });
+        let total: u64 = counts.iter().sum();
+        let busiest = counts.iter().copied().max().unwrap_or(0);
+        out.insert(
+            format!("contended_{threads}_per_s"),
+            json!(total as f64 / window.as_secs_f64()),
+        );
+        out.insert(
+            format!("contended_{threads}_max_share"),
+            json!(if total == 0 {
+                0.0
+            } else {
+                busiest as f64 / total as f64
+            }),
+        );
+    }
+    out
+}
+
+fn fifo(peer: &dyn Peer, b: &Bounds) -> Map<String, Value> {
+    let key = "peers:fifo";
+    let n = b.fifo_waiters;
+    let mut holder = peer.locker(key);
+    let (mut inversions, mut inverted_pairs, mut grants) = (0, 0, 0);
+    for _ in 0..b.fifo_rounds {
+        let order = Mutex::new(Vec::with_capacity(n));
+        let ready = Barrier::new(n + 1);
+        let go: Vec<(Mutex<bool>, Condvar)> = (0..n).map(|_| Default::default()).collect();
+        std::thread::scope(|s| {
+            for (i, go) in go.iter().enumerate() {
+                let (order, ready) = (&order, &ready);
+                s.spawn(move || {
+                    let mut me = peer.locker(key);
+                    ready.wait();
+                    drop(go.1.wait_while(go.0.lock().unwrap(), |go| !*go).unwrap());
+                    me.locked(&mut || order.lock().unwrap().push(i));
+                });
+            }
+            ready.wait();
+            holder.locked(&mut || {
+                for (i, go) in go.iter().enumerate() {
+                    *go.0.lock().unwrap() = true;
+                    go.1.notify_one();
+                    if peer.queued(key).is_some() {
+                        assert!(
+                            wait_until(Duration::from_secs(10), || peer.queued(key) == Some(i + 1)),
+                            "{}: waiter {i} not queued within 10 s",
+                            peer.name()
+                        );
+                    } else {
+                        std::thread::sleep(ARRIVAL_GAP);
+                    }
+                }
+            });
+        });
+        let order = order.into_inner().unwrap();
+        assert_eq!(order.len(), n);
+        inversions += order.windows(2).filter(|w| w[1] < w[0]).count();
+        inverted_pairs += (0..n)
+            .flat_map(|x| (x + 1..n).map(move |y| (x, y)))
+            .filter(|&(x, y)| order[y] < order[x])
+            .count();
+        grants += n;
+    }
+    let mut out = Map::new();
+    out.insert("inversions".into(), json!(inversions));
+    out.insert("inverted_pairs".into(), json!(inverted_pairs));
+    out.insert("grants".into(), json!(grants));
+    out.insert("fifo_rounds".into(), json!(b.fifo_rounds));
+    out.insert("fifo_waiters".into(), json!(n));
+    out
+}
+
+/// The figures every row has (null until measured).
+const FIGURES: [&str; 9] = [
+    "cycle_ns",
+    "handoff_p50_ns",
+    "handoff_p99_ns",
+    "contended_2_per_s",
+    "contended_8_per_s",
+    "contended_32_per_s",
+    "inversions",
+    "grants",
+    "inverted_pairs",
+];
+
+fn empty_row(name: &str, kind: &str) -> Map<String, Value> {
+    let mut row = Map::new();
+    row.insert("name".into(), json!(name));
+    row.insert("kind".into(), json!(kind));
+    for figure in FIGURES {
+        row.insert(figure.into(), Value::Null);
+    }
+    row.insert("note".into(), Value::Null);
+    row
+}
+
+fn add_note(row: &mut Map<String, Value>, note: &str) {
+    let text = match row.get("note") {
+        Some(Value::String(old)) => format!("{old}; {note}"),
+        _ => note.to_owned(),
+    };
+    row.insert("note".into(), json!(text));
+}
+
+/// The version Cargo.lock pins for `krate`.
+fn locked_version(krate: &str) -> Value {
+    let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.lock"))
+        .unwrap_or_default();
+    let needle = format!("name = \"{krate}\"\nversion = \"");
+    lock.find(&needle)
+        .and_then(|at| lock[at + needle.len()..].split('"').next())
+        .map_or(Value::Null, |v| json!(v))
+}
+
+fn rust_row(peer: &dyn Peer, kind: &str, b: &Bounds) -> Map<String, Value> {
+    let mut row = empty_row(peer.name(), kind);
+    row.insert("config".into(), json!(peer.config()));
+    row.insert("version".into(), locked_version(peer.name()));
+    type Workload = fn(&dyn Peer, &Bounds) -> Map<String, Value>;
+    let workloads: [(&str, Workload); 4] = [
+        ("cycle", cycle),
+        ("handoff", handoff),
+        ("contended", contended),
+        ("fifo", fifo),
+    ];
+    for (what, workload) in workloads {
+        let start = Instant::now();
+        // A library that panics loses that workload's figures, not the run.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| workload(peer, b))) {
+            Ok(figures) => row.extend(figures),
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panicked".into());
+                add_note(&mut row, &format!("{what} failed: {message}"));
+            }
+        }
+        eprintln!(
+            "peers: {:<18} {what:<9} {:>6.1} s",
+            peer.name(),
+            start.elapsed().as_secs_f64()
+        );
+    }
+    row
+}
+
+const PY_NAMES: [&str; 2] = ["python-redis-lock", "redis-py Lock"];
+
+/// The virtualenv's python, after running scripts/peers-setup if it is
+/// missing (only under `cargo bench`); Err(why) when there is none.
+fn peers_python() -> Result<std::path::PathBuf, String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join("target/peers-venv/bin/python");
+    let usable = |p: &std::path::Path| {
+        Command::new(p)
+            .args(["-c", "import redis, redis_lock"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if usable(&python) {
+        return Ok(python);
+    }
+    if !measuring() {
+        return Err("target/peers-venv is missing (smoke run: scripts/peers-setup not run)".into());
+    }
+    eprintln!("peers: target/peers-venv is missing or incomplete: running scripts/peers-setup");
+    let setup = Command::new(root.join("scripts/peers-setup")).status();
+    match setup {
+        Ok(status) if status.success() && usable(&python) => Ok(python),
+        Ok(status) => Err(format!("scripts/peers-setup failed ({status})")),
+        Err(err) => Err(format!("scripts/peers-setup could not run: {err}")),
+    }
+}
+
+/// Runs one workload of benches/peers/peers.py, killed after `limit`.
+fn run_python(
+    python: &std::path::Path,
+    url: &str,
+    workload: &str,
+    limit: Duration,
+) -> Result<Value, String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/peers/peers.py");
+    let mut command = Command::new(python);
+    command.arg(script).arg(url).arg(workload);
+    if !measuring() {
+        command.arg("--quick");
+    }
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{workload}: cannot start peers.py: {e}"))?;
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{workload}: peers.py did not finish within {limit:?}"
+                ));
+            }
+        }
+    }
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!(
+            "{workload}: peers.py failed ({}): {}",
+            output.status,
+            stderr.trim()
+        ));
+    }
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("{workload}: peers.py printed no JSON: {e}"))
+}
+
+fn python_rows(url: &str) -> Vec<Map<String, Value>> {
+    let mut rows: Vec<_> = PY_NAMES
+        .iter()
+        .map(|name| empty_row(name, "Python, sync (threads)"))
+        .collect();
+    let python = match peers_python() {
+        Ok(python) => python,
+        Err(why) => {
+            for row in &mut rows {
+                add_note(row, &format!("not measured: {why}"));
+            }
+            return rows;
+        }
+    };
+    for workload in ["cycle", "handoff", "contended", "fifo"] {
+        let start = Instant::now();
+        match run_python(&python, url, workload, Duration::from_secs(180)) {
+            Ok(result) => {
+                for row in &mut rows {
+                    let name = row["name"].as_str().unwrap().to_owned();
+                    match result.get(&name).and_then(Value::as_object) {
+                        Some(figures) if figures.contains_key("error") => {
+                            add_note(row, figures["error"].as_str().unwrap_or("failed"));
+                        }
+                        Some(figures) => row.extend(figures.clone()),
+                        None => add_note(row, &format!("{workload}: no result from peers.py")),
+                    }
+                }
+            }
+            Err(why) => {
+                for row in &mut rows {
+                    add_note(row, &why);
+                }
+            }
+        }
+        eprintln!(
+            "peers: {:<18} {workload:<9} {:>6.1} s",
+            "python peers",
+            start.elapsed().as_secs_f64()
+        );
+    }
+    rows
+}
+
+fn main() {
+    let started = Instant::now();
+    let b = Bounds::new();
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut rows = Vec::new();
+    let fairlock = Fairlock {
+        url: url.clone(),
+        watcher: fairlock::Client::builder(&url).build().unwrap(),
+    };
+    rows.push(rust_row(&fairlock, "Rust, sync", &b));
+    drop(fairlock);
+    rows.push(rust_row(&Rlock { url: url.clone() }, "Rust, sync", &b));
+    rows.push(rust_row(
+        &Rslock { url: url.clone() },
+        "Rust, async (current-thread tokio)",
+        &b,
+    ));
+    rows.extend(python_rows(&url));
+    let total = started.elapsed();
+    eprintln!("peers: whole run {:.1} s", total.as_secs_f64());
+    for row in &rows {
+        eprintln!("{}", Value::Object(row.clone()));
+    }
+    if measuring() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fairlock-bench");
+        std::fs::create_dir_all(&dir).unwrap();
+        let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+        std::fs::write(
+            dir.join("peers.json"),
+            serde_json::to_string_pretty(&rows).unwrap(),
+        )
+        .unwrap();
+        eprintln!("peers: wrote target/fairlock-bench/peers.json");
+    }
+}
