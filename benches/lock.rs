@@ -80,6 +80,9 @@ fn handoff(c: &mut Criterion) {
     });
     group.finish();
     let mut samples = all_samples.lock().unwrap().clone();
+    if samples.is_empty() {
+        return; // filtered out on the command line
+    }
     samples.sort();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let histogram: Vec<String> = samples.iter().map(|d| format!("{:.1}", us(*d))).collect();
@@ -301,46 +304,52 @@ fn footprint(_: &mut Criterion) {
     );
 }
 
-/// Where a handoff's time goes: server time of each script path
-/// (INFO commandstats around single calls) and one thread wake-up through
-/// a parking_lot condvar on this machine.
+/// Where a handoff's time goes: the server's own time for each script path
+/// (EVALSHA's usec in INFO commandstats over many calls of one kind; a path
+/// that cannot run alone is a whole cycle less the part that can), and one
+/// thread wake-up through a parking_lot condvar on this machine.
 fn breakdown(_: &mut Criterion) {
     let server = RedisServer::start();
-    let rounds = if measuring() { 2000 } else { 20 };
-    let mean = |total: f64| total / rounds as f64;
-    let (mut take, mut release_free, mut release_handoff, mut enqueue) = (0.0, 0.0, 0.0, 0.0);
-    let (free, mut conn) = fake_queue::queue_of(&server, "bench:breakdown:free", 0);
-    let (queued, mut qconn) = fake_queue::queue_of(&server, "bench:breakdown:queued", 100);
+    let rounds: u64 = if measuring() { 3000 } else { 20 };
     let usec = fake_queue::evalsha_usec;
-    for n in 0..rounds {
-        let (owner, token) = free.holder(&mut conn);
-        let t0 = usec(&mut conn);
-        free.release(&mut conn, &owner, &token);
-        let t1 = usec(&mut conn);
-        free.acquire(&mut conn, &format!("t{n}:1"), n);
-        let t2 = usec(&mut conn);
-        release_free += t1 - t0;
-        take += t2 - t1;
-        let (owner, token) = queued.holder(&mut qconn);
-        let t0 = usec(&mut qconn);
-        queued.release(&mut qconn, &owner, &token);
-        let t1 = usec(&mut qconn);
-        queued.acquire(&mut qconn, &format!("q{n}:1"), 1000 + n);
-        let t2 = usec(&mut qconn);
-        release_handoff += t1 - t0;
-        enqueue += t2 - t1;
-    }
+    let per_call = |conn: &mut redis::Connection,
+                    run: &mut dyn FnMut(&mut redis::Connection, u64)| {
+        let before = usec(conn);
+        for n in 0..rounds {
+            run(conn, n);
+        }
+        (usec(conn) - before) / rounds as f64
+    };
+
+    let (free, mut conn) = fake_queue::queue_of(&server, "bench:breakdown:free", 0);
+    let noop = redis::Script::new("return 1");
+    let noop_us = per_call(&mut conn, &mut |c, _| {
+        let _: i64 = noop.invoke(c).unwrap();
+    });
+    let cycle_free = per_call(&mut conn, &mut |c, n| free.cycle(c, 0, n));
+    let lock_key = free.keys[0].clone();
+    let take = per_call(&mut conn, &mut |c, n| {
+        let _: () = redis::cmd("DEL").arg(&lock_key).query(c).unwrap();
+        free.acquire(c, &format!("t{n}:1"), n);
+    });
+
+    let (queued, mut qconn) = fake_queue::queue_of(&server, "bench:breakdown:queued", 100);
+    let cycle_queued = per_call(&mut qconn, &mut |c, n| queued.cycle(c, 100, 10_000 + n));
+    let enqueue = per_call(&mut qconn, &mut |c, n| {
+        queued.acquire(c, &format!("e{n}:1"), 20_000 + n);
+    });
+
     let wake = condvar_wake(rounds as usize);
     write_json(
         "breakdown",
         &format!(
             "{{\"take_us\": {:.1}, \"release_free_us\": {:.1}, \"release_handoff_us\": {:.1}, \
-             \"enqueue_us\": {:.1}, \"condvar_wake_p50_us\": {:.1}}}",
-            mean(take),
-            mean(release_free),
-            mean(release_handoff),
-            mean(enqueue),
-            wake.as_secs_f64() * 1e6
+             \"enqueue_us\": {:.1}, \"condvar_wake_p50_us\": {:.1}, \"noop_us\": {noop_us:.1}, \"calls_each\": {rounds}}}",
+            take,
+            cycle_free - take,
+            cycle_queued - enqueue,
+            enqueue,
+            wake.as_secs_f64() * 1e6,
         ),
     );
 }
