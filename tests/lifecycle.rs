@@ -22,16 +22,6 @@ fn fairlock_threads() -> usize {
         .count()
 }
 
-fn connected_clients(conn: &mut redis::Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("connected_clients:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn dropping_clients_stops_their_threads_and_closes_their_connections() {
     let server = RedisServer::start();

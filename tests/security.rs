@@ -65,6 +65,27 @@ fn is_denied(result: redis::RedisResult<redis::Value>) -> bool {
     }
 }
 
+/// Builds with `connect_timeout` and expects failure; returns the error,
+/// the time it took and its message chain (error / source).
+fn failed_build(
+    builder: fairlock::ClientBuilder,
+    connect_timeout: Duration,
+) -> (fairlock::Error, Duration, String) {
+    let started = Instant::now();
+    let err = builder
+        .connect_timeout(connect_timeout)
+        .build()
+        .unwrap_err();
+    let took = started.elapsed();
+    let chain = format!(
+        "{err} / {}",
+        std::error::Error::source(&err)
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    );
+    (err, took, chain)
+}
+
 #[test]
 fn the_readme_acl_line_allows_every_command_the_library_sends() {
     let line = readme_acl_line();
@@ -288,18 +309,7 @@ fn credentials_in_the_url_authenticate_and_never_show_up_in_errors_or_debug_outp
     let connect_timeout = Duration::from_secs(1);
     for (user, password) in [("fairlock", "wrong-hunter2"), ("nobody", "hunter2x")] {
         let url = server.url_as(user, password);
-        let started = Instant::now();
-        let err = Client::builder(&url)
-            .connect_timeout(connect_timeout)
-            .build()
-            .unwrap_err();
-        let took = started.elapsed();
-        let chain = format!(
-            "{err} / {}",
-            std::error::Error::source(&err)
-                .map(ToString::to_string)
-                .unwrap_or_default()
-        );
+        let (err, took, chain) = failed_build(Client::builder(&url), connect_timeout);
         eprintln!(
             "{user}: bad credentials -> {:?} after {:.0} ms: {chain}",
             err.kind(),
@@ -494,18 +504,7 @@ mod tls {
                 Client::builder(&format!("redis://127.0.0.1:{port}")),
             ),
         ] {
-            let started = Instant::now();
-            let err = builder
-                .connect_timeout(connect_timeout)
-                .build()
-                .unwrap_err();
-            let took = started.elapsed();
-            let chain = format!(
-                "{err} / {}",
-                std::error::Error::source(&err)
-                    .map(ToString::to_string)
-                    .unwrap_or_default()
-            );
+            let (err, took, chain) = failed_build(builder, connect_timeout);
             eprintln!(
                 "TLS, {what}: {:?} after {:.0} ms: {chain}",
                 err.kind(),
