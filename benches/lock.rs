@@ -6,6 +6,7 @@
 //! criterion cannot hold (percentiles, inversion counts, thread and
 //! connection counts) are written to `target/fairlock-bench/*.json`.
 
+mod common;
 #[path = "../tests/support/fake_queue.rs"]
 mod fake_queue;
 #[path = "../tests/support/mod.rs"]
@@ -15,29 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{measuring, percentile, write_json};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fairlock::Client;
-use support::{wait_until, RedisServer};
-
-/// True under `cargo bench`; false when `cargo test` runs the benches once
-/// as a smoke test (then nothing is written and heavy set-ups shrink).
-fn measuring() -> bool {
-    std::env::args().any(|a| a == "--bench")
-}
-
-/// Where the figures criterion cannot hold go (only when measuring).
-fn write_json(name: &str, json: &str) {
-    if !measuring() {
-        return;
-    }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fairlock-bench");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(format!("{name}.json")), json).unwrap();
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
+use support::{info_field, thread_count, wait_until, RedisServer};
 
 /// A client with the library's default timings (lease 30 s, waiters 10 s).
 fn client(server: &RedisServer) -> Client {
@@ -244,20 +226,6 @@ fn queue_scaling(c: &mut Criterion) {
     group.finish();
 }
 
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task").unwrap().count()
-}
-
-fn redis_info(conn: &mut redis::Connection, section: &str, field: &str) -> i64 {
-    let info: String = redis::cmd("INFO").arg(section).query(conn).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// Threads and connections a client costs, idle and with 1 000 threads
 /// waiting; server memory per queued waiter.
 fn footprint(_: &mut Criterion) {
@@ -265,16 +233,16 @@ fn footprint(_: &mut Criterion) {
     let mut conn = server.conn();
     let (threads_before, conns_before) = (
         thread_count(),
-        redis_info(&mut conn, "clients", "connected_clients"),
+        info_field(&mut conn, "clients", "connected_clients"),
     );
     let client = client(&server);
     assert!(wait_until(Duration::from_secs(5), || thread_count()
         == threads_before + 3));
     let idle_threads = thread_count() - threads_before;
-    let idle_conns = redis_info(&mut conn, "clients", "connected_clients") - conns_before;
+    let idle_conns = info_field(&mut conn, "clients", "connected_clients") - conns_before;
     let mutex = client.fair_mutex("bench:footprint");
     let holder = mutex.lock().unwrap();
-    let memory_before = redis_info(&mut conn, "memory", "used_memory");
+    let memory_before = info_field(&mut conn, "memory", "used_memory");
     let waiting = if measuring() { 1000 } else { 20 };
     let (threads_waiting, conns_waiting, memory_per_waiter) = std::thread::scope(|s| {
         for _ in 0..waiting {
@@ -287,8 +255,8 @@ fn footprint(_: &mut Criterion) {
             == waiting));
         let figures = (
             thread_count() - threads_before - waiting,
-            redis_info(&mut conn, "clients", "connected_clients") - conns_before,
-            (redis_info(&mut conn, "memory", "used_memory") - memory_before) as f64
+            info_field(&mut conn, "clients", "connected_clients") - conns_before,
+            (info_field(&mut conn, "memory", "used_memory") - memory_before) as f64
                 / waiting as f64,
         );
         holder.unlock().unwrap();

@@ -48,6 +48,7 @@
 //! With `--features peers` the redis crate is built with the async features
 //! rslock needs (features unify); fairlock's code paths stay the sync ones.
 
+mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -56,14 +57,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{measuring, percentile, write_json};
 use serde_json::{json, Map, Value};
 use support::{wait_until, RedisServer};
-
-/// True under `cargo bench`; false when `cargo test` runs the bench once as
-/// a smoke test (then every bound shrinks and nothing is written).
-fn measuring() -> bool {
-    std::env::args().any(|a| a == "--bench")
-}
 
 /// Every bound of every workload, in one place.
 struct Bounds {
@@ -274,10 +270,6 @@ impl Peer for Rslock {
         locker.key = key.to_owned();
         Box::new(locker)
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 fn ns(d: Duration) -> Value {
@@ -736,14 +728,8 @@ fn main() {
         eprintln!("{}", Value::Object(row.clone()));
     }
     if measuring() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fairlock-bench");
-        std::fs::create_dir_all(&dir).unwrap();
         let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
-        std::fs::write(
-            dir.join("peers.json"),
-            serde_json::to_string_pretty(&rows).unwrap(),
-        )
-        .unwrap();
+        write_json("peers", &serde_json::to_string_pretty(&rows).unwrap());
         eprintln!("peers: wrote target/fairlock-bench/peers.json");
     }
 }

@@ -11,8 +11,9 @@ use parking_lot::{Condvar, Mutex};
 use crate::config::{ClientBuilder, Config};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holds::Holds;
+use crate::keys::LockKeys;
 use crate::mutex::FairMutex;
-use crate::scripts::Scripts;
+use crate::scripts::{self, LuaScript, Scripts};
 use crate::waiters::Waiters;
 use crate::{subscriber, watchdog};
 
@@ -250,6 +251,22 @@ impl Shared {
 
     pub(crate) fn connection(&self) -> Result<r2d2::PooledConnection<redis::Client>> {
         Ok(self.pool.get()?)
+    }
+
+    /// Runs one lock script on a pooled connection: one round trip.
+    pub(crate) fn run_script(
+        &self,
+        script: &LuaScript,
+        keys: &LockKeys,
+        args: &[&[u8]],
+    ) -> Result<redis::Value> {
+        scripts::run(
+            script,
+            &mut *self.connection()?,
+            keys,
+            &self.wake_prefix,
+            args,
+        )
     }
 
     pub(crate) fn is_stopping(&self) -> bool {

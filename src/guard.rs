@@ -25,18 +25,15 @@ use crate::scripts;
 pub struct FairMutexGuard {
     mutex: FairMutex,
     hold: Arc<Hold>,
-    /// Registered with the watchdog (false for a fixed lease).
-    renewed: bool,
     released: bool,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl FairMutexGuard {
-    pub(crate) fn new(mutex: FairMutex, hold: Arc<Hold>, renewed: bool) -> Self {
+    pub(crate) fn new(mutex: FairMutex, hold: Arc<Hold>) -> Self {
         FairMutexGuard {
             mutex,
             hold,
-            renewed,
             released: false,
             _not_send: PhantomData,
         }
@@ -81,19 +78,14 @@ impl FairMutexGuard {
             return Ok(());
         }
         let shared = &self.mutex.client().shared;
-        if self.renewed {
+        if self.mutex.renewed_by_watchdog() {
             shared.holds.unregister(&self.hold);
         }
         let token = self.hold.token.to_string();
-        let reply = scripts::run(
+        let reply = shared.run_script(
             &shared.scripts.release,
-            &mut *shared.connection()?,
             &self.hold.keys,
-            &[
-                shared.wake_prefix.as_bytes(),
-                self.hold.owner.as_bytes(),
-                token.as_bytes(),
-            ],
+            &[self.hold.owner.as_bytes(), token.as_bytes()],
         )?;
         match reply {
             redis::Value::Int(left) if left >= 0 => Ok(()),

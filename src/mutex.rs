@@ -154,13 +154,7 @@ impl FairMutex {
     /// # Errors
     /// As [`lock`](Self::lock).
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<FairMutexGuard>> {
-        if timeout.is_zero() {
-            return self.try_lock();
-        }
-        let patience = Instant::now()
-            .checked_add(timeout)
-            .map_or(Patience::Forever, Patience::Until);
-        self.acquire(patience, None)
+        self.wait_at_most(Some(timeout), None)
     }
 
     /// Waits in FIFO order until the lock is ours, `timeout` passes (`None`:
@@ -176,13 +170,23 @@ impl FairMutex {
         timeout: Option<Duration>,
         cancel: &WaitCanceller,
     ) -> Result<Option<FairMutexGuard>> {
-        if timeout == Some(Duration::ZERO) || cancel.is_cancelled() {
+        self.wait_at_most(timeout, Some(cancel))
+    }
+
+    /// A wait bounded by `timeout` (`None`: none) and `cancel`; one that
+    /// could not wait at all is a plain `try_lock`, which never queues.
+    fn wait_at_most(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&WaitCanceller>,
+    ) -> Result<Option<FairMutexGuard>> {
+        if timeout == Some(Duration::ZERO) || cancel.is_some_and(WaitCanceller::is_cancelled) {
             return self.try_lock();
         }
         let patience = timeout
             .and_then(|t| Instant::now().checked_add(t))
             .map_or(Patience::Forever, Patience::Until);
-        self.acquire(patience, Some(cancel))
+        self.acquire(patience, cancel)
     }
 
     /// True when some thread, anywhere, holds the lock.
@@ -234,15 +238,9 @@ impl FairMutex {
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
     pub fn status(&self, max_waiters: usize) -> Result<LockStatus> {
-        let keys = self.keys()?;
         let shared = self.shared();
         let limit = max_waiters.to_string();
-        let reply = scripts::run(
-            &shared.scripts.status,
-            &mut *shared.connection()?,
-            keys,
-            &[shared.wake_prefix.as_bytes(), limit.as_bytes()],
-        )?;
+        let reply = shared.run_script(&shared.scripts.status, self.keys()?, &[limit.as_bytes()])?;
         LockStatus::parse(reply)
     }
 
@@ -262,15 +260,8 @@ impl FairMutex {
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
     pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
-        let keys = self.keys()?;
         let shared = self.shared();
-        let reply = scripts::run(
-            &shared.scripts.force_release,
-            &mut *shared.connection()?,
-            keys,
-            &[shared.wake_prefix.as_bytes()],
-        )?;
-        match reply {
+        match shared.run_script(&shared.scripts.force_release, self.keys()?, &[])? {
             Value::Nil => Ok(None),
             other => {
                 let owner: String = redis::from_redis_value(other.clone())
@@ -305,15 +296,10 @@ impl FairMutex {
     }
 
     fn inspect(&self) -> Result<Snapshot> {
-        let keys = self.keys()?;
         let shared = self.shared();
         let owner = shared.owner_id();
-        let reply = scripts::run(
-            &shared.scripts.inspect,
-            &mut *shared.connection()?,
-            keys,
-            &[shared.wake_prefix.as_bytes(), owner.as_bytes()],
-        )?;
+        let reply =
+            shared.run_script(&shared.scripts.inspect, self.keys()?, &[owner.as_bytes()])?;
         let parsed: Option<(String, i64, i64, i64, i64)> =
             redis::from_redis_value(reply.clone()).ok();
         let (holder, count, _token, pttl_ms, live) =
@@ -389,12 +375,7 @@ impl FairMutex {
             mode = Mode::Poll;
             match waiter.sleep(deadline) {
                 Wake::Granted(grant) => {
-                    return Ok(Some(self.guard(
-                        waiter,
-                        grant.token,
-                        grant.expires_at,
-                        fixed,
-                    )));
+                    return Ok(Some(self.guard(waiter, grant.token, grant.expires_at)));
                 }
                 Wake::Poll => {}
                 Wake::TimedOut => return self.leave_queue(waiter, lease, fixed),
@@ -441,8 +422,8 @@ impl FairMutex {
             .into_guard())
     }
 
-    /// Runs acquire or cancel, whose ARGV both start with (wake prefix,
-    /// owner, lease ms, fixed), and turns an acquisition into a guard whose
+    /// Runs acquire or cancel, whose ARGV both continue with (owner,
+    /// lease ms, fixed), and turns an acquisition into a guard whose
     /// lease is counted from before the request was sent.
     fn run_for(
         &self,
@@ -455,42 +436,41 @@ impl FairMutex {
         let shared = self.shared();
         let lease_ms = lease.as_millis().to_string();
         let mut args: Vec<&[u8]> = vec![
-            shared.wake_prefix.as_bytes(),
             waiter.owner.as_bytes(),
             lease_ms.as_bytes(),
             if fixed { b"1" } else { b"0" },
         ];
         args.extend_from_slice(extra);
         let sent = Instant::now();
-        let reply = scripts::run(script, &mut *shared.connection()?, &waiter.keys, &args)?;
+        let reply = shared.run_script(script, &waiter.keys, &args)?;
         Ok(match AcquireReply::parse(reply)? {
             AcquireReply::Acquired { token, pttl_ms } => {
                 let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-                Outcome::Acquired(self.guard(waiter, token, sent + lease_left, fixed))
+                Outcome::Acquired(self.guard(waiter, token, sent + lease_left))
             }
             AcquireReply::Waiting { pttl_ms, position } => Outcome::Waiting { pttl_ms, position },
         })
     }
 
-    fn guard(
-        &self,
-        waiter: &Waiter,
-        token: u64,
-        expires_at: Instant,
-        fixed: bool,
-    ) -> FairMutexGuard {
+    fn guard(&self, waiter: &Waiter, token: u64, expires_at: Instant) -> FairMutexGuard {
         let hold = Hold::new(
             Arc::clone(&waiter.keys),
             waiter.owner.clone(),
             token,
             expires_at,
         );
-        let (hold, renewed) = if fixed {
-            (Arc::new(hold), false)
+        let hold = if self.renewed_by_watchdog() {
+            self.shared().holds.register(hold)
         } else {
-            (self.shared().holds.register(hold), true)
+            Arc::new(hold)
         };
-        FairMutexGuard::new(self.clone(), hold, renewed)
+        FairMutexGuard::new(self.clone(), hold)
+    }
+
+    /// True when this handle's holds are renewed by the watchdog (and so
+    /// registered with it), false for a fixed lease.
+    pub(crate) fn renewed_by_watchdog(&self) -> bool {
+        self.fixed_lease.is_none()
     }
 
     pub(crate) fn client(&self) -> &Arc<ClientInner> {

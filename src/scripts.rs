@@ -91,17 +91,21 @@ pub(crate) fn evalsha(script: &LuaScript, keys: &[&str], args: &[&[u8]]) -> redi
     cmd
 }
 
-/// Runs `script` by SHA on `conn`, loading it first if the server lost it.
+/// Runs `script` by SHA on `conn` for one lock, loading it first if the
+/// server lost it. Every lock script takes the wake channel prefix as
+/// ARGV[1]; `args` follow it.
 pub(crate) fn run(
     script: &LuaScript,
     conn: &mut Connection,
     keys: &LockKeys,
+    wake_prefix: &str,
     args: &[&[u8]],
 ) -> Result<Value> {
     let mut invocation = script.script.prepare_invoke();
     for key in &keys.all {
         invocation.key(key.as_str());
     }
+    invocation.arg(wake_prefix);
     for arg in args {
         invocation.arg(*arg);
     }

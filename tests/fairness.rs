@@ -67,6 +67,33 @@ fn spawn_logging_waiter(
     })
 }
 
+/// Starts `count` logging waiters on `mutex`'s lock, each with a client of
+/// its own from `client`, one at a time: each only once the previous one is
+/// queued, so that arrival order is waiter order.
+fn queue_logging_waiters(
+    mutex: &fairlock::FairMutex,
+    count: usize,
+    client: impl Fn() -> fairlock::Client,
+    log: &Arc<Mutex<Vec<Grant>>>,
+) -> Vec<JoinHandle<()>> {
+    (0..count)
+        .map(|waiter| {
+            let handle = spawn_logging_waiter(
+                waiter,
+                client().fair_mutex(mutex.name()),
+                Arc::clone(log),
+                Duration::from_millis(2),
+            );
+            assert!(
+                wait_until(Duration::from_secs(5), || mutex.queue_len().unwrap()
+                    == waiter + 1),
+                "waiter {waiter} did not queue"
+            );
+            handle
+        })
+        .collect()
+}
+
 /// Checks grant order == arrival order and strictly increasing tokens; prints
 /// the handoff latencies (previous release -> next acquisition).
 fn check_fifo(grants: &[Grant], waiters: usize, holder_token: u64, holder_released: Instant) {
@@ -121,22 +148,8 @@ fn grants_follow_arrival_order_across_clients() {
     let holder_token = holder.fencing_token();
 
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mut handles = Vec::new();
-    for waiter in 0..WAITERS {
-        // One client per waiter: arrival order is across processes' worth of clients.
-        let client = server.client();
-        handles.push(spawn_logging_waiter(
-            waiter,
-            client.fair_mutex("fifo"),
-            Arc::clone(&log),
-            Duration::from_millis(2),
-        ));
-        assert!(
-            wait_until(Duration::from_secs(5), || mutex.queue_len().unwrap()
-                == waiter + 1),
-            "waiter {waiter} did not queue"
-        );
-    }
+    // One client per waiter: arrival order is across clients.
+    let handles = queue_logging_waiters(&mutex, WAITERS, || server.client(), &log);
     assert!(
         log.lock().unwrap().is_empty(),
         "a waiter got the lock while it was held"
@@ -176,21 +189,8 @@ fn a_long_hold_evicts_no_live_waiter() {
     let holder_token = holder.fencing_token();
 
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mut handles = Vec::new();
-    for waiter in 0..WAITERS {
-        let client = builder().build().unwrap();
-        handles.push(spawn_logging_waiter(
-            waiter,
-            client.fair_mutex("long-hold"),
-            Arc::clone(&log),
-            Duration::from_millis(2),
-        ));
-        assert!(
-            wait_until(Duration::from_secs(5), || mutex.queue_len().unwrap()
-                == waiter + 1),
-            "waiter {waiter} did not queue"
-        );
-    }
+    // One client per waiter: arrival order is across clients.
+    let handles = queue_logging_waiters(&mutex, WAITERS, || builder().build().unwrap(), &log);
 
     // Hold for 5 x waiter_timeout, sampling the queue all along.
     let hold_until = Instant::now() + 5 * waiter_timeout;

@@ -253,10 +253,6 @@ fn churn() {
     say(format!("done {sections} {timeouts} {errors}"));
 }
 
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task").unwrap().count()
-}
-
 /// Creates and drops 50 clients, each of which held a lock, queued a waiter
 /// that timed out and was dropped while holding; says `before <threads>`,
 /// then `after <threads>` once the thread count is back (or 10 s passed),

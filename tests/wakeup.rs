@@ -72,6 +72,19 @@ fn a_release_publishes_to_the_next_waiter_only() {
     assert_ne!(grants[0].0, heads[0].0, "{messages:?}");
 }
 
+/// A thread that locks `mutex`, sends when it got it, and unlocks.
+fn spawn_timed_waiter(
+    mutex: fairlock::FairMutex,
+) -> (thread::JoinHandle<()>, mpsc::Receiver<Instant>) {
+    let (tx, rx) = mpsc::channel();
+    let waiter = thread::spawn(move || {
+        let guard = mutex.lock().unwrap();
+        tx.send(Instant::now()).unwrap();
+        guard.unlock().unwrap();
+    });
+    (waiter, rx)
+}
+
 #[test]
 fn a_waiter_whose_wake_message_was_lost_still_gets_the_lock_promptly() {
     let _serial = serial();
@@ -89,15 +102,7 @@ fn a_waiter_whose_wake_message_was_lost_still_gets_the_lock_promptly() {
     let holder = mutex.lock().unwrap();
     let waiter_client = builder().build().unwrap();
     let waiter_id = waiter_client.id().to_owned();
-    let (tx, rx) = mpsc::channel();
-    let waiter = {
-        let m = waiter_client.fair_mutex("lost");
-        thread::spawn(move || {
-            let guard = m.lock().unwrap();
-            tx.send(Instant::now()).unwrap();
-            guard.unlock().unwrap();
-        })
-    };
+    let (waiter, rx) = spawn_timed_waiter(waiter_client.fair_mutex("lost"));
     assert!(wait_until(Duration::from_secs(5), || mutex
         .queue_len()
         .unwrap()
@@ -125,15 +130,7 @@ fn a_waiter_whose_wake_message_was_lost_still_gets_the_lock_promptly() {
 
     // The subscriber came back: the next handoff is pushed again.
     let holder = mutex.lock().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let waiter = {
-        let m = waiter_client.fair_mutex("lost");
-        thread::spawn(move || {
-            let guard = m.lock().unwrap();
-            tx.send(Instant::now()).unwrap();
-            drop(guard);
-        })
-    };
+    let (waiter, rx) = spawn_timed_waiter(waiter_client.fair_mutex("lost"));
     assert!(wait_until(Duration::from_secs(5), || mutex
         .queue_len()
         .unwrap()

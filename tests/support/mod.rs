@@ -382,15 +382,25 @@ impl Drop for TlsFiles {
     }
 }
 
-/// `connected_clients` from `INFO clients`.
-pub fn connected_clients(conn: &mut redis::Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
+/// One numeric field of `INFO <section>`.
+pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg(section).query(conn).unwrap();
     info.lines()
-        .find_map(|l| l.strip_prefix("connected_clients:"))
-        .unwrap()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
         .trim()
         .parse()
         .unwrap()
+}
+
+/// `connected_clients` from `INFO clients`.
+pub fn connected_clients(conn: &mut redis::Connection) -> i64 {
+    info_field(conn, "clients", "connected_clients")
+}
+
+/// Threads of this process, from /proc.
+pub fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
 }
 
 /// Every key under `pattern` that has no TTL.
