@@ -783,20 +783,6 @@ fn f5_a_redis_restart_that_loses_the_data_returns_every_call_and_keeps_tokens_in
     assert_clean(&server, &mutex);
 }
 
-fn pubsub_clients(conn: &mut redis::Connection) -> usize {
-    let clients: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
-    clients.lines().filter(|l| l.contains(" sub=1 ")).count()
-}
-
-fn kill_subscribers(conn: &mut redis::Connection) -> i64 {
-    redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query(conn)
-        .unwrap()
-}
-
 #[test]
 fn f6_killed_subscriptions_delay_no_waiter_past_1s_and_reconnect() {
     let _serial = serial();

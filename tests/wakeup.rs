@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::{join_within, ms, serial, wait_until, RedisServer};
+use support::{join_within, kill_subscribers, ms, pubsub_clients, serial, wait_until, RedisServer};
 
 #[test]
 fn a_release_publishes_to_the_next_waiter_only() {
@@ -111,12 +111,7 @@ fn a_waiter_whose_wake_message_was_lost_still_gets_the_lock_promptly() {
     // Cut the waiter's subscription, then release while it is down: the
     // handoff message goes nowhere.
     let mut conn = server.conn();
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query(&mut conn)
-        .unwrap();
+    let killed = kill_subscribers(&mut conn);
     assert!(killed >= 2, "both clients' subscribers were connected");
     let released = Instant::now();
     holder.unlock().unwrap();
@@ -135,10 +130,7 @@ fn a_waiter_whose_wake_message_was_lost_still_gets_the_lock_promptly() {
         .queue_len()
         .unwrap()
         == 1));
-    let subscribed = wait_until(Duration::from_secs(5), || {
-        let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
-        clients.lines().filter(|l| l.contains("sub=1")).count() >= 2
-    });
+    let subscribed = wait_until(Duration::from_secs(5), || pubsub_clients(&mut conn) >= 2);
     assert!(subscribed, "subscribers reconnected");
     let released = Instant::now();
     holder.unlock().unwrap();

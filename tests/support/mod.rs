@@ -774,3 +774,19 @@ impl Drop for LockThread {
         }
     }
 }
+
+/// Connections subscribed to at least one channel (`CLIENT LIST`).
+pub fn pubsub_clients(conn: &mut redis::Connection) -> usize {
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
+    clients.lines().filter(|l| l.contains(" sub=1 ")).count()
+}
+
+/// Cuts every subscribed connection (`CLIENT KILL TYPE pubsub`); returns how many.
+pub fn kill_subscribers(conn: &mut redis::Connection) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(conn)
+        .unwrap()
+}
