@@ -145,15 +145,9 @@ impl Client {
         // The subscription must be live before any waiter can queue, or the
         // first handoff message could be missed.
         let (ready_tx, ready_rx) = mpsc::channel();
-        let subscriber = {
-            let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("fairlock-subscriber".into())
-                .spawn(move || subscriber::run(&shared, ready_tx))
-                .map_err(|err| {
-                    Error::with_source(ErrorKind::Server, "cannot start a thread", err)
-                })?
-        };
+        let subscriber = spawn_named("fairlock-subscriber", &shared, move |shared| {
+            subscriber::run(shared, ready_tx)
+        })?;
         let inner = ClientInner {
             shared: Arc::clone(&shared),
             threads: Mutex::new(vec![subscriber]),
@@ -167,20 +161,25 @@ impl Client {
                 ))
             });
         ready?; // on error, dropping `inner` stops and joins the subscriber
-        let watchdog = {
-            let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("fairlock-watchdog".into())
-                .spawn(move || watchdog::run(&shared))
-                .map_err(|err| {
-                    Error::with_source(ErrorKind::Server, "cannot start a thread", err)
-                })?
-        };
+        let watchdog = spawn_named("fairlock-watchdog", &shared, watchdog::run)?;
         inner.threads.lock().push(watchdog);
         Ok(Client {
             inner: Arc::new(inner),
         })
     }
+}
+
+/// Starts a named background thread that holds only the shared state.
+fn spawn_named(
+    name: &str,
+    shared: &Arc<Shared>,
+    body: impl FnOnce(&Shared) + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || body(&shared))
+        .map_err(|err| Error::with_source(ErrorKind::Server, "cannot start a thread", err))
 }
 
 /// The `redis::Client` of the URL; the pool and the subscriber both connect
