@@ -10,7 +10,9 @@
 --               "first" first attempt of a waiting call: re-enter or queue;
 --               "poll"  later attempt of a queued call: owning the lock
 --                       means it was handed over, not re-entered
--- ARGV[7] wait id: this call's id inside its client, echoed in wake messages
+-- ARGV[7] wait id: this call's id inside its client, echoed in wake
+--         messages and kept as the lock's 'call' field, so that a call
+--         delivered twice (a retry after a lost reply) takes or re-enters once
 -- Returns {1, token, lock pttl ms} when the caller holds the lock, or
 --         {0, lock pttl ms, queue position} when it does not
 --         (position -1 for "try": not queued).
@@ -19,14 +21,16 @@
 local owner, lease, fixed = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local waiter_timeout, mode, wait_id = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 
-local holder = redis.call('HGET', LOCK, 'owner')
+local lock = redis.call('HMGET', LOCK, 'owner', 'call')
+local holder = lock[1]
 if holder == owner then
   if mode == 'poll' then
     if fixed == '0' then
       extend_lease(lease)
     end
-  else
+  elseif lock[2] ~= wait_id then
     redis.call('HINCRBY', LOCK, 'count', 1)
+    redis.call('HSET', LOCK, 'call', wait_id)
     extend_lease(lease)
   end
   return { 1, tonumber(redis.call('HGET', LOCK, 'token')), redis.call('PTTL', LOCK) }
@@ -39,7 +43,7 @@ if not holder then
     if head == owner then
       forget(owner)
     end
-    local token = take(owner, lease, now_us)
+    local token = take(owner, lease, now_us, wait_id)
     if head == owner then
       tell_head(now_ms, lease)
     end

@@ -99,10 +99,12 @@ local function tell_head(now_ms, pttl)
 end
 
 -- Takes the free lock for `owner` with a lease of `ttl` ms; returns the token.
+-- `call` is the wait id of the acquire call it answers (see acquire.lua).
 -- Overwrites every field, so a released hold needs no DEL before a handoff.
-local function take(owner, ttl, now_us)
+local function take(owner, ttl, now_us, call)
   local token = next_token(now_us)
-  redis.call('HSET', LOCK, 'owner', owner, 'count', 1, 'token', fmt(token))
+  redis.call('HSET', LOCK, 'owner', owner, 'count', 1, 'token', fmt(token),
+    'call', call, 'freed', '')
   redis.call('PEXPIRE', LOCK, ttl)
   return token
 end
@@ -129,7 +131,7 @@ local function hand_over(now_us, now_ms)
       if fixed == '0' then
         ttl = math.max(1, math.min(ttl, deadline - now_ms))
       end
-      local token = take(head, ttl, now_us)
+      local token = take(head, ttl, now_us, wait_id)
       wake(head, 'G ' .. wait_id .. ' ' .. fmt(token) .. ' ' .. fmt(ttl))
       tell_head(now_ms, ttl)
       return head

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::backend::{Backend, Conn};
 use crate::config::{ClientBuilder, Config};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holds::Holds;
@@ -49,8 +50,7 @@ pub(crate) struct ClientInner {
 /// only this, never a [`ClientInner`], so they never keep the client alive.
 pub(crate) struct Shared {
     pub(crate) config: Config,
-    pub(crate) redis: redis::Client,
-    pub(crate) pool: r2d2::Pool<redis::Client>,
+    pub(crate) backend: Backend,
     pub(crate) scripts: Scripts,
     /// Random id of this client; owner ids are `<client id>:<thread number>`.
     pub(crate) client_id: String,
@@ -63,20 +63,6 @@ pub(crate) struct Shared {
     stop_signal: Condvar,
 }
 
-/// Sets the per-call timeouts on every pooled connection.
-#[derive(Debug)]
-struct CommandTimeouts(Duration);
-
-impl r2d2::CustomizeConnection<redis::Connection, redis::RedisError> for CommandTimeouts {
-    fn on_acquire(
-        &self,
-        conn: &mut redis::Connection,
-    ) -> std::result::Result<(), redis::RedisError> {
-        conn.set_read_timeout(Some(self.0))?;
-        conn.set_write_timeout(Some(self.0))
-    }
-}
-
 impl Client {
     /// Connects with every setting at its default.
     ///
@@ -86,10 +72,42 @@ impl Client {
         Client::builder(url).build()
     }
 
-    /// Starts a builder for a client of the Redis server at `url`
-    /// (`redis://[user:password@]host:port[/db]`).
+    /// Starts a builder for a client of Redis at `url`:
+    /// - `redis://[user:password@]host:port[/db]` for one server;
+    /// - `redis+cluster://[user:password@]host:port,host:port,...` for Redis
+    ///   Cluster (any reachable nodes as seeds; the rest are discovered);
+    /// - `redis+sentinel://host:port,host:port,.../master-name[/db]` for the
+    ///   master a set of Sentinels names, followed across failovers
+    ///   (`user:password@` before the first host is for the master).
+    ///
+    /// `rediss` instead of `redis` in any of them means TLS (feature `tls`).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let sharded = fairlock::Client::open("redis+cluster://10.0.0.1:6379,10.0.0.2:6379")?;
+    /// let failover = fairlock::Client::open("redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/locks")?;
+    /// # Ok(()) }
+    /// ```
     pub fn builder(url: &str) -> ClientBuilder {
         ClientBuilder::new(url)
+    }
+
+    /// Starts a builder for a Redis Cluster client from seed node URLs, as
+    /// `redis::cluster::ClusterClient::new` takes them
+    /// (`redis://[user:password@]host:port` each).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::cluster_builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"])
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster_builder<I, S>(nodes: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        ClientBuilder::cluster(nodes.into_iter().map(|n| n.as_ref().to_owned()).collect())
     }
 
     /// A handle to the lock called `name`. No I/O happens here; an invalid
@@ -105,33 +123,15 @@ impl Client {
     }
 
     pub(crate) fn start(config: Config) -> Result<Client> {
-        let redis = open_redis(&config)?;
-        let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
-            .num_threads(1)
-            .thread_name_pattern("fairlock-pool")
-            // Exit with the pool instead of lingering until the next reaper run.
-            .on_drop_behavior(scheduled_thread_pool::OnPoolDropBehavior::DiscardPendingScheduled)
-            .build();
-        let pool = r2d2::Pool::builder()
-            .max_size(config.pool_size)
-            .min_idle(Some(1))
-            // A PING per checkout would double the round trips of every call;
-            // broken connections are caught by has_broken and by the error path.
-            .test_on_check_out(false)
-            .connection_timeout(config.connect_timeout)
-            .thread_pool(Arc::new(maintenance))
-            .connection_customizer(Box::new(CommandTimeouts(config.command_timeout)))
-            .build(redis.clone())?;
-
+        let backend = Backend::open(&config)?;
         let scripts = Scripts::new();
-        scripts.load_all(&mut *pool.get()?)?;
+        scripts.load_all(backend.get()?.get())?;
 
         let client_id = uuid::Uuid::new_v4().simple().to_string();
         let wake_prefix = format!("{}:wake:", config.key_prefix);
         let shared = Arc::new(Shared {
             config,
-            redis,
-            pool,
+            backend,
             scripts,
             client_id,
             wake_prefix,
@@ -182,30 +182,6 @@ fn spawn_named(
         .map_err(|err| Error::with_source(ErrorKind::Server, "cannot start a thread", err))
 }
 
-/// The `redis::Client` of the URL; the pool and the subscriber both connect
-/// through it, so a TLS root given to the builder covers both.
-fn open_redis(config: &Config) -> Result<redis::Client> {
-    let invalid = |err| Error::with_source(ErrorKind::InvalidConfig, "invalid redis url", err);
-    #[cfg(feature = "tls")]
-    if let Some(root) = &config.tls_root_cert {
-        if !root
-            .windows(27)
-            .any(|w| w == b"-----BEGIN CERTIFICATE-----")
-        {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
-                "tls_root_cert_pem holds no PEM certificate",
-            ));
-        }
-        let certificates = redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(root.clone()),
-        };
-        return redis::Client::build_with_tls(config.url.as_str(), certificates).map_err(invalid);
-    }
-    redis::Client::open(config.url.as_str()).map_err(invalid)
-}
-
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
@@ -248,24 +224,74 @@ impl Shared {
         self.next_wait_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) fn connection(&self) -> Result<r2d2::PooledConnection<redis::Client>> {
-        Ok(self.pool.get()?)
+    pub(crate) fn connection(&self) -> Result<Conn> {
+        self.backend.get()
     }
 
-    /// Runs one lock script on a pooled connection: one round trip.
+    /// Runs `call` on a pooled connection. A connection the server closed
+    /// while it sat in the pool (restart, failover) fails at once with a
+    /// dropped-connection error and leaves the pool; the call then goes out
+    /// again on another one, at most once per pooled connection plus one.
+    /// The scripts make a call delivered twice count once (call ids).
+    pub(crate) fn with_connection<T>(
+        &self,
+        mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
+    ) -> Result<T> {
+        let mut attempts = self.config.pool_size + 1;
+        loop {
+            let mut conn = self.connection()?;
+            let result = call(conn.get());
+            conn.note(&result);
+            attempts -= 1;
+            match result {
+                Err(err) if attempts > 0 && err.is_dropped_connection() => {
+                    log::debug!("fairlock: retrying on another connection: {err}");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs one read-only lock script on a pooled connection: one round trip.
     pub(crate) fn run_script(
         &self,
         script: &LuaScript,
         keys: &LockKeys,
         args: &[&[u8]],
     ) -> Result<redis::Value> {
-        scripts::run(
-            script,
-            &mut *self.connection()?,
-            keys,
-            &self.wake_prefix,
-            args,
-        )
+        self.with_connection(|conn| scripts::run(script, conn, keys, &self.wake_prefix, args))
+    }
+
+    /// Runs one lock script that writes, still in one round trip: with
+    /// [`sync_replicas`](ClientBuilder::sync_replicas) set, a `WAIT` rides
+    /// in the same pipeline and a shortfall comes back in [`Written`].
+    pub(crate) fn run_write(
+        &self,
+        script: &LuaScript,
+        keys: &LockKeys,
+        args: &[&[u8]],
+    ) -> Result<Written> {
+        let Some(sync) = self.config.sync_replicas else {
+            return Ok(Written {
+                reply: self.run_script(script, keys, args)?,
+                shortfall: None,
+            });
+        };
+        let (reply, acknowledged) = self.with_connection(|conn| {
+            scripts::run_and_wait(
+                &self.scripts,
+                script,
+                conn,
+                keys,
+                &self.wake_prefix,
+                args,
+                sync,
+            )
+        })?;
+        Ok(Written {
+            reply,
+            shortfall: replication_shortfall(sync, acknowledged),
+        })
     }
 
     pub(crate) fn is_stopping(&self) -> bool {
@@ -286,11 +312,36 @@ impl Shared {
         self.stop_signal.notify_all();
         // Wakes the subscriber out of its blocking read at once; if Redis is
         // gone, its read timeout gets it out instead.
-        if let Ok(mut conn) = self.pool.get_timeout(Duration::from_millis(200)) {
+        if let Some(mut conn) = self.backend.get_timeout(Duration::from_millis(200)) {
             let _: redis::RedisResult<i64> = redis::cmd("PUBLISH")
                 .arg(self.wake_channel())
                 .arg("S")
-                .query(&mut *conn);
+                .query(conn.get());
         }
     }
+}
+
+/// The reply of a writing script and, with `sync_replicas`, whether enough
+/// replicas acknowledged it.
+pub(crate) struct Written {
+    pub(crate) reply: redis::Value,
+    /// `Some` ([`ErrorKind::NotReplicated`]) when fewer replicas than asked
+    /// acknowledged the write in time.
+    pub(crate) shortfall: Option<Error>,
+}
+
+/// The [`ErrorKind::NotReplicated`] error when `acknowledged` falls short.
+pub(crate) fn replication_shortfall(
+    sync: crate::config::SyncReplicas,
+    acknowledged: i64,
+) -> Option<Error> {
+    (acknowledged < i64::from(sync.replicas)).then(|| {
+        Error::new(
+            ErrorKind::NotReplicated,
+            format!(
+                "{acknowledged} of the {} replicas asked for acknowledged the write within {:?}",
+                sync.replicas, sync.timeout
+            ),
+        )
+    })
 }

@@ -9,6 +9,8 @@ use crate::error::{Error, ErrorKind, Result};
 #[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) url: String,
+    /// Seed node URLs given to [`Client::cluster_builder`] (then `url` is empty).
+    pub(crate) cluster_nodes: Option<Vec<String>>,
     pub(crate) lease: Duration,
     pub(crate) waiter_timeout: Duration,
     pub(crate) pool_size: u32,
@@ -19,12 +21,22 @@ pub(crate) struct Config {
     /// `None` means the system's roots.
     #[cfg(feature = "tls")]
     pub(crate) tls_root_cert: Option<Vec<u8>>,
+    /// Replicas that must acknowledge every lock write (`WAIT`), if any.
+    pub(crate) sync_replicas: Option<SyncReplicas>,
+}
+
+/// How many replicas must acknowledge each write, and for how long to wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SyncReplicas {
+    pub(crate) replicas: u32,
+    pub(crate) timeout: Duration,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             url: String::new(),
+            cluster_nodes: None,
             lease: Duration::from_secs(30),
             waiter_timeout: Duration::from_secs(10),
             pool_size: 16,
@@ -33,6 +45,7 @@ impl Default for Config {
             command_timeout: Duration::from_secs(5),
             #[cfg(feature = "tls")]
             tls_root_cert: None,
+            sync_replicas: None,
         }
     }
 }
@@ -41,12 +54,20 @@ impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("url", &redact_password(&self.url))
+            .field(
+                "cluster_nodes",
+                &self
+                    .cluster_nodes
+                    .as_ref()
+                    .map(|nodes| nodes.iter().map(|n| redact_password(n)).collect::<Vec<_>>()),
+            )
             .field("lease", &self.lease)
             .field("waiter_timeout", &self.waiter_timeout)
             .field("pool_size", &self.pool_size)
             .field("key_prefix", &self.key_prefix)
             .field("connect_timeout", &self.connect_timeout)
             .field("command_timeout", &self.command_timeout)
+            .field("sync_replicas", &self.sync_replicas)
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +100,13 @@ impl Config {
         self.lease.min(self.waiter_timeout) / 3
     }
 
+    /// How long a waiting call keeps retrying while Redis is unreachable
+    /// (a restart, a failover) before it reports [`ErrorKind::Connection`]:
+    /// by then its queue entry has lapsed anyway.
+    pub(crate) fn outage_patience(&self) -> Duration {
+        self.waiter_timeout + self.connect_timeout
+    }
+
     fn validate(&self) -> Result<()> {
         let invalid = |message: String| Err(Error::new(ErrorKind::InvalidConfig, message));
         for (what, value) in [
@@ -105,6 +133,19 @@ impl Config {
                 return invalid(format!("{what} must be greater than zero"));
             }
         }
+        if let Some(sync) = self.sync_replicas {
+            if sync.replicas == 0 {
+                return invalid("sync_replicas needs at least 1 replica".to_owned());
+            }
+            if sync.timeout.is_zero() || sync.timeout >= self.command_timeout {
+                return invalid(format!(
+                    "sync_replicas timeout must be above zero and below command_timeout \
+                     ({:?}), got {:?}",
+                    self.command_timeout, sync.timeout
+                ));
+            }
+        }
+        crate::topology::Topology::of(self)?;
         let prefix = &self.key_prefix;
         if prefix.is_empty() || prefix.len() > 256 {
             return invalid("key_prefix must be 1 to 256 bytes long".to_owned());
@@ -142,6 +183,15 @@ impl ClientBuilder {
         ClientBuilder {
             config: Config {
                 url: url.to_owned(),
+                ..Config::default()
+            },
+        }
+    }
+
+    pub(crate) fn cluster(nodes: Vec<String>) -> Self {
+        ClientBuilder {
+            config: Config {
+                cluster_nodes: Some(nodes),
                 ..Config::default()
             },
         }
@@ -198,6 +248,23 @@ impl ClientBuilder {
     #[cfg(feature = "tls")]
     pub fn tls_root_cert_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.config.tls_root_cert = Some(pem.into());
+        self
+    }
+
+    /// Makes every lock write (acquire, renew, release, cancel, force
+    /// unlock) wait until at least `replicas` replicas of the master that
+    /// ran it acknowledged it (Redis `WAIT`, in the same round trip), for at
+    /// most `timeout`. A shortfall is a failure: an acquisition is rolled
+    /// back and reported as [`ErrorKind::NotReplicated`], a renewal does not
+    /// count, a release reports it. So a failover right after `lock()`
+    /// returned cannot promote a replica that never saw the acquisition.
+    ///
+    /// This is not consensus: a write acknowledged by a replica can still be
+    /// lost if that replica is not the one promoted, and Redis replication
+    /// stays asynchronous for everything else. `timeout` must be below the
+    /// command timeout. Off by default.
+    pub fn sync_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.config.sync_replicas = Some(SyncReplicas { replicas, timeout });
         self
     }
 
@@ -259,6 +326,10 @@ mod tests {
             rejected(b().key_prefix("a{b")),
             rejected(b().connect_timeout(Duration::ZERO)),
             rejected(b().command_timeout(Duration::ZERO)),
+            rejected(b().sync_replicas(0, Duration::from_millis(100))),
+            rejected(b().sync_replicas(1, Duration::ZERO)),
+            rejected(b().sync_replicas(1, Duration::from_secs(5))),
+            rejected(ClientBuilder::new("redis+cluster://a")),
         ] {
             assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
         }

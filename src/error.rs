@@ -18,6 +18,10 @@ pub enum ErrorKind {
     LeaseLost,
     /// A key where this lock keeps its state holds someone else's data; it was left untouched.
     KeyConflict,
+    /// Fewer replicas than [`ClientBuilder::sync_replicas`](crate::ClientBuilder::sync_replicas)
+    /// asks for acknowledged a lock write in time. An acquisition is rolled
+    /// back before this is reported; a release did happen on the master.
+    NotReplicated,
     /// Redis answered with an error or a reply fairlock does not understand
     /// (for example, an ACL that forbids a needed command).
     Server,
@@ -78,6 +82,15 @@ impl Error {
             || source.is::<r2d2::Error>()
     }
 
+    /// True when the connection was found closed by the server (reset,
+    /// broken pipe, end of stream): the call may go out on another one.
+    pub(crate) fn is_dropped_connection(&self) -> bool {
+        self.source
+            .as_deref()
+            .and_then(|source| source.downcast_ref::<redis::RedisError>())
+            .is_some_and(redis::RedisError::is_connection_dropped)
+    }
+
     /// True when a guard's hold was lost before it was released.
     pub fn is_lease_lost(&self) -> bool {
         self.kind == ErrorKind::LeaseLost
@@ -127,7 +140,16 @@ impl From<redis::RedisError> for Error {
             || err.is_connection_refusal()
             || matches!(
                 err.kind(),
-                K::Server(S::BusyLoading | S::TryAgain | S::ClusterDown | S::MasterDown)
+                K::Server(
+                    S::BusyLoading
+                        | S::TryAgain
+                        | S::ClusterDown
+                        | S::MasterDown
+                        | S::ReadOnly
+                        | S::Moved
+                        | S::Ask
+                ) | K::ClusterConnectionNotFound
+                    | K::MasterNameNotFoundBySentinel
             );
         if unavailable {
             let message = if err.is_timeout() {

@@ -68,7 +68,11 @@ impl FairMutexGuard {
     /// [`ErrorKind::LeaseLost`] when the lock was no longer this hold's
     /// (nothing was changed: another holder's lock is never touched);
     /// [`ErrorKind::Connection`] when Redis could not be reached (the lock
-    /// then frees when its lease runs out).
+    /// then frees when its lease runs out); with
+    /// [`sync_replicas`](crate::ClientBuilder::sync_replicas),
+    /// [`ErrorKind::NotReplicated`] when the release happened on the master
+    /// but too few replicas acknowledged it (after a failover the lock may
+    /// then stay taken until this hold's lease runs out).
     pub fn unlock(mut self) -> Result<()> {
         self.release()
     }
@@ -82,13 +86,18 @@ impl FairMutexGuard {
             shared.holds.unregister(&self.hold);
         }
         let token = self.hold.token.to_string();
-        let reply = shared.run_script(
+        let call = self.hold.call.to_string();
+        let written = shared.run_write(
             &shared.scripts.release,
             &self.hold.keys,
-            &[self.hold.owner.as_bytes(), token.as_bytes()],
+            &[
+                self.hold.owner.as_bytes(),
+                token.as_bytes(),
+                call.as_bytes(),
+            ],
         )?;
-        match reply {
-            redis::Value::Int(left) if left >= 0 => Ok(()),
+        match written.reply {
+            redis::Value::Int(left) if left >= 0 => written.shortfall.map_or(Ok(()), Err),
             redis::Value::Int(_) => {
                 self.hold.mark_lost();
                 Err(Error::new(

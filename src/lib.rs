@@ -27,6 +27,11 @@
 //!   larger than all before it. A lease-based lock cannot stop a paused
 //!   process from acting after its lease ran out; the protected resource
 //!   must check the token for that.
+//! - Scale-out is Redis's own: the same client runs on Redis Cluster
+//!   (`redis+cluster://...`, locks spread over the masters by name) and on
+//!   a Sentinel-managed master (`redis+sentinel://.../master`, followed across
+//!   failovers); [`ClientBuilder::sync_replicas`] makes each lock write wait
+//!   for replica acknowledgements.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -45,6 +50,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod backend;
 mod cancel;
 mod client;
 mod config;
@@ -56,6 +62,7 @@ mod mutex;
 mod scripts;
 mod status;
 mod subscriber;
+mod topology;
 mod waiters;
 mod watchdog;
 

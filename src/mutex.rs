@@ -49,8 +49,30 @@ enum Patience {
     Forever,
 }
 
+/// Consecutive connection failures of one waiting call.
+#[derive(Default)]
+struct Outage {
+    since: Option<Instant>,
+    failures: u32,
+}
+
+impl Outage {
+    /// When to try again after one more failure, or `None` once the outage
+    /// has lasted `patience`. Backs off from 50 ms to 1 s.
+    fn retry_at(&mut self, patience: Duration) -> Option<Instant> {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        if now.duration_since(since) >= patience {
+            return None;
+        }
+        let backoff = Duration::from_millis(50 << self.failures.min(5)).min(Duration::from_secs(1));
+        self.failures += 1;
+        Some(now + backoff)
+    }
+}
+
 /// What one acquire attempt asks of the script.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Try,
     First,
@@ -261,7 +283,11 @@ impl FairMutex {
     /// As [`is_locked`](Self::is_locked).
     pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
         let shared = self.shared();
-        match shared.run_script(&shared.scripts.force_release, self.keys()?, &[])? {
+        let written = shared.run_write(&shared.scripts.force_release, self.keys()?, &[])?;
+        if let Some(shortfall) = written.shortfall {
+            return Err(shortfall);
+        }
+        match written.reply {
             Value::Nil => Ok(None),
             other => {
                 let owner: String = redis::from_redis_value(other.clone())
@@ -354,15 +380,26 @@ impl FairMutex {
             _ => None,
         };
         let mut mode = Mode::First;
+        let mut outage = Outage::default();
         loop {
             match self.attempt(waiter, mode, lease, fixed) {
                 Ok(Some(guard)) => return Ok(Some(guard)),
-                Ok(None) => {}
+                Ok(None) => outage = Outage::default(),
                 Err(err) if err.is_connection() => {
-                    // Redis is unreachable or stalled: a cleanup call would
-                    // only wait out the same timeout again. Without this
-                    // client's heartbeat the entry lapses within waiter_timeout.
-                    return Err(err);
+                    // Redis is unreachable or stalled. A first attempt says
+                    // so at once; a queued call rides out a restart or a
+                    // failover for a while, as its place (or a new one) is
+                    // still there when Redis is back. A cleanup call would
+                    // only wait out the same timeout: without this client's
+                    // heartbeat the entry lapses within waiter_timeout.
+                    let patience = self.shared().config.outage_patience();
+                    match outage.retry_at(patience) {
+                        Some(at) if mode == Mode::Poll => {
+                            log::debug!("fairlock: waiting through an outage: {err}");
+                            waiter.poll_by(at);
+                        }
+                        _ => return Err(err),
+                    }
                 }
                 Err(err) => {
                     // Leave nothing behind (Redis answered, with an error).
@@ -375,6 +412,7 @@ impl FairMutex {
             mode = Mode::Poll;
             match waiter.sleep(deadline) {
                 Wake::Granted(grant) => {
+                    self.confirm_handoff(waiter, grant.token, lease, fixed)?;
                     return Ok(Some(self.guard(waiter, grant.token, grant.expires_at)));
                 }
                 Wake::Poll => {}
@@ -442,14 +480,87 @@ impl FairMutex {
         ];
         args.extend_from_slice(extra);
         let sent = Instant::now();
-        let reply = shared.run_script(script, &waiter.keys, &args)?;
-        Ok(match AcquireReply::parse(reply)? {
+        let written = shared.run_write(script, &waiter.keys, &args)?;
+        Ok(match AcquireReply::parse(written.reply)? {
             AcquireReply::Acquired { token, pttl_ms } => {
+                if let Some(shortfall) = written.shortfall {
+                    self.roll_back(waiter, token);
+                    return Err(shortfall);
+                }
                 let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
                 Outcome::Acquired(self.guard(waiter, token, sent + lease_left))
             }
+            // A queue entry too few replicas saw costs at most its place
+            // after a failover; the wait goes on.
             AcquireReply::Waiting { pttl_ms, position } => Outcome::Waiting { pttl_ms, position },
         })
+    }
+
+    /// With `sync_replicas`, makes sure enough replicas saw the handoff that
+    /// granted `token` before the waiter returns: one renewal (a write,
+    /// which leaves a fixed lease as it is) and a `WAIT`, in one round trip.
+    /// On a shortfall the lock is given back.
+    fn confirm_handoff(
+        &self,
+        waiter: &Waiter,
+        token: u64,
+        lease: Duration,
+        fixed: bool,
+    ) -> Result<()> {
+        let shared = self.shared();
+        if shared.config.sync_replicas.is_none() {
+            return Ok(());
+        }
+        let token_arg = token.to_string();
+        let lease_ms = if fixed {
+            "0".to_owned()
+        } else {
+            lease.as_millis().to_string()
+        };
+        let written = shared.run_write(
+            &shared.scripts.renew,
+            &waiter.keys,
+            &[
+                waiter.owner.as_bytes(),
+                token_arg.as_bytes(),
+                lease_ms.as_bytes(),
+            ],
+        )?;
+        match written.reply {
+            Value::Int(1) => {}
+            Value::Int(_) => {
+                return Err(Error::new(
+                    ErrorKind::LeaseLost,
+                    format!(
+                        "lock {:?} was handed over but lost before it was confirmed",
+                        self.name
+                    ),
+                ))
+            }
+            other => return Err(scripts::unexpected(&other)),
+        }
+        match written.shortfall {
+            None => Ok(()),
+            Some(shortfall) => {
+                self.roll_back(waiter, token);
+                Err(shortfall)
+            }
+        }
+    }
+
+    /// Gives back a hold that is not to be used (best effort: if this fails
+    /// too, the lease runs out).
+    fn roll_back(&self, waiter: &Waiter, token: u64) {
+        let shared = self.shared();
+        let token = token.to_string();
+        let call = waiter.id.to_string();
+        if let Err(err) = shared.run_script(
+            &shared.scripts.release,
+            &waiter.keys,
+            &[waiter.owner.as_bytes(), token.as_bytes(), call.as_bytes()],
+        ) {
+            log::warn!("fairlock: rolling back an unreplicated acquisition failed: {err}");
+        }
     }
 
     fn guard(&self, waiter: &Waiter, token: u64, expires_at: Instant) -> FairMutexGuard {
@@ -457,6 +568,7 @@ impl FairMutex {
             Arc::clone(&waiter.keys),
             waiter.owner.clone(),
             token,
+            waiter.id,
             expires_at,
         );
         let hold = if self.renewed_by_watchdog() {

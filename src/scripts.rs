@@ -5,7 +5,9 @@
 //! that lost its script cache (restart, failover) gets it loaded again on
 //! the NOSCRIPT reply.
 
-use redis::{Connection, Script, Value};
+use redis::{ConnectionLike, Script, Value};
+
+use crate::config::SyncReplicas;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::keys::LockKeys;
@@ -64,10 +66,11 @@ impl Scripts {
         }
     }
 
-    /// Loads every script in one round trip, so that later calls hit the cache.
-    pub(crate) fn load_all(&self, conn: &mut Connection) -> Result<()> {
-        let mut pipe = redis::pipe();
-        for script in [
+    /// Loads every script so that later calls hit the cache: in one round
+    /// trip on one server; on a cluster connection one `SCRIPT LOAD` each,
+    /// which the cluster client sends to every node.
+    pub(crate) fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<()> {
+        let all = [
             &self.acquire,
             &self.release,
             &self.renew,
@@ -76,7 +79,18 @@ impl Scripts {
             &self.force_release,
             &self.inspect,
             &self.status,
-        ] {
+        ];
+        if !conn.supports_pipelining() {
+            for script in all {
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(script.source)
+                    .query::<()>(conn)?;
+            }
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for script in all {
             pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
         }
         pipe.query::<()>(conn)?;
@@ -96,7 +110,7 @@ pub(crate) fn evalsha(script: &LuaScript, keys: &[&str], args: &[&[u8]]) -> redi
 /// ARGV[1]; `args` follow it.
 pub(crate) fn run(
     script: &LuaScript,
-    conn: &mut Connection,
+    conn: &mut dyn ConnectionLike,
     keys: &LockKeys,
     wake_prefix: &str,
     args: &[&[u8]],
@@ -110,6 +124,77 @@ pub(crate) fn run(
         invocation.arg(*arg);
     }
     Ok(invocation.invoke(conn)?)
+}
+
+/// The `WAIT` that makes a write count only once `sync` replicas have it.
+pub(crate) fn wait_for_replicas(sync: SyncReplicas) -> redis::Cmd {
+    let mut cmd = redis::cmd("WAIT");
+    cmd.arg(sync.replicas).arg(sync.timeout.as_millis() as u64);
+    cmd
+}
+
+/// Sends `pipe` and returns its replies, loading the scripts and sending it
+/// once more if the server lost them (restart, failover, new node).
+/// A pipeline on a cluster connection goes to the node of its first
+/// command's slot: all of its commands must be for one slot.
+pub(crate) fn query_loading_scripts(
+    scripts: &Scripts,
+    pipe: &redis::Pipeline,
+    conn: &mut dyn ConnectionLike,
+) -> Result<Vec<Value>> {
+    let result = send_pipeline(pipe, conn);
+    let lost_scripts = match &result {
+        Ok(replies) => replies.iter().any(is_noscript),
+        Err(err) => err.code() == Some("NOSCRIPT"),
+    };
+    if !lost_scripts {
+        return Ok(result?);
+    }
+    scripts.load_all(conn)?;
+    Ok(send_pipeline(pipe, conn)?)
+}
+
+/// Sends a pipeline as one write and reads all its replies, errors
+/// included as values. Unlike `Pipeline::query` this also works on a
+/// cluster connection, which sends it whole to the node of the first
+/// command's slot (and turns an error reply into an `Err`, so that it can
+/// follow a `MOVED` or retry through a failover).
+fn send_pipeline(
+    pipe: &redis::Pipeline,
+    conn: &mut dyn ConnectionLike,
+) -> redis::RedisResult<Vec<Value>> {
+    conn.req_packed_commands(&pipe.get_packed_pipeline(), 0, pipe.len())
+}
+
+fn is_noscript(value: &Value) -> bool {
+    matches!(value, Value::ServerError(err) if err.code() == "NOSCRIPT")
+}
+
+/// Runs `script` for one lock and a `WAIT` for `sync` replicas in one round
+/// trip; returns the script's reply and how many replicas acknowledged it.
+pub(crate) fn run_and_wait(
+    scripts: &Scripts,
+    script: &LuaScript,
+    conn: &mut dyn ConnectionLike,
+    keys: &LockKeys,
+    wake_prefix: &str,
+    args: &[&[u8]],
+    sync: SyncReplicas,
+) -> Result<(Value, i64)> {
+    let mut all_args: Vec<&[u8]> = vec![wake_prefix.as_bytes()];
+    all_args.extend_from_slice(args);
+    let keys: Vec<&str> = keys.all.iter().map(String::as_str).collect();
+    let mut pipe = redis::pipe();
+    pipe.add_command(evalsha(script, &keys, &all_args));
+    pipe.add_command(wait_for_replicas(sync));
+    let replies = query_loading_scripts(scripts, &pipe, conn)?;
+    match <[Value; 2]>::try_from(replies) {
+        Ok([Value::ServerError(err), _]) => Err(redis::RedisError::from(err).into()),
+        Ok([reply, Value::Int(acknowledged)]) => Ok((reply, acknowledged)),
+        Ok([_, Value::ServerError(err)]) => Err(redis::RedisError::from(err).into()),
+        Ok(other) => Err(unexpected(&other)),
+        Err(other) => Err(unexpected(&other)),
+    }
 }
 
 /// What an acquire (or cancel) attempt came to.

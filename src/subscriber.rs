@@ -42,12 +42,7 @@ pub(crate) fn run(shared: &Shared, ready: Sender<Result<()>>) {
 /// Subscribes and dispatches messages until the client stops (Ok) or the
 /// connection fails (Err).
 fn listen(shared: &Shared, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
-    let config = &shared.config;
-    let mut conn = shared
-        .redis
-        .get_connection_with_timeout(config.connect_timeout)?;
-    conn.set_write_timeout(Some(config.command_timeout))?;
-    conn.set_read_timeout(Some(config.command_timeout))?;
+    let mut conn = shared.backend.subscriber_connection()?;
     let mut pubsub = conn.as_pubsub();
     pubsub.subscribe(shared.wake_channel())?;
     pubsub.set_read_timeout(Some(READ_TIMEOUT))?;

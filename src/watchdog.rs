@@ -1,20 +1,24 @@
 //! The `fairlock-watchdog` thread: every third of `min(lease, waiter_timeout)`
 //! it renews the leases of held locks and heartbeats this client's queued
-//! waiters, all in one pipelined round trip.
+//! waiters, all in one pipelined round trip (on a cluster, one per slot).
 //!
 //! The heartbeat is what keeps a live waiter in the queue however long the
 //! holder keeps the lock, and its reply is the fallback that wakes a waiter
 //! whose handoff message was lost.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use redis::Value;
+use redis::cluster_routing::Slot;
+use redis::{ConnectionLike, Value};
 
-use crate::client::Shared;
+use crate::client::{replication_shortfall, Shared};
 use crate::error::Result;
 use crate::holds::Hold;
-use crate::scripts::{evalsha, parse_heartbeat, WaiterStatus};
+use crate::scripts::{
+    evalsha, parse_heartbeat, query_loading_scripts, unexpected, wait_for_replicas, WaiterStatus,
+};
 use crate::waiters::{poll_time, Grant, Waiter};
 
 pub(crate) fn run(shared: &Shared) {
@@ -33,37 +37,61 @@ pub(crate) fn tick(shared: &Shared) -> Result<()> {
     if holds.is_empty() && groups.is_empty() {
         return Ok(());
     }
-    let sent = Instant::now();
-    let result = renew_all(shared, &holds, &groups);
-    // Without a confirmed renewal, a hold counts as lost once its last
-    // confirmed lease has run out (Hold::is_lost compares the time).
-    let replies = result?;
-    let (hold_replies, heartbeat_replies) = replies.split_at(holds.len());
-    let lease = shared.config.lease;
-    for (hold, reply) in holds.iter().zip(hold_replies) {
-        match reply {
-            Value::Int(1) => hold.renewed(sent, lease),
-            Value::Int(0) => hold.mark_lost(),
-            other => log::warn!("fairlock: renewal failed: {other:?}"),
+    let mut conn = shared.connection()?;
+    let mut first_error = None;
+    for batch in batches(conn.is_cluster(), holds, groups) {
+        let sent = Instant::now();
+        let result = renew_batch(shared, conn.get(), &batch);
+        conn.note(&result);
+        match result {
+            Ok(replies) => apply(shared, &batch, replies, sent),
+            // Without a confirmed renewal, a hold counts as lost once its
+            // last confirmed lease has run out (Hold::is_lost compares the time).
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
         }
     }
-    for (waiters, reply) in groups.iter().zip(heartbeat_replies) {
-        apply_heartbeat(waiters, reply.clone(), sent);
-    }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }
 
-fn renew_all(
-    shared: &Shared,
-    holds: &[Arc<Hold>],
-    groups: &[Vec<Arc<Waiter>>],
-) -> Result<Vec<Value>> {
+/// Renewals and heartbeats sent in one pipeline: all of them on one server,
+/// one slot's on a cluster (a pipeline goes to a single node).
+#[derive(Default)]
+struct Batch {
+    holds: Vec<Arc<Hold>>,
+    groups: Vec<Vec<Arc<Waiter>>>,
+}
+
+fn batches(per_slot: bool, holds: Vec<Arc<Hold>>, groups: Vec<Vec<Arc<Waiter>>>) -> Vec<Batch> {
+    if !per_slot {
+        return vec![Batch { holds, groups }];
+    }
+    let mut by_slot: HashMap<Slot, Batch> = HashMap::new();
+    for hold in holds {
+        let slot = Slot::for_key(hold.keys.lock());
+        by_slot.entry(slot).or_default().holds.push(hold);
+    }
+    for group in groups {
+        let slot = Slot::for_key(group[0].keys.lock());
+        by_slot.entry(slot).or_default().groups.push(group);
+    }
+    by_slot.into_values().collect()
+}
+
+/// The batch's replies: one per hold, one per waiter group, and with
+/// `sync_replicas` the count of replicas that acknowledged them last.
+struct Replies {
+    values: Vec<Value>,
+    replicated: bool,
+}
+
+fn renew_batch(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
     let lease_ms = shared.config.lease.as_millis().to_string();
     let waiter_timeout_ms = shared.config.waiter_timeout.as_millis().to_string();
     let prefix = shared.wake_prefix.as_bytes();
     let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    for hold in holds {
+    for hold in &batch.holds {
         let token = hold.token.to_string();
         pipe.add_command(evalsha(
             &shared.scripts.renew,
@@ -76,7 +104,7 @@ fn renew_all(
             ],
         ));
     }
-    for waiters in groups {
+    for waiters in &batch.groups {
         let leases: Vec<String> = waiters
             .iter()
             .map(|w| w.renew_lease_ms.to_string())
@@ -89,21 +117,46 @@ fn renew_all(
         let keys: Vec<&str> = waiters[0].keys.all.iter().map(String::as_str).collect();
         pipe.add_command(evalsha(&shared.scripts.heartbeat, &keys, &args));
     }
-    let mut conn = shared.connection()?;
-    let mut replies: Vec<Value> = pipe.query(&mut *conn)?;
-    if replies.iter().any(is_noscript) {
-        // The server lost its script cache (restart or failover): load and redo.
-        shared.scripts.load_all(&mut conn)?;
-        replies = pipe.query(&mut *conn)?;
+    let sync = shared.config.sync_replicas;
+    if let Some(sync) = sync {
+        pipe.add_command(wait_for_replicas(sync));
     }
-    if replies.len() != holds.len() + groups.len() {
-        return Err(crate::scripts::unexpected(&replies.len()));
+    let mut values = query_loading_scripts(&shared.scripts, &pipe, conn)?;
+    let replicated = match sync {
+        None => true,
+        Some(sync) => match values.pop() {
+            Some(Value::Int(acknowledged)) => {
+                let shortfall = replication_shortfall(sync, acknowledged);
+                if let Some(err) = &shortfall {
+                    log::warn!("fairlock: renewals not counted: {err}");
+                }
+                shortfall.is_none()
+            }
+            other => return Err(unexpected(&other)),
+        },
+    };
+    if values.len() != batch.holds.len() + batch.groups.len() {
+        return Err(unexpected(&values.len()));
     }
-    Ok(replies)
+    Ok(Replies { values, replicated })
 }
 
-fn is_noscript(value: &Value) -> bool {
-    matches!(value, Value::ServerError(err) if err.code() == "NOSCRIPT")
+fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
+    let (hold_replies, heartbeat_replies) = replies.values.split_at(batch.holds.len());
+    let lease = shared.config.lease;
+    for (hold, reply) in batch.holds.iter().zip(hold_replies) {
+        match reply {
+            // A renewal too few replicas saw does not extend the lease the
+            // guard counts on: a failover could bring back the old expiry.
+            Value::Int(1) if replies.replicated => hold.renewed(sent, lease),
+            Value::Int(1) => {}
+            Value::Int(0) => hold.mark_lost(),
+            other => log::warn!("fairlock: renewal failed: {other:?}"),
+        }
+    }
+    for (waiters, reply) in batch.groups.iter().zip(heartbeat_replies) {
+        apply_heartbeat(waiters, reply.clone(), sent);
+    }
 }
 
 fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: Value, sent: Instant) {

@@ -1,0 +1,195 @@
+//! Where a client's locks live, as read from its URL: one server, a Redis
+//! Cluster (several seed nodes), or the master a set of Sentinels names.
+//!
+//! URL forms (`rediss` instead of `redis` for TLS everywhere):
+//! - `redis://[user:password@]host:port[/db]` — one server;
+//! - `redis+cluster://[user:password@]host:port,host:port,...` — Redis
+//!   Cluster; the credentials apply to every node;
+//! - `redis+sentinel://host:port,host:port,.../master-name[/db]` — the master
+//!   the Sentinels name; credentials before the first host apply to the
+//!   master (and its successors), not to the Sentinels.
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// The parsed form of a client URL: every entry is a plain `redis://` or
+/// `rediss://` URL the `redis` crate understands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Topology {
+    Single(String),
+    Cluster(Vec<String>),
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+        /// `redis://[user:password@]/db`-style settings for the master
+        /// connection: scheme, credentials and database.
+        tls: bool,
+        username: Option<String>,
+        password: Option<String>,
+        db: i64,
+    },
+}
+
+impl Topology {
+    pub(crate) fn parse(url: &str) -> Result<Topology> {
+        let invalid = |why: &str| {
+            Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "invalid redis url {:?}: {why}",
+                    crate::config::redact_password(url)
+                ),
+            ))
+        };
+        // Anything but `<base>+<kind>://` is one server's URL, for the
+        // `redis` crate to accept or reject with its own reasons.
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Ok(Topology::Single(url.to_owned()));
+        };
+        let Some((base, kind)) = scheme.split_once('+') else {
+            return Ok(Topology::Single(url.to_owned()));
+        };
+        if base != "redis" && base != "rediss" {
+            return invalid("the scheme must start with redis or rediss");
+        }
+        let (userinfo, hosts_and_path) = match rest.rsplit_once('@') {
+            Some((userinfo, after)) => (Some(userinfo), after),
+            None => (None, rest),
+        };
+        let (hosts, path) = match hosts_and_path.split_once('/') {
+            Some((hosts, path)) => (hosts, Some(path)),
+            None => (hosts_and_path, None),
+        };
+        let hosts: Vec<&str> = hosts.split(',').map(str::trim).collect();
+        if hosts.iter().any(|h| h.is_empty() || !h.contains(':')) {
+            return invalid("every node must be written host:port, separated by commas");
+        }
+        let node_url = |host: &str, with_credentials: bool| match userinfo {
+            Some(userinfo) if with_credentials => format!("{base}://{userinfo}@{host}"),
+            _ => format!("{base}://{host}"),
+        };
+        match kind {
+            "cluster" => {
+                if path.is_some_and(|p| !p.is_empty() && p != "0") {
+                    return invalid("Redis Cluster has only database 0");
+                }
+                Ok(Topology::Cluster(
+                    hosts.iter().map(|h| node_url(h, true)).collect(),
+                ))
+            }
+            "sentinel" => {
+                let mut parts = path.unwrap_or("").split('/');
+                let master = parts.next().unwrap_or("");
+                if master.is_empty() {
+                    return invalid("a sentinel url ends with /<master name>");
+                }
+                let db = match parts.next() {
+                    None | Some("") => 0,
+                    Some(db) => match db.parse() {
+                        Ok(db) => db,
+                        Err(_) => return invalid("the database must be a number"),
+                    },
+                };
+                let (username, password) = match userinfo.map(|u| u.split_once(':')) {
+                    None => (None, None),
+                    Some(Some((user, password))) => (
+                        Some(user.to_owned()).filter(|u| !u.is_empty()),
+                        Some(password.to_owned()),
+                    ),
+                    Some(None) => (None, userinfo.map(str::to_owned)),
+                };
+                Ok(Topology::Sentinel {
+                    sentinels: hosts.iter().map(|h| node_url(h, false)).collect(),
+                    master: master.to_owned(),
+                    tls: base == "rediss",
+                    username,
+                    password,
+                    db,
+                })
+            }
+            _ => invalid("unknown scheme (expected redis+cluster or redis+sentinel)"),
+        }
+    }
+
+    /// The topology a client's settings name: its URL, or the seed nodes
+    /// given to [`Client::cluster_builder`](crate::Client::cluster_builder).
+    pub(crate) fn of(config: &crate::config::Config) -> Result<Topology> {
+        let Some(nodes) = &config.cluster_nodes else {
+            return Topology::parse(&config.url);
+        };
+        if nodes.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                "a cluster needs at least one seed node",
+            ));
+        }
+        for node in nodes {
+            if !matches!(Topology::parse(node)?, Topology::Single(_)) {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    format!(
+                        "cluster seed nodes are redis:// or rediss:// urls, got {:?}",
+                        crate::config::redact_password(node)
+                    ),
+                ));
+            }
+        }
+        Ok(Topology::Cluster(nodes.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_urls_stay_as_they_are() {
+        assert_eq!(
+            Topology::parse("redis://h:1/2").unwrap(),
+            Topology::Single("redis://h:1/2".to_owned())
+        );
+    }
+
+    #[test]
+    fn cluster_urls_list_every_seed_with_the_credentials() {
+        assert_eq!(
+            Topology::parse("rediss+cluster://u:p@a:1, b:2,c:3").unwrap(),
+            Topology::Cluster(vec![
+                "rediss://u:p@a:1".to_owned(),
+                "rediss://u:p@b:2".to_owned(),
+                "rediss://u:p@c:3".to_owned(),
+            ])
+        );
+    }
+
+    #[test]
+    fn sentinel_urls_name_the_master_and_keep_credentials_for_it() {
+        assert_eq!(
+            Topology::parse("redis+sentinel://:pw@a:1,b:2/orders/3").unwrap(),
+            Topology::Sentinel {
+                sentinels: vec!["redis://a:1".to_owned(), "redis://b:2".to_owned()],
+                master: "orders".to_owned(),
+                tls: false,
+                username: None,
+                password: Some("pw".to_owned()),
+                db: 3,
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_urls_are_invalid_config() {
+        for url in [
+            "redis+cluster://",
+            "redis+cluster://a:1,,b:2",
+            "redis+cluster://a:1/5",
+            "redis+sentinel://a:1",
+            "redis+sentinel://a:1/m/x",
+            "redis+shards://a:1",
+            "http+cluster://a:1",
+            "redis+cluster://host-without-port",
+        ] {
+            let err = Topology::parse(url).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}: {err}");
+        }
+    }
+}

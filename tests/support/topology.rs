@@ -1,0 +1,884 @@
+//! Multi-node topologies for tests: a Redis Cluster of three masters with one
+//! replica each ([`RedisCluster`]), and a master with one replica watched by
+//! three Sentinels ([`SentinelSet`]). Every process is a child of the test,
+//! SIGKILLed and reaped on drop (also when the test panics, when the logs are
+//! printed). Only plain single-node connections of the `redis` crate are used
+//! here, never its cluster or sentinel clients.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{free_port, RedisServer};
+
+/// How long the start-up of a topology may take before the test fails.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Polls `check` every `every` until it returns `Ok` or `timeout` passes;
+/// returns the last error then.
+fn poll(
+    timeout: Duration,
+    every: Duration,
+    mut check: impl FnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let error = match check() {
+            Ok(()) => return Ok(()),
+            Err(error) => error,
+        };
+        if Instant::now() >= deadline {
+            return Err(error);
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// A plain connection to one loopback port, with 5 s read/write timeouts.
+fn try_conn(port: u16) -> Result<redis::Connection, String> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .map_err(|e| format!("port {port}: {e}"))?;
+    let conn = client
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .map_err(|e| format!("connect to port {port}: {e}"))?;
+    let timeout = Some(Duration::from_secs(5));
+    conn.set_read_timeout(timeout)
+        .and_then(|()| conn.set_write_timeout(timeout))
+        .map_err(|e| format!("port {port}: {e}"))?;
+    Ok(conn)
+}
+
+/// One command on a fresh connection to `port`, as a string reply.
+fn query_string(port: u16, args: &[&str]) -> Result<String, String> {
+    let mut conn = try_conn(port)?;
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query::<String>(&mut conn)
+        .map_err(|e| format!("{} on port {port}: {e}", args.join(" ")))
+}
+
+/// The value of `field` in an INFO-style `field:value` text.
+fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// `INFO replication` of the server on `port`.
+fn info_replication(port: u16) -> Result<String, String> {
+    query_string(port, &["INFO", "replication"])
+}
+
+// ---------------------------------------------------------------------------
+// Redis Cluster
+
+/// One line of `CLUSTER NODES`.
+#[derive(Debug, Clone)]
+struct NodeLine {
+    id: String,
+    port: u16,
+    flags: Vec<String>,
+    /// The master's id, for a replica.
+    master_id: Option<String>,
+    connected: bool,
+    /// Inclusive slot ranges served.
+    slots: Vec<(u16, u16)>,
+}
+
+impl NodeLine {
+    fn has_flag(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+
+    fn is_master(&self) -> bool {
+        self.has_flag("master")
+    }
+
+    fn serves(&self, slot: u16) -> bool {
+        self.slots.iter().any(|&(a, b)| a <= slot && slot <= b)
+    }
+}
+
+/// Parses `CLUSTER NODES`:
+/// `<id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong> <epoch> <link> <slot>...`
+fn parse_nodes(text: &str) -> Result<Vec<NodeLine>, String> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let bad = || format!("unparsable CLUSTER NODES line: {line:?}");
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.len() < 8 {
+                return Err(bad());
+            }
+            let address = words[1].split([',', '@']).next().ok_or_else(bad)?;
+            let port = address
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse().ok())
+                .ok_or_else(bad)?;
+            let mut slots = Vec::new();
+            for slot in &words[8..] {
+                if slot.starts_with('[') {
+                    continue; // a slot being imported or migrated
+                }
+                let (a, b) = slot.split_once('-').unwrap_or((slot, slot));
+                slots.push((a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?));
+            }
+            Ok(NodeLine {
+                id: words[0].to_owned(),
+                port,
+                flags: words[2].split(',').map(str::to_owned).collect(),
+                master_id: (words[3] != "-").then(|| words[3].to_owned()),
+                connected: words[7] == "connected",
+                slots,
+            })
+        })
+        .collect()
+}
+
+/// Three masters with one replica each, on loopback ports. The cluster bus
+/// ports are chosen free too (`--cluster-port`), since the default
+/// (port + 10000) may be above 65535 for an ephemeral port.
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+    /// For each master killed by [`kill`](Self::kill): its replica then.
+    former_replica: HashMap<u16, u16>,
+    /// Holds `redis-cli --cluster create`'s output; removed on drop.
+    dir: PathBuf,
+}
+
+impl RedisCluster {
+    /// Starts six nodes, joins them with `redis-cli --cluster create
+    /// --cluster-replicas 1`, and waits until the cluster is whole: every
+    /// node sees all slots assigned, six healthy nodes, three masters each
+    /// with one replica whose link to it is up.
+    pub fn start() -> RedisCluster {
+        let started = Instant::now();
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "fairlock-cluster-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create the cluster's directory");
+        let mut cluster = RedisCluster {
+            nodes: Vec::new(),
+            former_replica: HashMap::new(),
+            dir,
+        };
+        let mut used: Vec<u16> = Vec::new();
+        for _ in 0..6 {
+            let bus_port = loop {
+                let port = free_port();
+                if !used.contains(&port) {
+                    break port;
+                }
+            };
+            let bus_port = bus_port.to_string();
+            let node = RedisServer::start_with(&[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-port",
+                &bus_port,
+                "--cluster-node-timeout",
+                "1000",
+                "--cluster-require-full-coverage",
+                "no",
+                "--cluster-replica-validity-factor",
+                "0",
+                "--cluster-allow-reads-when-down",
+                "yes",
+                // Replicas sync at once (the default waits 5 s for more).
+                "--repl-diskless-sync",
+                "yes",
+                "--repl-diskless-sync-delay",
+                "0",
+            ]);
+            used.push(bus_port.parse().unwrap());
+            used.push(node.port());
+            cluster.nodes.push(node);
+        }
+        cluster.create();
+        let created = started.elapsed();
+        if let Err(error) = poll(START_TIMEOUT, Duration::from_millis(50), || {
+            cluster.check_whole()
+        }) {
+            panic!(
+                "the cluster was not ready within {START_TIMEOUT:?}: {error}\n{}",
+                cluster.describe()
+            );
+        }
+        eprintln!(
+            "cluster: started in {:.0} ms ({:.0} ms to `--cluster create`)",
+            super::ms(started.elapsed()),
+            super::ms(created)
+        );
+        cluster
+    }
+
+    /// `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes`,
+    /// bounded to 30 s; panics with its output if it fails.
+    fn create(&self) {
+        let out_path = self.dir.join("cluster-create.out");
+        let out = std::fs::File::create(&out_path).expect("create the output file");
+        let err = out.try_clone().expect("clone the output file");
+        let mut child = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(self.ports().iter().map(|p| format!("127.0.0.1:{p}")))
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("redis-cli runs");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for redis-cli") {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+        match status {
+            Some(status) if status.success() && output.contains("[OK] All 16384 slots covered") => {
+            }
+            Some(status) => panic!("redis-cli --cluster create failed ({status}):\n{output}"),
+            None => panic!("redis-cli --cluster create did not finish within 30 s:\n{output}"),
+        }
+    }
+
+    /// `Ok` when every node agrees the cluster is whole (see [`start`](Self::start)).
+    fn check_whole(&self) -> Result<(), String> {
+        let mut layout: Option<Vec<(u16, u16)>> = None;
+        for port in self.ports() {
+            let info = query_string(port, &["CLUSTER", "INFO"])?;
+            for (name, want) in [
+                ("cluster_state", "ok"),
+                ("cluster_slots_assigned", "16384"),
+                ("cluster_slots_ok", "16384"),
+                ("cluster_known_nodes", "6"),
+            ] {
+                let got = field(&info, name).unwrap_or("(missing)");
+                if got != want {
+                    return Err(format!("node {port}: {name} is {got}, not {want}"));
+                }
+            }
+            let nodes = parse_nodes(&query_string(port, &["CLUSTER", "NODES"])?)?;
+            if nodes.len() != 6 {
+                return Err(format!("node {port} knows {} nodes, not 6", nodes.len()));
+            }
+            for node in &nodes {
+                let unhealthy = ["fail", "fail?", "handshake", "noaddr"]
+                    .iter()
+                    .find(|f| node.has_flag(f));
+                if let Some(flag) = unhealthy {
+                    return Err(format!("node {port} flags node {} {flag}", node.port));
+                }
+                if !node.connected {
+                    return Err(format!("node {port}: link to {} not connected", node.port));
+                }
+            }
+            let mut pairs = Vec::new();
+            for master in nodes.iter().filter(|n| n.is_master()) {
+                let replicas: Vec<&NodeLine> = nodes
+                    .iter()
+                    .filter(|n| n.master_id.as_deref() == Some(&master.id))
+                    .collect();
+                if replicas.len() != 1 {
+                    return Err(format!(
+                        "node {port}: master {} has {} replicas, not 1",
+                        master.port,
+                        replicas.len()
+                    ));
+                }
+                pairs.push((master.port, replicas[0].port));
+            }
+            if pairs.len() != 3 {
+                return Err(format!("node {port} sees {} masters, not 3", pairs.len()));
+            }
+            pairs.sort_unstable();
+            match &layout {
+                None => layout = Some(pairs),
+                Some(first) if *first != pairs => {
+                    return Err(format!(
+                        "nodes disagree on (master, replica) pairs: {first:?} vs {pairs:?} (node {port})"
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        for (master, replica) in layout.unwrap_or_default() {
+            let info = info_replication(replica)?;
+            let role = field(&info, "role").unwrap_or("(missing)");
+            let link = field(&info, "master_link_status").unwrap_or("(missing)");
+            if role != "slave" || link != "up" {
+                return Err(format!(
+                    "replica {replica} of {master}: role {role}, master_link_status {link}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ports of all six nodes, in start order (dead ones too).
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(RedisServer::port).collect()
+    }
+
+    fn is_alive(&self, port: u16) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| n.port() == port && n.pid().is_some())
+    }
+
+    /// Ports of the nodes not killed.
+    pub fn live_ports(&self) -> Vec<u16> {
+        self.ports()
+            .into_iter()
+            .filter(|&p| self.is_alive(p))
+            .collect()
+    }
+
+    /// `redis://127.0.0.1:<port>` for each of the six nodes.
+    pub fn seed_urls(&self) -> Vec<String> {
+        self.ports()
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .collect()
+    }
+
+    /// `redis+cluster://127.0.0.1:p1,127.0.0.1:p2,...` naming all six nodes.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .ports()
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("redis+cluster://{}", hosts.join(","))
+    }
+
+    /// `CLUSTER NODES` as the first live node that answers sees it.
+    fn view(&self) -> Vec<NodeLine> {
+        let mut errors = Vec::new();
+        for port in self.live_ports() {
+            match query_string(port, &["CLUSTER", "NODES"]).and_then(|t| parse_nodes(&t)) {
+                Ok(nodes) => return nodes,
+                Err(error) => errors.push(error),
+            }
+        }
+        panic!("no live cluster node answers CLUSTER NODES: {errors:?}");
+    }
+
+    /// Ports of the current masters (sorted): nodes flagged `master`, not
+    /// `fail`, that serve at least one slot, as a live node sees them.
+    pub fn masters(&self) -> Vec<u16> {
+        let mut masters: Vec<u16> = self
+            .view()
+            .iter()
+            .filter(|n| n.is_master() && !n.has_flag("fail") && !n.slots.is_empty())
+            .map(|n| n.port)
+            .collect();
+        masters.sort_unstable();
+        masters
+    }
+
+    /// The slot of `key` (`CLUSTER KEYSLOT` on a live node).
+    pub fn key_slot(&self, key: &str) -> u16 {
+        let port = *self.live_ports().first().expect("a live cluster node");
+        let mut conn = self.conn(port);
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut conn)
+            .expect("CLUSTER KEYSLOT")
+    }
+
+    /// Port of the master serving `slot`, as a live node sees it.
+    pub fn master_for_slot(&self, slot: u16) -> u16 {
+        let view = self.view();
+        view.iter()
+            .find(|n| n.is_master() && n.serves(slot))
+            .map(|n| n.port)
+            .unwrap_or_else(|| panic!("no master serves slot {slot}: {view:?}"))
+    }
+
+    /// Port of the master serving `key`'s slot.
+    pub fn master_of_key(&self, key: &str) -> u16 {
+        self.master_for_slot(self.key_slot(key))
+    }
+
+    /// Port of the (one) replica of the master on `master_port`.
+    pub fn replica_of(&self, master_port: u16) -> u16 {
+        let view = self.view();
+        let master = view
+            .iter()
+            .find(|n| n.port == master_port)
+            .unwrap_or_else(|| panic!("no node on port {master_port}: {view:?}"));
+        let replicas: Vec<u16> = view
+            .iter()
+            .filter(|n| n.master_id.as_deref() == Some(&master.id))
+            .map(|n| n.port)
+            .collect();
+        match replicas[..] {
+            [replica] => replica,
+            _ => panic!("master {master_port} has replicas {replicas:?}, not one: {view:?}"),
+        }
+    }
+
+    /// A plain (non-cluster) connection to the node on `port`.
+    pub fn conn(&self, port: u16) -> redis::Connection {
+        try_conn(port).unwrap_or_else(|e| panic!("cluster node: {e}"))
+    }
+
+    /// SIGKILLs the node on `port` (and reaps it); returns when it was
+    /// killed. For a master, its replica then is remembered for
+    /// [`wait_for_promotion`](Self::wait_for_promotion).
+    pub fn kill(&mut self, port: u16) -> Instant {
+        let view = self.view();
+        let is_master = view.iter().any(|n| n.port == port && n.is_master());
+        if is_master {
+            let replica = self.replica_of(port);
+            self.former_replica.insert(port, replica);
+        }
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port() == port)
+            .unwrap_or_else(|| panic!("no cluster node on port {port}"));
+        let at = Instant::now();
+        node.kill();
+        at
+    }
+
+    /// Waits until the replica the dead master on `dead_master_port` had
+    /// reports `role:master`, every live node lists it as a master serving
+    /// slots, and every live node's `CLUSTER INFO` says `cluster_state:ok`.
+    /// Returns the time this took from the call; panics past `timeout` with
+    /// every live node's `CLUSTER NODES`.
+    pub fn wait_for_promotion(&self, dead_master_port: u16, timeout: Duration) -> Duration {
+        let called = Instant::now();
+        let replica = self
+            .former_replica
+            .get(&dead_master_port)
+            .copied()
+            .unwrap_or_else(|| self.replica_of(dead_master_port));
+        let result = poll(timeout, Duration::from_millis(20), || {
+            let info = info_replication(replica)?;
+            let role = field(&info, "role").unwrap_or("(missing)");
+            if role != "master" {
+                return Err(format!("replica {replica} is still role:{role}"));
+            }
+            for port in self.live_ports() {
+                let info = query_string(port, &["CLUSTER", "INFO"])?;
+                let state = field(&info, "cluster_state").unwrap_or("(missing)");
+                if state != "ok" {
+                    return Err(format!("node {port}: cluster_state:{state}"));
+                }
+                let nodes = parse_nodes(&query_string(port, &["CLUSTER", "NODES"])?)?;
+                let promoted = nodes
+                    .iter()
+                    .any(|n| n.port == replica && n.is_master() && !n.slots.is_empty());
+                if !promoted {
+                    return Err(format!(
+                        "node {port} does not list {replica} as a master yet"
+                    ));
+                }
+            }
+            Ok(())
+        });
+        if let Err(error) = result {
+            panic!(
+                "replica {replica} of dead master {dead_master_port} not promoted within \
+                 {timeout:?}: {error}\n{}",
+                self.describe()
+            );
+        }
+        called.elapsed()
+    }
+
+    /// `CLUSTER NODES` of every live node, for failure messages.
+    pub fn describe(&self) -> String {
+        self.live_ports()
+            .into_iter()
+            .map(|port| {
+                let nodes = query_string(port, &["CLUSTER", "NODES"]).unwrap_or_else(|e| e);
+                format!("---- CLUSTER NODES on {port} ----\n{nodes}")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        // The nodes kill themselves (and print their logs if panicking).
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Sentinel
+
+const MASTER_NAME: &str = "fairlock-master";
+
+/// One `redis-server <conf> --sentinel` process, killed and reaped on drop.
+pub struct Sentinel {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Sentinel {
+    /// Starts a sentinel monitoring `master_port` (quorum 2) on a free
+    /// port and waits until it answers PING.
+    fn start(master_port: u16) -> Sentinel {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            match Self::spawn(free_port(), master_port) {
+                Ok(sentinel) => return sentinel,
+                Err(error) => last_error = error,
+            }
+        }
+        panic!("could not start a sentinel: {last_error}");
+    }
+
+    fn spawn(port: u16, master_port: u16) -> Result<Sentinel, String> {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "fairlock-sentinel-{}-{}-{}",
+            std::process::id(),
+            port,
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let mut sentinel = Sentinel {
+            child: None,
+            port,
+            dir,
+        };
+        let dir = sentinel.dir.display();
+        let conf = format!(
+            "port {port}\n\
+             bind 127.0.0.1\n\
+             protected-mode no\n\
+             dir {dir}\n\
+             logfile {dir}/sentinel.log\n\
+             sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
+             sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+             sentinel failover-timeout {MASTER_NAME} 5000\n\
+             sentinel parallel-syncs {MASTER_NAME} 1\n"
+        );
+        let conf_path = sentinel.dir.join("sentinel.conf");
+        std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
+        let child = Command::new("redis-server")
+            .arg(&conf_path)
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("redis-server --sentinel not runnable: {e}"))?;
+        sentinel.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(status) = sentinel.child.as_mut().unwrap().try_wait().unwrap() {
+                sentinel.child = None;
+                return Err(format!("sentinel exited with {status}: {}", sentinel.log()));
+            }
+            if query_string(port, &["PING"]).is_ok() {
+                return Ok(sentinel);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(format!(
+            "sentinel did not answer within 10 s: {}",
+            sentinel.log()
+        ))
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A plain connection to the sentinel.
+    pub fn conn(&self) -> redis::Connection {
+        try_conn(self.port).unwrap_or_else(|e| panic!("sentinel: {e}"))
+    }
+
+    /// SIGKILLs the sentinel and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("sentinel.log")).unwrap_or_default()
+    }
+
+    /// The master's port this sentinel reports (`SENTINEL
+    /// GET-MASTER-ADDR-BY-NAME`).
+    fn reported_master(&self) -> Result<u16, String> {
+        let mut conn = try_conn(self.port)?;
+        let addr: Vec<String> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .map_err(|e| format!("sentinel {}: {e}", self.port))?;
+        addr.get(1)
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| format!("sentinel {} reports master {addr:?}", self.port))
+    }
+
+    /// `SENTINEL <what> fairlock-master`: one field map per entry.
+    fn entries(&self, what: &str) -> Result<Vec<HashMap<String, String>>, String> {
+        let mut conn = try_conn(self.port)?;
+        let entries: Vec<Vec<String>> = redis::cmd("SENTINEL")
+            .arg(what)
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .map_err(|e| format!("SENTINEL {what} on {}: {e}", self.port))?;
+        Ok(entries
+            .into_iter()
+            .map(|flat| {
+                flat.chunks(2)
+                    .filter_map(|kv| Some((kv.first()?.clone(), kv.get(1)?.clone())))
+                    .collect()
+            })
+            .collect())
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "---- sentinel log (port {}) ----\n{}",
+                self.port,
+                self.log()
+            );
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A master and its replica, watched by three sentinels (quorum 2) under
+/// the name `fairlock-master`.
+pub struct SentinelSet {
+    sentinels: Vec<Sentinel>,
+    /// The first started as master, the second as its replica.
+    servers: Vec<RedisServer>,
+}
+
+impl SentinelSet {
+    /// Starts the master, the replica and three sentinels, and waits until
+    /// the replica's link is up and every sentinel knows the master, the
+    /// replica (healthy) and the two other sentinels.
+    pub fn start() -> SentinelSet {
+        let started = Instant::now();
+        // The delay is the master's (whoever is master) before it syncs a
+        // replica: by default 5 s.
+        let fast_sync = [
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+        ];
+        let master = RedisServer::start_with(&fast_sync);
+        let master_port = master.port().to_string();
+        let mut replica_args = vec!["--replicaof", "127.0.0.1", &master_port];
+        replica_args.extend(fast_sync);
+        let replica = RedisServer::start_with(&replica_args);
+        let mut set = SentinelSet {
+            sentinels: Vec::new(),
+            servers: vec![master, replica],
+        };
+        for _ in 0..3 {
+            let sentinel = Sentinel::start(set.servers[0].port());
+            set.sentinels.push(sentinel);
+        }
+        if let Err(error) = poll(START_TIMEOUT, Duration::from_millis(50), || {
+            set.check_ready()
+        }) {
+            panic!("the sentinel set was not ready within {START_TIMEOUT:?}: {error}");
+        }
+        eprintln!(
+            "sentinel set: started in {:.0} ms",
+            super::ms(started.elapsed())
+        );
+        set
+    }
+
+    fn check_ready(&self) -> Result<(), String> {
+        let master = self.servers[0].port();
+        let replica = self.servers[1].port();
+        let info = info_replication(replica)?;
+        let link = field(&info, "master_link_status").unwrap_or("(missing)");
+        if link != "up" {
+            return Err(format!("replica {replica}: master_link_status:{link}"));
+        }
+        for sentinel in &self.sentinels {
+            let s = sentinel.port;
+            let reported = sentinel.reported_master()?;
+            if reported != master {
+                return Err(format!("sentinel {s} reports master {reported}"));
+            }
+            let replicas = sentinel.entries("REPLICAS")?;
+            let healthy = |r: &HashMap<String, String>| {
+                r.get("port").map(String::as_str) == Some(replica.to_string().as_str())
+                    && r.get("flags").map(String::as_str) == Some("slave")
+                    && r.get("master-link-status").map(String::as_str) == Some("ok")
+            };
+            if replicas.len() != 1 || !healthy(&replicas[0]) {
+                return Err(format!("sentinel {s}: replicas {replicas:?}"));
+            }
+            let others = sentinel.entries("SENTINELS")?;
+            if others.len() != 2 {
+                return Err(format!(
+                    "sentinel {s} knows {} other sentinels",
+                    others.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `fairlock-master`.
+    pub fn master_name() -> &'static str {
+        MASTER_NAME
+    }
+
+    /// `redis+sentinel://127.0.0.1:s1,127.0.0.1:s2,127.0.0.1:s3/fairlock-master`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
+        format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+    }
+
+    /// `redis://127.0.0.1:<port>` for each sentinel.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(Sentinel::url).collect()
+    }
+
+    pub fn sentinels(&self) -> &[Sentinel] {
+        &self.sentinels
+    }
+
+    pub fn sentinels_mut(&mut self) -> &mut [Sentinel] {
+        &mut self.sentinels
+    }
+
+    /// The two data servers (the first started as master).
+    pub fn servers(&self) -> &[RedisServer] {
+        &self.servers
+    }
+
+    pub fn servers_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.servers
+    }
+
+    /// The master's port as most live sentinels report it (ties: the first
+    /// in start order).
+    pub fn master_port(&self) -> u16 {
+        let mut votes: Vec<(u16, usize)> = Vec::new();
+        let mut errors = Vec::new();
+        for sentinel in self.sentinels.iter().filter(|s| s.child.is_some()) {
+            match sentinel.reported_master() {
+                Ok(port) => match votes.iter_mut().find(|(p, _)| *p == port) {
+                    Some((_, n)) => *n += 1,
+                    None => votes.push((port, 1)),
+                },
+                Err(error) => errors.push(error),
+            }
+        }
+        // max_by_key keeps the last of equal maxima: look from the back.
+        votes
+            .iter()
+            .rev()
+            .max_by_key(|(_, n)| *n)
+            .map(|(port, _)| *port)
+            .unwrap_or_else(|| panic!("no sentinel reports the master: {errors:?}"))
+    }
+
+    /// A plain connection to the server (or sentinel) on `port`.
+    pub fn conn_to(&self, port: u16) -> redis::Connection {
+        try_conn(port).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// SIGKILLs the server the sentinels report as master (and reaps it);
+    /// returns its port and when it was killed.
+    pub fn kill_master(&mut self) -> (u16, Instant) {
+        let port = self.master_port();
+        let server = self
+            .servers
+            .iter_mut()
+            .find(|s| s.port() == port)
+            .unwrap_or_else(|| panic!("the reported master {port} is none of the servers"));
+        let at = Instant::now();
+        server.kill();
+        (port, at)
+    }
+
+    /// Waits until every live sentinel reports the other server as master
+    /// and that server says `role:master`; returns the time this took from
+    /// the call. Panics past `timeout` with the sentinels' logs.
+    pub fn wait_for_failover(&self, old_master_port: u16, timeout: Duration) -> Duration {
+        let called = Instant::now();
+        let new = self
+            .servers
+            .iter()
+            .map(RedisServer::port)
+            .find(|&p| p != old_master_port)
+            .expect("two servers");
+        let result = poll(timeout, Duration::from_millis(20), || {
+            for sentinel in self.sentinels.iter().filter(|s| s.child.is_some()) {
+                let reported = sentinel.reported_master()?;
+                if reported != new {
+                    return Err(format!(
+                        "sentinel {} reports master {reported}",
+                        sentinel.port
+                    ));
+                }
+            }
+            let info = info_replication(new)?;
+            let role = field(&info, "role").unwrap_or("(missing)");
+            if role != "master" {
+                return Err(format!("server {new} is role:{role}"));
+            }
+            Ok(())
+        });
+        if let Err(error) = result {
+            let logs: Vec<String> = self
+                .sentinels
+                .iter()
+                .map(|s| format!("---- sentinel log (port {}) ----\n{}", s.port, s.log()))
+                .collect();
+            panic!(
+                "no failover from {old_master_port} to {new} within {timeout:?}: {error}\n{}",
+                logs.join("\n")
+            );
+        }
+        called.elapsed()
+    }
+}
