@@ -173,6 +173,11 @@ impl Backend {
         })
     }
 
+    /// True on Redis Cluster, whose pipelines must stay in one slot.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.pool, Pool::Cluster(_))
+    }
+
     /// A pooled connection, waiting at most the connect timeout for one.
     pub(crate) fn get(&self) -> Result<Conn> {
         Ok(match &self.pool {

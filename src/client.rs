@@ -61,6 +61,9 @@ pub(crate) struct Shared {
     next_wait_id: AtomicU64,
     stopping: Mutex<bool>,
     stop_signal: Condvar,
+    /// Set to have the watchdog run a round now (see [`Shared::nudge_watchdog`]).
+    watchdog_nudged: Mutex<bool>,
+    watchdog_signal: Condvar,
 }
 
 impl Client {
@@ -140,6 +143,8 @@ impl Client {
             next_wait_id: AtomicU64::new(1),
             stopping: Mutex::new(false),
             stop_signal: Condvar::new(),
+            watchdog_nudged: Mutex::new(false),
+            watchdog_signal: Condvar::new(),
         });
 
         // The subscription must be live before any waiter can queue, or the
@@ -232,20 +237,30 @@ impl Shared {
     /// while it sat in the pool (restart, failover) fails at once with a
     /// dropped-connection error and leaves the pool; the call then goes out
     /// again on another one, at most once per pooled connection plus one.
+    /// On a cluster, a call that could not reach a node goes out once more
+    /// on a connection with a fresh slot map (see [`Conn::note`]), so the
+    /// first call after a failover finds the promoted replica.
     /// The scripts make a call delivered twice count once (call ids).
     pub(crate) fn with_connection<T>(
         &self,
         mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
     ) -> Result<T> {
-        let mut attempts = self.config.pool_size + 1;
+        let mut stale_retries = self.config.pool_size + 1;
+        let mut fresh_map_retry = true;
         loop {
             let mut conn = self.connection()?;
             let result = call(conn.get());
             conn.note(&result);
-            attempts -= 1;
+            let cluster = conn.is_cluster();
+            drop(conn);
             match result {
-                Err(err) if attempts > 0 && err.is_dropped_connection() => {
+                Err(err) if stale_retries > 0 && err.is_dropped_connection() => {
+                    stale_retries -= 1;
                     log::debug!("fairlock: retrying on another connection: {err}");
+                }
+                Err(err) if cluster && fresh_map_retry && err.is_connection() => {
+                    fresh_map_retry = false;
+                    log::debug!("fairlock: retrying with a fresh cluster slot map: {err}");
                 }
                 other => return other,
             }
@@ -307,9 +322,29 @@ impl Shared {
         *stopping
     }
 
+    /// The watchdog's sleep: up to `timeout`, or until nudged or stopping.
+    /// Returns true when the client is stopping.
+    pub(crate) fn watchdog_sleep(&self, timeout: Duration) -> bool {
+        let mut nudged = self.watchdog_nudged.lock();
+        if !*nudged && !self.is_stopping() {
+            self.watchdog_signal.wait_for(&mut nudged, timeout);
+        }
+        *nudged = false;
+        self.is_stopping()
+    }
+
+    /// Has the watchdog renew at once, e.g. a hold granted with less lease
+    /// left than two watchdog periods (a waiter whose heartbeats failed
+    /// during an outage gets a grant no longer than its liveness deadline).
+    pub(crate) fn nudge_watchdog(&self) {
+        *self.watchdog_nudged.lock() = true;
+        self.watchdog_signal.notify_one();
+    }
+
     fn stop(&self) {
         *self.stopping.lock() = true;
         self.stop_signal.notify_all();
+        self.nudge_watchdog();
         // Wakes the subscriber out of its blocking read at once; if Redis is
         // gone, its read timeout gets it out instead.
         if let Some(mut conn) = self.backend.get_timeout(Duration::from_millis(200)) {

@@ -83,12 +83,13 @@ impl Error {
     }
 
     /// True when the connection was found closed by the server (reset,
-    /// broken pipe, end of stream): the call may go out on another one.
+    /// broken pipe, end of stream), not refused: the call may go out on
+    /// another pooled connection.
     pub(crate) fn is_dropped_connection(&self) -> bool {
         self.source
             .as_deref()
             .and_then(|source| source.downcast_ref::<redis::RedisError>())
-            .is_some_and(redis::RedisError::is_connection_dropped)
+            .is_some_and(|err| err.is_connection_dropped() && !err.is_connection_refusal())
     }
 
     /// True when a guard's hold was lost before it was released.

@@ -25,15 +25,19 @@ use crate::scripts;
 pub struct FairMutexGuard {
     mutex: FairMutex,
     hold: Arc<Hold>,
+    /// Id of the acquire call that made this guard (its wait id); the
+    /// release names it, so a release delivered twice counts once.
+    call: u64,
     released: bool,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl FairMutexGuard {
-    pub(crate) fn new(mutex: FairMutex, hold: Arc<Hold>) -> Self {
+    pub(crate) fn new(mutex: FairMutex, hold: Arc<Hold>, call: u64) -> Self {
         FairMutexGuard {
             mutex,
             hold,
+            call,
             released: false,
             _not_send: PhantomData,
         }
@@ -86,7 +90,7 @@ impl FairMutexGuard {
             shared.holds.unregister(&self.hold);
         }
         let token = self.hold.token.to_string();
-        let call = self.hold.call.to_string();
+        let call = self.call.to_string();
         let written = shared.run_write(
             &shared.scripts.release,
             &self.hold.keys,

@@ -15,9 +15,6 @@ pub(crate) struct Hold {
     pub(crate) keys: Arc<LockKeys>,
     pub(crate) owner: String,
     pub(crate) token: u64,
-    /// Id of the acquire call that made this hold (its wait id); the
-    /// release names it, so a release sent twice counts once.
-    pub(crate) call: u64,
     lost: AtomicBool,
     /// Latest moment the lease is known to last until; pushed out by each
     /// renewal, measured from when the confirming request was sent.
@@ -25,18 +22,11 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    pub(crate) fn new(
-        keys: Arc<LockKeys>,
-        owner: String,
-        token: u64,
-        call: u64,
-        expires_at: Instant,
-    ) -> Self {
+    pub(crate) fn new(keys: Arc<LockKeys>, owner: String, token: u64, expires_at: Instant) -> Self {
         Hold {
             keys,
             owner,
             token,
-            call,
             lost: AtomicBool::new(false),
             expires_at: Mutex::new(expires_at),
         }

@@ -568,15 +568,19 @@ impl FairMutex {
             Arc::clone(&waiter.keys),
             waiter.owner.clone(),
             token,
-            waiter.id,
             expires_at,
         );
         let hold = if self.renewed_by_watchdog() {
-            self.shared().holds.register(hold)
+            let shared = self.shared();
+            let hold = shared.holds.register(hold);
+            if expires_at < Instant::now() + 2 * shared.config.watchdog_period() {
+                shared.nudge_watchdog();
+            }
+            hold
         } else {
             Arc::new(hold)
         };
-        FairMutexGuard::new(self.clone(), hold)
+        FairMutexGuard::new(self.clone(), hold, waiter.id)
     }
 
     /// True when this handle's holds are renewed by the watchdog (and so

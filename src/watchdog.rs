@@ -23,7 +23,7 @@ use crate::waiters::{poll_time, Grant, Waiter};
 
 pub(crate) fn run(shared: &Shared) {
     let period = shared.config.watchdog_period();
-    while !shared.sleep_unless_stopping(period) {
+    while !shared.watchdog_sleep(period) {
         if let Err(err) = tick(shared) {
             log::warn!("fairlock: watchdog round failed: {err}");
         }
@@ -37,12 +37,10 @@ pub(crate) fn tick(shared: &Shared) -> Result<()> {
     if holds.is_empty() && groups.is_empty() {
         return Ok(());
     }
-    let mut conn = shared.connection()?;
     let mut first_error = None;
-    for batch in batches(conn.is_cluster(), holds, groups) {
+    for batch in batches(shared.backend.is_cluster(), holds, groups) {
         let sent = Instant::now();
-        let result = renew_batch(shared, conn.get(), &batch);
-        conn.note(&result);
+        let result = shared.with_connection(|conn| renew_batch(shared, conn, &batch));
         match result {
             Ok(replies) => apply(shared, &batch, replies, sent),
             // Without a confirmed renewal, a hold counts as lost once its
