@@ -152,6 +152,7 @@ def main():
     if peers:
         out += peers
     out += breakdown_section(floor, cycle, handoff)
+    out += shards_section()
     (ROOT / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
     print("wrote BENCHMARKS.md" + (f" and {plot}" if plot else ""))
 
@@ -312,6 +313,127 @@ def breakdown_section(floor, cycle, handoff):
         f" ({b['take_us'] + b['release_free_us']:.1f} µs). The ratio against 0 waiters measures that extra work,"
         " which does not grow with the queue: 10 000 against 100 waiters (both hand over) is the O(log N) check.")
     return out
+
+
+def shards_section():
+    """The section for the shards bench (`cargo bench --bench shards`), if it ran: the same
+    many-names workload on one redis-server and on a Redis Cluster, from
+    target/fairlock-bench/shards.json, with an interpretation computed from the figures."""
+    sh = own("shards")
+    if not sh:
+        return []
+    single, cluster = sh["single"], sh["cluster"]
+    cores = sh["cores"]
+    nodes = cluster["masters"] + cluster["replicas"]
+    n_windows = len(single["windows"])
+
+    def cpu(d):
+        return d["server_cores_masters"] + d["server_cores_replicas"] + d["bench_process_cores"]
+
+    def per_name(d):
+        p = d["per_name_acq_per_s"]
+        return f"{p['min']:,.0f} / {p['median']:,.0f} / {p['max']:,.0f}"
+
+    rows = [("one redis-server", single),
+            (f"Redis Cluster, {cluster['masters']} masters + {cluster['replicas']} replicas", cluster)]
+    out = ["", "## Throughput across shards (Redis Cluster against one server)", "",
+           "How to run: `cargo bench --bench shards && scripts/bench-report` (under a minute; the bench"
+           " starts its own redis-server, then its own cluster, on loopback, one after the other).", "",
+           f"Workload, the same on both: {sh['names']} lock names; {sh['clients']} clients with the default"
+           f" timings, each running one thread per name, so {sh['threads_per_name']} threads from"
+           f" {sh['clients']} clients contend for every name ({sh['threads']} threads, nearly all parked"
+           f" waiting their turn); empty critical sections. After a {sh['warm_up_s']:g} s warm-up,"
+           f" acquisitions are counted over {n_windows} windows of {sh['window_s']:g} s. Floor: median of"
+           f" {sh['samples']} no-op EVALSHAs (a plain connection to the server, the redis crate's"
+           " `ClusterClient` on the cluster); cycle: median of as many uncontended `lock()` + unlock of one"
+           " name on one thread. CPU (server time from INFO cpu, this process's from /proc) is in cores"
+           " busy during the windows. Two holders of one name at once, checked inside every critical"
+           f" section: {single['overlaps']} on the server, {cluster['overlaps']} on the cluster.", "",
+           "| deployment | floor RTT (median) | uncontended cycle (median) | acquisitions/s, median"
+           f" [min–max of {n_windows} windows] | ratio to one server | acquisitions/s per name,"
+           " min / median / max | server CPU (cores) | bench process CPU (cores) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for label, d in rows:
+        server = f"{d['server_cores_masters']:.2f}"
+        if d["replicas"]:
+            server += f" + replicas {d['server_cores_replicas']:.2f}"
+        out.append("| " + " | ".join([
+            label,
+            f"{d['floor_us']:.1f} µs",
+            f"{d['cycle_us']:.1f} µs ({d['cycle_us'] / d['floor_us']:.2f} RTT)",
+            f"{d['acq_per_s_median']:,.0f} [{d['acq_per_s_min']:,.0f}–{d['acq_per_s_max']:,.0f}]",
+            f"{d['acq_per_s_median'] / single['acq_per_s_median']:.2f}",
+            per_name(d),
+            server,
+            f"{d['bench_process_cores']:.2f}",
+        ]) + " |")
+    masters = cluster["per_master"]
+    out += ["", "The cluster's masters during the windows (each client's subscriber connection sits on one node):", "",
+            "| master | names served | subscriber connections | share of acquisitions | acquisitions/s per name |",
+            "|---|---|---|---|---|"]
+    for i, m in enumerate(masters, 1):
+        out.append(f"| {i} | {m['names']} | {m['subscribers']} | {m['acq_share'] * 100:.1f}% |"
+                   f" {m['acq_per_name_per_s']:,.0f} |")
+
+    ratio = sh["ratio"]
+    if ratio >= 1.5:
+        trend = "locks on different names scaled with the masters here"
+    elif ratio > 1.1:
+        trend = "a gain, well short of one server's rate per master"
+    elif ratio >= 0.9:
+        trend = "no gain"
+    else:
+        trend = "less than one server managed"
+    text = [f"The cluster completed {ratio:.2f}x the single server's acquisitions per second"
+            f" ({cluster['acq_per_s_median']:,.0f} against {single['acq_per_s_median']:,.0f}): {trend}."]
+    busy_single, busy_cluster = cpu(single), cpu(cluster)
+
+    def load(busy):
+        if busy >= 0.85 * cores:
+            return "saturated"
+        return f"{cores - busy:.2f} cores idle on average"
+
+    text.append(
+        f"This machine has {cores} cores for the bench process ({sh['threads']} worker threads plus each"
+        f" client's background threads) and, on the cluster, {nodes} redis-servers; busy during the windows:"
+        f" {busy_single:.2f} cores with one server (the server {single['server_cores_masters']:.2f};"
+        f" {load(busy_single)}), {busy_cluster:.2f} with the cluster (masters"
+        f" {cluster['server_cores_masters']:.2f}, replicas {cluster['server_cores_replicas']:.2f};"
+        f" {load(busy_cluster)})"
+        + (", so the extra masters had no idle core to run on." if busy_cluster >= 0.85 * cores else "."))
+    fast = [m for m in masters if m["subscribers"] > 0]
+    slow = [m for m in masters if m["subscribers"] == 0 and m["names"] > 0]
+    if fast and slow:
+        def rate(ms):
+            done = sum(m["acq_per_name_per_s"] * m["names"] for m in ms)
+            return done / max(1, sum(m["names"] for m in ms))
+        fast_rate, slow_rate = rate(fast), rate(slow)
+        subs = sum(m["subscribers"] for m in fast)
+        where = ("the master" if len(fast) == 1 else "the masters") + f" holding the {subs} subscribers"
+        if [m.get("url_position") for m in fast] == [0]:
+            where = f"the first node of the URL, where all {subs} subscriber connections sit,"
+        sentence = (
+            f"The masters did not share the work by their names: names on {where}"
+            f" ran at {fast_rate:,.0f} acquisitions/s each, names on the"
+            f" other masters at {slow_rate:,.0f} ({fast_rate / max(slow_rate, 1e-9):.1f}x fewer): a handoff"
+            " there reaches the next waiter's subscriber only through the cluster bus, which carries every"
+            f" PUBLISH to every other node ({cluster['bus_publishes_per_acquisition']:.1f} bus deliveries per"
+            " acquisition)")
+        extra_ms = 1000 / slow_rate - 1000 / fast_rate if slow_rate > 0 else 0
+        if extra_ms >= 1:
+            sentence += (
+                f", and each acquisition there took {extra_ms:.1f} ms longer (a round trip is"
+                f" {cluster['floor_us']:.0f} µs), consistent with small writes held back on the bus links"
+                " (Nagle's algorithm against delayed ACKs: Redis sets TCP_NODELAY on the bus connections it"
+                " accepts, not on those it opens, cf. valkey-io/valkey#1758)")
+        text.append(sentence + ".")
+    counts = [m["names"] for m in masters]
+    text.append(
+        f"The names themselves spread {' / '.join(map(str, counts))} over the masters"
+        f" (even would be {sh['names'] / len(masters):.0f} each); whether the rate grows with the masters"
+        " needs a core per node, the clients elsewhere, and handoffs that do not cross the bus, none of"
+        " which this run has.")
+    return out + ["", " ".join(text)]
 
 
 if __name__ == "__main__":
