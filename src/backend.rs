@@ -5,7 +5,9 @@
 //! - Redis Cluster: an r2d2 pool of the `redis` crate's sync cluster
 //!   connections, which route each script by its keys' slot and follow
 //!   `MOVED`/`ASK` and failovers. Classic `PUBLISH` reaches every node of a
-//!   cluster, so the subscriber listens on any one node.
+//!   cluster, but over the cluster bus, which holds small writes back for
+//!   milliseconds; so the client listens on every node of the slot map
+//!   and reads each handoff on the node whose script published it.
 //! - Sentinel: an r2d2 pool of connections to the master the Sentinels name
 //!   when each connection is opened; connections to a dead or demoted master
 //!   are dropped from the pool, so the next ones reach its successor.
@@ -85,12 +87,36 @@ impl Conn {
     }
 }
 
-/// Where the subscriber opens its own connection.
+/// Where the subscriber threads open their own connections.
 enum SubscribeVia {
     Client(redis::Client),
-    /// Cluster seed nodes, tried in turn: any node hears every `PUBLISH`.
-    AnyOf(Vec<redis::Client>),
+    /// Cluster seed nodes: the first one's settings (scheme, credentials,
+    /// TLS) are used for every node the slot map names.
+    Nodes(Vec<redis::Client>),
     Sentinel(SentinelManager),
+}
+
+/// Where one subscriber thread listens.
+#[derive(Clone)]
+pub(crate) enum Listen {
+    /// The one server, or the master the Sentinels name at each connect.
+    Main,
+    /// One cluster node.
+    Node(redis::Client),
+    /// Any reachable cluster seed, tried in turn (when the slot map could
+    /// not be read): every node hears every `PUBLISH`, only later.
+    AnySeed,
+}
+
+impl Listen {
+    /// The node's address, for logs.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Listen::Main => "the server".to_owned(),
+            Listen::Node(client) => client.get_connection_info().addr().to_string(),
+            Listen::AnySeed => "a cluster seed node".to_owned(),
+        }
+    }
 }
 
 /// A client's connections to Redis.
@@ -124,7 +150,7 @@ impl Backend {
                     generation: Arc::new(AtomicU64::new(0)),
                 };
                 let pool = pool_builder(config).build(manager)?;
-                (Pool::Cluster(pool), SubscribeVia::AnyOf(seeds))
+                (Pool::Cluster(pool), SubscribeVia::Nodes(seeds))
             }
             Topology::Sentinel {
                 sentinels,
@@ -211,41 +237,105 @@ impl Backend {
         }
     }
 
-    /// A new connection of the subscriber's own, with the command timeouts set.
-    pub(crate) fn subscriber_connection(&self) -> Result<redis::Connection> {
-        let conn = match &self.subscribe {
-            SubscribeVia::Client(client) => {
+    /// Where subscriber threads listen: one place, or on a cluster every
+    /// node (masters and replicas) its slot map names now, so that a
+    /// promoted replica is already listened to. Nodes added later are heard
+    /// through the cluster bus.
+    pub(crate) fn listen_targets(&self) -> Vec<Listen> {
+        let SubscribeVia::Nodes(seeds) = &self.subscribe else {
+            return vec![Listen::Main];
+        };
+        match self.cluster_nodes(&seeds[0]) {
+            Ok(nodes) if !nodes.is_empty() => nodes.into_iter().map(Listen::Node).collect(),
+            Ok(_) => vec![Listen::AnySeed],
+            Err(err) => {
+                log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
+                vec![Listen::AnySeed]
+            }
+        }
+    }
+
+    /// A client for every node in `CLUSTER SLOTS`, made like `template`.
+    fn cluster_nodes(&self, template: &redis::Client) -> Result<Vec<redis::Client>> {
+        let mut conn = self.get()?;
+        let slots: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query(conn.get())?;
+        let mut addresses: Vec<(String, u16)> = Vec::new();
+        let redis::Value::Array(ranges) = slots else {
+            return Err(crate::scripts::unexpected(&slots));
+        };
+        for range in ranges {
+            let redis::Value::Array(fields) = range else {
+                continue;
+            };
+            for node in fields.into_iter().skip(2) {
+                let parsed: Option<(String, u16)> = match node {
+                    redis::Value::Array(parts) if parts.len() >= 2 => {
+                        redis::from_redis_value(redis::Value::Array(parts[..2].to_vec())).ok()
+                    }
+                    _ => None,
+                };
+                if let Some(address) = parsed.filter(|(host, _)| !host.is_empty()) {
+                    if !addresses.contains(&address) {
+                        addresses.push(address);
+                    }
+                }
+            }
+        }
+        let info = template.get_connection_info();
+        addresses
+            .into_iter()
+            .map(|(host, port)| {
+                let addr = match info.addr() {
+                    redis::ConnectionAddr::TcpTls {
+                        insecure,
+                        tls_params,
+                        ..
+                    } => redis::ConnectionAddr::TcpTls {
+                        host,
+                        port,
+                        insecure: *insecure,
+                        tls_params: tls_params.clone(),
+                    },
+                    _ => redis::ConnectionAddr::Tcp(host, port),
+                };
+                redis::Client::open(info.clone().set_addr(addr)).map_err(invalid_url)
+            })
+            .collect()
+    }
+
+    /// A new connection of a subscriber thread's own, with the command
+    /// timeouts set.
+    pub(crate) fn subscriber_connection(&self, target: &Listen) -> Result<redis::Connection> {
+        let conn = match (target, &self.subscribe) {
+            (Listen::Node(client), _) | (_, SubscribeVia::Client(client)) => {
                 client.get_connection_with_timeout(self.connect_timeout)?
             }
-            SubscribeVia::Sentinel(manager) => return manager.connect_master(),
-            SubscribeVia::AnyOf(seeds) => {
-                let mut next = self.next_seed.lock();
-                let mut last_error = None;
-                let mut found = None;
-                for i in 0..seeds.len() {
-                    let at = (*next + i) % seeds.len();
-                    match seeds[at].get_connection_with_timeout(self.connect_timeout) {
-                        Ok(conn) => {
-                            // Next time start after this one: if it died, the
-                            // next reconnect tries the others first.
-                            *next = at + 1;
-                            found = Some(conn);
-                            break;
-                        }
-                        Err(err) => last_error = Some(err),
-                    }
-                }
-                match (found, last_error) {
-                    (Some(conn), _) => conn,
-                    (None, Some(err)) => return Err(err.into()),
-                    (None, None) => {
-                        return Err(Error::new(ErrorKind::InvalidConfig, "no cluster node"))
-                    }
-                }
-            }
+            (_, SubscribeVia::Sentinel(manager)) => return manager.connect_master(),
+            (_, SubscribeVia::Nodes(seeds)) => self.any_seed(seeds)?,
         };
         set_timeouts(&conn, self.command_timeout)?;
         Ok(conn)
+    }
+
+    /// A connection to the first reachable seed, starting after the last
+    /// one used: if it died, the next reconnect tries the others first.
+    fn any_seed(&self, seeds: &[redis::Client]) -> Result<redis::Connection> {
+        let mut next = self.next_seed.lock();
+        let mut last_error = None;
+        for i in 0..seeds.len() {
+            let at = (*next + i) % seeds.len();
+            match seeds[at].get_connection_with_timeout(self.connect_timeout) {
+                Ok(conn) => {
+                    *next = at + 1;
+                    return Ok(conn);
+                }
+                Err(err) => last_error = Some(err),
+            }
+        }
+        Err(match last_error {
+            Some(err) => err.into(),
+            None => Error::new(ErrorKind::InvalidConfig, "no cluster node"),
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -148,24 +148,42 @@ impl Client {
         });
 
         // The subscription must be live before any waiter can queue, or the
-        // first handoff message could be missed.
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let subscriber = spawn_named("fairlock-subscriber", &shared, move |shared| {
-            subscriber::run(shared, ready_tx)
-        })?;
+        // first handoff message could be missed. On a cluster one thread
+        // listens on each node; one live subscription is enough to start
+        // (every node hears every message), the others keep trying.
         let inner = ClientInner {
             shared: Arc::clone(&shared),
-            threads: Mutex::new(vec![subscriber]),
+            threads: Mutex::new(Vec::new()),
         };
-        let ready = ready_rx
-            .recv_timeout(shared.config.connect_timeout + shared.config.command_timeout)
-            .unwrap_or_else(|_| {
-                Err(Error::new(
-                    ErrorKind::Connection,
-                    "timed out subscribing to the wake-up channel",
-                ))
-            });
-        ready?; // on error, dropping `inner` stops and joins the subscriber
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let targets = shared.backend.listen_targets();
+        for target in &targets {
+            let (ready_tx, target) = (ready_tx.clone(), target.clone());
+            let subscriber = spawn_named("fairlock-subscriber", &shared, move |shared| {
+                subscriber::run(shared, &target, ready_tx)
+            })?;
+            inner.threads.lock().push(subscriber);
+        }
+        let mut deadline =
+            Instant::now() + shared.config.connect_timeout + shared.config.command_timeout;
+        let mut outcome = Err(Error::new(
+            ErrorKind::Connection,
+            "timed out subscribing to the wake-up channel",
+        ));
+        for _ in &targets {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match ready_rx.recv_timeout(left) {
+                Ok(Ok(())) => {
+                    outcome = Ok(());
+                    // A slow node costs a later fast path, not the start.
+                    deadline = deadline.min(Instant::now() + Duration::from_millis(500));
+                }
+                Ok(Err(err)) if outcome.is_err() => outcome = Err(err),
+                Ok(Err(_)) => {}
+                Err(_) => break,
+            }
+        }
+        outcome?; // on error, dropping `inner` stops and joins the subscribers
         let watchdog = spawn_named("fairlock-watchdog", &shared, watchdog::run)?;
         inner.threads.lock().push(watchdog);
         Ok(Client {

@@ -1,5 +1,9 @@
 //! The `fairlock-subscriber` thread: one connection of its own, subscribed
 //! to this client's wake channel, turning messages into condvar wake-ups.
+//! On Redis Cluster there is one such thread per node (see
+//! [`Backend::listen_targets`](crate::backend::Backend::listen_targets)); a
+//! message then arrives once per node, and the later copies find nothing
+//! left to wake.
 //!
 //! Messages (see `lua/lib.lua`): `G <wait id> <token> <ttl ms>` hands the
 //! lock to a waiter; `H <wait id> <pttl ms>` tells a waiter it heads the
@@ -10,6 +14,7 @@
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
+use crate::backend::Listen;
 use crate::client::Shared;
 use crate::error::Result;
 use crate::waiters::{poll_time, Grant};
@@ -18,20 +23,28 @@ use crate::waiters::{poll_time, Grant};
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-pub(crate) fn run(shared: &Shared, ready: Sender<Result<()>>) {
+/// Listens at `target` until the client stops. The first subscription's
+/// outcome goes to `ready`; after a failed first try the thread keeps
+/// trying (the client gives up on it only if no thread could subscribe).
+pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
+    let mut first = true;
     while !shared.is_stopping() {
-        match listen(shared, &mut ready) {
+        match listen(shared, target, &mut ready, first) {
             Ok(()) => return,
             Err(err) => {
                 if let Some(ready) = ready.take() {
                     let _ = ready.send(Err(err));
-                    return;
+                } else {
+                    log::warn!(
+                        "fairlock: wake-up subscription on {} lost, reconnecting: {err}",
+                        target.describe()
+                    );
                 }
-                log::warn!("fairlock: wake-up subscription lost, reconnecting: {err}");
             }
         }
+        first = false;
         if shared.sleep_unless_stopping(backoff) {
             return;
         }
@@ -41,17 +54,22 @@ pub(crate) fn run(shared: &Shared, ready: Sender<Result<()>>) {
 
 /// Subscribes and dispatches messages until the client stops (Ok) or the
 /// connection fails (Err).
-fn listen(shared: &Shared, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
-    let mut conn = shared.backend.subscriber_connection()?;
+fn listen(
+    shared: &Shared,
+    target: &Listen,
+    ready: &mut Option<Sender<Result<()>>>,
+    first: bool,
+) -> Result<()> {
+    let mut conn = shared.backend.subscriber_connection(target)?;
     let mut pubsub = conn.as_pubsub();
     pubsub.subscribe(shared.wake_channel())?;
     pubsub.set_read_timeout(Some(READ_TIMEOUT))?;
-    match ready.take() {
-        Some(ready) => {
-            let _ = ready.send(Ok(()));
-        }
+    if let Some(ready) = ready.take() {
+        let _ = ready.send(Ok(()));
+    }
+    if !first {
         // Handoffs published while we were away were lost: everyone asks.
-        None => shared.waiters.repoll_all(),
+        shared.waiters.repoll_all();
     }
     loop {
         if shared.is_stopping() {

@@ -123,6 +123,7 @@ fn fifo_reentry_and_fencing_hold_on_every_master() {
     }
     assert_eq!(per_master.len(), 3);
     let holder_client = builder(&cluster).build().unwrap();
+    let other = builder(&cluster).build().unwrap();
     for (master, name) in &per_master {
         let mutex = holder_client.fair_mutex(name);
         // Re-entry: same token, counted.
@@ -162,7 +163,33 @@ fn fifo_reentry_and_fencing_hold_on_every_master() {
             waiter.release("a queued waiter");
         }
         assert!(!mutex.is_locked().unwrap());
-        eprintln!("cluster: master {master}: re-entry, FIFO of 6 and fencing ok on {name:?}");
+
+        // Handoff latency: the grant is read on the node that published it
+        // (the client listens on every node), not after a cluster-bus hop.
+        let mut handoffs: Vec<Duration> = (0..10)
+            .map(|_| {
+                let guard = mutex.lock().unwrap();
+                let waiter = LockThread::lock(other.fair_mutex(name));
+                assert!(wait_until(Duration::from_secs(5), || mutex
+                    .queue_len()
+                    .unwrap()
+                    == 1));
+                let released = Instant::now();
+                guard.unlock().unwrap();
+                let (granted, _) = waiter.granted_within(Duration::from_secs(5), "handoff");
+                waiter.release("handoff");
+                granted - released
+            })
+            .collect();
+        handoffs.sort();
+        let median = handoffs[handoffs.len() / 2];
+        eprintln!(
+            "cluster: master {master}: re-entry, FIFO of 6 and fencing ok on {name:?}; handoff \
+             median {:.2} ms, max {:.2} ms (10)",
+            ms(median),
+            ms(handoffs[handoffs.len() - 1])
+        );
+        assert!(median < Duration::from_millis(5), "handoffs {handoffs:?}");
     }
 }
 
