@@ -101,8 +101,8 @@ enum SubscribeVia {
 pub(crate) enum Listen {
     /// The one server, or the master the Sentinels name at each connect.
     Main,
-    /// One cluster node.
-    Node(redis::Client),
+    /// One cluster node (boxed: a client is large, the others are empty).
+    Node(Box<redis::Client>),
     /// Any reachable cluster seed, tried in turn (when the slot map could
     /// not be read): every node hears every `PUBLISH`, only later.
     AnySeed,
@@ -246,7 +246,10 @@ impl Backend {
             return vec![Listen::Main];
         };
         match self.cluster_nodes(&seeds[0]) {
-            Ok(nodes) if !nodes.is_empty() => nodes.into_iter().map(Listen::Node).collect(),
+            Ok(nodes) if !nodes.is_empty() => nodes
+                .into_iter()
+                .map(|node| Listen::Node(Box::new(node)))
+                .collect(),
             Ok(_) => vec![Listen::AnySeed],
             Err(err) => {
                 log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
@@ -307,7 +310,10 @@ impl Backend {
     /// timeouts set.
     pub(crate) fn subscriber_connection(&self, target: &Listen) -> Result<redis::Connection> {
         let conn = match (target, &self.subscribe) {
-            (Listen::Node(client), _) | (_, SubscribeVia::Client(client)) => {
+            (Listen::Node(client), _) => {
+                client.get_connection_with_timeout(self.connect_timeout)?
+            }
+            (_, SubscribeVia::Client(client)) => {
                 client.get_connection_with_timeout(self.connect_timeout)?
             }
             (_, SubscribeVia::Sentinel(manager)) => return manager.connect_master(),
