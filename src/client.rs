@@ -23,8 +23,9 @@ use crate::{subscriber, watchdog};
 /// Cloning is cheap and shares one pool and one pair of background threads:
 /// a watchdog (`fairlock-watchdog`) that renews held leases and keeps this
 /// client's queued waiters alive, and a subscriber (`fairlock-subscriber`)
-/// on its own connection that wakes waiting threads. Both stop, and are
-/// joined, when the last `Client`, `FairMutex` and guard of it are dropped.
+/// on its own connection that wakes waiting threads (on Redis Cluster, one
+/// per node). All stop, and are joined, when the last `Client`, `FairMutex`
+/// and guard of it are dropped.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
