@@ -56,11 +56,6 @@ impl Conn {
         }
     }
 
-    /// True on a cluster connection, whose pipelines must stay in one slot.
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Conn::Cluster(_))
-    }
-
     /// Looks at the outcome of a call. A connection that met a demoted
     /// master (`READONLY`) is marked so the pool drops it instead of handing
     /// it out again. A cluster call that could not reach a node makes every

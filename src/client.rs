@@ -270,14 +270,13 @@ impl Shared {
             let mut conn = self.connection()?;
             let result = call(conn.get());
             conn.note(&result);
-            let cluster = conn.is_cluster();
             drop(conn);
             match result {
                 Err(err) if stale_retries > 0 && err.is_dropped_connection() => {
                     stale_retries -= 1;
                     log::debug!("fairlock: retrying on another connection: {err}");
                 }
-                Err(err) if cluster && fresh_map_retry && err.is_connection() => {
+                Err(err) if fresh_map_retry && err.is_connection() && self.backend.is_cluster() => {
                     fresh_map_retry = false;
                     log::debug!("fairlock: retrying with a fresh cluster slot map: {err}");
                 }

@@ -20,8 +20,7 @@ pub(crate) enum Topology {
     Sentinel {
         sentinels: Vec<String>,
         master: String,
-        /// `redis://[user:password@]/db`-style settings for the master
-        /// connection: scheme, credentials and database.
+        /// How to connect to the master: TLS, credentials, database.
         tls: bool,
         username: Option<String>,
         password: Option<String>,

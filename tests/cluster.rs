@@ -253,7 +253,7 @@ fn acquisitions_lost_in_a_failover(sync: bool) -> (usize, usize) {
     // Which acquisitions survived, as the new master sees them.
     let mut lost = 0;
     for (mutex, (_, token)) in mutexes.iter().zip(&held) {
-        let status = retry_connection(|| mutex.status(1));
+        let status = retry_while_unreachable(|| mutex.status(1));
         match status.holder {
             Some(holder) if holder.fencing_token == *token => {}
             _ => lost += 1,
@@ -300,20 +300,6 @@ fn acquisitions_lost_in_a_failover(sync: bool) -> (usize, usize) {
     }
     waiter.release("the waiter across the failover");
     (lost, HELD)
-}
-
-/// Calls `f` until it stops failing with a connection error (bounded).
-fn retry_connection<T>(mut f: impl FnMut() -> fairlock::Result<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        match f() {
-            Ok(value) => return value,
-            Err(err) if err.is_connection() && Instant::now() < deadline => {
-                thread::sleep(Duration::from_millis(100))
-            }
-            Err(err) => panic!("{err:?}"),
-        }
-    }
 }
 
 #[test]

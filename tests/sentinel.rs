@@ -52,7 +52,7 @@ fn a_thread_waiting_through_a_sentinel_failover_still_gets_the_lock() {
 
     // The acquisition was acknowledged by the replica before lock()
     // returned, so the promoted replica still shows this hold.
-    let status = wait_for_answer(|| mutex.status(5));
+    let status = retry_while_unreachable(|| mutex.status(5));
     let holder_seen = status.holder.expect("the hold survived the failover");
     assert_eq!(holder_seen.fencing_token, held_token);
     assert_eq!(status.queue_len, 1, "the waiter kept its place");
@@ -101,18 +101,4 @@ fn a_sentinel_url_naming_an_unknown_master_is_a_clear_error() {
     );
     assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
-}
-
-/// Calls `f` until Redis answers (bounded: a failover is over by then).
-fn wait_for_answer<T>(mut f: impl FnMut() -> fairlock::Result<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        match f() {
-            Ok(value) => return value,
-            Err(err) if err.is_connection() && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(100))
-            }
-            Err(err) => panic!("{err:?}"),
-        }
-    }
 }

@@ -60,27 +60,12 @@ impl RedisServer {
     }
 
     fn start_configured(extra: &[&str], tls: bool) -> RedisServer {
-        let mut last_error = String::new();
-        for _ in 0..5 {
-            let port = free_port();
-            match Self::spawn(port, extra, tls) {
-                Ok(server) => return server,
-                Err(err) => last_error = err,
-            }
-        }
-        panic!("could not start redis-server: {last_error}");
+        on_a_free_port("redis-server", |port| Self::spawn(port, extra, tls))
     }
 
     /// Starts a server on `port` (e.g. again after [`kill`](Self::kill)).
     fn spawn(port: u16, extra: &[&str], tls: bool) -> Result<RedisServer, String> {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "fairlock-test-{}-{}-{}",
-            std::process::id(),
-            port,
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let dir = private_dir(&format!("test-{port}"))?;
         let mut server = RedisServer {
             child: None,
             port,
@@ -188,10 +173,7 @@ impl RedisServer {
 
     /// Kills the server (SIGKILL) and waits for it; its data is lost.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        kill_and_reap(&mut self.child);
     }
 
     /// Starts the server again on the same port, empty.
@@ -228,6 +210,54 @@ impl Drop for RedisServer {
             );
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `spawn` on fresh free ports until it starts (5 tries): another
+/// process may take a port between the probe and the bind.
+pub fn on_a_free_port<T>(what: &str, mut spawn: impl FnMut(u16) -> Result<T, String>) -> T {
+    let mut last_error = String::new();
+    for _ in 0..5 {
+        match spawn(free_port()) {
+            Ok(started) => return started,
+            Err(err) => last_error = err,
+        }
+    }
+    panic!("could not start {what}: {last_error}");
+}
+
+/// A new, empty temporary directory of this test run, named after `label`.
+pub fn private_dir(label: &str) -> Result<PathBuf, String> {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "fairlock-{label}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// SIGKILLs the child, if any, and reaps it.
+pub fn kill_and_reap(child: &mut Option<Child>) {
+    if let Some(mut child) = child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Calls `f` until Redis answers (bounded at 15 s, e.g. through a
+/// failover); any other error fails the test.
+pub fn retry_while_unreachable<T>(mut f: impl FnMut() -> fairlock::Result<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match f() {
+            Ok(value) => return value,
+            Err(err) if err.is_connection() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Err(err) => panic!("{err:?}"),
+        }
     }
 }
 
@@ -291,13 +321,7 @@ pub struct TlsFiles {
 
 impl TlsFiles {
     pub fn generate() -> TlsFiles {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "fairlock-tls-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("create the certificate directory");
+        let dir = private_dir("tls").expect("create the certificate directory");
         let openssl = |args: &[&str]| {
             let out = Command::new("openssl")
                 .args(args)

@@ -8,10 +8,9 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{free_port, RedisServer};
+use super::{free_port, kill_and_reap, on_a_free_port, private_dir, RedisServer};
 
 /// How long the start-up of a topology may take before the test fails.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -157,13 +156,7 @@ impl RedisCluster {
     /// with one replica whose link to it is up.
     pub fn start() -> RedisCluster {
         let started = Instant::now();
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "fairlock-cluster-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("create the cluster's directory");
+        let dir = private_dir("cluster").expect("create the cluster's directory");
         let mut cluster = RedisCluster {
             nodes: Vec::new(),
             former_replica: HashMap::new(),
@@ -543,25 +536,11 @@ impl Sentinel {
     /// Starts a sentinel monitoring `master_port` (quorum 2) on a free
     /// port and waits until it answers PING.
     fn start(master_port: u16) -> Sentinel {
-        let mut last_error = String::new();
-        for _ in 0..5 {
-            match Self::spawn(free_port(), master_port) {
-                Ok(sentinel) => return sentinel,
-                Err(error) => last_error = error,
-            }
-        }
-        panic!("could not start a sentinel: {last_error}");
+        on_a_free_port("a sentinel", |port| Self::spawn(port, master_port))
     }
 
     fn spawn(port: u16, master_port: u16) -> Result<Sentinel, String> {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "fairlock-sentinel-{}-{}-{}",
-            std::process::id(),
-            port,
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let dir = private_dir(&format!("sentinel-{port}"))?;
         let mut sentinel = Sentinel {
             child: None,
             port,
@@ -623,10 +602,7 @@ impl Sentinel {
 
     /// SIGKILLs the sentinel and reaps it.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        kill_and_reap(&mut self.child);
     }
 
     pub fn log(&self) -> String {
