@@ -8,49 +8,84 @@
 mod fake_queue;
 mod support;
 
-use fake_queue::{evalsha_usec, queue_of};
+use fake_queue::{evalsha_usec, queue_of, ScriptedLock};
 use support::*;
 
-/// Server µs per lock cycle (see `ScriptedLock::cycle`) with `waiters`
-/// queued, over `cycles` cycles.
-fn cycle_cost(server: &RedisServer, name: &str, waiters: u64, cycles: u64) -> f64 {
-    let (lock, mut conn) = queue_of(server, name, waiters);
-    let before = evalsha_usec(&mut conn);
-    for n in 0..cycles {
-        lock.cycle(&mut conn, waiters, n);
+/// Queue lengths measured, shortest first.
+const SIZES: [u64; 5] = [0, 1, 100, 1000, 10_000];
+/// Interleaved rounds; each measures every size once.
+const ROUNDS: u64 = 9;
+/// Lock cycles per size and round.
+const BATCH: u64 = 250;
+
+/// Server µs per lock cycle (see `ScriptedLock::cycle`) over the next
+/// `BATCH` cycles; `done` counts the cycles run on this lock so far.
+fn batch_cost(lock: &ScriptedLock, conn: &mut redis::Connection, waiters: u64, done: u64) -> f64 {
+    let before = evalsha_usec(conn);
+    for n in done..done + BATCH {
+        lock.cycle(conn, waiters, n);
     }
-    (evalsha_usec(&mut conn) - before) / cycles as f64
+    (evalsha_usec(conn) - before) / BATCH as f64
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
 }
 
 #[test]
 fn server_time_per_cycle_is_flat_in_the_queue_length() {
     let server = RedisServer::start();
-    let cycles = 2000;
-    let mut costs = Vec::new();
-    for (i, waiters) in [0u64, 1, 100, 1000, 10_000].into_iter().enumerate() {
-        // The least of three runs: other load on the machine only adds time.
-        let cost = (0..3)
-            .map(|run| cycle_cost(&server, &format!("cost{i}-{run}"), waiters, cycles))
-            .fold(f64::INFINITY, f64::min);
-        eprintln!("waiters {waiters:>6}: {cost:.1} µs of server time per cycle");
-        costs.push((waiters, cost));
+    let mut queues: Vec<_> = SIZES
+        .iter()
+        .map(|&waiters| queue_of(&server, &format!("cost{waiters}"), waiters))
+        .collect();
+    // Rounds interleave the sizes (in a rotating order), so a burst of
+    // other load on this shared machine lands on all of them alike rather
+    // than on whichever size happened to run then; the median of the
+    // rounds then drops the bursts.
+    let mut samples = vec![Vec::new(); SIZES.len()];
+    for round in 0..ROUNDS {
+        for k in 0..SIZES.len() {
+            let i = (k + round as usize) % SIZES.len();
+            let (lock, conn) = &mut queues[i];
+            samples[i].push(batch_cost(lock, conn, SIZES[i], round * BATCH));
+        }
+    }
+    let costs: Vec<(u64, f64)> = SIZES
+        .iter()
+        .zip(samples)
+        .map(|(&waiters, s)| (waiters, median(s)))
+        .collect();
+    for (waiters, cost) in &costs {
+        eprintln!(
+            "waiters {waiters:>6}: {cost:.1} µs of server time per cycle (median of {ROUNDS})"
+        );
     }
     let at = |n: u64| costs.iter().find(|(w, _)| *w == n).unwrap().1;
-    // With a queue, each cycle is a release that hands over (grant, publish,
-    // tell the next head) plus one arrival; with none it is take + release.
-    // The O(log N) claim is about the queue length, so the bound compares
-    // cycles that both hand over; the no-queue ratio is reported and bounded
-    // loosely.
-    let flat = at(10_000) / at(1);
     eprintln!(
-        "10 000 vs 1 waiter: {flat:.2}x; 10 000 vs 100: {:.2}x; 10 000 vs none: {:.2}x",
+        "10 000 vs 100 waiters: {:.2}x; vs 1 000: {:.2}x; vs 1: {:.2}x; vs none: {:.2}x",
         at(10_000) / at(100),
+        at(10_000) / at(1_000),
+        at(10_000) / at(1),
         at(10_000) / at(0)
     );
-    assert!(flat < 1.5, "cost grows with the queue: {costs:?}");
+    // From 2 waiters up a cycle does the same steps: a release that grants
+    // the head and tells the next head it is first, plus one arrival. The
+    // O(log N) claim compares those: a linear scan would make 10 000 cost
+    // ~100x what 100 costs. A margin of 1.5x stays clear of this machine's
+    // noise (0.85-1.17x seen) and far below any linear term.
     assert!(
         at(10_000) / at(100) < 1.5,
         "cost grows with the queue: {costs:?}"
     );
+    assert!(
+        at(10_000) / at(1_000) < 1.5,
+        "cost grows with the queue: {costs:?}"
+    );
+    // With 1 waiter nobody is left to tell after the grant (1.00-1.08x
+    // seen), and with none a cycle is take + release without a handoff
+    // (1.8-2.0x seen): both do less work, so they are bounded loosely.
+    assert!(at(10_000) / at(1) < 2.0, "{costs:?}");
     assert!(at(10_000) / at(0) < 4.0, "{costs:?}");
 }

@@ -12,6 +12,9 @@ fn script(body: &str) -> Script {
     Script::new(&format!("{}{body}", include_str!("../../lua/lib.lua")))
 }
 
+/// A hold as the lock hash records it: owner id, fencing token, call id.
+pub type Holder = (String, String, String);
+
 /// The five keys of one lock and its acquire and release scripts.
 pub struct ScriptedLock {
     pub keys: Vec<String>,
@@ -85,22 +88,24 @@ impl ScriptedLock {
         assert_eq!(queued, count);
     }
 
-    /// Runs release for `owner` holding `token`; returns holds left or -1.
-    pub fn release(&self, conn: &mut redis::Connection, owner: &str, token: &str) -> i64 {
+    /// Runs release for `owner` holding `token`, taken by acquire call
+    /// `call`; returns holds left or -1.
+    pub fn release(&self, conn: &mut redis::Connection, (owner, token, call): &Holder) -> i64 {
         let mut inv = self.release.prepare_invoke();
         for k in &self.keys {
             inv.key(k);
         }
-        inv.arg("fairlock:wake:").arg(owner).arg(token);
+        inv.arg("fairlock:wake:").arg(owner).arg(token).arg(call);
         inv.invoke(conn).unwrap()
     }
 
-    /// The current holder's owner id and token.
-    pub fn holder(&self, conn: &mut redis::Connection) -> (String, String) {
+    /// The current holder's owner id, token and acquire call id.
+    pub fn holder(&self, conn: &mut redis::Connection) -> Holder {
         redis::cmd("HMGET")
             .arg(&self.keys[0])
             .arg("owner")
             .arg("token")
+            .arg("call")
             .query(conn)
             .unwrap()
     }
@@ -109,8 +114,8 @@ impl ScriptedLock {
     /// releases (handing over to the head) and a newcomer queues at the
     /// tail, so the length stays constant. Without: take, then release.
     pub fn cycle(&self, conn: &mut redis::Connection, queued: u64, n: u64) {
-        let (owner, token) = self.holder(conn);
-        assert_eq!(self.release(conn, &owner, &token), 0);
+        let holder = self.holder(conn);
+        assert_eq!(self.release(conn, &holder), 0);
         let reply = self.acquire(conn, &format!("n{n}:1"), queued + n);
         let expected = if queued == 0 { 1 } else { 0 };
         assert_eq!(reply[0], expected, "with {queued} queued");
