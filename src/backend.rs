@@ -74,7 +74,8 @@ impl Conn {
                     conn.demoted = true;
                 }
             }
-            Conn::Cluster(conn) if err.is_connection() => {
+            // A slot being moved is no sign of a stale map.
+            Conn::Cluster(conn) if err.is_connection() && !err.is_slot_moving() => {
                 conn.generation.fetch_max(conn.born + 1, Ordering::Relaxed);
             }
             _ => {}

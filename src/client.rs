@@ -18,6 +18,9 @@ use crate::scripts::{self, LuaScript, Scripts};
 use crate::waiters::Waiters;
 use crate::{subscriber, watchdog};
 
+/// Pause between calls on a cluster slot that is being moved.
+const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
+
 /// A handle to Redis that hands out [`FairMutex`]es.
 ///
 /// Cloning is cheap and shares one pool and one pair of background threads:
@@ -285,14 +288,34 @@ impl Shared {
         }
     }
 
-    /// Runs one read-only lock script on a pooled connection: one round trip.
+    /// Runs `call` again while its lock's cluster slot is being moved
+    /// between masters, for up to `command_timeout`: the script did not
+    /// run, and a move usually ends within the cluster client's own
+    /// retries (about 0.3-4 s of waits). The watchdog does not wait here:
+    /// it renews again next period, and must not hold back other slots.
+    fn through_slot_moves<T>(&self, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+        let give_up = Instant::now() + self.config.command_timeout;
+        loop {
+            match call() {
+                Err(err) if err.is_slot_moving() && Instant::now() < give_up => {
+                    log::debug!("fairlock: slot being moved, retrying: {err}");
+                    std::thread::sleep(SLOT_MOVE_RETRY_WAIT);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs one lock script on a pooled connection: one round trip.
     pub(crate) fn run_script(
         &self,
         script: &LuaScript,
         keys: &LockKeys,
         args: &[&[u8]],
     ) -> Result<redis::Value> {
-        self.with_connection(|conn| scripts::run(script, conn, keys, &self.wake_prefix, args))
+        self.through_slot_moves(|| {
+            self.with_connection(|conn| scripts::run(script, conn, keys, &self.wake_prefix, args))
+        })
     }
 
     /// Runs one lock script that writes, still in one round trip: with
@@ -310,16 +333,18 @@ impl Shared {
                 shortfall: None,
             });
         };
-        let (reply, acknowledged) = self.with_connection(|conn| {
-            scripts::run_and_wait(
-                &self.scripts,
-                script,
-                conn,
-                keys,
-                &self.wake_prefix,
-                args,
-                sync,
-            )
+        let (reply, acknowledged) = self.through_slot_moves(|| {
+            self.with_connection(|conn| {
+                scripts::run_and_wait(
+                    &self.scripts,
+                    script,
+                    conn,
+                    keys,
+                    &self.wake_prefix,
+                    args,
+                    sync,
+                )
+            })
         })?;
         Ok(Written {
             reply,

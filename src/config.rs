@@ -236,7 +236,9 @@ impl ClientBuilder {
     }
 
     /// How long one Redis call may take before it fails as
-    /// [`ErrorKind::Connection`]. Defaults to 5 s.
+    /// [`ErrorKind::Connection`]. On a cluster, a lock call whose slot is
+    /// being moved to another master is retried for this long too.
+    /// Defaults to 5 s.
     pub fn command_timeout(mut self, command_timeout: Duration) -> Self {
         self.config.command_timeout = command_timeout;
         self

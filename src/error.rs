@@ -92,6 +92,18 @@ impl Error {
             .is_some_and(|err| err.is_connection_dropped() && !err.is_connection_refusal())
     }
 
+    /// True when the cluster slot of the call's keys was being moved
+    /// between masters when the cluster client ran out of retries
+    /// (`TRYAGAIN`, or an `ASK` or `MOVED` redirection not yet followed):
+    /// the command did not run, and can once the move ends.
+    pub(crate) fn is_slot_moving(&self) -> bool {
+        use redis::{ErrorKind as K, ServerErrorKind as S};
+        self.source
+            .as_deref()
+            .and_then(|source| source.downcast_ref::<redis::RedisError>())
+            .is_some_and(|err| matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)))
+    }
+
     /// True when a guard's hold was lost before it was released.
     pub fn is_lease_lost(&self) -> bool {
         self.kind == ErrorKind::LeaseLost

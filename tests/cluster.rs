@@ -1,6 +1,7 @@
 //! fairlock on a real Redis Cluster of 3 masters and 3 replicas (created with
 //! `redis-cli --cluster create`): names spread over the masters, the core
-//! guarantees hold, and a master failing over loses no replicated acquisition.
+//! guarantees hold, a master failing over loses no replicated acquisition,
+//! and a slot moving to another master keeps its lock's hold and queue.
 
 mod support;
 
@@ -320,4 +321,156 @@ fn a_master_failover_without_sync_replicas_is_observed_and_reported() {
     // call returned within its bound and that the waiter was served.
     let (lost, of) = acquisitions_lost_in_a_failover(false);
     eprintln!("cluster failover without sync_replicas: {lost} of {of} acquisitions lost");
+}
+
+/// The slot Redis Cluster gives `key`: CRC16 of its hash tag, mod 16384.
+fn slot_of(key: &str) -> u16 {
+    let tag = key
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(tag, _)| tag)
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(key);
+    crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) % 16384
+}
+
+#[test]
+fn a_slot_moving_to_another_master_keeps_the_hold_the_queue_and_the_order() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let name = "resharded";
+    let slot = cluster.key_slot(&lock_key(name));
+    assert_eq!(slot, slot_of(&lock_key(name)), "the test's slot function");
+    let from = cluster.master_for_slot(slot);
+    let to = cluster.masters().into_iter().find(|&m| m != from).unwrap();
+    // A second name in the same slot, first taken while the slot moves.
+    let fresh = (0..)
+        .map(|i| format!("fresh-{i}"))
+        .find(|n| slot_of(&lock_key(n)) == slot)
+        .unwrap();
+
+    // Held and waited for; the short lease needs the watchdog on whichever
+    // master has the keys.
+    let lease = Duration::from_secs(2);
+    let mutex = builder(&cluster)
+        .lease(lease)
+        .build()
+        .unwrap()
+        .fair_mutex(name);
+    let guard = mutex.lock().unwrap();
+    let held_token = guard.fencing_token();
+    let waiter = LockThread::lock(builder(&cluster).build().unwrap().fair_mutex(name));
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let keys = cluster.keys_in_slot(from, slot);
+    assert_eq!(
+        keys.len(),
+        5,
+        "lock, queue, deadlines, grants, fence: {keys:?}"
+    );
+    // This client's slot map predates the move. A call on a moving slot
+    // retries for up to its command timeout.
+    let prober = builder(&cluster)
+        .command_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    assert!(!prober.fair_mutex(&fresh).is_locked().unwrap());
+
+    cluster.begin_slot_move(slot, from, to);
+    let opened = Instant::now();
+    // A first acquisition in the open slot: no key of it exists, so the
+    // source answers ASK and the target TRYAGAIN until the slot is closed.
+    let (outcome_tx, outcome) = std::sync::mpsc::channel();
+    let (unlock_tx, unlock) = std::sync::mpsc::channel::<()>();
+    let fresh_mutex = prober.fair_mutex(&fresh);
+    let fresh_thread = thread::spawn(move || {
+        let started = Instant::now();
+        match fresh_mutex.try_lock() {
+            Ok(Some(guard)) => {
+                let _ = outcome_tx.send((Ok(Some(guard.fencing_token())), started.elapsed()));
+                let _ = unlock.recv_timeout(Duration::from_secs(30));
+                guard.unlock().map_err(|e| e.kind())
+            }
+            other => {
+                eprintln!("try_lock of a fresh name in the moving slot: {other:?}");
+                let _ =
+                    outcome_tx.send((other.map(|_| None).map_err(|e| e.kind()), started.elapsed()));
+                Ok(())
+            }
+        }
+    });
+    // The slot stays open while the watchdog renews and the waiter beats;
+    // then its keys move one by one, so for a while the lock's keys are
+    // split between the two masters and both answer TRYAGAIN. About 2.5 s
+    // in all: longer than the cluster client's own retries last (0.6-2.8 s
+    // of waits, twice), shorter than the prober's command timeout.
+    thread::sleep(Duration::from_millis(1500));
+    for key in &keys {
+        cluster.migrate_key(from, to, key);
+        thread::sleep(Duration::from_millis(200));
+    }
+    let agreed = cluster.finish_slot_move(slot, from, to);
+    let closed = Instant::now();
+    let open_for = opened.elapsed();
+    assert!(cluster.keys_in_slot(from, slot).is_empty());
+    let (fresh_outcome, fresh_took) = outcome
+        .recv_timeout(Duration::from_secs(15))
+        .expect("try_lock returned within 15 s");
+    eprintln!(
+        "cluster slot move {from} -> {to}: slot {slot} open {:.0} ms (all nodes agreed {:.0} ms \
+         after SETSLOT NODE); try_lock of a fresh name in it started at the opening returned \
+         {fresh_outcome:?} in {:.0} ms",
+        ms(open_for),
+        ms(agreed),
+        ms(fresh_took)
+    );
+    let fresh_token = fresh_outcome.expect("try_lock of a free lock in a moving slot");
+    let fresh_token = fresh_token.expect("nobody else holds the fresh lock");
+    // Acquired where the slot now lives, with the token it was given.
+    let stored: Option<String> = redis::cmd("HGET")
+        .arg(lock_key(&fresh))
+        .arg("token")
+        .query(&mut cluster.conn(to))
+        .unwrap();
+    assert_eq!(stored, Some(fresh_token.to_string()));
+    unlock_tx.send(()).unwrap();
+    assert_eq!(
+        join_within(fresh_thread, Duration::from_secs(10), "fresh"),
+        Ok(())
+    );
+
+    // Two leases later only renewals on the new master can have kept the
+    // hold; the waiter is still queued behind it.
+    thread::sleep(2 * lease);
+    assert!(!guard.is_lease_lost());
+    let status = mutex.status(1).unwrap();
+    assert_eq!(status.holder.map(|h| h.fencing_token), Some(held_token));
+    assert_eq!(status.queue_len, 1);
+    let on_target = cluster.keys_in_slot(to, slot);
+    assert!(
+        keys.iter().all(|k| on_target.contains(k)),
+        "moved {keys:?}, on the target {on_target:?}"
+    );
+
+    // The unlock (through a connection whose map is stale: MOVED) hands
+    // the lock to the waiter, woken by the new master's PUBLISH.
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (granted, token) =
+        waiter.granted_within(Duration::from_secs(5), "the waiter across the move");
+    assert!(token > held_token, "token {token} after {held_token}");
+    assert!(
+        token > fresh_token,
+        "token {token} after the fresh name's {fresh_token}"
+    );
+    eprintln!(
+        "cluster slot move: hold (token {held_token}) kept {:.1} s past the move by renewals on \
+         the new master; the waiter queued before it was granted {:.1} ms after the unlock, \
+         token {token}",
+        ms(released - closed) / 1000.0,
+        ms(granted - released)
+    );
+    waiter.release("the waiter across the move");
 }

@@ -500,6 +500,81 @@ impl RedisCluster {
         called.elapsed()
     }
 
+    fn node_id(&self, port: u16) -> String {
+        let view = self.view();
+        view.iter()
+            .find(|n| n.port == port)
+            .map(|n| n.id.clone())
+            .unwrap_or_else(|| panic!("no node on port {port}: {view:?}"))
+    }
+
+    /// Opens `slot` for moving from master `from` to master `to` the way
+    /// `redis-cli --cluster reshard` does: `IMPORTING` on the target first,
+    /// then `MIGRATING` on the source. From here the source answers `ASK`
+    /// for keys it no longer has, and `TRYAGAIN` for a command whose keys
+    /// it has only some of.
+    pub fn begin_slot_move(&self, slot: u16, from: u16, to: u16) {
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let slot = slot.to_string();
+        for (port, state, id) in [(to, "IMPORTING", &from_id), (from, "MIGRATING", &to_id)] {
+            query_string(port, &["CLUSTER", "SETSLOT", &slot, state, id])
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    /// Keys of `slot` stored on the node on `port`.
+    pub fn keys_in_slot(&self, port: u16, slot: u16) -> Vec<String> {
+        redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(1000)
+            .query(&mut self.conn(port))
+            .unwrap_or_else(|e| panic!("CLUSTER GETKEYSINSLOT {slot} on {port}: {e}"))
+    }
+
+    /// Moves one key of a slot being moved from `from` to `to` (`MIGRATE`).
+    pub fn migrate_key(&self, from: u16, to: u16, key: &str) {
+        let reply: String = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(to)
+            .arg(key)
+            .arg(0)
+            .arg(5000)
+            .query(&mut self.conn(from))
+            .unwrap_or_else(|e| panic!("MIGRATE {key} from {from} to {to}: {e}"));
+        assert!(reply == "OK" || reply == "NOKEY", "MIGRATE {key}: {reply}");
+    }
+
+    /// Ends the move: `to` owns `slot` (`SETSLOT NODE` on the target, the
+    /// source, then the other masters, as redis-cli does), and waits until
+    /// every live node's `CLUSTER NODES` says so. Returns the wait.
+    pub fn finish_slot_move(&self, slot: u16, from: u16, to: u16) -> Duration {
+        let to_id = self.node_id(to);
+        let slot_arg = slot.to_string();
+        let others = self.masters().into_iter().filter(|&m| m != from && m != to);
+        for port in [to, from].into_iter().chain(others) {
+            query_string(port, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id])
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let called = Instant::now();
+        let agreed = poll(Duration::from_secs(10), Duration::from_millis(20), || {
+            for port in self.live_ports() {
+                let nodes = parse_nodes(&query_string(port, &["CLUSTER", "NODES"])?)?;
+                if !nodes.iter().any(|n| n.port == to && n.serves(slot)) {
+                    return Err(format!("node {port} does not see {to} serving slot {slot}"));
+                }
+            }
+            Ok(())
+        });
+        if let Err(error) = agreed {
+            panic!(
+                "slot {slot} move to {to} not agreed: {error}\n{}",
+                self.describe()
+            );
+        }
+        called.elapsed()
+    }
+
     /// `CLUSTER NODES` of every live node, for failure messages.
     pub fn describe(&self) -> String {
         self.live_ports()
