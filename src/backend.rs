@@ -454,8 +454,12 @@ impl r2d2::ManageConnection for ClusterManager {
 
     fn connect(&self) -> Result<ClusterConnection> {
         let born = self.generation.load(Ordering::Relaxed);
+        let conn = self
+            .client
+            .get_connection()
+            .map_err(|err| Error::from(err).spelled_out())?;
         Ok(ClusterConnection {
-            conn: self.client.get_connection()?,
+            conn,
             born,
             generation: Arc::clone(&self.generation),
         })
@@ -515,7 +519,7 @@ impl r2d2::ManageConnection for SentinelManager {
 
     fn connect(&self) -> Result<SentinelConnection> {
         Ok(SentinelConnection {
-            conn: self.connect_master()?,
+            conn: self.connect_master().map_err(Error::spelled_out)?,
             demoted: false,
         })
     }

@@ -104,6 +104,19 @@ impl Error {
             .is_some_and(|err| matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)))
     }
 
+    /// The same error with its cause's text appended to the message, for
+    /// r2d2, which keeps only the text of a failed connect (so a denied
+    /// `ROLE` still says so in `build`'s error).
+    pub(crate) fn spelled_out(self) -> Self {
+        match &self.source {
+            Some(source) => Error {
+                message: format!("{}: {source}", self.message).into(),
+                ..self
+            },
+            None => self,
+        }
+    }
+
     /// True when a guard's hold was lost before it was released.
     pub fn is_lease_lost(&self) -> bool {
         self.kind == ErrorKind::LeaseLost

@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex};
-use support::topology::RedisCluster;
+use support::topology::{lock_key, slot_of, RedisCluster};
 use support::*;
 
 const NAMES: usize = 64;
@@ -25,12 +25,6 @@ fn builder(cluster: &RedisCluster) -> ClientBuilder {
         .waiter_timeout(Duration::from_secs(3))
         .connect_timeout(Duration::from_secs(2))
         .command_timeout(Duration::from_secs(2))
-}
-
-/// The lock hash of `name` under the default prefix (see src/keys.rs).
-fn lock_key(name: &str) -> String {
-    let digest = sha1_smol::Sha1::from(name).digest().to_string();
-    format!("fairlock:{{{}}}:lock:{name}", &digest[..16])
 }
 
 fn names(prefix: &str) -> Vec<String> {
@@ -115,14 +109,7 @@ fn sixty_four_names_spread_over_all_masters_and_exclude_each_other() {
 fn fifo_reentry_and_fencing_hold_on_every_master() {
     let _serial = serial();
     let cluster = RedisCluster::start();
-    // One name per master.
-    let mut per_master: HashMap<u16, String> = HashMap::new();
-    for name in names("core") {
-        per_master
-            .entry(cluster.master_of_key(&lock_key(&name)))
-            .or_insert(name);
-    }
-    assert_eq!(per_master.len(), 3);
+    let per_master = cluster.one_name_per_master("core");
     let holder_client = builder(&cluster).build().unwrap();
     let other = builder(&cluster).build().unwrap();
     for (master, name) in &per_master {
@@ -321,17 +308,6 @@ fn a_master_failover_without_sync_replicas_is_observed_and_reported() {
     // call returned within its bound and that the waiter was served.
     let (lost, of) = acquisitions_lost_in_a_failover(false);
     eprintln!("cluster failover without sync_replicas: {lost} of {of} acquisitions lost");
-}
-
-/// The slot Redis Cluster gives `key`: CRC16 of its hash tag, mod 16384.
-fn slot_of(key: &str) -> u16 {
-    let tag = key
-        .split_once('{')
-        .and_then(|(_, rest)| rest.split_once('}'))
-        .map(|(tag, _)| tag)
-        .filter(|tag| !tag.is_empty())
-        .unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) % 16384
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Least privilege, authentication, TLS, and one client's holds safe from
 //! another: the library works as an ACL user limited to `fairlock:*` keys
 //! and channels and to the commands in README.md's ACL line (the very line
-//! these tests apply), authenticates from the URL, speaks TLS with the `tls`
+//! these tests apply, plus its additions for Redis Cluster, Sentinel and
+//! `sync_replicas`), authenticates from the URL, speaks TLS with the `tls`
 //! feature, and no client can release, renew or dequeue another's hold
 //! except through `force_unlock`.
 mod support;
@@ -9,6 +10,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind};
+use support::topology::{lock_key, slot_of, RedisCluster, SentinelSet};
 use support::*;
 
 const LEASE: Duration = Duration::from_secs(1);
@@ -18,7 +20,7 @@ fn readme_acl_line() -> String {
     let readme = include_str!("../README.md");
     let lines: Vec<&str> = readme
         .lines()
-        .filter(|l| l.starts_with("ACL SETUSER fairlock "))
+        .filter(|l| l.starts_with("ACL SETUSER fairlock on "))
         .collect();
     assert_eq!(
         lines.len(),
@@ -117,8 +119,19 @@ fn the_readme_acl_line_allows_every_command_the_library_sends() {
             needed.push(command.to_lowercase());
         }
     }
-    // Commands the client sends itself.
-    needed.extend(["evalsha", "script|load", "subscribe", "publish"].map(String::from));
+    // Commands the client sends itself; the redis crate unsubscribes when
+    // a subscriber stops.
+    needed.extend(
+        [
+            "evalsha",
+            "script|load",
+            "subscribe",
+            "unsubscribe",
+            "punsubscribe",
+            "publish",
+        ]
+        .map(String::from),
+    );
     needed.sort();
     needed.dedup();
     let missing: Vec<&String> = needed.iter().filter(|c| !allowed.contains(c)).collect();
@@ -542,4 +555,195 @@ mod tls {
             "a root for a plain URL: {err:?}"
         );
     }
+}
+
+/// The README's `ACL SETUSER fairlock +...` line whose comment names
+/// `deployment`: the rules to add to the main line for it.
+fn readme_acl_addition(deployment: &str) -> Vec<String> {
+    let readme = include_str!("../README.md");
+    let lines: Vec<&str> = readme
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("ACL SETUSER fairlock +") && l.contains(deployment))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "README.md must print one ACL addition for {deployment}: {lines:?}"
+    );
+    let rules = lines[0].split('#').next().unwrap();
+    rules
+        .split_whitespace()
+        .skip(3)
+        .map(str::to_owned)
+        .collect()
+}
+
+fn plain_conn(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+/// Creates the README's user plus the README's additions for
+/// `deployments` on every server in `ports` (ACL rules are per node), and
+/// clears their ACL logs.
+fn create_acl_user_on(ports: &[u16], password: &str, deployments: &[&str]) {
+    let additions: Vec<String> = deployments
+        .iter()
+        .flat_map(|d| readme_acl_addition(d))
+        .collect();
+    for &port in ports {
+        let mut conn = plain_conn(port);
+        create_acl_user(&mut conn, password);
+        let () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("fairlock")
+            .arg(&additions)
+            .query(&mut conn)
+            .unwrap_or_else(|e| panic!("README's ACL additions {additions:?} rejected: {e}"));
+        let () = redis::cmd("ACL")
+            .arg("LOG")
+            .arg("RESET")
+            .query(&mut conn)
+            .unwrap();
+    }
+}
+
+/// Every denial logged on the servers in `ports`, as
+/// `port: <reason> <object>` (e.g. `6379: command ping`).
+fn acl_denials_on(ports: &[u16]) -> Vec<String> {
+    let mut found = Vec::new();
+    for &port in ports {
+        let entries: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("ACL")
+            .arg("LOG")
+            .query(&mut plain_conn(port))
+            .unwrap();
+        for entry in entries {
+            let text = |field: &str| {
+                entry
+                    .get(field)
+                    .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+                    .unwrap_or_default()
+            };
+            found.push(format!("{port}: {} {}", text("reason"), text("object")));
+        }
+    }
+    found
+}
+
+/// As the ACL user: hold `name` past two watchdog rounds with a waiter of
+/// client `b` queued (renew + heartbeat), then hand it over.
+fn hold_and_hand_over(a: &Client, b: &Client, name: &str) {
+    let m = a.fair_mutex(name);
+    let guard = m.lock().unwrap();
+    let waiter = LockThread::lock(b.fair_mutex(name));
+    assert!(wait_until(Duration::from_secs(5), || m
+        .queue_len()
+        .unwrap()
+        == 1));
+    std::thread::sleep(LEASE + LEASE / 2);
+    assert!(!guard.is_lease_lost(), "renewals denied?");
+    assert_eq!(m.queue_len().unwrap(), 1, "heartbeats denied?");
+    guard.unlock().unwrap();
+    waiter.granted_within(Duration::from_secs(2), "the waiter");
+    waiter.release("the waiter");
+}
+
+#[test]
+fn the_readme_acl_additions_suffice_on_a_cluster_with_sync_replicas() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let ports = cluster.ports();
+    create_acl_user_on(&ports, "cl-s3cret", &["Redis Cluster", "sync_replicas"]);
+    let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let url = format!("redis+cluster://fairlock:cl-s3cret@{}", hosts.join(","));
+    let builder = || {
+        Client::builder(&url)
+            .lease(LEASE)
+            .waiter_timeout(LEASE)
+            .sync_replicas(1, Duration::from_millis(500))
+    };
+    let a = builder()
+        .build()
+        .unwrap_or_else(|e| panic!("{e:?}; denials: {:?}", acl_denials_on(&ports)));
+    let b = builder().build().unwrap();
+    let names = cluster.one_name_per_master("acl");
+    for name in names.values() {
+        hold_and_hand_over(&a, &b, name);
+    }
+    // A first acquisition while its (empty) slot moves: the source answers
+    // ASK, followed with ASKING.
+    let name = "acl-moving";
+    let slot = slot_of(&lock_key(name));
+    let from = cluster.master_for_slot(slot);
+    let to = cluster.masters().into_iter().find(|&m| m != from).unwrap();
+    assert!(cluster.keys_in_slot(from, slot).is_empty());
+    cluster.begin_slot_move(slot, from, to);
+    let mutex = b.fair_mutex(name);
+    let taker = std::thread::spawn(move || mutex.try_lock().map(|g| g.map(|g| g.unlock())));
+    std::thread::sleep(Duration::from_millis(300));
+    cluster.finish_slot_move(slot, from, to);
+    let taken = join_within(taker, Duration::from_secs(15), "try_lock in a moving slot");
+    assert!(matches!(taken, Ok(Some(Ok(())))), "{taken:?}");
+    drop(a);
+    drop(b);
+    let denials = acl_denials_on(&ports);
+    assert!(denials.is_empty(), "the library was denied: {denials:?}");
+}
+
+#[test]
+fn the_readme_acl_additions_suffice_behind_sentinel_across_a_failover() {
+    let _serial = serial();
+    let mut set = SentinelSet::start();
+    let ports: Vec<u16> = set.servers().iter().map(RedisServer::port).collect();
+    let url = set.url().replacen(
+        "redis+sentinel://",
+        "redis+sentinel://fairlock:se-s3cret@",
+        1,
+    );
+    let builder = || {
+        Client::builder(&url)
+            .lease(LEASE)
+            .waiter_timeout(LEASE)
+            .sync_replicas(1, Duration::from_millis(500))
+    };
+    // Without the addition, building fails and says which command was denied.
+    create_acl_user_on(&ports, "se-s3cret", &[]);
+    let (err, took, chain) = failed_build(builder(), Duration::from_secs(1));
+    assert_eq!(err.kind(), ErrorKind::Connection, "{chain}");
+    assert!(
+        chain.contains("'role'"),
+        "the denied command is not named: {chain}"
+    );
+    eprintln!(
+        "sentinel without +role: build failed in {:.0} ms: {chain}",
+        ms(took)
+    );
+    create_acl_user_on(&ports, "se-s3cret", &["Sentinel", "sync_replicas"]);
+    let a = builder()
+        .build()
+        .unwrap_or_else(|e| panic!("{e:?}; denials: {:?}", acl_denials_on(&ports)));
+    let b = builder().build().unwrap();
+    hold_and_hand_over(&a, &b, "acl-sentinel");
+    let (old_master, _) = set.kill_master();
+    set.wait_for_failover(old_master, Duration::from_secs(20));
+    // The promoted replica has no replica of its own: writes report
+    // NotReplicated, which needs WAIT to be allowed to say so.
+    let m = a.fair_mutex("acl-sentinel");
+    let outcome = retry_while_unreachable(|| match m.try_lock() {
+        Err(e) if e.kind() == ErrorKind::NotReplicated => Ok(true),
+        Err(e) => Err(e),
+        Ok(_) => Ok(false),
+    });
+    assert!(
+        outcome,
+        "an acquisition on a master without replicas was acknowledged"
+    );
+    drop(a);
+    drop(b);
+    let live: Vec<u16> = ports.into_iter().filter(|&p| p != old_master).collect();
+    let denials = acl_denials_on(&live);
+    assert!(denials.is_empty(), "the library was denied: {denials:?}");
 }

@@ -138,6 +138,23 @@ fn parse_nodes(text: &str) -> Result<Vec<NodeLine>, String> {
         .collect()
 }
 
+/// The lock hash of `name` under the default prefix (see src/keys.rs).
+pub fn lock_key(name: &str) -> String {
+    let digest = sha1_smol::Sha1::from(name).digest().to_string();
+    format!("fairlock:{{{}}}:lock:{name}", &digest[..16])
+}
+
+/// The slot Redis Cluster gives `key`: CRC16 of its hash tag, mod 16384.
+pub fn slot_of(key: &str) -> u16 {
+    let tag = key
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(tag, _)| tag)
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(key);
+    crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) % 16384
+}
+
 /// Three masters with one replica each, on loopback ports. The cluster bus
 /// ports are chosen free too (`--cluster-port`), since the default
 /// (port + 10000) may be above 65535 for an ephemeral port.
@@ -409,6 +426,22 @@ impl RedisCluster {
     /// Port of the master serving `key`'s slot.
     pub fn master_of_key(&self, key: &str) -> u16 {
         self.master_for_slot(self.key_slot(key))
+    }
+
+    /// The first name `<prefix>-<i>` whose lock lives on each master, by
+    /// master port.
+    pub fn one_name_per_master(&self, prefix: &str) -> HashMap<u16, String> {
+        let masters = self.masters();
+        let mut picked: HashMap<u16, String> = HashMap::new();
+        for name in (0..1000).map(|i| format!("{prefix}-{i}")) {
+            if picked.len() == masters.len() {
+                break;
+            }
+            let master = self.master_for_slot(slot_of(&lock_key(&name)));
+            picked.entry(master).or_insert(name);
+        }
+        assert_eq!(picked.len(), masters.len(), "{picked:?}");
+        picked
     }
 
     /// Port of the (one) replica of the master on `master_port`.
