@@ -67,12 +67,12 @@ impl Conn {
             return;
         };
         match self {
-            Conn::Sentinel(conn) => {
-                let redis_error = std::error::Error::source(err)
-                    .and_then(|source| source.downcast_ref::<redis::RedisError>());
-                if redis_error.is_some_and(|e| e.code() == Some("READONLY")) {
-                    conn.demoted = true;
-                }
+            Conn::Sentinel(conn)
+                if err
+                    .redis_error()
+                    .is_some_and(|e| e.code() == Some("READONLY")) =>
+            {
+                conn.demoted = true;
             }
             // A slot being moved is no sign of a stale map.
             Conn::Cluster(conn) if err.is_connection() && !err.is_slot_moving() => {

@@ -73,22 +73,24 @@ impl Error {
 
     /// True when a Redis call ran out of time (a subset of [`is_connection`](Self::is_connection)).
     pub fn is_timeout(&self) -> bool {
-        let Some(source) = self.source.as_deref() else {
-            return false;
-        };
-        source
-            .downcast_ref::<redis::RedisError>()
+        self.redis_error()
             .is_some_and(redis::RedisError::is_timeout)
-            || source.is::<r2d2::Error>()
+            || self
+                .source
+                .as_deref()
+                .is_some_and(|s| s.is::<r2d2::Error>())
+    }
+
+    /// The Redis error behind this one, if that is its cause.
+    pub(crate) fn redis_error(&self) -> Option<&redis::RedisError> {
+        self.source.as_deref()?.downcast_ref()
     }
 
     /// True when the connection was found closed by the server (reset,
     /// broken pipe, end of stream), not refused: the call may go out on
     /// another pooled connection.
     pub(crate) fn is_dropped_connection(&self) -> bool {
-        self.source
-            .as_deref()
-            .and_then(|source| source.downcast_ref::<redis::RedisError>())
+        self.redis_error()
             .is_some_and(|err| err.is_connection_dropped() && !err.is_connection_refusal())
     }
 
@@ -98,9 +100,7 @@ impl Error {
     /// the command did not run, and can once the move ends.
     pub(crate) fn is_slot_moving(&self) -> bool {
         use redis::{ErrorKind as K, ServerErrorKind as S};
-        self.source
-            .as_deref()
-            .and_then(|source| source.downcast_ref::<redis::RedisError>())
+        self.redis_error()
             .is_some_and(|err| matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)))
     }
 

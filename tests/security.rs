@@ -10,7 +10,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind};
-use support::topology::{lock_key, slot_of, RedisCluster, SentinelSet};
+use support::topology::{lock_key, slot_of, try_conn, RedisCluster, SentinelSet};
 use support::*;
 
 const LEASE: Duration = Duration::from_secs(1);
@@ -579,13 +579,6 @@ fn readme_acl_addition(deployment: &str) -> Vec<String> {
         .collect()
 }
 
-fn plain_conn(port: u16) -> redis::Connection {
-    redis::Client::open(format!("redis://127.0.0.1:{port}"))
-        .unwrap()
-        .get_connection()
-        .unwrap()
-}
-
 /// Creates the README's user plus the README's additions for
 /// `deployments` on every server in `ports` (ACL rules are per node), and
 /// clears their ACL logs.
@@ -595,7 +588,7 @@ fn create_acl_user_on(ports: &[u16], password: &str, deployments: &[&str]) {
         .flat_map(|d| readme_acl_addition(d))
         .collect();
     for &port in ports {
-        let mut conn = plain_conn(port);
+        let mut conn = try_conn(port).unwrap();
         create_acl_user(&mut conn, password);
         let () = redis::cmd("ACL")
             .arg("SETUSER")
@@ -618,7 +611,7 @@ fn acl_denials_on(ports: &[u16]) -> Vec<String> {
     for &port in ports {
         let entries: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("ACL")
             .arg("LOG")
-            .query(&mut plain_conn(port))
+            .query(&mut try_conn(port).unwrap())
             .unwrap();
         for entry in entries {
             let text = |field: &str| {

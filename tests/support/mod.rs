@@ -107,29 +107,20 @@ impl RedisServer {
             .spawn()
             .map_err(|e| format!("redis-server not runnable (is it installed?): {e}"))?;
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                self.child = None;
-                return Err(format!("redis-server exited with {status}: {}", self.log()));
-            }
-            if self.tls {
+        let (tls, port, url) = (self.tls, self.port, self.url());
+        let log = self.dir.join("redis.log");
+        await_start("redis-server", &mut self.child, &log, || {
+            if tls {
                 // No TLS client here: the port accepts and the log says ready.
-                let listening = std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok();
-                if listening && self.log().contains("Ready to accept connections") {
-                    return Ok(());
-                }
-            } else if let Ok(mut conn) = self.try_conn() {
-                if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
-                    return Ok(());
-                }
+                let listening = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+                listening && read_log(&log).contains("Ready to accept connections")
+            } else {
+                redis::Client::open(url.as_str())
+                    .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                    .and_then(|mut conn| redis::cmd("PING").query::<String>(&mut conn))
+                    .is_ok()
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Err(format!(
-            "redis-server did not answer within 10 s: {}",
-            self.log()
-        ))
+        })
     }
 
     pub fn port(&self) -> u16 {
@@ -195,7 +186,7 @@ impl RedisServer {
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+        read_log(&self.dir.join("redis.log"))
     }
 }
 
@@ -259,6 +250,37 @@ pub fn retry_while_unreachable<T>(mut f: impl FnMut() -> fairlock::Result<T>) ->
             Err(err) => panic!("{err:?}"),
         }
     }
+}
+
+/// The text of a server's log file, or "" before it exists.
+pub fn read_log(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Waits up to 10 s for a just-spawned `what` in `child` to be `ready`.
+/// If it exits first, `child` is cleared; either failure carries the log
+/// at `log`.
+pub fn await_start(
+    what: &str,
+    child: &mut Option<Child>,
+    log: &Path,
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Some(status) = child.as_mut().unwrap().try_wait().unwrap() {
+            *child = None;
+            return Err(format!("{what} exited with {status}: {}", read_log(log)));
+        }
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(format!(
+        "{what} did not answer within 10 s: {}",
+        read_log(log)
+    ))
 }
 
 /// A loopback port nobody listens on right now.

@@ -36,7 +36,7 @@ fn poll(
 }
 
 /// A plain connection to one loopback port, with 5 s read/write timeouts.
-fn try_conn(port: u16) -> Result<redis::Connection, String> {
+pub fn try_conn(port: u16) -> Result<redis::Connection, String> {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))
         .map_err(|e| format!("port {port}: {e}"))?;
     let conn = client
@@ -677,21 +677,11 @@ impl Sentinel {
             .spawn()
             .map_err(|e| format!("redis-server --sentinel not runnable: {e}"))?;
         sentinel.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Some(status) = sentinel.child.as_mut().unwrap().try_wait().unwrap() {
-                sentinel.child = None;
-                return Err(format!("sentinel exited with {status}: {}", sentinel.log()));
-            }
-            if query_string(port, &["PING"]).is_ok() {
-                return Ok(sentinel);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Err(format!(
-            "sentinel did not answer within 10 s: {}",
-            sentinel.log()
-        ))
+        let log = sentinel.dir.join("sentinel.log");
+        super::await_start("sentinel", &mut sentinel.child, &log, || {
+            query_string(port, &["PING"]).is_ok()
+        })?;
+        Ok(sentinel)
     }
 
     pub fn port(&self) -> u16 {
@@ -714,7 +704,7 @@ impl Sentinel {
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("sentinel.log")).unwrap_or_default()
+        super::read_log(&self.dir.join("sentinel.log"))
     }
 
     /// The master's port this sentinel reports (`SENTINEL
