@@ -3,37 +3,57 @@
 -- KEYS: lock, queue, deadlines, grants, fence (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] owner id "<client id>:<thread number>"
--- ARGV[3] lease ms: the lock's TTL when this owner gets it
+-- ARGV[3] lease ms: the lock's TTL when this owner gets it (1 .. MAX_MS)
 -- ARGV[4] fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it
--- ARGV[5] waiter timeout ms: liveness deadline of a queued entry
+-- ARGV[5] waiter timeout ms: liveness deadline of a queued entry (1 .. MAX_MS)
 -- ARGV[6] mode: "try"   never queue (try_lock);
 --               "first" first attempt of a waiting call: re-enter or queue;
---               "poll"  later attempt of a queued call: owning the lock
---                       means it was handed over, not re-entered
+--               "poll"  later attempt of a queued call
 -- ARGV[7] wait id: this call's id inside its client, echoed in wake
---         messages and kept as the lock's 'call' field, so that a call
---         delivered twice (a retry after a lost reply) takes or re-enters once
+--         messages and counted in the hold as field "call:<id>", so that a
+--         call delivered twice (a retry after a lost reply) takes or
+--         re-enters once, and can be given back by its id (abandon.lua)
+-- ARGV[8] token of the hold this owner's client has a live guard of on
+--         this lock, or "0": only that hold can be re-entered. A hold of
+--         this owner that no live guard stands for (a call whose reply was
+--         lost) is given back first, never counted as a re-entry.
 -- Returns {1, token, lock pttl ms} when the caller holds the lock, or
---         {0, lock pttl ms, queue position} when it does not
---         (position -1 for "try": not queued).
+--         {0, lock pttl ms, queue position, last token issued} when it does
+--         not (position -1 for "try": not queued). A handoff message for
+--         this call carrying a token up to that last one is stale: that
+--         grant is over, as this call holds nothing now.
 -- Cost: O(log N) in the number of waiters N (amortised over dropped dead waiters).
 
-local owner, lease, fixed = ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local waiter_timeout, mode, wait_id = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local owner, lease, fixed = ARGV[2], ms_arg(ARGV[3], 'lease'), ARGV[4]
+local waiter_timeout, mode, wait_id = ms_arg(ARGV[5], 'waiter timeout'), ARGV[6], ARGV[7]
+local live_token = ARGV[8]
+if fixed ~= '0' and fixed ~= '1' then
+  error({ err = 'ERR fairlock: fixed must be 0 or 1' })
+end
+local this_call = 'call:' .. wait_id
 
-local lock = redis.call('HMGET', LOCK, 'owner', 'call')
+local lock = redis.call('HMGET', LOCK, 'owner', 'token', this_call)
 local holder = lock[1]
 if holder == owner then
-  if mode == 'poll' then
-    if fixed == '0' then
+  if lock[3] then
+    -- This very call holds it: handed over while it waited, or delivered twice.
+    if mode == 'poll' and fixed == '0' then
       extend_lease(lease)
     end
-  elseif lock[2] ~= wait_id then
-    redis.call('HINCRBY', LOCK, 'count', 1)
-    redis.call('HSET', LOCK, 'call', wait_id)
-    extend_lease(lease)
+    return { 1, tonumber(lock[2]), redis.call('PTTL', LOCK) }
   end
-  return { 1, tonumber(redis.call('HGET', LOCK, 'token')), redis.call('PTTL', LOCK) }
+  if lock[2] == live_token then
+    redis.call('HSET', LOCK, this_call, 1)
+    redis.call('HINCRBY', LOCK, 'count', 1)
+    extend_lease(lease)
+    return { 1, tonumber(lock[2]), redis.call('PTTL', LOCK) }
+  end
+  -- An orphaned hold of this owner: free it (for the queue first) as its
+  -- lost call's give-back would, then ask like any newcomer.
+  local t_us, t_ms = server_time()
+  redis.call('DEL', LOCK)
+  free_lock(t_us, t_ms, lock[2], nil)
+  holder = redis.call('HGET', LOCK, 'owner')
 end
 
 local now_us, now_ms = server_time()
@@ -54,7 +74,7 @@ if not holder then
 end
 
 if mode == 'try' then
-  return { 0, redis.call('PTTL', LOCK), -1 }
+  return { 0, redis.call('PTTL', LOCK), -1, (read_fence()) }
 end
 
 local position = nil
@@ -73,6 +93,6 @@ if not position then
   end
 end
 redis.call('ZADD', DEADLINES, now_ms + waiter_timeout, owner)
-redis.call('HSET', GRANTS, owner, ARGV[3] .. ' ' .. fixed .. ' ' .. wait_id)
+redis.call('HSET', GRANTS, owner, fmt(lease) .. ' ' .. fixed .. ' ' .. wait_id)
 keep_queue_for(waiter_timeout)
-return { 0, redis.call('PTTL', LOCK), position }
+return { 0, redis.call('PTTL', LOCK), position, (read_fence()) }

@@ -5,25 +5,21 @@
 -- ARGV[2] owner id
 -- ARGV[3] lease ms (kept if the lock was handed over meanwhile)
 -- ARGV[4] fixed: "1" fixed lease, "0" watchdog-renewed
--- Returns {1, token, lock pttl ms} when the lock had already been handed to the caller
---         (the caller keeps it), or {0} when the caller left the queue.
+-- ARGV[5] wait id of the call that is giving up
+-- Returns {1, token, lock pttl ms} when the lock had already been handed to
+--         this call (the caller keeps it), or {0} when the caller left the
+--         queue. A hold of the same owner made by another call is not this
+--         call's to keep: it is left as it is.
 -- Cost: O(log N).
 
-local owner = ARGV[2]
-local lock = redis.call('HMGET', LOCK, 'owner', 'token')
-if lock[1] == owner then
+local owner, wait_id = ARGV[2], ARGV[5]
+local lock = redis.call('HMGET', LOCK, 'owner', 'token', 'call:' .. wait_id)
+if lock[1] == owner and lock[3] then
   if ARGV[4] == '0' then
-    extend_lease(tonumber(ARGV[3]))
+    extend_lease(ms_arg(ARGV[3], 'lease'))
   end
   return { 1, tonumber(lock[2]), redis.call('PTTL', LOCK) }
 end
 local now_us, now_ms = server_time()
-local was_head = redis.call('ZRANK', QUEUE, owner) == 0
-forget(owner)
-prune(now_ms)
-if not lock[1] then
-  hand_over(now_us, now_ms)
-elseif was_head then
-  tell_head(now_ms, redis.call('PTTL', LOCK))
-end
+leave_queue(owner, lock[1], now_us, now_ms)
 return { 0 }

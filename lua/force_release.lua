@@ -2,14 +2,27 @@
 --
 -- KEYS: lock, queue, deadlines, grants, fence (see lib.lua)
 -- ARGV[1] wake channel prefix
+-- ARGV[2] call key "<client id>#<call id>": the fence remembers it, so the
+--         same call delivered again answers as the first did instead of
+--         freeing the waiter that was just handed the lock
 -- Returns the owner id that held the lock, or false (nil) when it was free.
 -- Cost: O(log N).
 
-local holder = redis.call('HGET', LOCK, 'owner')
+local mark = 'F' .. ARGV[2]
+local last, seen, detail = read_fence()
+if seen == mark then
+  if detail == '' then
+    return false
+  end
+  return detail
+end
+local lock = redis.call('HMGET', LOCK, 'owner', 'token')
+local holder = lock[1]
 if not holder then
+  write_fence(last, mark)
   return false
 end
 redis.call('DEL', LOCK)
 local now_us, now_ms = server_time()
-hand_over(now_us, now_ms)
+free_lock(now_us, now_ms, lock[2], mark .. ' ' .. holder)
 return holder

@@ -3,13 +3,20 @@
 -- atomic EVALSHA while the shared steps are written once.
 --
 -- Keys of one lock (all share one cluster hash slot through a {tag}):
---   KEYS[1] lock       hash    owner, count, token; its PEXPIRE is the holder's lease
+--   KEYS[1] lock       hash    owner, count, token, and "call:<id>" = 1 for each
+--                              acquire call whose hold is still counted; its
+--                              PEXPIRE is the holder's lease
 --   KEYS[2] queue      zset    waiter (owner id) -> arrival sequence number
 --   KEYS[3] deadlines  zset    waiter -> liveness deadline, server milliseconds
 --   KEYS[4] grants     hash    waiter -> "<lease ms> <fixed 0|1> <wait id>"
---   KEYS[5] fence      string  last fencing token issued for this name
+--   KEYS[5] fence      string  "<last fencing token issued>[ <mark>[ <detail>]]":
+--                              mark names the last call that freed the lock, so
+--                              that the same call delivered again is known
 -- ARGV[1] is always the wake channel prefix. An owner id is
 -- "<client id>:<thread number>"; its client's channel is ARGV[1] .. client id.
+-- A call id is unique per client; a hold counts one "call:<id>" field per
+-- acquisition (the first and each re-entry), so any call can be given back
+-- exactly once, by its id, whether or not its caller saw the reply.
 -- Messages: "G <wait id> <token> <ttl ms>" = the lock was handed to you;
 --           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl.
 -- Time is read only from the server's TIME; clients never send timestamps.
@@ -22,10 +29,47 @@ local WAKE_PREFIX = ARGV[1]
 local FENCE_TTL_MS = 3600000
 -- Dead waiters dropped per call from anywhere in the queue (O(log N) each).
 local PRUNE_BATCH = 16
+-- Longest lease or waiter timeout accepted, in ms (365 days, as the client's
+-- MAX_LEASE): every expiry a script sets is checked before the first write,
+-- so no failing PEXPIRE can leave a key without a TTL behind a write.
+local MAX_MS = 31536000000
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15).
 local function fmt(n)
   return string.format('%.0f', n)
+end
+
+-- `value` (an ARGV string) as a whole number of ms in [1, MAX_MS]; anything
+-- else stops the script before it writes.
+local function ms_arg(value, what)
+  local n = tonumber(value)
+  if not n or n ~= math.floor(n) or n < 1 or n > MAX_MS then
+    error({ err = 'ERR fairlock: ' .. what .. ' must be a whole number of ms from 1 to '
+      .. fmt(MAX_MS) .. ', got ' .. tostring(value) })
+  end
+  return n
+end
+
+-- The fence key's parts: last token (0 if none), mark, detail.
+local function read_fence()
+  local stored = redis.call('GET', FENCE)
+  if not stored then
+    return 0, nil, nil
+  end
+  local token, mark, detail = string.match(stored, '^(%d+) ?(%S*) ?(.*)$')
+  if not token then
+    error({ err = 'WRONGTYPE the fence key holds a value fairlock did not write' })
+  end
+  return tonumber(token), mark, detail
+end
+
+-- Writes the fence: `token`, and the mark of the call that freed the lock.
+local function write_fence(token, mark)
+  local value = fmt(token)
+  if mark then
+    value = value .. ' ' .. mark
+  end
+  redis.call('SET', FENCE, value, 'PX', FENCE_TTL_MS)
 end
 
 -- Server time as (microseconds, milliseconds).
@@ -38,14 +82,19 @@ end
 -- Someone else's data under one of our keys is never overwritten: every
 -- script reads a key before it writes it, so a key of another type stops
 -- the script with WRONGTYPE first, and a foreign string here stops it below.
-local function next_token(now_us)
-  local stored = redis.call('GET', FENCE)
-  local last = tonumber(stored or '0')
-  if not last then
-    error({ err = 'WRONGTYPE the fence key holds a value fairlock did not write' })
+-- `mark` names the call that freed the lock for this take, if one did;
+-- otherwise the last such mark is kept, so that a repeat of that call is
+-- still known after later takes of a free lock.
+local function next_token(now_us, mark)
+  local last, old_mark, old_detail = read_fence()
+  if not mark and old_mark and old_mark ~= '' then
+    mark = old_mark
+    if old_detail and old_detail ~= '' then
+      mark = mark .. ' ' .. old_detail
+    end
   end
   local token = math.max(last + 1, now_us)
-  redis.call('SET', FENCE, fmt(token), 'PX', FENCE_TTL_MS)
+  write_fence(token, mark)
   return token
 end
 
@@ -99,12 +148,13 @@ local function tell_head(now_ms, pttl)
 end
 
 -- Takes the free lock for `owner` with a lease of `ttl` ms; returns the token.
--- `call` is the wait id of the acquire call it answers (see acquire.lua).
--- Overwrites every field, so a released hold needs no DEL before a handoff.
-local function take(owner, ttl, now_us, call)
-  local token = next_token(now_us)
-  redis.call('HSET', LOCK, 'owner', owner, 'count', 1, 'token', fmt(token),
-    'call', call, 'freed', '')
+-- `call` is the wait id of the acquire call it answers (see acquire.lua);
+-- `mark` names the call that freed the lock for it, if any (see the fence).
+-- The lock hash is gone or holds only owner, count and token (a hold given
+-- back call by call has no call fields left), so no DEL is needed first.
+local function take(owner, ttl, now_us, call, mark)
+  local token = next_token(now_us, mark)
+  redis.call('HSET', LOCK, 'owner', owner, 'count', 1, 'token', fmt(token), 'call:' .. call, 1)
   redis.call('PEXPIRE', LOCK, ttl)
   return token
 end
@@ -114,8 +164,9 @@ end
 -- (and changes nothing but dropping dead entries) when nobody live waits.
 -- A watchdog-renewed grant lasts no longer than the waiter's own liveness
 -- deadline, so a waiter that died while queued holds the lock no longer
--- than it would have held its place.
-local function hand_over(now_us, now_ms)
+-- than it would have held its place. `mark` (optional) names the call that
+-- freed the lock.
+local function hand_over(now_us, now_ms, mark)
   while true do
     local head = redis.call('ZPOPMIN', QUEUE)[1]
     if not head then
@@ -131,7 +182,7 @@ local function hand_over(now_us, now_ms)
       if fixed == '0' then
         ttl = math.max(1, math.min(ttl, deadline - now_ms))
       end
-      local token = take(head, ttl, now_us, wait_id)
+      local token = take(head, ttl, now_us, wait_id, mark)
       wake(head, 'G ' .. wait_id .. ' ' .. fmt(token) .. ' ' .. fmt(ttl))
       tell_head(now_ms, ttl)
       return head
@@ -148,6 +199,45 @@ local function keep_queue_for(ms)
     for _, key in ipairs({ QUEUE, DEADLINES, GRANTS }) do
       redis.call('PEXPIRE', key, 2 * ms)
     end
+  end
+end
+
+-- Frees the held lock (token `token`) for the next live waiter, or deletes
+-- it; either way the fence records `mark`, the call that freed it.
+local function free_lock(now_us, now_ms, token, mark)
+  if not hand_over(now_us, now_ms, mark) then
+    redis.call('DEL', LOCK)
+    write_fence(math.max(read_fence(), tonumber(token) or 0), mark)
+  end
+end
+
+-- Gives back the hold that acquire call `call` of `owner` counted, once:
+-- returns (true, holds left) when it counted one, (false, holds left) when
+-- that call holds nothing (given back already, or never counted). The
+-- caller checked that `owner` holds the lock with `token`.
+local function give_back(owner, token, call)
+  if redis.call('HDEL', LOCK, 'call:' .. call) == 0 then
+    return false, tonumber(redis.call('HGET', LOCK, 'count')) or 0
+  end
+  local count = redis.call('HINCRBY', LOCK, 'count', -1)
+  if count > 0 then
+    return true, count
+  end
+  local now_us, now_ms = server_time()
+  free_lock(now_us, now_ms, token, owner .. '#' .. call)
+  return true, 0
+end
+
+-- Removes `owner` from the queue; the lock goes to the next live waiter if
+-- it is free (`held` false), and a new head learns of it.
+local function leave_queue(owner, held, now_us, now_ms)
+  local was_head = redis.call('ZRANK', QUEUE, owner) == 0
+  forget(owner)
+  prune(now_ms)
+  if not held then
+    hand_over(now_us, now_ms)
+  elseif was_head then
+    tell_head(now_ms, redis.call('PTTL', LOCK))
   end
 end
 

@@ -5,26 +5,22 @@
 -- ARGV[2] owner id
 -- ARGV[3] fencing token of the hold being released
 -- ARGV[4] call id of the acquisition this release gives back: a release
---         delivered twice (a retry after a lost reply) counts once
+--         delivered twice (a retry after a lost reply) counts once, and is
+--         answered as the first was even when that one freed the lock
+--         (the fence remembers the call that last freed it)
 -- Returns the holds still left (0 = released and handed over or freed),
 --         or -1 when the lock is not held by this owner with this token
 --         (the lease was lost); then nothing is changed.
 -- Cost: O(log N).
 
-local lock = redis.call('HMGET', LOCK, 'owner', 'count', 'token', 'freed')
-if lock[1] ~= ARGV[2] or lock[3] ~= ARGV[3] then
+local owner, token, call = ARGV[2], ARGV[3], ARGV[4]
+local lock = redis.call('HMGET', LOCK, 'owner', 'token')
+if lock[1] ~= owner or lock[2] ~= token then
+  local _, mark = read_fence()
+  if mark == owner .. '#' .. call then
+    return 0
+  end
   return -1
 end
-if lock[4] == ARGV[4] then
-  return tonumber(lock[2])
-end
-local count = (tonumber(lock[2]) or 1) - 1
-if count > 0 then
-  redis.call('HSET', LOCK, 'count', count, 'freed', ARGV[4])
-  return count
-end
-local now_us, now_ms = server_time()
-if not hand_over(now_us, now_ms) then
-  redis.call('DEL', LOCK)
-end
-return 0
+local _, left = give_back(owner, token, call)
+return left

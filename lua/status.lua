@@ -2,7 +2,8 @@
 --
 -- KEYS: lock, queue, deadlines, grants, fence (see lib.lua)
 -- ARGV[1] wake channel prefix (unused)
--- ARGV[2] most waiters to list, from the head of the queue
+-- ARGV[2] most waiters to list, from the head of the queue (any larger
+--         number than the queue's length lists it all)
 -- Returns {holder owner id or "", hold count, holder's token or 0,
 --          lock pttl ms (-2 when free), live waiters queued,
 --          last fencing token issued or 0,
@@ -19,11 +20,11 @@ local out = {
   tonumber(lock[3] or '0') or 0,
   redis.call('PTTL', LOCK),
   redis.call('ZCOUNT', DEADLINES, fmt(now_ms), '+inf'),
-  tonumber(redis.call('GET', FENCE) or '0') or 0,
+  (read_fence()),
 }
-local limit = tonumber(ARGV[2])
+local limit = math.min(tonumber(ARGV[2]) or 0, 1000000000)
 if limit > 0 then
-  for _, waiter in ipairs(redis.call('ZRANGE', QUEUE, 0, limit - 1)) do
+  for _, waiter in ipairs(redis.call('ZRANGE', QUEUE, 0, fmt(limit - 1))) do
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, waiter) or '0') or 0
     out[#out + 1] = waiter
     out[#out + 1] = deadline - now_ms

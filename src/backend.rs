@@ -21,6 +21,7 @@ use redis::ConnectionLike;
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
+use crate::slot_map::{Address, SlotMap};
 use crate::topology::Topology;
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
@@ -115,10 +116,29 @@ impl Listen {
     }
 }
 
+/// A connection outside the pool (see [`Backend::own_connection`]).
+pub(crate) enum OwnConn {
+    /// The one server, or the master of the moment behind Sentinel.
+    Node(redis::Connection),
+    /// Boxed: a cluster connection is several times larger.
+    Cluster(Box<redis::cluster::ClusterConnection>),
+}
+
+impl OwnConn {
+    pub(crate) fn get(&mut self) -> &mut dyn ConnectionLike {
+        match self {
+            OwnConn::Node(conn) => conn,
+            OwnConn::Cluster(conn) => &mut **conn,
+        }
+    }
+}
+
 /// A client's connections to Redis.
 pub(crate) struct Backend {
     pub(crate) pool: Pool,
     subscribe: SubscribeVia,
+    /// The cluster client, for the watchdog's own connections.
+    cluster: Option<redis::cluster::ClusterClient>,
     connect_timeout: Duration,
     command_timeout: Duration,
     /// Seed to try first for the next subscription (cluster).
@@ -128,6 +148,7 @@ pub(crate) struct Backend {
 impl Backend {
     pub(crate) fn open(config: &Config) -> Result<Backend> {
         let topology = Topology::of(config)?;
+        let mut cluster = None;
         let (pool, subscribe) = match topology {
             Topology::Single(url) => {
                 let client = open_node(config, &url)?;
@@ -141,8 +162,10 @@ impl Backend {
                     .iter()
                     .map(|url| open_node(config, url))
                     .collect::<Result<Vec<_>>>()?;
+                let client = open_cluster(config, &nodes)?;
+                cluster = Some(client.clone());
                 let manager = ClusterManager {
-                    client: open_cluster(config, &nodes)?,
+                    client,
                     generation: Arc::new(AtomicU64::new(0)),
                 };
                 let pool = pool_builder(config).build(manager)?;
@@ -189,6 +212,7 @@ impl Backend {
         Ok(Backend {
             pool,
             subscribe,
+            cluster,
             connect_timeout: config.connect_timeout,
             command_timeout: config.command_timeout,
             next_seed: Mutex::new(0),
@@ -233,73 +257,68 @@ impl Backend {
         }
     }
 
-    /// Where subscriber threads listen: one place, or on a cluster every
-    /// node (masters and replicas) its slot map names now, so that a
-    /// promoted replica is already listened to. Nodes added later are heard
-    /// through the cluster bus.
-    pub(crate) fn listen_targets(&self) -> Vec<Listen> {
-        let SubscribeVia::Nodes(seeds) = &self.subscribe else {
-            return vec![Listen::Main];
-        };
-        match self.cluster_nodes(&seeds[0]) {
-            Ok(nodes) if !nodes.is_empty() => nodes
-                .into_iter()
-                .map(|node| Listen::Node(Box::new(node)))
-                .collect(),
-            Ok(_) => vec![Listen::AnySeed],
-            Err(err) => {
-                log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
-                vec![Listen::AnySeed]
-            }
-        }
+    /// The cluster's slot map, read on a pooled connection (`None` off a
+    /// cluster).
+    pub(crate) fn slot_map(&self) -> Option<Result<SlotMap>> {
+        self.is_cluster().then(|| SlotMap::read(self.get()?.get()))
     }
 
-    /// A client for every node in `CLUSTER SLOTS`, made like `template`.
-    fn cluster_nodes(&self, template: &redis::Client) -> Result<Vec<redis::Client>> {
-        let mut conn = self.get()?;
-        let slots: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query(conn.get())?;
-        let mut addresses: Vec<(String, u16)> = Vec::new();
-        let redis::Value::Array(ranges) = slots else {
-            return Err(crate::scripts::unexpected(&slots));
+    /// Where subscriber threads listen: one place, or on a cluster every
+    /// node (masters and replicas) `map` names, so that a promoted replica
+    /// is already listened to. Nodes added later are heard through the
+    /// cluster bus.
+    pub(crate) fn listen_targets(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
+        let SubscribeVia::Nodes(seeds) = &self.subscribe else {
+            return Ok(vec![Listen::Main]);
         };
-        for range in ranges {
-            let redis::Value::Array(fields) = range else {
-                continue;
-            };
-            for node in fields.into_iter().skip(2) {
-                let parsed: Option<(String, u16)> = match node {
-                    redis::Value::Array(parts) if parts.len() >= 2 => {
-                        redis::from_redis_value(redis::Value::Array(parts[..2].to_vec())).ok()
-                    }
-                    _ => None,
-                };
-                if let Some(address) = parsed.filter(|(host, _)| !host.is_empty()) {
-                    if !addresses.contains(&address) {
-                        addresses.push(address);
-                    }
-                }
-            }
-        }
-        let info = template.get_connection_info();
-        addresses
-            .into_iter()
-            .map(|(host, port)| {
-                let addr = match info.addr() {
-                    redis::ConnectionAddr::TcpTls {
-                        insecure,
-                        tls_params,
-                        ..
-                    } => redis::ConnectionAddr::TcpTls {
-                        host,
-                        port,
-                        insecure: *insecure,
-                        tls_params: tls_params.clone(),
-                    },
-                    _ => redis::ConnectionAddr::Tcp(host, port),
-                };
-                redis::Client::open(info.clone().set_addr(addr)).map_err(invalid_url)
-            })
+        let Some(map) = map.filter(|map| !map.nodes().is_empty()) else {
+            return Ok(vec![Listen::AnySeed]);
+        };
+        map.nodes()
+            .iter()
+            .map(|address| Ok(Listen::Node(Box::new(node_client(&seeds[0], address)?))))
             .collect()
+    }
+
+    /// A plain connection of the watchdog's own to one cluster node, made
+    /// like the seeds' (credentials, TLS), with the command timeouts set:
+    /// opening it asks nothing of the other nodes, so a stalled node never
+    /// delays it.
+    pub(crate) fn node_connection(&self, address: &Address) -> Result<redis::Connection> {
+        let SubscribeVia::Nodes(seeds) = &self.subscribe else {
+            return Err(Error::new(
+                ErrorKind::Server,
+                "a node connection off a cluster",
+            ));
+        };
+        let conn =
+            node_client(&seeds[0], address)?.get_connection_with_timeout(self.connect_timeout)?;
+        set_timeouts(&conn, self.command_timeout)?;
+        Ok(conn)
+    }
+
+    /// A new connection of the watchdog's own, outside the pool, so that
+    /// renewals never wait behind user calls for a pooled connection: to
+    /// the server, to the cluster (with its own slot map), or to the master
+    /// the Sentinels name now.
+    pub(crate) fn own_connection(&self) -> Result<OwnConn> {
+        Ok(match (&self.subscribe, &self.cluster) {
+            (_, Some(cluster)) => {
+                OwnConn::Cluster(Box::new(cluster.get_connection().map_err(Error::from)?))
+            }
+            (SubscribeVia::Client(client), _) => {
+                let conn = client.get_connection_with_timeout(self.connect_timeout)?;
+                set_timeouts(&conn, self.command_timeout)?;
+                OwnConn::Node(conn)
+            }
+            (SubscribeVia::Sentinel(manager), _) => OwnConn::Node(manager.connect_master()?),
+            (SubscribeVia::Nodes(_), None) => {
+                return Err(Error::new(
+                    ErrorKind::Server,
+                    "a cluster backend without a cluster client",
+                ))
+            }
+        })
     }
 
     /// A new connection of a subscriber thread's own, with the command
@@ -339,6 +358,25 @@ impl Backend {
             None => Error::new(ErrorKind::InvalidConfig, "no cluster node"),
         })
     }
+}
+
+/// A client for the cluster node at `address`, made like `template` (a seed).
+fn node_client(template: &redis::Client, (host, port): &Address) -> Result<redis::Client> {
+    let info = template.get_connection_info();
+    let addr = match info.addr() {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => redis::ConnectionAddr::TcpTls {
+            host: host.clone(),
+            port: *port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(host.clone(), *port),
+    };
+    redis::Client::open(info.clone().set_addr(addr)).map_err(invalid_url)
 }
 
 fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> {

@@ -11,11 +11,14 @@ use parking_lot::{Condvar, Mutex};
 use crate::backend::{Backend, Conn};
 use crate::config::{ClientBuilder, Config};
 use crate::error::{Error, ErrorKind, Result};
+use crate::give_backs::GiveBacks;
 use crate::holds::Holds;
 use crate::keys::LockKeys;
 use crate::mutex::FairMutex;
+use crate::renewal::OwnConns;
 use crate::scripts::{self, LuaScript, Scripts};
 use crate::waiters::Waiters;
+use crate::watchdog::ClusterRounds;
 use crate::{subscriber, watchdog};
 
 /// Pause between calls on a cluster slot that is being moved.
@@ -62,6 +65,12 @@ pub(crate) struct Shared {
     pub(crate) wake_prefix: String,
     pub(crate) waiters: Waiters,
     pub(crate) holds: Holds,
+    /// Calls whose outcome was never learned, for the watchdog to undo.
+    pub(crate) give_backs: GiveBacks,
+    /// The watchdog's own connections (renewals never wait for the pool).
+    pub(crate) own_conns: OwnConns,
+    /// The watchdog's per-master rounds on Redis Cluster.
+    pub(crate) cluster_rounds: ClusterRounds,
     next_wait_id: AtomicU64,
     stopping: Mutex<bool>,
     stop_signal: Condvar,
@@ -144,6 +153,9 @@ impl Client {
             wake_prefix,
             waiters: Waiters::default(),
             holds: Holds::default(),
+            give_backs: GiveBacks::default(),
+            own_conns: OwnConns::default(),
+            cluster_rounds: ClusterRounds::default(),
             next_wait_id: AtomicU64::new(1),
             stopping: Mutex::new(false),
             stop_signal: Condvar::new(),
@@ -160,7 +172,16 @@ impl Client {
             threads: Mutex::new(Vec::new()),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
-        let targets = shared.backend.listen_targets();
+        let slot_map = match shared.backend.slot_map() {
+            Some(Ok(map)) => Some(Arc::new(map)),
+            Some(Err(err)) => {
+                log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
+                None
+            }
+            None => None,
+        };
+        let targets = shared.backend.listen_targets(slot_map.as_deref())?;
+        *shared.cluster_rounds.map.lock() = slot_map;
         for target in &targets {
             let (ready_tx, target) = (ready_tx.clone(), target.clone());
             let subscriber = spawn_named("fairlock-subscriber", &shared, move |shared| {
@@ -200,7 +221,7 @@ impl Client {
 fn spawn_named(
     name: &str,
     shared: &Arc<Shared>,
-    body: impl FnOnce(&Shared) + Send + 'static,
+    body: impl FnOnce(&Arc<Shared>) + Send + 'static,
 ) -> Result<JoinHandle<()>> {
     let shared = Arc::clone(shared);
     std::thread::Builder::new()
@@ -350,6 +371,30 @@ impl Shared {
             reply,
             shortfall: replication_shortfall(sync, acknowledged),
         })
+    }
+
+    /// Has the watchdog give back call `call` of `owner` on `keys`, whose
+    /// outcome is unknown or whose hold is not to be kept, as soon as Redis
+    /// answers (see [`GiveBacks`]); the watchdog is nudged to try at once.
+    pub(crate) fn give_back_later(&self, keys: &Arc<LockKeys>, owner: &str, call: u64) {
+        self.give_backs.add(
+            Arc::clone(keys),
+            owner.to_owned(),
+            call,
+            self.config.command_timeout,
+        );
+        self.nudge_watchdog();
+    }
+
+    /// Gives back call `call` of `owner` now (Redis just answered), or
+    /// later through the watchdog if that fails.
+    pub(crate) fn give_back_now(&self, keys: &Arc<LockKeys>, owner: &str, call: u64) {
+        let call_arg = call.to_string();
+        let args: [&[u8]; 2] = [owner.as_bytes(), call_arg.as_bytes()];
+        if let Err(err) = self.run_script(&self.scripts.abandon, keys, &args) {
+            log::warn!("fairlock: giving back call {call} failed, the watchdog retries: {err}");
+            self.give_back_later(keys, owner, call);
+        }
     }
 
     pub(crate) fn is_stopping(&self) -> bool {

@@ -92,6 +92,25 @@ pub(crate) fn redact_password(url: &str) -> String {
 /// third of it, and anything shorter is below scheduling noise.
 pub const MIN_LEASE: Duration = Duration::from_millis(30);
 
+/// The longest lease (watchdog or fixed) or waiter timeout accepted: 365
+/// days. Longer ones are [`ErrorKind::InvalidConfig`] before any I/O; the
+/// scripts check the same bound before they write anything.
+pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The longest connect or command timeout accepted: 24 hours.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// `Ok` when `value` is a lease or waiter timeout in `MIN_LEASE..=MAX_LEASE`.
+pub(crate) fn check_lease(what: &str, value: Duration) -> Result<()> {
+    if (MIN_LEASE..=MAX_LEASE).contains(&value) {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::InvalidConfig,
+        format!("{what} must be from {MIN_LEASE:?} to {MAX_LEASE:?}, got {value:?}"),
+    ))
+}
+
 impl Config {
     /// How often the watchdog renews leases and heartbeats queued waiters:
     /// a third of the shorter of the two, so two renewals can fail before
@@ -109,19 +128,8 @@ impl Config {
 
     fn validate(&self) -> Result<()> {
         let invalid = |message: String| Err(Error::new(ErrorKind::InvalidConfig, message));
-        for (what, value) in [
-            ("lease", self.lease),
-            ("waiter_timeout", self.waiter_timeout),
-        ] {
-            if value < MIN_LEASE {
-                return invalid(format!(
-                    "{what} must be at least {MIN_LEASE:?}, got {value:?}"
-                ));
-            }
-            if value.as_millis() > i64::MAX as u128 / 1000 {
-                return invalid(format!("{what} of {value:?} is too long"));
-            }
-        }
+        check_lease("lease", self.lease)?;
+        check_lease("waiter_timeout", self.waiter_timeout)?;
         if self.pool_size == 0 {
             return invalid("pool_size must be at least 1".to_owned());
         }
@@ -129,8 +137,10 @@ impl Config {
             ("connect_timeout", self.connect_timeout),
             ("command_timeout", self.command_timeout),
         ] {
-            if value.is_zero() {
-                return invalid(format!("{what} must be greater than zero"));
+            if value.is_zero() || value > MAX_TIMEOUT {
+                return invalid(format!(
+                    "{what} must be above zero and at most {MAX_TIMEOUT:?}, got {value:?}"
+                ));
             }
         }
         if let Some(sync) = self.sync_replicas {
@@ -208,7 +218,8 @@ impl ClientBuilder {
 
     /// How long a queued waiter keeps its place after its client went
     /// silent. Live waiters are heartbeated by the watchdog and never lose
-    /// their place, however long they wait. Defaults to 10 s; at least 30 ms.
+    /// their place, however long they wait. Defaults to 10 s; from
+    /// [`MIN_LEASE`] (30 ms) to [`MAX_LEASE`] (365 days).
     pub fn waiter_timeout(mut self, waiter_timeout: Duration) -> Self {
         self.config.waiter_timeout = waiter_timeout;
         self
@@ -229,7 +240,8 @@ impl ClientBuilder {
         self
     }
 
-    /// How long to wait for a connection to Redis. Defaults to 5 s.
+    /// How long to wait for a connection to Redis. Defaults to 5 s; at most
+    /// [`MAX_TIMEOUT`] (24 hours).
     pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
         self.config.connect_timeout = connect_timeout;
         self
@@ -238,7 +250,10 @@ impl ClientBuilder {
     /// How long one Redis call may take before it fails as
     /// [`ErrorKind::Connection`]. On a cluster, a lock call whose slot is
     /// being moved to another master is retried for this long too.
-    /// Defaults to 5 s.
+    /// A call that fails this way may still run in Redis later (a paused
+    /// server resumes it); the client then gives back whatever it took or
+    /// queued as soon as Redis answers again (see the README's failure
+    /// table). Defaults to 5 s; at most [`MAX_TIMEOUT`] (24 hours).
     pub fn command_timeout(mut self, command_timeout: Duration) -> Self {
         self.config.command_timeout = command_timeout;
         self
@@ -323,6 +338,11 @@ mod tests {
             rejected(b().lease(Duration::ZERO)),
             rejected(b().waiter_timeout(Duration::ZERO)),
             rejected(b().lease(Duration::from_millis(29))),
+            rejected(b().lease(MAX_LEASE + Duration::from_millis(1))),
+            rejected(b().lease(Duration::MAX)),
+            rejected(b().waiter_timeout(Duration::MAX)),
+            rejected(b().command_timeout(Duration::MAX)),
+            rejected(b().connect_timeout(MAX_TIMEOUT + Duration::from_millis(1))),
             rejected(b().pool_size(0)),
             rejected(b().key_prefix("")),
             rejected(b().key_prefix("a{b")),

@@ -71,8 +71,9 @@ impl FairMutexGuard {
     /// # Errors
     /// [`ErrorKind::LeaseLost`] when the lock was no longer this hold's
     /// (nothing was changed: another holder's lock is never touched);
-    /// [`ErrorKind::Connection`] when Redis could not be reached (the lock
-    /// then frees when its lease runs out); with
+    /// [`ErrorKind::Connection`] when Redis could not be reached (the
+    /// client's watchdog then gives the hold back as soon as Redis answers,
+    /// or the lease runs out first); with
     /// [`sync_replicas`](crate::ClientBuilder::sync_replicas),
     /// [`ErrorKind::NotReplicated`] when the release happened on the master
     /// but too few replicas acknowledged it (after a failover the lock may
@@ -86,20 +87,25 @@ impl FairMutexGuard {
             return Ok(());
         }
         let shared = &self.mutex.client().shared;
-        if self.mutex.renewed_by_watchdog() {
-            shared.holds.unregister(&self.hold);
-        }
+        shared.holds.unregister(&self.hold);
         let token = self.hold.token.to_string();
         let call = self.call.to_string();
-        let written = shared.run_write(
-            &shared.scripts.release,
-            &self.hold.keys,
-            &[
-                self.hold.owner.as_bytes(),
-                token.as_bytes(),
-                call.as_bytes(),
-            ],
-        )?;
+        let written = shared
+            .run_write(
+                &shared.scripts.release,
+                &self.hold.keys,
+                &[
+                    self.hold.owner.as_bytes(),
+                    token.as_bytes(),
+                    call.as_bytes(),
+                ],
+            )
+            .inspect_err(|_| {
+                // Not sent, or its reply lost: the watchdog gives this
+                // guard's count back once Redis answers, so the lock does
+                // not wait for its lease to run out.
+                shared.give_back_later(&self.hold.keys, &self.hold.owner, self.call);
+            })?;
         match written.reply {
             redis::Value::Int(left) if left >= 0 => written.shortfall.map_or(Ok(()), Err),
             redis::Value::Int(_) => {

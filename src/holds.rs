@@ -50,38 +50,70 @@ impl Hold {
     }
 }
 
-/// (lock key, token): one acquisition of one lock.
-type HoldId = (String, u64);
+/// One hold with live guards: how many share it, and whether the watchdog
+/// renews it (a fixed lease is not renewed).
+struct Registered {
+    hold: Arc<Hold>,
+    guards: usize,
+    renewed: bool,
+}
 
-/// Watchdog-renewed holds of one client, with how many guards share each.
+/// The holds of one client that have live guards, by lock key. They are
+/// what the watchdog renews, and the only holds a thread may re-enter: a
+/// hold in Redis with no live guard here is an orphan (see acquire.lua).
 #[derive(Default)]
 pub(crate) struct Holds {
-    by_lock: Mutex<HashMap<HoldId, (Arc<Hold>, usize)>>,
+    by_lock: Mutex<HashMap<String, Vec<Registered>>>,
 }
 
 impl Holds {
     /// Registers a guard on `hold`; a re-entrant guard joins the existing
     /// hold of the same lock and token.
-    pub(crate) fn register(&self, hold: Hold) -> Arc<Hold> {
+    pub(crate) fn register(&self, hold: Hold, renewed: bool) -> Arc<Hold> {
         let mut by_lock = self.by_lock.lock();
-        let entry = by_lock
-            .entry((hold.keys.lock().to_owned(), hold.token))
-            .or_insert_with(|| (Arc::new(hold), 0));
-        entry.1 += 1;
-        Arc::clone(&entry.0)
+        let holds = by_lock.entry(hold.keys.lock().to_owned()).or_default();
+        if let Some(known) = holds.iter_mut().find(|r| r.hold.token == hold.token) {
+            known.guards += 1;
+            return Arc::clone(&known.hold);
+        }
+        let hold = Arc::new(hold);
+        holds.push(Registered {
+            hold: Arc::clone(&hold),
+            guards: 1,
+            renewed,
+        });
+        hold
     }
 
     /// Drops one guard's registration; the watchdog stops renewing the hold
     /// once its last guard is gone.
     pub(crate) fn unregister(&self, hold: &Hold) {
         let mut by_lock = self.by_lock.lock();
-        let key = (hold.keys.lock().to_owned(), hold.token);
-        if let Some(entry) = by_lock.get_mut(&key) {
-            entry.1 -= 1;
-            if entry.1 == 0 {
-                by_lock.remove(&key);
+        let Some(holds) = by_lock.get_mut(hold.keys.lock()) else {
+            return;
+        };
+        if let Some(at) = holds.iter().position(|r| r.hold.token == hold.token) {
+            holds[at].guards -= 1;
+            if holds[at].guards == 0 {
+                holds.swap_remove(at);
             }
         }
+        if holds.is_empty() {
+            by_lock.remove(hold.keys.lock());
+        }
+    }
+
+    /// The token of the newest hold of `lock_key` by `owner` that has a live
+    /// guard, or 0 (no token is 0).
+    pub(crate) fn live_token(&self, lock_key: &str, owner: &str) -> u64 {
+        self.by_lock.lock().get(lock_key).map_or(0, |holds| {
+            holds
+                .iter()
+                .filter(|r| r.hold.owner == owner)
+                .map(|r| r.hold.token)
+                .max()
+                .unwrap_or(0)
+        })
     }
 
     /// Every hold to renew now.
@@ -89,7 +121,9 @@ impl Holds {
         self.by_lock
             .lock()
             .values()
-            .map(|(hold, _)| Arc::clone(hold))
+            .flatten()
+            .filter(|r| r.renewed)
+            .map(|r| Arc::clone(&r.hold))
             .collect()
     }
 }

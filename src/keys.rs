@@ -14,6 +14,8 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 #[derive(Debug)]
 pub(crate) struct LockKeys {
     pub(crate) all: [String; 5],
+    /// The Redis Cluster slot of all five (CRC16 of the tag, as Redis has it).
+    pub(crate) slot: u16,
 }
 
 impl LockKeys {
@@ -30,6 +32,7 @@ impl LockKeys {
                 key("grants"),
                 key("fence"),
             ],
+            slot: crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) % 16384,
         })
     }
 

@@ -7,7 +7,7 @@ use redis::Value;
 
 use crate::cancel::WaitCanceller;
 use crate::client::{ClientInner, Shared};
-use crate::config::MIN_LEASE;
+use crate::config::check_lease;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::FairMutexGuard;
 use crate::holds::Hold;
@@ -92,7 +92,11 @@ impl Mode {
 /// What acquire or cancel came to.
 enum Outcome {
     Acquired(FairMutexGuard),
-    Waiting { pttl_ms: i64, position: Option<u64> },
+    Waiting {
+        pttl_ms: i64,
+        position: Option<u64>,
+        last_token: u64,
+    },
 }
 
 impl Outcome {
@@ -103,6 +107,9 @@ impl Outcome {
         }
     }
 }
+
+/// Most waiters `status` lists: more than any queue Redis holds in memory.
+const MAX_LISTED: usize = 1_000_000_000;
 
 /// State as read by `inspect.lua`.
 struct Snapshot {
@@ -131,9 +138,10 @@ impl FairMutex {
     }
 
     /// The same lock, acquired with a fixed `lease` that no watchdog renews:
-    /// the lock frees by itself `lease` after it was granted. A zero or
-    /// sub-30 ms lease is reported by the acquiring call as
-    /// [`ErrorKind::InvalidConfig`].
+    /// the lock frees by itself `lease` after it was granted. A lease
+    /// outside [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
+    /// (30 ms to 365 days) is reported by the acquiring call as
+    /// [`ErrorKind::InvalidConfig`], before any I/O.
     pub fn with_lease(&self, lease: Duration) -> FairMutex {
         FairMutex {
             fixed_lease: Some(lease),
@@ -146,9 +154,11 @@ impl FairMutex {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidName`], [`ErrorKind::InvalidConfig`] (bad fixed
-    /// lease), [`ErrorKind::Connection`] when Redis fails while waiting
-    /// (the queue entry is then removed if Redis can still be reached),
-    /// [`ErrorKind::KeyConflict`].
+    /// lease), [`ErrorKind::Connection`] when Redis fails while waiting,
+    /// [`ErrorKind::KeyConflict`]. A call that fails after it was sent may
+    /// still have taken effect in Redis (a timeout, a connection lost
+    /// mid-call): whatever it took or queued is given back by the client
+    /// as soon as Redis answers again, never left as a hold nobody releases.
     pub fn lock(&self) -> Result<FairMutexGuard> {
         self.acquire(Patience::Forever, None)?.ok_or_else(|| {
             Error::new(
@@ -261,7 +271,8 @@ impl FairMutex {
     /// As [`is_locked`](Self::is_locked).
     pub fn status(&self, max_waiters: usize) -> Result<LockStatus> {
         let shared = self.shared();
-        let limit = max_waiters.to_string();
+        // Any bound past the longest queue Redis can hold lists it all.
+        let limit = max_waiters.min(MAX_LISTED).to_string();
         let reply = shared.run_script(&shared.scripts.status, self.keys()?, &[limit.as_bytes()])?;
         LockStatus::parse(reply)
     }
@@ -283,7 +294,13 @@ impl FairMutex {
     /// As [`is_locked`](Self::is_locked).
     pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
         let shared = self.shared();
-        let written = shared.run_write(&shared.scripts.force_release, self.keys()?, &[])?;
+        // A call key, so that the call delivered twice frees the lock once.
+        let call = format!("{}#{}", shared.client_id, shared.next_wait_id());
+        let written = shared.run_write(
+            &shared.scripts.force_release,
+            self.keys()?,
+            &[call.as_bytes()],
+        )?;
         if let Some(shortfall) = written.shortfall {
             return Err(shortfall);
         }
@@ -313,19 +330,21 @@ impl FairMutex {
     fn lease(&self) -> Result<(Duration, bool)> {
         match self.fixed_lease {
             None => Ok((self.shared().config.lease, false)),
-            Some(lease) if lease >= MIN_LEASE => Ok((lease, true)),
-            Some(lease) => Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!("a fixed lease must be at least {MIN_LEASE:?}, got {lease:?}"),
-            )),
+            Some(lease) => check_lease("a fixed lease", lease).map(|()| (lease, true)),
         }
     }
 
     fn inspect(&self) -> Result<Snapshot> {
         let shared = self.shared();
         let owner = shared.owner_id();
-        let reply =
-            shared.run_script(&shared.scripts.inspect, self.keys()?, &[owner.as_bytes()])?;
+        let keys = self.keys()?;
+        // Only a hold this thread has a live guard of counts as its own.
+        let live = shared.holds.live_token(keys.lock(), &owner).to_string();
+        let reply = shared.run_script(
+            &shared.scripts.inspect,
+            keys,
+            &[owner.as_bytes(), live.as_bytes()],
+        )?;
         let parsed: Option<(String, i64, i64, i64, i64)> =
             redis::from_redis_value(reply.clone()).ok();
         let (holder, count, _token, pttl_ms, live) =
@@ -355,7 +374,9 @@ impl FairMutex {
             renew_lease_ms,
         ));
         if let Patience::None = patience {
-            return self.attempt(&waiter, Mode::Try, lease, fixed);
+            return self
+                .attempt(&waiter, Mode::Try, lease, fixed)
+                .inspect_err(|_| self.give_back_later(&waiter));
         }
         // Registered before the first attempt reaches Redis, so that no
         // handoff message can arrive for an id nobody listens to.
@@ -398,7 +419,13 @@ impl FairMutex {
                             log::debug!("fairlock: waiting through an outage: {err}");
                             waiter.poll_by(at);
                         }
-                        _ => return Err(err),
+                        _ => {
+                            // The call may still run (or have run) in
+                            // Redis: whatever it took or queued goes back
+                            // once Redis answers.
+                            self.give_back_later(waiter);
+                            return Err(err);
+                        }
                     }
                 }
                 Err(err) => {
@@ -412,7 +439,12 @@ impl FairMutex {
             mode = Mode::Poll;
             match waiter.sleep(deadline) {
                 Wake::Granted(grant) => {
-                    self.confirm_handoff(waiter, grant.token, lease, fixed)?;
+                    if let Err(err) = self.confirm_handoff(waiter, grant.token, lease, fixed) {
+                        if !err.is_lease_lost() {
+                            self.give_back_later(waiter);
+                        }
+                        return Err(err);
+                    }
                     return Ok(Some(self.guard(waiter, grant.token, grant.expires_at)));
                 }
                 Wake::Poll => {}
@@ -433,13 +465,32 @@ impl FairMutex {
         let shared = self.shared();
         let waiter_timeout_ms = shared.config.waiter_timeout.as_millis().to_string();
         let wait_id = waiter.id.to_string();
-        let extra: [&[u8]; 3] = [
+        // Re-entry needs a live guard of the hold in this client.
+        let live = shared
+            .holds
+            .live_token(waiter.keys.lock(), &waiter.owner)
+            .to_string();
+        let extra: [&[u8]; 4] = [
             waiter_timeout_ms.as_bytes(),
             mode.as_arg(),
             wait_id.as_bytes(),
+            live.as_bytes(),
         ];
+        let sent = Instant::now();
+        if mode == Mode::First {
+            // Any handoff comes after this request has queued the waiter.
+            waiter.saw_queued(sent, 0);
+        }
         let outcome = self.run_for(&shared.scripts.acquire, waiter, lease, fixed, &extra)?;
-        if let Outcome::Waiting { pttl_ms, position } = outcome {
+        if let Outcome::Waiting {
+            pttl_ms,
+            position,
+            last_token,
+        } = outcome
+        {
+            if position.is_some() {
+                waiter.saw_queued(sent, last_token);
+            }
             waiter.schedule_after_reply(position, pttl_ms);
             return Ok(None);
         }
@@ -447,7 +498,8 @@ impl FairMutex {
     }
 
     /// Removes the waiter's queue entry; returns the guard instead if the
-    /// lock had been handed over already.
+    /// lock had been handed over already. If that fails, the watchdog gives
+    /// the call back later (it may have been handed the lock meanwhile).
     fn leave_queue(
         &self,
         waiter: &Waiter,
@@ -455,9 +507,21 @@ impl FairMutex {
         fixed: bool,
     ) -> Result<Option<FairMutexGuard>> {
         let cancel = &self.shared().scripts.cancel;
-        Ok(self
-            .run_for(cancel, waiter, lease, fixed, &[])?
-            .into_guard())
+        let wait_id = waiter.id.to_string();
+        match self.run_for(cancel, waiter, lease, fixed, &[wait_id.as_bytes()]) {
+            Ok(outcome) => Ok(outcome.into_guard()),
+            Err(err) => {
+                self.give_back_later(waiter);
+                Err(err)
+            }
+        }
+    }
+
+    /// Has the watchdog give back whatever this waiter's call holds or
+    /// queued, once Redis answers (see [`GiveBacks`](crate::give_backs)).
+    fn give_back_later(&self, waiter: &Waiter) {
+        self.shared()
+            .give_back_later(&waiter.keys, &waiter.owner, waiter.id);
     }
 
     /// Runs acquire or cancel, whose ARGV both continue with (owner,
@@ -484,7 +548,7 @@ impl FairMutex {
         Ok(match AcquireReply::parse(written.reply)? {
             AcquireReply::Acquired { token, pttl_ms } => {
                 if let Some(shortfall) = written.shortfall {
-                    self.roll_back(waiter, token);
+                    self.roll_back(waiter);
                     return Err(shortfall);
                 }
                 let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
@@ -492,7 +556,15 @@ impl FairMutex {
             }
             // A queue entry too few replicas saw costs at most its place
             // after a failover; the wait goes on.
-            AcquireReply::Waiting { pttl_ms, position } => Outcome::Waiting { pttl_ms, position },
+            AcquireReply::Waiting {
+                pttl_ms,
+                position,
+                last_token,
+            } => Outcome::Waiting {
+                pttl_ms,
+                position,
+                last_token,
+            },
         })
     }
 
@@ -542,25 +614,17 @@ impl FairMutex {
         match written.shortfall {
             None => Ok(()),
             Some(shortfall) => {
-                self.roll_back(waiter, token);
+                self.roll_back(waiter);
                 Err(shortfall)
             }
         }
     }
 
-    /// Gives back a hold that is not to be used (best effort: if this fails
-    /// too, the lease runs out).
-    fn roll_back(&self, waiter: &Waiter, token: u64) {
-        let shared = self.shared();
-        let token = token.to_string();
-        let call = waiter.id.to_string();
-        if let Err(err) = shared.run_script(
-            &shared.scripts.release,
-            &waiter.keys,
-            &[waiter.owner.as_bytes(), token.as_bytes(), call.as_bytes()],
-        ) {
-            log::warn!("fairlock: rolling back an unreplicated acquisition failed: {err}");
-        }
+    /// Gives back the hold this waiter's call took, which is not to be used
+    /// (now, or through the watchdog if Redis fails meanwhile).
+    fn roll_back(&self, waiter: &Waiter) {
+        self.shared()
+            .give_back_now(&waiter.keys, &waiter.owner, waiter.id);
     }
 
     fn guard(&self, waiter: &Waiter, token: u64, expires_at: Instant) -> FairMutexGuard {
@@ -570,16 +634,12 @@ impl FairMutex {
             token,
             expires_at,
         );
-        let hold = if self.renewed_by_watchdog() {
-            let shared = self.shared();
-            let hold = shared.holds.register(hold);
-            if expires_at < Instant::now() + 2 * shared.config.watchdog_period() {
-                shared.nudge_watchdog();
-            }
-            hold
-        } else {
-            Arc::new(hold)
-        };
+        let shared = self.shared();
+        let renewed = self.renewed_by_watchdog();
+        let hold = shared.holds.register(hold, renewed);
+        if renewed && expires_at < Instant::now() + 2 * shared.config.watchdog_period() {
+            shared.nudge_watchdog();
+        }
         FairMutexGuard::new(self.clone(), hold, waiter.id)
     }
 

@@ -47,6 +47,7 @@ pub(crate) struct Scripts {
     pub(crate) renew: LuaScript,
     pub(crate) heartbeat: LuaScript,
     pub(crate) cancel: LuaScript,
+    pub(crate) abandon: LuaScript,
     pub(crate) force_release: LuaScript,
     pub(crate) inspect: LuaScript,
     pub(crate) status: LuaScript,
@@ -60,6 +61,7 @@ impl Scripts {
             renew: lock_script!("renew.lua"),
             heartbeat: lock_script!("heartbeat.lua"),
             cancel: lock_script!("cancel.lua"),
+            abandon: lock_script!("abandon.lua"),
             force_release: lock_script!("force_release.lua"),
             inspect: lock_script!("inspect.lua"),
             status: lock_script!("status.lua"),
@@ -76,6 +78,7 @@ impl Scripts {
             &self.renew,
             &self.heartbeat,
             &self.cancel,
+            &self.abandon,
             &self.force_release,
             &self.inspect,
             &self.status,
@@ -203,8 +206,13 @@ pub(crate) enum AcquireReply {
     /// The caller holds the lock; `pttl_ms` is its lease left when answered.
     Acquired { token: u64, pttl_ms: i64 },
     /// Someone else holds it. `position` is the caller's place in the queue
-    /// (0 = next), or `None` when it did not queue.
-    Waiting { pttl_ms: i64, position: Option<u64> },
+    /// (0 = next), or `None` when it did not queue; `last_token` the last
+    /// fencing token issued then (a grant to this call up to it is over).
+    Waiting {
+        pttl_ms: i64,
+        position: Option<u64>,
+        last_token: u64,
+    },
 }
 
 impl AcquireReply {
@@ -215,13 +223,15 @@ impl AcquireReply {
                 token: *token as u64,
                 pttl_ms: *pttl,
             }),
-            [0, pttl, position] => Ok(AcquireReply::Waiting {
+            [0, pttl, position, last_token] => Ok(AcquireReply::Waiting {
                 pttl_ms: *pttl,
                 position: u64::try_from(*position).ok(),
+                last_token: *last_token as u64,
             }),
             [0] => Ok(AcquireReply::Waiting {
                 pttl_ms: -2,
                 position: None,
+                last_token: 0,
             }),
             _ => Err(unexpected(&items)),
         }
@@ -239,10 +249,21 @@ pub(crate) enum WaiterStatus {
     Gone,
 }
 
-/// Parses a heartbeat reply into the lock's pttl and one status per waiter.
-pub(crate) fn parse_heartbeat(value: Value) -> Result<(i64, Vec<WaiterStatus>)> {
+/// A heartbeat's answer about one lock.
+pub(crate) struct Heartbeat {
+    pub(crate) pttl_ms: i64,
+    /// The last fencing token issued for the lock.
+    pub(crate) last_token: u64,
+    /// One status per waiter, in the order sent.
+    pub(crate) statuses: Vec<WaiterStatus>,
+}
+
+/// Parses a heartbeat reply.
+pub(crate) fn parse_heartbeat(value: Value) -> Result<Heartbeat> {
     let items = int_list(value)?;
-    let (&pttl, rest) = items.split_first().ok_or_else(|| unexpected(&items))?;
+    let [pttl_ms, last_token, rest @ ..] = items.as_slice() else {
+        return Err(unexpected(&items));
+    };
     let statuses = rest
         .chunks(2)
         .map(|pair| match pair {
@@ -251,7 +272,11 @@ pub(crate) fn parse_heartbeat(value: Value) -> Result<(i64, Vec<WaiterStatus>)> 
             _ => WaiterStatus::Gone,
         })
         .collect();
-    Ok((pttl, statuses))
+    Ok(Heartbeat {
+        pttl_ms: *pttl_ms,
+        last_token: *last_token as u64,
+        statuses,
+    })
 }
 
 /// Parses a reply made only of integers.

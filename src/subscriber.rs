@@ -12,12 +12,12 @@
 //! reconnect all waiters poll once.
 
 use std::sync::mpsc::Sender;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::backend::Listen;
 use crate::client::Shared;
 use crate::error::Result;
-use crate::waiters::{poll_time, Grant};
+use crate::waiters::poll_time;
 
 /// How long a read blocks before the thread checks whether to stop.
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
@@ -71,19 +71,39 @@ fn listen(
         // Handoffs published while we were away were lost: everyone asks.
         shared.waiters.repoll_all();
     }
+    let mut interruptions = 0;
     loop {
         if shared.is_stopping() {
             return Ok(());
         }
         match pubsub.get_message() {
             Ok(msg) => {
+                interruptions = 0;
                 let payload: Vec<u8> = msg.get_payload_bytes().to_vec();
                 dispatch(shared, &payload);
             }
-            Err(err) if err.is_timeout() => continue,
+            Err(err) if err.is_timeout() => interruptions = 0,
+            // A read cut short by a signal (a process stopped and continued
+            // returns EINTR from a read with a timeout): the connection is
+            // fine and a message may be waiting; read again.
+            Err(err) if interrupted(&err) && interruptions < MAX_INTERRUPTIONS => {
+                interruptions += 1;
+            }
             Err(err) => return Err(err.into()),
         }
     }
+}
+
+/// Reads in a row cut short without a sign of a closed connection before the
+/// subscription is opened afresh.
+const MAX_INTERRUPTIONS: u32 = 3;
+
+/// True for an I/O error that does not show the connection closed and that
+/// redis-rs would retry at once, such as EINTR.
+fn interrupted(err: &redis::RedisError) -> bool {
+    err.is_io_error()
+        && !err.is_connection_dropped()
+        && matches!(err.retry_method(), redis::RetryMethod::RetryImmediately)
 }
 
 fn dispatch(shared: &Shared, payload: &[u8]) {
@@ -95,10 +115,7 @@ fn dispatch(shared: &Shared, payload: &[u8]) {
         (Some("G"), &[wait_id, token, ttl_ms]) => {
             if let Some(waiter) = shared.waiters.get(wait_id as u64) {
                 let ttl = Duration::from_millis(u64::try_from(ttl_ms).unwrap_or(0));
-                waiter.grant(Grant {
-                    token: token as u64,
-                    expires_at: Instant::now() + ttl,
-                });
+                waiter.grant_from_message(token as u64, ttl);
             }
         }
         (Some("H"), &[wait_id, pttl_ms]) => {

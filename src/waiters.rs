@@ -39,6 +39,14 @@ struct WaitState {
     poll_at: Option<Instant>,
     repoll: bool,
     cancelled: bool,
+    /// Send time of the latest request known to have found this waiter
+    /// still queued (its first attempt, a later attempt, a heartbeat): any
+    /// handoff to it happened after that request ran, so a lease handed
+    /// over counts from here at the latest.
+    queued_as_of: Option<Instant>,
+    /// The last fencing token issued when such a request ran: a handoff
+    /// message with a token up to it tells of a grant that is over.
+    stale_up_to: u64,
 }
 
 /// One blocked call waiting for one lock.
@@ -64,6 +72,36 @@ impl Waiter {
             state: Mutex::new(WaitState::default()),
             wakeup: Condvar::new(),
         }
+    }
+
+    /// A request sent at `sent` found (or made) this waiter queued, when
+    /// `last_token` was the last fencing token issued: any grant to it so
+    /// far is over (it would hold the lock otherwise).
+    pub(crate) fn saw_queued(&self, sent: Instant, last_token: u64) {
+        let mut state = self.state.lock();
+        state.queued_as_of = Some(state.queued_as_of.map_or(sent, |known| known.max(sent)));
+        state.stale_up_to = state.stale_up_to.max(last_token);
+        if state.granted.is_some_and(|g| g.token <= last_token) {
+            state.granted = None;
+        }
+    }
+
+    /// A handoff message granted this waiter the lock with `token` for
+    /// `ttl`. The lease is counted from the last request that saw the
+    /// waiter queued, not from now: a process that was paused with the
+    /// message unread finds a grant that already ran out lost.
+    pub(crate) fn grant_from_message(&self, token: u64, ttl: Duration) {
+        let mut state = self.state.lock();
+        if token <= state.stale_up_to {
+            return; // read after a request found that grant over
+        }
+        let since = state.queued_as_of.unwrap_or_else(Instant::now);
+        state.granted = Some(Grant {
+            token,
+            expires_at: since + ttl,
+        });
+        drop(state);
+        self.wakeup.notify_one();
     }
 
     /// Records that the lock was handed to this waiter and wakes it.
@@ -132,12 +170,22 @@ impl Waiter {
     }
 }
 
-/// When the head of the queue should poll, given the holder's lease left
-/// (`pttl_ms` < 0: no lease to wait for, poll now). One extra millisecond
-/// lets the server's expiry pass first.
+/// How long the head of the queue waits before it asks again about a lock
+/// whose key has no expiry (written by something other than fairlock):
+/// its release still sends a message; this only bounds a missed one.
+const NO_EXPIRY_POLL: Duration = Duration::from_secs(1);
+
+/// When the head of the queue should poll, given the holder's lease left:
+/// one millisecond after it runs out, so the server's expiry passes first;
+/// at once when the lock is free (`-2`); after [`NO_EXPIRY_POLL`] when the
+/// lock has no expiry (`-1`), never in a tight loop.
 pub(crate) fn poll_time(pttl_ms: i64) -> Instant {
-    let wait = u64::try_from(pttl_ms).map_or(0, |ms| ms + 1);
-    Instant::now() + Duration::from_millis(wait)
+    let wait = match u64::try_from(pttl_ms) {
+        Ok(ms) => Duration::from_millis(ms + 1),
+        Err(_) if pttl_ms == -2 => Duration::ZERO,
+        Err(_) => NO_EXPIRY_POLL,
+    };
+    Instant::now() + wait
 }
 
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
@@ -228,5 +276,53 @@ mod tests {
         );
         w.repoll();
         assert_eq!(w.sleep(None), Wake::Poll);
+    }
+
+    #[test]
+    fn a_lock_without_expiry_is_not_polled_in_a_tight_loop() {
+        let now = Instant::now();
+        assert!(poll_time(-1) >= now + NO_EXPIRY_POLL);
+        assert!(poll_time(-2) <= Instant::now());
+        assert!(poll_time(5) >= now + Duration::from_millis(6));
+    }
+
+    #[test]
+    fn a_grant_message_counts_from_the_last_request_that_saw_the_waiter_queued() {
+        let w = waiter();
+        let queued_at = Instant::now();
+        w.saw_queued(queued_at, 3);
+        w.saw_queued(queued_at - Duration::from_secs(5), 2); // an older reply, read late
+        std::thread::sleep(Duration::from_millis(30));
+        w.grant_from_message(9, Duration::from_millis(20));
+        match w.sleep(None) {
+            Wake::Granted(grant) => {
+                assert_eq!(grant.expires_at, queued_at + Duration::from_millis(20));
+                assert!(
+                    grant.expires_at < Instant::now(),
+                    "read after the lease ran out"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_grant_that_a_later_request_found_over_is_ignored() {
+        let w = waiter();
+        w.saw_queued(Instant::now(), 0);
+        // Granted token 5, then a poll found the waiter queued again when
+        // token 6 had been issued: grant 5 is over, read before or after.
+        w.grant_from_message(5, Duration::from_secs(10));
+        w.saw_queued(Instant::now(), 6);
+        w.grant_from_message(5, Duration::from_secs(10));
+        assert_eq!(
+            w.sleep(Some(Instant::now() + Duration::from_millis(20))),
+            Wake::TimedOut
+        );
+        w.grant_from_message(7, Duration::from_secs(10));
+        assert!(matches!(
+            w.sleep(None),
+            Wake::Granted(Grant { token: 7, .. })
+        ));
     }
 }

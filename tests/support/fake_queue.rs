@@ -59,8 +59,29 @@ impl ScriptedLock {
             .arg(1)
             .arg(600_000)
             .arg("first")
-            .arg(wait_id);
+            .arg(wait_id)
+            .arg(0);
         inv
+    }
+
+    /// Runs `body` (one of `lua/*.lua`, after lib.lua) on this lock's keys
+    /// with ARGV = wake prefix, `args`; returns the reply or the error.
+    pub fn eval(
+        &self,
+        conn: &mut redis::Connection,
+        body: &str,
+        args: &[&str],
+    ) -> redis::RedisResult<redis::Value> {
+        let script = script(body);
+        let mut inv = script.prepare_invoke();
+        for k in &self.keys {
+            inv.key(k);
+        }
+        inv.arg("fairlock:wake:");
+        for arg in args {
+            inv.arg(*arg);
+        }
+        inv.invoke(conn)
     }
 
     /// Runs acquire ("first" mode) for `owner`; returns the script's reply.
@@ -99,15 +120,16 @@ impl ScriptedLock {
         inv.invoke(conn).unwrap()
     }
 
-    /// The current holder's owner id, token and acquire call id.
+    /// The current holder's owner id, token and (first) acquire call id.
     pub fn holder(&self, conn: &mut redis::Connection) -> Holder {
-        redis::cmd("HMGET")
-            .arg(&self.keys[0])
-            .arg("owner")
-            .arg("token")
-            .arg("call")
-            .query(conn)
-            .unwrap()
+        let fields: std::collections::HashMap<String, String> =
+            conn.hgetall(&self.keys[0]).unwrap();
+        let call = fields
+            .keys()
+            .find_map(|f| f.strip_prefix("call:"))
+            .expect("a held lock counts its acquire call")
+            .to_owned();
+        (fields["owner"].clone(), fields["token"].clone(), call)
     }
 
     /// One lock cycle as the queue sees it. With a queue: the holder

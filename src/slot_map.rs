@@ -1,0 +1,119 @@
+//! Which master serves which Redis Cluster slot, as `CLUSTER SLOTS` tells:
+//! the subscriber threads listen on every node it names, and the watchdog
+//! groups its renewals by master with it, so that a stalled master holds
+//! back only its own. Routing stays with the `redis` crate's cluster
+//! client; a stale map only groups renewals less well.
+
+use redis::{ConnectionLike, Value};
+
+use crate::error::Result;
+use crate::scripts::unexpected;
+
+/// A node's address: host and port.
+pub(crate) type Address = (String, u16);
+
+/// The slot ranges of a cluster and the nodes that serve them.
+#[derive(Debug, Default)]
+pub(crate) struct SlotMap {
+    /// Every node named (masters and replicas), each once.
+    nodes: Vec<Address>,
+    /// (first slot, last slot, index of the master in `nodes`).
+    ranges: Vec<(u16, u16, usize)>,
+}
+
+impl SlotMap {
+    /// Reads the map with `CLUSTER SLOTS` on `conn`.
+    pub(crate) fn read(conn: &mut dyn ConnectionLike) -> Result<SlotMap> {
+        let slots: Value = redis::cmd("CLUSTER").arg("SLOTS").query(conn)?;
+        SlotMap::parse(slots)
+    }
+
+    fn parse(slots: Value) -> Result<SlotMap> {
+        let Value::Array(ranges) = slots else {
+            return Err(unexpected(&slots));
+        };
+        let mut map = SlotMap::default();
+        for range in ranges {
+            let Value::Array(fields) = range else {
+                continue;
+            };
+            let bounds: Option<(u16, u16)> = match fields.get(..2) {
+                Some(first_last) => redis::from_redis_value(Value::Array(first_last.to_vec())).ok(),
+                None => None,
+            };
+            let mut master = None;
+            for node in fields.into_iter().skip(2) {
+                let address: Option<Address> = match node {
+                    Value::Array(parts) if parts.len() >= 2 => {
+                        redis::from_redis_value(Value::Array(parts[..2].to_vec())).ok()
+                    }
+                    _ => None,
+                };
+                let Some(address) = address.filter(|(host, _)| !host.is_empty()) else {
+                    continue;
+                };
+                let index = match map.nodes.iter().position(|known| *known == address) {
+                    Some(index) => index,
+                    None => {
+                        map.nodes.push(address);
+                        map.nodes.len() - 1
+                    }
+                };
+                master.get_or_insert(index);
+            }
+            if let (Some((first, last)), Some(master)) = (bounds, master) {
+                map.ranges.push((first, last, master));
+            }
+        }
+        Ok(map)
+    }
+
+    /// Every node the map names.
+    pub(crate) fn nodes(&self) -> &[Address] {
+        &self.nodes
+    }
+
+    /// The master serving `slot`, if the map knows it.
+    pub(crate) fn master_of(&self, slot: u16) -> Option<&Address> {
+        self.ranges
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .map(|&(_, _, master)| &self.nodes[master])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(host: &str, port: i64) -> Value {
+        Value::Array(vec![
+            Value::BulkString(host.as_bytes().to_vec()),
+            Value::Int(port),
+            Value::BulkString(b"id".to_vec()),
+        ])
+    }
+
+    #[test]
+    fn masters_are_the_first_node_of_each_range() {
+        let slots = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(8000),
+                node("10.0.0.1", 7000),
+                node("10.0.0.2", 7001),
+            ]),
+            Value::Array(vec![
+                Value::Int(8001),
+                Value::Int(16383),
+                node("10.0.0.2", 7001),
+                node("", 7005),
+            ]),
+        ]);
+        let map = SlotMap::parse(slots).unwrap();
+        assert_eq!(map.nodes().len(), 2);
+        assert_eq!(map.master_of(0), Some(&("10.0.0.1".to_owned(), 7000)));
+        assert_eq!(map.master_of(8001), Some(&("10.0.0.2".to_owned(), 7001)));
+        assert_eq!(map.master_of(16383), Some(&("10.0.0.2".to_owned(), 7001)));
+    }
+}
