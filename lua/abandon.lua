@@ -12,12 +12,9 @@
 -- Cost: O(log N).
 
 local owner, call = ARGV[2], ARGV[3]
-local lock = redis.call('HMGET', LOCK, 'owner', 'token')
-if lock[1] == owner then
-  local counted = give_back(owner, lock[2], call)
-  if counted then
-    return 1
-  end
+local lock = redis.call('HMGET', LOCK, 'owner', 'token', 'count', 'call:' .. call)
+if lock[1] == owner and give_back(owner, lock[2], lock[3], lock[4], call) then
+  return 1
 end
 local grant = redis.call('HGET', GRANTS, owner)
 if grant and string.match(grant, ' (%d+)$') == call then

@@ -51,7 +51,6 @@ if holder == owner then
   -- An orphaned hold of this owner: free it (for the queue first) as its
   -- lost call's give-back would, then ask like any newcomer.
   local t_us, t_ms = server_time()
-  redis.call('DEL', LOCK)
   free_lock(t_us, t_ms, lock[2], nil)
   holder = redis.call('HGET', LOCK, 'owner')
 end

@@ -9,7 +9,8 @@
 -- Cost: O(log N).
 
 local mark = 'F' .. ARGV[2]
-local last, seen, detail = read_fence()
+local last, rest = read_fence()
+local seen, detail = split_mark(rest)
 if seen == mark then
   if detail == '' then
     return false
@@ -22,7 +23,6 @@ if not holder then
   write_fence(last, mark)
   return false
 end
-redis.call('DEL', LOCK)
 local now_us, now_ms = server_time()
 free_lock(now_us, now_ms, lock[2], mark .. ' ' .. holder)
 return holder

@@ -50,17 +50,31 @@ local function ms_arg(value, what)
   return n
 end
 
--- The fence key's parts: last token (0 if none), mark, detail.
+-- The fence key's parts: last token (0 if none), and the rest ("<mark>[
+-- <detail>]", or nil when there is none).
 local function read_fence()
   local stored = redis.call('GET', FENCE)
   if not stored then
-    return 0, nil, nil
+    return 0, nil
   end
-  local token, mark, detail = string.match(stored, '^(%d+) ?(%S*) ?(.*)$')
+  local space = string.find(stored, ' ', 1, true)
+  local token = tonumber(space and string.sub(stored, 1, space - 1) or stored)
   if not token then
     error({ err = 'WRONGTYPE the fence key holds a value fairlock did not write' })
   end
-  return tonumber(token), mark, detail
+  return token, space and string.sub(stored, space + 1)
+end
+
+-- The mark and detail of a fence's rest, as read_fence returns it.
+local function split_mark(rest)
+  if not rest then
+    return nil, nil
+  end
+  local space = string.find(rest, ' ', 1, true)
+  if not space then
+    return rest, ''
+  end
+  return string.sub(rest, 1, space - 1), string.sub(rest, space + 1)
 end
 
 -- Writes the fence: `token`, and the mark of the call that freed the lock.
@@ -86,15 +100,9 @@ end
 -- otherwise the last such mark is kept, so that a repeat of that call is
 -- still known after later takes of a free lock.
 local function next_token(now_us, mark)
-  local last, old_mark, old_detail = read_fence()
-  if not mark and old_mark and old_mark ~= '' then
-    mark = old_mark
-    if old_detail and old_detail ~= '' then
-      mark = mark .. ' ' .. old_detail
-    end
-  end
+  local last, rest = read_fence()
   local token = math.max(last + 1, now_us)
-  write_fence(token, mark)
+  write_fence(token, mark or rest)
   return token
 end
 
@@ -150,8 +158,7 @@ end
 -- Takes the free lock for `owner` with a lease of `ttl` ms; returns the token.
 -- `call` is the wait id of the acquire call it answers (see acquire.lua);
 -- `mark` names the call that freed the lock for it, if any (see the fence).
--- The lock hash is gone or holds only owner, count and token (a hold given
--- back call by call has no call fields left), so no DEL is needed first.
+-- The lock hash is gone (free_lock deletes it), so no old field survives.
 local function take(owner, ttl, now_us, call, mark)
   local token = next_token(now_us, mark)
   redis.call('HSET', LOCK, 'owner', owner, 'count', 1, 'token', fmt(token), 'call:' .. call, 1)
@@ -165,12 +172,15 @@ end
 -- A watchdog-renewed grant lasts no longer than the waiter's own liveness
 -- deadline, so a waiter that died while queued holds the lock no longer
 -- than it would have held its place. `mark` (optional) names the call that
--- freed the lock.
+-- freed the lock. Without a time given, TIME is read only if someone waits.
 local function hand_over(now_us, now_ms, mark)
   while true do
     local head = redis.call('ZPOPMIN', QUEUE)[1]
     if not head then
       return nil
+    end
+    if not now_us then
+      now_us, now_ms = server_time()
     end
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
     local grant = redis.call('HGET', GRANTS, head)
@@ -202,29 +212,35 @@ local function keep_queue_for(ms)
   end
 end
 
--- Frees the held lock (token `token`) for the next live waiter, or deletes
--- it; either way the fence records `mark`, the call that freed it.
+-- Frees the held lock (token `token`) for the next live waiter (the time
+-- may be nil: see hand_over); either way the fence records `mark`, the call
+-- that freed it, if given. The lock hash is deleted first: a call field of
+-- the old holder must not survive into the new hold (call ids are unique
+-- per client only).
 local function free_lock(now_us, now_ms, token, mark)
-  if not hand_over(now_us, now_ms, mark) then
-    redis.call('DEL', LOCK)
-    write_fence(math.max(read_fence(), tonumber(token) or 0), mark)
+  redis.call('DEL', LOCK)
+  if not hand_over(now_us, now_ms, mark) and mark then
+    write_fence(token, mark)
   end
 end
 
--- Gives back the hold that acquire call `call` of `owner` counted, once:
--- returns (true, holds left) when it counted one, (false, holds left) when
--- that call holds nothing (given back already, or never counted). The
--- caller checked that `owner` holds the lock with `token`.
-local function give_back(owner, token, call)
-  if redis.call('HDEL', LOCK, 'call:' .. call) == 0 then
-    return false, tonumber(redis.call('HGET', LOCK, 'count')) or 0
+-- Gives back the hold that acquire call `call` of `owner` counted, once.
+-- `count` and `counted` are the hold's count and the call's field as read
+-- (HMGET ... 'count', 'call:' .. call) by the caller, which checked that
+-- `owner` holds the lock with `token`. Returns (true, holds left) when it
+-- counted one, (false, holds left) when that call holds nothing (given
+-- back already, or never counted).
+local function give_back(owner, token, count, counted, call)
+  local left = (tonumber(count) or 1) - 1
+  if not counted then
+    return false, left + 1
   end
-  local count = redis.call('HINCRBY', LOCK, 'count', -1)
-  if count > 0 then
-    return true, count
+  if left > 0 then
+    redis.call('HDEL', LOCK, 'call:' .. call)
+    redis.call('HSET', LOCK, 'count', left)
+    return true, left
   end
-  local now_us, now_ms = server_time()
-  free_lock(now_us, now_ms, token, owner .. '#' .. call)
+  free_lock(nil, nil, token, owner .. '#' .. call)
   return true, 0
 end
 

@@ -14,13 +14,13 @@
 -- Cost: O(log N).
 
 local owner, token, call = ARGV[2], ARGV[3], ARGV[4]
-local lock = redis.call('HMGET', LOCK, 'owner', 'token')
+local lock = redis.call('HMGET', LOCK, 'owner', 'token', 'count', 'call:' .. call)
 if lock[1] ~= owner or lock[2] ~= token then
-  local _, mark = read_fence()
+  local mark = split_mark(select(2, read_fence()))
   if mark == owner .. '#' .. call then
     return 0
   end
   return -1
 end
-local _, left = give_back(owner, token, call)
+local _, left = give_back(owner, token, lock[3], lock[4], call)
 return left
