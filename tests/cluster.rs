@@ -450,3 +450,250 @@ fn a_slot_moving_to_another_master_keeps_the_hold_the_queue_and_the_order() {
     );
     waiter.release("the waiter across the move");
 }
+
+/// How long the stall test pauses one master (`CLIENT PAUSE ... ALL`).
+const STALL: Duration = Duration::from_secs(12);
+
+/// Short timings for the stall test: a lease and a waiter timeout of 3 s
+/// (a watchdog period of 1 s), and 1 s to connect or answer.
+fn stall_builder(cluster: &RedisCluster) -> ClientBuilder {
+    Client::builder(&cluster.url())
+        .lease(Duration::from_secs(3))
+        .waiter_timeout(Duration::from_secs(3))
+        .connect_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_secs(1))
+}
+
+/// What broke, if anything, in one look at the lock held on the healthy
+/// master: the holder's guard, then the lock's status as another client
+/// reads it. Also returns the lease left as the status shows it.
+fn check_healthy_hold(
+    guard: &fairlock::FairMutexGuard,
+    observer: &FairMutex,
+    holder_owner: &str,
+    token: u64,
+    waiter_ids: [&str; 2],
+) -> (Option<String>, Option<Duration>) {
+    if guard.is_lease_lost() {
+        return (
+            Some("the holder's guard reports its lease lost".into()),
+            None,
+        );
+    }
+    let status = match observer.status(10) {
+        Ok(status) => status,
+        Err(err) => return (Some(format!("status read failed: {err:?}")), None),
+    };
+    let lease_left = status.holder.as_ref().and_then(|h| h.remaining_lease);
+    let holder = status
+        .holder
+        .as_ref()
+        .map(|h| (h.who.owner.as_str(), h.fencing_token));
+    if holder != Some((holder_owner, token)) {
+        return (
+            Some(format!(
+                "holder is {holder:?}, not ({holder_owner:?}, {token}): {status:?}"
+            )),
+            lease_left,
+        );
+    }
+    let queued: Vec<&str> = status.waiters.iter().map(|w| w.who.client_id()).collect();
+    if status.queue_len != 2 || queued != waiter_ids {
+        return (
+            Some(format!(
+                "queue is {queued:?} (length {}), not Y then Z {waiter_ids:?}: {status:?}",
+                status.queue_len
+            )),
+            lease_left,
+        );
+    }
+    (None, lease_left)
+}
+
+/// One master that accepts connections but answers nothing for 12 s
+/// (`CLIENT PAUSE 12000 ALL`) must cost nothing to locks on the other
+/// masters: a client holding one lock on the stalled master A and one on
+/// a healthy master B keeps B's hold (same owner, same fencing token, its
+/// guard never reports the lease lost) through the whole stall, and the
+/// two waiters queued on B keep their places in order and are served in
+/// order afterwards. To also cover the pool, the holder's client has a
+/// pool of 2 connections and two of its threads keep calling `try_lock` on
+/// other names on A during the stall, so that both pooled connections sit
+/// in calls to the paused node for seconds at a time: renewals must not
+/// depend on a free pooled connection.
+///
+/// The watchdog renews every 1 s and the lease is 3 s. When it sends the
+/// slots' batches one after another on pooled connections, A's batch (up to
+/// 7 command timeouts of the cluster client's retries) or a wait for a free
+/// pooled connection holds back B's renewal until B's lease runs out.
+#[test]
+fn a_stalled_master_delays_no_renewal_or_heartbeat_on_the_other_masters() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("stall");
+    let mut masters: Vec<u16> = per_master.keys().copied().collect();
+    masters.sort_unstable();
+    let (stalled, healthy) = (masters[0], masters[1]);
+    let (stalled_name, healthy_name) = (&per_master[&stalled], &per_master[&healthy]);
+    // Two more names on the stalled master, for the threads that keep the
+    // holder's pool busy (the support's lookups ask a node: done before the
+    // pause, which could be that node).
+    let busy_names: Vec<String> = (0..1000)
+        .map(|i| format!("stall-busy-{i}"))
+        .filter(|n| cluster.master_for_slot(slot_of(&lock_key(n))) == stalled)
+        .take(2)
+        .collect();
+    assert_eq!(busy_names.len(), 2, "names on master {stalled}");
+    eprintln!(
+        "stall: master A {stalled} holds {stalled_name:?} (and {busy_names:?}), master B \
+         {healthy} holds {healthy_name:?}"
+    );
+
+    // X holds a lock on each master.
+    let holder = stall_builder(&cluster).pool_size(2).build().unwrap();
+    let stalled_guard = holder.fair_mutex(stalled_name).lock().unwrap();
+    let healthy_guard = holder.fair_mutex(healthy_name).lock().unwrap();
+    let observer = stall_builder(&cluster).build().unwrap();
+    let observed = observer.fair_mutex(healthy_name);
+
+    // Y, then Z, wait on B's lock.
+    let first_client = stall_builder(&cluster).build().unwrap();
+    let second_client = stall_builder(&cluster).build().unwrap();
+    let queue_len = || {
+        observed
+            .status(10)
+            .map(|s| s.queue_len)
+            .unwrap_or(usize::MAX)
+    };
+    let first_waiter = LockThread::lock(first_client.fair_mutex(healthy_name));
+    assert!(
+        wait_until(Duration::from_secs(10), || queue_len() == 1),
+        "Y never queued on B"
+    );
+    let second_waiter = LockThread::lock(second_client.fair_mutex(healthy_name));
+    assert!(
+        wait_until(Duration::from_secs(10), || queue_len() == 2),
+        "Z never queued on B"
+    );
+    let before = observed.status(10).unwrap();
+    let x_holder = before.holder.expect("X holds B's lock");
+    let x_owner = x_holder.who.owner.clone();
+    let token = healthy_guard.fencing_token();
+    assert_eq!(x_holder.fencing_token, token);
+    assert_eq!(x_holder.who.client_id(), holder.id());
+    let waiter_ids = [first_client.id(), second_client.id()];
+    let (broken, _) = check_healthy_hold(&healthy_guard, &observed, &x_owner, token, waiter_ids);
+    assert_eq!(broken, None, "before the stall");
+
+    // Stall A; two of X's threads keep calling try_lock on A's names.
+    let mut pauser = cluster.conn(stalled);
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(STALL.as_millis() as u64)
+        .arg("ALL")
+        .query::<()>(&mut pauser)
+        .unwrap();
+    let paused = Instant::now();
+    let busy_threads: Vec<_> = busy_names
+        .iter()
+        .map(|name| {
+            let mutex = holder.fair_mutex(name);
+            thread::spawn(move || {
+                let mut outcomes = Vec::new();
+                while paused.elapsed() < STALL {
+                    let started = Instant::now();
+                    let outcome = match mutex.try_lock() {
+                        Ok(Some(guard)) => {
+                            let _ = guard.unlock();
+                            "acquired".to_owned()
+                        }
+                        Ok(None) => "busy".to_owned(),
+                        Err(err) => format!("{:?}", err.kind()),
+                    };
+                    outcomes.push(format!("{outcome} in {:.0} ms", ms(started.elapsed())));
+                }
+                outcomes
+            })
+        })
+        .collect();
+
+    // Every ~250 ms of the stall: B's hold and queue are as they were.
+    let mut failure = None;
+    let mut min_lease_left: Option<Duration> = None;
+    let mut samples = 0;
+    while paused.elapsed() < STALL {
+        let at = paused.elapsed();
+        let (broken, lease_left) =
+            check_healthy_hold(&healthy_guard, &observed, &x_owner, token, waiter_ids);
+        samples += 1;
+        if let Some(left) = lease_left {
+            min_lease_left = Some(min_lease_left.map_or(left, |m| m.min(left)));
+        }
+        if let Some(broken) = broken {
+            failure = Some(format!(
+                "{:.0} ms into the stall of master {stalled}, the hold on healthy master \
+                 {healthy}: {broken}",
+                ms(at)
+            ));
+            break;
+        }
+        thread::sleep(Duration::from_millis(250));
+    }
+    eprintln!(
+        "stall: {samples} samples; least lease left on B {:?}; first failure: {failure:?}",
+        min_lease_left
+    );
+
+    // The pause ends; every thread returns.
+    assert!(
+        wait_until(STALL + Duration::from_secs(20), || {
+            support::topology::try_conn(stalled)
+                .and_then(|mut c| {
+                    redis::cmd("PING")
+                        .query::<String>(&mut c)
+                        .map_err(|e| e.to_string())
+                })
+                .is_ok()
+        }),
+        "master {stalled} never answered again"
+    );
+    let answered = paused.elapsed();
+    for (name, handle) in busy_names.iter().zip(busy_threads) {
+        let outcomes = join_within(handle, Duration::from_secs(30), "a try_lock thread on A");
+        eprintln!("stall: try_lock({name:?}) on A during the stall: {outcomes:?}");
+    }
+    eprintln!(
+        "stall: master {stalled} answered again {:.0} ms after the pause began",
+        ms(answered)
+    );
+    if let Some(failure) = failure {
+        // Let go of everything (X first, so the waiters get and release
+        // the lock instead of keeping their Drop waiting), then fail.
+        drop(healthy_guard);
+        drop(stalled_guard);
+        drop(first_waiter);
+        drop(second_waiter);
+        panic!("{failure}");
+    }
+
+    // X lets go of B's lock: Y, then Z, get it with larger tokens.
+    let released = Instant::now();
+    healthy_guard.unlock().unwrap();
+    let (first_granted, first_token) =
+        first_waiter.granted_within(Duration::from_secs(10), "Y, queued first on B");
+    first_waiter.release("Y");
+    let (second_granted, second_token) =
+        second_waiter.granted_within(Duration::from_secs(10), "Z, queued second on B");
+    second_waiter.release("Z");
+    assert!(
+        token < first_token && first_token < second_token,
+        "tokens X {token}, Y {first_token}, Z {second_token}"
+    );
+    eprintln!(
+        "stall: Y granted {:.1} ms after X's unlock (token {first_token}), Z {:.1} ms after it \
+         (token {second_token}); X's hold on A after the stall unlocks with {:?}",
+        ms(first_granted - released),
+        ms(second_granted - released),
+        stalled_guard.unlock().map_err(|e| e.kind())
+    );
+}

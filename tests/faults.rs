@@ -2,12 +2,15 @@
 //! killed holders and waiters, long holds, skewed client clocks, a Redis
 //! restart that loses its data, a killed subscription, a stalled server, an
 //! unreachable server, mutual exclusion under churn with a killed process,
-//! and no leaks. Every wait is bounded; each test prints what it measured.
+//! and no leaks, and a waiter that reads its handoff only after the lease
+//! it was handed ran out. Every wait is bounded; each test prints what it
+//! measured.
 //!
 //! Child processes are this test binary re-executed with `--exact
 //! child_process` and the `FAULTS_*` variables (see `Children` in
 //! tests/support): "worker" children lock and unlock on command, "churn"
-//! children contend for 8 s, a "leak" child creates and drops 50 clients.
+//! children contend for 8 s, a "leak" child creates and drops 50 clients, a
+//! "paused_waiter" child waits once with a fixed lease and reports its grant.
 mod support;
 
 use std::sync::mpsc;
@@ -51,6 +54,7 @@ fn child_process() {
         "worker" => worker(),
         "churn" => churn(),
         "leak" => leak(),
+        "paused_waiter" => paused_waiter(),
         other => panic!("child: unknown role {other:?}"),
     }
 }
@@ -291,6 +295,37 @@ fn leak() {
             return;
         }
     }
+}
+
+/// Fixed lease of the "paused_waiter" child's lock call: no watchdog renews
+/// it, so nothing but the grant's own time decides whether it still holds.
+const PAUSED_WAITER_LEASE: Duration = Duration::from_millis(600);
+
+/// Says `ready <client id>`, then one thread calls `lock()` on FAULTS_NAME
+/// with a fixed lease of [`PAUSED_WAITER_LEASE`]. As soon as it returns it
+/// says `granted <token> lost=<is_lease_lost>` (measured first thing), then
+/// `unlocked ok|<kind>` for its `unlock()`; or `lock error <kind>`. Then it
+/// waits for stdin to close.
+fn paused_waiter() {
+    let commands = child_commands();
+    let client = child_client();
+    let mutex = client
+        .fair_mutex(&child_arg::<String>(NAME))
+        .with_lease(PAUSED_WAITER_LEASE);
+    say(format!("ready {}", client.id()));
+    let waiting = thread::spawn(move || match mutex.lock() {
+        Ok(guard) => {
+            let lost = guard.is_lease_lost();
+            say(format!("granted {} lost={lost}", guard.fencing_token()));
+            match guard.unlock() {
+                Ok(()) => say("unlocked ok"),
+                Err(err) => say(format!("unlocked {:?}", err.kind())),
+            }
+        }
+        Err(err) => say(format!("lock error {:?}", err.kind())),
+    });
+    waiting.join().expect("child: the waiting thread panicked");
+    for _ in commands {}
 }
 
 // ---------------------------------------------------------------------------
@@ -1202,4 +1237,299 @@ fn f10_fifty_clients_created_and_dropped_leak_no_thread_connection_or_key() {
     assert_clean(&server, &observer.fair_mutex("f10"));
     let keys: Vec<String> = conn.keys("*").unwrap();
     eprintln!("f10: keys left (all with a TTL): {keys:?}");
+}
+
+// ---------------------------------------------------------------------------
+// 11: a waiter whose handoff message is read after its lease ran out.
+
+/// A loopback TCP relay in front of one redis-server that can hold back
+/// every byte, both ways, on every connection made through it: what a
+/// paused process leaves unread in its sockets, while Redis and everyone
+/// else go on.
+struct StallingRelay {
+    port: u16,
+    state: std::sync::Arc<RelayState>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct RelayState {
+    stalled: std::sync::atomic::AtomicBool,
+    closing: std::sync::atomic::AtomicBool,
+    /// Bytes that arrived during a stall and were held back.
+    held_bytes: std::sync::atomic::AtomicU64,
+    pumps: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl StallingRelay {
+    fn start(server: &RedisServer) -> StallingRelay {
+        use std::sync::atomic::Ordering::SeqCst;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("relay: bind");
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let upstream = server.port();
+        let state = std::sync::Arc::new(RelayState::default());
+        let acceptor = {
+            let state = std::sync::Arc::clone(&state);
+            thread::spawn(move || {
+                while !state.closing.load(SeqCst) {
+                    match listener.accept() {
+                        Ok((client, _)) => {
+                            client.set_nonblocking(false).unwrap();
+                            let server = std::net::TcpStream::connect(("127.0.0.1", upstream))
+                                .expect("relay: connect to redis-server");
+                            let ways = [
+                                (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                                (server, client),
+                            ];
+                            for (from, to) in ways {
+                                let pump_state = std::sync::Arc::clone(&state);
+                                let pump = thread::spawn(move || relay_pump(&pump_state, from, to));
+                                state.pumps.lock().unwrap().push(pump);
+                            }
+                        }
+                        Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                            thread::sleep(Duration::from_millis(5))
+                        }
+                        Err(err) => panic!("relay: accept: {err}"),
+                    }
+                }
+            })
+        };
+        StallingRelay {
+            port,
+            state,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// From now on, bytes in either direction are held back.
+    fn stall(&self) {
+        self.state
+            .stalled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Delivers what was held back, and everything after it.
+    fn resume(&self) {
+        self.state
+            .stalled
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn held_bytes(&self) -> u64 {
+        self.state
+            .held_bytes
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Copies `from` to `to` until either side closes or the relay closes;
+/// a chunk read during a stall waits for the stall to end.
+fn relay_pump(state: &RelayState, mut from: std::net::TcpStream, mut to: std::net::TcpStream) {
+    use std::io::{ErrorKind as Io, Read, Write};
+    use std::sync::atomic::Ordering::SeqCst;
+    from.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let mut buf = [0u8; 16 * 1024];
+    while !state.closing.load(SeqCst) {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(err) if matches!(err.kind(), Io::WouldBlock | Io::TimedOut | Io::Interrupted) => {
+                continue
+            }
+            Err(_) => break,
+        };
+        if state.stalled.load(SeqCst) {
+            state.held_bytes.fetch_add(n as u64, SeqCst);
+            while state.stalled.load(SeqCst) && !state.closing.load(SeqCst) {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+    let _ = from.shutdown(std::net::Shutdown::Both);
+}
+
+impl Drop for StallingRelay {
+    fn drop(&mut self) {
+        self.state
+            .closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut threads: Vec<JoinHandle<()>> = self.acceptor.take().into_iter().collect();
+        // The acceptor has stopped adding pumps once it is finished.
+        let _ = wait_until(Duration::from_secs(5), || {
+            threads.iter().all(JoinHandle::is_finished)
+        });
+        threads.append(&mut self.state.pumps.lock().unwrap());
+        // Bounded: every pump reads with a 20 ms timeout and checks `closing`.
+        let finished = wait_until(Duration::from_secs(5), || {
+            threads.iter().all(JoinHandle::is_finished)
+        });
+        if finished {
+            for thread in threads {
+                let _ = thread.join();
+            }
+        } else if !thread::panicking() {
+            panic!("relay threads did not stop within 5 s");
+        }
+    }
+}
+
+/// A waiter whose handoff message is read only after the handed-over lease
+/// ran out finds the lease already lost. The child queues behind client P
+/// (lock call with a fixed 600 ms lease, so no watchdog renewal hides
+/// anything) and connects through a relay; right after a heartbeat of the
+/// child, the relay stalls every byte to and from the child for 1.5 s,
+/// as a GC pause, swapping or a stalled network would, and P unlocks: the
+/// release hands the lock to the child (inside its liveness deadline) and
+/// publishes `G <wait id> <token> 600`, which waits in the relay. The
+/// lease runs out on the server and client Q takes the lock. When the
+/// bytes flow again the child reads its grant 1.5 s late. Counting the
+/// grant from when the message is read (today) makes the child believe it
+/// holds for 600 ms more, beside Q; counted from the send time of the last
+/// request that saw the waiter still queued, it is lost on arrival. The
+/// child's unlock must then report `LeaseLost` and leave Q's hold alone.
+///
+/// Why a relay and not SIGSTOP: a stopped and continued process gets EINTR
+/// from the subscriber's timed read, so the subscription is dropped with
+/// the message in it, and the waiter re-polls and queues behind Q; the
+/// stale grant is then never read at all.
+#[test]
+fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = StallingRelay::start(&server);
+    // A long lease for P: the child, head of the queue, then schedules no
+    // poll of its own that could come due during the stall, so the grant
+    // message is all it acts on.
+    let first_client = fast(&server.url())
+        .lease(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let first = first_client.fair_mutex("f11");
+    let first_guard = first.lock().unwrap();
+    let next_client = fast(&server.url()).build().unwrap();
+    let next = next_client.fair_mutex("f11");
+    let mut children = Children::new();
+    let vars = [
+        (ROLE, "paused_waiter".to_owned()),
+        (URL, relay.url()),
+        (NAME, "f11".to_owned()),
+    ];
+    let child = children.spawn("child_process", &vars);
+    let child_id = children.expect_prefix(child, "ready", STARTUP).words()[1].to_owned();
+
+    // Queued and just heartbeated: the handoff falls well inside its
+    // liveness deadline although nothing reaches the child any more.
+    let mut seen = None;
+    let fresh = wait_until(Duration::from_secs(10), || {
+        let status = first.status(10).unwrap();
+        let fresh = status.queue_len == 1
+            && status.waiters.first().is_some_and(|w| {
+                w.who.client_id() == child_id
+                    && w.liveness_left
+                        .is_some_and(|left| left >= Duration::from_millis(800))
+            });
+        seen = Some(status);
+        fresh
+    });
+    assert!(
+        fresh,
+        "the child did not queue with a fresh heartbeat: {seen:?}"
+    );
+    let liveness_left = seen.unwrap().waiters[0].liveness_left.unwrap();
+
+    relay.stall();
+    let stalled_at = Instant::now();
+    first_guard.unlock().unwrap();
+    let handed_at = Instant::now();
+    let handed = first.status(10).unwrap();
+    let holder = handed
+        .holder
+        .clone()
+        .unwrap_or_else(|| panic!("the lock was not handed to the stalled child: {handed:?}"));
+    assert_eq!(
+        holder.who.client_id(),
+        child_id,
+        "handed to someone else: {handed:?}"
+    );
+    assert!(
+        holder
+            .remaining_lease
+            .is_some_and(|left| left <= PAUSED_WAITER_LEASE),
+        "{handed:?}"
+    );
+    let handed_token = holder.fencing_token;
+
+    // The grant lapses on the server while the child hears nothing.
+    let next_guard = next
+        .try_lock_for(Duration::from_secs(3))
+        .unwrap()
+        .expect("another client gets the lock once the stalled child's grant ran out");
+    let next_took = handed_at.elapsed();
+    thread::sleep(
+        (stalled_at + Duration::from_millis(1500)).saturating_duration_since(Instant::now()),
+    );
+    relay.resume();
+    let resumed_at = Instant::now();
+
+    let granted = children.expect(Duration::from_secs(10), "the child's grant", |e| {
+        e.child == child && (e.text.starts_with("granted ") || e.text.starts_with("lock error"))
+    });
+    let unlocked = children.expect_prefix(child, "unlocked", Duration::from_secs(10));
+    eprintln!(
+        "f11: child stalled with {:.0} ms of liveness left and handed the lock (token \
+         {handed_token}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms into the stall; another \
+         client got the lock {:.0} ms after the handoff; stall {:.0} ms ({} bytes held); {:.1} \
+         ms after the stall ({:.0} ms after the handoff) the child said {:?}, then {:?}",
+        ms(liveness_left),
+        ms(handed_at - stalled_at),
+        ms(next_took),
+        ms(resumed_at - stalled_at),
+        relay.held_bytes(),
+        ms(granted.at - resumed_at),
+        ms(granted.at - handed_at),
+        granted.text,
+        unlocked.text
+    );
+    let words = granted.words();
+    assert_eq!(
+        words[0], "granted",
+        "the child's lock call failed: {granted:?}"
+    );
+    assert_eq!(
+        words[1].parse::<u64>().unwrap(),
+        handed_token,
+        "the child reported another grant"
+    );
+    assert_eq!(
+        words[2],
+        "lost=true",
+        "the child read its grant {:.0} ms after the handoff, past its {PAUSED_WAITER_LEASE:?} \
+         lease and {:.0} ms after another client took the lock, yet believes it holds",
+        ms(granted.at - handed_at),
+        ms(granted.at - handed_at - next_took)
+    );
+    assert_eq!(unlocked.text, "unlocked LeaseLost");
+
+    // The real holder keeps the lock, untouched by the late child.
+    let status = next.status(10).unwrap();
+    let holder = status.holder.clone().expect("still held");
+    assert_eq!(holder.who.client_id(), next_client.id(), "{status:?}");
+    assert_eq!(holder.fencing_token, next_guard.fencing_token());
+    assert!(next_guard.fencing_token() > handed_token);
+    assert!(!next_guard.is_lease_lost());
+    next_guard.unlock().unwrap();
+    assert!(children
+        .wait_exit(child, Duration::from_secs(10), true)
+        .success());
 }

@@ -1,0 +1,648 @@
+//! Every failed call leaves nothing behind in Redis: no hold, queue entry or
+//! grant that nobody will release, no key without a TTL, no guard the hold
+//! count does not know of. A call whose outcome is unknown (it timed out,
+//! and Redis may run it later) counts as possibly applied, and the client
+//! undoes exactly that call once Redis answers again; a setting out of its
+//! documented range fails before any I/O.
+mod support;
+use support::*;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex, FairMutexGuard, LockStatus};
+
+/// How long `CLIENT PAUSE ... WRITE` holds every script back.
+const PAUSE: Duration = Duration::from_millis(1000);
+/// The impatient client's command timeout: well inside the pause.
+const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
+/// The impatient client's lease: an orphaned hold would last this long, far
+/// beyond every bound below, while its watchdog period stays a third of the
+/// 1 s waiter timeout (333 ms).
+const ORPHAN_LEASE: Duration = Duration::from_secs(10);
+
+/// The documented bounds: leases up to 365 days, timeouts up to 24 hours.
+const DAY: Duration = fairlock::MAX_TIMEOUT;
+const YEAR: Duration = fairlock::MAX_LEASE;
+const MS: Duration = Duration::from_millis(1);
+
+#[test]
+fn the_documented_bounds_are_a_year_and_a_day() {
+    assert_eq!(YEAR, Duration::from_secs(365 * 24 * 3600));
+    assert_eq!(DAY, Duration::from_secs(24 * 3600));
+}
+
+/// A client whose calls time out while Redis holds writes back.
+fn impatient_client(server: &RedisServer) -> Client {
+    server
+        .builder()
+        .lease(ORPHAN_LEASE)
+        .command_timeout(COMMAND_TIMEOUT)
+        .build()
+        .expect("the impatient client connects")
+}
+
+/// Pauses writes (every script) for [`PAUSE`], runs `call`, which must time
+/// out, and waits until Redis runs writes again. Returns when it did: by
+/// then Redis has run the timed-out call too (paused clients resume in
+/// arrival order, and the call was sent before the probe).
+fn time_out_during_a_write_pause(
+    server: &RedisServer,
+    what: &str,
+    call: impl FnOnce() -> fairlock::Result<()>,
+) -> Instant {
+    let mut admin = server.conn();
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(PAUSE.as_millis() as u64)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
+    let paused = Instant::now();
+    let err = match call() {
+        Ok(()) => panic!("{what} succeeded while Redis held every script back"),
+        Err(err) => err,
+    };
+    assert!(err.is_connection(), "{what}: {err:?}");
+    eprintln!(
+        "leftovers: {what} failed after {:.0} ms with {:?}",
+        ms(paused.elapsed()),
+        err.to_string()
+    );
+    let resumed = writes_resumed(server);
+    eprintln!(
+        "leftovers: writes resumed {:.0} ms after the pause began",
+        ms(resumed.duration_since(paused))
+    );
+    resumed
+}
+
+/// Waits (at most 10 s) until a write goes through on a plain connection.
+/// `PING` is not held back by a `WRITE` pause; a `DEL` of a key nobody
+/// uses is, and changes nothing.
+fn writes_resumed(server: &RedisServer) -> Instant {
+    let mut probe = server.conn();
+    probe
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let _: i64 = redis::cmd("DEL")
+        .arg("leftovers-probe")
+        .query(&mut probe)
+        .expect("writes resume after the pause");
+    Instant::now()
+}
+
+/// Who holds the lock, in words, naming `suspect`'s client.
+fn holder_of(status: &LockStatus, suspect: &Client) -> String {
+    match &status.holder {
+        None => "free".to_owned(),
+        Some(holder) => format!(
+            "held by {} (count {}, lease left {:?})",
+            if holder.who.client_id() == suspect.id() {
+                "the timed-out client"
+            } else {
+                "another client"
+            },
+            holder.hold_count,
+            holder.remaining_lease
+        ),
+    }
+}
+
+/// True when `client` has an entry in the lock's queue (live or not).
+fn queued(status: &LockStatus, client: &Client) -> bool {
+    status
+        .waiters
+        .iter()
+        .any(|w| w.who.client_id() == client.id())
+}
+
+fn no_key_without_ttl(server: &RedisServer, when: &str) {
+    let mut conn = server.conn();
+    assert_eq!(
+        keys_without_ttl(&mut conn, "fairlock:*"),
+        Vec::<String>::new(),
+        "keys without a TTL {when}"
+    );
+}
+
+/// A `lock()` that times out on a free lock is run by Redis afterwards and
+/// takes the lock for the caller's thread, with no guard to release it and
+/// no watchdog renewing it. The client must undo that call; until it has,
+/// the orphaned hold must not count as a re-entry: the thread's next
+/// `lock()` gives a guard whose release frees the lock.
+#[test]
+fn a_timed_out_lock_on_a_free_lock_leaves_no_hold_behind() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = impatient_client(&server);
+    let other = server.client();
+    let mutex = client.fair_mutex("free");
+    let resumed =
+        time_out_during_a_write_pause(&server, "lock() on a free lock", || mutex.lock().map(drop));
+    eprintln!(
+        "leftovers: right after the pause the lock is {}",
+        holder_of(&mutex.status(10).unwrap(), &client)
+    );
+
+    let started = Instant::now();
+    let guard = mutex.lock().expect("the same thread locks again");
+    eprintln!(
+        "leftovers: the same thread's next lock() took {:.0} ms",
+        ms(started.elapsed())
+    );
+    assert_eq!(
+        mutex.hold_count().unwrap(),
+        1,
+        "one guard, but the hold left by the timed-out lock() counted as a re-entry"
+    );
+    guard.unlock().unwrap();
+    assert_eq!(
+        mutex.hold_count().unwrap(),
+        0,
+        "every guard released, yet the thread still holds the lock ({})",
+        holder_of(&mutex.status(10).unwrap(), &client)
+    );
+
+    let got = other
+        .fair_mutex("free")
+        .try_lock_for(Duration::from_secs(5))
+        .unwrap();
+    eprintln!(
+        "leftovers: the other client's try_lock_for returned {} {:.0} ms after the pause ended",
+        if got.is_some() { "the lock" } else { "nothing" },
+        ms(resumed.elapsed())
+    );
+    assert!(got.is_some(), "another client could not get the free lock");
+    drop(got);
+    no_key_without_ttl(&server, "after the lock was taken and released");
+}
+
+/// A `lock()` that timed out and was run by Redis later is undone by the
+/// client on its own (its watchdog, about one period after Redis answers
+/// again): another client gets the lock long before the orphaned hold's
+/// 10 s lease would have run out, though the first thread calls nothing.
+#[test]
+fn a_timed_out_lock_is_undone_without_any_further_call() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = impatient_client(&server);
+    let other = server.client();
+    let mutex = client.fair_mutex("idle");
+    let resumed =
+        time_out_during_a_write_pause(&server, "lock() on a free lock", || mutex.lock().map(drop));
+
+    let got = other
+        .fair_mutex("idle")
+        .try_lock_for(Duration::from_secs(5))
+        .unwrap();
+    let took = resumed.elapsed();
+    let status = mutex.status(10).unwrap();
+    eprintln!(
+        "leftovers: the other client's try_lock_for(5 s) returned {} {:.0} ms after the pause \
+         ended; the lock is {}",
+        if got.is_some() { "the lock" } else { "nothing" },
+        ms(took),
+        holder_of(&status, &client)
+    );
+    assert!(
+        got.is_some(),
+        "the hold left by the timed-out lock() was not undone within 5 s: {}",
+        holder_of(&status, &client)
+    );
+    assert_eq!(mutex.hold_count().unwrap(), 0);
+    drop(got);
+    no_key_without_ttl(&server, "after the other client's hold");
+}
+
+/// A `lock()` that times out on a held lock is run by Redis afterwards and
+/// queues under a wait id nobody waits for; when the holder unlocks, that
+/// entry is handed the lock. The client must undo the call (leave the queue,
+/// or give back a grant it got): a client queued behind it gets the lock
+/// soon after the holder unlocks. The timed-out handle has a fixed 30 s
+/// lease so that a grant to the orphaned entry would outlast every bound
+/// here (a watchdog-renewed grant is capped by the entry's 1 s liveness).
+#[test]
+fn a_timed_out_lock_on_a_held_lock_leaves_no_queue_entry_or_grant_behind() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holder = server.client();
+    let client = impatient_client(&server);
+    let other = server.client();
+    let held = holder.fair_mutex("held").lock().unwrap();
+    let mutex = client
+        .fair_mutex("held")
+        .with_lease(Duration::from_secs(30));
+    let resumed =
+        time_out_during_a_write_pause(&server, "lock() on a held lock", || mutex.lock().map(drop));
+
+    let waiting = LockThread::lock(other.fair_mutex("held"));
+    assert!(
+        wait_until(Duration::from_secs(5), || queued(
+            &mutex.status(10).unwrap(),
+            &other
+        )),
+        "the other client did not queue"
+    );
+    let before = mutex.status(10).unwrap();
+    eprintln!(
+        "leftovers: {:.0} ms after the pause ended the timed-out client {} queued ({} live \
+         waiters); the holder unlocks",
+        ms(resumed.elapsed()),
+        if queued(&before, &client) {
+            "is"
+        } else {
+            "is not"
+        },
+        before.queue_len
+    );
+    let unlocked = Instant::now();
+    held.unlock().unwrap();
+
+    let mut timed_out_client_held = false;
+    let granted = loop {
+        if waiting.is_granted_within(Duration::from_millis(20)) {
+            break Some(unlocked.elapsed());
+        }
+        let status = mutex.status(10).unwrap();
+        if !timed_out_client_held && holder_of(&status, &client).contains("timed-out") {
+            timed_out_client_held = true;
+            eprintln!(
+                "leftovers: {:.0} ms after the unlock the lock is {}",
+                ms(unlocked.elapsed()),
+                holder_of(&status, &client)
+            );
+        }
+        if unlocked.elapsed() > Duration::from_secs(5) {
+            break None;
+        }
+    };
+    let status = mutex.status(10).unwrap();
+    eprintln!(
+        "leftovers: the client queued behind got the lock: {}; the lock is {}; \
+         the timed-out client held it meanwhile: {timed_out_client_held}",
+        granted.map_or("not within 5 s".to_owned(), |t| format!(
+            "{:.0} ms after the unlock",
+            ms(t)
+        )),
+        holder_of(&status, &client)
+    );
+    if granted.is_none() {
+        // Clean up before failing: the queued thread gets the lock and ends.
+        mutex.force_unlock().unwrap();
+        let _ = waiting.is_granted_within(Duration::from_secs(5));
+        waiting.release("the other client's lock thread");
+        panic!(
+            "the client queued behind did not get the lock within 5 s of the unlock: {}",
+            holder_of(&status, &client)
+        );
+    }
+    let who = status.holder.as_ref().map(|h| h.who.client_id().to_owned());
+    assert_eq!(who.as_deref(), Some(other.id()), "the waiter holds it");
+    assert_eq!(mutex.hold_count().unwrap(), 0);
+    waiting.release("the other client's lock thread");
+    let after = mutex.status(10).unwrap();
+    assert!(
+        !queued(&after, &client),
+        "the orphaned entry is still queued"
+    );
+    no_key_without_ttl(&server, "after the waiter released");
+}
+
+/// As the `lock()` tests, with `try_lock()`: a timed-out attempt that Redis
+/// runs later takes the free lock. First the thread calls again at once:
+/// the orphaned hold is never a re-entry. Then, on another lock, the thread
+/// calls nothing: the client undoes the hold by itself.
+#[test]
+fn a_timed_out_try_lock_leaves_no_hold_behind() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = impatient_client(&server);
+    let other = server.client();
+
+    let mutex = client.fair_mutex("try-again");
+    time_out_during_a_write_pause(&server, "try_lock() on a free lock", || {
+        mutex.try_lock().map(drop)
+    });
+    match mutex.try_lock().unwrap() {
+        Some(guard) => {
+            assert_eq!(
+                mutex.hold_count().unwrap(),
+                1,
+                "one guard, but the hold left by the timed-out try_lock() counted as a re-entry"
+            );
+            guard.unlock().unwrap();
+        }
+        None => eprintln!("leftovers: try_lock() found the orphaned hold not yet undone"),
+    }
+    let got = other
+        .fair_mutex("try-again")
+        .try_lock_for(Duration::from_secs(5))
+        .unwrap();
+    assert!(
+        got.is_some(),
+        "another client could not get the lock: {}",
+        holder_of(&mutex.status(10).unwrap(), &client)
+    );
+    assert_eq!(mutex.hold_count().unwrap(), 0);
+    drop(got);
+
+    let mutex = client.fair_mutex("try-idle");
+    let resumed = time_out_during_a_write_pause(&server, "try_lock() on a free lock", || {
+        mutex.try_lock().map(drop)
+    });
+    let got = other
+        .fair_mutex("try-idle")
+        .try_lock_for(Duration::from_secs(5))
+        .unwrap();
+    let status = mutex.status(10).unwrap();
+    eprintln!(
+        "leftovers: the other client's try_lock_for(5 s) returned {} {:.0} ms after the pause \
+         ended; the lock is {}",
+        if got.is_some() { "the lock" } else { "nothing" },
+        ms(resumed.elapsed()),
+        holder_of(&status, &client)
+    );
+    assert!(
+        got.is_some(),
+        "the hold left by the timed-out try_lock() was not undone within 5 s: {}",
+        holder_of(&status, &client)
+    );
+    assert_eq!(mutex.hold_count().unwrap(), 0);
+    drop(got);
+    no_key_without_ttl(&server, "after both locks were released");
+}
+
+/// One of the acquiring calls of a handle.
+type AcquireCall = fn(&FairMutex) -> fairlock::Result<Option<FairMutexGuard>>;
+
+/// What one acquiring call came to, in words.
+fn outcome(result: fairlock::Result<Option<FairMutexGuard>>) -> String {
+    match result {
+        Ok(Some(_)) => "a guard".to_owned(),
+        Ok(None) => "no guard".to_owned(),
+        Err(err) => format!("{:?}", err.kind()),
+    }
+}
+
+/// Every key under `fairlock:*` with its PTTL.
+fn keys_and_ttls(conn: &mut redis::Connection) -> Vec<(String, i64)> {
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("fairlock:*").query(conn).unwrap();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let pttl = redis::cmd("PTTL").arg(&k).query(conn).unwrap();
+            (k, pttl)
+        })
+        .collect()
+}
+
+/// `EVALSHA` calls the server has run so far.
+fn evalsha_calls(conn: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// What `build()` came to: the error kind, "built", or the panic.
+fn build_outcome(builder: ClientBuilder) -> String {
+    match catch_unwind(AssertUnwindSafe(|| builder.build())) {
+        Ok(Ok(_)) => "built".to_owned(),
+        Ok(Err(err)) => format!("{:?}", err.kind()),
+        Err(panic) => {
+            let text = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            format!("panicked: {text}")
+        }
+    }
+}
+
+/// A lease or timeout outside its documented range (lease, waiter timeout
+/// and fixed lease: 30 ms to 365 days; connect and command timeouts: above
+/// zero up to 24 hours) is `InvalidConfig` before any I/O: no script runs,
+/// no key is written. A huge fixed lease used to reach Redis, fail there as
+/// `Server` and leave the lock's hash behind with no TTL. A lease of exactly
+/// 365 days works.
+#[test]
+fn leases_and_timeouts_out_of_range_are_invalid_config_before_any_io() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut conn = server.conn();
+    let mutex = client.fair_mutex("huge-lease");
+    let mut seen = Vec::new();
+    for (lease_label, lease) in [("MAX", Duration::MAX), ("365 d + 1 ms", YEAR + MS)] {
+        let handle = mutex.with_lease(lease);
+        let calls: [(&str, AcquireCall); 3] = [
+            ("try_lock", |m| m.try_lock()),
+            ("lock", |m| m.lock().map(Some)),
+            ("try_lock_for(100 ms)", |m| {
+                m.try_lock_for(Duration::from_millis(100))
+            }),
+        ];
+        for (call_label, call) in calls {
+            let scripts_before = evalsha_calls(&mut conn);
+            let result = outcome(call(&handle));
+            let scripts_run = evalsha_calls(&mut conn) - scripts_before;
+            let keys = keys_and_ttls(&mut conn);
+            seen.push((
+                format!("with_lease({lease_label}).{call_label}"),
+                result,
+                scripts_run,
+                keys,
+            ));
+            // Each call starts from an empty server (guards are dropped above).
+            let () = redis::cmd("FLUSHALL").query(&mut conn).unwrap();
+        }
+    }
+    for (call, result, scripts_run, keys) in &seen {
+        eprintln!("leftovers: {call}: {result}, {scripts_run} scripts run, keys left {keys:?}");
+    }
+    let expected: Vec<_> = seen
+        .iter()
+        .map(|(call, ..)| (call.clone(), "InvalidConfig".to_owned(), 0, Vec::new()))
+        .collect();
+    assert_eq!(
+        seen, expected,
+        "(call, outcome, scripts run, keys left with their PTTL)"
+    );
+
+    let builders: Vec<(&str, ClientBuilder)> = vec![
+        ("lease(MAX)", server.builder().lease(Duration::MAX)),
+        ("lease(365 d + 1 ms)", server.builder().lease(YEAR + MS)),
+        (
+            "waiter_timeout(MAX)",
+            server.builder().waiter_timeout(Duration::MAX),
+        ),
+        (
+            "waiter_timeout(365 d + 1 ms)",
+            server.builder().waiter_timeout(YEAR + MS),
+        ),
+        (
+            "command_timeout(MAX)",
+            server.builder().command_timeout(Duration::MAX),
+        ),
+        (
+            "command_timeout(24 h + 1 ms)",
+            server.builder().command_timeout(DAY + MS),
+        ),
+        (
+            "connect_timeout(MAX)",
+            server.builder().connect_timeout(Duration::MAX),
+        ),
+        (
+            "connect_timeout(24 h + 1 ms)",
+            server.builder().connect_timeout(DAY + MS),
+        ),
+    ];
+    let built: Vec<(&str, String)> = builders
+        .into_iter()
+        .map(|(label, builder)| (label, build_outcome(builder)))
+        .collect();
+    eprintln!("leftovers: builders past the bounds: {built:?}");
+    let expected: Vec<(&str, String)> = built
+        .iter()
+        .map(|(label, _)| (*label, "InvalidConfig".to_owned()))
+        .collect();
+    assert_eq!(built, expected);
+    let at_bounds = server
+        .builder()
+        .lease(YEAR)
+        .waiter_timeout(YEAR)
+        .command_timeout(DAY)
+        .connect_timeout(DAY);
+    assert_eq!(
+        build_outcome(at_bounds),
+        "built",
+        "every bound is inclusive"
+    );
+
+    let guard = mutex
+        .with_lease(YEAR)
+        .try_lock()
+        .unwrap()
+        .expect("a lease of exactly 365 days works");
+    let lock_keys: Vec<String> = redis::cmd("KEYS")
+        .arg("fairlock:*:lock:huge-lease")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(lock_keys.len(), 1, "{lock_keys:?}");
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(&lock_keys[0])
+        .query(&mut conn)
+        .unwrap();
+    eprintln!("leftovers: a 365-day lease: PTTL {pttl} ms");
+    let year_ms = YEAR.as_millis() as i64;
+    assert!(
+        pttl <= year_ms && pttl > year_ms - 1000,
+        "PTTL {pttl} ms, not within a second of 365 days"
+    );
+    no_key_without_ttl(&server, "while held for 365 days");
+    guard.unlock().unwrap();
+    assert!(!mutex.is_locked().unwrap());
+    no_key_without_ttl(&server, "after the 365-day hold was released");
+}
+
+/// `status(usize::MAX)` means "every waiter": it must not reach Redis as a
+/// number Lua turns into a float that `ZRANGE` rejects.
+#[test]
+fn status_with_no_practical_bound_lists_every_waiter() {
+    let server = RedisServer::start();
+    let holder = server.client();
+    let mutex = holder.fair_mutex("everyone");
+    let guard = mutex.lock().unwrap();
+    let clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    let waiters: Vec<LockThread> = clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let waiting = LockThread::lock(c.fair_mutex("everyone"));
+            assert!(
+                wait_until(Duration::from_secs(5), || mutex.queue_len().unwrap()
+                    == i + 1),
+                "waiter {i} did not queue"
+            );
+            waiting
+        })
+        .collect();
+
+    let status = mutex.status(usize::MAX);
+    eprintln!(
+        "leftovers: status(usize::MAX) returned {:?}",
+        status
+            .as_ref()
+            .map(|s| s.waiters.len())
+            .map_err(|e| e.to_string())
+    );
+    // Clean up first: the holder unlocks, each waiter in turn gets the
+    // lock and releases it.
+    guard.unlock().unwrap();
+    for (i, waiting) in waiters.into_iter().enumerate() {
+        waiting.granted_within(Duration::from_secs(5), &format!("waiter {i}"));
+        waiting.release(&format!("waiter {i}"));
+    }
+
+    let status = status.expect("status(usize::MAX) works");
+    let listed: Vec<&str> = status.waiters.iter().map(|w| w.who.client_id()).collect();
+    let arrived: Vec<&str> = clients.iter().map(Client::id).collect();
+    assert_eq!(listed, arrived, "every waiter, in arrival order");
+    assert_eq!(status.queue_len, 3);
+}
+
+/// A re-entry that fails in Redis (here: out of memory, so its count is
+/// never incremented) must report the failure, not hand out a second guard
+/// the hold count does not know of: that guard's release would free the
+/// lock under the first one.
+#[test]
+fn a_failed_reentry_never_hands_out_an_uncounted_guard() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut admin = server.conn();
+    let mutex = client.fair_mutex("reentry");
+    let outer = mutex.lock().unwrap();
+    assert_eq!(mutex.hold_count().unwrap(), 1);
+
+    // With the default noeviction policy every write that may grow memory
+    // fails with OOM; reads (and so hold_count) still work.
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut admin)
+        .unwrap();
+    let result = mutex.try_lock_for(Duration::from_secs(1));
+    let count = mutex.hold_count().unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query(&mut admin)
+        .unwrap();
+    let described = match &result {
+        Ok(Some(guard)) => format!("a second guard (token {})", guard.fencing_token()),
+        Ok(None) => "no guard".to_owned(),
+        Err(err) => format!("{:?}: {err}", err.kind()),
+    };
+    eprintln!("leftovers: the re-entry under OOM returned {described}; hold count {count}");
+    let kind = result.as_ref().map(|_| ()).map_err(|e| e.kind());
+    if let Ok(Some(second)) = result {
+        // Released before failing, so the test can report what it did.
+        let released = second.unlock();
+        eprintln!(
+            "leftovers: releasing the uncounted guard: {:?}; the lock is then held: {}",
+            released.map_err(|e| e.kind()),
+            mutex.is_locked().unwrap()
+        );
+    }
+    assert_eq!(
+        kind,
+        Err(ErrorKind::Server),
+        "the re-entry failed in Redis but returned {described}"
+    );
+    assert_eq!(count, 1, "the hold count after the failed re-entry");
+    outer.unlock().unwrap();
+    assert!(!mutex.is_locked().unwrap());
+}

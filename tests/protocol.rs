@@ -1,0 +1,256 @@
+//! Each Redis-side operation driven directly (the same Lua the client
+//! runs), for the interleavings a client cannot produce on demand: a call
+//! delivered twice, a heartbeat still in flight, a call given back by its
+//! id, an argument out of range. Each answers as its header says and
+//! leaves no key without a TTL.
+
+#[path = "support/fake_queue.rs"]
+mod fake_queue;
+mod support;
+
+use fake_queue::ScriptedLock;
+use redis::{Commands, Value};
+use support::*;
+
+const ACQUIRE: &str = include_str!("../lua/acquire.lua");
+const RELEASE: &str = include_str!("../lua/release.lua");
+const ABANDON: &str = include_str!("../lua/abandon.lua");
+const FORCE: &str = include_str!("../lua/force_release.lua");
+const HEARTBEAT: &str = include_str!("../lua/heartbeat.lua");
+const RENEW: &str = include_str!("../lua/renew.lua");
+
+/// One lock's scripts on a fresh server.
+struct Fixture {
+    server: RedisServer,
+    lock: ScriptedLock,
+    conn: redis::Connection,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let server = RedisServer::start();
+        let lock = ScriptedLock::new(&server, name);
+        let conn = server.conn();
+        Fixture { server, lock, conn }
+    }
+
+    fn eval(&mut self, body: &str, args: &[&str]) -> redis::RedisResult<Value> {
+        self.lock.eval(&mut self.conn, body, args)
+    }
+
+    fn ints(&mut self, body: &str, args: &[&str]) -> Vec<i64> {
+        let reply = self.eval(body, args).unwrap();
+        redis::from_redis_value(reply).unwrap()
+    }
+
+    fn int(&mut self, body: &str, args: &[&str]) -> i64 {
+        let reply = self.eval(body, args).unwrap();
+        redis::from_redis_value(reply).unwrap()
+    }
+
+    /// acquire.lua for `owner` with a watchdog lease of 10 s and a 10 s
+    /// waiter timeout; `live` is the token of a live guard, or "0".
+    fn acquire(&mut self, owner: &str, mode: &str, call: &str, live: &str) -> Vec<i64> {
+        self.ints(ACQUIRE, &[owner, "10000", "0", "10000", mode, call, live])
+    }
+
+    fn holder(&mut self) -> Option<String> {
+        self.conn.hget(&self.lock.keys[0], "owner").unwrap()
+    }
+
+    fn field(&mut self, field: &str) -> Option<String> {
+        self.conn.hget(&self.lock.keys[0], field).unwrap()
+    }
+
+    fn pttl(&mut self) -> i64 {
+        self.conn.pttl(&self.lock.keys[0]).unwrap()
+    }
+
+    fn assert_every_key_expires(&mut self) {
+        let left = keys_without_ttl(&mut self.conn, "fairlock:*");
+        assert!(left.is_empty(), "keys without a TTL: {left:?}");
+    }
+}
+
+#[test]
+fn a_release_delivered_twice_answers_as_the_first_did() {
+    let mut f = Fixture::new("release-twice");
+    // Handed over to a waiter: the second delivery finds the waiter holding.
+    let token = f.acquire("a:1", "first", "1", "0")[1].to_string();
+    assert_eq!(f.acquire("b:1", "first", "2", "0")[0], 0, "b queues");
+    assert_eq!(f.int(RELEASE, &["a:1", &token, "1"]), 0);
+    assert_eq!(f.holder().as_deref(), Some("b:1"));
+    assert_eq!(
+        f.int(RELEASE, &["a:1", &token, "1"]),
+        0,
+        "a repeated release is Ok"
+    );
+    assert_eq!(f.holder().as_deref(), Some("b:1"), "and changes nothing");
+    // Freed with nobody waiting: the lock key is gone, the fence remembers.
+    let b_token = f.field("token").unwrap();
+    assert_eq!(f.int(RELEASE, &["b:1", &b_token, "2"]), 0);
+    assert_eq!(f.holder(), None);
+    assert_eq!(f.int(RELEASE, &["b:1", &b_token, "2"]), 0);
+    // A release that never held still reports the lost lease.
+    assert_eq!(f.int(RELEASE, &["c:1", &b_token, "3"]), -1);
+    assert_eq!(f.int(RELEASE, &["b:1", &b_token, "9"]), -1);
+    f.assert_every_key_expires();
+}
+
+#[test]
+fn a_force_release_delivered_twice_frees_the_lock_once() {
+    let mut f = Fixture::new("force-twice");
+    f.acquire("a:1", "first", "1", "0");
+    f.acquire("b:1", "first", "2", "0");
+    let first: Option<String> = redis::from_redis_value(f.eval(FORCE, &["op#7"]).unwrap()).unwrap();
+    assert_eq!(first.as_deref(), Some("a:1"));
+    assert_eq!(f.holder().as_deref(), Some("b:1"), "handed to the waiter");
+    let again: Option<String> = redis::from_redis_value(f.eval(FORCE, &["op#7"]).unwrap()).unwrap();
+    assert_eq!(
+        again.as_deref(),
+        Some("a:1"),
+        "the same call answers as the first did"
+    );
+    assert_eq!(
+        f.holder().as_deref(),
+        Some("b:1"),
+        "and does not free the new holder"
+    );
+    let next: Option<String> = redis::from_redis_value(f.eval(FORCE, &["op#8"]).unwrap()).unwrap();
+    assert_eq!(next.as_deref(), Some("b:1"), "another call does");
+    assert_eq!(f.holder(), None);
+    // On a free lock: nothing held, and a repeat of it frees no later holder.
+    assert_eq!(f.eval(FORCE, &["op#9"]).unwrap(), Value::Nil);
+    f.acquire("c:1", "first", "3", "0");
+    assert_eq!(f.eval(FORCE, &["op#9"]).unwrap(), Value::Nil);
+    assert_eq!(f.holder().as_deref(), Some("c:1"));
+    f.assert_every_key_expires();
+}
+
+#[test]
+fn a_heartbeat_in_flight_never_stretches_a_fixed_lease_taken_since() {
+    let mut f = Fixture::new("heartbeat-token");
+    let a_token = f.acquire("a:1", "first", "1", "0")[1].to_string();
+    assert_eq!(f.acquire("w:1", "first", "5", "0")[0], 0);
+    assert_eq!(
+        f.int(RELEASE, &["a:1", &a_token, "1"]),
+        0,
+        "handed to w:1 (call 5)"
+    );
+    let w_token = f.field("token").unwrap();
+    assert_eq!(f.int(RELEASE, &["w:1", &w_token, "5"]), 0);
+    // The same thread takes it again with a fixed 500 ms lease (call 6) ...
+    let reply = f.ints(ACQUIRE, &["w:1", "500", "1", "10000", "first", "6", "0"]);
+    assert_eq!(reply[0], 1);
+    // ... and a heartbeat sent for call 5 arrives only now.
+    let beat = f.ints(HEARTBEAT, &["10000", "w:1", "5", "60000"]);
+    assert_eq!(&beat[2..], &[-1, 0], "call 5 holds nothing any more");
+    assert!(
+        f.pttl() <= 500,
+        "the fixed lease was stretched to {} ms",
+        f.pttl()
+    );
+    // For the call that holds, the heartbeat reports the hold (and leaves a
+    // fixed lease, sent as 0, as it is).
+    let beat = f.ints(HEARTBEAT, &["10000", "w:1", "6", "0"]);
+    assert_eq!(beat[2], 1);
+    assert!(f.pttl() <= 500);
+}
+
+#[test]
+fn a_call_is_given_back_exactly_once_by_its_id() {
+    let mut f = Fixture::new("give-back");
+    let token = f.acquire("a:1", "first", "1", "0")[1];
+    let live = token.to_string();
+    assert_eq!(f.acquire("a:1", "first", "2", &live)[0], 1, "re-entry");
+    assert_eq!(f.field("count").as_deref(), Some("2"));
+    assert_eq!(
+        f.int(ABANDON, &["a:1", "2"]),
+        1,
+        "call 2's count given back"
+    );
+    assert_eq!(f.int(ABANDON, &["a:1", "2"]), 0, "once");
+    assert_eq!(f.field("count").as_deref(), Some("1"));
+    assert_eq!(f.int(ABANDON, &["a:1", "9"]), 0, "a call that took nothing");
+    // A queued call: only its own id removes its entry.
+    assert_eq!(f.acquire("b:1", "first", "7", "0")[0], 0);
+    assert_eq!(f.int(ABANDON, &["b:1", "6"]), 0);
+    assert_eq!(f.int(ABANDON, &["b:1", "7"]), 2, "b's entry removed");
+    let queued: i64 = f.conn.zcard(&f.lock.keys[1]).unwrap();
+    assert_eq!(queued, 0);
+    // The last count of a hold frees the lock for the next waiter.
+    assert_eq!(f.acquire("c:1", "first", "8", "0")[0], 0);
+    assert_eq!(f.int(ABANDON, &["a:1", "1"]), 1);
+    assert_eq!(f.holder().as_deref(), Some("c:1"));
+    assert_eq!(f.field("call:8").as_deref(), Some("1"));
+    f.assert_every_key_expires();
+}
+
+#[test]
+fn an_orphaned_hold_is_never_re_entered() {
+    let mut f = Fixture::new("orphan");
+    let orphan = f.acquire("a:1", "first", "1", "0")[1];
+    // The same owner asks again with no live guard: a fresh hold, count 1.
+    let reply = f.acquire("a:1", "first", "2", "0");
+    assert_eq!(reply[0], 1);
+    assert!(reply[1] > orphan, "a new acquisition, new token");
+    assert_eq!(f.field("count").as_deref(), Some("1"));
+    assert_eq!(f.field("call:1"), None, "the orphan's count is gone");
+    // With someone queued, the orphan goes to them and the caller queues.
+    assert_eq!(f.acquire("b:1", "first", "3", "0")[0], 0);
+    let reply = f.acquire("a:1", "first", "4", "0");
+    assert_eq!(reply[0], 0, "queued behind b");
+    assert_eq!(f.holder().as_deref(), Some("b:1"));
+    // A handoff to a waiting call is its own, not an orphan, in poll mode.
+    let b_token = f.field("token").unwrap();
+    assert_eq!(f.int(RELEASE, &["b:1", &b_token, "3"]), 0);
+    let reply = f.acquire("a:1", "poll", "4", "0");
+    assert_eq!(reply[0], 1, "a's call 4 was handed the lock");
+    assert_eq!(f.field("count").as_deref(), Some("1"));
+}
+
+#[test]
+fn every_expiry_a_script_sets_is_checked_before_it_writes() {
+    let mut f = Fixture::new("ranges");
+    let max_ms = "31536000000";
+    for lease in [
+        "99999999999999999",
+        "31536000001",
+        "0",
+        "-5",
+        "1.5",
+        "abc",
+        "",
+    ] {
+        let err = f
+            .eval(ACQUIRE, &["a:1", lease, "1", "1000", "try", "1", "0"])
+            .expect_err(lease);
+        assert!(
+            err.to_string().contains("lease must be"),
+            "{lease:?}: {err}"
+        );
+        assert_eq!(f.holder(), None, "nothing written for lease {lease:?}");
+        let err = f
+            .eval(ACQUIRE, &["a:1", "1000", "0", lease, "first", "1", "0"])
+            .expect_err(lease);
+        assert!(
+            err.to_string().contains("waiter timeout must be"),
+            "{lease:?}: {err}"
+        );
+    }
+    let reply = f.ints(ACQUIRE, &["a:1", max_ms, "1", "1000", "try", "1", "0"]);
+    assert_eq!(reply[0], 1, "the longest lease is taken");
+    let token = reply[1].to_string();
+    assert!(f.pttl() > 31_535_000_000);
+    let before = f.pttl();
+    assert!(f.eval(RENEW, &["a:1", &token, "31536000001"]).is_err());
+    assert!(f
+        .eval(HEARTBEAT, &["1000", "a:1", "1", "99999999999999999"])
+        .is_err());
+    assert!(
+        f.pttl() <= before && f.pttl() > 31_535_000_000,
+        "the lease is as it was"
+    );
+    f.assert_every_key_expires();
+    assert!(f.server.pid().is_some());
+}
