@@ -36,6 +36,24 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         round += 1;
         tick(shared, round);
     }
+    give_back_before_stopping(shared);
+}
+
+/// The client is going away with calls still to give back (an unlock that
+/// failed just before the client was dropped): one last try each, on this
+/// thread, stopping at the first that cannot reach Redis, so that dropping
+/// a client waits at most about one command timeout for it.
+fn give_back_before_stopping(shared: &Shared) {
+    for entry in shared.give_backs.snapshot() {
+        let batch = Batch {
+            give_backs: vec![entry],
+            ..Batch::default()
+        };
+        if let Err(err) = renewal::run(shared, &batch, None) {
+            log::warn!("fairlock: client stopped with calls not given back: {err}");
+            return;
+        }
+    }
 }
 
 /// One round: everything to renew, heartbeat or give back now.

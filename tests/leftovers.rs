@@ -646,3 +646,51 @@ fn a_failed_reentry_never_hands_out_an_uncounted_guard() {
     outer.unlock().unwrap();
     assert!(!mutex.is_locked().unwrap());
 }
+
+/// A lock key with no expiry (written by something other than fairlock, as
+/// a failed `PEXPIRE` used to leave one) makes the head of the queue ask
+/// again at most once a second, never in a tight loop; its release by
+/// force still hands the lock to that waiter at once.
+#[test]
+fn a_lock_without_expiry_is_not_polled_in_a_tight_loop() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut admin = server.conn();
+    let name = "no-expiry";
+    let key = support::topology::lock_key(name);
+    let () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("owner")
+        .arg("elsewhere:1")
+        .arg("count")
+        .arg(1)
+        .arg("token")
+        .arg(1)
+        .query(&mut admin)
+        .unwrap();
+    let mutex = client.fair_mutex(name);
+    let waiting = Duration::from_secs(2);
+    let before = evalsha_calls(&mut admin);
+    let started = Instant::now();
+    let outcome = mutex.try_lock_for(waiting).unwrap();
+    let calls = evalsha_calls(&mut admin) - before;
+    eprintln!(
+        "leftovers: {calls} scripts in {:?} waiting at the head for a lock without expiry",
+        started.elapsed()
+    );
+    assert!(outcome.is_none(), "the lock is someone else's");
+    // First attempt, one poll a second, a heartbeat every 333 ms, the
+    // cancel: about 12; a tight loop ran thousands.
+    assert!(calls <= 30, "{calls} scripts in {waiting:?}");
+
+    let waiter = LockThread::lock(client.fair_mutex(name));
+    assert!(wait_until(Duration::from_secs(5), || {
+        mutex.status(1).unwrap().queue_len == 1
+    }));
+    assert!(mutex.force_unlock().unwrap());
+    let (_, token) =
+        waiter.granted_within(Duration::from_secs(5), "the waiter behind the forced lock");
+    assert!(token > 1, "granted with a fresh token");
+    waiter.release("the waiter");
+    no_key_without_ttl(&server, "after the lock without expiry was forced free");
+}
