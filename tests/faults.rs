@@ -3,7 +3,8 @@
 //! restart that loses its data, a killed subscription, a stalled server, an
 //! unreachable server, mutual exclusion under churn with a killed process,
 //! and no leaks, and a waiter that reads its handoff only after the lease
-//! it was handed ran out. Every wait is bounded; each test prints what it
+//! it was handed ran out (its bytes held back by a relay, or the process
+//! stopped by SIGSTOP). Every wait is bounded; each test prints what it
 //! measured.
 //!
 //! Child processes are this test binary re-executed with `--exact
@@ -1497,6 +1498,184 @@ fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
         ms(resumed_at - stalled_at),
         relay.held_bytes(),
         ms(granted.at - resumed_at),
+        ms(granted.at - handed_at),
+        granted.text,
+        unlocked.text
+    );
+    let words = granted.words();
+    assert_eq!(
+        words[0], "granted",
+        "the child's lock call failed: {granted:?}"
+    );
+    assert_eq!(
+        words[1].parse::<u64>().unwrap(),
+        handed_token,
+        "the child reported another grant"
+    );
+    assert_eq!(
+        words[2],
+        "lost=true",
+        "the child read its grant {:.0} ms after the handoff, past its {PAUSED_WAITER_LEASE:?} \
+         lease and {:.0} ms after another client took the lock, yet believes it holds",
+        ms(granted.at - handed_at),
+        ms(granted.at - handed_at - next_took)
+    );
+    assert_eq!(unlocked.text, "unlocked LeaseLost");
+
+    // The real holder keeps the lock, untouched by the late child.
+    let status = next.status(10).unwrap();
+    let holder = status.holder.clone().expect("still held");
+    assert_eq!(holder.who.client_id(), next_client.id(), "{status:?}");
+    assert_eq!(holder.fencing_token, next_guard.fencing_token());
+    assert!(next_guard.fencing_token() > handed_token);
+    assert!(!next_guard.is_lease_lost());
+    next_guard.unlock().unwrap();
+    assert!(children
+        .wait_exit(child, Duration::from_secs(10), true)
+        .success());
+}
+
+// ---------------------------------------------------------------------------
+// 12: a waiter stopped by SIGSTOP while its grant runs out.
+
+/// Sends `signal` (e.g. "STOP") to the process `pid` with kill(1) and waits
+/// until /proc shows it stopped (`T`) or not, as the signal implies.
+fn signal_and_await_state(pid: u32, signal: &str) -> Instant {
+    let at = Instant::now();
+    let sent = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "kill -{signal} {pid}: {sent}");
+    let want_stopped = signal == "STOP";
+    let state = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // "<pid> (<comm>) <state> ...": the state follows the last ')'.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || (state() == "T") == want_stopped),
+        "process {pid} is in state {:?} after kill -{signal}",
+        state()
+    );
+    at
+}
+
+/// A waiter process stopped by SIGSTOP with its handoff message unread, and
+/// continued after the handed-over lease ran out, finds the lease already
+/// lost. The "paused_waiter" child queues behind client P (lock call with a
+/// fixed 600 ms lease, so no watchdog renewal hides anything); right after
+/// a heartbeat of the child it is stopped with SIGSTOP and P unlocks: the
+/// release hands the lock to the child (inside its liveness deadline) and
+/// publishes `G <wait id> <token> 600`, which lands unread in the stopped
+/// child's socket. The lease runs out on the server and client Q takes the
+/// lock; 1.5 s after the stop the child gets SIGCONT. Its subscriber's
+/// timed read, cut short by the stop (EINTR), must read on rather than drop
+/// the subscription with the message in it, and the grant must count from
+/// the send time of the last request that saw the child queued (its latest
+/// heartbeat), not from when the message is read: otherwise the child
+/// believes it holds for 600 ms more, beside Q. The child's unlock must then
+/// report `LeaseLost` and leave Q's hold alone.
+#[test]
+fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    // A long lease for P: the child, head of the queue, then schedules no
+    // poll of its own that could come due while it is stopped, so the grant
+    // message is all it acts on.
+    let first_client = fast(&server.url())
+        .lease(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let first = first_client.fair_mutex("f12");
+    let first_guard = first.lock().unwrap();
+    let next_client = fast(&server.url()).build().unwrap();
+    let next = next_client.fair_mutex("f12");
+    let mut children = Children::new();
+    let vars = [
+        (ROLE, "paused_waiter".to_owned()),
+        (URL, server.url()),
+        (NAME, "f12".to_owned()),
+    ];
+    let child = children.spawn("child_process", &vars);
+    let child_pid = children.pid(child);
+    let child_id = children.expect_prefix(child, "ready", STARTUP).words()[1].to_owned();
+
+    // Queued and just heartbeated: the handoff falls well inside its
+    // liveness deadline although the child is stopped.
+    let mut seen = None;
+    let fresh = wait_until(Duration::from_secs(10), || {
+        let status = first.status(10).unwrap();
+        let fresh = status.queue_len == 1
+            && status.waiters.first().is_some_and(|w| {
+                w.who.client_id() == child_id
+                    && w.liveness_left
+                        .is_some_and(|left| left >= Duration::from_millis(800))
+            });
+        seen = Some(status);
+        fresh
+    });
+    assert!(
+        fresh,
+        "the child did not queue with a fresh heartbeat: {seen:?}"
+    );
+    let liveness_left = seen.unwrap().waiters[0].liveness_left.unwrap();
+
+    let stopped_at = signal_and_await_state(child_pid, "STOP");
+    first_guard.unlock().unwrap();
+    let handed_at = Instant::now();
+    let handed = first.status(10).unwrap();
+    let holder = handed
+        .holder
+        .clone()
+        .unwrap_or_else(|| panic!("the lock was not handed to the stopped child: {handed:?}"));
+    assert_eq!(
+        holder.who.client_id(),
+        child_id,
+        "handed to someone else: {handed:?}"
+    );
+    assert!(
+        holder
+            .remaining_lease
+            .is_some_and(|left| left <= PAUSED_WAITER_LEASE),
+        "{handed:?}"
+    );
+    let handed_token = holder.fencing_token;
+
+    // The grant lapses on the server while the child is stopped.
+    let next_guard = next
+        .try_lock_for(Duration::from_secs(3))
+        .unwrap()
+        .expect("another client gets the lock once the stopped child's grant ran out");
+    let next_took = handed_at.elapsed();
+    assert!(
+        children
+            .take_ready(|e| e.child == child && e.text != "ready")
+            .is_empty(),
+        "the child spoke while stopped"
+    );
+    thread::sleep(
+        (stopped_at + Duration::from_millis(1500)).saturating_duration_since(Instant::now()),
+    );
+    let continued_at = signal_and_await_state(child_pid, "CONT");
+
+    let granted = children.expect(Duration::from_secs(10), "the child's grant", |e| {
+        e.child == child && (e.text.starts_with("granted ") || e.text.starts_with("lock error"))
+    });
+    let unlocked = children.expect_prefix(child, "unlocked", Duration::from_secs(10));
+    eprintln!(
+        "f12: child stopped with {:.0} ms of liveness left and handed the lock (token \
+         {handed_token}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms after SIGSTOP; another \
+         client got the lock {:.0} ms after the handoff; stopped {:.0} ms; {:.1} ms after \
+         SIGCONT ({:.0} ms after the handoff) the child said {:?}, then {:?}",
+        ms(liveness_left),
+        ms(handed_at - stopped_at),
+        ms(next_took),
+        ms(continued_at - stopped_at),
+        ms(granted.at - continued_at),
         ms(granted.at - handed_at),
         granted.text,
         unlocked.text
