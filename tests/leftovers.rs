@@ -694,3 +694,327 @@ fn a_lock_without_expiry_is_not_polled_in_a_tight_loop() {
     waiter.release("the waiter");
     no_key_without_ttl(&server, "after the lock without expiry was forced free");
 }
+
+// ---------------------------------------------------------------------------
+// An unlock lost in a partition: the client connects through a relay that
+// can cut the link (open connections severed, new ones refused) while Redis
+// and every other client go on.
+
+use support::relay::Relay;
+
+/// The cut-off client's command and connect timeouts: a call over the cut
+/// link fails within a fraction of a second.
+const CUT_COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
+const CUT_CONNECT_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// A client that reaches `relay`'s server only through the relay.
+fn client_through(relay: &Relay, lease: Duration, waiter_timeout: Duration) -> Client {
+    Client::builder(&relay.url())
+        .lease(lease)
+        .waiter_timeout(waiter_timeout)
+        .command_timeout(CUT_COMMAND_TIMEOUT)
+        .connect_timeout(CUT_CONNECT_TIMEOUT)
+        .build()
+        .expect("the client connects through the relay")
+}
+
+/// Who holds the lock, in words, naming the client cut off behind the relay.
+fn holder_behind_cut(status: &LockStatus, cut_off_id: &str) -> String {
+    match &status.holder {
+        None => "free".to_owned(),
+        Some(holder) => format!(
+            "held by {} (count {}, lease left {:?})",
+            if holder.who.client_id() == cut_off_id {
+                "the client behind the relay"
+            } else {
+                "another client"
+            },
+            holder.hold_count,
+            holder.remaining_lease
+        ),
+    }
+}
+
+/// True when `client` holds the lock, as `status` says.
+fn held_by(status: &LockStatus, client: &Client) -> bool {
+    status
+        .holder
+        .as_ref()
+        .is_some_and(|holder| holder.who.client_id() == client.id())
+}
+
+/// Cuts the link of `client` (which holds `guard`, through `relay`) and
+/// unlocks: the release cannot reach Redis, so it must fail as a connection
+/// error, and the lock must still be the client's (asked by `observer`,
+/// connected directly).
+fn unlock_over_a_cut_link(
+    relay: &Relay,
+    client: &Client,
+    guard: FairMutexGuard,
+    observer: &FairMutex,
+) {
+    assert!(
+        relay.open_connections() > 0,
+        "the client's connections do not go through the relay"
+    );
+    relay.cut();
+    eprintln!(
+        "leftovers: the cut severed {} connections of the client",
+        relay.severed_connections()
+    );
+    let unlocking = Instant::now();
+    let err = guard
+        .unlock()
+        .expect_err("unlock() succeeded though the link to Redis was cut");
+    eprintln!(
+        "leftovers: unlock() over the cut link failed after {:.0} ms with {:?}",
+        ms(unlocking.elapsed()),
+        err.to_string()
+    );
+    assert!(err.is_connection(), "unlock() over a cut link: {err:?}");
+    let status = observer.status(10).unwrap();
+    assert!(
+        held_by(&status, client),
+        "the failed unlock() reached Redis after all (the test needs it not to): the lock is {}",
+        holder_behind_cut(&status, client.id())
+    );
+}
+
+/// Asserts that `client` keeps holding the lock for `period` (polled by
+/// `observer`), `while_what` describing what goes on meanwhile.
+fn still_held_throughout(
+    observer: &FairMutex,
+    client: &Client,
+    period: Duration,
+    while_what: &str,
+) {
+    let mut seen = None;
+    let let_go = wait_until(period, || {
+        let status = observer.status(10).unwrap();
+        let held = held_by(&status, client);
+        seen = Some(status);
+        if !held {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        false
+    });
+    assert!(
+        !let_go,
+        "the lock was freed {while_what}: it is {}",
+        holder_behind_cut(&seen.unwrap(), client.id())
+    );
+}
+
+/// An `unlock()` that never reached Redis (the link was cut: its
+/// connections severed, new ones refused) fails with a connection error
+/// and leaves the lock held. The client must give the hold back by itself
+/// once Redis answers: its watchdog (period 333 ms here) retries the
+/// release's give-back, failing while the link stays cut (1 s, the lock
+/// checked held throughout), so another client gets the lock within about
+/// a period of the link healing, though the user calls nothing more, long
+/// before the 10 s lease would have freed it.
+#[test]
+fn an_unlock_that_never_reached_redis_is_given_back_once_redis_answers() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = client_through(&relay, ORPHAN_LEASE, Duration::from_secs(1));
+    let observer_client = server.client();
+    let observer = observer_client.fair_mutex("cut-unlock");
+    let guard = client.fair_mutex("cut-unlock").lock().unwrap();
+
+    unlock_over_a_cut_link(&relay, &client, guard, &observer);
+    // Long enough for the watchdog's first tries (one at once, then one a
+    // period) to fail on the cut link: what frees the lock is a retry.
+    still_held_throughout(
+        &observer,
+        &client,
+        Duration::from_secs(1),
+        "while the link was cut",
+    );
+    relay.heal();
+    let healed = Instant::now();
+
+    let got = observer.try_lock_for(Duration::from_secs(3)).unwrap();
+    let took = healed.elapsed();
+    let status = observer.status(10).unwrap();
+    eprintln!(
+        "leftovers: the other client's try_lock_for(3 s) returned {} {:.0} ms after the link \
+         healed (watchdog period 333 ms, lease 10 s)",
+        if got.is_some() { "the lock" } else { "nothing" },
+        ms(took)
+    );
+    assert!(
+        got.is_some(),
+        "the hold of the failed unlock() was not given back within 3 s of the link healing: \
+         the lock is {}",
+        holder_behind_cut(&status, client.id())
+    );
+    drop(got);
+    drop(client);
+    no_key_without_ttl(&server, "after the unlock given back");
+}
+
+/// A client dropped right after an `unlock()` that never reached Redis
+/// frees the lock as it stops: its watchdog gives the release back once
+/// before the drop returns. The watchdog period is 10 s (lease and waiter
+/// timeout 30 s), and the test first checks that the lock stays held for
+/// 1 s while the link is cut and 1 s after it healed, so only the drop can
+/// be what frees it; dropping must also return within about a command
+/// timeout.
+#[test]
+fn a_client_dropped_after_a_failed_unlock_gives_it_back_before_it_stops() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let long = Duration::from_secs(30);
+    let client = client_through(&relay, long, long);
+    let observer_client = server.client();
+    let observer = observer_client.fair_mutex("cut-unlock");
+    let mutex = client.fair_mutex("cut-unlock");
+    let guard = mutex.lock().unwrap();
+
+    unlock_over_a_cut_link(&relay, &client, guard, &observer);
+    let hold = Duration::from_secs(1);
+    still_held_throughout(&observer, &client, hold, "while the link was cut");
+    relay.heal();
+    still_held_throughout(
+        &observer,
+        &client,
+        hold,
+        "after the link healed, before the client was dropped (the watchdog's next round is \
+         10 s away: the drop was to be what frees it)",
+    );
+
+    let client_id = client.id().to_owned();
+    drop(mutex);
+    let dropping = Instant::now();
+    drop(client);
+    let dropped = Instant::now();
+    let drop_took = dropped.duration_since(dropping);
+    let got = observer.try_lock_for(Duration::from_secs(1)).unwrap();
+    let free_after = dropped.elapsed();
+    let status = observer.status(10).unwrap();
+    eprintln!(
+        "leftovers: dropping the client took {:.0} ms; the other client's try_lock_for(1 s) \
+         returned {} {:.0} ms after the drop returned (watchdog period 10 s, lease 30 s)",
+        ms(drop_took),
+        if got.is_some() { "the lock" } else { "nothing" },
+        ms(free_after)
+    );
+    assert!(
+        got.is_some(),
+        "the client was dropped, yet the hold of its failed unlock() was not given back: the \
+         lock is {}",
+        holder_behind_cut(&status, &client_id)
+    );
+    let drop_bound = CUT_COMMAND_TIMEOUT + Duration::from_secs(1);
+    assert!(
+        drop_took <= drop_bound,
+        "dropping the client took {drop_took:?}, more than {drop_bound:?}"
+    );
+    drop(got);
+    no_key_without_ttl(&server, "after the unlock given back on drop");
+}
+
+/// Self-test of the support's [`Relay`], with raw `PING`s to a real
+/// redis-server: a stall holds a request back (on an open connection and
+/// on one made during the stall) and resume delivers it in order; a cut
+/// ends open connections (end-of-stream) and closes new ones at once; after
+/// the heal new connections work.
+#[test]
+fn the_relay_holds_bytes_back_while_stalled_and_drops_them_while_cut() {
+    use std::io::{Read, Write};
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let connect = || {
+        let conn = std::net::TcpStream::connect(("127.0.0.1", relay.port())).unwrap();
+        conn.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        conn
+    };
+    // What one read gets: the bytes, "eof", or "nothing" (timed out).
+    let read = |conn: &mut std::net::TcpStream| {
+        let mut buf = [0u8; 64];
+        match conn.read(&mut buf) {
+            Ok(0) => "eof".to_owned(),
+            Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                "nothing".to_owned()
+            }
+            Err(err) => format!("error {:?}", err.kind()),
+        }
+    };
+    let mut open = connect();
+    open.write_all(b"PING\r\n").unwrap();
+    assert_eq!(read(&mut open), "+PONG\r\n");
+
+    relay.stall();
+    open.write_all(b"ECHO one\r\nECHO two\r\n").unwrap();
+    let mut during = connect();
+    during.write_all(b"PING\r\n").unwrap();
+    assert_eq!(
+        read(&mut open),
+        "nothing",
+        "a stalled relay let a reply through"
+    );
+    assert_eq!(
+        read(&mut during),
+        "nothing",
+        "a stalled relay let a reply through"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || relay.held_bytes() > 0),
+        "held {} bytes",
+        relay.held_bytes()
+    );
+    relay.resume();
+    let (expected, mut replies) = ("$3\r\none\r\n$3\r\ntwo\r\n", String::new());
+    wait_until(Duration::from_secs(5), || {
+        match read(&mut open).as_str() {
+            "nothing" => {}
+            got => replies += got,
+        }
+        replies.len() >= expected.len()
+    });
+    assert_eq!(replies, expected, "the held requests' replies after resume");
+    assert_eq!(read(&mut during), "+PONG\r\n");
+    assert_eq!(relay.open_connections(), 2);
+
+    relay.cut();
+    assert_eq!(relay.severed_connections(), 2);
+    assert_eq!(relay.open_connections(), 0);
+    assert_eq!(read(&mut open), "eof", "a severed connection stayed open");
+    let _ = during.write_all(b"PING\r\n");
+    assert_ne!(
+        read(&mut during),
+        "+PONG\r\n",
+        "a severed connection passed a request"
+    );
+    let mut refused = connect();
+    let _ = refused.write_all(b"PING\r\n");
+    let outcome = read(&mut refused);
+    assert!(
+        outcome == "eof" || outcome.starts_with("error"),
+        "a connection made during the cut got {outcome:?}"
+    );
+    assert!(relay.refused_connections() >= 1);
+
+    relay.heal();
+    let mut healed = connect();
+    healed.write_all(b"PING\r\n").unwrap();
+    assert_eq!(read(&mut healed), "+PONG\r\n");
+    eprintln!(
+        "leftovers: relay self-test: {} bytes held, {} accepted, {} severed, {} refused",
+        relay.held_bytes(),
+        relay.accepted_connections(),
+        relay.severed_connections(),
+        relay.refused_connections()
+    );
+}

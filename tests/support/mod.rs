@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder};
+pub mod relay;
 pub mod topology;
 
 /// A redis-server owned by one test.

@@ -1,0 +1,388 @@
+//! A TCP relay on loopback in front of one upstream server (a redis-server
+//! of the test), to put real network faults between a client and Redis
+//! while Redis and every other client go on as usual.
+//!
+//! A client connects to [`Relay::url`] instead of the server; for each
+//! connection the relay opens one to the upstream port and copies bytes
+//! both ways, one thread per direction (so each direction keeps its order).
+//!
+//! Two faults, independent of each other:
+//! - [`stall`](Relay::stall) / [`resume`](Relay::resume): a paused process
+//!   or a slow link. Every byte, both ways, on every connection (also ones
+//!   accepted during the stall) is held back, and delivered in order on
+//!   resume. Nothing is lost; the sockets stay open.
+//! - [`cut`](Relay::cut) / [`heal`](Relay::heal): a partition that loses
+//!   data. Every open connection is severed (both of its sockets shut
+//!   down, bytes held or in flight in the relay discarded), and until the
+//!   heal every new connection is accepted and closed at once. After the
+//!   heal new connections pass normally; severed ones stay closed.
+//!
+//! Every thread of the relay is joined on drop, within a bound: dropping
+//! never hangs a test (it panics instead, unless the test already does).
+#![allow(dead_code)]
+
+use std::io::{ErrorKind as Io, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::wait_until;
+
+/// How often a relay thread blocked in a read or a stall checks whether it
+/// is to stop.
+const POLL: Duration = Duration::from_millis(20);
+/// The most the relay waits for its threads to stop (on a cut or a drop).
+const STOP_BOUND: Duration = Duration::from_secs(5);
+/// The most opening a connection to the upstream server may take.
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A loopback relay to one upstream port; see the module documentation.
+pub struct Relay {
+    port: u16,
+    state: Arc<State>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+struct State {
+    upstream: u16,
+    /// What the relay does now; `changed` is signalled on every change.
+    mode: Mutex<Mode>,
+    changed: Condvar,
+    closing: AtomicBool,
+    /// Connections that pass bytes now (severed ones are taken out).
+    links: Mutex<Vec<Link>>,
+    held_bytes: AtomicU64,
+    accepted: AtomicU64,
+    refused: AtomicU64,
+    severed: AtomicU64,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Mode {
+    stalled: bool,
+    cut: bool,
+}
+
+/// One client connection and its connection to the upstream server.
+struct Link {
+    /// Clones of the client's and the upstream socket, to shut them down.
+    sockets: [TcpStream; 2],
+    /// Set when the link is severed: a pump then drops what it holds.
+    severed: Arc<AtomicBool>,
+    pumps: Vec<JoinHandle<()>>,
+}
+
+impl Link {
+    fn sever(&self) {
+        self.severed.store(true, SeqCst);
+        for socket in &self.sockets {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        self.pumps.iter().all(JoinHandle::is_finished)
+    }
+}
+
+impl Relay {
+    /// Starts a relay on a free loopback port in front of
+    /// `127.0.0.1:<upstream_port>`.
+    pub fn start(upstream_port: u16) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("relay: bind a loopback port");
+        listener
+            .set_nonblocking(true)
+            .expect("relay: non-blocking listener");
+        let port = listener.local_addr().expect("relay: local address").port();
+        let state = Arc::new(State {
+            upstream: upstream_port,
+            mode: Mutex::new(Mode::default()),
+            changed: Condvar::new(),
+            closing: AtomicBool::new(false),
+            links: Mutex::new(Vec::new()),
+            held_bytes: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            severed: AtomicU64::new(0),
+        });
+        let acceptor = {
+            let state = Arc::clone(&state);
+            std::thread::Builder::new()
+                .name(format!("relay-{port}-accept"))
+                .spawn(move || accept_loop(&state, listener))
+                .expect("relay: spawn the acceptor")
+        };
+        Relay {
+            port,
+            state,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    /// The relay's own port (clients connect here).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<relay port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// From now on every byte, both ways, on every connection (open ones
+    /// and ones accepted later) is held back until [`resume`](Self::resume).
+    pub fn stall(&self) {
+        self.set_mode(|mode| mode.stalled = true);
+    }
+
+    /// Delivers what was held back, in order, and everything after it.
+    pub fn resume(&self) {
+        self.set_mode(|mode| mode.stalled = false);
+    }
+
+    /// A partition that loses data: every open connection is severed at
+    /// once (both sockets shut down: the client reads end-of-stream; bytes
+    /// the relay held or had read are discarded) and every connection made
+    /// until [`heal`](Self::heal) is accepted and closed at once. Returns
+    /// when no relay thread of a severed connection can send anything any
+    /// more.
+    pub fn cut(&self) {
+        let severed: Vec<Link> = {
+            let mut mode = self.state.lock_mode();
+            mode.cut = true;
+            // Under the mode lock: the acceptor adds no link meanwhile.
+            let links = std::mem::take(&mut *self.state.lock_links());
+            for link in &links {
+                link.sever();
+            }
+            self.state.changed.notify_all();
+            links
+        };
+        self.state.severed.fetch_add(severed.len() as u64, SeqCst);
+        join_links(severed, "relay: the pumps of severed connections");
+    }
+
+    /// Ends a [`cut`](Self::cut): new connections pass normally again
+    /// (also one that reached the port just before and was not accepted
+    /// yet: the relay accepts every couple of milliseconds).
+    pub fn heal(&self) {
+        self.set_mode(|mode| mode.cut = false);
+    }
+
+    /// Bytes the relay read during a stall and held back (more may wait
+    /// unread in the sockets' kernel buffers).
+    pub fn held_bytes(&self) -> u64 {
+        self.state.held_bytes.load(SeqCst)
+    }
+
+    /// Connections passing bytes now (not closed, not severed).
+    pub fn open_connections(&self) -> usize {
+        let mut links = self.state.lock_links();
+        links.retain(|link| !link.is_finished());
+        links.len()
+    }
+
+    /// Connections accepted and relayed so far.
+    pub fn accepted_connections(&self) -> u64 {
+        self.state.accepted.load(SeqCst)
+    }
+
+    /// Connections closed at once during a cut (or because the upstream
+    /// server could not be reached).
+    pub fn refused_connections(&self) -> u64 {
+        self.state.refused.load(SeqCst)
+    }
+
+    /// Open connections severed by [`cut`](Self::cut)s so far.
+    pub fn severed_connections(&self) -> u64 {
+        self.state.severed.load(SeqCst)
+    }
+
+    fn set_mode(&self, change: impl FnOnce(&mut Mode)) {
+        let mut mode = self.state.lock_mode();
+        change(&mut mode);
+        self.state.changed.notify_all();
+    }
+}
+
+impl State {
+    /// The mode; a thread that panicked holding it left it consistent.
+    fn lock_mode(&self) -> MutexGuard<'_, Mode> {
+        self.mode.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_links(&self) -> MutexGuard<'_, Vec<Link>> {
+        self.links.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn closing(&self) -> bool {
+        self.closing.load(SeqCst)
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.state.closing.store(true, SeqCst);
+        {
+            let _mode = self.state.lock_mode();
+            self.state.changed.notify_all();
+        }
+        // The acceptor polls `closing` every few ms; once it is finished it
+        // adds no link.
+        let mut stopped = true;
+        if let Some(acceptor) = self.acceptor.take() {
+            if wait_until(STOP_BOUND, || acceptor.is_finished()) {
+                let _ = acceptor.join();
+            } else {
+                stopped = false;
+            }
+        }
+        let links = std::mem::take(&mut *self.state.lock_links());
+        for link in &links {
+            link.sever();
+        }
+        let joined = join_links_within(links, STOP_BOUND);
+        if (!stopped || !joined) && !std::thread::panicking() {
+            panic!("relay threads did not stop within {STOP_BOUND:?}");
+        }
+    }
+}
+
+/// Joins the pumps of `links`, which are being severed, within
+/// [`STOP_BOUND`]; panics with `what` otherwise (unless already panicking).
+fn join_links(links: Vec<Link>, what: &str) {
+    if !join_links_within(links, STOP_BOUND) && !std::thread::panicking() {
+        panic!("{what} did not stop within {STOP_BOUND:?}");
+    }
+}
+
+/// Joins the pumps of `links` if all of them finish within `bound`.
+fn join_links_within(links: Vec<Link>, bound: Duration) -> bool {
+    if !wait_until(bound, || links.iter().all(Link::is_finished)) {
+        return false;
+    }
+    for link in links {
+        for pump in link.pumps {
+            let _ = pump.join();
+        }
+    }
+    true
+}
+
+/// Accepts connections until the relay closes: relays each, or closes it
+/// at once during a cut.
+fn accept_loop(state: &Arc<State>, listener: TcpListener) {
+    while !state.closing() {
+        let client = match listener.accept() {
+            Ok((client, _)) => client,
+            Err(err) if matches!(err.kind(), Io::WouldBlock | Io::Interrupted) => {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            Err(err) => panic!("relay: accept: {err}"),
+        };
+        // Under the mode lock, so that a cut either sees this link or
+        // made the relay refuse it.
+        let mode = state.lock_mode();
+        if mode.cut {
+            // Counted first: whoever sees the connection end sees the count.
+            state.refused.fetch_add(1, SeqCst);
+            let _ = client.shutdown(Shutdown::Both);
+            drop(client);
+            continue;
+        }
+        if let Some(link) = open_link(state, client) {
+            let mut links = state.lock_links();
+            // Forget connections that closed by themselves.
+            let (done, open): (Vec<Link>, Vec<Link>) = std::mem::take(&mut *links)
+                .into_iter()
+                .partition(Link::is_finished);
+            *links = open;
+            links.push(link);
+            drop(links);
+            drop(mode);
+            join_links(done, "relay: the pumps of closed connections");
+        }
+    }
+}
+
+/// Connects `client` to the upstream server and starts its two pumps;
+/// `None` (the client closed) when the upstream server cannot be reached.
+fn open_link(state: &Arc<State>, client: TcpStream) -> Option<Link> {
+    let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], state.upstream));
+    let server = match TcpStream::connect_timeout(&upstream, UPSTREAM_CONNECT_TIMEOUT) {
+        Ok(server) => server,
+        Err(_) => {
+            state.refused.fetch_add(1, SeqCst);
+            let _ = client.shutdown(Shutdown::Both);
+            return None;
+        }
+    };
+    let setup = |s: &TcpStream| {
+        s.set_nonblocking(false)?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(POLL))
+    };
+    state.accepted.fetch_add(1, SeqCst);
+    setup(&client).expect("relay: set up the client socket");
+    setup(&server).expect("relay: set up the upstream socket");
+    let clone = |s: &TcpStream| s.try_clone().expect("relay: clone a socket");
+    let severed = Arc::new(AtomicBool::new(false));
+    let ways = [
+        ("up", clone(&client), clone(&server)),
+        ("down", clone(&server), clone(&client)),
+    ];
+    let pumps = ways
+        .into_iter()
+        .map(|(way, from, to)| {
+            let (state, severed) = (Arc::clone(state), Arc::clone(&severed));
+            std::thread::Builder::new()
+                .name(format!("relay-{way}"))
+                .spawn(move || pump(&state, &severed, from, to))
+                .expect("relay: spawn a pump")
+        })
+        .collect();
+    Some(Link {
+        sockets: [client, server],
+        severed,
+        pumps,
+    })
+}
+
+/// Copies `from` to `to` until either side closes, the link is severed or
+/// the relay closes. A chunk read during a stall waits for the stall to
+/// end; a chunk held when the link is severed is dropped. At the end both
+/// sockets are shut down, so the other direction stops too.
+fn pump(state: &State, severed: &AtomicBool, mut from: TcpStream, mut to: TcpStream) {
+    let stop = || severed.load(SeqCst) || state.closing();
+    let mut buf = [0u8; 16 * 1024];
+    while !stop() {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(err) if matches!(err.kind(), Io::WouldBlock | Io::TimedOut | Io::Interrupted) => {
+                continue
+            }
+            Err(_) => break,
+        };
+        let mut mode = state.lock_mode();
+        if mode.stalled {
+            state.held_bytes.fetch_add(n as u64, SeqCst);
+        }
+        while mode.stalled && !stop() {
+            mode = state
+                .changed
+                .wait_timeout(mode, POLL)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        drop(mode);
+        if stop() || to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
