@@ -1243,148 +1243,6 @@ fn f10_fifty_clients_created_and_dropped_leak_no_thread_connection_or_key() {
 // ---------------------------------------------------------------------------
 // 11: a waiter whose handoff message is read after its lease ran out.
 
-/// A loopback TCP relay in front of one redis-server that can hold back
-/// every byte, both ways, on every connection made through it: what a
-/// paused process leaves unread in its sockets, while Redis and everyone
-/// else go on.
-struct StallingRelay {
-    port: u16,
-    state: std::sync::Arc<RelayState>,
-    acceptor: Option<JoinHandle<()>>,
-}
-
-#[derive(Default)]
-struct RelayState {
-    stalled: std::sync::atomic::AtomicBool,
-    closing: std::sync::atomic::AtomicBool,
-    /// Bytes that arrived during a stall and were held back.
-    held_bytes: std::sync::atomic::AtomicU64,
-    pumps: std::sync::Mutex<Vec<JoinHandle<()>>>,
-}
-
-impl StallingRelay {
-    fn start(server: &RedisServer) -> StallingRelay {
-        use std::sync::atomic::Ordering::SeqCst;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("relay: bind");
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let upstream = server.port();
-        let state = std::sync::Arc::new(RelayState::default());
-        let acceptor = {
-            let state = std::sync::Arc::clone(&state);
-            thread::spawn(move || {
-                while !state.closing.load(SeqCst) {
-                    match listener.accept() {
-                        Ok((client, _)) => {
-                            client.set_nonblocking(false).unwrap();
-                            let server = std::net::TcpStream::connect(("127.0.0.1", upstream))
-                                .expect("relay: connect to redis-server");
-                            let ways = [
-                                (client.try_clone().unwrap(), server.try_clone().unwrap()),
-                                (server, client),
-                            ];
-                            for (from, to) in ways {
-                                let pump_state = std::sync::Arc::clone(&state);
-                                let pump = thread::spawn(move || relay_pump(&pump_state, from, to));
-                                state.pumps.lock().unwrap().push(pump);
-                            }
-                        }
-                        Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
-                            thread::sleep(Duration::from_millis(5))
-                        }
-                        Err(err) => panic!("relay: accept: {err}"),
-                    }
-                }
-            })
-        };
-        StallingRelay {
-            port,
-            state,
-            acceptor: Some(acceptor),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// From now on, bytes in either direction are held back.
-    fn stall(&self) {
-        self.state
-            .stalled
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// Delivers what was held back, and everything after it.
-    fn resume(&self) {
-        self.state
-            .stalled
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    fn held_bytes(&self) -> u64 {
-        self.state
-            .held_bytes
-            .load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-/// Copies `from` to `to` until either side closes or the relay closes;
-/// a chunk read during a stall waits for the stall to end.
-fn relay_pump(state: &RelayState, mut from: std::net::TcpStream, mut to: std::net::TcpStream) {
-    use std::io::{ErrorKind as Io, Read, Write};
-    use std::sync::atomic::Ordering::SeqCst;
-    from.set_read_timeout(Some(Duration::from_millis(20)))
-        .unwrap();
-    let mut buf = [0u8; 16 * 1024];
-    while !state.closing.load(SeqCst) {
-        let n = match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(err) if matches!(err.kind(), Io::WouldBlock | Io::TimedOut | Io::Interrupted) => {
-                continue
-            }
-            Err(_) => break,
-        };
-        if state.stalled.load(SeqCst) {
-            state.held_bytes.fetch_add(n as u64, SeqCst);
-            while state.stalled.load(SeqCst) && !state.closing.load(SeqCst) {
-                thread::sleep(Duration::from_millis(1));
-            }
-        }
-        if to.write_all(&buf[..n]).is_err() {
-            break;
-        }
-    }
-    let _ = to.shutdown(std::net::Shutdown::Both);
-    let _ = from.shutdown(std::net::Shutdown::Both);
-}
-
-impl Drop for StallingRelay {
-    fn drop(&mut self) {
-        self.state
-            .closing
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let mut threads: Vec<JoinHandle<()>> = self.acceptor.take().into_iter().collect();
-        // The acceptor has stopped adding pumps once it is finished.
-        let _ = wait_until(Duration::from_secs(5), || {
-            threads.iter().all(JoinHandle::is_finished)
-        });
-        threads.append(&mut self.state.pumps.lock().unwrap());
-        // Bounded: every pump reads with a 20 ms timeout and checks `closing`.
-        let finished = wait_until(Duration::from_secs(5), || {
-            threads.iter().all(JoinHandle::is_finished)
-        });
-        if finished {
-            for thread in threads {
-                let _ = thread.join();
-            }
-        } else if !thread::panicking() {
-            panic!("relay threads did not stop within 5 s");
-        }
-    }
-}
-
 /// A waiter whose handoff message is read only after the handed-over lease
 /// ran out finds the lease already lost. The child queues behind client P
 /// (lock call with a fixed 600 ms lease, so no watchdog renewal hides
@@ -1395,20 +1253,16 @@ impl Drop for StallingRelay {
 /// publishes `G <wait id> <token> 600`, which waits in the relay. The
 /// lease runs out on the server and client Q takes the lock. When the
 /// bytes flow again the child reads its grant 1.5 s late. Counting the
-/// grant from when the message is read (today) makes the child believe it
-/// holds for 600 ms more, beside Q; counted from the send time of the last
-/// request that saw the waiter still queued, it is lost on arrival. The
-/// child's unlock must then report `LeaseLost` and leave Q's hold alone.
-///
-/// Why a relay and not SIGSTOP: a stopped and continued process gets EINTR
-/// from the subscriber's timed read, so the subscription is dropped with
-/// the message in it, and the waiter re-polls and queues behind Q; the
-/// stale grant is then never read at all.
+/// grant from when the message is read (as fairlock once did) made the
+/// child believe it held for 600 ms more, beside Q; counted from the send
+/// time of the last request that saw the waiter still queued, it is lost
+/// on arrival. The child's unlock must then report `LeaseLost` and leave
+/// Q's hold alone. f12 does the same with a real SIGSTOP of the child.
 #[test]
 fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
     let _serial = serial();
     let server = RedisServer::start();
-    let relay = StallingRelay::start(&server);
+    let relay = support::relay::Relay::start(server.port());
     // A long lease for P: the child, head of the queue, then schedules no
     // poll of its own that could come due during the stall, so the grant
     // message is all it acts on.
@@ -1431,45 +1285,13 @@ fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
 
     // Queued and just heartbeated: the handoff falls well inside its
     // liveness deadline although nothing reaches the child any more.
-    let mut seen = None;
-    let fresh = wait_until(Duration::from_secs(10), || {
-        let status = first.status(10).unwrap();
-        let fresh = status.queue_len == 1
-            && status.waiters.first().is_some_and(|w| {
-                w.who.client_id() == child_id
-                    && w.liveness_left
-                        .is_some_and(|left| left >= Duration::from_millis(800))
-            });
-        seen = Some(status);
-        fresh
-    });
-    assert!(
-        fresh,
-        "the child did not queue with a fresh heartbeat: {seen:?}"
-    );
-    let liveness_left = seen.unwrap().waiters[0].liveness_left.unwrap();
+    let liveness_left = await_fresh_head(&first, &child_id);
 
     relay.stall();
     let stalled_at = Instant::now();
     first_guard.unlock().unwrap();
     let handed_at = Instant::now();
-    let handed = first.status(10).unwrap();
-    let holder = handed
-        .holder
-        .clone()
-        .unwrap_or_else(|| panic!("the lock was not handed to the stalled child: {handed:?}"));
-    assert_eq!(
-        holder.who.client_id(),
-        child_id,
-        "handed to someone else: {handed:?}"
-    );
-    assert!(
-        holder
-            .remaining_lease
-            .is_some_and(|left| left <= PAUSED_WAITER_LEASE),
-        "{handed:?}"
-    );
-    let handed_token = holder.fencing_token;
+    let handed_token = handed_token_of(&first, &child_id);
 
     // The grant lapses on the server while the child hears nothing.
     let next_guard = next
@@ -1502,6 +1324,73 @@ fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
         granted.text,
         unlocked.text
     );
+    assert_the_late_grant_is_lost(
+        &mut children,
+        child,
+        (&granted, &unlocked),
+        (handed_token, handed_at),
+        next_took,
+        (&next_client, &next, next_guard),
+    );
+}
+
+/// Waits (10 s at most) until the child `child_id` is the only waiter on
+/// `first` and was just heartbeated; returns the liveness it has left, so a
+/// handoff now falls well inside its deadline even if it stops answering.
+fn await_fresh_head(first: &FairMutex, child_id: &str) -> Duration {
+    let mut seen = None;
+    let fresh = wait_until(Duration::from_secs(10), || {
+        let status = first.status(10).unwrap();
+        let fresh = status.queue_len == 1
+            && status.waiters.first().is_some_and(|w| {
+                w.who.client_id() == child_id
+                    && w.liveness_left
+                        .is_some_and(|left| left >= Duration::from_millis(800))
+            });
+        seen = Some(status);
+        fresh
+    });
+    assert!(
+        fresh,
+        "the child did not queue with a fresh heartbeat: {seen:?}"
+    );
+    seen.unwrap().waiters[0].liveness_left.unwrap()
+}
+
+/// The token of the hold `first`'s unlock just handed to the child
+/// `child_id`, which cannot answer (stalled or stopped).
+fn handed_token_of(first: &FairMutex, child_id: &str) -> u64 {
+    let handed = first.status(10).unwrap();
+    let holder = handed
+        .holder
+        .clone()
+        .unwrap_or_else(|| panic!("the lock was not handed to the child: {handed:?}"));
+    assert_eq!(
+        holder.who.client_id(),
+        child_id,
+        "handed to someone else: {handed:?}"
+    );
+    assert!(
+        holder
+            .remaining_lease
+            .is_some_and(|left| left <= PAUSED_WAITER_LEASE),
+        "{handed:?}"
+    );
+    holder.fencing_token
+}
+
+/// The end of f11 and f12: the child read grant `handed_token` (handed at
+/// `handed_at`; another client took the lock `next_took` after that) and
+/// must report it lost, and its unlock `LeaseLost`; the other holder keeps
+/// the lock, untouched by the late child.
+fn assert_the_late_grant_is_lost(
+    children: &mut Children,
+    child: usize,
+    (granted, unlocked): (&Event, &Event),
+    (handed_token, handed_at): (u64, Instant),
+    next_took: Duration,
+    (next_client, next, next_guard): (&Client, &FairMutex, fairlock::FairMutexGuard),
+) {
     let words = granted.words();
     assert_eq!(
         words[0], "granted",
@@ -1606,44 +1495,12 @@ fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost()
 
     // Queued and just heartbeated: the handoff falls well inside its
     // liveness deadline although the child is stopped.
-    let mut seen = None;
-    let fresh = wait_until(Duration::from_secs(10), || {
-        let status = first.status(10).unwrap();
-        let fresh = status.queue_len == 1
-            && status.waiters.first().is_some_and(|w| {
-                w.who.client_id() == child_id
-                    && w.liveness_left
-                        .is_some_and(|left| left >= Duration::from_millis(800))
-            });
-        seen = Some(status);
-        fresh
-    });
-    assert!(
-        fresh,
-        "the child did not queue with a fresh heartbeat: {seen:?}"
-    );
-    let liveness_left = seen.unwrap().waiters[0].liveness_left.unwrap();
+    let liveness_left = await_fresh_head(&first, &child_id);
 
     let stopped_at = signal_and_await_state(child_pid, "STOP");
     first_guard.unlock().unwrap();
     let handed_at = Instant::now();
-    let handed = first.status(10).unwrap();
-    let holder = handed
-        .holder
-        .clone()
-        .unwrap_or_else(|| panic!("the lock was not handed to the stopped child: {handed:?}"));
-    assert_eq!(
-        holder.who.client_id(),
-        child_id,
-        "handed to someone else: {handed:?}"
-    );
-    assert!(
-        holder
-            .remaining_lease
-            .is_some_and(|left| left <= PAUSED_WAITER_LEASE),
-        "{handed:?}"
-    );
-    let handed_token = holder.fencing_token;
+    let handed_token = handed_token_of(&first, &child_id);
 
     // The grant lapses on the server while the child is stopped.
     let next_guard = next
@@ -1680,35 +1537,12 @@ fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost()
         granted.text,
         unlocked.text
     );
-    let words = granted.words();
-    assert_eq!(
-        words[0], "granted",
-        "the child's lock call failed: {granted:?}"
+    assert_the_late_grant_is_lost(
+        &mut children,
+        child,
+        (&granted, &unlocked),
+        (handed_token, handed_at),
+        next_took,
+        (&next_client, &next, next_guard),
     );
-    assert_eq!(
-        words[1].parse::<u64>().unwrap(),
-        handed_token,
-        "the child reported another grant"
-    );
-    assert_eq!(
-        words[2],
-        "lost=true",
-        "the child read its grant {:.0} ms after the handoff, past its {PAUSED_WAITER_LEASE:?} \
-         lease and {:.0} ms after another client took the lock, yet believes it holds",
-        ms(granted.at - handed_at),
-        ms(granted.at - handed_at - next_took)
-    );
-    assert_eq!(unlocked.text, "unlocked LeaseLost");
-
-    // The real holder keeps the lock, untouched by the late child.
-    let status = next.status(10).unwrap();
-    let holder = status.holder.clone().expect("still held");
-    assert_eq!(holder.who.client_id(), next_client.id(), "{status:?}");
-    assert_eq!(holder.fencing_token, next_guard.fencing_token());
-    assert!(next_guard.fencing_token() > handed_token);
-    assert!(!next_guard.is_lease_lost());
-    next_guard.unlock().unwrap();
-    assert!(children
-        .wait_exit(child, Duration::from_secs(10), true)
-        .success());
 }

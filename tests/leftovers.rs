@@ -94,12 +94,17 @@ fn writes_resumed(server: &RedisServer) -> Instant {
 
 /// Who holds the lock, in words, naming `suspect`'s client.
 fn holder_of(status: &LockStatus, suspect: &Client) -> String {
+    holder_named(status, suspect.id(), "the timed-out client")
+}
+
+/// Who holds the lock, in words: `name` for client `id`.
+fn holder_named(status: &LockStatus, id: &str, name: &str) -> String {
     match &status.holder {
         None => "free".to_owned(),
         Some(holder) => format!(
             "held by {} (count {}, lease left {:?})",
-            if holder.who.client_id() == suspect.id() {
-                "the timed-out client"
+            if holder.who.client_id() == id {
+                name
             } else {
                 "another client"
             },
@@ -718,23 +723,6 @@ fn client_through(relay: &Relay, lease: Duration, waiter_timeout: Duration) -> C
         .expect("the client connects through the relay")
 }
 
-/// Who holds the lock, in words, naming the client cut off behind the relay.
-fn holder_behind_cut(status: &LockStatus, cut_off_id: &str) -> String {
-    match &status.holder {
-        None => "free".to_owned(),
-        Some(holder) => format!(
-            "held by {} (count {}, lease left {:?})",
-            if holder.who.client_id() == cut_off_id {
-                "the client behind the relay"
-            } else {
-                "another client"
-            },
-            holder.hold_count,
-            holder.remaining_lease
-        ),
-    }
-}
-
 /// True when `client` holds the lock, as `status` says.
 fn held_by(status: &LockStatus, client: &Client) -> bool {
     status
@@ -776,7 +764,7 @@ fn unlock_over_a_cut_link(
     assert!(
         held_by(&status, client),
         "the failed unlock() reached Redis after all (the test needs it not to): the lock is {}",
-        holder_behind_cut(&status, client.id())
+        holder_named(&status, client.id(), "the client behind the relay")
     );
 }
 
@@ -802,7 +790,7 @@ fn still_held_throughout(
     assert!(
         !let_go,
         "the lock was freed {while_what}: it is {}",
-        holder_behind_cut(&seen.unwrap(), client.id())
+        holder_named(&seen.unwrap(), client.id(), "the client behind the relay")
     );
 }
 
@@ -849,7 +837,7 @@ fn an_unlock_that_never_reached_redis_is_given_back_once_redis_answers() {
         got.is_some(),
         "the hold of the failed unlock() was not given back within 3 s of the link healing: \
          the lock is {}",
-        holder_behind_cut(&status, client.id())
+        holder_named(&status, client.id(), "the client behind the relay")
     );
     drop(got);
     drop(client);
@@ -907,7 +895,7 @@ fn a_client_dropped_after_a_failed_unlock_gives_it_back_before_it_stops() {
         got.is_some(),
         "the client was dropped, yet the hold of its failed unlock() was not given back: the \
          lock is {}",
-        holder_behind_cut(&status, &client_id)
+        holder_named(&status, &client_id, "the client behind the relay")
     );
     let drop_bound = CUT_COMMAND_TIMEOUT + Duration::from_secs(1);
     assert!(
