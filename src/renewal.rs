@@ -5,6 +5,7 @@
 //! server) never make a renewal wait for one.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -76,17 +77,19 @@ impl OwnConns {
 
     /// Runs `call` on `node` if given, or through the deployment's own
     /// connection when the node is unknown, unreachable, or says the slot
-    /// is served elsewhere (the slot map was stale).
+    /// is served elsewhere: then the slot map is stale, and `stale` is set.
     fn with_node_or_cluster<T>(
         &self,
         backend: &Backend,
         node: Option<&Address>,
+        stale: &AtomicBool,
         mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<T> {
         if node.is_some() {
             match self.with(backend, node, &mut call) {
                 Err(err) if err.is_connection() || err.is_slot_moving() => {
                     log::debug!("fairlock: renewing through the cluster client: {err}");
+                    stale.store(true, Ordering::Relaxed);
                 }
                 other => return other,
             }
@@ -100,9 +103,12 @@ impl OwnConns {
 pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Result<()> {
     let mut outcome = Ok(());
     let conns = &shared.own_conns;
+    let stale = shared.cluster_rounds.map_stale();
     if !batch.holds.is_empty() || !batch.groups.is_empty() {
         let sent = Instant::now();
-        match conns.with_node_or_cluster(&shared.backend, node, |conn| renew(shared, conn, batch)) {
+        match conns.with_node_or_cluster(&shared.backend, node, stale, |conn| {
+            renew(shared, conn, batch)
+        }) {
             Ok(replies) => apply(shared, batch, replies, sent),
             // Without a confirmed renewal, a hold counts as lost once its
             // last confirmed lease has run out (Hold::is_lost compares the time).
@@ -111,9 +117,9 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
     }
     for entry in &batch.give_backs {
         let sent = Instant::now();
-        match conns
-            .with_node_or_cluster(&shared.backend, node, |conn| give_back(shared, conn, entry))
-        {
+        match conns.with_node_or_cluster(&shared.backend, node, stale, |conn| {
+            give_back(shared, conn, entry)
+        }) {
             Ok(_) => shared.give_backs.confirmed(entry, sent),
             Err(err) if err.is_connection() => {
                 outcome = outcome.and(Err(err));

@@ -127,7 +127,10 @@ fn tick(shared: &Arc<Shared>, round: u64) {
             cluster.in_flight.lock().remove(&group);
         }
     }
-    if round.is_multiple_of(SLOT_MAP_ROUNDS) || cluster.map_stale.load(Ordering::Relaxed) {
+    if map.is_none()
+        || round.is_multiple_of(SLOT_MAP_ROUNDS)
+        || cluster.map_stale.load(Ordering::Relaxed)
+    {
         refresh_slot_map(shared);
     }
 }
@@ -166,6 +169,13 @@ fn refresh_slot_map(shared: &Arc<Shared>) {
 enum Group {
     Master(Address),
     Slot(u16),
+}
+
+impl ClusterRounds {
+    /// Set when a node did not answer for its slots as the map said.
+    pub(crate) fn map_stale(&self) -> &AtomicBool {
+        &self.map_stale
+    }
 }
 
 /// The watchdog's view of a cluster, shared with its renewal threads.
