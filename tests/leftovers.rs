@@ -1006,3 +1006,77 @@ fn the_relay_holds_bytes_back_while_stalled_and_drops_them_while_cut() {
         relay.refused_connections()
     );
 }
+
+/// A `try_lock_for` whose deadline passes while its link is stalled, just
+/// after the lock was handed to it: the grant message waits in the link
+/// and the cancel that leaves the queue times out, so the call reports a
+/// connection error. Once the link flows again, the hold it was handed
+/// (a fixed 30 s lease) is given back at once instead of being kept by a
+/// call that already returned.
+#[test]
+fn a_wait_that_times_out_as_it_is_handed_the_lock_gives_the_grant_back() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let name = "grant-at-timeout";
+    let client = client_through(&relay, Duration::from_secs(2), Duration::from_secs(1));
+    let observer_client = server.client();
+    let observer = observer_client.fair_mutex(name);
+    let guard = observer.lock().unwrap();
+
+    let patience = Duration::from_millis(1500);
+    let waiting = client.fair_mutex(name).with_lease(Duration::from_secs(30));
+    let started = Instant::now();
+    let waiter = std::thread::spawn(move || {
+        let outcome = waiting.try_lock_for(patience);
+        let kind = outcome.map(|guard| guard.map(|g| g.fencing_token()));
+        (kind.map_err(|err| err.kind()), Instant::now())
+    });
+    assert!(
+        wait_until(Duration::from_secs(1), || observer
+            .status(1)
+            .unwrap()
+            .queue_len
+            == 1),
+        "the waiter did not queue"
+    );
+    // Stall 300 ms before its deadline, then hand it the lock.
+    std::thread::sleep(
+        (started + patience - CUT_COMMAND_TIMEOUT).saturating_duration_since(Instant::now()),
+    );
+    relay.stall();
+    guard.unlock().unwrap();
+    let handed = observer.status(1).unwrap();
+    assert!(
+        held_by(&handed, &client),
+        "the lock was not handed to the stalled waiter: {handed:?}"
+    );
+
+    let (outcome, returned) = join_within(waiter, Duration::from_secs(5), "the stalled waiter");
+    eprintln!(
+        "leftovers: the stalled try_lock_for({patience:?}) returned {outcome:?} after {:.0} ms",
+        ms(returned - started)
+    );
+    assert_eq!(outcome, Err(ErrorKind::Connection));
+    assert!(
+        held_by(&observer.status(1).unwrap(), &client),
+        "still handed to the call that returned, while the link is stalled"
+    );
+    relay.resume();
+    let resumed = Instant::now();
+    let got = observer.try_lock_for(Duration::from_secs(3)).unwrap();
+    let took = resumed.elapsed();
+    let status = observer.status(1).unwrap();
+    eprintln!(
+        "leftovers: after the link resumed the other client got the lock in {:.0} ms",
+        ms(took)
+    );
+    assert!(
+        got.is_some(),
+        "the grant to the call that gave up was kept: the lock is {}",
+        holder_named(&status, client.id(), "the client that gave up")
+    );
+    drop(got);
+    drop(client);
+    no_key_without_ttl(&server, "after the grant was given back");
+}
