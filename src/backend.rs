@@ -226,35 +226,33 @@ impl Backend {
 
     /// A pooled connection, waiting at most the connect timeout for one.
     pub(crate) fn get(&self) -> Result<Conn> {
+        self.checkout(self.connect_timeout)
+    }
+
+    /// A pooled connection if one is free within `timeout` (for shutdown).
+    pub(crate) fn get_timeout(&self, timeout: Duration) -> Option<Conn> {
+        self.checkout(timeout).ok()
+    }
+
+    /// A pooled connection within `timeout`. On a cluster, stale idle
+    /// connections go back (and are dropped) until a current one turns up;
+    /// a new one reads the slot map afresh.
+    fn checkout(&self, timeout: Duration) -> Result<Conn> {
         Ok(match &self.pool {
-            Pool::Single(pool) => Conn::Single(pool.get()?),
+            Pool::Single(pool) => Conn::Single(pool.get_timeout(timeout)?),
             Pool::Cluster(pool) => {
-                // Stale idle connections go back (and are dropped) until a
-                // current one turns up; a new one reads the slot map afresh.
-                let mut conn = pool.get()?;
+                let mut conn = pool.get_timeout(timeout)?;
                 for _ in 0..pool.max_size() {
                     if !conn.is_stale() {
                         break;
                     }
                     drop(conn);
-                    conn = pool.get()?;
+                    conn = pool.get_timeout(timeout)?;
                 }
                 Conn::Cluster(Box::new(conn))
             }
-            Pool::Sentinel(pool) => Conn::Sentinel(pool.get()?),
+            Pool::Sentinel(pool) => Conn::Sentinel(pool.get_timeout(timeout)?),
         })
-    }
-
-    /// A pooled connection if one is free within `timeout` (for shutdown).
-    pub(crate) fn get_timeout(&self, timeout: Duration) -> Option<Conn> {
-        match &self.pool {
-            Pool::Single(pool) => pool.get_timeout(timeout).ok().map(Conn::Single),
-            Pool::Cluster(pool) => pool
-                .get_timeout(timeout)
-                .ok()
-                .map(|conn| Conn::Cluster(Box::new(conn))),
-            Pool::Sentinel(pool) => pool.get_timeout(timeout).ok().map(Conn::Sentinel),
-        }
     }
 
     /// The cluster's slot map, read on a pooled connection (`None` off a
@@ -536,19 +534,6 @@ impl SentinelManager {
 pub(crate) struct SentinelConnection {
     conn: redis::Connection,
     demoted: bool,
-}
-
-impl std::ops::Deref for SentinelConnection {
-    type Target = redis::Connection;
-    fn deref(&self) -> &redis::Connection {
-        &self.conn
-    }
-}
-
-impl std::ops::DerefMut for SentinelConnection {
-    fn deref_mut(&mut self) -> &mut redis::Connection {
-        &mut self.conn
-    }
 }
 
 impl r2d2::ManageConnection for SentinelManager {

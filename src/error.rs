@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
 
 /// What went wrong, coarse enough to branch on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,10 +32,12 @@ pub enum ErrorKind {
 ///
 /// The underlying cause, when there is one (a `redis::RedisError`, an
 /// `r2d2::Error`), is kept and exposed through [`source`](StdError::source).
+/// Cheap to clone: the cause is shared.
+#[derive(Clone)]
 pub struct Error {
     kind: ErrorKind,
     message: Cow<'static, str>,
-    source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+    source: Option<Arc<dyn StdError + Send + Sync + 'static>>,
 }
 
 /// `Result` with fairlock's [`Error`].
@@ -57,7 +60,7 @@ impl Error {
         Error {
             kind,
             message: message.into(),
-            source: Some(Box::new(source)),
+            source: Some(Arc::new(source)),
         }
     }
 
@@ -206,7 +209,7 @@ mod tests {
 
     #[test]
     fn error_is_send_sync_static() {
-        fn assert_bounds<T: StdError + Send + Sync + 'static>() {}
+        fn assert_bounds<T: StdError + Send + Sync + Clone + 'static>() {}
         assert_bounds::<Error>();
     }
 

@@ -36,17 +36,9 @@ use crate::waiters::{Waiter, Wake};
 pub struct FairMutex {
     client: Arc<ClientInner>,
     name: Arc<str>,
-    /// None when the name is invalid; every call then reports why.
-    keys: Option<Arc<LockKeys>>,
+    /// The name's keys, or why the name is invalid (every call reports it).
+    keys: Result<Arc<LockKeys>>,
     fixed_lease: Option<Duration>,
-}
-
-/// How long an acquisition may wait.
-#[derive(Debug, Clone, Copy)]
-enum Patience {
-    None,
-    Until(Instant),
-    Forever,
 }
 
 /// Consecutive connection failures of one waiting call.
@@ -111,19 +103,9 @@ impl Outcome {
 /// Most waiters `status` lists: more than any queue Redis holds in memory.
 const MAX_LISTED: usize = 1_000_000_000;
 
-/// State as read by `inspect.lua`.
-struct Snapshot {
-    holder: String,
-    my_count: u32,
-    pttl_ms: i64,
-    live_waiters: usize,
-}
-
 impl FairMutex {
     pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
-        let keys = LockKeys::new(&client.shared.config.key_prefix, name)
-            .ok()
-            .map(Arc::new);
+        let keys = LockKeys::new(&client.shared.config.key_prefix, name).map(Arc::new);
         FairMutex {
             client,
             name: name.into(),
@@ -160,7 +142,7 @@ impl FairMutex {
     /// mid-call): whatever it took or queued is given back by the client
     /// as soon as Redis answers again, never left as a hold nobody releases.
     pub fn lock(&self) -> Result<FairMutexGuard> {
-        self.acquire(Patience::Forever, None)?.ok_or_else(|| {
+        self.wait(None, None)?.ok_or_else(|| {
             Error::new(
                 ErrorKind::Server,
                 "an unbounded wait ended without the lock",
@@ -175,7 +157,10 @@ impl FairMutex {
     /// # Errors
     /// As [`lock`](Self::lock).
     pub fn try_lock(&self) -> Result<Option<FairMutexGuard>> {
-        self.acquire(Patience::None, None)
+        let waiter = self.waiter()?;
+        let (lease, fixed) = self.lease()?;
+        self.attempt(&waiter, Mode::Try, lease, fixed)
+            .inspect_err(|_| self.give_back_later(&waiter))
     }
 
     /// Waits in FIFO order for at most `timeout`. On timeout the queue entry
@@ -215,10 +200,8 @@ impl FairMutex {
         if timeout == Some(Duration::ZERO) || cancel.is_some_and(WaitCanceller::is_cancelled) {
             return self.try_lock();
         }
-        let patience = timeout
-            .and_then(|t| Instant::now().checked_add(t))
-            .map_or(Patience::Forever, Patience::Until);
-        self.acquire(patience, cancel)
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        self.wait(deadline, cancel)
     }
 
     /// True when some thread, anywhere, holds the lock.
@@ -226,7 +209,7 @@ impl FairMutex {
     /// # Errors
     /// [`ErrorKind::InvalidName`], [`ErrorKind::Connection`].
     pub fn is_locked(&self) -> Result<bool> {
-        Ok(!self.inspect()?.holder.is_empty())
+        Ok(self.status(0)?.holder.is_some())
     }
 
     /// True when the calling thread (through this client) holds the lock.
@@ -234,7 +217,7 @@ impl FairMutex {
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        Ok(self.inspect()?.my_count > 0)
+        Ok(self.hold_count()? > 0)
     }
 
     /// How many guards the calling thread holds on this lock (0 if none).
@@ -242,7 +225,16 @@ impl FairMutex {
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
     pub fn hold_count(&self) -> Result<u32> {
-        Ok(self.inspect()?.my_count)
+        let shared = self.shared();
+        let owner = shared.owner_id();
+        // Only a hold this thread has a live guard of counts as its own.
+        let live = shared.holds.live_token(self.keys()?.lock(), &owner);
+        Ok(match self.status(0)?.holder {
+            Some(holder) if holder.who.owner == owner && holder.fencing_token == live => {
+                holder.hold_count
+            }
+            _ => 0,
+        })
     }
 
     /// Lease left on the current hold, whoever holds it; `None` when free.
@@ -250,8 +242,7 @@ impl FairMutex {
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
     pub fn remaining_lease(&self) -> Result<Option<Duration>> {
-        let pttl = self.inspect()?.pttl_ms;
-        Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
+        Ok(self.status(0)?.holder.and_then(|h| h.remaining_lease))
     }
 
     /// Number of live waiters queued (dead ones not yet removed are not counted).
@@ -259,7 +250,7 @@ impl FairMutex {
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
     pub fn queue_len(&self) -> Result<usize> {
-        Ok(self.inspect()?.live_waiters)
+        Ok(self.status(0)?.queue_len)
     }
 
     /// Everything about the lock in one atomic read: the holder (owner id,
@@ -319,11 +310,7 @@ impl FairMutex {
     }
 
     fn keys(&self) -> Result<&Arc<LockKeys>> {
-        match &self.keys {
-            Some(keys) => Ok(keys),
-            None => Err(LockKeys::new(&self.shared().config.key_prefix, &self.name)
-                .expect_err("keys are only missing for an invalid name")),
-        }
+        self.keys.as_ref().map_err(Error::clone)
     }
 
     /// (lease, fixed) of this handle's acquisitions.
@@ -334,57 +321,36 @@ impl FairMutex {
         }
     }
 
-    fn inspect(&self) -> Result<Snapshot> {
-        let shared = self.shared();
-        let owner = shared.owner_id();
-        let keys = self.keys()?;
-        // Only a hold this thread has a live guard of counts as its own.
-        let live = shared.holds.live_token(keys.lock(), &owner).to_string();
-        let reply = shared.run_script(
-            &shared.scripts.inspect,
-            keys,
-            &[owner.as_bytes(), live.as_bytes()],
-        )?;
-        let parsed: Option<(String, i64, i64, i64, i64)> =
-            redis::from_redis_value(reply.clone()).ok();
-        let (holder, count, _token, pttl_ms, live) =
-            parsed.ok_or_else(|| scripts::unexpected(&reply))?;
-        Ok(Snapshot {
-            holder,
-            my_count: u32::try_from(count).unwrap_or(0),
-            pttl_ms,
-            live_waiters: usize::try_from(live).unwrap_or(0),
-        })
-    }
-
-    fn acquire(
-        &self,
-        patience: Patience,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<FairMutexGuard>> {
+    /// A new call of this thread on this lock, with its own wait id.
+    fn waiter(&self) -> Result<Arc<Waiter>> {
         let keys = Arc::clone(self.keys()?);
         let (lease, fixed) = self.lease()?;
         let shared = self.shared();
-        let owner = shared.owner_id();
         let renew_lease_ms = if fixed { 0 } else { lease.as_millis() as u64 };
-        let waiter = Arc::new(Waiter::new(
+        Ok(Arc::new(Waiter::new(
             shared.next_wait_id(),
             keys,
-            owner,
+            shared.owner_id(),
             renew_lease_ms,
-        ));
-        if let Patience::None = patience {
-            return self
-                .attempt(&waiter, Mode::Try, lease, fixed)
-                .inspect_err(|_| self.give_back_later(&waiter));
-        }
+        )))
+    }
+
+    /// Waits in the queue until `deadline` (`None`: no limit) or `cancel`.
+    fn wait(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&WaitCanceller>,
+    ) -> Result<Option<FairMutexGuard>> {
+        let waiter = self.waiter()?;
+        let (lease, fixed) = self.lease()?;
+        let shared = self.shared();
         // Registered before the first attempt reaches Redis, so that no
         // handoff message can arrive for an id nobody listens to.
         shared.waiters.insert(Arc::clone(&waiter));
         if let Some(cancel) = cancel {
             cancel.watch(&waiter);
         }
-        let result = self.wait_in_queue(&waiter, patience, lease, fixed);
+        let result = self.wait_in_queue(&waiter, deadline, lease, fixed);
         shared.waiters.remove(waiter.id);
         result
     }
@@ -392,14 +358,10 @@ impl FairMutex {
     fn wait_in_queue(
         &self,
         waiter: &Waiter,
-        patience: Patience,
+        deadline: Option<Instant>,
         lease: Duration,
         fixed: bool,
     ) -> Result<Option<FairMutexGuard>> {
-        let deadline = match patience {
-            Patience::Until(at) => Some(at),
-            _ => None,
-        };
         let mut mode = Mode::First;
         let mut outage = Outage::default();
         loop {

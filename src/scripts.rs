@@ -49,7 +49,6 @@ pub(crate) struct Scripts {
     pub(crate) cancel: LuaScript,
     pub(crate) abandon: LuaScript,
     pub(crate) force_release: LuaScript,
-    pub(crate) inspect: LuaScript,
     pub(crate) status: LuaScript,
 }
 
@@ -63,7 +62,6 @@ impl Scripts {
             cancel: lock_script!("cancel.lua"),
             abandon: lock_script!("abandon.lua"),
             force_release: lock_script!("force_release.lua"),
-            inspect: lock_script!("inspect.lua"),
             status: lock_script!("status.lua"),
         }
     }
@@ -80,7 +78,6 @@ impl Scripts {
             &self.cancel,
             &self.abandon,
             &self.force_release,
-            &self.inspect,
             &self.status,
         ];
         if !conn.supports_pipelining() {
