@@ -13,10 +13,10 @@ use crate::config::{ClientBuilder, Config};
 use crate::error::{Error, ErrorKind, Result};
 use crate::give_backs::GiveBacks;
 use crate::holds::Holds;
-use crate::keys::LockKeys;
 use crate::mutex::FairMutex;
+use crate::protocol::{Abandon, LockKeys, Operation, SyncReplicas, WakeMessage};
 use crate::renewal::OwnConns;
-use crate::scripts::{self, LuaScript, Scripts};
+use crate::scripts::Scripts;
 use crate::waiters::Waiters;
 use crate::watchdog::ClusterRounds;
 use crate::{subscriber, watchdog};
@@ -327,49 +327,36 @@ impl Shared {
         }
     }
 
-    /// Runs one lock script on a pooled connection: one round trip.
-    pub(crate) fn run_script(
-        &self,
-        script: &LuaScript,
-        keys: &LockKeys,
-        args: &[&[u8]],
-    ) -> Result<redis::Value> {
-        self.through_slot_moves(|| {
-            self.with_connection(|conn| scripts::run(script, conn, keys, &self.wake_prefix, args))
-        })
+    /// Runs `op` on the lock `keys` on a pooled connection: one round trip.
+    pub(crate) fn call<O: Operation>(&self, keys: &LockKeys, op: &O) -> Result<O::Reply> {
+        Ok(self.call_with(keys, op, None)?.0)
     }
 
-    /// Runs one lock script that writes, still in one round trip: with
+    /// Runs a writing `op`, still in one round trip: with
     /// [`sync_replicas`](ClientBuilder::sync_replicas) set, a `WAIT` rides
-    /// in the same pipeline and a shortfall comes back in [`Written`].
-    pub(crate) fn run_write(
+    /// in the same pipeline and a shortfall ([`ErrorKind::NotReplicated`])
+    /// comes back beside the reply.
+    pub(crate) fn call_write<O: Operation>(
         &self,
-        script: &LuaScript,
         keys: &LockKeys,
-        args: &[&[u8]],
-    ) -> Result<Written> {
-        let Some(sync) = self.config.sync_replicas else {
-            return Ok(Written {
-                reply: self.run_script(script, keys, args)?,
-                shortfall: None,
-            });
-        };
-        let (reply, acknowledged) = self.through_slot_moves(|| {
-            self.with_connection(|conn| {
-                scripts::run_and_wait(
-                    &self.scripts,
-                    script,
-                    conn,
-                    keys,
-                    &self.wake_prefix,
-                    args,
-                    sync,
-                )
-            })
-        })?;
-        Ok(Written {
-            reply,
-            shortfall: replication_shortfall(sync, acknowledged),
+        op: &O,
+    ) -> Result<(O::Reply, Option<Error>)> {
+        let sync = self.config.sync_replicas;
+        let (reply, acknowledged) = self.call_with(keys, op, sync)?;
+        let shortfall = sync
+            .zip(acknowledged)
+            .and_then(|(sync, acknowledged)| sync.shortfall(acknowledged));
+        Ok((reply, shortfall))
+    }
+
+    fn call_with<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+        sync: Option<SyncReplicas>,
+    ) -> Result<(O::Reply, Option<i64>)> {
+        self.through_slot_moves(|| {
+            self.with_connection(|conn| self.scripts.run(conn, keys, &self.wake_prefix, op, sync))
         })
     }
 
@@ -389,9 +376,7 @@ impl Shared {
     /// Gives back call `call` of `owner` now (Redis just answered), or
     /// later through the watchdog if that fails.
     pub(crate) fn give_back_now(&self, keys: &Arc<LockKeys>, owner: &str, call: u64) {
-        let call_arg = call.to_string();
-        let args: [&[u8]; 2] = [owner.as_bytes(), call_arg.as_bytes()];
-        if let Err(err) = self.run_script(&self.scripts.abandon, keys, &args) {
+        if let Err(err) = self.call(keys, &Abandon { owner, call }) {
             log::warn!("fairlock: giving back call {call} failed, the watchdog retries: {err}");
             self.give_back_later(keys, owner, call);
         }
@@ -438,33 +423,8 @@ impl Shared {
         if let Some(mut conn) = self.backend.get_timeout(Duration::from_millis(200)) {
             let _: redis::RedisResult<i64> = redis::cmd("PUBLISH")
                 .arg(self.wake_channel())
-                .arg("S")
+                .arg(WakeMessage::STOP)
                 .query(conn.get());
         }
     }
-}
-
-/// The reply of a writing script and, with `sync_replicas`, whether enough
-/// replicas acknowledged it.
-pub(crate) struct Written {
-    pub(crate) reply: redis::Value,
-    /// `Some` ([`ErrorKind::NotReplicated`]) when fewer replicas than asked
-    /// acknowledged the write in time.
-    pub(crate) shortfall: Option<Error>,
-}
-
-/// The [`ErrorKind::NotReplicated`] error when `acknowledged` falls short.
-pub(crate) fn replication_shortfall(
-    sync: crate::config::SyncReplicas,
-    acknowledged: i64,
-) -> Option<Error> {
-    (acknowledged < i64::from(sync.replicas)).then(|| {
-        Error::new(
-            ErrorKind::NotReplicated,
-            format!(
-                "{acknowledged} of the {} replicas asked for acknowledged the write within {:?}",
-                sync.replicas, sync.timeout
-            ),
-        )
-    })
 }

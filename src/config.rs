@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
+use crate::protocol::SyncReplicas;
 
 /// Settings of one [`Client`], fixed when it is built.
 #[derive(Clone)]
@@ -23,13 +24,6 @@ pub(crate) struct Config {
     pub(crate) tls_root_cert: Option<Vec<u8>>,
     /// Replicas that must acknowledge every lock write (`WAIT`), if any.
     pub(crate) sync_replicas: Option<SyncReplicas>,
-}
-
-/// How many replicas must acknowledge each write, and for how long to wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SyncReplicas {
-    pub(crate) replicas: u32,
-    pub(crate) timeout: Duration,
 }
 
 impl Default for Config {

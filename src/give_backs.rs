@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::keys::LockKeys;
+use crate::protocol::LockKeys;
 
 /// Most entries kept; past it the oldest is dropped (its lease and its
 /// queue entry still run out by themselves).

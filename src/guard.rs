@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holds::Hold;
 use crate::mutex::FairMutex;
-use crate::scripts;
+use crate::protocol::{Release, ReleaseReply};
 
 /// Holds the lock until [`unlock`](Self::unlock)ed or dropped.
 ///
@@ -88,27 +88,20 @@ impl FairMutexGuard {
         }
         let shared = &self.mutex.client().shared;
         shared.holds.unregister(&self.hold);
-        let token = self.hold.token.to_string();
-        let call = self.call.to_string();
-        let written = shared
-            .run_write(
-                &shared.scripts.release,
-                &self.hold.keys,
-                &[
-                    self.hold.owner.as_bytes(),
-                    token.as_bytes(),
-                    call.as_bytes(),
-                ],
-            )
-            .inspect_err(|_| {
-                // Not sent, or its reply lost: the watchdog gives this
-                // guard's count back once Redis answers, so the lock does
-                // not wait for its lease to run out.
-                shared.give_back_later(&self.hold.keys, &self.hold.owner, self.call);
-            })?;
-        match written.reply {
-            redis::Value::Int(left) if left >= 0 => written.shortfall.map_or(Ok(()), Err),
-            redis::Value::Int(_) => {
+        let op = Release {
+            owner: &self.hold.owner,
+            token: self.hold.token,
+            call: self.call,
+        };
+        let (reply, shortfall) = shared.call_write(&self.hold.keys, &op).inspect_err(|_| {
+            // Not sent, or its reply lost: the watchdog gives this
+            // guard's count back once Redis answers, so the lock does
+            // not wait for its lease to run out.
+            shared.give_back_later(&self.hold.keys, &self.hold.owner, self.call);
+        })?;
+        match reply {
+            ReleaseReply::Left(_) => shortfall.map_or(Ok(()), Err),
+            ReleaseReply::NotHeld => {
                 self.hold.mark_lost();
                 Err(Error::new(
                     ErrorKind::LeaseLost,
@@ -119,7 +112,6 @@ impl FairMutexGuard {
                     ),
                 ))
             }
-            other => Err(scripts::unexpected(&other)),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::keys::LockKeys;
+use crate::protocol::LockKeys;
 
 /// One acquisition of one lock: shared by the guard and its re-entrant
 /// guards (same token), and by the watchdog when the lease is renewed.

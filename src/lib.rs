@@ -58,8 +58,8 @@ mod error;
 mod give_backs;
 mod guard;
 mod holds;
-mod keys;
 mod mutex;
+mod protocol;
 mod renewal;
 mod scripts;
 mod slot_map;
@@ -74,8 +74,8 @@ pub use client::Client;
 pub use config::{ClientBuilder, MAX_LEASE, MAX_TIMEOUT, MIN_LEASE};
 pub use error::{Error, ErrorKind, Result};
 pub use guard::FairMutexGuard;
-pub use keys::MAX_NAME_LEN;
 pub use mutex::FairMutex;
+pub use protocol::keys::MAX_NAME_LEN;
 pub use status::{Holder, LockStatus, Participant, QueuedWaiter};
 
 #[cfg(test)]

@@ -3,16 +3,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::Value;
-
 use crate::cancel::WaitCanceller;
 use crate::client::{ClientInner, Shared};
 use crate::config::check_lease;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::FairMutexGuard;
 use crate::holds::Hold;
-use crate::keys::LockKeys;
-use crate::scripts::{self, AcquireReply, LuaScript};
+use crate::protocol::{
+    Acquire, AcquireReply, Cancel, CancelReply, ForceRelease, LockKeys, Mode, Renew, Status,
+};
 use crate::status::{LockStatus, Participant};
 use crate::waiters::{Waiter, Wake};
 
@@ -62,46 +61,6 @@ impl Outage {
         Some(now + backoff)
     }
 }
-
-/// What one acquire attempt asks of the script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Try,
-    First,
-    Poll,
-}
-
-impl Mode {
-    fn as_arg(self) -> &'static [u8] {
-        match self {
-            Mode::Try => b"try",
-            Mode::First => b"first",
-            Mode::Poll => b"poll",
-        }
-    }
-}
-
-/// What acquire or cancel came to.
-enum Outcome {
-    Acquired(FairMutexGuard),
-    Waiting {
-        pttl_ms: i64,
-        position: Option<u64>,
-        last_token: u64,
-    },
-}
-
-impl Outcome {
-    fn into_guard(self) -> Option<FairMutexGuard> {
-        match self {
-            Outcome::Acquired(guard) => Some(guard),
-            Outcome::Waiting { .. } => None,
-        }
-    }
-}
-
-/// Most waiters `status` lists: more than any queue Redis holds in memory.
-const MAX_LISTED: usize = 1_000_000_000;
 
 impl FairMutex {
     pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
@@ -261,11 +220,10 @@ impl FairMutex {
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
     pub fn status(&self, max_waiters: usize) -> Result<LockStatus> {
-        let shared = self.shared();
-        // Any bound past the longest queue Redis can hold lists it all.
-        let limit = max_waiters.min(MAX_LISTED).to_string();
-        let reply = shared.run_script(&shared.scripts.status, self.keys()?, &[limit.as_bytes()])?;
-        LockStatus::parse(reply)
+        let limit = Status { limit: max_waiters };
+        Ok(LockStatus::from_reply(
+            self.shared().call(self.keys()?, &limit)?,
+        ))
     }
 
     /// Frees the lock whoever holds it and hands it to the next waiter.
@@ -286,22 +244,13 @@ impl FairMutex {
     pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
         let shared = self.shared();
         // A call key, so that the call delivered twice frees the lock once.
-        let call = format!("{}#{}", shared.client_id, shared.next_wait_id());
-        let written = shared.run_write(
-            &shared.scripts.force_release,
-            self.keys()?,
-            &[call.as_bytes()],
-        )?;
-        if let Some(shortfall) = written.shortfall {
-            return Err(shortfall);
-        }
-        match written.reply {
-            Value::Nil => Ok(None),
-            other => {
-                let owner: String = redis::from_redis_value(other.clone())
-                    .map_err(|_| scripts::unexpected(&other))?;
-                Ok(Some(Participant { owner }))
-            }
+        let op = ForceRelease {
+            call_key: format!("{}#{}", shared.client_id, shared.next_wait_id()),
+        };
+        let (holder, shortfall) = shared.call_write(self.keys()?, &op)?;
+        match shortfall {
+            Some(shortfall) => Err(shortfall),
+            None => Ok(holder.map(|owner| Participant { owner })),
         }
     }
 
@@ -326,12 +275,11 @@ impl FairMutex {
         let keys = Arc::clone(self.keys()?);
         let (lease, fixed) = self.lease()?;
         let shared = self.shared();
-        let renew_lease_ms = if fixed { 0 } else { lease.as_millis() as u64 };
         Ok(Arc::new(Waiter::new(
             shared.next_wait_id(),
             keys,
             shared.owner_id(),
-            renew_lease_ms,
+            (!fixed).then_some(lease),
         )))
     }
 
@@ -425,38 +373,61 @@ impl FairMutex {
         fixed: bool,
     ) -> Result<Option<FairMutexGuard>> {
         let shared = self.shared();
-        let waiter_timeout_ms = shared.config.waiter_timeout.as_millis().to_string();
-        let wait_id = waiter.id.to_string();
-        // Re-entry needs a live guard of the hold in this client.
-        let live = shared
-            .holds
-            .live_token(waiter.keys.lock(), &waiter.owner)
-            .to_string();
-        let extra: [&[u8]; 4] = [
-            waiter_timeout_ms.as_bytes(),
-            mode.as_arg(),
-            wait_id.as_bytes(),
-            live.as_bytes(),
-        ];
+        let op = Acquire {
+            owner: &waiter.owner,
+            lease,
+            fixed,
+            waiter_timeout: shared.config.waiter_timeout,
+            mode,
+            wait_id: waiter.id,
+            // Re-entry needs a live guard of the hold in this client.
+            live_token: shared.holds.live_token(waiter.keys.lock(), &waiter.owner),
+        };
         let sent = Instant::now();
         if mode == Mode::First {
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        let outcome = self.run_for(&shared.scripts.acquire, waiter, lease, fixed, &extra)?;
-        if let Outcome::Waiting {
-            pttl_ms,
-            position,
-            last_token,
-        } = outcome
-        {
-            if position.is_some() {
-                waiter.saw_queued(sent, last_token);
+        match shared.call_write(&waiter.keys, &op)? {
+            (AcquireReply::Acquired { token, pttl_ms }, shortfall) => self
+                .acquired(waiter, token, pttl_ms, sent, shortfall)
+                .map(Some),
+            // A queue entry too few replicas saw costs at most its place
+            // after a failover; the wait goes on.
+            (
+                AcquireReply::Waiting {
+                    pttl_ms,
+                    position,
+                    last_token,
+                },
+                _,
+            ) => {
+                if position.is_some() {
+                    waiter.saw_queued(sent, last_token);
+                }
+                waiter.schedule_after_reply(position, pttl_ms);
+                Ok(None)
             }
-            waiter.schedule_after_reply(position, pttl_ms);
-            return Ok(None);
         }
-        Ok(outcome.into_guard())
+    }
+
+    /// The guard of a hold this call was answered with (the request sent
+    /// at `sent`, `pttl_ms` of lease left then), unless too few replicas
+    /// saw it: then it is given back.
+    fn acquired(
+        &self,
+        waiter: &Waiter,
+        token: u64,
+        pttl_ms: i64,
+        sent: Instant,
+        shortfall: Option<Error>,
+    ) -> Result<FairMutexGuard> {
+        if let Some(shortfall) = shortfall {
+            self.roll_back(waiter);
+            return Err(shortfall);
+        }
+        let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
+        Ok(self.guard(waiter, token, sent + lease_left))
     }
 
     /// Removes the waiter's queue entry; returns the guard instead if the
@@ -468,10 +439,18 @@ impl FairMutex {
         lease: Duration,
         fixed: bool,
     ) -> Result<Option<FairMutexGuard>> {
-        let cancel = &self.shared().scripts.cancel;
-        let wait_id = waiter.id.to_string();
-        match self.run_for(cancel, waiter, lease, fixed, &[wait_id.as_bytes()]) {
-            Ok(outcome) => Ok(outcome.into_guard()),
+        let op = Cancel {
+            owner: &waiter.owner,
+            lease,
+            fixed,
+            wait_id: waiter.id,
+        };
+        let sent = Instant::now();
+        match self.shared().call_write(&waiter.keys, &op) {
+            Ok((CancelReply::Kept { token, pttl_ms }, shortfall)) => self
+                .acquired(waiter, token, pttl_ms, sent, shortfall)
+                .map(Some),
+            Ok((CancelReply::Left, _)) => Ok(None),
             Err(err) => {
                 self.give_back_later(waiter);
                 Err(err)
@@ -484,50 +463,6 @@ impl FairMutex {
     fn give_back_later(&self, waiter: &Waiter) {
         self.shared()
             .give_back_later(&waiter.keys, &waiter.owner, waiter.id);
-    }
-
-    /// Runs acquire or cancel, whose ARGV both continue with (owner,
-    /// lease ms, fixed), and turns an acquisition into a guard whose
-    /// lease is counted from before the request was sent.
-    fn run_for(
-        &self,
-        script: &LuaScript,
-        waiter: &Waiter,
-        lease: Duration,
-        fixed: bool,
-        extra: &[&[u8]],
-    ) -> Result<Outcome> {
-        let shared = self.shared();
-        let lease_ms = lease.as_millis().to_string();
-        let mut args: Vec<&[u8]> = vec![
-            waiter.owner.as_bytes(),
-            lease_ms.as_bytes(),
-            if fixed { b"1" } else { b"0" },
-        ];
-        args.extend_from_slice(extra);
-        let sent = Instant::now();
-        let written = shared.run_write(script, &waiter.keys, &args)?;
-        Ok(match AcquireReply::parse(written.reply)? {
-            AcquireReply::Acquired { token, pttl_ms } => {
-                if let Some(shortfall) = written.shortfall {
-                    self.roll_back(waiter);
-                    return Err(shortfall);
-                }
-                let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-                Outcome::Acquired(self.guard(waiter, token, sent + lease_left))
-            }
-            // A queue entry too few replicas saw costs at most its place
-            // after a failover; the wait goes on.
-            AcquireReply::Waiting {
-                pttl_ms,
-                position,
-                last_token,
-            } => Outcome::Waiting {
-                pttl_ms,
-                position,
-                last_token,
-            },
-        })
     }
 
     /// With `sync_replicas`, makes sure enough replicas saw the handoff that
@@ -545,35 +480,22 @@ impl FairMutex {
         if shared.config.sync_replicas.is_none() {
             return Ok(());
         }
-        let token_arg = token.to_string();
-        let lease_ms = if fixed {
-            "0".to_owned()
-        } else {
-            lease.as_millis().to_string()
+        let op = Renew {
+            owner: &waiter.owner,
+            token,
+            lease: (!fixed).then_some(lease),
         };
-        let written = shared.run_write(
-            &shared.scripts.renew,
-            &waiter.keys,
-            &[
-                waiter.owner.as_bytes(),
-                token_arg.as_bytes(),
-                lease_ms.as_bytes(),
-            ],
-        )?;
-        match written.reply {
-            Value::Int(1) => {}
-            Value::Int(_) => {
-                return Err(Error::new(
-                    ErrorKind::LeaseLost,
-                    format!(
-                        "lock {:?} was handed over but lost before it was confirmed",
-                        self.name
-                    ),
-                ))
-            }
-            other => return Err(scripts::unexpected(&other)),
+        let (renewed, shortfall) = shared.call_write(&waiter.keys, &op)?;
+        if !renewed {
+            return Err(Error::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "lock {:?} was handed over but lost before it was confirmed",
+                    self.name
+                ),
+            ));
         }
-        match written.shortfall {
+        match shortfall {
             None => Ok(()),
             Some(shortfall) => {
                 self.roll_back(waiter);

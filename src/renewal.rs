@@ -13,13 +13,12 @@ use parking_lot::Mutex;
 use redis::{ConnectionLike, Value};
 
 use crate::backend::{Backend, OwnConn};
-use crate::client::{replication_shortfall, Shared};
+use crate::client::Shared;
 use crate::error::{Error, Result};
 use crate::give_backs::GiveBack;
 use crate::holds::Hold;
-use crate::scripts::{
-    evalsha, parse_heartbeat, query_loading_scripts, unexpected, wait_for_replicas, Heartbeat,
-    WaiterStatus,
+use crate::protocol::{
+    unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, WaiterBeat, WaiterStatus,
 };
 use crate::slot_map::Address;
 use crate::waiters::{poll_time, Grant, Waiter};
@@ -137,50 +136,57 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
     outcome
 }
 
-/// The batch's replies: one per hold, one per waiter group, and whether
-/// enough replicas acknowledged them (with `sync_replicas`).
+/// The batch's replies, parsed: one per hold, one per waiter group, and
+/// whether enough replicas acknowledged them (with `sync_replicas`).
 struct Replies {
-    values: Vec<Value>,
+    renewed: Vec<Result<bool>>,
+    heartbeats: Vec<Result<HeartbeatReply>>,
     replicated: bool,
 }
 
-fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
-    let lease_ms = shared.config.lease.as_millis().to_string();
-    let waiter_timeout_ms = shared.config.waiter_timeout.as_millis().to_string();
-    let prefix = shared.wake_prefix.as_bytes();
-    let mut pipe = redis::pipe();
-    for hold in &batch.holds {
-        let token = hold.token.to_string();
-        pipe.add_command(evalsha(
-            &shared.scripts.renew,
-            &[hold.keys.lock()],
-            &[
-                prefix,
-                hold.owner.as_bytes(),
-                token.as_bytes(),
-                lease_ms.as_bytes(),
-            ],
-        ));
-    }
-    for waiters in &batch.groups {
-        let numbers: Vec<(String, String)> = waiters
+/// The heartbeat of one client's waiters on one lock.
+fn heartbeat<'a>(shared: &Shared, waiters: &'a [Arc<Waiter>]) -> Heartbeat<'a> {
+    Heartbeat {
+        waiter_timeout: shared.config.waiter_timeout,
+        waiters: waiters
             .iter()
-            .map(|w| (w.id.to_string(), w.renew_lease_ms.to_string()))
-            .collect();
-        let mut args: Vec<&[u8]> = vec![prefix, waiter_timeout_ms.as_bytes()];
-        for (waiter, (id, lease)) in waiters.iter().zip(&numbers) {
-            args.push(waiter.owner.as_bytes());
-            args.push(id.as_bytes());
-            args.push(lease.as_bytes());
-        }
-        let keys: Vec<&str> = waiters[0].keys.all.iter().map(String::as_str).collect();
-        pipe.add_command(evalsha(&shared.scripts.heartbeat, &keys, &args));
+            .map(|waiter| WaiterBeat {
+                owner: &waiter.owner,
+                wait_id: waiter.id,
+                lease: waiter.renew_lease,
+            })
+            .collect(),
+    }
+}
+
+fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
+    let renewals: Vec<Renew> = batch
+        .holds
+        .iter()
+        .map(|hold| Renew {
+            owner: &hold.owner,
+            token: hold.token,
+            lease: Some(shared.config.lease),
+        })
+        .collect();
+    let beats: Vec<Heartbeat> = batch
+        .groups
+        .iter()
+        .map(|waiters| heartbeat(shared, waiters))
+        .collect();
+    let prefix = &shared.wake_prefix;
+    let mut pipe = redis::pipe();
+    for (hold, renewal) in batch.holds.iter().zip(&renewals) {
+        pipe.add_command(shared.scripts.evalsha(&hold.keys, prefix, renewal));
+    }
+    for (waiters, beat) in batch.groups.iter().zip(&beats) {
+        pipe.add_command(shared.scripts.evalsha(&waiters[0].keys, prefix, beat));
     }
     let sync = shared.config.sync_replicas;
     if let Some(sync) = sync {
-        pipe.add_command(wait_for_replicas(sync));
+        pipe.add_command(sync.wait_command());
     }
-    let mut values = query_loading_scripts(&shared.scripts, &pipe, conn)?;
+    let mut values = shared.scripts.query(&pipe, conn)?;
     // A node that does not serve the slot (any more) answers with a
     // redirection: the batch goes again through the cluster client.
     if let Some(moved) = values.iter().find_map(redirection) {
@@ -190,7 +196,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         None => true,
         Some(sync) => match values.pop() {
             Some(Value::Int(acknowledged)) => {
-                let shortfall = replication_shortfall(sync, acknowledged);
+                let shortfall = sync.shortfall(acknowledged);
                 if let Some(err) = &shortfall {
                     log::warn!("fairlock: renewals not counted: {err}");
                 }
@@ -199,10 +205,23 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             other => return Err(unexpected(&other)),
         },
     };
-    if values.len() != batch.holds.len() + batch.groups.len() {
+    if values.len() != renewals.len() + beats.len() {
         return Err(unexpected(&values.len()));
     }
-    Ok(Replies { values, replicated })
+    let heartbeat_values = values.split_off(renewals.len());
+    Ok(Replies {
+        renewed: renewals
+            .iter()
+            .zip(values)
+            .map(|(renewal, value)| renewal.parse(value))
+            .collect(),
+        heartbeats: beats
+            .iter()
+            .zip(heartbeat_values)
+            .map(|(beat, value)| beat.parse(value))
+            .collect(),
+        replicated,
+    })
 }
 
 /// The error of a reply that redirects to another node, if it is one.
@@ -214,57 +233,43 @@ fn redirection(value: &Value) -> Option<Error> {
     err.is_slot_moving().then_some(err)
 }
 
-fn give_back(shared: &Shared, conn: &mut dyn ConnectionLike, entry: &GiveBack) -> Result<Value> {
-    let call = entry.call.to_string();
-    let keys: Vec<&str> = entry.keys.all.iter().map(String::as_str).collect();
-    let mut pipe = redis::pipe();
-    pipe.add_command(evalsha(
-        &shared.scripts.abandon,
-        &keys,
-        &[
-            shared.wake_prefix.as_bytes(),
-            entry.owner.as_bytes(),
-            call.as_bytes(),
-        ],
-    ));
-    let mut replies = query_loading_scripts(&shared.scripts, &pipe, conn)?;
-    match replies.pop() {
-        Some(Value::ServerError(err)) => Err(Error::from(redis::RedisError::from(err))),
-        Some(reply @ Value::Int(_)) => Ok(reply),
-        other => Err(unexpected(&other)),
-    }
+fn give_back(shared: &Shared, conn: &mut dyn ConnectionLike, entry: &GiveBack) -> Result<()> {
+    let op = Abandon {
+        owner: &entry.owner,
+        call: entry.call,
+    };
+    shared
+        .scripts
+        .run(conn, &entry.keys, &shared.wake_prefix, &op, None)
+        .map(|_| ())
 }
 
 fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
-    let (hold_replies, heartbeat_replies) = replies.values.split_at(batch.holds.len());
     let lease = shared.config.lease;
-    for (hold, reply) in batch.holds.iter().zip(hold_replies) {
-        match reply {
+    for (hold, renewed) in batch.holds.iter().zip(replies.renewed) {
+        match renewed {
             // A renewal too few replicas saw does not extend the lease the
             // guard counts on: a failover could bring back the old expiry.
-            Value::Int(1) if replies.replicated => hold.renewed(sent, lease),
-            Value::Int(1) => {}
-            Value::Int(0) => hold.mark_lost(),
-            other => log::warn!("fairlock: renewal failed: {other:?}"),
+            Ok(true) if replies.replicated => hold.renewed(sent, lease),
+            Ok(true) => {}
+            Ok(false) => hold.mark_lost(),
+            Err(err) => log::warn!("fairlock: renewal failed: {err}"),
         }
     }
-    for (waiters, reply) in batch.groups.iter().zip(heartbeat_replies) {
-        apply_heartbeat(waiters, reply.clone(), sent);
+    for (waiters, reply) in batch.groups.iter().zip(replies.heartbeats) {
+        match reply {
+            Ok(reply) => apply_heartbeat(waiters, reply, sent),
+            Err(err) => log::warn!("fairlock: heartbeat failed: {err}"),
+        }
     }
 }
 
-fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: Value, sent: Instant) {
-    let Heartbeat {
+fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant) {
+    let HeartbeatReply {
         pttl_ms,
         last_token,
         statuses,
-    } = match parse_heartbeat(reply) {
-        Ok(parsed) => parsed,
-        Err(err) => {
-            log::warn!("fairlock: heartbeat failed: {err}");
-            return;
-        }
-    };
+    } = reply;
     for (waiter, status) in waiters.iter().zip(statuses) {
         match status {
             WaiterStatus::Queued(position) => {

@@ -1,157 +1,126 @@
-//! The Lua scripts, one per Redis-side operation, and their typed replies.
-//!
-//! Each script is `lua/lib.lua` (shared helpers) followed by the operation's
-//! own file, embedded at compile time and run by SHA with EVALSHA; a server
-//! that lost its script cache (restart, failover) gets it loaded again on
-//! the NOSCRIPT reply.
+//! Running the protocol's operations on a connection: each script's SHA,
+//! EVALSHA with one reload path when the server lost its script cache
+//! (restart, failover, new node), and the pipelines that carry a `WAIT`
+//! with a write.
 
-use redis::{ConnectionLike, Script, Value};
+use std::collections::HashMap;
 
-use crate::config::SyncReplicas;
+use redis::{ConnectionLike, Script as RedisScript, Value};
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::keys::LockKeys;
-
-/// One embedded script: its source and its SHA.
-pub(crate) struct LuaScript {
-    source: &'static str,
-    script: Script,
-}
-
-impl LuaScript {
-    fn new(source: &'static str) -> Self {
-        LuaScript {
-            source,
-            script: Script::new(source),
-        }
-    }
-
-    pub(crate) fn hash(&self) -> &str {
-        self.script.get_hash()
-    }
-}
-
-macro_rules! lock_script {
-    ($file:literal) => {
-        LuaScript::new(concat!(
-            include_str!("../lua/lib.lua"),
-            include_str!(concat!("../lua/", $file))
-        ))
-    };
-}
+use crate::error::Result;
+use crate::protocol::{unexpected, LockKeys, Operation, Script, SyncReplicas};
 
 /// Every script of the crate, hashed once per client.
 pub(crate) struct Scripts {
-    pub(crate) acquire: LuaScript,
-    pub(crate) release: LuaScript,
-    pub(crate) renew: LuaScript,
-    pub(crate) heartbeat: LuaScript,
-    pub(crate) cancel: LuaScript,
-    pub(crate) abandon: LuaScript,
-    pub(crate) force_release: LuaScript,
-    pub(crate) status: LuaScript,
+    by_kind: HashMap<Script, RedisScript>,
 }
 
 impl Scripts {
     pub(crate) fn new() -> Self {
         Scripts {
-            acquire: lock_script!("acquire.lua"),
-            release: lock_script!("release.lua"),
-            renew: lock_script!("renew.lua"),
-            heartbeat: lock_script!("heartbeat.lua"),
-            cancel: lock_script!("cancel.lua"),
-            abandon: lock_script!("abandon.lua"),
-            force_release: lock_script!("force_release.lua"),
-            status: lock_script!("status.lua"),
+            by_kind: Script::ALL
+                .iter()
+                .map(|&kind| (kind, RedisScript::new(kind.source())))
+                .collect(),
         }
+    }
+
+    fn hash(&self, kind: Script) -> &str {
+        self.by_kind[&kind].get_hash()
     }
 
     /// Loads every script so that later calls hit the cache: in one round
     /// trip on one server; on a cluster connection one `SCRIPT LOAD` each,
     /// which the cluster client sends to every node.
     pub(crate) fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<()> {
-        let all = [
-            &self.acquire,
-            &self.release,
-            &self.renew,
-            &self.heartbeat,
-            &self.cancel,
-            &self.abandon,
-            &self.force_release,
-            &self.status,
-        ];
         if !conn.supports_pipelining() {
-            for script in all {
+            for kind in Script::ALL {
                 redis::cmd("SCRIPT")
                     .arg("LOAD")
-                    .arg(script.source)
+                    .arg(kind.source())
                     .query::<()>(conn)?;
             }
             return Ok(());
         }
         let mut pipe = redis::pipe();
-        for script in all {
-            pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
+        for kind in Script::ALL {
+            pipe.cmd("SCRIPT").arg("LOAD").arg(kind.source()).ignore();
         }
         pipe.query::<()>(conn)?;
         Ok(())
     }
-}
 
-/// Builds the EVALSHA command of `script` for one lock, for use in a pipeline.
-pub(crate) fn evalsha(script: &LuaScript, keys: &[&str], args: &[&[u8]]) -> redis::Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.hash()).arg(keys.len()).arg(keys).arg(args);
-    cmd
-}
-
-/// Runs `script` by SHA on `conn` for one lock, loading it first if the
-/// server lost it. Every lock script takes the wake channel prefix as
-/// ARGV[1]; `args` follow it.
-pub(crate) fn run(
-    script: &LuaScript,
-    conn: &mut dyn ConnectionLike,
-    keys: &LockKeys,
-    wake_prefix: &str,
-    args: &[&[u8]],
-) -> Result<Value> {
-    let mut invocation = script.script.prepare_invoke();
-    for key in &keys.all {
-        invocation.key(key.as_str());
+    /// The EVALSHA of `op` on the lock `keys`; every script takes the wake
+    /// channel prefix as ARGV[1].
+    pub(crate) fn evalsha<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        wake_prefix: &str,
+        op: &O,
+    ) -> redis::Cmd {
+        let keys = op.keys(keys);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.hash(O::SCRIPT))
+            .arg(keys.len())
+            .arg(keys)
+            .arg(wake_prefix)
+            .arg(op.args());
+        cmd
     }
-    invocation.arg(wake_prefix);
-    for arg in args {
-        invocation.arg(*arg);
-    }
-    Ok(invocation.invoke(conn)?)
-}
 
-/// The `WAIT` that makes a write count only once `sync` replicas have it.
-pub(crate) fn wait_for_replicas(sync: SyncReplicas) -> redis::Cmd {
-    let mut cmd = redis::cmd("WAIT");
-    cmd.arg(sync.replicas).arg(sync.timeout.as_millis() as u64);
-    cmd
-}
-
-/// Sends `pipe` and returns its replies, loading the scripts and sending it
-/// once more if the server lost them (restart, failover, new node).
-/// A pipeline on a cluster connection goes to the node of its first
-/// command's slot: all of its commands must be for one slot.
-pub(crate) fn query_loading_scripts(
-    scripts: &Scripts,
-    pipe: &redis::Pipeline,
-    conn: &mut dyn ConnectionLike,
-) -> Result<Vec<Value>> {
-    let result = send_pipeline(pipe, conn);
-    let lost_scripts = match &result {
-        Ok(replies) => replies.iter().any(is_noscript),
-        Err(err) => err.code() == Some("NOSCRIPT"),
-    };
-    if !lost_scripts {
-        return Ok(result?);
+    /// Runs `op` in one round trip (with a `WAIT` for `sync` replicas in
+    /// the same pipeline, if asked) and returns its reply and, with `sync`,
+    /// how many replicas acknowledged it.
+    pub(crate) fn run<O: Operation>(
+        &self,
+        conn: &mut dyn ConnectionLike,
+        keys: &LockKeys,
+        wake_prefix: &str,
+        op: &O,
+        sync: Option<SyncReplicas>,
+    ) -> Result<(O::Reply, Option<i64>)> {
+        let mut pipe = redis::pipe();
+        pipe.add_command(self.evalsha(keys, wake_prefix, op));
+        if let Some(sync) = sync {
+            pipe.add_command(sync.wait_command());
+        }
+        let mut replies = self.query(&pipe, conn)?.into_iter();
+        let reply = match replies.next() {
+            Some(Value::ServerError(err)) => return Err(redis::RedisError::from(err).into()),
+            Some(reply) => op.parse(reply)?,
+            None => return Err(unexpected(&"no reply")),
+        };
+        let acknowledged = match (sync, replies.next()) {
+            (None, _) => None,
+            (Some(_), Some(Value::Int(acknowledged))) => Some(acknowledged),
+            (Some(_), Some(Value::ServerError(err))) => {
+                return Err(redis::RedisError::from(err).into())
+            }
+            (Some(_), other) => return Err(unexpected(&other)),
+        };
+        Ok((reply, acknowledged))
     }
-    scripts.load_all(conn)?;
-    Ok(send_pipeline(pipe, conn)?)
+
+    /// Sends `pipe` and returns its replies, loading the scripts and sending
+    /// it once more if the server lost them. A pipeline on a cluster
+    /// connection goes to the node of its first command's slot: all of its
+    /// commands must be for one slot.
+    pub(crate) fn query(
+        &self,
+        pipe: &redis::Pipeline,
+        conn: &mut dyn ConnectionLike,
+    ) -> Result<Vec<Value>> {
+        let result = send_pipeline(pipe, conn);
+        let lost_scripts = match &result {
+            Ok(replies) => replies.iter().any(is_noscript),
+            Err(err) => err.code() == Some("NOSCRIPT"),
+        };
+        if !lost_scripts {
+            return Ok(result?);
+        }
+        self.load_all(conn)?;
+        Ok(send_pipeline(pipe, conn)?)
+    }
 }
 
 /// Sends a pipeline as one write and reads all its replies, errors
@@ -168,132 +137,4 @@ fn send_pipeline(
 
 fn is_noscript(value: &Value) -> bool {
     matches!(value, Value::ServerError(err) if err.code() == "NOSCRIPT")
-}
-
-/// Runs `script` for one lock and a `WAIT` for `sync` replicas in one round
-/// trip; returns the script's reply and how many replicas acknowledged it.
-pub(crate) fn run_and_wait(
-    scripts: &Scripts,
-    script: &LuaScript,
-    conn: &mut dyn ConnectionLike,
-    keys: &LockKeys,
-    wake_prefix: &str,
-    args: &[&[u8]],
-    sync: SyncReplicas,
-) -> Result<(Value, i64)> {
-    let mut all_args: Vec<&[u8]> = vec![wake_prefix.as_bytes()];
-    all_args.extend_from_slice(args);
-    let keys: Vec<&str> = keys.all.iter().map(String::as_str).collect();
-    let mut pipe = redis::pipe();
-    pipe.add_command(evalsha(script, &keys, &all_args));
-    pipe.add_command(wait_for_replicas(sync));
-    let replies = query_loading_scripts(scripts, &pipe, conn)?;
-    match <[Value; 2]>::try_from(replies) {
-        Ok([Value::ServerError(err), _]) => Err(redis::RedisError::from(err).into()),
-        Ok([reply, Value::Int(acknowledged)]) => Ok((reply, acknowledged)),
-        Ok([_, Value::ServerError(err)]) => Err(redis::RedisError::from(err).into()),
-        Ok(other) => Err(unexpected(&other)),
-        Err(other) => Err(unexpected(&other)),
-    }
-}
-
-/// What an acquire (or cancel) attempt came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AcquireReply {
-    /// The caller holds the lock; `pttl_ms` is its lease left when answered.
-    Acquired { token: u64, pttl_ms: i64 },
-    /// Someone else holds it. `position` is the caller's place in the queue
-    /// (0 = next), or `None` when it did not queue; `last_token` the last
-    /// fencing token issued then (a grant to this call up to it is over).
-    Waiting {
-        pttl_ms: i64,
-        position: Option<u64>,
-        last_token: u64,
-    },
-}
-
-impl AcquireReply {
-    pub(crate) fn parse(value: Value) -> Result<Self> {
-        let items = int_list(value)?;
-        match items.as_slice() {
-            [1, token, pttl, ..] => Ok(AcquireReply::Acquired {
-                token: *token as u64,
-                pttl_ms: *pttl,
-            }),
-            [0, pttl, position, last_token] => Ok(AcquireReply::Waiting {
-                pttl_ms: *pttl,
-                position: u64::try_from(*position).ok(),
-                last_token: *last_token as u64,
-            }),
-            [0] => Ok(AcquireReply::Waiting {
-                pttl_ms: -2,
-                position: None,
-                last_token: 0,
-            }),
-            _ => Err(unexpected(&items)),
-        }
-    }
-}
-
-/// A heartbeat's answer about one queued waiter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WaiterStatus {
-    /// Still queued at this position; its deadline was pushed out.
-    Queued(u64),
-    /// The lock was handed to it with this token.
-    Owns(u64),
-    /// It is neither queued nor holding: it lost its place.
-    Gone,
-}
-
-/// A heartbeat's answer about one lock.
-pub(crate) struct Heartbeat {
-    pub(crate) pttl_ms: i64,
-    /// The last fencing token issued for the lock.
-    pub(crate) last_token: u64,
-    /// One status per waiter, in the order sent.
-    pub(crate) statuses: Vec<WaiterStatus>,
-}
-
-/// Parses a heartbeat reply.
-pub(crate) fn parse_heartbeat(value: Value) -> Result<Heartbeat> {
-    let items = int_list(value)?;
-    let [pttl_ms, last_token, rest @ ..] = items.as_slice() else {
-        return Err(unexpected(&items));
-    };
-    let statuses = rest
-        .chunks(2)
-        .map(|pair| match pair {
-            [0, position] => WaiterStatus::Queued(*position as u64),
-            [1, token] => WaiterStatus::Owns(*token as u64),
-            _ => WaiterStatus::Gone,
-        })
-        .collect();
-    Ok(Heartbeat {
-        pttl_ms: *pttl_ms,
-        last_token: *last_token as u64,
-        statuses,
-    })
-}
-
-/// Parses a reply made only of integers.
-pub(crate) fn int_list(value: Value) -> Result<Vec<i64>> {
-    match value {
-        Value::Array(items) => items
-            .into_iter()
-            .map(|item| match item {
-                Value::Int(n) => Ok(n),
-                other => Err(unexpected(&other)),
-            })
-            .collect(),
-        Value::ServerError(err) => Err(redis::RedisError::from(err).into()),
-        other => Err(unexpected(&other)),
-    }
-}
-
-pub(crate) fn unexpected(what: &dyn std::fmt::Debug) -> Error {
-    Error::new(
-        ErrorKind::Server,
-        format!("unexpected reply from a fairlock script: {what:?}"),
-    )
 }

@@ -7,7 +7,7 @@
 use redis::{ConnectionLike, Value};
 
 use crate::error::Result;
-use crate::scripts::unexpected;
+use crate::protocol::unexpected;
 
 /// A node's address: host and port.
 pub(crate) type Address = (String, u16);

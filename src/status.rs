@@ -2,10 +2,7 @@
 
 use std::time::Duration;
 
-use redis::Value;
-
-use crate::error::Result;
-use crate::scripts;
+use crate::protocol::StatusReply;
 
 /// One participant of a lock: a thread of some client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,49 +65,30 @@ pub struct LockStatus {
 }
 
 impl LockStatus {
-    pub(crate) fn parse(value: Value) -> Result<Self> {
-        let Value::Array(items) = value else {
-            return Err(scripts::unexpected(&value));
-        };
-        if items.len() < 6 || items.len() % 2 != 0 {
-            return Err(scripts::unexpected(&items));
-        }
-        let text = |v: &Value| -> Result<String> {
-            redis::from_redis_value_ref(v).map_err(|_| scripts::unexpected(v))
-        };
-        let int = |v: &Value| -> Result<i64> {
-            redis::from_redis_value_ref(v).map_err(|_| scripts::unexpected(v))
-        };
-        let owner = text(&items[0])?;
-        let holder = (!owner.is_empty()).then(|| -> Result<Holder> {
-            Ok(Holder {
-                who: Participant { owner },
-                hold_count: u32::try_from(int(&items[1])?).unwrap_or(0),
-                fencing_token: u64::try_from(int(&items[2])?).unwrap_or(0),
-                remaining_lease: u64::try_from(int(&items[3])?)
-                    .ok()
-                    .map(Duration::from_millis),
-            })
-        });
-        let waiters = items[6..]
-            .chunks(2)
-            .map(|pair| -> Result<QueuedWaiter> {
-                Ok(QueuedWaiter {
-                    who: Participant {
-                        owner: text(&pair[0])?,
-                    },
-                    liveness_left: u64::try_from(int(&pair[1])?)
-                        .ok()
-                        .map(Duration::from_millis),
+    /// The public form of what `status.lua` returned.
+    pub(crate) fn from_reply(reply: StatusReply) -> Self {
+        let millis = |ms: i64| u64::try_from(ms).ok().map(Duration::from_millis);
+        LockStatus {
+            holder: reply.holder.map(|holder| Holder {
+                who: Participant {
+                    owner: holder.owner,
+                },
+                hold_count: u32::try_from(holder.count).unwrap_or(0),
+                fencing_token: u64::try_from(holder.token).unwrap_or(0),
+                remaining_lease: millis(holder.pttl_ms),
+            }),
+            waiters: reply
+                .waiters
+                .into_iter()
+                .map(|(owner, left_ms)| QueuedWaiter {
+                    who: Participant { owner },
+                    liveness_left: millis(left_ms),
                 })
-            })
-            .collect::<Result<_>>()?;
-        let last = u64::try_from(int(&items[5])?).unwrap_or(0);
-        Ok(LockStatus {
-            holder: holder.transpose()?,
-            waiters,
-            queue_len: usize::try_from(int(&items[4])?).unwrap_or(0),
-            last_fencing_token: (last > 0).then_some(last),
-        })
+                .collect(),
+            queue_len: usize::try_from(reply.live_waiters).unwrap_or(0),
+            last_fencing_token: u64::try_from(reply.last_token)
+                .ok()
+                .filter(|&token| token > 0),
+        }
     }
 }

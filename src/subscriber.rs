@@ -17,6 +17,7 @@ use std::time::Duration;
 use crate::backend::Listen;
 use crate::client::Shared;
 use crate::error::Result;
+use crate::protocol::WakeMessage;
 use crate::waiters::poll_time;
 
 /// How long a read blocks before the thread checks whether to stop.
@@ -107,23 +108,25 @@ fn interrupted(err: &redis::RedisError) -> bool {
 }
 
 fn dispatch(shared: &Shared, payload: &[u8]) {
-    let text = String::from_utf8_lossy(payload);
-    let mut fields = text.split(' ');
-    let kind = fields.next();
-    let numbers: Vec<i64> = fields.filter_map(|f| f.parse().ok()).collect();
-    match (kind, numbers.as_slice()) {
-        (Some("G"), &[wait_id, token, ttl_ms]) => {
-            if let Some(waiter) = shared.waiters.get(wait_id as u64) {
-                let ttl = Duration::from_millis(u64::try_from(ttl_ms).unwrap_or(0));
-                waiter.grant_from_message(token as u64, ttl);
+    match WakeMessage::parse(payload) {
+        Some(WakeMessage::Granted {
+            wait_id,
+            token,
+            ttl_ms,
+        }) => {
+            if let Some(waiter) = shared.waiters.get(wait_id) {
+                waiter.grant_from_message(token, Duration::from_millis(ttl_ms));
             }
         }
-        (Some("H"), &[wait_id, pttl_ms]) => {
-            if let Some(waiter) = shared.waiters.get(wait_id as u64) {
+        Some(WakeMessage::Head { wait_id, pttl_ms }) => {
+            if let Some(waiter) = shared.waiters.get(wait_id) {
                 waiter.poll_by(poll_time(pttl_ms));
             }
         }
-        (Some("S"), _) => {}
-        _ => log::debug!("fairlock: ignoring wake message {text:?}"),
+        Some(WakeMessage::Stop) => {}
+        None => log::debug!(
+            "fairlock: ignoring wake message {:?}",
+            String::from_utf8_lossy(payload)
+        ),
     }
 }

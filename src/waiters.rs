@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::keys::LockKeys;
+use crate::protocol::LockKeys;
 
 /// The lock was handed to a waiter while it slept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,19 +56,24 @@ pub(crate) struct Waiter {
     pub(crate) keys: Arc<LockKeys>,
     pub(crate) owner: String,
     /// Lease to keep if the heartbeat finds the lock was handed over;
-    /// 0 for a fixed lease (the watchdog must not extend it).
-    pub(crate) renew_lease_ms: u64,
+    /// `None` for a fixed lease (the watchdog must not extend it).
+    pub(crate) renew_lease: Option<Duration>,
     state: Mutex<WaitState>,
     wakeup: Condvar,
 }
 
 impl Waiter {
-    pub(crate) fn new(id: u64, keys: Arc<LockKeys>, owner: String, renew_lease_ms: u64) -> Self {
+    pub(crate) fn new(
+        id: u64,
+        keys: Arc<LockKeys>,
+        owner: String,
+        renew_lease: Option<Duration>,
+    ) -> Self {
         Waiter {
             id,
             keys,
             owner,
-            renew_lease_ms,
+            renew_lease,
             state: Mutex::new(WaitState::default()),
             wakeup: Condvar::new(),
         }
@@ -241,7 +246,7 @@ mod tests {
 
     fn waiter() -> Arc<Waiter> {
         let keys = Arc::new(LockKeys::new("p", "n").unwrap());
-        Arc::new(Waiter::new(1, keys, "c:1".into(), 0))
+        Arc::new(Waiter::new(1, keys, "c:1".into(), None))
     }
 
     #[test]

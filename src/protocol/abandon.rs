@@ -1,0 +1,42 @@
+//! `abandon.lua`: undo one call whose outcome its client never learned.
+
+use redis::Value;
+
+use crate::error::Result;
+use crate::protocol::operation::{unexpected, Operation, Script};
+
+/// Gives back whatever call `call` of `owner` holds or queued, once.
+pub(crate) struct Abandon<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) call: u64,
+}
+
+/// What a give-back found to undo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AbandonReply {
+    /// One count of its hold was given back.
+    HoldGivenBack,
+    /// Its queue entry was removed.
+    LeftQueue,
+    /// It left nothing behind (or was undone already).
+    Nothing,
+}
+
+impl Operation for Abandon<'_> {
+    type Reply = AbandonReply;
+    const SCRIPT: Script = Script::Abandon;
+
+    fn args(&self) -> Vec<String> {
+        vec![self.owner.to_owned(), self.call.to_string()]
+    }
+
+    fn parse(&self, reply: Value) -> Result<AbandonReply> {
+        match reply {
+            Value::Int(1) => Ok(AbandonReply::HoldGivenBack),
+            Value::Int(2) => Ok(AbandonReply::LeftQueue),
+            Value::Int(0) => Ok(AbandonReply::Nothing),
+            Value::ServerError(err) => Err(redis::RedisError::from(err).into()),
+            other => Err(unexpected(&other)),
+        }
+    }
+}

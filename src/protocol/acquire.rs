@@ -1,0 +1,139 @@
+//! `acquire.lua`: take the lock, re-enter it, or join (and stay in) its queue.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::error::Result;
+use crate::protocol::operation::{int_list, ms, unexpected, Operation, Script};
+
+/// What one acquire attempt asks of the script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Never queue (`try_lock`).
+    Try,
+    /// First attempt of a waiting call: re-enter or queue.
+    First,
+    /// Later attempt of a queued call.
+    Poll,
+}
+
+impl Mode {
+    fn as_arg(self) -> &'static str {
+        match self {
+            Mode::Try => "try",
+            Mode::First => "first",
+            Mode::Poll => "poll",
+        }
+    }
+}
+
+/// One attempt of call `wait_id` of thread `owner` on a lock.
+pub(crate) struct Acquire<'a> {
+    pub(crate) owner: &'a str,
+    /// The lease the lock gets when this owner takes it.
+    pub(crate) lease: Duration,
+    /// A fixed lease (no watchdog renews it).
+    pub(crate) fixed: bool,
+    /// How long a queued entry stays without a heartbeat.
+    pub(crate) waiter_timeout: Duration,
+    pub(crate) mode: Mode,
+    pub(crate) wait_id: u64,
+    /// The token of the hold this thread has a live guard of on this lock,
+    /// or 0: only that hold can be re-entered.
+    pub(crate) live_token: u64,
+}
+
+/// What an acquire attempt came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// The caller holds the lock; `pttl_ms` is its lease left when answered.
+    Acquired { token: u64, pttl_ms: i64 },
+    /// Someone else holds it. `position` is the caller's place in the queue
+    /// (0 = next), or `None` when it did not queue; `last_token` the last
+    /// fencing token issued then (a grant to this call up to it is over).
+    Waiting {
+        pttl_ms: i64,
+        position: Option<u64>,
+        last_token: u64,
+    },
+}
+
+impl Operation for Acquire<'_> {
+    type Reply = AcquireReply;
+    const SCRIPT: Script = Script::Acquire;
+
+    fn args(&self) -> Vec<String> {
+        vec![
+            self.owner.to_owned(),
+            ms(self.lease),
+            if self.fixed { "1" } else { "0" }.to_owned(),
+            ms(self.waiter_timeout),
+            self.mode.as_arg().to_owned(),
+            self.wait_id.to_string(),
+            self.live_token.to_string(),
+        ]
+    }
+
+    fn parse(&self, reply: Value) -> Result<AcquireReply> {
+        let items = int_list(reply)?;
+        match items.as_slice() {
+            [1, token, pttl] => Ok(AcquireReply::Acquired {
+                token: *token as u64,
+                pttl_ms: *pttl,
+            }),
+            [0, pttl, position, last_token] => Ok(AcquireReply::Waiting {
+                pttl_ms: *pttl,
+                position: u64::try_from(*position).ok(),
+                last_token: *last_token as u64,
+            }),
+            _ => Err(unexpected(&items)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt() -> Acquire<'static> {
+        Acquire {
+            owner: "c:1",
+            lease: Duration::from_secs(30),
+            fixed: false,
+            waiter_timeout: Duration::from_secs(10),
+            mode: Mode::First,
+            wait_id: 7,
+            live_token: 0,
+        }
+    }
+
+    #[test]
+    fn arguments_follow_the_script_header() {
+        assert_eq!(
+            attempt().args(),
+            ["c:1", "30000", "0", "10000", "first", "7", "0"]
+        );
+    }
+
+    #[test]
+    fn replies_parse_into_acquired_or_waiting() {
+        let ints = |v: &[i64]| Value::Array(v.iter().map(|n| Value::Int(*n)).collect());
+        assert_eq!(
+            attempt().parse(ints(&[1, 99, 500])).unwrap(),
+            AcquireReply::Acquired {
+                token: 99,
+                pttl_ms: 500
+            }
+        );
+        assert_eq!(
+            attempt().parse(ints(&[0, 500, -1, 98])).unwrap(),
+            AcquireReply::Waiting {
+                pttl_ms: 500,
+                position: None,
+                last_token: 98
+            }
+        );
+        assert!(attempt().parse(ints(&[0, 1])).is_err());
+    }
+}
