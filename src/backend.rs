@@ -146,8 +146,7 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
-    pub(crate) fn open(config: &Config) -> Result<Backend> {
-        let topology = Topology::of(config)?;
+    pub(crate) fn open(config: &Config, topology: Topology) -> Result<Backend> {
         let mut cluster = None;
         let (pool, subscribe) = match topology {
             Topology::Single(url) => {

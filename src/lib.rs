@@ -51,17 +51,21 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod builder;
 mod cancel;
 mod client;
+mod cluster_rounds;
 mod config;
 mod error;
 mod give_backs;
 mod guard;
 mod holds;
 mod mutex;
+mod own_conns;
 mod protocol;
 mod renewal;
 mod scripts;
+mod shared;
 mod slot_map;
 mod status;
 mod subscriber;
@@ -69,9 +73,10 @@ mod topology;
 mod waiters;
 mod watchdog;
 
+pub use builder::ClientBuilder;
 pub use cancel::WaitCanceller;
 pub use client::Client;
-pub use config::{ClientBuilder, MAX_LEASE, MAX_TIMEOUT, MIN_LEASE};
+pub use config::{MAX_LEASE, MAX_TIMEOUT, MIN_LEASE};
 pub use error::{Error, ErrorKind, Result};
 pub use guard::FairMutexGuard;
 pub use mutex::FairMutex;

@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::WaitCanceller;
-use crate::client::{ClientInner, Shared};
 use crate::config::check_lease;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::FairMutexGuard;
@@ -12,6 +11,7 @@ use crate::holds::Hold;
 use crate::protocol::{
     Acquire, AcquireReply, Cancel, CancelReply, ForceRelease, LockKeys, Mode, Renew, Status,
 };
+use crate::shared::{ClientInner, Shared};
 use crate::status::{LockStatus, Participant};
 use crate::waiters::{Waiter, Wake};
 

@@ -4,22 +4,18 @@
 //! so user calls that hold every pooled connection (a slow or stalled
 //! server) never make a renewal wait for one.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::Mutex;
 use redis::{ConnectionLike, Value};
 
-use crate::backend::{Backend, OwnConn};
-use crate::client::Shared;
 use crate::error::{Error, Result};
 use crate::give_backs::GiveBack;
 use crate::holds::Hold;
 use crate::protocol::{
     unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, WaiterBeat, WaiterStatus,
 };
+use crate::shared::Shared;
 use crate::slot_map::Address;
 use crate::waiters::{poll_time, Grant, Waiter};
 
@@ -31,70 +27,6 @@ pub(crate) struct Batch {
     /// Waiters of one lock each.
     pub(crate) groups: Vec<Vec<Arc<Waiter>>>,
     pub(crate) give_backs: Vec<Arc<GiveBack>>,
-}
-
-/// Idle connections of the watchdog's own, reused round after round: by
-/// cluster master (a plain connection to that node), or `None` for the
-/// deployment's own kind (the server, the Sentinels' master, the cluster).
-#[derive(Default)]
-pub(crate) struct OwnConns {
-    idle: Mutex<HashMap<Option<Address>, Vec<OwnConn>>>,
-}
-
-impl OwnConns {
-    /// Runs `call` on an idle connection to `node`, or on a new one. A
-    /// connection that failed is dropped; a reused one that the server
-    /// closed while it sat idle (a restart) is replaced and the call sent
-    /// again once.
-    fn with<T>(
-        &self,
-        backend: &Backend,
-        node: Option<&Address>,
-        mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
-    ) -> Result<T> {
-        let key = node.cloned();
-        let open = || match node {
-            Some(address) => backend.node_connection(address).map(OwnConn::Node),
-            None => backend.own_connection(),
-        };
-        let idle = self.idle.lock().get_mut(&key).and_then(Vec::pop);
-        let reused = idle.is_some();
-        let mut conn = match idle {
-            Some(conn) => conn,
-            None => open()?,
-        };
-        let mut result = call(conn.get());
-        if reused && matches!(&result, Err(err) if err.is_dropped_connection()) {
-            conn = open()?;
-            result = call(conn.get());
-        }
-        if !matches!(&result, Err(err) if err.is_connection()) {
-            self.idle.lock().entry(key).or_default().push(conn);
-        }
-        result
-    }
-
-    /// Runs `call` on `node` if given, or through the deployment's own
-    /// connection when the node is unknown, unreachable, or says the slot
-    /// is served elsewhere: then the slot map is stale, and `stale` is set.
-    fn with_node_or_cluster<T>(
-        &self,
-        backend: &Backend,
-        node: Option<&Address>,
-        stale: &AtomicBool,
-        mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
-    ) -> Result<T> {
-        if node.is_some() {
-            match self.with(backend, node, &mut call) {
-                Err(err) if err.is_connection() || err.is_slot_moving() => {
-                    log::debug!("fairlock: renewing through the cluster client: {err}");
-                    stale.store(true, Ordering::Relaxed);
-                }
-                other => return other,
-            }
-        }
-        self.with(backend, None, call)
-    }
 }
 
 /// Runs one batch (on `node`, the master of its slot as the slot map says,

@@ -15,9 +15,9 @@ use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use crate::backend::Listen;
-use crate::client::Shared;
 use crate::error::Result;
 use crate::protocol::WakeMessage;
+use crate::shared::Shared;
 use crate::waiters::poll_time;
 
 /// How long a read blocks before the thread checks whether to stop.

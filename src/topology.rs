@@ -33,10 +33,7 @@ impl Topology {
         let invalid = |why: &str| {
             Err(Error::new(
                 ErrorKind::InvalidConfig,
-                format!(
-                    "invalid redis url {:?}: {why}",
-                    crate::config::redact_password(url)
-                ),
+                format!("invalid redis url {:?}: {why}", redact_password(url)),
             ))
         };
         // Anything but `<base>+<kind>://` is one server's URL, for the
@@ -111,9 +108,11 @@ impl Topology {
 
     /// The topology a client's settings name: its URL, or the seed nodes
     /// given to [`Client::cluster_builder`](crate::Client::cluster_builder).
-    pub(crate) fn of(config: &crate::config::Config) -> Result<Topology> {
-        let Some(nodes) = &config.cluster_nodes else {
-            return Topology::parse(&config.url);
+    /// The topology of a client's URL, or of its cluster seed nodes when
+    /// it was built from those.
+    pub(crate) fn of(url: &str, cluster_nodes: Option<&[String]>) -> Result<Topology> {
+        let Some(nodes) = cluster_nodes else {
+            return Topology::parse(url);
         };
         if nodes.is_empty() {
             return Err(Error::new(
@@ -127,12 +126,28 @@ impl Topology {
                     ErrorKind::InvalidConfig,
                     format!(
                         "cluster seed nodes are redis:// or rediss:// urls, got {:?}",
-                        crate::config::redact_password(node)
+                        redact_password(node)
                     ),
                 ));
             }
         }
-        Ok(Topology::Cluster(nodes.clone()))
+        Ok(Topology::Cluster(nodes.to_vec()))
+    }
+}
+
+/// The URL with any password replaced, fit for logs and `Debug` output.
+pub(crate) fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((userinfo, host)) = rest.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+        None if userinfo.is_empty() => url.to_owned(),
+        // redis://secret@host: a lone userinfo is taken as the password.
+        None => format!("{scheme}://***@{host}"),
     }
 }
 

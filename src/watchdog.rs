@@ -15,15 +15,13 @@
 //! holder keeps the lock, and its reply is the fallback that wakes a waiter
 //! whose handoff message was lost.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
-use crate::client::Shared;
+use crate::cluster_rounds::Group;
 use crate::renewal::{self, Batch};
-use crate::slot_map::{Address, SlotMap};
+use crate::shared::Shared;
 
 /// Rounds between two readings of the cluster's slot map, besides the ones
 /// an error asks for.
@@ -161,30 +159,4 @@ fn refresh_slot_map(shared: &Arc<Shared>) {
     if spawned.is_err() {
         cluster.refreshing.store(false, Ordering::Release);
     }
-}
-
-/// Renewals that run on one thread: a master's slots, or one slot whose
-/// master the map does not know.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Group {
-    Master(Address),
-    Slot(u16),
-}
-
-impl ClusterRounds {
-    /// Set when a node did not answer for its slots as the map said.
-    pub(crate) fn map_stale(&self) -> &AtomicBool {
-        &self.map_stale
-    }
-}
-
-/// The watchdog's view of a cluster, shared with its renewal threads.
-#[derive(Default)]
-pub(crate) struct ClusterRounds {
-    /// Slot map used to group renewals by master.
-    pub(crate) map: Mutex<Option<Arc<SlotMap>>>,
-    map_stale: AtomicBool,
-    refreshing: AtomicBool,
-    /// Groups whose renewal thread is still running.
-    in_flight: Mutex<HashSet<Group>>,
 }

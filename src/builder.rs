@@ -1,0 +1,203 @@
+//! `ClientBuilder`: every setting of a client, with its default.
+
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::config::Config;
+#[cfg(doc)]
+use crate::config::{MAX_LEASE, MAX_TIMEOUT, MIN_LEASE};
+#[cfg(doc)]
+use crate::error::ErrorKind;
+use crate::error::Result;
+use crate::protocol::SyncReplicas;
+
+/// Builds a [`Client`]; every setting has a default.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::builder("redis://127.0.0.1:6379")
+///     .lease(Duration::from_secs(10))
+///     .waiter_timeout(Duration::from_secs(5))
+///     .key_prefix("billing-locks")
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until build() is called"]
+pub struct ClientBuilder {
+    config: Config,
+}
+
+impl ClientBuilder {
+    pub(crate) fn new(url: &str) -> Self {
+        ClientBuilder {
+            config: Config {
+                url: url.to_owned(),
+                ..Config::default()
+            },
+        }
+    }
+
+    pub(crate) fn cluster(nodes: Vec<String>) -> Self {
+        ClientBuilder {
+            config: Config {
+                cluster_nodes: Some(nodes),
+                ..Config::default()
+            },
+        }
+    }
+
+    /// Lease of a lock held through the watchdog: if this client stops
+    /// renewing (process killed, network cut), the lock frees this long after
+    /// the last renewal. Renewed every third of `min(lease, waiter_timeout)`.
+    /// Defaults to 30 s; at least 30 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// How long a queued waiter keeps its place after its client went
+    /// silent. Live waiters are heartbeated by the watchdog and never lose
+    /// their place, however long they wait. Defaults to 10 s; from
+    /// [`MIN_LEASE`] (30 ms) to [`MAX_LEASE`] (365 days).
+    pub fn waiter_timeout(mut self, waiter_timeout: Duration) -> Self {
+        self.config.waiter_timeout = waiter_timeout;
+        self
+    }
+
+    /// Most pooled connections open at once. Waiting threads hold none.
+    /// Defaults to 16.
+    pub fn pool_size(mut self, pool_size: u32) -> Self {
+        self.config.pool_size = pool_size;
+        self
+    }
+
+    /// Start of every key and channel this client uses, e.g. for an ACL rule
+    /// `~fairlock:* &fairlock:*`. Must not contain `{` or `}`.
+    /// Defaults to `"fairlock"`.
+    pub fn key_prefix(mut self, key_prefix: impl Into<String>) -> Self {
+        self.config.key_prefix = key_prefix.into();
+        self
+    }
+
+    /// How long to wait for a connection to Redis. Defaults to 5 s; at most
+    /// [`MAX_TIMEOUT`] (24 hours).
+    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.config.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// How long one Redis call may take before it fails as
+    /// [`ErrorKind::Connection`]. On a cluster, a lock call whose slot is
+    /// being moved to another master is retried for this long too.
+    /// A call that fails this way may still run in Redis later (a paused
+    /// server resumes it); the client then gives back whatever it took or
+    /// queued as soon as Redis answers again (see the README's failure
+    /// table). Defaults to 5 s; at most [`MAX_TIMEOUT`] (24 hours).
+    pub fn command_timeout(mut self, command_timeout: Duration) -> Self {
+        self.config.command_timeout = command_timeout;
+        self
+    }
+
+    /// Trusts only the PEM root certificate(s) in `pem` for a `rediss://`
+    /// server, e.g. a private CA. Defaults to the system roots.
+    /// Needs the `tls` feature.
+    #[cfg(feature = "tls")]
+    pub fn tls_root_cert_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.config.tls_root_cert = Some(pem.into());
+        self
+    }
+
+    /// Makes every lock write (acquire, renew, release, cancel, force
+    /// unlock) wait until at least `replicas` replicas of the master that
+    /// ran it acknowledged it (Redis `WAIT`, in the same round trip), for at
+    /// most `timeout`. A shortfall is a failure: an acquisition is rolled
+    /// back and reported as [`ErrorKind::NotReplicated`], a renewal does not
+    /// count, a release reports it. So a failover right after `lock()`
+    /// returned cannot promote a replica that never saw the acquisition.
+    ///
+    /// This is not consensus: a write acknowledged by a replica can still be
+    /// lost if that replica is not the one promoted, and Redis replication
+    /// stays asynchronous for everything else. `timeout` must be below the
+    /// command timeout. Off by default.
+    pub fn sync_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.config.sync_replicas = Some(SyncReplicas { replicas, timeout });
+        self
+    }
+
+    /// Checks the settings, connects, and starts the client's watchdog and
+    /// subscriber threads.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidConfig`] for a bad setting or URL,
+    /// [`ErrorKind::Connection`] when Redis cannot be reached within the
+    /// connect timeout.
+    pub fn build(self) -> Result<Client> {
+        let topology = self.config.validate()?;
+        Client::start(self.config, topology)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{MAX_LEASE, MAX_TIMEOUT};
+    use crate::error::{Error, ErrorKind};
+    use crate::topology::redact_password;
+
+    fn rejected(builder: ClientBuilder) -> Error {
+        builder.config.validate().unwrap_err()
+    }
+
+    #[test]
+    fn passwords_never_reach_debug_output() {
+        assert_eq!(
+            redact_password("redis://u:p%40ss@h:1/0"),
+            "redis://u:***@h:1/0"
+        );
+        assert_eq!(redact_password("redis://:pw@h"), "redis://:***@h");
+        assert_eq!(redact_password("redis://pw@h"), "redis://***@h");
+        assert_eq!(redact_password("redis://h:6379"), "redis://h:6379");
+        let debug = format!(
+            "{:?}",
+            ClientBuilder::new("rediss://user:hunter2@host:6380")
+        );
+        assert!(!debug.contains("hunter2"), "{debug}");
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        ClientBuilder::new("redis://x").config.validate().unwrap();
+        assert_eq!(
+            Config::default().watchdog_period(),
+            Duration::from_secs(10) / 3
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_invalid_config() {
+        let b = || ClientBuilder::new("redis://x");
+        for err in [
+            rejected(b().lease(Duration::ZERO)),
+            rejected(b().waiter_timeout(Duration::ZERO)),
+            rejected(b().lease(Duration::from_millis(29))),
+            rejected(b().lease(MAX_LEASE + Duration::from_millis(1))),
+            rejected(b().lease(Duration::MAX)),
+            rejected(b().waiter_timeout(Duration::MAX)),
+            rejected(b().command_timeout(Duration::MAX)),
+            rejected(b().connect_timeout(MAX_TIMEOUT + Duration::from_millis(1))),
+            rejected(b().pool_size(0)),
+            rejected(b().key_prefix("")),
+            rejected(b().key_prefix("a{b")),
+            rejected(b().connect_timeout(Duration::ZERO)),
+            rejected(b().command_timeout(Duration::ZERO)),
+            rejected(b().sync_replicas(0, Duration::from_millis(100))),
+            rejected(b().sync_replicas(1, Duration::ZERO)),
+            rejected(b().sync_replicas(1, Duration::from_secs(5))),
+            rejected(ClientBuilder::new("redis+cluster://a")),
+        ] {
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The client machinery's shared state: settings, connections, scripts,
+//! the registries of waiters, holds and give-backs, and the stop and nudge
+//! signals, shared by the handles and the background threads. Also the one
+//! call path every operation takes to Redis.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::backend::{Backend, Conn};
+use crate::cluster_rounds::ClusterRounds;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::give_backs::GiveBacks;
+use crate::holds::Holds;
+use crate::own_conns::OwnConns;
+use crate::protocol::{Abandon, LockKeys, Operation, SyncReplicas, WakeMessage};
+use crate::scripts::Scripts;
+use crate::waiters::Waiters;
+#[cfg(doc)]
+use crate::{builder::ClientBuilder, error::ErrorKind, give_backs};
+
+/// Pause between calls on a cluster slot that is being moved.
+const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
+
+/// Owns the threads; dropping it stops them.
+pub(crate) struct ClientInner {
+    pub(crate) shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// State shared by the handles and the background threads. The threads hold
+/// only this, never a [`ClientInner`], so they never keep the client alive.
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) backend: Backend,
+    pub(crate) scripts: Scripts,
+    /// Random id of this client; owner ids are `<client id>:<thread number>`.
+    pub(crate) client_id: String,
+    /// Channel prefix every script publishes wake-ups under.
+    pub(crate) wake_prefix: String,
+    pub(crate) waiters: Waiters,
+    pub(crate) holds: Holds,
+    /// Calls whose outcome was never learned, for the watchdog to undo.
+    pub(crate) give_backs: GiveBacks,
+    /// The watchdog's own connections (renewals never wait for the pool).
+    pub(crate) own_conns: OwnConns,
+    /// The watchdog's per-master rounds on Redis Cluster.
+    pub(crate) cluster_rounds: ClusterRounds,
+    next_wait_id: AtomicU64,
+    stopping: Mutex<bool>,
+    stop_signal: Condvar,
+    /// Set to have the watchdog run a round now (see [`Shared::nudge_watchdog`]).
+    watchdog_nudged: Mutex<bool>,
+    watchdog_signal: Condvar,
+}
+
+impl ClientInner {
+    /// The owner of `shared`'s background threads, none started yet.
+    pub(crate) fn new(shared: Arc<Shared>) -> ClientInner {
+        ClientInner {
+            shared,
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Joins `thread` when the client is dropped.
+    pub(crate) fn own(&self, thread: JoinHandle<()>) {
+        self.threads.lock().push(thread);
+    }
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        self.shared.stop();
+        for handle in self.threads.get_mut().drain(..) {
+            if handle.join().is_err() {
+                log::error!("fairlock: a background thread panicked");
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// Number of the current thread inside this process, for owner ids.
+    static THREAD_NUMBER: u64 = {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    };
+}
+
+impl Shared {
+    /// The state of a client just connected, with a random client id.
+    pub(crate) fn new(config: Config, backend: Backend, scripts: Scripts) -> Shared {
+        let wake_prefix = format!("{}:wake:", config.key_prefix);
+        Shared {
+            config,
+            backend,
+            scripts,
+            client_id: uuid::Uuid::new_v4().simple().to_string(),
+            wake_prefix,
+            waiters: Waiters::default(),
+            holds: Holds::default(),
+            give_backs: GiveBacks::default(),
+            own_conns: OwnConns::default(),
+            cluster_rounds: ClusterRounds::default(),
+            next_wait_id: AtomicU64::new(1),
+            stopping: Mutex::new(false),
+            stop_signal: Condvar::new(),
+            watchdog_nudged: Mutex::new(false),
+            watchdog_signal: Condvar::new(),
+        }
+    }
+
+    /// Owner id of the calling thread: re-entrancy is per (client, thread).
+    pub(crate) fn owner_id(&self) -> String {
+        THREAD_NUMBER.with(|n| format!("{}:{n}", self.client_id))
+    }
+
+    pub(crate) fn wake_channel(&self) -> String {
+        format!("{}{}", self.wake_prefix, self.client_id)
+    }
+
+    pub(crate) fn next_wait_id(&self) -> u64 {
+        self.next_wait_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn connection(&self) -> Result<Conn> {
+        self.backend.get()
+    }
+
+    /// Runs `call` on a pooled connection. A connection the server closed
+    /// while it sat in the pool (restart, failover) fails at once with a
+    /// dropped-connection error and leaves the pool; the call then goes out
+    /// again on another one, at most once per pooled connection plus one.
+    /// On a cluster, a call that could not reach a node goes out once more
+    /// on a connection with a fresh slot map (see [`Conn::note`]), so the
+    /// first call after a failover finds the promoted replica.
+    /// The scripts make a call delivered twice count once (call ids).
+    pub(crate) fn with_connection<T>(
+        &self,
+        mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
+    ) -> Result<T> {
+        let mut stale_retries = self.config.pool_size + 1;
+        let mut fresh_map_retry = true;
+        loop {
+            let mut conn = self.connection()?;
+            let result = call(conn.get());
+            conn.note(&result);
+            drop(conn);
+            match result {
+                Err(err) if stale_retries > 0 && err.is_dropped_connection() => {
+                    stale_retries -= 1;
+                    log::debug!("fairlock: retrying on another connection: {err}");
+                }
+                Err(err) if fresh_map_retry && err.is_connection() && self.backend.is_cluster() => {
+                    fresh_map_retry = false;
+                    log::debug!("fairlock: retrying with a fresh cluster slot map: {err}");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs `call` again while its lock's cluster slot is being moved
+    /// between masters, for up to `command_timeout`: the script did not
+    /// run, and a move usually ends within the cluster client's own
+    /// retries (about 0.3-4 s of waits). The watchdog does not wait here:
+    /// it renews again next period, and must not hold back other slots.
+    fn through_slot_moves<T>(&self, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+        let give_up = Instant::now() + self.config.command_timeout;
+        loop {
+            match call() {
+                Err(err) if err.is_slot_moving() && Instant::now() < give_up => {
+                    log::debug!("fairlock: slot being moved, retrying: {err}");
+                    std::thread::sleep(SLOT_MOVE_RETRY_WAIT);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs `op` on the lock `keys` on a pooled connection: one round trip.
+    pub(crate) fn call<O: Operation>(&self, keys: &LockKeys, op: &O) -> Result<O::Reply> {
+        Ok(self.call_with(keys, op, None)?.0)
+    }
+
+    /// Runs a writing `op`, still in one round trip: with
+    /// [`sync_replicas`](ClientBuilder::sync_replicas) set, a `WAIT` rides
+    /// in the same pipeline and a shortfall ([`ErrorKind::NotReplicated`])
+    /// comes back beside the reply.
+    pub(crate) fn call_write<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+    ) -> Result<(O::Reply, Option<Error>)> {
+        let sync = self.config.sync_replicas;
+        let (reply, acknowledged) = self.call_with(keys, op, sync)?;
+        let shortfall = sync
+            .zip(acknowledged)
+            .and_then(|(sync, acknowledged)| sync.shortfall(acknowledged));
+        Ok((reply, shortfall))
+    }
+
+    fn call_with<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+        sync: Option<SyncReplicas>,
+    ) -> Result<(O::Reply, Option<i64>)> {
+        self.through_slot_moves(|| {
+            self.with_connection(|conn| self.scripts.run(conn, keys, &self.wake_prefix, op, sync))
+        })
+    }
+
+    /// Has the watchdog give back call `call` of `owner` on `keys`, whose
+    /// outcome is unknown or whose hold is not to be kept, as soon as Redis
+    /// answers (see [`GiveBacks`]); the watchdog is nudged to try at once.
+    pub(crate) fn give_back_later(&self, keys: &Arc<LockKeys>, owner: &str, call: u64) {
+        self.give_backs.add(
+            Arc::clone(keys),
+            owner.to_owned(),
+            call,
+            self.config.command_timeout,
+        );
+        self.nudge_watchdog();
+    }
+
+    /// Gives back call `call` of `owner` now (Redis just answered), or
+    /// later through the watchdog if that fails.
+    pub(crate) fn give_back_now(&self, keys: &Arc<LockKeys>, owner: &str, call: u64) {
+        if let Err(err) = self.call(keys, &Abandon { owner, call }) {
+            log::warn!("fairlock: giving back call {call} failed, the watchdog retries: {err}");
+            self.give_back_later(keys, owner, call);
+        }
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        *self.stopping.lock()
+    }
+
+    /// Sleeps up to `timeout`; returns true when the client is stopping.
+    pub(crate) fn sleep_unless_stopping(&self, timeout: Duration) -> bool {
+        let mut stopping = self.stopping.lock();
+        if !*stopping {
+            self.stop_signal.wait_for(&mut stopping, timeout);
+        }
+        *stopping
+    }
+
+    /// The watchdog's sleep: up to `timeout`, or until nudged or stopping.
+    /// Returns true when the client is stopping.
+    pub(crate) fn watchdog_sleep(&self, timeout: Duration) -> bool {
+        let mut nudged = self.watchdog_nudged.lock();
+        if !*nudged && !self.is_stopping() {
+            self.watchdog_signal.wait_for(&mut nudged, timeout);
+        }
+        *nudged = false;
+        self.is_stopping()
+    }
+
+    /// Has the watchdog renew at once, e.g. a hold granted with less lease
+    /// left than two watchdog periods (a waiter whose heartbeats failed
+    /// during an outage gets a grant no longer than its liveness deadline).
+    pub(crate) fn nudge_watchdog(&self) {
+        *self.watchdog_nudged.lock() = true;
+        self.watchdog_signal.notify_one();
+    }
+
+    fn stop(&self) {
+        *self.stopping.lock() = true;
+        self.stop_signal.notify_all();
+        self.nudge_watchdog();
+        // Wakes the subscriber out of its blocking read at once; if Redis is
+        // gone, its read timeout gets it out instead.
+        if let Some(mut conn) = self.backend.get_timeout(Duration::from_millis(200)) {
+            let _: redis::RedisResult<i64> = redis::cmd("PUBLISH")
+                .arg(self.wake_channel())
+                .arg(WakeMessage::STOP)
+                .query(conn.get());
+        }
+    }
+}
