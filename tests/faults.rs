@@ -12,15 +12,14 @@
 //! tests/support): "worker" children lock and unlock on command, "churn"
 //! children contend for 8 s, a "leak" child creates and drops 50 clients, a
 //! "paused_waiter" child waits once with a fixed lease and reports its grant.
-mod support;
 
 use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex};
+use fairlock_test_support::*;
 use redis::Commands;
-use support::*;
 
 /// Lease and waiter timeout of every client in these tests.
 const LEASE: Duration = Duration::from_secs(1);
@@ -1262,7 +1261,7 @@ fn f10_fifty_clients_created_and_dropped_leak_no_thread_connection_or_key() {
 fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
     let _serial = serial();
     let server = RedisServer::start();
-    let relay = support::relay::Relay::start(server.port());
+    let relay = Relay::start(server.port());
     // A long lease for P: the child, head of the queue, then schedules no
     // poll of its own that could come due during the stall, so the grant
     // message is all it acts on.

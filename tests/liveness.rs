@@ -5,7 +5,6 @@
 //!
 //! Some tests run a second process: this test binary re-executed with
 //! `--exact child_process` and the `FAIRLOCK_CHILD_*` variables set.
-mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -14,7 +13,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, FairMutex};
-use support::{join_within, ms, serial, wait_until, RedisServer};
+use fairlock_test_support::{join_within, ms, serial, wait_until, RedisServer};
 
 const CHILD_URL: &str = "FAIRLOCK_CHILD_URL";
 const CHILD_NAME: &str = "FAIRLOCK_CHILD_NAME";

@@ -2,12 +2,9 @@
 //! the topologies start whole, keep a replicated write, and fail over when
 //! their master is SIGKILLed.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::topology::*;
-use support::*;
+use fairlock_test_support::*;
 
 #[test]
 fn cluster_of_three_masters_starts_and_fails_over() {
