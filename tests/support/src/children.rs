@@ -1,21 +1,19 @@
 //! Child processes of a test, and the line protocol between a test and
 //! its children.
+//!
+//! A child is the `fairlock-test-child` binary (tests/support/child/) run
+//! with a role (see [`roles`](crate::roles)), so a test can SIGKILL a real
+//! process that holds or waits for a lock.
+//!
+//! Protocol: the parent writes commands to the child's stdin, one a line; the
+//! child writes events to stdout as lines starting with "@@ ". A child exits
+//! when its stdin closes (so it never outlives its parent) and after at most
+//! two minutes in any case.
 
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-// Child processes: the test binary re-executes itself to run one test (the
-// child's entry point, which does nothing without its environment), so a
-// test can SIGKILL a real process that holds or waits for a lock.
-//
-// Protocol: the parent writes commands to the child's stdin, one a line; the
-// child writes events to stdout as lines starting with "@@ ". A child exits
-// when its stdin closes (so it never outlives its parent) and after at most
-// CHILD_MAX_LIFE in any case.
-
-/// The most a child process lives, whatever happens to its parent.
-pub const CHILD_MAX_LIFE: Duration = Duration::from_secs(120);
 
 /// One line a child printed after "@@ ", with when the parent read it.
 #[derive(Debug, Clone)]
@@ -42,22 +40,21 @@ struct Proc {
 /// Child processes of one test; every one still running is SIGKILLed and
 /// reaped on drop, also when the test fails.
 pub struct Children {
+    /// The child binary.
+    program: PathBuf,
     procs: Vec<Proc>,
     tx: std::sync::mpsc::Sender<Event>,
     rx: std::sync::mpsc::Receiver<Event>,
     backlog: std::collections::VecDeque<Event>,
 }
 
-impl Default for Children {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Children {
-    pub fn new() -> Children {
+    /// Children run from `program`: for a test of the root package,
+    /// `env!("CARGO_BIN_EXE_fairlock-test-child")`.
+    pub fn new(program: impl Into<PathBuf>) -> Children {
         let (tx, rx) = std::sync::mpsc::channel();
         Children {
+            program: program.into(),
             procs: Vec::new(),
             tx,
             rx,
@@ -65,19 +62,18 @@ impl Children {
         }
     }
 
-    /// Starts this test binary running only the test `entry`, with `env`
-    /// added; returns the child's index.
-    pub fn spawn(&mut self, entry: &str, env: &[(&str, String)]) -> usize {
+    /// Starts a child in `role`, with `env` added; returns the child's index.
+    pub fn spawn(&mut self, role: &str, env: &[(&str, String)]) -> usize {
         use std::io::BufRead;
         let index = self.procs.len();
-        let mut child = Command::new(std::env::current_exe().expect("test binary path"))
-            .args(["--exact", entry, "--nocapture", "--test-threads=1"])
+        let mut child = Command::new(&self.program)
+            .arg(role)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("spawn a child process");
+            .unwrap_or_else(|err| panic!("spawn a child process {:?}: {err}", self.program));
         let stdout = child.stdout.take().expect("child stdout");
         let tx = self.tx.clone();
         let reader = std::thread::spawn(move || {
@@ -85,7 +81,7 @@ impl Children {
                 .lines()
                 .map_while(Result::ok)
             {
-                // The harness's "test <name> ... " may precede it on the line.
+                // A line without "@@ " is no event.
                 if let Some((_, text)) = line.split_once("@@ ") {
                     let event = Event {
                         child: index,
@@ -243,57 +239,4 @@ impl Drop for Children {
             }
         }
     }
-}
-
-/// In a child: the value of `name`, or None in a normal test run.
-pub fn child_var(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
-
-/// In a child: a required variable, parsed.
-pub fn child_arg<T: std::str::FromStr>(name: &str) -> T
-where
-    T::Err: std::fmt::Debug,
-{
-    std::env::var(name)
-        .unwrap_or_else(|_| panic!("child: {name} is not set"))
-        .parse()
-        .unwrap_or_else(|err| panic!("child: {name}: {err:?}"))
-}
-
-/// In a child: prints one event line for the parent.
-pub fn say(text: impl std::fmt::Display) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "@@ {text}");
-    let _ = out.flush();
-}
-
-/// In a child: the parent's command lines. The process exits (status 0)
-/// when stdin closes, and with status 3 after [`CHILD_MAX_LIFE`].
-pub fn child_commands() -> std::sync::mpsc::Receiver<String> {
-    use std::io::BufRead;
-    std::thread::spawn(|| {
-        std::thread::sleep(CHILD_MAX_LIFE);
-        eprintln!("child: lived {CHILD_MAX_LIFE:?}, exiting");
-        std::process::exit(3);
-    });
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-        std::process::exit(0);
-    });
-    rx
-}
-
-/// Milliseconds since the Unix epoch by this process's wall clock.
-pub fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_else(|e| -(e.duration().as_millis() as i64))
 }

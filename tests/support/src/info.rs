@@ -1,6 +1,5 @@
-//! What a server says about itself and this process: `INFO` fields,
-//! `CLIENT LIST` subscribers, keys without a TTL, and this process's thread
-//! count.
+//! What a server says about itself: `INFO` fields, `CLIENT LIST`
+//! subscribers, and keys without a TTL.
 
 use crate::try_conn;
 
@@ -18,11 +17,6 @@ pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> i
 /// `connected_clients` from `INFO clients`.
 pub fn connected_clients(conn: &mut redis::Connection) -> i64 {
     info_field(conn, "clients", "connected_clients")
-}
-
-/// Threads of this process, from /proc.
-pub fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task").unwrap().count()
 }
 
 /// Every key under `pattern` that has no TTL.
