@@ -1,6 +1,6 @@
-//! Self-tests of the multi-node test support (tests/support/topology.rs):
-//! the topologies start whole, keep a replicated write, and fail over when
-//! their master is SIGKILLed.
+//! Self-tests of the multi-node test support (tests/support/src/cluster.rs
+//! and sentinel.rs): the topologies start whole, keep a replicated write,
+//! and fail over when their master is SIGKILLed.
 
 use std::time::{Duration, Instant};
 
