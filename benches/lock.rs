@@ -7,10 +7,6 @@
 //! connection counts) are written to `target/fairlock-bench/*.json`.
 
 mod common;
-#[path = "../tests/support/fake_queue.rs"]
-mod fake_queue;
-#[path = "../tests/support/mod.rs"]
-mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -19,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::{measuring, percentile, write_json};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fairlock::Client;
-use support::{info_field, thread_count, wait_until, RedisServer};
+use fairlock_test_support::{fake_queue, info_field, thread_count, wait_until, RedisServer};
 
 /// A client with the library's default timings (lease 30 s, waiters 10 s).
 fn client(server: &RedisServer) -> Client {

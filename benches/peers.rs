@@ -49,8 +49,6 @@
 //! rslock needs (features unify); fairlock's code paths stay the sync ones.
 
 mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,8 +56,8 @@ use std::sync::{Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{measuring, percentile, write_json};
+use fairlock_test_support::{wait_until, RedisServer};
 use serde_json::{json, Map, Value};
-use support::{wait_until, RedisServer};
 
 /// Every bound of every workload, in one place.
 struct Bounds {

@@ -35,16 +35,14 @@
 //! and no overlap; nothing is written.
 
 mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{measuring, percentile, write_json};
 use fairlock::Client;
-use support::topology::RedisCluster;
-use support::RedisServer;
+use fairlock_test_support::cluster::RedisCluster;
+use fairlock_test_support::RedisServer;
 
 /// Sizes of the run: the full workload under `cargo bench`, a brief one in
 /// the smoke run.

@@ -1,13 +1,12 @@
 //! Bad input: invalid and unusual lock names, someone else's data where a
 //! lock keeps its state, malformed URLs and invalid settings. Each gives a
 //! clear error at once, or works, and never touches what is not its own.
-mod support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, FairMutex, MAX_NAME_LEN};
-use support::*;
+use fairlock_test_support::*;
 
 /// Every call on a handle, each reduced to its error kind.
 fn every_call(m: &FairMutex) -> Vec<(&'static str, Result<(), ErrorKind>)> {

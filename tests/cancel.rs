@@ -1,11 +1,9 @@
 //! `lock_cancellable`: another thread ends a wait; the queue entry goes with it.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use fairlock::WaitCanceller;
-use support::{join_within, wait_until, RedisServer};
+use fairlock_test_support::{join_within, wait_until, RedisServer};
 
 #[test]
 fn a_cancelled_wait_leaves_the_queue_at_once_and_keeps_its_place_until_then() {

@@ -3,15 +3,13 @@
 //! however the command ends, signals, `status --json`, `unlock --force`,
 //! and one-line errors for bad input.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use fairlock::Client;
+use fairlock_test_support::{free_port, join_within, wait_until, RedisServer};
 use serde_json::Value;
-use support::{wait_until, RedisServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fairlock");
 /// Upper bound on anything that should be quick.
@@ -422,7 +420,7 @@ fn status_json_shows_the_holder_the_queue_in_order_and_the_token() {
 
     guard.unlock().unwrap();
     for thread in threads {
-        support::join_within(thread, PATIENCE, "waiter");
+        join_within(thread, PATIENCE, "waiter");
     }
 }
 
@@ -496,7 +494,7 @@ fn bad_input_gives_a_one_line_error_and_exit_code_2() {
         assert_one_line_error(&out, 2, &format!("{args:?}"));
     }
     // An unreachable server is not bad usage.
-    let nobody = format!("redis://127.0.0.1:{}", support::free_port());
+    let nobody = format!("redis://127.0.0.1:{}", free_port());
     let out = output(
         Command::new(BIN)
             .args(["--url", &nobody, "run", "x", "--", "true"])

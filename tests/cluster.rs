@@ -3,8 +3,6 @@
 //! guarantees hold, a master failing over loses no replicated acquisition,
 //! and a slot moving to another master keeps its lock's hold and queue.
 
-mod support;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,8 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex};
-use support::topology::{lock_key, slot_of, RedisCluster};
-use support::*;
+use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
+use fairlock_test_support::*;
 
 const NAMES: usize = 64;
 /// Locks held on the master that a failover test kills.
@@ -647,7 +645,7 @@ fn a_stalled_master_delays_no_renewal_or_heartbeat_on_the_other_masters() {
     // The pause ends; every thread returns.
     assert!(
         wait_until(STALL + Duration::from_secs(20), || {
-            support::topology::try_conn(stalled)
+            try_conn(stalled)
                 .and_then(|mut c| {
                     redis::cmd("PING")
                         .query::<String>(&mut c)

@@ -4,12 +4,8 @@
 //! Lua the client runs), with owner ids nobody listens for and a long
 //! liveness deadline, so thousands of live entries cost no threads.
 
-#[path = "support/fake_queue.rs"]
-mod fake_queue;
-mod support;
-
-use fake_queue::{evalsha_usec, queue_of, ScriptedLock};
-use support::*;
+use fairlock_test_support::fake_queue::{evalsha_usec, queue_of, ScriptedLock};
+use fairlock_test_support::*;
 
 /// Queue lengths measured, shortest first.
 const SIZES: [u64; 5] = [0, 1, 100, 1000, 10_000];

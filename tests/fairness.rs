@@ -1,14 +1,13 @@
 //! Fairness and mutual exclusion against a real redis-server: grants follow
 //! arrival order, long holds evict nobody, `try_lock` never barges, and no
 //! two holders ever overlap, from 16 to 500 contending threads.
-mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use support::{join_within, ms, serial, wait_until, RedisServer};
+use fairlock_test_support::{join_within, ms, serial, wait_until, RedisServer};
 
 /// Joins `handle` if it finishes by `deadline`; panics otherwise (never hangs).
 fn join_by<T>(handle: JoinHandle<T>, deadline: Instant, what: &str) -> T {

@@ -7,327 +7,29 @@
 //! stopped by SIGSTOP). Every wait is bounded; each test prints what it
 //! measured.
 //!
-//! Child processes are this test binary re-executed with `--exact
-//! child_process` and the `FAULTS_*` variables (see `Children` in
-//! tests/support): "worker" children lock and unlock on command, "churn"
-//! children contend for 8 s, a "leak" child creates and drops 50 clients, a
-//! "paused_waiter" child waits once with a fixed lease and reports its grant.
-mod support;
+//! Child processes are the test support's `fairlock-test-child` binary run
+//! with a role and the `FAULTS_*` variables (see `Children` and `roles` in
+//! tests/support, and tests/support/child/faults.rs): "worker" children lock
+//! and unlock on command, "churn" children contend for 8 s, a "leak" child
+//! creates and drops 50 clients, a "paused_waiter" child waits once with a
+//! fixed lease and reports its grant.
 
-use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex};
+use fairlock::{Client, ErrorKind, FairMutex};
+use fairlock_test_support::roles::faults::{
+    counter_key, fast, log_key, DURATION_MS, LEASE, NAME, PAUSED_WAITER_LEASE, SEED, THREADS, URL,
+    WAITER_TIMEOUT,
+};
+use fairlock_test_support::roles::Rng;
+use fairlock_test_support::*;
 use redis::Commands;
-use support::*;
 
-/// Lease and waiter timeout of every client in these tests.
-const LEASE: Duration = Duration::from_secs(1);
-const WAITER_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a child may take to start and connect, on a loaded machine.
 const STARTUP: Duration = Duration::from_secs(20);
-
-const ROLE: &str = "FAULTS_ROLE";
-const URL: &str = "FAULTS_URL";
-const NAME: &str = "FAULTS_NAME";
-const THREADS: &str = "FAULTS_THREADS";
-const DURATION_MS: &str = "FAULTS_DURATION_MS";
-const SEED: &str = "FAULTS_SEED";
-
-fn fast(url: &str) -> ClientBuilder {
-    Client::builder(url)
-        .lease(LEASE)
-        .waiter_timeout(WAITER_TIMEOUT)
-        .connect_timeout(Duration::from_secs(2))
-}
-
-// ---------------------------------------------------------------------------
-// The child process.
-
-/// Entry point of the child processes; does nothing in a normal test run.
-#[test]
-fn child_process() {
-    let Some(role) = child_var(ROLE) else {
-        return;
-    };
-    match role.as_str() {
-        "worker" => worker(),
-        "churn" => churn(),
-        "leak" => leak(),
-        "paused_waiter" => paused_waiter(),
-        other => panic!("child: unknown role {other:?}"),
-    }
-}
-
-fn child_client() -> Client {
-    fast(&child_arg::<String>(URL))
-        .build()
-        .expect("child: client connects")
-}
-
-/// Threads 0..FAULTS_THREADS of one client, each locking and unlocking
-/// FAULTS_NAME on command: `<i> lock`, `<i> try <ms>`, `<i> unlock`,
-/// `<i> lost`. Replies `<i> locked <token>`, `<i> none`, `<i> error <kind>`,
-/// `<i> unlocked ok|<kind>`, `<i> lost true|false`. Says `ready <client id>
-/// <wall clock ms>` first.
-fn worker() {
-    let threads: usize = child_arg(THREADS);
-    let commands = child_commands();
-    let client = child_client();
-    let mutex = client.fair_mutex(&child_arg::<String>(NAME));
-    let senders: Vec<mpsc::Sender<String>> = (0..threads)
-        .map(|i| {
-            let (tx, rx) = mpsc::channel();
-            let mutex = mutex.clone();
-            thread::spawn(move || worker_thread(i, &mutex, &rx));
-            tx
-        })
-        .collect();
-    say(format!("ready {} {}", client.id(), wall_clock_ms()));
-    for line in commands {
-        let (thread, command) = line.split_once(' ').expect("child: `<thread> <command>`");
-        let thread: usize = thread.parse().expect("child: thread number");
-        senders[thread].send(command.to_owned()).unwrap();
-    }
-}
-
-fn worker_thread(i: usize, mutex: &FairMutex, commands: &mpsc::Receiver<String>) {
-    let mut guard: Option<fairlock::FairMutexGuard> = None;
-    for command in commands {
-        let words: Vec<&str> = command.split(' ').collect();
-        let acquired = match words.as_slice() {
-            ["lock"] => Some(mutex.lock().map(Some)),
-            ["try", ms] => Some(mutex.try_lock_for(Duration::from_millis(ms.parse().unwrap()))),
-            ["unlock"] => {
-                let result = guard
-                    .take()
-                    .expect("child: unlock without a guard")
-                    .unlock();
-                match result {
-                    Ok(()) => say(format!("{i} unlocked ok")),
-                    Err(err) => say(format!("{i} unlocked {:?}", err.kind())),
-                }
-                None
-            }
-            ["lost"] => {
-                let lost = guard.as_ref().is_some_and(|g| g.is_lease_lost());
-                say(format!("{i} lost {lost}"));
-                None
-            }
-            other => panic!("child: unknown command {other:?}"),
-        };
-        match acquired {
-            Some(Ok(Some(g))) => {
-                say(format!("{i} locked {}", g.fencing_token()));
-                guard = Some(g);
-            }
-            Some(Ok(None)) => say(format!("{i} none")),
-            Some(Err(err)) => say(format!("{i} error {:?}", err.kind())),
-            None => {}
-        }
-    }
-}
-
-/// A small deterministic generator (xorshift*), seeded by the parent so a
-/// failing run can be told apart by its printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-
-    fn millis(&mut self, from: u64, to: u64) -> Duration {
-        Duration::from_millis(from + self.below(to - from + 1))
-    }
-}
-
-fn counter_key(name: &str) -> String {
-    format!("faults:{name}:counter")
-}
-
-fn log_key(name: &str) -> String {
-    format!("faults:{name}:log")
-}
-
-/// FAULTS_THREADS threads contend for FAULTS_NAME for FAULTS_DURATION_MS
-/// after the parent says `go`: random `try_lock_for` timeouts, and inside the
-/// critical section a non-atomic read-modify-write of a counter (GET, pause,
-/// SET) whose SET goes in one MULTI with an RPUSH of the token to a log, so
-/// the log's length counts exactly the sections that wrote. Says
-/// `cs <thread> <token>` after each section's write, `lost ...` if a guard
-/// found its lease lost, `error ...` for any error, and `done <sections>
-/// <timeouts> <errors>` at the end.
-fn churn() {
-    let threads: u64 = child_arg(THREADS);
-    let duration = Duration::from_millis(child_arg(DURATION_MS));
-    let seed: u64 = child_arg(SEED);
-    let name: String = child_arg(NAME);
-    let url: String = child_arg(URL);
-    let commands = child_commands();
-    let client = child_client();
-    let raw = redis::Client::open(url.as_str()).unwrap();
-    say(format!("ready {}", client.id()));
-    assert_eq!(commands.recv().unwrap(), "go");
-    // `linger <ms>`: the next critical section holds that long after its write.
-    let linger = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    {
-        let linger = std::sync::Arc::clone(&linger);
-        thread::spawn(move || {
-            for line in commands {
-                if let Some(ms) = line.strip_prefix("linger ") {
-                    linger.store(ms.parse().unwrap(), std::sync::atomic::Ordering::SeqCst);
-                }
-            }
-        });
-    }
-    let start = Instant::now();
-    let handles: Vec<JoinHandle<(u64, u64, u64)>> = (0..threads)
-        .map(|i| {
-            let mutex = client.fair_mutex(&name);
-            let mut conn = raw.get_connection().expect("child: raw connection");
-            let (counter, log) = (counter_key(&name), log_key(&name));
-            let mut rng = Rng::new(seed * 64 + i);
-            let linger = std::sync::Arc::clone(&linger);
-            thread::spawn(move || {
-                let (mut sections, mut timeouts, mut errors) = (0, 0, 0);
-                while start.elapsed() < duration {
-                    match mutex.try_lock_for(rng.millis(20, 400)) {
-                        Ok(Some(guard)) => {
-                            let value: Option<u64> = conn.get(&counter).unwrap();
-                            thread::sleep(rng.millis(0, 3));
-                            let token = guard.fencing_token();
-                            let () = redis::pipe()
-                                .atomic()
-                                .set(&counter, value.unwrap_or(0) + 1)
-                                .ignore()
-                                .rpush(&log, token)
-                                .ignore()
-                                .query(&mut conn)
-                                .unwrap();
-                            if guard.is_lease_lost() {
-                                say(format!("lost {i} {token}"));
-                            }
-                            let lingering = linger.swap(0, std::sync::atomic::Ordering::SeqCst);
-                            if lingering > 0 {
-                                say(format!("cs {i} {token} lingering"));
-                                thread::sleep(Duration::from_millis(lingering));
-                            } else {
-                                say(format!("cs {i} {token}"));
-                            }
-                            sections += 1;
-                            thread::sleep(rng.millis(0, 5));
-                            let released = if rng.below(4) == 0 {
-                                drop(guard);
-                                Ok(())
-                            } else {
-                                guard.unlock()
-                            };
-                            if let Err(err) = released {
-                                errors += 1;
-                                say(format!("error {i} unlock {:?} {err}", err.kind()));
-                            }
-                        }
-                        Ok(None) => timeouts += 1,
-                        Err(err) => {
-                            errors += 1;
-                            say(format!("error {i} lock {:?} {err}", err.kind()));
-                        }
-                    }
-                    thread::sleep(rng.millis(0, 5));
-                }
-                (sections, timeouts, errors)
-            })
-        })
-        .collect();
-    let (mut sections, mut timeouts, mut errors) = (0, 0, 0);
-    for handle in handles {
-        let (s, t, e) = handle.join().unwrap();
-        sections += s;
-        timeouts += t;
-        errors += e;
-    }
-    say(format!("done {sections} {timeouts} {errors}"));
-}
-
-/// Creates and drops 50 clients, each of which held a lock, queued a waiter
-/// that timed out and was dropped while holding; says `before <threads>`,
-/// then `after <threads>` once the thread count is back (or 10 s passed),
-/// then waits to be told to exit.
-fn leak() {
-    let commands = child_commands();
-    let name: String = child_arg(NAME);
-    let before = thread_count();
-    say(format!("before {before}"));
-    for _ in 0..50 {
-        let client = child_client();
-        let mutex = client.fair_mutex(&name);
-        let guard = mutex.lock().unwrap();
-        let waiter = {
-            let mutex = mutex.clone();
-            thread::spawn(move || {
-                mutex
-                    .try_lock_for(Duration::from_millis(30))
-                    .map(|g| g.is_some())
-            })
-        };
-        assert!(
-            !waiter.join().unwrap().unwrap(),
-            "child: the waiter got a held lock"
-        );
-        guard.unlock().unwrap();
-        let guard = mutex.lock().unwrap();
-        drop(client);
-        drop(mutex);
-        drop(guard); // the last handle: releases, then stops the client
-    }
-    wait_until(Duration::from_secs(10), || thread_count() == before);
-    say(format!("after {}", thread_count()));
-    for line in commands {
-        if line == "exit" {
-            return;
-        }
-    }
-}
-
-/// Fixed lease of the "paused_waiter" child's lock call: no watchdog renews
-/// it, so nothing but the grant's own time decides whether it still holds.
-const PAUSED_WAITER_LEASE: Duration = Duration::from_millis(600);
-
-/// Says `ready <client id>`, then one thread calls `lock()` on FAULTS_NAME
-/// with a fixed lease of [`PAUSED_WAITER_LEASE`]. As soon as it returns it
-/// says `granted <token> lost=<is_lease_lost>` (measured first thing), then
-/// `unlocked ok|<kind>` for its `unlock()`; or `lock error <kind>`. Then it
-/// waits for stdin to close.
-fn paused_waiter() {
-    let commands = child_commands();
-    let client = child_client();
-    let mutex = client
-        .fair_mutex(&child_arg::<String>(NAME))
-        .with_lease(PAUSED_WAITER_LEASE);
-    say(format!("ready {}", client.id()));
-    let waiting = thread::spawn(move || match mutex.lock() {
-        Ok(guard) => {
-            let lost = guard.is_lease_lost();
-            say(format!("granted {} lost={lost}", guard.fencing_token()));
-            match guard.unlock() {
-                Ok(()) => say("unlocked ok"),
-                Err(err) => say(format!("unlocked {:?}", err.kind())),
-            }
-        }
-        Err(err) => say(format!("lock error {:?}", err.kind())),
-    });
-    waiting.join().expect("child: the waiting thread panicked");
-    for _ in commands {}
-}
+/// The child process binary (tests/support/child/), built for these tests.
+const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
 
 // ---------------------------------------------------------------------------
 // Parent-side helpers.
@@ -342,13 +44,12 @@ fn spawn_worker(
     env: &[(&str, String)],
 ) -> (usize, Event) {
     let mut vars = vec![
-        (ROLE, "worker".to_owned()),
         (URL, server.url()),
         (NAME, name.to_owned()),
         (THREADS, threads.to_string()),
     ];
     vars.extend(env.iter().cloned());
-    let child = children.spawn("child_process", &vars);
+    let child = children.spawn("worker", &vars);
     let ready = children.expect_prefix(child, "ready", STARTUP);
     (child, ready)
 }
@@ -448,7 +149,7 @@ fn f1_a_killed_holder_process_frees_the_lock_within_lease_plus_1s() {
     let server = RedisServer::start();
     let observer_client = fast(&server.url()).build().unwrap();
     let observer = observer_client.fair_mutex("f1");
-    let mut children = Children::new();
+    let mut children = Children::new(CHILD);
     let (holder, _) = spawn_worker(&mut children, &server, "f1", 1, &[]);
     children.send(holder, "0 lock");
     let holder_token = token_of(&children.expect_prefix(holder, "0 locked", STARTUP));
@@ -488,7 +189,7 @@ fn f2_a_killed_head_waiter_delays_the_next_live_one_by_at_most_waiter_timeout() 
     let holder_client = fast(&server.url()).build().unwrap();
     let mutex = holder_client.fair_mutex("f2");
     let holder = mutex.lock().unwrap();
-    let mut children = Children::new();
+    let mut children = Children::new(CHILD);
     let (dead, _) = spawn_worker(&mut children, &server, "f2", 1, &[]);
     let (a, _) = spawn_worker(&mut children, &server, "f2", 2, &[]);
     let (b, _) = spawn_worker(&mut children, &server, "f2", 1, &[]);
@@ -537,7 +238,7 @@ fn f3_a_hold_of_ten_leases_evicts_none_of_five_waiters_in_three_processes() {
     let holder_client = fast(&server.url()).build().unwrap();
     let mutex = holder_client.fair_mutex("f3");
     let holder = mutex.lock().unwrap();
-    let mut children = Children::new();
+    let mut children = Children::new(CHILD);
     let (a, _) = spawn_worker(&mut children, &server, "f3", 2, &[]);
     let (b, _) = spawn_worker(&mut children, &server, "f3", 2, &[]);
     let (c, _) = spawn_worker(&mut children, &server, "f3", 1, &[]);
@@ -608,7 +309,7 @@ fn f4_waiters_with_clocks_five_minutes_off_neither_evict_nor_are_evicted() {
     let mutex = holder_client.fair_mutex("f4");
     let holder = mutex.lock().unwrap();
     let lib = libfaketime();
-    let mut children = Children::new();
+    let mut children = Children::new(CHILD);
     // +5 min: wall clock and monotonic clock both shifted (libfaketime's
     // default). -5 min: wall clock only (DONT_FAKE_MONOTONIC=1); a monotonic
     // clock 5 min back could go below zero on a freshly booted machine.
@@ -1092,18 +793,17 @@ fn f9_four_processes_of_eight_threads_with_one_killed_never_overlap() {
     let run_for = Duration::from_secs(8);
     let seed = wall_clock_ms() as u64 % 1_000_000;
     let mut rng = Rng::new(seed);
-    let mut children = Children::new();
+    let mut children = Children::new(CHILD);
     let procs: Vec<usize> = (0..4u64)
         .map(|p| {
             let vars = [
-                (ROLE, "churn".to_owned()),
                 (URL, server.url()),
                 (NAME, "f9".to_owned()),
                 (THREADS, "8".to_owned()),
                 (DURATION_MS, run_for.as_millis().to_string()),
                 (SEED, (seed * 4 + p).to_string()),
             ];
-            children.spawn("child_process", &vars)
+            children.spawn("churn", &vars)
         })
         .collect();
     let ids: Vec<String> = procs
@@ -1199,13 +899,9 @@ fn f10_fifty_clients_created_and_dropped_leak_no_thread_connection_or_key() {
     let server = RedisServer::start();
     let mut conn = server.conn();
     let connections_before = connected_clients(&mut conn);
-    let mut children = Children::new();
-    let vars = [
-        (ROLE, "leak".to_owned()),
-        (URL, server.url()),
-        (NAME, "f10".to_owned()),
-    ];
-    let child = children.spawn("child_process", &vars);
+    let mut children = Children::new(CHILD);
+    let vars = [(URL, server.url()), (NAME, "f10".to_owned())];
+    let child = children.spawn("leak", &vars);
     let before: usize = children.expect_prefix(child, "before", STARTUP).words()[1]
         .parse()
         .unwrap();
@@ -1262,7 +958,7 @@ fn f10_fifty_clients_created_and_dropped_leak_no_thread_connection_or_key() {
 fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
     let _serial = serial();
     let server = RedisServer::start();
-    let relay = support::relay::Relay::start(server.port());
+    let relay = Relay::start(server.port());
     // A long lease for P: the child, head of the queue, then schedules no
     // poll of its own that could come due during the stall, so the grant
     // message is all it acts on.
@@ -1274,13 +970,9 @@ fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
     let first_guard = first.lock().unwrap();
     let next_client = fast(&server.url()).build().unwrap();
     let next = next_client.fair_mutex("f11");
-    let mut children = Children::new();
-    let vars = [
-        (ROLE, "paused_waiter".to_owned()),
-        (URL, relay.url()),
-        (NAME, "f11".to_owned()),
-    ];
-    let child = children.spawn("child_process", &vars);
+    let mut children = Children::new(CHILD);
+    let vars = [(URL, relay.url()), (NAME, "f11".to_owned())];
+    let child = children.spawn("paused_waiter", &vars);
     let child_id = children.expect_prefix(child, "ready", STARTUP).words()[1].to_owned();
 
     // Queued and just heartbeated: the handoff falls well inside its
@@ -1483,13 +1175,9 @@ fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost()
     let first_guard = first.lock().unwrap();
     let next_client = fast(&server.url()).build().unwrap();
     let next = next_client.fair_mutex("f12");
-    let mut children = Children::new();
-    let vars = [
-        (ROLE, "paused_waiter".to_owned()),
-        (URL, server.url()),
-        (NAME, "f12".to_owned()),
-    ];
-    let child = children.spawn("child_process", &vars);
+    let mut children = Children::new(CHILD);
+    let vars = [(URL, server.url()), (NAME, "f12".to_owned())];
+    let child = children.spawn("paused_waiter", &vars);
     let child_pid = children.pid(child);
     let child_id = children.expect_prefix(child, "ready", STARTUP).words()[1].to_owned();
 

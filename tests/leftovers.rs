@@ -4,8 +4,7 @@
 //! and Redis may run it later) counts as possibly applied, and the client
 //! undoes exactly that call once Redis answers again; a setting out of its
 //! documented range fails before any I/O.
-mod support;
-use support::*;
+use fairlock_test_support::*;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -662,7 +661,7 @@ fn a_lock_without_expiry_is_not_polled_in_a_tight_loop() {
     let client = server.client();
     let mut admin = server.conn();
     let name = "no-expiry";
-    let key = support::topology::lock_key(name);
+    let key = lock_key(name);
     let () = redis::cmd("HSET")
         .arg(&key)
         .arg("owner")
@@ -705,7 +704,7 @@ fn a_lock_without_expiry_is_not_polled_in_a_tight_loop() {
 // can cut the link (open connections severed, new ones refused) while Redis
 // and every other client go on.
 
-use support::relay::Relay;
+use fairlock_test_support::relay::Relay;
 
 /// The cut-off client's command and connect timeouts: a call over the cut
 /// link fails within a fraction of a second.

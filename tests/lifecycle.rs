@@ -1,11 +1,9 @@
 //! Clients start their threads and connections, and give all of them back.
 //! (Alone in its binary: it counts the process's threads.)
 
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use fairlock_test_support::*;
 
 fn thread_names() -> Vec<String> {
     std::fs::read_dir("/proc/self/task")

@@ -3,9 +3,9 @@
 //! reported and harmless, force_unlock hands over, and a timed-out
 //! try_lock_for leaves nothing behind.
 //!
-//! Some tests run a second process: this test binary re-executed with
-//! `--exact child_process` and the `FAIRLOCK_CHILD_*` variables set.
-mod support;
+//! Some tests run a second process: the test support's
+//! `fairlock-test-child` binary in its "holder" role, with the
+//! `FAIRLOCK_CHILD_*` variables set (see tests/support/child/holder.rs).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -14,12 +14,13 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, FairMutex};
-use support::{join_within, ms, serial, wait_until, RedisServer};
+use fairlock_test_support::roles::holder::{
+    LEASE_MS as CHILD_LEASE_MS, LOCKED as CHILD_LOCKED, NAME as CHILD_NAME, URL as CHILD_URL,
+};
+use fairlock_test_support::{join_within, ms, serial, wait_until, RedisServer};
 
-const CHILD_URL: &str = "FAIRLOCK_CHILD_URL";
-const CHILD_NAME: &str = "FAIRLOCK_CHILD_NAME";
-const CHILD_LEASE_MS: &str = "FAIRLOCK_CHILD_LEASE_MS";
-const CHILD_LOCKED: &str = "FAIRLOCK_CHILD_LOCKED";
+/// The child process binary (tests/support/child/), built for these tests.
+const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
 
 /// Signed milliseconds from `from` to `to`.
 fn signed_ms(from: Instant, to: Instant) -> f64 {
@@ -28,33 +29,6 @@ fn signed_ms(from: Instant, to: Instant) -> f64 {
     } else {
         -ms(from - to)
     }
-}
-
-/// Entry point of the child process; does nothing in a normal test run.
-///
-/// With the `FAIRLOCK_CHILD_*` variables set it connects (waiter timeout 1 s,
-/// the given lease), blocks in `lock()`, prints `FAIRLOCK_CHILD_LOCKED
-/// <token>` once it holds the lock, and keeps holding until killed (at most
-/// a minute, so that a child whose parent died goes away on its own).
-#[test]
-fn child_process() {
-    let Ok(url) = std::env::var(CHILD_URL) else {
-        return;
-    };
-    let name = std::env::var(CHILD_NAME).expect("child: lock name");
-    let lease_ms: u64 = std::env::var(CHILD_LEASE_MS)
-        .expect("child: lease")
-        .parse()
-        .expect("child: lease is a number");
-    let client = Client::builder(&url)
-        .lease(Duration::from_millis(lease_ms))
-        .waiter_timeout(Duration::from_secs(1))
-        .build()
-        .expect("child: client connects");
-    let guard = client.fair_mutex(&name).lock().expect("child: lock");
-    println!("{CHILD_LOCKED} {}", guard.fencing_token());
-    thread::sleep(Duration::from_secs(60));
-    drop(guard);
 }
 
 /// A child process taking part in a test; SIGKILLed and reaped on drop.
@@ -67,13 +41,8 @@ struct ChildProcess {
 impl ChildProcess {
     /// Starts a child that locks `name` on `server` and holds it once it has it.
     fn lock(server: &RedisServer, name: &str, lease: Duration) -> ChildProcess {
-        let mut child = Command::new(std::env::current_exe().expect("test binary path"))
-            .args([
-                "--exact",
-                "child_process",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = Command::new(CHILD)
+            .arg("holder")
             .env(CHILD_URL, server.url())
             .env(CHILD_NAME, name)
             .env(CHILD_LEASE_MS, lease.as_millis().to_string())
@@ -107,7 +76,7 @@ impl ChildProcess {
                 .lines
                 .recv_timeout(left)
                 .expect("the child did not report holding the lock in time");
-            // The harness's "test child_process ... " may precede it on the line.
+            // The line with CHILD_LOCKED carries the token.
             if let Some((_, token)) = line.split_once(CHILD_LOCKED) {
                 return token.trim().parse().expect("child token");
             }

@@ -4,13 +4,9 @@
 //! id, an argument out of range. Each answers as its header says and
 //! leaves no key without a TTL.
 
-#[path = "support/fake_queue.rs"]
-mod fake_queue;
-mod support;
-
-use fake_queue::ScriptedLock;
+use fairlock_test_support::fake_queue::ScriptedLock;
+use fairlock_test_support::*;
 use redis::{Commands, Value};
-use support::*;
 
 const ACQUIRE: &str = include_str!("../lua/acquire.lua");
 const RELEASE: &str = include_str!("../lua/release.lua");

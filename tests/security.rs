@@ -5,13 +5,14 @@
 //! `sync_replicas`), authenticates from the URL, speaks TLS with the `tls`
 //! feature, and no client can release, renew or dequeue another's hold
 //! except through `force_unlock`.
-mod support;
 
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind};
-use support::topology::{lock_key, slot_of, try_conn, RedisCluster, SentinelSet};
-use support::*;
+use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
+use fairlock_test_support::sentinel::SentinelSet;
+use fairlock_test_support::server::try_conn;
+use fairlock_test_support::*;
 
 const LEASE: Duration = Duration::from_secs(1);
 

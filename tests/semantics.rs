@@ -1,13 +1,11 @@
 //! Re-entry, fencing tokens, names, key expiry, foreign data and errors.
 
-mod support;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, MAX_NAME_LEN};
+use fairlock_test_support::*;
 use redis::Commands;
-use support::*;
 
 #[test]
 fn reentry_gives_a_second_guard_with_the_same_token() {

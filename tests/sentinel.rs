@@ -2,13 +2,11 @@
 //! sentinels): the client follows the master across a failover, and a thread
 //! waiting when the master dies still gets the lock.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder, ErrorKind};
-use support::topology::SentinelSet;
-use support::*;
+use fairlock_test_support::sentinel::SentinelSet;
+use fairlock_test_support::*;
 
 fn builder(set: &SentinelSet) -> ClientBuilder {
     Client::builder(&set.url())

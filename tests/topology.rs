@@ -1,13 +1,10 @@
-//! Self-tests of the multi-node test support (tests/support/topology.rs):
-//! the topologies start whole, keep a replicated write, and fail over when
-//! their master is SIGKILLed.
-
-mod support;
+//! Self-tests of the multi-node test support (tests/support/src/cluster.rs
+//! and sentinel.rs): the topologies start whole, keep a replicated write,
+//! and fail over when their master is SIGKILLed.
 
 use std::time::{Duration, Instant};
 
-use support::topology::*;
-use support::*;
+use fairlock_test_support::*;
 
 #[test]
 fn cluster_of_three_masters_starts_and_fails_over() {

@@ -1,13 +1,13 @@
 //! Wake-ups: a release notifies the next waiter only, and a lost message
 //! never leaves a waiter asleep past a bounded fallback.
 
-mod support;
-
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::{join_within, kill_subscribers, ms, pubsub_clients, serial, wait_until, RedisServer};
+use fairlock_test_support::{
+    join_within, kill_subscribers, ms, pubsub_clients, serial, wait_until, RedisServer,
+};
 
 #[test]
 fn a_release_publishes_to_the_next_waiter_only() {

@@ -2,14 +2,13 @@
 //! build long queues cheaply: waiters with owner ids nobody listens for and
 //! a long liveness deadline cost no threads. Used by tests/cost.rs and the
 //! queue-scaling bench to measure server time against queue length.
-#![allow(dead_code)]
 
 use redis::{Commands, Script};
 
-use super::RedisServer;
+use crate::RedisServer;
 
 fn script(body: &str) -> Script {
-    Script::new(&format!("{}{body}", include_str!("../../lua/lib.lua")))
+    Script::new(&format!("{}{body}", include_str!("../../../lua/lib.lua")))
 }
 
 /// A hold as the lock hash records it: owner id, fencing token, call id.
@@ -42,8 +41,8 @@ impl ScriptedLock {
             .collect();
         ScriptedLock {
             keys,
-            acquire: script(include_str!("../../lua/acquire.lua")),
-            release: script(include_str!("../../lua/release.lua")),
+            acquire: script(include_str!("../../../lua/acquire.lua")),
+            release: script(include_str!("../../../lua/release.lua")),
         }
     }
 

@@ -19,7 +19,6 @@
 //!
 //! Every thread of the relay is joined on drop, within a bound: dropping
 //! never hangs a test (it panics instead, unless the test already does).
-#![allow(dead_code)]
 
 use std::io::{ErrorKind as Io, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -28,7 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::wait_until;
+use crate::wait_until;
 
 /// How often a relay thread blocked in a read or a stall checks whether it
 /// is to stop.

@@ -1,0 +1,30 @@
+//! The "holder" role of tests/liveness.rs (see [`crate::roles::holder`]).
+
+use std::thread;
+use std::time::Duration;
+
+use fairlock::Client;
+
+use crate::roles::holder::{LEASE_MS, LOCKED, NAME, URL};
+
+/// Connects (waiter timeout 1 s, the given lease), blocks in `lock()`,
+/// prints `FAIRLOCK_CHILD_LOCKED <token>` once it holds the lock, and keeps
+/// holding until killed (at most a minute, so that a child whose parent
+/// died goes away on its own).
+pub fn holder() {
+    let url = std::env::var(URL).expect("child: server URL");
+    let name = std::env::var(NAME).expect("child: lock name");
+    let lease_ms: u64 = std::env::var(LEASE_MS)
+        .expect("child: lease")
+        .parse()
+        .expect("child: lease is a number");
+    let client = Client::builder(&url)
+        .lease(Duration::from_millis(lease_ms))
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .expect("child: client connects");
+    let guard = client.fair_mutex(&name).lock().expect("child: lock");
+    println!("{LOCKED} {}", guard.fencing_token());
+    thread::sleep(Duration::from_secs(60));
+    drop(guard);
+}

@@ -1,0 +1,242 @@
+//! Child processes of a test, and the line protocol between a test and
+//! its children.
+//!
+//! A child is the `fairlock-test-child` binary (tests/support/child/) run
+//! with a role (see [`roles`](crate::roles)), so a test can SIGKILL a real
+//! process that holds or waits for a lock.
+//!
+//! Protocol: the parent writes commands to the child's stdin, one a line; the
+//! child writes events to stdout as lines starting with "@@ ". A child exits
+//! when its stdin closes (so it never outlives its parent) and after at most
+//! two minutes in any case.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// One line a child printed after "@@ ", with when the parent read it.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub child: usize,
+    pub at: Instant,
+    pub text: String,
+}
+
+impl Event {
+    /// The words of the event.
+    pub fn words(&self) -> Vec<&str> {
+        self.text.split_whitespace().collect()
+    }
+}
+
+struct Proc {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    reader: Option<JoinHandle<()>>,
+    reaped: bool,
+}
+
+/// Child processes of one test; every one still running is SIGKILLed and
+/// reaped on drop, also when the test fails.
+pub struct Children {
+    /// The child binary.
+    program: PathBuf,
+    procs: Vec<Proc>,
+    tx: std::sync::mpsc::Sender<Event>,
+    rx: std::sync::mpsc::Receiver<Event>,
+    backlog: std::collections::VecDeque<Event>,
+}
+
+impl Children {
+    /// Children run from `program`: for a test of the root package,
+    /// `env!("CARGO_BIN_EXE_fairlock-test-child")`.
+    pub fn new(program: impl Into<PathBuf>) -> Children {
+        let (tx, rx) = std::sync::mpsc::channel();
+        Children {
+            program: program.into(),
+            procs: Vec::new(),
+            tx,
+            rx,
+            backlog: Default::default(),
+        }
+    }
+
+    /// Starts a child in `role`, with `env` added; returns the child's index.
+    pub fn spawn(&mut self, role: &str, env: &[(&str, String)]) -> usize {
+        use std::io::BufRead;
+        let index = self.procs.len();
+        let mut child = Command::new(&self.program)
+            .arg(role)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|err| panic!("spawn a child process {:?}: {err}", self.program));
+        let stdout = child.stdout.take().expect("child stdout");
+        let tx = self.tx.clone();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                // A line without "@@ " is no event.
+                if let Some((_, text)) = line.split_once("@@ ") {
+                    let event = Event {
+                        child: index,
+                        at: Instant::now(),
+                        text: text.trim().to_owned(),
+                    };
+                    if tx.send(event).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        self.procs.push(Proc {
+            stdin: child.stdin.take(),
+            child,
+            reader: Some(reader),
+            reaped: false,
+        });
+        index
+    }
+
+    pub fn pid(&self, child: usize) -> u32 {
+        self.procs[child].child.id()
+    }
+
+    /// Writes one command line to the child.
+    pub fn send(&mut self, child: usize, command: &str) {
+        use std::io::Write;
+        let stdin = self.procs[child].stdin.as_mut().expect("child stdin open");
+        writeln!(stdin, "{command}")
+            .and_then(|_| stdin.flush())
+            .unwrap_or_else(|err| panic!("child {child} is gone ({err}): cannot send {command:?}"));
+    }
+
+    /// The next event, oldest first, waiting up to `timeout`.
+    pub fn next(&mut self, timeout: Duration) -> Option<Event> {
+        if let Some(event) = self.backlog.pop_front() {
+            return Some(event);
+        }
+        self.rx.recv_timeout(timeout).ok()
+    }
+
+    /// Waits up to `timeout` for the first event `matches` accepts; events
+    /// passed over are kept, in order, for later calls. Panics on timeout.
+    pub fn expect(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        mut matches: impl FnMut(&Event) -> bool,
+    ) -> Event {
+        if let Some(i) = self.backlog.iter().position(&mut matches) {
+            return self.backlog.remove(i).unwrap();
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(event) if matches(&event) => return event,
+                Ok(event) => self.backlog.push_back(event),
+                Err(_) => panic!(
+                    "no event {what} within {timeout:?}; unmatched: {:?}",
+                    self.backlog
+                ),
+            }
+        }
+    }
+
+    /// Waits for `text` exactly from `child`.
+    pub fn expect_text(&mut self, child: usize, text: &str, timeout: Duration) -> Event {
+        self.expect(timeout, &format!("{text:?} from child {child}"), |e| {
+            e.child == child && e.text == text
+        })
+    }
+
+    /// Waits for an event of `child` that starts with `prefix`.
+    pub fn expect_prefix(&mut self, child: usize, prefix: &str, timeout: Duration) -> Event {
+        self.expect(
+            timeout,
+            &format!("starting {prefix:?} from child {child}"),
+            |e| e.child == child && e.text.starts_with(prefix),
+        )
+    }
+
+    /// Events received so far (without waiting) that `matches` accepts;
+    /// they are taken out, the others kept.
+    pub fn take_ready(&mut self, mut matches: impl FnMut(&Event) -> bool) -> Vec<Event> {
+        while let Ok(event) = self.rx.try_recv() {
+            self.backlog.push_back(event);
+        }
+        let mut taken = Vec::new();
+        for event in std::mem::take(&mut self.backlog) {
+            if matches(&event) {
+                taken.push(event);
+            } else {
+                self.backlog.push_back(event);
+            }
+        }
+        taken
+    }
+
+    /// SIGKILLs the child and reaps it; returns when the signal was sent.
+    pub fn kill(&mut self, child: usize) -> Instant {
+        let proc = &mut self.procs[child];
+        let at = Instant::now();
+        let _ = proc.child.kill();
+        let status = proc.child.wait().expect("reap the child");
+        proc.reaped = true;
+        assert!(
+            !status.success(),
+            "child {child} exited by itself: {status}"
+        );
+        at
+    }
+
+    /// Waits up to `timeout` for the child to exit by itself (after
+    /// closing its stdin if `close_stdin`); SIGKILLs it and panics otherwise.
+    pub fn wait_exit(
+        &mut self,
+        child: usize,
+        timeout: Duration,
+        close_stdin: bool,
+    ) -> std::process::ExitStatus {
+        let proc = &mut self.procs[child];
+        if close_stdin {
+            proc.stdin = None;
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = proc.child.try_wait().expect("wait for the child") {
+                proc.reaped = true;
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = proc.child.kill();
+                let _ = proc.child.wait();
+                proc.reaped = true;
+                panic!("child {child} did not exit within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for proc in &mut self.procs {
+            proc.stdin = None;
+            if !proc.reaped {
+                let _ = proc.child.kill();
+                let _ = proc.child.wait();
+            }
+            // The pipe closed with the process: the reader ends at once.
+            if let Some(reader) = proc.reader.take() {
+                let _ = reader.join();
+            }
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! What a server says about itself: `INFO` fields, `CLIENT LIST`
+//! subscribers, and keys without a TTL.
+
+use crate::try_conn;
+
+/// One numeric field of `INFO <section>`.
+pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg(section).query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `connected_clients` from `INFO clients`.
+pub fn connected_clients(conn: &mut redis::Connection) -> i64 {
+    info_field(conn, "clients", "connected_clients")
+}
+
+/// Every key under `pattern` that has no TTL.
+pub fn keys_without_ttl(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
+    let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(conn).unwrap();
+    keys.into_iter()
+        .filter(|k| redis::cmd("PTTL").arg(k).query::<i64>(conn).unwrap() == -1)
+        .collect()
+}
+
+/// Connections subscribed to at least one channel (`CLIENT LIST`).
+pub fn pubsub_clients(conn: &mut redis::Connection) -> usize {
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
+    clients.lines().filter(|l| l.contains(" sub=1 ")).count()
+}
+
+/// Cuts every subscribed connection (`CLIENT KILL TYPE pubsub`); returns how many.
+pub fn kill_subscribers(conn: &mut redis::Connection) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(conn)
+        .unwrap()
+}
+
+/// One command on a fresh connection to `port`, as a string reply.
+pub(crate) fn query_string(port: u16, args: &[&str]) -> Result<String, String> {
+    let mut conn = try_conn(port)?;
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query::<String>(&mut conn)
+        .map_err(|e| format!("{} on port {port}: {e}", args.join(" ")))
+}
+
+/// The value of `field` in an INFO-style `field:value` text.
+pub(crate) fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// `INFO replication` of the server on `port`.
+pub(crate) fn info_replication(port: u16) -> Result<String, String> {
+    query_string(port, &["INFO", "replication"])
+}

@@ -1,0 +1,30 @@
+//! Test support for fairlock's integration tests and benches (a dev-only
+//! crate of the workspace, never published): real redis-servers, Redis
+//! Cluster and Sentinel topologies, child processes and what they agree on
+//! with their test, lock threads, a TCP relay for network faults, and the
+//! Lua scripts driven directly. One module per concern; the items of each
+//! are also re-exported here (of `roles`, only the wall clock and the
+//! thread count), so `use fairlock_test_support::*` brings them all in.
+pub mod children;
+pub mod cluster;
+pub mod fake_queue;
+pub mod info;
+pub mod lock_threads;
+pub mod relay;
+pub mod roles;
+pub mod sentinel;
+pub mod server;
+pub mod timing;
+pub mod tls;
+
+pub use children::*;
+pub use cluster::*;
+pub use fake_queue::*;
+pub use info::*;
+pub use lock_threads::*;
+pub use relay::*;
+pub use roles::{thread_count, wall_clock_ms};
+pub use sentinel::*;
+pub use server::*;
+pub use timing::*;
+pub use tls::*;

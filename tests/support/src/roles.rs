@@ -1,0 +1,93 @@
+//! What a test and its child process agree on. The child process is the
+//! `fairlock-test-child` binary (tests/support/child/), run with a role as
+//! its one argument and the role's variables in its environment; this
+//! module names the variables, the keys a role writes and the settings of
+//! a role's client, for both sides, the random generator whose seed the
+//! test hands its children, and the two facts about a process that both
+//! sides read: its wall clock and its thread count. The binary
+//! includes this file by path (a binary of the root package cannot depend
+//! on this crate), so it uses nothing but std and fairlock.
+
+/// The "holder" role of tests/liveness.rs: it connects (waiter timeout
+/// 1 s, the lease in [`LEASE_MS`]), blocks in `lock()`, prints
+/// `FAIRLOCK_CHILD_LOCKED <token>` once it holds the lock, and keeps holding
+/// until killed (at most a minute, so that a child whose parent died goes
+/// away on its own).
+pub mod holder {
+    pub const URL: &str = "FAIRLOCK_CHILD_URL";
+    pub const NAME: &str = "FAIRLOCK_CHILD_NAME";
+    pub const LEASE_MS: &str = "FAIRLOCK_CHILD_LEASE_MS";
+    /// Starts the line the holder prints, with its token, once it holds.
+    pub const LOCKED: &str = "FAIRLOCK_CHILD_LOCKED";
+}
+
+/// The roles of tests/faults.rs ("worker", "churn", "leak",
+/// "paused_waiter"); see tests/support/child/faults.rs.
+pub mod faults {
+    use std::time::Duration;
+
+    use fairlock::{Client, ClientBuilder};
+
+    pub const URL: &str = "FAULTS_URL";
+    pub const NAME: &str = "FAULTS_NAME";
+    pub const THREADS: &str = "FAULTS_THREADS";
+    pub const DURATION_MS: &str = "FAULTS_DURATION_MS";
+    pub const SEED: &str = "FAULTS_SEED";
+
+    /// Lease and waiter timeout of every client in these tests.
+    pub const LEASE: Duration = Duration::from_secs(1);
+    pub const WAITER_TIMEOUT: Duration = Duration::from_secs(1);
+
+    pub fn fast(url: &str) -> ClientBuilder {
+        Client::builder(url)
+            .lease(LEASE)
+            .waiter_timeout(WAITER_TIMEOUT)
+            .connect_timeout(Duration::from_secs(2))
+    }
+
+    pub fn counter_key(name: &str) -> String {
+        format!("faults:{name}:counter")
+    }
+
+    pub fn log_key(name: &str) -> String {
+        format!("faults:{name}:log")
+    }
+
+    /// Fixed lease of the "paused_waiter" child's lock call: no watchdog renews
+    /// it, so nothing but the grant's own time decides whether it still holds.
+    pub const PAUSED_WAITER_LEASE: Duration = Duration::from_millis(600);
+}
+
+/// A small deterministic generator (xorshift*), seeded by the parent so a
+/// failing run can be told apart by its printed seed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+
+    pub fn millis(&mut self, from: u64, to: u64) -> std::time::Duration {
+        std::time::Duration::from_millis(from + self.below(to - from + 1))
+    }
+}
+
+/// Milliseconds since the Unix epoch by this process's wall clock.
+pub fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_else(|e| -(e.duration().as_millis() as i64))
+}
+
+/// Threads of this process, from /proc.
+pub fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}

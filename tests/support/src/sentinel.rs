@@ -1,0 +1,340 @@
+//! A master with one replica watched by three Sentinels for tests
+//! ([`SentinelSet`], of [`Sentinel`]s). Every process is a child of the
+//! test, SIGKILLed and reaped on drop (also when the test panics, when the
+//! logs are printed). Only plain single-node connections of the `redis`
+//! crate are used here, never its sentinel client.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::info::{field, info_replication, query_string};
+use crate::timing::{poll, START_TIMEOUT};
+use crate::{kill_and_reap, on_a_free_port, private_dir, try_conn, RedisServer};
+
+const MASTER_NAME: &str = "fairlock-master";
+
+/// One `redis-server <conf> --sentinel` process, killed and reaped on drop.
+pub struct Sentinel {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Sentinel {
+    /// Starts a sentinel monitoring `master_port` (quorum 2) on a free
+    /// port and waits until it answers PING.
+    fn start(master_port: u16) -> Sentinel {
+        on_a_free_port("a sentinel", |port| Self::spawn(port, master_port))
+    }
+
+    fn spawn(port: u16, master_port: u16) -> Result<Sentinel, String> {
+        let dir = private_dir(&format!("sentinel-{port}"))?;
+        let mut sentinel = Sentinel {
+            child: None,
+            port,
+            dir,
+        };
+        let dir = sentinel.dir.display();
+        let conf = format!(
+            "port {port}\n\
+             bind 127.0.0.1\n\
+             protected-mode no\n\
+             dir {dir}\n\
+             logfile {dir}/sentinel.log\n\
+             sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
+             sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+             sentinel failover-timeout {MASTER_NAME} 5000\n\
+             sentinel parallel-syncs {MASTER_NAME} 1\n"
+        );
+        let conf_path = sentinel.dir.join("sentinel.conf");
+        std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
+        let child = Command::new("redis-server")
+            .arg(&conf_path)
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("redis-server --sentinel not runnable: {e}"))?;
+        sentinel.child = Some(child);
+        let log = sentinel.dir.join("sentinel.log");
+        crate::await_start("sentinel", &mut sentinel.child, &log, || {
+            query_string(port, &["PING"]).is_ok()
+        })?;
+        Ok(sentinel)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A plain connection to the sentinel.
+    pub fn conn(&self) -> redis::Connection {
+        try_conn(self.port).unwrap_or_else(|e| panic!("sentinel: {e}"))
+    }
+
+    /// SIGKILLs the sentinel and reaps it.
+    pub fn kill(&mut self) {
+        kill_and_reap(&mut self.child);
+    }
+
+    pub fn log(&self) -> String {
+        crate::read_log(&self.dir.join("sentinel.log"))
+    }
+
+    /// The master's port this sentinel reports (`SENTINEL
+    /// GET-MASTER-ADDR-BY-NAME`).
+    fn reported_master(&self) -> Result<u16, String> {
+        let mut conn = try_conn(self.port)?;
+        let addr: Vec<String> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .map_err(|e| format!("sentinel {}: {e}", self.port))?;
+        addr.get(1)
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| format!("sentinel {} reports master {addr:?}", self.port))
+    }
+
+    /// `SENTINEL <what> fairlock-master`: one field map per entry.
+    fn entries(&self, what: &str) -> Result<Vec<HashMap<String, String>>, String> {
+        let mut conn = try_conn(self.port)?;
+        let entries: Vec<Vec<String>> = redis::cmd("SENTINEL")
+            .arg(what)
+            .arg(MASTER_NAME)
+            .query(&mut conn)
+            .map_err(|e| format!("SENTINEL {what} on {}: {e}", self.port))?;
+        Ok(entries
+            .into_iter()
+            .map(|flat| {
+                flat.chunks(2)
+                    .filter_map(|kv| Some((kv.first()?.clone(), kv.get(1)?.clone())))
+                    .collect()
+            })
+            .collect())
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "---- sentinel log (port {}) ----\n{}",
+                self.port,
+                self.log()
+            );
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A master and its replica, watched by three sentinels (quorum 2) under
+/// the name `fairlock-master`.
+pub struct SentinelSet {
+    sentinels: Vec<Sentinel>,
+    /// The first started as master, the second as its replica.
+    servers: Vec<RedisServer>,
+}
+
+impl SentinelSet {
+    /// Starts the master, the replica and three sentinels, and waits until
+    /// the replica's link is up and every sentinel knows the master, the
+    /// replica (healthy) and the two other sentinels.
+    pub fn start() -> SentinelSet {
+        let started = Instant::now();
+        // The delay is the master's (whoever is master) before it syncs a
+        // replica: by default 5 s.
+        let fast_sync = [
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+        ];
+        let master = RedisServer::start_with(&fast_sync);
+        let master_port = master.port().to_string();
+        let mut replica_args = vec!["--replicaof", "127.0.0.1", &master_port];
+        replica_args.extend(fast_sync);
+        let replica = RedisServer::start_with(&replica_args);
+        let mut set = SentinelSet {
+            sentinels: Vec::new(),
+            servers: vec![master, replica],
+        };
+        for _ in 0..3 {
+            let sentinel = Sentinel::start(set.servers[0].port());
+            set.sentinels.push(sentinel);
+        }
+        if let Err(error) = poll(START_TIMEOUT, Duration::from_millis(50), || {
+            set.check_ready()
+        }) {
+            panic!("the sentinel set was not ready within {START_TIMEOUT:?}: {error}");
+        }
+        eprintln!(
+            "sentinel set: started in {:.0} ms",
+            crate::ms(started.elapsed())
+        );
+        set
+    }
+
+    fn check_ready(&self) -> Result<(), String> {
+        let master = self.servers[0].port();
+        let replica = self.servers[1].port();
+        let info = info_replication(replica)?;
+        let link = field(&info, "master_link_status").unwrap_or("(missing)");
+        if link != "up" {
+            return Err(format!("replica {replica}: master_link_status:{link}"));
+        }
+        for sentinel in &self.sentinels {
+            let s = sentinel.port;
+            let reported = sentinel.reported_master()?;
+            if reported != master {
+                return Err(format!("sentinel {s} reports master {reported}"));
+            }
+            let replicas = sentinel.entries("REPLICAS")?;
+            let healthy = |r: &HashMap<String, String>| {
+                r.get("port").map(String::as_str) == Some(replica.to_string().as_str())
+                    && r.get("flags").map(String::as_str) == Some("slave")
+                    && r.get("master-link-status").map(String::as_str) == Some("ok")
+            };
+            if replicas.len() != 1 || !healthy(&replicas[0]) {
+                return Err(format!("sentinel {s}: replicas {replicas:?}"));
+            }
+            let others = sentinel.entries("SENTINELS")?;
+            if others.len() != 2 {
+                return Err(format!(
+                    "sentinel {s} knows {} other sentinels",
+                    others.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `fairlock-master`.
+    pub fn master_name() -> &'static str {
+        MASTER_NAME
+    }
+
+    /// `redis+sentinel://127.0.0.1:s1,127.0.0.1:s2,127.0.0.1:s3/fairlock-master`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
+        format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+    }
+
+    /// `redis://127.0.0.1:<port>` for each sentinel.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(Sentinel::url).collect()
+    }
+
+    pub fn sentinels(&self) -> &[Sentinel] {
+        &self.sentinels
+    }
+
+    pub fn sentinels_mut(&mut self) -> &mut [Sentinel] {
+        &mut self.sentinels
+    }
+
+    /// The two data servers (the first started as master).
+    pub fn servers(&self) -> &[RedisServer] {
+        &self.servers
+    }
+
+    pub fn servers_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.servers
+    }
+
+    /// The master's port as most live sentinels report it (ties: the first
+    /// in start order).
+    pub fn master_port(&self) -> u16 {
+        let mut votes: Vec<(u16, usize)> = Vec::new();
+        let mut errors = Vec::new();
+        for sentinel in self.sentinels.iter().filter(|s| s.child.is_some()) {
+            match sentinel.reported_master() {
+                Ok(port) => match votes.iter_mut().find(|(p, _)| *p == port) {
+                    Some((_, n)) => *n += 1,
+                    None => votes.push((port, 1)),
+                },
+                Err(error) => errors.push(error),
+            }
+        }
+        // max_by_key keeps the last of equal maxima: look from the back.
+        votes
+            .iter()
+            .rev()
+            .max_by_key(|(_, n)| *n)
+            .map(|(port, _)| *port)
+            .unwrap_or_else(|| panic!("no sentinel reports the master: {errors:?}"))
+    }
+
+    /// A plain connection to the server (or sentinel) on `port`.
+    pub fn conn_to(&self, port: u16) -> redis::Connection {
+        try_conn(port).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// SIGKILLs the server the sentinels report as master (and reaps it);
+    /// returns its port and when it was killed.
+    pub fn kill_master(&mut self) -> (u16, Instant) {
+        let port = self.master_port();
+        let server = self
+            .servers
+            .iter_mut()
+            .find(|s| s.port() == port)
+            .unwrap_or_else(|| panic!("the reported master {port} is none of the servers"));
+        let at = Instant::now();
+        server.kill();
+        (port, at)
+    }
+
+    /// Waits until every live sentinel reports the other server as master
+    /// and that server says `role:master`; returns the time this took from
+    /// the call. Panics past `timeout` with the sentinels' logs.
+    pub fn wait_for_failover(&self, old_master_port: u16, timeout: Duration) -> Duration {
+        let called = Instant::now();
+        let new = self
+            .servers
+            .iter()
+            .map(RedisServer::port)
+            .find(|&p| p != old_master_port)
+            .expect("two servers");
+        let result = poll(timeout, Duration::from_millis(20), || {
+            for sentinel in self.sentinels.iter().filter(|s| s.child.is_some()) {
+                let reported = sentinel.reported_master()?;
+                if reported != new {
+                    return Err(format!(
+                        "sentinel {} reports master {reported}",
+                        sentinel.port
+                    ));
+                }
+            }
+            let info = info_replication(new)?;
+            let role = field(&info, "role").unwrap_or("(missing)");
+            if role != "master" {
+                return Err(format!("server {new} is role:{role}"));
+            }
+            Ok(())
+        });
+        if let Err(error) = result {
+            let logs: Vec<String> = self
+                .sentinels
+                .iter()
+                .map(|s| format!("---- sentinel log (port {}) ----\n{}", s.port, s.log()))
+                .collect();
+            panic!(
+                "no failover from {old_master_port} to {new} within {timeout:?}: {error}\n{}",
+                logs.join("\n")
+            );
+        }
+        called.elapsed()
+    }
+}

@@ -1,0 +1,306 @@
+//! Test support: a private redis-server per test, started on a free port
+//! with persistence off, killed and reaped on Drop. When a test fails
+//! (panics), the server's log is printed. Also the pieces other processes
+//! of a test reuse: free ports, private directories, start-up checks,
+//! kill and reap, log files, and a plain connection to a loopback port.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, ClientBuilder};
+
+use crate::TlsFiles;
+
+/// A redis-server owned by one test.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    /// Extra arguments, kept for a restart; `{port}` stands for the port.
+    extra: Vec<String>,
+    /// Listens for TLS only (see [`start_tls`](Self::start_tls)).
+    tls: bool,
+}
+
+impl RedisServer {
+    /// Starts a server on a free loopback port and waits until it answers.
+    pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// As [`start`](Self::start), with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        Self::start_configured(extra, false)
+    }
+
+    /// A server that speaks only TLS, with the certificate and key in
+    /// `tls` (see [`TlsFiles`]); clients need not present a certificate.
+    /// Its [`url`](Self::url) is `rediss://127.0.0.1:<port>`.
+    pub fn start_tls(tls: &TlsFiles) -> RedisServer {
+        let path = |p: &Path| p.to_str().expect("utf-8 temp path").to_owned();
+        let args = [
+            "--port".to_owned(),
+            "0".to_owned(),
+            "--tls-port".to_owned(),
+            "{port}".to_owned(),
+            "--tls-cert-file".to_owned(),
+            path(&tls.server_cert),
+            "--tls-key-file".to_owned(),
+            path(&tls.server_key),
+            "--tls-ca-cert-file".to_owned(),
+            path(&tls.ca_cert),
+            "--tls-auth-clients".to_owned(),
+            "no".to_owned(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::start_configured(&args, true)
+    }
+
+    fn start_configured(extra: &[&str], tls: bool) -> RedisServer {
+        on_a_free_port("redis-server", |port| Self::spawn(port, extra, tls))
+    }
+
+    /// Starts a server on `port` (e.g. again after [`kill`](Self::kill)).
+    fn spawn(port: u16, extra: &[&str], tls: bool) -> Result<RedisServer, String> {
+        let dir = private_dir(&format!("test-{port}"))?;
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir,
+            extra: extra.iter().map(|a| a.to_string()).collect(),
+            tls,
+        };
+        server.launch()?;
+        Ok(server)
+    }
+
+    fn launch(&mut self) -> Result<(), String> {
+        let port = self.port.to_string();
+        let extra: Vec<String> = self
+            .extra
+            .iter()
+            .map(|a| a.replace("{port}", &port))
+            .collect();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--protected-mode", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(self.dir.join("redis.log"))
+            .args(&extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("redis-server not runnable (is it installed?): {e}"))?;
+        self.child = Some(child);
+        let (tls, port, url) = (self.tls, self.port, self.url());
+        let log = self.dir.join("redis.log");
+        await_start("redis-server", &mut self.child, &log, || {
+            if tls {
+                // No TLS client here: the port accepts and the log says ready.
+                let listening = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+                listening && read_log(&log).contains("Ready to accept connections")
+            } else {
+                redis::Client::open(url.as_str())
+                    .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                    .and_then(|mut conn| redis::cmd("PING").query::<String>(&mut conn))
+                    .is_ok()
+            }
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The URL with `user:password@` in it.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        format!("{scheme}://{user}:{password}@127.0.0.1:{}", self.port)
+    }
+
+    /// A builder with short test timings (lease 2 s, waiter timeout 1 s).
+    pub fn builder(&self) -> ClientBuilder {
+        Client::builder(&self.url())
+            .lease(Duration::from_secs(2))
+            .waiter_timeout(Duration::from_secs(1))
+            .connect_timeout(Duration::from_secs(2))
+    }
+
+    /// A client with the short test timings.
+    pub fn client(&self) -> Client {
+        self.builder()
+            .build()
+            .expect("client connects to the test server")
+    }
+
+    fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(1))
+    }
+
+    /// A plain connection, for looking at the keys the library left.
+    pub fn conn(&self) -> redis::Connection {
+        self.try_conn().expect("connect to the test server")
+    }
+
+    /// Kills the server (SIGKILL) and waits for it; its data is lost.
+    pub fn kill(&mut self) {
+        kill_and_reap(&mut self.child);
+    }
+
+    /// Starts the server again on the same port, empty.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.start_again();
+    }
+
+    /// Starts a [`kill`](Self::kill)ed server again on its port, empty, with
+    /// the arguments it was first started with.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "the server is still running");
+        self.launch().expect("redis-server restarts on its port");
+    }
+
+    /// Process id of the running server.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub fn log(&self) -> String {
+        read_log(&self.dir.join("redis.log"))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "---- redis-server log (port {}) ----\n{}",
+                self.port,
+                self.log()
+            );
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `spawn` on fresh free ports until it starts (5 tries): another
+/// process may take a port between the probe and the bind.
+pub fn on_a_free_port<T>(what: &str, mut spawn: impl FnMut(u16) -> Result<T, String>) -> T {
+    let mut last_error = String::new();
+    for _ in 0..5 {
+        match spawn(free_port()) {
+            Ok(started) => return started,
+            Err(err) => last_error = err,
+        }
+    }
+    panic!("could not start {what}: {last_error}");
+}
+
+/// A new, empty temporary directory of this test run, named after `label`.
+pub fn private_dir(label: &str) -> Result<PathBuf, String> {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "fairlock-{label}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// SIGKILLs the child, if any, and reaps it.
+pub fn kill_and_reap(child: &mut Option<Child>) {
+    if let Some(mut child) = child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Calls `f` until Redis answers (bounded at 15 s, e.g. through a
+/// failover); any other error fails the test.
+pub fn retry_while_unreachable<T>(mut f: impl FnMut() -> fairlock::Result<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match f() {
+            Ok(value) => return value,
+            Err(err) if err.is_connection() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Err(err) => panic!("{err:?}"),
+        }
+    }
+}
+
+/// The text of a server's log file, or "" before it exists.
+pub fn read_log(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Waits up to 10 s for a just-spawned `what` in `child` to be `ready`.
+/// If it exits first, `child` is cleared; either failure carries the log
+/// at `log`.
+pub fn await_start(
+    what: &str,
+    child: &mut Option<Child>,
+    log: &Path,
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Some(status) = child.as_mut().unwrap().try_wait().unwrap() {
+            *child = None;
+            return Err(format!("{what} exited with {status}: {}", read_log(log)));
+        }
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(format!(
+        "{what} did not answer within 10 s: {}",
+        read_log(log)
+    ))
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+/// A plain connection to one loopback port, with 5 s read/write timeouts.
+pub fn try_conn(port: u16) -> Result<redis::Connection, String> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .map_err(|e| format!("port {port}: {e}"))?;
+    let conn = client
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .map_err(|e| format!("connect to port {port}: {e}"))?;
+    let timeout = Some(Duration::from_secs(5));
+    conn.set_read_timeout(timeout)
+        .and_then(|()| conn.set_write_timeout(timeout))
+        .map_err(|e| format!("port {port}: {e}"))?;
+    Ok(conn)
+}

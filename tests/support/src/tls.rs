@@ -1,0 +1,105 @@
+//! TLS material for tests: a throwaway CA and a server certificate made
+//! with the `openssl` command line.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use crate::private_dir;
+
+/// A throwaway CA and a server certificate for 127.0.0.1 signed by it, made
+/// with the `openssl` command line in a fresh temporary directory (removed
+/// on drop).
+pub struct TlsFiles {
+    pub dir: PathBuf,
+    pub ca_cert: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+}
+
+impl TlsFiles {
+    pub fn generate() -> TlsFiles {
+        let dir = private_dir("tls").expect("create the certificate directory");
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .output()
+                .expect("openssl runs (scripts/ensure-redis installs it)");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+        let mut ca = vec!["req", "-x509", "-nodes", "-days", "2"];
+        ca.extend(ec);
+        ca.extend([
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=fairlock test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]);
+        openssl(&ca);
+        let mut csr = vec!["req", "-nodes"];
+        csr.extend(ec);
+        csr.extend([
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        openssl(&csr);
+        std::fs::write(
+            dir.join("server.ext"),
+            "basicConstraints=critical,CA:FALSE\n\
+             keyUsage=critical,digitalSignature\n\
+             extendedKeyUsage=serverAuth\n\
+             subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "server.crt",
+        ]);
+        TlsFiles {
+            ca_cert: dir.join("ca.crt"),
+            server_cert: dir.join("server.crt"),
+            server_key: dir.join("server.key"),
+            dir,
+        }
+    }
+
+    /// The CA certificate, PEM.
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(&self.ca_cert).unwrap()
+    }
+}
+
+impl Drop for TlsFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
