@@ -50,6 +50,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod acquisition;
 mod backend;
 mod builder;
 mod cancel;

@@ -1,0 +1,324 @@
+//! The acquire algorithm of one call on one lock: attempt, wait in the
+//! queue (parked, holding no connection), ride out an outage, leave the
+//! queue on timeout or cancellation, confirm a handoff with
+//! `sync_replicas`. Every failure after a request may have reached Redis
+//! has the call given back (see [`give_backs`](crate::give_backs)).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cancel::WaitCanceller;
+use crate::error::{Error, ErrorKind, Result};
+use crate::holds::Hold;
+use crate::protocol::LockKeys;
+use crate::protocol::{Acquire, AcquireReply, Cancel, CancelReply, Mode, Renew};
+use crate::shared::Shared;
+use crate::waiters::{Waiter, Wake};
+
+/// Consecutive connection failures of one waiting call.
+#[derive(Default)]
+struct Outage {
+    since: Option<Instant>,
+    failures: u32,
+}
+
+impl Outage {
+    /// When to try again after one more failure, or `None` once the outage
+    /// has lasted `patience`. Backs off from 50 ms to 1 s.
+    fn retry_at(&mut self, patience: Duration) -> Option<Instant> {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        if now.duration_since(since) >= patience {
+            return None;
+        }
+        let backoff = Duration::from_millis(50 << self.failures.min(5)).min(Duration::from_secs(1));
+        self.failures += 1;
+        Some(now + backoff)
+    }
+}
+
+/// One acquisition of the lock `keys` (named `name`, for messages) with
+/// `lease`, fixed or renewed by the watchdog.
+pub(crate) struct Acquisition<'m> {
+    pub(crate) shared: &'m Shared,
+    pub(crate) keys: &'m Arc<LockKeys>,
+    pub(crate) name: &'m str,
+    pub(crate) lease: Duration,
+    pub(crate) fixed: bool,
+}
+
+/// A hold this call got, for the handle to wrap in a guard.
+pub(crate) struct Acquired {
+    pub(crate) hold: Arc<Hold>,
+    /// The acquire call's id: the guard's release names it.
+    pub(crate) call: u64,
+}
+
+impl Acquisition<'_> {
+    /// A new call of this thread on this lock, with its own wait id.
+    fn waiter(&self) -> Arc<Waiter> {
+        Arc::new(Waiter::new(
+            self.shared.next_wait_id(),
+            Arc::clone(self.keys),
+            self.shared.owner_id(),
+            (!self.fixed).then_some(self.lease),
+        ))
+    }
+
+    /// One attempt that never queues (`try_lock`).
+    pub(crate) fn try_once(&self) -> Result<Option<Acquired>> {
+        let waiter = self.waiter();
+        let (lease, fixed) = (self.lease, self.fixed);
+        self.attempt(&waiter, Mode::Try, lease, fixed)
+            .inspect_err(|_| self.give_back_later(&waiter))
+    }
+
+    /// Waits in the queue until `deadline` (`None`: no limit) or `cancel`.
+    pub(crate) fn wait(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&WaitCanceller>,
+    ) -> Result<Option<Acquired>> {
+        let waiter = self.waiter();
+        let (lease, fixed) = (self.lease, self.fixed);
+        let shared = self.shared;
+        // Registered before the first attempt reaches Redis, so that no
+        // handoff message can arrive for an id nobody listens to.
+        shared.waiters.insert(Arc::clone(&waiter));
+        if let Some(cancel) = cancel {
+            cancel.watch(&waiter);
+        }
+        let result = self.wait_in_queue(&waiter, deadline, lease, fixed);
+        shared.waiters.remove(waiter.id);
+        result
+    }
+
+    fn wait_in_queue(
+        &self,
+        waiter: &Waiter,
+        deadline: Option<Instant>,
+        lease: Duration,
+        fixed: bool,
+    ) -> Result<Option<Acquired>> {
+        let mut mode = Mode::First;
+        let mut outage = Outage::default();
+        loop {
+            match self.attempt(waiter, mode, lease, fixed) {
+                Ok(Some(guard)) => return Ok(Some(guard)),
+                Ok(None) => outage = Outage::default(),
+                Err(err) if err.is_connection() => {
+                    // Redis is unreachable or stalled. A first attempt says
+                    // so at once; a queued call rides out a restart or a
+                    // failover for a while, as its place (or a new one) is
+                    // still there when Redis is back. A cleanup call would
+                    // only wait out the same timeout: without this client's
+                    // heartbeat the entry lapses within waiter_timeout.
+                    let patience = self.shared.config.outage_patience();
+                    match outage.retry_at(patience) {
+                        Some(at) if mode == Mode::Poll => {
+                            log::debug!("fairlock: waiting through an outage: {err}");
+                            waiter.poll_by(at);
+                        }
+                        _ => {
+                            // The call may still run (or have run) in
+                            // Redis: whatever it took or queued goes back
+                            // once Redis answers.
+                            self.give_back_later(waiter);
+                            return Err(err);
+                        }
+                    }
+                }
+                Err(err) => {
+                    // Leave nothing behind (Redis answered, with an error).
+                    return match self.leave_queue(waiter, lease, fixed) {
+                        Ok(Some(guard)) => Ok(Some(guard)),
+                        _ => Err(err),
+                    };
+                }
+            }
+            mode = Mode::Poll;
+            match waiter.sleep(deadline) {
+                Wake::Granted(grant) => {
+                    if let Err(err) = self.confirm_handoff(waiter, grant.token, lease, fixed) {
+                        if !err.is_lease_lost() {
+                            self.give_back_later(waiter);
+                        }
+                        return Err(err);
+                    }
+                    return Ok(Some(self.guard(waiter, grant.token, grant.expires_at)));
+                }
+                Wake::Poll => {}
+                Wake::TimedOut => return self.leave_queue(waiter, lease, fixed),
+            }
+        }
+    }
+
+    /// One run of the acquire script. Returns the guard when acquired;
+    /// otherwise schedules the waiter's next poll.
+    fn attempt(
+        &self,
+        waiter: &Waiter,
+        mode: Mode,
+        lease: Duration,
+        fixed: bool,
+    ) -> Result<Option<Acquired>> {
+        let shared = self.shared;
+        let op = Acquire {
+            owner: &waiter.owner,
+            lease,
+            fixed,
+            waiter_timeout: shared.config.waiter_timeout,
+            mode,
+            wait_id: waiter.id,
+            // Re-entry needs a live guard of the hold in this client.
+            live_token: shared.holds.live_token(waiter.keys.lock(), &waiter.owner),
+        };
+        let sent = Instant::now();
+        if mode == Mode::First {
+            // Any handoff comes after this request has queued the waiter.
+            waiter.saw_queued(sent, 0);
+        }
+        match shared.call_write(&waiter.keys, &op)? {
+            (AcquireReply::Acquired { token, pttl_ms }, shortfall) => self
+                .acquired(waiter, token, pttl_ms, sent, shortfall)
+                .map(Some),
+            // A queue entry too few replicas saw costs at most its place
+            // after a failover; the wait goes on.
+            (
+                AcquireReply::Waiting {
+                    pttl_ms,
+                    position,
+                    last_token,
+                },
+                _,
+            ) => {
+                if position.is_some() {
+                    waiter.saw_queued(sent, last_token);
+                }
+                waiter.schedule_after_reply(position, pttl_ms);
+                Ok(None)
+            }
+        }
+    }
+
+    /// The guard of a hold this call was answered with (the request sent
+    /// at `sent`, `pttl_ms` of lease left then), unless too few replicas
+    /// saw it: then it is given back.
+    fn acquired(
+        &self,
+        waiter: &Waiter,
+        token: u64,
+        pttl_ms: i64,
+        sent: Instant,
+        shortfall: Option<Error>,
+    ) -> Result<Acquired> {
+        if let Some(shortfall) = shortfall {
+            self.roll_back(waiter);
+            return Err(shortfall);
+        }
+        let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
+        Ok(self.guard(waiter, token, sent + lease_left))
+    }
+
+    /// Removes the waiter's queue entry; returns the guard instead if the
+    /// lock had been handed over already. If that fails, the watchdog gives
+    /// the call back later (it may have been handed the lock meanwhile).
+    fn leave_queue(
+        &self,
+        waiter: &Waiter,
+        lease: Duration,
+        fixed: bool,
+    ) -> Result<Option<Acquired>> {
+        let op = Cancel {
+            owner: &waiter.owner,
+            lease,
+            fixed,
+            wait_id: waiter.id,
+        };
+        let sent = Instant::now();
+        match self.shared.call_write(&waiter.keys, &op) {
+            Ok((CancelReply::Kept { token, pttl_ms }, shortfall)) => self
+                .acquired(waiter, token, pttl_ms, sent, shortfall)
+                .map(Some),
+            Ok((CancelReply::Left, _)) => Ok(None),
+            Err(err) => {
+                self.give_back_later(waiter);
+                Err(err)
+            }
+        }
+    }
+
+    /// Has the watchdog give back whatever this waiter's call holds or
+    /// queued, once Redis answers (see [`GiveBacks`](crate::give_backs)).
+    fn give_back_later(&self, waiter: &Waiter) {
+        self.shared
+            .give_back_later(&waiter.keys, &waiter.owner, waiter.id);
+    }
+
+    /// With `sync_replicas`, makes sure enough replicas saw the handoff that
+    /// granted `token` before the waiter returns: one renewal (a write,
+    /// which leaves a fixed lease as it is) and a `WAIT`, in one round trip.
+    /// On a shortfall the lock is given back.
+    fn confirm_handoff(
+        &self,
+        waiter: &Waiter,
+        token: u64,
+        lease: Duration,
+        fixed: bool,
+    ) -> Result<()> {
+        let shared = self.shared;
+        if shared.config.sync_replicas.is_none() {
+            return Ok(());
+        }
+        let op = Renew {
+            owner: &waiter.owner,
+            token,
+            lease: (!fixed).then_some(lease),
+        };
+        let (renewed, shortfall) = shared.call_write(&waiter.keys, &op)?;
+        if !renewed {
+            return Err(Error::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "lock {:?} was handed over but lost before it was confirmed",
+                    self.name
+                ),
+            ));
+        }
+        match shortfall {
+            None => Ok(()),
+            Some(shortfall) => {
+                self.roll_back(waiter);
+                Err(shortfall)
+            }
+        }
+    }
+
+    /// Gives back the hold this waiter's call took, which is not to be used
+    /// (now, or through the watchdog if Redis fails meanwhile).
+    fn roll_back(&self, waiter: &Waiter) {
+        self.shared
+            .give_back_now(&waiter.keys, &waiter.owner, waiter.id);
+    }
+
+    /// Registers the hold this call got (renewed by the watchdog unless its
+    /// lease is fixed) for the handle to wrap in a guard.
+    fn guard(&self, waiter: &Waiter, token: u64, expires_at: Instant) -> Acquired {
+        let hold = Hold::new(
+            Arc::clone(&waiter.keys),
+            waiter.owner.clone(),
+            token,
+            expires_at,
+        );
+        let shared = self.shared;
+        let renewed = !self.fixed;
+        let hold = shared.holds.register(hold, renewed);
+        if renewed && expires_at < Instant::now() + 2 * shared.config.watchdog_period() {
+            shared.nudge_watchdog();
+        }
+        Acquired {
+            hold,
+            call: waiter.id,
+        }
+    }
+}
