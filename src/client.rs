@@ -164,7 +164,7 @@ fn spawn_named(
     std::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || body(&shared))
-        .map_err(|err| Error::with_source(ErrorKind::Server, "cannot start a thread", err))
+        .map_err(|err| Error::with_source(ErrorKind::Internal, "cannot start a thread", err))
 }
 
 impl std::fmt::Debug for Client {

@@ -26,6 +26,10 @@ pub enum ErrorKind {
     /// Redis answered with an error or a reply fairlock does not understand
     /// (for example, an ACL that forbids a needed command).
     Server,
+    /// Not Redis's doing: the system refused fairlock something (a
+    /// background thread could not start), or fairlock broke one of its own
+    /// invariants (a bug worth reporting).
+    Internal,
 }
 
 /// The error type of every fallible fairlock call.

@@ -71,7 +71,12 @@ impl Holds {
     /// hold of the same lock and token.
     pub(crate) fn register(&self, hold: Hold, renewed: bool) -> Arc<Hold> {
         let mut by_lock = self.by_lock.lock();
-        let holds = by_lock.entry(hold.keys.lock().to_owned()).or_default();
+        if !by_lock.contains_key(hold.keys.lock()) {
+            by_lock.insert(hold.keys.lock().to_owned(), Vec::new());
+        }
+        let holds = by_lock
+            .get_mut(hold.keys.lock())
+            .expect("inserted just above");
         if let Some(known) = holds.iter_mut().find(|r| r.hold.token == hold.token) {
             known.guards += 1;
             return Arc::clone(&known.hold);

@@ -79,7 +79,7 @@ impl FairMutex {
     pub fn lock(&self) -> Result<FairMutexGuard> {
         self.wait(None, None)?.ok_or_else(|| {
             Error::new(
-                ErrorKind::Server,
+                ErrorKind::Internal,
                 "an unbounded wait ended without the lock",
             )
         })

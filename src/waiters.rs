@@ -229,14 +229,16 @@ impl Waiters {
 
     /// Waiters grouped by lock (by the lock key), for one heartbeat per lock.
     pub(crate) fn by_lock(&self) -> Vec<Vec<Arc<Waiter>>> {
-        let mut groups: HashMap<String, Vec<Arc<Waiter>>> = HashMap::new();
-        for waiter in self.by_id.lock().values() {
-            groups
-                .entry(waiter.keys.lock().to_owned())
-                .or_default()
-                .push(Arc::clone(waiter));
+        let mut all: Vec<Arc<Waiter>> = self.by_id.lock().values().cloned().collect();
+        all.sort_unstable_by(|a, b| a.keys.lock().cmp(b.keys.lock()));
+        let mut groups: Vec<Vec<Arc<Waiter>>> = Vec::new();
+        for waiter in all {
+            match groups.last_mut() {
+                Some(group) if group[0].keys.lock() == waiter.keys.lock() => group.push(waiter),
+                _ => groups.push(vec![waiter]),
+            }
         }
-        groups.into_values().collect()
+        groups
     }
 }
 
@@ -281,6 +283,23 @@ mod tests {
         );
         w.repoll();
         assert_eq!(w.sleep(None), Wake::Poll);
+    }
+
+    #[test]
+    fn waiters_of_one_lock_share_a_group_whatever_handle_they_came_through() {
+        let waiters = Waiters::default();
+        let keys = |name: &str| Arc::new(LockKeys::new("p", name).unwrap());
+        for (id, name) in [(1, "a"), (2, "b"), (3, "a"), (4, "a")] {
+            waiters.insert(Arc::new(Waiter::new(
+                id,
+                keys(name),
+                format!("c:{id}"),
+                None,
+            )));
+        }
+        let mut sizes: Vec<usize> = waiters.by_lock().iter().map(Vec::len).collect();
+        sizes.sort_unstable();
+        assert_eq!(sizes, [1, 3]);
     }
 
     #[test]
