@@ -17,7 +17,7 @@ if lock[1] == owner and give_back(owner, lock[2], lock[3], lock[4], call) then
   return 1
 end
 local grant = redis.call('HGET', GRANTS, owner)
-if grant and string.match(grant, ' (%d+)$') == call then
+if grant and select(3, parse_grant(grant)) == call then
   local now_us, now_ms = server_time()
   leave_queue(owner, lock[1], now_us, now_ms)
   return 2

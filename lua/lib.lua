@@ -106,6 +106,12 @@ local function next_token(now_us, mark)
   return token
 end
 
+-- A grant string's parts: lease ms (number), fixed ('0' or '1'), wait id.
+local function parse_grant(grant)
+  local lease, fixed, wait_id = string.match(grant, '^(%d+) ([01]) (%d+)$')
+  return tonumber(lease), fixed, wait_id
+end
+
 -- Removes a waiter from every queue structure.
 local function forget(waiter)
   redis.call('ZREM', QUEUE, waiter)
@@ -151,7 +157,10 @@ end
 local function tell_head(now_ms, pttl)
   local head, _, grant = live_head(now_ms)
   if head then
-    wake(head, 'H ' .. string.match(grant, ' (%d+)$') .. ' ' .. pttl)
+    local _, _, wait_id = parse_grant(grant)
+    if wait_id then
+      wake(head, 'H ' .. wait_id .. ' ' .. pttl)
+    end
   end
 end
 
@@ -187,8 +196,7 @@ local function hand_over(now_us, now_ms, mark)
     redis.call('ZREM', DEADLINES, head)
     redis.call('HDEL', GRANTS, head)
     if deadline and deadline >= now_ms and grant then
-      local lease, fixed, wait_id = string.match(grant, '^(%d+) ([01]) (%d+)$')
-      local ttl = tonumber(lease)
+      local ttl, fixed, wait_id = parse_grant(grant)
       if fixed == '0' then
         ttl = math.max(1, math.min(ttl, deadline - now_ms))
       end
