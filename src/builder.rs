@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::config::Config;
+use crate::config::{Config, Target};
 #[cfg(doc)]
 use crate::config::{MAX_LEASE, MAX_TIMEOUT, MIN_LEASE};
 #[cfg(doc)]
@@ -33,7 +33,7 @@ impl ClientBuilder {
     pub(crate) fn new(url: &str) -> Self {
         ClientBuilder {
             config: Config {
-                url: url.to_owned(),
+                target: Target::Url(url.to_owned()),
                 ..Config::default()
             },
         }
@@ -42,7 +42,7 @@ impl ClientBuilder {
     pub(crate) fn cluster(nodes: Vec<String>) -> Self {
         ClientBuilder {
             config: Config {
-                cluster_nodes: Some(nodes),
+                target: Target::ClusterNodes(nodes),
                 ..Config::default()
             },
         }

@@ -6,12 +6,31 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::SyncReplicas;
 use crate::topology::{redact_password, Topology};
 
-/// Settings of one [`Client`], fixed when it is built.
+/// Where the client was told to connect, as given.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// A URL of any form `Client::builder` takes.
+    Url(String),
+    /// Seed node URLs given to `Client::cluster_builder`.
+    ClusterNodes(Vec<String>),
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Url(url) => f.debug_tuple("Url").field(&redact_password(url)).finish(),
+            Target::ClusterNodes(nodes) => f
+                .debug_tuple("ClusterNodes")
+                .field(&nodes.iter().map(|n| redact_password(n)).collect::<Vec<_>>())
+                .finish(),
+        }
+    }
+}
+
+/// Settings of one client, fixed when it is built.
 #[derive(Clone)]
 pub(crate) struct Config {
-    pub(crate) url: String,
-    /// Seed node URLs given to [`Client::cluster_builder`] (then `url` is empty).
-    pub(crate) cluster_nodes: Option<Vec<String>>,
+    pub(crate) target: Target,
     pub(crate) lease: Duration,
     pub(crate) waiter_timeout: Duration,
     pub(crate) pool_size: u32,
@@ -29,8 +48,7 @@ pub(crate) struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            url: String::new(),
-            cluster_nodes: None,
+            target: Target::Url(String::new()),
             lease: Duration::from_secs(30),
             waiter_timeout: Duration::from_secs(10),
             pool_size: 16,
@@ -47,14 +65,7 @@ impl Default for Config {
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
-            .field("url", &redact_password(&self.url))
-            .field(
-                "cluster_nodes",
-                &self
-                    .cluster_nodes
-                    .as_ref()
-                    .map(|nodes| nodes.iter().map(|n| redact_password(n)).collect::<Vec<_>>()),
-            )
+            .field("target", &self.target)
             .field("lease", &self.lease)
             .field("waiter_timeout", &self.waiter_timeout)
             .field("pool_size", &self.pool_size)
@@ -135,7 +146,10 @@ impl Config {
                 ));
             }
         }
-        let topology = Topology::of(&self.url, self.cluster_nodes.as_deref())?;
+        let topology = match &self.target {
+            Target::Url(url) => Topology::parse(url)?,
+            Target::ClusterNodes(nodes) => Topology::of_cluster_nodes(nodes)?,
+        };
         let prefix = &self.key_prefix;
         if prefix.is_empty() || prefix.len() > 256 {
             return invalid("key_prefix must be 1 to 256 bytes long".to_owned());

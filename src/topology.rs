@@ -108,12 +108,8 @@ impl Topology {
 
     /// The topology a client's settings name: its URL, or the seed nodes
     /// given to [`Client::cluster_builder`](crate::Client::cluster_builder).
-    /// The topology of a client's URL, or of its cluster seed nodes when
-    /// it was built from those.
-    pub(crate) fn of(url: &str, cluster_nodes: Option<&[String]>) -> Result<Topology> {
-        let Some(nodes) = cluster_nodes else {
-            return Topology::parse(url);
-        };
+    /// The topology of a cluster given by its seed nodes' URLs.
+    pub(crate) fn of_cluster_nodes(nodes: &[String]) -> Result<Topology> {
         if nodes.is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
