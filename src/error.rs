@@ -32,6 +32,41 @@ pub enum ErrorKind {
     Internal,
 }
 
+/// What a failed call's error says about sending it again: decided once,
+/// when the error is made, from its cause (as redis-rs's `retry_method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Redis answered, or the call was refused before any I/O: sending it
+    /// again changes nothing.
+    No,
+    /// The connection was found closed by the server (reset, broken pipe,
+    /// end of stream), not refused: the call may go out on another one.
+    OtherConnection,
+    /// The cluster slot of the call's keys was being moved between masters
+    /// (`TRYAGAIN`, or an `ASK` or `MOVED` not yet followed): the command
+    /// did not run, and can once the move ends.
+    AfterSlotMove,
+    /// A replica answered as if master (`READONLY`): this connection goes
+    /// to a demoted master; a new one finds its successor.
+    DemotedMaster,
+    /// Redis is unreachable or stalled (a timeout, a refused connection, no
+    /// pooled connection in time): a call that was sent may or may not have
+    /// run; on a cluster a fresh slot map may find a promoted master.
+    Unreachable,
+}
+
+impl Retry {
+    /// The classification of an error whose cause says no more than its
+    /// kind: a connection error may be retried, nothing else.
+    fn of_kind(kind: ErrorKind) -> Retry {
+        if kind == ErrorKind::Connection {
+            Retry::Unreachable
+        } else {
+            Retry::No
+        }
+    }
+}
+
 /// The error type of every fallible fairlock call.
 ///
 /// The underlying cause, when there is one (a `redis::RedisError`, an
@@ -40,6 +75,7 @@ pub enum ErrorKind {
 #[derive(Clone)]
 pub struct Error {
     kind: ErrorKind,
+    retry: Retry,
     message: Cow<'static, str>,
     source: Option<Arc<dyn StdError + Send + Sync + 'static>>,
 }
@@ -51,6 +87,7 @@ impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
         Error {
             kind,
+            retry: Retry::of_kind(kind),
             message: message.into(),
             source: None,
         }
@@ -63,6 +100,7 @@ impl Error {
     ) -> Self {
         Error {
             kind,
+            retry: Retry::of_kind(kind),
             message: message.into(),
             source: Some(Arc::new(source)),
         }
@@ -93,22 +131,21 @@ impl Error {
         self.source.as_deref()?.downcast_ref()
     }
 
-    /// True when the connection was found closed by the server (reset,
-    /// broken pipe, end of stream), not refused: the call may go out on
-    /// another pooled connection.
-    pub(crate) fn is_dropped_connection(&self) -> bool {
-        self.redis_error()
-            .is_some_and(|err| err.is_connection_dropped() && !err.is_connection_refusal())
+    /// What this error says about sending the call again.
+    pub(crate) fn retry(&self) -> Retry {
+        self.retry
     }
 
-    /// True when the cluster slot of the call's keys was being moved
-    /// between masters when the cluster client ran out of retries
-    /// (`TRYAGAIN`, or an `ASK` or `MOVED` redirection not yet followed):
-    /// the command did not run, and can once the move ends.
+    /// True when the connection was found closed by the server, not
+    /// refused (see [`Retry::OtherConnection`]).
+    pub(crate) fn is_dropped_connection(&self) -> bool {
+        self.retry == Retry::OtherConnection
+    }
+
+    /// True when the call's cluster slot was being moved (see
+    /// [`Retry::AfterSlotMove`]).
     pub(crate) fn is_slot_moving(&self) -> bool {
-        use redis::{ErrorKind as K, ServerErrorKind as S};
-        self.redis_error()
-            .is_some_and(|err| matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)))
+        self.retry == Retry::AfterSlotMove
     }
 
     /// The same error with its cause's text appended to the message, for
@@ -190,7 +227,19 @@ impl From<redis::RedisError> for Error {
             } else {
                 "redis is unreachable"
             };
-            Error::with_source(ErrorKind::Connection, message, err)
+            let retry = if matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
+                Retry::AfterSlotMove
+            } else if err.code() == Some("READONLY") {
+                Retry::DemotedMaster
+            } else if err.is_connection_dropped() && !err.is_connection_refusal() {
+                Retry::OtherConnection
+            } else {
+                Retry::Unreachable
+            };
+            Error {
+                retry,
+                ..Error::with_source(ErrorKind::Connection, message, err)
+            }
         } else {
             Error::with_source(ErrorKind::Server, "redis returned an error", err)
         }

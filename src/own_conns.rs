@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use redis::ConnectionLike;
 
 use crate::backend::{Backend, OwnConn};
-use crate::error::Result;
+use crate::error::{Result, Retry};
 use crate::slot_map::Address;
 
 /// Idle connections of the watchdog's own, reused round after round: by
@@ -65,7 +65,7 @@ impl OwnConns {
     ) -> Result<T> {
         if node.is_some() {
             match self.with(backend, node, &mut call) {
-                Err(err) if err.is_connection() || err.is_slot_moving() => {
+                Err(err) if err.retry() != Retry::No => {
                     log::debug!("fairlock: renewing through the cluster client: {err}");
                     stale.store(true, Ordering::Relaxed);
                 }

@@ -13,7 +13,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::backend::{Backend, Conn};
 use crate::cluster_rounds::ClusterRounds;
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Retry};
 use crate::give_backs::GiveBacks;
 use crate::holds::Holds;
 use crate::own_conns::OwnConns;
@@ -156,7 +156,9 @@ impl Shared {
                     stale_retries -= 1;
                     log::debug!("fairlock: retrying on another connection: {err}");
                 }
-                Err(err) if fresh_map_retry && err.is_connection() && self.backend.is_cluster() => {
+                Err(err)
+                    if fresh_map_retry && err.retry() != Retry::No && self.backend.is_cluster() =>
+                {
                     fresh_map_retry = false;
                     log::debug!("fairlock: retrying with a fresh cluster slot map: {err}");
                 }
