@@ -129,22 +129,17 @@ impl Connection {
             .key_prefix(self.key_prefix.clone())
             .waiter_timeout(run::WAITER_TIMEOUT)
             .build()
-            .map_err(|err| Failure::redis(err, format!("cannot use {}", redact(&self.url))))
+            .map_err(|err| Failure::redis(err, format!("cannot use {}", shown_url(&self.url))))
     }
 }
 
-/// The URL without its password, for messages.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return format!("{url:?}");
-    };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority
-        .rsplit_once('@')
-        .and_then(|(userinfo, host)| Some((userinfo.split_once(':')?.0, host)))
-    {
-        Some((user, host)) => format!("{scheme}://{user}:***@{host}{path}"),
-        None => url.to_owned(),
+/// The URL as messages show it: without its password, by the library's
+/// rule; quoted when it is not a URL at all.
+fn shown_url(url: &str) -> String {
+    if url.contains("://") {
+        fairlock::redact_url(url)
+    } else {
+        format!("{url:?}")
     }
 }
 
@@ -258,11 +253,13 @@ mod tests {
     #[test]
     fn passwords_are_redacted() {
         assert_eq!(
-            redact("redis://user:secret@host:6379/0"),
+            shown_url("redis://user:secret@host:6379/0"),
             "redis://user:***@host:6379/0"
         );
-        assert_eq!(redact("redis://:secret@host"), "redis://:***@host");
-        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
-        assert_eq!(redact("redis://user@host"), "redis://user@host");
+        assert_eq!(shown_url("redis://:secret@host"), "redis://:***@host");
+        assert_eq!(shown_url("redis://host:6379"), "redis://host:6379");
+        // A lone userinfo is the password, as the library reads it.
+        assert_eq!(shown_url("redis://user@host"), "redis://***@host");
+        assert_eq!(shown_url("nonsense"), "\"nonsense\"");
     }
 }
