@@ -131,8 +131,23 @@ impl Topology {
     }
 }
 
-/// The URL with any password replaced, fit for logs and `Debug` output.
-pub(crate) fn redact_password(url: &str) -> String {
+/// The URL with any password replaced by `***`, fit for logs and messages.
+///
+/// The same rule the client applies to its own `Debug` output and errors:
+/// in `user:password@host` the password goes; a lone `secret@host` is
+/// taken as the password (as a `redis+sentinel://` URL is read), so all of
+/// it goes. Text without userinfo, or not a URL at all, comes back as it is.
+/// Public as `fairlock::redact_url`.
+///
+/// ```
+/// use fairlock::redact_url;
+///
+/// assert_eq!(redact_url("redis://user:secret@host:6379/0"), "redis://user:***@host:6379/0");
+/// assert_eq!(redact_url("redis://:secret@host"), "redis://:***@host");
+/// assert_eq!(redact_url("redis://secret@host"), "redis://***@host");
+/// assert_eq!(redact_url("redis://host:6379"), "redis://host:6379");
+/// ```
+pub fn redact_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

@@ -8,17 +8,15 @@
 //!
 //! Built only with the `cli` feature: `cargo install --path . --features cli`.
 
+mod commands;
 mod duration;
-mod inspect;
 mod progress;
-mod run;
 mod signals;
 
-use std::ffi::OsString;
-use std::time::Duration;
+use clap::{Parser, Subcommand};
+use fairlock::{Client, ErrorKind};
 
-use clap::{Args, Parser, Subcommand};
-use fairlock::{Client, ErrorKind, MIN_LEASE};
+use commands::{run, status, unlock};
 
 /// Exit codes of fairlock itself; a command that ran passes its own through.
 pub mod exit {
@@ -41,7 +39,7 @@ pub mod exit {
     pub const SIGNAL_BASE: i32 = 128;
 }
 
-const EXIT_CODES: &str = "\
+pub const EXIT_CODES: &str = "\
 Exit codes of `fairlock run`:
   0-255  the command's own exit status, when it ran and held the lock throughout
   2      bad usage: unknown option, bad duration, bad URL, bad lock name
@@ -87,123 +85,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Wait for our turn on NAME, run COMMAND holding the lock, release it.
-    ///
-    /// Waits in arrival order, forever unless --wait or -n. The lock is held
-    /// while COMMAND runs (a watchdog renews its lease unless --lease) and
-    /// released whenever COMMAND ends. COMMAND's exit status is fairlock's.
-    /// COMMAND gets FAIRLOCK_TOKEN (the fencing token), FAIRLOCK_NAME and
-    /// FAIRLOCK_CLIENT_ID in its environment. SIGINT, SIGTERM and SIGHUP are
-    /// passed on to COMMAND (unless they came from the terminal, which
-    /// already sent them to COMMAND too); while still waiting they end the
-    /// wait with 128+N and nothing is run.
-    #[command(after_help = EXIT_CODES)]
-    Run(RunArgs),
-    /// Show who holds NAME, who waits for it in order, and the last token.
-    Status(StatusArgs),
-    /// Free NAME whoever holds it (with --force), and say who held it.
-    ///
-    /// The next waiter in line gets the lock at once. The old holder's
-    /// command keeps running until its fairlock notices the loss and
-    /// reports it (exit 70, or killed with --kill-on-loss).
-    Unlock(UnlockArgs),
-}
-
-#[derive(Debug, Args)]
-struct RunArgs {
-    /// Name of the lock.
-    #[arg(value_parser = lock_name)]
-    name: String,
-
-    /// Give up after waiting this long (500ms, 10s, 5m, 2h); 0s means do not
-    /// wait. Waits forever when not given.
-    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse)]
-    wait: Option<Duration>,
-
-    /// Do not wait at all: the same as --wait 0s (flock's -n).
-    #[arg(short, long, conflicts_with = "wait")]
-    nonblock: bool,
-
-    /// Hold the lock for at most this long, with no watchdog renewing it.
-    /// If COMMAND outlives it, that is a lost lock (exit 70). Without
-    /// --lease a watchdog renews the lease while COMMAND runs.
-    #[arg(long, value_name = "DURATION", value_parser = lease)]
-    lease: Option<Duration>,
-
-    /// Exit code when --wait or -n runs out (flock's -E).
-    #[arg(short = 'E', long, value_name = "CODE", default_value_t = exit::TIMED_OUT)]
-    conflict_exit_code: u8,
-
-    /// Kill COMMAND (SIGTERM, then SIGKILL 5 s later) as soon as the lock is
-    /// found lost, instead of letting it finish.
-    #[arg(long)]
-    kill_on_loss: bool,
-
-    /// No live waiting line and no notice when --wait runs out.
-    #[arg(short, long)]
-    quiet: bool,
-
-    /// Say on stderr when the lock was acquired and released, and show the
-    /// library's warnings (watchdog failures).
-    #[arg(short, long, conflicts_with = "quiet")]
-    verbose: bool,
-
-    /// The command to run and its arguments (after `--`, or after NAME).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
-    command: Vec<OsString>,
-}
-
-#[derive(Debug, Args)]
-struct StatusArgs {
-    /// Name of the lock.
-    #[arg(value_parser = lock_name)]
-    name: String,
-
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
-
-    /// List at most this many waiters from the head of the queue.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    limit: usize,
-}
-
-#[derive(Debug, Args)]
-struct UnlockArgs {
-    /// Name of the lock.
-    #[arg(value_parser = lock_name)]
-    name: String,
-
-    /// Required: unlocking frees the lock whoever holds it.
-    #[arg(long)]
-    force: bool,
-}
-
-fn lock_name(name: &str) -> Result<String, String> {
-    if name.is_empty() {
-        Err("the lock name is empty".to_owned())
-    } else if name.len() > fairlock::MAX_NAME_LEN {
-        Err(format!(
-            "the lock name is {} bytes long, more than the {} allowed",
-            name.len(),
-            fairlock::MAX_NAME_LEN
-        ))
-    } else {
-        Ok(name.to_owned())
-    }
-}
-
-fn lease(text: &str) -> Result<Duration, String> {
-    let lease = duration::parse(text)?;
-    if lease < MIN_LEASE {
-        return Err(format!("a lease must be at least {MIN_LEASE:?}"));
-    }
-    Ok(lease)
+    // Each subcommand's help text is its arguments' doc comment, in commands/.
+    Run(run::RunArgs),
+    Status(status::StatusArgs),
+    Unlock(unlock::UnlockArgs),
 }
 
 /// Why fairlock stops before or around the command, with its exit code.
@@ -244,22 +129,17 @@ impl Connection {
             .key_prefix(self.key_prefix.clone())
             .waiter_timeout(run::WAITER_TIMEOUT)
             .build()
-            .map_err(|err| Failure::redis(err, format!("cannot use {}", redact(&self.url))))
+            .map_err(|err| Failure::redis(err, format!("cannot use {}", shown_url(&self.url))))
     }
 }
 
-/// The URL without its password, for messages.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return format!("{url:?}");
-    };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority
-        .rsplit_once('@')
-        .and_then(|(userinfo, host)| Some((userinfo.split_once(':')?.0, host)))
-    {
-        Some((user, host)) => format!("{scheme}://{user}:***@{host}{path}"),
-        None => url.to_owned(),
+/// The URL as messages show it: without its password, by the library's
+/// rule; quoted when it is not a URL at all.
+fn shown_url(url: &str) -> String {
+    if url.contains("://") {
+        fairlock::redact_url(url)
+    } else {
+        format!("{url:?}")
     }
 }
 
@@ -270,6 +150,12 @@ pub fn exit_now(code: i32) -> ! {
     let _only_one = EXITING.lock();
     let _ = std::io::Write::flush(&mut std::io::stdout());
     std::process::exit(code)
+}
+
+/// From now on, prints the library's warnings and errors on stderr.
+pub fn show_library_warnings() {
+    let _ = log::set_logger(&StderrLogger);
+    log::set_max_level(log::LevelFilter::Warn);
 }
 
 /// Prints the library's log records (warnings and errors) on stderr.
@@ -322,43 +208,9 @@ fn main() {
         key_prefix: cli.key_prefix,
     };
     let result = match cli.command {
-        Command::Run(args) => {
-            if args.verbose {
-                let _ = log::set_logger(&StderrLogger);
-                log::set_max_level(log::LevelFilter::Warn);
-            }
-            run::run(
-                &connection,
-                run::Options {
-                    name: args.name,
-                    wait: if args.nonblock {
-                        Some(Duration::ZERO)
-                    } else {
-                        args.wait
-                    },
-                    lease: args.lease,
-                    conflict_exit_code: i32::from(args.conflict_exit_code),
-                    kill_on_loss: args.kill_on_loss,
-                    quiet: args.quiet,
-                    verbose: args.verbose,
-                    command: args.command,
-                },
-            )
-        }
-        Command::Status(args) => inspect::status(&connection, &args.name, args.json, args.limit),
-        Command::Unlock(args) => {
-            if args.force {
-                inspect::unlock(&connection, &args.name)
-            } else {
-                Err(Failure::new(
-                    exit::USAGE,
-                    anyhow::anyhow!(
-                        "unlock frees {:?} whoever holds it: add --force if that is what you want",
-                        args.name
-                    ),
-                ))
-            }
-        }
+        Command::Run(args) => run::exec(&connection, args),
+        Command::Status(args) => status::exec(&connection, args),
+        Command::Unlock(args) => unlock::exec(&connection, args),
     };
     match result {
         Ok(code) => exit_now(code),
@@ -374,6 +226,7 @@ fn main() {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use std::time::Duration;
 
     #[test]
     fn the_cli_definition_is_consistent() {
@@ -400,11 +253,13 @@ mod tests {
     #[test]
     fn passwords_are_redacted() {
         assert_eq!(
-            redact("redis://user:secret@host:6379/0"),
+            shown_url("redis://user:secret@host:6379/0"),
             "redis://user:***@host:6379/0"
         );
-        assert_eq!(redact("redis://:secret@host"), "redis://:***@host");
-        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
-        assert_eq!(redact("redis://user@host"), "redis://user@host");
+        assert_eq!(shown_url("redis://:secret@host"), "redis://:***@host");
+        assert_eq!(shown_url("redis://host:6379"), "redis://host:6379");
+        // A lone userinfo is the password, as the library reads it.
+        assert_eq!(shown_url("redis://user@host"), "redis://***@host");
+        assert_eq!(shown_url("nonsense"), "\"nonsense\"");
     }
 }

@@ -1,27 +1,41 @@
-//! `fairlock status` and `fairlock unlock --force`.
+//! `fairlock status`: who holds the lock, who waits for it, the last token.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use clap::Args;
 use fairlock::{Holder, LockStatus, Participant};
 use serde_json::{json, Value};
 
+use super::lock_name;
 use crate::duration::human;
 use crate::{Connection, Failure};
 
+/// Show who holds NAME, who waits for it in order, and the last token.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Name of the lock.
+    #[arg(value_parser = lock_name)]
+    pub name: String,
+
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// List at most this many waiters from the head of the queue.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub limit: usize,
+}
+
 /// Prints the holder, the queue in order and the last token; exit code 0.
-pub fn status(
-    connection: &Connection,
-    name: &str,
-    as_json: bool,
-    limit: usize,
-) -> Result<i32, Failure> {
+pub fn exec(connection: &Connection, args: StatusArgs) -> Result<i32, Failure> {
+    let name = args.name.as_str();
     let client = connection.connect()?;
     let status = client
         .fair_mutex(name)
-        .status(limit)
+        .status(args.limit)
         .map_err(|err| Failure::redis(err, format!("cannot read the status of {name:?}")))?;
-    if as_json {
+    if args.json {
         println!("{}", to_json(name, &status));
     } else {
         print!("{}", to_text(name, &status));
@@ -29,46 +43,16 @@ pub fn status(
     Ok(0)
 }
 
-/// Frees the lock whoever holds it and says who held it; exit code 0.
-pub fn unlock(connection: &Connection, name: &str) -> Result<i32, Failure> {
-    let client = connection.connect()?;
-    let mutex = client.fair_mutex(name);
-    let failed = |err| Failure::redis(err, format!("cannot unlock {name:?}"));
-    // Read just before, for the token and lease; who held it at the moment
-    // it was freed comes from the freeing script itself.
-    let before = mutex.status(0).map_err(failed)?;
-    let Some(freed) = mutex.force_unlock_holder().map_err(failed)? else {
-        println!("fairlock: {name:?} was not held; nothing to do");
-        return Ok(0);
-    };
-    let mut text = format!(
-        "fairlock: unlocked {name:?}; it was held by {}",
-        who(&freed)
-    );
-    if let Some(holder) = before.holder.filter(|h| h.who == freed) {
-        let _ = write!(
-            text,
-            " (token {}, {})",
-            holder.fencing_token,
-            lease_left(holder.remaining_lease)
-        );
-    }
-    // The lock goes to the next live waiter inside the same script.
-    if let Some(next) = mutex.status(0).ok().and_then(|s| s.holder) {
-        let _ = write!(text, "; now held by {}, next in line", who(&next.who));
-    }
-    println!("{text}");
-    Ok(0)
-}
-
-fn who(p: &Participant) -> String {
+/// Who a participant is, the way `status` and `unlock` name it.
+pub fn who(p: &Participant) -> String {
     match p.thread() {
         Some(thread) => format!("client {} thread {thread}", p.client_id()),
         None => format!("owner {}", p.owner),
     }
 }
 
-fn lease_left(lease: Option<Duration>) -> String {
+/// What is left of a holder's lease, the way `status` and `unlock` say it.
+pub fn lease_left(lease: Option<Duration>) -> String {
     match lease {
         Some(lease) => format!("lease {} left", human(lease)),
         None => "no lease expiry".to_owned(),

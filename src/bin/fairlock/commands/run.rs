@@ -8,11 +8,13 @@ use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fairlock::{FairMutex, FairMutexGuard};
+use clap::Args;
+use fairlock::{FairMutex, FairMutexGuard, MIN_LEASE};
 
-use crate::duration::human;
+use super::lock_name;
+use crate::duration::{self, human};
 use crate::signals::{self, Control, SpawnError};
-use crate::{exit, progress, Connection, Failure};
+use crate::{exit, progress, show_library_warnings, Connection, Failure, EXIT_CODES};
 
 /// How long a queued entry of a silent client keeps its place; set
 /// explicitly so the messages can say it.
@@ -23,20 +25,82 @@ const KILL_GRACE: Duration = Duration::from_secs(5);
 /// end is noticed at once, through SIGCHLD).
 const CHECK_PERIOD: Duration = Duration::from_millis(100);
 
-pub struct Options {
+/// Wait for our turn on NAME, run COMMAND holding the lock, release it.
+///
+/// Waits in arrival order, forever unless --wait or -n. The lock is held
+/// while COMMAND runs (a watchdog renews its lease unless --lease) and
+/// released whenever COMMAND ends. COMMAND's exit status is fairlock's.
+/// COMMAND gets FAIRLOCK_TOKEN (the fencing token), FAIRLOCK_NAME and
+/// FAIRLOCK_CLIENT_ID in its environment. SIGINT, SIGTERM and SIGHUP are
+/// passed on to COMMAND (unless they came from the terminal, which
+/// already sent them to COMMAND too); while still waiting they end the
+/// wait with 128+N and nothing is run.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct RunArgs {
+    /// Name of the lock.
+    #[arg(value_parser = lock_name)]
     pub name: String,
-    /// `None`: wait forever; zero: do not wait.
+
+    /// Give up after waiting this long (500ms, 10s, 5m, 2h); 0s means do not
+    /// wait. Waits forever when not given.
+    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse)]
     pub wait: Option<Duration>,
-    /// A fixed lease nobody renews; `None`: the watchdog renews it.
+
+    /// Do not wait at all: the same as --wait 0s (flock's -n).
+    #[arg(short, long, conflicts_with = "wait")]
+    pub nonblock: bool,
+
+    /// Hold the lock for at most this long, with no watchdog renewing it.
+    /// If COMMAND outlives it, that is a lost lock (exit 70). Without
+    /// --lease a watchdog renews the lease while COMMAND runs.
+    #[arg(long, value_name = "DURATION", value_parser = lease)]
     pub lease: Option<Duration>,
-    pub conflict_exit_code: i32,
+
+    /// Exit code when --wait or -n runs out (flock's -E).
+    #[arg(short = 'E', long, value_name = "CODE", default_value_t = exit::TIMED_OUT)]
+    pub conflict_exit_code: u8,
+
+    /// Kill COMMAND (SIGTERM, then SIGKILL 5 s later) as soon as the lock is
+    /// found lost, instead of letting it finish.
+    #[arg(long)]
     pub kill_on_loss: bool,
+
+    /// No live waiting line and no notice when --wait runs out.
+    #[arg(short, long)]
     pub quiet: bool,
+
+    /// Say on stderr when the lock was acquired and released, and show the
+    /// library's warnings (watchdog failures).
+    #[arg(short, long, conflicts_with = "quiet")]
     pub verbose: bool,
+
+    /// The command to run and its arguments (after `--`, or after NAME).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<OsString>,
 }
 
-pub fn run(connection: &Connection, opts: Options) -> Result<i32, Failure> {
+fn lease(text: &str) -> Result<Duration, String> {
+    let lease = duration::parse(text)?;
+    if lease < MIN_LEASE {
+        return Err(format!("a lease must be at least {MIN_LEASE:?}"));
+    }
+    Ok(lease)
+}
+
+/// Runs the command holding the lock; its exit code, or fairlock's own.
+pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> {
+    if args.verbose {
+        show_library_warnings();
+    }
+    if args.nonblock {
+        args.wait = Some(Duration::ZERO);
+    }
     let control = Control::install().map_err(|err| {
         Failure::new(
             exit::UNAVAILABLE,
@@ -44,9 +108,9 @@ pub fn run(connection: &Connection, opts: Options) -> Result<i32, Failure> {
         )
     })?;
     let client = connection.connect()?;
-    let name = opts.name.as_str();
+    let name = args.name.as_str();
     let base = client.fair_mutex(name);
-    let mutex = match opts.lease {
+    let mutex = match args.lease {
         Some(lease) => base.with_lease(lease),
         None => base.clone(),
     };
@@ -54,15 +118,15 @@ pub fn run(connection: &Connection, opts: Options) -> Result<i32, Failure> {
     // Wait for our turn, on this thread: the guard stays on the thread that took it.
     let started = Instant::now();
     control.waiting();
-    let line = (!opts.quiet && std::io::stderr().is_terminal()).then(|| {
+    let line = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
         progress::start(progress::Watch {
             mutex: base.clone(),
             client_id: client.id().to_owned(),
             started,
-            patience: opts.wait,
+            patience: args.wait,
         })
     });
-    let outcome = mutex.lock_cancellable(opts.wait, control.canceller());
+    let outcome = mutex.lock_cancellable(args.wait, control.canceller());
     if let Some(line) = line {
         line.stop();
     }
@@ -87,20 +151,20 @@ pub fn run(connection: &Connection, opts: Options) -> Result<i32, Failure> {
         }
         (Ok(Some(guard)), None) => guard,
         (Ok(None), None) => {
-            if !opts.quiet {
-                let why = match opts.wait {
+            if !args.quiet {
+                let why = match args.wait {
                     Some(Duration::ZERO) => format!("{name:?} is busy"),
                     _ => format!("gave up waiting for {name:?} after {}", human(waited)),
                 };
                 eprintln!("fairlock: {why}; nothing was run");
             }
-            return Ok(opts.conflict_exit_code);
+            return Ok(i32::from(args.conflict_exit_code));
         }
         (Err(err), None) => {
             return Err(Failure::redis(err, format!("waiting for {name:?} failed")));
         }
     };
-    if opts.verbose {
+    if args.verbose {
         eprintln!(
             "fairlock: acquired {name:?} after {} (token {}, client {})",
             human(waited),
@@ -110,9 +174,9 @@ pub fn run(connection: &Connection, opts: Options) -> Result<i32, Failure> {
     }
 
     // Run the command with the lock held.
-    let mut command = Command::new(&opts.command[0]);
+    let mut command = Command::new(&args.command[0]);
     command
-        .args(&opts.command[1..])
+        .args(&args.command[1..])
         .env("FAIRLOCK_TOKEN", guard.fencing_token().to_string())
         .env("FAIRLOCK_NAME", name)
         .env("FAIRLOCK_CLIENT_ID", client.id());
@@ -135,7 +199,7 @@ pub fn run(connection: &Connection, opts: Options) -> Result<i32, Failure> {
             } else {
                 exit::CANNOT_EXECUTE
             };
-            let program = opts.command[0].to_string_lossy().into_owned();
+            let program = args.command[0].to_string_lossy().into_owned();
             return Err(Failure::new(
                 code,
                 anyhow!(err).context(format!("cannot run {program:?}")),
@@ -166,14 +230,14 @@ pub fn run(connection: &Connection, opts: Options) -> Result<i32, Failure> {
             lost = true;
             eprintln!(
                 "fairlock: lost the lock on {name:?} while the command runs: {}; {}",
-                why_lost(&base, &opts),
-                if opts.kill_on_loss {
+                why_lost(&base, &args),
+                if args.kill_on_loss {
                     "stopping the command"
                 } else {
                     "letting it finish"
                 }
             );
-            if opts.kill_on_loss {
+            if args.kill_on_loss {
                 control.kill_child(libc::SIGTERM);
                 kill_at = Some(Instant::now() + KILL_GRACE);
             }
@@ -188,7 +252,7 @@ pub fn run(connection: &Connection, opts: Options) -> Result<i32, Failure> {
     let held = held_since.elapsed();
 
     // Release, whatever the command did.
-    lost |= release(guard, name, lost, &base, &opts);
+    lost |= release(guard, name, lost, &base, &args);
     if lost {
         eprintln!(
             "fairlock: the command {}; exiting with {} because the lock was lost",
@@ -197,7 +261,7 @@ pub fn run(connection: &Connection, opts: Options) -> Result<i32, Failure> {
         );
         return Ok(exit::LEASE_LOST);
     }
-    if opts.verbose {
+    if args.verbose {
         eprintln!(
             "fairlock: released {name:?} after holding it {}; the command {}",
             human(held),
@@ -213,7 +277,7 @@ fn release(
     name: &str,
     known_lost: bool,
     base: &FairMutex,
-    opts: &Options,
+    args: &RunArgs,
 ) -> bool {
     match guard.unlock() {
         Ok(()) => false,
@@ -221,7 +285,7 @@ fn release(
             if !known_lost {
                 eprintln!(
                     "fairlock: lost the lock on {name:?} while the command ran: {}",
-                    why_lost(base, opts)
+                    why_lost(base, args)
                 );
             }
             true
@@ -236,8 +300,8 @@ fn release(
 }
 
 /// Why the lease is gone, as far as can be told.
-fn why_lost(base: &FairMutex, opts: &Options) -> String {
-    let mut why = match opts.lease {
+fn why_lost(base: &FairMutex, args: &RunArgs) -> String {
+    let mut why = match args.lease {
         Some(lease) => format!("its fixed --lease of {} ran out", human(lease)),
         None => "the lease was not renewed in time, or someone ran unlock --force".to_owned(),
     };

@@ -1,0 +1,20 @@
+//! The subcommands, one file each: its arguments and its `exec`.
+
+pub mod run;
+pub mod status;
+pub mod unlock;
+
+/// Checks a lock name as the library will, so a bad one is a usage error.
+pub fn lock_name(name: &str) -> Result<String, String> {
+    if name.is_empty() {
+        Err("the lock name is empty".to_owned())
+    } else if name.len() > fairlock::MAX_NAME_LEN {
+        Err(format!(
+            "the lock name is {} bytes long, more than the {} allowed",
+            name.len(),
+            fairlock::MAX_NAME_LEN
+        ))
+    } else {
+        Ok(name.to_owned())
+    }
+}
