@@ -144,7 +144,7 @@ mod tests {
     use super::*;
     use crate::config::{MAX_LEASE, MAX_TIMEOUT};
     use crate::error::{Error, ErrorKind};
-    use crate::topology::redact_password;
+    use crate::topology::redact_url;
 
     fn rejected(builder: ClientBuilder) -> Error {
         builder.config.validate().unwrap_err()
@@ -152,13 +152,10 @@ mod tests {
 
     #[test]
     fn passwords_never_reach_debug_output() {
-        assert_eq!(
-            redact_password("redis://u:p%40ss@h:1/0"),
-            "redis://u:***@h:1/0"
-        );
-        assert_eq!(redact_password("redis://:pw@h"), "redis://:***@h");
-        assert_eq!(redact_password("redis://pw@h"), "redis://***@h");
-        assert_eq!(redact_password("redis://h:6379"), "redis://h:6379");
+        assert_eq!(redact_url("redis://u:p%40ss@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact_url("redis://:pw@h"), "redis://:***@h");
+        assert_eq!(redact_url("redis://pw@h"), "redis://***@h");
+        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
         let debug = format!(
             "{:?}",
             ClientBuilder::new("rediss://user:hunter2@host:6380")

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::SyncReplicas;
-use crate::topology::{redact_password, Topology};
+use crate::topology::{redact_url, Topology};
 
 /// Where the client was told to connect, as given.
 #[derive(Clone, PartialEq, Eq)]
@@ -18,10 +18,10 @@ pub(crate) enum Target {
 impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Target::Url(url) => f.debug_tuple("Url").field(&redact_password(url)).finish(),
+            Target::Url(url) => f.debug_tuple("Url").field(&redact_url(url)).finish(),
             Target::ClusterNodes(nodes) => f
                 .debug_tuple("ClusterNodes")
-                .field(&nodes.iter().map(|n| redact_password(n)).collect::<Vec<_>>())
+                .field(&nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>())
                 .finish(),
         }
     }

@@ -83,7 +83,7 @@ pub use guard::FairMutexGuard;
 pub use mutex::FairMutex;
 pub use protocol::keys::MAX_NAME_LEN;
 pub use status::{Holder, LockStatus, Participant, QueuedWaiter};
-pub use topology::redact_password as redact_url;
+pub use topology::redact_url;
 
 #[cfg(test)]
 mod tests {

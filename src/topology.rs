@@ -33,7 +33,7 @@ impl Topology {
         let invalid = |why: &str| {
             Err(Error::new(
                 ErrorKind::InvalidConfig,
-                format!("invalid redis url {:?}: {why}", redact_password(url)),
+                format!("invalid redis url {:?}: {why}", redact_url(url)),
             ))
         };
         // Anything but `<base>+<kind>://` is one server's URL, for the
@@ -122,7 +122,7 @@ impl Topology {
                     ErrorKind::InvalidConfig,
                     format!(
                         "cluster seed nodes are redis:// or rediss:// urls, got {:?}",
-                        redact_password(node)
+                        redact_url(node)
                     ),
                 ));
             }
@@ -137,7 +137,7 @@ impl Topology {
 /// in `user:password@host` the password goes; a lone `secret@host` is
 /// taken as the password (as a `redis+sentinel://` URL is read), so all of
 /// it goes. Text without userinfo, or not a URL at all, comes back as it is.
-/// Public as `fairlock::redact_url`.
+/// Public at the crate root.
 ///
 /// ```
 /// use fairlock::redact_url;
@@ -147,7 +147,7 @@ impl Topology {
 /// assert_eq!(redact_url("redis://secret@host"), "redis://***@host");
 /// assert_eq!(redact_url("redis://host:6379"), "redis://host:6379");
 /// ```
-pub fn redact_password(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
