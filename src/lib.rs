@@ -85,6 +85,14 @@ pub use protocol::keys::MAX_NAME_LEN;
 pub use status::{Holder, LockStatus, Participant, QueuedWaiter};
 pub use topology::redact_url;
 
+/// The protocol layer, for fairlock's own test support only: not an API,
+/// no stability promised (feature `test-support`).
+#[cfg(feature = "test-support")]
+#[doc(hidden)]
+pub mod test_support {
+    pub use crate::protocol::{Acquire, LockKeys, Mode, Operation, Release, Script};
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

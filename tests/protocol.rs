@@ -4,16 +4,17 @@
 //! id, an argument out of range. Each answers as its header says and
 //! leaves no key without a TTL.
 
+use fairlock::test_support::Script;
 use fairlock_test_support::fake_queue::ScriptedLock;
 use fairlock_test_support::*;
 use redis::{Commands, Value};
 
-const ACQUIRE: &str = include_str!("../lua/acquire.lua");
-const RELEASE: &str = include_str!("../lua/release.lua");
-const ABANDON: &str = include_str!("../lua/abandon.lua");
-const FORCE: &str = include_str!("../lua/force_release.lua");
-const HEARTBEAT: &str = include_str!("../lua/heartbeat.lua");
-const RENEW: &str = include_str!("../lua/renew.lua");
+const ACQUIRE: Script = Script::Acquire;
+const RELEASE: Script = Script::Release;
+const ABANDON: Script = Script::Abandon;
+const FORCE: Script = Script::ForceRelease;
+const HEARTBEAT: Script = Script::Heartbeat;
+const RENEW: Script = Script::Renew;
 
 /// One lock's scripts on a fresh server.
 struct Fixture {
@@ -30,16 +31,16 @@ impl Fixture {
         Fixture { server, lock, conn }
     }
 
-    fn eval(&mut self, body: &str, args: &[&str]) -> redis::RedisResult<Value> {
+    fn eval(&mut self, body: Script, args: &[&str]) -> redis::RedisResult<Value> {
         self.lock.eval(&mut self.conn, body, args)
     }
 
-    fn ints(&mut self, body: &str, args: &[&str]) -> Vec<i64> {
+    fn ints(&mut self, body: Script, args: &[&str]) -> Vec<i64> {
         let reply = self.eval(body, args).unwrap();
         redis::from_redis_value(reply).unwrap()
     }
 
-    fn int(&mut self, body: &str, args: &[&str]) -> i64 {
+    fn int(&mut self, body: Script, args: &[&str]) -> i64 {
         let reply = self.eval(body, args).unwrap();
         redis::from_redis_value(reply).unwrap()
     }

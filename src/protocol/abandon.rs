@@ -6,14 +6,14 @@ use crate::error::Result;
 use crate::protocol::operation::{unexpected, Operation, Script};
 
 /// Gives back whatever call `call` of `owner` holds or queued, once.
-pub(crate) struct Abandon<'a> {
-    pub(crate) owner: &'a str,
-    pub(crate) call: u64,
+pub struct Abandon<'a> {
+    pub owner: &'a str,
+    pub call: u64,
 }
 
 /// What a give-back found to undo.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AbandonReply {
+pub enum AbandonReply {
     /// One count of its hold was given back.
     HoldGivenBack,
     /// Its queue entry was removed.

@@ -9,7 +9,7 @@ use crate::protocol::operation::{int_list, ms, unexpected, Operation, Script};
 
 /// What one acquire attempt asks of the script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
+pub enum Mode {
     /// Never queue (`try_lock`).
     Try,
     /// First attempt of a waiting call: re-enter or queue.
@@ -29,24 +29,27 @@ impl Mode {
 }
 
 /// One attempt of call `wait_id` of thread `owner` on a lock.
-pub(crate) struct Acquire<'a> {
-    pub(crate) owner: &'a str,
+pub struct Acquire<'a> {
+    /// The calling thread's owner id, `<client id>:<thread number>`.
+    pub owner: &'a str,
     /// The lease the lock gets when this owner takes it.
-    pub(crate) lease: Duration,
+    pub lease: Duration,
     /// A fixed lease (no watchdog renews it).
-    pub(crate) fixed: bool,
+    pub fixed: bool,
     /// How long a queued entry stays without a heartbeat.
-    pub(crate) waiter_timeout: Duration,
-    pub(crate) mode: Mode,
-    pub(crate) wait_id: u64,
+    pub waiter_timeout: Duration,
+    /// What the attempt may do.
+    pub mode: Mode,
+    /// The call's id inside its client.
+    pub wait_id: u64,
     /// The token of the hold this thread has a live guard of on this lock,
     /// or 0: only that hold can be re-entered.
-    pub(crate) live_token: u64,
+    pub live_token: u64,
 }
 
 /// What an acquire attempt came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AcquireReply {
+pub enum AcquireReply {
     /// The caller holds the lock; `pttl_ms` is its lease left when answered.
     Acquired { token: u64, pttl_ms: i64 },
     /// Someone else holds it. `position` is the caller's place in the queue

@@ -9,16 +9,16 @@ use crate::protocol::operation::{int_list, ms, unexpected, Operation, Script};
 
 /// Call `wait_id` of `owner` leaves the queue; if the lock was handed to
 /// it meanwhile, it keeps it (with `lease`, extended unless `fixed`).
-pub(crate) struct Cancel<'a> {
-    pub(crate) owner: &'a str,
-    pub(crate) lease: Duration,
-    pub(crate) fixed: bool,
-    pub(crate) wait_id: u64,
+pub struct Cancel<'a> {
+    pub owner: &'a str,
+    pub lease: Duration,
+    pub fixed: bool,
+    pub wait_id: u64,
 }
 
 /// What leaving the queue came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CancelReply {
+pub enum CancelReply {
     /// The lock had been handed to this call: it holds it.
     Kept { token: u64, pttl_ms: i64 },
     /// The call left the queue (or was not in it).

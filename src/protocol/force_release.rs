@@ -7,8 +7,8 @@ use crate::protocol::operation::{unexpected, Operation, Script};
 
 /// Frees the lock; `call_key` ("<client id>#<call id>") makes the same call
 /// delivered twice free it once.
-pub(crate) struct ForceRelease {
-    pub(crate) call_key: String,
+pub struct ForceRelease {
+    pub call_key: String,
 }
 
 impl Operation for ForceRelease {

@@ -8,25 +8,25 @@ use crate::error::Result;
 use crate::protocol::operation::{int_list, ms, unexpected, Operation, Script};
 
 /// One waiting call of the heartbeating client.
-pub(crate) struct WaiterBeat<'a> {
-    pub(crate) owner: &'a str,
-    pub(crate) wait_id: u64,
+pub struct WaiterBeat<'a> {
+    pub owner: &'a str,
+    pub wait_id: u64,
     /// The lease to keep if the lock was handed to this call; `None` for a
     /// fixed lease, which the watchdog must not extend.
-    pub(crate) lease: Option<Duration>,
+    pub lease: Option<Duration>,
 }
 
 /// The client's waiters on one lock get a new liveness deadline of
 /// `waiter_timeout` from now; a lock whose holder vanished goes to its
 /// first live waiter.
-pub(crate) struct Heartbeat<'a> {
-    pub(crate) waiter_timeout: Duration,
-    pub(crate) waiters: Vec<WaiterBeat<'a>>,
+pub struct Heartbeat<'a> {
+    pub waiter_timeout: Duration,
+    pub waiters: Vec<WaiterBeat<'a>>,
 }
 
 /// A heartbeat's answer about one waiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WaiterStatus {
+pub enum WaiterStatus {
     /// Still queued at this position; its deadline was pushed out.
     Queued(u64),
     /// The lock was handed to this call with this token.
@@ -37,12 +37,12 @@ pub(crate) enum WaiterStatus {
 
 /// A heartbeat's answer about one lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HeartbeatReply {
-    pub(crate) pttl_ms: i64,
+pub struct HeartbeatReply {
+    pub pttl_ms: i64,
     /// The last fencing token issued for the lock.
-    pub(crate) last_token: u64,
+    pub last_token: u64,
     /// One status per waiter, in the order sent.
-    pub(crate) statuses: Vec<WaiterStatus>,
+    pub statuses: Vec<WaiterStatus>,
 }
 
 impl Operation for Heartbeat<'_> {

@@ -12,14 +12,17 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 /// braces the name contains, and different names spread over the slots. The
 /// full name follows the fixed-width part, so distinct names never share keys.
 #[derive(Debug)]
-pub(crate) struct LockKeys {
-    pub(crate) all: [String; 5],
+pub struct LockKeys {
+    /// lock, queue, deadlines, grants, fence.
+    pub all: [String; 5],
     /// The Redis Cluster slot of all five (CRC16 of the tag, as Redis has it).
-    pub(crate) slot: u16,
+    pub slot: u16,
 }
 
 impl LockKeys {
-    pub(crate) fn new(prefix: &str, name: &str) -> Result<Self> {
+    /// The keys of the lock `name` under `prefix`; an empty or oversized
+    /// name is [`ErrorKind::InvalidName`].
+    pub fn new(prefix: &str, name: &str) -> Result<Self> {
         validate_name(name)?;
         let digest = sha1_smol::Sha1::from(name).digest().to_string();
         let tag = &digest[..16];
@@ -37,7 +40,7 @@ impl LockKeys {
     }
 
     /// The lock hash, the only key the renew script needs.
-    pub(crate) fn lock(&self) -> &str {
+    pub fn lock(&self) -> &str {
         &self.all[0]
     }
 }

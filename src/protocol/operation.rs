@@ -8,14 +8,22 @@ use crate::protocol::LockKeys;
 /// The Lua scripts, one per operation: `lua/lib.lua` (the shared steps)
 /// followed by the operation's own file, embedded at compile time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Script {
+pub enum Script {
+    /// `acquire.lua`
     Acquire,
+    /// `release.lua`
     Release,
+    /// `renew.lua`
     Renew,
+    /// `heartbeat.lua`
     Heartbeat,
+    /// `cancel.lua`
     Cancel,
+    /// `abandon.lua`
     Abandon,
+    /// `force_release.lua`
     ForceRelease,
+    /// `status.lua`
     Status,
 }
 
@@ -30,7 +38,7 @@ macro_rules! with_lib {
 
 impl Script {
     /// Every script, e.g. to load them all at once.
-    pub(crate) const ALL: [Script; 8] = [
+    pub const ALL: [Script; 8] = [
         Script::Acquire,
         Script::Release,
         Script::Renew,
@@ -42,7 +50,7 @@ impl Script {
     ];
 
     /// The script's whole source, shared steps included.
-    pub(crate) fn source(self) -> &'static str {
+    pub fn source(self) -> &'static str {
         match self {
             Script::Acquire => with_lib!("acquire.lua"),
             Script::Release => with_lib!("release.lua"),
@@ -59,7 +67,7 @@ impl Script {
 /// One Redis-side operation on one lock: which script it runs, with which
 /// KEYS and ARGV (after ARGV[1], the wake channel prefix every script
 /// takes), and what its reply means. The order of both lives here only.
-pub(crate) trait Operation {
+pub trait Operation {
     /// The reply, parsed.
     type Reply;
 
@@ -79,7 +87,7 @@ pub(crate) trait Operation {
 }
 
 /// A reply no fairlock script gives.
-pub(crate) fn unexpected(what: &dyn std::fmt::Debug) -> Error {
+pub fn unexpected(what: &dyn std::fmt::Debug) -> Error {
     Error::new(
         ErrorKind::Server,
         format!("unexpected reply from a fairlock script: {what:?}"),
@@ -87,7 +95,7 @@ pub(crate) fn unexpected(what: &dyn std::fmt::Debug) -> Error {
 }
 
 /// A reply made only of integers (an error reply is the error).
-pub(crate) fn int_list(value: Value) -> Result<Vec<i64>> {
+pub fn int_list(value: Value) -> Result<Vec<i64>> {
     match value {
         Value::Array(items) => items
             .into_iter()
@@ -102,6 +110,6 @@ pub(crate) fn int_list(value: Value) -> Result<Vec<i64>> {
 }
 
 /// A duration as whole milliseconds, for ARGV.
-pub(crate) fn ms(duration: std::time::Duration) -> String {
+pub fn ms(duration: std::time::Duration) -> String {
     duration.as_millis().to_string()
 }

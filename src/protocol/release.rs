@@ -6,15 +6,18 @@ use crate::error::Result;
 use crate::protocol::operation::{unexpected, Operation, Script};
 
 /// The guard made by acquire call `call` of `owner` releases hold `token`.
-pub(crate) struct Release<'a> {
-    pub(crate) owner: &'a str,
-    pub(crate) token: u64,
-    pub(crate) call: u64,
+pub struct Release<'a> {
+    /// The holding thread's owner id.
+    pub owner: &'a str,
+    /// The hold's fencing token.
+    pub token: u64,
+    /// The id of the acquire call that made the guard.
+    pub call: u64,
 }
 
 /// What a release came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReleaseReply {
+pub enum ReleaseReply {
     /// Released (or released already by the same call); this many holds
     /// of the thread are left (0: the lock was handed on or freed).
     Left(u32),

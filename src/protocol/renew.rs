@@ -11,10 +11,10 @@ use crate::protocol::LockKeys;
 /// Hold `token` of `owner` gets `lease` from now; `None` leaves the lease
 /// as it is and only writes the hold again (so that a `WAIT` after it
 /// covers the handoff that made it: `sync_replicas` with a fixed lease).
-pub(crate) struct Renew<'a> {
-    pub(crate) owner: &'a str,
-    pub(crate) token: u64,
-    pub(crate) lease: Option<Duration>,
+pub struct Renew<'a> {
+    pub owner: &'a str,
+    pub token: u64,
+    pub lease: Option<Duration>,
 }
 
 impl Operation for Renew<'_> {

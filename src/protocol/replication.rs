@@ -8,21 +8,21 @@ use crate::error::{Error, ErrorKind};
 
 /// How many replicas must acknowledge each write, and for how long to wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SyncReplicas {
-    pub(crate) replicas: u32,
-    pub(crate) timeout: Duration,
+pub struct SyncReplicas {
+    pub replicas: u32,
+    pub timeout: Duration,
 }
 
 impl SyncReplicas {
     /// The `WAIT` that makes a write count only once enough replicas have it.
-    pub(crate) fn wait_command(self) -> redis::Cmd {
+    pub fn wait_command(self) -> redis::Cmd {
         let mut cmd = redis::cmd("WAIT");
         cmd.arg(self.replicas).arg(self.timeout.as_millis() as u64);
         cmd
     }
 
     /// [`ErrorKind::NotReplicated`] when `acknowledged` falls short.
-    pub(crate) fn shortfall(self, acknowledged: i64) -> Option<Error> {
+    pub fn shortfall(self, acknowledged: i64) -> Option<Error> {
         (acknowledged < i64::from(self.replicas)).then(|| {
             Error::new(
                 ErrorKind::NotReplicated,

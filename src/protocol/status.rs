@@ -7,8 +7,8 @@ use crate::protocol::operation::{unexpected, Operation, Script};
 
 /// Reads the holder, the queue's length, the last token and the first
 /// `limit` waiters in order.
-pub(crate) struct Status {
-    pub(crate) limit: usize,
+pub struct Status {
+    pub limit: usize,
 }
 
 /// Most waiters listed: more than any queue Redis holds in memory, so any
@@ -17,24 +17,24 @@ const MAX_LISTED: usize = 1_000_000_000;
 
 /// The holder as the lock hash records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HolderReply {
-    pub(crate) owner: String,
-    pub(crate) count: i64,
-    pub(crate) token: i64,
+pub struct HolderReply {
+    pub owner: String,
+    pub count: i64,
+    pub token: i64,
     /// Lease left in ms; -1 when the key has no expiry.
-    pub(crate) pttl_ms: i64,
+    pub pttl_ms: i64,
 }
 
 /// What `status.lua` returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StatusReply {
-    pub(crate) holder: Option<HolderReply>,
+pub struct StatusReply {
+    pub holder: Option<HolderReply>,
     /// Live waiters queued in total.
-    pub(crate) live_waiters: i64,
+    pub live_waiters: i64,
     /// The last fencing token issued, or 0.
-    pub(crate) last_token: i64,
+    pub last_token: i64,
     /// Listed waiters in order, with ms of liveness left (negative: dead).
-    pub(crate) waiters: Vec<(String, i64)>,
+    pub waiters: Vec<(String, i64)>,
 }
 
 impl Operation for Status {

@@ -3,7 +3,7 @@
 
 /// One wake message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WakeMessage {
+pub enum WakeMessage {
     /// `G <wait id> <token> <ttl ms>`: the lock was handed to that call.
     Granted {
         wait_id: u64,
@@ -19,10 +19,10 @@ pub(crate) enum WakeMessage {
 
 impl WakeMessage {
     /// The stop message's payload.
-    pub(crate) const STOP: &'static str = "S";
+    pub const STOP: &'static str = "S";
 
     /// Parses a payload; `None` for anything else.
-    pub(crate) fn parse(payload: &[u8]) -> Option<WakeMessage> {
+    pub fn parse(payload: &[u8]) -> Option<WakeMessage> {
         let text = std::str::from_utf8(payload).ok()?;
         let mut fields = text.split(' ');
         let kind = fields.next()?;

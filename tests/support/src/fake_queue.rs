@@ -1,86 +1,85 @@
 //! Drives one lock's scripts directly (the same Lua the client runs) to
 //! build long queues cheaply: waiters with owner ids nobody listens for and
 //! a long liveness deadline cost no threads. Used by tests/cost.rs and the
-//! queue-scaling bench to measure server time against queue length.
+//! queue-scaling bench to measure server time against queue length, and
+//! by tests/protocol.rs to drive each script directly. Keys, scripts and
+//! arguments come from the library's own protocol layer.
 
-use redis::{Commands, Script};
+use std::time::Duration;
+
+use fairlock::test_support::{Acquire, LockKeys, Mode, Operation, Release, Script};
+use redis::Commands;
 
 use crate::RedisServer;
 
-fn script(body: &str) -> Script {
-    Script::new(&format!("{}{body}", include_str!("../../../lua/lib.lua")))
-}
+/// The library's default key prefix and wake channel prefix.
+const PREFIX: &str = "fairlock";
+const WAKE_PREFIX: &str = "fairlock:wake:";
 
 /// A hold as the lock hash records it: owner id, fencing token, call id.
 pub type Holder = (String, String, String);
 
-/// The five keys of one lock and its acquire and release scripts.
+/// The five keys of one lock, as the library names them, and its scripts.
 pub struct ScriptedLock {
     pub keys: Vec<String>,
-    acquire: Script,
-    release: Script,
+    acquire: redis::Script,
+    release: redis::Script,
 }
 
 impl ScriptedLock {
-    /// Finds the five keys of `name` by letting the library create them.
-    pub fn new(server: &RedisServer, name: &str) -> ScriptedLock {
-        let client = server.client();
-        let m = client.fair_mutex(name);
-        let lock_key = {
-            let _g = m.lock().unwrap();
-            let keys: Vec<String> = server
-                .conn()
-                .keys(format!("fairlock:*:lock:{name}"))
-                .unwrap();
-            assert_eq!(keys.len(), 1, "{keys:?}");
-            keys[0].clone()
-        };
-        let keys = ["lock", "queue", "deadlines", "grants", "fence"]
-            .iter()
-            .map(|kind| lock_key.replacen(":lock:", &format!(":{kind}:"), 1))
-            .collect();
+    /// The keys of `name` (the library's own [`LockKeys`]); the server is
+    /// only where the lock lives.
+    pub fn new(_server: &RedisServer, name: &str) -> ScriptedLock {
+        let keys = LockKeys::new(PREFIX, name).expect("a valid lock name");
         ScriptedLock {
-            keys,
-            acquire: script(include_str!("../../../lua/acquire.lua")),
-            release: script(include_str!("../../../lua/release.lua")),
+            keys: keys.all.to_vec(),
+            acquire: redis::Script::new(Script::Acquire.source()),
+            release: redis::Script::new(Script::Release.source()),
         }
     }
 
-    fn acquire_invocation(&self, owner: &str, wait_id: u64) -> redis::ScriptInvocation<'_> {
-        let mut inv = self.acquire.prepare_invoke();
-        for k in &self.keys {
-            inv.key(k);
-        }
-        // fixed 60 s lease, 10 min liveness: entries stay live for the run
-        inv.arg("fairlock:wake:")
-            .arg(owner)
-            .arg(60_000)
-            .arg(1)
-            .arg(600_000)
-            .arg("first")
-            .arg(wait_id)
-            .arg(0);
-        inv
-    }
-
-    /// Runs `body` (one of `lua/*.lua`, after lib.lua) on this lock's keys
-    /// with ARGV = wake prefix, `args`; returns the reply or the error.
-    pub fn eval(
+    /// Runs `op` as the client would, with its own KEYS and ARGV.
+    fn invocation<'s>(
         &self,
-        conn: &mut redis::Connection,
-        body: &str,
-        args: &[&str],
-    ) -> redis::RedisResult<redis::Value> {
-        let script = script(body);
+        script: &'s redis::Script,
+        args: Vec<String>,
+    ) -> redis::ScriptInvocation<'s> {
         let mut inv = script.prepare_invoke();
         for k in &self.keys {
             inv.key(k);
         }
-        inv.arg("fairlock:wake:");
+        inv.arg(WAKE_PREFIX);
         for arg in args {
-            inv.arg(*arg);
+            inv.arg(arg);
         }
-        inv.invoke(conn)
+        inv
+    }
+
+    fn acquire_invocation(&self, owner: &str, wait_id: u64) -> redis::ScriptInvocation<'_> {
+        // fixed 60 s lease, 10 min liveness: entries stay live for the run
+        let op = Acquire {
+            owner,
+            lease: Duration::from_secs(60),
+            fixed: true,
+            waiter_timeout: Duration::from_secs(600),
+            mode: Mode::First,
+            wait_id,
+            live_token: 0,
+        };
+        self.invocation(&self.acquire, op.args())
+    }
+
+    /// Runs `script` on this lock's keys with ARGV = wake prefix, `args`
+    /// (raw, for arguments no client sends); returns the reply or the error.
+    pub fn eval(
+        &self,
+        conn: &mut redis::Connection,
+        script: Script,
+        args: &[&str],
+    ) -> redis::RedisResult<redis::Value> {
+        let script = redis::Script::new(script.source());
+        self.invocation(&script, args.iter().map(|a| a.to_string()).collect())
+            .invoke(conn)
     }
 
     /// Runs acquire ("first" mode) for `owner`; returns the script's reply.
@@ -111,12 +110,14 @@ impl ScriptedLock {
     /// Runs release for `owner` holding `token`, taken by acquire call
     /// `call`; returns holds left or -1.
     pub fn release(&self, conn: &mut redis::Connection, (owner, token, call): &Holder) -> i64 {
-        let mut inv = self.release.prepare_invoke();
-        for k in &self.keys {
-            inv.key(k);
-        }
-        inv.arg("fairlock:wake:").arg(owner).arg(token).arg(call);
-        inv.invoke(conn).unwrap()
+        let op = Release {
+            owner,
+            token: token.parse().expect("a numeric token"),
+            call: call.parse().expect("a numeric call id"),
+        };
+        self.invocation(&self.release, op.args())
+            .invoke(conn)
+            .unwrap()
     }
 
     /// The current holder's owner id, token and (first) acquire call id.
