@@ -50,12 +50,12 @@
 //! ```
 #![warn(missing_docs)]
 
-mod backend;
 mod builder;
 mod cancel;
 mod client;
 mod cluster_rounds;
 mod config;
+mod connections;
 mod error;
 mod give_backs;
 mod guard;
