@@ -5,9 +5,9 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::backend::Backend;
 use crate::builder::ClientBuilder;
 use crate::config::Config;
+use crate::connections::Backend;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mutex::FairMutex;
 use crate::scripts::Scripts;

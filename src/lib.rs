@@ -51,12 +51,12 @@
 #![warn(missing_docs)]
 
 mod acquisition;
-mod backend;
 mod builder;
 mod cancel;
 mod client;
 mod cluster_rounds;
 mod config;
+mod connections;
 mod error;
 mod give_backs;
 mod guard;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use redis::ConnectionLike;
 
-use crate::backend::{Backend, OwnConn};
+use crate::connections::{Backend, OwnConn};
 use crate::error::{Result, Retry};
 use crate::slot_map::Address;
 

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::backend::{Backend, Conn};
 use crate::cluster_rounds::ClusterRounds;
 use crate::config::Config;
+use crate::connections::{Backend, Conn};
 use crate::error::{Error, Result, Retry};
 use crate::give_backs::GiveBacks;
 use crate::holds::Holds;

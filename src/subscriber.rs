@@ -1,7 +1,7 @@
 //! The `fairlock-subscriber` thread: one connection of its own, subscribed
 //! to this client's wake channel, turning messages into condvar wake-ups.
 //! On Redis Cluster there is one such thread per node (see
-//! [`Backend::listen_targets`](crate::backend::Backend::listen_targets)); a
+//! [`Backend::listen_targets`](crate::connections::Backend::listen_targets)); a
 //! message then arrives once per node, and the later copies find nothing
 //! left to wake.
 //!
@@ -14,7 +14,7 @@
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use crate::backend::Listen;
+use crate::connections::Listen;
 use crate::error::Result;
 use crate::protocol::WakeMessage;
 use crate::shared::Shared;

@@ -1,0 +1,235 @@
+//! Redis Cluster: an r2d2 pool of the `redis` crate's sync cluster
+//! connections, which route each script by its keys' slot and follow
+//! `MOVED`/`ASK` and failovers; a subscriber thread per node of the slot
+//! map, and plain connections to single nodes for the watchdog.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use redis::ConnectionLike;
+
+use crate::config::Config;
+use crate::error::{Error, ErrorKind, Result};
+use crate::slot_map::{Address, SlotMap};
+
+use super::{invalid_url, open_node, pool_builder, set_timeouts, Listen, Timeouts};
+
+/// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
+/// failover (`CLUSTERDOWN`, `TRYAGAIN`, `READONLY`, refused connections),
+/// waiting 100 ms to 1 s between them: a call gives up after about 4 s of
+/// waits. Against a node that accepts but never answers, each attempt
+/// costs a command timeout, so such a call can take 7 of them.
+const CLUSTER_RETRIES: u32 = 6;
+const CLUSTER_MIN_RETRY_WAIT_MS: u64 = 100;
+const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1000;
+
+/// The connections to a Redis Cluster.
+pub(super) struct Cluster {
+    pool: r2d2::Pool<ClusterManager>,
+    /// The cluster client, for the watchdog's own connections.
+    client: redis::cluster::ClusterClient,
+    /// Cluster seed nodes: the first one's settings (scheme, credentials,
+    /// TLS) are used for every node the slot map names.
+    seeds: Vec<redis::Client>,
+    timeouts: Timeouts,
+    /// Seed to try first for the next subscription.
+    next_seed: Mutex<usize>,
+}
+
+impl Cluster {
+    pub(super) fn open(config: &Config, nodes: &[String]) -> Result<Cluster> {
+        let seeds = nodes
+            .iter()
+            .map(|url| open_node(config, url))
+            .collect::<Result<Vec<_>>>()?;
+        let client = open_cluster(config, nodes)?;
+        let manager = ClusterManager {
+            client: client.clone(),
+            generation: Arc::new(AtomicU64::new(0)),
+        };
+        let pool = pool_builder(config).build(manager)?;
+        Ok(Cluster {
+            pool,
+            client,
+            seeds,
+            timeouts: Timeouts::of(config),
+            next_seed: Mutex::new(0),
+        })
+    }
+
+    /// A pooled connection within `timeout`. Stale idle connections go
+    /// back (and are dropped) until a current one turns up; a new one reads
+    /// the slot map afresh.
+    pub(super) fn checkout(
+        &self,
+        timeout: Duration,
+    ) -> Result<r2d2::PooledConnection<ClusterManager>> {
+        let mut conn = self.pool.get_timeout(timeout)?;
+        for _ in 0..self.pool.max_size() {
+            if !conn.is_stale() {
+                break;
+            }
+            drop(conn);
+            conn = self.pool.get_timeout(timeout)?;
+        }
+        Ok(conn)
+    }
+
+    /// Every node (masters and replicas) `map` names, or any seed when the
+    /// map could not be read or names none.
+    pub(super) fn listen_targets(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
+        let Some(map) = map.filter(|map| !map.nodes().is_empty()) else {
+            return Ok(vec![Listen::AnySeed]);
+        };
+        map.nodes()
+            .iter()
+            .map(|address| Ok(Listen::Node(Box::new(self.node_client(address)?))))
+            .collect()
+    }
+
+    /// A plain connection of the watchdog's own to one cluster node, made
+    /// like the seeds' (credentials, TLS), with the command timeouts set:
+    /// opening it asks nothing of the other nodes, so a stalled node never
+    /// delays it.
+    pub(super) fn node_connection(&self, address: &Address) -> Result<redis::Connection> {
+        self.timeouts.connect(&self.node_client(address)?)
+    }
+
+    /// A connection of the watchdog's own to the cluster, with its own slot
+    /// map.
+    pub(super) fn own_connection(&self) -> Result<redis::cluster::ClusterConnection> {
+        self.client.get_connection().map_err(Error::from)
+    }
+
+    /// A subscriber thread's connection to its node, or to any seed.
+    pub(super) fn subscriber_connection(&self, target: &Listen) -> Result<redis::Connection> {
+        match target {
+            Listen::Node(client) => self.timeouts.connect(client),
+            Listen::Main | Listen::AnySeed => {
+                let conn = self.any_seed()?;
+                set_timeouts(&conn, self.timeouts.command)?;
+                Ok(conn)
+            }
+        }
+    }
+
+    /// A connection to the first reachable seed, starting after the last
+    /// one used: if it died, the next reconnect tries the others first.
+    fn any_seed(&self) -> Result<redis::Connection> {
+        let seeds = &self.seeds;
+        let mut next = self.next_seed.lock();
+        let mut last_error = None;
+        for i in 0..seeds.len() {
+            let at = (*next + i) % seeds.len();
+            match seeds[at].get_connection_with_timeout(self.timeouts.connect) {
+                Ok(conn) => {
+                    *next = at + 1;
+                    return Ok(conn);
+                }
+                Err(err) => last_error = Some(err),
+            }
+        }
+        Err(match last_error {
+            Some(err) => err.into(),
+            None => Error::new(ErrorKind::InvalidConfig, "no cluster node"),
+        })
+    }
+
+    /// A client for the cluster node at `address`, made like the first seed.
+    fn node_client(&self, (host, port): &Address) -> Result<redis::Client> {
+        let info = self.seeds[0].get_connection_info();
+        let addr = match info.addr() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host: host.clone(),
+                port: *port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => redis::ConnectionAddr::Tcp(host.clone(), *port),
+        };
+        redis::Client::open(info.clone().set_addr(addr)).map_err(invalid_url)
+    }
+}
+
+fn open_cluster(config: &Config, nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
+    let builder = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+        .connection_timeout(config.connect_timeout)
+        .response_timeout(config.command_timeout)
+        .retries(CLUSTER_RETRIES)
+        .min_retry_wait(CLUSTER_MIN_RETRY_WAIT_MS)
+        .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
+        .retry_wait_formula(CLUSTER_MIN_RETRY_WAIT_MS, 2);
+    #[cfg(feature = "tls")]
+    let builder = match super::tls_certificates(config)? {
+        Some(certificates) => builder.certs(certificates),
+        None => builder,
+    };
+    builder.build().map_err(invalid_url)
+}
+
+/// Opens cluster connections, each with the slot map of its opening.
+pub(crate) struct ClusterManager {
+    client: redis::cluster::ClusterClient,
+    /// Connections opened before this generation are stale (see
+    /// [`Conn::note`](super::Conn::note)).
+    generation: Arc<AtomicU64>,
+}
+
+/// A cluster connection and the generation it was opened in.
+pub(crate) struct ClusterConnection {
+    conn: redis::cluster::ClusterConnection,
+    born: u64,
+    generation: Arc<AtomicU64>,
+}
+
+impl ClusterConnection {
+    pub(super) fn get(&mut self) -> &mut dyn ConnectionLike {
+        &mut self.conn
+    }
+
+    fn is_stale(&self) -> bool {
+        self.born < self.generation.load(Ordering::Relaxed)
+    }
+
+    /// Makes every connection opened so far stale if `err` shows a node
+    /// could not be reached (see [`Conn::note`](super::Conn::note)).
+    pub(super) fn note(&mut self, err: &Error) {
+        // A slot being moved is no sign of a stale map.
+        if err.is_connection() && !err.is_slot_moving() {
+            self.generation.fetch_max(self.born + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl r2d2::ManageConnection for ClusterManager {
+    type Connection = ClusterConnection;
+    type Error = Error;
+
+    fn connect(&self) -> Result<ClusterConnection> {
+        let born = self.generation.load(Ordering::Relaxed);
+        let conn = self
+            .client
+            .get_connection()
+            .map_err(|err| Error::from(err).spelled_out())?;
+        Ok(ClusterConnection {
+            conn,
+            born,
+            generation: Arc::clone(&self.generation),
+        })
+    }
+
+    fn is_valid(&self, conn: &mut ClusterConnection) -> Result<()> {
+        redis::cmd("PING").query::<()>(&mut conn.conn)?;
+        Ok(())
+    }
+
+    fn has_broken(&self, conn: &mut ClusterConnection) -> bool {
+        conn.is_stale() || !conn.conn.is_open()
+    }
+}

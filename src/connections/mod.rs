@@ -1,0 +1,303 @@
+//! The connections of one client, whichever way Redis is deployed: a pool
+//! for the lock scripts and a way to open the subscriber's own connection.
+//! One module per deployment owns its pool's r2d2 manager and what is
+//! specific to it; [`Backend`] dispatches to it.
+//!
+//! - One server ([`single`]): an r2d2 pool of `redis::Client` connections.
+//! - Redis Cluster ([`cluster`]): an r2d2 pool of the `redis` crate's sync
+//!   cluster connections, which route each script by its keys' slot and
+//!   follow `MOVED`/`ASK` and failovers. Classic `PUBLISH` reaches every
+//!   node of a cluster, but over the cluster bus, which holds small writes
+//!   back for milliseconds; so the client listens on every node of the slot
+//!   map and reads each handoff on the node whose script published it.
+//! - Sentinel ([`sentinel`]): an r2d2 pool of connections to the master the
+//!   Sentinels name when each connection is opened; connections to a dead or
+//!   demoted master are dropped from the pool, so the next ones reach its
+//!   successor.
+
+mod cluster;
+mod sentinel;
+mod single;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::ConnectionLike;
+
+use crate::config::Config;
+use crate::error::{Error, ErrorKind, Result};
+use crate::slot_map::{Address, SlotMap};
+use crate::topology::Topology;
+
+use cluster::{Cluster, ClusterManager};
+use sentinel::{Sentinel, SentinelManager};
+use single::Single;
+
+/// A pooled connection of any deployment; back to the pool on drop.
+pub(crate) enum Conn {
+    Single(r2d2::PooledConnection<redis::Client>),
+    /// Boxed: a cluster connection is several times larger than the others.
+    Cluster(Box<r2d2::PooledConnection<ClusterManager>>),
+    Sentinel(r2d2::PooledConnection<SentinelManager>),
+}
+
+impl Conn {
+    pub(crate) fn get(&mut self) -> &mut dyn ConnectionLike {
+        match self {
+            Conn::Single(conn) => &mut **conn,
+            Conn::Cluster(conn) => conn.get(),
+            Conn::Sentinel(conn) => conn.get(),
+        }
+    }
+
+    /// Looks at the outcome of a call. A connection that met a demoted
+    /// master (`READONLY`) is marked so the pool drops it instead of handing
+    /// it out again. A cluster call that could not reach a node makes every
+    /// cluster connection opened so far stale: their slot maps may point at
+    /// a dead master, and the `redis` crate refreshes a map only on a
+    /// redirection, which a dead node never sends.
+    pub(crate) fn note<T>(&mut self, result: &Result<T>) {
+        let Err(err) = result else {
+            return;
+        };
+        match self {
+            Conn::Single(_) => {}
+            Conn::Cluster(conn) => conn.note(err),
+            Conn::Sentinel(conn) => conn.note(err),
+        }
+    }
+}
+
+/// Where one subscriber thread listens.
+#[derive(Clone)]
+pub(crate) enum Listen {
+    /// The one server, or the master the Sentinels name at each connect.
+    Main,
+    /// One cluster node (boxed: a client is large, the others are empty).
+    Node(Box<redis::Client>),
+    /// Any reachable cluster seed, tried in turn (when the slot map could
+    /// not be read): every node hears every `PUBLISH`, only later.
+    AnySeed,
+}
+
+impl Listen {
+    /// The node's address, for logs.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Listen::Main => "the server".to_owned(),
+            Listen::Node(client) => client.get_connection_info().addr().to_string(),
+            Listen::AnySeed => "a cluster seed node".to_owned(),
+        }
+    }
+}
+
+/// A connection outside the pool (see [`Backend::own_connection`]).
+pub(crate) enum OwnConn {
+    /// The one server, or the master of the moment behind Sentinel.
+    Node(redis::Connection),
+    /// Boxed: a cluster connection is several times larger.
+    Cluster(Box<redis::cluster::ClusterConnection>),
+}
+
+impl OwnConn {
+    pub(crate) fn get(&mut self) -> &mut dyn ConnectionLike {
+        match self {
+            OwnConn::Node(conn) => conn,
+            OwnConn::Cluster(conn) => &mut **conn,
+        }
+    }
+}
+
+/// The connections of one deployment.
+enum Deployment {
+    Single(Single),
+    Cluster(Cluster),
+    Sentinel(Sentinel),
+}
+
+/// A client's connections to Redis.
+pub(crate) struct Backend {
+    deployment: Deployment,
+    connect_timeout: Duration,
+}
+
+impl Backend {
+    pub(crate) fn open(config: &Config, topology: Topology) -> Result<Backend> {
+        let deployment = match topology {
+            Topology::Single(url) => Deployment::Single(Single::open(config, &url)?),
+            Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
+            Topology::Sentinel {
+                sentinels,
+                master,
+                tls,
+                username,
+                password,
+                db,
+            } => {
+                let node = sentinel::master_node(tls, username, password, db);
+                Deployment::Sentinel(Sentinel::open(config, sentinels, master, node)?)
+            }
+        };
+        Ok(Backend {
+            deployment,
+            connect_timeout: config.connect_timeout,
+        })
+    }
+
+    /// True on Redis Cluster, whose pipelines must stay in one slot.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.deployment, Deployment::Cluster(_))
+    }
+
+    /// A pooled connection, waiting at most the connect timeout for one.
+    pub(crate) fn get(&self) -> Result<Conn> {
+        self.checkout(self.connect_timeout)
+    }
+
+    /// A pooled connection if one is free within `timeout` (for shutdown).
+    pub(crate) fn get_timeout(&self, timeout: Duration) -> Option<Conn> {
+        self.checkout(timeout).ok()
+    }
+
+    /// A pooled connection within `timeout` (see [`Cluster::checkout`] for
+    /// a cluster's stale connections).
+    fn checkout(&self, timeout: Duration) -> Result<Conn> {
+        Ok(match &self.deployment {
+            Deployment::Single(single) => Conn::Single(single.checkout(timeout)?),
+            Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
+            Deployment::Sentinel(sentinel) => Conn::Sentinel(sentinel.checkout(timeout)?),
+        })
+    }
+
+    /// The cluster's slot map, read on a pooled connection (`None` off a
+    /// cluster).
+    pub(crate) fn slot_map(&self) -> Option<Result<SlotMap>> {
+        self.is_cluster().then(|| SlotMap::read(self.get()?.get()))
+    }
+
+    /// Where subscriber threads listen: one place, or on a cluster every
+    /// node (masters and replicas) `map` names, so that a promoted replica
+    /// is already listened to. Nodes added later are heard through the
+    /// cluster bus.
+    pub(crate) fn listen_targets(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
+        match &self.deployment {
+            Deployment::Cluster(cluster) => cluster.listen_targets(map),
+            Deployment::Single(_) | Deployment::Sentinel(_) => Ok(vec![Listen::Main]),
+        }
+    }
+
+    /// A plain connection of the watchdog's own to one cluster node (see
+    /// [`Cluster::node_connection`]).
+    pub(crate) fn node_connection(&self, address: &Address) -> Result<redis::Connection> {
+        let Deployment::Cluster(cluster) = &self.deployment else {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "a node connection off a cluster",
+            ));
+        };
+        cluster.node_connection(address)
+    }
+
+    /// A new connection of the watchdog's own, outside the pool, so that
+    /// renewals never wait behind user calls for a pooled connection: to
+    /// the server, to the cluster (with its own slot map), or to the master
+    /// the Sentinels name now.
+    pub(crate) fn own_connection(&self) -> Result<OwnConn> {
+        Ok(match &self.deployment {
+            Deployment::Single(single) => OwnConn::Node(single.connection()?),
+            Deployment::Cluster(cluster) => OwnConn::Cluster(Box::new(cluster.own_connection()?)),
+            Deployment::Sentinel(sentinel) => OwnConn::Node(sentinel.connect_master()?),
+        })
+    }
+
+    /// A new connection of a subscriber thread's own, with the command
+    /// timeouts set.
+    pub(crate) fn subscriber_connection(&self, target: &Listen) -> Result<redis::Connection> {
+        match &self.deployment {
+            Deployment::Single(single) => single.connection(),
+            Deployment::Cluster(cluster) => cluster.subscriber_connection(target),
+            Deployment::Sentinel(sentinel) => sentinel.connect_master(),
+        }
+    }
+}
+
+fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> {
+    let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
+        .num_threads(1)
+        .thread_name_pattern("fairlock-pool")
+        // Exit with the pool instead of lingering until the next reaper run.
+        .on_drop_behavior(scheduled_thread_pool::OnPoolDropBehavior::DiscardPendingScheduled)
+        .build();
+    r2d2::Pool::builder()
+        .max_size(config.pool_size)
+        .min_idle(Some(1))
+        // A PING per checkout would double the round trips of every call;
+        // broken connections are caught by has_broken and by the error path.
+        .test_on_check_out(false)
+        .connection_timeout(config.connect_timeout)
+        .thread_pool(Arc::new(maintenance))
+}
+
+/// The timeouts a connection outside the pool is opened with.
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    connect: Duration,
+    command: Duration,
+}
+
+impl Timeouts {
+    fn of(config: &Config) -> Timeouts {
+        Timeouts {
+            connect: config.connect_timeout,
+            command: config.command_timeout,
+        }
+    }
+
+    /// A new connection to `client`, with the command timeouts set.
+    fn connect(self, client: &redis::Client) -> Result<redis::Connection> {
+        let conn = client.get_connection_with_timeout(self.connect)?;
+        set_timeouts(&conn, self.command)?;
+        Ok(conn)
+    }
+}
+
+fn set_timeouts(conn: &redis::Connection, timeout: Duration) -> redis::RedisResult<()> {
+    conn.set_read_timeout(Some(timeout))?;
+    conn.set_write_timeout(Some(timeout))
+}
+
+fn invalid_url(err: redis::RedisError) -> Error {
+    Error::with_source(ErrorKind::InvalidConfig, "invalid redis url", err)
+}
+
+/// The `redis::Client` of one node's URL; a TLS root given to the builder
+/// covers it.
+fn open_node(config: &Config, url: &str) -> Result<redis::Client> {
+    #[cfg(feature = "tls")]
+    if let Some(certificates) = tls_certificates(config)? {
+        return redis::Client::build_with_tls(url, certificates).map_err(invalid_url);
+    }
+    #[cfg(not(feature = "tls"))]
+    let _ = config;
+    redis::Client::open(url).map_err(invalid_url)
+}
+
+#[cfg(feature = "tls")]
+fn tls_certificates(config: &Config) -> Result<Option<redis::TlsCertificates>> {
+    let Some(root) = &config.tls_root_cert else {
+        return Ok(None);
+    };
+    if !root
+        .windows(27)
+        .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidConfig,
+            "tls_root_cert_pem holds no PEM certificate",
+        ));
+    }
+    Ok(Some(redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(root.clone()),
+    }))
+}

@@ -1,0 +1,56 @@
+//! One server: an r2d2 pool of `redis::Client` connections.
+
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::error::Result;
+
+use super::{open_node, pool_builder, set_timeouts, Timeouts};
+
+/// The connections to one server.
+pub(super) struct Single {
+    pool: r2d2::Pool<redis::Client>,
+    /// For the subscriber's and the watchdog's own connections.
+    client: redis::Client,
+    timeouts: Timeouts,
+}
+
+impl Single {
+    pub(super) fn open(config: &Config, url: &str) -> Result<Single> {
+        let client = open_node(config, url)?;
+        let pool = pool_builder(config)
+            .connection_customizer(Box::new(CommandTimeouts(config.command_timeout)))
+            .build(client.clone())?;
+        Ok(Single {
+            pool,
+            client,
+            timeouts: Timeouts::of(config),
+        })
+    }
+
+    /// A pooled connection within `timeout`.
+    pub(super) fn checkout(
+        &self,
+        timeout: Duration,
+    ) -> Result<r2d2::PooledConnection<redis::Client>> {
+        Ok(self.pool.get_timeout(timeout)?)
+    }
+
+    /// A new connection outside the pool, with the command timeouts set.
+    pub(super) fn connection(&self) -> Result<redis::Connection> {
+        self.timeouts.connect(&self.client)
+    }
+}
+
+/// Sets the per-call timeouts on every pooled single-server connection.
+#[derive(Debug)]
+struct CommandTimeouts(Duration);
+
+impl r2d2::CustomizeConnection<redis::Connection, redis::RedisError> for CommandTimeouts {
+    fn on_acquire(
+        &self,
+        conn: &mut redis::Connection,
+    ) -> std::result::Result<(), redis::RedisError> {
+        set_timeouts(conn, self.0)
+    }
+}
