@@ -20,8 +20,6 @@ use crate::own_conns::OwnConns;
 use crate::protocol::{Abandon, LockKeys, Operation, SyncReplicas, WakeMessage};
 use crate::scripts::Scripts;
 use crate::waiters::Waiters;
-#[cfg(doc)]
-use crate::{builder::ClientBuilder, error::ErrorKind, give_backs};
 
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -191,8 +189,8 @@ impl Shared {
     }
 
     /// Runs a writing `op`, still in one round trip: with
-    /// [`sync_replicas`](ClientBuilder::sync_replicas) set, a `WAIT` rides
-    /// in the same pipeline and a shortfall ([`ErrorKind::NotReplicated`])
+    /// [`sync_replicas`](crate::ClientBuilder::sync_replicas) set, a `WAIT` rides
+    /// in the same pipeline and a shortfall ([`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated))
     /// comes back beside the reply.
     pub(crate) fn call_write<O: Operation>(
         &self,
