@@ -645,6 +645,12 @@ fn hold_and_hand_over(a: &Client, b: &Client, name: &str) {
     waiter.release("the waiter");
 }
 
+/// How long a lock write waits for its replica in the topology ACL tests:
+/// generous, since six servers and two clients share two cores here and a
+/// slow acknowledgement would fail the write (`NotReplicated`), which these
+/// tests do not measure.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(2);
+
 #[test]
 fn the_readme_acl_additions_suffice_on_a_cluster_with_sync_replicas() {
     let _serial = serial();
@@ -657,7 +663,7 @@ fn the_readme_acl_additions_suffice_on_a_cluster_with_sync_replicas() {
         Client::builder(&url)
             .lease(LEASE)
             .waiter_timeout(LEASE)
-            .sync_replicas(1, Duration::from_millis(500))
+            .sync_replicas(1, SYNC_TIMEOUT)
     };
     let a = builder()
         .build()
@@ -701,7 +707,7 @@ fn the_readme_acl_additions_suffice_behind_sentinel_across_a_failover() {
         Client::builder(&url)
             .lease(LEASE)
             .waiter_timeout(LEASE)
-            .sync_replicas(1, Duration::from_millis(500))
+            .sync_replicas(1, SYNC_TIMEOUT)
     };
     // Without the addition, building fails and says which command was denied.
     create_acl_user_on(&ports, "se-s3cret", &[]);

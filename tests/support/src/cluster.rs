@@ -276,6 +276,18 @@ impl RedisCluster {
                     "replica {replica} of {master}: role {role}, master_link_status {link}"
                 ));
             }
+            // The replica acknowledges what its master wrote: a test's first
+            // `sync_replicas` write does not wait out a link still settling.
+            let acked: i64 = redis::cmd("WAIT")
+                .arg(1)
+                .arg(1000)
+                .query(&mut try_conn(master)?)
+                .map_err(|e| format!("WAIT on master {master}: {e}"))?;
+            if acked < 1 {
+                return Err(format!(
+                    "replica {replica} did not acknowledge master {master}"
+                ));
+            }
         }
         Ok(())
     }
