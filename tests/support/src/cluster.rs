@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::info::{field, info_replication, query_string};
+use crate::info::{field, info_replication, query_string, replica_acknowledges};
 use crate::timing::{poll, START_TIMEOUT};
 use crate::{free_port, private_dir, try_conn, RedisServer};
 
@@ -276,18 +276,7 @@ impl RedisCluster {
                     "replica {replica} of {master}: role {role}, master_link_status {link}"
                 ));
             }
-            // The replica acknowledges what its master wrote: a test's first
-            // `sync_replicas` write does not wait out a link still settling.
-            let acked: i64 = redis::cmd("WAIT")
-                .arg(1)
-                .arg(1000)
-                .query(&mut try_conn(master)?)
-                .map_err(|e| format!("WAIT on master {master}: {e}"))?;
-            if acked < 1 {
-                return Err(format!(
-                    "replica {replica} did not acknowledge master {master}"
-                ));
-            }
+            replica_acknowledges(master, replica)?;
         }
         Ok(())
     }

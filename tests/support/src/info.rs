@@ -65,3 +65,21 @@ pub(crate) fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 pub(crate) fn info_replication(port: u16) -> Result<String, String> {
     query_string(port, &["INFO", "replication"])
 }
+
+/// `Ok` once the replica on `replica` acknowledged what the master on
+/// `master` wrote (`WAIT 1 1000`): a topology is ready only then, so a
+/// test's first `sync_replicas` write does not wait out a link still
+/// settling.
+pub(crate) fn replica_acknowledges(master: u16, replica: u16) -> Result<(), String> {
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(1000)
+        .query(&mut crate::try_conn(master)?)
+        .map_err(|e| format!("WAIT on master {master}: {e}"))?;
+    if acked < 1 {
+        return Err(format!(
+            "replica {replica} did not acknowledge master {master}"
+        ));
+    }
+    Ok(())
+}
