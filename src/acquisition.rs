@@ -145,7 +145,12 @@ impl Acquisition<'_> {
                         }
                         return Err(err);
                     }
-                    return Ok(Some(self.guard(waiter, grant.token, grant.expires_at)));
+                    return Ok(Some(self.guard(
+                        waiter,
+                        grant.token,
+                        grant.since,
+                        grant.ttl,
+                    )));
                 }
                 Wake::Poll => {}
                 Wake::TimedOut => return self.leave_queue(waiter, lease, fixed),
@@ -217,7 +222,7 @@ impl Acquisition<'_> {
             return Err(shortfall);
         }
         let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-        Ok(self.guard(waiter, token, sent + lease_left))
+        Ok(self.guard(waiter, token, sent, lease_left))
     }
 
     /// Removes the waiter's queue entry; returns the guard instead if the
@@ -303,15 +308,20 @@ impl Acquisition<'_> {
 
     /// Registers the hold this call got (renewed by the watchdog unless its
     /// lease is fixed) for the handle to wrap in a guard.
-    fn guard(&self, waiter: &Waiter, token: u64, expires_at: Instant) -> Acquired {
+    /// The lease counts from `since` (when a request that ran before the
+    /// grant was sent) and lasts `lease_left` by Redis's clock.
+    fn guard(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> Acquired {
+        let shared = self.shared;
         let hold = Hold::new(
             Arc::clone(&waiter.keys),
             waiter.owner.clone(),
             token,
-            expires_at,
+            shared.config.clock_drift,
+            since,
+            lease_left,
         );
-        let shared = self.shared;
         let renewed = !self.fixed;
+        let expires_at = hold.local_end();
         let hold = shared.holds.register(hold, renewed);
         if renewed && expires_at < Instant::now() + 2 * shared.config.watchdog_period() {
             shared.nudge_watchdog();

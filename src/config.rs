@@ -43,6 +43,8 @@ pub(crate) struct Config {
     pub(crate) tls_root_cert: Option<Vec<u8>>,
     /// Replicas that must acknowledge every lock write (`WAIT`), if any.
     pub(crate) sync_replicas: Option<SyncReplicas>,
+    /// How much sooner than Redis this client counts a lease as over.
+    pub(crate) clock_drift: ClockDrift,
 }
 
 impl Default for Config {
@@ -58,6 +60,7 @@ impl Default for Config {
             #[cfg(feature = "tls")]
             tls_root_cert: None,
             sync_replicas: None,
+            clock_drift: ClockDrift::default(),
         }
     }
 }
@@ -73,6 +76,7 @@ impl std::fmt::Debug for Config {
             .field("connect_timeout", &self.connect_timeout)
             .field("command_timeout", &self.command_timeout)
             .field("sync_replicas", &self.sync_replicas)
+            .field("clock_drift", &self.clock_drift)
             .finish_non_exhaustive()
     }
 }
@@ -100,6 +104,86 @@ pub(crate) fn check_lease(what: &str, value: Duration) -> Result<()> {
     ))
 }
 
+/// The allowance a client subtracts from every lease before it trusts it:
+/// `rate` of the lease plus `margin`. A guard counts its lease from the
+/// moment the confirming request was sent, so on one machine the client
+/// learns of the end before Redis frees the lock; between machines, the
+/// holder's clock may run slower than the server's. The allowance covers a
+/// holder clock up to `rate` slower than the server's over the lease, and
+/// `margin` covers the millisecond rounding of Redis expiries and timer
+/// slack. Redlock's figures are the defaults: 1% and 2 ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct ClockDrift {
+    pub(crate) rate: f64,
+    pub(crate) margin: Duration,
+}
+
+impl Default for ClockDrift {
+    fn default() -> Self {
+        ClockDrift {
+            rate: 0.01,
+            margin: Duration::from_millis(2),
+        }
+    }
+}
+
+/// The largest clock-drift rate accepted: beyond a quarter of the lease the
+/// watchdog, renewing every third of it, could not keep a hold alive.
+pub(crate) const MAX_DRIFT_RATE: f64 = 0.25;
+
+impl ClockDrift {
+    /// What is taken off a lease of `length`.
+    pub(crate) fn allowance(&self, length: Duration) -> Duration {
+        length.mul_f64(self.rate) + self.margin
+    }
+
+    /// When this process counts a lease of `length`, counted from `since`,
+    /// as over: never later than Redis frees the lock, if the clocks drift
+    /// apart by less than the allowance.
+    pub(crate) fn local_end(
+        &self,
+        since: std::time::Instant,
+        length: Duration,
+    ) -> std::time::Instant {
+        since + length.saturating_sub(self.allowance(length))
+    }
+
+    /// `Ok` when a lease of `length` outlives its allowance by enough for
+    /// a hold to be usable: at least two thirds of it is left.
+    pub(crate) fn check_against(&self, what: &str, length: Duration) -> Result<()> {
+        let allowance = self.allowance(length);
+        if allowance.saturating_mul(3) <= length {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::InvalidConfig,
+            format!(
+                "{what} of {length:?} is too short for the clock-drift allowance of \
+                 {allowance:?} ({}% + {:?}): the allowance may take at most a third of it",
+                self.rate * 100.0,
+                self.margin
+            ),
+        ))
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.rate.is_finite()
+            && (0.0..=MAX_DRIFT_RATE).contains(&self.rate)
+            && self.margin <= MAX_TIMEOUT
+        {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::InvalidConfig,
+            format!(
+                "clock_drift rate must be from 0 to {MAX_DRIFT_RATE} and margin at most \
+                 {MAX_TIMEOUT:?}, got {} and {:?}",
+                self.rate, self.margin
+            ),
+        ))
+    }
+}
+
 impl Config {
     /// How often the watchdog renews leases and heartbeats queued waiters:
     /// a third of the shorter of the two, so two renewals can fail before
@@ -121,6 +205,8 @@ impl Config {
         let invalid = |message: String| Err(Error::new(ErrorKind::InvalidConfig, message));
         check_lease("lease", self.lease)?;
         check_lease("waiter_timeout", self.waiter_timeout)?;
+        self.clock_drift.validate()?;
+        self.clock_drift.check_against("lease", self.lease)?;
         if self.pool_size == 0 {
             return invalid("pool_size must be at least 1".to_owned());
         }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::holds::Hold;
+use crate::lease_signal::LeaseSignal;
 use crate::mutex::FairMutex;
 use crate::protocol::{Release, ReleaseReply};
 
@@ -58,6 +59,13 @@ impl FairMutexGuard {
     /// says, only a fencing token makes a protected write safe.
     pub fn is_lease_lost(&self) -> bool {
         self.hold.is_lost()
+    }
+
+    /// A signal another thread can block on to learn the moment this
+    /// hold's lease is lost (or that the guard was released first). See
+    /// [`LeaseSignal`] for when it fires.
+    pub fn lease_signal(&self) -> LeaseSignal {
+        LeaseSignal::new(Arc::clone(&self.hold))
     }
 
     /// The mutex this guard holds.

@@ -1,52 +1,164 @@
 //! Locks this client holds, as seen by their guards and by the watchdog.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
+
+use crate::config::ClockDrift;
 
 use crate::protocol::LockKeys;
 
+/// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseEnd {
+    /// The lease is gone while a guard still stood for it: Redis said the
+    /// lock was no longer this hold's (expired, force-unlocked), or no
+    /// renewal confirmed the lease before this client's own count of it ran
+    /// out. Side effects must stop: another client may hold the lock now.
+    Lost,
+    /// Every guard of the hold was released (unlocked or dropped) while the
+    /// lease was still held as far as this client knew.
+    Released,
+}
+
 /// One acquisition of one lock: shared by the guard and its re-entrant
-/// guards (same token), and by the watchdog when the lease is renewed.
+/// guards (same token), by the watchdog when the lease is renewed, and by
+/// every lease signal taken from them.
 pub(crate) struct Hold {
     pub(crate) keys: Arc<LockKeys>,
     pub(crate) owner: String,
     pub(crate) token: u64,
-    lost: AtomicBool,
-    /// Latest moment the lease is known to last until; pushed out by each
-    /// renewal, measured from when the confirming request was sent.
-    expires_at: Mutex<Instant>,
+    drift: ClockDrift,
+    state: Mutex<HoldState>,
+    /// Signalled when the hold ends (lost or released).
+    ended: Condvar,
+}
+
+struct HoldState {
+    /// When this client counts the lease as over: pushed out by each
+    /// renewal, counted from when the confirming request was sent, less
+    /// the clock-drift allowance.
+    expires_at: Instant,
+    /// Set once, never cleared: a hold that was lost stays lost even if a
+    /// late renewal succeeds.
+    end: Option<LeaseEnd>,
+}
+
+impl HoldState {
+    /// The end, if any; a lease whose local count ran out is lost from now on.
+    fn settle(&mut self, now: Instant) -> Option<LeaseEnd> {
+        if self.end.is_none() && now >= self.expires_at {
+            self.end = Some(LeaseEnd::Lost);
+        }
+        self.end
+    }
 }
 
 impl Hold {
-    pub(crate) fn new(keys: Arc<LockKeys>, owner: String, token: u64, expires_at: Instant) -> Self {
+    /// A hold whose lease counts from `since` and lasts `lease` by Redis's
+    /// clock.
+    pub(crate) fn new(
+        keys: Arc<LockKeys>,
+        owner: String,
+        token: u64,
+        drift: ClockDrift,
+        since: Instant,
+        lease: Duration,
+    ) -> Self {
         Hold {
             keys,
             owner,
             token,
-            lost: AtomicBool::new(false),
-            expires_at: Mutex::new(expires_at),
+            drift,
+            state: Mutex::new(HoldState {
+                expires_at: drift.local_end(since, lease),
+                end: None,
+            }),
+            ended: Condvar::new(),
         }
+    }
+
+    /// When this client counts the lease as over, as of now.
+    pub(crate) fn local_end(&self) -> Instant {
+        self.state.lock().expires_at
     }
 
     /// Lost when Redis said so, or when no renewal confirmed it in time.
     pub(crate) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire) || Instant::now() >= *self.expires_at.lock()
+        self.end_as_of(Instant::now()) == Some(LeaseEnd::Lost)
     }
 
-    pub(crate) fn mark_lost(&self) {
-        if !self.lost.swap(true, Ordering::AcqRel) {
-            log::warn!("fairlock: lease lost on a held lock (token {})", self.token);
+    /// How the hold ended, if it did by `now`.
+    pub(crate) fn end_as_of(&self, now: Instant) -> Option<LeaseEnd> {
+        let mut state = self.state.lock();
+        let end = state.settle(now);
+        drop(state);
+        if end == Some(LeaseEnd::Lost) {
+            self.ended.notify_all();
         }
+        end
     }
 
-    /// A renewal sent at `sent` succeeded for `lease`.
+    /// Redis said the lock is no longer this hold's.
+    pub(crate) fn mark_lost(&self) {
+        self.end_with(LeaseEnd::Lost);
+    }
+
+    /// The last guard of the hold was released; a hold already lost stays
+    /// lost.
+    pub(crate) fn mark_released(&self) {
+        let mut state = self.state.lock();
+        if state.settle(Instant::now()).is_none() {
+            state.end = Some(LeaseEnd::Released);
+        }
+        drop(state);
+        self.ended.notify_all();
+    }
+
+    fn end_with(&self, end: LeaseEnd) {
+        let mut state = self.state.lock();
+        if state.end.is_none() {
+            state.end = Some(end);
+            log::warn!(
+                "fairlock: lease lost on {:?} (owner {}, token {})",
+                self.keys.lock(),
+                self.owner,
+                self.token
+            );
+        }
+        drop(state);
+        self.ended.notify_all();
+    }
+
+    /// A renewal sent at `sent` succeeded for `lease`. One sent after the
+    /// lease had already run out by this client's count does not revive it.
     pub(crate) fn renewed(&self, sent: Instant, lease: Duration) {
-        let mut expires_at = self.expires_at.lock();
-        *expires_at = (*expires_at).max(sent + lease);
+        let mut state = self.state.lock();
+        if state.settle(sent).is_some() {
+            return;
+        }
+        let end = self.drift.local_end(sent, lease);
+        state.expires_at = state.expires_at.max(end);
+    }
+
+    /// Blocks until the hold ends or `deadline` passes (`None`: no limit);
+    /// returns the end, or `None` at the deadline. A lease whose local
+    /// count runs out wakes the caller at that moment.
+    pub(crate) fn wait_end(&self, deadline: Option<Instant>) -> Option<LeaseEnd> {
+        let mut state = self.state.lock();
+        loop {
+            let now = Instant::now();
+            if let Some(end) = state.settle(now) {
+                return Some(end);
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return None;
+            }
+            let wake_at = deadline.map_or(state.expires_at, |d| d.min(state.expires_at));
+            self.ended.wait_until(&mut state, wake_at);
+        }
     }
 }
 
@@ -100,7 +212,7 @@ impl Holds {
         if let Some(at) = holds.iter().position(|r| r.hold.token == hold.token) {
             holds[at].guards -= 1;
             if holds[at].guards == 0 {
-                holds.swap_remove(at);
+                holds.swap_remove(at).hold.mark_released();
             }
         }
         if holds.is_empty() {
@@ -127,8 +239,97 @@ impl Holds {
             .lock()
             .values()
             .flatten()
-            .filter(|r| r.renewed)
+            // A lost hold is not renewed: its user was told to stop, and the
+            // lock should free when its lease runs out, not when the guard drops.
+            .filter(|r| r.renewed && !r.hold.is_lost())
             .map(|r| Arc::clone(&r.hold))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(drift: ClockDrift, lease: Duration) -> Arc<Hold> {
+        let keys = Arc::new(LockKeys::new("p", "n").unwrap());
+        Arc::new(Hold::new(
+            keys,
+            "c:1".into(),
+            5,
+            drift,
+            Instant::now(),
+            lease,
+        ))
+    }
+
+    fn no_drift() -> ClockDrift {
+        ClockDrift {
+            rate: 0.0,
+            margin: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn the_local_end_comes_the_drift_allowance_before_the_lease() {
+        let since = Instant::now();
+        let drift = ClockDrift::default();
+        let end = drift.local_end(since, Duration::from_secs(10));
+        assert_eq!(end, since + Duration::from_millis(10_000 - 100 - 2));
+        // An allowance larger than the lease: over at once, never before `since`.
+        let tiny = drift.local_end(since, Duration::from_millis(1));
+        assert_eq!(tiny, since);
+    }
+
+    #[test]
+    fn a_waiter_wakes_at_the_local_end_of_an_unrenewed_lease() {
+        let h = hold(ClockDrift::default(), Duration::from_millis(80));
+        let start = Instant::now();
+        assert_eq!(h.wait_end(None), Some(LeaseEnd::Lost));
+        let waited = start.elapsed();
+        // 80 ms less 0.8 + 2 ms of allowance.
+        assert!(waited >= Duration::from_millis(77), "{waited:?}");
+        assert!(h.is_lost());
+    }
+
+    #[test]
+    fn a_lost_hold_stays_lost_after_a_late_renewal() {
+        let h = hold(no_drift(), Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(30));
+        // Sent after the local end: it does not revive the hold.
+        h.renewed(Instant::now(), Duration::from_secs(60));
+        assert!(h.is_lost());
+        assert_eq!(h.wait_end(Some(Instant::now())), Some(LeaseEnd::Lost));
+    }
+
+    #[test]
+    fn a_renewal_in_time_pushes_the_end_out() {
+        let h = hold(no_drift(), Duration::from_millis(50));
+        h.renewed(Instant::now(), Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(!h.is_lost());
+        assert_eq!(
+            h.wait_end(Some(Instant::now() + Duration::from_millis(5))),
+            None
+        );
+    }
+
+    #[test]
+    fn release_and_loss_wake_a_blocked_waiter_and_the_first_end_wins() {
+        let h = hold(no_drift(), Duration::from_secs(60));
+        let waiter = {
+            let h = Arc::clone(&h);
+            std::thread::spawn(move || h.wait_end(None))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        h.mark_released();
+        assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Released));
+        h.mark_lost(); // a release reply saying NotHeld, after the fact
+        assert_eq!(h.end_as_of(Instant::now()), Some(LeaseEnd::Released));
+
+        let lost = hold(no_drift(), Duration::from_secs(60));
+        lost.mark_lost();
+        lost.mark_released();
+        assert_eq!(lost.wait_end(None), Some(LeaseEnd::Lost));
     }
 }

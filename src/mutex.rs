@@ -267,7 +267,12 @@ impl FairMutex {
     fn lease(&self) -> Result<(Duration, bool)> {
         match self.fixed_lease {
             None => Ok((self.shared().config.lease, false)),
-            Some(lease) => check_lease("a fixed lease", lease).map(|()| (lease, true)),
+            Some(lease) => {
+                check_lease("a fixed lease", lease)?;
+                let drift = &self.shared().config.clock_drift;
+                drift.check_against("a fixed lease", lease)?;
+                Ok((lease, true))
+            }
         }
     }
 

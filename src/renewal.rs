@@ -214,7 +214,8 @@ fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant
                 let ttl = std::time::Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
                 waiter.grant(Grant {
                     token,
-                    expires_at: sent + ttl,
+                    since: sent,
+                    ttl,
                 })
             }
             WaiterStatus::Gone => waiter.repoll(),

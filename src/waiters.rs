@@ -18,8 +18,11 @@ use crate::protocol::LockKeys;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Grant {
     pub(crate) token: u64,
-    /// When the granted lease runs out, as far as this process can tell.
-    pub(crate) expires_at: Instant,
+    /// The granted lease counts from here, as far as this process can tell
+    /// (the send time of a request that ran before the handoff).
+    pub(crate) since: Instant,
+    /// Its length, as Redis set it.
+    pub(crate) ttl: Duration,
 }
 
 /// Why [`Waiter::sleep`] returned.
@@ -101,10 +104,7 @@ impl Waiter {
             return; // read after a request found that grant over
         }
         let since = state.queued_as_of.unwrap_or_else(Instant::now);
-        state.granted = Some(Grant {
-            token,
-            expires_at: since + ttl,
-        });
+        state.granted = Some(Grant { token, since, ttl });
         drop(state);
         self.wakeup.notify_one();
     }
@@ -259,7 +259,8 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
             granter.grant(Grant {
                 token: 7,
-                expires_at: Instant::now(),
+                since: Instant::now(),
+                ttl: Duration::ZERO,
             });
         });
         let woke = w.sleep(Some(Instant::now() + Duration::from_secs(10)));
@@ -320,9 +321,9 @@ mod tests {
         w.grant_from_message(9, Duration::from_millis(20));
         match w.sleep(None) {
             Wake::Granted(grant) => {
-                assert_eq!(grant.expires_at, queued_at + Duration::from_millis(20));
+                assert_eq!(grant.since, queued_at);
                 assert!(
-                    grant.expires_at < Instant::now(),
+                    grant.since + grant.ttl < Instant::now(),
                     "read after the lease ran out"
                 );
             }

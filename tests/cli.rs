@@ -337,6 +337,16 @@ fn a_lost_lease_is_reported_and_exits_70() {
     assert_eq!(code(&out), 70, "{}", stderr(&out));
     assert!(stderr(&out).contains("lost the lock"), "{}", stderr(&out));
 
+    // With --kill-on-loss the command gets SIGTERM at the guard's own end
+    // of the lease (its lease signal), before Redis frees the lock.
+    let dir = std::env::temp_dir().join(format!("fairlock-kill-on-loss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (began, termed) = (dir.join("began"), dir.join("termed"));
+    let script = format!(
+        "trap 'date +%s%N > {}; kill $!; exit 143' TERM; date +%s%N > {}; sleep 30 & wait",
+        termed.display(),
+        began.display()
+    );
     let started = Instant::now();
     let out = output(
         fairlock(&server).args([
@@ -346,8 +356,9 @@ fn a_lost_lease_is_reported_and_exits_70() {
             "300ms",
             "--kill-on-loss",
             "--",
-            "sleep",
-            "30",
+            "sh",
+            "-c",
+            &script,
         ]),
         PATIENCE,
     );
@@ -356,6 +367,21 @@ fn a_lost_lease_is_reported_and_exits_70() {
         started.elapsed() < Duration::from_secs(5),
         "killed, not waited for"
     );
+    let nanos = |path: &std::path::Path| -> i64 {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let ran_ms = (nanos(&termed) - nanos(&began)) as f64 / 1e6;
+    eprintln!("--kill-on-loss: SIGTERM {ran_ms:.1} ms after the command began (lease 300 ms)");
+    // The command began after the lease did; the allowance is 5 ms.
+    assert!(
+        ran_ms < 300.0 + 200.0,
+        "SIGTERM came {ran_ms} ms after the command began"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

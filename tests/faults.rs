@@ -286,21 +286,6 @@ fn f3_a_hold_of_ten_leases_evicts_none_of_five_waiters_in_three_processes() {
     assert_clean(&server, &mutex);
 }
 
-/// libfaketime's multi-threaded library, as installed by Debian's faketime.
-fn libfaketime() -> String {
-    let mut candidates = vec![std::path::PathBuf::from("/usr/lib/faketime")];
-    if let Ok(dirs) = std::fs::read_dir("/usr/lib") {
-        candidates.extend(dirs.filter_map(|d| Some(d.ok()?.path().join("faketime"))));
-    }
-    candidates
-        .iter()
-        .map(|dir| dir.join("libfaketimeMT.so.1"))
-        .find(|lib| lib.exists())
-        .expect("libfaketime not found: scripts/ensure-redis installs Debian's faketime")
-        .to_string_lossy()
-        .into_owned()
-}
-
 #[test]
 fn f4_waiters_with_clocks_five_minutes_off_neither_evict_nor_are_evicted() {
     let _serial = serial();

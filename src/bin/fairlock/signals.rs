@@ -44,6 +44,8 @@ struct State {
     signal: Option<i32>,
     /// A SIGCHLD came since the main thread last looked.
     child_changed: bool,
+    /// The lease signal said the lock was lost.
+    lease_lost: bool,
 }
 
 /// Shared by the main thread and the signal thread.
@@ -68,6 +70,7 @@ impl Control {
                 phase: Phase::Connecting,
                 signal: None,
                 child_changed: false,
+                lease_lost: false,
             }),
             changed: Condvar::new(),
             canceller: WaitCanceller::new(),
@@ -181,14 +184,26 @@ impl Control {
     }
 
     /// Sleeps until the command may have changed state (SIGCHLD), a
-    /// signal came, or `timeout` passed.
+    /// signal came, the lock was lost, or `timeout` passed.
     pub fn sleep(&self, timeout: Duration) {
         let state = self.state();
         let (mut state, _) = self
             .changed
-            .wait_timeout_while(state, timeout, |s| !s.child_changed)
+            .wait_timeout_while(state, timeout, |s| !s.child_changed && !s.lease_lost)
             .unwrap_or_else(|p| p.into_inner());
         state.child_changed = false;
+    }
+
+    /// Called from the thread that waits on the lease signal: the lock is
+    /// lost; wakes the main thread at once.
+    pub fn lease_lost(&self) {
+        self.state().lease_lost = true;
+        self.changed.notify_all();
+    }
+
+    /// Whether [`lease_lost`](Self::lease_lost) was called.
+    pub fn is_lease_lost(&self) -> bool {
+        self.state().lease_lost
     }
 }
 

@@ -3,7 +3,8 @@
 //! lock. Run as `fairlock-test-child <role>` with the role's variables set
 //! (named in tests/support/src/roles.rs): "holder" (holder.rs, for
 //! tests/liveness.rs), "worker", "churn", "leak" and "paused_waiter"
-//! (faults.rs, for tests/faults.rs).
+//! (faults.rs, for tests/faults.rs), "lease_holder" (lease_holder.rs, for
+//! tests/partitions.rs).
 //!
 //! A binary of the root package behind the test-only `test-child` feature,
 //! which the test support crate turns on: `cargo test` builds it (and tests
@@ -20,6 +21,7 @@
 
 mod faults;
 mod holder;
+mod lease_holder;
 #[path = "../src/roles.rs"]
 mod roles;
 #[allow(dead_code)]
@@ -35,6 +37,7 @@ fn main() {
     let role = std::env::args().nth(1).expect("child: a role argument");
     match role.as_str() {
         "holder" => holder::holder(),
+        "lease_holder" => lease_holder::lease_holder(),
         "worker" => faults::worker(),
         "churn" => faults::churn(),
         "leak" => faults::leak(),

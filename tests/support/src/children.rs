@@ -240,3 +240,20 @@ impl Drop for Children {
         }
     }
 }
+
+/// libfaketime's multi-threaded library, as installed by Debian's faketime
+/// (scripts/ensure-redis installs it): `LD_PRELOAD` it into a child with
+/// `FAKETIME` set to shift or slow down the child's clocks.
+pub fn libfaketime() -> String {
+    let mut candidates = vec![PathBuf::from("/usr/lib/faketime")];
+    if let Ok(dirs) = std::fs::read_dir("/usr/lib") {
+        candidates.extend(dirs.filter_map(|d| Some(d.ok()?.path().join("faketime"))));
+    }
+    candidates
+        .iter()
+        .map(|dir| dir.join("libfaketimeMT.so.1"))
+        .find(|lib| lib.exists())
+        .expect("libfaketime not found: scripts/ensure-redis installs Debian's faketime")
+        .to_string_lossy()
+        .into_owned()
+}

@@ -17,6 +17,12 @@
 //!   heal every new connection is accepted and closed at once. After the
 //!   heal new connections pass normally; severed ones stay closed.
 //!
+//! And a link's latency: [`set_delay`](Relay::set_delay) holds each chunk
+//! a fixed time in each direction (a ~1 ms round trip is `set_delay` of
+//! 500 µs), so a test or a bench can put fairlock on an emulated network
+//! link. Chunks keep their order; a chunk read while another waits is not
+//! delayed further by it.
+//!
 //! Every thread of the relay is joined on drop, within a bound: dropping
 //! never hangs a test (it panics instead, unless the test already does).
 
@@ -53,6 +59,8 @@ struct State {
     /// Connections that pass bytes now (severed ones are taken out).
     links: Mutex<Vec<Link>>,
     held_bytes: AtomicU64,
+    /// Added to each chunk in each direction, in microseconds.
+    delay_us: AtomicU64,
     accepted: AtomicU64,
     refused: AtomicU64,
     severed: AtomicU64,
@@ -102,6 +110,7 @@ impl Relay {
             closing: AtomicBool::new(false),
             links: Mutex::new(Vec::new()),
             held_bytes: AtomicU64::new(0),
+            delay_us: AtomicU64::new(0),
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             severed: AtomicU64::new(0),
@@ -168,6 +177,22 @@ impl Relay {
     /// yet: the relay accepts every couple of milliseconds).
     pub fn heal(&self) {
         self.set_mode(|mode| mode.cut = false);
+    }
+
+    /// From now on each chunk read, either way, is delivered `one_way`
+    /// after it was read (`Duration::ZERO`: at once). The round trip
+    /// through the relay grows by twice `one_way`.
+    pub fn set_delay(&self, one_way: Duration) {
+        let us = u64::try_from(one_way.as_micros()).expect("relay: delay in range");
+        self.state.delay_us.store(us, SeqCst);
+    }
+
+    /// Starts a relay whose link adds `one_way` each way (see
+    /// [`set_delay`](Self::set_delay)).
+    pub fn with_delay(upstream_port: u16, one_way: Duration) -> Relay {
+        let relay = Self::start(upstream_port);
+        relay.set_delay(one_way);
+        relay
     }
 
     /// Bytes the relay read during a stall and held back (more may wait
@@ -333,16 +358,24 @@ fn open_link(state: &Arc<State>, client: TcpStream) -> Option<Link> {
         ("up", clone(&client), clone(&server)),
         ("down", clone(&server), clone(&client)),
     ];
-    let pumps = ways
-        .into_iter()
-        .map(|(way, from, to)| {
-            let (state, severed) = (Arc::clone(state), Arc::clone(&severed));
+    let mut pumps = Vec::with_capacity(4);
+    for (way, from, to) in ways {
+        let (chunks, due) = std::sync::mpsc::channel();
+        let (reader_state, reader_severed) = (Arc::clone(state), Arc::clone(&severed));
+        pumps.push(
             std::thread::Builder::new()
                 .name(format!("relay-{way}"))
-                .spawn(move || pump(&state, &severed, from, to))
-                .expect("relay: spawn a pump")
-        })
-        .collect();
+                .spawn(move || pump(&reader_state, &reader_severed, from, chunks))
+                .expect("relay: spawn a pump"),
+        );
+        let (state, severed) = (Arc::clone(state), Arc::clone(&severed));
+        pumps.push(
+            std::thread::Builder::new()
+                .name(format!("relay-{way}-out"))
+                .spawn(move || deliver(&state, &severed, due, to))
+                .expect("relay: spawn a pump"),
+        );
+    }
     Some(Link {
         sockets: [client, server],
         severed,
@@ -350,11 +383,21 @@ fn open_link(state: &Arc<State>, client: TcpStream) -> Option<Link> {
     })
 }
 
-/// Copies `from` to `to` until either side closes, the link is severed or
-/// the relay closes. A chunk read during a stall waits for the stall to
-/// end; a chunk held when the link is severed is dropped. At the end both
-/// sockets are shut down, so the other direction stops too.
-fn pump(state: &State, severed: &AtomicBool, mut from: TcpStream, mut to: TcpStream) {
+/// A chunk read from one side, and when it is to be written to the other.
+type Chunk = (std::time::Instant, Vec<u8>);
+
+/// Reads `from` until either side closes, the link is severed or the relay
+/// closes, and hands each chunk to [`deliver`], stamped with its delivery
+/// time. A chunk read during a stall waits for the stall to end; a chunk
+/// held when the link is severed is dropped. At the end `from` is shut
+/// down; [`deliver`] shuts the other socket down once it wrote what was
+/// read, so the other direction stops too.
+fn pump(
+    state: &State,
+    severed: &AtomicBool,
+    mut from: TcpStream,
+    chunks: std::sync::mpsc::Sender<Chunk>,
+) {
     let stop = || severed.load(SeqCst) || state.closing();
     let mut buf = [0u8; 16 * 1024];
     while !stop() {
@@ -366,6 +409,7 @@ fn pump(state: &State, severed: &AtomicBool, mut from: TcpStream, mut to: TcpStr
             }
             Err(_) => break,
         };
+        let read_at = std::time::Instant::now();
         let mut mode = state.lock_mode();
         if mode.stalled {
             state.held_bytes.fetch_add(n as u64, SeqCst);
@@ -378,10 +422,37 @@ fn pump(state: &State, severed: &AtomicBool, mut from: TcpStream, mut to: TcpStr
                 .0;
         }
         drop(mode);
-        if stop() || to.write_all(&buf[..n]).is_err() {
+        let due = read_at + Duration::from_micros(state.delay_us.load(SeqCst));
+        if stop() || chunks.send((due, buf[..n].to_vec())).is_err() {
+            break;
+        }
+    }
+    drop(chunks);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+/// Writes each chunk to `to` at its delivery time, in order, until the
+/// reader is done or the link is severed or the relay closes.
+fn deliver(
+    state: &State,
+    severed: &AtomicBool,
+    due: std::sync::mpsc::Receiver<Chunk>,
+    mut to: TcpStream,
+) {
+    let stop = || severed.load(SeqCst) || state.closing();
+    loop {
+        let (at, bytes) = match due.recv_timeout(POLL) {
+            Ok(chunk) => chunk,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !stop() => continue,
+            Err(_) => break,
+        };
+        let wait = at.saturating_duration_since(std::time::Instant::now());
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+        if stop() || to.write_all(&bytes).is_err() {
             break;
         }
     }
     let _ = to.shutdown(Shutdown::Both);
-    let _ = from.shutdown(Shutdown::Both);
 }

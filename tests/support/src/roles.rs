@@ -21,6 +21,25 @@ pub mod holder {
     pub const LOCKED: &str = "FAIRLOCK_CHILD_LOCKED";
 }
 
+/// The "lease_holder" role of tests/partitions.rs: a client (through
+/// [`URL`](lease_holder::URL), typically a relay the test can cut) that
+/// takes locks on command and reports when its lease signal fires, so a
+/// test can run the holder with slowed clocks (libfaketime).
+///
+/// Commands: `lock <name>` → `locked <token>`; `lost?` → `lost true|false`
+/// (the guard's `is_lease_lost()` at that moment); `unlock` →
+/// `unlocked ok|<error kind>`. Whenever a held lease's signal fires, the
+/// child says `ended lost|released <token>` from the signal's own thread.
+pub mod lease_holder {
+    pub const URL: &str = "LEASE_HOLDER_URL";
+    pub const LEASE_MS: &str = "LEASE_HOLDER_LEASE_MS";
+    /// "1": locks take a fixed lease of LEASE_MS (no watchdog).
+    pub const FIXED: &str = "LEASE_HOLDER_FIXED";
+    /// "default", or "none" for `clock_drift(0.0, 0)` (a run that shows
+    /// what the allowance buys).
+    pub const DRIFT: &str = "LEASE_HOLDER_DRIFT";
+}
+
 /// The roles of tests/faults.rs ("worker", "churn", "leak",
 /// "paused_waiter"); see tests/support/child/faults.rs.
 pub mod faults {

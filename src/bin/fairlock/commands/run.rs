@@ -5,11 +5,12 @@ use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use clap::Args;
-use fairlock::{FairMutex, FairMutexGuard, MIN_LEASE};
+use fairlock::{FairMutex, FairMutexGuard, LeaseEnd, MIN_LEASE};
 
 use super::lock_name;
 use crate::duration::{self, human};
@@ -21,8 +22,9 @@ use crate::{exit, progress, show_library_warnings, Connection, Failure, EXIT_COD
 pub const WAITER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Between SIGTERM and SIGKILL with `--kill-on-loss`.
 const KILL_GRACE: Duration = Duration::from_secs(5);
-/// How often the lease is checked while the command runs (the command's
-/// end is noticed at once, through SIGCHLD).
+/// How often the main thread looks at the command while it runs, at the
+/// least: its end is noticed at once (SIGCHLD), and so is a lost lock (the
+/// guard's lease signal wakes it).
 const CHECK_PERIOD: Duration = Duration::from_millis(100);
 
 /// Wait for our turn on NAME, run COMMAND holding the lock, release it.
@@ -207,6 +209,15 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
         }
     };
 
+    // The lease signal wakes the main thread the moment the lock is lost:
+    // at the guard's own end of the lease, before anyone else can take it.
+    let signal = guard.lease_signal();
+    let watcher = Arc::clone(&control);
+    std::thread::spawn(move || {
+        if signal.wait() == LeaseEnd::Lost {
+            watcher.lease_lost();
+        }
+    });
     let mut lost = false;
     let mut kill_at = None;
     let status = loop {
@@ -226,7 +237,7 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
                 }
             }
         }
-        if !lost && guard.is_lease_lost() {
+        if !lost && (control.is_lease_lost() || guard.is_lease_lost()) {
             lost = true;
             eprintln!(
                 "fairlock: lost the lock on {name:?} while the command runs: {}; {}",

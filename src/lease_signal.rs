@@ -1,0 +1,89 @@
+//! `LeaseSignal`: what another thread blocks on to learn that a guard's
+//! lease is gone, so that it stops its side effects at once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::holds::{Hold, LeaseEnd};
+
+/// Tells other threads when a guard's hold ends: [`LeaseEnd::Lost`] the
+/// moment the lease is gone, [`LeaseEnd::Released`] when the guard (with
+/// its re-entrant guards) was released first. Taken from
+/// [`FairMutexGuard::lease_signal`](crate::FairMutexGuard::lease_signal);
+/// cheap to clone, `Send + Sync`, and usable after the guard is gone.
+///
+/// When it fires, measured from the loss:
+/// - a lease that no renewal confirmed in time (Redis unreachable, a
+///   partition, a paused process): at this client's own end of the lease,
+///   which comes before Redis can free the lock (the lease counts from when
+///   the confirming request was sent, less the
+///   [clock-drift allowance](crate::ClientBuilder::clock_drift));
+/// - a lock Redis says is no longer this hold's (force-unlocked, expired
+///   while the process was paused): at the watchdog's next round, within
+///   a third of `min(lease, waiter_timeout)`; for a fixed lease, at its end.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use fairlock::LeaseEnd;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let guard = client.fair_mutex("nightly-export").lock()?;
+/// let signal = guard.lease_signal();
+/// let worker = std::thread::spawn(move || {
+///     for _batch in 0..1_000 {
+///         if signal.wait_timeout(Duration::ZERO) == Some(LeaseEnd::Lost) {
+///             return Err("lock lost: stopping before the next batch");
+///         }
+///         // ... write one batch, with the fencing token ...
+///     }
+///     Ok(())
+/// });
+/// let outcome = worker.join().expect("worker thread");
+/// drop(guard);
+/// # let _ = outcome;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LeaseSignal {
+    hold: Arc<Hold>,
+}
+
+impl LeaseSignal {
+    pub(crate) fn new(hold: Arc<Hold>) -> Self {
+        LeaseSignal { hold }
+    }
+
+    /// Blocks until the hold ends; returns how. Blocks for as long as the
+    /// lease is held: use [`wait_timeout`](Self::wait_timeout) to bound it.
+    pub fn wait(&self) -> LeaseEnd {
+        self.hold
+            .wait_end(None)
+            .expect("a wait without a deadline returns only at the end")
+    }
+
+    /// Blocks until the hold ends or `timeout` passes: `Some(end)` when it
+    /// ended, `None` when it is still held. `Duration::ZERO` only looks.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<LeaseEnd> {
+        self.hold.wait_end(Instant::now().checked_add(timeout))
+    }
+
+    /// How the hold ended, if it has; never blocks.
+    pub fn ended(&self) -> Option<LeaseEnd> {
+        self.hold.end_as_of(Instant::now())
+    }
+
+    /// The fencing token of the hold this signal watches.
+    pub fn fencing_token(&self) -> u64 {
+        self.hold.token
+    }
+}
+
+impl std::fmt::Debug for LeaseSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseSignal")
+            .field("lock", &self.hold.keys.lock())
+            .field("fencing_token", &self.hold.token)
+            .field("ended", &self.ended())
+            .finish()
+    }
+}

@@ -1,0 +1,122 @@
+//! The lease-lost signal: another thread learns the moment a guard's lease
+//! is gone, or that the guard was released first, and how long after the
+//! loss it hears of it.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, LeaseEnd, LeaseSignal};
+use fairlock_test_support::*;
+
+/// A thread blocked on `signal`: reports how it ended and when.
+fn watch(signal: LeaseSignal) -> mpsc::Receiver<(LeaseEnd, Instant)> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let end = signal.wait();
+        let _ = tx.send((end, Instant::now()));
+    });
+    rx
+}
+
+fn client(server: &RedisServer, lease: Duration) -> Client {
+    server.builder().lease(lease).build().unwrap()
+}
+
+#[test]
+fn the_signal_is_send_sync_and_clone_and_outlives_its_guard() {
+    fn assert_traits<T: Send + Sync + Clone + 'static>() {}
+    assert_traits::<LeaseSignal>();
+
+    let server = RedisServer::start();
+    let client = client(&server, Duration::from_secs(30));
+    let guard = client.fair_mutex("outlives").lock().unwrap();
+    let signal = guard.lease_signal();
+    assert_eq!(signal.fencing_token(), guard.fencing_token());
+    assert_eq!(signal.ended(), None);
+    assert_eq!(
+        signal.wait_timeout(Duration::ZERO),
+        None,
+        "held: only looks"
+    );
+    let started = Instant::now();
+    assert_eq!(signal.wait_timeout(Duration::from_millis(50)), None);
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    drop(guard);
+    assert_eq!(signal.ended(), Some(LeaseEnd::Released));
+    assert_eq!(signal.clone().wait(), LeaseEnd::Released);
+}
+
+#[test]
+fn released_wakes_the_watcher_only_when_the_last_reentrant_guard_goes() {
+    let server = RedisServer::start();
+    let client = client(&server, Duration::from_secs(30));
+    let mutex = client.fair_mutex("reentrant-signal");
+    let outer = mutex.lock().unwrap();
+    let inner = mutex.lock().unwrap();
+    let watcher = watch(inner.lease_signal());
+    inner.unlock().unwrap();
+    assert!(
+        watcher.recv_timeout(Duration::from_millis(200)).is_err(),
+        "the outer guard still holds"
+    );
+    outer.unlock().unwrap();
+    let (end, _) = watcher.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(end, LeaseEnd::Released);
+}
+
+#[test]
+fn a_force_unlock_is_signalled_within_one_watchdog_period() {
+    let server = RedisServer::start();
+    // Watchdog period: a third of min(lease, waiter timeout) = 100 ms.
+    let lease = Duration::from_millis(300);
+    let holder = client(&server, lease);
+    let operator = client(&server, lease);
+    let mut delays = Vec::new();
+    for round in 0..5 {
+        let name = format!("forced-{round}");
+        let guard = holder.fair_mutex(&name).lock().unwrap();
+        let watcher = watch(guard.lease_signal());
+        thread::sleep(Duration::from_millis(150));
+        assert!(operator.fair_mutex(&name).force_unlock().unwrap());
+        let forced = Instant::now();
+        let (end, at) = watcher
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the signal fires");
+        assert_eq!(end, LeaseEnd::Lost);
+        assert!(guard.is_lease_lost());
+        delays.push(ms(at.saturating_duration_since(forced)));
+        assert!(guard.unlock().unwrap_err().is_lease_lost());
+    }
+    delays.sort_by(f64::total_cmp);
+    eprintln!("force_unlock → signal (ms), watchdog period 100 ms: {delays:.1?}");
+    // One period, plus a renewal's round trip, plus slack for a busy machine.
+    assert!(delays[4] <= 100.0 + 400.0, "{delays:?}");
+}
+
+#[test]
+fn a_fixed_lease_is_signalled_at_its_local_end() {
+    let server = RedisServer::start();
+    let client = client(&server, Duration::from_secs(30));
+    let lease = Duration::from_millis(200);
+    let mut fired_after = Vec::new();
+    for round in 0..5 {
+        let mutex = client
+            .fair_mutex(&format!("fixed-{round}"))
+            .with_lease(lease);
+        let started = Instant::now();
+        let guard = mutex.lock().unwrap();
+        let watcher = watch(guard.lease_signal());
+        let (end, at) = watcher.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(end, LeaseEnd::Lost);
+        let after = at.duration_since(started);
+        // 200 ms less the allowance (1% + 2 ms = 4 ms), counted from the
+        // send of the request, which came after `started`.
+        assert!(after >= Duration::from_millis(196), "{after:?}");
+        fired_after.push(ms(after));
+        drop(guard);
+    }
+    fired_after.sort_by(f64::total_cmp);
+    eprintln!("fixed lease of 200 ms: signal after {fired_after:.1?} ms");
+    assert!(fired_after[4] <= 200.0 + 300.0, "{fired_after:?}");
+}

@@ -1,0 +1,442 @@
+//! Safety under partitions and clock drift: a holder cut off from Redis
+//! learns that its lease is gone no later than another client can take the
+//! lock, also when the holder's clocks run 1% slow; and a cut-off client
+//! fails fast, keeps its waiters' places and works again once healed.
+//!
+//! The partition is a [`Relay`] between the holder and Redis that stops
+//! passing bytes (`stall`: connections stay open, nothing passes, as when a
+//! link goes dark) or resets every connection (`cut`). The other client
+//! talks to Redis directly.
+//!
+//! The check is causal, not timed: the moment the other client's `lock()`
+//! returns, the test asks the holder whether its lease is lost (in this
+//! process: at once; in a child process: one pipe round trip later). The
+//! margin reported is how long before that return the holder's lease
+//! signal had fired (negative: the signal's thread ran later than the
+//! return, which says nothing about the lease itself).
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, ErrorKind, FairMutexGuard, LeaseEnd};
+use fairlock_test_support::roles::lease_holder::{DRIFT, FIXED, LEASE_MS, URL};
+use fairlock_test_support::*;
+
+const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
+
+/// Rounds per test: each a lock taken, the holder cut off, the lock taken
+/// over by the other client.
+const ROUNDS: usize = 20;
+
+/// A holder of locks that the test can cut off from Redis.
+trait Holder {
+    /// Takes `name`; returns the fencing token.
+    fn lock(&mut self, name: &str) -> u64;
+    /// Whether the holder's guard says its lease is lost, now.
+    fn lost_now(&mut self) -> bool;
+    /// When the holder's lease signal fired (as this process saw it), and
+    /// how it ended.
+    fn signal(&mut self) -> (Instant, LeaseEnd);
+    /// Releases the hold (its outcome is not the point here).
+    fn unlock(&mut self);
+}
+
+/// A holder in this process: a client through the relay.
+struct InProcess {
+    client: Client,
+    fixed: Option<Duration>,
+    guard: Option<FairMutexGuard>,
+    ended: Option<mpsc::Receiver<(Instant, LeaseEnd)>>,
+}
+
+impl Holder for InProcess {
+    fn lock(&mut self, name: &str) -> u64 {
+        let mutex = self.client.fair_mutex(name);
+        let mutex = match self.fixed {
+            Some(lease) => mutex.with_lease(lease),
+            None => mutex,
+        };
+        let guard = mutex.lock().expect("holder locks");
+        let signal = guard.lease_signal();
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let end = signal.wait();
+            let _ = tx.send((Instant::now(), end));
+        });
+        let token = guard.fencing_token();
+        self.guard = Some(guard);
+        self.ended = Some(rx);
+        token
+    }
+
+    fn lost_now(&mut self) -> bool {
+        self.guard.as_ref().expect("holding").is_lease_lost()
+    }
+
+    fn signal(&mut self) -> (Instant, LeaseEnd) {
+        let ended = self.ended.take().expect("holding");
+        ended
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the lease signal fires")
+    }
+
+    fn unlock(&mut self) {
+        drop(self.guard.take());
+    }
+}
+
+/// A holder in a child process ("lease_holder" role), e.g. with slow clocks.
+struct InChild {
+    children: Children,
+    child: usize,
+}
+
+impl InChild {
+    fn spawn(url: &str, lease: Duration, fixed: bool, env: &[(&str, String)]) -> InChild {
+        let mut children = Children::new(CHILD);
+        let mut vars = vec![
+            (URL, url.to_owned()),
+            (LEASE_MS, lease.as_millis().to_string()),
+            (FIXED, if fixed { "1" } else { "0" }.to_owned()),
+            (DRIFT, "default".to_owned()),
+        ];
+        vars.extend(env.iter().cloned());
+        let child = children.spawn("lease_holder", &vars);
+        children.expect_text(child, "ready", Duration::from_secs(20));
+        InChild { children, child }
+    }
+}
+
+impl Holder for InChild {
+    fn lock(&mut self, name: &str) -> u64 {
+        self.children.send(self.child, &format!("lock {name}"));
+        let locked = self
+            .children
+            .expect_prefix(self.child, "locked ", Duration::from_secs(20));
+        locked.words()[1].parse().expect("a token")
+    }
+
+    fn lost_now(&mut self) -> bool {
+        self.children.send(self.child, "lost?");
+        let answer = self
+            .children
+            .expect_prefix(self.child, "lost ", Duration::from_secs(20));
+        answer.words()[1] == "true"
+    }
+
+    fn signal(&mut self) -> (Instant, LeaseEnd) {
+        let ended = self
+            .children
+            .expect_prefix(self.child, "ended ", Duration::from_secs(20));
+        let end = match ended.words()[1] {
+            "lost" => LeaseEnd::Lost,
+            _ => LeaseEnd::Released,
+        };
+        (ended.at, end)
+    }
+
+    fn unlock(&mut self) {
+        self.children.send(self.child, "unlock");
+        self.children
+            .expect_prefix(self.child, "unlocked ", Duration::from_secs(20));
+    }
+}
+
+/// The other client's `lock()`, on a thread of its own: says when it
+/// returned and with which token, and keeps the guard until told.
+fn take_over(client: &Client, name: &str) -> (mpsc::Receiver<(Instant, u64)>, mpsc::Sender<()>) {
+    let mutex = client.fair_mutex(name);
+    let (took, taken) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    thread::spawn(move || {
+        let guard = mutex.lock().expect("the other client locks");
+        let _ = took.send((Instant::now(), guard.fencing_token()));
+        let _ = released.recv_timeout(Duration::from_secs(30));
+    });
+    (taken, release)
+}
+
+/// `ROUNDS` rounds: the holder takes a lock, holds it for `hold` (renewals
+/// happen), the other client queues for it, the holder is cut off, and the
+/// other client's `lock()` returns. Asserts the holder knew by then.
+/// Returns the margins (ms) by which the signal came first.
+fn rounds(
+    holder: &mut dyn Holder,
+    relay: &Relay,
+    other: &Client,
+    hold: Duration,
+    label: &str,
+) -> Vec<f64> {
+    let mut margins = Vec::new();
+    for round in 0..ROUNDS {
+        let name = format!("{label}-{round}");
+        let token = holder.lock(&name);
+        thread::sleep(hold);
+        let (taken, release) = take_over(other, &name);
+        let queued = wait_until(Duration::from_secs(5), || {
+            other.fair_mutex(&name).queue_len().unwrap_or(0) == 1
+        });
+        assert!(queued, "{label} round {round}: the other client queued");
+        relay.stall();
+        let (returned, new_token) = taken
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the other client gets the lock once the lease runs out");
+        let lost = holder.lost_now();
+        assert!(
+            lost,
+            "{label} round {round}: the holder still believed it held the lock after \
+             another client's lock() returned"
+        );
+        assert!(new_token > token, "{label} round {round}: fencing order");
+        let (fired, end) = holder.signal();
+        assert_eq!(end, LeaseEnd::Lost, "{label} round {round}");
+        let margin = returned.checked_duration_since(fired).map_or_else(
+            || -(fired.duration_since(returned).as_secs_f64() * 1e3),
+            |d| d.as_secs_f64() * 1e3,
+        );
+        margins.push(margin);
+        relay.resume();
+        holder.unlock();
+        let _ = release.send(());
+    }
+    margins
+}
+
+fn report(label: &str, margins: &mut [f64]) {
+    margins.sort_by(f64::total_cmp);
+    let first = margins.iter().filter(|&&m| m >= 0.0).count();
+    eprintln!(
+        "{label}: {} of {} rounds lost before the other lock() returned (asserted); \
+         lease signal ahead by min {:.2} / median {:.2} / max {:.2} ms, first in {first} rounds",
+        margins.len(),
+        margins.len(),
+        margins[0],
+        margins[margins.len() / 2],
+        margins[margins.len() - 1]
+    );
+}
+
+/// A client that goes straight to `server` with `lease`.
+fn direct(server: &RedisServer, lease: Duration) -> Client {
+    server.builder().lease(lease).build().unwrap()
+}
+
+#[test]
+fn a_cut_off_holder_knows_it_lost_the_lock_before_anyone_else_gets_it() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let lease = Duration::from_millis(300);
+    let client = Client::builder(&relay.url())
+        .lease(lease)
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let mut holder = InProcess {
+        client,
+        fixed: None,
+        guard: None,
+        ended: None,
+    };
+    let other = direct(&server, lease);
+    let mut margins = rounds(&mut holder, &relay, &other, lease / 2, "renewed");
+    report("(a) renewed lease, same clock", &mut margins);
+}
+
+#[test]
+fn a_cut_off_fixed_lease_holder_knows_before_anyone_else_gets_it() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let lease = Duration::from_millis(300);
+    let client = Client::builder(&relay.url())
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let mut holder = InProcess {
+        client,
+        fixed: Some(lease),
+        guard: None,
+        ended: None,
+    };
+    let other = direct(&server, lease);
+    let mut margins = rounds(&mut holder, &relay, &other, lease / 4, "fixed");
+    report("(c) fixed lease, same clock", &mut margins);
+}
+
+/// The child's clocks, wall and monotonic, run at 99% of real speed.
+fn one_percent_slow() -> Vec<(&'static str, String)> {
+    vec![
+        ("LD_PRELOAD", libfaketime()),
+        ("FAKETIME", "+0 x0.99".to_owned()),
+    ]
+}
+
+#[test]
+fn a_holder_whose_clocks_run_one_percent_slow_still_knows_first() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    // Long enough that 1% of it (8 ms) dwarfs the pipe round trip of the
+    // check: without the allowance this test fails.
+    let lease = Duration::from_millis(800);
+    let mut holder = InChild::spawn(&relay.url(), lease, false, &one_percent_slow());
+    let other = direct(&server, lease);
+    let mut margins = rounds(&mut holder, &relay, &other, lease / 2, "slow-renewed");
+    report("(b) renewed lease, holder clocks x0.99", &mut margins);
+}
+
+#[test]
+fn a_fixed_lease_holder_whose_clocks_run_one_percent_slow_still_knows_first() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let lease = Duration::from_millis(800);
+    let mut holder = InChild::spawn(&relay.url(), lease, true, &one_percent_slow());
+    let other = direct(&server, lease);
+    let mut margins = rounds(&mut holder, &relay, &other, lease / 4, "slow-fixed");
+    report("(c) fixed lease, holder clocks x0.99", &mut margins);
+}
+
+/// How a partition looks to the client behind the relay.
+#[derive(Debug, Clone, Copy)]
+enum Partition {
+    /// Connections stay open and nothing passes.
+    BlackHole,
+    /// Every connection is reset; new ones are refused.
+    Reset,
+}
+
+/// A client cut off for `PARTITION` (shorter than its waiter timeout):
+/// each of its calls returns within its bound; its queued waiter keeps its
+/// place ahead of a later one; it works again within 1 s of the heal.
+fn cut_off_client(partition: Partition) {
+    const PARTITION: Duration = Duration::from_millis(1500);
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let (connect_timeout, command_timeout) =
+        (Duration::from_millis(500), Duration::from_millis(500));
+    let settings = |url: &str| {
+        Client::builder(url)
+            .lease(Duration::from_secs(1))
+            .waiter_timeout(Duration::from_secs(3))
+            .connect_timeout(connect_timeout)
+            .command_timeout(command_timeout)
+    };
+    let cut_off = settings(&relay.url()).build().unwrap();
+    let direct_client = settings(&server.url()).build().unwrap();
+    let name = "partitioned";
+    let holder = direct_client.fair_mutex(name).lock().unwrap();
+
+    // Queued first: the cut-off client; second: a direct one.
+    let (order_tx, order) = mpsc::channel();
+    let spawn_waiter = |client: &Client, who: &'static str| {
+        let mutex = client.fair_mutex(name);
+        let order_tx = order_tx.clone();
+        thread::spawn(move || {
+            let guard = mutex
+                .try_lock_for(Duration::from_secs(30))
+                .unwrap_or_else(|err| panic!("{who}: {err}"))
+                .unwrap_or_else(|| panic!("{who} timed out"));
+            order_tx.send(who).unwrap();
+            thread::sleep(Duration::from_millis(50));
+            drop(guard);
+        })
+    };
+    let queue_len = || direct_client.fair_mutex(name).queue_len().unwrap();
+    let first = spawn_waiter(&cut_off, "cut-off client");
+    assert!(wait_until(Duration::from_secs(5), || queue_len() == 1));
+    let second = spawn_waiter(&direct_client, "direct client");
+    assert!(wait_until(Duration::from_secs(5), || queue_len() == 2));
+
+    let started = Instant::now();
+    match partition {
+        Partition::BlackHole => relay.stall(),
+        Partition::Reset => relay.cut(),
+    }
+    // Every kind of call at once, each bounded: a pool checkout may have to
+    // open a connection (connect timeout) before its command (command
+    // timeout).
+    let bound = connect_timeout + command_timeout + Duration::from_secs(1);
+    type Call = fn(&fairlock::FairMutex) -> Option<ErrorKind>;
+    let calls: [(&str, Call); 6] = [
+        ("try_lock", |m| m.try_lock().err().map(|e| e.kind())),
+        ("lock", |m| m.lock().err().map(|e| e.kind())),
+        ("try_lock_for(300 ms)", |m| {
+            m.try_lock_for(Duration::from_millis(300))
+                .err()
+                .map(|e| e.kind())
+        }),
+        ("is_locked", |m| m.is_locked().err().map(|e| e.kind())),
+        ("queue_len", |m| m.queue_len().err().map(|e| e.kind())),
+        ("force_unlock", |m| m.force_unlock().err().map(|e| e.kind())),
+    ];
+    let callers: Vec<_> = calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, (what, call))| {
+            let mutex = cut_off.fair_mutex(&format!("elsewhere-{i}"));
+            thread::spawn(move || {
+                let start = Instant::now();
+                let kind = call(&mutex);
+                (what, start.elapsed(), kind)
+            })
+        })
+        .collect();
+    let mut timings = Vec::new();
+    for caller in callers {
+        let (what, took, kind) = caller.join().unwrap();
+        assert!(
+            took <= bound,
+            "{partition:?}: {what} took {took:?} (bound {bound:?})"
+        );
+        assert_eq!(kind, Some(ErrorKind::Connection), "{partition:?}: {what}");
+        timings.push(format!("{what} {:.0} ms", took.as_secs_f64() * 1e3));
+    }
+    assert!(
+        started.elapsed() < PARTITION,
+        "the calls took longer than the partition: {timings:?}"
+    );
+    thread::sleep(PARTITION - started.elapsed());
+    match partition {
+        Partition::BlackHole => relay.resume(),
+        Partition::Reset => relay.heal(),
+    }
+    let healed = Instant::now();
+    let fresh = cut_off.fair_mutex("after-the-heal");
+    let mut attempts = 0;
+    let recovered = wait_until(Duration::from_secs(5), || {
+        attempts += 1;
+        matches!(fresh.try_lock(), Ok(Some(_)))
+    });
+    let recovery = healed.elapsed();
+    assert!(recovered, "{partition:?}: the client never worked again");
+    assert!(
+        recovery <= Duration::from_secs(1),
+        "{partition:?}: working again took {recovery:?} ({attempts} attempts)"
+    );
+
+    drop(holder);
+    let got = [
+        order.recv_timeout(Duration::from_secs(10)).unwrap(),
+        order.recv_timeout(Duration::from_secs(10)).unwrap(),
+    ];
+    first.join().unwrap();
+    second.join().unwrap();
+    assert_eq!(
+        got,
+        ["cut-off client", "direct client"],
+        "{partition:?}: the cut-off client's waiter kept its place"
+    );
+    eprintln!(
+        "(d) {partition:?} for {PARTITION:?}: {timings:?}; working again {:.0} ms after the heal",
+        recovery.as_secs_f64() * 1e3
+    );
+}
+
+#[test]
+fn a_black_holed_client_fails_fast_keeps_its_place_and_recovers() {
+    cut_off_client(Partition::BlackHole);
+}
+
+#[test]
+fn a_client_whose_connections_are_reset_fails_fast_keeps_its_place_and_recovers() {
+    cut_off_client(Partition::Reset);
+}

@@ -1,0 +1,62 @@
+//! The "lease_holder" role (tests/partitions.rs): takes locks on command
+//! and reports the moment each lease signal fires. See
+//! `roles::lease_holder` for the protocol.
+
+use std::time::Duration;
+
+use fairlock::{Client, FairMutexGuard, LeaseEnd};
+
+use crate::roles::lease_holder::{DRIFT, FIXED, LEASE_MS, URL};
+use crate::{child_arg, child_commands, say};
+
+pub fn lease_holder() {
+    let lease = Duration::from_millis(child_arg(LEASE_MS));
+    let fixed = child_arg::<String>(FIXED) == "1";
+    let mut builder = Client::builder(&child_arg::<String>(URL))
+        .lease(lease)
+        .connect_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_secs(1));
+    if child_arg::<String>(DRIFT) == "none" {
+        builder = builder.clock_drift(0.0, Duration::ZERO);
+    }
+    let client = builder.build().expect("child: client connects");
+    let commands = child_commands();
+    let mut guard: Option<FairMutexGuard> = None;
+    say("ready");
+    for line in commands {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["lock", name] => {
+                let mutex = client.fair_mutex(name);
+                let mutex = if fixed {
+                    mutex.with_lease(lease)
+                } else {
+                    mutex
+                };
+                let taken = mutex.lock().expect("child: lock");
+                let signal = taken.lease_signal();
+                std::thread::spawn(move || {
+                    let end = match signal.wait() {
+                        LeaseEnd::Lost => "lost",
+                        LeaseEnd::Released => "released",
+                    };
+                    say(format!("ended {end} {}", signal.fencing_token()));
+                });
+                say(format!("locked {}", taken.fencing_token()));
+                guard = Some(taken);
+            }
+            ["lost?"] => {
+                let lost = guard.as_ref().is_some_and(FairMutexGuard::is_lease_lost);
+                say(format!("lost {lost}"));
+            }
+            ["unlock"] => {
+                let outcome = match guard.take().map(FairMutexGuard::unlock) {
+                    Some(Err(err)) => format!("{:?}", err.kind()),
+                    _ => "ok".to_owned(),
+                };
+                say(format!("unlocked {outcome}"));
+            }
+            other => panic!("child: unknown command {other:?}"),
+        }
+    }
+}
