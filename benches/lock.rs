@@ -5,6 +5,10 @@
 //! `scripts/bench-report` turns the results into BENCHMARKS.md. Figures that
 //! criterion cannot hold (percentiles, inversion counts, thread and
 //! connection counts) are written to `target/fairlock-bench/*.json`.
+//!
+//! `FAIRLOCK_BENCH_LINK_DELAY_US=500 cargo bench --bench lock` puts the
+//! round-trip, handoff and contended benches (floor included) on an
+//! emulated link of ~1 ms round trip (see `common::Link`).
 
 mod common;
 
@@ -12,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{measuring, percentile, write_json};
+use common::{measuring, percentile, write_json, Link};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fairlock::Client;
 use fairlock_test_support::{fake_queue, info_field, thread_count, wait_until, RedisServer};
@@ -22,11 +26,17 @@ fn client(server: &RedisServer) -> Client {
     Client::builder(&server.url()).build().unwrap()
 }
 
+/// The same, connected over `link` (an emulated network when asked).
+fn client_over(link: &Link) -> Client {
+    Client::builder(link.url()).build().unwrap()
+}
+
 fn round_trips(c: &mut Criterion) {
     let server = RedisServer::start();
-    let mut conn = server.conn();
+    let link = Link::to(&server);
+    let mut conn = link.conn();
     let noop = redis::Script::new("return 1");
-    let client = client(&server);
+    let client = client_over(&link);
     let mutex = client.fair_mutex("bench:uncontended");
 
     let mut group = c.benchmark_group("round_trips");
@@ -44,7 +54,8 @@ fn round_trips(c: &mut Criterion) {
 /// holder's release call to the other thread's `lock()` returning.
 fn handoff(c: &mut Criterion) {
     let server = RedisServer::start();
-    let clients = [client(&server), client(&server)];
+    let link = Link::to(&server);
+    let clients = [client_over(&link), client_over(&link)];
     let all_samples = Arc::new(Mutex::new(Vec::new()));
     let mut group = c.benchmark_group("handoff");
     group.throughput(Throughput::Elements(1));
@@ -107,11 +118,12 @@ fn ping_pong(clients: &[Client; 2], handoffs: u64) -> Vec<Duration> {
 /// empty critical section, as fast as they can.
 fn contended(c: &mut Criterion) {
     let server = RedisServer::start();
+    let link = Link::to(&server);
     let mut group = c.benchmark_group("contended");
     group.throughput(Throughput::Elements(1));
     let mut inversions = Vec::new();
     for threads in [2usize, 8, 32] {
-        let clients: Vec<Client> = (0..threads).map(|_| client(&server)).collect();
+        let clients: Vec<Client> = (0..threads).map(|_| client_over(&link)).collect();
         let name = format!("bench:contended:{threads}");
         group.bench_with_input(
             BenchmarkId::new("acquisitions", threads),

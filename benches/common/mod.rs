@@ -26,3 +26,52 @@ pub fn write_json(name: &str, json: &str) {
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
+
+/// Where a latency bench's clients connect: straight to the server, or
+/// through an emulated network link when `FAIRLOCK_BENCH_LINK_DELAY_US` is
+/// set (the test support's relay, holding each chunk that many microseconds
+/// each way: 500 emulates a ~1 ms round trip). The round-trip floor of the
+/// same run goes through the same link.
+pub struct Link {
+    _relay: Option<fairlock_test_support::Relay>,
+    url: String,
+}
+
+impl Link {
+    pub fn to(server: &fairlock_test_support::RedisServer) -> Link {
+        let delay = std::env::var("FAIRLOCK_BENCH_LINK_DELAY_US")
+            .ok()
+            .map(|us| {
+                us.parse::<u64>()
+                    .expect("FAIRLOCK_BENCH_LINK_DELAY_US: microseconds")
+            });
+        match delay {
+            Some(us) => {
+                let relay = fairlock_test_support::Relay::with_delay(
+                    server.port(),
+                    Duration::from_micros(us),
+                );
+                let url = relay.url();
+                Link {
+                    _relay: Some(relay),
+                    url,
+                }
+            }
+            None => Link {
+                _relay: None,
+                url: server.url(),
+            },
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A plain connection over the link, for the round-trip floor.
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url.as_str())
+            .and_then(|c| c.get_connection())
+            .expect("a connection over the link")
+    }
+}
