@@ -239,9 +239,11 @@ impl Holds {
             .lock()
             .values()
             .flatten()
-            // A lost hold is not renewed: its user was told to stop, and the
-            // lock should free when its lease runs out, not when the guard drops.
-            .filter(|r| r.renewed && !r.hold.is_lost())
+            // A hold counted lost is still renewed while its guard lives:
+            // Redis may still have it (a renewal too few replicas saw, a
+            // partition that healed in time), and its owner may still be
+            // stopping; the guard's release frees it.
+            .filter(|r| r.renewed)
             .map(|r| Arc::clone(&r.hold))
             .collect()
     }
