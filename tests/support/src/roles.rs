@@ -85,7 +85,8 @@ pub mod faults {
 /// Lines to the resource (TCP, one a line, each answered `ok` or `stale`):
 /// `W <name> <token> <worker> <thread> <t0> <t1> <t>`: a write by the
 /// holder of `token`, whose acquire call started at `t0` and returned at
-/// `t1`, checked still held (`is_lease_lost()` false) just after `t`.
+/// `t1`, which found the hold not lost (`is_lease_lost()` false) just
+/// after `t` and then did some work before writing.
 /// Events on stdout: `ready <pid>`, then per acquire call `acq <thread>
 /// <name> <mode> <t0> <t1> <outcome> <token or -> <lost 0|1>` once it is
 /// over (modes `lock`, `try`, `cancel`; outcomes `ok`, `timeout`,
