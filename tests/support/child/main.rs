@@ -4,7 +4,7 @@
 //! (named in tests/support/src/roles.rs): "holder" (holder.rs, for
 //! tests/liveness.rs), "worker", "churn", "leak" and "paused_waiter"
 //! (faults.rs, for tests/faults.rs), "lease_holder" (lease_holder.rs, for
-//! tests/partitions.rs).
+//! tests/partitions.rs), "soak" (soak.rs, for tests/soak.rs).
 //!
 //! A binary of the root package behind the test-only `test-child` feature,
 //! which the test support crate turns on: `cargo test` builds it (and tests
@@ -24,6 +24,7 @@ mod holder;
 mod lease_holder;
 #[path = "../src/roles.rs"]
 mod roles;
+mod soak;
 #[allow(dead_code)]
 #[path = "../src/timing.rs"]
 mod timing;
@@ -42,6 +43,7 @@ fn main() {
         "churn" => faults::churn(),
         "leak" => faults::leak(),
         "paused_waiter" => faults::paused_waiter(),
+        "soak" => soak::soak(),
         other => panic!("child: unknown role {other:?}"),
     }
 }

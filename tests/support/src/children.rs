@@ -196,6 +196,15 @@ impl Children {
         at
     }
 
+    /// The child's exit status if it has exited (it is reaped then),
+    /// `None` while it runs.
+    pub fn exited(&mut self, child: usize) -> Option<std::process::ExitStatus> {
+        let proc = &mut self.procs[child];
+        let status = proc.child.try_wait().expect("wait for the child")?;
+        proc.reaped = true;
+        Some(status)
+    }
+
     /// Waits up to `timeout` for the child to exit by itself (after
     /// closing its stdin if `close_stdin`); SIGKILLs it and panics otherwise.
     pub fn wait_exit(

@@ -77,6 +77,66 @@ pub mod faults {
     pub const PAUSED_WAITER_LEASE: Duration = Duration::from_millis(600);
 }
 
+/// The "soak" role of tests/soak.rs (tests/support/child/soak.rs): a
+/// process of SOAK_THREADS threads that lock SOAK_NAMES (comma-separated)
+/// at random until told `stop`, and report every protected write to the
+/// test's resource and every acquisition on stdout.
+///
+/// Lines to the resource (TCP, one a line, each answered `ok` or `stale`):
+/// `W <name> <token> <worker> <thread> <t0> <t1> <t>`: a write by the
+/// holder of `token`, whose acquire call started at `t0` and returned at
+/// `t1`, which found the hold not lost (`is_lease_lost()` false) just
+/// after `t` and then did some work before writing.
+/// Events on stdout: `ready <pid>`, then per acquire call `acq <thread>
+/// <name> <mode> <t0> <t1> <outcome> <token or -> <lost 0|1>` once it is
+/// over (modes `lock`, `try`, `cancel`; outcomes `ok`, `timeout`,
+/// `cancelled` or an error kind), and `done <calls>` when it stops. All
+/// times are [`mono_ns`].
+pub mod soak {
+    use std::time::Duration;
+
+    use fairlock::{Client, ClientBuilder};
+
+    pub const URL: &str = "SOAK_URL";
+    pub const NAMES: &str = "SOAK_NAMES";
+    pub const THREADS: &str = "SOAK_THREADS";
+    pub const SEED: &str = "SOAK_SEED";
+    /// This process's index among the test's workers.
+    pub const WORKER: &str = "SOAK_WORKER";
+    /// The resource's loopback port.
+    pub const RESOURCE: &str = "SOAK_RESOURCE";
+    /// The child exits (status 3) after this long whatever happens.
+    pub const MAX_LIFE_MS: &str = "SOAK_MAX_LIFE_MS";
+
+    /// Short, so that partitions and restarts lose leases within a minute.
+    pub const LEASE: Duration = Duration::from_secs(1);
+    pub const WAITER_TIMEOUT: Duration = Duration::from_secs(1);
+    /// Holds last 0 to this many milliseconds.
+    pub const MAX_HOLD_MS: u64 = 30;
+
+    pub fn builder(url: &str) -> ClientBuilder {
+        Client::builder(url)
+            .lease(LEASE)
+            .waiter_timeout(WAITER_TIMEOUT)
+            .connect_timeout(Duration::from_secs(1))
+            .command_timeout(Duration::from_secs(1))
+            .pool_size(4)
+    }
+
+    /// Nanoseconds of CLOCK_MONOTONIC: one clock for every process of the
+    /// machine, which no wall-clock step moves.
+    pub fn mono_ns() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC)");
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}
+
 /// A small deterministic generator (xorshift*), seeded by the parent so a
 /// failing run can be told apart by its printed seed.
 pub struct Rng(u64);
