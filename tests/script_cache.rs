@@ -1,10 +1,12 @@
 //! A server that lost its script cache under a running client costs
 //! latency only: after `SCRIPT FLUSH`, a restart (data kept in the AOF,
-//! scripts not, from Redis 7.0 on) and a failover to a replica that never loaded the scripts,
-//! every call returns without an error, the held lock keeps its hold, the
-//! waiters keep their places, and the watchdog's next pipeline (renewal,
-//! heartbeat and `WAIT` under `sync_replicas`) reloads the scripts and
-//! succeeds before any user call could have reloaded them.
+//! scripts not, from Redis 7.0 on) and a failover to a replica that never
+//! loaded the scripts, every call returns without an error, the held lock
+//! keeps its hold, the waiters keep their places, and the watchdog's next
+//! pipeline (renewal, heartbeat and `WAIT` under `sync_replicas`) reloads
+//! the scripts and succeeds before any user call could have reloaded them.
+//! A give-back pending over a flush (an unlock cut off by a relay) reloads
+//! them too.
 //!
 //! What the server did is read with plain commands, never a script (which
 //! would reload the cache itself): the lock's expiry (`TIME` + `PTTL`), the
@@ -336,4 +338,56 @@ fn a_failover_to_a_replica_without_the_scripts_costs_latency_only() {
     );
     scene.check_kept("after a failover");
     scene.finish();
+}
+
+/// A give-back pending while the server loses its scripts: an unlock that
+/// never reached Redis (the link cut by a relay), `SCRIPT FLUSH`, the link
+/// healed. The client's watchdog is the only one to run a script after the
+/// flush (no other client, no hold, no waiter left), so the `NOSCRIPT` it
+/// gets is its give-back's, which reloads the scripts and frees the lock.
+#[test]
+fn a_give_back_after_a_script_flush_costs_latency_only() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        // A lease that cannot run out within the test: only the give-back
+        // frees the lock. Watchdog period 333 ms.
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_millis(300))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let guard = client.fair_mutex("give-back").lock().unwrap();
+    let mut admin = server.conn();
+    let held = |admin: &mut redis::Connection| -> bool {
+        redis::cmd("EXISTS")
+            .arg(lock_key("give-back"))
+            .query(admin)
+            .unwrap()
+    };
+    relay.cut();
+    let err = guard.unlock().expect_err("unlock() over a cut link");
+    assert!(err.is_connection(), "{err:?}");
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    let noscript_before = noscript_errors(&mut admin);
+    assert!(held(&mut admin), "the unlock reached Redis after all");
+    relay.heal();
+    let healed = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(3), || !held(&mut admin)),
+        "the give-back did not free the lock within 3 s of the link healing"
+    );
+    let took = healed.elapsed();
+    let noscript = noscript_errors(&mut admin) - noscript_before;
+    assert!(noscript >= 1, "the give-back never found the cache empty");
+    eprintln!(
+        "give-back: the lock free {:.0} ms after the link healed ({noscript} NOSCRIPT \
+         replies; watchdog period 333 ms)",
+        ms(took)
+    );
+    let other = server.client();
+    assert!(other.fair_mutex("give-back").try_lock().unwrap().is_some());
+    drop(client);
 }
