@@ -37,7 +37,7 @@ fn binaries() -> Vec<(&'static str, PathBuf)> {
     found
 }
 
-/// The connections of `user` in `CLIENT LIST`, one field map each.
+/// The lines of `CLIENT LIST` for `user`'s connections.
 fn connections_of(admin: &mut redis::Connection, user: &str) -> Vec<String> {
     let list: String = redis::cmd("CLIENT").arg("LIST").query(admin).unwrap();
     list.lines()

@@ -290,9 +290,9 @@ fn open_node(config: &Config, url: &str) -> Result<redis::Client> {
 }
 
 /// `url`'s connection settings without the `CLIENT SETINFO` the redis crate
-/// sends at connect by default: its answer is ignored, and on Redis 7.2+
-/// and Valkey the least-privilege user's denial of it would fill `ACL LOG`
-/// on every connect (Redis 7.0 refuses the rule that would allow it).
+/// sends at connect by default: its answer is ignored, and Redis 6.2, 7.2+
+/// and Valkey log the least-privilege user's denial of it in `ACL LOG` on
+/// every connect (Redis 7.0 refuses the rule that would allow it).
 fn quiet(url: &str) -> Result<redis::ConnectionInfo> {
     let info = url.into_connection_info().map_err(invalid_url)?;
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
