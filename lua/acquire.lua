@@ -28,7 +28,7 @@ local owner, lease, fixed = ARGV[2], ms_arg(ARGV[3], 'lease'), ARGV[4]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[5], 'waiter timeout'), ARGV[6], ARGV[7]
 local live_token = ARGV[8]
 if fixed ~= '0' and fixed ~= '1' then
-  error({ err = 'ERR fairlock: fixed must be 0 or 1' })
+  fail('ERR fairlock: fixed must be 0 or 1')
 end
 local this_call = 'call:' .. wait_id
 

@@ -39,13 +39,26 @@ local function fmt(n)
   return string.format('%.0f', n)
 end
 
+-- Stops the script with the error reply `message` ("<CODE> <text>"). Redis
+-- 7.0 and later (which define redis.REDIS_VERSION) and Valkey reply with it
+-- as is. Redis 6.2's error handler fails on a table raised as an error (the
+-- reply then says only "attempt to concatenate"), so there it is raised as
+-- a string and Redis replies
+-- "ERR Error running script (call to f_<sha>): @user_script:<line>: <message>".
+local function fail(message)
+  if redis.REDIS_VERSION then
+    error({ err = message })
+  end
+  error(message, 0)
+end
+
 -- `value` (an ARGV string) as a whole number of ms in [1, MAX_MS]; anything
 -- else stops the script before it writes.
 local function ms_arg(value, what)
   local n = tonumber(value)
   if not n or n ~= math.floor(n) or n < 1 or n > MAX_MS then
-    error({ err = 'ERR fairlock: ' .. what .. ' must be a whole number of ms from 1 to '
-      .. fmt(MAX_MS) .. ', got ' .. tostring(value) })
+    fail('ERR fairlock: ' .. what .. ' must be a whole number of ms from 1 to '
+      .. fmt(MAX_MS) .. ', got ' .. tostring(value))
   end
   return n
 end
@@ -60,7 +73,7 @@ local function read_fence()
   local space = string.find(stored, ' ', 1, true)
   local token = tonumber(space and string.sub(stored, 1, space - 1) or stored)
   if not token then
-    error({ err = 'WRONGTYPE the fence key holds a value fairlock did not write' })
+    fail('WRONGTYPE the fence key holds a value fairlock did not write')
   end
   return token, space and string.sub(stored, space + 1)
 end

@@ -195,7 +195,8 @@ impl StdError for Error {
 impl From<redis::RedisError> for Error {
     fn from(err: redis::RedisError) -> Self {
         use redis::{ErrorKind as K, ServerErrorKind as S};
-        if err.code() == Some("WRONGTYPE") {
+        let code = code_of(&err);
+        if code == Some("WRONGTYPE") {
             // Scripts read every key before writing it, so they stopped here
             // before touching the foreign value.
             return Error::with_source(
@@ -220,7 +221,8 @@ impl From<redis::RedisError> for Error {
                         | S::Ask
                 ) | K::ClusterConnectionNotFound
                     | K::MasterNameNotFoundBySentinel
-            );
+            )
+            || code == Some("READONLY");
         if unavailable {
             let message = if err.is_timeout() {
                 "redis call timed out"
@@ -229,7 +231,7 @@ impl From<redis::RedisError> for Error {
             };
             let retry = if matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
                 Retry::AfterSlotMove
-            } else if err.code() == Some("READONLY") {
+            } else if code == Some("READONLY") {
                 Retry::DemotedMaster
             } else if err.is_connection_dropped() && !err.is_connection_refusal() {
                 Retry::OtherConnection
@@ -244,6 +246,40 @@ impl From<redis::RedisError> for Error {
             Error::with_source(ErrorKind::Server, "redis returned an error", err)
         }
     }
+}
+
+/// The error code of `err`; for an error a script raised on Redis before
+/// 7.0, the code of that error (see [`script_error_code`]).
+fn code_of(err: &redis::RedisError) -> Option<&str> {
+    match err.code() {
+        Some("ERR") => err.detail().and_then(script_error_code).or(Some("ERR")),
+        code => code,
+    }
+}
+
+/// The code of the error a script raised, from Redis 6.2's wording of it:
+/// `Error running script (call to f_<sha>): @user_script:<line>: <error>`,
+/// where `<error>` is what the script raised (`WRONGTYPE the fence key
+/// ...`), a command's error as is (`WRONGTYPE Operation against a key
+/// ...`), or a command refused before it ran as `@user_script: <line>:
+/// -READONLY You can't write ...`. Redis 7.0 and later reply with the
+/// inner error's own code.
+fn script_error_code(detail: &str) -> Option<&str> {
+    let rest = detail.strip_prefix("Error running script (call to f_")?;
+    let (_, rest) = rest.split_once("): @user_script:")?;
+    let (line, mut error) = rest.split_once(": ")?;
+    if !line.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if let Some(refused) = error.strip_prefix("@user_script: ") {
+        let (line, refused) = refused.split_once(": ")?;
+        if !line.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        error = refused.strip_prefix('-')?;
+    }
+    let code = error.split(' ').next()?;
+    (code.len() > 1 && code.bytes().all(|b| b.is_ascii_uppercase())).then_some(code)
 }
 
 impl From<r2d2::Error> for Error {
@@ -274,5 +310,65 @@ mod tests {
         assert!(err.is_connection());
         assert_eq!(err.to_string(), "redis is unreachable");
         assert!(err.source().is_some());
+    }
+
+    /// The error reply `resp` (without its `-` and CRLF) as fairlock's error.
+    fn from_reply(resp: &str) -> Error {
+        match redis::parse_redis_value(format!("-{resp}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(err)) => Error::from(redis::RedisError::from(err)),
+            other => panic!("not an error reply: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_wrong_type_inside_a_script_is_a_key_conflict_as_every_version_words_it() {
+        for reply in [
+            // Redis 7.0+ and Valkey 8
+            "WRONGTYPE Operation against a key holding the wrong kind of value script: \
+             fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:1.",
+            // Redis 6.2
+            "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
+             @user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value",
+            // outside a script
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            // Redis 6.2: the fence key check of lua/lib.lua
+            "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
+             @user_script:63: WRONGTYPE the fence key holds a value fairlock did not write",
+        ] {
+            assert_eq!(from_reply(reply).kind(), ErrorKind::KeyConflict, "{reply}");
+        }
+        for reply in [
+            "ERR Error running script (call to f_fd1f): @user_script:12: \
+             ERR fairlock: lease must be a whole number of ms",
+            "ERR Error running script (call to f_fd1f): @user_script:12: \
+             user_script:12: Script attempted to access nonexistent global variable 'WRONGTYPE'",
+            "ERR unknown command 'WRONGTYPE Operation against a key'",
+            "NOPERM this user has no permissions to run the 'hget' command",
+        ] {
+            assert_eq!(from_reply(reply).kind(), ErrorKind::Server, "{reply}");
+        }
+    }
+
+    #[test]
+    fn a_write_refused_by_a_replica_inside_a_script_is_a_demoted_master_on_every_version() {
+        for reply in [
+            // Redis 7.0+ and Valkey 8
+            "READONLY You can't write against a read only replica. script: \
+             e91400d7df4ac365ee130fc418c8c4183dac4414, on @user_script:242.",
+            // Redis 6.2
+            "ERR Error running script (call to f_e91400d7df4ac365ee130fc418c8c4183dac4414): \
+             @user_script:242: @user_script: 242: -READONLY You can't write against a read \
+             only replica.",
+        ] {
+            let err = from_reply(reply);
+            assert_eq!(err.kind(), ErrorKind::Connection, "{reply}");
+            assert_eq!(err.retry(), Retry::DemotedMaster, "{reply}");
+        }
+        // Redis 6.2: refused for memory, not a demotion.
+        let oom = from_reply(
+            "ERR Error running script (call to f_a7f3): @user_script:1: @user_script: 1: \
+             -OOM command not allowed when used memory > 'maxmemory'.",
+        );
+        assert_eq!(oom.kind(), ErrorKind::Server);
     }
 }

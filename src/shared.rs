@@ -154,6 +154,18 @@ impl Shared {
                     stale_retries -= 1;
                     log::debug!("fairlock: retrying on another connection: {err}");
                 }
+                // Behind Sentinel, a pooled connection to a master that was
+                // demoted since: the script stopped at its first write, so
+                // it goes again on a connection to the new master (the
+                // pool drops the demoted one, see `Conn::note`).
+                Err(err)
+                    if stale_retries > 0
+                        && err.retry() == Retry::DemotedMaster
+                        && self.backend.is_sentinel() =>
+                {
+                    stale_retries -= 1;
+                    log::debug!("fairlock: retrying on the new master: {err}");
+                }
                 Err(err)
                     if fresh_map_retry && err.retry() != Retry::No && self.backend.is_cluster() =>
                 {

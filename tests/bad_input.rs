@@ -232,7 +232,7 @@ fn foreign_data_under_any_lock_key_is_a_key_conflict_and_stays_untouched() {
             waited.as_ref().map(|_| ()).map_err(|e| e.kind()),
         ));
         if let Err(err) = &waited {
-            assert!(err.to_string().contains("left untouched"), "{err}");
+            assert!(err.to_string().contains("left untouched"), "{err:?}");
         }
         let observer = b.fair_mutex(&name);
         results.push((

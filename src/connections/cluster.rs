@@ -158,7 +158,14 @@ impl Cluster {
 }
 
 fn open_cluster(config: &Config, nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
-    let builder = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+    // The redis crate (1.8) drops the seeds' `skip_set_lib_name` for the
+    // connections its cluster client opens: those still send `CLIENT
+    // SETINFO` (README: the cluster's extra ACL rules).
+    let seeds = nodes
+        .iter()
+        .map(|url| super::quiet(url))
+        .collect::<Result<Vec<_>>>()?;
+    let builder = redis::cluster::ClusterClientBuilder::new(seeds)
         .connection_timeout(config.connect_timeout)
         .response_timeout(config.command_timeout)
         .retries(CLUSTER_RETRIES)

@@ -22,7 +22,7 @@ mod single;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::ConnectionLike;
+use redis::{ConnectionLike, IntoConnectionInfo};
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
@@ -149,6 +149,12 @@ impl Backend {
         matches!(self.deployment, Deployment::Cluster(_))
     }
 
+    /// True behind Sentinel, where a new connection reaches the master the
+    /// Sentinels name now.
+    pub(crate) fn is_sentinel(&self) -> bool {
+        matches!(self.deployment, Deployment::Sentinel(_))
+    }
+
     /// A pooled connection, waiting at most the connect timeout for one.
     pub(crate) fn get(&self) -> Result<Conn> {
         self.checkout(self.connect_timeout)
@@ -271,15 +277,26 @@ fn invalid_url(err: redis::RedisError) -> Error {
 }
 
 /// The `redis::Client` of one node's URL; a TLS root given to the builder
-/// covers it.
+/// covers it. Its connections send no `CLIENT SETINFO` (see [`quiet`]).
 fn open_node(config: &Config, url: &str) -> Result<redis::Client> {
+    let info = quiet(url)?;
     #[cfg(feature = "tls")]
     if let Some(certificates) = tls_certificates(config)? {
-        return redis::Client::build_with_tls(url, certificates).map_err(invalid_url);
+        return redis::Client::build_with_tls(info, certificates).map_err(invalid_url);
     }
     #[cfg(not(feature = "tls"))]
     let _ = config;
-    redis::Client::open(url).map_err(invalid_url)
+    redis::Client::open(info).map_err(invalid_url)
+}
+
+/// `url`'s connection settings without the `CLIENT SETINFO` the redis crate
+/// sends at connect by default: its answer is ignored, and Redis 6.2, 7.2+
+/// and Valkey log the least-privilege user's denial of it in `ACL LOG` on
+/// every connect (Redis 7.0 refuses the rule that would allow it).
+fn quiet(url: &str) -> Result<redis::ConnectionInfo> {
+    let info = url.into_connection_info().map_err(invalid_url)?;
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    Ok(info.set_redis_settings(settings))
 }
 
 #[cfg(feature = "tls")]

@@ -30,6 +30,11 @@ impl Sentinel {
         master: String,
         node: SentinelNodeConnectionInfo,
     ) -> Result<Sentinel> {
+        // Sentinels get no `CLIENT SETINFO` either (see `quiet`).
+        let sentinels = sentinels
+            .iter()
+            .map(|url| super::quiet(url))
+            .collect::<Result<Vec<_>>>()?;
         let client = redis::sentinel::SentinelClient::build(
             sentinels,
             master,
@@ -68,7 +73,10 @@ pub(super) fn master_node(
     password: Option<String>,
     db: i64,
 ) -> SentinelNodeConnectionInfo {
-    let mut node = redis::RedisConnectionInfo::default().set_db(db);
+    // No `CLIENT SETINFO` at connect (see `quiet`).
+    let mut node = redis::RedisConnectionInfo::default()
+        .set_db(db)
+        .set_skip_set_lib_name();
     if let Some(username) = username {
         node = node.set_username(username);
     }

@@ -96,7 +96,8 @@ pub fn slot_of(key: &str) -> u16 {
 
 /// Three masters with one replica each, on loopback ports. The cluster bus
 /// ports are chosen free too (`--cluster-port`), since the default
-/// (port + 10000) may be above 65535 for an ephemeral port.
+/// (port + 10000) may be above 65535 for an ephemeral port; a server
+/// before 7.0 (no `--cluster-port`) gets a port whose port + 10000 is free.
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
     /// For each master killed by [`kill`](Self::kill): its replica then.
@@ -118,22 +119,15 @@ impl RedisCluster {
             former_replica: HashMap::new(),
             dir,
         };
+        // Redis 6.2 has no `--cluster-port`: its bus is port + 10000.
+        let bus_port_option = crate::server_version() >= (7, 0, 0);
         let mut used: Vec<u16> = Vec::new();
         for _ in 0..6 {
-            let bus_port = loop {
-                let port = free_port();
-                if !used.contains(&port) {
-                    break port;
-                }
-            };
-            let bus_port = bus_port.to_string();
-            let node = RedisServer::start_with(&[
+            let mut args = vec![
                 "--cluster-enabled",
                 "yes",
                 "--cluster-config-file",
                 "nodes.conf",
-                "--cluster-port",
-                &bus_port,
                 "--cluster-node-timeout",
                 "1000",
                 "--cluster-require-full-coverage",
@@ -147,8 +141,21 @@ impl RedisCluster {
                 "yes",
                 "--repl-diskless-sync-delay",
                 "0",
-            ]);
-            used.push(bus_port.parse().unwrap());
+            ];
+            let node = if bus_port_option {
+                let bus_port = loop {
+                    let port = free_port();
+                    if !used.contains(&port) {
+                        break port;
+                    }
+                };
+                used.push(bus_port);
+                let bus_port = bus_port.to_string();
+                args.extend(["--cluster-port", &bus_port]);
+                RedisServer::start_with(&args)
+            } else {
+                RedisServer::start_with_bus(&args)
+            };
             used.push(node.port());
             cluster.nodes.push(node);
         }

@@ -2,9 +2,10 @@
 //! crate of the workspace, never published): real redis-servers, Redis
 //! Cluster and Sentinel topologies, child processes and what they agree on
 //! with their test, lock threads, a TCP relay for network faults, and the
-//! Lua scripts driven directly. One module per concern; the items of each
+//! Lua scripts driven directly, and the README's ACL user. One module per concern; the items of each
 //! are also re-exported here (of `roles`, only the wall clock and the
 //! thread count), so `use fairlock_test_support::*` brings them all in.
+pub mod acl;
 pub mod children;
 pub mod cluster;
 pub mod fake_queue;
@@ -17,6 +18,7 @@ pub mod server;
 pub mod timing;
 pub mod tls;
 
+pub use acl::*;
 pub use children::*;
 pub use cluster::*;
 pub use fake_queue::*;

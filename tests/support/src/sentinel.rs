@@ -50,7 +50,7 @@ impl Sentinel {
         );
         let conf_path = sentinel.dir.join("sentinel.conf");
         std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
-        let child = Command::new("redis-server")
+        let child = Command::new(crate::server_binary())
             .arg(&conf_path)
             .arg("--sentinel")
             .stdin(Stdio::null())

@@ -3,21 +3,78 @@
 //! (panics), the server's log is printed. Also the pieces other processes
 //! of a test reuse: free ports, private directories, start-up checks,
 //! kill and reap, log files, and a plain connection to a loopback port.
+//!
+//! The server binary is `redis-server` on PATH unless
+//! `FAIRLOCK_TEST_REDIS_SERVER` names another (a path; e.g. the Redis 6.2
+//! or Valkey 8.1 that `scripts/ensure-servers` puts under
+//! `target/servers/`), for single servers, clusters and Sentinels alike.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder};
 
 use crate::TlsFiles;
 
+/// The environment variable naming the server binary the tests run (a
+/// path, or a name looked up on PATH); `redis-server` when unset.
+pub const SERVER_ENV: &str = "FAIRLOCK_TEST_REDIS_SERVER";
+
+/// The server binary the tests run (see [`SERVER_ENV`]).
+pub fn server_binary() -> PathBuf {
+    match std::env::var_os(SERVER_ENV) {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from("redis-server"),
+    }
+}
+
+/// The version `binary --version` reports (`v=X.Y.Z`: Redis's own, or
+/// Valkey's), as (major, minor, patch).
+pub fn binary_version(binary: &Path) -> Result<(u32, u32, u32), String> {
+    let out = Command::new(binary)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{} not runnable (is it installed?): {e}", binary.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("v="))
+        .ok_or_else(|| format!("{} --version says {text:?}", binary.display()))?;
+    let mut parts = version.split('.').map(|n| n.parse::<u32>());
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(Ok(a)), Some(Ok(b)), Some(Ok(c))) => Ok((a, b, c)),
+        _ => Err(format!("{} --version says {text:?}", binary.display())),
+    }
+}
+
+/// The version of [`server_binary`], asked once per test process.
+pub fn server_version() -> (u32, u32, u32) {
+    static VERSION: OnceLock<(u32, u32, u32)> = OnceLock::new();
+    *VERSION.get_or_init(|| binary_version(&server_binary()).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// True when the server binary is Valkey rather than Redis.
+pub fn server_is_valkey() -> bool {
+    static VALKEY: OnceLock<bool> = OnceLock::new();
+    *VALKEY.get_or_init(|| {
+        Command::new(server_binary())
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).starts_with("Valkey"))
+    })
+}
+
 /// A redis-server owned by one test.
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
+    /// The server binary, kept for a restart.
+    binary: PathBuf,
     dir: PathBuf,
     /// Extra arguments, kept for a restart; `{port}` stands for the port.
     extra: Vec<String>,
@@ -59,16 +116,44 @@ impl RedisServer {
         Self::start_configured(&args, true)
     }
 
+    /// As [`start_with`](Self::start_with), running `binary` instead of
+    /// [`server_binary`] (a test that compares server versions).
+    pub fn start_binary(binary: &Path, extra: &[&str]) -> RedisServer {
+        on_a_free_port("redis-server", |port| {
+            Self::spawn(binary, port, extra, false)
+        })
+    }
+
+    /// As [`start_with`](Self::start_with), on a port whose port + 10000
+    /// is free too: the cluster bus port of a server that has no
+    /// `--cluster-port` (Redis before 7.0).
+    pub fn start_with_bus(extra: &[&str]) -> RedisServer {
+        let binary = server_binary();
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let port = free_port_with_bus();
+            match Self::spawn(&binary, port, extra, false) {
+                Ok(started) => return started,
+                Err(err) => last_error = err,
+            }
+        }
+        panic!("could not start redis-server: {last_error}");
+    }
+
     fn start_configured(extra: &[&str], tls: bool) -> RedisServer {
-        on_a_free_port("redis-server", |port| Self::spawn(port, extra, tls))
+        let binary = server_binary();
+        on_a_free_port("redis-server", |port| {
+            Self::spawn(&binary, port, extra, tls)
+        })
     }
 
     /// Starts a server on `port` (e.g. again after [`kill`](Self::kill)).
-    fn spawn(port: u16, extra: &[&str], tls: bool) -> Result<RedisServer, String> {
+    fn spawn(binary: &Path, port: u16, extra: &[&str], tls: bool) -> Result<RedisServer, String> {
         let dir = private_dir(&format!("test-{port}"))?;
         let mut server = RedisServer {
             child: None,
             port,
+            binary: binary.to_owned(),
             dir,
             extra: extra.iter().map(|a| a.to_string()).collect(),
             tls,
@@ -84,7 +169,7 @@ impl RedisServer {
             .iter()
             .map(|a| a.replace("{port}", &port))
             .collect();
-        let child = Command::new("redis-server")
+        let child = Command::new(&self.binary)
             .args([
                 "--port",
                 &port,
@@ -105,7 +190,12 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("redis-server not runnable (is it installed?): {e}"))?;
+            .map_err(|e| {
+                format!(
+                    "{} not runnable (is it installed?): {e}",
+                    self.binary.display()
+                )
+            })?;
         self.child = Some(child);
         let (tls, port, url) = (self.tls, self.port, self.url());
         let log = self.dir.join("redis.log");
@@ -281,6 +371,19 @@ pub fn await_start(
         "{what} did not answer within 10 s: {}",
         read_log(log)
     ))
+}
+
+/// A free loopback port whose port + 10000 (a cluster bus port) is free
+/// too and below 65536.
+pub fn free_port_with_bus() -> u16 {
+    loop {
+        // Held while the bus port is probed, so the two differ.
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = listener.local_addr().expect("local address").port();
+        if port <= 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// A loopback port nobody listens on right now.

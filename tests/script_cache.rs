@@ -1,0 +1,393 @@
+//! A server that lost its script cache under a running client costs
+//! latency only: after `SCRIPT FLUSH`, a restart (data kept in the AOF,
+//! scripts not, from Redis 7.0 on) and a failover to a replica that never
+//! loaded the scripts, every call returns without an error, the held lock
+//! keeps its hold, the waiters keep their places, and the watchdog's next
+//! pipeline (renewal, heartbeat and `WAIT` under `sync_replicas`) reloads
+//! the scripts and succeeds before any user call could have reloaded them.
+//! A give-back pending over a flush (an unlock cut off by a relay) reloads
+//! them too.
+//!
+//! What the server did is read with plain commands, never a script (which
+//! would reload the cache itself): the lock's expiry (`TIME` + `PTTL`), the
+//! waiters' deadlines (`ZRANGE ... WITHSCORES`), and `INFO errorstats`'
+//! `NOSCRIPT` count.
+
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, ClientBuilder, FairMutexGuard};
+use fairlock_test_support::*;
+
+/// Watchdog period `min(LEASE, WAITER_TIMEOUT)/3` = 1.33 s. The lease
+/// outlives a restart plus the replica's resync (about 1 s), during which
+/// renewals are not acknowledged and so not counted.
+const LEASE: Duration = Duration::from_secs(4);
+const WAITER_TIMEOUT: Duration = Duration::from_secs(4);
+/// Two watchdog periods plus a margin for a loaded machine.
+const RENEWED_WITHIN: Duration = Duration::from_secs(6);
+const SYNC_TIMEOUT: Duration = Duration::from_secs(1);
+
+fn key(kind: &str, name: &str) -> String {
+    lock_key(name).replacen(":lock:", &format!(":{kind}:"), 1)
+}
+
+/// The server's clock, in ms.
+fn server_ms(conn: &mut redis::Connection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(conn).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// `errorstat_NOSCRIPT` of `INFO errorstats` (0 when absent).
+fn noscript_errors(conn: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("errorstats").query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("errorstat_NOSCRIPT:count="))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// Waits (plain commands only) until the watchdog renewed `name`'s lease
+/// and heartbeated all of its `waiters` after server time `since_ms`;
+/// returns how long that took. A renewal at t sets the expiry to
+/// t + LEASE, a heartbeat the deadline to t + WAITER_TIMEOUT.
+fn watchdog_round_after(
+    conn: &mut redis::Connection,
+    name: &str,
+    waiters: usize,
+    since_ms: i64,
+) -> Duration {
+    let started = Instant::now();
+    let mut last = String::new();
+    let done = wait_until(RENEWED_WITHIN, || {
+        let now = server_ms(conn);
+        let pttl: i64 = redis::cmd("PTTL").arg(lock_key(name)).query(conn).unwrap();
+        let deadlines: Vec<(String, i64)> = redis::cmd("ZRANGE")
+            .arg(key("deadlines", name))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(conn)
+            .unwrap();
+        last = format!("now {now}, pttl {pttl}, deadlines {deadlines:?}, since {since_ms}");
+        now + pttl >= since_ms + LEASE.as_millis() as i64
+            && deadlines.len() == waiters
+            && deadlines
+                .iter()
+                .all(|(_, d)| *d >= since_ms + WAITER_TIMEOUT.as_millis() as i64)
+    });
+    assert!(
+        done,
+        "no renewal and heartbeat within {RENEWED_WITHIN:?}: {last}"
+    );
+    started.elapsed()
+}
+
+fn builder(url: &str) -> ClientBuilder {
+    Client::builder(url)
+        .lease(LEASE)
+        .waiter_timeout(WAITER_TIMEOUT)
+        .connect_timeout(Duration::from_secs(2))
+        .sync_replicas(1, SYNC_TIMEOUT)
+}
+
+/// A holder (this thread) and two waiters of other clients, queued in
+/// order.
+struct Scene {
+    holder: Client,
+    b: Client,
+    c: Client,
+    guard: FairMutexGuard,
+    first: LockThread,
+    second: LockThread,
+    owners: Vec<String>,
+}
+
+const NAME: &str = "cache";
+
+fn scene(url: &str) -> Scene {
+    let holder = builder(url).build().unwrap();
+    let b = builder(url).build().unwrap();
+    let c = builder(url).build().unwrap();
+    let m = holder.fair_mutex(NAME);
+    let guard = m.lock().unwrap();
+    let first = LockThread::lock(b.fair_mutex(NAME));
+    assert!(wait_until(Duration::from_secs(5), || m
+        .queue_len()
+        .unwrap()
+        == 1));
+    let second = LockThread::lock(c.fair_mutex(NAME));
+    assert!(wait_until(Duration::from_secs(5), || m
+        .queue_len()
+        .unwrap()
+        == 2));
+    let owners = queue_owners(&holder);
+    Scene {
+        holder,
+        b,
+        c,
+        guard,
+        first,
+        second,
+        owners,
+    }
+}
+
+/// The queue, first waiter first, as `status` reports it.
+fn queue_owners(client: &Client) -> Vec<String> {
+    let status = client.fair_mutex(NAME).status(10).unwrap();
+    status
+        .waiters
+        .iter()
+        .map(|w| format!("{:?}", w.who))
+        .collect()
+}
+
+impl Scene {
+    /// After a lost cache: the hold and the queue are as they were.
+    fn check_kept(&self, what: &str) {
+        assert!(!self.guard.is_lease_lost(), "{what}: hold lost");
+        assert_eq!(
+            queue_owners(&self.holder),
+            self.owners,
+            "{what}: the queue changed"
+        );
+        assert!(
+            self.holder
+                .fair_mutex(NAME)
+                .is_held_by_current_thread()
+                .unwrap(),
+            "{what}"
+        );
+    }
+
+    /// Unlocks; the waiters get the lock in their order.
+    fn finish(self) {
+        let Scene {
+            holder,
+            b,
+            c,
+            guard,
+            first,
+            second,
+            ..
+        } = self;
+        guard.unlock().unwrap();
+        let (first_at, first_token) = first.granted_within(Duration::from_secs(5), "first");
+        assert!(
+            !second.is_granted_within(Duration::from_millis(50)),
+            "the second waiter went first"
+        );
+        first.release("first");
+        let (second_at, second_token) = second.granted_within(Duration::from_secs(5), "second");
+        assert!(second_at > first_at && second_token > first_token);
+        second.release("second");
+        drop((holder, b, c));
+    }
+}
+
+/// A user call (`try_lock` + unlock of a free name: acquire and release,
+/// each with its `WAIT`), timed.
+fn timed_call(client: &Client, name: &str) -> Duration {
+    let started = Instant::now();
+    let guard = client.fair_mutex(name).try_lock().unwrap().unwrap();
+    guard.unlock().unwrap();
+    started.elapsed()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+#[test]
+fn script_flush_and_a_restart_cost_latency_only() {
+    let _serial = serial();
+    let mut master = RedisServer::start_with(&[
+        // The restart keeps the data (not the scripts).
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let master_port = master.port().to_string();
+    let _replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port]);
+    let mut admin = master.conn();
+    assert!(wait_until(Duration::from_secs(10), || info_field(
+        &mut admin,
+        "replication",
+        "connected_slaves"
+    ) == 1));
+    let scene = scene(&master.url());
+
+    // (a) SCRIPT FLUSH: nobody but the watchdog runs a script meanwhile.
+    let noscript_before = noscript_errors(&mut admin);
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    let since = server_ms(&mut admin);
+    let took = watchdog_round_after(&mut admin, NAME, 2, since);
+    let noscript = noscript_errors(&mut admin) - noscript_before;
+    assert!(noscript >= 1, "the watchdog never found the cache empty");
+    scene.check_kept("after SCRIPT FLUSH");
+    eprintln!(
+        "SCRIPT FLUSH: renewal and heartbeats {:.0} ms later ({noscript} NOSCRIPT replies)",
+        ms(took)
+    );
+
+    // The cost of a reload on a user call: one NOSCRIPT round trip plus
+    // the SCRIPT LOAD pipeline.
+    let steady = median(
+        (0..7)
+            .map(|i| timed_call(&scene.b, &format!("probe-{i}")))
+            .collect(),
+    );
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    let cold = timed_call(&scene.b, "probe-cold");
+    eprintln!(
+        "user call (try_lock + unlock, sync_replicas): {:.2} ms steady (median of 7), \
+         {:.2} ms right after SCRIPT FLUSH",
+        ms(steady),
+        ms(cold)
+    );
+    assert!(cold < Duration::from_secs(1), "{cold:?}");
+
+    // (b) A restart: the data comes back from the AOF, the scripts do not.
+    drop(admin);
+    master.restart();
+    let mut admin = master.conn();
+    let since = server_ms(&mut admin);
+    let took = watchdog_round_after(&mut admin, NAME, 2, since);
+    let noscript = noscript_errors(&mut admin);
+    // Before 7.0, SCRIPT LOAD went into the AOF too: the scripts come back.
+    assert!(
+        noscript >= 1 || server_version() < (7, 0, 0),
+        "the watchdog never found the cache empty"
+    );
+    // Lock writes need the replica back (sync_replicas).
+    assert!(wait_until(Duration::from_secs(10), || info_field(
+        &mut admin,
+        "replication",
+        "connected_slaves"
+    ) == 1));
+    scene.check_kept("after a restart");
+    eprintln!(
+        "restart: renewal and heartbeats {:.0} ms after the server was back \
+         ({noscript} NOSCRIPT replies)",
+        ms(took)
+    );
+    scene.finish();
+}
+
+#[test]
+fn a_failover_to_a_replica_without_the_scripts_costs_latency_only() {
+    let _serial = serial();
+    let set = SentinelSet::start();
+    let old = set.master_port();
+    let new = set
+        .servers()
+        .iter()
+        .map(RedisServer::port)
+        .find(|&p| p != old)
+        .unwrap();
+    let scene = scene(&set.url());
+
+    // The replica never loaded the scripts (a 6.2 master replicates SCRIPT
+    // LOAD; 7.0 does not): make sure of it.
+    let mut replica = set.conn_to(new);
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut replica)
+        .unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut replica)
+        .unwrap();
+    let failover_started = Instant::now();
+    let () = redis::cmd("SENTINEL")
+        .arg("FAILOVER")
+        .arg(SentinelSet::master_name())
+        .query(&mut set.sentinels()[0].conn())
+        .unwrap();
+    let failover = set.wait_for_failover(old, Duration::from_secs(30));
+    // The Sentinels turn the old master into a replica only about 8 s
+    // later (four of their publish periods); until then it takes writes
+    // no replica acknowledges, and under sync_replicas a hold renewed
+    // there runs out. Done at once here, as they would do it.
+    let () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(new)
+        .query(&mut set.conn_to(old))
+        .unwrap();
+    let mut admin = set.conn_to(new);
+    let since = server_ms(&mut admin);
+    let took = watchdog_round_after(&mut admin, NAME, 2, since);
+    let noscript = noscript_errors(&mut admin);
+    assert!(noscript >= 1, "the watchdog never found the cache empty");
+    assert!(wait_until(Duration::from_secs(10), || info_field(
+        &mut admin,
+        "replication",
+        "connected_slaves"
+    ) == 1));
+    eprintln!(
+        "failover: promoted {:.0} ms after SENTINEL FAILOVER; renewal and heartbeats \
+         {:.0} ms later on the new master ({noscript} NOSCRIPT replies); {:.0} ms in all",
+        ms(failover),
+        ms(took),
+        ms(failover_started.elapsed())
+    );
+    scene.check_kept("after a failover");
+    scene.finish();
+}
+
+/// A give-back pending while the server loses its scripts: an unlock that
+/// never reached Redis (the link cut by a relay), `SCRIPT FLUSH`, the link
+/// healed. The client's watchdog is the only one to run a script after the
+/// flush (no other client, no hold, no waiter left), so the `NOSCRIPT` it
+/// gets is its give-back's, which reloads the scripts and frees the lock.
+#[test]
+fn a_give_back_after_a_script_flush_costs_latency_only() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        // A lease that cannot run out within the test: only the give-back
+        // frees the lock. Watchdog period 333 ms.
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_millis(300))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let guard = client.fair_mutex("give-back").lock().unwrap();
+    let mut admin = server.conn();
+    let held = |admin: &mut redis::Connection| -> bool {
+        redis::cmd("EXISTS")
+            .arg(lock_key("give-back"))
+            .query(admin)
+            .unwrap()
+    };
+    relay.cut();
+    let err = guard.unlock().expect_err("unlock() over a cut link");
+    assert!(err.is_connection(), "{err:?}");
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    let noscript_before = noscript_errors(&mut admin);
+    assert!(held(&mut admin), "the unlock reached Redis after all");
+    relay.heal();
+    let healed = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(3), || !held(&mut admin)),
+        "the give-back did not free the lock within 3 s of the link healing"
+    );
+    let took = healed.elapsed();
+    let noscript = noscript_errors(&mut admin) - noscript_before;
+    assert!(noscript >= 1, "the give-back never found the cache empty");
+    eprintln!(
+        "give-back: the lock free {:.0} ms after the link healed ({noscript} NOSCRIPT \
+         replies; watchdog period 333 ms)",
+        ms(took)
+    );
+    let other = server.client();
+    assert!(other.fair_mutex("give-back").try_lock().unwrap().is_some());
+    drop(client);
+}

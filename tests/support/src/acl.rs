@@ -1,0 +1,42 @@
+//! The README's least-privilege ACL user, as the tests apply it: the very
+//! `ACL SETUSER fairlock on ...` line README.md prints, and the server's
+//! `ACL LOG` of what it denied.
+
+/// The `ACL SETUSER fairlock on ...` line of README.md, as printed there.
+pub fn readme_acl_line() -> String {
+    let readme = include_str!("../../../README.md");
+    let lines: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("ACL SETUSER fairlock on "))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "README.md must print one ACL line: {lines:?}"
+    );
+    lines[0].to_owned()
+}
+
+/// Creates the README's user on `conn` with `password`.
+pub fn create_acl_user(conn: &mut redis::Connection, password: &str) {
+    let line = readme_acl_line();
+    let words: Vec<String> = line
+        .split_whitespace()
+        .skip(2)
+        .map(|w| w.replace("<password>", password))
+        .collect();
+    assert!(
+        words.iter().any(|w| w == &format!(">{password}")),
+        "the README's ACL line sets the password with `><password>`: {line}"
+    );
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&words)
+        .query(conn)
+        .unwrap_or_else(|err| panic!("README's ACL line rejected: {err}: {line}"));
+}
+
+/// Denials the server logged since the last reset (ACL LOG).
+pub fn acl_denials(conn: &mut redis::Connection) -> Vec<redis::Value> {
+    redis::cmd("ACL").arg("LOG").query(conn).unwrap()
+}
