@@ -982,10 +982,18 @@ fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
     relay.resume();
     let resumed_at = Instant::now();
 
-    let granted = children.expect(Duration::from_secs(10), "the child's grant", |e| {
-        e.child == child && (e.text.starts_with("granted ") || e.text.starts_with("lock error"))
-    });
-    let unlocked = children.expect_prefix(child, "unlocked", Duration::from_secs(10));
+    let outcome = late_grant_outcome(&mut children, child, &child_id, &next);
+    let (granted, unlocked) = match &outcome {
+        LateGrant::Read { granted, unlocked } => (granted.clone(), unlocked.text.clone()),
+        LateGrant::Requeued { seen_at } => (
+            Event {
+                child,
+                at: *seen_at,
+                text: "nothing: its stale grant was dropped and it queued again".to_owned(),
+            },
+            "(still waiting)".to_owned(),
+        ),
+    };
     eprintln!(
         "f11: child stalled with {:.0} ms of liveness left and handed the lock (token \
          {handed_token}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms into the stall; another \
@@ -999,12 +1007,12 @@ fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
         ms(granted.at - resumed_at),
         ms(granted.at - handed_at),
         granted.text,
-        unlocked.text
+        unlocked
     );
     assert_the_late_grant_is_lost(
         &mut children,
         child,
-        (&granted, &unlocked),
+        outcome,
         (handed_token, handed_at),
         next_took,
         (&next_client, &next, next_guard),
@@ -1060,33 +1068,81 @@ fn handed_token_of(first: &FairMutex, child_id: &str) -> u64 {
 /// `handed_at`; another client took the lock `next_took` after that) and
 /// must report it lost, and its unlock `LeaseLost`; the other holder keeps
 /// the lock, untouched by the late child.
+/// What a waiter whose grant lapsed while it heard nothing did once it
+/// heard again. Either it read the grant first (and must find it lost), or
+/// a re-poll answered first (its heartbeat found it gone, it queued again
+/// and learned the last token issued): then the stale grant is dropped and
+/// it waits on, behind the real holder. Both are right; neither may believe
+/// it holds.
+enum LateGrant {
+    Read { granted: Event, unlocked: Event },
+    Requeued { seen_at: Instant },
+}
+
+/// Waits up to 10 s for the child to report its grant, or to show up queued
+/// again behind the real holder.
+fn late_grant_outcome(
+    children: &mut Children,
+    child: usize,
+    child_id: &str,
+    next: &FairMutex,
+) -> LateGrant {
+    let mut outcome = None;
+    let decided = wait_until(Duration::from_secs(10), || {
+        let said = children.take_ready(|e| {
+            e.child == child && (e.text.starts_with("granted ") || e.text.starts_with("lock error"))
+        });
+        if let Some(granted) = said.into_iter().next() {
+            let unlocked = children.expect_prefix(child, "unlocked", Duration::from_secs(10));
+            outcome = Some(LateGrant::Read { granted, unlocked });
+            return true;
+        }
+        let queued = next
+            .status(10)
+            .is_ok_and(|s| s.waiters.iter().any(|w| w.who.client_id() == child_id));
+        if queued {
+            outcome = Some(LateGrant::Requeued {
+                seen_at: Instant::now(),
+            });
+        }
+        queued
+    });
+    assert!(
+        decided,
+        "the child neither reported its grant nor queued again within 10 s"
+    );
+    outcome.expect("decided")
+}
+
 fn assert_the_late_grant_is_lost(
     children: &mut Children,
     child: usize,
-    (granted, unlocked): (&Event, &Event),
+    outcome: LateGrant,
     (handed_token, handed_at): (u64, Instant),
     next_took: Duration,
     (next_client, next, next_guard): (&Client, &FairMutex, fairlock::FairMutexGuard),
 ) {
-    let words = granted.words();
-    assert_eq!(
-        words[0], "granted",
-        "the child's lock call failed: {granted:?}"
-    );
-    assert_eq!(
-        words[1].parse::<u64>().unwrap(),
-        handed_token,
-        "the child reported another grant"
-    );
-    assert_eq!(
-        words[2],
-        "lost=true",
-        "the child read its grant {:.0} ms after the handoff, past its {PAUSED_WAITER_LEASE:?} \
-         lease and {:.0} ms after another client took the lock, yet believes it holds",
-        ms(granted.at - handed_at),
-        ms(granted.at - handed_at - next_took)
-    );
-    assert_eq!(unlocked.text, "unlocked LeaseLost");
+    if let LateGrant::Read { granted, unlocked } = &outcome {
+        let words = granted.words();
+        assert_eq!(
+            words[0], "granted",
+            "the child's lock call failed: {granted:?}"
+        );
+        assert_eq!(
+            words[1].parse::<u64>().unwrap(),
+            handed_token,
+            "the child reported another grant"
+        );
+        assert_eq!(
+            words[2],
+            "lost=true",
+            "the child read its grant {:.0} ms after the handoff, past its {PAUSED_WAITER_LEASE:?} \
+             lease and {:.0} ms after another client took the lock, yet believes it holds",
+            ms(granted.at - handed_at),
+            ms(granted.at - handed_at - next_took)
+        );
+        assert_eq!(unlocked.text, "unlocked LeaseLost");
+    }
 
     // The real holder keeps the lock, untouched by the late child.
     let status = next.status(10).unwrap();
@@ -1095,7 +1151,16 @@ fn assert_the_late_grant_is_lost(
     assert_eq!(holder.fencing_token, next_guard.fencing_token());
     assert!(next_guard.fencing_token() > handed_token);
     assert!(!next_guard.is_lease_lost());
+    let next_token = next_guard.fencing_token();
     next_guard.unlock().unwrap();
+    if let LateGrant::Requeued { .. } = outcome {
+        // Queued again: it gets a fresh grant after the real holder, valid.
+        let granted = children.expect_prefix(child, "granted ", Duration::from_secs(10));
+        let words = granted.words();
+        assert!(words[1].parse::<u64>().unwrap() > next_token, "{granted:?}");
+        assert_eq!(words[2], "lost=false", "{granted:?}");
+        children.expect_text(child, "unlocked ok", Duration::from_secs(10));
+    }
     assert!(children
         .wait_exit(child, Duration::from_secs(10), true)
         .success());
@@ -1192,10 +1257,18 @@ fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost()
     );
     let continued_at = signal_and_await_state(child_pid, "CONT");
 
-    let granted = children.expect(Duration::from_secs(10), "the child's grant", |e| {
-        e.child == child && (e.text.starts_with("granted ") || e.text.starts_with("lock error"))
-    });
-    let unlocked = children.expect_prefix(child, "unlocked", Duration::from_secs(10));
+    let outcome = late_grant_outcome(&mut children, child, &child_id, &next);
+    let (granted, unlocked) = match &outcome {
+        LateGrant::Read { granted, unlocked } => (granted.clone(), unlocked.text.clone()),
+        LateGrant::Requeued { seen_at } => (
+            Event {
+                child,
+                at: *seen_at,
+                text: "nothing: its stale grant was dropped and it queued again".to_owned(),
+            },
+            "(still waiting)".to_owned(),
+        ),
+    };
     eprintln!(
         "f12: child stopped with {:.0} ms of liveness left and handed the lock (token \
          {handed_token}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms after SIGSTOP; another \
@@ -1208,12 +1281,12 @@ fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost()
         ms(granted.at - continued_at),
         ms(granted.at - handed_at),
         granted.text,
-        unlocked.text
+        unlocked
     );
     assert_the_late_grant_is_lost(
         &mut children,
         child,
-        (&granted, &unlocked),
+        outcome,
         (handed_token, handed_at),
         next_took,
         (&next_client, &next, next_guard),
