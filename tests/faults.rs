@@ -983,17 +983,7 @@ fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
     let resumed_at = Instant::now();
 
     let outcome = late_grant_outcome(&mut children, child, &child_id, &next);
-    let (granted, unlocked) = match &outcome {
-        LateGrant::Read { granted, unlocked } => (granted.clone(), unlocked.text.clone()),
-        LateGrant::Requeued { seen_at } => (
-            Event {
-                child,
-                at: *seen_at,
-                text: "nothing: its stale grant was dropped and it queued again".to_owned(),
-            },
-            "(still waiting)".to_owned(),
-        ),
-    };
+    let (granted, unlocked) = outcome.said(child);
     eprintln!(
         "f11: child stalled with {:.0} ms of liveness left and handed the lock (token \
          {handed_token}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms into the stall; another \
@@ -1077,6 +1067,24 @@ fn handed_token_of(first: &FairMutex, child_id: &str) -> u64 {
 enum LateGrant {
     Read { granted: Event, unlocked: Event },
     Requeued { seen_at: Instant },
+}
+
+impl LateGrant {
+    /// What the child said, for the report: its grant and its unlock, or
+    /// stand-ins when it queued again.
+    fn said(&self, child: usize) -> (Event, String) {
+        match self {
+            LateGrant::Read { granted, unlocked } => (granted.clone(), unlocked.text.clone()),
+            LateGrant::Requeued { seen_at } => (
+                Event {
+                    child,
+                    at: *seen_at,
+                    text: "nothing: its stale grant was dropped and it queued again".to_owned(),
+                },
+                "(still waiting)".to_owned(),
+            ),
+        }
+    }
 }
 
 /// Waits up to 10 s for the child to report its grant, or to show up queued
@@ -1173,12 +1181,7 @@ fn assert_the_late_grant_is_lost(
 /// until /proc shows it stopped (`T`) or not, as the signal implies.
 fn signal_and_await_state(pid: u32, signal: &str) -> Instant {
     let at = Instant::now();
-    let sent = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("run kill");
-    assert!(sent.success(), "kill -{signal} {pid}: {sent}");
+    send_signal(pid, signal);
     let want_stopped = signal == "STOP";
     let state = || {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -1258,17 +1261,7 @@ fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost()
     let continued_at = signal_and_await_state(child_pid, "CONT");
 
     let outcome = late_grant_outcome(&mut children, child, &child_id, &next);
-    let (granted, unlocked) = match &outcome {
-        LateGrant::Read { granted, unlocked } => (granted.clone(), unlocked.text.clone()),
-        LateGrant::Requeued { seen_at } => (
-            Event {
-                child,
-                at: *seen_at,
-                text: "nothing: its stale grant was dropped and it queued again".to_owned(),
-            },
-            "(still waiting)".to_owned(),
-        ),
-    };
+    let (granted, unlocked) = outcome.said(child);
     eprintln!(
         "f12: child stopped with {:.0} ms of liveness left and handed the lock (token \
          {handed_token}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms after SIGSTOP; another \

@@ -556,9 +556,9 @@ fn run_chaos(
             }
             Kind::Pause => {
                 let pid = fleet.children.pid(any_worker);
-                signal(pid, "STOP");
+                send_signal(pid, "STOP");
                 thread::sleep(rng.millis(longest_lease_ms() + 300, longest_lease_ms() + 1500));
-                signal(pid, "CONT");
+                send_signal(pid, "CONT");
                 Some(any_worker)
             }
             Kind::KillWorker => {
@@ -594,16 +594,6 @@ fn run_chaos(
 /// The longer of the workers' lease and waiter timeout, in ms.
 fn longest_lease_ms() -> u64 {
     LEASE.max(WAITER_TIMEOUT).as_millis() as u64
-}
-
-/// Sends `signal` ("STOP", "CONT") to `pid` with kill(1).
-fn signal(pid: u32, signal: &str) {
-    let sent = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("run kill");
-    assert!(sent.success(), "kill -{signal} {pid}: {sent}");
 }
 
 // ---------------------------------------------------------------------------

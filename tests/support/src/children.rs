@@ -266,3 +266,14 @@ pub fn libfaketime() -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// Sends `signal` (a name kill(1) knows: "STOP", "CONT", ...) to the
+/// process `pid`; panics if kill fails.
+pub fn send_signal(pid: u32, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "kill -{signal} {pid}: {sent}");
+}
