@@ -131,9 +131,10 @@ impl Shared {
     }
 
     /// Runs `call` on a pooled connection. A connection the server closed
-    /// while it sat in the pool (restart, failover) fails at once with a
-    /// dropped-connection error and leaves the pool; the call then goes out
-    /// again on another one, at most once per pooled connection plus one.
+    /// while it sat in the pool (restart, failover), or behind Sentinel one
+    /// to a master demoted since, fails at once and leaves the pool (see
+    /// [`Conn::note`]); the call then goes out again on another one, at
+    /// most once per pooled connection plus one.
     /// On a cluster, a call that could not reach a node goes out once more
     /// on a connection with a fresh slot map (see [`Conn::note`]), so the
     /// first call after a failover finds the promoted replica.
@@ -147,24 +148,12 @@ impl Shared {
         loop {
             let mut conn = self.connection()?;
             let result = call(conn.get());
-            conn.note(&result);
+            let stale = conn.note(&result);
             drop(conn);
             match result {
-                Err(err) if stale_retries > 0 && err.is_dropped_connection() => {
+                Err(err) if stale_retries > 0 && stale => {
                     stale_retries -= 1;
                     log::debug!("fairlock: retrying on another connection: {err}");
-                }
-                // Behind Sentinel, a pooled connection to a master that was
-                // demoted since: the script stopped at its first write, so
-                // it goes again on a connection to the new master (the
-                // pool drops the demoted one, see `Conn::note`).
-                Err(err)
-                    if stale_retries > 0
-                        && err.retry() == Retry::DemotedMaster
-                        && self.backend.is_sentinel() =>
-                {
-                    stale_retries -= 1;
-                    log::debug!("fairlock: retrying on the new master: {err}");
                 }
                 Err(err)
                     if fresh_map_retry && err.retry() != Retry::No && self.backend.is_cluster() =>

@@ -56,15 +56,24 @@ impl Conn {
     /// cluster connection opened so far stale: their slot maps may point at
     /// a dead master, and the `redis` crate refreshes a map only on a
     /// redirection, which a dead node never sends.
-    pub(crate) fn note<T>(&mut self, result: &Result<T>) {
+    ///
+    /// True when the call failed because of this connection and may go out
+    /// again on another: the server closed it (restart, failover), or,
+    /// behind Sentinel, it reaches a master demoted since (the script
+    /// stopped at its first write; a new connection finds the successor).
+    pub(crate) fn note<T>(&mut self, result: &Result<T>) -> bool {
         let Err(err) = result else {
-            return;
+            return false;
         };
-        match self {
-            Conn::Single(_) => {}
-            Conn::Cluster(conn) => conn.note(err),
+        let demoted = match self {
+            Conn::Single(_) => false,
+            Conn::Cluster(conn) => {
+                conn.note(err);
+                false
+            }
             Conn::Sentinel(conn) => conn.note(err),
-        }
+        };
+        demoted || err.is_dropped_connection()
     }
 }
 
@@ -149,11 +158,6 @@ impl Backend {
         matches!(self.deployment, Deployment::Cluster(_))
     }
 
-    /// True behind Sentinel, where a new connection reaches the master the
-    /// Sentinels name now.
-    pub(crate) fn is_sentinel(&self) -> bool {
-        matches!(self.deployment, Deployment::Sentinel(_))
-    }
 
     /// A pooled connection, waiting at most the connect timeout for one.
     pub(crate) fn get(&self) -> Result<Conn> {

@@ -119,11 +119,12 @@ impl SentinelConnection {
     }
 
     /// Marks the connection demoted if `err` is `READONLY` (see
-    /// [`Conn::note`](super::Conn::note)).
-    pub(super) fn note(&mut self, err: &Error) {
+    /// [`Conn::note`](super::Conn::note)); true when it is.
+    pub(super) fn note(&mut self, err: &Error) -> bool {
         if err.retry() == Retry::DemotedMaster {
             self.demoted = true;
         }
+        self.demoted
     }
 }
 
