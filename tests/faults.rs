@@ -944,69 +944,130 @@ fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
     let _serial = serial();
     let server = RedisServer::start();
     let relay = Relay::start(server.port());
-    // A long lease for P: the child, head of the queue, then schedules no
-    // poll of its own that could come due during the stall, so the grant
-    // message is all it acts on.
-    let first_client = fast(&server.url())
-        .lease(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    let first = first_client.fair_mutex("f11");
-    let first_guard = first.lock().unwrap();
-    let next_client = fast(&server.url()).build().unwrap();
-    let next = next_client.fair_mutex("f11");
-    let mut children = Children::new(CHILD);
-    let vars = [(URL, relay.url()), (NAME, "f11".to_owned())];
-    let child = children.spawn("paused_waiter", &vars);
-    let child_id = children.expect_prefix(child, "ready", STARTUP).words()[1].to_owned();
-
-    // Queued and just heartbeated: the handoff falls well inside its
-    // liveness deadline although nothing reaches the child any more.
-    let liveness_left = await_fresh_head(&first, &child_id);
+    let mut scene = LateGrantScene::start(&server, relay.url(), "f11");
 
     relay.stall();
     let stalled_at = Instant::now();
-    first_guard.unlock().unwrap();
-    let handed_at = Instant::now();
-    let handed_token = handed_token_of(&first, &child_id);
-
-    // The grant lapses on the server while the child hears nothing.
-    let next_guard = next
-        .try_lock_for(Duration::from_secs(3))
-        .unwrap()
-        .expect("another client gets the lock once the stalled child's grant ran out");
-    let next_took = handed_at.elapsed();
+    let handover = scene.hand_over();
     thread::sleep(
         (stalled_at + Duration::from_millis(1500)).saturating_duration_since(Instant::now()),
     );
     relay.resume();
     let resumed_at = Instant::now();
 
-    let outcome = late_grant_outcome(&mut children, child, &child_id, &next);
-    let (granted, unlocked) = outcome.said(child);
-    eprintln!(
-        "f11: child stalled with {:.0} ms of liveness left and handed the lock (token \
-         {handed_token}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms into the stall; another \
-         client got the lock {:.0} ms after the handoff; stall {:.0} ms ({} bytes held); {:.1} \
-         ms after the stall ({:.0} ms after the handoff) the child said {:?}, then {:?}",
-        ms(liveness_left),
-        ms(handed_at - stalled_at),
-        ms(next_took),
-        ms(resumed_at - stalled_at),
-        relay.held_bytes(),
-        ms(granted.at - resumed_at),
-        ms(granted.at - handed_at),
-        granted.text,
-        unlocked
-    );
-    assert_the_late_grant_is_lost(
-        &mut children,
-        child,
-        outcome,
-        (handed_token, handed_at),
-        next_took,
-        (&next_client, &next, next_guard),
-    );
+    scene.finish(handover, |handover, granted, unlocked| {
+        eprintln!(
+            "f11: child stalled with {:.0} ms of liveness left and handed the lock (token \
+             {}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms into the stall; another \
+             client got the lock {:.0} ms after the handoff; stall {:.0} ms ({} bytes held); \
+             {:.1} ms after the stall ({:.0} ms after the handoff) the child said {:?}, then {:?}",
+            ms(handover.liveness_left),
+            handover.token,
+            ms(handover.at - stalled_at),
+            ms(handover.next_took),
+            ms(resumed_at - stalled_at),
+            relay.held_bytes(),
+            ms(granted.at - resumed_at),
+            ms(granted.at - handover.at),
+            granted.text,
+            unlocked
+        )
+    });
+}
+
+/// The setting of f11 and f12: client P holds the lock (a long lease, so
+/// the child, head of the queue, schedules no poll of its own that could
+/// come due while it hears nothing, and the grant message is all it acts
+/// on); a "paused_waiter" child, connecting to `child_url`, is queued and
+/// was just heartbeated; client Q will take the lock once the child's
+/// grant lapses.
+struct LateGrantScene {
+    _first_client: Client,
+    first: FairMutex,
+    first_guard: Option<fairlock::FairMutexGuard>,
+    next_client: Client,
+    next: FairMutex,
+    children: Children,
+    child: usize,
+    child_id: String,
+    /// The child's liveness left just before it fell silent: the handoff
+    /// falls well inside it.
+    liveness_left: Duration,
+}
+
+/// P's unlock handed the lock to the silent child; Q took it afterwards.
+struct Handover {
+    at: Instant,
+    token: u64,
+    liveness_left: Duration,
+    next_guard: fairlock::FairMutexGuard,
+    next_took: Duration,
+}
+
+impl LateGrantScene {
+    fn start(server: &RedisServer, child_url: String, name: &str) -> LateGrantScene {
+        let first_client = fast(&server.url())
+            .lease(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let first = first_client.fair_mutex(name);
+        let first_guard = first.lock().unwrap();
+        let next_client = fast(&server.url()).build().unwrap();
+        let next = next_client.fair_mutex(name);
+        let mut children = Children::new(CHILD);
+        let vars = [(URL, child_url), (NAME, name.to_owned())];
+        let child = children.spawn("paused_waiter", &vars);
+        let child_id = children.expect_prefix(child, "ready", STARTUP).words()[1].to_owned();
+        let liveness_left = await_fresh_head(&first, &child_id);
+        LateGrantScene {
+            _first_client: first_client,
+            first,
+            first_guard: Some(first_guard),
+            next_client,
+            next,
+            children,
+            child,
+            child_id,
+            liveness_left,
+        }
+    }
+
+    /// With the child silent: P unlocks, which hands the lock to the child;
+    /// the grant lapses on the server and Q takes the lock.
+    fn hand_over(&mut self) -> Handover {
+        self.first_guard.take().expect("P holds").unlock().unwrap();
+        let at = Instant::now();
+        let token = handed_token_of(&self.first, &self.child_id);
+        let next_guard = self
+            .next
+            .try_lock_for(Duration::from_secs(3))
+            .unwrap()
+            .expect("another client gets the lock once the silent child's grant ran out");
+        Handover {
+            at,
+            token,
+            liveness_left: self.liveness_left,
+            next_guard,
+            next_took: at.elapsed(),
+        }
+    }
+
+    /// Once the child hears again: reports what it said (`report`), then
+    /// asserts it never believed it held beside Q.
+    fn finish(mut self, handover: Handover, report: impl FnOnce(&Handover, &Event, &str)) {
+        let outcome =
+            late_grant_outcome(&mut self.children, self.child, &self.child_id, &self.next);
+        let (granted, unlocked) = outcome.said(self.child);
+        report(&handover, &granted, &unlocked);
+        assert_the_late_grant_is_lost(
+            &mut self.children,
+            self.child,
+            outcome,
+            &self.next_client,
+            &self.next,
+            handover,
+        );
+    }
 }
 
 /// Waits (10 s at most) until the child `child_id` is the only waiter on
@@ -1054,10 +1115,6 @@ fn handed_token_of(first: &FairMutex, child_id: &str) -> u64 {
     holder.fencing_token
 }
 
-/// The end of f11 and f12: the child read grant `handed_token` (handed at
-/// `handed_at`; another client took the lock `next_took` after that) and
-/// must report it lost, and its unlock `LeaseLost`; the other holder keeps
-/// the lock, untouched by the late child.
 /// What a waiter whose grant lapsed while it heard nothing did once it
 /// heard again. Either it read the grant first (and must find it lost), or
 /// a re-poll answered first (its heartbeat found it gone, it queued again
@@ -1122,14 +1179,25 @@ fn late_grant_outcome(
     outcome.expect("decided")
 }
 
+/// The end of f11 and f12: a child that read its grant (`handover.token`)
+/// must report it lost and its unlock `LeaseLost`; one that queued again
+/// gets a fresh, valid grant after Q; either way Q keeps the lock,
+/// untouched by the late child.
 fn assert_the_late_grant_is_lost(
     children: &mut Children,
     child: usize,
     outcome: LateGrant,
-    (handed_token, handed_at): (u64, Instant),
-    next_took: Duration,
-    (next_client, next, next_guard): (&Client, &FairMutex, fairlock::FairMutexGuard),
+    next_client: &Client,
+    next: &FairMutex,
+    handover: Handover,
 ) {
+    let Handover {
+        at: handed_at,
+        token: handed_token,
+        next_guard,
+        next_took,
+        ..
+    } = handover;
     if let LateGrant::Read { granted, unlocked } = &outcome {
         let words = granted.words();
         assert_eq!(
@@ -1217,40 +1285,15 @@ fn signal_and_await_state(pid: u32, signal: &str) -> Instant {
 fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost() {
     let _serial = serial();
     let server = RedisServer::start();
-    // A long lease for P: the child, head of the queue, then schedules no
-    // poll of its own that could come due while it is stopped, so the grant
-    // message is all it acts on.
-    let first_client = fast(&server.url())
-        .lease(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    let first = first_client.fair_mutex("f12");
-    let first_guard = first.lock().unwrap();
-    let next_client = fast(&server.url()).build().unwrap();
-    let next = next_client.fair_mutex("f12");
-    let mut children = Children::new(CHILD);
-    let vars = [(URL, server.url()), (NAME, "f12".to_owned())];
-    let child = children.spawn("paused_waiter", &vars);
-    let child_pid = children.pid(child);
-    let child_id = children.expect_prefix(child, "ready", STARTUP).words()[1].to_owned();
-
-    // Queued and just heartbeated: the handoff falls well inside its
-    // liveness deadline although the child is stopped.
-    let liveness_left = await_fresh_head(&first, &child_id);
+    let mut scene = LateGrantScene::start(&server, server.url(), "f12");
+    let child_pid = scene.children.pid(scene.child);
 
     let stopped_at = signal_and_await_state(child_pid, "STOP");
-    first_guard.unlock().unwrap();
-    let handed_at = Instant::now();
-    let handed_token = handed_token_of(&first, &child_id);
-
-    // The grant lapses on the server while the child is stopped.
-    let next_guard = next
-        .try_lock_for(Duration::from_secs(3))
-        .unwrap()
-        .expect("another client gets the lock once the stopped child's grant ran out");
-    let next_took = handed_at.elapsed();
+    let handover = scene.hand_over();
+    let child = scene.child;
     assert!(
-        children
+        scene
+            .children
             .take_ready(|e| e.child == child && e.text != "ready")
             .is_empty(),
         "the child spoke while stopped"
@@ -1260,28 +1303,21 @@ fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost()
     );
     let continued_at = signal_and_await_state(child_pid, "CONT");
 
-    let outcome = late_grant_outcome(&mut children, child, &child_id, &next);
-    let (granted, unlocked) = outcome.said(child);
-    eprintln!(
-        "f12: child stopped with {:.0} ms of liveness left and handed the lock (token \
-         {handed_token}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms after SIGSTOP; another \
-         client got the lock {:.0} ms after the handoff; stopped {:.0} ms; {:.1} ms after \
-         SIGCONT ({:.0} ms after the handoff) the child said {:?}, then {:?}",
-        ms(liveness_left),
-        ms(handed_at - stopped_at),
-        ms(next_took),
-        ms(continued_at - stopped_at),
-        ms(granted.at - continued_at),
-        ms(granted.at - handed_at),
-        granted.text,
-        unlocked
-    );
-    assert_the_late_grant_is_lost(
-        &mut children,
-        child,
-        outcome,
-        (handed_token, handed_at),
-        next_took,
-        (&next_client, &next, next_guard),
-    );
+    scene.finish(handover, |handover, granted, unlocked| {
+        eprintln!(
+            "f12: child stopped with {:.0} ms of liveness left and handed the lock (token \
+             {}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms after SIGSTOP; another \
+             client got the lock {:.0} ms after the handoff; stopped {:.0} ms; {:.1} ms after \
+             SIGCONT ({:.0} ms after the handoff) the child said {:?}, then {:?}",
+            ms(handover.liveness_left),
+            handover.token,
+            ms(handover.at - stopped_at),
+            ms(handover.next_took),
+            ms(continued_at - stopped_at),
+            ms(granted.at - continued_at),
+            ms(granted.at - handover.at),
+            granted.text,
+            unlocked
+        )
+    });
 }

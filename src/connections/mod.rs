@@ -158,7 +158,6 @@ impl Backend {
         matches!(self.deployment, Deployment::Cluster(_))
     }
 
-
     /// A pooled connection, waiting at most the connect timeout for one.
     pub(crate) fn get(&self) -> Result<Conn> {
         self.checkout(self.connect_timeout)
