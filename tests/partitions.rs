@@ -222,8 +222,10 @@ fn direct(server: &RedisServer, lease: Duration) -> Client {
     server.builder().lease(lease).build().unwrap()
 }
 
-#[test]
-fn a_cut_off_holder_knows_it_lost_the_lock_before_anyone_else_gets_it() {
+/// (a) and (c) in this process: a holder through a relay, black-holed in
+/// each round while a direct client waits. `fixed`: the holder takes a
+/// fixed 300 ms lease instead of a watchdog-renewed one.
+fn cut_off_holder_in_process(fixed: bool, label: &str, what: &str) {
     let server = RedisServer::start();
     let relay = Relay::start(server.port());
     let lease = Duration::from_millis(300);
@@ -234,65 +236,58 @@ fn a_cut_off_holder_knows_it_lost_the_lock_before_anyone_else_gets_it() {
         .unwrap();
     let mut holder = InProcess {
         client,
-        fixed: None,
+        fixed: fixed.then_some(lease),
         guard: None,
         ended: None,
     };
     let other = direct(&server, lease);
-    let mut margins = rounds(&mut holder, &relay, &other, lease / 2, "renewed");
-    report("(a) renewed lease, same clock", &mut margins);
+    // A renewed hold is held long enough to be renewed before the cut.
+    let hold = if fixed { lease / 4 } else { lease / 2 };
+    let mut margins = rounds(&mut holder, &relay, &other, hold, label);
+    report(what, &mut margins);
+}
+
+/// (b) and (c) in a child process whose clocks, wall and monotonic, run at
+/// 99% of real speed (libfaketime). The lease is long enough that 1% of it
+/// (8 ms) dwarfs the pipe round trip of the check: without the allowance
+/// these fail.
+fn cut_off_slow_holder(fixed: bool, label: &str, what: &str) {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let lease = Duration::from_millis(800);
+    let slow = [
+        ("LD_PRELOAD", libfaketime()),
+        ("FAKETIME", "+0 x0.99".to_owned()),
+    ];
+    let mut holder = InChild::spawn(&relay.url(), lease, fixed, &slow);
+    let other = direct(&server, lease);
+    let hold = if fixed { lease / 4 } else { lease / 2 };
+    let mut margins = rounds(&mut holder, &relay, &other, hold, label);
+    report(what, &mut margins);
+}
+
+#[test]
+fn a_cut_off_holder_knows_it_lost_the_lock_before_anyone_else_gets_it() {
+    cut_off_holder_in_process(false, "renewed", "(a) renewed lease, same clock");
 }
 
 #[test]
 fn a_cut_off_fixed_lease_holder_knows_before_anyone_else_gets_it() {
-    let server = RedisServer::start();
-    let relay = Relay::start(server.port());
-    let lease = Duration::from_millis(300);
-    let client = Client::builder(&relay.url())
-        .command_timeout(Duration::from_secs(1))
-        .build()
-        .unwrap();
-    let mut holder = InProcess {
-        client,
-        fixed: Some(lease),
-        guard: None,
-        ended: None,
-    };
-    let other = direct(&server, lease);
-    let mut margins = rounds(&mut holder, &relay, &other, lease / 4, "fixed");
-    report("(c) fixed lease, same clock", &mut margins);
-}
-
-/// The child's clocks, wall and monotonic, run at 99% of real speed.
-fn one_percent_slow() -> Vec<(&'static str, String)> {
-    vec![
-        ("LD_PRELOAD", libfaketime()),
-        ("FAKETIME", "+0 x0.99".to_owned()),
-    ]
+    cut_off_holder_in_process(true, "fixed", "(c) fixed lease, same clock");
 }
 
 #[test]
 fn a_holder_whose_clocks_run_one_percent_slow_still_knows_first() {
-    let server = RedisServer::start();
-    let relay = Relay::start(server.port());
-    // Long enough that 1% of it (8 ms) dwarfs the pipe round trip of the
-    // check: without the allowance this test fails.
-    let lease = Duration::from_millis(800);
-    let mut holder = InChild::spawn(&relay.url(), lease, false, &one_percent_slow());
-    let other = direct(&server, lease);
-    let mut margins = rounds(&mut holder, &relay, &other, lease / 2, "slow-renewed");
-    report("(b) renewed lease, holder clocks x0.99", &mut margins);
+    cut_off_slow_holder(
+        false,
+        "slow-renewed",
+        "(b) renewed lease, holder clocks x0.99",
+    );
 }
 
 #[test]
 fn a_fixed_lease_holder_whose_clocks_run_one_percent_slow_still_knows_first() {
-    let server = RedisServer::start();
-    let relay = Relay::start(server.port());
-    let lease = Duration::from_millis(800);
-    let mut holder = InChild::spawn(&relay.url(), lease, true, &one_percent_slow());
-    let other = direct(&server, lease);
-    let mut margins = rounds(&mut holder, &relay, &other, lease / 4, "slow-fixed");
-    report("(c) fixed lease, holder clocks x0.99", &mut margins);
+    cut_off_slow_holder(true, "slow-fixed", "(c) fixed lease, holder clocks x0.99");
 }
 
 /// How a partition looks to the client behind the relay.
