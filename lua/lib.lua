@@ -1,6 +1,9 @@
--- lib.lua: helpers shared by every fairlock lock script. src/scripts.rs
--- prepends this file to each operation's script, so each one stays a single,
--- atomic EVALSHA while the shared steps are written once.
+-- lib.lua: helpers shared by every fairlock lock script. build.rs puts in
+-- front of each operation's script only the definitions below it uses
+-- (transitively), so each one stays a single, atomic EVALSHA that builds no
+-- unused closure per call, while the shared steps are written once. Keep
+-- every top-level definition at column 0 (`local NAME = ...` or `local
+-- function NAME(...)` to an `end` at column 0): build.rs splits on that.
 --
 -- Keys of one lock (all share one cluster hash slot through a {tag}):
 --   KEYS[1] lock       hash    owner, count, token, and "call:<id>" = 1 for each

@@ -5,8 +5,9 @@ use redis::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::LockKeys;
 
-/// The Lua scripts, one per operation: `lua/lib.lua` (the shared steps)
-/// followed by the operation's own file, embedded at compile time.
+/// The Lua scripts, one per operation: the operation's own file preceded by
+/// only the helpers of `lua/lib.lua` it uses, picked by `build.rs` (Redis
+/// reruns a script's every definition on each call) and embedded here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Script {
     /// `acquire.lua`
@@ -29,10 +30,7 @@ pub enum Script {
 
 macro_rules! with_lib {
     ($file:literal) => {
-        concat!(
-            include_str!("../../lua/lib.lua"),
-            include_str!(concat!("../../lua/", $file))
-        )
+        include_str!(concat!(env!("OUT_DIR"), "/", $file))
     };
 }
 
@@ -49,7 +47,7 @@ impl Script {
         Script::Status,
     ];
 
-    /// The script's whole source, shared steps included.
+    /// The script's whole source, the helpers it uses included.
     pub fn source(self) -> &'static str {
         match self {
             Script::Acquire => with_lib!("acquire.lua"),
@@ -112,4 +110,231 @@ pub fn int_list(value: Value) -> Result<Vec<i64>> {
 /// A duration as whole milliseconds, for ARGV.
 pub fn ms(duration: std::time::Duration) -> String {
     duration.as_millis().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIB: &str = include_str!("../../lua/lib.lua");
+
+    /// Each script's own file.
+    fn own_file(script: Script) -> &'static str {
+        match script {
+            Script::Acquire => include_str!("../../lua/acquire.lua"),
+            Script::Release => include_str!("../../lua/release.lua"),
+            Script::Renew => include_str!("../../lua/renew.lua"),
+            Script::Heartbeat => include_str!("../../lua/heartbeat.lua"),
+            Script::Cancel => include_str!("../../lua/cancel.lua"),
+            Script::Abandon => include_str!("../../lua/abandon.lua"),
+            Script::ForceRelease => include_str!("../../lua/force_release.lua"),
+            Script::Status => include_str!("../../lua/status.lua"),
+        }
+    }
+
+    /// Lua with comments and string literals blanked out, byte for byte (a
+    /// reading of its own, so that a slip in build.rs's is not repeated).
+    fn code_only(src: &str) -> Vec<u8> {
+        let b = src.as_bytes();
+        let mut out = b.to_vec();
+        let mut i = 0;
+        while i < b.len() {
+            let end = if b[i..].starts_with(b"--[[") {
+                find(b, i, b"]]")
+            } else if b[i..].starts_with(b"--") {
+                find(b, i, b"\n") - 1
+            } else if b[i..].starts_with(b"[[") {
+                find(b, i, b"]]")
+            } else if b[i] == b'\'' || b[i] == b'"' {
+                let mut j = i + 1;
+                while b[j] != b[i] {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                j + 1
+            } else {
+                i += 1;
+                continue;
+            };
+            for c in &mut out[i..end] {
+                if *c != b'\n' {
+                    *c = b' ';
+                }
+            }
+            i = end;
+        }
+        out
+    }
+
+    /// Past the first `close` after `from` (or the end).
+    fn find(b: &[u8], from: usize, close: &[u8]) -> usize {
+        b[from + 1..]
+            .windows(close.len())
+            .position(|w| w == close)
+            .map_or(b.len(), |p| from + 1 + p + close.len())
+    }
+
+    /// Every identifier of `code` that is not a field (after `.` or `:`),
+    /// with its offset, and whether it is defined there: a name before the
+    /// `=` (or the function's name) of a `local` at column 0.
+    fn identifiers(code: &[u8]) -> Vec<(String, usize, bool)> {
+        let word = |c: u8| c == b'_' || c.is_ascii_alphanumeric();
+        let mut found = Vec::new();
+        let mut line_start = 0;
+        let mut i = 0;
+        while i < code.len() {
+            if code[i] == b'\n' {
+                line_start = i + 1;
+            }
+            if !word(code[i]) || (i > 0 && word(code[i - 1])) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < code.len() && word(code[i]) {
+                i += 1;
+            }
+            if code[start].is_ascii_digit()
+                || (start > 0 && code[start - 1] == b':')
+                || (start > 0 && code[start - 1] == b'.' && code[start - 2] != b'.')
+            {
+                continue;
+            }
+            let line = &code[line_start..];
+            let head = &line[..line.iter().position(|&c| c == b'\n').unwrap_or(line.len())];
+            let lhs_end = line_start
+                + if head.starts_with(b"local function ") {
+                    head.iter().position(|&c| c == b'(').unwrap_or(head.len())
+                } else if head.starts_with(b"local ") {
+                    head.iter().position(|&c| c == b'=').unwrap_or(head.len())
+                } else {
+                    0
+                };
+            let name = String::from_utf8(code[start..i].to_vec()).unwrap();
+            let defined = start < lhs_end && name != "local" && name != "function";
+            found.push((name, start, defined));
+        }
+        found
+    }
+
+    /// The names lib.lua defines at the top level.
+    fn lib_names() -> Vec<String> {
+        let mut names: Vec<String> = identifiers(&code_only(LIB))
+            .into_iter()
+            .filter(|(_, _, defined)| *defined)
+            .map(|(name, _, _)| name)
+            .collect();
+        names.dedup();
+        names
+    }
+
+    /// What is wrong with `source` (helpers, then the operation's own file
+    /// from `body`) as to lib.lua's names: one defined twice, used before (or
+    /// without) its definition, or defined though neither the operation nor
+    /// a helper it needs (transitively) uses it.
+    fn problems(source: &str, body: usize) -> Vec<String> {
+        let names = lib_names();
+        let found = identifiers(&code_only(source));
+        let mut problems = Vec::new();
+        // Each definition of a lib name reaches to the next one (or the body).
+        let mut defs: Vec<(&str, usize)> = found
+            .iter()
+            .filter(|(n, at, d)| *d && *at < body && names.contains(n))
+            .map(|(n, at, _)| (n.as_str(), *at))
+            .collect();
+        defs.sort_by_key(|d| d.1);
+        let (found_ref, names_ref) = (&found, &names);
+        let uses_in = |from: usize, to: usize| {
+            found_ref
+                .iter()
+                .filter(move |(n, at, d)| !*d && (from..to).contains(at) && names_ref.contains(n))
+                .map(|(n, _, _)| n.as_str())
+        };
+        let mut needed: Vec<&str> = uses_in(body, source.len()).collect();
+        let mut i = 0;
+        while i < needed.len() {
+            for (k, &(name, at)) in defs.iter().enumerate() {
+                if name == needed[i] {
+                    let to = defs.get(k + 1).map_or(body, |next| next.1);
+                    needed.extend(uses_in(at, to).filter(|n| *n != name));
+                }
+            }
+            i += 1;
+        }
+        for name in &names {
+            let at: Vec<usize> = defs.iter().filter(|d| d.0 == name).map(|d| d.1).collect();
+            let first_use = found.iter().find(|(n, _, d)| n == name && !*d).map(|f| f.1);
+            match (at.as_slice(), first_use) {
+                ([], None) => {}
+                ([], Some(_)) => problems.push(format!("{name} is used, never defined")),
+                ([def], Some(used)) if *def > used => {
+                    problems.push(format!("{name} is used before its definition"))
+                }
+                ([_], _) if !needed.contains(&name.as_str()) => {
+                    problems.push(format!("{name} is defined and never used"))
+                }
+                ([_], _) => {}
+                _ => problems.push(format!("{name} is defined {} times", at.len())),
+            }
+        }
+        problems
+    }
+
+    #[test]
+    fn each_script_defines_the_helpers_it_uses_and_no_other() {
+        let names = lib_names();
+        for must in [
+            "LOCK",
+            "FENCE",
+            "MAX_MS",
+            "fmt",
+            "hand_over",
+            "extend_lease",
+        ] {
+            assert!(names.iter().any(|n| n == must), "{must} not in {names:?}");
+        }
+        for script in Script::ALL {
+            let source = script.source();
+            assert!(source.ends_with(own_file(script)), "{script:?}");
+            let body = source.len() - own_file(script).len();
+            assert_eq!(problems(source, body), Vec::<String>::new(), "{script:?}");
+        }
+        // Renew, the watchdog's most frequent call, needs only these.
+        let renew = identifiers(&code_only(Script::Renew.source()));
+        let defined: Vec<&str> = renew
+            .iter()
+            .filter(|f| f.2 && names.contains(&f.0))
+            .map(|f| f.0.as_str())
+            .collect();
+        assert_eq!(defined, ["LOCK", "MAX_MS", "fmt", "fail", "ms_arg"]);
+    }
+
+    #[test]
+    fn the_check_sees_a_helper_missing_or_unused() {
+        let has = |problems: Vec<String>, what: &str| problems.iter().any(|p| p == what);
+        // The whole library in front (how scripts were built before):
+        // renew.lua leaves most of it unused, helpers used only by other
+        // unused helpers too.
+        let whole = format!("{LIB}{}", own_file(Script::Renew));
+        let unused = problems(&whole, LIB.len());
+        assert!(has(unused.clone(), "hand_over is defined and never used"));
+        assert!(has(unused.clone(), "leave_queue is defined and never used"));
+        assert!(!unused
+            .iter()
+            .any(|p| p.starts_with("ms_arg") || p.starts_with("fmt ")));
+        // Its own file alone calls a helper nobody defined.
+        let bare = problems(own_file(Script::Renew), 0);
+        assert!(has(bare, "ms_arg is used, never defined"));
+        // A name in a comment or a string is no use of it.
+        let quoted = "local function fmt(n)\nend\n-- fmt(1)\nreturn 'fmt(2)'\n";
+        assert!(has(
+            problems(quoted, quoted.find("--").unwrap()),
+            "fmt is defined and never used"
+        ));
+        // A helper's own recursion or a helper defined after its use.
+        let late = "local function fail(m)\n  return fmt(m)\nend\nlocal function fmt(n)\nend\nreturn fail(1)\n";
+        assert!(has(
+            problems(late, late.find("return fail").unwrap()),
+            "fmt is used before its definition"
+        ));
+    }
 }
