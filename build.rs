@@ -43,16 +43,22 @@ struct Definition {
 }
 
 fn main() {
+    // A directory: Cargo reruns this when any file under it changes.
     println!("cargo:rerun-if-changed=lua");
     let lua = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua");
-    println!("cargo:rerun-if-changed={}", lua.join("lib.lua").display());
+    for entry in fs::read_dir(&lua).expect("reading lua/") {
+        let name = entry.expect("reading lua/").file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".lua") && name != "lib.lua" && !OPERATIONS.contains(&name.as_ref()) {
+            panic!("lua/{name} is no operation build.rs knows: add it to OPERATIONS");
+        }
+    }
     let lib = read(&lua.join("lib.lua"));
     let definitions = split_lib(&lib).unwrap_or_else(|e| {
         panic!("lua/lib.lua: {e} (build.rs splits it into top-level definitions)")
     });
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     for op in OPERATIONS {
-        println!("cargo:rerun-if-changed={}", lua.join(op).display());
         let body = read(&lua.join(op));
         let script = assemble(&definitions, op, &body);
         fs::write(out.join(op), script).unwrap_or_else(|e| panic!("writing {op}: {e}"));
