@@ -13,7 +13,10 @@
 //! other than comments and blank lines stops the build. An operation gets
 //! the definitions it references, and those they reference in turn (names
 //! matched as whole identifiers with comments and strings removed), in
-//! lib.lua's order, then its own file.
+//! lib.lua's order, then its own file; an operation whose file has
+//! `-- @helpers` lines gets in front only what the part above the first
+//! one (its fast path) needs, and at each such line what the code below it
+//! adds.
 
 use std::collections::BTreeSet;
 use std::env;
@@ -69,12 +72,68 @@ fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
-/// `body` preceded by the definitions it needs, transitively, in lib order.
+/// A line of an operation's file that ends one of its paths: the
+/// definitions the code above the first such line needs go in front, those
+/// the next section needs besides go at the line, and so on, so a call that
+/// returns early never builds the closures only later code uses (each costs
+/// server time on every EVALSHA).
+const HELPERS_MARK: &str = "-- @helpers";
+
+/// `body` with the definitions it needs, transitively, in lib order: in
+/// front of the code that first needs them, section by section (see
+/// `HELPERS_MARK`).
 fn assemble(definitions: &[Definition], op: &str, body: &str) -> String {
-    let mut wanted = identifiers(&strip(body));
-    // Later definitions only use earlier ones (Lua locals are in scope from
-    // their definition on), so one pass from the last to the first closes
-    // the set.
+    let mark = format!("\n{HELPERS_MARK}\n");
+    let sections: Vec<&str> = body.split(mark.as_str()).collect();
+    let mut script = String::new();
+    let mut emitted = vec![false; definitions.len()];
+    let mut so_far = String::new();
+    for (k, section) in sections.iter().enumerate() {
+        so_far.push_str(section);
+        so_far.push('\n');
+        let keep = needed(definitions, &so_far);
+        let new: Vec<&Definition> = pick(definitions, |i| keep[i] && !emitted[i]);
+        for (i, &k) in keep.iter().enumerate() {
+            emitted[i] |= k;
+        }
+        if k == 0 {
+            script.push_str(&format!(
+                "-- {op} with the helpers of lua/lib.lua it uses, assembled by build.rs:\n-- {}\n\n",
+                names(&new)
+            ));
+        } else {
+            script.push_str(&format!(
+                "\n-- helpers the code below adds, from lua/lib.lua: {}\n\n",
+                names(&new)
+            ));
+        }
+        push_definitions(&mut script, &new);
+        script.push_str(section);
+        if k + 1 < sections.len() {
+            script.push('\n');
+        }
+    }
+    script
+}
+
+/// The names `defs` define, for a script's comments.
+fn names(defs: &[&Definition]) -> String {
+    let names: Vec<&str> = defs
+        .iter()
+        .flat_map(|def| def.names.iter().map(String::as_str))
+        .collect();
+    if names.is_empty() {
+        "(none)".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Which definitions `code` needs, transitively. Later definitions only use
+/// earlier ones (Lua locals are in scope from their definition on), so one
+/// pass from the last to the first closes the set.
+fn needed(definitions: &[Definition], code: &str) -> Vec<bool> {
+    let mut wanted = identifiers(&strip(code));
     let mut keep = vec![false; definitions.len()];
     for (i, def) in definitions.iter().enumerate().rev() {
         if def.names.iter().any(|name| wanted.contains(name)) {
@@ -82,34 +141,27 @@ fn assemble(definitions: &[Definition], op: &str, body: &str) -> String {
             wanted.extend(def.uses.iter().cloned());
         }
     }
-    let kept: Vec<&Definition> = definitions
+    keep
+}
+
+fn pick(definitions: &[Definition], keep: impl Fn(usize) -> bool) -> Vec<&Definition> {
+    definitions
         .iter()
-        .zip(&keep)
-        .filter_map(|(def, &k)| k.then_some(def))
-        .collect();
-    let names: Vec<&str> = kept
-        .iter()
-        .flat_map(|def| def.names.iter().map(String::as_str))
-        .collect();
-    let mut script = format!(
-        "-- {op} with the helpers of lua/lib.lua it uses, assembled by build.rs:\n-- {}\n\n",
-        if names.is_empty() {
-            "(none)".to_string()
-        } else {
-            names.join(", ")
-        }
-    );
-    for (i, def) in kept.iter().enumerate() {
+        .enumerate()
+        .filter_map(|(i, def)| keep(i).then_some(def))
+        .collect()
+}
+
+/// The definitions' text, a blank line after each, but runs of one-liners
+/// (`local LOCK = KEYS[1]` ...) stay together.
+fn push_definitions(script: &mut String, defs: &[&Definition]) {
+    let one_liner = |d: &Definition| d.text.lines().count() == 1;
+    for (i, def) in defs.iter().enumerate() {
         script.push_str(&def.text);
-        // A blank line after each definition, but runs of one-liners
-        // (`local LOCK = KEYS[1]` ...) stay together.
-        let one_liner = |d: &Definition| d.text.lines().count() == 1;
-        if !(one_liner(def) && kept.get(i + 1).is_some_and(|next| one_liner(next))) {
+        if !(one_liner(def) && defs.get(i + 1).is_some_and(|next| one_liner(next))) {
             script.push('\n');
         }
     }
-    script.push_str(body);
-    script
 }
 
 /// lib.lua's top-level definitions, in order.

@@ -3,23 +3,28 @@
 -- or a release that could not be sent: whatever that call holds or queued
 -- is given back. Idempotent: the client sends it until Redis answers.
 --
--- KEYS: lock, queue, deadlines, grants, fence (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib.lua)
 -- ARGV[1] wake channel prefix
--- ARGV[2] owner id the call was made for
--- ARGV[3] call id (an acquire call's wait id)
+-- ARGV[2] fence life ms
+-- ARGV[3] the call's queue entry "<owner> <wait id> <lease ms> <fixed 0|1>"
+--         (the wait id is the call id)
 -- Returns 1 when the call's hold (one count of it) was given back, 2 when
 --         its queue entry was removed, 0 when it left nothing to undo.
 -- Cost: O(log N).
 
-local owner, call = ARGV[2], ARGV[3]
-local lock = redis.call('HMGET', LOCK, 'owner', 'token', 'count', 'call:' .. call)
-if lock[1] == owner and give_back(owner, lock[2], lock[3], lock[4], call) then
+local entry = ARGV[3]
+local owner, call = parse_entry(entry)
+if not owner then
+  fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>", got '
+    .. entry)
+end
+local token, holder, calls, mark = read_lock()
+if holder == owner and give_back(owner, token, calls, mark, call) then
   return 1
 end
-local grant = redis.call('HGET', GRANTS, owner)
-if grant and select(3, parse_grant(grant)) == call then
+if redis.call('ZSCORE', QUEUE, entry) then
   local now_us, now_ms = server_time()
-  leave_queue(owner, lock[1], now_us, now_ms)
+  leave_queue(entry, holder, token, mark, now_us, now_ms)
   return 2
 end
 return 0

@@ -1,25 +1,30 @@
 -- cancel.lua: leave the queue (a timed-out try_lock_for), leaving nothing behind.
 --
--- KEYS: lock, queue, deadlines, grants, fence (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib.lua)
 -- ARGV[1] wake channel prefix
--- ARGV[2] owner id
--- ARGV[3] lease ms (kept if the lock was handed over meanwhile)
--- ARGV[4] fixed: "1" fixed lease, "0" watchdog-renewed
--- ARGV[5] wait id of the call that is giving up
+-- ARGV[2] fence life ms
+-- ARGV[3] the call's queue entry "<owner> <wait id> <lease ms> <fixed 0|1>"
+--         (its lease is kept if the lock was handed over meanwhile)
 -- Returns {1, token, lock pttl ms} when the lock had already been handed to
 --         this call (the caller keeps it), or {0} when the caller left the
 --         queue. A hold of the same owner made by another call is not this
 --         call's to keep: it is left as it is.
 -- Cost: O(log N).
 
-local owner, wait_id = ARGV[2], ARGV[5]
-local lock = redis.call('HMGET', LOCK, 'owner', 'token', 'call:' .. wait_id)
-if lock[1] == owner and lock[3] then
-  if ARGV[4] == '0' then
-    extend_lease(ms_arg(ARGV[3], 'lease'))
+local entry = ARGV[3]
+local owner, wait_id, lease, fixed = parse_entry(entry)
+if not owner then
+  fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>", got '
+    .. entry)
+end
+ms_arg(lease, 'lease')
+local token, holder, calls, mark = read_lock()
+if holder == owner and counts_call(calls, wait_id) then
+  if fixed == '0' then
+    extend_lease(lease)
   end
-  return { 1, tonumber(lock[2]), redis.call('PTTL', LOCK) }
+  return { 1, tonumber(token), redis.call('PTTL', LOCK) }
 end
 local now_us, now_ms = server_time()
-leave_queue(owner, lock[1], now_us, now_ms)
+leave_queue(entry, holder, token, mark, now_us, now_ms)
 return { 0 }

@@ -1,50 +1,57 @@
 -- heartbeat.lua: keep one client's queued waiters on one lock alive (watchdog).
 --
--- KEYS: lock, queue, deadlines, grants, fence (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib.lua)
 -- ARGV[1] wake channel prefix
--- ARGV[2] waiter timeout ms: new liveness deadline is server now + this
--- ARGV[3], ARGV[4], ARGV[5], ...: triples of (owner id, wait id, lease ms
---         to keep if that wait was handed the lock, or 0 for a fixed lease)
+-- ARGV[2] fence life ms
+-- ARGV[3] waiter timeout ms: new liveness deadline is server now + this
+-- ARGV[4], ARGV[5], ... : one queue entry per waiting call, as acquire.lua
+--         queued it: "<owner> <wait id> <lease ms> <fixed 0|1>"
 -- Also hands a lock whose holder vanished to its first live waiter, so no
 -- waiter depends on a message to learn that the lock came free.
 -- Returns {lock pttl ms (after any extension), last token issued,
---          status1, value1, status2, value2, ...} per triple:
+--          status1, value1, status2, value2, ...} per entry:
 --   0, position  still queued (deadline renewed)
---   1, token     the lock was handed to this wait (its call is counted in the hold)
+--   1, token     the lock was handed to this wait (its call is counted in
+--                the hold); a watchdog-renewed lease is kept at its lease
 --  -1, 0         not queued and not holding (evicted or never queued)
 -- A hold of the same owner made by another call is never extended here: a
 -- heartbeat still in flight must not stretch a fixed lease taken since.
 -- Cost: O(k log N) for k waiters of this client.
 
-local waiter_timeout = ms_arg(ARGV[2], 'waiter timeout')
-for i = 5, #ARGV, 3 do
-  if ARGV[i] ~= '0' then
-    ms_arg(ARGV[i], 'lease')
+local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
+for i = 4, #ARGV do
+  local owner, _, lease = parse_entry(ARGV[i])
+  if not owner then
+    fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>", got '
+      .. ARGV[i])
   end
+  ms_arg(lease, 'lease')
 end
 local now_us, now_ms = server_time()
 prune(now_ms)
-if redis.call('EXISTS', LOCK) == 0 then
-  hand_over(now_us, now_ms)
+local token, holder, calls, mark = read_lock()
+if not holder then
+  hand_over(now_us, now_ms, token, mark)
+  token, holder, calls = read_lock()
 end
 
-local lock = redis.call('HMGET', LOCK, 'owner', 'token')
-local out = { 0, 0 }
+local out = { 0, tonumber(token) }
 local queued = false
-for i = 3, #ARGV, 3 do
-  local waiter, wait_id, lease = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local position = redis.call('ZRANK', QUEUE, waiter)
+for i = 4, #ARGV do
+  local entry = ARGV[i]
+  local owner, wait_id, lease, fixed = parse_entry(entry)
+  local position = redis.call('ZRANK', QUEUE, entry)
   if position then
-    redis.call('ZADD', DEADLINES, 'XX', now_ms + waiter_timeout, waiter)
+    redis.call('ZADD', DEADLINES, 'XX', now_ms + waiter_timeout, entry)
     queued = true
     out[#out + 1] = 0
     out[#out + 1] = position
-  elseif lock[1] == waiter and redis.call('HGET', LOCK, 'call:' .. wait_id) then
-    if lease > 0 then
+  elseif holder == owner and counts_call(calls, wait_id) then
+    if fixed == '0' then
       extend_lease(lease)
     end
     out[#out + 1] = 1
-    out[#out + 1] = tonumber(lock[2])
+    out[#out + 1] = tonumber(token)
   else
     out[#out + 1] = -1
     out[#out + 1] = 0
@@ -54,5 +61,7 @@ if queued then
   keep_queue_for(waiter_timeout)
 end
 out[1] = redis.call('PTTL', LOCK)
-out[2] = read_fence()
+if not holder then
+  out[1] = -2
+end
 return out

@@ -1,41 +1,35 @@
--- lib.lua: helpers shared by every fairlock lock script. build.rs puts in
--- front of each operation's script only the definitions below it uses
--- (transitively), so each one stays a single, atomic EVALSHA that builds no
--- unused closure per call, while the shared steps are written once. Keep
--- every top-level definition at column 0 (`local NAME = ...` or `local
--- function NAME(...)` to an `end` at column 0): build.rs splits on that.
+-- lib.lua: the steps fairlock's lock scripts share. build.rs puts in front
+-- of each operation's script only the definitions below that it uses (and
+-- where a script has a `-- @helpers` line, those its fast path above that
+-- line does not need go there instead), so each script stays one atomic
+-- EVALSHA and pays for no helper it does not call, while each step is
+-- written once.
 --
 -- Keys of one lock (all share one cluster hash slot through a {tag}):
---   KEYS[1] lock       hash    owner, count, token, and "call:<id>" = 1 for each
---                              acquire call whose hold is still counted; its
---                              PEXPIRE is the holder's lease
---   KEYS[2] queue      zset    waiter (owner id) -> arrival sequence number
---   KEYS[3] deadlines  zset    waiter -> liveness deadline, server milliseconds
---   KEYS[4] grants     hash    waiter -> "<lease ms> <fixed 0|1> <wait id>"
---   KEYS[5] fence      string  "<last fencing token issued>[ <mark>[ <detail>]]":
---                              mark names the last call that freed the lock, so
---                              that the same call delivered again is known
--- ARGV[1] is always the wake channel prefix. An owner id is
+--   KEYS[1] lock       string  held: "<token> <owner> <calls>[ <mark>]", its
+--                              PX the lease; free: "<token> - -[ <mark>]",
+--                              its PX the fence life (or gone). token: the
+--                              last fencing token issued; calls: the ids,
+--                              comma-separated, of the acquire calls counted
+--                              in the hold (the first and each re-entry);
+--                              mark: "<the call that last freed the lock>[
+--                              <detail>]", so that the same call delivered
+--                              again is known
+--   KEYS[2] queue      zset    entry -> arrival sequence number
+--   KEYS[3] deadlines  zset    entry -> liveness deadline, server milliseconds
+-- A queue entry is "<owner> <wait id> <lease ms> <fixed 0|1>": the waiting
+-- call and the grant it gets, so a handoff reads one member. An owner id is
 -- "<client id>:<thread number>"; its client's channel is ARGV[1] .. client id.
--- A call id is unique per client; a hold counts one "call:<id>" field per
--- acquisition (the first and each re-entry), so any call can be given back
--- exactly once, by its id, whether or not its caller saw the reply.
+-- ARGV[1] is always the wake channel prefix, ARGV[2] the fence life in ms.
 -- Messages: "G <wait id> <token> <ttl ms>" = the lock was handed to you;
 --           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl.
--- Time is read only from the server's TIME; clients never send timestamps.
+-- Time is read only from the server's TIME, and only where a token or a
+-- deadline needs it; clients never send timestamps.
 
-local LOCK, QUEUE, DEADLINES, GRANTS, FENCE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local LOCK = KEYS[1]
+local QUEUE = KEYS[2]
+local DEADLINES = KEYS[3]
 local WAKE_PREFIX = ARGV[1]
--- Tokens are max(previous + 1, server clock in µs), so the fence key only has to
--- outlive a backwards step of the server clock; after it expires (or Redis
--- loses its data) the clock alone keeps tokens increasing.
-local FENCE_TTL_MS = 3600000
--- Dead waiters dropped per call from anywhere in the queue (O(log N) each).
-local PRUNE_BATCH = 16
--- Longest lease or waiter timeout accepted, in ms (365 days, as the client's
--- MAX_LEASE): every expiry a script sets is checked before the first write,
--- so no failing PEXPIRE can leave a key without a TTL behind a write.
-local MAX_MS = 31536000000
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15).
 local function fmt(n)
@@ -55,51 +49,62 @@ local function fail(message)
   error(message, 0)
 end
 
--- `value` (an ARGV string) as a whole number of ms in [1, MAX_MS]; anything
--- else stops the script before it writes.
+-- `value` (an ARGV string) as a whole number of ms from 1 to 365 days (the
+-- client's MAX_LEASE); anything else stops the script before it writes, so
+-- no failing PX can leave a key without a TTL behind a write.
 local function ms_arg(value, what)
   local n = tonumber(value)
-  if not n or n ~= math.floor(n) or n < 1 or n > MAX_MS then
-    fail('ERR fairlock: ' .. what .. ' must be a whole number of ms from 1 to '
-      .. fmt(MAX_MS) .. ', got ' .. tostring(value))
+  if not n or n ~= math.floor(n) or n < 1 or n > 31536000000 then
+    fail('ERR fairlock: ' .. what .. ' must be a whole number of ms from 1 to 31536000000, got '
+      .. tostring(value))
   end
   return n
 end
 
--- The fence key's parts: last token (0 if none), and the rest ("<mark>[
--- <detail>]", or nil when there is none).
-local function read_fence()
-  local stored = redis.call('GET', FENCE)
+-- How long a free lock's key (its last token and mark) outlives the
+-- release that freed it (the client's fence_life).
+local FENCE_LIFE = ms_arg(ARGV[2], 'fence life')
+
+-- The lock key's parts as strings: last token ('0' when the key is gone),
+-- owner and calls (nil when free), and the mark ('' when none). A string
+-- fairlock did not write stops the script before any write.
+local function read_lock()
+  local stored = redis.call('GET', LOCK)
   if not stored then
-    return 0, nil
+    return '0', nil, nil, ''
   end
-  local space = string.find(stored, ' ', 1, true)
-  local token = tonumber(space and string.sub(stored, 1, space - 1) or stored)
+  local token, owner, calls, mark = string.match(stored, '^(%d+) (%S+) (%S+) ?(.*)$')
   if not token then
-    fail('WRONGTYPE the fence key holds a value fairlock did not write')
+    fail('WRONGTYPE the lock key holds a value fairlock did not write')
   end
-  return token, space and string.sub(stored, space + 1)
+  if owner == '-' then
+    return token, nil, nil, mark
+  end
+  return token, owner, calls, mark
 end
 
--- The mark and detail of a fence's rest, as read_fence returns it.
-local function split_mark(rest)
-  if not rest then
-    return nil, nil
-  end
-  local space = string.find(rest, ' ', 1, true)
-  if not space then
-    return rest, ''
-  end
-  return string.sub(rest, 1, space - 1), string.sub(rest, space + 1)
-end
-
--- Writes the fence: `token`, and the mark of the call that freed the lock.
-local function write_fence(token, mark)
-  local value = fmt(token)
-  if mark then
+-- Records the free lock: its last `token` and `mark` (the call that freed
+-- it), kept for FENCE_LIFE.
+local function write_free(token, mark)
+  local value = token .. ' - -'
+  if mark ~= '' then
     value = value .. ' ' .. mark
   end
-  redis.call('SET', FENCE, value, 'PX', FENCE_TTL_MS)
+  redis.call('SET', LOCK, value, 'PX', FENCE_LIFE)
+end
+
+-- Records the hold: `calls` of `owner` with `token`, keeping `mark`; with
+-- a lease of `ttl` ms, or the lease it has when `ttl` is nil.
+local function write_hold(token, owner, calls, mark, ttl)
+  local value = token .. ' ' .. owner .. ' ' .. calls
+  if mark ~= '' then
+    value = value .. ' ' .. mark
+  end
+  if ttl then
+    redis.call('SET', LOCK, value, 'PX', ttl)
+  else
+    redis.call('SET', LOCK, value, 'KEEPTTL')
+  end
 end
 
 -- Server time as (microseconds, milliseconds).
@@ -109,43 +114,58 @@ local function server_time()
   return us, math.floor(us / 1000)
 end
 
--- Someone else's data under one of our keys is never overwritten: every
--- script reads a key before it writes it, so a key of another type stops
--- the script with WRONGTYPE first, and a foreign string here stops it below.
--- `mark` names the call that freed the lock for this take, if one did;
--- otherwise the last such mark is kept, so that a repeat of that call is
--- still known after later takes of a free lock.
-local function next_token(now_us, mark)
-  local last, rest = read_fence()
-  local token = math.max(last + 1, now_us)
-  write_fence(token, mark or rest)
-  return token
+-- Takes the lock for acquire call `call` of `owner` with a lease of `ttl`
+-- ms, whatever the lock key held; returns the token, max(last + 1, server
+-- clock in µs): the lock key keeps the last token while held and for
+-- FENCE_LIFE after a release, and the clock alone keeps tokens increasing
+-- after that (or after Redis lost its data, or a lease ran out, at least
+-- 30 ms after the take), unless the server clock steps back further.
+-- `mark` is kept, so that a repeat of the call that last freed the lock is
+-- still known after later takes.
+local function take(owner, ttl, now_us, call, last, mark)
+  local token = fmt(math.max(tonumber(last) + 1, now_us))
+  write_hold(token, owner, call, mark, ttl)
+  return tonumber(token)
 end
 
--- A grant string's parts: lease ms (number), fixed ('0' or '1'), wait id.
-local function parse_grant(grant)
-  local lease, fixed, wait_id = string.match(grant, '^(%d+) ([01]) (%d+)$')
-  return tonumber(lease), fixed, wait_id
+-- The mark and detail of a lock key's mark ('' each when none).
+local function split_mark(mark)
+  local space = string.find(mark, ' ', 1, true)
+  if not space then
+    return mark, ''
+  end
+  return string.sub(mark, 1, space - 1), string.sub(mark, space + 1)
 end
 
--- Removes a waiter from every queue structure.
-local function forget(waiter)
-  redis.call('ZREM', QUEUE, waiter)
-  redis.call('ZREM', DEADLINES, waiter)
-  redis.call('HDEL', GRANTS, waiter)
+-- Whether acquire call `call` is counted in the hold's `calls`.
+local function counts_call(calls, call)
+  return string.find(',' .. calls .. ',', ',' .. call .. ',', 1, true) ~= nil
 end
 
--- Drops up to PRUNE_BATCH waiters whose client stopped renewing them.
+-- A queue entry's parts: owner id, wait id, lease ms (number), fixed ('0'
+-- or '1'); nil for a member fairlock did not write.
+local function parse_entry(entry)
+  local owner, wait_id, lease, fixed = string.match(entry, '^(%S+) (%d+) (%d+) ([01])$')
+  return owner, wait_id, tonumber(lease), fixed
+end
+
+-- Removes an entry from both queue structures.
+local function forget(entry)
+  redis.call('ZREM', QUEUE, entry)
+  redis.call('ZREM', DEADLINES, entry)
+end
+
+-- Drops up to 16 entries whose client stopped renewing them (O(log N) each).
 local function prune(now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', DEADLINES, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, PRUNE_BATCH)
-  for _, waiter in ipairs(dead) do
-    forget(waiter)
+  local dead = redis.call('ZRANGEBYSCORE', DEADLINES, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, 16)
+  for _, entry in ipairs(dead) do
+    forget(entry)
   end
 end
 
--- The first queued waiter that is still alive: (owner id, deadline, grant
--- string), or nil. Dead or half-written entries ahead of it are dropped;
--- each entry is dropped once, so this is O(log N) amortised per call.
+-- The first queued entry that is still alive, or nil. Dead or foreign
+-- entries ahead of it are dropped; each entry is dropped once, so this is
+-- O(log N) amortised per call.
 local function live_head(now_ms)
   while true do
     local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
@@ -153,16 +173,16 @@ local function live_head(now_ms)
       return nil
     end
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
-    local grant = redis.call('HGET', GRANTS, head)
-    if deadline and deadline >= now_ms and grant then
-      return head, deadline, grant
+    if deadline and deadline >= now_ms and parse_entry(head) then
+      return head
     end
     forget(head)
   end
 end
 
-local function wake(waiter, message)
-  local client = string.match(waiter, '^([^:]+):')
+-- Publishes `message` on the channel of `owner`'s client.
+local function wake(owner, message)
+  local client = string.match(owner, '^([^:]+):')
   if client then
     redis.call('PUBLISH', WAKE_PREFIX .. client, message)
   end
@@ -171,34 +191,22 @@ end
 -- Tells the (new) head of the queue that the current lease runs out in
 -- `pttl` ms, so it can claim a lock whose holder dies without releasing it.
 local function tell_head(now_ms, pttl)
-  local head, _, grant = live_head(now_ms)
+  local head = live_head(now_ms)
   if head then
-    local _, _, wait_id = parse_grant(grant)
-    if wait_id then
-      wake(head, 'H ' .. wait_id .. ' ' .. pttl)
-    end
+    local owner, wait_id = parse_entry(head)
+    wake(owner, 'H ' .. wait_id .. ' ' .. pttl)
   end
 end
 
--- Takes the free lock for `owner` with a lease of `ttl` ms; returns the token.
--- `call` is the wait id of the acquire call it answers (see acquire.lua);
--- `mark` names the call that freed the lock for it, if any (see the fence).
--- The lock hash is gone (free_lock deletes it), so no old field survives.
-local function take(owner, ttl, now_us, call, mark)
-  local token = next_token(now_us, mark)
-  redis.call('HSET', LOCK, 'owner', owner, 'count', 1, 'token', fmt(token), 'call:' .. call, 1)
-  redis.call('PEXPIRE', LOCK, ttl)
-  return token
-end
-
 -- Hands the lock to the first live waiter and wakes it with the token; the
--- next waiter learns it now heads the queue. Returns the new owner, or nil
--- (and changes nothing but dropping dead entries) when nobody live waits.
--- A watchdog-renewed grant lasts no longer than the waiter's own liveness
--- deadline, so a waiter that died while queued holds the lock no longer
--- than it would have held its place. `mark` (optional) names the call that
--- freed the lock. Without a time given, TIME is read only if someone waits.
-local function hand_over(now_us, now_ms, mark)
+-- next waiter learns it now heads the queue. `last` is the last token
+-- issued, `mark` the mark to keep. Returns (owner, wait id, token, ttl) of
+-- the new holder, or nil (and changes nothing but dropping dead entries)
+-- when nobody live waits. A watchdog-renewed grant lasts no longer than
+-- the waiter's own liveness deadline, so a waiter that died while queued
+-- holds the lock no longer than it would have held its place. Without a
+-- time given, TIME is read only if someone waits.
+local function hand_over(now_us, now_ms, last, mark)
   while true do
     local head = redis.call('ZPOPMIN', QUEUE)[1]
     if not head then
@@ -208,74 +216,100 @@ local function hand_over(now_us, now_ms, mark)
       now_us, now_ms = server_time()
     end
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
-    local grant = redis.call('HGET', GRANTS, head)
     redis.call('ZREM', DEADLINES, head)
-    redis.call('HDEL', GRANTS, head)
-    if deadline and deadline >= now_ms and grant then
-      local ttl, fixed, wait_id = parse_grant(grant)
+    local owner, wait_id, ttl, fixed = parse_entry(head)
+    if owner and deadline and deadline >= now_ms then
       if fixed == '0' then
         ttl = math.max(1, math.min(ttl, deadline - now_ms))
       end
-      local token = take(head, ttl, now_us, wait_id, mark)
-      wake(head, 'G ' .. wait_id .. ' ' .. fmt(token) .. ' ' .. fmt(ttl))
+      local token = take(owner, ttl, now_us, wait_id, last, mark)
+      wake(owner, 'G ' .. wait_id .. ' ' .. fmt(token) .. ' ' .. fmt(ttl))
       tell_head(now_ms, ttl)
-      return head
+      return owner, wait_id, token, ttl
     end
   end
 end
 
 -- Queue keys outlive every liveness deadline in them. When the queue's TTL
--- falls under `ms`, all three are pushed out to 2 * ms: one PTTL per call,
--- and three PEXPIREs about once per `ms`.
+-- falls under `ms`, both are pushed out to 2 * ms: one PTTL per call, and
+-- two PEXPIREs about once per `ms`.
 local function keep_queue_for(ms)
   local ttl = redis.call('PTTL', QUEUE)
   if ttl == -1 or (ttl >= 0 and ttl < ms) then
-    for _, key in ipairs({ QUEUE, DEADLINES, GRANTS }) do
-      redis.call('PEXPIRE', key, 2 * ms)
+    redis.call('PEXPIRE', QUEUE, 2 * ms)
+    redis.call('PEXPIRE', DEADLINES, 2 * ms)
+  end
+end
+
+-- Queues `entry` (or finds it queued: a call delivered twice, or a poll)
+-- with a liveness deadline `waiter_timeout` ms from `now_ms`; returns its
+-- position (0 = next). `mode` "poll" looks for the entry first.
+local function join_queue(entry, mode, now_ms, waiter_timeout)
+  local position = nil
+  if mode == 'poll' then
+    position = redis.call('ZRANK', QUEUE, entry)
+  end
+  if not position then
+    local last = redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')[2]
+    if redis.call('ZADD', QUEUE, 'NX', (tonumber(last) or 0) + 1, entry) == 1 then
+      position = redis.call('ZCARD', QUEUE) - 1
+      -- Each arrival clears up to 16 dead entries: they go at least as
+      -- fast as they come.
+      prune(now_ms)
+    else
+      position = redis.call('ZRANK', QUEUE, entry)
     end
   end
+  redis.call('ZADD', DEADLINES, now_ms + waiter_timeout, entry)
+  keep_queue_for(waiter_timeout)
+  return position
 end
 
 -- Frees the held lock (token `token`) for the next live waiter (the time
--- may be nil: see hand_over); either way the fence records `mark`, the call
--- that freed it, if given. The lock hash is deleted first: a call field of
--- the old holder must not survive into the new hold (call ids are unique
--- per client only).
+-- may be nil: see hand_over), or records it free when nobody waits; either
+-- way with `mark`, the call that freed it. Returns what hand_over returns.
 local function free_lock(now_us, now_ms, token, mark)
-  redis.call('DEL', LOCK)
-  if not hand_over(now_us, now_ms, mark) and mark then
-    write_fence(token, mark)
+  local owner, wait_id, new_token, ttl = hand_over(now_us, now_ms, token, mark)
+  if not owner then
+    write_free(token, mark)
   end
+  return owner, wait_id, new_token, ttl
 end
 
 -- Gives back the hold that acquire call `call` of `owner` counted, once.
--- `count` and `counted` are the hold's count and the call's field as read
--- (HMGET ... 'count', 'call:' .. call) by the caller, which checked that
--- `owner` holds the lock with `token`. Returns (true, holds left) when it
--- counted one, (false, holds left) when that call holds nothing (given
--- back already, or never counted).
-local function give_back(owner, token, count, counted, call)
-  local left = (tonumber(count) or 1) - 1
-  if not counted then
-    return false, left + 1
+-- `token`, `calls` and `mark` are the hold as read_lock returned it, after
+-- the caller checked that `owner` holds it. Returns (true, holds left)
+-- when it counted one, (false, holds left) when that call holds nothing
+-- (given back already, or never counted); at 0 left the lock went on as
+-- free_lock says, whose results follow.
+local function give_back(owner, token, calls, mark, call)
+  local kept, found = {}, false
+  for id in string.gmatch(calls, '[^,]+') do
+    if id == call and not found then
+      found = true
+    else
+      kept[#kept + 1] = id
+    end
   end
-  if left > 0 then
-    redis.call('HDEL', LOCK, 'call:' .. call)
-    redis.call('HSET', LOCK, 'count', left)
-    return true, left
+  if not found then
+    return false, #kept
   end
-  free_lock(nil, nil, token, owner .. '#' .. call)
-  return true, 0
+  if #kept > 0 then
+    write_hold(token, owner, table.concat(kept, ','), mark, nil)
+    return true, #kept
+  end
+  return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
 end
 
--- Removes `owner` from the queue; the lock goes to the next live waiter if
--- it is free (`held` false), and a new head learns of it.
-local function leave_queue(owner, held, now_us, now_ms)
-  local was_head = redis.call('ZRANK', QUEUE, owner) == 0
-  forget(owner)
+-- Removes `entry` from the queue; the lock goes to the next live waiter
+-- if it is free (`held` false; `last` and `mark` as read_lock gave them),
+-- and a new head learns of it.
+local function leave_queue(entry, held, last, mark, now_us, now_ms)
+  local was_head = redis.call('ZRANK', QUEUE, entry) == 0
+  forget(entry)
   prune(now_ms)
   if not held then
-    hand_over(now_us, now_ms)
+    hand_over(now_us, now_ms, last, mark)
   elseif was_head then
     tell_head(now_ms, redis.call('PTTL', LOCK))
   end
@@ -287,5 +321,3 @@ local function extend_lease(lease)
     redis.call('PEXPIRE', LOCK, lease)
   end
 end
-
-------------------------------------------------------------------------------

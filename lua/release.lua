@@ -1,26 +1,40 @@
 -- release.lua: give back one hold; at zero, hand the lock to the next live waiter.
 --
--- KEYS: lock, queue, deadlines, grants, fence (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib.lua)
 -- ARGV[1] wake channel prefix
--- ARGV[2] owner id
--- ARGV[3] fencing token of the hold being released
--- ARGV[4] call id of the acquisition this release gives back: a release
+-- ARGV[2] fence life ms
+-- ARGV[3] owner id
+-- ARGV[4] fencing token of the hold being released
+-- ARGV[5] call id of the acquisition this release gives back: a release
 --         delivered twice (a retry after a lost reply) counts once, and is
 --         answered as the first was even when that one freed the lock
---         (the fence remembers the call that last freed it)
--- Returns the holds still left (0 = released and handed over or freed),
---         or -1 when the lock is not held by this owner with this token
---         (the lease was lost); then nothing is changed.
--- Cost: O(log N).
+--         (the lock key remembers the call that last freed it)
+-- Returns the holds still left (0 = released and freed), or
+--         {new owner id, its wait id, its token, its lease ms} when the
+--         lock was handed to a waiter (who is also sent "G" as always; its
+--         client may act on this reply first), or -1 when the lock is not
+--         held by this owner with this token (the lease was lost); then
+--         nothing is changed.
+-- Cost: O(log N); with nobody waiting GET, EXISTS and one SET.
 
-local owner, token, call = ARGV[2], ARGV[3], ARGV[4]
-local lock = redis.call('HMGET', LOCK, 'owner', 'token', 'count', 'call:' .. call)
-if lock[1] ~= owner or lock[2] ~= token then
-  local mark = split_mark(select(2, read_fence()))
-  if mark == owner .. '#' .. call then
+local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
+local held, holder, calls, mark = read_lock()
+-- The common case first: the only hold of this call, nobody waiting.
+if holder == owner and held == token and calls == call and redis.call('EXISTS', QUEUE) == 0 then
+  write_free(token, owner .. '#' .. call)
+  return 0
+end
+
+-- @helpers
+
+if holder ~= owner or held ~= token then
+  if split_mark(mark) == owner .. '#' .. call then
     return 0
   end
   return -1
 end
-local _, left = give_back(owner, token, lock[3], lock[4], call)
+local _, left, next_owner, wait_id, next_token, ttl = give_back(owner, token, calls, mark, call)
+if next_owner then
+  return { next_owner, tonumber(wait_id), next_token, ttl }
+end
 return left

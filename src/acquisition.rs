@@ -52,6 +52,10 @@ pub(crate) struct Acquired {
     pub(crate) hold: Arc<Hold>,
     /// The acquire call's id: the guard's release names it.
     pub(crate) call: u64,
+    /// The call's lease, fixed or renewed: with its id, the call as a
+    /// give-back names it.
+    pub(crate) lease: Duration,
+    pub(crate) fixed: bool,
 }
 
 impl Acquisition<'_> {
@@ -61,7 +65,8 @@ impl Acquisition<'_> {
             self.shared.next_wait_id(),
             Arc::clone(self.keys),
             self.shared.owner_id(),
-            (!self.fixed).then_some(self.lease),
+            self.lease,
+            self.fixed,
         ))
     }
 
@@ -130,7 +135,7 @@ impl Acquisition<'_> {
                 }
                 Err(err) => {
                     // Leave nothing behind (Redis answered, with an error).
-                    return match self.leave_queue(waiter, lease, fixed) {
+                    return match self.leave_queue(waiter) {
                         Ok(Some(guard)) => Ok(Some(guard)),
                         _ => Err(err),
                     };
@@ -153,7 +158,7 @@ impl Acquisition<'_> {
                     )));
                 }
                 Wake::Poll => {}
-                Wake::TimedOut => return self.leave_queue(waiter, lease, fixed),
+                Wake::TimedOut => return self.leave_queue(waiter),
             }
         }
     }
@@ -228,17 +233,9 @@ impl Acquisition<'_> {
     /// Removes the waiter's queue entry; returns the guard instead if the
     /// lock had been handed over already. If that fails, the watchdog gives
     /// the call back later (it may have been handed the lock meanwhile).
-    fn leave_queue(
-        &self,
-        waiter: &Waiter,
-        lease: Duration,
-        fixed: bool,
-    ) -> Result<Option<Acquired>> {
+    fn leave_queue(&self, waiter: &Waiter) -> Result<Option<Acquired>> {
         let op = Cancel {
-            owner: &waiter.owner,
-            lease,
-            fixed,
-            wait_id: waiter.id,
+            entry: waiter.entry(),
         };
         let sent = Instant::now();
         match self.shared.call_write(&waiter.keys, &op) {
@@ -256,8 +253,7 @@ impl Acquisition<'_> {
     /// Has the watchdog give back whatever this waiter's call holds or
     /// queued, once Redis answers (see [`GiveBacks`](crate::give_backs)).
     fn give_back_later(&self, waiter: &Waiter) {
-        self.shared
-            .give_back_later(&waiter.keys, &waiter.owner, waiter.id);
+        self.shared.give_back_later(&waiter.keys, waiter.entry());
     }
 
     /// With `sync_replicas`, makes sure enough replicas saw the handoff that
@@ -302,8 +298,7 @@ impl Acquisition<'_> {
     /// Gives back the hold this waiter's call took, which is not to be used
     /// (now, or through the watchdog if Redis fails meanwhile).
     fn roll_back(&self, waiter: &Waiter) {
-        self.shared
-            .give_back_now(&waiter.keys, &waiter.owner, waiter.id);
+        self.shared.give_back_now(&waiter.keys, waiter.entry());
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
@@ -329,6 +324,8 @@ impl Acquisition<'_> {
         Acquired {
             hold,
             call: waiter.id,
+            lease: self.lease,
+            fixed: self.fixed,
         }
     }
 }

@@ -151,6 +151,20 @@ impl ClientBuilder {
         self
     }
 
+    /// How long a lock's fence key, which keeps its last fencing token,
+    /// outlives its last write (a take or a release). Tokens are the larger
+    /// of the last one + 1 and the server clock in microseconds, so once
+    /// the fence is gone the clock alone keeps them increasing; the fence
+    /// covers a server clock that steps back (or a failover to a server
+    /// whose clock is behind) by less than this. Each name locked in the
+    /// last `fence_life` keeps one small key (~100 bytes, see the README).
+    /// Defaults to [`DEFAULT_FENCE_LIFE`] (10 minutes); from
+    /// [`MIN_FENCE_LIFE`] (1 s) to [`MAX_LEASE`] (365 days).
+    pub fn fence_life(mut self, fence_life: Duration) -> Self {
+        self.config.fence_life = fence_life;
+        self
+    }
+
     /// Checks the settings, connects, and starts the client's watchdog and
     /// subscriber threads.
     ///

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::protocol::SyncReplicas;
+use crate::protocol::{CommonArgs, SyncReplicas};
 use crate::topology::{redact_url, Topology};
 
 /// Where the client was told to connect, as given.
@@ -45,6 +45,8 @@ pub(crate) struct Config {
     pub(crate) sync_replicas: Option<SyncReplicas>,
     /// How much sooner than Redis this client counts a lease as over.
     pub(crate) clock_drift: ClockDrift,
+    /// How long a lock's fence key outlives its last write.
+    pub(crate) fence_life: Duration,
 }
 
 impl Default for Config {
@@ -61,6 +63,7 @@ impl Default for Config {
             tls_root_cert: None,
             sync_replicas: None,
             clock_drift: ClockDrift::default(),
+            fence_life: DEFAULT_FENCE_LIFE,
         }
     }
 }
@@ -77,6 +80,7 @@ impl std::fmt::Debug for Config {
             .field("command_timeout", &self.command_timeout)
             .field("sync_replicas", &self.sync_replicas)
             .field("clock_drift", &self.clock_drift)
+            .field("fence_life", &self.fence_life)
             .finish_non_exhaustive()
     }
 }
@@ -89,6 +93,17 @@ pub const MIN_LEASE: Duration = Duration::from_millis(30);
 /// days. Longer ones are [`ErrorKind::InvalidConfig`] before any I/O; the
 /// scripts check the same bound before they write anything.
 pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How long a lock's fence key (its last fencing token) outlives its last
+/// write by default: 10 minutes (see [`ClientBuilder::fence_life`]).
+///
+/// [`ClientBuilder::fence_life`]: crate::ClientBuilder::fence_life
+pub const DEFAULT_FENCE_LIFE: Duration = Duration::from_secs(600);
+
+/// The shortest fence life accepted: 1 s, which still covers a call
+/// delivered twice (the fence also remembers the call that last freed the
+/// lock, so that its repeat answers as the first did).
+pub const MIN_FENCE_LIFE: Duration = Duration::from_secs(1);
 
 /// The longest connect or command timeout accepted: 24 hours.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
@@ -199,6 +214,19 @@ impl Config {
         self.waiter_timeout + self.connect_timeout
     }
 
+    /// The arguments every script call of this client starts with.
+    pub(crate) fn common_args(&self) -> CommonArgs {
+        CommonArgs {
+            wake_prefix: self.wake_prefix(),
+            fence_life: self.fence_life,
+        }
+    }
+
+    /// The start of every wake channel: a client's is this and its id.
+    pub(crate) fn wake_prefix(&self) -> String {
+        format!("{}:wake:", self.key_prefix)
+    }
+
     /// Checks every setting; returns where the locks live, parsed from the
     /// URL (or seed nodes) once.
     pub(crate) fn validate(&self) -> Result<Topology> {
@@ -207,6 +235,12 @@ impl Config {
         check_lease("waiter_timeout", self.waiter_timeout)?;
         self.clock_drift.validate()?;
         self.clock_drift.check_against("lease", self.lease)?;
+        if !(MIN_FENCE_LIFE..=MAX_LEASE).contains(&self.fence_life) {
+            return invalid(format!(
+                "fence_life must be from {MIN_FENCE_LIFE:?} to {MAX_LEASE:?}, got {:?}",
+                self.fence_life
+            ));
+        }
         if self.pool_size == 0 {
             return invalid("pool_size must be at least 1".to_owned());
         }

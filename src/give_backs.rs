@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::protocol::LockKeys;
+use crate::protocol::{LockKeys, QueueEntry};
 
 /// Most entries kept; past it the oldest is dropped (its lease and its
 /// queue entry still run out by themselves).
@@ -25,8 +25,23 @@ pub(crate) struct GiveBack {
     pub(crate) keys: Arc<LockKeys>,
     pub(crate) owner: String,
     pub(crate) call: u64,
+    /// The call's lease, as its queue entry names it.
+    lease: Duration,
+    fixed: bool,
     /// A confirmation counts only for a give-back sent from then on.
     retire_from: Instant,
+}
+
+impl GiveBack {
+    /// The call, as its queue entry names it.
+    pub(crate) fn entry(&self) -> QueueEntry<'_> {
+        QueueEntry {
+            owner: &self.owner,
+            wait_id: self.call,
+            lease: self.lease,
+            fixed: self.fixed,
+        }
+    }
 }
 
 /// The calls of one client still to give back.
@@ -36,8 +51,8 @@ pub(crate) struct GiveBacks {
 }
 
 impl GiveBacks {
-    /// Records call `call` of `owner` on the lock `keys`, failed just now.
-    pub(crate) fn add(&self, keys: Arc<LockKeys>, owner: String, call: u64, linger: Duration) {
+    /// Records the call `entry` names on the lock `keys`, failed just now.
+    pub(crate) fn add(&self, keys: Arc<LockKeys>, entry: QueueEntry<'_>, linger: Duration) {
         let mut pending = self.pending.lock();
         if pending.len() >= MAX_PENDING {
             let dropped = pending.remove(0);
@@ -49,8 +64,10 @@ impl GiveBacks {
         }
         pending.push(Arc::new(GiveBack {
             keys,
-            owner,
-            call,
+            owner: entry.owner.to_owned(),
+            call: entry.wait_id,
+            lease: entry.lease,
+            fixed: entry.fixed,
             retire_from: Instant::now() + linger,
         }));
     }
@@ -82,7 +99,13 @@ mod tests {
         let give_backs = GiveBacks::default();
         let keys = Arc::new(LockKeys::new("p", "n").unwrap());
         let before = Instant::now();
-        give_backs.add(keys, "c:1".into(), 7, Duration::from_secs(60));
+        let entry = QueueEntry {
+            owner: "c:1",
+            wait_id: 7,
+            lease: Duration::from_secs(30),
+            fixed: false,
+        };
+        give_backs.add(keys, entry, Duration::from_secs(60));
         let entry = give_backs.snapshot().pop().unwrap();
         give_backs.confirmed(&entry, before);
         assert_eq!(give_backs.snapshot().len(), 1, "too early to retire");

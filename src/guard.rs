@@ -2,12 +2,14 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
+use crate::acquisition::Acquired;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holds::Hold;
 use crate::lease_signal::LeaseSignal;
 use crate::mutex::FairMutex;
-use crate::protocol::{Release, ReleaseReply};
+use crate::protocol::{QueueEntry, Release, ReleaseReply};
 
 /// Holds the lock until [`unlock`](Self::unlock)ed or dropped.
 ///
@@ -29,16 +31,21 @@ pub struct FairMutexGuard {
     /// Id of the acquire call that made this guard (its wait id); the
     /// release names it, so a release delivered twice counts once.
     call: u64,
+    /// That call's lease, fixed or renewed (for a give-back of the call).
+    lease: Duration,
+    fixed: bool,
     released: bool,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl FairMutexGuard {
-    pub(crate) fn new(mutex: FairMutex, hold: Arc<Hold>, call: u64) -> Self {
+    pub(crate) fn new(mutex: FairMutex, got: Acquired) -> Self {
         FairMutexGuard {
             mutex,
-            hold,
-            call,
+            hold: got.hold,
+            call: got.call,
+            lease: got.lease,
+            fixed: got.fixed,
             released: false,
             _not_send: PhantomData,
         }
@@ -90,6 +97,16 @@ impl FairMutexGuard {
         self.release()
     }
 
+    /// The acquire call that made this guard, as a give-back names it.
+    fn call_entry(&self) -> QueueEntry<'_> {
+        QueueEntry {
+            owner: &self.hold.owner,
+            wait_id: self.call,
+            lease: self.lease,
+            fixed: self.fixed,
+        }
+    }
+
     fn release(&mut self) -> Result<()> {
         if std::mem::replace(&mut self.released, true) {
             return Ok(());
@@ -105,10 +122,18 @@ impl FairMutexGuard {
             // Not sent, or its reply lost: the watchdog gives this
             // guard's count back once Redis answers, so the lock does
             // not wait for its lease to run out.
-            shared.give_back_later(&self.hold.keys, &self.hold.owner, self.call);
+            shared.give_back_later(&self.hold.keys, self.call_entry());
         })?;
         match reply {
             ReleaseReply::Left(_) => shortfall.map_or(Ok(()), Err),
+            ReleaseReply::HandedOver(next) => {
+                // A waiter of this client wakes now rather than when its
+                // handoff message arrives (which then finds it gone).
+                if shared.is_own(&next.owner) {
+                    shared.grant_waiter(next.wait_id, next.token, next.ttl_ms);
+                }
+                shortfall.map_or(Ok(()), Err)
+            }
             ReleaseReply::NotHeld => {
                 self.hold.mark_lost();
                 Err(Error::new(

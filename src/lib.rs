@@ -9,10 +9,11 @@
 //!   the *watchdog* renews the leases of held locks and heartbeats this
 //!   client's queued waiters; the *subscriber* listens on the client's own
 //!   channel and wakes waiting threads. Waiting holds no connection.
-//! - A [`FairMutex`] names one lock. Its state lives in five keys sharing one
-//!   cluster hash slot: the holder (owner, hold count, fencing token, lease),
-//!   the FIFO queue, each waiter's liveness deadline, what to grant each
-//!   waiter, and the last fencing token. Every step is one Lua script that
+//! - A [`FairMutex`] names one lock. Its state lives in three keys sharing
+//!   one cluster hash slot: the lock (the holder's fencing token, owner id
+//!   and the calls counted in the hold, its TTL the lease; once free, the
+//!   last token for a while), the FIFO queue (each entry names the waiting
+//!   call and the lease it gets), and each waiter's liveness deadline. Every step is one Lua script that
 //!   does O(log N) work in the number of waiters and reads time only from
 //!   the server.
 //! - Releasing hands the lock **directly** to the first live waiter and
@@ -78,7 +79,7 @@ mod watchdog;
 pub use builder::ClientBuilder;
 pub use cancel::WaitCanceller;
 pub use client::Client;
-pub use config::{MAX_LEASE, MAX_TIMEOUT, MIN_LEASE};
+pub use config::{DEFAULT_FENCE_LIFE, MAX_LEASE, MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE};
 pub use error::{Error, ErrorKind, Result};
 pub use guard::FairMutexGuard;
 pub use holds::LeaseEnd;
@@ -93,7 +94,9 @@ pub use topology::redact_url;
 #[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub mod test_support {
-    pub use crate::protocol::{Acquire, LockKeys, Mode, Operation, Release, Script};
+    pub use crate::protocol::{
+        Acquire, CommonArgs, LockKeys, Mode, Operation, Release, ReleaseReply, Script,
+    };
 }
 
 #[cfg(test)]

@@ -161,7 +161,7 @@ impl FairMutex {
 
     /// The guard of a hold an acquire call got.
     fn guard(&self, got: Acquired) -> FairMutexGuard {
-        FairMutexGuard::new(self.clone(), got.hold, got.call)
+        FairMutexGuard::new(self.clone(), got)
     }
 
     /// True when some thread, anywhere, holds the lock.

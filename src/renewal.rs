@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::give_backs::GiveBack;
 use crate::holds::Hold;
 use crate::protocol::{
-    unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, WaiterBeat, WaiterStatus,
+    unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, WaiterStatus,
 };
 use crate::shared::Shared;
 use crate::slot_map::Address;
@@ -80,14 +80,7 @@ struct Replies {
 fn heartbeat<'a>(shared: &Shared, waiters: &'a [Arc<Waiter>]) -> Heartbeat<'a> {
     Heartbeat {
         waiter_timeout: shared.config.waiter_timeout,
-        waiters: waiters
-            .iter()
-            .map(|waiter| WaiterBeat {
-                owner: &waiter.owner,
-                wait_id: waiter.id,
-                lease: waiter.renew_lease,
-            })
-            .collect(),
+        waiters: waiters.iter().map(|waiter| waiter.entry()).collect(),
     }
 }
 
@@ -106,13 +99,12 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         .iter()
         .map(|waiters| heartbeat(shared, waiters))
         .collect();
-    let prefix = &shared.wake_prefix;
     let mut pipe = redis::pipe();
     for (hold, renewal) in batch.holds.iter().zip(&renewals) {
-        pipe.add_command(shared.scripts.evalsha(&hold.keys, prefix, renewal));
+        pipe.add_command(shared.scripts.evalsha(&hold.keys, renewal));
     }
     for (waiters, beat) in batch.groups.iter().zip(&beats) {
-        pipe.add_command(shared.scripts.evalsha(&waiters[0].keys, prefix, beat));
+        pipe.add_command(shared.scripts.evalsha(&waiters[0].keys, beat));
     }
     let sync = shared.config.sync_replicas;
     if let Some(sync) = sync {
@@ -167,13 +159,9 @@ fn redirection(value: &Value) -> Option<Error> {
 
 fn give_back(shared: &Shared, conn: &mut dyn ConnectionLike, entry: &GiveBack) -> Result<()> {
     let op = Abandon {
-        owner: &entry.owner,
-        call: entry.call,
+        entry: entry.entry(),
     };
-    shared
-        .scripts
-        .run(conn, &entry.keys, &shared.wake_prefix, &op, None)
-        .map(|_| ())
+    shared.scripts.run(conn, &entry.keys, &op, None).map(|_| ())
 }
 
 fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {

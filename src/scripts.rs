@@ -8,20 +8,24 @@ use std::collections::HashMap;
 use redis::{ConnectionLike, Script as RedisScript, Value};
 
 use crate::error::Result;
-use crate::protocol::{unexpected, LockKeys, Operation, Script, SyncReplicas};
+use crate::protocol::{unexpected, CommonArgs, LockKeys, Operation, Script, SyncReplicas};
 
-/// Every script of the crate, hashed once per client.
+/// Every script of the crate, hashed once per client, and the two
+/// arguments every call of this client starts with.
 pub(crate) struct Scripts {
     by_kind: HashMap<Script, RedisScript>,
+    /// ARGV[1], ARGV[2] of every script (see [`CommonArgs`]).
+    common: [String; 2],
 }
 
 impl Scripts {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(common: &CommonArgs) -> Self {
         Scripts {
             by_kind: Script::ALL
                 .iter()
                 .map(|&kind| (kind, RedisScript::new(kind.source())))
                 .collect(),
+            common: common.args(),
         }
     }
 
@@ -50,20 +54,14 @@ impl Scripts {
         Ok(())
     }
 
-    /// The EVALSHA of `op` on the lock `keys`; every script takes the wake
-    /// channel prefix as ARGV[1].
-    pub(crate) fn evalsha<O: Operation>(
-        &self,
-        keys: &LockKeys,
-        wake_prefix: &str,
-        op: &O,
-    ) -> redis::Cmd {
+    /// The EVALSHA of `op` on the lock `keys`, after the common arguments.
+    pub(crate) fn evalsha<O: Operation>(&self, keys: &LockKeys, op: &O) -> redis::Cmd {
         let keys = op.keys(keys);
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(self.hash(O::SCRIPT))
             .arg(keys.len())
             .arg(keys)
-            .arg(wake_prefix)
+            .arg(&self.common)
             .arg(op.args());
         cmd
     }
@@ -75,12 +73,11 @@ impl Scripts {
         &self,
         conn: &mut dyn ConnectionLike,
         keys: &LockKeys,
-        wake_prefix: &str,
         op: &O,
         sync: Option<SyncReplicas>,
     ) -> Result<(O::Reply, Option<i64>)> {
         let mut pipe = redis::pipe();
-        pipe.add_command(self.evalsha(keys, wake_prefix, op));
+        pipe.add_command(self.evalsha(keys, op));
         if let Some(sync) = sync {
             pipe.add_command(sync.wait_command());
         }

@@ -17,7 +17,7 @@ use crate::error::{Error, Result, Retry};
 use crate::give_backs::GiveBacks;
 use crate::holds::Holds;
 use crate::own_conns::OwnConns;
-use crate::protocol::{Abandon, LockKeys, Operation, SyncReplicas, WakeMessage};
+use crate::protocol::{Abandon, LockKeys, Operation, QueueEntry, SyncReplicas, WakeMessage};
 use crate::scripts::Scripts;
 use crate::waiters::Waiters;
 
@@ -93,7 +93,7 @@ thread_local! {
 impl Shared {
     /// The state of a client just connected, with a random client id.
     pub(crate) fn new(config: Config, backend: Backend, scripts: Scripts) -> Shared {
-        let wake_prefix = format!("{}:wake:", config.key_prefix);
+        let wake_prefix = config.wake_prefix();
         Shared {
             config,
             backend,
@@ -116,6 +116,23 @@ impl Shared {
     /// Owner id of the calling thread: re-entrancy is per (client, thread).
     pub(crate) fn owner_id(&self) -> String {
         THREAD_NUMBER.with(|n| format!("{}:{n}", self.client_id))
+    }
+
+    /// Whether owner id `owner` is one of this client's threads.
+    pub(crate) fn is_own(&self, owner: &str) -> bool {
+        owner
+            .strip_prefix(self.client_id.as_str())
+            .is_some_and(|rest| rest.starts_with(':'))
+    }
+
+    /// The lock was handed to this client's waiting call `wait_id` with
+    /// `token` for `ttl_ms` (as a "G" message or a release reply says):
+    /// wakes it if it still waits. The second word of the same handoff
+    /// finds it gone, or granted already with the same token.
+    pub(crate) fn grant_waiter(&self, wait_id: u64, token: u64, ttl_ms: u64) {
+        if let Some(waiter) = self.waiters.get(wait_id) {
+            waiter.grant_from_message(token, Duration::from_millis(ttl_ms));
+        }
     }
 
     pub(crate) fn wake_channel(&self) -> String {
@@ -213,29 +230,28 @@ impl Shared {
         sync: Option<SyncReplicas>,
     ) -> Result<(O::Reply, Option<i64>)> {
         self.through_slot_moves(|| {
-            self.with_connection(|conn| self.scripts.run(conn, keys, &self.wake_prefix, op, sync))
+            self.with_connection(|conn| self.scripts.run(conn, keys, op, sync))
         })
     }
 
-    /// Has the watchdog give back call `call` of `owner` on `keys`, whose
+    /// Has the watchdog give back the call `entry` names on `keys`, whose
     /// outcome is unknown or whose hold is not to be kept, as soon as Redis
     /// answers (see [`GiveBacks`]); the watchdog is nudged to try at once.
-    pub(crate) fn give_back_later(&self, keys: &Arc<LockKeys>, owner: &str, call: u64) {
-        self.give_backs.add(
-            Arc::clone(keys),
-            owner.to_owned(),
-            call,
-            self.config.command_timeout,
-        );
+    pub(crate) fn give_back_later(&self, keys: &Arc<LockKeys>, entry: QueueEntry<'_>) {
+        self.give_backs
+            .add(Arc::clone(keys), entry, self.config.command_timeout);
         self.nudge_watchdog();
     }
 
-    /// Gives back call `call` of `owner` now (Redis just answered), or
+    /// Gives back the call `entry` names now (Redis just answered), or
     /// later through the watchdog if that fails.
-    pub(crate) fn give_back_now(&self, keys: &Arc<LockKeys>, owner: &str, call: u64) {
-        if let Err(err) = self.call(keys, &Abandon { owner, call }) {
-            log::warn!("fairlock: giving back call {call} failed, the watchdog retries: {err}");
-            self.give_back_later(keys, owner, call);
+    pub(crate) fn give_back_now(&self, keys: &Arc<LockKeys>, entry: QueueEntry<'_>) {
+        if let Err(err) = self.call(keys, &Abandon { entry }) {
+            log::warn!(
+                "fairlock: giving back call {} failed, the watchdog retries: {err}",
+                entry.wait_id
+            );
+            self.give_back_later(keys, entry);
         }
     }
 

@@ -114,9 +114,7 @@ fn dispatch(shared: &Shared, payload: &[u8]) {
             token,
             ttl_ms,
         }) => {
-            if let Some(waiter) = shared.waiters.get(wait_id) {
-                waiter.grant_from_message(token, Duration::from_millis(ttl_ms));
-            }
+            shared.grant_waiter(wait_id, token, ttl_ms);
         }
         Some(WakeMessage::Head { wait_id, pttl_ms }) => {
             if let Some(waiter) = shared.waiters.get(wait_id) {

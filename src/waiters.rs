@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::protocol::LockKeys;
+use crate::protocol::{LockKeys, QueueEntry};
 
 /// The lock was handed to a waiter while it slept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,9 +58,10 @@ pub(crate) struct Waiter {
     pub(crate) id: u64,
     pub(crate) keys: Arc<LockKeys>,
     pub(crate) owner: String,
-    /// Lease to keep if the heartbeat finds the lock was handed over;
-    /// `None` for a fixed lease (the watchdog must not extend it).
-    pub(crate) renew_lease: Option<Duration>,
+    /// The lease the call gets with the lock, fixed or renewed by the
+    /// watchdog (which must not extend a fixed one).
+    pub(crate) lease: Duration,
+    pub(crate) fixed: bool,
     state: Mutex<WaitState>,
     wakeup: Condvar,
 }
@@ -70,15 +71,27 @@ impl Waiter {
         id: u64,
         keys: Arc<LockKeys>,
         owner: String,
-        renew_lease: Option<Duration>,
+        lease: Duration,
+        fixed: bool,
     ) -> Self {
         Waiter {
             id,
             keys,
             owner,
-            renew_lease,
+            lease,
+            fixed,
             state: Mutex::new(WaitState::default()),
             wakeup: Condvar::new(),
+        }
+    }
+
+    /// The call as the queue stores it.
+    pub(crate) fn entry(&self) -> QueueEntry<'_> {
+        QueueEntry {
+            owner: &self.owner,
+            wait_id: self.id,
+            lease: self.lease,
+            fixed: self.fixed,
         }
     }
 
@@ -248,7 +261,13 @@ mod tests {
 
     fn waiter() -> Arc<Waiter> {
         let keys = Arc::new(LockKeys::new("p", "n").unwrap());
-        Arc::new(Waiter::new(1, keys, "c:1".into(), None))
+        Arc::new(Waiter::new(
+            1,
+            keys,
+            "c:1".into(),
+            Duration::from_secs(1),
+            true,
+        ))
     }
 
     #[test]
@@ -295,7 +314,8 @@ mod tests {
                 id,
                 keys(name),
                 format!("c:{id}"),
-                None,
+                Duration::from_secs(1),
+                true,
             )));
         }
         let mut sizes: Vec<usize> = waiters.by_lock().iter().map(Vec::len).collect();

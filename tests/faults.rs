@@ -114,13 +114,8 @@ fn no_grant_reported(children: &mut Children) -> Vec<Event> {
 fn raw_holder(server: &RedisServer, name: &str) -> Option<(String, u64)> {
     let mut conn = server.conn();
     let keys: Vec<String> = conn.keys(format!("fairlock:*:lock:{name}")).unwrap();
-    let (owner, token): (Option<String>, Option<u64>) = redis::cmd("HMGET")
-        .arg(keys.first()?)
-        .arg("owner")
-        .arg("token")
-        .query(&mut conn)
-        .unwrap();
-    Some((owner?, token?))
+    let (owner, token, _) = holder_of(&mut conn, keys.first()?)?;
+    Some((owner, token.parse().ok()?))
 }
 
 /// The lock is free, nobody is queued, and every key has a TTL.

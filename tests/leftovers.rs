@@ -662,14 +662,9 @@ fn a_lock_without_expiry_is_not_polled_in_a_tight_loop() {
     let mut admin = server.conn();
     let name = "no-expiry";
     let key = lock_key(name);
-    let () = redis::cmd("HSET")
+    let () = redis::cmd("SET")
         .arg(&key)
-        .arg("owner")
-        .arg("elsewhere:1")
-        .arg("count")
-        .arg(1)
-        .arg("token")
-        .arg(1)
+        .arg("1 elsewhere:1 1")
         .query(&mut admin)
         .unwrap();
     let mutex = client.fair_mutex(name);

@@ -17,7 +17,7 @@ use fairlock::{Client, ErrorKind, FairMutex};
 use fairlock_test_support::roles::holder::{
     LEASE_MS as CHILD_LEASE_MS, LOCKED as CHILD_LOCKED, NAME as CHILD_NAME, URL as CHILD_URL,
 };
-use fairlock_test_support::{join_within, ms, serial, wait_until, RedisServer};
+use fairlock_test_support::{holder_of, join_within, ms, serial, wait_until, RedisServer};
 
 /// The child process binary (tests/support/child/), built for these tests.
 const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
@@ -174,15 +174,11 @@ fn queue_len_reaches(mutex: &FairMutex, n: usize, timeout: Duration) -> bool {
     wait_until(timeout, || mutex.queue_len().unwrap() == n)
 }
 
-/// Entries left in the lock's queue, deadlines and grants keys (absent = 0).
+/// Entries left in the lock's queue and deadlines keys (absent = 0).
 fn raw_queue_entries(server: &RedisServer, name: &str) -> Vec<(String, usize)> {
     let mut conn = server.conn();
     let mut found = Vec::new();
-    for (kind, count_cmd) in [
-        ("queue", "ZCARD"),
-        ("deadlines", "ZCARD"),
-        ("grants", "HLEN"),
-    ] {
+    for (kind, count_cmd) in [("queue", "ZCARD"), ("deadlines", "ZCARD")] {
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("fairlock:*:{kind}:{name}"))
             .query(&mut conn)
@@ -202,14 +198,8 @@ fn raw_holder(server: &RedisServer, name: &str) -> Option<(String, u64)> {
         .arg(format!("fairlock:*:lock:{name}"))
         .query(&mut conn)
         .unwrap();
-    let key = keys.first()?;
-    let (owner, token): (Option<String>, Option<u64>) = redis::cmd("HMGET")
-        .arg(key)
-        .arg("owner")
-        .arg("token")
-        .query(&mut conn)
-        .unwrap();
-    Some((owner?, token?))
+    let (owner, token, _) = holder_of(&mut conn, keys.first()?)?;
+    Some((owner, token.parse().ok()?))
 }
 
 /// Holder, waiter A (thread), a child process, waiter B (thread), queued in

@@ -35,9 +35,13 @@ impl Fixture {
         self.lock.eval(&mut self.conn, body, args)
     }
 
+    /// A reply of integers; acquire's bare token (a free lock taken) reads
+    /// as its long form `[1, token]`.
     fn ints(&mut self, body: Script, args: &[&str]) -> Vec<i64> {
-        let reply = self.eval(body, args).unwrap();
-        redis::from_redis_value(reply).unwrap()
+        match self.eval(body, args).unwrap() {
+            Value::Int(token) if body == ACQUIRE => vec![1, token],
+            reply => redis::from_redis_value(reply).unwrap(),
+        }
     }
 
     fn int(&mut self, body: Script, args: &[&str]) -> i64 {
@@ -51,12 +55,32 @@ impl Fixture {
         self.ints(ACQUIRE, &[owner, "10000", "0", "10000", mode, call, live])
     }
 
-    fn holder(&mut self) -> Option<String> {
-        self.conn.hget(&self.lock.keys[0], "owner").unwrap()
+    /// release.lua's holds left (0 also when handed over), or -1.
+    fn release(&mut self, owner: &str, token: &str, call: &str) -> i64 {
+        match self.eval(RELEASE, &[owner, token, call]).unwrap() {
+            Value::Int(left) => left,
+            Value::Array(_) => 0,
+            other => panic!("release replied {other:?}"),
+        }
     }
 
-    fn field(&mut self, field: &str) -> Option<String> {
-        self.conn.hget(&self.lock.keys[0], field).unwrap()
+    /// The holder's owner id, if the lock is held.
+    fn holder(&mut self) -> Option<String> {
+        holder_of(&mut self.conn, &self.lock.keys[0]).map(|(owner, _, _)| owner)
+    }
+
+    /// The holder's fencing token.
+    fn token(&mut self) -> String {
+        holder_of(&mut self.conn, &self.lock.keys[0]).unwrap().1
+    }
+
+    /// The acquire calls counted in the hold (none when free).
+    fn calls(&mut self) -> Vec<String> {
+        let stored: Option<String> = self.conn.get(&self.lock.keys[0]).unwrap();
+        match stored.as_deref().map(|s| s.split(' ').nth(2).unwrap()) {
+            None | Some("-") => Vec::new(),
+            Some(calls) => calls.split(',').map(str::to_owned).collect(),
+        }
     }
 
     fn pttl(&mut self) -> i64 {
@@ -75,22 +99,19 @@ fn a_release_delivered_twice_answers_as_the_first_did() {
     // Handed over to a waiter: the second delivery finds the waiter holding.
     let token = f.acquire("a:1", "first", "1", "0")[1].to_string();
     assert_eq!(f.acquire("b:1", "first", "2", "0")[0], 0, "b queues");
-    assert_eq!(f.int(RELEASE, &["a:1", &token, "1"]), 0);
+    assert_eq!(f.release("a:1", &token, "1"), 0);
     assert_eq!(f.holder().as_deref(), Some("b:1"));
-    assert_eq!(
-        f.int(RELEASE, &["a:1", &token, "1"]),
-        0,
-        "a repeated release is Ok"
-    );
+    assert_eq!(f.release("a:1", &token, "1"), 0, "a repeated release is Ok");
     assert_eq!(f.holder().as_deref(), Some("b:1"), "and changes nothing");
-    // Freed with nobody waiting: the lock key is gone, the fence remembers.
-    let b_token = f.field("token").unwrap();
-    assert_eq!(f.int(RELEASE, &["b:1", &b_token, "2"]), 0);
+    // Freed with nobody waiting: the lock key keeps only the last token and
+    // the call that freed it.
+    let b_token = f.token();
+    assert_eq!(f.release("b:1", &b_token, "2"), 0);
     assert_eq!(f.holder(), None);
-    assert_eq!(f.int(RELEASE, &["b:1", &b_token, "2"]), 0);
+    assert_eq!(f.release("b:1", &b_token, "2"), 0);
     // A release that never held still reports the lost lease.
-    assert_eq!(f.int(RELEASE, &["c:1", &b_token, "3"]), -1);
-    assert_eq!(f.int(RELEASE, &["b:1", &b_token, "9"]), -1);
+    assert_eq!(f.release("c:1", &b_token, "3"), -1);
+    assert_eq!(f.release("b:1", &b_token, "9"), -1);
     f.assert_every_key_expires();
 }
 
@@ -129,18 +150,14 @@ fn a_heartbeat_in_flight_never_stretches_a_fixed_lease_taken_since() {
     let mut f = Fixture::new("heartbeat-token");
     let a_token = f.acquire("a:1", "first", "1", "0")[1].to_string();
     assert_eq!(f.acquire("w:1", "first", "5", "0")[0], 0);
-    assert_eq!(
-        f.int(RELEASE, &["a:1", &a_token, "1"]),
-        0,
-        "handed to w:1 (call 5)"
-    );
-    let w_token = f.field("token").unwrap();
-    assert_eq!(f.int(RELEASE, &["w:1", &w_token, "5"]), 0);
+    assert_eq!(f.release("a:1", &a_token, "1"), 0, "handed to w:1 (call 5)");
+    let w_token = f.token();
+    assert_eq!(f.release("w:1", &w_token, "5"), 0);
     // The same thread takes it again with a fixed 500 ms lease (call 6) ...
     let reply = f.ints(ACQUIRE, &["w:1", "500", "1", "10000", "first", "6", "0"]);
     assert_eq!(reply[0], 1);
     // ... and a heartbeat sent for call 5 arrives only now.
-    let beat = f.ints(HEARTBEAT, &["10000", "w:1", "5", "60000"]);
+    let beat = f.ints(HEARTBEAT, &["10000", "w:1 5 60000 0"]);
     assert_eq!(&beat[2..], &[-1, 0], "call 5 holds nothing any more");
     assert!(
         f.pttl() <= 500,
@@ -148,8 +165,8 @@ fn a_heartbeat_in_flight_never_stretches_a_fixed_lease_taken_since() {
         f.pttl()
     );
     // For the call that holds, the heartbeat reports the hold (and leaves a
-    // fixed lease, sent as 0, as it is).
-    let beat = f.ints(HEARTBEAT, &["10000", "w:1", "6", "0"]);
+    // fixed lease as it is).
+    let beat = f.ints(HEARTBEAT, &["10000", "w:1 6 500 1"]);
     assert_eq!(beat[2], 1);
     assert!(f.pttl() <= 500);
 }
@@ -160,26 +177,30 @@ fn a_call_is_given_back_exactly_once_by_its_id() {
     let token = f.acquire("a:1", "first", "1", "0")[1];
     let live = token.to_string();
     assert_eq!(f.acquire("a:1", "first", "2", &live)[0], 1, "re-entry");
-    assert_eq!(f.field("count").as_deref(), Some("2"));
+    assert_eq!(f.calls(), ["1", "2"]);
     assert_eq!(
-        f.int(ABANDON, &["a:1", "2"]),
+        f.int(ABANDON, &["a:1 2 10000 0"]),
         1,
         "call 2's count given back"
     );
-    assert_eq!(f.int(ABANDON, &["a:1", "2"]), 0, "once");
-    assert_eq!(f.field("count").as_deref(), Some("1"));
-    assert_eq!(f.int(ABANDON, &["a:1", "9"]), 0, "a call that took nothing");
-    // A queued call: only its own id removes its entry.
+    assert_eq!(f.int(ABANDON, &["a:1 2 10000 0"]), 0, "once");
+    assert_eq!(f.calls(), ["1"]);
+    assert_eq!(
+        f.int(ABANDON, &["a:1 9 10000 0"]),
+        0,
+        "a call that took nothing"
+    );
+    // A queued call: only its own entry is removed.
     assert_eq!(f.acquire("b:1", "first", "7", "0")[0], 0);
-    assert_eq!(f.int(ABANDON, &["b:1", "6"]), 0);
-    assert_eq!(f.int(ABANDON, &["b:1", "7"]), 2, "b's entry removed");
+    assert_eq!(f.int(ABANDON, &["b:1 6 10000 0"]), 0);
+    assert_eq!(f.int(ABANDON, &["b:1 7 10000 0"]), 2, "b's entry removed");
     let queued: i64 = f.conn.zcard(&f.lock.keys[1]).unwrap();
     assert_eq!(queued, 0);
     // The last count of a hold frees the lock for the next waiter.
     assert_eq!(f.acquire("c:1", "first", "8", "0")[0], 0);
-    assert_eq!(f.int(ABANDON, &["a:1", "1"]), 1);
+    assert_eq!(f.int(ABANDON, &["a:1 1 10000 0"]), 1);
     assert_eq!(f.holder().as_deref(), Some("c:1"));
-    assert_eq!(f.field("call:8").as_deref(), Some("1"));
+    assert_eq!(f.calls(), ["8"]);
     f.assert_every_key_expires();
 }
 
@@ -191,19 +212,18 @@ fn an_orphaned_hold_is_never_re_entered() {
     let reply = f.acquire("a:1", "first", "2", "0");
     assert_eq!(reply[0], 1);
     assert!(reply[1] > orphan, "a new acquisition, new token");
-    assert_eq!(f.field("count").as_deref(), Some("1"));
-    assert_eq!(f.field("call:1"), None, "the orphan's count is gone");
+    assert_eq!(f.calls(), ["2"], "the orphan's count is gone");
     // With someone queued, the orphan goes to them and the caller queues.
     assert_eq!(f.acquire("b:1", "first", "3", "0")[0], 0);
     let reply = f.acquire("a:1", "first", "4", "0");
     assert_eq!(reply[0], 0, "queued behind b");
     assert_eq!(f.holder().as_deref(), Some("b:1"));
     // A handoff to a waiting call is its own, not an orphan, in poll mode.
-    let b_token = f.field("token").unwrap();
-    assert_eq!(f.int(RELEASE, &["b:1", &b_token, "3"]), 0);
+    let b_token = f.token();
+    assert_eq!(f.release("b:1", &b_token, "3"), 0);
     let reply = f.acquire("a:1", "poll", "4", "0");
     assert_eq!(reply[0], 1, "a's call 4 was handed the lock");
-    assert_eq!(f.field("count").as_deref(), Some("1"));
+    assert_eq!(f.calls(), ["4"]);
 }
 
 #[test]
@@ -242,7 +262,7 @@ fn every_expiry_a_script_sets_is_checked_before_it_writes() {
     let before = f.pttl();
     assert!(f.eval(RENEW, &["a:1", &token, "31536000001"]).is_err());
     assert!(f
-        .eval(HEARTBEAT, &["1000", "a:1", "1", "99999999999999999"])
+        .eval(HEARTBEAT, &["1000", "a:1 1 99999999999999999 0"])
         .is_err());
     assert!(
         f.pttl() <= before && f.pttl() > 31_535_000_000,

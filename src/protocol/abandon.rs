@@ -4,11 +4,12 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{unexpected, Operation, Script};
+use crate::protocol::QueueEntry;
 
-/// Gives back whatever call `call` of `owner` holds or queued, once.
+/// Gives back whatever the call `entry` names holds or queued, once.
 pub struct Abandon<'a> {
-    pub owner: &'a str,
-    pub call: u64,
+    /// The call, as its queue entry names it (its wait id is the call id).
+    pub entry: QueueEntry<'a>,
 }
 
 /// What a give-back found to undo.
@@ -27,7 +28,7 @@ impl Operation for Abandon<'_> {
     const SCRIPT: Script = Script::Abandon;
 
     fn args(&self) -> Vec<String> {
-        vec![self.owner.to_owned(), self.call.to_string()]
+        vec![self.entry.to_string()]
     }
 
     fn parse(&self, reply: Value) -> Result<AbandonReply> {

@@ -79,6 +79,13 @@ impl Operation for Acquire<'_> {
     }
 
     fn parse(&self, reply: Value) -> Result<AcquireReply> {
+        if let Value::Int(token) = reply {
+            // A free lock taken with the lease asked for.
+            return Ok(AcquireReply::Acquired {
+                token: token as u64,
+                pttl_ms: i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX),
+            });
+        }
         let items = int_list(reply)?;
         match items.as_slice() {
             [1, token, pttl] => Ok(AcquireReply::Acquired {
@@ -135,6 +142,13 @@ mod tests {
                 pttl_ms: 500,
                 position: None,
                 last_token: 98
+            }
+        );
+        assert_eq!(
+            attempt().parse(Value::Int(97)).unwrap(),
+            AcquireReply::Acquired {
+                token: 97,
+                pttl_ms: 30_000
             }
         );
         assert!(attempt().parse(ints(&[0, 1])).is_err());

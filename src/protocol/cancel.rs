@@ -1,19 +1,16 @@
 //! `cancel.lua`: a waiting call gives up and leaves the queue.
 
-use std::time::Duration;
-
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{int_list, ms, unexpected, Operation, Script};
+use crate::protocol::operation::{int_list, unexpected, Operation, Script};
+use crate::protocol::QueueEntry;
 
-/// Call `wait_id` of `owner` leaves the queue; if the lock was handed to
-/// it meanwhile, it keeps it (with `lease`, extended unless `fixed`).
+/// The call `entry` names leaves the queue; if the lock was handed to it
+/// meanwhile, it keeps it (with its lease, extended unless fixed).
 pub struct Cancel<'a> {
-    pub owner: &'a str,
-    pub lease: Duration,
-    pub fixed: bool,
-    pub wait_id: u64,
+    /// The call, as it is queued.
+    pub entry: QueueEntry<'a>,
 }
 
 /// What leaving the queue came to.
@@ -30,12 +27,7 @@ impl Operation for Cancel<'_> {
     const SCRIPT: Script = Script::Cancel;
 
     fn args(&self) -> Vec<String> {
-        vec![
-            self.owner.to_owned(),
-            ms(self.lease),
-            if self.fixed { "1" } else { "0" }.to_owned(),
-            self.wait_id.to_string(),
-        ]
+        vec![self.entry.to_string()]
     }
 
     fn parse(&self, reply: Value) -> Result<CancelReply> {

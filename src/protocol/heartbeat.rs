@@ -6,22 +6,15 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{int_list, ms, unexpected, Operation, Script};
+use crate::protocol::QueueEntry;
 
-/// One waiting call of the heartbeating client.
-pub struct WaiterBeat<'a> {
-    pub owner: &'a str,
-    pub wait_id: u64,
-    /// The lease to keep if the lock was handed to this call; `None` for a
-    /// fixed lease, which the watchdog must not extend.
-    pub lease: Option<Duration>,
-}
-
-/// The client's waiters on one lock get a new liveness deadline of
-/// `waiter_timeout` from now; a lock whose holder vanished goes to its
-/// first live waiter.
+/// The client's waiting calls on one lock (as queued) get a new liveness
+/// deadline of `waiter_timeout` from now; a lock whose holder vanished goes
+/// to its first live waiter. A call found holding the lock keeps its lease
+/// unless that lease is fixed (the watchdog must not extend it).
 pub struct Heartbeat<'a> {
     pub waiter_timeout: Duration,
-    pub waiters: Vec<WaiterBeat<'a>>,
+    pub waiters: Vec<QueueEntry<'a>>,
 }
 
 /// A heartbeat's answer about one waiter.
@@ -51,11 +44,7 @@ impl Operation for Heartbeat<'_> {
 
     fn args(&self) -> Vec<String> {
         let mut args = vec![ms(self.waiter_timeout)];
-        for waiter in &self.waiters {
-            args.push(waiter.owner.to_owned());
-            args.push(waiter.wait_id.to_string());
-            args.push(waiter.lease.map_or_else(|| "0".to_owned(), ms));
-        }
+        args.extend(self.waiters.iter().map(QueueEntry::to_string));
         args
     }
 
@@ -88,23 +77,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn arguments_are_triples_and_statuses_follow_their_order() {
+    fn arguments_are_queue_entries_and_statuses_follow_their_order() {
         let beat = Heartbeat {
             waiter_timeout: Duration::from_secs(1),
             waiters: vec![
-                WaiterBeat {
+                QueueEntry {
                     owner: "c:1",
                     wait_id: 4,
-                    lease: Some(Duration::from_secs(2)),
+                    lease: Duration::from_secs(2),
+                    fixed: false,
                 },
-                WaiterBeat {
+                QueueEntry {
                     owner: "c:2",
                     wait_id: 5,
-                    lease: None,
+                    lease: Duration::from_secs(3),
+                    fixed: true,
                 },
             ],
         };
-        assert_eq!(beat.args(), ["1000", "c:1", "4", "2000", "c:2", "5", "0"]);
+        assert_eq!(beat.args(), ["1000", "c:1 4 2000 0", "c:2 5 3000 1"]);
         let reply = Value::Array([300, 9, 0, 2, 1, 9].map(Value::Int).to_vec());
         let parsed = beat.parse(reply).unwrap();
         assert_eq!(

@@ -5,7 +5,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// Longest lock name accepted, in bytes (64 KiB).
 pub const MAX_NAME_LEN: usize = 64 * 1024;
 
-/// The five keys of one lock, in the order every script expects them.
+/// The three keys of one lock, in the order every script expects them.
 ///
 /// Layout: `<prefix>:{<tag>}:<kind>:<name>`. The tag is 16 hex digits of the
 /// name's SHA-1, so all keys of a lock share one cluster hash slot whatever
@@ -13,9 +13,9 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 /// full name follows the fixed-width part, so distinct names never share keys.
 #[derive(Debug)]
 pub struct LockKeys {
-    /// lock, queue, deadlines, grants, fence.
-    pub all: [String; 5],
-    /// The Redis Cluster slot of all five (CRC16 of the tag, as Redis has it).
+    /// lock (the hold, or the last token of a free lock), queue, deadlines.
+    pub all: [String; 3],
+    /// The Redis Cluster slot of all three (CRC16 of the tag, as Redis has it).
     pub slot: u16,
 }
 
@@ -28,18 +28,12 @@ impl LockKeys {
         let tag = &digest[..16];
         let key = |kind: &str| format!("{prefix}:{{{tag}}}:{kind}:{name}");
         Ok(LockKeys {
-            all: [
-                key("lock"),
-                key("queue"),
-                key("deadlines"),
-                key("grants"),
-                key("fence"),
-            ],
+            all: [key("lock"), key("queue"), key("deadlines")],
             slot: crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) % 16384,
         })
     }
 
-    /// The lock hash, the only key the renew script needs.
+    /// The lock key, the only key the renew script needs.
     pub fn lock(&self) -> &str {
         &self.all[0]
     }

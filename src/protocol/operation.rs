@@ -62,9 +62,28 @@ impl Script {
     }
 }
 
+/// The two arguments every script takes first, the same for every call of
+/// one client: ARGV[1] the wake channel prefix (a client's channel is it
+/// followed by the client id), ARGV[2] how long a free lock's key (its
+/// last fencing token) outlives the release that freed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommonArgs {
+    /// `<key prefix>:wake:`.
+    pub wake_prefix: String,
+    /// How long a free lock's key outlives its release.
+    pub fence_life: std::time::Duration,
+}
+
+impl CommonArgs {
+    /// ARGV[1] and ARGV[2].
+    pub fn args(&self) -> [String; 2] {
+        [self.wake_prefix.clone(), ms(self.fence_life)]
+    }
+}
+
 /// One Redis-side operation on one lock: which script it runs, with which
-/// KEYS and ARGV (after ARGV[1], the wake channel prefix every script
-/// takes), and what its reply means. The order of both lives here only.
+/// KEYS and ARGV (after the [`CommonArgs`] every script takes), and what its
+/// reply means. The order of both lives here only.
 pub trait Operation {
     /// The reply, parsed.
     type Reply;
@@ -72,12 +91,12 @@ pub trait Operation {
     /// The script it runs.
     const SCRIPT: Script;
 
-    /// KEYS: all five keys of the lock unless the script needs fewer.
+    /// KEYS: all three keys of the lock unless the script needs fewer.
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
         &keys.all
     }
 
-    /// ARGV after the wake channel prefix, in the script's order.
+    /// ARGV after the common arguments, in the script's order.
     fn args(&self) -> Vec<String>;
 
     /// The script's reply, typed.
@@ -105,6 +124,11 @@ pub fn int_list(value: Value) -> Result<Vec<i64>> {
         Value::ServerError(err) => Err(redis::RedisError::from(err).into()),
         other => Err(unexpected(&other)),
     }
+}
+
+/// A string in a script's reply.
+pub fn text(value: &Value) -> Result<String> {
+    redis::from_redis_value_ref(value).map_err(|_| unexpected(value))
 }
 
 /// A duration as whole milliseconds, for ARGV.
@@ -227,18 +251,36 @@ mod tests {
         names
     }
 
-    /// What is wrong with `source` (helpers, then the operation's own file
-    /// from `body`) as to lib.lua's names: one defined twice, used before (or
-    /// without) its definition, or defined though neither the operation nor
-    /// a helper it needs (transitively) uses it.
-    fn problems(source: &str, body: usize) -> Vec<String> {
+    /// Where the operation's own file lies in its assembled `source`: one
+    /// range per section (build.rs puts helpers at each `-- @helpers` line).
+    fn own_parts(source: &str, own: &str) -> Vec<std::ops::Range<usize>> {
+        let mut from = 0;
+        let parts: Vec<_> = own
+            .split("\n-- @helpers\n")
+            .map(|section| {
+                let at = from + source[from..].find(section).expect("each section in order");
+                from = at + section.len();
+                at..from
+            })
+            .collect();
+        assert_eq!(from, source.len(), "the last section ends the script");
+        parts
+    }
+
+    /// What is wrong with `source` (helpers, and the operation's own code
+    /// in the ranges `own`) as to lib.lua's names: one defined twice, used
+    /// before (or without) its definition, or defined though neither the
+    /// operation nor a helper it needs (transitively) uses it.
+    fn problems(source: &str, own: &[std::ops::Range<usize>]) -> Vec<String> {
         let names = lib_names();
         let found = identifiers(&code_only(source));
+        let in_own = |at: usize| own.iter().any(|r| r.contains(&at));
         let mut problems = Vec::new();
-        // Each definition of a lib name reaches to the next one (or the body).
+        // Each definition of a lib name reaches to the next one, or to the
+        // next part of the operation's own code.
         let mut defs: Vec<(&str, usize)> = found
             .iter()
-            .filter(|(n, at, d)| *d && *at < body && names.contains(n))
+            .filter(|(n, at, d)| *d && !in_own(*at) && names.contains(n))
             .map(|(n, at, _)| (n.as_str(), *at))
             .collect();
         defs.sort_by_key(|d| d.1);
@@ -249,12 +291,18 @@ mod tests {
                 .filter(move |(n, at, d)| !*d && (from..to).contains(at) && names_ref.contains(n))
                 .map(|(n, _, _)| n.as_str())
         };
-        let mut needed: Vec<&str> = uses_in(body, source.len()).collect();
+        let mut needed: Vec<&str> = own.iter().flat_map(|r| uses_in(r.start, r.end)).collect();
         let mut i = 0;
         while i < needed.len() {
             for (k, &(name, at)) in defs.iter().enumerate() {
                 if name == needed[i] {
-                    let to = defs.get(k + 1).map_or(body, |next| next.1);
+                    let next_own = own.iter().map(|r| r.start).filter(|&s| s > at).min();
+                    let next_def = defs.get(k + 1).map(|next| next.1);
+                    let to = [next_own, next_def]
+                        .into_iter()
+                        .flatten()
+                        .min()
+                        .unwrap_or(source.len());
                     needed.extend(uses_in(at, to).filter(|n| *n != name));
                 }
             }
@@ -282,21 +330,13 @@ mod tests {
     #[test]
     fn each_script_defines_the_helpers_it_uses_and_no_other() {
         let names = lib_names();
-        for must in [
-            "LOCK",
-            "FENCE",
-            "MAX_MS",
-            "fmt",
-            "hand_over",
-            "extend_lease",
-        ] {
+        for must in ["LOCK", "FENCE_LIFE", "fmt", "hand_over", "extend_lease"] {
             assert!(names.iter().any(|n| n == must), "{must} not in {names:?}");
         }
         for script in Script::ALL {
             let source = script.source();
-            assert!(source.ends_with(own_file(script)), "{script:?}");
-            let body = source.len() - own_file(script).len();
-            assert_eq!(problems(source, body), Vec::<String>::new(), "{script:?}");
+            let own = own_parts(source, own_file(script));
+            assert_eq!(problems(source, &own), Vec::<String>::new(), "{script:?}");
         }
         // Renew, the watchdog's most frequent call, needs only these.
         let renew = identifiers(&code_only(Script::Renew.source()));
@@ -305,7 +345,35 @@ mod tests {
             .filter(|f| f.2 && names.contains(&f.0))
             .map(|f| f.0.as_str())
             .collect();
-        assert_eq!(defined, ["LOCK", "MAX_MS", "fmt", "fail", "ms_arg"]);
+        assert_eq!(defined, ["LOCK", "fail", "ms_arg"]);
+        // The fast paths of acquire and release (a free lock nobody waits
+        // for) build only the closures they call.
+        for (script, fast) in [
+            (
+                Script::Acquire,
+                ["fail", "ms_arg", "read_lock", "server_time", "take"].as_slice(),
+            ),
+            (
+                Script::Release,
+                ["fail", "ms_arg", "read_lock", "write_free"].as_slice(),
+            ),
+        ] {
+            let source = script.source();
+            let fast_end = own_parts(source, own_file(script))[0].end;
+            let found = identifiers(&code_only(&source[..fast_end]));
+            let functions: Vec<&str> = found
+                .iter()
+                .filter(|f| f.2 && names.contains(&f.0))
+                .map(|f| f.0.as_str())
+                .collect();
+            for f in fast {
+                assert!(functions.contains(f), "{script:?} fast path lacks {f}");
+            }
+            assert!(
+                !functions.contains(&"hand_over"),
+                "{script:?} fast path builds hand_over: {functions:?}"
+            );
+        }
     }
 
     #[test]
@@ -315,25 +383,26 @@ mod tests {
         // renew.lua leaves most of it unused, helpers used only by other
         // unused helpers too.
         let whole = format!("{LIB}{}", own_file(Script::Renew));
-        let unused = problems(&whole, LIB.len());
+        let unused = problems(&whole, &[LIB.len()..whole.len()]);
         assert!(has(unused.clone(), "hand_over is defined and never used"));
         assert!(has(unused.clone(), "leave_queue is defined and never used"));
         assert!(!unused
             .iter()
-            .any(|p| p.starts_with("ms_arg") || p.starts_with("fmt ")));
+            .any(|p| p.starts_with("ms_arg") || p.starts_with("fail ")));
         // Its own file alone calls a helper nobody defined.
-        let bare = problems(own_file(Script::Renew), 0);
+        let renew = own_file(Script::Renew);
+        let bare = problems(renew, &[0..renew.len()]);
         assert!(has(bare, "ms_arg is used, never defined"));
         // A name in a comment or a string is no use of it.
         let quoted = "local function fmt(n)\nend\n-- fmt(1)\nreturn 'fmt(2)'\n";
         assert!(has(
-            problems(quoted, quoted.find("--").unwrap()),
+            problems(quoted, &[quoted.find("--").unwrap()..quoted.len()]),
             "fmt is defined and never used"
         ));
         // A helper's own recursion or a helper defined after its use.
         let late = "local function fail(m)\n  return fmt(m)\nend\nlocal function fmt(n)\nend\nreturn fail(1)\n";
         assert!(has(
-            problems(late, late.find("return fail").unwrap()),
+            problems(late, &[late.find("return fail").unwrap()..late.len()]),
             "fmt is used before its definition"
         ));
     }

@@ -22,7 +22,7 @@ impl Operation for Renew<'_> {
     type Reply = bool;
     const SCRIPT: Script = Script::Renew;
 
-    /// Only the lock hash.
+    /// Only the lock key.
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
         &keys.all[..1]
     }

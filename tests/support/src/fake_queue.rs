@@ -7,17 +7,44 @@
 
 use std::time::Duration;
 
-use fairlock::test_support::{Acquire, LockKeys, Mode, Operation, Release, Script};
+use fairlock::test_support::{
+    Acquire, CommonArgs, LockKeys, Mode, Operation, Release, ReleaseReply, Script,
+};
 use redis::Commands;
 
 use crate::RedisServer;
 
-/// The library's default key prefix and wake channel prefix.
+/// The library's default key prefix.
 const PREFIX: &str = "fairlock";
-const WAKE_PREFIX: &str = "fairlock:wake:";
 
-/// A hold as the lock hash records it: owner id, fencing token, call id.
+/// The arguments every script takes first, as a client with the default
+/// settings sends them.
+fn common_args() -> [String; 2] {
+    CommonArgs {
+        wake_prefix: format!("{PREFIX}:wake:"),
+        fence_life: fairlock::DEFAULT_FENCE_LIFE,
+    }
+    .args()
+}
+
+/// A hold as the lock key records it: owner id, fencing token, call id
+/// (the first counted, when re-entered).
 pub type Holder = (String, String, String);
+
+/// The hold recorded under the lock key `key`, if the lock is held (the
+/// key reads "<token> <owner> <calls>[ <mark>]", or "<token> - -[ <mark>]"
+/// once freed).
+pub fn holder_of(conn: &mut redis::Connection, key: &str) -> Option<Holder> {
+    let stored: Option<String> = conn.get(key).unwrap();
+    let stored = stored?;
+    let mut parts = stored.split(' ');
+    let (token, owner, calls) = (parts.next()?, parts.next()?, parts.next()?);
+    if owner == "-" {
+        return None;
+    }
+    let call = calls.split(',').next()?;
+    Some((owner.to_owned(), token.to_owned(), call.to_owned()))
+}
 
 /// The five keys of one lock, as the library names them, and its scripts.
 pub struct ScriptedLock {
@@ -48,7 +75,7 @@ impl ScriptedLock {
         for k in &self.keys {
             inv.key(k);
         }
-        inv.arg(WAKE_PREFIX);
+        inv.arg(&common_args());
         for arg in args {
             inv.arg(arg);
         }
@@ -82,11 +109,17 @@ impl ScriptedLock {
             .invoke(conn)
     }
 
-    /// Runs acquire ("first" mode) for `owner`; returns the script's reply.
+    /// Runs acquire ("first" mode) for `owner`; returns the script's reply
+    /// (a free lock taken, a bare token, as `[1, token]`).
     pub fn acquire(&self, conn: &mut redis::Connection, owner: &str, wait_id: u64) -> Vec<i64> {
-        self.acquire_invocation(owner, wait_id)
+        match self
+            .acquire_invocation(owner, wait_id)
             .invoke(conn)
             .unwrap()
+        {
+            redis::Value::Int(token) => vec![1, token],
+            reply => redis::from_redis_value(reply).unwrap(),
+        }
     }
 
     /// Queues `count` waiters named `w<i>:1`, pipelined 1000 at a time.
@@ -108,28 +141,27 @@ impl ScriptedLock {
     }
 
     /// Runs release for `owner` holding `token`, taken by acquire call
-    /// `call`; returns holds left or -1.
+    /// `call`; returns holds left (0 also when handed over) or -1.
     pub fn release(&self, conn: &mut redis::Connection, (owner, token, call): &Holder) -> i64 {
         let op = Release {
             owner,
             token: token.parse().expect("a numeric token"),
             call: call.parse().expect("a numeric call id"),
         };
-        self.invocation(&self.release, op.args())
+        let reply: redis::Value = self
+            .invocation(&self.release, op.args())
             .invoke(conn)
-            .unwrap()
+            .unwrap();
+        match op.parse(reply).unwrap() {
+            ReleaseReply::Left(left) => i64::from(left),
+            ReleaseReply::HandedOver(_) => 0,
+            ReleaseReply::NotHeld => -1,
+        }
     }
 
     /// The current holder's owner id, token and (first) acquire call id.
     pub fn holder(&self, conn: &mut redis::Connection) -> Holder {
-        let fields: std::collections::HashMap<String, String> =
-            conn.hgetall(&self.keys[0]).unwrap();
-        let call = fields
-            .keys()
-            .find_map(|f| f.strip_prefix("call:"))
-            .expect("a held lock counts its acquire call")
-            .to_owned();
-        (fields["owner"].clone(), fields["token"].clone(), call)
+        holder_of(conn, &self.keys[0]).expect("the lock is held")
     }
 
     /// One lock cycle as the queue sees it. With a queue: the holder
