@@ -18,13 +18,13 @@ if not owner then
   fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>", got '
     .. entry)
 end
-local token, holder, calls, mark = read_lock()
-if holder == owner and give_back(owner, token, calls, mark, call) then
+local token, holder, calls, mark, fence, left = read_lock()
+if holder == owner and give_back(owner, token, calls, mark, fence, call) then
   return 1
 end
 if redis.call('ZSCORE', QUEUE, entry) then
   local now_us, now_ms = server_time()
-  leave_queue(entry, holder, token, mark, now_us, now_ms)
+  leave_queue(entry, holder, token, mark, left, now_us, now_ms)
   return 2
 end
 return 0

@@ -33,7 +33,7 @@ local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7]
 if fixed ~= '0' and fixed ~= '1' then
   fail('ERR fairlock: fixed must be 0 or 1')
 end
-local token, holder, calls, mark = read_lock()
+local token, holder, calls, mark, fence, left = read_lock()
 -- The common case first: a free lock nobody waits for.
 if not holder and redis.call('EXISTS', QUEUE) == 0 then
   return take(owner, lease, server_time(), wait_id, token, mark)
@@ -45,11 +45,11 @@ local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed
 -- Next most common: someone else holds it; queue (or poll) behind them.
 if holder and holder ~= owner then
   if mode == 'try' then
-    return { 0, redis.call('PTTL', LOCK), -1, tonumber(token) }
+    return { 0, left, -1, tonumber(token) }
   end
   local _, now_ms = server_time()
   local position = join_queue(entry, mode, now_ms, waiter_timeout)
-  return { 0, redis.call('PTTL', LOCK), position, tonumber(token) }
+  return { 0, left, position, tonumber(token) }
 end
 
 -- @helpers
@@ -58,20 +58,19 @@ if holder == owner then
   if counts_call(calls, wait_id) then
     -- This very call holds it: handed over while it waited, or delivered twice.
     if mode == 'poll' and fixed == '0' then
-      extend_lease(lease)
+      left = extend_lease(lease, fence, left)
     end
-    return { 1, tonumber(token), redis.call('PTTL', LOCK) }
+    return { 1, tonumber(token), left }
   end
   if token == ARGV[9] then
-    write_hold(token, owner, calls .. ',' .. wait_id, mark, nil)
-    extend_lease(lease)
-    return { 1, tonumber(token), redis.call('PTTL', LOCK) }
+    write_hold(token, owner, calls .. ',' .. wait_id, mark, fence, nil)
+    return { 1, tonumber(token), extend_lease(lease, fence, left) }
   end
   -- An orphaned hold of this owner: free it (for the queue first) as its
   -- lost call's give-back would, then ask like any newcomer.
   local t_us, t_ms = server_time()
   free_lock(t_us, t_ms, token, mark)
-  token, holder, calls, mark = read_lock()
+  token, holder, calls, mark, fence, left = read_lock()
 end
 
 local now_us, now_ms = server_time()
@@ -88,14 +87,14 @@ if not holder then
     return taken
   end
   -- Free but a live waiter was first: it gets the lock, not the caller.
-  local _, _, handed = hand_over(now_us, now_ms, token, mark)
+  local _, _, handed, ttl = hand_over(now_us, now_ms, token, mark)
   if handed then
-    token = fmt(handed)
+    token, left = fmt(handed), ttl
   end
 end
 
 if mode == 'try' then
-  return { 0, redis.call('PTTL', LOCK), -1, tonumber(token) }
+  return { 0, left, -1, tonumber(token) }
 end
 local position = join_queue(entry, mode, now_ms, waiter_timeout)
-return { 0, redis.call('PTTL', LOCK), position, tonumber(token) }
+return { 0, left, position, tonumber(token) }

@@ -18,13 +18,13 @@ if not owner then
     .. entry)
 end
 ms_arg(lease, 'lease')
-local token, holder, calls, mark = read_lock()
+local token, holder, calls, mark, fence, left = read_lock()
 if holder == owner and counts_call(calls, wait_id) then
   if fixed == '0' then
-    extend_lease(lease)
+    left = extend_lease(lease, fence, left)
   end
-  return { 1, tonumber(token), redis.call('PTTL', LOCK) }
+  return { 1, tonumber(token), left }
 end
 local now_us, now_ms = server_time()
-leave_queue(entry, holder, token, mark, now_us, now_ms)
+leave_queue(entry, holder, token, mark, left, now_us, now_ms)
 return { 0 }

@@ -29,10 +29,10 @@ for i = 4, #ARGV do
 end
 local now_us, now_ms = server_time()
 prune(now_ms)
-local token, holder, calls, mark = read_lock()
+local token, holder, calls, mark, fence, left = read_lock()
 if not holder then
   hand_over(now_us, now_ms, token, mark)
-  token, holder, calls = read_lock()
+  token, holder, calls, mark, fence, left = read_lock()
 end
 
 local out = { 0, tonumber(token) }
@@ -48,7 +48,7 @@ for i = 4, #ARGV do
     out[#out + 1] = position
   elseif holder == owner and counts_call(calls, wait_id) then
     if fixed == '0' then
-      extend_lease(lease)
+      left = extend_lease(lease, fence, left)
     end
     out[#out + 1] = 1
     out[#out + 1] = tonumber(token)
@@ -60,8 +60,5 @@ end
 if queued then
   keep_queue_for(waiter_timeout)
 end
-out[1] = redis.call('PTTL', LOCK)
-if not holder then
-  out[1] = -2
-end
+out[1] = left or -2
 return out

@@ -6,8 +6,10 @@
 -- written once.
 --
 -- Keys of one lock (all share one cluster hash slot through a {tag}):
---   KEYS[1] lock       string  held: "<token> <owner> <calls>[ <mark>]", its
---                              PX the lease; free: "<token> - -[ <mark>]",
+--   KEYS[1] lock       string  held: "<token> <owner> <calls> <fence ms>[ <mark>]",
+--                              its PX the lease + fence ms, so the hold is
+--                              over once PTTL <= fence ms and the last token
+--                              outlives it; free: "<token> - - -[ <mark>]",
 --                              its PX the fence life (or gone). token: the
 --                              last fencing token issued; calls: the ids,
 --                              comma-separated, of the acquire calls counted
@@ -61,47 +63,61 @@ local function ms_arg(value, what)
   return n
 end
 
--- How long a free lock's key (its last token and mark) outlives the
--- release that freed it (the client's fence_life).
+-- How long a lock's key (its last token and mark) outlives the hold that
+-- wrote it, freed or run out (the client's fence_life).
 local FENCE_LIFE = ms_arg(ARGV[2], 'fence life')
 
--- The lock key's parts as strings: last token ('0' when the key is gone),
--- owner and calls (nil when free), and the mark ('' when none). A string
--- fairlock did not write stops the script before any write.
+-- The lock key's parts: last token (a string, '0' when the key is gone),
+-- owner and calls (nil when free or when the lease ran out), the mark (''
+-- when none), and for a hold its fence ms and lease ms left (-1: no
+-- expiry). A string fairlock did not write stops the script before any
+-- write.
 local function read_lock()
   local stored = redis.call('GET', LOCK)
   if not stored then
     return '0', nil, nil, ''
   end
-  local token, owner, calls, mark = string.match(stored, '^(%d+) (%S+) (%S+) ?(.*)$')
+  local token, owner, calls, fence, mark = string.match(stored, '^(%d+) (%S+) (%S+) (%S+) ?(.*)$')
   if not token then
     fail('WRONGTYPE the lock key holds a value fairlock did not write')
   end
   if owner == '-' then
     return token, nil, nil, mark
   end
-  return token, owner, calls, mark
+  local fence_ms = tonumber(fence)
+  if not fence_ms then
+    fail('WRONGTYPE the lock key holds a value fairlock did not write')
+  end
+  local pttl = redis.call('PTTL', LOCK)
+  if pttl == -1 then
+    return token, owner, calls, mark, fence_ms, -1
+  end
+  if pttl <= fence_ms then
+    return token, nil, nil, mark
+  end
+  return token, owner, calls, mark, fence_ms, pttl - fence_ms
 end
 
 -- Records the free lock: its last `token` and `mark` (the call that freed
 -- it), kept for FENCE_LIFE.
 local function write_free(token, mark)
-  local value = token .. ' - -'
+  local value = token .. ' - - -'
   if mark ~= '' then
     value = value .. ' ' .. mark
   end
   redis.call('SET', LOCK, value, 'PX', FENCE_LIFE)
 end
 
--- Records the hold: `calls` of `owner` with `token`, keeping `mark`; with
--- a lease of `ttl` ms, or the lease it has when `ttl` is nil.
-local function write_hold(token, owner, calls, mark, ttl)
-  local value = token .. ' ' .. owner .. ' ' .. calls
+-- Records the hold: `calls` of `owner` with `token`, keeping `mark` and
+-- the last token for `fence` ms after the lease; with a lease of `ttl` ms,
+-- or the lease it has when `ttl` is nil.
+local function write_hold(token, owner, calls, mark, fence, ttl)
+  local value = token .. ' ' .. owner .. ' ' .. calls .. ' ' .. fence
   if mark ~= '' then
     value = value .. ' ' .. mark
   end
   if ttl then
-    redis.call('SET', LOCK, value, 'PX', ttl)
+    redis.call('SET', LOCK, value, 'PX', ttl + fence)
   else
     redis.call('SET', LOCK, value, 'KEEPTTL')
   end
@@ -117,14 +133,14 @@ end
 -- Takes the lock for acquire call `call` of `owner` with a lease of `ttl`
 -- ms, whatever the lock key held; returns the token, max(last + 1, server
 -- clock in µs): the lock key keeps the last token while held and for
--- FENCE_LIFE after a release, and the clock alone keeps tokens increasing
--- after that (or after Redis lost its data, or a lease ran out, at least
--- 30 ms after the take), unless the server clock steps back further.
+-- FENCE_LIFE after the hold ends, and the clock alone keeps tokens
+-- increasing after that (or after Redis lost its data) unless the server
+-- clock steps back further.
 -- `mark` is kept, so that a repeat of the call that last freed the lock is
 -- still known after later takes.
 local function take(owner, ttl, now_us, call, last, mark)
   local token = fmt(math.max(tonumber(last) + 1, now_us))
-  write_hold(token, owner, call, mark, ttl)
+  write_hold(token, owner, call, mark, FENCE_LIFE, ttl)
   return tonumber(token)
 end
 
@@ -277,12 +293,12 @@ local function free_lock(now_us, now_ms, token, mark)
 end
 
 -- Gives back the hold that acquire call `call` of `owner` counted, once.
--- `token`, `calls` and `mark` are the hold as read_lock returned it, after
--- the caller checked that `owner` holds it. Returns (true, holds left)
+-- `token`, `calls`, `mark` and `fence` are the hold as read_lock returned
+-- it, after the caller checked that `owner` holds it. Returns (true, holds left)
 -- when it counted one, (false, holds left) when that call holds nothing
 -- (given back already, or never counted); at 0 left the lock went on as
 -- free_lock says, whose results follow.
-local function give_back(owner, token, calls, mark, call)
+local function give_back(owner, token, calls, mark, fence, call)
   local kept, found = {}, false
   for id in string.gmatch(calls, '[^,]+') do
     if id == call and not found then
@@ -295,29 +311,33 @@ local function give_back(owner, token, calls, mark, call)
     return false, #kept
   end
   if #kept > 0 then
-    write_hold(token, owner, table.concat(kept, ','), mark, nil)
+    write_hold(token, owner, table.concat(kept, ','), mark, fence, nil)
     return true, #kept
   end
   return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
 end
 
 -- Removes `entry` from the queue; the lock goes to the next live waiter
--- if it is free (`held` false; `last` and `mark` as read_lock gave them),
--- and a new head learns of it.
-local function leave_queue(entry, held, last, mark, now_us, now_ms)
+-- if it is free (`held` false; `last`, `mark` and the lease ms `left` as
+-- read_lock gave them), and a new head learns of it.
+local function leave_queue(entry, held, last, mark, left, now_us, now_ms)
   local was_head = redis.call('ZRANK', QUEUE, entry) == 0
   forget(entry)
   prune(now_ms)
   if not held then
     hand_over(now_us, now_ms, last, mark)
   elseif was_head then
-    tell_head(now_ms, redis.call('PTTL', LOCK))
+    tell_head(now_ms, left)
   end
 end
 
--- Keeps a handed-over lease alive until the owner's watchdog renews it.
-local function extend_lease(lease)
-  if redis.call('PTTL', LOCK) < lease then
-    redis.call('PEXPIRE', LOCK, lease)
+-- Keeps a handed-over lease alive until the owner's watchdog renews it:
+-- `left` ms (-1: no expiry) become at least `lease`; returns the lease
+-- left now. `fence` as read_lock returned it.
+local function extend_lease(lease, fence, left)
+  if left ~= -1 and left < lease then
+    redis.call('PEXPIRE', LOCK, lease + fence)
+    return lease
   end
+  return left
 end

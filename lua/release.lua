@@ -18,7 +18,7 @@
 -- Cost: O(log N); with nobody waiting GET, EXISTS and one SET.
 
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
-local held, holder, calls, mark = read_lock()
+local held, holder, calls, mark, fence = read_lock()
 -- The common case first: the only hold of this call, nobody waiting.
 if holder == owner and held == token and calls == call and redis.call('EXISTS', QUEUE) == 0 then
   write_free(token, owner .. '#' .. call)
@@ -33,7 +33,7 @@ if holder ~= owner or held ~= token then
   end
   return -1
 end
-local _, left, next_owner, wait_id, next_token, ttl = give_back(owner, token, calls, mark, call)
+local _, left, next_owner, wait_id, next_token, ttl = give_back(owner, token, calls, mark, fence, call)
 if next_owner then
   return { next_owner, tonumber(wait_id), next_token, ttl }
 end

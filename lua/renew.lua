@@ -8,8 +8,9 @@
 -- ARGV[5] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
--- Returns 1 when renewed, 0 when the lock is no longer this hold's (lease lost).
--- Cost: O(1): GET and one write.
+-- Returns 1 when renewed, 0 when the lock is no longer this hold's (lease
+--         lost: taken by another, or run out).
+-- Cost: O(1): GET, PTTL and one write.
 
 if ARGV[5] ~= '0' then
   ms_arg(ARGV[5], 'lease')
@@ -19,9 +20,15 @@ local held_by = ARGV[4] .. ' ' .. ARGV[3] .. ' '
 if not stored or string.sub(stored, 1, #held_by) ~= held_by then
   return 0
 end
+-- The hold's fence ms: the key outlives the lease by that much.
+local fence = tonumber(string.match(stored, '^%S+ %S+ %S+ (%d+)'))
+local pttl = redis.call('PTTL', LOCK)
+if not fence or (pttl ~= -1 and pttl <= fence) then
+  return 0
+end
 if ARGV[5] == '0' then
   redis.call('SET', LOCK, stored, 'KEEPTTL')
 else
-  redis.call('PEXPIRE', LOCK, ARGV[5])
+  redis.call('PEXPIRE', LOCK, ARGV[5] + fence)
 end
 return 1

@@ -14,10 +14,10 @@
 -- Cost: O(log N + listed).
 
 local _, now_ms = server_time()
-local token, holder, calls = read_lock()
+local token, holder, calls, _, _, left = read_lock()
 local out = { '', 0, 0, -2 }
 if holder then
-  out = { holder, select(2, string.gsub(calls, ',', '')) + 1, tonumber(token), redis.call('PTTL', LOCK) }
+  out = { holder, select(2, string.gsub(calls, ',', '')) + 1, tonumber(token), left }
 end
 out[5] = redis.call('ZCOUNT', DEADLINES, fmt(now_ms), '+inf')
 out[6] = tonumber(token)

@@ -83,8 +83,9 @@ impl Fixture {
         }
     }
 
+    /// The hold's lease ms left (its key outlives it by the fence life).
     fn pttl(&mut self) -> i64 {
-        self.conn.pttl(&self.lock.keys[0]).unwrap()
+        lease_left_of(&mut self.conn, &self.lock.keys[0]).unwrap()
     }
 
     fn assert_every_key_expires(&mut self) {

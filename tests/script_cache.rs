@@ -59,7 +59,7 @@ fn watchdog_round_after(
     let mut last = String::new();
     let done = wait_until(RENEWED_WITHIN, || {
         let now = server_ms(conn);
-        let pttl: i64 = redis::cmd("PTTL").arg(lock_key(name)).query(conn).unwrap();
+        let pttl = lease_left_of(conn, &lock_key(name)).unwrap_or(-2);
         let deadlines: Vec<(String, i64)> = redis::cmd("ZRANGE")
             .arg(key("deadlines", name))
             .arg(0)
@@ -362,10 +362,7 @@ fn a_give_back_after_a_script_flush_costs_latency_only() {
     let guard = client.fair_mutex("give-back").lock().unwrap();
     let mut admin = server.conn();
     let held = |admin: &mut redis::Connection| -> bool {
-        redis::cmd("EXISTS")
-            .arg(lock_key("give-back"))
-            .query(admin)
-            .unwrap()
+        holder_of(admin, &lock_key("give-back")).is_some()
     };
     relay.cut();
     let err = guard.unlock().expect_err("unlock() over a cut link");

@@ -31,8 +31,9 @@ fn common_args() -> [String; 2] {
 /// (the first counted, when re-entered).
 pub type Holder = (String, String, String);
 
-/// The hold recorded under the lock key `key`, if the lock is held (the
-/// key reads "<token> <owner> <calls>[ <mark>]", or "<token> - -[ <mark>]"
+/// The hold recorded under the lock key `key`, if one is (the key reads
+/// "<token> <owner> <calls> <fence ms>[ <mark>]" for a hold, whose lease
+/// may have run out: see [`lease_left_of`], or "<token> - - -[ <mark>]"
 /// once freed).
 pub fn holder_of(conn: &mut redis::Connection, key: &str) -> Option<Holder> {
     let stored: Option<String> = conn.get(key).unwrap();
@@ -44,6 +45,16 @@ pub fn holder_of(conn: &mut redis::Connection, key: &str) -> Option<Holder> {
     }
     let call = calls.split(',').next()?;
     Some((owner.to_owned(), token.to_owned(), call.to_owned()))
+}
+
+/// Ms of lease left to the hold under the lock key `key`: its PTTL less the
+/// fence it keeps after the lease (-1: no expiry); `None` when no hold is
+/// recorded.
+pub fn lease_left_of(conn: &mut redis::Connection, key: &str) -> Option<i64> {
+    let stored: Option<String> = conn.get(key).unwrap();
+    let fence: i64 = stored?.split(' ').nth(3)?.parse().ok()?;
+    let pttl: i64 = conn.pttl(key).unwrap();
+    Some(if pttl == -1 { -1 } else { pttl - fence })
 }
 
 /// The five keys of one lock, as the library names them, and its scripts.
