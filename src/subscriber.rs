@@ -14,9 +14,11 @@
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
+use redis::Value;
+
 use crate::connections::Listen;
 use crate::error::Result;
-use crate::protocol::WakeMessage;
+use crate::protocol::{unexpected, WakeMessage};
 use crate::shared::Shared;
 use crate::waiters::poll_time;
 
@@ -62,8 +64,8 @@ fn listen(
     first: bool,
 ) -> Result<()> {
     let mut conn = shared.backend.subscriber_connection(target)?;
+    subscribe(&mut conn, &shared.wake_channel())?;
     let mut pubsub = conn.as_pubsub();
-    pubsub.subscribe(shared.wake_channel())?;
     pubsub.set_read_timeout(Some(READ_TIMEOUT))?;
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
@@ -92,6 +94,21 @@ fn listen(
             }
             Err(err) => return Err(err.into()),
         }
+    }
+}
+
+/// Subscribes `conn` to `channel` and checks the server's answer, which the
+/// redis crate's `PubSub::subscribe` drops: a refused subscription (an ACL
+/// user without SUBSCRIBE or without the channel) would otherwise pass for
+/// a live one, and nothing would try again until the connection broke.
+fn subscribe(conn: &mut redis::Connection, channel: &str) -> Result<()> {
+    let answer: Value = redis::cmd("SUBSCRIBE").arg(channel).query(conn)?;
+    match &answer {
+        Value::Array(items) if items.first() == Some(&Value::BulkString(b"subscribe".to_vec())) => {
+            Ok(())
+        }
+        Value::ServerError(err) => Err(redis::RedisError::from(err.clone()).into()),
+        _ => Err(unexpected(&answer)),
     }
 }
 

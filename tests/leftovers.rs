@@ -401,14 +401,6 @@ fn keys_and_ttls(conn: &mut redis::Connection) -> Vec<(String, i64)> {
         .collect()
 }
 
-/// `EVALSHA` calls the server has run so far.
-fn evalsha_calls(conn: &mut redis::Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 /// What `build()` came to: the error kind, "built", or the panic.
 fn build_outcome(builder: ClientBuilder) -> String {
     match catch_unwind(AssertUnwindSafe(|| builder.build())) {

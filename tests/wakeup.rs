@@ -1,12 +1,14 @@
 //! Wake-ups: a release notifies the next waiter only, and a lost message
 //! never leaves a waiter asleep past a bounded fallback.
 
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use fairlock_test_support::{
-    join_within, kill_subscribers, ms, pubsub_clients, serial, wait_until, RedisServer,
+    create_acl_user, join_within, kill_subscribers, ms, pubsub_clients, serial, wait_until,
+    RedisServer,
 };
 
 #[test]
@@ -142,4 +144,92 @@ fn a_waiter_whose_wake_message_was_lost_still_gets_the_lock_promptly() {
     assert!(granted - released < Duration::from_millis(500));
     join_within(waiter, Duration::from_secs(5), "waiter");
     assert!(!waiter_id.is_empty());
+}
+
+/// SUBSCRIBE calls the server denied so far (its ACL LOG).
+fn denied_subscribes(conn: &mut redis::Connection) -> i64 {
+    let entries: Vec<HashMap<String, redis::Value>> =
+        redis::cmd("ACL").arg("LOG").query(conn).unwrap();
+    entries
+        .iter()
+        .filter(|e| e.get("object") == Some(&redis::Value::BulkString(b"subscribe".to_vec())))
+        .map(|e| redis::from_redis_value_ref::<i64>(&e["count"]).unwrap())
+        .sum()
+}
+
+/// A waiter of the releasing client is woken by the release's own reply,
+/// which names the new holder: it needs no wake message. Here its client's
+/// subscriber is cut and cannot subscribe again (its ACL user loses
+/// SUBSCRIBE; the scripts may still PUBLISH), and the watchdog's fallback
+/// is 10 s away, so only the reply can wake it at once. Then the
+/// subscriber is let back, and a message that arrives for a waiter already
+/// woken changes nothing.
+#[test]
+fn a_waiter_of_the_releasing_client_wakes_from_the_release_reply() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    create_acl_user(&mut conn, "pw");
+    let client =
+        fairlock::Client::builder(&format!("redis://fairlock:pw@127.0.0.1:{}", server.port()))
+            .lease(Duration::from_secs(30))
+            .waiter_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+    let mutex = client.fair_mutex("same-client");
+    let holder = mutex.lock().unwrap();
+    let (waiter, rx) = spawn_timed_waiter(client.fair_mutex("same-client"));
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+
+    let acl = |conn: &mut redis::Connection, rule: &str| {
+        let () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("fairlock")
+            .arg(rule)
+            .query(conn)
+            .unwrap();
+    };
+    acl(&mut conn, "-subscribe");
+    assert_eq!(kill_subscribers(&mut conn), 1, "the client's subscriber");
+    // Its tries to subscribe again are refused (and retried, 50 ms to 1 s
+    // apart), so no message and no re-poll reaches the waiter: only the
+    // release's reply, or the watchdog's heartbeat 10 s away, can wake it.
+    let denied = || denied_subscribes(&mut server.conn()) >= 1;
+    assert!(wait_until(Duration::from_secs(5), denied));
+    let released = Instant::now();
+    holder.unlock().unwrap();
+    let granted = rx.recv_timeout(Duration::from_secs(20));
+    let still_down = pubsub_clients(&mut conn) == 0;
+    acl(&mut conn, "+subscribe");
+    let late = granted.expect("the waiter got the lock") - released;
+    eprintln!("same-client handoff with no subscriber: {:.2} ms", ms(late));
+    assert!(still_down, "the subscriber subscribed again meanwhile");
+    assert!(late < Duration::from_secs(1), "waited {late:?}");
+    join_within(waiter, Duration::from_secs(5), "waiter");
+
+    // Subscribed again: 50 same-client handoffs in a row, each woken twice
+    // (reply and message), give 50 guards with increasing tokens.
+    assert!(wait_until(Duration::from_secs(10), || pubsub_clients(
+        &mut conn
+    ) == 1));
+    let tokens = std::sync::Mutex::new(Vec::new());
+    thread::scope(|s| {
+        for _ in 0..2 {
+            let (mutex, tokens) = (client.fair_mutex("same-client"), &tokens);
+            s.spawn(move || {
+                for _ in 0..25 {
+                    let guard = mutex.lock().unwrap();
+                    tokens.lock().unwrap().push(guard.fencing_token());
+                    guard.unlock().unwrap();
+                }
+            });
+        }
+    });
+    let tokens = tokens.into_inner().unwrap();
+    assert_eq!(tokens.len(), 50);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    assert!(!mutex.is_locked().unwrap());
 }

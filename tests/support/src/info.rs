@@ -33,6 +33,14 @@ pub fn pubsub_clients(conn: &mut redis::Connection) -> usize {
     clients.lines().filter(|l| l.contains(" sub=1 ")).count()
 }
 
+/// `EVALSHA` calls the server has run so far.
+pub fn evalsha_calls(conn: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
 /// Cuts every subscribed connection (`CLIENT KILL TYPE pubsub`); returns how many.
 pub fn kill_subscribers(conn: &mut redis::Connection) -> i64 {
     redis::cmd("CLIENT")
