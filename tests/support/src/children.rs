@@ -267,6 +267,20 @@ pub fn libfaketime() -> String {
         .into_owned()
 }
 
+/// Removes the shared memory and semaphore libfaketime keeps for process
+/// `pid` (`/dev/shm/faketime_shm_<pid>`, `/dev/shm/sem.faketime_sem_<pid>`),
+/// which a process that exits normally removes itself but a SIGKILLed one
+/// leaves behind; a later process given the same pid would then fail in
+/// libfaketime's start-up. Call it only once `pid` is reaped.
+pub fn remove_faketime_shm(pid: u32) {
+    for name in [
+        format!("faketime_shm_{pid}"),
+        format!("sem.faketime_sem_{pid}"),
+    ] {
+        let _ = std::fs::remove_file(std::path::Path::new("/dev/shm").join(name));
+    }
+}
+
 /// Sends `signal` (a name kill(1) knows: "STOP", "CONT", ...) to the
 /// process `pid`; panics if kill fails.
 pub fn send_signal(pid: u32, signal: &str) {

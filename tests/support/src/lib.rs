@@ -1,8 +1,9 @@
 //! Test support for fairlock's integration tests and benches (a dev-only
 //! crate of the workspace, never published): real redis-servers, Redis
 //! Cluster and Sentinel topologies, child processes and what they agree on
-//! with their test, lock threads, a TCP relay for network faults, and the
-//! Lua scripts driven directly, and the README's ACL user. One module per concern; the items of each
+//! with their test, lock threads, a TCP relay for network faults, the Lua
+//! scripts driven directly, a server whose clock a test steps, and the
+//! README's ACL user. One module per concern; the items of each
 //! are also re-exported here (of `roles`, only the wall clock and the
 //! thread count), so `use fairlock_test_support::*` brings them all in.
 pub mod acl;
@@ -15,6 +16,7 @@ pub mod relay;
 pub mod roles;
 pub mod sentinel;
 pub mod server;
+pub mod server_clock;
 pub mod timing;
 pub mod tls;
 
@@ -28,5 +30,6 @@ pub use relay::*;
 pub use roles::{thread_count, wall_clock_ms};
 pub use sentinel::*;
 pub use server::*;
+pub use server_clock::*;
 pub use timing::*;
 pub use tls::*;

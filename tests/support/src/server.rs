@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder};
 
-use crate::TlsFiles;
+use crate::{remove_faketime_shm, TlsFiles};
 
 /// The environment variable naming the server binary the tests run (a
 /// path, or a name looked up on PATH); `redis-server` when unset.
@@ -80,6 +80,8 @@ pub struct RedisServer {
     extra: Vec<String>,
     /// Listens for TLS only (see [`start_tls`](Self::start_tls)).
     tls: bool,
+    /// Extra environment variables, kept for a restart.
+    env: Vec<(String, String)>,
 }
 
 impl RedisServer {
@@ -119,8 +121,23 @@ impl RedisServer {
     /// As [`start_with`](Self::start_with), running `binary` instead of
     /// [`server_binary`] (a test that compares server versions).
     pub fn start_binary(binary: &Path, extra: &[&str]) -> RedisServer {
+        Self::start_binary_with_env(binary, extra, &[])
+    }
+
+    /// As [`start_binary`](Self::start_binary), with `env` added to the
+    /// server's environment (kept for a [`restart`](Self::restart)): e.g.
+    /// `LD_PRELOAD` of [`libfaketime`](crate::libfaketime) and its
+    /// settings, to move the server's clock (see
+    /// [`ClockedServer`](crate::ClockedServer)). When `LD_PRELOAD` names
+    /// libfaketime, [`kill`](Self::kill) also removes the shared memory
+    /// libfaketime leaves behind a SIGKILLed process.
+    pub fn start_binary_with_env(
+        binary: &Path,
+        extra: &[&str],
+        env: &[(&str, String)],
+    ) -> RedisServer {
         on_a_free_port("redis-server", |port| {
-            Self::spawn(binary, port, extra, false)
+            Self::spawn(binary, port, extra, false, env)
         })
     }
 
@@ -132,7 +149,7 @@ impl RedisServer {
         let mut last_error = String::new();
         for _ in 0..5 {
             let port = free_port_with_bus();
-            match Self::spawn(&binary, port, extra, false) {
+            match Self::spawn(&binary, port, extra, false, &[]) {
                 Ok(started) => return started,
                 Err(err) => last_error = err,
             }
@@ -143,12 +160,18 @@ impl RedisServer {
     fn start_configured(extra: &[&str], tls: bool) -> RedisServer {
         let binary = server_binary();
         on_a_free_port("redis-server", |port| {
-            Self::spawn(&binary, port, extra, tls)
+            Self::spawn(&binary, port, extra, tls, &[])
         })
     }
 
     /// Starts a server on `port` (e.g. again after [`kill`](Self::kill)).
-    fn spawn(binary: &Path, port: u16, extra: &[&str], tls: bool) -> Result<RedisServer, String> {
+    fn spawn(
+        binary: &Path,
+        port: u16,
+        extra: &[&str],
+        tls: bool,
+        env: &[(&str, String)],
+    ) -> Result<RedisServer, String> {
         let dir = private_dir(&format!("test-{port}"))?;
         let mut server = RedisServer {
             child: None,
@@ -157,6 +180,10 @@ impl RedisServer {
             dir,
             extra: extra.iter().map(|a| a.to_string()).collect(),
             tls,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
         };
         server.launch()?;
         Ok(server)
@@ -186,6 +213,7 @@ impl RedisServer {
             .arg("--logfile")
             .arg(self.dir.join("redis.log"))
             .args(&extra)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -254,7 +282,15 @@ impl RedisServer {
 
     /// Kills the server (SIGKILL) and waits for it; its data is lost.
     pub fn kill(&mut self) {
+        let pid = self.pid();
         kill_and_reap(&mut self.child);
+        let faketime = self
+            .env
+            .iter()
+            .any(|(k, v)| k == "LD_PRELOAD" && v.contains("faketime"));
+        if let (Some(pid), true) = (pid, faketime) {
+            remove_faketime_shm(pid);
+        }
     }
 
     /// Starts the server again on the same port, empty.

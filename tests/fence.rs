@@ -1,0 +1,194 @@
+//! Fencing tokens when the server's clock steps back (issue 12): a token is
+//! max(last + 1, server clock in µs), and the lock key keeps the last one
+//! for `fence_life` after a hold ends. The first three tests run the server
+//! under libfaketime (see `ClockedServer`) and step its wall clock back
+//! 30 s, as an NTP step would; its monotonic clock keeps running.
+//!
+//! Measured: within the fence life a freed lock's next token comes from
+//! its key; after it, a step back gives a smaller token (what a fence life
+//! shorter than a clock step risks). A step moves every expiry the server
+//! counts with it, so a freed lock's key lives that much longer, and a hold
+//! whose lease ran out less than the step ago is held again until the
+//! clock is back past its end (by then the clock alone is past its token).
+
+use std::time::{Duration, Instant};
+
+use fairlock::test_support::LockKeys;
+use fairlock::Client;
+use fairlock_test_support::*;
+use redis::Commands;
+
+const STEP: Duration = Duration::from_secs(30);
+
+/// A client of `server` with the test timings and `fence_life`.
+fn client(server: &RedisServer, fence_life: Duration) -> Client {
+    server
+        .builder()
+        .fence_life(fence_life)
+        .build()
+        .expect("client connects")
+}
+
+/// The lock key of `name` under the default prefix.
+fn lock_key(name: &str) -> String {
+    LockKeys::new("fairlock", name).unwrap().all[0].clone()
+}
+
+/// Locks and unlocks `name`; returns the token.
+fn lock_and_unlock(client: &Client, name: &str) -> u64 {
+    let guard = client.fair_mutex(name).lock().unwrap();
+    let token = guard.fencing_token();
+    guard.unlock().unwrap();
+    token
+}
+
+/// Steps the server's clock back by [`STEP`] and checks that a token from
+/// the clock alone would now be below `token`.
+fn step_back_below(clocked: &mut ClockedServer, conn: &mut redis::Connection, token: u64) {
+    clocked.step_back(STEP);
+    let now = server_time_us(conn);
+    assert!(
+        now < token as i64,
+        "after the step the server clock ({now} µs) should be below token {token}"
+    );
+}
+
+#[test]
+fn a_freed_lock_keeps_its_last_token_through_a_step_back() {
+    let mut clocked = ClockedServer::start();
+    let mut conn = clocked.server.conn();
+    let client = client(&clocked.server, Duration::from_secs(5));
+    let (name, key) = ("fence-freed", lock_key("fence-freed"));
+    let first = lock_and_unlock(&client, name);
+
+    step_back_below(&mut clocked, &mut conn, first);
+    // The step moved the free key's expiry too: 5 s became about 35 s.
+    let pttl: i64 = conn.pttl(&key).unwrap();
+    assert!(pttl > 30_000, "free key PTTL {pttl} ms after the step");
+
+    let next = lock_and_unlock(&client, name);
+    eprintln!(
+        "freed, step -{STEP:?}: token {first} then {next}; key PTTL {pttl} ms after the step"
+    );
+    assert_eq!(next, first + 1, "the next token comes from the key");
+}
+
+#[test]
+fn a_lease_that_ran_out_is_held_again_after_a_step_back_and_the_next_token_is_larger() {
+    let mut clocked = ClockedServer::start();
+    let mut conn = clocked.server.conn();
+    let fence = Duration::from_secs(5);
+    let (holder, other) = (
+        client(&clocked.server, fence),
+        client(&clocked.server, fence),
+    );
+    let (name, key) = ("fence-lapsed", lock_key("fence-lapsed"));
+    let lease = Duration::from_millis(200);
+
+    let guard = holder.fair_mutex(name).with_lease(lease).lock().unwrap();
+    let lapsed = guard.fencing_token();
+    std::mem::forget(guard);
+    assert!(
+        wait_until(Duration::from_secs(3), || lease_left_of(&mut conn, &key)
+            .is_some_and(|left| left <= 0)),
+        "the 200 ms lease did not run out"
+    );
+    assert!(!other.fair_mutex(name).is_locked().unwrap());
+
+    step_back_below(&mut clocked, &mut conn, lapsed);
+    // The key's expiry moved back with the clock: the hold that ran out is
+    // a hold again, with about the step (less the time since it ran out)
+    // of lease left.
+    let (owner, token, _) = holder_of(&mut conn, &key).expect("a hold under the lock key");
+    assert!(owner.starts_with(holder.id()), "{owner}");
+    assert_eq!(token, lapsed.to_string());
+    let left = lease_left_of(&mut conn, &key).unwrap();
+    assert!((25_000..30_000).contains(&left), "lease left {left} ms");
+    let mutex = other.fair_mutex(name);
+    assert!(
+        mutex.try_lock().unwrap().is_none(),
+        "the lapsed hold is back"
+    );
+
+    let asked = Instant::now();
+    let next = mutex
+        .try_lock_for(STEP + Duration::from_secs(10))
+        .unwrap()
+        .expect("the lock once the clock is past the old lease end again");
+    let waited = asked.elapsed();
+    let next_token = next.fencing_token();
+    next.unlock().unwrap();
+    eprintln!(
+        "lapsed, step -{STEP:?}: token {lapsed} held again with {left} ms left; \
+         next token {next_token} (+{} µs) after {:.0} ms",
+        next_token - lapsed,
+        ms(waited)
+    );
+    assert!(
+        waited >= Duration::from_millis(left as u64 * 9 / 10),
+        "got it after {waited:?}, {left} ms of the revived lease left"
+    );
+    // From the clock, back past the old lease end, not from the key: the
+    // key's last token was not needed.
+    assert!(next_token >= lapsed + lease.as_micros() as u64 - 2_000);
+}
+
+#[test]
+fn a_step_back_after_the_fence_life_gives_a_smaller_token() {
+    let mut clocked = ClockedServer::start();
+    let mut conn = clocked.server.conn();
+    let client = client(&clocked.server, fairlock::MIN_FENCE_LIFE);
+    let (name, key) = ("fence-gone", lock_key("fence-gone"));
+    let first = lock_and_unlock(&client, name);
+    let freed = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(3), || !conn
+            .exists::<_, bool>(&key)
+            .unwrap()),
+        "the lock key outlived its 1 s fence life by 2 s"
+    );
+    let gone = freed.elapsed();
+
+    step_back_below(&mut clocked, &mut conn, first);
+    let next = lock_and_unlock(&client, name);
+    let behind = first as i64 - next as i64;
+    eprintln!(
+        "fence life {:?}, key gone {:.0} ms after the unlock, step -{STEP:?}: \
+         token {first} then {next}, {behind} µs smaller",
+        fairlock::MIN_FENCE_LIFE,
+        ms(gone)
+    );
+    assert!(next < first, "token {next} after {first}");
+    // The new token is the stepped clock: the step less the time between.
+    assert!(
+        (20_000_000..STEP.as_micros() as i64).contains(&behind),
+        "{behind} µs"
+    );
+}
+
+#[test]
+fn the_key_outlives_a_release_by_the_fence_life_and_no_longer() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let client = client(&server, Duration::from_secs(1));
+    let (name, key) = ("fence-life", lock_key("fence-life"));
+    let token = lock_and_unlock(&client, name);
+    let freed = Instant::now();
+    let pttl: i64 = conn.pttl(&key).unwrap();
+    assert!(
+        (1..=1000).contains(&pttl),
+        "PTTL {pttl} ms after the unlock"
+    );
+    let stored: String = conn.get(&key).unwrap();
+    assert!(stored.starts_with(&format!("{token} - - -")), "{stored:?}");
+    assert!(
+        wait_until(Duration::from_secs(2), || !conn
+            .exists::<_, bool>(&key)
+            .unwrap()),
+        "the lock key still there 2 s after the unlock"
+    );
+    eprintln!(
+        "fence life 1 s: PTTL {pttl} ms right after the unlock, gone after {:.0} ms",
+        ms(freed.elapsed())
+    );
+}
