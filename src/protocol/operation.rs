@@ -267,6 +267,11 @@ mod tests {
         parts
     }
 
+    /// The operation's own code as one part, from `from` to the end.
+    fn own_from(source: &str, from: usize) -> Vec<std::ops::Range<usize>> {
+        std::iter::once(from..source.len()).collect()
+    }
+
     /// What is wrong with `source` (helpers, and the operation's own code
     /// in the ranges `own`) as to lib.lua's names: one defined twice, used
     /// before (or without) its definition, or defined though neither the
@@ -383,7 +388,7 @@ mod tests {
         // renew.lua leaves most of it unused, helpers used only by other
         // unused helpers too.
         let whole = format!("{LIB}{}", own_file(Script::Renew));
-        let unused = problems(&whole, &[LIB.len()..whole.len()]);
+        let unused = problems(&whole, &own_from(&whole, LIB.len()));
         assert!(has(unused.clone(), "hand_over is defined and never used"));
         assert!(has(unused.clone(), "leave_queue is defined and never used"));
         assert!(!unused
@@ -391,18 +396,18 @@ mod tests {
             .any(|p| p.starts_with("ms_arg") || p.starts_with("fail ")));
         // Its own file alone calls a helper nobody defined.
         let renew = own_file(Script::Renew);
-        let bare = problems(renew, &[0..renew.len()]);
+        let bare = problems(renew, &own_from(renew, 0));
         assert!(has(bare, "ms_arg is used, never defined"));
         // A name in a comment or a string is no use of it.
         let quoted = "local function fmt(n)\nend\n-- fmt(1)\nreturn 'fmt(2)'\n";
         assert!(has(
-            problems(quoted, &[quoted.find("--").unwrap()..quoted.len()]),
+            problems(quoted, &own_from(quoted, quoted.find("--").unwrap())),
             "fmt is defined and never used"
         ));
         // A helper's own recursion or a helper defined after its use.
         let late = "local function fail(m)\n  return fmt(m)\nend\nlocal function fmt(n)\nend\nreturn fail(1)\n";
         assert!(has(
-            problems(late, &[late.find("return fail").unwrap()..late.len()]),
+            problems(late, &own_from(late, late.find("return fail").unwrap())),
             "fmt is used before its definition"
         ));
     }

@@ -23,7 +23,7 @@ use crate::{
 /// A [`RedisServer`] under libfaketime, with the file that sets its clock.
 pub struct ClockedServer {
     pub server: RedisServer,
-    /// libfaketime's FAKETIME_TIMESTAMP_FILE: one line, e.g. "-30s".
+    /// libfaketime's FAKETIME_TIMESTAMP_FILE: one line, e.g. "-5s".
     file: PathBuf,
     dir: PathBuf,
     /// The offset in the file, in seconds.
