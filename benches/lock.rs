@@ -3,23 +3,31 @@
 //!
 //! `cargo bench --bench lock` runs everything in a few minutes; then
 //! `scripts/bench-report` turns the results into BENCHMARKS.md. Figures that
-//! criterion cannot hold (percentiles, inversion counts, thread and
-//! connection counts) are written to `target/fairlock-bench/*.json`.
+//! criterion cannot hold (percentiles, inversion counts, per-thread counts,
+//! server time and memory) are written to `target/fairlock-bench/*.json`.
 //!
-//! `FAIRLOCK_BENCH_LINK_DELAY_US=500 cargo bench --bench lock` puts the
-//! round-trip, handoff and contended benches (floor included) on an
-//! emulated link of ~1 ms round trip (see `common::Link`).
+//! `FAIRLOCK_BENCH_LINK_DELAY_US=500 cargo bench --bench lock` runs only the
+//! latency benches (round trips with their floor, both handoffs, contended)
+//! on an emulated link of ~1 ms round trip (see `common::Link`), writes
+//! their JSON to `target/fairlock-bench/link/` and names their criterion
+//! groups `<group>_link`, so a loopback run and a link run both stay.
 
+mod breakdown;
 mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{measuring, percentile, write_json, Link};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fairlock::Client;
+use common::{link_delay_json, link_delay_us, measuring, median, percentile, us, write_json, Link};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+use fairlock::{Client, FairMutex};
 use fairlock_test_support::{fake_queue, info_field, thread_count, wait_until, RedisServer};
+
+/// Criterion's samples per bench; the last this many `iter_custom` calls
+/// of a bench are its measured samples (the ones before are warm-up).
+const SAMPLES: usize = 30;
 
 /// A client with the library's default timings (lease 30 s, waiters 10 s).
 fn client(server: &RedisServer) -> Client {
@@ -31,6 +39,34 @@ fn client_over(link: &Link) -> Client {
     Client::builder(link.url()).build().unwrap()
 }
 
+/// Runs `call` `iters` times, timing each call into `samples`; returns
+/// the total, for `iter_custom`.
+fn timed_each(iters: u64, samples: &Mutex<Vec<Duration>>, mut call: impl FnMut()) -> Duration {
+    let mut mine = Vec::with_capacity(iters as usize);
+    for _ in 0..iters {
+        let start = Instant::now();
+        call();
+        mine.push(start.elapsed());
+    }
+    let total = mine.iter().sum();
+    samples.lock().unwrap().extend(mine);
+    total
+}
+
+/// The median of `samples` in µs as JSON, `null` when there are none (the
+/// bench was filtered out).
+fn median_us_json(samples: &Mutex<Vec<Duration>>) -> String {
+    let samples = samples.lock().unwrap();
+    if samples.is_empty() {
+        return "null".into();
+    }
+    format!("{:.2}", median(samples.iter().map(|d| us(*d)).collect()))
+}
+
+/// The floor (a no-op EVALSHA) and an uncontended lock + unlock. Besides
+/// criterion's estimates, `round_trips.json` keeps the medians of every
+/// single call timed here, which a later run in the other mode (loopback
+/// or link) does not overwrite.
 fn round_trips(c: &mut Criterion) {
     let server = RedisServer::start();
     let link = Link::to(&server);
@@ -38,47 +74,89 @@ fn round_trips(c: &mut Criterion) {
     let noop = redis::Script::new("return 1");
     let client = client_over(&link);
     let mutex = client.fair_mutex("bench:uncontended");
+    let (floor, cycle) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
 
-    let mut group = c.benchmark_group("round_trips");
+    let mut group = c.benchmark_group(common::group_name("round_trips"));
     group.throughput(Throughput::Elements(1));
     group.bench_function("floor_evalsha_noop", |b| {
-        b.iter(|| noop.invoke::<i64>(&mut conn).unwrap())
+        b.iter_custom(|iters| {
+            timed_each(iters, &floor, || {
+                noop.invoke::<i64>(&mut conn).unwrap();
+            })
+        })
     });
     group.bench_function("uncontended_lock_unlock", |b| {
-        b.iter(|| mutex.lock().unwrap().unlock().unwrap())
+        b.iter_custom(|iters| timed_each(iters, &cycle, || mutex.lock().unwrap().unlock().unwrap()))
     });
     group.finish();
+    write_json(
+        "round_trips",
+        &format!(
+            "{{\"link_delay_us\": {}, \"floor_us\": {}, \"floor_samples\": {}, \"cycle_us\": {}, \"cycle_samples\": {}}}",
+            link_delay_json(),
+            median_us_json(&floor),
+            floor.lock().unwrap().len(),
+            median_us_json(&cycle),
+            cycle.lock().unwrap().len(),
+        ),
+    );
 }
 
-/// Two threads on two clients take turns; each sample is the time from the
-/// holder's release call to the other thread's `lock()` returning.
+/// Two threads take turns on one lock; each sample is the time from the
+/// holder's release call to the other thread's `lock()` returning. Between
+/// two clients (`handoff.json`), and between two threads of one client
+/// (`handoff_same_client.json`: the release reply names the new holder,
+/// so that client wakes it without waiting for the pub/sub message).
 fn handoff(c: &mut Criterion) {
     let server = RedisServer::start();
     let link = Link::to(&server);
     let clients = [client_over(&link), client_over(&link)];
-    let all_samples = Arc::new(Mutex::new(Vec::new()));
-    let mut group = c.benchmark_group("handoff");
+    let one = client_over(&link);
+    let mut group = c.benchmark_group(common::group_name("handoff"));
     group.throughput(Throughput::Elements(1));
-    group.bench_function("release_to_next_lock", |b| {
+    let name = "bench:handoff";
+    let between = [clients[0].fair_mutex(name), clients[1].fair_mutex(name)];
+    let samples = handoffs(&mut group, "release_to_next_lock", &between);
+    write_latencies("handoff", samples);
+    let name = "bench:handoff:same_client";
+    let within = [one.fair_mutex(name), one.fair_mutex(name)];
+    let samples = handoffs(&mut group, "same_client_release_to_next_lock", &within);
+    write_latencies("handoff_same_client", samples);
+    group.finish();
+}
+
+/// The criterion bench `id` of a ping-pong between `mutexes`; returns every
+/// handoff's latency.
+fn handoffs(
+    group: &mut BenchmarkGroup<WallTime>,
+    id: &str,
+    mutexes: &[FairMutex; 2],
+) -> Vec<Duration> {
+    let all_samples = Mutex::new(Vec::new());
+    group.bench_function(id, |b| {
         b.iter_custom(|iters| {
-            let samples = ping_pong(&clients, iters);
+            let samples = ping_pong(mutexes, iters);
             let total = samples.iter().sum();
             all_samples.lock().unwrap().extend(samples);
             total
         })
     });
-    group.finish();
-    let mut samples = all_samples.lock().unwrap().clone();
+    all_samples.into_inner().unwrap()
+}
+
+/// Writes `<name>.json`: count, p50/p90/p99 and every sample in µs
+/// (nothing when the bench was filtered out).
+fn write_latencies(name: &str, mut samples: Vec<Duration>) {
     if samples.is_empty() {
-        return; // filtered out on the command line
+        return;
     }
     samples.sort();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
     let histogram: Vec<String> = samples.iter().map(|d| format!("{:.1}", us(*d))).collect();
     write_json(
-        "handoff",
+        name,
         &format!(
-            "{{\"samples\": {}, \"p50_us\": {:.1}, \"p90_us\": {:.1}, \"p99_us\": {:.1}, \"all_us\": [{}]}}",
+            "{{\"link_delay_us\": {}, \"samples\": {}, \"p50_us\": {:.1}, \"p90_us\": {:.1}, \"p99_us\": {:.1}, \"all_us\": [{}]}}",
+            link_delay_json(),
             samples.len(),
             us(percentile(&samples, 0.5)),
             us(percentile(&samples, 0.9)),
@@ -88,15 +166,15 @@ fn handoff(c: &mut Criterion) {
     );
 }
 
-/// Runs `handoffs` handoffs between two threads; returns each one's latency.
-fn ping_pong(clients: &[Client; 2], handoffs: u64) -> Vec<Duration> {
+/// Runs `handoffs` handoffs between two threads, one on each of `mutexes`;
+/// returns each one's latency.
+fn ping_pong(mutexes: &[FairMutex; 2], handoffs: u64) -> Vec<Duration> {
     let released_at: Mutex<Option<Instant>> = Mutex::new(None);
     let remaining = AtomicU64::new(handoffs + 1);
     let samples = Mutex::new(Vec::with_capacity(handoffs as usize));
     std::thread::scope(|s| {
-        for client in clients {
+        for mutex in mutexes {
             let (released_at, remaining, samples) = (&released_at, &remaining, &samples);
-            let mutex = client.fair_mutex("bench:handoff");
             s.spawn(move || loop {
                 let guard = mutex.lock().unwrap();
                 if let Some(at) = released_at.lock().unwrap().take() {
@@ -114,81 +192,153 @@ fn ping_pong(clients: &[Client; 2], handoffs: u64) -> Vec<Duration> {
     samples.into_inner().unwrap()
 }
 
-/// `threads` threads on as many clients lock and unlock one lock with an
-/// empty critical section, as fast as they can.
+/// `threads` threads lock and unlock one lock with an empty critical
+/// section, as fast as they can: each on a client of its own (2, 8, 32),
+/// and all in one client (8, 32). `contended.json` has, for each, the
+/// median acquisitions/s of criterion's samples, each thread's count, the
+/// busiest thread's share against the fair one, and FIFO inversions.
 fn contended(c: &mut Criterion) {
     let server = RedisServer::start();
     let link = Link::to(&server);
-    let mut group = c.benchmark_group("contended");
+    let mut group = c.benchmark_group(common::group_name("contended"));
     group.throughput(Throughput::Elements(1));
-    let mut inversions = Vec::new();
-    for threads in [2usize, 8, 32] {
-        let clients: Vec<Client> = (0..threads).map(|_| client_over(&link)).collect();
-        let name = format!("bench:contended:{threads}");
-        group.bench_with_input(
-            BenchmarkId::new("acquisitions", threads),
-            &threads,
-            |b, _| {
-                b.iter_custom(|iters| {
-                    let remaining = AtomicU64::new(iters);
-                    let start = Barrier::new(threads + 1);
-                    let started = std::thread::scope(|s| {
-                        for client in &clients {
-                            let (remaining, start, mutex) =
-                                (&remaining, &start, client.fair_mutex(&name));
-                            s.spawn(move || {
-                                start.wait();
-                                loop {
-                                    let guard = mutex.lock().unwrap();
-                                    // Count down without wrapping past zero.
-                                    let counted = remaining
-                                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                                            n.checked_sub(1)
-                                        })
-                                        .is_ok();
-                                    guard.unlock().unwrap();
-                                    if !counted {
-                                        return;
-                                    }
-                                }
-                            });
-                        }
-                        start.wait();
-                        Instant::now()
-                    });
-                    started.elapsed()
-                })
-            },
-        );
-        inversions.push((
-            threads,
-            fifo_inversions(&clients, &format!("{name}:fifo"), 5),
-        ));
+    let mut rows = Vec::new();
+    for (threads, one_client) in [(2, false), (8, false), (32, false), (8, true), (32, true)] {
+        let clients: Vec<Client> = (0..if one_client { 1 } else { threads })
+            .map(|_| client_over(&link))
+            .collect();
+        if let Some(row) = contended_run(&mut group, threads, &clients) {
+            rows.push(row);
+        }
     }
     group.finish();
-    let rows: Vec<String> = inversions
-        .iter()
-        .map(|(t, (inv, grants))| {
-            format!("{{\"threads\": {t}, \"inversions\": {inv}, \"grants\": {grants}}}")
-        })
-        .collect();
-    write_json("fifo", &format!("[{}]", rows.join(",")));
+    if !rows.is_empty() {
+        write_json("contended", &format!("[{}]", rows.join(",\n")));
+    }
 }
 
-/// The queued-waiters workload: a holder holds, every client's thread
-/// queues one after another (each only once the previous is queued), the
-/// holder releases; grant order is compared with arrival order. Repeated
-/// `rounds` times; returns (inversions, grants).
-fn fifo_inversions(clients: &[Client], name: &str, rounds: usize) -> (usize, usize) {
-    let holder_client = &clients[0];
-    let watcher = holder_client.fair_mutex(name);
+/// One criterion sample of a contended bench.
+struct ContendedSample {
+    acquisitions_per_s: f64,
+    /// Each thread's acquisitions.
+    counts: Vec<u64>,
+}
+
+/// One contended bench: `threads` threads over `clients` (thread `i` on
+/// `clients[i % len]`), then its FIFO workload on the same clients; its
+/// `contended.json` row, or None when the bench was filtered out.
+fn contended_run(
+    group: &mut BenchmarkGroup<WallTime>,
+    threads: usize,
+    clients: &[Client],
+) -> Option<String> {
+    let (id, name) = match clients.len() {
+        1 => (
+            "acquisitions_one_client",
+            format!("bench:contended:one:{threads}"),
+        ),
+        _ => ("acquisitions", format!("bench:contended:{threads}")),
+    };
+    let samples = Mutex::new(Vec::new());
+    group.bench_with_input(BenchmarkId::new(id, threads), &threads, |b, _| {
+        b.iter_custom(|iters| {
+            let (elapsed, counts) = race(clients, &name, threads, iters);
+            samples.lock().unwrap().push(ContendedSample {
+                acquisitions_per_s: iters as f64 / elapsed.as_secs_f64(),
+                counts,
+            });
+            elapsed
+        })
+    });
+    let samples = samples.into_inner().unwrap();
+    if samples.is_empty() {
+        return None;
+    }
+    let measured = &samples[samples.len().saturating_sub(SAMPLES)..];
+    let fifo = fifo_inversions(clients, threads, &format!("{name}:fifo"), 5);
+    Some(contended_json(clients.len(), measured, fifo))
+}
+
+/// A `contended.json` row from the measured samples (criterion's last
+/// [`SAMPLES`]; the ones before are warm-up) and the FIFO workload's
+/// (inversions, grants): median acquisitions/s, each thread's total, the
+/// busiest thread's share and the fair one.
+fn contended_json(clients: usize, measured: &[ContendedSample], fifo: (usize, usize)) -> String {
+    let threads = measured[0].counts.len();
+    let totals: Vec<u64> = (0..threads)
+        .map(|i| measured.iter().map(|s| s.counts[i]).sum())
+        .collect();
+    let all: u64 = totals.iter().sum();
+    let busiest = *totals.iter().max().unwrap() as f64 / all.max(1) as f64;
+    let rate = median(measured.iter().map(|s| s.acquisitions_per_s).collect());
+    let totals: Vec<String> = totals.iter().map(u64::to_string).collect();
+    format!(
+        "{{\"threads\": {threads}, \"clients\": {clients}, \"link_delay_us\": {}, \"acq_per_s\": {rate:.1}, \
+         \"samples\": {}, \"per_thread\": [{}], \"busiest_share\": {busiest:.4}, \"fair_share\": {:.4}, \
+         \"inversions\": {}, \"grants\": {}}}",
+        link_delay_json(),
+        measured.len(),
+        totals.join(", "),
+        1.0 / threads as f64,
+        fifo.0,
+        fifo.1,
+    )
+}
+
+/// One contended sample: `threads` threads (thread `i` on
+/// `clients[i % len]`) take `iters` acquisitions in all; returns the time
+/// from the start to the last, and each thread's count.
+fn race(clients: &[Client], name: &str, threads: usize, iters: u64) -> (Duration, Vec<u64>) {
+    let remaining = AtomicU64::new(iters);
+    let start = Barrier::new(threads + 1);
+    let counts: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
+    let started = std::thread::scope(|s| {
+        for (i, count) in counts.iter().enumerate() {
+            let mutex = clients[i % clients.len()].fair_mutex(name);
+            let (remaining, start) = (&remaining, &start);
+            s.spawn(move || {
+                start.wait();
+                loop {
+                    let guard = mutex.lock().unwrap();
+                    // Count down without wrapping past zero.
+                    let counted = remaining
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                        .is_ok();
+                    guard.unlock().unwrap();
+                    if !counted {
+                        return;
+                    }
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        start.wait();
+        Instant::now()
+    });
+    let counts = counts.into_iter().map(AtomicU64::into_inner).collect();
+    (started.elapsed(), counts)
+}
+
+/// The queued-waiters workload: a holder (on `clients[0]`) holds; then
+/// `threads - 1` threads (thread `i` on `clients[i % len]`) queue one after
+/// another (each only once the previous is queued), the holder releases;
+/// grant order is compared with arrival order. Repeated `rounds` times;
+/// returns (inversions, grants).
+fn fifo_inversions(
+    clients: &[Client],
+    threads: usize,
+    name: &str,
+    rounds: usize,
+) -> (usize, usize) {
+    let watcher = clients[0].fair_mutex(name);
     let (mut inversions, mut grants_total) = (0, 0);
     for _ in 0..rounds {
         let holder = watcher.lock().unwrap();
         let grants = Mutex::new(Vec::new());
         std::thread::scope(|s| {
-            for (arrival, client) in clients.iter().enumerate().skip(1) {
-                let (grants, mutex) = (&grants, client.fair_mutex(name));
+            for arrival in 1..threads {
+                let mutex = clients[arrival % clients.len()].fair_mutex(name);
+                let grants = &grants;
                 s.spawn(move || {
                     let _guard = mutex.lock().unwrap();
                     grants.lock().unwrap().push(arrival);
@@ -280,96 +430,81 @@ fn footprint(_: &mut Criterion) {
     );
 }
 
-/// Where a handoff's time goes: the server's own time for each script path
-/// (EVALSHA's usec in INFO commandstats over many calls of one kind; a path
-/// that cannot run alone is a whole cycle less the part that can), and one
-/// thread wake-up through a parking_lot condvar on this machine.
-fn breakdown(_: &mut Criterion) {
+/// Server memory per held lock and per released name: one client locks
+/// many distinct names, holds them all, then releases them all
+/// (`used_memory` and key count against before). A released name keeps its
+/// lock key (the last token) for the fence life, so a service that locks
+/// 1 000 000 distinct names an hour keeps 1 000 000 x fence life / 1 h of
+/// them at any time; `memory.json` has that too.
+fn memory(_: &mut Criterion) {
     let server = RedisServer::start();
-    let rounds: u64 = if measuring() { 3000 } else { 20 };
-    let usec = fake_queue::evalsha_usec;
-    let per_call = |conn: &mut redis::Connection,
-                    run: &mut dyn FnMut(&mut redis::Connection, u64)| {
-        let before = usec(conn);
-        for n in 0..rounds {
-            run(conn, n);
-        }
-        (usec(conn) - before) / rounds as f64
+    let mut conn = server.conn();
+    let client = client(&server);
+    let names = if measuring() { 10_000 } else { 100 };
+    client
+        .fair_mutex("bench:memory:warm-up")
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let mut used = || -> (i64, i64) {
+        let keys: i64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+        (info_field(&mut conn, "memory", "used_memory"), keys)
     };
-
-    let (free, mut conn) = fake_queue::queue_of(&server, "bench:breakdown:free", 0);
-    let noop = redis::Script::new("return 1");
-    let noop_us = per_call(&mut conn, &mut |c, _| {
-        let _: i64 = noop.invoke(c).unwrap();
-    });
-    let cycle_free = per_call(&mut conn, &mut |c, n| free.cycle(c, 0, n));
-    let lock_key = free.keys[0].clone();
-    let take = per_call(&mut conn, &mut |c, n| {
-        let _: () = redis::cmd("DEL").arg(&lock_key).query(c).unwrap();
-        free.acquire(c, &format!("t{n}:1"), n);
-    });
-
-    let (queued, mut qconn) = fake_queue::queue_of(&server, "bench:breakdown:queued", 100);
-    let cycle_queued = per_call(&mut qconn, &mut |c, n| queued.cycle(c, 100, 10_000 + n));
-    let enqueue = per_call(&mut qconn, &mut |c, n| {
-        queued.acquire(c, &format!("e{n}:1"), 20_000 + n);
-    });
-
-    let wake = condvar_wake(rounds as usize);
+    let before = used();
+    let guards: Vec<_> = (0..names)
+        .map(|i| client.fair_mutex(&format!("order:{i:08}")).lock().unwrap())
+        .collect();
+    let held = used();
+    for guard in guards {
+        guard.unlock().unwrap();
+    }
+    let released = used();
+    let per = |(bytes, keys): (i64, i64)| {
+        (
+            (bytes - before.0) as f64 / names as f64,
+            (keys - before.1) as f64 / names as f64,
+        )
+    };
+    let ((held_bytes, held_keys), (released_bytes, released_keys)) = (per(held), per(released));
+    let fence_life = fairlock::DEFAULT_FENCE_LIFE.as_secs_f64();
+    let alive = 1e6 * fence_life / 3600.0;
     write_json(
-        "breakdown",
+        "memory",
         &format!(
-            "{{\"take_us\": {:.1}, \"release_free_us\": {:.1}, \"release_handoff_us\": {:.1}, \
-             \"enqueue_us\": {:.1}, \"condvar_wake_p50_us\": {:.1}, \"noop_us\": {noop_us:.1}, \"calls_each\": {rounds}}}",
-            take,
-            cycle_free - take,
-            cycle_queued - enqueue,
-            enqueue,
-            wake.as_secs_f64() * 1e6,
+            "{{\"names\": {names}, \"bytes_per_held_lock\": {held_bytes:.0}, \"keys_per_held_lock\": {held_keys:.2}, \
+             \"bytes_per_released_name\": {released_bytes:.0}, \"keys_per_released_name\": {released_keys:.2}, \
+             \"fence_life_s\": {fence_life:.0}, \"names_per_hour\": 1000000, \"released_names_alive\": {alive:.0}, \
+             \"released_names_mb\": {:.1}}}",
+            released_bytes * alive / 1e6
         ),
     );
 }
 
-/// Median time for a parked thread to run after a condvar notify.
-fn condvar_wake(rounds: usize) -> Duration {
-    let state = Arc::new((
-        parking_lot::Mutex::new(None::<Instant>),
-        parking_lot::Condvar::new(),
-    ));
-    let waiter = {
-        let state = Arc::clone(&state);
-        std::thread::spawn(move || {
-            let mut samples = Vec::with_capacity(rounds);
-            for _ in 0..rounds {
-                let mut sent = state.0.lock();
-                while sent.is_none() {
-                    state.1.wait(&mut sent);
-                }
-                samples.push(sent.take().unwrap().elapsed());
-            }
-            samples.sort();
-            samples[samples.len() / 2]
-        })
-    };
-    for _ in 0..rounds {
-        // Hand over the next stamp only once the last one was taken, so no
-        // wake-up is lost and the waiter gets exactly `rounds` of them.
-        while state.0.lock().is_some() {
-            std::thread::sleep(Duration::from_micros(50));
-        }
-        std::thread::sleep(Duration::from_micros(200));
-        *state.0.lock() = Some(Instant::now());
-        state.1.notify_one();
-    }
-    waiter.join().unwrap()
+criterion_group! {
+    name = latency;
+    config = Criterion::default()
+        .sample_size(SAMPLES)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = round_trips, handoff, contended
 }
 
 criterion_group! {
-    name = benches;
+    name = server_side;
     config = Criterion::default()
-        .sample_size(30)
+        .sample_size(SAMPLES)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = round_trips, handoff, contended, queue_scaling, footprint, breakdown
+    targets = queue_scaling, footprint, memory, breakdown::run
 }
-criterion_main!(benches);
+
+/// Criterion's `criterion_main!`, except that a link run skips the
+/// server-side benches: no link changes what the server does.
+fn main() {
+    latency();
+    if link_delay_us().is_none() {
+        server_side();
+    }
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -13,14 +13,26 @@
 //!   run with target/peers-venv's python (`scripts/peers-setup` makes it; the
 //!   bench runs that script itself when the virtualenv is missing).
 //!
+//! fairlock runs twice: with a client per thread like the others, and as
+//! "fairlock (one client)", every thread's handles from one shared client
+//! (the library's intended use within a process).
+//!
 //! `scripts/peers-setup && cargo bench --features peers --bench peers` takes a
 //! few minutes; `scripts/bench-report` puts the table in BENCHMARKS.md. The
 //! results go to `target/fairlock-bench/peers.json` (only under
-//! `cargo bench`), one object per library; a figure a library could not
-//! produce is null, and its `note` says why.
+//! `cargo bench`): the run's round-trip floor (`floor_ns`, the median of
+//! no-op EVALSHAs over the same connection path) and `libraries`, one
+//! object per library; a figure a library could not produce is null, and
+//! its `note` says why.
+//!
+//! `FAIRLOCK_BENCH_LINK_DELAY_US=500` puts every library's connections (the
+//! Python peers' too, through the URL they are given) and the floor on an
+//! emulated link of ~1 ms round trip (see `common::Link`); the results then
+//! go to `target/fairlock-bench/link/peers.json`.
 //!
 //! The workloads, identical for every library (threads, each with its own
-//! client and so its own connection; empty critical sections):
+//! client and so its own connection, but for fairlock (one client); empty
+//! critical sections):
 //!
 //! - cycle: lock + release of a free lock on one thread; median of single
 //!   cycles (at most 20 000 cycles or 1.5 s, after 100 warm-up cycles).
@@ -55,7 +67,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{measuring, percentile, write_json};
+use common::{link_delay_us, measuring, percentile, results_dir, write_json, Link};
 use fairlock_test_support::{wait_until, RedisServer};
 use serde_json::{json, Map, Value};
 
@@ -139,6 +151,42 @@ impl Locker for FairlockLocker {
         let guard = self.mutex.lock().expect("fairlock: lock");
         critical();
         guard.unlock().expect("fairlock: unlock");
+    }
+}
+
+/// fairlock with every thread's handles from one shared client.
+struct FairlockOneClient {
+    client: fairlock::Client,
+}
+
+impl Peer for FairlockOneClient {
+    fn name(&self) -> &'static str {
+        "fairlock (one client)"
+    }
+    fn config(&self) -> String {
+        "as fairlock, but every thread's fair_mutex(name) comes from one shared Client: a waiter of the same \
+         client is woken from the release reply"
+            .into()
+    }
+    fn locker(&self, key: &str) -> Box<dyn Locker> {
+        self.client
+            .fair_mutex(&warm_key(key))
+            .lock()
+            .expect("fairlock: warm-up")
+            .unlock()
+            .unwrap();
+        Box::new(FairlockLocker {
+            _client: self.client.clone(),
+            mutex: self.client.fair_mutex(key),
+        })
+    }
+    fn queued(&self, key: &str) -> Option<usize> {
+        Some(
+            self.client
+                .fair_mutex(key)
+                .queue_len()
+                .expect("fairlock: queue_len"),
+        )
     }
 }
 
@@ -552,7 +600,9 @@ fn locked_version(krate: &str) -> Value {
 fn rust_row(peer: &dyn Peer, kind: &str, b: &Bounds) -> Map<String, Value> {
     let mut row = empty_row(peer.name(), kind);
     row.insert("config".into(), json!(peer.config()));
-    row.insert("version".into(), locked_version(peer.name()));
+    // "fairlock (one client)" is the fairlock crate too.
+    let krate = peer.name().split(' ').next().unwrap_or_default();
+    row.insert("version".into(), locked_version(krate));
     type Workload = fn(&dyn Peer, &Bounds) -> Map<String, Value>;
     let workloads: [(&str, Workload); 4] = [
         ("cycle", cycle),
@@ -575,7 +625,7 @@ fn rust_row(peer: &dyn Peer, kind: &str, b: &Bounds) -> Map<String, Value> {
             }
         }
         eprintln!(
-            "peers: {:<18} {what:<9} {:>6.1} s",
+            "peers: {:<21} {what:<9} {:>6.1} s",
             peer.name(),
             start.elapsed().as_secs_f64()
         );
@@ -693,7 +743,7 @@ fn python_rows(url: &str) -> Vec<Map<String, Value>> {
             }
         }
         eprintln!(
-            "peers: {:<18} {workload:<9} {:>6.1} s",
+            "peers: {:<21} {workload:<9} {:>6.1} s",
             "python peers",
             start.elapsed().as_secs_f64()
         );
@@ -701,11 +751,36 @@ fn python_rows(url: &str) -> Vec<Map<String, Value>> {
     rows
 }
 
+/// The round-trip floor over `url`: the median of single no-op EVALSHAs
+/// (after 100 warm-up calls), bounded like the cycle workload; returns it
+/// and the sample count.
+fn floor(url: &str, b: &Bounds) -> (Duration, usize) {
+    let mut conn = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("floor: a connection");
+    let noop = redis::Script::new("return 1");
+    let mut call = || noop.invoke::<i64>(&mut conn).expect("floor: no-op");
+    for _ in 0..100 {
+        call();
+    }
+    let mut samples = Vec::with_capacity(b.cycle_max);
+    let deadline = Instant::now() + b.cycle_time;
+    while samples.len() < b.cycle_max && Instant::now() < deadline {
+        let start = Instant::now();
+        call();
+        samples.push(start.elapsed());
+    }
+    samples.sort();
+    (percentile(&samples, 0.5), samples.len())
+}
+
 fn main() {
     let started = Instant::now();
     let b = Bounds::new();
     let server = RedisServer::start();
-    let url = server.url();
+    let link = Link::to(&server);
+    let url = link.url().to_owned();
+    let (floor, floor_samples) = floor(&url, &b);
     let mut rows = Vec::new();
     let fairlock = Fairlock {
         url: url.clone(),
@@ -713,6 +788,11 @@ fn main() {
     };
     rows.push(rust_row(&fairlock, "Rust, sync", &b));
     drop(fairlock);
+    let one_client = FairlockOneClient {
+        client: fairlock::Client::builder(&url).build().unwrap(),
+    };
+    rows.push(rust_row(&one_client, "Rust, sync", &b));
+    drop(one_client);
     rows.push(rust_row(&Rlock { url: url.clone() }, "Rust, sync", &b));
     rows.push(rust_row(
         &Rslock { url: url.clone() },
@@ -722,12 +802,22 @@ fn main() {
     rows.extend(python_rows(&url));
     let total = started.elapsed();
     eprintln!("peers: whole run {:.1} s", total.as_secs_f64());
+    eprintln!("peers: floor {floor:?} (median of {floor_samples})");
     for row in &rows {
         eprintln!("{}", Value::Object(row.clone()));
     }
     if measuring() {
         let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
-        write_json("peers", &serde_json::to_string_pretty(&rows).unwrap());
-        eprintln!("peers: wrote target/fairlock-bench/peers.json");
+        let results = json!({
+            "link_delay_us": link_delay_us(),
+            "floor_ns": floor.as_nanos() as u64,
+            "floor_samples": floor_samples,
+            "libraries": rows,
+        });
+        write_json("peers", &serde_json::to_string_pretty(&results).unwrap());
+        eprintln!(
+            "peers: wrote {}",
+            results_dir().join("peers.json").display()
+        );
     }
 }

@@ -1,9 +1,13 @@
-"""Turns the last benchmark run into BENCHMARKS.md and a plot.
+"""Turns the last benchmark runs into BENCHMARKS.md and a plot.
 
-Reads criterion's estimates (target/criterion/<group>/<bench>/new/
-estimates.json, median per iteration) and the figures the benches write
-themselves (target/fairlock-bench/*.json). Nothing in the report is typed
-by hand: rerun `cargo bench` and this script to refresh it.
+Reads criterion's estimates (<target>/criterion/<group>/<bench>/new/
+estimates.json, median per iteration; <target> is $CARGO_TARGET_DIR or
+target/) and the figures the benches write themselves:
+target/fairlock-bench/*.json from the loopback runs, target/fairlock-bench/
+link/*.json from the runs on an emulated link, and benchmarks/before-issue12/
+breakdown.json (scripts/bench-before) for the "before" column of server
+time. Any of them may be missing: its figures read n/a. Nothing in the
+report is typed by hand: rerun the benches and this script to refresh it.
 """
 import json
 import os
@@ -13,8 +17,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CRITERION = ROOT / "target" / "criterion"
+CRITERION = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target") / "criterion"
 OWN = ROOT / "target" / "fairlock-bench"
+LINK = OWN / "link"
+BEFORE = ROOT / "benchmarks" / "before-issue12" / "breakdown.json"
+NA = "n/a"
 
 
 def median_ns(group, bench, param=None):
@@ -28,9 +35,29 @@ def median_ns(group, bench, param=None):
     return json.loads(path.read_text())["median"]["point_estimate"]
 
 
-def own(name):
-    path = OWN / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+def load(path):
+    """A JSON file's content, or None when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        print(f"bench-report: ignoring {path}: {err}", file=sys.stderr)
+        return None
+
+
+def own(name, link=False):
+    return load((LINK if link else OWN) / f"{name}.json")
+
+
+def peers_of(data):
+    """(floor in ns or None, rows) of a peers.json: an object with `libraries`
+    now, a bare list of rows before."""
+    if data is None:
+        return None, []
+    if isinstance(data, list):
+        return None, data
+    return data.get("floor_ns"), data.get("libraries") or []
 
 
 def first_line(cmd):
@@ -59,69 +86,151 @@ def machine():
 
 
 def us(ns):
-    return "n/a" if ns is None else f"{ns / 1000:.1f} µs"
+    return NA if ns is None else f"{ns / 1000:.1f} µs"
+
+
+def fmt_us(x):
+    """A figure already in µs."""
+    return NA if x is None else f"{x:.1f} µs"
+
+
+def num(x, digits=2, suffix=""):
+    return NA if x is None else f"{x:.{digits}f}{suffix}"
 
 
 def verdict(ok):
+    """met / not met, or n/a when a figure is missing (ok is None)."""
+    if ok is None:
+        return NA
     return "met" if ok else "**not met**"
 
 
-def main():
-    floor = median_ns("round_trips", "floor_evalsha_noop")
-    cycle = median_ns("round_trips", "uncontended_lock_unlock")
-    handoff = own("handoff")
-    fifo = own("fifo") or []
-    footprint = own("footprint")
-    if floor is None or cycle is None:
-        sys.exit("no results: run `cargo bench --bench lock` first")
+def all_of(*oks):
+    """True when every check holds, None when one cannot be made."""
+    if any(ok is None for ok in oks):
+        return None
+    return all(oks)
 
-    rows = []
-    rows.append(("floor: one EVALSHA of a no-op script (1 RTT)", us(floor), "1 RTT", "1.00", "", ""))
-    rate_ratio = (2 * floor) / cycle
+
+def ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def floor_and_cycle_us(link=False):
+    """The round-trip floor and the uncontended cycle in µs: the bench's own
+    medians (round_trips.json), else criterion's (loopback only)."""
+    rt = own("round_trips", link) or {}
+    floor, cycle = rt.get("floor_us"), rt.get("cycle_us")
+    if not link:
+        ns = median_ns("round_trips", "floor_evalsha_noop")
+        floor = floor if floor is not None else (ns and ns / 1000)
+        ns = median_ns("round_trips", "uncontended_lock_unlock")
+        cycle = cycle if cycle is not None else (ns and ns / 1000)
+    return floor, cycle
+
+
+def contended_rows(link=False):
+    """contended.json's rows, or (loopback, before it existed) criterion's
+    rates with fifo.json's inversions."""
+    rows = own("contended", link)
+    if rows is not None:
+        return rows
+    if link:
+        return []
+    out = []
+    for row in own("fifo") or []:
+        ns = median_ns("contended", "acquisitions", row["threads"])
+        out.append({"threads": row["threads"], "clients": row["threads"],
+                    "acq_per_s": None if ns is None else 1e9 / ns,
+                    "inversions": row["inversions"], "grants": row["grants"]})
+    return out
+
+
+def contended_label(row):
+    t, c = row["threads"], row.get("clients", row["threads"])
+    return f"{t} threads in one client" if c == 1 else f"{t} threads on {c} clients"
+
+
+def share_text(row):
+    """The busiest thread's share against the fair one, or n/a."""
+    if row.get("busiest_share") is None:
+        return NA
+    return (f"{row['busiest_share'] * 100:.1f}% (fair {row['fair_share'] * 100:.1f}%,"
+            f" {row['busiest_share'] / row['fair_share']:.2f}x)")
+
+
+def fair_enough(row):
+    """0 FIFO inversions and the busiest thread within 1.2x of its fair share."""
+    if row.get("busiest_share") is None or row.get("inversions") is None:
+        return None
+    return row["inversions"] == 0 and row["busiest_share"] <= 1.2 * row["fair_share"]
+
+
+def how_to_run():
+    return ["## How to run", "",
+            "```sh",
+            "cargo bench --bench lock                  # loopback: floor, cycle, handoffs, contended, server time, memory",
+            "scripts/peers-setup && cargo bench --features peers --bench peers   # loopback: against the peers",
+            "FAIRLOCK_BENCH_LINK_DELAY_US=500 cargo bench --bench lock           # the latency benches on a ~1 ms link",
+            "FAIRLOCK_BENCH_LINK_DELAY_US=500 cargo bench --features peers --bench peers   # the peers on that link",
+            "scripts/bench-before 42f1eee              # the breakdown on the commit before issue 12 (the before column)",
+            "scripts/bench-report                      # rewrites this file and benchmarks/*.png",
+            "```", "",
+            "`FAIRLOCK_BENCH_LINK_DELAY_US` puts every connection of the latency benches (the floor's, fairlock's,"
+            " each peer's, the Python peers' through the URL they get) through a relay in the bench process that"
+            " holds each chunk that many µs each way (`common::Link`); those runs write to"
+            " `target/fairlock-bench/link/` and name their criterion groups `<group>_link`, and skip the"
+            " server-side benches, so one loopback run and one link run both feed this report. Link figures are"
+            " in RTT units of the same run's own floor (a no-op EVALSHA over the same link).", ""]
+
+
+def limit_rows(floor, cycle, handoff, same_client, contended):
+    """The rows of "fairlock against the limit" (loopback)."""
+    rows = [("floor: one EVALSHA of a no-op script (1 RTT)", fmt_us(floor), "1 RTT", "1.00", "", "")]
+    rate_ratio = ratio(2 * floor, cycle) if floor else None
     rows.append((
-        "uncontended `lock()` + unlock, one thread",
-        us(cycle),
-        f"2 RTT = {us(2 * floor)}",
-        f"{rate_ratio:.2f} of the 2-RTT rate ({cycle / floor:.2f} RTT)",
-        "≥ 0.85 of the 2-RTT rate",
-        verdict(rate_ratio >= 0.85),
-    ))
-    if handoff:
-        p50, p99 = handoff["p50_us"] * 1000, handoff["p99_us"] * 1000
+        "uncontended `lock()` + unlock, one thread", fmt_us(cycle), f"2 RTT = {fmt_us(floor and 2 * floor)}",
+        NA if rate_ratio is None else f"{rate_ratio:.2f} of the 2-RTT rate ({cycle / floor:.2f} RTT)",
+        "≥ 0.85 of the 2-RTT rate", verdict(None if rate_ratio is None else rate_ratio >= 0.85)))
+    for label, h, limit in [("between two clients", handoff, 2.0), ("between two threads of one client", same_client, 1.5)]:
+        if not h:
+            continue
+        rtt = ratio(h["p50_us"], floor)
         rows.append((
-            f"handoff: release call → next waiter's `lock()` returns, p50 ({handoff['samples']} handoffs)",
-            us(p50), "2 RTT", f"{p50 / floor:.2f} RTT", "≤ 2 RTT", verdict(p50 <= 2 * floor),
-        ))
-        rows.append(("handoff p99", us(p99), "", f"{p99 / floor:.2f} RTT", "", ""))
-    for row in fifo:
-        t = row["threads"]
-        ns = median_ns("contended", "acquisitions", t)
-        rate = "n/a" if ns is None else f"{1e9 / ns:,.0f} acquisitions/s"
-        per = "" if ns is None else f"{ns / floor:.2f} RTT per acquisition"
+            f"handoff {label}: release call → next waiter's `lock()` returns, p50 ({h['samples']} handoffs)",
+            fmt_us(h["p50_us"]), f"{limit:g} RTT", num(rtt, 2, " RTT"), f"≤ {limit:g} RTT",
+            verdict(None if rtt is None else rtt <= limit)))
+        rows.append((f"handoff {label}, p99", fmt_us(h["p99_us"]), "", num(ratio(h["p99_us"], floor), 2, " RTT"), "", ""))
+    for row in contended:
+        rate = row.get("acq_per_s")
+        per = None if not rate or not floor else 1e6 / rate / floor
+        inv = row.get("inversions")
+        fifo = NA if inv is None else f"{inv} inversions in {row['grants']} queued grants"
         rows.append((
-            f"contended, {t} threads on {t} clients, empty critical section",
-            rate, "", per,
-            "0 FIFO inversions",
-            f"{row['inversions']} inversions in {row['grants']} queued grants"
-            + ("" if row["inversions"] == 0 else " **not met**"),
-        ))
+            f"contended, {contended_label(row)}, empty critical section",
+            NA if rate is None else f"{rate:,.0f} acquisitions/s", "",
+            (NA if per is None else f"{per:.2f} RTT per acquisition") + f"; busiest thread {share_text(row)}",
+            "0 FIFO inversions; busiest ≤ 1.2x fair", f"{fifo}; {verdict(fair_enough(row))}"))
     base = median_ns("queue_scaling_server_time", "waiters", 0)
     for n in [0, 100, 1000, 10000]:
         ns = median_ns("queue_scaling_server_time", "waiters", n)
         if ns is None or base is None:
             continue
-        ratio = ns / base
-        target = "10 000 within 1.5x of 0" if n == 10000 else ""
+        r = ns / base
         rows.append((
             f"server time per lock cycle, {n:,} waiters queued (INFO commandstats)",
-            us(ns), "", f"{ratio:.2f}x of 0 waiters", target,
-            verdict(ratio <= 1.5) if n == 10000 else "",
-        ))
+            us(ns), "", f"{r:.2f}x of 0 waiters", "10 000 within 1.5x of 0" if n == 10000 else "",
+            verdict(r <= 1.5) if n == 10000 else ""))
     one = median_ns("queue_scaling_server_time", "waiters", 100)
     big = median_ns("queue_scaling_server_time", "waiters", 10000)
     if one and big:
         rows.append(("server time, 10 000 vs 100 waiters (both cycles hand over)", "", "",
                      f"{big / one:.2f}x", "flat (O(log N))", verdict(big / one <= 1.5)))
+    return rows
+
+
+def footprint_rows(footprint, memory):
+    rows = []
     if footprint:
         idle, busy = footprint["idle"], footprint["waiting_1000"]
         rows.append(("threads per client, idle / with 1 000 waiting threads (besides the waiters)",
@@ -129,80 +238,165 @@ def main():
         rows.append(("redis connections per client, idle / with 1 000 waiting threads",
                      f"{idle['connections']} / {busy['connections']}", "", "",
                      f"≤ pool ({footprint['pool_size']}) + 1", ""))
-        rows.append(("server memory per queued waiter", f"{footprint['server_bytes_per_waiter']:.0f} bytes",
+        per = footprint["server_bytes_per_waiter"]
+        rows.append(("server memory per queued waiter", f"{per:.0f} bytes", "", "", "≤ 400 B", verdict(per <= 400)))
+    if memory:
+        rows.append((f"server memory per held lock ({memory['names']:,} distinct names held)",
+                     f"{memory['bytes_per_held_lock']:.0f} bytes", "", f"{memory['keys_per_held_lock']:.2f} keys", "", ""))
+        rows.append((f"server memory per released name (its lock key, kept {memory['fence_life_s'] / 60:g} min:"
+                     " the fence life)", f"{memory['bytes_per_released_name']:.0f} bytes", "",
+                     f"{memory['keys_per_released_name']:.2f} keys", "", ""))
+        rows.append((f"a service locking {memory['names_per_hour']:,} distinct names an hour keeps"
+                     f" {memory['released_names_alive']:,.0f} released names", f"{memory['released_names_mb']:.1f} MB",
                      "", "", "", ""))
-
-    peers = peer_rows(floor)
-    plot = make_plot(handoff)
-
-    out = ["# Benchmarks", "",
-           "Generated by `scripts/bench-report` from the last `cargo bench` run; do not edit by hand.", "",
-           "## How to run", "",
-           "```sh",
-           "cargo bench --bench lock          # fairlock against the round-trip floor (~3 min)",
-           "scripts/bench-report              # rewrites this file and benchmarks/*.png",
-           "```", "",
-           "## Machine", ""] + machine() + ["",
-           "## fairlock against the limit", "",
-           "| figure | fairlock (median) | limit | ratio | target | result |",
-           "|---|---|---|---|---|---|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    if plot:
-        out += ["", f"![handoff latency distribution]({plot})", ""]
-    if peers:
-        out += peers
-    out += breakdown_section(floor, cycle, handoff)
-    out += shards_section()
-    (ROOT / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
-    print("wrote BENCHMARKS.md" + (f" and {plot}" if plot else ""))
+    return rows
 
 
-def peer_rows(floor):
-    """The section for the peers bench (`cargo bench --features peers --bench peers`), if it ran:
-    each library's figures from target/fairlock-bench/peers.json with its ratio to fairlock's."""
-    peers = own("peers")
-    if not peers:
+def op_figure(b, op, queued):
+    """(µs, no-ops) of one operation in a breakdown.json, or (None, None)."""
+    if not b or "ops" not in b:
+        return None, None
+    for o in b["ops"]:
+        if o["op"] == op and o["queued"] == queued:
+            return o["us"], o["noops"]
+    return None, None
+
+
+def handoff_ratio(b, queued):
+    for r in (b or {}).get("handoff_cycle_vs_uncontended", []):
+        if r["queued"] == queued:
+            return r["ratio"]
+    return None
+
+
+OPS = [("take", "take (free lock, nobody queued)"),
+       ("release_free", "release that frees (nobody queued)"),
+       ("uncontended_cycle", "uncontended cycle (take + release that frees)")]
+QUEUED_OPS = [("arrival", "arrival that queues"),
+              ("release_handoff", "release that hands over"),
+              ("handoff_cycle", "handoff cycle (arrival + release that hands over)")]
+
+
+def server_time_section():
+    """Server time per operation in no-op units, before and after issue 12."""
+    after, before = own("breakdown"), load(BEFORE)
+    if not after and not before:
         return []
+
+    def who(b, what):
+        if not b:
+            return f"{what}: n/a"
+        return f"{what} ({b.get('commit', '?')}, Redis {b.get('redis_version', '?')})"
+
+    out = ["", "## Server time per operation (no-op EVALSHA units)", "",
+           "Server time from INFO commandstats (EVALSHA's usec) around batches of one kind of call, one call at"
+           " a time, not pipelined; a no-op is a `return 1` EVALSHA with no keys measured the same way in the same"
+           " rounds. Rounds interleave the scenes; figures are medians over the rounds (no-ops and ratios are"
+           " medians of each round's own quotients). A queue of N stays N: each release hands over to the head,"
+           " each arrival queues at the tail. \"Before\" is the same bench (`benches/breakdown/`) run on the"
+           " commit before the script rewrite by `scripts/bench-before`.", "",
+           f"| operation | queued | {who(before, 'before')} µs | before no-ops | {who(after, 'after')} µs | after no-ops |",
+           "|---|---|---|---|---|---|"]
+
+    def row(label, op, queued):
+        bu, bn = op_figure(before, op, queued)
+        au, an = op_figure(after, op, queued)
+        out.append(f"| {label} | {queued:,} | {num(bu, 1)} | {num(bn, 1)} | {num(au, 1)} | {num(an, 1)} |")
+
+    out.append(f"| no-op EVALSHA (the unit) | 0 | {num((before or {}).get('noop_us'), 2)} | 1 |"
+               f" {num((after or {}).get('noop_us'), 2)} | 1 |")
+    for op, label in OPS:
+        row(label, op, 0)
+    queued = sorted({o["queued"] for b in (before, after) if b and "ops" in b for o in b["ops"] if o["queued"]})
+    for n in queued:
+        for op, label in QUEUED_OPS:
+            row(label, op, n)
+    for n in queued:
+        out.append(f"| handoff cycle ÷ uncontended cycle | {n:,} | | {num(handoff_ratio(before, n), 2, 'x')} |"
+                   f" | {num(handoff_ratio(after, n), 2, 'x')} |")
+    return out
+
+
+def link_section():
+    """fairlock and the peers on the emulated link, in RTT units of each run's own floor."""
+    rt = own("round_trips", link=True)
+    peer_floor, peers = peers_of(own("peers", link=True))
+    if not rt and not peers:
+        return []
+    floor, cycle = floor_and_cycle_us(link=True)
+    delay = (rt or {}).get("link_delay_us")
+    out = ["", "## On an emulated link", "",
+           f"Every connection through a relay holding each chunk {delay if delay is not None else '?'} µs each way"
+           " (`FAIRLOCK_BENCH_LINK_DELAY_US`); times in RTT units of the same run's floor (a no-op EVALSHA over the"
+           " same link).", "",
+           "| figure | fairlock (median) | in RTT | target | result |", "|---|---|---|---|---|",
+           f"| floor: one EVALSHA of a no-op script | {fmt_us(floor)} | 1.00 | | |"]
+    c = ratio(cycle, floor)
+    out.append(f"| uncontended `lock()` + unlock | {fmt_us(cycle)} | {num(c)} | ≤ 2.05 RTT |"
+               f" {verdict(None if c is None else c <= 2.05)} |")
+    for label, name, limit in [("between two clients", "handoff", 1.08), ("between two threads of one client",
+                                                                          "handoff_same_client", None)]:
+        h = own(name, link=True)
+        if not h:
+            continue
+        p50 = ratio(h["p50_us"], floor)
+        ok = "" if limit is None else verdict(None if p50 is None else p50 <= limit)
+        out.append(f"| handoff {label}, p50 ({h['samples']} handoffs) | {fmt_us(h['p50_us'])} | {num(p50)} |"
+                   f" {'' if limit is None else f'≤ {limit} RTT'} | {ok} |")
+        out.append(f"| handoff {label}, p99 | {fmt_us(h['p99_us'])} | {num(ratio(h['p99_us'], floor))} | | |")
+    for row in contended_rows(link=True):
+        rate = row.get("acq_per_s")
+        per = None if not rate or not floor else 1e6 / rate / floor
+        out.append(f"| contended, {contended_label(row)} | {NA if rate is None else f'{rate:,.0f} acquisitions/s'} |"
+                   f" {num(per)} per acquisition | 0 FIFO inversions; busiest ≤ 1.2x fair |"
+                   f" {row.get('inversions', NA)} inversions, busiest {share_text(row)}: {verdict(fair_enough(row))} |")
+    if peers:
+        out += ["", f"The peers on the same link (their own run; its floor: {us(peer_floor)}):", ""]
+        out += peers_table(peers, peer_floor, in_rtt=True)
+    return out
+
+
+def peers_table(peers, floor_ns, in_rtt=False):
+    """The peers' table: times with their ratio to fairlock's (or in RTT of
+    `floor_ns` when in_rtt), rates, busiest shares, FIFO."""
     mine = next((p for p in peers if p["name"] == "fairlock"), None)
 
     def dur(ns):
         if ns is None:
-            return "n/a"
+            return NA
+        if in_rtt:
+            return f"{ns / floor_ns:.2f} RTT" if floor_ns else NA
         return f"{ns / 1e6:.1f} ms" if ns >= 10e6 else us(ns)
 
-    def ratio(p, key):
+    def vs_mine(p, key):
         if p is mine or not mine or p.get(key) is None or not mine.get(key):
             return ""
         return f" ({p[key] / mine[key]:.2f}x)"
 
     def time_cell(p, key):
-        return dur(p.get(key)) + ratio(p, key)
+        return dur(p.get(key)) + ("" if in_rtt else vs_mine(p, key))
 
     def rate_cell(p, key):
-        return ("n/a" if p.get(key) is None else f"{p[key]:,.0f}/s") + ratio(p, key)
+        return (NA if p.get(key) is None else f"{p[key]:,.0f}/s") + vs_mine(p, key)
 
     def fifo_cell(p):
         if p.get("inversions") is None:
-            return "n/a"
+            return NA
         cell = f"{p['inversions']} in {p['grants']} grants"
         rounds, waiters = p.get("fifo_rounds"), p.get("fifo_waiters")
         if p.get("inverted_pairs") is not None and rounds and waiters:
             cell += f" ({p['inverted_pairs']} of {rounds * waiters * (waiters - 1) // 2} pairs)"
         return cell
 
-    def share_cell(p):
-        share = p.get("contended_32_max_share")
-        return "n/a" if share is None else f"{share * 100:.1f}%"
+    def share_cell(p, threads):
+        share = p.get(f"contended_{threads}_max_share")
+        return NA if share is None else f"{share * 100:.1f}%"
 
-    out = ["", "## fairlock against its peers (same machine, same redis-server, same workload)", "",
-           "How to run: `scripts/peers-setup && cargo bench --features peers --bench peers && scripts/bench-report`"
-           " (a few minutes; the bench runs `scripts/peers-setup` itself when target/peers-venv is missing).", "",
-           "In brackets: the ratio to fairlock's figure (times: above 1 is slower than fairlock;"
-           " acquisitions/s: above 1 is more than fairlock).", "",
-           "| library | uncontended cycle (median) | handoff p50 | handoff p99 "
-           "| contended, 2 threads | 8 threads | 32 threads | busiest of 32 threads (fair: 3.1%) "
-           "| FIFO inversions (queued waiters) |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    unit = "in RTT" if in_rtt else "median"
+    out = [f"| library | uncontended cycle ({unit}) | handoff p50 | handoff p99 "
+           "| contended, 2 threads | 8 threads | 32 threads | busiest of 8 threads (fair: 12.5%) "
+           "| busiest of 32 threads (fair: 3.1%) | FIFO inversions (queued waiters) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for p in peers:
         version = f" {p['version']}" if p.get("version") else ""
         out.append("| " + " | ".join([
@@ -213,13 +407,32 @@ def peer_rows(floor):
             rate_cell(p, "contended_2_per_s"),
             rate_cell(p, "contended_8_per_s"),
             rate_cell(p, "contended_32_per_s"),
-            share_cell(p),
+            share_cell(p, 8),
+            share_cell(p, 32),
             fifo_cell(p),
         ]) + " |")
-    if floor:
-        out += ["", f"One round trip (a no-op EVALSHA, from `cargo bench --bench lock`) took {us(floor)}."]
+    return out
+
+
+def peer_section(lock_floor_us):
+    """The section for the peers bench (`cargo bench --features peers --bench peers`), if it ran:
+    each library's figures from target/fairlock-bench/peers.json with its ratio to fairlock's."""
+    floor_ns, peers = peers_of(own("peers"))
+    if not peers:
+        return []
+    out = ["", "## fairlock against its peers (same machine, same redis-server, same workload)", "",
+           "How to run: `scripts/peers-setup && cargo bench --features peers --bench peers && scripts/bench-report`"
+           " (a few minutes; the bench runs `scripts/peers-setup` itself when target/peers-venv is missing).", "",
+           "In brackets: the ratio to fairlock's figure (times: above 1 is slower than fairlock;"
+           " acquisitions/s: above 1 is more than fairlock).", ""]
+    out += peers_table(peers, floor_ns)
+    if floor_ns:
+        out += ["", f"One round trip (a no-op EVALSHA, median, this run) took {us(floor_ns)}."]
+    elif lock_floor_us:
+        out += ["", f"One round trip (a no-op EVALSHA, from `cargo bench --bench lock`) took {fmt_us(lock_floor_us)}."]
     out += ["",
-            "Each library runs with one client (one connection) per thread and an empty critical section."
+            "Each library runs with one client (one connection) per thread and an empty critical section, but"
+            " fairlock (one client), whose threads all take their handles from one shared client."
             " Cycle: lock + release of a free lock, one thread. Handoff: two workers take strict turns; the holder"
             " releases once the other is in its lock call (after 3 ms plus a random pause as long as the"
             " library's polling period, so the release falls at a random point of the waiter's polling cycle);"
@@ -244,6 +457,169 @@ def peer_rows(floor):
     return out
 
 
+def throughput_against_barging(peers):
+    """Target 5's throughput part from one peers run: the lowest ratio of a
+    fairlock row's rate (8 and 32 threads, per-thread clients and one client)
+    to the fastest barging peer's at that thread count; (ratio, text)."""
+    fair = [p for p in peers if p["name"].startswith("fairlock")]
+    barging = [p for p in peers if not p["name"].startswith("fairlock")]
+    worst, parts = None, []
+    for t in (8, 32):
+        key = f"contended_{t}_per_s"
+        rates = [p[key] for p in barging if p.get(key)]
+        if not rates:
+            return None, NA
+        best = max(rates)
+        for p in fair:
+            if p.get(key) is None:
+                return None, NA
+            r = p[key] / best
+            worst = r if worst is None else min(worst, r)
+            parts.append(f"{p['name']} {t}: {r:.2f}x")
+    if len({p["name"] for p in fair}) < 2:
+        parts.append("one-client row missing")
+        return None, ", ".join(parts)
+    return worst, ", ".join(parts)
+
+
+def targets_section(floor, cycle, handoff, same_client):
+    """Issue 12's numbered targets, each with its measured figure and verdict."""
+    after = own("breakdown")
+    rows = []
+    # 1
+    _, un = op_figure(after, "uncontended_cycle", 0)
+    rows.append(("1", "server time per uncontended lock + unlock ≤ 8 no-ops", num(un, 1, " no-ops"),
+                 verdict(None if un is None else un <= 8)))
+    # 2
+    cycles = {q: op_figure(after, "handoff_cycle", q)[1] for q in (1, 100, 1000, 10000)}
+    known = [v for v in cycles.values() if v is not None]
+    worst = max(known) if known else None
+    r1k, r10k = handoff_ratio(after, 1000), handoff_ratio(after, 10000)
+    rows.append(("2", "server time per handoff cycle ≤ 12 no-ops (1 to 10 000 queued), within 1.5x of the"
+                 " uncontended cycle with 1 000 and 10 000 queued",
+                 f"at most {num(worst, 1)} no-ops; {num(r1k, 2, 'x')} at 1 000, {num(r10k, 2, 'x')} at 10 000",
+                 verdict(all_of(None if worst is None else worst <= 12,
+                                None if r1k is None else r1k <= 1.5,
+                                None if r10k is None else r10k <= 1.5))))
+    # 3
+    rate = ratio(2 * floor, cycle) if floor else None
+    rows.append(("3", "uncontended cycle ≥ 0.85 of the 2-RTT floor (loopback)", num(rate, 2, " of 2 RTT"),
+                 verdict(None if rate is None else rate >= 0.85)))
+    # 4
+    between = ratio(handoff and handoff["p50_us"], floor)
+    within = ratio(same_client and same_client["p50_us"], floor)
+    rows.append(("4", "handoff p50 ≤ 2 RTT between clients, ≤ 1.5 RTT between threads of one client",
+                 f"{num(between, 2, ' RTT')} / {num(within, 2, ' RTT')}",
+                 verdict(all_of(None if between is None else between <= 2,
+                                None if within is None else within <= 1.5))))
+    # 5
+    contended = [r for r in contended_rows() if r["threads"] in (8, 32)]
+    fair = all_of(*[fair_enough(r) for r in contended]) if len(contended) == 4 else None
+    inversions = sum(r.get("inversions") or 0 for r in contended)
+    shares = [r["busiest_share"] / r["fair_share"] for r in contended if r.get("busiest_share") is not None]
+    _, peers = peers_of(own("peers"))
+    tp, tp_text = throughput_against_barging(peers)
+    rows.append(("5", "contended (8 and 32 threads; a client per thread, and one client) ≥ 1.0x the fastest"
+                 " barging peer, 0 FIFO inversions, busiest thread ≤ 1.2x its fair share",
+                 f"against the fastest barging peer: {tp_text}; {inversions} inversions;"
+                 f" busiest at most {num(max(shares) if shares else None, 2, 'x')} fair",
+                 verdict(all_of(None if tp is None else tp >= 1.0, fair))))
+    # 6
+    lfloor, lcycle = floor_and_cycle_us(link=True)
+    lh = own("handoff", link=True)
+    lc, lp = ratio(lcycle, lfloor), ratio(lh and lh["p50_us"], lfloor)
+    _, link_peers = peers_of(own("peers", link=True))
+    measured = [p["name"] for p in link_peers if p.get("cycle_ns") is not None]
+    rows.append(("6", "on a ~1 ms link: uncontended cycle ≤ 2.05 RTT, handoff p50 ≤ 1.08 RTT, the peers"
+                 " compared there too",
+                 f"{num(lc, 2, ' RTT')} / {num(lp, 2, ' RTT')}; peers measured on the link:"
+                 f" {len(measured)} of {len(link_peers)}",
+                 verdict(all_of(None if lc is None else lc <= 2.05, None if lp is None else lp <= 1.08,
+                                bool(link_peers) and len(measured) == len(link_peers)))))
+    # 7
+    fp, mem = own("footprint"), own("memory")
+    per_waiter = fp and fp["server_bytes_per_waiter"]
+    released = (f"; a released name {mem['bytes_per_released_name']:.0f} B for {mem['fence_life_s'] / 60:g} min:"
+                f" {mem['released_names_mb']:.1f} MB for 1 000 000 names an hour") if mem else ""
+    rows.append(("7", "memory per queued waiter ≤ 400 B (what a released name leaves: justified in the README)",
+                 f"{num(per_waiter, 0, ' B')} per waiter{released}",
+                 verdict(None if per_waiter is None else per_waiter <= 400)))
+    out = ["", "## Issue 12's targets", "",
+           "Each figure from this report's own results; n/a where the run it needs is missing.", "",
+           "| # | target | measured | result |", "|---|---|---|---|"]
+    out += [f"| {n} | {t} | {m} | {v} |" for n, t, m, v in rows]
+    return out
+
+
+def main():
+    floor, cycle = floor_and_cycle_us()
+    if floor is None and not own("breakdown") and not own("round_trips", link=True):
+        sys.exit("no results: run `cargo bench --bench lock` first")
+    handoff, same_client = own("handoff"), own("handoff_same_client")
+    rows = limit_rows(floor, cycle, handoff, same_client, contended_rows())
+    rows += footprint_rows(own("footprint"), own("memory"))
+    plot = make_plot(handoff)
+
+    out = ["# Benchmarks", "",
+           "Generated by `scripts/bench-report` from the last benchmark runs; do not edit by hand.", ""]
+    out += how_to_run()
+    out += ["## Machine", ""] + machine()
+    out += targets_section(floor, cycle, handoff, same_client)
+    out += ["", "## fairlock against the limit (loopback)", "",
+            "| figure | fairlock (median) | limit | ratio | target | result |",
+            "|---|---|---|---|---|---|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    if plot:
+        out += ["", f"![handoff latency distribution]({plot})", ""]
+    out += server_time_section()
+    out += peer_section(floor)
+    out += link_section()
+    out += breakdown_section(floor, cycle, handoff)
+    out += shards_section()
+    (ROOT / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
+    print("wrote BENCHMARKS.md" + (f" and {plot}" if plot else ""))
+
+
+def breakdown_section(floor, cycle, handoff):
+    """Where the time goes, from the breakdown bench; explains unmet targets."""
+    b = own("breakdown")
+    if not b or "ops" not in b or not floor or not cycle:
+        return []
+    take, _ = op_figure(b, "take", 0)
+    release, _ = op_figure(b, "release_free", 0)
+    un_us, un_noops = op_figure(b, "uncontended_cycle", 0)
+    hand, _ = op_figure(b, "release_handoff", 100)
+    arrive, _ = op_figure(b, "arrival", 100)
+    wake = b.get("condvar_wake_p50_us")
+    noop = b["noop_us"]
+    out = ["", "## Where the time goes", "",
+           "| step | time |", "|---|---|",
+           f"| one round trip (floor, whole client-server-client path) | {fmt_us(floor)} |",
+           f"| server time of a no-op EVALSHA (fixed cost of any script call) | {fmt_us(noop)} |",
+           f"| take (acquire, lock free, no queue) | {fmt_us(take)} |",
+           f"| release that frees | {fmt_us(release)} |",
+           f"| release that hands over (100 queued) | {fmt_us(hand)} |",
+           f"| arrival that queues (100 queued) | {fmt_us(arrive)} |",
+           f"| condvar wake-up of a parked thread (p50) | {fmt_us(wake)} |", ""]
+    extra = un_us - 2 * noop
+    out.append(
+        f"- Uncontended cycle: two round trips ({2 * floor:.1f} µs) plus what the two scripts do beyond a"
+        f" no-op ({extra:.1f} µs of server time; {un_noops:.1f} no-ops in all). On loopback, where a round trip"
+        f" is only {floor:.0f} µs, that work is {extra / floor:.2f} RTT. Measured {cycle:.1f} µs ="
+        f" {cycle / floor:.2f} RTT; over a real network (RTT of 100 µs or more) the same server work is a"
+        " small fraction.")
+    if handoff and hand is not None and wake is not None:
+        path = hand + 2 * wake
+        out.append(
+            f"- Handoff between clients: the releaser's request reaches Redis (≈ RTT/2), the release script hands"
+            f" over ({hand:.1f} µs), the grant message reaches the waiter's subscriber thread (≈ RTT/2), which"
+            f" wakes the waiting thread through its condvar; each of the two thread wake-ups (socket → subscriber,"
+            f" subscriber → waiter) costs about {wake:.0f} µs here. Script plus wake-ups alone are ≈ {path:.0f} µs"
+            f" before any network time; measured p50 {handoff['p50_us']:.0f} µs. Within one client the release"
+            " reply names the new holder, which is woken from it: one thread hop and no pub/sub leg.")
+    return out
+
+
 def make_plot(handoff):
     if not handoff:
         return None
@@ -264,55 +640,6 @@ def make_plot(handoff):
     fig.tight_layout()
     fig.savefig(ROOT / path, dpi=100)
     return path
-
-
-def breakdown_section(floor, cycle, handoff):
-    """Where the time goes, from the breakdown bench; explains unmet targets."""
-    b = own("breakdown")
-    if not b:
-        return []
-    rtt = floor / 1000
-    out = ["", "## Where the time goes (profile of the unmet targets)", "",
-           f"Server time of each script path (EVALSHA's usec in INFO commandstats over {b.get('calls_each', '?')}"
-           " calls of one kind; a path that cannot run alone is its whole cycle less the part that can) and"
-           " one thread wake-up through a parking_lot condvar on this machine:", "",
-           "| step | time |", "|---|---|",
-           f"| one round trip (floor, whole client-server-client path) | {rtt:.1f} µs |",
-           f"| server time of the floor's no-op script (fixed cost of any EVALSHA) | {b.get('noop_us', 0):.1f} µs |",
-           f"| acquire script, lock free, no queue (take) | {b['take_us']:.1f} µs |",
-           f"| release script, nobody waiting | {b['release_free_us']:.1f} µs |",
-           f"| release script handing over (pop head, new token, grant, 2 publishes) | {b['release_handoff_us']:.1f} µs |",
-           f"| acquire script that queues (arrival) | {b['enqueue_us']:.1f} µs |",
-           f"| condvar wake-up of a parked thread (p50) | {b['condvar_wake_p50_us']:.1f} µs |",
-           ""]
-    no_op_server = b.get("noop_us", 2.5)
-    extra = b["take_us"] + b["release_free_us"] - 2 * no_op_server
-    out.append(
-        f"- Uncontended cycle: two round trips ({2 * rtt:.1f} µs) plus what the two scripts do beyond a"
-        f" no-op ({extra:.1f} µs of server time). Probing the acquire script call by call on this Redis 7.0"
-        " showed reads (HGET, ZRANGE, GET) at well under 1 µs each but each write (SET of the fence with"
-        " its TTL, HSET of the lock, PEXPIRE) at about 4 µs, plus about 2 µs to set up the shared Lua helpers."
-        " A fair take needs the server clock, the queue check, a fencing token that survives restarts (a"
-        " write) and the lock (a write and its lease); on loopback, where a round trip is only"
-        f" {rtt:.0f} µs, that work is {extra / rtt:.2f} RTT. Measured {cycle / 1000:.1f} µs ="
-        f" {cycle / floor:.2f} RTT; over a real network (RTT of 100 µs or more) the same server work is a"
-        " small fraction and the target would hold.")
-    if handoff:
-        path = b["release_handoff_us"] + 2 * b["condvar_wake_p50_us"]
-        out.append(
-            f"- Handoff: the releaser's request reaches Redis (≈ RTT/2), the release script hands over"
-            f" ({b['release_handoff_us']:.1f} µs), the grant message reaches the waiter's subscriber thread"
-            " (≈ RTT/2), which wakes the waiting thread through its condvar; on this VM each of the two thread"
-            f" wake-ups (socket → subscriber, subscriber → waiter) costs about {b['condvar_wake_p50_us']:.0f} µs."
-            f" Script plus wake-ups alone are ≈ {path:.0f} µs before any network time; measured p50"
-            f" {handoff['p50_us']:.0f} µs. The design already saves the second acquire round trip a"
-            " wake-then-retry lock needs; what is left is server script time and thread scheduling.")
-    out.append(
-        "- Queue scaling: with waiters queued, each cycle is a release that hands over plus one arrival that"
-        f" queues ({b['release_handoff_us'] + b['enqueue_us']:.1f} µs); with none it is a bare take + release"
-        f" ({b['take_us'] + b['release_free_us']:.1f} µs). The ratio against 0 waiters measures that extra work,"
-        " which does not grow with the queue: 10 000 against 100 waiters (both hand over) is the O(log N) check.")
-    return out
 
 
 def shards_section():

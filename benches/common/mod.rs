@@ -1,9 +1,15 @@
-//! What both benches share: whether this run measures, where results go,
-//! and percentiles. (A directory module, so cargo does not take it for a
-//! bench target of its own.)
+//! What the benches share: whether this run measures, whether it runs over
+//! an emulated link, where results go, medians and percentiles. (A
+//! directory module, so cargo does not take it for a bench target of its
+//! own.)
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// The environment variable that puts the latency benches on an emulated
+/// link: the one-way delay in microseconds (500 emulates a ~1 ms round trip).
+pub const LINK_DELAY_ENV: &str = "FAIRLOCK_BENCH_LINK_DELAY_US";
 
 /// True under `cargo bench`; false when `cargo test` runs a bench once as a
 /// smoke test (then bounds shrink and nothing is written).
@@ -11,13 +17,46 @@ pub fn measuring() -> bool {
     std::env::args().any(|a| a == "--bench")
 }
 
-/// Writes `target/fairlock-bench/<name>.json` for scripts/bench-report,
-/// only when measuring.
+/// The emulated link's one-way delay, when [`LINK_DELAY_ENV`] asks for one.
+pub fn link_delay_us() -> Option<u64> {
+    std::env::var(LINK_DELAY_ENV).ok().map(|us| {
+        us.parse()
+            .unwrap_or_else(|_| panic!("{LINK_DELAY_ENV}: microseconds, not {us:?}"))
+    })
+}
+
+/// `link_delay_us` as a JSON value (`null` on loopback).
+pub fn link_delay_json() -> String {
+    link_delay_us().map_or("null".into(), |us| us.to_string())
+}
+
+/// Where results go: `target/fairlock-bench/`, or its `link/` under an
+/// emulated link, so that one loopback run and one link run both stay for
+/// scripts/bench-report.
+pub fn results_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fairlock-bench");
+    match link_delay_us() {
+        Some(_) => dir.join("link"),
+        None => dir,
+    }
+}
+
+/// A criterion group name that a link run does not share with a loopback
+/// run (`<name>_link`), so neither overwrites the other's estimates.
+pub fn group_name(name: &str) -> String {
+    match link_delay_us() {
+        Some(_) => format!("{name}_link"),
+        None => name.to_owned(),
+    }
+}
+
+/// Writes `<results_dir>/<name>.json` for scripts/bench-report, only when
+/// measuring.
 pub fn write_json(name: &str, json: &str) {
     if !measuring() {
         return;
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fairlock-bench");
+    let dir = results_dir();
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("{name}.json")), json).unwrap();
 }
@@ -27,11 +66,21 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+/// The median of non-empty samples.
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// Microseconds, for the JSON files.
+pub fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
 /// Where a latency bench's clients connect: straight to the server, or
-/// through an emulated network link when `FAIRLOCK_BENCH_LINK_DELAY_US` is
-/// set (the test support's relay, holding each chunk that many microseconds
-/// each way: 500 emulates a ~1 ms round trip). The round-trip floor of the
-/// same run goes through the same link.
+/// through an emulated network link when [`LINK_DELAY_ENV`] is set (the
+/// test support's relay, holding each chunk that many microseconds each
+/// way). The round-trip floor of the same run goes through the same link.
 pub struct Link {
     _relay: Option<fairlock_test_support::Relay>,
     url: String,
@@ -39,13 +88,7 @@ pub struct Link {
 
 impl Link {
     pub fn to(server: &fairlock_test_support::RedisServer) -> Link {
-        let delay = std::env::var("FAIRLOCK_BENCH_LINK_DELAY_US")
-            .ok()
-            .map(|us| {
-                us.parse::<u64>()
-                    .expect("FAIRLOCK_BENCH_LINK_DELAY_US: microseconds")
-            });
-        match delay {
+        match link_delay_us() {
             Some(us) => {
                 let relay = fairlock_test_support::Relay::with_delay(
                     server.port(),
