@@ -402,32 +402,55 @@ fn footprint(_: &mut Criterion) {
     let holder = mutex.lock().unwrap();
     let memory_before = info_field(&mut conn, "memory", "used_memory");
     let waiting = if measuring() { 1000 } else { 20 };
-    let (threads_waiting, conns_waiting, memory_per_waiter) = std::thread::scope(|s| {
-        for _ in 0..waiting {
-            let mutex = mutex.clone();
-            s.spawn(move || drop(mutex.lock().unwrap()));
-        }
-        assert!(wait_until(Duration::from_secs(60), || mutex
-            .queue_len()
-            .unwrap()
-            == waiting));
-        let figures = (
-            thread_count() - threads_before - waiting,
-            info_field(&mut conn, "clients", "connected_clients") - conns_before,
-            (info_field(&mut conn, "memory", "used_memory") - memory_before) as f64
-                / waiting as f64,
-        );
-        holder.unlock().unwrap();
-        figures
-    });
+    let (threads_waiting, conns_waiting, with_connections, memory_per_waiter) =
+        std::thread::scope(|s| {
+            for _ in 0..waiting {
+                let mutex = mutex.clone();
+                s.spawn(move || drop(mutex.lock().unwrap()));
+            }
+            assert!(wait_until(Duration::from_secs(60), || mutex
+                .queue_len()
+                .unwrap()
+                == waiting));
+            let figures = (
+                thread_count() - threads_before - waiting,
+                info_field(&mut conn, "clients", "connected_clients") - conns_before,
+                (info_field(&mut conn, "memory", "used_memory") - memory_before) as f64
+                    / waiting as f64,
+                queue_bytes(&mut conn, "bench:footprint") as f64 / waiting as f64,
+            );
+            holder.unlock().unwrap();
+            figures
+        });
     write_json(
         "footprint",
         &format!(
             "{{\"pool_size\": 16, \"idle\": {{\"threads\": {idle_threads}, \"connections\": {idle_conns}}}, \
              \"waiting_1000\": {{\"threads_besides_waiters\": {threads_waiting}, \"connections\": {conns_waiting}}}, \
-             \"server_bytes_per_waiter\": {memory_per_waiter:.0}}}"
+             \"server_bytes_per_waiter\": {memory_per_waiter:.0}, \
+             \"server_bytes_per_waiter_with_connections\": {with_connections:.0}}}"
         ),
     );
+}
+
+/// Bytes of the queue and deadlines keys of lock `name` (MEMORY USAGE, every
+/// element counted): what its queued waiters cost the server, without the
+/// connections a burst of waiting threads also opens.
+fn queue_bytes(conn: &mut redis::Connection, name: &str) -> i64 {
+    let keys = fairlock::test_support::LockKeys::new("fairlock", name).unwrap();
+    keys.all[1..]
+        .iter()
+        .map(|key| {
+            redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg(key)
+                .arg("SAMPLES")
+                .arg(0)
+                .query::<Option<i64>>(conn)
+                .unwrap()
+                .unwrap_or(0)
+        })
+        .sum()
 }
 
 /// Server memory per held lock and per released name: one client locks

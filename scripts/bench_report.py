@@ -239,7 +239,12 @@ def footprint_rows(footprint, memory):
                      f"{idle['connections']} / {busy['connections']}", "", "",
                      f"≤ pool ({footprint['pool_size']}) + 1", ""))
         per = footprint["server_bytes_per_waiter"]
-        rows.append(("server memory per queued waiter", f"{per:.0f} bytes", "", "", "≤ 400 B", verdict(per <= 400)))
+        rows.append(("server memory per queued waiter (its queue and deadline entries, MEMORY USAGE)",
+                     f"{per:.0f} bytes", "", "", "≤ 400 B", verdict(per <= 400)))
+        if "server_bytes_per_waiter_with_connections" in footprint:
+            rows.append(("server memory per waiting thread, with the pool connections 1 000 threads open"
+                         " (used_memory)", f"{footprint['server_bytes_per_waiter_with_connections']:.0f} bytes",
+                         "", "", "", ""))
     if memory:
         rows.append((f"server memory per held lock ({memory['names']:,} distinct names held)",
                      f"{memory['bytes_per_held_lock']:.0f} bytes", "", f"{memory['keys_per_held_lock']:.2f} keys", "", ""))

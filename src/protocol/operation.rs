@@ -382,8 +382,6 @@ mod tests {
     }
 
     #[test]
-    // Each source here has one own part: a slice of one range is meant.
-    #[allow(clippy::single_range_in_vec_init)]
     fn the_check_sees_a_helper_missing_or_unused() {
         let has = |problems: Vec<String>, what: &str| problems.iter().any(|p| p == what);
         // The whole library in front (how scripts were built before):
