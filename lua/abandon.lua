@@ -13,11 +13,7 @@
 -- Cost: O(log N).
 
 local entry = ARGV[3]
-local owner, call = parse_entry(entry)
-if not owner then
-  fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>", got '
-    .. entry)
-end
+local owner, call = entry_arg(entry)
 local token, holder, calls, mark, fence, left = read_lock()
 if holder == owner and give_back(owner, token, calls, mark, fence, call) then
   return 1

@@ -12,12 +12,7 @@
 -- Cost: O(log N).
 
 local entry = ARGV[3]
-local owner, wait_id, lease, fixed = parse_entry(entry)
-if not owner then
-  fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>", got '
-    .. entry)
-end
-ms_arg(lease, 'lease')
+local owner, wait_id, lease, fixed = entry_arg(entry)
 local token, holder, calls, mark, fence, left = read_lock()
 if holder == owner and counts_call(calls, wait_id) then
   if fixed == '0' then

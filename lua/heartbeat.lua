@@ -20,12 +20,7 @@
 
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
-  local owner, _, lease = parse_entry(ARGV[i])
-  if not owner then
-    fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>", got '
-      .. ARGV[i])
-  end
-  ms_arg(lease, 'lease')
+  entry_arg(ARGV[i])
 end
 local now_us, now_ms = server_time()
 prune(now_ms)

@@ -165,6 +165,17 @@ local function parse_entry(entry)
   return owner, wait_id, tonumber(lease), fixed
 end
 
+-- A queue entry given in ARGV, as parse_entry reads it, its lease checked;
+-- anything else stops the script before it writes.
+local function entry_arg(value)
+  local owner, wait_id, lease, fixed = parse_entry(value)
+  if not owner then
+    fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>", got '
+      .. value)
+  end
+  return owner, wait_id, ms_arg(lease, 'lease'), fixed
+end
+
 -- Removes an entry from both queue structures.
 local function forget(entry)
   redis.call('ZREM', QUEUE, entry)

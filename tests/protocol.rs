@@ -269,6 +269,18 @@ fn every_expiry_a_script_sets_is_checked_before_it_writes() {
         f.pttl() <= before && f.pttl() > 31_535_000_000,
         "the lease is as it was"
     );
+    // A queue entry that is not one is refused before any write.
+    for (script, args) in [
+        (ABANDON, vec!["a:1 1"]),
+        (HEARTBEAT, vec!["1000", "a:1 1 1000 2"]),
+        (Script::Cancel, vec!["a:1 x 1000 0"]),
+    ] {
+        let err = f.eval(script, &args).expect_err("a malformed entry");
+        assert!(
+            err.to_string().contains("a queue entry must be"),
+            "{script:?}: {err}"
+        );
+    }
     f.assert_every_key_expires();
     assert!(f.server.pid().is_some());
 }
