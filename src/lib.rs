@@ -95,7 +95,7 @@ pub use topology::redact_url;
 #[doc(hidden)]
 pub mod test_support {
     pub use crate::protocol::{
-        Acquire, CommonArgs, LockKeys, Mode, Operation, Release, ReleaseReply, Script,
+        Acquire, CommonArgs, LockKeys, LockKind, Mode, Operation, Release, ReleaseReply, Script,
     };
 }
 

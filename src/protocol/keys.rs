@@ -5,35 +5,84 @@ use crate::error::{Error, ErrorKind, Result};
 /// Longest lock name accepted, in bytes (64 KiB).
 pub const MAX_NAME_LEN: usize = 64 * 1024;
 
-/// The three keys of one lock, in the order every script expects them.
+/// Which primitive a family of keys belongs to. The mutex, the semaphore (and
+/// later the reader-writer lock) of one name are separate locks in separate
+/// keys, so a key of one kind never meets a script of another; all kinds of
+/// one name share the `{tag}`, hence one cluster slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockKind {
+    /// A fair mutex: keys lock, queue, deadlines.
+    Mutex,
+    /// A fair semaphore: keys holders, queue, deadlines, tokens, meta.
+    // No caller in the library until the client API (FairSemaphore) lands,
+    // only the test support's: these allows go then.
+    #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+    Semaphore,
+}
+
+/// The keys of one lock, in the order every script of its kind expects them.
 ///
 /// Layout: `<prefix>:{<tag>}:<kind>:<name>`. The tag is 16 hex digits of the
 /// name's SHA-1, so all keys of a lock share one cluster hash slot whatever
 /// braces the name contains, and different names spread over the slots. The
 /// full name follows the fixed-width part, so distinct names never share keys.
+///
+/// A mutex has three keys (`lock`, `queue`, `deadlines`). A semaphore has
+/// five: `sem` (zset `"<owner> <call>"` -> lease end, server ms), `semq`
+/// and `semd` (its queue and deadlines, entries as the mutex's), `semt`
+/// (hash `"<owner> <call>"` -> fencing token) and `semmeta` (string
+/// `"<permits> <last token>[ <mark>]"`). The queue keys are 2nd and 3rd in
+/// both kinds, so lua/lib.lua's queue steps serve both unchanged.
 #[derive(Debug)]
 pub struct LockKeys {
-    /// lock (the hold, or the last token of a free lock), queue, deadlines.
-    pub all: [String; 3],
-    /// The Redis Cluster slot of all three (CRC16 of the tag, as Redis has it).
+    /// Mutex: lock (the hold, or the last token of a free lock), queue,
+    /// deadlines. Semaphore: holders, queue, deadlines, tokens, meta.
+    pub all: Vec<String>,
+    /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
+    #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+    kind: LockKind,
 }
 
 impl LockKeys {
-    /// The keys of the lock `name` under `prefix`; an empty or oversized
+    /// The keys of the mutex `name` under `prefix`; an empty or oversized
     /// name is [`ErrorKind::InvalidName`].
     pub fn new(prefix: &str, name: &str) -> Result<Self> {
+        Self::of_kind(prefix, name, LockKind::Mutex)
+    }
+
+    /// The keys of the semaphore `name` under `prefix` (see [`LockKeys::new`]).
+    #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+    pub fn semaphore(prefix: &str, name: &str) -> Result<Self> {
+        Self::of_kind(prefix, name, LockKind::Semaphore)
+    }
+
+    /// The keys of the `kind` of lock called `name` under `prefix`.
+    pub fn of_kind(prefix: &str, name: &str, kind: LockKind) -> Result<Self> {
         validate_name(name)?;
         let digest = sha1_smol::Sha1::from(name).digest().to_string();
         let tag = &digest[..16];
         let key = |kind: &str| format!("{prefix}:{{{tag}}}:{kind}:{name}");
+        let kinds: &[&str] = match kind {
+            LockKind::Mutex => &["lock", "queue", "deadlines"],
+            LockKind::Semaphore => &["sem", "semq", "semd", "semt", "semmeta"],
+        };
         Ok(LockKeys {
-            all: [key("lock"), key("queue"), key("deadlines")],
+            all: kinds.iter().map(|k| key(k)).collect(),
             slot: crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) % 16384,
+            kind,
         })
     }
 
-    /// The lock key, the only key the renew script needs.
+    /// Which primitive these keys belong to.
+    #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+    pub fn kind(&self) -> LockKind {
+        self.kind
+    }
+
+    /// The first key: the mutex's lock key (the only key its renew script
+    /// needs), a semaphore's holders. Unique per lock and kind, so the
+    /// client's registries key their entries by it.
     pub fn lock(&self) -> &str {
         &self.all[0]
     }
@@ -88,6 +137,29 @@ mod tests {
         for ka in &a.all {
             assert!(!b.all.contains(ka));
         }
+    }
+
+    #[test]
+    fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot() {
+        let mutex = LockKeys::new("p", "jobs").unwrap();
+        let sem = LockKeys::semaphore("p", "jobs").unwrap();
+        let tag = hash_tag(&mutex.all[0]).to_owned();
+        assert_eq!(mutex.kind(), LockKind::Mutex);
+        assert_eq!(
+            mutex.all,
+            ["lock", "queue", "deadlines"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        );
+        assert_eq!(sem.kind(), LockKind::Semaphore);
+        assert_eq!(
+            sem.all,
+            ["sem", "semq", "semd", "semt", "semmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        );
+        assert_eq!(sem.slot, mutex.slot);
+        assert!(sem.all.iter().all(|k| !mutex.all.contains(k)));
+        assert_eq!(
+            LockKeys::semaphore("p", "").unwrap_err().kind(),
+            ErrorKind::InvalidName
+        );
     }
 
     #[test]

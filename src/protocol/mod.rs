@@ -28,6 +28,8 @@ pub use cancel::{Cancel, CancelReply};
 pub use force_release::ForceRelease;
 pub use heartbeat::{Heartbeat, HeartbeatReply, WaiterStatus};
 pub use keys::LockKeys;
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use keys::LockKind;
 pub use operation::{unexpected, CommonArgs, Operation, Script};
 pub use queue_entry::QueueEntry;
 pub use release::{Release, ReleaseReply};
