@@ -24,7 +24,7 @@ use std::fs;
 use std::path::Path;
 
 /// The operations' files, one script each (`Script` in src/protocol/operation.rs).
-const OPERATIONS: [&str; 8] = [
+const OPERATIONS: [&str; 11] = [
     "acquire.lua",
     "release.lua",
     "renew.lua",
@@ -33,6 +33,9 @@ const OPERATIONS: [&str; 8] = [
     "abandon.lua",
     "force_release.lua",
     "status.lua",
+    "sem_acquire.lua",
+    "sem_release.lua",
+    "sem_renew.lua",
 ];
 
 /// One top-level definition of lib.lua.

@@ -19,6 +19,16 @@
 --                              again is known
 --   KEYS[2] queue      zset    entry -> arrival sequence number
 --   KEYS[3] deadlines  zset    entry -> liveness deadline, server milliseconds
+-- Keys of one semaphore (its own, beside the mutex's of the same name; the
+-- queue keys in the same places, so the queue steps below serve both):
+--   KEYS[1] holders    zset    "<owner> <call>" -> lease end, server ms; a
+--                              hold is live while its end >= now
+--   KEYS[2] queue, KEYS[3] deadlines, as a lock's
+--   KEYS[4] tokens     hash    "<owner> <call>" -> the hold's fencing token
+--   KEYS[5] meta       string  "<permits> <last token>[ <mark>]": N, the last
+--                              token issued, the "<owner>#<call>" of the
+--                              last release; it outlives every holder and
+--                              waiter by the fence life
 -- A queue entry is "<owner> <wait id> <lease ms> <fixed 0|1>": the waiting
 -- call and the grant it gets, so a handoff reads one member. An owner id is
 -- "<client id>:<thread number>"; its client's channel is ARGV[1] .. client id.
@@ -31,6 +41,9 @@
 local LOCK = KEYS[1]
 local QUEUE = KEYS[2]
 local DEADLINES = KEYS[3]
+local HOLDERS = KEYS[1]
+local TOKENS = KEYS[4]
+local META = KEYS[5]
 local WAKE_PREFIX = ARGV[1]
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15).
@@ -190,9 +203,9 @@ local function prune(now_ms)
   end
 end
 
--- The first queued entry that is still alive, or nil. Dead or foreign
--- entries ahead of it are dropped; each entry is dropped once, so this is
--- O(log N) amortised per call.
+-- The first queued entry that is still alive and its liveness deadline, or
+-- nil. Dead or foreign entries ahead of it are dropped; each entry is
+-- dropped once, so this is O(log N) amortised per call.
 local function live_head(now_ms)
   while true do
     local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
@@ -201,7 +214,7 @@ local function live_head(now_ms)
     end
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
     if deadline and deadline >= now_ms and parse_entry(head) then
-      return head
+      return head, deadline
     end
     forget(head)
   end
@@ -351,4 +364,157 @@ local function extend_lease(lease, fence, left)
     return lease
   end
   return left
+end
+
+-- The semaphore's steps. Its permits, last token and mark live in the meta
+-- key; its holds in the holders zset (lease ends) and the tokens hash.
+
+-- `value` (an ARGV string) as a number of permits from 1 to 4294967295;
+-- anything else stops the script before it writes.
+local function permits_arg(value)
+  local n = tonumber(value)
+  if not n or n ~= math.floor(n) or n < 1 or n > 4294967295 then
+    fail('ERR fairlock: permits must be a whole number from 1 to 4294967295, got '
+      .. tostring(value))
+  end
+  return n
+end
+
+-- The holders member "<owner> <call>" of call `call` of `owner` (ARGV
+-- strings); an owner with a space or a call that is not a number stops the
+-- script before it writes, since either would make the member ambiguous.
+local function holder_arg(owner, call)
+  if not string.match(owner or '', '^%S+$') or not string.match(call or '', '^%d+$') then
+    fail('ERR fairlock: owner must be an id without spaces and call a number, got '
+      .. tostring(owner) .. ' and ' .. tostring(call))
+  end
+  return owner .. ' ' .. call
+end
+
+-- The meta's parts: permits (nil when the key is gone: a semaphore nobody
+-- used for a fence life), last token (a string, '0' when gone), mark (''
+-- when none). A value fairlock did not write stops the script before any
+-- write.
+local function read_meta()
+  local stored = redis.call('GET', META)
+  if not stored then
+    return nil, '0', ''
+  end
+  local permits, token, mark = string.match(stored, '^(%d+) (%d+) ?(%S*)$')
+  if not permits then
+    fail('WRONGTYPE the semaphore meta key holds a value fairlock did not write')
+  end
+  return tonumber(permits), token, mark
+end
+
+-- Stops the script, before it writes, when this call's `permits` are not
+-- the semaphore's (`stored`, nil when not set): two clients that disagree
+-- on N get an error instead of admitting more holders than either meant.
+local function check_permits(permits, stored)
+  if stored and stored ~= permits then
+    fail('ERR fairlock: permits mismatch: this call says ' .. fmt(permits)
+      .. ' permits, the semaphore has ' .. fmt(stored)
+      .. ' (every client of one semaphore must use the same number)')
+  end
+end
+
+-- Drops up to 16 holders whose lease ran out, with their tokens, so the
+-- holders zset stays as long as the live holds (O(log N) each). Live
+-- holds are counted with ZCOUNT, so any left over never take a permit.
+local function drop_expired(now_ms)
+  local dead = redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, 16)
+  if #dead > 0 then
+    redis.call('ZREM', HOLDERS, unpack(dead))
+    redis.call('HDEL', TOKENS, unpack(dead))
+  end
+end
+
+-- Permits not held by a live holder, of `permits`.
+local function free_permits(now_ms, permits)
+  return permits - redis.call('ZCOUNT', HOLDERS, fmt(now_ms), '+inf')
+end
+
+-- The token (a string) and ms of lease left of `member`'s hold, or nil
+-- when it holds nothing live.
+local function hold_of(member, now_ms)
+  local ends = tonumber(redis.call('ZSCORE', HOLDERS, member))
+  if not ends or ends < now_ms then
+    return nil
+  end
+  return redis.call('HGET', TOKENS, member) or nil, ends - now_ms
+end
+
+-- Gives `member` a permit for `ttl` ms; returns its token (a string),
+-- max(last + 1, server clock in µs), as the mutex's take does. The caller
+-- writes the token to the meta (keep_semaphore).
+local function take_permit(member, ttl, now_us, now_ms, last)
+  local token = fmt(math.max(tonumber(last) + 1, now_us))
+  redis.call('ZADD', HOLDERS, now_ms + ttl, member)
+  redis.call('HSET', TOKENS, member, token)
+  return token
+end
+
+-- Ms until the first live lease runs out (when the head of the queue can
+-- claim a permit a dead holder never gave back), 0 when none is live.
+local function first_lease_left(now_ms)
+  local first = redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf', 'LIMIT', 0, 1,
+    'WITHSCORES')[2]
+  if not first then
+    return 0
+  end
+  return tonumber(first) - now_ms
+end
+
+-- Hands up to `free` permits to the live waiters at the head of the queue,
+-- in arrival order, stopping at `stop` (an entry that takes its own permit)
+-- if given: each gets a token and "G <wait id> <token> <ttl>", its grant
+-- bounded by its liveness deadline as hand_over's. Returns the last token
+-- issued and the list of {owner, wait id, token, ttl} handed over.
+local function hand_permits(now_us, now_ms, free, last, stop)
+  local handed = {}
+  while free > #handed do
+    local head, deadline = live_head(now_ms)
+    if not head or head == stop then
+      break
+    end
+    forget(head)
+    local owner, wait_id, ttl, fixed = parse_entry(head)
+    if fixed == '0' then
+      ttl = math.max(1, math.min(ttl, deadline - now_ms))
+    end
+    last = take_permit(owner .. ' ' .. wait_id, ttl, now_us, now_ms, last)
+    wake(owner, 'G ' .. wait_id .. ' ' .. last .. ' ' .. fmt(ttl))
+    handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(last), ttl }
+  end
+  return last, handed
+end
+
+-- Writes the meta "<permits> <last>[ <mark>]" and the TTLs of a
+-- semaphore's keys after a write that adds a holder or a waiter: holders
+-- and tokens live until the farthest lease ends, the meta a fence life
+-- past that and past the queue's TTL, so N and the last token outlive
+-- every holder and waiter (a later caller with another N is refused, and
+-- tokens keep increasing).
+local function keep_semaphore(now_ms, permits, last, mark)
+  local value = fmt(permits) .. ' ' .. last
+  if mark ~= '' then
+    value = value .. ' ' .. mark
+  end
+  local life = 0
+  local far = tonumber(redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')[2])
+  if far and far >= now_ms then
+    life = far - now_ms + 1
+    redis.call('PEXPIRE', HOLDERS, life)
+    redis.call('PEXPIRE', TOKENS, life)
+  end
+  life = math.max(life, redis.call('PTTL', QUEUE))
+  redis.call('SET', META, value, 'PX', life + FENCE_LIFE)
+end
+
+-- Makes `key`, if it exists, live at least `ms` more; never shortens it.
+local function outlive(key, ms)
+  local ttl = redis.call('PTTL', key)
+  if ttl ~= -2 and ttl < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
 end

@@ -95,7 +95,8 @@ pub use topology::redact_url;
 #[doc(hidden)]
 pub mod test_support {
     pub use crate::protocol::{
-        Acquire, CommonArgs, LockKeys, LockKind, Mode, Operation, Release, ReleaseReply, Script,
+        Acquire, AcquireReply, CommonArgs, HandedOver, LockKeys, LockKind, Mode, Operation,
+        Release, ReleaseReply, Script, SemAcquire, SemRelease, SemReleaseReply, SemRenew,
     };
 }
 

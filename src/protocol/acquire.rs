@@ -19,7 +19,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    fn as_arg(self) -> &'static str {
+    pub(crate) fn as_arg(self) -> &'static str {
         match self {
             Mode::Try => "try",
             Mode::First => "first",
@@ -51,13 +51,21 @@ pub struct Acquire<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AcquireReply {
     /// The caller holds the lock; `pttl_ms` is its lease left when answered.
-    Acquired { token: u64, pttl_ms: i64 },
+    Acquired {
+        /// The hold's fencing token.
+        token: u64,
+        /// Its lease left, in ms.
+        pttl_ms: i64,
+    },
     /// Someone else holds it. `position` is the caller's place in the queue
     /// (0 = next), or `None` when it did not queue; `last_token` the last
     /// fencing token issued then (a grant to this call up to it is over).
     Waiting {
+        /// The holder's lease left, in ms (a semaphore: the first live one's).
         pttl_ms: i64,
+        /// The caller's place in the queue, if it queued.
         position: Option<u64>,
+        /// The last fencing token issued.
         last_token: u64,
     },
 }

@@ -26,6 +26,12 @@ pub enum Script {
     ForceRelease,
     /// `status.lua`
     Status,
+    /// `sem_acquire.lua`
+    SemAcquire,
+    /// `sem_release.lua`
+    SemRelease,
+    /// `sem_renew.lua`
+    SemRenew,
 }
 
 macro_rules! with_lib {
@@ -36,7 +42,7 @@ macro_rules! with_lib {
 
 impl Script {
     /// Every script, e.g. to load them all at once.
-    pub const ALL: [Script; 8] = [
+    pub const ALL: [Script; 11] = [
         Script::Acquire,
         Script::Release,
         Script::Renew,
@@ -45,6 +51,9 @@ impl Script {
         Script::Abandon,
         Script::ForceRelease,
         Script::Status,
+        Script::SemAcquire,
+        Script::SemRelease,
+        Script::SemRenew,
     ];
 
     /// The script's whole source, the helpers it uses included.
@@ -58,6 +67,9 @@ impl Script {
             Script::Abandon => with_lib!("abandon.lua"),
             Script::ForceRelease => with_lib!("force_release.lua"),
             Script::Status => with_lib!("status.lua"),
+            Script::SemAcquire => with_lib!("sem_acquire.lua"),
+            Script::SemRelease => with_lib!("sem_release.lua"),
+            Script::SemRenew => with_lib!("sem_renew.lua"),
         }
     }
 }
@@ -91,7 +103,7 @@ pub trait Operation {
     /// The script it runs.
     const SCRIPT: Script;
 
-    /// KEYS: all three keys of the lock unless the script needs fewer.
+    /// KEYS: all the lock's keys unless the script needs fewer.
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
         &keys.all
     }
@@ -153,6 +165,9 @@ mod tests {
             Script::Abandon => include_str!("../../lua/abandon.lua"),
             Script::ForceRelease => include_str!("../../lua/force_release.lua"),
             Script::Status => include_str!("../../lua/status.lua"),
+            Script::SemAcquire => include_str!("../../lua/sem_acquire.lua"),
+            Script::SemRelease => include_str!("../../lua/sem_release.lua"),
+            Script::SemRenew => include_str!("../../lua/sem_renew.lua"),
         }
     }
 

@@ -1,0 +1,66 @@
+-- sem_release.lua: give back one permit; free permits go to the live
+-- waiters at the head of the queue, in arrival order.
+--
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- ARGV[1] wake channel prefix
+-- ARGV[2] fence life ms
+-- ARGV[3] owner id
+-- ARGV[4] fencing token of the hold being released
+-- ARGV[5] call id of the acquisition this release gives back: a release
+--         delivered twice (a retry after a lost reply) counts once, and is
+--         answered as the first was while the meta still names it as the
+--         last release (later releases of others replace that mark)
+-- Returns 0 when released (or released already by this call) and no
+--         waiter got a permit, {owner1, wait id1, token1, lease ms1, owner2,
+--         ...} for the waiters the freed permits went to (each also sent
+--         "G" as always; the new head "H"; a client may act on this reply
+--         first), or -1 when this call holds no live permit with that
+--         token (the lease was lost); then nothing is changed.
+-- Cost: O(log N) in waiters and holders (amortised over dropped dead
+-- waiters and expired holds); with nobody waiting TIME, ZSCORE, HGET, GET,
+-- ZREM, HDEL, EXISTS, ZRANGE, PTTL, SET (and two PEXPIREs while others
+-- hold).
+
+local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
+local member = holder_arg(owner, call)
+local now_us, now_ms = server_time()
+local permits, last, mark = read_meta()
+if hold_of(member, now_ms) ~= token then
+  if mark == owner .. '#' .. call then
+    return 0
+  end
+  return -1
+end
+redis.call('ZREM', HOLDERS, member)
+redis.call('HDEL', TOKENS, member)
+if not permits then
+  -- The meta is gone (deleted by hand): N is unknown, so nobody is handed
+  -- a permit here; waiters take theirs when they poll.
+  return 0
+end
+mark = owner .. '#' .. call
+-- The common case first: nobody waiting.
+if redis.call('EXISTS', QUEUE) == 0 then
+  keep_semaphore(now_ms, permits, last, mark)
+  return 0
+end
+
+-- @helpers
+
+drop_expired(now_ms)
+local handed
+last, handed = hand_permits(now_us, now_ms, free_permits(now_ms, permits), last, nil)
+if #handed > 0 then
+  tell_head(now_ms, first_lease_left(now_ms))
+end
+keep_semaphore(now_ms, permits, last, mark)
+if #handed == 0 then
+  return 0
+end
+local out = {}
+for _, grant in ipairs(handed) do
+  for _, part in ipairs(grant) do
+    out[#out + 1] = part
+  end
+end
+return out
