@@ -675,3 +675,90 @@ fn the_readme_acl_user_runs_every_semaphore_script() {
     assert!(s.attempt_with("b:1", 3, Mode::Try, 2, LONG, false).is_err());
     assert_eq!(acl_denials(&mut s.conn), Vec::<Value>::new());
 }
+
+#[test]
+fn a_long_random_mix_keeps_every_invariant() {
+    let mut s = Sem::new("mix");
+    const PERMITS: u32 = 3;
+    // A fixed pseudo-random sequence (an LCG), so a failure repeats.
+    let mut seed: u64 = 0x5eed;
+    let mut next = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut holding: Vec<Permit> = Vec::new();
+    let mut queued: Vec<(String, u64)> = Vec::new();
+    let mut arrivals: Vec<String> = Vec::new();
+    let mut grants: Vec<String> = Vec::new();
+    let mut tokens: Vec<u64> = Vec::new();
+    let mut call = 0;
+    for _ in 0..400 {
+        match next(4) {
+            // A newcomer: first attempt, or a try.
+            0 | 1 => {
+                call += 1;
+                let owner = format!("c{}:1", next(12));
+                let mode = if next(3) == 0 { Mode::Try } else { Mode::First };
+                match s.attempt(&owner, call, mode, PERMITS) {
+                    AcquireReply::Acquired { token, .. } => {
+                        assert!(queued.is_empty(), "{owner} took a permit past {queued:?}");
+                        tokens.push(token);
+                        holding.push(Permit { owner, call, token });
+                    }
+                    AcquireReply::Waiting { position, .. } => {
+                        assert_eq!(holding.len(), PERMITS as usize, "a permit was free");
+                        match position {
+                            Some(p) => {
+                                assert_eq!(p as usize, queued.len());
+                                arrivals.push(format!("{owner} {call}"));
+                                queued.push((owner, call));
+                            }
+                            None => assert_eq!(mode, Mode::Try),
+                        }
+                    }
+                }
+            }
+            // A holder releases (its repeat now and then).
+            2 if !holding.is_empty() => {
+                let gone = holding.remove(next(holding.len() as u64) as usize);
+                let handed = s.handed(&gone);
+                assert!(handed.len() <= 1, "{handed:?}");
+                for p in handed {
+                    let (owner, call) = queued.remove(0);
+                    assert_eq!((p.owner.as_str(), p.call), (owner.as_str(), call));
+                    grants.push(format!("{owner} {call}"));
+                    tokens.push(p.token);
+                    holding.push(p);
+                }
+                if next(4) == 0 {
+                    assert_eq!(s.release(&gone), SemReleaseReply::Released);
+                }
+            }
+            // A queued waiter polls: it stays where it is.
+            3 if !queued.is_empty() => {
+                let i = next(queued.len() as u64) as usize;
+                let (owner, call) = queued[i].clone();
+                match s.attempt(&owner, call, Mode::Poll, PERMITS) {
+                    AcquireReply::Waiting {
+                        position: Some(p), ..
+                    } => assert_eq!(p as usize, i),
+                    other => panic!("{owner} {call} polled: {other:?}"),
+                }
+            }
+            _ => {}
+        }
+        let mut live = s.holders();
+        let mut expected: Vec<String> = holding.iter().map(member).collect();
+        live.sort();
+        expected.sort();
+        assert_eq!(live, expected);
+        assert!(live.len() <= PERMITS as usize);
+        let in_queue: Vec<String> = s.queued();
+        assert_eq!(in_queue.len(), queued.len());
+    }
+    assert!(grants.len() > 10, "the mix handed over {}", grants.len());
+    assert_eq!(grants, arrivals[..grants.len()]);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
