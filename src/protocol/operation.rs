@@ -366,8 +366,9 @@ mod tests {
             .map(|f| f.0.as_str())
             .collect();
         assert_eq!(defined, ["LOCK", "fail", "ms_arg"]);
-        // The fast paths of acquire and release (a free lock nobody waits
-        // for) build only the closures they call.
+        // The fast paths of acquire and release (a free lock or permit
+        // nobody waits for) build only the closures they call, none of the
+        // queue's.
         for (script, fast) in [
             (
                 Script::Acquire,
@@ -376,6 +377,14 @@ mod tests {
             (
                 Script::Release,
                 ["fail", "ms_arg", "read_lock", "write_free"].as_slice(),
+            ),
+            (
+                Script::SemAcquire,
+                ["read_meta", "drop_expired", "take_permit", "keep_semaphore"].as_slice(),
+            ),
+            (
+                Script::SemRelease,
+                ["read_meta", "hold_of", "keep_semaphore"].as_slice(),
             ),
         ] {
             let source = script.source();
@@ -389,10 +398,12 @@ mod tests {
             for f in fast {
                 assert!(functions.contains(f), "{script:?} fast path lacks {f}");
             }
-            assert!(
-                !functions.contains(&"hand_over"),
-                "{script:?} fast path builds hand_over: {functions:?}"
-            );
+            for slow in ["hand_over", "hand_permits", "live_head", "join_queue"] {
+                assert!(
+                    !functions.contains(&slow),
+                    "{script:?} fast path builds {slow}: {functions:?}"
+                );
+            }
         }
     }
 
