@@ -23,6 +23,11 @@ pub enum ErrorKind {
     /// asks for acknowledged a lock write in time. An acquisition is rolled
     /// back before this is reported; a release did happen on the master.
     NotReplicated,
+    /// Two clients disagree on the number of permits of one semaphore: this
+    /// call's N is not the one the semaphore was created with (kept while it
+    /// is in use, and a fence life after). Nothing was written; the
+    /// message names both numbers.
+    PermitsMismatch,
     /// Redis answered with an error or a reply fairlock does not understand
     /// (for example, an ACL that forbids a needed command).
     Server,
@@ -205,6 +210,9 @@ impl From<redis::RedisError> for Error {
                 err,
             );
         }
+        if let Some(message) = permits_mismatch(&err) {
+            return Error::with_source(ErrorKind::PermitsMismatch, message, err);
+        }
         let unavailable = err.is_io_error()
             || err.is_timeout()
             || err.is_connection_dropped()
@@ -282,6 +290,33 @@ fn script_error_code(detail: &str) -> Option<&str> {
     (code.len() > 1 && code.bytes().all(|b| b.is_ascii_uppercase())).then_some(code)
 }
 
+/// The text a semaphore script raises when a call's permits are not the
+/// semaphore's (lua/lib.lua's check_permits), after its `ERR fairlock: `.
+const PERMITS_MISMATCH: &str = "permits mismatch: this call says ";
+
+/// For the error a semaphore script raises on a permits mismatch (in
+/// either version's wording: see [`script_error_code`]), the message
+/// naming both numbers: "two clients disagree on the number of permits of
+/// this semaphore: this call says 4, the semaphore has 3".
+fn permits_mismatch(err: &redis::RedisError) -> Option<String> {
+    if err.code() != Some("ERR") {
+        return None;
+    }
+    let detail = err.detail()?;
+    let (_, rest) = detail.split_once(PERMITS_MISMATCH)?;
+    let (ours, rest) = rest.split_once(" permits, the semaphore has ")?;
+    let theirs = rest.split(' ').next()?;
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !number(ours) || !number(theirs) {
+        return None;
+    }
+    Some(format!(
+        "two clients disagree on the number of permits of this semaphore: this call says \
+         {ours}, the semaphore has {theirs} (every client of one semaphore must use the same \
+         number); nothing was changed"
+    ))
+}
+
 impl From<r2d2::Error> for Error {
     fn from(err: r2d2::Error) -> Self {
         Error::with_source(
@@ -347,6 +382,33 @@ mod tests {
         ] {
             assert_eq!(from_reply(reply).kind(), ErrorKind::Server, "{reply}");
         }
+    }
+
+    #[test]
+    fn a_permits_mismatch_is_its_own_kind_naming_both_numbers_as_every_version_words_it() {
+        for reply in [
+            // Redis 7.0+ and Valkey 8
+            "ERR fairlock: permits mismatch: this call says 4 permits, the semaphore has 3 \
+             (every client of one semaphore must use the same number) script: \
+             fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:120.",
+            // Redis 6.2
+            "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
+             @user_script:120: ERR fairlock: permits mismatch: this call says 4 permits, the \
+             semaphore has 3 (every client of one semaphore must use the same number)",
+        ] {
+            let err = from_reply(reply);
+            assert_eq!(err.kind(), ErrorKind::PermitsMismatch, "{reply}");
+            let text = err.to_string();
+            assert!(
+                text.contains("this call says 4, the semaphore has 3"),
+                "{text}"
+            );
+            assert!(err.source().is_some());
+        }
+        // Another script error that mentions permits is not one.
+        let other =
+            from_reply("ERR fairlock: permits must be a whole number from 1 to 4294967295, got 0");
+        assert_eq!(other.kind(), ErrorKind::Server);
     }
 
     #[test]
