@@ -24,7 +24,7 @@ use std::fs;
 use std::path::Path;
 
 /// The operations' files, one script each (`Script` in src/protocol/operation.rs).
-const OPERATIONS: [&str; 11] = [
+const OPERATIONS: [&str; 15] = [
     "acquire.lua",
     "release.lua",
     "renew.lua",
@@ -36,6 +36,10 @@ const OPERATIONS: [&str; 11] = [
     "sem_acquire.lua",
     "sem_release.lua",
     "sem_renew.lua",
+    "sem_heartbeat.lua",
+    "sem_cancel.lua",
+    "sem_abandon.lua",
+    "sem_status.lua",
 ];
 
 /// One top-level definition of lib.lua.

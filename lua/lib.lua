@@ -518,3 +518,50 @@ local function outlive(key, ms)
     redis.call('PEXPIRE', key, ms)
   end
 end
+
+-- Hands every free permit of `permits` (expired holds dropped first) to
+-- the live waiters at the head of the queue, as hand_permits does, and
+-- tells the new head when the first live lease runs out. Returns the last
+-- token issued and the grants; with any, the caller keeps the keys' TTLs
+-- (keep_semaphore).
+local function pass_permits(now_us, now_ms, permits, last)
+  drop_expired(now_ms)
+  local handed
+  last, handed = hand_permits(now_us, now_ms, free_permits(now_ms, permits), last, nil)
+  if #handed > 0 then
+    tell_head(now_ms, first_lease_left(now_ms))
+  end
+  return last, handed
+end
+
+-- Keeps a permit handed to a waiting call alive until its owner's watchdog
+-- renews it: a watchdog-renewed hold (`fixed` '0') of `member` with `left`
+-- ms under its `lease` gets `lease` from now; a fixed one is left alone.
+-- Returns the lease left now and whether it changed (the caller then keeps
+-- the keys' TTLs: keep_semaphore).
+local function extend_permit(member, lease, fixed, left, now_ms)
+  if fixed == '0' and left < lease then
+    redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
+    return lease, true
+  end
+  return left, false
+end
+
+-- Removes `entry` from the semaphore's queue; permits it leaves free go to
+-- the next live waiters (when the meta gives `permits`), and a new head
+-- learns of it. `last` and `mark` as read_meta gave them.
+local function leave_permit_queue(entry, now_us, now_ms, permits, last, mark)
+  local was_head = redis.call('ZRANK', QUEUE, entry) == 0
+  forget(entry)
+  prune(now_ms)
+  if not permits then
+    return
+  end
+  local handed
+  last, handed = pass_permits(now_us, now_ms, permits, last)
+  if #handed > 0 then
+    keep_semaphore(now_ms, permits, last, mark)
+  elseif was_head then
+    tell_head(now_ms, first_lease_left(now_ms))
+  end
+end

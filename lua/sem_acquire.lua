@@ -61,10 +61,12 @@ if held then
   -- This very call holds a permit: handed over while it waited, or
   -- delivered twice. A poll keeps a short handed-over lease alive until
   -- its watchdog renews it.
-  if mode == 'poll' and fixed == '0' and left < lease then
-    redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
-    left = lease
-    keep_semaphore(now_ms, permits, last, mark)
+  if mode == 'poll' then
+    local extended
+    left, extended = extend_permit(member, lease, fixed, left, now_ms)
+    if extended then
+      keep_semaphore(now_ms, permits, last, mark)
+    end
   end
   return { 1, tonumber(held), left }
 end

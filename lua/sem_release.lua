@@ -47,12 +47,8 @@ end
 
 -- @helpers
 
-drop_expired(now_ms)
 local handed
-last, handed = hand_permits(now_us, now_ms, free_permits(now_ms, permits), last, nil)
-if #handed > 0 then
-  tell_head(now_ms, first_lease_left(now_ms))
-end
+last, handed = pass_permits(now_us, now_ms, permits, last)
 keep_semaphore(now_ms, permits, last, mark)
 if #handed == 0 then
   return 0

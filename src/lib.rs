@@ -95,8 +95,10 @@ pub use topology::redact_url;
 #[doc(hidden)]
 pub mod test_support {
     pub use crate::protocol::{
-        Acquire, AcquireReply, CommonArgs, HandedOver, LockKeys, LockKind, Mode, Operation,
-        Release, ReleaseReply, Script, SemAcquire, SemRelease, SemReleaseReply, SemRenew,
+        AbandonReply, Acquire, AcquireReply, CancelReply, CommonArgs, HandedOver, HeartbeatReply,
+        LockKeys, LockKind, Mode, Operation, PermitHolder, QueueEntry, Release, ReleaseReply,
+        Script, SemAbandon, SemAcquire, SemCancel, SemHeartbeat, SemRelease, SemReleaseReply,
+        SemRenew, SemStatus, SemStatusReply, WaiterStatus,
     };
 }
 

@@ -17,7 +17,12 @@ pub struct Cancel<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelReply {
     /// The lock had been handed to this call: it holds it.
-    Kept { token: u64, pttl_ms: i64 },
+    Kept {
+        /// The hold's fencing token.
+        token: u64,
+        /// Lease left in ms (-1: no expiry).
+        pttl_ms: i64,
+    },
     /// The call left the queue (or was not in it).
     Left,
 }

@@ -31,6 +31,8 @@ pub enum WaiterStatus {
 /// A heartbeat's answer about one lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeartbeatReply {
+    /// The lock's lease left in ms (-1: no expiry, -2: free); for a
+    /// semaphore, ms until the first live lease runs out (0: none live).
     pub pttl_ms: i64,
     /// The last fencing token issued for the lock.
     pub last_token: u64,

@@ -23,15 +23,25 @@ mod replication;
 // The semaphore's operations have no caller in the library until its client
 // API (FairSemaphore) lands, only the test support's: the allows go then.
 #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+mod sem_abandon;
+#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod sem_acquire;
+#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+mod sem_cancel;
+#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+mod sem_heartbeat;
 #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod sem_release;
 #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod sem_renew;
+#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+mod sem_status;
 mod status;
 mod wake;
 
 pub use abandon::Abandon;
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use abandon::AbandonReply;
 pub use acquire::{Acquire, AcquireReply, Mode};
 pub use cancel::{Cancel, CancelReply};
 pub use force_release::ForceRelease;
@@ -45,10 +55,18 @@ pub use release::{HandedOver, Release, ReleaseReply};
 pub use renew::Renew;
 pub use replication::SyncReplicas;
 #[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use sem_abandon::SemAbandon;
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use sem_acquire::SemAcquire;
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use sem_cancel::SemCancel;
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use sem_heartbeat::SemHeartbeat;
 #[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use sem_release::{SemRelease, SemReleaseReply};
 #[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use sem_renew::SemRenew;
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use sem_status::{PermitHolder, SemStatus, SemStatusReply};
 pub use status::{Status, StatusReply};
 pub use wake::WakeMessage;

@@ -32,6 +32,14 @@ pub enum Script {
     SemRelease,
     /// `sem_renew.lua`
     SemRenew,
+    /// `sem_heartbeat.lua`
+    SemHeartbeat,
+    /// `sem_cancel.lua`
+    SemCancel,
+    /// `sem_abandon.lua`
+    SemAbandon,
+    /// `sem_status.lua`
+    SemStatus,
 }
 
 macro_rules! with_lib {
@@ -42,7 +50,7 @@ macro_rules! with_lib {
 
 impl Script {
     /// Every script, e.g. to load them all at once.
-    pub const ALL: [Script; 11] = [
+    pub const ALL: [Script; 15] = [
         Script::Acquire,
         Script::Release,
         Script::Renew,
@@ -54,6 +62,10 @@ impl Script {
         Script::SemAcquire,
         Script::SemRelease,
         Script::SemRenew,
+        Script::SemHeartbeat,
+        Script::SemCancel,
+        Script::SemAbandon,
+        Script::SemStatus,
     ];
 
     /// The script's whole source, the helpers it uses included.
@@ -70,6 +82,10 @@ impl Script {
             Script::SemAcquire => with_lib!("sem_acquire.lua"),
             Script::SemRelease => with_lib!("sem_release.lua"),
             Script::SemRenew => with_lib!("sem_renew.lua"),
+            Script::SemHeartbeat => with_lib!("sem_heartbeat.lua"),
+            Script::SemCancel => with_lib!("sem_cancel.lua"),
+            Script::SemAbandon => with_lib!("sem_abandon.lua"),
+            Script::SemStatus => with_lib!("sem_status.lua"),
         }
     }
 }
@@ -168,6 +184,10 @@ mod tests {
             Script::SemAcquire => include_str!("../../lua/sem_acquire.lua"),
             Script::SemRelease => include_str!("../../lua/sem_release.lua"),
             Script::SemRenew => include_str!("../../lua/sem_renew.lua"),
+            Script::SemHeartbeat => include_str!("../../lua/sem_heartbeat.lua"),
+            Script::SemCancel => include_str!("../../lua/sem_cancel.lua"),
+            Script::SemAbandon => include_str!("../../lua/sem_abandon.lua"),
+            Script::SemStatus => include_str!("../../lua/sem_status.lua"),
         }
     }
 

@@ -1,0 +1,75 @@
+-- sem_heartbeat.lua: keep one client's queued waiters on one semaphore
+-- alive (watchdog).
+--
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- ARGV[1] wake channel prefix
+-- ARGV[2] fence life ms
+-- ARGV[3] waiter timeout ms: new liveness deadline is server now + this
+-- ARGV[4], ARGV[5], ... : one queue entry per waiting call, as
+--         sem_acquire.lua queued it: "<owner> <wait id> <lease ms> <fixed 0|1>"
+-- Also hands the permits that are free (expired holds dropped) to the
+-- first live waiters, as sem_release does, so no waiter depends on a
+-- message to learn that a permit came free.
+-- Returns {ms until the first live lease runs out (0: none live), last
+--          token issued, status1, value1, status2, value2, ...} per entry:
+--   0, position  still queued (deadline renewed)
+--   1, token     a permit was handed to this wait (the hold is
+--                "<owner> <wait id>"); a watchdog-renewed lease is kept at
+--                its lease, a fixed one is left alone
+--  -1, 0         not queued and not holding (evicted, never queued, or
+--                its permit already given back or run out)
+-- Every key keeps a TTL past what it holds, the meta's past all of them.
+-- A heartbeat needs no permits: it takes N from the meta (when the meta is
+-- gone, nothing is handed over and no lease is extended).
+-- Cost: O(k log N) for k waiters of this client (amortised over dropped
+-- dead waiters and expired holds).
+
+local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
+for i = 4, #ARGV do
+  entry_arg(ARGV[i])
+end
+local now_us, now_ms = server_time()
+prune(now_ms)
+local permits, last, mark = read_meta()
+local written = false
+if permits then
+  local handed
+  last, handed = pass_permits(now_us, now_ms, permits, last)
+  written = #handed > 0
+end
+
+local out = { 0, tonumber(last) }
+local queued = false
+for i = 4, #ARGV do
+  local entry = ARGV[i]
+  local owner, wait_id, lease, fixed = parse_entry(entry)
+  local position = redis.call('ZRANK', QUEUE, entry)
+  if position then
+    redis.call('ZADD', DEADLINES, 'XX', now_ms + waiter_timeout, entry)
+    queued = true
+    out[#out + 1] = 0
+    out[#out + 1] = position
+  else
+    local member = owner .. ' ' .. wait_id
+    local held, left = hold_of(member, now_ms)
+    if held then
+      if permits then
+        local _, extended = extend_permit(member, lease, fixed, left, now_ms)
+        written = written or extended
+      end
+      out[#out + 1] = 1
+      out[#out + 1] = tonumber(held)
+    else
+      out[#out + 1] = -1
+      out[#out + 1] = 0
+    end
+  end
+end
+if queued then
+  keep_queue_for(waiter_timeout)
+end
+if permits and (written or queued) then
+  keep_semaphore(now_ms, permits, last, mark)
+end
+out[1] = first_lease_left(now_ms)
+return out
