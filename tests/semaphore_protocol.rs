@@ -2,15 +2,19 @@
 //! arguments the client will send, from the library's protocol layer):
 //! at most N holders, strict FIFO handoff, `try` never ahead of a queued
 //! waiter, leases that run out free their permit for the head, a permits
-//! mismatch refused before any write, increasing fencing tokens, repeats
-//! that count once, and no key left without a TTL after any step.
+//! mismatch refused before any write (as `ErrorKind::PermitsMismatch`),
+//! increasing fencing tokens, repeats that count once, heartbeats that keep
+//! waiters and hand on permits, cancels and abandons that leave nothing,
+//! status, the README's ACL user, and no key left without a TTL after any
+//! step.
 
 use std::thread::sleep;
 use std::time::Duration;
 
 use fairlock::test_support::{
-    AcquireReply, CommonArgs, HandedOver, LockKeys, Mode, Operation, Script, SemAcquire,
-    SemRelease, SemReleaseReply, SemRenew,
+    AbandonReply, AcquireReply, CancelReply, CommonArgs, HandedOver, HeartbeatReply, LockKeys,
+    Mode, Operation, QueueEntry, Script, SemAbandon, SemAcquire, SemCancel, SemHeartbeat,
+    SemRelease, SemReleaseReply, SemRenew, SemStatus, SemStatusReply, WaiterStatus,
 };
 use fairlock_test_support::*;
 use redis::{Commands, Value};
@@ -31,6 +35,8 @@ struct Sem {
     conn: redis::Connection,
     /// Runs the scripts, when not `conn` (the README's ACL user).
     runner: Option<redis::Connection>,
+    /// The waiter timeout attempts send (60 s unless a test sets it).
+    waiter_timeout: Duration,
 }
 
 /// A permit held: owner, call, token.
@@ -50,6 +56,7 @@ impl Sem {
             _server: server,
             conn,
             runner: None,
+            waiter_timeout: LONG,
         }
     }
 
@@ -104,7 +111,7 @@ impl Sem {
             owner,
             lease,
             fixed,
-            waiter_timeout: LONG,
+            waiter_timeout: self.waiter_timeout,
             mode,
             wait_id: call,
             permits,
@@ -168,6 +175,42 @@ impl Sem {
             .unwrap();
         self.assert_every_key_expires();
         reply
+    }
+
+    /// A heartbeat of `entries` with a waiter timeout of `timeout`.
+    fn heartbeat(&mut self, timeout: Duration, entries: &[QueueEntry]) -> HeartbeatReply {
+        let reply = self
+            .run(&SemHeartbeat {
+                waiter_timeout: timeout,
+                waiters: entries.to_vec(),
+            })
+            .unwrap();
+        self.assert_every_key_expires();
+        reply
+    }
+
+    fn cancel(&mut self, entry: QueueEntry) -> CancelReply {
+        let reply = self.run(&SemCancel { entry }).unwrap();
+        self.assert_every_key_expires();
+        reply
+    }
+
+    fn abandon(&mut self, entry: QueueEntry) -> AbandonReply {
+        let reply = self.run(&SemAbandon { entry }).unwrap();
+        self.assert_every_key_expires();
+        reply
+    }
+
+    fn status(&mut self, waiters: usize, holders: usize) -> SemStatusReply {
+        let before = self.snapshot();
+        let reply = self.run(&SemStatus { waiters, holders }).unwrap();
+        assert_eq!(self.snapshot(), before, "status changes nothing");
+        reply
+    }
+
+    /// The lease end of `member`'s hold, server ms.
+    fn lease_end(&mut self, member: &str) -> Option<i64> {
+        self.conn.zscore(&self.keys.all[0], member).unwrap()
     }
 
     fn now_ms(&mut self) -> i64 {
@@ -251,6 +294,30 @@ fn handed_token(s: &mut Sem, member: &str) -> u64 {
 
 fn member(permit: &Permit) -> String {
     format!("{} {}", permit.owner, permit.call)
+}
+
+/// The queue entry of call `call` of `owner` with `lease` (fixed or not).
+fn entry_with(owner: &str, call: u64, lease: Duration, fixed: bool) -> QueueEntry<'_> {
+    QueueEntry {
+        owner,
+        wait_id: call,
+        lease,
+        fixed,
+    }
+}
+
+/// The queue entry `Sem::queue` makes: a 60 s watchdog lease.
+fn entry(owner: &str, call: u64) -> QueueEntry<'_> {
+    entry_with(owner, call, LONG, false)
+}
+
+/// A permit handed to a waiter, as its heartbeat or cancel reports it.
+fn permit_of(owner: &str, call: u64, token: u64) -> Permit {
+    Permit {
+        owner: owner.to_owned(),
+        call,
+        token,
+    }
 }
 
 #[test]
@@ -430,6 +497,12 @@ fn a_permits_mismatch_is_an_error_naming_both_and_writes_nothing() {
             let err = s
                 .attempt_with(owner, call, mode, 4, LONG, false)
                 .unwrap_err();
+            assert_eq!(err.kind(), fairlock::ErrorKind::PermitsMismatch, "{err}");
+            assert!(
+                err.to_string()
+                    .contains("this call says 4, the semaphore has 3"),
+                "{err}"
+            );
             let text = chain(&err);
             assert!(
                 text.contains("permits mismatch") && text.contains(" 4 ") && text.contains(" 3 "),
@@ -471,6 +544,28 @@ fn bad_arguments_are_refused_before_any_write() {
     }
     let bad = ["a:1", "5", "1", "-3"].map(str::to_owned);
     assert!(s.eval(Script::SemRenew, &bad).is_err());
+    // Heartbeat, cancel and abandon: a waiter timeout or a queue entry that
+    // is not one is refused before any write (a good entry beside a bad
+    // one too).
+    let good = "a:1 1 60000 0";
+    for (script, bad) in [
+        (Script::SemHeartbeat, vec!["0", good]),
+        (Script::SemHeartbeat, vec!["60000", good, "a:1 x 60000 0"]),
+        (Script::SemHeartbeat, vec!["60000", good, "a:1 2 0 0"]),
+        (Script::SemCancel, vec!["a:1 1 60000 2"]),
+        (Script::SemCancel, vec!["a 1 1 60000 0"]),
+        (Script::SemAbandon, vec!["a:1 1"]),
+        (Script::SemAbandon, vec!["a:1 1 99999999999999 0"]),
+    ] {
+        let args: Vec<String> = bad.iter().map(|a| a.to_string()).collect();
+        let err = s.eval(script, &args).unwrap_err();
+        assert_eq!(s.snapshot(), before, "{script:?} {bad:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("queue entry") || text.contains("must be"),
+            "{script:?} {bad:?}: {text}"
+        );
+    }
     // A meta key fairlock did not write.
     s.conn.set::<_, _, ()>(&s.keys.all[4], "junk").unwrap();
     s.conn.pexpire::<_, ()>(&s.keys.all[4], 60_000).unwrap();
@@ -673,6 +768,29 @@ fn the_readme_acl_user_runs_every_semaphore_script() {
     assert_eq!(s.handed(&a).len(), 1);
     assert_eq!(s.release(&a), SemReleaseReply::Released);
     assert!(s.attempt_with("b:1", 3, Mode::Try, 2, LONG, false).is_err());
+    // The heartbeat, cancel, abandon and status scripts, each path that
+    // writes: a heartbeat that hands a permit on and keeps a queued one, a
+    // cancel that keeps a handed permit and one that leaves, an abandon of
+    // a hold and of a queue entry, a status listing both.
+    let w = permit_of("w:1", 2, handed_token(&mut s, "w:1 2"));
+    s.queue("x:1", 4, 1);
+    s.queue("y:1", 5, 1);
+    assert_eq!(
+        s.heartbeat(LONG, &[entry("x:1", 4), entry("y:1", 5)])
+            .statuses,
+        [WaiterStatus::Queued(0), WaiterStatus::Queued(1)]
+    );
+    let status = s.status(10, 10);
+    assert_eq!((status.holders.len(), status.waiters.len()), (1, 2));
+    assert_eq!(s.abandon(entry("w:1", 2)), AbandonReply::HoldGivenBack);
+    assert!(matches!(
+        s.cancel(entry("x:1", 4)),
+        CancelReply::Kept { .. }
+    ));
+    assert_eq!(s.cancel(entry("y:1", 5)), CancelReply::Left);
+    s.queue("z:1", 6, 1);
+    assert_eq!(s.abandon(entry("z:1", 6)), AbandonReply::LeftQueue);
+    assert_eq!(s.release(&w), SemReleaseReply::Released);
     assert_eq!(acl_denials(&mut s.conn), Vec::<Value>::new());
 }
 
@@ -761,4 +879,357 @@ fn a_long_random_mix_keeps_every_invariant() {
     assert!(grants.len() > 10, "the mix handed over {}", grants.len());
     assert_eq!(grants, arrivals[..grants.len()]);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+#[test]
+fn heartbeats_keep_waiters_alive_and_push_every_ttl_while_the_unbeaten_are_dropped() {
+    let mut s = Sem::new("heartbeat");
+    let a = s.take("a:1", 1, 1);
+    // Waiters that live 300 ms without a heartbeat.
+    let timeout = Duration::from_millis(300);
+    s.waiter_timeout = timeout;
+    s.queue("w:1", 2, 1);
+    s.queue("w:2", 3, 1);
+    s.queue("x:1", 4, 1);
+    let mine = [entry("w:1", 2), entry("w:2", 3)];
+    // Beaten every 100 ms for 1.2 s: four times their timeout.
+    for _ in 0..12 {
+        sleep(Duration::from_millis(100));
+        let beat = s.heartbeat(timeout, &mine);
+        assert_eq!(
+            beat.statuses,
+            [WaiterStatus::Queued(0), WaiterStatus::Queued(1)]
+        );
+        assert_eq!(beat.last_token, a.token);
+        assert!(beat.pttl_ms > 50_000, "a's lease: {}", beat.pttl_ms);
+        // The queue keys live past every deadline in them, the meta past them.
+        let now = s.now_ms();
+        let deadlines: Vec<(String, i64)> =
+            s.conn.zrange_withscores(&s.keys.all[2], 0, -1).unwrap();
+        for (_, deadline) in &deadlines {
+            assert!(*deadline > now && *deadline <= now + 300, "{deadlines:?}");
+            assert!(s.pttl(1) >= deadline - now && s.pttl(2) >= deadline - now);
+        }
+    }
+    // x sent none: its entry is gone, w's two kept their places.
+    assert_eq!(s.queued(), ["w:1 2 60000 0", "w:2 3 60000 0"]);
+    assert_eq!(
+        s.heartbeat(timeout, &[entry("x:1", 4)]).statuses,
+        [WaiterStatus::Gone]
+    );
+    // The release goes to the first of them, and the next beat says so.
+    let handed = s.handed(&a);
+    assert_eq!(handed.len(), 1);
+    assert_eq!(member(&handed[0]), "w:1 2");
+    assert_eq!(
+        s.heartbeat(timeout, &mine).statuses,
+        [WaiterStatus::Owns(handed[0].token), WaiterStatus::Queued(0)]
+    );
+}
+
+#[test]
+fn a_heartbeat_hands_a_permit_an_expired_holder_left_to_the_head() {
+    let mut s = Sem::new("heartbeat-expiry");
+    let a = match s
+        .attempt_with("a:1", 1, Mode::First, 1, SHORT, true)
+        .unwrap()
+    {
+        AcquireReply::Acquired { token, .. } => token,
+        other => panic!("{other:?}"),
+    };
+    s.queue("w:1", 2, 1);
+    s.queue("x:1", 3, 1);
+    let mut sub = s._server.conn();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.psubscribe("fairlock:wake:*").unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    sleep(SHORT + Duration::from_millis(50));
+    // x's heartbeat (not the head's) hands a's permit to w, the head.
+    let beat = s.heartbeat(LONG, &[entry("x:1", 3)]);
+    assert_eq!(beat.statuses, [WaiterStatus::Queued(0)]);
+    assert!(beat.last_token > a, "a new token: {beat:?}");
+    assert!(beat.pttl_ms > 59_000, "w's lease: {}", beat.pttl_ms);
+    assert_eq!(s.holders(), ["w:1 2"]);
+    assert_eq!(s.queued(), ["x:1 3 60000 0"]);
+    let m = pubsub.get_message().unwrap();
+    assert_eq!(m.get_channel_name(), "fairlock:wake:w");
+    let payload: String = m.get_payload().unwrap();
+    assert!(
+        payload.starts_with(&format!("G 2 {} ", beat.last_token)),
+        "{payload}"
+    );
+    let m = pubsub.get_message().unwrap();
+    assert_eq!(m.get_channel_name(), "fairlock:wake:x");
+    // w's own heartbeat learns it holds, with that token.
+    assert_eq!(
+        s.heartbeat(LONG, &[entry("w:1", 2)]).statuses,
+        [WaiterStatus::Owns(beat.last_token)]
+    );
+}
+
+#[test]
+fn a_heartbeat_keeps_a_handed_watchdog_lease_and_leaves_a_fixed_one() {
+    let mut s = Sem::new("heartbeat-lease");
+    let a = s.take("a:1", 1, 2);
+    let b = s.take("b:1", 2, 2);
+    let lease = Duration::from_millis(400);
+    let renewed = entry_with("w:1", 3, lease, false);
+    let fixed = entry_with("f:1", 4, lease, true);
+    for e in [renewed, fixed] {
+        assert!(matches!(
+            s.attempt_with(e.owner, e.wait_id, Mode::First, 2, lease, e.fixed)
+                .unwrap(),
+            AcquireReply::Waiting {
+                position: Some(_),
+                ..
+            }
+        ));
+    }
+    assert_eq!(s.handed(&a).len(), 1);
+    assert_eq!(s.handed(&b).len(), 1);
+    let w_end = s.lease_end("w:1 3").unwrap();
+    let f_end = s.lease_end("f:1 4").unwrap();
+    sleep(Duration::from_millis(200));
+    let beat = s.heartbeat(LONG, &[renewed, fixed]);
+    assert!(matches!(
+        beat.statuses.as_slice(),
+        [WaiterStatus::Owns(_), WaiterStatus::Owns(_)]
+    ));
+    let now = s.now_ms();
+    let w_new = s.lease_end("w:1 3").unwrap();
+    assert!(
+        w_new > w_end && w_new >= now + 390,
+        "kept at its lease: {w_end} -> {w_new}, now {now}"
+    );
+    assert_eq!(s.lease_end("f:1 4").unwrap(), f_end, "a fixed lease stays");
+    // Another call of the same owner is not extended by this one's beat.
+    sleep(Duration::from_millis(250));
+    assert_eq!(
+        s.heartbeat(LONG, &[entry_with("f:1", 9, lease, false)])
+            .statuses,
+        [WaiterStatus::Gone]
+    );
+    assert_eq!(s.holders(), ["w:1 3"], "f's fixed lease ran out");
+}
+
+#[test]
+fn a_cancel_leaves_nothing_and_hands_free_permits_to_the_next_waiters() {
+    let mut s = Sem::new("cancel");
+    let a = s.take("a:1", 1, 1);
+    let keys_before: Vec<String> = {
+        let mut k: Vec<String> = s.conn.keys("fairlock:*").unwrap();
+        k.sort();
+        k
+    };
+    s.queue("w:1", 2, 1);
+    assert_eq!(s.cancel(entry("w:1", 2)), CancelReply::Left);
+    let mut keys_after: Vec<String> = s.conn.keys("fairlock:*").unwrap();
+    keys_after.sort();
+    assert_eq!(keys_after, keys_before, "no queue keys left");
+    assert_eq!(s.cancel(entry("w:1", 2)), CancelReply::Left, "again");
+    // The head leaves while a permit is free (its holder's lease ran out):
+    // the permit goes to the next live waiter.
+    s.release(&a);
+    s.attempt_with("b:1", 3, Mode::First, 1, SHORT, true)
+        .unwrap();
+    s.queue("x:1", 4, 1);
+    s.queue("y:1", 5, 1);
+    s.queue("z:1", 6, 1);
+    sleep(SHORT + Duration::from_millis(50));
+    assert_eq!(s.cancel(entry("y:1", 5)), CancelReply::Left);
+    assert_eq!(s.holders(), ["x:1 4"], "the permit b left went to x");
+    assert_eq!(s.queued(), ["z:1 6 60000 0"]);
+    // Another call of the same owner that holds: its hold stays.
+    s.queue("x:1", 7, 1);
+    assert_eq!(s.cancel(entry("x:1", 7)), CancelReply::Left);
+    assert_eq!(s.holders(), ["x:1 4"]);
+    assert_eq!(s.queued(), ["z:1 6 60000 0"]);
+}
+
+#[test]
+fn a_cancel_after_a_handoff_keeps_the_permit() {
+    let mut s = Sem::new("cancel-kept");
+    let a = s.take("a:1", 1, 1);
+    s.queue("w:1", 2, 1);
+    s.queue("x:1", 3, 1);
+    let handed = s.handed(&a);
+    for _ in 0..2 {
+        match s.cancel(entry("w:1", 2)) {
+            CancelReply::Kept { token, pttl_ms } => {
+                assert_eq!(token, handed[0].token);
+                assert!(pttl_ms > 59_000, "{pttl_ms}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(s.holders(), ["w:1 2"]);
+    assert_eq!(s.queued(), ["x:1 3 60000 0"]);
+    // It releases as any holder.
+    let w = permit_of("w:1", 2, handed[0].token);
+    assert_eq!(s.handed(&w).len(), 1);
+    assert_eq!(s.holders(), ["x:1 3"]);
+}
+
+#[test]
+fn an_abandon_by_entry_gives_back_exactly_that_call_once() {
+    let mut s = Sem::new("abandon");
+    let a1 = s.take("a:1", 1, 2);
+    let a2 = s.take("a:1", 2, 2);
+    s.queue("w:1", 3, 2);
+    s.queue("x:1", 4, 2);
+    // The hold of call 1 only, handed on to w; a repeat changes nothing.
+    assert_eq!(s.abandon(entry("a:1", 1)), AbandonReply::HoldGivenBack);
+    let mut holders = s.holders();
+    holders.sort();
+    assert_eq!(holders, ["a:1 2", "w:1 3"]);
+    assert_eq!(s.abandon(entry("a:1", 1)), AbandonReply::Nothing);
+    assert_eq!(s.holders().len(), 2);
+    assert_eq!(s.queued(), ["x:1 4 60000 0"]);
+    // The release the client could not send answers as released.
+    assert_eq!(s.release(&a1), SemReleaseReply::Released);
+    // A queued call: its entry, once.
+    s.queue("y:1", 5, 2);
+    assert_eq!(s.abandon(entry("y:1", 5)), AbandonReply::LeftQueue);
+    assert_eq!(s.abandon(entry("y:1", 5)), AbandonReply::Nothing);
+    assert_eq!(s.queued(), ["x:1 4 60000 0"]);
+    // A call never made.
+    assert_eq!(s.abandon(entry("q:1", 9)), AbandonReply::Nothing);
+    // Call 2's hold goes to x.
+    assert_eq!(s.abandon(entry("a:1", 2)), AbandonReply::HoldGivenBack);
+    let mut holders = s.holders();
+    holders.sort();
+    assert_eq!(holders, ["w:1 3", "x:1 4"]);
+    assert_eq!(s.release(&a2), SemReleaseReply::Released);
+    assert!(s.queued().is_empty());
+}
+
+#[test]
+fn status_reports_permits_holders_available_and_the_queue() {
+    let mut s = Sem::new("status");
+    let empty = s.status(10, 10);
+    assert_eq!(
+        (empty.permits, empty.live_holders, empty.live_waiters),
+        (None, 0, 0)
+    );
+    let a = s.take("a:1", 1, 3);
+    let b = s.take("b:1", 2, 3);
+    let one = s.status(10, 10);
+    assert_eq!(one.permits, Some(3));
+    assert_eq!((one.live_holders, one.available), (2, 1));
+    assert_eq!(one.last_token, b.token);
+    let c = s.take("c:1", 3, 3);
+    s.queue("w:1", 4, 3);
+    s.queue("x:1", 5, 3);
+    let full = s.status(10, 10);
+    assert_eq!(
+        (full.live_holders, full.available, full.live_waiters),
+        (3, 0, 2)
+    );
+    let listed: Vec<(String, u64, u64)> = full
+        .holders
+        .iter()
+        .map(|h| (h.owner.clone(), h.call, h.token))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("a:1".to_owned(), 1, a.token),
+            ("b:1".to_owned(), 2, b.token),
+            ("c:1".to_owned(), 3, c.token)
+        ]
+    );
+    assert!(full
+        .holders
+        .iter()
+        .all(|h| (59_000..=60_000).contains(&h.lease_left_ms)));
+    let waiters: Vec<&str> = full.waiters.iter().map(|w| w.0.as_str()).collect();
+    assert_eq!(waiters, ["w:1", "x:1"]);
+    assert!(full
+        .waiters
+        .iter()
+        .all(|w| (59_000..=60_000).contains(&w.1)));
+    // The bounds.
+    let few = s.status(1, 2);
+    assert_eq!((few.holders.len(), few.waiters.len()), (2, 1));
+    assert_eq!(few.live_holders, 3);
+    let none = s.status(0, 0);
+    assert!(none.holders.is_empty() && none.waiters.is_empty());
+    // After a handoff: w holds with the last token.
+    let handed = s.handed(&a);
+    let after = s.status(10, 10);
+    assert_eq!(after.last_token, handed[0].token);
+    assert_eq!(
+        (after.live_holders, after.available, after.live_waiters),
+        (3, 0, 1)
+    );
+    assert!(after
+        .holders
+        .iter()
+        .any(|h| h.owner == "w:1" && h.call == 4));
+    // An expired hold is no holder, and its permit counts as available.
+    s.release(&b);
+    s.release(&c);
+    let w = permit_of("w:1", 4, handed[0].token);
+    s.release(&w);
+    let x = handed_permit(&mut s, "x:1", 5);
+    s.release(&x);
+    s.attempt_with("d:1", 6, Mode::First, 3, SHORT, true)
+        .unwrap();
+    sleep(SHORT + Duration::from_millis(50));
+    let expired = s.status(10, 10);
+    assert_eq!((expired.live_holders, expired.available), (0, 3));
+    assert!(expired.holders.is_empty());
+}
+
+/// The permit a release handed to call `call` of `owner`.
+fn handed_permit(s: &mut Sem, owner: &str, call: u64) -> Permit {
+    let token = handed_token(s, &format!("{owner} {call}"));
+    permit_of(owner, call, token)
+}
+
+#[test]
+fn every_key_keeps_a_ttl_through_heartbeats_cancels_and_abandons_in_a_mix() {
+    let mut s = Sem::new("ttl-mix");
+    const PERMITS: u32 = 2;
+    let mut seed: u64 = 0xbeef;
+    let mut next = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let owners: Vec<String> = (0..6).map(|i| format!("c{i}:1")).collect();
+    let mut calls: Vec<(usize, u64)> = Vec::new();
+    for call in 1..=200u64 {
+        let who = next(owners.len() as u64) as usize;
+        match next(5) {
+            0 | 1 => {
+                s.attempt(&owners[who], call, Mode::First, PERMITS);
+                calls.push((who, call));
+            }
+            2 if !calls.is_empty() => {
+                let (w, c) = calls[next(calls.len() as u64) as usize];
+                s.heartbeat(LONG, &[entry(&owners[w], c)]);
+            }
+            3 if !calls.is_empty() => {
+                let (w, c) = calls.remove(next(calls.len() as u64) as usize);
+                s.cancel(entry(&owners[w], c));
+                s.abandon(entry(&owners[w], c));
+            }
+            _ if !calls.is_empty() => {
+                let (w, c) = calls.remove(next(calls.len() as u64) as usize);
+                s.abandon(entry(&owners[w], c));
+            }
+            _ => {}
+        }
+        // Never more than N, and no permit free while a live waiter waits.
+        let status = s.status(100, 100);
+        assert!(status.live_holders <= u64::from(PERMITS));
+        assert!(
+            status.live_waiters == 0 || status.available == 0,
+            "{status:?}"
+        );
+    }
 }
