@@ -11,7 +11,9 @@ use crate::cancel::WaitCanceller;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holds::Hold;
 use crate::protocol::LockKeys;
-use crate::protocol::{Acquire, AcquireReply, Cancel, CancelReply, Mode, Renew};
+use crate::protocol::{
+    Acquire, AcquireReply, Cancel, CancelReply, Mode, Renew, SemAcquire, SemCancel, SemRenew,
+};
 use crate::shared::Shared;
 use crate::waiters::{Waiter, Wake};
 
@@ -37,9 +39,21 @@ impl Outage {
     }
 }
 
+/// What an acquisition takes: the protocol value of each step (attempt,
+/// cancel, handoff confirmation) follows from it; the algorithm is the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A mutex's hold (`Acquire`, `Cancel`, `Renew`), re-entrant per thread.
+    Mutex,
+    /// One of a semaphore's `permits` (`SemAcquire`, `SemCancel`,
+    /// `SemRenew`); each call is a permit of its own.
+    Semaphore { permits: u32 },
+}
+
 /// One acquisition of the lock `keys` (named `name`, for messages) with
 /// `lease`, fixed or renewed by the watchdog.
 pub(crate) struct Acquisition<'m> {
+    pub(crate) kind: Kind,
     pub(crate) shared: &'m Shared,
     pub(crate) keys: &'m Arc<LockKeys>,
     pub(crate) name: &'m str,
@@ -172,23 +186,12 @@ impl Acquisition<'_> {
         lease: Duration,
         fixed: bool,
     ) -> Result<Option<Acquired>> {
-        let shared = self.shared;
-        let op = Acquire {
-            owner: &waiter.owner,
-            lease,
-            fixed,
-            waiter_timeout: shared.config.waiter_timeout,
-            mode,
-            wait_id: waiter.id,
-            // Re-entry needs a live guard of the hold in this client.
-            live_token: shared.holds.live_token(waiter.keys.lock(), &waiter.owner),
-        };
         let sent = Instant::now();
         if mode == Mode::First {
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        match shared.call_write(&waiter.keys, &op)? {
+        match self.send_attempt(waiter, mode, lease, fixed)? {
             (AcquireReply::Acquired { token, pttl_ms }, shortfall) => self
                 .acquired(waiter, token, pttl_ms, sent, shortfall)
                 .map(Some),
@@ -207,6 +210,46 @@ impl Acquisition<'_> {
                 }
                 waiter.schedule_after_reply(position, pttl_ms);
                 Ok(None)
+            }
+        }
+    }
+
+    /// Sends one attempt: the mutex's `Acquire` or the semaphore's
+    /// `SemAcquire`, which answer alike.
+    fn send_attempt(
+        &self,
+        waiter: &Waiter,
+        mode: Mode,
+        lease: Duration,
+        fixed: bool,
+    ) -> Result<(AcquireReply, Option<Error>)> {
+        let shared = self.shared;
+        let waiter_timeout = shared.config.waiter_timeout;
+        match self.kind {
+            Kind::Mutex => {
+                let op = Acquire {
+                    owner: &waiter.owner,
+                    lease,
+                    fixed,
+                    waiter_timeout,
+                    mode,
+                    wait_id: waiter.id,
+                    // Re-entry needs a live guard of the hold in this client.
+                    live_token: shared.holds.live_token(waiter.keys.lock(), &waiter.owner),
+                };
+                shared.call_write(&waiter.keys, &op)
+            }
+            Kind::Semaphore { permits } => {
+                let op = SemAcquire {
+                    owner: &waiter.owner,
+                    lease,
+                    fixed,
+                    waiter_timeout,
+                    mode,
+                    wait_id: waiter.id,
+                    permits,
+                };
+                shared.call_write(&waiter.keys, &op)
             }
         }
     }
@@ -234,11 +277,13 @@ impl Acquisition<'_> {
     /// lock had been handed over already. If that fails, the watchdog gives
     /// the call back later (it may have been handed the lock meanwhile).
     fn leave_queue(&self, waiter: &Waiter) -> Result<Option<Acquired>> {
-        let op = Cancel {
-            entry: waiter.entry(),
-        };
+        let entry = waiter.entry();
         let sent = Instant::now();
-        match self.shared.call_write(&waiter.keys, &op) {
+        let reply = match self.kind {
+            Kind::Mutex => self.shared.call_write(&waiter.keys, &Cancel { entry }),
+            Kind::Semaphore { .. } => self.shared.call_write(&waiter.keys, &SemCancel { entry }),
+        };
+        match reply {
             Ok((CancelReply::Kept { token, pttl_ms }, shortfall)) => self
                 .acquired(waiter, token, pttl_ms, sent, shortfall)
                 .map(Some),
@@ -271,12 +316,28 @@ impl Acquisition<'_> {
         if shared.config.sync_replicas.is_none() {
             return Ok(());
         }
-        let op = Renew {
-            owner: &waiter.owner,
-            token,
-            lease: (!fixed).then_some(lease),
-        };
-        let (renewed, shortfall) = shared.call_write(&waiter.keys, &op)?;
+        let lease = (!fixed).then_some(lease);
+        let owner = &waiter.owner;
+        let (renewed, shortfall) = match self.kind {
+            Kind::Mutex => shared.call_write(
+                &waiter.keys,
+                &Renew {
+                    owner,
+                    token,
+                    lease,
+                },
+            ),
+            Kind::Semaphore { .. } => {
+                let call = waiter.id;
+                let op = SemRenew {
+                    owner,
+                    token,
+                    call,
+                    lease,
+                };
+                shared.call_write(&waiter.keys, &op)
+            }
+        }?;
         if !renewed {
             return Err(Error::new(
                 ErrorKind::LeaseLost,
@@ -311,6 +372,7 @@ impl Acquisition<'_> {
             Arc::clone(&waiter.keys),
             waiter.owner.clone(),
             token,
+            waiter.id,
             shared.config.clock_drift,
             since,
             lease_left,

@@ -11,6 +11,7 @@ use crate::connections::Backend;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mutex::FairMutex;
 use crate::scripts::Scripts;
+use crate::semaphore::FairSemaphore;
 use crate::shared::{ClientInner, Shared};
 use crate::topology::Topology;
 use crate::{subscriber, watchdog};
@@ -90,6 +91,26 @@ impl Client {
     /// [`ErrorKind::InvalidName`].
     pub fn fair_mutex(&self, name: &str) -> FairMutex {
         FairMutex::new(Arc::clone(&self.inner), name)
+    }
+
+    /// A handle to the fair semaphore `name` with `permits` permits (at
+    /// most that many holders at once, in arrival order). No I/O: a name
+    /// or a number of permits outside `1..=`[`MAX_PERMITS`](crate::MAX_PERMITS)
+    /// is reported by the first call that uses it. The semaphore of a name
+    /// is a lock of its own, apart from the mutex of that name; every
+    /// client using it must say the same `permits`
+    /// ([`ErrorKind::PermitsMismatch`](crate::ErrorKind::PermitsMismatch) otherwise).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let sem = client.fair_semaphore("db-migrations", 3);
+    /// let permit = sem.acquire()?;
+    /// drop(permit);
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_semaphore(&self, name: &str, permits: u32) -> FairSemaphore {
+        FairSemaphore::new(Arc::clone(&self.inner), name, permits)
     }
 
     /// This client's random id, the first part of every owner id it uses.

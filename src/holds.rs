@@ -30,6 +30,9 @@ pub(crate) struct Hold {
     pub(crate) keys: Arc<LockKeys>,
     pub(crate) owner: String,
     pub(crate) token: u64,
+    /// The id of the acquire call that made the hold: a semaphore's permit
+    /// is renewed by its call (a mutex's renewal names only the owner).
+    pub(crate) call: u64,
     drift: ClockDrift,
     state: Mutex<HoldState>,
     /// Signalled when the hold ends (lost or released).
@@ -63,6 +66,7 @@ impl Hold {
         keys: Arc<LockKeys>,
         owner: String,
         token: u64,
+        call: u64,
         drift: ClockDrift,
         since: Instant,
         lease: Duration,
@@ -71,6 +75,7 @@ impl Hold {
             keys,
             owner,
             token,
+            call,
             drift,
             state: Mutex::new(HoldState {
                 expires_at: drift.local_end(since, lease),
@@ -259,6 +264,7 @@ mod tests {
             keys,
             "c:1".into(),
             5,
+            1,
             drift,
             Instant::now(),
             lease,

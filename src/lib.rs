@@ -68,6 +68,7 @@ mod own_conns;
 mod protocol;
 mod renewal;
 mod scripts;
+mod semaphore;
 mod shared;
 mod slot_map;
 mod status;
@@ -86,7 +87,8 @@ pub use holds::LeaseEnd;
 pub use lease_signal::LeaseSignal;
 pub use mutex::FairMutex;
 pub use protocol::keys::MAX_NAME_LEN;
-pub use status::{Holder, LockStatus, Participant, QueuedWaiter};
+pub use semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};
+pub use status::{Holder, LockStatus, Participant, PermitHolding, QueuedWaiter, SemaphoreStatus};
 pub use topology::redact_url;
 
 /// The protocol layer, for fairlock's own test support only: not an API,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::acquisition::{Acquired, Acquisition};
+use crate::acquisition::{Acquired, Acquisition, Kind};
 use crate::cancel::WaitCanceller;
 use crate::config::check_lease;
 use crate::error::{Error, ErrorKind, Result};
@@ -151,6 +151,7 @@ impl FairMutex {
     fn acquisition(&self) -> Result<Acquisition<'_>> {
         let (lease, fixed) = self.lease()?;
         Ok(Acquisition {
+            kind: Kind::Mutex,
             shared: self.shared(),
             keys: self.keys()?,
             name: &self.name,

@@ -13,7 +13,8 @@ use crate::error::{Error, Result};
 use crate::give_backs::GiveBack;
 use crate::holds::Hold;
 use crate::protocol::{
-    unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, WaiterStatus,
+    unexpected, Abandon, Heartbeat, HeartbeatReply, LockKeys, LockKind, Operation, Renew,
+    SemAbandon, SemHeartbeat, SemRenew, WaiterStatus,
 };
 use crate::shared::Shared;
 use crate::slot_map::Address;
@@ -76,35 +77,101 @@ struct Replies {
     replicated: bool,
 }
 
-/// The heartbeat of one client's waiters on one lock.
-fn heartbeat<'a>(shared: &Shared, waiters: &'a [Arc<Waiter>]) -> Heartbeat<'a> {
-    Heartbeat {
-        waiter_timeout: shared.config.waiter_timeout,
-        waiters: waiters.iter().map(|waiter| waiter.entry()).collect(),
+/// The renewal of one hold, as its lock's kind says: a mutex's names the
+/// owner and token, a semaphore permit's also its call.
+enum Renewal<'a> {
+    Mutex(Renew<'a>),
+    Semaphore(SemRenew<'a>),
+}
+
+impl<'a> Renewal<'a> {
+    fn of(shared: &Shared, hold: &'a Hold) -> Self {
+        let lease = Some(shared.config.lease);
+        match hold.keys.kind() {
+            LockKind::Mutex => Renewal::Mutex(Renew {
+                owner: &hold.owner,
+                token: hold.token,
+                lease,
+            }),
+            LockKind::Semaphore => Renewal::Semaphore(SemRenew {
+                owner: &hold.owner,
+                token: hold.token,
+                call: hold.call,
+                lease,
+            }),
+        }
+    }
+
+    fn command(&self, shared: &Shared, keys: &LockKeys) -> redis::Cmd {
+        match self {
+            Renewal::Mutex(op) => shared.scripts.evalsha(keys, op),
+            Renewal::Semaphore(op) => shared.scripts.evalsha(keys, op),
+        }
+    }
+
+    fn parse(&self, value: Value) -> Result<bool> {
+        match self {
+            Renewal::Mutex(op) => op.parse(value),
+            Renewal::Semaphore(op) => op.parse(value),
+        }
+    }
+}
+
+/// The heartbeat of one client's waiters on one lock, as its kind says
+/// (both answer with the mutex's [`HeartbeatReply`]).
+enum Beat<'a> {
+    Mutex(Heartbeat<'a>),
+    Semaphore(SemHeartbeat<'a>),
+}
+
+impl<'a> Beat<'a> {
+    fn of(shared: &Shared, waiters: &'a [Arc<Waiter>]) -> Self {
+        let waiter_timeout = shared.config.waiter_timeout;
+        let entries = waiters.iter().map(|waiter| waiter.entry()).collect();
+        match waiters[0].keys.kind() {
+            LockKind::Mutex => Beat::Mutex(Heartbeat {
+                waiter_timeout,
+                waiters: entries,
+            }),
+            LockKind::Semaphore => Beat::Semaphore(SemHeartbeat {
+                waiter_timeout,
+                waiters: entries,
+            }),
+        }
+    }
+
+    fn command(&self, shared: &Shared, keys: &LockKeys) -> redis::Cmd {
+        match self {
+            Beat::Mutex(op) => shared.scripts.evalsha(keys, op),
+            Beat::Semaphore(op) => shared.scripts.evalsha(keys, op),
+        }
+    }
+
+    fn parse(&self, value: Value) -> Result<HeartbeatReply> {
+        match self {
+            Beat::Mutex(op) => op.parse(value),
+            Beat::Semaphore(op) => op.parse(value),
+        }
     }
 }
 
 fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
-    let renewals: Vec<Renew> = batch
+    let renewals: Vec<Renewal> = batch
         .holds
         .iter()
-        .map(|hold| Renew {
-            owner: &hold.owner,
-            token: hold.token,
-            lease: Some(shared.config.lease),
-        })
+        .map(|hold| Renewal::of(shared, hold))
         .collect();
-    let beats: Vec<Heartbeat> = batch
+    let beats: Vec<Beat> = batch
         .groups
         .iter()
-        .map(|waiters| heartbeat(shared, waiters))
+        .map(|waiters| Beat::of(shared, waiters))
         .collect();
     let mut pipe = redis::pipe();
     for (hold, renewal) in batch.holds.iter().zip(&renewals) {
-        pipe.add_command(shared.scripts.evalsha(&hold.keys, renewal));
+        pipe.add_command(renewal.command(shared, &hold.keys));
     }
     for (waiters, beat) in batch.groups.iter().zip(&beats) {
-        pipe.add_command(shared.scripts.evalsha(&waiters[0].keys, beat));
+        pipe.add_command(beat.command(shared, &waiters[0].keys));
     }
     let sync = shared.config.sync_replicas;
     if let Some(sync) = sync {
@@ -158,10 +225,18 @@ fn redirection(value: &Value) -> Option<Error> {
 }
 
 fn give_back(shared: &Shared, conn: &mut dyn ConnectionLike, entry: &GiveBack) -> Result<()> {
-    let op = Abandon {
-        entry: entry.entry(),
-    };
-    shared.scripts.run(conn, &entry.keys, &op, None).map(|_| ())
+    let scripts = &shared.scripts;
+    let entry_named = entry.entry();
+    match entry.keys.kind() {
+        LockKind::Mutex => {
+            let op = Abandon { entry: entry_named };
+            scripts.run(conn, &entry.keys, &op, None).map(drop)
+        }
+        LockKind::Semaphore => {
+            let op = SemAbandon { entry: entry_named };
+            scripts.run(conn, &entry.keys, &op, None).map(drop)
+        }
+    }
 }
 
 fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {

@@ -17,7 +17,9 @@ use crate::error::{Error, Result, Retry};
 use crate::give_backs::GiveBacks;
 use crate::holds::Holds;
 use crate::own_conns::OwnConns;
-use crate::protocol::{Abandon, LockKeys, Operation, QueueEntry, SyncReplicas, WakeMessage};
+use crate::protocol::{
+    Abandon, LockKeys, LockKind, Operation, QueueEntry, SemAbandon, SyncReplicas, WakeMessage,
+};
 use crate::scripts::Scripts;
 use crate::waiters::Waiters;
 
@@ -246,7 +248,11 @@ impl Shared {
     /// Gives back the call `entry` names now (Redis just answered), or
     /// later through the watchdog if that fails.
     pub(crate) fn give_back_now(&self, keys: &Arc<LockKeys>, entry: QueueEntry<'_>) {
-        if let Err(err) = self.call(keys, &Abandon { entry }) {
+        let given_back = match keys.kind() {
+            LockKind::Mutex => self.call(keys, &Abandon { entry }).map(drop),
+            LockKind::Semaphore => self.call(keys, &SemAbandon { entry }).map(drop),
+        };
+        if let Err(err) = given_back {
             log::warn!(
                 "fairlock: giving back call {} failed, the watchdog retries: {err}",
                 entry.wait_id

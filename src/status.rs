@@ -1,8 +1,9 @@
-//! A snapshot of one lock for operators: who holds it, who waits, in order.
+//! A snapshot of one lock or semaphore for operators: who holds it, who
+//! waits, in order.
 
 use std::time::Duration;
 
-use crate::protocol::StatusReply;
+use crate::protocol::{SemStatusReply, StatusReply};
 
 /// One participant of a lock: a thread of some client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +90,72 @@ impl LockStatus {
             last_fencing_token: u64::try_from(reply.last_token)
                 .ok()
                 .filter(|&token| token > 0),
+        }
+    }
+}
+
+/// One permit of a semaphore, as [`SemaphoreStatus`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermitHolding {
+    /// Who holds it.
+    pub who: Participant,
+    /// Fencing token of the permit.
+    pub fencing_token: u64,
+    /// Lease left (`None` once it has run out; such a permit is free).
+    pub remaining_lease: Option<Duration>,
+}
+
+/// What [`FairSemaphore::status`](crate::FairSemaphore::status) saw, in one
+/// atomic read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreStatus {
+    /// The number of permits the semaphore was made with, or `None` when it
+    /// is not in use (no holder or waiter for a fence life).
+    pub permits: Option<u32>,
+    /// The permits held now, by lease end (at most the number asked for).
+    pub holders: Vec<PermitHolding>,
+    /// Live holders in total (may exceed `holders.len()`).
+    pub holder_count: usize,
+    /// Permits free now (0 when `permits` is `None`).
+    pub available: u32,
+    /// The first queued waiters, in the order they will get a permit.
+    pub waiters: Vec<QueuedWaiter>,
+    /// Live waiters queued in total (may exceed `waiters.len()`).
+    pub queue_len: usize,
+    /// The last fencing token issued for this name, if still recorded.
+    pub last_fencing_token: Option<u64>,
+}
+
+impl SemaphoreStatus {
+    /// The public form of what `sem_status.lua` returned.
+    pub(crate) fn from_reply(reply: SemStatusReply) -> Self {
+        let millis = |ms: i64| u64::try_from(ms).ok().map(Duration::from_millis);
+        SemaphoreStatus {
+            permits: reply.permits.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            holders: reply
+                .holders
+                .into_iter()
+                .map(|holder| PermitHolding {
+                    who: Participant {
+                        owner: holder.owner,
+                    },
+                    fencing_token: holder.token,
+                    remaining_lease: millis(holder.lease_left_ms),
+                })
+                .collect(),
+            holder_count: usize::try_from(reply.live_holders).unwrap_or(usize::MAX),
+            available: u32::try_from(reply.available).unwrap_or(u32::MAX),
+            waiters: reply
+                .waiters
+                .into_iter()
+                .map(|(owner, left_ms)| QueuedWaiter {
+                    who: Participant { owner },
+                    liveness_left: millis(left_ms),
+                })
+                .collect(),
+            queue_len: usize::try_from(reply.live_waiters).unwrap_or(usize::MAX),
+            last_fencing_token: Some(reply.last_token).filter(|&token| token > 0),
         }
     }
 }

@@ -14,9 +14,6 @@ pub enum LockKind {
     /// A fair mutex: keys lock, queue, deadlines.
     Mutex,
     /// A fair semaphore: keys holders, queue, deadlines, tokens, meta.
-    // No caller in the library until the client API (FairSemaphore) lands,
-    // only the test support's: these allows go then.
-    #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
     Semaphore,
 }
 
@@ -40,7 +37,6 @@ pub struct LockKeys {
     pub all: Vec<String>,
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
-    #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
     kind: LockKind,
 }
 
@@ -52,7 +48,6 @@ impl LockKeys {
     }
 
     /// The keys of the semaphore `name` under `prefix` (see [`LockKeys::new`]).
-    #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
     pub fn semaphore(prefix: &str, name: &str) -> Result<Self> {
         Self::of_kind(prefix, name, LockKind::Semaphore)
     }
@@ -75,7 +70,6 @@ impl LockKeys {
     }
 
     /// Which primitive these keys belong to.
-    #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
     pub fn kind(&self) -> LockKind {
         self.kind
     }

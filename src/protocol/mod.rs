@@ -20,53 +20,39 @@ mod queue_entry;
 mod release;
 mod renew;
 mod replication;
-// The semaphore's operations have no caller in the library until its client
-// API (FairSemaphore) lands, only the test support's: the allows go then.
-#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod sem_abandon;
-#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod sem_acquire;
-#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod sem_cancel;
-#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod sem_heartbeat;
-#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod sem_release;
-#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod sem_renew;
-#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod sem_status;
 mod status;
 mod wake;
 
 pub use abandon::Abandon;
-#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use abandon::AbandonReply;
 pub use acquire::{Acquire, AcquireReply, Mode};
 pub use cancel::{Cancel, CancelReply};
 pub use force_release::ForceRelease;
 pub use heartbeat::{Heartbeat, HeartbeatReply, WaiterStatus};
 pub use keys::LockKeys;
-#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use keys::LockKind;
 pub use operation::{unexpected, CommonArgs, Operation, Script};
 pub use queue_entry::QueueEntry;
 pub use release::{HandedOver, Release, ReleaseReply};
 pub use renew::Renew;
 pub use replication::SyncReplicas;
-#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use sem_abandon::SemAbandon;
-#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use sem_acquire::SemAcquire;
-#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use sem_cancel::SemCancel;
-#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use sem_heartbeat::SemHeartbeat;
-#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use sem_release::{SemRelease, SemReleaseReply};
-#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use sem_renew::SemRenew;
+// PermitHolder is named only by the test support (the library reads it
+// through SemStatusReply).
 #[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
-pub use sem_status::{PermitHolder, SemStatus, SemStatusReply};
+pub use sem_status::PermitHolder;
+pub use sem_status::{SemStatus, SemStatusReply};
 pub use status::{Status, StatusReply};
 pub use wake::WakeMessage;
