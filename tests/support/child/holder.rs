@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use fairlock::Client;
 
-use crate::roles::holder::{LEASE_MS, LOCKED, NAME, URL};
+use crate::roles::holder::{LEASE_MS, LOCKED, NAME, PERMITS, URL};
 
 /// Connects (waiter timeout 1 s, the given lease), blocks in `lock()`,
 /// prints `FAIRLOCK_CHILD_LOCKED <token>` once it holds the lock, and keeps
 /// holding until killed (at most a minute, so that a child whose parent
-/// died goes away on its own).
+/// died goes away on its own). With `PERMITS` set, the same with a permit
+/// of the semaphore of that name.
 pub fn holder() {
     let url = std::env::var(URL).expect("child: server URL");
     let name = std::env::var(NAME).expect("child: lock name");
@@ -23,6 +24,17 @@ pub fn holder() {
         .waiter_timeout(Duration::from_secs(1))
         .build()
         .expect("child: client connects");
+    if let Ok(permits) = std::env::var(PERMITS) {
+        let permits = permits.parse().expect("child: permits is a number");
+        let permit = client
+            .fair_semaphore(&name, permits)
+            .acquire()
+            .expect("child: acquire");
+        println!("{LOCKED} {}", permit.fencing_token());
+        thread::sleep(Duration::from_secs(60));
+        drop(permit);
+        return;
+    }
     let guard = client.fair_mutex(&name).lock().expect("child: lock");
     println!("{LOCKED} {}", guard.fencing_token());
     thread::sleep(Duration::from_secs(60));

@@ -12,11 +12,14 @@
 /// 1 s, the lease in [`LEASE_MS`]), blocks in `lock()`, prints
 /// `FAIRLOCK_CHILD_LOCKED <token>` once it holds the lock, and keeps holding
 /// until killed (at most a minute, so that a child whose parent died goes
-/// away on its own).
+/// away on its own). With [`PERMITS`](holder::PERMITS) set it takes a
+/// permit of the semaphore of that name instead (tests/semaphore.rs).
 pub mod holder {
     pub const URL: &str = "FAIRLOCK_CHILD_URL";
     pub const NAME: &str = "FAIRLOCK_CHILD_NAME";
     pub const LEASE_MS: &str = "FAIRLOCK_CHILD_LEASE_MS";
+    /// Optional: the semaphore's permits; the holder then holds a permit.
+    pub const PERMITS: &str = "FAIRLOCK_CHILD_PERMITS";
     /// Starts the line the holder prints, with its token, once it holds.
     pub const LOCKED: &str = "FAIRLOCK_CHILD_LOCKED";
 }
