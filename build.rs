@@ -24,7 +24,7 @@ use std::fs;
 use std::path::Path;
 
 /// The operations' files, one script each (`Script` in src/protocol/operation.rs).
-const OPERATIONS: [&str; 15] = [
+const OPERATIONS: [&str; 18] = [
     "acquire.lua",
     "release.lua",
     "renew.lua",
@@ -40,6 +40,9 @@ const OPERATIONS: [&str; 15] = [
     "sem_cancel.lua",
     "sem_abandon.lua",
     "sem_status.lua",
+    "rw_acquire.lua",
+    "rw_release.lua",
+    "rw_renew.lua",
 ];
 
 /// One top-level definition of lib.lua.

@@ -29,6 +29,21 @@
 --                              token issued, the "<owner>#<call>" of the
 --                              last release; it outlives every holder and
 --                              waiter by the fence life
+-- Keys of one reader-writer lock (its own, beside the mutex's and the
+-- semaphore's of the same name; the queue keys again 2nd and 3rd):
+--   KEYS[1] holders    zset    "<owner> <call> <r|w>" -> lease end, server
+--                              ms, every read and write hold
+--   KEYS[2] queue, KEYS[3] deadlines, as a lock's, but each entry carries
+--                              its access as a fifth field (parse_rw_entry)
+--   KEYS[4] tokens     hash    holder member -> its fencing token, and the
+--                              token -> the member (a live guard's token
+--                              names its hold for re-entry)
+--   KEYS[5] meta       string  "<last token>[ <mark>]", as a semaphore's
+--                              without the permits; it outlives every
+--                              holder and waiter by the fence life
+--   KEYS[6] writers    zset    the write holds of KEYS[1] again, with the
+--                              same lease ends, so "does a writer hold?" is
+--                              one ZCOUNT
 -- A queue entry is "<owner> <wait id> <lease ms> <fixed 0|1>": the waiting
 -- call and the grant it gets, so a handoff reads one member. An owner id is
 -- "<client id>:<thread number>"; its client's channel is ARGV[1] .. client id.
@@ -44,6 +59,7 @@ local DEADLINES = KEYS[3]
 local HOLDERS = KEYS[1]
 local TOKENS = KEYS[4]
 local META = KEYS[5]
+local WRITERS = KEYS[6]
 local WAKE_PREFIX = ARGV[1]
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15).
@@ -205,15 +221,17 @@ end
 
 -- The first queued entry that is still alive and its liveness deadline, or
 -- nil. Dead or foreign entries ahead of it are dropped; each entry is
--- dropped once, so this is O(log N) amortised per call.
-local function live_head(now_ms)
+-- dropped once, so this is O(log N) amortised per call. `parse` reads the
+-- entries (parse_entry when nil; a rwlock's queue passes parse_rw_entry).
+local function live_head(now_ms, parse)
+  parse = parse or parse_entry
   while true do
     local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
     if not head then
       return nil
     end
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
-    if deadline and deadline >= now_ms and parse_entry(head) then
+    if deadline and deadline >= now_ms and parse(head) then
       return head, deadline
     end
     forget(head)
@@ -230,10 +248,12 @@ end
 
 -- Tells the (new) head of the queue that the current lease runs out in
 -- `pttl` ms, so it can claim a lock whose holder dies without releasing it.
-local function tell_head(now_ms, pttl)
-  local head = live_head(now_ms)
+-- `parse` as live_head's.
+local function tell_head(now_ms, pttl, parse)
+  parse = parse or parse_entry
+  local head = live_head(now_ms, parse)
   if head then
-    local owner, wait_id = parse_entry(head)
+    local owner, wait_id = parse(head)
     wake(owner, 'H ' .. wait_id .. ' ' .. pttl)
   end
 end
@@ -564,4 +584,150 @@ local function leave_permit_queue(entry, now_us, now_ms, permits, last, mark)
   elseif was_head then
     tell_head(now_ms, first_lease_left(now_ms))
   end
+end
+
+-- The reader-writer lock's steps. Its last token and mark live in the meta
+-- key; its holds in the holders zset (lease ends), the writers zset (the
+-- write holds again) and the tokens hash (both ways).
+
+-- A rwlock queue entry's parts: owner id, wait id, lease ms (number), fixed
+-- ('0' or '1'), access ('r' or 'w'); nil for a member fairlock did not
+-- write. The mutex's and the semaphore's 4-field entries are not rwlock
+-- entries (nor the other way round).
+local function parse_rw_entry(entry)
+  local owner, wait_id, lease, fixed, rw = string.match(entry,
+    '^(%S+) (%d+) (%d+) ([01]) ([rw])$')
+  return owner, wait_id, tonumber(lease), fixed, rw
+end
+
+-- The meta's parts: last token (a string, '0' when the key is gone) and
+-- mark ('' when none). A value fairlock did not write stops the script
+-- before any write.
+local function read_rw_meta()
+  local stored = redis.call('GET', META)
+  if not stored then
+    return '0', ''
+  end
+  local token, mark = string.match(stored, '^(%d+) ?(%S*)$')
+  if not token then
+    fail('WRONGTYPE the rwlock meta key holds a value fairlock did not write')
+  end
+  return token, mark
+end
+
+-- The live hold (a holders member "<owner> <call> <r|w>") whose token is
+-- `token` if `owner` (and, when given, call `call`) made it, its access
+-- and its token; nil otherwise. Reads only.
+local function rw_hold_by_token(token, owner, call, now_ms)
+  local member = redis.call('HGET', TOKENS, token)
+  if not member then
+    return nil
+  end
+  local h_owner, h_call, rw = string.match(member, '^(%S+) (%d+) ([rw])$')
+  if h_owner ~= owner or (call and h_call ~= call) or hold_of(member, now_ms) ~= token then
+    return nil
+  end
+  return member, rw
+end
+
+-- Drops up to 16 holds whose lease ran out, with their tokens both ways
+-- and their place in the writers zset (O(log N) each). Only commands the
+-- README's ACL line grants (no HMGET, no ZREMRANGEBYSCORE).
+local function drop_expired_holds(now_ms)
+  local dead = redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, 16)
+  if #dead > 0 then
+    local fields = {}
+    for _, member in ipairs(dead) do
+      fields[#fields + 1] = member
+      local token = redis.call('HGET', TOKENS, member)
+      if token then
+        fields[#fields + 1] = token
+      end
+    end
+    redis.call('ZREM', HOLDERS, unpack(dead))
+    redis.call('ZREM', WRITERS, unpack(dead))
+    redis.call('HDEL', TOKENS, unpack(fields))
+  end
+end
+
+-- Whether a call asking for access `rw` may enter as far as the holds go:
+-- a reader when no writer holds, a writer when nobody holds.
+local function rw_free_for(rw, now_ms)
+  local key = HOLDERS
+  if rw == 'r' then
+    key = WRITERS
+  end
+  return redis.call('ZCOUNT', key, fmt(now_ms), '+inf') == 0
+end
+
+-- Gives holders member `member` (access `rw`) a hold for `ttl` ms; returns
+-- its token (a string), as take_permit does. The caller writes the token
+-- to the meta (keep_rwlock).
+local function rw_take(member, rw, ttl, now_us, now_ms, last)
+  local token = take_permit(member, ttl, now_us, now_ms, last)
+  redis.call('HSET', TOKENS, token, member)
+  if rw == 'w' then
+    redis.call('ZADD', WRITERS, now_ms + ttl, member)
+  end
+  return token
+end
+
+-- Gives back hold `member` (token `token`).
+local function rw_drop(member, token)
+  redis.call('ZREM', HOLDERS, member)
+  redis.call('ZREM', WRITERS, member)
+  redis.call('HDEL', TOKENS, member, token)
+end
+
+-- Admits the live waiters at the head of the queue while the lock lets
+-- them in: a writer alone when nobody holds, else the run of consecutive
+-- readers while no writer holds; stops at `stop` (an entry that takes its
+-- own hold) if given. Each gets a token and "G <wait id> <token> <ttl>",
+-- its grant bounded by its liveness deadline as hand_over's; the new head,
+-- if any was admitted, hears "H". Returns the last token issued and the
+-- list of {owner, wait id, token, ttl} admitted.
+local function admit_waiters(now_us, now_ms, last, stop)
+  local handed = {}
+  while true do
+    local head, deadline = live_head(now_ms, parse_rw_entry)
+    if not head or head == stop then
+      break
+    end
+    local owner, wait_id, ttl, fixed, rw = parse_rw_entry(head)
+    if not rw_free_for(rw, now_ms) then
+      break
+    end
+    forget(head)
+    if fixed == '0' then
+      ttl = math.max(1, math.min(ttl, deadline - now_ms))
+    end
+    last = rw_take(owner .. ' ' .. wait_id .. ' ' .. rw, rw, ttl, now_us, now_ms, last)
+    wake(owner, 'G ' .. wait_id .. ' ' .. last .. ' ' .. fmt(ttl))
+    handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(last), ttl }
+  end
+  if #handed > 0 then
+    tell_head(now_ms, first_lease_left(now_ms), parse_rw_entry)
+  end
+  return last, handed
+end
+
+-- Writes the meta "<last>[ <mark>]" and the TTLs of a rwlock's keys after
+-- a write: holders, writers and tokens live until the farthest lease ends,
+-- the meta a fence life past that and past the queue's TTL, so the last
+-- token outlives every holder and waiter (tokens keep increasing).
+local function keep_rwlock(now_ms, last, mark)
+  local value = last
+  if mark ~= '' then
+    value = value .. ' ' .. mark
+  end
+  local life = 0
+  local far = tonumber(redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')[2])
+  if far and far >= now_ms then
+    life = far - now_ms + 1
+    redis.call('PEXPIRE', HOLDERS, life)
+    redis.call('PEXPIRE', TOKENS, life)
+    redis.call('PEXPIRE', WRITERS, life)
+  end
+  life = math.max(life, redis.call('PTTL', QUEUE))
+  redis.call('SET', META, value, 'PX', life + FENCE_LIFE)
 end

@@ -97,10 +97,11 @@ pub use topology::redact_url;
 #[doc(hidden)]
 pub mod test_support {
     pub use crate::protocol::{
-        AbandonReply, Acquire, AcquireReply, CancelReply, CommonArgs, HandedOver, HeartbeatReply,
-        LockKeys, LockKind, Mode, Operation, PermitHolder, QueueEntry, Release, ReleaseReply,
-        Script, SemAbandon, SemAcquire, SemCancel, SemHeartbeat, SemRelease, SemReleaseReply,
-        SemRenew, SemStatus, SemStatusReply, WaiterStatus,
+        AbandonReply, Access, Acquire, AcquireReply, CancelReply, CommonArgs, HandedOver,
+        HeartbeatReply, LockKeys, LockKind, Mode, Operation, PermitHolder, QueueEntry, Release,
+        ReleaseReply, RwAcquire, RwRelease, RwRenew, Script, SemAbandon, SemAcquire, SemCancel,
+        SemHeartbeat, SemRelease, SemReleaseReply, SemRenew, SemStatus, SemStatusReply,
+        WaiterStatus,
     };
 }
 

@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use redis::{ConnectionLike, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::give_backs::GiveBack;
 use crate::holds::Hold;
 use crate::protocol::{
-    unexpected, Abandon, Heartbeat, HeartbeatReply, LockKeys, LockKind, Operation, Renew,
+    unexpected, Abandon, Heartbeat, HeartbeatReply, LockKeys, LockKind, Operation, Renew, RwRenew,
     SemAbandon, SemHeartbeat, SemRenew, WaiterStatus,
 };
 use crate::shared::Shared;
@@ -82,6 +82,7 @@ struct Replies {
 enum Renewal<'a> {
     Mutex(Renew<'a>),
     Semaphore(SemRenew<'a>),
+    RwLock(RwRenew<'a>),
 }
 
 impl<'a> Renewal<'a> {
@@ -99,6 +100,12 @@ impl<'a> Renewal<'a> {
                 call: hold.call,
                 lease,
             }),
+            LockKind::RwLock => Renewal::RwLock(RwRenew {
+                owner: &hold.owner,
+                token: hold.token,
+                call: hold.call,
+                lease,
+            }),
         }
     }
 
@@ -106,6 +113,7 @@ impl<'a> Renewal<'a> {
         match self {
             Renewal::Mutex(op) => shared.scripts.evalsha(keys, op),
             Renewal::Semaphore(op) => shared.scripts.evalsha(keys, op),
+            Renewal::RwLock(op) => shared.scripts.evalsha(keys, op),
         }
     }
 
@@ -113,6 +121,7 @@ impl<'a> Renewal<'a> {
         match self {
             Renewal::Mutex(op) => op.parse(value),
             Renewal::Semaphore(op) => op.parse(value),
+            Renewal::RwLock(op) => op.parse(value),
         }
     }
 }
@@ -137,6 +146,9 @@ impl<'a> Beat<'a> {
                 waiter_timeout,
                 waiters: entries,
             }),
+            // Only the rwlock's acquire, release and renew scripts exist so
+            // far, and no client API makes a rwlock waiter.
+            LockKind::RwLock => unreachable!("no rwlock waiter exists before its client API"),
         }
     }
 
@@ -236,6 +248,7 @@ fn give_back(shared: &Shared, conn: &mut dyn ConnectionLike, entry: &GiveBack) -
             let op = SemAbandon { entry: entry_named };
             scripts.run(conn, &entry.keys, &op, None).map(drop)
         }
+        LockKind::RwLock => Err(no_rw_abandon()),
     }
 }
 
@@ -284,4 +297,13 @@ fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant
             WaiterStatus::Gone => waiter.repoll(),
         }
     }
+}
+
+/// A rwlock give-back: no client API makes one yet, and its abandon script
+/// does not exist.
+pub(crate) fn no_rw_abandon() -> Error {
+    Error::new(
+        ErrorKind::Server,
+        "fairlock: a rwlock call cannot be given back yet (no rw abandon script)",
+    )
 }

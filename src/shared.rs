@@ -251,6 +251,7 @@ impl Shared {
         let given_back = match keys.kind() {
             LockKind::Mutex => self.call(keys, &Abandon { entry }).map(drop),
             LockKind::Semaphore => self.call(keys, &SemAbandon { entry }).map(drop),
+            LockKind::RwLock => Err(crate::renewal::no_rw_abandon()),
         };
         if let Err(err) = given_back {
             log::warn!(

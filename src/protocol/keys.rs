@@ -5,8 +5,8 @@ use crate::error::{Error, ErrorKind, Result};
 /// Longest lock name accepted, in bytes (64 KiB).
 pub const MAX_NAME_LEN: usize = 64 * 1024;
 
-/// Which primitive a family of keys belongs to. The mutex, the semaphore (and
-/// later the reader-writer lock) of one name are separate locks in separate
+/// Which primitive a family of keys belongs to. The mutex, the semaphore and
+/// the reader-writer lock of one name are separate locks in separate
 /// keys, so a key of one kind never meets a script of another; all kinds of
 /// one name share the `{tag}`, hence one cluster slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -15,6 +15,9 @@ pub enum LockKind {
     Mutex,
     /// A fair semaphore: keys holders, queue, deadlines, tokens, meta.
     Semaphore,
+    /// A fair reader-writer lock: keys holders, queue, deadlines, tokens,
+    /// meta, writers.
+    RwLock,
 }
 
 /// The keys of one lock, in the order every script of its kind expects them.
@@ -30,10 +33,20 @@ pub enum LockKind {
 /// (hash `"<owner> <call>"` -> fencing token) and `semmeta` (string
 /// `"<permits> <last token>[ <mark>]"`). The queue keys are 2nd and 3rd in
 /// both kinds, so lua/lib.lua's queue steps serve both unchanged.
+///
+/// A reader-writer lock has six: `rw` (zset `"<owner> <call> <r|w>"` ->
+/// lease end, every read and write hold), `rwq` and `rwd` (its queue and
+/// deadlines; each entry carries its access as a fifth field,
+/// `"<owner> <wait id> <lease ms> <fixed 0|1> <r|w>"`, so the mutex's and
+/// the semaphore's 4-field entries stay as they are), `rwt` (hash: holder
+/// member -> token and token -> member, so a live guard's token names its
+/// hold), `rwmeta` (string `"<last token>[ <mark>]"`) and `rww` (zset: the
+/// write holds again, so "does a writer hold?" is one `ZCOUNT`).
 #[derive(Debug)]
 pub struct LockKeys {
     /// Mutex: lock (the hold, or the last token of a free lock), queue,
     /// deadlines. Semaphore: holders, queue, deadlines, tokens, meta.
+    /// RwLock: holders, queue, deadlines, tokens, meta, writers.
     pub all: Vec<String>,
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
@@ -52,6 +65,14 @@ impl LockKeys {
         Self::of_kind(prefix, name, LockKind::Semaphore)
     }
 
+    /// The keys of the reader-writer lock `name` under `prefix` (see
+    /// [`LockKeys::new`]). Only the tests use it until the rwlock's client
+    /// API.
+    #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+    pub fn rwlock(prefix: &str, name: &str) -> Result<Self> {
+        Self::of_kind(prefix, name, LockKind::RwLock)
+    }
+
     /// The keys of the `kind` of lock called `name` under `prefix`.
     pub fn of_kind(prefix: &str, name: &str, kind: LockKind) -> Result<Self> {
         validate_name(name)?;
@@ -61,6 +82,7 @@ impl LockKeys {
         let kinds: &[&str] = match kind {
             LockKind::Mutex => &["lock", "queue", "deadlines"],
             LockKind::Semaphore => &["sem", "semq", "semd", "semt", "semmeta"],
+            LockKind::RwLock => &["rw", "rwq", "rwd", "rwt", "rwmeta", "rww"],
         };
         Ok(LockKeys {
             all: kinds.iter().map(|k| key(k)).collect(),
@@ -75,7 +97,7 @@ impl LockKeys {
     }
 
     /// The first key: the mutex's lock key (the only key its renew script
-    /// needs), a semaphore's holders. Unique per lock and kind, so the
+    /// needs), a semaphore's or a rwlock's holders. Unique per lock and kind, so the
     /// client's registries key their entries by it.
     pub fn lock(&self) -> &str {
         &self.all[0]
@@ -152,6 +174,29 @@ mod tests {
         assert!(sem.all.iter().all(|k| !mutex.all.contains(k)));
         assert_eq!(
             LockKeys::semaphore("p", "").unwrap_err().kind(),
+            ErrorKind::InvalidName
+        );
+    }
+
+    #[test]
+    fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_queue_keys_2nd_and_3rd() {
+        let mutex = LockKeys::new("p", "jobs").unwrap();
+        let sem = LockKeys::semaphore("p", "jobs").unwrap();
+        let rw = LockKeys::rwlock("p", "jobs").unwrap();
+        let tag = hash_tag(&mutex.all[0]).to_owned();
+        assert_eq!(rw.kind(), LockKind::RwLock);
+        assert_eq!(
+            rw.all,
+            ["rw", "rwq", "rwd", "rwt", "rwmeta", "rww"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        );
+        assert_eq!(rw.slot, mutex.slot);
+        assert!(rw
+            .all
+            .iter()
+            .all(|k| !mutex.all.contains(k) && !sem.all.contains(k)));
+        assert_eq!(rw.lock(), rw.all[0]);
+        assert_eq!(
+            LockKeys::rwlock("p", "").unwrap_err().kind(),
             ErrorKind::InvalidName
         );
     }

@@ -1,6 +1,6 @@
-//! The bottom layer: what fairlock says to Redis about one lock (a mutex
-//! or a semaphore: [`LockKind`]), and nothing about how it gets there. Key
-//! names and name validation; one typed value per Redis-side operation,
+//! The bottom layer: what fairlock says to Redis about one lock (a mutex,
+//! a semaphore or a reader-writer lock: [`LockKind`]), and nothing about
+//! how it gets there. Key names and name validation; one typed value per Redis-side operation,
 //! which owns its script, its KEYS and ARGV order and the parsing of its
 //! reply; the wake messages the scripts publish; the replication check that
 //! rides with every write.
@@ -20,6 +20,13 @@ mod queue_entry;
 mod release;
 mod renew;
 mod replication;
+// The rwlock's acquire and release have no client API yet: only the tests
+// (the test-support feature) use them.
+#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+mod rw_acquire;
+#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+mod rw_release;
+mod rw_renew;
 mod sem_abandon;
 mod sem_acquire;
 mod sem_cancel;
@@ -43,6 +50,13 @@ pub use queue_entry::QueueEntry;
 pub use release::{HandedOver, Release, ReleaseReply};
 pub use renew::Renew;
 pub use replication::SyncReplicas;
+// The rwlock's protocol values have no client API yet: only the tests name
+// them.
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use rw_acquire::{Access, RwAcquire};
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use rw_release::RwRelease;
+pub use rw_renew::RwRenew;
 pub use sem_abandon::SemAbandon;
 pub use sem_acquire::SemAcquire;
 pub use sem_cancel::SemCancel;

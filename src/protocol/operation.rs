@@ -40,6 +40,12 @@ pub enum Script {
     SemAbandon,
     /// `sem_status.lua`
     SemStatus,
+    /// `rw_acquire.lua`
+    RwAcquire,
+    /// `rw_release.lua`
+    RwRelease,
+    /// `rw_renew.lua`
+    RwRenew,
 }
 
 macro_rules! with_lib {
@@ -50,7 +56,7 @@ macro_rules! with_lib {
 
 impl Script {
     /// Every script, e.g. to load them all at once.
-    pub const ALL: [Script; 15] = [
+    pub const ALL: [Script; 18] = [
         Script::Acquire,
         Script::Release,
         Script::Renew,
@@ -66,6 +72,9 @@ impl Script {
         Script::SemCancel,
         Script::SemAbandon,
         Script::SemStatus,
+        Script::RwAcquire,
+        Script::RwRelease,
+        Script::RwRenew,
     ];
 
     /// The script's whole source, the helpers it uses included.
@@ -86,6 +95,9 @@ impl Script {
             Script::SemCancel => with_lib!("sem_cancel.lua"),
             Script::SemAbandon => with_lib!("sem_abandon.lua"),
             Script::SemStatus => with_lib!("sem_status.lua"),
+            Script::RwAcquire => with_lib!("rw_acquire.lua"),
+            Script::RwRelease => with_lib!("rw_release.lua"),
+            Script::RwRenew => with_lib!("rw_renew.lua"),
         }
     }
 }
@@ -188,6 +200,9 @@ mod tests {
             Script::SemCancel => include_str!("../../lua/sem_cancel.lua"),
             Script::SemAbandon => include_str!("../../lua/sem_abandon.lua"),
             Script::SemStatus => include_str!("../../lua/sem_status.lua"),
+            Script::RwAcquire => include_str!("../../lua/rw_acquire.lua"),
+            Script::RwRelease => include_str!("../../lua/rw_release.lua"),
+            Script::RwRenew => include_str!("../../lua/rw_renew.lua"),
         }
     }
 

@@ -1,0 +1,41 @@
+-- rw_renew.lua: extend a read or write hold's lease (watchdog), only if
+-- that call still holds a live hold with that token.
+--
+-- KEYS: holders, queue, deadlines, tokens, meta, writers (see lib.lua; the
+--       queue keys are not used)
+-- ARGV[1] wake channel prefix (unused; kept for the common layout)
+-- ARGV[2] fence life ms
+-- ARGV[3] owner id
+-- ARGV[4] fencing token of the hold
+-- ARGV[5] call id of the acquisition that made the hold
+-- ARGV[6] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
+--         only writes the hold again, so that a WAIT after it covers the
+--         handoff that made this hold (sync_replicas with a fixed lease)
+-- Returns 1 when renewed, 0 when this call holds no live hold with that
+--         token (lease lost: run out, or given back).
+-- Cost: O(log N) in holders: TIME, two HGETs, ZSCORE, one or two ZADDs and
+-- up to four PTTLs and PEXPIREs (keys are only ever pushed further out).
+
+local owner, token, call, lease = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+if lease ~= '0' then
+  lease = ms_arg(lease, 'lease')
+end
+holder_arg(owner, call)
+local _, now_ms = server_time()
+local member, rw = rw_hold_by_token(token, owner, call, now_ms)
+if not member then
+  return 0
+end
+if lease == '0' then
+  redis.call('HSET', TOKENS, member, token)
+  return 1
+end
+redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
+if rw == 'w' then
+  redis.call('ZADD', WRITERS, 'XX', now_ms + lease, member)
+  outlive(WRITERS, lease + 1)
+end
+outlive(HOLDERS, lease + 1)
+outlive(TOKENS, lease + 1)
+outlive(META, lease + 1 + FENCE_LIFE)
+return 1
