@@ -1,0 +1,893 @@
+//! The reader-writer lock's scripts driven directly (the same Lua, keys and
+//! arguments a client will send, from the library's protocol layer):
+//! readers share, a writer waits for the readers ahead of it and then holds
+//! alone, a reader behind a queued writer waits, consecutive readers at the
+//! head enter together, re-entry (read in read, read in write, write in
+//! write granted; read -> write refused, nothing written), increasing
+//! fencing tokens, repeats that count once, renewals, bad input refused
+//! before any write, the rwlock apart from the mutex and the semaphore of
+//! its name, and no key left without a TTL after any step.
+
+use std::thread::sleep;
+use std::time::Duration;
+
+use fairlock::test_support::{
+    Access, AcquireReply, CommonArgs, HandedOver, LockKeys, Mode, Operation, RwAcquire, RwRelease,
+    RwRenew, Script, SemAcquire, SemReleaseReply,
+};
+use fairlock_test_support::*;
+use redis::{Commands, Value};
+
+/// The library's default key prefix.
+const PREFIX: &str = "fairlock";
+/// A lease that outlives any test step.
+const LONG: Duration = Duration::from_secs(60);
+/// A lease a test waits out.
+const SHORT: Duration = Duration::from_millis(150);
+
+use Access::{Read, Write};
+
+/// One rwlock's scripts on a fresh server.
+struct Rw {
+    server: RedisServer,
+    keys: LockKeys,
+    /// Runs the checks (an admin connection), and the scripts unless
+    /// `runner` is set.
+    conn: redis::Connection,
+    /// Runs the scripts, when not `conn` (the README's ACL user).
+    runner: Option<redis::Connection>,
+}
+
+/// A hold: owner, call, token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Hold {
+    owner: String,
+    call: u64,
+    token: u64,
+}
+
+impl Rw {
+    fn new(name: &str) -> Rw {
+        let server = RedisServer::start();
+        let conn = server.conn();
+        Rw {
+            keys: LockKeys::rwlock(PREFIX, name).unwrap(),
+            server,
+            conn,
+            runner: None,
+        }
+    }
+
+    fn eval(&mut self, script: Script, args: &[String]) -> redis::RedisResult<Value> {
+        eval_on(
+            self.runner.as_mut().unwrap_or(&mut self.conn),
+            &self.keys,
+            script,
+            args,
+        )
+    }
+
+    fn run<O: Operation>(&mut self, op: &O) -> fairlock::Result<O::Reply> {
+        let keys = op.keys(&self.keys).to_vec();
+        assert_eq!(
+            keys, self.keys.all,
+            "every rwlock script takes all six keys"
+        );
+        let reply = match self.eval(O::SCRIPT, &op.args()) {
+            Ok(reply) => op.parse(reply),
+            Err(e) => Err(e.into()),
+        };
+        self.assert_every_key_expires();
+        reply
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attempt_with(
+        &mut self,
+        owner: &str,
+        call: u64,
+        mode: Mode,
+        access: Access,
+        guard: u64,
+        lease: Duration,
+        fixed: bool,
+    ) -> fairlock::Result<AcquireReply> {
+        self.run(&RwAcquire {
+            owner,
+            lease,
+            fixed,
+            waiter_timeout: LONG,
+            mode,
+            wait_id: call,
+            access,
+            live_token: guard,
+        })
+    }
+
+    fn attempt(&mut self, owner: &str, call: u64, mode: Mode, access: Access) -> AcquireReply {
+        self.attempt_with(owner, call, mode, access, 0, LONG, false)
+            .unwrap()
+    }
+
+    /// A hold taken at once (with the live guard `guard`, or 0), or a panic.
+    fn take_with(&mut self, owner: &str, call: u64, access: Access, guard: u64) -> Hold {
+        match self
+            .attempt_with(owner, call, Mode::First, access, guard, LONG, false)
+            .unwrap()
+        {
+            AcquireReply::Acquired { token, .. } => Hold {
+                owner: owner.to_owned(),
+                call,
+                token,
+            },
+            other => panic!("{owner} did not get {access:?}: {other:?}"),
+        }
+    }
+
+    fn take(&mut self, owner: &str, call: u64, access: Access) -> Hold {
+        self.take_with(owner, call, access, 0)
+    }
+
+    /// Queues call `call` of `owner`; returns its position.
+    fn queue(&mut self, owner: &str, call: u64, access: Access) -> u64 {
+        match self.attempt(owner, call, Mode::First, access) {
+            AcquireReply::Waiting {
+                position: Some(p), ..
+            } => p,
+            other => panic!("{owner} did not queue: {other:?}"),
+        }
+    }
+
+    fn release(&mut self, hold: &Hold) -> SemReleaseReply {
+        self.run(&RwRelease {
+            owner: &hold.owner,
+            token: hold.token,
+            call: hold.call,
+        })
+        .unwrap()
+    }
+
+    /// The holds a release handed over.
+    fn handed(&mut self, hold: &Hold) -> Vec<Hold> {
+        match self.release(hold) {
+            SemReleaseReply::HandedOver(grants) => grants.into_iter().map(to_hold).collect(),
+            SemReleaseReply::Released => Vec::new(),
+            SemReleaseReply::NotHeld => panic!("{hold:?} was not held"),
+        }
+    }
+
+    fn renew(&mut self, hold: &Hold, lease: Option<Duration>) -> bool {
+        self.run(&RwRenew {
+            owner: &hold.owner,
+            token: hold.token,
+            call: hold.call,
+            lease,
+        })
+        .unwrap()
+    }
+
+    fn now_ms(&mut self) -> i64 {
+        let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut self.conn).unwrap();
+        s * 1000 + us / 1000
+    }
+
+    /// Live holds "<owner> <call> <r|w>", sorted.
+    fn holders(&mut self) -> Vec<String> {
+        let now = self.now_ms();
+        let mut live: Vec<String> = self
+            .conn
+            .zrangebyscore(&self.keys.all[0], now, "+inf")
+            .unwrap();
+        live.sort();
+        live
+    }
+
+    /// Live write holds, sorted.
+    fn writers(&mut self) -> Vec<String> {
+        let now = self.now_ms();
+        let mut live: Vec<String> = self
+            .conn
+            .zrangebyscore(&self.keys.all[5], now, "+inf")
+            .unwrap();
+        live.sort();
+        live
+    }
+
+    fn queued(&mut self) -> Vec<String> {
+        self.conn.zrange(&self.keys.all[1], 0, -1).unwrap()
+    }
+
+    fn pttl(&mut self, key: usize) -> i64 {
+        self.conn.pttl(&self.keys.all[key]).unwrap()
+    }
+
+    /// Every key has a TTL, and the meta (the last token) outlives the
+    /// holds, their tokens and the queue.
+    fn assert_every_key_expires(&mut self) {
+        let left = keys_without_ttl(&mut self.conn, "fairlock:*");
+        assert!(left.is_empty(), "keys without a TTL: {left:?}");
+        let meta = self.pttl(4);
+        for key in [0, 1, 2, 3, 5] {
+            let ttl = self.pttl(key);
+            assert!(
+                ttl == -2 || ttl < meta,
+                "{} lives {ttl} ms, the meta {meta} ms",
+                self.keys.all[key]
+            );
+        }
+        // The writers zset is the write holds of the holders zset again.
+        let writers = self.writers();
+        let write_holds: Vec<String> = self
+            .holders()
+            .into_iter()
+            .filter(|m| m.ends_with(" w"))
+            .collect();
+        assert_eq!(writers, write_holds);
+    }
+
+    /// Every key's dumped value, for "nothing written".
+    fn snapshot(&mut self) -> Vec<(String, Option<Vec<u8>>)> {
+        let mut keys: Vec<String> = self.conn.keys("fairlock:*").unwrap();
+        keys.sort();
+        keys.into_iter()
+            .map(|k| {
+                let dump: Option<Vec<u8>> =
+                    redis::cmd("DUMP").arg(&k).query(&mut self.conn).unwrap();
+                (k, dump)
+            })
+            .collect()
+    }
+
+    /// A subscription to every wake channel.
+    fn messages(&self) -> redis::Connection {
+        self.server.conn()
+    }
+}
+
+fn eval_on(
+    conn: &mut redis::Connection,
+    keys: &LockKeys,
+    script: Script,
+    args: &[String],
+) -> redis::RedisResult<Value> {
+    let script = redis::Script::new(script.source());
+    let mut inv = script.prepare_invoke();
+    for key in &keys.all {
+        inv.key(key);
+    }
+    let common = CommonArgs {
+        wake_prefix: format!("{PREFIX}:wake:"),
+        fence_life: fairlock::DEFAULT_FENCE_LIFE,
+    };
+    inv.arg(&common.args());
+    for arg in args {
+        inv.arg(arg);
+    }
+    inv.invoke(conn)
+}
+
+fn to_hold(grant: HandedOver) -> Hold {
+    Hold {
+        owner: grant.owner,
+        call: grant.wait_id,
+        token: grant.token,
+    }
+}
+
+fn owners(holds: &[Hold]) -> Vec<&str> {
+    holds.iter().map(|h| h.owner.as_str()).collect()
+}
+
+/// An error with its sources, as one line.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(inner) = source {
+        text = format!("{text}: {inner}");
+        source = inner.source();
+    }
+    text
+}
+
+/// The next message on `pubsub`: channel and payload.
+fn message(pubsub: &mut redis::PubSub) -> (String, String) {
+    let m = pubsub.get_message().unwrap();
+    (
+        m.get_channel_name().to_owned(),
+        m.get_payload::<String>().unwrap(),
+    )
+}
+
+#[test]
+fn readers_share() {
+    let mut s = Rw::new("share");
+    let a = s.take("a:1", 1, Read);
+    let b = s.take("b:1", 2, Read);
+    let c = s.take("c:1", 3, Read);
+    assert!(a.token < b.token && b.token < c.token);
+    assert_eq!(s.holders(), ["a:1 1 r", "b:1 2 r", "c:1 3 r"]);
+    assert!(s.writers().is_empty());
+    // A try reader enters too: no writer holds or waits.
+    assert!(matches!(
+        s.attempt("d:1", 4, Mode::Try, Read),
+        AcquireReply::Acquired { .. }
+    ));
+    assert_eq!(s.holders().len(), 4);
+}
+
+#[test]
+fn a_writer_waits_for_the_readers_ahead_then_excludes_all() {
+    let mut s = Rw::new("writer");
+    let a = s.take("a:1", 1, Read);
+    let b = s.take("b:1", 2, Read);
+    assert_eq!(s.queue("w:1", 3, Write), 0);
+    // A try writer neither enters nor queues.
+    assert!(matches!(
+        s.attempt("t:1", 9, Mode::Try, Write),
+        AcquireReply::Waiting { position: None, .. }
+    ));
+    assert!(s.handed(&a).is_empty(), "a reader still holds");
+    assert_eq!(s.holders(), ["b:1 2 r"]);
+    let w = s.handed(&b);
+    assert_eq!(owners(&w), ["w:1"]);
+    assert!(w[0].token > b.token);
+    assert_eq!(s.holders(), ["w:1 3 w"]);
+    assert_eq!(s.writers(), ["w:1 3 w"]);
+    // While it holds, nobody else enters: readers and writers queue, a try
+    // of either gets nothing.
+    for (owner, call, access) in [("r:1", 4, Read), ("x:1", 5, Write)] {
+        assert!(matches!(
+            s.attempt(owner, call, Mode::Try, access),
+            AcquireReply::Waiting { position: None, .. }
+        ));
+    }
+    assert_eq!(s.queue("r:1", 4, Read), 0);
+    assert_eq!(s.queue("x:1", 5, Write), 1);
+    assert_eq!(s.holders(), ["w:1 3 w"]);
+    // Its poll finds its hold.
+    match s.attempt("w:1", 3, Mode::Poll, Write) {
+        AcquireReply::Acquired { token, .. } => assert_eq!(token, w[0].token),
+        other => panic!("{other:?}"),
+    }
+    // Released: the reader enters, the writer behind it waits for it.
+    let r = s.handed(&w[0]);
+    assert_eq!(owners(&r), ["r:1"]);
+    assert_eq!(s.holders(), ["r:1 4 r"]);
+    let x = s.handed(&r[0]);
+    assert_eq!(owners(&x), ["x:1"]);
+    assert_eq!(s.holders(), ["x:1 5 w"]);
+    assert_eq!(s.release(&x[0]), SemReleaseReply::Released);
+    assert!(s.holders().is_empty() && s.queued().is_empty());
+}
+
+#[test]
+fn a_reader_behind_a_queued_writer_waits() {
+    let mut s = Rw::new("reader-behind");
+    let a = s.take("a:1", 1, Read);
+    assert_eq!(s.queue("w:1", 2, Write), 0);
+    // Only readers hold, but a writer is queued: a new reader queues
+    // behind it, and a try reader gets nothing.
+    assert!(matches!(
+        s.attempt("t:1", 8, Mode::Try, Read),
+        AcquireReply::Waiting { position: None, .. }
+    ));
+    assert_eq!(s.queue("r:1", 3, Read), 1);
+    assert!(matches!(
+        s.attempt("r:1", 3, Mode::Poll, Read),
+        AcquireReply::Waiting {
+            position: Some(1),
+            ..
+        }
+    ));
+    assert_eq!(s.holders(), ["a:1 1 r"]);
+    let w = s.handed(&a);
+    assert_eq!(owners(&w), ["w:1"]);
+    let r = s.handed(&w[0]);
+    assert_eq!(owners(&r), ["r:1"]);
+}
+
+#[test]
+fn consecutive_readers_at_the_head_enter_together() {
+    let mut s = Rw::new("reader-run");
+    let w = s.take("w:1", 1, Write);
+    for (i, (owner, access)) in [
+        ("r1:1", Read),
+        ("r2:1", Read),
+        ("r3:1", Read),
+        ("x:1", Write),
+        ("r4:1", Read),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(s.queue(owner, 10 + i as u64, access), i as u64);
+    }
+    let mut sub = s.messages();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.psubscribe("fairlock:wake:*").unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let run = s.handed(&w);
+    assert_eq!(owners(&run), ["r1:1", "r2:1", "r3:1"]);
+    assert!(run.windows(2).all(|p| p[0].token < p[1].token));
+    assert!(run[0].token > w.token);
+    assert_eq!(s.holders(), ["r1:1 10 r", "r2:1 11 r", "r3:1 12 r"]);
+    // Each reader heard its grant, the writer now heading the queue that it
+    // does.
+    for (hold, channel) in run.iter().zip(["r1", "r2", "r3"]) {
+        let (got, payload) = message(&mut pubsub);
+        assert_eq!(got, format!("fairlock:wake:{channel}"));
+        assert!(
+            payload.starts_with(&format!("G {} {} ", hold.call, hold.token)),
+            "{payload}"
+        );
+    }
+    let (got, payload) = message(&mut pubsub);
+    assert_eq!(got, "fairlock:wake:x");
+    assert!(payload.starts_with("H 13 "), "{payload}");
+    // r4 stays behind the writer; the writer enters once all three left.
+    assert!(s.handed(&run[0]).is_empty());
+    assert!(s.handed(&run[1]).is_empty());
+    let x = s.handed(&run[2]);
+    assert_eq!(owners(&x), ["x:1"]);
+    let r4 = s.handed(&x[0]);
+    assert_eq!(owners(&r4), ["r4:1"]);
+}
+
+#[test]
+fn a_head_reader_that_polls_takes_the_readers_behind_it_along() {
+    // A writer's lease runs out (a dead holder) while readers wait: the
+    // head's poll admits it and the readers right behind it.
+    let mut s = Rw::new("head-poll");
+    let w = s
+        .attempt_with("w:1", 1, Mode::First, Write, 0, SHORT, true)
+        .unwrap();
+    assert!(matches!(w, AcquireReply::Acquired { .. }));
+    assert_eq!(s.queue("r1:1", 2, Read), 0);
+    assert_eq!(s.queue("r2:1", 3, Read), 1);
+    assert_eq!(s.queue("x:1", 4, Write), 2);
+    sleep(SHORT * 2);
+    // The head's poll takes its hold and the reader behind it enters too;
+    // the writer behind them waits.
+    assert!(matches!(
+        s.attempt("r1:1", 2, Mode::Poll, Read),
+        AcquireReply::Acquired { .. }
+    ));
+    assert_eq!(s.holders(), ["r1:1 2 r", "r2:1 3 r"]);
+    assert_eq!(s.queued(), ["x:1 4 60000 0 w"]);
+}
+
+#[test]
+fn reentry_read_in_read_read_in_write_write_in_write_granted() {
+    let mut s = Rw::new("reentry");
+    // Read in read, even past a queued writer.
+    let a = s.take("a:1", 1, Read);
+    assert_eq!(s.queue("w:1", 2, Write), 0);
+    let a2 = s.take_with("a:1", 3, Read, a.token);
+    assert!(a2.token > a.token);
+    assert_eq!(s.holders(), ["a:1 1 r", "a:1 3 r"]);
+    // Another owner's guard token is no guard: that reader queues.
+    assert_eq!(
+        match s
+            .attempt_with("b:1", 4, Mode::First, Read, a.token, LONG, false)
+            .unwrap()
+        {
+            AcquireReply::Waiting { position, .. } => position,
+            other => panic!("{other:?}"),
+        },
+        Some(1)
+    );
+    assert!(s.handed(&a).is_empty());
+    let w = s.handed(&a2);
+    assert_eq!(owners(&w), ["w:1"]);
+    // Read in write and write in write, past the queued reader b.
+    let w = w[0].clone();
+    let r = s.take_with("w:1", 5, Read, w.token);
+    let ww = s.take_with("w:1", 6, Write, w.token);
+    assert!(w.token < r.token && r.token < ww.token);
+    assert_eq!(s.holders(), ["w:1 2 w", "w:1 5 r", "w:1 6 w"]);
+    assert_eq!(s.writers(), ["w:1 2 w", "w:1 6 w"]);
+    // A repeat of the re-entry call answers with its hold.
+    match s
+        .attempt_with("w:1", 6, Mode::First, Write, w.token, LONG, false)
+        .unwrap()
+    {
+        AcquireReply::Acquired { token, .. } => assert_eq!(token, ww.token),
+        other => panic!("{other:?}"),
+    }
+    // The reader b enters only once every write hold is gone.
+    assert!(s.handed(&ww).is_empty());
+    let b = s.handed(&w);
+    assert_eq!(owners(&b), ["b:1"]);
+    assert_eq!(s.holders(), ["b:1 4 r", "w:1 5 r"]);
+}
+
+#[test]
+fn read_to_write_is_refused_and_writes_nothing() {
+    let mut s = Rw::new("upgrade");
+    let a = s.take("a:1", 1, Read);
+    s.queue("w:1", 2, Write);
+    let before = s.snapshot();
+    let err = s
+        .attempt_with("a:1", 3, Mode::First, Write, a.token, LONG, false)
+        .unwrap_err();
+    let text = chain(&err);
+    assert!(text.contains("read -> write upgrade refused"), "{text}");
+    assert!(text.contains("a:1"), "{text}");
+    assert_eq!(s.snapshot(), before, "nothing written");
+    // A try is refused the same way.
+    assert!(s
+        .attempt_with("a:1", 4, Mode::Try, Write, a.token, LONG, false)
+        .is_err());
+    assert_eq!(s.snapshot(), before, "nothing written");
+    // Without the guard it is no re-entry: it queues behind the writer
+    // (the client's rule is to send its guard).
+    assert_eq!(s.queue("a:1", 5, Write), 1);
+    assert_eq!(s.holders(), ["a:1 1 r"]);
+}
+
+#[test]
+fn tokens_strictly_increase_across_takes_handoffs_and_reentries() {
+    let mut s = Rw::new("tokens");
+    let mut tokens = Vec::new();
+    let a = s.take("a:1", 1, Read);
+    tokens.push(a.token);
+    let b = s.take("b:1", 2, Read);
+    tokens.push(b.token);
+    s.queue("w:1", 3, Write);
+    s.queue("r:1", 4, Read);
+    s.queue("q:1", 5, Read);
+    tokens.push(s.take_with("a:1", 6, Read, a.token).token);
+    s.handed(&a);
+    s.release(&Hold {
+        owner: "a:1".into(),
+        call: 6,
+        token: tokens[2],
+    });
+    let w = s.handed(&b);
+    tokens.push(w[0].token);
+    tokens.push(s.take_with("w:1", 7, Write, w[0].token).token);
+    s.release(&Hold {
+        owner: "w:1".into(),
+        call: 7,
+        token: tokens[4],
+    });
+    let run = s.handed(&w[0]);
+    assert_eq!(run.len(), 2);
+    tokens.extend(run.iter().map(|h| h.token));
+    for h in &run {
+        s.release(h);
+    }
+    tokens.push(s.take("z:1", 8, Write).token);
+    assert!(
+        tokens.windows(2).all(|p| p[0] < p[1]),
+        "tokens in order of issue: {tokens:?}"
+    );
+    // The meta keeps the last one.
+    let meta: String = s.conn.get(&s.keys.all[4]).unwrap();
+    assert!(
+        meta.starts_with(&format!("{} ", tokens.last().unwrap())),
+        "{meta}"
+    );
+}
+
+#[test]
+fn repeats_count_once() {
+    let mut s = Rw::new("repeats");
+    let a = s.take("a:1", 1, Read);
+    let b = s.take("b:1", 2, Read);
+    s.queue("w:1", 3, Write);
+    // A first call delivered twice takes one hold.
+    match s.attempt("a:1", 1, Mode::First, Read) {
+        AcquireReply::Acquired { token, .. } => assert_eq!(token, a.token),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.holders(), ["a:1 1 r", "b:1 2 r"]);
+    // A queued call delivered twice stays one entry.
+    assert_eq!(s.queue("w:1", 3, Write), 0);
+    assert_eq!(s.queued().len(), 1);
+    // A release delivered twice counts once: the writer still waits for b.
+    assert_eq!(s.release(&a), SemReleaseReply::Released);
+    assert_eq!(s.release(&a), SemReleaseReply::Released);
+    assert_eq!(s.holders(), ["b:1 2 r"]);
+    assert_eq!(s.queued().len(), 1);
+    let w = s.handed(&b);
+    assert_eq!(owners(&w), ["w:1"]);
+    // Once another release took the mark, a stale one is NotHeld and
+    // changes nothing.
+    let before = s.snapshot();
+    assert_eq!(s.release(&a), SemReleaseReply::NotHeld);
+    let stale = Hold {
+        token: w[0].token + 1,
+        ..w[0].clone()
+    };
+    assert_eq!(s.release(&stale), SemReleaseReply::NotHeld);
+    assert_eq!(s.snapshot(), before);
+}
+
+#[test]
+fn renewal_extends_only_a_live_hold_with_its_token() {
+    let mut s = Rw::new("renew");
+    let w = s.take("w:1", 1, Write);
+    let end = |s: &mut Rw, key: usize| -> i64 {
+        s.conn
+            .zscore::<_, _, Option<i64>>(&s.keys.all[key], "w:1 1 w")
+            .unwrap()
+            .unwrap()
+    };
+    let before = end(&mut s, 0);
+    sleep(Duration::from_millis(20));
+    assert!(s.renew(&w, Some(LONG)));
+    let after = end(&mut s, 0);
+    assert!(after > before);
+    assert_eq!(end(&mut s, 5), after, "the writers zset follows");
+    assert!(s.renew(&w, None));
+    assert!(!s.renew(
+        &Hold {
+            token: w.token + 1,
+            ..w.clone()
+        },
+        Some(LONG)
+    ));
+    assert!(!s.renew(
+        &Hold {
+            call: 2,
+            ..w.clone()
+        },
+        Some(LONG)
+    ));
+    assert!(!s.renew(
+        &Hold {
+            owner: "v:1".into(),
+            ..w.clone()
+        },
+        Some(LONG)
+    ));
+    assert_eq!(s.release(&w), SemReleaseReply::Released);
+    assert!(!s.renew(&w, Some(LONG)), "released");
+}
+
+#[test]
+fn bad_arguments_are_refused_before_any_write() {
+    let mut s = Rw::new("bad-input");
+    s.take("a:1", 1, Read);
+    let before = s.snapshot();
+    let args =
+        |owner: &str, lease: &str, fixed: &str, mode: &str, call: &str, rw: &str, guard: &str| {
+            [owner, lease, fixed, "60000", mode, call, rw, guard].map(str::to_owned)
+        };
+    for (bad, what) in [
+        (args("n:1", "60000", "0", "first", "2", "x", "0"), "access"),
+        (args("n:1", "60000", "0", "first", "2", "", "0"), "access"),
+        (args("n:1", "60000", "0", "first", "2", "r", "x"), "guard"),
+        (args("n:1", "60000", "0", "first", "2", "r", "-1"), "guard"),
+        (args("n 1", "60000", "0", "first", "2", "r", "0"), "owner"),
+        (args("n:1", "60000", "0", "first", "x", "w", "0"), "owner"),
+        (args("n:1", "0", "0", "first", "2", "r", "0"), "lease"),
+        (args("n:1", "60000", "2", "first", "2", "r", "0"), "fixed"),
+        (args("n:1", "60000", "0", "wait", "2", "w", "0"), "mode"),
+    ] {
+        let err = s.eval(Script::RwAcquire, &bad).unwrap_err();
+        assert_eq!(s.snapshot(), before, "{bad:?}");
+        assert!(chain(&err).contains(what), "{bad:?}: {err}");
+    }
+    for bad in [["a 1", "5", "1"], ["a:1", "5", "x"]] {
+        let bad = bad.map(str::to_owned);
+        assert!(s.eval(Script::RwRelease, &bad).is_err(), "{bad:?}");
+        assert_eq!(s.snapshot(), before, "{bad:?}");
+    }
+    for bad in [["a:1", "5", "1", "-3"], ["a 1", "5", "1", "100"]] {
+        let bad = bad.map(str::to_owned);
+        assert!(s.eval(Script::RwRenew, &bad).is_err(), "{bad:?}");
+        assert_eq!(s.snapshot(), before, "{bad:?}");
+    }
+    // A meta key fairlock did not write.
+    s.conn.set::<_, _, ()>(&s.keys.all[4], "junk").unwrap();
+    s.conn.pexpire::<_, ()>(&s.keys.all[4], 60_000).unwrap();
+    let before_junk = s.snapshot();
+    let err = s
+        .attempt_with("n:1", 2, Mode::First, Read, 0, LONG, false)
+        .unwrap_err();
+    assert_eq!(err.kind(), fairlock::ErrorKind::KeyConflict, "{err}");
+    assert_eq!(s.snapshot(), before_junk);
+}
+
+#[test]
+fn a_lease_that_ran_out_frees_the_lock_for_the_head() {
+    let mut s = Rw::new("lease-out");
+    let r = s
+        .attempt_with("a:1", 1, Mode::First, Read, 0, SHORT, true)
+        .unwrap();
+    assert!(matches!(r, AcquireReply::Acquired { .. }));
+    assert_eq!(s.queue("w:1", 2, Write), 0);
+    sleep(SHORT * 2);
+    assert!(matches!(
+        s.attempt("w:1", 2, Mode::Poll, Write),
+        AcquireReply::Acquired { .. }
+    ));
+    assert_eq!(s.holders(), ["w:1 2 w"]);
+    // The expired reader's token is gone both ways from the tokens hash.
+    let tokens: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
+    assert_eq!(tokens.len(), 2, "{tokens:?}");
+    assert!(tokens.contains(&"w:1 2 w".to_owned()), "{tokens:?}");
+}
+
+#[test]
+fn keys_expire_a_fence_life_after_the_last_holder() {
+    let mut s = Rw::new("ttl");
+    let w = s.take("a:1", 1, Write);
+    s.release(&w);
+    for key in [0, 1, 2, 3, 5] {
+        assert_eq!(s.pttl(key), -2, "{}", s.keys.all[key]);
+    }
+    let fence = fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64;
+    let meta = s.pttl(4);
+    assert!(meta > fence - 1000 && meta <= fence, "{meta}");
+    let value: String = s.conn.get(&s.keys.all[4]).unwrap();
+    assert_eq!(value, format!("{} a:1#1", w.token));
+}
+
+#[test]
+fn the_rwlock_and_the_mutex_and_semaphore_of_one_name_are_separate() {
+    let mut s = Rw::new("one-name");
+    s.take("a:1", 1, Write);
+    let mutex = LockKeys::new(PREFIX, "one-name").unwrap();
+    let sem = LockKeys::semaphore(PREFIX, "one-name").unwrap();
+    assert_eq!(mutex.slot, s.keys.slot);
+    assert_eq!(sem.slot, s.keys.slot);
+    let mutex_args = ["b:1", "60000", "0", "60000", "try", "1", "0"].map(str::to_owned);
+    let reply = eval_on(&mut s.conn, &mutex, Script::Acquire, &mutex_args).unwrap();
+    assert!(
+        matches!(reply, Value::Int(_)),
+        "the mutex is free: {reply:?}"
+    );
+    let op = SemAcquire {
+        owner: "c:1",
+        lease: LONG,
+        fixed: false,
+        waiter_timeout: LONG,
+        mode: Mode::Try,
+        wait_id: 1,
+        permits: 1,
+    };
+    let reply = eval_on(&mut s.conn, &sem, Script::SemAcquire, &op.args()).unwrap();
+    assert!(
+        matches!(reply, Value::Int(_)),
+        "the semaphore is free: {reply:?}"
+    );
+    assert_eq!(s.holders(), ["a:1 1 w"]);
+    // And the other kinds' holds do not stop the rwlock's readers, once its
+    // writer is gone.
+    let w = Hold {
+        owner: "a:1".into(),
+        call: 1,
+        token: s.conn.hget(&s.keys.all[3], "a:1 1 w").unwrap(),
+    };
+    s.release(&w);
+    s.take("d:1", 2, Read);
+    s.assert_every_key_expires();
+}
+
+/// A small deterministic generator (no dependency).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn a_random_mix_keeps_readers_shared_writers_alone_and_fifo() {
+    let mut s = Rw::new("mix");
+    let mut rng = Lcg(14);
+    let mut held: Vec<(Hold, Access)> = Vec::new();
+    // The model's queue: (owner, call, access).
+    let mut queue: Vec<(String, u64, Access)> = Vec::new();
+    let mut last_token = 0;
+    for step in 0..200u64 {
+        let call = 100 + step;
+        let owner = format!("o{}:1", step % 13);
+        if rng.below(3) > 0 || held.is_empty() {
+            let access = if rng.below(3) == 0 { Write } else { Read };
+            if held.iter().any(|(h, _)| h.owner == owner) || queue.iter().any(|q| q.0 == owner) {
+                continue; // one thing at a time per thread
+            }
+            match s.attempt(&owner, call, Mode::First, access) {
+                AcquireReply::Acquired { token, .. } => {
+                    assert!(queue.is_empty(), "step {step}: entered past a waiter");
+                    assert!(token > last_token);
+                    last_token = token;
+                    held.push((Hold { owner, call, token }, access));
+                }
+                AcquireReply::Waiting { position, .. } => {
+                    assert_eq!(position, Some(queue.len() as u64), "step {step}");
+                    queue.push((owner, call, access));
+                }
+            }
+        } else {
+            let k = rng.below(held.len() as u64) as usize;
+            let (hold, _) = held.remove(k);
+            let handed = s.handed(&hold);
+            for grant in handed {
+                let (owner, call, access) = queue.remove(0);
+                assert_eq!((grant.owner.as_str(), grant.call), (owner.as_str(), call));
+                assert!(grant.token > last_token);
+                last_token = grant.token;
+                held.push((grant, access));
+            }
+        }
+        // Readers share, a writer holds alone, and the head waits only
+        // because the lock cannot admit it.
+        let writers = held.iter().filter(|(_, a)| *a == Write).count();
+        assert!(writers == 0 || held.len() == 1, "step {step}: {held:?}");
+        if let Some((_, _, head)) = queue.first() {
+            match head {
+                Write => assert!(!held.is_empty(), "step {step}"),
+                Read => assert!(writers > 0, "step {step}"),
+            }
+        }
+        let mut model: Vec<String> = held
+            .iter()
+            .map(|(h, a)| format!("{} {} {}", h.owner, h.call, a.as_arg()))
+            .collect();
+        model.sort();
+        assert_eq!(s.holders(), model, "step {step}");
+    }
+}
+
+#[test]
+fn the_readme_acl_user_runs_every_rwlock_script() {
+    let mut s = Rw::new("acl");
+    create_acl_user(&mut s.conn, "rw-pw");
+    let user = redis::Client::open(s.server.url_as("fairlock", "rw-pw"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    s.runner = Some(user);
+    // Denials of the redis crate's CLIENT SETINFO at connect are not the scripts'.
+    let () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut s.conn)
+        .unwrap();
+    // Every path that writes: takes, re-entries, a refusal, queueing, an
+    // expired hold dropped, renewals, handoffs to a writer and to a run of
+    // readers, a repeated release.
+    let short = s
+        .attempt_with("e:1", 1, Mode::First, Read, 0, SHORT, true)
+        .unwrap();
+    assert!(matches!(short, AcquireReply::Acquired { .. }));
+    let a = s.take("a:1", 2, Read);
+    s.take_with("a:1", 3, Read, a.token);
+    assert!(s
+        .attempt_with("a:1", 4, Mode::First, Write, a.token, LONG, false)
+        .is_err());
+    assert_eq!(s.queue("w:1", 5, Write), 0);
+    assert_eq!(s.queue("r:1", 6, Read), 1);
+    assert_eq!(s.queue("q:1", 7, Read), 2);
+    sleep(SHORT * 2);
+    assert!(s.renew(&a, Some(LONG)));
+    assert!(s.renew(&a, None));
+    assert!(s.handed(&a).is_empty());
+    let a3: u64 = s.conn.hget(&s.keys.all[3], "a:1 3 r").unwrap();
+    let w = s.handed(&Hold {
+        owner: "a:1".into(),
+        call: 3,
+        token: a3,
+    });
+    assert_eq!(owners(&w), ["w:1"]);
+    assert!(s.renew(&w[0], Some(LONG)));
+    let run = s.handed(&w[0]);
+    assert_eq!(owners(&run), ["r:1", "q:1"]);
+    assert_eq!(s.release(&w[0]), SemReleaseReply::Released);
+    for h in &run {
+        s.release(h);
+    }
+    assert_eq!(acl_denials(&mut s.conn), Vec::<Value>::new());
+}
