@@ -35,7 +35,9 @@
 --         out (0: none live), queue position, last token issued} when it
 --         does not (position -1 for "try": not queued).
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
--- waiters and expired holds).
+-- waiters and expired holds); a hold taken with nobody waiting: GET, TIME,
+-- ZSCORE, ZRANGEBYSCORE, EXISTS, ZCOUNT, ZADD, two HSETs (a writer: one
+-- more ZADD), ZRANGE, three PEXPIREs, PTTL and SET.
 
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
@@ -92,6 +94,8 @@ if reenter or (redis.call('EXISTS', QUEUE) == 0 and rw_free_for(rw, now_ms)) the
   keep_rwlock(now_ms, last, mark)
   return tonumber(last)
 end
+
+-- @helpers
 
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' ' .. rw
 local head = live_head(now_ms, parse_rw_entry)

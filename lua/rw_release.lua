@@ -37,6 +37,8 @@ if redis.call('EXISTS', QUEUE) == 0 then
   return 0
 end
 
+-- @helpers
+
 drop_expired_holds(now_ms)
 local handed
 last, handed = admit_waiters(now_us, now_ms, last, nil)

@@ -421,6 +421,20 @@ mod tests {
                 Script::SemRelease,
                 ["read_meta", "hold_of", "keep_semaphore"].as_slice(),
             ),
+            (
+                Script::RwAcquire,
+                [
+                    "read_rw_meta",
+                    "drop_expired_holds",
+                    "rw_take",
+                    "keep_rwlock",
+                ]
+                .as_slice(),
+            ),
+            (
+                Script::RwRelease,
+                ["read_rw_meta", "rw_hold_by_token", "rw_drop", "keep_rwlock"].as_slice(),
+            ),
         ] {
             let source = script.source();
             let fast_end = own_parts(source, own_file(script))[0].end;
@@ -433,7 +447,13 @@ mod tests {
             for f in fast {
                 assert!(functions.contains(f), "{script:?} fast path lacks {f}");
             }
-            for slow in ["hand_over", "hand_permits", "live_head", "join_queue"] {
+            for slow in [
+                "hand_over",
+                "hand_permits",
+                "admit_waiters",
+                "live_head",
+                "join_queue",
+            ] {
                 assert!(
                     !functions.contains(&slow),
                     "{script:?} fast path builds {slow}: {functions:?}"
