@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::config::{ClockDrift, Config, Target};
 #[cfg(doc)]
-use crate::config::{MAX_LEASE, MAX_TIMEOUT, MIN_LEASE};
+use crate::config::{DEFAULT_FENCE_LIFE, MAX_LEASE, MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE};
 #[cfg(doc)]
 use crate::error::ErrorKind;
 use crate::error::Result;

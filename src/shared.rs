@@ -40,8 +40,6 @@ pub(crate) struct Shared {
     pub(crate) scripts: Scripts,
     /// Random id of this client; owner ids are `<client id>:<thread number>`.
     pub(crate) client_id: String,
-    /// Channel prefix every script publishes wake-ups under.
-    pub(crate) wake_prefix: String,
     pub(crate) waiters: Waiters,
     pub(crate) holds: Holds,
     /// Calls whose outcome was never learned, for the watchdog to undo.
@@ -95,13 +93,11 @@ thread_local! {
 impl Shared {
     /// The state of a client just connected, with a random client id.
     pub(crate) fn new(config: Config, backend: Backend, scripts: Scripts) -> Shared {
-        let wake_prefix = config.wake_prefix();
         Shared {
             config,
             backend,
             scripts,
             client_id: uuid::Uuid::new_v4().simple().to_string(),
-            wake_prefix,
             waiters: Waiters::default(),
             holds: Holds::default(),
             give_backs: GiveBacks::default(),
@@ -138,7 +134,7 @@ impl Shared {
     }
 
     pub(crate) fn wake_channel(&self) -> String {
-        format!("{}{}", self.wake_prefix, self.client_id)
+        format!("{}{}", self.config.wake_prefix(), self.client_id)
     }
 
     pub(crate) fn next_wait_id(&self) -> u64 {
