@@ -99,8 +99,9 @@ pub mod test_support {
     pub use crate::protocol::{
         AbandonReply, Access, Acquire, AcquireReply, CancelReply, CommonArgs, HandedOver,
         HeartbeatReply, LockKeys, LockKind, Mode, Operation, PermitHolder, QueueEntry, Release,
-        ReleaseReply, RwAcquire, RwRelease, RwRenew, Script, SemAbandon, SemAcquire, SemCancel,
-        SemHeartbeat, SemRelease, SemReleaseReply, SemRenew, SemStatus, SemStatusReply,
+        ReleaseReply, RwAbandon, RwAcquire, RwCancel, RwHeartbeat, RwHolder, RwQueueEntry,
+        RwRelease, RwRenew, RwStatus, RwStatusReply, RwWaiter, Script, SemAbandon, SemAcquire,
+        SemCancel, SemHeartbeat, SemRelease, SemReleaseReply, SemRenew, SemStatus, SemStatusReply,
         WaiterStatus,
     };
 }

@@ -5,6 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::protocol::Access;
+
 /// Waiting call `wait_id` of thread `owner`, to be granted `lease` (fixed,
 /// or renewed by the watchdog). Its text form,
 /// `"<owner> <wait id> <lease ms> <fixed 0|1>"`, is the queue member
@@ -35,6 +37,25 @@ impl fmt::Display for QueueEntry<'_> {
     }
 }
 
+/// A reader-writer lock's waiting call: the same call and grant as
+/// [`QueueEntry`], and the access it waits for, which rides in the member
+/// as a fifth field (`"<owner> <wait id> <lease ms> <fixed 0|1> <r|w>"`,
+/// as `rw_acquire.lua` queues it) so that admitting the head reads one
+/// member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RwQueueEntry<'a> {
+    /// The call and its grant.
+    pub entry: QueueEntry<'a>,
+    /// Read or write.
+    pub access: Access,
+}
+
+impl fmt::Display for RwQueueEntry<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.entry, self.access.as_arg())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +69,10 @@ mod tests {
             fixed: true,
         };
         assert_eq!(entry.to_string(), "c1:7 42 30000 1");
+        let write = RwQueueEntry {
+            entry,
+            access: Access::Write,
+        };
+        assert_eq!(write.to_string(), "c1:7 42 30000 1 w");
     }
 }

@@ -27,6 +27,15 @@ impl Access {
             Access::Write => "w",
         }
     }
+
+    /// The access the script's word names, if it names one.
+    pub fn from_arg(word: &str) -> Option<Access> {
+        match word {
+            "r" => Some(Access::Read),
+            "w" => Some(Access::Write),
+            _ => None,
+        }
+    }
 }
 
 /// One attempt of call `wait_id` of thread `owner` on a reader-writer lock.
