@@ -2,12 +2,12 @@
 //! its waits is in [`acquisition`](crate::acquisition)).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::acquisition::{Acquired, Acquisition, Kind};
 use crate::cancel::WaitCanceller;
 use crate::config::check_lease;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::guard::FairMutexGuard;
 use crate::protocol::{ForceRelease, LockKeys, Status};
 use crate::shared::{ClientInner, Shared};
@@ -77,12 +77,8 @@ impl FairMutex {
     /// mid-call): whatever it took or queued is given back by the client
     /// as soon as Redis answers again, never left as a hold nobody releases.
     pub fn lock(&self) -> Result<FairMutexGuard> {
-        self.wait(None, None)?.ok_or_else(|| {
-            Error::new(
-                ErrorKind::Internal,
-                "an unbounded wait ended without the lock",
-            )
-        })
+        let got = self.acquisition()?.wait_until_acquired()?;
+        Ok(self.guard(got))
     }
 
     /// Takes the lock only if that needs no waiting: it is free and nobody
@@ -123,27 +119,13 @@ impl FairMutex {
         self.wait_at_most(timeout, Some(cancel))
     }
 
-    /// A wait bounded by `timeout` (`None`: none) and `cancel`; one that
-    /// could not wait at all is a plain `try_lock`, which never queues.
+    /// A wait bounded by `timeout` (`None`: none) and `cancel`.
     fn wait_at_most(
         &self,
         timeout: Option<Duration>,
         cancel: Option<&WaitCanceller>,
     ) -> Result<Option<FairMutexGuard>> {
-        if timeout == Some(Duration::ZERO) || cancel.is_some_and(WaitCanceller::is_cancelled) {
-            return self.try_lock();
-        }
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        self.wait(deadline, cancel)
-    }
-
-    /// Waits in the queue until `deadline` (`None`: no limit) or `cancel`.
-    fn wait(
-        &self,
-        deadline: Option<Instant>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<FairMutexGuard>> {
-        let got = self.acquisition()?.wait(deadline, cancel)?;
+        let got = self.acquisition()?.wait_at_most(timeout, cancel)?;
         Ok(got.map(|got| self.guard(got)))
     }
 

@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use fairlock::test_support::{
     AbandonReply, Access, AcquireReply, CancelReply, CommonArgs, HandedOver, HeartbeatReply,
-    LockKeys, Mode, Operation, QueueEntry, RwAbandon, RwAcquire, RwCancel, RwHeartbeat,
-    RwQueueEntry, RwRelease, RwRenew, RwStatus, RwStatusReply, Script, SemAcquire, SemReleaseReply,
-    WaiterStatus,
+    LockKeys, Mode, Operation, QueueEntry, RwAbandon, RwAcquire, RwCancel, RwHeartbeat, RwRelease,
+    RwRenew, RwStatus, RwStatusReply, Script, SemAcquire, SemReleaseReply, WaiterStatus,
 };
 use fairlock_test_support::*;
 use redis::{Commands, Value};
@@ -174,7 +173,7 @@ impl Rw {
     }
 
     /// A heartbeat of `entries` with a waiter timeout of `timeout`.
-    fn heartbeat(&mut self, timeout: Duration, entries: &[RwQueueEntry]) -> HeartbeatReply {
+    fn heartbeat(&mut self, timeout: Duration, entries: &[QueueEntry]) -> HeartbeatReply {
         self.run(&RwHeartbeat {
             waiter_timeout: timeout,
             waiters: entries.to_vec(),
@@ -182,11 +181,11 @@ impl Rw {
         .unwrap()
     }
 
-    fn cancel(&mut self, entry: RwQueueEntry) -> CancelReply {
+    fn cancel(&mut self, entry: QueueEntry) -> CancelReply {
         self.run(&RwCancel { entry }).unwrap()
     }
 
-    fn abandon(&mut self, entry: RwQueueEntry) -> AbandonReply {
+    fn abandon(&mut self, entry: QueueEntry) -> AbandonReply {
         self.run(&RwAbandon { entry }).unwrap()
     }
 
@@ -325,20 +324,18 @@ fn entry_with(
     access: Access,
     lease: Duration,
     fixed: bool,
-) -> RwQueueEntry<'_> {
-    RwQueueEntry {
-        entry: QueueEntry {
-            owner,
-            wait_id: call,
-            lease,
-            fixed,
-        },
-        access,
+) -> QueueEntry<'_> {
+    QueueEntry {
+        owner,
+        wait_id: call,
+        lease,
+        fixed,
+        access: Some(access),
     }
 }
 
 /// The queue entry `Rw::queue` makes: a 60 s watchdog lease.
-fn entry(owner: &str, call: u64, access: Access) -> RwQueueEntry<'_> {
+fn entry(owner: &str, call: u64, access: Access) -> QueueEntry<'_> {
     entry_with(owner, call, access, LONG, false)
 }
 
@@ -920,7 +917,7 @@ fn a_random_mix_keeps_readers_shared_writers_alone_and_fifo() {
             // A heartbeat of every waiter and of one holder: each waiter
             // keeps its place, the holder learns it holds, nobody enters.
             let k = rng.below(held.len() as u64) as usize;
-            let mut beaten: Vec<RwQueueEntry> =
+            let mut beaten: Vec<QueueEntry> =
                 queue.iter().map(|(o, c, a)| entry(o, *c, *a)).collect();
             beaten.push(entry(&held[k].0.owner, held[k].0.call, held[k].1));
             let mut want: Vec<WaiterStatus> =
@@ -1152,16 +1149,15 @@ fn a_heartbeat_keeps_a_handed_watchdog_lease_and_leaves_a_fixed_one() {
     let fixed = entry_with("f:1", 4, Read, Duration::from_millis(400), true);
     let writer = entry_with("v:1", 5, Write, lease, false);
     for e in [renewed, fixed, writer] {
-        let q = e.entry;
         assert!(matches!(
             s.attempt_with(
-                q.owner,
-                q.wait_id,
+                e.owner,
+                e.wait_id,
                 Mode::First,
-                e.access,
+                e.access.unwrap(),
                 0,
-                q.lease,
-                q.fixed
+                e.lease,
+                e.fixed
             )
             .unwrap(),
             AcquireReply::Waiting {

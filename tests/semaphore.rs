@@ -14,7 +14,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, FairSemaphore, SemaphorePermit, WaitCanceller};
-use fairlock_test_support::{join_within, serial, wait_until, HolderChild, RedisServer};
+use fairlock_test_support::{join_within, serial, wait_until, Held, HolderChild, RedisServer};
 use redis::Commands;
 
 /// The child process binary (tests/support/child/), built for these tests.
@@ -294,7 +294,7 @@ fn a_killed_holders_permit_goes_to_the_head_when_its_lease_runs_out() {
         &server.url(),
         "killed",
         Duration::from_millis(1000),
-        Some(1),
+        Held::Permit(1),
     );
     let child_token = child.token_within(Duration::from_secs(10));
     let client = server.client();

@@ -56,7 +56,6 @@ pub use keys::LockKind;
 pub use operation::{unexpected, CommonArgs, Operation, Script};
 pub use queue_entry::QueueEntry;
 #[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
-pub use queue_entry::RwQueueEntry;
 pub use release::{HandedOver, Release, ReleaseReply};
 pub use renew::Renew;
 pub use replication::SyncReplicas;

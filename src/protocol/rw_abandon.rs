@@ -6,7 +6,7 @@ use redis::Value;
 use crate::error::Result;
 use crate::protocol::keys::LockKind;
 use crate::protocol::operation::{Operation, Script};
-use crate::protocol::{Abandon, AbandonReply, LockKeys, RwQueueEntry};
+use crate::protocol::{Abandon, AbandonReply, LockKeys, QueueEntry};
 
 /// Gives back the read or write hold the call `entry` names (admitting the
 /// waiters it blocked), or removes its queue entry, once. Answers as the
@@ -14,7 +14,7 @@ use crate::protocol::{Abandon, AbandonReply, LockKeys, RwQueueEntry};
 pub struct RwAbandon<'a> {
     /// The call, as its queue entry names it (its wait id is the call id,
     /// its access the hold's).
-    pub entry: RwQueueEntry<'a>,
+    pub entry: QueueEntry<'a>,
 }
 
 impl Operation for RwAbandon<'_> {
@@ -31,10 +31,7 @@ impl Operation for RwAbandon<'_> {
     }
 
     fn parse(&self, reply: Value) -> Result<AbandonReply> {
-        Abandon {
-            entry: self.entry.entry,
-        }
-        .parse(reply)
+        Abandon { entry: self.entry }.parse(reply)
     }
 }
 
@@ -43,19 +40,17 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::protocol::{Access, QueueEntry};
+    use crate::protocol::Access;
 
     #[test]
     fn the_argument_is_the_entry_with_its_access_and_replies_parse_as_the_mutex_ones() {
         let op = RwAbandon {
-            entry: RwQueueEntry {
-                entry: QueueEntry {
-                    owner: "c:1",
-                    wait_id: 4,
-                    lease: Duration::from_secs(2),
-                    fixed: true,
-                },
-                access: Access::Read,
+            entry: QueueEntry {
+                owner: "c:1",
+                wait_id: 4,
+                lease: Duration::from_secs(2),
+                fixed: true,
+                access: Some(Access::Read),
             },
         };
         assert_eq!(op.args(), ["c:1 4 2000 1 r"]);

@@ -6,7 +6,7 @@ use redis::Value;
 use crate::error::Result;
 use crate::protocol::keys::LockKind;
 use crate::protocol::operation::{Operation, Script};
-use crate::protocol::{Cancel, CancelReply, LockKeys, RwQueueEntry};
+use crate::protocol::{Cancel, CancelReply, LockKeys, QueueEntry};
 
 /// The call `entry` names leaves the reader-writer lock's queue, leaving
 /// nothing behind, and the waiters its leaving unblocks are admitted (a
@@ -16,7 +16,7 @@ use crate::protocol::{Cancel, CancelReply, LockKeys, RwQueueEntry};
 /// the hold's token and lease left, or [`CancelReply::Left`].
 pub struct RwCancel<'a> {
     /// The call, as it is queued.
-    pub entry: RwQueueEntry<'a>,
+    pub entry: QueueEntry<'a>,
 }
 
 impl Operation for RwCancel<'_> {
@@ -33,10 +33,7 @@ impl Operation for RwCancel<'_> {
     }
 
     fn parse(&self, reply: Value) -> Result<CancelReply> {
-        Cancel {
-            entry: self.entry.entry,
-        }
-        .parse(reply)
+        Cancel { entry: self.entry }.parse(reply)
     }
 }
 
@@ -45,19 +42,17 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::protocol::{Access, QueueEntry};
+    use crate::protocol::Access;
 
     #[test]
     fn the_argument_is_the_entry_with_its_access_and_replies_parse_as_the_mutex_ones() {
         let op = RwCancel {
-            entry: RwQueueEntry {
-                entry: QueueEntry {
-                    owner: "c:1",
-                    wait_id: 4,
-                    lease: Duration::from_secs(2),
-                    fixed: false,
-                },
-                access: Access::Write,
+            entry: QueueEntry {
+                owner: "c:1",
+                wait_id: 4,
+                lease: Duration::from_secs(2),
+                fixed: false,
+                access: Some(Access::Write),
             },
         };
         assert_eq!(op.args(), ["c:1 4 2000 0 w"]);

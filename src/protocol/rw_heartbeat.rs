@@ -8,7 +8,7 @@ use redis::Value;
 use crate::error::Result;
 use crate::protocol::keys::LockKind;
 use crate::protocol::operation::{ms, Operation, Script};
-use crate::protocol::{Heartbeat, HeartbeatReply, LockKeys, RwQueueEntry};
+use crate::protocol::{Heartbeat, HeartbeatReply, LockKeys, QueueEntry};
 
 /// The client's waiting calls on one reader-writer lock (as queued, with
 /// their access) get a new liveness deadline of `waiter_timeout` from now;
@@ -23,7 +23,7 @@ pub struct RwHeartbeat<'a> {
     /// The waiters' new liveness deadline, from now.
     pub waiter_timeout: Duration,
     /// The waiting calls, as queued.
-    pub waiters: Vec<RwQueueEntry<'a>>,
+    pub waiters: Vec<QueueEntry<'a>>,
 }
 
 impl Operation for RwHeartbeat<'_> {
@@ -37,7 +37,7 @@ impl Operation for RwHeartbeat<'_> {
 
     fn args(&self) -> Vec<String> {
         let mut args = vec![ms(self.waiter_timeout)];
-        args.extend(self.waiters.iter().map(RwQueueEntry::to_string));
+        args.extend(self.waiters.iter().map(QueueEntry::to_string));
         args
     }
 
@@ -45,7 +45,7 @@ impl Operation for RwHeartbeat<'_> {
         // One status per waiter, as the mutex's heartbeat reads them.
         Heartbeat {
             waiter_timeout: self.waiter_timeout,
-            waiters: self.waiters.iter().map(|w| w.entry).collect(),
+            waiters: self.waiters.clone(),
         }
         .parse(reply)
     }
@@ -54,30 +54,26 @@ impl Operation for RwHeartbeat<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Access, QueueEntry, WaiterStatus};
+    use crate::protocol::{Access, WaiterStatus};
 
     #[test]
     fn arguments_are_the_timeout_then_queue_entries_and_statuses_follow_their_order() {
         let beat = RwHeartbeat {
             waiter_timeout: Duration::from_secs(1),
             waiters: vec![
-                RwQueueEntry {
-                    entry: QueueEntry {
-                        owner: "c:1",
-                        wait_id: 4,
-                        lease: Duration::from_secs(2),
-                        fixed: false,
-                    },
-                    access: Access::Read,
+                QueueEntry {
+                    owner: "c:1",
+                    wait_id: 4,
+                    lease: Duration::from_secs(2),
+                    fixed: false,
+                    access: Some(Access::Read),
                 },
-                RwQueueEntry {
-                    entry: QueueEntry {
-                        owner: "c:2",
-                        wait_id: 5,
-                        lease: Duration::from_secs(3),
-                        fixed: true,
-                    },
-                    access: Access::Write,
+                QueueEntry {
+                    owner: "c:2",
+                    wait_id: 5,
+                    lease: Duration::from_secs(3),
+                    fixed: true,
+                    access: Some(Access::Write),
                 },
             ],
         };

@@ -293,11 +293,24 @@ pub fn send_signal(pid: u32, signal: &str) {
     assert!(sent.success(), "kill -{signal} {pid}: {sent}");
 }
 
+/// What a [`HolderChild`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// The mutex of the name.
+    Mutex,
+    /// A permit of the semaphore of the name with this many permits.
+    Permit(u32),
+    /// A read hold of the rwlock of the name.
+    Read,
+    /// A write hold of the rwlock of the name.
+    Write,
+}
+
 /// A child process in the "holder" role (see
-/// [`roles::holder`](crate::roles::holder)): it waits for the mutex (or,
-/// with `permits`, a permit of the semaphore) of a name, reports its token
-/// once it holds, and holds until killed. Queued behind others it is a
-/// waiter a test can SIGKILL. SIGKILLed and reaped on drop.
+/// [`roles::holder`](crate::roles::holder)): it waits for what it is to
+/// hold of a name ([`Held`]), reports its token once it holds, and holds
+/// until killed. Queued behind others it is a waiter a test can SIGKILL.
+/// SIGKILLed and reaped on drop.
 pub struct HolderChild {
     child: Child,
     lines: std::sync::mpsc::Receiver<String>,
@@ -306,16 +319,15 @@ pub struct HolderChild {
 
 impl HolderChild {
     /// Starts `program` (the `fairlock-test-child` binary) as a holder of
-    /// `name` on the server at `url`, with `lease`; a permit of a semaphore
-    /// of `permits` when given, else the mutex.
+    /// `held` of `name` on the server at `url`, with `lease`.
     pub fn start(
         program: impl Into<PathBuf>,
         url: &str,
         name: &str,
         lease: Duration,
-        permits: Option<u32>,
+        held: Held,
     ) -> HolderChild {
-        use crate::roles::holder::{LEASE_MS, NAME, PERMITS, URL};
+        use crate::roles::holder::{ACCESS, LEASE_MS, NAME, PERMITS, URL};
         use std::io::BufRead;
         let program = program.into();
         let mut command = Command::new(&program);
@@ -327,8 +339,17 @@ impl HolderChild {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        if let Some(permits) = permits {
-            command.env(PERMITS, permits.to_string());
+        match held {
+            Held::Mutex => {}
+            Held::Permit(permits) => {
+                command.env(PERMITS, permits.to_string());
+            }
+            Held::Read => {
+                command.env(ACCESS, "read");
+            }
+            Held::Write => {
+                command.env(ACCESS, "write");
+            }
         }
         let mut child = command
             .spawn()
