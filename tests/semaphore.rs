@@ -384,7 +384,7 @@ fn fencing_tokens_increase_across_clients() {
 
 /// A permit a test holds in the handoff chain below: one of its own, or
 /// one a waiter thread holds until told to release.
-enum Held {
+enum ChainPermit {
     Own(SemaphorePermit),
     Waiter(usize),
 }
@@ -396,9 +396,11 @@ fn tokens_increase_in_grant_order_along_a_handoff_chain_of_three_permits() {
     let server = RedisServer::start();
     let holder = server.client();
     let sem = holder.fair_semaphore("chain", N);
-    let mut held: VecDeque<Held> = (0..N).map(|_| Held::Own(sem.acquire().unwrap())).collect();
+    let mut held: VecDeque<ChainPermit> = (0..N)
+        .map(|_| ChainPermit::Own(sem.acquire().unwrap()))
+        .collect();
     let mut last = match held.back() {
-        Some(Held::Own(permit)) => permit.fencing_token(),
+        Some(ChainPermit::Own(permit)) => permit.fencing_token(),
         _ => unreachable!(),
     };
     // Every third waiter shares the holder's client (woken by the release
@@ -430,9 +432,9 @@ fn tokens_increase_in_grant_order_along_a_handoff_chain_of_three_permits() {
             handle
         })
         .collect();
-    let free_oldest = |held: &mut VecDeque<Held>| match held.pop_front().unwrap() {
-        Held::Own(permit) => permit.release().unwrap(),
-        Held::Waiter(waiter) => releases[waiter].send(()).unwrap(),
+    let free_oldest = |held: &mut VecDeque<ChainPermit>| match held.pop_front().unwrap() {
+        ChainPermit::Own(permit) => permit.release().unwrap(),
+        ChainPermit::Waiter(waiter) => releases[waiter].send(()).unwrap(),
     };
     let mut next = 0;
     while next < WAITERS {
@@ -459,7 +461,7 @@ fn tokens_increase_in_grant_order_along_a_handoff_chain_of_three_permits() {
             assert_eq!(waiter, next, "grant out of queue order (token {token})");
             assert!(token > last, "token {token} after {last}");
             last = token;
-            held.push_back(Held::Waiter(waiter));
+            held.push_back(ChainPermit::Waiter(waiter));
             next += 1;
         }
         let status = sem.status(0).unwrap();

@@ -116,7 +116,13 @@ fn holders_a_child_b(server: &RedisServer, name: &str) -> KilledWaiterScene {
     let (a_client, b_client) = (server.client(), server.client());
     let a = PermitThread::acquire(a_client.fair_semaphore(name, 2));
     await_queue_len(&sem, 1, Duration::from_secs(5));
-    let child = HolderChild::start(CHILD, &server.url(), name, Duration::from_secs(2), Held::Permit(2));
+    let child = HolderChild::start(
+        CHILD,
+        &server.url(),
+        name,
+        Duration::from_secs(2),
+        Held::Permit(2),
+    );
     // A process start and a connection: generous under load.
     await_queue_len(&sem, 2, Duration::from_secs(20));
     let b = PermitThread::acquire(b_client.fair_semaphore(name, 2));
