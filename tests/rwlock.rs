@@ -4,7 +4,7 @@
 //! steady mix, re-entry and the refused upgrade, killed holders and waiters
 //! (child processes, SIGKILL), lease loss, fencing order, timeouts and
 //! cancellation leaving nothing, the README's ACL user, the kinds of one
-//! name apart, and every key's TTL.
+//! name apart, every key's TTL, and the keys' slot on a Redis Cluster.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier, Mutex};
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use fairlock::test_support::LockKeys;
 use fairlock::{Client, ErrorKind, FairRwLock, LeaseEnd, WaitCanceller};
+use fairlock_test_support::cluster::{slot_of, RedisCluster};
 use fairlock_test_support::*;
 use redis::Commands;
 
@@ -88,6 +89,7 @@ fn spawn_taker(
 
 #[test]
 fn readers_overlap_and_a_writer_is_alone_in_16_clients_of_100_sections() {
+    let _serial = serial();
     let server = RedisServer::start();
     let readers = Arc::new(AtomicUsize::new(0));
     let writers = Arc::new(AtomicUsize::new(0));
@@ -149,6 +151,7 @@ fn readers_overlap_and_a_writer_is_alone_in_16_clients_of_100_sections() {
 
 #[test]
 fn waiters_of_separate_clients_are_granted_in_arrival_order_in_phases() {
+    let _serial = serial();
     let server = RedisServer::start();
     let holder = server.client();
     let rw = holder.fair_rwlock("phases");
@@ -307,6 +310,7 @@ fn steady(
 
 #[test]
 fn nobody_starves_under_a_steady_mix() {
+    let _serial = serial();
     let server = RedisServer::start();
     let stop = Arc::new(AtomicBool::new(false));
     // Overlapping readers: the lock is never free of readers for long.
@@ -361,6 +365,7 @@ fn nobody_starves_under_a_steady_mix() {
     assert!(sections > 50, "the load ran only {sections} sections");
     // Each waits at most for the phase ahead of it: a few holds of a few
     // ms, far below the 10 s limit; 2 s leaves room for a busy machine.
+    eprintln!("writers waited {writer_waits:?} behind steady readers, readers {reader_waits:?} behind steady writers");
     for wait in writer_waits.iter().chain(&reader_waits) {
         assert!(*wait < Duration::from_secs(2), "waited {wait:?}");
     }
@@ -413,6 +418,7 @@ fn a_thread_reenters_read_in_read_read_in_write_and_write_in_write() {
 
 #[test]
 fn a_killed_writers_hold_goes_to_the_head_when_its_lease_runs_out() {
+    let _serial = serial();
     let server = RedisServer::start();
     let mut child = HolderChild::start(
         CHILD,
@@ -434,12 +440,14 @@ fn a_killed_writers_hold_goes_to_the_head_when_its_lease_runs_out() {
     // The lease (1 s) runs out, then the head takes the lock: no later
     // than the lease and a poll's slack.
     let waited = at.duration_since(killed);
+    eprintln!("the head got a killed writer's lock {waited:?} after the kill (lease 1 s)");
     assert!(waited < Duration::from_millis(2500), "{waited:?}");
     join_within(reader, Duration::from_secs(5), "the reader");
 }
 
 #[test]
 fn a_killed_waiter_leaves_the_queue_and_blocks_nobody() {
+    let _serial = serial();
     let server = RedisServer::start();
     let client = server.client();
     let rw = client.fair_rwlock("dead-waiter");
@@ -463,6 +471,9 @@ fn a_killed_waiter_leaves_the_queue_and_blocks_nobody() {
         .recv_timeout(Duration::from_secs(5))
         .expect("the reader behind a dead waiter got in");
     let waited = at.duration_since(killed);
+    eprintln!(
+        "the reader behind a killed waiter got in {waited:?} after the kill (waiter timeout 1 s)"
+    );
     assert!(waited < Duration::from_millis(3000), "{waited:?}");
     assert!(!child.has_held(), "the killed waiter held the lock");
     join_within(reader, Duration::from_secs(5), "the reader");
@@ -471,6 +482,7 @@ fn a_killed_waiter_leaves_the_queue_and_blocks_nobody() {
 
 #[test]
 fn a_lost_hold_is_signalled_and_its_release_says_lease_lost() {
+    let _serial = serial();
     let server = RedisServer::start();
     let client = server
         .builder()
@@ -640,4 +652,63 @@ fn every_key_has_a_ttl_while_held_and_waited_for_and_after() {
     let status = rw.status(10).unwrap();
     assert_eq!((status.holder_count, status.queue_len), (0, 0));
     assert!(status.last_fencing_token.is_some());
+}
+
+#[test]
+fn on_a_cluster_the_six_keys_share_a_slot_and_the_rwlock_works_on_every_master() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let builder = || {
+        Client::builder(&cluster.url())
+            .lease(Duration::from_secs(5))
+            .waiter_timeout(Duration::from_secs(3))
+            .connect_timeout(Duration::from_secs(2))
+            .command_timeout(Duration::from_secs(2))
+    };
+    let (a, b) = (builder().build().unwrap(), builder().build().unwrap());
+    let names = cluster.one_name_per_master("rw");
+    assert_eq!(names.len(), 3, "{names:?}");
+    for (&master, name) in &names {
+        let keys = rw_keys(name).all;
+        let slot = slot_of(&keys[0]);
+        for key in &keys {
+            assert_eq!(slot_of(key), slot, "{key}");
+            assert_eq!(cluster.key_slot(key), slot, "{key}: the server's slot");
+        }
+        assert_eq!(cluster.master_for_slot(slot), master);
+        let rw = a.fair_rwlock(name);
+        let write = rw.write().unwrap();
+        let theirs = b.fair_rwlock(name);
+        assert!(theirs.try_read().unwrap().is_none());
+        let (tx, rx) = mpsc::channel();
+        let reader = thread::spawn(move || {
+            let guard = theirs.read().expect("read on a cluster");
+            tx.send(guard.fencing_token()).unwrap();
+            guard.unlock().expect("unlock on a cluster");
+        });
+        await_queue_len(&rw, 1);
+        // Held for writing and waited for: all six keys exist, on that
+        // master alone.
+        let mut expected = keys.clone();
+        expected.sort_unstable();
+        for port in cluster.masters() {
+            let mut found = cluster.keys_in_slot(port, slot);
+            found.sort_unstable();
+            if port == master {
+                assert_eq!(found, expected, "keys of {name:?} on its master {port}");
+            } else {
+                assert_eq!(found, Vec::<String>::new(), "keys of {name:?} on {port}");
+            }
+        }
+        let token = write.fencing_token();
+        write.unlock().unwrap();
+        let read = rx
+            .recv_timeout(Duration::from_secs(3))
+            .expect("the reader got it");
+        assert!(read > token);
+        join_within(reader, Duration::from_secs(5), "the reader");
+        let status = rw.status(10).unwrap();
+        assert_eq!((status.holder_count, status.queue_len), (0, 0));
+        assert_eq!(status.last_fencing_token, Some(read));
+    }
 }
