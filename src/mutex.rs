@@ -58,7 +58,7 @@ impl FairMutex {
     /// the lock frees by itself `lease` after it was granted. A lease
     /// outside [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
     /// (30 ms to 365 days) is reported by the acquiring call as
-    /// [`ErrorKind::InvalidConfig`], before any I/O.
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before any I/O.
     pub fn with_lease(&self, lease: Duration) -> FairMutex {
         FairMutex {
             fixed_lease: Some(lease),
@@ -70,9 +70,9 @@ impl FairMutex {
     /// A thread that already holds the lock gets a second guard at once.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`], [`ErrorKind::InvalidConfig`] (bad fixed
-    /// lease), [`ErrorKind::Connection`] when Redis fails while waiting,
-    /// [`ErrorKind::KeyConflict`]. A call that fails after it was sent may
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName), [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) (bad fixed
+    /// lease), [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis fails while waiting,
+    /// [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict). A call that fails after it was sent may
     /// still have taken effect in Redis (a timeout, a connection lost
     /// mid-call): whatever it took or queued is given back by the client
     /// as soon as Redis answers again, never left as a hold nobody releases.
@@ -150,7 +150,7 @@ impl FairMutex {
     /// True when some thread, anywhere, holds the lock.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`], [`ErrorKind::Connection`].
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName), [`ErrorKind::Connection`](crate::ErrorKind::Connection).
     pub fn is_locked(&self) -> Result<bool> {
         Ok(self.status(0)?.holder.is_some())
     }
