@@ -14,6 +14,7 @@
 
 mod breakdown;
 mod common;
+mod kinds;
 mod turns;
 
 use std::sync::Mutex;
@@ -316,7 +317,7 @@ criterion_group! {
         .sample_size(SAMPLES)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = round_trips, handoff, contended
+    targets = round_trips, handoff, contended, kinds::semaphore, kinds::rwlock
 }
 
 criterion_group! {
