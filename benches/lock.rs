@@ -13,6 +13,7 @@
 //! groups `<group>_link`, so a loopback run and a link run both stay.
 
 mod breakdown;
+mod breakdown_kinds;
 mod common;
 mod kinds;
 mod turns;
@@ -326,7 +327,7 @@ criterion_group! {
         .sample_size(SAMPLES)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = queue_scaling, footprint, memory, breakdown::run
+    targets = queue_scaling, footprint, memory, breakdown::run, breakdown_kinds::run
 }
 
 /// Criterion's `criterion_main!`, except that a link run skips the
