@@ -13,17 +13,20 @@
 //! groups `<group>_link`, so a loopback run and a link run both stay.
 
 mod breakdown;
+mod breakdown_kinds;
 mod common;
+mod kinds;
+mod turns;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Barrier, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
-use common::{link_delay_json, link_delay_us, measuring, median, percentile, us, write_json, Link};
+use common::{link_delay_json, link_delay_us, measuring, write_json, Link};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use fairlock::{Client, FairMutex};
 use fairlock_test_support::{fake_queue, info_field, thread_count, wait_until, RedisServer};
+use turns::{handoffs, median_us_json, timed_each, write_latencies};
 
 /// Criterion's samples per bench; the last this many `iter_custom` calls
 /// of a bench are its measured samples (the ones before are warm-up).
@@ -37,30 +40,6 @@ fn client(server: &RedisServer) -> Client {
 /// The same, connected over `link` (an emulated network when asked).
 fn client_over(link: &Link) -> Client {
     Client::builder(link.url()).build().unwrap()
-}
-
-/// Runs `call` `iters` times, timing each call into `samples`; returns
-/// the total, for `iter_custom`.
-fn timed_each(iters: u64, samples: &Mutex<Vec<Duration>>, mut call: impl FnMut()) -> Duration {
-    let mut mine = Vec::with_capacity(iters as usize);
-    for _ in 0..iters {
-        let start = Instant::now();
-        call();
-        mine.push(start.elapsed());
-    }
-    let total = mine.iter().sum();
-    samples.lock().unwrap().extend(mine);
-    total
-}
-
-/// The median of `samples` in µs as JSON, `null` when there are none (the
-/// bench was filtered out).
-fn median_us_json(samples: &Mutex<Vec<Duration>>) -> String {
-    let samples = samples.lock().unwrap();
-    if samples.is_empty() {
-        return "null".into();
-    }
-    format!("{:.2}", median(samples.iter().map(|d| us(*d)).collect()))
 }
 
 /// The floor (a no-op EVALSHA) and an uncontended lock + unlock. Besides
@@ -125,73 +104,6 @@ fn handoff(c: &mut Criterion) {
     group.finish();
 }
 
-/// The criterion bench `id` of a ping-pong between `mutexes`; returns every
-/// handoff's latency.
-fn handoffs(
-    group: &mut BenchmarkGroup<WallTime>,
-    id: &str,
-    mutexes: &[FairMutex; 2],
-) -> Vec<Duration> {
-    let all_samples = Mutex::new(Vec::new());
-    group.bench_function(id, |b| {
-        b.iter_custom(|iters| {
-            let samples = ping_pong(mutexes, iters);
-            let total = samples.iter().sum();
-            all_samples.lock().unwrap().extend(samples);
-            total
-        })
-    });
-    all_samples.into_inner().unwrap()
-}
-
-/// Writes `<name>.json`: count, p50/p90/p99 and every sample in µs
-/// (nothing when the bench was filtered out).
-fn write_latencies(name: &str, mut samples: Vec<Duration>) {
-    if samples.is_empty() {
-        return;
-    }
-    samples.sort();
-    let histogram: Vec<String> = samples.iter().map(|d| format!("{:.1}", us(*d))).collect();
-    write_json(
-        name,
-        &format!(
-            "{{\"link_delay_us\": {}, \"samples\": {}, \"p50_us\": {:.1}, \"p90_us\": {:.1}, \"p99_us\": {:.1}, \"all_us\": [{}]}}",
-            link_delay_json(),
-            samples.len(),
-            us(percentile(&samples, 0.5)),
-            us(percentile(&samples, 0.9)),
-            us(percentile(&samples, 0.99)),
-            histogram.join(",")
-        ),
-    );
-}
-
-/// Runs `handoffs` handoffs between two threads, one on each of `mutexes`;
-/// returns each one's latency.
-fn ping_pong(mutexes: &[FairMutex; 2], handoffs: u64) -> Vec<Duration> {
-    let released_at: Mutex<Option<Instant>> = Mutex::new(None);
-    let remaining = AtomicU64::new(handoffs + 1);
-    let samples = Mutex::new(Vec::with_capacity(handoffs as usize));
-    std::thread::scope(|s| {
-        for mutex in mutexes {
-            let (released_at, remaining, samples) = (&released_at, &remaining, &samples);
-            s.spawn(move || loop {
-                let guard = mutex.lock().unwrap();
-                if let Some(at) = released_at.lock().unwrap().take() {
-                    samples.lock().unwrap().push(at.elapsed());
-                }
-                if remaining.fetch_sub(1, Ordering::SeqCst) <= 1 {
-                    remaining.store(0, Ordering::SeqCst);
-                    return;
-                }
-                *released_at.lock().unwrap() = Some(Instant::now());
-                guard.unlock().unwrap();
-            });
-        }
-    });
-    samples.into_inner().unwrap()
-}
-
 /// `threads` threads lock and unlock one lock with an empty critical
 /// section, as fast as they can: each on a client of its own (2, 8, 32),
 /// and all in one client (8, 32). `contended.json` has, for each, the
@@ -217,13 +129,6 @@ fn contended(c: &mut Criterion) {
     }
 }
 
-/// One criterion sample of a contended bench.
-struct ContendedSample {
-    acquisitions_per_s: f64,
-    /// Each thread's acquisitions.
-    counts: Vec<u64>,
-}
-
 /// One contended bench: `threads` threads over `clients` (thread `i` on
 /// `clients[i % len]`), then its FIFO workload on the same clients; its
 /// `contended.json` row, or None when the bench was filtered out.
@@ -239,121 +144,24 @@ fn contended_run(
         ),
         _ => ("acquisitions", format!("bench:contended:{threads}")),
     };
-    let samples = Mutex::new(Vec::new());
-    group.bench_with_input(BenchmarkId::new(id, threads), &threads, |b, _| {
-        b.iter_custom(|iters| {
-            let (elapsed, counts) = race(clients, &name, threads, iters);
-            samples.lock().unwrap().push(ContendedSample {
-                acquisitions_per_s: iters as f64 / elapsed.as_secs_f64(),
-                counts,
-            });
-            elapsed
-        })
-    });
-    let samples = samples.into_inner().unwrap();
+    let on = |name: &str, i: usize| clients[i % clients.len()].fair_mutex(name);
+    let handles: Vec<FairMutex> = (0..threads).map(|i| on(&name, i)).collect();
+    let samples = turns::contended_samples(group, BenchmarkId::new(id, threads), &handles);
     if samples.is_empty() {
         return None;
     }
     let measured = &samples[samples.len().saturating_sub(SAMPLES)..];
-    let fifo = fifo_inversions(clients, threads, &format!("{name}:fifo"), 5);
-    Some(contended_json(clients.len(), measured, fifo))
-}
-
-/// A `contended.json` row from the measured samples (criterion's last
-/// [`SAMPLES`]; the ones before are warm-up) and the FIFO workload's
-/// (inversions, grants): median acquisitions/s, each thread's total, the
-/// busiest thread's share and the fair one.
-fn contended_json(clients: usize, measured: &[ContendedSample], fifo: (usize, usize)) -> String {
-    let threads = measured[0].counts.len();
-    let totals: Vec<u64> = (0..threads)
-        .map(|i| measured.iter().map(|s| s.counts[i]).sum())
-        .collect();
-    let all: u64 = totals.iter().sum();
-    let busiest = *totals.iter().max().unwrap() as f64 / all.max(1) as f64;
-    let rate = median(measured.iter().map(|s| s.acquisitions_per_s).collect());
-    let totals: Vec<String> = totals.iter().map(u64::to_string).collect();
-    format!(
-        "{{\"threads\": {threads}, \"clients\": {clients}, \"link_delay_us\": {}, \"acq_per_s\": {rate:.1}, \
-         \"samples\": {}, \"per_thread\": [{}], \"busiest_share\": {busiest:.4}, \"fair_share\": {:.4}, \
-         \"inversions\": {}, \"grants\": {}}}",
+    let fifo_name = format!("{name}:fifo");
+    let waiters: Vec<FairMutex> = (1..threads).map(|i| on(&fifo_name, i)).collect();
+    let fifo = turns::fifo_inversions(&on(&fifo_name, 0), &waiters, 5);
+    Some(format!(
+        "{{\"clients\": {}, \"link_delay_us\": {}, {}, \"inversions\": {}, \"grants\": {}}}",
+        clients.len(),
         link_delay_json(),
-        measured.len(),
-        totals.join(", "),
-        1.0 / threads as f64,
+        turns::contended_fields(measured),
         fifo.0,
         fifo.1,
-    )
-}
-
-/// One contended sample: `threads` threads (thread `i` on
-/// `clients[i % len]`) take `iters` acquisitions in all; returns the time
-/// from the start to the last, and each thread's count.
-fn race(clients: &[Client], name: &str, threads: usize, iters: u64) -> (Duration, Vec<u64>) {
-    let remaining = AtomicU64::new(iters);
-    let start = Barrier::new(threads + 1);
-    let counts: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
-    let started = std::thread::scope(|s| {
-        for (i, count) in counts.iter().enumerate() {
-            let mutex = clients[i % clients.len()].fair_mutex(name);
-            let (remaining, start) = (&remaining, &start);
-            s.spawn(move || {
-                start.wait();
-                loop {
-                    let guard = mutex.lock().unwrap();
-                    // Count down without wrapping past zero.
-                    let counted = remaining
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                        .is_ok();
-                    guard.unlock().unwrap();
-                    if !counted {
-                        return;
-                    }
-                    count.fetch_add(1, Ordering::Relaxed);
-                }
-            });
-        }
-        start.wait();
-        Instant::now()
-    });
-    let counts = counts.into_iter().map(AtomicU64::into_inner).collect();
-    (started.elapsed(), counts)
-}
-
-/// The queued-waiters workload: a holder (on `clients[0]`) holds; then
-/// `threads - 1` threads (thread `i` on `clients[i % len]`) queue one after
-/// another (each only once the previous is queued), the holder releases;
-/// grant order is compared with arrival order. Repeated `rounds` times;
-/// returns (inversions, grants).
-fn fifo_inversions(
-    clients: &[Client],
-    threads: usize,
-    name: &str,
-    rounds: usize,
-) -> (usize, usize) {
-    let watcher = clients[0].fair_mutex(name);
-    let (mut inversions, mut grants_total) = (0, 0);
-    for _ in 0..rounds {
-        let holder = watcher.lock().unwrap();
-        let grants = Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for arrival in 1..threads {
-                let mutex = clients[arrival % clients.len()].fair_mutex(name);
-                let grants = &grants;
-                s.spawn(move || {
-                    let _guard = mutex.lock().unwrap();
-                    grants.lock().unwrap().push(arrival);
-                });
-                assert!(wait_until(Duration::from_secs(10), || {
-                    watcher.queue_len().unwrap() == arrival
-                }));
-            }
-            holder.unlock().unwrap();
-        });
-        let order = grants.into_inner().unwrap();
-        inversions += order.windows(2).filter(|w| w[1] < w[0]).count();
-        grants_total += order.len();
-    }
-    (inversions, grants_total)
+    ))
 }
 
 /// Server time (INFO commandstats) per lock cycle while 0 to 10 000
@@ -510,7 +318,7 @@ criterion_group! {
         .sample_size(SAMPLES)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = round_trips, handoff, contended
+    targets = round_trips, handoff, contended, kinds::semaphore, kinds::rwlock
 }
 
 criterion_group! {
@@ -519,7 +327,7 @@ criterion_group! {
         .sample_size(SAMPLES)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = queue_scaling, footprint, memory, breakdown::run
+    targets = queue_scaling, footprint, memory, breakdown::run, breakdown_kinds::run
 }
 
 /// Criterion's `criterion_main!`, except that a link run skips the

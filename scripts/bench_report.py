@@ -6,7 +6,7 @@ target/) and the figures the benches write themselves:
 target/fairlock-bench/*.json from the loopback runs, target/fairlock-bench/
 link/*.json from the runs on an emulated link, and benchmarks/before-issue12/
 breakdown.json (scripts/bench-before) for the "before" column of server
-time. Any of them may be missing: its figures read n/a. Nothing in the
+time. The semaphore's and rwlock's section is bench_report_kinds.py's. Any of them may be missing: its figures read n/a. Nothing in the
 report is typed by hand: rerun the benches and this script to refresh it.
 """
 import json
@@ -15,6 +15,8 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+
+import bench_report_kinds
 
 ROOT = Path(__file__).resolve().parent.parent
 CRITERION = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target") / "criterion"
@@ -169,7 +171,9 @@ def fair_enough(row):
 def how_to_run():
     return ["## How to run", "",
             "```sh",
-            "cargo bench --bench lock                  # loopback: floor, cycle, handoffs, contended, server time, memory",
+            "cargo bench --bench lock                  # loopback: floor, cycle, handoffs, contended, server time, memory;",
+            "                                          # the semaphore's and rwlock's rows too (same run, same floor)",
+            "cargo test --bench lock                   # a quick smoke run of every bench above (small bounds, writes nothing)",
             "scripts/peers-setup && cargo bench --features peers --bench peers   # loopback: against the peers",
             "FAIRLOCK_BENCH_LINK_DELAY_US=500 cargo bench --bench lock           # the latency benches on a ~1 ms link",
             "FAIRLOCK_BENCH_LINK_DELAY_US=500 cargo bench --features peers --bench peers   # the peers on that link",
@@ -580,6 +584,7 @@ def main():
     out += peer_section(floor)
     out += link_section()
     out += breakdown_section(floor, cycle, handoff)
+    out += bench_report_kinds.section(own)
     out += shards_section()
     (ROOT / "BENCHMARKS.md").write_text("\n".join(out) + "\n")
     print("wrote BENCHMARKS.md" + (f" and {plot}" if plot else ""))

@@ -1,0 +1,153 @@
+//! The semaphore's and the reader-writer lock's client-level rows, run in
+//! the `latency` group of `benches/lock.rs`, so in the same run as the
+//! round-trip floor and the mutex's rows they are read against (by
+//! scripts/bench-report). Each drives the public API through the same
+//! workloads as the mutex ([`crate::turns`]).
+//!
+//! Writes, like the mutex's files (and under `link/` on an emulated link):
+//! `semaphore_round_trips.json` (the uncontended acquire + release cycle),
+//! `semaphore_handoff.json` and `semaphore_handoff_same_client.json` (one
+//! permit, two threads taking turns), `semaphore_contended.json` (8 threads
+//! on 8 clients with 1 and with 4 permits; the most holders seen inside at
+//! once, and FIFO inversions with 1 permit).
+
+use std::sync::Mutex;
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use fairlock::{Client, FairSemaphore};
+use fairlock_test_support::RedisServer;
+
+use crate::common::{self, link_delay_json, write_json, Link};
+use crate::turns::{self, handoffs, median_us_json, timed_each, write_latencies};
+use crate::{client_over, SAMPLES};
+
+/// Permits of the contended rows.
+const CONTENDED_PERMITS: [u32; 2] = [1, 4];
+
+/// Threads (each on a client of its own) of the contended rows: the
+/// mutex's "8 threads on 8 clients" row is the one they compare with.
+const CONTENDED_THREADS: usize = 8;
+
+/// The semaphore's client-level rows; see the module comment.
+pub fn semaphore(c: &mut Criterion) {
+    let server = RedisServer::start();
+    let link = Link::to(&server);
+    semaphore_round_trips(c, &link);
+    semaphore_handoff(c, &link);
+    semaphore_contended(c, &link);
+}
+
+/// The uncontended acquire + release of one permit (of 1), one thread.
+fn semaphore_round_trips(c: &mut Criterion, link: &Link) {
+    let client = client_over(link);
+    let sem = client.fair_semaphore("bench:sem:uncontended", 1);
+    let cycle = Mutex::new(Vec::new());
+    let mut group = c.benchmark_group(common::group_name("semaphore_round_trips"));
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("uncontended_acquire_release", |b| {
+        b.iter_custom(|iters| {
+            timed_each(iters, &cycle, || sem.acquire().unwrap().release().unwrap())
+        })
+    });
+    group.finish();
+    if cycle.lock().unwrap().is_empty() {
+        return;
+    }
+    write_json(
+        "semaphore_round_trips",
+        &format!(
+            "{{\"link_delay_us\": {}, \"permits\": 1, \"cycle_us\": {}, \"cycle_samples\": {}}}",
+            link_delay_json(),
+            median_us_json(&cycle),
+            cycle.lock().unwrap().len(),
+        ),
+    );
+}
+
+/// Two threads take turns on a semaphore of one permit: from one's
+/// release call to the other's `acquire()` returning; between two clients
+/// and between two threads of one client (the release reply names the
+/// new holder, so its client wakes it without the pub/sub message).
+fn semaphore_handoff(c: &mut Criterion, link: &Link) {
+    let (a, b, one) = (client_over(link), client_over(link), client_over(link));
+    let mut group = c.benchmark_group(common::group_name("semaphore_handoff"));
+    group.throughput(Throughput::Elements(1));
+    let name = "bench:sem:handoff";
+    let between = [a.fair_semaphore(name, 1), b.fair_semaphore(name, 1)];
+    let samples = handoffs(&mut group, "release_to_next_acquire", &between);
+    write_latencies("semaphore_handoff", samples);
+    let name = "bench:sem:handoff:same_client";
+    let within = [one.fair_semaphore(name, 1), one.fair_semaphore(name, 1)];
+    let samples = handoffs(&mut group, "same_client_release_to_next_acquire", &within);
+    write_latencies("semaphore_handoff_same_client", samples);
+    group.finish();
+}
+
+/// [`CONTENDED_THREADS`] threads, each on a client of its own, acquire and
+/// release one semaphore with an empty critical section as fast as they
+/// can, for each of [`CONTENDED_PERMITS`]; with one permit, then the FIFO
+/// workload on the same clients.
+fn semaphore_contended(c: &mut Criterion, link: &Link) {
+    let clients: Vec<Client> = (0..CONTENDED_THREADS).map(|_| client_over(link)).collect();
+    let mut group = c.benchmark_group(common::group_name("semaphore_contended"));
+    group.throughput(Throughput::Elements(1));
+    let mut rows = Vec::new();
+    for permits in CONTENDED_PERMITS {
+        let name = format!("bench:sem:contended:{permits}");
+        let on = |name: &str, i: usize| clients[i].fair_semaphore(name, permits);
+        let handles: Vec<FairSemaphore> = (0..clients.len()).map(|i| on(&name, i)).collect();
+        let id = BenchmarkId::new(format!("acquisitions_{permits}_permits"), clients.len());
+        let samples = turns::contended_samples(&mut group, id, &handles);
+        if samples.is_empty() {
+            continue;
+        }
+        let measured = &samples[samples.len().saturating_sub(SAMPLES)..];
+        let most_inside = samples.iter().map(|s| s.most_inside).max().unwrap_or(0);
+        assert!(
+            most_inside <= permits as usize,
+            "{most_inside} holders inside a semaphore of {permits}"
+        );
+        // Grant order is only well defined when one permit admits one
+        // waiter at a time.
+        let fifo = if permits == 1 {
+            let fifo_name = format!("{name}:fifo");
+            let waiters: Vec<FairSemaphore> =
+                (1..clients.len()).map(|i| on(&fifo_name, i)).collect();
+            let (inversions, grants) = turns::fifo_inversions(&on(&fifo_name, 0), &waiters, 5);
+            format!("\"inversions\": {inversions}, \"grants\": {grants}")
+        } else {
+            "\"inversions\": null, \"grants\": null".into()
+        };
+        rows.push(format!(
+            "{{\"permits\": {permits}, \"clients\": {}, \"link_delay_us\": {}, {}, \"most_inside\": {most_inside}, {fifo}}}",
+            clients.len(),
+            link_delay_json(),
+            turns::contended_fields(measured),
+        ));
+    }
+    group.finish();
+    if !rows.is_empty() {
+        write_json("semaphore_contended", &format!("[{}]", rows.join(",\n")));
+    }
+}
+
+/// The reader-writer lock's client-level rows: the place to fill once
+/// `FairRwLock` (src/rwlock.rs, being written on another branch) is on
+/// this branch. Nothing runs until then; the report's rwlock rows read
+/// n/a.
+///
+/// To fill it, mirror [`semaphore`]: implement [`turns::Turns`] for two
+/// small wrappers, one taking `read()` and one `write()` on a
+/// `FairRwLock` (their guards' explicit release as `give_back`, the
+/// lock's queue length as `queue_len`); then, on a server of its own,
+/// - `rwlock_round_trips.json`: the uncontended read and write cycles,
+///   with `timed_each` (fields `read_cycle_us`, `write_cycle_us`, and
+///   their `_samples`);
+/// - `rwlock_handoff.json` / `rwlock_handoff_same_client.json`: writers
+///   taking turns (`handoffs` + `write_latencies`);
+/// - `rwlock_contended.json`: 8 threads on 8 clients, all writers, and a
+///   mix of 6 readers and 2 writers (`contended_samples`, rows as
+///   `semaphore_contended.json`'s with `"readers"` for `"permits"`).
+///
+/// scripts/bench_report_kinds.py already reads those files and names.
+pub fn rwlock(_: &mut Criterion) {}
