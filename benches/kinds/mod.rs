@@ -9,12 +9,13 @@
 //! `semaphore_handoff.json` and `semaphore_handoff_same_client.json` (one
 //! permit, two threads taking turns), `semaphore_contended.json` (8 threads
 //! on 8 clients with 1 and with 4 permits; the most holders seen inside at
-//! once, and FIFO inversions with 1 permit).
+//! once, and FIFO inversions with 1 permit), and the rwlock's alike (see
+//! [`rwlock`]).
 
 use std::sync::Mutex;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use fairlock::{Client, FairSemaphore};
+use fairlock::{Client, FairRwLock, FairSemaphore, ReadGuard, WriteGuard};
 use fairlock_test_support::RedisServer;
 
 use crate::common::{self, link_delay_json, write_json, Link};
@@ -131,23 +132,153 @@ fn semaphore_contended(c: &mut Criterion, link: &Link) {
     }
 }
 
-/// The reader-writer lock's client-level rows: the place to fill once
-/// `FairRwLock` (src/rwlock.rs, being written on another branch) is on
-/// this branch. Nothing runs until then; the report's rwlock rows read
-/// n/a.
-///
-/// To fill it, mirror [`semaphore`]: implement [`turns::Turns`] for two
-/// small wrappers, one taking `read()` and one `write()` on a
-/// `FairRwLock` (their guards' explicit release as `give_back`, the
-/// lock's queue length as `queue_len`); then, on a server of its own,
-/// - `rwlock_round_trips.json`: the uncontended read and write cycles,
-///   with `timed_each` (fields `read_cycle_us`, `write_cycle_us`, and
-///   their `_samples`);
-/// - `rwlock_handoff.json` / `rwlock_handoff_same_client.json`: writers
-///   taking turns (`handoffs` + `write_latencies`);
-/// - `rwlock_contended.json`: 8 threads on 8 clients, all writers, and a
-///   mix of 6 readers and 2 writers (`contended_samples`, rows as
-///   `semaphore_contended.json`'s with `"readers"` for `"permits"`).
-///
-/// scripts/bench_report_kinds.py already reads those files and names.
-pub fn rwlock(_: &mut Criterion) {}
+/// A rwlock taken for reading or for writing, as one [`turns::Turns`]
+/// type, so that one race can mix readers and writers.
+enum RwTurns {
+    Read(FairRwLock),
+    Write(FairRwLock),
+}
+
+/// What an [`RwTurns`] turn holds.
+enum RwHeld {
+    Read(ReadGuard),
+    Write(WriteGuard),
+}
+
+impl turns::Turns for RwTurns {
+    type Held = RwHeld;
+    fn take(&self) -> RwHeld {
+        match self {
+            RwTurns::Read(rw) => RwHeld::Read(rw.read().unwrap()),
+            RwTurns::Write(rw) => RwHeld::Write(rw.write().unwrap()),
+        }
+    }
+    fn give_back(&self, held: RwHeld) {
+        match held {
+            RwHeld::Read(guard) => guard.unlock().unwrap(),
+            RwHeld::Write(guard) => guard.unlock().unwrap(),
+        }
+    }
+    fn queue_len(&self) -> usize {
+        match self {
+            RwTurns::Read(rw) | RwTurns::Write(rw) => rw.queue_len().unwrap(),
+        }
+    }
+}
+
+/// Readers among the [`CONTENDED_THREADS`] of the rwlock's contended rows:
+/// all writers (the mutex's workload), and a read-mostly mix.
+const CONTENDED_READERS: [usize; 2] = [0, 6];
+
+/// The reader-writer lock's client-level rows, as the semaphore's:
+/// `rwlock_round_trips.json` (the uncontended read and write cycles),
+/// `rwlock_handoff.json` and `rwlock_handoff_same_client.json` (writers
+/// taking turns), `rwlock_contended.json` ([`CONTENDED_THREADS`] threads on
+/// as many clients, [`CONTENDED_READERS`] of them readers).
+pub fn rwlock(c: &mut Criterion) {
+    let server = RedisServer::start();
+    let link = Link::to(&server);
+    rwlock_round_trips(c, &link);
+    rwlock_handoff(c, &link);
+    rwlock_contended(c, &link);
+}
+
+/// The uncontended read + release and write + release, one thread.
+fn rwlock_round_trips(c: &mut Criterion, link: &Link) {
+    let client = client_over(link);
+    let rw = client.fair_rwlock("bench:rw:uncontended");
+    let (read, write) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
+    let mut group = c.benchmark_group(common::group_name("rwlock_round_trips"));
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("uncontended_read_release", |b| {
+        b.iter_custom(|iters| timed_each(iters, &read, || rw.read().unwrap().unlock().unwrap()))
+    });
+    group.bench_function("uncontended_write_release", |b| {
+        b.iter_custom(|iters| timed_each(iters, &write, || rw.write().unwrap().unlock().unwrap()))
+    });
+    group.finish();
+    if read.lock().unwrap().is_empty() {
+        return;
+    }
+    write_json(
+        "rwlock_round_trips",
+        &format!(
+            "{{\"link_delay_us\": {}, \"read_cycle_us\": {}, \"read_cycle_samples\": {}, \
+             \"write_cycle_us\": {}, \"write_cycle_samples\": {}}}",
+            link_delay_json(),
+            median_us_json(&read),
+            read.lock().unwrap().len(),
+            median_us_json(&write),
+            write.lock().unwrap().len(),
+        ),
+    );
+}
+
+/// Two writers take turns: from one's release call to the other's
+/// `write()` returning; between two clients and between two threads of
+/// one client.
+fn rwlock_handoff(c: &mut Criterion, link: &Link) {
+    let (a, b, one) = (client_over(link), client_over(link), client_over(link));
+    let mut group = c.benchmark_group(common::group_name("rwlock_handoff"));
+    group.throughput(Throughput::Elements(1));
+    let name = "bench:rw:handoff";
+    let writer = |client: &Client| RwTurns::Write(client.fair_rwlock(name));
+    let samples = handoffs(
+        &mut group,
+        "release_to_next_write",
+        &[writer(&a), writer(&b)],
+    );
+    write_latencies("rwlock_handoff", samples);
+    let name = "bench:rw:handoff:same_client";
+    let writer = |client: &Client| RwTurns::Write(client.fair_rwlock(name));
+    let within = [writer(&one), writer(&one)];
+    let samples = handoffs(&mut group, "same_client_release_to_next_write", &within);
+    write_latencies("rwlock_handoff_same_client", samples);
+    group.finish();
+}
+
+/// [`CONTENDED_THREADS`] threads, each on a client of its own, take and
+/// release one rwlock with an empty critical section as fast as they can,
+/// the first [`CONTENDED_READERS`] of them reading, the others writing.
+fn rwlock_contended(c: &mut Criterion, link: &Link) {
+    let clients: Vec<Client> = (0..CONTENDED_THREADS).map(|_| client_over(link)).collect();
+    let mut group = c.benchmark_group(common::group_name("rwlock_contended"));
+    group.throughput(Throughput::Elements(1));
+    let mut rows = Vec::new();
+    for readers in CONTENDED_READERS {
+        let name = format!("bench:rw:contended:{readers}");
+        let handles: Vec<RwTurns> = clients
+            .iter()
+            .enumerate()
+            .map(|(i, client)| {
+                let rw = client.fair_rwlock(&name);
+                if i < readers {
+                    RwTurns::Read(rw)
+                } else {
+                    RwTurns::Write(rw)
+                }
+            })
+            .collect();
+        let id = BenchmarkId::new(format!("acquisitions_{readers}_readers"), clients.len());
+        let samples = turns::contended_samples(&mut group, id, &handles);
+        if samples.is_empty() {
+            continue;
+        }
+        let measured = &samples[samples.len().saturating_sub(SAMPLES)..];
+        let most_inside = samples.iter().map(|s| s.most_inside).max().unwrap_or(0);
+        assert!(
+            most_inside <= readers.max(1),
+            "{most_inside} holders inside with {readers} readers"
+        );
+        rows.push(format!(
+            "{{\"readers\": {readers}, \"clients\": {}, \"link_delay_us\": {}, {}, \"most_inside\": {most_inside}}}",
+            clients.len(),
+            link_delay_json(),
+            turns::contended_fields(measured),
+        ));
+    }
+    group.finish();
+    if !rows.is_empty() {
+        write_json("rwlock_contended", &format!("[{}]", rows.join(",\n")));
+    }
+}
