@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! fairlock [--url URL] run NAME [--wait DURATION] [--lease DURATION] -- COMMAND [ARGS...]
+//! fairlock [--url URL] run NAME --permits N [--wait DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] status NAME [--json]
 //! fairlock [--url URL] unlock NAME --force
 //! ```
@@ -10,6 +11,7 @@
 
 mod commands;
 mod duration;
+mod kinds;
 mod progress;
 mod signals;
 
@@ -30,6 +32,11 @@ pub mod exit {
     /// `--wait` ran out (EX_TEMPFAIL: try again later); nothing was run.
     /// `-E/--conflict-exit-code` changes it.
     pub const TIMED_OUT: u8 = 75;
+    /// `--permits N` disagrees with the N the semaphore is in use with
+    /// (EX_CONFIG: the fleet's configuration is inconsistent); nothing was
+    /// run. Not usage (2): the same command line is right once the other
+    /// users of the name are gone or agree.
+    pub const PERMITS_MISMATCH: i32 = 78;
     /// The command was found but could not be run.
     pub const CANNOT_EXECUTE: i32 = 126;
     /// The command was not found.
@@ -46,6 +53,7 @@ Exit codes of `fairlock run`:
   69     Redis unreachable or failing (nothing was run)
   70     the lock was lost while the command ran (lease ran out, or unlock --force)
   75     --wait ran out before our turn came (nothing was run); -E changes it
+  78     --permits N differs from the N the semaphore is in use with (nothing was run)
   126    the command could not be executed
   127    the command was not found
   128+N  the command died of signal N; or fairlock got SIGINT (130) or
@@ -111,6 +119,14 @@ impl Failure {
         let code = match err.kind() {
             ErrorKind::InvalidName | ErrorKind::InvalidConfig => exit::USAGE,
             ErrorKind::LeaseLost => exit::LEASE_LOST,
+            ErrorKind::PermitsMismatch => {
+                // The library's message names both numbers; the script's
+                // error it came from only says it again.
+                return Failure::new(
+                    exit::PERMITS_MISMATCH,
+                    anyhow::anyhow!("{doing}: {err}; nothing was run"),
+                );
+            }
             _ => exit::UNAVAILABLE,
         };
         Failure::new(code, anyhow::Error::new(err).context(doing.to_string()))
