@@ -24,7 +24,7 @@ use std::fs;
 use std::path::Path;
 
 /// The operations' files, one script each (`Script` in src/protocol/operation.rs).
-const OPERATIONS: [&str; 18] = [
+const OPERATIONS: [&str; 22] = [
     "acquire.lua",
     "release.lua",
     "renew.lua",
@@ -43,6 +43,10 @@ const OPERATIONS: [&str; 18] = [
     "rw_acquire.lua",
     "rw_release.lua",
     "rw_renew.lua",
+    "rw_heartbeat.lua",
+    "rw_cancel.lua",
+    "rw_abandon.lua",
+    "rw_status.lua",
 ];
 
 /// One top-level definition of lib.lua.

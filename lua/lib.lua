@@ -731,3 +731,53 @@ local function keep_rwlock(now_ms, last, mark)
   life = math.max(life, redis.call('PTTL', QUEUE))
   redis.call('SET', META, value, 'PX', life + FENCE_LIFE)
 end
+
+-- A rwlock queue entry given in ARGV, as parse_rw_entry reads it, its
+-- lease checked; anything else stops the script before it writes.
+local function rw_entry_arg(value)
+  local owner, wait_id, lease, fixed, rw = parse_rw_entry(value)
+  if not owner then
+    fail('ERR fairlock: a rwlock queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>'
+      .. ' <r|w>", got ' .. value)
+  end
+  return owner, wait_id, ms_arg(lease, 'lease'), fixed, rw
+end
+
+-- Keeps a hold handed to a waiting call alive until its owner's watchdog
+-- renews it, as extend_permit does, the writers zset following a write
+-- hold. Returns the lease left now and whether it changed (the caller then
+-- keeps the keys' TTLs: keep_rwlock).
+local function extend_rw_hold(member, rw, lease, fixed, left, now_ms)
+  local extended
+  left, extended = extend_permit(member, lease, fixed, left, now_ms)
+  if extended and rw == 'w' then
+    redis.call('ZADD', WRITERS, 'XX', now_ms + lease, member)
+  end
+  return left, extended
+end
+
+-- Drops expired holds (their tokens both ways, their writers entry), then
+-- admits the live waiters at the head of the queue the lock can take, as
+-- admit_waiters does. Returns the last token issued and the grants; with
+-- any, the caller keeps the keys' TTLs (keep_rwlock).
+local function pass_rw_lock(now_us, now_ms, last)
+  drop_expired_holds(now_ms)
+  return admit_waiters(now_us, now_ms, last, nil)
+end
+
+-- Removes `entry` from the rwlock's queue; the waiters its leaving
+-- unblocks (a writer head gone lets the readers behind it in; a hold run
+-- out lets the head in) are admitted, and a new head learns of it. `last`
+-- and `mark` as read_rw_meta gave them.
+local function leave_rw_queue(entry, now_us, now_ms, last, mark)
+  local was_head = redis.call('ZRANK', QUEUE, entry) == 0
+  forget(entry)
+  prune(now_ms)
+  local handed
+  last, handed = pass_rw_lock(now_us, now_ms, last)
+  if #handed > 0 then
+    keep_rwlock(now_ms, last, mark)
+  elseif was_head then
+    tell_head(now_ms, first_lease_left(now_ms), parse_rw_entry)
+  end
+end

@@ -77,11 +77,8 @@ if held then
   -- renews it.
   if mode == 'poll' then
     local extended
-    left, extended = extend_permit(member, lease, fixed, left, now_ms)
+    left, extended = extend_rw_hold(member, rw, lease, fixed, left, now_ms)
     if extended then
-      if rw == 'w' then
-        redis.call('ZADD', WRITERS, 'XX', now_ms + lease, member)
-      end
       keep_rwlock(now_ms, last, mark)
     end
   end

@@ -39,9 +39,8 @@ end
 
 -- @helpers
 
-drop_expired_holds(now_ms)
 local handed
-last, handed = admit_waiters(now_us, now_ms, last, nil)
+last, handed = pass_rw_lock(now_us, now_ms, last)
 keep_rwlock(now_ms, last, mark)
 if #handed == 0 then
   return 0

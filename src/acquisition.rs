@@ -12,7 +12,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::holds::Hold;
 use crate::protocol::LockKeys;
 use crate::protocol::{
-    Acquire, AcquireReply, Cancel, CancelReply, Mode, Renew, SemAcquire, SemCancel, SemRenew,
+    Access, Acquire, AcquireReply, Cancel, CancelReply, Mode, Renew, RwAcquire, RwCancel, RwRenew,
+    SemAcquire, SemCancel, SemRenew,
 };
 use crate::shared::Shared;
 use crate::waiters::{Waiter, Wake};
@@ -48,6 +49,33 @@ pub(crate) enum Kind {
     /// One of a semaphore's `permits` (`SemAcquire`, `SemCancel`,
     /// `SemRenew`); each call is a permit of its own.
     Semaphore { permits: u32 },
+    /// A reader-writer lock's read or write hold (`RwAcquire`, `RwCancel`,
+    /// `RwRenew`), re-entrant per thread through its live guards.
+    RwLock { access: Access },
+}
+
+impl Kind {
+    /// What a rwlock call asks for; `None` for the other kinds.
+    fn access(self) -> Option<Access> {
+        match self {
+            Kind::RwLock { access } => Some(access),
+            Kind::Mutex | Kind::Semaphore { .. } => None,
+        }
+    }
+
+    /// Whether a hold of this kind excludes every other.
+    fn exclusive(self) -> bool {
+        match self {
+            Kind::Mutex
+            | Kind::RwLock {
+                access: Access::Write,
+            } => true,
+            Kind::Semaphore { .. }
+            | Kind::RwLock {
+                access: Access::Read,
+            } => false,
+        }
+    }
 }
 
 /// One acquisition of the lock `keys` (named `name`, for messages) with
@@ -81,6 +109,7 @@ impl Acquisition<'_> {
             self.shared.owner_id(),
             self.lease,
             self.fixed,
+            self.kind.access(),
         ))
     }
 
@@ -92,8 +121,33 @@ impl Acquisition<'_> {
             .inspect_err(|_| self.give_back_later(&waiter))
     }
 
+    /// Waits in the queue as long as it takes.
+    pub(crate) fn wait_until_acquired(&self) -> Result<Acquired> {
+        self.wait(None, None)?.ok_or_else(|| {
+            Error::new(
+                ErrorKind::Internal,
+                format!("an unbounded wait for {:?} ended without it", self.name),
+            )
+        })
+    }
+
+    /// Waits in the queue for at most `timeout` (`None`: no limit) or until
+    /// `cancel`; a call that could not wait at all is one attempt that never
+    /// queues ([`try_once`](Self::try_once)).
+    pub(crate) fn wait_at_most(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&WaitCanceller>,
+    ) -> Result<Option<Acquired>> {
+        if timeout == Some(Duration::ZERO) || cancel.is_some_and(WaitCanceller::is_cancelled) {
+            return self.try_once();
+        }
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        self.wait(deadline, cancel)
+    }
+
     /// Waits in the queue until `deadline` (`None`: no limit) or `cancel`.
-    pub(crate) fn wait(
+    fn wait(
         &self,
         deadline: Option<Instant>,
         cancel: Option<&WaitCanceller>,
@@ -214,8 +268,8 @@ impl Acquisition<'_> {
         }
     }
 
-    /// Sends one attempt: the mutex's `Acquire` or the semaphore's
-    /// `SemAcquire`, which answer alike.
+    /// Sends one attempt: the mutex's `Acquire`, the semaphore's
+    /// `SemAcquire` or the rwlock's `RwAcquire`, which answer alike.
     fn send_attempt(
         &self,
         waiter: &Waiter,
@@ -251,6 +305,21 @@ impl Acquisition<'_> {
                 };
                 shared.call_write(&waiter.keys, &op)
             }
+            Kind::RwLock { access } => {
+                let op = RwAcquire {
+                    owner: &waiter.owner,
+                    lease,
+                    fixed,
+                    waiter_timeout,
+                    mode,
+                    wait_id: waiter.id,
+                    access,
+                    // Re-entry needs a live guard of this thread, its write
+                    // guard first (see `Holds::live_token`).
+                    live_token: shared.holds.live_token(waiter.keys.lock(), &waiter.owner),
+                };
+                shared.call_write(&waiter.keys, &op)
+            }
         }
     }
 
@@ -282,6 +351,7 @@ impl Acquisition<'_> {
         let reply = match self.kind {
             Kind::Mutex => self.shared.call_write(&waiter.keys, &Cancel { entry }),
             Kind::Semaphore { .. } => self.shared.call_write(&waiter.keys, &SemCancel { entry }),
+            Kind::RwLock { .. } => self.shared.call_write(&waiter.keys, &RwCancel { entry }),
         };
         match reply {
             Ok((CancelReply::Kept { token, pttl_ms }, shortfall)) => self
@@ -337,6 +407,16 @@ impl Acquisition<'_> {
                 };
                 shared.call_write(&waiter.keys, &op)
             }
+            Kind::RwLock { .. } => {
+                let call = waiter.id;
+                let op = RwRenew {
+                    owner,
+                    token,
+                    call,
+                    lease,
+                };
+                shared.call_write(&waiter.keys, &op)
+            }
         }?;
         if !renewed {
             return Err(Error::new(
@@ -373,6 +453,7 @@ impl Acquisition<'_> {
             waiter.owner.clone(),
             token,
             waiter.id,
+            self.kind.exclusive(),
             shared.config.clock_drift,
             since,
             lease_left,

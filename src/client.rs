@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::connections::Backend;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mutex::FairMutex;
+use crate::rwlock::FairRwLock;
 use crate::scripts::Scripts;
 use crate::semaphore::FairSemaphore;
 use crate::shared::{ClientInner, Shared};
@@ -111,6 +112,23 @@ impl Client {
     /// ```
     pub fn fair_semaphore(&self, name: &str, permits: u32) -> FairSemaphore {
         FairSemaphore::new(Arc::clone(&self.inner), name, permits)
+    }
+
+    /// A handle to the fair reader-writer lock `name`: readers share it,
+    /// writers hold it alone, in arrival order. No I/O: a bad name is
+    /// reported by the first call that uses it. The rwlock of a name is a
+    /// lock of its own, apart from the mutex and the semaphore of that name.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog");
+    /// let guard = catalog.read()?;
+    /// drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_rwlock(&self, name: &str) -> FairRwLock {
+        FairRwLock::new(Arc::clone(&self.inner), name)
     }
 
     /// This client's random id, the first part of every owner id it uses.

@@ -28,6 +28,11 @@ pub enum ErrorKind {
     /// is in use, and a fence life after). Nothing was written; the
     /// message names both numbers.
     PermitsMismatch,
+    /// A thread that holds a reader-writer lock for reading (and not for
+    /// writing) asked to write it: waiting would deadlock the thread on
+    /// itself, so the call is refused. Nothing was written; release the
+    /// read guards first.
+    UpgradeRefused,
     /// Redis answered with an error or a reply fairlock does not understand
     /// (for example, an ACL that forbids a needed command).
     Server,
@@ -213,6 +218,14 @@ impl From<redis::RedisError> for Error {
         if let Some(message) = permits_mismatch(&err) {
             return Error::with_source(ErrorKind::PermitsMismatch, message, err);
         }
+        if is_upgrade_refusal(&err) {
+            return Error::with_source(
+                ErrorKind::UpgradeRefused,
+                "this thread holds the rwlock for reading and asked to write: release its read \
+                 guards first (waiting would deadlock); nothing was changed",
+                err,
+            );
+        }
         let unavailable = err.is_io_error()
             || err.is_timeout()
             || err.is_connection_dropped()
@@ -317,6 +330,16 @@ fn permits_mismatch(err: &redis::RedisError) -> Option<String> {
     ))
 }
 
+/// The text `rw_acquire.lua` raises when a thread holding a read asks to
+/// write, after its `ERR fairlock: `.
+const UPGRADE_REFUSED: &str = "fairlock: read -> write upgrade refused: ";
+
+/// Whether `err` is `rw_acquire.lua`'s refusal of a read -> write upgrade
+/// (in either version's wording: see [`script_error_code`]).
+fn is_upgrade_refusal(err: &redis::RedisError) -> bool {
+    err.code() == Some("ERR") && err.detail().is_some_and(|d| d.contains(UPGRADE_REFUSED))
+}
+
 impl From<r2d2::Error> for Error {
     fn from(err: r2d2::Error) -> Self {
         Error::with_source(
@@ -409,6 +432,32 @@ mod tests {
         let other =
             from_reply("ERR fairlock: permits must be a whole number from 1 to 4294967295, got 0");
         assert_eq!(other.kind(), ErrorKind::Server);
+    }
+
+    #[test]
+    fn a_refused_upgrade_is_its_own_kind_as_every_version_words_it() {
+        let refusal = "ERR fairlock: read -> write upgrade refused: c:1 holds this rwlock for \
+                       reading (token 7) and asks to write; release the read first (waiting \
+                       would deadlock)";
+        for reply in [
+            // Redis 7.0+ and Valkey 8
+            format!(
+                "{refusal} script: fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:66."
+            ),
+            // Redis 6.2
+            format!(
+                "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
+                 @user_script:66: {refusal}"
+            ),
+        ] {
+            let err = from_reply(&reply);
+            assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{reply}");
+            assert!(err.to_string().contains("release its read guards"), "{err}");
+        }
+        assert_eq!(
+            from_reply("ERR fairlock: mode must be try, first or poll").kind(),
+            ErrorKind::Server
+        );
     }
 
     #[test]

@@ -104,6 +104,7 @@ impl FairMutexGuard {
             wait_id: self.call,
             lease: self.lease,
             fixed: self.fixed,
+            access: None,
         }
     }
 

@@ -33,6 +33,9 @@ pub(crate) struct Hold {
     /// The id of the acquire call that made the hold: a semaphore's permit
     /// is renewed by its call (a mutex's renewal names only the owner).
     pub(crate) call: u64,
+    /// Whether the hold excludes every other (a mutex's, a rwlock's write):
+    /// a thread re-enters a rwlock through its write hold when it has one.
+    pub(crate) exclusive: bool,
     drift: ClockDrift,
     state: Mutex<HoldState>,
     /// Signalled when the hold ends (lost or released).
@@ -62,11 +65,13 @@ impl HoldState {
 impl Hold {
     /// A hold whose lease counts from `since` and lasts `lease` by Redis's
     /// clock.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         keys: Arc<LockKeys>,
         owner: String,
         token: u64,
         call: u64,
+        exclusive: bool,
         drift: ClockDrift,
         since: Instant,
         lease: Duration,
@@ -76,6 +81,7 @@ impl Hold {
             owner,
             token,
             call,
+            exclusive,
             drift,
             state: Mutex::new(HoldState {
                 expires_at: drift.local_end(since, lease),
@@ -225,16 +231,19 @@ impl Holds {
         }
     }
 
-    /// The token of the newest hold of `lock_key` by `owner` that has a live
-    /// guard, or 0 (no token is 0).
+    /// The token of the newest exclusive hold of `lock_key` by `owner` that
+    /// has a live guard, else of its newest shared one, else 0 (no token is
+    /// 0). A rwlock's write in write and read in write re-enter through the
+    /// write hold; a write asked over reads only names a read, which the
+    /// script refuses.
     pub(crate) fn live_token(&self, lock_key: &str, owner: &str) -> u64 {
         self.by_lock.lock().get(lock_key).map_or(0, |holds| {
             holds
                 .iter()
                 .filter(|r| r.hold.owner == owner)
-                .map(|r| r.hold.token)
+                .map(|r| (r.hold.exclusive, r.hold.token))
                 .max()
-                .unwrap_or(0)
+                .map_or(0, |(_, token)| token)
         })
     }
 
@@ -265,6 +274,7 @@ mod tests {
             "c:1".into(),
             5,
             1,
+            true,
             drift,
             Instant::now(),
             lease,

@@ -53,6 +53,7 @@
 
 mod acquisition;
 mod builder;
+mod call_hold;
 mod cancel;
 mod client;
 mod cluster_rounds;
@@ -67,6 +68,7 @@ mod mutex;
 mod own_conns;
 mod protocol;
 mod renewal;
+mod rwlock;
 mod scripts;
 mod semaphore;
 mod shared;
@@ -87,8 +89,13 @@ pub use holds::LeaseEnd;
 pub use lease_signal::LeaseSignal;
 pub use mutex::FairMutex;
 pub use protocol::keys::MAX_NAME_LEN;
+pub use protocol::Access;
+pub use rwlock::{FairRwLock, ReadGuard, WriteGuard};
 pub use semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};
-pub use status::{Holder, LockStatus, Participant, PermitHolding, QueuedWaiter, SemaphoreStatus};
+pub use status::{
+    Holder, LockStatus, Participant, PermitHolding, QueuedWaiter, RwHolding, RwLockStatus,
+    RwQueuedWaiter, SemaphoreStatus,
+};
 pub use topology::redact_url;
 
 /// The protocol layer, for fairlock's own test support only: not an API,
@@ -99,9 +106,9 @@ pub mod test_support {
     pub use crate::protocol::{
         AbandonReply, Access, Acquire, AcquireReply, CancelReply, CommonArgs, HandedOver,
         HeartbeatReply, LockKeys, LockKind, Mode, Operation, PermitHolder, QueueEntry, Release,
-        ReleaseReply, RwAcquire, RwRelease, RwRenew, Script, SemAbandon, SemAcquire, SemCancel,
-        SemHeartbeat, SemRelease, SemReleaseReply, SemRenew, SemStatus, SemStatusReply,
-        WaiterStatus,
+        ReleaseReply, RwAbandon, RwAcquire, RwCancel, RwHeartbeat, RwHolder, RwRelease, RwRenew,
+        RwStatus, RwStatusReply, RwWaiter, Script, SemAbandon, SemAcquire, SemCancel, SemHeartbeat,
+        SemRelease, SemReleaseReply, SemRenew, SemStatus, SemStatusReply, WaiterStatus,
     };
 }
 

@@ -2,12 +2,12 @@
 //! its waits is in [`acquisition`](crate::acquisition)).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::acquisition::{Acquired, Acquisition, Kind};
 use crate::cancel::WaitCanceller;
 use crate::config::check_lease;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::guard::FairMutexGuard;
 use crate::protocol::{ForceRelease, LockKeys, Status};
 use crate::shared::{ClientInner, Shared};
@@ -58,7 +58,7 @@ impl FairMutex {
     /// the lock frees by itself `lease` after it was granted. A lease
     /// outside [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
     /// (30 ms to 365 days) is reported by the acquiring call as
-    /// [`ErrorKind::InvalidConfig`], before any I/O.
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before any I/O.
     pub fn with_lease(&self, lease: Duration) -> FairMutex {
         FairMutex {
             fixed_lease: Some(lease),
@@ -70,19 +70,15 @@ impl FairMutex {
     /// A thread that already holds the lock gets a second guard at once.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`], [`ErrorKind::InvalidConfig`] (bad fixed
-    /// lease), [`ErrorKind::Connection`] when Redis fails while waiting,
-    /// [`ErrorKind::KeyConflict`]. A call that fails after it was sent may
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName), [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) (bad fixed
+    /// lease), [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis fails while waiting,
+    /// [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict). A call that fails after it was sent may
     /// still have taken effect in Redis (a timeout, a connection lost
     /// mid-call): whatever it took or queued is given back by the client
     /// as soon as Redis answers again, never left as a hold nobody releases.
     pub fn lock(&self) -> Result<FairMutexGuard> {
-        self.wait(None, None)?.ok_or_else(|| {
-            Error::new(
-                ErrorKind::Internal,
-                "an unbounded wait ended without the lock",
-            )
-        })
+        let got = self.acquisition()?.wait_until_acquired()?;
+        Ok(self.guard(got))
     }
 
     /// Takes the lock only if that needs no waiting: it is free and nobody
@@ -123,27 +119,13 @@ impl FairMutex {
         self.wait_at_most(timeout, Some(cancel))
     }
 
-    /// A wait bounded by `timeout` (`None`: none) and `cancel`; one that
-    /// could not wait at all is a plain `try_lock`, which never queues.
+    /// A wait bounded by `timeout` (`None`: none) and `cancel`.
     fn wait_at_most(
         &self,
         timeout: Option<Duration>,
         cancel: Option<&WaitCanceller>,
     ) -> Result<Option<FairMutexGuard>> {
-        if timeout == Some(Duration::ZERO) || cancel.is_some_and(WaitCanceller::is_cancelled) {
-            return self.try_lock();
-        }
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        self.wait(deadline, cancel)
-    }
-
-    /// Waits in the queue until `deadline` (`None`: no limit) or `cancel`.
-    fn wait(
-        &self,
-        deadline: Option<Instant>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<FairMutexGuard>> {
-        let got = self.acquisition()?.wait(deadline, cancel)?;
+        let got = self.acquisition()?.wait_at_most(timeout, cancel)?;
         Ok(got.map(|got| self.guard(got)))
     }
 
@@ -168,7 +150,7 @@ impl FairMutex {
     /// True when some thread, anywhere, holds the lock.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`], [`ErrorKind::Connection`].
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName), [`ErrorKind::Connection`](crate::ErrorKind::Connection).
     pub fn is_locked(&self) -> Result<bool> {
         Ok(self.status(0)?.holder.is_some())
     }

@@ -9,12 +9,12 @@ use std::time::Instant;
 
 use redis::{ConnectionLike, Value};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::give_backs::GiveBack;
 use crate::holds::Hold;
 use crate::protocol::{
-    unexpected, Abandon, Heartbeat, HeartbeatReply, LockKeys, LockKind, Operation, Renew, RwRenew,
-    SemAbandon, SemHeartbeat, SemRenew, WaiterStatus,
+    unexpected, Heartbeat, HeartbeatReply, LockKeys, LockKind, Operation, Renew, RwHeartbeat,
+    RwRenew, SemHeartbeat, SemRenew, WaiterStatus,
 };
 use crate::shared::Shared;
 use crate::slot_map::Address;
@@ -127,10 +127,11 @@ impl<'a> Renewal<'a> {
 }
 
 /// The heartbeat of one client's waiters on one lock, as its kind says
-/// (both answer with the mutex's [`HeartbeatReply`]).
+/// (all answer with the mutex's [`HeartbeatReply`]).
 enum Beat<'a> {
     Mutex(Heartbeat<'a>),
     Semaphore(SemHeartbeat<'a>),
+    RwLock(RwHeartbeat<'a>),
 }
 
 impl<'a> Beat<'a> {
@@ -146,9 +147,10 @@ impl<'a> Beat<'a> {
                 waiter_timeout,
                 waiters: entries,
             }),
-            // Only the rwlock's acquire, release and renew scripts exist so
-            // far, and no client API makes a rwlock waiter.
-            LockKind::RwLock => unreachable!("no rwlock waiter exists before its client API"),
+            LockKind::RwLock => Beat::RwLock(RwHeartbeat {
+                waiter_timeout,
+                waiters: entries,
+            }),
         }
     }
 
@@ -156,6 +158,7 @@ impl<'a> Beat<'a> {
         match self {
             Beat::Mutex(op) => shared.scripts.evalsha(keys, op),
             Beat::Semaphore(op) => shared.scripts.evalsha(keys, op),
+            Beat::RwLock(op) => shared.scripts.evalsha(keys, op),
         }
     }
 
@@ -163,6 +166,7 @@ impl<'a> Beat<'a> {
         match self {
             Beat::Mutex(op) => op.parse(value),
             Beat::Semaphore(op) => op.parse(value),
+            Beat::RwLock(op) => op.parse(value),
         }
     }
 }
@@ -237,19 +241,7 @@ fn redirection(value: &Value) -> Option<Error> {
 }
 
 fn give_back(shared: &Shared, conn: &mut dyn ConnectionLike, entry: &GiveBack) -> Result<()> {
-    let scripts = &shared.scripts;
-    let entry_named = entry.entry();
-    match entry.keys.kind() {
-        LockKind::Mutex => {
-            let op = Abandon { entry: entry_named };
-            scripts.run(conn, &entry.keys, &op, None).map(drop)
-        }
-        LockKind::Semaphore => {
-            let op = SemAbandon { entry: entry_named };
-            scripts.run(conn, &entry.keys, &op, None).map(drop)
-        }
-        LockKind::RwLock => Err(no_rw_abandon()),
-    }
+    shared.scripts.abandon(conn, &entry.keys, entry.entry())
 }
 
 fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
@@ -297,13 +289,4 @@ fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant
             WaiterStatus::Gone => waiter.repoll(),
         }
     }
-}
-
-/// A rwlock give-back: no client API makes one yet, and its abandon script
-/// does not exist.
-pub(crate) fn no_rw_abandon() -> Error {
-    Error::new(
-        ErrorKind::Server,
-        "fairlock: a rwlock call cannot be given back yet (no rw abandon script)",
-    )
 }

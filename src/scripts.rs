@@ -8,7 +8,10 @@ use std::collections::HashMap;
 use redis::{ConnectionLike, Script as RedisScript, Value};
 
 use crate::error::Result;
-use crate::protocol::{unexpected, CommonArgs, LockKeys, Operation, Script, SyncReplicas};
+use crate::protocol::{
+    unexpected, Abandon, CommonArgs, LockKeys, LockKind, Operation, QueueEntry, RwAbandon, Script,
+    SemAbandon, SyncReplicas,
+};
 
 /// Every script of the crate, hashed once per client, and the two
 /// arguments every call of this client starts with.
@@ -96,6 +99,22 @@ impl Scripts {
             (Some(_), other) => return Err(unexpected(&other)),
         };
         Ok((reply, acknowledged))
+    }
+
+    /// Gives back the call `entry` names on the lock `keys` with the abandon
+    /// script of the lock's kind (idempotent: exactly that call's hold or
+    /// queue entry, once).
+    pub(crate) fn abandon(
+        &self,
+        conn: &mut dyn ConnectionLike,
+        keys: &LockKeys,
+        entry: QueueEntry<'_>,
+    ) -> Result<()> {
+        match keys.kind() {
+            LockKind::Mutex => self.run(conn, keys, &Abandon { entry }, None).map(drop),
+            LockKind::Semaphore => self.run(conn, keys, &SemAbandon { entry }, None).map(drop),
+            LockKind::RwLock => self.run(conn, keys, &RwAbandon { entry }, None).map(drop),
+        }
     }
 
     /// Sends `pipe` and returns its replies, loading the scripts and sending

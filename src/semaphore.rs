@@ -4,14 +4,14 @@
 //! Handle and permit share this module, as no import cycle is wanted.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::acquisition::{Acquired, Acquisition, Kind};
+use crate::call_hold::CallHold;
 use crate::cancel::WaitCanceller;
 use crate::error::{Error, ErrorKind, Result};
-use crate::holds::Hold;
 use crate::lease_signal::LeaseSignal;
-use crate::protocol::{LockKeys, QueueEntry, SemRelease, SemReleaseReply, SemStatus};
+use crate::protocol::{LockKeys, SemStatus};
 use crate::shared::{ClientInner, Shared};
 use crate::status::SemaphoreStatus;
 
@@ -102,12 +102,8 @@ impl FairSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn acquire(&self) -> Result<SemaphorePermit> {
-        self.wait(None, None)?.ok_or_else(|| {
-            Error::new(
-                ErrorKind::Internal,
-                "an unbounded wait ended without a permit",
-            )
-        })
+        let got = self.acquisition()?.wait_until_acquired()?;
+        Ok(self.permit(got))
     }
 
     /// Takes a permit only if that needs no waiting: one is free and nobody
@@ -239,26 +235,13 @@ impl FairSemaphore {
         ))
     }
 
-    /// A wait bounded by `timeout` (`None`: none) and `cancel`; one that
-    /// could not wait at all is a plain `try_acquire`, which never queues.
+    /// A wait bounded by `timeout` (`None`: none) and `cancel`.
     fn wait_at_most(
         &self,
         timeout: Option<Duration>,
         cancel: Option<&WaitCanceller>,
     ) -> Result<Option<SemaphorePermit>> {
-        if timeout == Some(Duration::ZERO) || cancel.is_some_and(WaitCanceller::is_cancelled) {
-            return self.try_acquire();
-        }
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        self.wait(deadline, cancel)
-    }
-
-    fn wait(
-        &self,
-        deadline: Option<Instant>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<SemaphorePermit>> {
-        let got = self.acquisition()?.wait(deadline, cancel)?;
+        let got = self.acquisition()?.wait_at_most(timeout, cancel)?;
         Ok(got.map(|got| self.permit(got)))
     }
 
@@ -281,13 +264,10 @@ impl FairSemaphore {
     }
 
     fn permit(&self, got: Acquired) -> SemaphorePermit {
+        let hold = CallHold::new(Arc::clone(&self.client), Arc::clone(&self.name), got, None);
         SemaphorePermit {
             semaphore: self.clone(),
-            hold: got.hold,
-            call: got.call,
-            lease: got.lease,
-            fixed: got.fixed,
-            released: false,
+            hold,
         }
     }
 
@@ -339,13 +319,7 @@ impl std::fmt::Debug for FairSemaphore {
 #[must_use = "if unused the permit is released immediately"]
 pub struct SemaphorePermit {
     semaphore: FairSemaphore,
-    hold: Arc<Hold>,
-    /// Id of the acquire call that made this permit: the release names it.
-    call: u64,
-    /// That call's lease (for a give-back of the call).
-    lease: Duration,
-    fixed: bool,
-    released: bool,
+    hold: CallHold,
 }
 
 impl SemaphorePermit {
@@ -360,7 +334,7 @@ impl SemaphorePermit {
     /// # Ok(()) }
     /// ```
     pub fn fencing_token(&self) -> u64 {
-        self.hold.token
+        self.hold.fencing_token()
     }
 
     /// True once the permit is known to be gone (its lease ran out without
@@ -376,7 +350,7 @@ impl SemaphorePermit {
     /// # Ok(()) }
     /// ```
     pub fn is_lease_lost(&self) -> bool {
-        self.hold.is_lost()
+        self.hold.is_lease_lost()
     }
 
     /// A signal another thread can block on to learn the moment this
@@ -391,7 +365,7 @@ impl SemaphorePermit {
     /// # Ok(()) }
     /// ```
     pub fn lease_signal(&self) -> LeaseSignal {
-        LeaseSignal::new(Arc::clone(&self.hold))
+        self.hold.lease_signal()
     }
 
     /// The semaphore this permit is of.
@@ -423,66 +397,7 @@ impl SemaphorePermit {
     /// # Ok(()) }
     /// ```
     pub fn release(mut self) -> Result<()> {
-        self.give_back()
-    }
-
-    /// The acquire call that made this permit, as a give-back names it.
-    fn call_entry(&self) -> QueueEntry<'_> {
-        QueueEntry {
-            owner: &self.hold.owner,
-            wait_id: self.call,
-            lease: self.lease,
-            fixed: self.fixed,
-        }
-    }
-
-    fn give_back(&mut self) -> Result<()> {
-        if std::mem::replace(&mut self.released, true) {
-            return Ok(());
-        }
-        let shared = self.semaphore.shared();
-        shared.holds.unregister(&self.hold);
-        let op = SemRelease {
-            owner: &self.hold.owner,
-            token: self.hold.token,
-            call: self.call,
-        };
-        let (reply, shortfall) = shared.call_write(&self.hold.keys, &op).inspect_err(|_| {
-            shared.give_back_later(&self.hold.keys, self.call_entry());
-        })?;
-        match reply {
-            SemReleaseReply::Released => shortfall.map_or(Ok(()), Err),
-            SemReleaseReply::HandedOver(next) => {
-                // Waiters of this client wake now rather than when their
-                // handoff messages arrive (which then find them gone).
-                for next in next.iter().filter(|next| shared.is_own(&next.owner)) {
-                    shared.grant_waiter(next.wait_id, next.token, next.ttl_ms);
-                }
-                shortfall.map_or(Ok(()), Err)
-            }
-            SemReleaseReply::NotHeld => {
-                self.hold.mark_lost();
-                Err(Error::new(
-                    ErrorKind::LeaseLost,
-                    format!(
-                        "semaphore {:?} permit (token {}) was no longer held",
-                        self.semaphore.name(),
-                        self.hold.token
-                    ),
-                ))
-            }
-        }
-    }
-}
-
-impl Drop for SemaphorePermit {
-    fn drop(&mut self) {
-        if let Err(err) = self.give_back() {
-            log::warn!(
-                "fairlock: releasing a permit of {:?} on drop failed: {err}",
-                self.semaphore.name()
-            );
-        }
+        self.hold.release()
     }
 }
 
@@ -490,7 +405,7 @@ impl std::fmt::Debug for SemaphorePermit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SemaphorePermit")
             .field("name", &self.semaphore.name())
-            .field("fencing_token", &self.hold.token)
+            .field("fencing_token", &self.fencing_token())
             .finish_non_exhaustive()
     }
 }

@@ -17,9 +17,7 @@ use crate::error::{Error, Result, Retry};
 use crate::give_backs::GiveBacks;
 use crate::holds::Holds;
 use crate::own_conns::OwnConns;
-use crate::protocol::{
-    Abandon, LockKeys, LockKind, Operation, QueueEntry, SemAbandon, SyncReplicas, WakeMessage,
-};
+use crate::protocol::{LockKeys, Operation, QueueEntry, SyncReplicas, WakeMessage};
 use crate::scripts::Scripts;
 use crate::waiters::Waiters;
 
@@ -244,11 +242,9 @@ impl Shared {
     /// Gives back the call `entry` names now (Redis just answered), or
     /// later through the watchdog if that fails.
     pub(crate) fn give_back_now(&self, keys: &Arc<LockKeys>, entry: QueueEntry<'_>) {
-        let given_back = match keys.kind() {
-            LockKind::Mutex => self.call(keys, &Abandon { entry }).map(drop),
-            LockKind::Semaphore => self.call(keys, &SemAbandon { entry }).map(drop),
-            LockKind::RwLock => Err(crate::renewal::no_rw_abandon()),
-        };
+        let given_back = self.through_slot_moves(|| {
+            self.with_connection(|conn| self.scripts.abandon(conn, keys, entry))
+        });
         if let Err(err) = given_back {
             log::warn!(
                 "fairlock: giving back call {} failed, the watchdog retries: {err}",

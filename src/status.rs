@@ -1,9 +1,9 @@
-//! A snapshot of one lock or semaphore for operators: who holds it, who
-//! waits, in order.
+//! A snapshot of one lock, semaphore or reader-writer lock for operators:
+//! who holds it, who waits, in order.
 
 use std::time::Duration;
 
-use crate::protocol::{SemStatusReply, StatusReply};
+use crate::protocol::{Access, RwStatusReply, SemStatusReply, StatusReply};
 
 /// One participant of a lock: a thread of some client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,6 +152,87 @@ impl SemaphoreStatus {
                 .map(|(owner, left_ms)| QueuedWaiter {
                     who: Participant { owner },
                     liveness_left: millis(left_ms),
+                })
+                .collect(),
+            queue_len: usize::try_from(reply.live_waiters).unwrap_or(usize::MAX),
+            last_fencing_token: Some(reply.last_token).filter(|&token| token > 0),
+        }
+    }
+}
+
+/// One hold of a reader-writer lock, as [`RwLockStatus`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RwHolding {
+    /// Who holds it.
+    pub who: Participant,
+    /// Read (shared) or write (alone).
+    pub access: Access,
+    /// Fencing token of the hold.
+    pub fencing_token: u64,
+    /// Lease left (`None` once it has run out; such a hold is gone).
+    pub remaining_lease: Option<Duration>,
+}
+
+/// A queued waiter of a reader-writer lock, in queue order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RwQueuedWaiter {
+    /// Who waits.
+    pub who: Participant,
+    /// What it waits for (`None` for an entry fairlock did not write).
+    pub access: Option<Access>,
+    /// How long it keeps its place without another heartbeat from its
+    /// client; `None` for a dead entry not yet dropped.
+    pub liveness_left: Option<Duration>,
+}
+
+/// What [`FairRwLock::status`](crate::FairRwLock::status) saw, in one
+/// atomic read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwLockStatus {
+    /// The holds now, by lease end (at most the number asked for): one
+    /// write hold (or several of one thread, re-entered), or readers.
+    pub holders: Vec<RwHolding>,
+    /// Live holds in total (may exceed `holders.len()`).
+    pub holder_count: usize,
+    /// Whether a writer holds it.
+    pub write_held: bool,
+    /// The first queued waiters, in the order they will get the lock.
+    pub waiters: Vec<RwQueuedWaiter>,
+    /// Live waiters queued in total (may exceed `waiters.len()`).
+    pub queue_len: usize,
+    /// The last fencing token issued for this name, if still recorded.
+    pub last_fencing_token: Option<u64>,
+}
+
+impl RwLockStatus {
+    /// The public form of what `rw_status.lua` returned.
+    pub(crate) fn from_reply(reply: RwStatusReply) -> Self {
+        let millis = |ms: i64| u64::try_from(ms).ok().map(Duration::from_millis);
+        RwLockStatus {
+            holders: reply
+                .holders
+                .into_iter()
+                .map(|holder| RwHolding {
+                    who: Participant {
+                        owner: holder.owner,
+                    },
+                    access: holder.access,
+                    fencing_token: holder.token,
+                    remaining_lease: millis(holder.lease_left_ms),
+                })
+                .collect(),
+            holder_count: usize::try_from(reply.live_holders).unwrap_or(usize::MAX),
+            write_held: reply.writer_holds,
+            waiters: reply
+                .waiters
+                .into_iter()
+                .map(|waiter| RwQueuedWaiter {
+                    who: Participant {
+                        owner: waiter.owner,
+                    },
+                    access: waiter.access,
+                    liveness_left: millis(waiter.liveness_left_ms),
                 })
                 .collect(),
             queue_len: usize::try_from(reply.live_waiters).unwrap_or(usize::MAX),

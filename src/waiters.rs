@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::protocol::{LockKeys, QueueEntry};
+use crate::protocol::{Access, LockKeys, QueueEntry};
 
 /// The lock was handed to a waiter while it slept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +62,9 @@ pub(crate) struct Waiter {
     /// watchdog (which must not extend a fixed one).
     pub(crate) lease: Duration,
     pub(crate) fixed: bool,
+    /// A reader-writer lock's call: what it asks for (`None` for the
+    /// other kinds).
+    pub(crate) access: Option<Access>,
     state: Mutex<WaitState>,
     wakeup: Condvar,
 }
@@ -73,6 +76,7 @@ impl Waiter {
         owner: String,
         lease: Duration,
         fixed: bool,
+        access: Option<Access>,
     ) -> Self {
         Waiter {
             id,
@@ -80,6 +84,7 @@ impl Waiter {
             owner,
             lease,
             fixed,
+            access,
             state: Mutex::new(WaitState::default()),
             wakeup: Condvar::new(),
         }
@@ -92,6 +97,7 @@ impl Waiter {
             wait_id: self.id,
             lease: self.lease,
             fixed: self.fixed,
+            access: self.access,
         }
     }
 
@@ -267,6 +273,7 @@ mod tests {
             "c:1".into(),
             Duration::from_secs(1),
             true,
+            None,
         ))
     }
 
@@ -316,6 +323,7 @@ mod tests {
                 format!("c:{id}"),
                 Duration::from_secs(1),
                 true,
+                None,
             )));
         }
         let mut sizes: Vec<usize> = waiters.by_lock().iter().map(Vec::len).collect();

@@ -4,16 +4,19 @@
 //! alone, a reader behind a queued writer waits, consecutive readers at the
 //! head enter together, re-entry (read in read, read in write, write in
 //! write granted; read -> write refused, nothing written), increasing
-//! fencing tokens, repeats that count once, renewals, bad input refused
-//! before any write, the rwlock apart from the mutex and the semaphore of
-//! its name, and no key left without a TTL after any step.
+//! fencing tokens, repeats that count once, renewals, heartbeats that keep
+//! waiters and admit the head, cancels and abandons that leave nothing and
+//! let in whom they unblock, status, bad input refused before any write,
+//! the rwlock apart from the mutex and the semaphore of its name, the
+//! README's ACL user, and no key left without a TTL after any step.
 
 use std::thread::sleep;
 use std::time::Duration;
 
 use fairlock::test_support::{
-    Access, AcquireReply, CommonArgs, HandedOver, LockKeys, Mode, Operation, RwAcquire, RwRelease,
-    RwRenew, Script, SemAcquire, SemReleaseReply,
+    AbandonReply, Access, AcquireReply, CancelReply, CommonArgs, HandedOver, HeartbeatReply,
+    LockKeys, Mode, Operation, QueueEntry, RwAbandon, RwAcquire, RwCancel, RwHeartbeat, RwRelease,
+    RwRenew, RwStatus, RwStatusReply, Script, SemAcquire, SemReleaseReply, WaiterStatus,
 };
 use fairlock_test_support::*;
 use redis::{Commands, Value};
@@ -36,6 +39,8 @@ struct Rw {
     conn: redis::Connection,
     /// Runs the scripts, when not `conn` (the README's ACL user).
     runner: Option<redis::Connection>,
+    /// The liveness deadline of the waiters `attempt_with` queues, from now.
+    waiter_timeout: Duration,
 }
 
 /// A hold: owner, call, token.
@@ -55,6 +60,7 @@ impl Rw {
             server,
             conn,
             runner: None,
+            waiter_timeout: LONG,
         }
     }
 
@@ -96,7 +102,7 @@ impl Rw {
             owner,
             lease,
             fixed,
-            waiter_timeout: LONG,
+            waiter_timeout: self.waiter_timeout,
             mode,
             wait_id: call,
             access,
@@ -164,6 +170,42 @@ impl Rw {
             lease,
         })
         .unwrap()
+    }
+
+    /// A heartbeat of `entries` with a waiter timeout of `timeout`.
+    fn heartbeat(&mut self, timeout: Duration, entries: &[QueueEntry]) -> HeartbeatReply {
+        self.run(&RwHeartbeat {
+            waiter_timeout: timeout,
+            waiters: entries.to_vec(),
+        })
+        .unwrap()
+    }
+
+    fn cancel(&mut self, entry: QueueEntry) -> CancelReply {
+        self.run(&RwCancel { entry }).unwrap()
+    }
+
+    fn abandon(&mut self, entry: QueueEntry) -> AbandonReply {
+        self.run(&RwAbandon { entry }).unwrap()
+    }
+
+    /// The status, which changes nothing.
+    fn status(&mut self, waiters: usize, holders: usize) -> RwStatusReply {
+        let before = self.snapshot();
+        let reply = self.run(&RwStatus { waiters, holders }).unwrap();
+        assert_eq!(self.snapshot(), before, "status changes nothing");
+        reply
+    }
+
+    /// The lease end of hold `member` in the holders zset (`key` 0) or the
+    /// writers zset (5), server ms.
+    fn lease_end(&mut self, key: usize, member: &str) -> Option<i64> {
+        self.conn.zscore(&self.keys.all[key], member).unwrap()
+    }
+
+    /// The token the tokens hash keeps for hold `member`.
+    fn token_of(&mut self, member: &str) -> u64 {
+        self.conn.hget(&self.keys.all[3], member).unwrap()
     }
 
     fn now_ms(&mut self) -> i64 {
@@ -272,6 +314,29 @@ fn to_hold(grant: HandedOver) -> Hold {
         call: grant.wait_id,
         token: grant.token,
     }
+}
+
+/// The queue entry of call `call` of `owner` for `access` with `lease`
+/// (fixed or not).
+fn entry_with(
+    owner: &str,
+    call: u64,
+    access: Access,
+    lease: Duration,
+    fixed: bool,
+) -> QueueEntry<'_> {
+    QueueEntry {
+        owner,
+        wait_id: call,
+        lease,
+        fixed,
+        access: Some(access),
+    }
+}
+
+/// The queue entry `Rw::queue` makes: a 60 s watchdog lease.
+fn entry(owner: &str, call: u64, access: Access) -> QueueEntry<'_> {
+    entry_with(owner, call, access, LONG, false)
 }
 
 fn owners(holds: &[Hold]) -> Vec<&str> {
@@ -782,6 +847,32 @@ impl Lcg {
     }
 }
 
+/// The model's waiters the lock can take, admitted as the scripts admit
+/// them (a writer alone when nobody holds, readers while no writer holds),
+/// their tokens read back and checked to increase.
+fn admit_model(
+    s: &mut Rw,
+    held: &mut Vec<(Hold, Access)>,
+    queue: &mut Vec<(String, u64, Access)>,
+    last_token: &mut u64,
+) {
+    while let Some((_, _, access)) = queue.first() {
+        let writer = held.iter().any(|(_, a)| *a == Write);
+        let admits = match access {
+            Write => held.is_empty(),
+            Read => !writer,
+        };
+        if !admits {
+            break;
+        }
+        let (owner, call, access) = queue.remove(0);
+        let token = s.token_of(&format!("{owner} {call} {}", access.as_arg()));
+        assert!(token > *last_token, "{token} after {last_token}");
+        *last_token = token;
+        held.push((Hold { owner, call, token }, access));
+    }
+}
+
 #[test]
 fn a_random_mix_keeps_readers_shared_writers_alone_and_fifo() {
     let mut s = Rw::new("mix");
@@ -793,7 +884,8 @@ fn a_random_mix_keeps_readers_shared_writers_alone_and_fifo() {
     for step in 0..200u64 {
         let call = 100 + step;
         let owner = format!("o{}:1", step % 13);
-        if rng.below(3) > 0 || held.is_empty() {
+        let op = rng.below(8);
+        if op < 4 || held.is_empty() {
             let access = if rng.below(3) == 0 { Write } else { Read };
             if held.iter().any(|(h, _)| h.owner == owner) || queue.iter().any(|q| q.0 == owner) {
                 continue; // one thing at a time per thread
@@ -810,7 +902,7 @@ fn a_random_mix_keeps_readers_shared_writers_alone_and_fifo() {
                     queue.push((owner, call, access));
                 }
             }
-        } else {
+        } else if op < 6 {
             let k = rng.below(held.len() as u64) as usize;
             let (hold, _) = held.remove(k);
             let handed = s.handed(&hold);
@@ -821,6 +913,53 @@ fn a_random_mix_keeps_readers_shared_writers_alone_and_fifo() {
                 last_token = grant.token;
                 held.push((grant, access));
             }
+        } else if op == 6 {
+            // A heartbeat of every waiter and of one holder: each waiter
+            // keeps its place, the holder learns it holds, nobody enters.
+            let k = rng.below(held.len() as u64) as usize;
+            let mut beaten: Vec<QueueEntry> =
+                queue.iter().map(|(o, c, a)| entry(o, *c, *a)).collect();
+            beaten.push(entry(&held[k].0.owner, held[k].0.call, held[k].1));
+            let mut want: Vec<WaiterStatus> =
+                (0..queue.len() as u64).map(WaiterStatus::Queued).collect();
+            want.push(WaiterStatus::Owns(held[k].0.token));
+            let beat = s.heartbeat(LONG, &beaten);
+            assert_eq!(beat.statuses, want, "step {step}");
+            assert_eq!(beat.last_token, last_token, "step {step}");
+        } else if !queue.is_empty() && rng.below(2) == 0 {
+            // A waiter cancels (or is given back): the waiters its leaving
+            // unblocks enter.
+            let k = rng.below(queue.len() as u64) as usize;
+            let (owner, call, access) = queue.remove(k);
+            if rng.below(2) == 0 {
+                assert_eq!(
+                    s.cancel(entry(&owner, call, access)),
+                    CancelReply::Left,
+                    "step {step}"
+                );
+            } else {
+                assert_eq!(
+                    s.abandon(entry(&owner, call, access)),
+                    AbandonReply::LeftQueue,
+                    "step {step}"
+                );
+            }
+            admit_model(&mut s, &mut held, &mut queue, &mut last_token);
+        } else {
+            // A holder's cancel keeps its hold; its abandon gives it back,
+            // once, and the release it could not send answers released.
+            let k = rng.below(held.len() as u64) as usize;
+            let (hold, access) = held[k].clone();
+            let e = entry(&hold.owner, hold.call, access);
+            match s.cancel(e) {
+                CancelReply::Kept { token, .. } => assert_eq!(token, hold.token),
+                other => panic!("step {step}: {other:?}"),
+            }
+            held.remove(k);
+            assert_eq!(s.abandon(e), AbandonReply::HoldGivenBack, "step {step}");
+            assert_eq!(s.abandon(e), AbandonReply::Nothing, "step {step}");
+            assert_eq!(s.release(&hold), SemReleaseReply::Released, "step {step}");
+            admit_model(&mut s, &mut held, &mut queue, &mut last_token);
         }
         // Readers share, a writer holds alone, and the head waits only
         // because the lock cannot admit it.
@@ -889,5 +1028,532 @@ fn the_readme_acl_user_runs_every_rwlock_script() {
     for h in &run {
         s.release(h);
     }
+    assert_eq!(acl_denials(&mut s.conn), Vec::<Value>::new());
+}
+
+#[test]
+fn heartbeats_keep_waiters_alive_and_push_every_ttl_while_the_unbeaten_are_dropped() {
+    let mut s = Rw::new("heartbeat");
+    let a = s.take("a:1", 1, Write);
+    // Waiters that live 500 ms without a heartbeat.
+    let timeout = Duration::from_millis(500);
+    s.waiter_timeout = timeout;
+    s.queue("w:1", 2, Read);
+    s.queue("w:2", 3, Read);
+    s.queue("x:1", 4, Write);
+    let mine = [entry("w:1", 2, Read), entry("w:2", 3, Read)];
+    // Beaten every 100 ms for 1.2 s: more than twice their timeout.
+    for _ in 0..12 {
+        sleep(Duration::from_millis(100));
+        let beat = s.heartbeat(timeout, &mine);
+        assert_eq!(
+            beat.statuses,
+            [WaiterStatus::Queued(0), WaiterStatus::Queued(1)]
+        );
+        assert_eq!(beat.last_token, a.token);
+        assert!(beat.pttl_ms > 50_000, "a's lease: {}", beat.pttl_ms);
+        // The queue keys live past every deadline in them, the meta past
+        // them (checked after every step).
+        let now = s.now_ms();
+        let deadlines: Vec<(String, i64)> =
+            s.conn.zrange_withscores(&s.keys.all[2], 0, -1).unwrap();
+        for (_, deadline) in &deadlines {
+            assert!(*deadline > now && *deadline <= now + 500, "{deadlines:?}");
+            assert!(s.pttl(1) >= deadline - now && s.pttl(2) >= deadline - now);
+        }
+    }
+    // x sent none: its entry is gone, w's two kept their places.
+    assert_eq!(s.queued(), ["w:1 2 60000 0 r", "w:2 3 60000 0 r"]);
+    assert_eq!(
+        s.heartbeat(timeout, &[entry("x:1", 4, Write)]).statuses,
+        [WaiterStatus::Gone]
+    );
+    // The release lets both readers in, and the next beat says so.
+    let run = s.handed(&a);
+    assert_eq!(owners(&run), ["w:1", "w:2"]);
+    assert_eq!(
+        s.heartbeat(timeout, &mine).statuses,
+        [
+            WaiterStatus::Owns(run[0].token),
+            WaiterStatus::Owns(run[1].token)
+        ]
+    );
+}
+
+#[test]
+fn a_heartbeat_admits_the_readers_run_an_expired_writer_left() {
+    let mut s = Rw::new("heartbeat-expiry");
+    let a = match s
+        .attempt_with("a:1", 1, Mode::First, Write, 0, SHORT, true)
+        .unwrap()
+    {
+        AcquireReply::Acquired { token, .. } => token,
+        other => panic!("{other:?}"),
+    };
+    s.queue("r1:1", 2, Read);
+    s.queue("r2:1", 3, Read);
+    s.queue("x:1", 4, Write);
+    s.queue("r3:1", 5, Read);
+    let mut sub = s.messages();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.psubscribe("fairlock:wake:*").unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    sleep(SHORT + Duration::from_millis(50));
+    // x's heartbeat (not the head's) lets the two readers at the head in
+    // together; x now heads the queue, r3 stays behind it.
+    let beat = s.heartbeat(LONG, &[entry("x:1", 4, Write)]);
+    assert_eq!(beat.statuses, [WaiterStatus::Queued(0)]);
+    assert!(beat.last_token > a, "new tokens: {beat:?}");
+    assert!(
+        beat.pttl_ms > 59_000,
+        "the readers' leases: {}",
+        beat.pttl_ms
+    );
+    assert_eq!(s.holders(), ["r1:1 2 r", "r2:1 3 r"]);
+    assert!(s.writers().is_empty(), "the expired writer is dropped");
+    assert_eq!(s.queued(), ["x:1 4 60000 0 w", "r3:1 5 60000 0 r"]);
+    // Its token is gone both ways.
+    let fields: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
+    assert!(
+        !fields.iter().any(|f| f == "a:1 1 w" || *f == a.to_string()),
+        "{fields:?}"
+    );
+    let r1 = s.token_of("r1:1 2 r");
+    let r2 = s.token_of("r2:1 3 r");
+    assert!(a < r1 && r1 < r2 && r2 == beat.last_token);
+    for (channel, text) in [
+        ("r1", format!("G 2 {r1} ")),
+        ("r2", format!("G 3 {r2} ")),
+        ("x", "H 4 ".to_owned()),
+    ] {
+        let (got, payload) = message(&mut pubsub);
+        assert_eq!(got, format!("fairlock:wake:{channel}"));
+        assert!(payload.starts_with(&text), "{payload}");
+    }
+    // r1's own heartbeat learns it holds, with that token.
+    assert_eq!(
+        s.heartbeat(LONG, &[entry("r1:1", 2, Read)]).statuses,
+        [WaiterStatus::Owns(r1)]
+    );
+}
+
+#[test]
+fn a_heartbeat_keeps_a_handed_watchdog_lease_and_leaves_a_fixed_one() {
+    let mut s = Rw::new("heartbeat-lease");
+    let a = s.take("a:1", 1, Write);
+    // Watchdog leases of 2 s, a fixed one of 400 ms.
+    let lease = Duration::from_secs(2);
+    let renewed = entry_with("w:1", 3, Read, lease, false);
+    let fixed = entry_with("f:1", 4, Read, Duration::from_millis(400), true);
+    let writer = entry_with("v:1", 5, Write, lease, false);
+    for e in [renewed, fixed, writer] {
+        assert!(matches!(
+            s.attempt_with(
+                e.owner,
+                e.wait_id,
+                Mode::First,
+                e.access.unwrap(),
+                0,
+                e.lease,
+                e.fixed
+            )
+            .unwrap(),
+            AcquireReply::Waiting {
+                position: Some(_),
+                ..
+            }
+        ));
+    }
+    assert_eq!(owners(&s.handed(&a)), ["w:1", "f:1"]);
+    let w_end = s.lease_end(0, "w:1 3 r").unwrap();
+    let f_end = s.lease_end(0, "f:1 4 r").unwrap();
+    sleep(Duration::from_millis(200));
+    let beat = s.heartbeat(LONG, &[renewed, fixed, writer]);
+    assert!(
+        matches!(
+            beat.statuses.as_slice(),
+            [
+                WaiterStatus::Owns(_),
+                WaiterStatus::Owns(_),
+                WaiterStatus::Queued(0)
+            ]
+        ),
+        "{beat:?}"
+    );
+    let now = s.now_ms();
+    let w_new = s.lease_end(0, "w:1 3 r").unwrap();
+    assert!(
+        w_new > w_end && w_new >= now + 1990,
+        "kept at its lease: {w_end} -> {w_new}, now {now}"
+    );
+    assert_eq!(
+        s.lease_end(0, "f:1 4 r").unwrap(),
+        f_end,
+        "a fixed lease stays"
+    );
+    // Another call of the same owner is not extended by this one's beat.
+    sleep(Duration::from_millis(250));
+    assert_eq!(
+        s.heartbeat(LONG, &[entry_with("f:1", 9, Read, LONG, false)])
+            .statuses,
+        [WaiterStatus::Gone]
+    );
+    assert_eq!(s.holders(), ["w:1 3 r"], "f's fixed lease ran out");
+    // A handed write hold is kept the same way, the writers zset following.
+    let w = Hold {
+        owner: "w:1".into(),
+        call: 3,
+        token: s.token_of("w:1 3 r"),
+    };
+    assert_eq!(owners(&s.handed(&w)), ["v:1"]);
+    let v_end = s.lease_end(0, "v:1 5 w").unwrap();
+    sleep(Duration::from_millis(200));
+    assert!(matches!(
+        s.heartbeat(LONG, &[writer]).statuses.as_slice(),
+        [WaiterStatus::Owns(_)]
+    ));
+    let now = s.now_ms();
+    let v_new = s.lease_end(0, "v:1 5 w").unwrap();
+    assert!(v_new > v_end && v_new >= now + 1990, "{v_end} -> {v_new}");
+    assert_eq!(s.lease_end(5, "v:1 5 w"), Some(v_new));
+}
+
+#[test]
+fn a_cancel_leaves_nothing_and_lets_in_the_readers_behind_a_writer() {
+    let mut s = Rw::new("cancel");
+    let a = s.take("a:1", 1, Read);
+    let before = s.snapshot();
+    s.queue("w:1", 2, Write);
+    assert_eq!(s.cancel(entry("w:1", 2, Write)), CancelReply::Left);
+    assert_eq!(s.snapshot(), before, "as before the wait");
+    assert_eq!(s.cancel(entry("w:1", 2, Write)), CancelReply::Left, "again");
+    assert_eq!(s.snapshot(), before, "as before the wait");
+    // A writer at the head leaves while readers hold: the run of readers
+    // behind it enters, up to the next writer, which learns it heads.
+    s.queue("w:1", 3, Write);
+    s.queue("r1:1", 4, Read);
+    s.queue("r2:1", 5, Read);
+    s.queue("x:1", 6, Write);
+    s.queue("r3:1", 7, Read);
+    let mut sub = s.messages();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.psubscribe("fairlock:wake:*").unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(s.cancel(entry("w:1", 3, Write)), CancelReply::Left);
+    assert_eq!(s.holders(), ["a:1 1 r", "r1:1 4 r", "r2:1 5 r"]);
+    assert_eq!(s.queued(), ["x:1 6 60000 0 w", "r3:1 7 60000 0 r"]);
+    for channel in ["r1", "r2", "x"] {
+        assert_eq!(message(&mut pubsub).0, format!("fairlock:wake:{channel}"));
+    }
+    // A waiter that does not head the queue leaves alone.
+    assert_eq!(s.cancel(entry("r3:1", 7, Read)), CancelReply::Left);
+    assert_eq!(s.queued(), ["x:1 6 60000 0 w"]);
+    assert_eq!(s.holders().len(), 3);
+    // The writer enters once the readers are gone.
+    for h in [
+        a,
+        Hold {
+            owner: "r1:1".into(),
+            call: 4,
+            token: s.token_of("r1:1 4 r"),
+        },
+    ] {
+        assert!(s.handed(&h).is_empty());
+    }
+    let r2 = Hold {
+        owner: "r2:1".into(),
+        call: 5,
+        token: s.token_of("r2:1 5 r"),
+    };
+    assert_eq!(owners(&s.handed(&r2)), ["x:1"]);
+}
+
+#[test]
+fn a_cancel_after_a_handoff_keeps_the_hold() {
+    let mut s = Rw::new("cancel-kept");
+    let a = s.take("a:1", 1, Write);
+    s.queue("w:1", 2, Write);
+    s.queue("x:1", 3, Read);
+    let handed = s.handed(&a);
+    assert_eq!(owners(&handed), ["w:1"]);
+    for _ in 0..2 {
+        match s.cancel(entry("w:1", 2, Write)) {
+            CancelReply::Kept { token, pttl_ms } => {
+                assert_eq!(token, handed[0].token);
+                assert!(pttl_ms > 59_000, "{pttl_ms}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(s.holders(), ["w:1 2 w"]);
+    assert_eq!(s.writers(), ["w:1 2 w"]);
+    assert_eq!(s.queued(), ["x:1 3 60000 0 r"]);
+    // Another call of the same owner is not this one: its hold stays.
+    s.queue("w:1", 7, Read);
+    assert_eq!(s.cancel(entry("w:1", 7, Read)), CancelReply::Left);
+    assert_eq!(s.holders(), ["w:1 2 w"]);
+    assert_eq!(s.queued(), ["x:1 3 60000 0 r"]);
+    // It releases as any holder.
+    assert_eq!(owners(&s.handed(&handed[0])), ["x:1"]);
+}
+
+#[test]
+fn an_abandon_by_entry_gives_back_exactly_that_call_once() {
+    let mut s = Rw::new("abandon");
+    let a1 = s.take("a:1", 1, Read);
+    let a2 = s.take("a:1", 2, Read);
+    s.queue("w:1", 3, Write);
+    s.queue("r:1", 4, Read);
+    // The hold of call 1 only; a repeat changes nothing.
+    assert_eq!(
+        s.abandon(entry("a:1", 1, Read)),
+        AbandonReply::HoldGivenBack
+    );
+    assert_eq!(s.holders(), ["a:1 2 r"]);
+    let before = s.snapshot();
+    assert_eq!(s.abandon(entry("a:1", 1, Read)), AbandonReply::Nothing);
+    assert_eq!(s.snapshot(), before);
+    // The release the client could not send answers as released.
+    assert_eq!(s.release(&a1), SemReleaseReply::Released);
+    // A queued call: its entry, once.
+    s.queue("y:1", 5, Read);
+    assert_eq!(s.abandon(entry("y:1", 5, Read)), AbandonReply::LeftQueue);
+    assert_eq!(s.abandon(entry("y:1", 5, Read)), AbandonReply::Nothing);
+    assert_eq!(s.queued(), ["w:1 3 60000 0 w", "r:1 4 60000 0 r"]);
+    // A call never made, or named with another access, is nothing.
+    assert_eq!(s.abandon(entry("q:1", 9, Read)), AbandonReply::Nothing);
+    assert_eq!(s.abandon(entry("a:1", 2, Write)), AbandonReply::Nothing);
+    assert_eq!(s.holders(), ["a:1 2 r"]);
+    // Call 2's hold was the last read: the writer enters, the reader
+    // behind it waits.
+    assert_eq!(
+        s.abandon(entry("a:1", 2, Read)),
+        AbandonReply::HoldGivenBack
+    );
+    assert_eq!(s.holders(), ["w:1 3 w"]);
+    assert_eq!(s.queued(), ["r:1 4 60000 0 r"]);
+    assert_eq!(s.release(&a2), SemReleaseReply::Released);
+    // The writer's hold given back lets the reader in.
+    assert_eq!(
+        s.abandon(entry("w:1", 3, Write)),
+        AbandonReply::HoldGivenBack
+    );
+    assert_eq!(s.holders(), ["r:1 4 r"]);
+    assert!(s.queued().is_empty());
+    assert_eq!(s.abandon(entry("w:1", 3, Write)), AbandonReply::Nothing);
+    // With nobody waiting, a given-back hold leaves the keys as a release.
+    assert_eq!(
+        s.abandon(entry("r:1", 4, Read)),
+        AbandonReply::HoldGivenBack
+    );
+    assert!(s.holders().is_empty());
+    for key in [0, 1, 2, 3, 5] {
+        assert_eq!(s.pttl(key), -2, "{}", s.keys.all[key]);
+    }
+    let meta: String = s.conn.get(&s.keys.all[4]).unwrap();
+    assert!(meta.ends_with(" r:1#4"), "{meta}");
+}
+
+#[test]
+fn status_reports_holders_with_their_access_and_the_queue() {
+    let mut s = Rw::new("status");
+    let empty = s.status(10, 10);
+    assert_eq!(
+        (
+            empty.live_holders,
+            empty.writer_holds,
+            empty.live_waiters,
+            empty.last_token
+        ),
+        (0, false, 0, 0)
+    );
+    let a = s.take("a:1", 1, Read);
+    let b = s.take("b:1", 2, Read);
+    s.queue("w:1", 3, Write);
+    s.queue("r:1", 4, Read);
+    let st = s.status(10, 10);
+    assert_eq!(
+        (
+            st.live_holders,
+            st.writer_holds,
+            st.live_waiters,
+            st.last_token
+        ),
+        (2, false, 2, b.token)
+    );
+    let listed: Vec<(&str, u64, Access, u64)> = st
+        .holders
+        .iter()
+        .map(|h| (h.owner.as_str(), h.call, h.access, h.token))
+        .collect();
+    assert_eq!(
+        listed,
+        [("a:1", 1, Read, a.token), ("b:1", 2, Read, b.token)]
+    );
+    assert!(st
+        .holders
+        .iter()
+        .all(|h| (59_000..=60_000).contains(&h.lease_left_ms)));
+    let waiters: Vec<(&str, Option<Access>)> = st
+        .waiters
+        .iter()
+        .map(|w| (w.owner.as_str(), w.access))
+        .collect();
+    assert_eq!(waiters, [("w:1", Some(Write)), ("r:1", Some(Read))]);
+    assert!(st
+        .waiters
+        .iter()
+        .all(|w| (59_000..=60_000).contains(&w.liveness_left_ms)));
+    // The bounds.
+    let few = s.status(1, 1);
+    assert_eq!((few.holders.len(), few.waiters.len()), (1, 1));
+    assert_eq!((few.live_holders, few.live_waiters), (2, 2));
+    let none = s.status(0, 0);
+    assert!(none.holders.is_empty() && none.waiters.is_empty());
+    // The writer in: it holds alone, with the last token.
+    s.release(&a);
+    let w = s.handed(&b);
+    let st = s.status(10, 10);
+    assert_eq!(
+        (
+            st.live_holders,
+            st.writer_holds,
+            st.live_waiters,
+            st.last_token
+        ),
+        (1, true, 1, w[0].token)
+    );
+    assert_eq!(
+        (st.holders[0].owner.as_str(), st.holders[0].access),
+        ("w:1", Write)
+    );
+    // An expired hold is no holder.
+    let r = s.handed(&w[0]);
+    s.release(&r[0]);
+    s.attempt_with("d:1", 5, Mode::First, Write, 0, SHORT, true)
+        .unwrap();
+    assert!(s.status(10, 10).writer_holds);
+    sleep(SHORT + Duration::from_millis(50));
+    let expired = s.status(10, 10);
+    assert_eq!((expired.live_holders, expired.writer_holds), (0, false));
+    assert!(expired.holders.is_empty());
+}
+
+#[test]
+fn bad_heartbeat_cancel_and_abandon_input_is_refused_before_any_write() {
+    let mut s = Rw::new("bad-input-2");
+    s.take("a:1", 1, Write);
+    s.queue("w:1", 2, Read);
+    let before = s.snapshot();
+    let bad_entries = [
+        "w:1 2 60000 0",
+        "w:1 2 60000 0 x",
+        "w:1 2 0 0 r",
+        "w:1 2 60000 2 r",
+        "w 1 2 60000 0 r",
+        "w:1 x 60000 0 r",
+        "",
+    ];
+    for bad in bad_entries {
+        for (script, args) in [
+            (Script::RwCancel, vec![bad.to_owned()]),
+            (Script::RwAbandon, vec![bad.to_owned()]),
+            (
+                Script::RwHeartbeat,
+                vec!["60000".into(), "w:1 2 60000 0 r".into(), bad.to_owned()],
+            ),
+        ] {
+            let err = s.eval(script, &args).unwrap_err();
+            assert_eq!(s.snapshot(), before, "{script:?} {args:?}");
+            let text = chain(&err);
+            assert!(
+                text.contains("queue entry") || text.contains("lease"),
+                "{script:?} {args:?}: {text}"
+            );
+        }
+    }
+    for timeout in ["0", "x", "-5"] {
+        let args = [timeout, "w:1 2 60000 0 r"].map(str::to_owned);
+        let err = s.eval(Script::RwHeartbeat, &args).unwrap_err();
+        assert!(chain(&err).contains("waiter timeout"), "{err}");
+        assert_eq!(s.snapshot(), before, "{args:?}");
+    }
+}
+
+#[test]
+fn the_readme_acl_user_runs_the_heartbeat_cancel_abandon_and_status_scripts() {
+    let mut s = Rw::new("acl-2");
+    create_acl_user(&mut s.conn, "rw-pw");
+    let user = redis::Client::open(s.server.url_as("fairlock", "rw-pw"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    s.runner = Some(user);
+    let () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut s.conn)
+        .unwrap();
+    // Each path that writes: a heartbeat that admits a run of readers past
+    // an expired writer (its token dropped) and keeps a queued one, one
+    // that keeps a handed write lease, a cancel that keeps a hold and one
+    // that leaves and lets readers in, abandons of a hold (with and without
+    // waiters) and of a queue entry, a status listing both.
+    let short = s
+        .attempt_with("e:1", 1, Mode::First, Write, 0, SHORT, true)
+        .unwrap();
+    assert!(matches!(short, AcquireReply::Acquired { .. }));
+    s.queue("r1:1", 2, Read);
+    s.queue("r2:1", 3, Read);
+    s.queue("w:1", 4, Write);
+    s.queue("r3:1", 5, Read);
+    sleep(SHORT * 2);
+    let beat = s.heartbeat(LONG, &[entry("w:1", 4, Write), entry("r3:1", 5, Read)]);
+    assert_eq!(
+        beat.statuses,
+        [WaiterStatus::Queued(0), WaiterStatus::Queued(1)]
+    );
+    assert_eq!(s.holders(), ["r1:1 2 r", "r2:1 3 r"]);
+    let status = s.status(10, 10);
+    assert_eq!((status.holders.len(), status.waiters.len()), (2, 2));
+    assert_eq!(
+        s.abandon(entry("r1:1", 2, Read)),
+        AbandonReply::HoldGivenBack
+    );
+    assert_eq!(s.cancel(entry("r3:1", 5, Read)), CancelReply::Left);
+    s.queue("r4:1", 6, Read);
+    // The writer at the head leaves: r4 enters beside r2.
+    assert_eq!(s.cancel(entry("w:1", 4, Write)), CancelReply::Left);
+    assert_eq!(s.holders(), ["r2:1 3 r", "r4:1 6 r"]);
+    s.queue("v:1", 7, Write);
+    assert_eq!(
+        s.abandon(entry("r2:1", 3, Read)),
+        AbandonReply::HoldGivenBack
+    );
+    let r4 = Hold {
+        owner: "r4:1".into(),
+        call: 6,
+        token: s.token_of("r4:1 6 r"),
+    };
+    assert_eq!(owners(&s.handed(&r4)), ["v:1"]);
+    let kept = entry_with("v:1", 7, Write, LONG, false);
+    // Shorten v's lease so the heartbeat and the cancel push it back.
+    let now = s.now_ms();
+    let _: () = s.conn.zadd(&s.keys.all[0], "v:1 7 w", now + 5_000).unwrap();
+    let _: () = s.conn.zadd(&s.keys.all[5], "v:1 7 w", now + 5_000).unwrap();
+    assert!(matches!(
+        s.heartbeat(LONG, &[kept]).statuses.as_slice(),
+        [WaiterStatus::Owns(_)]
+    ));
+    let _: () = s.conn.zadd(&s.keys.all[0], "v:1 7 w", now + 5_000).unwrap();
+    let _: () = s.conn.zadd(&s.keys.all[5], "v:1 7 w", now + 5_000).unwrap();
+    assert!(matches!(s.cancel(kept), CancelReply::Kept { .. }));
+    s.queue("z:1", 8, Read);
+    assert_eq!(s.abandon(entry("z:1", 8, Read)), AbandonReply::LeftQueue);
+    assert_eq!(s.abandon(kept), AbandonReply::HoldGivenBack);
     assert_eq!(acl_denials(&mut s.conn), Vec::<Value>::new());
 }

@@ -1,19 +1,20 @@
 //! The client API of `FairSemaphore` against a real redis-server: N never
-//! exceeded, grants in arrival order, `try_acquire` never ahead of a queued
+//! exceeded (16 clients x 100 sections, tokens numbered in grant order),
+//! grants in arrival order and tokens increasing along a handoff chain, `try_acquire` never ahead of a queued
 //! waiter, timeouts and cancellation leaving nothing, a killed holder's
 //! permit going to the head, the watchdog renewing permits and keeping
 //! waiters, fencing order, a permits mismatch, and every key's TTL.
+//! Killed waiters, lost leases, cancellation under contention, Redis
+//! Cluster and the ACL user: tests/semaphore_faults.rs.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, FairSemaphore, WaitCanceller};
-use fairlock_test_support::roles::holder::{LEASE_MS, LOCKED, NAME, PERMITS, URL};
-use fairlock_test_support::{join_within, wait_until, RedisServer};
+use fairlock::{Client, ErrorKind, FairSemaphore, SemaphorePermit, WaitCanceller};
+use fairlock_test_support::{join_within, serial, wait_until, Held, HolderChild, RedisServer};
 use redis::Commands;
 
 /// The child process binary (tests/support/child/), built for these tests.
@@ -65,54 +66,112 @@ fn spawn_acquirer(
     (handle, got)
 }
 
+/// One critical section of the N-holders test: when its acquire was
+/// asked for and when its release had returned (on one shared counter),
+/// its worker and its token.
+#[derive(Debug, Clone, Copy)]
+struct Section {
+    asked: u64,
+    released: u64,
+    worker: usize,
+    token: u64,
+}
+
 #[test]
-fn n_is_never_exceeded_by_8_clients_of_25_sections() {
+fn n_is_never_exceeded_by_16_clients_of_100_sections() {
     const N: usize = 3;
+    const CLIENTS: usize = 16;
+    const SECTIONS: usize = 100;
+    let _serial = serial();
     let server = RedisServer::start();
     let inside = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
-    let tokens = Arc::new(Mutex::new(Vec::new()));
-    let start = Arc::new(Barrier::new(8));
-    let workers: Vec<_> = (0..8)
-        .map(|_| {
+    // Orders the asks and releases of every worker against each other.
+    let clock = Arc::new(AtomicU64::new(0));
+    let sections = Arc::new(Mutex::new(Vec::new()));
+    let start = Arc::new(Barrier::new(CLIENTS));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|worker| {
             let client = server.client();
-            let (inside, most, tokens, start) = (
+            let (inside, most, clock, sections, start) = (
                 Arc::clone(&inside),
                 Arc::clone(&most),
-                Arc::clone(&tokens),
+                Arc::clone(&clock),
+                Arc::clone(&sections),
                 Arc::clone(&start),
             );
             thread::spawn(move || {
                 let sem = client.fair_semaphore("bounded", N as u32);
                 start.wait();
-                for _ in 0..25 {
+                for _ in 0..SECTIONS {
+                    let asked = clock.fetch_add(1, Ordering::SeqCst);
                     let permit = sem.acquire().expect("acquire");
                     let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                     most.fetch_max(now, Ordering::SeqCst);
                     assert!(now <= N, "{now} holders inside, N = {N}");
-                    thread::sleep(Duration::from_millis(2));
+                    thread::sleep(Duration::from_micros(500));
                     inside.fetch_sub(1, Ordering::SeqCst);
-                    tokens.lock().unwrap().push(permit.fencing_token());
+                    let token = permit.fencing_token();
                     permit.release().expect("release");
+                    let released = clock.fetch_add(1, Ordering::SeqCst);
+                    sections.lock().unwrap().push(Section {
+                        asked,
+                        released,
+                        worker,
+                        token,
+                    });
                 }
             })
         })
         .collect();
     for worker in workers {
-        join_within(worker, Duration::from_secs(60), "a worker");
+        join_within(worker, Duration::from_secs(120), "a worker");
     }
+    let took = started.elapsed();
     let most = most.load(Ordering::SeqCst);
+    eprintln!("{CLIENTS} clients x {SECTIONS} sections, N = {N}: {took:?}, at most {most} inside");
     assert!(most <= N, "{most} holders at once");
-    assert!(
-        most >= 2,
-        "permits were never shared (at most {most} inside)"
-    );
-    let mut tokens = tokens.lock().unwrap().clone();
-    let count = tokens.len();
+    assert_eq!(most, N, "the N permits were never all in use at once");
+    let sections = sections.lock().unwrap().clone();
+    assert_eq!(sections.len(), CLIENTS * SECTIONS);
+    let mut tokens: Vec<u64> = sections.iter().map(|s| s.token).collect();
     tokens.sort_unstable();
     tokens.dedup();
-    assert_eq!(tokens.len(), count, "a token was issued twice");
-    assert_eq!(count, 200);
+    assert_eq!(tokens.len(), sections.len(), "a token was issued twice");
+    // Each worker's tokens increase (its sections were granted in turn) ...
+    for worker in 0..CLIENTS {
+        let mine: Vec<u64> = sections
+            .iter()
+            .filter(|s| s.worker == worker)
+            .map(|s| s.token)
+            .collect();
+        assert!(
+            mine.windows(2).all(|w| w[0] < w[1]),
+            "worker {worker}'s tokens: {mine:?}"
+        );
+    }
+    // ... and a section asked for after another was released has a larger
+    // token: grants are numbered in the order they happen.
+    let mut by_release = sections.clone();
+    by_release.sort_unstable_by_key(|s| s.released);
+    let mut by_ask = sections;
+    by_ask.sort_unstable_by_key(|s| s.asked);
+    let (mut next, mut largest_released) = (0, None::<Section>);
+    for later in &by_ask {
+        while next < by_release.len() && by_release[next].released < later.asked {
+            if largest_released.is_none_or(|l| by_release[next].token > l.token) {
+                largest_released = Some(by_release[next]);
+            }
+            next += 1;
+        }
+        if let Some(earlier) = largest_released {
+            assert!(
+                earlier.token < later.token,
+                "{later:?} was asked for after {earlier:?} was released"
+            );
+        }
+    }
 }
 
 #[test]
@@ -227,65 +286,17 @@ fn tag_of(name: &str) -> String {
     format!("{{{}}}", &digest[..16])
 }
 
-/// A child process holding a permit; SIGKILLed and reaped on drop.
-struct ChildHolder {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl ChildHolder {
-    fn start(server: &RedisServer, name: &str, permits: u32, lease: Duration) -> ChildHolder {
-        let mut child = Command::new(CHILD)
-            .arg("holder")
-            .env(URL, server.url())
-            .env(NAME, name)
-            .env(LEASE_MS, lease.as_millis().to_string())
-            .env(PERMITS, permits.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn the child process");
-        let stdout = child.stdout.take().expect("child stdout");
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        ChildHolder { child, lines }
-    }
-
-    /// The child's token once it holds its permit.
-    fn token(&self) -> u64 {
-        let line = self
-            .lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the child did not report its permit");
-        let (_, token) = line.split_once(LOCKED).expect("the holder's line");
-        token.trim().parse().unwrap()
-    }
-
-    fn kill(&mut self) -> Instant {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        Instant::now()
-    }
-}
-
-impl Drop for ChildHolder {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 #[test]
 fn a_killed_holders_permit_goes_to_the_head_when_its_lease_runs_out() {
     let server = RedisServer::start();
-    let mut child = ChildHolder::start(&server, "killed", 1, Duration::from_millis(1000));
-    let child_token = child.token();
+    let mut child = HolderChild::start(
+        CHILD,
+        &server.url(),
+        "killed",
+        Duration::from_millis(1000),
+        Held::Permit(1),
+    );
+    let child_token = child.token_within(Duration::from_secs(10));
     let client = server.client();
     let sem = client.fair_semaphore("killed", 1);
     let (waiter, got) = spawn_acquirer(sem.clone(), None);
@@ -369,6 +380,102 @@ fn fencing_tokens_increase_across_clients() {
             last = more.fencing_token();
         }
     }
+}
+
+/// A permit a test holds in the handoff chain below: one of its own, or
+/// one a waiter thread holds until told to release.
+enum ChainPermit {
+    Own(SemaphorePermit),
+    Waiter(usize),
+}
+
+#[test]
+fn tokens_increase_in_grant_order_along_a_handoff_chain_of_three_permits() {
+    const N: u32 = 3;
+    const WAITERS: usize = 9;
+    let server = RedisServer::start();
+    let holder = server.client();
+    let sem = holder.fair_semaphore("chain", N);
+    let mut held: VecDeque<ChainPermit> = (0..N)
+        .map(|_| ChainPermit::Own(sem.acquire().unwrap()))
+        .collect();
+    let mut last = match held.back() {
+        Some(ChainPermit::Own(permit)) => permit.fencing_token(),
+        _ => unreachable!(),
+    };
+    // Every third waiter shares the holder's client (woken by the release
+    // reply); the others have clients of their own (woken by a message).
+    let mut clients = Vec::new();
+    let (granted_tx, granted) = mpsc::channel();
+    let mut releases = Vec::new();
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|waiter| {
+            let mine = if waiter % 3 == 0 {
+                sem.clone()
+            } else {
+                let client = server.client();
+                let mine = client.fair_semaphore("chain", N);
+                clients.push(client);
+                mine
+            };
+            let granted = granted_tx.clone();
+            let (release, told) = mpsc::channel::<()>();
+            releases.push(release);
+            let handle = thread::spawn(move || {
+                let permit = mine.acquire().expect("waiter acquires");
+                granted.send((waiter, permit.fencing_token())).unwrap();
+                told.recv_timeout(Duration::from_secs(30))
+                    .expect("waiter told to release");
+                permit.release().expect("waiter releases");
+            });
+            await_queue_len(&sem, waiter + 1);
+            handle
+        })
+        .collect();
+    let free_oldest = |held: &mut VecDeque<ChainPermit>| match held.pop_front().unwrap() {
+        ChainPermit::Own(permit) => permit.release().unwrap(),
+        ChainPermit::Waiter(waiter) => releases[waiter].send(()).unwrap(),
+    };
+    let mut next = 0;
+    while next < WAITERS {
+        // One permit freed at a time, then (from the fourth on) two at
+        // once: either way the head of the queue is granted first, with
+        // the next token.
+        let freed = if next < 3 || next + 1 == WAITERS {
+            1
+        } else {
+            2
+        };
+        for _ in 0..freed {
+            free_oldest(&mut held);
+        }
+        let mut grants: Vec<(usize, u64)> = (0..freed)
+            .map(|_| {
+                granted
+                    .recv_timeout(Duration::from_secs(5))
+                    .expect("a freed permit was handed over")
+            })
+            .collect();
+        grants.sort_unstable_by_key(|&(_, token)| token);
+        for (waiter, token) in grants {
+            assert_eq!(waiter, next, "grant out of queue order (token {token})");
+            assert!(token > last, "token {token} after {last}");
+            last = token;
+            held.push_back(ChainPermit::Waiter(waiter));
+            next += 1;
+        }
+        let status = sem.status(0).unwrap();
+        assert_eq!(status.holder_count, N as usize);
+        assert_eq!(status.queue_len, WAITERS - next);
+        assert_eq!(status.last_fencing_token, Some(last));
+    }
+    while !held.is_empty() {
+        free_oldest(&mut held);
+    }
+    for waiter in waiters {
+        join_within(waiter, Duration::from_secs(10), "a waiter");
+    }
+    assert_eq!(sem.available().unwrap(), N);
 }
 
 #[test]

@@ -303,6 +303,7 @@ fn entry_with(owner: &str, call: u64, lease: Duration, fixed: bool) -> QueueEntr
         wait_id: call,
         lease,
         fixed,
+        access: None,
     }
 }
 

@@ -88,12 +88,14 @@ mod tests {
                     wait_id: 4,
                     lease: Duration::from_secs(2),
                     fixed: false,
+                    access: None,
                 },
                 QueueEntry {
                     owner: "c:2",
                     wait_id: 5,
                     lease: Duration::from_secs(3),
                     fixed: true,
+                    access: None,
                 },
             ],
         };

@@ -20,13 +20,21 @@ mod queue_entry;
 mod release;
 mod renew;
 mod replication;
-// The rwlock's acquire and release have no client API yet: only the tests
-// (the test-support feature) use them.
+// The rwlock's acquire, release, heartbeat, cancel, abandon and status have
+// no client API yet: only the tests (the test-support feature) use them.
+#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+mod rw_abandon;
 #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod rw_acquire;
 #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+mod rw_cancel;
+#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+mod rw_heartbeat;
+#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
 mod rw_release;
 mod rw_renew;
+#[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+mod rw_status;
 mod sem_abandon;
 mod sem_acquire;
 mod sem_cancel;
@@ -47,16 +55,25 @@ pub use keys::LockKeys;
 pub use keys::LockKind;
 pub use operation::{unexpected, CommonArgs, Operation, Script};
 pub use queue_entry::QueueEntry;
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use release::{HandedOver, Release, ReleaseReply};
 pub use renew::Renew;
 pub use replication::SyncReplicas;
 // The rwlock's protocol values have no client API yet: only the tests name
 // them.
 #[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use rw_abandon::RwAbandon;
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use rw_acquire::{Access, RwAcquire};
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use rw_cancel::RwCancel;
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use rw_heartbeat::RwHeartbeat;
 #[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
 pub use rw_release::RwRelease;
 pub use rw_renew::RwRenew;
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports))]
+pub use rw_status::{RwHolder, RwStatus, RwStatusReply, RwWaiter};
 pub use sem_abandon::SemAbandon;
 pub use sem_acquire::SemAcquire;
 pub use sem_cancel::SemCancel;

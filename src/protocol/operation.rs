@@ -46,6 +46,14 @@ pub enum Script {
     RwRelease,
     /// `rw_renew.lua`
     RwRenew,
+    /// `rw_heartbeat.lua`
+    RwHeartbeat,
+    /// `rw_cancel.lua`
+    RwCancel,
+    /// `rw_abandon.lua`
+    RwAbandon,
+    /// `rw_status.lua`
+    RwStatus,
 }
 
 macro_rules! with_lib {
@@ -56,7 +64,7 @@ macro_rules! with_lib {
 
 impl Script {
     /// Every script, e.g. to load them all at once.
-    pub const ALL: [Script; 18] = [
+    pub const ALL: [Script; 22] = [
         Script::Acquire,
         Script::Release,
         Script::Renew,
@@ -75,6 +83,10 @@ impl Script {
         Script::RwAcquire,
         Script::RwRelease,
         Script::RwRenew,
+        Script::RwHeartbeat,
+        Script::RwCancel,
+        Script::RwAbandon,
+        Script::RwStatus,
     ];
 
     /// The script's whole source, the helpers it uses included.
@@ -98,6 +110,10 @@ impl Script {
             Script::RwAcquire => with_lib!("rw_acquire.lua"),
             Script::RwRelease => with_lib!("rw_release.lua"),
             Script::RwRenew => with_lib!("rw_renew.lua"),
+            Script::RwHeartbeat => with_lib!("rw_heartbeat.lua"),
+            Script::RwCancel => with_lib!("rw_cancel.lua"),
+            Script::RwAbandon => with_lib!("rw_abandon.lua"),
+            Script::RwStatus => with_lib!("rw_status.lua"),
         }
     }
 }
@@ -203,6 +219,10 @@ mod tests {
             Script::RwAcquire => include_str!("../../lua/rw_acquire.lua"),
             Script::RwRelease => include_str!("../../lua/rw_release.lua"),
             Script::RwRenew => include_str!("../../lua/rw_renew.lua"),
+            Script::RwHeartbeat => include_str!("../../lua/rw_heartbeat.lua"),
+            Script::RwCancel => include_str!("../../lua/rw_cancel.lua"),
+            Script::RwAbandon => include_str!("../../lua/rw_abandon.lua"),
+            Script::RwStatus => include_str!("../../lua/rw_status.lua"),
         }
     }
 
@@ -402,8 +422,9 @@ mod tests {
             .collect();
         assert_eq!(defined, ["LOCK", "fail", "ms_arg"]);
         // The fast paths of acquire and release (a free lock or permit
-        // nobody waits for) build only the closures they call, none of the
-        // queue's.
+        // nobody waits for), and of the rwlock's cancel (a hold kept) and
+        // abandon (a hold given back with nobody waiting, or nothing to
+        // undo), build only the closures they call, none of the queue's.
         for (script, fast) in [
             (
                 Script::Acquire,
@@ -434,6 +455,14 @@ mod tests {
             (
                 Script::RwRelease,
                 ["read_rw_meta", "rw_hold_by_token", "rw_drop", "keep_rwlock"].as_slice(),
+            ),
+            (
+                Script::RwCancel,
+                ["read_rw_meta", "hold_of", "extend_rw_hold", "keep_rwlock"].as_slice(),
+            ),
+            (
+                Script::RwAbandon,
+                ["read_rw_meta", "hold_of", "rw_drop", "keep_rwlock"].as_slice(),
             ),
         ] {
             let source = script.source();

@@ -27,6 +27,15 @@ impl Access {
             Access::Write => "w",
         }
     }
+
+    /// The access the script's word names, if it names one.
+    pub fn from_arg(word: &str) -> Option<Access> {
+        match word {
+            "r" => Some(Access::Read),
+            "w" => Some(Access::Write),
+            _ => None,
+        }
+    }
 }
 
 /// One attempt of call `wait_id` of thread `owner` on a reader-writer lock.
@@ -36,8 +45,8 @@ impl Access {
 ///
 /// A write asked with `live_token` naming a read hold of this owner is
 /// refused by the script with an error reply ("read -> write upgrade
-/// refused"), nothing written; it surfaces as an
-/// [`ErrorKind::Server`](crate::ErrorKind::Server) error for now.
+/// refused"), nothing written; it surfaces as
+/// [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused).
 pub struct RwAcquire<'a> {
     /// The calling thread's owner id, `<client id>:<thread number>`.
     pub owner: &'a str,

@@ -47,6 +47,7 @@ mod tests {
                 wait_id: 4,
                 lease: Duration::from_secs(2),
                 fixed: true,
+                access: None,
             },
         };
         assert_eq!(op.args(), ["c:1 4 2000 1"]);

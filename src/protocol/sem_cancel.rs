@@ -50,6 +50,7 @@ mod tests {
                 wait_id: 4,
                 lease: Duration::from_secs(2),
                 fixed: false,
+                access: None,
             },
         };
         assert_eq!(op.args(), ["c:1 4 2000 0"]);

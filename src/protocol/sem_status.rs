@@ -20,7 +20,7 @@ pub struct SemStatus {
 
 /// Most entries listed: more than Redis holds in memory, so any larger
 /// bound lists them all.
-const MAX_LISTED: usize = 1_000_000_000;
+pub(super) const MAX_LISTED: usize = 1_000_000_000;
 
 /// One live holder of a permit.
 #[derive(Debug, Clone, PartialEq, Eq)]

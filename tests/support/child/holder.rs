@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use fairlock::Client;
 
-use crate::roles::holder::{LEASE_MS, LOCKED, NAME, PERMITS, URL};
+use crate::roles::holder::{ACCESS, LEASE_MS, LOCKED, NAME, PERMITS, URL};
 
 /// Connects (waiter timeout 1 s, the given lease), blocks in `lock()`,
 /// prints `FAIRLOCK_CHILD_LOCKED <token>` once it holds the lock, and keeps
 /// holding until killed (at most a minute, so that a child whose parent
 /// died goes away on its own). With `PERMITS` set, the same with a permit
-/// of the semaphore of that name.
+/// of the semaphore of that name; with `ACCESS` ("read" or "write"), with a
+/// hold of the rwlock of that name.
 pub fn holder() {
     let url = std::env::var(URL).expect("child: server URL");
     let name = std::env::var(NAME).expect("child: lock name");
@@ -33,6 +34,25 @@ pub fn holder() {
         println!("{LOCKED} {}", permit.fencing_token());
         thread::sleep(Duration::from_secs(60));
         drop(permit);
+        return;
+    }
+    if let Ok(access) = std::env::var(ACCESS) {
+        let rwlock = client.fair_rwlock(&name);
+        match access.as_str() {
+            "read" => {
+                let guard = rwlock.read().expect("child: read");
+                println!("{LOCKED} {}", guard.fencing_token());
+                thread::sleep(Duration::from_secs(60));
+                drop(guard);
+            }
+            "write" => {
+                let guard = rwlock.write().expect("child: write");
+                println!("{LOCKED} {}", guard.fencing_token());
+                thread::sleep(Duration::from_secs(60));
+                drop(guard);
+            }
+            other => panic!("child: access is read or write, not {other:?}"),
+        }
         return;
     }
     let guard = client.fair_mutex(&name).lock().expect("child: lock");

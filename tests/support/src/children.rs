@@ -8,7 +8,8 @@
 //! Protocol: the parent writes commands to the child's stdin, one a line; the
 //! child writes events to stdout as lines starting with "@@ ". A child exits
 //! when its stdin closes (so it never outlives its parent) and after at most
-//! two minutes in any case.
+//! two minutes in any case. [`HolderChild`] is the "holder" role, which
+//! speaks no protocol: it prints its token once it holds.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -290,4 +291,132 @@ pub fn send_signal(pid: u32, signal: &str) {
         .status()
         .expect("run kill");
     assert!(sent.success(), "kill -{signal} {pid}: {sent}");
+}
+
+/// What a [`HolderChild`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// The mutex of the name.
+    Mutex,
+    /// A permit of the semaphore of the name with this many permits.
+    Permit(u32),
+    /// A read hold of the rwlock of the name.
+    Read,
+    /// A write hold of the rwlock of the name.
+    Write,
+}
+
+/// A child process in the "holder" role (see
+/// [`roles::holder`](crate::roles::holder)): it waits for what it is to
+/// hold of a name ([`Held`]), reports its token once it holds, and holds
+/// until killed. Queued behind others it is a waiter a test can SIGKILL.
+/// SIGKILLed and reaped on drop.
+pub struct HolderChild {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl HolderChild {
+    /// Starts `program` (the `fairlock-test-child` binary) as a holder of
+    /// `held` of `name` on the server at `url`, with `lease`.
+    pub fn start(
+        program: impl Into<PathBuf>,
+        url: &str,
+        name: &str,
+        lease: Duration,
+        held: Held,
+    ) -> HolderChild {
+        use crate::roles::holder::{ACCESS, LEASE_MS, NAME, PERMITS, URL};
+        use std::io::BufRead;
+        let program = program.into();
+        let mut command = Command::new(&program);
+        command
+            .arg("holder")
+            .env(URL, url)
+            .env(NAME, name)
+            .env(LEASE_MS, lease.as_millis().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        match held {
+            Held::Mutex => {}
+            Held::Permit(permits) => {
+                command.env(PERMITS, permits.to_string());
+            }
+            Held::Read => {
+                command.env(ACCESS, "read");
+            }
+            Held::Write => {
+                command.env(ACCESS, "write");
+            }
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|err| panic!("spawn a child process {program:?}: {err}"));
+        let stdout = child.stdout.take().expect("child stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        HolderChild {
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// Waits up to `timeout` for the child to report that it holds; its token.
+    pub fn token_within(&self, timeout: Duration) -> u64 {
+        use crate::roles::holder::LOCKED;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("the child did not report holding within {timeout:?}"));
+            if let Some((_, token)) = line.split_once(LOCKED) {
+                return token.trim().parse().expect("the child's token");
+            }
+        }
+    }
+
+    /// True if the child reported holding (whatever it printed so far).
+    pub fn has_held(&self) -> bool {
+        use crate::roles::holder::LOCKED;
+        self.lines.try_iter().any(|line| line.contains(LOCKED))
+    }
+
+    /// SIGKILLs the child and reaps it; returns when the signal was sent.
+    pub fn kill(&mut self) -> Instant {
+        let at = Instant::now();
+        let _ = self.child.kill();
+        let status = self.child.wait().expect("reap the child");
+        assert!(!status.success(), "the child exited by itself: {status}");
+        if let Some(reader) = self.reader.take() {
+            // The pipe closed with the process: the reader ends at once.
+            let _ = reader.join();
+        }
+        at
+    }
+}
+
+impl Drop for HolderChild {
+    fn drop(&mut self) {
+        if self.reader.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            if let Some(reader) = self.reader.take() {
+                let _ = reader.join();
+            }
+        }
+    }
 }

@@ -13,13 +13,17 @@
 /// `FAIRLOCK_CHILD_LOCKED <token>` once it holds the lock, and keeps holding
 /// until killed (at most a minute, so that a child whose parent died goes
 /// away on its own). With [`PERMITS`](holder::PERMITS) set it takes a
-/// permit of the semaphore of that name instead (tests/semaphore.rs).
+/// permit of the semaphore of that name instead (tests/semaphore.rs), and
+/// with [`ACCESS`](holder::ACCESS) a read or write hold of the rwlock of
+/// that name (tests/rwlock.rs).
 pub mod holder {
     pub const URL: &str = "FAIRLOCK_CHILD_URL";
     pub const NAME: &str = "FAIRLOCK_CHILD_NAME";
     pub const LEASE_MS: &str = "FAIRLOCK_CHILD_LEASE_MS";
     /// Optional: the semaphore's permits; the holder then holds a permit.
     pub const PERMITS: &str = "FAIRLOCK_CHILD_PERMITS";
+    /// Optional: "read" or "write"; the holder then holds the rwlock so.
+    pub const ACCESS: &str = "FAIRLOCK_CHILD_ACCESS";
     /// Starts the line the holder prints, with its token, once it holds.
     pub const LOCKED: &str = "FAIRLOCK_CHILD_LOCKED";
 }

@@ -1,0 +1,141 @@
+//! A hold made by one acquire call and given back by naming that call: a
+//! semaphore's permit, a reader-writer lock's read or write hold. Unlike a
+//! mutex's re-entered guards, which share one hold, each such call is a
+//! hold of its own with its own token, so one release script answers for
+//! both kinds ([`SemReleaseReply`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::acquisition::Acquired;
+use crate::error::{Error, ErrorKind, Result};
+use crate::holds::Hold;
+use crate::lease_signal::LeaseSignal;
+use crate::protocol::{Access, LockKind, QueueEntry, RwRelease, SemRelease, SemReleaseReply};
+use crate::shared::ClientInner;
+
+/// One call's hold, released once: by [`release`](Self::release) or, best
+/// effort, on drop.
+pub(crate) struct CallHold {
+    client: Arc<ClientInner>,
+    /// The lock's name, for messages.
+    name: Arc<str>,
+    hold: Arc<Hold>,
+    /// Id of the acquire call that made the hold: the release names it.
+    call: u64,
+    /// That call's lease and access (for a give-back of the call).
+    lease: Duration,
+    fixed: bool,
+    access: Option<Access>,
+    released: bool,
+}
+
+impl CallHold {
+    pub(crate) fn new(
+        client: Arc<ClientInner>,
+        name: Arc<str>,
+        got: Acquired,
+        access: Option<Access>,
+    ) -> Self {
+        CallHold {
+            client,
+            name,
+            hold: got.hold,
+            call: got.call,
+            lease: got.lease,
+            fixed: got.fixed,
+            access,
+            released: false,
+        }
+    }
+
+    pub(crate) fn fencing_token(&self) -> u64 {
+        self.hold.token
+    }
+
+    pub(crate) fn is_lease_lost(&self) -> bool {
+        self.hold.is_lost()
+    }
+
+    pub(crate) fn lease_signal(&self) -> LeaseSignal {
+        LeaseSignal::new(Arc::clone(&self.hold))
+    }
+
+    /// What the hold is, for messages: `semaphore "uploads" permit`.
+    fn what(&self) -> String {
+        let name = &self.name;
+        match (self.hold.keys.kind(), self.access) {
+            (LockKind::Semaphore, _) => format!("semaphore {name:?} permit"),
+            (_, Some(Access::Read)) => format!("rwlock {name:?} read hold"),
+            _ => format!("rwlock {name:?} write hold"),
+        }
+    }
+
+    /// The acquire call that made the hold, as a give-back names it.
+    fn call_entry(&self) -> QueueEntry<'_> {
+        QueueEntry {
+            owner: &self.hold.owner,
+            wait_id: self.call,
+            lease: self.lease,
+            fixed: self.fixed,
+            access: self.access,
+        }
+    }
+
+    /// Releases the hold (once; later calls do nothing). Waiters of this
+    /// client that the release handed a hold to wake from its reply.
+    pub(crate) fn release(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.released, true) {
+            return Ok(());
+        }
+        let shared = &self.client.shared;
+        shared.holds.unregister(&self.hold);
+        let (owner, token, call) = (self.hold.owner.as_str(), self.hold.token, self.call);
+        let keys = &self.hold.keys;
+        // (A mutex's hold is its guards', never a call's.)
+        let sent = match keys.kind() {
+            LockKind::RwLock => shared.call_write(keys, &RwRelease { owner, token, call }),
+            LockKind::Semaphore | LockKind::Mutex => {
+                shared.call_write(keys, &SemRelease { owner, token, call })
+            }
+        };
+        let (reply, shortfall) = sent.inspect_err(|_| {
+            // Not sent, or its reply lost: the watchdog gives the call back
+            // once Redis answers, so the hold does not wait out its lease.
+            shared.give_back_later(keys, self.call_entry());
+        })?;
+        match reply {
+            SemReleaseReply::Released => shortfall.map_or(Ok(()), Err),
+            SemReleaseReply::HandedOver(next) => {
+                // Waiters of this client wake now rather than when their
+                // handoff messages arrive (which then find them gone).
+                for next in next.iter().filter(|next| shared.is_own(&next.owner)) {
+                    shared.grant_waiter(next.wait_id, next.token, next.ttl_ms);
+                }
+                shortfall.map_or(Ok(()), Err)
+            }
+            SemReleaseReply::NotHeld => {
+                self.hold.mark_lost();
+                Err(Error::new(
+                    ErrorKind::LeaseLost,
+                    format!(
+                        "{} (token {}) was no longer held",
+                        self.what(),
+                        self.hold.token
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+impl Drop for CallHold {
+    fn drop(&mut self) {
+        if let Err(err) = self.release() {
+            log::warn!(
+                "fairlock: releasing a {} on drop failed: {err}",
+                self.what()
+            );
+        }
+    }
+}

@@ -1,0 +1,512 @@
+//! `FairRwLock` and its `ReadGuard` and `WriteGuard`: readers share,
+//! writers exclude, in FIFO phases so nobody starves (the acquire
+//! algorithm behind its waits is [`acquisition`](crate::acquisition)'s,
+//! with the rwlock's scripts). Handle and guards share this module, as no
+//! import cycle is wanted.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::acquisition::{Acquired, Acquisition, Kind};
+use crate::call_hold::CallHold;
+use crate::cancel::WaitCanceller;
+use crate::error::{Error, Result};
+use crate::lease_signal::LeaseSignal;
+use crate::protocol::{Access, LockKeys, RwStatus};
+use crate::shared::{ClientInner, Shared};
+use crate::status::RwLockStatus;
+
+/// A fair reader-writer lock named by a string, shared by every thread of
+/// every process that uses the same Redis and key prefix.
+///
+/// Readers share it and writers hold it alone, in FIFO phases: consecutive
+/// readers at the head of the queue enter together; a writer waits for the
+/// readers ahead of it; a reader that arrives after a queued writer waits
+/// behind it. So neither readers nor writers starve.
+///
+/// Re-entrant per thread, as [`FairMutex`](crate::FairMutex): a thread that
+/// holds it may read again (read in read, read in write: granted at once,
+/// even past queued writers) and write again if it holds it for writing.
+/// A thread that holds it only for reading and asks to write gets
+/// [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused) at once,
+/// never a deadlock. Each guard is a hold of its own with its own fencing
+/// token, larger than every earlier one of this name, read or write.
+///
+/// The rwlock of a name is a lock of its own, in keys of its own: the mutex
+/// and the semaphore of the same name are other locks.
+///
+/// Cheap to clone; `Send + Sync`. Made by [`Client::fair_rwlock`](crate::Client::fair_rwlock).
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let catalog = client.fair_rwlock("catalog");
+/// {
+///     let read = catalog.read()?; // shared with other readers
+///     println!("reading, token {}", read.fencing_token());
+/// }
+/// let write = catalog.write()?; // alone
+/// write.unlock()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FairRwLock {
+    client: Arc<ClientInner>,
+    name: Arc<str>,
+    /// The name's keys, or why the name is invalid (every call reports it).
+    keys: Result<Arc<LockKeys>>,
+}
+
+impl FairRwLock {
+    pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
+        let keys = LockKeys::rwlock(&client.shared.config.key_prefix, name).map(Arc::new);
+        FairRwLock {
+            client,
+            name: name.into(),
+            keys,
+        }
+    }
+
+    /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// assert_eq!(client.fair_rwlock("catalog").name(), "catalog");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits in FIFO order, as long as it takes, and returns a read guard.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName);
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
+    /// fails while waiting; [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict).
+    /// As with [`FairMutex::lock`](crate::FairMutex::lock), whatever a call
+    /// that failed after it was sent took or queued is given back.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_rwlock("catalog").read()?;
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn read(&self) -> Result<ReadGuard> {
+        let got = self.acquisition(Access::Read)?.wait_until_acquired()?;
+        Ok(self.read_guard(got))
+    }
+
+    /// Waits in FIFO order, as long as it takes, and returns a write guard.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read), and
+    /// [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused) when
+    /// this thread holds the lock for reading only (nothing is written).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_rwlock("catalog").write()?;
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn write(&self) -> Result<WriteGuard> {
+        let got = self.acquisition(Access::Write)?.wait_until_acquired()?;
+        Ok(self.write_guard(got))
+    }
+
+    /// Reads only if that needs no waiting: no writer holds it and nobody
+    /// is queued (never ahead of a queued waiter), or this thread holds it.
+    /// Never joins the queue.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if let Some(guard) = client.fair_rwlock("catalog").try_read()? {
+    ///     guard.unlock()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_read(&self) -> Result<Option<ReadGuard>> {
+        let got = self.acquisition(Access::Read)?.try_once()?;
+        Ok(got.map(|got| self.read_guard(got)))
+    }
+
+    /// Writes only if that needs no waiting: nobody holds it and nobody is
+    /// queued, or this thread holds it for writing. Never joins the queue.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if let Some(guard) = client.fair_rwlock("catalog").try_write()? {
+    ///     guard.unlock()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_write(&self) -> Result<Option<WriteGuard>> {
+        let got = self.acquisition(Access::Write)?.try_once()?;
+        Ok(got.map(|got| self.write_guard(got)))
+    }
+
+    /// Waits in FIFO order for at most `timeout` to read. On timeout the
+    /// queue entry is removed before returning `Ok(None)`; if the lock was
+    /// handed over in that last instant, the guard is returned instead.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// match client.fair_rwlock("catalog").try_read_for(Duration::from_secs(5))? {
+    ///     Some(guard) => drop(guard),
+    ///     None => println!("a writer kept it for 5 s; left the queue"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_read_for(&self, timeout: Duration) -> Result<Option<ReadGuard>> {
+        self.read_at_most(Some(timeout), None)
+    }
+
+    /// Waits in FIFO order for at most `timeout` to write; as
+    /// [`try_read_for`](Self::try_read_for).
+    ///
+    /// # Errors
+    /// As [`write`](Self::write).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if let Some(guard) = client.fair_rwlock("catalog").try_write_for(Duration::from_secs(5))? {
+    ///     guard.unlock()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_write_for(&self, timeout: Duration) -> Result<Option<WriteGuard>> {
+        self.write_at_most(Some(timeout), None)
+    }
+
+    /// Waits in FIFO order to read until the lock is ours, `timeout` passes
+    /// (`None`: no limit) or `cancel` is cancelled from another
+    /// thread; then the queue entry is removed before returning `Ok(None)`,
+    /// as with [`try_read_for`](Self::try_read_for).
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// let stopper = cancel.clone();
+    /// std::thread::spawn(move || stopper.cancel());
+    /// let maybe = client.fair_rwlock("catalog").read_cancellable(None, &cancel)?;
+    /// # drop(maybe);
+    /// # Ok(()) }
+    /// ```
+    pub fn read_cancellable(
+        &self,
+        timeout: Option<Duration>,
+        cancel: &WaitCanceller,
+    ) -> Result<Option<ReadGuard>> {
+        self.read_at_most(timeout, Some(cancel))
+    }
+
+    /// Waits in FIFO order to write; as [`read_cancellable`](Self::read_cancellable).
+    ///
+    /// # Errors
+    /// As [`write`](Self::write).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// let maybe = client.fair_rwlock("catalog").write_cancellable(None, &cancel)?;
+    /// # drop(maybe);
+    /// # Ok(()) }
+    /// ```
+    pub fn write_cancellable(
+        &self,
+        timeout: Option<Duration>,
+        cancel: &WaitCanceller,
+    ) -> Result<Option<WriteGuard>> {
+        self.write_at_most(timeout, Some(cancel))
+    }
+
+    /// Number of live waiters queued, readers and writers.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// println!("{} waiting", client.fair_rwlock("catalog").queue_len()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn queue_len(&self) -> Result<usize> {
+        Ok(self.status(0)?.queue_len)
+    }
+
+    /// Everything about the lock in one atomic read: the first `max`
+    /// holders (by lease end, each read or write) and `max` queued waiters
+    /// (in order), the totals and the last fencing token. Writes nothing.
+    ///
+    /// # Errors
+    /// As [`queue_len`](Self::queue_len).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let status = client.fair_rwlock("catalog").status(10)?;
+    /// for holder in &status.holders {
+    ///     println!("{} holds it ({:?})", holder.who.owner, holder.access);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn status(&self, max: usize) -> Result<RwLockStatus> {
+        let op = RwStatus {
+            waiters: max,
+            holders: max,
+        };
+        Ok(RwLockStatus::from_reply(
+            self.shared().call(self.keys()?, &op)?,
+        ))
+    }
+
+    /// A read bounded by `timeout` (`None`: none) and `cancel`.
+    fn read_at_most(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&WaitCanceller>,
+    ) -> Result<Option<ReadGuard>> {
+        let got = self
+            .acquisition(Access::Read)?
+            .wait_at_most(timeout, cancel)?;
+        Ok(got.map(|got| self.read_guard(got)))
+    }
+
+    /// A write bounded by `timeout` (`None`: none) and `cancel`.
+    fn write_at_most(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&WaitCanceller>,
+    ) -> Result<Option<WriteGuard>> {
+        let got = self
+            .acquisition(Access::Write)?
+            .wait_at_most(timeout, cancel)?;
+        Ok(got.map(|got| self.write_guard(got)))
+    }
+
+    /// One acquire call through this handle, with the client's lease
+    /// (renewed by the watchdog).
+    fn acquisition(&self, access: Access) -> Result<Acquisition<'_>> {
+        let shared = self.shared();
+        Ok(Acquisition {
+            kind: Kind::RwLock { access },
+            shared,
+            keys: self.keys()?,
+            name: &self.name,
+            lease: shared.config.lease,
+            fixed: false,
+        })
+    }
+
+    fn call_hold(&self, got: Acquired, access: Access) -> CallHold {
+        CallHold::new(
+            Arc::clone(&self.client),
+            Arc::clone(&self.name),
+            got,
+            Some(access),
+        )
+    }
+
+    fn read_guard(&self, got: Acquired) -> ReadGuard {
+        ReadGuard {
+            rwlock: self.clone(),
+            hold: self.call_hold(got, Access::Read),
+            _not_send: PhantomData,
+        }
+    }
+
+    fn write_guard(&self, got: Acquired) -> WriteGuard {
+        WriteGuard {
+            rwlock: self.clone(),
+            hold: self.call_hold(got, Access::Write),
+            _not_send: PhantomData,
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.client.shared
+    }
+
+    fn keys(&self) -> Result<&Arc<LockKeys>> {
+        self.keys.as_ref().map_err(Error::clone)
+    }
+}
+
+impl std::fmt::Debug for FairRwLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairRwLock")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A read hold of a [`FairRwLock`], shared with other readers, held until
+/// [`unlock`](Self::unlock)ed or dropped (best effort: errors are logged;
+/// `unlock` reports them). Its release lets in the writer at the head of
+/// the queue once no other reader holds the lock.
+///
+/// `Sync` but not `Send`: holds are re-entrant per thread, so a guard stays
+/// on the thread that took it, like `std::sync::RwLockReadGuard`.
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>() {}
+/// assert_send::<fairlock::ReadGuard>();
+/// ```
+#[must_use = "if unused the read hold is released immediately"]
+pub struct ReadGuard {
+    rwlock: FairRwLock,
+    hold: CallHold,
+    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
+}
+
+/// A write hold of a [`FairRwLock`], alone, held until
+/// [`unlock`](Self::unlock)ed or dropped (best effort: errors are logged;
+/// `unlock` reports them). Its release lets in the next writer or the run
+/// of readers at the head of the queue.
+///
+/// `Sync` but not `Send`, as [`ReadGuard`].
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>() {}
+/// assert_send::<fairlock::WriteGuard>();
+/// ```
+#[must_use = "if unused the write hold is released immediately"]
+pub struct WriteGuard {
+    rwlock: FairRwLock,
+    hold: CallHold,
+    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
+}
+
+/// The methods both guards have, written once.
+macro_rules! rw_guard_methods {
+    ($guard:ident, $what:literal, $take:ident) => {
+        impl $guard {
+            #[doc = concat!("The fencing token of this ", $what, ": larger than the token of")]
+            /// every earlier hold of this name, read or write, by any client.
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let guard = client.fair_rwlock(\"catalog\").", stringify!($take), "()?;")]
+            /// assert!(guard.fencing_token() > 0);
+            /// # Ok(()) }
+            /// ```
+            pub fn fencing_token(&self) -> u64 {
+                self.hold.fencing_token()
+            }
+
+            #[doc = concat!("True once the ", $what, " is known to be gone (its lease ran out")]
+            /// without a confirmed renewal, or Redis said it is no longer
+            /// this call's). Only a fencing token makes a protected write
+            /// safe, whatever this says.
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let guard = client.fair_rwlock(\"catalog\").", stringify!($take), "()?;")]
+            /// if guard.is_lease_lost() {
+            ///     return Ok(()); // stop side effects
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub fn is_lease_lost(&self) -> bool {
+                self.hold.is_lease_lost()
+            }
+
+            #[doc = concat!("A signal another thread can block on to learn the moment this ", $what, "'s")]
+            /// lease is lost (or that it was released first).
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let guard = client.fair_rwlock(\"catalog\").", stringify!($take), "()?;")]
+            /// let signal = guard.lease_signal();
+            /// std::thread::spawn(move || println!("ended: {:?}", signal.wait()));
+            /// # Ok(()) }
+            /// ```
+            pub fn lease_signal(&self) -> LeaseSignal {
+                self.hold.lease_signal()
+            }
+
+            #[doc = concat!("The lock this ", $what, " is of.")]
+            pub fn rwlock(&self) -> &FairRwLock {
+                &self.rwlock
+            }
+
+            #[doc = concat!("Releases the ", $what, " and reports how that went; the waiters it")]
+            /// unblocks get the lock at once.
+            ///
+            /// # Errors
+            /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when
+            /// the hold was no longer this call's (nothing changed);
+            /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when
+            /// Redis could not be reached (the watchdog gives the hold back
+            /// once Redis answers); [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated)
+            /// with `sync_replicas`, as for the mutex.
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("client.fair_rwlock(\"catalog\").", stringify!($take), "()?.unlock()?;")]
+            /// # Ok(()) }
+            /// ```
+            pub fn unlock(mut self) -> Result<()> {
+                self.hold.release()
+            }
+        }
+
+        impl std::fmt::Debug for $guard {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($guard))
+                    .field("name", &self.rwlock.name())
+                    .field("fencing_token", &self.fencing_token())
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+rw_guard_methods!(ReadGuard, "read hold", read);
+rw_guard_methods!(WriteGuard, "write hold", write);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_send_and_sync_and_guards_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        fn assert_sync<T: Sync>() {}
+        assert_send_sync::<FairRwLock>();
+        assert_sync::<ReadGuard>();
+        assert_sync::<WriteGuard>();
+    }
+}

@@ -1,0 +1,714 @@
+//! The client API of `FairRwLock` against a real redis-server: readers
+//! overlap and a writer is alone (16 clients x 100 sections), FIFO phases
+//! and arrival order across clients, no starvation either way under a
+//! steady mix, re-entry and the refused upgrade, killed holders and waiters
+//! (child processes, SIGKILL), lease loss, fencing order, timeouts and
+//! cancellation leaving nothing, the README's ACL user, the kinds of one
+//! name apart, every key's TTL, and the keys' slot on a Redis Cluster.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Barrier, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use fairlock::test_support::LockKeys;
+use fairlock::{Client, ErrorKind, FairRwLock, LeaseEnd, WaitCanceller};
+use fairlock_test_support::cluster::{slot_of, RedisCluster};
+use fairlock_test_support::*;
+use redis::Commands;
+
+/// The child process binary (tests/support/child/), built for these tests.
+const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
+
+fn keys_without_ttl(conn: &mut redis::Connection) -> Vec<String> {
+    let keys: Vec<String> = conn.keys("fairlock:*").unwrap();
+    keys.into_iter()
+        .filter(|k| conn.pttl::<_, i64>(k).unwrap() == -1)
+        .collect()
+}
+
+/// The rwlock `name`'s keys under the default prefix.
+fn rw_keys(name: &str) -> LockKeys {
+    LockKeys::rwlock("fairlock", name).unwrap()
+}
+
+/// Waits (at most 5 s) until `rw` has `n` live waiters queued.
+fn await_queue_len(rw: &FairRwLock, n: usize) {
+    assert!(
+        wait_until(Duration::from_secs(5), || rw.queue_len().unwrap() == n),
+        "queue never reached {n} (now {})",
+        rw.queue_len().unwrap()
+    );
+}
+
+/// Read or write, for the threads below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Read,
+    Write,
+}
+
+/// A thread of its own client that takes `want` of the rwlock `name`,
+/// reports its token and when it got it, holds until `release` says so (at
+/// once if `None`), and returns the token.
+fn spawn_taker(
+    server: &RedisServer,
+    name: &str,
+    want: Want,
+    release: Option<mpsc::Receiver<()>>,
+) -> (JoinHandle<u64>, mpsc::Receiver<(u64, Instant)>) {
+    let client = server.client();
+    let rw = client.fair_rwlock(name);
+    let (got_tx, got) = mpsc::channel();
+    let handle = thread::spawn(move || {
+        let _client = client;
+        let hold = |token: u64| {
+            got_tx.send((token, Instant::now())).unwrap();
+            if let Some(release) = &release {
+                let _ = release.recv();
+            }
+            token
+        };
+        match want {
+            Want::Read => {
+                let guard = rw.read().expect("read");
+                let token = hold(guard.fencing_token());
+                guard.unlock().expect("unlock the read");
+                token
+            }
+            Want::Write => {
+                let guard = rw.write().expect("write");
+                let token = hold(guard.fencing_token());
+                guard.unlock().expect("unlock the write");
+                token
+            }
+        }
+    });
+    (handle, got)
+}
+
+#[test]
+fn readers_overlap_and_a_writer_is_alone_in_16_clients_of_100_sections() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let readers = Arc::new(AtomicUsize::new(0));
+    let writers = Arc::new(AtomicUsize::new(0));
+    let most_readers = Arc::new(AtomicUsize::new(0));
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let start = Arc::new(Barrier::new(16));
+    let workers: Vec<_> = (0..16)
+        .map(|worker| {
+            let client = server.client();
+            let (readers, writers, most_readers, tokens, start) = (
+                Arc::clone(&readers),
+                Arc::clone(&writers),
+                Arc::clone(&most_readers),
+                Arc::clone(&tokens),
+                Arc::clone(&start),
+            );
+            thread::spawn(move || {
+                let rw = client.fair_rwlock("sections");
+                start.wait();
+                for section in 0..100 {
+                    // One section in four writes, spread over the workers.
+                    if (worker + section) % 4 == 0 {
+                        let guard = rw.write().expect("write");
+                        let now = writers.fetch_add(1, Ordering::SeqCst) + 1;
+                        let reading = readers.load(Ordering::SeqCst);
+                        assert!(now == 1 && reading == 0, "{now} writers, {reading} readers");
+                        thread::sleep(Duration::from_micros(500));
+                        writers.fetch_sub(1, Ordering::SeqCst);
+                        tokens.lock().unwrap().push(guard.fencing_token());
+                        guard.unlock().expect("unlock the write");
+                    } else {
+                        let guard = rw.read().expect("read");
+                        let now = readers.fetch_add(1, Ordering::SeqCst) + 1;
+                        most_readers.fetch_max(now, Ordering::SeqCst);
+                        let writing = writers.load(Ordering::SeqCst);
+                        assert_eq!(writing, 0, "a writer beside {now} readers");
+                        thread::sleep(Duration::from_millis(1));
+                        readers.fetch_sub(1, Ordering::SeqCst);
+                        tokens.lock().unwrap().push(guard.fencing_token());
+                        guard.unlock().expect("unlock the read");
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        join_within(worker, Duration::from_secs(120), "a worker");
+    }
+    let most = most_readers.load(Ordering::SeqCst);
+    assert!(most >= 2, "readers never overlapped (at most {most})");
+    let mut tokens = tokens.lock().unwrap().clone();
+    let count = tokens.len();
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(tokens.len(), count, "a token was issued twice");
+    assert_eq!(count, 1600);
+    assert_eq!(keys_without_ttl(&mut server.conn()), Vec::<String>::new());
+}
+
+#[test]
+fn waiters_of_separate_clients_are_granted_in_arrival_order_in_phases() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holder = server.client();
+    let rw = holder.fair_rwlock("phases");
+    let write = rw.write().unwrap();
+    // Arrival order: W0 R1 R2 R3 W4 R5 W6 R7 R8.
+    let plan = [
+        Want::Write,
+        Want::Read,
+        Want::Read,
+        Want::Read,
+        Want::Write,
+        Want::Read,
+        Want::Write,
+        Want::Read,
+        Want::Read,
+    ];
+    let mut releases = Vec::new();
+    let mut takers = Vec::new();
+    for (i, &want) in plan.iter().enumerate() {
+        let (release_tx, release) = mpsc::channel();
+        let (handle, got) = spawn_taker(&server, "phases", want, Some(release));
+        // Each starts once the previous one is queued.
+        await_queue_len(&rw, i + 1);
+        releases.push(release_tx);
+        takers.push((handle, got));
+    }
+    let granted = |i: usize, within: Duration| takers[i].1.recv_timeout(within).ok();
+    let nothing_more = |range: std::ops::Range<usize>| {
+        for i in range {
+            assert!(
+                granted(i, Duration::from_millis(150)).is_none(),
+                "{i} ({:?}) entered out of its phase",
+                plan[i]
+            );
+        }
+    };
+    write.unlock().unwrap();
+    // W0 alone.
+    let w0 = granted(0, Duration::from_secs(5)).expect("W0 gets it");
+    nothing_more(1..2);
+    releases[0].send(()).unwrap();
+    // R1 R2 R3 together, W4 waits for them, R5 (behind W4) too.
+    let run: Vec<u64> = (1..4)
+        .map(|i| {
+            granted(i, Duration::from_secs(5))
+                .expect("a reader of the run")
+                .0
+        })
+        .collect();
+    nothing_more(4..6);
+    for release in &releases[1..4] {
+        release.send(()).unwrap();
+    }
+    let w4 = granted(4, Duration::from_secs(5)).expect("W4 after the run");
+    nothing_more(5..6);
+    releases[4].send(()).unwrap();
+    let r5 = granted(5, Duration::from_secs(5)).expect("R5 after W4");
+    nothing_more(6..7);
+    releases[5].send(()).unwrap();
+    let w6 = granted(6, Duration::from_secs(5)).expect("W6 after R5");
+    nothing_more(7..8);
+    releases[6].send(()).unwrap();
+    let tail: Vec<u64> = (7..9)
+        .map(|i| {
+            granted(i, Duration::from_secs(5))
+                .expect("the last readers")
+                .0
+        })
+        .collect();
+    for release in &releases[7..] {
+        release.send(()).unwrap();
+    }
+    let tokens: Vec<u64> = [w0.0]
+        .into_iter()
+        .chain(run)
+        .chain([w4.0, r5.0, w6.0])
+        .chain(tail)
+        .collect();
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens follow arrival order: {tokens:?}"
+    );
+    for (handle, _) in takers {
+        join_within(handle, Duration::from_secs(5), "a taker");
+    }
+}
+
+#[test]
+fn a_reader_behind_a_queued_writer_waits_and_try_never_passes_it() {
+    let server = RedisServer::start();
+    let a = server.client();
+    let rw = a.fair_rwlock("no-barging");
+    let read = rw.read().unwrap();
+    let (release_writer, release) = mpsc::channel();
+    let (writer, wrote) = spawn_taker(&server, "no-barging", Want::Write, Some(release));
+    await_queue_len(&rw, 1);
+    // Another client's readers would share with the holder, but a writer
+    // is queued: they wait behind it.
+    let b = server.client();
+    let theirs = b.fair_rwlock("no-barging");
+    assert!(
+        theirs.try_read().unwrap().is_none(),
+        "try_read passed a queued writer"
+    );
+    assert!(theirs
+        .try_read_for(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    assert_eq!(rw.queue_len().unwrap(), 1, "the timed-out reader left");
+    read.unlock().unwrap();
+    let (token, _) = wrote.recv_timeout(Duration::from_secs(5)).unwrap();
+    release_writer.send(()).unwrap();
+    join_within(writer, Duration::from_secs(5), "the writer");
+    let after = theirs.try_read().unwrap().expect("free again");
+    assert!(after.fencing_token() > token);
+}
+
+/// Steady traffic of `want` on `name` from `threads` threads (each its own
+/// client), each holding for `hold` and asking again at once, until `stop`.
+fn steady(
+    server: &RedisServer,
+    name: &str,
+    want: Want,
+    threads: usize,
+    hold: Duration,
+    stop: &Arc<AtomicBool>,
+) -> Vec<JoinHandle<usize>> {
+    (0..threads)
+        .map(|_| {
+            let client = server.client();
+            let rw = client.fair_rwlock(name);
+            let stop = Arc::clone(stop);
+            thread::spawn(move || {
+                let _client = client;
+                let mut sections = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    match want {
+                        Want::Read => {
+                            let guard = rw.read().expect("read");
+                            thread::sleep(hold);
+                            drop(guard);
+                        }
+                        Want::Write => {
+                            let guard = rw.write().expect("write");
+                            thread::sleep(hold);
+                            drop(guard);
+                        }
+                    }
+                    sections += 1;
+                }
+                sections
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn nobody_starves_under_a_steady_mix() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Overlapping readers: the lock is never free of readers for long.
+    let mut load = steady(
+        &server,
+        "mix",
+        Want::Read,
+        4,
+        Duration::from_millis(5),
+        &stop,
+    );
+    let client = server.client();
+    let rw = client.fair_rwlock("mix");
+    thread::sleep(Duration::from_millis(200));
+    let mut writer_waits = Vec::new();
+    for _ in 0..5 {
+        let asked = Instant::now();
+        let guard = rw
+            .try_write_for(Duration::from_secs(10))
+            .unwrap()
+            .expect("a writer starved behind readers");
+        writer_waits.push(asked.elapsed());
+        drop(guard);
+        thread::sleep(Duration::from_millis(50));
+    }
+    // Now steady writers too: readers must still get in.
+    load.extend(steady(
+        &server,
+        "mix",
+        Want::Write,
+        3,
+        Duration::from_millis(5),
+        &stop,
+    ));
+    thread::sleep(Duration::from_millis(200));
+    let mut reader_waits = Vec::new();
+    for _ in 0..5 {
+        let asked = Instant::now();
+        let guard = rw
+            .try_read_for(Duration::from_secs(10))
+            .unwrap()
+            .expect("a reader starved behind writers");
+        reader_waits.push(asked.elapsed());
+        drop(guard);
+        thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let sections: usize = load
+        .into_iter()
+        .map(|t| join_within(t, Duration::from_secs(10), "a load thread"))
+        .sum();
+    assert!(sections > 50, "the load ran only {sections} sections");
+    // Each waits at most for the phase ahead of it: a few holds of a few
+    // ms, far below the 10 s limit; 2 s leaves room for a busy machine.
+    eprintln!("writers waited {writer_waits:?} behind steady readers, readers {reader_waits:?} behind steady writers");
+    for wait in writer_waits.iter().chain(&reader_waits) {
+        assert!(*wait < Duration::from_secs(2), "waited {wait:?}");
+    }
+}
+
+#[test]
+fn a_thread_reenters_read_in_read_read_in_write_and_write_in_write() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let rw = client.fair_rwlock("reentry");
+    let read = rw.read().unwrap();
+    // A writer of another client queues behind our read.
+    let (writer, wrote) = spawn_taker(&server, "reentry", Want::Write, None);
+    await_queue_len(&rw, 1);
+    // Read in read: at once, past the queued writer (else we would wait
+    // for a writer that waits for us).
+    let again = rw.try_read().unwrap().expect("read in read, at once");
+    assert!(again.fencing_token() > read.fencing_token());
+    // Read -> write: refused, nothing queued.
+    let refused = rw.try_write_for(Duration::from_secs(1)).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::UpgradeRefused, "{refused}");
+    let refused = rw.write().unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::UpgradeRefused, "{refused}");
+    assert_eq!(rw.queue_len().unwrap(), 1, "the refused write queued");
+    drop(again);
+    drop(read);
+    wrote.recv_timeout(Duration::from_secs(5)).unwrap();
+    join_within(writer, Duration::from_secs(5), "the writer");
+    // Write, then read in write and write in write.
+    let write = rw.write().unwrap();
+    let read_in_write = rw.try_read().unwrap().expect("read in write");
+    let write_in_write = rw.try_write().unwrap().expect("write in write");
+    assert!(write.fencing_token() < read_in_write.fencing_token());
+    assert!(read_in_write.fencing_token() < write_in_write.fencing_token());
+    // Another thread of the same client is someone else.
+    let other = {
+        let rw = rw.clone();
+        thread::spawn(move || rw.try_read().unwrap().is_none())
+    };
+    assert!(join_within(
+        other,
+        Duration::from_secs(5),
+        "the other thread"
+    ));
+    let status = rw.status(10).unwrap();
+    assert_eq!(status.holder_count, 3);
+    drop((write, read_in_write, write_in_write));
+    assert_eq!(rw.status(10).unwrap().holder_count, 0);
+}
+
+#[test]
+fn a_killed_writers_hold_goes_to_the_head_when_its_lease_runs_out() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut child = HolderChild::start(
+        CHILD,
+        &server.url(),
+        "killed",
+        Duration::from_millis(1000),
+        Held::Write,
+    );
+    let child_token = child.token_within(Duration::from_secs(10));
+    let client = server.client();
+    let rw = client.fair_rwlock("killed");
+    let (reader, got) = spawn_taker(&server, "killed", Want::Read, None);
+    await_queue_len(&rw, 1);
+    let killed = child.kill();
+    let (token, at) = got
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the head got the dead writer's lock");
+    assert!(token > child_token);
+    // The lease (1 s) runs out, then the head takes the lock: no later
+    // than the lease and a poll's slack.
+    let waited = at.duration_since(killed);
+    eprintln!("the head got a killed writer's lock {waited:?} after the kill (lease 1 s)");
+    assert!(waited < Duration::from_millis(2500), "{waited:?}");
+    join_within(reader, Duration::from_secs(5), "the reader");
+}
+
+#[test]
+fn a_killed_waiter_leaves_the_queue_and_blocks_nobody() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = server.client();
+    let rw = client.fair_rwlock("dead-waiter");
+    let read = rw.read().unwrap();
+    // The child's writer queues behind our read; a reader of ours behind it.
+    let mut child = HolderChild::start(
+        CHILD,
+        &server.url(),
+        "dead-waiter",
+        Duration::from_millis(1000),
+        Held::Write,
+    );
+    await_queue_len(&rw, 1);
+    let (reader, got) = spawn_taker(&server, "dead-waiter", Want::Read, None);
+    await_queue_len(&rw, 2);
+    let killed = child.kill();
+    drop(read);
+    // The dead writer's entry lapses within its waiter timeout (1 s); the
+    // reader behind it then enters.
+    let (_, at) = got
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the reader behind a dead waiter got in");
+    let waited = at.duration_since(killed);
+    eprintln!(
+        "the reader behind a killed waiter got in {waited:?} after the kill (waiter timeout 1 s)"
+    );
+    assert!(waited < Duration::from_millis(3000), "{waited:?}");
+    assert!(!child.has_held(), "the killed waiter held the lock");
+    join_within(reader, Duration::from_secs(5), "the reader");
+    assert_eq!(rw.queue_len().unwrap(), 0);
+}
+
+#[test]
+fn a_lost_hold_is_signalled_and_its_release_says_lease_lost() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = server
+        .builder()
+        .lease(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let rw = client.fair_rwlock("lost");
+    let guard = rw.write().unwrap();
+    let signal = guard.lease_signal();
+    // The hold vanishes from Redis (as after an expiry another client saw).
+    let holders = &rw_keys("lost").all[0];
+    let _: () = server.conn().del(holders).unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || tx.send(signal.wait()).unwrap());
+    // The watchdog renews every lease/3: its next renewal finds it gone.
+    let end = rx
+        .recv_timeout(Duration::from_secs(3))
+        .expect("the signal fired");
+    assert_eq!(end, LeaseEnd::Lost);
+    assert!(guard.is_lease_lost());
+    let err = guard.unlock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    // A read hold is signalled alike.
+    let read = rw.read().unwrap();
+    let _: () = server.conn().del(holders).unwrap();
+    assert!(wait_until(Duration::from_secs(3), || read.is_lease_lost()));
+}
+
+#[test]
+fn fencing_tokens_increase_across_reads_and_writes_of_every_client() {
+    let server = RedisServer::start();
+    let clients = [server.client(), server.client()];
+    let mut last = 0;
+    for round in 0..20 {
+        let rw = clients[round % 2].fair_rwlock("tokens");
+        let token = if round % 3 == 0 {
+            rw.write().unwrap().fencing_token()
+        } else {
+            rw.read().unwrap().fencing_token()
+        };
+        assert!(token > last, "round {round}: {token} after {last}");
+        last = token;
+    }
+}
+
+#[test]
+fn timeouts_and_cancellation_leave_nothing_behind() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let rw = client.fair_rwlock("leave");
+    let read = rw.read().unwrap();
+    let other = server.client();
+    let theirs = other.fair_rwlock("leave");
+    let mine = thread::spawn(move || {
+        // A writer that times out must not keep readers out after it left.
+        assert!(theirs
+            .try_write_for(Duration::from_millis(200))
+            .unwrap()
+            .is_none());
+        let cancel = WaitCanceller::new();
+        let stopper = cancel.clone();
+        let stop = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            stopper.cancel();
+        });
+        assert!(theirs
+            .write_cancellable(Some(Duration::from_secs(10)), &cancel)
+            .unwrap()
+            .is_none());
+        stop.join().unwrap();
+        // Readers enter again at once: no writer is queued any more.
+        theirs
+            .try_read()
+            .unwrap()
+            .expect("readers share again")
+            .fencing_token()
+    });
+    let token = join_within(mine, Duration::from_secs(15), "the waiter");
+    assert!(token > read.fencing_token());
+    let keys = rw_keys("leave");
+    let mut conn = server.conn();
+    let queued: i64 = conn.zcard(&keys.all[1]).unwrap();
+    let deadlines: i64 = conn.zcard(&keys.all[2]).unwrap();
+    assert_eq!((queued, deadlines), (0, 0), "entries left behind");
+    drop(read);
+    let holders: i64 = conn.zcard(&keys.all[0]).unwrap();
+    assert_eq!(holders, 0, "holds left behind");
+    assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
+}
+
+#[test]
+fn the_readme_acl_user_reads_writes_and_waits() {
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user(&mut admin, "rw-pw");
+    let _: () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut admin)
+        .unwrap();
+    let url = server.url_as("fairlock", "rw-pw");
+    let a = Client::open(&url).unwrap();
+    let b = Client::open(&url).unwrap();
+    let rw = a.fair_rwlock("acl");
+    let write = rw.write().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let theirs = b.fair_rwlock("acl");
+    let reader = thread::spawn(move || {
+        let guard = theirs.read().unwrap();
+        tx.send(guard.fencing_token()).unwrap();
+        theirs.status(10).unwrap();
+        guard.unlock().unwrap();
+    });
+    await_queue_len(&rw, 1);
+    write.unlock().unwrap();
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("handed over");
+    join_within(reader, Duration::from_secs(5), "the reader");
+    assert!(rw
+        .try_write_for(Duration::from_millis(50))
+        .unwrap()
+        .is_some());
+    assert_eq!(acl_denials(&mut admin), Vec::<redis::Value>::new());
+}
+
+#[test]
+fn the_mutex_the_semaphore_and_the_rwlock_of_a_name_are_separate_locks() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let other = server.client();
+    let write = client.fair_rwlock("one-name").write().unwrap();
+    let guard = client.fair_mutex("one-name").lock().unwrap();
+    let permit = client.fair_semaphore("one-name", 1).acquire().unwrap();
+    // Each is held, each by its own kind only.
+    assert!(other.fair_rwlock("one-name").try_read().unwrap().is_none());
+    assert!(other.fair_mutex("one-name").try_lock().unwrap().is_none());
+    assert!(other
+        .fair_semaphore("one-name", 1)
+        .try_acquire()
+        .unwrap()
+        .is_none());
+    drop(write);
+    assert!(other.fair_rwlock("one-name").try_read().unwrap().is_some());
+    assert!(other.fair_mutex("one-name").try_lock().unwrap().is_none());
+    drop((guard, permit));
+    let keys: Vec<String> = server.conn().keys("fairlock:*").unwrap();
+    let rw: Vec<&String> = keys.iter().filter(|k| k.contains(":rw")).collect();
+    assert!(!rw.is_empty() && rw.len() < keys.len(), "{keys:?}");
+}
+
+#[test]
+fn every_key_has_a_ttl_while_held_and_waited_for_and_after() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let rw = client.fair_rwlock("ttl");
+    let mut conn = server.conn();
+    let write = rw.write().unwrap();
+    let (reader, got) = spawn_taker(&server, "ttl", Want::Read, None);
+    await_queue_len(&rw, 1);
+    assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
+    let write_in_write = rw.write().unwrap();
+    drop(write_in_write);
+    drop(write);
+    got.recv_timeout(Duration::from_secs(5)).unwrap();
+    join_within(reader, Duration::from_secs(5), "the reader");
+    assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
+    let status = rw.status(10).unwrap();
+    assert_eq!((status.holder_count, status.queue_len), (0, 0));
+    assert!(status.last_fencing_token.is_some());
+}
+
+#[test]
+fn on_a_cluster_the_six_keys_share_a_slot_and_the_rwlock_works_on_every_master() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let builder = || {
+        Client::builder(&cluster.url())
+            .lease(Duration::from_secs(5))
+            .waiter_timeout(Duration::from_secs(3))
+            .connect_timeout(Duration::from_secs(2))
+            .command_timeout(Duration::from_secs(2))
+    };
+    let (a, b) = (builder().build().unwrap(), builder().build().unwrap());
+    let names = cluster.one_name_per_master("rw");
+    assert_eq!(names.len(), 3, "{names:?}");
+    for (&master, name) in &names {
+        let keys = rw_keys(name).all;
+        let slot = slot_of(&keys[0]);
+        for key in &keys {
+            assert_eq!(slot_of(key), slot, "{key}");
+            assert_eq!(cluster.key_slot(key), slot, "{key}: the server's slot");
+        }
+        assert_eq!(cluster.master_for_slot(slot), master);
+        let rw = a.fair_rwlock(name);
+        let write = rw.write().unwrap();
+        let theirs = b.fair_rwlock(name);
+        assert!(theirs.try_read().unwrap().is_none());
+        let (tx, rx) = mpsc::channel();
+        let reader = thread::spawn(move || {
+            let guard = theirs.read().expect("read on a cluster");
+            tx.send(guard.fencing_token()).unwrap();
+            guard.unlock().expect("unlock on a cluster");
+        });
+        await_queue_len(&rw, 1);
+        // Held for writing and waited for: all six keys exist, on that
+        // master alone.
+        let mut expected = keys.clone();
+        expected.sort_unstable();
+        for port in cluster.masters() {
+            let mut found = cluster.keys_in_slot(port, slot);
+            found.sort_unstable();
+            if port == master {
+                assert_eq!(found, expected, "keys of {name:?} on its master {port}");
+            } else {
+                assert_eq!(found, Vec::<String>::new(), "keys of {name:?} on {port}");
+            }
+        }
+        let token = write.fencing_token();
+        write.unlock().unwrap();
+        let read = rx
+            .recv_timeout(Duration::from_secs(3))
+            .expect("the reader got it");
+        assert!(read > token);
+        join_within(reader, Duration::from_secs(5), "the reader");
+        let status = rw.status(10).unwrap();
+        assert_eq!((status.holder_count, status.queue_len), (0, 0));
+        assert_eq!(status.last_fencing_token, Some(read));
+    }
+}
