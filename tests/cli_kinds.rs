@@ -1,7 +1,8 @@
 //! The `fairlock` command's other kinds of lock, driven as a built binary
 //! against a private redis-server per test: `run --permits N` (the
-//! semaphore), `status` listing every holder, the permits mismatch and the
-//! clap conflicts between the kinds' flags.
+//! semaphore), `run --shared` / `--exclusive` (the reader-writer lock),
+//! `status` listing every holder of every kind, the permits mismatch and
+//! the clap conflicts between the kinds' flags.
 //!
 //! Commands record what they do in a scratch log with `>>` (O_APPEND: each
 //! short line is one atomic write), "start N TOKEN" after the lock was
@@ -247,6 +248,13 @@ fn conflicting_kind_flags_are_one_line_usage_errors() {
         &["run", "x", "--permits", "1000001"],
         &["run", "x", "--permits", "two"],
         &["run", "x", "--permits"],
+        &["run", "x", "--shared", "--exclusive"],
+        &["run", "x", "-s", "-x"],
+        &["run", "x", "-s", "--permits", "2"],
+        &["run", "x", "--permits", "2", "-x"],
+        &["run", "x", "-s", "-x", "--permits", "2"],
+        &["run", "x", "-s", "--lease", "1s"],
+        &["run", "x", "--lease", "1s", "-x"],
     ] {
         let out = output(
             fairlock(&server).args(args).args(["--", "touch", marker]),
@@ -264,6 +272,172 @@ fn conflicting_kind_flags_are_one_line_usage_errors() {
         err.contains("--lease") && err.contains("--permits"),
         "{err}"
     );
+    assert!(err.contains("mutex only"), "{err}");
+}
+
+#[test]
+fn shared_commands_overlap_and_an_exclusive_one_runs_alone_in_arrival_order() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("rwlock");
+    let (log, marker) = (scratch.path("log"), scratch.path("ran"));
+    let client = server.client();
+    let rwlock = client.fair_rwlock("catalog");
+    let held = rwlock.write().unwrap();
+
+    // Busy either way while a writer holds it.
+    for flag in ["--shared", "--exclusive"] {
+        let out = output(
+            fairlock(&server)
+                .args(["run", "catalog", flag, "-n", "--", "touch"])
+                .arg(&marker),
+            PATIENCE,
+        );
+        assert_eq!(code(&out), 75, "{flag}: {}", stderr(&out));
+    }
+    assert!(!marker.exists());
+
+    // R R W R R: the first two readers wait for each other (they must
+    // overlap to finish quickly), the writer for nobody, the last two for
+    // all five starts.
+    let plan = [("-s", 2), ("-s", 2), ("-x", 0), ("-s", 5), ("-s", 5)];
+    let mut runs = Vec::new();
+    for (i, (flag, partners)) in plan.into_iter().enumerate() {
+        let n = i + 1;
+        runs.push(Proc::spawn(
+            fairlock(&server)
+                .args(["run", "catalog", flag])
+                .args(sh(&logged(&log, n, partners))),
+        ));
+        assert!(
+            wait_until(PATIENCE, || rwlock.queue_len().unwrap() == n),
+            "run {n} did not queue"
+        );
+    }
+    let started = Instant::now();
+    held.unlock().unwrap();
+    for run in runs {
+        let out = run.finish(PATIENCE * 2);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let took = started.elapsed();
+    let log = read_log(&log);
+    assert_eq!(log.starts.len(), 5, "every command ran once");
+    assert_eq!(log.ended, 5);
+    assert_eq!(log.max_running, 2, "readers two at a time");
+    assert_granted_in_order(&log);
+    let others = |n: usize| log.overlapped.iter().find(|&&(m, _)| m == n).unwrap().1;
+    assert_eq!(others(3), 0, "the writer ran alone: {:?}", log.overlapped);
+    for reader in [1, 2, 4, 5] {
+        assert_eq!(others(reader), 1, "reader {reader}: {:?}", log.overlapped);
+    }
+    // Readers that did not share would each have waited 10 s for the other.
+    assert!(took < Duration::from_secs(9), "{took:?}");
+    let status = rwlock.status(10).unwrap();
+    assert_eq!((status.holder_count, status.queue_len), (0, 0));
+}
+
+#[test]
+fn status_lists_the_rwlock_holders_with_their_access_beside_the_other_kinds() {
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let rwlock = a.fair_rwlock("all");
+    let read_a = rwlock.read().unwrap();
+    let read_b = b.fair_rwlock("all").read().unwrap();
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["run", "all", "--exclusive"])
+            .args(sh("echo $FAIRLOCK_CLIENT_ID")),
+    );
+    assert!(wait_until(PATIENCE, || rwlock.queue_len().unwrap() == 1));
+    // The mutex and a semaphore of the same name are other locks, shown too.
+    let mutex_guard = a.fair_mutex("all").lock().unwrap();
+    let permit = b.fair_semaphore("all", 1).acquire().unwrap();
+
+    let status = status_json(&server, "all");
+    assert_eq!(
+        status["holder"]["fencing_token"],
+        mutex_guard.fencing_token()
+    );
+    assert_eq!(status["semaphore"]["permits"], 1);
+    assert_eq!(
+        status["semaphore"]["holders"][0]["fencing_token"],
+        permit.fencing_token()
+    );
+    let rw = &status["rwlock"];
+    assert_eq!(rw["write_held"], false);
+    assert_eq!(rw["holder_count"], 2);
+    let holders = rw["holders"].as_array().unwrap();
+    let seen: HashSet<(&str, &str, u64)> = holders
+        .iter()
+        .map(|h| {
+            (
+                h["client_id"].as_str().unwrap(),
+                h["access"].as_str().unwrap(),
+                h["fencing_token"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        HashSet::from([
+            (a.id(), "read", read_a.fencing_token()),
+            (b.id(), "read", read_b.fencing_token())
+        ])
+    );
+    for h in holders {
+        let lease = h["remaining_lease_ms"].as_u64().unwrap();
+        assert!(lease > 0 && lease <= 2000, "test lease is 2 s: {lease}");
+    }
+    assert_eq!(rw["queue_len"], 1);
+    assert_eq!(rw["queue"][0]["access"], "write");
+    assert_eq!(rw["queue"][0]["position"], 1);
+    let waiter = rw["queue"][0]["client_id"].as_str().unwrap().to_owned();
+
+    let out = output(fairlock(&server).args(["status", "all"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "rwlock:     held for reading by 2 readers".to_owned(),
+        "semaphore:  1 permits, 1 held, 0 free".to_owned(),
+        mutex_guard.fencing_token().to_string(),
+    ] {
+        assert!(text.contains(&needle), "{needle} in {text}");
+    }
+    let (mutex_at, sem_at, rw_at) = (
+        text.find("holder:").unwrap(),
+        text.find("semaphore:").unwrap(),
+        text.find("rwlock:").unwrap(),
+    );
+    assert!(mutex_at < sem_at && sem_at < rw_at, "{text}");
+    let rw_lines: Vec<&str> = text[rw_at..].lines().collect();
+    let line_of = |id: &str| {
+        *rw_lines
+            .iter()
+            .find(|line| line.contains(id))
+            .unwrap_or_else(|| panic!("{id} under rwlock: in {text}"))
+    };
+    for (id, token) in [
+        (a.id(), read_a.fencing_token()),
+        (b.id(), read_b.fencing_token()),
+    ] {
+        let line = line_of(id);
+        assert!(line.starts_with("  holder:   client "), "{line}");
+        assert!(line.contains(", read, lease "), "{line}");
+        assert!(line.ends_with(&format!("token {token}")), "{line}");
+    }
+    let line = line_of(&waiter);
+    assert!(line.contains(", write (keeps its place"), "{line}");
+
+    read_a.unlock().unwrap();
+    read_b.unlock().unwrap();
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        waiter,
+        "the waiter listed was this run"
+    );
+    drop((mutex_guard, permit));
 }
 
 #[test]

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use fairlock::{
-    FairMutex, FairMutexGuard, FairSemaphore, LeaseSignal, Result, SemaphorePermit, WaitCanceller,
+    Access, FairMutex, FairMutexGuard, FairRwLock, FairSemaphore, LeaseSignal, ReadGuard, Result,
+    SemaphorePermit, WaitCanceller, WriteGuard,
 };
 
 use crate::progress::View;
@@ -18,12 +19,19 @@ pub enum Lock {
     Mutex(FairMutex),
     /// A permit of the semaphore (`--permits N`).
     Semaphore(FairSemaphore),
+    /// The reader-writer lock, to read: shared with other readers
+    /// (`--shared`, flock's `-s`).
+    Read(FairRwLock),
+    /// The reader-writer lock, to write: alone (`--exclusive`, flock's `-x`).
+    Write(FairRwLock),
 }
 
 /// What `run` holds while the command runs.
 pub enum Held {
     Mutex(FairMutexGuard),
     Permit(SemaphorePermit),
+    Read(ReadGuard),
+    Write(WriteGuard),
 }
 
 impl Lock {
@@ -32,11 +40,13 @@ impl Lock {
         match self {
             Lock::Mutex(mutex) => mutex.name(),
             Lock::Semaphore(semaphore) => semaphore.name(),
+            Lock::Read(rwlock) | Lock::Write(rwlock) => rwlock.name(),
         }
     }
 
     /// How messages name it: `"deploy"` for the mutex, as ever;
-    /// `"deploy" (3 permits)` for a semaphore.
+    /// `"deploy" (3 permits)` for a semaphore, `"deploy" (shared)` and
+    /// `"deploy" (exclusive)` for the reader-writer lock.
     pub fn describe(&self) -> String {
         match self {
             Lock::Mutex(mutex) => format!("{:?}", mutex.name()),
@@ -46,6 +56,8 @@ impl Lock {
                 semaphore.permits(),
                 if semaphore.permits() == 1 { "" } else { "s" }
             ),
+            Lock::Read(rwlock) => format!("{:?} (shared)", rwlock.name()),
+            Lock::Write(rwlock) => format!("{:?} (exclusive)", rwlock.name()),
         }
     }
 
@@ -54,6 +66,8 @@ impl Lock {
         match self {
             Lock::Mutex(_) => "the lock",
             Lock::Semaphore(_) => "the permit",
+            Lock::Read(_) => "the read lock",
+            Lock::Write(_) => "the write lock",
         }
     }
 
@@ -66,6 +80,8 @@ impl Lock {
             Lock::Semaphore(semaphore) => semaphore
                 .acquire_cancellable(patience, cancel)?
                 .map(Held::Permit),
+            Lock::Read(rwlock) => rwlock.read_cancellable(patience, cancel)?.map(Held::Read),
+            Lock::Write(rwlock) => rwlock.write_cancellable(patience, cancel)?.map(Held::Write),
         })
     }
 
@@ -75,11 +91,15 @@ impl Lock {
         Ok(match self {
             Lock::Mutex(mutex) => View::of(&mutex.status(max)?, client_id),
             Lock::Semaphore(semaphore) => View::of_semaphore(&semaphore.status(max)?, client_id),
+            Lock::Read(rwlock) | Lock::Write(rwlock) => {
+                View::of_rwlock(&rwlock.status(max)?, client_id)
+            }
         })
     }
 
     /// Who holds the lock now, as "client ID, token N" (the first holder
-    /// by lease end for a semaphore); `None` if nobody or unknown.
+    /// by lease end for a semaphore or a reader-writer lock); `None` if
+    /// nobody or unknown.
     pub fn holder_now(&self) -> Option<String> {
         match self {
             Lock::Mutex(mutex) => mutex.status(0).ok()?.holder.map(|holder| {
@@ -100,6 +120,18 @@ impl Lock {
                     )
                 })
             }
+            Lock::Read(rwlock) | Lock::Write(rwlock) => {
+                let status = rwlock.status(1).ok()?;
+                status.holders.first().map(|holder| {
+                    format!(
+                        "client {}, token {} ({}, one of {} holders)",
+                        holder.who.client_id(),
+                        holder.fencing_token,
+                        access_word(holder.access),
+                        status.holder_count
+                    )
+                })
+            }
         }
     }
 }
@@ -110,6 +142,8 @@ impl Held {
         match self {
             Held::Mutex(guard) => guard.fencing_token(),
             Held::Permit(permit) => permit.fencing_token(),
+            Held::Read(guard) => guard.fencing_token(),
+            Held::Write(guard) => guard.fencing_token(),
         }
     }
 
@@ -118,6 +152,8 @@ impl Held {
         match self {
             Held::Mutex(guard) => guard.lease_signal(),
             Held::Permit(permit) => permit.lease_signal(),
+            Held::Read(guard) => guard.lease_signal(),
+            Held::Write(guard) => guard.lease_signal(),
         }
     }
 
@@ -126,6 +162,8 @@ impl Held {
         match self {
             Held::Mutex(guard) => guard.is_lease_lost(),
             Held::Permit(permit) => permit.is_lease_lost(),
+            Held::Read(guard) => guard.is_lease_lost(),
+            Held::Write(guard) => guard.is_lease_lost(),
         }
     }
 
@@ -134,6 +172,16 @@ impl Held {
         match self {
             Held::Mutex(guard) => guard.unlock(),
             Held::Permit(permit) => permit.release(),
+            Held::Read(guard) => guard.unlock(),
+            Held::Write(guard) => guard.unlock(),
         }
+    }
+}
+
+/// How `status` and the messages say a reader-writer hold's access.
+pub fn access_word(access: Access) -> &'static str {
+    match access {
+        Access::Read => "read",
+        Access::Write => "write",
     }
 }

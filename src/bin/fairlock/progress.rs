@@ -4,13 +4,13 @@
 //! The main thread blocks in its wait, so a thread of its own
 //! (`fairlock-progress`) reads the lock's status every 250 ms through
 //! another handle of the same client, and finds this process's place by its
-//! client id. Any kind of lock: the mutex, a semaphore.
+//! client id. Any kind of lock: the mutex, a semaphore, a reader-writer lock.
 
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use fairlock::{LockStatus, QueuedWaiter, SemaphoreStatus};
+use fairlock::{LockStatus, Participant, RwLockStatus, SemaphoreStatus};
 
 use crate::duration::human;
 use crate::kinds::Lock;
@@ -137,7 +137,7 @@ impl View {
     /// The mutex's view.
     pub fn of(status: &LockStatus, client_id: &str) -> View {
         View {
-            place: place(&status.waiters, client_id),
+            place: place(status.waiters.iter().map(|w| &w.who), client_id),
             queue_len: status.queue_len,
             cut: status.queue_len > status.waiters.len(),
             holders: usize::from(status.holder.is_some()),
@@ -149,7 +149,18 @@ impl View {
     /// first is the next permit to come back if nobody releases one.
     pub fn of_semaphore(status: &SemaphoreStatus, client_id: &str) -> View {
         View {
-            place: place(&status.waiters, client_id),
+            place: place(status.waiters.iter().map(|w| &w.who), client_id),
+            queue_len: status.queue_len,
+            cut: status.queue_len > status.waiters.len(),
+            holders: status.holder_count,
+            holder_lease: status.holders.first().map(|h| h.remaining_lease),
+        }
+    }
+
+    /// A reader-writer lock's view: holders by lease end, as a semaphore's.
+    pub fn of_rwlock(status: &RwLockStatus, client_id: &str) -> View {
+        View {
+            place: place(status.waiters.iter().map(|w| &w.who), client_id),
             queue_len: status.queue_len,
             cut: status.queue_len > status.waiters.len(),
             holders: status.holder_count,
@@ -158,11 +169,10 @@ impl View {
     }
 }
 
-/// The 1-based place of `client_id` among `waiters`, if listed.
-fn place(waiters: &[QueuedWaiter], client_id: &str) -> Option<usize> {
+/// The 1-based place of `client_id` among the waiters, if listed.
+fn place<'a>(mut waiters: impl Iterator<Item = &'a Participant>, client_id: &str) -> Option<usize> {
     waiters
-        .iter()
-        .position(|w| w.who.client_id() == client_id)
+        .position(|who| who.client_id() == client_id)
         .map(|i| i + 1)
 }
 

@@ -1,6 +1,6 @@
 //! `fairlock run`: wait for our turn, run the command holding the lock
-//! (the mutex, or a permit of a semaphore), release it however the command
-//! ends.
+//! (the mutex, a permit of a semaphore, or a read or write hold of a
+//! reader-writer lock), release it however the command ends.
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -31,8 +31,9 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 
 /// Wait for our turn on NAME, run COMMAND holding the lock, release it.
 ///
-/// The lock is NAME's mutex, or with --permits N one of the N permits of
-/// the semaphore NAME (at most N commands at once, fleet-wide).
+/// The lock is NAME's mutex; or with --permits N one of the N permits of
+/// the semaphore NAME (at most N commands at once, fleet-wide); or with
+/// -s/-x the reader-writer lock NAME, shared or exclusive.
 /// Waits in arrival order, forever unless --wait or -n. The lock is held
 /// while COMMAND runs (a watchdog renews its lease unless --lease) and
 /// released whenever COMMAND ends. COMMAND's exit status is fairlock's.
@@ -43,7 +44,7 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 /// wait with 128+N and nothing is run.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
-#[command(group(ArgGroup::new("kind").args(["permits"])))]
+#[command(group(ArgGroup::new("kind").args(["permits", "shared", "exclusive"])))]
 pub struct RunArgs {
     /// Name of the lock.
     #[arg(value_parser = lock_name)]
@@ -64,10 +65,26 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = permits)]
     pub permits: Option<u32>,
 
-    /// Mutex only: hold the lock for at most this long, with no watchdog
+    /// Take the reader-writer lock NAME to read (flock's -s): shared with
+    /// the other --shared commands, never with an --exclusive one. In
+    /// arrival order: a reader behind a queued writer waits for it.
+    #[arg(short, long)]
+    pub shared: bool,
+
+    /// Take the reader-writer lock NAME to write (flock's -x): alone, after
+    /// the readers ahead of it. Not the mutex NAME, which is another lock.
+    #[arg(short = 'x', long)]
+    pub exclusive: bool,
+
+    /// Mutex only (not with --permits, -s, -x): hold the lock for at most this long, with no watchdog
     /// renewing it. If COMMAND outlives it, that is a lost lock (exit 70).
     /// Without --lease a watchdog renews the lease while COMMAND runs.
-    #[arg(long, value_name = "DURATION", value_parser = lease, conflicts_with = "kind")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = lease,
+        conflicts_with_all = ["permits", "shared", "exclusive"]
+    )]
     pub lease: Option<Duration>,
 
     /// Exit code when --wait or -n runs out (flock's -E).
@@ -118,10 +135,18 @@ fn permits(text: &str) -> Result<u32, String> {
 /// The lock the arguments ask for.
 fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
     let name = args.name.as_str();
-    match (args.permits, args.lease) {
-        (Some(permits), _) => Lock::Semaphore(client.fair_semaphore(name, permits)),
-        (None, Some(lease)) => Lock::Mutex(client.fair_mutex(name).with_lease(lease)),
-        (None, None) => Lock::Mutex(client.fair_mutex(name)),
+    if let Some(permits) = args.permits {
+        return Lock::Semaphore(client.fair_semaphore(name, permits));
+    }
+    if args.shared {
+        return Lock::Read(client.fair_rwlock(name));
+    }
+    if args.exclusive {
+        return Lock::Write(client.fair_rwlock(name));
+    }
+    match args.lease {
+        Some(lease) => Lock::Mutex(client.fair_mutex(name).with_lease(lease)),
+        None => Lock::Mutex(client.fair_mutex(name)),
     }
 }
 
