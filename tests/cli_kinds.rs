@@ -628,3 +628,55 @@ fn a_terminal_shows_the_waiting_line_for_a_semaphore() {
         "{shown:?}"
     );
 }
+
+#[test]
+fn a_lost_permit_or_rwlock_hold_is_reported_and_exits_70() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("lost");
+    for (flags, what) in [
+        (
+            &["--permits", "2"][..],
+            "lost the permit on \"gone\" (2 permits)",
+        ),
+        (&["--shared"], "lost the read lock on \"gone\" (shared)"),
+        (
+            &["--exclusive"],
+            "lost the write lock on \"gone\" (exclusive)",
+        ),
+    ] {
+        let ready = scratch.path(&format!("ready-{}", flags[0]));
+        let script = format!("touch '{}'; exec sleep 60", ready.display());
+        let run = Proc::spawn(
+            fairlock(&server)
+                .args(["run", "gone", "--kill-on-loss"])
+                .args(flags)
+                .args(sh(&script)),
+        );
+        assert!(wait_until(PATIENCE, || ready.exists()), "{flags:?} ran");
+        // Every key gone: the watchdog's next renewal finds no hold.
+        let wiped = Instant::now();
+        redis::cmd("FLUSHALL")
+            .query::<()>(&mut server.conn())
+            .unwrap();
+        let out = run.finish(PATIENCE);
+        assert_eq!(code(&out), 70, "{flags:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(what), "{what} in {err}");
+        assert!(err.contains("stopping the command"), "{err}");
+        let last = err.lines().last().unwrap_or("");
+        assert!(
+            last.starts_with("fairlock: the command ")
+                && last.ends_with(&format!(
+                    "; exiting with 70 because {} was lost",
+                    &what[5..what.find(" on ").unwrap()]
+                )),
+            "{last}"
+        );
+        // Renewed every 1.7 s (a third of the 5 s waiter timeout).
+        assert!(
+            wiped.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            wiped.elapsed()
+        );
+    }
+}

@@ -320,8 +320,8 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
         eprintln!(
             "fairlock: the command {}; exiting with {} because {} was lost",
             describe(status),
-            lock.what(),
-            exit::LEASE_LOST
+            exit::LEASE_LOST,
+            lock.what()
         );
         return Ok(exit::LEASE_LOST);
     }
