@@ -398,7 +398,7 @@ fn status_lists_the_rwlock_holders_with_their_access_beside_the_other_kinds() {
     let text = stdout(&out);
     for needle in [
         "rwlock:     held for reading by 2 readers".to_owned(),
-        "semaphore:  1 permits, 1 held, 0 free".to_owned(),
+        "semaphore:  1 permit, 1 held, 0 free".to_owned(),
         mutex_guard.fencing_token().to_string(),
     ] {
         assert!(text.contains(&needle), "{needle} in {text}");

@@ -144,9 +144,13 @@ fn mutex_text(name: &str, status: &LockStatus) -> String {
 
 fn semaphore_text(status: &SemaphoreStatus) -> String {
     let mut out = String::new();
-    let permits = status
-        .permits
-        .map_or_else(|| "permits unknown".to_owned(), |n| format!("{n} permits"));
+    let permits = status.permits.map_or_else(
+        || "permits unknown".to_owned(),
+        |n| match n {
+            1 => "1 permit".to_owned(),
+            n => format!("{n} permits"),
+        },
+    );
     let _ = writeln!(
         out,
         "semaphore:  {permits}, {} held, {} free",
