@@ -3,125 +3,17 @@
 //! however the command ends, signals, `status --json`, `unlock --force`,
 //! and one-line errors for bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod cli_support;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cli_support::{
+    assert_one_line_error, code, fairlock, output, read_pid, sh, status_json, stderr, stdout, Proc,
+    Scratch, BIN, PATIENCE,
+};
 use fairlock::Client;
 use fairlock_test_support::{free_port, join_within, wait_until, RedisServer};
-use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_fairlock");
-/// Upper bound on anything that should be quick.
-const PATIENCE: Duration = Duration::from_secs(15);
-
-/// A `fairlock` command against `server`, not reading the caller's environment.
-fn fairlock(server: &RedisServer) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.env_remove("REDIS_URL")
-        .arg("--url")
-        .arg(server.url())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd
-}
-
-/// A running `fairlock`, killed and reaped on drop.
-struct Proc {
-    child: Option<Child>,
-}
-
-impl Proc {
-    fn spawn(cmd: &mut Command) -> Proc {
-        Proc {
-            child: Some(cmd.spawn().expect("fairlock starts")),
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-
-    fn has_exited(&mut self) -> bool {
-        self.child.as_mut().unwrap().try_wait().unwrap().is_some()
-    }
-
-    /// Waits (at most `timeout`, else panics) and collects the output.
-    fn finish(mut self, timeout: Duration) -> Output {
-        assert!(
-            wait_until(timeout, || self.has_exited()),
-            "fairlock did not exit within {timeout:?}"
-        );
-        self.child.take().unwrap().wait_with_output().unwrap()
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.pid().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Runs to completion within `timeout`.
-fn output(cmd: &mut Command, timeout: Duration) -> Output {
-    Proc::spawn(cmd).finish(timeout)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("fairlock exits, it is not killed")
-}
-
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("fairlock-cli-{test}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn status_json(server: &RedisServer, name: &str) -> Value {
-    let out = output(fairlock(server).args(["status", name, "--json"]), PATIENCE);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).expect("status --json prints JSON")
-}
-
-fn sh(script: &str) -> [&str; 4] {
-    ["--", "sh", "-c", script]
-}
 
 #[test]
 fn the_exit_code_passes_through_and_the_command_gets_the_token() {
@@ -241,13 +133,6 @@ fn five_processes_run_in_the_order_they_arrived() {
         ["1", "2", "3", "4", "5"]
     );
     assert!(!mutex.is_locked().unwrap());
-}
-
-fn read_pid(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
 }
 
 #[test]
@@ -476,13 +361,6 @@ fn unlock_force_frees_a_stuck_lock_and_says_who_held_it() {
     );
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("was not held"), "{}", stdout(&out));
-}
-
-fn assert_one_line_error(out: &Output, exit_code: i32, what: &str) {
-    let err = stderr(out);
-    assert_eq!(code(out), exit_code, "{what}: {err}");
-    assert_eq!(err.lines().count(), 1, "{what}: one line: {err:?}");
-    assert!(err.starts_with("fairlock: error: "), "{what}: {err:?}");
 }
 
 #[test]

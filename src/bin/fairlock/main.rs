@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! fairlock [--url URL] run NAME [--wait DURATION] [--lease DURATION] -- COMMAND [ARGS...]
+//! fairlock [--url URL] run NAME --permits N [--wait DURATION] -- COMMAND [ARGS...]
+//! fairlock [--url URL] run NAME --shared|--exclusive [--wait DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] status NAME [--json]
 //! fairlock [--url URL] unlock NAME --force
 //! ```
@@ -10,6 +12,7 @@
 
 mod commands;
 mod duration;
+mod kinds;
 mod progress;
 mod signals;
 
@@ -30,6 +33,11 @@ pub mod exit {
     /// `--wait` ran out (EX_TEMPFAIL: try again later); nothing was run.
     /// `-E/--conflict-exit-code` changes it.
     pub const TIMED_OUT: u8 = 75;
+    /// `--permits N` disagrees with the N the semaphore is in use with
+    /// (EX_CONFIG: the fleet's configuration is inconsistent); nothing was
+    /// run. Not usage (2): the same command line is right once the other
+    /// users of the name are gone or agree.
+    pub const PERMITS_MISMATCH: i32 = 78;
     /// The command was found but could not be run.
     pub const CANNOT_EXECUTE: i32 = 126;
     /// The command was not found.
@@ -46,6 +54,7 @@ Exit codes of `fairlock run`:
   69     Redis unreachable or failing (nothing was run)
   70     the lock was lost while the command ran (lease ran out, or unlock --force)
   75     --wait ran out before our turn came (nothing was run); -E changes it
+  78     --permits N differs from the N the semaphore is in use with (nothing was run)
   126    the command could not be executed
   127    the command was not found
   128+N  the command died of signal N; or fairlock got SIGINT (130) or
@@ -111,6 +120,14 @@ impl Failure {
         let code = match err.kind() {
             ErrorKind::InvalidName | ErrorKind::InvalidConfig => exit::USAGE,
             ErrorKind::LeaseLost => exit::LEASE_LOST,
+            ErrorKind::PermitsMismatch => {
+                // The library's message names both numbers; the script's
+                // error it came from only says it again.
+                return Failure::new(
+                    exit::PERMITS_MISMATCH,
+                    anyhow::anyhow!("{doing}: {err}; nothing was run"),
+                );
+            }
             _ => exit::UNAVAILABLE,
         };
         Failure::new(code, anyhow::Error::new(err).context(doing.to_string()))
@@ -180,6 +197,24 @@ impl log::Log for StderrLogger {
     fn flush(&self) {}
 }
 
+/// The first paragraph of clap's error on one line, without "error: ":
+/// a list under a line that ends with ':' (the arguments a group's member
+/// conflicts with) joins it, comma-separated.
+fn first_paragraph(text: &str) -> String {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty());
+    let first = lines.next().unwrap_or("");
+    let mut first = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+    if first.ends_with(':') {
+        let rest: Vec<&str> = lines.map(str::trim).collect();
+        first.push(' ');
+        first.push_str(&rest.join(", "));
+    }
+    first
+}
+
 /// One line, whatever the error chain holds.
 fn one_line(error: &anyhow::Error) -> String {
     format!("{error:#}").replace(['\n', '\r'], " ")
@@ -196,9 +231,10 @@ fn main() {
             ) {
                 err.exit();
             }
-            let text = err.to_string();
-            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
+            let mut first = first_paragraph(&err.to_string());
+            if err.kind() == K::ArgumentConflict && first.contains("--lease") {
+                first.push_str("; --lease is for the mutex only");
+            }
             eprintln!("fairlock: error: {first} (see fairlock --help)");
             exit_now(exit::USAGE);
         }
@@ -248,6 +284,40 @@ mod tests {
         };
         assert_eq!(run.wait, None);
         assert_eq!(run.command, ["ls", "--wait", "x"]);
+    }
+
+    #[test]
+    fn the_kinds_flags_conflict_in_one_line() {
+        for args in [
+            &["-s", "-x"][..],
+            &["--permits", "2", "-s"],
+            &["-x", "--lease", "1s"],
+            &["-s", "-x", "--permits", "2"],
+        ] {
+            let err =
+                Cli::try_parse_from(["fairlock", "run", "n"].iter().chain(args).chain(&["true"]))
+                    .unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{args:?}"
+            );
+            let line = first_paragraph(&err.to_string());
+            assert!(
+                line.contains("cannot be used with") && !line.ends_with(':'),
+                "{line}"
+            );
+        }
+        let cli = Cli::try_parse_from(["fairlock", "run", "n", "-s", "true"]).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert!(run.shared && !run.exclusive && run.permits.is_none());
+        let cli = Cli::try_parse_from(["fairlock", "run", "n", "--permits", "3", "true"]).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.permits, Some(3));
     }
 
     #[test]

@@ -1,18 +1,19 @@
 //! The live line on stderr while `fairlock run` waits on a terminal:
 //! position in the queue, time waited, the holder's remaining lease.
 //!
-//! The main thread blocks in `lock()`, so a thread of its own
+//! The main thread blocks in its wait, so a thread of its own
 //! (`fairlock-progress`) reads the lock's status every 250 ms through
 //! another handle of the same client, and finds this process's place by its
-//! client id.
+//! client id. Any kind of lock: the mutex, a semaphore, a reader-writer lock.
 
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use fairlock::{FairMutex, LockStatus};
+use fairlock::{LockStatus, Participant, RwLockStatus, SemaphoreStatus};
 
 use crate::duration::human;
+use crate::kinds::Lock;
 
 /// How often the line is redrawn.
 const PERIOD: Duration = Duration::from_millis(250);
@@ -84,7 +85,7 @@ pub fn clear_any() {
 
 /// What the line is about.
 pub struct Watch {
-    pub mutex: FairMutex,
+    pub lock: Lock,
     pub client_id: String,
     pub started: Instant,
     /// `--wait`, if given.
@@ -99,13 +100,11 @@ pub fn start(watch: Watch) -> Arc<LiveLine> {
     let spawned = std::thread::Builder::new()
         .name("fairlock-progress".into())
         .spawn(move || loop {
-            let status = watch.mutex.status(MAX_LISTED);
+            let view = watch.lock.view(MAX_LISTED, &watch.client_id);
             let now = Instant::now();
             let text = render(
-                watch.mutex.name(),
-                status
-                    .map(|s| View::of(&s, &watch.client_id))
-                    .map_err(|e| e.to_string()),
+                watch.lock.name(),
+                view.map_err(|e| e.to_string()),
                 now.duration_since(watch.started),
                 watch.patience,
             );
@@ -127,23 +126,54 @@ pub struct View {
     pub queue_len: usize,
     /// The queue was longer than the part listed.
     pub cut: bool,
-    /// `None`: free (being handed over); `Some(None)`: held without expiry.
+    /// Live holders (several for a semaphore).
+    pub holders: usize,
+    /// The lease that ends first, of the holders': `None` when nobody
+    /// holds (being handed over); `Some(None)`: held without expiry.
     pub holder_lease: Option<Option<Duration>>,
 }
 
 impl View {
+    /// The mutex's view.
     pub fn of(status: &LockStatus, client_id: &str) -> View {
         View {
-            place: status
-                .waiters
-                .iter()
-                .position(|w| w.who.client_id() == client_id)
-                .map(|i| i + 1),
+            place: place(status.waiters.iter().map(|w| &w.who), client_id),
             queue_len: status.queue_len,
             cut: status.queue_len > status.waiters.len(),
+            holders: usize::from(status.holder.is_some()),
             holder_lease: status.holder.as_ref().map(|h| h.remaining_lease),
         }
     }
+
+    /// A semaphore's view: its holders are listed by lease end, so the
+    /// first is the next permit to come back if nobody releases one.
+    pub fn of_semaphore(status: &SemaphoreStatus, client_id: &str) -> View {
+        View {
+            place: place(status.waiters.iter().map(|w| &w.who), client_id),
+            queue_len: status.queue_len,
+            cut: status.queue_len > status.waiters.len(),
+            holders: status.holder_count,
+            holder_lease: status.holders.first().map(|h| h.remaining_lease),
+        }
+    }
+
+    /// A reader-writer lock's view: holders by lease end, as a semaphore's.
+    pub fn of_rwlock(status: &RwLockStatus, client_id: &str) -> View {
+        View {
+            place: place(status.waiters.iter().map(|w| &w.who), client_id),
+            queue_len: status.queue_len,
+            cut: status.queue_len > status.waiters.len(),
+            holders: status.holder_count,
+            holder_lease: status.holders.first().map(|h| h.remaining_lease),
+        }
+    }
+}
+
+/// The 1-based place of `client_id` among the waiters, if listed.
+fn place<'a>(mut waiters: impl Iterator<Item = &'a Participant>, client_id: &str) -> Option<usize> {
+    waiters
+        .position(|who| who.client_id() == client_id)
+        .map(|i| i + 1)
 }
 
 /// The text of the line.
@@ -172,12 +202,16 @@ pub fn render(
                 None => text.push_str("joining the queue"),
             }
             text.push_str(&format!(", {waited}"));
-            match view.holder_lease {
-                Some(Some(lease)) => {
+            match (view.holder_lease, view.holders) {
+                (Some(Some(lease)), 0 | 1) => {
                     text.push_str(&format!(", holder's lease {} left", human(lease)))
                 }
-                Some(None) => text.push_str(", holder's lease never expires"),
-                None => text.push_str(", lock being handed over"),
+                (Some(Some(lease)), holders) => text.push_str(&format!(
+                    ", {holders} holders, first lease ends in {}",
+                    human(lease)
+                )),
+                (Some(None), _) => text.push_str(", holder's lease never expires"),
+                (None, _) => text.push_str(", lock being handed over"),
             }
         }
     }
@@ -216,6 +250,7 @@ mod tests {
             place: Some(2),
             queue_len: 3,
             cut: false,
+            holders: 1,
             holder_lease: Some(Some(Duration::from_millis(25_800))),
         };
         let text = render("deploy", Ok(view), Duration::from_millis(4_200), None);
@@ -227,12 +262,25 @@ mod tests {
             place: None,
             queue_len: 0,
             cut: false,
+            holders: 0,
             holder_lease: None,
         };
         let text = render("x", Ok(view), Duration::ZERO, Some(Duration::from_secs(5)));
         assert_eq!(
             text,
             "waiting for \"x\": joining the queue, waited 0ms of 5.0s, lock being handed over"
+        );
+        let view = View {
+            place: Some(1),
+            queue_len: 1,
+            cut: false,
+            holders: 3,
+            holder_lease: Some(Some(Duration::from_millis(1_500))),
+        };
+        let text = render("pool", Ok(view), Duration::from_secs(2), None);
+        assert_eq!(
+            text,
+            "waiting for \"pool\": position 1 of 1, waited 2.0s, 3 holders, first lease ends in 1.5s"
         );
         let text = render(
             "x",

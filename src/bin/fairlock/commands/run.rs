@@ -1,5 +1,6 @@
-//! `fairlock run`: wait for our turn, run the command holding the lock,
-//! release it however the command ends.
+//! `fairlock run`: wait for our turn, run the command holding the lock
+//! (the mutex, a permit of a semaphore, or a read or write hold of a
+//! reader-writer lock), release it however the command ends.
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -9,11 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use clap::Args;
-use fairlock::{FairMutex, FairMutexGuard, LeaseEnd, MIN_LEASE};
+use clap::{ArgGroup, Args};
+use fairlock::{LeaseEnd, MAX_PERMITS, MIN_LEASE};
 
 use super::lock_name;
 use crate::duration::{self, human};
+use crate::kinds::{Held, Lock};
 use crate::signals::{self, Control, SpawnError};
 use crate::{exit, progress, show_library_warnings, Connection, Failure, EXIT_CODES};
 
@@ -29,6 +31,9 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 
 /// Wait for our turn on NAME, run COMMAND holding the lock, release it.
 ///
+/// The lock is NAME's mutex; or with --permits N one of the N permits of
+/// the semaphore NAME (at most N commands at once, fleet-wide); or with
+/// -s/-x the reader-writer lock NAME, shared or exclusive.
 /// Waits in arrival order, forever unless --wait or -n. The lock is held
 /// while COMMAND runs (a watchdog renews its lease unless --lease) and
 /// released whenever COMMAND ends. COMMAND's exit status is fairlock's.
@@ -39,6 +44,7 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 /// wait with 128+N and nothing is run.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
+#[command(group(ArgGroup::new("kind").args(["permits", "shared", "exclusive"])))]
 pub struct RunArgs {
     /// Name of the lock.
     #[arg(value_parser = lock_name)]
@@ -53,10 +59,32 @@ pub struct RunArgs {
     #[arg(short, long, conflicts_with = "wait")]
     pub nonblock: bool,
 
-    /// Hold the lock for at most this long, with no watchdog renewing it.
-    /// If COMMAND outlives it, that is a lost lock (exit 70). Without
-    /// --lease a watchdog renews the lease while COMMAND runs.
-    #[arg(long, value_name = "DURATION", value_parser = lease)]
+    /// Take one of the N permits of the semaphore NAME instead of the
+    /// mutex: at most N commands hold NAME at once, in arrival order. Every
+    /// user of NAME must give the same N (exit 78 otherwise).
+    #[arg(long, value_name = "N", value_parser = permits)]
+    pub permits: Option<u32>,
+
+    /// Take the reader-writer lock NAME to read (flock's -s): shared with
+    /// the other --shared commands, never with an --exclusive one. In
+    /// arrival order: a reader behind a queued writer waits for it.
+    #[arg(short, long)]
+    pub shared: bool,
+
+    /// Take the reader-writer lock NAME to write (flock's -x): alone, after
+    /// the readers ahead of it. Not the mutex NAME, which is another lock.
+    #[arg(short = 'x', long)]
+    pub exclusive: bool,
+
+    /// Mutex only (not with --permits, -s, -x): hold the lock for at most this long, with no watchdog
+    /// renewing it. If COMMAND outlives it, that is a lost lock (exit 70).
+    /// Without --lease a watchdog renews the lease while COMMAND runs.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = lease,
+        conflicts_with_all = ["permits", "shared", "exclusive"]
+    )]
     pub lease: Option<Duration>,
 
     /// Exit code when --wait or -n runs out (flock's -E).
@@ -95,6 +123,33 @@ fn lease(text: &str) -> Result<Duration, String> {
     Ok(lease)
 }
 
+fn permits(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(n) if (1..=MAX_PERMITS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "the permits must be a whole number from 1 to {MAX_PERMITS}"
+        )),
+    }
+}
+
+/// The lock the arguments ask for.
+fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
+    let name = args.name.as_str();
+    if let Some(permits) = args.permits {
+        return Lock::Semaphore(client.fair_semaphore(name, permits));
+    }
+    if args.shared {
+        return Lock::Read(client.fair_rwlock(name));
+    }
+    if args.exclusive {
+        return Lock::Write(client.fair_rwlock(name));
+    }
+    match args.lease {
+        Some(lease) => Lock::Mutex(client.fair_mutex(name).with_lease(lease)),
+        None => Lock::Mutex(client.fair_mutex(name)),
+    }
+}
+
 /// Runs the command holding the lock; its exit code, or fairlock's own.
 pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> {
     if args.verbose {
@@ -110,25 +165,21 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
         )
     })?;
     let client = connection.connect()?;
-    let name = args.name.as_str();
-    let base = client.fair_mutex(name);
-    let mutex = match args.lease {
-        Some(lease) => base.with_lease(lease),
-        None => base.clone(),
-    };
+    let lock = lock_of(&client, &args);
+    let name = lock.describe();
 
     // Wait for our turn, on this thread: the guard stays on the thread that took it.
     let started = Instant::now();
     control.waiting();
     let line = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
         progress::start(progress::Watch {
-            mutex: base.clone(),
+            lock: lock.clone(),
             client_id: client.id().to_owned(),
             started,
             patience: args.wait,
         })
     });
-    let outcome = mutex.lock_cancellable(args.wait, control.canceller());
+    let outcome = lock.wait(args.wait, control.canceller());
     if let Some(line) = line {
         line.stop();
     }
@@ -136,9 +187,9 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
     let interrupted = control.acquired();
     let guard = match (outcome, interrupted) {
         (Ok(Some(guard)), Some(signal)) => {
-            let released = guard.unlock().is_ok();
+            let released = guard.release().is_ok();
             eprintln!(
-                "fairlock: interrupted by {} while waiting for {name:?}; {}nothing was run",
+                "fairlock: interrupted by {} while waiting for {name}; {}nothing was run",
                 signals::name(signal),
                 if released { "released it, " } else { "" }
             );
@@ -146,7 +197,7 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
         }
         (_, Some(signal)) => {
             eprintln!(
-                "fairlock: interrupted by {} while waiting for {name:?}; left the queue, nothing was run",
+                "fairlock: interrupted by {} while waiting for {name}; left the queue, nothing was run",
                 signals::name(signal)
             );
             return Ok(exit::SIGNAL_BASE + signal);
@@ -155,20 +206,20 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
         (Ok(None), None) => {
             if !args.quiet {
                 let why = match args.wait {
-                    Some(Duration::ZERO) => format!("{name:?} is busy"),
-                    _ => format!("gave up waiting for {name:?} after {}", human(waited)),
+                    Some(Duration::ZERO) => format!("{name} is busy"),
+                    _ => format!("gave up waiting for {name} after {}", human(waited)),
                 };
                 eprintln!("fairlock: {why}; nothing was run");
             }
             return Ok(i32::from(args.conflict_exit_code));
         }
         (Err(err), None) => {
-            return Err(Failure::redis(err, format!("waiting for {name:?} failed")));
+            return Err(Failure::redis(err, format!("waiting for {name} failed")));
         }
     };
     if args.verbose {
         eprintln!(
-            "fairlock: acquired {name:?} after {} (token {}, client {})",
+            "fairlock: acquired {name} after {} (token {}, client {})",
             human(waited),
             guard.fencing_token(),
             client.id()
@@ -180,22 +231,22 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
     command
         .args(&args.command[1..])
         .env("FAIRLOCK_TOKEN", guard.fencing_token().to_string())
-        .env("FAIRLOCK_NAME", name)
+        .env("FAIRLOCK_NAME", lock.name())
         .env("FAIRLOCK_CLIENT_ID", client.id());
     die_with_parent(&mut command);
     let held_since = Instant::now();
     let mut child = match control.spawn(&mut command) {
         Ok(child) => child,
         Err(SpawnError::Interrupted(signal)) => {
-            let _ = guard.unlock();
+            let _ = guard.release();
             eprintln!(
-                "fairlock: interrupted by {} before the command started; released {name:?}, nothing was run",
+                "fairlock: interrupted by {} before the command started; released {name}, nothing was run",
                 signals::name(signal)
             );
             return Ok(exit::SIGNAL_BASE + signal);
         }
         Err(SpawnError::Io(err)) => {
-            let _ = guard.unlock();
+            let _ = guard.release();
             let code = if err.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
             } else {
@@ -240,8 +291,9 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
         if !lost && (control.is_lease_lost() || guard.is_lease_lost()) {
             lost = true;
             eprintln!(
-                "fairlock: lost the lock on {name:?} while the command runs: {}; {}",
-                why_lost(&base, &args),
+                "fairlock: lost {} on {name} while the command runs: {}; {}",
+                lock.what(),
+                why_lost(&lock, &args),
                 if args.kill_on_loss {
                     "stopping the command"
                 } else {
@@ -263,18 +315,19 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
     let held = held_since.elapsed();
 
     // Release, whatever the command did.
-    lost |= release(guard, name, lost, &base, &args);
+    lost |= release(guard, &name, lost, &lock, &args);
     if lost {
         eprintln!(
-            "fairlock: the command {}; exiting with {} because the lock was lost",
+            "fairlock: the command {}; exiting with {} because {} was lost",
             describe(status),
-            exit::LEASE_LOST
+            exit::LEASE_LOST,
+            lock.what()
         );
         return Ok(exit::LEASE_LOST);
     }
     if args.verbose {
         eprintln!(
-            "fairlock: released {name:?} after holding it {}; the command {}",
+            "fairlock: released {name} after holding it {}; the command {}",
             human(held),
             describe(status)
         );
@@ -283,27 +336,22 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
 }
 
 /// Releases the lock; true if that found it lost (and said so).
-fn release(
-    guard: FairMutexGuard,
-    name: &str,
-    known_lost: bool,
-    base: &FairMutex,
-    args: &RunArgs,
-) -> bool {
-    match guard.unlock() {
+fn release(guard: Held, name: &str, known_lost: bool, lock: &Lock, args: &RunArgs) -> bool {
+    match guard.release() {
         Ok(()) => false,
         Err(err) if err.is_lease_lost() => {
             if !known_lost {
                 eprintln!(
-                    "fairlock: lost the lock on {name:?} while the command ran: {}",
-                    why_lost(base, args)
+                    "fairlock: lost {} on {name} while the command ran: {}",
+                    lock.what(),
+                    why_lost(lock, args)
                 );
             }
             true
         }
         Err(err) => {
             eprintln!(
-                "fairlock: warning: cannot release {name:?} ({err}); it frees when its lease runs out"
+                "fairlock: warning: cannot release {name} ({err}); it frees when its lease runs out"
             );
             false
         }
@@ -311,17 +359,16 @@ fn release(
 }
 
 /// Why the lease is gone, as far as can be told.
-fn why_lost(base: &FairMutex, args: &RunArgs) -> String {
-    let mut why = match args.lease {
-        Some(lease) => format!("its fixed --lease of {} ran out", human(lease)),
-        None => "the lease was not renewed in time, or someone ran unlock --force".to_owned(),
+fn why_lost(lock: &Lock, args: &RunArgs) -> String {
+    let mut why = match (args.lease, lock) {
+        (Some(lease), _) => format!("its fixed --lease of {} ran out", human(lease)),
+        (None, Lock::Mutex(_)) => {
+            "the lease was not renewed in time, or someone ran unlock --force".to_owned()
+        }
+        (None, _) => "the lease was not renewed in time".to_owned(),
     };
-    if let Ok(Some(holder)) = base.status(0).map(|s| s.holder) {
-        why.push_str(&format!(
-            "; it is now held by client {}, token {}",
-            holder.who.client_id(),
-            holder.fencing_token
-        ));
+    if let Some(holder) = lock.holder_now() {
+        why.push_str(&format!("; it is now held by {holder}"));
     }
     why
 }

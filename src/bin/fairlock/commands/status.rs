@@ -1,17 +1,27 @@
-//! `fairlock status`: who holds the lock, who waits for it, the last token.
+//! `fairlock status`: who holds the lock, who waits for it, the last token;
+//! for the mutex of the name, and for its semaphore and its reader-writer
+//! lock when those are in use.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::Args;
-use fairlock::{Holder, LockStatus, Participant};
+use fairlock::{
+    Holder, LockStatus, Participant, QueuedWaiter, RwLockStatus, RwQueuedWaiter, SemaphoreStatus,
+};
 use serde_json::{json, Value};
 
 use super::lock_name;
 use crate::duration::human;
+use crate::kinds::access_word;
 use crate::{Connection, Failure};
 
 /// Show who holds NAME, who waits for it in order, and the last token.
+///
+/// Shows NAME's mutex, and NAME's semaphore and reader-writer lock too
+/// while they are in use (a holder or a waiter, or their state still
+/// recorded): each holder with its lease left and token (and read or
+/// write), the waiters in order.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Name of the lock.
@@ -22,25 +32,59 @@ pub struct StatusArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// List at most this many waiters from the head of the queue.
+    /// List at most this many waiters from the head of each queue (and
+    /// this many holders of a semaphore).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub limit: usize,
 }
 
-/// Prints the holder, the queue in order and the last token; exit code 0.
+/// Everything `status` shows of one name.
+pub struct Report {
+    pub mutex: LockStatus,
+    /// The semaphore of the name, when in use.
+    pub semaphore: Option<SemaphoreStatus>,
+    /// The reader-writer lock of the name, when in use.
+    pub rwlock: Option<RwLockStatus>,
+}
+
+/// Prints the holders, the queues in order and the last tokens; exit code 0.
 pub fn exec(connection: &Connection, args: StatusArgs) -> Result<i32, Failure> {
     let name = args.name.as_str();
     let client = connection.connect()?;
-    let status = client
-        .fair_mutex(name)
+    let failed = |err| Failure::redis(err, format!("cannot read the status of {name:?}"));
+    let mutex = client.fair_mutex(name).status(args.limit).map_err(failed)?;
+    // The permits given here only matter to an acquire: the status
+    // script reads the semaphore's own number from Redis.
+    let semaphore = client
+        .fair_semaphore(name, 1)
         .status(args.limit)
-        .map_err(|err| Failure::redis(err, format!("cannot read the status of {name:?}")))?;
+        .map_err(failed)?;
+    let rwlock = client
+        .fair_rwlock(name)
+        .status(args.limit)
+        .map_err(failed)?;
+    let report = Report {
+        mutex,
+        semaphore: Some(semaphore).filter(semaphore_in_use),
+        rwlock: Some(rwlock).filter(rwlock_in_use),
+    };
     if args.json {
-        println!("{}", to_json(name, &status));
+        println!("{}", to_json(name, &report));
     } else {
-        print!("{}", to_text(name, &status));
+        print!("{}", to_text(name, &report));
     }
     Ok(0)
+}
+
+/// A semaphore is shown while it has a holder or a waiter, or its number
+/// of permits is still recorded (a fence life after the last one left).
+fn semaphore_in_use(status: &SemaphoreStatus) -> bool {
+    status.permits.is_some() || status.holder_count > 0 || status.queue_len > 0
+}
+
+/// A reader-writer lock likewise, its last token standing for its state.
+fn rwlock_in_use(status: &RwLockStatus) -> bool {
+    status.last_fencing_token.is_some() || status.holder_count > 0 || status.queue_len > 0
 }
 
 /// Who a participant is, the way `status` and `unlock` name it.
@@ -69,8 +113,20 @@ fn holder_text(holder: &Holder) -> String {
     )
 }
 
-/// The text form of `status`.
-pub fn to_text(name: &str, status: &LockStatus) -> String {
+/// The text form of `status`: the mutex as ever, then the semaphore and
+/// the reader-writer lock if in use, their lines indented under a heading.
+pub fn to_text(name: &str, report: &Report) -> String {
+    let mut out = mutex_text(name, &report.mutex);
+    if let Some(semaphore) = &report.semaphore {
+        out.push_str(&semaphore_text(semaphore));
+    }
+    if let Some(rwlock) = &report.rwlock {
+        out.push_str(&rwlock_text(rwlock));
+    }
+    out
+}
+
+fn mutex_text(name: &str, status: &LockStatus) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "lock:       {name}");
     match &status.holder {
@@ -81,39 +137,154 @@ pub fn to_text(name: &str, status: &LockStatus) -> String {
             let _ = writeln!(out, "holder:     none (free)");
         }
     }
-    if status.queue_len == 0 && status.waiters.is_empty() {
-        let _ = writeln!(out, "queue:      empty");
-    } else {
-        let _ = writeln!(out, "queue:      {} waiting", status.queue_len);
-        for (i, waiter) in status.waiters.iter().enumerate() {
-            let liveness = match waiter.liveness_left {
-                Some(left) => format!("keeps its place {} without a heartbeat", human(left)),
-                None => "dead, not dropped yet".to_owned(),
-            };
-            let _ = writeln!(out, "  {:>3}. {} ({liveness})", i + 1, who(&waiter.who));
-        }
-        let listed_live = status
-            .waiters
-            .iter()
-            .filter(|w| w.liveness_left.is_some())
-            .count();
-        if status.queue_len > listed_live {
-            let _ = writeln!(
-                out,
-                "       ... and {} more (see --limit)",
-                status.queue_len - listed_live
-            );
+    queue_text(&mut out, "", &plain(&status.waiters), status.queue_len);
+    last_token_text(&mut out, "", status.last_fencing_token);
+    out
+}
+
+fn semaphore_text(status: &SemaphoreStatus) -> String {
+    let mut out = String::new();
+    let permits = status.permits.map_or_else(
+        || "permits unknown".to_owned(),
+        |n| match n {
+            1 => "1 permit".to_owned(),
+            n => format!("{n} permits"),
+        },
+    );
+    let _ = writeln!(
+        out,
+        "semaphore:  {permits}, {} held, {} free",
+        status.holder_count, status.available
+    );
+    if status.holders.is_empty() {
+        let _ = writeln!(out, "  holders:  none");
+    }
+    for holder in &status.holders {
+        let _ = writeln!(
+            out,
+            "  holder:   {}, {}, token {}",
+            who(&holder.who),
+            lease_left(holder.remaining_lease),
+            holder.fencing_token
+        );
+    }
+    if status.holder_count > status.holders.len() {
+        let _ = writeln!(
+            out,
+            "            ... and {} more (see --limit)",
+            status.holder_count - status.holders.len()
+        );
+    }
+    queue_text(&mut out, "  ", &plain(&status.waiters), status.queue_len);
+    last_token_text(&mut out, "  ", status.last_fencing_token);
+    out
+}
+
+fn rwlock_text(status: &RwLockStatus) -> String {
+    let mut out = String::new();
+    let state = match (status.holder_count, status.write_held) {
+        (0, _) => "free".to_owned(),
+        (_, true) => "held for writing".to_owned(),
+        (1, false) => "held for reading by 1 reader".to_owned(),
+        (n, false) => format!("held for reading by {n} readers"),
+    };
+    let _ = writeln!(out, "rwlock:     {state}");
+    for holder in &status.holders {
+        let _ = writeln!(
+            out,
+            "  holder:   {}, {}, {}, token {}",
+            who(&holder.who),
+            access_word(holder.access),
+            lease_left(holder.remaining_lease),
+            holder.fencing_token
+        );
+    }
+    if status.holder_count > status.holders.len() {
+        let _ = writeln!(
+            out,
+            "            ... and {} more (see --limit)",
+            status.holder_count - status.holders.len()
+        );
+    }
+    let waiters: Vec<Waiting<'_>> = status.waiters.iter().map(Waiting::of_rwlock).collect();
+    queue_text(&mut out, "  ", &waiters, status.queue_len);
+    last_token_text(&mut out, "  ", status.last_fencing_token);
+    out
+}
+
+/// A waiter as the queue lines show it, of any kind.
+struct Waiting<'a> {
+    who: &'a Participant,
+    /// "read" or "write" for a reader-writer lock's waiter.
+    access: Option<&'static str>,
+    liveness_left: Option<Duration>,
+}
+
+impl<'a> Waiting<'a> {
+    fn of_rwlock(waiter: &'a RwQueuedWaiter) -> Self {
+        Waiting {
+            who: &waiter.who,
+            access: waiter.access.map(access_word),
+            liveness_left: waiter.liveness_left,
         }
     }
-    match status.last_fencing_token {
+}
+
+/// The mutex's or a semaphore's waiters, which wait for one thing.
+fn plain(waiters: &[QueuedWaiter]) -> Vec<Waiting<'_>> {
+    waiters
+        .iter()
+        .map(|w| Waiting {
+            who: &w.who,
+            access: None,
+            liveness_left: w.liveness_left,
+        })
+        .collect()
+}
+
+/// The queue lines, in order, each line after `indent`.
+fn queue_text(out: &mut String, indent: &str, waiters: &[Waiting<'_>], queue_len: usize) {
+    let label = format!("{indent}queue:");
+    if queue_len == 0 && waiters.is_empty() {
+        let _ = writeln!(out, "{label:<12}empty");
+        return;
+    }
+    let _ = writeln!(out, "{label:<12}{queue_len} waiting");
+    for (i, waiter) in waiters.iter().enumerate() {
+        let liveness = match waiter.liveness_left {
+            Some(left) => format!("keeps its place {} without a heartbeat", human(left)),
+            None => "dead, not dropped yet".to_owned(),
+        };
+        let access = waiter
+            .access
+            .map_or_else(String::new, |access| format!(", {access}"));
+        let _ = writeln!(
+            out,
+            "{indent}  {:>3}. {}{access} ({liveness})",
+            i + 1,
+            who(waiter.who)
+        );
+    }
+    let listed_live = waiters.iter().filter(|w| w.liveness_left.is_some()).count();
+    if queue_len > listed_live {
+        let _ = writeln!(
+            out,
+            "{indent}       ... and {} more (see --limit)",
+            queue_len - listed_live
+        );
+    }
+}
+
+fn last_token_text(out: &mut String, indent: &str, token: Option<u64>) {
+    let label = format!("{indent}last token:");
+    match token {
         Some(token) => {
-            let _ = writeln!(out, "last token: {token}");
+            let _ = writeln!(out, "{label} {token}");
         }
         None => {
-            let _ = writeln!(out, "last token: none recorded");
+            let _ = writeln!(out, "{label} none recorded");
         }
     }
-    out
 }
 
 fn ms(d: Option<Duration>) -> Value {
@@ -124,19 +295,22 @@ fn ms(d: Option<Duration>) -> Value {
 /// `{"name", "holder": {"client_id", "thread", "hold_count",
 /// "remaining_lease_ms", "fencing_token"} | null, "queue": [{"position",
 /// "client_id", "thread", "liveness_left_ms"}], "queue_len",
-/// "last_fencing_token"}`.
-pub fn to_json(name: &str, status: &LockStatus) -> Value {
-    let holder = status.holder.as_ref().map_or(Value::Null, |h| {
-        json!({
-            "client_id": h.who.client_id(),
-            "thread": h.who.thread(),
-            "hold_count": h.hold_count,
-            "remaining_lease_ms": ms(h.remaining_lease),
-            "fencing_token": h.fencing_token,
-        })
-    });
-    let queue: Vec<Value> = status
-        .waiters
+/// "last_fencing_token"}` for the mutex, as ever, and `"semaphore"` (see
+/// [`semaphore_json`]) and `"rwlock"` (see [`rwlock_json`]) only while
+/// each is in use, so the mutex-only object stays what it was.
+pub fn to_json(name: &str, report: &Report) -> Value {
+    let mut out = mutex_json(name, &report.mutex);
+    if let Some(semaphore) = &report.semaphore {
+        out["semaphore"] = semaphore_json(semaphore);
+    }
+    if let Some(rwlock) = &report.rwlock {
+        out["rwlock"] = rwlock_json(rwlock);
+    }
+    out
+}
+
+fn queue_json(waiters: &[QueuedWaiter]) -> Vec<Value> {
+    waiters
         .iter()
         .enumerate()
         .map(|(i, w)| {
@@ -147,11 +321,93 @@ pub fn to_json(name: &str, status: &LockStatus) -> Value {
                 "liveness_left_ms": ms(w.liveness_left),
             })
         })
+        .collect()
+}
+
+/// `{"permits": N | null, "holder_count", "available", "holders":
+/// [{"client_id", "thread", "remaining_lease_ms", "fencing_token"}] (by
+/// lease end), "queue": [as the mutex's], "queue_len",
+/// "last_fencing_token"}`.
+fn semaphore_json(status: &SemaphoreStatus) -> Value {
+    let holders: Vec<Value> = status
+        .holders
+        .iter()
+        .map(|h| {
+            json!({
+                "client_id": h.who.client_id(),
+                "thread": h.who.thread(),
+                "remaining_lease_ms": ms(h.remaining_lease),
+                "fencing_token": h.fencing_token,
+            })
+        })
         .collect();
+    json!({
+        "permits": status.permits,
+        "holder_count": status.holder_count,
+        "available": status.available,
+        "holders": holders,
+        "queue": queue_json(&status.waiters),
+        "queue_len": status.queue_len,
+        "last_fencing_token": status.last_fencing_token,
+    })
+}
+
+/// `{"write_held", "holder_count", "holders": [{"client_id", "thread",
+/// "access": "read" | "write", "remaining_lease_ms", "fencing_token"}] (by
+/// lease end), "queue": [{"position", "client_id", "thread", "access",
+/// "liveness_left_ms"}], "queue_len", "last_fencing_token"}`.
+fn rwlock_json(status: &RwLockStatus) -> Value {
+    let holders: Vec<Value> = status
+        .holders
+        .iter()
+        .map(|h| {
+            json!({
+                "client_id": h.who.client_id(),
+                "thread": h.who.thread(),
+                "access": access_word(h.access),
+                "remaining_lease_ms": ms(h.remaining_lease),
+                "fencing_token": h.fencing_token,
+            })
+        })
+        .collect();
+    let queue: Vec<Value> = status
+        .waiters
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            json!({
+                "position": i + 1,
+                "client_id": w.who.client_id(),
+                "thread": w.who.thread(),
+                "access": w.access.map(access_word),
+                "liveness_left_ms": ms(w.liveness_left),
+            })
+        })
+        .collect();
+    json!({
+        "write_held": status.write_held,
+        "holder_count": status.holder_count,
+        "holders": holders,
+        "queue": queue,
+        "queue_len": status.queue_len,
+        "last_fencing_token": status.last_fencing_token,
+    })
+}
+
+fn mutex_json(name: &str, status: &LockStatus) -> Value {
+    let holder = status.holder.as_ref().map_or(Value::Null, |h| {
+        json!({
+            "client_id": h.who.client_id(),
+            "thread": h.who.thread(),
+            "hold_count": h.hold_count,
+            "remaining_lease_ms": ms(h.remaining_lease),
+            "fencing_token": h.fencing_token,
+        })
+    });
     json!({
         "name": name,
         "holder": holder,
-        "queue": queue,
+        "queue": queue_json(&status.waiters),
         "queue_len": status.queue_len,
         "last_fencing_token": status.last_fencing_token,
     })

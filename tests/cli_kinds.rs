@@ -1,0 +1,682 @@
+//! The `fairlock` command's other kinds of lock, driven as a built binary
+//! against a private redis-server per test: `run --permits N` (the
+//! semaphore), `run --shared` / `--exclusive` (the reader-writer lock),
+//! `status` listing every holder of every kind, the permits mismatch and
+//! the clap conflicts between the kinds' flags.
+//!
+//! Commands record what they do in a scratch log with `>>` (O_APPEND: each
+//! short line is one atomic write), "start N TOKEN" after the lock was
+//! taken and "end N" before it is given back, so the log's order bounds
+//! what the lock let overlap.
+
+mod cli_support;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cli_support::{
+    assert_one_line_error, code, fairlock, output, read_pid, sh, status_json, stderr, stdout, Proc,
+    Scratch, PATIENCE,
+};
+use fairlock_test_support::{wait_until, RedisServer};
+
+/// The exit code of a permits mismatch (main.rs's `exit::PERMITS_MISMATCH`).
+const PERMITS_MISMATCH: i32 = 78;
+
+/// A command for `sh -c` that logs "start N TOKEN", waits (at most 10 s)
+/// until the log holds `partners` starts in all, stays a little, and logs
+/// "end N". Waiting for partners makes the overlap the lock allows happen
+/// for sure, rather than by luck of timing.
+fn logged(log: &Path, n: usize, partners: usize) -> String {
+    let log = log.display();
+    format!(
+        "echo \"start {n} $FAIRLOCK_TOKEN\" >> '{log}'; \
+         i=0; while [ \"$(grep -c '^start' '{log}')\" -lt {partners} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
+         sleep 0.3; echo \"end {n}\" >> '{log}'"
+    )
+}
+
+/// What a log says: each command's token by its number, in the order
+/// they started, and the most commands running at once.
+struct Log {
+    starts: Vec<(usize, u64)>,
+    max_running: usize,
+    ended: usize,
+    /// For each command: how many others ran at some moment while it did.
+    overlapped: Vec<(usize, usize)>,
+}
+
+fn read_log(path: &Path) -> Log {
+    let text = std::fs::read_to_string(path).expect("the commands wrote the log");
+    let mut running: Vec<usize> = Vec::new();
+    let mut log = Log {
+        starts: Vec::new(),
+        max_running: 0,
+        ended: 0,
+        overlapped: Vec::new(),
+    };
+    let mut peers: std::collections::HashMap<usize, usize> = Default::default();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words[..] {
+            ["start", n, token] => {
+                let n: usize = n.parse().unwrap();
+                log.starts.push((n, token.parse().expect("FAIRLOCK_TOKEN")));
+                running.push(n);
+                log.max_running = log.max_running.max(running.len());
+                for &r in &running {
+                    let others = running.len() - 1;
+                    let seen = peers.entry(r).or_default();
+                    *seen = (*seen).max(others);
+                }
+            }
+            ["end", n] => {
+                let n: usize = n.parse().unwrap();
+                running.retain(|&r| r != n);
+                log.ended += 1;
+            }
+            _ => panic!("unexpected log line {line:?}"),
+        }
+    }
+    let mut overlapped: Vec<(usize, usize)> = peers.into_iter().collect();
+    overlapped.sort_unstable();
+    log.overlapped = overlapped;
+    log
+}
+
+/// The tokens ordered by command number increase: the lock was granted in
+/// the order the commands queued.
+fn assert_granted_in_order(log: &Log) {
+    let mut by_number = log.starts.clone();
+    by_number.sort_unstable();
+    let tokens: Vec<u64> = by_number.iter().map(|&(_, token)| token).collect();
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens by arrival: {by_number:?}"
+    );
+}
+
+#[test]
+fn permits_2_runs_at_most_two_commands_at_once_in_arrival_order() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("permits");
+    let log = scratch.path("log");
+    let client = server.client();
+    let sem = client.fair_semaphore("pool", 2);
+    let held = [sem.acquire().unwrap(), sem.acquire().unwrap()];
+
+    let mut runs = Vec::new();
+    for n in 1..=5 {
+        runs.push(Proc::spawn(
+            fairlock(&server)
+                .args(["run", "pool", "--permits", "2"])
+                .args(sh(&logged(&log, n, 2))),
+        ));
+        assert!(
+            wait_until(PATIENCE, || sem.queue_len().unwrap() == n),
+            "run {n} did not queue"
+        );
+    }
+    for permit in held {
+        permit.release().unwrap();
+    }
+    for run in runs {
+        let out = run.finish(PATIENCE * 2);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let log = read_log(&log);
+    assert_eq!(log.starts.len(), 5, "every command ran once");
+    assert_eq!(log.ended, 5);
+    assert_eq!(log.max_running, 2, "two at once, never more");
+    assert_granted_in_order(&log);
+    let status = sem.status(10).unwrap();
+    assert_eq!((status.holder_count, status.queue_len), (0, 0));
+}
+
+#[test]
+fn a_busy_semaphore_waits_gives_up_and_leaves_like_the_mutex() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("busy-sem");
+    let marker = scratch.path("ran");
+    let client = server.client();
+    let sem = client.fair_semaphore("busy", 1);
+    let held = sem.acquire().unwrap();
+
+    let out = output(
+        fairlock(&server)
+            .args([
+                "run",
+                "busy",
+                "--permits",
+                "1",
+                "--wait",
+                "300ms",
+                "--",
+                "touch",
+            ])
+            .arg(&marker),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(stderr(&out).contains("gave up waiting"), "{}", stderr(&out));
+    let out = output(
+        fairlock(&server)
+            .args([
+                "run",
+                "busy",
+                "--permits",
+                "1",
+                "-n",
+                "-E",
+                "9",
+                "--",
+                "touch",
+            ])
+            .arg(&marker),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 9, "{}", stderr(&out));
+    assert!(stderr(&out).contains("is busy"), "{}", stderr(&out));
+
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["run", "busy", "--permits", "1", "--", "touch"])
+            .arg(&marker),
+    );
+    assert!(wait_until(PATIENCE, || sem.queue_len().unwrap() == 1));
+    run.signal("INT");
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted by SIGINT while waiting"));
+    assert_eq!(sem.queue_len().unwrap(), 0, "left the queue");
+    assert!(!marker.exists(), "nothing ran");
+
+    // Once free, the command runs with its permit's token.
+    held.release().unwrap();
+    let out = output(
+        fairlock(&server)
+            .args(["run", "busy", "--permits", "1"])
+            .args(sh("echo $FAIRLOCK_TOKEN $FAIRLOCK_NAME; exit 3")),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let printed = stdout(&out);
+    let (token, name) = printed.trim().split_once(' ').expect("token and name");
+    assert_eq!(name, "busy");
+    let token: u64 = token.parse().unwrap();
+    assert_eq!(sem.status(0).unwrap().last_fencing_token, Some(token));
+    assert_eq!(sem.available().unwrap(), 1, "given back after the command");
+}
+
+#[test]
+fn a_permits_mismatch_is_exit_78_with_one_line_and_nothing_run() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("mismatch");
+    let marker = scratch.path("ran");
+    let client = server.client();
+    let sem = client.fair_semaphore("three", 3);
+    let _permit = sem.acquire().unwrap();
+
+    let out = output(
+        fairlock(&server)
+            .args(["run", "three", "--permits", "2", "--", "touch"])
+            .arg(&marker),
+        PATIENCE,
+    );
+    assert_one_line_error(&out, PERMITS_MISMATCH, "permits mismatch");
+    let err = stderr(&out);
+    assert!(
+        err.contains("disagree") && err.contains('2') && err.contains('3'),
+        "{err}"
+    );
+    assert!(!marker.exists(), "nothing runs");
+    let status = sem.status(10).unwrap();
+    assert_eq!((status.holder_count, status.queue_len), (1, 0));
+}
+
+#[test]
+fn conflicting_kind_flags_are_one_line_usage_errors() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("conflicts");
+    let marker = scratch.path("ran");
+    let marker = marker.to_str().unwrap();
+    for args in [
+        &["run", "x", "--permits", "2", "--lease", "1s"][..],
+        &["run", "x", "--lease", "1s", "--permits", "2"],
+        &["run", "x", "--permits", "0"],
+        &["run", "x", "--permits", "1000001"],
+        &["run", "x", "--permits", "two"],
+        &["run", "x", "--permits"],
+        &["run", "x", "--shared", "--exclusive"],
+        &["run", "x", "-s", "-x"],
+        &["run", "x", "-s", "--permits", "2"],
+        &["run", "x", "--permits", "2", "-x"],
+        &["run", "x", "-s", "-x", "--permits", "2"],
+        &["run", "x", "-s", "--lease", "1s"],
+        &["run", "x", "--lease", "1s", "-x"],
+    ] {
+        let out = output(
+            fairlock(&server).args(args).args(["--", "touch", marker]),
+            PATIENCE,
+        );
+        assert_one_line_error(&out, 2, &format!("{args:?}"));
+    }
+    assert!(!Path::new(marker).exists());
+    let out = output(
+        fairlock(&server).args(["run", "x", "--permits", "2", "--lease", "1s", "--", "true"]),
+        PATIENCE,
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("--lease") && err.contains("--permits"),
+        "{err}"
+    );
+    assert!(err.contains("mutex only"), "{err}");
+}
+
+#[test]
+fn shared_commands_overlap_and_an_exclusive_one_runs_alone_in_arrival_order() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("rwlock");
+    let (log, marker) = (scratch.path("log"), scratch.path("ran"));
+    let client = server.client();
+    let rwlock = client.fair_rwlock("catalog");
+    let held = rwlock.write().unwrap();
+
+    // Busy either way while a writer holds it.
+    for flag in ["--shared", "--exclusive"] {
+        let out = output(
+            fairlock(&server)
+                .args(["run", "catalog", flag, "-n", "--", "touch"])
+                .arg(&marker),
+            PATIENCE,
+        );
+        assert_eq!(code(&out), 75, "{flag}: {}", stderr(&out));
+    }
+    assert!(!marker.exists());
+
+    // R R W R R: the first two readers wait for each other (they must
+    // overlap to finish quickly), the writer for nobody, the last two for
+    // all five starts.
+    let plan = [("-s", 2), ("-s", 2), ("-x", 0), ("-s", 5), ("-s", 5)];
+    let mut runs = Vec::new();
+    for (i, (flag, partners)) in plan.into_iter().enumerate() {
+        let n = i + 1;
+        runs.push(Proc::spawn(
+            fairlock(&server)
+                .args(["run", "catalog", flag])
+                .args(sh(&logged(&log, n, partners))),
+        ));
+        assert!(
+            wait_until(PATIENCE, || rwlock.queue_len().unwrap() == n),
+            "run {n} did not queue"
+        );
+    }
+    let started = Instant::now();
+    held.unlock().unwrap();
+    for run in runs {
+        let out = run.finish(PATIENCE * 2);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let took = started.elapsed();
+    let log = read_log(&log);
+    assert_eq!(log.starts.len(), 5, "every command ran once");
+    assert_eq!(log.ended, 5);
+    assert_eq!(log.max_running, 2, "readers two at a time");
+    assert_granted_in_order(&log);
+    let others = |n: usize| log.overlapped.iter().find(|&&(m, _)| m == n).unwrap().1;
+    assert_eq!(others(3), 0, "the writer ran alone: {:?}", log.overlapped);
+    for reader in [1, 2, 4, 5] {
+        assert_eq!(others(reader), 1, "reader {reader}: {:?}", log.overlapped);
+    }
+    // Readers that did not share would each have waited 10 s for the other.
+    assert!(took < Duration::from_secs(9), "{took:?}");
+    let status = rwlock.status(10).unwrap();
+    assert_eq!((status.holder_count, status.queue_len), (0, 0));
+}
+
+#[test]
+fn status_lists_the_rwlock_holders_with_their_access_beside_the_other_kinds() {
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let rwlock = a.fair_rwlock("all");
+    let read_a = rwlock.read().unwrap();
+    let read_b = b.fair_rwlock("all").read().unwrap();
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["run", "all", "--exclusive"])
+            .args(sh("echo $FAIRLOCK_CLIENT_ID")),
+    );
+    assert!(wait_until(PATIENCE, || rwlock.queue_len().unwrap() == 1));
+    // The mutex and a semaphore of the same name are other locks, shown too.
+    let mutex_guard = a.fair_mutex("all").lock().unwrap();
+    let permit = b.fair_semaphore("all", 1).acquire().unwrap();
+
+    let status = status_json(&server, "all");
+    assert_eq!(
+        status["holder"]["fencing_token"],
+        mutex_guard.fencing_token()
+    );
+    assert_eq!(status["semaphore"]["permits"], 1);
+    assert_eq!(
+        status["semaphore"]["holders"][0]["fencing_token"],
+        permit.fencing_token()
+    );
+    let rw = &status["rwlock"];
+    assert_eq!(rw["write_held"], false);
+    assert_eq!(rw["holder_count"], 2);
+    let holders = rw["holders"].as_array().unwrap();
+    let seen: HashSet<(&str, &str, u64)> = holders
+        .iter()
+        .map(|h| {
+            (
+                h["client_id"].as_str().unwrap(),
+                h["access"].as_str().unwrap(),
+                h["fencing_token"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        HashSet::from([
+            (a.id(), "read", read_a.fencing_token()),
+            (b.id(), "read", read_b.fencing_token())
+        ])
+    );
+    for h in holders {
+        let lease = h["remaining_lease_ms"].as_u64().unwrap();
+        assert!(lease > 0 && lease <= 2000, "test lease is 2 s: {lease}");
+    }
+    assert_eq!(rw["queue_len"], 1);
+    assert_eq!(rw["queue"][0]["access"], "write");
+    assert_eq!(rw["queue"][0]["position"], 1);
+    let waiter = rw["queue"][0]["client_id"].as_str().unwrap().to_owned();
+
+    let out = output(fairlock(&server).args(["status", "all"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "rwlock:     held for reading by 2 readers".to_owned(),
+        "semaphore:  1 permit, 1 held, 0 free".to_owned(),
+        mutex_guard.fencing_token().to_string(),
+    ] {
+        assert!(text.contains(&needle), "{needle} in {text}");
+    }
+    let (mutex_at, sem_at, rw_at) = (
+        text.find("holder:").unwrap(),
+        text.find("semaphore:").unwrap(),
+        text.find("rwlock:").unwrap(),
+    );
+    assert!(mutex_at < sem_at && sem_at < rw_at, "{text}");
+    let rw_lines: Vec<&str> = text[rw_at..].lines().collect();
+    let line_of = |id: &str| {
+        *rw_lines
+            .iter()
+            .find(|line| line.contains(id))
+            .unwrap_or_else(|| panic!("{id} under rwlock: in {text}"))
+    };
+    for (id, token) in [
+        (a.id(), read_a.fencing_token()),
+        (b.id(), read_b.fencing_token()),
+    ] {
+        let line = line_of(id);
+        assert!(line.starts_with("  holder:   client "), "{line}");
+        assert!(line.contains(", read, lease "), "{line}");
+        assert!(line.ends_with(&format!("token {token}")), "{line}");
+    }
+    let line = line_of(&waiter);
+    assert!(line.contains(", write (keeps its place"), "{line}");
+
+    read_a.unlock().unwrap();
+    read_b.unlock().unwrap();
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        waiter,
+        "the waiter listed was this run"
+    );
+    drop((mutex_guard, permit));
+}
+
+#[test]
+fn status_lists_every_permit_holder_and_the_waiters() {
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let sem_a = a.fair_semaphore("shared", 2);
+    let permit_a = sem_a.acquire().unwrap();
+    let permit_b = b.fair_semaphore("shared", 2).acquire().unwrap();
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["run", "shared", "--permits", "2"])
+            .args(sh("echo $FAIRLOCK_CLIENT_ID")),
+    );
+    assert!(wait_until(PATIENCE, || sem_a.queue_len().unwrap() == 1));
+
+    let status = status_json(&server, "shared");
+    assert_eq!(
+        status["holder"],
+        serde_json::Value::Null,
+        "the mutex is free"
+    );
+    let s = &status["semaphore"];
+    assert_eq!(s["permits"], 2);
+    assert_eq!(s["holder_count"], 2);
+    assert_eq!(s["available"], 0);
+    let holders = s["holders"].as_array().unwrap();
+    let ids: HashSet<&str> = holders
+        .iter()
+        .map(|h| h["client_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, HashSet::from([a.id(), b.id()]));
+    let tokens: HashSet<u64> = holders
+        .iter()
+        .map(|h| h["fencing_token"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        tokens,
+        HashSet::from([permit_a.fencing_token(), permit_b.fencing_token()])
+    );
+    for h in holders {
+        let lease = h["remaining_lease_ms"].as_u64().unwrap();
+        assert!(lease > 0 && lease <= 2000, "test lease is 2 s: {lease}");
+        assert!(h["thread"].is_u64());
+    }
+    assert_eq!(s["queue_len"], 1);
+    let waiter = s["queue"][0]["client_id"].as_str().unwrap().to_owned();
+    assert_eq!(s["queue"][0]["position"], 1);
+    assert_eq!(
+        s["last_fencing_token"],
+        permit_a.fencing_token().max(permit_b.fencing_token())
+    );
+
+    let out = output(fairlock(&server).args(["status", "shared"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("holder:     none (free)"), "{text}");
+    assert!(
+        text.contains("semaphore:  2 permits, 2 held, 0 free"),
+        "{text}"
+    );
+    for needle in [
+        a.id().to_owned(),
+        b.id().to_owned(),
+        permit_a.fencing_token().to_string(),
+        permit_b.fencing_token().to_string(),
+        waiter.clone(),
+    ] {
+        assert!(text.contains(&needle), "{needle} in {text}");
+    }
+
+    permit_a.release().unwrap();
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        waiter,
+        "the waiter listed was this run"
+    );
+    permit_b.release().unwrap();
+}
+
+/// The process is gone or a zombie (whoever adopted it may not reap it).
+fn is_gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn a_killed_holders_permit_comes_back_after_its_lease_and_the_next_runs() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("killed-holder");
+    let (pidfile, ran) = (scratch.path("pid"), scratch.path("ran"));
+    let client = server.client();
+    let sem = client.fair_semaphore("dead", 1);
+
+    let holder_script = format!("echo $$ > '{}'; exec sleep 120", pidfile.display());
+    let holder = Proc::spawn(
+        fairlock(&server)
+            .args(["run", "dead", "--permits", "1"])
+            .args(sh(&holder_script)),
+    );
+    assert!(wait_until(PATIENCE, || read_pid(&pidfile).is_some()));
+    let next = Proc::spawn(
+        fairlock(&server)
+            .args([
+                "run",
+                "dead",
+                "--permits",
+                "1",
+                "--wait",
+                "90s",
+                "--",
+                "touch",
+            ])
+            .arg(&ran),
+    );
+    assert!(wait_until(PATIENCE, || sem.queue_len().unwrap() == 1));
+
+    holder.signal("KILL");
+    let killed = Instant::now();
+    let out = holder.finish(PATIENCE);
+    assert_eq!(out.status.code(), None, "SIGKILLed");
+    // Its command got SIGTERM (fairlock died, nobody renews its permit).
+    let pid = read_pid(&pidfile).unwrap();
+    assert!(
+        wait_until(PATIENCE, || is_gone(&pid)),
+        "the orphaned command was told to stop"
+    );
+    let status = sem.status(1).unwrap();
+    assert_eq!(status.holder_count, 1, "the dead holder's permit is leased");
+
+    // The CLI's lease is the library's default, 30 s, renewed every 1.7 s.
+    let out = next.finish(Duration::from_secs(90));
+    let waited = killed.elapsed();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(ran.exists());
+    eprintln!("the next ran {waited:?} after the holder was killed (lease 30 s)");
+    assert!(
+        waited >= Duration::from_secs(20),
+        "not before the dead holder's lease ran out: {waited:?}"
+    );
+    assert!(waited <= Duration::from_secs(60), "{waited:?}");
+    let status = sem.status(1).unwrap();
+    assert_eq!((status.holder_count, status.queue_len), (0, 0));
+}
+
+#[test]
+fn a_terminal_shows_the_waiting_line_for_a_semaphore() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
+        return;
+    }
+    let server = RedisServer::start();
+    let client = server.client();
+    let sem = client.fair_semaphore("shown", 2);
+    let _held = [sem.acquire().unwrap(), sem.acquire().unwrap()];
+    let inner = format!(
+        "'{}' --url '{}' run shown --permits 2 --wait 1s -- true",
+        cli_support::BIN,
+        server.url()
+    );
+    let out = output(
+        std::process::Command::new("script")
+            .args(["-qfec", &inner, "/dev/null"])
+            .env_remove("REDIS_URL")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+        PATIENCE,
+    );
+    let shown = stdout(&out);
+    assert_eq!(code(&out), 75, "{shown}");
+    assert!(
+        shown.contains("waiting for \"shown\": position 1 of 1, waited"),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains(", 2 holders, first lease ends in "),
+        "{shown:?}"
+    );
+}
+
+#[test]
+fn a_lost_permit_or_rwlock_hold_is_reported_and_exits_70() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("lost");
+    for (flags, what) in [
+        (
+            &["--permits", "2"][..],
+            "lost the permit on \"gone\" (2 permits)",
+        ),
+        (&["--shared"], "lost the read lock on \"gone\" (shared)"),
+        (
+            &["--exclusive"],
+            "lost the write lock on \"gone\" (exclusive)",
+        ),
+    ] {
+        let ready = scratch.path(&format!("ready-{}", flags[0]));
+        let script = format!("touch '{}'; exec sleep 60", ready.display());
+        let run = Proc::spawn(
+            fairlock(&server)
+                .args(["run", "gone", "--kill-on-loss"])
+                .args(flags)
+                .args(sh(&script)),
+        );
+        assert!(wait_until(PATIENCE, || ready.exists()), "{flags:?} ran");
+        // Every key gone: the watchdog's next renewal finds no hold.
+        let wiped = Instant::now();
+        redis::cmd("FLUSHALL")
+            .query::<()>(&mut server.conn())
+            .unwrap();
+        let out = run.finish(PATIENCE);
+        assert_eq!(code(&out), 70, "{flags:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(what), "{what} in {err}");
+        assert!(err.contains("stopping the command"), "{err}");
+        let last = err.lines().last().unwrap_or("");
+        assert!(
+            last.starts_with("fairlock: the command ")
+                && last.ends_with(&format!(
+                    "; exiting with 70 because {} was lost",
+                    &what[5..what.find(" on ").unwrap()]
+                )),
+            "{last}"
+        );
+        // Renewed every 1.7 s (a third of the 5 s waiter timeout).
+        assert!(
+            wiped.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            wiped.elapsed()
+        );
+    }
+}
