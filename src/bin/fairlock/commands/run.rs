@@ -76,9 +76,10 @@ pub struct RunArgs {
     #[arg(short = 'x', long)]
     pub exclusive: bool,
 
-    /// Mutex only (not with --permits, -s, -x): hold the lock for at most this long, with no watchdog
-    /// renewing it. If COMMAND outlives it, that is a lost lock (exit 70).
-    /// Without --lease a watchdog renews the lease while COMMAND runs.
+    /// Mutex only (not with --permits, -s, -x): hold the lock for at most
+    /// this long, with no watchdog renewing it. If COMMAND outlives it,
+    /// that is a lost lock (exit 70). Without --lease a watchdog renews the
+    /// lease while COMMAND runs.
     #[arg(
         long,
         value_name = "DURATION",
