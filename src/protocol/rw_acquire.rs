@@ -10,7 +10,8 @@ use crate::protocol::keys::LockKind;
 use crate::protocol::operation::{ms, Operation, Script};
 use crate::protocol::{Acquire, AcquireReply, LockKeys, Mode};
 
-/// What a rwlock hold allows.
+/// What a reader-writer lock's hold allows (see
+/// [`FairRwLock`](crate::FairRwLock)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Access {
     /// Shared with other readers.
@@ -21,6 +22,8 @@ pub enum Access {
 
 impl Access {
     /// The script's word for it (ARGV, the holders member, queue entries).
+    /// Protocol detail, not part of the public API.
+    #[doc(hidden)]
     pub fn as_arg(self) -> &'static str {
         match self {
             Access::Read => "r",
@@ -28,7 +31,9 @@ impl Access {
         }
     }
 
-    /// The access the script's word names, if it names one.
+    /// The access the script's word names, if it names one. Protocol
+    /// detail, not part of the public API.
+    #[doc(hidden)]
     pub fn from_arg(word: &str) -> Option<Access> {
         match word {
             "r" => Some(Access::Read),
