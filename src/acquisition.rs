@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::cancel::WaitCanceller;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holds::Hold;
+use crate::observe::{self, Labels, Outcome};
 use crate::protocol::LockKeys;
 use crate::protocol::{
     Access, Acquire, AcquireReply, Cancel, CancelReply, Mode, Renew, RwAcquire, RwCancel, RwRenew,
@@ -98,9 +99,36 @@ pub(crate) struct Acquired {
     /// give-back names it.
     pub(crate) lease: Duration,
     pub(crate) fixed: bool,
+    /// How long the acquire call waited, from its start to its return.
+    pub(crate) waited: Duration,
 }
 
 impl Acquisition<'_> {
+    /// The labels of this lock's metrics (see [`observe`]).
+    fn labels(&self) -> Labels {
+        let named = self.shared.config.metrics_lock_names;
+        Labels::new(self.keys.kind(), named.then_some(self.name))
+    }
+
+    /// Reports how the call that started at `started` ended, and stamps
+    /// its wait on what it got.
+    fn observed(
+        &self,
+        started: Instant,
+        result: Result<Option<Acquired>>,
+        cancel: Option<&WaitCanceller>,
+    ) -> Result<Option<Acquired>> {
+        let waited = started.elapsed();
+        let outcome = match &result {
+            Ok(Some(_)) => Outcome::Acquired,
+            Ok(None) if cancel.is_some_and(WaitCanceller::is_cancelled) => Outcome::Cancelled,
+            Ok(None) => Outcome::TimedOut,
+            Err(_) => Outcome::Failed,
+        };
+        observe::wait_ended(&self.labels(), outcome, waited);
+        result.map(|got| got.map(|got| Acquired { waited, ..got }))
+    }
+
     /// A new call of this thread on this lock, with its own wait id.
     fn waiter(&self) -> Arc<Waiter> {
         Arc::new(Waiter::new(
@@ -115,10 +143,13 @@ impl Acquisition<'_> {
 
     /// One attempt that never queues (`try_lock`).
     pub(crate) fn try_once(&self) -> Result<Option<Acquired>> {
+        let started = Instant::now();
         let waiter = self.waiter();
         let (lease, fixed) = (self.lease, self.fixed);
-        self.attempt(&waiter, Mode::Try, lease, fixed)
-            .inspect_err(|_| self.give_back_later(&waiter))
+        let result = self
+            .attempt(&waiter, Mode::Try, lease, fixed)
+            .inspect_err(|_| self.give_back_later(&waiter));
+        self.observed(started, result, None)
     }
 
     /// Waits in the queue as long as it takes.
@@ -152,9 +183,12 @@ impl Acquisition<'_> {
         deadline: Option<Instant>,
         cancel: Option<&WaitCanceller>,
     ) -> Result<Option<Acquired>> {
+        let started = Instant::now();
         let waiter = self.waiter();
         let (lease, fixed) = (self.lease, self.fixed);
         let shared = self.shared;
+        let labels = self.labels();
+        observe::waiting(&labels, 1.0);
         // Registered before the first attempt reaches Redis, so that no
         // handoff message can arrive for an id nobody listens to.
         shared.waiters.insert(Arc::clone(&waiter));
@@ -163,7 +197,8 @@ impl Acquisition<'_> {
         }
         let result = self.wait_in_queue(&waiter, deadline, lease, fixed);
         shared.waiters.remove(waiter.id);
-        result
+        observe::waiting(&labels, -1.0);
+        self.observed(started, result, cancel)
     }
 
     fn wait_in_queue(
@@ -218,12 +253,9 @@ impl Acquisition<'_> {
                         }
                         return Err(err);
                     }
-                    return Ok(Some(self.guard(
-                        waiter,
-                        grant.token,
-                        grant.since,
-                        grant.ttl,
-                    )));
+                    let got = self.guard(waiter, grant.token, grant.since, grant.ttl);
+                    observe::handed_over(&self.labels(), grant.delivered.elapsed());
+                    return Ok(Some(got));
                 }
                 Wake::Poll => {}
                 Wake::TimedOut => return self.leave_queue(waiter),
@@ -448,7 +480,7 @@ impl Acquisition<'_> {
     /// grant was sent) and lasts `lease_left` by Redis's clock.
     fn guard(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> Acquired {
         let shared = self.shared;
-        let hold = Hold::new(
+        let mut hold = Hold::new(
             Arc::clone(&waiter.keys),
             waiter.owner.clone(),
             token,
@@ -458,6 +490,7 @@ impl Acquisition<'_> {
             since,
             lease_left,
         );
+        hold.labels = self.labels();
         let renewed = !self.fixed;
         let expires_at = hold.local_end();
         let hold = shared.holds.register(hold, renewed);
@@ -469,6 +502,7 @@ impl Acquisition<'_> {
             call: waiter.id,
             lease: self.lease,
             fixed: self.fixed,
+            waited: Duration::ZERO,
         }
     }
 }

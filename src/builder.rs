@@ -165,6 +165,25 @@ impl ClientBuilder {
         self
     }
 
+    /// With the `metrics` feature, label every lock's metrics with its
+    /// name as well as its primitive (see "Observing it" in the README).
+    /// Off by default: a service that makes a name per job or per customer
+    /// would make a time series per name. Without the feature it changes
+    /// nothing.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::builder("redis://127.0.0.1:6379")
+    ///     .metrics_lock_names(true)
+    ///     .build()?;
+    /// # drop(client);
+    /// # Ok(()) }
+    /// ```
+    pub fn metrics_lock_names(mut self, on: bool) -> Self {
+        self.config.metrics_lock_names = on;
+        self
+    }
+
     /// Checks the settings, connects, and starts the client's watchdog and
     /// subscriber threads.
     ///

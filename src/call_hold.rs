@@ -27,6 +27,8 @@ pub(crate) struct CallHold {
     lease: Duration,
     fixed: bool,
     access: Option<Access>,
+    /// How long the acquire call waited.
+    waited: Duration,
     released: bool,
 }
 
@@ -45,12 +47,17 @@ impl CallHold {
             lease: got.lease,
             fixed: got.fixed,
             access,
+            waited: got.waited,
             released: false,
         }
     }
 
     pub(crate) fn fencing_token(&self) -> u64 {
         self.hold.token
+    }
+
+    pub(crate) fn waited(&self) -> Duration {
+        self.waited
     }
 
     pub(crate) fn is_lease_lost(&self) -> bool {

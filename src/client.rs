@@ -138,6 +138,7 @@ impl Client {
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {
         let backend = Backend::open(&config, topology)?;
+        crate::observe::describe();
         let scripts = Scripts::new(&config.common_args());
         scripts.load_all(backend.get()?.get())?;
         let shared = Arc::new(Shared::new(config, backend, scripts));

@@ -47,6 +47,9 @@ pub(crate) struct Config {
     pub(crate) clock_drift: ClockDrift,
     /// How long a lock's fence key outlives its last write.
     pub(crate) fence_life: Duration,
+    /// Whether metrics carry each lock's name as a label (`metrics`
+    /// feature; names can be unbounded, so off by default).
+    pub(crate) metrics_lock_names: bool,
 }
 
 impl Default for Config {
@@ -64,6 +67,7 @@ impl Default for Config {
             sync_replicas: None,
             clock_drift: ClockDrift::default(),
             fence_life: DEFAULT_FENCE_LIFE,
+            metrics_lock_names: false,
         }
     }
 }

@@ -34,6 +34,8 @@ pub struct FairMutexGuard {
     /// That call's lease, fixed or renewed (for a give-back of the call).
     lease: Duration,
     fixed: bool,
+    /// How long the acquire call that made this guard waited.
+    waited: Duration,
     released: bool,
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
@@ -46,6 +48,7 @@ impl FairMutexGuard {
             call: got.call,
             lease: got.lease,
             fixed: got.fixed,
+            waited: got.waited,
             released: false,
             _not_send: PhantomData,
         }
@@ -73,6 +76,21 @@ impl FairMutexGuard {
     /// [`LeaseSignal`] for when it fires.
     pub fn lease_signal(&self) -> LeaseSignal {
         LeaseSignal::new(Arc::clone(&self.hold))
+    }
+
+    /// How long the `lock()` (or `try_lock*`) call that made this guard
+    /// waited, from its start to its return: its queueing time plus its
+    /// round trips. A re-entrant guard's own call, not its outer one's.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-report").lock()?;
+    /// println!("waited {:?} for the lock", guard.waited());
+    /// # Ok(()) }
+    /// ```
+    pub fn waited(&self) -> Duration {
+        self.waited
     }
 
     /// The mutex this guard holds.

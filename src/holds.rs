@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::config::ClockDrift;
-
+use crate::observe::{self, Labels};
 use crate::protocol::LockKeys;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
@@ -36,6 +36,12 @@ pub(crate) struct Hold {
     /// Whether the hold excludes every other (a mutex's, a rwlock's write):
     /// a thread re-enters a rwlock through its write hold when it has one.
     pub(crate) exclusive: bool,
+    /// Its metrics' labels (nothing without the `metrics` feature).
+    pub(crate) labels: Labels,
+    /// When this client got it (the acquire call's answer or wake-up): hold
+    /// time counts from here to its last guard's release. (Its lease counts
+    /// from earlier, a request sent before the grant.)
+    granted_at: Instant,
     drift: ClockDrift,
     state: Mutex<HoldState>,
     /// Signalled when the hold ends (lost or released).
@@ -76,12 +82,15 @@ impl Hold {
         since: Instant,
         lease: Duration,
     ) -> Self {
+        let keys_kind = keys.kind();
         Hold {
             keys,
             owner,
             token,
             call,
             exclusive,
+            labels: Labels::new(keys_kind, None),
+            granted_at: Instant::now(),
             drift,
             state: Mutex::new(HoldState {
                 expires_at: drift.local_end(since, lease),
@@ -104,9 +113,13 @@ impl Hold {
     /// How the hold ended, if it did by `now`.
     pub(crate) fn end_as_of(&self, now: Instant) -> Option<LeaseEnd> {
         let mut state = self.state.lock();
+        let before = state.end;
         let end = state.settle(now);
         drop(state);
         if end == Some(LeaseEnd::Lost) {
+            if before.is_none() {
+                self.report_lost("no renewal confirmed it in time");
+            }
             self.ended.notify_all();
         }
         end
@@ -121,10 +134,16 @@ impl Hold {
     /// lost.
     pub(crate) fn mark_released(&self) {
         let mut state = self.state.lock();
-        if state.settle(Instant::now()).is_none() {
-            state.end = Some(LeaseEnd::Released);
+        let before = state.end;
+        match state.settle(Instant::now()) {
+            None => state.end = Some(LeaseEnd::Released),
+            Some(LeaseEnd::Lost) if before.is_none() => {
+                self.report_lost("no renewal confirmed it in time")
+            }
+            Some(_) => {}
         }
         drop(state);
+        observe::hold_ended(&self.labels, self.granted_at.elapsed());
         self.ended.notify_all();
     }
 
@@ -132,15 +151,24 @@ impl Hold {
         let mut state = self.state.lock();
         if state.end.is_none() {
             state.end = Some(end);
-            log::warn!(
-                "fairlock: lease lost on {:?} (owner {}, token {})",
-                self.keys.lock(),
-                self.owner,
-                self.token
-            );
+            if end == LeaseEnd::Lost {
+                self.report_lost("Redis says it is no longer this hold's");
+            }
         }
         drop(state);
         self.ended.notify_all();
+    }
+
+    /// Logs (warn, with the lock's key, which ends with its name, and the
+    /// owner) and counts the loss of this hold's lease: once per hold.
+    fn report_lost(&self, why: &str) {
+        observe::lease_lost(&self.labels);
+        log::warn!(
+            "fairlock: lease lost on {:?} (owner {}, token {}): {why}",
+            self.keys.lock(),
+            self.owner,
+            self.token
+        );
     }
 
     /// A renewal sent at `sent` succeeded for `lease`. One sent after the
@@ -205,6 +233,7 @@ impl Holds {
             return Arc::clone(&known.hold);
         }
         let hold = Arc::new(hold);
+        observe::hold_began(&hold.labels);
         holds.push(Registered {
             hold: Arc::clone(&hold),
             guards: 1,

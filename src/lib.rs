@@ -65,6 +65,7 @@ mod guard;
 mod holds;
 mod lease_signal;
 mod mutex;
+mod observe;
 mod own_conns;
 mod protocol;
 mod renewal;

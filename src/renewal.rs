@@ -284,9 +284,21 @@ fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant
                     token,
                     since: sent,
                     ttl,
+                    delivered: Instant::now(),
                 })
             }
-            WaiterStatus::Gone => waiter.repoll(),
+            WaiterStatus::Gone => {
+                // Dropped as dead (this client's heartbeats stopped reaching
+                // Redis for a waiter timeout), or not queued yet: it asks
+                // again, and queues anew if it lost its place.
+                log::info!(
+                    "fairlock: waiter {} (owner {}) not found in the queue of {:?}; asking again",
+                    waiter.id,
+                    waiter.owner,
+                    waiter.keys.lock()
+                );
+                waiter.repoll()
+            }
         }
     }
 }

@@ -423,6 +423,20 @@ macro_rules! rw_guard_methods {
                 self.hold.fencing_token()
             }
 
+            #[doc = concat!("How long the call that made this ", $what, " waited, from its start")]
+            /// to its return.
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let guard = client.fair_rwlock(\"catalog\").", stringify!($take), "()?;")]
+            /// println!("waited {:?}", guard.waited());
+            /// # Ok(()) }
+            /// ```
+            pub fn waited(&self) -> Duration {
+                self.hold.waited()
+            }
+
             #[doc = concat!("True once the ", $what, " is known to be gone (its lease ran out")]
             /// without a confirmed renewal, or Redis said it is no longer
             /// this call's). Only a fencing token makes a protected write

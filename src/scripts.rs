@@ -134,6 +134,8 @@ impl Scripts {
         if !lost_scripts {
             return Ok(result?);
         }
+        log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT FLUSH); loading them again");
+        crate::observe::scripts_reloaded();
         self.load_all(conn)?;
         Ok(send_pipeline(pipe, conn)?)
     }

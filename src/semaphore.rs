@@ -337,6 +337,20 @@ impl SemaphorePermit {
         self.hold.fencing_token()
     }
 
+    /// How long the acquire call that made this permit waited, from its
+    /// start to its return.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let permit = client.fair_semaphore("uploads", 4).acquire()?;
+    /// println!("waited {:?} for a permit", permit.waited());
+    /// # Ok(()) }
+    /// ```
+    pub fn waited(&self) -> Duration {
+        self.hold.waited()
+    }
+
     /// True once the permit is known to be gone (its lease ran out without
     /// a confirmed renewal, or Redis said it is no longer this call's).
     ///

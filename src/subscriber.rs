@@ -72,6 +72,11 @@ fn listen(
     }
     if !first {
         // Handoffs published while we were away were lost: everyone asks.
+        log::info!(
+            "fairlock: wake-up subscription on {} is back",
+            target.describe()
+        );
+        crate::observe::reconnected(crate::observe::Reconnect::Subscriber);
         shared.waiters.repoll_all();
     }
     let mut interruptions = 0;

@@ -23,6 +23,9 @@ pub(crate) struct Grant {
     pub(crate) since: Instant,
     /// Its length, as Redis set it.
     pub(crate) ttl: Duration,
+    /// When this client learned of it (a push message, a release reply, a
+    /// heartbeat): the waiter's handoff latency counts from here.
+    pub(crate) delivered: Instant,
 }
 
 /// Why [`Waiter::sleep`] returned.
@@ -123,7 +126,12 @@ impl Waiter {
             return; // read after a request found that grant over
         }
         let since = state.queued_as_of.unwrap_or_else(Instant::now);
-        state.granted = Some(Grant { token, since, ttl });
+        state.granted = Some(Grant {
+            token,
+            since,
+            ttl,
+            delivered: Instant::now(),
+        });
         drop(state);
         self.wakeup.notify_one();
     }
@@ -287,6 +295,7 @@ mod tests {
                 token: 7,
                 since: Instant::now(),
                 ttl: Duration::ZERO,
+                delivered: Instant::now(),
             });
         });
         let woke = w.sleep(Some(Instant::now() + Duration::from_secs(10)));

@@ -1,0 +1,258 @@
+//! What fairlock reports about itself: with the `metrics` feature, through
+//! the `metrics` facade to whatever exporter the service installed; without
+//! it, nothing (every function here is empty and [`Labels`] holds nothing,
+//! so the calls compile away).
+//!
+//! Metric names, units and labels (the README's "Observing it" lists them
+//! too); every metric has `primitive` (`mutex`, `semaphore`, `rwlock`) and,
+//! when the client asks for it ([`ClientBuilder::metrics_lock_names`](crate::ClientBuilder::metrics_lock_names)),
+//! `name`:
+//! - `fairlock_wait_seconds` (histogram): how long an acquire call waited,
+//!   with `outcome` `acquired`, `timed_out`, `cancelled` or `failed`;
+//! - `fairlock_hold_seconds` (histogram): from a hold's grant to its last
+//!   guard's release;
+//! - `fairlock_handoff_seconds` (histogram): from this client learning that
+//!   a waiter was handed the lock (a push message, or a release reply) to
+//!   the waiter's call returning with it;
+//! - `fairlock_acquisitions_total`, `fairlock_leases_lost_total` (counters);
+//! - `fairlock_waiting_threads`, `fairlock_held_locks` (gauges);
+//! - `fairlock_reconnects_total` (counter, `connection`: `subscriber` or
+//!   `pool`) and `fairlock_script_reloads_total` (counter), without the
+//!   lock's labels.
+
+use std::time::Duration;
+
+#[cfg(not(feature = "metrics"))]
+use crate::protocol::LockKind;
+
+/// How an acquire call ended, for `fairlock_wait_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Acquired,
+    TimedOut,
+    Cancelled,
+    Failed,
+}
+
+/// Which connection was made again, for `fairlock_reconnects_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reconnect {
+    /// A subscriber's pub/sub connection.
+    Subscriber,
+    /// A pooled connection the server had closed.
+    Pool,
+}
+
+#[cfg(feature = "metrics")]
+mod on {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge};
+    use metrics::{histogram, Label, Unit};
+
+    use super::{Outcome, Reconnect};
+    use crate::protocol::LockKind;
+
+    /// The labels of one lock's metrics: its primitive, and its name when
+    /// the client opted in (names can be unbounded).
+    #[derive(Debug, Clone)]
+    pub(crate) struct Labels {
+        primitive: &'static str,
+        name: Option<Arc<str>>,
+    }
+
+    impl Labels {
+        pub(crate) fn new(kind: LockKind, name: Option<&str>) -> Self {
+            let primitive = match kind {
+                LockKind::Mutex => "mutex",
+                LockKind::Semaphore => "semaphore",
+                LockKind::RwLock => "rwlock",
+            };
+            Labels {
+                primitive,
+                name: name.map(Arc::from),
+            }
+        }
+
+        fn list(&self) -> Vec<Label> {
+            let mut labels = vec![Label::new("primitive", self.primitive)];
+            if let Some(name) = &self.name {
+                labels.push(Label::new("name", name.to_string()));
+            }
+            labels
+        }
+    }
+
+    pub(crate) fn describe() {
+        describe_histogram!(
+            "fairlock_wait_seconds",
+            Unit::Seconds,
+            "how long an acquire call waited, by outcome"
+        );
+        describe_histogram!(
+            "fairlock_hold_seconds",
+            Unit::Seconds,
+            "from a hold's grant to its release"
+        );
+        describe_histogram!(
+            "fairlock_handoff_seconds",
+            Unit::Seconds,
+            "from this client learning of a handoff to the waiter's call returning"
+        );
+        describe_counter!("fairlock_acquisitions_total", "holds taken");
+        describe_counter!("fairlock_leases_lost_total", "holds whose lease was lost");
+        describe_gauge!("fairlock_waiting_threads", "threads waiting in a queue now");
+        describe_gauge!("fairlock_held_locks", "holds with live guards now");
+        describe_counter!(
+            "fairlock_reconnects_total",
+            "connections made again after the server closed one"
+        );
+        describe_counter!(
+            "fairlock_script_reloads_total",
+            "script cache reloads after the server lost its scripts"
+        );
+    }
+
+    pub(crate) fn wait_ended(labels: &Labels, outcome: Outcome, waited: Duration) {
+        let outcome = match outcome {
+            Outcome::Acquired => "acquired",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Failed => "failed",
+        };
+        let mut list = labels.list();
+        list.push(Label::new("outcome", outcome));
+        histogram!("fairlock_wait_seconds", list).record(waited.as_secs_f64());
+        if outcome == "acquired" {
+            counter!("fairlock_acquisitions_total", labels.list()).increment(1);
+        }
+    }
+
+    pub(crate) fn handed_over(labels: &Labels, latency: Duration) {
+        histogram!("fairlock_handoff_seconds", labels.list()).record(latency.as_secs_f64());
+    }
+
+    pub(crate) fn hold_ended(labels: &Labels, held: Duration) {
+        histogram!("fairlock_hold_seconds", labels.list()).record(held.as_secs_f64());
+        gauge!("fairlock_held_locks", labels.list()).decrement(1.0);
+    }
+
+    pub(crate) fn hold_began(labels: &Labels) {
+        gauge!("fairlock_held_locks", labels.list()).increment(1.0);
+    }
+
+    pub(crate) fn lease_lost(labels: &Labels) {
+        counter!("fairlock_leases_lost_total", labels.list()).increment(1);
+    }
+
+    pub(crate) fn waiting(labels: &Labels, delta: f64) {
+        gauge!("fairlock_waiting_threads", labels.list()).increment(delta);
+    }
+
+    pub(crate) fn reconnected(what: Reconnect) {
+        let connection = match what {
+            Reconnect::Subscriber => "subscriber",
+            Reconnect::Pool => "pool",
+        };
+        counter!("fairlock_reconnects_total", "connection" => connection).increment(1);
+    }
+
+    pub(crate) fn scripts_reloaded() {
+        counter!("fairlock_script_reloads_total").increment(1);
+    }
+}
+
+#[cfg(feature = "metrics")]
+pub(crate) use on::Labels;
+
+/// The labels of one lock's metrics (nothing without the `metrics` feature).
+#[cfg(not(feature = "metrics"))]
+#[derive(Debug, Clone)]
+pub(crate) struct Labels;
+
+#[cfg(not(feature = "metrics"))]
+impl Labels {
+    #[inline]
+    pub(crate) fn new(_: LockKind, _: Option<&str>) -> Self {
+        Labels
+    }
+}
+
+/// Describes every metric to the installed recorder (names, units, help).
+#[inline]
+pub(crate) fn describe() {
+    #[cfg(feature = "metrics")]
+    on::describe();
+}
+
+/// An acquire call of the lock `labels` names ended after `waited`.
+#[inline]
+pub(crate) fn wait_ended(labels: &Labels, outcome: Outcome, waited: Duration) {
+    #[cfg(feature = "metrics")]
+    on::wait_ended(labels, outcome, waited);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (labels, outcome, waited);
+}
+
+/// A waiter's call returned `latency` after this client learned of its
+/// grant.
+#[inline]
+pub(crate) fn handed_over(labels: &Labels, latency: Duration) {
+    #[cfg(feature = "metrics")]
+    on::handed_over(labels, latency);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (labels, latency);
+}
+
+/// A hold got its first guard.
+#[inline]
+pub(crate) fn hold_began(labels: &Labels) {
+    #[cfg(feature = "metrics")]
+    on::hold_began(labels);
+    #[cfg(not(feature = "metrics"))]
+    let _ = labels;
+}
+
+/// A hold's last guard went, `held` after its grant.
+#[inline]
+pub(crate) fn hold_ended(labels: &Labels, held: Duration) {
+    #[cfg(feature = "metrics")]
+    on::hold_ended(labels, held);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (labels, held);
+}
+
+/// A hold's lease was found lost (once per hold).
+#[inline]
+pub(crate) fn lease_lost(labels: &Labels) {
+    #[cfg(feature = "metrics")]
+    on::lease_lost(labels);
+    #[cfg(not(feature = "metrics"))]
+    let _ = labels;
+}
+
+/// A thread started (`+1.0`) or stopped (`-1.0`) waiting in a queue.
+#[inline]
+pub(crate) fn waiting(labels: &Labels, delta: f64) {
+    #[cfg(feature = "metrics")]
+    on::waiting(labels, delta);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (labels, delta);
+}
+
+/// A connection was made again after the server closed one.
+#[inline]
+pub(crate) fn reconnected(what: Reconnect) {
+    #[cfg(feature = "metrics")]
+    on::reconnected(what);
+    #[cfg(not(feature = "metrics"))]
+    let _ = what;
+}
+
+/// The scripts were loaded again after the server lost them.
+#[inline]
+pub(crate) fn scripts_reloaded() {
+    #[cfg(feature = "metrics")]
+    on::scripts_reloaded();
+}

@@ -1,0 +1,336 @@
+//! The `metrics` feature against a real redis-server, with an in-memory
+//! recorder installed: each metric moves when it should (an acquisition, a
+//! wait that times out or is cancelled, a handoff, a hold, a lease lost to
+//! a forced unlock, waiting threads and held locks, a script reload, a
+//! subscriber reconnect), the labels name the primitive and, only when the
+//! client opts in, the lock; and every guard says how long it waited.
+#![cfg(feature = "metrics")]
+
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, WaitCanceller};
+use fairlock_test_support::*;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+/// The recorder, installed once for this test binary.
+fn snapshotter() -> &'static Snapshotter {
+    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the only recorder of this binary");
+        snapshotter
+    })
+}
+
+/// One metric's value, as the recorder saw it.
+#[derive(Debug)]
+struct Seen {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: DebugValue,
+}
+
+impl Seen {
+    fn has(&self, key: &str, value: &str) -> bool {
+        self.labels.iter().any(|(k, v)| k == key && v == value)
+    }
+}
+
+/// Everything recorded (histograms: the samples since the last snapshot).
+fn snapshot() -> Vec<Seen> {
+    snapshotter()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| Seen {
+            name: key.key().name().to_owned(),
+            labels: key
+                .key()
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect(),
+            value,
+        })
+        .collect()
+}
+
+/// The metrics of lock `name` (by its name label), from one snapshot.
+struct Of {
+    seen: Vec<Seen>,
+}
+
+impl Of {
+    fn now(name: &str) -> Of {
+        Of {
+            seen: snapshot()
+                .into_iter()
+                .filter(|s| s.has("name", name))
+                .collect(),
+        }
+    }
+
+    fn find<'a>(
+        &'a self,
+        metric: &'a str,
+        with: &'a [(&str, &str)],
+    ) -> impl Iterator<Item = &'a Seen> {
+        self.seen
+            .iter()
+            .filter(move |s| s.name == metric && with.iter().all(|(k, v)| s.has(k, v)))
+    }
+
+    fn counter(&self, metric: &str, with: &[(&str, &str)]) -> u64 {
+        self.find(metric, with)
+            .map(|s| match &s.value {
+                DebugValue::Counter(n) => *n,
+                other => panic!("{metric} is not a counter: {other:?}"),
+            })
+            .sum()
+    }
+
+    fn gauge(&self, metric: &str) -> f64 {
+        self.find(metric, &[])
+            .map(|s| match &s.value {
+                DebugValue::Gauge(g) => g.0,
+                other => panic!("{metric} is not a gauge: {other:?}"),
+            })
+            .sum()
+    }
+
+    fn samples(&self, metric: &str, with: &[(&str, &str)]) -> Vec<f64> {
+        self.find(metric, with)
+            .flat_map(|s| match &s.value {
+                DebugValue::Histogram(values) => values.iter().map(|v| v.0).collect::<Vec<_>>(),
+                other => panic!("{metric} is not a histogram: {other:?}"),
+            })
+            .collect()
+    }
+}
+
+/// A client whose metrics carry lock names (the recorder is installed
+/// first: what a client reports before that is lost).
+fn named(server: &RedisServer) -> Client {
+    snapshotter();
+    server
+        .builder()
+        .metrics_lock_names(true)
+        .lease(Duration::from_millis(600))
+        .waiter_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn an_acquisition_and_its_hold_are_counted_timed_and_gauged() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = named(&server);
+    let mutex = client.fair_mutex("m-hold");
+    let asked = Instant::now();
+    let guard = mutex.lock().unwrap();
+    let whole = asked.elapsed();
+    assert!(guard.waited() <= whole, "{:?} > {whole:?}", guard.waited());
+    assert!(guard.waited() > Duration::ZERO);
+    let held = Of::now("m-hold");
+    let acquired = [("primitive", "mutex"), ("outcome", "acquired")];
+    assert_eq!(
+        held.counter("fairlock_acquisitions_total", &[("primitive", "mutex")]),
+        1
+    );
+    assert_eq!(held.samples("fairlock_wait_seconds", &acquired).len(), 1);
+    assert_eq!(held.gauge("fairlock_held_locks"), 1.0);
+    thread::sleep(Duration::from_millis(50));
+    guard.unlock().unwrap();
+    let after = Of::now("m-hold");
+    let hold = after.samples("fairlock_hold_seconds", &[("primitive", "mutex")]);
+    assert_eq!(hold.len(), 1);
+    assert!(hold[0] >= 0.05 && hold[0] < 5.0, "{hold:?}");
+    assert_eq!(after.gauge("fairlock_held_locks"), 0.0);
+    assert_eq!(after.counter("fairlock_leases_lost_total", &[]), 0);
+}
+
+#[test]
+fn a_wait_that_times_out_or_is_cancelled_counts_as_such_and_a_handoff_is_timed() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holder = named(&server);
+    let other = named(&server);
+    let guard = holder.fair_mutex("m-wait").lock().unwrap();
+    let theirs = other.fair_mutex("m-wait");
+    assert!(theirs
+        .try_lock_for(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    // (Histograms drain on every snapshot: read each sample right away.)
+    let seen = Of::now("m-wait");
+    let timed_out = seen.samples("fairlock_wait_seconds", &[("outcome", "timed_out")]);
+    assert_eq!(timed_out.len(), 1, "{timed_out:?}");
+    assert!(timed_out[0] >= 0.2, "{timed_out:?}");
+    let cancel = WaitCanceller::new();
+    let stopper = cancel.clone();
+    let waiting = {
+        let theirs = theirs.clone();
+        thread::spawn(move || theirs.lock_cancellable(None, &cancel).unwrap().is_none())
+    };
+    assert!(wait_until(Duration::from_secs(5), || {
+        Of::now("m-wait").gauge("fairlock_waiting_threads") == 1.0
+    }));
+    stopper.cancel();
+    assert!(join_within(
+        waiting,
+        Duration::from_secs(5),
+        "the cancelled wait"
+    ));
+    let seen = Of::now("m-wait");
+    assert_eq!(
+        seen.samples("fairlock_wait_seconds", &[("outcome", "cancelled")])
+            .len(),
+        1
+    );
+    assert_eq!(seen.gauge("fairlock_waiting_threads"), 0.0);
+    // A handoff: the waiter's call returns after its client learns of it.
+    let next = thread::spawn(move || {
+        let guard = theirs.lock().unwrap();
+        guard.waited()
+    });
+    assert!(wait_until(Duration::from_secs(5), || {
+        Of::now("m-wait").gauge("fairlock_waiting_threads") == 1.0
+    }));
+    thread::sleep(Duration::from_millis(100));
+    guard.unlock().unwrap();
+    let waited = join_within(next, Duration::from_secs(5), "the waiter");
+    assert!(waited >= Duration::from_millis(100), "{waited:?}");
+    let seen = Of::now("m-wait");
+    let handoff = seen.samples("fairlock_handoff_seconds", &[("primitive", "mutex")]);
+    assert_eq!(handoff.len(), 1, "{handoff:?}");
+    assert!(handoff[0] < 1.0, "{handoff:?}");
+    assert_eq!(
+        seen.samples("fairlock_wait_seconds", &[("outcome", "acquired")])
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn a_forced_unlock_counts_a_lost_lease() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = named(&server);
+    let guard = client.fair_mutex("m-lost").lock().unwrap();
+    assert!(client.fair_mutex("m-lost").force_unlock().unwrap());
+    // The watchdog renews every lease/3 (200 ms) and finds it gone.
+    assert!(wait_until(Duration::from_secs(3), || guard.is_lease_lost()));
+    assert!(wait_until(Duration::from_secs(1), || {
+        Of::now("m-lost").counter("fairlock_leases_lost_total", &[("primitive", "mutex")]) == 1
+    }));
+    drop(guard);
+    assert_eq!(
+        Of::now("m-lost").counter("fairlock_leases_lost_total", &[]),
+        1,
+        "counted once"
+    );
+}
+
+#[test]
+fn the_semaphore_and_the_rwlock_are_labelled_by_primitive() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = named(&server);
+    let permit = client.fair_semaphore("s-kind", 2).acquire().unwrap();
+    let read = client.fair_rwlock("r-kind").read().unwrap();
+    assert!(permit.waited() > Duration::ZERO && read.waited() > Duration::ZERO);
+    let sem = Of::now("s-kind");
+    assert_eq!(
+        sem.counter("fairlock_acquisitions_total", &[("primitive", "semaphore")]),
+        1
+    );
+    assert_eq!(sem.gauge("fairlock_held_locks"), 1.0);
+    let rw = Of::now("r-kind");
+    assert_eq!(
+        rw.counter("fairlock_acquisitions_total", &[("primitive", "rwlock")]),
+        1
+    );
+    drop((permit, read));
+    assert_eq!(
+        Of::now("s-kind")
+            .samples("fairlock_hold_seconds", &[])
+            .len(),
+        1
+    );
+    assert_eq!(Of::now("r-kind").gauge("fairlock_held_locks"), 0.0);
+}
+
+#[test]
+fn names_are_labels_only_when_the_client_opts_in() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    snapshotter();
+    let client = server.client();
+    let before: u64 = snapshot()
+        .iter()
+        .filter(|s| {
+            s.name == "fairlock_acquisitions_total" && !s.labels.iter().any(|(k, _)| k == "name")
+        })
+        .map(|s| match s.value {
+            DebugValue::Counter(n) => n,
+            _ => 0,
+        })
+        .sum();
+    drop(client.fair_mutex("unnamed-secret").lock().unwrap());
+    let seen = snapshot();
+    assert!(
+        !seen.iter().any(|s| s.has("name", "unnamed-secret")),
+        "a name label without opting in"
+    );
+    let after: u64 = seen
+        .iter()
+        .filter(|s| {
+            s.name == "fairlock_acquisitions_total" && !s.labels.iter().any(|(k, _)| k == "name")
+        })
+        .map(|s| match s.value {
+            DebugValue::Counter(n) => n,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(after, before + 1);
+}
+
+#[test]
+fn script_reloads_and_subscriber_reconnects_are_counted() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = named(&server);
+    let total = |metric: &str| -> u64 {
+        snapshot()
+            .iter()
+            .filter(|s| s.name == metric)
+            .map(|s| match s.value {
+                DebugValue::Counter(n) => n,
+                _ => 0,
+            })
+            .sum()
+    };
+    let reloads = total("fairlock_script_reloads_total");
+    let mut conn = server.conn();
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    drop(client.fair_mutex("m-reload").lock().unwrap());
+    assert!(total("fairlock_script_reloads_total") > reloads);
+    let reconnects = total("fairlock_reconnects_total");
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || total(
+            "fairlock_reconnects_total"
+        ) > reconnects),
+        "no reconnect counted"
+    );
+}
