@@ -5,16 +5,20 @@
 //! fairlock [--url URL] run NAME --permits N [--wait DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] run NAME --shared|--exclusive [--wait DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] status NAME [--json]
+//! fairlock [--url URL] status NAME --watch [INTERVAL] [--json] [--count N]
 //! fairlock [--url URL] unlock NAME --force
 //! ```
 //!
 //! Built only with the `cli` feature: `cargo install --path . --features cli`.
 
+mod changes;
 mod commands;
 mod duration;
 mod kinds;
 mod progress;
 mod signals;
+mod terminal;
+mod watch;
 
 use clap::{Parser, Subcommand};
 use fairlock::{Client, ErrorKind};

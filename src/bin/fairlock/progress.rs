@@ -14,6 +14,7 @@ use fairlock::{LockStatus, Participant, RwLockStatus, SemaphoreStatus};
 
 use crate::duration::human;
 use crate::kinds::Lock;
+use crate::terminal::{self, fit};
 
 /// How often the line is redrawn.
 const PERIOD: Duration = Duration::from_millis(250);
@@ -218,26 +219,9 @@ pub fn render(
     text
 }
 
-/// Cuts the line to the terminal's width, so that redrawing in place works.
-fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() < width {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(2)).collect();
-    cut.push('…');
-    cut
-}
-
 /// Columns of the terminal on stderr; unlimited if it does not say.
 fn terminal_width() -> usize {
-    // SAFETY: TIOCGWINSZ fills a winsize on success and touches nothing else.
-    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
-    if ok && size.ws_col > 0 {
-        usize::from(size.ws_col)
-    } else {
-        usize::MAX
-    }
+    terminal::size(libc::STDERR_FILENO).map_or(usize::MAX, |(columns, _)| columns)
 }
 
 #[cfg(test)]
@@ -289,11 +273,5 @@ mod tests {
             None,
         );
         assert!(text.contains("status unavailable (redis is unreachable)"));
-    }
-
-    #[test]
-    fn fits_the_terminal() {
-        assert_eq!(fit("abcdef", 80), "abcdef");
-        assert_eq!(fit("abcdef", 5), "abc…");
     }
 }

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::lock_name;
 use crate::duration::human;
 use crate::kinds::access_word;
-use crate::{Connection, Failure};
+use crate::{watch, Connection, Failure};
 
 /// Show who holds NAME, who waits for it in order, and the last token.
 ///
@@ -22,6 +22,9 @@ use crate::{Connection, Failure};
 /// while they are in use (a holder or a waiter, or their state still
 /// recorded): each holder with its lease left and token (and read or
 /// write), the waiters in order.
+///
+/// With --watch, keeps showing it: redrawn in place on a terminal, else a
+/// block (and NDJSON line with --json) each time it changes. Ctrl-C stops.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Name of the lock.
@@ -36,6 +39,24 @@ pub struct StatusArgs {
     /// this many holders of a semaphore).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub limit: usize,
+
+    /// Keep watching, reading every INTERVAL (100ms to 1h; default 1s): on
+    /// a terminal the view is redrawn in place, with what changed; else a
+    /// timestamped block is printed each time the holders or the queue
+    /// change (with --json, one JSON object per line). SIGINT or SIGTERM
+    /// stops it (exit 0).
+    #[arg(
+        long,
+        value_name = "INTERVAL",
+        num_args = 0..=1,
+        default_missing_value = "1s",
+        value_parser = watch::interval
+    )]
+    pub watch: Option<Duration>,
+
+    /// With --watch: stop after printing N views.
+    #[arg(long, value_name = "N", requires = "watch", value_parser = watch::count)]
+    pub count: Option<u64>,
 }
 
 /// Everything `status` shows of one name.
@@ -51,29 +72,38 @@ pub struct Report {
 pub fn exec(connection: &Connection, args: StatusArgs) -> Result<i32, Failure> {
     let name = args.name.as_str();
     let client = connection.connect()?;
-    let failed = |err| Failure::redis(err, format!("cannot read the status of {name:?}"));
-    let mutex = client.fair_mutex(name).status(args.limit).map_err(failed)?;
-    // The permits given here only matter to an acquire: the status
-    // script reads the semaphore's own number from Redis.
-    let semaphore = client
-        .fair_semaphore(name, 1)
-        .status(args.limit)
-        .map_err(failed)?;
-    let rwlock = client
-        .fair_rwlock(name)
-        .status(args.limit)
-        .map_err(failed)?;
-    let report = Report {
-        mutex,
-        semaphore: Some(semaphore).filter(semaphore_in_use),
-        rwlock: Some(rwlock).filter(rwlock_in_use),
-    };
+    if let Some(interval) = args.watch {
+        let watch = watch::Watch {
+            name,
+            limit: args.limit,
+            interval,
+            json: args.json,
+            count: args.count,
+        };
+        return watch::exec(&client, &watch);
+    }
+    let report = read(&client, name, args.limit)
+        .map_err(|err| Failure::redis(err, format!("cannot read the status of {name:?}")))?;
     if args.json {
         println!("{}", to_json(name, &report));
     } else {
         print!("{}", to_text(name, &report));
     }
     Ok(0)
+}
+
+/// Reads the status of the name's mutex, and of its semaphore and rwlock.
+pub fn read(client: &fairlock::Client, name: &str, limit: usize) -> fairlock::Result<Report> {
+    let mutex = client.fair_mutex(name).status(limit)?;
+    // The permits given here only matter to an acquire: the status
+    // script reads the semaphore's own number from Redis.
+    let semaphore = client.fair_semaphore(name, 1).status(limit)?;
+    let rwlock = client.fair_rwlock(name).status(limit)?;
+    Ok(Report {
+        mutex,
+        semaphore: Some(semaphore).filter(semaphore_in_use),
+        rwlock: Some(rwlock).filter(rwlock_in_use),
+    })
 }
 
 /// A semaphore is shown while it has a holder or a waiter, or its number

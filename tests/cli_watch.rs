@@ -1,0 +1,279 @@
+//! `fairlock status NAME --watch`, driven as a built binary against a
+//! private redis-server per test: a block per change (and nothing while
+//! the lock only ticks down) when stdout is a file, NDJSON with --json,
+//! SIGINT and SIGTERM ending it with 0, a Redis outage said once and its
+//! end too, one-line usage errors, and the frame redrawn on a terminal.
+//!
+//! The watcher writes to a scratch file the test reads as it grows, so
+//! each step waits for what the watcher printed, not for time to pass.
+
+mod cli_support;
+
+use std::fs::File;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cli_support::{
+    assert_one_line_error, code, fairlock, output, stderr, stdout, Proc, Scratch, BIN, PATIENCE,
+};
+use fairlock_test_support::{evalsha_calls, wait_until, RedisServer};
+
+/// How a block for a log starts (watch.rs's timestamp line).
+const BLOCK: &str = "--- ";
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn blocks(path: &Path) -> Vec<String> {
+    let text = read(path);
+    text.split(BLOCK)
+        .skip(1)
+        .map(|block| format!("{BLOCK}{block}"))
+        .collect()
+}
+
+/// `fairlock status NAME --watch ARGS...` writing to files in `scratch`.
+fn watcher(server: &RedisServer, scratch: &Scratch, name: &str, args: &[&str]) -> Proc {
+    let out = File::create(scratch.path("out")).unwrap();
+    let err = File::create(scratch.path("err")).unwrap();
+    Proc::spawn(
+        fairlock(server)
+            .args(["status", name, "--watch"])
+            .args(args)
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err)),
+    )
+}
+
+/// Waits for the `n`th block and returns them all.
+fn await_blocks(path: &Path, n: usize) -> Vec<String> {
+    assert!(
+        wait_until(PATIENCE, || blocks(path).len() >= n),
+        "block {n} within {PATIENCE:?}: {:?}",
+        read(path)
+    );
+    blocks(path)
+}
+
+#[test]
+fn a_log_gets_a_block_per_change_and_nothing_while_only_leases_tick() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("watch-blocks");
+    let out = scratch.path("out");
+    let watch = watcher(&server, &scratch, "job", &["100ms"]);
+    let first = await_blocks(&out, 1);
+    assert!(first[0].contains("holder:     none (free)"), "{first:?}");
+    assert!(!first[0].contains("changed:"), "{first:?}");
+
+    let client = server.client();
+    let guard = client.fair_mutex("job").lock().unwrap();
+    let held = await_blocks(&out, 2);
+    assert!(
+        held[1].contains(&format!("changed: new holder client {}", client.id())),
+        "{held:?}"
+    );
+    assert!(held[1].contains(&format!("token {}", guard.fencing_token())));
+
+    // Held for 30+ more status scripts (3 a read, every 100 ms): the lease
+    // ticks down and is renewed, the watcher reads ten times or so, and
+    // prints nothing, since nobody came or went.
+    let mut conn = server.conn();
+    let before = evalsha_calls(&mut conn);
+    assert!(
+        wait_until(PATIENCE, || evalsha_calls(&mut conn) >= before + 33),
+        "the watcher keeps reading"
+    );
+    assert_eq!(
+        blocks(&out).len(),
+        2,
+        "no change, no block: {:?}",
+        read(&out)
+    );
+
+    let token = guard.fencing_token();
+    guard.unlock().unwrap();
+    let freed = await_blocks(&out, 3);
+    assert!(freed[2].contains("holder:     none (free)"), "{freed:?}");
+    assert!(
+        freed[2].contains(&format!("no longer holds it (token {token})")),
+        "{freed:?}"
+    );
+
+    let interrupted = Instant::now();
+    watch.signal("INT");
+    let done = watch.finish(PATIENCE);
+    let took = interrupted.elapsed();
+    eprintln!("SIGINT to exit: {took:?}");
+    assert_eq!(code(&done), 0, "{}", read(&scratch.path("err")));
+    assert!(took < Duration::from_secs(5), "stopped at once: {took:?}");
+    assert_eq!(read(&scratch.path("err")), "", "nothing on stderr");
+    assert_eq!(blocks(&out).len(), 3, "{:?}", read(&out));
+}
+
+#[test]
+fn json_watch_prints_one_object_per_line_per_change() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("watch-json");
+    let out = scratch.path("out");
+    let watch = watcher(
+        &server,
+        &scratch,
+        "ndjson",
+        &["100ms", "--json", "--count", "3"],
+    );
+    let lines = |n: usize| {
+        assert!(
+            wait_until(PATIENCE, || read(&out).lines().count() >= n),
+            "line {n}: {:?}",
+            read(&out)
+        );
+    };
+    lines(1);
+    let client = server.client();
+    let guard = client.fair_mutex("ndjson").lock().unwrap();
+    lines(2);
+    let token = guard.fencing_token();
+    guard.unlock().unwrap();
+    // The third change is the last of --count 3: it exits by itself.
+    let done = watch.finish(PATIENCE);
+    assert_eq!(code(&done), 0, "{}", read(&scratch.path("err")));
+
+    let text = read(&out);
+    let objects: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is one JSON object"))
+        .collect();
+    assert_eq!(objects.len(), 3, "{text}");
+    assert!(objects[0]["holder"].is_null(), "{text}");
+    assert_eq!(objects[1]["holder"]["client_id"], client.id());
+    assert_eq!(objects[1]["holder"]["fencing_token"], token);
+    assert!(objects[2]["holder"].is_null(), "{text}");
+    assert_eq!(objects[2]["last_fencing_token"], token);
+    let times: Vec<u64> = objects
+        .iter()
+        .map(|o| o["time_ms"].as_u64().expect("time_ms"))
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    for object in &objects {
+        assert_eq!(object["name"], "ndjson");
+    }
+}
+
+#[test]
+fn a_redis_outage_is_said_once_and_so_is_its_end() {
+    let mut server = RedisServer::start();
+    let scratch = Scratch::new("watch-outage");
+    let (out, err) = (scratch.path("out"), scratch.path("err"));
+    let mut watch = watcher(&server, &scratch, "outage", &["100ms"]);
+    await_blocks(&out, 1);
+
+    server.kill();
+    assert!(
+        wait_until(PATIENCE, || read(&err).contains("cannot read the status")),
+        "the outage is said: {:?}",
+        read(&err)
+    );
+    // Several retries fail meanwhile (10 s apart at most), said once.
+    std::thread::sleep(Duration::from_secs(2));
+    server.start_again();
+    assert!(
+        wait_until(Duration::from_secs(30), || read(&err)
+            .contains("Redis answers again")),
+        "its end is said: {:?}",
+        read(&err)
+    );
+    let said = read(&err);
+    assert_eq!(said.lines().count(), 2, "{said}");
+    assert!(said.lines().all(|l| l.starts_with("fairlock: ")), "{said}");
+    assert!(!watch.has_exited(), "still watching");
+
+    watch.signal("TERM");
+    let done = watch.finish(PATIENCE);
+    assert_eq!(code(&done), 0);
+    // The restarted server is empty, as the first one was: no change.
+    assert_eq!(blocks(&out).len(), 1, "{:?}", read(&out));
+}
+
+#[test]
+fn a_bad_interval_or_count_is_one_line_and_exit_2() {
+    let server = RedisServer::start();
+    for args in [
+        &["--watch", "10ms"][..],
+        &["--watch", "2h"],
+        &["--watch", "soon"],
+        &["--watch", "5"],
+        &["--watch", "1s", "--count", "0"],
+        &["--count", "3"],
+    ] {
+        let out = output(
+            fairlock(&server).args(["status", "bad"]).args(args),
+            PATIENCE,
+        );
+        assert_one_line_error(&out, 2, &format!("{args:?}"));
+        assert_eq!(stdout(&out), "", "{args:?}");
+    }
+    let out = output(
+        fairlock(&server).args(["status", "bad", "--watch", "50ms"]),
+        PATIENCE,
+    );
+    assert!(
+        stderr(&out).contains("from 100ms to 1h"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_terminal_gets_the_frame_redrawn_in_place() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
+        return;
+    }
+    let server = RedisServer::start();
+    let client = server.client();
+    let guard = client.fair_mutex("shown").lock().unwrap();
+    let inner = format!(
+        "stty rows 40 cols 200; '{BIN}' --url '{}' status shown --watch 100ms --count 4",
+        server.url()
+    );
+    let out = output(
+        Command::new("script")
+            .args(["-qfec", &inner, "/dev/null"])
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    let shown = stdout(&out);
+    assert_eq!(code(&out), 0, "{shown:?}");
+    assert!(
+        shown.starts_with("\x1b[?25l\x1b[H\x1b[2J"),
+        "cursor hidden, screen cleared: {shown:?}"
+    );
+    let frames = shown.matches("\x1b[H").count();
+    assert_eq!(
+        frames, 4,
+        "one frame per refresh, each from the top: {shown:?}"
+    );
+    assert_eq!(
+        shown.matches("fairlock status \"shown\" at ").count(),
+        4,
+        "{shown:?}"
+    );
+    assert!(shown.contains(", every 100ms; Ctrl-C to stop"), "{shown:?}");
+    assert!(shown.contains("no change since"), "{shown:?}");
+    assert!(
+        shown.contains(&format!("token {}", guard.fencing_token())),
+        "{shown:?}"
+    );
+    assert!(shown.contains("lease "), "{shown:?}");
+    assert!(shown.contains("\x1b[K"), "lines cleared: {shown:?}");
+    assert!(
+        shown.trim_end().ends_with("\x1b[J\x1b[?25h"),
+        "cursor shown again at the end: {shown:?}"
+    );
+    drop(guard);
+}
