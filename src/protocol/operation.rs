@@ -187,6 +187,40 @@ pub fn text(value: &Value) -> Result<String> {
     redis::from_redis_value_ref(value).map_err(|_| unexpected(value))
 }
 
+/// An integer in a script's reply.
+pub fn int(value: &Value) -> Result<i64> {
+    redis::from_redis_value_ref(value).map_err(|_| unexpected(value))
+}
+
+/// A count, token or call id in a script's reply: a non-negative integer.
+pub fn count(value: &Value) -> Result<u64> {
+    u64::try_from(int(value)?).map_err(|_| unexpected(value))
+}
+
+/// The listed holders and waiters of a status reply shaped as
+/// `sem_status.lua`'s and `rw_status.lua`'s: `head` fixed fields, the last
+/// of them the number of holders listed (at most `max_holders`), then those
+/// holders of `holder_width` fields each, then waiters of `waiter_width`
+/// fields each.
+pub fn listed_parts(
+    items: &[Value],
+    head: usize,
+    max_holders: usize,
+    holder_width: usize,
+    waiter_width: usize,
+) -> Result<(&[Value], &[Value])> {
+    let listed = count(&items[head - 1])? as usize;
+    let rest = &items[head..];
+    let holders_len = holder_width * listed;
+    if listed > max_holders
+        || rest.len() < holders_len
+        || !(rest.len() - holders_len).is_multiple_of(waiter_width)
+    {
+        return Err(unexpected(&items));
+    }
+    Ok(rest.split_at(holders_len))
+}
+
 /// A duration as whole milliseconds, for ARGV.
 pub fn ms(duration: std::time::Duration) -> String {
     duration.as_millis().to_string()

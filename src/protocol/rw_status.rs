@@ -5,7 +5,7 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::keys::LockKind;
-use crate::protocol::operation::{text, unexpected, Operation, Script};
+use crate::protocol::operation::{count, int, listed_parts, text, unexpected, Operation, Script};
 use crate::protocol::sem_status::MAX_LISTED;
 use crate::protocol::{Access, LockKeys};
 
@@ -87,20 +87,7 @@ impl Operation for RwStatus {
             Value::ServerError(err) => return Err(redis::RedisError::from(err).into()),
             other => return Err(unexpected(&other)),
         };
-        let int = |v: &Value| -> Result<i64> {
-            redis::from_redis_value_ref(v).map_err(|_| unexpected(v))
-        };
-        let count =
-            |v: &Value| -> Result<u64> { u64::try_from(int(v)?).map_err(|_| unexpected(v)) };
-        let listed = count(&items[4])? as usize;
-        let rest = &items[5..];
-        if listed > self.holders
-            || rest.len() < 5 * listed
-            || !(rest.len() - 5 * listed).is_multiple_of(3)
-        {
-            return Err(unexpected(&items));
-        }
-        let (holders, waiters) = rest.split_at(5 * listed);
+        let (holders, waiters) = listed_parts(&items, 5, self.holders, 5, 3)?;
         let holders = holders
             .chunks(5)
             .map(|h| {

@@ -5,7 +5,7 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::keys::LockKind;
-use crate::protocol::operation::{text, unexpected, Operation, Script};
+use crate::protocol::operation::{count, int, listed_parts, text, unexpected, Operation, Script};
 use crate::protocol::LockKeys;
 
 /// Reads N, the live holders (the first `holders` by lease end listed),
@@ -77,20 +77,7 @@ impl Operation for SemStatus {
             Value::ServerError(err) => return Err(redis::RedisError::from(err).into()),
             other => return Err(unexpected(&other)),
         };
-        let int = |v: &Value| -> Result<i64> {
-            redis::from_redis_value_ref(v).map_err(|_| unexpected(v))
-        };
-        let count =
-            |v: &Value| -> Result<u64> { u64::try_from(int(v)?).map_err(|_| unexpected(v)) };
-        let listed = count(&items[5])? as usize;
-        let rest = &items[6..];
-        if listed > self.holders
-            || rest.len() < 4 * listed
-            || !(rest.len() - 4 * listed).is_multiple_of(2)
-        {
-            return Err(unexpected(&items));
-        }
-        let (holders, waiters) = rest.split_at(4 * listed);
+        let (holders, waiters) = listed_parts(&items, 6, self.holders, 4, 2)?;
         let holders = holders
             .chunks(4)
             .map(|h| {

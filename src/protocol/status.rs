@@ -3,7 +3,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{text, unexpected, Operation, Script};
+use crate::protocol::operation::{int, text, unexpected, Operation, Script};
 
 /// Reads the holder, the queue's length, the last token and the first
 /// `limit` waiters in order.
@@ -50,9 +50,6 @@ impl Operation for Status {
             Value::Array(items) if items.len() >= 6 && items.len() % 2 == 0 => items,
             Value::ServerError(err) => return Err(redis::RedisError::from(err).into()),
             other => return Err(unexpected(&other)),
-        };
-        let int = |v: &Value| -> Result<i64> {
-            redis::from_redis_value_ref(v).map_err(|_| unexpected(v))
         };
         let owner = text(&items[0])?;
         let holder = if owner.is_empty() {
