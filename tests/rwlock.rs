@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use fairlock::test_support::LockKeys;
 use fairlock::{Client, ErrorKind, FairRwLock, LeaseEnd, WaitCanceller};
-use fairlock_test_support::cluster::{slot_of, RedisCluster};
+use fairlock_test_support::cluster::RedisCluster;
 use fairlock_test_support::*;
 use redis::Commands;
 
@@ -658,24 +658,12 @@ fn every_key_has_a_ttl_while_held_and_waited_for_and_after() {
 fn on_a_cluster_the_six_keys_share_a_slot_and_the_rwlock_works_on_every_master() {
     let _serial = serial();
     let cluster = RedisCluster::start();
-    let builder = || {
-        Client::builder(&cluster.url())
-            .lease(Duration::from_secs(5))
-            .waiter_timeout(Duration::from_secs(3))
-            .connect_timeout(Duration::from_secs(2))
-            .command_timeout(Duration::from_secs(2))
-    };
-    let (a, b) = (builder().build().unwrap(), builder().build().unwrap());
+    let (a, b) = (cluster.client(), cluster.client());
     let names = cluster.one_name_per_master("rw");
     assert_eq!(names.len(), 3, "{names:?}");
     for (&master, name) in &names {
         let keys = rw_keys(name).all;
-        let slot = slot_of(&keys[0]);
-        for key in &keys {
-            assert_eq!(slot_of(key), slot, "{key}");
-            assert_eq!(cluster.key_slot(key), slot, "{key}: the server's slot");
-        }
-        assert_eq!(cluster.master_for_slot(slot), master);
+        let slot = cluster.slot_of_lock(&keys, master);
         let rw = a.fair_rwlock(name);
         let write = rw.write().unwrap();
         let theirs = b.fair_rwlock(name);
@@ -689,17 +677,7 @@ fn on_a_cluster_the_six_keys_share_a_slot_and_the_rwlock_works_on_every_master()
         await_queue_len(&rw, 1);
         // Held for writing and waited for: all six keys exist, on that
         // master alone.
-        let mut expected = keys.clone();
-        expected.sort_unstable();
-        for port in cluster.masters() {
-            let mut found = cluster.keys_in_slot(port, slot);
-            found.sort_unstable();
-            if port == master {
-                assert_eq!(found, expected, "keys of {name:?} on its master {port}");
-            } else {
-                assert_eq!(found, Vec::<String>::new(), "keys of {name:?} on {port}");
-            }
-        }
+        cluster.assert_keys_only_on(master, slot, &keys);
         let token = write.fencing_token();
         write.unlock().unwrap();
         let read = rx

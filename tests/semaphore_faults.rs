@@ -17,7 +17,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, FairSemaphore, LeaseEnd, LeaseSignal, WaitCanceller};
-use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
+use fairlock_test_support::cluster::{lock_key, RedisCluster};
 use fairlock_test_support::roles::Rng;
 use fairlock_test_support::*;
 use redis::Commands;
@@ -512,24 +512,12 @@ fn timeouts_and_cancellations_under_contention_leave_nothing_behind() {
 fn on_a_cluster_the_five_keys_share_a_slot_and_permits_work_on_every_master() {
     let _serial = serial();
     let cluster = RedisCluster::start();
-    let builder = || {
-        Client::builder(&cluster.url())
-            .lease(Duration::from_secs(5))
-            .waiter_timeout(Duration::from_secs(3))
-            .connect_timeout(Duration::from_secs(2))
-            .command_timeout(Duration::from_secs(2))
-    };
-    let (a, b) = (builder().build().unwrap(), builder().build().unwrap());
+    let (a, b) = (cluster.client(), cluster.client());
     let names = cluster.one_name_per_master("sem");
     assert_eq!(names.len(), 3, "{names:?}");
     for (&master, name) in &names {
         let keys = semaphore_keys(name);
-        let slot = slot_of(&keys[0]);
-        for key in &keys {
-            assert_eq!(slot_of(key), slot, "{key}");
-            assert_eq!(cluster.key_slot(key), slot, "{key}: the server's slot");
-        }
-        assert_eq!(cluster.master_for_slot(slot), master);
+        let slot = cluster.slot_of_lock(&keys, master);
 
         let sem = a.fair_semaphore(name, 2);
         let first = sem.acquire().unwrap();
@@ -539,21 +527,7 @@ fn on_a_cluster_the_five_keys_share_a_slot_and_permits_work_on_every_master() {
         let waiter = PermitThread::acquire(b.fair_semaphore(name, 2));
         await_queue_len(&sem, 1, Duration::from_secs(5));
         // Held and waited for: all five keys exist, on that master alone.
-        let mut expected = keys.to_vec();
-        expected.sort_unstable();
-        for port in cluster.masters() {
-            let mut found = cluster.keys_in_slot(port, slot);
-            found.sort_unstable();
-            if port == master {
-                assert_eq!(found, expected, "keys of {name:?} on its master {port}");
-            } else {
-                assert_eq!(
-                    found,
-                    Vec::<String>::new(),
-                    "keys of {name:?} on node {port}"
-                );
-            }
-        }
+        cluster.assert_keys_only_on(master, slot, &keys);
         let released = Instant::now();
         first.release().unwrap();
         let (granted, token) = waiter.granted_within(Duration::from_secs(3), "the waiter");

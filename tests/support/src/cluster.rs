@@ -512,6 +512,46 @@ impl RedisCluster {
             .unwrap_or_else(|e| panic!("CLUSTER GETKEYSINSLOT {slot} on {port}: {e}"))
     }
 
+    /// The one slot of a lock's `keys`, checked: the same for each key by
+    /// computation and as the server reports it, and served by `master`.
+    pub fn slot_of_lock(&self, keys: &[String], master: u16) -> u16 {
+        let slot = slot_of(&keys[0]);
+        for key in keys {
+            assert_eq!(slot_of(key), slot, "{key}");
+            assert_eq!(self.key_slot(key), slot, "{key}: the server's slot");
+        }
+        assert_eq!(self.master_for_slot(slot), master);
+        slot
+    }
+
+    /// Asserts that `keys`, all of `slot`, are stored on `master` and that
+    /// no other master has a key of that slot.
+    pub fn assert_keys_only_on(&self, master: u16, slot: u16, keys: &[String]) {
+        let mut expected = keys.to_vec();
+        expected.sort_unstable();
+        for port in self.masters() {
+            let mut found = self.keys_in_slot(port, slot);
+            found.sort_unstable();
+            if port == master {
+                assert_eq!(found, expected, "keys of slot {slot} on its master {port}");
+            } else {
+                assert_eq!(found, Vec::<String>::new(), "keys of slot {slot} on {port}");
+            }
+        }
+    }
+
+    /// A client of the cluster with short leases and timeouts, for tests
+    /// that run a lock on every master.
+    pub fn client(&self) -> fairlock::Client {
+        fairlock::Client::builder(&self.url())
+            .lease(Duration::from_secs(5))
+            .waiter_timeout(Duration::from_secs(3))
+            .connect_timeout(Duration::from_secs(2))
+            .command_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap()
+    }
+
     /// Moves one key of a slot being moved from `from` to `to` (`MIGRATE`).
     pub fn migrate_key(&self, from: u16, to: u16, key: &str) {
         let reply: String = redis::cmd("MIGRATE")
