@@ -485,11 +485,11 @@ impl Acquisition<'_> {
             waiter.owner.clone(),
             token,
             waiter.id,
-            self.kind.exclusive(),
             shared.config.clock_drift,
             since,
             lease_left,
         );
+        hold.exclusive = self.kind.exclusive();
         hold.labels = self.labels();
         let renewed = !self.fixed;
         let expires_at = hold.local_end();

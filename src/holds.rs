@@ -71,13 +71,12 @@ impl HoldState {
 impl Hold {
     /// A hold whose lease counts from `since` and lasts `lease` by Redis's
     /// clock.
-    #[allow(clippy::too_many_arguments)]
+    /// Exclusive by default (a mutex's); `labels` carry only its primitive.
     pub(crate) fn new(
         keys: Arc<LockKeys>,
         owner: String,
         token: u64,
         call: u64,
-        exclusive: bool,
         drift: ClockDrift,
         since: Instant,
         lease: Duration,
@@ -88,7 +87,7 @@ impl Hold {
             owner,
             token,
             call,
-            exclusive,
+            exclusive: true,
             labels: Labels::new(keys_kind, None),
             granted_at: Instant::now(),
             drift,
@@ -303,7 +302,6 @@ mod tests {
             "c:1".into(),
             5,
             1,
-            true,
             drift,
             Instant::now(),
             lease,
