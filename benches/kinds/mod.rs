@@ -20,7 +20,7 @@ use fairlock_test_support::RedisServer;
 
 use crate::common::{self, link_delay_json, write_json, Link};
 use crate::turns::{self, handoffs, median_us_json, timed_each, write_latencies};
-use crate::{client_over, SAMPLES};
+use crate::client_over;
 
 /// Permits of the contended rows.
 const CONTENDED_PERMITS: [u32; 2] = [1, 4];
@@ -98,16 +98,10 @@ fn semaphore_contended(c: &mut Criterion, link: &Link) {
         let on = |name: &str, i: usize| clients[i].fair_semaphore(name, permits);
         let handles: Vec<FairSemaphore> = (0..clients.len()).map(|i| on(&name, i)).collect();
         let id = BenchmarkId::new(format!("acquisitions_{permits}_permits"), clients.len());
-        let samples = turns::contended_samples(&mut group, id, &handles);
-        if samples.is_empty() {
+        let limit = permits as usize;
+        let Some(fields) = turns::checked_contended_fields(&mut group, id, &handles, limit) else {
             continue;
-        }
-        let measured = &samples[samples.len().saturating_sub(SAMPLES)..];
-        let most_inside = samples.iter().map(|s| s.most_inside).max().unwrap_or(0);
-        assert!(
-            most_inside <= permits as usize,
-            "{most_inside} holders inside a semaphore of {permits}"
-        );
+        };
         // Grant order is only well defined when one permit admits one
         // waiter at a time.
         let fifo = if permits == 1 {
@@ -120,10 +114,9 @@ fn semaphore_contended(c: &mut Criterion, link: &Link) {
             "\"inversions\": null, \"grants\": null".into()
         };
         rows.push(format!(
-            "{{\"permits\": {permits}, \"clients\": {}, \"link_delay_us\": {}, {}, \"most_inside\": {most_inside}, {fifo}}}",
+            "{{\"permits\": {permits}, \"clients\": {}, \"link_delay_us\": {}, {fields}, {fifo}}}",
             clients.len(),
             link_delay_json(),
-            turns::contended_fields(measured),
         ));
     }
     group.finish();
@@ -260,21 +253,14 @@ fn rwlock_contended(c: &mut Criterion, link: &Link) {
             })
             .collect();
         let id = BenchmarkId::new(format!("acquisitions_{readers}_readers"), clients.len());
-        let samples = turns::contended_samples(&mut group, id, &handles);
-        if samples.is_empty() {
+        let limit = readers.max(1);
+        let Some(fields) = turns::checked_contended_fields(&mut group, id, &handles, limit) else {
             continue;
-        }
-        let measured = &samples[samples.len().saturating_sub(SAMPLES)..];
-        let most_inside = samples.iter().map(|s| s.most_inside).max().unwrap_or(0);
-        assert!(
-            most_inside <= readers.max(1),
-            "{most_inside} holders inside with {readers} readers"
-        );
+        };
         rows.push(format!(
-            "{{\"readers\": {readers}, \"clients\": {}, \"link_delay_us\": {}, {}, \"most_inside\": {most_inside}}}",
+            "{{\"readers\": {readers}, \"clients\": {}, \"link_delay_us\": {}, {fields}}}",
             clients.len(),
             link_delay_json(),
-            turns::contended_fields(measured),
         ));
     }
     group.finish();

@@ -260,6 +260,32 @@ pub fn contended_samples<T: Turns>(
     samples.into_inner().unwrap()
 }
 
+/// A contended run of `handles` ([`contended_samples`]), checked never to
+/// have had more than `limit` threads inside at once: the row's JSON
+/// fields ([`contended_fields`] of criterion's last [`crate::SAMPLES`]
+/// samples, and `most_inside`), or `None` when criterion measured nothing.
+pub fn checked_contended_fields<T: Turns>(
+    group: &mut BenchmarkGroup<WallTime>,
+    id: BenchmarkId,
+    handles: &[T],
+    limit: usize,
+) -> Option<String> {
+    let samples = contended_samples(group, id, handles);
+    if samples.is_empty() {
+        return None;
+    }
+    let most_inside = samples.iter().map(|s| s.most_inside).max().unwrap_or(0);
+    assert!(
+        most_inside <= limit,
+        "{most_inside} threads inside at once, at most {limit} allowed"
+    );
+    let measured = &samples[samples.len().saturating_sub(crate::SAMPLES)..];
+    Some(format!(
+        "{}, \"most_inside\": {most_inside}",
+        contended_fields(measured)
+    ))
+}
+
 /// The JSON fields (no braces) every contended row has, from its measured
 /// samples (criterion's last ones; the ones before are warm-up): threads,
 /// the median acquisitions/s, each thread's total, the busiest thread's
