@@ -18,9 +18,9 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use fairlock::{Client, FairRwLock, FairSemaphore, ReadGuard, WriteGuard};
 use fairlock_test_support::RedisServer;
 
+use crate::client_over;
 use crate::common::{self, link_delay_json, write_json, Link};
 use crate::turns::{self, handoffs, median_us_json, timed_each, write_latencies};
-use crate::client_over;
 
 /// Permits of the contended rows.
 const CONTENDED_PERMITS: [u32; 2] = [1, 4];
