@@ -23,30 +23,26 @@ use std::env;
 use std::fs;
 use std::path::Path;
 
-/// The operations' files, one script each (`Script` in src/protocol/operation.rs).
-const OPERATIONS: [&str; 22] = [
-    "acquire.lua",
-    "release.lua",
-    "renew.lua",
-    "heartbeat.lua",
-    "cancel.lua",
-    "abandon.lua",
-    "force_release.lua",
-    "status.lua",
-    "sem_acquire.lua",
-    "sem_release.lua",
-    "sem_renew.lua",
-    "sem_heartbeat.lua",
-    "sem_cancel.lua",
-    "sem_abandon.lua",
-    "sem_status.lua",
-    "rw_acquire.lua",
-    "rw_release.lua",
-    "rw_renew.lua",
-    "rw_heartbeat.lua",
-    "rw_cancel.lua",
-    "rw_abandon.lua",
-    "rw_status.lua",
+/// The operations' files, one script each (`Script` in
+/// src/protocol/operation.rs): the mutex's engine and the counted engine
+/// (the semaphore's and the reader-writer lock's), one folder each.
+const OPERATIONS: [&str; 16] = [
+    "mutex/acquire.lua",
+    "mutex/release.lua",
+    "mutex/renew.lua",
+    "mutex/heartbeat.lua",
+    "mutex/cancel.lua",
+    "mutex/abandon.lua",
+    "mutex/force_release.lua",
+    "mutex/status.lua",
+    "counted/acquire.lua",
+    "counted/release.lua",
+    "counted/renew.lua",
+    "counted/heartbeat.lua",
+    "counted/cancel.lua",
+    "counted/abandon.lua",
+    "counted/force_release.lua",
+    "counted/status.lua",
 ];
 
 /// One top-level definition of lib.lua.
@@ -63,11 +59,14 @@ fn main() {
     // A directory: Cargo reruns this when any file under it changes.
     println!("cargo:rerun-if-changed=lua");
     let lua = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua");
-    for entry in fs::read_dir(&lua).expect("reading lua/") {
-        let name = entry.expect("reading lua/").file_name();
-        let name = name.to_string_lossy();
-        if name.ends_with(".lua") && name != "lib.lua" && !OPERATIONS.contains(&name.as_ref()) {
-            panic!("lua/{name} is no operation build.rs knows: add it to OPERATIONS");
+    for engine in ["", "mutex", "counted"] {
+        for entry in fs::read_dir(lua.join(engine)).expect("reading lua/") {
+            let name = entry.expect("reading lua/").file_name();
+            let name = format!("{engine}/{}", name.to_string_lossy());
+            let name = name.trim_start_matches('/');
+            if name.ends_with(".lua") && name != "lib.lua" && !OPERATIONS.contains(&name) {
+                panic!("lua/{name} is no operation build.rs knows: add it to OPERATIONS");
+            }
         }
     }
     let lib = read(&lua.join("lib.lua"));
@@ -78,7 +77,9 @@ fn main() {
     for op in OPERATIONS {
         let body = read(&lua.join(op));
         let script = assemble(&definitions, op, &body);
-        fs::write(out.join(op), script).unwrap_or_else(|e| panic!("writing {op}: {e}"));
+        let path = out.join(op);
+        fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<engine>");
+        fs::write(path, script).unwrap_or_else(|e| panic!("writing {op}: {e}"));
     }
 }
 

@@ -19,31 +19,28 @@
 --                              again is known
 --   KEYS[2] queue      zset    entry -> arrival sequence number
 --   KEYS[3] deadlines  zset    entry -> liveness deadline, server milliseconds
--- Keys of one semaphore (its own, beside the mutex's of the same name; the
--- queue keys in the same places, so the queue steps below serve both):
---   KEYS[1] holders    zset    "<owner> <call>" -> lease end, server ms; a
---                              hold is live while its end >= now
---   KEYS[2] queue, KEYS[3] deadlines, as a lock's
---   KEYS[4] tokens     hash    "<owner> <call>" -> the hold's fencing token
---   KEYS[5] meta       string  "<permits> <last token>[ <mark>]": N, the last
---                              token issued, the "<owner>#<call>" of the
---                              last release; it outlives every holder and
---                              waiter by the fence life
--- Keys of one reader-writer lock (its own, beside the mutex's and the
--- semaphore's of the same name; the queue keys again 2nd and 3rd):
---   KEYS[1] holders    zset    "<owner> <call> <r|w>" -> lease end, server
---                              ms, every read and write hold
+-- Keys of one counted lock, a semaphore or a reader-writer lock (its own
+-- keys, beside the mutex's of the same name; the queue keys in the same
+-- places, so the queue steps below serve both engines):
+--   KEYS[1] holders    zset    "<owner> <call> <units>" -> lease end, server
+--                              ms; a hold is live while its end >= now
 --   KEYS[2] queue, KEYS[3] deadlines, as a lock's, but each entry carries
---                              its access as a fifth field (parse_rw_entry)
+--                              the units it asks for as a fifth field
+--                              (parse_counted_entry)
 --   KEYS[4] tokens     hash    holder member -> its fencing token, and the
 --                              token -> the member (a live guard's token
 --                              names its hold for re-entry)
---   KEYS[5] meta       string  "<last token>[ <mark>]", as a semaphore's
---                              without the permits; it outlives every
---                              holder and waiter by the fence life
---   KEYS[6] writers    zset    the write holds of KEYS[1] again, with the
---                              same lease ends, so "does a writer hold?" is
---                              one ZCOUNT
+--   KEYS[5] meta       string  "<capacity> <used> <last token>[ <mark>]":
+--                              the units there are (a semaphore's permits;
+--                              a reader-writer lock's RW_CAPACITY, all of
+--                              which a write takes and one a read), the
+--                              units the holds in KEYS[1] take, the last
+--                              token issued, the "<owner>#<call>" of the
+--                              last release; it outlives every holder and
+--                              waiter by the fence life
+-- A call is admitted when it heads the queue (or nobody waits) and its
+-- units fit beside the held ones: that admission test is the only place
+-- where a semaphore and a reader-writer lock differ, and it is a number.
 -- A queue entry is "<owner> <wait id> <lease ms> <fixed 0|1>": the waiting
 -- call and the grant it gets, so a handoff reads one member. An owner id is
 -- "<client id>:<thread number>"; its client's channel is ARGV[1] .. client id.
@@ -59,7 +56,6 @@ local DEADLINES = KEYS[3]
 local HOLDERS = KEYS[1]
 local TOKENS = KEYS[4]
 local META = KEYS[5]
-local WRITERS = KEYS[6]
 local WAKE_PREFIX = ARGV[1]
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15).
@@ -222,7 +218,8 @@ end
 -- The first queued entry that is still alive and its liveness deadline, or
 -- nil. Dead or foreign entries ahead of it are dropped; each entry is
 -- dropped once, so this is O(log N) amortised per call. `parse` reads the
--- entries (parse_entry when nil; a rwlock's queue passes parse_rw_entry).
+-- entries (parse_entry when nil; a counted lock's queue passes
+-- parse_counted_entry).
 local function live_head(now_ms, parse)
   parse = parse or parse_entry
   while true do
@@ -386,72 +383,106 @@ local function extend_lease(lease, fence, left)
   return left
 end
 
--- The semaphore's steps. Its permits, last token and mark live in the meta
--- key; its holds in the holders zset (lease ends) and the tokens hash.
+-- The counted engine's steps (a semaphore, a reader-writer lock). Its
+-- capacity, used units, last token and mark live in the meta key; its holds
+-- in the holders zset (lease ends) and the tokens hash (both ways).
 
--- `value` (an ARGV string) as a number of permits from 1 to 4294967295;
--- anything else stops the script before it writes.
-local function permits_arg(value)
+-- `value` (an ARGV string) as a whole number of units from 1 to
+-- 4294967295 (a capacity or what a call asks for); anything else stops the
+-- script before it writes.
+local function units_arg(value, what)
   local n = tonumber(value)
   if not n or n ~= math.floor(n) or n < 1 or n > 4294967295 then
-    fail('ERR fairlock: permits must be a whole number from 1 to 4294967295, got '
+    fail('ERR fairlock: ' .. what .. ' must be a whole number from 1 to 4294967295, got '
       .. tostring(value))
   end
   return n
 end
 
--- The holders member "<owner> <call>" of call `call` of `owner` (ARGV
--- strings); an owner with a space or a call that is not a number stops the
--- script before it writes, since either would make the member ambiguous.
-local function holder_arg(owner, call)
+-- The holders member "<owner> <call> <units>" of call `call` of `owner`
+-- asking for `units` (ARGV strings and a number); an owner with a space or
+-- a call that is not a number stops the script before it writes, since
+-- either would make the member ambiguous.
+local function holder_arg(owner, call, units)
   if not string.match(owner or '', '^%S+$') or not string.match(call or '', '^%d+$') then
     fail('ERR fairlock: owner must be an id without spaces and call a number, got '
       .. tostring(owner) .. ' and ' .. tostring(call))
   end
-  return owner .. ' ' .. call
+  return owner .. ' ' .. call .. ' ' .. fmt(units)
 end
 
--- The meta's parts: permits (nil when the key is gone: a semaphore nobody
--- used for a fence life), last token (a string, '0' when gone), mark (''
--- when none). A value fairlock did not write stops the script before any
--- write.
+-- A holders member's parts: owner, call (a string), units (a number); nil
+-- for a member fairlock did not write.
+local function parse_holder(member)
+  local owner, call, units = string.match(member, '^(%S+) (%d+) (%d+)$')
+  return owner, call, tonumber(units)
+end
+
+-- A counted queue entry's parts: owner id, wait id, lease ms (number),
+-- fixed ('0' or '1'), units (number); nil for a member fairlock did not
+-- write. The mutex's 4-field entries are not counted entries (nor the
+-- other way round).
+local function parse_counted_entry(entry)
+  local owner, wait_id, lease, fixed, units = string.match(entry,
+    '^(%S+) (%d+) (%d+) ([01]) (%d+)$')
+  return owner, wait_id, tonumber(lease), fixed, tonumber(units)
+end
+
+-- A counted queue entry given in ARGV, as parse_counted_entry reads it,
+-- its lease and units checked; anything else stops the script before it
+-- writes.
+local function counted_entry_arg(value)
+  local owner, wait_id, lease, fixed, units = parse_counted_entry(value)
+  if not owner then
+    fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>'
+      .. ' <units>", got ' .. value)
+  end
+  return owner, wait_id, ms_arg(lease, 'lease'), fixed, units_arg(units, 'units')
+end
+
+-- The units the holds in the holders zset take, counted one by one: only
+-- when the meta is gone (deleted by hand) while holds are left.
+local function count_used()
+  local used = 0
+  for _, member in ipairs(redis.call('ZRANGE', HOLDERS, 0, -1)) do
+    local _, _, units = parse_holder(member)
+    used = used + (units or 0)
+  end
+  return used
+end
+
+-- The meta's parts: capacity (nil when the key is gone: a lock nobody used
+-- for a fence life), used units (0 when the holders key is gone), last
+-- token (a string, '0' when gone), mark ('' when none). A value fairlock did not write stops the script
+-- before any write.
 local function read_meta()
   local stored = redis.call('GET', META)
   if not stored then
-    return nil, '0', ''
+    return nil, count_used(), '0', ''
   end
-  local permits, token, mark = string.match(stored, '^(%d+) (%d+) ?(%S*)$')
-  if not permits then
-    fail('WRONGTYPE the semaphore meta key holds a value fairlock did not write')
+  local capacity, used, token, mark = string.match(stored, '^(%d+) (%d+) (%d+) ?(%S*)$')
+  if not capacity then
+    fail('WRONGTYPE the meta key holds a value fairlock did not write')
   end
-  return tonumber(permits), token, mark
+  used = tonumber(used)
+  -- Holds counted while their key is gone (deleted by hand, evicted) are
+  -- holds nobody has: the count follows the key, so the lock is usable.
+  if used > 0 and redis.call('EXISTS', HOLDERS) == 0 then
+    used = 0
+  end
+  return tonumber(capacity), used, token, mark
 end
 
--- Stops the script, before it writes, when this call's `permits` are not
--- the semaphore's (`stored`, nil when not set): two clients that disagree
--- on N get an error instead of admitting more holders than either meant.
-local function check_permits(permits, stored)
-  if stored and stored ~= permits then
-    fail('ERR fairlock: permits mismatch: this call says ' .. fmt(permits)
+-- Stops the script, before it writes, when this call's `capacity` is not
+-- the lock's (`stored`, nil when not set): two clients that disagree on a
+-- semaphore's permits get an error instead of admitting more holders than
+-- either meant.
+local function check_capacity(capacity, stored)
+  if stored and stored ~= capacity then
+    fail('ERR fairlock: permits mismatch: this call says ' .. fmt(capacity)
       .. ' permits, the semaphore has ' .. fmt(stored)
       .. ' (every client of one semaphore must use the same number)')
   end
-end
-
--- Drops up to 16 holders whose lease ran out, with their tokens, so the
--- holders zset stays as long as the live holds (O(log N) each). Live
--- holds are counted with ZCOUNT, so any left over never take a permit.
-local function drop_expired(now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, 16)
-  if #dead > 0 then
-    redis.call('ZREM', HOLDERS, unpack(dead))
-    redis.call('HDEL', TOKENS, unpack(dead))
-  end
-end
-
--- Permits not held by a live holder, of `permits`.
-local function free_permits(now_ms, permits)
-  return permits - redis.call('ZCOUNT', HOLDERS, fmt(now_ms), '+inf')
 end
 
 -- The token (a string) and ms of lease left of `member`'s hold, or nil
@@ -464,18 +495,70 @@ local function hold_of(member, now_ms)
   return redis.call('HGET', TOKENS, member) or nil, ends - now_ms
 end
 
--- Gives `member` a permit for `ttl` ms; returns its token (a string),
--- max(last + 1, server clock in µs), as the mutex's take does. The caller
--- writes the token to the meta (keep_semaphore).
-local function take_permit(member, ttl, now_us, now_ms, last)
+-- The live hold (a holders member) whose token is `token` if `owner`
+-- (and, when given, call `call`) made it, with its units and lease ms
+-- left; nil otherwise. Reads only.
+local function hold_by_token(token, owner, call, now_ms)
+  local member = redis.call('HGET', TOKENS, token)
+  if not member then
+    return nil
+  end
+  local h_owner, h_call, units = parse_holder(member)
+  if h_owner ~= owner or (call and h_call ~= call) then
+    return nil
+  end
+  local held, left = hold_of(member, now_ms)
+  if held ~= token then
+    return nil
+  end
+  return member, units, left
+end
+
+-- Gives back hold `member` (token `token`, `units`); returns the units
+-- used after it.
+local function drop_hold(member, token, units, used)
+  redis.call('ZREM', HOLDERS, member)
+  redis.call('HDEL', TOKENS, member, token)
+  return math.max(0, used - units)
+end
+
+-- Drops every hold whose lease ran out, with its tokens both ways, and
+-- returns the units used after that, so that `used` counts live holds
+-- only. Each hold is dropped once: O(log N) amortised. Only commands the
+-- README's ACL line grants (no HMGET, no ZREMRANGEBYSCORE).
+local function drop_expired(now_ms, used)
+  while true do
+    local dead = redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, 100)
+    if #dead == 0 then
+      return used
+    end
+    local fields = {}
+    for _, member in ipairs(dead) do
+      local _, _, units = parse_holder(member)
+      used = math.max(0, used - (units or 0))
+      fields[#fields + 1] = member
+      local token = redis.call('HGET', TOKENS, member)
+      if token then
+        fields[#fields + 1] = token
+      end
+    end
+    redis.call('ZREM', HOLDERS, unpack(dead))
+    redis.call('HDEL', TOKENS, unpack(fields))
+  end
+end
+
+-- Gives holders member `member` a hold for `ttl` ms; returns its token (a
+-- string), max(last + 1, server clock in µs), as the mutex's take does.
+-- The caller counts its units and writes the meta (keep_counted).
+local function take_hold(member, ttl, now_us, now_ms, last)
   local token = fmt(math.max(tonumber(last) + 1, now_us))
   redis.call('ZADD', HOLDERS, now_ms + ttl, member)
-  redis.call('HSET', TOKENS, member, token)
+  redis.call('HSET', TOKENS, member, token, token, member)
   return token
 end
 
 -- Ms until the first live lease runs out (when the head of the queue can
--- claim a permit a dead holder never gave back), 0 when none is live.
+-- claim units a dead holder never gave back), 0 when none is live.
 local function first_lease_left(now_ms)
   local first = redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf', 'LIMIT', 0, 1,
     'WITHSCORES')[2]
@@ -485,38 +568,48 @@ local function first_lease_left(now_ms)
   return tonumber(first) - now_ms
 end
 
--- Hands up to `free` permits to the live waiters at the head of the queue,
--- in arrival order, stopping at `stop` (an entry that takes its own permit)
--- if given: each gets a token and "G <wait id> <token> <ttl>", its grant
--- bounded by its liveness deadline as hand_over's. Returns the last token
--- issued and the list of {owner, wait id, token, ttl} handed over.
-local function hand_permits(now_us, now_ms, free, last, stop)
+-- Admits the live waiters at the head of the queue, in arrival order,
+-- while each one's units fit beside the `used` ones of `capacity`: a head
+-- that does not fit stops it, so no smaller call behind passes it. Stops
+-- at `stop` (an entry that takes its own hold) if given. Each gets a token
+-- and "G <wait id> <token> <ttl>", its grant bounded by its liveness
+-- deadline as hand_over's; the new head, if any was admitted, hears "H".
+-- Returns the last token issued, the units used and the list of
+-- {owner, wait id, token, ttl} admitted.
+local function admit_waiters(now_us, now_ms, capacity, used, last, stop)
   local handed = {}
-  while free > #handed do
-    local head, deadline = live_head(now_ms)
+  while true do
+    local head, deadline = live_head(now_ms, parse_counted_entry)
     if not head or head == stop then
       break
     end
+    local owner, wait_id, ttl, fixed, units = parse_counted_entry(head)
+    if used + units > capacity then
+      break
+    end
     forget(head)
-    local owner, wait_id, ttl, fixed = parse_entry(head)
     if fixed == '0' then
       ttl = math.max(1, math.min(ttl, deadline - now_ms))
     end
-    last = take_permit(owner .. ' ' .. wait_id, ttl, now_us, now_ms, last)
+    last = take_hold(owner .. ' ' .. wait_id .. ' ' .. fmt(units), ttl, now_us, now_ms, last)
+    used = used + units
     wake(owner, 'G ' .. wait_id .. ' ' .. last .. ' ' .. fmt(ttl))
     handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(last), ttl }
   end
-  return last, handed
+  if #handed > 0 then
+    tell_head(now_ms, first_lease_left(now_ms), parse_counted_entry)
+  end
+  return last, used, handed
 end
 
--- Writes the meta "<permits> <last>[ <mark>]" and the TTLs of a
--- semaphore's keys after a write that adds a holder or a waiter: holders
--- and tokens live until the farthest lease ends, the meta a fence life
--- past that and past the queue's TTL, so N and the last token outlive
--- every holder and waiter (a later caller with another N is refused, and
--- tokens keep increasing).
-local function keep_semaphore(now_ms, permits, last, mark)
-  local value = fmt(permits) .. ' ' .. last
+-- Writes the meta "<capacity> <used> <last>[ <mark>]" and the TTLs of a
+-- counted lock's keys after a write: holders and tokens live until the
+-- farthest lease ends, the meta a fence life past that and past the
+-- queue's TTL, so the capacity and the last token outlive every holder and
+-- waiter (a later caller with other permits is refused, and tokens keep
+-- increasing).
+local function keep_counted(now_ms, capacity, used, last, mark)
+  local value = fmt(capacity) .. ' ' .. fmt(used) .. ' ' .. last
   if mark ~= '' then
     value = value .. ' ' .. mark
   end
@@ -539,27 +632,12 @@ local function outlive(key, ms)
   end
 end
 
--- Hands every free permit of `permits` (expired holds dropped first) to
--- the live waiters at the head of the queue, as hand_permits does, and
--- tells the new head when the first live lease runs out. Returns the last
--- token issued and the grants; with any, the caller keeps the keys' TTLs
--- (keep_semaphore).
-local function pass_permits(now_us, now_ms, permits, last)
-  drop_expired(now_ms)
-  local handed
-  last, handed = hand_permits(now_us, now_ms, free_permits(now_ms, permits), last, nil)
-  if #handed > 0 then
-    tell_head(now_ms, first_lease_left(now_ms))
-  end
-  return last, handed
-end
-
--- Keeps a permit handed to a waiting call alive until its owner's watchdog
+-- Keeps a hold handed to a waiting call alive until its owner's watchdog
 -- renews it: a watchdog-renewed hold (`fixed` '0') of `member` with `left`
 -- ms under its `lease` gets `lease` from now; a fixed one is left alone.
 -- Returns the lease left now and whether it changed (the caller then keeps
--- the keys' TTLs: keep_semaphore).
-local function extend_permit(member, lease, fixed, left, now_ms)
+-- the keys' TTLs: keep_counted).
+local function extend_hold(member, lease, fixed, left, now_ms)
   if fixed == '0' and left < lease then
     redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
     return lease, true
@@ -567,217 +645,32 @@ local function extend_permit(member, lease, fixed, left, now_ms)
   return left, false
 end
 
--- Removes `entry` from the semaphore's queue; permits it leaves free go to
--- the next live waiters (when the meta gives `permits`), and a new head
--- learns of it. `last` and `mark` as read_meta gave them.
-local function leave_permit_queue(entry, now_us, now_ms, permits, last, mark)
-  local was_head = redis.call('ZRANK', QUEUE, entry) == 0
-  forget(entry)
-  prune(now_ms)
-  if not permits then
-    return
+-- Drops expired holds, then admits the live waiters at the head of the
+-- queue that fit, as admit_waiters does (nobody when the meta is gone:
+-- the capacity is unknown until a caller names it). Returns the last token
+-- issued, the units used and the grants; with any, the caller keeps the
+-- keys' TTLs (keep_counted).
+local function pass_on(now_us, now_ms, capacity, used, last)
+  used = drop_expired(now_ms, used)
+  if not capacity then
+    return last, used, {}
   end
-  local handed
-  last, handed = pass_permits(now_us, now_ms, permits, last)
-  if #handed > 0 then
-    keep_semaphore(now_ms, permits, last, mark)
-  elseif was_head then
-    tell_head(now_ms, first_lease_left(now_ms))
-  end
+  return admit_waiters(now_us, now_ms, capacity, used, last, nil)
 end
 
--- The reader-writer lock's steps. Its last token and mark live in the meta
--- key; its holds in the holders zset (lease ends), the writers zset (the
--- write holds again) and the tokens hash (both ways).
-
--- A rwlock queue entry's parts: owner id, wait id, lease ms (number), fixed
--- ('0' or '1'), access ('r' or 'w'); nil for a member fairlock did not
--- write. The mutex's and the semaphore's 4-field entries are not rwlock
--- entries (nor the other way round).
-local function parse_rw_entry(entry)
-  local owner, wait_id, lease, fixed, rw = string.match(entry,
-    '^(%S+) (%d+) (%d+) ([01]) ([rw])$')
-  return owner, wait_id, tonumber(lease), fixed, rw
-end
-
--- The meta's parts: last token (a string, '0' when the key is gone) and
--- mark ('' when none). A value fairlock did not write stops the script
--- before any write.
-local function read_rw_meta()
-  local stored = redis.call('GET', META)
-  if not stored then
-    return '0', ''
-  end
-  local token, mark = string.match(stored, '^(%d+) ?(%S*)$')
-  if not token then
-    fail('WRONGTYPE the rwlock meta key holds a value fairlock did not write')
-  end
-  return token, mark
-end
-
--- The live hold (a holders member "<owner> <call> <r|w>") whose token is
--- `token` if `owner` (and, when given, call `call`) made it, its access
--- and its token; nil otherwise. Reads only.
-local function rw_hold_by_token(token, owner, call, now_ms)
-  local member = redis.call('HGET', TOKENS, token)
-  if not member then
-    return nil
-  end
-  local h_owner, h_call, rw = string.match(member, '^(%S+) (%d+) ([rw])$')
-  if h_owner ~= owner or (call and h_call ~= call) or hold_of(member, now_ms) ~= token then
-    return nil
-  end
-  return member, rw
-end
-
--- Drops up to 16 holds whose lease ran out, with their tokens both ways
--- and their place in the writers zset (O(log N) each). Only commands the
--- README's ACL line grants (no HMGET, no ZREMRANGEBYSCORE).
-local function drop_expired_holds(now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, 16)
-  if #dead > 0 then
-    local fields = {}
-    for _, member in ipairs(dead) do
-      fields[#fields + 1] = member
-      local token = redis.call('HGET', TOKENS, member)
-      if token then
-        fields[#fields + 1] = token
-      end
-    end
-    redis.call('ZREM', HOLDERS, unpack(dead))
-    redis.call('ZREM', WRITERS, unpack(dead))
-    redis.call('HDEL', TOKENS, unpack(fields))
-  end
-end
-
--- Whether a call asking for access `rw` may enter as far as the holds go:
--- a reader when no writer holds, a writer when nobody holds.
-local function rw_free_for(rw, now_ms)
-  local key = HOLDERS
-  if rw == 'r' then
-    key = WRITERS
-  end
-  return redis.call('ZCOUNT', key, fmt(now_ms), '+inf') == 0
-end
-
--- Gives holders member `member` (access `rw`) a hold for `ttl` ms; returns
--- its token (a string), as take_permit does. The caller writes the token
--- to the meta (keep_rwlock).
-local function rw_take(member, rw, ttl, now_us, now_ms, last)
-  local token = take_permit(member, ttl, now_us, now_ms, last)
-  redis.call('HSET', TOKENS, token, member)
-  if rw == 'w' then
-    redis.call('ZADD', WRITERS, now_ms + ttl, member)
-  end
-  return token
-end
-
--- Gives back hold `member` (token `token`).
-local function rw_drop(member, token)
-  redis.call('ZREM', HOLDERS, member)
-  redis.call('ZREM', WRITERS, member)
-  redis.call('HDEL', TOKENS, member, token)
-end
-
--- Admits the live waiters at the head of the queue while the lock lets
--- them in: a writer alone when nobody holds, else the run of consecutive
--- readers while no writer holds; stops at `stop` (an entry that takes its
--- own hold) if given. Each gets a token and "G <wait id> <token> <ttl>",
--- its grant bounded by its liveness deadline as hand_over's; the new head,
--- if any was admitted, hears "H". Returns the last token issued and the
--- list of {owner, wait id, token, ttl} admitted.
-local function admit_waiters(now_us, now_ms, last, stop)
-  local handed = {}
-  while true do
-    local head, deadline = live_head(now_ms, parse_rw_entry)
-    if not head or head == stop then
-      break
-    end
-    local owner, wait_id, ttl, fixed, rw = parse_rw_entry(head)
-    if not rw_free_for(rw, now_ms) then
-      break
-    end
-    forget(head)
-    if fixed == '0' then
-      ttl = math.max(1, math.min(ttl, deadline - now_ms))
-    end
-    last = rw_take(owner .. ' ' .. wait_id .. ' ' .. rw, rw, ttl, now_us, now_ms, last)
-    wake(owner, 'G ' .. wait_id .. ' ' .. last .. ' ' .. fmt(ttl))
-    handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(last), ttl }
-  end
-  if #handed > 0 then
-    tell_head(now_ms, first_lease_left(now_ms), parse_rw_entry)
-  end
-  return last, handed
-end
-
--- Writes the meta "<last>[ <mark>]" and the TTLs of a rwlock's keys after
--- a write: holders, writers and tokens live until the farthest lease ends,
--- the meta a fence life past that and past the queue's TTL, so the last
--- token outlives every holder and waiter (tokens keep increasing).
-local function keep_rwlock(now_ms, last, mark)
-  local value = last
-  if mark ~= '' then
-    value = value .. ' ' .. mark
-  end
-  local life = 0
-  local far = tonumber(redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')[2])
-  if far and far >= now_ms then
-    life = far - now_ms + 1
-    redis.call('PEXPIRE', HOLDERS, life)
-    redis.call('PEXPIRE', TOKENS, life)
-    redis.call('PEXPIRE', WRITERS, life)
-  end
-  life = math.max(life, redis.call('PTTL', QUEUE))
-  redis.call('SET', META, value, 'PX', life + FENCE_LIFE)
-end
-
--- A rwlock queue entry given in ARGV, as parse_rw_entry reads it, its
--- lease checked; anything else stops the script before it writes.
-local function rw_entry_arg(value)
-  local owner, wait_id, lease, fixed, rw = parse_rw_entry(value)
-  if not owner then
-    fail('ERR fairlock: a rwlock queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>'
-      .. ' <r|w>", got ' .. value)
-  end
-  return owner, wait_id, ms_arg(lease, 'lease'), fixed, rw
-end
-
--- Keeps a hold handed to a waiting call alive until its owner's watchdog
--- renews it, as extend_permit does, the writers zset following a write
--- hold. Returns the lease left now and whether it changed (the caller then
--- keeps the keys' TTLs: keep_rwlock).
-local function extend_rw_hold(member, rw, lease, fixed, left, now_ms)
-  local extended
-  left, extended = extend_permit(member, lease, fixed, left, now_ms)
-  if extended and rw == 'w' then
-    redis.call('ZADD', WRITERS, 'XX', now_ms + lease, member)
-  end
-  return left, extended
-end
-
--- Drops expired holds (their tokens both ways, their writers entry), then
--- admits the live waiters at the head of the queue the lock can take, as
--- admit_waiters does. Returns the last token issued and the grants; with
--- any, the caller keeps the keys' TTLs (keep_rwlock).
-local function pass_rw_lock(now_us, now_ms, last)
-  drop_expired_holds(now_ms)
-  return admit_waiters(now_us, now_ms, last, nil)
-end
-
--- Removes `entry` from the rwlock's queue; the waiters its leaving
--- unblocks (a writer head gone lets the readers behind it in; a hold run
--- out lets the head in) are admitted, and a new head learns of it. `last`
--- and `mark` as read_rw_meta gave them.
-local function leave_rw_queue(entry, now_us, now_ms, last, mark)
+-- Removes `entry` from the queue; the waiters its leaving unblocks (a
+-- large head gone lets smaller ones behind it in; a hold run out lets the
+-- head in) are admitted, and a new head learns of it. `capacity`, `used`,
+-- `last` and `mark` as read_meta gave them.
+local function leave_counted_queue(entry, now_us, now_ms, capacity, used, last, mark)
   local was_head = redis.call('ZRANK', QUEUE, entry) == 0
   forget(entry)
   prune(now_ms)
   local handed
-  last, handed = pass_rw_lock(now_us, now_ms, last)
+  last, used, handed = pass_on(now_us, now_ms, capacity, used, last)
   if #handed > 0 then
-    keep_rwlock(now_ms, last, mark)
+    keep_counted(now_ms, capacity, used, last, mark)
   elseif was_head then
-    tell_head(now_ms, first_lease_left(now_ms), parse_rw_entry)
+    tell_head(now_ms, first_lease_left(now_ms), parse_counted_entry)
   end
 end

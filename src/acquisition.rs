@@ -11,11 +11,7 @@ use crate::cancel::WaitCanceller;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holds::Hold;
 use crate::observe::{self, Labels, Outcome};
-use crate::protocol::LockKeys;
-use crate::protocol::{
-    Access, Acquire, AcquireReply, Cancel, CancelReply, Mode, Renew, RwAcquire, RwCancel, RwRenew,
-    SemAcquire, SemCancel, SemRenew,
-};
+use crate::protocol::{Acquire, AcquireReply, Ask, Cancel, CancelReply, LockKeys, Mode, Renew};
 use crate::shared::Shared;
 use crate::waiters::{Waiter, Wake};
 
@@ -41,48 +37,11 @@ impl Outage {
     }
 }
 
-/// What an acquisition takes: the protocol value of each step (attempt,
-/// cancel, handoff confirmation) follows from it; the algorithm is the same.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A mutex's hold (`Acquire`, `Cancel`, `Renew`), re-entrant per thread.
-    Mutex,
-    /// One of a semaphore's `permits` (`SemAcquire`, `SemCancel`,
-    /// `SemRenew`); each call is a permit of its own.
-    Semaphore { permits: u32 },
-    /// A reader-writer lock's read or write hold (`RwAcquire`, `RwCancel`,
-    /// `RwRenew`), re-entrant per thread through its live guards.
-    RwLock { access: Access },
-}
-
-impl Kind {
-    /// What a rwlock call asks for; `None` for the other kinds.
-    fn access(self) -> Option<Access> {
-        match self {
-            Kind::RwLock { access } => Some(access),
-            Kind::Mutex | Kind::Semaphore { .. } => None,
-        }
-    }
-
-    /// Whether a hold of this kind excludes every other.
-    fn exclusive(self) -> bool {
-        match self {
-            Kind::Mutex
-            | Kind::RwLock {
-                access: Access::Write,
-            } => true,
-            Kind::Semaphore { .. }
-            | Kind::RwLock {
-                access: Access::Read,
-            } => false,
-        }
-    }
-}
-
-/// One acquisition of the lock `keys` (named `name`, for messages) with
-/// `lease`, fixed or renewed by the watchdog.
+/// One acquisition of the lock `keys` (named `name`, for messages) asking
+/// for `ask` with `lease`, fixed or renewed by the watchdog. The algorithm
+/// is the same for every kind; the protocol values follow from `ask`.
 pub(crate) struct Acquisition<'m> {
-    pub(crate) kind: Kind,
+    pub(crate) ask: Ask,
     pub(crate) shared: &'m Shared,
     pub(crate) keys: &'m Arc<LockKeys>,
     pub(crate) name: &'m str,
@@ -137,7 +96,7 @@ impl Acquisition<'_> {
             self.shared.owner_id(),
             self.lease,
             self.fixed,
-            self.kind.access(),
+            self.ask,
         ))
     }
 
@@ -300,8 +259,7 @@ impl Acquisition<'_> {
         }
     }
 
-    /// Sends one attempt: the mutex's `Acquire`, the semaphore's
-    /// `SemAcquire` or the rwlock's `RwAcquire`, which answer alike.
+    /// Sends one attempt.
     fn send_attempt(
         &self,
         waiter: &Waiter,
@@ -310,49 +268,24 @@ impl Acquisition<'_> {
         fixed: bool,
     ) -> Result<(AcquireReply, Option<Error>)> {
         let shared = self.shared;
-        let waiter_timeout = shared.config.waiter_timeout;
-        match self.kind {
-            Kind::Mutex => {
-                let op = Acquire {
-                    owner: &waiter.owner,
-                    lease,
-                    fixed,
-                    waiter_timeout,
-                    mode,
-                    wait_id: waiter.id,
-                    // Re-entry needs a live guard of the hold in this client.
-                    live_token: shared.holds.live_token(waiter.keys.lock(), &waiter.owner),
-                };
-                shared.call_write(&waiter.keys, &op)
-            }
-            Kind::Semaphore { permits } => {
-                let op = SemAcquire {
-                    owner: &waiter.owner,
-                    lease,
-                    fixed,
-                    waiter_timeout,
-                    mode,
-                    wait_id: waiter.id,
-                    permits,
-                };
-                shared.call_write(&waiter.keys, &op)
-            }
-            Kind::RwLock { access } => {
-                let op = RwAcquire {
-                    owner: &waiter.owner,
-                    lease,
-                    fixed,
-                    waiter_timeout,
-                    mode,
-                    wait_id: waiter.id,
-                    access,
-                    // Re-entry needs a live guard of this thread, its write
-                    // guard first (see `Holds::live_token`).
-                    live_token: shared.holds.live_token(waiter.keys.lock(), &waiter.owner),
-                };
-                shared.call_write(&waiter.keys, &op)
-            }
-        }
+        // Re-entry needs a live guard of this thread, its exclusive one
+        // first (see `Holds::live_token`); a semaphore's calls never re-enter.
+        let live_token = if self.ask.reentrant() {
+            shared.holds.live_token(waiter.keys.lock(), &waiter.owner)
+        } else {
+            0
+        };
+        let op = Acquire {
+            ask: self.ask,
+            owner: &waiter.owner,
+            lease,
+            fixed,
+            waiter_timeout: shared.config.waiter_timeout,
+            mode,
+            wait_id: waiter.id,
+            live_token,
+        };
+        shared.call_write(&waiter.keys, &op)
     }
 
     /// The guard of a hold this call was answered with (the request sent
@@ -380,12 +313,7 @@ impl Acquisition<'_> {
     fn leave_queue(&self, waiter: &Waiter) -> Result<Option<Acquired>> {
         let entry = waiter.entry();
         let sent = Instant::now();
-        let reply = match self.kind {
-            Kind::Mutex => self.shared.call_write(&waiter.keys, &Cancel { entry }),
-            Kind::Semaphore { .. } => self.shared.call_write(&waiter.keys, &SemCancel { entry }),
-            Kind::RwLock { .. } => self.shared.call_write(&waiter.keys, &RwCancel { entry }),
-        };
-        match reply {
+        match self.shared.call_write(&waiter.keys, &Cancel { entry }) {
             Ok((CancelReply::Kept { token, pttl_ms }, shortfall)) => self
                 .acquired(waiter, token, pttl_ms, sent, shortfall)
                 .map(Some),
@@ -419,37 +347,13 @@ impl Acquisition<'_> {
             return Ok(());
         }
         let lease = (!fixed).then_some(lease);
-        let owner = &waiter.owner;
-        let (renewed, shortfall) = match self.kind {
-            Kind::Mutex => shared.call_write(
-                &waiter.keys,
-                &Renew {
-                    owner,
-                    token,
-                    lease,
-                },
-            ),
-            Kind::Semaphore { .. } => {
-                let call = waiter.id;
-                let op = SemRenew {
-                    owner,
-                    token,
-                    call,
-                    lease,
-                };
-                shared.call_write(&waiter.keys, &op)
-            }
-            Kind::RwLock { .. } => {
-                let call = waiter.id;
-                let op = RwRenew {
-                    owner,
-                    token,
-                    call,
-                    lease,
-                };
-                shared.call_write(&waiter.keys, &op)
-            }
-        }?;
+        let op = Renew {
+            owner: &waiter.owner,
+            token,
+            call: waiter.id,
+            lease,
+        };
+        let (renewed, shortfall) = shared.call_write(&waiter.keys, &op)?;
         if !renewed {
             return Err(Error::new(
                 ErrorKind::LeaseLost,
@@ -489,7 +393,7 @@ impl Acquisition<'_> {
             since,
             lease_left,
         );
-        hold.exclusive = self.kind.exclusive();
+        hold.exclusive = self.ask.exclusive();
         hold.labels = self.labels();
         let renewed = !self.fixed;
         let expires_at = hold.local_end();

@@ -1,8 +1,8 @@
-//! A hold made by one acquire call and given back by naming that call: a
-//! semaphore's permit, a reader-writer lock's read or write hold. Unlike a
-//! mutex's re-entered guards, which share one hold, each such call is a
-//! hold of its own with its own token, so one release script answers for
-//! both kinds ([`SemReleaseReply`]).
+//! The one guard core: a hold made by one acquire call and given back by
+//! naming that call, whatever the kind (a mutex's guard, a semaphore's
+//! permit, a reader-writer lock's read or write guard). Every guard
+//! releases, drops and gives back through it; the release reply is the
+//! same shape for every kind ([`ReleaseReply`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use crate::acquisition::Acquired;
 use crate::error::{Error, ErrorKind, Result};
 use crate::holds::Hold;
 use crate::lease_signal::LeaseSignal;
-use crate::protocol::{Access, LockKind, QueueEntry, RwRelease, SemRelease, SemReleaseReply};
+use crate::protocol::{Ask, QueueEntry, Release, ReleaseReply};
 use crate::shared::ClientInner;
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
@@ -23,22 +23,17 @@ pub(crate) struct CallHold {
     hold: Arc<Hold>,
     /// Id of the acquire call that made the hold: the release names it.
     call: u64,
-    /// That call's lease and access (for a give-back of the call).
+    /// That call's lease and what it asked for (for a give-back of the call).
     lease: Duration,
     fixed: bool,
-    access: Option<Access>,
+    ask: Ask,
     /// How long the acquire call waited.
     waited: Duration,
     released: bool,
 }
 
 impl CallHold {
-    pub(crate) fn new(
-        client: Arc<ClientInner>,
-        name: Arc<str>,
-        got: Acquired,
-        access: Option<Access>,
-    ) -> Self {
+    pub(crate) fn new(client: Arc<ClientInner>, name: Arc<str>, got: Acquired, ask: Ask) -> Self {
         CallHold {
             client,
             name,
@@ -46,7 +41,7 @@ impl CallHold {
             call: got.call,
             lease: got.lease,
             fixed: got.fixed,
-            access,
+            ask,
             waited: got.waited,
             released: false,
         }
@@ -68,14 +63,14 @@ impl CallHold {
         LeaseSignal::new(Arc::clone(&self.hold))
     }
 
+    /// The units the hold takes (a semaphore's permits).
+    pub(crate) fn units(&self) -> u32 {
+        self.ask.units()
+    }
+
     /// What the hold is, for messages: `semaphore "uploads" permit`.
     fn what(&self) -> String {
-        let name = &self.name;
-        match (self.hold.keys.kind(), self.access) {
-            (LockKind::Semaphore, _) => format!("semaphore {name:?} permit"),
-            (_, Some(Access::Read)) => format!("rwlock {name:?} read hold"),
-            _ => format!("rwlock {name:?} write hold"),
-        }
+        self.ask.describe(&self.name)
     }
 
     /// The acquire call that made the hold, as a give-back names it.
@@ -85,7 +80,7 @@ impl CallHold {
             wait_id: self.call,
             lease: self.lease,
             fixed: self.fixed,
-            access: self.access,
+            ask: self.ask,
         }
     }
 
@@ -99,21 +94,15 @@ impl CallHold {
         shared.holds.unregister(&self.hold);
         let (owner, token, call) = (self.hold.owner.as_str(), self.hold.token, self.call);
         let keys = &self.hold.keys;
-        // (A mutex's hold is its guards', never a call's.)
-        let sent = match keys.kind() {
-            LockKind::RwLock => shared.call_write(keys, &RwRelease { owner, token, call }),
-            LockKind::Semaphore | LockKind::Mutex => {
-                shared.call_write(keys, &SemRelease { owner, token, call })
-            }
-        };
+        let sent = shared.call_write(keys, &Release { owner, token, call });
         let (reply, shortfall) = sent.inspect_err(|_| {
             // Not sent, or its reply lost: the watchdog gives the call back
             // once Redis answers, so the hold does not wait out its lease.
             shared.give_back_later(keys, self.call_entry());
         })?;
         match reply {
-            SemReleaseReply::Released => shortfall.map_or(Ok(()), Err),
-            SemReleaseReply::HandedOver(next) => {
+            ReleaseReply::Released { .. } => shortfall.map_or(Ok(()), Err),
+            ReleaseReply::HandedOver(next) => {
                 // Waiters of this client wake now rather than when their
                 // handoff messages arrive (which then find them gone).
                 for next in next.iter().filter(|next| shared.is_own(&next.owner)) {
@@ -121,7 +110,7 @@ impl CallHold {
                 }
                 shortfall.map_or(Ok(()), Err)
             }
-            SemReleaseReply::NotHeld => {
+            ReleaseReply::NotHeld => {
                 self.hold.mark_lost();
                 Err(Error::new(
                     ErrorKind::LeaseLost,

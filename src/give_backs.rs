@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::protocol::{Access, LockKeys, QueueEntry};
+use crate::protocol::{Ask, LockKeys, QueueEntry};
 
 /// Most entries kept; past it the oldest is dropped (its lease and its
 /// queue entry still run out by themselves).
@@ -28,8 +28,8 @@ pub(crate) struct GiveBack {
     /// The call's lease, as its queue entry names it.
     lease: Duration,
     fixed: bool,
-    /// A reader-writer lock's call: what it asked for.
-    access: Option<Access>,
+    /// What the call asked for.
+    ask: Ask,
     /// A confirmation counts only for a give-back sent from then on.
     retire_from: Instant,
 }
@@ -42,7 +42,7 @@ impl GiveBack {
             wait_id: self.call,
             lease: self.lease,
             fixed: self.fixed,
-            access: self.access,
+            ask: self.ask,
         }
     }
 }
@@ -71,7 +71,7 @@ impl GiveBacks {
             call: entry.wait_id,
             lease: entry.lease,
             fixed: entry.fixed,
-            access: entry.access,
+            ask: entry.ask,
             retire_from: Instant::now() + linger,
         }));
     }
@@ -108,7 +108,7 @@ mod tests {
             wait_id: 7,
             lease: Duration::from_secs(30),
             fixed: false,
-            access: None,
+            ask: crate::protocol::Ask::Mutex,
         };
         give_backs.add(keys, entry, Duration::from_secs(60));
         let entry = give_backs.snapshot().pop().unwrap();

@@ -62,6 +62,7 @@ mod connections;
 mod error;
 mod give_backs;
 mod guard;
+mod handle;
 mod holds;
 mod lease_signal;
 mod mutex;
@@ -105,11 +106,10 @@ pub use topology::redact_url;
 #[doc(hidden)]
 pub mod test_support {
     pub use crate::protocol::{
-        AbandonReply, Access, Acquire, AcquireReply, CancelReply, CommonArgs, HandedOver,
-        HeartbeatReply, LockKeys, LockKind, Mode, Operation, PermitHolder, QueueEntry, Release,
-        ReleaseReply, RwAbandon, RwAcquire, RwCancel, RwHeartbeat, RwHolder, RwRelease, RwRenew,
-        RwStatus, RwStatusReply, RwWaiter, Script, SemAbandon, SemAcquire, SemCancel, SemHeartbeat,
-        SemRelease, SemReleaseReply, SemRenew, SemStatus, SemStatusReply, WaiterStatus,
+        Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask, Cancel, CancelReply, CommonArgs,
+        Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply, HolderReply, LockKeys,
+        LockKind, Mode, Op, Operation, QueueEntry, Release, ReleaseReply, Renew, Script, Status,
+        StatusReply, WaiterReply, WaiterStatus, RW_CAPACITY,
     };
 }
 

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::acquisition::{Acquired, Acquisition, Kind};
+use crate::acquisition::Acquired;
 use crate::cancel::WaitCanceller;
-use crate::config::check_lease;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::guard::FairMutexGuard;
-use crate::protocol::{ForceRelease, LockKeys, Status};
+use crate::handle::Handle;
+use crate::protocol::{Ask, LockKind};
 use crate::shared::{ClientInner, Shared};
 use crate::status::{LockStatus, Participant};
 
@@ -31,27 +31,19 @@ use crate::status::{LockStatus, Participant};
 /// ```
 #[derive(Clone)]
 pub struct FairMutex {
-    client: Arc<ClientInner>,
-    name: Arc<str>,
-    /// The name's keys, or why the name is invalid (every call reports it).
-    keys: Result<Arc<LockKeys>>,
-    fixed_lease: Option<Duration>,
+    handle: Handle,
 }
 
 impl FairMutex {
     pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
-        let keys = LockKeys::new(&client.shared.config.key_prefix, name).map(Arc::new);
         FairMutex {
-            client,
-            name: name.into(),
-            keys,
-            fixed_lease: None,
+            handle: Handle::new(client, name, LockKind::Mutex),
         }
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.name
+        self.handle.name()
     }
 
     /// The same lock, acquired with a fixed `lease` that no watchdog renews:
@@ -61,8 +53,7 @@ impl FairMutex {
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before any I/O.
     pub fn with_lease(&self, lease: Duration) -> FairMutex {
         FairMutex {
-            fixed_lease: Some(lease),
-            ..self.clone()
+            handle: self.handle.with_lease(lease),
         }
     }
 
@@ -77,7 +68,7 @@ impl FairMutex {
     /// mid-call): whatever it took or queued is given back by the client
     /// as soon as Redis answers again, never left as a hold nobody releases.
     pub fn lock(&self) -> Result<FairMutexGuard> {
-        let got = self.acquisition()?.wait_until_acquired()?;
+        let got = self.handle.acquisition(Ask::Mutex)?.wait_until_acquired()?;
         Ok(self.guard(got))
     }
 
@@ -88,7 +79,7 @@ impl FairMutex {
     /// # Errors
     /// As [`lock`](Self::lock).
     pub fn try_lock(&self) -> Result<Option<FairMutexGuard>> {
-        let got = self.acquisition()?.try_once()?;
+        let got = self.handle.acquisition(Ask::Mutex)?.try_once()?;
         Ok(got.map(|got| self.guard(got)))
     }
 
@@ -125,26 +116,17 @@ impl FairMutex {
         timeout: Option<Duration>,
         cancel: Option<&WaitCanceller>,
     ) -> Result<Option<FairMutexGuard>> {
-        let got = self.acquisition()?.wait_at_most(timeout, cancel)?;
+        let got = self
+            .handle
+            .acquisition(Ask::Mutex)?
+            .wait_at_most(timeout, cancel)?;
         Ok(got.map(|got| self.guard(got)))
-    }
-
-    /// One acquire call through this handle (see [`Acquisition`]).
-    fn acquisition(&self) -> Result<Acquisition<'_>> {
-        let (lease, fixed) = self.lease()?;
-        Ok(Acquisition {
-            kind: Kind::Mutex,
-            shared: self.shared(),
-            keys: self.keys()?,
-            name: &self.name,
-            lease,
-            fixed,
-        })
     }
 
     /// The guard of a hold an acquire call got.
     fn guard(&self, got: Acquired) -> FairMutexGuard {
-        FairMutexGuard::new(self.clone(), got)
+        let hold = self.handle.call_hold(got, Ask::Mutex);
+        FairMutexGuard::new(self.clone(), hold)
     }
 
     /// True when some thread, anywhere, holds the lock.
@@ -152,7 +134,7 @@ impl FairMutex {
     /// # Errors
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName), [`ErrorKind::Connection`](crate::ErrorKind::Connection).
     pub fn is_locked(&self) -> Result<bool> {
-        Ok(self.status(0)?.holder.is_some())
+        self.handle.is_locked()
     }
 
     /// True when the calling thread (through this client) holds the lock.
@@ -171,7 +153,7 @@ impl FairMutex {
         let shared = self.shared();
         let owner = shared.owner_id();
         // Only a hold this thread has a live guard of counts as its own.
-        let live = shared.holds.live_token(self.keys()?.lock(), &owner);
+        let live = shared.holds.live_token(self.handle.keys()?.lock(), &owner);
         Ok(match self.status(0)?.holder {
             Some(holder) if holder.who.owner == owner && holder.fencing_token == live => {
                 holder.hold_count
@@ -204,10 +186,7 @@ impl FairMutex {
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
     pub fn status(&self, max_waiters: usize) -> Result<LockStatus> {
-        let limit = Status { limit: max_waiters };
-        Ok(LockStatus::from_reply(
-            self.shared().call(self.keys()?, &limit)?,
-        ))
+        Ok(LockStatus::from_reply(self.handle.status(max_waiters, 1)?))
     }
 
     /// Frees the lock whoever holds it and hands it to the next waiter.
@@ -226,49 +205,20 @@ impl FairMutex {
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
     pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
-        let shared = self.shared();
-        // A call key, so that the call delivered twice frees the lock once.
-        let op = ForceRelease {
-            call_key: format!("{}#{}", shared.client_id, shared.next_wait_id()),
-        };
-        let (holder, shortfall) = shared.call_write(self.keys()?, &op)?;
-        match shortfall {
-            Some(shortfall) => Err(shortfall),
-            None => Ok(holder.map(|owner| Participant { owner })),
-        }
+        let freed = self.handle.force_release()?;
+        Ok(freed.holder.map(|owner| Participant { owner }))
     }
 
     pub(crate) fn shared(&self) -> &Shared {
-        &self.client.shared
-    }
-
-    fn keys(&self) -> Result<&Arc<LockKeys>> {
-        self.keys.as_ref().map_err(Error::clone)
-    }
-
-    /// (lease, fixed) of this handle's acquisitions.
-    fn lease(&self) -> Result<(Duration, bool)> {
-        match self.fixed_lease {
-            None => Ok((self.shared().config.lease, false)),
-            Some(lease) => {
-                check_lease("a fixed lease", lease)?;
-                let drift = &self.shared().config.clock_drift;
-                drift.check_against("a fixed lease", lease)?;
-                Ok((lease, true))
-            }
-        }
-    }
-
-    pub(crate) fn client(&self) -> &Arc<ClientInner> {
-        &self.client
+        self.handle.shared()
     }
 }
 
 impl std::fmt::Debug for FairMutex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FairMutex")
-            .field("name", &self.name)
-            .field("fixed_lease", &self.fixed_lease)
+            .field("name", &self.name())
+            .field("fixed_lease", &self.handle.fixed_lease())
             .finish_non_exhaustive()
     }
 }

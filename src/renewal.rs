@@ -12,10 +12,7 @@ use redis::{ConnectionLike, Value};
 use crate::error::{Error, Result};
 use crate::give_backs::GiveBack;
 use crate::holds::Hold;
-use crate::protocol::{
-    unexpected, Heartbeat, HeartbeatReply, LockKeys, LockKind, Operation, Renew, RwHeartbeat,
-    RwRenew, SemHeartbeat, SemRenew, WaiterStatus,
-};
+use crate::protocol::{unexpected, Heartbeat, HeartbeatReply, Operation, Renew, WaiterStatus};
 use crate::shared::Shared;
 use crate::slot_map::Address;
 use crate::waiters::{poll_time, Grant, Waiter};
@@ -77,117 +74,33 @@ struct Replies {
     replicated: bool,
 }
 
-/// The renewal of one hold, as its lock's kind says: a mutex's names the
-/// owner and token, a semaphore permit's also its call.
-enum Renewal<'a> {
-    Mutex(Renew<'a>),
-    Semaphore(SemRenew<'a>),
-    RwLock(RwRenew<'a>),
-}
-
-impl<'a> Renewal<'a> {
-    fn of(shared: &Shared, hold: &'a Hold) -> Self {
-        let lease = Some(shared.config.lease);
-        match hold.keys.kind() {
-            LockKind::Mutex => Renewal::Mutex(Renew {
-                owner: &hold.owner,
-                token: hold.token,
-                lease,
-            }),
-            LockKind::Semaphore => Renewal::Semaphore(SemRenew {
-                owner: &hold.owner,
-                token: hold.token,
-                call: hold.call,
-                lease,
-            }),
-            LockKind::RwLock => Renewal::RwLock(RwRenew {
-                owner: &hold.owner,
-                token: hold.token,
-                call: hold.call,
-                lease,
-            }),
-        }
-    }
-
-    fn command(&self, shared: &Shared, keys: &LockKeys) -> redis::Cmd {
-        match self {
-            Renewal::Mutex(op) => shared.scripts.evalsha(keys, op),
-            Renewal::Semaphore(op) => shared.scripts.evalsha(keys, op),
-            Renewal::RwLock(op) => shared.scripts.evalsha(keys, op),
-        }
-    }
-
-    fn parse(&self, value: Value) -> Result<bool> {
-        match self {
-            Renewal::Mutex(op) => op.parse(value),
-            Renewal::Semaphore(op) => op.parse(value),
-            Renewal::RwLock(op) => op.parse(value),
-        }
-    }
-}
-
-/// The heartbeat of one client's waiters on one lock, as its kind says
-/// (all answer with the mutex's [`HeartbeatReply`]).
-enum Beat<'a> {
-    Mutex(Heartbeat<'a>),
-    Semaphore(SemHeartbeat<'a>),
-    RwLock(RwHeartbeat<'a>),
-}
-
-impl<'a> Beat<'a> {
-    fn of(shared: &Shared, waiters: &'a [Arc<Waiter>]) -> Self {
-        let waiter_timeout = shared.config.waiter_timeout;
-        let entries = waiters.iter().map(|waiter| waiter.entry()).collect();
-        match waiters[0].keys.kind() {
-            LockKind::Mutex => Beat::Mutex(Heartbeat {
-                waiter_timeout,
-                waiters: entries,
-            }),
-            LockKind::Semaphore => Beat::Semaphore(SemHeartbeat {
-                waiter_timeout,
-                waiters: entries,
-            }),
-            LockKind::RwLock => Beat::RwLock(RwHeartbeat {
-                waiter_timeout,
-                waiters: entries,
-            }),
-        }
-    }
-
-    fn command(&self, shared: &Shared, keys: &LockKeys) -> redis::Cmd {
-        match self {
-            Beat::Mutex(op) => shared.scripts.evalsha(keys, op),
-            Beat::Semaphore(op) => shared.scripts.evalsha(keys, op),
-            Beat::RwLock(op) => shared.scripts.evalsha(keys, op),
-        }
-    }
-
-    fn parse(&self, value: Value) -> Result<HeartbeatReply> {
-        match self {
-            Beat::Mutex(op) => op.parse(value),
-            Beat::Semaphore(op) => op.parse(value),
-            Beat::RwLock(op) => op.parse(value),
-        }
-    }
-}
-
 fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
-    let renewals: Vec<Renewal> = batch
+    let lease = Some(shared.config.lease);
+    let renewals: Vec<Renew> = batch
         .holds
         .iter()
-        .map(|hold| Renewal::of(shared, hold))
+        .map(|hold| Renew {
+            owner: &hold.owner,
+            token: hold.token,
+            call: hold.call,
+            lease,
+        })
         .collect();
-    let beats: Vec<Beat> = batch
+    let waiter_timeout = shared.config.waiter_timeout;
+    let beats: Vec<Heartbeat> = batch
         .groups
         .iter()
-        .map(|waiters| Beat::of(shared, waiters))
+        .map(|waiters| Heartbeat {
+            waiter_timeout,
+            waiters: waiters.iter().map(|waiter| waiter.entry()).collect(),
+        })
         .collect();
     let mut pipe = redis::pipe();
     for (hold, renewal) in batch.holds.iter().zip(&renewals) {
-        pipe.add_command(renewal.command(shared, &hold.keys));
+        pipe.add_command(shared.scripts.evalsha(&hold.keys, renewal));
     }
     for (waiters, beat) in batch.groups.iter().zip(&beats) {
-        pipe.add_command(beat.command(shared, &waiters[0].keys));
+        pipe.add_command(shared.scripts.evalsha(&waiters[0].keys, beat));
     }
     let sync = shared.config.sync_replicas;
     if let Some(sync) = sync {

@@ -8,13 +8,14 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::acquisition::{Acquired, Acquisition, Kind};
+use crate::acquisition::{Acquired, Acquisition};
 use crate::call_hold::CallHold;
 use crate::cancel::WaitCanceller;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::handle::Handle;
 use crate::lease_signal::LeaseSignal;
-use crate::protocol::{Access, LockKeys, RwStatus};
-use crate::shared::{ClientInner, Shared};
+use crate::protocol::{Access, Ask, LockKind};
+use crate::shared::ClientInner;
 use crate::status::RwLockStatus;
 
 /// A fair reader-writer lock named by a string, shared by every thread of
@@ -52,19 +53,13 @@ use crate::status::RwLockStatus;
 /// ```
 #[derive(Clone)]
 pub struct FairRwLock {
-    client: Arc<ClientInner>,
-    name: Arc<str>,
-    /// The name's keys, or why the name is invalid (every call reports it).
-    keys: Result<Arc<LockKeys>>,
+    handle: Handle,
 }
 
 impl FairRwLock {
     pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
-        let keys = LockKeys::rwlock(&client.shared.config.key_prefix, name).map(Arc::new);
         FairRwLock {
-            client,
-            name: name.into(),
-            keys,
+            handle: Handle::new(client, name, LockKind::RwLock),
         }
     }
 
@@ -77,7 +72,64 @@ impl FairRwLock {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.name
+        self.handle.name()
+    }
+
+    /// The same lock, its reads and writes taken with a fixed `lease` that
+    /// no watchdog renews: each hold frees by itself `lease` after it was
+    /// granted. A lease outside [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
+    /// is reported by the acquiring call as
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before any I/O.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog").with_lease(Duration::from_secs(10));
+    /// let write = catalog.write()?; // gone after 10 s, released or not
+    /// # drop(write);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_lease(&self, lease: Duration) -> FairRwLock {
+        FairRwLock {
+            handle: self.handle.with_lease(lease),
+        }
+    }
+
+    /// True when some thread, anywhere, holds the lock (to read or write).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// println!("in use: {}", client.fair_rwlock("catalog").is_locked()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn is_locked(&self) -> Result<bool> {
+        self.handle.is_locked()
+    }
+
+    /// Frees every hold, read or write, whoever holds it, and admits the
+    /// queued waiters the lock then lets in, in the same step. Returns true
+    /// if anything was held. Each old holder's guard reports a lost lease.
+    /// Meant for operators clearing a stuck lock.
+    ///
+    /// # Errors
+    /// As [`is_locked`](Self::is_locked).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if client.fair_rwlock("catalog").force_unlock()? {
+    ///     println!("freed a stuck hold");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn force_unlock(&self) -> Result<bool> {
+        Ok(self.handle.force_release()?.holds > 0)
     }
 
     /// Waits in FIFO order, as long as it takes, and returns a read guard.
@@ -279,13 +331,7 @@ impl FairRwLock {
     /// # Ok(()) }
     /// ```
     pub fn status(&self, max: usize) -> Result<RwLockStatus> {
-        let op = RwStatus {
-            waiters: max,
-            holders: max,
-        };
-        Ok(RwLockStatus::from_reply(
-            self.shared().call(self.keys()?, &op)?,
-        ))
+        Ok(RwLockStatus::from_reply(self.handle.status(max, max)?))
     }
 
     /// A read bounded by `timeout` (`None`: none) and `cancel`.
@@ -312,27 +358,13 @@ impl FairRwLock {
         Ok(got.map(|got| self.write_guard(got)))
     }
 
-    /// One acquire call through this handle, with the client's lease
-    /// (renewed by the watchdog).
+    /// One acquire call through this handle.
     fn acquisition(&self, access: Access) -> Result<Acquisition<'_>> {
-        let shared = self.shared();
-        Ok(Acquisition {
-            kind: Kind::RwLock { access },
-            shared,
-            keys: self.keys()?,
-            name: &self.name,
-            lease: shared.config.lease,
-            fixed: false,
-        })
+        self.handle.acquisition(Ask::RwLock(access))
     }
 
     fn call_hold(&self, got: Acquired, access: Access) -> CallHold {
-        CallHold::new(
-            Arc::clone(&self.client),
-            Arc::clone(&self.name),
-            got,
-            Some(access),
-        )
+        self.handle.call_hold(got, Ask::RwLock(access))
     }
 
     fn read_guard(&self, got: Acquired) -> ReadGuard {
@@ -350,20 +382,13 @@ impl FairRwLock {
             _not_send: PhantomData,
         }
     }
-
-    fn shared(&self) -> &Shared {
-        &self.client.shared
-    }
-
-    fn keys(&self) -> Result<&Arc<LockKeys>> {
-        self.keys.as_ref().map_err(Error::clone)
-    }
 }
 
 impl std::fmt::Debug for FairRwLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FairRwLock")
-            .field("name", &self.name)
+            .field("name", &self.name())
+            .field("fixed_lease", &self.handle.fixed_lease())
             .finish_non_exhaustive()
     }
 }

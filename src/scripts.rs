@@ -9,8 +9,7 @@ use redis::{ConnectionLike, Script as RedisScript, Value};
 
 use crate::error::Result;
 use crate::protocol::{
-    unexpected, Abandon, CommonArgs, LockKeys, LockKind, Operation, QueueEntry, RwAbandon, Script,
-    SemAbandon, SyncReplicas,
+    unexpected, Abandon, CommonArgs, LockKeys, Operation, QueueEntry, Script, SyncReplicas,
 };
 
 /// Every script of the crate, hashed once per client, and the two
@@ -59,9 +58,10 @@ impl Scripts {
 
     /// The EVALSHA of `op` on the lock `keys`, after the common arguments.
     pub(crate) fn evalsha<O: Operation>(&self, keys: &LockKeys, op: &O) -> redis::Cmd {
+        let script = op.script(keys);
         let keys = op.keys(keys);
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.hash(O::SCRIPT))
+        cmd.arg(self.hash(script))
             .arg(keys.len())
             .arg(keys)
             .arg(&self.common)
@@ -101,20 +101,15 @@ impl Scripts {
         Ok((reply, acknowledged))
     }
 
-    /// Gives back the call `entry` names on the lock `keys` with the abandon
-    /// script of the lock's kind (idempotent: exactly that call's hold or
-    /// queue entry, once).
+    /// Gives back the call `entry` names on the lock `keys` (idempotent:
+    /// exactly that call's hold or queue entry, once).
     pub(crate) fn abandon(
         &self,
         conn: &mut dyn ConnectionLike,
         keys: &LockKeys,
         entry: QueueEntry<'_>,
     ) -> Result<()> {
-        match keys.kind() {
-            LockKind::Mutex => self.run(conn, keys, &Abandon { entry }, None).map(drop),
-            LockKind::Semaphore => self.run(conn, keys, &SemAbandon { entry }, None).map(drop),
-            LockKind::RwLock => self.run(conn, keys, &RwAbandon { entry }, None).map(drop),
-        }
+        self.run(conn, keys, &Abandon { entry }, None).map(drop)
     }
 
     /// Sends `pipe` and returns its replies, loading the scripts and sending

@@ -6,23 +6,28 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::acquisition::{Acquired, Acquisition, Kind};
+use crate::acquisition::{Acquired, Acquisition};
 use crate::call_hold::CallHold;
 use crate::cancel::WaitCanceller;
 use crate::error::{Error, ErrorKind, Result};
+use crate::handle::Handle;
 use crate::lease_signal::LeaseSignal;
-use crate::protocol::{LockKeys, SemStatus};
-use crate::shared::{ClientInner, Shared};
+use crate::protocol::{Ask, LockKind};
+use crate::shared::ClientInner;
 use crate::status::SemaphoreStatus;
 
 /// Most permits a semaphore may have (1 is the least).
 pub const MAX_PERMITS: u32 = 1_000_000;
 
-/// A fair semaphore named by a string: at most `permits` holders at once
-/// across every client of the same Redis and key prefix, granted strictly
-/// in arrival order (a newcomer never passes a queued waiter, even while a
-/// permit is free). Each permit is a lease the watchdog renews; a dead
-/// holder's permit comes back when its lease runs out.
+/// A fair semaphore named by a string: at most `permits` permits held at
+/// once across every client of the same Redis and key prefix, granted
+/// strictly in arrival order (a newcomer never passes a queued waiter, even
+/// while a permit is free). A call may take several permits at once
+/// ([`acquire_many`](Self::acquire_many)): a large request at the head of
+/// the queue is never passed by a smaller one behind it, so it cannot
+/// starve. Each hold is a lease the watchdog renews (or a fixed one, with
+/// [`with_lease`](Self::with_lease)); a dead holder's permits come back
+/// when its lease runs out.
 ///
 /// The semaphore of a name is a lock of its own, in keys of its own: the
 /// mutex of the same name is another lock. Permits are not re-entrant:
@@ -41,21 +46,15 @@ pub const MAX_PERMITS: u32 = 1_000_000;
 /// ```
 #[derive(Clone)]
 pub struct FairSemaphore {
-    client: Arc<ClientInner>,
-    name: Arc<str>,
+    handle: Handle,
     permits: u32,
-    /// The name's keys, or why the name is invalid (every call reports it).
-    keys: Result<Arc<LockKeys>>,
 }
 
 impl FairSemaphore {
     pub(crate) fn new(client: Arc<ClientInner>, name: &str, permits: u32) -> Self {
-        let keys = LockKeys::semaphore(&client.shared.config.key_prefix, name).map(Arc::new);
         FairSemaphore {
-            client,
-            name: name.into(),
+            handle: Handle::new(client, name, LockKind::Semaphore),
             permits,
-            keys,
         }
     }
 
@@ -68,7 +67,7 @@ impl FairSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.name
+        self.handle.name()
     }
 
     /// The number of permits this handle says the semaphore has.
@@ -81,6 +80,30 @@ impl FairSemaphore {
     /// ```
     pub fn permits(&self) -> u32 {
         self.permits
+    }
+
+    /// The same semaphore, its permits taken with a fixed `lease` that no
+    /// watchdog renews: each hold frees by itself `lease` after it was
+    /// granted (a batch job killed mid-way frees its permits within
+    /// `lease`, whatever the client's lease). A lease outside
+    /// [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
+    /// is reported by the acquiring call as [`ErrorKind::InvalidConfig`],
+    /// before any I/O.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let uploads = client.fair_semaphore("uploads", 4).with_lease(Duration::from_secs(60));
+    /// let permit = uploads.acquire()?; // gone after 60 s, renewed or not
+    /// # drop(permit);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_lease(&self, lease: Duration) -> FairSemaphore {
+        FairSemaphore {
+            handle: self.handle.with_lease(lease),
+            permits: self.permits,
+        }
     }
 
     /// Waits in FIFO order, as long as it takes, and returns a permit.
@@ -102,8 +125,30 @@ impl FairSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn acquire(&self) -> Result<SemaphorePermit> {
-        let got = self.acquisition()?.wait_until_acquired()?;
-        Ok(self.permit(got))
+        self.acquire_many(1)
+    }
+
+    /// Waits in FIFO order, as long as it takes, for `n` permits at once
+    /// and returns them as one hold. A request at the head of the queue is
+    /// never passed by a smaller one behind it, even one that would fit;
+    /// when it is admitted, the requests right behind it that fit are
+    /// admitted in the same step.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire); [`ErrorKind::InvalidConfig`] when `n`
+    /// is 0 or more than [`permits`](Self::permits), before any I/O.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let cores = client.fair_semaphore("build-cores", 16);
+    /// let permit = cores.acquire_many(4)?; // a 4-core job
+    /// assert_eq!(permit.num_permits(), 4);
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire_many(&self, n: u32) -> Result<SemaphorePermit> {
+        let got = self.acquisition(n)?.wait_until_acquired()?;
+        Ok(self.permit(got, n))
     }
 
     /// Takes a permit only if that needs no waiting: one is free and nobody
@@ -121,8 +166,26 @@ impl FairSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn try_acquire(&self) -> Result<Option<SemaphorePermit>> {
-        let got = self.acquisition()?.try_once()?;
-        Ok(got.map(|got| self.permit(got)))
+        self.try_acquire_many(1)
+    }
+
+    /// Takes `n` permits only if that needs no waiting: they are free and
+    /// nobody is queued. Never joins the queue.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if let Some(permit) = client.fair_semaphore("build-cores", 16).try_acquire_many(4)? {
+    ///     permit.release()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_many(&self, n: u32) -> Result<Option<SemaphorePermit>> {
+        let got = self.acquisition(n)?.try_once()?;
+        Ok(got.map(|got| self.permit(got, n)))
     }
 
     /// Waits in FIFO order for at most `timeout`. On timeout the queue entry
@@ -144,7 +207,33 @@ impl FairSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn try_acquire_for(&self, timeout: Duration) -> Result<Option<SemaphorePermit>> {
-        self.wait_at_most(Some(timeout), None)
+        self.try_acquire_many_for(1, timeout)
+    }
+
+    /// Waits in FIFO order for at most `timeout` for `n` permits at once;
+    /// on timeout the queue entry is removed before returning `Ok(None)`,
+    /// and the smaller requests it held back are admitted if they fit.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let cores = client.fair_semaphore("build-cores", 16);
+    /// match cores.try_acquire_many_for(8, Duration::from_secs(5))? {
+    ///     Some(permit) => drop(permit),
+    ///     None => println!("8 cores not free within 5 s; left the queue"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_many_for(
+        &self,
+        n: u32,
+        timeout: Duration,
+    ) -> Result<Option<SemaphorePermit>> {
+        self.wait_at_most(n, Some(timeout), None)
     }
 
     /// Waits in FIFO order until a permit is ours, `timeout` passes
@@ -171,7 +260,7 @@ impl FairSemaphore {
         timeout: Option<Duration>,
         cancel: &WaitCanceller,
     ) -> Result<Option<SemaphorePermit>> {
-        self.wait_at_most(timeout, Some(cancel))
+        self.wait_at_most(1, timeout, Some(cancel))
     }
 
     /// Permits free now (0 while the semaphore's state holds no number:
@@ -192,6 +281,42 @@ impl FairSemaphore {
             Some(_) => status.available,
             None => self.permits,
         })
+    }
+
+    /// True when some call, anywhere, holds a permit of the semaphore.
+    ///
+    /// # Errors
+    /// As [`available`](Self::available).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// println!("in use: {}", client.fair_semaphore("uploads", 4).is_locked()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn is_locked(&self) -> Result<bool> {
+        self.handle.is_locked()
+    }
+
+    /// Frees every permit held, whoever holds it, and admits the queued
+    /// waiters that fit, in the same step. Returns true if any permit was
+    /// held. Each old holder's permit reports a lost lease (its lease
+    /// signal fires at its next renewal). Meant for operators clearing
+    /// permits a stuck process keeps renewing.
+    ///
+    /// # Errors
+    /// As [`available`](Self::available).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if client.fair_semaphore("uploads", 4).force_unlock()? {
+    ///     println!("freed the permits someone held");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn force_unlock(&self) -> Result<bool> {
+        Ok(self.handle.force_release()?.holds > 0)
     }
 
     /// Number of live waiters queued.
@@ -226,58 +351,52 @@ impl FairSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn status(&self, max: usize) -> Result<SemaphoreStatus> {
-        let op = SemStatus {
-            waiters: max,
-            holders: max,
-        };
-        Ok(SemaphoreStatus::from_reply(
-            self.shared().call(self.keys()?, &op)?,
-        ))
+        Ok(SemaphoreStatus::from_reply(self.handle.status(max, max)?))
     }
 
-    /// A wait bounded by `timeout` (`None`: none) and `cancel`.
+    /// A wait for `n` permits bounded by `timeout` (`None`: none) and `cancel`.
     fn wait_at_most(
         &self,
+        n: u32,
         timeout: Option<Duration>,
         cancel: Option<&WaitCanceller>,
     ) -> Result<Option<SemaphorePermit>> {
-        let got = self.acquisition()?.wait_at_most(timeout, cancel)?;
-        Ok(got.map(|got| self.permit(got)))
+        let got = self.acquisition(n)?.wait_at_most(timeout, cancel)?;
+        Ok(got.map(|got| self.permit(got, n)))
     }
 
-    /// One acquire call through this handle, with the client's lease
-    /// (renewed by the watchdog).
-    fn acquisition(&self) -> Result<Acquisition<'_>> {
+    /// One acquire call for `n` permits through this handle; bad permits
+    /// are an error before any I/O.
+    fn acquisition(&self, n: u32) -> Result<Acquisition<'_>> {
         check_permits(self.permits)?;
-        let shared = self.shared();
-        let lease = shared.config.lease;
-        Ok(Acquisition {
-            kind: Kind::Semaphore {
-                permits: self.permits,
-            },
-            shared,
-            keys: self.keys()?,
-            name: &self.name,
-            lease,
-            fixed: false,
-        })
+        check_request(n, self.permits)?;
+        self.handle.acquisition(self.ask(n))
     }
 
-    fn permit(&self, got: Acquired) -> SemaphorePermit {
-        let hold = CallHold::new(Arc::clone(&self.client), Arc::clone(&self.name), got, None);
-        SemaphorePermit {
-            semaphore: self.clone(),
-            hold,
+    fn ask(&self, n: u32) -> Ask {
+        Ask::Permits {
+            n,
+            of: self.permits,
         }
     }
 
-    fn shared(&self) -> &Shared {
-        &self.client.shared
+    fn permit(&self, got: Acquired, n: u32) -> SemaphorePermit {
+        SemaphorePermit {
+            semaphore: self.clone(),
+            hold: self.handle.call_hold(got, self.ask(n)),
+        }
     }
+}
 
-    fn keys(&self) -> Result<&Arc<LockKeys>> {
-        self.keys.as_ref().map_err(Error::clone)
+/// `Ok` when a call may ask for `n` of `permits`: from 1 to all of them.
+fn check_request(n: u32, permits: u32) -> Result<()> {
+    if (1..=permits).contains(&n) {
+        return Ok(());
     }
+    Err(Error::new(
+        ErrorKind::InvalidConfig,
+        format!("a call may take from 1 to the semaphore's {permits} permits, asked for {n}"),
+    ))
 }
 
 /// `Ok` when `permits` is in `1..=MAX_PERMITS`.
@@ -294,13 +413,15 @@ fn check_permits(permits: u32) -> Result<()> {
 impl std::fmt::Debug for FairSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FairSemaphore")
-            .field("name", &self.name)
+            .field("name", &self.name())
             .field("permits", &self.permits)
+            .field("fixed_lease", &self.handle.fixed_lease())
             .finish_non_exhaustive()
     }
 }
 
-/// One permit of a [`FairSemaphore`], held until
+/// One hold of a [`FairSemaphore`] (one permit, or
+/// [`num_permits`](Self::num_permits) taken at once), held until
 /// [`release`](Self::release)d or dropped. Dropping releases it
 /// best-effort (errors are logged); `release` reports what Drop cannot.
 /// A released permit goes straight to the first live waiter.
@@ -335,6 +456,20 @@ impl SemaphorePermit {
     /// ```
     pub fn fencing_token(&self) -> u64 {
         self.hold.fencing_token()
+    }
+
+    /// How many permits this hold takes (1 unless taken with
+    /// [`acquire_many`](FairSemaphore::acquire_many) and its kin).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let permit = client.fair_semaphore("build-cores", 16).acquire_many(3)?;
+    /// assert_eq!(permit.num_permits(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.hold.units()
     }
 
     /// How long the acquire call that made this permit waited, from its
@@ -437,6 +572,19 @@ mod tests {
         let too_many = check_permits(MAX_PERMITS + 1).unwrap_err();
         assert_eq!(too_many.kind(), ErrorKind::InvalidConfig);
         assert!(check_permits(1).is_ok() && check_permits(MAX_PERMITS).is_ok());
+    }
+
+    #[test]
+    fn a_call_asks_for_one_to_all_permits() {
+        assert_eq!(
+            check_request(0, 3).unwrap_err().kind(),
+            ErrorKind::InvalidConfig
+        );
+        assert_eq!(
+            check_request(4, 3).unwrap_err().kind(),
+            ErrorKind::InvalidConfig
+        );
+        assert!(check_request(1, 3).is_ok() && check_request(3, 3).is_ok());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::protocol::{Access, RwStatusReply, SemStatusReply, StatusReply};
+use crate::protocol::{Access, Ask, StatusReply, WaiterReply};
 
 /// One participant of a lock: a thread of some client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,32 +66,40 @@ pub struct LockStatus {
 }
 
 impl LockStatus {
-    /// The public form of what `status.lua` returned.
+    /// The public form of what the mutex's `status.lua` returned.
     pub(crate) fn from_reply(reply: StatusReply) -> Self {
-        let millis = |ms: i64| u64::try_from(ms).ok().map(Duration::from_millis);
         LockStatus {
-            holder: reply.holder.map(|holder| Holder {
+            holder: reply.holders.into_iter().next().map(|holder| Holder {
                 who: Participant {
                     owner: holder.owner,
                 },
-                hold_count: u32::try_from(holder.count).unwrap_or(0),
-                fencing_token: u64::try_from(holder.token).unwrap_or(0),
-                remaining_lease: millis(holder.pttl_ms),
+                hold_count: holder.count,
+                fencing_token: holder.token,
+                remaining_lease: holder.lease_left_ms.and_then(millis),
             }),
-            waiters: reply
-                .waiters
-                .into_iter()
-                .map(|(owner, left_ms)| QueuedWaiter {
-                    who: Participant { owner },
-                    liveness_left: millis(left_ms),
-                })
-                .collect(),
-            queue_len: usize::try_from(reply.live_waiters).unwrap_or(0),
-            last_fencing_token: u64::try_from(reply.last_token)
-                .ok()
-                .filter(|&token| token > 0),
+            waiters: queued(reply.waiters),
+            queue_len: usize::try_from(reply.live_waiters).unwrap_or(usize::MAX),
+            last_fencing_token: Some(reply.last_token).filter(|&token| token > 0),
         }
     }
+}
+
+/// A duration of `ms` when not negative.
+fn millis(ms: i64) -> Option<Duration> {
+    u64::try_from(ms).ok().map(Duration::from_millis)
+}
+
+/// The waiters of a status reply, in queue order.
+fn queued(waiters: Vec<WaiterReply>) -> Vec<QueuedWaiter> {
+    waiters
+        .into_iter()
+        .map(|waiter| QueuedWaiter {
+            who: Participant {
+                owner: waiter.owner,
+            },
+            liveness_left: millis(waiter.liveness_left_ms),
+        })
+        .collect()
 }
 
 /// One permit of a semaphore, as [`SemaphoreStatus`] lists it.
@@ -99,6 +107,8 @@ impl LockStatus {
 pub struct PermitHolding {
     /// Who holds it.
     pub who: Participant,
+    /// How many permits the hold takes (`acquire_many`'s `n`).
+    pub permits: u32,
     /// Fencing token of the permit.
     pub fencing_token: u64,
     /// Lease left (`None` once it has run out; such a permit is free).
@@ -128,11 +138,12 @@ pub struct SemaphoreStatus {
 }
 
 impl SemaphoreStatus {
-    /// The public form of what `sem_status.lua` returned.
-    pub(crate) fn from_reply(reply: SemStatusReply) -> Self {
-        let millis = |ms: i64| u64::try_from(ms).ok().map(Duration::from_millis);
+    /// The public form of what `counted/status.lua` returned.
+    pub(crate) fn from_reply(reply: StatusReply) -> Self {
+        let permits = reply.capacity.map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        let available = reply.capacity.map_or(0, |n| n.saturating_sub(reply.used));
         SemaphoreStatus {
-            permits: reply.permits.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            permits,
             holders: reply
                 .holders
                 .into_iter()
@@ -140,20 +151,14 @@ impl SemaphoreStatus {
                     who: Participant {
                         owner: holder.owner,
                     },
+                    permits: u32::try_from(holder.units).unwrap_or(u32::MAX),
                     fencing_token: holder.token,
-                    remaining_lease: millis(holder.lease_left_ms),
+                    remaining_lease: holder.lease_left_ms.and_then(millis),
                 })
                 .collect(),
-            holder_count: usize::try_from(reply.live_holders).unwrap_or(usize::MAX),
-            available: u32::try_from(reply.available).unwrap_or(u32::MAX),
-            waiters: reply
-                .waiters
-                .into_iter()
-                .map(|(owner, left_ms)| QueuedWaiter {
-                    who: Participant { owner },
-                    liveness_left: millis(left_ms),
-                })
-                .collect(),
+            holder_count: usize::try_from(reply.live_holds).unwrap_or(usize::MAX),
+            available: u32::try_from(available).unwrap_or(u32::MAX),
+            waiters: queued(reply.waiters),
             queue_len: usize::try_from(reply.live_waiters).unwrap_or(usize::MAX),
             last_fencing_token: Some(reply.last_token).filter(|&token| token > 0),
         }
@@ -206,9 +211,10 @@ pub struct RwLockStatus {
 }
 
 impl RwLockStatus {
-    /// The public form of what `rw_status.lua` returned.
-    pub(crate) fn from_reply(reply: RwStatusReply) -> Self {
-        let millis = |ms: i64| u64::try_from(ms).ok().map(Duration::from_millis);
+    /// The public form of what `counted/status.lua` returned.
+    pub(crate) fn from_reply(reply: StatusReply) -> Self {
+        // A write takes every unit; reads alone never reach that many.
+        let write_held = Ask::access_of(reply.used) == Access::Write;
         RwLockStatus {
             holders: reply
                 .holders
@@ -217,13 +223,13 @@ impl RwLockStatus {
                     who: Participant {
                         owner: holder.owner,
                     },
-                    access: holder.access,
+                    access: Ask::access_of(holder.units),
                     fencing_token: holder.token,
-                    remaining_lease: millis(holder.lease_left_ms),
+                    remaining_lease: holder.lease_left_ms.and_then(millis),
                 })
                 .collect(),
-            holder_count: usize::try_from(reply.live_holders).unwrap_or(usize::MAX),
-            write_held: reply.writer_holds,
+            holder_count: usize::try_from(reply.live_holds).unwrap_or(usize::MAX),
+            write_held,
             waiters: reply
                 .waiters
                 .into_iter()
@@ -231,7 +237,7 @@ impl RwLockStatus {
                     who: Participant {
                         owner: waiter.owner,
                     },
-                    access: waiter.access,
+                    access: (waiter.units > 0).then(|| Ask::access_of(waiter.units)),
                     liveness_left: millis(waiter.liveness_left_ms),
                 })
                 .collect(),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::protocol::{Access, LockKeys, QueueEntry};
+use crate::protocol::{Ask, LockKeys, QueueEntry};
 
 /// The lock was handed to a waiter while it slept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,9 +65,8 @@ pub(crate) struct Waiter {
     /// watchdog (which must not extend a fixed one).
     pub(crate) lease: Duration,
     pub(crate) fixed: bool,
-    /// A reader-writer lock's call: what it asks for (`None` for the
-    /// other kinds).
-    pub(crate) access: Option<Access>,
+    /// What the call asks for.
+    pub(crate) ask: Ask,
     state: Mutex<WaitState>,
     wakeup: Condvar,
 }
@@ -79,7 +78,7 @@ impl Waiter {
         owner: String,
         lease: Duration,
         fixed: bool,
-        access: Option<Access>,
+        ask: Ask,
     ) -> Self {
         Waiter {
             id,
@@ -87,7 +86,7 @@ impl Waiter {
             owner,
             lease,
             fixed,
-            access,
+            ask,
             state: Mutex::new(WaitState::default()),
             wakeup: Condvar::new(),
         }
@@ -100,7 +99,7 @@ impl Waiter {
             wait_id: self.id,
             lease: self.lease,
             fixed: self.fixed,
-            access: self.access,
+            ask: self.ask,
         }
     }
 
@@ -281,7 +280,7 @@ mod tests {
             "c:1".into(),
             Duration::from_secs(1),
             true,
-            None,
+            Ask::Mutex,
         ))
     }
 
@@ -332,7 +331,7 @@ mod tests {
                 format!("c:{id}"),
                 Duration::from_secs(1),
                 true,
-                None,
+                Ask::Mutex,
             )));
         }
         let mut sizes: Vec<usize> = waiters.by_lock().iter().map(Vec::len).collect();

@@ -244,9 +244,7 @@ fn conflicting_kind_flags_are_one_line_usage_errors() {
     let marker = scratch.path("ran");
     let marker = marker.to_str().unwrap();
     for args in [
-        &["run", "x", "--permits", "2", "--lease", "1s"][..],
-        &["run", "x", "--lease", "1s", "--permits", "2"],
-        &["run", "x", "--permits", "0"],
+        &["run", "x", "--permits", "0"][..],
         &["run", "x", "--permits", "1000001"],
         &["run", "x", "--permits", "two"],
         &["run", "x", "--permits"],
@@ -255,8 +253,6 @@ fn conflicting_kind_flags_are_one_line_usage_errors() {
         &["run", "x", "-s", "--permits", "2"],
         &["run", "x", "--permits", "2", "-x"],
         &["run", "x", "-s", "-x", "--permits", "2"],
-        &["run", "x", "-s", "--lease", "1s"],
-        &["run", "x", "--lease", "1s", "-x"],
     ] {
         let out = output(
             fairlock(&server).args(args).args(["--", "touch", marker]),
@@ -265,16 +261,40 @@ fn conflicting_kind_flags_are_one_line_usage_errors() {
         assert_one_line_error(&out, 2, &format!("{args:?}"));
     }
     assert!(!Path::new(marker).exists());
-    let out = output(
-        fairlock(&server).args(["run", "x", "--permits", "2", "--lease", "1s", "--", "true"]),
-        PATIENCE,
-    );
-    let err = stderr(&out);
-    assert!(
-        err.contains("--lease") && err.contains("--permits"),
-        "{err}"
-    );
-    assert!(err.contains("mutex only"), "{err}");
+}
+
+#[test]
+fn a_fixed_lease_holds_every_kind_for_at_most_its_length() {
+    let server = RedisServer::start();
+    let client = server.client();
+    for (flags, what) in [
+        (&["--permits", "2"][..], "the permit"),
+        (&["--shared"], "the read lock"),
+        (&["--exclusive"], "the write lock"),
+        (&[], "the lock"),
+    ] {
+        // No watchdog renews a --lease: a command that outlives it has
+        // lost its hold, whatever the kind.
+        let started = Instant::now();
+        let out = output(
+            fairlock(&server)
+                .args(["run", "fixed", "--lease", "300ms"])
+                .args(flags)
+                .args(["--", "sleep", "3"]),
+            PATIENCE,
+        );
+        assert_eq!(code(&out), 70, "{flags:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("its fixed --lease of 300ms ran out") && err.contains(what),
+            "{flags:?}: {err}"
+        );
+        assert!(started.elapsed() < PATIENCE, "{:?}", started.elapsed());
+    }
+    // Nothing was left held: every kind of the name is free again.
+    assert!(!client.fair_mutex("fixed").is_locked().unwrap());
+    assert!(!client.fair_semaphore("fixed", 2).is_locked().unwrap());
+    assert!(!client.fair_rwlock("fixed").is_locked().unwrap());
 }
 
 #[test]
@@ -707,4 +727,72 @@ fn a_lost_permit_or_rwlock_hold_is_reported_and_exits_70() {
             wiped.elapsed()
         );
     }
+}
+
+#[test]
+fn unlock_force_frees_every_hold_of_a_semaphore_or_a_rwlock_and_the_next_get_it() {
+    let server = RedisServer::start();
+    let stuck = server.client();
+    let waiting = server.client();
+    let sem = stuck.fair_semaphore("stuck", 2);
+    let (a, b) = (sem.acquire().unwrap(), sem.acquire().unwrap());
+    let rwlock = stuck.fair_rwlock("stuck");
+    let read = rwlock.read().unwrap();
+    let next = std::thread::spawn(move || {
+        let permit = waiting.fair_semaphore("stuck", 2).acquire().unwrap();
+        let write = waiting.fair_rwlock("stuck").write().unwrap();
+        (permit.fencing_token(), write.fencing_token())
+    });
+    assert!(wait_until(PATIENCE, || sem.queue_len().unwrap() == 1));
+
+    let out = output(
+        fairlock(&server).args(["unlock", "stuck", "--semaphore"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 2, "--force is required");
+    assert_eq!(sem.status(10).unwrap().holder_count, 2);
+    let out = output(
+        fairlock(&server).args(["unlock", "stuck", "--force", "--semaphore", "--rwlock"]),
+        PATIENCE,
+    );
+    assert_one_line_error(&out, 2, "--semaphore with --rwlock");
+
+    let out = output(
+        fairlock(&server).args(["unlock", "stuck", "--force", "--semaphore"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = stdout(&out);
+    assert!(said.contains("unlocked the semaphore \"stuck\""), "{said}");
+    for token in [a.fencing_token(), b.fencing_token()] {
+        assert!(said.contains(&format!("(token {token})")), "{said}");
+    }
+    assert!(said.contains(stuck.id()), "{said}");
+    // The waiter got a permit in the same step; the old ones are lost.
+    assert!(wait_until(PATIENCE, || rwlock.queue_len().unwrap() == 1));
+    assert!(a.release().unwrap_err().is_lease_lost());
+    assert!(b.release().unwrap_err().is_lease_lost());
+    assert!(rwlock.is_locked().unwrap(), "the rwlock is another lock");
+
+    let out = output(
+        fairlock(&server).args(["unlock", "stuck", "--force", "--rwlock"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = stdout(&out);
+    assert!(said.contains("unlocked the rwlock \"stuck\""), "{said}");
+    assert!(
+        said.contains(&format!("(token {})", read.fencing_token())),
+        "{said}"
+    );
+    let (permit_token, write_token) = next.join().unwrap();
+    assert!(write_token > permit_token && permit_token > read.fencing_token());
+    assert!(read.unlock().unwrap_err().is_lease_lost());
+
+    let out = output(
+        fairlock(&server).args(["unlock", "stuck", "--force", "--rwlock"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("was not held"), "{}", stdout(&out));
 }

@@ -4,17 +4,25 @@
 //! id, an argument out of range. Each answers as its header says and
 //! leaves no key without a TTL.
 
-use fairlock::test_support::Script;
+use fairlock::test_support::{Engine, Op, Script};
 use fairlock_test_support::fake_queue::ScriptedLock;
 use fairlock_test_support::*;
 use redis::{Commands, Value};
 
-const ACQUIRE: Script = Script::Acquire;
-const RELEASE: Script = Script::Release;
-const ABANDON: Script = Script::Abandon;
-const FORCE: Script = Script::ForceRelease;
-const HEARTBEAT: Script = Script::Heartbeat;
-const RENEW: Script = Script::Renew;
+/// The mutex engine's script of `op`.
+const fn mutex(op: Op) -> Script {
+    Script {
+        engine: Engine::Mutex,
+        op,
+    }
+}
+
+const ACQUIRE: Script = mutex(Op::Acquire);
+const RELEASE: Script = mutex(Op::Release);
+const ABANDON: Script = mutex(Op::Abandon);
+const FORCE: Script = mutex(Op::ForceRelease);
+const HEARTBEAT: Script = mutex(Op::Heartbeat);
+const RENEW: Script = mutex(Op::Renew);
 
 /// One lock's scripts on a fresh server.
 struct Fixture {
@@ -273,7 +281,7 @@ fn every_expiry_a_script_sets_is_checked_before_it_writes() {
     for (script, args) in [
         (ABANDON, vec!["a:1 1"]),
         (HEARTBEAT, vec!["1000", "a:1 1 1000 2"]),
-        (Script::Cancel, vec!["a:1 x 1000 0"]),
+        (mutex(Op::Cancel), vec!["a:1 x 1000 0"]),
     ] {
         let err = f.eval(script, &args).expect_err("a malformed entry");
         assert!(

@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use fairlock::test_support::{
-    Access, AcquireReply, CommonArgs, LockKeys, Mode, Operation, RwAcquire, RwRelease, Script,
-    SemAcquire, SemRelease, SemReleaseReply,
+    Access, Acquire, AcquireReply, Ask, CommonArgs, LockKeys, LockKind, Mode, Op, Operation,
+    Release, ReleaseReply, Script,
 };
 use fairlock_test_support::fake_queue::evalsha_usec;
 use fairlock_test_support::RedisServer;
@@ -142,10 +142,8 @@ struct Lock {
 /// source when made).
 struct Scripts {
     common: [String; 2],
-    sem_acquire: redis::Script,
-    sem_release: redis::Script,
-    rw_acquire: redis::Script,
-    rw_release: redis::Script,
+    acquire: redis::Script,
+    release: redis::Script,
 }
 
 impl Scripts {
@@ -154,13 +152,12 @@ impl Scripts {
             wake_prefix: format!("{PREFIX}:wake:"),
             fence_life: fairlock::DEFAULT_FENCE_LIFE,
         };
-        let script = |s: Script| redis::Script::new(s.source());
+        // The semaphore and the rwlock run the same counted scripts.
+        let script = |op| redis::Script::new(Script::of(LockKind::Semaphore, op).source());
         Scripts {
             common: common.args(),
-            sem_acquire: script(Script::SemAcquire),
-            sem_release: script(Script::SemRelease),
-            rw_acquire: script(Script::RwAcquire),
-            rw_release: script(Script::RwRelease),
+            acquire: script(Op::Acquire),
+            release: script(Op::Release),
         }
     }
 
@@ -171,11 +168,9 @@ impl Scripts {
         keys: &LockKeys,
         op: &O,
     ) -> redis::ScriptInvocation<'s> {
-        let script = match O::SCRIPT {
-            Script::SemAcquire => &self.sem_acquire,
-            Script::SemRelease => &self.sem_release,
-            Script::RwAcquire => &self.rw_acquire,
-            Script::RwRelease => &self.rw_release,
+        let script = match O::OP {
+            Op::Acquire => &self.acquire,
+            Op::Release => &self.release,
             other => unreachable!("no scene runs {other:?}"),
         };
         let mut inv = script.prepare_invoke();
@@ -208,33 +203,21 @@ impl Scripts {
         (owner, call, access): (&str, u64, Access),
         pipe: Option<&mut redis::Pipeline>,
     ) -> Option<AcquireReply> {
-        match workload {
-            Workload::Semaphore => {
-                let op = SemAcquire {
-                    owner,
-                    lease: LIFE,
-                    fixed: true,
-                    waiter_timeout: LIFE,
-                    mode: Mode::First,
-                    wait_id: call,
-                    permits: PERMITS,
-                };
-                self.send(conn, keys, &op, pipe)
-            }
-            _ => {
-                let op = RwAcquire {
-                    owner,
-                    lease: LIFE,
-                    fixed: true,
-                    waiter_timeout: LIFE,
-                    mode: Mode::First,
-                    wait_id: call,
-                    access,
-                    live_token: 0,
-                };
-                self.send(conn, keys, &op, pipe)
-            }
-        }
+        let ask = match workload {
+            Workload::Semaphore => Ask::Permits { n: 1, of: PERMITS },
+            _ => Ask::RwLock(access),
+        };
+        let op = Acquire {
+            ask,
+            owner,
+            lease: LIFE,
+            fixed: true,
+            waiter_timeout: LIFE,
+            mode: Mode::First,
+            wait_id: call,
+            live_token: 0,
+        };
+        self.send(conn, keys, &op, pipe)
     }
 
     /// Runs `op` and returns its reply, or adds it to `pipe` (then None).
@@ -262,12 +245,9 @@ impl Scripts {
         workload: Workload,
         keys: &LockKeys,
         hold: &Hold,
-    ) -> SemReleaseReply {
+    ) -> ReleaseReply {
         let (owner, token, call) = (hold.owner.as_str(), hold.token, hold.call);
-        match workload {
-            Workload::Semaphore => self.run(conn, keys, &SemRelease { owner, token, call }),
-            _ => self.run(conn, keys, &RwRelease { owner, token, call }),
-        }
+        self.run(conn, keys, &Release { owner, token, call })
     }
 }
 
@@ -357,8 +337,8 @@ impl Scene {
                 let lock = &mut locks[i as usize % count];
                 let hold = lock.holder.take().expect("the lock is held");
                 lock.holder = match scripts.release(c, workload, &lock.keys, &hold) {
-                    SemReleaseReply::Released if queued == 0 => None,
-                    SemReleaseReply::HandedOver(mut to) if queued > 0 && to.len() == 1 => {
+                    ReleaseReply::Released { .. } if queued == 0 => None,
+                    ReleaseReply::HandedOver(mut to) if queued > 0 && to.len() == 1 => {
                         let to = to.pop().unwrap();
                         Some(Hold {
                             owner: to.owner,

@@ -3,7 +3,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{unexpected, Operation, Script};
+use crate::protocol::operation::{unexpected, Op, Operation};
 use crate::protocol::QueueEntry;
 
 /// Gives back whatever the call `entry` names holds or queued, once.
@@ -25,7 +25,7 @@ pub enum AbandonReply {
 
 impl Operation for Abandon<'_> {
     type Reply = AbandonReply;
-    const SCRIPT: Script = Script::Abandon;
+    const OP: Op = Op::Abandon;
 
     fn args(&self) -> Vec<String> {
         vec![self.entry.to_string()]

@@ -1,11 +1,13 @@
-//! `acquire.lua`: take the lock, re-enter it, or join (and stay in) its queue.
+//! `acquire.lua`: take the lock (or units of it), re-enter it, or join (and
+//! stay in) its queue.
 
 use std::time::Duration;
 
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{int_list, ms, unexpected, Operation, Script};
+use crate::protocol::operation::{int_list, ms, unexpected, Op, Operation};
+use crate::protocol::{Ask, LockKeys};
 
 /// What one acquire attempt asks of the script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,8 +30,12 @@ impl Mode {
     }
 }
 
-/// One attempt of call `wait_id` of thread `owner` on a lock.
+/// One attempt of call `wait_id` of thread `owner` on a lock, asking for
+/// `ask`: the mutex's script, or the counted engine's with the lock's
+/// capacity and the call's units.
 pub struct Acquire<'a> {
+    /// What the call asks for.
+    pub ask: Ask,
     /// The calling thread's owner id, `<client id>:<thread number>`.
     pub owner: &'a str,
     /// The lease the lock gets when this owner takes it.
@@ -43,7 +49,7 @@ pub struct Acquire<'a> {
     /// The call's id inside its client.
     pub wait_id: u64,
     /// The token of the hold this thread has a live guard of on this lock,
-    /// or 0: only that hold can be re-entered.
+    /// or 0: only that hold can be re-entered (always 0 for a semaphore).
     pub live_token: u64,
 }
 
@@ -72,10 +78,19 @@ pub enum AcquireReply {
 
 impl Operation for Acquire<'_> {
     type Reply = AcquireReply;
-    const SCRIPT: Script = Script::Acquire;
+    const OP: Op = Op::Acquire;
+
+    fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
+        debug_assert_eq!(
+            keys.kind(),
+            self.ask.kind(),
+            "an ask of another kind of lock"
+        );
+        &keys.all
+    }
 
     fn args(&self) -> Vec<String> {
-        vec![
+        let mut args = vec![
             self.owner.to_owned(),
             ms(self.lease),
             if self.fixed { "1" } else { "0" }.to_owned(),
@@ -83,7 +98,12 @@ impl Operation for Acquire<'_> {
             self.mode.as_arg().to_owned(),
             self.wait_id.to_string(),
             self.live_token.to_string(),
-        ]
+        ];
+        if self.ask != Ask::Mutex {
+            args.push(self.ask.capacity().to_string());
+            args.push(self.ask.units().to_string());
+        }
+        args
     }
 
     fn parse(&self, reply: Value) -> Result<AcquireReply> {
@@ -116,6 +136,7 @@ mod tests {
 
     fn attempt() -> Acquire<'static> {
         Acquire {
+            ask: Ask::Mutex,
             owner: "c:1",
             lease: Duration::from_secs(30),
             fixed: false,
@@ -131,6 +152,14 @@ mod tests {
         assert_eq!(
             attempt().args(),
             ["c:1", "30000", "0", "10000", "first", "7", "0"]
+        );
+        let permits = Acquire {
+            ask: Ask::Permits { n: 2, of: 5 },
+            ..attempt()
+        };
+        assert_eq!(
+            permits.args(),
+            ["c:1", "30000", "0", "10000", "first", "7", "0", "5", "2"]
         );
     }
 

@@ -3,7 +3,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{int_list, unexpected, Operation, Script};
+use crate::protocol::operation::{int_list, unexpected, Op, Operation};
 use crate::protocol::QueueEntry;
 
 /// The call `entry` names leaves the queue; if the lock was handed to it
@@ -29,7 +29,7 @@ pub enum CancelReply {
 
 impl Operation for Cancel<'_> {
     type Reply = CancelReply;
-    const SCRIPT: Script = Script::Cancel;
+    const OP: Op = Op::Cancel;
 
     fn args(&self) -> Vec<String> {
         vec![self.entry.to_string()]

@@ -5,7 +5,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{int_list, ms, unexpected, Operation, Script};
+use crate::protocol::operation::{int_list, ms, unexpected, Op, Operation};
 use crate::protocol::QueueEntry;
 
 /// The client's waiting calls on one lock (as queued) get a new liveness
@@ -13,7 +13,9 @@ use crate::protocol::QueueEntry;
 /// to its first live waiter. A call found holding the lock keeps its lease
 /// unless that lease is fixed (the watchdog must not extend it).
 pub struct Heartbeat<'a> {
+    /// The new liveness deadline, from the server's now.
     pub waiter_timeout: Duration,
+    /// The calls, as the queue stores them.
     pub waiters: Vec<QueueEntry<'a>>,
 }
 
@@ -42,7 +44,7 @@ pub struct HeartbeatReply {
 
 impl Operation for Heartbeat<'_> {
     type Reply = HeartbeatReply;
-    const SCRIPT: Script = Script::Heartbeat;
+    const OP: Op = Op::Heartbeat;
 
     fn args(&self) -> Vec<String> {
         let mut args = vec![ms(self.waiter_timeout)];
@@ -88,14 +90,14 @@ mod tests {
                     wait_id: 4,
                     lease: Duration::from_secs(2),
                     fixed: false,
-                    access: None,
+                    ask: crate::protocol::Ask::Mutex,
                 },
                 QueueEntry {
                     owner: "c:2",
                     wait_id: 5,
                     lease: Duration::from_secs(3),
                     fixed: true,
-                    access: None,
+                    ask: crate::protocol::Ask::Mutex,
                 },
             ],
         };

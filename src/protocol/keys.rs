@@ -16,7 +16,7 @@ pub enum LockKind {
     /// A fair semaphore: keys holders, queue, deadlines, tokens, meta.
     Semaphore,
     /// A fair reader-writer lock: keys holders, queue, deadlines, tokens,
-    /// meta, writers.
+    /// meta (as a semaphore's: both run on the counted engine).
     RwLock,
 }
 
@@ -27,26 +27,21 @@ pub enum LockKind {
 /// braces the name contains, and different names spread over the slots. The
 /// full name follows the fixed-width part, so distinct names never share keys.
 ///
-/// A mutex has three keys (`lock`, `queue`, `deadlines`). A semaphore has
-/// five: `sem` (zset `"<owner> <call>"` -> lease end, server ms), `semq`
-/// and `semd` (its queue and deadlines, entries as the mutex's), `semt`
-/// (hash `"<owner> <call>"` -> fencing token) and `semmeta` (string
-/// `"<permits> <last token>[ <mark>]"`). The queue keys are 2nd and 3rd in
-/// both kinds, so lua/lib.lua's queue steps serve both unchanged.
-///
-/// A reader-writer lock has six: `rw` (zset `"<owner> <call> <r|w>"` ->
-/// lease end, every read and write hold), `rwq` and `rwd` (its queue and
-/// deadlines; each entry carries its access as a fifth field,
-/// `"<owner> <wait id> <lease ms> <fixed 0|1> <r|w>"`, so the mutex's and
-/// the semaphore's 4-field entries stay as they are), `rwt` (hash: holder
-/// member -> token and token -> member, so a live guard's token names its
-/// hold), `rwmeta` (string `"<last token>[ <mark>]"`) and `rww` (zset: the
-/// write holds again, so "does a writer hold?" is one `ZCOUNT`).
+/// A mutex has three keys (`lock`, `queue`, `deadlines`). A semaphore and
+/// a reader-writer lock have five each, laid out alike for the counted
+/// engine: holders (zset `"<owner> <call> <units>"` -> lease end, server
+/// ms), queue and deadlines (entries as the mutex's with the units asked
+/// for as a fifth field), tokens (hash: holder member -> fencing token and
+/// token -> member) and meta (string `"<capacity> <used> <last token>[
+/// <mark>]"`); a semaphore's are `sem`, `semq`, `semd`, `semt`,
+/// `semmeta`, a reader-writer lock's `rw`, `rwq`, `rwd`, `rwt`, `rwmeta`.
+/// The queue keys are 2nd and 3rd in every kind, so lua/lib.lua's queue
+/// steps serve both engines.
 #[derive(Debug)]
 pub struct LockKeys {
     /// Mutex: lock (the hold, or the last token of a free lock), queue,
-    /// deadlines. Semaphore: holders, queue, deadlines, tokens, meta.
-    /// RwLock: holders, queue, deadlines, tokens, meta, writers.
+    /// deadlines. Semaphore and RwLock: holders, queue, deadlines, tokens,
+    /// meta.
     pub all: Vec<String>,
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
@@ -56,19 +51,20 @@ pub struct LockKeys {
 impl LockKeys {
     /// The keys of the mutex `name` under `prefix`; an empty or oversized
     /// name is [`ErrorKind::InvalidName`].
+    #[cfg(any(test, feature = "test-support"))]
     pub fn new(prefix: &str, name: &str) -> Result<Self> {
         Self::of_kind(prefix, name, LockKind::Mutex)
     }
 
     /// The keys of the semaphore `name` under `prefix` (see [`LockKeys::new`]).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn semaphore(prefix: &str, name: &str) -> Result<Self> {
         Self::of_kind(prefix, name, LockKind::Semaphore)
     }
 
     /// The keys of the reader-writer lock `name` under `prefix` (see
-    /// [`LockKeys::new`]). Only the tests use it until the rwlock's client
-    /// API.
-    #[cfg_attr(not(feature = "test-support"), allow(dead_code))]
+    /// [`LockKeys::new`]).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn rwlock(prefix: &str, name: &str) -> Result<Self> {
         Self::of_kind(prefix, name, LockKind::RwLock)
     }
@@ -82,7 +78,7 @@ impl LockKeys {
         let kinds: &[&str] = match kind {
             LockKind::Mutex => &["lock", "queue", "deadlines"],
             LockKind::Semaphore => &["sem", "semq", "semd", "semt", "semmeta"],
-            LockKind::RwLock => &["rw", "rwq", "rwd", "rwt", "rwmeta", "rww"],
+            LockKind::RwLock => &["rw", "rwq", "rwd", "rwt", "rwmeta"],
         };
         Ok(LockKeys {
             all: kinds.iter().map(|k| key(k)).collect(),
@@ -187,7 +183,7 @@ mod tests {
         assert_eq!(rw.kind(), LockKind::RwLock);
         assert_eq!(
             rw.all,
-            ["rw", "rwq", "rwd", "rwt", "rwmeta", "rww"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+            ["rw", "rwq", "rwd", "rwt", "rwmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
         );
         assert_eq!(rw.slot, mutex.slot);
         assert!(rw

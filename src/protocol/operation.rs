@@ -3,13 +3,32 @@
 use redis::Value;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::protocol::LockKeys;
+use crate::protocol::{LockKeys, LockKind};
 
-/// The Lua scripts, one per operation: the operation's own file preceded by
-/// only the helpers of `lua/lib.lua` it uses, picked by `build.rs` (Redis
-/// reruns a script's every definition on each call) and embedded here.
+/// Which family of scripts runs a kind of lock: the mutex keeps its own
+/// single-key engine (its hold is one string, the fastest path fairlock
+/// has), the semaphore and the reader-writer lock share the counted one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Script {
+pub enum Engine {
+    /// `lua/mutex/`: one holder, re-entrant, in one string key.
+    Mutex,
+    /// `lua/counted/`: holds that each take some units of a capacity.
+    Counted,
+}
+
+impl Engine {
+    /// The engine that runs a lock of `kind`.
+    pub fn of(kind: LockKind) -> Engine {
+        match kind {
+            LockKind::Mutex => Engine::Mutex,
+            LockKind::Semaphore | LockKind::RwLock => Engine::Counted,
+        }
+    }
+}
+
+/// A Redis-side operation, whatever the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
     /// `acquire.lua`
     Acquire,
     /// `release.lua`
@@ -26,34 +45,18 @@ pub enum Script {
     ForceRelease,
     /// `status.lua`
     Status,
-    /// `sem_acquire.lua`
-    SemAcquire,
-    /// `sem_release.lua`
-    SemRelease,
-    /// `sem_renew.lua`
-    SemRenew,
-    /// `sem_heartbeat.lua`
-    SemHeartbeat,
-    /// `sem_cancel.lua`
-    SemCancel,
-    /// `sem_abandon.lua`
-    SemAbandon,
-    /// `sem_status.lua`
-    SemStatus,
-    /// `rw_acquire.lua`
-    RwAcquire,
-    /// `rw_release.lua`
-    RwRelease,
-    /// `rw_renew.lua`
-    RwRenew,
-    /// `rw_heartbeat.lua`
-    RwHeartbeat,
-    /// `rw_cancel.lua`
-    RwCancel,
-    /// `rw_abandon.lua`
-    RwAbandon,
-    /// `rw_status.lua`
-    RwStatus,
+}
+
+/// The Lua scripts, one per operation and engine: the operation's own file
+/// preceded by only the helpers of `lua/lib.lua` it uses, picked by
+/// `build.rs` (Redis reruns a script's every definition on each call) and
+/// embedded here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Script {
+    /// The engine's folder.
+    pub engine: Engine,
+    /// The operation's file in it.
+    pub op: Op,
 }
 
 macro_rules! with_lib {
@@ -64,56 +67,60 @@ macro_rules! with_lib {
 
 impl Script {
     /// Every script, e.g. to load them all at once.
-    pub const ALL: [Script; 22] = [
-        Script::Acquire,
-        Script::Release,
-        Script::Renew,
-        Script::Heartbeat,
-        Script::Cancel,
-        Script::Abandon,
-        Script::ForceRelease,
-        Script::Status,
-        Script::SemAcquire,
-        Script::SemRelease,
-        Script::SemRenew,
-        Script::SemHeartbeat,
-        Script::SemCancel,
-        Script::SemAbandon,
-        Script::SemStatus,
-        Script::RwAcquire,
-        Script::RwRelease,
-        Script::RwRenew,
-        Script::RwHeartbeat,
-        Script::RwCancel,
-        Script::RwAbandon,
-        Script::RwStatus,
-    ];
+    pub const ALL: [Script; 16] = {
+        const OPS: [Op; 8] = [
+            Op::Acquire,
+            Op::Release,
+            Op::Renew,
+            Op::Heartbeat,
+            Op::Cancel,
+            Op::Abandon,
+            Op::ForceRelease,
+            Op::Status,
+        ];
+        let mut all = [Script {
+            engine: Engine::Mutex,
+            op: Op::Acquire,
+        }; 16];
+        let mut i = 0;
+        while i < 8 {
+            all[i].op = OPS[i];
+            all[8 + i] = Script {
+                engine: Engine::Counted,
+                op: OPS[i],
+            };
+            i += 1;
+        }
+        all
+    };
+
+    /// The script of `op` for a lock of `kind`.
+    pub fn of(kind: LockKind, op: Op) -> Script {
+        Script {
+            engine: Engine::of(kind),
+            op,
+        }
+    }
 
     /// The script's whole source, the helpers it uses included.
     pub fn source(self) -> &'static str {
-        match self {
-            Script::Acquire => with_lib!("acquire.lua"),
-            Script::Release => with_lib!("release.lua"),
-            Script::Renew => with_lib!("renew.lua"),
-            Script::Heartbeat => with_lib!("heartbeat.lua"),
-            Script::Cancel => with_lib!("cancel.lua"),
-            Script::Abandon => with_lib!("abandon.lua"),
-            Script::ForceRelease => with_lib!("force_release.lua"),
-            Script::Status => with_lib!("status.lua"),
-            Script::SemAcquire => with_lib!("sem_acquire.lua"),
-            Script::SemRelease => with_lib!("sem_release.lua"),
-            Script::SemRenew => with_lib!("sem_renew.lua"),
-            Script::SemHeartbeat => with_lib!("sem_heartbeat.lua"),
-            Script::SemCancel => with_lib!("sem_cancel.lua"),
-            Script::SemAbandon => with_lib!("sem_abandon.lua"),
-            Script::SemStatus => with_lib!("sem_status.lua"),
-            Script::RwAcquire => with_lib!("rw_acquire.lua"),
-            Script::RwRelease => with_lib!("rw_release.lua"),
-            Script::RwRenew => with_lib!("rw_renew.lua"),
-            Script::RwHeartbeat => with_lib!("rw_heartbeat.lua"),
-            Script::RwCancel => with_lib!("rw_cancel.lua"),
-            Script::RwAbandon => with_lib!("rw_abandon.lua"),
-            Script::RwStatus => with_lib!("rw_status.lua"),
+        match (self.engine, self.op) {
+            (Engine::Mutex, Op::Acquire) => with_lib!("mutex/acquire.lua"),
+            (Engine::Mutex, Op::Release) => with_lib!("mutex/release.lua"),
+            (Engine::Mutex, Op::Renew) => with_lib!("mutex/renew.lua"),
+            (Engine::Mutex, Op::Heartbeat) => with_lib!("mutex/heartbeat.lua"),
+            (Engine::Mutex, Op::Cancel) => with_lib!("mutex/cancel.lua"),
+            (Engine::Mutex, Op::Abandon) => with_lib!("mutex/abandon.lua"),
+            (Engine::Mutex, Op::ForceRelease) => with_lib!("mutex/force_release.lua"),
+            (Engine::Mutex, Op::Status) => with_lib!("mutex/status.lua"),
+            (Engine::Counted, Op::Acquire) => with_lib!("counted/acquire.lua"),
+            (Engine::Counted, Op::Release) => with_lib!("counted/release.lua"),
+            (Engine::Counted, Op::Renew) => with_lib!("counted/renew.lua"),
+            (Engine::Counted, Op::Heartbeat) => with_lib!("counted/heartbeat.lua"),
+            (Engine::Counted, Op::Cancel) => with_lib!("counted/cancel.lua"),
+            (Engine::Counted, Op::Abandon) => with_lib!("counted/abandon.lua"),
+            (Engine::Counted, Op::ForceRelease) => with_lib!("counted/force_release.lua"),
+            (Engine::Counted, Op::Status) => with_lib!("counted/status.lua"),
         }
     }
 }
@@ -144,8 +151,13 @@ pub trait Operation {
     /// The reply, parsed.
     type Reply;
 
-    /// The script it runs.
-    const SCRIPT: Script;
+    /// The operation, whose script follows from the lock's kind.
+    const OP: Op;
+
+    /// The script it runs on the lock `keys`.
+    fn script(&self, keys: &LockKeys) -> Script {
+        Script::of(keys.kind(), Self::OP)
+    }
 
     /// KEYS: all the lock's keys unless the script needs fewer.
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
@@ -198,7 +210,7 @@ pub fn count(value: &Value) -> Result<u64> {
 }
 
 /// The listed holders and waiters of a status reply shaped as
-/// `sem_status.lua`'s and `rw_status.lua`'s: `head` fixed fields, the last
+/// `counted/status.lua`'s: `head` fixed fields, the last
 /// of them the number of holders listed (at most `max_holders`), then those
 /// holders of `holder_width` fields each, then waiters of `waiter_width`
 /// fields each.
@@ -234,29 +246,27 @@ mod tests {
 
     /// Each script's own file.
     fn own_file(script: Script) -> &'static str {
-        match script {
-            Script::Acquire => include_str!("../../lua/acquire.lua"),
-            Script::Release => include_str!("../../lua/release.lua"),
-            Script::Renew => include_str!("../../lua/renew.lua"),
-            Script::Heartbeat => include_str!("../../lua/heartbeat.lua"),
-            Script::Cancel => include_str!("../../lua/cancel.lua"),
-            Script::Abandon => include_str!("../../lua/abandon.lua"),
-            Script::ForceRelease => include_str!("../../lua/force_release.lua"),
-            Script::Status => include_str!("../../lua/status.lua"),
-            Script::SemAcquire => include_str!("../../lua/sem_acquire.lua"),
-            Script::SemRelease => include_str!("../../lua/sem_release.lua"),
-            Script::SemRenew => include_str!("../../lua/sem_renew.lua"),
-            Script::SemHeartbeat => include_str!("../../lua/sem_heartbeat.lua"),
-            Script::SemCancel => include_str!("../../lua/sem_cancel.lua"),
-            Script::SemAbandon => include_str!("../../lua/sem_abandon.lua"),
-            Script::SemStatus => include_str!("../../lua/sem_status.lua"),
-            Script::RwAcquire => include_str!("../../lua/rw_acquire.lua"),
-            Script::RwRelease => include_str!("../../lua/rw_release.lua"),
-            Script::RwRenew => include_str!("../../lua/rw_renew.lua"),
-            Script::RwHeartbeat => include_str!("../../lua/rw_heartbeat.lua"),
-            Script::RwCancel => include_str!("../../lua/rw_cancel.lua"),
-            Script::RwAbandon => include_str!("../../lua/rw_abandon.lua"),
-            Script::RwStatus => include_str!("../../lua/rw_status.lua"),
+        match (script.engine, script.op) {
+            (Engine::Mutex, Op::Acquire) => include_str!("../../lua/mutex/acquire.lua"),
+            (Engine::Mutex, Op::Release) => include_str!("../../lua/mutex/release.lua"),
+            (Engine::Mutex, Op::Renew) => include_str!("../../lua/mutex/renew.lua"),
+            (Engine::Mutex, Op::Heartbeat) => include_str!("../../lua/mutex/heartbeat.lua"),
+            (Engine::Mutex, Op::Cancel) => include_str!("../../lua/mutex/cancel.lua"),
+            (Engine::Mutex, Op::Abandon) => include_str!("../../lua/mutex/abandon.lua"),
+            (Engine::Mutex, Op::ForceRelease) => {
+                include_str!("../../lua/mutex/force_release.lua")
+            }
+            (Engine::Mutex, Op::Status) => include_str!("../../lua/mutex/status.lua"),
+            (Engine::Counted, Op::Acquire) => include_str!("../../lua/counted/acquire.lua"),
+            (Engine::Counted, Op::Release) => include_str!("../../lua/counted/release.lua"),
+            (Engine::Counted, Op::Renew) => include_str!("../../lua/counted/renew.lua"),
+            (Engine::Counted, Op::Heartbeat) => include_str!("../../lua/counted/heartbeat.lua"),
+            (Engine::Counted, Op::Cancel) => include_str!("../../lua/counted/cancel.lua"),
+            (Engine::Counted, Op::Abandon) => include_str!("../../lua/counted/abandon.lua"),
+            (Engine::Counted, Op::ForceRelease) => {
+                include_str!("../../lua/counted/force_release.lua")
+            }
+            (Engine::Counted, Op::Status) => include_str!("../../lua/counted/status.lua"),
         }
     }
 
@@ -448,7 +458,7 @@ mod tests {
             assert_eq!(problems(source, &own), Vec::<String>::new(), "{script:?}");
         }
         // Renew, the watchdog's most frequent call, needs only these.
-        let renew = identifiers(&code_only(Script::Renew.source()));
+        let renew = identifiers(&code_only(Script::of(LockKind::Mutex, Op::Renew).source()));
         let defined: Vec<&str> = renew
             .iter()
             .filter(|f| f.2 && names.contains(&f.0))
@@ -459,44 +469,32 @@ mod tests {
         // nobody waits for), and of the rwlock's cancel (a hold kept) and
         // abandon (a hold given back with nobody waiting, or nothing to
         // undo), build only the closures they call, none of the queue's.
+        let mutex = |op| Script::of(LockKind::Mutex, op);
+        let counted = |op| Script::of(LockKind::Semaphore, op);
         for (script, fast) in [
             (
-                Script::Acquire,
+                mutex(Op::Acquire),
                 ["fail", "ms_arg", "read_lock", "server_time", "take"].as_slice(),
             ),
             (
-                Script::Release,
+                mutex(Op::Release),
                 ["fail", "ms_arg", "read_lock", "write_free"].as_slice(),
             ),
             (
-                Script::SemAcquire,
-                ["read_meta", "drop_expired", "take_permit", "keep_semaphore"].as_slice(),
+                counted(Op::Acquire),
+                ["read_meta", "drop_expired", "take_hold", "keep_counted"].as_slice(),
             ),
             (
-                Script::SemRelease,
-                ["read_meta", "hold_of", "keep_semaphore"].as_slice(),
+                counted(Op::Release),
+                ["read_meta", "hold_by_token", "drop_hold", "keep_counted"].as_slice(),
             ),
             (
-                Script::RwAcquire,
-                [
-                    "read_rw_meta",
-                    "drop_expired_holds",
-                    "rw_take",
-                    "keep_rwlock",
-                ]
-                .as_slice(),
+                counted(Op::Cancel),
+                ["read_meta", "hold_of", "extend_hold", "keep_counted"].as_slice(),
             ),
             (
-                Script::RwRelease,
-                ["read_rw_meta", "rw_hold_by_token", "rw_drop", "keep_rwlock"].as_slice(),
-            ),
-            (
-                Script::RwCancel,
-                ["read_rw_meta", "hold_of", "extend_rw_hold", "keep_rwlock"].as_slice(),
-            ),
-            (
-                Script::RwAbandon,
-                ["read_rw_meta", "hold_of", "rw_drop", "keep_rwlock"].as_slice(),
+                counted(Op::Abandon),
+                ["read_meta", "hold_of", "drop_hold", "keep_counted"].as_slice(),
             ),
         ] {
             let source = script.source();
@@ -510,13 +508,7 @@ mod tests {
             for f in fast {
                 assert!(functions.contains(f), "{script:?} fast path lacks {f}");
             }
-            for slow in [
-                "hand_over",
-                "hand_permits",
-                "admit_waiters",
-                "live_head",
-                "join_queue",
-            ] {
+            for slow in ["hand_over", "admit_waiters", "live_head", "join_queue"] {
                 assert!(
                     !functions.contains(&slow),
                     "{script:?} fast path builds {slow}: {functions:?}"
@@ -531,7 +523,7 @@ mod tests {
         // The whole library in front (how scripts were built before):
         // renew.lua leaves most of it unused, helpers used only by other
         // unused helpers too.
-        let whole = format!("{LIB}{}", own_file(Script::Renew));
+        let whole = format!("{LIB}{}", own_file(Script::of(LockKind::Mutex, Op::Renew)));
         let unused = problems(&whole, &own_from(&whole, LIB.len()));
         assert!(has(unused.clone(), "hand_over is defined and never used"));
         assert!(has(unused.clone(), "leave_queue is defined and never used"));
@@ -539,7 +531,7 @@ mod tests {
             .iter()
             .any(|p| p.starts_with("ms_arg") || p.starts_with("fail ")));
         // Its own file alone calls a helper nobody defined.
-        let renew = own_file(Script::Renew);
+        let renew = own_file(Script::of(LockKind::Mutex, Op::Renew));
         let bare = problems(renew, &own_from(renew, 0));
         assert!(has(bare, "ms_arg is used, never defined"));
         // A name in a comment or a string is no use of it.

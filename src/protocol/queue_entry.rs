@@ -5,14 +5,14 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::protocol::Access;
+use crate::protocol::Ask;
 
-/// Waiting call `wait_id` of thread `owner`, to be granted `lease` (fixed,
-/// or renewed by the watchdog). Its text form,
-/// `"<owner> <wait id> <lease ms> <fixed 0|1>"`, is the queue member
-/// `acquire.lua` writes; heartbeats, cancels and give-backs name the call
-/// by it. A reader-writer lock's call adds what it asks for, `" r"` or
-/// `" w"` (`rw_acquire.lua`'s member).
+/// Waiting call `wait_id` of thread `owner`, asking for `ask`, to be
+/// granted `lease` (fixed, or renewed by the watchdog). Its text form,
+/// `"<owner> <wait id> <lease ms> <fixed 0|1>"`, is the queue member the
+/// mutex's `acquire.lua` writes; a counted lock's call adds the units it
+/// asks for as a fifth field (`counted/acquire.lua`'s member). Heartbeats,
+/// cancels and give-backs name the call by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueEntry<'a> {
     /// The waiting thread's owner id, `<client id>:<thread number>`.
@@ -23,9 +23,8 @@ pub struct QueueEntry<'a> {
     pub lease: Duration,
     /// A fixed lease (no watchdog renews it).
     pub fixed: bool,
-    /// A reader-writer lock's call: read or write. `None` for the other
-    /// kinds, whose members have four fields.
-    pub access: Option<Access>,
+    /// What the call asks for.
+    pub ask: Ask,
 }
 
 impl fmt::Display for QueueEntry<'_> {
@@ -38,9 +37,9 @@ impl fmt::Display for QueueEntry<'_> {
             self.lease.as_millis(),
             u8::from(self.fixed)
         )?;
-        match self.access {
-            Some(access) => write!(f, " {}", access.as_arg()),
-            None => Ok(()),
+        match self.ask {
+            Ask::Mutex => Ok(()),
+            ask => write!(f, " {}", ask.units()),
         }
     }
 }
@@ -48,6 +47,7 @@ impl fmt::Display for QueueEntry<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{Access, RW_CAPACITY};
 
     #[test]
     fn the_member_names_the_call_and_its_grant() {
@@ -56,13 +56,18 @@ mod tests {
             wait_id: 42,
             lease: Duration::from_millis(30_000),
             fixed: true,
-            access: None,
+            ask: Ask::Mutex,
         };
         assert_eq!(entry.to_string(), "c1:7 42 30000 1");
         let write = QueueEntry {
-            access: Some(Access::Write),
+            ask: Ask::RwLock(Access::Write),
             ..entry
         };
-        assert_eq!(write.to_string(), "c1:7 42 30000 1 w");
+        assert_eq!(write.to_string(), format!("c1:7 42 30000 1 {RW_CAPACITY}"));
+        let permits = QueueEntry {
+            ask: Ask::Permits { n: 2, of: 3 },
+            ..entry
+        };
+        assert_eq!(permits.to_string(), "c1:7 42 30000 1 2");
     }
 }

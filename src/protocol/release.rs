@@ -1,9 +1,10 @@
-//! `release.lua`: give back one hold; at zero the lock goes to the next waiter.
+//! `release.lua`: give back one hold; the lock (or the units the hold
+//! frees) goes on to the next waiters.
 
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{text, unexpected, Operation, Script};
+use crate::protocol::operation::{text, unexpected, Op, Operation};
 
 /// The guard made by acquire call `call` of `owner` releases hold `token`.
 pub struct Release<'a> {
@@ -18,16 +19,21 @@ pub struct Release<'a> {
 /// What a release came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReleaseReply {
-    /// Released (or released already by the same call); this many holds
-    /// of the thread are left (0: the lock was freed).
-    Left(u32),
-    /// Released, and the lock went straight to the waiter named.
-    HandedOver(HandedOver),
+    /// Released (or released already by the same call), nobody admitted;
+    /// this many holds of the thread are left (a mutex's re-entries; 0:
+    /// the lock was freed, and always 0 for a counted lock).
+    Released {
+        /// The thread's holds left.
+        left: u32,
+    },
+    /// Released, and the lock (or the units freed) went straight to the
+    /// waiters named, in grant order.
+    HandedOver(Vec<HandedOver>),
     /// The lock is not this hold's any more: nothing was changed.
     NotHeld,
 }
 
-/// The waiter a release handed the lock to, as its "G" message names it:
+/// A waiter a release handed the lock to, as its "G" message names it:
 /// the releasing client may wake its own waiter from this reply at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandedOver {
@@ -43,7 +49,7 @@ pub struct HandedOver {
 
 impl Operation for Release<'_> {
     type Reply = ReleaseReply;
-    const SCRIPT: Script = Script::Release;
+    const OP: Op = Op::Release;
 
     fn args(&self) -> Vec<String> {
         vec![
@@ -55,23 +61,76 @@ impl Operation for Release<'_> {
 
     fn parse(&self, reply: Value) -> Result<ReleaseReply> {
         match reply {
-            Value::Int(left) if left >= 0 => {
-                Ok(ReleaseReply::Left(u32::try_from(left).unwrap_or(u32::MAX)))
-            }
+            Value::Int(left) if left >= 0 => Ok(ReleaseReply::Released {
+                left: u32::try_from(left).unwrap_or(u32::MAX),
+            }),
             Value::Int(_) => Ok(ReleaseReply::NotHeld),
-            Value::Array(items) => match items.as_slice() {
-                [owner, Value::Int(wait_id), Value::Int(token), Value::Int(ttl)] => {
-                    Ok(ReleaseReply::HandedOver(HandedOver {
-                        owner: text(owner)?,
-                        wait_id: *wait_id as u64,
-                        token: *token as u64,
-                        ttl_ms: *ttl as u64,
-                    }))
-                }
-                _ => Err(unexpected(&items)),
-            },
+            Value::Array(items) if !items.is_empty() && items.len() % 4 == 0 => items
+                .chunks(4)
+                .map(|grant| match grant {
+                    [owner, Value::Int(wait_id), Value::Int(token), Value::Int(ttl)] => {
+                        Ok(HandedOver {
+                            owner: text(owner)?,
+                            wait_id: *wait_id as u64,
+                            token: *token as u64,
+                            ttl_ms: *ttl as u64,
+                        })
+                    }
+                    _ => Err(unexpected(&grant)),
+                })
+                .collect::<Result<_>>()
+                .map(ReleaseReply::HandedOver),
             Value::ServerError(err) => Err(redis::RedisError::from(err).into()),
             other => Err(unexpected(&other)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_name_the_holds_left_or_every_waiter_handed_over() {
+        let op = Release {
+            owner: "c:1",
+            token: 9,
+            call: 4,
+        };
+        assert_eq!(op.args(), ["c:1", "9", "4"]);
+        assert_eq!(
+            op.parse(Value::Int(2)).unwrap(),
+            ReleaseReply::Released { left: 2 }
+        );
+        assert_eq!(op.parse(Value::Int(-1)).unwrap(), ReleaseReply::NotHeld);
+        let grant = |owner: &str, id: i64| {
+            [
+                Value::BulkString(owner.as_bytes().to_vec()),
+                Value::Int(id),
+                Value::Int(10 + id),
+                Value::Int(500),
+            ]
+        };
+        let two = [grant("c:2", 1), grant("c:3", 2)].concat();
+        assert_eq!(
+            op.parse(Value::Array(two)).unwrap(),
+            ReleaseReply::HandedOver(vec![
+                HandedOver {
+                    owner: "c:2".into(),
+                    wait_id: 1,
+                    token: 11,
+                    ttl_ms: 500
+                },
+                HandedOver {
+                    owner: "c:3".into(),
+                    wait_id: 2,
+                    token: 12,
+                    ttl_ms: 500
+                },
+            ])
+        );
+        assert!(op
+            .parse(Value::Array(grant("c:2", 1)[..3].to_vec()))
+            .is_err());
     }
 }

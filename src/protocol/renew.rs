@@ -1,36 +1,46 @@
-//! `renew.lua`: extend a held lease, only if the hold is still ours.
+//! `renew.lua`: extend a held lease (the watchdog), only if the hold is
+//! still this call's.
 
 use std::time::Duration;
 
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{ms, unexpected, Operation, Script};
-use crate::protocol::LockKeys;
+use crate::protocol::operation::{ms, unexpected, Op, Operation};
+use crate::protocol::{LockKeys, LockKind};
 
-/// Hold `token` of `owner` gets `lease` from now; `None` leaves the lease
-/// as it is and only writes the hold again (so that a `WAIT` after it
-/// covers the handoff that made it: `sync_replicas` with a fixed lease).
+/// Renew hold `token` of `owner`, made by acquire call `call` (a counted
+/// lock names a hold by its call; the mutex by its owner and token).
 pub struct Renew<'a> {
+    /// The holding thread's owner id.
     pub owner: &'a str,
+    /// The hold's fencing token.
     pub token: u64,
+    /// The id of the acquire call that made the hold.
+    pub call: u64,
+    /// The lease to set; `None` writes the hold again as it is, so that a
+    /// `WAIT` after it covers the handoff that made it.
     pub lease: Option<Duration>,
 }
 
 impl Operation for Renew<'_> {
-    /// True when renewed; false when the lock is no longer this hold's.
+    /// Whether the hold was still this call's (and is renewed).
     type Reply = bool;
-    const SCRIPT: Script = Script::Renew;
+    const OP: Op = Op::Renew;
 
-    /// Only the lock key.
+    /// The mutex's renewal needs its lock key only.
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
-        &keys.all[..1]
+        match keys.kind() {
+            LockKind::Mutex => &keys.all[..1],
+            LockKind::Semaphore | LockKind::RwLock => &keys.all,
+        }
     }
 
     fn args(&self) -> Vec<String> {
         vec![
             self.owner.to_owned(),
             self.token.to_string(),
+            self.call.to_string(),
             self.lease.map_or_else(|| "0".to_owned(), ms),
         ]
     }
@@ -42,5 +52,27 @@ impl Operation for Renew<'_> {
             Value::ServerError(err) => Err(redis::RedisError::from(err).into()),
             other => Err(unexpected(&other)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mutex_sends_its_lock_key_and_a_counted_lock_all_its_keys() {
+        let op = Renew {
+            owner: "c:1",
+            token: 9,
+            call: 4,
+            lease: None,
+        };
+        assert_eq!(op.args(), ["c:1", "9", "4", "0"]);
+        let mutex = LockKeys::new("p", "n").unwrap();
+        assert_eq!(op.keys(&mutex).len(), 1);
+        let sem = LockKeys::semaphore("p", "n").unwrap();
+        assert_eq!(op.keys(&sem), sem.all.as_slice());
+        assert!(op.parse(Value::Int(1)).unwrap());
+        assert!(!op.parse(Value::Int(0)).unwrap());
     }
 }

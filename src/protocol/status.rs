@@ -3,74 +3,248 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{int, text, unexpected, Operation, Script};
+use crate::protocol::operation::{count, int, listed_parts, text, unexpected, Op, Operation};
+use crate::protocol::LockKind;
 
-/// Reads the holder, the queue's length, the last token and the first
-/// `limit` waiters in order.
+/// Reads the status of a lock of `kind`, listing at most `waiters` queued
+/// waiters and (a counted lock) `holders` holds.
 pub struct Status {
-    pub limit: usize,
+    /// The kind of lock read: the engines answer in their own shapes.
+    pub kind: LockKind,
+    /// Most waiters to list, from the head of the queue.
+    pub waiters: usize,
+    /// Most holds to list, by lease end (the mutex has at most one).
+    pub holders: usize,
 }
 
-/// Most waiters listed: more than any queue Redis holds in memory, so any
-/// larger bound lists the whole queue.
+/// The scripts' bound on what they list.
 const MAX_LISTED: usize = 1_000_000_000;
 
-/// The holder as the lock hash records it.
+/// One hold, as a status lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HolderReply {
+    /// The holding thread's owner id.
     pub owner: String,
-    pub count: i64,
-    pub token: i64,
-    /// Lease left in ms; -1 when the key has no expiry.
-    pub pttl_ms: i64,
+    /// The acquire call that made it (a counted lock's; the mutex's hold
+    /// is the thread's, whatever calls re-entered it).
+    pub call: Option<u64>,
+    /// The units it takes (a mutex's: 1; a write: the rwlock's capacity).
+    pub units: u64,
+    /// The thread's holds counted in it (a mutex's re-entries; 1 otherwise).
+    pub count: u32,
+    /// Its fencing token.
+    pub token: u64,
+    /// Its lease left in ms; `None` when the key has no expiry (never set
+    /// by fairlock).
+    pub lease_left_ms: Option<i64>,
 }
 
-/// What `status.lua` returned.
+/// One queued waiter, as a status lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaiterReply {
+    /// The waiting thread's owner id (or the whole member, for one
+    /// fairlock did not write).
+    pub owner: String,
+    /// The units it asks for (0 for a member fairlock did not write).
+    pub units: u64,
+    /// How long it keeps its place without a heartbeat, in ms (negative:
+    /// a dead entry not dropped yet).
+    pub liveness_left_ms: i64,
+}
+
+/// What a status read saw, the same shape for every kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusReply {
-    pub holder: Option<HolderReply>,
-    /// Live waiters queued in total.
-    pub live_waiters: i64,
+    /// The units the lock has: 1 for a mutex; a counted lock's, or `None`
+    /// when it is not in use (its meta gone a fence life after its last
+    /// holder and waiter).
+    pub capacity: Option<u64>,
+    /// The units the live holds take.
+    pub used: u64,
+    /// Live holds in total (may exceed `holders.len()`).
+    pub live_holds: u64,
+    /// Live waiters queued in total (may exceed `waiters.len()`).
+    pub live_waiters: u64,
     /// The last fencing token issued, or 0.
-    pub last_token: i64,
-    /// Listed waiters in order, with ms of liveness left (negative: dead).
-    pub waiters: Vec<(String, i64)>,
+    pub last_token: u64,
+    /// The holds listed, by lease end.
+    pub holders: Vec<HolderReply>,
+    /// The waiters listed, in queue order.
+    pub waiters: Vec<WaiterReply>,
 }
 
 impl Operation for Status {
     type Reply = StatusReply;
-    const SCRIPT: Script = Script::Status;
+    const OP: Op = Op::Status;
 
     fn args(&self) -> Vec<String> {
-        vec![self.limit.min(MAX_LISTED).to_string()]
+        let waiters = self.waiters.min(MAX_LISTED).to_string();
+        match self.kind {
+            LockKind::Mutex => vec![waiters],
+            LockKind::Semaphore | LockKind::RwLock => {
+                vec![waiters, self.holders.min(MAX_LISTED).to_string()]
+            }
+        }
     }
 
     fn parse(&self, reply: Value) -> Result<StatusReply> {
         let items = match reply {
-            Value::Array(items) if items.len() >= 6 && items.len() % 2 == 0 => items,
+            Value::Array(items) if items.len() >= 6 => items,
             Value::ServerError(err) => return Err(redis::RedisError::from(err).into()),
             other => return Err(unexpected(&other)),
         };
-        let owner = text(&items[0])?;
-        let holder = if owner.is_empty() {
-            None
-        } else {
-            Some(HolderReply {
-                owner,
-                count: int(&items[1])?,
-                token: int(&items[2])?,
-                pttl_ms: int(&items[3])?,
+        match self.kind {
+            LockKind::Mutex => parse_mutex(&items),
+            LockKind::Semaphore | LockKind::RwLock => self.parse_counted(&items),
+        }
+    }
+}
+
+impl Status {
+    /// `counted/status.lua`'s reply: capacity, used, live holds, live
+    /// waiters, last token, holds listed, then the holds (owner, call,
+    /// units, token, lease left) and the waiters (owner, units, left).
+    fn parse_counted(&self, items: &[Value]) -> Result<StatusReply> {
+        let (holders, waiters) = listed_parts(items, 6, self.holders, 5, 3)?;
+        let holders = holders
+            .chunks(5)
+            .map(|h| {
+                Ok(HolderReply {
+                    owner: text(&h[0])?,
+                    call: Some(count(&h[1])?),
+                    units: count(&h[2])?,
+                    count: 1,
+                    token: count(&h[3])?,
+                    lease_left_ms: Some(int(&h[4])?),
+                })
             })
-        };
-        let waiters = items[6..]
-            .chunks(2)
-            .map(|pair| Ok((text(&pair[0])?, int(&pair[1])?)))
             .collect::<Result<_>>()?;
+        let waiters = waiters
+            .chunks(3)
+            .map(|w| {
+                Ok(WaiterReply {
+                    owner: text(&w[0])?,
+                    units: count(&w[1])?,
+                    liveness_left_ms: int(&w[2])?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let capacity = count(&items[0])?;
         Ok(StatusReply {
-            holder,
-            live_waiters: int(&items[4])?,
-            last_token: int(&items[5])?,
+            capacity: (capacity > 0).then_some(capacity),
+            used: count(&items[1])?,
+            live_holds: count(&items[2])?,
+            live_waiters: count(&items[3])?,
+            last_token: count(&items[4])?,
+            holders,
             waiters,
         })
+    }
+}
+
+/// The mutex's `status.lua` reply: holder (or ""), hold count, token, lease
+/// left (-1: no expiry; -2: free), live waiters, last token, then the
+/// waiters (owner, left).
+fn parse_mutex(items: &[Value]) -> Result<StatusReply> {
+    if items.len() % 2 != 0 {
+        return Err(unexpected(&items));
+    }
+    let owner = text(&items[0])?;
+    let holders = if owner.is_empty() {
+        Vec::new()
+    } else {
+        let pttl = int(&items[3])?;
+        vec![HolderReply {
+            owner,
+            call: None,
+            units: 1,
+            count: u32::try_from(int(&items[1])?).unwrap_or(0),
+            token: count(&items[2])?,
+            lease_left_ms: (pttl != -1).then_some(pttl),
+        }]
+    };
+    let waiters = items[6..]
+        .chunks(2)
+        .map(|pair| {
+            Ok(WaiterReply {
+                owner: text(&pair[0])?,
+                units: 1,
+                liveness_left_ms: int(&pair[1])?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(StatusReply {
+        capacity: Some(1),
+        used: holders.len() as u64,
+        live_holds: holders.len() as u64,
+        live_waiters: count(&items[4])?,
+        last_token: count(&items[5])?,
+        holders,
+        waiters,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn both_engines_answer_in_one_shape() {
+        let mutex = Status {
+            kind: LockKind::Mutex,
+            waiters: 5,
+            holders: 5,
+        };
+        assert_eq!(mutex.args(), ["5"]);
+        let reply = Value::Array(vec![
+            bulk("c:1"),
+            Value::Int(2),
+            Value::Int(40),
+            Value::Int(900),
+            Value::Int(1),
+            Value::Int(40),
+            bulk("c:2"),
+            Value::Int(3000),
+        ]);
+        let parsed = mutex.parse(reply).unwrap();
+        assert_eq!(parsed.holders[0].count, 2);
+        assert_eq!(parsed.holders[0].lease_left_ms, Some(900));
+        assert_eq!(parsed.waiters[0].owner, "c:2");
+        assert_eq!((parsed.capacity, parsed.used), (Some(1), 1));
+
+        let sem = Status {
+            kind: LockKind::Semaphore,
+            waiters: 5,
+            holders: 5,
+        };
+        assert_eq!(sem.args(), ["5", "5"]);
+        let reply = Value::Array(vec![
+            Value::Int(3),
+            Value::Int(2),
+            Value::Int(1),
+            Value::Int(1),
+            Value::Int(77),
+            Value::Int(1),
+            bulk("c:1"),
+            Value::Int(4),
+            Value::Int(2),
+            Value::Int(77),
+            Value::Int(500),
+            bulk("c:2"),
+            Value::Int(3),
+            Value::Int(800),
+        ]);
+        let parsed = sem.parse(reply).unwrap();
+        assert_eq!(
+            (parsed.capacity, parsed.used, parsed.live_holds),
+            (Some(3), 2, 1)
+        );
+        assert_eq!(parsed.holders[0].units, 2);
+        assert_eq!(parsed.holders[0].call, Some(4));
+        assert_eq!(parsed.waiters[0].units, 3);
     }
 }

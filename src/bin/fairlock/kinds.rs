@@ -15,7 +15,7 @@ use crate::progress::View;
 /// What `run` waits for: one lock of one name, of one kind.
 #[derive(Clone)]
 pub enum Lock {
-    /// The mutex (flock's default), with `--lease` if given.
+    /// The mutex (flock's default).
     Mutex(FairMutex),
     /// A permit of the semaphore (`--permits N`).
     Semaphore(FairSemaphore),
@@ -41,6 +41,16 @@ impl Lock {
             Lock::Mutex(mutex) => mutex.name(),
             Lock::Semaphore(semaphore) => semaphore.name(),
             Lock::Read(rwlock) | Lock::Write(rwlock) => rwlock.name(),
+        }
+    }
+
+    /// The same lock, held with a fixed `lease` no watchdog renews.
+    pub fn with_lease(&self, lease: Duration) -> Lock {
+        match self {
+            Lock::Mutex(mutex) => Lock::Mutex(mutex.with_lease(lease)),
+            Lock::Semaphore(semaphore) => Lock::Semaphore(semaphore.with_lease(lease)),
+            Lock::Read(rwlock) => Lock::Read(rwlock.with_lease(lease)),
+            Lock::Write(rwlock) => Lock::Write(rwlock.with_lease(lease)),
         }
     }
 

@@ -235,10 +235,7 @@ fn main() {
             ) {
                 err.exit();
             }
-            let mut first = first_paragraph(&err.to_string());
-            if err.kind() == K::ArgumentConflict && first.contains("--lease") {
-                first.push_str("; --lease is for the mutex only");
-            }
+            let first = first_paragraph(&err.to_string());
             eprintln!("fairlock: error: {first} (see fairlock --help)");
             exit_now(exit::USAGE);
         }

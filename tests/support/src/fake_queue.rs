@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use fairlock::test_support::{
-    Acquire, CommonArgs, LockKeys, Mode, Operation, Release, ReleaseReply, Script,
+    Acquire, Ask, CommonArgs, LockKeys, LockKind, Mode, Op, Operation, Release, ReleaseReply,
+    Script,
 };
 use redis::Commands;
 
@@ -71,8 +72,8 @@ impl ScriptedLock {
         let keys = LockKeys::new(PREFIX, name).expect("a valid lock name");
         ScriptedLock {
             keys: keys.all.to_vec(),
-            acquire: redis::Script::new(Script::Acquire.source()),
-            release: redis::Script::new(Script::Release.source()),
+            acquire: redis::Script::new(Script::of(LockKind::Mutex, Op::Acquire).source()),
+            release: redis::Script::new(Script::of(LockKind::Mutex, Op::Release).source()),
         }
     }
 
@@ -96,6 +97,7 @@ impl ScriptedLock {
     fn acquire_invocation(&self, owner: &str, wait_id: u64) -> redis::ScriptInvocation<'_> {
         // fixed 60 s lease, 10 min liveness: entries stay live for the run
         let op = Acquire {
+            ask: Ask::Mutex,
             owner,
             lease: Duration::from_secs(60),
             fixed: true,
@@ -164,7 +166,7 @@ impl ScriptedLock {
             .invoke(conn)
             .unwrap();
         match op.parse(reply).unwrap() {
-            ReleaseReply::Left(left) => i64::from(left),
+            ReleaseReply::Released { left } => i64::from(left),
             ReleaseReply::HandedOver(_) => 0,
             ReleaseReply::NotHeld => -1,
         }

@@ -76,16 +76,12 @@ pub struct RunArgs {
     #[arg(short = 'x', long)]
     pub exclusive: bool,
 
-    /// Mutex only (not with --permits, -s, -x): hold the lock for at most
-    /// this long, with no watchdog renewing it. If COMMAND outlives it,
-    /// that is a lost lock (exit 70). Without --lease a watchdog renews the
-    /// lease while COMMAND runs.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        value_parser = lease,
-        conflicts_with_all = ["permits", "shared", "exclusive"]
-    )]
+    /// Hold the lock (or the permit, or the read or write hold) for at
+    /// most this long, with no watchdog renewing it: a killed holder's
+    /// hold frees by then. If COMMAND outlives it, that is a lost lock
+    /// (exit 70). Without --lease a watchdog renews the lease while COMMAND
+    /// runs.
+    #[arg(long, value_name = "DURATION", value_parser = lease)]
     pub lease: Option<Duration>,
 
     /// Exit code when --wait or -n runs out (flock's -E).
@@ -136,18 +132,18 @@ fn permits(text: &str) -> Result<u32, String> {
 /// The lock the arguments ask for.
 fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
     let name = args.name.as_str();
-    if let Some(permits) = args.permits {
-        return Lock::Semaphore(client.fair_semaphore(name, permits));
-    }
-    if args.shared {
-        return Lock::Read(client.fair_rwlock(name));
-    }
-    if args.exclusive {
-        return Lock::Write(client.fair_rwlock(name));
-    }
+    let lock = if let Some(permits) = args.permits {
+        Lock::Semaphore(client.fair_semaphore(name, permits))
+    } else if args.shared {
+        Lock::Read(client.fair_rwlock(name))
+    } else if args.exclusive {
+        Lock::Write(client.fair_rwlock(name))
+    } else {
+        Lock::Mutex(client.fair_mutex(name))
+    };
     match args.lease {
-        Some(lease) => Lock::Mutex(client.fair_mutex(name).with_lease(lease)),
-        None => Lock::Mutex(client.fair_mutex(name)),
+        Some(lease) => lock.with_lease(lease),
+        None => lock,
     }
 }
 

@@ -1,4 +1,6 @@
-//! `fairlock unlock --force`: free the lock whoever holds it.
+//! `fairlock unlock --force`: free the lock (the mutex, or with
+//! `--semaphore` or `--rwlock` that kind of lock of the name) whoever holds
+//! it.
 
 use std::fmt::Write as _;
 
@@ -10,9 +12,11 @@ use crate::{exit, Connection, Failure};
 
 /// Free NAME whoever holds it (with --force), and say who held it.
 ///
-/// The next waiter in line gets the lock at once. The old holder's
-/// command keeps running until its fairlock notices the loss and
-/// reports it (exit 70, or killed with --kill-on-loss).
+/// The mutex NAME, or with --semaphore or --rwlock every permit or every
+/// read and write hold of that lock of the name. The next waiters in line
+/// get it at once. The old holders' commands keep running until their
+/// fairlock notices the loss and reports it (exit 70, or killed with
+/// --kill-on-loss).
 #[derive(Debug, Args)]
 pub struct UnlockArgs {
     /// Name of the lock.
@@ -22,6 +26,16 @@ pub struct UnlockArgs {
     /// Required: unlocking frees the lock whoever holds it.
     #[arg(long)]
     pub force: bool,
+
+    /// Free the semaphore NAME's permits (every holder's) instead of the
+    /// mutex NAME.
+    #[arg(long, conflicts_with = "rwlock")]
+    pub semaphore: bool,
+
+    /// Free the reader-writer lock NAME (every read and write hold)
+    /// instead of the mutex NAME.
+    #[arg(long)]
+    pub rwlock: bool,
 }
 
 /// Frees the lock whoever holds it (only with `--force`) and says who held
@@ -37,8 +51,11 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
         ));
     }
     let client = connection.connect()?;
-    let mutex = client.fair_mutex(name);
     let failed = |err| Failure::redis(err, format!("cannot unlock {name:?}"));
+    if args.semaphore || args.rwlock {
+        return unlock_counted(&client, name, args.semaphore).map_err(failed);
+    }
+    let mutex = client.fair_mutex(name);
     // Read just before, for the token and lease; who held it at the moment
     // it was freed comes from the freeing script itself.
     let before = mutex.status(0).map_err(failed)?;
@@ -65,3 +82,46 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
     println!("{text}");
     Ok(0)
 }
+
+/// Frees every hold of the semaphore (`semaphore`) or the reader-writer
+/// lock NAME and says whose they were, as read just before.
+fn unlock_counted(client: &fairlock::Client, name: &str, semaphore: bool) -> fairlock::Result<i32> {
+    // Any number of permits names the semaphore: forcing needs none.
+    let (kind, before, freed) = if semaphore {
+        let sem = client.fair_semaphore(name, 1);
+        let holders = sem.status(LISTED)?.holders;
+        let before: Vec<_> = holders
+            .into_iter()
+            .map(|h| (h.who, h.fencing_token))
+            .collect();
+        ("semaphore", before, sem.force_unlock()?)
+    } else {
+        let rwlock = client.fair_rwlock(name);
+        let holders = rwlock.status(LISTED)?.holders;
+        let before: Vec<_> = holders
+            .into_iter()
+            .map(|h| (h.who, h.fencing_token))
+            .collect();
+        ("rwlock", before, rwlock.force_unlock()?)
+    };
+    if !freed {
+        println!("fairlock: the {kind} {name:?} was not held; nothing to do");
+        return Ok(0);
+    }
+    let holders: Vec<String> = before
+        .iter()
+        .map(|(who_held, token)| format!("{} (token {token})", who(who_held)))
+        .collect();
+    println!(
+        "fairlock: unlocked the {kind} {name:?}; it was held by {}",
+        if holders.is_empty() {
+            "a holder that came after the last read".to_owned()
+        } else {
+            holders.join(", ")
+        }
+    );
+    Ok(0)
+}
+
+/// Most holders named.
+const LISTED: usize = 100;

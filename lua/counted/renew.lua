@@ -1,8 +1,8 @@
--- rw_renew.lua: extend a read or write hold's lease (watchdog), only if
--- that call still holds a live hold with that token.
+-- counted/renew.lua: extend a held lease of a counted lock (watchdog),
+-- only if that call still holds a live hold with that token.
 --
--- KEYS: holders, queue, deadlines, tokens, meta, writers (see lib.lua; the
---       queue keys are not used)
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; the queue
+--       keys are not used)
 -- ARGV[1] wake channel prefix (unused; kept for the common layout)
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
@@ -13,16 +13,16 @@
 --         handoff that made this hold (sync_replicas with a fixed lease)
 -- Returns 1 when renewed, 0 when this call holds no live hold with that
 --         token (lease lost: run out, or given back).
--- Cost: O(log N) in holders: TIME, two HGETs, ZSCORE, one or two ZADDs and
--- up to four PTTLs and PEXPIREs (keys are only ever pushed further out).
+-- Cost: O(log N) in holders: TIME, HGET, ZSCORE, HGET, ZADD and up to
+-- three PTTLs and PEXPIREs (keys are only ever pushed further out).
 
 local owner, token, call, lease = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if lease ~= '0' then
   lease = ms_arg(lease, 'lease')
 end
-holder_arg(owner, call)
+holder_arg(owner, call, 0)
 local _, now_ms = server_time()
-local member, rw = rw_hold_by_token(token, owner, call, now_ms)
+local member = hold_by_token(token, owner, call, now_ms)
 if not member then
   return 0
 end
@@ -31,10 +31,6 @@ if lease == '0' then
   return 1
 end
 redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
-if rw == 'w' then
-  redis.call('ZADD', WRITERS, 'XX', now_ms + lease, member)
-  outlive(WRITERS, lease + 1)
-end
 outlive(HOLDERS, lease + 1)
 outlive(TOKENS, lease + 1)
 outlive(META, lease + 1 + FENCE_LIFE)

@@ -1,47 +1,47 @@
--- rw_heartbeat.lua: keep one client's queued waiters on one reader-writer
+-- counted/heartbeat.lua: keep one client's queued waiters on one counted
 -- lock alive (watchdog).
 --
--- KEYS: holders, queue, deadlines, tokens, meta, writers (see lib.lua)
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] waiter timeout ms: new liveness deadline is server now + this
 -- ARGV[4], ARGV[5], ... : one queue entry per waiting call, as
---         rw_acquire.lua queued it:
---         "<owner> <wait id> <lease ms> <fixed 0|1> <r|w>"
--- Also admits the live waiters at the head of the queue the lock can take
--- (expired holds dropped first), as rw_release does: a writer alone when
--- nobody holds, a run of readers while no writer holds; each hears "G", the
--- new head "H". So no waiter depends on a message to learn that a hold
--- whose holder died ran out.
+--         counted/acquire.lua queued it:
+--         "<owner> <wait id> <lease ms> <fixed 0|1> <units>"
+-- Also admits the live waiters at the head of the queue that fit (expired
+-- holds dropped first), as a release does, so no waiter depends on a
+-- message to learn that units came free.
 -- Returns {ms until the first live lease runs out (0: none live), last
 --          token issued, status1, value1, status2, value2, ...} per entry:
 --   0, position  still queued (deadline renewed)
 --   1, token     a hold was given to this wait (the hold is
---                "<owner> <wait id> <r|w>"); a watchdog-renewed lease is
+--                "<owner> <wait id> <units>"); a watchdog-renewed lease is
 --                kept at its lease, a fixed one is left alone
 --  -1, 0         not queued and not holding (evicted, never queued, or
 --                its hold already given back or run out)
 -- A hold of the same owner made by another call is never extended here.
 -- Every key keeps a TTL past what it holds, the meta's past all of them.
+-- A heartbeat needs no capacity: it takes it from the meta (when the meta
+-- is gone, nobody is admitted and no lease is extended).
 -- Cost: O(k log N) for k waiters of this client (amortised over dropped
 -- dead waiters and expired holds).
 
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
-  rw_entry_arg(ARGV[i])
+  counted_entry_arg(ARGV[i])
 end
 local now_us, now_ms = server_time()
 prune(now_ms)
-local last, mark = read_rw_meta()
+local capacity, used, last, mark = read_meta()
 local handed
-last, handed = pass_rw_lock(now_us, now_ms, last)
+last, used, handed = pass_on(now_us, now_ms, capacity, used, last)
 local written = #handed > 0
 
 local out = { 0, tonumber(last) }
 local queued = false
 for i = 4, #ARGV do
   local entry = ARGV[i]
-  local owner, wait_id, lease, fixed, rw = parse_rw_entry(entry)
+  local owner, wait_id, lease, fixed, units = parse_counted_entry(entry)
   local position = redis.call('ZRANK', QUEUE, entry)
   if position then
     redis.call('ZADD', DEADLINES, 'XX', now_ms + waiter_timeout, entry)
@@ -49,11 +49,13 @@ for i = 4, #ARGV do
     out[#out + 1] = 0
     out[#out + 1] = position
   else
-    local member = owner .. ' ' .. wait_id .. ' ' .. rw
+    local member = owner .. ' ' .. wait_id .. ' ' .. fmt(units)
     local held, left = hold_of(member, now_ms)
     if held then
-      local _, extended = extend_rw_hold(member, rw, lease, fixed, left, now_ms)
-      written = written or extended
+      if capacity then
+        local _, extended = extend_hold(member, lease, fixed, left, now_ms)
+        written = written or extended
+      end
       out[#out + 1] = 1
       out[#out + 1] = tonumber(held)
     else
@@ -65,8 +67,8 @@ end
 if queued then
   keep_queue_for(waiter_timeout)
 end
-if written or queued then
-  keep_rwlock(now_ms, last, mark)
+if capacity and (written or queued) then
+  keep_counted(now_ms, capacity, used, last, mark)
 end
 out[1] = first_lease_left(now_ms)
 return out

@@ -1,4 +1,4 @@
--- status.lua: read the whole picture of one lock for operators (changes nothing).
+-- mutex/status.lua: read the whole picture of one lock for operators (changes nothing).
 --
 -- KEYS: lock, queue, deadlines (see lib.lua)
 -- ARGV[1] wake channel prefix (unused)

@@ -1,4 +1,4 @@
--- heartbeat.lua: keep one client's queued waiters on one lock alive (watchdog).
+-- mutex/heartbeat.lua: keep one client's queued waiters on one lock alive (watchdog).
 --
 -- KEYS: lock, queue, deadlines (see lib.lua)
 -- ARGV[1] wake channel prefix

@@ -1,4 +1,4 @@
--- cancel.lua: leave the queue (a timed-out try_lock_for), leaving nothing behind.
+-- mutex/cancel.lua: leave the queue (a timed-out try_lock_for), leaving nothing behind.
 --
 -- KEYS: lock, queue, deadlines (see lib.lua)
 -- ARGV[1] wake channel prefix

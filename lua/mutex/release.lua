@@ -1,4 +1,4 @@
--- release.lua: give back one hold; at zero, hand the lock to the next live waiter.
+-- mutex/release.lua: give back one hold; at zero, hand the lock to the next live waiter.
 --
 -- KEYS: lock, queue, deadlines (see lib.lua)
 -- ARGV[1] wake channel prefix

@@ -1,4 +1,4 @@
--- acquire.lua: take the lock, re-enter it, or join (and stay in) its queue.
+-- mutex/acquire.lua: take the lock, re-enter it, or join (and stay in) its queue.
 --
 -- KEYS: lock, queue, deadlines (see lib.lua)
 -- ARGV[1] wake channel prefix

@@ -1,4 +1,4 @@
--- abandon.lua: undo one call whose outcome its client never learned (a
+-- mutex/abandon.lua: undo one call whose outcome its client never learned (a
 -- timeout, a connection lost mid-call, a reply that could not be used),
 -- or a release that could not be sent: whatever that call holds or queued
 -- is given back. Idempotent: the client sends it until Redis answers.

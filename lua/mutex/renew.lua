@@ -1,19 +1,22 @@
--- renew.lua: extend a held lease (watchdog), only if the hold is still ours.
+-- mutex/renew.lua: extend a held lease (watchdog), only if the hold is still ours.
 --
 -- KEYS[1] lock (only this key)
 -- ARGV[1] wake channel prefix (unused; kept for the common layout)
 -- ARGV[2] fence life ms (unused; kept for the common layout)
 -- ARGV[3] owner id
 -- ARGV[4] fencing token of the hold
--- ARGV[5] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
+-- ARGV[5] call id of the acquisition that made the hold (unused: a
+--         mutex's hold is named by its owner and token; kept for the
+--         common layout of every renew)
+-- ARGV[6] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
 -- Returns 1 when renewed, 0 when the lock is no longer this hold's (lease
 --         lost: taken by another, or run out).
 -- Cost: O(1): GET, PTTL and one write.
 
-if ARGV[5] ~= '0' then
-  ms_arg(ARGV[5], 'lease')
+if ARGV[6] ~= '0' then
+  ms_arg(ARGV[6], 'lease')
 end
 local stored = redis.call('GET', LOCK)
 local held_by = ARGV[4] .. ' ' .. ARGV[3] .. ' '
@@ -26,9 +29,9 @@ local pttl = redis.call('PTTL', LOCK)
 if not fence or (pttl ~= -1 and pttl <= fence) then
   return 0
 end
-if ARGV[5] == '0' then
+if ARGV[6] == '0' then
   redis.call('SET', LOCK, stored, 'KEEPTTL')
 else
-  redis.call('PEXPIRE', LOCK, ARGV[5] + fence)
+  redis.call('PEXPIRE', LOCK, ARGV[6] + fence)
 end
 return 1

@@ -1,5 +1,5 @@
--- sem_status.lua: read the whole picture of one semaphore for operators
--- (changes nothing).
+-- counted/status.lua: read the whole picture of one counted lock for
+-- operators (changes nothing).
 --
 -- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
 -- ARGV[1] wake channel prefix (unused)
@@ -7,26 +7,30 @@
 -- ARGV[3] most waiters to list, from the head of the queue
 -- ARGV[4] most holders to list, by lease end (any larger number than
 --         there are lists them all; each bound from 0 to 1000000000)
--- Returns {permits N (0 when the meta is gone: not in use for a fence
---          life), live holders, available permits (N - live holders, at
---          least 0), live waiters queued, last fencing token issued or 0,
---          holders listed h,
---          holder1 owner id, call id 1, token 1, ms of lease left 1, ...
---          (h of them),
---          waiter1 owner id, ms of liveness left 1, waiter2, ...}
+-- Returns {capacity (0 when the meta is gone: not in use for a fence
+--          life), units the live holds take, live holds, live waiters
+--          queued, last fencing token issued or 0, holders listed h,
+--          holder1 owner id, call id 1, units 1, token 1, ms of lease
+--          left 1, ... (h of them),
+--          waiter1 owner id, units 1 (0 for a member fairlock did not
+--          write), ms of liveness left 1, waiter2, ...}
 -- listing at most ARGV[3] queued waiters in order; a negative "ms left"
--- marks a dead entry that has not been dropped yet.
--- Cost: O(log N + listed).
+-- marks a dead entry that has not been dropped yet. Expired holds not
+-- dropped yet are neither counted nor listed.
+-- Cost: O(log N + listed + expired holds not dropped yet).
 
 local _, now_ms = server_time()
-local permits, last = read_meta()
-local live = redis.call('ZCOUNT', HOLDERS, fmt(now_ms), '+inf')
+local capacity, used, last = read_meta()
 local waiter_limit = math.min(tonumber(ARGV[3]) or 0, 1000000000)
 local holder_limit = math.min(tonumber(ARGV[4]) or 0, 1000000000)
+for _, member in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', '(' .. fmt(now_ms))) do
+  local _, _, units = parse_holder(member)
+  used = used - (units or 0)
+end
 local out = {
-  permits or 0,
-  live,
-  math.max(0, (permits or 0) - live),
+  capacity or 0,
+  math.max(0, used),
+  redis.call('ZCOUNT', HOLDERS, fmt(now_ms), '+inf'),
   redis.call('ZCOUNT', DEADLINES, fmt(now_ms), '+inf'),
   tonumber(last),
   0,
@@ -35,9 +39,10 @@ if holder_limit > 0 then
   local holders = redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf', 'WITHSCORES',
     'LIMIT', 0, fmt(holder_limit))
   for i = 1, #holders, 2 do
-    local owner, call = string.match(holders[i], '^(%S+) (%d+)$')
+    local owner, call, units = parse_holder(holders[i])
     out[#out + 1] = owner or holders[i]
     out[#out + 1] = tonumber(call) or 0
+    out[#out + 1] = units or 0
     out[#out + 1] = tonumber(redis.call('HGET', TOKENS, holders[i]) or '0') or 0
     out[#out + 1] = tonumber(holders[i + 1]) - now_ms
   end
@@ -46,7 +51,9 @@ end
 if waiter_limit > 0 then
   for _, entry in ipairs(redis.call('ZRANGE', QUEUE, 0, fmt(waiter_limit - 1))) do
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, entry) or '0') or 0
-    out[#out + 1] = parse_entry(entry) or entry
+    local owner, _, _, _, units = parse_counted_entry(entry)
+    out[#out + 1] = owner or entry
+    out[#out + 1] = units or 0
     out[#out + 1] = deadline - now_ms
   end
 end

@@ -1,4 +1,4 @@
--- force_release.lua: free the lock whoever holds it and hand it to the next waiter.
+-- mutex/force_release.lua: free the lock whoever holds it and hand it to the next waiter.
 --
 -- KEYS: lock, queue, deadlines (see lib.lua)
 -- ARGV[1] wake channel prefix

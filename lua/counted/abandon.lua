@@ -1,0 +1,54 @@
+-- counted/abandon.lua: undo one call on a counted lock whose outcome its
+-- client never learned (a timeout, a connection lost mid-call, a reply
+-- that could not be used), or a release that could not be sent: the hold
+-- that call made is given back (and the waiters it blocked admitted), or
+-- its queue entry removed. Idempotent: the client sends it until Redis
+-- answers.
+--
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- ARGV[1] wake channel prefix
+-- ARGV[2] fence life ms
+-- ARGV[3] the call's queue entry
+--         "<owner> <wait id> <lease ms> <fixed 0|1> <units>" (the wait id
+--         is the call id; its hold is "<owner> <wait id> <units>")
+-- Returns 1 when the call's hold was given back, 2 when its queue entry
+--         was removed, 0 when it left nothing to undo (or was undone
+--         already, or its lease ran out).
+-- A hold given back here is marked as a release marks it, so a release of
+-- the same call sent later answers as released.
+-- Cost: O(log N) in waiters and holders (amortised over dropped dead
+-- waiters and expired holds); with nobody waiting, or nothing to undo, it
+-- builds none of the queue's steps.
+
+local entry = ARGV[3]
+local owner, call, _, _, units = counted_entry_arg(entry)
+local member = owner .. ' ' .. call .. ' ' .. fmt(units)
+local now_us, now_ms = server_time()
+local capacity, used, last, mark = read_meta()
+local held = hold_of(member, now_ms)
+if held then
+  used = drop_hold(member, held, units, used)
+  mark = owner .. '#' .. call
+elseif not redis.call('ZSCORE', QUEUE, entry) then
+  return 0
+end
+-- The common give-back first: nobody waiting.
+if held and redis.call('EXISTS', QUEUE) == 0 then
+  if capacity then
+    keep_counted(now_ms, capacity, used, last, mark)
+  end
+  return 1
+end
+
+-- @helpers
+
+if held then
+  local _
+  last, used, _ = pass_on(now_us, now_ms, capacity, used, last)
+  if capacity then
+    keep_counted(now_ms, capacity, used, last, mark)
+  end
+  return 1
+end
+leave_counted_queue(entry, now_us, now_ms, capacity, used, last, mark)
+return 2

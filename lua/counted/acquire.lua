@@ -1,0 +1,142 @@
+-- counted/acquire.lua: take units of a counted lock (a semaphore's permits,
+-- a reader-writer lock's read or write), re-enter it, or join (and stay
+-- in) its queue. Strict FIFO: a call is admitted when its units fit beside
+-- the held ones and no live waiter is queued ahead of it; a head that does
+-- not fit is never passed by a smaller call behind it; when a head is
+-- admitted, the calls right behind it that fit enter in the same step.
+--
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- ARGV[1] wake channel prefix
+-- ARGV[2] fence life ms
+-- ARGV[3] owner id "<client id>:<thread number>"
+-- ARGV[4] lease ms: the hold's lease when this call gets it (1 .. MAX_MS)
+-- ARGV[5] fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it
+-- ARGV[6] waiter timeout ms: liveness deadline of a queued entry (1 .. MAX_MS)
+-- ARGV[7] mode: "try"   never queue (try_acquire, try_read, try_write);
+--               "first" first attempt of a waiting call: take or queue;
+--               "poll"  later attempt of a queued call
+-- ARGV[8] wait id: this call's id inside its client, echoed in wake
+--         messages; the hold is "<owner> <wait id> <units>", so a call
+--         delivered twice (a retry after a lost reply) or handed the hold
+--         while queued answers with its hold instead of taking a second one
+-- ARGV[9] token of a live guard this owner's client has of this lock (the
+--         one with the most units first), or "0". With a live hold of this
+--         owner behind it of at least this call's units, the call is
+--         granted at once (a reader-writer lock's read in read, read in
+--         write, write in write: even past queued waiters, or the thread
+--         would wait for itself); asking for more units than that hold has
+--         is refused with the error reply "ERR fairlock: read -> write
+--         upgrade refused: ...", nothing written. A token of no live hold
+--         of this owner is ignored. A semaphore sends "0".
+-- ARGV[10] capacity: the units there are (a semaphore's permits N; a
+--         reader-writer lock's RW_CAPACITY), 1 .. 4294967295; a call whose
+--         capacity is not the one the lock has (its meta key, kept a fence
+--         life past the last holder and waiter) gets the error reply
+--         "ERR fairlock: permits mismatch: ..." naming both, nothing written
+-- ARGV[11] units: what this call asks for, 1 .. capacity (a read 1, a
+--         write the capacity)
+-- Returns token (an integer) when this call took a hold with its lease
+--         (every hold, first or re-entered, gets its own token, max(last +
+--         1, server clock in µs)), {1, token, lease ms left} when this call
+--         holds one otherwise (handed over while queued, or a repeat), or
+--         {0, ms until the first live lease runs out (0: none live), queue
+--         position, last token issued} when it does not (position -1 for
+--         "try": not queued). A handoff message for this call carrying a
+--         token up to that last one is stale.
+-- Cost: O(log N) in waiters and holders (amortised over dropped dead
+-- waiters and expired holds); a hold taken with nobody waiting: GET, TIME,
+-- ZSCORE, ZRANGEBYSCORE, EXISTS, ZADD, HSET, ZRANGE, two PEXPIREs, PTTL
+-- and SET.
+
+local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
+local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
+local guard = ARGV[9]
+local capacity, units = units_arg(ARGV[10], 'capacity'), units_arg(ARGV[11], 'units')
+if fixed ~= '0' and fixed ~= '1' then
+  fail('ERR fairlock: fixed must be 0 or 1')
+end
+if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
+  fail('ERR fairlock: mode must be try, first or poll, got ' .. tostring(mode))
+end
+if not string.match(guard or '', '^%d+$') then
+  fail('ERR fairlock: the live guard token must be a number or 0, got ' .. tostring(guard))
+end
+if units > capacity then
+  fail('ERR fairlock: a call asks for ' .. fmt(units) .. ' units of ' .. fmt(capacity))
+end
+local member = holder_arg(owner, wait_id, units)
+local stored, used, last, mark = read_meta()
+check_capacity(capacity, stored)
+local now_us, now_ms = server_time()
+
+-- Re-entry, checked before anything is written.
+local reenter = false
+if guard ~= '0' then
+  local _, held_units = hold_by_token(guard, owner, nil, now_ms)
+  if held_units and held_units < units then
+    fail('ERR fairlock: read -> write upgrade refused: ' .. owner
+      .. ' holds this rwlock for reading (token ' .. guard
+      .. ') and asks to write; release the read first (waiting would deadlock)')
+  end
+  reenter = held_units ~= nil
+end
+
+local held, left = hold_of(member, now_ms)
+if held then
+  -- This very call holds: handed over while it waited, or delivered
+  -- twice. A poll keeps a short handed-over lease alive until its watchdog
+  -- renews it.
+  if mode == 'poll' then
+    local extended
+    left, extended = extend_hold(member, lease, fixed, left, now_ms)
+    if extended then
+      keep_counted(now_ms, capacity, used, last, mark)
+    end
+  end
+  return { 1, tonumber(held), left }
+end
+
+used = drop_expired(now_ms, used)
+-- The common case first: the units free, nobody waiting (or a re-entry).
+if reenter or (used + units <= capacity and redis.call('EXISTS', QUEUE) == 0) then
+  last = take_hold(member, lease, now_us, now_ms, last)
+  keep_counted(now_ms, capacity, used + units, last, mark)
+  return tonumber(last)
+end
+
+-- @helpers
+
+local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' ' .. fmt(units)
+local head = live_head(now_ms, parse_counted_entry)
+local handed = {}
+if head and head ~= entry then
+  -- The waiters ahead of this call go first, as far as they fit.
+  last, used, handed = admit_waiters(now_us, now_ms, capacity, used, last, entry)
+  head = live_head(now_ms, parse_counted_entry)
+end
+if (head == nil or head == entry) and used + units <= capacity then
+  if head then
+    forget(entry)
+  end
+  last = take_hold(member, lease, now_us, now_ms, last)
+  used = used + units
+  local token = last
+  -- The calls right behind this one that fit enter with it.
+  local behind
+  last, used, behind = admit_waiters(now_us, now_ms, capacity, used, last, nil)
+  if head and #behind == 0 then
+    tell_head(now_ms, first_lease_left(now_ms), parse_counted_entry)
+  end
+  keep_counted(now_ms, capacity, used, last, mark)
+  return tonumber(token)
+end
+
+if mode == 'try' then
+  if #handed > 0 then
+    keep_counted(now_ms, capacity, used, last, mark)
+  end
+  return { 0, first_lease_left(now_ms), -1, tonumber(last) }
+end
+local position = join_queue(entry, mode, now_ms, waiter_timeout)
+keep_counted(now_ms, capacity, used, last, mark)
+return { 0, first_lease_left(now_ms), position, tonumber(last) }

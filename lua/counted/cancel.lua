@@ -1,0 +1,40 @@
+-- counted/cancel.lua: leave a counted lock's queue (a timed-out or
+-- cancelled wait), leaving nothing behind.
+--
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- ARGV[1] wake channel prefix
+-- ARGV[2] fence life ms
+-- ARGV[3] the call's queue entry
+--         "<owner> <wait id> <lease ms> <fixed 0|1> <units>" (its lease is
+--         kept if a hold was given to it meanwhile)
+-- Returns {1, token, lease ms left} when a hold had already been given to
+--         this call (the caller keeps it; a watchdog-renewed lease is kept
+--         at its lease), or {0} when the caller left the queue (or was not
+--         in it); the waiters its leaving unblocks are then admitted (a
+--         large head gone lets the smaller calls behind it in), and a new
+--         head learns of it. A hold of another call of the same owner is
+--         not this call's: it is left as it is.
+-- Cost: O(log N) in waiters and holders (amortised over dropped dead
+-- waiters and expired holds).
+
+local entry = ARGV[3]
+local owner, wait_id, lease, fixed, units = counted_entry_arg(entry)
+local member = owner .. ' ' .. wait_id .. ' ' .. fmt(units)
+local now_us, now_ms = server_time()
+local capacity, used, last, mark = read_meta()
+local held, left = hold_of(member, now_ms)
+if held then
+  if capacity then
+    local extended
+    left, extended = extend_hold(member, lease, fixed, left, now_ms)
+    if extended then
+      keep_counted(now_ms, capacity, used, last, mark)
+    end
+  end
+  return { 1, tonumber(held), left }
+end
+
+-- @helpers
+
+leave_counted_queue(entry, now_us, now_ms, capacity, used, last, mark)
+return { 0 }

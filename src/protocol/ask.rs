@@ -1,0 +1,123 @@
+//! What one call asks of its lock: the kind of lock, and for a counted lock
+//! how many of its units. The one place that says what a semaphore's
+//! permits, a read and a write are to the counted engine.
+
+use crate::protocol::LockKind;
+
+/// How a reader-writer lock is held: shared (read) or exclusive (write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Shared with other readers.
+    Read,
+    /// Alone.
+    Write,
+}
+
+/// The units of a reader-writer lock: a read takes one, a write all of
+/// them, so a write waits for every read and excludes every other hold
+/// (tokio's RwLock on its batch semaphore does the same with `MAX_READS`).
+pub const RW_CAPACITY: u32 = u32::MAX;
+
+/// What one acquire call asks for. The protocol value of every step
+/// follows from it; the client machinery never looks inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ask {
+    /// A mutex's hold, re-entrant per thread.
+    Mutex,
+    /// `n` of a semaphore's `of` permits; each call is a hold of its own.
+    Permits {
+        /// The permits this call takes.
+        n: u32,
+        /// The semaphore's permits.
+        of: u32,
+    },
+    /// A reader-writer lock's read or write hold, re-entrant per thread
+    /// through its live guards.
+    RwLock(Access),
+}
+
+impl Ask {
+    /// The kind of lock asked of.
+    pub fn kind(self) -> LockKind {
+        match self {
+            Ask::Mutex => LockKind::Mutex,
+            Ask::Permits { .. } => LockKind::Semaphore,
+            Ask::RwLock(_) => LockKind::RwLock,
+        }
+    }
+
+    /// The units the lock has (the counted engine's capacity).
+    pub fn capacity(self) -> u32 {
+        match self {
+            Ask::Mutex => 1,
+            Ask::Permits { of, .. } => of,
+            Ask::RwLock(_) => RW_CAPACITY,
+        }
+    }
+
+    /// The units this call takes.
+    pub fn units(self) -> u32 {
+        match self {
+            Ask::Mutex | Ask::RwLock(Access::Read) => 1,
+            Ask::Permits { n, .. } => n,
+            Ask::RwLock(Access::Write) => RW_CAPACITY,
+        }
+    }
+
+    /// Whether a hold excludes every other (a mutex's, a write): a thread
+    /// re-enters through such a hold first.
+    pub fn exclusive(self) -> bool {
+        matches!(self, Ask::Mutex | Ask::RwLock(Access::Write))
+    }
+
+    /// Whether a thread holding the lock may take it again through its live
+    /// guard (a mutex, a reader-writer lock), rather than every call being
+    /// a hold of its own (a semaphore).
+    pub fn reentrant(self) -> bool {
+        !matches!(self, Ask::Permits { .. })
+    }
+
+    /// What a hold of this call is, for messages: "mutex \"name\"",
+    /// "semaphore \"name\" permit", "rwlock \"name\" read hold", ...
+    pub fn describe(self, name: &str) -> String {
+        match self {
+            Ask::Mutex => format!("mutex {name:?}"),
+            Ask::Permits { n: 1, .. } => format!("semaphore {name:?} permit"),
+            Ask::Permits { n, .. } => format!("semaphore {name:?} {n} permits"),
+            Ask::RwLock(Access::Read) => format!("rwlock {name:?} read hold"),
+            Ask::RwLock(Access::Write) => format!("rwlock {name:?} write hold"),
+        }
+    }
+
+    /// A reader-writer lock's access of a hold or waiter of `units`.
+    pub fn access_of(units: u64) -> Access {
+        if units >= u64::from(RW_CAPACITY) {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_takes_every_unit_a_read_one_and_permits_their_number() {
+        let write = Ask::RwLock(Access::Write);
+        let read = Ask::RwLock(Access::Read);
+        assert_eq!(
+            (write.units(), write.capacity()),
+            (RW_CAPACITY, RW_CAPACITY)
+        );
+        assert_eq!((read.units(), read.capacity()), (1, RW_CAPACITY));
+        let three = Ask::Permits { n: 3, of: 5 };
+        assert_eq!((three.units(), three.capacity()), (3, 5));
+        assert!(!three.reentrant() && read.reentrant() && Ask::Mutex.reentrant());
+        assert!(write.exclusive() && Ask::Mutex.exclusive() && !read.exclusive());
+        assert_eq!(Ask::access_of(u64::from(RW_CAPACITY)), Access::Write);
+        assert_eq!(Ask::access_of(1), Access::Read);
+        assert_eq!(three.describe("a"), "semaphore \"a\" 3 permits");
+    }
+}
