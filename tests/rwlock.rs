@@ -690,3 +690,62 @@ fn on_a_cluster_the_six_keys_share_a_slot_and_the_rwlock_works_on_every_master()
         assert_eq!(status.last_fencing_token, Some(read));
     }
 }
+
+#[test]
+fn a_fixed_lease_write_runs_out_unrenewed_and_the_readers_behind_get_in() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let rw = client.fair_rwlock("fixed");
+    assert_eq!(
+        rw.with_lease(Duration::from_millis(1))
+            .write()
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidConfig
+    );
+    let taken = Instant::now();
+    let write = rw.with_lease(Duration::from_millis(400)).write().unwrap();
+    let signal = write.lease_signal();
+    let (first, first_got) = spawn_taker(&server, "fixed", Want::Read, None);
+    let (second, second_got) = spawn_taker(&server, "fixed", Want::Read, None);
+    let (_, at) = first_got.recv_timeout(Duration::from_secs(5)).unwrap();
+    second_got.recv_timeout(Duration::from_secs(5)).unwrap();
+    let after = at.duration_since(taken);
+    eprintln!("a fixed 400 ms write let the readers in {after:?} after it was taken");
+    assert!(after >= Duration::from_millis(380), "renewed or freed early: {after:?}");
+    assert_eq!(signal.wait(), LeaseEnd::Lost);
+    assert!(write.unlock().unwrap_err().is_lease_lost());
+    join_within(first, Duration::from_secs(5), "first reader");
+    join_within(second, Duration::from_secs(5), "second reader");
+}
+
+#[test]
+fn force_unlock_frees_every_read_and_write_and_admits_the_head() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let rw = client.fair_rwlock("forced");
+    assert!(!rw.is_locked().unwrap());
+    assert!(!rw.force_unlock().unwrap(), "nothing to free");
+    // A reader of another client and one of ours hold it; a writer waits.
+    let (release_other, release) = mpsc::channel();
+    let (other, other_got) = spawn_taker(&server, "forced", Want::Read, Some(release));
+    other_got.recv_timeout(Duration::from_secs(5)).unwrap();
+    let read = rw.read().unwrap();
+    let signal = read.lease_signal();
+    assert!(rw.is_locked().unwrap());
+    let (writer, got) = spawn_taker(&server, "forced", Want::Write, None);
+    await_queue_len(&rw, 1);
+    assert!(rw.force_unlock().unwrap());
+    let (token, _) = got.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(token > read.fencing_token());
+    assert!(wait_until(Duration::from_secs(5), || signal.ended()
+        == Some(LeaseEnd::Lost)));
+    assert!(read.unlock().unwrap_err().is_lease_lost());
+    join_within(writer, Duration::from_secs(5), "writer");
+    assert!(!rw.is_locked().unwrap());
+    // The other client's reader lost its hold too: its unlock says so
+    // (the taker's `expect` on it panics).
+    release_other.send(()).unwrap();
+    let panicked = other.join().is_err();
+    assert!(panicked, "the other reader's unlock reported its lost hold");
+}

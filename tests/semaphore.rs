@@ -544,3 +544,174 @@ fn every_key_has_a_ttl_once_all_are_released() {
     );
     assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
 }
+
+#[test]
+fn a_large_request_at_the_head_is_never_passed_and_those_behind_that_fit_enter_with_it() {
+    let server = RedisServer::start();
+    let (holder, big, small) = (server.client(), server.client(), server.client());
+    let sem = holder.fair_semaphore("weighted", 4);
+    let three = sem.acquire_many(3).unwrap();
+    assert_eq!(three.num_permits(), 3);
+    assert_eq!(sem.available().unwrap(), 1);
+    // Two permits do not fit: the call queues at the head.
+    let big_sem = big.fair_semaphore("weighted", 4);
+    let (big_tx, big_got) = mpsc::channel();
+    let big_thread = thread::spawn(move || {
+        let permit = big_sem.acquire_many(2).unwrap();
+        big_tx.send(permit.fencing_token()).unwrap();
+        permit
+    });
+    await_queue_len(&sem, 1);
+    // One permit would fit beside the three held, but not ahead of the head.
+    let small_sem = small.fair_semaphore("weighted", 4);
+    assert!(small_sem.try_acquire().unwrap().is_none(), "try passed the head");
+    assert!(small_sem
+        .try_acquire_many_for(1, Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    let (small_tx, small_got) = mpsc::channel();
+    let small_thread = thread::spawn(move || {
+        let permit = small_sem.acquire_many(1).unwrap();
+        small_tx.send(permit.fencing_token()).unwrap();
+        permit
+    });
+    await_queue_len(&sem, 2);
+    assert!(big_got.try_recv().is_err() && small_got.try_recv().is_err());
+    // One release admits the head and the call behind it (2 + 1 <= 4).
+    three.release().unwrap();
+    let big_token = big_got.recv_timeout(Duration::from_secs(5)).unwrap();
+    let small_token = small_got.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(big_token < small_token, "{big_token} then {small_token}");
+    let (big_permit, small_permit) = (
+        join_within(big_thread, Duration::from_secs(5), "big"),
+        join_within(small_thread, Duration::from_secs(5), "small"),
+    );
+    assert_eq!((big_permit.num_permits(), small_permit.num_permits()), (2, 1));
+    let status = sem.status(10).unwrap();
+    assert_eq!((status.holder_count, status.available, status.queue_len), (2, 1, 0));
+    let mut held: Vec<u32> = status.holders.iter().map(|h| h.permits).collect();
+    held.sort_unstable();
+    assert_eq!(held, [1, 2]);
+}
+
+#[test]
+fn weighted_calls_never_hold_more_than_n_and_large_ones_are_not_starved() {
+    const N: u32 = 5;
+    let server = RedisServer::start();
+    let inside = Arc::new(AtomicU64::new(0));
+    let most = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..8u32)
+        .map(|w| {
+            let client = server.client();
+            let (inside, most) = (Arc::clone(&inside), Arc::clone(&most));
+            thread::spawn(move || {
+                let sem = client.fair_semaphore("weights", N);
+                let mut longest = Duration::ZERO;
+                for i in 0..25u32 {
+                    // Worker 0 always asks for all five: it must get them
+                    // among the others' small calls.
+                    let n = if w == 0 { N } else { 1 + (w + i) % 3 };
+                    let asked = Instant::now();
+                    let permit = sem.acquire_many(n).unwrap();
+                    longest = longest.max(asked.elapsed());
+                    let now = inside.fetch_add(u64::from(n), Ordering::SeqCst) + u64::from(n);
+                    most.fetch_max(now, Ordering::SeqCst);
+                    thread::sleep(Duration::from_millis(2));
+                    inside.fetch_sub(u64::from(n), Ordering::SeqCst);
+                    permit.release().unwrap();
+                }
+                longest
+            })
+        })
+        .collect();
+    let waits: Vec<Duration> = workers
+        .into_iter()
+        .map(|w| join_within(w, Duration::from_secs(120), "worker"))
+        .collect();
+    let most = most.load(Ordering::SeqCst);
+    eprintln!(
+        "weighted: 8 workers x 25 calls in {:?}, most units inside {most} of {N}, longest wait of the 5-permit worker {:?}",
+        started.elapsed(),
+        waits[0]
+    );
+    assert!(most <= u64::from(N), "{most} units inside, more than {N}");
+    assert!(most >= 3, "calls never overlapped: {most}");
+    assert!(waits[0] < Duration::from_secs(10), "{:?}", waits[0]);
+}
+
+#[test]
+fn asking_for_no_permit_or_more_than_there_are_is_an_error_before_any_io() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let sem = client.fair_semaphore("bounds", 3);
+    for n in [0, 4, u32::MAX] {
+        let err = sem.acquire_many(n).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{n}: {err}");
+        assert!(err.to_string().contains("asked for"), "{err}");
+        let err = sem.try_acquire_many(n).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        let err = sem
+            .try_acquire_many_for(n, Duration::from_millis(10))
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    }
+    let keys: Vec<String> = server.conn().keys("fairlock:*").unwrap();
+    assert!(keys.is_empty(), "nothing written: {keys:?}");
+    assert_eq!(sem.acquire_many(3).unwrap().num_permits(), 3);
+}
+
+#[test]
+fn a_fixed_lease_permit_runs_out_unrenewed_and_the_next_waiter_gets_it() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let sem = client.fair_semaphore("fixed", 1);
+    let fixed = sem.with_lease(Duration::from_millis(400));
+    assert_eq!(
+        sem.with_lease(Duration::from_millis(1))
+            .acquire()
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidConfig
+    );
+    let taken = Instant::now();
+    let permit = fixed.acquire().unwrap();
+    let signal = permit.lease_signal();
+    let (waiter, got) = spawn_acquirer(server.client().fair_semaphore("fixed", 1), None);
+    let token = got.recv_timeout(Duration::from_secs(5)).unwrap();
+    let after = taken.elapsed();
+    eprintln!("a fixed 400 ms permit went to the next waiter {after:?} after it was taken");
+    assert!(after >= Duration::from_millis(380), "renewed or freed early: {after:?}");
+    assert!(token > permit.fencing_token());
+    assert_eq!(signal.wait(), fairlock::LeaseEnd::Lost);
+    assert!(permit.release().unwrap_err().is_lease_lost());
+    join_within(waiter, Duration::from_secs(5), "waiter");
+}
+
+#[test]
+fn force_unlock_frees_every_permit_and_admits_the_waiters_that_fit() {
+    let server = RedisServer::start();
+    let (stuck, waiting) = (server.client(), server.client());
+    let sem = stuck.fair_semaphore("forced", 3);
+    assert!(!sem.is_locked().unwrap());
+    assert!(!sem.force_unlock().unwrap(), "nothing to free");
+    let (a, b) = (sem.acquire_many(2).unwrap(), sem.acquire().unwrap());
+    assert!(sem.is_locked().unwrap());
+    let signals = [a.lease_signal(), b.lease_signal()];
+    let (waiter, got) = spawn_acquirer(waiting.fair_semaphore("forced", 3), None);
+    await_queue_len(&sem, 1);
+    assert!(sem.force_unlock().unwrap());
+    // The waiter got its permit in the same step (its release follows).
+    got.recv_timeout(Duration::from_secs(5)).unwrap();
+    for signal in signals {
+        assert!(
+            wait_until(Duration::from_secs(5), || signal.ended()
+                == Some(fairlock::LeaseEnd::Lost)),
+            "the old holders learn they lost"
+        );
+    }
+    assert!(a.release().unwrap_err().is_lease_lost());
+    assert!(b.release().unwrap_err().is_lease_lost());
+    join_within(waiter, Duration::from_secs(5), "waiter");
+    assert!(!sem.is_locked().unwrap());
+}
