@@ -20,6 +20,10 @@
 -- waiters and expired holds); with nobody waiting, or nothing to undo, it
 -- builds none of the queue's steps.
 
+-- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
+-- @helpers server_time, units_arg, parse_holder, parse_counted_entry,
+-- @helpers counted_entry_arg, count_used, read_meta, hold_of, drop_hold,
+-- @helpers keep_counted
 local entry = ARGV[3]
 local owner, call, _, _, units = counted_entry_arg(entry)
 local member = owner .. ' ' .. call .. ' ' .. fmt(units)
@@ -40,7 +44,9 @@ if held and redis.call('EXISTS', QUEUE) == 0 then
   return 1
 end
 
--- @helpers
+-- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, prune, live_head,
+-- @helpers wake, tell_head, drop_expired, take_hold, first_lease_left,
+-- @helpers admit_waiters, pass_on, leave_counted_queue
 
 if held then
   local _

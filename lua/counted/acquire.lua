@@ -48,6 +48,10 @@
 -- ZSCORE, ZRANGEBYSCORE, EXISTS, ZADD, HSET, ZRANGE, two PEXPIREs, PTTL
 -- and SET.
 
+-- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
+-- @helpers server_time, units_arg, holder_arg, parse_holder, count_used,
+-- @helpers read_meta, check_capacity, hold_of, hold_by_token, drop_expired,
+-- @helpers take_hold, keep_counted, extend_hold
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
 local guard = ARGV[9]
@@ -104,7 +108,9 @@ if reenter or (used + units <= capacity and redis.call('EXISTS', QUEUE) == 0) th
   return tonumber(last)
 end
 
--- @helpers
+-- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, prune, live_head,
+-- @helpers wake, tell_head, keep_queue_for, join_queue, parse_counted_entry,
+-- @helpers first_lease_left, admit_waiters
 
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' ' .. fmt(units)
 local head = live_head(now_ms, parse_counted_entry)

@@ -17,6 +17,10 @@
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
 -- waiters and expired holds).
 
+-- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
+-- @helpers server_time, units_arg, parse_holder, parse_counted_entry,
+-- @helpers counted_entry_arg, count_used, read_meta, hold_of, keep_counted,
+-- @helpers extend_hold
 local entry = ARGV[3]
 local owner, wait_id, lease, fixed, units = counted_entry_arg(entry)
 local member = owner .. ' ' .. wait_id .. ' ' .. fmt(units)
@@ -34,7 +38,9 @@ if held then
   return { 1, tonumber(held), left }
 end
 
--- @helpers
+-- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, prune, live_head,
+-- @helpers wake, tell_head, drop_expired, take_hold, first_lease_left,
+-- @helpers admit_waiters, pass_on, leave_counted_queue
 
 leave_counted_queue(entry, now_us, now_ms, capacity, used, last, mark)
 return { 0 }

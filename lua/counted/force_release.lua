@@ -11,6 +11,11 @@
 --         holder learns it lost its lease at its next renewal.
 -- Cost: O(H log N) for H holds, plus the admissions' O(log N) each.
 
+-- @helpers QUEUE, DEADLINES, HOLDERS, TOKENS, META, WAKE_PREFIX, fmt, fail,
+-- @helpers ms_arg, FENCE_LIFE, server_time, parse_entry, forget, live_head,
+-- @helpers wake, tell_head, parse_holder, parse_counted_entry, count_used,
+-- @helpers read_meta, drop_hold, drop_expired, take_hold, first_lease_left,
+-- @helpers admit_waiters, keep_counted
 local this_call = 'F' .. ARGV[3]
 local now_us, now_ms = server_time()
 local capacity, used, last, mark = read_meta()

@@ -22,6 +22,9 @@
 -- HGET, GET, ZREM, HDEL, EXISTS, ZRANGE, PTTL, SET (and two PEXPIREs while
 -- others hold).
 
+-- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
+-- @helpers server_time, holder_arg, parse_holder, count_used, read_meta,
+-- @helpers hold_of, hold_by_token, drop_hold, keep_counted
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 holder_arg(owner, call, 0)
 local now_us, now_ms = server_time()
@@ -46,7 +49,9 @@ if redis.call('EXISTS', QUEUE) == 0 then
   return 0
 end
 
--- @helpers
+-- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, live_head, wake,
+-- @helpers tell_head, parse_counted_entry, drop_expired, take_hold,
+-- @helpers first_lease_left, admit_waiters, pass_on
 
 local handed
 last, used, handed = pass_on(now_us, now_ms, capacity, used, last)

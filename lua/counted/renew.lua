@@ -16,6 +16,8 @@
 -- Cost: O(log N) in holders: TIME, HGET, ZSCORE, HGET, ZADD and up to
 -- three PTTLs and PEXPIREs (keys are only ever pushed further out).
 
+-- @helpers HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE, server_time,
+-- @helpers holder_arg, parse_holder, hold_of, hold_by_token, outlive
 local owner, token, call, lease = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if lease ~= '0' then
   lease = ms_arg(lease, 'lease')

@@ -19,6 +19,8 @@
 -- dropped yet are neither counted nor listed.
 -- Cost: O(log N + listed + expired holds not dropped yet).
 
+-- @helpers QUEUE, DEADLINES, HOLDERS, TOKENS, META, fmt, fail, server_time,
+-- @helpers parse_holder, parse_counted_entry, count_used, read_meta
 local _, now_ms = server_time()
 local capacity, used, last = read_meta()
 local waiter_limit = math.min(tonumber(ARGV[3]) or 0, 1000000000)

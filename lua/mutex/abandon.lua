@@ -12,6 +12,10 @@
 --         its queue entry was removed, 0 when it left nothing to undo.
 -- Cost: O(log N).
 
+-- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, fmt, fail, ms_arg,
+-- @helpers FENCE_LIFE, read_lock, write_free, write_hold, server_time, take,
+-- @helpers parse_entry, entry_arg, forget, prune, live_head, wake, tell_head,
+-- @helpers hand_over, free_lock, give_back, leave_queue
 local entry = ARGV[3]
 local owner, call = entry_arg(entry)
 local token, holder, calls, mark, fence, left = read_lock()

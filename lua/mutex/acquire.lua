@@ -28,6 +28,8 @@
 -- Cost: O(log N) in the number of waiters N (amortised over dropped dead
 -- waiters); a free lock nobody waits for: GET, EXISTS, TIME and one SET.
 
+-- @helpers LOCK, QUEUE, fmt, fail, ms_arg, FENCE_LIFE, read_lock, write_hold,
+-- @helpers server_time, take
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
 if fixed ~= '0' and fixed ~= '1' then
@@ -39,7 +41,7 @@ if not holder and redis.call('EXISTS', QUEUE) == 0 then
   return take(owner, lease, server_time(), wait_id, token, mark)
 end
 
--- @helpers
+-- @helpers DEADLINES, forget, prune, keep_queue_for, join_queue
 
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed
 -- Next most common: someone else holds it; queue (or poll) behind them.
@@ -52,7 +54,8 @@ if holder and holder ~= owner then
   return { 0, left, position, tonumber(token) }
 end
 
--- @helpers
+-- @helpers WAKE_PREFIX, write_free, counts_call, parse_entry, live_head,
+-- @helpers wake, tell_head, hand_over, free_lock, extend_lease
 
 if holder == owner then
   if counts_call(calls, wait_id) then

@@ -9,6 +9,10 @@
 -- Returns the owner id that held the lock, or false (nil) when it was free.
 -- Cost: O(log N).
 
+-- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, fmt, fail, ms_arg,
+-- @helpers FENCE_LIFE, read_lock, write_free, write_hold, server_time, take,
+-- @helpers split_mark, parse_entry, forget, live_head, wake, tell_head,
+-- @helpers hand_over, free_lock
 local this_call = 'F' .. ARGV[3]
 local token, holder, _, mark = read_lock()
 local seen, detail = split_mark(mark)

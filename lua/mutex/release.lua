@@ -17,6 +17,7 @@
 --         nothing is changed.
 -- Cost: O(log N); with nobody waiting GET, EXISTS and one SET.
 
+-- @helpers LOCK, QUEUE, fail, ms_arg, FENCE_LIFE, read_lock, write_free
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 local held, holder, calls, mark, fence = read_lock()
 -- The common case first: the only hold of this call, nobody waiting.
@@ -25,7 +26,9 @@ if holder == owner and held == token and calls == call and redis.call('EXISTS', 
   return 0
 end
 
--- @helpers
+-- @helpers DEADLINES, WAKE_PREFIX, fmt, write_hold, server_time, take,
+-- @helpers split_mark, parse_entry, forget, live_head, wake, tell_head,
+-- @helpers hand_over, free_lock, give_back
 
 if holder ~= owner or held ~= token then
   if split_mark(mark) == owner .. '#' .. call then

@@ -15,6 +15,7 @@
 --         lost: taken by another, or run out).
 -- Cost: O(1): GET, PTTL and one write.
 
+-- @helpers LOCK, fail, ms_arg
 if ARGV[6] ~= '0' then
   ms_arg(ARGV[6], 'lease')
 end

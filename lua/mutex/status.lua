@@ -13,6 +13,8 @@
 -- marks a dead entry that has not been dropped yet.
 -- Cost: O(log N + listed).
 
+-- @helpers LOCK, QUEUE, DEADLINES, fmt, fail, read_lock, server_time,
+-- @helpers parse_entry
 local _, now_ms = server_time()
 local token, holder, calls, _, _, left = read_lock()
 local out = { '', 0, 0, -2 }
