@@ -12,6 +12,7 @@ use crate::protocol::LockKeys;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LeaseEnd {
     /// The lease is gone while a guard still stood for it: Redis said the
     /// lock was no longer this hold's (expired, force-unlocked), or no

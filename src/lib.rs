@@ -94,10 +94,7 @@ pub use protocol::keys::MAX_NAME_LEN;
 pub use protocol::Access;
 pub use rwlock::{FairRwLock, ReadGuard, WriteGuard};
 pub use semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};
-pub use status::{
-    Holder, LockStatus, Participant, PermitHolding, QueuedWaiter, RwHolding, RwLockStatus,
-    RwQueuedWaiter, SemaphoreStatus,
-};
+pub use status::{Holder, LockStatus, Participant, QueuedWaiter, RwLockStatus, SemaphoreStatus};
 pub use topology::redact_url;
 
 /// The protocol layer, for fairlock's own test support only: not an API,

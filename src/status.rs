@@ -1,9 +1,10 @@
 //! A snapshot of one lock, semaphore or reader-writer lock for operators:
-//! who holds it, who waits, in order.
+//! who holds it, who waits, in order. One holder type and one waiter type
+//! serve the three kinds.
 
 use std::time::Duration;
 
-use crate::protocol::{Access, Ask, StatusReply, WaiterReply};
+use crate::protocol::{Access, Ask, HolderReply, StatusReply, WaiterReply};
 
 /// One participant of a lock: a thread of some client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,24 +29,44 @@ impl Participant {
     }
 }
 
-/// The current holder of a lock.
+/// One hold of a lock, as a status lists it, whatever the kind: the
+/// mutex's holder, a semaphore's permits, a reader-writer lock's read or
+/// write.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Holder {
     /// Who holds it.
     pub who: Participant,
-    /// Re-entrant holds of that thread.
+    /// A reader-writer lock's hold: read (shared) or write (alone); `None`
+    /// for the other kinds.
+    pub access: Option<Access>,
+    /// The permits the hold takes: a semaphore's `acquire_many(n)`'s `n`;
+    /// 1 for the other kinds.
+    pub permits: u32,
+    /// The guards of the holding thread counted in it: a mutex's
+    /// re-entries; 1 for the other kinds, whose every guard is a hold of
+    /// its own.
     pub hold_count: u32,
     /// Fencing token of the hold.
     pub fencing_token: u64,
-    /// Lease left; `None` if the key has no expiry (never set by fairlock).
+    /// Lease left, on every kind; `None` when the hold has no expiry (its
+    /// key was written without one, never by fairlock). A hold whose lease
+    /// ran out is not listed.
     pub remaining_lease: Option<Duration>,
 }
 
-/// A queued waiter, in queue order.
+/// A queued waiter, in queue order, whatever the kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueuedWaiter {
     /// Who waits.
     pub who: Participant,
+    /// What a reader-writer lock's waiter waits for; `None` for the other
+    /// kinds (and for an entry fairlock did not write).
+    pub access: Option<Access>,
+    /// The permits it asks for: a semaphore's `n`; 1 for the other kinds
+    /// (0 for an entry fairlock did not write).
+    pub permits: u32,
     /// How long it keeps its place without another heartbeat from its
     /// client; `None` for a dead entry not yet dropped.
     pub liveness_left: Option<Duration>,
@@ -69,50 +90,12 @@ impl LockStatus {
     /// The public form of what the mutex's `status.lua` returned.
     pub(crate) fn from_reply(reply: StatusReply) -> Self {
         LockStatus {
-            holder: reply.holders.into_iter().next().map(|holder| Holder {
-                who: Participant {
-                    owner: holder.owner,
-                },
-                hold_count: holder.count,
-                fencing_token: holder.token,
-                remaining_lease: holder.lease_left_ms.and_then(millis),
-            }),
-            waiters: queued(reply.waiters),
-            queue_len: usize::try_from(reply.live_waiters).unwrap_or(usize::MAX),
-            last_fencing_token: Some(reply.last_token).filter(|&token| token > 0),
+            queue_len: count(reply.live_waiters),
+            last_fencing_token: last_token(&reply),
+            holder: holders(reply.holders, Ask::Mutex).into_iter().next(),
+            waiters: queued(reply.waiters, Ask::Mutex),
         }
     }
-}
-
-/// A duration of `ms` when not negative.
-fn millis(ms: i64) -> Option<Duration> {
-    u64::try_from(ms).ok().map(Duration::from_millis)
-}
-
-/// The waiters of a status reply, in queue order.
-fn queued(waiters: Vec<WaiterReply>) -> Vec<QueuedWaiter> {
-    waiters
-        .into_iter()
-        .map(|waiter| QueuedWaiter {
-            who: Participant {
-                owner: waiter.owner,
-            },
-            liveness_left: millis(waiter.liveness_left_ms),
-        })
-        .collect()
-}
-
-/// One permit of a semaphore, as [`SemaphoreStatus`] lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PermitHolding {
-    /// Who holds it.
-    pub who: Participant,
-    /// How many permits the hold takes (`acquire_many`'s `n`).
-    pub permits: u32,
-    /// Fencing token of the permit.
-    pub fencing_token: u64,
-    /// Lease left (`None` once it has run out; such a permit is free).
-    pub remaining_lease: Option<Duration>,
 }
 
 /// What [`FairSemaphore::status`](crate::FairSemaphore::status) saw, in one
@@ -123,13 +106,14 @@ pub struct SemaphoreStatus {
     /// The number of permits the semaphore was made with, or `None` when it
     /// is not in use (no holder or waiter for a fence life).
     pub permits: Option<u32>,
-    /// The permits held now, by lease end (at most the number asked for).
-    pub holders: Vec<PermitHolding>,
-    /// Live holders in total (may exceed `holders.len()`).
+    /// The holds now, by lease end (at most the number asked for), each
+    /// with the permits it takes.
+    pub holders: Vec<Holder>,
+    /// Live holds in total (may exceed `holders.len()`).
     pub holder_count: usize,
     /// Permits free now (0 when `permits` is `None`).
     pub available: u32,
-    /// The first queued waiters, in the order they will get a permit.
+    /// The first queued waiters, in the order they will get their permits.
     pub waiters: Vec<QueuedWaiter>,
     /// Live waiters queued in total (may exceed `waiters.len()`).
     pub queue_len: usize,
@@ -140,54 +124,18 @@ pub struct SemaphoreStatus {
 impl SemaphoreStatus {
     /// The public form of what `counted/status.lua` returned.
     pub(crate) fn from_reply(reply: StatusReply) -> Self {
-        let permits = reply.capacity.map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        let kind = Ask::Permits { n: 1, of: 1 };
         let available = reply.capacity.map_or(0, |n| n.saturating_sub(reply.used));
         SemaphoreStatus {
-            permits,
-            holders: reply
-                .holders
-                .into_iter()
-                .map(|holder| PermitHolding {
-                    who: Participant {
-                        owner: holder.owner,
-                    },
-                    permits: u32::try_from(holder.units).unwrap_or(u32::MAX),
-                    fencing_token: holder.token,
-                    remaining_lease: holder.lease_left_ms.and_then(millis),
-                })
-                .collect(),
-            holder_count: usize::try_from(reply.live_holds).unwrap_or(usize::MAX),
+            permits: reply.capacity.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             available: u32::try_from(available).unwrap_or(u32::MAX),
-            waiters: queued(reply.waiters),
-            queue_len: usize::try_from(reply.live_waiters).unwrap_or(usize::MAX),
-            last_fencing_token: Some(reply.last_token).filter(|&token| token > 0),
+            holder_count: count(reply.live_holds),
+            queue_len: count(reply.live_waiters),
+            last_fencing_token: last_token(&reply),
+            holders: holders(reply.holders, kind),
+            waiters: queued(reply.waiters, kind),
         }
     }
-}
-
-/// One hold of a reader-writer lock, as [`RwLockStatus`] lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RwHolding {
-    /// Who holds it.
-    pub who: Participant,
-    /// Read (shared) or write (alone).
-    pub access: Access,
-    /// Fencing token of the hold.
-    pub fencing_token: u64,
-    /// Lease left (`None` once it has run out; such a hold is gone).
-    pub remaining_lease: Option<Duration>,
-}
-
-/// A queued waiter of a reader-writer lock, in queue order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RwQueuedWaiter {
-    /// Who waits.
-    pub who: Participant,
-    /// What it waits for (`None` for an entry fairlock did not write).
-    pub access: Option<Access>,
-    /// How long it keeps its place without another heartbeat from its
-    /// client; `None` for a dead entry not yet dropped.
-    pub liveness_left: Option<Duration>,
 }
 
 /// What [`FairRwLock::status`](crate::FairRwLock::status) saw, in one
@@ -197,13 +145,13 @@ pub struct RwQueuedWaiter {
 pub struct RwLockStatus {
     /// The holds now, by lease end (at most the number asked for): one
     /// write hold (or several of one thread, re-entered), or readers.
-    pub holders: Vec<RwHolding>,
+    pub holders: Vec<Holder>,
     /// Live holds in total (may exceed `holders.len()`).
     pub holder_count: usize,
     /// Whether a writer holds it.
     pub write_held: bool,
     /// The first queued waiters, in the order they will get the lock.
-    pub waiters: Vec<RwQueuedWaiter>,
+    pub waiters: Vec<QueuedWaiter>,
     /// Live waiters queued in total (may exceed `waiters.len()`).
     pub queue_len: usize,
     /// The last fencing token issued for this name, if still recorded.
@@ -213,36 +161,83 @@ pub struct RwLockStatus {
 impl RwLockStatus {
     /// The public form of what `counted/status.lua` returned.
     pub(crate) fn from_reply(reply: StatusReply) -> Self {
-        // A write takes every unit; reads alone never reach that many.
-        let write_held = Ask::access_of(reply.used) == Access::Write;
+        let kind = Ask::RwLock(Access::Read);
         RwLockStatus {
-            holders: reply
-                .holders
-                .into_iter()
-                .map(|holder| RwHolding {
-                    who: Participant {
-                        owner: holder.owner,
-                    },
-                    access: Ask::access_of(holder.units),
-                    fencing_token: holder.token,
-                    remaining_lease: holder.lease_left_ms.and_then(millis),
-                })
-                .collect(),
-            holder_count: usize::try_from(reply.live_holds).unwrap_or(usize::MAX),
-            write_held,
-            waiters: reply
-                .waiters
-                .into_iter()
-                .map(|waiter| RwQueuedWaiter {
-                    who: Participant {
-                        owner: waiter.owner,
-                    },
-                    access: (waiter.units > 0).then(|| Ask::access_of(waiter.units)),
-                    liveness_left: millis(waiter.liveness_left_ms),
-                })
-                .collect(),
-            queue_len: usize::try_from(reply.live_waiters).unwrap_or(usize::MAX),
-            last_fencing_token: Some(reply.last_token).filter(|&token| token > 0),
+            // A write takes every unit; reads alone never reach that many.
+            write_held: Ask::access_of(reply.used) == Access::Write,
+            holder_count: count(reply.live_holds),
+            queue_len: count(reply.live_waiters),
+            last_fencing_token: last_token(&reply),
+            holders: holders(reply.holders, kind),
+            waiters: queued(reply.waiters, kind),
         }
     }
+}
+
+/// A count of a status reply as a `usize`.
+fn count(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// The last fencing token of a status reply, if any was recorded.
+fn last_token(reply: &StatusReply) -> Option<u64> {
+    Some(reply.last_token).filter(|&token| token > 0)
+}
+
+/// A duration of `ms` when not negative.
+fn millis(ms: i64) -> Option<Duration> {
+    u64::try_from(ms).ok().map(Duration::from_millis)
+}
+
+/// What a hold or waiter of `units` of a lock asked of like `kind` is: its
+/// access (a rwlock's; `None` for 0 units, a member fairlock did not write)
+/// and permits (a semaphore's; 1 for the other kinds, 0 for a foreign
+/// member).
+fn shape(kind: Ask, units: u64) -> (Option<Access>, u32) {
+    match kind {
+        Ask::RwLock(_) => (
+            (units > 0).then(|| Ask::access_of(units)),
+            u32::from(units > 0),
+        ),
+        Ask::Permits { .. } => (None, u32::try_from(units).unwrap_or(u32::MAX)),
+        Ask::Mutex => (None, 1),
+    }
+}
+
+/// The holds of a status reply on a lock like `kind`, by lease end.
+fn holders(holders: Vec<HolderReply>, kind: Ask) -> Vec<Holder> {
+    holders
+        .into_iter()
+        .map(|holder| {
+            let (access, permits) = shape(kind, holder.units);
+            Holder {
+                who: Participant {
+                    owner: holder.owner,
+                },
+                access,
+                permits,
+                hold_count: holder.count,
+                fencing_token: holder.token,
+                remaining_lease: holder.lease_left_ms.and_then(millis),
+            }
+        })
+        .collect()
+}
+
+/// The waiters of a status reply on a lock like `kind`, in queue order.
+fn queued(waiters: Vec<WaiterReply>, kind: Ask) -> Vec<QueuedWaiter> {
+    waiters
+        .into_iter()
+        .map(|waiter| {
+            let (access, permits) = shape(kind, waiter.units);
+            QueuedWaiter {
+                who: Participant {
+                    owner: waiter.owner,
+                },
+                access,
+                permits,
+                liveness_left: millis(waiter.liveness_left_ms),
+            }
+        })
+        .collect()
 }

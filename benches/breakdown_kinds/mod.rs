@@ -238,11 +238,10 @@ impl Scripts {
         }
     }
 
-    /// Releases `hold`; the reply (both kinds answer alike).
+    /// Releases `hold`; the reply.
     fn release(
         &self,
         conn: &mut redis::Connection,
-        workload: Workload,
         keys: &LockKeys,
         hold: &Hold,
     ) -> ReleaseReply {
@@ -336,7 +335,7 @@ impl Scene {
             for i in 0..batch {
                 let lock = &mut locks[i as usize % count];
                 let hold = lock.holder.take().expect("the lock is held");
-                lock.holder = match scripts.release(c, workload, &lock.keys, &hold) {
+                lock.holder = match scripts.release(c, &lock.keys, &hold) {
                     ReleaseReply::Released { .. } if queued == 0 => None,
                     ReleaseReply::HandedOver(mut to) if queued > 0 && to.len() == 1 => {
                         let to = to.pop().unwrap();

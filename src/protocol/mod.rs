@@ -38,7 +38,7 @@ pub use queue_entry::QueueEntry;
 pub use release::{Release, ReleaseReply};
 pub use renew::Renew;
 pub use replication::SyncReplicas;
-pub use status::{Status, StatusReply, WaiterReply};
+pub use status::{HolderReply, Status, StatusReply, WaiterReply};
 pub use wake::WakeMessage;
 // Named by the test support only (the library reaches them through the
 // values above).
@@ -48,5 +48,4 @@ pub use {
     ask::RW_CAPACITY,
     operation::{Engine, Op},
     release::HandedOver,
-    status::HolderReply,
 };

@@ -388,7 +388,10 @@ mod tests {
         let parts: Vec<_> = sections
             .iter()
             .map(|section| {
-                let at = from + source[from..].find(section.as_str()).expect("each section in order");
+                let at = from
+                    + source[from..]
+                        .find(section.as_str())
+                        .expect("each section in order");
                 from = at + section.len();
                 at..from
             })

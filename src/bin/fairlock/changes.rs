@@ -100,7 +100,7 @@ impl Shape {
                 holders: sorted(rwlock.holders.iter().map(|h| Hold {
                     who: who(&h.who),
                     token: h.fencing_token,
-                    detail: access_word(h.access).to_owned(),
+                    detail: h.access.map_or("", access_word).to_owned(),
                 })),
                 holder_count: rwlock.holder_count,
                 queue: queued(

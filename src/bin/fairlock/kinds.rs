@@ -137,7 +137,7 @@ impl Lock {
                         "client {}, token {} ({}, one of {} holders)",
                         holder.who.client_id(),
                         holder.fencing_token,
-                        access_word(holder.access),
+                        holder.access.map_or("", access_word),
                         status.holder_count
                     )
                 })

@@ -38,7 +38,8 @@ pub fn lease_holder() {
                 std::thread::spawn(move || {
                     let end = match signal.wait() {
                         LeaseEnd::Lost => "lost",
-                        LeaseEnd::Released => "released",
+                        // Released (LeaseEnd is non-exhaustive).
+                        _ => "released",
                     };
                     say(format!("ended {end} {}", signal.fencing_token()));
                 });

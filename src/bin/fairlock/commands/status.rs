@@ -6,9 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::Args;
-use fairlock::{
-    Holder, LockStatus, Participant, QueuedWaiter, RwLockStatus, RwQueuedWaiter, SemaphoreStatus,
-};
+use fairlock::{Holder, LockStatus, Participant, QueuedWaiter, RwLockStatus, SemaphoreStatus};
 use serde_json::{json, Value};
 
 use super::lock_name;
@@ -224,7 +222,7 @@ fn rwlock_text(status: &RwLockStatus) -> String {
             out,
             "  holder:   {}, {}, {}, token {}",
             who(&holder.who),
-            access_word(holder.access),
+            holder.access.map_or("", access_word),
             lease_left(holder.remaining_lease),
             holder.fencing_token
         );
@@ -251,7 +249,7 @@ struct Waiting<'a> {
 }
 
 impl<'a> Waiting<'a> {
-    fn of_rwlock(waiter: &'a RwQueuedWaiter) -> Self {
+    fn of_rwlock(waiter: &'a QueuedWaiter) -> Self {
         Waiting {
             who: &waiter.who,
             access: waiter.access.map(access_word),
@@ -394,7 +392,7 @@ fn rwlock_json(status: &RwLockStatus) -> Value {
             json!({
                 "client_id": h.who.client_id(),
                 "thread": h.who.thread(),
-                "access": access_word(h.access),
+                "access": h.access.map(access_word),
                 "remaining_lease_ms": ms(h.remaining_lease),
                 "fencing_token": h.fencing_token,
             })
