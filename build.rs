@@ -96,11 +96,15 @@ fn split_lib(lib: &str) -> Vec<(String, String)> {
             }
             rest.split('(').next()
         } else {
-            line.strip_prefix("local ").and_then(|rest| rest.split(" =").next())
+            line.strip_prefix("local ")
+                .and_then(|rest| rest.split(" =").next())
         };
         let name = name.filter(|name| name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric()));
         let Some(name) = name else {
-            panic!("lua/lib.lua line {}: not a definition build.rs can read: {line}", n + 1);
+            panic!(
+                "lua/lib.lua line {}: not a definition build.rs can read: {line}",
+                n + 1
+            );
         };
         assert!(
             definitions.iter().all(|(known, _)| known != name),

@@ -712,7 +712,10 @@ fn a_fixed_lease_write_runs_out_unrenewed_and_the_readers_behind_get_in() {
     second_got.recv_timeout(Duration::from_secs(5)).unwrap();
     let after = at.duration_since(taken);
     eprintln!("a fixed 400 ms write let the readers in {after:?} after it was taken");
-    assert!(after >= Duration::from_millis(380), "renewed or freed early: {after:?}");
+    assert!(
+        after >= Duration::from_millis(380),
+        "renewed or freed early: {after:?}"
+    );
     assert_eq!(signal.wait(), LeaseEnd::Lost);
     assert!(write.unlock().unwrap_err().is_lease_lost());
     join_within(first, Duration::from_secs(5), "first reader");

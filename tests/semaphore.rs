@@ -564,7 +564,10 @@ fn a_large_request_at_the_head_is_never_passed_and_those_behind_that_fit_enter_w
     await_queue_len(&sem, 1);
     // One permit would fit beside the three held, but not ahead of the head.
     let small_sem = small.fair_semaphore("weighted", 4);
-    assert!(small_sem.try_acquire().unwrap().is_none(), "try passed the head");
+    assert!(
+        small_sem.try_acquire().unwrap().is_none(),
+        "try passed the head"
+    );
     assert!(small_sem
         .try_acquire_many_for(1, Duration::from_millis(200))
         .unwrap()
@@ -586,9 +589,15 @@ fn a_large_request_at_the_head_is_never_passed_and_those_behind_that_fit_enter_w
         join_within(big_thread, Duration::from_secs(5), "big"),
         join_within(small_thread, Duration::from_secs(5), "small"),
     );
-    assert_eq!((big_permit.num_permits(), small_permit.num_permits()), (2, 1));
+    assert_eq!(
+        (big_permit.num_permits(), small_permit.num_permits()),
+        (2, 1)
+    );
     let status = sem.status(10).unwrap();
-    assert_eq!((status.holder_count, status.available, status.queue_len), (2, 1, 0));
+    assert_eq!(
+        (status.holder_count, status.available, status.queue_len),
+        (2, 1, 0)
+    );
     let mut held: Vec<u32> = status.holders.iter().map(|h| h.permits).collect();
     held.sort_unstable();
     assert_eq!(held, [1, 2]);
@@ -681,7 +690,10 @@ fn a_fixed_lease_permit_runs_out_unrenewed_and_the_next_waiter_gets_it() {
     let token = got.recv_timeout(Duration::from_secs(5)).unwrap();
     let after = taken.elapsed();
     eprintln!("a fixed 400 ms permit went to the next waiter {after:?} after it was taken");
-    assert!(after >= Duration::from_millis(380), "renewed or freed early: {after:?}");
+    assert!(
+        after >= Duration::from_millis(380),
+        "renewed or freed early: {after:?}"
+    );
     assert!(token > permit.fencing_token());
     assert_eq!(signal.wait(), fairlock::LeaseEnd::Lost);
     assert!(permit.release().unwrap_err().is_lease_lost());
