@@ -65,7 +65,7 @@ impl Operation for Release<'_> {
                 left: u32::try_from(left).unwrap_or(u32::MAX),
             }),
             Value::Int(_) => Ok(ReleaseReply::NotHeld),
-            Value::Array(items) if !items.is_empty() && items.len() % 4 == 0 => items
+            Value::Array(items) if !items.is_empty() && items.len().is_multiple_of(4) => items
                 .chunks(4)
                 .map(|grant| match grant {
                     [owner, Value::Int(wait_id), Value::Int(token), Value::Int(ttl)] => {

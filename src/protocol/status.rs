@@ -146,7 +146,7 @@ impl Status {
 /// left (-1: no expiry; -2: free), live waiters, last token, then the
 /// waiters (owner, left).
 fn parse_mutex(items: &[Value]) -> Result<StatusReply> {
-    if items.len() % 2 != 0 {
+    if !items.len().is_multiple_of(2) {
         return Err(unexpected(&items));
     }
     let owner = text(&items[0])?;
