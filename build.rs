@@ -6,7 +6,7 @@
 //! function` of a prepended library is a new closure per call: a script
 //! carries only the helpers it names, and a fast path that returns before a
 //! later `-- @helpers` line builds none of those named there (issue 12).
-//! The lists are declared, not inferred: `protocol::operation`'s unit test
+//! The lists are declared, not inferred: tests/lua_helpers.rs
 //! checks that each assembled script defines every lib.lua name it uses,
 //! before its use, and none it does not use.
 //!

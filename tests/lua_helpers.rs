@@ -1,0 +1,335 @@
+//! The Lua scripts as build.rs assembles them: each operation's file names
+//! the lua/lib.lua helpers it uses on `-- @helpers` lines, and this checks
+//! that every assembled script defines each lib.lua name it uses, before its
+//! use, and none it does not use; that the watchdog's renewal and the fast
+//! paths (a free lock or permit nobody waits for, a hold kept or given back
+//! with nobody waiting) build none of the queue's closures; and that the
+//! check itself sees a helper missing or unused. It reads Lua with a
+//! scanner of its own, so a slip in build.rs is not repeated here.
+
+use fairlock::test_support::{Engine, LockKind, Op, Script};
+
+const LIB: &str = include_str!("../lua/lib.lua");
+
+/// Each script's own file.
+fn own_file(script: Script) -> &'static str {
+    match (script.engine, script.op) {
+        (Engine::Mutex, Op::Acquire) => include_str!("../lua/mutex/acquire.lua"),
+        (Engine::Mutex, Op::Release) => include_str!("../lua/mutex/release.lua"),
+        (Engine::Mutex, Op::Renew) => include_str!("../lua/mutex/renew.lua"),
+        (Engine::Mutex, Op::Heartbeat) => include_str!("../lua/mutex/heartbeat.lua"),
+        (Engine::Mutex, Op::Cancel) => include_str!("../lua/mutex/cancel.lua"),
+        (Engine::Mutex, Op::Abandon) => include_str!("../lua/mutex/abandon.lua"),
+        (Engine::Mutex, Op::ForceRelease) => {
+            include_str!("../lua/mutex/force_release.lua")
+        }
+        (Engine::Mutex, Op::Status) => include_str!("../lua/mutex/status.lua"),
+        (Engine::Counted, Op::Acquire) => include_str!("../lua/counted/acquire.lua"),
+        (Engine::Counted, Op::Release) => include_str!("../lua/counted/release.lua"),
+        (Engine::Counted, Op::Renew) => include_str!("../lua/counted/renew.lua"),
+        (Engine::Counted, Op::Heartbeat) => include_str!("../lua/counted/heartbeat.lua"),
+        (Engine::Counted, Op::Cancel) => include_str!("../lua/counted/cancel.lua"),
+        (Engine::Counted, Op::Abandon) => include_str!("../lua/counted/abandon.lua"),
+        (Engine::Counted, Op::ForceRelease) => {
+            include_str!("../lua/counted/force_release.lua")
+        }
+        (Engine::Counted, Op::Status) => include_str!("../lua/counted/status.lua"),
+    }
+}
+
+/// Lua with comments and string literals blanked out, byte for byte (a
+/// reading of its own, so that a slip in build.rs's is not repeated).
+fn code_only(src: &str) -> Vec<u8> {
+    let b = src.as_bytes();
+    let mut out = b.to_vec();
+    let mut i = 0;
+    while i < b.len() {
+        let end = if b[i..].starts_with(b"--[[") {
+            find(b, i, b"]]")
+        } else if b[i..].starts_with(b"--") {
+            find(b, i, b"\n") - 1
+        } else if b[i..].starts_with(b"[[") {
+            find(b, i, b"]]")
+        } else if b[i] == b'\'' || b[i] == b'"' {
+            let mut j = i + 1;
+            while b[j] != b[i] {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            j + 1
+        } else {
+            i += 1;
+            continue;
+        };
+        for c in &mut out[i..end] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+        i = end;
+    }
+    out
+}
+
+/// Past the first `close` after `from` (or the end).
+fn find(b: &[u8], from: usize, close: &[u8]) -> usize {
+    b[from + 1..]
+        .windows(close.len())
+        .position(|w| w == close)
+        .map_or(b.len(), |p| from + 1 + p + close.len())
+}
+
+/// Every identifier of `code` that is not a field (after `.` or `:`),
+/// with its offset, and whether it is defined there: a name before the
+/// `=` (or the function's name) of a `local` at column 0.
+fn identifiers(code: &[u8]) -> Vec<(String, usize, bool)> {
+    let word = |c: u8| c == b'_' || c.is_ascii_alphanumeric();
+    let mut found = Vec::new();
+    let mut line_start = 0;
+    let mut i = 0;
+    while i < code.len() {
+        if code[i] == b'\n' {
+            line_start = i + 1;
+        }
+        if !word(code[i]) || (i > 0 && word(code[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < code.len() && word(code[i]) {
+            i += 1;
+        }
+        if code[start].is_ascii_digit()
+            || (start > 0 && code[start - 1] == b':')
+            || (start > 0 && code[start - 1] == b'.' && code[start - 2] != b'.')
+        {
+            continue;
+        }
+        let line = &code[line_start..];
+        let head = &line[..line.iter().position(|&c| c == b'\n').unwrap_or(line.len())];
+        let lhs_end = line_start
+            + if head.starts_with(b"local function ") {
+                head.iter().position(|&c| c == b'(').unwrap_or(head.len())
+            } else if head.starts_with(b"local ") {
+                head.iter().position(|&c| c == b'=').unwrap_or(head.len())
+            } else {
+                0
+            };
+        let name = String::from_utf8(code[start..i].to_vec()).unwrap();
+        let defined = start < lhs_end && name != "local" && name != "function";
+        found.push((name, start, defined));
+    }
+    found
+}
+
+/// The names lib.lua defines at the top level.
+fn lib_names() -> Vec<String> {
+    let mut names: Vec<String> = identifiers(&code_only(LIB))
+        .into_iter()
+        .filter(|(_, _, defined)| *defined)
+        .map(|(name, _, _)| name)
+        .collect();
+    names.dedup();
+    names
+}
+
+/// Where the operation's own code lies in its assembled `source`: one
+/// range per section between its `-- @helpers` lines (build.rs puts the
+/// helpers they name after the first line of each run).
+fn own_parts(source: &str, own: &str) -> Vec<std::ops::Range<usize>> {
+    let mut sections = vec![String::new()];
+    let mut in_marker = false;
+    for line in own.lines() {
+        if line.starts_with("-- @helpers") {
+            if !in_marker {
+                sections.push(String::new());
+            }
+            in_marker = true;
+            continue;
+        }
+        in_marker = false;
+        let section = sections.last_mut().unwrap();
+        section.push_str(line);
+        section.push('\n');
+    }
+    let mut from = 0;
+    let parts: Vec<_> = sections
+        .iter()
+        .map(|section| {
+            let at = from
+                + source[from..]
+                    .find(section.as_str())
+                    .expect("each section in order");
+            from = at + section.len();
+            at..from
+        })
+        .collect();
+    assert_eq!(from, source.len(), "the last section ends the script");
+    parts
+}
+
+/// The operation's own code as one part, from `from` to the end.
+fn own_from(source: &str, from: usize) -> Vec<std::ops::Range<usize>> {
+    std::iter::once(from..source.len()).collect()
+}
+
+/// What is wrong with `source` (helpers, and the operation's own code
+/// in the ranges `own`) as to lib.lua's names: one defined twice, used
+/// before (or without) its definition, or defined though neither the
+/// operation nor a helper it needs (transitively) uses it.
+fn problems(source: &str, own: &[std::ops::Range<usize>]) -> Vec<String> {
+    let names = lib_names();
+    let found = identifiers(&code_only(source));
+    let in_own = |at: usize| own.iter().any(|r| r.contains(&at));
+    let mut problems = Vec::new();
+    // Each definition of a lib name reaches to the next one, or to the
+    // next part of the operation's own code.
+    let mut defs: Vec<(&str, usize)> = found
+        .iter()
+        .filter(|(n, at, d)| *d && !in_own(*at) && names.contains(n))
+        .map(|(n, at, _)| (n.as_str(), *at))
+        .collect();
+    defs.sort_by_key(|d| d.1);
+    let (found_ref, names_ref) = (&found, &names);
+    let uses_in = |from: usize, to: usize| {
+        found_ref
+            .iter()
+            .filter(move |(n, at, d)| !*d && (from..to).contains(at) && names_ref.contains(n))
+            .map(|(n, _, _)| n.as_str())
+    };
+    let mut needed: Vec<&str> = own.iter().flat_map(|r| uses_in(r.start, r.end)).collect();
+    let mut i = 0;
+    while i < needed.len() {
+        for (k, &(name, at)) in defs.iter().enumerate() {
+            if name == needed[i] {
+                let next_own = own.iter().map(|r| r.start).filter(|&s| s > at).min();
+                let next_def = defs.get(k + 1).map(|next| next.1);
+                let to = [next_own, next_def]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .unwrap_or(source.len());
+                needed.extend(uses_in(at, to).filter(|n| *n != name));
+            }
+        }
+        i += 1;
+    }
+    for name in &names {
+        let at: Vec<usize> = defs.iter().filter(|d| d.0 == name).map(|d| d.1).collect();
+        let first_use = found.iter().find(|(n, _, d)| n == name && !*d).map(|f| f.1);
+        match (at.as_slice(), first_use) {
+            ([], None) => {}
+            ([], Some(_)) => problems.push(format!("{name} is used, never defined")),
+            ([def], Some(used)) if *def > used => {
+                problems.push(format!("{name} is used before its definition"))
+            }
+            ([_], _) if !needed.contains(&name.as_str()) => {
+                problems.push(format!("{name} is defined and never used"))
+            }
+            ([_], _) => {}
+            _ => problems.push(format!("{name} is defined {} times", at.len())),
+        }
+    }
+    problems
+}
+
+#[test]
+fn each_script_defines_the_helpers_it_uses_and_no_other() {
+    let names = lib_names();
+    for must in ["LOCK", "FENCE_LIFE", "fmt", "hand_over", "extend_lease"] {
+        assert!(names.iter().any(|n| n == must), "{must} not in {names:?}");
+    }
+    for script in Script::ALL {
+        let source = script.source();
+        let own = own_parts(source, own_file(script));
+        assert_eq!(problems(source, &own), Vec::<String>::new(), "{script:?}");
+    }
+    // Renew, the watchdog's most frequent call, needs only these.
+    let renew = identifiers(&code_only(Script::of(LockKind::Mutex, Op::Renew).source()));
+    let defined: Vec<&str> = renew
+        .iter()
+        .filter(|f| f.2 && names.contains(&f.0))
+        .map(|f| f.0.as_str())
+        .collect();
+    assert_eq!(defined, ["LOCK", "fail", "ms_arg"]);
+    // The fast paths of acquire and release (a free lock or permit
+    // nobody waits for), and of the rwlock's cancel (a hold kept) and
+    // abandon (a hold given back with nobody waiting, or nothing to
+    // undo), build only the closures they call, none of the queue's.
+    let mutex = |op| Script::of(LockKind::Mutex, op);
+    let counted = |op| Script::of(LockKind::Semaphore, op);
+    for (script, fast) in [
+        (
+            mutex(Op::Acquire),
+            ["fail", "ms_arg", "read_lock", "server_time", "take"].as_slice(),
+        ),
+        (
+            mutex(Op::Release),
+            ["fail", "ms_arg", "read_lock", "write_free"].as_slice(),
+        ),
+        (
+            counted(Op::Acquire),
+            ["read_meta", "drop_expired", "take_hold", "keep_counted"].as_slice(),
+        ),
+        (
+            counted(Op::Release),
+            ["read_meta", "hold_by_token", "drop_hold", "keep_counted"].as_slice(),
+        ),
+        (
+            counted(Op::Cancel),
+            ["read_meta", "hold_of", "extend_hold", "keep_counted"].as_slice(),
+        ),
+        (
+            counted(Op::Abandon),
+            ["read_meta", "hold_of", "drop_hold", "keep_counted"].as_slice(),
+        ),
+    ] {
+        let source = script.source();
+        let fast_end = own_parts(source, own_file(script))[1].end;
+        let found = identifiers(&code_only(&source[..fast_end]));
+        let functions: Vec<&str> = found
+            .iter()
+            .filter(|f| f.2 && names.contains(&f.0))
+            .map(|f| f.0.as_str())
+            .collect();
+        for f in fast {
+            assert!(functions.contains(f), "{script:?} fast path lacks {f}");
+        }
+        for slow in ["hand_over", "admit_waiters", "live_head", "join_queue"] {
+            assert!(
+                !functions.contains(&slow),
+                "{script:?} fast path builds {slow}: {functions:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_check_sees_a_helper_missing_or_unused() {
+    let has = |problems: Vec<String>, what: &str| problems.iter().any(|p| p == what);
+    // The whole library in front (how scripts were built before):
+    // renew.lua leaves most of it unused, helpers used only by other
+    // unused helpers too.
+    let whole = format!("{LIB}{}", own_file(Script::of(LockKind::Mutex, Op::Renew)));
+    let unused = problems(&whole, &own_from(&whole, LIB.len()));
+    assert!(has(unused.clone(), "hand_over is defined and never used"));
+    assert!(has(unused.clone(), "leave_queue is defined and never used"));
+    assert!(!unused
+        .iter()
+        .any(|p| p.starts_with("ms_arg") || p.starts_with("fail ")));
+    // Its own file alone calls a helper nobody defined.
+    let renew = own_file(Script::of(LockKind::Mutex, Op::Renew));
+    let bare = problems(renew, &own_from(renew, 0));
+    assert!(has(bare, "ms_arg is used, never defined"));
+    // A name in a comment or a string is no use of it.
+    let quoted = "local function fmt(n)\nend\n-- fmt(1)\nreturn 'fmt(2)'\n";
+    assert!(has(
+        problems(quoted, &own_from(quoted, quoted.find("--").unwrap())),
+        "fmt is defined and never used"
+    ));
+    // A helper's own recursion or a helper defined after its use.
+    let late = "local function fail(m)\n  return fmt(m)\nend\nlocal function fmt(n)\nend\nreturn fail(1)\n";
+    assert!(has(
+        problems(late, &own_from(late, late.find("return fail").unwrap())),
+        "fmt is used before its definition"
+    ));
+}
