@@ -89,20 +89,10 @@ fn unlock_counted(client: &fairlock::Client, name: &str, semaphore: bool) -> fai
     // Any number of permits names the semaphore: forcing needs none.
     let (kind, before, freed) = if semaphore {
         let sem = client.fair_semaphore(name, 1);
-        let holders = sem.status(LISTED)?.holders;
-        let before: Vec<_> = holders
-            .into_iter()
-            .map(|h| (h.who, h.fencing_token))
-            .collect();
-        ("semaphore", before, sem.force_unlock()?)
+        ("semaphore", sem.status(LISTED)?.holders, sem.force_unlock()?)
     } else {
         let rwlock = client.fair_rwlock(name);
-        let holders = rwlock.status(LISTED)?.holders;
-        let before: Vec<_> = holders
-            .into_iter()
-            .map(|h| (h.who, h.fencing_token))
-            .collect();
-        ("rwlock", before, rwlock.force_unlock()?)
+        ("rwlock", rwlock.status(LISTED)?.holders, rwlock.force_unlock()?)
     };
     if !freed {
         println!("fairlock: the {kind} {name:?} was not held; nothing to do");
@@ -110,7 +100,7 @@ fn unlock_counted(client: &fairlock::Client, name: &str, semaphore: bool) -> fai
     }
     let holders: Vec<String> = before
         .iter()
-        .map(|(who_held, token)| format!("{} (token {token})", who(who_held)))
+        .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
         .collect();
     println!(
         "fairlock: unlocked the {kind} {name:?}; it was held by {}",
