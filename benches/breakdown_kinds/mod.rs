@@ -239,12 +239,7 @@ impl Scripts {
     }
 
     /// Releases `hold`; the reply.
-    fn release(
-        &self,
-        conn: &mut redis::Connection,
-        keys: &LockKeys,
-        hold: &Hold,
-    ) -> ReleaseReply {
+    fn release(&self, conn: &mut redis::Connection, keys: &LockKeys, hold: &Hold) -> ReleaseReply {
         let (owner, token, call) = (hold.owner.as_str(), hold.token, hold.call);
         self.run(conn, keys, &Release { owner, token, call })
     }
