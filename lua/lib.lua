@@ -524,14 +524,17 @@ end
 
 -- Drops every hold whose lease ran out, with its tokens both ways, and
 -- returns the units used after that, so that `used` counts live holds
--- only. Each hold is dropped once: O(log N) amortised. Only commands the
--- README's ACL line grants (no HMGET, no ZREMRANGEBYSCORE).
+-- only, and how many it dropped (when any, the caller writes the meta:
+-- keep_counted). Each hold is dropped once: O(log N) amortised. Only
+-- commands the README's ACL line grants (no HMGET, no ZREMRANGEBYSCORE).
 local function drop_expired(now_ms, used)
+  local dropped = 0
   while true do
     local dead = redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, 100)
     if #dead == 0 then
-      return used
+      return used, dropped
     end
+    dropped = dropped + #dead
     local fields = {}
     for _, member in ipairs(dead) do
       local _, _, units = parse_holder(member)
@@ -648,14 +651,16 @@ end
 -- Drops expired holds, then admits the live waiters at the head of the
 -- queue that fit, as admit_waiters does (nobody when the meta is gone:
 -- the capacity is unknown until a caller names it). Returns the last token
--- issued, the units used and the grants; with any, the caller keeps the
--- keys' TTLs (keep_counted).
+-- issued, the units used, the grants and the number of holds dropped; with
+-- any grant or drop, the caller writes the meta (keep_counted).
 local function pass_on(now_us, now_ms, capacity, used, last)
-  used = drop_expired(now_ms, used)
+  local dropped, handed
+  used, dropped = drop_expired(now_ms, used)
   if not capacity then
-    return last, used, {}
+    return last, used, {}, dropped
   end
-  return admit_waiters(now_us, now_ms, capacity, used, last, nil)
+  last, used, handed = admit_waiters(now_us, now_ms, capacity, used, last, nil)
+  return last, used, handed, dropped
 end
 
 -- Removes `entry` from the queue; the waiters its leaving unblocks (a
@@ -666,11 +671,12 @@ local function leave_counted_queue(entry, now_us, now_ms, capacity, used, last, 
   local was_head = redis.call('ZRANK', QUEUE, entry) == 0
   forget(entry)
   prune(now_ms)
-  local handed
-  last, used, handed = pass_on(now_us, now_ms, capacity, used, last)
-  if #handed > 0 then
+  local handed, dropped
+  last, used, handed, dropped = pass_on(now_us, now_ms, capacity, used, last)
+  if capacity and (#handed > 0 or dropped > 0) then
     keep_counted(now_ms, capacity, used, last, mark)
-  elseif was_head then
+  end
+  if #handed == 0 and was_head then
     tell_head(now_ms, first_lease_left(now_ms), parse_counted_entry)
   end
 end

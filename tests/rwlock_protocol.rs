@@ -8,15 +8,19 @@
 //! waiters and admit the head, cancels and abandons that leave nothing and
 //! let in whom they unblock, status, bad input refused before any write,
 //! the rwlock apart from the mutex and the semaphore of its name, the
-//! README's ACL user, and no key left without a TTL after any step.
+//! README's ACL user, force release and fixed leases, and no key left
+//! without a TTL after any step. The rwlock runs on the counted engine
+//! (lua/counted/): a read takes 1 unit, a write all of RW_CAPACITY; after
+//! every step the meta's used units are checked against the holds'.
 
 use std::thread::sleep;
 use std::time::Duration;
 
 use fairlock::test_support::{
-    AbandonReply, Access, AcquireReply, CancelReply, CommonArgs, HandedOver, HeartbeatReply,
-    LockKeys, Mode, Operation, QueueEntry, RwAbandon, RwAcquire, RwCancel, RwHeartbeat, RwRelease,
-    RwRenew, RwStatus, RwStatusReply, Script, SemAcquire, SemReleaseReply, WaiterStatus,
+    Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask, Cancel, CancelReply, CommonArgs,
+    Engine, ForceRelease, HandedOver, Heartbeat, HeartbeatReply, LockKeys, LockKind, Mode, Op,
+    Operation, QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply, WaiterStatus,
+    RW_CAPACITY,
 };
 use fairlock_test_support::*;
 use redis::{Commands, Value};
@@ -77,9 +81,11 @@ impl Rw {
         let keys = op.keys(&self.keys).to_vec();
         assert_eq!(
             keys, self.keys.all,
-            "every rwlock script takes all six keys"
+            "every rwlock script takes all five keys"
         );
-        let reply = match self.eval(O::SCRIPT, &op.args()) {
+        let script = op.script(&self.keys);
+        assert_eq!(script, counted(O::OP), "the counted engine's script");
+        let reply = match self.eval(script, &op.args()) {
             Ok(reply) => op.parse(reply),
             Err(e) => Err(e.into()),
         };
@@ -98,14 +104,14 @@ impl Rw {
         lease: Duration,
         fixed: bool,
     ) -> fairlock::Result<AcquireReply> {
-        self.run(&RwAcquire {
+        self.run(&Acquire {
+            ask: Ask::RwLock(access),
             owner,
             lease,
             fixed,
             waiter_timeout: self.waiter_timeout,
             mode,
             wait_id: call,
-            access,
             live_token: guard,
         })
     }
@@ -144,8 +150,8 @@ impl Rw {
         }
     }
 
-    fn release(&mut self, hold: &Hold) -> SemReleaseReply {
-        self.run(&RwRelease {
+    fn release(&mut self, hold: &Hold) -> ReleaseReply {
+        self.run(&Release {
             owner: &hold.owner,
             token: hold.token,
             call: hold.call,
@@ -156,14 +162,20 @@ impl Rw {
     /// The holds a release handed over.
     fn handed(&mut self, hold: &Hold) -> Vec<Hold> {
         match self.release(hold) {
-            SemReleaseReply::HandedOver(grants) => grants.into_iter().map(to_hold).collect(),
-            SemReleaseReply::Released => Vec::new(),
-            SemReleaseReply::NotHeld => panic!("{hold:?} was not held"),
+            ReleaseReply::HandedOver(grants) => grants.into_iter().map(to_hold).collect(),
+            ReleaseReply::Released { left } => {
+                assert_eq!(
+                    left, 0,
+                    "a counted lock's release leaves no hold of its own"
+                );
+                Vec::new()
+            }
+            ReleaseReply::NotHeld => panic!("{hold:?} was not held"),
         }
     }
 
     fn renew(&mut self, hold: &Hold, lease: Option<Duration>) -> bool {
-        self.run(&RwRenew {
+        self.run(&Renew {
             owner: &hold.owner,
             token: hold.token,
             call: hold.call,
@@ -174,7 +186,7 @@ impl Rw {
 
     /// A heartbeat of `entries` with a waiter timeout of `timeout`.
     fn heartbeat(&mut self, timeout: Duration, entries: &[QueueEntry]) -> HeartbeatReply {
-        self.run(&RwHeartbeat {
+        self.run(&Heartbeat {
             waiter_timeout: timeout,
             waiters: entries.to_vec(),
         })
@@ -182,24 +194,32 @@ impl Rw {
     }
 
     fn cancel(&mut self, entry: QueueEntry) -> CancelReply {
-        self.run(&RwCancel { entry }).unwrap()
+        self.run(&Cancel { entry }).unwrap()
     }
 
     fn abandon(&mut self, entry: QueueEntry) -> AbandonReply {
-        self.run(&RwAbandon { entry }).unwrap()
+        self.run(&Abandon { entry }).unwrap()
     }
 
     /// The status, which changes nothing.
-    fn status(&mut self, waiters: usize, holders: usize) -> RwStatusReply {
+    fn status(&mut self, waiters: usize, holders: usize) -> StatusReply {
         let before = self.snapshot();
-        let reply = self.run(&RwStatus { waiters, holders }).unwrap();
+        let reply = self
+            .run(&Status {
+                kind: LockKind::RwLock,
+                waiters,
+                holders,
+            })
+            .unwrap();
         assert_eq!(self.snapshot(), before, "status changes nothing");
         reply
     }
 
-    /// The lease end of hold `member` in the holders zset (`key` 0) or the
-    /// writers zset (5), server ms.
+    /// The lease end of hold `member` in the holders zset (`key` 0), server
+    /// ms. (The writers zset, key 5 before the counted engine, is gone: a
+    /// write hold is a holders member of all the units.)
     fn lease_end(&mut self, key: usize, member: &str) -> Option<i64> {
+        assert_eq!(key, 0, "the holders zset is the only one with lease ends");
         self.conn.zscore(&self.keys.all[key], member).unwrap()
     }
 
@@ -213,7 +233,8 @@ impl Rw {
         s * 1000 + us / 1000
     }
 
-    /// Live holds "<owner> <call> <r|w>", sorted.
+    /// Live holds "<owner> <call> <units>" (a read 1, a write RW_CAPACITY),
+    /// sorted.
     fn holders(&mut self) -> Vec<String> {
         let now = self.now_ms();
         let mut live: Vec<String> = self
@@ -224,15 +245,20 @@ impl Rw {
         live
     }
 
-    /// Live write holds, sorted.
+    /// Live write holds (the holds of all the units), sorted.
     fn writers(&mut self) -> Vec<String> {
-        let now = self.now_ms();
-        let mut live: Vec<String> = self
-            .conn
-            .zrangebyscore(&self.keys.all[5], now, "+inf")
-            .unwrap();
-        live.sort();
-        live
+        let write = format!(" {RW_CAPACITY}");
+        self.holders()
+            .into_iter()
+            .filter(|m| m.ends_with(&write))
+            .collect()
+    }
+
+    /// The units the meta says the holds take.
+    fn meta_used(&mut self) -> Option<u64> {
+        let meta: Option<String> = self.conn.get(&self.keys.all[4]).unwrap();
+        // (None for a meta fairlock did not write, as a test leaves one.)
+        meta.and_then(|m| m.split(' ').nth(1)?.parse().ok())
     }
 
     fn queued(&mut self) -> Vec<String> {
@@ -249,7 +275,7 @@ impl Rw {
         let left = keys_without_ttl(&mut self.conn, "fairlock:*");
         assert!(left.is_empty(), "keys without a TTL: {left:?}");
         let meta = self.pttl(4);
-        for key in [0, 1, 2, 3, 5] {
+        for key in [0, 1, 2, 3] {
             let ttl = self.pttl(key);
             assert!(
                 ttl == -2 || ttl < meta,
@@ -257,14 +283,18 @@ impl Rw {
                 self.keys.all[key]
             );
         }
-        // The writers zset is the write holds of the holders zset again.
-        let writers = self.writers();
-        let write_holds: Vec<String> = self
-            .holders()
-            .into_iter()
-            .filter(|m| m.ends_with(" w"))
-            .collect();
-        assert_eq!(writers, write_holds);
+        // The meta's used units are the units of the holds in the holders
+        // zset (what the writers zset was to the write holds before).
+        let members: Vec<String> = self.conn.zrange(&self.keys.all[0], 0, -1).unwrap();
+        let units: u64 = members
+            .iter()
+            .map(|m| m.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        // (A holders key that ran out by itself counts as none: the next
+        // call reads its used units as 0.)
+        if let (Some(used), false) = (self.meta_used(), members.is_empty()) {
+            assert_eq!(used, units, "the meta counts the holds' units: {members:?}");
+        }
     }
 
     /// Every key's dumped value, for "nothing written".
@@ -283,6 +313,48 @@ impl Rw {
     /// A subscription to every wake channel.
     fn messages(&self) -> redis::Connection {
         self.server.conn()
+    }
+}
+
+/// The counted engine's script of `op` (the rwlock's and the semaphore's).
+fn counted(op: Op) -> Script {
+    Script {
+        engine: Engine::Counted,
+        op,
+    }
+}
+
+/// How the counted engine's members and entries name what a call takes.
+trait UnitsWord {
+    fn units_word(&self) -> String;
+}
+
+impl UnitsWord for Access {
+    fn units_word(&self) -> String {
+        Ask::RwLock(*self).units().to_string()
+    }
+}
+
+/// Whether a write holds, as a status reply tells: a write takes every
+/// unit, reads alone never reach that many.
+fn writer_holds(reply: &StatusReply) -> bool {
+    reply.used >= u64::from(RW_CAPACITY)
+}
+
+/// A hold's or waiter's access by its units (a write: all of them).
+fn access_of(units: u64) -> Access {
+    if units >= u64::from(RW_CAPACITY) {
+        Write
+    } else {
+        Read
+    }
+}
+
+/// A rwlock queue entry's access.
+fn access_of_ask(ask: Ask) -> Access {
+    match ask {
+        Ask::RwLock(access) => access,
+        other => panic!("not a rwlock's ask: {other:?}"),
     }
 }
 
@@ -330,7 +402,7 @@ fn entry_with(
         wait_id: call,
         lease,
         fixed,
-        access: Some(access),
+        ask: Ask::RwLock(access),
     }
 }
 
@@ -370,7 +442,7 @@ fn readers_share() {
     let b = s.take("b:1", 2, Read);
     let c = s.take("c:1", 3, Read);
     assert!(a.token < b.token && b.token < c.token);
-    assert_eq!(s.holders(), ["a:1 1 r", "b:1 2 r", "c:1 3 r"]);
+    assert_eq!(s.holders(), ["a:1 1 1", "b:1 2 1", "c:1 3 1"]);
     assert!(s.writers().is_empty());
     // A try reader enters too: no writer holds or waits.
     assert!(matches!(
@@ -392,12 +464,12 @@ fn a_writer_waits_for_the_readers_ahead_then_excludes_all() {
         AcquireReply::Waiting { position: None, .. }
     ));
     assert!(s.handed(&a).is_empty(), "a reader still holds");
-    assert_eq!(s.holders(), ["b:1 2 r"]);
+    assert_eq!(s.holders(), ["b:1 2 1"]);
     let w = s.handed(&b);
     assert_eq!(owners(&w), ["w:1"]);
     assert!(w[0].token > b.token);
-    assert_eq!(s.holders(), ["w:1 3 w"]);
-    assert_eq!(s.writers(), ["w:1 3 w"]);
+    assert_eq!(s.holders(), ["w:1 3 4294967295"]);
+    assert_eq!(s.writers(), ["w:1 3 4294967295"]);
     // While it holds, nobody else enters: readers and writers queue, a try
     // of either gets nothing.
     for (owner, call, access) in [("r:1", 4, Read), ("x:1", 5, Write)] {
@@ -408,7 +480,7 @@ fn a_writer_waits_for_the_readers_ahead_then_excludes_all() {
     }
     assert_eq!(s.queue("r:1", 4, Read), 0);
     assert_eq!(s.queue("x:1", 5, Write), 1);
-    assert_eq!(s.holders(), ["w:1 3 w"]);
+    assert_eq!(s.holders(), ["w:1 3 4294967295"]);
     // Its poll finds its hold.
     match s.attempt("w:1", 3, Mode::Poll, Write) {
         AcquireReply::Acquired { token, .. } => assert_eq!(token, w[0].token),
@@ -417,11 +489,11 @@ fn a_writer_waits_for_the_readers_ahead_then_excludes_all() {
     // Released: the reader enters, the writer behind it waits for it.
     let r = s.handed(&w[0]);
     assert_eq!(owners(&r), ["r:1"]);
-    assert_eq!(s.holders(), ["r:1 4 r"]);
+    assert_eq!(s.holders(), ["r:1 4 1"]);
     let x = s.handed(&r[0]);
     assert_eq!(owners(&x), ["x:1"]);
-    assert_eq!(s.holders(), ["x:1 5 w"]);
-    assert_eq!(s.release(&x[0]), SemReleaseReply::Released);
+    assert_eq!(s.holders(), ["x:1 5 4294967295"]);
+    assert_eq!(s.release(&x[0]), ReleaseReply::Released { left: 0 });
     assert!(s.holders().is_empty() && s.queued().is_empty());
 }
 
@@ -444,7 +516,7 @@ fn a_reader_behind_a_queued_writer_waits() {
             ..
         }
     ));
-    assert_eq!(s.holders(), ["a:1 1 r"]);
+    assert_eq!(s.holders(), ["a:1 1 1"]);
     let w = s.handed(&a);
     assert_eq!(owners(&w), ["w:1"]);
     let r = s.handed(&w[0]);
@@ -477,7 +549,7 @@ fn consecutive_readers_at_the_head_enter_together() {
     assert_eq!(owners(&run), ["r1:1", "r2:1", "r3:1"]);
     assert!(run.windows(2).all(|p| p[0].token < p[1].token));
     assert!(run[0].token > w.token);
-    assert_eq!(s.holders(), ["r1:1 10 r", "r2:1 11 r", "r3:1 12 r"]);
+    assert_eq!(s.holders(), ["r1:1 10 1", "r2:1 11 1", "r3:1 12 1"]);
     // Each reader heard its grant, the writer now heading the queue that it
     // does.
     for (hold, channel) in run.iter().zip(["r1", "r2", "r3"]) {
@@ -519,8 +591,8 @@ fn a_head_reader_that_polls_takes_the_readers_behind_it_along() {
         s.attempt("r1:1", 2, Mode::Poll, Read),
         AcquireReply::Acquired { .. }
     ));
-    assert_eq!(s.holders(), ["r1:1 2 r", "r2:1 3 r"]);
-    assert_eq!(s.queued(), ["x:1 4 60000 0 w"]);
+    assert_eq!(s.holders(), ["r1:1 2 1", "r2:1 3 1"]);
+    assert_eq!(s.queued(), ["x:1 4 60000 0 4294967295"]);
 }
 
 #[test]
@@ -531,7 +603,7 @@ fn reentry_read_in_read_read_in_write_write_in_write_granted() {
     assert_eq!(s.queue("w:1", 2, Write), 0);
     let a2 = s.take_with("a:1", 3, Read, a.token);
     assert!(a2.token > a.token);
-    assert_eq!(s.holders(), ["a:1 1 r", "a:1 3 r"]);
+    assert_eq!(s.holders(), ["a:1 1 1", "a:1 3 1"]);
     // Another owner's guard token is no guard: that reader queues.
     assert_eq!(
         match s
@@ -551,8 +623,11 @@ fn reentry_read_in_read_read_in_write_write_in_write_granted() {
     let r = s.take_with("w:1", 5, Read, w.token);
     let ww = s.take_with("w:1", 6, Write, w.token);
     assert!(w.token < r.token && r.token < ww.token);
-    assert_eq!(s.holders(), ["w:1 2 w", "w:1 5 r", "w:1 6 w"]);
-    assert_eq!(s.writers(), ["w:1 2 w", "w:1 6 w"]);
+    assert_eq!(
+        s.holders(),
+        ["w:1 2 4294967295", "w:1 5 1", "w:1 6 4294967295"]
+    );
+    assert_eq!(s.writers(), ["w:1 2 4294967295", "w:1 6 4294967295"]);
     // A repeat of the re-entry call answers with its hold.
     match s
         .attempt_with("w:1", 6, Mode::First, Write, w.token, LONG, false)
@@ -565,7 +640,7 @@ fn reentry_read_in_read_read_in_write_write_in_write_granted() {
     assert!(s.handed(&ww).is_empty());
     let b = s.handed(&w);
     assert_eq!(owners(&b), ["b:1"]);
-    assert_eq!(s.holders(), ["b:1 4 r", "w:1 5 r"]);
+    assert_eq!(s.holders(), ["b:1 4 1", "w:1 5 1"]);
 }
 
 #[test]
@@ -589,7 +664,7 @@ fn read_to_write_is_refused_and_writes_nothing() {
     // Without the guard it is no re-entry: it queues behind the writer
     // (the client's rule is to send its guard).
     assert_eq!(s.queue("a:1", 5, Write), 1);
-    assert_eq!(s.holders(), ["a:1 1 r"]);
+    assert_eq!(s.holders(), ["a:1 1 1"]);
 }
 
 #[test]
@@ -629,10 +704,11 @@ fn tokens_strictly_increase_across_takes_handoffs_and_reentries() {
         tokens.windows(2).all(|p| p[0] < p[1]),
         "tokens in order of issue: {tokens:?}"
     );
-    // The meta keeps the last one.
+    // The meta keeps the last one ("<capacity> <used> <last token>...").
     let meta: String = s.conn.get(&s.keys.all[4]).unwrap();
-    assert!(
-        meta.starts_with(&format!("{} ", tokens.last().unwrap())),
+    assert_eq!(
+        meta.split(' ').nth(2),
+        Some(tokens.last().unwrap().to_string().as_str()),
         "{meta}"
     );
 }
@@ -648,26 +724,26 @@ fn repeats_count_once() {
         AcquireReply::Acquired { token, .. } => assert_eq!(token, a.token),
         other => panic!("{other:?}"),
     }
-    assert_eq!(s.holders(), ["a:1 1 r", "b:1 2 r"]);
+    assert_eq!(s.holders(), ["a:1 1 1", "b:1 2 1"]);
     // A queued call delivered twice stays one entry.
     assert_eq!(s.queue("w:1", 3, Write), 0);
     assert_eq!(s.queued().len(), 1);
     // A release delivered twice counts once: the writer still waits for b.
-    assert_eq!(s.release(&a), SemReleaseReply::Released);
-    assert_eq!(s.release(&a), SemReleaseReply::Released);
-    assert_eq!(s.holders(), ["b:1 2 r"]);
+    assert_eq!(s.release(&a), ReleaseReply::Released { left: 0 });
+    assert_eq!(s.release(&a), ReleaseReply::Released { left: 0 });
+    assert_eq!(s.holders(), ["b:1 2 1"]);
     assert_eq!(s.queued().len(), 1);
     let w = s.handed(&b);
     assert_eq!(owners(&w), ["w:1"]);
     // Once another release took the mark, a stale one is NotHeld and
     // changes nothing.
     let before = s.snapshot();
-    assert_eq!(s.release(&a), SemReleaseReply::NotHeld);
+    assert_eq!(s.release(&a), ReleaseReply::NotHeld);
     let stale = Hold {
         token: w[0].token + 1,
         ..w[0].clone()
     };
-    assert_eq!(s.release(&stale), SemReleaseReply::NotHeld);
+    assert_eq!(s.release(&stale), ReleaseReply::NotHeld);
     assert_eq!(s.snapshot(), before);
 }
 
@@ -677,7 +753,7 @@ fn renewal_extends_only_a_live_hold_with_its_token() {
     let w = s.take("w:1", 1, Write);
     let end = |s: &mut Rw, key: usize| -> i64 {
         s.conn
-            .zscore::<_, _, Option<i64>>(&s.keys.all[key], "w:1 1 w")
+            .zscore::<_, _, Option<i64>>(&s.keys.all[key], "w:1 1 4294967295")
             .unwrap()
             .unwrap()
     };
@@ -686,7 +762,11 @@ fn renewal_extends_only_a_live_hold_with_its_token() {
     assert!(s.renew(&w, Some(LONG)));
     let after = end(&mut s, 0);
     assert!(after > before);
-    assert_eq!(end(&mut s, 5), after, "the writers zset follows");
+    assert_eq!(
+        s.writers(),
+        ["w:1 1 4294967295"],
+        "the renewed hold is still the write"
+    );
     assert!(s.renew(&w, None));
     assert!(!s.renew(
         &Hold {
@@ -709,7 +789,7 @@ fn renewal_extends_only_a_live_hold_with_its_token() {
         },
         Some(LONG)
     ));
-    assert_eq!(s.release(&w), SemReleaseReply::Released);
+    assert_eq!(s.release(&w), ReleaseReply::Released { left: 0 });
     assert!(!s.renew(&w, Some(LONG)), "released");
 }
 
@@ -718,33 +798,59 @@ fn bad_arguments_are_refused_before_any_write() {
     let mut s = Rw::new("bad-input");
     s.take("a:1", 1, Read);
     let before = s.snapshot();
-    let args =
-        |owner: &str, lease: &str, fixed: &str, mode: &str, call: &str, rw: &str, guard: &str| {
-            [owner, lease, fixed, "60000", mode, call, rw, guard].map(str::to_owned)
-        };
+    // ARGV after the common two: owner, lease, fixed, waiter timeout, mode,
+    // call, live guard token, capacity (the rwlock's RW_CAPACITY) and units
+    // (a read 1, a write all of them; it was the access, "r" or "w").
+    let args = |owner: &str,
+                lease: &str,
+                fixed: &str,
+                mode: &str,
+                call: &str,
+                units: &str,
+                guard: &str| {
+        let capacity = RW_CAPACITY.to_string();
+        [
+            owner,
+            lease,
+            fixed,
+            "60000",
+            mode,
+            call,
+            guard,
+            capacity.as_str(),
+            units,
+        ]
+        .map(str::to_owned)
+    };
+    let (r, w) = ("1", "4294967295");
     for (bad, what) in [
-        (args("n:1", "60000", "0", "first", "2", "x", "0"), "access"),
-        (args("n:1", "60000", "0", "first", "2", "", "0"), "access"),
-        (args("n:1", "60000", "0", "first", "2", "r", "x"), "guard"),
-        (args("n:1", "60000", "0", "first", "2", "r", "-1"), "guard"),
-        (args("n 1", "60000", "0", "first", "2", "r", "0"), "owner"),
-        (args("n:1", "60000", "0", "first", "x", "w", "0"), "owner"),
-        (args("n:1", "0", "0", "first", "2", "r", "0"), "lease"),
-        (args("n:1", "60000", "2", "first", "2", "r", "0"), "fixed"),
-        (args("n:1", "60000", "0", "wait", "2", "w", "0"), "mode"),
+        (args("n:1", "60000", "0", "first", "2", "x", "0"), "units"),
+        (args("n:1", "60000", "0", "first", "2", "", "0"), "units"),
+        (args("n:1", "60000", "0", "first", "2", "0", "0"), "units"),
+        (
+            args("n:1", "60000", "0", "first", "2", "4294967296", "0"),
+            "units",
+        ),
+        (args("n:1", "60000", "0", "first", "2", r, "x"), "guard"),
+        (args("n:1", "60000", "0", "first", "2", r, "-1"), "guard"),
+        (args("n 1", "60000", "0", "first", "2", r, "0"), "owner"),
+        (args("n:1", "60000", "0", "first", "x", w, "0"), "owner"),
+        (args("n:1", "0", "0", "first", "2", r, "0"), "lease"),
+        (args("n:1", "60000", "2", "first", "2", r, "0"), "fixed"),
+        (args("n:1", "60000", "0", "wait", "2", w, "0"), "mode"),
     ] {
-        let err = s.eval(Script::RwAcquire, &bad).unwrap_err();
+        let err = s.eval(counted(Op::Acquire), &bad).unwrap_err();
         assert_eq!(s.snapshot(), before, "{bad:?}");
         assert!(chain(&err).contains(what), "{bad:?}: {err}");
     }
     for bad in [["a 1", "5", "1"], ["a:1", "5", "x"]] {
         let bad = bad.map(str::to_owned);
-        assert!(s.eval(Script::RwRelease, &bad).is_err(), "{bad:?}");
+        assert!(s.eval(counted(Op::Release), &bad).is_err(), "{bad:?}");
         assert_eq!(s.snapshot(), before, "{bad:?}");
     }
     for bad in [["a:1", "5", "1", "-3"], ["a 1", "5", "1", "100"]] {
         let bad = bad.map(str::to_owned);
-        assert!(s.eval(Script::RwRenew, &bad).is_err(), "{bad:?}");
+        assert!(s.eval(counted(Op::Renew), &bad).is_err(), "{bad:?}");
         assert_eq!(s.snapshot(), before, "{bad:?}");
     }
     // A meta key fairlock did not write.
@@ -771,11 +877,14 @@ fn a_lease_that_ran_out_frees_the_lock_for_the_head() {
         s.attempt("w:1", 2, Mode::Poll, Write),
         AcquireReply::Acquired { .. }
     ));
-    assert_eq!(s.holders(), ["w:1 2 w"]);
+    assert_eq!(s.holders(), ["w:1 2 4294967295"]);
     // The expired reader's token is gone both ways from the tokens hash.
     let tokens: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
     assert_eq!(tokens.len(), 2, "{tokens:?}");
-    assert!(tokens.contains(&"w:1 2 w".to_owned()), "{tokens:?}");
+    assert!(
+        tokens.contains(&"w:1 2 4294967295".to_owned()),
+        "{tokens:?}"
+    );
 }
 
 #[test]
@@ -783,14 +892,16 @@ fn keys_expire_a_fence_life_after_the_last_holder() {
     let mut s = Rw::new("ttl");
     let w = s.take("a:1", 1, Write);
     s.release(&w);
-    for key in [0, 1, 2, 3, 5] {
+    for key in [0, 1, 2, 3] {
         assert_eq!(s.pttl(key), -2, "{}", s.keys.all[key]);
     }
     let fence = fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64;
     let meta = s.pttl(4);
     assert!(meta > fence - 1000 && meta <= fence, "{meta}");
+    // "<capacity> <used> <last token> <mark>": nothing held, the last
+    // token and the release that freed it kept.
     let value: String = s.conn.get(&s.keys.all[4]).unwrap();
-    assert_eq!(value, format!("{} a:1#1", w.token));
+    assert_eq!(value, format!("{RW_CAPACITY} 0 {} a:1#1", w.token));
 }
 
 #[test]
@@ -802,32 +913,45 @@ fn the_rwlock_and_the_mutex_and_semaphore_of_one_name_are_separate() {
     assert_eq!(mutex.slot, s.keys.slot);
     assert_eq!(sem.slot, s.keys.slot);
     let mutex_args = ["b:1", "60000", "0", "60000", "try", "1", "0"].map(str::to_owned);
-    let reply = eval_on(&mut s.conn, &mutex, Script::Acquire, &mutex_args).unwrap();
+    let reply = eval_on(
+        &mut s.conn,
+        &mutex,
+        Script::of(LockKind::Mutex, Op::Acquire),
+        &mutex_args,
+    )
+    .unwrap();
     assert!(
         matches!(reply, Value::Int(_)),
         "the mutex is free: {reply:?}"
     );
-    let op = SemAcquire {
+    let op = Acquire {
+        ask: Ask::Permits { n: 1, of: 1 },
         owner: "c:1",
         lease: LONG,
         fixed: false,
         waiter_timeout: LONG,
         mode: Mode::Try,
         wait_id: 1,
-        permits: 1,
+        live_token: 0,
     };
-    let reply = eval_on(&mut s.conn, &sem, Script::SemAcquire, &op.args()).unwrap();
+    let reply = eval_on(
+        &mut s.conn,
+        &sem,
+        Script::of(LockKind::Semaphore, Op::Acquire),
+        &op.args(),
+    )
+    .unwrap();
     assert!(
         matches!(reply, Value::Int(_)),
         "the semaphore is free: {reply:?}"
     );
-    assert_eq!(s.holders(), ["a:1 1 w"]);
+    assert_eq!(s.holders(), ["a:1 1 4294967295"]);
     // And the other kinds' holds do not stop the rwlock's readers, once its
     // writer is gone.
     let w = Hold {
         owner: "a:1".into(),
         call: 1,
-        token: s.conn.hget(&s.keys.all[3], "a:1 1 w").unwrap(),
+        token: s.conn.hget(&s.keys.all[3], "a:1 1 4294967295").unwrap(),
     };
     s.release(&w);
     s.take("d:1", 2, Read);
@@ -866,7 +990,7 @@ fn admit_model(
             break;
         }
         let (owner, call, access) = queue.remove(0);
-        let token = s.token_of(&format!("{owner} {call} {}", access.as_arg()));
+        let token = s.token_of(&format!("{owner} {call} {}", access.units_word()));
         assert!(token > *last_token, "{token} after {last_token}");
         *last_token = token;
         held.push((Hold { owner, call, token }, access));
@@ -958,7 +1082,11 @@ fn a_random_mix_keeps_readers_shared_writers_alone_and_fifo() {
             held.remove(k);
             assert_eq!(s.abandon(e), AbandonReply::HoldGivenBack, "step {step}");
             assert_eq!(s.abandon(e), AbandonReply::Nothing, "step {step}");
-            assert_eq!(s.release(&hold), SemReleaseReply::Released, "step {step}");
+            assert_eq!(
+                s.release(&hold),
+                ReleaseReply::Released { left: 0 },
+                "step {step}"
+            );
             admit_model(&mut s, &mut held, &mut queue, &mut last_token);
         }
         // Readers share, a writer holds alone, and the head waits only
@@ -973,7 +1101,7 @@ fn a_random_mix_keeps_readers_shared_writers_alone_and_fifo() {
         }
         let mut model: Vec<String> = held
             .iter()
-            .map(|(h, a)| format!("{} {} {}", h.owner, h.call, a.as_arg()))
+            .map(|(h, a)| format!("{} {} {}", h.owner, h.call, a.units_word()))
             .collect();
         model.sort();
         assert_eq!(s.holders(), model, "step {step}");
@@ -1014,7 +1142,7 @@ fn the_readme_acl_user_runs_every_rwlock_script() {
     assert!(s.renew(&a, Some(LONG)));
     assert!(s.renew(&a, None));
     assert!(s.handed(&a).is_empty());
-    let a3: u64 = s.conn.hget(&s.keys.all[3], "a:1 3 r").unwrap();
+    let a3: u64 = s.conn.hget(&s.keys.all[3], "a:1 3 1").unwrap();
     let w = s.handed(&Hold {
         owner: "a:1".into(),
         call: 3,
@@ -1024,7 +1152,7 @@ fn the_readme_acl_user_runs_every_rwlock_script() {
     assert!(s.renew(&w[0], Some(LONG)));
     let run = s.handed(&w[0]);
     assert_eq!(owners(&run), ["r:1", "q:1"]);
-    assert_eq!(s.release(&w[0]), SemReleaseReply::Released);
+    assert_eq!(s.release(&w[0]), ReleaseReply::Released { left: 0 });
     for h in &run {
         s.release(h);
     }
@@ -1063,7 +1191,7 @@ fn heartbeats_keep_waiters_alive_and_push_every_ttl_while_the_unbeaten_are_dropp
         }
     }
     // x sent none: its entry is gone, w's two kept their places.
-    assert_eq!(s.queued(), ["w:1 2 60000 0 r", "w:2 3 60000 0 r"]);
+    assert_eq!(s.queued(), ["w:1 2 60000 0 1", "w:2 3 60000 0 1"]);
     assert_eq!(
         s.heartbeat(timeout, &[entry("x:1", 4, Write)]).statuses,
         [WaiterStatus::Gone]
@@ -1111,17 +1239,19 @@ fn a_heartbeat_admits_the_readers_run_an_expired_writer_left() {
         "the readers' leases: {}",
         beat.pttl_ms
     );
-    assert_eq!(s.holders(), ["r1:1 2 r", "r2:1 3 r"]);
+    assert_eq!(s.holders(), ["r1:1 2 1", "r2:1 3 1"]);
     assert!(s.writers().is_empty(), "the expired writer is dropped");
-    assert_eq!(s.queued(), ["x:1 4 60000 0 w", "r3:1 5 60000 0 r"]);
+    assert_eq!(s.queued(), ["x:1 4 60000 0 4294967295", "r3:1 5 60000 0 1"]);
     // Its token is gone both ways.
     let fields: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
     assert!(
-        !fields.iter().any(|f| f == "a:1 1 w" || *f == a.to_string()),
+        !fields
+            .iter()
+            .any(|f| f == "a:1 1 4294967295" || *f == a.to_string()),
         "{fields:?}"
     );
-    let r1 = s.token_of("r1:1 2 r");
-    let r2 = s.token_of("r2:1 3 r");
+    let r1 = s.token_of("r1:1 2 1");
+    let r2 = s.token_of("r2:1 3 1");
     assert!(a < r1 && r1 < r2 && r2 == beat.last_token);
     for (channel, text) in [
         ("r1", format!("G 2 {r1} ")),
@@ -1154,7 +1284,7 @@ fn a_heartbeat_keeps_a_handed_watchdog_lease_and_leaves_a_fixed_one() {
                 e.owner,
                 e.wait_id,
                 Mode::First,
-                e.access.unwrap(),
+                access_of_ask(e.ask),
                 0,
                 e.lease,
                 e.fixed
@@ -1167,8 +1297,8 @@ fn a_heartbeat_keeps_a_handed_watchdog_lease_and_leaves_a_fixed_one() {
         ));
     }
     assert_eq!(owners(&s.handed(&a)), ["w:1", "f:1"]);
-    let w_end = s.lease_end(0, "w:1 3 r").unwrap();
-    let f_end = s.lease_end(0, "f:1 4 r").unwrap();
+    let w_end = s.lease_end(0, "w:1 3 1").unwrap();
+    let f_end = s.lease_end(0, "f:1 4 1").unwrap();
     sleep(Duration::from_millis(200));
     let beat = s.heartbeat(LONG, &[renewed, fixed, writer]);
     assert!(
@@ -1183,13 +1313,13 @@ fn a_heartbeat_keeps_a_handed_watchdog_lease_and_leaves_a_fixed_one() {
         "{beat:?}"
     );
     let now = s.now_ms();
-    let w_new = s.lease_end(0, "w:1 3 r").unwrap();
+    let w_new = s.lease_end(0, "w:1 3 1").unwrap();
     assert!(
         w_new > w_end && w_new >= now + 1990,
         "kept at its lease: {w_end} -> {w_new}, now {now}"
     );
     assert_eq!(
-        s.lease_end(0, "f:1 4 r").unwrap(),
+        s.lease_end(0, "f:1 4 1").unwrap(),
         f_end,
         "a fixed lease stays"
     );
@@ -1200,24 +1330,26 @@ fn a_heartbeat_keeps_a_handed_watchdog_lease_and_leaves_a_fixed_one() {
             .statuses,
         [WaiterStatus::Gone]
     );
-    assert_eq!(s.holders(), ["w:1 3 r"], "f's fixed lease ran out");
+    assert_eq!(s.holders(), ["w:1 3 1"], "f's fixed lease ran out");
     // A handed write hold is kept the same way, the writers zset following.
     let w = Hold {
         owner: "w:1".into(),
         call: 3,
-        token: s.token_of("w:1 3 r"),
+        token: s.token_of("w:1 3 1"),
     };
     assert_eq!(owners(&s.handed(&w)), ["v:1"]);
-    let v_end = s.lease_end(0, "v:1 5 w").unwrap();
+    let v_end = s.lease_end(0, "v:1 5 4294967295").unwrap();
     sleep(Duration::from_millis(200));
     assert!(matches!(
         s.heartbeat(LONG, &[writer]).statuses.as_slice(),
         [WaiterStatus::Owns(_)]
     ));
     let now = s.now_ms();
-    let v_new = s.lease_end(0, "v:1 5 w").unwrap();
+    let v_new = s.lease_end(0, "v:1 5 4294967295").unwrap();
     assert!(v_new > v_end && v_new >= now + 1990, "{v_end} -> {v_new}");
-    assert_eq!(s.lease_end(5, "v:1 5 w"), Some(v_new));
+    // (The writers zset that repeated it is gone: the member of all the
+    // units is the write, with that lease end.)
+    assert!(s.writers().contains(&"v:1 5 4294967295".to_owned()));
 }
 
 #[test]
@@ -1244,14 +1376,14 @@ fn a_cancel_leaves_nothing_and_lets_in_the_readers_behind_a_writer() {
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
     assert_eq!(s.cancel(entry("w:1", 3, Write)), CancelReply::Left);
-    assert_eq!(s.holders(), ["a:1 1 r", "r1:1 4 r", "r2:1 5 r"]);
-    assert_eq!(s.queued(), ["x:1 6 60000 0 w", "r3:1 7 60000 0 r"]);
+    assert_eq!(s.holders(), ["a:1 1 1", "r1:1 4 1", "r2:1 5 1"]);
+    assert_eq!(s.queued(), ["x:1 6 60000 0 4294967295", "r3:1 7 60000 0 1"]);
     for channel in ["r1", "r2", "x"] {
         assert_eq!(message(&mut pubsub).0, format!("fairlock:wake:{channel}"));
     }
     // A waiter that does not head the queue leaves alone.
     assert_eq!(s.cancel(entry("r3:1", 7, Read)), CancelReply::Left);
-    assert_eq!(s.queued(), ["x:1 6 60000 0 w"]);
+    assert_eq!(s.queued(), ["x:1 6 60000 0 4294967295"]);
     assert_eq!(s.holders().len(), 3);
     // The writer enters once the readers are gone.
     for h in [
@@ -1259,7 +1391,7 @@ fn a_cancel_leaves_nothing_and_lets_in_the_readers_behind_a_writer() {
         Hold {
             owner: "r1:1".into(),
             call: 4,
-            token: s.token_of("r1:1 4 r"),
+            token: s.token_of("r1:1 4 1"),
         },
     ] {
         assert!(s.handed(&h).is_empty());
@@ -1267,7 +1399,7 @@ fn a_cancel_leaves_nothing_and_lets_in_the_readers_behind_a_writer() {
     let r2 = Hold {
         owner: "r2:1".into(),
         call: 5,
-        token: s.token_of("r2:1 5 r"),
+        token: s.token_of("r2:1 5 1"),
     };
     assert_eq!(owners(&s.handed(&r2)), ["x:1"]);
 }
@@ -1289,14 +1421,14 @@ fn a_cancel_after_a_handoff_keeps_the_hold() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(s.holders(), ["w:1 2 w"]);
-    assert_eq!(s.writers(), ["w:1 2 w"]);
-    assert_eq!(s.queued(), ["x:1 3 60000 0 r"]);
+    assert_eq!(s.holders(), ["w:1 2 4294967295"]);
+    assert_eq!(s.writers(), ["w:1 2 4294967295"]);
+    assert_eq!(s.queued(), ["x:1 3 60000 0 1"]);
     // Another call of the same owner is not this one: its hold stays.
     s.queue("w:1", 7, Read);
     assert_eq!(s.cancel(entry("w:1", 7, Read)), CancelReply::Left);
-    assert_eq!(s.holders(), ["w:1 2 w"]);
-    assert_eq!(s.queued(), ["x:1 3 60000 0 r"]);
+    assert_eq!(s.holders(), ["w:1 2 4294967295"]);
+    assert_eq!(s.queued(), ["x:1 3 60000 0 1"]);
     // It releases as any holder.
     assert_eq!(owners(&s.handed(&handed[0])), ["x:1"]);
 }
@@ -1313,36 +1445,36 @@ fn an_abandon_by_entry_gives_back_exactly_that_call_once() {
         s.abandon(entry("a:1", 1, Read)),
         AbandonReply::HoldGivenBack
     );
-    assert_eq!(s.holders(), ["a:1 2 r"]);
+    assert_eq!(s.holders(), ["a:1 2 1"]);
     let before = s.snapshot();
     assert_eq!(s.abandon(entry("a:1", 1, Read)), AbandonReply::Nothing);
     assert_eq!(s.snapshot(), before);
     // The release the client could not send answers as released.
-    assert_eq!(s.release(&a1), SemReleaseReply::Released);
+    assert_eq!(s.release(&a1), ReleaseReply::Released { left: 0 });
     // A queued call: its entry, once.
     s.queue("y:1", 5, Read);
     assert_eq!(s.abandon(entry("y:1", 5, Read)), AbandonReply::LeftQueue);
     assert_eq!(s.abandon(entry("y:1", 5, Read)), AbandonReply::Nothing);
-    assert_eq!(s.queued(), ["w:1 3 60000 0 w", "r:1 4 60000 0 r"]);
+    assert_eq!(s.queued(), ["w:1 3 60000 0 4294967295", "r:1 4 60000 0 1"]);
     // A call never made, or named with another access, is nothing.
     assert_eq!(s.abandon(entry("q:1", 9, Read)), AbandonReply::Nothing);
     assert_eq!(s.abandon(entry("a:1", 2, Write)), AbandonReply::Nothing);
-    assert_eq!(s.holders(), ["a:1 2 r"]);
+    assert_eq!(s.holders(), ["a:1 2 1"]);
     // Call 2's hold was the last read: the writer enters, the reader
     // behind it waits.
     assert_eq!(
         s.abandon(entry("a:1", 2, Read)),
         AbandonReply::HoldGivenBack
     );
-    assert_eq!(s.holders(), ["w:1 3 w"]);
-    assert_eq!(s.queued(), ["r:1 4 60000 0 r"]);
-    assert_eq!(s.release(&a2), SemReleaseReply::Released);
+    assert_eq!(s.holders(), ["w:1 3 4294967295"]);
+    assert_eq!(s.queued(), ["r:1 4 60000 0 1"]);
+    assert_eq!(s.release(&a2), ReleaseReply::Released { left: 0 });
     // The writer's hold given back lets the reader in.
     assert_eq!(
         s.abandon(entry("w:1", 3, Write)),
         AbandonReply::HoldGivenBack
     );
-    assert_eq!(s.holders(), ["r:1 4 r"]);
+    assert_eq!(s.holders(), ["r:1 4 1"]);
     assert!(s.queued().is_empty());
     assert_eq!(s.abandon(entry("w:1", 3, Write)), AbandonReply::Nothing);
     // With nobody waiting, a given-back hold leaves the keys as a release.
@@ -1351,7 +1483,7 @@ fn an_abandon_by_entry_gives_back_exactly_that_call_once() {
         AbandonReply::HoldGivenBack
     );
     assert!(s.holders().is_empty());
-    for key in [0, 1, 2, 3, 5] {
+    for key in [0, 1, 2, 3] {
         assert_eq!(s.pttl(key), -2, "{}", s.keys.all[key]);
     }
     let meta: String = s.conn.get(&s.keys.all[4]).unwrap();
@@ -1364,8 +1496,8 @@ fn status_reports_holders_with_their_access_and_the_queue() {
     let empty = s.status(10, 10);
     assert_eq!(
         (
-            empty.live_holders,
-            empty.writer_holds,
+            empty.live_holds,
+            writer_holds(&empty),
             empty.live_waiters,
             empty.last_token
         ),
@@ -1378,8 +1510,8 @@ fn status_reports_holders_with_their_access_and_the_queue() {
     let st = s.status(10, 10);
     assert_eq!(
         (
-            st.live_holders,
-            st.writer_holds,
+            st.live_holds,
+            writer_holds(&st),
             st.live_waiters,
             st.last_token
         ),
@@ -1388,7 +1520,14 @@ fn status_reports_holders_with_their_access_and_the_queue() {
     let listed: Vec<(&str, u64, Access, u64)> = st
         .holders
         .iter()
-        .map(|h| (h.owner.as_str(), h.call, h.access, h.token))
+        .map(|h| {
+            (
+                h.owner.as_str(),
+                h.call.unwrap(),
+                access_of(h.units),
+                h.token,
+            )
+        })
         .collect();
     assert_eq!(
         listed,
@@ -1397,11 +1536,11 @@ fn status_reports_holders_with_their_access_and_the_queue() {
     assert!(st
         .holders
         .iter()
-        .all(|h| (59_000..=60_000).contains(&h.lease_left_ms)));
+        .all(|h| (59_000..=60_000).contains(&h.lease_left_ms.unwrap())));
     let waiters: Vec<(&str, Option<Access>)> = st
         .waiters
         .iter()
-        .map(|w| (w.owner.as_str(), w.access))
+        .map(|w| (w.owner.as_str(), (w.units > 0).then(|| access_of(w.units))))
         .collect();
     assert_eq!(waiters, [("w:1", Some(Write)), ("r:1", Some(Read))]);
     assert!(st
@@ -1411,7 +1550,7 @@ fn status_reports_holders_with_their_access_and_the_queue() {
     // The bounds.
     let few = s.status(1, 1);
     assert_eq!((few.holders.len(), few.waiters.len()), (1, 1));
-    assert_eq!((few.live_holders, few.live_waiters), (2, 2));
+    assert_eq!((few.live_holds, few.live_waiters), (2, 2));
     let none = s.status(0, 0);
     assert!(none.holders.is_empty() && none.waiters.is_empty());
     // The writer in: it holds alone, with the last token.
@@ -1420,15 +1559,15 @@ fn status_reports_holders_with_their_access_and_the_queue() {
     let st = s.status(10, 10);
     assert_eq!(
         (
-            st.live_holders,
-            st.writer_holds,
+            st.live_holds,
+            writer_holds(&st),
             st.live_waiters,
             st.last_token
         ),
         (1, true, 1, w[0].token)
     );
     assert_eq!(
-        (st.holders[0].owner.as_str(), st.holders[0].access),
+        (st.holders[0].owner.as_str(), access_of(st.holders[0].units)),
         ("w:1", Write)
     );
     // An expired hold is no holder.
@@ -1436,10 +1575,10 @@ fn status_reports_holders_with_their_access_and_the_queue() {
     s.release(&r[0]);
     s.attempt_with("d:1", 5, Mode::First, Write, 0, SHORT, true)
         .unwrap();
-    assert!(s.status(10, 10).writer_holds);
+    assert!(writer_holds(&s.status(10, 10)));
     sleep(SHORT + Duration::from_millis(50));
     let expired = s.status(10, 10);
-    assert_eq!((expired.live_holders, expired.writer_holds), (0, false));
+    assert_eq!((expired.live_holds, writer_holds(&expired)), (0, false));
     assert!(expired.holders.is_empty());
 }
 
@@ -1452,19 +1591,19 @@ fn bad_heartbeat_cancel_and_abandon_input_is_refused_before_any_write() {
     let bad_entries = [
         "w:1 2 60000 0",
         "w:1 2 60000 0 x",
-        "w:1 2 0 0 r",
-        "w:1 2 60000 2 r",
-        "w 1 2 60000 0 r",
-        "w:1 x 60000 0 r",
+        "w:1 2 0 0 1",
+        "w:1 2 60000 2 1",
+        "w 1 2 60000 0 1",
+        "w:1 x 60000 0 1",
         "",
     ];
     for bad in bad_entries {
         for (script, args) in [
-            (Script::RwCancel, vec![bad.to_owned()]),
-            (Script::RwAbandon, vec![bad.to_owned()]),
+            (counted(Op::Cancel), vec![bad.to_owned()]),
+            (counted(Op::Abandon), vec![bad.to_owned()]),
             (
-                Script::RwHeartbeat,
-                vec!["60000".into(), "w:1 2 60000 0 r".into(), bad.to_owned()],
+                counted(Op::Heartbeat),
+                vec!["60000".into(), "w:1 2 60000 0 1".into(), bad.to_owned()],
             ),
         ] {
             let err = s.eval(script, &args).unwrap_err();
@@ -1477,8 +1616,8 @@ fn bad_heartbeat_cancel_and_abandon_input_is_refused_before_any_write() {
         }
     }
     for timeout in ["0", "x", "-5"] {
-        let args = [timeout, "w:1 2 60000 0 r"].map(str::to_owned);
-        let err = s.eval(Script::RwHeartbeat, &args).unwrap_err();
+        let args = [timeout, "w:1 2 60000 0 1"].map(str::to_owned);
+        let err = s.eval(counted(Op::Heartbeat), &args).unwrap_err();
         assert!(chain(&err).contains("waiter timeout"), "{err}");
         assert_eq!(s.snapshot(), before, "{args:?}");
     }
@@ -1517,7 +1656,7 @@ fn the_readme_acl_user_runs_the_heartbeat_cancel_abandon_and_status_scripts() {
         beat.statuses,
         [WaiterStatus::Queued(0), WaiterStatus::Queued(1)]
     );
-    assert_eq!(s.holders(), ["r1:1 2 r", "r2:1 3 r"]);
+    assert_eq!(s.holders(), ["r1:1 2 1", "r2:1 3 1"]);
     let status = s.status(10, 10);
     assert_eq!((status.holders.len(), status.waiters.len()), (2, 2));
     assert_eq!(
@@ -1528,7 +1667,7 @@ fn the_readme_acl_user_runs_the_heartbeat_cancel_abandon_and_status_scripts() {
     s.queue("r4:1", 6, Read);
     // The writer at the head leaves: r4 enters beside r2.
     assert_eq!(s.cancel(entry("w:1", 4, Write)), CancelReply::Left);
-    assert_eq!(s.holders(), ["r2:1 3 r", "r4:1 6 r"]);
+    assert_eq!(s.holders(), ["r2:1 3 1", "r4:1 6 1"]);
     s.queue("v:1", 7, Write);
     assert_eq!(
         s.abandon(entry("r2:1", 3, Read)),
@@ -1537,23 +1676,128 @@ fn the_readme_acl_user_runs_the_heartbeat_cancel_abandon_and_status_scripts() {
     let r4 = Hold {
         owner: "r4:1".into(),
         call: 6,
-        token: s.token_of("r4:1 6 r"),
+        token: s.token_of("r4:1 6 1"),
     };
     assert_eq!(owners(&s.handed(&r4)), ["v:1"]);
     let kept = entry_with("v:1", 7, Write, LONG, false);
     // Shorten v's lease so the heartbeat and the cancel push it back.
     let now = s.now_ms();
-    let _: () = s.conn.zadd(&s.keys.all[0], "v:1 7 w", now + 5_000).unwrap();
-    let _: () = s.conn.zadd(&s.keys.all[5], "v:1 7 w", now + 5_000).unwrap();
+    let _: () = s
+        .conn
+        .zadd(&s.keys.all[0], "v:1 7 4294967295", now + 5_000)
+        .unwrap();
     assert!(matches!(
         s.heartbeat(LONG, &[kept]).statuses.as_slice(),
         [WaiterStatus::Owns(_)]
     ));
-    let _: () = s.conn.zadd(&s.keys.all[0], "v:1 7 w", now + 5_000).unwrap();
-    let _: () = s.conn.zadd(&s.keys.all[5], "v:1 7 w", now + 5_000).unwrap();
+    let _: () = s
+        .conn
+        .zadd(&s.keys.all[0], "v:1 7 4294967295", now + 5_000)
+        .unwrap();
     assert!(matches!(s.cancel(kept), CancelReply::Kept { .. }));
     s.queue("z:1", 8, Read);
     assert_eq!(s.abandon(entry("z:1", 8, Read)), AbandonReply::LeftQueue);
     assert_eq!(s.abandon(kept), AbandonReply::HoldGivenBack);
     assert_eq!(acl_denials(&mut s.conn), Vec::<Value>::new());
+}
+
+#[test]
+fn a_force_release_frees_every_hold_once_and_admits_the_head() {
+    let mut s = Rw::new("force");
+    let a = s.take("a:1", 1, Read);
+    let b = s.take("b:1", 2, Read);
+    s.queue("w:1", 3, Write);
+    s.queue("r1:1", 4, Read);
+    s.queue("r2:1", 5, Read);
+    let force = ForceRelease {
+        call_key: "f#1".into(),
+    };
+    let freed = s.run(&force).unwrap();
+    assert_eq!((freed.holds, freed.holder), (2, None));
+    // The writer at the head is admitted in the same step, alone; the
+    // readers behind it stay queued.
+    assert_eq!(s.holders(), ["w:1 3 4294967295"]);
+    assert_eq!(s.queued(), ["r1:1 4 60000 0 1", "r2:1 5 60000 0 1"]);
+    assert!(writer_holds(&s.status(10, 10)));
+    // The same call again answers as the first and frees nothing more.
+    let before = s.snapshot();
+    assert_eq!(s.run(&force).unwrap().holds, 2);
+    assert_eq!(s.snapshot(), before);
+    // The old readers' holds are gone: renewals and releases say so.
+    for old in [&a, &b] {
+        assert!(!s.renew(old, Some(LONG)), "{old:?}");
+        assert_eq!(s.release(old), ReleaseReply::NotHeld, "{old:?}");
+    }
+    // Nothing held: a forced release frees nothing.
+    let w = Hold {
+        owner: "w:1".into(),
+        call: 3,
+        token: s.token_of("w:1 3 4294967295"),
+    };
+    assert_eq!(owners(&s.handed(&w)), ["r1:1", "r2:1"]);
+    let empty = ForceRelease {
+        call_key: "f#2".into(),
+    };
+    assert_eq!(s.run(&empty).unwrap().holds, 2, "the two readers");
+    assert_eq!(
+        s.run(&ForceRelease {
+            call_key: "f#3".into()
+        })
+        .unwrap()
+        .holds,
+        0
+    );
+}
+
+#[test]
+fn a_fixed_write_runs_out_by_itself_and_a_heartbeat_admits_the_readers() {
+    let mut s = Rw::new("fixed");
+    let w = s
+        .attempt_with("w:1", 1, Mode::First, Write, 0, SHORT, true)
+        .unwrap();
+    assert!(matches!(w, AcquireReply::Acquired { .. }));
+    s.queue("r1:1", 2, Read);
+    s.queue("r2:1", 3, Read);
+    // A heartbeat before the lease ends keeps them queued; no release is
+    // ever sent for the write.
+    let beat = s.heartbeat(LONG, &[entry("r1:1", 2, Read), entry("r2:1", 3, Read)]);
+    assert_eq!(
+        beat.statuses,
+        [WaiterStatus::Queued(0), WaiterStatus::Queued(1)]
+    );
+    sleep(SHORT + Duration::from_millis(50));
+    let beat = s.heartbeat(LONG, &[entry("r1:1", 2, Read), entry("r2:1", 3, Read)]);
+    assert!(
+        matches!(
+            beat.statuses.as_slice(),
+            [WaiterStatus::Owns(_), WaiterStatus::Owns(_)]
+        ),
+        "{beat:?}"
+    );
+    assert_eq!(s.holders(), ["r1:1 2 1", "r2:1 3 1"]);
+    assert_eq!(s.meta_used(), Some(2));
+}
+
+#[test]
+fn reads_take_one_unit_and_a_write_all_of_them() {
+    let mut s = Rw::new("units");
+    let a = s.take("a:1", 1, Read);
+    assert_eq!(s.meta_used(), Some(1));
+    let b = s.take("b:1", 2, Read);
+    assert_eq!(s.meta_used(), Some(2));
+    assert_eq!(s.holders(), ["a:1 1 1", "b:1 2 1"]);
+    s.release(&a);
+    assert_eq!(s.meta_used(), Some(1));
+    s.release(&b);
+    assert_eq!(s.meta_used(), Some(0));
+    let w = s.take("w:1", 3, Write);
+    assert_eq!(s.holders(), ["w:1 3 4294967295"]);
+    assert_eq!(s.meta_used(), Some(u64::from(RW_CAPACITY)));
+    let tokens: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
+    assert!(
+        tokens.contains(&"w:1 3 4294967295".to_owned()) && tokens.contains(&w.token.to_string()),
+        "the tokens hash maps both ways: {tokens:?}"
+    );
+    s.release(&w);
+    assert_eq!(s.meta_used(), Some(0));
 }

@@ -100,7 +100,8 @@ if held then
   return { 1, tonumber(held), left }
 end
 
-used = drop_expired(now_ms, used)
+local dropped
+used, dropped = drop_expired(now_ms, used)
 -- The common case first: the units free, nobody waiting (or a re-entry).
 if reenter or (used + units <= capacity and redis.call('EXISTS', QUEUE) == 0) then
   last = take_hold(member, lease, now_us, now_ms, last)
@@ -138,7 +139,7 @@ if (head == nil or head == entry) and used + units <= capacity then
 end
 
 if mode == 'try' then
-  if #handed > 0 then
+  if #handed > 0 or dropped > 0 then
     keep_counted(now_ms, capacity, used, last, mark)
   end
   return { 0, first_lease_left(now_ms), -1, tonumber(last) }

@@ -39,9 +39,9 @@ end
 local now_us, now_ms = server_time()
 prune(now_ms)
 local capacity, used, last, mark = read_meta()
-local handed
-last, used, handed = pass_on(now_us, now_ms, capacity, used, last)
-local written = #handed > 0
+local handed, dropped
+last, used, handed, dropped = pass_on(now_us, now_ms, capacity, used, last)
+local written = #handed > 0 or dropped > 0
 
 local out = { 0, tonumber(last) }
 local queued = false
