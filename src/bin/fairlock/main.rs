@@ -292,7 +292,7 @@ mod tests {
         for args in [
             &["-s", "-x"][..],
             &["--permits", "2", "-s"],
-            &["-x", "--lease", "1s"],
+            &["-x", "--permits", "2"],
             &["-s", "-x", "--permits", "2"],
         ] {
             let err =
@@ -319,6 +319,19 @@ mod tests {
             panic!("not run")
         };
         assert_eq!(run.permits, Some(3));
+        // A fixed lease goes with every kind.
+        for kind in [&["-x"][..], &["-s"], &["--permits", "2"], &[]] {
+            let args = ["fairlock", "run", "n", "--lease", "1s"];
+            let cli = Cli::try_parse_from(args.iter().chain(kind).chain(&["true"])).unwrap();
+            let Command::Run(run) = cli.command else {
+                panic!("not run")
+            };
+            assert_eq!(
+                run.lease,
+                Some(std::time::Duration::from_secs(1)),
+                "{kind:?}"
+            );
+        }
     }
 
     #[test]

@@ -89,10 +89,18 @@ fn unlock_counted(client: &fairlock::Client, name: &str, semaphore: bool) -> fai
     // Any number of permits names the semaphore: forcing needs none.
     let (kind, before, freed) = if semaphore {
         let sem = client.fair_semaphore(name, 1);
-        ("semaphore", sem.status(LISTED)?.holders, sem.force_unlock()?)
+        (
+            "semaphore",
+            sem.status(LISTED)?.holders,
+            sem.force_unlock()?,
+        )
     } else {
         let rwlock = client.fair_rwlock(name);
-        ("rwlock", rwlock.status(LISTED)?.holders, rwlock.force_unlock()?)
+        (
+            "rwlock",
+            rwlock.status(LISTED)?.holders,
+            rwlock.force_unlock()?,
+        )
     };
     if !freed {
         println!("fairlock: the {kind} {name:?} was not held; nothing to do");
