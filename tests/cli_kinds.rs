@@ -796,3 +796,40 @@ fn unlock_force_frees_every_hold_of_a_semaphore_or_a_rwlock_and_the_next_get_it(
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("was not held"), "{}", stdout(&out));
 }
+
+#[test]
+fn status_says_how_many_permits_each_hold_takes() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let sem = client.fair_semaphore("cores", 5);
+    let four = sem.acquire_many(4).unwrap();
+    let one = sem.acquire().unwrap();
+    let status = status_json(&server, "cores");
+    let s = &status["semaphore"];
+    assert_eq!(
+        (s["permits"].as_u64(), s["available"].as_u64()),
+        (Some(5), Some(0))
+    );
+    let mut taken: Vec<(u64, u64)> = s["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["fencing_token"].as_u64().unwrap(),
+                h["permits"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    taken.sort_unstable();
+    assert_eq!(taken, [(four.fencing_token(), 4), (one.fencing_token(), 1)]);
+    let out = output(fairlock(&server).args(["status", "cores"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("semaphore:  5 permits, 2 held, 0 free"),
+        "{text}"
+    );
+    assert!(text.contains("4 permits, lease "), "{text}");
+    assert_eq!(text.matches("permits, lease ").count(), 1, "{text}");
+}

@@ -188,9 +188,14 @@ fn semaphore_text(status: &SemaphoreStatus) -> String {
         let _ = writeln!(out, "  holders:  none");
     }
     for holder in &status.holders {
+        // A hold of several permits (acquire_many) says how many.
+        let permits = match holder.permits {
+            1 => String::new(),
+            n => format!("{n} permits, "),
+        };
         let _ = writeln!(
             out,
-            "  holder:   {}, {}, token {}",
+            "  holder:   {}, {permits}{}, token {}",
             who(&holder.who),
             lease_left(holder.remaining_lease),
             holder.fencing_token
@@ -353,7 +358,8 @@ fn queue_json(waiters: &[QueuedWaiter]) -> Vec<Value> {
 }
 
 /// `{"permits": N | null, "holder_count", "available", "holders":
-/// [{"client_id", "thread", "remaining_lease_ms", "fencing_token"}] (by
+/// [{"client_id", "thread", "permits", "remaining_lease_ms",
+/// "fencing_token"}] (by
 /// lease end), "queue": [as the mutex's], "queue_len",
 /// "last_fencing_token"}`.
 fn semaphore_json(status: &SemaphoreStatus) -> Value {
@@ -364,6 +370,7 @@ fn semaphore_json(status: &SemaphoreStatus) -> Value {
             json!({
                 "client_id": h.who.client_id(),
                 "thread": h.who.thread(),
+                "permits": h.permits,
                 "remaining_lease_ms": ms(h.remaining_lease),
                 "fencing_token": h.fencing_token,
             })
