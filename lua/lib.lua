@@ -451,11 +451,22 @@ local function count_used()
   return used
 end
 
+-- `used`, the meta's count, or 0 when the holders key is gone: holds
+-- counted while their key is gone (deleted by hand, evicted) are holds
+-- nobody has, so the count follows the key and the lock stays usable.
+local function live_used(used)
+  if used > 0 and redis.call('EXISTS', HOLDERS) == 0 then
+    return 0
+  end
+  return used
+end
+
 -- The meta's parts: capacity (nil when the key is gone: a lock nobody used
--- for a fence life), used units (0 when the holders key is gone), last
--- token (a string, '0' when gone), mark ('' when none). A value fairlock did not write stops the script
--- before any write.
-local function read_meta()
+-- for a fence life), used units, last token (a string, '0' when gone),
+-- mark ('' when none). A value fairlock did not write stops the script
+-- before any write. The used units are live_used's unless `lazy` (a fast
+-- path that learns whether the holders key is there from its own reads).
+local function read_meta(lazy)
   local stored = redis.call('GET', META)
   if not stored then
     return nil, count_used(), '0', ''
@@ -465,12 +476,24 @@ local function read_meta()
     fail('WRONGTYPE the meta key holds a value fairlock did not write')
   end
   used = tonumber(used)
-  -- Holds counted while their key is gone (deleted by hand, evicted) are
-  -- holds nobody has: the count follows the key, so the lock is usable.
-  if used > 0 and redis.call('EXISTS', HOLDERS) == 0 then
-    used = 0
+  if not lazy then
+    used = live_used(used)
   end
   return tonumber(capacity), used, token, mark
+end
+
+-- Writes the meta "<capacity> <used> <last>[ <mark>]", living `life` ms
+-- (nil: the TTL it has).
+local function write_meta(capacity, used, last, mark, life)
+  local value = fmt(capacity) .. ' ' .. fmt(used) .. ' ' .. last
+  if mark ~= '' then
+    value = value .. ' ' .. mark
+  end
+  if life then
+    redis.call('SET', META, value, 'PX', life)
+  else
+    redis.call('SET', META, value, 'KEEPTTL')
+  end
 end
 
 -- Stops the script, before it writes, when this call's `capacity` is not
@@ -497,7 +520,8 @@ end
 
 -- The live hold (a holders member) whose token is `token` if `owner`
 -- (and, when given, call `call`) made it, with its units and lease ms
--- left; nil otherwise. Reads only.
+-- left; nil otherwise. Reads only: the tokens hash names the member, and
+-- both directions are written and deleted together.
 local function hold_by_token(token, owner, call, now_ms)
   local member = redis.call('HGET', TOKENS, token)
   if not member then
@@ -507,11 +531,11 @@ local function hold_by_token(token, owner, call, now_ms)
   if h_owner ~= owner or (call and h_call ~= call) then
     return nil
   end
-  local held, left = hold_of(member, now_ms)
-  if held ~= token then
+  local ends = tonumber(redis.call('ZSCORE', HOLDERS, member))
+  if not ends or ends < now_ms then
     return nil
   end
-  return member, units, left
+  return member, units, ends - now_ms
 end
 
 -- Gives back hold `member` (token `token`, `units`); returns the units
@@ -605,17 +629,12 @@ local function admit_waiters(now_us, now_ms, capacity, used, last, stop)
   return last, used, handed
 end
 
--- Writes the meta "<capacity> <used> <last>[ <mark>]" and the TTLs of a
--- counted lock's keys after a write: holders and tokens live until the
--- farthest lease ends, the meta a fence life past that and past the
--- queue's TTL, so the capacity and the last token outlive every holder and
--- waiter (a later caller with other permits is refused, and tokens keep
--- increasing).
+-- Writes the meta and the TTLs of a counted lock's keys after a write:
+-- holders and tokens live until the farthest lease ends, the meta a fence
+-- life past that and past the queue's TTL, so the capacity and the last
+-- token outlive every holder and waiter (a later caller with other permits
+-- is refused, and tokens keep increasing).
 local function keep_counted(now_ms, capacity, used, last, mark)
-  local value = fmt(capacity) .. ' ' .. fmt(used) .. ' ' .. last
-  if mark ~= '' then
-    value = value .. ' ' .. mark
-  end
   local life = 0
   local far = tonumber(redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')[2])
   if far and far >= now_ms then
@@ -624,7 +643,7 @@ local function keep_counted(now_ms, capacity, used, last, mark)
     redis.call('PEXPIRE', TOKENS, life)
   end
   life = math.max(life, redis.call('PTTL', QUEUE))
-  redis.call('SET', META, value, 'PX', life + FENCE_LIFE)
+  write_meta(capacity, used, last, mark, life + FENCE_LIFE)
 end
 
 -- Makes `key`, if it exists, live at least `ms` more; never shortens it.

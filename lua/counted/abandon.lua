@@ -22,8 +22,8 @@
 
 -- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, units_arg, parse_holder, parse_counted_entry,
--- @helpers counted_entry_arg, count_used, read_meta, hold_of, drop_hold,
--- @helpers keep_counted
+-- @helpers counted_entry_arg, count_used, live_used, read_meta, hold_of, drop_hold,
+-- @helpers write_meta, keep_counted
 local entry = ARGV[3]
 local owner, call, _, _, units = counted_entry_arg(entry)
 local member = owner .. ' ' .. call .. ' ' .. fmt(units)

@@ -44,14 +44,13 @@
 --         "try": not queued). A handoff message for this call carrying a
 --         token up to that last one is stale.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
--- waiters and expired holds); a hold taken with nobody waiting: GET, TIME,
--- ZSCORE, ZRANGEBYSCORE, EXISTS, ZADD, HSET, ZRANGE, two PEXPIREs, PTTL
--- and SET.
+-- waiters and expired holds); a new call's hold taken with nobody waiting:
+-- GET, TIME, EXISTS, PTTL (only beside other holds), ZADD, HSET, two
+-- PEXPIREs (only when the holders' TTL must grow) and SET.
 
 -- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, units_arg, holder_arg, parse_holder, count_used,
--- @helpers read_meta, check_capacity, hold_of, hold_by_token, drop_expired,
--- @helpers take_hold, keep_counted, extend_hold
+-- @helpers live_used, read_meta, write_meta, check_capacity
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
 local guard = ARGV[9]
@@ -69,9 +68,42 @@ if units > capacity then
   fail('ERR fairlock: a call asks for ' .. fmt(units) .. ' units of ' .. fmt(capacity))
 end
 local member = holder_arg(owner, wait_id, units)
-local stored, used, last, mark = read_meta()
+local stored, used, last, mark = read_meta(true)
 check_capacity(capacity, stored)
 local now_us, now_ms = server_time()
+
+-- The common case first: a new call (no live guard of this owner, not a
+-- poll) whose units fit, nobody waiting. Holds whose lease ran out stay
+-- counted until a call that does not fit drops them. The holders key's
+-- PTTL tells whether the counted holds are still there (-2: the key is
+-- gone, so none are) and whether its TTL must grow to cover this lease;
+-- ZADD NX finds this call holding already (a repeat), which the slow path
+-- answers.
+if guard == '0' and mode ~= 'poll' and used + units <= capacity
+    and redis.call('EXISTS', QUEUE) == 0 then
+  local life = -2
+  if used > 0 then
+    life = redis.call('PTTL', HOLDERS)
+    if life == -2 then
+      used = 0
+    end
+  end
+  local token = fmt(math.max(tonumber(last) + 1, now_us))
+  if redis.call('ZADD', HOLDERS, 'NX', now_ms + lease, member) == 1 then
+    redis.call('HSET', TOKENS, member, token, token, member)
+    if life < lease + 1 then
+      life = lease + 1
+      redis.call('PEXPIRE', HOLDERS, life)
+      redis.call('PEXPIRE', TOKENS, life)
+    end
+    write_meta(capacity, used + units, token, mark, life + FENCE_LIFE)
+    return tonumber(token)
+  end
+end
+
+-- @helpers hold_of, hold_by_token, drop_expired, take_hold, keep_counted,
+-- @helpers extend_hold
+used = live_used(used)
 
 -- Re-entry, checked before anything is written.
 local reenter = false
@@ -102,7 +134,7 @@ end
 
 local dropped
 used, dropped = drop_expired(now_ms, used)
--- The common case first: the units free, nobody waiting (or a re-entry).
+-- Room once the run-out holds are gone, nobody waiting (or a re-entry).
 if reenter or (used + units <= capacity and redis.call('EXISTS', QUEUE) == 0) then
   last = take_hold(member, lease, now_us, now_ms, last)
   keep_counted(now_ms, capacity, used + units, last, mark)

@@ -19,7 +19,7 @@
 
 -- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, units_arg, parse_holder, parse_counted_entry,
--- @helpers counted_entry_arg, count_used, read_meta, hold_of, keep_counted,
+-- @helpers counted_entry_arg, count_used, live_used, read_meta, hold_of, write_meta, keep_counted,
 -- @helpers extend_hold
 local entry = ARGV[3]
 local owner, wait_id, lease, fixed, units = counted_entry_arg(entry)

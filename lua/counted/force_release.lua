@@ -13,9 +13,9 @@
 
 -- @helpers QUEUE, DEADLINES, HOLDERS, TOKENS, META, WAKE_PREFIX, fmt, fail,
 -- @helpers ms_arg, FENCE_LIFE, server_time, parse_entry, forget, live_head,
--- @helpers wake, tell_head, parse_holder, parse_counted_entry, count_used,
+-- @helpers wake, tell_head, parse_holder, parse_counted_entry, count_used, live_used,
 -- @helpers read_meta, drop_hold, drop_expired, take_hold, first_lease_left,
--- @helpers admit_waiters, keep_counted
+-- @helpers admit_waiters, write_meta, keep_counted
 local this_call = 'F' .. ARGV[3]
 local now_us, now_ms = server_time()
 local capacity, used, last, mark = read_meta()

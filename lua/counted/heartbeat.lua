@@ -29,9 +29,9 @@
 -- @helpers QUEUE, DEADLINES, HOLDERS, TOKENS, META, WAKE_PREFIX, fmt, fail,
 -- @helpers ms_arg, FENCE_LIFE, server_time, parse_entry, forget, prune,
 -- @helpers live_head, wake, tell_head, keep_queue_for, units_arg,
--- @helpers parse_holder, parse_counted_entry, counted_entry_arg, count_used,
+-- @helpers parse_holder, parse_counted_entry, counted_entry_arg, count_used, live_used,
 -- @helpers read_meta, hold_of, drop_expired, take_hold, first_lease_left,
--- @helpers admit_waiters, keep_counted, extend_hold, pass_on
+-- @helpers admit_waiters, write_meta, keep_counted, extend_hold, pass_on
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
   counted_entry_arg(ARGV[i])

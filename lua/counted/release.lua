@@ -18,17 +18,16 @@
 --         call holds no live hold with that token (the lease was lost);
 --         then nothing is changed.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
--- waiters and expired holds); with nobody waiting TIME, HGET, ZSCORE,
--- HGET, GET, ZREM, HDEL, EXISTS, ZRANGE, PTTL, SET (and two PEXPIREs while
--- others hold).
+-- waiters and expired holds); with nobody waiting GET, TIME, HGET,
+-- ZSCORE, ZREM, HDEL, EXISTS, SET.
 
 -- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
--- @helpers server_time, holder_arg, parse_holder, count_used, read_meta,
--- @helpers hold_of, hold_by_token, drop_hold, keep_counted
+-- @helpers server_time, holder_arg, parse_holder, count_used, live_used,
+-- @helpers read_meta, write_meta, hold_by_token, drop_hold
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 holder_arg(owner, call, 0)
+local capacity, used, last, mark = read_meta(true)
 local now_us, now_ms = server_time()
-local capacity, used, last, mark = read_meta()
 local member, units = hold_by_token(token, owner, call, now_ms)
 if not member then
   if mark == owner .. '#' .. call then
@@ -43,15 +42,20 @@ if not capacity then
   return 0
 end
 mark = owner .. '#' .. call
--- The common case first: nobody waiting.
+-- The common case first: nobody waiting. The meta already outlives the
+-- holds left by a fence life; with none left, it keeps a fence life.
 if redis.call('EXISTS', QUEUE) == 0 then
-  keep_counted(now_ms, capacity, used, last, mark)
+  if used == 0 then
+    write_meta(capacity, used, last, mark, FENCE_LIFE)
+  else
+    write_meta(capacity, used, last, mark, nil)
+  end
   return 0
 end
 
 -- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, live_head, wake,
 -- @helpers tell_head, parse_counted_entry, drop_expired, take_hold,
--- @helpers first_lease_left, admit_waiters, pass_on
+-- @helpers first_lease_left, admit_waiters, pass_on, keep_counted
 
 local handed
 last, used, handed = pass_on(now_us, now_ms, capacity, used, last)

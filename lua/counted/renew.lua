@@ -17,7 +17,7 @@
 -- three PTTLs and PEXPIREs (keys are only ever pushed further out).
 
 -- @helpers HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE, server_time,
--- @helpers holder_arg, parse_holder, hold_of, hold_by_token, outlive
+-- @helpers holder_arg, parse_holder, hold_by_token, outlive
 local owner, token, call, lease = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if lease ~= '0' then
   lease = ms_arg(lease, 'lease')
