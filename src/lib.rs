@@ -51,51 +51,31 @@
 //! ```
 #![warn(missing_docs)]
 
-mod acquisition;
-mod builder;
-mod call_hold;
-mod cancel;
-mod client;
-mod cluster_rounds;
-mod config;
 mod connections;
 mod error;
-mod give_backs;
-mod guard;
-mod handle;
-mod holds;
-mod lease_signal;
-mod mutex;
-mod observe;
-mod own_conns;
+mod handles;
+mod machinery;
 mod protocol;
-mod renewal;
-mod rwlock;
-mod scripts;
-mod semaphore;
-mod shared;
-mod slot_map;
-mod status;
-mod subscriber;
-mod topology;
-mod waiters;
-mod watchdog;
 
-pub use builder::ClientBuilder;
-pub use cancel::WaitCanceller;
-pub use client::Client;
-pub use config::{DEFAULT_FENCE_LIFE, MAX_LEASE, MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE};
+pub use connections::config::{
+    DEFAULT_FENCE_LIFE, MAX_LEASE, MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE,
+};
+pub use connections::topology::redact_url;
 pub use error::{Error, ErrorKind, Result};
-pub use guard::FairMutexGuard;
-pub use holds::LeaseEnd;
-pub use lease_signal::LeaseSignal;
-pub use mutex::FairMutex;
+pub use handles::builder::ClientBuilder;
+pub use handles::cancel::WaitCanceller;
+pub use handles::client::Client;
+pub use handles::guard::FairMutexGuard;
+pub use handles::lease_signal::LeaseSignal;
+pub use handles::mutex::FairMutex;
+pub use handles::rwlock::{FairRwLock, ReadGuard, WriteGuard};
+pub use handles::semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};
+pub use handles::status::{
+    Holder, LockStatus, Participant, QueuedWaiter, RwLockStatus, SemaphoreStatus,
+};
+pub use machinery::holds::LeaseEnd;
 pub use protocol::keys::MAX_NAME_LEN;
 pub use protocol::Access;
-pub use rwlock::{FairRwLock, ReadGuard, WriteGuard};
-pub use semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};
-pub use status::{Holder, LockStatus, Participant, QueuedWaiter, RwLockStatus, SemaphoreStatus};
-pub use topology::redact_url;
 
 /// The protocol layer, for fairlock's own test support only: not an API,
 /// no stability promised (feature `test-support`).

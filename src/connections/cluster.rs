@@ -10,9 +10,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use redis::ConnectionLike;
 
-use crate::config::Config;
+use crate::connections::config::Config;
+use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, ErrorKind, Result};
-use crate::slot_map::{Address, SlotMap};
 
 use super::{invalid_url, open_node, pool_builder, set_timeouts, Listen, Timeouts};
 

@@ -14,20 +14,31 @@
 //!   Sentinels name when each connection is opened; connections to a dead or
 //!   demoted master are dropped from the pool, so the next ones reach its
 //!   successor.
+//!
+//! The rest of the connections layer sits beside them: the settings
+//! ([`config`]), where the locks live as the URL says ([`topology`]), a
+//! cluster's slot map ([`slot_map`]), running the protocol's scripts on a
+//! connection ([`scripts`]), and what fairlock reports about itself
+//! ([`observe`]).
 
 mod cluster;
+pub(crate) mod config;
+pub(crate) mod observe;
+pub(crate) mod scripts;
 mod sentinel;
 mod single;
+pub(crate) mod slot_map;
+pub(crate) mod topology;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{ConnectionLike, IntoConnectionInfo};
 
-use crate::config::Config;
+use crate::connections::config::Config;
+use crate::connections::slot_map::{Address, SlotMap};
+use crate::connections::topology::Topology;
 use crate::error::{Error, ErrorKind, Result};
-use crate::slot_map::{Address, SlotMap};
-use crate::topology::Topology;
 
 use cluster::{Cluster, ClusterManager};
 use sentinel::{Sentinel, SentinelManager};

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use redis::sentinel::SentinelNodeConnectionInfo;
 use redis::ConnectionLike;
 
-use crate::config::Config;
+use crate::connections::config::Config;
 use crate::error::{Error, ErrorKind, Result, Retry};
 
 use super::{pool_builder, Timeouts};

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::config::Config;
+use crate::connections::config::Config;
 use crate::error::Result;
 
 use super::{open_node, pool_builder, set_timeouts, Timeouts};

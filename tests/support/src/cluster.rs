@@ -77,7 +77,7 @@ fn parse_nodes(text: &str) -> Result<Vec<NodeLine>, String> {
         .collect()
 }
 
-/// The lock hash of `name` under the default prefix (see src/keys.rs).
+/// The lock hash of `name` under the default prefix (see src/protocol/keys.rs).
 pub fn lock_key(name: &str) -> String {
     let digest = sha1_smol::Sha1::from(name).digest().to_string();
     format!("fairlock:{{{}}}:lock:{name}", &digest[..16])

@@ -2,18 +2,18 @@
 //! queue (parked, holding no connection), ride out an outage, leave the
 //! queue on timeout or cancellation, confirm a handoff with
 //! `sync_replicas`. Every failure after a request may have reached Redis
-//! has the call given back (see [`give_backs`](crate::give_backs)).
+//! has the call given back (see [`give_backs`](crate::machinery::give_backs)).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::cancel::WaitCanceller;
+use crate::connections::observe::{self, Labels, Outcome};
 use crate::error::{Error, ErrorKind, Result};
-use crate::holds::Hold;
-use crate::observe::{self, Labels, Outcome};
+use crate::handles::cancel::WaitCanceller;
+use crate::machinery::holds::Hold;
+use crate::machinery::shared::Shared;
+use crate::machinery::waiters::{Waiter, Wake};
 use crate::protocol::{Acquire, AcquireReply, Ask, Cancel, CancelReply, LockKeys, Mode, Renew};
-use crate::shared::Shared;
-use crate::waiters::{Waiter, Wake};
 
 /// Consecutive connection failures of one waiting call.
 #[derive(Default)]
@@ -326,7 +326,7 @@ impl Acquisition<'_> {
     }
 
     /// Has the watchdog give back whatever this waiter's call holds or
-    /// queued, once Redis answers (see [`GiveBacks`](crate::give_backs)).
+    /// queued, once Redis answers (see [`GiveBacks`](crate::machinery::give_backs)).
     fn give_back_later(&self, waiter: &Waiter) {
         self.shared.give_back_later(&waiter.keys, waiter.entry());
     }

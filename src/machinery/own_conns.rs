@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use redis::ConnectionLike;
 
+use crate::connections::slot_map::Address;
 use crate::connections::{Backend, OwnConn};
 use crate::error::{Result, Retry};
-use crate::slot_map::Address;
 
 /// Idle connections of the watchdog's own, reused round after round: by
 /// cluster master (a plain connection to that node), or `None` for the

@@ -3,10 +3,10 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::call_hold::CallHold;
 use crate::error::Result;
-use crate::lease_signal::LeaseSignal;
-use crate::mutex::FairMutex;
+use crate::handles::call_hold::CallHold;
+use crate::handles::lease_signal::LeaseSignal;
+use crate::handles::mutex::FairMutex;
 
 /// Holds the lock until [`unlock`](Self::unlock)ed or dropped.
 ///

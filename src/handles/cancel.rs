@@ -4,7 +4,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::waiters::Waiter;
+use crate::machinery::waiters::Waiter;
 
 /// Ends waits from another thread: a signal-handling thread, a shutdown
 /// path. A wait given to [`FairMutex::lock_cancellable`](crate::FairMutex::lock_cancellable)

@@ -130,7 +130,7 @@ impl Scripts {
             return Ok(result?);
         }
         log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT FLUSH); loading them again");
-        crate::observe::scripts_reloaded();
+        crate::connections::observe::scripts_reloaded();
         self.load_all(conn)?;
         Ok(send_pipeline(pipe, conn)?)
     }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::holds::{Hold, LeaseEnd};
+use crate::machinery::holds::{Hold, LeaseEnd};
 
 /// Tells other threads when a guard's hold ends: [`LeaseEnd::Lost`] the
 /// moment the lease is gone, [`LeaseEnd::Released`] when the guard (with

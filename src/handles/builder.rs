@@ -2,13 +2,15 @@
 
 use std::time::Duration;
 
-use crate::client::Client;
-use crate::config::{ClockDrift, Config, Target};
+use crate::connections::config::{ClockDrift, Config, Target};
 #[cfg(doc)]
-use crate::config::{DEFAULT_FENCE_LIFE, MAX_LEASE, MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE};
+use crate::connections::config::{
+    DEFAULT_FENCE_LIFE, MAX_LEASE, MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE,
+};
 #[cfg(doc)]
 use crate::error::ErrorKind;
 use crate::error::Result;
+use crate::handles::client::Client;
 use crate::protocol::SyncReplicas;
 
 /// Builds a [`Client`]; every setting has a default.
@@ -200,9 +202,9 @@ impl ClientBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{MAX_LEASE, MAX_TIMEOUT};
+    use crate::connections::config::{MAX_LEASE, MAX_TIMEOUT};
+    use crate::connections::topology::redact_url;
     use crate::error::{Error, ErrorKind};
-    use crate::topology::redact_url;
 
     fn rejected(builder: ClientBuilder) -> Error {
         builder.config.validate().unwrap_err()

@@ -1,20 +1,20 @@
 //! `FairSemaphore` and its `SemaphorePermit`: at most N holders of a name
 //! at once, in arrival order (the acquire algorithm behind its waits is
-//! [`acquisition`](crate::acquisition)'s, with the semaphore's scripts).
+//! [`acquisition`](crate::handles::acquisition)'s, with the semaphore's scripts).
 //! Handle and permit share this module, as no import cycle is wanted.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::acquisition::{Acquired, Acquisition};
-use crate::call_hold::CallHold;
-use crate::cancel::WaitCanceller;
 use crate::error::{Error, ErrorKind, Result};
-use crate::handle::Handle;
-use crate::lease_signal::LeaseSignal;
+use crate::handles::acquisition::{Acquired, Acquisition};
+use crate::handles::call_hold::CallHold;
+use crate::handles::cancel::WaitCanceller;
+use crate::handles::handle::Handle;
+use crate::handles::lease_signal::LeaseSignal;
+use crate::handles::status::SemaphoreStatus;
+use crate::machinery::shared::ClientInner;
 use crate::protocol::{Ask, LockKind};
-use crate::shared::ClientInner;
-use crate::status::SemaphoreStatus;
 
 /// Most permits a semaphore may have (1 is the least).
 pub const MAX_PERMITS: u32 = 1_000_000;

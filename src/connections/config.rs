@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
+use crate::connections::topology::{redact_url, Topology};
 use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{CommonArgs, SyncReplicas};
-use crate::topology::{redact_url, Topology};
 
 /// Where the client was told to connect, as given.
 #[derive(Clone, PartialEq, Eq)]

@@ -1,17 +1,17 @@
 //! `FairMutex`: a handle to one named lock (the acquire algorithm behind
-//! its waits is in [`acquisition`](crate::acquisition)).
+//! its waits is in [`acquisition`](crate::handles::acquisition)).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::acquisition::Acquired;
-use crate::cancel::WaitCanceller;
 use crate::error::Result;
-use crate::guard::FairMutexGuard;
-use crate::handle::Handle;
+use crate::handles::acquisition::Acquired;
+use crate::handles::cancel::WaitCanceller;
+use crate::handles::guard::FairMutexGuard;
+use crate::handles::handle::Handle;
+use crate::handles::status::{LockStatus, Participant};
+use crate::machinery::shared::{ClientInner, Shared};
 use crate::protocol::{Ask, LockKind};
-use crate::shared::{ClientInner, Shared};
-use crate::status::{LockStatus, Participant};
 
 /// A fair (first come, first served) mutex named by a string, shared by
 /// every thread of every process that uses the same Redis and key prefix.

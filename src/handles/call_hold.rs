@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::acquisition::Acquired;
 use crate::error::{Error, ErrorKind, Result};
-use crate::holds::Hold;
-use crate::lease_signal::LeaseSignal;
+use crate::handles::acquisition::Acquired;
+use crate::handles::lease_signal::LeaseSignal;
+use crate::machinery::holds::Hold;
+use crate::machinery::shared::ClientInner;
 use crate::protocol::{Ask, QueueEntry, Release, ReleaseReply};
-use crate::shared::ClientInner;
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.

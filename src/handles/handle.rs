@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::acquisition::{Acquired, Acquisition};
-use crate::call_hold::CallHold;
-use crate::config::check_lease;
+use crate::connections::config::check_lease;
 use crate::error::{Error, Result};
+use crate::handles::acquisition::{Acquired, Acquisition};
+use crate::handles::call_hold::CallHold;
+use crate::machinery::shared::{ClientInner, Shared};
 use crate::protocol::{Ask, ForceRelease, Freed, LockKeys, LockKind, Status, StatusReply};
-use crate::shared::{ClientInner, Shared};
 
 /// One named lock of one kind, as a handle holds it. Cheap to clone.
 #[derive(Clone)]

@@ -1,6 +1,6 @@
 //! `FairRwLock` and its `ReadGuard` and `WriteGuard`: readers share,
 //! writers exclude, in FIFO phases so nobody starves (the acquire
-//! algorithm behind its waits is [`acquisition`](crate::acquisition)'s,
+//! algorithm behind its waits is [`acquisition`](crate::handles::acquisition)'s,
 //! with the rwlock's scripts). Handle and guards share this module, as no
 //! import cycle is wanted.
 
@@ -8,15 +8,15 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::acquisition::{Acquired, Acquisition};
-use crate::call_hold::CallHold;
-use crate::cancel::WaitCanceller;
 use crate::error::Result;
-use crate::handle::Handle;
-use crate::lease_signal::LeaseSignal;
+use crate::handles::acquisition::{Acquired, Acquisition};
+use crate::handles::call_hold::CallHold;
+use crate::handles::cancel::WaitCanceller;
+use crate::handles::handle::Handle;
+use crate::handles::lease_signal::LeaseSignal;
+use crate::handles::status::RwLockStatus;
+use crate::machinery::shared::ClientInner;
 use crate::protocol::{Access, Ask, LockKind};
-use crate::shared::ClientInner;
-use crate::status::RwLockStatus;
 
 /// A fair reader-writer lock named by a string, shared by every thread of
 /// every process that uses the same Redis and key prefix.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::slot_map::{Address, SlotMap};
+use crate::connections::slot_map::{Address, SlotMap};
 
 /// Renewals that run on one thread: a master's slots, or one slot whose
 /// master the map does not know.

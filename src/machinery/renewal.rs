@@ -9,13 +9,13 @@ use std::time::Instant;
 
 use redis::{ConnectionLike, Value};
 
+use crate::connections::slot_map::Address;
 use crate::error::{Error, Result};
-use crate::give_backs::GiveBack;
-use crate::holds::Hold;
+use crate::machinery::give_backs::GiveBack;
+use crate::machinery::holds::Hold;
+use crate::machinery::shared::Shared;
+use crate::machinery::waiters::{poll_time, Grant, Waiter};
 use crate::protocol::{unexpected, Heartbeat, HeartbeatReply, Operation, Renew, WaiterStatus};
-use crate::shared::Shared;
-use crate::slot_map::Address;
-use crate::waiters::{poll_time, Grant, Waiter};
 
 /// Renewals, heartbeats and give-backs of one slot (all of them on one
 /// server): a pipeline goes to a single node.

@@ -10,16 +10,16 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::cluster_rounds::ClusterRounds;
-use crate::config::Config;
+use crate::connections::config::Config;
+use crate::connections::scripts::Scripts;
 use crate::connections::{Backend, Conn};
 use crate::error::{Error, Result, Retry};
-use crate::give_backs::GiveBacks;
-use crate::holds::Holds;
-use crate::own_conns::OwnConns;
+use crate::machinery::cluster_rounds::ClusterRounds;
+use crate::machinery::give_backs::GiveBacks;
+use crate::machinery::holds::Holds;
+use crate::machinery::own_conns::OwnConns;
+use crate::machinery::waiters::Waiters;
 use crate::protocol::{LockKeys, Operation, QueueEntry, SyncReplicas, WakeMessage};
-use crate::scripts::Scripts;
-use crate::waiters::Waiters;
 
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -167,7 +167,9 @@ impl Shared {
                 Err(err) if stale_retries > 0 && stale => {
                     stale_retries -= 1;
                     log::debug!("fairlock: retrying on another connection: {err}");
-                    crate::observe::reconnected(crate::observe::Reconnect::Pool);
+                    crate::connections::observe::reconnected(
+                        crate::connections::observe::Reconnect::Pool,
+                    );
                 }
                 Err(err)
                     if fresh_map_retry && err.retry() != Retry::No && self.backend.is_cluster() =>

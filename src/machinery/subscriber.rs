@@ -18,9 +18,9 @@ use redis::Value;
 
 use crate::connections::Listen;
 use crate::error::Result;
+use crate::machinery::shared::Shared;
+use crate::machinery::waiters::poll_time;
 use crate::protocol::{unexpected, WakeMessage};
-use crate::shared::Shared;
-use crate::waiters::poll_time;
 
 /// How long a read blocks before the thread checks whether to stop.
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
@@ -76,7 +76,9 @@ fn listen(
             "fairlock: wake-up subscription on {} is back",
             target.describe()
         );
-        crate::observe::reconnected(crate::observe::Reconnect::Subscriber);
+        crate::connections::observe::reconnected(
+            crate::connections::observe::Reconnect::Subscriber,
+        );
         shared.waiters.repoll_all();
     }
     let mut interruptions = 0;

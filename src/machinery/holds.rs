@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::config::ClockDrift;
-use crate::observe::{self, Labels};
+use crate::connections::config::ClockDrift;
+use crate::connections::observe::{self, Labels};
 use crate::protocol::LockKeys;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.

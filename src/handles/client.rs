@@ -5,17 +5,18 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::builder::ClientBuilder;
-use crate::config::Config;
+use crate::connections::config::Config;
+use crate::connections::scripts::Scripts;
+use crate::connections::topology::Topology;
 use crate::connections::Backend;
 use crate::error::{Error, ErrorKind, Result};
-use crate::mutex::FairMutex;
-use crate::rwlock::FairRwLock;
-use crate::scripts::Scripts;
-use crate::semaphore::FairSemaphore;
-use crate::shared::{ClientInner, Shared};
-use crate::topology::Topology;
-use crate::{subscriber, watchdog};
+use crate::handles::builder::ClientBuilder;
+use crate::handles::mutex::FairMutex;
+use crate::handles::rwlock::FairRwLock;
+use crate::handles::semaphore::FairSemaphore;
+use crate::machinery::shared::{ClientInner, Shared};
+use crate::machinery::subscriber;
+use crate::machinery::watchdog;
 
 /// A handle to Redis that hands out [`FairMutex`]es.
 ///
@@ -138,7 +139,7 @@ impl Client {
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {
         let backend = Backend::open(&config, topology)?;
-        crate::observe::describe();
+        crate::connections::observe::describe();
         let scripts = Scripts::new(&config.common_args());
         scripts.load_all(backend.get()?.get())?;
         let shared = Arc::new(Shared::new(config, backend, scripts));

@@ -1,0 +1,14 @@
+//! The public handles layer: the client, the three locks, their guards and the acquire algorithm.
+
+mod acquisition;
+pub(crate) mod builder;
+mod call_hold;
+pub(crate) mod cancel;
+pub(crate) mod client;
+pub(crate) mod guard;
+mod handle;
+pub(crate) mod lease_signal;
+pub(crate) mod mutex;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;
+pub(crate) mod status;

@@ -1,0 +1,11 @@
+//! The client machinery layer: shared state, background threads, waiters, holds, give-backs.
+
+mod cluster_rounds;
+pub(crate) mod give_backs;
+pub(crate) mod holds;
+mod own_conns;
+mod renewal;
+pub(crate) mod shared;
+pub(crate) mod subscriber;
+pub(crate) mod waiters;
+pub(crate) mod watchdog;
