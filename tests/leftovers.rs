@@ -1063,3 +1063,112 @@ fn a_wait_that_times_out_as_it_is_handed_the_lock_gives_the_grant_back() {
     drop(client);
     no_key_without_ttl(&server, "after the grant was given back");
 }
+
+/// A guard's drop waits at most one command timeout, the wait for a pooled
+/// connection included, and hands a release that got no answer to the
+/// watchdog, which frees the lock once Redis answers: for a mutex guard, a
+/// semaphore permit and a read guard alike (one guard core). The client
+/// has one pooled connection, taken by a status call stuck behind the
+/// stalled link, and a connect timeout three times its command timeout:
+/// waiting out the pool and then a command of its own (as an explicit
+/// unlock may) would take about two command timeouts.
+#[test]
+fn a_guard_dropped_while_redis_does_not_answer_returns_within_one_command_timeout() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let observer_client = server.client();
+    let command_timeout = Duration::from_millis(1000);
+    for kind in ["mutex", "semaphore", "rwlock"] {
+        let relay = Relay::start(server.port());
+        let client = Client::builder(&relay.url())
+            .lease(Duration::from_secs(30))
+            .waiter_timeout(Duration::from_secs(30))
+            .command_timeout(command_timeout)
+            .connect_timeout(3 * command_timeout)
+            .pool_size(1)
+            .build()
+            .expect("the client connects through the relay");
+        let name = format!("drop-bound-{kind}");
+        let (guard, stuck, free): (
+            Box<dyn std::any::Any>,
+            Box<dyn Fn() -> bool + Send>,
+            Box<dyn Fn() -> bool>,
+        ) = match kind {
+            "mutex" => {
+                let mine = client.fair_mutex(&name);
+                let theirs = observer_client.fair_mutex(&name);
+                (
+                    Box::new(mine.lock().unwrap()),
+                    Box::new(move || mine.is_locked().is_ok()),
+                    Box::new(move || {
+                        theirs
+                            .try_lock_for(Duration::from_secs(5))
+                            .unwrap()
+                            .is_some()
+                    }),
+                )
+            }
+            "semaphore" => {
+                let mine = client.fair_semaphore(&name, 1);
+                let theirs = observer_client.fair_semaphore(&name, 1);
+                (
+                    Box::new(mine.acquire().unwrap()),
+                    Box::new(move || mine.is_locked().is_ok()),
+                    Box::new(move || {
+                        theirs
+                            .try_acquire_for(Duration::from_secs(5))
+                            .unwrap()
+                            .is_some()
+                    }),
+                )
+            }
+            _ => {
+                let mine = client.fair_rwlock(&name);
+                let theirs = observer_client.fair_rwlock(&name);
+                (
+                    Box::new(mine.read().unwrap()),
+                    Box::new(move || mine.is_locked().is_ok()),
+                    Box::new(move || {
+                        theirs
+                            .try_write_for(Duration::from_secs(5))
+                            .unwrap()
+                            .is_some()
+                    }),
+                )
+            }
+        };
+        relay.stall();
+        let held_before = relay.held_bytes();
+        let blocker = std::thread::spawn(move || stuck());
+        assert!(
+            wait_until(Duration::from_secs(5), || relay.held_bytes() > held_before),
+            "{kind}: the status call never went out on the pooled connection"
+        );
+        let dropping = Instant::now();
+        drop(guard);
+        let took = dropping.elapsed();
+        relay.resume();
+        let _ = blocker.join();
+        let freed = Instant::now();
+        let got = free();
+        eprintln!(
+            "leftovers: {kind}: the drop took {:.0} ms (command timeout {:.0} ms); the lock was \
+             {} {:.0} ms after the link came back (lease 30 s)",
+            ms(took),
+            ms(command_timeout),
+            if got { "free" } else { "still held" },
+            ms(freed.elapsed())
+        );
+        let bound = command_timeout + Duration::from_millis(500);
+        assert!(
+            took <= bound,
+            "{kind}: the drop took {took:?}, more than {bound:?}"
+        );
+        assert!(
+            got,
+            "{kind}: the release the drop handed to the watchdog never freed the lock"
+        );
+        drop(client);
+        no_key_without_ttl(&server, "after a release given back by the watchdog");
+    }
+}

@@ -200,6 +200,11 @@ impl ClusterConnection {
         &mut self.conn
     }
 
+    pub(super) fn set_timeouts(&self, timeout: Duration) -> Result<()> {
+        self.conn.set_read_timeout(Some(timeout))?;
+        Ok(self.conn.set_write_timeout(Some(timeout))?)
+    }
+
     fn is_stale(&self) -> bool {
         self.born < self.generation.load(Ordering::Relaxed)
     }

@@ -61,6 +61,19 @@ impl Conn {
         }
     }
 
+    /// Sets how long this connection waits to send a command and for its
+    /// reply: a guard's Drop caps it at what is left of its budget, then
+    /// puts back the command timeout before the connection goes back to the
+    /// pool.
+    pub(crate) fn set_command_timeout(&mut self, timeout: Duration) -> Result<()> {
+        match self {
+            Conn::Single(conn) => set_timeouts(conn, timeout)?,
+            Conn::Cluster(conn) => conn.set_timeouts(timeout)?,
+            Conn::Sentinel(conn) => conn.set_timeouts(timeout)?,
+        }
+        Ok(())
+    }
+
     /// Looks at the outcome of a call. A connection that met a demoted
     /// master (`READONLY`) is marked so the pool drops it instead of handing
     /// it out again. A cluster call that could not reach a node makes every
@@ -179,6 +192,12 @@ impl Backend {
         self.checkout(timeout).ok()
     }
 
+    /// A pooled connection within `timeout`, or the pool's error (for a
+    /// call with a budget of its own).
+    pub(crate) fn get_within(&self, timeout: Duration) -> Result<Conn> {
+        self.checkout(timeout.min(self.connect_timeout))
+    }
+
     /// A pooled connection within `timeout` (see [`Cluster::checkout`] for
     /// a cluster's stale connections).
     fn checkout(&self, timeout: Duration) -> Result<Conn> {
@@ -281,7 +300,7 @@ impl Timeouts {
     }
 }
 
-fn set_timeouts(conn: &redis::Connection, timeout: Duration) -> redis::RedisResult<()> {
+pub(super) fn set_timeouts(conn: &redis::Connection, timeout: Duration) -> redis::RedisResult<()> {
     conn.set_read_timeout(Some(timeout))?;
     conn.set_write_timeout(Some(timeout))
 }

@@ -118,6 +118,10 @@ impl SentinelConnection {
         &mut self.conn
     }
 
+    pub(super) fn set_timeouts(&self, timeout: Duration) -> Result<()> {
+        Ok(super::set_timeouts(&self.conn, timeout)?)
+    }
+
     /// Marks the connection demoted if `err` is `READONLY` (see
     /// [`Conn::note`](super::Conn::note)); true when it is.
     pub(super) fn note(&mut self, err: &Error) -> bool {

@@ -87,6 +87,12 @@ impl CallHold {
     /// Releases the hold (once; later calls do nothing). Waiters of this
     /// client that the release handed a hold to wake from its reply.
     pub(crate) fn release(&mut self) -> Result<()> {
+        self.release_within(None)
+    }
+
+    /// As [`release`](Self::release); with a `budget`, the call goes out
+    /// once and waits no longer than that, pool wait included (a drop).
+    fn release_within(&mut self, budget: Option<Duration>) -> Result<()> {
         if std::mem::replace(&mut self.released, true) {
             return Ok(());
         }
@@ -94,7 +100,11 @@ impl CallHold {
         shared.holds.unregister(&self.hold);
         let (owner, token, call) = (self.hold.owner.as_str(), self.hold.token, self.call);
         let keys = &self.hold.keys;
-        let sent = shared.call_write(keys, &Release { owner, token, call });
+        let release = Release { owner, token, call };
+        let sent = match budget {
+            Some(budget) => shared.call_write_within(keys, &release, budget),
+            None => shared.call_write(keys, &release),
+        };
         let (reply, shortfall) = sent.inspect_err(|_| {
             // Not sent, or its reply lost: the watchdog gives the call back
             // once Redis answers, so the hold does not wait out its lease.
@@ -126,8 +136,11 @@ impl CallHold {
 }
 
 impl Drop for CallHold {
+    /// Releases within one command timeout, pool wait included; what did
+    /// not go out by then the watchdog gives back.
     fn drop(&mut self) {
-        if let Err(err) = self.release() {
+        let budget = self.client.shared.config.command_timeout;
+        if let Err(err) = self.release_within(Some(budget)) {
             log::warn!(
                 "fairlock: releasing a {} on drop failed: {err}",
                 self.what()

@@ -222,6 +222,38 @@ impl Shared {
         Ok((reply, shortfall))
     }
 
+    /// Runs a writing `op` once, within `budget` all told, the wait for a
+    /// pooled connection included: no retry on another connection, no wait
+    /// through a slot move. A guard's Drop sends its release this way, so
+    /// it never holds its thread longer than one command timeout; on any
+    /// error the caller hands the call to the watchdog.
+    pub(crate) fn call_write_within<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+        budget: Duration,
+    ) -> Result<(O::Reply, Option<Error>)> {
+        let give_up = Instant::now() + budget;
+        let mut conn = self.backend.get_within(budget)?;
+        let left = give_up.saturating_duration_since(Instant::now());
+        let capped = left < self.config.command_timeout;
+        if capped {
+            conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
+        }
+        let sync = self.config.sync_replicas;
+        let result = self.scripts.run(conn.get(), keys, op, sync);
+        if !conn.note(&result) && capped {
+            // Back to the pool with the client's own timeout (a connection
+            // that timed out is closed, and the pool drops it).
+            let _ = conn.set_command_timeout(self.config.command_timeout);
+        }
+        let (reply, acknowledged) = result?;
+        let shortfall = sync
+            .zip(acknowledged)
+            .and_then(|(sync, acknowledged)| sync.shortfall(acknowledged));
+        Ok((reply, shortfall))
+    }
+
     fn call_with<O: Operation>(
         &self,
         keys: &LockKeys,
