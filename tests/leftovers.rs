@@ -1064,6 +1064,14 @@ fn a_wait_that_times_out_as_it_is_handed_the_lock_gives_the_grant_back() {
     no_key_without_ttl(&server, "after the grant was given back");
 }
 
+/// A guard of some kind, a call that takes the pooled connection (stuck
+/// behind a stalled link), and whether another client then gets the lock.
+type DropScene = (
+    Box<dyn std::any::Any>,
+    Box<dyn FnOnce() -> bool + Send>,
+    Box<dyn Fn() -> bool>,
+);
+
 /// A guard's drop waits at most one command timeout, the wait for a pooled
 /// connection included, and hands a release that got no answer to the
 /// watchdog, which frees the lock once Redis answers: for a mutex guard, a
@@ -1089,11 +1097,7 @@ fn a_guard_dropped_while_redis_does_not_answer_returns_within_one_command_timeou
             .build()
             .expect("the client connects through the relay");
         let name = format!("drop-bound-{kind}");
-        let (guard, stuck, free): (
-            Box<dyn std::any::Any>,
-            Box<dyn Fn() -> bool + Send>,
-            Box<dyn Fn() -> bool>,
-        ) = match kind {
+        let (guard, stuck, free): DropScene = match kind {
             "mutex" => {
                 let mine = client.fair_mutex(&name);
                 let theirs = observer_client.fair_mutex(&name);
@@ -1139,7 +1143,7 @@ fn a_guard_dropped_while_redis_does_not_answer_returns_within_one_command_timeou
         };
         relay.stall();
         let held_before = relay.held_bytes();
-        let blocker = std::thread::spawn(move || stuck());
+        let blocker = std::thread::spawn(stuck);
         assert!(
             wait_until(Duration::from_secs(5), || relay.held_bytes() > held_before),
             "{kind}: the status call never went out on the pooled connection"
