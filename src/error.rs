@@ -354,110 +354,12 @@ impl From<r2d2::Error> for Error {
 mod tests {
     use super::*;
 
-    #[test]
-    fn error_is_send_sync_static() {
-        fn assert_bounds<T: StdError + Send + Sync + Clone + 'static>() {}
-        assert_bounds::<Error>();
-    }
-
-    #[test]
-    fn display_is_the_message_and_source_is_kept() {
-        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let err = Error::from(redis::RedisError::from(io));
-        assert_eq!(err.kind(), ErrorKind::Connection);
-        assert!(err.is_connection());
-        assert_eq!(err.to_string(), "redis is unreachable");
-        assert!(err.source().is_some());
-    }
-
     /// The error reply `resp` (without its `-` and CRLF) as fairlock's error.
     fn from_reply(resp: &str) -> Error {
         match redis::parse_redis_value(format!("-{resp}\r\n").as_bytes()) {
             Ok(redis::Value::ServerError(err)) => Error::from(redis::RedisError::from(err)),
             other => panic!("not an error reply: {other:?}"),
         }
-    }
-
-    #[test]
-    fn a_wrong_type_inside_a_script_is_a_key_conflict_as_every_version_words_it() {
-        for reply in [
-            // Redis 7.0+ and Valkey 8
-            "WRONGTYPE Operation against a key holding the wrong kind of value script: \
-             fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:1.",
-            // Redis 6.2
-            "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
-             @user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value",
-            // outside a script
-            "WRONGTYPE Operation against a key holding the wrong kind of value",
-            // Redis 6.2: the fence key check of lua/lib.lua
-            "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
-             @user_script:63: WRONGTYPE the fence key holds a value fairlock did not write",
-        ] {
-            assert_eq!(from_reply(reply).kind(), ErrorKind::KeyConflict, "{reply}");
-        }
-        for reply in [
-            "ERR Error running script (call to f_fd1f): @user_script:12: \
-             ERR fairlock: lease must be a whole number of ms",
-            "ERR Error running script (call to f_fd1f): @user_script:12: \
-             user_script:12: Script attempted to access nonexistent global variable 'WRONGTYPE'",
-            "ERR unknown command 'WRONGTYPE Operation against a key'",
-            "NOPERM this user has no permissions to run the 'hget' command",
-        ] {
-            assert_eq!(from_reply(reply).kind(), ErrorKind::Server, "{reply}");
-        }
-    }
-
-    #[test]
-    fn a_permits_mismatch_is_its_own_kind_naming_both_numbers_as_every_version_words_it() {
-        for reply in [
-            // Redis 7.0+ and Valkey 8
-            "ERR fairlock: permits mismatch: this call says 4 permits, the semaphore has 3 \
-             (every client of one semaphore must use the same number) script: \
-             fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:120.",
-            // Redis 6.2
-            "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
-             @user_script:120: ERR fairlock: permits mismatch: this call says 4 permits, the \
-             semaphore has 3 (every client of one semaphore must use the same number)",
-        ] {
-            let err = from_reply(reply);
-            assert_eq!(err.kind(), ErrorKind::PermitsMismatch, "{reply}");
-            let text = err.to_string();
-            assert!(
-                text.contains("this call says 4, the semaphore has 3"),
-                "{text}"
-            );
-            assert!(err.source().is_some());
-        }
-        // Another script error that mentions permits is not one.
-        let other =
-            from_reply("ERR fairlock: permits must be a whole number from 1 to 4294967295, got 0");
-        assert_eq!(other.kind(), ErrorKind::Server);
-    }
-
-    #[test]
-    fn a_refused_upgrade_is_its_own_kind_as_every_version_words_it() {
-        let refusal = "ERR fairlock: read -> write upgrade refused: c:1 holds this rwlock for \
-                       reading (token 7) and asks to write; release the read first (waiting \
-                       would deadlock)";
-        for reply in [
-            // Redis 7.0+ and Valkey 8
-            format!(
-                "{refusal} script: fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:66."
-            ),
-            // Redis 6.2
-            format!(
-                "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
-                 @user_script:66: {refusal}"
-            ),
-        ] {
-            let err = from_reply(&reply);
-            assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{reply}");
-            assert!(err.to_string().contains("release its read guards"), "{err}");
-        }
-        assert_eq!(
-            from_reply("ERR fairlock: mode must be try, first or poll").kind(),
-            ErrorKind::Server
-        );
     }
 
     #[test]

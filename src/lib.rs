@@ -86,23 +86,8 @@ pub mod test_support {
         Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask, Cancel, CancelReply, CommonArgs,
         Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply, HolderReply, LockKeys,
         LockKind, Mode, Op, Operation, QueueEntry, Release, ReleaseReply, Renew, Script, Status,
-        StatusReply, WaiterReply, WaiterStatus, RW_CAPACITY,
+        StatusReply, WaiterReply, WaiterStatus, WakeMessage, RW_CAPACITY,
     };
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn handles_are_send_sync_and_the_guard_is_sync() {
-        fn send_sync<T: Send + Sync>() {}
-        fn sync<T: Sync>() {}
-        send_sync::<Client>();
-        send_sync::<FairMutex>();
-        send_sync::<Error>();
-        sync::<FairMutexGuard>();
-    }
 }
 
 /// Compiles the README's examples as doctests, so they stay true.

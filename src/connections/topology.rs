@@ -200,21 +200,4 @@ mod tests {
             }
         );
     }
-
-    #[test]
-    fn malformed_urls_are_invalid_config() {
-        for url in [
-            "redis+cluster://",
-            "redis+cluster://a:1,,b:2",
-            "redis+cluster://a:1/5",
-            "redis+sentinel://a:1",
-            "redis+sentinel://a:1/m/x",
-            "redis+shards://a:1",
-            "http+cluster://a:1",
-            "redis+cluster://host-without-port",
-        ] {
-            let err = Topology::parse(url).unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}: {err}");
-        }
-    }
 }

@@ -535,17 +535,3 @@ macro_rules! rw_guard_methods {
 
 rw_guard_methods!(ReadGuard, "read hold", read);
 rw_guard_methods!(WriteGuard, "write hold", write);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn handles_are_send_and_sync_and_guards_sync() {
-        fn assert_send_sync<T: Send + Sync>() {}
-        fn assert_sync<T: Sync>() {}
-        assert_send_sync::<FairRwLock>();
-        assert_sync::<ReadGuard>();
-        assert_sync::<WriteGuard>();
-    }
-}

@@ -586,11 +586,4 @@ mod tests {
         );
         assert!(check_request(1, 3).is_ok() && check_request(3, 3).is_ok());
     }
-
-    #[test]
-    fn handles_and_permits_are_send_and_sync() {
-        fn assert_send_sync<T: Send + Sync>() {}
-        assert_send_sync::<FairSemaphore>();
-        assert_send_sync::<SemaphorePermit>();
-    }
 }

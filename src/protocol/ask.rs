@@ -98,26 +98,3 @@ impl Ask {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_write_takes_every_unit_a_read_one_and_permits_their_number() {
-        let write = Ask::RwLock(Access::Write);
-        let read = Ask::RwLock(Access::Read);
-        assert_eq!(
-            (write.units(), write.capacity()),
-            (RW_CAPACITY, RW_CAPACITY)
-        );
-        assert_eq!((read.units(), read.capacity()), (1, RW_CAPACITY));
-        let three = Ask::Permits { n: 3, of: 5 };
-        assert_eq!((three.units(), three.capacity()), (3, 5));
-        assert!(!three.reentrant() && read.reentrant() && Ask::Mutex.reentrant());
-        assert!(write.exclusive() && Ask::Mutex.exclusive() && !read.exclusive());
-        assert_eq!(Ask::access_of(u64::from(RW_CAPACITY)), Access::Write);
-        assert_eq!(Ask::access_of(1), Access::Read);
-        assert_eq!(three.describe("a"), "semaphore \"a\" 3 permits");
-    }
-}

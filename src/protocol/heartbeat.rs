@@ -75,39 +75,3 @@ impl Operation for Heartbeat<'_> {
         })
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn arguments_are_queue_entries_and_statuses_follow_their_order() {
-        let beat = Heartbeat {
-            waiter_timeout: Duration::from_secs(1),
-            waiters: vec![
-                QueueEntry {
-                    owner: "c:1",
-                    wait_id: 4,
-                    lease: Duration::from_secs(2),
-                    fixed: false,
-                    ask: crate::protocol::Ask::Mutex,
-                },
-                QueueEntry {
-                    owner: "c:2",
-                    wait_id: 5,
-                    lease: Duration::from_secs(3),
-                    fixed: true,
-                    ask: crate::protocol::Ask::Mutex,
-                },
-            ],
-        };
-        assert_eq!(beat.args(), ["1000", "c:1 4 2000 0", "c:2 5 3000 1"]);
-        let reply = Value::Array([300, 9, 0, 2, 1, 9].map(Value::Int).to_vec());
-        let parsed = beat.parse(reply).unwrap();
-        assert_eq!(
-            parsed.statuses,
-            [WaiterStatus::Queued(2), WaiterStatus::Owns(9)]
-        );
-        assert_eq!((parsed.pttl_ms, parsed.last_token), (300, 9));
-    }
-}

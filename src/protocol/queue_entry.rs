@@ -43,31 +43,3 @@ impl fmt::Display for QueueEntry<'_> {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::{Access, RW_CAPACITY};
-
-    #[test]
-    fn the_member_names_the_call_and_its_grant() {
-        let entry = QueueEntry {
-            owner: "c1:7",
-            wait_id: 42,
-            lease: Duration::from_millis(30_000),
-            fixed: true,
-            ask: Ask::Mutex,
-        };
-        assert_eq!(entry.to_string(), "c1:7 42 30000 1");
-        let write = QueueEntry {
-            ask: Ask::RwLock(Access::Write),
-            ..entry
-        };
-        assert_eq!(write.to_string(), format!("c1:7 42 30000 1 {RW_CAPACITY}"));
-        let permits = QueueEntry {
-            ask: Ask::Permits { n: 2, of: 3 },
-            ..entry
-        };
-        assert_eq!(permits.to_string(), "c1:7 42 30000 1 2");
-    }
-}

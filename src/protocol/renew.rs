@@ -54,25 +54,3 @@ impl Operation for Renew<'_> {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_mutex_sends_its_lock_key_and_a_counted_lock_all_its_keys() {
-        let op = Renew {
-            owner: "c:1",
-            token: 9,
-            call: 4,
-            lease: None,
-        };
-        assert_eq!(op.args(), ["c:1", "9", "4", "0"]);
-        let mutex = LockKeys::new("p", "n").unwrap();
-        assert_eq!(op.keys(&mutex).len(), 1);
-        let sem = LockKeys::semaphore("p", "n").unwrap();
-        assert_eq!(op.keys(&sem), sem.all.as_slice());
-        assert!(op.parse(Value::Int(1)).unwrap());
-        assert!(!op.parse(Value::Int(0)).unwrap());
-    }
-}

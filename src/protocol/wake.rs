@@ -6,13 +6,21 @@
 pub enum WakeMessage {
     /// `G <wait id> <token> <ttl ms>`: the lock was handed to that call.
     Granted {
+        /// The call granted.
         wait_id: u64,
+        /// Its fencing token.
         token: u64,
+        /// Its lease as set, in ms.
         ttl_ms: u64,
     },
     /// `H <wait id> <pttl ms>`: that call heads the queue; the lock's lease
     /// runs out in `pttl_ms` (negative: no lease to wait for).
-    Head { wait_id: u64, pttl_ms: i64 },
+    Head {
+        /// The call at the head.
+        wait_id: u64,
+        /// The lock's lease left, in ms.
+        pttl_ms: i64,
+    },
     /// `S`: the client is stopping (sent by the client to its subscriber).
     Stop,
 }
@@ -39,41 +47,6 @@ impl WakeMessage {
             }),
             ("S", []) => Some(WakeMessage::Stop),
             _ => None,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_message_the_scripts_send_parses() {
-        assert_eq!(
-            WakeMessage::parse(b"G 7 1795377959667025 600"),
-            Some(WakeMessage::Granted {
-                wait_id: 7,
-                token: 1_795_377_959_667_025,
-                ttl_ms: 600
-            })
-        );
-        assert_eq!(
-            WakeMessage::parse(b"H 7 -1"),
-            Some(WakeMessage::Head {
-                wait_id: 7,
-                pttl_ms: -1
-            })
-        );
-        assert_eq!(
-            WakeMessage::parse(WakeMessage::STOP.as_bytes()),
-            Some(WakeMessage::Stop)
-        );
-    }
-
-    #[test]
-    fn anything_else_is_ignored() {
-        for junk in [&b""[..], b"G 1 2", b"G a b c", b"X 1", b"H -3 5", b"\xff"] {
-            assert_eq!(WakeMessage::parse(junk), None, "{junk:?}");
         }
     }
 }

@@ -1,0 +1,206 @@
+//! The public API's values without a server: handles, guards, permits
+//! and errors cross threads (`Send`/`Sync`); an error keeps its message and
+//! its cause, and the Redis error replies of every server version map to
+//! their kinds (key conflict, permits mismatch, refused upgrade); a URL's
+//! password never reaches `Debug` output; and settings or URLs out of
+//! bounds make `ClientBuilder::build` fail with `InvalidConfig` before any
+//! connection is tried. Moved from the unit tests of `src/lib.rs`,
+//! `src/error.rs`, `src/handles/` and `src/connections/topology.rs`.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use fairlock::{
+    redact_url, Client, ClientBuilder, Error, ErrorKind, FairMutex, FairMutexGuard, FairRwLock,
+    FairSemaphore, ReadGuard, SemaphorePermit, WriteGuard, MAX_LEASE, MAX_TIMEOUT,
+};
+
+#[test]
+fn handles_are_send_sync_and_guards_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn sync<T: Sync>() {}
+    send_sync::<Client>();
+    send_sync::<FairMutex>();
+    send_sync::<Error>();
+    sync::<FairMutexGuard>();
+    send_sync::<FairRwLock>();
+    sync::<ReadGuard>();
+    sync::<WriteGuard>();
+    send_sync::<FairSemaphore>();
+    send_sync::<SemaphorePermit>();
+}
+
+// Errors (src/error.rs)
+
+#[test]
+fn error_is_send_sync_static() {
+    fn assert_bounds<T: StdError + Send + Sync + Clone + 'static>() {}
+    assert_bounds::<Error>();
+}
+
+#[test]
+fn display_is_the_message_and_source_is_kept() {
+    let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+    let err = Error::from(redis::RedisError::from(io));
+    assert_eq!(err.kind(), ErrorKind::Connection);
+    assert!(err.is_connection());
+    assert_eq!(err.to_string(), "redis is unreachable");
+    assert!(err.source().is_some());
+}
+
+/// The error reply `resp` (without its `-` and CRLF) as fairlock's error.
+fn from_reply(resp: &str) -> Error {
+    match redis::parse_redis_value(format!("-{resp}\r\n").as_bytes()) {
+        Ok(redis::Value::ServerError(err)) => Error::from(redis::RedisError::from(err)),
+        other => panic!("not an error reply: {other:?}"),
+    }
+}
+
+#[test]
+fn a_wrong_type_inside_a_script_is_a_key_conflict_as_every_version_words_it() {
+    for reply in [
+        // Redis 7.0+ and Valkey 8
+        "WRONGTYPE Operation against a key holding the wrong kind of value script: \
+         fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:1.",
+        // Redis 6.2
+        "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
+         @user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value",
+        // outside a script
+        "WRONGTYPE Operation against a key holding the wrong kind of value",
+        // Redis 6.2: the fence key check of lua/lib.lua
+        "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
+         @user_script:63: WRONGTYPE the fence key holds a value fairlock did not write",
+    ] {
+        assert_eq!(from_reply(reply).kind(), ErrorKind::KeyConflict, "{reply}");
+    }
+    for reply in [
+        "ERR Error running script (call to f_fd1f): @user_script:12: \
+         ERR fairlock: lease must be a whole number of ms",
+        "ERR Error running script (call to f_fd1f): @user_script:12: \
+         user_script:12: Script attempted to access nonexistent global variable 'WRONGTYPE'",
+        "ERR unknown command 'WRONGTYPE Operation against a key'",
+        "NOPERM this user has no permissions to run the 'hget' command",
+    ] {
+        assert_eq!(from_reply(reply).kind(), ErrorKind::Server, "{reply}");
+    }
+}
+
+#[test]
+fn a_permits_mismatch_is_its_own_kind_naming_both_numbers_as_every_version_words_it() {
+    for reply in [
+        // Redis 7.0+ and Valkey 8
+        "ERR fairlock: permits mismatch: this call says 4 permits, the semaphore has 3 \
+         (every client of one semaphore must use the same number) script: \
+         fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:120.",
+        // Redis 6.2
+        "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
+         @user_script:120: ERR fairlock: permits mismatch: this call says 4 permits, the \
+         semaphore has 3 (every client of one semaphore must use the same number)",
+    ] {
+        let err = from_reply(reply);
+        assert_eq!(err.kind(), ErrorKind::PermitsMismatch, "{reply}");
+        let text = err.to_string();
+        assert!(
+            text.contains("this call says 4, the semaphore has 3"),
+            "{text}"
+        );
+        assert!(err.source().is_some());
+    }
+    // Another script error that mentions permits is not one.
+    let other =
+        from_reply("ERR fairlock: permits must be a whole number from 1 to 4294967295, got 0");
+    assert_eq!(other.kind(), ErrorKind::Server);
+}
+
+#[test]
+fn a_refused_upgrade_is_its_own_kind_as_every_version_words_it() {
+    let refusal = "ERR fairlock: read -> write upgrade refused: c:1 holds this rwlock for \
+                   reading (token 7) and asks to write; release the read first (waiting \
+                   would deadlock)";
+    for reply in [
+        // Redis 7.0+ and Valkey 8
+        format!("{refusal} script: fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:66."),
+        // Redis 6.2
+        format!(
+            "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
+             @user_script:66: {refusal}"
+        ),
+    ] {
+        let err = from_reply(&reply);
+        assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{reply}");
+        assert!(err.to_string().contains("release its read guards"), "{err}");
+    }
+    assert_eq!(
+        from_reply("ERR fairlock: mode must be try, first or poll").kind(),
+        ErrorKind::Server
+    );
+}
+
+// Client settings and URLs (src/handles/builder.rs, src/connections/topology.rs)
+
+/// The error `build` stops at: a bad setting or URL fails before any I/O.
+fn rejected(builder: ClientBuilder) -> Error {
+    builder.build().unwrap_err()
+}
+
+#[test]
+fn passwords_never_reach_debug_output() {
+    assert_eq!(redact_url("redis://u:p%40ss@h:1/0"), "redis://u:***@h:1/0");
+    assert_eq!(redact_url("redis://:pw@h"), "redis://:***@h");
+    assert_eq!(redact_url("redis://pw@h"), "redis://***@h");
+    assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+    let debug = format!("{:?}", Client::builder("rediss://user:hunter2@host:6380"));
+    assert!(!debug.contains("hunter2"), "{debug}");
+}
+
+#[test]
+fn bad_settings_are_invalid_config() {
+    let b = || Client::builder("redis://x");
+    for err in [
+        rejected(b().lease(Duration::ZERO)),
+        rejected(b().waiter_timeout(Duration::ZERO)),
+        rejected(b().lease(Duration::from_millis(29))),
+        rejected(b().lease(MAX_LEASE + Duration::from_millis(1))),
+        rejected(b().lease(Duration::MAX)),
+        rejected(b().waiter_timeout(Duration::MAX)),
+        rejected(b().command_timeout(Duration::MAX)),
+        rejected(b().connect_timeout(MAX_TIMEOUT + Duration::from_millis(1))),
+        rejected(b().pool_size(0)),
+        rejected(b().key_prefix("")),
+        rejected(b().key_prefix("a{b")),
+        rejected(b().connect_timeout(Duration::ZERO)),
+        rejected(b().command_timeout(Duration::ZERO)),
+        rejected(b().sync_replicas(0, Duration::from_millis(100))),
+        rejected(b().sync_replicas(1, Duration::ZERO)),
+        rejected(b().sync_replicas(1, Duration::from_secs(5))),
+        rejected(Client::builder("redis+cluster://a")),
+        rejected(b().clock_drift(-0.01, Duration::ZERO)),
+        rejected(b().clock_drift(0.26, Duration::ZERO)),
+        rejected(b().clock_drift(f64::NAN, Duration::ZERO)),
+        rejected(b().clock_drift(0.01, Duration::MAX)),
+        // 30 ms lease: 10 ms margin leaves less than two thirds.
+        rejected(
+            b().lease(Duration::from_millis(30))
+                .clock_drift(0.0, Duration::from_millis(11)),
+        ),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    }
+}
+
+#[test]
+fn malformed_urls_are_invalid_config() {
+    for url in [
+        "redis+cluster://",
+        "redis+cluster://a:1,,b:2",
+        "redis+cluster://a:1/5",
+        "redis+sentinel://a:1",
+        "redis+sentinel://a:1/m/x",
+        "redis+shards://a:1",
+        "http+cluster://a:1",
+        "redis+cluster://host-without-port",
+    ] {
+        let err = rejected(Client::builder(url));
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}: {err}");
+    }
+}

@@ -1,0 +1,399 @@
+//! The protocol layer's values without a server: each Redis-side
+//! operation's KEYS and ARGV follow its script's header (acquire, heartbeat,
+//! release, renew, status), its replies parse into the typed answer and a
+//! malformed one is an error, a queue member names the call and its grant,
+//! an ask's units and capacity are what the counted engine expects, every
+//! wake message the scripts publish parses (and nothing else does), and all
+//! keys of a lock share one hash tag, hence one cluster slot. Moved from the
+//! unit tests of `src/protocol/`; reached through `fairlock::test_support`.
+
+use std::time::Duration;
+
+use fairlock::test_support::{
+    Access, Acquire, AcquireReply, Ask, HandedOver, Heartbeat, LockKeys, LockKind, Mode, Operation,
+    QueueEntry, Release, ReleaseReply, Renew, Status, WaiterStatus, WakeMessage, RW_CAPACITY,
+};
+use fairlock::{ErrorKind, MAX_NAME_LEN};
+use redis::Value;
+
+// Keys (src/protocol/keys.rs)
+
+/// Redis Cluster's rule: the slot comes from the first `{...}` with content.
+fn hash_tag(key: &str) -> &str {
+    if let Some(open) = key.find('{') {
+        if let Some(len) = key[open + 1..].find('}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
+}
+
+#[test]
+fn all_keys_of_a_lock_share_a_tag_whatever_the_name() {
+    for name in ["orders:42", "{x}", "}{", "a{b}c", "名前 \n\0", "{}"] {
+        let keys = LockKeys::new("fairlock", name).unwrap();
+        let tag = hash_tag(&keys.all[0]);
+        assert_eq!(tag.len(), 16, "{name:?}");
+        assert!(keys.all.iter().all(|k| hash_tag(k) == tag), "{name:?}");
+    }
+}
+
+#[test]
+fn distinct_names_get_distinct_keys() {
+    let a = LockKeys::new("p", "a:lock:b").unwrap();
+    let b = LockKeys::new("p", "a").unwrap();
+    for ka in &a.all {
+        assert!(!b.all.contains(ka));
+    }
+}
+
+#[test]
+fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot() {
+    let mutex = LockKeys::new("p", "jobs").unwrap();
+    let sem = LockKeys::semaphore("p", "jobs").unwrap();
+    let tag = hash_tag(&mutex.all[0]).to_owned();
+    assert_eq!(mutex.kind(), LockKind::Mutex);
+    assert_eq!(
+        mutex.all,
+        ["lock", "queue", "deadlines"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+    );
+    assert_eq!(sem.kind(), LockKind::Semaphore);
+    assert_eq!(
+        sem.all,
+        ["sem", "semq", "semd", "semt", "semmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+    );
+    assert_eq!(sem.slot, mutex.slot);
+    assert!(sem.all.iter().all(|k| !mutex.all.contains(k)));
+    assert_eq!(
+        LockKeys::semaphore("p", "").unwrap_err().kind(),
+        ErrorKind::InvalidName
+    );
+}
+
+#[test]
+fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_queue_keys_2nd_and_3rd() {
+    let mutex = LockKeys::new("p", "jobs").unwrap();
+    let sem = LockKeys::semaphore("p", "jobs").unwrap();
+    let rw = LockKeys::rwlock("p", "jobs").unwrap();
+    let tag = hash_tag(&mutex.all[0]).to_owned();
+    assert_eq!(rw.kind(), LockKind::RwLock);
+    assert_eq!(
+        rw.all,
+        ["rw", "rwq", "rwd", "rwt", "rwmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+    );
+    assert_eq!(rw.slot, mutex.slot);
+    assert!(rw
+        .all
+        .iter()
+        .all(|k| !mutex.all.contains(k) && !sem.all.contains(k)));
+    assert_eq!(rw.lock(), rw.all[0]);
+    assert_eq!(
+        LockKeys::rwlock("p", "").unwrap_err().kind(),
+        ErrorKind::InvalidName
+    );
+}
+
+#[test]
+fn empty_and_oversized_names_are_invalid() {
+    let kind = |n: &str| LockKeys::new("p", n).unwrap_err().kind();
+    assert_eq!(kind(""), ErrorKind::InvalidName);
+    assert_eq!(kind(&"x".repeat(MAX_NAME_LEN + 1)), ErrorKind::InvalidName);
+    assert!(LockKeys::new("p", &"x".repeat(MAX_NAME_LEN)).is_ok());
+}
+
+// Asks (src/protocol/ask.rs)
+
+#[test]
+fn a_write_takes_every_unit_a_read_one_and_permits_their_number() {
+    let write = Ask::RwLock(Access::Write);
+    let read = Ask::RwLock(Access::Read);
+    assert_eq!(
+        (write.units(), write.capacity()),
+        (RW_CAPACITY, RW_CAPACITY)
+    );
+    assert_eq!((read.units(), read.capacity()), (1, RW_CAPACITY));
+    let three = Ask::Permits { n: 3, of: 5 };
+    assert_eq!((three.units(), three.capacity()), (3, 5));
+    assert!(!three.reentrant() && read.reentrant() && Ask::Mutex.reentrant());
+    assert!(write.exclusive() && Ask::Mutex.exclusive() && !read.exclusive());
+    assert_eq!(Ask::access_of(u64::from(RW_CAPACITY)), Access::Write);
+    assert_eq!(Ask::access_of(1), Access::Read);
+    assert_eq!(three.describe("a"), "semaphore \"a\" 3 permits");
+}
+
+// Queue members (src/protocol/queue_entry.rs)
+
+#[test]
+fn the_member_names_the_call_and_its_grant() {
+    let entry = QueueEntry {
+        owner: "c1:7",
+        wait_id: 42,
+        lease: Duration::from_millis(30_000),
+        fixed: true,
+        ask: Ask::Mutex,
+    };
+    assert_eq!(entry.to_string(), "c1:7 42 30000 1");
+    let write = QueueEntry {
+        ask: Ask::RwLock(Access::Write),
+        ..entry
+    };
+    assert_eq!(write.to_string(), format!("c1:7 42 30000 1 {RW_CAPACITY}"));
+    let permits = QueueEntry {
+        ask: Ask::Permits { n: 2, of: 3 },
+        ..entry
+    };
+    assert_eq!(permits.to_string(), "c1:7 42 30000 1 2");
+}
+
+// Acquire (src/protocol/acquire.rs)
+
+fn attempt() -> Acquire<'static> {
+    Acquire {
+        ask: Ask::Mutex,
+        owner: "c:1",
+        lease: Duration::from_secs(30),
+        fixed: false,
+        waiter_timeout: Duration::from_secs(10),
+        mode: Mode::First,
+        wait_id: 7,
+        live_token: 0,
+    }
+}
+
+#[test]
+fn arguments_follow_the_script_header() {
+    assert_eq!(
+        attempt().args(),
+        ["c:1", "30000", "0", "10000", "first", "7", "0"]
+    );
+    let permits = Acquire {
+        ask: Ask::Permits { n: 2, of: 5 },
+        ..attempt()
+    };
+    assert_eq!(
+        permits.args(),
+        ["c:1", "30000", "0", "10000", "first", "7", "0", "5", "2"]
+    );
+}
+
+#[test]
+fn replies_parse_into_acquired_or_waiting() {
+    let ints = |v: &[i64]| Value::Array(v.iter().map(|n| Value::Int(*n)).collect());
+    assert_eq!(
+        attempt().parse(ints(&[1, 99, 500])).unwrap(),
+        AcquireReply::Acquired {
+            token: 99,
+            pttl_ms: 500
+        }
+    );
+    assert_eq!(
+        attempt().parse(ints(&[0, 500, -1, 98])).unwrap(),
+        AcquireReply::Waiting {
+            pttl_ms: 500,
+            position: None,
+            last_token: 98
+        }
+    );
+    assert_eq!(
+        attempt().parse(Value::Int(97)).unwrap(),
+        AcquireReply::Acquired {
+            token: 97,
+            pttl_ms: 30_000
+        }
+    );
+    assert!(attempt().parse(ints(&[0, 1])).is_err());
+}
+
+// Heartbeat (src/protocol/heartbeat.rs)
+
+#[test]
+fn arguments_are_queue_entries_and_statuses_follow_their_order() {
+    let beat = Heartbeat {
+        waiter_timeout: Duration::from_secs(1),
+        waiters: vec![
+            QueueEntry {
+                owner: "c:1",
+                wait_id: 4,
+                lease: Duration::from_secs(2),
+                fixed: false,
+                ask: Ask::Mutex,
+            },
+            QueueEntry {
+                owner: "c:2",
+                wait_id: 5,
+                lease: Duration::from_secs(3),
+                fixed: true,
+                ask: Ask::Mutex,
+            },
+        ],
+    };
+    assert_eq!(beat.args(), ["1000", "c:1 4 2000 0", "c:2 5 3000 1"]);
+    let reply = Value::Array([300, 9, 0, 2, 1, 9].map(Value::Int).to_vec());
+    let parsed = beat.parse(reply).unwrap();
+    assert_eq!(
+        parsed.statuses,
+        [WaiterStatus::Queued(2), WaiterStatus::Owns(9)]
+    );
+    assert_eq!((parsed.pttl_ms, parsed.last_token), (300, 9));
+}
+
+// Release (src/protocol/release.rs)
+
+#[test]
+fn replies_name_the_holds_left_or_every_waiter_handed_over() {
+    let op = Release {
+        owner: "c:1",
+        token: 9,
+        call: 4,
+    };
+    assert_eq!(op.args(), ["c:1", "9", "4"]);
+    assert_eq!(
+        op.parse(Value::Int(2)).unwrap(),
+        ReleaseReply::Released { left: 2 }
+    );
+    assert_eq!(op.parse(Value::Int(-1)).unwrap(), ReleaseReply::NotHeld);
+    let grant = |owner: &str, id: i64| {
+        [
+            Value::BulkString(owner.as_bytes().to_vec()),
+            Value::Int(id),
+            Value::Int(10 + id),
+            Value::Int(500),
+        ]
+    };
+    let two = [grant("c:2", 1), grant("c:3", 2)].concat();
+    assert_eq!(
+        op.parse(Value::Array(two)).unwrap(),
+        ReleaseReply::HandedOver(vec![
+            HandedOver {
+                owner: "c:2".into(),
+                wait_id: 1,
+                token: 11,
+                ttl_ms: 500
+            },
+            HandedOver {
+                owner: "c:3".into(),
+                wait_id: 2,
+                token: 12,
+                ttl_ms: 500
+            },
+        ])
+    );
+    assert!(op
+        .parse(Value::Array(grant("c:2", 1)[..3].to_vec()))
+        .is_err());
+}
+
+// Renew (src/protocol/renew.rs)
+
+#[test]
+fn the_mutex_sends_its_lock_key_and_a_counted_lock_all_its_keys() {
+    let op = Renew {
+        owner: "c:1",
+        token: 9,
+        call: 4,
+        lease: None,
+    };
+    assert_eq!(op.args(), ["c:1", "9", "4", "0"]);
+    let mutex = LockKeys::new("p", "n").unwrap();
+    assert_eq!(op.keys(&mutex).len(), 1);
+    let sem = LockKeys::semaphore("p", "n").unwrap();
+    assert_eq!(op.keys(&sem), sem.all.as_slice());
+    assert!(op.parse(Value::Int(1)).unwrap());
+    assert!(!op.parse(Value::Int(0)).unwrap());
+}
+
+// Status (src/protocol/status.rs)
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(s.as_bytes().to_vec())
+}
+
+#[test]
+fn both_engines_answer_in_one_shape() {
+    let mutex = Status {
+        kind: LockKind::Mutex,
+        waiters: 5,
+        holders: 5,
+    };
+    assert_eq!(mutex.args(), ["5"]);
+    let reply = Value::Array(vec![
+        bulk("c:1"),
+        Value::Int(2),
+        Value::Int(40),
+        Value::Int(900),
+        Value::Int(1),
+        Value::Int(40),
+        bulk("c:2"),
+        Value::Int(3000),
+    ]);
+    let parsed = mutex.parse(reply).unwrap();
+    assert_eq!(parsed.holders[0].count, 2);
+    assert_eq!(parsed.holders[0].lease_left_ms, Some(900));
+    assert_eq!(parsed.waiters[0].owner, "c:2");
+    assert_eq!((parsed.capacity, parsed.used), (Some(1), 1));
+
+    let sem = Status {
+        kind: LockKind::Semaphore,
+        waiters: 5,
+        holders: 5,
+    };
+    assert_eq!(sem.args(), ["5", "5"]);
+    let reply = Value::Array(vec![
+        Value::Int(3),
+        Value::Int(2),
+        Value::Int(1),
+        Value::Int(1),
+        Value::Int(77),
+        Value::Int(1),
+        bulk("c:1"),
+        Value::Int(4),
+        Value::Int(2),
+        Value::Int(77),
+        Value::Int(500),
+        bulk("c:2"),
+        Value::Int(3),
+        Value::Int(800),
+    ]);
+    let parsed = sem.parse(reply).unwrap();
+    assert_eq!(
+        (parsed.capacity, parsed.used, parsed.live_holds),
+        (Some(3), 2, 1)
+    );
+    assert_eq!(parsed.holders[0].units, 2);
+    assert_eq!(parsed.holders[0].call, Some(4));
+    assert_eq!(parsed.waiters[0].units, 3);
+}
+
+// Wake messages (src/protocol/wake.rs)
+
+#[test]
+fn every_message_the_scripts_send_parses() {
+    assert_eq!(
+        WakeMessage::parse(b"G 7 1795377959667025 600"),
+        Some(WakeMessage::Granted {
+            wait_id: 7,
+            token: 1_795_377_959_667_025,
+            ttl_ms: 600
+        })
+    );
+    assert_eq!(
+        WakeMessage::parse(b"H 7 -1"),
+        Some(WakeMessage::Head {
+            wait_id: 7,
+            pttl_ms: -1
+        })
+    );
+    assert_eq!(
+        WakeMessage::parse(WakeMessage::STOP.as_bytes()),
+        Some(WakeMessage::Stop)
+    );
+}
+
+#[test]
+fn anything_else_is_ignored() {
+    for junk in [&b""[..], b"G 1 2", b"G a b c", b"X 1", b"H -3 5", b"\xff"] {
+        assert_eq!(WakeMessage::parse(junk), None, "{junk:?}");
+    }
+}
