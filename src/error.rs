@@ -94,6 +94,14 @@ pub struct Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// A wait without a limit that returned without the lock: a bug.
+    pub(crate) fn unbounded_wait_ended() -> Self {
+        Error::new(
+            ErrorKind::Internal,
+            "a wait without a limit ended without the lock",
+        )
+    }
+
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
         Error {
             kind,

@@ -58,7 +58,7 @@ mod machinery;
 mod protocol;
 
 pub use connections::config::{
-    DEFAULT_FENCE_LIFE, MAX_LEASE, MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE,
+    DEFAULT_FENCE_LIFE, MAX_IDENTITY_LEN, MAX_LEASE, MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE,
 };
 pub use connections::topology::redact_url;
 pub use error::{Error, ErrorKind, Result};
@@ -73,6 +73,7 @@ pub use handles::semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};
 pub use handles::status::{
     Holder, LockStatus, Participant, QueuedWaiter, RwLockStatus, SemaphoreStatus,
 };
+pub use handles::unbound::{Unbound, UnboundGuard};
 pub use machinery::holds::LeaseEnd;
 pub use protocol::keys::MAX_NAME_LEN;
 pub use protocol::Access;

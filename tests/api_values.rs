@@ -4,7 +4,8 @@
 //! their kinds (key conflict, permits mismatch, refused upgrade); a URL's
 //! password never reaches `Debug` output; and settings or URLs out of
 //! bounds make `ClientBuilder::build` fail with `InvalidConfig` before any
-//! connection is tried. Moved from the unit tests of `src/lib.rs`,
+//! connection is tried; so does a client identity out of bounds. Unbound
+//! locks and their guards are `Send + Sync` (the guard `'static` too). Moved from the unit tests of `src/lib.rs`,
 //! `src/error.rs`, `src/handles/` and `src/connections/topology.rs`.
 
 use std::error::Error as StdError;
@@ -12,7 +13,8 @@ use std::time::Duration;
 
 use fairlock::{
     redact_url, Client, ClientBuilder, Error, ErrorKind, FairMutex, FairMutexGuard, FairRwLock,
-    FairSemaphore, ReadGuard, SemaphorePermit, WriteGuard, MAX_LEASE, MAX_TIMEOUT,
+    FairSemaphore, ReadGuard, SemaphorePermit, Unbound, UnboundGuard, WriteGuard, MAX_LEASE,
+    MAX_TIMEOUT,
 };
 
 #[test]
@@ -28,6 +30,55 @@ fn handles_are_send_sync_and_guards_sync() {
     sync::<WriteGuard>();
     send_sync::<FairSemaphore>();
     send_sync::<SemaphorePermit>();
+}
+
+#[test]
+fn unbound_locks_and_their_guards_cross_threads_and_live_on_their_own() {
+    fn send_sync_clone<T: Send + Sync + Clone + 'static>() {}
+    fn send_sync_static<T: Send + Sync + 'static>() {}
+    send_sync_clone::<Unbound<FairMutex>>();
+    send_sync_clone::<Unbound<FairSemaphore>>();
+    send_sync_clone::<Unbound<FairRwLock>>();
+    send_sync_static::<UnboundGuard>();
+}
+
+/// An identity out of bounds (empty, longer than 64 bytes, a space, a
+/// character outside ASCII letters, digits and `. _ - / @ : +`) fails the
+/// build with `InvalidConfig`, before any connection is tried.
+#[test]
+fn a_bad_identity_is_invalid_config_before_any_io() {
+    let long = "a".repeat(fairlock::MAX_IDENTITY_LEN + 1);
+    for bad in [
+        "",
+        long.as_str(),
+        "web 3",
+        "tab\there",
+        "caf\u{e9}",
+        "a#b",
+        "x;y",
+    ] {
+        // Port 1: nothing listens, so only validation can answer at once.
+        let err = Client::builder("redis://127.0.0.1:1")
+            .identity(bad)
+            .build()
+            .expect_err(bad);
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad:?}: {err}");
+        assert!(err.to_string().contains("identity"), "{bad:?}: {err}");
+    }
+    let longest = "w".repeat(fairlock::MAX_IDENTITY_LEN);
+    for good in [
+        "web-3/worker-7",
+        "cron@host.example:9",
+        "a+b_c.d",
+        longest.as_str(),
+    ] {
+        let err = Client::builder("redis://127.0.0.1:1")
+            .identity(good)
+            .connect_timeout(Duration::from_millis(200))
+            .build()
+            .expect_err("nothing listens on port 1");
+        assert_eq!(err.kind(), ErrorKind::Connection, "{good:?}: {err}");
+    }
 }
 
 // Errors (src/error.rs)

@@ -50,6 +50,9 @@ pub(crate) struct Config {
     /// Whether metrics carry each lock's name as a label (`metrics`
     /// feature; names can be unbounded, so off by default).
     pub(crate) metrics_lock_names: bool,
+    /// Who this client is, as its user names it (`identity`): shown with
+    /// each of its holds and waits in every status.
+    pub(crate) identity: Option<String>,
 }
 
 impl Default for Config {
@@ -68,6 +71,7 @@ impl Default for Config {
             clock_drift: ClockDrift::default(),
             fence_life: DEFAULT_FENCE_LIFE,
             metrics_lock_names: false,
+            identity: None,
         }
     }
 }
@@ -85,6 +89,7 @@ impl std::fmt::Debug for Config {
             .field("sync_replicas", &self.sync_replicas)
             .field("clock_drift", &self.clock_drift)
             .field("fence_life", &self.fence_life)
+            .field("identity", &self.identity)
             .finish_non_exhaustive()
     }
 }
@@ -111,6 +116,26 @@ pub const MIN_FENCE_LIFE: Duration = Duration::from_secs(1);
 
 /// The longest connect or command timeout accepted: 24 hours.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// The longest client identity accepted, in bytes.
+pub const MAX_IDENTITY_LEN: usize = 64;
+
+/// `Ok` when `identity` is 1 to [`MAX_IDENTITY_LEN`] bytes of ASCII
+/// letters, digits and `. _ - / @ : +`: it rides in every owner id, which
+/// the scripts keep in space-separated values and print in status.
+pub(crate) fn check_identity(identity: &str) -> Result<()> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-/@:+".contains(c);
+    if (1..=MAX_IDENTITY_LEN).contains(&identity.len()) && identity.chars().all(allowed) {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::InvalidConfig,
+        format!(
+            "identity must be 1 to {MAX_IDENTITY_LEN} bytes of ASCII letters, digits and \
+             . _ - / @ : +, got {identity:?}"
+        ),
+    ))
+}
 
 /// `Ok` when `value` is a lease or waiter timeout in `MIN_LEASE..=MAX_LEASE`.
 pub(crate) fn check_lease(what: &str, value: Duration) -> Result<()> {
@@ -274,6 +299,9 @@ impl Config {
             Target::Url(url) => Topology::parse(url)?,
             Target::ClusterNodes(nodes) => Topology::of_cluster_nodes(nodes)?,
         };
+        if let Some(identity) = &self.identity {
+            check_identity(identity)?;
+        }
         let prefix = &self.key_prefix;
         if prefix.is_empty() || prefix.len() > 256 {
             return invalid("key_prefix must be 1 to 256 bytes long".to_owned());

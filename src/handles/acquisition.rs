@@ -47,6 +47,11 @@ pub(crate) struct Acquisition<'m> {
     pub(crate) name: &'m str,
     pub(crate) lease: Duration,
     pub(crate) fixed: bool,
+    /// The longest the hold is renewed for, from its grant.
+    pub(crate) max_hold: Option<Duration>,
+    /// The call is an owner of its own (`<client id>:u<call>`), not its
+    /// thread: it never re-enters, and its guard may go to any thread.
+    pub(crate) unbound: bool,
 }
 
 /// A hold this call got, for the handle to wrap in a guard.
@@ -88,12 +93,19 @@ impl Acquisition<'_> {
         result.map(|got| got.map(|got| Acquired { waited, ..got }))
     }
 
-    /// A new call of this thread on this lock, with its own wait id.
+    /// A new call of this thread (or of its own, unbound) on this lock,
+    /// with its own wait id.
     fn waiter(&self) -> Arc<Waiter> {
+        let id = self.shared.next_wait_id();
+        let owner = if self.unbound {
+            self.shared.unbound_owner_id(id)
+        } else {
+            self.shared.owner_id()
+        };
         Arc::new(Waiter::new(
-            self.shared.next_wait_id(),
+            id,
             Arc::clone(self.keys),
-            self.shared.owner_id(),
+            owner,
             self.lease,
             self.fixed,
             self.ask,
@@ -270,7 +282,7 @@ impl Acquisition<'_> {
         let shared = self.shared;
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::live_token`); a semaphore's calls never re-enter.
-        let live_token = if self.ask.reentrant() {
+        let live_token = if self.ask.reentrant() && !self.unbound {
             shared.holds.live_token(waiter.keys.lock(), &waiter.owner)
         } else {
             0
@@ -395,6 +407,9 @@ impl Acquisition<'_> {
         );
         hold.exclusive = self.ask.exclusive();
         hold.labels = self.labels();
+        if let Some(max_hold) = self.max_hold {
+            hold.stop_renewing_after(max_hold);
+        }
         let renewed = !self.fixed;
         let expires_at = hold.local_end();
         let hold = shared.holds.register(hold, renewed);

@@ -186,6 +186,30 @@ impl ClientBuilder {
         self
     }
 
+    /// Names this client as its user sees it, e.g. `"web-3/worker-7"`: 1 to
+    /// [`MAX_IDENTITY_LEN`](crate::MAX_IDENTITY_LEN) bytes of ASCII
+    /// letters, digits and `. _ - / @ : +`. Every status then shows it with
+    /// each of the client's holds and waits
+    /// ([`Participant::identity`](crate::Participant::identity)), as does
+    /// `fairlock status`. Without one, holders show by client id and
+    /// thread only.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::builder("redis://127.0.0.1:6379")
+    ///     .identity("web-3/worker-7")
+    ///     .build()?;
+    /// let status = client.fair_mutex("nightly-report").status(10)?;
+    /// if let Some(holder) = status.holder {
+    ///     println!("held by {}", holder.who.identity().unwrap_or("an unnamed client"));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.config.identity = Some(identity.into());
+        self
+    }
+
     /// Checks the settings, connects, and starts the client's watchdog and
     /// subscriber threads.
     ///

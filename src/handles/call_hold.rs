@@ -47,6 +47,11 @@ impl CallHold {
         }
     }
 
+    /// The lock's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     pub(crate) fn fencing_token(&self) -> u64 {
         self.hold.token
     }
@@ -61,6 +66,14 @@ impl CallHold {
 
     pub(crate) fn lease_signal(&self) -> LeaseSignal {
         LeaseSignal::new(Arc::clone(&self.hold))
+    }
+
+    /// A reader-writer lock's hold: read or write.
+    pub(crate) fn access(&self) -> Option<crate::protocol::Access> {
+        match self.ask {
+            crate::protocol::Ask::RwLock(access) => Some(access),
+            _ => None,
+        }
     }
 
     /// The units the hold takes (a semaphore's permits).
@@ -148,3 +161,119 @@ impl Drop for CallHold {
         }
     }
 }
+
+/// The methods every guard has, written once over its `hold: CallHold`
+/// field: `$guard` is the type, `$what` what it holds (for the docs),
+/// `$take` an expression that makes one in the examples, `$release` the
+/// name of its consuming release (`unlock`, or a permit's `release`).
+macro_rules! guard_methods {
+    ($guard:ident, $what:literal, $take:literal, $release:ident) => {
+        impl $guard {
+            #[doc = concat!("The fencing token of this ", $what, ": larger than the token of every")]
+            /// earlier hold of this name, by any client, even across a Redis
+            /// restart that lost its data (re-entrant guards of a thread
+            /// share their outer guard's). Pass it to the resource you
+            /// protect and have it reject writes carrying a smaller token
+            /// than one it has seen.
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let guard = ", $take, "?;")]
+            /// assert!(guard.fencing_token() > 0);
+            /// # Ok(()) }
+            /// ```
+            pub fn fencing_token(&self) -> u64 {
+                self.hold.fencing_token()
+            }
+
+            #[doc = concat!("How long the call that made this ", $what, " waited, from its start")]
+            /// to its return: its queueing time plus its round trips.
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let guard = ", $take, "?;")]
+            /// println!("waited {:?}", guard.waited());
+            /// # Ok(()) }
+            /// ```
+            pub fn waited(&self) -> std::time::Duration {
+                self.hold.waited()
+            }
+
+            #[doc = concat!("True once the ", $what, " is known to be gone: Redis said the lock")]
+            /// is no longer this hold's (expired, force-unlocked), no renewal
+            /// confirmed the lease before it ran out, or a fixed lease ran
+            /// out. Whatever this says, only a fencing token makes a
+            /// protected write safe.
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let guard = ", $take, "?;")]
+            /// if guard.is_lease_lost() {
+            ///     return Ok(()); // stop side effects
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub fn is_lease_lost(&self) -> bool {
+                self.hold.is_lease_lost()
+            }
+
+            #[doc = concat!("A signal another thread can block on to learn the moment this ", $what, "'s")]
+            /// lease is lost, its maximum hold is reached, or it was released
+            /// first. See [`LeaseSignal`](crate::LeaseSignal) for when it fires.
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let guard = ", $take, "?;")]
+            /// let signal = guard.lease_signal();
+            /// std::thread::spawn(move || println!("ended: {:?}", signal.wait()));
+            /// # Ok(()) }
+            /// ```
+            pub fn lease_signal(&self) -> crate::LeaseSignal {
+                self.hold.lease_signal()
+            }
+
+            #[doc = concat!("Releases the ", $what, " and reports how that went; the waiters it")]
+            /// unblocks get the lock at once (a mutex's only at the thread's
+            /// last re-entrant guard). Dropping the guard releases it too,
+            /// best effort: errors are logged, and the drop waits at most one
+            /// command timeout before leaving the release to the watchdog.
+            ///
+            /// # Errors
+            /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the
+            /// lock was no longer this hold's (nothing was changed: another
+            /// holder's lock is never touched);
+            /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when
+            /// Redis could not be reached (the client's watchdog gives the
+            /// hold back as soon as Redis answers, or the lease runs out
+            /// first); with [`sync_replicas`](crate::ClientBuilder::sync_replicas),
+            /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated)
+            /// when the release happened on the master but too few replicas
+            /// acknowledged it (after a failover the lock may then stay taken
+            /// until this hold's lease runs out).
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!($take, "?.", stringify!($release), "()?;")]
+            /// # Ok(()) }
+            /// ```
+            pub fn $release(mut self) -> crate::Result<()> {
+                self.hold.release()
+            }
+        }
+
+        impl std::fmt::Debug for $guard {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($guard))
+                    .field("name", &self.hold.name())
+                    .field("fencing_token", &self.fencing_token())
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+pub(crate) use guard_methods;

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use crate::connections::config::check_lease;
 use crate::error::{Error, Result};
-use crate::handles::acquisition::{Acquired, Acquisition};
+use crate::handles::acquisition::Acquisition;
 use crate::handles::call_hold::CallHold;
+use crate::handles::cancel::WaitCanceller;
 use crate::machinery::shared::{ClientInner, Shared};
 use crate::protocol::{Ask, ForceRelease, Freed, LockKeys, LockKind, Status, StatusReply};
 
@@ -23,6 +24,22 @@ pub(crate) struct Handle {
     keys: Result<Arc<LockKeys>>,
     /// A lease no watchdog renews, when set (`with_lease`).
     fixed_lease: Option<Duration>,
+    /// The longest a hold is renewed for, when set (`with_max_hold`).
+    max_hold: Option<Duration>,
+    /// Whether each acquisition is its own owner, not the thread's
+    /// (`unbound`): never re-entered, released from any thread.
+    unbound: bool,
+}
+
+/// How long an acquire call may wait for the lock.
+#[derive(Clone, Copy)]
+pub(crate) enum Wait<'c> {
+    /// As long as it takes (`lock`, `acquire`, `read`, `write`).
+    Forever,
+    /// One attempt that never queues (`try_*`).
+    Never,
+    /// Up to a timeout (`None`: no limit) or until a canceller fires.
+    AtMost(Option<Duration>, Option<&'c WaitCanceller>),
 }
 
 impl Handle {
@@ -33,6 +50,8 @@ impl Handle {
             name: name.into(),
             keys,
             fixed_lease: None,
+            max_hold: None,
+            unbound: false,
         }
     }
 
@@ -51,6 +70,23 @@ impl Handle {
 
     pub(crate) fn fixed_lease(&self) -> Option<Duration> {
         self.fixed_lease
+    }
+
+    /// The same lock, each hold renewed for at most `max_hold` from its
+    /// grant (checked by each acquiring call, before any I/O).
+    pub(crate) fn with_max_hold(&self, max_hold: Duration) -> Handle {
+        Handle {
+            max_hold: Some(max_hold),
+            ..self.clone()
+        }
+    }
+
+    /// The same lock, each acquisition an owner of its own.
+    pub(crate) fn unbound(&self) -> Handle {
+        Handle {
+            unbound: true,
+            ..self.clone()
+        }
     }
 
     pub(crate) fn shared(&self) -> &Shared {
@@ -77,8 +113,11 @@ impl Handle {
 
     /// One acquire call through this handle asking for `ask` (see
     /// [`Acquisition`]); a bad name or lease is an error before any I/O.
-    pub(crate) fn acquisition(&self, ask: Ask) -> Result<Acquisition<'_>> {
+    fn acquisition(&self, ask: Ask) -> Result<Acquisition<'_>> {
         let (lease, fixed) = self.lease()?;
+        if let Some(max_hold) = self.max_hold {
+            check_lease("a maximum hold", max_hold)?;
+        }
         Ok(Acquisition {
             ask,
             shared: self.shared(),
@@ -86,13 +125,27 @@ impl Handle {
             name: &self.name,
             lease,
             fixed,
+            max_hold: self.max_hold,
+            unbound: self.unbound,
         })
     }
 
-    /// The one release, drop and give-back path of a hold an acquire call
-    /// of this handle got.
-    pub(crate) fn call_hold(&self, got: Acquired, ask: Ask) -> CallHold {
-        CallHold::new(Arc::clone(&self.client), Arc::clone(&self.name), got, ask)
+    /// One acquire call asking for `ask` (a bad one, a bad name or lease
+    /// is an error before any I/O), waiting as `wait` says; the hold it got
+    /// in the one guard core every guard wraps.
+    pub(crate) fn acquire(&self, ask: Result<Ask>, wait: Wait<'_>) -> Result<Option<CallHold>> {
+        let ask = ask?;
+        let acquisition = self.acquisition(ask)?;
+        let got = match wait {
+            Wait::Forever => Some(acquisition.wait_until_acquired()?),
+            Wait::Never => acquisition.try_once()?,
+            Wait::AtMost(timeout, cancel) => acquisition.wait_at_most(timeout, cancel)?,
+        };
+        Ok(
+            got.map(|got| {
+                CallHold::new(Arc::clone(&self.client), Arc::clone(&self.name), got, ask)
+            }),
+        )
     }
 
     /// The lock's status, listing at most `waiters` waiters and `holders`
@@ -133,6 +186,133 @@ impl std::fmt::Debug for Handle {
         f.debug_struct("Handle")
             .field("name", &self.name)
             .field("fixed_lease", &self.fixed_lease)
+            .field("max_hold", &self.max_hold)
+            .field("unbound", &self.unbound)
             .finish_non_exhaustive()
     }
 }
+
+/// The methods every lock handle has, written once over its `handle:
+/// Handle` field: `$lock` is the type, `$make` an expression that makes
+/// one in the examples.
+macro_rules! handle_methods {
+    ($lock:ident, $make:literal) => {
+        impl $lock {
+            /// The lock's name.
+            pub fn name(&self) -> &str {
+                self.handle.name()
+            }
+
+            /// The same lock, acquired with a fixed `lease` that no
+            /// watchdog renews: each hold ends by itself `lease` after it
+            /// was granted. A lease outside
+            /// [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
+            /// (30 ms to 365 days) is reported by the acquiring call as
+            /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig),
+            /// before any I/O.
+            ///
+            /// ```no_run
+            /// use std::time::Duration;
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let lock = ", $make, ".with_lease(Duration::from_secs(60));")]
+            /// # drop(lock);
+            /// # Ok(()) }
+            /// ```
+            pub fn with_lease(&self, lease: std::time::Duration) -> Self {
+                self.with_handle(self.handle.with_lease(lease))
+            }
+
+            /// The same lock, each hold renewed for at most `max_hold` from
+            /// its grant: past it the watchdog stops renewing, the guard's
+            /// [`LeaseSignal`](crate::LeaseSignal) fires with
+            /// [`LeaseEnd::MaxHold`](crate::LeaseEnd::MaxHold), and the lock
+            /// passes on when the lease ends (the last renewal asks for no
+            /// more than is left of `max_hold`). A hold that cannot outlive
+            /// its purpose, even if its thread hangs. Outside
+            /// [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE),
+            /// the acquiring call reports
+            /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)
+            /// before any I/O.
+            ///
+            /// ```no_run
+            /// use std::time::Duration;
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let lock = ", $make, ".with_max_hold(Duration::from_secs(600));")]
+            /// # drop(lock);
+            /// # Ok(()) }
+            /// ```
+            pub fn with_max_hold(&self, max_hold: std::time::Duration) -> Self {
+                self.with_handle(self.handle.with_max_hold(max_hold))
+            }
+
+            /// The same lock, acquired by calls that are not bound to a
+            /// thread: each acquisition is an owner of its own, so its
+            /// guard ([`UnboundGuard`](crate::UnboundGuard)) is
+            /// `Send + 'static` and may be released or dropped on any
+            /// thread, and it is never re-entered (the same thread asking
+            /// again queues like any other caller, and waits for itself
+            /// until its timeout). The watchdog renews it while the guard
+            /// lives, wherever it is.
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let lock = ", $make, ".unbound();")]
+            /// # drop(lock);
+            /// # Ok(()) }
+            /// ```
+            pub fn unbound(&self) -> crate::Unbound<Self> {
+                crate::Unbound::new(self.with_handle(self.handle.unbound()))
+            }
+
+            /// True when anyone, anywhere, holds the lock (any hold: the
+            /// mutex's holder, a permit, a read or a write).
+            ///
+            /// # Errors
+            /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
+            /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("println!(\"held: {}\", ", $make, ".is_locked()?);")]
+            /// # Ok(()) }
+            /// ```
+            pub fn is_locked(&self) -> crate::Result<bool> {
+                self.handle.is_locked()
+            }
+
+            /// Frees every hold of the lock, whoever holds it, and hands it
+            /// on to the queue in the same step (to as many waiters at its
+            /// head as fit). Returns true if anything was held. Each old
+            /// holder's guard reports a lost lease (its lease signal fires
+            /// at its next renewal). Meant for operators clearing a lock a
+            /// stuck process keeps renewing.
+            ///
+            /// # Errors
+            /// As [`is_locked`](Self::is_locked).
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("if ", $make, ".force_unlock()? {")]
+            ///     println!("freed what a stuck process held");
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub fn force_unlock(&self) -> crate::Result<bool> {
+                Ok(self.handle.force_release()?.holds > 0)
+            }
+
+            /// This lock over `handle` (the same name, other settings).
+            fn with_handle(&self, handle: $crate::handles::handle::Handle) -> Self {
+                let mut lock = self.clone();
+                lock.handle = handle;
+                lock
+            }
+        }
+    };
+}
+pub(crate) use handle_methods;

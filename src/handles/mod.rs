@@ -12,3 +12,4 @@ pub(crate) mod mutex;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 pub(crate) mod status;
+pub(crate) mod unbound;

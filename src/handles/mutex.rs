@@ -4,11 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::Result;
-use crate::handles::acquisition::Acquired;
+use crate::error::{Error, Result};
 use crate::handles::cancel::WaitCanceller;
 use crate::handles::guard::FairMutexGuard;
-use crate::handles::handle::Handle;
+use crate::handles::handle::{handle_methods, Handle, Wait};
 use crate::handles::status::{LockStatus, Participant};
 use crate::machinery::shared::{ClientInner, Shared};
 use crate::protocol::{Ask, LockKind};
@@ -31,29 +30,15 @@ use crate::protocol::{Ask, LockKind};
 /// ```
 #[derive(Clone)]
 pub struct FairMutex {
-    handle: Handle,
+    pub(crate) handle: Handle,
 }
+
+handle_methods!(FairMutex, "client.fair_mutex(\"nightly-report\")");
 
 impl FairMutex {
     pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
         FairMutex {
             handle: Handle::new(client, name, LockKind::Mutex),
-        }
-    }
-
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        self.handle.name()
-    }
-
-    /// The same lock, acquired with a fixed `lease` that no watchdog renews:
-    /// the lock frees by itself `lease` after it was granted. A lease
-    /// outside [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
-    /// (30 ms to 365 days) is reported by the acquiring call as
-    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before any I/O.
-    pub fn with_lease(&self, lease: Duration) -> FairMutex {
-        FairMutex {
-            handle: self.handle.with_lease(lease),
         }
     }
 
@@ -68,8 +53,8 @@ impl FairMutex {
     /// mid-call): whatever it took or queued is given back by the client
     /// as soon as Redis answers again, never left as a hold nobody releases.
     pub fn lock(&self) -> Result<FairMutexGuard> {
-        let got = self.handle.acquisition(Ask::Mutex)?.wait_until_acquired()?;
-        Ok(self.guard(got))
+        self.acquire(Wait::Forever)?
+            .ok_or_else(Error::unbounded_wait_ended)
     }
 
     /// Takes the lock only if that needs no waiting: it is free and nobody
@@ -79,8 +64,7 @@ impl FairMutex {
     /// # Errors
     /// As [`lock`](Self::lock).
     pub fn try_lock(&self) -> Result<Option<FairMutexGuard>> {
-        let got = self.handle.acquisition(Ask::Mutex)?.try_once()?;
-        Ok(got.map(|got| self.guard(got)))
+        self.acquire(Wait::Never)
     }
 
     /// Waits in FIFO order for at most `timeout`. On timeout the queue entry
@@ -91,7 +75,7 @@ impl FairMutex {
     /// # Errors
     /// As [`lock`](Self::lock).
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<FairMutexGuard>> {
-        self.wait_at_most(Some(timeout), None)
+        self.acquire(Wait::AtMost(Some(timeout), None))
     }
 
     /// Waits in FIFO order until the lock is ours, `timeout` passes (`None`:
@@ -107,34 +91,12 @@ impl FairMutex {
         timeout: Option<Duration>,
         cancel: &WaitCanceller,
     ) -> Result<Option<FairMutexGuard>> {
-        self.wait_at_most(timeout, Some(cancel))
+        self.acquire(Wait::AtMost(timeout, Some(cancel)))
     }
 
-    /// A wait bounded by `timeout` (`None`: none) and `cancel`.
-    fn wait_at_most(
-        &self,
-        timeout: Option<Duration>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<FairMutexGuard>> {
-        let got = self
-            .handle
-            .acquisition(Ask::Mutex)?
-            .wait_at_most(timeout, cancel)?;
-        Ok(got.map(|got| self.guard(got)))
-    }
-
-    /// The guard of a hold an acquire call got.
-    fn guard(&self, got: Acquired) -> FairMutexGuard {
-        let hold = self.handle.call_hold(got, Ask::Mutex);
-        FairMutexGuard::new(self.clone(), hold)
-    }
-
-    /// True when some thread, anywhere, holds the lock.
-    ///
-    /// # Errors
-    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName), [`ErrorKind::Connection`](crate::ErrorKind::Connection).
-    pub fn is_locked(&self) -> Result<bool> {
-        self.handle.is_locked()
+    fn acquire(&self, wait: Wait<'_>) -> Result<Option<FairMutexGuard>> {
+        let hold = self.handle.acquire(Ok(Ask::Mutex), wait)?;
+        Ok(hold.map(|hold| FairMutexGuard::new(self.clone(), hold)))
     }
 
     /// True when the calling thread (through this client) holds the lock.
@@ -187,16 +149,6 @@ impl FairMutex {
     /// As [`is_locked`](Self::is_locked).
     pub fn status(&self, max_waiters: usize) -> Result<LockStatus> {
         Ok(LockStatus::from_reply(self.handle.status(max_waiters, 1)?))
-    }
-
-    /// Frees the lock whoever holds it and hands it to the next waiter.
-    /// Returns true if it was held. The old holder's guard then reports a
-    /// lost lease. Meant for operators clearing a stuck lock.
-    ///
-    /// # Errors
-    /// As [`is_locked`](Self::is_locked).
-    pub fn force_unlock(&self) -> Result<bool> {
-        Ok(self.force_unlock_holder()?.is_some())
     }
 
     /// As [`force_unlock`](Self::force_unlock), and says who held the lock

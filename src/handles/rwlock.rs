@@ -8,12 +8,10 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::Result;
-use crate::handles::acquisition::{Acquired, Acquisition};
-use crate::handles::call_hold::CallHold;
+use crate::error::{Error, Result};
+use crate::handles::call_hold::{guard_methods, CallHold};
 use crate::handles::cancel::WaitCanceller;
-use crate::handles::handle::Handle;
-use crate::handles::lease_signal::LeaseSignal;
+use crate::handles::handle::{handle_methods, Handle, Wait};
 use crate::handles::status::RwLockStatus;
 use crate::machinery::shared::ClientInner;
 use crate::protocol::{Access, Ask, LockKind};
@@ -53,83 +51,16 @@ use crate::protocol::{Access, Ask, LockKind};
 /// ```
 #[derive(Clone)]
 pub struct FairRwLock {
-    handle: Handle,
+    pub(crate) handle: Handle,
 }
+
+handle_methods!(FairRwLock, "client.fair_rwlock(\"catalog\")");
 
 impl FairRwLock {
     pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
         FairRwLock {
             handle: Handle::new(client, name, LockKind::RwLock),
         }
-    }
-
-    /// The lock's name.
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// assert_eq!(client.fair_rwlock("catalog").name(), "catalog");
-    /// # Ok(()) }
-    /// ```
-    pub fn name(&self) -> &str {
-        self.handle.name()
-    }
-
-    /// The same lock, its reads and writes taken with a fixed `lease` that
-    /// no watchdog renews: each hold frees by itself `lease` after it was
-    /// granted. A lease outside [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
-    /// is reported by the acquiring call as
-    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before any I/O.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let catalog = client.fair_rwlock("catalog").with_lease(Duration::from_secs(10));
-    /// let write = catalog.write()?; // gone after 10 s, released or not
-    /// # drop(write);
-    /// # Ok(()) }
-    /// ```
-    pub fn with_lease(&self, lease: Duration) -> FairRwLock {
-        FairRwLock {
-            handle: self.handle.with_lease(lease),
-        }
-    }
-
-    /// True when some thread, anywhere, holds the lock (to read or write).
-    ///
-    /// # Errors
-    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
-    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// println!("in use: {}", client.fair_rwlock("catalog").is_locked()?);
-    /// # Ok(()) }
-    /// ```
-    pub fn is_locked(&self) -> Result<bool> {
-        self.handle.is_locked()
-    }
-
-    /// Frees every hold, read or write, whoever holds it, and admits the
-    /// queued waiters the lock then lets in, in the same step. Returns true
-    /// if anything was held. Each old holder's guard reports a lost lease.
-    /// Meant for operators clearing a stuck lock.
-    ///
-    /// # Errors
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// if client.fair_rwlock("catalog").force_unlock()? {
-    ///     println!("freed a stuck hold");
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn force_unlock(&self) -> Result<bool> {
-        Ok(self.handle.force_release()?.holds > 0)
     }
 
     /// Waits in FIFO order, as long as it takes, and returns a read guard.
@@ -149,8 +80,8 @@ impl FairRwLock {
     /// # Ok(()) }
     /// ```
     pub fn read(&self) -> Result<ReadGuard> {
-        let got = self.acquisition(Access::Read)?.wait_until_acquired()?;
-        Ok(self.read_guard(got))
+        self.read_as(Wait::Forever)?
+            .ok_or_else(Error::unbounded_wait_ended)
     }
 
     /// Waits in FIFO order, as long as it takes, and returns a write guard.
@@ -168,8 +99,8 @@ impl FairRwLock {
     /// # Ok(()) }
     /// ```
     pub fn write(&self) -> Result<WriteGuard> {
-        let got = self.acquisition(Access::Write)?.wait_until_acquired()?;
-        Ok(self.write_guard(got))
+        self.write_as(Wait::Forever)?
+            .ok_or_else(Error::unbounded_wait_ended)
     }
 
     /// Reads only if that needs no waiting: no writer holds it and nobody
@@ -188,8 +119,7 @@ impl FairRwLock {
     /// # Ok(()) }
     /// ```
     pub fn try_read(&self) -> Result<Option<ReadGuard>> {
-        let got = self.acquisition(Access::Read)?.try_once()?;
-        Ok(got.map(|got| self.read_guard(got)))
+        self.read_as(Wait::Never)
     }
 
     /// Writes only if that needs no waiting: nobody holds it and nobody is
@@ -207,8 +137,7 @@ impl FairRwLock {
     /// # Ok(()) }
     /// ```
     pub fn try_write(&self) -> Result<Option<WriteGuard>> {
-        let got = self.acquisition(Access::Write)?.try_once()?;
-        Ok(got.map(|got| self.write_guard(got)))
+        self.write_as(Wait::Never)
     }
 
     /// Waits in FIFO order for at most `timeout` to read. On timeout the
@@ -229,7 +158,7 @@ impl FairRwLock {
     /// # Ok(()) }
     /// ```
     pub fn try_read_for(&self, timeout: Duration) -> Result<Option<ReadGuard>> {
-        self.read_at_most(Some(timeout), None)
+        self.read_as(Wait::AtMost(Some(timeout), None))
     }
 
     /// Waits in FIFO order for at most `timeout` to write; as
@@ -248,7 +177,7 @@ impl FairRwLock {
     /// # Ok(()) }
     /// ```
     pub fn try_write_for(&self, timeout: Duration) -> Result<Option<WriteGuard>> {
-        self.write_at_most(Some(timeout), None)
+        self.write_as(Wait::AtMost(Some(timeout), None))
     }
 
     /// Waits in FIFO order to read until the lock is ours, `timeout` passes
@@ -274,7 +203,7 @@ impl FairRwLock {
         timeout: Option<Duration>,
         cancel: &WaitCanceller,
     ) -> Result<Option<ReadGuard>> {
-        self.read_at_most(timeout, Some(cancel))
+        self.read_as(Wait::AtMost(timeout, Some(cancel)))
     }
 
     /// Waits in FIFO order to write; as [`read_cancellable`](Self::read_cancellable).
@@ -295,7 +224,7 @@ impl FairRwLock {
         timeout: Option<Duration>,
         cancel: &WaitCanceller,
     ) -> Result<Option<WriteGuard>> {
-        self.write_at_most(timeout, Some(cancel))
+        self.write_as(Wait::AtMost(timeout, Some(cancel)))
     }
 
     /// Number of live waiters queued, readers and writers.
@@ -334,53 +263,22 @@ impl FairRwLock {
         Ok(RwLockStatus::from_reply(self.handle.status(max, max)?))
     }
 
-    /// A read bounded by `timeout` (`None`: none) and `cancel`.
-    fn read_at_most(
-        &self,
-        timeout: Option<Duration>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<ReadGuard>> {
-        let got = self
-            .acquisition(Access::Read)?
-            .wait_at_most(timeout, cancel)?;
-        Ok(got.map(|got| self.read_guard(got)))
-    }
-
-    /// A write bounded by `timeout` (`None`: none) and `cancel`.
-    fn write_at_most(
-        &self,
-        timeout: Option<Duration>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<WriteGuard>> {
-        let got = self
-            .acquisition(Access::Write)?
-            .wait_at_most(timeout, cancel)?;
-        Ok(got.map(|got| self.write_guard(got)))
-    }
-
-    /// One acquire call through this handle.
-    fn acquisition(&self, access: Access) -> Result<Acquisition<'_>> {
-        self.handle.acquisition(Ask::RwLock(access))
-    }
-
-    fn call_hold(&self, got: Acquired, access: Access) -> CallHold {
-        self.handle.call_hold(got, Ask::RwLock(access))
-    }
-
-    fn read_guard(&self, got: Acquired) -> ReadGuard {
-        ReadGuard {
+    fn read_as(&self, wait: Wait<'_>) -> Result<Option<ReadGuard>> {
+        let hold = self.handle.acquire(Ok(Ask::RwLock(Access::Read)), wait)?;
+        Ok(hold.map(|hold| ReadGuard {
             rwlock: self.clone(),
-            hold: self.call_hold(got, Access::Read),
+            hold,
             _not_send: PhantomData,
-        }
+        }))
     }
 
-    fn write_guard(&self, got: Acquired) -> WriteGuard {
-        WriteGuard {
+    fn write_as(&self, wait: Wait<'_>) -> Result<Option<WriteGuard>> {
+        let hold = self.handle.acquire(Ok(Ask::RwLock(Access::Write)), wait)?;
+        Ok(hold.map(|hold| WriteGuard {
             rwlock: self.clone(),
-            hold: self.call_hold(got, Access::Write),
+            hold,
             _not_send: PhantomData,
-        }
+        }))
     }
 }
 
@@ -430,108 +328,29 @@ pub struct WriteGuard {
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
-/// The methods both guards have, written once.
-macro_rules! rw_guard_methods {
-    ($guard:ident, $what:literal, $take:ident) => {
-        impl $guard {
-            #[doc = concat!("The fencing token of this ", $what, ": larger than the token of")]
-            /// every earlier hold of this name, read or write, by any client.
-            ///
-            /// ```no_run
-            /// # fn main() -> fairlock::Result<()> {
-            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-            #[doc = concat!("let guard = client.fair_rwlock(\"catalog\").", stringify!($take), "()?;")]
-            /// assert!(guard.fencing_token() > 0);
-            /// # Ok(()) }
-            /// ```
-            pub fn fencing_token(&self) -> u64 {
-                self.hold.fencing_token()
-            }
-
-            #[doc = concat!("How long the call that made this ", $what, " waited, from its start")]
-            /// to its return.
-            ///
-            /// ```no_run
-            /// # fn main() -> fairlock::Result<()> {
-            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-            #[doc = concat!("let guard = client.fair_rwlock(\"catalog\").", stringify!($take), "()?;")]
-            /// println!("waited {:?}", guard.waited());
-            /// # Ok(()) }
-            /// ```
-            pub fn waited(&self) -> Duration {
-                self.hold.waited()
-            }
-
-            #[doc = concat!("True once the ", $what, " is known to be gone (its lease ran out")]
-            /// without a confirmed renewal, or Redis said it is no longer
-            /// this call's). Only a fencing token makes a protected write
-            /// safe, whatever this says.
-            ///
-            /// ```no_run
-            /// # fn main() -> fairlock::Result<()> {
-            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-            #[doc = concat!("let guard = client.fair_rwlock(\"catalog\").", stringify!($take), "()?;")]
-            /// if guard.is_lease_lost() {
-            ///     return Ok(()); // stop side effects
-            /// }
-            /// # Ok(()) }
-            /// ```
-            pub fn is_lease_lost(&self) -> bool {
-                self.hold.is_lease_lost()
-            }
-
-            #[doc = concat!("A signal another thread can block on to learn the moment this ", $what, "'s")]
-            /// lease is lost (or that it was released first).
-            ///
-            /// ```no_run
-            /// # fn main() -> fairlock::Result<()> {
-            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-            #[doc = concat!("let guard = client.fair_rwlock(\"catalog\").", stringify!($take), "()?;")]
-            /// let signal = guard.lease_signal();
-            /// std::thread::spawn(move || println!("ended: {:?}", signal.wait()));
-            /// # Ok(()) }
-            /// ```
-            pub fn lease_signal(&self) -> LeaseSignal {
-                self.hold.lease_signal()
-            }
-
-            #[doc = concat!("The lock this ", $what, " is of.")]
-            pub fn rwlock(&self) -> &FairRwLock {
-                &self.rwlock
-            }
-
-            #[doc = concat!("Releases the ", $what, " and reports how that went; the waiters it")]
-            /// unblocks get the lock at once.
-            ///
-            /// # Errors
-            /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when
-            /// the hold was no longer this call's (nothing changed);
-            /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when
-            /// Redis could not be reached (the watchdog gives the hold back
-            /// once Redis answers); [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated)
-            /// with `sync_replicas`, as for the mutex.
-            ///
-            /// ```no_run
-            /// # fn main() -> fairlock::Result<()> {
-            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-            #[doc = concat!("client.fair_rwlock(\"catalog\").", stringify!($take), "()?.unlock()?;")]
-            /// # Ok(()) }
-            /// ```
-            pub fn unlock(mut self) -> Result<()> {
-                self.hold.release()
-            }
-        }
-
-        impl std::fmt::Debug for $guard {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct(stringify!($guard))
-                    .field("name", &self.rwlock.name())
-                    .field("fencing_token", &self.fencing_token())
-                    .finish_non_exhaustive()
-            }
-        }
-    };
+impl ReadGuard {
+    /// The lock this read hold is of.
+    pub fn rwlock(&self) -> &FairRwLock {
+        &self.rwlock
+    }
 }
 
-rw_guard_methods!(ReadGuard, "read hold", read);
-rw_guard_methods!(WriteGuard, "write hold", write);
+impl WriteGuard {
+    /// The lock this write hold is of.
+    pub fn rwlock(&self) -> &FairRwLock {
+        &self.rwlock
+    }
+}
+
+guard_methods!(
+    ReadGuard,
+    "read hold",
+    "client.fair_rwlock(\"catalog\").read()",
+    unlock
+);
+guard_methods!(
+    WriteGuard,
+    "write hold",
+    "client.fair_rwlock(\"catalog\").write()",
+    unlock
+);

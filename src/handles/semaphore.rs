@@ -7,11 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::handles::acquisition::{Acquired, Acquisition};
-use crate::handles::call_hold::CallHold;
+use crate::handles::call_hold::{guard_methods, CallHold};
 use crate::handles::cancel::WaitCanceller;
-use crate::handles::handle::Handle;
-use crate::handles::lease_signal::LeaseSignal;
+use crate::handles::handle::{handle_methods, Handle, Wait};
 use crate::handles::status::SemaphoreStatus;
 use crate::machinery::shared::ClientInner;
 use crate::protocol::{Ask, LockKind};
@@ -46,9 +44,11 @@ pub const MAX_PERMITS: u32 = 1_000_000;
 /// ```
 #[derive(Clone)]
 pub struct FairSemaphore {
-    handle: Handle,
+    pub(crate) handle: Handle,
     permits: u32,
 }
+
+handle_methods!(FairSemaphore, "client.fair_semaphore(\"uploads\", 4)");
 
 impl FairSemaphore {
     pub(crate) fn new(client: Arc<ClientInner>, name: &str, permits: u32) -> Self {
@@ -56,18 +56,6 @@ impl FairSemaphore {
             handle: Handle::new(client, name, LockKind::Semaphore),
             permits,
         }
-    }
-
-    /// The semaphore's name.
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// assert_eq!(client.fair_semaphore("uploads", 4).name(), "uploads");
-    /// # Ok(()) }
-    /// ```
-    pub fn name(&self) -> &str {
-        self.handle.name()
     }
 
     /// The number of permits this handle says the semaphore has.
@@ -80,30 +68,6 @@ impl FairSemaphore {
     /// ```
     pub fn permits(&self) -> u32 {
         self.permits
-    }
-
-    /// The same semaphore, its permits taken with a fixed `lease` that no
-    /// watchdog renews: each hold frees by itself `lease` after it was
-    /// granted (a batch job killed mid-way frees its permits within
-    /// `lease`, whatever the client's lease). A lease outside
-    /// [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
-    /// is reported by the acquiring call as [`ErrorKind::InvalidConfig`],
-    /// before any I/O.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let uploads = client.fair_semaphore("uploads", 4).with_lease(Duration::from_secs(60));
-    /// let permit = uploads.acquire()?; // gone after 60 s, renewed or not
-    /// # drop(permit);
-    /// # Ok(()) }
-    /// ```
-    pub fn with_lease(&self, lease: Duration) -> FairSemaphore {
-        FairSemaphore {
-            handle: self.handle.with_lease(lease),
-            permits: self.permits,
-        }
     }
 
     /// Waits in FIFO order, as long as it takes, and returns a permit.
@@ -147,8 +111,8 @@ impl FairSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn acquire_many(&self, n: u32) -> Result<SemaphorePermit> {
-        let got = self.acquisition(n)?.wait_until_acquired()?;
-        Ok(self.permit(got, n))
+        self.acquire_as(n, Wait::Forever)?
+            .ok_or_else(Error::unbounded_wait_ended)
     }
 
     /// Takes a permit only if that needs no waiting: one is free and nobody
@@ -184,8 +148,7 @@ impl FairSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn try_acquire_many(&self, n: u32) -> Result<Option<SemaphorePermit>> {
-        let got = self.acquisition(n)?.try_once()?;
-        Ok(got.map(|got| self.permit(got, n)))
+        self.acquire_as(n, Wait::Never)
     }
 
     /// Waits in FIFO order for at most `timeout`. On timeout the queue entry
@@ -233,7 +196,7 @@ impl FairSemaphore {
         n: u32,
         timeout: Duration,
     ) -> Result<Option<SemaphorePermit>> {
-        self.wait_at_most(n, Some(timeout), None)
+        self.acquire_as(n, Wait::AtMost(Some(timeout), None))
     }
 
     /// Waits in FIFO order until a permit is ours, `timeout` passes
@@ -260,7 +223,7 @@ impl FairSemaphore {
         timeout: Option<Duration>,
         cancel: &WaitCanceller,
     ) -> Result<Option<SemaphorePermit>> {
-        self.wait_at_most(1, timeout, Some(cancel))
+        self.acquire_as(1, Wait::AtMost(timeout, Some(cancel)))
     }
 
     /// Permits free now (0 while the semaphore's state holds no number:
@@ -281,42 +244,6 @@ impl FairSemaphore {
             Some(_) => status.available,
             None => self.permits,
         })
-    }
-
-    /// True when some call, anywhere, holds a permit of the semaphore.
-    ///
-    /// # Errors
-    /// As [`available`](Self::available).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// println!("in use: {}", client.fair_semaphore("uploads", 4).is_locked()?);
-    /// # Ok(()) }
-    /// ```
-    pub fn is_locked(&self) -> Result<bool> {
-        self.handle.is_locked()
-    }
-
-    /// Frees every permit held, whoever holds it, and admits the queued
-    /// waiters that fit, in the same step. Returns true if any permit was
-    /// held. Each old holder's permit reports a lost lease (its lease
-    /// signal fires at its next renewal). Meant for operators clearing
-    /// permits a stuck process keeps renewing.
-    ///
-    /// # Errors
-    /// As [`available`](Self::available).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// if client.fair_semaphore("uploads", 4).force_unlock()? {
-    ///     println!("freed the permits someone held");
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn force_unlock(&self) -> Result<bool> {
-        Ok(self.handle.force_release()?.holds > 0)
     }
 
     /// Number of live waiters queued.
@@ -355,40 +282,26 @@ impl FairSemaphore {
     }
 
     /// A wait for `n` permits bounded by `timeout` (`None`: none) and `cancel`.
-    fn wait_at_most(
-        &self,
-        n: u32,
-        timeout: Option<Duration>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<SemaphorePermit>> {
-        let got = self.acquisition(n)?.wait_at_most(timeout, cancel)?;
-        Ok(got.map(|got| self.permit(got, n)))
+    fn acquire_as(&self, n: u32, wait: Wait<'_>) -> Result<Option<SemaphorePermit>> {
+        let hold = self.handle.acquire(self.ask(n), wait)?;
+        Ok(hold.map(|hold| SemaphorePermit {
+            semaphore: self.clone(),
+            hold,
+        }))
     }
 
-    /// One acquire call for `n` permits through this handle; bad permits
-    /// are an error before any I/O.
-    fn acquisition(&self, n: u32) -> Result<Acquisition<'_>> {
+    /// What a call for `n` permits asks for; an `n` outside `1..=permits`
+    /// (or a semaphore of bad permits) is an error before any I/O.
+    pub(crate) fn ask(&self, n: u32) -> Result<Ask> {
         check_permits(self.permits)?;
         check_request(n, self.permits)?;
-        self.handle.acquisition(self.ask(n))
-    }
-
-    fn ask(&self, n: u32) -> Ask {
-        Ask::Permits {
+        Ok(Ask::Permits {
             n,
             of: self.permits,
-        }
-    }
-
-    fn permit(&self, got: Acquired, n: u32) -> SemaphorePermit {
-        SemaphorePermit {
-            semaphore: self.clone(),
-            hold: self.handle.call_hold(got, self.ask(n)),
-        }
+        })
     }
 }
 
-/// `Ok` when a call may ask for `n` of `permits`: from 1 to all of them.
 fn check_request(n: u32, permits: u32) -> Result<()> {
     if (1..=permits).contains(&n) {
         return Ok(());
@@ -444,20 +357,6 @@ pub struct SemaphorePermit {
 }
 
 impl SemaphorePermit {
-    /// The fencing token of this permit: larger than the token of every
-    /// earlier permit of this name, by any client.
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let permit = client.fair_semaphore("uploads", 4).acquire()?;
-    /// assert!(permit.fencing_token() > 0);
-    /// # Ok(()) }
-    /// ```
-    pub fn fencing_token(&self) -> u64 {
-        self.hold.fencing_token()
-    }
-
     /// How many permits this hold takes (1 unless taken with
     /// [`acquire_many`](FairSemaphore::acquire_many) and its kin).
     ///
@@ -472,51 +371,6 @@ impl SemaphorePermit {
         self.hold.units()
     }
 
-    /// How long the acquire call that made this permit waited, from its
-    /// start to its return.
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let permit = client.fair_semaphore("uploads", 4).acquire()?;
-    /// println!("waited {:?} for a permit", permit.waited());
-    /// # Ok(()) }
-    /// ```
-    pub fn waited(&self) -> Duration {
-        self.hold.waited()
-    }
-
-    /// True once the permit is known to be gone (its lease ran out without
-    /// a confirmed renewal, or Redis said it is no longer this call's).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let permit = client.fair_semaphore("uploads", 4).acquire()?;
-    /// if permit.is_lease_lost() {
-    ///     return Ok(()); // stop side effects
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn is_lease_lost(&self) -> bool {
-        self.hold.is_lease_lost()
-    }
-
-    /// A signal another thread can block on to learn the moment this
-    /// permit's lease is lost (or that it was released first).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let permit = client.fair_semaphore("uploads", 4).acquire()?;
-    /// let signal = permit.lease_signal();
-    /// std::thread::spawn(move || println!("ended: {:?}", signal.wait()));
-    /// # Ok(()) }
-    /// ```
-    pub fn lease_signal(&self) -> LeaseSignal {
-        self.hold.lease_signal()
-    }
-
     /// The semaphore this permit is of.
     ///
     /// ```no_run
@@ -529,35 +383,14 @@ impl SemaphorePermit {
     pub fn semaphore(&self) -> &FairSemaphore {
         &self.semaphore
     }
-
-    /// Releases the permit and reports how that went; a waiter queued for
-    /// the semaphore gets it at once.
-    ///
-    /// # Errors
-    /// [`ErrorKind::LeaseLost`] when the permit was no longer this call's
-    /// (nothing changed); [`ErrorKind::Connection`] when Redis could not be
-    /// reached (the watchdog gives the permit back once Redis answers);
-    /// [`ErrorKind::NotReplicated`] with `sync_replicas`, as for the mutex.
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// client.fair_semaphore("uploads", 4).acquire()?.release()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn release(mut self) -> Result<()> {
-        self.hold.release()
-    }
 }
 
-impl std::fmt::Debug for SemaphorePermit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SemaphorePermit")
-            .field("name", &self.semaphore.name())
-            .field("fencing_token", &self.fencing_token())
-            .finish_non_exhaustive()
-    }
-}
+guard_methods!(
+    SemaphorePermit,
+    "permit",
+    "client.fair_semaphore(\"db-migrations\", 3).acquire()",
+    release
+);
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,10 @@ use crate::protocol::{Access, Ask, HolderReply, StatusReply, WaiterReply};
 /// One participant of a lock: a thread of some client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Participant {
-    /// The owner id, `<client id>:<thread number>`.
+    /// The owner id: `<client id>:<thread number>` for a thread's
+    /// acquisitions, `<client id>:u<call>` for an
+    /// [unbound](crate::FairMutex::unbound) one, then `@<identity>` when
+    /// the client has one.
     pub owner: String,
 }
 
@@ -21,11 +24,27 @@ impl Participant {
             .map_or(&self.owner, |(client, _)| client)
     }
 
-    /// The thread's number inside its process.
+    /// What follows the client id: the thread (or unbound call) part, and
+    /// the identity if any.
+    fn parts(&self) -> (&str, Option<&str>) {
+        let rest = self.owner.split_once(':').map_or("", |(_, rest)| rest);
+        match rest.split_once('@') {
+            Some((slot, identity)) => (slot, Some(identity)),
+            None => (rest, None),
+        }
+    }
+
+    /// The thread's number inside its process; `None` for an
+    /// [unbound](crate::FairMutex::unbound) acquisition, which no thread
+    /// owns.
     pub fn thread(&self) -> Option<u64> {
-        self.owner
-            .rsplit_once(':')
-            .and_then(|(_, n)| n.parse().ok())
+        self.parts().0.parse().ok()
+    }
+
+    /// The identity its client was built with
+    /// ([`ClientBuilder::identity`](crate::ClientBuilder::identity)), if any.
+    pub fn identity(&self) -> Option<&str> {
+        self.parts().1
     }
 }
 

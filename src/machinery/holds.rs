@@ -22,6 +22,11 @@ pub enum LeaseEnd {
     /// Every guard of the hold was released (unlocked or dropped) while the
     /// lease was still held as far as this client knew.
     Released,
+    /// The hold reached its maximum hold (`with_max_hold`): the watchdog
+    /// no longer renews it, and the lock passes on when the lease it has
+    /// runs out (then the end becomes [`Lost`](Self::Lost) unless the
+    /// guard was released first). Side effects should wind down now.
+    MaxHold,
 }
 
 /// One acquisition of one lock: shared by the guard and its re-entrant
@@ -54,18 +59,32 @@ struct HoldState {
     /// renewal, counted from when the confirming request was sent, less
     /// the clock-drift allowance.
     expires_at: Instant,
-    /// Set once, never cleared: a hold that was lost stays lost even if a
-    /// late renewal succeeds.
+    /// Never cleared: a hold that was lost stays lost even if a late
+    /// renewal succeeds. Only a maximum hold reached may end later as lost
+    /// or released.
     end: Option<LeaseEnd>,
+    /// When the watchdog stops renewing it (`with_max_hold`), if ever.
+    max_end: Option<Instant>,
 }
 
 impl HoldState {
-    /// The end, if any; a lease whose local count ran out is lost from now on.
+    /// The end, if any; a lease whose local count ran out is lost from now
+    /// on, and one past its maximum hold is no longer renewed.
     fn settle(&mut self, now: Instant) -> Option<LeaseEnd> {
-        if self.end.is_none() && now >= self.expires_at {
+        if matches!(self.end, None | Some(LeaseEnd::MaxHold)) && now >= self.expires_at {
             self.end = Some(LeaseEnd::Lost);
+        } else if self.end.is_none() && self.max_end.is_some_and(|end| now >= end) {
+            self.end = Some(LeaseEnd::MaxHold);
         }
         self.end
+    }
+
+    /// The next moment `settle` may change the end.
+    fn next_change(&self) -> Instant {
+        match (self.end, self.max_end) {
+            (None, Some(max_end)) => max_end.min(self.expires_at),
+            _ => self.expires_at,
+        }
     }
 }
 
@@ -95,9 +114,32 @@ impl Hold {
             state: Mutex::new(HoldState {
                 expires_at: drift.local_end(since, lease),
                 end: None,
+                max_end: None,
             }),
             ended: Condvar::new(),
         }
+    }
+
+    /// Has the watchdog stop renewing the hold `max_hold` after its grant.
+    pub(crate) fn stop_renewing_after(&mut self, max_hold: Duration) {
+        self.state.get_mut().max_end = self.granted_at.checked_add(max_hold);
+    }
+
+    /// Whether the watchdog renews the hold: not past its maximum hold.
+    pub(crate) fn is_renewable(&self) -> bool {
+        let mut state = self.state.lock();
+        state.settle(Instant::now());
+        state.max_end.is_none_or(|end| Instant::now() < end)
+    }
+
+    /// The lease a renewal now asks for: `lease`, but never past the
+    /// maximum hold, so the lock passes on when that is reached.
+    pub(crate) fn renewal_lease(&self, lease: Duration) -> Duration {
+        match self.state.lock().max_end {
+            Some(end) => lease.min(end.saturating_duration_since(Instant::now())),
+            None => lease,
+        }
+        .max(Duration::from_millis(1))
     }
 
     /// When this client counts the lease as over, as of now.
@@ -116,8 +158,8 @@ impl Hold {
         let before = state.end;
         let end = state.settle(now);
         drop(state);
-        if end == Some(LeaseEnd::Lost) {
-            if before.is_none() {
+        if end != before {
+            if end == Some(LeaseEnd::Lost) {
                 self.report_lost("no renewal confirmed it in time");
             }
             self.ended.notify_all();
@@ -136,8 +178,8 @@ impl Hold {
         let mut state = self.state.lock();
         let before = state.end;
         match state.settle(Instant::now()) {
-            None => state.end = Some(LeaseEnd::Released),
-            Some(LeaseEnd::Lost) if before.is_none() => {
+            None | Some(LeaseEnd::MaxHold) => state.end = Some(LeaseEnd::Released),
+            Some(LeaseEnd::Lost) if before != Some(LeaseEnd::Lost) => {
                 self.report_lost("no renewal confirmed it in time")
             }
             Some(_) => {}
@@ -149,7 +191,7 @@ impl Hold {
 
     fn end_with(&self, end: LeaseEnd) {
         let mut state = self.state.lock();
-        if state.end.is_none() {
+        if matches!(state.end, None | Some(LeaseEnd::MaxHold)) {
             state.end = Some(end);
             if end == LeaseEnd::Lost {
                 self.report_lost("Redis says it is no longer this hold's");
@@ -195,7 +237,8 @@ impl Hold {
             if deadline.is_some_and(|d| now >= d) {
                 return None;
             }
-            let wake_at = deadline.map_or(state.expires_at, |d| d.min(state.expires_at));
+            let next = state.next_change();
+            let wake_at = deadline.map_or(next, |d| d.min(next));
             self.ended.wait_until(&mut state, wake_at);
         }
     }
@@ -286,7 +329,7 @@ impl Holds {
             // Redis may still have it (a renewal too few replicas saw, a
             // partition that healed in time), and its owner may still be
             // stopping; the guard's release frees it.
-            .filter(|r| r.renewed)
+            .filter(|r| r.renewed && r.hold.is_renewable())
             .map(|r| Arc::clone(&r.hold))
             .collect()
     }

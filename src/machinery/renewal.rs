@@ -5,7 +5,7 @@
 //! server) never make a renewal wait for one.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, Value};
 
@@ -38,7 +38,7 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
         match conns.with_node_or_cluster(&shared.backend, node, stale, |conn| {
             renew(shared, conn, batch)
         }) {
-            Ok(replies) => apply(shared, batch, replies, sent),
+            Ok(replies) => apply(batch, replies, sent),
             // Without a confirmed renewal, a hold counts as lost once its
             // last confirmed lease has run out (Hold::is_lost compares the time).
             Err(err) => outcome = Err(err),
@@ -69,21 +69,27 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
 /// The batch's replies, parsed: one per hold, one per waiter group, and
 /// whether enough replicas acknowledged them (with `sync_replicas`).
 struct Replies {
-    renewed: Vec<Result<bool>>,
+    /// Each hold's renewal and the lease it asked for.
+    renewed: Vec<(Result<bool>, Duration)>,
     heartbeats: Vec<Result<HeartbeatReply>>,
     replicated: bool,
 }
 
 fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
-    let lease = Some(shared.config.lease);
+    let leases: Vec<Duration> = batch
+        .holds
+        .iter()
+        .map(|hold| hold.renewal_lease(shared.config.lease))
+        .collect();
     let renewals: Vec<Renew> = batch
         .holds
         .iter()
-        .map(|hold| Renew {
+        .zip(&leases)
+        .map(|(hold, lease)| Renew {
             owner: &hold.owner,
             token: hold.token,
             call: hold.call,
-            lease,
+            lease: Some(*lease),
         })
         .collect();
     let waiter_timeout = shared.config.waiter_timeout;
@@ -134,6 +140,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             .iter()
             .zip(values)
             .map(|(renewal, value)| renewal.parse(value))
+            .zip(leases)
             .collect(),
         heartbeats: beats
             .iter()
@@ -157,9 +164,8 @@ fn give_back(shared: &Shared, conn: &mut dyn ConnectionLike, entry: &GiveBack) -
     shared.scripts.abandon(conn, &entry.keys, entry.entry())
 }
 
-fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
-    let lease = shared.config.lease;
-    for (hold, renewed) in batch.holds.iter().zip(replies.renewed) {
+fn apply(batch: &Batch, replies: Replies, sent: Instant) {
+    for (hold, (renewed, lease)) in batch.holds.iter().zip(replies.renewed) {
         match renewed {
             // A renewal too few replicas saw does not extend the lease the
             // guard counts on: a failover could bring back the old expiry.

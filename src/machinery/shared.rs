@@ -110,8 +110,23 @@ impl Shared {
     }
 
     /// Owner id of the calling thread: re-entrancy is per (client, thread).
+    /// `<client id>:<thread number>`, then `@<identity>` when the client
+    /// has one.
     pub(crate) fn owner_id(&self) -> String {
-        THREAD_NUMBER.with(|n| format!("{}:{n}", self.client_id))
+        THREAD_NUMBER.with(|n| format!("{}:{n}{}", self.client_id, self.identity_suffix()))
+    }
+
+    /// Owner id of unbound acquire call `call`, its own owner whatever
+    /// thread asks: `<client id>:u<call>`, then `@<identity>`.
+    pub(crate) fn unbound_owner_id(&self, call: u64) -> String {
+        format!("{}:u{call}{}", self.client_id, self.identity_suffix())
+    }
+
+    fn identity_suffix(&self) -> String {
+        self.config
+            .identity
+            .as_deref()
+            .map_or_else(String::new, |identity| format!("@{identity}"))
     }
 
     /// Whether owner id `owner` is one of this client's threads.

@@ -54,6 +54,16 @@ impl Lock {
         }
     }
 
+    /// The same lock, each hold renewed for at most `max_hold`.
+    pub fn with_max_hold(&self, max_hold: Duration) -> Lock {
+        match self {
+            Lock::Mutex(mutex) => Lock::Mutex(mutex.with_max_hold(max_hold)),
+            Lock::Semaphore(semaphore) => Lock::Semaphore(semaphore.with_max_hold(max_hold)),
+            Lock::Read(rwlock) => Lock::Read(rwlock.with_max_hold(max_hold)),
+            Lock::Write(rwlock) => Lock::Write(rwlock.with_max_hold(max_hold)),
+        }
+    }
+
     /// How messages name it: `"deploy"` for the mutex, as ever;
     /// `"deploy" (3 permits)` for a semaphore, `"deploy" (shared)` and
     /// `"deploy" (exclusive)` for the reader-writer lock.

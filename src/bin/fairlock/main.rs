@@ -1,7 +1,7 @@
 //! `fairlock`: flock(1) for a fleet of machines.
 //!
 //! ```text
-//! fairlock [--url URL] run NAME [--wait DURATION] [--lease DURATION] -- COMMAND [ARGS...]
+//! fairlock [--url URL] run NAME [--wait DURATION] [--lease DURATION] [--max-hold DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] run NAME --permits N [--wait DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] run NAME --shared|--exclusive [--wait DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] status NAME [--json]
@@ -92,6 +92,18 @@ struct Cli {
     )]
     key_prefix: String,
 
+    /// Who this caller is, shown with its hold and its wait in every
+    /// status (`fairlock status`, the library's): 1 to 64 ASCII letters,
+    /// digits and `. _ - / @ : +`, e.g. `cron@web-3`.
+    #[arg(
+        long,
+        global = true,
+        value_name = "IDENTITY",
+        env = "FAIRLOCK_IDENTITY",
+        display_order = 902
+    )]
+    identity: Option<String>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -142,15 +154,20 @@ impl Failure {
 pub struct Connection {
     pub url: String,
     pub key_prefix: String,
+    pub identity: Option<String>,
 }
 
 impl Connection {
     pub fn connect(&self) -> Result<Client, Failure> {
-        Client::builder(&self.url)
+        let builder = Client::builder(&self.url)
             .key_prefix(self.key_prefix.clone())
-            .waiter_timeout(run::WAITER_TIMEOUT)
-            .build()
-            .map_err(|err| Failure::redis(err, format!("cannot use {}", shown_url(&self.url))))
+            .waiter_timeout(run::WAITER_TIMEOUT);
+        match &self.identity {
+            Some(identity) => builder.identity(identity.clone()),
+            None => builder,
+        }
+        .build()
+        .map_err(|err| Failure::redis(err, format!("cannot use {}", shown_url(&self.url))))
     }
 }
 
@@ -243,6 +260,7 @@ fn main() {
     let connection = Connection {
         url: cli.url,
         key_prefix: cli.key_prefix,
+        identity: cli.identity,
     };
     let result = match cli.command {
         Command::Run(args) => run::exec(&connection, args),

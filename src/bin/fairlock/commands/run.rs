@@ -84,6 +84,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = lease)]
     pub lease: Option<Duration>,
 
+    /// Hold the lock for at most this long: then the watchdog stops
+    /// renewing it, COMMAND is stopped (SIGTERM, then SIGKILL 5 s later)
+    /// and fairlock exits 70; the lock passes on by then even if this
+    /// machine hangs. Unlike --lease, the lease is renewed until then, so a
+    /// killed holder's lock still frees within one lease.
+    #[arg(long, value_name = "DURATION", value_parser = lease)]
+    pub max_hold: Option<Duration>,
+
     /// Exit code when --wait or -n runs out (flock's -E).
     #[arg(short = 'E', long, value_name = "CODE", default_value_t = exit::TIMED_OUT)]
     pub conflict_exit_code: u8,
@@ -141,8 +149,12 @@ fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
     } else {
         Lock::Mutex(client.fair_mutex(name))
     };
-    match args.lease {
+    let lock = match args.lease {
         Some(lease) => lock.with_lease(lease),
+        None => lock,
+    };
+    match args.max_hold {
+        Some(max_hold) => lock.with_max_hold(max_hold),
         None => lock,
     }
 }
@@ -260,9 +272,10 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
     // The lease signal wakes the main thread the moment the lock is lost:
     // at the guard's own end of the lease, before anyone else can take it.
     let signal = guard.lease_signal();
+    let ended = signal.clone();
     let watcher = Arc::clone(&control);
     std::thread::spawn(move || {
-        if signal.wait() == LeaseEnd::Lost {
+        if matches!(signal.wait(), LeaseEnd::Lost | LeaseEnd::MaxHold) {
             watcher.lease_lost();
         }
     });
@@ -287,17 +300,28 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
         }
         if !lost && (control.is_lease_lost() || guard.is_lease_lost()) {
             lost = true;
+            let over = ended.wait_timeout(Duration::ZERO) == Some(LeaseEnd::MaxHold)
+                || args.max_hold.is_some_and(|max| held_since.elapsed() >= max);
+            let stop = args.kill_on_loss || over;
             eprintln!(
-                "fairlock: lost {} on {name} while the command runs: {}; {}",
+                "fairlock: {} {} on {name} while the command runs: {}; {}",
+                if over { "gave up" } else { "lost" },
                 lock.what(),
-                why_lost(&lock, &args),
-                if args.kill_on_loss {
+                if over {
+                    format!(
+                        "it reached its --max-hold of {}",
+                        human(args.max_hold.unwrap_or_default())
+                    )
+                } else {
+                    why_lost(&lock, &args)
+                },
+                if stop {
                     "stopping the command"
                 } else {
                     "letting it finish"
                 }
             );
-            if args.kill_on_loss {
+            if stop {
                 control.kill_child(libc::SIGTERM);
                 kill_at = Some(Instant::now() + KILL_GRACE);
             }

@@ -117,9 +117,13 @@ fn rwlock_in_use(status: &RwLockStatus) -> bool {
 
 /// Who a participant is, the way `status` and `unlock` name it.
 pub fn who(p: &Participant) -> String {
-    match p.thread() {
+    let id = match p.thread() {
         Some(thread) => format!("client {} thread {thread}", p.client_id()),
         None => format!("owner {}", p.owner),
+    };
+    match p.identity() {
+        Some(identity) => format!("{identity} ({id})"),
+        None => id,
     }
 }
 
@@ -351,6 +355,7 @@ fn queue_json(waiters: &[QueuedWaiter]) -> Vec<Value> {
                 "position": i + 1,
                 "client_id": w.who.client_id(),
                 "thread": w.who.thread(),
+                "identity": w.who.identity(),
                 "liveness_left_ms": ms(w.liveness_left),
             })
         })
@@ -358,7 +363,7 @@ fn queue_json(waiters: &[QueuedWaiter]) -> Vec<Value> {
 }
 
 /// `{"permits": N | null, "holder_count", "available", "holders":
-/// [{"client_id", "thread", "permits", "remaining_lease_ms",
+/// [{"client_id", "thread", "identity", "permits", "remaining_lease_ms",
 /// "fencing_token"}] (by
 /// lease end), "queue": [as the mutex's], "queue_len",
 /// "last_fencing_token"}`.
@@ -370,6 +375,7 @@ fn semaphore_json(status: &SemaphoreStatus) -> Value {
             json!({
                 "client_id": h.who.client_id(),
                 "thread": h.who.thread(),
+                "identity": h.who.identity(),
                 "permits": h.permits,
                 "remaining_lease_ms": ms(h.remaining_lease),
                 "fencing_token": h.fencing_token,
@@ -387,9 +393,9 @@ fn semaphore_json(status: &SemaphoreStatus) -> Value {
     })
 }
 
-/// `{"write_held", "holder_count", "holders": [{"client_id", "thread",
+/// `{"write_held", "holder_count", "holders": [{"client_id", "thread", "identity",
 /// "access": "read" | "write", "remaining_lease_ms", "fencing_token"}] (by
-/// lease end), "queue": [{"position", "client_id", "thread", "access",
+/// lease end), "queue": [{"position", "client_id", "thread", "identity", "access",
 /// "liveness_left_ms"}], "queue_len", "last_fencing_token"}`.
 fn rwlock_json(status: &RwLockStatus) -> Value {
     let holders: Vec<Value> = status
@@ -399,6 +405,7 @@ fn rwlock_json(status: &RwLockStatus) -> Value {
             json!({
                 "client_id": h.who.client_id(),
                 "thread": h.who.thread(),
+                "identity": h.who.identity(),
                 "access": h.access.map(access_word),
                 "remaining_lease_ms": ms(h.remaining_lease),
                 "fencing_token": h.fencing_token,
@@ -414,6 +421,7 @@ fn rwlock_json(status: &RwLockStatus) -> Value {
                 "position": i + 1,
                 "client_id": w.who.client_id(),
                 "thread": w.who.thread(),
+                "identity": w.who.identity(),
                 "access": w.access.map(access_word),
                 "liveness_left_ms": ms(w.liveness_left),
             })
@@ -434,6 +442,7 @@ fn mutex_json(name: &str, status: &LockStatus) -> Value {
         json!({
             "client_id": h.who.client_id(),
             "thread": h.who.thread(),
+            "identity": h.who.identity(),
             "hold_count": h.hold_count,
             "remaining_lease_ms": ms(h.remaining_lease),
             "fencing_token": h.fencing_token,

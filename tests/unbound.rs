@@ -1,0 +1,259 @@
+//! Acquisitions not bound to a thread (`unbound()`), for the mutex, the
+//! semaphore and the reader-writer lock, against a real server: the guard
+//! moves to another thread and is released there, and the next waiter gets
+//! the lock at once; a thread that holds one and asks again waits for
+//! itself until its timeout, leaving no queue entry; the watchdog renews
+//! the hold while another thread has the guard; a lost lease reaches the
+//! guard on whatever thread has it; status names the hold by its call, not
+//! a thread.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fairlock::{Access, Client, ErrorKind, LeaseEnd, Participant, UnboundGuard};
+use fairlock_test_support::*;
+
+/// The locks an unbound call can take, by what it asks for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Mutex,
+    /// A semaphore of one permit: a hold excludes every other.
+    Semaphore,
+    Read,
+    Write,
+}
+
+const KINDS: [Kind; 3] = [Kind::Mutex, Kind::Semaphore, Kind::Write];
+
+/// An unbound acquisition of `kind` on `name`, waiting up to `timeout`.
+fn take(client: &Client, kind: Kind, name: &str, timeout: Duration) -> Option<UnboundGuard> {
+    match kind {
+        Kind::Mutex => client.fair_mutex(name).unbound().try_lock_for(timeout),
+        Kind::Semaphore => client
+            .fair_semaphore(name, 1)
+            .unbound()
+            .try_acquire_for(timeout),
+        Kind::Read => client.fair_rwlock(name).unbound().try_read_for(timeout),
+        Kind::Write => client.fair_rwlock(name).unbound().try_write_for(timeout),
+    }
+    .unwrap()
+}
+
+/// One attempt that never queues.
+fn try_take(client: &Client, kind: Kind, name: &str) -> Option<UnboundGuard> {
+    match kind {
+        Kind::Mutex => client.fair_mutex(name).unbound().try_lock(),
+        Kind::Semaphore => client.fair_semaphore(name, 1).unbound().try_acquire(),
+        Kind::Read => client.fair_rwlock(name).unbound().try_read(),
+        Kind::Write => client.fair_rwlock(name).unbound().try_write(),
+    }
+    .unwrap()
+}
+
+/// The lock's holders and its queue length, whatever its kind.
+fn holders_and_queue(client: &Client, kind: Kind, name: &str) -> (Vec<Participant>, usize) {
+    match kind {
+        Kind::Mutex => {
+            let status = client.fair_mutex(name).status(10).unwrap();
+            let holders = status.holder.into_iter().map(|h| h.who).collect();
+            (holders, status.queue_len)
+        }
+        Kind::Semaphore => {
+            let status = client.fair_semaphore(name, 1).status(10).unwrap();
+            let holders = status.holders.into_iter().map(|h| h.who).collect();
+            (holders, status.queue_len)
+        }
+        Kind::Read | Kind::Write => {
+            let status = client.fair_rwlock(name).status(10).unwrap();
+            let holders = status.holders.into_iter().map(|h| h.who).collect();
+            (holders, status.queue_len)
+        }
+    }
+}
+
+#[test]
+fn a_guard_moved_to_another_thread_is_released_there_and_the_next_waiter_gets_it_at_once() {
+    let server = RedisServer::start();
+    let holder = server.client();
+    let waiter = server.client();
+    for kind in KINDS {
+        let name = format!("moved-{kind:?}");
+        let guard = take(&holder, kind, &name, Duration::from_secs(5)).expect("free");
+        assert!(guard.fencing_token() > 0);
+        assert_eq!(guard.name(), name);
+        assert_eq!(
+            guard.access(),
+            (kind == Kind::Write).then_some(Access::Write)
+        );
+        assert_eq!(guard.num_permits(), 1);
+        // Status names the hold by its call: no thread owns it.
+        let (owners, _) = holders_and_queue(&holder, kind, &name);
+        assert_eq!(owners.len(), 1, "{kind:?}: {owners:?}");
+        assert!(
+            owners[0].owner.starts_with(&format!("{}:u", holder.id())),
+            "{kind:?}: an unbound hold's owner is its call: {owners:?}"
+        );
+        assert_eq!(owners[0].client_id(), holder.id());
+        assert_eq!(owners[0].thread(), None, "{kind:?}: no thread owns it");
+
+        let (got_tx, got_rx) = mpsc::channel();
+        let (waiter_client, waiter_name) = (waiter.clone(), name.clone());
+        let queued = thread::spawn(move || {
+            let got = take(&waiter_client, kind, &waiter_name, Duration::from_secs(20));
+            got_tx.send(Instant::now()).unwrap();
+            got.expect("the waiter gets the lock").unlock().unwrap();
+        });
+        assert!(
+            wait_until(Duration::from_secs(5), || {
+                holders_and_queue(&holder, kind, &name).1 == 1
+            }),
+            "{kind:?}: the waiter never queued"
+        );
+
+        let (guard_tx, guard_rx) = mpsc::channel::<UnboundGuard>();
+        let releaser = thread::spawn(move || {
+            let guard = guard_rx.recv().unwrap();
+            let released_at = Instant::now();
+            guard.unlock().map(|()| released_at)
+        });
+        guard_tx.send(guard).unwrap();
+        let released_at = join_within(releaser, Duration::from_secs(10), "the releasing thread")
+            .expect("the release on another thread succeeds");
+        let got_at = got_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the waiter got the lock");
+        let handoff = got_at.saturating_duration_since(released_at);
+        eprintln!(
+            "unbound: {kind:?}: released on another thread, the waiter had it {:.1} ms later",
+            ms(handoff)
+        );
+        assert!(
+            handoff < Duration::from_secs(1),
+            "{kind:?}: the next waiter got the lock {handoff:?} after the release"
+        );
+        join_within(queued, Duration::from_secs(10), "the waiter");
+    }
+}
+
+#[test]
+fn a_thread_that_holds_an_unbound_guard_and_asks_again_waits_for_itself_until_its_timeout() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let timeout = Duration::from_millis(400);
+    for kind in KINDS {
+        let name = format!("again-{kind:?}");
+        let first = take(&client, kind, &name, Duration::from_secs(5)).expect("free");
+        assert!(
+            try_take(&client, kind, &name).is_none(),
+            "{kind:?}: a second unbound try on the holding thread is refused"
+        );
+        let asked = Instant::now();
+        let again = take(&client, kind, &name, timeout);
+        let waited = asked.elapsed();
+        assert!(again.is_none(), "{kind:?}: the thread waits for itself");
+        assert!(
+            waited >= timeout,
+            "{kind:?}: it waited {waited:?}, less than its timeout"
+        );
+        // The thread-bound calls of the same thread are no owner of it
+        // either (the mutex's and the rwlock's would re-enter their own).
+        let bound = match kind {
+            Kind::Mutex => client.fair_mutex(&name).try_lock().unwrap().is_some(),
+            Kind::Semaphore => client
+                .fair_semaphore(&name, 1)
+                .try_acquire()
+                .unwrap()
+                .is_some(),
+            _ => client.fair_rwlock(&name).try_read().unwrap().is_some(),
+        };
+        assert!(!bound, "{kind:?}: a bound call re-entered an unbound hold");
+        let (owners, queued) = holders_and_queue(&client, kind, &name);
+        assert_eq!(owners.len(), 1, "{kind:?}: {owners:?}");
+        assert_eq!(queued, 0, "{kind:?}: the timed-out call left a queue entry");
+        first.unlock().unwrap();
+        let next = take(&client, kind, &name, Duration::from_secs(5));
+        assert!(next.is_some(), "{kind:?}: free again once released");
+    }
+    // Reads share: an unbound read beside another of the same thread is
+    // granted at once, as any reader's.
+    let first = take(&client, Kind::Read, "again-read", Duration::from_secs(5)).unwrap();
+    let second = try_take(&client, Kind::Read, "again-read").expect("reads share");
+    assert!(second.fencing_token() > first.fencing_token());
+    assert!(try_take(&client, Kind::Write, "again-read").is_none());
+}
+
+#[test]
+fn the_watchdog_renews_an_unbound_hold_while_another_thread_has_its_guard() {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(300);
+    let client = server.builder().lease(lease).build().unwrap();
+    for kind in KINDS {
+        let name = format!("renewed-{kind:?}");
+        let guard = take(&client, kind, &name, Duration::from_secs(5)).expect("free");
+        let token = guard.fencing_token();
+        let holding = thread::spawn(move || {
+            // Five leases on a thread that did not take it.
+            thread::sleep(5 * lease);
+            let lost = guard.is_lease_lost();
+            (lost, guard.unlock())
+        });
+        let (lost, unlocked) = join_within(holding, Duration::from_secs(10), "the holder");
+        assert!(
+            !lost,
+            "{kind:?}: the lease was lost while another thread held it"
+        );
+        unlocked.unwrap_or_else(|err| panic!("{kind:?}: release after 5 leases: {err}"));
+        let (owners, _) = holders_and_queue(&client, kind, &name);
+        assert!(
+            owners.is_empty(),
+            "{kind:?}: still held after the release: {owners:?}"
+        );
+        let next = take(&client, kind, &name, Duration::from_secs(5)).unwrap();
+        assert!(next.fencing_token() > token);
+    }
+}
+
+#[test]
+fn a_lost_lease_reaches_the_unbound_guard_on_the_thread_that_has_it() {
+    let server = RedisServer::start();
+    // Watchdog period: a third of min(lease, waiter timeout) = 100 ms.
+    let lease = Duration::from_millis(300);
+    let client = server.builder().lease(lease).build().unwrap();
+    let operator = server.client();
+    for kind in KINDS {
+        let name = format!("lost-{kind:?}");
+        let guard = take(&client, kind, &name, Duration::from_secs(5)).expect("free");
+        let (tx, rx) = mpsc::channel();
+        let holding = thread::spawn(move || {
+            tx.send(()).unwrap();
+            let end = guard.lease_signal().wait();
+            let heard = Instant::now();
+            (end, heard, guard.is_lease_lost(), guard.unlock())
+        });
+        rx.recv().unwrap();
+        let forced = Instant::now();
+        let freed = match kind {
+            Kind::Mutex => operator.fair_mutex(&name).force_unlock(),
+            Kind::Semaphore => operator.fair_semaphore(&name, 1).force_unlock(),
+            _ => operator.fair_rwlock(&name).force_unlock(),
+        }
+        .unwrap();
+        assert!(freed, "{kind:?}: the force unlock found the hold");
+        let (end, heard, lost, unlocked) =
+            join_within(holding, Duration::from_secs(10), "the holding thread");
+        let delay = heard.saturating_duration_since(forced);
+        eprintln!(
+            "unbound: {kind:?}: the loss reached the other thread after {:.0} ms",
+            ms(delay)
+        );
+        assert_eq!(end, LeaseEnd::Lost, "{kind:?}");
+        assert!(lost, "{kind:?}: is_lease_lost on the holding thread");
+        assert!(
+            delay < Duration::from_secs(2),
+            "{kind:?}: heard of the loss {delay:?} after it"
+        );
+        let err = unlocked.expect_err("a lost hold's release reports it");
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{kind:?}: {err}");
+    }
+}
