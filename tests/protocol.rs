@@ -1,294 +1,1145 @@
-//! Each Redis-side operation driven directly (the same Lua the client
-//! runs), for the interleavings a client cannot produce on demand: a call
-//! delivered twice, a heartbeat still in flight, a call given back by its
-//! id, an argument out of range. Each answers as its header says and
-//! leaves no key without a TTL.
+//! Each Redis-side operation driven directly, for every kind of lock: the
+//! same Lua the client runs (lua/mutex/ for the mutex, the counted engine
+//! lua/counted/ for the semaphore and the rwlock), with the keys and
+//! arguments the client sends, from the library's protocol layer
+//! (`protocol::Ask` says what a call asks for: a semaphore's permit request
+//! takes n units of its N permits, a rwlock's read 1 unit of RW_CAPACITY, a
+//! write all of them). One driver (protocol/driver.rs) runs them; it
+//! checks after every step that no key is left without a TTL, and on a
+//! counted lock that the meta outlives the other keys and its used units
+//! are the holds' units. This covers the interleavings a client cannot
+//! produce on demand: a call delivered twice, a heartbeat still in flight,
+//! a call given back by its id, an argument out of range. Each answers as
+//! its script's header says.
+//!
+//! Written once and run for each kind they fit (a test per kind, named
+//! `<scenario>::<kind>`; what a scenario asks for, an ask of one unit or of
+//! all of them, follows from the kind): strict FIFO handoff, the grant
+//! reaching its waiter by message and by poll, `try` never ahead of a
+//! queued waiter, heartbeats that keep waiters and push every TTL while the
+//! unbeaten are dropped, and every key keeping a TTL through heartbeats,
+//! cancels and abandons in a mix, on all three kinds; on the counted
+//! engine's two, increasing fencing tokens, repeats (first calls, queued
+//! calls, releases) that count once, renewals only of a live hold with its
+//! token, leases (fixed ones too) that run out by themselves and free their
+//! units for the head (its poll or anyone's heartbeat admits it and the
+//! calls behind it that fit), heartbeats that keep a handed watchdog lease
+//! but leave a fixed one, cancels and abandons that leave nothing and let
+//! in whom they unblock (a cancel after a handoff keeps the hold), a force
+//! release that frees every hold once and admits the head, status (its
+//! shape, its bounds, changing nothing), a hold's units in the meta, bad
+//! input (arguments, queue entries, a meta fairlock did not write) refused
+//! before any write, keys that expire a fence life after the last holder,
+//! and the mutex, the semaphore and the rwlock of one name apart.
+//!
+//! Each kind's own (protocol/mutex.rs, protocol/semaphore.rs,
+//! protocol/rwlock.rs): the mutex's release and force release delivered
+//! twice, a heartbeat in flight never stretching a fixed lease taken since,
+//! re-entries given back by their call's id, orphaned holds never
+//! re-entered, every expiry checked before it is written; the semaphore's
+//! units held never above N, weighted FIFO (a head that does not fit is
+//! never passed by a smaller call behind it, not even by one that would
+//! fit, nor starved by them; when a head is admitted, the calls right
+//! behind it that fit enter in the same step: on a release, a cancel or an
+//! abandon of a head, the head's own poll, a force release), a permits
+//! mismatch refused before any write (as `ErrorKind::PermitsMismatch`),
+//! units of 0 or above N refused before any write; the rwlock's readers
+//! sharing, a writer waiting for the readers ahead of it and then holding
+//! alone, a reader behind a queued writer waiting, consecutive readers at
+//! the head entering together, re-entry (read in read, read in write, write
+//! in write granted; read -> write refused, nothing written) with tokens
+//! increasing across re-entries; a semaphore's release delivered twice
+//! among permits and its status's available permits; long random
+//! mixes against a model of each; and the README's ACL user running every
+//! script of the counted engine, each path that writes.
 
-use fairlock::test_support::{Engine, Op, Script};
-use fairlock_test_support::fake_queue::ScriptedLock;
-use fairlock_test_support::*;
-use redis::{Commands, Value};
+#[path = "protocol/driver.rs"]
+mod driver;
+#[path = "protocol/mutex.rs"]
+mod mutex;
+#[path = "protocol/rwlock.rs"]
+mod rwlock;
+#[path = "protocol/semaphore.rs"]
+mod semaphore;
 
-/// The mutex engine's script of `op`.
-const fn mutex(op: Op) -> Script {
-    Script {
-        engine: Engine::Mutex,
-        op,
+use std::time::Duration;
+
+use driver::*;
+
+/// For each scenario `fn name(k: LockKind)` listed with the kinds it fits,
+/// a module `name` with one test per kind: `name::mutex`,
+/// `name::semaphore`, `name::rwlock`.
+macro_rules! per_kind {
+    ($($(#[$attr:meta])* [$($kind:ident),+] fn $name:ident($k:ident: LockKind $(,)?) $body:block)*) => {$(
+        $(#[$attr])*
+        fn $name($k: LockKind) $body
+
+        mod $name {$(
+            #[test]
+            fn $kind() {
+                super::$name(super::kind_named(stringify!($kind)))
+            }
+        )+}
+    )*};
+}
+
+fn kind_named(name: &str) -> LockKind {
+    match name {
+        "mutex" => LockKind::Mutex,
+        "semaphore" => LockKind::Semaphore,
+        "rwlock" => LockKind::RwLock,
+        other => panic!("no kind {other}"),
     }
 }
 
-const ACQUIRE: Script = mutex(Op::Acquire);
-const RELEASE: Script = mutex(Op::Release);
-const ABANDON: Script = mutex(Op::Abandon);
-const FORCE: Script = mutex(Op::ForceRelease);
-const HEARTBEAT: Script = mutex(Op::Heartbeat);
-const RENEW: Script = mutex(Op::Renew);
-
-/// One lock's scripts on a fresh server.
-struct Fixture {
-    server: RedisServer,
-    lock: ScriptedLock,
-    conn: redis::Connection,
+/// An ask of which `n` holds fit at once on a semaphore (one of its `n`
+/// permits), and how many fit: one mutex hold, one write.
+fn slots(kind: LockKind, n: u32) -> (Ask, u32) {
+    match kind {
+        LockKind::Mutex => (Ask::Mutex, 1),
+        LockKind::Semaphore => (permits(1, n), n),
+        LockKind::RwLock => (WRITE, 1),
+    }
 }
 
-impl Fixture {
-    fn new(name: &str) -> Fixture {
-        let server = RedisServer::start();
-        let lock = ScriptedLock::new(&server, name);
-        let conn = server.conn();
-        Fixture { server, lock, conn }
+per_kind! {
+    /// Each release hands the lock (a semaphore: the one permit it frees)
+    /// to the next waiter in arrival order.
+    [mutex, semaphore, rwlock]
+    fn waiters_get_holds_in_arrival_order(k: LockKind) {
+        let mut s = Lock::new(k, "fifo");
+        let (ask, n) = slots(k, 2);
+        let mut holding: Vec<Hold> = [("a:1", 1), ("b:1", 2)][..n as usize]
+            .iter()
+            .map(|&(owner, call)| s.take(owner, call, ask))
+            .collect();
+        let arrivals: Vec<String> = (1..=8).map(|i| format!("w{i}:1")).collect();
+        for (i, owner) in arrivals.iter().enumerate() {
+            assert_eq!(s.queue(owner, 10 + i as u64, ask), i as u64);
+        }
+        let mut granted = Vec::new();
+        while !holding.is_empty() {
+            let next = s.handed(&holding.remove(0));
+            assert!(next.len() <= 1, "one release frees one hold: {next:?}");
+            granted.extend(next.iter().map(|p| p.owner.clone()));
+            holding.extend(next);
+        }
+        assert_eq!(granted, arrivals);
     }
 
-    fn eval(&mut self, body: Script, args: &[&str]) -> redis::RedisResult<Value> {
-        self.lock.eval(&mut self.conn, body, args)
+    /// A holder's lease runs out while a waiter is queued: the lock is
+    /// free, but the waiter came first.
+    [mutex, semaphore, rwlock]
+    fn try_never_passes_a_queued_waiter_even_with_the_lock_free(k: LockKind) {
+        let mut s = Lock::new(k, "try-fifo");
+        let (ask, _) = slots(k, 1);
+        s.take_fixed("a:1", 1, ask, SHORT);
+        assert_eq!(s.queue("w:1", 2, ask), 0);
+        sleep(SHORT + Duration::from_millis(50));
+        assert!(s.holders().is_empty(), "the lease ran out");
+        match s.attempt("t:1", 3, Mode::Try, ask) {
+            AcquireReply::Waiting { position, .. } => assert_eq!(position, None),
+            other => panic!("try passed the queued waiter: {other:?}"),
+        }
+        // The try handed the free lock to the waiter instead.
+        assert_eq!(s.holders(), [member(&hold("w:1", 2, ask, 0))]);
+        assert!(s.queued().is_empty());
+        // A newcomer's first attempt queues behind, as the try did not.
+        assert_eq!(s.queue("n:1", 4, ask), 0);
     }
 
-    /// A reply of integers; acquire's bare token (a free lock taken) reads
-    /// as its long form `[1, token]`.
-    fn ints(&mut self, body: Script, args: &[&str]) -> Vec<i64> {
-        match self.eval(body, args).unwrap() {
-            Value::Int(token) if body == ACQUIRE => vec![1, token],
-            reply => redis::from_redis_value(reply).unwrap(),
+    [mutex, semaphore, rwlock]
+    fn a_grant_reaches_its_waiter_by_message_and_by_poll(k: LockKind) {
+        let mut s = k.lock("handoff");
+        let ask = k.all(1);
+        let a = s.take("a:1", 1, ask);
+        s.queue("w:1", 2, ask);
+        s.queue("x:1", 3, ask);
+        let mut sub = s.server.conn();
+        let mut pubsub = subscribe(&mut sub);
+        let handed = s.handed(&a);
+        assert_eq!(handed.len(), 1);
+        let w = handed[0].clone();
+        let (channel, payload) = message(&mut pubsub);
+        assert_eq!(channel, "fairlock:wake:w");
+        // The grant's lease: the waiter's 60 s, bounded by its liveness deadline.
+        let ttl: u64 = payload
+            .strip_prefix(&format!("G 2 {} ", w.token))
+            .unwrap_or_else(|| panic!("{payload}"))
+            .parse()
+            .unwrap();
+        assert!((59_000..=60_000).contains(&ttl), "{payload}");
+        // The new head hears when the first lease would run out.
+        let (channel, payload) = message(&mut pubsub);
+        assert_eq!(channel, "fairlock:wake:x");
+        assert!(payload.starts_with("H 3 "), "{payload}");
+        // The waiter's next poll (or a repeat of its first call) finds its hold.
+        for mode in [Mode::Poll, Mode::First] {
+            match s.attempt("w:1", 2, mode, ask) {
+                AcquireReply::Acquired { token, .. } => assert_eq!(token, w.token),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(s.holders(), [member(&w)]);
+    }
+
+    /// Acquire's ARGV after the common ones: owner, lease, fixed, waiter
+    /// timeout, mode, call, live guard token, capacity (the semaphore's
+    /// permits, the rwlock's RW_CAPACITY) and units (what this call takes:
+    /// a read 1, a write all; it was the access, "r" or "w"); each bad in
+    /// turn, the others good. Release and renew too; and a meta key
+    /// fairlock did not write is a key conflict.
+    [semaphore, rwlock]
+    fn bad_arguments_are_refused_before_any_write(k: LockKind) {
+        let mut s = k.lock("bad-input");
+        let one = k.one(2);
+        s.take("a:1", 1, one);
+        let before = s.snapshot();
+        let capacity = one.capacity().to_string();
+        let all = k.all(2).units().to_string();
+        let good = ["n:1", "60000", "0", "60000", "first", "2", "0", capacity.as_str(), "1"];
+        // (at, bad value, what the error names, units of all of them)
+        for (at, value, what, of_all) in [
+            (7, "0", "capacity", false),
+            (7, "x", "capacity", false),
+            (7, "4294967296", "capacity", false),
+            (8, "0", "units", false),
+            (8, "x", "units", false),
+            (8, "", "units", false),
+            (8, "4294967296", "units", false),
+            (0, "n 1", "owner", false),
+            (5, "x", "owner", false),
+            (5, "x", "owner", true),
+            (1, "0", "lease", false),
+            (2, "2", "fixed", false),
+            (4, "wait", "mode", false),
+            (4, "wait", "mode", true),
+            (3, "0", "waiter timeout", false),
+            (6, "x", "live guard token", false),
+            (6, "-1", "guard", false),
+        ] {
+            let mut bad = good.map(str::to_owned);
+            if of_all {
+                bad[8] = all.clone();
+            }
+            bad[at] = value.to_owned();
+            let err = s.eval(Script::of(k, Op::Acquire), &bad).unwrap_err();
+            assert_eq!(s.snapshot(), before, "{bad:?}");
+            assert!(err.to_string().contains(what), "{bad:?}: {err}");
+        }
+        for bad in [["a 1", "5", "1"], ["a:1", "5", "x"]] {
+            assert!(s.eval(Script::of(k, Op::Release), &bad).is_err(), "{bad:?}");
+            assert_eq!(s.snapshot(), before, "{bad:?}");
+        }
+        for bad in [["a:1", "5", "1", "-3"], ["a 1", "5", "1", "100"]] {
+            assert!(s.eval(Script::of(k, Op::Renew), &bad).is_err(), "{bad:?}");
+            assert_eq!(s.snapshot(), before, "{bad:?}");
+        }
+        // A meta key fairlock did not write.
+        s.conn.set::<_, _, ()>(&s.keys.all[4], "junk").unwrap();
+        s.conn.pexpire::<_, ()>(&s.keys.all[4], 60_000).unwrap();
+        let before_junk = s.snapshot();
+        let err = s
+            .attempt_with("n:1", 2, Mode::First, one, 0, LONG, false)
+            .unwrap_err();
+        assert_eq!(err.kind(), fairlock::ErrorKind::KeyConflict, "{err}");
+        assert_eq!(s.snapshot(), before_junk);
+        assert_ne!(before, before_junk);
+    }
+
+    /// Heartbeat, cancel and abandon: a waiter timeout or a queue entry
+    /// that is not one is refused before any write (a good entry beside a
+    /// bad one too). A counted entry has five fields, the last its units:
+    /// the mutex's four-field entry (the semaphore's former one) is not one.
+    [semaphore, rwlock]
+    fn bad_heartbeat_cancel_and_abandon_input_is_refused_before_any_write(k: LockKind) {
+        let mut s = k.lock("bad-input-2");
+        s.take("a:1", 1, k.all(2));
+        s.queue("w:1", 2, k.one(2));
+        let before = s.snapshot();
+        let of = |op| Script::of(k, op);
+        let bad_entries = [
+            "w:1 2 60000 0",
+            "w:1 2 60000 0 x",
+            "w:1 2 0 0 1",
+            "w:1 2 60000 2 1",
+            "w 1 2 60000 0 1",
+            "w:1 x 60000 0 1",
+            "",
+        ];
+        for bad in bad_entries {
+            for (script, args) in [
+                (of(Op::Cancel), vec![bad]),
+                (of(Op::Abandon), vec![bad]),
+                (of(Op::Heartbeat), vec!["60000", "w:1 2 60000 0 1", bad]),
+            ] {
+                let err = s.eval(script, &args).unwrap_err();
+                assert_eq!(s.snapshot(), before, "{script:?} {args:?}");
+                let text = chain(&err);
+                assert!(
+                    text.contains("queue entry") || text.contains("lease"),
+                    "{script:?} {args:?}: {text}"
+                );
+            }
+        }
+        for timeout in ["0", "x", "-5"] {
+            let args = [timeout, "w:1 2 60000 0 1"];
+            let err = s.eval(of(Op::Heartbeat), &args).unwrap_err();
+            assert!(chain(&err).contains("waiter timeout"), "{err}");
+            assert_eq!(s.snapshot(), before, "{args:?}");
+        }
+        let good = "a:1 1 60000 0 1";
+        for (op, bad) in [
+            (Op::Heartbeat, vec!["0", good]),
+            (Op::Heartbeat, vec!["60000", good, "a:1 x 60000 0 1"]),
+            (Op::Heartbeat, vec!["60000", good, "a:1 2 0 0 1"]),
+            (Op::Heartbeat, vec!["60000", good, "a:1 2 60000 0"]),
+            (Op::Heartbeat, vec!["60000", good, "a:1 2 60000 0 0"]),
+            (Op::Cancel, vec!["a:1 1 60000 2 1"]),
+            (Op::Cancel, vec!["a 1 1 60000 0 1"]),
+            (Op::Cancel, vec!["a:1 1 60000 0"]),
+            (Op::Abandon, vec!["a:1 1"]),
+            (Op::Abandon, vec!["a:1 1 1"]),
+            (Op::Abandon, vec!["a:1 1 99999999999999 0 1"]),
+            (Op::Abandon, vec!["a:1 1 60000 0 4294967296"]),
+        ] {
+            let err = s.eval(of(op), &bad).unwrap_err();
+            assert_eq!(s.snapshot(), before, "{op:?} {bad:?}");
+            let text = err.to_string();
+            assert!(
+                text.contains("queue entry") || text.contains("must be"),
+                "{op:?} {bad:?}: {text}"
+            );
         }
     }
 
-    fn int(&mut self, body: Script, args: &[&str]) -> i64 {
-        let reply = self.eval(body, args).unwrap();
-        redis::from_redis_value(reply).unwrap()
+    /// Takes, handoffs and renewals (three permits of three, one write at
+    /// a time): every token larger than the last; the meta keeps the last.
+    [semaphore, rwlock]
+    fn tokens_strictly_increase_across_takes_handoffs_and_renewals(k: LockKind) {
+        let mut s = k.lock("tokens");
+        let (ask, n) = slots(k, 3);
+        let mut tokens = Vec::new();
+        let mut held: Vec<Hold> = (0..u64::from(n))
+            .map(|i| s.take(&format!("h{i}:1"), i, ask))
+            .collect();
+        tokens.extend(held.iter().map(|p| p.token));
+        for i in 10..20 {
+            s.queue(&format!("w{i}:1"), i, ask);
+        }
+        while !held.is_empty() {
+            let gone = held.remove(0);
+            assert!(s.renew(&gone, Some(LONG)));
+            let next = s.handed(&gone);
+            tokens.extend(next.iter().map(|p| p.token));
+            held.extend(next);
+        }
+        for i in 30..35 {
+            let p = s.take(&format!("n{i}:1"), i, ask);
+            tokens.push(p.token);
+            s.release(&p);
+        }
+        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+        // The meta keeps the last one (after the capacity and the units
+        // used, none now).
+        let meta = s.meta().unwrap();
+        assert_eq!(meta.split(' ').nth(1).unwrap(), "0", "{meta}");
+        assert_eq!(
+            meta.split(' ').nth(2).unwrap(),
+            tokens.last().unwrap().to_string()
+        );
     }
 
-    /// acquire.lua for `owner` with a watchdog lease of 10 s and a 10 s
-    /// waiter timeout; `live` is the token of a live guard, or "0".
-    fn acquire(&mut self, owner: &str, mode: &str, call: &str, live: &str) -> Vec<i64> {
-        self.ints(ACQUIRE, &[owner, "10000", "0", "10000", mode, call, live])
+    [semaphore, rwlock]
+    fn a_call_delivered_twice_takes_one_hold(k: LockKind) {
+        let mut s = k.lock("acquire-twice");
+        let (one, all) = (k.one(2), k.all(2));
+        let a = s.take("a:1", 1, one);
+        match s.attempt("a:1", 1, Mode::First, one) {
+            AcquireReply::Acquired { token, .. } => assert_eq!(token, a.token),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.holders(), [member(&a)]);
+        // The same owner's other call is another hold.
+        let a2 = s.take("a:1", 2, one);
+        assert_ne!(a2.token, a.token);
+        // A queued call delivered twice keeps its place.
+        assert_eq!(s.queue("w:1", 3, all), 0);
+        assert_eq!(s.queue("x:1", 4, all), 1);
+        assert_eq!(s.queue("w:1", 3, all), 0);
+        assert_eq!(s.queued().len(), 2);
     }
 
-    /// release.lua's holds left (0 also when handed over), or -1.
-    fn release(&mut self, owner: &str, token: &str, call: &str) -> i64 {
-        match self.eval(RELEASE, &[owner, token, call]).unwrap() {
-            Value::Int(left) => left,
-            Value::Array(_) => 0,
-            other => panic!("release replied {other:?}"),
+    [semaphore, rwlock]
+    fn repeats_count_once(k: LockKind) {
+        let mut s = k.lock("repeats");
+        let (one, all) = (k.one(2), k.all(2));
+        let a = s.take("a:1", 1, one);
+        let b = s.take("b:1", 2, one);
+        s.queue("w:1", 3, all);
+        // A first call delivered twice takes one hold.
+        match s.attempt("a:1", 1, Mode::First, one) {
+            AcquireReply::Acquired { token, .. } => assert_eq!(token, a.token),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.holders(), [member(&a), member(&b)]);
+        // A queued call delivered twice stays one entry.
+        assert_eq!(s.queue("w:1", 3, all), 0);
+        assert_eq!(s.queued().len(), 1);
+        // A release delivered twice counts once: the head still waits for b.
+        assert_eq!(s.release(&a), RELEASED);
+        assert_eq!(s.release(&a), RELEASED);
+        assert_eq!(s.holders(), [member(&b)]);
+        assert_eq!(s.queued().len(), 1);
+        let w = s.handed(&b);
+        assert_eq!(owners(&w), ["w:1"]);
+        // Once another release took the mark, a stale one is NotHeld and
+        // changes nothing.
+        let before = s.snapshot();
+        assert_eq!(s.release(&a), ReleaseReply::NotHeld);
+        let stale = Hold {
+            token: w[0].token + 1,
+            ..w[0].clone()
+        };
+        assert_eq!(s.release(&stale), ReleaseReply::NotHeld);
+        assert_eq!(s.snapshot(), before);
+    }
+
+    [semaphore, rwlock]
+    fn renewal_extends_only_a_live_hold_with_its_token(k: LockKind) {
+        let mut s = k.lock("renew");
+        let a = s.take_fixed("a:1", 1, k.all(1), SHORT);
+        let before = s.lease_end(&member(&a)).unwrap();
+        sleep(Duration::from_millis(20));
+        assert!(s.renew(&a, Some(LONG)));
+        assert!(s.lease_end(&member(&a)).unwrap() > before);
+        assert!(s.pttl(0) > 50_000, "the holders key outlives the new lease");
+        assert!(s.pttl(4) > 50_000 + fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64);
+        sleep(SHORT + Duration::from_millis(50));
+        assert_eq!(s.holders(), [member(&a)], "renewed past its first lease");
+        if k == LockKind::RwLock {
+            assert_eq!(s.writers(), [member(&a)], "the renewed hold is still the write");
+        }
+        assert!(s.renew(&a, None), "a rewrite for WAIT");
+        for stale in [
+            Hold {
+                token: a.token - 1,
+                ..a.clone()
+            },
+            Hold {
+                token: a.token + 1,
+                ..a.clone()
+            },
+            Hold {
+                call: 2,
+                ..a.clone()
+            },
+            Hold {
+                owner: "v:1".into(),
+                ..a.clone()
+            },
+        ] {
+            assert!(!s.renew(&stale, Some(LONG)), "{stale:?}");
+        }
+        assert_eq!(s.release(&a), RELEASED);
+        assert!(!s.renew(&a, Some(LONG)), "released");
+    }
+
+    /// A hold's fixed lease runs out (a dead holder): the head's poll
+    /// takes all the units; the expired hold's token is gone both ways from
+    /// the tokens hash.
+    [semaphore, rwlock]
+    fn a_lease_that_ran_out_frees_the_lock_for_the_head(k: LockKind) {
+        let mut s = k.lock("lease-out");
+        let (one, all) = (k.one(2), k.all(2));
+        s.take_fixed("a:1", 1, one, SHORT);
+        assert_eq!(s.queue("w:1", 2, all), 0);
+        sleep(SHORT * 2);
+        assert!(matches!(
+            s.attempt("w:1", 2, Mode::Poll, all),
+            AcquireReply::Acquired { .. }
+        ));
+        let w = format!("w:1 2 {}", all.units());
+        assert_eq!(s.holders(), [w.as_str()]);
+        let tokens: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
+        assert_eq!(tokens.len(), 2, "{tokens:?}");
+        assert!(tokens.contains(&w), "{tokens:?}");
+    }
+
+    [semaphore, rwlock]
+    fn keys_expire_a_fence_life_after_the_last_holder(k: LockKind) {
+        let mut s = k.lock("ttl");
+        let (ask, _) = slots(k, 2);
+        let a = s.take("a:1", 1, ask);
+        s.release(&a);
+        for (key, what) in [
+            (0, "no holders, no holders key"),
+            (1, "no queue"),
+            (2, "no deadlines"),
+            (3, "no tokens, no tokens key"),
+        ] {
+            assert_eq!(s.pttl(key), -2, "{}: {what}", s.keys.all[key]);
+        }
+        let fence = fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64;
+        let meta = s.pttl(4);
+        assert!(meta > fence - 1000 && meta <= fence, "{meta}");
+        // "<capacity> <used> <last token> <mark>": nothing held, the last
+        // token and the release that freed it kept.
+        let capacity = ask.capacity();
+        assert_eq!(s.meta().unwrap(), format!("{capacity} 0 {} a:1#1", a.token));
+    }
+
+    /// The lock's keys are its own, in the name's slot: the locks of the
+    /// other kinds of its name are free while it is held, and their holds
+    /// do not stop it once its own holder is gone.
+    [semaphore, rwlock]
+    fn the_mutex_semaphore_and_rwlock_of_one_name_are_separate(k: LockKind) {
+        let mut s = k.lock("one-name");
+        let a = s.take("a:1", 1, k.all(1));
+        for (other, ask) in [
+            (LockKind::Mutex, Ask::Mutex),
+            (LockKind::Semaphore, permits(1, 1)),
+            (LockKind::RwLock, READ),
+        ] {
+            if other == k {
+                continue;
+            }
+            let keys = LockKeys::of_kind(PREFIX, "one-name", other).unwrap();
+            assert_eq!(keys.slot, s.keys.slot);
+            let script = Script::of(other, Op::Acquire);
+            let engine = match other {
+                LockKind::Mutex => Engine::Mutex,
+                _ => Engine::Counted,
+            };
+            assert_eq!(script.engine, engine, "the mutex keeps its own engine");
+            let op = Acquire {
+                ask,
+                owner: "b:1",
+                lease: LONG,
+                fixed: false,
+                waiter_timeout: LONG,
+                mode: Mode::Try,
+                wait_id: 1,
+                live_token: 0,
+            };
+            let reply = eval_on(&mut s.conn, &keys.all, script, &op.args()).unwrap();
+            assert!(
+                matches!(reply, Value::Int(_)),
+                "the {other:?} is free: {reply:?}"
+            );
+        }
+        assert_eq!(s.holders(), [member(&a)]);
+        // And the other kinds' holds do not stop this lock's next holder,
+        // once its holder is gone.
+        s.release(&a);
+        s.take("d:1", 2, k.one(1));
+        s.assert_every_key_expires();
+    }
+
+    [mutex, semaphore, rwlock]
+    fn heartbeats_keep_waiters_alive_and_push_every_ttl_while_the_unbeaten_are_dropped(
+        k: LockKind,
+    ) {
+        let mut s = k.lock("heartbeat");
+        let (one, all) = (k.one(1), k.all(1));
+        let a = s.take("a:1", 1, all);
+        // Waiters that live 300 ms (the rwlock's 500 ms) without a heartbeat.
+        let timeout = Duration::from_millis(match k {
+            LockKind::RwLock => 500,
+            _ => 300,
+        });
+        s.waiter_timeout = timeout;
+        s.queue("w:1", 2, one);
+        s.queue("w:2", 3, one);
+        s.queue("x:1", 4, all);
+        let mine = [entry("w:1", 2, one), entry("w:2", 3, one)];
+        // Beaten every 100 ms for 1.2 s: more than twice their timeout.
+        for _ in 0..12 {
+            sleep(Duration::from_millis(100));
+            let beat = s.heartbeat(timeout, &mine);
+            assert_eq!(
+                beat.statuses,
+                [WaiterStatus::Queued(0), WaiterStatus::Queued(1)]
+            );
+            assert_eq!(beat.last_token, a.token);
+            assert!(beat.pttl_ms > 50_000, "a's lease: {}", beat.pttl_ms);
+            // The queue keys live past every deadline in them, a counted
+            // lock's meta past them (checked after every step).
+            let now = s.now_ms();
+            let deadlines: Vec<(String, i64)> =
+                s.conn.zrange_withscores(&s.keys.all[2], 0, -1).unwrap();
+            let most = timeout.as_millis() as i64;
+            for (_, deadline) in &deadlines {
+                assert!(*deadline > now && *deadline <= now + most, "{deadlines:?}");
+                assert!(s.pttl(1) >= deadline - now && s.pttl(2) >= deadline - now);
+            }
+        }
+        // x sent none: its entry is gone, w's two kept their places.
+        assert_eq!(s.queued(), [queued("w:1", 2, one), queued("w:2", 3, one)]);
+        assert_eq!(
+            s.heartbeat(timeout, &[entry("x:1", 4, all)]).statuses,
+            [WaiterStatus::Gone]
+        );
+        // The release goes to the first of them (both, when both fit: two
+        // reads), and the next beat says so.
+        let run = s.handed(&a);
+        assert_eq!(member(&run[0]), "w:1 2 1");
+        if k == LockKind::RwLock {
+            assert_eq!(owners(&run), ["w:1", "w:2"]);
+            assert_eq!(
+                s.heartbeat(timeout, &mine).statuses,
+                [
+                    WaiterStatus::Owns(run[0].token),
+                    WaiterStatus::Owns(run[1].token)
+                ]
+            );
+        } else {
+            assert_eq!(owners(&run), ["w:1"]);
+            assert_eq!(
+                s.heartbeat(timeout, &mine).statuses,
+                [WaiterStatus::Owns(run[0].token), WaiterStatus::Queued(0)]
+            );
         }
     }
 
-    /// The holder's owner id, if the lock is held.
-    fn holder(&mut self) -> Option<String> {
-        holder_of(&mut self.conn, &self.lock.keys[0]).map(|(owner, _, _)| owner)
+    /// A hold of all the units runs out with four waiters queued: one
+    /// unit, one unit, all, one. The heartbeat of the third (not the
+    /// head's) lets the two at the head in together, each told by its
+    /// grant; the third now heads the queue and hears it, the fourth stays
+    /// behind it.
+    [semaphore, rwlock]
+    fn a_heartbeat_admits_the_head_an_expired_holder_left_and_those_behind_it_that_fit(
+        k: LockKind,
+    ) {
+        let mut s = k.lock("heartbeat-expiry");
+        let (one, all) = (k.one(2), k.all(2));
+        let a = s.take_fixed("a:1", 1, all, SHORT).token;
+        s.queue("r1:1", 2, one);
+        s.queue("r2:1", 3, one);
+        s.queue("x:1", 4, all);
+        s.queue("r3:1", 5, one);
+        let mut sub = s.server.conn();
+        let mut pubsub = subscribe(&mut sub);
+        sleep(SHORT + Duration::from_millis(50));
+        let beat = s.heartbeat(LONG, &[entry("x:1", 4, all)]);
+        assert_eq!(beat.statuses, [WaiterStatus::Queued(0)]);
+        assert!(beat.last_token > a, "new tokens: {beat:?}");
+        assert!(beat.pttl_ms > 59_000, "the new holds' leases: {}", beat.pttl_ms);
+        assert_eq!(s.holders(), ["r1:1 2 1", "r2:1 3 1"]);
+        assert!(s.writers().is_empty(), "the expired hold is dropped");
+        assert_eq!(s.queued(), [queued("x:1", 4, all), queued("r3:1", 5, one)]);
+        // Its token is gone both ways.
+        let fields: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
+        let gone = format!("a:1 1 {}", all.units());
+        assert!(
+            !fields.iter().any(|f| *f == gone || *f == a.to_string()),
+            "{fields:?}"
+        );
+        let r1 = s.token_of("r1:1 2 1");
+        let r2 = s.token_of("r2:1 3 1");
+        assert!(a < r1 && r1 < r2 && r2 == beat.last_token);
+        for (channel, text) in [
+            ("r1", format!("G 2 {r1} ")),
+            ("r2", format!("G 3 {r2} ")),
+            ("x", "H 4 ".to_owned()),
+        ] {
+            let (got, payload) = message(&mut pubsub);
+            assert_eq!(got, format!("fairlock:wake:{channel}"));
+            assert!(payload.starts_with(&text), "{payload}");
+        }
+        // r1's own heartbeat learns it holds, with that token.
+        assert_eq!(
+            s.heartbeat(LONG, &[entry("r1:1", 2, one)]).statuses,
+            [WaiterStatus::Owns(r1)]
+        );
     }
 
-    /// The holder's fencing token.
-    fn token(&mut self) -> String {
-        holder_of(&mut self.conn, &self.lock.keys[0]).unwrap().1
+    [semaphore, rwlock]
+    fn a_heartbeat_keeps_a_handed_watchdog_lease_and_leaves_a_fixed_one(k: LockKind) {
+        let mut s = k.lock("heartbeat-lease");
+        let (one, all) = (k.one(2), k.all(2));
+        let a = s.take("a:1", 1, all);
+        // Watchdog leases of 2 s, a fixed one of 400 ms.
+        let lease = Duration::from_secs(2);
+        let renewed = entry_with("w:1", 3, one, lease, false);
+        let fixed = entry_with("f:1", 4, one, Duration::from_millis(400), true);
+        let writer = entry_with("v:1", 5, all, lease, false);
+        for e in [renewed, fixed, writer] {
+            assert!(matches!(
+                s.attempt_with(e.owner, e.wait_id, Mode::First, e.ask, 0, e.lease, e.fixed)
+                    .unwrap(),
+                AcquireReply::Waiting {
+                    position: Some(_),
+                    ..
+                }
+            ));
+        }
+        assert_eq!(owners(&s.handed(&a)), ["w:1", "f:1"]);
+        let w_end = s.lease_end("w:1 3 1").unwrap();
+        let f_end = s.lease_end("f:1 4 1").unwrap();
+        sleep(Duration::from_millis(200));
+        let beat = s.heartbeat(LONG, &[renewed, fixed, writer]);
+        assert!(
+            matches!(
+                beat.statuses.as_slice(),
+                [
+                    WaiterStatus::Owns(_),
+                    WaiterStatus::Owns(_),
+                    WaiterStatus::Queued(0)
+                ]
+            ),
+            "{beat:?}"
+        );
+        let now = s.now_ms();
+        let w_new = s.lease_end("w:1 3 1").unwrap();
+        assert!(
+            w_new > w_end && w_new >= now + 1990,
+            "kept at its lease: {w_end} -> {w_new}, now {now}"
+        );
+        assert_eq!(s.lease_end("f:1 4 1").unwrap(), f_end, "a fixed lease stays");
+        // Another call of the same owner is not extended by this one's beat.
+        sleep(Duration::from_millis(250));
+        assert_eq!(
+            s.heartbeat(LONG, &[entry_with("f:1", 9, one, LONG, false)])
+                .statuses,
+            [WaiterStatus::Gone]
+        );
+        assert_eq!(s.holders(), ["w:1 3 1"], "f's fixed lease ran out");
+        // A handed hold of all the units is kept the same way.
+        let w = s.hold_of("w:1", 3, one);
+        assert_eq!(owners(&s.handed(&w)), ["v:1"]);
+        let v = format!("v:1 5 {}", all.units());
+        let v_end = s.lease_end(&v).unwrap();
+        sleep(Duration::from_millis(200));
+        assert!(matches!(
+            s.heartbeat(LONG, &[writer]).statuses.as_slice(),
+            [WaiterStatus::Owns(_)]
+        ));
+        let now = s.now_ms();
+        let v_new = s.lease_end(&v).unwrap();
+        assert!(v_new > v_end && v_new >= now + 1990, "{v_end} -> {v_new}");
+        // (The rwlock's writers zset that repeated it is gone: the member of
+        // all the units is the write, with that lease end.)
+        assert!(s.holders().contains(&v));
     }
 
-    /// The acquire calls counted in the hold (none when free).
-    fn calls(&mut self) -> Vec<String> {
-        let stored: Option<String> = self.conn.get(&self.lock.keys[0]).unwrap();
-        match stored.as_deref().map(|s| s.split(' ').nth(2).unwrap()) {
-            None | Some("-") => Vec::new(),
-            Some(calls) => calls.split(',').map(str::to_owned).collect(),
+    [semaphore, rwlock]
+    fn a_cancel_leaves_nothing_and_lets_in_whom_it_unblocks(k: LockKind) {
+        let mut s = k.lock("cancel");
+        let (one, all) = (k.one(3), k.all(3));
+        let a = s.take("a:1", 1, one);
+        let keys = |s: &mut Lock| {
+            let mut k: Vec<String> = s.conn.keys("fairlock:*").unwrap();
+            k.sort();
+            k
+        };
+        let keys_before = keys(&mut s);
+        let before = s.snapshot();
+        s.queue("w:1", 2, all);
+        assert_eq!(s.cancel(entry("w:1", 2, all)), CancelReply::Left);
+        assert_eq!(keys(&mut s), keys_before, "no queue keys left");
+        assert_eq!(s.snapshot(), before, "as before the wait");
+        assert_eq!(s.cancel(entry("w:1", 2, all)), CancelReply::Left, "again");
+        assert_eq!(s.snapshot(), before, "as before the wait");
+        // A head asking for all leaves while a hold of one unit is held: the
+        // run of calls for one unit behind it enters, up to the next call
+        // for all, which learns it heads.
+        s.queue("w:1", 3, all);
+        s.queue("r1:1", 4, one);
+        s.queue("r2:1", 5, one);
+        s.queue("x:1", 6, all);
+        s.queue("r3:1", 7, one);
+        let mut sub = s.server.conn();
+        let mut pubsub = subscribe(&mut sub);
+        assert_eq!(s.cancel(entry("w:1", 3, all)), CancelReply::Left);
+        assert_eq!(s.holders(), ["a:1 1 1", "r1:1 4 1", "r2:1 5 1"]);
+        assert_eq!(s.queued(), [queued("x:1", 6, all), queued("r3:1", 7, one)]);
+        for channel in ["r1", "r2", "x"] {
+            assert_eq!(message(&mut pubsub).0, format!("fairlock:wake:{channel}"));
+        }
+        // A waiter that does not head the queue leaves alone.
+        assert_eq!(s.cancel(entry("r3:1", 7, one)), CancelReply::Left);
+        assert_eq!(s.queued(), [queued("x:1", 6, all)]);
+        assert_eq!(s.holders().len(), 3);
+        // The head enters once the holds of one unit are gone.
+        let r1 = s.hold_of("r1:1", 4, one);
+        for h in [a, r1] {
+            assert!(s.handed(&h).is_empty());
+        }
+        let r2 = s.hold_of("r2:1", 5, one);
+        assert_eq!(owners(&s.handed(&r2)), ["x:1"]);
+        let x = s.hold_of("x:1", 6, all);
+        assert_eq!(s.release(&x), RELEASED);
+        // The head leaves while the lock is free (its holder's lease ran
+        // out): the lock goes to the next live waiter.
+        s.take_fixed("b:1", 13, all, SHORT);
+        s.queue("x:1", 14, all);
+        s.queue("y:1", 15, all);
+        s.queue("z:1", 16, all);
+        sleep(SHORT + Duration::from_millis(50));
+        assert_eq!(s.cancel(entry("y:1", 15, all)), CancelReply::Left);
+        let x = format!("x:1 14 {}", all.units());
+        assert_eq!(s.holders(), [x.as_str()], "what b left went to x");
+        assert_eq!(s.queued(), [queued("z:1", 16, all)]);
+        // Another call of the same owner that holds: its hold stays.
+        s.queue("x:1", 17, one);
+        assert_eq!(s.cancel(entry("x:1", 17, one)), CancelReply::Left);
+        assert_eq!(s.holders(), [x]);
+        assert_eq!(s.queued(), [queued("z:1", 16, all)]);
+    }
+
+    [semaphore, rwlock]
+    fn a_cancel_after_a_handoff_keeps_the_hold(k: LockKind) {
+        let mut s = k.lock("cancel-kept");
+        let (one, all) = (k.one(2), k.all(2));
+        let a = s.take("a:1", 1, all);
+        s.queue("w:1", 2, all);
+        s.queue("x:1", 3, one);
+        let handed = s.handed(&a);
+        assert_eq!(owners(&handed), ["w:1"]);
+        for _ in 0..2 {
+            match s.cancel(entry("w:1", 2, all)) {
+                CancelReply::Kept { token, pttl_ms } => {
+                    assert_eq!(token, handed[0].token);
+                    assert!(pttl_ms > 59_000, "{pttl_ms}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let w = member(&handed[0]);
+        assert_eq!(s.holders(), [w.as_str()]);
+        if k == LockKind::RwLock {
+            assert_eq!(s.writers(), [w.as_str()]);
+        }
+        assert_eq!(s.queued(), [queued("x:1", 3, one)]);
+        // Another call of the same owner is not this one: its hold stays.
+        s.queue("w:1", 7, one);
+        assert_eq!(s.cancel(entry("w:1", 7, one)), CancelReply::Left);
+        assert_eq!(s.holders(), [w]);
+        assert_eq!(s.queued(), [queued("x:1", 3, one)]);
+        // It releases as any holder.
+        assert_eq!(owners(&s.handed(&handed[0])), ["x:1"]);
+        assert_eq!(s.holders(), ["x:1 3 1"]);
+    }
+
+    [semaphore, rwlock]
+    fn an_abandon_by_entry_gives_back_exactly_that_call_once(k: LockKind) {
+        let mut s = k.lock("abandon");
+        let (one, all) = (k.one(2), k.all(2));
+        let a1 = s.take("a:1", 1, one);
+        let a2 = s.take("a:1", 2, one);
+        s.queue("w:1", 3, all);
+        s.queue("r:1", 4, one);
+        // The hold of call 1 only; a repeat changes nothing.
+        assert_eq!(s.abandon(entry("a:1", 1, one)), AbandonReply::HoldGivenBack);
+        assert_eq!(s.holders(), ["a:1 2 1"]);
+        let before = s.snapshot();
+        assert_eq!(s.abandon(entry("a:1", 1, one)), AbandonReply::Nothing);
+        assert_eq!(s.snapshot(), before);
+        assert_eq!(s.holders().len(), 1);
+        // The release the client could not send answers as released.
+        assert_eq!(s.release(&a1), RELEASED);
+        // A queued call: its entry, once.
+        s.queue("y:1", 5, one);
+        assert_eq!(s.abandon(entry("y:1", 5, one)), AbandonReply::LeftQueue);
+        assert_eq!(s.abandon(entry("y:1", 5, one)), AbandonReply::Nothing);
+        assert_eq!(s.queued(), [queued("w:1", 3, all), queued("r:1", 4, one)]);
+        // A call never made, or named with other units, is nothing.
+        assert_eq!(s.abandon(entry("q:1", 9, one)), AbandonReply::Nothing);
+        assert_eq!(s.abandon(entry("a:1", 2, all)), AbandonReply::Nothing);
+        assert_eq!(s.holders(), ["a:1 2 1"]);
+        // Call 2's hold was the last of one unit: the head enters, the call
+        // behind it waits.
+        assert_eq!(s.abandon(entry("a:1", 2, one)), AbandonReply::HoldGivenBack);
+        assert_eq!(s.holders(), [format!("w:1 3 {}", all.units())]);
+        assert_eq!(s.queued(), [queued("r:1", 4, one)]);
+        assert_eq!(s.release(&a2), RELEASED);
+        // The head's hold given back lets the call behind it in.
+        assert_eq!(s.abandon(entry("w:1", 3, all)), AbandonReply::HoldGivenBack);
+        assert_eq!(s.holders(), ["r:1 4 1"]);
+        assert!(s.queued().is_empty());
+        assert_eq!(s.abandon(entry("w:1", 3, all)), AbandonReply::Nothing);
+        // With nobody waiting, a given-back hold leaves the keys as a release.
+        assert_eq!(s.abandon(entry("r:1", 4, one)), AbandonReply::HoldGivenBack);
+        assert!(s.holders().is_empty());
+        for key in [0, 1, 2, 3] {
+            assert_eq!(s.pttl(key), -2, "{}", s.keys.all[key]);
+        }
+        let meta = s.meta().unwrap();
+        assert!(meta.ends_with(" r:1#4"), "{meta}");
+    }
+
+    /// Holders with their units (a read's 1, a write's all), waiters with
+    /// theirs, the last token, the bounds; whether all the units are held
+    /// (a writer holds).
+    [semaphore, rwlock]
+    fn status_reports_holders_with_their_units_and_the_queue(k: LockKind) {
+        let mut s = k.lock("status");
+        let (one, all) = (k.one(3), k.all(3));
+        let all_held = |st: &StatusReply| st.used >= u64::from(all.units());
+        let empty = s.status(10, 10);
+        assert_eq!(
+            (empty.live_holds, all_held(&empty), empty.live_waiters, empty.last_token),
+            (0, false, 0, 0)
+        );
+        let a = s.take("a:1", 1, one);
+        let b = s.take("b:1", 2, one);
+        s.queue("w:1", 3, all);
+        s.queue("r:1", 4, one);
+        let st = s.status(10, 10);
+        assert_eq!(
+            (st.live_holds, all_held(&st), st.live_waiters, st.last_token),
+            (2, false, 2, b.token)
+        );
+        let listed: Vec<(&str, u64, u64, u64)> = st
+            .holders
+            .iter()
+            .map(|h| (h.owner.as_str(), h.call.unwrap(), h.units, h.token))
+            .collect();
+        assert_eq!(listed, [("a:1", 1, 1, a.token), ("b:1", 2, 1, b.token)]);
+        assert!(st
+            .holders
+            .iter()
+            .all(|h| (59_000..=60_000).contains(&h.lease_left_ms.unwrap())));
+        let waiters: Vec<(&str, u64)> = st
+            .waiters
+            .iter()
+            .map(|w| (w.owner.as_str(), w.units))
+            .collect();
+        assert_eq!(waiters, [("w:1", u64::from(all.units())), ("r:1", 1)]);
+        assert!(st
+            .waiters
+            .iter()
+            .all(|w| (59_000..=60_000).contains(&w.liveness_left_ms)));
+        // The bounds.
+        let few = s.status(1, 1);
+        assert_eq!((few.holders.len(), few.waiters.len()), (1, 1));
+        assert_eq!((few.live_holds, few.live_waiters), (2, 2));
+        let none = s.status(0, 0);
+        assert!(none.holders.is_empty() && none.waiters.is_empty());
+        // The head in: it holds alone, with the last token.
+        s.release(&a);
+        let w = s.handed(&b);
+        let st = s.status(10, 10);
+        assert_eq!(
+            (st.live_holds, all_held(&st), st.live_waiters, st.last_token),
+            (1, true, 1, w[0].token)
+        );
+        assert_eq!(
+            (st.holders[0].owner.as_str(), st.holders[0].units),
+            ("w:1", u64::from(all.units()))
+        );
+        // An expired hold is no holder.
+        let r = s.handed(&w[0]);
+        s.release(&r[0]);
+        s.take_fixed("d:1", 5, all, SHORT);
+        assert!(all_held(&s.status(10, 10)));
+        sleep(SHORT + Duration::from_millis(50));
+        let expired = s.status(10, 10);
+        assert_eq!((expired.live_holds, all_held(&expired)), (0, false));
+        assert!(expired.holders.is_empty());
+    }
+
+    /// Two holds of one unit freed at once; the head, asking for all, is
+    /// admitted in the same step, alone; the calls behind it stay queued.
+    [semaphore, rwlock]
+    fn a_force_release_frees_every_hold_once_and_admits_the_head(k: LockKind) {
+        let mut s = k.lock("force");
+        let (one, all) = (k.one(2), k.all(2));
+        let a = s.take("a:1", 1, one);
+        let b = s.take("b:1", 2, one);
+        s.queue("w:1", 3, all);
+        s.queue("r1:1", 4, one);
+        s.queue("r2:1", 5, one);
+        let freed = s.force_release("f#1");
+        assert_eq!((freed.holds, freed.holder), (2, None));
+        assert_eq!(s.holders(), [format!("w:1 3 {}", all.units())]);
+        assert_eq!(s.queued(), [queued("r1:1", 4, one), queued("r2:1", 5, one)]);
+        assert!(s.status(10, 10).used >= u64::from(all.units()));
+        // The same call again answers as the first and frees nothing more.
+        let before = s.snapshot();
+        assert_eq!(s.force_release("f#1").holds, 2);
+        assert_eq!(s.snapshot(), before);
+        // The old holds are gone: renewals and releases say so.
+        for old in [&a, &b] {
+            assert!(!s.renew(old, Some(LONG)), "{old:?}");
+            assert_eq!(s.release(old), ReleaseReply::NotHeld, "{old:?}");
+        }
+        let w = s.hold_of("w:1", 3, all);
+        assert_eq!(owners(&s.handed(&w)), ["r1:1", "r2:1"]);
+        assert_eq!(s.force_release("f#2").holds, 2, "the two of one unit");
+        // Nothing held: a forced release frees nothing.
+        assert_eq!(s.force_release("f#3").holds, 0);
+    }
+
+    /// A fixed lease (no watchdog) ends by itself, the holders key with it:
+    /// nobody has to call for its units to be free, and the next heartbeat
+    /// of any waiter admits the head (and not a call behind it that does
+    /// not fit); or the head's own poll takes its units, and lets in the
+    /// calls behind it that fit in the same step; or the waiters' own
+    /// heartbeats (queued before the lease ends) admit them together.
+    [semaphore, rwlock]
+    fn a_fixed_lease_runs_out_by_itself_and_a_heartbeat_or_a_poll_admits_the_head(
+        k: LockKind,
+    ) {
+        let mut s = k.lock("fixed-lease");
+        let (one, all) = (k.one(2), k.all(2));
+        let a = s.take_fixed("a:1", 1, all, SHORT);
+        assert_eq!(s.queue("w:1", 2, all), 0);
+        assert_eq!(s.queue("x:1", 3, one), 1);
+        sleep(SHORT + Duration::from_millis(50));
+        assert!(s.holders().is_empty(), "the lease ran out");
+        assert_eq!(s.pttl(0), -2, "the holders key ran out with it");
+        let status = s.status(10, 10);
+        assert_eq!(
+            (status.live_holds, status.used, status.live_waiters),
+            (0, 0, 2)
+        );
+        // X's heartbeat (not the head's): W's all admitted, X's one waits.
+        let beat = s.heartbeat(LONG, &[entry("x:1", 3, one)]);
+        assert_eq!(beat.statuses, [WaiterStatus::Queued(0)]);
+        assert!(beat.last_token > a.token, "{beat:?}");
+        assert!(beat.pttl_ms > 59_000, "W's lease: {}", beat.pttl_ms);
+        let w = s.hold_of("w:1", 2, all);
+        assert_eq!(s.holders(), [member(&w)]);
+        assert_eq!(s.queued(), [queued("x:1", 3, one)]);
+        assert_eq!(
+            s.heartbeat(LONG, &[entry("w:1", 2, all)]).statuses,
+            [WaiterStatus::Owns(beat.last_token)]
+        );
+        assert!(!s.renew(&a, Some(LONG)));
+        assert_eq!(s.release(&a), ReleaseReply::NotHeld);
+        // Again, with the head polling: Y's one and Z's one behind it.
+        let handed: Vec<String> = s.handed(&w).iter().map(member).collect();
+        assert_eq!(handed, ["x:1 3 1"]);
+        let x = s.hold_of("x:1", 3, one);
+        assert_eq!(s.release(&x), RELEASED);
+        let b = s.take_fixed("b:1", 4, all, SHORT);
+        assert_eq!(s.queue("y:1", 5, one), 0);
+        assert_eq!(s.queue("z:1", 6, one), 1);
+        sleep(SHORT + Duration::from_millis(50));
+        let y = match s.attempt("y:1", 5, Mode::Poll, one) {
+            AcquireReply::Acquired { token, .. } => token,
+            other => panic!("{other:?}"),
+        };
+        assert!(y > b.token);
+        assert_eq!(s.holders(), ["y:1 5 1", "z:1 6 1"], "Z entered with Y");
+        assert!(s.queued().is_empty());
+        match s.attempt("z:1", 6, Mode::Poll, one) {
+            AcquireReply::Acquired { token, .. } => assert!(token > y, "{token} after {y}"),
+            other => panic!("{other:?}"),
+        }
+        // Again, with the waiters beating: a heartbeat before the lease ends
+        // keeps them queued; no release is ever sent for the fixed hold.
+        for h in [s.hold_of("y:1", 5, one), s.hold_of("z:1", 6, one)] {
+            assert_eq!(s.release(&h), RELEASED);
+        }
+        s.take_fixed("c:1", 7, all, SHORT);
+        s.queue("r1:1", 8, one);
+        s.queue("r2:1", 9, one);
+        let waiters = [entry("r1:1", 8, one), entry("r2:1", 9, one)];
+        let beat = s.heartbeat(LONG, &waiters);
+        assert_eq!(
+            beat.statuses,
+            [WaiterStatus::Queued(0), WaiterStatus::Queued(1)]
+        );
+        sleep(SHORT + Duration::from_millis(50));
+        let beat = s.heartbeat(LONG, &waiters);
+        assert!(
+            matches!(
+                beat.statuses.as_slice(),
+                [WaiterStatus::Owns(_), WaiterStatus::Owns(_)]
+            ),
+            "{beat:?}"
+        );
+        assert_eq!(s.holders(), ["r1:1 8 1", "r2:1 9 1"]);
+        assert_eq!(s.meta_used(), Some(2));
+    }
+
+    /// A hold of all the units runs out (a dead holder) while calls for
+    /// one unit wait: the head's poll admits it and the one right behind
+    /// it; the call for all behind them waits.
+    [semaphore, rwlock]
+    fn a_head_that_polls_takes_the_calls_behind_it_that_fit_along(k: LockKind) {
+        let mut s = k.lock("head-poll");
+        let (one, all) = (k.one(2), k.all(2));
+        s.take_fixed("w:1", 1, all, SHORT);
+        assert_eq!(s.queue("r1:1", 2, one), 0);
+        assert_eq!(s.queue("r2:1", 3, one), 1);
+        assert_eq!(s.queue("x:1", 4, all), 2);
+        sleep(SHORT * 2);
+        assert!(matches!(
+            s.attempt("r1:1", 2, Mode::Poll, one),
+            AcquireReply::Acquired { .. }
+        ));
+        assert_eq!(s.holders(), ["r1:1 2 1", "r2:1 3 1"]);
+        assert_eq!(s.queued(), [queued("x:1", 4, all)]);
+    }
+
+    /// Calls of the holds an ask of `slots` lets in at once (two permits,
+    /// one write), with heartbeats, cancels and abandons in a mix: never
+    /// more holds than fit, no unit free while a live waiter waits, and
+    /// (checked after every step) every key keeps a TTL.
+    [mutex, semaphore, rwlock]
+    fn every_key_keeps_a_ttl_through_heartbeats_cancels_and_abandons_in_a_mix(k: LockKind) {
+        let mut s = k.lock("ttl-mix");
+        let (ask, n) = slots(k, 2);
+        let mut rng = Lcg(0xbeef);
+        let owners: Vec<String> = (0..6).map(|i| format!("c{i}:1")).collect();
+        let mut calls: Vec<(usize, u64)> = Vec::new();
+        for call in 1..=200u64 {
+            let who = rng.below(owners.len() as u64) as usize;
+            match rng.below(5) {
+                0 | 1 => {
+                    s.attempt(&owners[who], call, Mode::First, ask);
+                    calls.push((who, call));
+                }
+                2 if !calls.is_empty() => {
+                    let (w, c) = calls[rng.below(calls.len() as u64) as usize];
+                    s.heartbeat(LONG, &[entry(&owners[w], c, ask)]);
+                }
+                3 if !calls.is_empty() => {
+                    let (w, c) = calls.remove(rng.below(calls.len() as u64) as usize);
+                    s.cancel(entry(&owners[w], c, ask));
+                    s.abandon(entry(&owners[w], c, ask));
+                }
+                _ if !calls.is_empty() => {
+                    let (w, c) = calls.remove(rng.below(calls.len() as u64) as usize);
+                    s.abandon(entry(&owners[w], c, ask));
+                }
+                _ => {}
+            }
+            let status = s.status(100, 100);
+            assert!(status.live_holds <= u64::from(n));
+            assert!(
+                status.live_waiters == 0 || available(&status) == 0,
+                "{status:?}"
+            );
         }
     }
 
-    /// The hold's lease ms left (its key outlives it by the fence life).
-    fn pttl(&mut self) -> i64 {
-        lease_left_of(&mut self.conn, &self.lock.keys[0]).unwrap()
-    }
-
-    fn assert_every_key_expires(&mut self) {
-        let left = keys_without_ttl(&mut self.conn, "fairlock:*");
-        assert!(left.is_empty(), "keys without a TTL: {left:?}");
-    }
-}
-
-#[test]
-fn a_release_delivered_twice_answers_as_the_first_did() {
-    let mut f = Fixture::new("release-twice");
-    // Handed over to a waiter: the second delivery finds the waiter holding.
-    let token = f.acquire("a:1", "first", "1", "0")[1].to_string();
-    assert_eq!(f.acquire("b:1", "first", "2", "0")[0], 0, "b queues");
-    assert_eq!(f.release("a:1", &token, "1"), 0);
-    assert_eq!(f.holder().as_deref(), Some("b:1"));
-    assert_eq!(f.release("a:1", &token, "1"), 0, "a repeated release is Ok");
-    assert_eq!(f.holder().as_deref(), Some("b:1"), "and changes nothing");
-    // Freed with nobody waiting: the lock key keeps only the last token and
-    // the call that freed it.
-    let b_token = f.token();
-    assert_eq!(f.release("b:1", &b_token, "2"), 0);
-    assert_eq!(f.holder(), None);
-    assert_eq!(f.release("b:1", &b_token, "2"), 0);
-    // A release that never held still reports the lost lease.
-    assert_eq!(f.release("c:1", &b_token, "3"), -1);
-    assert_eq!(f.release("b:1", &b_token, "9"), -1);
-    f.assert_every_key_expires();
-}
-
-#[test]
-fn a_force_release_delivered_twice_frees_the_lock_once() {
-    let mut f = Fixture::new("force-twice");
-    f.acquire("a:1", "first", "1", "0");
-    f.acquire("b:1", "first", "2", "0");
-    let first: Option<String> = redis::from_redis_value(f.eval(FORCE, &["op#7"]).unwrap()).unwrap();
-    assert_eq!(first.as_deref(), Some("a:1"));
-    assert_eq!(f.holder().as_deref(), Some("b:1"), "handed to the waiter");
-    let again: Option<String> = redis::from_redis_value(f.eval(FORCE, &["op#7"]).unwrap()).unwrap();
-    assert_eq!(
-        again.as_deref(),
-        Some("a:1"),
-        "the same call answers as the first did"
-    );
-    assert_eq!(
-        f.holder().as_deref(),
-        Some("b:1"),
-        "and does not free the new holder"
-    );
-    let next: Option<String> = redis::from_redis_value(f.eval(FORCE, &["op#8"]).unwrap()).unwrap();
-    assert_eq!(next.as_deref(), Some("b:1"), "another call does");
-    assert_eq!(f.holder(), None);
-    // On a free lock: nothing held, and a repeat of it frees no later holder.
-    assert_eq!(f.eval(FORCE, &["op#9"]).unwrap(), Value::Nil);
-    f.acquire("c:1", "first", "3", "0");
-    assert_eq!(f.eval(FORCE, &["op#9"]).unwrap(), Value::Nil);
-    assert_eq!(f.holder().as_deref(), Some("c:1"));
-    f.assert_every_key_expires();
-}
-
-#[test]
-fn a_heartbeat_in_flight_never_stretches_a_fixed_lease_taken_since() {
-    let mut f = Fixture::new("heartbeat-token");
-    let a_token = f.acquire("a:1", "first", "1", "0")[1].to_string();
-    assert_eq!(f.acquire("w:1", "first", "5", "0")[0], 0);
-    assert_eq!(f.release("a:1", &a_token, "1"), 0, "handed to w:1 (call 5)");
-    let w_token = f.token();
-    assert_eq!(f.release("w:1", &w_token, "5"), 0);
-    // The same thread takes it again with a fixed 500 ms lease (call 6) ...
-    let reply = f.ints(ACQUIRE, &["w:1", "500", "1", "10000", "first", "6", "0"]);
-    assert_eq!(reply[0], 1);
-    // ... and a heartbeat sent for call 5 arrives only now.
-    let beat = f.ints(HEARTBEAT, &["10000", "w:1 5 60000 0"]);
-    assert_eq!(&beat[2..], &[-1, 0], "call 5 holds nothing any more");
-    assert!(
-        f.pttl() <= 500,
-        "the fixed lease was stretched to {} ms",
-        f.pttl()
-    );
-    // For the call that holds, the heartbeat reports the hold (and leaves a
-    // fixed lease as it is).
-    let beat = f.ints(HEARTBEAT, &["10000", "w:1 6 500 1"]);
-    assert_eq!(beat[2], 1);
-    assert!(f.pttl() <= 500);
-}
-
-#[test]
-fn a_call_is_given_back_exactly_once_by_its_id() {
-    let mut f = Fixture::new("give-back");
-    let token = f.acquire("a:1", "first", "1", "0")[1];
-    let live = token.to_string();
-    assert_eq!(f.acquire("a:1", "first", "2", &live)[0], 1, "re-entry");
-    assert_eq!(f.calls(), ["1", "2"]);
-    assert_eq!(
-        f.int(ABANDON, &["a:1 2 10000 0"]),
-        1,
-        "call 2's count given back"
-    );
-    assert_eq!(f.int(ABANDON, &["a:1 2 10000 0"]), 0, "once");
-    assert_eq!(f.calls(), ["1"]);
-    assert_eq!(
-        f.int(ABANDON, &["a:1 9 10000 0"]),
-        0,
-        "a call that took nothing"
-    );
-    // A queued call: only its own entry is removed.
-    assert_eq!(f.acquire("b:1", "first", "7", "0")[0], 0);
-    assert_eq!(f.int(ABANDON, &["b:1 6 10000 0"]), 0);
-    assert_eq!(f.int(ABANDON, &["b:1 7 10000 0"]), 2, "b's entry removed");
-    let queued: i64 = f.conn.zcard(&f.lock.keys[1]).unwrap();
-    assert_eq!(queued, 0);
-    // The last count of a hold frees the lock for the next waiter.
-    assert_eq!(f.acquire("c:1", "first", "8", "0")[0], 0);
-    assert_eq!(f.int(ABANDON, &["a:1 1 10000 0"]), 1);
-    assert_eq!(f.holder().as_deref(), Some("c:1"));
-    assert_eq!(f.calls(), ["8"]);
-    f.assert_every_key_expires();
-}
-
-#[test]
-fn an_orphaned_hold_is_never_re_entered() {
-    let mut f = Fixture::new("orphan");
-    let orphan = f.acquire("a:1", "first", "1", "0")[1];
-    // The same owner asks again with no live guard: a fresh hold, count 1.
-    let reply = f.acquire("a:1", "first", "2", "0");
-    assert_eq!(reply[0], 1);
-    assert!(reply[1] > orphan, "a new acquisition, new token");
-    assert_eq!(f.calls(), ["2"], "the orphan's count is gone");
-    // With someone queued, the orphan goes to them and the caller queues.
-    assert_eq!(f.acquire("b:1", "first", "3", "0")[0], 0);
-    let reply = f.acquire("a:1", "first", "4", "0");
-    assert_eq!(reply[0], 0, "queued behind b");
-    assert_eq!(f.holder().as_deref(), Some("b:1"));
-    // A handoff to a waiting call is its own, not an orphan, in poll mode.
-    let b_token = f.token();
-    assert_eq!(f.release("b:1", &b_token, "3"), 0);
-    let reply = f.acquire("a:1", "poll", "4", "0");
-    assert_eq!(reply[0], 1, "a's call 4 was handed the lock");
-    assert_eq!(f.calls(), ["4"]);
-}
-
-#[test]
-fn every_expiry_a_script_sets_is_checked_before_it_writes() {
-    let mut f = Fixture::new("ranges");
-    let max_ms = "31536000000";
-    for lease in [
-        "99999999999999999",
-        "31536000001",
-        "0",
-        "-5",
-        "1.5",
-        "abc",
-        "",
-    ] {
-        let err = f
-            .eval(ACQUIRE, &["a:1", lease, "1", "1000", "try", "1", "0"])
-            .expect_err(lease);
+    [semaphore, rwlock]
+    fn a_hold_of_one_takes_one_unit_and_a_hold_of_all_every_unit(k: LockKind) {
+        let mut s = k.lock("units");
+        let (one, all) = (k.one(2), k.all(2));
+        let a = s.take("a:1", 1, one);
+        assert_eq!(s.meta_used(), Some(1));
+        let b = s.take("b:1", 2, one);
+        assert_eq!(s.meta_used(), Some(2));
+        assert_eq!(s.holders(), ["a:1 1 1", "b:1 2 1"]);
+        s.release(&a);
+        assert_eq!(s.meta_used(), Some(1));
+        s.release(&b);
+        assert_eq!(s.meta_used(), Some(0));
+        let w = s.take("w:1", 3, all);
+        assert_eq!(s.holders(), [member(&w)]);
+        assert_eq!(s.meta_used(), Some(u64::from(all.units())));
+        let tokens: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
         assert!(
-            err.to_string().contains("lease must be"),
-            "{lease:?}: {err}"
+            tokens.contains(&member(&w)) && tokens.contains(&w.token.to_string()),
+            "the tokens hash maps both ways: {tokens:?}"
         );
-        assert_eq!(f.holder(), None, "nothing written for lease {lease:?}");
-        let err = f
-            .eval(ACQUIRE, &["a:1", "1000", "0", lease, "first", "1", "0"])
-            .expect_err(lease);
-        assert!(
-            err.to_string().contains("waiter timeout must be"),
-            "{lease:?}: {err}"
-        );
+        s.release(&w);
+        assert_eq!(s.meta_used(), Some(0));
     }
-    let reply = f.ints(ACQUIRE, &["a:1", max_ms, "1", "1000", "try", "1", "0"]);
-    assert_eq!(reply[0], 1, "the longest lease is taken");
-    let token = reply[1].to_string();
-    assert!(f.pttl() > 31_535_000_000);
-    let before = f.pttl();
-    assert!(f.eval(RENEW, &["a:1", &token, "31536000001"]).is_err());
-    assert!(f
-        .eval(HEARTBEAT, &["1000", "a:1 1 99999999999999999 0"])
-        .is_err());
-    assert!(
-        f.pttl() <= before && f.pttl() > 31_535_000_000,
-        "the lease is as it was"
-    );
-    // A queue entry that is not one is refused before any write.
-    for (script, args) in [
-        (ABANDON, vec!["a:1 1"]),
-        (HEARTBEAT, vec!["1000", "a:1 1 1000 2"]),
-        (mutex(Op::Cancel), vec!["a:1 x 1000 0"]),
-    ] {
-        let err = f.eval(script, &args).expect_err("a malformed entry");
-        assert!(
-            err.to_string().contains("a queue entry must be"),
-            "{script:?}: {err}"
-        );
-    }
-    f.assert_every_key_expires();
-    assert!(f.server.pid().is_some());
 }

@@ -1,9 +1,10 @@
 //! Drives one lock's scripts directly (the same Lua the client runs) to
 //! build long queues cheaply: waiters with owner ids nobody listens for and
 //! a long liveness deadline cost no threads. Used by tests/cost.rs and the
-//! queue-scaling bench to measure server time against queue length, and
-//! by tests/protocol.rs to drive each script directly. Keys, scripts and
-//! arguments come from the library's own protocol layer.
+//! queue-scaling bench to measure server time against queue length; its
+//! readers of a mutex's lock key ([`holder_of`], [`lease_left_of`]) serve
+//! tests/protocol.rs too. Keys, scripts and arguments come from the
+//! library's own protocol layer.
 
 use std::time::Duration;
 
