@@ -833,3 +833,105 @@ fn status_says_how_many_permits_each_hold_takes() {
     assert!(text.contains("4 permits, lease "), "{text}");
     assert_eq!(text.matches("permits, lease ").count(), 1, "{text}");
 }
+
+/// `run --max-hold`: the lease is renewed until then, then the command is
+/// stopped (SIGTERM), fairlock says why and exits 70, and the lock, of any
+/// kind, is free again for the next caller.
+#[test]
+fn a_max_hold_stops_the_command_of_every_kind_and_frees_the_lock() {
+    let server = RedisServer::start();
+    let client = server.client();
+    for (flags, what) in [
+        (&["--permits", "2"][..], "the permit"),
+        (&["--shared"], "the read lock"),
+        (&["--exclusive"], "the write lock"),
+        (&[], "the lock"),
+    ] {
+        let started = Instant::now();
+        let out = output(
+            fairlock(&server)
+                .args(["run", "bounded", "--max-hold", "1s"])
+                .args(flags)
+                .args(["--", "sleep", "30"]),
+            PATIENCE,
+        );
+        let took = started.elapsed();
+        assert_eq!(code(&out), 70, "{flags:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("gave up {what} on \"bounded\""))
+                && err.contains("it reached its --max-hold of 1.0s; stopping the command")
+                && err.contains(&format!(
+                    "exiting with 70 because {what} reached its --max-hold"
+                )),
+            "{flags:?}: {err}"
+        );
+        // Held at least the second, and the sleep stopped well before its 30 s.
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_secs(8),
+            "{flags:?}: {took:?}"
+        );
+    }
+    assert!(!client.fair_mutex("bounded").is_locked().unwrap());
+    assert!(!client.fair_semaphore("bounded", 2).is_locked().unwrap());
+    assert!(!client.fair_rwlock("bounded").is_locked().unwrap());
+}
+
+/// `--identity` (or `FAIRLOCK_IDENTITY`) names the caller in every
+/// status: JSON's "identity" and the text's "<identity> (client ...)",
+/// for each kind's holder; without one it is null and the text as before.
+#[test]
+fn an_identity_names_the_holder_in_status_text_and_json() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("identity");
+    for (flags, kind) in [
+        (&[][..], "mutex"),
+        (&["--permits", "2"], "semaphore"),
+        (&["--shared"], "rwlock"),
+    ] {
+        let ready = scratch.path(&format!("ready-{}", flags.first().unwrap_or(&"mutex")));
+        let script = format!("touch '{}'; exec sleep 60", ready.display());
+        let run = Proc::spawn(
+            fairlock(&server)
+                .args(["--identity", "cron@web-3", "run", "named"])
+                .args(flags)
+                .args(sh(&script)),
+        );
+        assert!(wait_until(PATIENCE, || ready.exists()), "{flags:?} ran");
+        let value = status_json(&server, "named");
+        let holder = match kind {
+            "mutex" => value["holder"].clone(),
+            _ => value[kind]["holders"][0].clone(),
+        };
+        assert_eq!(holder["identity"], "cron@web-3", "{flags:?}: {value}");
+        assert!(holder["thread"].is_u64(), "{flags:?}: {value}");
+        let text = output(fairlock(&server).args(["status", "named"]), PATIENCE);
+        assert!(
+            stdout(&text).contains("cron@web-3 (client "),
+            "{flags:?}: {}",
+            stdout(&text)
+        );
+        run.signal("TERM");
+        let _ = run.finish(PATIENCE);
+    }
+    // Without an identity: null, and the text names the client as before.
+    let ready = scratch.path("ready-anonymous");
+    let script = format!("touch '{}'; exec sleep 60", ready.display());
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["run", "anonymous"])
+            .args(sh(&script)),
+    );
+    assert!(wait_until(PATIENCE, || ready.exists()));
+    let value = status_json(&server, "anonymous");
+    assert!(value["holder"]["identity"].is_null(), "{value}");
+    run.signal("TERM");
+    let _ = run.finish(PATIENCE);
+    // A bad identity is a usage error before anything runs.
+    let out = output(
+        fairlock(&server).args(["--identity", "two words", "run", "x", "--", "true"]),
+        PATIENCE,
+    );
+    assert_one_line_error(&out, 2, "identity");
+    assert!(stderr(&out).contains("identity"), "{}", stderr(&out));
+}

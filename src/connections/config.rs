@@ -192,6 +192,14 @@ impl ClockDrift {
         since + length.saturating_sub(self.allowance(length))
     }
 
+    /// The shortest lease this process counts as lasting at least `local`:
+    /// what a renewal asks for so that the guard's own count reaches a
+    /// moment `local` away (see [`local_end`](Self::local_end)).
+    pub(crate) fn lease_lasting(&self, local: Duration) -> Duration {
+        let scaled = (local + self.margin).as_secs_f64() / (1.0 - self.rate);
+        Duration::from_secs_f64(scaled) + Duration::from_millis(1)
+    }
+
     /// `Ok` when a lease of `length` outlives its allowance by enough for
     /// a hold to be usable: at least two thirds of it is left.
     pub(crate) fn check_against(&self, what: &str, length: Duration) -> Result<()> {

@@ -132,14 +132,18 @@ impl Hold {
         state.max_end.is_none_or(|end| Instant::now() < end)
     }
 
-    /// The lease a renewal now asks for: `lease`, but never past the
-    /// maximum hold, so the lock passes on when that is reached.
+    /// The lease a renewal now asks for: `lease`, but no longer than this
+    /// client needs to count it up to the maximum hold (the drift
+    /// allowance added), so the lock passes on when that is reached and the
+    /// guard hears [`LeaseEnd::MaxHold`] just before its lease runs out.
     pub(crate) fn renewal_lease(&self, lease: Duration) -> Duration {
         match self.state.lock().max_end {
-            Some(end) => lease.min(end.saturating_duration_since(Instant::now())),
+            Some(end) => {
+                let left = end.saturating_duration_since(Instant::now());
+                lease.min(self.drift.lease_lasting(left))
+            }
             None => lease,
         }
-        .max(Duration::from_millis(1))
     }
 
     /// When this client counts the lease as over, as of now.

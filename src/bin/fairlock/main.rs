@@ -56,7 +56,8 @@ Exit codes of `fairlock run`:
   0-255  the command's own exit status, when it ran and held the lock throughout
   2      bad usage: unknown option, bad duration, bad URL, bad lock name
   69     Redis unreachable or failing (nothing was run)
-  70     the lock was lost while the command ran (lease ran out, or unlock --force)
+  70     the lock was lost while the command ran (lease ran out, or unlock --force),
+         or it reached its --max-hold (the command was stopped)
   75     --wait ran out before our turn came (nothing was run); -E changes it
   78     --permits N differs from the N the semaphore is in use with (nothing was run)
   126    the command could not be executed

@@ -280,6 +280,7 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
         }
     });
     let mut lost = false;
+    let mut gave_up = false;
     let mut kill_at = None;
     let status = loop {
         match control.try_wait(&mut child) {
@@ -302,6 +303,7 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
             lost = true;
             let over = ended.wait_timeout(Duration::ZERO) == Some(LeaseEnd::MaxHold)
                 || args.max_hold.is_some_and(|max| held_since.elapsed() >= max);
+            gave_up = over;
             let stop = args.kill_on_loss || over;
             eprintln!(
                 "fairlock: {} {} on {name} while the command runs: {}; {}",
@@ -339,10 +341,15 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
     lost |= release(guard, &name, lost, &lock, &args);
     if lost {
         eprintln!(
-            "fairlock: the command {}; exiting with {} because {} was lost",
+            "fairlock: the command {}; exiting with {} because {} {}",
             describe(status),
             exit::LEASE_LOST,
-            lock.what()
+            lock.what(),
+            if gave_up {
+                "reached its --max-hold"
+            } else {
+                "was lost"
+            }
         );
         return Ok(exit::LEASE_LOST);
     }

@@ -1,0 +1,208 @@
+//! A hold that cannot outlive its purpose (`with_max_hold`), for the
+//! mutex, the semaphore and the reader-writer lock, against a real server:
+//! at the maximum hold the lease signal fires with `LeaseEnd::MaxHold`,
+//! the watchdog renews no further than it, and the lock passes on to the
+//! next waiter then (not a lease later), while the old guard learns that
+//! its lease is gone; a hold released in time ends as released; a maximum
+//! hold out of bounds is refused before any I/O.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, ErrorKind, LeaseEnd, UnboundGuard, MAX_LEASE, MIN_LEASE};
+use fairlock_test_support::*;
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Mutex,
+    Semaphore,
+    Write,
+}
+
+/// An acquisition of `kind` on `name` with `max_hold` (`None`: none),
+/// waiting up to `timeout`; unbound, so one guard type serves every kind.
+fn take(
+    client: &Client,
+    kind: Kind,
+    name: &str,
+    max_hold: Option<Duration>,
+    timeout: Duration,
+) -> fairlock::Result<Option<UnboundGuard>> {
+    let max = max_hold.unwrap_or(MAX_LEASE);
+    match kind {
+        Kind::Mutex => client
+            .fair_mutex(name)
+            .with_max_hold(max)
+            .unbound()
+            .try_lock_for(timeout),
+        Kind::Semaphore => client
+            .fair_semaphore(name, 1)
+            .with_max_hold(max)
+            .unbound()
+            .try_acquire_for(timeout),
+        Kind::Write => client
+            .fair_rwlock(name)
+            .with_max_hold(max)
+            .unbound()
+            .try_write_for(timeout),
+    }
+}
+
+#[test]
+fn past_its_max_hold_a_hold_is_signalled_no_longer_renewed_and_passed_on() {
+    let server = RedisServer::start();
+    // Watchdog period 100 ms: a lease-long renewal would carry the hold
+    // 300 ms past its maximum.
+    let lease = Duration::from_millis(300);
+    let max_hold = Duration::from_millis(900);
+    let holder = server.builder().lease(lease).build().unwrap();
+    let waiter = server.client();
+    for kind in [Kind::Mutex, Kind::Semaphore, Kind::Write] {
+        let name = format!("max-hold-{kind:?}");
+        let guard = take(&holder, kind, &name, Some(max_hold), Duration::from_secs(5))
+            .unwrap()
+            .expect("free");
+        let granted = Instant::now();
+        let signal = guard.lease_signal();
+        let (tx, rx) = mpsc::channel();
+        let (waiter_client, waiter_name) = (waiter.clone(), name.clone());
+        let queued = thread::spawn(move || {
+            let got = take(
+                &waiter_client,
+                kind,
+                &waiter_name,
+                None,
+                Duration::from_secs(20),
+            );
+            tx.send(Instant::now()).unwrap();
+            got.unwrap().expect("the waiter gets it").unlock().unwrap();
+        });
+
+        let end = signal.wait_timeout(Duration::from_secs(5));
+        let signalled = granted.elapsed();
+        assert_eq!(end, Some(LeaseEnd::MaxHold), "{kind:?}");
+        let got = rx.recv_timeout(Duration::from_secs(10)).expect("passed on");
+        let passed_on = got.saturating_duration_since(granted);
+        eprintln!(
+            "max_hold: {kind:?}: max hold {:.0} ms, lease {:.0} ms: signalled at {:.0} ms, \
+             the waiter had the lock at {:.0} ms",
+            ms(max_hold),
+            ms(lease),
+            ms(signalled),
+            ms(passed_on)
+        );
+        assert!(
+            signalled + Duration::from_millis(20) >= max_hold
+                && signalled <= max_hold + Duration::from_millis(300),
+            "{kind:?}: signalled at {signalled:?}"
+        );
+        // Never before the maximum hold; at it give or take the watchdog's
+        // timing, not a whole lease after it.
+        assert!(
+            passed_on + Duration::from_millis(50) >= max_hold,
+            "{kind:?}: passed on at {passed_on:?}, before the max hold"
+        );
+        assert!(
+            passed_on < max_hold + lease,
+            "{kind:?}: passed on at {passed_on:?}: the last renewal went past the max hold"
+        );
+        assert!(
+            wait_until(Duration::from_secs(1), || guard.is_lease_lost()),
+            "{kind:?}: the old guard never learned its lease is gone"
+        );
+        assert_eq!(signal.wait_timeout(Duration::ZERO), Some(LeaseEnd::Lost));
+        let err = guard.unlock().expect_err("the hold is gone");
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{kind:?}: {err}");
+        join_within(queued, Duration::from_secs(10), "the waiter");
+    }
+}
+
+#[test]
+fn a_hold_released_before_its_max_hold_ends_released_and_a_bound_guard_is_signalled_too() {
+    let server = RedisServer::start();
+    let client = server
+        .builder()
+        .lease(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let guard = take(
+        &client,
+        Kind::Mutex,
+        "in-time",
+        Some(Duration::from_secs(2)),
+        Duration::from_secs(5),
+    )
+    .unwrap()
+    .unwrap();
+    let signal = guard.lease_signal();
+    thread::sleep(Duration::from_millis(700));
+    assert_eq!(signal.wait_timeout(Duration::ZERO), None, "held, renewed");
+    guard.unlock().unwrap();
+    assert_eq!(
+        signal.wait_timeout(Duration::ZERO),
+        Some(LeaseEnd::Released)
+    );
+
+    // The thread-bound guards take it the same way.
+    let max_hold = Duration::from_millis(500);
+    let mutex = client.fair_mutex("bound").with_max_hold(max_hold);
+    let guard = mutex.lock().unwrap();
+    let granted = Instant::now();
+    assert_eq!(
+        guard.lease_signal().wait_timeout(Duration::from_secs(5)),
+        Some(LeaseEnd::MaxHold)
+    );
+    assert!(granted.elapsed() + Duration::from_millis(20) >= max_hold);
+    let permit = client
+        .fair_semaphore("bound", 2)
+        .with_max_hold(max_hold)
+        .acquire_many(2)
+        .unwrap();
+    assert_eq!(
+        permit.lease_signal().wait_timeout(Duration::from_secs(5)),
+        Some(LeaseEnd::MaxHold)
+    );
+    let read = client
+        .fair_rwlock("bound")
+        .with_max_hold(max_hold)
+        .read()
+        .unwrap();
+    assert_eq!(
+        read.lease_signal().wait_timeout(Duration::from_secs(5)),
+        Some(LeaseEnd::MaxHold)
+    );
+}
+
+#[test]
+fn a_max_hold_out_of_bounds_is_refused_before_any_io() {
+    let server = RedisServer::start();
+    let client = server.client();
+    for bad in [
+        Duration::ZERO,
+        MIN_LEASE - Duration::from_millis(1),
+        MAX_LEASE + Duration::from_millis(1),
+    ] {
+        for kind in [Kind::Mutex, Kind::Semaphore, Kind::Write] {
+            let err = take(&client, kind, "bad-max", Some(bad), Duration::from_secs(1))
+                .expect_err("refused");
+            assert_eq!(
+                err.kind(),
+                ErrorKind::InvalidConfig,
+                "{kind:?} {bad:?}: {err}"
+            );
+            assert!(err.to_string().contains("maximum hold"), "{err}");
+        }
+        let err = client
+            .fair_mutex("bad-max")
+            .with_max_hold(bad)
+            .lock()
+            .expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    }
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*bad-max*")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(keys.is_empty(), "a refused call wrote {keys:?}");
+}
