@@ -43,7 +43,8 @@
 -- where a semaphore and a reader-writer lock differ, and it is a number.
 -- A queue entry is "<owner> <wait id> <lease ms> <fixed 0|1>": the waiting
 -- call and the grant it gets, so a handoff reads one member. An owner id is
--- "<client id>:<thread number>"; its client's channel is ARGV[1] .. client id.
+-- "<client id>:<thread number, or u<call> when unbound>[@<identity>]"; its
+-- client's channel is ARGV[1] .. client id.
 -- ARGV[1] is always the wake channel prefix, ARGV[2] the fence life in ms.
 -- Messages: "G <wait id> <token> <ttl ms>" = the lock was handed to you;
 --           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl.

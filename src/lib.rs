@@ -67,6 +67,7 @@ pub use handles::cancel::WaitCanceller;
 pub use handles::client::Client;
 pub use handles::guard::FairMutexGuard;
 pub use handles::lease_signal::LeaseSignal;
+pub use handles::multi::{FairMultiLock, MultiGuard};
 pub use handles::mutex::FairMutex;
 pub use handles::rwlock::{FairRwLock, ReadGuard, WriteGuard};
 pub use handles::semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};

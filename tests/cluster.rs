@@ -687,3 +687,95 @@ fn a_stalled_master_delays_no_renewal_or_heartbeat_on_the_other_masters() {
         stalled_guard.unlock().map_err(|e| e.kind())
     );
 }
+
+/// Each name's believed-held intervals: from, to, the part's token.
+type HoldLog = HashMap<String, Vec<(Instant, Instant, u64)>>;
+
+/// Multi-locks whose parts live on different masters: four clients taking
+/// overlapping pairs and the triple of three names (one per master), each
+/// naming them in its own order, for 5 s: no deadlock (every call within
+/// its timeout), no two holders of a name at once, tokens growing per
+/// name; a multi-lock that times out leaves no hold and no queue entry on
+/// any master.
+#[test]
+fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let mut names: Vec<String> = cluster.one_name_per_master("multi").into_values().collect();
+    names.sort();
+    let sets: [Vec<&str>; 4] = [
+        vec![&names[0], &names[1], &names[2]],
+        vec![&names[2], &names[1], &names[0]],
+        vec![&names[1], &names[0]],
+        vec![&names[2], &names[0]],
+    ];
+    let timeout = Duration::from_secs(3);
+    let log: Arc<std::sync::Mutex<HoldLog>> = Arc::default();
+    let started = Instant::now();
+    let run_for = Duration::from_secs(5);
+    let workers: Vec<_> = sets
+        .iter()
+        .map(|set| {
+            let client = builder(&cluster).build().unwrap();
+            let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+            let log = Arc::clone(&log);
+            thread::spawn(move || {
+                let (mut got, mut slowest) = (0u32, Duration::ZERO);
+                while started.elapsed() < run_for {
+                    let asked = Instant::now();
+                    let guard = client.fair_multi_lock(&set).try_lock_for(timeout).unwrap();
+                    slowest = slowest.max(asked.elapsed());
+                    let Some(guard) = guard else { continue };
+                    got += 1;
+                    let from = Instant::now();
+                    thread::sleep(Duration::from_millis(2));
+                    let tokens: Vec<(String, u64)> = guard
+                        .parts()
+                        .iter()
+                        .map(|p| (p.name().to_owned(), p.fencing_token()))
+                        .collect();
+                    let to = Instant::now();
+                    guard.unlock().unwrap();
+                    let mut log = log.lock().unwrap();
+                    for (name, token) in tokens {
+                        log.entry(name).or_default().push((from, to, token));
+                    }
+                }
+                (got, slowest)
+            })
+        })
+        .collect();
+    for worker in workers {
+        let (got, slowest) = join_within(worker, Duration::from_secs(30), "a worker");
+        eprintln!("cluster: multi-lock worker: {got} sets held, slowest call {slowest:?}");
+        assert!(got > 10, "{got} sets held");
+        assert!(slowest < timeout + Duration::from_secs(1), "{slowest:?}");
+    }
+    for (name, held) in log.lock().unwrap().iter_mut() {
+        held.sort_by_key(|h| h.0);
+        for pair in held.windows(2) {
+            assert!(pair[0].1 <= pair[1].0, "{name}: overlap {pair:?}");
+            assert!(pair[0].2 < pair[1].2, "{name}: tokens {pair:?}");
+        }
+    }
+    // One name held elsewhere: the set times out and leaves nothing.
+    let other = builder(&cluster).build().unwrap();
+    let busy = other.fair_mutex(&names[1]).lock().unwrap();
+    let client = builder(&cluster).build().unwrap();
+    let set = client.fair_multi_lock(&names);
+    assert!(set
+        .try_lock_for(Duration::from_millis(500))
+        .unwrap()
+        .is_none());
+    for name in &names {
+        let status = client.fair_mutex(name).status(10).unwrap();
+        assert_eq!(status.queue_len, 0, "{name}: a queue entry left");
+        assert!(
+            status
+                .holder
+                .is_none_or(|h| h.who.client_id() != client.id()),
+            "{name}: a part left held"
+        );
+    }
+    drop(busy);
+}

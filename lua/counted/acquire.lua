@@ -8,7 +8,7 @@
 -- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
--- ARGV[3] owner id "<client id>:<thread number>"
+-- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
 -- ARGV[4] lease ms: the hold's lease when this call gets it (1 .. MAX_MS)
 -- ARGV[5] fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it
 -- ARGV[6] waiter timeout ms: liveness deadline of a queued entry (1 .. MAX_MS)

@@ -11,6 +11,7 @@ use crate::connections::topology::Topology;
 use crate::connections::Backend;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handles::builder::ClientBuilder;
+use crate::handles::multi::FairMultiLock;
 use crate::handles::mutex::FairMutex;
 use crate::handles::rwlock::FairRwLock;
 use crate::handles::semaphore::FairSemaphore;
@@ -130,6 +131,32 @@ impl Client {
     /// ```
     pub fn fair_rwlock(&self, name: &str) -> FairRwLock {
         FairRwLock::new(Arc::clone(&self.inner), name)
+    }
+
+    /// A multi-lock over the mutexes `names`: all of them held together or
+    /// none, deadlock-free between any clients taking overlapping sets in
+    /// any order, each name FIFO (see [`FairMultiLock`], which also takes
+    /// the reads and writes of reader-writer locks). No I/O: a bad name is
+    /// reported by the first call, before any lock is taken.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let both = client.fair_multi_lock(["account:4", "account:17"]).lock()?;
+    /// println!("account:4 token {:?}", both.fencing_token("account:4"));
+    /// both.unlock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_multi_lock<I, S>(&self, names: I) -> FairMultiLock
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        names
+            .into_iter()
+            .fold(FairMultiLock::new(Arc::clone(&self.inner)), |set, name| {
+                set.and_mutex(name.as_ref())
+            })
     }
 
     /// This client's random id, the first part of every owner id it uses.

@@ -8,6 +8,7 @@ pub(crate) mod client;
 pub(crate) mod guard;
 mod handle;
 pub(crate) mod lease_signal;
+pub(crate) mod multi;
 pub(crate) mod mutex;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;

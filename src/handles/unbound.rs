@@ -49,7 +49,7 @@ impl<L> Unbound<L> {
 
 /// One acquire call of an unbound lock.
 fn acquire(handle: &Handle, ask: Result<Ask>, wait: Wait<'_>) -> Result<Option<UnboundGuard>> {
-    Ok(handle.acquire(ask, wait)?.map(|hold| UnboundGuard { hold }))
+    Ok(handle.acquire(ask, wait)?.map(UnboundGuard::new))
 }
 
 /// The same, waiting as long as it takes.
@@ -262,6 +262,10 @@ pub struct UnboundGuard {
 }
 
 impl UnboundGuard {
+    pub(crate) fn new(hold: CallHold) -> Self {
+        UnboundGuard { hold }
+    }
+
     /// The name of the lock it holds.
     pub fn name(&self) -> &str {
         self.hold.name()

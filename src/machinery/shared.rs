@@ -36,7 +36,7 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) backend: Backend,
     pub(crate) scripts: Scripts,
-    /// Random id of this client; owner ids are `<client id>:<thread number>`.
+    /// Random id of this client; owner ids are `<client id>:<thread number>` (see `owner_id`).
     pub(crate) client_id: String,
     pub(crate) waiters: Waiters,
     pub(crate) holds: Holds,

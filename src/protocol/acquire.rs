@@ -36,7 +36,7 @@ impl Mode {
 pub struct Acquire<'a> {
     /// What the call asks for.
     pub ask: Ask,
-    /// The calling thread's owner id, `<client id>:<thread number>`.
+    /// The caller's owner id (see `Participant::owner`).
     pub owner: &'a str,
     /// The lease the lock gets when this owner takes it.
     pub lease: Duration,

@@ -15,7 +15,7 @@ use crate::protocol::Ask;
 /// cancels and give-backs name the call by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueEntry<'a> {
-    /// The waiting thread's owner id, `<client id>:<thread number>`.
+    /// The waiting caller's owner id (see `Participant::owner`).
     pub owner: &'a str,
     /// The call's id inside its client.
     pub wait_id: u64,

@@ -1,0 +1,254 @@
+//! All-or-nothing multi-locks against a real server: 8 clients taking
+//! random overlapping sets of 3 of 10 names in random orders for 30 s
+//! never deadlock (every call returns within its timeout) and never
+//! overlap on a name; a multi-lock that times out or is refused leaves no
+//! hold and no queue entry; rwlock reads share and writes exclude inside
+//! sets; each part's fencing token is there; bad input is refused before
+//! any I/O. (On a 3-master cluster: tests/cluster.rs.)
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fairlock::{Access, Client, ErrorKind};
+use fairlock_test_support::*;
+
+/// A small xorshift generator: each worker its own seed, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// `k` distinct numbers below `n`, in random order.
+    fn pick(&mut self, k: usize, n: usize) -> Vec<usize> {
+        let mut all: Vec<usize> = (0..n).collect();
+        for i in 0..k {
+            let j = i + (self.next() as usize) % (n - i);
+            all.swap(i, j);
+        }
+        all.truncate(k);
+        all
+    }
+}
+
+/// One believed-held interval of a name: from the call's return to the
+/// start of its release, with the part's token.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    from: Instant,
+    to: Instant,
+    token: u64,
+}
+
+#[test]
+fn eight_clients_taking_random_overlapping_sets_never_deadlock_nor_overlap() {
+    let server = RedisServer::start();
+    let names: Vec<String> = (0..10).map(|i| format!("acct-{i}")).collect();
+    let run_for = Duration::from_secs(30);
+    let timeout = Duration::from_millis(1500);
+    let log: Arc<Mutex<HashMap<String, Vec<Held>>>> = Arc::default();
+    let started = Instant::now();
+    let workers: Vec<_> = (0..8u64)
+        .map(|w| {
+            let client = server.client();
+            let (names, log) = (names.clone(), Arc::clone(&log));
+            thread::spawn(move || {
+                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (w + 1).wrapping_mul(0x2545_F491));
+                let (mut got, mut gave_up, mut slowest) = (0u32, 0u32, Duration::ZERO);
+                while started.elapsed() < run_for {
+                    let set: Vec<&str> = rng
+                        .pick(3, 10)
+                        .into_iter()
+                        .map(|i| names[i].as_str())
+                        .collect();
+                    let asked = Instant::now();
+                    let guard = client.fair_multi_lock(&set).try_lock_for(timeout).unwrap();
+                    let took = asked.elapsed();
+                    slowest = slowest.max(took);
+                    let Some(guard) = guard else {
+                        gave_up += 1;
+                        continue;
+                    };
+                    got += 1;
+                    let from = Instant::now();
+                    thread::sleep(Duration::from_millis(rng.next() % 4));
+                    let tokens: Vec<(String, u64)> = guard
+                        .parts()
+                        .iter()
+                        .map(|p| (p.name().to_owned(), p.fencing_token()))
+                        .collect();
+                    assert_eq!(tokens.len(), 3, "every part held: {tokens:?}");
+                    let to = Instant::now();
+                    guard.unlock().unwrap();
+                    let mut log = log.lock().unwrap();
+                    for (name, token) in tokens {
+                        log.entry(name).or_default().push(Held { from, to, token });
+                    }
+                }
+                (got, gave_up, slowest)
+            })
+        })
+        .collect();
+    let mut total = (0, 0);
+    for (w, worker) in workers.into_iter().enumerate() {
+        let (got, gave_up, slowest) =
+            join_within(worker, run_for + Duration::from_secs(30), "a worker");
+        eprintln!(
+            "multi_lock: worker {w}: {got} sets held, {gave_up} timed out, slowest call {:.0} ms",
+            ms(slowest)
+        );
+        // Every call returned within its timeout (and the give-back after it).
+        assert!(
+            slowest < timeout + Duration::from_secs(1),
+            "worker {w}: a call took {slowest:?}"
+        );
+        total = (total.0 + got, total.1 + gave_up);
+    }
+    assert!(
+        total.0 > 100,
+        "too few sets held to mean anything: {total:?}"
+    );
+    let log = log.lock().unwrap();
+    for (name, held) in log.iter() {
+        let mut held = held.clone();
+        held.sort_by_key(|h| h.from);
+        for pair in held.windows(2) {
+            assert!(
+                pair[0].to <= pair[1].from,
+                "{name}: two holders at once: {pair:?}"
+            );
+            assert!(
+                pair[0].token < pair[1].token,
+                "{name}: tokens must grow with the holds: {pair:?}"
+            );
+        }
+    }
+    eprintln!(
+        "multi_lock: 8 clients, 30 s: {} sets held, {} timed out, no overlap on any of {} names",
+        total.0,
+        total.1,
+        log.len()
+    );
+    // Nothing left behind.
+    let observer = server.client();
+    for name in &names {
+        let status = observer.fair_mutex(name).status(10).unwrap();
+        assert!(
+            status.holder.is_none() && status.queue_len == 0,
+            "{name}: {status:?}"
+        );
+    }
+}
+
+#[test]
+fn a_multi_lock_that_times_out_or_is_refused_leaves_no_hold_and_no_queue_entry() {
+    let server = RedisServer::start();
+    let other = server.client();
+    let client = server.client();
+    let busy = other.fair_mutex("b").lock().unwrap();
+    let set = client.fair_multi_lock(["c", "b", "a"]);
+    let asked = Instant::now();
+    assert!(set
+        .try_lock_for(Duration::from_millis(400))
+        .unwrap()
+        .is_none());
+    let waited = asked.elapsed();
+    assert!(waited >= Duration::from_millis(400), "{waited:?}");
+    assert!(set.try_lock().unwrap().is_none(), "b is held: never queues");
+    for name in ["a", "b", "c"] {
+        let status = client.fair_mutex(name).status(10).unwrap();
+        assert_eq!(status.queue_len, 0, "{name}: left a queue entry");
+        let held_by_set = status
+            .holder
+            .is_some_and(|h| h.who.client_id() == client.id());
+        assert!(!held_by_set, "{name}: a part was left held");
+    }
+    drop(busy);
+    let guard = set.try_lock().unwrap().expect("all free now");
+    let names: Vec<String> = guard.parts().iter().map(|p| p.name().to_owned()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, ["a", "b", "c"]);
+    // One order whatever order the names were given in (their keys').
+    drop(guard);
+    let again = client.fair_multi_lock(["a", "b", "c"]).lock().unwrap();
+    let order: Vec<String> = again.parts().iter().map(|p| p.name().to_owned()).collect();
+    assert_eq!(order, names, "the shared order");
+    drop(again);
+    let guard = set.try_lock().unwrap().expect("free again");
+    let a = guard.fencing_token("a").unwrap();
+    assert!(a > 0 && guard.fencing_token("zz").is_none());
+    // The guard moves to another thread and is released there.
+    thread::spawn(move || guard.unlock())
+        .join()
+        .unwrap()
+        .unwrap();
+    assert!(!client.fair_mutex("a").is_locked().unwrap());
+}
+
+#[test]
+fn reads_share_and_writes_exclude_inside_multi_locks() {
+    let server = RedisServer::start();
+    let one = server.client();
+    let two = server.client();
+    let first = one
+        .fair_multi_lock(["m"])
+        .and_read("catalog")
+        .lock()
+        .unwrap();
+    // Another set reading the same rwlock (and another mutex) shares it.
+    let second = two
+        .fair_multi_lock(["n"])
+        .and_read("catalog")
+        .try_lock()
+        .unwrap()
+        .expect("reads share");
+    let read = second
+        .parts()
+        .iter()
+        .find(|p| p.name() == "catalog")
+        .unwrap();
+    assert_eq!(read.access(), Some(Access::Read));
+    // A write of it does not, and the set's mutex is left free.
+    let writer = two.fair_multi_lock(["w"]).and_write("catalog");
+    assert!(writer
+        .try_lock_for(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    assert!(!two.fair_mutex("w").is_locked().unwrap());
+    // A name both read and written is written.
+    let both = one.fair_multi_lock(["x"]).and_read("dup").and_write("dup");
+    drop((first, second));
+    let guard = both.lock().unwrap();
+    assert_eq!(guard.parts().len(), 2);
+    let dup = guard.parts().iter().find(|p| p.name() == "dup").unwrap();
+    assert_eq!(dup.access(), Some(Access::Write));
+}
+
+#[test]
+fn bad_input_is_refused_before_any_io() {
+    let server = RedisServer::start();
+    let client: Client = server.client();
+    let empty: [&str; 0] = [];
+    let err = client.fair_multi_lock(empty).lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    let err = client.fair_multi_lock(["ok", ""]).try_lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidName, "{err}");
+    let err = client
+        .fair_multi_lock(["ok"])
+        .with_lease(Duration::ZERO)
+        .try_lock()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(keys.is_empty(), "a refused multi-lock wrote {keys:?}");
+}
