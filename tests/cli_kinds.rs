@@ -263,16 +263,26 @@ fn conflicting_kind_flags_are_one_line_usage_errors() {
     assert!(!Path::new(marker).exists());
 }
 
+/// The mutex, the 2-permit semaphore and the rwlock of `name` are free.
+fn assert_every_kind_free(client: &fairlock::Client, name: &str) {
+    assert!(!client.fair_mutex(name).is_locked().unwrap());
+    assert!(!client.fair_semaphore(name, 2).is_locked().unwrap());
+    assert!(!client.fair_rwlock(name).is_locked().unwrap());
+}
+
+/// `run`'s flags for each kind of lock, and what its messages call the hold.
+const EVERY_KIND: [(&[&str], &str); 4] = [
+    (&["--permits", "2"], "the permit"),
+    (&["--shared"], "the read lock"),
+    (&["--exclusive"], "the write lock"),
+    (&[], "the lock"),
+];
+
 #[test]
 fn a_fixed_lease_holds_every_kind_for_at_most_its_length() {
     let server = RedisServer::start();
     let client = server.client();
-    for (flags, what) in [
-        (&["--permits", "2"][..], "the permit"),
-        (&["--shared"], "the read lock"),
-        (&["--exclusive"], "the write lock"),
-        (&[], "the lock"),
-    ] {
+    for (flags, what) in EVERY_KIND {
         // No watchdog renews a --lease: a command that outlives it has
         // lost its hold, whatever the kind.
         let started = Instant::now();
@@ -292,9 +302,7 @@ fn a_fixed_lease_holds_every_kind_for_at_most_its_length() {
         assert!(started.elapsed() < PATIENCE, "{:?}", started.elapsed());
     }
     // Nothing was left held: every kind of the name is free again.
-    assert!(!client.fair_mutex("fixed").is_locked().unwrap());
-    assert!(!client.fair_semaphore("fixed", 2).is_locked().unwrap());
-    assert!(!client.fair_rwlock("fixed").is_locked().unwrap());
+    assert_every_kind_free(&client, "fixed");
 }
 
 #[test]
@@ -841,12 +849,7 @@ fn status_says_how_many_permits_each_hold_takes() {
 fn a_max_hold_stops_the_command_of_every_kind_and_frees_the_lock() {
     let server = RedisServer::start();
     let client = server.client();
-    for (flags, what) in [
-        (&["--permits", "2"][..], "the permit"),
-        (&["--shared"], "the read lock"),
-        (&["--exclusive"], "the write lock"),
-        (&[], "the lock"),
-    ] {
+    for (flags, what) in EVERY_KIND {
         let started = Instant::now();
         let out = output(
             fairlock(&server)
@@ -872,9 +875,7 @@ fn a_max_hold_stops_the_command_of_every_kind_and_frees_the_lock() {
             "{flags:?}: {took:?}"
         );
     }
-    assert!(!client.fair_mutex("bounded").is_locked().unwrap());
-    assert!(!client.fair_semaphore("bounded", 2).is_locked().unwrap());
-    assert!(!client.fair_rwlock("bounded").is_locked().unwrap());
+    assert_every_kind_free(&client, "bounded");
 }
 
 /// `--identity` (or `FAIRLOCK_IDENTITY`) names the caller in every
