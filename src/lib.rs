@@ -65,6 +65,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use handles::builder::ClientBuilder;
 pub use handles::cancel::WaitCanceller;
 pub use handles::client::Client;
+pub use handles::election::{Election, Leader, LeaderWatch, Leadership};
 pub use handles::guard::FairMutexGuard;
 pub use handles::lease_signal::LeaseSignal;
 pub use handles::multi::{FairMultiLock, MultiGuard};
@@ -78,6 +79,7 @@ pub use handles::unbound::{Unbound, UnboundGuard};
 pub use machinery::holds::LeaseEnd;
 pub use protocol::keys::MAX_NAME_LEN;
 pub use protocol::Access;
+pub use protocol::MAX_VALUE_LEN as MAX_ELECTION_VALUE_LEN;
 
 /// The protocol layer, for fairlock's own test support only: not an API,
 /// no stability promised (feature `test-support`).
@@ -85,10 +87,11 @@ pub use protocol::Access;
 #[doc(hidden)]
 pub mod test_support {
     pub use crate::protocol::{
-        Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask, Cancel, CancelReply, CommonArgs,
-        Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply, HolderReply, LockKeys,
-        LockKind, Mode, Op, Operation, QueueEntry, Release, ReleaseReply, Renew, Script, Status,
-        StatusReply, WaiterReply, WaiterStatus, WakeMessage, RW_CAPACITY,
+        check_value, election_channel, Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask,
+        Cancel, CancelReply, CommonArgs, ElectionMessage, Engine, ForceRelease, Freed, HandedOver,
+        Heartbeat, HeartbeatReply, HolderReply, LockKeys, LockKind, Mode, Op, Operation,
+        QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply, WaiterReply,
+        WaiterStatus, WakeMessage, RW_CAPACITY,
     };
 }
 

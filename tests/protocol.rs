@@ -18,7 +18,8 @@
 //! reaching its waiter by message and by poll, `try` never ahead of a
 //! queued waiter, heartbeats that keep waiters and push every TTL while the
 //! unbeaten are dropped, and every key keeping a TTL through heartbeats,
-//! cancels and abandons in a mix, on all three kinds; on the counted
+//! cancels and abandons in a mix, on all three kinds and on an election
+//! (the mutex's engine on an election's own keys); on the counted
 //! engine's two, increasing fencing tokens, repeats (first calls, queued
 //! calls, releases) that count once, renewals only of a live hold with its
 //! token, leases (fixed ones too) that run out by themselves and free their
@@ -68,7 +69,8 @@ use driver::*;
 
 /// For each scenario `fn name(k: LockKind)` listed with the kinds it fits,
 /// a module `name` with one test per kind: `name::mutex`,
-/// `name::semaphore`, `name::rwlock`.
+/// `name::semaphore`, `name::rwlock`, `name::election` (an election is
+/// the mutex's engine on keys of its own).
 macro_rules! per_kind {
     ($($(#[$attr:meta])* [$($kind:ident),+] fn $name:ident($k:ident: LockKind $(,)?) $body:block)*) => {$(
         $(#[$attr])*
@@ -88,6 +90,7 @@ fn kind_named(name: &str) -> LockKind {
         "mutex" => LockKind::Mutex,
         "semaphore" => LockKind::Semaphore,
         "rwlock" => LockKind::RwLock,
+        "election" => LockKind::Election,
         other => panic!("no kind {other}"),
     }
 }
@@ -96,7 +99,7 @@ fn kind_named(name: &str) -> LockKind {
 /// permits), and how many fit: one mutex hold, one write.
 fn slots(kind: LockKind, n: u32) -> (Ask, u32) {
     match kind {
-        LockKind::Mutex => (Ask::Mutex, 1),
+        LockKind::Mutex | LockKind::Election => (Ask::Mutex, 1),
         LockKind::Semaphore => (permits(1, n), n),
         LockKind::RwLock => (WRITE, 1),
     }
@@ -105,7 +108,7 @@ fn slots(kind: LockKind, n: u32) -> (Ask, u32) {
 per_kind! {
     /// Each release hands the lock (a semaphore: the one permit it frees)
     /// to the next waiter in arrival order.
-    [mutex, semaphore, rwlock]
+    [mutex, semaphore, rwlock, election]
     fn waiters_get_holds_in_arrival_order(k: LockKind) {
         let mut s = Lock::new(k, "fifo");
         let (ask, n) = slots(k, 2);
@@ -129,7 +132,7 @@ per_kind! {
 
     /// A holder's lease runs out while a waiter is queued: the lock is
     /// free, but the waiter came first.
-    [mutex, semaphore, rwlock]
+    [mutex, semaphore, rwlock, election]
     fn try_never_passes_a_queued_waiter_even_with_the_lock_free(k: LockKind) {
         let mut s = Lock::new(k, "try-fifo");
         let (ask, _) = slots(k, 1);
@@ -148,7 +151,7 @@ per_kind! {
         assert_eq!(s.queue("n:1", 4, ask), 0);
     }
 
-    [mutex, semaphore, rwlock]
+    [mutex, semaphore, rwlock, election]
     fn a_grant_reaches_its_waiter_by_message_and_by_poll(k: LockKind) {
         let mut s = k.lock("handoff");
         let ask = k.all(1);
@@ -500,6 +503,7 @@ per_kind! {
             (LockKind::Mutex, Ask::Mutex),
             (LockKind::Semaphore, permits(1, 1)),
             (LockKind::RwLock, READ),
+            (LockKind::Election, Ask::Mutex),
         ] {
             if other == k {
                 continue;
@@ -508,10 +512,13 @@ per_kind! {
             assert_eq!(keys.slot, s.keys.slot);
             let script = Script::of(other, Op::Acquire);
             let engine = match other {
-                LockKind::Mutex => Engine::Mutex,
+                LockKind::Mutex | LockKind::Election => Engine::Mutex,
                 _ => Engine::Counted,
             };
-            assert_eq!(script.engine, engine, "the mutex keeps its own engine");
+            assert_eq!(
+                script.engine, engine,
+                "the mutex keeps its own engine, which an election runs on"
+            );
             let op = Acquire {
                 ask,
                 owner: "b:1",
@@ -536,7 +543,7 @@ per_kind! {
         s.assert_every_key_expires();
     }
 
-    [mutex, semaphore, rwlock]
+    [mutex, semaphore, rwlock, election]
     fn heartbeats_keep_waiters_alive_and_push_every_ttl_while_the_unbeaten_are_dropped(
         k: LockKind,
     ) {
@@ -1080,7 +1087,7 @@ per_kind! {
     /// one write), with heartbeats, cancels and abandons in a mix: never
     /// more holds than fit, no unit free while a live waiter waits, and
     /// (checked after every step) every key keeps a TTL.
-    [mutex, semaphore, rwlock]
+    [mutex, semaphore, rwlock, election]
     fn every_key_keeps_a_ttl_through_heartbeats_cancels_and_abandons_in_a_mix(k: LockKind) {
         let mut s = k.lock("ttl-mix");
         let (ask, n) = slots(k, 2);

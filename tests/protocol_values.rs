@@ -3,17 +3,19 @@
 //! release, renew, status), its replies parse into the typed answer and a
 //! malformed one is an error, a queue member names the call and its grant,
 //! an ask's units and capacity are what the counted engine expects, every
-//! wake message the scripts publish parses (and nothing else does), and all
+//! wake message the scripts publish parses (and nothing else does), an
+//! election's values follow their rule and its messages parse back, and all
 //! keys of a lock share one hash tag, hence one cluster slot. Moved from the
 //! unit tests of `src/protocol/`; reached through `fairlock::test_support`.
 
 use std::time::Duration;
 
 use fairlock::test_support::{
-    Access, Acquire, AcquireReply, Ask, HandedOver, Heartbeat, LockKeys, LockKind, Mode, Operation,
-    QueueEntry, Release, ReleaseReply, Renew, Status, WaiterStatus, WakeMessage, RW_CAPACITY,
+    check_value, election_channel, Access, Acquire, AcquireReply, Ask, ElectionMessage, Engine,
+    HandedOver, Heartbeat, LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release,
+    ReleaseReply, Renew, Script, Status, WaiterStatus, WakeMessage, RW_CAPACITY,
 };
-use fairlock::{ErrorKind, MAX_NAME_LEN};
+use fairlock::{ErrorKind, MAX_ELECTION_VALUE_LEN, MAX_NAME_LEN};
 use redis::Value;
 
 // Keys (src/protocol/keys.rs)
@@ -91,6 +93,35 @@ fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_queue_keys_2nd_and_3rd() {
     assert_eq!(rw.lock(), rw.all[0]);
     assert_eq!(
         LockKeys::rwlock("p", "").unwrap_err().kind(),
+        ErrorKind::InvalidName
+    );
+}
+
+#[test]
+fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine() {
+    let mutex = LockKeys::new("p", "jobs").unwrap();
+    let sem = LockKeys::semaphore("p", "jobs").unwrap();
+    let rw = LockKeys::rwlock("p", "jobs").unwrap();
+    let election = LockKeys::election("p", "jobs").unwrap();
+    let tag = hash_tag(&mutex.all[0]).to_owned();
+    assert_eq!(election.kind(), LockKind::Election);
+    assert_eq!(
+        election.all,
+        ["elect", "electq", "electd"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+    );
+    assert_eq!(election.slot, mutex.slot);
+    for other in [&mutex, &sem, &rw] {
+        assert!(election.all.iter().all(|k| !other.all.contains(k)));
+    }
+    assert_eq!(election.lock(), election.all[0]);
+    for op in [Op::Acquire, Op::Release, Op::Renew, Op::Status] {
+        assert_eq!(Script::of(LockKind::Election, op).engine, Engine::Mutex);
+    }
+    assert!(Ask::Mutex.fits(LockKind::Election));
+    assert!(!Ask::RwLock(Access::Write).fits(LockKind::Election));
+    assert_eq!(LockKind::Election.label(), "election");
+    assert_eq!(
+        LockKeys::election("p", "").unwrap_err().kind(),
         ErrorKind::InvalidName
     );
 }
@@ -285,6 +316,72 @@ fn replies_name_the_holds_left_or_every_waiter_handed_over() {
         .is_err());
 }
 
+// Elections (src/protocol/election.rs)
+
+#[test]
+fn election_values_are_printable_ascii_without_spaces_up_to_the_limit() {
+    let longest = "v".repeat(MAX_ELECTION_VALUE_LEN);
+    for good in ["a", "node-1@10.0.0.7:8080", "!~", &longest] {
+        assert!(check_value(good).is_ok(), "{good:?}");
+    }
+    let too_long = "v".repeat(MAX_ELECTION_VALUE_LEN + 1);
+    for bad in [
+        "",
+        "a b",
+        "tab\there",
+        "new\nline",
+        "é",
+        "\u{7f}",
+        &too_long,
+    ] {
+        let err = check_value(bad).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad:?}");
+        assert!(
+            err.to_string().contains("printable ASCII without spaces"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn election_messages_parse_back_and_nothing_else_does() {
+    assert_eq!(election_channel("p", "a b"), "p:election:a b");
+    for message in [
+        ElectionMessage::Leads {
+            term: 1_795_377_959_667_025,
+            value: "a@b:c".into(),
+            owner: "abc:u3@a@b:c".into(),
+        },
+        ElectionMessage::Resigned { term: 18 },
+    ] {
+        assert_eq!(
+            ElectionMessage::parse(message.payload().as_bytes()),
+            Some(message)
+        );
+    }
+    assert_eq!(
+        ElectionMessage::Leads {
+            term: 7,
+            value: "v".into(),
+            owner: "c:u1@v".into()
+        }
+        .payload(),
+        "7 v c:u1@v"
+    );
+    for junk in [
+        "",
+        "17",
+        "x v o",
+        "17 v",
+        "resigned",
+        "resigned x",
+        "1 2 3 4",
+        "\u{ff}",
+    ] {
+        assert_eq!(ElectionMessage::parse(junk.as_bytes()), None, "{junk:?}");
+    }
+}
+
 // Renew (src/protocol/renew.rs)
 
 #[test]
@@ -300,6 +397,8 @@ fn the_mutex_sends_its_lock_key_and_a_counted_lock_all_its_keys() {
     assert_eq!(op.keys(&mutex).len(), 1);
     let sem = LockKeys::semaphore("p", "n").unwrap();
     assert_eq!(op.keys(&sem), sem.all.as_slice());
+    let election = LockKeys::election("p", "n").unwrap();
+    assert_eq!(op.keys(&election), &election.all[..1]);
     assert!(op.parse(Value::Int(1)).unwrap());
     assert!(!op.parse(Value::Int(0)).unwrap());
 }

@@ -187,6 +187,18 @@ fn a_least_privilege_acl_user_can_do_everything_the_library_does_and_nothing_els
     assert!(b.fair_mutex("acl-2").try_lock().unwrap().is_some());
     guard.unlock().unwrap();
 
+    // An election: a campaign announces itself on the election's channel,
+    // a watch subscribes to it, a resignation announces itself too.
+    let mut watch = b.election("acl").watch().unwrap();
+    let leading = a.election("acl").campaign_with("acl-leader").unwrap();
+    let seen = watch
+        .next(Duration::from_secs(5))
+        .unwrap()
+        .expect("a leader");
+    assert_eq!(seen.value, "acl-leader");
+    leading.resign().unwrap();
+    drop(watch);
+
     // Every connection of the library is the ACL user's.
     let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
     let users: Vec<&str> = clients

@@ -4,8 +4,9 @@
 //! so the calls compile away).
 //!
 //! Metric names, units and labels (the README's "Observing it" lists them
-//! too); every metric has `primitive` (`mutex`, `semaphore`, `rwlock`) and,
-//! when the client asks for it ([`ClientBuilder::metrics_lock_names`](crate::ClientBuilder::metrics_lock_names)),
+//! too); every metric has `primitive` (`mutex`, `semaphore`, `rwlock`,
+//! `election`) and, when the client asks for it
+//! ([`ClientBuilder::metrics_lock_names`](crate::ClientBuilder::metrics_lock_names)),
 //! `name`:
 //! - `fairlock_wait_seconds` (histogram): how long an acquire call waited,
 //!   with `outcome` `acquired`, `timed_out`, `cancelled` or `failed`;
@@ -64,13 +65,8 @@ mod on {
 
     impl Labels {
         pub(crate) fn new(kind: LockKind, name: Option<&str>) -> Self {
-            let primitive = match kind {
-                LockKind::Mutex => "mutex",
-                LockKind::Semaphore => "semaphore",
-                LockKind::RwLock => "rwlock",
-            };
             Labels {
-                primitive,
+                primitive: kind.label(),
                 name: name.map(Arc::from),
             }
         }

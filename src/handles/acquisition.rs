@@ -52,6 +52,9 @@ pub(crate) struct Acquisition<'m> {
     /// The call is an owner of its own (`<client id>:u<call>`), not its
     /// thread: it never re-enters, and its guard may go to any thread.
     pub(crate) unbound: bool,
+    /// What an unbound call's owner id carries after `@` instead of the
+    /// client's identity (an election candidate's value).
+    pub(crate) owner_tag: Option<&'m str>,
 }
 
 /// A hold this call got, for the handle to wrap in a guard.
@@ -98,7 +101,7 @@ impl Acquisition<'_> {
     fn waiter(&self) -> Arc<Waiter> {
         let id = self.shared.next_wait_id();
         let owner = if self.unbound {
-            self.shared.unbound_owner_id(id)
+            self.shared.unbound_owner_id(id, self.owner_tag)
         } else {
             self.shared.owner_id()
         };

@@ -11,6 +11,7 @@ use crate::connections::topology::Topology;
 use crate::connections::Backend;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handles::builder::ClientBuilder;
+use crate::handles::election::Election;
 use crate::handles::multi::FairMultiLock;
 use crate::handles::mutex::FairMutex;
 use crate::handles::rwlock::FairRwLock;
@@ -157,6 +158,24 @@ impl Client {
             .fold(FairMultiLock::new(Arc::clone(&self.inner)), |set, name| {
                 set.and_mutex(name.as_ref())
             })
+    }
+
+    /// A handle to the leader election `name`: candidates campaign with a
+    /// value and lead one at a time, in arrival order (see [`Election`]).
+    /// No I/O: a bad name is reported by the first call that uses it. The
+    /// election of a name is apart from the mutex, the semaphore and the
+    /// rwlock of that name.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let election = client.election("scheduler");
+    /// let leadership = election.campaign_with("node-1")?;
+    /// drop(leadership); // resigns
+    /// # Ok(()) }
+    /// ```
+    pub fn election(&self, name: &str) -> Election {
+        Election::new(Arc::clone(&self.inner), name)
     }
 
     /// This client's random id, the first part of every owner id it uses.

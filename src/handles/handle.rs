@@ -20,8 +20,10 @@ use crate::protocol::{Ask, ForceRelease, Freed, LockKeys, LockKind, Status, Stat
 pub(crate) struct Handle {
     client: Arc<ClientInner>,
     name: Arc<str>,
-    /// The name's keys, or why the name is invalid (every call reports it).
-    keys: Result<Arc<LockKeys>>,
+    /// The name's keys, or why the name is invalid (every call reports it;
+    /// shared, so that a handle, which every guard and permit carries,
+    /// stays small).
+    keys: std::result::Result<Arc<LockKeys>, Arc<Error>>,
     /// A lease no watchdog renews, when set (`with_lease`).
     fixed_lease: Option<Duration>,
     /// The longest a hold is renewed for, when set (`with_max_hold`).
@@ -29,6 +31,10 @@ pub(crate) struct Handle {
     /// Whether each acquisition is its own owner, not the thread's
     /// (`unbound`): never re-entered, released from any thread.
     unbound: bool,
+    /// What an unbound acquisition's owner id carries after `@` instead of
+    /// the client's identity (`with_owner_tag`: an election candidate's
+    /// value, checked by the election before any call).
+    owner_tag: Option<Arc<str>>,
 }
 
 /// How long an acquire call may wait for the lock.
@@ -44,7 +50,9 @@ pub(crate) enum Wait<'c> {
 
 impl Handle {
     pub(crate) fn new(client: Arc<ClientInner>, name: &str, kind: LockKind) -> Self {
-        let keys = LockKeys::of_kind(&client.shared.config.key_prefix, name, kind).map(Arc::new);
+        let keys = LockKeys::of_kind(&client.shared.config.key_prefix, name, kind)
+            .map(Arc::new)
+            .map_err(Arc::new);
         Handle {
             client,
             name: name.into(),
@@ -52,6 +60,7 @@ impl Handle {
             fixed_lease: None,
             max_hold: None,
             unbound: false,
+            owner_tag: None,
         }
     }
 
@@ -89,12 +98,22 @@ impl Handle {
         }
     }
 
+    /// The same lock, its unbound acquisitions' owner ids ending with
+    /// `@<tag>` instead of `@<identity>` (elections only: a candidate's
+    /// value rides where the identity does, so every status shows it).
+    pub(crate) fn with_owner_tag(&self, tag: &str) -> Handle {
+        Handle {
+            owner_tag: Some(tag.into()),
+            ..self.clone()
+        }
+    }
+
     pub(crate) fn shared(&self) -> &Shared {
         &self.client.shared
     }
 
     pub(crate) fn keys(&self) -> Result<&Arc<LockKeys>> {
-        self.keys.as_ref().map_err(Error::clone)
+        self.keys.as_ref().map_err(|err| Error::clone(err))
     }
 
     /// (lease, fixed) of this handle's acquisitions: the client's lease,
@@ -127,6 +146,7 @@ impl Handle {
             fixed,
             max_hold: self.max_hold,
             unbound: self.unbound,
+            owner_tag: self.owner_tag.as_deref(),
         })
     }
 
@@ -188,6 +208,7 @@ impl std::fmt::Debug for Handle {
             .field("fixed_lease", &self.fixed_lease)
             .field("max_hold", &self.max_hold)
             .field("unbound", &self.unbound)
+            .field("owner_tag", &self.owner_tag)
             .finish_non_exhaustive()
     }
 }

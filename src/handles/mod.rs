@@ -1,10 +1,12 @@
-//! The public handles layer: the client, the three locks, their guards and the acquire algorithm.
+//! The public handles layer: the client, the three locks and the
+//! multi-lock, their guards, the election and the acquire algorithm.
 
 mod acquisition;
 pub(crate) mod builder;
 mod call_hold;
 pub(crate) mod cancel;
 pub(crate) mod client;
+pub(crate) mod election;
 pub(crate) mod guard;
 mod handle;
 pub(crate) mod lease_signal;

@@ -12,7 +12,8 @@ pub struct Participant {
     /// The owner id: `<client id>:<thread number>` for a thread's
     /// acquisitions, `<client id>:u<call>` for an
     /// [unbound](crate::FairMutex::unbound) one, then `@<identity>` when
-    /// the client has one.
+    /// the client has one; an [election](crate::Election)'s candidate is
+    /// `<client id>:u<call>@<value>`.
     pub owner: String,
 }
 
@@ -42,7 +43,9 @@ impl Participant {
     }
 
     /// The identity its client was built with
-    /// ([`ClientBuilder::identity`](crate::ClientBuilder::identity)), if any.
+    /// ([`ClientBuilder::identity`](crate::ClientBuilder::identity)), if
+    /// any; for an [election](crate::Election)'s candidate, the value it
+    /// campaigns with.
     pub fn identity(&self) -> Option<&str> {
         self.parts().1
     }

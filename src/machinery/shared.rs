@@ -117,9 +117,13 @@ impl Shared {
     }
 
     /// Owner id of unbound acquire call `call`, its own owner whatever
-    /// thread asks: `<client id>:u<call>`, then `@<identity>`.
-    pub(crate) fn unbound_owner_id(&self, call: u64) -> String {
-        format!("{}:u{call}{}", self.client_id, self.identity_suffix())
+    /// thread asks: `<client id>:u<call>`, then `@<tag>` when the call has
+    /// one (an election's candidate: its value), else `@<identity>`.
+    pub(crate) fn unbound_owner_id(&self, call: u64, tag: Option<&str>) -> String {
+        match tag {
+            Some(tag) => format!("{}:u{call}@{tag}", self.client_id),
+            None => format!("{}:u{call}{}", self.client_id, self.identity_suffix()),
+        }
     }
 
     fn identity_suffix(&self) -> String {

@@ -10,6 +10,10 @@
 //! queue; `S` asks the thread to notice that the client is stopping.
 //! Messages published while the connection is down are lost, so after every
 //! reconnect all waiters poll once.
+//!
+//! Its checked `SUBSCRIBE` and its test for a read cut short by a signal
+//! also serve an election's watch, which reads a channel of its own on the
+//! caller's thread.
 
 use std::sync::mpsc::Sender;
 use std::time::Duration;
@@ -108,7 +112,7 @@ fn listen(
 /// redis crate's `PubSub::subscribe` drops: a refused subscription (an ACL
 /// user without SUBSCRIBE or without the channel) would otherwise pass for
 /// a live one, and nothing would try again until the connection broke.
-fn subscribe(conn: &mut redis::Connection, channel: &str) -> Result<()> {
+pub(crate) fn subscribe(conn: &mut redis::Connection, channel: &str) -> Result<()> {
     let answer: Value = redis::cmd("SUBSCRIBE").arg(channel).query(conn)?;
     match &answer {
         Value::Array(items) if items.first() == Some(&Value::BulkString(b"subscribe".to_vec())) => {
@@ -125,7 +129,7 @@ const MAX_INTERRUPTIONS: u32 = 3;
 
 /// True for an I/O error that does not show the connection closed and that
 /// redis-rs would retry at once, such as EINTR.
-fn interrupted(err: &redis::RedisError) -> bool {
+pub(crate) fn interrupted(err: &redis::RedisError) -> bool {
     err.is_io_error()
         && !err.is_connection_dropped()
         && matches!(err.retry_method(), redis::RetryMethod::RetryImmediately)

@@ -46,6 +46,12 @@ impl Ask {
         }
     }
 
+    /// Whether a lock of `kind` takes this ask: a mutex's ask is also an
+    /// election's (an election is a mutex's queue in keys of its own).
+    pub fn fits(self, kind: LockKind) -> bool {
+        kind == self.kind() || (self == Ask::Mutex && kind == LockKind::Election)
+    }
+
     /// The units the lock has (the counted engine's capacity).
     pub fn capacity(self) -> u32 {
         match self {

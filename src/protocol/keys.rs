@@ -5,10 +5,10 @@ use crate::error::{Error, ErrorKind, Result};
 /// Longest lock name accepted, in bytes (64 KiB).
 pub const MAX_NAME_LEN: usize = 64 * 1024;
 
-/// Which primitive a family of keys belongs to. The mutex, the semaphore and
-/// the reader-writer lock of one name are separate locks in separate
-/// keys, so a key of one kind never meets a script of another; all kinds of
-/// one name share the `{tag}`, hence one cluster slot.
+/// Which primitive a family of keys belongs to. The mutex, the semaphore,
+/// the reader-writer lock and the election of one name are separate locks
+/// in separate keys, so a key of one kind never meets a script of another
+/// engine; all kinds of one name share the `{tag}`, hence one cluster slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LockKind {
     /// A fair mutex: keys lock, queue, deadlines.
@@ -18,6 +18,22 @@ pub enum LockKind {
     /// A fair reader-writer lock: keys holders, queue, deadlines, tokens,
     /// meta (as a semaphore's: both run on the counted engine).
     RwLock,
+    /// A leader election: a mutex's queue under keys of its own (elect,
+    /// electq, electd), run by the mutex's engine.
+    Election,
+}
+
+impl LockKind {
+    /// The kind as metrics and messages name it: `mutex`, `semaphore`,
+    /// `rwlock`, `election`.
+    pub fn label(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "mutex",
+            LockKind::Semaphore => "semaphore",
+            LockKind::RwLock => "rwlock",
+            LockKind::Election => "election",
+        }
+    }
 }
 
 /// The keys of one lock, in the order every script of its kind expects them.
@@ -35,13 +51,15 @@ pub enum LockKind {
 /// token -> member) and meta (string `"<capacity> <used> <last token>[
 /// <mark>]"`); a semaphore's are `sem`, `semq`, `semd`, `semt`,
 /// `semmeta`, a reader-writer lock's `rw`, `rwq`, `rwd`, `rwt`, `rwmeta`.
+/// An election is a mutex's queue in keys of its own: `elect`, `electq`,
+/// `electd`, laid out as the mutex's.
 /// The queue keys are 2nd and 3rd in every kind, so lua/lib.lua's queue
 /// steps serve both engines.
 #[derive(Debug)]
 pub struct LockKeys {
-    /// Mutex: lock (the hold, or the last token of a free lock), queue,
-    /// deadlines. Semaphore and RwLock: holders, queue, deadlines, tokens,
-    /// meta.
+    /// Mutex and Election: lock (the hold, or the last token of a free
+    /// lock), queue, deadlines. Semaphore and RwLock: holders, queue,
+    /// deadlines, tokens, meta.
     pub all: Vec<String>,
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
@@ -69,6 +87,13 @@ impl LockKeys {
         Self::of_kind(prefix, name, LockKind::RwLock)
     }
 
+    /// The keys of the election `name` under `prefix` (see
+    /// [`LockKeys::new`]).
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn election(prefix: &str, name: &str) -> Result<Self> {
+        Self::of_kind(prefix, name, LockKind::Election)
+    }
+
     /// The keys of the `kind` of lock called `name` under `prefix`.
     pub fn of_kind(prefix: &str, name: &str, kind: LockKind) -> Result<Self> {
         validate_name(name)?;
@@ -79,6 +104,7 @@ impl LockKeys {
             LockKind::Mutex => &["lock", "queue", "deadlines"],
             LockKind::Semaphore => &["sem", "semq", "semd", "semt", "semmeta"],
             LockKind::RwLock => &["rw", "rwq", "rwd", "rwt", "rwmeta"],
+            LockKind::Election => &["elect", "electq", "electd"],
         };
         Ok(LockKeys {
             all: kinds.iter().map(|k| key(k)).collect(),
@@ -92,9 +118,10 @@ impl LockKeys {
         self.kind
     }
 
-    /// The first key: the mutex's lock key (the only key its renew script
-    /// needs), a semaphore's or a rwlock's holders. Unique per lock and kind, so the
-    /// client's registries key their entries by it.
+    /// The first key: the mutex's (or an election's) lock key (the only
+    /// key its renew script needs), a semaphore's or a rwlock's holders.
+    /// Unique per lock and kind, so the client's registries key their
+    /// entries by it.
     pub fn lock(&self) -> &str {
         &self.all[0]
     }

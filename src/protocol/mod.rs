@@ -1,10 +1,11 @@
 //! The bottom layer: what fairlock says to Redis about one lock (a mutex,
-//! a semaphore or a reader-writer lock: [`LockKind`]), and nothing about
-//! how it gets there. Key names and name validation; what a call asks for
-//! ([`Ask`]); one typed value per Redis-side operation, which owns its
-//! KEYS and ARGV order and the parsing of its reply, its script following
-//! from the lock's kind ([`Script::of`]: the mutex's engine or the counted
-//! one); the wake messages the scripts publish; the replication check that
+//! a semaphore, a reader-writer lock or an election: [`LockKind`]), and
+//! nothing about how it gets there. Key names and name validation; what a
+//! call asks for ([`Ask`]); one typed value per Redis-side operation, which
+//! owns its KEYS and ARGV order and the parsing of its reply, its script
+//! following from the lock's kind ([`Script::of`]: the mutex's engine or
+//! the counted one); the wake messages the scripts publish; an election's
+//! values and the messages on its channel; the replication check that
 //! rides with every write. This is the only layer that looks at a lock's
 //! kind. Depends only on [`error`](crate::error).
 //!
@@ -15,6 +16,7 @@ mod abandon;
 mod acquire;
 mod ask;
 mod cancel;
+mod election;
 mod force_release;
 mod heartbeat;
 pub mod keys;
@@ -30,6 +32,7 @@ pub use abandon::Abandon;
 pub use acquire::{Acquire, AcquireReply, Mode};
 pub use ask::{Access, Ask};
 pub use cancel::{Cancel, CancelReply};
+pub use election::{check_value, election_channel, ElectionMessage, MAX_VALUE_LEN};
 pub use force_release::{ForceRelease, Freed};
 pub use heartbeat::{Heartbeat, HeartbeatReply, WaiterStatus};
 pub use keys::{LockKeys, LockKind};

@@ -7,7 +7,8 @@ use crate::protocol::{LockKeys, LockKind};
 
 /// Which family of scripts runs a kind of lock: the mutex keeps its own
 /// single-key engine (its hold is one string, the fastest path fairlock
-/// has), the semaphore and the reader-writer lock share the counted one.
+/// has), which an election's queue runs on too; the semaphore and the
+/// reader-writer lock share the counted one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Engine {
     /// `lua/mutex/`: one holder, re-entrant, in one string key.
@@ -20,7 +21,7 @@ impl Engine {
     /// The engine that runs a lock of `kind`.
     pub fn of(kind: LockKind) -> Engine {
         match kind {
-            LockKind::Mutex => Engine::Mutex,
+            LockKind::Mutex | LockKind::Election => Engine::Mutex,
             LockKind::Semaphore | LockKind::RwLock => Engine::Counted,
         }
     }

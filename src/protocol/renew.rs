@@ -6,8 +6,8 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{ms, unexpected, Op, Operation};
-use crate::protocol::{LockKeys, LockKind};
+use crate::protocol::operation::{ms, unexpected, Engine, Op, Operation};
+use crate::protocol::LockKeys;
 
 /// Renew hold `token` of `owner`, made by acquire call `call` (a counted
 /// lock names a hold by its call; the mutex by its owner and token).
@@ -30,9 +30,9 @@ impl Operation for Renew<'_> {
 
     /// The mutex's renewal needs its lock key only.
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
-        match keys.kind() {
-            LockKind::Mutex => &keys.all[..1],
-            LockKind::Semaphore | LockKind::RwLock => &keys.all,
+        match Engine::of(keys.kind()) {
+            Engine::Mutex => &keys.all[..1],
+            Engine::Counted => &keys.all,
         }
     }
 

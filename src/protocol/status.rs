@@ -3,7 +3,9 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, int, listed_parts, text, unexpected, Op, Operation};
+use crate::protocol::operation::{
+    count, int, listed_parts, text, unexpected, Engine, Op, Operation,
+};
 use crate::protocol::LockKind;
 
 /// Reads the status of a lock of `kind`, listing at most `waiters` queued
@@ -79,9 +81,9 @@ impl Operation for Status {
 
     fn args(&self) -> Vec<String> {
         let waiters = self.waiters.min(MAX_LISTED).to_string();
-        match self.kind {
-            LockKind::Mutex => vec![waiters],
-            LockKind::Semaphore | LockKind::RwLock => {
+        match Engine::of(self.kind) {
+            Engine::Mutex => vec![waiters],
+            Engine::Counted => {
                 vec![waiters, self.holders.min(MAX_LISTED).to_string()]
             }
         }
@@ -93,9 +95,9 @@ impl Operation for Status {
             Value::ServerError(err) => return Err(redis::RedisError::from(err).into()),
             other => return Err(unexpected(&other)),
         };
-        match self.kind {
-            LockKind::Mutex => parse_mutex(&items),
-            LockKind::Semaphore | LockKind::RwLock => self.parse_counted(&items),
+        match Engine::of(self.kind) {
+            Engine::Mutex => parse_mutex(&items),
+            Engine::Counted => self.parse_counted(&items),
         }
     }
 }

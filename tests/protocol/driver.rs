@@ -42,7 +42,7 @@ pub const fn permits(n: u32, of: u32) -> Ask {
 
 /// What a shared scenario asks of a lock of each kind: an ask of one unit
 /// (a permit of a semaphore of `of`, a read) and of every unit (all `of`
-/// permits, a write); a mutex's hold is both.
+/// permits, a write); a mutex's hold (an election's too) is both.
 pub trait Kind: Copy {
     fn one(self, of: u32) -> Ask;
     fn all(self, of: u32) -> Ask;
@@ -53,7 +53,7 @@ pub trait Kind: Copy {
 impl Kind for LockKind {
     fn one(self, of: u32) -> Ask {
         match self {
-            LockKind::Mutex => Ask::Mutex,
+            LockKind::Mutex | LockKind::Election => Ask::Mutex,
             LockKind::Semaphore => permits(1, of),
             LockKind::RwLock => READ,
         }
@@ -61,7 +61,7 @@ impl Kind for LockKind {
 
     fn all(self, of: u32) -> Ask {
         match self {
-            LockKind::Mutex => Ask::Mutex,
+            LockKind::Mutex | LockKind::Election => Ask::Mutex,
             LockKind::Semaphore => permits(of, of),
             LockKind::RwLock => WRITE,
         }
@@ -112,7 +112,7 @@ impl Lock {
     }
 
     fn counted(&self) -> bool {
-        self.kind() != LockKind::Mutex
+        !matches!(self.kind(), LockKind::Mutex | LockKind::Election)
     }
 
     /// Runs `script` with all the lock's keys, the common arguments of a

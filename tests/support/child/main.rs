@@ -4,7 +4,8 @@
 //! (named in tests/support/src/roles.rs): "holder" (holder.rs, for
 //! tests/liveness.rs), "worker", "churn", "leak" and "paused_waiter"
 //! (faults.rs, for tests/faults.rs), "lease_holder" (lease_holder.rs, for
-//! tests/partitions.rs), "soak" (soak.rs, for tests/soak.rs).
+//! tests/partitions.rs), "soak" (soak.rs, for tests/soak.rs), "candidate"
+//! (candidate.rs, for tests/election.rs).
 //!
 //! A binary of the root package behind the test-only `test-child` feature,
 //! which the test support crate turns on: `cargo test` builds it (and tests
@@ -19,6 +20,7 @@
 //! closes (so it never outlives its parent) and after at most
 //! [`CHILD_MAX_LIFE`] in any case.
 
+mod candidate;
 mod faults;
 mod holder;
 mod lease_holder;
@@ -44,6 +46,7 @@ fn main() {
         "leak" => faults::leak(),
         "paused_waiter" => faults::paused_waiter(),
         "soak" => soak::soak(),
+        "candidate" => candidate::candidate(),
         other => panic!("child: unknown role {other:?}"),
     }
 }

@@ -47,6 +47,19 @@ pub mod lease_holder {
     pub const DRIFT: &str = "LEASE_HOLDER_DRIFT";
 }
 
+/// The "candidate" role of tests/election.rs (tests/support/child/candidate.rs):
+/// a client (lease [`LEASE_MS`](candidate::LEASE_MS)) that campaigns in the
+/// election [`NAME`](candidate::NAME) with [`VALUE`](candidate::VALUE).
+///
+/// Events: `ready` once connected, `leads <term> <value>` once its
+/// campaign returned. Commands: `resign` → `resigned ok|<error kind>`.
+pub mod candidate {
+    pub const URL: &str = "CANDIDATE_URL";
+    pub const NAME: &str = "CANDIDATE_NAME";
+    pub const VALUE: &str = "CANDIDATE_VALUE";
+    pub const LEASE_MS: &str = "CANDIDATE_LEASE_MS";
+}
+
 /// The roles of tests/faults.rs ("worker", "churn", "leak",
 /// "paused_waiter"); see tests/support/child/faults.rs.
 pub mod faults {

@@ -1,0 +1,84 @@
+//! What an election says besides its queue (which is a mutex's, under
+//! keys of its own: [`LockKind::Election`](crate::protocol::LockKind)):
+//! the values candidates campaign with, which ride in their owner ids
+//! (`<client id>:u<call>@<value>`), and the messages on the election's
+//! channel, `<key prefix>:election:<name>`, which tell watchers to read
+//! the leader again.
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Longest value a candidate may campaign with, in bytes.
+pub const MAX_VALUE_LEN: usize = 256;
+
+/// `Ok` when `value` is 1 to [`MAX_VALUE_LEN`] bytes of printable ASCII
+/// without spaces (`!` to `~`, 0x21 to 0x7E): it rides in the owner id,
+/// which the scripts keep in space-separated values and every status
+/// prints.
+pub fn check_value(value: &str) -> Result<()> {
+    let printable = |b: &u8| (0x21..=0x7E).contains(b);
+    if (1..=MAX_VALUE_LEN).contains(&value.len()) && value.bytes().all(|b| printable(&b)) {
+        return Ok(());
+    }
+    let shown: String = value.chars().take(64).collect();
+    Err(Error::new(
+        ErrorKind::InvalidConfig,
+        format!(
+            "an election value must be 1 to {MAX_VALUE_LEN} bytes of printable ASCII without \
+             spaces (0x21 to 0x7E), got {} bytes: {shown:?}",
+            value.len()
+        ),
+    ))
+}
+
+/// The channel of the election `name` under the key prefix `prefix`.
+pub fn election_channel(prefix: &str, name: &str) -> String {
+    format!("{prefix}:election:{name}")
+}
+
+/// One message on an election's channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ElectionMessage {
+    /// `<term> <value> <owner>`: the candidate `owner` campaigning with
+    /// `value` leads from `term` on (published once its campaign returned).
+    Leads {
+        /// The leader's term: its hold's fencing token.
+        term: u64,
+        /// Its value.
+        value: String,
+        /// Its owner id.
+        owner: String,
+    },
+    /// `resigned <term>`: the leader of `term` resigned.
+    Resigned {
+        /// The term that ended.
+        term: u64,
+    },
+}
+
+impl ElectionMessage {
+    /// The message's payload.
+    pub fn payload(&self) -> String {
+        match self {
+            ElectionMessage::Leads { term, value, owner } => format!("{term} {value} {owner}"),
+            ElectionMessage::Resigned { term } => format!("resigned {term}"),
+        }
+    }
+
+    /// Parses a payload; `None` for anything else.
+    pub fn parse(payload: &[u8]) -> Option<ElectionMessage> {
+        let text = std::str::from_utf8(payload).ok()?;
+        match text.split(' ').collect::<Vec<_>>().as_slice() {
+            ["resigned", term] => Some(ElectionMessage::Resigned {
+                term: term.parse().ok()?,
+            }),
+            [term, value, owner] if !value.is_empty() && !owner.is_empty() => {
+                Some(ElectionMessage::Leads {
+                    term: term.parse().ok()?,
+                    value: (*value).to_owned(),
+                    owner: (*owner).to_owned(),
+                })
+            }
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,564 @@
+//! Leader election on the fair queue, against a real server: candidates
+//! in five processes lead in arrival order, a SIGKILLed leader is replaced
+//! within its lease + 1 s and a resigning one at once, terms increase, and
+//! a watch sees every leader in order; a leader cut off from Redis learns
+//! it lost before the next candidate's campaign returns; and the API's
+//! edges (no leader, values in status, invalid values refused before any
+//! I/O, bounded and cancelled campaigns leave no queue entry, two
+//! campaigns of one thread queue behind each other, a change that
+//! published nothing is still seen by a watch).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, ErrorKind, Leader, Leadership, LeaseEnd, WaitCanceller};
+use fairlock_test_support::roles::candidate::{LEASE_MS, NAME, URL, VALUE};
+use fairlock_test_support::*;
+
+const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
+
+/// A watch running on a thread of its own, sending every leader it
+/// returns, until stopped.
+struct Observer {
+    leaders: mpsc::Receiver<Leader>,
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Observer {
+    fn start(client: &Client, name: &str) -> Observer {
+        let mut watch = client.election(name).watch().expect("the watch subscribes");
+        let (tx, leaders) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                if let Some(leader) = watch.next(Duration::from_millis(200)).expect("watch") {
+                    if tx.send(leader).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Observer {
+            leaders,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The next `n` leaders the watch returned, waiting up to `timeout`.
+    fn take(&self, n: usize, timeout: Duration) -> Vec<Leader> {
+        let deadline = Instant::now() + timeout;
+        let mut seen = Vec::new();
+        while seen.len() < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.leaders.recv_timeout(left) {
+                Ok(leader) => seen.push(leader),
+                Err(_) => panic!("the watch returned {seen:?} within {timeout:?}, not {n}"),
+            }
+        }
+        seen
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            if !thread::panicking() {
+                join_within(thread, Duration::from_secs(5), "the observer");
+            }
+        }
+    }
+}
+
+fn queue_len(client: &Client, name: &str) -> usize {
+    client.election(name).status(0).unwrap().queue_len
+}
+
+/// The `leads <term> <value>` event of `child`, within `timeout`: when it
+/// was read, the term and the value.
+fn leads(children: &mut Children, child: usize, timeout: Duration) -> (Instant, u64, String) {
+    let event = children.expect_prefix(child, "leads ", timeout);
+    let words = event.words();
+    (
+        event.at,
+        words[1].parse().expect("a term"),
+        words[2].to_owned(),
+    )
+}
+
+#[test]
+fn five_candidate_processes_lead_in_arrival_order_through_kills_and_resignations() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let observer_client = server.client();
+    let name = "scheduler";
+    let lease = Duration::from_secs(1);
+    let observer = Observer::start(&observer_client, name);
+    let mut children = Children::new(CHILD);
+    let values: Vec<String> = (0..5)
+        .map(|i| format!("candidate-{i}@10.0.0.{i}:80"))
+        .collect();
+    let mut led: Vec<(u64, String)> = Vec::new();
+
+    // Started one by one, each queued before the next starts: arrival
+    // order is child order.
+    for (i, value) in values.iter().enumerate() {
+        let child = children.spawn(
+            "candidate",
+            &[
+                (URL, server.url()),
+                (NAME, name.to_owned()),
+                (VALUE, value.clone()),
+                (LEASE_MS, lease.as_millis().to_string()),
+            ],
+        );
+        assert_eq!(child, i);
+        children.expect_text(child, "ready", Duration::from_secs(20));
+        if i == 0 {
+            let (_, term, led_value) = leads(&mut children, 0, Duration::from_secs(10));
+            assert_eq!(&led_value, value);
+            led.push((term, led_value));
+        } else {
+            assert!(
+                wait_until(Duration::from_secs(10), || queue_len(
+                    &observer_client,
+                    name
+                ) == i),
+                "candidate {i} never queued"
+            );
+        }
+    }
+    let status = observer_client.election(name).status(10).unwrap();
+    let queued: Vec<_> = status.waiters.iter().map(|w| w.who.identity()).collect();
+    let expected: Vec<_> = values[1..].iter().map(|v| Some(v.as_str())).collect();
+    assert_eq!(queued, expected, "the candidates wait in arrival order");
+    assert_eq!(
+        status.holder.as_ref().and_then(|h| h.who.identity()),
+        Some(values[0].as_str())
+    );
+
+    // Kill, resign, kill, resign: each time the next in arrival order leads.
+    let mut kill_delays = Vec::new();
+    let mut resign_delays = Vec::new();
+    for leader in 0..4 {
+        let next = leader + 1;
+        let (delay, bound) = if leader % 2 == 0 {
+            let killed = children.kill(leader);
+            let (at, term, value) = leads(&mut children, next, lease + Duration::from_secs(5));
+            led.push((term, value));
+            let delay = at.saturating_duration_since(killed);
+            kill_delays.push(delay);
+            (delay, lease + Duration::from_secs(1))
+        } else {
+            let asked = Instant::now();
+            children.send(leader, "resign");
+            let (at, term, value) = leads(&mut children, next, Duration::from_secs(5));
+            children.expect_text(leader, "resigned ok", Duration::from_secs(5));
+            led.push((term, value));
+            let delay = at.saturating_duration_since(asked);
+            resign_delays.push(delay);
+            (delay, Duration::from_secs(1))
+        };
+        eprintln!(
+            "election: candidate {leader} {} -> candidate {next} leads {:.1} ms later",
+            if leader % 2 == 0 {
+                "SIGKILLed"
+            } else {
+                "resigned"
+            },
+            ms(delay)
+        );
+        assert!(
+            delay <= bound,
+            "candidate {next} led {delay:?} after candidate {leader} went (bound {bound:?})"
+        );
+        assert_eq!(led[next].1, values[next], "the next in arrival order leads");
+    }
+    children.send(4, "resign");
+    children.expect_text(4, "resigned ok", Duration::from_secs(5));
+    assert_eq!(observer_client.election(name).leader().unwrap(), None);
+
+    for pair in led.windows(2) {
+        assert!(pair[0].0 < pair[1].0, "terms strictly increase: {led:?}");
+    }
+    let seen = observer.take(5, Duration::from_secs(5));
+    let seen: Vec<(u64, String)> = seen.into_iter().map(|l| (l.term, l.value)).collect();
+    assert_eq!(seen, led, "the watch saw every leader, in order");
+    eprintln!(
+        "election: replaced after SIGKILL (lease {lease:?}) in {:?} ms; after resign in {:?} ms",
+        kill_delays
+            .iter()
+            .map(|d| ms(*d).round())
+            .collect::<Vec<_>>(),
+        resign_delays
+            .iter()
+            .map(|d| (ms(*d) * 10.0).round() / 10.0)
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_partitioned_leader_learns_it_lost_before_the_next_candidate_leads() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(500);
+    let second_client = server.builder().lease(lease).build().unwrap();
+    let mut margins = Vec::new();
+    for round in 0..5 {
+        let name = format!("partitioned-{round}");
+        let relay = Relay::start(server.port());
+        let leader_client = Client::builder(&relay.url())
+            .lease(lease)
+            .waiter_timeout(Duration::from_secs(1))
+            .connect_timeout(Duration::from_millis(500))
+            .command_timeout(Duration::from_millis(500))
+            .build()
+            .unwrap();
+        let leadership = leader_client
+            .election(&name)
+            .campaign_with("leader")
+            .unwrap();
+        let signal = leadership.lease_signal();
+        let (ended_tx, ended_rx) = mpsc::channel();
+        thread::spawn(move || {
+            let end = signal.wait();
+            let _ = ended_tx.send((Instant::now(), end));
+        });
+
+        let (second_tx, second_rx) = mpsc::channel();
+        let second_election = second_client.election(&name);
+        let second = thread::spawn(move || {
+            let got = second_election
+                .try_campaign_for("second", Duration::from_secs(20))
+                .unwrap()
+                .expect("the second candidate leads");
+            let _ = second_tx.send(Instant::now());
+            got
+        });
+        assert!(
+            wait_until(Duration::from_secs(5), || queue_len(&second_client, &name)
+                == 1),
+            "the second candidate never queued"
+        );
+
+        let cut_at = Instant::now();
+        relay.cut();
+        let second_at = second_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the second candidate's campaign returns");
+        assert!(
+            leadership.is_lease_lost(),
+            "round {round}: the cut-off leader still believed it led when the next one did"
+        );
+        let (signal_at, end) = ended_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the lease signal fired");
+        assert_eq!(end, LeaseEnd::Lost);
+        eprintln!(
+            "election: round {round}: link cut at 0, lease signal at {:.1} ms, next campaign returned at {:.1} ms",
+            ms(signal_at - cut_at),
+            ms(second_at - cut_at)
+        );
+        assert!(
+            signal_at < second_at,
+            "round {round}: the lease signal came {:?} after the next leader's campaign returned",
+            signal_at - second_at
+        );
+        margins.push(second_at - signal_at);
+        let second = join_within(second, Duration::from_secs(5), "the second candidate");
+        assert!(second.term() > leadership.term());
+        second.resign().unwrap();
+        relay.heal();
+        assert_eq!(
+            leadership.resign().unwrap_err().kind(),
+            ErrorKind::LeaseLost
+        );
+        drop(leader_client);
+    }
+    let mut sorted = margins.clone();
+    sorted.sort();
+    eprintln!(
+        "election: lease signal before the next campaign returned by {:.1}-{:.1} ms (lease {lease:?})",
+        ms(sorted[0]),
+        ms(sorted[sorted.len() - 1])
+    );
+}
+
+#[test]
+fn leader_values_status_and_invalid_values() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let client = server.client();
+    let named = server.builder().identity("node-7.example").build().unwrap();
+    let election = client.election("values");
+
+    // Nobody leads.
+    assert_eq!(election.leader().unwrap(), None);
+
+    // An invalid value is refused before any I/O: nothing is written.
+    let scripts_before = evalsha_calls(&mut conn);
+    for bad in ["", "two words", "tab\t", "é", "\u{7f}", &"v".repeat(257)] {
+        let err = election.campaign_with(bad).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad:?}");
+        assert!(err.to_string().contains("printable ASCII"), "{err}");
+        let err = election
+            .try_campaign_for(bad, Duration::from_secs(1))
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad:?}");
+    }
+    assert_eq!(evalsha_calls(&mut conn), scripts_before, "no script ran");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert!(keys.is_empty(), "no key written: {keys:?}");
+
+    // The value rides in the owner id: the leader and every status show it.
+    let longest = "v".repeat(fairlock::MAX_ELECTION_VALUE_LEN);
+    let leadership = election.campaign_with("alpha@10.0.0.1:80").unwrap();
+    assert_eq!(leadership.value(), "alpha@10.0.0.1:80");
+    assert_eq!(leadership.name(), "values");
+    let leader = election.leader().unwrap().expect("a leader");
+    assert_eq!(leader.value, "alpha@10.0.0.1:80");
+    assert_eq!(leader.term, leadership.term());
+    assert_eq!(leader.who.client_id(), client.id());
+    assert_eq!(leader.who.thread(), None, "a campaign is unbound");
+    assert!(leader.remaining_lease.is_some_and(|l| l > Duration::ZERO));
+    let waiter = {
+        let election = named.election("values");
+        let longest = longest.clone();
+        thread::spawn(move || {
+            election
+                .try_campaign_for(&longest, Duration::from_secs(20))
+                .unwrap()
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || queue_len(
+        &client, "values"
+    ) == 1));
+    let status = election.status(10).unwrap();
+    assert_eq!(
+        status.waiters[0].who.identity(),
+        Some(longest.as_str()),
+        "a waiting candidate shows its value"
+    );
+    // Its own keys: the mutex of the name is free and apart.
+    assert!(!client.fair_mutex("values").is_locked().unwrap());
+    let mutex = client.fair_mutex("values").lock().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert!(
+        keys.iter().any(|k| k.ends_with(":elect:values")),
+        "the election's own lock key: {keys:?}"
+    );
+    drop(mutex);
+
+    // Resigning hands it to the next candidate at once.
+    let term = leadership.term();
+    leadership.resign().unwrap();
+    let next = join_within(waiter, Duration::from_secs(5), "the waiting candidate")
+        .expect("the next candidate leads");
+    assert!(next.term() > term);
+    assert_eq!(election.leader().unwrap().unwrap().value, longest);
+    // Dropping resigns too.
+    drop(next);
+    assert_eq!(election.leader().unwrap(), None);
+
+    // campaign(): the client's identity, or its id without one.
+    let by_identity = named.election("values").campaign().unwrap();
+    assert_eq!(by_identity.value(), "node-7.example");
+    assert_eq!(
+        election.leader().unwrap().unwrap().who.identity(),
+        Some("node-7.example")
+    );
+    by_identity.resign().unwrap();
+    let by_id = client.election("values").campaign().unwrap();
+    assert_eq!(by_id.value(), client.id());
+    by_id.resign().unwrap();
+}
+
+#[test]
+fn bounded_and_cancelled_campaigns_leave_no_entry_and_one_thread_queues_behind_itself() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let client = server.client();
+    let election = client.election("bounded");
+    let leading = election.campaign_with("first").unwrap();
+
+    // The same thread campaigns again: not a re-entry, a candidate of its
+    // own, queued behind the first until its timeout.
+    let watcher = {
+        let client = client.clone();
+        thread::spawn(move || {
+            wait_until(Duration::from_secs(5), || {
+                queue_len(&client, "bounded") == 1
+            })
+        })
+    };
+    let started = Instant::now();
+    let again = election
+        .try_campaign_for("second", Duration::from_millis(600))
+        .unwrap();
+    assert!(
+        again.is_none(),
+        "a second campaign of the leading thread waits"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    assert!(
+        join_within(watcher, Duration::from_secs(10), "the watcher"),
+        "the second campaign queued while it waited"
+    );
+    assert_eq!(
+        queue_len(&client, "bounded"),
+        0,
+        "the timed-out campaign left"
+    );
+    let queue_key = election_queue_key(&mut conn);
+    let entries: usize = redis::cmd("ZCARD")
+        .arg(&queue_key)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(entries, 0, "no queue entry left in {queue_key}");
+
+    // Cancelled from another thread: the same.
+    let cancel = WaitCanceller::new();
+    let canceller = {
+        let (client, cancel) = (client.clone(), cancel.clone());
+        thread::spawn(move || {
+            assert!(wait_until(Duration::from_secs(5), || queue_len(
+                &client, "bounded"
+            ) == 1));
+            cancel.cancel();
+        })
+    };
+    let cancelled = election
+        .campaign_cancellable("third", Some(Duration::from_secs(20)), &cancel)
+        .unwrap();
+    assert!(cancelled.is_none());
+    join_within(canceller, Duration::from_secs(10), "the canceller");
+    assert_eq!(
+        queue_len(&client, "bounded"),
+        0,
+        "the cancelled campaign left"
+    );
+
+    // Once the first resigns, the same thread's next campaign leads at once.
+    leading.resign().unwrap();
+    let second = election
+        .try_campaign_for("second", Duration::from_secs(5))
+        .unwrap()
+        .expect("leads");
+    assert_eq!(second.value(), "second");
+    assert!(!second.is_lease_lost());
+    drop(second);
+}
+
+/// The queue key of the one election on the server.
+fn election_queue_key(conn: &mut redis::Connection) -> String {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*:electq:*").query(conn).unwrap();
+    match keys.as_slice() {
+        [key] => key.clone(),
+        // The queue key goes once empty: nothing is queued.
+        [] => "fairlock:none:electq:none".to_owned(),
+        more => panic!("one election queue expected: {more:?}"),
+    }
+}
+
+#[test]
+fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("watched");
+    let mut watch = election.watch().unwrap();
+
+    // Nobody leads: None at timeout.
+    let started = Instant::now();
+    assert_eq!(watch.next(Duration::from_millis(300)).unwrap(), None);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
+    // Two leaders in a row while nobody calls next: both, in order.
+    let a = election.campaign_with("a").unwrap();
+    let term_a = a.term();
+    a.resign().unwrap();
+    let b = election.campaign_with("b").unwrap();
+    let term_b = b.term();
+    let first = watch.next(Duration::from_secs(5)).unwrap().expect("a");
+    let second = watch.next(Duration::from_secs(5)).unwrap().expect("b");
+    assert_eq!((first.term, first.value.as_str()), (term_a, "a"));
+    assert_eq!((second.term, second.value.as_str()), (term_b, "b"));
+    assert_eq!(second.who.client_id(), client.id());
+    assert_eq!(
+        watch.next(Duration::from_millis(200)).unwrap(),
+        None,
+        "nothing new"
+    );
+
+    // A new watch starts with the leader now.
+    let mut fresh = election.watch().unwrap();
+    let now = fresh
+        .next(Duration::from_secs(5))
+        .unwrap()
+        .expect("b leads");
+    assert_eq!(now.term, term_b);
+    assert!(now.remaining_lease.is_some());
+    drop(b);
+    assert_eq!(watch.next(Duration::from_millis(200)).unwrap(), None);
+
+    // A leader whose message was lost: a client whose user may not publish
+    // on the election's channel campaigns (its publish fails and is only
+    // logged); the watch still returns it, from its own reads.
+    let mut admin = server.conn();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("mute")
+        .arg("on")
+        .arg(">mute")
+        .arg("~*")
+        .arg("resetchannels")
+        .arg("&fairlock:wake:*")
+        .arg("+@all")
+        .query(&mut admin)
+        .unwrap();
+    let mute = Client::builder(&server.url_as("mute", "mute"))
+        .lease(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut admin)
+        .unwrap();
+    let silent = mute.election("watched").campaign_with("silent").unwrap();
+    let started = Instant::now();
+    let denials = format!("{:?}", acl_denials(&mut admin));
+    assert!(
+        denials.contains("fairlock:election:watched"),
+        "the mute client's publish was refused: {denials}"
+    );
+    let seen = watch.next(Duration::from_secs(5)).unwrap().expect("silent");
+    let after = started.elapsed();
+    assert_eq!((seen.term, seen.value.as_str()), (silent.term(), "silent"));
+    eprintln!(
+        "election: a leader that published nothing seen by the watch {:.0} ms later (client lease 2 s)",
+        ms(after)
+    );
+    // Read at least every min(lease, timeout): the watch's client lease is 2 s.
+    assert!(after <= Duration::from_millis(3500), "seen after {after:?}");
+    drop(silent);
+}
+
+#[test]
+fn a_leadership_is_send_sync_and_resigned_on_another_thread() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("moved");
+    let leadership: Leadership = election.campaign_with("mover").unwrap();
+    let term = leadership.term();
+    let resigned = thread::spawn(move || leadership.resign());
+    join_within(resigned, Duration::from_secs(5), "the resigning thread").unwrap();
+    assert_eq!(election.leader().unwrap(), None);
+    let next = election.campaign_with("after").unwrap();
+    assert!(next.term() > term);
+}
