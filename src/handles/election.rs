@@ -22,8 +22,9 @@ use crate::machinery::shared::{ClientInner, Shared};
 use crate::machinery::subscriber;
 use crate::protocol::{check_value, election_channel, Ask, ElectionMessage, LockKind};
 
-/// How long a watch waits for more messages after each read of the leader,
-/// so that a message published before what the read saw is not passed by it.
+/// How long a watch waits for more messages after a read found a leader no
+/// message named, so that a message published before what the read saw is
+/// not passed by it.
 const DRAIN_WAIT: Duration = Duration::from_millis(1);
 
 /// A leader election named by a string: candidates
@@ -647,8 +648,10 @@ impl LeaderWatch {
         }
     }
 
-    /// Reads the leader, and then the messages published before what the
-    /// read saw.
+    /// Reads the leader. A new one no message named yet may have had
+    /// predecessors whose messages are still on their way (a message is
+    /// sent before what the read saw, but on another connection): those
+    /// are read first, so that none is passed.
     fn read(&mut self) -> Result<()> {
         let leader = self.election.leader()?;
         if std::mem::replace(&mut self.first_read, false) {
@@ -657,13 +660,17 @@ impl LeaderWatch {
                 self.pending.retain(|&term, _| term >= leader.term);
             }
         }
-        if let Some(leader) = leader {
-            if leader.term > self.floor {
-                self.pending.insert(leader.term, leader);
-            }
+        let Some(leader) = leader else {
+            return Ok(());
+        };
+        if leader.term <= self.floor {
+            return Ok(());
         }
-        while let Heard::Message(message) = self.receive(DRAIN_WAIT)? {
-            self.heard(message);
+        let unheard = self.pending.insert(leader.term, leader).is_none();
+        if unheard {
+            while let Heard::Message(message) = self.receive(DRAIN_WAIT)? {
+                self.heard(message);
+            }
         }
         Ok(())
     }
