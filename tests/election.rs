@@ -294,9 +294,12 @@ fn a_partitioned_leader_learns_it_lost_before_the_next_candidate_leads() {
         assert!(second.term() > leadership.term());
         second.resign().unwrap();
         relay.heal();
-        assert_eq!(
-            leadership.resign().unwrap_err().kind(),
-            ErrorKind::LeaseLost
+        let lost = leadership.resign().unwrap_err();
+        assert_eq!(lost.kind(), ErrorKind::LeaseLost);
+        assert!(
+            lost.to_string()
+                .contains(&format!("election {name:?} leadership")),
+            "{lost}"
         );
         drop(leader_client);
     }

@@ -86,9 +86,10 @@ impl CallHold {
         self.ask.units()
     }
 
-    /// What the hold is, for messages: `semaphore "uploads" permit`.
+    /// What the hold is, for messages: `semaphore "uploads" permit`,
+    /// `election "scheduler" leadership`.
     fn what(&self) -> String {
-        self.ask.describe(&self.name)
+        self.ask.describe_on(self.hold.keys.kind(), &self.name)
     }
 
     /// The acquire call that made the hold, as a give-back names it.

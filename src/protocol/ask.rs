@@ -95,6 +95,16 @@ impl Ask {
         }
     }
 
+    /// What a hold of this call on a lock of `kind` is, for messages: as
+    /// [`describe`](Self::describe), an election's "election \"name\"
+    /// leadership".
+    pub fn describe_on(self, kind: LockKind, name: &str) -> String {
+        match kind {
+            LockKind::Election => format!("election {name:?} leadership"),
+            _ => self.describe(name),
+        }
+    }
+
     /// A reader-writer lock's access of a hold or waiter of `units`.
     pub fn access_of(units: u64) -> Access {
         if units >= u64::from(RW_CAPACITY) {
