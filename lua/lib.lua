@@ -246,10 +246,11 @@ end
 
 -- Tells the (new) head of the queue that the current lease runs out in
 -- `pttl` ms, so it can claim a lock whose holder dies without releasing it.
--- `parse` as live_head's.
-local function tell_head(now_ms, pttl, parse)
+-- `parse` as live_head's; `head`, when the caller just read it, saves
+-- reading it again.
+local function tell_head(now_ms, pttl, parse, head)
   parse = parse or parse_entry
-  local head = live_head(now_ms, parse)
+  head = head or live_head(now_ms, parse)
   if head then
     local owner, wait_id = parse(head)
     wake(owner, 'H ' .. wait_id .. ' ' .. pttl)
@@ -290,18 +291,20 @@ end
 
 -- Queue keys outlive every liveness deadline in them. When the queue's TTL
 -- falls under `ms`, both are pushed out to 2 * ms: one PTTL per call, and
--- two PEXPIREs about once per `ms`.
+-- two PEXPIREs about once per `ms`. Returns the new TTL when it pushed it.
 local function keep_queue_for(ms)
   local ttl = redis.call('PTTL', QUEUE)
   if ttl == -1 or (ttl >= 0 and ttl < ms) then
     redis.call('PEXPIRE', QUEUE, 2 * ms)
     redis.call('PEXPIRE', DEADLINES, 2 * ms)
+    return 2 * ms
   end
 end
 
 -- Queues `entry` (or finds it queued: a call delivered twice, or a poll)
 -- with a liveness deadline `waiter_timeout` ms from `now_ms`; returns its
--- position (0 = next). `mode` "poll" looks for the entry first.
+-- position (0 = next) and, when the queue's TTL was pushed out, the new
+-- one. `mode` "poll" looks for the entry first.
 local function join_queue(entry, mode, now_ms, waiter_timeout)
   local position = nil
   if mode == 'poll' then
@@ -319,8 +322,7 @@ local function join_queue(entry, mode, now_ms, waiter_timeout)
     end
   end
   redis.call('ZADD', DEADLINES, now_ms + waiter_timeout, entry)
-  keep_queue_for(waiter_timeout)
-  return position
+  return position, keep_queue_for(waiter_timeout)
 end
 
 -- Frees the held lock (token `token`) for the next live waiter (the time
@@ -605,9 +607,9 @@ end
 -- Returns the last token issued, the units used and the list of
 -- {owner, wait id, token, ttl} admitted.
 local function admit_waiters(now_us, now_ms, capacity, used, last, stop)
-  local handed = {}
+  local handed, head, deadline = {}, nil, nil
   while true do
-    local head, deadline = live_head(now_ms, parse_counted_entry)
+    head, deadline = live_head(now_ms, parse_counted_entry)
     if not head or head == stop then
       break
     end
@@ -624,8 +626,8 @@ local function admit_waiters(now_us, now_ms, capacity, used, last, stop)
     wake(owner, 'G ' .. wait_id .. ' ' .. last .. ' ' .. fmt(ttl))
     handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(last), ttl }
   end
-  if #handed > 0 then
-    tell_head(now_ms, first_lease_left(now_ms), parse_counted_entry)
+  if #handed > 0 and head then
+    tell_head(now_ms, first_lease_left(now_ms), parse_counted_entry, head)
   end
   return last, used, handed
 end

@@ -46,7 +46,9 @@
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
 -- waiters and expired holds); a new call's hold taken with nobody waiting:
 -- GET, TIME, EXISTS, PTTL (only beside other holds), ZADD, HSET, two
--- PEXPIREs (only when the holders' TTL must grow) and SET.
+-- PEXPIREs (only when the holders' TTL must grow) and SET; a call that
+-- finds no room and no hold run out, which only queues: GET, TIME, EXISTS,
+-- ZSCORE, ZRANGEBYSCORE, join_queue's six and ZRANGEBYSCORE.
 
 -- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, units_arg, holder_arg, parse_holder, count_used,
@@ -141,11 +143,28 @@ if reenter or (used + units <= capacity and redis.call('EXISTS', QUEUE) == 0) th
   return tonumber(last)
 end
 
--- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, prune, live_head,
--- @helpers wake, tell_head, keep_queue_for, join_queue, parse_counted_entry,
--- @helpers first_lease_left, admit_waiters
+-- @helpers DEADLINES, forget, prune, keep_queue_for, join_queue,
+-- @helpers first_lease_left, outlive
 
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' ' .. fmt(units)
+-- Next most common: no room for this call, and none freed since the last
+-- call that admitted waiters (only run-out holds free room between calls,
+-- and none were dropped), so no waiter ahead can enter either: this call
+-- queues (or, a try, answers) as the mutex's does behind a holder.
+if used + units > capacity and dropped == 0 then
+  if mode == 'try' then
+    return { 0, first_lease_left(now_ms), -1, tonumber(last) }
+  end
+  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
+  if queue_life then
+    outlive(META, queue_life + FENCE_LIFE)
+  end
+  return { 0, first_lease_left(now_ms), position, tonumber(last) }
+end
+
+-- @helpers WAKE_PREFIX, parse_entry, live_head, wake, tell_head,
+-- @helpers parse_counted_entry, admit_waiters
+
 local head = live_head(now_ms, parse_counted_entry)
 local handed = {}
 if head and head ~= entry then

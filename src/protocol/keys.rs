@@ -24,8 +24,9 @@ pub enum LockKind {
 }
 
 impl LockKind {
-    /// The kind as metrics and messages name it: `mutex`, `semaphore`,
-    /// `rwlock`, `election`.
+    /// The kind as metrics name it: `mutex`, `semaphore`, `rwlock`,
+    /// `election`.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub fn label(self) -> &'static str {
         match self {
             LockKind::Mutex => "mutex",
