@@ -779,3 +779,53 @@ fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
     }
     drop(busy);
 }
+
+/// No connection of a cluster client sends `CLIENT SETINFO` (which the
+/// README's least-privilege user may not run, and which Redis 7.2+ and
+/// Valkey log as a denial): after a lock was held through renewals and
+/// handed over by a push message, every connection of the two clients on
+/// every node (the pooled ones, the watchdog's, the subscribers') has no
+/// library name, which only that command sets. On Redis 7.0, whose
+/// `CLIENT LIST` has no `lib-name`, there is nothing to see; run with
+/// FAIRLOCK_TEST_REDIS_SERVER on Valkey or 7.2+ to check it.
+#[test]
+fn no_cluster_connection_sends_client_setinfo() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let names: Vec<String> = cluster.one_name_per_master("quiet").into_values().collect();
+    let holder = builder(&cluster)
+        .lease(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let waiter = builder(&cluster).build().unwrap();
+    for name in &names {
+        let guard = holder.fair_mutex(name).lock().unwrap();
+        let (waiter, name) = (waiter.clone(), name.clone());
+        let queued = thread::spawn(move || waiter.fair_mutex(&name).lock().map(drop));
+        thread::sleep(Duration::from_millis(700));
+        drop(guard);
+        join_within(queued, Duration::from_secs(10), "the waiter").unwrap();
+    }
+    let mut seen = 0;
+    for port in cluster.ports() {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut cluster.conn(port))
+            .unwrap();
+        for line in list.lines() {
+            // This test's own connection, and replication links.
+            if line.contains("cmd=client|list") || line.contains(" flags=S ") {
+                continue;
+            }
+            seen += 1;
+            if let Some(name) = line.split(' ').find_map(|f| f.strip_prefix("lib-name=")) {
+                assert!(
+                    name.is_empty(),
+                    "node {port}: a connection named itself: {line}"
+                );
+            }
+        }
+    }
+    assert!(seen >= 6, "fairlock's connections were not found: {seen}");
+    drop((holder, waiter));
+}

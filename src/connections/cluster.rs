@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::ConnectionLike;
+use redis::{ConnectionLike, IntoConnectionInfo, RedisResult, Value};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
@@ -99,8 +99,8 @@ impl Cluster {
 
     /// A connection of the watchdog's own to the cluster, with its own slot
     /// map.
-    pub(super) fn own_connection(&self) -> Result<redis::cluster::ClusterConnection> {
-        self.client.get_connection().map_err(Error::from)
+    pub(super) fn own_connection(&self) -> Result<NodesConnection> {
+        self.client.get_generic_connection().map_err(Error::from)
     }
 
     /// A subscriber thread's connection to its node, or to any seed.
@@ -157,10 +157,74 @@ impl Cluster {
     }
 }
 
+/// A cluster connection whose node connections are [`QuietNode`]s.
+pub(crate) type NodesConnection = redis::cluster::ClusterConnection<QuietNode>;
+
+/// One cluster node's connection, opened without the `CLIENT SETINFO` the
+/// redis crate sends by default (see `quiet`): its cluster client drops
+/// the seeds' `skip_set_lib_name` on the connections it opens to the
+/// nodes, so this connector sets it again on each.
+pub(crate) struct QuietNode(redis::Connection);
+
+impl redis::cluster::Connect for QuietNode {
+    fn connect<T: IntoConnectionInfo>(info: T, timeout: Option<Duration>) -> RedisResult<Self> {
+        let info = info.into_connection_info()?;
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let client = redis::Client::open(info.set_redis_settings(settings))?;
+        let conn = match timeout {
+            Some(timeout) => client.get_connection_with_timeout(timeout)?,
+            None => client.get_connection()?,
+        };
+        Ok(QuietNode(conn))
+    }
+
+    fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
+        self.0.send_packed_command(cmd)
+    }
+
+    fn set_write_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
+        self.0.set_write_timeout(dur)
+    }
+
+    fn set_read_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
+        self.0.set_read_timeout(dur)
+    }
+
+    fn recv_response(&mut self) -> RedisResult<Value> {
+        self.0.recv_response()
+    }
+}
+
+impl ConnectionLike for QuietNode {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        self.0.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        self.0.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.0.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.0.is_open()
+    }
+}
+
 fn open_cluster(config: &Config, nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
-    // The redis crate (1.8) drops the seeds' `skip_set_lib_name` for the
-    // connections its cluster client opens: those still send `CLIENT
-    // SETINFO` (README: the cluster's extra ACL rules).
+    // Seeds without `CLIENT SETINFO`; the node connections the client
+    // opens are `QuietNode`s.
     let seeds = nodes
         .iter()
         .map(|url| super::quiet(url))
@@ -190,7 +254,7 @@ pub(crate) struct ClusterManager {
 
 /// A cluster connection and the generation it was opened in.
 pub(crate) struct ClusterConnection {
-    conn: redis::cluster::ClusterConnection,
+    conn: NodesConnection,
     born: u64,
     generation: Arc<AtomicU64>,
 }
@@ -227,7 +291,7 @@ impl r2d2::ManageConnection for ClusterManager {
         let born = self.generation.load(Ordering::Relaxed);
         let conn = self
             .client
-            .get_connection()
+            .get_generic_connection()
             .map_err(|err| Error::from(err).spelled_out())?;
         Ok(ClusterConnection {
             conn,

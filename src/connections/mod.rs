@@ -129,7 +129,7 @@ pub(crate) enum OwnConn {
     /// The one server, or the master of the moment behind Sentinel.
     Node(redis::Connection),
     /// Boxed: a cluster connection is several times larger.
-    Cluster(Box<redis::cluster::ClusterConnection>),
+    Cluster(Box<cluster::NodesConnection>),
 }
 
 impl OwnConn {
