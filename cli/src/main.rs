@@ -9,7 +9,7 @@
 //! fairlock [--url URL] unlock NAME --force
 //! ```
 //!
-//! Built only with the `cli` feature: `cargo install --path . --features cli`.
+//! The `fairlock-cli` package of the workspace: `cargo install --path cli`.
 
 mod changes;
 mod commands;
