@@ -5,7 +5,22 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 
-/// What went wrong, coarse enough to branch on.
+/// What went wrong, coarse enough to branch on. Non-exhaustive: a match
+/// needs a `_` arm.
+///
+/// ```no_run
+/// use fairlock::ErrorKind;
+/// use std::time::Duration;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// match client.fair_mutex("nightly-report").try_lock_for(Duration::from_secs(5)) {
+///     Ok(Some(guard)) => guard.unlock()?,
+///     Ok(None) => println!("busy"),
+///     Err(err) if err.kind() == ErrorKind::Connection => println!("Redis is down: retry later ({err})"),
+///     Err(err) => return Err(err), // a bad name, a foreign key, ...: not worth retrying
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -81,7 +96,17 @@ impl Retry {
 ///
 /// The underlying cause, when there is one (a `redis::RedisError`, an
 /// `r2d2::Error`), is kept and exposed through [`source`](StdError::source).
-/// Cheap to clone: the cause is shared.
+/// Cheap to clone: the cause is shared. Its `Display` is a one-line
+/// message for a log; [`kind`](Self::kind) is what to branch on.
+///
+/// ```
+/// use fairlock::{Client, ErrorKind};
+/// // A bad setting fails before any I/O, so this runs without a server.
+/// let err = Client::builder("redis://127.0.0.1:6379").pool_size(0).build().unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+/// assert!(!err.is_connection());
+/// println!("{err}"); // says which setting
+/// ```
 #[derive(Clone)]
 pub struct Error {
     kind: ErrorKind,
@@ -91,6 +116,17 @@ pub struct Error {
 }
 
 /// `Result` with fairlock's [`Error`].
+///
+/// ```no_run
+/// fn nightly_report(client: &fairlock::Client) -> fairlock::Result<u64> {
+///     let guard = client.fair_mutex("nightly-report").lock()?;
+///     Ok(guard.fencing_token())
+/// }
+/// # fn main() -> fairlock::Result<()> {
+/// # let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// # nightly_report(&client)?;
+/// # Ok(()) }
+/// ```
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
@@ -125,16 +161,50 @@ impl Error {
     }
 
     /// The kind of failure.
+    ///
+    /// ```
+    /// let err = fairlock::Client::builder("redis://127.0.0.1:6379")
+    ///     .key_prefix("has{braces}")
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.kind(), fairlock::ErrorKind::InvalidConfig);
+    /// ```
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
 
     /// True when Redis was unreachable or too slow: retrying later may succeed.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mutex = client.fair_mutex("nightly-report");
+    /// let guard = loop {
+    ///     match mutex.lock() {
+    ///         Ok(guard) => break guard,
+    ///         Err(err) if err.is_connection() => std::thread::sleep(Duration::from_secs(1)), // Redis away: try again
+    ///         Err(err) => return Err(err),
+    ///     }
+    /// };
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn is_connection(&self) -> bool {
         self.kind == ErrorKind::Connection
     }
 
     /// True when a Redis call ran out of time (a subset of [`is_connection`](Self::is_connection)).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// match client.fair_mutex("nightly-report").is_locked() {
+    ///     Err(err) if err.is_timeout() => eprintln!("Redis too slow: {err}"),
+    ///     other => println!("{:?}", other),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_timeout(&self) -> bool {
         self.redis_error()
             .is_some_and(redis::RedisError::is_timeout)
@@ -180,6 +250,19 @@ impl Error {
     }
 
     /// True when a guard's hold was lost before it was released.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-report").lock()?;
+    /// // ... a long pause: the lease ran out, someone else may hold the lock ...
+    /// if let Err(err) = guard.unlock() {
+    ///     if err.is_lease_lost() {
+    ///         eprintln!("our writes after the lease ran out must be undone: {err}");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_lease_lost(&self) -> bool {
         self.kind == ErrorKind::LeaseLost
     }

@@ -1,39 +1,82 @@
-//! # fairlock: a fair distributed mutex on Redis
+//! # fairlock: fair distributed locks on Redis
 //!
-//! Threads in many processes, on many machines, take turns on one named
-//! lock **in the order their requests reached Redis**. `lock()` blocks
-//! without polling and returns a guard that releases on drop.
+//! Threads in many processes, on many machines, take turns on named locks
+//! **in the order their requests reached Redis**: first come, first served.
+//! Every wait blocks without polling (a push message wakes the waiter) and
+//! returns a guard that releases on drop. The API is synchronous: no async
+//! runtime is involved.
+//!
+//! ## Which primitive
+//!
+//! Every primitive is made by a [`Client`], without I/O, from a name; the
+//! same name in another primitive is another lock.
+//!
+//! | you need | use | made by |
+//! |---|---|---|
+//! | one holder at a time | [`FairMutex`] → [`FairMutexGuard`] | [`Client::fair_mutex`] |
+//! | at most N holders at once, a call may take several | [`FairSemaphore`] → [`SemaphorePermit`] | [`Client::fair_semaphore`] |
+//! | many readers or one writer | [`FairRwLock`] → [`ReadGuard`] / [`WriteGuard`] | [`Client::fair_rwlock`] |
+//! | a guard that moves to another thread | [`Unbound`] → [`UnboundGuard`] | [`FairMutex::unbound`] (and the others') |
+//! | several locks together, all or none, without deadlock | [`FairMultiLock`] → [`MultiGuard`] | [`Client::fair_multi_lock`] |
+//! | one leader among many candidates, and who it is | [`Election`] → [`Leadership`], [`LeaderWatch`] | [`Client::election`] |
+//!
+//! All of them share one fair queue per name: a newcomer never passes a
+//! queued waiter, `try_*` calls never queue and never barge, and a timed-out
+//! or [cancelled](WaitCanceller) wait leaves the queue before it returns.
+//! Each has the same four ways to wait: as long as it takes (`lock`,
+//! `acquire`, `read`, `write`, `campaign`), not at all (`try_lock`, ...),
+//! up to a timeout (`try_lock_for`, ...) and until cancelled
+//! (`lock_cancellable`, ...).
 //!
 //! ## The model
 //! - A [`Client`] owns an r2d2 pool of Redis connections and two threads:
 //!   the *watchdog* renews the leases of held locks and heartbeats this
 //!   client's queued waiters; the *subscriber* listens on the client's own
 //!   channel and wakes waiting threads. Waiting holds no connection.
-//! - A [`FairMutex`] names one lock. Its state lives in three keys sharing
-//!   one cluster hash slot: the lock (the holder's fencing token, owner id
-//!   and the calls counted in the hold, its TTL the lease; once free, the
-//!   last token for a while), the FIFO queue (each entry names the waiting
-//!   call and the lease it gets), and each waiter's liveness deadline. Every step is one Lua script that
-//!   does O(log N) work in the number of waiters and reads time only from
-//!   the server.
-//! - Releasing hands the lock **directly** to the first live waiter and
-//!   publishes one message to that waiter's client: the waiter returns
-//!   without another round trip. No herd, no polling.
+//! - A lock's state lives in a few keys sharing one cluster hash slot: the
+//!   holds (each with its fencing token and its lease as a TTL), the FIFO
+//!   queue and each waiter's liveness deadline. Every step is one Lua script
+//!   that does O(log N) work in the number of waiters and reads time only
+//!   from the server.
+//! - Releasing hands the lock **directly** to the first live waiter (for a
+//!   semaphore or a rwlock, to as many at the head as fit) and publishes one
+//!   message to that waiter's client: the waiter returns without another
+//!   round trip. No herd, no polling.
 //! - Waiters stay queued as long as their client heartbeats them, however
 //!   long the holder keeps the lock; a waiter whose client went silent loses
-//!   its place after `waiter_timeout`. A holder that dies frees the lock when
-//!   its lease runs out, and the head of the queue, which knows the lease's
-//!   end, takes it at once.
-//! - Every acquisition gets a [fencing token](FairMutexGuard::fencing_token)
-//!   larger than all before it. A lease-based lock cannot stop a paused
-//!   process from acting after its lease ran out; the protected resource
-//!   must check the token for that.
+//!   its place after [`waiter_timeout`](ClientBuilder::waiter_timeout). A
+//!   holder that dies frees the lock when its [lease](ClientBuilder::lease)
+//!   runs out, and the head of the queue, which knows the lease's end, takes
+//!   it at once.
 //! - Scale-out is Redis's own: the same client runs on Redis Cluster
-//!   (`redis+cluster://...`, locks spread over the masters by name) and on
-//!   a Sentinel-managed master (`redis+sentinel://.../master`, followed across
+//!   (`redis+cluster://...`, locks spread over the masters by name) and on a
+//!   Sentinel-managed master (`redis+sentinel://.../master`, followed across
 //!   failovers); [`ClientBuilder::sync_replicas`] makes each lock write wait
 //!   for replica acknowledgements.
 //!
+//! ## Fencing tokens
+//! Every hold of every primitive gets a fencing token
+//! ([`FairMutexGuard::fencing_token`], [`Leadership::term`], ...) larger than
+//! every earlier token of its name, across clients. A lease-based lock cannot
+//! stop a paused process (GC, swap, SIGSTOP) from acting after its lease ran
+//! out; the protected resource can, by rejecting a write whose token is
+//! smaller than one it has already seen.
+//!
+//! ## Knowing when a hold ends: the lease signal and the maximum hold
+//! Each guard gives a [`LeaseSignal`] another thread blocks on: it fires
+//! with [`LeaseEnd::Lost`] the moment the lease is gone (a partition, a
+//! stalled server, a paused process, a [`force_unlock`](FairMutex::force_unlock)),
+//! before any other client can take the lock. A handle made
+//! [`with_max_hold`](FairMutex::with_max_hold) is renewed for at most that
+//! long, even if its thread hangs: the signal says [`LeaseEnd::MaxHold`]
+//! and the lock passes on when the lease ends. [`with_lease`](FairMutex::with_lease)
+//! gives a fixed lease that no watchdog renews.
+//!
+//! ## Examples
+//! Each example needs a Redis server; `examples/` in the repository has a
+//! runnable program for each primitive (`cargo run --example semaphore`, ...).
+//!
+//! A mutex, with its fencing token, a timeout and a fixed lease:
 //! ```no_run
 //! use std::time::Duration;
 //! # fn main() -> fairlock::Result<()> {
@@ -44,12 +87,103 @@
 //!     // ... critical section; pass guard.fencing_token() to the resource ...
 //! } // released here, handed to the next waiter
 //!
+//! if let Some(guard) = mutex.try_lock_for(Duration::from_secs(5))? {
+//!     guard.unlock()?; // reports what a drop can only log
+//! } // else: busy for 5 s, and out of the queue
+//!
 //! // A fixed lease, no watchdog: frees itself 2 s after it was granted.
 //! let short = mutex.with_lease(Duration::from_secs(2)).lock()?;
 //! short.unlock()?;
 //! # Ok(()) }
 //! ```
+//!
+//! A semaphore: at most 16 cores in use, a job taking 4 at once (a large
+//! request at the head of the queue is never passed by smaller ones):
+//! ```no_run
+//! # fn main() -> fairlock::Result<()> {
+//! # let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+//! let cores = client.fair_semaphore("build-cores", 16);
+//! let permit = cores.acquire_many(4)?;
+//! println!("{} cores free", cores.available()?);
+//! permit.release()?;
+//! # Ok(()) }
+//! ```
+//!
+//! A reader-writer lock: readers share, a writer holds it alone, and a
+//! reader arriving after a queued writer waits behind it, so nobody starves:
+//! ```no_run
+//! # fn main() -> fairlock::Result<()> {
+//! # let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+//! let catalog = client.fair_rwlock("catalog");
+//! let read = catalog.read()?;
+//! drop(read);
+//! let write = catalog.write()?;
+//! write.unlock()?;
+//! # Ok(()) }
+//! ```
+//!
+//! A guard that moves to another thread, and a hold that cannot outlive its
+//! purpose:
+//! ```no_run
+//! use std::time::Duration;
+//! # fn main() -> fairlock::Result<()> {
+//! # let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+//! let export = client.fair_mutex("nightly-export").with_max_hold(Duration::from_secs(600));
+//! let guard = export.unbound().lock()?; // Send + 'static
+//! let signal = guard.lease_signal();
+//! let worker = std::thread::spawn(move || {
+//!     while signal.ended().is_none() {
+//!         // ... one batch, with guard.fencing_token() ...
+//! #       break;
+//!     }
+//!     guard.unlock() // released on the worker thread
+//! });
+//! worker.join().expect("worker")?;
+//! # Ok(()) }
+//! ```
+//!
+//! Two accounts locked together, whatever order other callers name them in:
+//! ```no_run
+//! # fn main() -> fairlock::Result<()> {
+//! # let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+//! let both = client.fair_multi_lock(["account:17", "account:4"]).lock()?;
+//! println!("account:4 token {:?}", both.fencing_token("account:4"));
+//! both.unlock()?;
+//! # Ok(()) }
+//! ```
+//!
+//! A leader election: candidates lead one at a time, in arrival order; the
+//! term fences the leader's writes, and anyone can watch who leads:
+//! ```no_run
+//! use std::time::Duration;
+//! # fn main() -> fairlock::Result<()> {
+//! # let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+//! let election = client.election("scheduler");
+//! let leadership = election.campaign_with("node-1")?; // waits its turn
+//! println!("leading, term {}", leadership.term());
+//!
+//! let mut watch = election.watch()?;
+//! if let Some(leader) = watch.next(Duration::from_secs(1))? {
+//!     println!("{} leads", leader.value); // node-1
+//! }
+//! leadership.resign()?; // the next candidate leads at once
+//! # Ok(()) }
+//! ```
+//!
+//! ## Operating it
+//! Every primitive has a `status` (who holds it, who waits, in order), a
+//! `force_unlock` for a lock a stuck process keeps renewing, and names its
+//! holders by the client's [`identity`](ClientBuilder::identity)
+//! ([`Participant`]). Errors carry an [`ErrorKind`] to branch on.
+//!
+//! ## Features
+//! - `tls`: `rediss://` URLs through rustls, and
+//!   `ClientBuilder::tls_root_cert_pem` for a private CA.
+//! - `metrics`: wait, hold and handoff times, counters and gauges through
+//!   the `metrics` facade (see [`ClientBuilder::metrics_lock_names`]).
+//! - `cli`: the `fairlock` command, flock(1) for a fleet of machines.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod connections;
 mod error;

@@ -96,28 +96,67 @@ impl std::fmt::Debug for Config {
 
 /// The shortest lease or waiter timeout accepted: the watchdog renews every
 /// third of it, and anything shorter is below scheduling noise.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(fairlock::MIN_LEASE, Duration::from_millis(30));
+/// ```
 pub const MIN_LEASE: Duration = Duration::from_millis(30);
 
 /// The longest lease (watchdog or fixed) or waiter timeout accepted: 365
 /// days. Longer ones are [`ErrorKind::InvalidConfig`] before any I/O; the
 /// scripts check the same bound before they write anything.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(fairlock::MAX_LEASE, Duration::from_secs(365 * 24 * 3600));
+/// let err = fairlock::Client::builder("redis://127.0.0.1:6379")
+///     .lease(fairlock::MAX_LEASE + Duration::from_secs(1))
+///     .build()
+///     .unwrap_err(); // refused before any I/O
+/// assert_eq!(err.kind(), fairlock::ErrorKind::InvalidConfig);
+/// ```
 pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// How long a lock's fence key (its last fencing token) outlives its last
 /// write by default: 10 minutes (see [`ClientBuilder::fence_life`]).
 ///
 /// [`ClientBuilder::fence_life`]: crate::ClientBuilder::fence_life
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(fairlock::DEFAULT_FENCE_LIFE, Duration::from_secs(600));
+/// ```
 pub const DEFAULT_FENCE_LIFE: Duration = Duration::from_secs(600);
 
 /// The shortest fence life accepted: 1 s, which still covers a call
 /// delivered twice (the fence also remembers the call that last freed the
 /// lock, so that its repeat answers as the first did).
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(fairlock::MIN_FENCE_LIFE, Duration::from_secs(1));
+/// ```
 pub const MIN_FENCE_LIFE: Duration = Duration::from_secs(1);
 
 /// The longest connect or command timeout accepted: 24 hours.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(fairlock::MAX_TIMEOUT, Duration::from_secs(24 * 3600));
+/// ```
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// The longest client identity accepted, in bytes.
+///
+/// ```
+/// let too_long = "w".repeat(fairlock::MAX_IDENTITY_LEN + 1);
+/// let err = fairlock::Client::builder("redis://127.0.0.1:6379")
+///     .identity(too_long)
+///     .build()
+///     .unwrap_err(); // refused before any I/O
+/// assert_eq!(err.kind(), fairlock::ErrorKind::InvalidConfig);
+/// ```
 pub const MAX_IDENTITY_LEN: usize = 64;
 
 /// `Ok` when `identity` is 1 to [`MAX_IDENTITY_LEN`] bytes of ASCII

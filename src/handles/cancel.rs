@@ -7,13 +7,39 @@ use parking_lot::Mutex;
 use crate::machinery::waiters::Waiter;
 
 /// Ends waits from another thread: a signal-handling thread, a shutdown
-/// path. A wait given to [`FairMutex::lock_cancellable`](crate::FairMutex::lock_cancellable)
-/// returns `Ok(None)` soon after [`cancel`](Self::cancel), having left the
-/// queue as a timed-out `try_lock_for` does (or returns the guard, if the
-/// lock was handed over in that instant). Cancelling is final: a later
-/// wait with the same canceller does not wait, it only takes the lock if
-/// that needs no waiting, as [`FairMutex::try_lock`](crate::FairMutex::try_lock).
+/// path. Every primitive takes one: [`FairMutex::lock_cancellable`](crate::FairMutex::lock_cancellable),
+/// [`FairSemaphore::acquire_cancellable`](crate::FairSemaphore::acquire_cancellable),
+/// [`FairRwLock::read_cancellable`](crate::FairRwLock::read_cancellable) and
+/// [`write_cancellable`](crate::FairRwLock::write_cancellable),
+/// [`FairMultiLock::lock_cancellable`](crate::FairMultiLock::lock_cancellable),
+/// [`Election::campaign_cancellable`](crate::Election::campaign_cancellable)
+/// and the [`Unbound`](crate::Unbound) forms. Such a wait returns `Ok(None)`
+/// soon after [`cancel`](Self::cancel), having left the queue as a
+/// timed-out `try_lock_for` does (or returns the guard, if the lock was
+/// handed over in that instant). Cancelling is final: a later wait with
+/// the same canceller does not wait, it only takes the lock if that needs
+/// no waiting, as [`FairMutex::try_lock`](crate::FairMutex::try_lock).
+/// One canceller may end many waits, on any primitives, at once.
 /// Cheap to clone; `Send + Sync`.
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let shutdown = fairlock::WaitCanceller::new();
+/// let worker = {
+///     let (mutex, shutdown) = (client.fair_mutex("nightly-report"), shutdown.clone());
+///     std::thread::spawn(move || -> fairlock::Result<()> {
+///         while let Some(guard) = mutex.lock_cancellable(None, &shutdown)? {
+///             // ... one job under the lock ...
+///             drop(guard);
+///         }
+///         Ok(()) // cancelled: out of the queue
+///     })
+/// };
+/// shutdown.cancel(); // e.g. from a SIGTERM handler
+/// worker.join().expect("worker")?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Default)]
 pub struct WaitCanceller {
     inner: Arc<Mutex<Inner>>,
@@ -27,11 +53,30 @@ struct Inner {
 
 impl WaitCanceller {
     /// A canceller not cancelled yet.
+    ///
+    /// ```
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// assert!(!cancel.is_cancelled());
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Ends every wait using this canceller, now or later.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// let stopper = cancel.clone();
+    /// std::thread::spawn(move || {
+    ///     std::thread::sleep(std::time::Duration::from_secs(1));
+    ///     stopper.cancel(); // ends the wait below
+    /// });
+    /// let got = client.fair_mutex("nightly-report").lock_cancellable(None, &cancel)?;
+    /// println!("got the lock: {}", got.is_some());
+    /// # Ok(()) }
+    /// ```
     pub fn cancel(&self) {
         let waiters = {
             let mut inner = self.inner.lock();
@@ -44,6 +89,12 @@ impl WaitCanceller {
     }
 
     /// True once [`cancel`](Self::cancel) was called.
+    ///
+    /// ```
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// cancel.clone().cancel();
+    /// assert!(cancel.is_cancelled()); // clones share one state
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         self.inner.lock().cancelled
     }

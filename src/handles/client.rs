@@ -1,5 +1,6 @@
 //! `Client`: the handle users open; it starts the connections and the
-//! background threads, and hands out `FairMutex`es.
+//! background threads, and hands out every primitive: mutexes, semaphores,
+//! reader-writer locks, multi-locks and elections.
 
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -20,14 +21,20 @@ use crate::machinery::shared::{ClientInner, Shared};
 use crate::machinery::subscriber;
 use crate::machinery::watchdog;
 
-/// A handle to Redis that hands out [`FairMutex`]es.
+/// A handle to Redis that hands out every primitive: [`FairMutex`]es
+/// ([`fair_mutex`](Self::fair_mutex)), [`FairSemaphore`]s
+/// ([`fair_semaphore`](Self::fair_semaphore)), [`FairRwLock`]s
+/// ([`fair_rwlock`](Self::fair_rwlock)), [`FairMultiLock`]s
+/// ([`fair_multi_lock`](Self::fair_multi_lock)) and [`Election`]s
+/// ([`election`](Self::election)). Making a handle does no I/O; every
+/// handle of one client shares its connections and its background threads.
 ///
 /// Cloning is cheap and shares one pool and one pair of background threads:
 /// a watchdog (`fairlock-watchdog`) that renews held leases and keeps this
 /// client's queued waiters alive, and a subscriber (`fairlock-subscriber`)
 /// on its own connection that wakes waiting threads (on Redis Cluster, one
-/// per node). All stop, and are joined, when the last `Client`, `FairMutex`
-/// and guard of it are dropped.
+/// per node). All stop, and are joined, when the last `Client`, handle and
+/// guard of it are dropped.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -48,6 +55,14 @@ impl Client {
     ///
     /// # Errors
     /// See [`ClientBuilder::build`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mutex = client.fair_mutex("nightly-report");
+    /// # drop(mutex);
+    /// # Ok(()) }
+    /// ```
     pub fn open(url: &str) -> Result<Client> {
         Client::builder(url).build()
     }
@@ -93,6 +108,16 @@ impl Client {
     /// A handle to the lock called `name`. No I/O happens here; an invalid
     /// name is reported by the first call on the handle as
     /// [`ErrorKind::InvalidName`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let orders = client.fair_mutex("orders:42");
+    /// let guard = orders.lock()?;
+    /// println!("token {}", guard.fencing_token());
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn fair_mutex(&self, name: &str) -> FairMutex {
         FairMutex::new(Arc::clone(&self.inner), name)
     }
@@ -179,6 +204,17 @@ impl Client {
     }
 
     /// This client's random id, the first part of every owner id it uses.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// println!("this client is {}", client.id());
+    /// // every owner id it uses starts with it:
+    /// if let Some(holder) = client.fair_mutex("orders:42").status(0)?.holder {
+    ///     println!("held by this client: {}", holder.who.client_id() == client.id());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> &str {
         &self.inner.shared.client_id
     }

@@ -36,6 +36,15 @@ impl FairMutexGuard {
     }
 
     /// The mutex this guard holds.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-report").lock()?;
+    /// assert_eq!(guard.mutex().name(), "nightly-report");
+    /// println!("{} waiting behind us", guard.mutex().queue_len()?);
+    /// # Ok(()) }
+    /// ```
     pub fn mutex(&self) -> &FairMutex {
         &self.mutex
     }

@@ -220,6 +220,14 @@ macro_rules! handle_methods {
     ($lock:ident, $make:literal) => {
         impl $lock {
             /// The lock's name.
+            ///
+            /// ```no_run
+            /// # fn main() -> fairlock::Result<()> {
+            /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+            #[doc = concat!("let lock = ", $make, ";")]
+            /// println!("{}", lock.name());
+            /// # Ok(()) }
+            /// ```
             pub fn name(&self) -> &str {
                 self.handle.name()
             }

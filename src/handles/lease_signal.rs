@@ -1,16 +1,26 @@
-//! `LeaseSignal`: what another thread blocks on to learn that a guard's
-//! lease is gone, so that it stops its side effects at once.
+//! `LeaseSignal`: what another thread blocks on to learn that a hold's
+//! lease is gone (or its maximum hold reached), so that it stops its side
+//! effects at once. Every guard of every primitive gives one.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::machinery::holds::{Hold, LeaseEnd};
 
-/// Tells other threads when a guard's hold ends: [`LeaseEnd::Lost`] the
-/// moment the lease is gone, [`LeaseEnd::Released`] when the guard (with
-/// its re-entrant guards) was released first. Taken from
-/// [`FairMutexGuard::lease_signal`](crate::FairMutexGuard::lease_signal);
-/// cheap to clone, `Send + Sync`, and usable after the guard is gone.
+/// Tells other threads when a hold ends: [`LeaseEnd::Lost`] the moment
+/// the lease is gone, [`LeaseEnd::MaxHold`] when a hold taken
+/// [`with_max_hold`](crate::FairMutex::with_max_hold) reached it (no more
+/// renewals: wind down before the lease runs out), [`LeaseEnd::Released`]
+/// when the guard (with its re-entrant guards) was released first.
+///
+/// Every hold gives one: [`FairMutexGuard::lease_signal`](crate::FairMutexGuard::lease_signal),
+/// [`SemaphorePermit::lease_signal`](crate::SemaphorePermit::lease_signal),
+/// [`ReadGuard::lease_signal`](crate::ReadGuard::lease_signal),
+/// [`WriteGuard::lease_signal`](crate::WriteGuard::lease_signal),
+/// [`UnboundGuard::lease_signal`](crate::UnboundGuard::lease_signal) (also
+/// each part of a [`MultiGuard`](crate::MultiGuard)) and
+/// [`Leadership::lease_signal`](crate::Leadership::lease_signal). Cheap to
+/// clone, `Send + Sync`, and usable after the guard is gone.
 ///
 /// When it fires, measured from the loss:
 /// - a lease that no renewal confirmed in time (Redis unreachable, a
@@ -55,6 +65,20 @@ impl LeaseSignal {
 
     /// Blocks until the hold ends; returns how. Blocks for as long as the
     /// lease is held: use [`wait_timeout`](Self::wait_timeout) to bound it.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-export").lock()?;
+    /// let signal = guard.lease_signal();
+    /// let watcher = std::thread::spawn(move || match signal.wait() {
+    ///     fairlock::LeaseEnd::Released => println!("released in time"),
+    ///     end => eprintln!("lost the lock ({end:?}): abort the export"),
+    /// });
+    /// drop(guard);
+    /// watcher.join().expect("watcher");
+    /// # Ok(()) }
+    /// ```
     pub fn wait(&self) -> LeaseEnd {
         self.hold
             .wait_end(None)
@@ -63,16 +87,51 @@ impl LeaseSignal {
 
     /// Blocks until the hold ends or `timeout` passes: `Some(end)` when it
     /// ended, `None` when it is still held. `Duration::ZERO` only looks.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-export").lock()?;
+    /// let signal = guard.lease_signal();
+    /// // Sleeps between batches, but wakes at once if the lease ends.
+    /// while signal.wait_timeout(Duration::from_secs(1)).is_none() {
+    ///     // ... one batch, with guard.fencing_token() ...
+    /// #   break;
+    /// }
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn wait_timeout(&self, timeout: Duration) -> Option<LeaseEnd> {
         self.hold.wait_end(Instant::now().checked_add(timeout))
     }
 
     /// How the hold ended, if it has; never blocks.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-export").lock()?;
+    /// let signal = guard.lease_signal();
+    /// assert_eq!(signal.ended(), None); // still held
+    /// drop(guard);
+    /// assert_eq!(signal.ended(), Some(fairlock::LeaseEnd::Released));
+    /// # Ok(()) }
+    /// ```
     pub fn ended(&self) -> Option<LeaseEnd> {
         self.hold.end_as_of(Instant::now())
     }
 
     /// The fencing token of the hold this signal watches.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-export").lock()?;
+    /// let signal = guard.lease_signal();
+    /// assert_eq!(signal.fencing_token(), guard.fencing_token());
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_token(&self) -> u64 {
         self.hold.token
     }

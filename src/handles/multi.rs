@@ -65,6 +65,16 @@ impl FairMultiLock {
     }
 
     /// The same set and the mutex `name`.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let both = client.fair_multi_lock(["account:17"]).and_mutex("account:4");
+    /// let guard = both.lock()?;
+    /// assert!(guard.fencing_token("account:4").is_some());
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn and_mutex(mut self, name: &str) -> Self {
         let mutex = FairMutex::new(Arc::clone(&self.client), name);
         self.parts.push((mutex.handle, Ask::Mutex));
@@ -73,6 +83,16 @@ impl FairMultiLock {
 
     /// The same set and a read of the reader-writer lock `name` (shared
     /// with other readers). A name both read and written is written.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// let guard = transfer.and_read("rates").lock()?; // rates shared with other readers
+    /// assert_eq!(guard.parts().len(), 3);
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn and_read(mut self, name: &str) -> Self {
         let rwlock = FairRwLock::new(Arc::clone(&self.client), name);
         self.parts.push((rwlock.handle, Ask::RwLock(Access::Read)));
@@ -80,6 +100,15 @@ impl FairMultiLock {
     }
 
     /// The same set and a write of the reader-writer lock `name`.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let rebuild = client.fair_multi_lock(["catalog-import"]).and_write("catalog");
+    /// let guard = rebuild.lock()?; // the import alone, and catalog readers kept out
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn and_write(mut self, name: &str) -> Self {
         let rwlock = FairRwLock::new(Arc::clone(&self.client), name);
         self.parts.push((rwlock.handle, Ask::RwLock(Access::Write)));
@@ -88,6 +117,16 @@ impl FairMultiLock {
 
     /// The same set, every part taken with a fixed `lease` no watchdog
     /// renews (see [`FairMutex::with_lease`]).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// let guard = transfer.with_lease(Duration::from_secs(30)).lock()?; // every part frees itself after 30 s
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn with_lease(&self, lease: Duration) -> Self {
         FairMultiLock {
             fixed_lease: Some(lease),
@@ -97,6 +136,17 @@ impl FairMultiLock {
 
     /// The same set, every part renewed for at most `max_hold` (see
     /// [`FairMutex::with_max_hold`]).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// let guard = transfer.with_max_hold(Duration::from_secs(300)).lock()?;
+    /// let signal = guard.parts()[0].lease_signal(); // fires with LeaseEnd::MaxHold after 5 min
+    /// # drop((signal, guard));
+    /// # Ok(()) }
+    /// ```
     pub fn with_max_hold(&self, max_hold: Duration) -> Self {
         FairMultiLock {
             max_hold: Some(max_hold),
@@ -112,6 +162,17 @@ impl FairMultiLock {
     /// [`ErrorKind::InvalidName`] for a bad name: both before any I/O.
     /// Otherwise as [`FairMutex::lock`]; the parts taken so far are
     /// released first.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// let guard = transfer.lock()?; // both accounts, deadlock-free whatever order others name them in
+    /// move_money(guard.fencing_token("account:17"), guard.fencing_token("account:4"));
+    /// guard.unlock()?;
+    /// # fn move_money(_: Option<u64>, _: Option<u64>) {}
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self) -> Result<MultiGuard> {
         self.acquire(Wait::Forever)?
             .ok_or_else(Error::unbounded_wait_ended)
@@ -122,6 +183,17 @@ impl FairMultiLock {
     ///
     /// # Errors
     /// As [`lock`](Self::lock).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// match transfer.try_lock()? {
+    ///     Some(guard) => guard.unlock()?,
+    ///     None => println!("one of them is busy; nothing held, nothing queued"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_lock(&self) -> Result<Option<MultiGuard>> {
         self.acquire(Wait::Never)
     }
@@ -132,6 +204,18 @@ impl FairMultiLock {
     ///
     /// # Errors
     /// As [`lock`](Self::lock).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// match transfer.try_lock_for(Duration::from_secs(5))? {
+    ///     Some(guard) => guard.unlock()?,
+    ///     None => println!("not all within 5 s; nothing held, nothing queued"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MultiGuard>> {
         self.acquire(Wait::AtMost(Some(timeout), None))
     }
@@ -141,6 +225,19 @@ impl FairMultiLock {
     ///
     /// # Errors
     /// As [`lock`](Self::lock).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// let on_shutdown = cancel.clone();
+    /// std::thread::spawn(move || on_shutdown.cancel());
+    /// if let Some(guard) = transfer.lock_cancellable(None, &cancel)? {
+    ///     guard.unlock()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn lock_cancellable(
         &self,
         timeout: Option<Duration>,
@@ -218,6 +315,24 @@ impl std::fmt::Debug for FairMultiLock {
 /// [`unlock`](Self::unlock)ed or dropped (each part released best effort,
 /// as a guard's drop). `Send + Sync + 'static`: it may be released on any
 /// thread.
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let guard = client.fair_multi_lock(["account:17", "account:4"]).lock()?;
+/// std::thread::spawn(move || {
+///     // ... the transfer, on another thread ...
+///     guard.unlock()
+/// })
+/// .join()
+/// .expect("worker")?;
+/// # Ok(()) }
+/// ```
+///
+/// ```
+/// fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+/// assert_send_sync_static::<fairlock::MultiGuard>();
+/// ```
 #[must_use = "if unused the locks are released immediately"]
 #[derive(Debug)]
 pub struct MultiGuard {
@@ -227,12 +342,35 @@ pub struct MultiGuard {
 impl MultiGuard {
     /// The parts, in the order they were taken: each with its name, its
     /// fencing token, its lease signal and (for a rwlock) its access.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// let guard = transfer.lock()?;
+    /// for part in guard.parts() {
+    ///     println!("{}: token {}", part.name(), part.fencing_token()); // account:17 and account:4, in key order
+    /// }
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn parts(&self) -> &[UnboundGuard] {
         &self.parts
     }
 
     /// The fencing token of the part `name` (a mutex's, or a rwlock's
     /// read or write), if the set has one of that name.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// let guard = transfer.lock()?;
+    /// assert!(guard.fencing_token("account:4").is_some());
+    /// assert_eq!(guard.fencing_token("account:99"), None);
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_token(&self, name: &str) -> Option<u64> {
         self.parts
             .iter()
@@ -241,6 +379,18 @@ impl MultiGuard {
     }
 
     /// True once any part's lease is known to be gone.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// let guard = transfer.lock()?;
+    /// if guard.is_lease_lost() {
+    ///     return Ok(()); // stop before writing either account
+    /// }
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
     pub fn is_lease_lost(&self) -> bool {
         self.parts.iter().any(UnboundGuard::is_lease_lost)
     }
@@ -250,6 +400,14 @@ impl MultiGuard {
     ///
     /// # Errors
     /// As [`UnboundGuard::unlock`], for any part.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
+    /// transfer.lock()?.unlock()?;
+    /// # Ok(()) }
+    /// ```
     pub fn unlock(mut self) -> Result<()> {
         let mut first_error = None;
         while let Some(part) = self.parts.pop() {

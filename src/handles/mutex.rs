@@ -52,6 +52,17 @@ impl FairMutex {
     /// still have taken effect in Redis (a timeout, a connection lost
     /// mid-call): whatever it took or queued is given back by the client
     /// as soon as Redis answers again, never left as a hold nobody releases.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mutex = client.fair_mutex("nightly-report");
+    /// let guard = mutex.lock()?; // waits its turn, however long
+    /// write_report(guard.fencing_token());
+    /// guard.unlock()?; // or drop it: the next waiter gets the lock at once
+    /// # fn write_report(_token: u64) {}
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self) -> Result<FairMutexGuard> {
         self.acquire(Wait::Forever)?
             .ok_or_else(Error::unbounded_wait_ended)
@@ -63,6 +74,17 @@ impl FairMutex {
     ///
     /// # Errors
     /// As [`lock`](Self::lock).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mutex = client.fair_mutex("nightly-report");
+    /// match mutex.try_lock()? {
+    ///     Some(guard) => println!("free, token {}", guard.fencing_token()),
+    ///     None => println!("held or queued for: not waiting"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_lock(&self) -> Result<Option<FairMutexGuard>> {
         self.acquire(Wait::Never)
     }
@@ -74,6 +96,17 @@ impl FairMutex {
     ///
     /// # Errors
     /// As [`lock`](Self::lock).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mutex = client.fair_mutex("nightly-report");
+    /// if let Some(guard) = mutex.try_lock_for(Duration::from_secs(5))? {
+    ///     guard.unlock()?;
+    /// } // else: not ours within 5 s, and no longer queued
+    /// # Ok(()) }
+    /// ```
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<FairMutexGuard>> {
         self.acquire(Wait::AtMost(Some(timeout), None))
     }
@@ -86,6 +119,21 @@ impl FairMutex {
     ///
     /// # Errors
     /// As [`lock`](Self::lock).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mutex = client.fair_mutex("nightly-report");
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// let on_shutdown = cancel.clone(); // e.g. to a signal-handling thread
+    /// std::thread::spawn(move || on_shutdown.cancel());
+    /// match mutex.lock_cancellable(Some(Duration::from_secs(60)), &cancel)? {
+    ///     Some(guard) => guard.unlock()?,
+    ///     None => println!("cancelled or timed out; left the queue"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn lock_cancellable(
         &self,
         timeout: Option<Duration>,
@@ -103,6 +151,17 @@ impl FairMutex {
     ///
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mutex = client.fair_mutex("nightly-report");
+    /// let guard = mutex.lock()?;
+    /// assert!(mutex.is_held_by_current_thread()?);
+    /// drop(guard);
+    /// assert!(!mutex.is_held_by_current_thread()?);
+    /// # Ok(()) }
+    /// ```
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         Ok(self.hold_count()? > 0)
     }
@@ -111,6 +170,17 @@ impl FairMutex {
     ///
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mutex = client.fair_mutex("nightly-report");
+    /// let outer = mutex.lock()?;
+    /// let inner = mutex.lock()?; // re-entered at once: the same thread
+    /// assert_eq!(mutex.hold_count()?, 2);
+    /// drop((inner, outer));
+    /// # Ok(()) }
+    /// ```
     pub fn hold_count(&self) -> Result<u32> {
         let shared = self.shared();
         let owner = shared.owner_id();
@@ -128,6 +198,15 @@ impl FairMutex {
     ///
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if let Some(left) = client.fair_mutex("nightly-report").remaining_lease()? {
+    ///     println!("the holder's lease runs {left:?} more unless renewed");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn remaining_lease(&self) -> Result<Option<Duration>> {
         Ok(self.status(0)?.holder.and_then(|h| h.remaining_lease))
     }
@@ -136,6 +215,13 @@ impl FairMutex {
     ///
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// println!("{} waiting", client.fair_mutex("nightly-report").queue_len()?);
+    /// # Ok(()) }
+    /// ```
     pub fn queue_len(&self) -> Result<usize> {
         Ok(self.status(0)?.queue_len)
     }
@@ -147,6 +233,20 @@ impl FairMutex {
     ///
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let status = client.fair_mutex("nightly-report").status(10)?;
+    /// if let Some(holder) = &status.holder {
+    ///     println!("held by {} (token {})", holder.who.owner, holder.fencing_token);
+    /// }
+    /// for (place, waiter) in status.waiters.iter().enumerate() {
+    ///     println!("{place}: {}", waiter.who.owner);
+    /// }
+    /// println!("{} waiting in all", status.queue_len);
+    /// # Ok(()) }
+    /// ```
     pub fn status(&self, max_waiters: usize) -> Result<LockStatus> {
         Ok(LockStatus::from_reply(self.handle.status(max_waiters, 1)?))
     }
@@ -156,6 +256,15 @@ impl FairMutex {
     ///
     /// # Errors
     /// As [`is_locked`](Self::is_locked).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if let Some(was) = client.fair_mutex("nightly-report").force_unlock_holder()? {
+    ///     println!("freed the lock {} held", was.owner);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
         let freed = self.handle.force_release()?;
         Ok(freed.holder.map(|owner| Participant { owner }))

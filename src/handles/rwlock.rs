@@ -330,6 +330,14 @@ pub struct WriteGuard {
 
 impl ReadGuard {
     /// The lock this read hold is of.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_rwlock("catalog").read()?;
+    /// assert_eq!(guard.rwlock().name(), "catalog");
+    /// # Ok(()) }
+    /// ```
     pub fn rwlock(&self) -> &FairRwLock {
         &self.rwlock
     }
@@ -337,6 +345,14 @@ impl ReadGuard {
 
 impl WriteGuard {
     /// The lock this write hold is of.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_rwlock("catalog").write()?;
+    /// println!("{} waiting behind the writer", guard.rwlock().queue_len()?);
+    /// # Ok(()) }
+    /// ```
     pub fn rwlock(&self) -> &FairRwLock {
         &self.rwlock
     }

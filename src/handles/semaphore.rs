@@ -14,7 +14,13 @@ use crate::handles::status::SemaphoreStatus;
 use crate::machinery::shared::ClientInner;
 use crate::protocol::{Ask, LockKind};
 
-/// Most permits a semaphore may have (1 is the least).
+/// Most permits a semaphore may have (1 is the least); outside
+/// `1..=MAX_PERMITS` the first call on the semaphore reports
+/// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig).
+///
+/// ```
+/// assert_eq!(fairlock::MAX_PERMITS, 1_000_000);
+/// ```
 pub const MAX_PERMITS: u32 = 1_000_000;
 
 /// A fair semaphore named by a string: at most `permits` permits held at

@@ -6,7 +6,16 @@ use std::time::Duration;
 
 use crate::protocol::{Access, Ask, HolderReply, StatusReply, WaiterReply};
 
-/// One participant of a lock: a thread of some client.
+/// One participant of a lock: a thread of some client, an unbound call
+/// of it, or an election's candidate. [`owner`](Self::owner) is the id
+/// Redis keeps; the methods take it apart.
+///
+/// ```
+/// let who = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:7@web-3".to_owned() };
+/// assert_eq!(who.client_id(), "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b");
+/// assert_eq!(who.thread(), Some(7));
+/// assert_eq!(who.identity(), Some("web-3"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Participant {
     /// The owner id: `<client id>:<thread number>` for a thread's
@@ -19,6 +28,11 @@ pub struct Participant {
 
 impl Participant {
     /// The id of the client (see [`Client::id`](crate::Client::id)).
+    ///
+    /// ```
+    /// let who = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:u12".to_owned() };
+    /// assert_eq!(who.client_id(), "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b");
+    /// ```
     pub fn client_id(&self) -> &str {
         self.owner
             .split_once(':')
@@ -38,6 +52,13 @@ impl Participant {
     /// The thread's number inside its process; `None` for an
     /// [unbound](crate::FairMutex::unbound) acquisition, which no thread
     /// owns.
+    ///
+    /// ```
+    /// let thread = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:3".to_owned() };
+    /// assert_eq!(thread.thread(), Some(3));
+    /// let unbound = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:u12".to_owned() };
+    /// assert_eq!(unbound.thread(), None);
+    /// ```
     pub fn thread(&self) -> Option<u64> {
         self.parts().0.parse().ok()
     }
@@ -46,6 +67,13 @@ impl Participant {
     /// ([`ClientBuilder::identity`](crate::ClientBuilder::identity)), if
     /// any; for an [election](crate::Election)'s candidate, the value it
     /// campaigns with.
+    ///
+    /// ```
+    /// let named = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:3@web-3/worker-7".to_owned() };
+    /// assert_eq!(named.identity(), Some("web-3/worker-7"));
+    /// let unnamed = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:3".to_owned() };
+    /// assert_eq!(unnamed.identity(), None);
+    /// ```
     pub fn identity(&self) -> Option<&str> {
         self.parts().1
     }
@@ -54,6 +82,21 @@ impl Participant {
 /// One hold of a lock, as a status lists it, whatever the kind: the
 /// mutex's holder, a semaphore's permits, a reader-writer lock's read or
 /// write.
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// for holder in client.fair_semaphore("uploads", 4).status(10)?.holders {
+///     println!(
+///         "{} holds {} permit(s), token {}, lease left {:?}",
+///         holder.who.identity().unwrap_or(&holder.who.owner),
+///         holder.permits,
+///         holder.fencing_token,
+///         holder.remaining_lease,
+///     );
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Holder {
@@ -78,6 +121,15 @@ pub struct Holder {
 }
 
 /// A queued waiter, in queue order, whatever the kind.
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// for (place, waiter) in client.fair_rwlock("catalog").status(10)?.waiters.iter().enumerate() {
+///     println!("{place}: {} wants {:?}", waiter.who.owner, waiter.access);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueuedWaiter {
@@ -94,7 +146,21 @@ pub struct QueuedWaiter {
     pub liveness_left: Option<Duration>,
 }
 
-/// What [`FairMutex::status`](crate::FairMutex::status) saw, in one atomic read.
+/// What [`FairMutex::status`](crate::FairMutex::status) saw, in one atomic
+/// read (also what [`Election::status`](crate::Election::status) returns:
+/// the leader as the holder, the candidates as the waiters).
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let status = client.fair_mutex("nightly-report").status(5)?;
+/// match &status.holder {
+///     Some(holder) => println!("held by {} for {:?} more", holder.who.owner, holder.remaining_lease),
+///     None => println!("free"),
+/// }
+/// println!("{} waiting; last token {:?}", status.queue_len, status.last_fencing_token);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockStatus {
@@ -122,6 +188,17 @@ impl LockStatus {
 
 /// What [`FairSemaphore::status`](crate::FairSemaphore::status) saw, in one
 /// atomic read.
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let status = client.fair_semaphore("uploads", 4).status(10)?;
+/// println!(
+///     "{} of {:?} permits free, {} holds, {} waiting",
+///     status.available, status.permits, status.holder_count, status.queue_len
+/// );
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SemaphoreStatus {
@@ -162,6 +239,18 @@ impl SemaphoreStatus {
 
 /// What [`FairRwLock::status`](crate::FairRwLock::status) saw, in one
 /// atomic read.
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let status = client.fair_rwlock("catalog").status(10)?;
+/// if status.write_held {
+///     println!("a writer holds it; {} waiting", status.queue_len);
+/// } else {
+///     println!("{} reader(s) hold it", status.holder_count);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RwLockStatus {

@@ -42,6 +42,16 @@ impl<L> Unbound<L> {
 
     /// The lock, as the handle it was made from (its acquisitions bound to
     /// their thread again).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let reports = client.fair_mutex("nightly-report").unbound();
+    /// assert_eq!(reports.lock_handle().name(), "nightly-report");
+    /// let bound = reports.lock_handle().lock()?; // a thread-bound guard again
+    /// # drop(bound);
+    /// # Ok(()) }
+    /// ```
     pub fn lock_handle(&self) -> &L {
         &self.lock
     }
@@ -63,6 +73,15 @@ impl Unbound<FairMutex> {
     ///
     /// # Errors
     /// As [`FairMutex::lock`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let reports = client.fair_mutex("nightly-report").unbound();
+    /// let guard = reports.lock()?;
+    /// std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self) -> Result<UnboundGuard> {
         acquire_forever(&self.lock.handle, Ok(Ask::Mutex))
     }
@@ -72,6 +91,16 @@ impl Unbound<FairMutex> {
     ///
     /// # Errors
     /// As [`FairMutex::lock`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let reports = client.fair_mutex("nightly-report").unbound();
+    /// if let Some(guard) = reports.try_lock()? {
+    ///     std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_lock(&self) -> Result<Option<UnboundGuard>> {
         acquire(&self.lock.handle, Ok(Ask::Mutex), Wait::Never)
     }
@@ -80,6 +109,17 @@ impl Unbound<FairMutex> {
     ///
     /// # Errors
     /// As [`FairMutex::lock`].
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let reports = client.fair_mutex("nightly-report").unbound();
+    /// if let Some(guard) = reports.try_lock_for(Duration::from_secs(5))? {
+    ///     std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<UnboundGuard>> {
         let wait = Wait::AtMost(Some(timeout), None);
         acquire(&self.lock.handle, Ok(Ask::Mutex), wait)
@@ -89,6 +129,17 @@ impl Unbound<FairMutex> {
     ///
     /// # Errors
     /// As [`FairMutex::lock`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let reports = client.fair_mutex("nightly-report").unbound();
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// if let Some(guard) = reports.lock_cancellable(None, &cancel)? {
+    ///     std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn lock_cancellable(
         &self,
         timeout: Option<Duration>,
@@ -104,6 +155,15 @@ impl Unbound<FairSemaphore> {
     ///
     /// # Errors
     /// As [`FairSemaphore::acquire`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let uploads = client.fair_semaphore("uploads", 4).unbound();
+    /// let permit = uploads.acquire()?;
+    /// std::thread::spawn(move || permit.unlock()).join().expect("worker")?; // released on another thread
+    /// # Ok(()) }
+    /// ```
     pub fn acquire(&self) -> Result<UnboundGuard> {
         self.acquire_many(1)
     }
@@ -112,6 +172,16 @@ impl Unbound<FairSemaphore> {
     ///
     /// # Errors
     /// As [`FairSemaphore::acquire_many`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let uploads = client.fair_semaphore("uploads", 4).unbound();
+    /// let permits = uploads.acquire_many(2)?;
+    /// assert_eq!(permits.num_permits(), 2);
+    /// std::thread::spawn(move || permits.unlock()).join().expect("worker")?; // released on another thread
+    /// # Ok(()) }
+    /// ```
     pub fn acquire_many(&self, n: u32) -> Result<UnboundGuard> {
         acquire_forever(&self.lock.handle, self.lock.ask(n))
     }
@@ -120,6 +190,16 @@ impl Unbound<FairSemaphore> {
     ///
     /// # Errors
     /// As [`FairSemaphore::acquire`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let uploads = client.fair_semaphore("uploads", 4).unbound();
+    /// if let Some(permit) = uploads.try_acquire()? {
+    ///     std::thread::spawn(move || permit.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_acquire(&self) -> Result<Option<UnboundGuard>> {
         self.try_acquire_many(1)
     }
@@ -128,6 +208,16 @@ impl Unbound<FairSemaphore> {
     ///
     /// # Errors
     /// As [`FairSemaphore::acquire_many`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let uploads = client.fair_semaphore("uploads", 4).unbound();
+    /// if let Some(permits) = uploads.try_acquire_many(2)? {
+    ///     std::thread::spawn(move || permits.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_acquire_many(&self, n: u32) -> Result<Option<UnboundGuard>> {
         acquire(&self.lock.handle, self.lock.ask(n), Wait::Never)
     }
@@ -136,6 +226,17 @@ impl Unbound<FairSemaphore> {
     ///
     /// # Errors
     /// As [`FairSemaphore::acquire`].
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let uploads = client.fair_semaphore("uploads", 4).unbound();
+    /// if let Some(permit) = uploads.try_acquire_for(Duration::from_secs(5))? {
+    ///     std::thread::spawn(move || permit.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_acquire_for(&self, timeout: Duration) -> Result<Option<UnboundGuard>> {
         self.try_acquire_many_for(1, timeout)
     }
@@ -144,6 +245,17 @@ impl Unbound<FairSemaphore> {
     ///
     /// # Errors
     /// As [`FairSemaphore::acquire_many`].
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let uploads = client.fair_semaphore("uploads", 4).unbound();
+    /// if let Some(permits) = uploads.try_acquire_many_for(3, Duration::from_secs(5))? {
+    ///     std::thread::spawn(move || permits.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_acquire_many_for(&self, n: u32, timeout: Duration) -> Result<Option<UnboundGuard>> {
         let wait = Wait::AtMost(Some(timeout), None);
         acquire(&self.lock.handle, self.lock.ask(n), wait)
@@ -153,6 +265,17 @@ impl Unbound<FairSemaphore> {
     ///
     /// # Errors
     /// As [`FairSemaphore::acquire`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let uploads = client.fair_semaphore("uploads", 4).unbound();
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// if let Some(permit) = uploads.acquire_cancellable(None, &cancel)? {
+    ///     std::thread::spawn(move || permit.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn acquire_cancellable(
         &self,
         timeout: Option<Duration>,
@@ -169,6 +292,16 @@ impl Unbound<FairRwLock> {
     ///
     /// # Errors
     /// As [`FairRwLock::read`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog").unbound();
+    /// let guard = catalog.read()?;
+    /// assert_eq!(guard.access(), Some(fairlock::Access::Read));
+    /// std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// # Ok(()) }
+    /// ```
     pub fn read(&self) -> Result<UnboundGuard> {
         acquire_forever(&self.lock.handle, Ok(Ask::RwLock(Access::Read)))
     }
@@ -179,6 +312,16 @@ impl Unbound<FairRwLock> {
     ///
     /// # Errors
     /// As [`FairRwLock::read`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog").unbound();
+    /// let guard = catalog.write()?;
+    /// assert_eq!(guard.access(), Some(fairlock::Access::Write));
+    /// std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// # Ok(()) }
+    /// ```
     pub fn write(&self) -> Result<UnboundGuard> {
         acquire_forever(&self.lock.handle, Ok(Ask::RwLock(Access::Write)))
     }
@@ -187,6 +330,16 @@ impl Unbound<FairRwLock> {
     ///
     /// # Errors
     /// As [`FairRwLock::read`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog").unbound();
+    /// if let Some(guard) = catalog.try_read()? {
+    ///     std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_read(&self) -> Result<Option<UnboundGuard>> {
         let ask = Ok(Ask::RwLock(Access::Read));
         acquire(&self.lock.handle, ask, Wait::Never)
@@ -196,6 +349,16 @@ impl Unbound<FairRwLock> {
     ///
     /// # Errors
     /// As [`FairRwLock::read`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog").unbound();
+    /// if let Some(guard) = catalog.try_write()? {
+    ///     std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_write(&self) -> Result<Option<UnboundGuard>> {
         let ask = Ok(Ask::RwLock(Access::Write));
         acquire(&self.lock.handle, ask, Wait::Never)
@@ -205,6 +368,17 @@ impl Unbound<FairRwLock> {
     ///
     /// # Errors
     /// As [`FairRwLock::read`].
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog").unbound();
+    /// if let Some(guard) = catalog.try_read_for(Duration::from_secs(5))? {
+    ///     std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_read_for(&self, timeout: Duration) -> Result<Option<UnboundGuard>> {
         let ask = Ok(Ask::RwLock(Access::Read));
         acquire(&self.lock.handle, ask, Wait::AtMost(Some(timeout), None))
@@ -214,6 +388,17 @@ impl Unbound<FairRwLock> {
     ///
     /// # Errors
     /// As [`FairRwLock::read`].
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog").unbound();
+    /// if let Some(guard) = catalog.try_write_for(Duration::from_secs(5))? {
+    ///     std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn try_write_for(&self, timeout: Duration) -> Result<Option<UnboundGuard>> {
         let ask = Ok(Ask::RwLock(Access::Write));
         acquire(&self.lock.handle, ask, Wait::AtMost(Some(timeout), None))
@@ -223,6 +408,17 @@ impl Unbound<FairRwLock> {
     ///
     /// # Errors
     /// As [`FairRwLock::read`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog").unbound();
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// if let Some(guard) = catalog.read_cancellable(None, &cancel)? {
+    ///     std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn read_cancellable(
         &self,
         timeout: Option<Duration>,
@@ -236,6 +432,17 @@ impl Unbound<FairRwLock> {
     ///
     /// # Errors
     /// As [`FairRwLock::read`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog").unbound();
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// if let Some(guard) = catalog.write_cancellable(None, &cancel)? {
+    ///     std::thread::spawn(move || guard.unlock()).join().expect("worker")?; // released on another thread
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn write_cancellable(
         &self,
         timeout: Option<Duration>,
@@ -267,18 +474,44 @@ impl UnboundGuard {
     }
 
     /// The name of the lock it holds.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-report").unbound().lock()?;
+    /// assert_eq!(guard.name(), "nightly-report");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.hold.name()
     }
 
     /// A reader-writer lock's hold: read or write; `None` for a mutex's or
     /// a semaphore's.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let read = client.fair_rwlock("catalog").unbound().read()?;
+    /// assert_eq!(read.access(), Some(fairlock::Access::Read));
+    /// let mutex = client.fair_mutex("nightly-report").unbound().lock()?;
+    /// assert_eq!(mutex.access(), None);
+    /// # Ok(()) }
+    /// ```
     pub fn access(&self) -> Option<Access> {
         self.hold.access()
     }
 
     /// The permits the hold takes: a semaphore's `n`; 1 for the other
     /// kinds.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let permits = client.fair_semaphore("build-cores", 16).unbound().acquire_many(4)?;
+    /// assert_eq!(permits.num_permits(), 4);
+    /// # Ok(()) }
+    /// ```
     pub fn num_permits(&self) -> u32 {
         match self.hold.access() {
             Some(_) => 1,

@@ -11,6 +11,25 @@ use crate::connections::observe::{self, Labels};
 use crate::protocol::LockKeys;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
+/// Non-exhaustive: a match needs a `_` arm.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use fairlock::LeaseEnd;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let mutex = client.fair_mutex("nightly-export").with_max_hold(Duration::from_secs(600));
+/// let guard = mutex.lock()?;
+/// let signal = guard.lease_signal();
+/// std::thread::spawn(move || match signal.wait() {
+///     LeaseEnd::Released => {}                                     // done in time
+///     LeaseEnd::MaxHold => eprintln!("10 min up: finish the batch"), // the lease still runs a while
+///     LeaseEnd::Lost => eprintln!("lost: stop writing now"),       // another may hold it
+///     _ => {}
+/// });
+/// # drop(guard);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaseEnd {

@@ -4,7 +4,23 @@
 
 use crate::protocol::LockKind;
 
-/// How a reader-writer lock is held: shared (read) or exclusive (write).
+/// How a reader-writer lock is held: shared (read) or exclusive (write), as
+/// statuses ([`Holder::access`](crate::Holder::access)) and unbound guards
+/// ([`UnboundGuard::access`](crate::UnboundGuard::access)) report it.
+///
+/// ```no_run
+/// use fairlock::Access;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// for holder in client.fair_rwlock("catalog").status(10)?.holders {
+///     match holder.access {
+///         Some(Access::Write) => println!("{} writes", holder.who.owner),
+///         Some(Access::Read) => println!("{} reads", holder.who.owner),
+///         None => {}
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Access {
     /// Shared with other readers.

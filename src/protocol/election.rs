@@ -7,7 +7,14 @@
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// Longest value a candidate may campaign with, in bytes.
+/// Longest value a candidate may campaign with, in bytes (public as
+/// `fairlock::MAX_ELECTION_VALUE_LEN`; see
+/// [`Election::campaign_with`](crate::Election::campaign_with)).
+///
+/// ```
+/// assert_eq!(fairlock::MAX_ELECTION_VALUE_LEN, 256);
+/// // e.g. "10.0.0.7:8080" or "scheduler-1"; no spaces (0x21 to 0x7E only)
+/// ```
 pub const MAX_VALUE_LEN: usize = 256;
 
 /// `Ok` when `value` is 1 to [`MAX_VALUE_LEN`] bytes of printable ASCII

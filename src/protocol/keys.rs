@@ -3,6 +3,11 @@
 use crate::error::{Error, ErrorKind, Result};
 
 /// Longest lock name accepted, in bytes (64 KiB).
+///
+/// ```
+/// assert_eq!(fairlock::MAX_NAME_LEN, 64 * 1024);
+/// // Any UTF-8 name up to that, braces and newlines included, is a lock of its own.
+/// ```
 pub const MAX_NAME_LEN: usize = 64 * 1024;
 
 /// Which primitive a family of keys belongs to. The mutex, the semaphore,
