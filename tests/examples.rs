@@ -52,9 +52,6 @@ fn features() -> Vec<&'static str> {
     if cfg!(feature = "metrics") {
         on.push("metrics");
     }
-    if cfg!(feature = "cli") {
-        on.push("cli");
-    }
     on
 }
 
