@@ -54,6 +54,9 @@ impl Client {
 
     /// Starts a builder for a client of Redis at `url`:
     /// - `redis://[user:password@]host:port[/db]` for one server;
+    /// - `redis+unix:///path/to/socket[?db=N&user=U&pass=P]` (or
+    ///   `unix:///...`) for one server over a Unix socket, as the `redis`
+    ///   crate reads it (a `pass=` value is redacted like a URL password);
     /// - `redis+cluster://[user:password@]host:port,host:port,...` for Redis
     ///   Cluster (any reachable nodes as seeds; the rest are discovered);
     /// - `redis+sentinel://host:port,host:port,.../master-name[/db]` for the
@@ -66,6 +69,7 @@ impl Client {
     /// # fn main() -> fairlock::Result<()> {
     /// let sharded = fairlock::Client::open("redis+cluster://10.0.0.1:6379,10.0.0.2:6379")?;
     /// let failover = fairlock::Client::open("redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/locks")?;
+    /// let local = fairlock::Client::open("redis+unix:///run/redis/redis.sock?db=2")?;
     /// # Ok(()) }
     /// ```
     pub fn builder(url: &str) -> ClientBuilder {
