@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder, ErrorKind};
 use fairlock_test_support::*;
+use redis::IntoConnectionInfo;
 
 /// Short test timings (lease 2 s, waiter timeout 1 s, connect timeout 2 s).
 fn timings(builder: ClientBuilder) -> ClientBuilder {
@@ -109,4 +110,95 @@ fn a_unix_socket_that_does_not_exist_is_a_connection_error_within_the_connect_ti
     assert_eq!(err.kind(), ErrorKind::Connection);
     assert!(took < connect_timeout + Duration::from_secs(1), "{took:?}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_client_from_a_redis_connection_info_or_a_redis_client_locks_with_and_without_a_password() {
+    let plain = RedisServer::start();
+    let secured = RedisServer::start_with(&["--requirepass", "hunter2"]);
+    let with_password = format!("redis://:hunter2@127.0.0.1:{}/2", secured.port());
+    let redis_client = redis::Client::open(with_password.as_str()).unwrap();
+    // Built in code: the address, then the credentials and the database.
+    let built = redis::ConnectionAddr::Tcp("127.0.0.1".to_owned(), secured.port())
+        .into_connection_info()
+        .unwrap()
+        .set_redis_settings(
+            redis::RedisConnectionInfo::default()
+                .set_password("hunter2")
+                .set_db(2),
+        );
+    let builders = [
+        (
+            "a ConnectionAddr",
+            &plain,
+            Client::builder_from(redis::ConnectionAddr::Tcp(
+                "127.0.0.1".to_owned(),
+                plain.port(),
+            )),
+        ),
+        ("a URL string", &plain, Client::builder_from(plain.url())),
+        (
+            "a redis::Client's info",
+            &secured,
+            Client::builder_from(redis_client.get_connection_info().clone()),
+        ),
+        ("a ConnectionInfo", &secured, Client::builder_from(built)),
+    ];
+    for (what, server, builder) in builders {
+        let shown = format!("{builder:?}");
+        assert!(!shown.contains("hunter2"), "{what}: {shown}");
+        let client = timings(builder).build().unwrap();
+        let other = if server.port() == plain.port() {
+            plain.client()
+        } else {
+            timings(Client::builder(&with_password)).build().unwrap()
+        };
+        hand_over_both_ways(&client, &other, "from-info");
+        assert!(!format!("{client:?}").contains("hunter2"));
+        eprintln!("{what}: locks and hands over");
+    }
+    // The locks went to database 2 of the secured server (the fence keys
+    // outlive the holds).
+    let mut admin = redis_client.get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("fairlock:*")
+        .query(&mut admin)
+        .unwrap();
+    assert!(!keys.is_empty(), "no fairlock key in database 2");
+}
+
+#[test]
+fn connection_info_that_names_no_usable_server_is_invalid_config_before_any_io() {
+    let nobody = free_port();
+    let negative_db = redis::ConnectionAddr::Tcp("127.0.0.1".to_owned(), nobody)
+        .into_connection_info()
+        .unwrap()
+        .set_redis_settings(redis::RedisConnectionInfo::default().set_db(-1));
+    let cases = [
+        ("not a url", Client::builder_from("not a url")),
+        (
+            "an unknown scheme",
+            Client::builder_from("http://127.0.0.1:1"),
+        ),
+        (
+            "an empty host",
+            Client::builder_from(redis::ConnectionAddr::Tcp(String::new(), nobody)),
+        ),
+        (
+            "port 0",
+            Client::builder_from(redis::ConnectionAddr::Tcp("127.0.0.1".to_owned(), 0)),
+        ),
+        ("a negative database", Client::builder_from(negative_db)),
+    ];
+    for (what, builder) in cases {
+        let started = Instant::now();
+        let err = builder
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap_err();
+        let took = started.elapsed();
+        eprintln!("{what}: {:?} in {:.1} ms: {err}", err.kind(), ms(took));
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err}");
+        assert!(took < Duration::from_millis(500), "{what}: {took:?}");
+    }
 }

@@ -7,12 +7,15 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{CommonArgs, SyncReplicas};
 
 /// Where the client was told to connect, as given.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) enum Target {
     /// A URL of any form `Client::builder` takes.
     Url(String),
     /// Seed node URLs given to `Client::cluster_builder`.
     ClusterNodes(Vec<String>),
+    /// One server's connection settings given to `Client::builder_from`,
+    /// or why they could not be had (reported by `build`, before any I/O).
+    Info(std::result::Result<Box<redis::ConnectionInfo>, String>),
 }
 
 impl std::fmt::Debug for Target {
@@ -23,6 +26,16 @@ impl std::fmt::Debug for Target {
                 .debug_tuple("ClusterNodes")
                 .field(&nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>())
                 .finish(),
+            Target::Info(Ok(info)) => {
+                let settings = info.redis_settings();
+                f.debug_struct("Info")
+                    .field("addr", &info.addr().to_string())
+                    .field("db", &settings.db())
+                    .field("username", &settings.username())
+                    .field("password", &settings.password().map(|_| "***"))
+                    .finish()
+            }
+            Target::Info(Err(why)) => f.debug_tuple("Info").field(why).finish(),
         }
     }
 }
@@ -306,6 +319,10 @@ impl Config {
         let topology = match &self.target {
             Target::Url(url) => Topology::parse(url)?,
             Target::ClusterNodes(nodes) => Topology::of_cluster_nodes(nodes)?,
+            Target::Info(Ok(info)) => Topology::of_info(info)?,
+            Target::Info(Err(why)) => {
+                return invalid(format!("invalid redis connection info: {why}"));
+            }
         };
         if let Some(identity) = &self.identity {
             check_identity(identity)?;

@@ -18,6 +18,8 @@ use crate::error::{Error, ErrorKind, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Topology {
     Single(String),
+    /// One server, from a `redis::ConnectionInfo` (`Client::builder_from`).
+    Given(Given),
     Cluster(Vec<String>),
     Sentinel {
         sentinels: Vec<String>,
@@ -112,6 +114,35 @@ impl Topology {
         }
     }
 
+    /// One server as a `redis::ConnectionInfo` names it, checked before any
+    /// I/O: a host and a port other than 0 (or a socket path), a database
+    /// that is not negative, TLS only with the `tls` feature.
+    pub(crate) fn of_info(info: &redis::ConnectionInfo) -> Result<Topology> {
+        use redis::ConnectionAddr;
+        let why = match info.addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. }
+                if host.is_empty() || *port == 0 =>
+            {
+                Some("the host must not be empty nor the port 0")
+            }
+            ConnectionAddr::Unix(path) if path.as_os_str().is_empty() => {
+                Some("the Unix socket path must not be empty")
+            }
+            addr if !addr.is_supported() => {
+                Some("this address needs a feature not enabled (TLS needs `tls`)")
+            }
+            _ if info.redis_settings().db() < 0 => Some("the database must not be negative"),
+            _ => None,
+        };
+        match why {
+            Some(why) => Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("invalid redis connection info for {}: {why}", info.addr()),
+            )),
+            None => Ok(Topology::Given(Given(Box::new(info.clone())))),
+        }
+    }
+
     /// The topology a client's settings name: its URL, or the seed nodes
     /// given to [`Client::cluster_builder`](crate::Client::cluster_builder).
     /// The topology of a cluster given by its seed nodes' URLs.
@@ -139,6 +170,22 @@ impl Topology {
         Ok(Topology::Cluster(nodes.to_vec()))
     }
 }
+
+/// One server's connection settings as a `redis` crate user holds them.
+#[derive(Debug, Clone)]
+pub(crate) struct Given(pub(crate) Box<redis::ConnectionInfo>);
+
+/// The same address and settings (the `redis` crate's `ConnectionInfo` has
+/// no `PartialEq`; its `Debug` shows every field, the password redacted).
+impl PartialEq for Given {
+    fn eq(&self, other: &Given) -> bool {
+        self.0.addr() == other.0.addr()
+            && self.0.redis_settings().password() == other.0.redis_settings().password()
+            && format!("{:?}", self.0) == format!("{:?}", other.0)
+    }
+}
+
+impl Eq for Given {}
 
 /// The URL with any password replaced by `***`, fit for logs and messages.
 ///

@@ -41,6 +41,15 @@ impl ClientBuilder {
         }
     }
 
+    pub(crate) fn from_info(info: redis::RedisResult<redis::ConnectionInfo>) -> Self {
+        ClientBuilder {
+            config: Config {
+                target: Target::Info(info.map(Box::new).map_err(|err| err.to_string())),
+                ..Config::default()
+            },
+        }
+    }
+
     pub(crate) fn cluster(nodes: Vec<String>) -> Self {
         ClientBuilder {
             config: Config {
