@@ -202,3 +202,151 @@ fn connection_info_that_names_no_usable_server_is_invalid_config_before_any_io()
         assert!(took < Duration::from_millis(500), "{what}: {took:?}");
     }
 }
+
+/// The ids of the plain (not subscribed) connections on `server` other
+/// than the one asking: the pool's, and the watchdog's own if it opened one.
+fn plain_connections(server: &RedisServer) -> Vec<u64> {
+    let mut conn = server.conn();
+    let me: u64 = redis::cmd("CLIENT").arg("ID").query(&mut conn).unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
+    list.lines()
+        .filter_map(|line| {
+            let field = |name: &str| {
+                line.split(' ')
+                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            let id: u64 = field("id").parse().ok()?;
+            let subscribed = field("flags").contains('P') || field("sub") != "0";
+            (id != me && !subscribed).then_some(id)
+        })
+        .collect()
+}
+
+#[test]
+fn min_idle_opens_that_many_connections_at_build() {
+    let server = RedisServer::start();
+    // The client checks one connection out as it starts (its scripts are
+    // loaded), and r2d2 opens another to keep min_idle idle meanwhile: so
+    // min_idle or one more, never more than pool_size (None: pool_size).
+    for (min_idle, expected) in [(Some(1), 1..=2), (Some(4), 4..=5), (None, 6..=6)] {
+        let client = server
+            .builder()
+            .pool_size(6)
+            .min_idle(min_idle)
+            .build()
+            .unwrap();
+        let mut seen = Vec::new();
+        // r2d2 opens them before build returns; allow a little anyway.
+        let reached = wait_until(Duration::from_secs(5), || {
+            seen = plain_connections(&server);
+            expected.contains(&seen.len())
+        });
+        assert!(reached, "min_idle {min_idle:?}: connections {seen:?}");
+        eprintln!("min_idle {min_idle:?}: {} pooled connections", seen.len());
+        drop(client);
+        assert!(wait_until(Duration::from_secs(10), || plain_connections(
+            &server
+        )
+        .is_empty()));
+    }
+}
+
+#[test]
+fn idle_timeout_and_max_lifetime_close_pooled_connections() {
+    // r2d2's reaper looks every 30 s (not settable): bounded at 45 s.
+    let bound = Duration::from_secs(45);
+    let bursty = RedisServer::start();
+    let aging = RedisServer::start();
+    let idle = bursty
+        .builder()
+        .pool_size(6)
+        .min_idle(Some(1))
+        .idle_timeout(Some(Duration::from_secs(1)))
+        .build()
+        .unwrap();
+    // A burst of calls from 6 threads opens more connections than min_idle.
+    std::thread::scope(|s| {
+        for t in 0..6 {
+            let idle = &idle;
+            s.spawn(move || {
+                let started = Instant::now();
+                while started.elapsed() < Duration::from_millis(500) {
+                    idle.fair_mutex(&format!("burst-{t}")).status(1).unwrap();
+                }
+            });
+        }
+    });
+    let after_burst = plain_connections(&bursty).len();
+    assert!(after_burst > 1, "the burst opened {after_burst}");
+    let lifetime = aging
+        .builder()
+        .pool_size(4)
+        .min_idle(Some(2))
+        .max_lifetime(Some(Duration::from_secs(1)))
+        .idle_timeout(None)
+        .build()
+        .unwrap();
+    let first = plain_connections(&aging);
+    assert!((2..=3).contains(&first.len()), "{first:?}");
+
+    let started = Instant::now();
+    let mut idle_closed = None;
+    let mut renewed = None;
+    while (idle_closed.is_none() || renewed.is_none()) && started.elapsed() < bound {
+        if idle_closed.is_none() && plain_connections(&bursty).len() == 1 {
+            idle_closed = Some(started.elapsed());
+        }
+        let now = plain_connections(&aging);
+        if renewed.is_none() && now.len() == 2 && now.iter().all(|id| !first.contains(id)) {
+            renewed = Some(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "idle_timeout: {after_burst} -> 1 connection after {idle_closed:?}; \
+         max_lifetime: both replaced after {renewed:?}"
+    );
+    assert!(
+        idle_closed.is_some(),
+        "idle connections left open past {bound:?}"
+    );
+    assert!(renewed.is_some(), "old connections kept past {bound:?}");
+    // Both clients still work.
+    idle.fair_mutex("after").lock().unwrap().unlock().unwrap();
+    lifetime
+        .fair_mutex("after")
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn pool_settings_out_of_bounds_are_invalid_config_before_any_io() {
+    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    let b = || Client::builder(&nobody).pool_size(4);
+    let cases = [
+        ("min_idle above pool_size", b().min_idle(Some(5))),
+        (
+            "a zero max_lifetime",
+            b().max_lifetime(Some(Duration::ZERO)),
+        ),
+        (
+            "a 10 ms idle_timeout",
+            b().idle_timeout(Some(Duration::from_millis(10))),
+        ),
+        (
+            "a 2-day max_lifetime",
+            b().max_lifetime(Some(Duration::from_secs(172_800))),
+        ),
+    ];
+    for (what, builder) in cases {
+        let started = Instant::now();
+        let err = builder.build().unwrap_err();
+        eprintln!("{what}: {err}");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err}");
+        assert!(started.elapsed() < Duration::from_millis(500));
+    }
+}

@@ -273,7 +273,9 @@ fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> 
         .build();
     r2d2::Pool::builder()
         .max_size(config.pool_size)
-        .min_idle(Some(1))
+        .min_idle(config.min_idle)
+        .max_lifetime(config.max_lifetime)
+        .idle_timeout(config.idle_timeout)
         // A PING per checkout would double the round trips of every call;
         // broken connections are caught by has_broken and by the error path.
         .test_on_check_out(false)
