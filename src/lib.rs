@@ -192,7 +192,8 @@ mod machinery;
 mod protocol;
 
 pub use connections::config::{
-    DEFAULT_FENCE_LIFE, MAX_IDENTITY_LEN, MAX_LEASE, MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE,
+    DEFAULT_FENCE_LIFE, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, MAX_IDENTITY_LEN, MAX_LEASE,
+    MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE, MIN_POOL_DURATION,
 };
 pub use connections::topology::redact_url;
 pub use error::{Error, ErrorKind, Result};

@@ -7,12 +7,15 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{CommonArgs, SyncReplicas};
 
 /// Where the client was told to connect, as given.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) enum Target {
     /// A URL of any form `Client::builder` takes.
     Url(String),
     /// Seed node URLs given to `Client::cluster_builder`.
     ClusterNodes(Vec<String>),
+    /// One server's connection settings given to `Client::builder_from`,
+    /// or why they could not be had (reported by `build`, before any I/O).
+    Info(std::result::Result<Box<redis::ConnectionInfo>, String>),
 }
 
 impl std::fmt::Debug for Target {
@@ -23,6 +26,16 @@ impl std::fmt::Debug for Target {
                 .debug_tuple("ClusterNodes")
                 .field(&nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>())
                 .finish(),
+            Target::Info(Ok(info)) => {
+                let settings = info.redis_settings();
+                f.debug_struct("Info")
+                    .field("addr", &info.addr().to_string())
+                    .field("db", &settings.db())
+                    .field("username", &settings.username())
+                    .field("password", &settings.password().map(|_| "***"))
+                    .finish()
+            }
+            Target::Info(Err(why)) => f.debug_tuple("Info").field(why).finish(),
         }
     }
 }
@@ -34,6 +47,12 @@ pub(crate) struct Config {
     pub(crate) lease: Duration,
     pub(crate) waiter_timeout: Duration,
     pub(crate) pool_size: u32,
+    /// Idle connections the pool keeps open (`None`: `pool_size`).
+    pub(crate) min_idle: Option<u32>,
+    /// How long a pooled connection lives at most (`None`: for ever).
+    pub(crate) max_lifetime: Option<Duration>,
+    /// How long a pooled connection may stay idle (`None`: for ever).
+    pub(crate) idle_timeout: Option<Duration>,
     pub(crate) key_prefix: String,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
@@ -62,6 +81,9 @@ impl Default for Config {
             lease: Duration::from_secs(30),
             waiter_timeout: Duration::from_secs(10),
             pool_size: 16,
+            min_idle: Some(1),
+            max_lifetime: Some(DEFAULT_MAX_LIFETIME),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             key_prefix: "fairlock".to_owned(),
             connect_timeout: Duration::from_secs(5),
             command_timeout: Duration::from_secs(5),
@@ -83,6 +105,9 @@ impl std::fmt::Debug for Config {
             .field("lease", &self.lease)
             .field("waiter_timeout", &self.waiter_timeout)
             .field("pool_size", &self.pool_size)
+            .field("min_idle", &self.min_idle)
+            .field("max_lifetime", &self.max_lifetime)
+            .field("idle_timeout", &self.idle_timeout)
             .field("key_prefix", &self.key_prefix)
             .field("connect_timeout", &self.connect_timeout)
             .field("command_timeout", &self.command_timeout)
@@ -146,6 +171,23 @@ pub const MIN_FENCE_LIFE: Duration = Duration::from_secs(1);
 /// assert_eq!(fairlock::MAX_TIMEOUT, Duration::from_secs(24 * 3600));
 /// ```
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a pooled connection lives by default: 30 minutes (r2d2's
+/// default; see [`ClientBuilder::max_lifetime`]).
+///
+/// [`ClientBuilder::max_lifetime`]: crate::ClientBuilder::max_lifetime
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
+
+/// How long a pooled connection may stay idle by default: 10 minutes
+/// (r2d2's default; see [`ClientBuilder::idle_timeout`]).
+///
+/// [`ClientBuilder::idle_timeout`]: crate::ClientBuilder::idle_timeout
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// The shortest `max_lifetime` or `idle_timeout` accepted: 1 s. The pool
+/// looks for connections past either every 30 s, so shorter ones would
+/// change nothing but churn.
+pub const MIN_POOL_DURATION: Duration = Duration::from_secs(1);
 
 /// The longest client identity accepted, in bytes.
 ///
@@ -320,6 +362,23 @@ impl Config {
         if self.pool_size == 0 {
             return invalid("pool_size must be at least 1".to_owned());
         }
+        if let Some(min_idle) = self.min_idle.filter(|&n| n > self.pool_size) {
+            return invalid(format!(
+                "min_idle must be at most pool_size ({}), got {min_idle}",
+                self.pool_size
+            ));
+        }
+        for (what, value) in [
+            ("max_lifetime", self.max_lifetime),
+            ("idle_timeout", self.idle_timeout),
+        ] {
+            if let Some(value) = value.filter(|v| !(MIN_POOL_DURATION..=MAX_TIMEOUT).contains(v)) {
+                return invalid(format!(
+                    "{what} must be from {MIN_POOL_DURATION:?} to {MAX_TIMEOUT:?} (or None), \
+                     got {value:?}"
+                ));
+            }
+        }
         for (what, value) in [
             ("connect_timeout", self.connect_timeout),
             ("command_timeout", self.command_timeout),
@@ -345,6 +404,10 @@ impl Config {
         let topology = match &self.target {
             Target::Url(url) => Topology::parse(url)?,
             Target::ClusterNodes(nodes) => Topology::of_cluster_nodes(nodes)?,
+            Target::Info(Ok(info)) => Topology::of_info(info)?,
+            Target::Info(Err(why)) => {
+                return invalid(format!("invalid redis connection info: {why}"));
+            }
         };
         if let Some(identity) = &self.identity {
             check_identity(identity)?;

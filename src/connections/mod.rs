@@ -157,7 +157,11 @@ pub(crate) struct Backend {
 impl Backend {
     pub(crate) fn open(config: &Config, topology: Topology) -> Result<Backend> {
         let deployment = match topology {
-            Topology::Single(url) => Deployment::Single(Single::open(config, &url)?),
+            Topology::Single(url) => Deployment::Single(Single::open(
+                config,
+                url.as_str().into_connection_info().map_err(invalid_url)?,
+            )?),
+            Topology::Given(given) => Deployment::Single(Single::open(config, *given.0)?),
             Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
             Topology::Sentinel {
                 sentinels,
@@ -269,7 +273,9 @@ fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> 
         .build();
     r2d2::Pool::builder()
         .max_size(config.pool_size)
-        .min_idle(Some(1))
+        .min_idle(config.min_idle)
+        .max_lifetime(config.max_lifetime)
+        .idle_timeout(config.idle_timeout)
         // A PING per checkout would double the round trips of every call;
         // broken connections are caught by has_broken and by the error path.
         .test_on_check_out(false)
@@ -312,7 +318,12 @@ fn invalid_url(err: redis::RedisError) -> Error {
 /// The `redis::Client` of one node's URL; a TLS root given to the builder
 /// covers it. Its connections send no `CLIENT SETINFO` (see [`quiet`]).
 fn open_node(config: &Config, url: &str) -> Result<redis::Client> {
-    let info = quiet(url)?;
+    open_info(config, url.into_connection_info().map_err(invalid_url)?)
+}
+
+/// As [`open_node`], from connection settings already parsed or given.
+fn open_info(config: &Config, info: redis::ConnectionInfo) -> Result<redis::Client> {
+    let info = quiet_info(info);
     #[cfg(feature = "tls")]
     if let Some(certificates) = tls_certificates(config)? {
         return redis::Client::build_with_tls(info, certificates).map_err(invalid_url);
@@ -327,9 +338,13 @@ fn open_node(config: &Config, url: &str) -> Result<redis::Client> {
 /// and Valkey log the least-privilege user's denial of it in `ACL LOG` on
 /// every connect (Redis 7.0 refuses the rule that would allow it).
 fn quiet(url: &str) -> Result<redis::ConnectionInfo> {
-    let info = url.into_connection_info().map_err(invalid_url)?;
+    Ok(quiet_info(url.into_connection_info().map_err(invalid_url)?))
+}
+
+/// As [`quiet`], for connection settings already parsed or given.
+fn quiet_info(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
-    Ok(info.set_redis_settings(settings))
+    info.set_redis_settings(settings)
 }
 
 #[cfg(feature = "tls")]

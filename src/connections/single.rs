@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::connections::config::Config;
 use crate::error::Result;
 
-use super::{open_node, pool_builder, set_timeouts, Timeouts};
+use super::{open_info, pool_builder, set_timeouts, Timeouts};
 
 /// The connections to one server.
 pub(super) struct Single {
@@ -16,8 +16,8 @@ pub(super) struct Single {
 }
 
 impl Single {
-    pub(super) fn open(config: &Config, url: &str) -> Result<Single> {
-        let client = open_node(config, url)?;
+    pub(super) fn open(config: &Config, info: redis::ConnectionInfo) -> Result<Single> {
+        let client = open_info(config, info)?;
         let pool = pool_builder(config)
             .connection_customizer(Box::new(CommandTimeouts(config.command_timeout)))
             .build(client.clone())?;

@@ -3,6 +3,8 @@
 //!
 //! URL forms (`rediss` instead of `redis` for TLS everywhere):
 //! - `redis://[user:password@]host:port[/db]` — one server;
+//! - `redis+unix:///path/to/socket[?db=N&user=U&pass=P]` (or `unix://...`)
+//!   — one server over a Unix socket, as the `redis` crate reads it;
 //! - `redis+cluster://[user:password@]host:port,host:port,...` — Redis
 //!   Cluster; the credentials apply to every node;
 //! - `redis+sentinel://host:port,host:port,.../master-name[/db]` — the master
@@ -16,6 +18,8 @@ use crate::error::{Error, ErrorKind, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Topology {
     Single(String),
+    /// One server, from a `redis::ConnectionInfo` (`Client::builder_from`).
+    Given(Given),
     Cluster(Vec<String>),
     Sentinel {
         sentinels: Vec<String>,
@@ -44,6 +48,10 @@ impl Topology {
         let Some((base, kind)) = scheme.split_once('+') else {
             return Ok(Topology::Single(url.to_owned()));
         };
+        if kind == "unix" {
+            // `redis+unix:///path`: one server over a Unix socket.
+            return Ok(Topology::Single(url.to_owned()));
+        }
         if base != "redis" && base != "rediss" {
             return invalid("the scheme must start with redis or rediss");
         }
@@ -106,6 +114,35 @@ impl Topology {
         }
     }
 
+    /// One server as a `redis::ConnectionInfo` names it, checked before any
+    /// I/O: a host and a port other than 0 (or a socket path), a database
+    /// that is not negative, TLS only with the `tls` feature.
+    pub(crate) fn of_info(info: &redis::ConnectionInfo) -> Result<Topology> {
+        use redis::ConnectionAddr;
+        let why = match info.addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. }
+                if host.is_empty() || *port == 0 =>
+            {
+                Some("the host must not be empty nor the port 0")
+            }
+            ConnectionAddr::Unix(path) if path.as_os_str().is_empty() => {
+                Some("the Unix socket path must not be empty")
+            }
+            addr if !addr.is_supported() => {
+                Some("this address needs a feature not enabled (TLS needs `tls`)")
+            }
+            _ if info.redis_settings().db() < 0 => Some("the database must not be negative"),
+            _ => None,
+        };
+        match why {
+            Some(why) => Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("invalid redis connection info for {}: {why}", info.addr()),
+            )),
+            None => Ok(Topology::Given(Given(Box::new(info.clone())))),
+        }
+    }
+
     /// The topology a client's settings name: its URL, or the seed nodes
     /// given to [`Client::cluster_builder`](crate::Client::cluster_builder).
     /// The topology of a cluster given by its seed nodes' URLs.
@@ -117,7 +154,10 @@ impl Topology {
             ));
         }
         for node in nodes {
-            if !matches!(Topology::parse(node)?, Topology::Single(_)) {
+            let unix = node
+                .split_once("://")
+                .is_some_and(|(scheme, _)| scheme == "unix" || scheme.ends_with("+unix"));
+            if unix || !matches!(Topology::parse(node)?, Topology::Single(_)) {
                 return Err(Error::new(
                     ErrorKind::InvalidConfig,
                     format!(
@@ -131,12 +171,29 @@ impl Topology {
     }
 }
 
+/// One server's connection settings as a `redis` crate user holds them.
+#[derive(Debug, Clone)]
+pub(crate) struct Given(pub(crate) Box<redis::ConnectionInfo>);
+
+/// The same address and settings (the `redis` crate's `ConnectionInfo` has
+/// no `PartialEq`; its `Debug` shows every field, the password redacted).
+impl PartialEq for Given {
+    fn eq(&self, other: &Given) -> bool {
+        self.0.addr() == other.0.addr()
+            && self.0.redis_settings().password() == other.0.redis_settings().password()
+            && format!("{:?}", self.0) == format!("{:?}", other.0)
+    }
+}
+
+impl Eq for Given {}
+
 /// The URL with any password replaced by `***`, fit for logs and messages.
 ///
 /// The same rule the client applies to its own `Debug` output and errors:
 /// in `user:password@host` the password goes; a lone `secret@host` is
 /// taken as the password (as a `redis+sentinel://` URL is read), so all of
-/// it goes. Text without userinfo, or not a URL at all, comes back as it is.
+/// it goes; so does the value of a `pass=` (or `password=`) query
+/// parameter, where a Unix socket URL carries its password. Text without userinfo, or not a URL at all, comes back as it is.
 /// Public at the crate root.
 ///
 /// ```
@@ -146,20 +203,42 @@ impl Topology {
 /// assert_eq!(redact_url("redis://:secret@host"), "redis://:***@host");
 /// assert_eq!(redact_url("redis://secret@host"), "redis://***@host");
 /// assert_eq!(redact_url("redis://host:6379"), "redis://host:6379");
+/// assert_eq!(
+///     redact_url("redis+unix:///run/redis.sock?db=2&user=u&pass=secret"),
+///     "redis+unix:///run/redis.sock?db=2&user=u&pass=***"
+/// );
 /// ```
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
+    // A Unix socket URL carries its password in the query: `?pass=secret`.
+    let (rest, query) = match rest.split_once('?') {
+        Some((rest, query)) => (rest, Some(redact_query(query))),
+        None => (rest, None),
+    };
+    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     let Some((userinfo, host)) = rest.rsplit_once('@') else {
-        return url.to_owned();
+        return format!("{scheme}://{rest}{query}");
     };
     match userinfo.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
-        None if userinfo.is_empty() => url.to_owned(),
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}{query}"),
+        None if userinfo.is_empty() => format!("{scheme}://{rest}{query}"),
         // redis://secret@host: a lone userinfo is taken as the password.
-        None => format!("{scheme}://***@{host}"),
+        None => format!("{scheme}://***@{host}{query}"),
     }
+}
+
+/// A URL query with the value of every `pass` or `password` replaced.
+fn redact_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if key == "pass" || key == "password" => format!("{key}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 #[cfg(test)]
@@ -172,6 +251,18 @@ mod tests {
             Topology::parse("redis://h:1/2").unwrap(),
             Topology::Single("redis://h:1/2".to_owned())
         );
+    }
+
+    #[test]
+    fn unix_socket_urls_are_one_server_and_never_cluster_seeds() {
+        for url in ["redis+unix:///tmp/r.sock?db=1", "unix:///tmp/r.sock"] {
+            assert_eq!(
+                Topology::parse(url).unwrap(),
+                Topology::Single(url.to_owned())
+            );
+        }
+        let err = Topology::of_cluster_nodes(&["unix:///tmp/r.sock".to_owned()]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
     }
 
     #[test]

@@ -5,7 +5,8 @@ use std::time::Duration;
 use crate::connections::config::{ClockDrift, Config, Target};
 #[cfg(doc)]
 use crate::connections::config::{
-    DEFAULT_FENCE_LIFE, MAX_LEASE, MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE,
+    DEFAULT_FENCE_LIFE, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, MAX_LEASE, MAX_TIMEOUT,
+    MIN_FENCE_LIFE, MIN_LEASE, MIN_POOL_DURATION,
 };
 #[cfg(doc)]
 use crate::error::ErrorKind;
@@ -36,6 +37,15 @@ impl ClientBuilder {
         ClientBuilder {
             config: Config {
                 target: Target::Url(url.to_owned()),
+                ..Config::default()
+            },
+        }
+    }
+
+    pub(crate) fn from_info(info: redis::RedisResult<redis::ConnectionInfo>) -> Self {
+        ClientBuilder {
+            config: Config {
+                target: Target::Info(info.map(Box::new).map_err(|err| err.to_string())),
                 ..Config::default()
             },
         }
@@ -101,6 +111,72 @@ impl ClientBuilder {
     /// ```
     pub fn pool_size(mut self, pool_size: u32) -> Self {
         self.config.pool_size = pool_size;
+        self
+    }
+
+    /// Idle connections the pool keeps open, opened as the client is built
+    /// and again whenever fewer are open (as r2d2's `min_idle`). `None`
+    /// keeps [`pool_size`](Self::pool_size) connections open. Defaults to
+    /// `Some(1)`; more than `pool_size` is [`ErrorKind::InvalidConfig`] at
+    /// [`build`](Self::build), before any I/O.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// // Four connections ready before the first lock call.
+    /// let client = fairlock::Client::builder("redis://127.0.0.1:6379")
+    ///     .pool_size(8)
+    ///     .min_idle(Some(4))
+    ///     .build()?;
+    /// # drop(client);
+    /// # Ok(()) }
+    /// ```
+    pub fn min_idle(mut self, min_idle: Option<u32>) -> Self {
+        self.config.min_idle = min_idle;
+        self
+    }
+
+    /// How long a pooled connection lives at most: older ones are closed
+    /// (and replaced up to [`min_idle`](Self::min_idle)) when the pool
+    /// next looks, every 30 s; a connection in use is closed once it is
+    /// back. `None` keeps them for ever. Defaults to
+    /// [`DEFAULT_MAX_LIFETIME`] (30 minutes, r2d2's); from
+    /// [`MIN_POOL_DURATION`] (1 s) to [`MAX_TIMEOUT`] (24 hours), else
+    /// [`ErrorKind::InvalidConfig`] at [`build`](Self::build).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// // Reconnect every 5 minutes, e.g. to follow a load balancer.
+    /// let client = fairlock::Client::builder("redis://127.0.0.1:6379")
+    ///     .max_lifetime(Some(Duration::from_secs(300)))
+    ///     .build()?;
+    /// # drop(client);
+    /// # Ok(()) }
+    /// ```
+    pub fn max_lifetime(mut self, max_lifetime: Option<Duration>) -> Self {
+        self.config.max_lifetime = max_lifetime;
+        self
+    }
+
+    /// How long a pooled connection may stay idle: idle longer, it is
+    /// closed (and replaced up to [`min_idle`](Self::min_idle)) when the
+    /// pool next looks, every 30 s. `None` keeps idle connections open.
+    /// Defaults to [`DEFAULT_IDLE_TIMEOUT`] (10 minutes, r2d2's); from
+    /// [`MIN_POOL_DURATION`] (1 s) to [`MAX_TIMEOUT`] (24 hours), else
+    /// [`ErrorKind::InvalidConfig`] at [`build`](Self::build).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// // Let a burst's extra connections go after a minute.
+    /// let client = fairlock::Client::builder("redis://127.0.0.1:6379")
+    ///     .idle_timeout(Some(Duration::from_secs(60)))
+    ///     .build()?;
+    /// # drop(client);
+    /// # Ok(()) }
+    /// ```
+    pub fn idle_timeout(mut self, idle_timeout: Option<Duration>) -> Self {
+        self.config.idle_timeout = idle_timeout;
         self
     }
 

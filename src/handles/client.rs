@@ -69,6 +69,9 @@ impl Client {
 
     /// Starts a builder for a client of Redis at `url`:
     /// - `redis://[user:password@]host:port[/db]` for one server;
+    /// - `redis+unix:///path/to/socket[?db=N&user=U&pass=P]` (or
+    ///   `unix:///...`) for one server over a Unix socket, as the `redis`
+    ///   crate reads it (a `pass=` value is redacted like a URL password);
     /// - `redis+cluster://[user:password@]host:port,host:port,...` for Redis
     ///   Cluster (any reachable nodes as seeds; the rest are discovered);
     /// - `redis+sentinel://host:port,host:port,.../master-name[/db]` for the
@@ -81,10 +84,43 @@ impl Client {
     /// # fn main() -> fairlock::Result<()> {
     /// let sharded = fairlock::Client::open("redis+cluster://10.0.0.1:6379,10.0.0.2:6379")?;
     /// let failover = fairlock::Client::open("redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/locks")?;
+    /// let local = fairlock::Client::open("redis+unix:///run/redis/redis.sock?db=2")?;
     /// # Ok(()) }
     /// ```
     pub fn builder(url: &str) -> ClientBuilder {
         ClientBuilder::new(url)
+    }
+
+    /// Starts a builder for a client of the one server `info` names:
+    /// anything the `redis` crate's `redis::Client::open` takes, e.g. a
+    /// `redis::ConnectionInfo` built in code, the settings of a
+    /// `redis::Client` the application already holds
+    /// (`get_connection_info().clone()`), a `redis::ConnectionAddr`, or a
+    /// `redis://`/`redis+unix://` URL string. Its address, database and
+    /// credentials are used as given; TLS parameters too, unless
+    /// [`ClientBuilder::tls_root_cert_pem`] replaces them. Cluster and
+    /// Sentinel deployments are named by URL ([`builder`](Self::builder)).
+    ///
+    /// A constructor rather than a builder setting: a client has one
+    /// target, so it is chosen where the builder starts, as with
+    /// [`builder`](Self::builder) and [`cluster_builder`](Self::cluster_builder).
+    ///
+    /// Settings that cannot be converted, or that name no usable server
+    /// (an empty host, port 0, a negative database, TLS without the `tls`
+    /// feature), make [`ClientBuilder::build`] return
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) before
+    /// any I/O. The password never shows in `Debug` output.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis_client = redis::Client::open("redis://:secret@10.0.0.7:6379/1")?;
+    /// let client = fairlock::Client::builder_from(redis_client.get_connection_info().clone())
+    ///     .build()?;
+    /// # drop(client);
+    /// # Ok(()) }
+    /// ```
+    pub fn builder_from(info: impl redis::IntoConnectionInfo) -> ClientBuilder {
+        ClientBuilder::from_info(info.into_connection_info())
     }
 
     /// Starts a builder for a Redis Cluster client from seed node URLs, as

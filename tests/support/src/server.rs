@@ -76,7 +76,8 @@ pub struct RedisServer {
     /// The server binary, kept for a restart.
     binary: PathBuf,
     dir: PathBuf,
-    /// Extra arguments, kept for a restart; `{port}` stands for the port.
+    /// Extra arguments, kept for a restart; `{port}` stands for the port,
+    /// `{dir}` for the server's private directory.
     extra: Vec<String>,
     /// Listens for TLS only (see [`start_tls`](Self::start_tls)).
     tls: bool,
@@ -122,6 +123,32 @@ impl RedisServer {
     /// [`server_binary`] (a test that compares server versions).
     pub fn start_binary(binary: &Path, extra: &[&str]) -> RedisServer {
         Self::start_binary_with_env(binary, extra, &[])
+    }
+
+    /// A server that also listens on a Unix socket in its private directory
+    /// (mode 700), beside its loopback port, with extra arguments `extra`
+    /// (see [`unix_socket`](Self::unix_socket) and
+    /// [`unix_url`](Self::unix_url)).
+    pub fn start_unix(extra: &[&str]) -> RedisServer {
+        let mut args = vec![
+            "--unixsocket",
+            "{dir}/redis.sock",
+            "--unixsocketperm",
+            "700",
+        ];
+        args.extend(extra);
+        Self::start_with(&args)
+    }
+
+    /// The Unix socket of a server started with
+    /// [`start_unix`](Self::start_unix).
+    pub fn unix_socket(&self) -> PathBuf {
+        self.dir.join("redis.sock")
+    }
+
+    /// `redis+unix://<socket>` (see [`start_unix`](Self::start_unix)).
+    pub fn unix_url(&self) -> String {
+        format!("redis+unix://{}", self.unix_socket().display())
     }
 
     /// As [`start_binary`](Self::start_binary), with `env` added to the
@@ -194,7 +221,10 @@ impl RedisServer {
         let extra: Vec<String> = self
             .extra
             .iter()
-            .map(|a| a.replace("{port}", &port))
+            .map(|a| {
+                a.replace("{port}", &port)
+                    .replace("{dir}", self.dir.to_str().expect("utf-8 temp path"))
+            })
             .collect();
         let child = Command::new(&self.binary)
             .args([
@@ -233,10 +263,14 @@ impl RedisServer {
                 let listening = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
                 listening && read_log(&log).contains("Ready to accept connections")
             } else {
-                redis::Client::open(url.as_str())
+                // A server with `requirepass` answers NOAUTH: it is up too.
+                match redis::Client::open(url.as_str())
                     .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
                     .and_then(|mut conn| redis::cmd("PING").query::<String>(&mut conn))
-                    .is_ok()
+                {
+                    Ok(_) => true,
+                    Err(err) => err.code() == Some("NOAUTH"),
+                }
             }
         })
     }
