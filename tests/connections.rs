@@ -254,6 +254,7 @@ fn min_idle_opens_that_many_connections_at_build() {
 }
 
 #[test]
+#[ignore = "waits for r2d2's 30 s reaper: scripts/test runs it with --ignored beside the other servers' runs"]
 fn idle_timeout_and_max_lifetime_close_pooled_connections() {
     // r2d2's reaper looks every 30 s (not settable): bounded at 45 s.
     let bound = Duration::from_secs(45);

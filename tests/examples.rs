@@ -79,6 +79,9 @@ fn build_examples() -> HashMap<String, PathBuf> {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args([
             "build",
+            // The whole workspace, as scripts/test builds it: the same
+            // feature set for every dependency, so nothing is rebuilt.
+            "--workspace",
             "--examples",
             "--message-format=json-render-diagnostics",
         ])
