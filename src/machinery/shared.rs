@@ -235,10 +235,7 @@ impl Shared {
     ) -> Result<(O::Reply, Option<Error>)> {
         let sync = self.config.sync_replicas;
         let (reply, acknowledged) = self.call_with(keys, op, sync)?;
-        let shortfall = sync
-            .zip(acknowledged)
-            .and_then(|(sync, acknowledged)| sync.shortfall(acknowledged));
-        Ok((reply, shortfall))
+        Ok((reply, shortfall(sync, acknowledged)))
     }
 
     /// Runs a writing `op` once, within `budget` all told, the wait for a
@@ -267,10 +264,7 @@ impl Shared {
             let _ = conn.set_command_timeout(self.config.command_timeout);
         }
         let (reply, acknowledged) = result?;
-        let shortfall = sync
-            .zip(acknowledged)
-            .and_then(|(sync, acknowledged)| sync.shortfall(acknowledged));
-        Ok((reply, shortfall))
+        Ok((reply, shortfall(sync, acknowledged)))
     }
 
     fn call_with<O: Operation>(
@@ -353,4 +347,11 @@ impl Shared {
                 .query(conn.get());
         }
     }
+}
+
+/// The error of a write too few replicas acknowledged (`sync_replicas`),
+/// if it was one.
+fn shortfall(sync: Option<SyncReplicas>, acknowledged: Option<i64>) -> Option<Error> {
+    sync.zip(acknowledged)
+        .and_then(|(sync, acknowledged)| sync.shortfall(acknowledged))
 }
