@@ -589,7 +589,7 @@ fn add_note(row: &mut Map<String, Value>, note: &str) {
 
 /// The version Cargo.lock pins for `krate`.
 fn locked_version(krate: &str) -> Value {
-    let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.lock"))
+    let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock"))
         .unwrap_or_default();
     let needle = format!("name = \"{krate}\"\nversion = \"");
     lock.find(&needle)
@@ -638,7 +638,7 @@ const PY_NAMES: [&str; 2] = ["python-redis-lock", "redis-py Lock"];
 /// The virtualenv's python, after running scripts/peers-setup if it is
 /// missing (only under `cargo bench`); Err(why) when there is none.
 fn peers_python() -> Result<std::path::PathBuf, String> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let python = root.join("target/peers-venv/bin/python");
     let usable = |p: &std::path::Path| {
         Command::new(p)
@@ -668,7 +668,7 @@ fn run_python(
     workload: &str,
     limit: Duration,
 ) -> Result<Value, String> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/peers/peers.py");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/peers/peers.py");
     let mut command = Command::new(python);
     command.arg(script).arg(url).arg(workload);
     if !measuring() {

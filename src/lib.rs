@@ -216,11 +216,12 @@ pub use protocol::keys::MAX_NAME_LEN;
 pub use protocol::Access;
 pub use protocol::MAX_VALUE_LEN as MAX_ELECTION_VALUE_LEN;
 
-/// The protocol layer, for fairlock's own test support only: not an API,
-/// no stability promised (feature `test-support`).
-#[cfg(feature = "test-support")]
+/// The protocol layer, for fairlock's own tests and benches (their packages
+/// drive the scripts with the library's own keys and arguments): not an API,
+/// hidden from the docs, no stability promised, and it may change in any
+/// release. Re-exports only: it adds no code to a user's build.
 #[doc(hidden)]
-pub mod test_support {
+pub mod __test_support {
     pub use crate::protocol::{
         check_value, election_channel, Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask,
         Cancel, CancelReply, CommonArgs, ElectionMessage, Engine, ForceRelease, Freed, HandedOver,

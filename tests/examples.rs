@@ -76,7 +76,7 @@ fn build_examples() -> HashMap<String, PathBuf> {
         }
     }
     let output = cargo
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .args([
             "build",
             // The whole workspace, as scripts/test builds it: the same

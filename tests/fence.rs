@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use fairlock::test_support::LockKeys;
+use fairlock::__test_support::LockKeys;
 use fairlock::Client;
 use fairlock_test_support::*;
 use redis::Commands;

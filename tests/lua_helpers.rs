@@ -7,7 +7,7 @@
 //! check itself sees a helper missing or unused. It reads Lua with a
 //! scanner of its own, so a slip in build.rs is not repeated here.
 
-use fairlock::test_support::{Engine, LockKind, Op, Script};
+use fairlock::__test_support::{Engine, LockKind, Op, Script};
 
 const LIB: &str = include_str!("../lua/lib.lua");
 

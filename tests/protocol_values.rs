@@ -6,11 +6,11 @@
 //! wake message the scripts publish parses (and nothing else does), an
 //! election's values follow their rule and its messages parse back, and all
 //! keys of a lock share one hash tag, hence one cluster slot. Moved from the
-//! unit tests of `src/protocol/`; reached through `fairlock::test_support`.
+//! unit tests of `src/protocol/`; reached through `fairlock::__test_support`.
 
 use std::time::Duration;
 
-use fairlock::test_support::{
+use fairlock::__test_support::{
     check_value, election_channel, Access, Acquire, AcquireReply, Ask, ElectionMessage, Engine,
     HandedOver, Heartbeat, LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release,
     ReleaseReply, Renew, Script, Status, WaiterStatus, WakeMessage, RW_CAPACITY,

@@ -11,7 +11,7 @@ use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use fairlock::test_support::LockKeys;
+use fairlock::__test_support::LockKeys;
 use fairlock::{Client, ErrorKind, FairRwLock, LeaseEnd, WaitCanceller};
 use fairlock_test_support::cluster::RedisCluster;
 use fairlock_test_support::*;

@@ -18,7 +18,7 @@ const LEASE: Duration = Duration::from_secs(1);
 /// The server binaries to test, by name: the system's, and those of
 /// `scripts/ensure-servers` (a note, and no test, for one not there).
 fn binaries() -> Vec<(&'static str, PathBuf)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut found = vec![("system redis-server", PathBuf::from("redis-server"))];
     for (name, path) in [
         ("Redis 6.2", "target/servers/redis-6.2/redis-server"),

@@ -36,7 +36,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use criterion::Criterion;
-use fairlock::test_support::{
+use fairlock::__test_support::{
     Access, Acquire, AcquireReply, Ask, CommonArgs, LockKeys, LockKind, Mode, Op, Operation,
     Release, ReleaseReply, Script,
 };

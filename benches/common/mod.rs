@@ -34,7 +34,7 @@ pub fn link_delay_json() -> String {
 /// emulated link, so that one loopback run and one link run both stay for
 /// scripts/bench-report.
 pub fn results_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fairlock-bench");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fairlock-bench");
     match link_delay_us() {
         Some(_) => dir.join("link"),
         None => dir,

@@ -19,7 +19,7 @@ use cli_support::{
     assert_one_line_error, code, fairlock, output, read_pid, sh, status_json, stderr, stdout, Proc,
     Scratch, PATIENCE,
 };
-use fairlock::test_support::LockKeys;
+use fairlock::__test_support::LockKeys;
 use fairlock_test_support::{wait_until, RedisServer};
 use redis::Commands;
 

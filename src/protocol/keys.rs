@@ -75,27 +75,23 @@ pub struct LockKeys {
 impl LockKeys {
     /// The keys of the mutex `name` under `prefix`; an empty or oversized
     /// name is [`ErrorKind::InvalidName`].
-    #[cfg(any(test, feature = "test-support"))]
     pub fn new(prefix: &str, name: &str) -> Result<Self> {
         Self::of_kind(prefix, name, LockKind::Mutex)
     }
 
     /// The keys of the semaphore `name` under `prefix` (see [`LockKeys::new`]).
-    #[cfg(any(test, feature = "test-support"))]
     pub fn semaphore(prefix: &str, name: &str) -> Result<Self> {
         Self::of_kind(prefix, name, LockKind::Semaphore)
     }
 
     /// The keys of the reader-writer lock `name` under `prefix` (see
     /// [`LockKeys::new`]).
-    #[cfg(any(test, feature = "test-support"))]
     pub fn rwlock(prefix: &str, name: &str) -> Result<Self> {
         Self::of_kind(prefix, name, LockKind::RwLock)
     }
 
     /// The keys of the election `name` under `prefix` (see
     /// [`LockKeys::new`]).
-    #[cfg(any(test, feature = "test-support"))]
     pub fn election(prefix: &str, name: &str) -> Result<Self> {
         Self::of_kind(prefix, name, LockKind::Election)
     }

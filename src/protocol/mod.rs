@@ -43,9 +43,8 @@ pub use renew::Renew;
 pub use replication::SyncReplicas;
 pub use status::{HolderReply, Status, StatusReply, WaiterReply};
 pub use wake::WakeMessage;
-// Named by the test support only (the library reaches them through the
-// values above).
-#[cfg(feature = "test-support")]
+// Named by the tests and benches only, through `fairlock::__test_support`
+// (the library reaches them through the values above).
 pub use {
     abandon::AbandonReply,
     ask::RW_CAPACITY,

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-pub use fairlock::test_support::{
+pub use fairlock::__test_support::{
     Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask, Cancel, CancelReply, CommonArgs,
     Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply, LockKeys, LockKind, Mode,
     Op, Operation, QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply,

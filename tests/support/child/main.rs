@@ -7,12 +7,9 @@
 //! tests/partitions.rs), "soak" (soak.rs, for tests/soak.rs), "candidate"
 //! (candidate.rs, for tests/election.rs).
 //!
-//! A binary of the root package behind the test-only `test-child` feature,
-//! which the test support crate turns on: `cargo test` builds it (and tests
-//! find it by `env!("CARGO_BIN_EXE_fairlock-test-child")`), `cargo build`
-//! and `cargo install` do not. Being the root package's, it cannot depend on
-//! the test support crate, so it includes the two std-only files it shares
-//! with it by path.
+//! A binary of the tests' own package (tests/Cargo.toml, never published),
+//! so that `cargo test` builds it and the tests find it by
+//! `env!("CARGO_BIN_EXE_fairlock-test-child")`.
 //!
 //! Protocol of the faults roles (see `Children` in tests/support): the
 //! parent writes commands to stdin, one a line; the child writes events to
@@ -24,12 +21,9 @@ mod candidate;
 mod faults;
 mod holder;
 mod lease_holder;
-#[path = "../src/roles.rs"]
-mod roles;
 mod soak;
-#[allow(dead_code)]
-#[path = "../src/timing.rs"]
-mod timing;
+
+use fairlock_test_support::{roles, timing};
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use fairlock::test_support::{
+use fairlock::__test_support::{
     Acquire, Ask, CommonArgs, LockKeys, LockKind, Mode, Op, Operation, Release, ReleaseReply,
     Script,
 };
