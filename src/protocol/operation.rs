@@ -127,8 +127,8 @@ impl Script {
 }
 
 /// The two arguments every script takes first, the same for every call of
-/// one client: ARGV[1] the wake channel prefix (a client's channel is it
-/// followed by the client id), ARGV[2] how long a free lock's key (its
+/// one client: `ARGV[1]` the wake channel prefix (a client's channel is it
+/// followed by the client id), `ARGV[2]` how long a free lock's key (its
 /// last fencing token) outlives the release that freed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommonArgs {
