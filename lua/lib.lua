@@ -553,7 +553,7 @@ end
 -- returns the units used after that, so that `used` counts live holds
 -- only, and how many it dropped (when any, the caller writes the meta:
 -- keep_counted). Each hold is dropped once: O(log N) amortised. Only
--- commands the README's ACL line grants (no HMGET, no ZREMRANGEBYSCORE).
+-- commands the ACL line of docs/security.md grants (no HMGET, no ZREMRANGEBYSCORE).
 local function drop_expired(now_ms, used)
   local dropped = 0
   while true do

@@ -550,7 +550,7 @@ def targets_section(floor, cycle, handoff, same_client):
     per_waiter = fp and fp["server_bytes_per_waiter"]
     released = (f"; a released name {mem['bytes_per_released_name']:.0f} B for {mem['fence_life_s'] / 60:g} min:"
                 f" {mem['released_names_mb']:.1f} MB for 1 000 000 names an hour") if mem else ""
-    rows.append(("7", "memory per queued waiter ≤ 400 B (what a released name leaves: justified in the README)",
+    rows.append(("7", "memory per queued waiter ≤ 400 B (what a released name leaves: justified in docs/configuration.md)",
                  f"{num(per_waiter, 0, ' B')} per waiter{released}",
                  verdict(None if per_waiter is None else per_waiter <= 400)))
     out = ["", "## Issue 12's targets", "",

@@ -235,3 +235,13 @@ pub mod __test_support {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// Compiles the examples of docs/cluster-and-sentinel.md as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/cluster-and-sentinel.md")]
+pub struct DocsClusterDoctests;
+
+/// Compiles the examples of docs/security.md as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/security.md")]
+pub struct DocsSecurityDoctests;

@@ -302,7 +302,7 @@ fn a_master_failover_loses_no_acquisition_acknowledged_by_a_replica() {
 fn a_master_failover_without_sync_replicas_is_observed_and_reported() {
     let _serial = serial();
     // Asynchronous replication promises nothing about the count, which is
-    // printed for the README's failure table; the helper asserts that every
+    // printed for the failover rows of docs/cluster-and-sentinel.md; the helper asserts that every
     // call returned within its bound and that the waiter was served.
     let (lost, of) = acquisitions_lost_in_a_failover(false);
     eprintln!("cluster failover without sync_replicas: {lost} of {of} acquisitions lost");
@@ -781,7 +781,7 @@ fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
 }
 
 /// No connection of a cluster client sends `CLIENT SETINFO` (which the
-/// README's least-privilege user may not run, and which Redis 7.2+ and
+/// least-privilege user of docs/security.md may not run, and which Redis 7.2+ and
 /// Valkey log as a denial): after a lock was held through renewals and
 /// handed over by a push message, every connection of the two clients on
 /// every node (the pooled ones, the watchdog's, the subscribers') has no

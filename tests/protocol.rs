@@ -51,7 +51,7 @@
 //! in write granted; read -> write refused, nothing written) with tokens
 //! increasing across re-entries; a semaphore's release delivered twice
 //! among permits and its status's available permits; long random
-//! mixes against a model of each; and the README's ACL user running every
+//! mixes against a model of each; and the ACL user of docs/security.md running every
 //! script of the counted engine, each path that writes.
 
 #[path = "protocol/driver.rs"]

@@ -3,7 +3,7 @@
 //! and arrival order across clients, no starvation either way under a
 //! steady mix, re-entry and the refused upgrade, killed holders and waiters
 //! (child processes, SIGKILL), lease loss, fencing order, timeouts and
-//! cancellation leaving nothing, the README's ACL user, the kinds of one
+//! cancellation leaving nothing, the ACL user of docs/security.md, the kinds of one
 //! name apart, every key's TTL, and the keys' slot on a Redis Cluster.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

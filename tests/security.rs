@@ -1,6 +1,6 @@
 //! Least privilege, authentication, TLS, and one client's holds safe from
 //! another: the library works as an ACL user limited to `fairlock:*` keys
-//! and channels and to the commands in README.md's ACL line (the very line
+//! and channels and to the commands in docs/security.md's ACL line (the very line
 //! these tests apply, plus its additions for Redis Cluster, Sentinel and
 //! `sync_replicas`), authenticates from the URL, speaks TLS with the `tls`
 //! feature, and no client can release, renew or dequeue another's hold
@@ -100,12 +100,12 @@ fn the_readme_acl_line_allows_every_command_the_library_sends() {
     let missing: Vec<&String> = needed.iter().filter(|c| !allowed.contains(c)).collect();
     assert!(
         missing.is_empty(),
-        "README's ACL line lacks {missing:?}: {line}"
+        "docs/security.md's ACL line lacks {missing:?}: {line}"
     );
     let unused: Vec<&String> = allowed.iter().filter(|c| !needed.contains(c)).collect();
     assert!(
         unused.is_empty(),
-        "README's ACL line allows unneeded {unused:?}: {line}"
+        "docs/security.md's ACL line allows unneeded {unused:?}: {line}"
     );
 }
 
@@ -532,10 +532,11 @@ mod tls {
     }
 }
 
-/// The README's `ACL SETUSER fairlock +...` line whose comment names
-/// `deployment`: the rules to add to the main line for it.
+/// The `ACL SETUSER fairlock +...` line of docs/cluster-and-sentinel.md
+/// whose comment names `deployment`: the rules to add to the main line for
+/// it.
 fn readme_acl_addition(deployment: &str) -> Vec<String> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/cluster-and-sentinel.md");
     let lines: Vec<&str> = readme
         .lines()
         .map(str::trim_start)
@@ -544,7 +545,7 @@ fn readme_acl_addition(deployment: &str) -> Vec<String> {
     assert_eq!(
         lines.len(),
         1,
-        "README.md must print one ACL addition for {deployment}: {lines:?}"
+        "docs/cluster-and-sentinel.md must print one ACL addition for {deployment}: {lines:?}"
     );
     let rules = lines[0].split('#').next().unwrap();
     rules
@@ -554,7 +555,8 @@ fn readme_acl_addition(deployment: &str) -> Vec<String> {
         .collect()
 }
 
-/// Creates the README's user plus the README's additions for
+/// Creates the user of docs/security.md plus the additions of
+/// docs/cluster-and-sentinel.md for
 /// `deployments` on every server in `ports` (ACL rules are per node), and
 /// clears their ACL logs.
 fn create_acl_user_on(ports: &[u16], password: &str, deployments: &[&str]) {
@@ -570,7 +572,9 @@ fn create_acl_user_on(ports: &[u16], password: &str, deployments: &[&str]) {
             .arg("fairlock")
             .arg(&additions)
             .query(&mut conn)
-            .unwrap_or_else(|e| panic!("README's ACL additions {additions:?} rejected: {e}"));
+            .unwrap_or_else(|e| {
+                panic!("docs/cluster-and-sentinel.md's ACL additions {additions:?} rejected: {e}")
+            });
         let () = redis::cmd("ACL")
             .arg("LOG")
             .arg("RESET")

@@ -4,7 +4,7 @@
 //! lease is lost (its link gone dark, or removed from Redis) says so and
 //! goes to the head; timeouts and cancellations under contention leave
 //! nothing behind; on a Redis Cluster a semaphore's five keys share one
-//! slot; the README's least-privilege ACL user runs every semaphore
+//! slot; the least-privilege ACL user of docs/security.md runs every semaphore
 //! operation.
 //!
 //! The waiter processes are the test support's `fairlock-test-child` in its

@@ -1,7 +1,7 @@
 //! The server versions fairlock is tested on: the system's `redis-server`
 //! (7.0 on Debian 12), Redis 6.2 and Valkey 8.1 (the binaries
 //! `scripts/ensure-servers` puts under `target/servers/`). On each, the
-//! README's least-privilege ACL user runs a whole lock cycle (pool,
+//! least-privilege ACL user of docs/security.md runs a whole lock cycle (pool,
 //! subscriber and watchdog connections all used) and leaves `ACL LOG`
 //! empty: in particular no `CLIENT SETINFO`, which the user may not run
 //! and which Redis 6.2, 7.2+ and Valkey log as denied (7.0 refuses it as
@@ -126,7 +126,7 @@ fn the_readme_acl_user_leaves_acl_log_empty_on_every_server_version() {
             "{name} {version:?}: a connection with CLIENT SETINFO left {denials:?}"
         );
         eprintln!(
-            "{name} {}.{}.{}: README ACL user, {connections} connections, ACL LOG empty; \
+            "{name} {}.{}.{}: docs/security.md ACL user, {connections} connections, ACL LOG empty; \
              handoff {:.1} ms; a connection sending CLIENT SETINFO logs {} denials",
             version.0,
             version.1,

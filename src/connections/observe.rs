@@ -3,7 +3,7 @@
 //! it, nothing (every function here is empty and [`Labels`] holds nothing,
 //! so the calls compile away).
 //!
-//! Metric names, units and labels (the README's "Observing it" lists them
+//! Metric names, units and labels (docs/observing.md lists them
 //! too); every metric has `primitive` (`mutex`, `semaphore`, `rwlock`,
 //! `election`) and, when the client asks for it
 //! ([`ClientBuilder::metrics_lock_names`](crate::ClientBuilder::metrics_lock_names)),

@@ -219,8 +219,8 @@ impl ClientBuilder {
     /// being moved to another master is retried for this long too.
     /// A call that fails this way may still run in Redis later (a paused
     /// server resumes it); the client then gives back whatever it took or
-    /// queued as soon as Redis answers again (see the README's failure
-    /// table). Defaults to 5 s; at most [`MAX_TIMEOUT`] (24 hours).
+    /// queued as soon as Redis answers again (see
+    /// docs/failures.md). Defaults to 5 s; at most [`MAX_TIMEOUT`] (24 hours).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -335,7 +335,7 @@ impl ClientBuilder {
     }
 
     /// With the `metrics` feature, label every lock's metrics with its
-    /// name as well as its primitive (see "Observing it" in the README).
+    /// name as well as its primitive (see docs/observing.md).
     /// Off by default: a service that makes a name per job or per customer
     /// would make a time series per name. Without the feature it changes
     /// nothing.

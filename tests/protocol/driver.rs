@@ -79,7 +79,7 @@ pub struct Lock {
     /// Runs the checks (an admin connection), and the scripts unless
     /// `runner` is set.
     pub conn: redis::Connection,
-    /// Runs the scripts, when not `conn` (the README's ACL user).
+    /// Runs the scripts, when not `conn` (the ACL user of docs/security.md).
     pub runner: Option<redis::Connection>,
     /// The waiter timeout attempts send (60 s unless a test sets it).
     pub waiter_timeout: Duration,
@@ -452,7 +452,7 @@ impl Lock {
             .collect()
     }
 
-    /// The scripts run from now on as the README's ACL user (`password`),
+    /// The scripts run from now on as the ACL user of docs/security.md (`password`),
     /// the ACL log emptied of the denials of the redis crate's CLIENT
     /// SETINFO at connect, which are not the scripts'.
     pub fn as_acl_user(&mut self, password: &str) {

@@ -4,8 +4,8 @@
 //! writer waits, consecutive readers at the head enter together, re-entry
 //! (read in read, read in write, write in write granted; read -> write
 //! refused, nothing written) and its tokens, a long random mix against a
-//! model of readers shared, writers alone and FIFO, and the README's ACL
-//! user running every script, each path that writes.
+//! model of readers shared, writers alone and FIFO, and the ACL user of
+//! docs/security.md running every script, each path that writes.
 
 use crate::driver::*;
 use Access::{Read, Write};

@@ -7,7 +7,7 @@
 //! `ErrorKind::PermitsMismatch`), units of 0 or above N refused before any
 //! write, a release delivered twice among permits, status's available
 //! permits, a long random mix against a model of weighted FIFO, and the
-//! README's ACL user running every script.
+//! ACL user of docs/security.md running every script.
 
 use std::time::Duration;
 

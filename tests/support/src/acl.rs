@@ -1,10 +1,10 @@
-//! The README's least-privilege ACL user, as the tests apply it: the very
-//! `ACL SETUSER fairlock on ...` line README.md prints, and the server's
+//! The least-privilege ACL user of docs/security.md, as the tests apply it:
+//! the very `ACL SETUSER fairlock on ...` line docs/security.md prints, and the server's
 //! `ACL LOG` of what it denied.
 
-/// The `ACL SETUSER fairlock on ...` line of README.md, as printed there.
+/// The `ACL SETUSER fairlock on ...` line of docs/security.md, as printed there.
 pub fn readme_acl_line() -> String {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/security.md");
     let lines: Vec<&str> = readme
         .lines()
         .filter(|l| l.starts_with("ACL SETUSER fairlock on "))
@@ -12,12 +12,12 @@ pub fn readme_acl_line() -> String {
     assert_eq!(
         lines.len(),
         1,
-        "README.md must print one ACL line: {lines:?}"
+        "docs/security.md must print one ACL line: {lines:?}"
     );
     lines[0].to_owned()
 }
 
-/// Creates the README's user on `conn` with `password`.
+/// Creates the docs/security.md user on `conn` with `password`.
 pub fn create_acl_user(conn: &mut redis::Connection, password: &str) {
     let line = readme_acl_line();
     let words: Vec<String> = line
@@ -27,13 +27,13 @@ pub fn create_acl_user(conn: &mut redis::Connection, password: &str) {
         .collect();
     assert!(
         words.iter().any(|w| w == &format!(">{password}")),
-        "the README's ACL line sets the password with `><password>`: {line}"
+        "docs/security.md's ACL line sets the password with `><password>`: {line}"
     );
     let () = redis::cmd("ACL")
         .arg("SETUSER")
         .arg(&words)
         .query(conn)
-        .unwrap_or_else(|err| panic!("README's ACL line rejected: {err}: {line}"));
+        .unwrap_or_else(|err| panic!("docs/security.md's ACL line rejected: {err}: {line}"));
 }
 
 /// Denials the server logged since the last reset (ACL LOG).

@@ -3,7 +3,7 @@
 //! Cluster and Sentinel topologies, child processes and what they agree on
 //! with their test, lock threads, a TCP relay for network faults, the Lua
 //! scripts driven directly, a server whose clock a test steps, and the
-//! README's ACL user. One module per concern; the items of each
+//! ACL user of docs/security.md. One module per concern; the items of each
 //! are also re-exported here (of `roles`, only the wall clock and the
 //! thread count), so `use fairlock_test_support::*` brings them all in.
 pub mod acl;
