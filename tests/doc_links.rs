@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// The pages a reader navigates: the README and every docs/ page.
 fn pages() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut pages = vec![root.join("README.md")];
     let mut docs: Vec<PathBuf> = fs::read_dir(root.join("docs"))
         .expect("docs/")
