@@ -478,7 +478,7 @@ fn check_healthy_hold(
     let holder = status
         .holder
         .as_ref()
-        .map(|h| (h.who.owner.as_str(), h.fencing_token));
+        .map(|h| (h.who.owner(), h.fencing_token));
     if holder != Some((holder_owner, token)) {
         return (
             Some(format!(
@@ -567,7 +567,7 @@ fn a_stalled_master_delays_no_renewal_or_heartbeat_on_the_other_masters() {
     );
     let before = observed.status(10).unwrap();
     let x_holder = before.holder.expect("X holds B's lock");
-    let x_owner = x_holder.who.owner.clone();
+    let x_owner = x_holder.who.owner().to_owned();
     let token = healthy_guard.fencing_token();
     assert_eq!(x_holder.fencing_token, token);
     assert_eq!(x_holder.who.client_id(), holder.id());

@@ -91,7 +91,7 @@ fn a_guard_moved_to_another_thread_is_released_there_and_the_next_waiter_gets_it
         let (owners, _) = holders_and_queue(&holder, kind, &name);
         assert_eq!(owners.len(), 1, "{kind:?}: {owners:?}");
         assert!(
-            owners[0].owner.starts_with(&format!("{}:u", holder.id())),
+            owners[0].owner().starts_with(&format!("{}:u", holder.id())),
             "{kind:?}: an unbound hold's owner is its call: {owners:?}"
         );
         assert_eq!(owners[0].client_id(), holder.id());

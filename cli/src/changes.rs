@@ -275,9 +275,7 @@ mod tests {
     /// lease ticking down is no change, tests/cli_watch.rs shows.)
     fn mutex(holder: Option<(&str, u64)>, queue: &[&str]) -> Shape {
         let who = |owner: &str| {
-            who(&Participant {
-                owner: owner.to_owned(),
-            })
+            who(&Participant::new(owner))
         };
         Shape {
             sections: vec![Section {

@@ -684,7 +684,7 @@ impl LeaderWatch {
                 self.pending.entry(term).or_insert(Leader {
                     value,
                     term,
-                    who: Participant { owner },
+                    who: Participant::new(owner),
                     remaining_lease: None,
                 });
             }

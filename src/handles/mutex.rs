@@ -187,7 +187,7 @@ impl FairMutex {
         // Only a hold this thread has a live guard of counts as its own.
         let live = shared.holds.live_token(self.handle.keys()?.lock(), &owner);
         Ok(match self.status(0)?.holder {
-            Some(holder) if holder.who.owner == owner && holder.fencing_token == live => {
+            Some(holder) if holder.who.owner() == owner && holder.fencing_token == live => {
                 holder.hold_count
             }
             _ => 0,
@@ -267,7 +267,7 @@ impl FairMutex {
     /// ```
     pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
         let freed = self.handle.force_release()?;
-        Ok(freed.holder.map(|owner| Participant { owner }))
+        Ok(freed.holder.map(Participant::new))
     }
 
     pub(crate) fn shared(&self) -> &Shared {

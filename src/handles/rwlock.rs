@@ -255,7 +255,7 @@ impl FairRwLock {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let status = client.fair_rwlock("catalog").status(10)?;
     /// for holder in &status.holders {
-    ///     println!("{} holds it ({:?})", holder.who.owner, holder.access);
+    ///     println!("{} holds it ({:?})", holder.who, holder.access);
     /// }
     /// # Ok(()) }
     /// ```

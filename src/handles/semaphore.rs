@@ -279,7 +279,7 @@ impl FairSemaphore {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let status = client.fair_semaphore("uploads", 4).status(10)?;
     /// for holder in &status.holders {
-    ///     println!("{} holds token {}", holder.who.owner, holder.fencing_token);
+    ///     println!("{} holds token {}", holder.who, holder.fencing_token);
     /// }
     /// # Ok(()) }
     /// ```

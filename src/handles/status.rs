@@ -8,29 +8,61 @@ use crate::protocol::{Access, Ask, HolderReply, StatusReply, WaiterReply};
 
 /// One participant of a lock: a thread of some client, an unbound call
 /// of it, or an election's candidate. [`owner`](Self::owner) is the id
-/// Redis keeps; the methods take it apart.
+/// Redis keeps, and what `Display` prints; the other methods take it apart.
 ///
 /// ```
-/// let who = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:7@web-3".to_owned() };
+/// let who = fairlock::Participant::new("6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:7@web-3");
 /// assert_eq!(who.client_id(), "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b");
 /// assert_eq!(who.thread(), Some(7));
 /// assert_eq!(who.identity(), Some("web-3"));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Participant {
-    /// The owner id: `<client id>:<thread number>` for a thread's
-    /// acquisitions, `<client id>:u<call>` for an
-    /// [unbound](crate::FairMutex::unbound) one, then `@<identity>` when
-    /// the client has one; an [election](crate::Election)'s candidate is
-    /// `<client id>:u<call>@<value>`.
-    pub owner: String,
+    /// Private, so that its format may grow without breaking anyone: the
+    /// methods are the way to read it.
+    owner: String,
+}
+
+impl std::fmt::Display for Participant {
+    /// The owner id.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.owner)
+    }
 }
 
 impl Participant {
+    /// The participant whose owner id is `owner`, as a status reports it
+    /// (for code that reads statuses, and its tests).
+    ///
+    /// ```
+    /// let who = fairlock::Participant::new("6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:7");
+    /// assert_eq!(who.owner(), "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:7");
+    /// assert_eq!(who.to_string(), who.owner());
+    /// ```
+    pub fn new(owner: impl Into<String>) -> Self {
+        Participant {
+            owner: owner.into(),
+        }
+    }
+
+    /// The owner id as Redis keeps it: `<client id>:<thread number>` for a
+    /// thread's acquisitions, `<client id>:u<call>` for an
+    /// [unbound](crate::FairMutex::unbound) one, then `@<identity>` when
+    /// the client has one; an [election](crate::Election)'s candidate is
+    /// `<client id>:u<call>@<value>`.
+    ///
+    /// ```
+    /// let who = fairlock::Participant::new("6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:u12@web-3");
+    /// assert_eq!(who.owner(), "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:u12@web-3");
+    /// ```
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
     /// The id of the client (see [`Client::id`](crate::Client::id)).
     ///
     /// ```
-    /// let who = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:u12".to_owned() };
+    /// let who = fairlock::Participant::new("6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:u12");
     /// assert_eq!(who.client_id(), "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b");
     /// ```
     pub fn client_id(&self) -> &str {
@@ -54,9 +86,9 @@ impl Participant {
     /// owns.
     ///
     /// ```
-    /// let thread = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:3".to_owned() };
+    /// let thread = fairlock::Participant::new("6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:3");
     /// assert_eq!(thread.thread(), Some(3));
-    /// let unbound = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:u12".to_owned() };
+    /// let unbound = fairlock::Participant::new("6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:u12");
     /// assert_eq!(unbound.thread(), None);
     /// ```
     pub fn thread(&self) -> Option<u64> {
@@ -69,9 +101,9 @@ impl Participant {
     /// campaigns with.
     ///
     /// ```
-    /// let named = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:3@web-3/worker-7".to_owned() };
+    /// let named = fairlock::Participant::new("6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:3@web-3/worker-7");
     /// assert_eq!(named.identity(), Some("web-3/worker-7"));
-    /// let unnamed = fairlock::Participant { owner: "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:3".to_owned() };
+    /// let unnamed = fairlock::Participant::new("6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:3");
     /// assert_eq!(unnamed.identity(), None);
     /// ```
     pub fn identity(&self) -> Option<&str> {
@@ -89,7 +121,7 @@ impl Participant {
 /// for holder in client.fair_semaphore("uploads", 4).status(10)?.holders {
 ///     println!(
 ///         "{} holds {} permit(s), token {}, lease left {:?}",
-///         holder.who.identity().unwrap_or(&holder.who.owner),
+///         holder.who.identity().unwrap_or(holder.who.owner()),
 ///         holder.permits,
 ///         holder.fencing_token,
 ///         holder.remaining_lease,
@@ -126,7 +158,7 @@ pub struct Holder {
 /// # fn main() -> fairlock::Result<()> {
 /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
 /// for (place, waiter) in client.fair_rwlock("catalog").status(10)?.waiters.iter().enumerate() {
-///     println!("{place}: {} wants {:?}", waiter.who.owner, waiter.access);
+///     println!("{place}: {} wants {:?}", waiter.who, waiter.access);
 /// }
 /// # Ok(()) }
 /// ```
@@ -155,7 +187,7 @@ pub struct QueuedWaiter {
 /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
 /// let status = client.fair_mutex("nightly-report").status(5)?;
 /// match &status.holder {
-///     Some(holder) => println!("held by {} for {:?} more", holder.who.owner, holder.remaining_lease),
+///     Some(holder) => println!("held by {} for {:?} more", holder.who, holder.remaining_lease),
 ///     None => println!("free"),
 /// }
 /// println!("{} waiting; last token {:?}", status.queue_len, status.last_fencing_token);

@@ -119,7 +119,7 @@ fn rwlock_in_use(status: &RwLockStatus) -> bool {
 pub fn who(p: &Participant) -> String {
     let id = match p.thread() {
         Some(thread) => format!("client {} thread {thread}", p.client_id()),
-        None => format!("owner {}", p.owner),
+        None => format!("owner {}", p.owner()),
     };
     match p.identity() {
         Some(identity) => format!("{identity} ({id})"),
