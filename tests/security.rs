@@ -617,6 +617,72 @@ mod tls {
     }
 
     #[test]
+    fn behind_tls_sentinels_the_certificates_and_the_sentinel_password_reach_both() {
+        let _serial = serial();
+        let files = TlsFiles::generate();
+        // A TLS-only master and a TLS-only Sentinel with a password, both
+        // asking every client for a certificate of the CA.
+        let master = RedisServer::start_tls_auth(&files, true);
+        let sentinel = fairlock_test_support::sentinel::Sentinel::start_tls(
+            master.port(),
+            &files,
+            Some("sent-s3cret"),
+        );
+        let url = format!(
+            "rediss+sentinel://127.0.0.1:{}/{}",
+            sentinel.port(),
+            SentinelSet::master_name()
+        );
+        let builder = || {
+            Client::builder(&url)
+                .lease(LEASE)
+                .waiter_timeout(LEASE)
+                .connect_timeout(Duration::from_secs(1))
+                .tls_root_cert_pem(files.ca_pem())
+                .sentinel_password("sent-s3cret")
+        };
+        let with_cert =
+            || builder().tls_client_cert_pem(files.client_cert_pem(), files.client_key_pem());
+        // The Sentinel may still be connecting to the master: it names the
+        // master once its link is up (bounded).
+        let started = Instant::now();
+        let a = loop {
+            match with_cert().build() {
+                Ok(client) => break client,
+                Err(err) if started.elapsed() < Duration::from_secs(10) => {
+                    eprintln!("TLS sentinel not ready: {err}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(err) => panic!("no client behind the TLS sentinel: {err:?}"),
+            }
+        };
+        eprintln!(
+            "mTLS behind a TLS sentinel: first client in {:.0} ms",
+            ms(started.elapsed())
+        );
+        let b = with_cert().build().unwrap();
+        hold_and_hand_over(&a, &b, "mtls-sentinel");
+
+        // Without the client certificate, the Sentinel refuses at once.
+        let (err, took, chain) = failed_build(builder(), Duration::from_secs(1));
+        eprintln!(
+            "TLS sentinel, no client certificate: {:?} after {:.0} ms: {chain}",
+            err.kind(),
+            ms(took)
+        );
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        // The root alone decides trust: with another CA's root, refused.
+        let stranger = TlsFiles::generate();
+        let (err, _, chain) = failed_build(
+            with_cert().tls_root_cert_pem(stranger.ca_pem()),
+            Duration::from_secs(1),
+        );
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        assert!(chain.to_lowercase().contains("certificate"), "{chain}");
+    }
+
+    #[test]
     fn a_malformed_client_certificate_or_key_is_invalid_config() {
         let files = TlsFiles::generate();
         let (cert, key) = (files.client_cert_pem(), files.client_key_pem());

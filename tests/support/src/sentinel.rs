@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::info::{field, info_replication, replica_acknowledges};
 use crate::timing::{poll, START_TIMEOUT};
-use crate::{kill_and_reap, on_a_free_port, private_dir, try_conn_as, RedisServer};
+use crate::{kill_and_reap, on_a_free_port, private_dir, try_conn_as, RedisServer, TlsFiles};
 
 const MASTER_NAME: &str = "fairlock-master";
 
@@ -32,11 +32,33 @@ impl Sentinel {
     /// sentinel-pass`, which they all share).
     fn start(master_port: u16, password: Option<&str>) -> Sentinel {
         on_a_free_port("a sentinel", |port| {
-            Self::spawn(port, master_port, password)
+            Self::spawn(port, master_port, 2, password, None)
         })
     }
 
-    fn spawn(port: u16, master_port: u16, password: Option<&str>) -> Result<Sentinel, String> {
+    /// A lone sentinel (quorum 1) that speaks only TLS, with the server
+    /// certificate of `tls`, and asks its clients for a certificate of the
+    /// same CA (`tls-auth-clients yes`); it reaches the TLS-only master on
+    /// `master_port` (see
+    /// [`RedisServer::start_tls_auth`](crate::RedisServer::start_tls_auth))
+    /// over TLS, presenting the client certificate of `tls`. With
+    /// `password`, it requires it. Its [`url`](Self::url) is a `redis://`
+    /// one all the same; a test writes its own `rediss+sentinel://` URL.
+    /// Ready once its log says so; the test support's own connections
+    /// (plain) do not reach it.
+    pub fn start_tls(master_port: u16, tls: &TlsFiles, password: Option<&str>) -> Sentinel {
+        on_a_free_port("a TLS sentinel", |port| {
+            Self::spawn(port, master_port, 1, password, Some(tls))
+        })
+    }
+
+    fn spawn(
+        port: u16,
+        master_port: u16,
+        quorum: u32,
+        password: Option<&str>,
+        tls: Option<&TlsFiles>,
+    ) -> Result<Sentinel, String> {
         let dir = private_dir(&format!("sentinel-{port}"))?;
         let mut sentinel = Sentinel {
             child: None,
@@ -50,14 +72,36 @@ impl Sentinel {
             }
             None => String::new(),
         };
+        let listen = match tls {
+            None => format!("port {port}\n"),
+            Some(tls) => {
+                let path = |p: &std::path::Path| p.display().to_string();
+                format!(
+                    "port 0\n\
+                     tls-port {port}\n\
+                     tls-cert-file {}\n\
+                     tls-key-file {}\n\
+                     tls-ca-cert-file {}\n\
+                     tls-client-cert-file {}\n\
+                     tls-client-key-file {}\n\
+                     tls-auth-clients yes\n\
+                     tls-replication yes\n",
+                    path(&tls.server_cert),
+                    path(&tls.server_key),
+                    path(&tls.ca_cert),
+                    path(&tls.client_cert),
+                    path(&tls.client_key),
+                )
+            }
+        };
         let dir = sentinel.dir.display();
         let conf = format!(
-            "port {port}\n\
+            "{listen}\
              bind 127.0.0.1\n\
              protected-mode no\n\
              dir {dir}\n\
              logfile {dir}/sentinel.log\n\
-             sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
+             sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} {quorum}\n\
              sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
              sentinel failover-timeout {MASTER_NAME} 5000\n\
              sentinel parallel-syncs {MASTER_NAME} 1\n\
@@ -76,7 +120,14 @@ impl Sentinel {
         sentinel.child = Some(child);
         let log = sentinel.dir.join("sentinel.log");
         let password = sentinel.password.clone();
+        let tls = tls.is_some();
         crate::await_start("sentinel", &mut sentinel.child, &log, || {
+            if tls {
+                // No TLS client here: the port accepts and the log says the
+                // master is monitored (a Sentinel logs no "Ready to accept").
+                let listening = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+                return listening && crate::read_log(&log).contains("+monitor master");
+            }
             try_conn_as(port, password.as_deref())
                 .and_then(|mut conn| {
                     redis::cmd("PING")
