@@ -9,7 +9,8 @@
 //!   Cluster; the credentials apply to every node;
 //! - `redis+sentinel://host:port,host:port,.../master-name[/db]` — the master
 //!   the Sentinels name; credentials before the first host apply to the
-//!   master (and its successors), not to the Sentinels.
+//!   master (and its successors), not to the Sentinels (theirs are the
+//!   builder's `sentinel_password` and `sentinel_username`).
 
 use crate::error::{Error, ErrorKind, Result};
 
