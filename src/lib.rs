@@ -177,8 +177,9 @@
 //! ([`Participant`]). Errors carry an [`ErrorKind`] to branch on.
 //!
 //! ## Features
-//! - `tls`: `rediss://` URLs through rustls, and
-//!   `ClientBuilder::tls_root_cert_pem` for a private CA.
+//! - `tls`: `rediss://` URLs through rustls,
+//!   `ClientBuilder::tls_root_cert_pem` for a private CA and
+//!   `ClientBuilder::tls_client_cert_pem` for mutual TLS.
 //! - `metrics`: wait, hold and handoff times, counters and gauges through
 //!   the `metrics` facade (see [`ClientBuilder::metrics_lock_names`]).
 //! - `cli`: the `fairlock` command, flock(1) for a fleet of machines.

@@ -419,9 +419,14 @@ fn one_client_cannot_release_renew_or_dequeue_another_clients_hold() {
 mod tls {
     use super::*;
 
+    /// An admin connection over TLS, presenting the client certificate
+    /// (which a server without `tls-auth-clients` ignores).
     fn admin_conn(server: &RedisServer, files: &TlsFiles) -> redis::Connection {
         let certificates = redis::TlsCertificates {
-            client_tls: None,
+            client_tls: Some(redis::ClientTlsConfig {
+                client_cert: files.client_cert_pem(),
+                client_key: files.client_key_pem(),
+            }),
             root_cert: Some(files.ca_pem()),
         };
         redis::Client::build_with_tls(server.url(), certificates)
@@ -509,6 +514,223 @@ mod tls {
                     "{what}: {chain}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn mutual_tls_with_a_client_certificate_locks_and_hands_over() {
+        let _serial = serial();
+        let files = TlsFiles::generate();
+        let server = RedisServer::start_tls_auth(&files, true);
+        let builder = || {
+            Client::builder(&server.url())
+                .lease(LEASE)
+                .waiter_timeout(LEASE)
+                .tls_root_cert_pem(files.ca_pem())
+                .tls_client_cert_pem(files.client_cert_pem(), files.client_key_pem())
+        };
+        let started = Instant::now();
+        let a = builder().build().expect("a client with a certificate");
+        eprintln!("mTLS: client built in {:.0} ms", ms(started.elapsed()));
+        let b = builder().build().unwrap();
+        let m = a.fair_mutex("mtls");
+        let guard = m.lock().unwrap();
+        let held_token = guard.fencing_token();
+        let waiter = LockThread::lock(b.fair_mutex("mtls"));
+        assert!(wait_until(Duration::from_secs(5), || m
+            .queue_len()
+            .unwrap()
+            == 1));
+        let released = Instant::now();
+        guard.unlock().unwrap();
+        let (granted, token) = waiter.granted_within(Duration::from_secs(2), "the mTLS waiter");
+        eprintln!(
+            "mTLS: handoff by push message in {:.2} ms",
+            ms(granted - released)
+        );
+        assert!(token > held_token);
+        waiter.release("the mTLS waiter");
+        // The server asks every client for a certificate and has no
+        // plaintext port: every connection above presented one.
+        let mut admin = admin_conn(&server, &files);
+        let config: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("tls-auth-clients")
+            .query(&mut admin)
+            .unwrap();
+        assert_eq!(config[1], "yes");
+    }
+
+    #[test]
+    fn without_a_client_certificate_a_mutual_tls_server_refuses_within_the_connect_timeout() {
+        let files = TlsFiles::generate();
+        let server = RedisServer::start_tls_auth(&files, true);
+        let stranger = TlsFiles::generate();
+        let connect_timeout = Duration::from_secs(1);
+        for (what, builder) in [
+            (
+                "no client certificate",
+                Client::builder(&server.url()).tls_root_cert_pem(files.ca_pem()),
+            ),
+            (
+                "a certificate of another CA",
+                Client::builder(&server.url())
+                    .tls_root_cert_pem(files.ca_pem())
+                    .tls_client_cert_pem(stranger.client_cert_pem(), stranger.client_key_pem()),
+            ),
+        ] {
+            // TLS 1.3 lets the client finish its handshake before the
+            // server checks the certificate: the refusal may only come with
+            // the first command, so a build that succeeds is followed by a
+            // lock call, and the first of the two must fail.
+            let started = Instant::now();
+            let outcome = builder
+                .connect_timeout(connect_timeout)
+                .command_timeout(connect_timeout)
+                .lease(LEASE)
+                .build()
+                .and_then(|client| client.fair_mutex("mtls").try_lock().map(|_| ()));
+            let took = started.elapsed();
+            let err = outcome.expect_err(what);
+            let chain = format!(
+                "{err} / {}",
+                std::error::Error::source(&err)
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            );
+            eprintln!(
+                "mTLS, {what}: {:?} after {:.0} ms: {chain}",
+                err.kind(),
+                ms(took)
+            );
+            assert_eq!(err.kind(), ErrorKind::Connection, "{what}: {err:?}");
+            assert!(
+                took < connect_timeout * 2 + Duration::from_secs(1),
+                "{what}: {took:?}"
+            );
+        }
+        // The client may read the server's alert or find the connection
+        // closed first (a broken pipe): the server's log says why.
+        let refusals = |log: &str| {
+            log.lines()
+                .filter(|l| l.contains("Error accepting a client connection"))
+                .filter(|l| l.to_lowercase().contains("certificate"))
+                .count()
+        };
+        assert!(
+            wait_until(Duration::from_secs(2), || refusals(&server.log()) >= 2),
+            "the server did not refuse both for their certificates: {}",
+            server.log()
+        );
+    }
+
+    #[test]
+    fn behind_tls_sentinels_the_certificates_and_the_sentinel_password_reach_both() {
+        let _serial = serial();
+        let files = TlsFiles::generate();
+        // A TLS-only master and a TLS-only Sentinel with a password, both
+        // asking every client for a certificate of the CA.
+        let master = RedisServer::start_tls_auth(&files, true);
+        let sentinel = fairlock_test_support::sentinel::Sentinel::start_tls(
+            master.port(),
+            &files,
+            Some("sent-s3cret"),
+        );
+        let url = format!(
+            "rediss+sentinel://127.0.0.1:{}/{}",
+            sentinel.port(),
+            SentinelSet::master_name()
+        );
+        let builder = || {
+            Client::builder(&url)
+                .lease(LEASE)
+                .waiter_timeout(LEASE)
+                .connect_timeout(Duration::from_secs(1))
+                .tls_root_cert_pem(files.ca_pem())
+                .sentinel_password("sent-s3cret")
+        };
+        let with_cert =
+            || builder().tls_client_cert_pem(files.client_cert_pem(), files.client_key_pem());
+        // The Sentinel may still be connecting to the master: it names the
+        // master once its link is up (bounded).
+        let started = Instant::now();
+        let a = loop {
+            match with_cert().build() {
+                Ok(client) => break client,
+                Err(err) if started.elapsed() < Duration::from_secs(10) => {
+                    eprintln!("TLS sentinel not ready: {err}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(err) => panic!("no client behind the TLS sentinel: {err:?}"),
+            }
+        };
+        eprintln!(
+            "mTLS behind a TLS sentinel: first client in {:.0} ms",
+            ms(started.elapsed())
+        );
+        let b = with_cert().build().unwrap();
+        hold_and_hand_over(&a, &b, "mtls-sentinel");
+
+        // Without the client certificate, the Sentinel refuses at once.
+        let (err, took, chain) = failed_build(builder(), Duration::from_secs(1));
+        eprintln!(
+            "TLS sentinel, no client certificate: {:?} after {:.0} ms: {chain}",
+            err.kind(),
+            ms(took)
+        );
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        // The root alone decides trust: with another CA's root, refused.
+        let stranger = TlsFiles::generate();
+        let (err, _, chain) = failed_build(
+            with_cert().tls_root_cert_pem(stranger.ca_pem()),
+            Duration::from_secs(1),
+        );
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        assert!(chain.to_lowercase().contains("certificate"), "{chain}");
+    }
+
+    #[test]
+    fn a_malformed_client_certificate_or_key_is_invalid_config() {
+        let files = TlsFiles::generate();
+        let (cert, key) = (files.client_cert_pem(), files.client_key_pem());
+        let cases: [(&str, fairlock::ClientBuilder); 5] = [
+            (
+                "a certificate that is no PEM",
+                Client::builder("rediss://127.0.0.1:1")
+                    .tls_client_cert_pem(b"not a certificate".to_vec(), key.clone()),
+            ),
+            (
+                "a key that is no PEM",
+                Client::builder("rediss://127.0.0.1:1")
+                    .tls_client_cert_pem(cert.clone(), b"not a key".to_vec()),
+            ),
+            (
+                "certificate and key swapped",
+                Client::builder("rediss://127.0.0.1:1")
+                    .tls_client_cert_pem(key.clone(), cert.clone()),
+            ),
+            (
+                "a client certificate for a plain url",
+                Client::builder("redis://127.0.0.1:1")
+                    .tls_client_cert_pem(cert.clone(), key.clone()),
+            ),
+            (
+                "a root for a plain sentinel url",
+                Client::builder("redis+sentinel://127.0.0.1:1/m").tls_root_cert_pem(files.ca_pem()),
+            ),
+        ];
+        for (what, builder) in cases {
+            let started = Instant::now();
+            let err = builder.build().unwrap_err();
+            eprintln!("{what}: {err}");
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err:?}");
+            assert!(started.elapsed() < Duration::from_millis(100), "{what}");
+            let shown = format!("{err:?}");
+            assert!(
+                !shown.contains("PRIVATE KEY"),
+                "{what}: the key shown: {shown}"
+            );
         }
     }
 

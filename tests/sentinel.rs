@@ -1,6 +1,7 @@
 //! fairlock on a Sentinel-managed master (one master, one replica, three
 //! sentinels): the client follows the master across a failover, and a thread
-//! waiting when the master dies still gets the lock.
+//! waiting when the master dies still gets the lock; Sentinels with a
+//! password of their own serve only a client that has it.
 
 use std::time::{Duration, Instant};
 
@@ -99,4 +100,174 @@ fn a_sentinel_url_naming_an_unknown_master_is_a_clear_error() {
     );
     assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// The Sentinels' own password in these tests; the data servers' user has
+/// another (`DATA_PASSWORD`), and neither is sent where the other belongs.
+const SENTINEL_PASSWORD: &str = "sentinel-s3cret";
+const DATA_PASSWORD: &str = "data-s3cret";
+
+/// `set`'s URL with the data servers' user `fairlock-data` in it.
+fn url_with_data_user(set: &SentinelSet) -> String {
+    set.url().replacen(
+        "redis+sentinel://",
+        &format!("redis+sentinel://fairlock-data:{DATA_PASSWORD}@"),
+        1,
+    )
+}
+
+#[test]
+fn sentinels_with_a_password_serve_only_a_client_that_has_it_also_across_a_failover() {
+    let _serial = serial();
+    let mut set = SentinelSet::start_with_password(SENTINEL_PASSWORD);
+    // The data servers know a user of their own, with another password;
+    // their `default` user stays open for the test's own connections.
+    for server in set.servers() {
+        let () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("fairlock-data")
+            .arg(&["on", &format!(">{DATA_PASSWORD}"), "~*", "&*", "+@all"])
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    let url = url_with_data_user(&set);
+
+    // Without the Sentinels' password, or with a wrong one (the URL's
+    // credentials are the master's, never the Sentinels'): a typed error
+    // within the connect timeout, naming the Sentinels' refusal.
+    let connect_timeout = Duration::from_secs(1);
+    for (what, password) in [
+        ("no sentinel password", None),
+        ("a wrong sentinel password", Some("wrong-s3cret")),
+        ("the data password", Some(DATA_PASSWORD)),
+    ] {
+        let mut builder = Client::builder(&url)
+            .connect_timeout(connect_timeout)
+            .lease(Duration::from_secs(15));
+        if let Some(password) = password {
+            builder = builder.sentinel_password(password);
+        }
+        let started = Instant::now();
+        let err = builder.build().unwrap_err();
+        let took = started.elapsed();
+        let chain = format!(
+            "{err} / {}",
+            std::error::Error::source(&err)
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        );
+        eprintln!(
+            "sentinel auth, {what}: {:?} after {:.0} ms: {chain}",
+            err.kind(),
+            ms(took)
+        );
+        assert_eq!(err.kind(), ErrorKind::Connection, "{what}: {err:?}");
+        assert!(
+            took < connect_timeout + Duration::from_secs(1),
+            "{what}: {took:?}"
+        );
+        let lower = chain.to_lowercase();
+        assert!(
+            ["noauth", "wrongpass", "authentication", "password"]
+                .iter()
+                .any(|word| lower.contains(word)),
+            "{what}: the refusal is not named: {chain}"
+        );
+        for secret in [SENTINEL_PASSWORD, DATA_PASSWORD, "wrong-s3cret"] {
+            assert!(!chain.contains(secret), "{what}: a password shown: {chain}");
+        }
+    }
+
+    // With it: two clients lock and hand the lock over.
+    let with_password = || {
+        Client::builder(&url)
+            .sentinel_password(SENTINEL_PASSWORD)
+            .lease(Duration::from_secs(15))
+            .waiter_timeout(Duration::from_secs(10))
+            .connect_timeout(Duration::from_secs(2))
+            .command_timeout(Duration::from_secs(2))
+    };
+    let started = Instant::now();
+    let a = with_password().build().expect("the sentinels' password");
+    eprintln!(
+        "sentinel auth: client built in {:.0} ms",
+        ms(started.elapsed())
+    );
+    assert!(!format!("{a:?}").contains(SENTINEL_PASSWORD));
+    let b = with_password().build().unwrap();
+    let mutex = a.fair_mutex("sentinel-auth");
+    let guard = mutex.lock().unwrap();
+    let held_token = guard.fencing_token();
+    let waiter = LockThread::lock(b.fair_mutex("sentinel-auth"));
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (granted, token) = waiter.granted_within(Duration::from_secs(5), "the waiter");
+    eprintln!(
+        "sentinel auth: handoff in {:.1} ms",
+        ms(granted.saturating_duration_since(released))
+    );
+    assert!(token > held_token);
+    waiter.release("the waiter");
+
+    // The Sentinels, password-protected among themselves too, still fail
+    // over; both clients and a new one find the new master through them.
+    let (old_master, killed) = set.kill_master();
+    set.wait_for_failover(old_master, Duration::from_secs(30));
+    eprintln!(
+        "sentinel auth: failover done {:.0} ms after the kill",
+        ms(killed.elapsed())
+    );
+    for client in [&a, &b] {
+        let guard = retry_while_unreachable(|| client.fair_mutex("sentinel-auth").lock());
+        guard.unlock().unwrap();
+    }
+    let fresh = with_password().build().unwrap();
+    fresh
+        .fair_mutex("sentinel-auth")
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn sentinel_credentials_are_checked_before_any_io() {
+    // No server listens on these ports: each refusal comes from build's
+    // checks alone.
+    let sentinel_url = "redis+sentinel://127.0.0.1:1,127.0.0.1:2/fairlock-master";
+    let cases: [(&str, ClientBuilder); 5] = [
+        (
+            "an empty password",
+            Client::builder(sentinel_url).sentinel_password(""),
+        ),
+        (
+            "an empty user",
+            Client::builder(sentinel_url)
+                .sentinel_username("")
+                .sentinel_password("pw"),
+        ),
+        (
+            "a user without a password",
+            Client::builder(sentinel_url).sentinel_username("someone"),
+        ),
+        (
+            "one server's url",
+            Client::builder("redis://127.0.0.1:1").sentinel_password("pw"),
+        ),
+        (
+            "a cluster's url",
+            Client::builder("redis+cluster://127.0.0.1:1,127.0.0.1:2").sentinel_password("pw"),
+        ),
+    ];
+    for (what, builder) in cases {
+        let started = Instant::now();
+        let err = builder.build().unwrap_err();
+        eprintln!("sentinel credentials, {what}: {err}");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err:?}");
+        assert!(started.elapsed() < Duration::from_millis(100), "{what}");
+    }
 }

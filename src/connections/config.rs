@@ -60,6 +60,15 @@ pub(crate) struct Config {
     /// `None` means the system's roots.
     #[cfg(feature = "tls")]
     pub(crate) tls_root_cert: Option<Vec<u8>>,
+    /// PEM certificate (chain) and private key this client presents to
+    /// `rediss://` servers that ask for one (mutual TLS).
+    #[cfg(feature = "tls")]
+    pub(crate) tls_client_cert: Option<redis::ClientTlsConfig>,
+    /// The user the Sentinels themselves are asked for (`AUTH`), if any.
+    pub(crate) sentinel_username: Option<String>,
+    /// The password the Sentinels themselves require (`requirepass`), if
+    /// any; the master's own credentials come from the URL.
+    pub(crate) sentinel_password: Option<String>,
     /// Replicas that must acknowledge every lock write (`WAIT`), if any.
     pub(crate) sync_replicas: Option<SyncReplicas>,
     /// How much sooner than Redis this client counts a lease as over.
@@ -89,6 +98,10 @@ impl Default for Config {
             command_timeout: Duration::from_secs(5),
             #[cfg(feature = "tls")]
             tls_root_cert: None,
+            #[cfg(feature = "tls")]
+            tls_client_cert: None,
+            sentinel_username: None,
+            sentinel_password: None,
             sync_replicas: None,
             clock_drift: ClockDrift::default(),
             fence_life: DEFAULT_FENCE_LIFE,
@@ -115,6 +128,11 @@ impl std::fmt::Debug for Config {
             .field("clock_drift", &self.clock_drift)
             .field("fence_life", &self.fence_life)
             .field("identity", &self.identity)
+            .field("sentinel_username", &self.sentinel_username)
+            .field(
+                "sentinel_password",
+                &self.sentinel_password.as_ref().map(|_| "***"),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -318,6 +336,37 @@ impl ClockDrift {
 }
 
 impl Config {
+    /// `Ok` when the Sentinels' credentials, if any, are usable: a
+    /// password that is not empty, a user only beside a password, and
+    /// both only for a `redis+sentinel://` URL (where else would they go).
+    fn check_sentinel_auth(&self, topology: &Topology) -> Result<()> {
+        let why = match (&self.sentinel_username, &self.sentinel_password) {
+            (None, None) => return Ok(()),
+            _ if !matches!(topology, Topology::Sentinel { .. }) => {
+                "sentinel_password and sentinel_username need a redis+sentinel:// url"
+            }
+            (_, Some(password)) if password.is_empty() => "sentinel_password must not be empty",
+            (Some(username), _) if username.is_empty() => "sentinel_username must not be empty",
+            (Some(_), None) => "sentinel_username needs a sentinel_password too",
+            _ => return Ok(()),
+        };
+        Err(Error::new(ErrorKind::InvalidConfig, why))
+    }
+
+    /// `Ok` when the TLS certificates given, if any, parse (a root
+    /// certificate, a client certificate with its key) and the URL uses
+    /// TLS (`rediss`).
+    #[cfg(feature = "tls")]
+    fn check_tls(&self, topology: &Topology) -> Result<()> {
+        if crate::connections::tls_certificates(self)?.is_some() && !topology.uses_tls() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                "TLS certificates need a rediss:// url (a plain redis:// one would not use them)",
+            ));
+        }
+        Ok(())
+    }
+
     /// How often the watchdog renews leases and heartbeats queued waiters:
     /// a third of the shorter of the two, so two renewals can fail before
     /// anything expires.
@@ -412,6 +461,9 @@ impl Config {
         if let Some(identity) = &self.identity {
             check_identity(identity)?;
         }
+        self.check_sentinel_auth(&topology)?;
+        #[cfg(feature = "tls")]
+        self.check_tls(&topology)?;
         let prefix = &self.key_prefix;
         if prefix.is_empty() || prefix.len() > 256 {
             return invalid("key_prefix must be 1 to 256 bytes long".to_owned());

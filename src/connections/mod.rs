@@ -13,7 +13,8 @@
 //! - Sentinel ([`sentinel`]): an r2d2 pool of connections to the master the
 //!   Sentinels name when each connection is opened; connections to a dead or
 //!   demoted master are dropped from the pool, so the next ones reach its
-//!   successor.
+//!   successor. The Sentinels get credentials of their own
+//!   (`sentinel_password`); the TLS certificates cover them and the master.
 //!
 //! The rest of the connections layer sits beside them: the settings
 //! ([`config`]), where the locks live as the URL says ([`topology`]), a
@@ -171,7 +172,12 @@ impl Backend {
                 password,
                 db,
             } => {
-                let node = sentinel::master_node(tls, username, password, db);
+                let node = sentinel::MasterNode {
+                    tls,
+                    username,
+                    password,
+                    db,
+                };
                 Deployment::Sentinel(Sentinel::open(config, sentinels, master, node)?)
             }
         };
@@ -347,22 +353,39 @@ fn quiet_info(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
     info.set_redis_settings(settings)
 }
 
+/// The certificates a client's TLS connections use: the root(s) servers
+/// must chain to and the certificate and key this client presents, each
+/// checked here, before any I/O (`None` when neither was given: the
+/// system's roots, no client certificate).
 #[cfg(feature = "tls")]
-fn tls_certificates(config: &Config) -> Result<Option<redis::TlsCertificates>> {
-    let Some(root) = &config.tls_root_cert else {
+pub(crate) fn tls_certificates(config: &Config) -> Result<Option<redis::TlsCertificates>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let invalid = |message: &str| Err(Error::new(ErrorKind::InvalidConfig, message.to_owned()));
+    if config.tls_root_cert.is_none() && config.tls_client_cert.is_none() {
         return Ok(None);
-    };
-    if !root
-        .windows(27)
-        .any(|w| w == b"-----BEGIN CERTIFICATE-----")
-    {
-        return Err(Error::new(
-            ErrorKind::InvalidConfig,
-            "tls_root_cert_pem holds no PEM certificate",
-        ));
+    }
+    if let Some(root) = &config.tls_root_cert {
+        if !root
+            .windows(27)
+            .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+        {
+            return invalid("tls_root_cert_pem holds no PEM certificate");
+        }
+    }
+    if let Some(client) = &config.tls_client_cert {
+        let chain = CertificateDer::pem_slice_iter(&client.client_cert)
+            .collect::<std::result::Result<Vec<_>, _>>();
+        if !chain.is_ok_and(|chain| !chain.is_empty()) {
+            return invalid("tls_client_cert_pem: the certificate holds no PEM certificate");
+        }
+        if PrivateKeyDer::from_pem_slice(&client.client_key).is_err() {
+            return invalid("tls_client_cert_pem: the key holds no PEM private key");
+        }
     }
     Ok(Some(redis::TlsCertificates {
-        client_tls: None,
-        root_cert: Some(root.clone()),
+        client_tls: config.tls_client_cert.clone(),
+        root_cert: config.tls_root_cert.clone(),
     }))
 }

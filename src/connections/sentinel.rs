@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::sentinel::SentinelNodeConnectionInfo;
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::ConnectionLike;
 
 use crate::connections::config::Config;
@@ -21,27 +21,35 @@ pub(super) struct Sentinel {
     manager: SentinelManager,
 }
 
+/// How to connect to the master, as the URL says: with TLS if `tls`, the
+/// credentials and the database `db`.
+pub(super) struct MasterNode {
+    pub(super) tls: bool,
+    pub(super) username: Option<String>,
+    pub(super) password: Option<String>,
+    pub(super) db: i64,
+}
+
 impl Sentinel {
-    /// Asks `sentinels` for `master`, reached as `node` says (see
-    /// [`master_node`]).
+    /// Asks `sentinels` for `master`, reached as `node` says; the
+    /// Sentinels with the client's `sentinel_username` and
+    /// `sentinel_password`, if any, and every TLS connection with its
+    /// certificates, if any.
     pub(super) fn open(
         config: &Config,
         sentinels: Vec<String>,
         master: String,
-        node: SentinelNodeConnectionInfo,
+        node: MasterNode,
     ) -> Result<Sentinel> {
-        // Sentinels get no `CLIENT SETINFO` either (see `quiet`).
-        let sentinels = sentinels
-            .iter()
-            .map(|url| super::quiet(url))
-            .collect::<Result<Vec<_>>>()?;
-        let client = redis::sentinel::SentinelClient::build(
-            sentinels,
-            master,
-            Some(node),
-            redis::sentinel::SentinelServerType::Master,
-        )
-        .map_err(|err| Error::with_source(ErrorKind::InvalidConfig, "invalid sentinel url", err))?;
+        #[cfg(feature = "tls")]
+        let client = match super::tls_certificates(config)? {
+            Some(certificates) => {
+                with_certificates(config, &sentinels, &master, node, certificates)?
+            }
+            None => quiet_client(config, &sentinels, master, node)?,
+        };
+        #[cfg(not(feature = "tls"))]
+        let client = quiet_client(config, &sentinels, master, node)?;
         let manager = SentinelManager {
             client: Arc::new(Mutex::new(client)),
             timeouts: Timeouts::of(config),
@@ -65,26 +73,108 @@ impl Sentinel {
     }
 }
 
-/// How to connect to the master: with TLS if `tls`, the credentials and
-/// the database `db`.
-pub(super) fn master_node(
-    tls: bool,
-    username: Option<String>,
-    password: Option<String>,
-    db: i64,
-) -> SentinelNodeConnectionInfo {
-    // No `CLIENT SETINFO` at connect (see `quiet`).
-    let mut node = redis::RedisConnectionInfo::default()
-        .set_db(db)
+fn invalid_sentinel_url(err: redis::RedisError) -> Error {
+    Error::with_source(ErrorKind::InvalidConfig, "invalid sentinel url", err)
+}
+
+/// The sentinel client when no TLS certificates are given: no connection
+/// it opens, to a Sentinel or to the master, sends `CLIENT SETINFO` (see
+/// `quiet`).
+fn quiet_client(
+    config: &Config,
+    sentinels: &[String],
+    master: String,
+    node: MasterNode,
+) -> Result<SentinelClient> {
+    let sentinels = sentinels
+        .iter()
+        .map(|url| {
+            let info = super::quiet(url)?;
+            let mut settings = info.redis_settings().clone();
+            if let Some(username) = &config.sentinel_username {
+                settings = settings.set_username(username);
+            }
+            if let Some(password) = &config.sentinel_password {
+                settings = settings.set_password(password);
+            }
+            Ok(info.set_redis_settings(settings))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    SentinelClient::build(
+        sentinels,
+        master,
+        Some(master_node(node)),
+        SentinelServerType::Master,
+    )
+    .map_err(invalid_sentinel_url)
+}
+
+/// The sentinel client when TLS certificates are given (a private root, a
+/// client certificate): the same certificates for the Sentinels and the
+/// master. The `redis` crate takes certificates for the master only
+/// through its `SentinelClientBuilder`, whose connections send `CLIENT
+/// SETINFO`; the pool's connections to the master are opened again
+/// without it (see [`SentinelManager::connect_master`]), but the one that
+/// checks the master's `ROLE` at each lookup, and those to the Sentinels,
+/// still send it (its answer is ignored; an ACL user without it sees a
+/// denial in `ACL LOG`).
+#[cfg(feature = "tls")]
+fn with_certificates(
+    config: &Config,
+    sentinels: &[String],
+    master: &str,
+    node: MasterNode,
+    certificates: redis::TlsCertificates,
+) -> Result<SentinelClient> {
+    use redis::IntoConnectionInfo;
+    let addresses = sentinels
+        .iter()
+        .map(|url| {
+            let info = url
+                .as_str()
+                .into_connection_info()
+                .map_err(invalid_sentinel_url)?;
+            Ok(info.addr().clone())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut builder =
+        redis::sentinel::SentinelClientBuilder::new(addresses, master, SentinelServerType::Master)
+            .map_err(invalid_sentinel_url)?
+            .set_client_to_sentinel_certificates(certificates.clone())
+            .set_client_to_redis_certificates(certificates)
+            .set_client_to_redis_db(node.db);
+    if node.tls {
+        builder = builder.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
+    }
+    if let Some(username) = node.username {
+        builder = builder.set_client_to_redis_username(username);
+    }
+    if let Some(password) = node.password {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if let Some(username) = &config.sentinel_username {
+        builder = builder.set_client_to_sentinel_username(username);
+    }
+    if let Some(password) = &config.sentinel_password {
+        builder = builder.set_client_to_sentinel_password(password);
+    }
+    builder.build().map_err(invalid_sentinel_url)
+}
+
+/// How to connect to the master (see [`MasterNode`]), without `CLIENT
+/// SETINFO` (see `quiet`).
+fn master_node(node: MasterNode) -> SentinelNodeConnectionInfo {
+    let mut info = redis::RedisConnectionInfo::default()
+        .set_db(node.db)
         .set_skip_set_lib_name();
-    if let Some(username) = username {
-        node = node.set_username(username);
+    if let Some(username) = node.username {
+        info = info.set_username(username);
     }
-    if let Some(password) = password {
-        node = node.set_password(password);
+    if let Some(password) = node.password {
+        info = info.set_password(password);
     }
-    let info = SentinelNodeConnectionInfo::default().set_redis_connection_info(node);
-    if tls {
+    let info = SentinelNodeConnectionInfo::default().set_redis_connection_info(info);
+    if node.tls {
         info.set_tls_mode(redis::TlsMode::Secure)
     } else {
         info
@@ -100,9 +190,11 @@ pub(crate) struct SentinelManager {
 
 impl SentinelManager {
     fn connect_master(&self) -> Result<redis::Connection> {
-        // Ask the Sentinels for the master's address, then connect to it.
+        // Ask the Sentinels for the master's address, then connect to it,
+        // without `CLIENT SETINFO` whichever way the client was built.
         let master = self.client.lock().get_client()?;
-        self.timeouts.connect(&master)
+        let info = super::quiet_info(master.get_connection_info().clone());
+        self.timeouts.connect(&redis::Client::open(info)?)
     }
 }
 

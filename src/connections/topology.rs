@@ -9,7 +9,8 @@
 //!   Cluster; the credentials apply to every node;
 //! - `redis+sentinel://host:port,host:port,.../master-name[/db]` — the master
 //!   the Sentinels name; credentials before the first host apply to the
-//!   master (and its successors), not to the Sentinels.
+//!   master (and its successors), not to the Sentinels (theirs are the
+//!   builder's `sentinel_password` and `sentinel_username`).
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -143,6 +144,23 @@ impl Topology {
         }
     }
 
+    /// True when the connections to Redis use TLS (`rediss`). A URL the
+    /// `redis` crate cannot read counts as TLS: opening it reports why.
+    #[cfg(feature = "tls")]
+    pub(crate) fn uses_tls(&self) -> bool {
+        use redis::IntoConnectionInfo;
+        let tls_url = |url: &str| {
+            url.into_connection_info()
+                .map_or(true, |info| is_tls(info.addr()))
+        };
+        match self {
+            Topology::Single(url) => tls_url(url),
+            Topology::Given(given) => is_tls(given.0.addr()),
+            Topology::Cluster(nodes) => nodes.iter().any(|node| tls_url(node)),
+            Topology::Sentinel { tls, .. } => *tls,
+        }
+    }
+
     /// The topology a client's settings name: its URL, or the seed nodes
     /// given to [`Client::cluster_builder`](crate::Client::cluster_builder).
     /// The topology of a cluster given by its seed nodes' URLs.
@@ -169,6 +187,11 @@ impl Topology {
         }
         Ok(Topology::Cluster(nodes.to_vec()))
     }
+}
+
+#[cfg(feature = "tls")]
+fn is_tls(addr: &redis::ConnectionAddr) -> bool {
+    matches!(addr, redis::ConnectionAddr::TcpTls { .. })
 }
 
 /// One server's connection settings as a `redis` crate user holds them.

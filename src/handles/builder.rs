@@ -237,8 +237,14 @@ impl ClientBuilder {
     }
 
     /// Trusts only the PEM root certificate(s) in `pem` for a `rediss://`
-    /// server, e.g. a private CA. Defaults to the system roots.
-    /// Needs the `tls` feature.
+    /// server, e.g. a private CA: the one server, every node of a cluster,
+    /// and behind Sentinel the Sentinels and the master alike. Defaults to
+    /// the system roots. Needs the `tls` feature.
+    ///
+    /// # Errors
+    /// [`build`](Self::build) returns [`ErrorKind::InvalidConfig`], before
+    /// any I/O, when `pem` holds no PEM certificate or the URL does not
+    /// use TLS.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -253,6 +259,103 @@ impl ClientBuilder {
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_cert_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.config.tls_root_cert = Some(pem.into());
+        self
+    }
+
+    /// Presents the PEM certificate (chain) `cert` and its PEM private key
+    /// `key` to `rediss://` servers that ask for a client certificate
+    /// (mutual TLS, Redis's `tls-auth-clients yes`). Every TLS connection
+    /// of the client presents it: to the one server, to every node of a
+    /// cluster, and behind Sentinel to the Sentinels and the master, as
+    /// the root of [`tls_root_cert_pem`](Self::tls_root_cert_pem) covers
+    /// them all. Off by default. Needs the `tls` feature.
+    ///
+    /// Behind Sentinel with any certificate set, the `redis` crate's own
+    /// connections to the Sentinels, and the one that checks the master's
+    /// `ROLE` at each lookup, send `CLIENT SETINFO` (an ACL user without
+    /// it sees a denial in `ACL LOG`); the pool's connections do not.
+    ///
+    /// # Errors
+    /// [`build`](Self::build) returns [`ErrorKind::InvalidConfig`], before
+    /// any I/O, when `cert` holds no PEM certificate, `key` no PEM private
+    /// key, or the URL does not use TLS.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = fairlock::Client::builder("rediss://redis.internal:6380")
+    ///     .tls_root_cert_pem(std::fs::read("/etc/redis/ca.pem")?)
+    ///     .tls_client_cert_pem(
+    ///         std::fs::read("/etc/fairlock/client.pem")?,
+    ///         std::fs::read("/etc/fairlock/client.key")?,
+    ///     )
+    ///     .build()?;
+    /// # drop(client);
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_client_cert_pem(
+        mut self,
+        cert: impl Into<Vec<u8>>,
+        key: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.config.tls_client_cert = Some(redis::ClientTlsConfig {
+            client_cert: cert.into(),
+            client_key: key.into(),
+        });
+        self
+    }
+
+    /// The password the Sentinels themselves require (their `requirepass`,
+    /// or an ACL user's with [`sentinel_username`](Self::sentinel_username)),
+    /// sent to every Sentinel of a `redis+sentinel://` URL. The master and
+    /// its successors keep the credentials of the URL (before the first
+    /// host); neither is sent to the other. Off by default.
+    ///
+    /// # Errors
+    /// [`build`](Self::build) returns [`ErrorKind::InvalidConfig`], before
+    /// any I/O, for an empty password or a URL other than
+    /// `redis+sentinel://` (or `rediss+sentinel://`). A wrong or missing
+    /// password fails the build with [`ErrorKind::Connection`] within the
+    /// connect timeout, its cause naming the Sentinel's refusal.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// // The master takes "data-pw"; the Sentinels require "sentinel-pw".
+    /// let client = fairlock::Client::builder(
+    ///     "redis+sentinel://:data-pw@10.0.0.1:26379,10.0.0.2:26379/orders",
+    /// )
+    /// .sentinel_password("sentinel-pw")
+    /// .build()?;
+    /// # drop(client);
+    /// # Ok(()) }
+    /// ```
+    pub fn sentinel_password(mut self, password: impl Into<String>) -> Self {
+        self.config.sentinel_password = Some(password.into());
+        self
+    }
+
+    /// The ACL user the Sentinels themselves are asked for, with
+    /// [`sentinel_password`](Self::sentinel_password) (which it needs).
+    /// Without it, the password goes to the Sentinels' `default` user.
+    ///
+    /// # Errors
+    /// [`build`](Self::build) returns [`ErrorKind::InvalidConfig`], before
+    /// any I/O, for an empty user, a user without a
+    /// [`sentinel_password`](Self::sentinel_password), or a URL other than
+    /// `redis+sentinel://`.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::builder("redis+sentinel://10.0.0.1:26379/orders")
+    ///     .sentinel_username("fairlock-sentinel")
+    ///     .sentinel_password("sentinel-pw")
+    ///     .build()?;
+    /// # drop(client);
+    /// # Ok(()) }
+    /// ```
+    pub fn sentinel_username(mut self, username: impl Into<String>) -> Self {
+        self.config.sentinel_username = Some(username.into());
         self
     }
 

@@ -1,5 +1,6 @@
 //! A master with one replica watched by three Sentinels for tests
-//! ([`SentinelSet`], of [`Sentinel`]s). Every process is a child of the
+//! ([`SentinelSet`], of [`Sentinel`]s), the Sentinels with a password of
+//! their own if asked ([`SentinelSet::start_with_password`]). Every process is a child of the
 //! test, SIGKILLed and reaped on drop (also when the test panics, when the
 //! logs are printed). Only plain single-node connections of the `redis`
 //! crate are used here, never its sentinel client.
@@ -9,9 +10,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::info::{field, info_replication, query_string, replica_acknowledges};
+use crate::info::{field, info_replication, replica_acknowledges};
 use crate::timing::{poll, START_TIMEOUT};
-use crate::{kill_and_reap, on_a_free_port, private_dir, try_conn, RedisServer};
+use crate::{kill_and_reap, on_a_free_port, private_dir, try_conn_as, RedisServer, TlsFiles};
 
 const MASTER_NAME: &str = "fairlock-master";
 
@@ -20,33 +21,91 @@ pub struct Sentinel {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    /// Its `requirepass`, if any (also what it tells the other Sentinels).
+    password: Option<String>,
 }
 
 impl Sentinel {
     /// Starts a sentinel monitoring `master_port` (quorum 2) on a free
-    /// port and waits until it answers PING.
-    fn start(master_port: u16) -> Sentinel {
-        on_a_free_port("a sentinel", |port| Self::spawn(port, master_port))
+    /// port and waits until it answers PING; with `password`, it requires
+    /// it (`requirepass`) and gives it to the other Sentinels (`sentinel
+    /// sentinel-pass`, which they all share).
+    fn start(master_port: u16, password: Option<&str>) -> Sentinel {
+        on_a_free_port("a sentinel", |port| {
+            Self::spawn(port, master_port, 2, password, None)
+        })
     }
 
-    fn spawn(port: u16, master_port: u16) -> Result<Sentinel, String> {
+    /// A lone sentinel (quorum 1) that speaks only TLS, with the server
+    /// certificate of `tls`, and asks its clients for a certificate of the
+    /// same CA (`tls-auth-clients yes`); it reaches the TLS-only master on
+    /// `master_port` (see
+    /// [`RedisServer::start_tls_auth`](crate::RedisServer::start_tls_auth))
+    /// over TLS, presenting the client certificate of `tls`. With
+    /// `password`, it requires it. Its [`url`](Self::url) is a `redis://`
+    /// one all the same; a test writes its own `rediss+sentinel://` URL.
+    /// Ready once its log says so; the test support's own connections
+    /// (plain) do not reach it.
+    pub fn start_tls(master_port: u16, tls: &TlsFiles, password: Option<&str>) -> Sentinel {
+        on_a_free_port("a TLS sentinel", |port| {
+            Self::spawn(port, master_port, 1, password, Some(tls))
+        })
+    }
+
+    fn spawn(
+        port: u16,
+        master_port: u16,
+        quorum: u32,
+        password: Option<&str>,
+        tls: Option<&TlsFiles>,
+    ) -> Result<Sentinel, String> {
         let dir = private_dir(&format!("sentinel-{port}"))?;
         let mut sentinel = Sentinel {
             child: None,
             port,
             dir,
+            password: password.map(str::to_owned),
+        };
+        let auth = match password {
+            Some(password) => {
+                format!("requirepass {password}\nsentinel sentinel-pass {password}\n")
+            }
+            None => String::new(),
+        };
+        let listen = match tls {
+            None => format!("port {port}\n"),
+            Some(tls) => {
+                let path = |p: &std::path::Path| p.display().to_string();
+                format!(
+                    "port 0\n\
+                     tls-port {port}\n\
+                     tls-cert-file {}\n\
+                     tls-key-file {}\n\
+                     tls-ca-cert-file {}\n\
+                     tls-client-cert-file {}\n\
+                     tls-client-key-file {}\n\
+                     tls-auth-clients yes\n\
+                     tls-replication yes\n",
+                    path(&tls.server_cert),
+                    path(&tls.server_key),
+                    path(&tls.ca_cert),
+                    path(&tls.client_cert),
+                    path(&tls.client_key),
+                )
+            }
         };
         let dir = sentinel.dir.display();
         let conf = format!(
-            "port {port}\n\
+            "{listen}\
              bind 127.0.0.1\n\
              protected-mode no\n\
              dir {dir}\n\
              logfile {dir}/sentinel.log\n\
-             sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
+             sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} {quorum}\n\
              sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
              sentinel failover-timeout {MASTER_NAME} 5000\n\
-             sentinel parallel-syncs {MASTER_NAME} 1\n"
+             sentinel parallel-syncs {MASTER_NAME} 1\n\
+             {auth}"
         );
         let conf_path = sentinel.dir.join("sentinel.conf");
         std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
@@ -60,8 +119,22 @@ impl Sentinel {
             .map_err(|e| format!("redis-server --sentinel not runnable: {e}"))?;
         sentinel.child = Some(child);
         let log = sentinel.dir.join("sentinel.log");
+        let password = sentinel.password.clone();
+        let tls = tls.is_some();
         crate::await_start("sentinel", &mut sentinel.child, &log, || {
-            query_string(port, &["PING"]).is_ok()
+            if tls {
+                // No TLS client here: the port accepts and the log says the
+                // master is monitored (a Sentinel logs no "Ready to accept").
+                let listening = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+                return listening && crate::read_log(&log).contains("+monitor master");
+            }
+            try_conn_as(port, password.as_deref())
+                .and_then(|mut conn| {
+                    redis::cmd("PING")
+                        .query::<String>(&mut conn)
+                        .map_err(|e| e.to_string())
+                })
+                .is_ok()
         })?;
         Ok(sentinel)
     }
@@ -75,9 +148,14 @@ impl Sentinel {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// A plain connection to the sentinel.
+    /// A plain connection to the sentinel (authenticated if it has a
+    /// password).
     pub fn conn(&self) -> redis::Connection {
-        try_conn(self.port).unwrap_or_else(|e| panic!("sentinel: {e}"))
+        self.try_conn().unwrap_or_else(|e| panic!("sentinel: {e}"))
+    }
+
+    fn try_conn(&self) -> Result<redis::Connection, String> {
+        try_conn_as(self.port, self.password.as_deref())
     }
 
     /// SIGKILLs the sentinel and reaps it.
@@ -92,7 +170,7 @@ impl Sentinel {
     /// The master's port this sentinel reports (`SENTINEL
     /// GET-MASTER-ADDR-BY-NAME`).
     fn reported_master(&self) -> Result<u16, String> {
-        let mut conn = try_conn(self.port)?;
+        let mut conn = self.try_conn()?;
         let addr: Vec<String> = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(MASTER_NAME)
@@ -105,7 +183,7 @@ impl Sentinel {
 
     /// `SENTINEL <what> fairlock-master`: one field map per entry.
     fn entries(&self, what: &str) -> Result<Vec<HashMap<String, String>>, String> {
-        let mut conn = try_conn(self.port)?;
+        let mut conn = self.try_conn()?;
         let entries: Vec<Vec<String>> = redis::cmd("SENTINEL")
             .arg(what)
             .arg(MASTER_NAME)
@@ -149,6 +227,19 @@ impl SentinelSet {
     /// the replica's link is up and every sentinel knows the master, the
     /// replica (healthy) and the two other sentinels.
     pub fn start() -> SentinelSet {
+        Self::start_inner(None)
+    }
+
+    /// As [`start`](Self::start), with Sentinels that require `password`
+    /// (`requirepass`, and `sentinel sentinel-pass` between them). The
+    /// master and the replica keep no password: a test gives their users
+    /// passwords of their own with ACL rules (the Sentinels would need
+    /// `sentinel auth-pass` for a `requirepass` on them).
+    pub fn start_with_password(password: &str) -> SentinelSet {
+        Self::start_inner(Some(password))
+    }
+
+    fn start_inner(password: Option<&str>) -> SentinelSet {
         let started = Instant::now();
         // The delay is the master's (whoever is master) before it syncs a
         // replica: by default 5 s.
@@ -168,7 +259,7 @@ impl SentinelSet {
             servers: vec![master, replica],
         };
         for _ in 0..3 {
-            let sentinel = Sentinel::start(set.servers[0].port());
+            let sentinel = Sentinel::start(set.servers[0].port(), password);
             set.sentinels.push(sentinel);
         }
         if let Err(error) = poll(START_TIMEOUT, Duration::from_millis(50), || {
@@ -280,7 +371,12 @@ impl SentinelSet {
 
     /// A plain connection to the server (or sentinel) on `port`.
     pub fn conn_to(&self, port: u16) -> redis::Connection {
-        try_conn(port).unwrap_or_else(|e| panic!("{e}"))
+        let password = self
+            .sentinels
+            .iter()
+            .find(|s| s.port == port)
+            .and_then(|s| s.password.as_deref());
+        try_conn_as(port, password).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// SIGKILLs the server the sentinels report as master (and reaps it);

@@ -100,6 +100,13 @@ impl RedisServer {
     /// `tls` (see [`TlsFiles`]); clients need not present a certificate.
     /// Its [`url`](Self::url) is `rediss://127.0.0.1:<port>`.
     pub fn start_tls(tls: &TlsFiles) -> RedisServer {
+        Self::start_tls_auth(tls, false)
+    }
+
+    /// As [`start_tls`](Self::start_tls), and clients must present a
+    /// certificate signed by the CA of `tls` (`tls-auth-clients yes`:
+    /// mutual TLS) when `auth_clients`.
+    pub fn start_tls_auth(tls: &TlsFiles, auth_clients: bool) -> RedisServer {
         let path = |p: &Path| p.to_str().expect("utf-8 temp path").to_owned();
         let args = [
             "--port".to_owned(),
@@ -113,7 +120,7 @@ impl RedisServer {
             "--tls-ca-cert-file".to_owned(),
             path(&tls.ca_cert),
             "--tls-auth-clients".to_owned(),
-            "no".to_owned(),
+            if auth_clients { "yes" } else { "no" }.to_owned(),
         ];
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         Self::start_configured(&args, true)
@@ -466,8 +473,20 @@ pub fn free_port() -> u16 {
 
 /// A plain connection to one loopback port, with 5 s read/write timeouts.
 pub fn try_conn(port: u16) -> Result<redis::Connection, String> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))
-        .map_err(|e| format!("port {port}: {e}"))?;
+    try_conn_as(port, None)
+}
+
+/// As [`try_conn`], authenticated with `password` (for the `default`
+/// user) if any.
+pub fn try_conn_as(port: u16, password: Option<&str>) -> Result<redis::Connection, String> {
+    let mut info = redis::RedisConnectionInfo::default();
+    if let Some(password) = password {
+        info = info.set_password(password);
+    }
+    let info = redis::IntoConnectionInfo::into_connection_info(("127.0.0.1", port))
+        .map_err(|e| format!("port {port}: {e}"))?
+        .set_redis_settings(info);
+    let client = redis::Client::open(info).map_err(|e| format!("port {port}: {e}"))?;
     let conn = client
         .get_connection_with_timeout(Duration::from_secs(1))
         .map_err(|e| format!("connect to port {port}: {e}"))?;

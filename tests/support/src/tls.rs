@@ -1,19 +1,21 @@
-//! TLS material for tests: a throwaway CA and a server certificate made
-//! with the `openssl` command line.
+//! TLS material for tests: a throwaway CA, a server certificate and a
+//! client certificate made with the `openssl` command line.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use crate::private_dir;
 
-/// A throwaway CA and a server certificate for 127.0.0.1 signed by it, made
-/// with the `openssl` command line in a fresh temporary directory (removed
-/// on drop).
+/// A throwaway CA, a server certificate for 127.0.0.1 and a client
+/// certificate (for mutual TLS), both signed by it, made with the `openssl`
+/// command line in a fresh temporary directory (removed on drop).
 pub struct TlsFiles {
     pub dir: PathBuf,
     pub ca_cert: PathBuf,
     pub server_cert: PathBuf,
     pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
 }
 
 impl TlsFiles {
@@ -48,46 +50,59 @@ impl TlsFiles {
             "keyUsage=critical,keyCertSign,cRLSign",
         ]);
         openssl(&ca);
-        let mut csr = vec!["req", "-nodes"];
-        csr.extend(ec);
-        csr.extend([
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
+        // One key and certificate signing request per party, each signed
+        // by the CA with its own extensions.
+        let sign = |name: &str, subject: &str, extensions: &str| {
+            let mut csr = vec!["req", "-nodes"];
+            csr.extend(ec);
+            let (key, req, ext, crt) = (
+                format!("{name}.key"),
+                format!("{name}.csr"),
+                format!("{name}.ext"),
+                format!("{name}.crt"),
+            );
+            csr.extend(["-keyout", &key, "-out", &req, "-subj", subject]);
+            openssl(&csr);
+            std::fs::write(dir.join(&ext), extensions).unwrap();
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &req,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+                "-out",
+                &crt,
+            ]);
+        };
+        sign(
+            "server",
             "/CN=127.0.0.1",
-        ]);
-        openssl(&csr);
-        std::fs::write(
-            dir.join("server.ext"),
             "basicConstraints=critical,CA:FALSE\n\
              keyUsage=critical,digitalSignature\n\
              extendedKeyUsage=serverAuth\n\
              subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-        )
-        .unwrap();
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-            "-out",
-            "server.crt",
-        ]);
+        );
+        sign(
+            "client",
+            "/CN=fairlock test client",
+            "basicConstraints=critical,CA:FALSE\n\
+             keyUsage=critical,digitalSignature\n\
+             extendedKeyUsage=clientAuth\n",
+        );
         TlsFiles {
             ca_cert: dir.join("ca.crt"),
             server_cert: dir.join("server.crt"),
             server_key: dir.join("server.key"),
+            client_cert: dir.join("client.crt"),
+            client_key: dir.join("client.key"),
             dir,
         }
     }
@@ -95,6 +110,16 @@ impl TlsFiles {
     /// The CA certificate, PEM.
     pub fn ca_pem(&self) -> Vec<u8> {
         std::fs::read(&self.ca_cert).unwrap()
+    }
+
+    /// The client certificate, PEM (signed by the CA, for `clientAuth`).
+    pub fn client_cert_pem(&self) -> Vec<u8> {
+        std::fs::read(&self.client_cert).unwrap()
+    }
+
+    /// The client certificate's private key, PEM.
+    pub fn client_key_pem(&self) -> Vec<u8> {
+        std::fs::read(&self.client_key).unwrap()
     }
 }
 
