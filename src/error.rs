@@ -293,8 +293,10 @@ impl StdError for Error {
     }
 }
 
-impl From<redis::RedisError> for Error {
-    fn from(err: redis::RedisError) -> Self {
+impl Error {
+    /// What a redis error means to a lock call. Not a `From` impl, so that
+    /// the redis crate's error type stays out of fairlock's API.
+    pub(crate) fn from_redis(err: redis::RedisError) -> Self {
         use redis::{ErrorKind as K, ServerErrorKind as S};
         let code = code_of(&err);
         if code == Some("WRONGTYPE") {
@@ -431,8 +433,10 @@ fn is_upgrade_refusal(err: &redis::RedisError) -> bool {
     err.code() == Some("ERR") && err.detail().is_some_and(|d| d.contains(UPGRADE_REFUSED))
 }
 
-impl From<r2d2::Error> for Error {
-    fn from(err: r2d2::Error) -> Self {
+impl Error {
+    /// No pooled connection in time. Not a `From` impl, so that r2d2's
+    /// error type stays out of fairlock's API.
+    pub(crate) fn from_pool(err: r2d2::Error) -> Self {
         Error::with_source(
             ErrorKind::Connection,
             "no redis connection could be had within the connect timeout",
@@ -448,7 +452,7 @@ mod tests {
     /// The error reply `resp` (without its `-` and CRLF) as fairlock's error.
     fn from_reply(resp: &str) -> Error {
         match redis::parse_redis_value(format!("-{resp}\r\n").as_bytes()) {
-            Ok(redis::Value::ServerError(err)) => Error::from(redis::RedisError::from(err)),
+            Ok(redis::Value::ServerError(err)) => Error::from_redis(redis::RedisError::from(err)),
             other => panic!("not an error reply: {other:?}"),
         }
     }

@@ -230,6 +230,12 @@ pub mod __test_support {
         QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply, WaiterReply,
         WaiterStatus, WakeMessage, RW_CAPACITY,
     };
+
+    /// What a redis error becomes in fairlock (`Error` has no `From` for it,
+    /// which would put the redis crate's error type into the API).
+    pub fn error_from_redis(err: redis::RedisError) -> crate::Error {
+        crate::Error::from_redis(err)
+    }
 }
 
 /// Compiles the README's examples as doctests, so they stay true.

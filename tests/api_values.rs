@@ -11,6 +11,7 @@
 use std::error::Error as StdError;
 use std::time::Duration;
 
+use fairlock::__test_support::error_from_redis;
 use fairlock::{
     redact_url, Client, ClientBuilder, Error, ErrorKind, FairMutex, FairMutexGuard, FairRwLock,
     FairSemaphore, ReadGuard, SemaphorePermit, Unbound, UnboundGuard, WriteGuard, MAX_LEASE,
@@ -92,7 +93,7 @@ fn error_is_send_sync_static() {
 #[test]
 fn display_is_the_message_and_source_is_kept() {
     let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-    let err = Error::from(redis::RedisError::from(io));
+    let err = error_from_redis(redis::RedisError::from(io));
     assert_eq!(err.kind(), ErrorKind::Connection);
     assert!(err.is_connection());
     assert_eq!(err.to_string(), "redis is unreachable");
@@ -102,7 +103,7 @@ fn display_is_the_message_and_source_is_kept() {
 /// The error reply `resp` (without its `-` and CRLF) as fairlock's error.
 fn from_reply(resp: &str) -> Error {
     match redis::parse_redis_value(format!("-{resp}\r\n").as_bytes()) {
-        Ok(redis::Value::ServerError(err)) => Error::from(redis::RedisError::from(err)),
+        Ok(redis::Value::ServerError(err)) => error_from_redis(redis::RedisError::from(err)),
         other => panic!("not an error reply: {other:?}"),
     }
 }

@@ -274,9 +274,7 @@ mod tests {
     /// (The library's status types cannot be built outside it; that a
     /// lease ticking down is no change, tests/cli_watch.rs shows.)
     fn mutex(holder: Option<(&str, u64)>, queue: &[&str]) -> Shape {
-        let who = |owner: &str| {
-            who(&Participant::new(owner))
-        };
+        let who = |owner: &str| who(&Participant::new(owner));
         Shape {
             sections: vec![Section {
                 label: "",

@@ -49,7 +49,9 @@ impl Cluster {
             client: client.clone(),
             generation: Arc::new(AtomicU64::new(0)),
         };
-        let pool = pool_builder(config).build(manager)?;
+        let pool = pool_builder(config)
+            .build(manager)
+            .map_err(Error::from_pool)?;
         Ok(Cluster {
             pool,
             client,
@@ -66,13 +68,13 @@ impl Cluster {
         &self,
         timeout: Duration,
     ) -> Result<r2d2::PooledConnection<ClusterManager>> {
-        let mut conn = self.pool.get_timeout(timeout)?;
+        let mut conn = self.pool.get_timeout(timeout).map_err(Error::from_pool)?;
         for _ in 0..self.pool.max_size() {
             if !conn.is_stale() {
                 break;
             }
             drop(conn);
-            conn = self.pool.get_timeout(timeout)?;
+            conn = self.pool.get_timeout(timeout).map_err(Error::from_pool)?;
         }
         Ok(conn)
     }
@@ -100,7 +102,9 @@ impl Cluster {
     /// A connection of the watchdog's own to the cluster, with its own slot
     /// map.
     pub(super) fn own_connection(&self) -> Result<NodesConnection> {
-        self.client.get_generic_connection().map_err(Error::from)
+        self.client
+            .get_generic_connection()
+            .map_err(Error::from_redis)
     }
 
     /// A subscriber thread's connection to its node, or to any seed.
@@ -109,7 +113,7 @@ impl Cluster {
             Listen::Node(client) => self.timeouts.connect(client),
             Listen::Main | Listen::AnySeed => {
                 let conn = self.any_seed()?;
-                set_timeouts(&conn, self.timeouts.command)?;
+                set_timeouts(&conn, self.timeouts.command).map_err(Error::from_redis)?;
                 Ok(conn)
             }
         }
@@ -132,7 +136,7 @@ impl Cluster {
             }
         }
         Err(match last_error {
-            Some(err) => err.into(),
+            Some(err) => Error::from_redis(err),
             None => Error::new(ErrorKind::InvalidConfig, "no cluster node"),
         })
     }
@@ -265,8 +269,12 @@ impl ClusterConnection {
     }
 
     pub(super) fn set_timeouts(&self, timeout: Duration) -> Result<()> {
-        self.conn.set_read_timeout(Some(timeout))?;
-        Ok(self.conn.set_write_timeout(Some(timeout))?)
+        self.conn
+            .set_read_timeout(Some(timeout))
+            .map_err(Error::from_redis)?;
+        self.conn
+            .set_write_timeout(Some(timeout))
+            .map_err(Error::from_redis)
     }
 
     fn is_stale(&self) -> bool {
@@ -292,7 +300,7 @@ impl r2d2::ManageConnection for ClusterManager {
         let conn = self
             .client
             .get_generic_connection()
-            .map_err(|err| Error::from(err).spelled_out())?;
+            .map_err(|err| Error::from_redis(err).spelled_out())?;
         Ok(ClusterConnection {
             conn,
             born,
@@ -301,7 +309,9 @@ impl r2d2::ManageConnection for ClusterManager {
     }
 
     fn is_valid(&self, conn: &mut ClusterConnection) -> Result<()> {
-        redis::cmd("PING").query::<()>(&mut conn.conn)?;
+        redis::cmd("PING")
+            .query::<()>(&mut conn.conn)
+            .map_err(Error::from_redis)?;
         Ok(())
     }
 

@@ -68,7 +68,7 @@ impl Conn {
     /// pool.
     pub(crate) fn set_command_timeout(&mut self, timeout: Duration) -> Result<()> {
         match self {
-            Conn::Single(conn) => set_timeouts(conn, timeout)?,
+            Conn::Single(conn) => set_timeouts(conn, timeout).map_err(Error::from_redis)?,
             Conn::Cluster(conn) => conn.set_timeouts(timeout)?,
             Conn::Sentinel(conn) => conn.set_timeouts(timeout)?,
         }
@@ -306,8 +306,10 @@ impl Timeouts {
 
     /// A new connection to `client`, with the command timeouts set.
     fn connect(self, client: &redis::Client) -> Result<redis::Connection> {
-        let conn = client.get_connection_with_timeout(self.connect)?;
-        set_timeouts(&conn, self.command)?;
+        let conn = client
+            .get_connection_with_timeout(self.connect)
+            .map_err(Error::from_redis)?;
+        set_timeouts(&conn, self.command).map_err(Error::from_redis)?;
         Ok(conn)
     }
 }

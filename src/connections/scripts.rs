@@ -44,7 +44,8 @@ impl Scripts {
                 redis::cmd("SCRIPT")
                     .arg("LOAD")
                     .arg(kind.source())
-                    .query::<()>(conn)?;
+                    .query::<()>(conn)
+                    .map_err(crate::Error::from_redis)?;
             }
             return Ok(());
         }
@@ -52,7 +53,7 @@ impl Scripts {
         for kind in Script::ALL {
             pipe.cmd("SCRIPT").arg("LOAD").arg(kind.source()).ignore();
         }
-        pipe.query::<()>(conn)?;
+        pipe.query::<()>(conn).map_err(crate::Error::from_redis)?;
         Ok(())
     }
 
@@ -86,7 +87,9 @@ impl Scripts {
         }
         let mut replies = self.query(&pipe, conn)?.into_iter();
         let reply = match replies.next() {
-            Some(Value::ServerError(err)) => return Err(redis::RedisError::from(err).into()),
+            Some(Value::ServerError(err)) => {
+                return Err(crate::Error::from_redis(redis::RedisError::from(err)))
+            }
             Some(reply) => op.parse(reply)?,
             None => return Err(unexpected(&"no reply")),
         };
@@ -94,7 +97,7 @@ impl Scripts {
             (None, _) => None,
             (Some(_), Some(Value::Int(acknowledged))) => Some(acknowledged),
             (Some(_), Some(Value::ServerError(err))) => {
-                return Err(redis::RedisError::from(err).into())
+                return Err(crate::Error::from_redis(redis::RedisError::from(err)))
             }
             (Some(_), other) => return Err(unexpected(&other)),
         };
@@ -127,12 +130,12 @@ impl Scripts {
             Err(err) => err.code() == Some("NOSCRIPT"),
         };
         if !lost_scripts {
-            return Ok(result?);
+            return result.map_err(crate::Error::from_redis);
         }
         log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT FLUSH); loading them again");
         crate::connections::observe::scripts_reloaded();
         self.load_all(conn)?;
-        Ok(send_pipeline(pipe, conn)?)
+        send_pipeline(pipe, conn).map_err(crate::Error::from_redis)
     }
 }
 

@@ -54,7 +54,9 @@ impl Sentinel {
             client: Arc::new(Mutex::new(client)),
             timeouts: Timeouts::of(config),
         };
-        let pool = pool_builder(config).build(manager.clone())?;
+        let pool = pool_builder(config)
+            .build(manager.clone())
+            .map_err(Error::from_pool)?;
         Ok(Sentinel { pool, manager })
     }
 
@@ -63,7 +65,7 @@ impl Sentinel {
         &self,
         timeout: Duration,
     ) -> Result<r2d2::PooledConnection<SentinelManager>> {
-        Ok(self.pool.get_timeout(timeout)?)
+        self.pool.get_timeout(timeout).map_err(Error::from_pool)
     }
 
     /// A new connection outside the pool to the master the Sentinels name
@@ -192,9 +194,10 @@ impl SentinelManager {
     fn connect_master(&self) -> Result<redis::Connection> {
         // Ask the Sentinels for the master's address, then connect to it,
         // without `CLIENT SETINFO` whichever way the client was built.
-        let master = self.client.lock().get_client()?;
+        let master = self.client.lock().get_client().map_err(Error::from_redis)?;
         let info = super::quiet_info(master.get_connection_info().clone());
-        self.timeouts.connect(&redis::Client::open(info)?)
+        self.timeouts
+            .connect(&redis::Client::open(info).map_err(Error::from_redis)?)
     }
 }
 
@@ -211,7 +214,7 @@ impl SentinelConnection {
     }
 
     pub(super) fn set_timeouts(&self, timeout: Duration) -> Result<()> {
-        Ok(super::set_timeouts(&self.conn, timeout)?)
+        super::set_timeouts(&self.conn, timeout).map_err(Error::from_redis)
     }
 
     /// Marks the connection demoted if `err` is `READONLY` (see
@@ -236,7 +239,9 @@ impl r2d2::ManageConnection for SentinelManager {
     }
 
     fn is_valid(&self, conn: &mut SentinelConnection) -> Result<()> {
-        redis::cmd("PING").query::<()>(&mut conn.conn)?;
+        redis::cmd("PING")
+            .query::<()>(&mut conn.conn)
+            .map_err(Error::from_redis)?;
         Ok(())
     }
 

@@ -20,7 +20,8 @@ impl Single {
         let client = open_info(config, info)?;
         let pool = pool_builder(config)
             .connection_customizer(Box::new(CommandTimeouts(config.command_timeout)))
-            .build(client.clone())?;
+            .build(client.clone())
+            .map_err(crate::Error::from_pool)?;
         Ok(Single {
             pool,
             client,
@@ -33,7 +34,9 @@ impl Single {
         &self,
         timeout: Duration,
     ) -> Result<r2d2::PooledConnection<redis::Client>> {
-        Ok(self.pool.get_timeout(timeout)?)
+        self.pool
+            .get_timeout(timeout)
+            .map_err(crate::Error::from_pool)
     }
 
     /// A new connection outside the pool, with the command timeouts set.

@@ -24,7 +24,10 @@ pub(crate) struct SlotMap {
 impl SlotMap {
     /// Reads the map with `CLUSTER SLOTS` on `conn`.
     pub(crate) fn read(conn: &mut dyn ConnectionLike) -> Result<SlotMap> {
-        let slots: Value = redis::cmd("CLUSTER").arg("SLOTS").query(conn)?;
+        let slots: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(conn)
+            .map_err(crate::Error::from_redis)?;
         SlotMap::parse(slots)
     }
 

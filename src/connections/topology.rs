@@ -216,8 +216,12 @@ impl Eq for Given {}
 /// in `user:password@host` the password goes; a lone `secret@host` is
 /// taken as the password (as a `redis+sentinel://` URL is read), so all of
 /// it goes; so does the value of a `pass=` (or `password=`) query
-/// parameter, where a Unix socket URL carries its password. Text without userinfo, or not a URL at all, comes back as it is.
-/// Public at the crate root.
+/// parameter, where a Unix socket URL carries its password. Text without
+/// userinfo, or not a URL at all, comes back as it is.
+///
+/// Public so that a program that shows the URL it gave fairlock (the
+/// `fairlock` command's messages, a service's start-up log) hides the same
+/// secrets the library's own errors hide, by the same rule.
 ///
 /// ```
 /// use fairlock::redact_url;

@@ -22,6 +22,12 @@ use crate::machinery::waiters::Waiter;
 /// One canceller may end many waits, on any primitives, at once.
 /// Cheap to clone; `Send + Sync`.
 ///
+/// Each of those calls takes a timeout beside the canceller
+/// (`Option<Duration>`, `None` for none): a service's wait usually has both
+/// a deadline and a shutdown, and the two end it the same way, so one call
+/// bounds it by both rather than a user racing a timer against the
+/// canceller.
+///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
 /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;

@@ -105,6 +105,12 @@ impl Client {
     /// target, so it is chosen where the builder starts, as with
     /// [`builder`](Self::builder) and [`cluster_builder`](Self::cluster_builder).
     ///
+    /// The one place fairlock's API names a `redis` crate type, on purpose:
+    /// it takes what a redis-rs user already holds. It is the `redis` 1.x
+    /// trait, so a new major version of `redis` under fairlock would be a
+    /// new major version of fairlock. [`builder`](Self::builder) takes a
+    /// plain URL and has no such tie.
+    ///
     /// Settings that cannot be converted, or that name no usable server
     /// (an empty host, port 0, a negative database, TLS without the `tls`
     /// feature), make [`ClientBuilder::build`] return

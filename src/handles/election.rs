@@ -313,7 +313,8 @@ impl Election {
             let _: i64 = redis::cmd("PUBLISH")
                 .arg(&*self.channel)
                 .arg(&payload)
-                .query(conn)?;
+                .query(conn)
+                .map_err(Error::from_redis)?;
             Ok(())
         };
         let sent = match budget {
@@ -711,7 +712,8 @@ impl LeaderWatch {
                 self.conn.insert(conn)
             }
         };
-        conn.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
+        conn.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+            .map_err(Error::from_redis)?;
         // Read as a `PubSub` whose drop is skipped: dropping one
         // unsubscribes, and this connection stays subscribed for the next
         // call. (It holds nothing else to drop: its message cache stays

@@ -70,7 +70,9 @@ fn listen(
     let mut conn = shared.backend.subscriber_connection(target)?;
     subscribe(&mut conn, &shared.wake_channel())?;
     let mut pubsub = conn.as_pubsub();
-    pubsub.set_read_timeout(Some(READ_TIMEOUT))?;
+    pubsub
+        .set_read_timeout(Some(READ_TIMEOUT))
+        .map_err(crate::Error::from_redis)?;
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
     }
@@ -103,7 +105,7 @@ fn listen(
             Err(err) if interrupted(&err) && interruptions < MAX_INTERRUPTIONS => {
                 interruptions += 1;
             }
-            Err(err) => return Err(err.into()),
+            Err(err) => return Err(crate::Error::from_redis(err)),
         }
     }
 }
@@ -113,12 +115,17 @@ fn listen(
 /// user without SUBSCRIBE or without the channel) would otherwise pass for
 /// a live one, and nothing would try again until the connection broke.
 pub(crate) fn subscribe(conn: &mut redis::Connection, channel: &str) -> Result<()> {
-    let answer: Value = redis::cmd("SUBSCRIBE").arg(channel).query(conn)?;
+    let answer: Value = redis::cmd("SUBSCRIBE")
+        .arg(channel)
+        .query(conn)
+        .map_err(crate::Error::from_redis)?;
     match &answer {
         Value::Array(items) if items.first() == Some(&Value::BulkString(b"subscribe".to_vec())) => {
             Ok(())
         }
-        Value::ServerError(err) => Err(redis::RedisError::from(err.clone()).into()),
+        Value::ServerError(err) => Err(crate::Error::from_redis(redis::RedisError::from(
+            err.clone(),
+        ))),
         _ => Err(unexpected(&answer)),
     }
 }

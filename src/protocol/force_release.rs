@@ -41,7 +41,7 @@ impl Operation for ForceRelease {
                 holds: holds as u64,
                 holder: None,
             }),
-            Value::ServerError(err) => Err(redis::RedisError::from(err).into()),
+            Value::ServerError(err) => Err(crate::Error::from_redis(redis::RedisError::from(err))),
             other => text(&other)
                 .map(|owner| Freed {
                     holds: 1,

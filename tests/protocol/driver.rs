@@ -13,10 +13,10 @@
 use std::time::Duration;
 
 pub use fairlock::__test_support::{
-    Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask, Cancel, CancelReply, CommonArgs,
-    Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply, LockKeys, LockKind, Mode,
-    Op, Operation, QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply,
-    WaiterStatus, RW_CAPACITY,
+    error_from_redis, Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask, Cancel,
+    CancelReply, CommonArgs, Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply,
+    LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release, ReleaseReply, Renew, Script,
+    Status, StatusReply, WaiterStatus, RW_CAPACITY,
 };
 pub use fairlock_test_support::*;
 pub use redis::{Commands, Value};
@@ -151,7 +151,7 @@ impl Lock {
         let conn = self.runner.as_mut().unwrap_or(&mut self.conn);
         let reply = match eval_on(conn, &keys, script, &op.args()) {
             Ok(reply) => op.parse(reply),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(error_from_redis(e)),
         };
         self.assert_every_key_expires();
         reply
