@@ -193,11 +193,21 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// How long a pooled connection lives by default: 30 minutes (r2d2's
 /// default; see [`ClientBuilder::max_lifetime`]).
 ///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(fairlock::DEFAULT_MAX_LIFETIME, Duration::from_secs(30 * 60));
+/// ```
+///
 /// [`ClientBuilder::max_lifetime`]: crate::ClientBuilder::max_lifetime
 pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
 
 /// How long a pooled connection may stay idle by default: 10 minutes
 /// (r2d2's default; see [`ClientBuilder::idle_timeout`]).
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(fairlock::DEFAULT_IDLE_TIMEOUT, Duration::from_secs(10 * 60));
+/// ```
 ///
 /// [`ClientBuilder::idle_timeout`]: crate::ClientBuilder::idle_timeout
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
@@ -205,6 +215,17 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// The shortest `max_lifetime` or `idle_timeout` accepted: 1 s. The pool
 /// looks for connections past either every 30 s, so shorter ones would
 /// change nothing but churn.
+///
+/// ```
+/// # fn main() -> fairlock::Result<()> {
+/// // Shorter than the minimum: refused before any I/O.
+/// let err = fairlock::Client::builder("redis://127.0.0.1:6379")
+///     .idle_timeout(Some(fairlock::MIN_POOL_DURATION / 2))
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.kind(), fairlock::ErrorKind::InvalidConfig);
+/// # Ok(()) }
+/// ```
 pub const MIN_POOL_DURATION: Duration = Duration::from_secs(1);
 
 /// The longest client identity accepted, in bytes.

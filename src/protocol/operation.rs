@@ -139,7 +139,7 @@ pub struct CommonArgs {
 }
 
 impl CommonArgs {
-    /// ARGV[1] and ARGV[2].
+    /// `ARGV[1]` and `ARGV[2]`.
     pub fn args(&self) -> [String; 2] {
         [self.wake_prefix.clone(), ms(self.fence_life)]
     }
