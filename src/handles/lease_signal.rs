@@ -63,8 +63,11 @@ impl LeaseSignal {
         LeaseSignal { hold }
     }
 
-    /// Blocks until the hold ends; returns how. Blocks for as long as the
-    /// lease is held: use [`wait_timeout`](Self::wait_timeout) to bound it.
+    /// Blocks until the hold ends; returns how: the first end that came
+    /// while it waited (a [`MaxHold`](LeaseEnd::MaxHold) even if the lease
+    /// it capped has also run out by the time the thread runs again).
+    /// Blocks for as long as the lease is held: use
+    /// [`wait_timeout`](Self::wait_timeout) to bound it.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {

@@ -84,6 +84,8 @@ struct HoldState {
     end: Option<LeaseEnd>,
     /// When the watchdog stops renewing it (`with_max_hold`), if ever.
     max_end: Option<Instant>,
+    /// When the hold was lost: its local count's end, or when Redis said so.
+    lost_at: Option<Instant>,
 }
 
 impl HoldState {
@@ -92,10 +94,27 @@ impl HoldState {
     fn settle(&mut self, now: Instant) -> Option<LeaseEnd> {
         if matches!(self.end, None | Some(LeaseEnd::MaxHold)) && now >= self.expires_at {
             self.end = Some(LeaseEnd::Lost);
+            self.lost_at = Some(self.expires_at);
         } else if self.end.is_none() && self.max_end.is_some_and(|end| now >= end) {
             self.end = Some(LeaseEnd::MaxHold);
         }
         self.end
+    }
+
+    /// The end a wait that began at `started` reports: the first one that
+    /// came while it waited. A maximum hold reached before the lease ran
+    /// out is reported as such even to a waiter woken after both (the lease
+    /// is capped at the maximum hold, so the two are moments apart, and a
+    /// busy machine may wake a waiter later than that).
+    fn first_end_since(&self, started: Instant, end: LeaseEnd) -> LeaseEnd {
+        let max_hold_first = self.max_end.is_some_and(|max_end| {
+            started < max_end && self.lost_at.is_some_and(|lost_at| max_end <= lost_at)
+        });
+        if end == LeaseEnd::Lost && max_hold_first {
+            LeaseEnd::MaxHold
+        } else {
+            end
+        }
     }
 
     /// The next moment `settle` may change the end.
@@ -134,6 +153,7 @@ impl Hold {
                 expires_at: drift.local_end(since, lease),
                 end: None,
                 max_end: None,
+                lost_at: None,
             }),
             ended: Condvar::new(),
         }
@@ -217,6 +237,7 @@ impl Hold {
         if matches!(state.end, None | Some(LeaseEnd::MaxHold)) {
             state.end = Some(end);
             if end == LeaseEnd::Lost {
+                state.lost_at = Some(Instant::now());
                 self.report_lost("Redis says it is no longer this hold's");
             }
         }
@@ -251,11 +272,12 @@ impl Hold {
     /// returns the end, or `None` at the deadline. A lease whose local
     /// count runs out wakes the caller at that moment.
     pub(crate) fn wait_end(&self, deadline: Option<Instant>) -> Option<LeaseEnd> {
+        let started = Instant::now();
         let mut state = self.state.lock();
         loop {
             let now = Instant::now();
             if let Some(end) = state.settle(now) {
-                return Some(end);
+                return Some(state.first_end_since(started, end));
             }
             if deadline.is_some_and(|d| now >= d) {
                 return None;
@@ -402,6 +424,43 @@ mod tests {
         // 80 ms less 0.8 + 2 ms of allowance.
         assert!(waited >= Duration::from_millis(77), "{waited:?}");
         assert!(h.is_lost());
+    }
+
+    #[test]
+    fn a_waiter_woken_after_both_ends_hears_the_max_hold_that_came_first() {
+        // The lease (60 ms) is capped 20 ms after the maximum hold (40 ms),
+        // as the watchdog's renewals cap it; the waiter's thread is held
+        // off (the state's lock taken) until both have passed.
+        let mut h = hold(no_drift(), Duration::from_millis(60));
+        Arc::get_mut(&mut h)
+            .expect("one owner")
+            .stop_renewing_after(Duration::from_millis(40));
+        let busy = h.state.lock();
+        let waiter = {
+            let h = Arc::clone(&h);
+            std::thread::spawn(move || h.wait_end(None))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        drop(busy);
+        assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::MaxHold));
+        // A look after both ends is told the truth: the lease ran out.
+        assert_eq!(h.end_as_of(Instant::now()), Some(LeaseEnd::Lost));
+        assert_eq!(h.wait_end(None), Some(LeaseEnd::Lost));
+    }
+
+    #[test]
+    fn a_loss_before_the_max_hold_is_reported_as_a_loss() {
+        let mut h = hold(no_drift(), Duration::from_secs(10));
+        Arc::get_mut(&mut h)
+            .expect("one owner")
+            .stop_renewing_after(Duration::from_millis(200));
+        let waiter = {
+            let h = Arc::clone(&h);
+            std::thread::spawn(move || h.wait_end(None))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        h.mark_lost();
+        assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Lost));
     }
 
     #[test]
