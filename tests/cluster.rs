@@ -155,16 +155,8 @@ fn fifo_reentry_and_fencing_hold_on_every_master() {
         let mut handoffs: Vec<Duration> = (0..10)
             .map(|_| {
                 let guard = mutex.lock().unwrap();
-                let waiter = LockThread::lock(other.fair_mutex(name));
-                assert!(wait_until(Duration::from_secs(5), || mutex
-                    .queue_len()
-                    .unwrap()
-                    == 1));
-                let released = Instant::now();
-                guard.unlock().unwrap();
-                let (granted, _) = waiter.granted_within(Duration::from_secs(5), "handoff");
-                waiter.release("handoff");
-                granted - released
+                let next = other.fair_mutex(name);
+                hand_over(guard, &mutex, next, Duration::from_secs(5), "handoff").0
             })
             .collect();
         handoffs.sort();

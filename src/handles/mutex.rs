@@ -239,10 +239,10 @@ impl FairMutex {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let status = client.fair_mutex("nightly-report").status(10)?;
     /// if let Some(holder) = &status.holder {
-    ///     println!("held by {} (token {})", holder.who.owner, holder.fencing_token);
+    ///     println!("held by {} (token {})", holder.who, holder.fencing_token);
     /// }
     /// for (place, waiter) in status.waiters.iter().enumerate() {
-    ///     println!("{place}: {}", waiter.who.owner);
+    ///     println!("{place}: {}", waiter.who);
     /// }
     /// println!("{} waiting in all", status.queue_len);
     /// # Ok(()) }
@@ -261,7 +261,7 @@ impl FairMutex {
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// if let Some(was) = client.fair_mutex("nightly-report").force_unlock_holder()? {
-    ///     println!("freed the lock {} held", was.owner);
+    ///     println!("freed the lock {} held", was);
     /// }
     /// # Ok(()) }
     /// ```

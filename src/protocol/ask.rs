@@ -14,8 +14,8 @@ use crate::protocol::LockKind;
 /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
 /// for holder in client.fair_rwlock("catalog").status(10)?.holders {
 ///     match holder.access {
-///         Some(Access::Write) => println!("{} writes", holder.who.owner),
-///         Some(Access::Read) => println!("{} reads", holder.who.owner),
+///         Some(Access::Write) => println!("{} writes", holder.who),
+///         Some(Access::Read) => println!("{} reads", holder.who),
 ///         None => {}
 ///     }
 /// }

@@ -75,3 +75,33 @@ impl Drop for LockThread {
         }
     }
 }
+
+/// Hands the lock of `guard` (a hold of `holder`) to a thread of another
+/// client waiting on `next`, the same name: waits until that waiter is
+/// queued, unlocks, waits for its grant and has it release. Returns the
+/// handoff time (unlock to grant) and the waiter's fencing token, which
+/// must be above the guard's. Panics, naming `what`, when the waiter is not
+/// queued within 5 s or not granted within `within`.
+pub fn hand_over(
+    guard: fairlock::FairMutexGuard,
+    holder: &fairlock::FairMutex,
+    next: fairlock::FairMutex,
+    within: Duration,
+    what: &str,
+) -> (Duration, u64) {
+    let held_token = guard.fencing_token();
+    let waiter = LockThread::lock(next);
+    assert!(
+        wait_until(Duration::from_secs(5), || holder.queue_len().unwrap() == 1),
+        "{what}: the waiter never queued"
+    );
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (granted, token) = waiter.granted_within(within, what);
+    waiter.release(what);
+    assert!(
+        token > held_token,
+        "{what}: token {token} after {held_token}"
+    );
+    (granted.saturating_duration_since(released), token)
+}
