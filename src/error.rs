@@ -360,6 +360,22 @@ impl Error {
             Error::with_source(ErrorKind::Server, "redis returned an error", err)
         }
     }
+
+    /// An error reply of the server (a script's error, `NOSCRIPT`, ...), as
+    /// [`from_redis`](Self::from_redis) reads it.
+    pub(crate) fn from_server(err: redis::ServerError) -> Self {
+        Self::from_redis(err.into())
+    }
+
+    /// No pooled connection in time. Not a `From` impl, so that r2d2's
+    /// error type stays out of fairlock's API.
+    pub(crate) fn from_pool(err: r2d2::Error) -> Self {
+        Error::with_source(
+            ErrorKind::Connection,
+            "no redis connection could be had within the connect timeout",
+            err,
+        )
+    }
 }
 
 /// The error code of `err`; for an error a script raised on Redis before
@@ -433,18 +449,6 @@ fn is_upgrade_refusal(err: &redis::RedisError) -> bool {
     err.code() == Some("ERR") && err.detail().is_some_and(|d| d.contains(UPGRADE_REFUSED))
 }
 
-impl Error {
-    /// No pooled connection in time. Not a `From` impl, so that r2d2's
-    /// error type stays out of fairlock's API.
-    pub(crate) fn from_pool(err: r2d2::Error) -> Self {
-        Error::with_source(
-            ErrorKind::Connection,
-            "no redis connection could be had within the connect timeout",
-            err,
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,7 +456,7 @@ mod tests {
     /// The error reply `resp` (without its `-` and CRLF) as fairlock's error.
     fn from_reply(resp: &str) -> Error {
         match redis::parse_redis_value(format!("-{resp}\r\n").as_bytes()) {
-            Ok(redis::Value::ServerError(err)) => Error::from_redis(redis::RedisError::from(err)),
+            Ok(redis::Value::ServerError(err)) => Error::from_server(err),
             other => panic!("not an error reply: {other:?}"),
         }
     }

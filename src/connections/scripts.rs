@@ -87,18 +87,14 @@ impl Scripts {
         }
         let mut replies = self.query(&pipe, conn)?.into_iter();
         let reply = match replies.next() {
-            Some(Value::ServerError(err)) => {
-                return Err(crate::Error::from_redis(redis::RedisError::from(err)))
-            }
+            Some(Value::ServerError(err)) => return Err(crate::Error::from_server(err)),
             Some(reply) => op.parse(reply)?,
             None => return Err(unexpected(&"no reply")),
         };
         let acknowledged = match (sync, replies.next()) {
             (None, _) => None,
             (Some(_), Some(Value::Int(acknowledged))) => Some(acknowledged),
-            (Some(_), Some(Value::ServerError(err))) => {
-                return Err(crate::Error::from_redis(redis::RedisError::from(err)))
-            }
+            (Some(_), Some(Value::ServerError(err))) => return Err(crate::Error::from_server(err)),
             (Some(_), other) => return Err(unexpected(&other)),
         };
         Ok((reply, acknowledged))

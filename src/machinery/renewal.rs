@@ -156,7 +156,7 @@ fn redirection(value: &Value) -> Option<Error> {
     let Value::ServerError(err) = value else {
         return None;
     };
-    let err = Error::from_redis(redis::RedisError::from(err.clone()));
+    let err = Error::from_server(err.clone());
     err.is_slot_moving().then_some(err)
 }
 

@@ -36,7 +36,7 @@ impl Operation for Abandon<'_> {
             Value::Int(1) => Ok(AbandonReply::HoldGivenBack),
             Value::Int(2) => Ok(AbandonReply::LeftQueue),
             Value::Int(0) => Ok(AbandonReply::Nothing),
-            Value::ServerError(err) => Err(crate::Error::from_redis(redis::RedisError::from(err))),
+            Value::ServerError(err) => Err(crate::Error::from_server(err)),
             other => Err(unexpected(&other)),
         }
     }

@@ -41,7 +41,7 @@ impl Operation for ForceRelease {
                 holds: holds as u64,
                 holder: None,
             }),
-            Value::ServerError(err) => Err(crate::Error::from_redis(redis::RedisError::from(err))),
+            Value::ServerError(err) => Err(crate::Error::from_server(err)),
             other => text(&other)
                 .map(|owner| Freed {
                     holds: 1,

@@ -190,7 +190,7 @@ pub fn int_list(value: Value) -> Result<Vec<i64>> {
                 other => Err(unexpected(&other)),
             })
             .collect(),
-        Value::ServerError(err) => Err(Error::from_redis(redis::RedisError::from(err))),
+        Value::ServerError(err) => Err(Error::from_server(err)),
         other => Err(unexpected(&other)),
     }
 }

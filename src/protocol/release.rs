@@ -80,7 +80,7 @@ impl Operation for Release<'_> {
                 })
                 .collect::<Result<_>>()
                 .map(ReleaseReply::HandedOver),
-            Value::ServerError(err) => Err(crate::Error::from_redis(redis::RedisError::from(err))),
+            Value::ServerError(err) => Err(crate::Error::from_server(err)),
             other => Err(unexpected(&other)),
         }
     }

@@ -49,7 +49,7 @@ impl Operation for Renew<'_> {
         match reply {
             Value::Int(1) => Ok(true),
             Value::Int(0) => Ok(false),
-            Value::ServerError(err) => Err(crate::Error::from_redis(redis::RedisError::from(err))),
+            Value::ServerError(err) => Err(crate::Error::from_server(err)),
             other => Err(unexpected(&other)),
         }
     }

@@ -92,9 +92,7 @@ impl Operation for Status {
     fn parse(&self, reply: Value) -> Result<StatusReply> {
         let items = match reply {
             Value::Array(items) if items.len() >= 6 => items,
-            Value::ServerError(err) => {
-                return Err(crate::Error::from_redis(redis::RedisError::from(err)))
-            }
+            Value::ServerError(err) => return Err(crate::Error::from_server(err)),
             other => return Err(unexpected(&other)),
         };
         match Engine::of(self.kind) {
