@@ -241,7 +241,7 @@ fn open_cluster(config: &Config, nodes: &[String]) -> Result<redis::cluster::Clu
         .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
         .retry_wait_formula(CLUSTER_MIN_RETRY_WAIT_MS, 2);
     #[cfg(feature = "tls")]
-    let builder = match super::tls_certificates(config)? {
+    let builder = match config.tls_certificates()? {
         Some(certificates) => builder.certs(certificates),
         None => builder,
     };

@@ -357,6 +357,43 @@ impl ClockDrift {
 }
 
 impl Config {
+    /// The certificates a client's TLS connections use: the root(s) servers
+    /// must chain to and the certificate and key this client presents, each
+    /// checked here, before any I/O (`None` when neither was given: the
+    /// system's roots, no client certificate).
+    #[cfg(feature = "tls")]
+    pub(crate) fn tls_certificates(&self) -> Result<Option<redis::TlsCertificates>> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let invalid = |message: &str| Err(Error::new(ErrorKind::InvalidConfig, message.to_owned()));
+        if self.tls_root_cert.is_none() && self.tls_client_cert.is_none() {
+            return Ok(None);
+        }
+        if let Some(root) = &self.tls_root_cert {
+            if !root
+                .windows(27)
+                .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+            {
+                return invalid("tls_root_cert_pem holds no PEM certificate");
+            }
+        }
+        if let Some(client) = &self.tls_client_cert {
+            let chain = CertificateDer::pem_slice_iter(&client.client_cert)
+                .collect::<std::result::Result<Vec<_>, _>>();
+            if !chain.is_ok_and(|chain| !chain.is_empty()) {
+                return invalid("tls_client_cert_pem: the certificate holds no PEM certificate");
+            }
+            if PrivateKeyDer::from_pem_slice(&client.client_key).is_err() {
+                return invalid("tls_client_cert_pem: the key holds no PEM private key");
+            }
+        }
+        Ok(Some(redis::TlsCertificates {
+            client_tls: self.tls_client_cert.clone(),
+            root_cert: self.tls_root_cert.clone(),
+        }))
+    }
+
     /// `Ok` when the Sentinels' credentials, if any, are usable: a
     /// password that is not empty, a user only beside a password, and
     /// both only for a `redis+sentinel://` URL (where else would they go).
@@ -379,7 +416,7 @@ impl Config {
     /// TLS (`rediss`).
     #[cfg(feature = "tls")]
     fn check_tls(&self, topology: &Topology) -> Result<()> {
-        if crate::connections::tls_certificates(self)?.is_some() && !topology.uses_tls() {
+        if self.tls_certificates()?.is_some() && !topology.uses_tls() {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
                 "TLS certificates need a rediss:// url (a plain redis:// one would not use them)",

@@ -333,7 +333,7 @@ fn open_node(config: &Config, url: &str) -> Result<redis::Client> {
 fn open_info(config: &Config, info: redis::ConnectionInfo) -> Result<redis::Client> {
     let info = quiet_info(info);
     #[cfg(feature = "tls")]
-    if let Some(certificates) = tls_certificates(config)? {
+    if let Some(certificates) = config.tls_certificates()? {
         return redis::Client::build_with_tls(info, certificates).map_err(invalid_url);
     }
     #[cfg(not(feature = "tls"))]
@@ -353,41 +353,4 @@ fn quiet(url: &str) -> Result<redis::ConnectionInfo> {
 fn quiet_info(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
     info.set_redis_settings(settings)
-}
-
-/// The certificates a client's TLS connections use: the root(s) servers
-/// must chain to and the certificate and key this client presents, each
-/// checked here, before any I/O (`None` when neither was given: the
-/// system's roots, no client certificate).
-#[cfg(feature = "tls")]
-pub(crate) fn tls_certificates(config: &Config) -> Result<Option<redis::TlsCertificates>> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-    let invalid = |message: &str| Err(Error::new(ErrorKind::InvalidConfig, message.to_owned()));
-    if config.tls_root_cert.is_none() && config.tls_client_cert.is_none() {
-        return Ok(None);
-    }
-    if let Some(root) = &config.tls_root_cert {
-        if !root
-            .windows(27)
-            .any(|w| w == b"-----BEGIN CERTIFICATE-----")
-        {
-            return invalid("tls_root_cert_pem holds no PEM certificate");
-        }
-    }
-    if let Some(client) = &config.tls_client_cert {
-        let chain = CertificateDer::pem_slice_iter(&client.client_cert)
-            .collect::<std::result::Result<Vec<_>, _>>();
-        if !chain.is_ok_and(|chain| !chain.is_empty()) {
-            return invalid("tls_client_cert_pem: the certificate holds no PEM certificate");
-        }
-        if PrivateKeyDer::from_pem_slice(&client.client_key).is_err() {
-            return invalid("tls_client_cert_pem: the key holds no PEM private key");
-        }
-    }
-    Ok(Some(redis::TlsCertificates {
-        client_tls: config.tls_client_cert.clone(),
-        root_cert: config.tls_root_cert.clone(),
-    }))
 }

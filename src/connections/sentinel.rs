@@ -42,7 +42,7 @@ impl Sentinel {
         node: MasterNode,
     ) -> Result<Sentinel> {
         #[cfg(feature = "tls")]
-        let client = match super::tls_certificates(config)? {
+        let client = match config.tls_certificates()? {
             Some(certificates) => {
                 with_certificates(config, &sentinels, &master, node, certificates)?
             }
