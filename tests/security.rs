@@ -413,6 +413,7 @@ fn one_client_cannot_release_renew_or_dequeue_another_clients_hold() {
 #[cfg(feature = "tls")]
 mod tls {
     use super::*;
+    use fairlock::{FairMutex, FairMutexGuard};
 
     /// An admin connection over TLS, presenting the client certificate
     /// (which a server without `tls-auth-clients` ignores).
@@ -648,6 +649,107 @@ mod tls {
             Duration::from_secs(1),
         );
         assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        assert!(chain.to_lowercase().contains("certificate"), "{chain}");
+    }
+
+    #[test]
+    fn on_a_mutual_tls_cluster_the_certificates_reach_every_master_and_are_required() {
+        let _serial = serial();
+        let files = TlsFiles::generate();
+        let cluster = RedisCluster::start_tls(&files);
+        let url = cluster.url();
+        assert!(url.starts_with("rediss+cluster://"), "{url}");
+        let connect_timeout = Duration::from_secs(1);
+        let builder = || {
+            Client::builder(&url)
+                .lease(LEASE)
+                .waiter_timeout(LEASE)
+                .connect_timeout(connect_timeout)
+                .command_timeout(connect_timeout)
+                .tls_root_cert_pem(files.ca_pem())
+        };
+        let with_cert =
+            || builder().tls_client_cert_pem(files.client_cert_pem(), files.client_key_pem());
+        let started = Instant::now();
+        let a = with_cert()
+            .build()
+            .expect("a cluster client with a certificate");
+        eprintln!(
+            "mTLS cluster: client built in {:.0} ms",
+            ms(started.elapsed())
+        );
+        let b = with_cert().build().unwrap();
+        // A name on each master: the script goes to its node, the renewals
+        // too (the watchdog's own connection to each master), and the
+        // grant comes back by the push message of that node's subscriber:
+        // connections of their own, all made with the certificates.
+        let per_master = cluster.one_name_per_master("mtls-cluster");
+        assert_eq!(per_master.len(), 3, "{per_master:?}");
+        let held: Vec<(u16, &String, FairMutex, FairMutexGuard)> = per_master
+            .iter()
+            .map(|(master, name)| {
+                let m = a.fair_mutex(name);
+                let guard = m.lock().unwrap();
+                (*master, name, m, guard)
+            })
+            .collect();
+        // Held past their lease: only renewals keep them.
+        std::thread::sleep(LEASE + LEASE / 2);
+        for (master, name, m, guard) in held {
+            assert!(
+                !guard.is_lease_lost(),
+                "{name}: renewals on {master} failed?"
+            );
+            let key = lock_key(name);
+            assert_eq!(cluster.master_for_slot(slot_of(&key)), master, "{name}");
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(&key)
+                .query(&mut cluster.conn(master))
+                .unwrap();
+            assert_eq!(keys, vec![key], "{name}: its lock hash on master {master}");
+            let before = guard.fencing_token();
+            let (handoff, token) = hand_over(
+                guard,
+                &m,
+                b.fair_mutex(name),
+                Duration::from_secs(2),
+                "the mTLS cluster waiter",
+            );
+            assert!(token > before, "{name}: token {token} after {before}");
+            eprintln!(
+                "mTLS cluster: master {master}: {name:?} renewed, handed over in {:.2} ms, \
+                 token {before} -> {token}",
+                ms(handoff)
+            );
+        }
+        // The nodes have no plaintext port and ask every client for a
+        // certificate: every connection above presented one.
+        for port in cluster.ports() {
+            let config: Vec<String> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("tls-auth-clients")
+                .query(&mut cluster.conn(port))
+                .unwrap();
+            assert_eq!(config[1], "yes", "node {port}");
+        }
+
+        // Without the client certificate, the first of build and lock
+        // fails (TLS 1.3 may let the handshake finish and refuse the first
+        // command), with a connection error, within its bound.
+        let name = per_master.values().next().unwrap();
+        let started = Instant::now();
+        let outcome = builder()
+            .build()
+            .and_then(|client| client.fair_mutex(name).try_lock().map(|_| ()));
+        let took = started.elapsed();
+        let err = outcome.expect_err("a cluster client without a certificate");
+        let bound = connect_timeout * 2 + Duration::from_secs(1);
+        let chain = assert_connection_error_within(
+            "mTLS cluster, no client certificate",
+            &err,
+            took,
+            bound,
+        );
         assert!(chain.to_lowercase().contains("certificate"), "{chain}");
     }
 

@@ -2,8 +2,9 @@
 //! ([`RedisCluster`]), and where a lock's keys live in it ([`lock_key`],
 //! [`slot_of`]). Every process is a child of the test, SIGKILLed and reaped
 //! on drop (also when the test panics, when the logs are printed). Only
-//! plain single-node connections of the `redis` crate are used here, never
-//! its cluster client.
+//! single-node connections of the `redis` crate are used here (plain, or
+//! TLS for a cluster of [`RedisCluster::start_tls`]), never its cluster
+//! client.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::info::{field, info_replication, query_string, replica_acknowledges};
 use crate::timing::{poll, START_TIMEOUT};
-use crate::{free_port, private_dir, try_conn, RedisServer};
+use crate::{free_port, private_dir, Dial, RedisServer};
 
 /// One line of `CLUSTER NODES`.
 #[derive(Debug, Clone)]
@@ -104,6 +105,9 @@ pub struct RedisCluster {
     former_replica: HashMap<u16, u16>,
     /// Holds `redis-cli --cluster create`'s output; removed on drop.
     dir: PathBuf,
+    /// How the nodes are reached: plain TCP, or TLS for a cluster of
+    /// [`start_tls`](Self::start_tls).
+    dial: Dial,
 }
 
 impl RedisCluster {
@@ -112,15 +116,39 @@ impl RedisCluster {
     /// node sees all slots assigned, six healthy nodes, three masters each
     /// with one replica whose link to it is up.
     pub fn start() -> RedisCluster {
+        Self::start_with(Dial::default(), &[])
+    }
+
+    /// As [`start`](Self::start), with nodes that listen for TLS only and
+    /// ask every client for a certificate of the CA of `tls` (mutual TLS),
+    /// their cluster bus and replication over TLS too (`tls-cluster`,
+    /// `tls-replication`, presenting the client certificate of `tls`; see
+    /// [`TlsFiles::cluster_node_args`](crate::TlsFiles::cluster_node_args)).
+    /// The support's own connections and `redis-cli` present that
+    /// certificate; [`url`](Self::url) and [`seed_urls`](Self::seed_urls)
+    /// say `rediss`. Needs a server of 7.0 or later built with TLS.
+    #[cfg(feature = "tls")]
+    pub fn start_tls(tls: &crate::TlsFiles) -> RedisCluster {
+        Self::start_with(Dial::tls(tls), &tls.cluster_node_args())
+    }
+
+    /// Starts the six nodes with `extra` arguments, reached by `dial`.
+    fn start_with(dial: Dial, extra: &[String]) -> RedisCluster {
         let started = Instant::now();
         let dir = private_dir("cluster").expect("create the cluster's directory");
         let mut cluster = RedisCluster {
             nodes: Vec::new(),
             former_replica: HashMap::new(),
             dir,
+            dial,
         };
+        let tls = cluster.dial.is_tls();
         // Redis 6.2 has no `--cluster-port`: its bus is port + 10000.
         let bus_port_option = crate::server_version() >= (7, 0, 0);
+        assert!(
+            bus_port_option || !tls,
+            "a TLS cluster needs a server of 7.0 or later"
+        );
         let mut used: Vec<u16> = Vec::new();
         for _ in 0..6 {
             let mut args = vec![
@@ -142,6 +170,7 @@ impl RedisCluster {
                 "--repl-diskless-sync-delay",
                 "0",
             ];
+            args.extend(extra.iter().map(String::as_str));
             let node = if bus_port_option {
                 let bus_port = loop {
                     let port = free_port();
@@ -152,7 +181,7 @@ impl RedisCluster {
                 used.push(bus_port);
                 let bus_port = bus_port.to_string();
                 args.extend(["--cluster-port", &bus_port]);
-                RedisServer::start_with(&args)
+                RedisServer::start_configured(&args, tls)
             } else {
                 RedisServer::start_with_bus(&args)
             };
@@ -184,6 +213,7 @@ impl RedisCluster {
         let out = std::fs::File::create(&out_path).expect("create the output file");
         let err = out.try_clone().expect("clone the output file");
         let mut child = Command::new("redis-cli")
+            .args(self.dial.cli_args())
             .arg("--cluster")
             .arg("create")
             .args(self.ports().iter().map(|p| format!("127.0.0.1:{p}")))
@@ -218,7 +248,7 @@ impl RedisCluster {
     fn check_whole(&self) -> Result<(), String> {
         let mut layout: Option<Vec<(u16, u16)>> = None;
         for port in self.ports() {
-            let info = query_string(port, &["CLUSTER", "INFO"])?;
+            let info = query_string(&self.dial, port, &["CLUSTER", "INFO"])?;
             for (name, want) in [
                 ("cluster_state", "ok"),
                 ("cluster_slots_assigned", "16384"),
@@ -230,7 +260,7 @@ impl RedisCluster {
                     return Err(format!("node {port}: {name} is {got}, not {want}"));
                 }
             }
-            let nodes = parse_nodes(&query_string(port, &["CLUSTER", "NODES"])?)?;
+            let nodes = parse_nodes(&query_string(&self.dial, port, &["CLUSTER", "NODES"])?)?;
             if nodes.len() != 6 {
                 return Err(format!("node {port} knows {} nodes, not 6", nodes.len()));
             }
@@ -275,7 +305,7 @@ impl RedisCluster {
             }
         }
         for (master, replica) in layout.unwrap_or_default() {
-            let info = info_replication(replica)?;
+            let info = info_replication(&self.dial, replica)?;
             let role = field(&info, "role").unwrap_or("(missing)");
             let link = field(&info, "master_link_status").unwrap_or("(missing)");
             if role != "slave" || link != "up" {
@@ -283,7 +313,7 @@ impl RedisCluster {
                     "replica {replica} of {master}: role {role}, master_link_status {link}"
                 ));
             }
-            replica_acknowledges(master, replica)?;
+            replica_acknowledges(&self.dial, master, replica)?;
         }
         Ok(())
     }
@@ -307,29 +337,43 @@ impl RedisCluster {
             .collect()
     }
 
-    /// `redis://127.0.0.1:<port>` for each of the six nodes.
+    /// `redis` or, for a TLS cluster, `rediss`.
+    fn scheme(&self) -> &'static str {
+        if self.dial.is_tls() {
+            "rediss"
+        } else {
+            "redis"
+        }
+    }
+
+    /// `redis://127.0.0.1:<port>` (`rediss://` for a TLS cluster) for each
+    /// of the six nodes.
     pub fn seed_urls(&self) -> Vec<String> {
+        let scheme = self.scheme();
         self.ports()
             .iter()
-            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .map(|p| format!("{scheme}://127.0.0.1:{p}"))
             .collect()
     }
 
-    /// `redis+cluster://127.0.0.1:p1,127.0.0.1:p2,...` naming all six nodes.
+    /// `redis+cluster://127.0.0.1:p1,127.0.0.1:p2,...` naming all six nodes
+    /// (`rediss+cluster://` for a TLS cluster).
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self
             .ports()
             .iter()
             .map(|p| format!("127.0.0.1:{p}"))
             .collect();
-        format!("redis+cluster://{}", hosts.join(","))
+        format!("{}+cluster://{}", self.scheme(), hosts.join(","))
     }
 
     /// `CLUSTER NODES` as the first live node that answers sees it.
     fn view(&self) -> Vec<NodeLine> {
         let mut errors = Vec::new();
         for port in self.live_ports() {
-            match query_string(port, &["CLUSTER", "NODES"]).and_then(|t| parse_nodes(&t)) {
+            match query_string(&self.dial, port, &["CLUSTER", "NODES"])
+                .and_then(|t| parse_nodes(&t))
+            {
                 Ok(nodes) => return nodes,
                 Err(error) => errors.push(error),
             }
@@ -409,9 +453,12 @@ impl RedisCluster {
         }
     }
 
-    /// A plain (non-cluster) connection to the node on `port`.
+    /// A single-node (non-cluster) connection to the node on `port`, over
+    /// TLS for a TLS cluster.
     pub fn conn(&self, port: u16) -> redis::Connection {
-        try_conn(port).unwrap_or_else(|e| panic!("cluster node: {e}"))
+        self.dial
+            .conn(port)
+            .unwrap_or_else(|e| panic!("cluster node: {e}"))
     }
 
     /// SIGKILLs the node on `port` (and reaps it); returns when it was
@@ -447,18 +494,18 @@ impl RedisCluster {
             .copied()
             .unwrap_or_else(|| self.replica_of(dead_master_port));
         let result = poll(timeout, Duration::from_millis(20), || {
-            let info = info_replication(replica)?;
+            let info = info_replication(&self.dial, replica)?;
             let role = field(&info, "role").unwrap_or("(missing)");
             if role != "master" {
                 return Err(format!("replica {replica} is still role:{role}"));
             }
             for port in self.live_ports() {
-                let info = query_string(port, &["CLUSTER", "INFO"])?;
+                let info = query_string(&self.dial, port, &["CLUSTER", "INFO"])?;
                 let state = field(&info, "cluster_state").unwrap_or("(missing)");
                 if state != "ok" {
                     return Err(format!("node {port}: cluster_state:{state}"));
                 }
-                let nodes = parse_nodes(&query_string(port, &["CLUSTER", "NODES"])?)?;
+                let nodes = parse_nodes(&query_string(&self.dial, port, &["CLUSTER", "NODES"])?)?;
                 let promoted = nodes
                     .iter()
                     .any(|n| n.port == replica && n.is_master() && !n.slots.is_empty());
@@ -497,7 +544,7 @@ impl RedisCluster {
         let (from_id, to_id) = (self.node_id(from), self.node_id(to));
         let slot = slot.to_string();
         for (port, state, id) in [(to, "IMPORTING", &from_id), (from, "MIGRATING", &to_id)] {
-            query_string(port, &["CLUSTER", "SETSLOT", &slot, state, id])
+            query_string(&self.dial, port, &["CLUSTER", "SETSLOT", &slot, state, id])
                 .unwrap_or_else(|e| panic!("{e}"));
         }
     }
@@ -573,13 +620,17 @@ impl RedisCluster {
         let slot_arg = slot.to_string();
         let others = self.masters().into_iter().filter(|&m| m != from && m != to);
         for port in [to, from].into_iter().chain(others) {
-            query_string(port, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id])
-                .unwrap_or_else(|e| panic!("{e}"));
+            query_string(
+                &self.dial,
+                port,
+                &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id],
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
         }
         let called = Instant::now();
         let agreed = poll(Duration::from_secs(10), Duration::from_millis(20), || {
             for port in self.live_ports() {
-                let nodes = parse_nodes(&query_string(port, &["CLUSTER", "NODES"])?)?;
+                let nodes = parse_nodes(&query_string(&self.dial, port, &["CLUSTER", "NODES"])?)?;
                 if !nodes.iter().any(|n| n.port == to && n.serves(slot)) {
                     return Err(format!("node {port} does not see {to} serving slot {slot}"));
                 }
@@ -600,7 +651,8 @@ impl RedisCluster {
         self.live_ports()
             .into_iter()
             .map(|port| {
-                let nodes = query_string(port, &["CLUSTER", "NODES"]).unwrap_or_else(|e| e);
+                let nodes =
+                    query_string(&self.dial, port, &["CLUSTER", "NODES"]).unwrap_or_else(|e| e);
                 format!("---- CLUSTER NODES on {port} ----\n{nodes}")
             })
             .collect::<Vec<_>>()

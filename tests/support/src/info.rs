@@ -1,7 +1,7 @@
 //! What a server says about itself: `INFO` fields, `CLIENT LIST`
 //! subscribers, and keys without a TTL.
 
-use crate::try_conn;
+use crate::Dial;
 
 /// One numeric field of `INFO <section>`.
 pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> i64 {
@@ -51,9 +51,10 @@ pub fn kill_subscribers(conn: &mut redis::Connection) -> i64 {
         .unwrap()
 }
 
-/// One command on a fresh connection to `port`, as a string reply.
-pub(crate) fn query_string(port: u16, args: &[&str]) -> Result<String, String> {
-    let mut conn = try_conn(port)?;
+/// One command on a fresh connection to `port` made by `dial`, as a
+/// string reply.
+pub(crate) fn query_string(dial: &Dial, port: u16, args: &[&str]) -> Result<String, String> {
+    let mut conn = dial.conn(port)?;
     let mut cmd = redis::cmd(args[0]);
     for arg in &args[1..] {
         cmd.arg(*arg);
@@ -70,19 +71,19 @@ pub(crate) fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// `INFO replication` of the server on `port`.
-pub(crate) fn info_replication(port: u16) -> Result<String, String> {
-    query_string(port, &["INFO", "replication"])
+pub(crate) fn info_replication(dial: &Dial, port: u16) -> Result<String, String> {
+    query_string(dial, port, &["INFO", "replication"])
 }
 
 /// `Ok` once the replica on `replica` acknowledged what the master on
 /// `master` wrote (`WAIT 1 1000`): a topology is ready only then, so a
 /// test's first `sync_replicas` write does not wait out a link still
 /// settling.
-pub(crate) fn replica_acknowledges(master: u16, replica: u16) -> Result<(), String> {
+pub(crate) fn replica_acknowledges(dial: &Dial, master: u16, replica: u16) -> Result<(), String> {
     let acked: i64 = redis::cmd("WAIT")
         .arg(1)
         .arg(1000)
-        .query(&mut crate::try_conn(master)?)
+        .query(&mut dial.conn(master)?)
         .map_err(|e| format!("WAIT on master {master}: {e}"))?;
     if acked < 1 {
         return Err(format!(

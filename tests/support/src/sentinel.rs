@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::info::{field, info_replication, replica_acknowledges};
 use crate::timing::{poll, START_TIMEOUT};
-use crate::{kill_and_reap, on_a_free_port, private_dir, try_conn_as, RedisServer, TlsFiles};
+use crate::{kill_and_reap, on_a_free_port, private_dir, try_conn_as, Dial, RedisServer, TlsFiles};
 
 const MASTER_NAME: &str = "fairlock-master";
 
@@ -277,12 +277,12 @@ impl SentinelSet {
     fn check_ready(&self) -> Result<(), String> {
         let master = self.servers[0].port();
         let replica = self.servers[1].port();
-        let info = info_replication(replica)?;
+        let info = info_replication(&Dial::default(), replica)?;
         let link = field(&info, "master_link_status").unwrap_or("(missing)");
         if link != "up" {
             return Err(format!("replica {replica}: master_link_status:{link}"));
         }
-        replica_acknowledges(master, replica)?;
+        replica_acknowledges(&Dial::default(), master, replica)?;
         for sentinel in &self.sentinels {
             let s = sentinel.port;
             let reported = sentinel.reported_master()?;
@@ -414,7 +414,7 @@ impl SentinelSet {
                     ));
                 }
             }
-            let info = info_replication(new)?;
+            let info = info_replication(&Dial::default(), new)?;
             let role = field(&info, "role").unwrap_or("(missing)");
             if role != "master" {
                 return Err(format!("server {new} is role:{role}"));

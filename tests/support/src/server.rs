@@ -107,21 +107,7 @@ impl RedisServer {
     /// certificate signed by the CA of `tls` (`tls-auth-clients yes`:
     /// mutual TLS) when `auth_clients`.
     pub fn start_tls_auth(tls: &TlsFiles, auth_clients: bool) -> RedisServer {
-        let path = |p: &Path| p.to_str().expect("utf-8 temp path").to_owned();
-        let args = [
-            "--port".to_owned(),
-            "0".to_owned(),
-            "--tls-port".to_owned(),
-            "{port}".to_owned(),
-            "--tls-cert-file".to_owned(),
-            path(&tls.server_cert),
-            "--tls-key-file".to_owned(),
-            path(&tls.server_key),
-            "--tls-ca-cert-file".to_owned(),
-            path(&tls.ca_cert),
-            "--tls-auth-clients".to_owned(),
-            if auth_clients { "yes" } else { "no" }.to_owned(),
-        ];
+        let args = tls.server_args(auth_clients);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         Self::start_configured(&args, true)
     }
@@ -191,7 +177,9 @@ impl RedisServer {
         panic!("could not start redis-server: {last_error}");
     }
 
-    fn start_configured(extra: &[&str], tls: bool) -> RedisServer {
+    /// As [`start_with`](Self::start_with); a `tls` server is checked for
+    /// readiness without a TLS client (see `launch`) and has `rediss` URLs.
+    pub(crate) fn start_configured(extra: &[&str], tls: bool) -> RedisServer {
         let binary = server_binary();
         on_a_free_port("redis-server", |port| {
             Self::spawn(&binary, port, extra, tls, &[])
@@ -487,6 +475,12 @@ pub fn try_conn_as(port: u16, password: Option<&str>) -> Result<redis::Connectio
         .map_err(|e| format!("port {port}: {e}"))?
         .set_redis_settings(info);
     let client = redis::Client::open(info).map_err(|e| format!("port {port}: {e}"))?;
+    connect_with_timeouts(&client, port)
+}
+
+/// A connection of `client` (to `port`) within 1 s, with 5 s read/write
+/// timeouts.
+fn connect_with_timeouts(client: &redis::Client, port: u16) -> Result<redis::Connection, String> {
     let conn = client
         .get_connection_with_timeout(Duration::from_secs(1))
         .map_err(|e| format!("connect to port {port}: {e}"))?;
@@ -495,4 +489,81 @@ pub fn try_conn_as(port: u16, password: Option<&str>) -> Result<redis::Connectio
         .and_then(|()| conn.set_write_timeout(timeout))
         .map_err(|e| format!("port {port}: {e}"))?;
     Ok(conn)
+}
+
+/// How the support's own connections reach a loopback server: plain TCP
+/// ([`Dial::default`], as [`try_conn`]), or, with the `tls` feature, TLS
+/// presenting the client certificate of a [`TlsFiles`] ([`Dial::tls`]).
+#[derive(Clone, Default)]
+pub struct Dial {
+    #[cfg(feature = "tls")]
+    tls: Option<TlsDial>,
+}
+
+/// The certificates of a TLS [`Dial`], for the `redis` crate and as
+/// `redis-cli` options.
+#[cfg(feature = "tls")]
+#[derive(Clone)]
+struct TlsDial {
+    certificates: redis::TlsCertificates,
+    cli_args: Vec<String>,
+}
+
+impl Dial {
+    /// TLS to `rediss://127.0.0.1:<port>`, trusting the CA of `files` and
+    /// presenting its client certificate (which a server with
+    /// `tls-auth-clients yes` requires).
+    #[cfg(feature = "tls")]
+    pub fn tls(files: &TlsFiles) -> Dial {
+        Dial {
+            tls: Some(TlsDial {
+                certificates: redis::TlsCertificates {
+                    client_tls: Some(redis::ClientTlsConfig {
+                        client_cert: files.client_cert_pem(),
+                        client_key: files.client_key_pem(),
+                    }),
+                    root_cert: Some(files.ca_pem()),
+                },
+                cli_args: vec![
+                    "--tls".to_owned(),
+                    "--cacert".to_owned(),
+                    crate::tls::path_arg(&files.ca_cert),
+                    "--cert".to_owned(),
+                    crate::tls::path_arg(&files.client_cert),
+                    "--key".to_owned(),
+                    crate::tls::path_arg(&files.client_key),
+                ],
+            }),
+        }
+    }
+
+    /// True for a TLS dial.
+    pub fn is_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+
+    /// The `redis-cli` options that connect the same way (none for plain
+    /// TCP; `--tls --cacert ... --cert ... --key ...` for TLS).
+    pub fn cli_args(&self) -> Vec<String> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            return tls.cli_args.clone();
+        }
+        Vec::new()
+    }
+
+    /// A connection to `port`, with 5 s read/write timeouts.
+    pub fn conn(&self, port: u16) -> Result<redis::Connection, String> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let url = format!("rediss://127.0.0.1:{port}");
+            let client = redis::Client::build_with_tls(url, tls.certificates.clone())
+                .map_err(|e| format!("port {port}: {e}"))?;
+            return connect_with_timeouts(&client, port);
+        }
+        try_conn(port)
+    }
 }

@@ -1,7 +1,7 @@
 //! TLS material for tests: a throwaway CA, a server certificate and a
 //! client certificate made with the `openssl` command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::private_dir;
@@ -107,6 +107,47 @@ impl TlsFiles {
         }
     }
 
+    /// The `redis-server` arguments of a server that listens for TLS only
+    /// on the port it is started on (`{port}`, see
+    /// [`RedisServer`](crate::RedisServer)), with the server certificate
+    /// and key, trusting the CA; clients must present a certificate of
+    /// the CA when `auth_clients` (`tls-auth-clients yes`: mutual TLS).
+    pub fn server_args(&self, auth_clients: bool) -> Vec<String> {
+        vec![
+            "--port".to_owned(),
+            "0".to_owned(),
+            "--tls-port".to_owned(),
+            "{port}".to_owned(),
+            "--tls-cert-file".to_owned(),
+            path_arg(&self.server_cert),
+            "--tls-key-file".to_owned(),
+            path_arg(&self.server_key),
+            "--tls-ca-cert-file".to_owned(),
+            path_arg(&self.ca_cert),
+            "--tls-auth-clients".to_owned(),
+            if auth_clients { "yes" } else { "no" }.to_owned(),
+        ]
+    }
+
+    /// As [`server_args`](Self::server_args) with mutual TLS, for a Redis
+    /// Cluster node whose cluster bus and replication are TLS too, and
+    /// which presents the client certificate (the server one is for
+    /// `serverAuth` only) when it connects to the other nodes.
+    pub fn cluster_node_args(&self) -> Vec<String> {
+        let mut args = self.server_args(true);
+        args.extend([
+            "--tls-client-cert-file".to_owned(),
+            path_arg(&self.client_cert),
+            "--tls-client-key-file".to_owned(),
+            path_arg(&self.client_key),
+            "--tls-cluster".to_owned(),
+            "yes".to_owned(),
+            "--tls-replication".to_owned(),
+            "yes".to_owned(),
+        ]);
+        args
+    }
+
     /// The CA certificate, PEM.
     pub fn ca_pem(&self) -> Vec<u8> {
         std::fs::read(&self.ca_cert).unwrap()
@@ -121,6 +162,11 @@ impl TlsFiles {
     pub fn client_key_pem(&self) -> Vec<u8> {
         std::fs::read(&self.client_key).unwrap()
     }
+}
+
+/// A path as a command-line argument (temporary paths are UTF-8).
+pub(crate) fn path_arg(path: &Path) -> String {
+    path.to_str().expect("utf-8 temp path").to_owned()
 }
 
 impl Drop for TlsFiles {
