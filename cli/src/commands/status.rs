@@ -205,16 +205,22 @@ fn semaphore_text(status: &SemaphoreStatus) -> String {
             holder.fencing_token
         );
     }
-    if status.holder_count > status.holders.len() {
-        let _ = writeln!(
-            out,
-            "            ... and {} more (see --limit)",
-            status.holder_count - status.holders.len()
-        );
-    }
+    more_holders_text(&mut out, status.holder_count, status.holders.len());
     queue_text(&mut out, "  ", &plain(&status.waiters), status.queue_len);
     last_token_text(&mut out, "  ", status.last_fencing_token);
     out
+}
+
+/// "... and N more" under the holders a status listed, when it could not
+/// list them all.
+fn more_holders_text(out: &mut String, holder_count: usize, listed: usize) {
+    if holder_count > listed {
+        let _ = writeln!(
+            out,
+            "            ... and {} more (see --limit)",
+            holder_count - listed
+        );
+    }
 }
 
 fn rwlock_text(status: &RwLockStatus) -> String {
@@ -236,13 +242,7 @@ fn rwlock_text(status: &RwLockStatus) -> String {
             holder.fencing_token
         );
     }
-    if status.holder_count > status.holders.len() {
-        let _ = writeln!(
-            out,
-            "            ... and {} more (see --limit)",
-            status.holder_count - status.holders.len()
-        );
-    }
+    more_holders_text(&mut out, status.holder_count, status.holders.len());
     let waiters: Vec<Waiting<'_>> = status.waiters.iter().map(Waiting::of_rwlock).collect();
     queue_text(&mut out, "  ", &waiters, status.queue_len);
     last_token_text(&mut out, "  ", status.last_fencing_token);
