@@ -16,17 +16,34 @@
 //! | one holder at a time | [`FairMutex`] → [`FairMutexGuard`] | [`Client::fair_mutex`] |
 //! | at most N holders at once, a call may take several | [`FairSemaphore`] → [`SemaphorePermit`] | [`Client::fair_semaphore`] |
 //! | many readers or one writer | [`FairRwLock`] → [`ReadGuard`] / [`WriteGuard`] | [`Client::fair_rwlock`] |
-//! | a guard that moves to another thread | [`Unbound`] → [`UnboundGuard`] | [`FairMutex::unbound`] (and the others') |
 //! | several locks together, all or none, without deadlock | [`FairMultiLock`] → [`MultiGuard`] | [`Client::fair_multi_lock`] |
 //! | one leader among many candidates, and who it is | [`Election`] → [`Leadership`], [`LeaderWatch`] | [`Client::election`] |
 //!
 //! All of them share one fair queue per name: a newcomer never passes a
 //! queued waiter, `try_*` calls never queue and never barge, and a timed-out
 //! or [cancelled](WaitCanceller) wait leaves the queue before it returns.
-//! Each has the same four ways to wait: as long as it takes (`lock`,
-//! `acquire`, `read`, `write`, `campaign`), not at all (`try_lock`, ...),
-//! up to a timeout (`try_lock_for`, ...) and until cancelled
-//! (`lock_cancellable`, ...).
+//!
+//! ## One surface: kinds, ways of waiting, owners
+//! Every handle is a [`FairLock<K, O>`](FairLock) and every guard a
+//! [`Guard<K, O>`](Guard): `K` is the [kind] (the aliases above name
+//! them), `O` who owns what a call takes. What every lock has (lease
+//! settings, status, force unlock) and what every guard has (fencing
+//! token, lease signal, [`unlock`](Guard::unlock)) is written once, for all.
+//! - **Ways of waiting**: each request has one general method taking a
+//!   [`Wait`] ([`lock_with`](FairMutex::lock_with),
+//!   [`acquire_many_with`](FairSemaphore::acquire_many_with),
+//!   [`read_with`](FairRwLock::read_with), [`write_with`](FairRwLock::write_with),
+//!   [`campaign_with`](Election::campaign_with)): forever, not at all, at
+//!   most a duration, until an instant, each also ending on a
+//!   [`WaitCanceller`]. The short forms are that method with one of them:
+//!   `lock`, `try_lock`, `try_lock_for` (and `acquire`, `read`, `write`,
+//!   `campaign`, ...).
+//! - **Owners**: [`Bound`] (the default of the mutex, the semaphore and the
+//!   rwlock) has a thread own its holds, re-entrant where the kind is, its
+//!   guards staying on the thread; [`Unbound`] (any lock's
+//!   [`unbound()`](FairLock::unbound), the default of elections and
+//!   multi-locks) has each acquisition own itself, its guard `Send + Sync +
+//!   'static`, released on any thread.
 //!
 //! ## The model
 //! - A [`Client`] owns an r2d2 pool of Redis connections and two threads:
@@ -69,7 +86,7 @@
 //! before any other client can take the lock. A handle made
 //! [`with_max_hold`](FairMutex::with_max_hold) is renewed for at most that
 //! long, even if its thread hangs: the signal says [`LeaseEnd::MaxHold`]
-//! and the lock passes on when the lease ends. [`with_lease`](FairMutex::with_lease)
+//! and the lock passes on when the lease ends. [`with_fixed_lease`](FairMutex::with_fixed_lease)
 //! gives a fixed lease that no watchdog renews.
 //!
 //! ## Examples
@@ -92,7 +109,7 @@
 //! } // else: busy for 5 s, and out of the queue
 //!
 //! // A fixed lease, no watchdog: frees itself 2 s after it was granted.
-//! let short = mutex.with_lease(Duration::from_secs(2)).lock()?;
+//! let short = mutex.with_fixed_lease(Duration::from_secs(2)).lock()?;
 //! short.unlock()?;
 //! # Ok(()) }
 //! ```
@@ -105,7 +122,7 @@
 //! let cores = client.fair_semaphore("build-cores", 16);
 //! let permit = cores.acquire_many(4)?;
 //! println!("{} cores free", cores.available()?);
-//! permit.release()?;
+//! permit.unlock()?;
 //! # Ok(()) }
 //! ```
 //!
@@ -159,22 +176,25 @@
 //! # fn main() -> fairlock::Result<()> {
 //! # let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
 //! let election = client.election("scheduler");
-//! let leadership = election.campaign_with("node-1")?; // waits its turn
+//! let leadership = election.with_value("node-1").campaign()?; // waits its turn
 //! println!("leading, term {}", leadership.term());
 //!
 //! let mut watch = election.watch()?;
 //! if let Some(leader) = watch.next(Duration::from_secs(1))? {
 //!     println!("{} leads", leader.value); // node-1
 //! }
-//! leadership.resign()?; // the next candidate leads at once
+//! leadership.unlock()?; // resigns: the next candidate leads at once
 //! # Ok(()) }
 //! ```
 //!
 //! ## Operating it
-//! Every primitive has a `status` (who holds it, who waits, in order), a
-//! `force_unlock` for a lock a stuck process keeps renewing, and names its
-//! holders by the client's [`identity`](ClientBuilder::identity)
-//! ([`Participant`]). Errors carry an [`ErrorKind`] to branch on.
+//! Every primitive has one [`status`](FairLock::status) ([`Status`]: who
+//! holds it, who waits, in order, what it admits), also readable by name
+//! without a handle ([`Client::status`]), a
+//! [`force_unlock`](FairLock::force_unlock) for a lock a stuck process
+//! keeps renewing, and names its holders by the client's
+//! [`identity`](ClientBuilder::identity) ([`Participant`]). Errors carry an
+//! [`ErrorKind`] to branch on.
 //!
 //! ## Features
 //! - `tls`: `rediss://` URLs through rustls,
@@ -182,7 +202,9 @@
 //!   `ClientBuilder::tls_client_cert_pem` for mutual TLS.
 //! - `metrics`: wait, hold and handoff times, counters and gauges through
 //!   the `metrics` facade (see [`ClientBuilder::metrics_lock_names`]).
-//! - `cli`: the `fairlock` command, flock(1) for a fleet of machines.
+//!
+//! The `fairlock` command (flock(1) for a fleet of machines) is a package
+//! of its own, `fairlock-cli`.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -201,21 +223,18 @@ pub use error::{Error, ErrorKind, Result};
 pub use handles::builder::ClientBuilder;
 pub use handles::cancel::WaitCanceller;
 pub use handles::client::Client;
-pub use handles::election::{Election, Leader, LeaderWatch, Leadership};
-pub use handles::guard::FairMutexGuard;
+pub use handles::kind;
 pub use handles::lease_signal::LeaseSignal;
-pub use handles::multi::{FairMultiLock, MultiGuard};
-pub use handles::mutex::FairMutex;
-pub use handles::rwlock::{FairRwLock, ReadGuard, WriteGuard};
-pub use handles::semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};
-pub use handles::status::{
-    Holder, LockStatus, Participant, QueuedWaiter, RwLockStatus, SemaphoreStatus,
+pub use handles::{
+    AnyGuard, Bound, Election, FairLock, FairMultiLock, FairMutex, FairMutexGuard, FairRwLock,
+    FairSemaphore, Guard, Holder, Leader, LeaderWatch, Leadership, MultiGuard, Ownership,
+    Participant, QueuedWaiter, ReadGuard, SemaphorePermit, Status, Unbound, Wait, WriteGuard,
+    MAX_PERMITS,
 };
-pub use handles::unbound::{Unbound, UnboundGuard};
 pub use machinery::holds::LeaseEnd;
 pub use protocol::keys::MAX_NAME_LEN;
-pub use protocol::Access;
 pub use protocol::MAX_VALUE_LEN as MAX_ELECTION_VALUE_LEN;
+pub use protocol::{Access, Capacity, LockKind};
 
 /// The protocol layer, for fairlock's own tests and benches (their packages
 /// drive the scripts with the library's own keys and arguments): not an API,
@@ -226,7 +245,7 @@ pub mod __test_support {
     pub use crate::protocol::{
         check_value, election_channel, Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask,
         Cancel, CancelReply, CommonArgs, ElectionMessage, Engine, ForceRelease, Freed, HandedOver,
-        Heartbeat, HeartbeatReply, HolderReply, LockKeys, LockKind, Mode, Op, Operation,
+        Heartbeat, HeartbeatReply, HolderReply, Lease, LockKeys, LockKind, Mode, Op, Operation,
         QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply, WaiterReply,
         WaiterStatus, WakeMessage, RW_CAPACITY,
     };

@@ -9,11 +9,17 @@ use std::time::{Duration, Instant};
 
 use crate::connections::observe::{self, Labels, Outcome};
 use crate::error::{Error, ErrorKind, Result};
+use crate::handles::call_hold::CallHold;
 use crate::handles::cancel::WaitCanceller;
-use crate::machinery::holds::Hold;
-use crate::machinery::shared::Shared;
+use crate::handles::lease_policy::LeasePolicy;
+use crate::handles::target::Target;
+use crate::handles::wait::{NoWait, Wait};
+use crate::machinery::holds::{Granted, Hold};
+use crate::machinery::shared::{ClientInner, Shared};
 use crate::machinery::waiters::{Waiter, Wake};
-use crate::protocol::{Acquire, AcquireReply, Ask, Cancel, CancelReply, LockKeys, Mode, Renew};
+use crate::protocol::{
+    Acquire, AcquireReply, Ask, Cancel, CancelReply, Lease, LockKeys, Mode, Renew, Written,
+};
 
 /// Consecutive connection failures of one waiting call.
 #[derive(Default)]
@@ -37,44 +43,66 @@ impl Outage {
     }
 }
 
-/// One acquisition of the lock `keys` (named `name`, for messages) asking
-/// for `ask` with `lease`, fixed or renewed by the watchdog. The algorithm
-/// is the same for every kind; the protocol values follow from `ask`.
+/// One acquisition of one lock (`target`) asking for `ask` under a lease
+/// policy, owned by its thread or by itself. The algorithm is the same for
+/// every kind; the protocol values follow from `ask`.
 pub(crate) struct Acquisition<'m> {
-    pub(crate) ask: Ask,
-    pub(crate) shared: &'m Shared,
-    pub(crate) keys: &'m Arc<LockKeys>,
-    pub(crate) name: &'m str,
-    pub(crate) lease: Duration,
-    pub(crate) fixed: bool,
-    /// The longest the hold is renewed for, from its grant.
-    pub(crate) max_hold: Option<Duration>,
+    client: &'m Arc<ClientInner>,
+    shared: &'m Shared,
+    target: &'m Target,
+    keys: &'m Arc<LockKeys>,
+    ask: Ask,
+    policy: LeasePolicy,
+    /// The lease the policy gives with the client's settings, checked.
+    lease: Lease,
     /// The call is an owner of its own (`<client id>:u<call>`), not its
     /// thread: it never re-enters, and its guard may go to any thread.
-    pub(crate) unbound: bool,
-    /// What an unbound call's owner id carries after `@` instead of the
-    /// client's identity (an election candidate's value).
-    pub(crate) owner_tag: Option<&'m str>,
+    unbound: bool,
+    /// What the owner id carries after `@` instead of the client's
+    /// identity (an election candidate's value).
+    owner_tag: Option<&'m str>,
 }
 
-/// A hold this call got, for the handle to wrap in a guard.
-pub(crate) struct Acquired {
-    pub(crate) hold: Arc<Hold>,
-    /// The acquire call's id: the guard's release names it.
-    pub(crate) call: u64,
-    /// The call's lease, fixed or renewed: with its id, the call as a
-    /// give-back names it.
-    pub(crate) lease: Duration,
-    pub(crate) fixed: bool,
-    /// How long the acquire call waited, from its start to its return.
-    pub(crate) waited: Duration,
-}
+impl<'m> Acquisition<'m> {
+    /// An acquisition of `target` asking for `ask`; a bad name, lease or
+    /// maximum hold is an error before any I/O.
+    pub(crate) fn new(
+        client: &'m Arc<ClientInner>,
+        target: &'m Target,
+        ask: Ask,
+        policy: LeasePolicy,
+        unbound: bool,
+        owner_tag: Option<&'m str>,
+    ) -> Result<Self> {
+        let shared = &client.shared;
+        Ok(Acquisition {
+            client,
+            shared,
+            target,
+            keys: target.keys()?,
+            ask,
+            policy,
+            lease: policy.lease(shared.config())?,
+            unbound,
+            owner_tag,
+        })
+    }
 
-impl Acquisition<'_> {
+    /// Waits as `wait` says; the hold it got, in the guard core every
+    /// guard wraps.
+    pub(crate) fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
+        let cancel = wait.canceller();
+        let got = match wait.deadline() {
+            Err(NoWait) => self.try_once()?,
+            Ok(deadline) => self.wait(deadline, cancel)?,
+        };
+        Ok(got)
+    }
+
     /// The labels of this lock's metrics (see [`observe`]).
     fn labels(&self) -> Labels {
-        let named = self.shared.config.metrics_lock_names;
-        Labels::new(self.keys.kind(), named.then_some(self.name))
+        let named = self.shared.config().metrics_lock_names;
+        Labels::new(self.keys.kind(), named.then_some(self.target.name()))
     }
 
     /// Reports how the call that started at `started` ended, and stamps
@@ -82,9 +110,9 @@ impl Acquisition<'_> {
     fn observed(
         &self,
         started: Instant,
-        result: Result<Option<Acquired>>,
+        result: Result<Option<CallHold>>,
         cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<Acquired>> {
+    ) -> Result<Option<CallHold>> {
         let waited = started.elapsed();
         let outcome = match &result {
             Ok(Some(_)) => Outcome::Acquired,
@@ -93,62 +121,38 @@ impl Acquisition<'_> {
             Err(_) => Outcome::Failed,
         };
         observe::wait_ended(&self.labels(), outcome, waited);
-        result.map(|got| got.map(|got| Acquired { waited, ..got }))
+        result.map(|got| {
+            got.map(|mut got| {
+                got.waited = waited;
+                got
+            })
+        })
     }
 
     /// A new call of this thread (or of its own, unbound) on this lock,
     /// with its own wait id.
     fn waiter(&self) -> Arc<Waiter> {
         let id = self.shared.next_wait_id();
-        let owner = if self.unbound {
-            self.shared.unbound_owner_id(id, self.owner_tag)
-        } else {
-            self.shared.owner_id()
-        };
+        let owner = self
+            .shared
+            .owner_id(self.unbound.then_some(id), self.owner_tag);
         Arc::new(Waiter::new(
             id,
             Arc::clone(self.keys),
             owner,
             self.lease,
-            self.fixed,
             self.ask,
         ))
     }
 
     /// One attempt that never queues (`try_lock`).
-    pub(crate) fn try_once(&self) -> Result<Option<Acquired>> {
+    fn try_once(&self) -> Result<Option<CallHold>> {
         let started = Instant::now();
         let waiter = self.waiter();
-        let (lease, fixed) = (self.lease, self.fixed);
         let result = self
-            .attempt(&waiter, Mode::Try, lease, fixed)
+            .attempt(&waiter, Mode::Try)
             .inspect_err(|_| self.give_back_later(&waiter));
         self.observed(started, result, None)
-    }
-
-    /// Waits in the queue as long as it takes.
-    pub(crate) fn wait_until_acquired(&self) -> Result<Acquired> {
-        self.wait(None, None)?.ok_or_else(|| {
-            Error::new(
-                ErrorKind::Internal,
-                format!("an unbounded wait for {:?} ended without it", self.name),
-            )
-        })
-    }
-
-    /// Waits in the queue for at most `timeout` (`None`: no limit) or until
-    /// `cancel`; a call that could not wait at all is one attempt that never
-    /// queues ([`try_once`](Self::try_once)).
-    pub(crate) fn wait_at_most(
-        &self,
-        timeout: Option<Duration>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<Acquired>> {
-        if timeout == Some(Duration::ZERO) || cancel.is_some_and(WaitCanceller::is_cancelled) {
-            return self.try_once();
-        }
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        self.wait(deadline, cancel)
     }
 
     /// Waits in the queue until `deadline` (`None`: no limit) or `cancel`.
@@ -156,21 +160,20 @@ impl Acquisition<'_> {
         &self,
         deadline: Option<Instant>,
         cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<Acquired>> {
+    ) -> Result<Option<CallHold>> {
         let started = Instant::now();
         let waiter = self.waiter();
-        let (lease, fixed) = (self.lease, self.fixed);
         let shared = self.shared;
         let labels = self.labels();
         observe::waiting(&labels, 1.0);
         // Registered before the first attempt reaches Redis, so that no
         // handoff message can arrive for an id nobody listens to.
-        shared.waiters.insert(Arc::clone(&waiter));
+        shared.register_waiter(Arc::clone(&waiter));
         if let Some(cancel) = cancel {
             cancel.watch(&waiter);
         }
-        let result = self.wait_in_queue(&waiter, deadline, lease, fixed);
-        shared.waiters.remove(waiter.id);
+        let result = self.wait_in_queue(&waiter, deadline);
+        shared.forget_waiter(waiter.id);
         observe::waiting(&labels, -1.0);
         self.observed(started, result, cancel)
     }
@@ -179,13 +182,11 @@ impl Acquisition<'_> {
         &self,
         waiter: &Waiter,
         deadline: Option<Instant>,
-        lease: Duration,
-        fixed: bool,
-    ) -> Result<Option<Acquired>> {
+    ) -> Result<Option<CallHold>> {
         let mut mode = Mode::First;
         let mut outage = Outage::default();
         loop {
-            match self.attempt(waiter, mode, lease, fixed) {
+            match self.attempt(waiter, mode) {
                 Ok(Some(guard)) => return Ok(Some(guard)),
                 Ok(None) => outage = Outage::default(),
                 Err(err) if err.is_connection() => {
@@ -195,7 +196,7 @@ impl Acquisition<'_> {
                     // still there when Redis is back. A cleanup call would
                     // only wait out the same timeout: without this client's
                     // heartbeat the entry lapses within waiter_timeout.
-                    let patience = self.shared.config.outage_patience();
+                    let patience = self.shared.config().outage_patience();
                     match outage.retry_at(patience) {
                         Some(at) if mode == Mode::Poll => {
                             log::debug!("fairlock: waiting through an outage: {err}");
@@ -221,39 +222,33 @@ impl Acquisition<'_> {
             mode = Mode::Poll;
             match waiter.sleep(deadline) {
                 Wake::Granted(grant) => {
-                    if let Err(err) = self.confirm_handoff(waiter, grant.token, lease, fixed) {
+                    if let Err(err) = self.confirm_handoff(waiter, grant.token) {
                         if !err.is_lease_lost() {
                             self.give_back_later(waiter);
                         }
                         return Err(err);
                     }
-                    let got = self.guard(waiter, grant.token, grant.since, grant.ttl);
+                    let got = self.hold(waiter, grant.token, grant.since, grant.ttl);
                     observe::handed_over(&self.labels(), grant.delivered.elapsed());
                     return Ok(Some(got));
                 }
                 Wake::Poll => {}
-                Wake::TimedOut => return self.leave_queue(waiter),
+                Wake::GaveUp => return self.leave_queue(waiter),
             }
         }
     }
 
-    /// One run of the acquire script. Returns the guard when acquired;
+    /// One run of the acquire script. Returns the hold when acquired;
     /// otherwise schedules the waiter's next poll.
-    fn attempt(
-        &self,
-        waiter: &Waiter,
-        mode: Mode,
-        lease: Duration,
-        fixed: bool,
-    ) -> Result<Option<Acquired>> {
+    fn attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Option<CallHold>> {
         let sent = Instant::now();
         if mode == Mode::First {
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        match self.send_attempt(waiter, mode, lease, fixed)? {
-            (AcquireReply::Acquired { token, pttl_ms }, shortfall) => self
-                .acquired(waiter, token, pttl_ms, sent, shortfall)
+        match self.send_attempt(waiter, mode)?.into_parts() {
+            (AcquireReply::Acquired { token, pttl_ms }, replicated) => self
+                .acquired(waiter, token, pttl_ms, sent, replicated)
                 .map(Some),
             // A queue entry too few replicas saw costs at most its place
             // after a failover; the wait goes on.
@@ -275,27 +270,20 @@ impl Acquisition<'_> {
     }
 
     /// Sends one attempt.
-    fn send_attempt(
-        &self,
-        waiter: &Waiter,
-        mode: Mode,
-        lease: Duration,
-        fixed: bool,
-    ) -> Result<(AcquireReply, Option<Error>)> {
+    fn send_attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Written<AcquireReply>> {
         let shared = self.shared;
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::live_token`); a semaphore's calls never re-enter.
         let live_token = if self.ask.reentrant() && !self.unbound {
-            shared.holds.live_token(waiter.keys.lock(), &waiter.owner)
+            shared.live_token(waiter.keys.lock(), &waiter.owner)
         } else {
             0
         };
         let op = Acquire {
             ask: self.ask,
             owner: &waiter.owner,
-            lease,
-            fixed,
-            waiter_timeout: shared.config.waiter_timeout,
+            lease: self.lease,
+            waiter_timeout: shared.config().waiter_timeout,
             mode,
             wait_id: waiter.id,
             live_token,
@@ -303,34 +291,38 @@ impl Acquisition<'_> {
         shared.call_write(&waiter.keys, &op)
     }
 
-    /// The guard of a hold this call was answered with (the request sent
-    /// at `sent`, `pttl_ms` of lease left then), unless too few replicas
-    /// saw it: then it is given back.
+    /// The hold this call was answered with (the request sent at `sent`,
+    /// `pttl_ms` of lease left then), unless too few replicas saw it: then
+    /// it is given back.
     fn acquired(
         &self,
         waiter: &Waiter,
         token: u64,
         pttl_ms: i64,
         sent: Instant,
-        shortfall: Option<Error>,
-    ) -> Result<Acquired> {
-        if let Some(shortfall) = shortfall {
+        replicated: Result<()>,
+    ) -> Result<CallHold> {
+        if let Err(shortfall) = replicated {
             self.roll_back(waiter);
             return Err(shortfall);
         }
         let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-        Ok(self.guard(waiter, token, sent, lease_left))
+        Ok(self.hold(waiter, token, sent, lease_left))
     }
 
     /// Removes the waiter's queue entry; returns the guard instead if the
     /// lock had been handed over already. If that fails, the watchdog gives
     /// the call back later (it may have been handed the lock meanwhile).
-    fn leave_queue(&self, waiter: &Waiter) -> Result<Option<Acquired>> {
+    fn leave_queue(&self, waiter: &Waiter) -> Result<Option<CallHold>> {
         let entry = waiter.entry();
         let sent = Instant::now();
-        match self.shared.call_write(&waiter.keys, &Cancel { entry }) {
-            Ok((CancelReply::Kept { token, pttl_ms }, shortfall)) => self
-                .acquired(waiter, token, pttl_ms, sent, shortfall)
+        match self
+            .shared
+            .call_write(&waiter.keys, &Cancel { entry })
+            .map(Written::into_parts)
+        {
+            Ok((CancelReply::Kept { token, pttl_ms }, replicated)) => self
+                .acquired(waiter, token, pttl_ms, sent, replicated)
                 .map(Some),
             Ok((CancelReply::Left, _)) => Ok(None),
             Err(err) => {
@@ -350,41 +342,31 @@ impl Acquisition<'_> {
     /// granted `token` before the waiter returns: one renewal (a write,
     /// which leaves a fixed lease as it is) and a `WAIT`, in one round trip.
     /// On a shortfall the lock is given back.
-    fn confirm_handoff(
-        &self,
-        waiter: &Waiter,
-        token: u64,
-        lease: Duration,
-        fixed: bool,
-    ) -> Result<()> {
+    fn confirm_handoff(&self, waiter: &Waiter, token: u64) -> Result<()> {
         let shared = self.shared;
-        if shared.config.sync_replicas.is_none() {
+        if shared.config().sync_replicas.is_none() {
             return Ok(());
         }
-        let lease = (!fixed).then_some(lease);
         let op = Renew {
             owner: &waiter.owner,
             token,
             call: waiter.id,
-            lease,
+            lease: match self.lease {
+                Lease::Renewed(lease) => Some(lease),
+                Lease::Fixed(_) => None,
+            },
         };
-        let (renewed, shortfall) = shared.call_write(&waiter.keys, &op)?;
+        let (renewed, replicated) = shared.call_write(&waiter.keys, &op)?.into_parts();
         if !renewed {
             return Err(Error::new(
                 ErrorKind::LeaseLost,
                 format!(
                     "lock {:?} was handed over but lost before it was confirmed",
-                    self.name
+                    self.target.name()
                 ),
             ));
         }
-        match shortfall {
-            None => Ok(()),
-            Some(shortfall) => {
-                self.roll_back(waiter);
-                Err(shortfall)
-            }
-        }
+        replicated.inspect_err(|_| self.roll_back(waiter))
     }
 
     /// Gives back the hold this waiter's call took, which is not to be used
@@ -394,37 +376,36 @@ impl Acquisition<'_> {
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
-    /// lease is fixed) for the handle to wrap in a guard.
-    /// The lease counts from `since` (when a request that ran before the
-    /// grant was sent) and lasts `lease_left` by Redis's clock.
-    fn guard(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> Acquired {
+    /// lease is fixed) in the guard core every guard wraps. The lease
+    /// counts from `since` (when a request that ran before the grant was
+    /// sent) and lasts `lease_left` by Redis's clock.
+    fn hold(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> CallHold {
         let shared = self.shared;
-        let mut hold = Hold::new(
-            Arc::clone(&waiter.keys),
-            waiter.owner.clone(),
-            token,
-            waiter.id,
-            shared.config.clock_drift,
-            since,
-            lease_left,
+        let hold = Hold::new(
+            Granted {
+                keys: Arc::clone(&waiter.keys),
+                owner: waiter.owner.clone(),
+                token,
+                call: waiter.id,
+                exclusive: self.ask.exclusive(),
+                labels: self.labels(),
+                since,
+                lease_left,
+                max_hold: self.policy.max_hold(),
+            },
+            shared.config().clock_drift,
         );
-        hold.exclusive = self.ask.exclusive();
-        hold.labels = self.labels();
-        if let Some(max_hold) = self.max_hold {
-            hold.stop_renewing_after(max_hold);
-        }
-        let renewed = !self.fixed;
-        let expires_at = hold.local_end();
-        let hold = shared.holds.register(hold, renewed);
-        if renewed && expires_at < Instant::now() + 2 * shared.config.watchdog_period() {
-            shared.nudge_watchdog();
-        }
-        Acquired {
+        let hold = shared.register_hold(hold, !self.lease.is_fixed());
+        CallHold {
+            client: Arc::clone(self.client),
+            target: self.target.clone(),
+            policy: self.policy,
             hold,
             call: waiter.id,
             lease: self.lease,
-            fixed: self.fixed,
+            ask: self.ask,
             waited: Duration::ZERO,
+            released: false,
         }
     }
 }

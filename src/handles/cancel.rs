@@ -7,26 +7,18 @@ use parking_lot::Mutex;
 use crate::machinery::waiters::Waiter;
 
 /// Ends waits from another thread: a signal-handling thread, a shutdown
-/// path. Every primitive takes one: [`FairMutex::lock_cancellable`](crate::FairMutex::lock_cancellable),
-/// [`FairSemaphore::acquire_cancellable`](crate::FairSemaphore::acquire_cancellable),
-/// [`FairRwLock::read_cancellable`](crate::FairRwLock::read_cancellable) and
-/// [`write_cancellable`](crate::FairRwLock::write_cancellable),
-/// [`FairMultiLock::lock_cancellable`](crate::FairMultiLock::lock_cancellable),
-/// [`Election::campaign_cancellable`](crate::Election::campaign_cancellable)
-/// and the [`Unbound`](crate::Unbound) forms. Such a wait returns `Ok(None)`
-/// soon after [`cancel`](Self::cancel), having left the queue as a
-/// timed-out `try_lock_for` does (or returns the guard, if the lock was
-/// handed over in that instant). Cancelling is final: a later wait with
-/// the same canceller does not wait, it only takes the lock if that needs
-/// no waiting, as [`FairMutex::try_lock`](crate::FairMutex::try_lock).
-/// One canceller may end many waits, on any primitives, at once.
-/// Cheap to clone; `Send + Sync`.
-///
-/// Each of those calls takes a timeout beside the canceller
-/// (`Option<Duration>`, `None` for none): a service's wait usually has both
-/// a deadline and a shutdown, and the two end it the same way, so one call
-/// bounds it by both rather than a user racing a timer against the
-/// canceller.
+/// path. Any [`Wait`](crate::Wait) takes one
+/// ([`Wait::cancelled_by`](crate::Wait::cancelled_by)), so every request of
+/// every primitive can be cancelled, with or without a deadline beside it
+/// (a service's wait usually has both, and the two end it the same way).
+/// Such a wait returns `Ok(None)` soon after [`cancel`](Self::cancel),
+/// having left the queue as a timed-out `try_lock_for` does (or returns
+/// the guard, if the lock was handed over in that instant). Cancelling is
+/// final: a later wait with the same canceller does not wait, it only
+/// takes the lock if that needs no waiting, as
+/// [`FairMutex::try_lock`](crate::FairMutex::try_lock). One canceller may
+/// end many waits, on any primitives, at once. Cheap to clone; `Send +
+/// Sync`.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -35,7 +27,8 @@ use crate::machinery::waiters::Waiter;
 /// let worker = {
 ///     let (mutex, shutdown) = (client.fair_mutex("nightly-report"), shutdown.clone());
 ///     std::thread::spawn(move || -> fairlock::Result<()> {
-///         while let Some(guard) = mutex.lock_cancellable(None, &shutdown)? {
+///         let wait = fairlock::Wait::forever().cancelled_by(&shutdown);
+///         while let Some(guard) = mutex.lock_with(wait.clone())? {
 ///             // ... one job under the lock ...
 ///             drop(guard);
 ///         }
@@ -79,7 +72,8 @@ impl WaitCanceller {
     ///     std::thread::sleep(std::time::Duration::from_secs(1));
     ///     stopper.cancel(); // ends the wait below
     /// });
-    /// let got = client.fair_mutex("nightly-report").lock_cancellable(None, &cancel)?;
+    /// let wait = fairlock::Wait::forever().cancelled_by(&cancel);
+    /// let got = client.fair_mutex("nightly-report").lock_with(wait)?;
     /// println!("got the lock: {}", got.is_some());
     /// # Ok(()) }
     /// ```

@@ -2,24 +2,20 @@
 //! background threads, and hands out every primitive: mutexes, semaphores,
 //! reader-writer locks, multi-locks and elections.
 
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use crate::connections::config::Config;
-use crate::connections::scripts::Scripts;
 use crate::connections::topology::Topology;
-use crate::connections::Backend;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::handles::builder::ClientBuilder;
-use crate::handles::election::Election;
-use crate::handles::multi::FairMultiLock;
-use crate::handles::mutex::FairMutex;
-use crate::handles::rwlock::FairRwLock;
-use crate::handles::semaphore::FairSemaphore;
-use crate::machinery::shared::{ClientInner, Shared};
-use crate::machinery::subscriber;
-use crate::machinery::watchdog;
+use crate::handles::kind;
+use crate::handles::lease_policy::LeasePolicy;
+use crate::handles::lock::FairLock;
+use crate::handles::status::Status;
+use crate::handles::target::Target;
+use crate::handles::{Election, FairMultiLock, FairMutex, FairRwLock, FairSemaphore};
+use crate::machinery::shared::ClientInner;
+use crate::protocol::LockKind;
 
 /// A handle to Redis that hands out every primitive: [`FairMutex`]es
 /// ([`fair_mutex`](Self::fair_mutex)), [`FairSemaphore`]s
@@ -149,7 +145,7 @@ impl Client {
 
     /// A handle to the lock called `name`. No I/O happens here; an invalid
     /// name is reported by the first call on the handle as
-    /// [`ErrorKind::InvalidName`].
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -161,7 +157,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_mutex(&self, name: &str) -> FairMutex {
-        FairMutex::new(Arc::clone(&self.inner), name)
+        let target = self.target(name, LockKind::Mutex);
+        self.lock(kind::Mutex { target })
     }
 
     /// A handle to the fair semaphore `name` with `permits` permits (at
@@ -181,7 +178,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_semaphore(&self, name: &str, permits: u32) -> FairSemaphore {
-        FairSemaphore::new(Arc::clone(&self.inner), name, permits)
+        let target = self.target(name, LockKind::Semaphore);
+        self.lock(kind::Semaphore { target, permits })
     }
 
     /// A handle to the fair reader-writer lock `name`: readers share it,
@@ -198,7 +196,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_rwlock(&self, name: &str) -> FairRwLock {
-        FairRwLock::new(Arc::clone(&self.inner), name)
+        let target = self.target(name, LockKind::RwLock);
+        self.lock(kind::RwLock { target })
     }
 
     /// A multi-lock over the mutexes `names`: all of them held together or
@@ -220,11 +219,11 @@ impl Client {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        let parts = Vec::new();
+        let set: FairMultiLock = self.lock(kind::Multi { parts });
         names
             .into_iter()
-            .fold(FairMultiLock::new(Arc::clone(&self.inner)), |set, name| {
-                set.and_mutex(name.as_ref())
-            })
+            .fold(set, |set, name| set.and_mutex(name.as_ref()))
     }
 
     /// A handle to the leader election `name`: candidates campaign with a
@@ -237,12 +236,46 @@ impl Client {
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let election = client.election("scheduler");
-    /// let leadership = election.campaign_with("node-1")?;
+    /// let leadership = election.with_value("node-1").campaign()?;
     /// drop(leadership); // resigns
     /// # Ok(()) }
     /// ```
     pub fn election(&self, name: &str) -> Election {
-        Election::new(Arc::clone(&self.inner), name)
+        let target = self.target(name, LockKind::Election);
+        self.lock(kind::Election {
+            target,
+            value: None,
+        })
+    }
+
+    /// The status of the `kind` of lock called `name` (see
+    /// [`FairLock::status`]), without a handle: a semaphore's is read
+    /// without knowing its number of permits, which the status reports.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+    ///
+    /// ```no_run
+    /// use fairlock::{Capacity, LockKind};
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let status = client.status(LockKind::Semaphore, "uploads", 10)?;
+    /// if let Capacity::Permits(permits) = status.capacity {
+    ///     println!("{} of {permits} permits free", status.available().unwrap_or(0));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn status(&self, kind: LockKind, name: &str, max: usize) -> Result<Status> {
+        Status::read(&self.inner.shared, &self.target(name, kind), max)
+    }
+
+    fn target(&self, name: &str, kind: LockKind) -> Target {
+        Target::new(&self.inner.shared.config().key_prefix, name, kind)
+    }
+
+    fn lock<K: kind::Kind, O: crate::Ownership>(&self, kind: K) -> FairLock<K, O> {
+        FairLock::new(Arc::clone(&self.inner), LeasePolicy::default(), kind)
     }
 
     /// This client's random id, the first part of every owner id it uses.
@@ -252,91 +285,27 @@ impl Client {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// println!("this client is {}", client.id());
     /// // every owner id it uses starts with it:
-    /// if let Some(holder) = client.fair_mutex("orders:42").status(0)?.holder {
+    /// if let Some(holder) = client.fair_mutex("orders:42").status(1)?.holder() {
     ///     println!("held by this client: {}", holder.who.client_id() == client.id());
     /// }
     /// # Ok(()) }
     /// ```
     pub fn id(&self) -> &str {
-        &self.inner.shared.client_id
+        self.inner.shared.client_id()
     }
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {
-        let backend = Backend::open(&config, topology)?;
-        crate::connections::observe::describe();
-        let scripts = Scripts::new(&config.common_args());
-        scripts.load_all(backend.get()?.get())?;
-        let shared = Arc::new(Shared::new(config, backend, scripts));
-
-        // The subscription must be live before any waiter can queue, or the
-        // first handoff message could be missed. On a cluster one thread
-        // listens on each node; one live subscription is enough to start
-        // (every node hears every message), the others keep trying.
-        let inner = ClientInner::new(Arc::clone(&shared));
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let slot_map = match shared.backend.slot_map() {
-            Some(Ok(map)) => Some(Arc::new(map)),
-            Some(Err(err)) => {
-                log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
-                None
-            }
-            None => None,
-        };
-        let targets = shared.backend.listen_targets(slot_map.as_deref())?;
-        *shared.cluster_rounds.map.lock() = slot_map;
-        for target in &targets {
-            let (ready_tx, target) = (ready_tx.clone(), target.clone());
-            let subscriber = spawn_named("fairlock-subscriber", &shared, move |shared| {
-                subscriber::run(shared, &target, ready_tx)
-            })?;
-            inner.own(subscriber);
-        }
-        let mut deadline =
-            Instant::now() + shared.config.connect_timeout + shared.config.command_timeout;
-        let mut outcome = Err(Error::new(
-            ErrorKind::Connection,
-            "timed out subscribing to the wake-up channel",
-        ));
-        for _ in &targets {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match ready_rx.recv_timeout(left) {
-                Ok(Ok(())) => {
-                    outcome = Ok(());
-                    // A slow node costs a later fast path, not the start.
-                    deadline = deadline.min(Instant::now() + Duration::from_millis(500));
-                }
-                Ok(Err(err)) if outcome.is_err() => outcome = Err(err),
-                Ok(Err(_)) => {}
-                Err(_) => break,
-            }
-        }
-        outcome?; // on error, dropping `inner` stops and joins the subscribers
-        let watchdog = spawn_named("fairlock-watchdog", &shared, watchdog::run)?;
-        inner.own(watchdog);
         Ok(Client {
-            inner: Arc::new(inner),
+            inner: Arc::new(ClientInner::start(config, topology)?),
         })
     }
-}
-
-/// Starts a named background thread that holds only the shared state.
-fn spawn_named(
-    name: &str,
-    shared: &Arc<Shared>,
-    body: impl FnOnce(&Arc<Shared>) + Send + 'static,
-) -> Result<JoinHandle<()>> {
-    let shared = Arc::clone(shared);
-    std::thread::Builder::new()
-        .name(name.to_owned())
-        .spawn(move || body(&shared))
-        .map_err(|err| Error::with_source(ErrorKind::Internal, "cannot start a thread", err))
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("id", &self.inner.shared.client_id)
-            .field("key_prefix", &self.inner.shared.config.key_prefix)
+            .field("id", &self.id())
+            .field("key_prefix", &self.inner.shared.config().key_prefix)
             .finish_non_exhaustive()
     }
 }

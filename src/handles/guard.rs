@@ -1,58 +1,256 @@
-//! `FairMutexGuard`: proof of holding a lock; releases it when dropped.
+//! `Guard<K, O>`: proof of one hold, of any kind, released on drop. What
+//! every guard has is written here once; a kind's own accessors (a
+//! leadership's term, ...) live beside that kind's requests.
 
 use std::marker::PhantomData;
+use std::time::Duration;
 
-use crate::handles::call_hold::{guard_methods, CallHold};
-use crate::handles::mutex::FairMutex;
+use crate::error::Result;
+use crate::handles::call_hold::CallHold;
+use crate::handles::kind::{self, HoldKind, OneLock};
+use crate::handles::lease_signal::LeaseSignal;
+use crate::handles::lock::FairLock;
+use crate::handles::ownership::{Bound, Ownership};
+use crate::protocol::Access;
 
-/// Holds the lock until [`unlock`](Self::unlock)ed or dropped.
+/// One hold of kind `K` ([`kind::Mutex`], [`kind::Semaphore`]'s permits,
+/// [`kind::Read`], [`kind::Write`], [`kind::Election`]'s leadership, or
+/// [`kind::Any`]), owned as `O` says, held until [`unlock`](Self::unlock)ed
+/// or dropped. Its everyday names are its aliases:
+/// [`FairMutexGuard`](crate::FairMutexGuard),
+/// [`SemaphorePermit`](crate::SemaphorePermit),
+/// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard),
+/// [`Leadership`](crate::Leadership), [`AnyGuard`](crate::AnyGuard).
 ///
-/// Dropping releases the hold best-effort (errors are logged, never
-/// panicked on); `unlock` reports what Drop cannot. With re-entry, the lock
-/// is free only when every guard of the thread is gone.
+/// Dropping it releases the hold best-effort (errors are logged, never
+/// panicked on, and the drop waits at most one command timeout before
+/// leaving the release to the watchdog); `unlock` reports what a drop
+/// cannot. The waiters a release admits get the lock at once. With
+/// re-entry, a thread's mutex is free only when every guard of the thread
+/// is gone.
 ///
-/// The guard is `Sync` but not `Send`: holds are re-entrant per thread, so
-/// a guard stays on the thread that took it, like `std::sync::MutexGuard`.
+/// A thread-bound ([`Bound`]) guard of a re-entrant hold (a mutex's, a
+/// read, a write, a leadership) is `Sync` but not `Send`: it stays on the
+/// thread that took it, like `std::sync::MutexGuard`. A semaphore's permit
+/// and every [`Unbound`](crate::Unbound) guard are `Send + Sync + 'static`.
+///
+/// ```
+/// fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+/// assert_send_sync_static::<fairlock::SemaphorePermit>();
+/// assert_send_sync_static::<fairlock::WriteGuard<fairlock::Unbound>>();
+/// assert_send_sync_static::<fairlock::Leadership>();
+/// ```
 ///
 /// ```compile_fail
 /// fn assert_send<T: Send>() {}
-/// assert_send::<fairlock::FairMutexGuard>();
+/// assert_send::<fairlock::ReadGuard>();
 /// ```
-#[must_use = "if unused the lock is released immediately"]
-pub struct FairMutexGuard {
-    mutex: FairMutex,
-    /// The hold, released once through the guard core every guard shares.
+#[must_use = "if unused the hold is released immediately"]
+pub struct Guard<K: HoldKind, O: Ownership = Bound> {
     hold: CallHold,
-    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
+    kind: PhantomData<Marks<K, O>>,
 }
 
-impl FairMutexGuard {
-    pub(crate) fn new(mutex: FairMutex, hold: CallHold) -> Self {
-        FairMutexGuard {
-            mutex,
+/// What a guard's type says beyond its hold: its kind, and what ties it to
+/// its thread (see [`HoldKind::Tie`]).
+type Marks<K, O> = (fn() -> K, <K as HoldKind>::Tie<O>);
+
+impl<K: HoldKind, O: Ownership> Guard<K, O> {
+    pub(crate) fn new(hold: CallHold) -> Self {
+        Guard {
             hold,
-            _not_send: PhantomData,
+            kind: PhantomData,
         }
     }
 
-    /// The mutex this guard holds.
+    pub(crate) fn hold(&self) -> &CallHold {
+        &self.hold
+    }
+
+    /// The name of the lock it holds.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let guard = client.fair_mutex("nightly-report").lock()?;
-    /// assert_eq!(guard.mutex().name(), "nightly-report");
-    /// println!("{} waiting behind us", guard.mutex().queue_len()?);
+    /// assert_eq!(guard.name(), "nightly-report");
     /// # Ok(()) }
     /// ```
-    pub fn mutex(&self) -> &FairMutex {
-        &self.mutex
+    pub fn name(&self) -> &str {
+        self.hold.name()
+    }
+
+    /// The fencing token of this hold: larger than the token of every
+    /// earlier hold of this name, by any client, even across a Redis
+    /// restart that lost its data (re-entrant guards of a thread share
+    /// their outer guard's). Pass it to the resource you protect and have
+    /// it reject writes carrying a smaller token than one it has seen.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let permit = client.fair_semaphore("db-migrations", 3).acquire()?;
+    /// assert!(permit.fencing_token() > 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn fencing_token(&self) -> u64 {
+        self.hold.fencing_token()
+    }
+
+    /// How long the call that made this hold waited, from its start to its
+    /// return: its queueing time plus its round trips.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_rwlock("catalog").read()?;
+    /// println!("waited {:?}", guard.waited());
+    /// # Ok(()) }
+    /// ```
+    pub fn waited(&self) -> Duration {
+        self.hold.waited
+    }
+
+    /// True once the hold is known to be gone: Redis said the lock is no
+    /// longer this hold's (expired, force-unlocked), no renewal confirmed
+    /// the lease before it ran out, or a fixed lease ran out. Whatever this
+    /// says, only a fencing token makes a protected write safe.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-report").lock()?;
+    /// if guard.is_lease_lost() {
+    ///     return Ok(()); // stop side effects
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lease_lost(&self) -> bool {
+        self.hold.is_lease_lost()
+    }
+
+    /// A signal another thread can block on to learn the moment this
+    /// hold's lease is lost, its maximum hold is reached, or it was
+    /// released first. See [`LeaseSignal`] for when it fires.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-export").lock()?;
+    /// let signal = guard.lease_signal();
+    /// std::thread::spawn(move || println!("ended: {:?}", signal.wait()));
+    /// # Ok(()) }
+    /// ```
+    pub fn lease_signal(&self) -> LeaseSignal {
+        self.hold.lease_signal()
+    }
+
+    /// A reader-writer lock's hold: read or write; `None` for the other
+    /// kinds.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let read = client.fair_rwlock("catalog").read()?;
+    /// assert_eq!(read.access(), Some(fairlock::Access::Read));
+    /// # Ok(()) }
+    /// ```
+    pub fn access(&self) -> Option<Access> {
+        self.hold.access()
+    }
+
+    /// The permits the hold takes: a semaphore's (1 unless taken with
+    /// [`acquire_many`](crate::FairSemaphore::acquire_many) and its kin);
+    /// 1 for the other kinds.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let permit = client.fair_semaphore("build-cores", 16).acquire_many(3)?;
+    /// assert_eq!(permit.num_permits(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.hold.permits()
+    }
+
+    /// Releases the hold and reports how that went; the waiters it admits
+    /// get the lock at once (a mutex's only at the thread's last
+    /// re-entrant guard). Dropping the guard releases it too, best effort.
+    /// The one release of every guard, a leadership's included (its
+    /// resignation).
+    ///
+    /// # Errors
+    /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the lock
+    /// was no longer this hold's (nothing was changed: another holder's
+    /// lock is never touched);
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
+    /// could not be reached (the client's watchdog gives the hold back as
+    /// soon as Redis answers, or the lease runs out first); with
+    /// [`sync_replicas`](crate::ClientBuilder::sync_replicas),
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when the
+    /// release happened on the master but too few replicas acknowledged it
+    /// (after a failover the lock may then stay taken until this hold's
+    /// lease runs out).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// client.fair_semaphore("db-migrations", 3).acquire()?.unlock()?;
+    /// client.election("scheduler").campaign()?.unlock()?; // resigns
+    /// # Ok(()) }
+    /// ```
+    #[doc(alias = "release")]
+    #[doc(alias = "resign")]
+    pub fn unlock(mut self) -> Result<()> {
+        self.hold.release()
+    }
+
+    /// The same hold as a guard of [`kind::Any`], to keep guards of several
+    /// kinds together (a multi-lock's parts are such guards).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let held: Vec<fairlock::AnyGuard> = vec![
+    ///     client.fair_mutex("a").lock()?.into_any(),
+    ///     client.fair_rwlock("b").read()?.into_any(),
+    /// ];
+    /// assert_eq!(held[1].access(), Some(fairlock::Access::Read));
+    /// # Ok(()) }
+    /// ```
+    pub fn into_any(self) -> Guard<kind::Any, O> {
+        Guard::new(self.hold)
     }
 }
 
-guard_methods!(
-    FairMutexGuard,
-    "hold",
-    "client.fair_mutex(\"nightly-report\").lock()",
-    unlock
-);
+impl<K: OneLock, O: Ownership> Guard<K, O> {
+    /// The lock this guard holds, as the handle that took it (the same
+    /// name, lease settings and ownership).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-report").lock()?;
+    /// assert_eq!(guard.lock_handle().name(), "nightly-report");
+    /// println!("{} waiting behind us", guard.lock_handle().queue_len()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_handle(&self) -> FairLock<K::Lock, O> {
+        let hold = &self.hold;
+        let kind =
+            <K as kind::sealed::OneLock>::lock_of(hold.target.clone(), hold.ask, hold.owner());
+        FairLock::new(hold.client.clone(), hold.policy, kind)
+    }
+}
+
+impl<K: HoldKind, O: Ownership> std::fmt::Debug for Guard<K, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("name", &self.name())
+            .field("fencing_token", &self.fencing_token())
+            .field("access", &self.access())
+            .field("permits", &self.num_permits())
+            .finish_non_exhaustive()
+    }
+}

@@ -13,14 +13,10 @@ use crate::machinery::holds::{Hold, LeaseEnd};
 /// renewals: wind down before the lease runs out), [`LeaseEnd::Released`]
 /// when the guard (with its re-entrant guards) was released first.
 ///
-/// Every hold gives one: [`FairMutexGuard::lease_signal`](crate::FairMutexGuard::lease_signal),
-/// [`SemaphorePermit::lease_signal`](crate::SemaphorePermit::lease_signal),
-/// [`ReadGuard::lease_signal`](crate::ReadGuard::lease_signal),
-/// [`WriteGuard::lease_signal`](crate::WriteGuard::lease_signal),
-/// [`UnboundGuard::lease_signal`](crate::UnboundGuard::lease_signal) (also
-/// each part of a [`MultiGuard`](crate::MultiGuard)) and
-/// [`Leadership::lease_signal`](crate::Leadership::lease_signal). Cheap to
-/// clone, `Send + Sync`, and usable after the guard is gone.
+/// Every guard of every kind gives one ([`Guard::lease_signal`](crate::Guard::lease_signal):
+/// a mutex's, a permit, a read, a write, a leadership, each part of a
+/// [`MultiGuard`](crate::MultiGuard)). Cheap to clone, `Send + Sync`, and
+/// usable after the guard is gone.
 ///
 /// When it fires, measured from the loss:
 /// - a lease that no renewal confirmed in time (Redis unreachable, a

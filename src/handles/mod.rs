@@ -1,18 +1,48 @@
-//! The public handles layer: the client, the three locks and the
-//! multi-lock, their guards, the election and the acquire algorithm.
+//! The public handles layer: the client, one generic lock handle
+//! ([`FairLock`]) and one generic guard ([`Guard`]) over the kinds, each
+//! kind's requests in a file of its own, the election's watch, the status
+//! every kind shares, and the acquire algorithm under them all.
 
 mod acquisition;
 pub(crate) mod builder;
 mod call_hold;
 pub(crate) mod cancel;
 pub(crate) mod client;
-pub(crate) mod election;
-pub(crate) mod guard;
-mod handle;
+mod election;
+mod guard;
+pub mod kind;
+mod leader_watch;
+mod lease_policy;
 pub(crate) mod lease_signal;
-pub(crate) mod multi;
-pub(crate) mod mutex;
-pub(crate) mod rwlock;
-pub(crate) mod semaphore;
-pub(crate) mod status;
-pub(crate) mod unbound;
+mod lock;
+mod multi;
+mod mutex;
+mod ownership;
+mod participant;
+mod rwlock;
+mod semaphore;
+mod status;
+mod target;
+mod wait;
+
+pub use election::{Election, Leader, Leadership};
+pub use guard::Guard;
+pub use leader_watch::LeaderWatch;
+pub use lock::FairLock;
+pub use multi::{FairMultiLock, MultiGuard};
+pub use mutex::{FairMutex, FairMutexGuard};
+pub use ownership::{Bound, Ownership, Unbound};
+pub use participant::Participant;
+pub use rwlock::{FairRwLock, ReadGuard, WriteGuard};
+pub use semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};
+pub use status::{Holder, QueuedWaiter, Status};
+pub use wait::Wait;
+
+/// A guard of any kind of hold: a multi-lock's parts, or any guard made
+/// into one with [`Guard::into_any`].
+///
+/// ```
+/// fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+/// assert_send_sync_static::<fairlock::AnyGuard<fairlock::Unbound>>();
+/// ```
+pub type AnyGuard<O = Bound> = Guard<kind::Any, O>;

@@ -4,30 +4,33 @@
 //! callers named them in, can each hold a part the other waits for: no
 //! deadlock, and each name stays FIFO. A call that gives up (timeout,
 //! cancellation, an error) releases what it took and leaves no queue entry.
-//! Parts are unbound holds, so the guard is `Send + 'static`.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::handles::cancel::WaitCanceller;
-use crate::handles::handle::{Handle, Wait};
-use crate::handles::mutex::FairMutex;
-use crate::handles::rwlock::FairRwLock;
-use crate::handles::unbound::UnboundGuard;
-use crate::machinery::shared::ClientInner;
-use crate::protocol::{Access, Ask};
+use crate::handles::guard::Guard;
+use crate::handles::kind;
+use crate::handles::lock::{forever, FairLock};
+use crate::handles::ownership::{Ownership, Unbound};
+use crate::handles::target::Target;
+use crate::handles::wait::Wait;
+use crate::handles::AnyGuard;
+use crate::protocol::{Access, Ask, LockKind};
 
 /// Several locks taken together, all or none: mutexes by name, and the
 /// reads or writes of reader-writer locks. Made by
 /// [`Client::fair_multi_lock`](crate::Client::fair_multi_lock); cheap to
-/// clone, `Send + Sync`.
+/// clone, `Send + Sync`. Unbound by default, so its guard is `Send +
+/// 'static`; [`bound`](FairLock::bound) takes every part for the calling
+/// thread (re-entering what it holds).
 ///
 /// Deadlock-free between any number of clients taking overlapping sets in
 /// any order: the parts are always taken in one order every client shares
 /// (their keys'), each in its own FIFO queue. While it waits for a later
 /// part, a call holds the earlier ones. On Redis Cluster the parts may live
-/// on different masters.
+/// on different masters. Every part is taken with this set's lease
+/// settings ([`with_fixed_lease`](FairLock::with_fixed_lease),
+/// [`with_max_hold`](FairLock::with_max_hold)).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -44,26 +47,9 @@ use crate::protocol::{Access, Ask};
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct FairMultiLock {
-    client: Arc<ClientInner>,
-    /// Each part: its handle (unbound) and what it asks for.
-    parts: Vec<(Handle, Ask)>,
-    /// A fixed lease and a maximum hold for every part, when set.
-    fixed_lease: Option<Duration>,
-    max_hold: Option<Duration>,
-}
+pub type FairMultiLock<O = Unbound> = FairLock<kind::Multi, O>;
 
-impl FairMultiLock {
-    pub(crate) fn new(client: Arc<ClientInner>) -> Self {
-        FairMultiLock {
-            client,
-            parts: Vec::new(),
-            fixed_lease: None,
-            max_hold: None,
-        }
-    }
-
+impl<O: Ownership> FairLock<kind::Multi, O> {
     /// The same set and the mutex `name`.
     ///
     /// ```no_run
@@ -75,10 +61,8 @@ impl FairMultiLock {
     /// # drop(guard);
     /// # Ok(()) }
     /// ```
-    pub fn and_mutex(mut self, name: &str) -> Self {
-        let mutex = FairMutex::new(Arc::clone(&self.client), name);
-        self.parts.push((mutex.handle, Ask::Mutex));
-        self
+    pub fn and_mutex(self, name: &str) -> Self {
+        self.and(name, LockKind::Mutex, Ask::Mutex)
     }
 
     /// The same set and a read of the reader-writer lock `name` (shared
@@ -93,10 +77,8 @@ impl FairMultiLock {
     /// # drop(guard);
     /// # Ok(()) }
     /// ```
-    pub fn and_read(mut self, name: &str) -> Self {
-        let rwlock = FairRwLock::new(Arc::clone(&self.client), name);
-        self.parts.push((rwlock.handle, Ask::RwLock(Access::Read)));
-        self
+    pub fn and_read(self, name: &str) -> Self {
+        self.and(name, LockKind::RwLock, Ask::RwLock(Access::Read))
     }
 
     /// The same set and a write of the reader-writer lock `name`.
@@ -109,59 +91,80 @@ impl FairMultiLock {
     /// # drop(guard);
     /// # Ok(()) }
     /// ```
-    pub fn and_write(mut self, name: &str) -> Self {
-        let rwlock = FairRwLock::new(Arc::clone(&self.client), name);
-        self.parts.push((rwlock.handle, Ask::RwLock(Access::Write)));
+    pub fn and_write(self, name: &str) -> Self {
+        self.and(name, LockKind::RwLock, Ask::RwLock(Access::Write))
+    }
+
+    fn and(mut self, name: &str, kind: LockKind, ask: Ask) -> Self {
+        let prefix = &self.shared().config().key_prefix;
+        let target = Target::new(prefix, name, kind);
+        self.kind.parts.push((target, ask));
         self
     }
 
-    /// The same set, every part taken with a fixed `lease` no watchdog
-    /// renews (see [`FairMutex::with_lease`]).
+    /// The names of the set, as its caller named them.
     ///
     /// ```no_run
-    /// use std::time::Duration;
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
-    /// let guard = transfer.with_lease(Duration::from_secs(30)).lock()?; // every part frees itself after 30 s
-    /// # drop(guard);
+    /// let set = client.fair_multi_lock(["b", "a"]).and_read("c");
+    /// assert_eq!(set.names(), ["b", "a", "c"]);
     /// # Ok(()) }
     /// ```
-    pub fn with_lease(&self, lease: Duration) -> Self {
-        FairMultiLock {
-            fixed_lease: Some(lease),
-            ..self.clone()
-        }
+    pub fn names(&self) -> Vec<&str> {
+        self.kind
+            .parts
+            .iter()
+            .map(|(target, _)| target.name())
+            .collect()
     }
 
-    /// The same set, every part renewed for at most `max_hold` (see
-    /// [`FairMutex::with_max_hold`]).
+    /// Waits as `wait` says, part after part in the shared order, for all
+    /// the parts together: the general form of every way to lock a set.
+    /// `Ok(None)` when the wait ended first: the parts taken so far are
+    /// released and the waiting one leaves its queue before it returns,
+    /// so nothing is left held or queued. A duration counts for the whole
+    /// set, from the call's start.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidConfig`] for an empty set (or a bad lease),
+    /// [`ErrorKind::InvalidName`] for a bad name: both before any I/O.
+    /// Otherwise as [`FairMutex::lock_with`](crate::FairMutex::lock_with);
+    /// the parts taken so far are released first.
     ///
     /// ```no_run
-    /// use std::time::Duration;
+    /// use fairlock::Wait;
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
-    /// let guard = transfer.with_max_hold(Duration::from_secs(300)).lock()?;
-    /// let signal = guard.parts()[0].lease_signal(); // fires with LeaseEnd::MaxHold after 5 min
-    /// # drop((signal, guard));
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// let on_shutdown = cancel.clone();
+    /// std::thread::spawn(move || on_shutdown.cancel());
+    /// if let Some(guard) = transfer.lock_with(Wait::forever().cancelled_by(&cancel))? {
+    ///     guard.unlock()?;
+    /// }
     /// # Ok(()) }
     /// ```
-    pub fn with_max_hold(&self, max_hold: Duration) -> Self {
-        FairMultiLock {
-            max_hold: Some(max_hold),
-            ..self.clone()
+    pub fn lock_with(&self, wait: impl Into<Wait>) -> Result<Option<MultiGuard<O>>> {
+        let parts = self.ordered()?;
+        let wait = wait.into().fixed_from_now();
+        let mut held = Vec::with_capacity(parts.len());
+        for (target, ask) in parts {
+            // An error or a give-up drops `held`: each part taken so far is
+            // released (its drop bounded by one command timeout).
+            match self.request_on::<kind::Any>(target, *ask, None, &wait)? {
+                Some(part) => held.push(part),
+                None => return Ok(None),
+            }
         }
+        Ok(Some(MultiGuard { parts: held }))
     }
 
     /// Waits, part after part in the shared order, as long as it takes;
     /// returns once every part is held.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidConfig`] for an empty set (or a bad lease),
-    /// [`ErrorKind::InvalidName`] for a bad name: both before any I/O.
-    /// Otherwise as [`FairMutex::lock`]; the parts taken so far are
-    /// released first.
+    /// As [`lock_with`](Self::lock_with).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -173,16 +176,15 @@ impl FairMultiLock {
     /// # fn move_money(_: Option<u64>, _: Option<u64>) {}
     /// # Ok(()) }
     /// ```
-    pub fn lock(&self) -> Result<MultiGuard> {
-        self.acquire(Wait::Forever)?
-            .ok_or_else(Error::unbounded_wait_ended)
+    pub fn lock(&self) -> Result<MultiGuard<O>> {
+        forever(self.lock_with(Wait::forever()))
     }
 
     /// Takes every part only if none needs waiting; otherwise releases
     /// what it took and returns `None`. Never joins a queue.
     ///
     /// # Errors
-    /// As [`lock`](Self::lock).
+    /// As [`lock_with`](Self::lock_with).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -194,16 +196,14 @@ impl FairMultiLock {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_lock(&self) -> Result<Option<MultiGuard>> {
-        self.acquire(Wait::Never)
+    pub fn try_lock(&self) -> Result<Option<MultiGuard<O>>> {
+        self.lock_with(Wait::not_at_all())
     }
 
-    /// Waits at most `timeout` for all the parts together. On timeout the
-    /// parts taken so far are released and the waiting one leaves its
-    /// queue before `Ok(None)`: nothing is left held or queued.
+    /// Waits at most `timeout` for all the parts together.
     ///
     /// # Errors
-    /// As [`lock`](Self::lock).
+    /// As [`lock_with`](Self::lock_with).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -216,98 +216,30 @@ impl FairMultiLock {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MultiGuard>> {
-        self.acquire(Wait::AtMost(Some(timeout), None))
-    }
-
-    /// As [`try_lock_for`](Self::try_lock_for) (`None`: no limit), and
-    /// until `cancel` is cancelled from another thread.
-    ///
-    /// # Errors
-    /// As [`lock`](Self::lock).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let transfer = client.fair_multi_lock(["account:17", "account:4"]);
-    /// let cancel = fairlock::WaitCanceller::new();
-    /// let on_shutdown = cancel.clone();
-    /// std::thread::spawn(move || on_shutdown.cancel());
-    /// if let Some(guard) = transfer.lock_cancellable(None, &cancel)? {
-    ///     guard.unlock()?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn lock_cancellable(
-        &self,
-        timeout: Option<Duration>,
-        cancel: &WaitCanceller,
-    ) -> Result<Option<MultiGuard>> {
-        self.acquire(Wait::AtMost(timeout, Some(cancel)))
+    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<MultiGuard<O>>> {
+        self.lock_with(Wait::at_most(timeout))
     }
 
     /// The parts in the order every client takes them: by key, each name
-    /// once (a write over a read of the same rwlock), each unbound and
-    /// with this set's lease and maximum hold.
-    fn ordered(&self) -> Result<Vec<(Handle, Ask)>> {
-        if self.parts.is_empty() {
+    /// once (a write over a read of the same rwlock).
+    fn ordered(&self) -> Result<Vec<&(Target, Ask)>> {
+        if self.kind.parts.is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
                 "a multi-lock needs at least one name",
             ));
         }
-        let mut parts = Vec::with_capacity(self.parts.len());
-        for (handle, ask) in &self.parts {
-            let mut handle = handle.unbound();
-            if let Some(lease) = self.fixed_lease {
-                handle = handle.with_lease(lease);
-            }
-            if let Some(max_hold) = self.max_hold {
-                handle = handle.with_max_hold(max_hold);
-            }
-            let key = handle.keys()?.lock().to_owned();
-            parts.push((key, handle, *ask));
+        let mut parts = Vec::with_capacity(self.kind.parts.len());
+        for part in &self.kind.parts {
+            parts.push((part.0.keys()?.lock(), part));
         }
         // Writes first among equal keys, so the dedup below keeps them.
-        parts.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.exclusive().cmp(&a.2.exclusive())));
+        parts.sort_by(|a, b| {
+            let exclusive = |part: &(Target, Ask)| part.1.exclusive();
+            a.0.cmp(b.0).then(exclusive(b.1).cmp(&exclusive(a.1)))
+        });
         parts.dedup_by(|later, kept| later.0 == kept.0);
-        Ok(parts.into_iter().map(|(_, h, a)| (h, a)).collect())
-    }
-
-    fn acquire(&self, wait: Wait<'_>) -> Result<Option<MultiGuard>> {
-        let parts = self.ordered()?;
-        let deadline = match wait {
-            Wait::AtMost(Some(timeout), _) => Instant::now().checked_add(timeout),
-            _ => None,
-        };
-        let mut held = Vec::with_capacity(parts.len());
-        for (handle, ask) in &parts {
-            let wait = match wait {
-                Wait::AtMost(Some(_), cancel) => {
-                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                    Wait::AtMost(left, cancel)
-                }
-                other => other,
-            };
-            // An error or a give-up drops `held`: each part taken so far is
-            // released (its drop bounded by one command timeout).
-            match handle.acquire(Ok(*ask), wait)? {
-                Some(hold) => held.push(UnboundGuard::new(hold)),
-                None => return Ok(None),
-            }
-        }
-        Ok(Some(MultiGuard { parts: held }))
-    }
-}
-
-impl std::fmt::Debug for FairMultiLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.parts.iter().map(|(h, _)| h.name()).collect();
-        f.debug_struct("FairMultiLock")
-            .field("names", &names)
-            .field("fixed_lease", &self.fixed_lease)
-            .field("max_hold", &self.max_hold)
-            .finish_non_exhaustive()
+        Ok(parts.into_iter().map(|(_, part)| part).collect())
     }
 }
 
@@ -335,11 +267,11 @@ impl std::fmt::Debug for FairMultiLock {
 /// ```
 #[must_use = "if unused the locks are released immediately"]
 #[derive(Debug)]
-pub struct MultiGuard {
-    parts: Vec<UnboundGuard>,
+pub struct MultiGuard<O: Ownership = Unbound> {
+    parts: Vec<AnyGuard<O>>,
 }
 
-impl MultiGuard {
+impl<O: Ownership> MultiGuard<O> {
     /// The parts, in the order they were taken: each with its name, its
     /// fencing token, its lease signal and (for a rwlock) its access.
     ///
@@ -354,7 +286,7 @@ impl MultiGuard {
     /// # drop(guard);
     /// # Ok(()) }
     /// ```
-    pub fn parts(&self) -> &[UnboundGuard] {
+    pub fn parts(&self) -> &[AnyGuard<O>] {
         &self.parts
     }
 
@@ -375,7 +307,7 @@ impl MultiGuard {
         self.parts
             .iter()
             .find(|part| part.name() == name)
-            .map(UnboundGuard::fencing_token)
+            .map(Guard::fencing_token)
     }
 
     /// True once any part's lease is known to be gone.
@@ -392,14 +324,14 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lease_lost(&self) -> bool {
-        self.parts.iter().any(UnboundGuard::is_lease_lost)
+        self.parts.iter().any(Guard::is_lease_lost)
     }
 
     /// Releases every part, the last taken first; reports the first error
     /// after trying them all.
     ///
     /// # Errors
-    /// As [`UnboundGuard::unlock`], for any part.
+    /// As [`Guard::unlock`], for any part.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -419,7 +351,7 @@ impl MultiGuard {
     }
 }
 
-impl Drop for MultiGuard {
+impl<O: Ownership> Drop for MultiGuard<O> {
     fn drop(&mut self) {
         // The last taken first, as unlock does.
         while let Some(part) = self.parts.pop() {

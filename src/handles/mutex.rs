@@ -1,21 +1,23 @@
-//! `FairMutex`: a handle to one named lock (the acquire algorithm behind
-//! its waits is in [`acquisition`](crate::handles::acquisition)).
+//! The mutex's requests, for both ownership modes, and what a thread can
+//! ask about its own holds (the acquire algorithm behind every wait is
+//! [`acquisition`](crate::handles::acquisition)'s).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
-use crate::handles::cancel::WaitCanceller;
-use crate::handles::guard::FairMutexGuard;
-use crate::handles::handle::{handle_methods, Handle, Wait};
-use crate::handles::status::{LockStatus, Participant};
-use crate::machinery::shared::{ClientInner, Shared};
-use crate::protocol::{Ask, LockKind};
+use crate::error::Result;
+use crate::handles::guard::Guard;
+use crate::handles::kind;
+use crate::handles::lock::{forever, FairLock};
+use crate::handles::ownership::{Bound, Ownership};
+use crate::handles::participant::Participant;
+use crate::handles::wait::Wait;
+use crate::protocol::Ask;
 
 /// A fair (first come, first served) mutex named by a string, shared by
 /// every thread of every process that uses the same Redis and key prefix.
-///
-/// Cheap to clone; `Send + Sync`. Made by [`Client::fair_mutex`](crate::Client::fair_mutex).
+/// Made by [`Client::fair_mutex`](crate::Client::fair_mutex); cheap to
+/// clone, `Send + Sync`. Thread-bound by default (re-entrant per thread);
+/// [`unbound`](FairLock::unbound) gives guards that move between threads.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -28,30 +30,62 @@ use crate::protocol::{Ask, LockKind};
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct FairMutex {
-    pub(crate) handle: Handle,
-}
+pub type FairMutex<O = Bound> = FairLock<kind::Mutex, O>;
 
-handle_methods!(FairMutex, "client.fair_mutex(\"nightly-report\")");
+/// A hold of a [`FairMutex`], until [`unlock`](Guard::unlock)ed or dropped.
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let guard: fairlock::FairMutexGuard = client.fair_mutex("nightly-report").lock()?;
+/// guard.unlock()?;
+/// # Ok(()) }
+/// ```
+pub type FairMutexGuard<O = Bound> = Guard<kind::Mutex, O>;
 
-impl FairMutex {
-    pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
-        FairMutex {
-            handle: Handle::new(client, name, LockKind::Mutex),
-        }
-    }
-
-    /// Waits in FIFO order, as long as it takes, and returns the guard.
-    /// A thread that already holds the lock gets a second guard at once.
+impl<O: Ownership> FairLock<kind::Mutex, O> {
+    /// Waits as `wait` says for the lock, in FIFO order: the general form
+    /// of every way to lock. `Ok(None)` when the wait ended without it,
+    /// the queue entry removed first (so nobody behind is delayed); if the
+    /// lock was handed over in that last instant, the guard is returned
+    /// instead. A thread-bound call of a thread that holds the lock gets a
+    /// second guard at once.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName), [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) (bad fixed
-    /// lease), [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis fails while waiting,
-    /// [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict). A call that fails after it was sent may
-    /// still have taken effect in Redis (a timeout, a connection lost
-    /// mid-call): whatever it took or queued is given back by the client
-    /// as soon as Redis answers again, never left as a hold nobody releases.
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) (a bad
+    /// fixed lease or maximum hold), both before any I/O;
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
+    /// fails while waiting; [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict).
+    /// A call that fails after it was sent may still have taken effect in
+    /// Redis (a timeout, a connection lost mid-call): whatever it took or
+    /// queued is given back by the client as soon as Redis answers again,
+    /// never left as a hold nobody releases.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use fairlock::Wait;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mutex = client.fair_mutex("nightly-report");
+    /// let cancel = fairlock::WaitCanceller::new();
+    /// let on_shutdown = cancel.clone(); // e.g. to a signal-handling thread
+    /// std::thread::spawn(move || on_shutdown.cancel());
+    /// match mutex.lock_with(Wait::at_most(Duration::from_secs(60)).cancelled_by(&cancel))? {
+    ///     Some(guard) => guard.unlock()?,
+    ///     None => println!("cancelled or timed out; left the queue"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_with(&self, wait: impl Into<Wait>) -> Result<Option<FairMutexGuard<O>>> {
+        self.request(Ask::Mutex, None, &wait.into())
+    }
+
+    /// Waits in FIFO order, as long as it takes, and returns the guard:
+    /// [`lock_with`](Self::lock_with)`(Wait::forever())`.
+    ///
+    /// # Errors
+    /// As [`lock_with`](Self::lock_with).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -63,94 +97,93 @@ impl FairMutex {
     /// # fn write_report(_token: u64) {}
     /// # Ok(()) }
     /// ```
-    pub fn lock(&self) -> Result<FairMutexGuard> {
-        self.acquire(Wait::Forever)?
-            .ok_or_else(Error::unbounded_wait_ended)
+    pub fn lock(&self) -> Result<FairMutexGuard<O>> {
+        forever(self.lock_with(Wait::forever()))
     }
 
     /// Takes the lock only if that needs no waiting: it is free and nobody
     /// is queued for it (never ahead of a queued waiter), or this thread
-    /// already holds it. Never joins the queue.
+    /// already holds it (thread-bound). Never joins the queue:
+    /// [`lock_with`](Self::lock_with)`(Wait::not_at_all())`.
     ///
     /// # Errors
-    /// As [`lock`](Self::lock).
+    /// As [`lock_with`](Self::lock_with).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let mutex = client.fair_mutex("nightly-report");
-    /// match mutex.try_lock()? {
+    /// match client.fair_mutex("nightly-report").try_lock()? {
     ///     Some(guard) => println!("free, token {}", guard.fencing_token()),
     ///     None => println!("held or queued for: not waiting"),
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_lock(&self) -> Result<Option<FairMutexGuard>> {
-        self.acquire(Wait::Never)
+    pub fn try_lock(&self) -> Result<Option<FairMutexGuard<O>>> {
+        self.lock_with(Wait::not_at_all())
     }
 
-    /// Waits in FIFO order for at most `timeout`. On timeout the queue entry
-    /// is removed before returning `Ok(None)`, so nobody behind is delayed;
-    /// if the lock was handed over in that last instant, the guard is
-    /// returned instead.
+    /// Waits in FIFO order for at most `timeout`:
+    /// [`lock_with`](Self::lock_with)`(Wait::at_most(timeout))`.
     ///
     /// # Errors
-    /// As [`lock`](Self::lock).
+    /// As [`lock_with`](Self::lock_with).
     ///
     /// ```no_run
     /// use std::time::Duration;
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let mutex = client.fair_mutex("nightly-report");
-    /// if let Some(guard) = mutex.try_lock_for(Duration::from_secs(5))? {
+    /// if let Some(guard) = client.fair_mutex("nightly-report").try_lock_for(Duration::from_secs(5))? {
     ///     guard.unlock()?;
     /// } // else: not ours within 5 s, and no longer queued
     /// # Ok(()) }
     /// ```
-    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<FairMutexGuard>> {
-        self.acquire(Wait::AtMost(Some(timeout), None))
+    pub fn try_lock_for(&self, timeout: Duration) -> Result<Option<FairMutexGuard<O>>> {
+        self.lock_with(Wait::at_most(timeout))
     }
 
-    /// Waits in FIFO order until the lock is ours, `timeout` passes (`None`:
-    /// no limit) or `cancel` is cancelled from another thread. On timeout or
-    /// cancellation the queue entry is removed before returning `Ok(None)`,
-    /// as with [`try_lock_for`](Self::try_lock_for); if the lock was handed
-    /// over in that last instant, the guard is returned instead.
+    /// Lease left on the current hold, whoever holds it; `None` when free.
     ///
     /// # Errors
-    /// As [`lock`](Self::lock).
+    /// As [`status`](FairLock::status).
     ///
     /// ```no_run
-    /// use std::time::Duration;
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let mutex = client.fair_mutex("nightly-report");
-    /// let cancel = fairlock::WaitCanceller::new();
-    /// let on_shutdown = cancel.clone(); // e.g. to a signal-handling thread
-    /// std::thread::spawn(move || on_shutdown.cancel());
-    /// match mutex.lock_cancellable(Some(Duration::from_secs(60)), &cancel)? {
-    ///     Some(guard) => guard.unlock()?,
-    ///     None => println!("cancelled or timed out; left the queue"),
+    /// if let Some(left) = client.fair_mutex("nightly-report").remaining_lease()? {
+    ///     println!("the holder's lease runs {left:?} more unless renewed");
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn lock_cancellable(
-        &self,
-        timeout: Option<Duration>,
-        cancel: &WaitCanceller,
-    ) -> Result<Option<FairMutexGuard>> {
-        self.acquire(Wait::AtMost(timeout, Some(cancel)))
+    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let status = self.status(1)?;
+        Ok(status.holder().and_then(|holder| holder.remaining_lease))
     }
 
-    fn acquire(&self, wait: Wait<'_>) -> Result<Option<FairMutexGuard>> {
-        let hold = self.handle.acquire(Ok(Ask::Mutex), wait)?;
-        Ok(hold.map(|hold| FairMutexGuard::new(self.clone(), hold)))
+    /// As [`force_unlock`](FairLock::force_unlock), and says who held the
+    /// lock at the moment it was freed (read in the same atomic step).
+    ///
+    /// # Errors
+    /// As [`status`](FairLock::status).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if let Some(was) = client.fair_mutex("nightly-report").force_unlock_holder()? {
+    ///     println!("freed the lock {} held", was);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
+        let freed = self.target().force_release(self.shared())?;
+        Ok(freed.holder.map(Participant::new))
     }
+}
 
+impl FairLock<kind::Mutex, Bound> {
     /// True when the calling thread (through this client) holds the lock.
     ///
     /// # Errors
-    /// As [`is_locked`](Self::is_locked).
+    /// As [`status`](FairLock::status).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -169,7 +202,7 @@ impl FairMutex {
     /// How many guards the calling thread holds on this lock (0 if none).
     ///
     /// # Errors
-    /// As [`is_locked`](Self::is_locked).
+    /// As [`status`](FairLock::status).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -183,103 +216,14 @@ impl FairMutex {
     /// ```
     pub fn hold_count(&self) -> Result<u32> {
         let shared = self.shared();
-        let owner = shared.owner_id();
+        let owner = shared.owner_id(None, None);
         // Only a hold this thread has a live guard of counts as its own.
-        let live = shared.holds.live_token(self.handle.keys()?.lock(), &owner);
-        Ok(match self.status(0)?.holder {
+        let live = shared.live_token(self.target().keys()?.lock(), &owner);
+        Ok(match self.status(1)?.holder() {
             Some(holder) if holder.who.owner() == owner && holder.fencing_token == live => {
                 holder.hold_count
             }
             _ => 0,
         })
-    }
-
-    /// Lease left on the current hold, whoever holds it; `None` when free.
-    ///
-    /// # Errors
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// if let Some(left) = client.fair_mutex("nightly-report").remaining_lease()? {
-    ///     println!("the holder's lease runs {left:?} more unless renewed");
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
-        Ok(self.status(0)?.holder.and_then(|h| h.remaining_lease))
-    }
-
-    /// Number of live waiters queued (dead ones not yet removed are not counted).
-    ///
-    /// # Errors
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// println!("{} waiting", client.fair_mutex("nightly-report").queue_len()?);
-    /// # Ok(()) }
-    /// ```
-    pub fn queue_len(&self) -> Result<usize> {
-        Ok(self.status(0)?.queue_len)
-    }
-
-    /// Everything about the lock in one atomic read: the holder (owner id,
-    /// hold count, token, lease left), the first `max_waiters` queued
-    /// waiters in order with the liveness each has left, the live queue
-    /// length and the last fencing token. Costs O(log N + max_waiters).
-    ///
-    /// # Errors
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let status = client.fair_mutex("nightly-report").status(10)?;
-    /// if let Some(holder) = &status.holder {
-    ///     println!("held by {} (token {})", holder.who, holder.fencing_token);
-    /// }
-    /// for (place, waiter) in status.waiters.iter().enumerate() {
-    ///     println!("{place}: {}", waiter.who);
-    /// }
-    /// println!("{} waiting in all", status.queue_len);
-    /// # Ok(()) }
-    /// ```
-    pub fn status(&self, max_waiters: usize) -> Result<LockStatus> {
-        Ok(LockStatus::from_reply(self.handle.status(max_waiters, 1)?))
-    }
-
-    /// As [`force_unlock`](Self::force_unlock), and says who held the lock
-    /// at the moment it was freed (read in the same atomic step).
-    ///
-    /// # Errors
-    /// As [`is_locked`](Self::is_locked).
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// if let Some(was) = client.fair_mutex("nightly-report").force_unlock_holder()? {
-    ///     println!("freed the lock {} held", was);
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
-        let freed = self.handle.force_release()?;
-        Ok(freed.holder.map(Participant::new))
-    }
-
-    pub(crate) fn shared(&self) -> &Shared {
-        self.handle.shared()
-    }
-}
-
-impl std::fmt::Debug for FairMutex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FairMutex")
-            .field("name", &self.name())
-            .field("fixed_lease", &self.handle.fixed_lease())
-            .finish_non_exhaustive()
     }
 }

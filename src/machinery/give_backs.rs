@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::protocol::{Ask, LockKeys, QueueEntry};
+use crate::protocol::{Ask, Lease, LockKeys, QueueEntry};
 
 /// Most entries kept; past it the oldest is dropped (its lease and its
 /// queue entry still run out by themselves).
@@ -26,8 +26,7 @@ pub(crate) struct GiveBack {
     pub(crate) owner: String,
     pub(crate) call: u64,
     /// The call's lease, as its queue entry names it.
-    lease: Duration,
-    fixed: bool,
+    lease: Lease,
     /// What the call asked for.
     ask: Ask,
     /// A confirmation counts only for a give-back sent from then on.
@@ -41,7 +40,6 @@ impl GiveBack {
             owner: &self.owner,
             wait_id: self.call,
             lease: self.lease,
-            fixed: self.fixed,
             ask: self.ask,
         }
     }
@@ -70,7 +68,6 @@ impl GiveBacks {
             owner: entry.owner.to_owned(),
             call: entry.wait_id,
             lease: entry.lease,
-            fixed: entry.fixed,
             ask: entry.ask,
             retire_from: Instant::now() + linger,
         }));
@@ -101,13 +98,12 @@ mod tests {
     #[test]
     fn an_entry_retires_only_on_a_give_back_sent_after_its_linger() {
         let give_backs = GiveBacks::default();
-        let keys = Arc::new(LockKeys::new("p", "n").unwrap());
+        let keys = Arc::new(LockKeys::mutex("p", "n").unwrap());
         let before = Instant::now();
         let entry = QueueEntry {
             owner: "c:1",
             wait_id: 7,
-            lease: Duration::from_secs(30),
-            fixed: false,
+            lease: Lease::Renewed(Duration::from_secs(30)),
             ask: crate::protocol::Ask::Mutex,
         };
         give_backs.add(keys, entry, Duration::from_secs(60));

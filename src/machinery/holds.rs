@@ -126,42 +126,47 @@ impl HoldState {
     }
 }
 
+/// What a hold is made of: the grant an acquire call got, as this client
+/// learned it.
+pub(crate) struct Granted {
+    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) owner: String,
+    pub(crate) token: u64,
+    /// The acquire call that made it.
+    pub(crate) call: u64,
+    /// Whether it excludes every other (a mutex's, a write).
+    pub(crate) exclusive: bool,
+    pub(crate) labels: Labels,
+    /// Its lease counts from here (the send time of a request that ran
+    /// before the grant) and lasts `lease_left` by Redis's clock.
+    pub(crate) since: Instant,
+    pub(crate) lease_left: Duration,
+    /// The watchdog stops renewing it this long after the grant, if set.
+    pub(crate) max_hold: Option<Duration>,
+}
+
 impl Hold {
-    /// A hold whose lease counts from `since` and lasts `lease` by Redis's
-    /// clock.
-    /// Exclusive by default (a mutex's); `labels` carry only its primitive.
-    pub(crate) fn new(
-        keys: Arc<LockKeys>,
-        owner: String,
-        token: u64,
-        call: u64,
-        drift: ClockDrift,
-        since: Instant,
-        lease: Duration,
-    ) -> Self {
-        let keys_kind = keys.kind();
+    /// The hold of `granted`, its lease counted locally less the `drift`
+    /// allowance.
+    pub(crate) fn new(granted: Granted, drift: ClockDrift) -> Self {
+        let granted_at = Instant::now();
         Hold {
-            keys,
-            owner,
-            token,
-            call,
-            exclusive: true,
-            labels: Labels::new(keys_kind, None),
-            granted_at: Instant::now(),
+            keys: granted.keys,
+            owner: granted.owner,
+            token: granted.token,
+            call: granted.call,
+            exclusive: granted.exclusive,
+            labels: granted.labels,
+            granted_at,
             drift,
             state: Mutex::new(HoldState {
-                expires_at: drift.local_end(since, lease),
+                expires_at: drift.local_end(granted.since, granted.lease_left),
                 end: None,
-                max_end: None,
+                max_end: granted.max_hold.and_then(|max| granted_at.checked_add(max)),
                 lost_at: None,
             }),
             ended: Condvar::new(),
         }
-    }
-
-    /// Has the watchdog stop renewing the hold `max_hold` after its grant.
-    pub(crate) fn stop_renewing_after(&mut self, max_hold: Duration) {
-        self.state.get_mut().max_end = self.granted_at.checked_add(max_hold);
     }
 
     /// Whether the watchdog renews the hold: not past its maximum hold.
@@ -385,16 +390,23 @@ mod tests {
     use super::*;
 
     fn hold(drift: ClockDrift, lease: Duration) -> Arc<Hold> {
-        let keys = Arc::new(LockKeys::new("p", "n").unwrap());
-        Arc::new(Hold::new(
+        hold_capped(drift, lease, None)
+    }
+
+    fn hold_capped(drift: ClockDrift, lease: Duration, max_hold: Option<Duration>) -> Arc<Hold> {
+        let keys = Arc::new(LockKeys::mutex("p", "n").unwrap());
+        let granted = Granted {
+            labels: Labels::new(keys.kind(), None),
             keys,
-            "c:1".into(),
-            5,
-            1,
-            drift,
-            Instant::now(),
-            lease,
-        ))
+            owner: "c:1".into(),
+            token: 5,
+            call: 1,
+            exclusive: true,
+            since: Instant::now(),
+            lease_left: lease,
+            max_hold,
+        };
+        Arc::new(Hold::new(granted, drift))
     }
 
     fn no_drift() -> ClockDrift {
@@ -431,10 +443,11 @@ mod tests {
         // The lease (60 ms) is capped 20 ms after the maximum hold (40 ms),
         // as the watchdog's renewals cap it; the waiter's thread is held
         // off (the state's lock taken) until both have passed.
-        let mut h = hold(no_drift(), Duration::from_millis(60));
-        Arc::get_mut(&mut h)
-            .expect("one owner")
-            .stop_renewing_after(Duration::from_millis(40));
+        let h = hold_capped(
+            no_drift(),
+            Duration::from_millis(60),
+            Some(Duration::from_millis(40)),
+        );
         let busy = h.state.lock();
         let waiter = {
             let h = Arc::clone(&h);
@@ -450,10 +463,11 @@ mod tests {
 
     #[test]
     fn a_loss_before_the_max_hold_is_reported_as_a_loss() {
-        let mut h = hold(no_drift(), Duration::from_secs(10));
-        Arc::get_mut(&mut h)
-            .expect("one owner")
-            .stop_renewing_after(Duration::from_millis(200));
+        let h = hold_capped(
+            no_drift(),
+            Duration::from_secs(10),
+            Some(Duration::from_millis(200)),
+        );
         let waiter = {
             let h = Arc::clone(&h);
             std::thread::spawn(move || h.wait_end(None))

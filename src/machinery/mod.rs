@@ -6,6 +6,7 @@ pub(crate) mod holds;
 mod own_conns;
 mod renewal;
 pub(crate) mod shared;
+mod start;
 pub(crate) mod subscriber;
 pub(crate) mod waiters;
 pub(crate) mod watchdog;

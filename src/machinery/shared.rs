@@ -12,14 +12,15 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
-use crate::connections::{Backend, Conn};
+use crate::connections::{Backend, Conn, Listen};
 use crate::error::{Error, Result, Retry};
 use crate::machinery::cluster_rounds::ClusterRounds;
 use crate::machinery::give_backs::GiveBacks;
-use crate::machinery::holds::Holds;
+use crate::machinery::holds::{Hold, Holds};
 use crate::machinery::own_conns::OwnConns;
-use crate::machinery::waiters::Waiters;
-use crate::protocol::{LockKeys, Operation, QueueEntry, SyncReplicas, WakeMessage};
+use crate::machinery::subscriber;
+use crate::machinery::waiters::{Waiter, Waiters};
+use crate::protocol::{LockKeys, Operation, QueueEntry, SyncReplicas, WakeMessage, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -33,19 +34,19 @@ pub(crate) struct ClientInner {
 /// State shared by the handles and the background threads. The threads hold
 /// only this, never a [`ClientInner`], so they never keep the client alive.
 pub(crate) struct Shared {
-    pub(crate) config: Config,
-    pub(crate) backend: Backend,
-    pub(crate) scripts: Scripts,
+    pub(super) config: Config,
+    pub(super) backend: Backend,
+    pub(super) scripts: Scripts,
     /// Random id of this client; owner ids are `<client id>:<thread number>` (see `owner_id`).
-    pub(crate) client_id: String,
-    pub(crate) waiters: Waiters,
-    pub(crate) holds: Holds,
+    pub(super) client_id: String,
+    pub(super) waiters: Waiters,
+    pub(super) holds: Holds,
     /// Calls whose outcome was never learned, for the watchdog to undo.
-    pub(crate) give_backs: GiveBacks,
+    pub(super) give_backs: GiveBacks,
     /// The watchdog's own connections (renewals never wait for the pool).
-    pub(crate) own_conns: OwnConns,
+    pub(super) own_conns: OwnConns,
     /// The watchdog's per-master rounds on Redis Cluster.
-    pub(crate) cluster_rounds: ClusterRounds,
+    pub(super) cluster_rounds: ClusterRounds,
     next_wait_id: AtomicU64,
     stopping: Mutex<bool>,
     stop_signal: Condvar,
@@ -109,28 +110,75 @@ impl Shared {
         }
     }
 
-    /// Owner id of the calling thread: re-entrancy is per (client, thread).
-    /// `<client id>:<thread number>`, then `@<identity>` when the client
-    /// has one.
-    pub(crate) fn owner_id(&self) -> String {
-        THREAD_NUMBER.with(|n| format!("{}:{n}{}", self.client_id, self.identity_suffix()))
+    /// The client's settings.
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
     }
 
-    /// Owner id of unbound acquire call `call`, its own owner whatever
-    /// thread asks: `<client id>:u<call>`, then `@<tag>` when the call has
-    /// one (an election's candidate: its value), else `@<identity>`.
-    pub(crate) fn unbound_owner_id(&self, call: u64, tag: Option<&str>) -> String {
-        match tag {
-            Some(tag) => format!("{}:u{call}@{tag}", self.client_id),
-            None => format!("{}:u{call}{}", self.client_id, self.identity_suffix()),
+    /// The client's random id.
+    pub(crate) fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// The owner id of an acquire call: the calling thread's
+    /// (`<client id>:<thread number>`: re-entrancy is per client and
+    /// thread), or with `unbound_call` that call's own, whatever thread
+    /// asks (`<client id>:u<call>`); then `@<tag>` when the call has one
+    /// (an election's candidate: its value), else `@<identity>` when the
+    /// client has one.
+    pub(crate) fn owner_id(&self, unbound_call: Option<u64>, tag: Option<&str>) -> String {
+        let suffix = tag.or(self.config.identity.as_deref());
+        let suffix = suffix.map_or_else(String::new, |suffix| format!("@{suffix}"));
+        match unbound_call {
+            Some(call) => format!("{}:u{call}{suffix}", self.client_id),
+            None => THREAD_NUMBER.with(|n| format!("{}:{n}{suffix}", self.client_id)),
         }
     }
 
-    fn identity_suffix(&self) -> String {
-        self.config
-            .identity
-            .as_deref()
-            .map_or_else(String::new, |identity| format!("@{identity}"))
+    /// Registers a waiting call, before its first attempt reaches Redis,
+    /// so that no handoff message can arrive for an id nobody listens to.
+    pub(crate) fn register_waiter(&self, waiter: Arc<Waiter>) {
+        self.waiters.insert(waiter);
+    }
+
+    /// The waiting call `id` waits no more.
+    pub(crate) fn forget_waiter(&self, id: u64) {
+        self.waiters.remove(id);
+    }
+
+    /// The token of the hold of `lock_key` by `owner` that a live guard
+    /// stands for (its exclusive one first), or 0: the only hold a thread
+    /// may re-enter (see [`Holds::live_token`]).
+    pub(crate) fn live_token(&self, lock_key: &str, owner: &str) -> u64 {
+        self.holds.live_token(lock_key, owner)
+    }
+
+    /// Registers a guard on `hold` (renewed by the watchdog unless its
+    /// lease is fixed); a re-entrant guard joins the hold it re-entered. A
+    /// renewed hold granted with less lease left than two watchdog periods
+    /// has the watchdog renew it at once (a waiter whose heartbeats failed
+    /// during an outage gets a grant no longer than its liveness deadline).
+    pub(crate) fn register_hold(&self, hold: Hold, renewed: bool) -> Arc<Hold> {
+        let expires_at = hold.local_end();
+        let hold = self.holds.register(hold, renewed);
+        if renewed && expires_at < Instant::now() + 2 * self.config.watchdog_period() {
+            self.nudge_watchdog();
+        }
+        hold
+    }
+
+    /// A guard of `hold` is gone (released or dropped).
+    pub(crate) fn unregister_hold(&self, hold: &Hold) {
+        self.holds.unregister(hold);
+    }
+
+    /// A new connection of its own subscribed to `channel` (on a cluster,
+    /// on a seed node: every node hears every message; behind Sentinel, on
+    /// the master).
+    pub(crate) fn subscription(&self, channel: &str) -> Result<redis::Connection> {
+        let mut conn = self.backend.subscriber_connection(&Listen::Main)?;
+        subscriber::subscribe(&mut conn, channel)?;
+        Ok(conn)
     }
 
     /// Whether owner id `owner` is one of this client's threads.
@@ -227,15 +275,15 @@ impl Shared {
     /// Runs a writing `op`, still in one round trip: with
     /// [`sync_replicas`](crate::ClientBuilder::sync_replicas) set, a `WAIT` rides
     /// in the same pipeline and a shortfall ([`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated))
-    /// comes back beside the reply.
+    /// comes back with the reply.
     pub(crate) fn call_write<O: Operation>(
         &self,
         keys: &LockKeys,
         op: &O,
-    ) -> Result<(O::Reply, Option<Error>)> {
+    ) -> Result<Written<O::Reply>> {
         let sync = self.config.sync_replicas;
         let (reply, acknowledged) = self.call_with(keys, op, sync)?;
-        Ok((reply, shortfall(sync, acknowledged)))
+        Ok(Written::new(reply, shortfall(sync, acknowledged)))
     }
 
     /// Runs a writing `op` once, within `budget` all told, the wait for a
@@ -248,7 +296,7 @@ impl Shared {
         keys: &LockKeys,
         op: &O,
         budget: Duration,
-    ) -> Result<(O::Reply, Option<Error>)> {
+    ) -> Result<Written<O::Reply>> {
         let give_up = Instant::now() + budget;
         let mut conn = self.backend.get_within(budget)?;
         let left = give_up.saturating_duration_since(Instant::now());
@@ -264,7 +312,7 @@ impl Shared {
             let _ = conn.set_command_timeout(self.config.command_timeout);
         }
         let (reply, acknowledged) = result?;
-        Ok((reply, shortfall(sync, acknowledged)))
+        Ok(Written::new(reply, shortfall(sync, acknowledged)))
     }
 
     fn call_with<O: Operation>(

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::protocol::{Ask, LockKeys, QueueEntry};
+use crate::protocol::{Ask, Lease, LockKeys, QueueEntry};
 
 /// The lock was handed to a waiter while it slept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +35,9 @@ pub(crate) enum Wake {
     Granted(Grant),
     /// Time to ask Redis again (poll deadline, lost place, missed messages).
     Poll,
-    /// The caller's own deadline passed.
-    TimedOut,
+    /// The caller stops waiting: its deadline passed or its wait was
+    /// cancelled.
+    GaveUp,
 }
 
 #[derive(Debug, Default)]
@@ -61,10 +62,9 @@ pub(crate) struct Waiter {
     pub(crate) id: u64,
     pub(crate) keys: Arc<LockKeys>,
     pub(crate) owner: String,
-    /// The lease the call gets with the lock, fixed or renewed by the
-    /// watchdog (which must not extend a fixed one).
-    pub(crate) lease: Duration,
-    pub(crate) fixed: bool,
+    /// The lease the call gets with the lock (the watchdog must not extend
+    /// a fixed one).
+    pub(crate) lease: Lease,
     /// What the call asks for.
     pub(crate) ask: Ask,
     state: Mutex<WaitState>,
@@ -72,20 +72,12 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
-    pub(crate) fn new(
-        id: u64,
-        keys: Arc<LockKeys>,
-        owner: String,
-        lease: Duration,
-        fixed: bool,
-        ask: Ask,
-    ) -> Self {
+    pub(crate) fn new(id: u64, keys: Arc<LockKeys>, owner: String, lease: Lease, ask: Ask) -> Self {
         Waiter {
             id,
             keys,
             owner,
             lease,
-            fixed,
             ask,
             state: Mutex::new(WaitState::default()),
             wakeup: Condvar::new(),
@@ -98,7 +90,6 @@ impl Waiter {
             owner: &self.owner,
             wait_id: self.id,
             lease: self.lease,
-            fixed: self.fixed,
             ask: self.ask,
         }
     }
@@ -189,7 +180,7 @@ impl Waiter {
                 return Wake::Poll;
             }
             if state.cancelled || deadline.is_some_and(|at| at <= now) {
-                return Wake::TimedOut;
+                return Wake::GaveUp;
             }
             match earliest(state.poll_at, deadline) {
                 Some(at) => {
@@ -273,13 +264,12 @@ mod tests {
     use super::*;
 
     fn waiter() -> Arc<Waiter> {
-        let keys = Arc::new(LockKeys::new("p", "n").unwrap());
+        let keys = Arc::new(LockKeys::mutex("p", "n").unwrap());
         Arc::new(Waiter::new(
             1,
             keys,
             "c:1".into(),
-            Duration::from_secs(1),
-            true,
+            Lease::Fixed(Duration::from_secs(1)),
             Ask::Mutex,
         ))
     }
@@ -308,7 +298,7 @@ mod tests {
         let start = Instant::now();
         assert_eq!(
             w.sleep(Some(start + Duration::from_millis(30))),
-            Wake::TimedOut
+            Wake::GaveUp
         );
         assert!(start.elapsed() >= Duration::from_millis(30));
         w.schedule_after_reply(Some(0), 20);
@@ -323,14 +313,13 @@ mod tests {
     #[test]
     fn waiters_of_one_lock_share_a_group_whatever_handle_they_came_through() {
         let waiters = Waiters::default();
-        let keys = |name: &str| Arc::new(LockKeys::new("p", name).unwrap());
+        let keys = |name: &str| Arc::new(LockKeys::mutex("p", name).unwrap());
         for (id, name) in [(1, "a"), (2, "b"), (3, "a"), (4, "a")] {
             waiters.insert(Arc::new(Waiter::new(
                 id,
                 keys(name),
                 format!("c:{id}"),
-                Duration::from_secs(1),
-                true,
+                Lease::Fixed(Duration::from_secs(1)),
                 Ask::Mutex,
             )));
         }
@@ -378,7 +367,7 @@ mod tests {
         w.grant_from_message(5, Duration::from_secs(10));
         assert_eq!(
             w.sleep(Some(Instant::now() + Duration::from_millis(20))),
-            Wake::TimedOut
+            Wake::GaveUp
         );
         w.grant_from_message(7, Duration::from_secs(10));
         assert!(matches!(

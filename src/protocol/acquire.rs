@@ -7,7 +7,7 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{int_list, ms, unexpected, Op, Operation};
-use crate::protocol::{Ask, LockKeys};
+use crate::protocol::{Ask, Lease, LockKeys};
 
 /// What one acquire attempt asks of the script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,9 +39,7 @@ pub struct Acquire<'a> {
     /// The caller's owner id (see `Participant::owner`).
     pub owner: &'a str,
     /// The lease the lock gets when this owner takes it.
-    pub lease: Duration,
-    /// A fixed lease (no watchdog renews it).
-    pub fixed: bool,
+    pub lease: Lease,
     /// How long a queued entry stays without a heartbeat.
     pub waiter_timeout: Duration,
     /// What the attempt may do.
@@ -86,10 +84,11 @@ impl Operation for Acquire<'_> {
     }
 
     fn args(&self) -> Vec<String> {
+        let [lease, fixed] = self.lease.args();
         let mut args = vec![
             self.owner.to_owned(),
-            ms(self.lease),
-            if self.fixed { "1" } else { "0" }.to_owned(),
+            lease,
+            fixed,
             ms(self.waiter_timeout),
             self.mode.as_arg().to_owned(),
             self.wait_id.to_string(),
@@ -107,7 +106,7 @@ impl Operation for Acquire<'_> {
             // A free lock taken with the lease asked for.
             return Ok(AcquireReply::Acquired {
                 token: token as u64,
-                pttl_ms: i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX),
+                pttl_ms: i64::try_from(self.lease.duration().as_millis()).unwrap_or(i64::MAX),
             });
         }
         let items = int_list(reply)?;

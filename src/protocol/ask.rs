@@ -5,8 +5,8 @@
 use crate::protocol::LockKind;
 
 /// How a reader-writer lock is held: shared (read) or exclusive (write), as
-/// statuses ([`Holder::access`](crate::Holder::access)) and unbound guards
-/// ([`UnboundGuard::access`](crate::UnboundGuard::access)) report it.
+/// statuses ([`Holder::access`](crate::Holder::access)) and guards
+/// ([`Guard::access`](crate::Guard::access)) report it.
 ///
 /// ```no_run
 /// use fairlock::Access;
@@ -22,6 +22,7 @@ use crate::protocol::LockKind;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Access {
     /// Shared with other readers.
     Read,
@@ -83,6 +84,24 @@ impl Ask {
             Ask::Mutex | Ask::RwLock(Access::Read) => 1,
             Ask::Permits { n, .. } => n,
             Ask::RwLock(Access::Write) => RW_CAPACITY,
+        }
+    }
+
+    /// A reader-writer lock's access (read or write); `None` for the
+    /// other kinds.
+    pub fn access(self) -> Option<Access> {
+        match self {
+            Ask::RwLock(access) => Some(access),
+            _ => None,
+        }
+    }
+
+    /// The permits a hold of this call takes: a semaphore's `n`; 1 for the
+    /// other kinds (a write takes every unit, but one hold).
+    pub fn permits(self) -> u32 {
+        match self {
+            Ask::Permits { n, .. } => n,
+            _ => 1,
         }
     }
 

@@ -20,6 +20,7 @@ mod election;
 mod force_release;
 mod heartbeat;
 pub mod keys;
+mod lease;
 mod operation;
 mod queue_entry;
 mod release;
@@ -36,12 +37,13 @@ pub use election::{check_value, election_channel, ElectionMessage, MAX_VALUE_LEN
 pub use force_release::{ForceRelease, Freed};
 pub use heartbeat::{Heartbeat, HeartbeatReply, WaiterStatus};
 pub use keys::{LockKeys, LockKind};
+pub use lease::Lease;
 pub use operation::{unexpected, CommonArgs, Operation, Script};
 pub use queue_entry::QueueEntry;
 pub use release::{Release, ReleaseReply};
 pub use renew::Renew;
-pub use replication::SyncReplicas;
-pub use status::{HolderReply, Status, StatusReply, WaiterReply};
+pub use replication::{SyncReplicas, Written};
+pub use status::{Capacity, HolderReply, Status, StatusReply, WaiterReply};
 pub use wake::WakeMessage;
 // Named by the tests and benches only, through `fairlock::__test_support`
 // (the library reaches them through the values above).

@@ -3,12 +3,11 @@
 //! member instead of three structures.
 
 use std::fmt;
-use std::time::Duration;
 
-use crate::protocol::Ask;
+use crate::protocol::{Ask, Lease};
 
 /// Waiting call `wait_id` of thread `owner`, asking for `ask`, to be
-/// granted `lease` (fixed, or renewed by the watchdog). Its text form,
+/// granted `lease`. Its text form,
 /// `"<owner> <wait id> <lease ms> <fixed 0|1>"`, is the queue member the
 /// mutex's `acquire.lua` writes; a counted lock's call adds the units it
 /// asks for as a fifth field (`counted/acquire.lua`'s member). Heartbeats,
@@ -20,23 +19,15 @@ pub struct QueueEntry<'a> {
     /// The call's id inside its client.
     pub wait_id: u64,
     /// The lease the call gets with the lock.
-    pub lease: Duration,
-    /// A fixed lease (no watchdog renews it).
-    pub fixed: bool,
+    pub lease: Lease,
     /// What the call asks for.
     pub ask: Ask,
 }
 
 impl fmt::Display for QueueEntry<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} {} {} {}",
-            self.owner,
-            self.wait_id,
-            self.lease.as_millis(),
-            u8::from(self.fixed)
-        )?;
+        let [lease, fixed] = self.lease.args();
+        write!(f, "{} {} {lease} {fixed}", self.owner, self.wait_id)?;
         match self.ask {
             Ask::Mutex => Ok(()),
             ask => write!(f, " {}", ask.units()),

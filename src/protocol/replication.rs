@@ -34,3 +34,36 @@ impl SyncReplicas {
         })
     }
 }
+
+/// A write's reply, and whether enough replicas acknowledged it. The
+/// write happened on the master either way, so a caller that acts on the
+/// reply (wakes the waiters a release admitted, gives back a hold too few
+/// replicas saw) takes both apart; [`replicated`](Self::replicated) makes
+/// a shortfall the error.
+#[must_use = "a write too few replicas acknowledged is an error to report"]
+#[derive(Debug)]
+pub struct Written<R> {
+    reply: R,
+    replicated: crate::error::Result<()>,
+}
+
+impl<R> Written<R> {
+    /// `reply`, acknowledged by too few replicas when `shortfall` says so.
+    pub fn new(reply: R, shortfall: Option<Error>) -> Self {
+        Written {
+            reply,
+            replicated: shortfall.map_or(Ok(()), Err),
+        }
+    }
+
+    /// The reply, or [`ErrorKind::NotReplicated`] when too few replicas
+    /// acknowledged the write.
+    pub fn replicated(self) -> crate::error::Result<R> {
+        self.replicated.map(|()| self.reply)
+    }
+
+    /// The reply, and whether the write was replicated as asked.
+    pub fn into_parts(self) -> (R, crate::error::Result<()>) {
+        (self.reply, self.replicated)
+    }
+}

@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::protocol::operation::{
     count, int, listed_parts, text, unexpected, Engine, Op, Operation,
 };
-use crate::protocol::LockKind;
+use crate::protocol::{Access, Ask, LockKind};
 
 /// Reads the status of a lock of `kind`, listing at most `waiters` queued
 /// waiters and (a counted lock) `holders` holds.
@@ -22,6 +22,63 @@ pub struct Status {
 /// The scripts' bound on what they list.
 const MAX_LISTED: usize = 1_000_000_000;
 
+/// What a lock admits at once, as a status reports it.
+///
+/// ```no_run
+/// use fairlock::Capacity;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// match client.fair_semaphore("uploads", 4).status(0)?.capacity {
+///     Capacity::Permits(n) => println!("{n} permits"),
+///     Capacity::Unknown => println!("not in use: the first call sets the permits"),
+///     _ => {}
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Capacity {
+    /// One holder at a time: a mutex, an election.
+    One,
+    /// A semaphore's number of permits.
+    Permits(u32),
+    /// Any number of readers, or one writer: a reader-writer lock.
+    ReadersOrOneWriter,
+    /// A semaphore nobody holds or waits for: its permits are recorded by
+    /// the first call that uses it, and forgotten a fence life after the
+    /// last holder and waiter.
+    Unknown,
+}
+
+impl Capacity {
+    /// The capacity of a lock of `kind` whose state records `units` (a
+    /// counted lock's; `None` when it records none).
+    fn of(kind: LockKind, units: Option<u64>) -> Capacity {
+        match (kind, units) {
+            (LockKind::Mutex | LockKind::Election, _) => Capacity::One,
+            (LockKind::RwLock, _) => Capacity::ReadersOrOneWriter,
+            (LockKind::Semaphore, Some(n)) => {
+                Capacity::Permits(u32::try_from(n).unwrap_or(u32::MAX))
+            }
+            (LockKind::Semaphore, None) => Capacity::Unknown,
+        }
+    }
+}
+
+/// What a hold or waiter of `units` on a lock of `kind` is: its access (a
+/// rwlock's; `None` for 0 units, a member fairlock did not write) and
+/// permits (a semaphore's; 1 for the other kinds, 0 for a foreign member).
+fn shape(kind: LockKind, units: u64) -> (Option<Access>, u32) {
+    match kind {
+        LockKind::RwLock => (
+            (units > 0).then(|| Ask::access_of(units)),
+            u32::from(units > 0),
+        ),
+        LockKind::Semaphore => (None, u32::try_from(units).unwrap_or(u32::MAX)),
+        LockKind::Mutex | LockKind::Election => (None, u32::from(units > 0)),
+    }
+}
+
 /// One hold, as a status lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HolderReply {
@@ -32,6 +89,10 @@ pub struct HolderReply {
     pub call: Option<u64>,
     /// The units it takes (a mutex's: 1; a write: the rwlock's capacity).
     pub units: u64,
+    /// A rwlock's hold: read or write.
+    pub access: Option<Access>,
+    /// The permits it takes: a semaphore's; 1 for the other kinds.
+    pub permits: u32,
     /// The thread's holds counted in it (a mutex's re-entries; 1 otherwise).
     pub count: u32,
     /// Its fencing token.
@@ -49,6 +110,11 @@ pub struct WaiterReply {
     pub owner: String,
     /// The units it asks for (0 for a member fairlock did not write).
     pub units: u64,
+    /// What a rwlock's waiter waits for.
+    pub access: Option<Access>,
+    /// The permits it asks for: a semaphore's; 1 for the other kinds (0 for
+    /// a member fairlock did not write).
+    pub permits: u32,
     /// How long it keeps its place without a heartbeat, in ms (negative:
     /// a dead entry not dropped yet).
     pub liveness_left_ms: i64,
@@ -61,6 +127,8 @@ pub struct StatusReply {
     /// when it is not in use (its meta gone a fence life after its last
     /// holder and waiter).
     pub capacity: Option<u64>,
+    /// The kind of lock read.
+    pub kind: LockKind,
     /// The units the live holds take.
     pub used: u64,
     /// Live holds in total (may exceed `holders.len()`).
@@ -73,6 +141,30 @@ pub struct StatusReply {
     pub holders: Vec<HolderReply>,
     /// The waiters listed, in queue order.
     pub waiters: Vec<WaiterReply>,
+}
+
+impl StatusReply {
+    /// What the lock admits at once, as users see it.
+    pub fn admits(&self) -> Capacity {
+        Capacity::of(self.kind, self.capacity)
+    }
+
+    /// Whether a write holds it (a rwlock's: a write takes every unit,
+    /// reads alone never reach that many).
+    pub fn write_held(&self) -> bool {
+        self.kind == LockKind::RwLock && Ask::access_of(self.used) == Access::Write
+    }
+
+    /// Free permits: a semaphore's, or a mutex's and an election's (0 or
+    /// 1); `None` for a rwlock, and for a semaphore not in use.
+    pub fn available(&self) -> Option<u32> {
+        let free = |all: u32| all.saturating_sub(u32::try_from(self.used).unwrap_or(u32::MAX));
+        match self.admits() {
+            Capacity::One => Some(free(1)),
+            Capacity::Permits(all) => Some(free(all)),
+            _ => None,
+        }
+    }
 }
 
 impl Operation for Status {
@@ -96,7 +188,7 @@ impl Operation for Status {
             other => return Err(unexpected(&other)),
         };
         match Engine::of(self.kind) {
-            Engine::Mutex => parse_mutex(&items),
+            Engine::Mutex => parse_mutex(&items, self.kind),
             Engine::Counted => self.parse_counted(&items),
         }
     }
@@ -111,10 +203,14 @@ impl Status {
         let holders = holders
             .chunks(5)
             .map(|h| {
+                let units = count(&h[2])?;
+                let (access, permits) = shape(self.kind, units);
                 Ok(HolderReply {
                     owner: text(&h[0])?,
                     call: Some(count(&h[1])?),
-                    units: count(&h[2])?,
+                    units,
+                    access,
+                    permits,
                     count: 1,
                     token: count(&h[3])?,
                     lease_left_ms: Some(int(&h[4])?),
@@ -124,9 +220,13 @@ impl Status {
         let waiters = waiters
             .chunks(3)
             .map(|w| {
+                let units = count(&w[1])?;
+                let (access, permits) = shape(self.kind, units);
                 Ok(WaiterReply {
                     owner: text(&w[0])?,
-                    units: count(&w[1])?,
+                    units,
+                    access,
+                    permits,
                     liveness_left_ms: int(&w[2])?,
                 })
             })
@@ -134,6 +234,7 @@ impl Status {
         let capacity = count(&items[0])?;
         Ok(StatusReply {
             capacity: (capacity > 0).then_some(capacity),
+            kind: self.kind,
             used: count(&items[1])?,
             live_holds: count(&items[2])?,
             live_waiters: count(&items[3])?,
@@ -147,7 +248,7 @@ impl Status {
 /// The mutex's `status.lua` reply: holder (or ""), hold count, token, lease
 /// left (-1: no expiry; -2: free), live waiters, last token, then the
 /// waiters (owner, left).
-fn parse_mutex(items: &[Value]) -> Result<StatusReply> {
+fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
     if !items.len().is_multiple_of(2) {
         return Err(unexpected(&items));
     }
@@ -160,6 +261,8 @@ fn parse_mutex(items: &[Value]) -> Result<StatusReply> {
             owner,
             call: None,
             units: 1,
+            access: None,
+            permits: 1,
             count: u32::try_from(int(&items[1])?).unwrap_or(0),
             token: count(&items[2])?,
             lease_left_ms: (pttl != -1).then_some(pttl),
@@ -171,12 +274,15 @@ fn parse_mutex(items: &[Value]) -> Result<StatusReply> {
             Ok(WaiterReply {
                 owner: text(&pair[0])?,
                 units: 1,
+                access: None,
+                permits: 1,
                 liveness_left_ms: int(&pair[1])?,
             })
         })
         .collect::<Result<_>>()?;
     Ok(StatusReply {
         capacity: Some(1),
+        kind,
         used: holders.len() as u64,
         live_holds: holders.len() as u64,
         live_waiters: count(&items[4])?,

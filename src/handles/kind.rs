@@ -1,0 +1,262 @@
+//! The kinds of lock and of hold, as types: the first parameter of
+//! [`FairLock`](crate::FairLock) and of [`Guard`](crate::Guard). Each
+//! capability is one `impl` block over these parameters (lock_api's
+//! `Mutex<R, T>` over its raw locks), so it is written once for every kind
+//! it fits, and a kind's own requests are one block of their own.
+//!
+//! Users name these types only to write code generic over the kinds;
+//! [`FairMutex`](crate::FairMutex), [`FairSemaphore`](crate::FairSemaphore),
+//! [`FairRwLock`](crate::FairRwLock), [`Election`](crate::Election),
+//! [`FairMultiLock`](crate::FairMultiLock) and their guards' aliases are the
+//! everyday names.
+//!
+//! ```
+//! use fairlock::{kind, FairLock, Guard, Ownership};
+//!
+//! /// Any lock of one name, thread-bound or not: its name and status.
+//! fn describe<K: kind::Named, O: Ownership>(lock: &FairLock<K, O>) -> String {
+//!     format!("{} ({:?})", lock.name(), lock.lock_kind())
+//! }
+//!
+//! /// Any guard: its fencing token, whatever it holds.
+//! fn token<K: kind::HoldKind, O: Ownership>(guard: &Guard<K, O>) -> u64 {
+//!     guard.fencing_token()
+//! }
+//! # let _ = (describe::<kind::Mutex, fairlock::Bound>, token::<kind::Any, fairlock::Unbound>);
+//! ```
+
+use std::sync::Arc;
+
+use crate::handles::ownership::Ownership;
+use crate::handles::target::Target;
+use crate::protocol::Ask;
+
+/// The kinds of lock a [`FairLock`](crate::FairLock) can be: [`Mutex`],
+/// [`Semaphore`], [`RwLock`], [`Election`] (locks of one name, also
+/// [`Named`]) and [`Multi`] (several names at once). Sealed: fairlock's
+/// own kinds only.
+pub trait Kind: sealed::Kind + Clone + std::fmt::Debug + Send + Sync + 'static {}
+
+/// The kinds of lock of one name ([`Mutex`], [`Semaphore`], [`RwLock`],
+/// [`Election`]): what has a name, a status, and can be force-unlocked.
+pub trait Named: Kind + sealed::Named {}
+
+/// What a [`Guard`](crate::Guard) holds: a [`Mutex`]'s hold, a
+/// [`Semaphore`]'s permits, a [`Read`] or a [`Write`] of a reader-writer
+/// lock, an [`Election`]'s leadership, or [`Any`] of them (a multi-lock's
+/// parts). Sealed.
+pub trait HoldKind: sealed::HoldKind + 'static {
+    /// What ties a guard of this hold to its thread: a re-entrant hold
+    /// taken by a thread (a mutex's, a read, a write, a leadership taken
+    /// thread-bound) stays on that thread, as `std::sync::MutexGuard`
+    /// does; a semaphore's permit, never re-entered, is `Send` either way.
+    #[doc(hidden)]
+    type Tie<O: Ownership>: Sync + 'static;
+}
+
+/// A hold of one lock of one name ([`Mutex`], [`Semaphore`], [`Read`],
+/// [`Write`], [`Election`]: every [`HoldKind`] but [`Any`]), whose guard
+/// gives back the handle that took it
+/// ([`Guard::lock_handle`](crate::Guard::lock_handle)).
+pub trait OneLock: HoldKind + sealed::OneLock {
+    /// The kind of the lock it is a hold of.
+    type Lock: Named;
+}
+
+/// A fair mutex: one holder at a time, re-entrant per thread when
+/// thread-bound. [`FairMutex`](crate::FairMutex) is `FairLock<Mutex>`,
+/// [`FairMutexGuard`](crate::FairMutexGuard) is `Guard<Mutex>`.
+#[derive(Clone, Debug)]
+pub struct Mutex {
+    pub(crate) target: Target,
+}
+
+/// A fair semaphore of a number of permits, a call taking one or several.
+/// [`FairSemaphore`](crate::FairSemaphore) is `FairLock<Semaphore>`,
+/// [`SemaphorePermit`](crate::SemaphorePermit) is `Guard<Semaphore>`.
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    pub(crate) target: Target,
+    pub(crate) permits: u32,
+}
+
+/// A fair reader-writer lock. [`FairRwLock`](crate::FairRwLock) is
+/// `FairLock<RwLock>`; its guards are `Guard<`[`Read`]`>` and
+/// `Guard<`[`Write`]`>`.
+#[derive(Clone, Debug)]
+pub struct RwLock {
+    pub(crate) target: Target,
+}
+
+/// A leader election: candidates lead one at a time, in arrival order.
+/// [`Election`](crate::Election) is `FairLock<kind::Election, Unbound>`,
+/// [`Leadership`](crate::Leadership) is `Guard<kind::Election, Unbound>`.
+#[derive(Clone, Debug)]
+pub struct Election {
+    pub(crate) target: Target,
+    /// The value candidates of this handle campaign with (`with_value`);
+    /// `None`: the client's identity, or its id.
+    pub(crate) value: Option<Arc<str>>,
+}
+
+/// Several locks taken together, all or none.
+/// [`FairMultiLock`](crate::FairMultiLock) is `FairLock<Multi, Unbound>`;
+/// its guard is a [`MultiGuard`](crate::MultiGuard) of `Guard<`[`Any`]`>`
+/// parts.
+#[derive(Clone, Debug)]
+pub struct Multi {
+    /// Each part, as its caller named it, with what it asks for.
+    pub(crate) parts: Vec<(Target, Ask)>,
+}
+
+/// A reader-writer lock's read hold, shared with other readers
+/// ([`ReadGuard`](crate::ReadGuard) is `Guard<Read>`).
+#[derive(Debug)]
+pub enum Read {}
+
+/// A reader-writer lock's write hold, alone
+/// ([`WriteGuard`](crate::WriteGuard) is `Guard<Write>`).
+#[derive(Debug)]
+pub enum Write {}
+
+/// A hold of any kind: a multi-lock's parts, or any guard made into one
+/// with [`Guard::into_any`](crate::Guard::into_any) (to keep guards of
+/// several kinds in one collection). [`AnyGuard`](crate::AnyGuard) is
+/// `Guard<Any>`.
+#[derive(Debug)]
+pub enum Any {}
+
+impl Kind for Mutex {}
+impl Kind for Semaphore {}
+impl Kind for RwLock {}
+impl Kind for Election {}
+impl Kind for Multi {}
+impl Named for Mutex {}
+impl Named for Semaphore {}
+impl Named for RwLock {}
+impl Named for Election {}
+
+impl OneLock for Mutex {
+    type Lock = Mutex;
+}
+impl OneLock for Semaphore {
+    type Lock = Semaphore;
+}
+impl OneLock for Read {
+    type Lock = RwLock;
+}
+impl OneLock for Write {
+    type Lock = RwLock;
+}
+impl OneLock for Election {
+    type Lock = Election;
+}
+
+impl HoldKind for Mutex {
+    type Tie<O: Ownership> = O::Tie;
+}
+impl HoldKind for Semaphore {
+    type Tie<O: Ownership> = ();
+}
+impl HoldKind for Read {
+    type Tie<O: Ownership> = O::Tie;
+}
+impl HoldKind for Write {
+    type Tie<O: Ownership> = O::Tie;
+}
+impl HoldKind for Election {
+    type Tie<O: Ownership> = O::Tie;
+}
+impl HoldKind for Any {
+    type Tie<O: Ownership> = O::Tie;
+}
+
+/// What the kinds are to the rest of the crate, out of users' reach.
+pub(crate) mod sealed {
+    use crate::handles::target::Target;
+    use crate::protocol::{Ask, LockKind};
+
+    pub trait Kind {}
+
+    pub trait Named {
+        /// The primitive, as the protocol names it.
+        const KIND: LockKind;
+        /// The lock's name and keys.
+        fn target(&self) -> &Target;
+    }
+
+    pub trait HoldKind {}
+
+    pub trait OneLock {
+        /// The kind value of the lock a hold of acquire call `ask` on
+        /// `target` by `owner` is of.
+        fn lock_of(target: Target, ask: Ask, owner: &str) -> <Self as super::OneLock>::Lock
+        where
+            Self: super::OneLock;
+    }
+
+    impl OneLock for super::Mutex {
+        fn lock_of(target: Target, _: Ask, _: &str) -> super::Mutex {
+            super::Mutex { target }
+        }
+    }
+    impl OneLock for super::Semaphore {
+        fn lock_of(target: Target, ask: Ask, _: &str) -> super::Semaphore {
+            let permits = ask.capacity();
+            super::Semaphore { target, permits }
+        }
+    }
+    impl OneLock for super::Read {
+        fn lock_of(target: Target, _: Ask, _: &str) -> super::RwLock {
+            super::RwLock { target }
+        }
+    }
+    impl OneLock for super::Write {
+        fn lock_of(target: Target, _: Ask, _: &str) -> super::RwLock {
+            super::RwLock { target }
+        }
+    }
+    impl OneLock for super::Election {
+        fn lock_of(target: Target, _: Ask, owner: &str) -> super::Election {
+            let value = crate::Participant::new(owner).identity().map(Into::into);
+            super::Election { target, value }
+        }
+    }
+
+    impl Kind for super::Mutex {}
+    impl Kind for super::Semaphore {}
+    impl Kind for super::RwLock {}
+    impl Kind for super::Election {}
+    impl Kind for super::Multi {}
+    impl HoldKind for super::Mutex {}
+    impl HoldKind for super::Semaphore {}
+    impl HoldKind for super::Read {}
+    impl HoldKind for super::Write {}
+    impl HoldKind for super::Election {}
+    impl HoldKind for super::Any {}
+
+    impl Named for super::Mutex {
+        const KIND: LockKind = LockKind::Mutex;
+        fn target(&self) -> &Target {
+            &self.target
+        }
+    }
+    impl Named for super::Semaphore {
+        const KIND: LockKind = LockKind::Semaphore;
+        fn target(&self) -> &Target {
+            &self.target
+        }
+    }
+    impl Named for super::RwLock {
+        const KIND: LockKind = LockKind::RwLock;
+        fn target(&self) -> &Target {
+            &self.target
+        }
+    }
+    impl Named for super::Election {
+        const KIND: LockKind = LockKind::Election;
+        fn target(&self) -> &Target {
+            &self.target
+        }
+    }
+}

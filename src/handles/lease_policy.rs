@@ -1,0 +1,60 @@
+//! How a handle's holds are leased: renewed by the watchdog (for at most a
+//! maximum hold, if one is set) or fixed. One value, so that a fixed lease
+//! and a maximum hold, which exclude each other, cannot both be set.
+
+use std::time::Duration;
+
+use crate::connections::config::{check_lease, Config};
+use crate::error::Result;
+use crate::protocol::Lease;
+
+/// The lease policy of a handle's acquisitions: the last of
+/// `with_fixed_lease` and `with_max_hold` decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeasePolicy {
+    /// The client's lease, renewed while a guard lives, for at most
+    /// `max_hold` from the grant when set.
+    Renewed {
+        /// The longest a hold is renewed for.
+        max_hold: Option<Duration>,
+    },
+    /// A lease nobody renews: the hold ends by itself this long after its
+    /// grant.
+    Fixed(Duration),
+}
+
+impl Default for LeasePolicy {
+    /// The client's lease, renewed for as long as a guard lives.
+    fn default() -> Self {
+        LeasePolicy::Renewed { max_hold: None }
+    }
+}
+
+impl LeasePolicy {
+    /// The lease an acquisition takes under this policy with the client's
+    /// settings; a lease or maximum hold out of bounds is an error before
+    /// any I/O.
+    pub(crate) fn lease(self, config: &Config) -> Result<Lease> {
+        match self {
+            LeasePolicy::Renewed { max_hold } => {
+                if let Some(max_hold) = max_hold {
+                    check_lease("a maximum hold", max_hold)?;
+                }
+                Ok(Lease::Renewed(config.lease))
+            }
+            LeasePolicy::Fixed(lease) => {
+                check_lease("a fixed lease", lease)?;
+                config.clock_drift.check_against("a fixed lease", lease)?;
+                Ok(Lease::Fixed(lease))
+            }
+        }
+    }
+
+    /// The longest a hold is renewed for, if capped.
+    pub(crate) fn max_hold(self) -> Option<Duration> {
+        match self {
+            LeasePolicy::Renewed { max_hold } => max_hold,
+            LeasePolicy::Fixed(_) => None,
+        }
+    }
+}

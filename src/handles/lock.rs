@@ -1,0 +1,326 @@
+//! `FairLock<K, O>`: every lock handle, written once. The kind `K` says
+//! what the lock is (its own requests are `impl` blocks of their own, one
+//! file per kind), the ownership `O` who owns what its calls take; what
+//! every lock has (its lease settings, its ownership, and for a lock of one
+//! name its name, status and force unlock) is here, for all of them.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::handles::acquisition::Acquisition;
+use crate::handles::guard::Guard;
+use crate::handles::kind::{HoldKind, Kind, Named};
+use crate::handles::lease_policy::LeasePolicy;
+use crate::handles::ownership::{Bound, Ownership, Unbound};
+use crate::handles::status::Status;
+use crate::handles::target::Target;
+use crate::handles::wait::Wait;
+use crate::machinery::shared::{ClientInner, Shared};
+use crate::protocol::{Ask, LockKind};
+
+/// A fair lock of kind `K`, whose acquisitions are owned as `O` says: a
+/// handle made by a [`Client`](crate::Client) without I/O, cheap to clone,
+/// `Send + Sync`.
+///
+/// The everyday names are its aliases: [`FairMutex`](crate::FairMutex),
+/// [`FairSemaphore`](crate::FairSemaphore), [`FairRwLock`](crate::FairRwLock),
+/// [`Election`](crate::Election) and [`FairMultiLock`](crate::FairMultiLock).
+/// What every lock has is written here once; each kind's requests (`lock`,
+/// `acquire_many`, `read`, `write`, `campaign`, ...) are in an `impl` block
+/// of their own, each with every way of waiting ([`Wait`]) in both
+/// ownership modes ([`Bound`], [`Unbound`]).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let export = client
+///     .fair_mutex("nightly-export")
+///     .with_max_hold(Duration::from_secs(600)) // renewed for at most 10 min
+///     .unbound(); // guards that move to other threads
+/// let guard = export.lock()?;
+/// std::thread::spawn(move || guard.unlock()).join().expect("worker")?;
+/// println!("{} waiting", export.queue_len()?);
+/// # Ok(()) }
+/// ```
+pub struct FairLock<K: Kind, O: Ownership = Bound> {
+    client: Arc<ClientInner>,
+    policy: LeasePolicy,
+    pub(crate) kind: K,
+    owner: PhantomData<O>,
+}
+
+impl<K: Kind, O: Ownership> Clone for FairLock<K, O> {
+    fn clone(&self) -> Self {
+        FairLock {
+            client: Arc::clone(&self.client),
+            policy: self.policy,
+            kind: self.kind.clone(),
+            owner: PhantomData,
+        }
+    }
+}
+
+impl<K: Kind, O: Ownership> FairLock<K, O> {
+    pub(crate) fn new(client: Arc<ClientInner>, policy: LeasePolicy, kind: K) -> Self {
+        FairLock {
+            client,
+            policy,
+            kind,
+            owner: PhantomData,
+        }
+    }
+
+    /// The same lock, its holds taken with a fixed `lease` that no watchdog
+    /// renews: each ends by itself `lease` after it was granted (it may be
+    /// released before). It replaces a [maximum hold](Self::with_max_hold)
+    /// set before (a fixed lease is its own maximum); a `with_max_hold`
+    /// after it goes back to a renewed lease. Outside
+    /// [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
+    /// (30 ms to 365 days), each acquiring call reports
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) before
+    /// any I/O.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let cron = client.fair_mutex("cron:cleanup").with_fixed_lease(Duration::from_secs(60));
+    /// let guard = cron.lock()?; // frees itself a minute after the grant, renewed or not
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_fixed_lease(&self, lease: Duration) -> Self {
+        self.with_policy(LeasePolicy::Fixed(lease))
+    }
+
+    /// The same lock, each hold renewed for at most `max_hold` from its
+    /// grant: past it the watchdog stops renewing, the guard's
+    /// [`LeaseSignal`](crate::LeaseSignal) fires with
+    /// [`LeaseEnd::MaxHold`](crate::LeaseEnd::MaxHold), and the lock passes
+    /// on when the lease ends (the last renewal asks for no more than is
+    /// left of `max_hold`). A hold that cannot outlive its purpose, even if
+    /// its thread hangs. It replaces a [fixed lease](Self::with_fixed_lease)
+    /// set before. Outside [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE),
+    /// each acquiring call reports
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) before
+    /// any I/O.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let export = client.fair_mutex("nightly-export").with_max_hold(Duration::from_secs(600));
+    /// let guard = export.lock()?; // passed on 10 min after the grant at the latest
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_max_hold(&self, max_hold: Duration) -> Self {
+        self.with_policy(LeasePolicy::Renewed {
+            max_hold: Some(max_hold),
+        })
+    }
+
+    /// The same lock, acquired by calls that are not bound to a thread:
+    /// each acquisition is an owner of its own, so its guard is `Send +
+    /// Sync + 'static` and may be released or dropped on any thread, and it
+    /// is never re-entered (the same thread asking again queues like any
+    /// other caller, and waits for itself until its timeout). The watchdog
+    /// renews it while the guard lives, wherever it is.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_rwlock("catalog").unbound().write()?;
+    /// std::thread::spawn(move || guard.unlock()).join().expect("worker")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unbound(&self) -> FairLock<K, Unbound> {
+        self.owned_as()
+    }
+
+    /// The same lock, acquired by calls bound to their thread: re-entrant
+    /// where the kind is, each guard staying on its thread (see [`Bound`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let reports = client.fair_mutex("nightly-report").unbound();
+    /// let outer = reports.bound().lock()?;
+    /// let inner = reports.bound().lock()?; // this thread's: re-entered at once
+    /// drop((inner, outer));
+    /// # Ok(()) }
+    /// ```
+    pub fn bound(&self) -> FairLock<K, Bound> {
+        self.owned_as()
+    }
+
+    fn owned_as<P: Ownership>(&self) -> FairLock<K, P> {
+        FairLock::new(Arc::clone(&self.client), self.policy, self.kind.clone())
+    }
+
+    fn with_policy(&self, policy: LeasePolicy) -> Self {
+        FairLock {
+            policy,
+            ..self.clone()
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.client.shared
+    }
+
+    /// One acquire call on `target` asking for `ask` under this lock's
+    /// policy and ownership, its unbound owner id tagged with `tag` (an
+    /// election's value), waiting as `wait` says; the guard of what it got.
+    pub(crate) fn request_on<H: HoldKind>(
+        &self,
+        target: &Target,
+        ask: Ask,
+        tag: Option<&str>,
+        wait: &Wait,
+    ) -> Result<Option<Guard<H, O>>> {
+        let acquisition =
+            Acquisition::new(&self.client, target, ask, self.policy, O::UNBOUND, tag)?;
+        Ok(acquisition.run(wait)?.map(Guard::new))
+    }
+}
+
+impl<K: Named, O: Ownership> FairLock<K, O> {
+    /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// assert_eq!(client.fair_semaphore("uploads", 4).name(), "uploads");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.target().name()
+    }
+
+    /// Which primitive it is: the mutex, the semaphore, the reader-writer
+    /// lock and the election of one name are four locks, in keys of their
+    /// own.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// assert_eq!(client.fair_rwlock("catalog").lock_kind(), fairlock::LockKind::RwLock);
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_kind(&self) -> LockKind {
+        <K as crate::handles::kind::sealed::Named>::KIND
+    }
+
+    /// Everything about the lock in one atomic read, whatever its kind:
+    /// the first `max` holders (by lease end) and the first `max` queued
+    /// waiters (in the order they will get it), the totals, its capacity
+    /// and the last fencing token. Writes nothing; O(log N + max).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let status = client.fair_mutex("nightly-report").status(10)?;
+    /// if let Some(holder) = status.holder() {
+    ///     println!("held by {} (token {})", holder.who, holder.fencing_token);
+    /// }
+    /// for (place, waiter) in status.waiters.iter().enumerate() {
+    ///     println!("{place}: {}", waiter.who);
+    /// }
+    /// println!("{} waiting in all", status.queue_len);
+    /// # Ok(()) }
+    /// ```
+    pub fn status(&self, max: usize) -> Result<Status> {
+        Status::read(self.shared(), self.target(), max)
+    }
+
+    /// True when anyone, anywhere, holds the lock (any hold: the mutex's
+    /// holder, a permit, a read or a write, a leader).
+    ///
+    /// # Errors
+    /// As [`status`](Self::status).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// println!("held: {}", client.fair_rwlock("catalog").is_locked()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn is_locked(&self) -> Result<bool> {
+        Ok(self.status(0)?.holder_count > 0)
+    }
+
+    /// Number of live waiters queued (dead ones not yet removed are not
+    /// counted).
+    ///
+    /// # Errors
+    /// As [`status`](Self::status).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// println!("{} waiting", client.fair_semaphore("uploads", 4).queue_len()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn queue_len(&self) -> Result<usize> {
+        Ok(self.status(0)?.queue_len)
+    }
+
+    /// Frees every hold of the lock, whoever holds it, and hands it on to
+    /// the queue in the same step (to as many waiters at its head as fit).
+    /// Returns true if anything was held. Each old holder's guard reports a
+    /// lost lease (its lease signal fires at its next renewal). Meant for
+    /// operators clearing a lock a stuck process keeps renewing.
+    ///
+    /// # Errors
+    /// As [`status`](Self::status).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if client.fair_mutex("nightly-report").force_unlock()? {
+    ///     println!("freed what a stuck process held");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn force_unlock(&self) -> Result<bool> {
+        Ok(self.target().force_release(self.shared())?.holds > 0)
+    }
+
+    /// The lock's name and keys.
+    pub(crate) fn target(&self) -> &Target {
+        self.kind.target()
+    }
+
+    /// One acquire call on this lock (see [`request_on`](Self::request_on)).
+    pub(crate) fn request<H: HoldKind>(
+        &self,
+        ask: Ask,
+        tag: Option<&str>,
+        wait: &Wait,
+    ) -> Result<Option<Guard<H, O>>> {
+        self.request_on(self.target(), ask, tag, wait)
+    }
+}
+
+/// The guard of a wait that ends only with the lock.
+pub(crate) fn forever<T>(got: Result<Option<T>>) -> Result<T> {
+    got?.ok_or_else(Error::unbounded_wait_ended)
+}
+
+impl<K: Kind, O: Ownership> std::fmt::Debug for FairLock<K, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairLock")
+            .field("kind", &self.kind)
+            .field("lease", &self.policy)
+            .field("unbound", &O::UNBOUND)
+            .finish_non_exhaustive()
+    }
+}

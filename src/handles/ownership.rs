@@ -1,0 +1,62 @@
+//! Who owns an acquisition: its thread ([`Bound`]) or the acquisition
+//! itself ([`Unbound`]). The second parameter of every lock and guard, so
+//! that each request is written once for both.
+
+use std::marker::PhantomData;
+
+/// Who owns the holds a lock's acquisitions take: [`Bound`] (the thread
+/// that asked: re-entrant where the kind is, its guard stays on that
+/// thread) or [`Unbound`] (each acquisition owns itself: never re-entered,
+/// its guard `Send + Sync + 'static`). Sealed.
+///
+/// ```
+/// fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+/// assert_send_sync_static::<fairlock::FairMutexGuard<fairlock::Unbound>>();
+/// assert_send_sync_static::<fairlock::ReadGuard<fairlock::Unbound>>();
+/// ```
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>() {}
+/// assert_send::<fairlock::FairMutexGuard<fairlock::Bound>>();
+/// ```
+pub trait Ownership: sealed::Sealed + Send + Sync + std::fmt::Debug + 'static {
+    /// Whether each acquisition is an owner of its own.
+    #[doc(hidden)]
+    const UNBOUND: bool;
+    /// What a re-entrant guard of this ownership carries to be `Send` or
+    /// not.
+    #[doc(hidden)]
+    type Tie: Sync + 'static;
+}
+
+/// Acquisitions owned by the thread that makes them: a thread that holds a
+/// mutex or a reader-writer lock takes it again at once (a second guard of
+/// the same hold), and such guards stay on their thread (`Sync`, not
+/// `Send`), as `std::sync::MutexGuard` does. The default of the mutex, the
+/// semaphore and the reader-writer lock.
+#[derive(Debug)]
+pub enum Bound {}
+
+/// Acquisitions that own themselves (`<client id>:u<call>`): never
+/// re-entered (the same thread asking again queues like anyone else), and
+/// their guards are `Send + Sync + 'static`, released or dropped on any
+/// thread. The default of elections and multi-locks; any lock's
+/// [`unbound`](crate::FairLock::unbound) gives it.
+#[derive(Debug)]
+pub enum Unbound {}
+
+impl Ownership for Bound {
+    const UNBOUND: bool = false;
+    type Tie = PhantomData<std::sync::MutexGuard<'static, ()>>;
+}
+
+impl Ownership for Unbound {
+    const UNBOUND: bool = true;
+    type Tie = ();
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Bound {}
+    impl Sealed for super::Unbound {}
+}

@@ -1,0 +1,244 @@
+//! `Wait`: how long an acquire call may wait, as one value (etcd's
+//! `Lock(ctx)`: the context carries the deadline and the cancellation), so
+//! that every request has every way of waiting without a method for each.
+
+use std::time::{Duration, Instant};
+
+use crate::handles::cancel::WaitCanceller;
+
+/// How long an acquire call may wait for its turn: [forever](Self::forever),
+/// [not at all](Self::not_at_all), [at most](Self::at_most) a duration or
+/// [until](Self::until) an instant, each of them also ending early when a
+/// [`WaitCanceller`] it was given is [cancelled](Self::cancelled_by).
+///
+/// Every request takes one, through its general method
+/// ([`FairMutex::lock_with`](crate::FairMutex::lock_with),
+/// [`FairSemaphore::acquire_many_with`](crate::FairSemaphore::acquire_many_with),
+/// [`FairRwLock::read_with`](crate::FairRwLock::read_with) and
+/// [`write_with`](crate::FairRwLock::write_with),
+/// [`FairMultiLock::lock_with`](crate::FairMultiLock::lock_with),
+/// [`Election::campaign_with`](crate::Election::campaign_with)), which
+/// returns `Ok(None)` when the wait ended without the lock, having left
+/// the queue first (or the guard, if the lock was handed over in that last
+/// instant). The short forms (`lock`, `try_lock`, `try_lock_for`, ...) are
+/// those methods with [`forever`](Self::forever),
+/// [`not_at_all`](Self::not_at_all) and [`at_most`](Self::at_most).
+/// A `Duration` or an `Instant` converts into a wait by itself.
+///
+/// A wait that cannot wait at all (no time left, or a canceller cancelled
+/// already) still makes one attempt that never queues, as `try_lock` does.
+/// Cheap to clone; `Send + Sync`.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use fairlock::Wait;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let shutdown = fairlock::WaitCanceller::new();
+/// let report = client.fair_mutex("nightly-report");
+/// // At most a minute, and not past a shutdown:
+/// let wait = Wait::at_most(Duration::from_secs(60)).cancelled_by(&shutdown);
+/// match report.lock_with(wait)? {
+///     Some(guard) => guard.unlock()?,
+///     None => println!("no turn within a minute, or shutting down; out of the queue"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Wait {
+    limit: Limit,
+    cancel: Option<WaitCanceller>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Limit {
+    #[default]
+    Forever,
+    NotAtAll,
+    For(Duration),
+    Until(Instant),
+}
+
+impl Wait {
+    /// As long as it takes (the default).
+    ///
+    /// ```
+    /// use fairlock::Wait;
+    /// assert!(Wait::forever().is_forever());
+    /// ```
+    pub fn forever() -> Wait {
+        Wait::default()
+    }
+
+    /// Not at all: one attempt that takes the lock only if that needs no
+    /// waiting (it is free and nobody is queued for it), and never queues.
+    ///
+    /// ```
+    /// use fairlock::Wait;
+    /// assert!(!Wait::not_at_all().is_forever());
+    /// ```
+    pub fn not_at_all() -> Wait {
+        Wait {
+            limit: Limit::NotAtAll,
+            cancel: None,
+        }
+    }
+
+    /// At most `timeout`, counted from the start of the call it is given to
+    /// (`Duration::ZERO` is [`not_at_all`](Self::not_at_all)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fairlock::Wait;
+    /// let wait = Wait::at_most(Duration::from_secs(5));
+    /// assert!(!wait.is_forever());
+    /// ```
+    pub fn at_most(timeout: Duration) -> Wait {
+        Wait {
+            limit: Limit::For(timeout),
+            cancel: None,
+        }
+    }
+
+    /// Until `deadline` (one in the past is [`not_at_all`](Self::not_at_all)):
+    /// several calls, one after another, can share one deadline.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use fairlock::Wait;
+    /// let wait = Wait::until(Instant::now() + Duration::from_secs(30));
+    /// assert!(!wait.is_forever());
+    /// ```
+    pub fn until(deadline: Instant) -> Wait {
+        Wait {
+            limit: Limit::Until(deadline),
+            cancel: None,
+        }
+    }
+
+    /// The same wait, also ended by `cancel` (from any thread, now or
+    /// later; a wait whose canceller is cancelled already makes one
+    /// attempt that never queues). One canceller may end many waits.
+    ///
+    /// ```
+    /// use fairlock::{Wait, WaitCanceller};
+    /// let shutdown = WaitCanceller::new();
+    /// let wait = Wait::forever().cancelled_by(&shutdown);
+    /// assert!(!wait.is_forever()); // it may end without the lock
+    /// ```
+    pub fn cancelled_by(self, cancel: &WaitCanceller) -> Wait {
+        Wait {
+            cancel: Some(cancel.clone()),
+            ..self
+        }
+    }
+
+    /// True when the wait ends only with the lock: forever, without a
+    /// canceller.
+    ///
+    /// ```
+    /// use fairlock::Wait;
+    /// assert!(Wait::default().is_forever());
+    /// ```
+    pub fn is_forever(&self) -> bool {
+        self.limit == Limit::Forever && self.cancel.is_none()
+    }
+
+    /// The canceller, if any.
+    pub(crate) fn canceller(&self) -> Option<&WaitCanceller> {
+        self.cancel.as_ref()
+    }
+
+    /// The wait of a call starting now: its deadline (`None`: none), or
+    /// `Err(())` when it cannot wait at all.
+    pub(crate) fn deadline(&self) -> Result<Option<Instant>, NoWait> {
+        if self
+            .cancel
+            .as_ref()
+            .is_some_and(WaitCanceller::is_cancelled)
+        {
+            return Err(NoWait);
+        }
+        let now = Instant::now();
+        match self.limit {
+            Limit::Forever => Ok(None),
+            Limit::NotAtAll => Err(NoWait),
+            Limit::For(timeout) if timeout.is_zero() => Err(NoWait),
+            // A timeout past what an Instant holds is no limit.
+            Limit::For(timeout) => Ok(now.checked_add(timeout)),
+            Limit::Until(deadline) if deadline <= now => Err(NoWait),
+            Limit::Until(deadline) => Ok(Some(deadline)),
+        }
+    }
+
+    /// The same wait with its duration turned into a deadline from now, so
+    /// that calls made one after another share it (a multi-lock's parts).
+    pub(crate) fn fixed_from_now(&self) -> Wait {
+        let limit = match self.limit {
+            Limit::For(timeout) if !timeout.is_zero() => Instant::now()
+                .checked_add(timeout)
+                .map_or(Limit::Forever, Limit::Until),
+            other => other,
+        };
+        Wait {
+            limit,
+            cancel: self.cancel.clone(),
+        }
+    }
+}
+
+/// A wait that cannot wait at all: the call makes one attempt that never
+/// queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NoWait;
+
+impl From<Duration> for Wait {
+    /// [`Wait::at_most`].
+    fn from(timeout: Duration) -> Wait {
+        Wait::at_most(timeout)
+    }
+}
+
+impl From<Instant> for Wait {
+    /// [`Wait::until`].
+    fn from(deadline: Instant) -> Wait {
+        Wait::until(deadline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_that_cannot_wait_makes_one_attempt() {
+        assert_eq!(Wait::not_at_all().deadline(), Err(NoWait));
+        assert_eq!(Wait::at_most(Duration::ZERO).deadline(), Err(NoWait));
+        let past = Instant::now() - Duration::from_millis(1);
+        assert_eq!(Wait::until(past).deadline(), Err(NoWait));
+        let cancel = WaitCanceller::new();
+        cancel.cancel();
+        assert_eq!(
+            Wait::forever().cancelled_by(&cancel).deadline(),
+            Err(NoWait)
+        );
+    }
+
+    #[test]
+    fn a_wait_with_time_left_has_a_deadline() {
+        assert_eq!(Wait::forever().deadline(), Ok(None));
+        let deadline = Wait::at_most(Duration::from_secs(5)).deadline().unwrap();
+        let left = deadline.unwrap().duration_since(Instant::now());
+        assert!(left <= Duration::from_secs(5) && left > Duration::from_secs(4));
+        assert_eq!(Wait::at_most(Duration::MAX).deadline(), Ok(None));
+    }
+
+    #[test]
+    fn a_duration_fixed_from_now_is_shared_by_later_calls() {
+        let wait = Wait::at_most(Duration::from_secs(5)).fixed_from_now();
+        let first = wait.deadline().unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(wait.deadline().unwrap(), first);
+        assert!(Wait::not_at_all().fixed_from_now().deadline().is_err());
+    }
+}

@@ -1,0 +1,88 @@
+//! Starting a client: its connections, its scripts, and its background
+//! threads (a subscriber per node listened on, then the watchdog), joined
+//! when the last handle drops.
+
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::connections::config::Config;
+use crate::connections::scripts::Scripts;
+use crate::connections::topology::Topology;
+use crate::connections::Backend;
+use crate::error::{Error, ErrorKind, Result};
+use crate::machinery::shared::{ClientInner, Shared};
+use crate::machinery::{subscriber, watchdog};
+
+impl ClientInner {
+    /// Connects as `config` and `topology` say, loads the scripts and
+    /// starts the threads; returns once this client can be woken (a
+    /// subscription is live).
+    pub(crate) fn start(config: Config, topology: Topology) -> Result<ClientInner> {
+        let backend = Backend::open(&config, topology)?;
+        crate::connections::observe::describe();
+        let scripts = Scripts::new(&config.common_args());
+        scripts.load_all(backend.get()?.get())?;
+        let shared = Arc::new(Shared::new(config, backend, scripts));
+
+        // The subscription must be live before any waiter can queue, or the
+        // first handoff message could be missed. On a cluster one thread
+        // listens on each node; one live subscription is enough to start
+        // (every node hears every message), the others keep trying.
+        let inner = ClientInner::new(Arc::clone(&shared));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let slot_map = match shared.backend.slot_map() {
+            Some(Ok(map)) => Some(Arc::new(map)),
+            Some(Err(err)) => {
+                log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
+                None
+            }
+            None => None,
+        };
+        let targets = shared.backend.listen_targets(slot_map.as_deref())?;
+        *shared.cluster_rounds.map.lock() = slot_map;
+        for target in &targets {
+            let (ready_tx, target) = (ready_tx.clone(), target.clone());
+            let subscriber = spawn_named("fairlock-subscriber", &shared, move |shared| {
+                subscriber::run(shared, &target, ready_tx)
+            })?;
+            inner.own(subscriber);
+        }
+        let mut deadline =
+            Instant::now() + shared.config.connect_timeout + shared.config.command_timeout;
+        let mut outcome = Err(Error::new(
+            ErrorKind::Connection,
+            "timed out subscribing to the wake-up channel",
+        ));
+        for _ in &targets {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match ready_rx.recv_timeout(left) {
+                Ok(Ok(())) => {
+                    outcome = Ok(());
+                    // A slow node costs a later fast path, not the start.
+                    deadline = deadline.min(Instant::now() + Duration::from_millis(500));
+                }
+                Ok(Err(err)) if outcome.is_err() => outcome = Err(err),
+                Ok(Err(_)) => {}
+                Err(_) => break,
+            }
+        }
+        outcome?; // on error, dropping `inner` stops and joins the subscribers
+        let watchdog = spawn_named("fairlock-watchdog", &shared, watchdog::run)?;
+        inner.own(watchdog);
+        Ok(inner)
+    }
+}
+
+/// Starts a named background thread that holds only the shared state.
+fn spawn_named(
+    name: &str,
+    shared: &Arc<Shared>,
+    body: impl FnOnce(&Arc<Shared>) + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || body(&shared))
+        .map_err(|err| Error::with_source(ErrorKind::Internal, "cannot start a thread", err))
+}
