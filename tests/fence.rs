@@ -31,7 +31,7 @@ fn client(server: &RedisServer, fence_life: Duration) -> Client {
 
 /// The lock key of `name` under the default prefix.
 fn lock_key(name: &str) -> String {
-    LockKeys::new("fairlock", name).unwrap().all[0].clone()
+    LockKeys::mutex("fairlock", name).unwrap().all[0].clone()
 }
 
 /// Locks and unlocks `name`; returns the token.

@@ -35,7 +35,7 @@ fn hash_tag(key: &str) -> &str {
 #[test]
 fn all_keys_of_a_lock_share_a_tag_whatever_the_name() {
     for name in ["orders:42", "{x}", "}{", "a{b}c", "名前 \n\0", "{}"] {
-        let keys = LockKeys::new("fairlock", name).unwrap();
+        let keys = LockKeys::mutex("fairlock", name).unwrap();
         let tag = hash_tag(&keys.all[0]);
         assert_eq!(tag.len(), 16, "{name:?}");
         assert!(keys.all.iter().all(|k| hash_tag(k) == tag), "{name:?}");
@@ -44,8 +44,8 @@ fn all_keys_of_a_lock_share_a_tag_whatever_the_name() {
 
 #[test]
 fn distinct_names_get_distinct_keys() {
-    let a = LockKeys::new("p", "a:lock:b").unwrap();
-    let b = LockKeys::new("p", "a").unwrap();
+    let a = LockKeys::mutex("p", "a:lock:b").unwrap();
+    let b = LockKeys::mutex("p", "a").unwrap();
     for ka in &a.all {
         assert!(!b.all.contains(ka));
     }
@@ -53,7 +53,7 @@ fn distinct_names_get_distinct_keys() {
 
 #[test]
 fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot() {
-    let mutex = LockKeys::new("p", "jobs").unwrap();
+    let mutex = LockKeys::mutex("p", "jobs").unwrap();
     let sem = LockKeys::semaphore("p", "jobs").unwrap();
     let tag = hash_tag(&mutex.all[0]).to_owned();
     assert_eq!(mutex.kind(), LockKind::Mutex);
@@ -76,7 +76,7 @@ fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot(
 
 #[test]
 fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_queue_keys_2nd_and_3rd() {
-    let mutex = LockKeys::new("p", "jobs").unwrap();
+    let mutex = LockKeys::mutex("p", "jobs").unwrap();
     let sem = LockKeys::semaphore("p", "jobs").unwrap();
     let rw = LockKeys::rwlock("p", "jobs").unwrap();
     let tag = hash_tag(&mutex.all[0]).to_owned();
@@ -99,7 +99,7 @@ fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_queue_keys_2nd_and_3rd() {
 
 #[test]
 fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine() {
-    let mutex = LockKeys::new("p", "jobs").unwrap();
+    let mutex = LockKeys::mutex("p", "jobs").unwrap();
     let sem = LockKeys::semaphore("p", "jobs").unwrap();
     let rw = LockKeys::rwlock("p", "jobs").unwrap();
     let election = LockKeys::election("p", "jobs").unwrap();
@@ -128,10 +128,10 @@ fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine(
 
 #[test]
 fn empty_and_oversized_names_are_invalid() {
-    let kind = |n: &str| LockKeys::new("p", n).unwrap_err().kind();
+    let kind = |n: &str| LockKeys::mutex("p", n).unwrap_err().kind();
     assert_eq!(kind(""), ErrorKind::InvalidName);
     assert_eq!(kind(&"x".repeat(MAX_NAME_LEN + 1)), ErrorKind::InvalidName);
-    assert!(LockKeys::new("p", &"x".repeat(MAX_NAME_LEN)).is_ok());
+    assert!(LockKeys::mutex("p", &"x".repeat(MAX_NAME_LEN)).is_ok());
 }
 
 // Asks (src/protocol/ask.rs)
@@ -398,7 +398,7 @@ fn the_mutex_sends_its_lock_key_and_a_counted_lock_all_its_keys() {
         lease: None,
     };
     assert_eq!(op.args(), ["c:1", "9", "4", "0"]);
-    let mutex = LockKeys::new("p", "n").unwrap();
+    let mutex = LockKeys::mutex("p", "n").unwrap();
     assert_eq!(op.keys(&mutex).len(), 1);
     let sem = LockKeys::semaphore("p", "n").unwrap();
     assert_eq!(op.keys(&sem), sem.all.as_slice());
