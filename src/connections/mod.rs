@@ -24,7 +24,6 @@
 
 mod cluster;
 pub(crate) mod config;
-pub(crate) mod observe;
 pub(crate) mod scripts;
 mod sentinel;
 mod single;

@@ -18,16 +18,19 @@ pub(crate) struct Scripts {
     by_kind: HashMap<Script, RedisScript>,
     /// ARGV[1], ARGV[2] of every script (see [`CommonArgs`]).
     common: [String; 2],
+    /// Told each time the scripts are loaded again (the client's metrics).
+    reloaded: fn(),
 }
 
 impl Scripts {
-    pub(crate) fn new(common: &CommonArgs) -> Self {
+    pub(crate) fn new(common: &CommonArgs, reloaded: fn()) -> Self {
         Scripts {
             by_kind: Script::ALL
                 .iter()
                 .map(|&kind| (kind, RedisScript::new(kind.source())))
                 .collect(),
             common: common.args(),
+            reloaded,
         }
     }
 
@@ -129,7 +132,7 @@ impl Scripts {
             return result.map_err(crate::Error::from_redis);
         }
         log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT FLUSH); loading them again");
-        crate::connections::observe::scripts_reloaded();
+        (self.reloaded)();
         self.load_all(conn)?;
         send_pipeline(pipe, conn).map_err(crate::Error::from_redis)
     }

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::connections::observe::{self, Labels, Outcome};
 use crate::error::{Error, ErrorKind, Result};
 use crate::handles::call_hold::CallHold;
 use crate::handles::cancel::WaitCanceller;
@@ -15,6 +14,7 @@ use crate::handles::lease_policy::LeasePolicy;
 use crate::handles::target::Target;
 use crate::handles::wait::{NoWait, Wait};
 use crate::machinery::holds::{Granted, Hold};
+use crate::machinery::observe::{self, Labels, Outcome};
 use crate::machinery::shared::{ClientInner, Shared};
 use crate::machinery::waiters::{Waiter, Wake};
 use crate::protocol::{

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::connections::config::ClockDrift;
-use crate::connections::observe::{self, Labels};
+use crate::machinery::observe::{self, Labels};
 use crate::protocol::LockKeys;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.

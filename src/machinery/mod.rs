@@ -3,6 +3,7 @@
 mod cluster_rounds;
 pub(crate) mod give_backs;
 pub(crate) mod holds;
+pub(crate) mod observe;
 mod own_conns;
 mod renewal;
 pub(crate) mod shared;

@@ -234,8 +234,8 @@ impl Shared {
                 Err(err) if stale_retries > 0 && stale => {
                     stale_retries -= 1;
                     log::debug!("fairlock: retrying on another connection: {err}");
-                    crate::connections::observe::reconnected(
-                        crate::connections::observe::Reconnect::Pool,
+                    crate::machinery::observe::reconnected(
+                        crate::machinery::observe::Reconnect::Pool,
                     );
                 }
                 Err(err)
@@ -389,10 +389,8 @@ impl Shared {
         // Wakes the subscriber out of its blocking read at once; if Redis is
         // gone, its read timeout gets it out instead.
         if let Some(mut conn) = self.backend.get_timeout(Duration::from_millis(200)) {
-            let _: redis::RedisResult<i64> = redis::cmd("PUBLISH")
-                .arg(self.wake_channel())
-                .arg(WakeMessage::STOP)
-                .query(conn.get());
+            let stop = WakeMessage::stop_command(&self.wake_channel());
+            let _: redis::RedisResult<i64> = stop.query(conn.get());
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::connections::topology::Topology;
 use crate::connections::Backend;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::shared::{ClientInner, Shared};
-use crate::machinery::{subscriber, watchdog};
+use crate::machinery::{observe, subscriber, watchdog};
 
 impl ClientInner {
     /// Connects as `config` and `topology` say, loads the scripts and
@@ -20,8 +20,8 @@ impl ClientInner {
     /// subscription is live).
     pub(crate) fn start(config: Config, topology: Topology) -> Result<ClientInner> {
         let backend = Backend::open(&config, topology)?;
-        crate::connections::observe::describe();
-        let scripts = Scripts::new(&config.common_args());
+        observe::describe();
+        let scripts = Scripts::new(&config.common_args(), observe::scripts_reloaded);
         scripts.load_all(backend.get()?.get())?;
         let shared = Arc::new(Shared::new(config, backend, scripts));
 

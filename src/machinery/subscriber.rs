@@ -24,7 +24,7 @@ use crate::connections::Listen;
 use crate::error::Result;
 use crate::machinery::shared::Shared;
 use crate::machinery::waiters::poll_time;
-use crate::protocol::{unexpected, WakeMessage};
+use crate::protocol::{check_subscribed, subscribe_command, WakeMessage};
 
 /// How long a read blocks before the thread checks whether to stop.
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
@@ -82,9 +82,7 @@ fn listen(
             "fairlock: wake-up subscription on {} is back",
             target.describe()
         );
-        crate::connections::observe::reconnected(
-            crate::connections::observe::Reconnect::Subscriber,
-        );
+        crate::machinery::observe::reconnected(crate::machinery::observe::Reconnect::Subscriber);
         shared.waiters.repoll_all();
     }
     let mut interruptions = 0;
@@ -110,24 +108,13 @@ fn listen(
     }
 }
 
-/// Subscribes `conn` to `channel` and checks the server's answer, which the
-/// redis crate's `PubSub::subscribe` drops: a refused subscription (an ACL
-/// user without SUBSCRIBE or without the channel) would otherwise pass for
-/// a live one, and nothing would try again until the connection broke.
+/// Subscribes `conn` to `channel`, checking the server's answer (see
+/// [`check_subscribed`]).
 pub(crate) fn subscribe(conn: &mut redis::Connection, channel: &str) -> Result<()> {
-    let answer: Value = redis::cmd("SUBSCRIBE")
-        .arg(channel)
+    let answer: Value = subscribe_command(channel)
         .query(conn)
         .map_err(crate::Error::from_redis)?;
-    match &answer {
-        Value::Array(items) if items.first() == Some(&Value::BulkString(b"subscribe".to_vec())) => {
-            Ok(())
-        }
-        Value::ServerError(err) => Err(crate::Error::from_redis(redis::RedisError::from(
-            err.clone(),
-        ))),
-        _ => Err(unexpected(&answer)),
-    }
+    check_subscribed(answer)
 }
 
 /// Reads in a row cut short without a sign of a closed connection before the

@@ -14,7 +14,13 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 /// the reader-writer lock and the election of one name are separate locks
 /// in separate keys, so a key of one kind never meets a script of another
 /// engine; all kinds of one name share the `{tag}`, hence one cluster slot.
+///
+/// ```
+/// use fairlock::LockKind;
+/// assert_eq!(LockKind::Semaphore.label(), "semaphore");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LockKind {
     /// A fair mutex: keys lock, queue, deadlines.
     Mutex,
@@ -29,9 +35,8 @@ pub enum LockKind {
 }
 
 impl LockKind {
-    /// The kind as metrics name it: `mutex`, `semaphore`, `rwlock`,
-    /// `election`.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    /// The kind as metrics, statuses and messages name it: `mutex`,
+    /// `semaphore`, `rwlock`, `election`.
     pub fn label(self) -> &'static str {
         match self {
             LockKind::Mutex => "mutex",

@@ -44,7 +44,7 @@ pub use release::{Release, ReleaseReply};
 pub use renew::Renew;
 pub use replication::{SyncReplicas, Written};
 pub use status::{Capacity, HolderReply, Status, StatusReply, WaiterReply};
-pub use wake::WakeMessage;
+pub use wake::{check_subscribed, subscribe_command, WakeMessage};
 // Named by the tests and benches only, through `fairlock::__test_support`
 // (the library reaches them through the values above).
 pub use {

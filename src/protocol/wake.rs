@@ -1,5 +1,12 @@
 //! The messages the scripts publish on a client's wake channel
-//! (`<prefix>:wake:<client id>`), and the one a client sends itself.
+//! (`<prefix>:wake:<client id>`), the one a client sends itself, and the
+//! pub/sub commands a client sends: its subscriptions (the wake channel,
+//! an election's) and that stop message.
+
+use redis::Value;
+
+use crate::error::{Error, Result};
+use crate::protocol::unexpected;
 
 /// One wake message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,12 +36,23 @@ impl WakeMessage {
     /// The stop message's payload.
     pub const STOP: &'static str = "S";
 
+    /// The `PUBLISH` of the stop message on a client's own wake `channel`,
+    /// which gets its subscriber out of its blocking read at once.
+    pub fn stop_command(channel: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd("PUBLISH");
+        cmd.arg(channel).arg(WakeMessage::STOP);
+        cmd
+    }
+
     /// Parses a payload; `None` for anything else.
     pub fn parse(payload: &[u8]) -> Option<WakeMessage> {
         let text = std::str::from_utf8(payload).ok()?;
         let mut fields = text.split(' ');
         let kind = fields.next()?;
-        let numbers: Vec<i64> = fields.map(str::parse).collect::<Result<_, _>>().ok()?;
+        let numbers: Vec<i64> = fields
+            .map(str::parse)
+            .collect::<std::result::Result<_, _>>()
+            .ok()?;
         match (kind, numbers.as_slice()) {
             ("G", &[wait_id, token, ttl_ms]) => Some(WakeMessage::Granted {
                 wait_id: u64::try_from(wait_id).ok()?,
@@ -48,5 +66,26 @@ impl WakeMessage {
             ("S", []) => Some(WakeMessage::Stop),
             _ => None,
         }
+    }
+}
+
+/// The `SUBSCRIBE` to `channel` (a client's wake channel, an election's).
+pub fn subscribe_command(channel: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("SUBSCRIBE");
+    cmd.arg(channel);
+    cmd
+}
+
+/// Checks the server's answer to a `SUBSCRIBE`, which the redis crate's
+/// `PubSub::subscribe` drops: a refused subscription (an ACL user without
+/// SUBSCRIBE or without the channel) would otherwise pass for a live one,
+/// and nothing would try again until the connection broke.
+pub fn check_subscribed(answer: Value) -> Result<()> {
+    match &answer {
+        Value::Array(items) if items.first() == Some(&Value::BulkString(b"subscribe".to_vec())) => {
+            Ok(())
+        }
+        Value::ServerError(err) => Err(Error::from_server(err.clone())),
+        _ => Err(unexpected(&answer)),
     }
 }
