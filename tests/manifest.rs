@@ -43,3 +43,40 @@ fn every_test_file_is_a_declared_test_target() {
         "tests/Cargo.toml declares files that are gone: {stale:?}"
     );
 }
+
+/// The crate docs' "Features" section lists exactly the user features of
+/// the library's Cargo.toml: a feature the docs name but the manifest lacks
+/// (one that was removed or renamed) fails here, and so does a feature
+/// nobody documented.
+#[test]
+fn the_crate_docs_list_exactly_the_features_the_manifest_has() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("src/lib.rs");
+    let section = lib
+        .split("//! ## Features")
+        .nth(1)
+        .expect("src/lib.rs has a \"## Features\" section");
+    let documented: BTreeSet<String> = section
+        .lines()
+        .skip(1) // the rest of the heading's line
+        .take_while(|line| line.starts_with("//!"))
+        .filter_map(|line| line.strip_prefix("//! - `"))
+        .filter_map(|rest| rest.split_once('`').map(|(name, _)| name.to_string()))
+        .collect();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let features: BTreeSet<String> = manifest
+        .split("\n[features]\n")
+        .nth(1)
+        .expect("Cargo.toml has a [features] table")
+        .lines()
+        .take_while(|line| !line.starts_with('['))
+        .filter_map(|line| line.split_once(" = ").map(|(name, _)| name.trim()))
+        .filter(|name| !name.starts_with('#') && *name != "default")
+        .map(String::from)
+        .collect();
+    assert!(!features.is_empty(), "no feature read from Cargo.toml");
+    assert_eq!(
+        documented, features,
+        "src/lib.rs's Features section and Cargo.toml's [features] differ"
+    );
+}
