@@ -39,6 +39,7 @@ use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
 use crate::connections::topology::Topology;
 use crate::error::{Error, ErrorKind, Result};
+use crate::protocol::{check_subscribed, subscribe_command};
 
 use cluster::{Cluster, ClusterManager};
 use sentinel::{Sentinel, SentinelManager};
@@ -258,14 +259,20 @@ impl Backend {
         })
     }
 
-    /// A new connection of a subscriber thread's own, with the command
-    /// timeouts set.
-    pub(crate) fn subscriber_connection(&self, target: &Listen) -> Result<redis::Connection> {
-        match &self.deployment {
+    /// A new connection of its own (a subscriber thread's, a watch's), with
+    /// the command timeouts set, subscribed to `channel`: the server's
+    /// answer is checked (see [`check_subscribed`](crate::protocol::check_subscribed)).
+    pub(crate) fn subscription(&self, target: &Listen, channel: &str) -> Result<redis::Connection> {
+        let mut conn = match &self.deployment {
             Deployment::Single(single) => single.connection(),
             Deployment::Cluster(cluster) => cluster.subscriber_connection(target),
             Deployment::Sentinel(sentinel) => sentinel.connect_master(),
-        }
+        }?;
+        let answer = subscribe_command(channel)
+            .query(&mut conn)
+            .map_err(Error::from_redis)?;
+        check_subscribed(answer)?;
+        Ok(conn)
     }
 }
 

@@ -18,7 +18,6 @@ use crate::machinery::cluster_rounds::ClusterRounds;
 use crate::machinery::give_backs::GiveBacks;
 use crate::machinery::holds::{Hold, Holds};
 use crate::machinery::own_conns::OwnConns;
-use crate::machinery::subscriber;
 use crate::machinery::waiters::{Waiter, Waiters};
 use crate::protocol::{LockKeys, Operation, QueueEntry, SyncReplicas, WakeMessage, Written};
 
@@ -176,9 +175,7 @@ impl Shared {
     /// on a seed node: every node hears every message; behind Sentinel, on
     /// the master).
     pub(crate) fn subscription(&self, channel: &str) -> Result<redis::Connection> {
-        let mut conn = self.backend.subscriber_connection(&Listen::Main)?;
-        subscriber::subscribe(&mut conn, channel)?;
-        Ok(conn)
+        self.backend.subscription(&Listen::Main, channel)
     }
 
     /// Whether owner id `owner` is one of this client's threads.

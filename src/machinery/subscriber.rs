@@ -18,13 +18,11 @@
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use redis::Value;
-
 use crate::connections::Listen;
 use crate::error::Result;
 use crate::machinery::shared::Shared;
 use crate::machinery::waiters::poll_time;
-use crate::protocol::{check_subscribed, subscribe_command, WakeMessage};
+use crate::protocol::WakeMessage;
 
 /// How long a read blocks before the thread checks whether to stop.
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
@@ -67,8 +65,9 @@ fn listen(
     ready: &mut Option<Sender<Result<()>>>,
     first: bool,
 ) -> Result<()> {
-    let mut conn = shared.backend.subscriber_connection(target)?;
-    subscribe(&mut conn, &shared.wake_channel())?;
+    let mut conn = shared
+        .backend
+        .subscription(target, &shared.wake_channel())?;
     let mut pubsub = conn.as_pubsub();
     pubsub
         .set_read_timeout(Some(READ_TIMEOUT))
@@ -106,15 +105,6 @@ fn listen(
             Err(err) => return Err(crate::Error::from_redis(err)),
         }
     }
-}
-
-/// Subscribes `conn` to `channel`, checking the server's answer (see
-/// [`check_subscribed`]).
-pub(crate) fn subscribe(conn: &mut redis::Connection, channel: &str) -> Result<()> {
-    let answer: Value = subscribe_command(channel)
-        .query(conn)
-        .map_err(crate::Error::from_redis)?;
-    check_subscribed(answer)
 }
 
 /// Reads in a row cut short without a sign of a closed connection before the
