@@ -23,7 +23,9 @@
 
 use std::time::Duration;
 
-#[cfg(not(feature = "metrics"))]
+#[cfg(feature = "metrics")]
+use metrics::{counter, gauge, histogram, Label};
+
 use crate::protocol::LockKind;
 
 /// How an acquire call ended, for `fairlock_wait_seconds`.
@@ -44,43 +46,43 @@ pub(crate) enum Reconnect {
     Pool,
 }
 
-#[cfg(feature = "metrics")]
-mod on {
-    use std::sync::Arc;
-    use std::time::Duration;
+/// The labels of one lock's metrics: its primitive, and its name when the
+/// client opted in (names can be unbounded). Empty without the `metrics`
+/// feature.
+#[derive(Debug, Clone)]
+pub(crate) struct Labels {
+    #[cfg(feature = "metrics")]
+    primitive: &'static str,
+    #[cfg(feature = "metrics")]
+    name: Option<std::sync::Arc<str>>,
+}
 
-    use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge};
-    use metrics::{histogram, Label, Unit};
-
-    use super::{Outcome, Reconnect};
-    use crate::protocol::LockKind;
-
-    /// The labels of one lock's metrics: its primitive, and its name when
-    /// the client opted in (names can be unbounded).
-    #[derive(Debug, Clone)]
-    pub(crate) struct Labels {
-        primitive: &'static str,
-        name: Option<Arc<str>>,
-    }
-
-    impl Labels {
-        pub(crate) fn new(kind: LockKind, name: Option<&str>) -> Self {
-            Labels {
-                primitive: kind.label(),
-                name: name.map(Arc::from),
-            }
-        }
-
-        fn list(&self) -> Vec<Label> {
-            let mut labels = vec![Label::new("primitive", self.primitive)];
-            if let Some(name) = &self.name {
-                labels.push(Label::new("name", name.to_string()));
-            }
-            labels
+impl Labels {
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn new(kind: LockKind, name: Option<&str>) -> Self {
+        Labels {
+            #[cfg(feature = "metrics")]
+            primitive: kind.label(),
+            #[cfg(feature = "metrics")]
+            name: name.map(Into::into),
         }
     }
 
-    pub(crate) fn describe() {
+    #[cfg(feature = "metrics")]
+    fn list(&self) -> Vec<Label> {
+        let mut labels = vec![Label::new("primitive", self.primitive)];
+        if let Some(name) = &self.name {
+            labels.push(Label::new("name", name.to_string()));
+        }
+        labels
+    }
+}
+
+/// Describes every metric to the installed recorder (names, units, help).
+pub(crate) fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
         describe_histogram!(
             "fairlock_wait_seconds",
             Unit::Seconds,
@@ -109,8 +111,13 @@ mod on {
             "script cache reloads after the server lost its scripts"
         );
     }
+}
 
-    pub(crate) fn wait_ended(labels: &Labels, outcome: Outcome, waited: Duration) {
+/// An acquire call of the lock `labels` names ended after `waited`.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn wait_ended(labels: &Labels, outcome: Outcome, waited: Duration) {
+    #[cfg(feature = "metrics")]
+    {
         let outcome = match outcome {
             Outcome::Acquired => "acquired",
             Outcome::TimedOut => "timed_out",
@@ -124,131 +131,62 @@ mod on {
             counter!("fairlock_acquisitions_total", labels.list()).increment(1);
         }
     }
+}
 
-    pub(crate) fn handed_over(labels: &Labels, latency: Duration) {
-        histogram!("fairlock_handoff_seconds", labels.list()).record(latency.as_secs_f64());
-    }
+/// A waiter's call returned `latency` after this client learned of its
+/// grant.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn handed_over(labels: &Labels, latency: Duration) {
+    #[cfg(feature = "metrics")]
+    histogram!("fairlock_handoff_seconds", labels.list()).record(latency.as_secs_f64());
+}
 
-    pub(crate) fn hold_ended(labels: &Labels, held: Duration) {
+/// A hold got its first guard.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn hold_began(labels: &Labels) {
+    #[cfg(feature = "metrics")]
+    gauge!("fairlock_held_locks", labels.list()).increment(1.0);
+}
+
+/// A hold's last guard went, `held` after its grant.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn hold_ended(labels: &Labels, held: Duration) {
+    #[cfg(feature = "metrics")]
+    {
         histogram!("fairlock_hold_seconds", labels.list()).record(held.as_secs_f64());
         gauge!("fairlock_held_locks", labels.list()).decrement(1.0);
     }
+}
 
-    pub(crate) fn hold_began(labels: &Labels) {
-        gauge!("fairlock_held_locks", labels.list()).increment(1.0);
-    }
+/// A hold's lease was found lost (once per hold).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn lease_lost(labels: &Labels) {
+    #[cfg(feature = "metrics")]
+    counter!("fairlock_leases_lost_total", labels.list()).increment(1);
+}
 
-    pub(crate) fn lease_lost(labels: &Labels) {
-        counter!("fairlock_leases_lost_total", labels.list()).increment(1);
-    }
+/// A thread started (`+1.0`) or stopped (`-1.0`) waiting in a queue.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn waiting(labels: &Labels, delta: f64) {
+    #[cfg(feature = "metrics")]
+    gauge!("fairlock_waiting_threads", labels.list()).increment(delta);
+}
 
-    pub(crate) fn waiting(labels: &Labels, delta: f64) {
-        gauge!("fairlock_waiting_threads", labels.list()).increment(delta);
-    }
-
-    pub(crate) fn reconnected(what: Reconnect) {
+/// A connection was made again after the server closed one.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn reconnected(what: Reconnect) {
+    #[cfg(feature = "metrics")]
+    {
         let connection = match what {
             Reconnect::Subscriber => "subscriber",
             Reconnect::Pool => "pool",
         };
         counter!("fairlock_reconnects_total", "connection" => connection).increment(1);
     }
-
-    pub(crate) fn scripts_reloaded() {
-        counter!("fairlock_script_reloads_total").increment(1);
-    }
-}
-
-#[cfg(feature = "metrics")]
-pub(crate) use on::Labels;
-
-/// The labels of one lock's metrics (nothing without the `metrics` feature).
-#[cfg(not(feature = "metrics"))]
-#[derive(Debug, Clone)]
-pub(crate) struct Labels;
-
-#[cfg(not(feature = "metrics"))]
-impl Labels {
-    #[inline]
-    pub(crate) fn new(_: LockKind, _: Option<&str>) -> Self {
-        Labels
-    }
-}
-
-/// Describes every metric to the installed recorder (names, units, help).
-#[inline]
-pub(crate) fn describe() {
-    #[cfg(feature = "metrics")]
-    on::describe();
-}
-
-/// An acquire call of the lock `labels` names ended after `waited`.
-#[inline]
-pub(crate) fn wait_ended(labels: &Labels, outcome: Outcome, waited: Duration) {
-    #[cfg(feature = "metrics")]
-    on::wait_ended(labels, outcome, waited);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (labels, outcome, waited);
-}
-
-/// A waiter's call returned `latency` after this client learned of its
-/// grant.
-#[inline]
-pub(crate) fn handed_over(labels: &Labels, latency: Duration) {
-    #[cfg(feature = "metrics")]
-    on::handed_over(labels, latency);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (labels, latency);
-}
-
-/// A hold got its first guard.
-#[inline]
-pub(crate) fn hold_began(labels: &Labels) {
-    #[cfg(feature = "metrics")]
-    on::hold_began(labels);
-    #[cfg(not(feature = "metrics"))]
-    let _ = labels;
-}
-
-/// A hold's last guard went, `held` after its grant.
-#[inline]
-pub(crate) fn hold_ended(labels: &Labels, held: Duration) {
-    #[cfg(feature = "metrics")]
-    on::hold_ended(labels, held);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (labels, held);
-}
-
-/// A hold's lease was found lost (once per hold).
-#[inline]
-pub(crate) fn lease_lost(labels: &Labels) {
-    #[cfg(feature = "metrics")]
-    on::lease_lost(labels);
-    #[cfg(not(feature = "metrics"))]
-    let _ = labels;
-}
-
-/// A thread started (`+1.0`) or stopped (`-1.0`) waiting in a queue.
-#[inline]
-pub(crate) fn waiting(labels: &Labels, delta: f64) {
-    #[cfg(feature = "metrics")]
-    on::waiting(labels, delta);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (labels, delta);
-}
-
-/// A connection was made again after the server closed one.
-#[inline]
-pub(crate) fn reconnected(what: Reconnect) {
-    #[cfg(feature = "metrics")]
-    on::reconnected(what);
-    #[cfg(not(feature = "metrics"))]
-    let _ = what;
 }
 
 /// The scripts were loaded again after the server lost them.
-#[inline]
 pub(crate) fn scripts_reloaded() {
     #[cfg(feature = "metrics")]
-    on::scripts_reloaded();
+    counter!("fairlock_script_reloads_total").increment(1);
 }
