@@ -35,16 +35,44 @@ use crate::protocol::Ask;
 /// [`Semaphore`], [`RwLock`], [`Election`] (locks of one name, also
 /// [`Named`]) and [`Multi`] (several names at once). Sealed: fairlock's
 /// own kinds only.
+///
+/// ```
+/// use fairlock::{kind, FairLock, Ownership};
+/// /// Any lock, of any kind and owner, with a fixed lease of a minute.
+/// fn for_a_minute<K: kind::Kind, O: Ownership>(lock: &FairLock<K, O>) -> FairLock<K, O> {
+///     lock.with_fixed_lease(std::time::Duration::from_secs(60))
+/// }
+/// # let _ = for_a_minute::<kind::Multi, fairlock::Unbound>;
+/// ```
 pub trait Kind: sealed::Kind + Clone + std::fmt::Debug + Send + Sync + 'static {}
 
 /// The kinds of lock of one name ([`Mutex`], [`Semaphore`], [`RwLock`],
 /// [`Election`]): what has a name, a status, and can be force-unlocked.
+///
+/// ```no_run
+/// use fairlock::{kind, FairLock, Ownership};
+/// fn waiting<K: kind::Named, O: Ownership>(lock: &FairLock<K, O>) -> fairlock::Result<usize> {
+///     Ok(lock.status(0)?.queue_len)
+/// }
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// println!("{} waiting", waiting(&client.fair_rwlock("catalog"))?);
+/// # Ok(()) }
+/// ```
 pub trait Named: Kind + sealed::Named {}
 
 /// What a [`Guard`](crate::Guard) holds: a [`Mutex`]'s hold, a
 /// [`Semaphore`]'s permits, a [`Read`] or a [`Write`] of a reader-writer
 /// lock, an [`Election`]'s leadership, or [`Any`] of them (a multi-lock's
 /// parts). Sealed.
+///
+/// ```
+/// use fairlock::{kind, Guard, Ownership};
+/// fn token_of<K: kind::HoldKind, O: Ownership>(guard: &Guard<K, O>) -> u64 {
+///     guard.fencing_token()
+/// }
+/// # let _ = token_of::<kind::Write, fairlock::Bound>;
+/// ```
 pub trait HoldKind: sealed::HoldKind + 'static {
     /// What ties a guard of this hold to its thread: a re-entrant hold
     /// taken by a thread (a mutex's, a read, a write, a leadership taken
@@ -58,14 +86,33 @@ pub trait HoldKind: sealed::HoldKind + 'static {
 /// [`Write`], [`Election`]: every [`HoldKind`] but [`Any`]), whose guard
 /// gives back the handle that took it
 /// ([`Guard::lock_handle`](crate::Guard::lock_handle)).
+///
+/// ```
+/// use fairlock::{kind, kind::OneLock, FairLock, Guard, Ownership};
+/// fn handle_of<K: OneLock, O: Ownership>(guard: &Guard<K, O>) -> FairLock<K::Lock, O> {
+///     guard.lock_handle()
+/// }
+/// # let _ = handle_of::<kind::Read, fairlock::Bound>;
+/// ```
 pub trait OneLock: HoldKind + sealed::OneLock {
-    /// The kind of the lock it is a hold of.
+    /// The kind of the lock it is a hold of: a read's and a write's is
+    /// [`RwLock`].
+    ///
+    /// ```
+    /// use fairlock::kind::{self, OneLock};
+    /// fn same<T>(_: std::marker::PhantomData<T>, _: std::marker::PhantomData<T>) {}
+    /// same(std::marker::PhantomData::<<kind::Write as OneLock>::Lock>, std::marker::PhantomData::<kind::RwLock>);
+    /// ```
     type Lock: Named;
 }
 
 /// A fair mutex: one holder at a time, re-entrant per thread when
 /// thread-bound. [`FairMutex`](crate::FairMutex) is `FairLock<Mutex>`,
 /// [`FairMutexGuard`](crate::FairMutexGuard) is `Guard<Mutex>`.
+///
+/// ```
+/// let _: Option<fairlock::FairLock<fairlock::kind::Mutex>> = None::<fairlock::FairMutex>;
+/// ```
 #[derive(Clone, Debug)]
 pub struct Mutex {
     pub(crate) target: Target,
@@ -74,6 +121,10 @@ pub struct Mutex {
 /// A fair semaphore of a number of permits, a call taking one or several.
 /// [`FairSemaphore`](crate::FairSemaphore) is `FairLock<Semaphore>`,
 /// [`SemaphorePermit`](crate::SemaphorePermit) is `Guard<Semaphore>`.
+///
+/// ```
+/// let _: Option<fairlock::Guard<fairlock::kind::Semaphore>> = None::<fairlock::SemaphorePermit>;
+/// ```
 #[derive(Clone, Debug)]
 pub struct Semaphore {
     pub(crate) target: Target,
@@ -83,6 +134,10 @@ pub struct Semaphore {
 /// A fair reader-writer lock. [`FairRwLock`](crate::FairRwLock) is
 /// `FairLock<RwLock>`; its guards are `Guard<`[`Read`]`>` and
 /// `Guard<`[`Write`]`>`.
+///
+/// ```
+/// let _: Option<fairlock::FairLock<fairlock::kind::RwLock>> = None::<fairlock::FairRwLock>;
+/// ```
 #[derive(Clone, Debug)]
 pub struct RwLock {
     pub(crate) target: Target,
@@ -91,6 +146,11 @@ pub struct RwLock {
 /// A leader election: candidates lead one at a time, in arrival order.
 /// [`Election`](crate::Election) is `FairLock<kind::Election, Unbound>`,
 /// [`Leadership`](crate::Leadership) is `Guard<kind::Election, Unbound>`.
+///
+/// ```
+/// use fairlock::{kind, FairLock, Unbound};
+/// let _: Option<FairLock<kind::Election, Unbound>> = None::<fairlock::Election>;
+/// ```
 #[derive(Clone, Debug)]
 pub struct Election {
     pub(crate) target: Target,
@@ -103,6 +163,11 @@ pub struct Election {
 /// [`FairMultiLock`](crate::FairMultiLock) is `FairLock<Multi, Unbound>`;
 /// its guard is a [`MultiGuard`](crate::MultiGuard) of `Guard<`[`Any`]`>`
 /// parts.
+///
+/// ```
+/// use fairlock::{kind, FairLock, Unbound};
+/// let _: Option<FairLock<kind::Multi, Unbound>> = None::<fairlock::FairMultiLock>;
+/// ```
 #[derive(Clone, Debug)]
 pub struct Multi {
     /// Each part, as its caller named it, with what it asks for.
@@ -111,11 +176,19 @@ pub struct Multi {
 
 /// A reader-writer lock's read hold, shared with other readers
 /// ([`ReadGuard`](crate::ReadGuard) is `Guard<Read>`).
+///
+/// ```
+/// let _: Option<fairlock::Guard<fairlock::kind::Read>> = None::<fairlock::ReadGuard>;
+/// ```
 #[derive(Debug)]
 pub enum Read {}
 
 /// A reader-writer lock's write hold, alone
 /// ([`WriteGuard`](crate::WriteGuard) is `Guard<Write>`).
+///
+/// ```
+/// let _: Option<fairlock::Guard<fairlock::kind::Write>> = None::<fairlock::WriteGuard>;
+/// ```
 #[derive(Debug)]
 pub enum Write {}
 
@@ -123,6 +196,10 @@ pub enum Write {}
 /// with [`Guard::into_any`](crate::Guard::into_any) (to keep guards of
 /// several kinds in one collection). [`AnyGuard`](crate::AnyGuard) is
 /// `Guard<Any>`.
+///
+/// ```
+/// let _: Option<fairlock::Guard<fairlock::kind::Any>> = None::<fairlock::AnyGuard>;
+/// ```
 #[derive(Debug)]
 pub enum Any {}
 

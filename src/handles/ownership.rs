@@ -34,6 +34,16 @@ pub trait Ownership: sealed::Sealed + Send + Sync + std::fmt::Debug + 'static {
 /// the same hold), and such guards stay on their thread (`Sync`, not
 /// `Send`), as `std::sync::MutexGuard` does. The default of the mutex, the
 /// semaphore and the reader-writer lock.
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let mutex: fairlock::FairMutex<fairlock::Bound> = client.fair_mutex("nightly-report");
+/// let outer = mutex.lock()?;
+/// let inner = mutex.lock()?; // this thread's: re-entered at once
+/// assert_eq!(inner.fencing_token(), outer.fencing_token());
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub enum Bound {}
 
@@ -42,6 +52,15 @@ pub enum Bound {}
 /// their guards are `Send + Sync + 'static`, released or dropped on any
 /// thread. The default of elections and multi-locks; any lock's
 /// [`unbound`](crate::FairLock::unbound) gives it.
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let mutex: fairlock::FairMutex<fairlock::Unbound> = client.fair_mutex("nightly-report").unbound();
+/// let guard = mutex.lock()?;
+/// std::thread::spawn(move || guard.unlock()).join().expect("worker")?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub enum Unbound {}
 

@@ -37,6 +37,10 @@ pub enum LockKind {
 impl LockKind {
     /// The kind as metrics, statuses and messages name it: `mutex`,
     /// `semaphore`, `rwlock`, `election`.
+    ///
+    /// ```
+    /// assert_eq!(fairlock::LockKind::RwLock.label(), "rwlock");
+    /// ```
     pub fn label(self) -> &'static str {
         match self {
             LockKind::Mutex => "mutex",
