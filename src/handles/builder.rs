@@ -470,7 +470,7 @@ impl ClientBuilder {
     ///     .identity("web-3/worker-7")
     ///     .build()?;
     /// let status = client.fair_mutex("nightly-report").status(10)?;
-    /// if let Some(holder) = status.holder {
+    /// if let Some(holder) = status.holder() {
     ///     println!("held by {}", holder.who.identity().unwrap_or("an unnamed client"));
     /// }
     /// # Ok(()) }

@@ -16,7 +16,7 @@ use crate::protocol::LockKind;
 ///     match holder.access {
 ///         Some(Access::Write) => println!("{} writes", holder.who),
 ///         Some(Access::Read) => println!("{} reads", holder.who),
-///         None => {}
+///         _ => {} // not a rwlock's hold, or an access added later
 ///     }
 /// }
 /// # Ok(()) }
