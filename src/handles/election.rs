@@ -3,8 +3,8 @@
 //! own, each campaign an unbound acquisition whose owner id carries the
 //! candidate's value (`<client id>:u<call>@<value>`), the leader its
 //! holder and the term its fencing token. Beside the queue, a channel per
-//! election (`<key prefix>:election:<name>`) on which a new leader and a
-//! resigning one say so, for watchers.
+//! election (`<key prefix>:election:<name>`) on which the election's
+//! scripts say who leads and who resigned, for watchers.
 
 use std::collections::BTreeMap;
 use std::mem::ManuallyDrop;
@@ -118,10 +118,9 @@ impl Election {
     /// reached Redis; each campaign is a candidate of its own, whatever
     /// thread makes it (a second campaign of one thread queues behind the
     /// first). The value names the candidate wherever the leader is read
-    /// ([`Election::leader`], [`LeaderWatch`], every status); once it
-    /// leads, the leader says so on the election's channel (a failure to
-    /// do that is logged, not an error of the campaign: watchers also read
-    /// the leader on their own).
+    /// ([`Election::leader`], [`LeaderWatch`], every status); the call
+    /// that makes it leader says so on the election's channel, in the same
+    /// round trip (watchers also read the leader on their own).
     ///
     /// The client's watchdog renews the leadership's lease while the
     /// [`Leadership`] lives; a leader whose process dies leads no longer
@@ -202,22 +201,19 @@ impl Election {
     }
 
     /// One campaign with `value` (checked before any I/O), waiting as
-    /// `wait` says; a leadership it won is announced on the channel.
+    /// `wait` says; the script that made it leader announced it on the
+    /// channel.
     fn run(&self, value: &str, wait: Wait<'_>) -> Result<Option<Leadership>> {
         check_value(value)?;
         let hold = self
             .handle
             .with_owner_tag(value)
             .acquire(Ok(Ask::Mutex), wait)?;
-        Ok(hold.map(|hold| {
-            let leadership = Leadership {
-                term: hold.fencing_token(),
-                hold: Some(hold),
-                election: self.clone(),
-                value: value.to_owned(),
-            };
-            leadership.announce();
-            leadership
+        Ok(hold.map(|hold| Leadership {
+            term: hold.fencing_token(),
+            hold: Some(hold),
+            election: self.clone(),
+            value: value.to_owned(),
         }))
     }
 
@@ -302,35 +298,6 @@ impl Election {
         let mut conn = self.shared().backend.subscriber_connection(&Listen::Main)?;
         subscriber::subscribe(&mut conn, &self.channel)?;
         Ok(conn)
-    }
-
-    /// Publishes `message` on the election's channel; a failure is logged.
-    /// With a `budget` (a drop), one attempt on a connection got within it.
-    fn publish(&self, message: &ElectionMessage, budget: Option<Duration>) {
-        let shared = self.shared();
-        let payload = message.payload();
-        let publish = |conn: &mut dyn redis::ConnectionLike| -> Result<()> {
-            let _: i64 = redis::cmd("PUBLISH")
-                .arg(&*self.channel)
-                .arg(&payload)
-                .query(conn)
-                .map_err(Error::from_redis)?;
-            Ok(())
-        };
-        let sent = match budget {
-            None => shared.with_connection(publish),
-            Some(budget) => shared.backend.get_within(budget).and_then(|mut conn| {
-                let sent = publish(conn.get());
-                conn.note(&sent);
-                sent
-            }),
-        };
-        if let Err(err) = sent {
-            log::warn!(
-                "fairlock: publishing {payload:?} on election {:?} failed: {err}",
-                self.name()
-            );
-        }
     }
 }
 
@@ -474,34 +441,16 @@ impl Leadership {
         let Some(mut hold) = self.hold.take() else {
             return Ok(());
         };
-        let released = hold.release();
-        self.election
-            .publish(&ElectionMessage::Resigned { term: self.term }, None);
-        released
-    }
-
-    /// Says on the election's channel that this candidate leads.
-    fn announce(&self) {
-        let Some(hold) = &self.hold else { return };
-        let message = ElectionMessage::Leads {
-            term: self.term,
-            value: self.value.clone(),
-            owner: hold.owner().to_owned(),
-        };
-        self.election.publish(&message, None);
+        hold.release()
     }
 }
 
 impl Drop for Leadership {
     /// Resigns, best effort: the release waits at most one command timeout
-    /// (what did not go out by then the watchdog gives back), and so does
-    /// the message after it.
+    /// (what did not go out by then the watchdog gives back).
     fn drop(&mut self) {
         if let Some(hold) = self.hold.take() {
             drop(hold);
-            let budget = self.election.shared().config.command_timeout;
-            self.election
-                .publish(&ElectionMessage::Resigned { term: self.term }, Some(budget));
         }
     }
 }
