@@ -12,7 +12,11 @@
 //!
 //! lib.lua is a sequence of top-level definitions, each a comment block
 //! and either a one-line `local NAME = ...` or a `local function NAME(...)`
-//! up to the next line that is exactly `end`.
+//! up to the next line that is exactly `end`. A definition whose comment
+//! block starts with the line `-- @election` is the election's version of
+//! the one right before it (of the same name): the election's scripts are
+//! the mutex's files assembled with it in that one's place (issue 28: its
+//! scripts announce its leaders, the mutex's pay nothing for that).
 
 use std::env;
 use std::fs;
@@ -40,8 +44,31 @@ const OPERATIONS: [&str; 16] = [
     "counted/status.lua",
 ];
 
+/// The families of scripts, one folder of OUT_DIR each (`Engine` in
+/// src/protocol/operation.rs): the folder of `OPERATIONS` whose files it
+/// assembles, and whether lib.lua's `@election` definitions stand in for
+/// the ones they follow.
+const FAMILIES: [(&str, &str, bool); 3] = [
+    ("mutex", "mutex", false),
+    ("counted", "counted", false),
+    ("election", "mutex", true),
+];
+
 /// The line that names the helpers to put in where it stands.
 const HELPERS: &str = "-- @helpers";
+
+/// The first line of a definition of lib.lua that is the election's version
+/// of the one before it.
+const ELECTION: &str = "-- @election";
+
+/// One top-level definition of lib.lua: its name, its text (with the
+/// comment block above it) and the election's version of that text, if it
+/// has one of its own.
+struct Definition {
+    name: String,
+    text: String,
+    election: Option<String>,
+}
 
 fn main() {
     // A directory: Cargo reruns this when any file under it changes.
@@ -58,11 +85,17 @@ fn main() {
     }
     let definitions = split_lib(&read(&lua.join("lib.lua")));
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
-    for op in OPERATIONS {
-        let script = assemble(&definitions, op, &read(&lua.join(op)));
-        let path = out.join(op);
-        fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<engine>");
-        fs::write(&path, script).unwrap_or_else(|e| panic!("writing {op}: {e}"));
+    for (family, folder, election) in FAMILIES {
+        for op in OPERATIONS
+            .iter()
+            .filter_map(|op| op.strip_prefix(&format!("{folder}/")))
+        {
+            let file = format!("{folder}/{op}");
+            let script = assemble(&definitions, election, &file, &read(&lua.join(&file)));
+            let path = out.join(family).join(op);
+            fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
+            fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}: {e}"));
+        }
     }
 }
 
@@ -70,10 +103,11 @@ fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
-/// lib.lua's top-level definitions, in order: (name, text with the comment
-/// block above it). Anything else at column 0 stops the build.
-fn split_lib(lib: &str) -> Vec<(String, String)> {
-    let mut definitions: Vec<(String, String)> = Vec::new();
+/// lib.lua's top-level definitions, in order, each with the election's
+/// version of it if one follows it. Anything else at column 0 stops the
+/// build.
+fn split_lib(lib: &str) -> Vec<Definition> {
+    let mut definitions: Vec<Definition> = Vec::new();
     let mut text = String::new();
     let mut lines = lib.lines().enumerate();
     while let Some((n, line)) = lines.next() {
@@ -106,19 +140,44 @@ fn split_lib(lib: &str) -> Vec<(String, String)> {
                 n + 1
             );
         };
+        let text = std::mem::take(&mut text);
+        if let Some(version) = text
+            .strip_prefix(ELECTION)
+            .and_then(|t| t.strip_prefix('\n'))
+        {
+            let Some(last) = definitions.last_mut().filter(|last| last.name == name) else {
+                panic!(
+                    "lua/lib.lua line {}: the election's {name} follows no definition of it",
+                    n + 1
+                );
+            };
+            assert!(
+                last.election.is_none(),
+                "lua/lib.lua: the election's {name} is defined twice"
+            );
+            last.election = Some(version.to_owned());
+            continue;
+        }
         assert!(
-            definitions.iter().all(|(known, _)| known != name),
+            definitions.iter().all(|known| known.name != name),
             "lua/lib.lua: {name} is defined twice"
         );
-        definitions.push((name.to_string(), std::mem::take(&mut text)));
+        definitions.push(Definition {
+            name: name.to_string(),
+            text,
+            election: None,
+        });
     }
     definitions
 }
 
 /// `body` with the definitions each `-- @helpers` line names put in at
-/// that line (a run of such lines is one list), in lib.lua's order.
-fn assemble(definitions: &[(String, String)], op: &str, body: &str) -> String {
-    let mut script = format!("-- lua/{op}, assembled by build.rs with helpers of lua/lib.lua\n");
+/// that line (a run of such lines is one list), in lib.lua's order; for an
+/// `election`, their election's versions where they have one.
+fn assemble(definitions: &[Definition], election: bool, op: &str, body: &str) -> String {
+    let what = if election { " for an election" } else { "" };
+    let mut script =
+        format!("-- lua/{op}, assembled by build.rs{what} with helpers of lua/lib.lua\n");
     let mut emitted = vec![false; definitions.len()];
     let mut lines = body.lines().peekable();
     while let Some(line) = lines.next() {
@@ -134,14 +193,18 @@ fn assemble(definitions: &[(String, String)], op: &str, body: &str) -> String {
         }
         let mut wanted = vec![false; definitions.len()];
         for name in names.iter().filter(|n| !n.is_empty()) {
-            let Some(i) = definitions.iter().position(|(known, _)| known == name) else {
+            let Some(i) = definitions.iter().position(|known| known.name == *name) else {
                 panic!("lua/{op}: {name} is not defined in lua/lib.lua");
             };
             assert!(!emitted[i], "lua/{op}: {name} is named twice");
             (wanted[i], emitted[i]) = (true, true);
         }
         script.push_str(&format!("{line}\n"));
-        for (i, (_, text)) in definitions.iter().enumerate().filter(|(i, _)| wanted[*i]) {
+        for (i, definition) in definitions.iter().enumerate().filter(|(i, _)| wanted[*i]) {
+            let text = match &definition.election {
+                Some(version) if election => version,
+                _ => &definition.text,
+            };
             script.push_str(text);
             if text.lines().count() > 1 || !wanted[i + 1..].iter().any(|w| *w) {
                 script.push('\n');

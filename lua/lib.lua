@@ -48,6 +48,10 @@
 -- ARGV[1] is always the wake channel prefix, ARGV[2] the fence life in ms.
 -- Messages: "G <wait id> <token> <ttl ms>" = the lock was handed to you;
 --           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl.
+-- An election (the mutex's engine on keys of its own) also says on its
+-- channel "<token> <value> <owner>" when it grants its lock (value: what
+-- follows the first '@' in the owner id) and "resigned <token>" when a
+-- hold ends with nobody to hand it to (ANNOUNCE).
 -- Time is read only from the server's TIME, and only where a token or a
 -- deadline needs it; clients never send timestamps.
 
@@ -58,6 +62,19 @@ local HOLDERS = KEYS[1]
 local TOKENS = KEYS[4]
 local META = KEYS[5]
 local WAKE_PREFIX = ARGV[1]
+
+-- The channel an election's scripts announce its leaders on; nil in the
+-- mutex's, which announce nothing (and pay one nil check where an
+-- election's announce). build.rs assembles the election's scripts from the
+-- mutex's files with the `@election` definition below in its place.
+local ANNOUNCE = nil
+-- @election
+-- The election's channel "<key prefix>:election:<name>", from its lock key
+-- "<key prefix>:{<tag>}:elect:<name>" (a key prefix holds no '{'). An
+-- announcement is a pcall: one the caller's ACL user may not make (a
+-- channel it is not granted) fails alone and the step it tells of stands,
+-- as when a message is lost (watchers read the election on their own too).
+local ANNOUNCE = (string.gsub(LOCK, '^([^{]*){%x+}:elect:', '%1election:', 1))
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15).
 local function fmt(n)
@@ -164,9 +181,15 @@ end
 -- clock steps back further.
 -- `mark` is kept, so that a repeat of the call that last freed the lock is
 -- still known after later takes.
+-- An election announces its new leader (a repeat of the call that took
+-- it takes nothing, so it is announced once).
 local function take(owner, ttl, now_us, call, last, mark)
   local token = fmt(math.max(tonumber(last) + 1, now_us))
   write_hold(token, owner, call, mark, FENCE_LIFE, ttl)
+  if ANNOUNCE then
+    redis.pcall('PUBLISH', ANNOUNCE,
+      token .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner)
+  end
   return tonumber(token)
 end
 
@@ -326,12 +349,16 @@ local function join_queue(entry, mode, now_ms, waiter_timeout)
 end
 
 -- Frees the held lock (token `token`) for the next live waiter (the time
--- may be nil: see hand_over), or records it free when nobody waits; either
--- way with `mark`, the call that freed it. Returns what hand_over returns.
+-- may be nil: see hand_over), or records it free when nobody waits (an
+-- election then announces that the hold of `token` ended); either way
+-- with `mark`, the call that freed it. Returns what hand_over returns.
 local function free_lock(now_us, now_ms, token, mark)
   local owner, wait_id, new_token, ttl = hand_over(now_us, now_ms, token, mark)
   if not owner then
     write_free(token, mark)
+    if ANNOUNCE then
+      redis.pcall('PUBLISH', ANNOUNCE, 'resigned ' .. token)
+    end
   end
   return owner, wait_id, new_token, ttl
 end

@@ -603,3 +603,74 @@ fn a_leadership_is_send_sync_and_resigned_on_another_thread() {
     let next = election.campaign_with("after").unwrap();
     assert!(next.term() > term);
 }
+
+/// `cmdstat_<command>:calls=<n>` of every command the server ran so far.
+fn command_calls(conn: &mut redis::Connection) -> std::collections::HashMap<String, i64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(":calls=")?;
+            Some((name.to_owned(), rest.split(',').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A campaign that leads at once, a resign and a drop each cost the client
+/// one command, an EVALSHA (read on its way by a proxy): the scripts say
+/// who leads and who resigned on the election's channel themselves, in the
+/// same call. On the server (a server of this test's own), EVALSHA runs
+/// once per call, and PUBLISH once per message the channel carried.
+#[test]
+fn a_campaign_a_resign_and_a_drop_each_cost_the_client_one_command() {
+    let server = RedisServer::start();
+    let counter = CommandCounter::start(server.port());
+    let client = Client::builder(&counter.url()).build().unwrap();
+    let election = client.election("counted");
+    let mut admin = server.conn();
+    let mut listener = server.conn();
+    let mut channel = listener.as_pubsub();
+    channel.subscribe("fairlock:election:counted").unwrap();
+    channel
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut heard = || {
+        let mut payloads = Vec::new();
+        while let Ok(message) = channel.get_message() {
+            payloads.push(message.get_payload::<String>().unwrap());
+        }
+        payloads
+    };
+    // Connections opened, scripts loaded, subscriptions made.
+    election.campaign_with("warm").unwrap().resign().unwrap();
+    assert_eq!(heard().len(), 2, "the warm-up's leader and resignation");
+
+    let before = command_calls(&mut admin);
+    let (campaign, leadership) = counter.during(|| election.campaign_with("one").unwrap());
+    let term = leadership.term();
+    let (resign, resigned) = counter.during(|| leadership.resign());
+    resigned.unwrap();
+    let dropped = election.campaign_with("two").unwrap();
+    let dropped_term = dropped.term();
+    let (drop_cmds, ()) = counter.during(|| drop(dropped));
+    let after = command_calls(&mut admin);
+    let grew = |name: &str| after.get(name).unwrap_or(&0) - before.get(name).unwrap_or(&0);
+    eprintln!(
+        "election: commands from the client: campaign {campaign:?}, resign {resign:?}, drop {drop_cmds:?}"
+    );
+    assert_eq!(campaign, ["EVALSHA"], "one command per campaign");
+    assert_eq!(resign, ["EVALSHA"], "one command per resign");
+    assert_eq!(drop_cmds, ["EVALSHA"], "one command per drop");
+    assert_eq!(election.leader().unwrap(), None, "the drop resigned");
+    let messages = heard();
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    assert!(messages[0].starts_with(&format!("{term} one {}:u", client.id())));
+    assert_eq!(messages[1], format!("resigned {term}"));
+    assert!(messages[2].starts_with(&format!("{dropped_term} two ")));
+    assert_eq!(messages[3], format!("resigned {dropped_term}"));
+    // The server ran one EVALSHA per call (two campaigns, a resign, a
+    // drop) and one PUBLISH per message heard: none other than the
+    // scripts'.
+    assert_eq!(grew("evalsha"), 4);
+    assert_eq!(grew("publish"), 4);
+}

@@ -3,17 +3,24 @@
 //! that every assembled script defines each lib.lua name it uses, before its
 //! use, and none it does not use; that the watchdog's renewal and the fast
 //! paths (a free lock or permit nobody waits for, a hold kept or given back
-//! with nobody waiting) build none of the queue's closures; and that the
-//! check itself sees a helper missing or unused. It reads Lua with a
-//! scanner of its own, so a slip in build.rs is not repeated here.
+//! with nobody waiting) build none of the queue's closures; that the
+//! election's scripts are the mutex's files but for the channel they
+//! announce on (lib.lua's `@election` ANNOUNCE), which the mutex's only
+//! test; and that the check itself sees a helper missing or unused. It
+//! reads Lua with a scanner of its own, so a slip in build.rs is not
+//! repeated here.
 
 use fairlock::__test_support::{Engine, LockKind, Op, Script};
 
 const LIB: &str = include_str!("../lua/lib.lua");
 
-/// Each script's own file.
+/// Each script's own file (an election's are the mutex's).
 fn own_file(script: Script) -> &'static str {
-    match (script.engine, script.op) {
+    let engine = match script.engine {
+        Engine::Election => Engine::Mutex,
+        engine => engine,
+    };
+    match (engine, script.op) {
         (Engine::Mutex, Op::Acquire) => include_str!("../lua/mutex/acquire.lua"),
         (Engine::Mutex, Op::Release) => include_str!("../lua/mutex/release.lua"),
         (Engine::Mutex, Op::Renew) => include_str!("../lua/mutex/renew.lua"),
@@ -34,6 +41,7 @@ fn own_file(script: Script) -> &'static str {
             include_str!("../lua/counted/force_release.lua")
         }
         (Engine::Counted, Op::Status) => include_str!("../lua/counted/status.lua"),
+        (Engine::Election, _) => unreachable!(),
     }
 }
 
@@ -342,4 +350,81 @@ fn the_check_sees_a_helper_missing_or_unused() {
         problems(late, &own_from(late, late.find("return fail").unwrap())),
         "fmt is used before its definition"
     ));
+}
+
+/// `source` without its first line (which says how it was assembled) and
+/// without the definition of ANNOUNCE (the line and the comment block
+/// above it); and that definition's line, if any.
+fn without_announce(source: &str) -> (Vec<&str>, Option<&str>) {
+    let mut lines: Vec<&str> = source.lines().skip(1).collect();
+    let Some(at) = lines.iter().position(|l| l.starts_with("local ANNOUNCE =")) else {
+        return (lines, None);
+    };
+    let definition = lines.remove(at);
+    let mut from = at;
+    while from > 0 && lines[from - 1].starts_with("--") && !lines[from - 1].starts_with("-- @") {
+        from -= 1;
+    }
+    lines.drain(from..at);
+    (lines, Some(definition))
+}
+
+/// The election's scripts are the mutex's files assembled with the
+/// election's ANNOUNCE (its channel) where the mutex's has nil, and
+/// nothing else differs: the mutex's scripts pay for the announcements one
+/// nil test where an election announces, no command and no string. Every
+/// script that can grant or free the lock announces.
+#[test]
+fn the_elections_scripts_are_the_mutexs_but_for_announce() {
+    for op in [
+        Op::Acquire,
+        Op::Release,
+        Op::Renew,
+        Op::Heartbeat,
+        Op::Cancel,
+        Op::Abandon,
+        Op::ForceRelease,
+        Op::Status,
+    ] {
+        let script = Script::of(LockKind::Election, op);
+        assert_eq!(script.engine, Engine::Election);
+        assert!(Script::ALL.contains(&script), "{script:?}");
+        let mutex = Script::of(LockKind::Mutex, op).source();
+        let election = script.source();
+        assert!(election.starts_with("-- lua/mutex/"), "{op:?}");
+        let (mutex_lines, mutex_def) = without_announce(mutex);
+        let (election_lines, election_def) = without_announce(election);
+        assert_eq!(mutex_lines, election_lines, "{op:?}");
+        let grants = ![Op::Renew, Op::Status].contains(&op);
+        if !grants {
+            assert_eq!((mutex_def, election_def), (None, None), "{op:?}");
+            assert!(!mutex.contains("ANNOUNCE"), "{op:?}");
+            continue;
+        }
+        assert_eq!(mutex_def, Some("local ANNOUNCE = nil"), "{op:?}");
+        assert!(
+            election_def.is_some_and(|d| d.contains("election:")),
+            "{op:?}: {election_def:?}"
+        );
+        // In the mutex's code, ANNOUNCE is only tested, and what an
+        // election does when it is set follows that test at once.
+        let code: Vec<&str> = mutex_lines
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.starts_with("--"))
+            .collect();
+        let mut announcements = 0;
+        for (i, line) in code.iter().enumerate() {
+            if !line.contains("ANNOUNCE") || *line == "if ANNOUNCE then" {
+                continue;
+            }
+            assert!(
+                line.starts_with("redis.pcall('PUBLISH', ANNOUNCE,")
+                    && code[i - 1] == "if ANNOUNCE then",
+                "{op:?}: ANNOUNCE used other than behind its test: {line}"
+            );
+            announcements += 1;
+        }
+        assert!(announcements > 0, "{op:?} announces nothing");
+    }
 }

@@ -34,7 +34,12 @@
 //! and the mutex, the semaphore and the rwlock of one name apart.
 //!
 //! Each kind's own (protocol/mutex.rs, protocol/semaphore.rs,
-//! protocol/rwlock.rs): the mutex's release and force release delivered
+//! protocol/rwlock.rs, protocol/election.rs): an election's scripts
+//! announcing on its channel, in the same call, every holder they grant its
+//! lock to and every hold that ends with nobody to hand it to (and nothing
+//! else), where the mutex's publish nothing but wake messages, an
+//! announcement its ACL user may not publish leaving the step standing; the
+//! mutex's release and force release delivered
 //! twice, a heartbeat in flight never stretching a fixed lease taken since,
 //! re-entries given back by their call's id, orphaned holds never
 //! re-entered, every expiry checked before it is written; the semaphore's
@@ -56,6 +61,8 @@
 
 #[path = "protocol/driver.rs"]
 mod driver;
+#[path = "protocol/election.rs"]
+mod election;
 #[path = "protocol/mutex.rs"]
 mod mutex;
 #[path = "protocol/rwlock.rs"]
@@ -512,12 +519,13 @@ per_kind! {
             assert_eq!(keys.slot, s.keys.slot);
             let script = Script::of(other, Op::Acquire);
             let engine = match other {
-                LockKind::Mutex | LockKind::Election => Engine::Mutex,
+                LockKind::Mutex => Engine::Mutex,
+                LockKind::Election => Engine::Election,
                 _ => Engine::Counted,
             };
             assert_eq!(
                 script.engine, engine,
-                "the mutex keeps its own engine, which an election runs on"
+                "the mutex keeps its own engine, whose files an election's scripts are"
             );
             let op = Acquire {
                 ask,

@@ -115,7 +115,9 @@ fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine(
     }
     assert_eq!(election.lock(), election.all[0]);
     for op in [Op::Acquire, Op::Release, Op::Renew, Op::Status] {
-        assert_eq!(Script::of(LockKind::Election, op).engine, Engine::Mutex);
+        // The mutex's files, assembled to announce on the election's channel.
+        assert_eq!(Script::of(LockKind::Election, op).engine, Engine::Election);
+        assert_eq!(Script::of(LockKind::Mutex, op).engine, Engine::Mutex);
     }
     assert!(Ask::Mutex.fits(LockKind::Election));
     assert!(!Ask::RwLock(Access::Write).fits(LockKind::Election));

@@ -10,9 +10,11 @@
 --         (the wait id is the call id)
 -- Returns 1 when the call's hold (one count of it) was given back, 2 when
 --         its queue entry was removed, 0 when it left nothing to undo.
+-- An election's script also says on the election's channel who it handed
+-- the lock to, or that the hold ended when it freed it (lib.lua: ANNOUNCE).
 -- Cost: O(log N).
 
--- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, fmt, fail, ms_arg,
+-- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, ANNOUNCE, fmt, fail, ms_arg,
 -- @helpers FENCE_LIFE, read_lock, write_free, write_hold, server_time, take,
 -- @helpers parse_entry, entry_arg, forget, prune, live_head, wake, tell_head,
 -- @helpers hand_over, free_lock, give_back, leave_queue

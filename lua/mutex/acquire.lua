@@ -25,10 +25,13 @@
 --         not (position -1 for "try": not queued). A handoff message for
 --         this call carrying a token up to that last one is stale: that
 --         grant is over, as this call holds nothing now.
+-- An election's script also says on the election's channel who it gave
+-- the lock to, whenever it takes or hands it over (lib.lua: ANNOUNCE).
 -- Cost: O(log N) in the number of waiters N (amortised over dropped dead
--- waiters); a free lock nobody waits for: GET, EXISTS, TIME and one SET.
+-- waiters); a free lock nobody waits for: GET, EXISTS, TIME and one SET
+-- (an election's: and one PUBLISH).
 
--- @helpers LOCK, QUEUE, fmt, fail, ms_arg, FENCE_LIFE, read_lock, write_hold,
+-- @helpers LOCK, QUEUE, ANNOUNCE, fmt, fail, ms_arg, FENCE_LIFE, read_lock, write_hold,
 -- @helpers server_time, take
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]

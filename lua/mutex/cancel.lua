@@ -9,9 +9,11 @@
 --         this call (the caller keeps it), or {0} when the caller left the
 --         queue. A hold of the same owner made by another call is not this
 --         call's to keep: it is left as it is.
+-- An election's script also says on the election's channel who it handed
+-- a free lock to (lib.lua: ANNOUNCE).
 -- Cost: O(log N).
 
--- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, fmt, fail, ms_arg,
+-- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, ANNOUNCE, fmt, fail, ms_arg,
 -- @helpers FENCE_LIFE, read_lock, write_hold, server_time, take, counts_call,
 -- @helpers parse_entry, entry_arg, forget, prune, live_head, wake, tell_head,
 -- @helpers hand_over, leave_queue, extend_lease

@@ -7,9 +7,11 @@
 --         the same call delivered again answers as the first did instead
 --         of freeing the waiter that was just handed the lock
 -- Returns the owner id that held the lock, or false (nil) when it was free.
+-- An election's script also says on the election's channel who it handed
+-- the lock to, or that the hold ended when it freed it (lib.lua: ANNOUNCE).
 -- Cost: O(log N).
 
--- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, fmt, fail, ms_arg,
+-- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, ANNOUNCE, fmt, fail, ms_arg,
 -- @helpers FENCE_LIFE, read_lock, write_free, write_hold, server_time, take,
 -- @helpers split_mark, parse_entry, forget, live_head, wake, tell_head,
 -- @helpers hand_over, free_lock

@@ -16,9 +16,11 @@
 --  -1, 0         not queued and not holding (evicted or never queued)
 -- A hold of the same owner made by another call is never extended here: a
 -- heartbeat still in flight must not stretch a fixed lease taken since.
+-- An election's script also says on the election's channel who it handed
+-- the lock to (lib.lua: ANNOUNCE).
 -- Cost: O(k log N) for k waiters of this client.
 
--- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, fmt, fail, ms_arg,
+-- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, ANNOUNCE, fmt, fail, ms_arg,
 -- @helpers FENCE_LIFE, read_lock, write_hold, server_time, take, counts_call,
 -- @helpers parse_entry, entry_arg, forget, prune, live_head, wake, tell_head,
 -- @helpers hand_over, keep_queue_for, extend_lease

@@ -15,14 +15,20 @@
 --         client may act on this reply first), or -1 when the lock is not
 --         held by this owner with this token (the lease was lost); then
 --         nothing is changed.
--- Cost: O(log N); with nobody waiting GET, EXISTS and one SET.
+-- An election's script also says on the election's channel who it handed
+-- the lock to, or that the hold ended when it freed it (lib.lua: ANNOUNCE).
+-- Cost: O(log N); with nobody waiting GET, EXISTS and one SET (an
+-- election's: and one PUBLISH).
 
--- @helpers LOCK, QUEUE, fail, ms_arg, FENCE_LIFE, read_lock, write_free
+-- @helpers LOCK, QUEUE, ANNOUNCE, fail, ms_arg, FENCE_LIFE, read_lock, write_free
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 local held, holder, calls, mark, fence = read_lock()
 -- The common case first: the only hold of this call, nobody waiting.
 if holder == owner and held == token and calls == call and redis.call('EXISTS', QUEUE) == 0 then
   write_free(token, owner .. '#' .. call)
+  if ANNOUNCE then
+    redis.pcall('PUBLISH', ANNOUNCE, 'resigned ' .. token)
+  end
   return 0
 end
 

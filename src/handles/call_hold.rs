@@ -40,11 +40,6 @@ impl CallHold {
         self.target.name()
     }
 
-    /// The owner id the hold is under.
-    pub(crate) fn owner(&self) -> &str {
-        &self.hold.owner
-    }
-
     pub(crate) fn fencing_token(&self) -> u64 {
         self.hold.token
     }

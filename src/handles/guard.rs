@@ -239,7 +239,7 @@ impl<K: OneLock, O: Ownership> Guard<K, O> {
     pub fn lock_handle(&self) -> FairLock<K::Lock, O> {
         let hold = &self.hold;
         let kind =
-            <K as kind::sealed::OneLock>::lock_of(hold.target.clone(), hold.ask, hold.owner());
+            <K as kind::sealed::OneLock>::lock_of(hold.target.clone(), hold.ask, &hold.hold.owner);
         FairLock::new(hold.client.clone(), hold.policy, kind)
     }
 }

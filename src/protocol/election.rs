@@ -3,7 +3,8 @@
 //! the values candidates campaign with, which ride in their owner ids
 //! (`<client id>:u<call>@<value>`), and the messages on the election's
 //! channel, `<key prefix>:election:<name>`, which tell watchers to read
-//! the leader again.
+//! the leader again. The election's scripts publish them (lua/lib.lua:
+//! `ANNOUNCE`), in the call that grants or frees the election's lock.
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -46,7 +47,8 @@ pub fn election_channel(prefix: &str, name: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ElectionMessage {
     /// `<term> <value> <owner>`: the candidate `owner` campaigning with
-    /// `value` leads from `term` on (published once its campaign returned).
+    /// `value` leads from `term` on (published by the call that made it
+    /// leader: its campaign's, or the one that handed it the lock).
     Leads {
         /// The leader's term: its hold's fencing token.
         term: u64,
@@ -55,7 +57,9 @@ pub enum ElectionMessage {
         /// Its owner id.
         owner: String,
     },
-    /// `resigned <term>`: the leader of `term` resigned.
+    /// `resigned <term>`: the leader of `term` no longer leads, and nobody
+    /// was waiting to: it resigned, its campaign was given back, or the
+    /// election was force-released.
     Resigned {
         /// The term that ended.
         term: u64,

@@ -30,7 +30,8 @@ pub enum LockKind {
     /// meta (as a semaphore's: both run on the counted engine).
     RwLock,
     /// A leader election: a mutex's queue under keys of its own (elect,
-    /// electq, electd), run by the mutex's engine.
+    /// electq, electd), run by the mutex's engine (its files assembled with
+    /// the election's announcements: `Engine::Election`).
     Election,
 }
 

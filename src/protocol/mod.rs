@@ -3,9 +3,10 @@
 //! nothing about how it gets there. Key names and name validation; what a
 //! call asks for ([`Ask`]); one typed value per Redis-side operation, which
 //! owns its KEYS and ARGV order and the parsing of its reply, its script
-//! following from the lock's kind ([`Script::of`]: the mutex's engine or
-//! the counted one); the wake messages the scripts publish; an election's
-//! values and the messages on its channel; the replication check that
+//! following from the lock's kind ([`Script::of`]: the mutex's engine, the
+//! same with an election's announcements, or the counted one); the wake
+//! messages the scripts publish; an election's values and the messages its
+//! scripts publish on its channel; the replication check that
 //! rides with every write. This is the only layer that looks at a lock's
 //! kind. Depends only on [`error`](crate::error).
 //!

@@ -7,21 +7,27 @@ use crate::protocol::{LockKeys, LockKind};
 
 /// Which family of scripts runs a kind of lock: the mutex keeps its own
 /// single-key engine (its hold is one string, the fastest path fairlock
-/// has), which an election's queue runs on too; the semaphore and the
-/// reader-writer lock share the counted one.
+/// has); an election's queue runs the same files assembled with the
+/// election's definition of lib.lua's `ANNOUNCE` (its scripts say on its
+/// channel who leads and who resigned, the mutex's pay nothing for it);
+/// the semaphore and the reader-writer lock share the counted engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Engine {
     /// `lua/mutex/`: one holder, re-entrant, in one string key.
     Mutex,
     /// `lua/counted/`: holds that each take some units of a capacity.
     Counted,
+    /// `lua/mutex/` again, announcing on the election's channel each
+    /// holder it grants the lock to and each release that frees it.
+    Election,
 }
 
 impl Engine {
     /// The engine that runs a lock of `kind`.
     pub fn of(kind: LockKind) -> Engine {
         match kind {
-            LockKind::Mutex | LockKind::Election => Engine::Mutex,
+            LockKind::Mutex => Engine::Mutex,
+            LockKind::Election => Engine::Election,
             LockKind::Semaphore | LockKind::RwLock => Engine::Counted,
         }
     }
@@ -51,10 +57,11 @@ pub enum Op {
 /// The Lua scripts, one per operation and engine: the operation's own file
 /// preceded by only the helpers of `lua/lib.lua` it uses, picked by
 /// `build.rs` (Redis reruns a script's every definition on each call) and
-/// embedded here.
+/// embedded here; the election's are the mutex's files with the election's
+/// `ANNOUNCE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Script {
-    /// The engine's folder.
+    /// The engine (its folder: the election's is the mutex's).
     pub engine: Engine,
     /// The operation's file in it.
     pub op: Op,
@@ -68,7 +75,7 @@ macro_rules! with_lib {
 
 impl Script {
     /// Every script, e.g. to load them all at once.
-    pub const ALL: [Script; 16] = {
+    pub const ALL: [Script; 24] = {
         const OPS: [Op; 8] = [
             Op::Acquire,
             Op::Release,
@@ -79,16 +86,16 @@ impl Script {
             Op::ForceRelease,
             Op::Status,
         ];
+        const ENGINES: [Engine; 3] = [Engine::Mutex, Engine::Counted, Engine::Election];
         let mut all = [Script {
             engine: Engine::Mutex,
             op: Op::Acquire,
-        }; 16];
+        }; 24];
         let mut i = 0;
-        while i < 8 {
-            all[i].op = OPS[i];
-            all[8 + i] = Script {
-                engine: Engine::Counted,
-                op: OPS[i],
+        while i < 24 {
+            all[i] = Script {
+                engine: ENGINES[i / 8],
+                op: OPS[i % 8],
             };
             i += 1;
         }
@@ -122,6 +129,14 @@ impl Script {
             (Engine::Counted, Op::Abandon) => with_lib!("counted/abandon.lua"),
             (Engine::Counted, Op::ForceRelease) => with_lib!("counted/force_release.lua"),
             (Engine::Counted, Op::Status) => with_lib!("counted/status.lua"),
+            (Engine::Election, Op::Acquire) => with_lib!("election/acquire.lua"),
+            (Engine::Election, Op::Release) => with_lib!("election/release.lua"),
+            (Engine::Election, Op::Renew) => with_lib!("election/renew.lua"),
+            (Engine::Election, Op::Heartbeat) => with_lib!("election/heartbeat.lua"),
+            (Engine::Election, Op::Cancel) => with_lib!("election/cancel.lua"),
+            (Engine::Election, Op::Abandon) => with_lib!("election/abandon.lua"),
+            (Engine::Election, Op::ForceRelease) => with_lib!("election/force_release.lua"),
+            (Engine::Election, Op::Status) => with_lib!("election/status.lua"),
         }
     }
 }

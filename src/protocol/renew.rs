@@ -28,10 +28,10 @@ impl Operation for Renew<'_> {
     type Reply = bool;
     const OP: Op = Op::Renew;
 
-    /// The mutex's renewal needs its lock key only.
+    /// The mutex's renewal (an election's too) needs its lock key only.
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
         match Engine::of(keys.kind()) {
-            Engine::Mutex => &keys.all[..1],
+            Engine::Mutex | Engine::Election => &keys.all[..1],
             Engine::Counted => &keys.all,
         }
     }

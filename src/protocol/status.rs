@@ -174,7 +174,7 @@ impl Operation for Status {
     fn args(&self) -> Vec<String> {
         let waiters = self.waiters.min(MAX_LISTED).to_string();
         match Engine::of(self.kind) {
-            Engine::Mutex => vec![waiters],
+            Engine::Mutex | Engine::Election => vec![waiters],
             Engine::Counted => {
                 vec![waiters, self.holders.min(MAX_LISTED).to_string()]
             }
@@ -188,7 +188,7 @@ impl Operation for Status {
             other => return Err(unexpected(&other)),
         };
         match Engine::of(self.kind) {
-            Engine::Mutex => parse_mutex(&items, self.kind),
+            Engine::Mutex | Engine::Election => parse_mutex(&items, self.kind),
             Engine::Counted => self.parse_counted(&items),
         }
     }

@@ -137,10 +137,10 @@ impl Lock {
             assert!(self.keys.all.starts_with(&keys), "{keys:?}");
         }
         let script = op.script(&self.keys);
-        let engine = if self.counted() {
-            Engine::Counted
-        } else {
-            Engine::Mutex
+        let engine = match self.kind() {
+            LockKind::Mutex => Engine::Mutex,
+            LockKind::Election => Engine::Election,
+            LockKind::Semaphore | LockKind::RwLock => Engine::Counted,
         };
         assert_eq!(
             script,

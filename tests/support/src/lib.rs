@@ -1,14 +1,16 @@
 //! Test support for fairlock's integration tests and benches (a dev-only
 //! crate of the workspace, never published): real redis-servers, Redis
 //! Cluster and Sentinel topologies, child processes and what they agree on
-//! with their test, lock threads, a TCP relay for network faults, the Lua
-//! scripts driven directly, a server whose clock a test steps, and the
-//! ACL user of docs/security.md. One module per concern; the items of each
-//! are also re-exported here (of `roles`, only the wall clock and the
-//! thread count), so `use fairlock_test_support::*` brings them all in.
+//! with their test, lock threads, a TCP relay for network faults, a proxy
+//! that records a client's commands, the Lua scripts driven directly, a
+//! server whose clock a test steps, and the ACL user of docs/security.md.
+//! One module per concern; the items of each are also re-exported here (of
+//! `roles`, only the wall clock and the thread count), so `use
+//! fairlock_test_support::*` brings them all in.
 pub mod acl;
 pub mod children;
 pub mod cluster;
+pub mod commands;
 pub mod fake_queue;
 pub mod info;
 pub mod lock_threads;
@@ -24,6 +26,7 @@ pub mod tls;
 pub use acl::*;
 pub use children::*;
 pub use cluster::*;
+pub use commands::*;
 pub use fake_queue::*;
 pub use info::*;
 pub use lock_threads::*;
