@@ -685,10 +685,11 @@ type HoldLog = HashMap<String, Vec<(Instant, Instant, u64)>>;
 
 /// Multi-locks whose parts live on different masters: four clients taking
 /// overlapping pairs and the triple of three names (one per master), each
-/// naming them in its own order, for 5 s: no deadlock (every call within
-/// its timeout), no two holders of a name at once, tokens growing per
-/// name; a multi-lock that times out leaves no hold and no queue entry on
-/// any master.
+/// naming them in its own order, for 5 s: no deadlock (no call gives up,
+/// though each would after a timeout far above any honest wait: the
+/// crossing orders would deadlock within the run if taken as named), no
+/// two holders of a name at once, tokens growing per name; a multi-lock
+/// that times out leaves no hold and no queue entry on any master.
 #[test]
 fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
     let _serial = serial();
@@ -701,6 +702,8 @@ fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
         vec![&names[1], &names[0]],
         vec![&names[2], &names[0]],
     ];
+    // Far above any honest wait (a set waits for at most three others'
+    // 2 ms holds), so only a deadlock makes a call give up.
     let timeout = Duration::from_secs(3);
     let log: Arc<std::sync::Mutex<HoldLog>> = Arc::default();
     let started = Instant::now();
@@ -712,12 +715,15 @@ fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
             let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
             let log = Arc::clone(&log);
             thread::spawn(move || {
-                let (mut got, mut slowest) = (0u32, Duration::ZERO);
+                let (mut got, mut gave_up, mut slowest) = (0u32, 0u32, Duration::ZERO);
                 while started.elapsed() < run_for {
                     let asked = Instant::now();
                     let guard = client.fair_multi_lock(&set).try_lock_for(timeout).unwrap();
                     slowest = slowest.max(asked.elapsed());
-                    let Some(guard) = guard else { continue };
+                    let Some(guard) = guard else {
+                        gave_up += 1;
+                        continue;
+                    };
                     got += 1;
                     let from = Instant::now();
                     thread::sleep(Duration::from_millis(2));
@@ -733,13 +739,26 @@ fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
                         log.entry(name).or_default().push((from, to, token));
                     }
                 }
-                (got, slowest)
+                (got, gave_up, slowest)
             })
         })
         .collect();
-    for worker in workers {
-        let (got, slowest) = join_within(worker, Duration::from_secs(30), "a worker");
-        eprintln!("cluster: multi-lock worker: {got} sets held, slowest call {slowest:?}");
+    // Every worker joined before any verdict.
+    let results: Vec<(u32, u32, Duration)> = workers
+        .into_iter()
+        .map(|worker| join_within(worker, Duration::from_secs(30), "a worker"))
+        .collect();
+    for (set, (got, gave_up, slowest)) in sets.iter().zip(results) {
+        eprintln!(
+            "cluster: multi-lock worker {set:?}: {got} sets held, {gave_up} gave up, \
+             slowest call {slowest:?}"
+        );
+        // What only a deadlock-free multi-lock achieves: the timeout
+        // bounds every call whatever the order.
+        assert_eq!(
+            gave_up, 0,
+            "{set:?}: {gave_up} calls gave up after {timeout:?}: deadlocked?"
+        );
         assert!(got > 10, "{got} sets held");
         assert!(slowest < timeout + Duration::from_secs(1), "{slowest:?}");
     }

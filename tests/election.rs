@@ -1,8 +1,10 @@
 //! Leader election on the fair queue, against a real server: candidates
 //! in five processes lead in arrival order, a SIGKILLed leader is replaced
-//! within its lease + 1 s and a resigning one at once, terms increase, and
-//! a watch sees every leader in order; a leader cut off from Redis learns
-//! it lost before the next candidate's campaign returns; and the API's
+//! within its lease + 1 s and a resigning one at once (by the push message:
+//! the successor's fallbacks are seconds away), each successor only after
+//! its predecessor went, terms increase, and a watch sees every leader in
+//! order; a leader cut off from Redis learns it lost before the next
+//! candidate's campaign returns; and the API's
 //! edges (no leader, values in status, invalid values refused before any
 //! I/O, bounded and cancelled campaigns leave no queue entry, two
 //! campaigns of one thread queue behind each other, a change that
@@ -14,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, Leader, Leadership, LeaseEnd, WaitCanceller};
-use fairlock_test_support::roles::candidate::{LEASE_MS, NAME, URL, VALUE};
+use fairlock_test_support::roles::candidate::{LEASE_MS, NAME, URL, VALUE, WAITER_TIMEOUT_MS};
 use fairlock_test_support::*;
 
 const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
@@ -99,7 +101,24 @@ fn five_candidate_processes_lead_in_arrival_order_through_kills_and_resignations
     let server = RedisServer::start();
     let observer_client = server.client();
     let name = "scheduler";
+    // Candidates 0 and 1 are SIGKILLed: a lease of 1 s, their successors
+    // take over when it runs out. Candidates 2 and 3 resign, to 3 and 4,
+    // whose fallbacks are made slow, so that only the push message can
+    // hand them the lead within the bound: their watchdog (its heartbeat
+    // would find the lock handed over) first runs min(lease, waiter
+    // timeout)/3 = 20 s after their client was built, and they poll when
+    // the resigning leader's 60 s lease would run out.
     let lease = Duration::from_secs(1);
+    let slow = Duration::from_secs(60);
+    let first_heartbeat = slow / 3;
+    let resign_bound = Duration::from_secs(1);
+    let settings = |i: usize| {
+        if i < 2 {
+            (lease, Duration::from_secs(2))
+        } else {
+            (slow, slow)
+        }
+    };
     let observer = Observer::start(&observer_client, name);
     let mut children = Children::new(CHILD);
     let values: Vec<String> = (0..5)
@@ -107,17 +126,23 @@ fn five_candidate_processes_lead_in_arrival_order_through_kills_and_resignations
         .collect();
     let mut led: Vec<(u64, String)> = Vec::new();
     let mut led_at: Vec<Instant> = Vec::new();
+    // When each candidate was started: its client, and its watchdog, were
+    // built after.
+    let mut started_at: Vec<Instant> = Vec::new();
 
     // Started one by one, each queued before the next starts: arrival
     // order is child order.
     for (i, value) in values.iter().enumerate() {
+        let (child_lease, waiter_timeout) = settings(i);
+        started_at.push(Instant::now());
         let child = children.spawn(
             "candidate",
             &[
                 (URL, server.url()),
                 (NAME, name.to_owned()),
                 (VALUE, value.clone()),
-                (LEASE_MS, lease.as_millis().to_string()),
+                (LEASE_MS, child_lease.as_millis().to_string()),
+                (WAITER_TIMEOUT_MS, waiter_timeout.as_millis().to_string()),
             ],
         );
         assert_eq!(child, i);
@@ -146,37 +171,51 @@ fn five_candidate_processes_lead_in_arrival_order_through_kills_and_resignations
         Some(values[0].as_str())
     );
 
-    // Kill, resign, kill, resign: each time the next in arrival order leads.
+    // Kill, kill, resign, resign: each time the next in arrival order
+    // leads, and only after its predecessor went (a successor that led
+    // before would be two leaders at once).
     let mut kill_delays = Vec::new();
     let mut resign_delays = Vec::new();
     for leader in 0..4 {
         let next = leader + 1;
-        let (delay, bound) = if leader % 2 == 0 {
-            let killed = children.kill(leader);
+        let killed = leader < 2;
+        let (went, at, bound) = if killed {
+            let went = children.kill(leader);
             let (at, term, value) = leads(&mut children, next, lease + Duration::from_secs(5));
             led.push((term, value));
             led_at.push(at);
-            let delay = at.saturating_duration_since(killed);
-            kill_delays.push(delay);
-            (delay, lease + Duration::from_secs(1))
+            (went, at, lease + Duration::from_secs(1))
         } else {
+            // Neither fallback of the next candidate could hand it the lead
+            // within the bound from now: the claim below is the push
+            // message's.
+            assert!(
+                Instant::now() + resign_bound < started_at[next] + first_heartbeat,
+                "candidate {next}'s first heartbeat is near: too slow a start to tell \
+                 the push message from it"
+            );
             let asked = Instant::now();
             children.send(leader, "resign");
             let (at, term, value) = leads(&mut children, next, Duration::from_secs(5));
             children.expect_text(leader, "resigned ok", Duration::from_secs(5));
             led.push((term, value));
             led_at.push(at);
-            let delay = at.saturating_duration_since(asked);
-            resign_delays.push(delay);
-            (delay, Duration::from_secs(1))
+            (asked, at, resign_bound)
         };
+        let how = if killed { "SIGKILLed" } else { "resigned" };
+        assert!(
+            at > went,
+            "candidate {next} led {:?} before candidate {leader} was {how}",
+            went - at
+        );
+        let delay = at - went;
+        if killed {
+            kill_delays.push(delay);
+        } else {
+            resign_delays.push(delay);
+        }
         eprintln!(
-            "election: candidate {leader} {} -> candidate {next} leads {:.1} ms later",
-            if leader % 2 == 0 {
-                "SIGKILLed"
-            } else {
-                "resigned"
-            },
+            "election: candidate {leader} {how} -> candidate {next} leads {:.1} ms later",
             ms(delay)
         );
         assert!(

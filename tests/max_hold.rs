@@ -2,9 +2,11 @@
 //! mutex, the semaphore and the reader-writer lock, against a real server:
 //! at the maximum hold the lease signal fires with `LeaseEnd::MaxHold`,
 //! the watchdog renews no further than it, and the lock passes on to the
-//! next waiter then (not a lease later), while the old guard learns that
-//! its lease is gone; a hold released in time ends as released; a maximum
-//! hold out of bounds is refused before any I/O.
+//! next waiter then (never before it, and within a renewal period of it:
+//! not a lease later, as a last renewal asking for the whole lease would
+//! have it), while the old guard learns that its lease is gone, for a read
+//! as for the exclusive holds; a hold released in time ends as released; a
+//! maximum hold out of bounds is refused before any I/O.
 
 use std::sync::mpsc;
 use std::thread;
@@ -17,7 +19,19 @@ use fairlock_test_support::*;
 enum Kind {
     Mutex,
     Semaphore,
+    Read,
     Write,
+}
+
+impl Kind {
+    /// What a waiter asks for to be kept out by a hold of this kind: a
+    /// write behind a read, the same kind otherwise.
+    fn excluded_by(self) -> Kind {
+        match self {
+            Kind::Read => Kind::Write,
+            other => other,
+        }
+    }
 }
 
 /// An acquisition of `kind` on `name` with `max_hold` (`None`: none),
@@ -41,6 +55,11 @@ fn take(
             .with_max_hold(max)
             .unbound()
             .try_acquire_for(timeout),
+        Kind::Read => client
+            .fair_rwlock(name)
+            .with_max_hold(max)
+            .unbound()
+            .try_read_for(timeout),
         Kind::Write => client
             .fair_rwlock(name)
             .with_max_hold(max)
@@ -52,13 +71,28 @@ fn take(
 #[test]
 fn past_its_max_hold_a_hold_is_signalled_no_longer_renewed_and_passed_on() {
     let server = RedisServer::start();
-    // Watchdog period 100 ms: a lease-long renewal would carry the hold
-    // 300 ms past its maximum.
-    let lease = Duration::from_millis(300);
+    // The watchdog renews every min(lease, waiter_timeout)/3 = 100 ms, the
+    // renewals from 400 ms on asking only for what is left of the maximum
+    // hold (plus the clock-drift allowance, a few ms). The last one comes
+    // within a period before the maximum hold: had it asked for the whole
+    // lease, the hold would run to between max_hold - period + lease
+    // (1 400 ms) and max_hold + lease (1 500 ms).
+    let lease = Duration::from_millis(600);
+    let waiter_timeout = Duration::from_millis(300);
+    let period = lease.min(waiter_timeout) / 3;
     let max_hold = Duration::from_millis(900);
-    let holder = server.builder().lease(lease).build().unwrap();
+    // Past the maximum hold by a renewal period and a generous margin for a
+    // busy machine, and still below what a lease-long last renewal gives.
+    let passed_on_by = max_hold + period + Duration::from_millis(200);
+    assert!(passed_on_by < max_hold - period + lease);
+    let holder = server
+        .builder()
+        .lease(lease)
+        .waiter_timeout(waiter_timeout)
+        .build()
+        .unwrap();
     let waiter = server.client();
-    for kind in [Kind::Mutex, Kind::Semaphore, Kind::Write] {
+    for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
         let name = format!("max-hold-{kind:?}");
         let guard = take(&holder, kind, &name, Some(max_hold), Duration::from_secs(5))
             .unwrap()
@@ -70,7 +104,7 @@ fn past_its_max_hold_a_hold_is_signalled_no_longer_renewed_and_passed_on() {
         let queued = thread::spawn(move || {
             let got = take(
                 &waiter_client,
-                kind,
+                kind.excluded_by(),
                 &waiter_name,
                 None,
                 Duration::from_secs(20),
@@ -86,11 +120,12 @@ fn past_its_max_hold_a_hold_is_signalled_no_longer_renewed_and_passed_on() {
         let passed_on = got.saturating_duration_since(granted);
         eprintln!(
             "max_hold: {kind:?}: max hold {:.0} ms, lease {:.0} ms: signalled at {:.0} ms, \
-             the waiter had the lock at {:.0} ms",
+             the waiter had the lock at {:.0} ms (bound {:.0} ms)",
             ms(max_hold),
             ms(lease),
             ms(signalled),
-            ms(passed_on)
+            ms(passed_on),
+            ms(passed_on_by)
         );
         assert!(
             signalled + Duration::from_millis(20) >= max_hold
@@ -106,6 +141,11 @@ fn past_its_max_hold_a_hold_is_signalled_no_longer_renewed_and_passed_on() {
         assert!(
             passed_on < max_hold + lease,
             "{kind:?}: passed on at {passed_on:?}: the last renewal went past the max hold"
+        );
+        assert!(
+            passed_on < passed_on_by,
+            "{kind:?}: passed on at {passed_on:?}, not by {passed_on_by:?}: the last \
+             renewal asked for more than was left of the max hold"
         );
         assert!(
             wait_until(Duration::from_secs(1), || guard.is_lease_lost()),
@@ -159,18 +199,30 @@ fn a_hold_released_before_its_max_hold_ends_released_and_a_bound_guard_is_signal
         .with_max_hold(max_hold)
         .acquire_many(2)
         .unwrap();
+    let granted = Instant::now();
     assert_eq!(
         permit.lease_signal().wait_timeout(Duration::from_secs(5)),
         Some(LeaseEnd::MaxHold)
+    );
+    let signalled = granted.elapsed();
+    assert!(
+        signalled + Duration::from_millis(20) >= max_hold,
+        "the permits' max hold signalled at {signalled:?}"
     );
     let read = client
         .fair_rwlock("bound")
         .with_max_hold(max_hold)
         .read()
         .unwrap();
+    let granted = Instant::now();
     assert_eq!(
         read.lease_signal().wait_timeout(Duration::from_secs(5)),
         Some(LeaseEnd::MaxHold)
+    );
+    let signalled = granted.elapsed();
+    assert!(
+        signalled + Duration::from_millis(20) >= max_hold,
+        "the read's max hold signalled at {signalled:?}"
     );
 }
 
@@ -183,7 +235,7 @@ fn a_max_hold_out_of_bounds_is_refused_before_any_io() {
         MIN_LEASE - Duration::from_millis(1),
         MAX_LEASE + Duration::from_millis(1),
     ] {
-        for kind in [Kind::Mutex, Kind::Semaphore, Kind::Write] {
+        for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
             let err = take(&client, kind, "bad-max", Some(bad), Duration::from_secs(1))
                 .expect_err("refused");
             assert_eq!(

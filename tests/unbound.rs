@@ -1,8 +1,9 @@
 //! Acquisitions not bound to a thread (`unbound()`), for the mutex, the
 //! semaphore and the reader-writer lock, against a real server: the guard
 //! moves to another thread and is released there, and the next waiter gets
-//! the lock at once; a thread that holds one and asks again waits for
-//! itself until its timeout, leaving no queue entry; the watchdog renews
+//! the lock at once (by the push message: its fallbacks are seconds away);
+//! a thread that holds one and asks again waits for itself until its
+//! timeout, leaving no queue entry; the watchdog renews
 //! the hold while another thread has the guard; a lost lease reaches the
 //! guard on whatever thread has it; status names the hold by its call, not
 //! a thread.
@@ -75,9 +76,26 @@ fn holders_and_queue(client: &Client, kind: Kind, name: &str) -> (Vec<Participan
 #[test]
 fn a_guard_moved_to_another_thread_is_released_there_and_the_next_waiter_gets_it_at_once() {
     let server = RedisServer::start();
-    let holder = server.client();
-    let waiter = server.client();
+    // Slow fallbacks, so that only the push message hands the waiter the
+    // lock within the bound: the waiter's client first heartbeats (which
+    // would find the lock handed over) min(lease, waiter timeout)/3 = 5 s
+    // after it was built, and it polls when the holder's 15 s lease would
+    // run out.
+    let slow = Duration::from_secs(15);
+    let first_heartbeat = slow / 3;
+    let bound = Duration::from_secs(1);
+    let slow_client = || {
+        server
+            .builder()
+            .lease(slow)
+            .waiter_timeout(slow)
+            .build()
+            .unwrap()
+    };
+    let holder = slow_client();
     for kind in KINDS {
+        let waiter_built = Instant::now();
+        let waiter = slow_client();
         let name = format!("moved-{kind:?}");
         let guard = take(&holder, kind, &name, Duration::from_secs(5)).expect("free");
         assert!(guard.fencing_token() > 0);
@@ -120,19 +138,27 @@ fn a_guard_moved_to_another_thread_is_released_there_and_the_next_waiter_gets_it
         guard_tx.send(guard).unwrap();
         let released_at = join_within(releaser, Duration::from_secs(10), "the releasing thread")
             .expect("the release on another thread succeeds");
-        let got_at = got_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the waiter got the lock");
+        let got_at = got_rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| {
+            panic!("{kind:?}: the waiter did not get the lock within 10 s of the release: no push message?")
+        });
         let handoff = got_at.saturating_duration_since(released_at);
         eprintln!(
             "unbound: {kind:?}: released on another thread, the waiter had it {:.1} ms later",
             ms(handoff)
         );
-        assert!(
-            handoff < Duration::from_secs(1),
-            "{kind:?}: the next waiter got the lock {handoff:?} after the release"
-        );
         join_within(queued, Duration::from_secs(10), "the waiter");
+        // Neither fallback could hand the waiter the lock within the bound
+        // of the release: the claim below is the push message's.
+        assert!(
+            released_at + bound < waiter_built + first_heartbeat,
+            "{kind:?}: released {:?} after the waiter's client was built: too late to tell \
+             the push message from its first heartbeat",
+            released_at - waiter_built
+        );
+        assert!(
+            handoff < bound,
+            "{kind:?}: the next waiter got the lock {handoff:?} after the release: no push message?"
+        );
     }
 }
 

@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use fairlock::Client;
 
-use crate::roles::candidate::{LEASE_MS, NAME, URL, VALUE};
+use crate::roles::candidate::{LEASE_MS, NAME, URL, VALUE, WAITER_TIMEOUT_MS};
 use crate::{child_arg, child_commands, say};
 
 pub fn candidate() {
     let lease = Duration::from_millis(child_arg(LEASE_MS));
+    let waiter_timeout = Duration::from_millis(child_arg(WAITER_TIMEOUT_MS));
     let client = Client::builder(&child_arg::<String>(URL))
         .lease(lease)
-        .waiter_timeout(Duration::from_secs(2))
+        .waiter_timeout(waiter_timeout)
         .connect_timeout(Duration::from_secs(2))
         .build()
         .expect("child: client connects");

@@ -48,7 +48,8 @@ pub mod lease_holder {
 }
 
 /// The "candidate" role of tests/election.rs (tests/support/child/candidate.rs):
-/// a client (lease [`LEASE_MS`](candidate::LEASE_MS)) that campaigns in the
+/// a client (lease [`LEASE_MS`](candidate::LEASE_MS), waiter timeout
+/// [`WAITER_TIMEOUT_MS`](candidate::WAITER_TIMEOUT_MS)) that campaigns in the
 /// election [`NAME`](candidate::NAME) with [`VALUE`](candidate::VALUE).
 ///
 /// Events: `ready` once connected, `leads <term> <value>` once its
@@ -58,6 +59,9 @@ pub mod candidate {
     pub const NAME: &str = "CANDIDATE_NAME";
     pub const VALUE: &str = "CANDIDATE_VALUE";
     pub const LEASE_MS: &str = "CANDIDATE_LEASE_MS";
+    /// With the lease, sets how often the candidate's watchdog runs
+    /// (`min(lease, waiter timeout)/3`), its heartbeat included.
+    pub const WAITER_TIMEOUT_MS: &str = "CANDIDATE_WAITER_TIMEOUT_MS";
 }
 
 /// The roles of tests/faults.rs ("worker", "churn", "leak",
