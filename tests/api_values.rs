@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use fairlock::__test_support::error_from_redis;
 use fairlock::{
-    redact_url, Client, ClientBuilder, Error, ErrorKind, FairMutex, FairMutexGuard, FairRwLock,
-    FairSemaphore, ReadGuard, SemaphorePermit, Unbound, UnboundGuard, WriteGuard, MAX_LEASE,
+    redact_url, AnyGuard, Client, ClientBuilder, Error, ErrorKind, FairMutex, FairMutexGuard,
+    FairRwLock, FairSemaphore, ReadGuard, SemaphorePermit, Unbound, WriteGuard, MAX_LEASE,
     MAX_TIMEOUT,
 };
 
@@ -37,10 +37,15 @@ fn handles_are_send_sync_and_guards_sync() {
 fn unbound_locks_and_their_guards_cross_threads_and_live_on_their_own() {
     fn send_sync_clone<T: Send + Sync + Clone + 'static>() {}
     fn send_sync_static<T: Send + Sync + 'static>() {}
-    send_sync_clone::<Unbound<FairMutex>>();
-    send_sync_clone::<Unbound<FairSemaphore>>();
-    send_sync_clone::<Unbound<FairRwLock>>();
-    send_sync_static::<UnboundGuard>();
+    send_sync_clone::<FairMutex<Unbound>>();
+    send_sync_clone::<FairSemaphore<Unbound>>();
+    send_sync_clone::<FairRwLock<Unbound>>();
+    send_sync_static::<FairMutexGuard<Unbound>>();
+    send_sync_static::<SemaphorePermit<Unbound>>();
+    send_sync_static::<ReadGuard<Unbound>>();
+    send_sync_static::<WriteGuard<Unbound>>();
+    // The one guard type of every kind, when kinds mix.
+    send_sync_static::<AnyGuard<Unbound>>();
 }
 
 /// An identity out of bounds (empty, longer than 64 bytes, a space, a

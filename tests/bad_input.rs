@@ -47,7 +47,7 @@ fn empty_and_oversized_names_are_invalid_name_on_every_call() {
         let started = Instant::now();
         for (call, result) in every_call(&m)
             .into_iter()
-            .chain(every_call(&m.with_lease(Duration::from_secs(1))))
+            .chain(every_call(&m.with_fixed_lease(Duration::from_secs(1))))
         {
             assert_eq!(
                 result,
@@ -381,7 +381,7 @@ fn zero_or_too_short_leases_and_timeouts_are_rejected_before_any_io() {
     let client = server.client();
     let m = client.fair_mutex("fixed");
     for lease in [Duration::ZERO, Duration::from_millis(29)] {
-        for (call, result) in every_call(&m.with_lease(lease)).into_iter().take(3) {
+        for (call, result) in every_call(&m.with_fixed_lease(lease)).into_iter().take(3) {
             assert_eq!(
                 result,
                 Err(ErrorKind::InvalidConfig),

@@ -1,8 +1,9 @@
-//! `lock_cancellable`: another thread ends a wait; the queue entry goes with it.
+//! `lock_with(Wait::... .cancelled_by(&canceller))`: another thread ends a
+//! wait; the queue entry goes with it.
 
 use std::time::{Duration, Instant};
 
-use fairlock::WaitCanceller;
+use fairlock::{Wait, WaitCanceller};
 use fairlock_test_support::{join_within, wait_until, RedisServer};
 
 #[test]
@@ -15,7 +16,11 @@ fn a_cancelled_wait_leaves_the_queue_at_once_and_keeps_its_place_until_then() {
     let cancel = WaitCanceller::new();
     let waiter = server.client();
     let (c, m) = (cancel.clone(), waiter.fair_mutex("c"));
-    let blocked = std::thread::spawn(move || m.lock_cancellable(None, &c).unwrap().is_some());
+    let blocked = std::thread::spawn(move || {
+        m.lock_with(Wait::forever().cancelled_by(&c))
+            .unwrap()
+            .is_some()
+    });
     assert!(wait_until(Duration::from_secs(5), || mutex
         .queue_len()
         .unwrap()
@@ -44,7 +49,7 @@ fn a_cancelled_wait_leaves_the_queue_at_once_and_keeps_its_place_until_then() {
     let _held = mutex.lock().unwrap();
     assert!(waiter
         .fair_mutex("c")
-        .lock_cancellable(None, &cancel)
+        .lock_with(Wait::forever().cancelled_by(&cancel))
         .unwrap()
         .is_none());
     assert_eq!(mutex.queue_len().unwrap(), 0);
@@ -57,14 +62,14 @@ fn a_cancellable_wait_still_gets_the_lock_and_honours_its_timeout() {
     let mutex = client.fair_mutex("t");
     let cancel = WaitCanceller::new();
     let guard = mutex
-        .lock_cancellable(None, &cancel)
+        .lock_with(Wait::forever().cancelled_by(&cancel))
         .unwrap()
         .expect("free");
     let other = server.client();
     let started = Instant::now();
     let got = other
         .fair_mutex("t")
-        .lock_cancellable(Some(Duration::from_millis(200)), &cancel)
+        .lock_with(Wait::at_most(Duration::from_millis(200)).cancelled_by(&cancel))
         .unwrap();
     assert!(got.is_none());
     assert!(started.elapsed() >= Duration::from_millis(200));

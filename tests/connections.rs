@@ -24,7 +24,8 @@ fn hand_over_both_ways(a: &Client, b: &Client, name: &str) {
         let held = first.fair_mutex(name).lock().unwrap();
         let seen = second.fair_mutex(name).status(5).unwrap();
         assert_eq!(
-            seen.holder
+            seen.holder()
+                .cloned()
                 .expect("the other client sees the holder")
                 .fencing_token,
             held.fencing_token()

@@ -7,7 +7,9 @@ use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use fairlock_test_support::{join_within, ms, serial, wait_until, RedisServer};
+use fairlock_test_support::{
+    assert_exclusive, join_within, ms, serial, wait_until, HoldLog, RedisServer, Span,
+};
 
 /// Joins `handle` if it finishes by `deadline`; panics otherwise (never hangs).
 fn join_by<T>(handle: JoinHandle<T>, deadline: Instant, what: &str) -> T {
@@ -93,7 +95,8 @@ fn queue_logging_waiters(
         .collect()
 }
 
-/// Checks grant order == arrival order and strictly increasing tokens; prints
+/// Checks grant order == arrival order, no overlap (the holder's hold
+/// ending at its release included) and strictly increasing tokens; prints
 /// the handoff latencies (previous release -> next acquisition).
 fn check_fifo(grants: &[Grant], waiters: usize, holder_token: u64, holder_released: Instant) {
     let order: Vec<usize> = grants.iter().map(|g| g.waiter).collect();
@@ -103,23 +106,23 @@ fn check_fifo(grants: &[Grant], waiters: usize, holder_token: u64, holder_releas
         "grant order differs from arrival order ({} inversions)",
         inversions(&order)
     );
-    let mut previous_token = holder_token;
+    let holder = Span {
+        from: holder_released,
+        to: holder_released,
+        token: holder_token,
+    };
+    let spans: Vec<Span> = std::iter::once(holder)
+        .chain(grants.iter().map(|grant| Span {
+            from: grant.acquired,
+            to: grant.released,
+            token: grant.token,
+        }))
+        .collect();
+    assert_exclusive("the holder and its waiters", &spans);
     let mut previous_release = holder_released;
     let mut latencies = Vec::new();
     for grant in grants {
-        assert!(
-            grant.token > previous_token,
-            "token {} of waiter {} is not above the previous {previous_token}",
-            grant.token,
-            grant.waiter
-        );
-        assert!(
-            grant.acquired >= previous_release,
-            "waiter {} overlapped",
-            grant.waiter
-        );
         latencies.push(grant.acquired - previous_release);
-        previous_token = grant.token;
         previous_release = grant.released;
     }
     let mut sorted = latencies.clone();
@@ -244,11 +247,8 @@ fn sixteen_clients_never_overlap_on_a_read_modify_write() {
     const ROUNDS: usize = 100;
     let _serial = serial();
     let server = RedisServer::start();
-    let inside = Arc::new(AtomicUsize::new(0));
-    let overlaps = Arc::new(AtomicUsize::new(0));
-    // Last token seen inside the critical section, by anyone.
-    let last_token = Arc::new(Mutex::new(0u64));
-    let token_regressions = Arc::new(AtomicUsize::new(0));
+    // Every critical section, with its token.
+    let holds = HoldLog::new();
     let start = Arc::new(Barrier::new(THREADS));
 
     let began = Instant::now();
@@ -256,27 +256,12 @@ fn sixteen_clients_never_overlap_on_a_read_modify_write() {
     for _ in 0..THREADS {
         let mutex = server.client().fair_mutex("rmw");
         let mut conn = server.conn();
-        let (inside, overlaps, start) = (
-            Arc::clone(&inside),
-            Arc::clone(&overlaps),
-            Arc::clone(&start),
-        );
-        let (last_token, token_regressions) =
-            (Arc::clone(&last_token), Arc::clone(&token_regressions));
+        let (holds, start) = (holds.clone(), Arc::clone(&start));
         handles.push(thread::spawn(move || {
             start.wait();
             for _ in 0..ROUNDS {
                 let guard = mutex.lock().expect("lock");
-                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
-                    overlaps.fetch_add(1, Ordering::SeqCst);
-                }
-                {
-                    let mut last = last_token.lock().unwrap();
-                    if guard.fencing_token() <= *last {
-                        token_regressions.fetch_add(1, Ordering::SeqCst);
-                    }
-                    *last = guard.fencing_token();
-                }
+                let from = Instant::now();
                 // Deliberately not atomic: only the lock keeps this correct.
                 let value: Option<u64> = redis::cmd("GET").arg("counter").query(&mut conn).unwrap();
                 let () = redis::cmd("SET")
@@ -284,8 +269,10 @@ fn sixteen_clients_never_overlap_on_a_read_modify_write() {
                     .arg(value.unwrap_or(0) + 1)
                     .query(&mut conn)
                     .unwrap();
-                inside.fetch_sub(1, Ordering::SeqCst);
+                let to = Instant::now();
+                let token = guard.fencing_token();
                 guard.unlock().expect("unlock");
+                holds.record("rmw", Span { from, to, token });
             }
         }));
     }
@@ -304,16 +291,9 @@ fn sixteen_clients_never_overlap_on_a_read_modify_write() {
         elapsed.as_secs_f64(),
         ms(elapsed) / (THREADS * ROUNDS) as f64
     );
-    assert_eq!(
-        overlaps.load(Ordering::SeqCst),
-        0,
-        "two threads were inside at once"
-    );
-    assert_eq!(
-        token_regressions.load(Ordering::SeqCst),
-        0,
-        "fencing tokens went backwards"
-    );
+    assert_eq!(holds.len(), THREADS * ROUNDS);
+    // No two threads inside at once, fencing tokens never going backwards.
+    holds.assert_exclusive();
     assert_eq!(counter, (THREADS * ROUNDS) as u64, "lost updates");
     assert!(elapsed < Duration::from_secs(30), "took {elapsed:?}");
 }
@@ -417,7 +397,10 @@ fn try_lock_never_takes_the_lock_from_a_queued_waiter() {
     join_by(waiter, Instant::now() + Duration::from_secs(5), "waiter");
 
     // 3. A fixed lease running out while a third client hammers try_lock.
-    let holder = mutex.with_lease(Duration::from_millis(300)).lock().unwrap();
+    let holder = mutex
+        .with_fixed_lease(Duration::from_millis(300))
+        .lock()
+        .unwrap();
     let (waiter, granted_rx, done_tx) = park_a_waiter(&server, &mutex);
     let mut attempts = 0;
     let token = loop {
@@ -468,33 +451,28 @@ fn five_hundred_threads_on_two_locks() {
         })
         .collect();
     let counters: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
-    let inside: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
-    let overlaps = Arc::new(AtomicUsize::new(0));
+    // Every critical section of each lock, with its token.
+    let holds = HoldLog::new();
     let start = Arc::new(Barrier::new(THREADS + 1));
 
     let mut handles = Vec::new();
     for i in 0..THREADS {
         let lock = i % 2;
         let mutex = clients[(i / 2) % CLIENTS].fair_mutex(&format!("crowd-{lock}"));
-        let (counters, inside, overlaps, start) = (
-            Arc::clone(&counters),
-            Arc::clone(&inside),
-            Arc::clone(&overlaps),
-            Arc::clone(&start),
-        );
+        let (counters, holds, start) = (Arc::clone(&counters), holds.clone(), Arc::clone(&start));
         handles.push(thread::spawn(move || {
             start.wait();
             let guard = mutex.lock().expect("lock");
-            if inside[lock].fetch_add(1, Ordering::SeqCst) != 0 {
-                overlaps.fetch_add(1, Ordering::SeqCst);
-            }
+            let from = Instant::now();
             // A torn increment: only the lock keeps it exact.
             let value = counters[lock].load(Ordering::SeqCst);
             // Long enough that the others pile up in the queue.
             thread::sleep(Duration::from_millis(1));
             counters[lock].store(value + 1, Ordering::SeqCst);
-            inside[lock].fetch_sub(1, Ordering::SeqCst);
+            let to = Instant::now();
+            let token = guard.fencing_token();
             guard.unlock().expect("unlock");
+            holds.record(mutex.name(), Span { from, to, token });
         }));
     }
     start.wait();
@@ -524,11 +502,9 @@ fn five_hundred_threads_on_two_locks() {
         longest_queue >= 10,
         "the threads hardly contended ({longest_queue} queued at most)"
     );
-    assert_eq!(
-        overlaps.load(Ordering::SeqCst),
-        0,
-        "two threads were inside at once"
-    );
+    assert_eq!(holds.len(), THREADS);
+    // No two threads inside one lock at once (nor its tokens going back).
+    holds.assert_exclusive();
     assert_eq!(counters[0].load(Ordering::SeqCst), THREADS / 2);
     assert_eq!(counters[1].load(Ordering::SeqCst), THREADS / 2);
     for lock in 0..2 {

@@ -706,8 +706,8 @@ fn f8_an_unreachable_server_is_a_connection_error_within_connect_timeout_plus_1s
             Box::new(|| m.try_lock_for(Duration::from_secs(5)).map(drop)),
         ),
         (
-            "with_lease.lock",
-            Box::new(|| m.with_lease(LEASE).lock().map(drop)),
+            "with_fixed_lease.lock",
+            Box::new(|| m.with_fixed_lease(LEASE).lock().map(drop)),
         ),
         ("is_locked", Box::new(|| m.is_locked().map(drop))),
         (
@@ -1093,8 +1093,8 @@ fn await_fresh_head(first: &FairMutex, child_id: &str) -> Duration {
 fn handed_token_of(first: &FairMutex, child_id: &str) -> u64 {
     let handed = first.status(10).unwrap();
     let holder = handed
-        .holder
-        .clone()
+        .holder()
+        .cloned()
         .unwrap_or_else(|| panic!("the lock was not handed to the child: {handed:?}"));
     assert_eq!(
         holder.who.client_id(),
@@ -1217,7 +1217,7 @@ fn assert_the_late_grant_is_lost(
 
     // The real holder keeps the lock, untouched by the late child.
     let status = next.status(10).unwrap();
-    let holder = status.holder.clone().expect("still held");
+    let holder = status.holder().cloned().expect("still held");
     assert_eq!(holder.who.client_id(), next_client.id(), "{status:?}");
     assert_eq!(holder.fencing_token, next_guard.fencing_token());
     assert!(next_guard.fencing_token() > handed_token);

@@ -88,7 +88,11 @@ fn a_lease_that_ran_out_is_held_again_after_a_step_back_and_the_next_token_is_la
     let (name, key) = ("fence-lapsed", lock_key("fence-lapsed"));
     let lease = Duration::from_millis(200);
 
-    let guard = holder.fair_mutex(name).with_lease(lease).lock().unwrap();
+    let guard = holder
+        .fair_mutex(name)
+        .with_fixed_lease(lease)
+        .lock()
+        .unwrap();
     let lapsed = guard.fencing_token();
     std::mem::forget(guard);
     assert!(

@@ -6,7 +6,7 @@
 use std::thread;
 use std::time::Duration;
 
-use fairlock::{Client, Participant};
+use fairlock::{Bound, Client, Participant, Unbound, Wait};
 use fairlock_test_support::*;
 
 fn named(server: &RedisServer, identity: &str) -> Client {
@@ -14,24 +14,10 @@ fn named(server: &RedisServer, identity: &str) -> Client {
 }
 
 /// The holders and the queued waiters of `name`'s lock of `kind`.
-fn participants(observer: &Client, kind: &str, name: &str) -> (Vec<Participant>, Vec<Participant>) {
-    match kind {
-        "mutex" => {
-            let s = observer.fair_mutex(name).status(10).unwrap();
-            let holders = s.holder.into_iter().map(|h| h.who).collect();
-            (holders, s.waiters.into_iter().map(|w| w.who).collect())
-        }
-        "semaphore" => {
-            let s = observer.fair_semaphore(name, 1).status(10).unwrap();
-            let holders = s.holders.into_iter().map(|h| h.who).collect();
-            (holders, s.waiters.into_iter().map(|w| w.who).collect())
-        }
-        _ => {
-            let s = observer.fair_rwlock(name).status(10).unwrap();
-            let holders = s.holders.into_iter().map(|h| h.who).collect();
-            (holders, s.waiters.into_iter().map(|w| w.who).collect())
-        }
-    }
+fn participants(observer: &Client, kind: Kind, name: &str) -> (Vec<Participant>, Vec<Participant>) {
+    let s = kind.status(observer, name, 10).unwrap();
+    let holders = s.holders.into_iter().map(|h| h.who).collect();
+    (holders, s.waiters.into_iter().map(|w| w.who).collect())
 }
 
 #[test]
@@ -41,58 +27,38 @@ fn every_status_names_holders_and_waiters_by_their_clients_identity() {
     let cron = named(&server, "cron@host.example:9");
     let anonymous = server.client();
     let observer = server.client();
-    for kind in ["mutex", "semaphore", "rwlock"] {
+    // What the holder takes, and what its waiters wait for.
+    for (kind, held_as, waited_as) in [
+        ("mutex", Kind::Mutex, Kind::Mutex),
+        ("semaphore", Kind::Semaphore, Kind::Semaphore),
+        ("rwlock", Kind::Write, Kind::Read),
+    ] {
         let name = format!("who-{kind}");
         // web holds (thread-bound), cron waits (unbound), anonymous waits.
-        let held: Box<dyn std::any::Any> = match kind {
-            "mutex" => Box::new(web.fair_mutex(&name).lock().unwrap()),
-            "semaphore" => Box::new(web.fair_semaphore(&name, 1).acquire().unwrap()),
-            _ => Box::new(web.fair_rwlock(&name).write().unwrap()),
-        };
+        let held = take::<Bound>(&web, held_as, &name, LeasePolicy::Client, Wait::forever())
+            .unwrap()
+            .expect("free");
         let waiters: Vec<_> = [(cron.clone(), true), (anonymous.clone(), false)]
             .into_iter()
             .map(|(client, unbound)| {
                 let name = name.clone();
-                let wanted = kind.to_owned();
-                let before = participants(&observer, kind, &name).1.len();
+                let before = participants(&observer, waited_as, &name).1.len();
                 let waiter_name = name.clone();
                 let waiter = thread::spawn(move || {
                     let t = Duration::from_secs(20);
                     let name = waiter_name;
-                    let got = match (wanted.as_str(), unbound) {
-                        ("mutex", true) => client
-                            .fair_mutex(&name)
-                            .unbound()
-                            .try_lock_for(t)
-                            .map(|g| g.is_some()),
-                        ("mutex", false) => client
-                            .fair_mutex(&name)
-                            .try_lock_for(t)
-                            .map(|g| g.is_some()),
-                        ("semaphore", true) => client
-                            .fair_semaphore(&name, 1)
-                            .unbound()
-                            .try_acquire_for(t)
-                            .map(|g| g.is_some()),
-                        ("semaphore", false) => client
-                            .fair_semaphore(&name, 1)
-                            .try_acquire_for(t)
-                            .map(|g| g.is_some()),
-                        (_, true) => client
-                            .fair_rwlock(&name)
-                            .unbound()
-                            .try_read_for(t)
-                            .map(|g| g.is_some()),
-                        (_, false) => client
-                            .fair_rwlock(&name)
-                            .try_read_for(t)
-                            .map(|g| g.is_some()),
+                    let got = if unbound {
+                        take::<Unbound>(&client, waited_as, &name, LeasePolicy::Client, t)
+                            .map(|g| g.is_some())
+                    } else {
+                        take::<Bound>(&client, waited_as, &name, LeasePolicy::Client, t)
+                            .map(|g| g.is_some())
                     };
                     got.unwrap()
                 });
                 assert!(
                     wait_until(Duration::from_secs(5), || {
-                        participants(&observer, kind, &name).1.len() == before + 1
+                        participants(&observer, waited_as, &name).1.len() == before + 1
                     }),
                     "{kind}: the waiter never queued"
                 );
@@ -100,7 +66,7 @@ fn every_status_names_holders_and_waiters_by_their_clients_identity() {
             })
             .collect();
 
-        let (holders, queued) = participants(&observer, kind, &name);
+        let (holders, queued) = participants(&observer, held_as, &name);
         assert_eq!(holders.len(), 1, "{kind}: {holders:?}");
         assert_eq!(holders[0].identity(), Some("web-3/worker-7"), "{kind}");
         assert_eq!(holders[0].client_id(), web.id(), "{kind}");
@@ -146,5 +112,5 @@ fn an_identity_changes_nothing_else_re_entry_and_release_work_as_before() {
         .acquire_many(2)
         .unwrap();
     assert_eq!(permit.num_permits(), 2);
-    permit.release().unwrap();
+    permit.unlock().unwrap();
 }

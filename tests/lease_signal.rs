@@ -103,7 +103,7 @@ fn a_fixed_lease_is_signalled_at_its_local_end() {
     for round in 0..5 {
         let mutex = client
             .fair_mutex(&format!("fixed-{round}"))
-            .with_lease(lease);
+            .with_fixed_lease(lease);
         let started = Instant::now();
         let guard = mutex.lock().unwrap();
         let watcher = watch(guard.lease_signal());

@@ -9,7 +9,7 @@ use fairlock_test_support::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex, FairMutexGuard, LockStatus};
+use fairlock::{Bound, Client, ClientBuilder, ErrorKind, FairMutex, FairMutexGuard, Status, Wait};
 
 /// How long `CLIENT PAUSE ... WRITE` holds every script back.
 const PAUSE: Duration = Duration::from_millis(1000);
@@ -92,13 +92,13 @@ fn writes_resumed(server: &RedisServer) -> Instant {
 }
 
 /// Who holds the lock, in words, naming `suspect`'s client.
-fn holder_of(status: &LockStatus, suspect: &Client) -> String {
+fn holder_of(status: &Status, suspect: &Client) -> String {
     holder_named(status, suspect.id(), "the timed-out client")
 }
 
 /// Who holds the lock, in words: `name` for client `id`.
-fn holder_named(status: &LockStatus, id: &str, name: &str) -> String {
-    match &status.holder {
+fn holder_named(status: &Status, id: &str, name: &str) -> String {
+    match status.holder() {
         None => "free".to_owned(),
         Some(holder) => format!(
             "held by {} (count {}, lease left {:?})",
@@ -114,7 +114,7 @@ fn holder_named(status: &LockStatus, id: &str, name: &str) -> String {
 }
 
 /// True when `client` has an entry in the lock's queue (live or not).
-fn queued(status: &LockStatus, client: &Client) -> bool {
+fn queued(status: &Status, client: &Client) -> bool {
     status
         .waiters
         .iter()
@@ -236,7 +236,7 @@ fn a_timed_out_lock_on_a_held_lock_leaves_no_queue_entry_or_grant_behind() {
     let held = holder.fair_mutex("held").lock().unwrap();
     let mutex = client
         .fair_mutex("held")
-        .with_lease(Duration::from_secs(30));
+        .with_fixed_lease(Duration::from_secs(30));
     let resumed =
         time_out_during_a_write_pause(&server, "lock() on a held lock", || mutex.lock().map(drop));
 
@@ -301,7 +301,7 @@ fn a_timed_out_lock_on_a_held_lock_leaves_no_queue_entry_or_grant_behind() {
             holder_of(&status, &client)
         );
     }
-    let who = status.holder.as_ref().map(|h| h.who.client_id().to_owned());
+    let who = status.holder().map(|h| h.who.client_id().to_owned());
     assert_eq!(who.as_deref(), Some(other.id()), "the waiter holds it");
     assert_eq!(mutex.hold_count().unwrap(), 0);
     waiting.release("the other client's lock thread");
@@ -431,7 +431,7 @@ fn leases_and_timeouts_out_of_range_are_invalid_config_before_any_io() {
     let mutex = client.fair_mutex("huge-lease");
     let mut seen = Vec::new();
     for (lease_label, lease) in [("MAX", Duration::MAX), ("365 d + 1 ms", YEAR + MS)] {
-        let handle = mutex.with_lease(lease);
+        let handle = mutex.with_fixed_lease(lease);
         let calls: [(&str, AcquireCall); 3] = [
             ("try_lock", |m| m.try_lock()),
             ("lock", |m| m.lock().map(Some)),
@@ -445,7 +445,7 @@ fn leases_and_timeouts_out_of_range_are_invalid_config_before_any_io() {
             let scripts_run = evalsha_calls(&mut conn) - scripts_before;
             let keys = keys_and_ttls(&mut conn);
             seen.push((
-                format!("with_lease({lease_label}).{call_label}"),
+                format!("with_fixed_lease({lease_label}).{call_label}"),
                 result,
                 scripts_run,
                 keys,
@@ -517,7 +517,7 @@ fn leases_and_timeouts_out_of_range_are_invalid_config_before_any_io() {
     );
 
     let guard = mutex
-        .with_lease(YEAR)
+        .with_fixed_lease(YEAR)
         .try_lock()
         .unwrap()
         .expect("a lease of exactly 365 days works");
@@ -707,10 +707,9 @@ fn client_through(relay: &Relay, lease: Duration, waiter_timeout: Duration) -> C
 }
 
 /// True when `client` holds the lock, as `status` says.
-fn held_by(status: &LockStatus, client: &Client) -> bool {
+fn held_by(status: &Status, client: &Client) -> bool {
     status
-        .holder
-        .as_ref()
+        .holder()
         .is_some_and(|holder| holder.who.client_id() == client.id())
 }
 
@@ -1008,7 +1007,9 @@ fn a_wait_that_times_out_as_it_is_handed_the_lock_gives_the_grant_back() {
     let guard = observer.lock().unwrap();
 
     let patience = Duration::from_millis(1500);
-    let waiting = client.fair_mutex(name).with_lease(Duration::from_secs(30));
+    let waiting = client
+        .fair_mutex(name)
+        .with_fixed_lease(Duration::from_secs(30));
     let started = Instant::now();
     let waiter = std::thread::spawn(move || {
         let outcome = waiting.try_lock_for(patience);
@@ -1064,14 +1065,6 @@ fn a_wait_that_times_out_as_it_is_handed_the_lock_gives_the_grant_back() {
     no_key_without_ttl(&server, "after the grant was given back");
 }
 
-/// A guard of some kind, a call that takes the pooled connection (stuck
-/// behind a stalled link), and whether another client then gets the lock.
-type DropScene = (
-    Box<dyn std::any::Any>,
-    Box<dyn FnOnce() -> bool + Send>,
-    Box<dyn Fn() -> bool>,
-);
-
 /// A guard's drop waits at most one command timeout, the wait for a pooled
 /// connection included, and hands a release that got no answer to the
 /// watchdog, which frees the lock once Redis answers: for a mutex guard, a
@@ -1086,7 +1079,12 @@ fn a_guard_dropped_while_redis_does_not_answer_returns_within_one_command_timeou
     let server = RedisServer::start();
     let observer_client = server.client();
     let command_timeout = Duration::from_millis(1000);
-    for kind in ["mutex", "semaphore", "rwlock"] {
+    // What the client holds, and what another client then asks for.
+    for (kind, held_as, then) in [
+        ("mutex", Kind::Mutex, Kind::Mutex),
+        ("semaphore", Kind::Semaphore, Kind::Semaphore),
+        ("rwlock", Kind::Read, Kind::Write),
+    ] {
         let relay = Relay::start(server.port());
         let client = Client::builder(&relay.url())
             .lease(Duration::from_secs(30))
@@ -1097,49 +1095,30 @@ fn a_guard_dropped_while_redis_does_not_answer_returns_within_one_command_timeou
             .build()
             .expect("the client connects through the relay");
         let name = format!("drop-bound-{kind}");
-        let (guard, stuck, free): DropScene = match kind {
-            "mutex" => {
-                let mine = client.fair_mutex(&name);
-                let theirs = observer_client.fair_mutex(&name);
-                (
-                    Box::new(mine.lock().unwrap()),
-                    Box::new(move || mine.is_locked().is_ok()),
-                    Box::new(move || {
-                        theirs
-                            .try_lock_for(Duration::from_secs(5))
-                            .unwrap()
-                            .is_some()
-                    }),
-                )
-            }
-            "semaphore" => {
-                let mine = client.fair_semaphore(&name, 1);
-                let theirs = observer_client.fair_semaphore(&name, 1);
-                (
-                    Box::new(mine.acquire().unwrap()),
-                    Box::new(move || mine.is_locked().is_ok()),
-                    Box::new(move || {
-                        theirs
-                            .try_acquire_for(Duration::from_secs(5))
-                            .unwrap()
-                            .is_some()
-                    }),
-                )
-            }
-            _ => {
-                let mine = client.fair_rwlock(&name);
-                let theirs = observer_client.fair_rwlock(&name);
-                (
-                    Box::new(mine.read().unwrap()),
-                    Box::new(move || mine.is_locked().is_ok()),
-                    Box::new(move || {
-                        theirs
-                            .try_write_for(Duration::from_secs(5))
-                            .unwrap()
-                            .is_some()
-                    }),
-                )
-            }
+        let guard = take::<Bound>(
+            &client,
+            held_as,
+            &name,
+            LeasePolicy::Client,
+            Wait::forever(),
+        )
+        .unwrap()
+        .expect("free");
+        // A call that takes the pooled connection (stuck behind the
+        // stalled link).
+        let (mine, stuck_name) = (client.clone(), name.clone());
+        let stuck = move || held_as.status(&mine, &stuck_name, 0).is_ok();
+        // Whether another client then gets the lock.
+        let free = || {
+            take::<Bound>(
+                &observer_client,
+                then,
+                &name,
+                LeasePolicy::Client,
+                Duration::from_secs(5),
+            )
+            .unwrap()
+            .is_some()
         };
         relay.stall();
         let held_before = relay.held_bytes();

@@ -378,7 +378,10 @@ fn the_head_takes_an_expired_fixed_lease_promptly() {
     // The holder never releases while the waiter waits: its guard (which is
     // !Send) stays on this thread until the test is over.
     let holder = thread::spawn(move || {
-        let guard = holder_mutex.with_lease(lease).lock().expect("holder locks");
+        let guard = holder_mutex
+            .with_fixed_lease(lease)
+            .lock()
+            .expect("holder locks");
         acquired_tx
             .send((Instant::now(), guard.fencing_token()))
             .unwrap();
@@ -482,7 +485,7 @@ fn an_expired_fixed_lease_reports_lease_lost_and_its_unlock_touches_nothing() {
     let a = a_client.fair_mutex("expiring");
 
     // Nobody else: the lock simply frees.
-    let guard = a.with_lease(lease).lock().unwrap();
+    let guard = a.with_fixed_lease(lease).lock().unwrap();
     assert!(!guard.is_lease_lost());
     assert!(wait_until(lease + Duration::from_secs(1), || guard.is_lease_lost()));
     assert!(wait_until(Duration::from_secs(1), || !a
@@ -492,7 +495,7 @@ fn an_expired_fixed_lease_reports_lease_lost_and_its_unlock_touches_nothing() {
     assert!(!a.is_locked().unwrap());
 
     // Another client takes it meanwhile and keeps it through the stale unlock.
-    let guard = a.with_lease(lease).lock().unwrap();
+    let guard = a.with_fixed_lease(lease).lock().unwrap();
     let b_client = server.client();
     let b = Waiter::spawn(b_client.fair_mutex("expiring"));
     assert!(queue_len_reaches(&a, 1, Duration::from_secs(2)));

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, WaitCanceller};
+use fairlock::{Client, Wait, WaitCanceller};
 use fairlock_test_support::*;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
@@ -175,7 +175,12 @@ fn a_wait_that_times_out_or_is_cancelled_counts_as_such_and_a_handoff_is_timed()
     let stopper = cancel.clone();
     let waiting = {
         let theirs = theirs.clone();
-        thread::spawn(move || theirs.lock_cancellable(None, &cancel).unwrap().is_none())
+        thread::spawn(move || {
+            theirs
+                .lock_with(Wait::forever().cancelled_by(&cancel))
+                .unwrap()
+                .is_none()
+        })
     };
     assert!(wait_until(Duration::from_secs(5), || {
         Of::now("m-wait").gauge("fairlock_waiting_threads") == 1.0

@@ -54,7 +54,7 @@ impl Holder for InProcess {
     fn lock(&mut self, name: &str) -> u64 {
         let mutex = self.client.fair_mutex(name);
         let mutex = match self.fixed {
-            Some(lease) => mutex.with_lease(lease),
+            Some(lease) => mutex.with_fixed_lease(lease),
             None => mutex,
         };
         let guard = mutex.lock().expect("holder locks");

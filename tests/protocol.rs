@@ -250,7 +250,7 @@ per_kind! {
         s.conn.pexpire::<_, ()>(&s.keys.all[4], 60_000).unwrap();
         let before_junk = s.snapshot();
         let err = s
-            .attempt_with("n:1", 2, Mode::First, one, 0, LONG, false)
+            .attempt_with("n:1", 2, Mode::First, one, 0, Lease::Renewed(LONG))
             .unwrap_err();
         assert_eq!(err.kind(), fairlock::ErrorKind::KeyConflict, "{err}");
         assert_eq!(s.snapshot(), before_junk);
@@ -530,8 +530,7 @@ per_kind! {
             let op = Acquire {
                 ask,
                 owner: "b:1",
-                lease: LONG,
-                fixed: false,
+                lease: Lease::Renewed(LONG),
                 waiter_timeout: LONG,
                 mode: Mode::Try,
                 wait_id: 1,
@@ -676,12 +675,12 @@ per_kind! {
         let a = s.take("a:1", 1, all);
         // Watchdog leases of 2 s, a fixed one of 400 ms.
         let lease = Duration::from_secs(2);
-        let renewed = entry_with("w:1", 3, one, lease, false);
-        let fixed = entry_with("f:1", 4, one, Duration::from_millis(400), true);
-        let writer = entry_with("v:1", 5, all, lease, false);
+        let renewed = entry_with("w:1", 3, one, Lease::Renewed(lease));
+        let fixed = entry_with("f:1", 4, one, Lease::Fixed(Duration::from_millis(400)));
+        let writer = entry_with("v:1", 5, all, Lease::Renewed(lease));
         for e in [renewed, fixed, writer] {
             assert!(matches!(
-                s.attempt_with(e.owner, e.wait_id, Mode::First, e.ask, 0, e.lease, e.fixed)
+                s.attempt_with(e.owner, e.wait_id, Mode::First, e.ask, 0, e.lease)
                     .unwrap(),
                 AcquireReply::Waiting {
                     position: Some(_),
@@ -715,7 +714,7 @@ per_kind! {
         // Another call of the same owner is not extended by this one's beat.
         sleep(Duration::from_millis(250));
         assert_eq!(
-            s.heartbeat(LONG, &[entry_with("f:1", 9, one, LONG, false)])
+            s.heartbeat(LONG, &[entry_with("f:1", 9, one, Lease::Renewed(LONG))])
                 .statuses,
             [WaiterStatus::Gone]
         );

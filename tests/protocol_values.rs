@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use fairlock::__test_support::{
     check_value, election_channel, Access, Acquire, AcquireReply, Ask, ElectionMessage, Engine,
-    HandedOver, Heartbeat, LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release,
+    HandedOver, Heartbeat, Lease, LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release,
     ReleaseReply, Renew, Script, Status, WaiterStatus, WakeMessage, RW_CAPACITY,
 };
 use fairlock::{ErrorKind, MAX_ELECTION_VALUE_LEN, MAX_NAME_LEN};
@@ -168,8 +168,7 @@ fn the_member_names_the_call_and_its_grant() {
     let entry = QueueEntry {
         owner: "c1:7",
         wait_id: 42,
-        lease: Duration::from_millis(30_000),
-        fixed: true,
+        lease: Lease::Fixed(Duration::from_millis(30_000)),
         ask: Ask::Mutex,
     };
     assert_eq!(entry.to_string(), "c1:7 42 30000 1");
@@ -191,8 +190,7 @@ fn attempt() -> Acquire<'static> {
     Acquire {
         ask: Ask::Mutex,
         owner: "c:1",
-        lease: Duration::from_secs(30),
-        fixed: false,
+        lease: Lease::Renewed(Duration::from_secs(30)),
         waiter_timeout: Duration::from_secs(10),
         mode: Mode::First,
         wait_id: 7,
@@ -254,15 +252,13 @@ fn arguments_are_queue_entries_and_statuses_follow_their_order() {
             QueueEntry {
                 owner: "c:1",
                 wait_id: 4,
-                lease: Duration::from_secs(2),
-                fixed: false,
+                lease: Lease::Renewed(Duration::from_secs(2)),
                 ask: Ask::Mutex,
             },
             QueueEntry {
                 owner: "c:2",
                 wait_id: 5,
-                lease: Duration::from_secs(3),
-                fixed: true,
+                lease: Lease::Fixed(Duration::from_secs(3)),
                 ask: Ask::Mutex,
             },
         ],

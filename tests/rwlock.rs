@@ -12,7 +12,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock::__test_support::LockKeys;
-use fairlock::{Client, ErrorKind, FairRwLock, LeaseEnd, WaitCanceller};
+use fairlock::{Client, ErrorKind, FairRwLock, LeaseEnd, Wait, WaitCanceller};
 use fairlock_test_support::cluster::RedisCluster;
 use fairlock_test_support::*;
 use redis::Commands;
@@ -549,7 +549,7 @@ fn timeouts_and_cancellation_leave_nothing_behind() {
             stopper.cancel();
         });
         assert!(theirs
-            .write_cancellable(Some(Duration::from_secs(10)), &cancel)
+            .write_with(Wait::at_most(Duration::from_secs(10)).cancelled_by(&cancel))
             .unwrap()
             .is_none());
         stop.join().unwrap();
@@ -697,14 +697,17 @@ fn a_fixed_lease_write_runs_out_unrenewed_and_the_readers_behind_get_in() {
     let client = server.client();
     let rw = client.fair_rwlock("fixed");
     assert_eq!(
-        rw.with_lease(Duration::from_millis(1))
+        rw.with_fixed_lease(Duration::from_millis(1))
             .write()
             .unwrap_err()
             .kind(),
         ErrorKind::InvalidConfig
     );
     let taken = Instant::now();
-    let write = rw.with_lease(Duration::from_millis(400)).write().unwrap();
+    let write = rw
+        .with_fixed_lease(Duration::from_millis(400))
+        .write()
+        .unwrap();
     let signal = write.lease_signal();
     let (first, first_got) = spawn_taker(&server, "fixed", Want::Read, None);
     let (second, second_got) = spawn_taker(&server, "fixed", Want::Read, None);

@@ -157,7 +157,7 @@ fn empty_and_oversized_names_are_invalid_name() {
         assert_eq!(m.force_unlock().unwrap_err().kind(), ErrorKind::InvalidName);
     }
     let m = client.fair_mutex("ok");
-    let err = m.with_lease(Duration::ZERO).lock().unwrap_err();
+    let err = m.with_fixed_lease(Duration::ZERO).lock().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidConfig);
 }
 
@@ -317,7 +317,7 @@ fn status_lists_holder_and_queue_in_order() {
     let holder_client = server.client();
     let m = holder_client.fair_mutex("status");
     let free = m.status(10).unwrap();
-    assert_eq!(free.holder, None);
+    assert_eq!(free.holder(), None);
     assert!(free.waiters.is_empty());
     assert_eq!(free.queue_len, 0);
 
@@ -338,7 +338,7 @@ fn status_lists_holder_and_queue_in_order() {
         })
         .collect();
     let status = m.status(2).unwrap();
-    let holder = status.holder.clone().expect("held");
+    let holder = status.holder().cloned().expect("held");
     assert_eq!(holder.who.client_id(), holder_client.id());
     assert!(holder.who.thread().is_some());
     assert_eq!(holder.hold_count, 2);

@@ -13,7 +13,7 @@ use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, FairSemaphore, SemaphorePermit, WaitCanceller};
+use fairlock::{Capacity, Client, ErrorKind, FairSemaphore, SemaphorePermit, Wait, WaitCanceller};
 use fairlock_test_support::{join_within, serial, wait_until, Held, HolderChild, RedisServer};
 use redis::Commands;
 
@@ -60,7 +60,7 @@ fn spawn_acquirer(
         if let Some(release) = release {
             let _ = release.recv();
         }
-        permit.release().expect("release");
+        permit.unlock().expect("release");
         token
     });
     (handle, got)
@@ -113,7 +113,7 @@ fn n_is_never_exceeded_by_16_clients_of_100_sections() {
                     thread::sleep(Duration::from_micros(500));
                     inside.fetch_sub(1, Ordering::SeqCst);
                     let token = permit.fencing_token();
-                    permit.release().expect("release");
+                    permit.unlock().expect("release");
                     let released = clock.fetch_add(1, Ordering::SeqCst);
                     sections.lock().unwrap().push(Section {
                         asked,
@@ -193,15 +193,15 @@ fn waiters_from_separate_clients_are_granted_in_arrival_order() {
                 let permit = mine.acquire().expect("waiter acquires");
                 log.lock().unwrap().push((permit.fencing_token(), waiter));
                 thread::sleep(Duration::from_millis(20));
-                permit.release().expect("waiter releases");
+                permit.unlock().expect("waiter releases");
             });
             // Each starts once the previous one is queued.
             await_queue_len(&sem, waiter + 1);
             handle
         })
         .collect();
-    first.release().unwrap();
-    second.release().unwrap();
+    first.unlock().unwrap();
+    second.unlock().unwrap();
     for waiter in waiters {
         join_within(waiter, Duration::from_secs(30), "a waiter");
     }
@@ -227,7 +227,7 @@ fn try_acquire_never_goes_ahead_of_a_queued_waiter() {
     let other = c.fair_semaphore("no-barging", 2);
     assert!(other.try_acquire().unwrap().is_none());
     // The freed permit goes to the queued waiter, not to a try.
-    one.release().unwrap();
+    one.unlock().unwrap();
     let token = got
         .recv_timeout(Duration::from_secs(5))
         .expect("handed over");
@@ -273,10 +273,13 @@ fn try_acquire_for_times_out_leaving_no_queue_entry() {
         thread::sleep(Duration::from_millis(200));
         canceller.cancel();
     });
-    assert!(sem.acquire_cancellable(None, &cancel).unwrap().is_none());
+    assert!(sem
+        .acquire_with(Wait::forever().cancelled_by(&cancel))
+        .unwrap()
+        .is_none());
     stopper.join().unwrap();
     assert_eq!(sem.queue_len().unwrap(), 0);
-    held.release().unwrap();
+    held.unlock().unwrap();
     assert_eq!(sem.available().unwrap(), 1);
 }
 
@@ -333,7 +336,7 @@ fn the_watchdog_renews_permits_and_keeps_waiters_queued() {
     assert!(got.try_recv().is_err(), "the waiter got a held permit");
     let signal = permit.lease_signal();
     let token = permit.fencing_token();
-    permit.release().unwrap();
+    permit.unlock().unwrap();
     assert_eq!(signal.ended(), Some(fairlock::LeaseEnd::Released));
     let next = got
         .recv_timeout(Duration::from_secs(2))
@@ -355,7 +358,7 @@ fn a_same_client_waiter_is_woken_by_the_release_reply() {
     let (waiter, got) = spawn_acquirer(sem.clone(), None);
     await_queue_len(&sem, 1);
     let released = Instant::now();
-    permit.release().unwrap();
+    permit.unlock().unwrap();
     got.recv_timeout(Duration::from_secs(2))
         .expect("handed over");
     assert!(released.elapsed() < Duration::from_millis(500));
@@ -426,14 +429,14 @@ fn tokens_increase_in_grant_order_along_a_handoff_chain_of_three_permits() {
                 granted.send((waiter, permit.fencing_token())).unwrap();
                 told.recv_timeout(Duration::from_secs(30))
                     .expect("waiter told to release");
-                permit.release().expect("waiter releases");
+                permit.unlock().expect("waiter releases");
             });
             await_queue_len(&sem, waiter + 1);
             handle
         })
         .collect();
     let free_oldest = |held: &mut VecDeque<ChainPermit>| match held.pop_front().unwrap() {
-        ChainPermit::Own(permit) => permit.release().unwrap(),
+        ChainPermit::Own(permit) => permit.unlock().unwrap(),
         ChainPermit::Waiter(waiter) => releases[waiter].send(()).unwrap(),
     };
     let mut next = 0;
@@ -494,7 +497,7 @@ fn handles_with_different_permits_get_a_permits_mismatch() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PermitsMismatch, "{err}");
     let status = a.fair_semaphore("disagree", 3).status(10).unwrap();
-    assert_eq!(status.permits, Some(3));
+    assert_eq!(status.capacity, Capacity::Permits(3));
     assert_eq!(status.holder_count, 1);
     assert_eq!(status.queue_len, 0, "a refused call queued");
     drop(held);
@@ -532,7 +535,7 @@ fn every_key_has_a_ttl_once_all_are_released() {
     let (waiter, got) = spawn_acquirer(b.fair_semaphore("expiring", 1), None);
     await_queue_len(&sem, 1);
     assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
-    permit.release().unwrap();
+    permit.unlock().unwrap();
     got.recv_timeout(Duration::from_secs(5)).unwrap();
     join_within(waiter, Duration::from_secs(5), "the waiter");
     let timed_out = sem.try_acquire_for(Duration::from_millis(50)).unwrap();
@@ -581,7 +584,7 @@ fn a_large_request_at_the_head_is_never_passed_and_those_behind_that_fit_enter_w
     await_queue_len(&sem, 2);
     assert!(big_got.try_recv().is_err() && small_got.try_recv().is_err());
     // One release admits the head and the call behind it (2 + 1 <= 4).
-    three.release().unwrap();
+    three.unlock().unwrap();
     let big_token = big_got.recv_timeout(Duration::from_secs(5)).unwrap();
     let small_token = small_got.recv_timeout(Duration::from_secs(5)).unwrap();
     assert!(big_token < small_token, "{big_token} then {small_token}");
@@ -595,8 +598,8 @@ fn a_large_request_at_the_head_is_never_passed_and_those_behind_that_fit_enter_w
     );
     let status = sem.status(10).unwrap();
     assert_eq!(
-        (status.holder_count, status.available, status.queue_len),
-        (2, 1, 0)
+        (status.holder_count, status.available(), status.queue_len),
+        (2, Some(1), 0)
     );
     let mut held: Vec<u32> = status.holders.iter().map(|h| h.permits).collect();
     held.sort_unstable();
@@ -628,7 +631,7 @@ fn weighted_calls_never_hold_more_than_n_and_large_ones_are_not_starved() {
                     most.fetch_max(now, Ordering::SeqCst);
                     thread::sleep(Duration::from_millis(2));
                     inside.fetch_sub(u64::from(n), Ordering::SeqCst);
-                    permit.release().unwrap();
+                    permit.unlock().unwrap();
                 }
                 longest
             })
@@ -675,9 +678,9 @@ fn a_fixed_lease_permit_runs_out_unrenewed_and_the_next_waiter_gets_it() {
     let server = RedisServer::start();
     let client = server.client();
     let sem = client.fair_semaphore("fixed", 1);
-    let fixed = sem.with_lease(Duration::from_millis(400));
+    let fixed = sem.with_fixed_lease(Duration::from_millis(400));
     assert_eq!(
-        sem.with_lease(Duration::from_millis(1))
+        sem.with_fixed_lease(Duration::from_millis(1))
             .acquire()
             .unwrap_err()
             .kind(),
@@ -696,7 +699,7 @@ fn a_fixed_lease_permit_runs_out_unrenewed_and_the_next_waiter_gets_it() {
     );
     assert!(token > permit.fencing_token());
     assert_eq!(signal.wait(), fairlock::LeaseEnd::Lost);
-    assert!(permit.release().unwrap_err().is_lease_lost());
+    assert!(permit.unlock().unwrap_err().is_lease_lost());
     join_within(waiter, Duration::from_secs(5), "waiter");
 }
 
@@ -722,8 +725,8 @@ fn force_unlock_frees_every_permit_and_admits_the_waiters_that_fit() {
             "the old holders learn they lost"
         );
     }
-    assert!(a.release().unwrap_err().is_lease_lost());
-    assert!(b.release().unwrap_err().is_lease_lost());
+    assert!(a.unlock().unwrap_err().is_lease_lost());
+    assert!(b.unlock().unwrap_err().is_lease_lost());
     join_within(waiter, Duration::from_secs(5), "waiter");
     assert!(!sem.is_locked().unwrap());
 }

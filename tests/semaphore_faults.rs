@@ -16,7 +16,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, FairSemaphore, LeaseEnd, LeaseSignal, WaitCanceller};
+use fairlock::{Client, ErrorKind, FairSemaphore, LeaseEnd, LeaseSignal, Wait, WaitCanceller};
 use fairlock_test_support::cluster::{lock_key, RedisCluster};
 use fairlock_test_support::roles::Rng;
 use fairlock_test_support::*;
@@ -65,7 +65,7 @@ impl PermitThread {
             told.recv_timeout(Duration::from_secs(30))
                 .expect("told to release");
             assert!(!permit.is_lease_lost(), "the waiter lost its permit");
-            permit.release().expect("release");
+            permit.unlock().expect("release");
         });
         PermitThread {
             granted,
@@ -166,12 +166,12 @@ fn a_waiter_process_killed_mid_queue_leaves_it_within_the_waiter_timeout() {
         raw_queue_entries(&mut conn, "killed-waiter")
     );
     let held_token = held[1].fencing_token();
-    held.pop().unwrap().release().unwrap();
+    held.pop().unwrap().unlock().unwrap();
     let (_, a_token) = a.granted_within(Duration::from_secs(3), "A");
     assert!(a_token > held_token);
     b.not_granted_for(Duration::from_millis(100), "B (both permits held)");
     let released = Instant::now();
-    held.pop().unwrap().release().unwrap();
+    held.pop().unwrap().unlock().unwrap();
     // Nothing of the dead child is ahead of B: a release away.
     let (b_granted, b_token) = b.granted_within(Duration::from_secs(2), "B");
     eprintln!(
@@ -205,7 +205,7 @@ fn a_waiter_process_killed_just_before_its_turn_delays_the_next_by_at_most_the_w
     child.kill();
     let released = Instant::now();
     for permit in held {
-        permit.release().unwrap();
+        permit.unlock().unwrap();
     }
     let (_, a_token) = a.granted_within(Duration::from_secs(3), "A");
     let (b_granted, b_token) = b.granted_within(WAITER_TIMEOUT + Duration::from_secs(2), "B");
@@ -349,7 +349,7 @@ fn a_permit_removed_from_redis_is_signalled_within_a_watchdog_period_and_goes_to
             "the head waited {:?}",
             granted - removed
         );
-        let err = permit.release().unwrap_err();
+        let err = permit.unlock().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
         let status = sem.status(10).unwrap();
         assert_eq!(status.holder_count, 1, "the lost permit's release freed it");
@@ -417,7 +417,7 @@ fn timeouts_and_cancellations_under_contention_leave_nothing_behind() {
                 while !stop.load(Ordering::SeqCst) {
                     let permit = sem.acquire().expect("churn acquires");
                     thread::sleep(Duration::from_millis(3));
-                    permit.release().expect("churn releases");
+                    permit.unlock().expect("churn releases");
                     sections += 1;
                 }
                 sections
@@ -444,14 +444,14 @@ fn timeouts_and_cancellations_under_contention_leave_nothing_behind() {
                             thread::sleep(after);
                             canceller.cancel();
                         });
-                        let outcome = sem.acquire_cancellable(None, &cancel);
+                        let outcome = sem.acquire_with(Wait::forever().cancelled_by(&cancel));
                         stopper.join().unwrap();
                         outcome
                     };
                     match outcome.expect("a timed or cancelled wait") {
                         Some(permit) => {
                             got += 1;
-                            permit.release().expect("release");
+                            permit.unlock().expect("release");
                         }
                         None => without += 1,
                     }
@@ -499,7 +499,7 @@ fn timeouts_and_cancellations_under_contention_leave_nothing_behind() {
     eprintln!("semaphore: {sections} churn sections meanwhile");
     let status = busy.fair_semaphore("leftovers", N).status(10).unwrap();
     assert_eq!((status.holder_count, status.queue_len), (0, 0));
-    assert_eq!(status.available, N);
+    assert_eq!(status.available(), Some(N));
     assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
     let [holders, queue, deadlines, tokens, _] = semaphore_keys("leftovers");
     for key in [holders, queue, deadlines, tokens] {
@@ -529,7 +529,7 @@ fn on_a_cluster_the_five_keys_share_a_slot_and_permits_work_on_every_master() {
         // Held and waited for: all five keys exist, on that master alone.
         cluster.assert_keys_only_on(master, slot, &keys);
         let released = Instant::now();
-        first.release().unwrap();
+        first.unlock().unwrap();
         let (granted, token) = waiter.granted_within(Duration::from_secs(3), "the waiter");
         assert!(token > second.fencing_token());
         eprintln!(
@@ -540,7 +540,7 @@ fn on_a_cluster_the_five_keys_share_a_slot_and_permits_work_on_every_master() {
         assert_eq!(status.holder_count, 2);
         assert_eq!(status.last_fencing_token, Some(token));
         waiter.release("the waiter");
-        second.release().unwrap();
+        second.unlock().unwrap();
         assert_eq!(sem.available().unwrap(), 2);
     }
 }
@@ -578,7 +578,7 @@ fn the_readme_acl_user_runs_every_semaphore_operation_with_nothing_denied() {
     assert!(!first.is_lease_lost(), "renewals denied?");
     assert_eq!(sem.queue_len().unwrap(), 1, "heartbeats denied?");
     let released = Instant::now();
-    first.release().unwrap();
+    first.unlock().unwrap();
     let (granted, _) = waiter.granted_within(Duration::from_secs(2), "the waiter");
     assert!(
         granted - released < Duration::from_millis(500),
@@ -596,7 +596,10 @@ fn the_readme_acl_user_runs_every_semaphore_operation_with_nothing_denied() {
         thread::sleep(Duration::from_millis(100));
         canceller.cancel();
     });
-    assert!(other.acquire_cancellable(None, &cancel).unwrap().is_none());
+    assert!(other
+        .acquire_with(Wait::forever().cancelled_by(&cancel))
+        .unwrap()
+        .is_none());
     stopper.join().unwrap();
     assert_eq!(sem.queue_len().unwrap(), 0);
 
@@ -607,7 +610,7 @@ fn the_readme_acl_user_runs_every_semaphore_operation_with_nothing_denied() {
     assert!(!second.is_lease_lost());
     let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
     waiter.release("the waiter");
-    second.release().unwrap();
+    second.unlock().unwrap();
     assert_eq!(other.available().unwrap(), 2);
     drop(a);
     drop(b);

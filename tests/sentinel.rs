@@ -52,7 +52,10 @@ fn a_thread_waiting_through_a_sentinel_failover_still_gets_the_lock() {
     // The acquisition was acknowledged by the replica before lock()
     // returned, so the promoted replica still shows this hold.
     let status = retry_while_unreachable(|| mutex.status(5));
-    let holder_seen = status.holder.expect("the hold survived the failover");
+    let holder_seen = status
+        .holder()
+        .cloned()
+        .expect("the hold survived the failover");
     assert_eq!(holder_seen.fencing_token, held_token);
     assert_eq!(status.queue_len, 1, "the waiter kept its place");
     assert!(!holder.is_lease_lost());

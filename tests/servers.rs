@@ -78,7 +78,7 @@ fn the_readme_acl_user_leaves_acl_log_empty_on_every_server_version() {
             .unwrap()
             == 1));
         let status = b.fair_mutex("versions").status(10).unwrap();
-        assert!(status.holder.is_some(), "{name}: {status:?}");
+        assert!(status.holder().is_some(), "{name}: {status:?}");
         assert_eq!(status.waiters.len(), 1, "{name}: {status:?}");
         std::thread::sleep(LEASE + LEASE / 2);
         assert!(!guard.is_lease_lost(), "{name}: renewals failed");

@@ -1,5 +1,5 @@
 //! The soak: several worker processes × threads lock a few names at random
-//! (holds of 0–30 ms, `lock`, short `try_lock_for`s, `lock_cancellable`s
+//! (holds of 0–30 ms, `lock`, short `try_lock_for`s, `lock_with`s of a wait
 //! cancelled from another thread) for `FAIRLOCK_SOAK_SECONDS` (default 60),
 //! while the test restarts Redis (its data lost), flushes its scripts,
 //! kills its subscriber connections, partitions one worker at a time through
@@ -777,21 +777,27 @@ fn overlaps(ledger: &Ledger, chaos: &[Chaos]) -> (usize, usize, Vec<(Hold, Hold)
         by_name.entry(name).or_default().push(*hold);
     }
     let (mut unexplained, mut across, mut examples) = (0, 0, Vec::new());
-    for holds in by_name.values_mut() {
-        holds.sort_by_key(|h| h.start);
-        for (i, a) in holds.iter().enumerate() {
-            for b in holds[i + 1..].iter().take_while(|b| b.start <= a.end) {
-                if (a.worker, a.thread, a.token) == (b.worker, b.thread, b.token) {
-                    continue;
-                }
-                let first_call = a.call_start.min(b.call_start);
-                if restarts.iter().any(|&r| first_call < r && r < b.start) {
-                    across += 1;
-                } else {
-                    unexplained += 1;
-                    if examples.len() < 5 {
-                        examples.push((*a, *b));
-                    }
+    for holds in by_name.values() {
+        let spans: Vec<Span<u64>> = holds
+            .iter()
+            .map(|h| Span {
+                from: h.start,
+                to: h.end,
+                token: h.token,
+            })
+            .collect();
+        for (a, b) in overlapping(&spans) {
+            let (a, b) = (&holds[a], &holds[b]);
+            if (a.worker, a.thread, a.token) == (b.worker, b.thread, b.token) {
+                continue;
+            }
+            let first_call = a.call_start.min(b.call_start);
+            if restarts.iter().any(|&r| first_call < r && r < b.start) {
+                across += 1;
+            } else {
+                unexplained += 1;
+                if examples.len() < 5 {
+                    examples.push((*a, *b));
                 }
             }
         }

@@ -15,8 +15,8 @@ use std::time::Duration;
 pub use fairlock::__test_support::{
     error_from_redis, Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask, Cancel,
     CancelReply, CommonArgs, Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply,
-    LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release, ReleaseReply, Renew, Script,
-    Status, StatusReply, WaiterStatus, RW_CAPACITY,
+    Lease, LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release, ReleaseReply, Renew,
+    Script, Status, StatusReply, WaiterStatus, RW_CAPACITY,
 };
 pub use fairlock_test_support::*;
 pub use redis::{Commands, Value};
@@ -158,8 +158,7 @@ impl Lock {
     }
 
     /// One attempt asking for `ask` with the live guard `guard` (or 0) and
-    /// `lease` (fixed or not).
-    #[allow(clippy::too_many_arguments)]
+    /// `lease` (fixed or renewed).
     pub fn attempt_with(
         &mut self,
         owner: &str,
@@ -167,14 +166,12 @@ impl Lock {
         mode: Mode,
         ask: Ask,
         guard: u64,
-        lease: Duration,
-        fixed: bool,
+        lease: Lease,
     ) -> fairlock::Result<AcquireReply> {
         self.run(&Acquire {
             ask,
             owner,
             lease,
-            fixed,
             waiter_timeout: self.waiter_timeout,
             mode,
             wait_id: call,
@@ -185,14 +182,14 @@ impl Lock {
     /// One attempt of call `call` of `owner` for `ask` (a watchdog lease of
     /// 60 s, no live guard).
     pub fn attempt(&mut self, owner: &str, call: u64, mode: Mode, ask: Ask) -> AcquireReply {
-        self.attempt_with(owner, call, mode, ask, 0, LONG, false)
+        self.attempt_with(owner, call, mode, ask, 0, Lease::Renewed(LONG))
             .unwrap()
     }
 
     /// A fixed lease of `lease` taken at once, or a panic.
     pub fn take_fixed(&mut self, owner: &str, call: u64, ask: Ask, lease: Duration) -> Hold {
         match self
-            .attempt_with(owner, call, Mode::First, ask, 0, lease, true)
+            .attempt_with(owner, call, Mode::First, ask, 0, Lease::Fixed(lease))
             .unwrap()
         {
             AcquireReply::Acquired { token, .. } => hold(owner, call, ask, token),
@@ -203,7 +200,7 @@ impl Lock {
     /// A hold taken at once (with the live guard `guard`, or 0), or a panic.
     pub fn take_with(&mut self, owner: &str, call: u64, ask: Ask, guard: u64) -> Hold {
         match self
-            .attempt_with(owner, call, Mode::First, ask, guard, LONG, false)
+            .attempt_with(owner, call, Mode::First, ask, guard, Lease::Renewed(LONG))
             .unwrap()
         {
             AcquireReply::Acquired { token, .. } => hold(owner, call, ask, token),
@@ -518,27 +515,20 @@ pub fn owners(holds: &[Hold]) -> Vec<&str> {
 }
 
 /// The queue entry of call `call` of `owner` for `ask` with `lease` (fixed
-/// or not). A counted entry names the units it asks for, never the lock's
-/// capacity (the scripts it goes to read that from the meta).
-pub fn entry_with(
-    owner: &str,
-    call: u64,
-    ask: Ask,
-    lease: Duration,
-    fixed: bool,
-) -> QueueEntry<'_> {
+/// or renewed). A counted entry names the units it asks for, never the
+/// lock's capacity (the scripts it goes to read that from the meta).
+pub fn entry_with(owner: &str, call: u64, ask: Ask, lease: Lease) -> QueueEntry<'_> {
     QueueEntry {
         owner,
         wait_id: call,
         lease,
-        fixed,
         ask,
     }
 }
 
 /// The queue entry `Lock::queue` makes: a 60 s watchdog lease.
 pub fn entry(owner: &str, call: u64, ask: Ask) -> QueueEntry<'_> {
-    entry_with(owner, call, ask, LONG, false)
+    entry_with(owner, call, ask, Lease::Renewed(LONG))
 }
 
 /// The queue member `Lock::queue` leaves: "<owner> <call> 60000 0[ <units>]".

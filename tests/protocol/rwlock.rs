@@ -159,7 +159,7 @@ fn reentry_read_in_read_read_in_write_write_in_write_granted() {
     // Another owner's guard token is no guard: that reader queues.
     assert_eq!(
         match s
-            .attempt_with("b:1", 4, Mode::First, READ, a.token, LONG, false)
+            .attempt_with("b:1", 4, Mode::First, READ, a.token, Lease::Renewed(LONG))
             .unwrap()
         {
             AcquireReply::Waiting { position, .. } => position,
@@ -182,7 +182,7 @@ fn reentry_read_in_read_read_in_write_write_in_write_granted() {
     assert_eq!(s.writers(), ["w:1 2 4294967295", "w:1 6 4294967295"]);
     // A repeat of the re-entry call answers with its hold.
     match s
-        .attempt_with("w:1", 6, Mode::First, WRITE, w.token, LONG, false)
+        .attempt_with("w:1", 6, Mode::First, WRITE, w.token, Lease::Renewed(LONG))
         .unwrap()
     {
         AcquireReply::Acquired { token, .. } => assert_eq!(token, ww.token),
@@ -202,7 +202,7 @@ fn read_to_write_is_refused_and_writes_nothing() {
     s.queue("w:1", 2, WRITE);
     let before = s.snapshot();
     let err = s
-        .attempt_with("a:1", 3, Mode::First, WRITE, a.token, LONG, false)
+        .attempt_with("a:1", 3, Mode::First, WRITE, a.token, Lease::Renewed(LONG))
         .unwrap_err();
     let text = chain(&err);
     assert!(text.contains("read -> write upgrade refused"), "{text}");
@@ -210,7 +210,7 @@ fn read_to_write_is_refused_and_writes_nothing() {
     assert_eq!(s.snapshot(), before, "nothing written");
     // A try is refused the same way.
     assert!(s
-        .attempt_with("a:1", 4, Mode::Try, WRITE, a.token, LONG, false)
+        .attempt_with("a:1", 4, Mode::Try, WRITE, a.token, Lease::Renewed(LONG))
         .is_err());
     assert_eq!(s.snapshot(), before, "nothing written");
     // Without the guard it is no re-entry: it queues behind the writer
@@ -271,6 +271,7 @@ fn admit_model(
         let admits = match access {
             Write => held.is_empty(),
             Read => !writer,
+            other => unreachable!("a rwlock's access is a read or a write: {other:?}"),
         };
         if !admits {
             break;
@@ -389,6 +390,7 @@ fn a_random_mix_keeps_readers_shared_writers_alone_and_fifo() {
             match head {
                 Write => assert!(!held.is_empty(), "step {step}"),
                 Read => assert!(writers > 0, "step {step}"),
+                other => unreachable!("a rwlock's access is a read or a write: {other:?}"),
             }
         }
         let mut model: Vec<String> = held
@@ -408,13 +410,13 @@ fn the_readme_acl_user_runs_every_rwlock_script() {
     // expired hold dropped, renewals, handoffs to a writer and to a run of
     // readers, a repeated release.
     let short = s
-        .attempt_with("e:1", 1, Mode::First, READ, 0, SHORT, true)
+        .attempt_with("e:1", 1, Mode::First, READ, 0, Lease::Fixed(SHORT))
         .unwrap();
     assert!(matches!(short, AcquireReply::Acquired { .. }));
     let a = s.take("a:1", 2, READ);
     s.take_with("a:1", 3, READ, a.token);
     assert!(s
-        .attempt_with("a:1", 4, Mode::First, WRITE, a.token, LONG, false)
+        .attempt_with("a:1", 4, Mode::First, WRITE, a.token, Lease::Renewed(LONG))
         .is_err());
     assert_eq!(s.queue("w:1", 5, WRITE), 0);
     assert_eq!(s.queue("r:1", 6, READ), 1);
@@ -446,7 +448,7 @@ fn the_readme_acl_user_runs_the_heartbeat_cancel_abandon_and_status_scripts() {
     // that leaves and lets readers in, abandons of a hold (with and without
     // waiters) and of a queue entry, a status listing both.
     let short = s
-        .attempt_with("e:1", 1, Mode::First, WRITE, 0, SHORT, true)
+        .attempt_with("e:1", 1, Mode::First, WRITE, 0, Lease::Fixed(SHORT))
         .unwrap();
     assert!(matches!(short, AcquireReply::Acquired { .. }));
     s.queue("r1:1", 2, READ);
@@ -478,7 +480,7 @@ fn the_readme_acl_user_runs_the_heartbeat_cancel_abandon_and_status_scripts() {
     );
     let r4 = s.hold_of("r4:1", 6, READ);
     assert_eq!(owners(&s.handed(&r4)), ["v:1"]);
-    let kept = entry_with("v:1", 7, WRITE, LONG, false);
+    let kept = entry_with("v:1", 7, WRITE, Lease::Renewed(LONG));
     // Shorten v's lease so the heartbeat and the cancel push it back.
     let now = s.now_ms();
     let _: () = s

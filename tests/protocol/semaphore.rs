@@ -68,7 +68,7 @@ fn never_more_holders_than_permits_with_more_callers() {
 fn a_lease_that_ran_out_frees_its_permit_for_the_head() {
     let mut s = sem("expiry");
     let a = s
-        .attempt_with("a:1", 1, Mode::First, permits(1, 2), 0, SHORT, true)
+        .attempt_with("a:1", 1, Mode::First, permits(1, 2), 0, Lease::Fixed(SHORT))
         .unwrap();
     let AcquireReply::Acquired { token, .. } = a else {
         panic!("{a:?}")
@@ -117,7 +117,7 @@ fn a_permits_mismatch_is_an_error_naming_both_and_writes_nothing() {
     for mode in [Mode::Try, Mode::First, Mode::Poll] {
         for (owner, call) in [("n:1", 9), ("w:1", 4), ("a:1", 1)] {
             let err = s
-                .attempt_with(owner, call, mode, permits(1, 4), 0, LONG, false)
+                .attempt_with(owner, call, mode, permits(1, 4), 0, Lease::Renewed(LONG))
                 .unwrap_err();
             assert_eq!(err.kind(), fairlock::ErrorKind::PermitsMismatch, "{err}");
             assert!(
@@ -208,7 +208,7 @@ fn the_readme_acl_user_runs_every_semaphore_script() {
     assert_eq!(s.handed(&a).len(), 1);
     assert_eq!(s.release(&a), RELEASED);
     assert!(s
-        .attempt_with("b:1", 3, Mode::Try, permits(1, 2), 0, LONG, false)
+        .attempt_with("b:1", 3, Mode::Try, permits(1, 2), 0, Lease::Renewed(LONG))
         .is_err());
     // The heartbeat, cancel, abandon and status scripts, each path that
     // writes: a heartbeat that hands a permit on and keeps a queued one, a
@@ -478,7 +478,7 @@ fn status_reports_permits_holders_available_and_the_queue() {
     s.release(&w);
     let x = s.hold_of("x:1", 5, P1);
     s.release(&x);
-    s.attempt_with("d:1", 6, Mode::First, permits(1, 3), 0, SHORT, true)
+    s.attempt_with("d:1", 6, Mode::First, permits(1, 3), 0, Lease::Fixed(SHORT))
         .unwrap();
     sleep(SHORT + Duration::from_millis(50));
     let expired = s.status(10, 10);
@@ -763,7 +763,14 @@ fn units_of_zero_or_above_the_permits_are_refused_before_any_write() {
         for (n, what) in refusals {
             for mode in [Mode::Try, Mode::First, Mode::Poll] {
                 let err = s
-                    .attempt_with(owner, call, mode, Ask::Permits { n, of: 3 }, 0, LONG, false)
+                    .attempt_with(
+                        owner,
+                        call,
+                        mode,
+                        Ask::Permits { n, of: 3 },
+                        0,
+                        Lease::Renewed(LONG),
+                    )
                     .unwrap_err();
                 assert_eq!(err.kind(), fairlock::ErrorKind::Server, "{err}");
                 assert!(chain(&err).contains(what), "{n}: {}", chain(&err));

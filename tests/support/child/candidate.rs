@@ -21,7 +21,10 @@ pub fn candidate() {
     let value: String = child_arg(VALUE);
     let commands = child_commands();
     say("ready");
-    let leadership = election.campaign_with(&value).expect("child: campaign");
+    let leadership = election
+        .with_value(&value)
+        .campaign()
+        .expect("child: campaign");
     say(format!(
         "leads {} {}",
         leadership.term(),
@@ -31,7 +34,7 @@ pub fn candidate() {
     for line in commands {
         match line.trim() {
             "resign" => {
-                let outcome = match leadership.take().map(|l| l.resign()) {
+                let outcome = match leadership.take().map(|l| l.unlock()) {
                     Some(Err(err)) => format!("{:?}", err.kind()),
                     _ => "ok".to_owned(),
                 };

@@ -236,7 +236,7 @@ pub fn paused_waiter() {
     let client = child_client();
     let mutex = client
         .fair_mutex(&child_arg::<String>(NAME))
-        .with_lease(PAUSED_WAITER_LEASE);
+        .with_fixed_lease(PAUSED_WAITER_LEASE);
     say(format!("ready {}", client.id()));
     let waiting = thread::spawn(move || match mutex.lock() {
         Ok(guard) => {

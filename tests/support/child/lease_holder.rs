@@ -29,7 +29,7 @@ pub fn lease_holder() {
             ["lock", name] => {
                 let mutex = client.fair_mutex(name);
                 let mutex = if fixed {
-                    mutex.with_lease(lease)
+                    mutex.with_fixed_lease(lease)
                 } else {
                     mutex
                 };

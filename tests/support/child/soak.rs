@@ -1,6 +1,6 @@
 //! The "soak" role of tests/soak.rs: SOAK_THREADS threads of one client
 //! lock SOAK_NAMES at random (plain `lock`, `try_lock_for` with a short
-//! timeout, `lock_cancellable` cancelled from another thread), hold 0 to
+//! timeout, `lock_with` a wait cancelled from another thread), hold 0 to
 //! [`MAX_HOLD_MS`] ms, and write to the test's protected resource while
 //! holding (each write after a check and some work), until the parent says
 //! `stop`. Line formats: see
@@ -16,7 +16,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{ErrorKind, FairMutex, FairMutexGuard, WaitCanceller};
+use fairlock::{ErrorKind, FairMutex, FairMutexGuard, Wait, WaitCanceller};
 
 use crate::roles::soak::{
     builder, mono_ns, MAX_HOLD_MS, MAX_LIFE_MS, NAMES, RESOURCE, SEED, THREADS, URL, WORKER,
@@ -167,7 +167,7 @@ impl Thread {
             self.cancels.send((at, canceller.clone())).unwrap();
             (
                 "cancel",
-                mutex.lock_cancellable(Some(Duration::from_secs(10)), &canceller),
+                mutex.lock_with(Wait::at_most(Duration::from_secs(10)).cancelled_by(&canceller)),
             )
         };
         let t1 = mono_ns();

@@ -3,17 +3,20 @@
 //! Cluster and Sentinel topologies, child processes and what they agree on
 //! with their test, lock threads, a TCP relay for network faults, a proxy
 //! that records a client's commands, the Lua scripts driven directly, a
-//! server whose clock a test steps, and the ACL user of docs/security.md.
-//! One module per concern; the items of each are also re-exported here (of
-//! `roles`, only the wall clock and the thread count), so `use
-//! fairlock_test_support::*` brings them all in.
+//! server whose clock a test steps, the ACL user of docs/security.md, the
+//! one per-kind dispatch of the tests that do the same to every kind of
+//! lock, and the one overlap checker. One module per concern; the items of
+//! each are also re-exported here (of `roles`, only the wall clock and the
+//! thread count), so `use fairlock_test_support::*` brings them all in.
 pub mod acl;
 pub mod children;
 pub mod cluster;
 pub mod commands;
 pub mod fake_queue;
 pub mod info;
+pub mod kinds;
 pub mod lock_threads;
+pub mod overlap;
 pub mod refusals;
 pub mod relay;
 pub mod roles;
@@ -29,7 +32,9 @@ pub use cluster::*;
 pub use commands::*;
 pub use fake_queue::*;
 pub use info::*;
+pub use kinds::*;
 pub use lock_threads::*;
+pub use overlap::*;
 pub use refusals::*;
 pub use relay::*;
 pub use roles::{thread_count, wall_clock_ms};
