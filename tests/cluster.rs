@@ -232,7 +232,7 @@ fn acquisitions_lost_in_a_failover(sync: bool) -> (usize, usize) {
     let mut lost = 0;
     for (mutex, (_, token)) in mutexes.iter().zip(&held) {
         let status = retry_while_unreachable(|| mutex.status(1));
-        match status.holder {
+        match status.holder() {
             Some(holder) if holder.fencing_token == *token => {}
             _ => lost += 1,
         }
@@ -404,7 +404,7 @@ fn a_slot_moving_to_another_master_keeps_the_hold_the_queue_and_the_order() {
     thread::sleep(2 * lease);
     assert!(!guard.is_lease_lost());
     let status = mutex.status(1).unwrap();
-    assert_eq!(status.holder.map(|h| h.fencing_token), Some(held_token));
+    assert_eq!(status.holder().map(|h| h.fencing_token), Some(held_token));
     assert_eq!(status.queue_len, 1);
     let on_target = cluster.keys_in_slot(to, slot);
     assert!(
@@ -466,9 +466,9 @@ fn check_healthy_hold(
         Ok(status) => status,
         Err(err) => return (Some(format!("status read failed: {err:?}")), None),
     };
-    let lease_left = status.holder.as_ref().and_then(|h| h.remaining_lease);
+    let lease_left = status.holder().as_ref().and_then(|h| h.remaining_lease);
     let holder = status
-        .holder
+        .holder()
         .as_ref()
         .map(|h| (h.who.owner(), h.fencing_token));
     if holder != Some((holder_owner, token)) {
@@ -558,7 +558,7 @@ fn a_stalled_master_delays_no_renewal_or_heartbeat_on_the_other_masters() {
         "Z never queued on B"
     );
     let before = observed.status(10).unwrap();
-    let x_holder = before.holder.expect("X holds B's lock");
+    let x_holder = before.holder().expect("X holds B's lock");
     let x_owner = x_holder.who.owner().to_owned();
     let token = healthy_guard.fencing_token();
     assert_eq!(x_holder.fencing_token, token);
@@ -680,9 +680,6 @@ fn a_stalled_master_delays_no_renewal_or_heartbeat_on_the_other_masters() {
     );
 }
 
-/// Each name's believed-held intervals: from, to, the part's token.
-type HoldLog = HashMap<String, Vec<(Instant, Instant, u64)>>;
-
 /// Multi-locks whose parts live on different masters: four clients taking
 /// overlapping pairs and the triple of three names (one per master), each
 /// naming them in its own order, for 5 s: no deadlock (no call gives up,
@@ -705,7 +702,8 @@ fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
     // Far above any honest wait (a set waits for at most three others'
     // 2 ms holds), so only a deadlock makes a call give up.
     let timeout = Duration::from_secs(3);
-    let log: Arc<std::sync::Mutex<HoldLog>> = Arc::default();
+    // Each name's believed-held intervals, with the part's token.
+    let log = HoldLog::new();
     let started = Instant::now();
     let run_for = Duration::from_secs(5);
     let workers: Vec<_> = sets
@@ -713,7 +711,7 @@ fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
         .map(|set| {
             let client = builder(&cluster).build().unwrap();
             let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
-            let log = Arc::clone(&log);
+            let log = log.clone();
             thread::spawn(move || {
                 let (mut got, mut gave_up, mut slowest) = (0u32, 0u32, Duration::ZERO);
                 while started.elapsed() < run_for {
@@ -734,9 +732,8 @@ fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
                         .collect();
                     let to = Instant::now();
                     guard.unlock().unwrap();
-                    let mut log = log.lock().unwrap();
                     for (name, token) in tokens {
-                        log.entry(name).or_default().push((from, to, token));
+                        log.record(&name, Span { from, to, token });
                     }
                 }
                 (got, gave_up, slowest)
@@ -762,13 +759,8 @@ fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
         assert!(got > 10, "{got} sets held");
         assert!(slowest < timeout + Duration::from_secs(1), "{slowest:?}");
     }
-    for (name, held) in log.lock().unwrap().iter_mut() {
-        held.sort_by_key(|h| h.0);
-        for pair in held.windows(2) {
-            assert!(pair[0].1 <= pair[1].0, "{name}: overlap {pair:?}");
-            assert!(pair[0].2 < pair[1].2, "{name}: tokens {pair:?}");
-        }
-    }
+    // No two holders of a name at once, tokens growing per name.
+    log.assert_exclusive();
     // One name held elsewhere: the set times out and leaves nothing.
     let other = builder(&cluster).build().unwrap();
     let busy = other.fair_mutex(&names[1]).lock().unwrap();
@@ -783,7 +775,7 @@ fn multi_locks_over_three_masters_never_deadlock_nor_overlap() {
         assert_eq!(status.queue_len, 0, "{name}: a queue entry left");
         assert!(
             status
-                .holder
+                .holder()
                 .is_none_or(|h| h.who.client_id() != client.id()),
             "{name}: a part left held"
         );

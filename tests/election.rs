@@ -15,7 +15,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, Leader, Leadership, LeaseEnd, WaitCanceller};
+use fairlock::{Client, ErrorKind, Leader, Leadership, LeaseEnd, Wait, WaitCanceller};
 use fairlock_test_support::roles::candidate::{LEASE_MS, NAME, URL, VALUE, WAITER_TIMEOUT_MS};
 use fairlock_test_support::*;
 
@@ -167,7 +167,7 @@ fn five_candidate_processes_lead_in_arrival_order_through_kills_and_resignations
     let expected: Vec<_> = values[1..].iter().map(|v| Some(v.as_str())).collect();
     assert_eq!(queued, expected, "the candidates wait in arrival order");
     assert_eq!(
-        status.holder.as_ref().and_then(|h| h.who.identity()),
+        status.holder().as_ref().and_then(|h| h.who.identity()),
         Some(values[0].as_str())
     );
 
@@ -280,7 +280,8 @@ fn a_partitioned_leader_learns_it_lost_before_the_next_candidate_leads() {
             .unwrap();
         let leadership = leader_client
             .election(&name)
-            .campaign_with("leader")
+            .with_value("leader")
+            .campaign()
             .unwrap();
         let signal = leadership.lease_signal();
         let (ended_tx, ended_rx) = mpsc::channel();
@@ -293,7 +294,8 @@ fn a_partitioned_leader_learns_it_lost_before_the_next_candidate_leads() {
         let second_election = second_client.election(&name);
         let second = thread::spawn(move || {
             let got = second_election
-                .try_campaign_for("second", Duration::from_secs(20))
+                .with_value("second")
+                .try_campaign_for(Duration::from_secs(20))
                 .unwrap()
                 .expect("the second candidate leads");
             let _ = second_tx.send(Instant::now());
@@ -331,9 +333,9 @@ fn a_partitioned_leader_learns_it_lost_before_the_next_candidate_leads() {
         margins.push(second_at - signal_at);
         let second = join_within(second, Duration::from_secs(5), "the second candidate");
         assert!(second.term() > leadership.term());
-        second.resign().unwrap();
+        second.unlock().unwrap();
         relay.heal();
-        let lost = leadership.resign().unwrap_err();
+        let lost = leadership.unlock().unwrap_err();
         assert_eq!(lost.kind(), ErrorKind::LeaseLost);
         assert!(
             lost.to_string()
@@ -365,11 +367,12 @@ fn leader_values_status_and_invalid_values() {
     // An invalid value is refused before any I/O: nothing is written.
     let scripts_before = evalsha_calls(&mut conn);
     for bad in ["", "two words", "tab\t", "é", "\u{7f}", &"v".repeat(257)] {
-        let err = election.campaign_with(bad).unwrap_err();
+        let err = election.with_value(bad).campaign().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad:?}");
         assert!(err.to_string().contains("printable ASCII"), "{err}");
         let err = election
-            .try_campaign_for(bad, Duration::from_secs(1))
+            .with_value(bad)
+            .try_campaign_for(Duration::from_secs(1))
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad:?}");
     }
@@ -379,7 +382,7 @@ fn leader_values_status_and_invalid_values() {
 
     // The value rides in the owner id: the leader and every status show it.
     let longest = "v".repeat(fairlock::MAX_ELECTION_VALUE_LEN);
-    let leadership = election.campaign_with("alpha@10.0.0.1:80").unwrap();
+    let leadership = election.with_value("alpha@10.0.0.1:80").campaign().unwrap();
     assert_eq!(leadership.value(), "alpha@10.0.0.1:80");
     assert_eq!(leadership.name(), "values");
     let leader = election.leader().unwrap().expect("a leader");
@@ -393,7 +396,8 @@ fn leader_values_status_and_invalid_values() {
         let longest = longest.clone();
         thread::spawn(move || {
             election
-                .try_campaign_for(&longest, Duration::from_secs(20))
+                .with_value(&longest)
+                .try_campaign_for(Duration::from_secs(20))
                 .unwrap()
         })
     };
@@ -418,7 +422,7 @@ fn leader_values_status_and_invalid_values() {
 
     // Resigning hands it to the next candidate at once.
     let term = leadership.term();
-    leadership.resign().unwrap();
+    leadership.unlock().unwrap();
     let next = join_within(waiter, Duration::from_secs(5), "the waiting candidate")
         .expect("the next candidate leads");
     assert!(next.term() > term);
@@ -434,10 +438,10 @@ fn leader_values_status_and_invalid_values() {
         election.leader().unwrap().unwrap().who.identity(),
         Some("node-7.example")
     );
-    by_identity.resign().unwrap();
+    by_identity.unlock().unwrap();
     let by_id = client.election("values").campaign().unwrap();
     assert_eq!(by_id.value(), client.id());
-    by_id.resign().unwrap();
+    by_id.unlock().unwrap();
 }
 
 #[test]
@@ -446,7 +450,7 @@ fn bounded_and_cancelled_campaigns_leave_no_entry_and_one_thread_queues_behind_i
     let mut conn = server.conn();
     let client = server.client();
     let election = client.election("bounded");
-    let leading = election.campaign_with("first").unwrap();
+    let leading = election.with_value("first").campaign().unwrap();
 
     // The same thread campaigns again: not a re-entry, a candidate of its
     // own, queued behind the first until its timeout.
@@ -460,7 +464,8 @@ fn bounded_and_cancelled_campaigns_leave_no_entry_and_one_thread_queues_behind_i
     };
     let started = Instant::now();
     let again = election
-        .try_campaign_for("second", Duration::from_millis(600))
+        .with_value("second")
+        .try_campaign_for(Duration::from_millis(600))
         .unwrap();
     assert!(
         again.is_none(),
@@ -495,7 +500,8 @@ fn bounded_and_cancelled_campaigns_leave_no_entry_and_one_thread_queues_behind_i
         })
     };
     let cancelled = election
-        .campaign_cancellable("third", Some(Duration::from_secs(20)), &cancel)
+        .with_value("third")
+        .campaign_with(Wait::at_most(Duration::from_secs(20)).cancelled_by(&cancel))
         .unwrap();
     assert!(cancelled.is_none());
     join_within(canceller, Duration::from_secs(10), "the canceller");
@@ -506,9 +512,10 @@ fn bounded_and_cancelled_campaigns_leave_no_entry_and_one_thread_queues_behind_i
     );
 
     // Once the first resigns, the same thread's next campaign leads at once.
-    leading.resign().unwrap();
+    leading.unlock().unwrap();
     let second = election
-        .try_campaign_for("second", Duration::from_secs(5))
+        .with_value("second")
+        .try_campaign_for(Duration::from_secs(5))
         .unwrap()
         .expect("leads");
     assert_eq!(second.value(), "second");
@@ -541,10 +548,10 @@ fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
     assert!(started.elapsed() >= Duration::from_millis(300));
 
     // Two leaders in a row while nobody calls next: both, in order.
-    let a = election.campaign_with("a").unwrap();
+    let a = election.with_value("a").campaign().unwrap();
     let term_a = a.term();
-    a.resign().unwrap();
-    let b = election.campaign_with("b").unwrap();
+    a.unlock().unwrap();
+    let b = election.with_value("b").campaign().unwrap();
     let term_b = b.term();
     let first = watch.next(Duration::from_secs(5)).unwrap().expect("a");
     let second = watch.next(Duration::from_secs(5)).unwrap().expect("b");
@@ -607,7 +614,11 @@ fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
         .arg("RESET")
         .query(&mut admin)
         .unwrap();
-    let silent = mute.election("watched").campaign_with("silent").unwrap();
+    let silent = mute
+        .election("watched")
+        .with_value("silent")
+        .campaign()
+        .unwrap();
     let campaigned = Instant::now();
     let denials = format!("{:?}", acl_denials(&mut admin));
     assert!(
@@ -634,12 +645,12 @@ fn a_leadership_is_send_sync_and_resigned_on_another_thread() {
     let server = RedisServer::start();
     let client = server.client();
     let election = client.election("moved");
-    let leadership: Leadership = election.campaign_with("mover").unwrap();
+    let leadership: Leadership = election.with_value("mover").campaign().unwrap();
     let term = leadership.term();
-    let resigned = thread::spawn(move || leadership.resign());
+    let resigned = thread::spawn(move || leadership.unlock());
     join_within(resigned, Duration::from_secs(5), "the resigning thread").unwrap();
     assert_eq!(election.leader().unwrap(), None);
-    let next = election.campaign_with("after").unwrap();
+    let next = election.with_value("after").campaign().unwrap();
     assert!(next.term() > term);
 }
 
@@ -681,15 +692,20 @@ fn a_campaign_a_resign_and_a_drop_each_cost_the_client_one_command() {
         payloads
     };
     // Connections opened, scripts loaded, subscriptions made.
-    election.campaign_with("warm").unwrap().resign().unwrap();
+    election
+        .with_value("warm")
+        .campaign()
+        .unwrap()
+        .unlock()
+        .unwrap();
     assert_eq!(heard().len(), 2, "the warm-up's leader and resignation");
 
     let before = command_calls(&mut admin);
-    let (campaign, leadership) = counter.during(|| election.campaign_with("one").unwrap());
+    let (campaign, leadership) = counter.during(|| election.with_value("one").campaign().unwrap());
     let term = leadership.term();
-    let (resign, resigned) = counter.during(|| leadership.resign());
+    let (resign, resigned) = counter.during(|| leadership.unlock());
     resigned.unwrap();
-    let dropped = election.campaign_with("two").unwrap();
+    let dropped = election.with_value("two").campaign().unwrap();
     let dropped_term = dropped.term();
     let (drop_cmds, ()) = counter.during(|| drop(dropped));
     let after = command_calls(&mut admin);

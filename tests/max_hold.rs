@@ -12,60 +12,30 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, LeaseEnd, UnboundGuard, MAX_LEASE, MIN_LEASE};
+use fairlock::{AnyGuard, Client, ErrorKind, LeaseEnd, Unbound, MAX_LEASE, MIN_LEASE};
 use fairlock_test_support::*;
 
-#[derive(Debug, Clone, Copy)]
-enum Kind {
-    Mutex,
-    Semaphore,
-    Read,
-    Write,
-}
-
-impl Kind {
-    /// What a waiter asks for to be kept out by a hold of this kind: a
-    /// write behind a read, the same kind otherwise.
-    fn excluded_by(self) -> Kind {
-        match self {
-            Kind::Read => Kind::Write,
-            other => other,
-        }
+/// What a waiter asks for to be kept out by a hold of `kind`: a write
+/// behind a read, the same kind otherwise.
+fn excluded_by(kind: Kind) -> Kind {
+    match kind {
+        Kind::Read => Kind::Write,
+        other => other,
     }
 }
 
 /// An acquisition of `kind` on `name` with `max_hold` (`None`: none),
-/// waiting up to `timeout`; unbound, so one guard type serves every kind.
+/// waiting up to `timeout`; unbound, so one guard type serves every kind
+/// (the support's one dispatch).
 fn take(
     client: &Client,
     kind: Kind,
     name: &str,
     max_hold: Option<Duration>,
     timeout: Duration,
-) -> fairlock::Result<Option<UnboundGuard>> {
-    let max = max_hold.unwrap_or(MAX_LEASE);
-    match kind {
-        Kind::Mutex => client
-            .fair_mutex(name)
-            .with_max_hold(max)
-            .unbound()
-            .try_lock_for(timeout),
-        Kind::Semaphore => client
-            .fair_semaphore(name, 1)
-            .with_max_hold(max)
-            .unbound()
-            .try_acquire_for(timeout),
-        Kind::Read => client
-            .fair_rwlock(name)
-            .with_max_hold(max)
-            .unbound()
-            .try_read_for(timeout),
-        Kind::Write => client
-            .fair_rwlock(name)
-            .with_max_hold(max)
-            .unbound()
-            .try_write_for(timeout),
-    }
+) -> fairlock::Result<Option<AnyGuard<Unbound>>> {
+    let lease = LeasePolicy::MaxHold(max_hold.unwrap_or(MAX_LEASE));
+    fairlock_test_support::take::<Unbound>(client, kind, name, lease, timeout)
 }
 
 #[test]
@@ -104,7 +74,7 @@ fn past_its_max_hold_a_hold_is_signalled_no_longer_renewed_and_passed_on() {
         let queued = thread::spawn(move || {
             let got = take(
                 &waiter_client,
-                kind.excluded_by(),
+                excluded_by(kind),
                 &waiter_name,
                 None,
                 Duration::from_secs(20),

@@ -7,8 +7,6 @@
 //! sets; each part's fencing token is there; bad input is refused before
 //! any I/O. (On a 3-master cluster: tests/cluster.rs.)
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -38,15 +36,6 @@ impl Rng {
     }
 }
 
-/// One believed-held interval of a name: from the call's return to the
-/// start of its release, with the part's token.
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    from: Instant,
-    to: Instant,
-    token: u64,
-}
-
 #[test]
 fn eight_clients_taking_random_overlapping_sets_never_deadlock_nor_overlap() {
     let server = RedisServer::start();
@@ -58,12 +47,14 @@ fn eight_clients_taking_random_overlapping_sets_never_deadlock_nor_overlap() {
     // nothing else ends, holds it; names taken in the callers' orders give
     // up dozens of times in 30 s.
     let timeout = Duration::from_secs(5);
-    let log: Arc<Mutex<HashMap<String, Vec<Held>>>> = Arc::default();
+    // Each name's believed-held intervals: from the call's return to the
+    // start of its release, with the part's token.
+    let log = HoldLog::new();
     let started = Instant::now();
     let workers: Vec<_> = (0..8u64)
         .map(|w| {
             let client = server.client();
-            let (names, log) = (names.clone(), Arc::clone(&log));
+            let (names, log) = (names.clone(), log.clone());
             thread::spawn(move || {
                 let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (w + 1).wrapping_mul(0x2545_F491));
                 let (mut got, mut gave_up, mut slowest) = (0u32, 0u32, Duration::ZERO);
@@ -92,9 +83,8 @@ fn eight_clients_taking_random_overlapping_sets_never_deadlock_nor_overlap() {
                     assert_eq!(tokens.len(), 3, "every part held: {tokens:?}");
                     let to = Instant::now();
                     guard.unlock().unwrap();
-                    let mut log = log.lock().unwrap();
                     for (name, token) in tokens {
-                        log.entry(name).or_default().push(Held { from, to, token });
+                        log.record(&name, Span { from, to, token });
                     }
                 }
                 (got, gave_up, slowest)
@@ -129,33 +119,20 @@ fn eight_clients_taking_random_overlapping_sets_never_deadlock_nor_overlap() {
         total.0 > 100,
         "too few sets held to mean anything: {total:?}"
     );
-    let log = log.lock().unwrap();
-    for (name, held) in log.iter() {
-        let mut held = held.clone();
-        held.sort_by_key(|h| h.from);
-        for pair in held.windows(2) {
-            assert!(
-                pair[0].to <= pair[1].from,
-                "{name}: two holders at once: {pair:?}"
-            );
-            assert!(
-                pair[0].token < pair[1].token,
-                "{name}: tokens must grow with the holds: {pair:?}"
-            );
-        }
-    }
+    // No two holders of a name at once, tokens growing per name.
+    log.assert_exclusive();
     eprintln!(
         "multi_lock: 8 clients, 30 s: {} sets held, {} timed out, no overlap on any of {} names",
         total.0,
         total.1,
-        log.len()
+        log.spans().len()
     );
     // Nothing left behind.
     let observer = server.client();
     for name in &names {
         let status = observer.fair_mutex(name).status(10).unwrap();
         assert!(
-            status.holder.is_none() && status.queue_len == 0,
+            status.holder().is_none() && status.queue_len == 0,
             "{name}: {status:?}"
         );
     }
@@ -180,7 +157,7 @@ fn a_multi_lock_that_times_out_or_is_refused_leaves_no_hold_and_no_queue_entry()
         let status = client.fair_mutex(name).status(10).unwrap();
         assert_eq!(status.queue_len, 0, "{name}: left a queue entry");
         let held_by_set = status
-            .holder
+            .holder()
             .is_some_and(|h| h.who.client_id() == client.id());
         assert!(!held_by_set, "{name}: a part was left held");
     }
@@ -257,7 +234,7 @@ fn bad_input_is_refused_before_any_io() {
     assert_eq!(err.kind(), ErrorKind::InvalidName, "{err}");
     let err = client
         .fair_multi_lock(["ok"])
-        .with_lease(Duration::ZERO)
+        .with_fixed_lease(Duration::ZERO)
         .try_lock()
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");

@@ -109,6 +109,7 @@ fn slots(kind: LockKind, n: u32) -> (Ask, u32) {
         LockKind::Mutex | LockKind::Election => (Ask::Mutex, 1),
         LockKind::Semaphore => (permits(1, n), n),
         LockKind::RwLock => (WRITE, 1),
+        other => unreachable!("no lock of kind {other:?} here"),
     }
 }
 

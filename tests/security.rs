@@ -38,7 +38,7 @@ fn hand_over_by_push(
 ) -> Duration {
     let waiter_built = Instant::now();
     let waiter = waiter.lease(SLOW).waiter_timeout(SLOW).build().unwrap();
-    let guard = holder.with_lease(SLOW).lock().unwrap();
+    let guard = holder.with_fixed_lease(SLOW).lock().unwrap();
     let (handoff, _) = hand_over(
         guard,
         holder,
@@ -187,7 +187,7 @@ fn a_least_privilege_acl_user_can_do_everything_the_library_does_and_nothing_els
         == 1));
     let status = other.status(10).unwrap();
     assert_eq!(status.waiters.len(), 1);
-    assert!(status.holder.is_some());
+    assert!(status.holder().is_some());
     std::thread::sleep(LEASE + LEASE / 2);
     assert!(!guard.is_lease_lost(), "renewals denied?");
     assert_eq!(m.queue_len().unwrap(), 1, "heartbeats denied?");
@@ -213,7 +213,10 @@ fn a_least_privilege_acl_user_can_do_everything_the_library_does_and_nothing_els
         .is_none());
     assert!(other.force_unlock().unwrap());
     assert_eq!(guard.unlock().unwrap_err().kind(), ErrorKind::LeaseLost);
-    let fixed = m.with_lease(Duration::from_millis(300)).lock().unwrap();
+    let fixed = m
+        .with_fixed_lease(Duration::from_millis(300))
+        .lock()
+        .unwrap();
     let waiter = LockThread::lock(b.fair_mutex("acl"));
     waiter.granted_within(Duration::from_secs(2), "the head after a fixed lease");
     waiter.release("the head after a fixed lease");
@@ -232,13 +235,17 @@ fn a_least_privilege_acl_user_can_do_everything_the_library_does_and_nothing_els
     // An election: a campaign announces itself on the election's channel,
     // a watch subscribes to it, a resignation announces itself too.
     let mut watch = b.election("acl").watch().unwrap();
-    let leading = a.election("acl").campaign_with("acl-leader").unwrap();
+    let leading = a
+        .election("acl")
+        .with_value("acl-leader")
+        .campaign()
+        .unwrap();
     let seen = watch
         .next(Duration::from_secs(5))
         .unwrap()
         .expect("a leader");
     assert_eq!(seen.value, "acl-leader");
-    leading.resign().unwrap();
+    leading.unlock().unwrap();
     drop(watch);
 
     // Every connection of the library is the ACL user's.
@@ -431,7 +438,7 @@ fn one_client_cannot_release_renew_or_dequeue_another_clients_hold() {
     );
     let fixed_lease = Duration::from_millis(800);
     let taken = Instant::now();
-    let fixed = theirs.with_lease(fixed_lease).lock().unwrap();
+    let fixed = theirs.with_fixed_lease(fixed_lease).lock().unwrap();
     assert!(wait_until(Duration::from_secs(2), || stale.is_lease_lost()));
     let freed = wait_until(fixed_lease + Duration::from_millis(500), || {
         !theirs.is_locked().unwrap()

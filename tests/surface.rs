@@ -39,7 +39,10 @@ fn mutex<O: Ownership>(lock: &FairMutex<O>, waits: &[Wait]) -> Result<()> {
     release(forever)?;
     let not_at_all: Option<FairMutexGuard<O>> = lock.try_lock()?;
     let at_most: Option<FairMutexGuard<O>> = lock.try_lock_for(Duration::ZERO)?;
-    not_at_all.into_iter().chain(at_most).try_for_each(release)?;
+    not_at_all
+        .into_iter()
+        .chain(at_most)
+        .try_for_each(release)?;
     for wait in waits {
         let any: Option<FairMutexGuard<O>> = lock.lock_with(wait.clone())?;
         any.map(release).transpose()?;
@@ -72,8 +75,7 @@ fn rwlock<O: Ownership>(lock: &FairRwLock<O>, waits: &[Wait]) -> Result<()> {
     release(read)?;
     let write: WriteGuard<O> = lock.write()?;
     release(write)?;
-    let reads: [Option<ReadGuard<O>>; 2] =
-        [lock.try_read()?, lock.try_read_for(Duration::ZERO)?];
+    let reads: [Option<ReadGuard<O>>; 2] = [lock.try_read()?, lock.try_read_for(Duration::ZERO)?];
     reads.into_iter().flatten().try_for_each(release)?;
     let writes: [Option<WriteGuard<O>>; 2] =
         [lock.try_write()?, lock.try_write_for(Duration::ZERO)?];
@@ -92,7 +94,10 @@ fn multi<O: Ownership>(lock: &FairMultiLock<O>, waits: &[Wait]) -> Result<()> {
     forever.unlock()?;
     let short_forms: [Option<MultiGuard<O>>; 2] =
         [lock.try_lock()?, lock.try_lock_for(Duration::ZERO)?];
-    short_forms.into_iter().flatten().try_for_each(MultiGuard::unlock)?;
+    short_forms
+        .into_iter()
+        .flatten()
+        .try_for_each(MultiGuard::unlock)?;
     for wait in waits {
         let all: Option<MultiGuard<O>> = lock.lock_with(wait.clone())?;
         if let Some(all) = all {
@@ -120,7 +125,11 @@ fn election<O: Ownership>(lock: &Election<O>, waits: &[Wait]) -> Result<()> {
 fn every_request_has_every_way_of_waiting_in_both_ownership_modes() {
     let cancel = WaitCanceller::new();
     let waits = every_wait(&cancel);
-    assert_eq!(waits.len(), 8, "four limits, each with and without a canceller");
+    assert_eq!(
+        waits.len(),
+        8,
+        "four limits, each with and without a canceller"
+    );
     // Instantiated for both owners: a request written for one only fails
     // to compile here (each function above is generic over the owner).
     let _ = (mutex::<Bound>, mutex::<Unbound>);
@@ -129,7 +138,16 @@ fn every_request_has_every_way_of_waiting_in_both_ownership_modes() {
     let _ = (multi::<Bound>, multi::<Unbound>);
     let _ = (election::<Bound>, election::<Unbound>);
     // Every kind of guard has the release verb, in both modes.
-    let _ = (release::<kind::Mutex, Bound>, release::<kind::Semaphore, Unbound>);
-    let _ = (release::<kind::Read, Bound>, release::<kind::Write, Unbound>);
-    let _ = (release::<kind::Election, Bound>, release::<kind::Any, Unbound>);
+    let _ = (
+        release::<kind::Mutex, Bound>,
+        release::<kind::Semaphore, Unbound>,
+    );
+    let _ = (
+        release::<kind::Read, Bound>,
+        release::<kind::Write, Unbound>,
+    );
+    let _ = (
+        release::<kind::Election, Bound>,
+        release::<kind::Any, Unbound>,
+    );
 }

@@ -12,65 +12,27 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Access, Client, ErrorKind, LeaseEnd, Participant, UnboundGuard};
+use fairlock::{Access, AnyGuard, Bound, Client, ErrorKind, LeaseEnd, Participant, Unbound, Wait};
 use fairlock_test_support::*;
 
-/// The locks an unbound call can take, by what it asks for.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
-    Mutex,
-    /// A semaphore of one permit: a hold excludes every other.
-    Semaphore,
-    Read,
-    Write,
-}
-
-const KINDS: [Kind; 3] = [Kind::Mutex, Kind::Semaphore, Kind::Write];
-
-/// An unbound acquisition of `kind` on `name`, waiting up to `timeout`.
-fn take(client: &Client, kind: Kind, name: &str, timeout: Duration) -> Option<UnboundGuard> {
-    match kind {
-        Kind::Mutex => client.fair_mutex(name).unbound().try_lock_for(timeout),
-        Kind::Semaphore => client
-            .fair_semaphore(name, 1)
-            .unbound()
-            .try_acquire_for(timeout),
-        Kind::Read => client.fair_rwlock(name).unbound().try_read_for(timeout),
-        Kind::Write => client.fair_rwlock(name).unbound().try_write_for(timeout),
-    }
-    .unwrap()
+/// An unbound acquisition of `kind` on `name`, waiting up to `timeout`
+/// (the support's one dispatch).
+fn take(client: &Client, kind: Kind, name: &str, timeout: Duration) -> Option<AnyGuard<Unbound>> {
+    fairlock_test_support::take::<Unbound>(client, kind, name, LeasePolicy::Client, timeout)
+        .unwrap()
 }
 
 /// One attempt that never queues.
-fn try_take(client: &Client, kind: Kind, name: &str) -> Option<UnboundGuard> {
-    match kind {
-        Kind::Mutex => client.fair_mutex(name).unbound().try_lock(),
-        Kind::Semaphore => client.fair_semaphore(name, 1).unbound().try_acquire(),
-        Kind::Read => client.fair_rwlock(name).unbound().try_read(),
-        Kind::Write => client.fair_rwlock(name).unbound().try_write(),
-    }
-    .unwrap()
+fn try_take(client: &Client, kind: Kind, name: &str) -> Option<AnyGuard<Unbound>> {
+    let wait = Wait::not_at_all();
+    fairlock_test_support::take::<Unbound>(client, kind, name, LeasePolicy::Client, wait).unwrap()
 }
 
 /// The lock's holders and its queue length, whatever its kind.
 fn holders_and_queue(client: &Client, kind: Kind, name: &str) -> (Vec<Participant>, usize) {
-    match kind {
-        Kind::Mutex => {
-            let status = client.fair_mutex(name).status(10).unwrap();
-            let holders = status.holder.into_iter().map(|h| h.who).collect();
-            (holders, status.queue_len)
-        }
-        Kind::Semaphore => {
-            let status = client.fair_semaphore(name, 1).status(10).unwrap();
-            let holders = status.holders.into_iter().map(|h| h.who).collect();
-            (holders, status.queue_len)
-        }
-        Kind::Read | Kind::Write => {
-            let status = client.fair_rwlock(name).status(10).unwrap();
-            let holders = status.holders.into_iter().map(|h| h.who).collect();
-            (holders, status.queue_len)
-        }
-    }
+    let status = kind.status(client, name, 10).unwrap();
+    let holders = status.holders.into_iter().map(|h| h.who).collect();
+    (holders, status.queue_len)
 }
 
 #[test]
@@ -93,7 +55,7 @@ fn a_guard_moved_to_another_thread_is_released_there_and_the_next_waiter_gets_it
             .unwrap()
     };
     let holder = slow_client();
-    for kind in KINDS {
+    for kind in Kind::EXCLUSIVE {
         let waiter_built = Instant::now();
         let waiter = slow_client();
         let name = format!("moved-{kind:?}");
@@ -129,7 +91,7 @@ fn a_guard_moved_to_another_thread_is_released_there_and_the_next_waiter_gets_it
             "{kind:?}: the waiter never queued"
         );
 
-        let (guard_tx, guard_rx) = mpsc::channel::<UnboundGuard>();
+        let (guard_tx, guard_rx) = mpsc::channel::<AnyGuard<Unbound>>();
         let releaser = thread::spawn(move || {
             let guard = guard_rx.recv().unwrap();
             let released_at = Instant::now();
@@ -167,7 +129,7 @@ fn a_thread_that_holds_an_unbound_guard_and_asks_again_waits_for_itself_until_it
     let server = RedisServer::start();
     let client = server.client();
     let timeout = Duration::from_millis(400);
-    for kind in KINDS {
+    for kind in Kind::EXCLUSIVE {
         let name = format!("again-{kind:?}");
         let first = take(&client, kind, &name, Duration::from_secs(5)).expect("free");
         assert!(
@@ -184,15 +146,17 @@ fn a_thread_that_holds_an_unbound_guard_and_asks_again_waits_for_itself_until_it
         );
         // The thread-bound calls of the same thread are no owner of it
         // either (the mutex's and the rwlock's would re-enter their own).
-        let bound = match kind {
-            Kind::Mutex => client.fair_mutex(&name).try_lock().unwrap().is_some(),
-            Kind::Semaphore => client
-                .fair_semaphore(&name, 1)
-                .try_acquire()
-                .unwrap()
-                .is_some(),
-            _ => client.fair_rwlock(&name).try_read().unwrap().is_some(),
+        // (A read for the rwlock: it would re-enter the thread's write.)
+        let asked = if kind == Kind::Write {
+            Kind::Read
+        } else {
+            kind
         };
+        let wait = Wait::not_at_all();
+        let bound =
+            fairlock_test_support::take::<Bound>(&client, asked, &name, LeasePolicy::Client, wait)
+                .unwrap()
+                .is_some();
         assert!(!bound, "{kind:?}: a bound call re-entered an unbound hold");
         let (owners, queued) = holders_and_queue(&client, kind, &name);
         assert_eq!(owners.len(), 1, "{kind:?}: {owners:?}");
@@ -214,7 +178,7 @@ fn the_watchdog_renews_an_unbound_hold_while_another_thread_has_its_guard() {
     let server = RedisServer::start();
     let lease = Duration::from_millis(300);
     let client = server.builder().lease(lease).build().unwrap();
-    for kind in KINDS {
+    for kind in Kind::EXCLUSIVE {
         let name = format!("renewed-{kind:?}");
         let guard = take(&client, kind, &name, Duration::from_secs(5)).expect("free");
         let token = guard.fencing_token();
@@ -247,7 +211,7 @@ fn a_lost_lease_reaches_the_unbound_guard_on_the_thread_that_has_it() {
     let lease = Duration::from_millis(300);
     let client = server.builder().lease(lease).build().unwrap();
     let operator = server.client();
-    for kind in KINDS {
+    for kind in Kind::EXCLUSIVE {
         let name = format!("lost-{kind:?}");
         let guard = take(&client, kind, &name, Duration::from_secs(5)).expect("free");
         let (tx, rx) = mpsc::channel();
@@ -259,12 +223,7 @@ fn a_lost_lease_reaches_the_unbound_guard_on_the_thread_that_has_it() {
         });
         rx.recv().unwrap();
         let forced = Instant::now();
-        let freed = match kind {
-            Kind::Mutex => operator.fair_mutex(&name).force_unlock(),
-            Kind::Semaphore => operator.fair_semaphore(&name, 1).force_unlock(),
-            _ => operator.fair_rwlock(&name).force_unlock(),
-        }
-        .unwrap();
+        let freed = kind.force_unlock(&operator, &name).unwrap();
         assert!(freed, "{kind:?}: the force unlock found the hold");
         let (end, heard, lost, unlocked) =
             join_within(holding, Duration::from_secs(10), "the holding thread");

@@ -56,6 +56,7 @@ impl Kind for LockKind {
             LockKind::Mutex | LockKind::Election => Ask::Mutex,
             LockKind::Semaphore => permits(1, of),
             LockKind::RwLock => READ,
+            other => unreachable!("no lock of kind {other:?} here"),
         }
     }
 
@@ -64,6 +65,7 @@ impl Kind for LockKind {
             LockKind::Mutex | LockKind::Election => Ask::Mutex,
             LockKind::Semaphore => permits(of, of),
             LockKind::RwLock => WRITE,
+            other => unreachable!("no lock of kind {other:?} here"),
         }
     }
 
@@ -141,6 +143,7 @@ impl Lock {
             LockKind::Mutex => Engine::Mutex,
             LockKind::Election => Engine::Election,
             LockKind::Semaphore | LockKind::RwLock => Engine::Counted,
+            other => unreachable!("no lock of kind {other:?} here"),
         };
         assert_eq!(
             script,

@@ -199,7 +199,7 @@ fn tour(k: LockKind) -> Vec<Step> {
     let k_hold = s.take_fixed("k:u12@k", 12, M, SHORT);
     s.queue("l:u13@l", 13, M);
     // m's grant is a short fixed lease too.
-    s.attempt_with("m:u14@m", 14, Mode::First, M, 0, SHORT, true)
+    s.attempt_with("m:u14@m", 14, Mode::First, M, 0, Lease::Fixed(SHORT))
         .unwrap();
     s.queue("n:u15@n", 15, M);
     step(
