@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use fairlock::__test_support::{
-    Acquire, Ask, CommonArgs, LockKeys, LockKind, Mode, Op, Operation, Release, ReleaseReply,
-    Script,
+    Acquire, Ask, CommonArgs, Lease, LockKeys, LockKind, Mode, Op, Operation, Release,
+    ReleaseReply, Script,
 };
 use redis::Commands;
 
@@ -100,8 +100,7 @@ impl ScriptedLock {
         let op = Acquire {
             ask: Ask::Mutex,
             owner,
-            lease: Duration::from_secs(60),
-            fixed: true,
+            lease: Lease::Fixed(Duration::from_secs(60)),
             waiter_timeout: Duration::from_secs(600),
             mode: Mode::First,
             wait_id,
