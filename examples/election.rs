@@ -39,7 +39,7 @@ fn main() -> fairlock::Result<()> {
         let candidate = Client::open(&url)?.election(&name);
         candidates.push(thread::spawn(move || -> fairlock::Result<u64> {
             let value = format!("node-{i}");
-            let leadership = candidate.campaign_with(&value)?; // waits its turn
+            let leadership = candidate.with_value(&value).campaign()?; // waits its turn
             println!(
                 "{value} leads (term {}) after waiting {:?}",
                 leadership.term(),
@@ -47,14 +47,14 @@ fn main() -> fairlock::Result<()> {
             );
             thread::sleep(Duration::from_millis(200)); // leading: pass term() to what it writes
             let term = leadership.term();
-            leadership.resign()?; // the next candidate leads at once
+            leadership.unlock()?; // resigns: the next candidate leads at once
             Ok(term)
         }));
         // The next candidate campaigns once this one leads or waits.
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let status = election.status(0)?;
-            let in_line = usize::from(status.holder.is_some()) + status.queue_len;
+            let in_line = status.holder_count + status.queue_len;
             if in_line > i || Instant::now() > deadline {
                 break;
             }

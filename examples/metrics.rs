@@ -42,7 +42,7 @@ fn main() -> anyhow::Result<()> {
                         // Gives up after 5 ms: counted as timed out.
                         if let Some(permit) = uploads.try_acquire_for(Duration::from_millis(5))? {
                             thread::sleep(Duration::from_millis(8));
-                            permit.release()?;
+                            permit.unlock()?;
                         }
                     }
                 }

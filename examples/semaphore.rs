@@ -35,7 +35,7 @@ fn main() -> fairlock::Result<()> {
                 println!("worker {worker} runs ({now} running)");
                 thread::sleep(Duration::from_millis(50));
                 running.fetch_sub(1, Ordering::SeqCst);
-                permit.release()
+                permit.unlock()
             }))
         })
         .collect::<fairlock::Result<_>>()?;
@@ -53,7 +53,7 @@ fn main() -> fairlock::Result<()> {
     let big = thread::spawn(move || -> fairlock::Result<u32> {
         let permit = big_sem.acquire_many(PERMITS)?;
         let n = permit.num_permits();
-        permit.release()?;
+        permit.unlock()?;
         Ok(n)
     });
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -72,7 +72,7 @@ fn main() -> fairlock::Result<()> {
             "waits its turn"
         }
     );
-    one.release()?;
+    one.unlock()?;
     let taken = big.join().expect("big job panicked")?;
     println!("the queued job then took {taken} permits at once");
     assert!(most <= PERMITS as usize && small.is_none() && taken == PERMITS);

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use fairlock::__test_support::{
-    Access, Acquire, AcquireReply, Ask, CommonArgs, LockKeys, LockKind, Mode, Op, Operation,
+    Access, Acquire, AcquireReply, Ask, CommonArgs, Lease, LockKeys, LockKind, Mode, Op, Operation,
     Release, ReleaseReply, Script,
 };
 use fairlock_test_support::fake_queue::evalsha_usec;
@@ -210,8 +210,7 @@ impl Scripts {
         let op = Acquire {
             ask,
             owner,
-            lease: LIFE,
-            fixed: true,
+            lease: Lease::Fixed(LIFE),
             waiter_timeout: LIFE,
             mode: Mode::First,
             wait_id: call,

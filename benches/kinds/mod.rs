@@ -47,7 +47,7 @@ fn semaphore_round_trips(c: &mut Criterion, link: &Link) {
     group.throughput(Throughput::Elements(1));
     group.bench_function("uncontended_acquire_release", |b| {
         b.iter_custom(|iters| {
-            timed_each(iters, &cycle, || sem.acquire().unwrap().release().unwrap())
+            timed_each(iters, &cycle, || sem.acquire().unwrap().unlock().unwrap())
         })
     });
     group.finish();

@@ -22,7 +22,7 @@ pub trait Turns: Sync {
     type Held;
     /// Waits for a turn (`lock`, `acquire`); panics on an error.
     fn take(&self) -> Self::Held;
-    /// Ends the turn explicitly (`unlock`, `release`); panics on an error.
+    /// Ends the turn explicitly (`unlock`); panics on an error.
     fn give_back(&self, held: Self::Held);
     /// Waiters queued now.
     fn queue_len(&self) -> usize;
@@ -47,7 +47,7 @@ impl Turns for FairSemaphore {
         self.acquire().unwrap()
     }
     fn give_back(&self, held: SemaphorePermit) {
-        held.release().unwrap()
+        held.unlock().unwrap()
     }
     fn queue_len(&self) -> usize {
         FairSemaphore::queue_len(self).unwrap()

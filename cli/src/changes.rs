@@ -4,23 +4,24 @@
 //! so a log gets a new block only when something did, and the terminal's
 //! header says what.
 
-use fairlock::Participant;
+use fairlock::{Capacity, LockKind, Status};
 
-use crate::commands::status::{who, Report};
-use crate::kinds::access_word;
+use crate::commands::status::{hold_detail, in_use, waiter_text, who, Report};
 
 /// A lock's status without its clocks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shape {
-    /// The mutex first, then the semaphore and the rwlock while in use.
+    /// Each lock of the name shown, in the order `status` shows them.
     sections: Vec<Section>,
 }
 
 /// One lock of the name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Section {
-    /// "" for the mutex, "semaphore: " or "rwlock: " before its messages.
-    label: &'static str,
+    kind: LockKind,
+    /// Held, queued for, or its state still recorded (else shown only as
+    /// the free mutex, or because it was asked for).
+    in_use: bool,
     /// Sorted by token: a semaphore's and an rwlock's holders are listed
     /// by lease end, an order every renewal may change.
     holders: Vec<Hold>,
@@ -29,7 +30,7 @@ struct Section {
     queue: Vec<Queued>,
     queue_len: usize,
     last_token: Option<u64>,
-    permits: Option<u32>,
+    capacity: Capacity,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,70 +52,9 @@ struct Queued {
 impl Shape {
     /// The shape of what `status` read.
     pub fn of(report: &Report) -> Shape {
-        let mutex = &report.mutex;
-        let mut sections = vec![Section {
-            label: "",
-            holders: mutex
-                .holder
-                .iter()
-                .map(|h| Hold {
-                    who: who(&h.who),
-                    token: h.fencing_token,
-                    detail: format!("hold count {}", h.hold_count),
-                })
-                .collect(),
-            holder_count: usize::from(mutex.holder.is_some()),
-            queue: queued(
-                mutex
-                    .waiters
-                    .iter()
-                    .map(|w| (&w.who, None, w.liveness_left)),
-            ),
-            queue_len: mutex.queue_len,
-            last_token: mutex.last_fencing_token,
-            permits: None,
-        }];
-        if let Some(semaphore) = &report.semaphore {
-            sections.push(Section {
-                label: "semaphore: ",
-                holders: sorted(semaphore.holders.iter().map(|h| Hold {
-                    who: who(&h.who),
-                    token: h.fencing_token,
-                    detail: String::new(),
-                })),
-                holder_count: semaphore.holder_count,
-                queue: queued(
-                    semaphore
-                        .waiters
-                        .iter()
-                        .map(|w| (&w.who, None, w.liveness_left)),
-                ),
-                queue_len: semaphore.queue_len,
-                last_token: semaphore.last_fencing_token,
-                permits: semaphore.permits,
-            });
+        Shape {
+            sections: report.locks.iter().map(Section::of).collect(),
         }
-        if let Some(rwlock) = &report.rwlock {
-            sections.push(Section {
-                label: "rwlock: ",
-                holders: sorted(rwlock.holders.iter().map(|h| Hold {
-                    who: who(&h.who),
-                    token: h.fencing_token,
-                    detail: h.access.map_or("", access_word).to_owned(),
-                })),
-                holder_count: rwlock.holder_count,
-                queue: queued(
-                    rwlock
-                        .waiters
-                        .iter()
-                        .map(|w| (&w.who, w.access.map(access_word), w.liveness_left)),
-                ),
-                queue_len: rwlock.queue_len,
-                last_token: rwlock.last_fencing_token,
-                permits: None,
-            });
-        }
-        Shape { sections }
     }
 
     /// What happened between `before` and `self`, one short phrase each:
@@ -127,17 +67,20 @@ impl Shape {
         }
         let mut said = Vec::new();
         for now in &self.sections {
-            match before.sections.iter().find(|s| s.label == now.label) {
+            match before.sections.iter().find(|s| s.kind == now.kind) {
                 Some(then) => now.changes_since(then, &mut said),
                 None => {
-                    said.push(format!("{}in use", now.label));
-                    now.changes_since(&Section::unused(now.label), &mut said);
+                    if now.in_use {
+                        said.push(format!("{}: in use", now.kind.label()));
+                    }
+                    now.changes_since(&Section::unused(now.kind), &mut said);
                 }
             }
         }
         for then in &before.sections {
-            if !self.sections.iter().any(|s| s.label == then.label) {
-                said.push(format!("{}no longer in use", then.label));
+            let shown = self.sections.iter().any(|s| s.kind == then.kind);
+            if then.in_use && !shown {
+                said.push(format!("{}: no longer in use", then.kind.label()));
             }
         }
         if said.is_empty() {
@@ -148,20 +91,60 @@ impl Shape {
 }
 
 impl Section {
-    fn unused(label: &'static str) -> Section {
+    fn of(status: &Status) -> Section {
+        let mut holders: Vec<Hold> = status
+            .holders
+            .iter()
+            .map(|h| Hold {
+                who: who(&h.who),
+                token: h.fencing_token,
+                detail: hold_detail(status.kind, h),
+            })
+            .collect();
+        holders.sort_by_key(|h| h.token);
         Section {
-            label,
+            kind: status.kind,
+            in_use: in_use(status),
+            holders,
+            holder_count: status.holder_count,
+            queue: status
+                .waiters
+                .iter()
+                .map(|w| Queued {
+                    who: waiter_text(w),
+                    dead: w.liveness_left.is_none(),
+                })
+                .collect(),
+            queue_len: status.queue_len,
+            last_token: status.last_fencing_token,
+            capacity: status.capacity,
+        }
+    }
+
+    fn unused(kind: LockKind) -> Section {
+        Section {
+            kind,
+            in_use: false,
             holders: Vec::new(),
             holder_count: 0,
             queue: Vec::new(),
             queue_len: 0,
             last_token: None,
-            permits: None,
+            capacity: Capacity::Unknown,
+        }
+    }
+
+    /// What starts each message about this lock: nothing for the mutex
+    /// (flock's lock, as ever), "semaphore: ", "rwlock: ", "election: ".
+    fn label(&self) -> String {
+        match self.kind {
+            LockKind::Mutex => String::new(),
+            kind => format!("{}: ", kind.label()),
         }
     }
 
     fn changes_since(&self, then: &Section, said: &mut Vec<String>) {
-        let label = self.label;
+        let label = self.label();
         let same = |a: &Hold, b: &Hold| a.who == b.who && a.token == b.token;
         let new: Vec<&Hold> = self
             .holders
@@ -232,43 +215,18 @@ impl Section {
                 said.push(format!("{label}waiter {} is dead, not dropped yet", q.who));
             }
         }
-        if self.permits != then.permits {
-            if let Some(permits) = self.permits {
+        if self.capacity != then.capacity {
+            if let Capacity::Permits(permits) = self.capacity {
                 said.push(format!("{label}{permits} permits"));
             }
         }
     }
 }
 
-fn sorted(holders: impl Iterator<Item = Hold>) -> Vec<Hold> {
-    let mut holders: Vec<Hold> = holders.collect();
-    holders.sort_by_key(|h| h.token);
-    holders
-}
-
-fn queued<'a>(
-    waiters: impl Iterator<
-        Item = (
-            &'a Participant,
-            Option<&'static str>,
-            Option<std::time::Duration>,
-        ),
-    >,
-) -> Vec<Queued> {
-    waiters
-        .map(|(participant, access, liveness_left)| Queued {
-            who: match access {
-                Some(access) => format!("{}, {access}", who(participant)),
-                None => who(participant),
-            },
-            dead: liveness_left.is_none(),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fairlock::Participant;
 
     /// The mutex's shape with `holder` (owner, token) and `queue` owners.
     /// (The library's status types cannot be built outside it; that a
@@ -277,7 +235,8 @@ mod tests {
         let who = |owner: &str| who(&Participant::new(owner));
         Shape {
             sections: vec![Section {
-                label: "",
+                kind: LockKind::Mutex,
+                in_use: holder.is_some() || !queue.is_empty(),
                 holders: holder
                     .iter()
                     .map(|(owner, token)| Hold {
@@ -296,7 +255,7 @@ mod tests {
                     .collect(),
                 queue_len: queue.len(),
                 last_token: holder.map(|(_, token)| token),
-                permits: None,
+                capacity: Capacity::One,
             }],
         }
     }
@@ -326,17 +285,25 @@ mod tests {
         );
     }
 
+    /// A section of `kind` with one holder: client c thread 1, token 3.
+    fn held(kind: LockKind, detail: &str) -> Section {
+        let mut section = Section::unused(kind);
+        section.in_use = true;
+        section.holder_count = 1;
+        section.last_token = Some(3);
+        section.holders.push(Hold {
+            who: "client c thread 1".to_owned(),
+            token: 3,
+            detail: detail.to_owned(),
+        });
+        section
+    }
+
     #[test]
     fn another_lock_of_the_name_coming_into_use_is_said() {
         let before = mutex(None, &[]);
         let mut now = before.clone();
-        let mut rwlock = Section::unused("rwlock: ");
-        rwlock.holders.push(Hold {
-            who: "client c thread 1".to_owned(),
-            token: 3,
-            detail: "read".to_owned(),
-        });
-        now.sections.push(rwlock);
+        now.sections.push(held(LockKind::RwLock, "read"));
         assert_eq!(
             now.changes_since(&before),
             [
@@ -345,5 +312,27 @@ mod tests {
             ]
         );
         assert_eq!(before.changes_since(&now), ["rwlock: no longer in use"]);
+    }
+
+    /// The free mutex `status` shows when nothing of the name is in use
+    /// gives way to the kind that comes into use, and comes back when it
+    /// goes, neither said: only the lock in use is.
+    #[test]
+    fn the_free_mutex_shown_in_place_of_nothing_comes_and_goes_unsaid() {
+        let nothing = mutex(None, &[]);
+        let semaphore = Shape {
+            sections: vec![held(LockKind::Semaphore, "")],
+        };
+        assert_eq!(
+            semaphore.changes_since(&nothing),
+            [
+                "semaphore: in use",
+                "semaphore: new holder client c thread 1, token 3"
+            ]
+        );
+        assert_eq!(
+            nothing.changes_since(&semaphore),
+            ["semaphore: no longer in use"]
+        );
     }
 }

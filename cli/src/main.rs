@@ -4,7 +4,7 @@
 //! fairlock [--url URL] run NAME [--wait DURATION] [--lease DURATION] [--max-hold DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] run NAME --permits N [--wait DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] run NAME --shared|--exclusive [--wait DURATION] -- COMMAND [ARGS...]
-//! fairlock [--url URL] status NAME [--json]
+//! fairlock [--url URL] status NAME [--mutex] [--semaphore] [--rwlock] [--election] [--json]
 //! fairlock [--url URL] status NAME --watch [INTERVAL] [--json] [--count N]
 //! fairlock [--url URL] unlock NAME --force
 //! ```
@@ -351,6 +351,22 @@ mod tests {
                 "{kind:?}"
             );
         }
+    }
+
+    /// A fixed lease is its own maximum: `--lease` and `--max-hold` are
+    /// one or the other (the library's with_fixed_lease and with_max_hold
+    /// exclude each other too).
+    #[test]
+    fn a_fixed_lease_and_a_max_hold_conflict() {
+        let args = ["fairlock", "run", "n", "--lease", "10s", "--max-hold", "1m"];
+        let err = Cli::try_parse_from(args.iter().chain(&["true"])).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        let cli =
+            Cli::try_parse_from(["fairlock", "run", "n", "--max-hold", "1m", "true"]).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.max_hold, Some(Duration::from_secs(60)));
     }
 
     #[test]

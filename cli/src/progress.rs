@@ -10,7 +10,7 @@ use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use fairlock::{Holder, LockStatus, Participant, RwLockStatus, SemaphoreStatus};
+use fairlock::{Participant, Status};
 
 use crate::duration::human;
 use crate::kinds::Lock;
@@ -135,52 +135,15 @@ pub struct View {
 }
 
 impl View {
-    /// The mutex's view.
-    pub fn of(status: &LockStatus, client_id: &str) -> View {
-        let waiters = status.waiters.iter().map(|w| &w.who);
-        let holder = status.holder.as_slice();
-        View::of_counted(waiters, status.waiters.len(), status.queue_len, client_id)
-            .with_holders(holder.len(), holder)
-    }
-
-    /// A semaphore's view: its holders are listed by lease end, so the
-    /// first is the next permit to come back if nobody releases one.
-    pub fn of_semaphore(status: &SemaphoreStatus, client_id: &str) -> View {
-        let waiters = status.waiters.iter().map(|w| &w.who);
-        View::of_counted(waiters, status.waiters.len(), status.queue_len, client_id)
-            .with_holders(status.holder_count, &status.holders)
-    }
-
-    /// A reader-writer lock's view: holders by lease end, as a semaphore's.
-    pub fn of_rwlock(status: &RwLockStatus, client_id: &str) -> View {
-        let waiters = status.waiters.iter().map(|w| &w.who);
-        View::of_counted(waiters, status.waiters.len(), status.queue_len, client_id)
-            .with_holders(status.holder_count, &status.holders)
-    }
-
-    /// The queue part of a view: where `client_id` is among the `listed`
-    /// waiters a status read, of `queue_len` in all.
-    fn of_counted<'a>(
-        waiters: impl Iterator<Item = &'a Participant>,
-        listed: usize,
-        queue_len: usize,
-        client_id: &str,
-    ) -> View {
+    /// The view of any kind's status: its holders are listed by lease end,
+    /// so the first is the next to come back if nobody releases one.
+    pub fn of(status: &Status, client_id: &str) -> View {
         View {
-            place: place(waiters, client_id),
-            queue_len,
-            cut: queue_len > listed,
-            holders: 0,
-            holder_lease: None,
-        }
-    }
-
-    /// The view with `count` holders, listed by lease end in `holders`.
-    fn with_holders(self, count: usize, holders: &[Holder]) -> View {
-        View {
-            holders: count,
-            holder_lease: holders.first().map(|h| h.remaining_lease),
-            ..self
+            place: place(status.waiters.iter().map(|w| &w.who), client_id),
+            queue_len: status.queue_len,
+            cut: status.queue_len > status.waiters.len(),
+            holders: status.holder_count,
+            holder_lease: status.holder().map(|h| h.remaining_lease),
         }
     }
 }

@@ -2,10 +2,11 @@
 //! their own (`fairlock-signals`), whatever the main thread is doing.
 //!
 //! - Connecting: exit at once with 128+N.
-//! - Waiting (the main thread is blocked in `lock_cancellable()`): the wait
-//!   is cancelled, which removes the queue entry; the main thread then
-//!   exits with 128+N and runs nothing (releasing the lock first if it was
-//!   handed over in that very moment). A second signal exits at once.
+//! - Waiting (the main thread is blocked in its request, whose `Wait` this
+//!   thread's `WaitCanceller` ends): the wait is cancelled, which removes
+//!   the queue entry; the main thread then exits with 128+N and runs
+//!   nothing (releasing the lock first if it was handed over in that very
+//!   moment). A second signal exits at once.
 //! - Holding, before the command started: the command is not started; the
 //!   lock is released; exit with 128+N.
 //! - Running: the signal is passed on to the command, unless the kernel

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::anyhow;
-use fairlock::Client;
+use fairlock::{Client, LockKind};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -30,7 +30,8 @@ use crate::duration::{self, human};
 use crate::terminal::{self, fit};
 use crate::{exit, exit_now, Failure};
 
-/// Shortest refresh accepted: each one is three status scripts.
+/// Shortest refresh accepted: each one is four status scripts (one a
+/// kind asked for).
 const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Longest refresh accepted: beyond it this is not watching.
 const MAX_INTERVAL: Duration = Duration::from_secs(3600);
@@ -76,6 +77,8 @@ pub fn count(text: &str) -> Result<u64, String> {
 /// What to watch and how.
 pub struct Watch<'a> {
     pub name: &'a str,
+    /// The kinds asked for (`--mutex`, ...); empty: those in use.
+    pub asked: &'a [LockKind],
     /// `--limit`: waiters (and holders) listed per lock.
     pub limit: usize,
     pub interval: Duration,
@@ -113,7 +116,7 @@ impl Outage {
 pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
     let name = watch.name;
     let on_terminal = std::io::stdout().is_terminal();
-    let first = read(client, name, watch.limit)
+    let first = read(client, name, watch.asked, watch.limit)
         .map_err(|err| Failure::redis(err, format!("cannot read the status of {name:?}")))?;
     stop_on_signals().map_err(|err| {
         Failure::new(
@@ -137,7 +140,7 @@ pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
         let started = Instant::now();
         let read = pending
             .take()
-            .map_or_else(|| read(client, name, watch.limit), Ok);
+            .map_or_else(|| read(client, name, watch.asked, watch.limit), Ok);
         let (text, pause) = match read {
             Ok(report) => {
                 let shape = Shape::of(&report);

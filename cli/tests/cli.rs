@@ -36,7 +36,7 @@ fn the_exit_code_passes_through_and_the_command_gets_the_token() {
     assert_eq!(fields[2].len(), 32, "FAIRLOCK_CLIENT_ID is a client id");
     let status = mutex.status(10).unwrap();
     assert_eq!(status.last_fencing_token, Some(token));
-    assert!(status.holder.is_none(), "released after the command");
+    assert!(status.holder().is_none(), "released after the command");
 
     let out = output(fairlock(&server).args(["run", "job", "true"]), PATIENCE);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -278,10 +278,16 @@ fn status_json_shows_the_holder_the_queue_in_order_and_the_token() {
         fresh,
         serde_json::json!({
             "name": "report",
-            "holder": null,
-            "queue": [],
-            "queue_len": 0,
-            "last_fencing_token": null,
+            "mutex": {
+                "permits": 1,
+                "available": 1,
+                "write_held": false,
+                "holder_count": 0,
+                "holders": [],
+                "queue_len": 0,
+                "queue": [],
+                "last_fencing_token": null,
+            },
         })
     );
 
@@ -299,9 +305,12 @@ fn status_json_shows_the_holder_the_queue_in_order_and_the_token() {
         assert!(wait_until(PATIENCE, || mutex.queue_len().unwrap() == i + 1));
     }
 
-    let status = status_json(&server, "report");
-    assert_eq!(status["name"], "report");
-    let h = &status["holder"];
+    let json = status_json(&server, "report");
+    assert_eq!(json["name"], "report");
+    let status = &json["mutex"];
+    assert_eq!(status["holder_count"], 1);
+    assert_eq!(status["available"], 0);
+    let h = &status["holders"][0];
     assert_eq!(h["client_id"], holder.id());
     assert!(h["thread"].is_u64());
     assert_eq!(h["hold_count"], 1);

@@ -121,7 +121,7 @@ fn permits_2_runs_at_most_two_commands_at_once_in_arrival_order() {
         );
     }
     for permit in held {
-        permit.release().unwrap();
+        permit.unlock().unwrap();
     }
     for run in runs {
         let out = run.finish(PATIENCE * 2);
@@ -195,7 +195,7 @@ fn a_busy_semaphore_waits_gives_up_and_leaves_like_the_mutex() {
     assert!(!marker.exists(), "nothing ran");
 
     // Once free, the command runs with its permit's token.
-    held.release().unwrap();
+    held.unlock().unwrap();
     let out = output(
         fairlock(&server)
             .args(["run", "busy", "--permits", "1"])
@@ -385,7 +385,7 @@ fn status_lists_the_rwlock_holders_with_their_access_beside_the_other_kinds() {
 
     let status = status_json(&server, "all");
     assert_eq!(
-        status["holder"]["fencing_token"],
+        status["mutex"]["holders"][0]["fencing_token"],
         mutex_guard.fencing_token()
     );
     assert_eq!(status["semaphore"]["permits"], 1);
@@ -434,7 +434,7 @@ fn status_lists_the_rwlock_holders_with_their_access_beside_the_other_kinds() {
         assert!(text.contains(&needle), "{needle} in {text}");
     }
     let (mutex_at, sem_at, rw_at) = (
-        text.find("holder:").unwrap(),
+        text.find("mutex:      held").unwrap(),
         text.find("semaphore:").unwrap(),
         text.find("rwlock:").unwrap(),
     );
@@ -485,10 +485,9 @@ fn status_lists_every_permit_holder_and_the_waiters() {
     assert!(wait_until(PATIENCE, || sem_a.queue_len().unwrap() == 1));
 
     let status = status_json(&server, "shared");
-    assert_eq!(
-        status["holder"],
-        serde_json::Value::Null,
-        "the mutex is free"
+    assert!(
+        status.get("mutex").is_none(),
+        "the mutex is free, not shown: {status}"
     );
     let s = &status["semaphore"];
     assert_eq!(s["permits"], 2);
@@ -524,7 +523,7 @@ fn status_lists_every_permit_holder_and_the_waiters() {
     let out = output(fairlock(&server).args(["status", "shared"]), PATIENCE);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("holder:     none (free)"), "{text}");
+    assert!(!text.contains("mutex:"), "{text}");
     assert!(
         text.contains("semaphore:  2 permits, 2 held, 0 free"),
         "{text}"
@@ -539,7 +538,7 @@ fn status_lists_every_permit_holder_and_the_waiters() {
         assert!(text.contains(&needle), "{needle} in {text}");
     }
 
-    permit_a.release().unwrap();
+    permit_a.unlock().unwrap();
     let out = run.finish(PATIENCE);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(
@@ -547,7 +546,7 @@ fn status_lists_every_permit_holder_and_the_waiters() {
         waiter,
         "the waiter listed was this run"
     );
-    permit_b.release().unwrap();
+    permit_b.unlock().unwrap();
 }
 
 /// The process is gone or a zombie (whoever adopted it may not reap it).
@@ -778,8 +777,8 @@ fn unlock_force_frees_every_hold_of_a_semaphore_or_a_rwlock_and_the_next_get_it(
     assert!(said.contains(stuck.id()), "{said}");
     // The waiter got a permit in the same step; the old ones are lost.
     assert!(wait_until(PATIENCE, || rwlock.queue_len().unwrap() == 1));
-    assert!(a.release().unwrap_err().is_lease_lost());
-    assert!(b.release().unwrap_err().is_lease_lost());
+    assert!(a.unlock().unwrap_err().is_lease_lost());
+    assert!(b.unlock().unwrap_err().is_lease_lost());
     assert!(rwlock.is_locked().unwrap(), "the rwlock is another lock");
 
     let out = output(
@@ -900,10 +899,7 @@ fn an_identity_names_the_holder_in_status_text_and_json() {
         );
         assert!(wait_until(PATIENCE, || ready.exists()), "{flags:?} ran");
         let value = status_json(&server, "named");
-        let holder = match kind {
-            "mutex" => value["holder"].clone(),
-            _ => value[kind]["holders"][0].clone(),
-        };
+        let holder = &value[kind]["holders"][0];
         assert_eq!(holder["identity"], "cron@web-3", "{flags:?}: {value}");
         assert!(holder["thread"].is_u64(), "{flags:?}: {value}");
         let text = output(fairlock(&server).args(["status", "named"]), PATIENCE);
@@ -925,7 +921,10 @@ fn an_identity_names_the_holder_in_status_text_and_json() {
     );
     assert!(wait_until(PATIENCE, || ready.exists()));
     let value = status_json(&server, "anonymous");
-    assert!(value["holder"]["identity"].is_null(), "{value}");
+    assert!(
+        value["mutex"]["holders"][0]["identity"].is_null(),
+        "{value}"
+    );
     run.signal("TERM");
     let _ = run.finish(PATIENCE);
     // A bad identity is a usage error before anything runs.

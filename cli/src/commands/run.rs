@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use clap::{ArgGroup, Args};
-use fairlock::{LeaseEnd, MAX_PERMITS, MIN_LEASE};
+use fairlock::{AnyGuard, LeaseEnd, Wait, MAX_PERMITS, MIN_LEASE};
 
 use super::lock_name;
 use crate::duration::{self, human};
-use crate::kinds::{Held, Lock};
+use crate::kinds::{Lease, Lock, Request};
 use crate::signals::{self, Control, SpawnError};
 use crate::{exit, progress, show_library_warnings, Connection, Failure, EXIT_CODES};
 
@@ -88,8 +88,9 @@ pub struct RunArgs {
     /// renewing it, COMMAND is stopped (SIGTERM, then SIGKILL 5 s later)
     /// and fairlock exits 70; the lock passes on by then even if this
     /// machine hangs. Unlike --lease, the lease is renewed until then, so a
-    /// killed holder's lock still frees within one lease.
-    #[arg(long, value_name = "DURATION", value_parser = lease)]
+    /// killed holder's lock still frees within one lease. Not with --lease,
+    /// which is its own maximum.
+    #[arg(long, value_name = "DURATION", value_parser = lease, conflicts_with = "lease")]
     pub max_hold: Option<Duration>,
 
     /// Exit code when --wait or -n runs out (flock's -E).
@@ -139,24 +140,21 @@ fn permits(text: &str) -> Result<u32, String> {
 
 /// The lock the arguments ask for.
 fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
-    let name = args.name.as_str();
-    let lock = if let Some(permits) = args.permits {
-        Lock::Semaphore(client.fair_semaphore(name, permits))
+    let request = if let Some(permits) = args.permits {
+        Request::Permit { of: permits }
     } else if args.shared {
-        Lock::Read(client.fair_rwlock(name))
+        Request::Read
     } else if args.exclusive {
-        Lock::Write(client.fair_rwlock(name))
+        Request::Write
     } else {
-        Lock::Mutex(client.fair_mutex(name))
+        Request::Mutex
     };
-    let lock = match args.lease {
-        Some(lease) => lock.with_lease(lease),
-        None => lock,
+    let lease = match (args.lease, args.max_hold) {
+        (Some(lease), _) => Lease::Fixed(lease),
+        (None, Some(max_hold)) => Lease::MaxHold(max_hold),
+        (None, None) => Lease::Renewed,
     };
-    match args.max_hold {
-        Some(max_hold) => lock.with_max_hold(max_hold),
-        None => lock,
-    }
+    Lock::new(client, &args.name, request, lease)
 }
 
 /// Runs the command holding the lock; its exit code, or fairlock's own.
@@ -188,7 +186,11 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
             patience: args.wait,
         })
     });
-    let outcome = lock.wait(args.wait, control.canceller());
+    let wait = match args.wait {
+        Some(patience) => Wait::at_most(patience),
+        None => Wait::forever(),
+    };
+    let outcome = lock.wait(wait.cancelled_by(control.canceller()));
     if let Some(line) = line {
         line.stop();
     }
@@ -196,7 +198,7 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
     let interrupted = control.acquired();
     let guard = match (outcome, interrupted) {
         (Ok(Some(guard)), Some(signal)) => {
-            let released = guard.release().is_ok();
+            let released = guard.unlock().is_ok();
             eprintln!(
                 "fairlock: interrupted by {} while waiting for {name}; {}nothing was run",
                 signals::name(signal),
@@ -247,7 +249,7 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
     let mut child = match control.spawn(&mut command) {
         Ok(child) => child,
         Err(SpawnError::Interrupted(signal)) => {
-            let _ = guard.release();
+            let _ = guard.unlock();
             eprintln!(
                 "fairlock: interrupted by {} before the command started; released {name}, nothing was run",
                 signals::name(signal)
@@ -255,7 +257,7 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
             return Ok(exit::SIGNAL_BASE + signal);
         }
         Err(SpawnError::Io(err)) => {
-            let _ = guard.release();
+            let _ = guard.unlock();
             let code = if err.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
             } else {
@@ -364,8 +366,8 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
 }
 
 /// Releases the lock; true if that found it lost (and said so).
-fn release(guard: Held, name: &str, known_lost: bool, lock: &Lock, args: &RunArgs) -> bool {
-    match guard.release() {
+fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock, args: &RunArgs) -> bool {
+    match guard.unlock() {
         Ok(()) => false,
         Err(err) if err.is_lease_lost() => {
             if !known_lost {
@@ -388,9 +390,9 @@ fn release(guard: Held, name: &str, known_lost: bool, lock: &Lock, args: &RunArg
 
 /// Why the lease is gone, as far as can be told.
 fn why_lost(lock: &Lock, args: &RunArgs) -> String {
-    let mut why = match (args.lease, lock) {
+    let mut why = match (args.lease, lock.request()) {
         (Some(lease), _) => format!("its fixed --lease of {} ran out", human(lease)),
-        (None, Lock::Mutex(_)) => {
+        (None, Request::Mutex) => {
             "the lease was not renewed in time, or someone ran unlock --force".to_owned()
         }
         (None, _) => "the lease was not renewed in time".to_owned(),

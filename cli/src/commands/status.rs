@@ -1,12 +1,13 @@
-//! `fairlock status`: who holds the lock, who waits for it, the last token;
-//! for the mutex of the name, and for its semaphore and its reader-writer
-//! lock when those are in use.
+//! `fairlock status`: who holds the locks of a name, who waits for them,
+//! the last tokens: each kind of lock of the name that is in use (the
+//! mutex, the semaphore, the reader-writer lock, the election), or the
+//! kinds asked for, written once from the one status every kind has.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::Args;
-use fairlock::{Holder, LockStatus, Participant, QueuedWaiter, RwLockStatus, SemaphoreStatus};
+use fairlock::{Capacity, Holder, LockKind, Participant, QueuedWaiter, Status};
 use serde_json::{json, Value};
 
 use super::lock_name;
@@ -16,10 +17,12 @@ use crate::{watch, Connection, Failure};
 
 /// Show who holds NAME, who waits for it in order, and the last token.
 ///
-/// Shows NAME's mutex, and NAME's semaphore and reader-writer lock too
-/// while they are in use (a holder or a waiter, or their state still
-/// recorded): each holder with its lease left and token (and read or
-/// write), the waiters in order.
+/// The mutex, the semaphore, the reader-writer lock and the election of a
+/// name are four locks: each one in use (held, queued for, or with its
+/// last token still recorded) is shown, or the mutex, free, when none is;
+/// --mutex, --semaphore, --rwlock and --election show those kinds only,
+/// in use or not. Each holder with its lease left and token (and read or
+/// write, or its permits), the waiters in order.
 ///
 /// With --watch, keeps showing it: redrawn in place on a terminal, else a
 /// block (and NDJSON line with --json) each time it changes. Ctrl-C stops.
@@ -29,12 +32,29 @@ pub struct StatusArgs {
     #[arg(value_parser = lock_name)]
     pub name: String,
 
-    /// Print one JSON object instead of text.
+    /// Print one JSON object instead of text (its keys: docs/cli.md).
     #[arg(long)]
     pub json: bool,
 
-    /// List at most this many waiters from the head of each queue (and
-    /// this many holders of a semaphore).
+    /// Show the mutex NAME, in use or not (with the other kind flags
+    /// given, only those kinds).
+    #[arg(long)]
+    pub mutex: bool,
+
+    /// Show the semaphore NAME, in use or not.
+    #[arg(long)]
+    pub semaphore: bool,
+
+    /// Show the reader-writer lock NAME, in use or not.
+    #[arg(long)]
+    pub rwlock: bool,
+
+    /// Show the election NAME, in use or not.
+    #[arg(long)]
+    pub election: bool,
+
+    /// List at most this many holders and this many waiters of each lock,
+    /// from the head of each queue.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub limit: usize,
 
@@ -57,22 +77,42 @@ pub struct StatusArgs {
     pub count: Option<u64>,
 }
 
+impl StatusArgs {
+    /// The kinds asked for with --mutex, --semaphore, --rwlock and
+    /// --election; empty: those in use.
+    pub fn asked(&self) -> Vec<LockKind> {
+        let flags = [self.mutex, self.semaphore, self.rwlock, self.election];
+        KINDS
+            .into_iter()
+            .zip(flags)
+            .filter_map(|(kind, asked)| asked.then_some(kind))
+            .collect()
+    }
+}
+
+/// Every kind of lock of a name, in the order `status` shows them.
+const KINDS: [LockKind; 4] = [
+    LockKind::Mutex,
+    LockKind::Semaphore,
+    LockKind::RwLock,
+    LockKind::Election,
+];
+
 /// Everything `status` shows of one name.
 pub struct Report {
-    pub mutex: LockStatus,
-    /// The semaphore of the name, when in use.
-    pub semaphore: Option<SemaphoreStatus>,
-    /// The reader-writer lock of the name, when in use.
-    pub rwlock: Option<RwLockStatus>,
+    /// The status of each kind shown, in the order of [`KINDS`].
+    pub locks: Vec<Status>,
 }
 
 /// Prints the holders, the queues in order and the last tokens; exit code 0.
 pub fn exec(connection: &Connection, args: StatusArgs) -> Result<i32, Failure> {
     let name = args.name.as_str();
+    let asked = args.asked();
     let client = connection.connect()?;
     if let Some(interval) = args.watch {
         let watch = watch::Watch {
             name,
+            asked: &asked,
             limit: args.limit,
             interval,
             json: args.json,
@@ -80,7 +120,7 @@ pub fn exec(connection: &Connection, args: StatusArgs) -> Result<i32, Failure> {
         };
         return watch::exec(&client, &watch);
     }
-    let report = read(&client, name, args.limit)
+    let report = read(&client, name, &asked, args.limit)
         .map_err(|err| Failure::redis(err, format!("cannot read the status of {name:?}")))?;
     if args.json {
         println!("{}", to_json(name, &report));
@@ -90,29 +130,39 @@ pub fn exec(connection: &Connection, args: StatusArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-/// Reads the status of the name's mutex, and of its semaphore and rwlock.
-pub fn read(client: &fairlock::Client, name: &str, limit: usize) -> fairlock::Result<Report> {
-    let mutex = client.fair_mutex(name).status(limit)?;
-    // The permits given here only matter to an acquire: the status
-    // script reads the semaphore's own number from Redis.
-    let semaphore = client.fair_semaphore(name, 1).status(limit)?;
-    let rwlock = client.fair_rwlock(name).status(limit)?;
-    Ok(Report {
-        mutex,
-        semaphore: Some(semaphore).filter(semaphore_in_use),
-        rwlock: Some(rwlock).filter(rwlock_in_use),
-    })
+/// Reads the kinds `asked` of the name, or (none asked) every kind and
+/// keeps those in use, or the mutex when none is.
+pub fn read(
+    client: &fairlock::Client,
+    name: &str,
+    asked: &[LockKind],
+    limit: usize,
+) -> fairlock::Result<Report> {
+    let kinds = KINDS
+        .into_iter()
+        .filter(|kind| asked.is_empty() || asked.contains(kind));
+    let mut locks = Vec::new();
+    for kind in kinds {
+        locks.push(client.status(kind, name, limit)?);
+    }
+    if asked.is_empty() {
+        let mutex = locks[0].clone();
+        locks.retain(in_use);
+        if locks.is_empty() {
+            locks.push(mutex);
+        }
+    }
+    Ok(Report { locks })
 }
 
-/// A semaphore is shown while it has a holder or a waiter, or its number
-/// of permits is still recorded (a fence life after the last one left).
-fn semaphore_in_use(status: &SemaphoreStatus) -> bool {
-    status.permits.is_some() || status.holder_count > 0 || status.queue_len > 0
-}
-
-/// A reader-writer lock likewise, its last token standing for its state.
-fn rwlock_in_use(status: &RwLockStatus) -> bool {
-    status.last_fencing_token.is_some() || status.holder_count > 0 || status.queue_len > 0
+/// A lock is in use while it has a holder or a waiter, or its last token
+/// (or a semaphore's number of permits) is still recorded: a fence life
+/// after the last one left.
+pub fn in_use(status: &Status) -> bool {
+    status.holder_count > 0
+        || status.queue_len > 0
+        || status.last_fencing_token.is_some()
+        || matches!(status.capacity, Capacity::Permits(_))
 }
 
 /// Who a participant is, the way `status` and `unlock` name it.
@@ -135,152 +185,101 @@ pub fn lease_left(lease: Option<Duration>) -> String {
     }
 }
 
-fn holder_text(holder: &Holder) -> String {
-    format!(
-        "{}, hold count {}, {}, token {}",
-        who(&holder.who),
-        holder.hold_count,
-        lease_left(holder.remaining_lease),
-        holder.fencing_token
-    )
+/// What a hold is beyond who holds it, the way `status` and `--watch`
+/// say it: a reader-writer lock's read or write, a hold of several
+/// permits, a mutex's hold count (its re-entries); "" when nothing.
+pub fn hold_detail(kind: LockKind, holder: &Holder) -> String {
+    let mut detail = Vec::new();
+    if let Some(access) = holder.access {
+        detail.push(access_word(access).to_owned());
+    }
+    if holder.permits != 1 {
+        detail.push(format!("{} permits", holder.permits));
+    }
+    if kind == LockKind::Mutex || holder.hold_count != 1 {
+        detail.push(format!("hold count {}", holder.hold_count));
+    }
+    detail.join(", ")
 }
 
-/// The text form of `status`: the mutex as ever, then the semaphore and
-/// the reader-writer lock if in use, their lines indented under a heading.
+/// Who waits and for what, the way `status` and `--watch` say it: with
+/// a reader-writer lock's read or write, or the permits it asks for when
+/// more than one.
+pub fn waiter_text(waiter: &QueuedWaiter) -> String {
+    let mut text = who(&waiter.who);
+    if let Some(access) = waiter.access {
+        let _ = write!(text, ", {}", access_word(access));
+    }
+    if waiter.permits > 1 {
+        let _ = write!(text, ", {} permits", waiter.permits);
+    }
+    text
+}
+
+/// The text form of `status`: the name, then each lock shown under a
+/// line saying what it is and its state, its holders, queue and last
+/// token indented below.
 pub fn to_text(name: &str, report: &Report) -> String {
-    let mut out = mutex_text(name, &report.mutex);
-    if let Some(semaphore) = &report.semaphore {
-        out.push_str(&semaphore_text(semaphore));
-    }
-    if let Some(rwlock) = &report.rwlock {
-        out.push_str(&rwlock_text(rwlock));
-    }
-    out
-}
-
-fn mutex_text(name: &str, status: &LockStatus) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "lock:       {name}");
-    match &status.holder {
-        Some(holder) => {
-            let _ = writeln!(out, "holder:     {}", holder_text(holder));
-        }
-        None => {
-            let _ = writeln!(out, "holder:     none (free)");
-        }
+    for status in &report.locks {
+        lock_text(&mut out, status);
     }
-    queue_text(&mut out, "", &plain(&status.waiters), status.queue_len);
-    last_token_text(&mut out, "", status.last_fencing_token);
     out
 }
 
-fn semaphore_text(status: &SemaphoreStatus) -> String {
-    let mut out = String::new();
-    let permits = status.permits.map_or_else(
-        || "permits unknown".to_owned(),
-        |n| match n {
-            1 => "1 permit".to_owned(),
-            n => format!("{n} permits"),
-        },
-    );
-    let _ = writeln!(
-        out,
-        "semaphore:  {permits}, {} held, {} free",
-        status.holder_count, status.available
-    );
-    if status.holders.is_empty() {
-        let _ = writeln!(out, "  holders:  none");
-    }
+/// One lock of the name, any kind.
+fn lock_text(out: &mut String, status: &Status) {
+    let label = format!("{}:", status.kind.label());
+    let _ = writeln!(out, "{label:<12}{}", state_text(status));
     for holder in &status.holders {
-        // A hold of several permits (acquire_many) says how many.
-        let permits = match holder.permits {
-            1 => String::new(),
-            n => format!("{n} permits, "),
-        };
+        let detail = hold_detail(status.kind, holder);
         let _ = writeln!(
             out,
-            "  holder:   {}, {permits}{}, token {}",
+            "  holder:   {}{}{}, {}, token {}",
             who(&holder.who),
+            if detail.is_empty() { "" } else { ", " },
+            detail,
             lease_left(holder.remaining_lease),
             holder.fencing_token
         );
     }
-    more_holders_text(&mut out, status.holder_count, status.holders.len());
-    queue_text(&mut out, "  ", &plain(&status.waiters), status.queue_len);
-    last_token_text(&mut out, "  ", status.last_fencing_token);
-    out
-}
-
-/// "... and N more" under the holders a status listed, when it could not
-/// list them all.
-fn more_holders_text(out: &mut String, holder_count: usize, listed: usize) {
-    if holder_count > listed {
+    if status.holder_count > status.holders.len() {
         let _ = writeln!(
             out,
             "            ... and {} more (see --limit)",
-            holder_count - listed
+            status.holder_count - status.holders.len()
         );
     }
+    queue_text(out, "  ", &status.waiters, status.queue_len);
+    last_token_text(out, "  ", status.last_fencing_token);
 }
 
-fn rwlock_text(status: &RwLockStatus) -> String {
-    let mut out = String::new();
-    let state = match (status.holder_count, status.write_held) {
-        (0, _) => "free".to_owned(),
-        (_, true) => "held for writing".to_owned(),
-        (1, false) => "held for reading by 1 reader".to_owned(),
-        (n, false) => format!("held for reading by {n} readers"),
-    };
-    let _ = writeln!(out, "rwlock:     {state}");
-    for holder in &status.holders {
-        let _ = writeln!(
-            out,
-            "  holder:   {}, {}, {}, token {}",
-            who(&holder.who),
-            holder.access.map_or("", access_word),
-            lease_left(holder.remaining_lease),
-            holder.fencing_token
-        );
+/// What a lock admits and how much of it is taken: "free" or "held" (a
+/// lock of one holder), "2 permits, 1 held, 1 free", "held for reading
+/// by 3 readers".
+fn state_text(status: &Status) -> String {
+    let held = status.holder_count;
+    match status.capacity {
+        Capacity::Permits(permits) => format!(
+            "{permits} permit{}, {held} held, {} free",
+            if permits == 1 { "" } else { "s" },
+            status.available().unwrap_or(0)
+        ),
+        Capacity::Unknown => format!("permits unknown, {held} held"),
+        Capacity::ReadersOrOneWriter => match (held, status.is_write_held()) {
+            (0, _) => "free".to_owned(),
+            (_, true) => "held for writing".to_owned(),
+            (1, false) => "held for reading by 1 reader".to_owned(),
+            (n, false) => format!("held for reading by {n} readers"),
+        },
+        _ if held == 0 => "free".to_owned(),
+        _ => "held".to_owned(),
     }
-    more_holders_text(&mut out, status.holder_count, status.holders.len());
-    let waiters: Vec<Waiting<'_>> = status.waiters.iter().map(Waiting::of_rwlock).collect();
-    queue_text(&mut out, "  ", &waiters, status.queue_len);
-    last_token_text(&mut out, "  ", status.last_fencing_token);
-    out
-}
-
-/// A waiter as the queue lines show it, of any kind.
-struct Waiting<'a> {
-    who: &'a Participant,
-    /// "read" or "write" for a reader-writer lock's waiter.
-    access: Option<&'static str>,
-    liveness_left: Option<Duration>,
-}
-
-impl<'a> Waiting<'a> {
-    fn of_rwlock(waiter: &'a QueuedWaiter) -> Self {
-        Waiting {
-            who: &waiter.who,
-            access: waiter.access.map(access_word),
-            liveness_left: waiter.liveness_left,
-        }
-    }
-}
-
-/// The mutex's or a semaphore's waiters, which wait for one thing.
-fn plain(waiters: &[QueuedWaiter]) -> Vec<Waiting<'_>> {
-    waiters
-        .iter()
-        .map(|w| Waiting {
-            who: &w.who,
-            access: None,
-            liveness_left: w.liveness_left,
-        })
-        .collect()
 }
 
 /// The queue lines, in order, each line after `indent`.
-fn queue_text(out: &mut String, indent: &str, waiters: &[Waiting<'_>], queue_len: usize) {
+fn queue_text(out: &mut String, indent: &str, waiters: &[QueuedWaiter], queue_len: usize) {
     let label = format!("{indent}queue:");
     if queue_len == 0 && waiters.is_empty() {
         let _ = writeln!(out, "{label:<12}empty");
@@ -292,14 +291,11 @@ fn queue_text(out: &mut String, indent: &str, waiters: &[Waiting<'_>], queue_len
             Some(left) => format!("keeps its place {} without a heartbeat", human(left)),
             None => "dead, not dropped yet".to_owned(),
         };
-        let access = waiter
-            .access
-            .map_or_else(String::new, |access| format!(", {access}"));
         let _ = writeln!(
             out,
-            "{indent}  {:>3}. {}{access} ({liveness})",
+            "{indent}  {:>3}. {} ({liveness})",
             i + 1,
-            who(waiter.who)
+            waiter_text(waiter)
         );
     }
     let listed_live = waiters.iter().filter(|w| w.liveness_left.is_some()).count();
@@ -328,76 +324,30 @@ fn ms(d: Option<Duration>) -> Value {
     d.map_or(Value::Null, |d| json!(d.as_millis() as u64))
 }
 
-/// The JSON form of `status`, one object:
-/// `{"name", "holder": {"client_id", "thread", "hold_count",
-/// "remaining_lease_ms", "fencing_token"} | null, "queue": [{"position",
-/// "client_id", "thread", "liveness_left_ms"}], "queue_len",
-/// "last_fencing_token"}` for the mutex, as ever, and `"semaphore"` (see
-/// [`semaphore_json`]) and `"rwlock"` (see [`rwlock_json`]) only while
-/// each is in use, so the mutex-only object stays what it was.
+/// The JSON form of `status`, one object: `"name"`, and for each lock
+/// shown its object (see [`lock_json`]) under its kind, `"mutex"`,
+/// `"semaphore"`, `"rwlock"` or `"election"`; a kind not shown has no
+/// key. docs/cli.md shows it.
 pub fn to_json(name: &str, report: &Report) -> Value {
-    let mut out = mutex_json(name, &report.mutex);
-    if let Some(semaphore) = &report.semaphore {
-        out["semaphore"] = semaphore_json(semaphore);
-    }
-    if let Some(rwlock) = &report.rwlock {
-        out["rwlock"] = rwlock_json(rwlock);
+    let mut out = json!({ "name": name });
+    for status in &report.locks {
+        out[status.kind.label()] = lock_json(status);
     }
     out
 }
 
-fn queue_json(waiters: &[QueuedWaiter]) -> Vec<Value> {
-    waiters
-        .iter()
-        .enumerate()
-        .map(|(i, w)| {
-            json!({
-                "position": i + 1,
-                "client_id": w.who.client_id(),
-                "thread": w.who.thread(),
-                "identity": w.who.identity(),
-                "liveness_left_ms": ms(w.liveness_left),
-            })
-        })
-        .collect()
-}
-
-/// `{"permits": N | null, "holder_count", "available", "holders":
-/// [{"client_id", "thread", "identity", "permits", "remaining_lease_ms",
-/// "fencing_token"}] (by
-/// lease end), "queue": [as the mutex's], "queue_len",
-/// "last_fencing_token"}`.
-fn semaphore_json(status: &SemaphoreStatus) -> Value {
-    let holders: Vec<Value> = status
-        .holders
-        .iter()
-        .map(|h| {
-            json!({
-                "client_id": h.who.client_id(),
-                "thread": h.who.thread(),
-                "identity": h.who.identity(),
-                "permits": h.permits,
-                "remaining_lease_ms": ms(h.remaining_lease),
-                "fencing_token": h.fencing_token,
-            })
-        })
-        .collect();
-    json!({
-        "permits": status.permits,
-        "holder_count": status.holder_count,
-        "available": status.available,
-        "holders": holders,
-        "queue": queue_json(&status.waiters),
-        "queue_len": status.queue_len,
-        "last_fencing_token": status.last_fencing_token,
-    })
-}
-
-/// `{"write_held", "holder_count", "holders": [{"client_id", "thread", "identity",
-/// "access": "read" | "write", "remaining_lease_ms", "fencing_token"}] (by
-/// lease end), "queue": [{"position", "client_id", "thread", "identity", "access",
-/// "liveness_left_ms"}], "queue_len", "last_fencing_token"}`.
-fn rwlock_json(status: &RwLockStatus) -> Value {
+/// One lock of any kind: `{"permits": N | null, "available": N | null,
+/// "write_held", "holder_count", "holders": [{"client_id", "thread",
+/// "identity", "access": "read" | "write" | null, "permits", "hold_count",
+/// "remaining_lease_ms", "fencing_token"}] (by lease end), "queue_len",
+/// "queue": [{"position", "client_id", "thread", "identity", "access",
+/// "permits", "liveness_left_ms"}], "last_fencing_token"}`.
+fn lock_json(status: &Status) -> Value {
+    let permits = match status.capacity {
+        Capacity::One => Some(1),
+        Capacity::Permits(permits) => Some(permits),
+        _ => None,
+    };
     let holders: Vec<Value> = status
         .holders
         .iter()
@@ -407,6 +357,8 @@ fn rwlock_json(status: &RwLockStatus) -> Value {
                 "thread": h.who.thread(),
                 "identity": h.who.identity(),
                 "access": h.access.map(access_word),
+                "permits": h.permits,
+                "hold_count": h.hold_count,
                 "remaining_lease_ms": ms(h.remaining_lease),
                 "fencing_token": h.fencing_token,
             })
@@ -423,36 +375,19 @@ fn rwlock_json(status: &RwLockStatus) -> Value {
                 "thread": w.who.thread(),
                 "identity": w.who.identity(),
                 "access": w.access.map(access_word),
+                "permits": w.permits,
                 "liveness_left_ms": ms(w.liveness_left),
             })
         })
         .collect();
     json!({
-        "write_held": status.write_held,
+        "permits": permits,
+        "available": status.available(),
+        "write_held": status.is_write_held(),
         "holder_count": status.holder_count,
         "holders": holders,
+        "queue_len": status.queue_len,
         "queue": queue,
-        "queue_len": status.queue_len,
-        "last_fencing_token": status.last_fencing_token,
-    })
-}
-
-fn mutex_json(name: &str, status: &LockStatus) -> Value {
-    let holder = status.holder.as_ref().map_or(Value::Null, |h| {
-        json!({
-            "client_id": h.who.client_id(),
-            "thread": h.who.thread(),
-            "identity": h.who.identity(),
-            "hold_count": h.hold_count,
-            "remaining_lease_ms": ms(h.remaining_lease),
-            "fencing_token": h.fencing_token,
-        })
-    });
-    json!({
-        "name": name,
-        "holder": holder,
-        "queue": queue_json(&status.waiters),
-        "queue_len": status.queue_len,
         "last_fencing_token": status.last_fencing_token,
     })
 }

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use clap::Args;
+use fairlock::{kind, FairLock, Status};
 
 use super::lock_name;
 use super::status::{lease_left, who};
@@ -58,7 +59,7 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
     let mutex = client.fair_mutex(name);
     // Read just before, for the token and lease; who held it at the moment
     // it was freed comes from the freeing script itself.
-    let before = mutex.status(0).map_err(failed)?;
+    let before = mutex.status(1).map_err(failed)?;
     let Some(freed) = mutex.force_unlock_holder().map_err(failed)? else {
         println!("fairlock: {name:?} was not held; nothing to do");
         return Ok(0);
@@ -67,7 +68,7 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
         "fairlock: unlocked {name:?}; it was held by {}",
         who(&freed)
     );
-    if let Some(holder) = before.holder.filter(|h| h.who == freed) {
+    if let Some(holder) = before.holder().filter(|h| h.who == freed) {
         let _ = write!(
             text,
             " (token {}, {})",
@@ -76,7 +77,8 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
         );
     }
     // The lock goes to the next live waiter inside the same script.
-    if let Some(next) = mutex.status(0).ok().and_then(|s| s.holder) {
+    let now = mutex.status(1).ok();
+    if let Some(next) = now.as_ref().and_then(Status::holder) {
         let _ = write!(text, "; now held by {}, next in line", who(&next.who));
     }
     println!("{text}");
@@ -87,26 +89,18 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
 /// lock NAME and says whose they were, as read just before.
 fn unlock_counted(client: &fairlock::Client, name: &str, semaphore: bool) -> fairlock::Result<i32> {
     // Any number of permits names the semaphore: forcing needs none.
-    let (kind, before, freed) = if semaphore {
-        let sem = client.fair_semaphore(name, 1);
-        (
-            "semaphore",
-            sem.status(LISTED)?.holders,
-            sem.force_unlock()?,
-        )
+    let (before, freed) = if semaphore {
+        free_every_hold(&client.fair_semaphore(name, 1))?
     } else {
-        let rwlock = client.fair_rwlock(name);
-        (
-            "rwlock",
-            rwlock.status(LISTED)?.holders,
-            rwlock.force_unlock()?,
-        )
+        free_every_hold(&client.fair_rwlock(name))?
     };
+    let kind = before.kind.label();
     if !freed {
         println!("fairlock: the {kind} {name:?} was not held; nothing to do");
         return Ok(0);
     }
     let holders: Vec<String> = before
+        .holders
         .iter()
         .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
         .collect();
@@ -119,6 +113,12 @@ fn unlock_counted(client: &fairlock::Client, name: &str, semaphore: bool) -> fai
         }
     );
     Ok(0)
+}
+
+/// The status of `lock` just before every hold of it is freed, and
+/// whether anything was.
+fn free_every_hold<K: kind::Named>(lock: &FairLock<K>) -> fairlock::Result<(Status, bool)> {
+    Ok((lock.status(LISTED)?, lock.force_unlock()?))
 }
 
 /// Most holders named.

@@ -1,0 +1,264 @@
+//! `fairlock status NAME`, driven as a built binary against a private
+//! redis-server per test: the kinds of lock of the name in use and only
+//! those (a busy semaphore without a free mutex above it), the free mutex
+//! when nothing of the name is in use, the kinds asked for with
+//! `--mutex`, `--semaphore`, `--rwlock`, `--election`, and `--json` with
+//! exactly the keys docs/cli.md documents.
+
+mod cli_support;
+
+use std::collections::{BTreeSet, HashSet};
+
+use cli_support::{code, fairlock, output, status_json, stderr, stdout, Proc, PATIENCE};
+use fairlock::LockKind;
+use fairlock_test_support::{wait_until, RedisServer};
+use serde_json::Value;
+
+/// `fairlock run --permits 2 jobs -- sleep 60`, as the fleet would.
+fn job(server: &RedisServer, command: &[&str]) -> Proc {
+    Proc::spawn(
+        fairlock(server)
+            .args(["run", "--permits", "2", "jobs", "--"])
+            .args(command),
+    )
+}
+
+/// Two `run --permits 2 jobs` holding, a third queued: the two holders
+/// and the third's client id (read through the library).
+fn two_hold_and_one_waits(server: &RedisServer) -> (Vec<Proc>, Proc, String) {
+    let client = server.client();
+    let semaphore = || client.status(LockKind::Semaphore, "jobs", 10).unwrap();
+    let holders: Vec<Proc> = (0..2).map(|_| job(server, &["sleep", "60"])).collect();
+    assert!(
+        wait_until(PATIENCE, || semaphore().holder_count == 2),
+        "two hold"
+    );
+    let waiter = job(server, &["true"]);
+    assert!(
+        wait_until(PATIENCE, || semaphore().queue_len == 1),
+        "one waits"
+    );
+    let waiting = semaphore().waiters[0].who.client_id().to_owned();
+    (holders, waiter, waiting)
+}
+
+/// The holders stop (SIGTERM, passed on to their sleep); the waiter gets
+/// its permit and runs.
+fn finish(holders: Vec<Proc>, waiter: Proc) {
+    for holder in holders {
+        holder.signal("TERM");
+        let _ = holder.finish(PATIENCE);
+    }
+    let out = waiter.finish(PATIENCE);
+    assert_eq!(code(&out), 0, "the waiter ran: {}", stderr(&out));
+}
+
+#[test]
+fn a_busy_semaphore_shows_its_holders_and_queue_and_no_free_mutex() {
+    let server = RedisServer::start();
+    let (holders, waiter, waiting) = two_hold_and_one_waits(&server);
+
+    let out = output(fairlock(&server).args(["status", "jobs"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "lock:       jobs", "{text}");
+    assert_eq!(lines[1], "semaphore:  2 permits, 2 held, 0 free", "{text}");
+    for line in &lines[2..4] {
+        assert!(line.starts_with("  holder:   client "), "{text}");
+        assert!(line.contains(" thread 1, lease "), "{text}");
+        assert!(line.contains(" left, token "), "{text}");
+    }
+    assert_eq!(lines[4], "  queue:    1 waiting", "{text}");
+    assert!(
+        lines[5].starts_with(&format!(
+            "      1. client {waiting} thread 1 (keeps its place "
+        )),
+        "{text}"
+    );
+    assert!(lines[6].starts_with("  last token: "), "{text}");
+    assert_eq!(lines.len(), 7, "{text}");
+    for other in ["mutex:", "rwlock:", "election:", "none (free)", "empty"] {
+        assert!(!text.contains(other), "no {other:?}: {text}");
+    }
+
+    finish(holders, waiter);
+}
+
+#[test]
+fn status_json_of_a_busy_semaphore_has_the_documented_keys() {
+    let server = RedisServer::start();
+    let (holders, waiter, waiting) = two_hold_and_one_waits(&server);
+
+    let json = status_json(&server, "jobs");
+    assert_eq!(json["name"], "jobs");
+    let shown: BTreeSet<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(shown, BTreeSet::from(["name", "semaphore"]), "{json}");
+    let s = &json["semaphore"];
+    assert_eq!(s["permits"], 2);
+    assert_eq!(s["available"], 0);
+    assert_eq!(s["write_held"], false);
+    assert_eq!(s["holder_count"], 2);
+    let holders_json = s["holders"].as_array().unwrap();
+    assert_eq!(holders_json.len(), 2, "{json}");
+    let ids: HashSet<&str> = holders_json
+        .iter()
+        .map(|h| h["client_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "two fairlock processes: {json}");
+    assert!(!ids.contains(waiting.as_str()), "{json}");
+    let mut tokens = Vec::new();
+    for h in holders_json {
+        assert_eq!(h["permits"], 1, "{json}");
+        assert_eq!(h["hold_count"], 1, "{json}");
+        assert!(h["access"].is_null() && h["identity"].is_null(), "{json}");
+        assert!(h["thread"].is_u64(), "{json}");
+        assert!(h["remaining_lease_ms"].as_u64().unwrap() > 0, "{json}");
+        tokens.push(h["fencing_token"].as_u64().unwrap());
+    }
+    assert_eq!(s["last_fencing_token"], *tokens.iter().max().unwrap());
+    assert_eq!(s["queue_len"], 1);
+    let queued = &s["queue"][0];
+    assert_eq!(queued["position"], 1);
+    assert_eq!(queued["client_id"], waiting.as_str());
+    assert_eq!(queued["permits"], 1);
+    assert!(queued["liveness_left_ms"].is_u64(), "{json}");
+
+    // Every key, and only those, that docs/cli.md's example shows (and its
+    // table names), at every level.
+    let documented = documented_example();
+    assert_eq!(key_paths(&json), key_paths(&documented), "{json}");
+    let table = documented_key_table();
+    for path in key_paths(&json) {
+        let key = path.rsplit(['.', ']']).next().unwrap();
+        assert!(table.contains(key), "docs/cli.md's table names {key:?}");
+    }
+
+    finish(holders, waiter);
+}
+
+#[test]
+fn a_name_with_nothing_in_use_shows_the_free_mutex_and_a_kind_asked_for() {
+    let server = RedisServer::start();
+    let status = |args: &[&str]| {
+        let out = output(
+            fairlock(&server).args(["status", "idle"]).args(args),
+            PATIENCE,
+        );
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        stdout(&out)
+    };
+    assert_eq!(
+        status(&[]),
+        "lock:       idle\n\
+         mutex:      free\n  \
+         queue:    empty\n  \
+         last token: none recorded\n"
+    );
+    assert_eq!(
+        status(&["--semaphore", "--rwlock"]),
+        "lock:       idle\n\
+         semaphore:  permits unknown, 0 held\n  \
+         queue:    empty\n  \
+         last token: none recorded\n\
+         rwlock:     free\n  \
+         queue:    empty\n  \
+         last token: none recorded\n"
+    );
+
+    // A kind asked for is shown beside the one in use, free or not.
+    let client = server.client();
+    let permit = client.fair_semaphore("idle", 3).acquire().unwrap();
+    let text = status(&["--mutex", "--semaphore"]);
+    assert!(
+        text.starts_with("lock:       idle\nmutex:      free\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nsemaphore:  3 permits, 1 held, 2 free\n"),
+        "{text}"
+    );
+    let text = status(&[]);
+    assert!(
+        !text.contains("mutex:"),
+        "only the semaphore is in use: {text}"
+    );
+    let text = status(&["--election"]);
+    assert!(
+        text.starts_with("lock:       idle\nelection:   free\n") && !text.contains("semaphore"),
+        "{text}"
+    );
+    permit.unlock().unwrap();
+}
+
+/// Every key of `value` as a path, `semaphore.holders[].client_id`,
+/// array entries merged.
+fn key_paths(value: &Value) -> BTreeSet<String> {
+    fn walk(value: &Value, at: &str, paths: &mut BTreeSet<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    let path = if at.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{at}.{key}")
+                    };
+                    paths.insert(path.clone());
+                    walk(value, &path, paths);
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    walk(item, &format!("{at}[]"), paths);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut paths = BTreeSet::new();
+    walk(value, "", &mut paths);
+    paths
+}
+
+fn cli_md() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/cli.md");
+    std::fs::read_to_string(path).expect("docs/cli.md")
+}
+
+/// The section of docs/cli.md on `status --json`: from its heading to
+/// the next one of its level.
+fn json_section() -> String {
+    let doc = cli_md();
+    let heading = "## `status --json`\n";
+    let start = doc.find(heading).expect("the section") + heading.len();
+    let rest = &doc[start..];
+    rest[..rest.find("\n## ").unwrap_or(rest.len())].to_owned()
+}
+
+/// The JSON example of that section.
+fn documented_example() -> Value {
+    let section = json_section();
+    let start = section.find("```json\n").expect("a json example") + "```json\n".len();
+    let end = start + section[start..].find("```").unwrap();
+    serde_json::from_str(&section[start..end]).expect("the example is JSON")
+}
+
+/// The keys its tables name: each `` `key` `` in the first cell of a row.
+fn documented_key_table() -> BTreeSet<String> {
+    json_section()
+        .lines()
+        .filter_map(|line| line.strip_prefix('|')?.split('|').next())
+        .flat_map(|cell| {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
