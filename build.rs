@@ -22,30 +22,22 @@ use std::env;
 use std::fs;
 use std::path::Path;
 
-/// The operations' files, one script each (`Script` in
-/// src/protocol/operation.rs): the mutex's engine and the counted engine
-/// (the semaphore's and the reader-writer lock's), one folder each.
-const OPERATIONS: [&str; 16] = [
-    "mutex/acquire.lua",
-    "mutex/release.lua",
-    "mutex/renew.lua",
-    "mutex/heartbeat.lua",
-    "mutex/cancel.lua",
-    "mutex/abandon.lua",
-    "mutex/force_release.lua",
-    "mutex/status.lua",
-    "counted/acquire.lua",
-    "counted/release.lua",
-    "counted/renew.lua",
-    "counted/heartbeat.lua",
-    "counted/cancel.lua",
-    "counted/abandon.lua",
-    "counted/force_release.lua",
-    "counted/status.lua",
+/// The operations, one file each in each engine's folder, one script each
+/// (`Script` in src/protocol/operation.rs): the mutex's engine and the
+/// counted engine (the semaphore's and the reader-writer lock's).
+const OPERATIONS: [&str; 8] = [
+    "acquire",
+    "release",
+    "renew",
+    "heartbeat",
+    "cancel",
+    "abandon",
+    "force_release",
+    "status",
 ];
 
 /// The families of scripts, one folder of OUT_DIR each (`Engine` in
-/// src/protocol/operation.rs): the folder of `OPERATIONS` whose files it
+/// src/protocol/operation.rs): the folder of lua/ whose files it
 /// assembles, and whether lib.lua's `@election` definitions stand in for
 /// the ones they follow.
 const FAMILIES: [(&str, &str, bool); 3] = [
@@ -76,25 +68,22 @@ fn main() {
     let lua = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua");
     for engine in ["mutex", "counted"] {
         for entry in fs::read_dir(lua.join(engine)).expect("reading lua/") {
-            let name = format!("{engine}/{}", entry.unwrap().file_name().to_string_lossy());
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
             assert!(
-                OPERATIONS.contains(&name.as_str()),
-                "lua/{name} is no operation build.rs knows: add it to OPERATIONS"
+                OPERATIONS.iter().any(|op| name == format!("{op}.lua")),
+                "lua/{engine}/{name} is no operation build.rs knows: add it to OPERATIONS"
             );
         }
     }
     let definitions = split_lib(&read(&lua.join("lib.lua")));
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     for (family, folder, election) in FAMILIES {
-        for op in OPERATIONS
-            .iter()
-            .filter_map(|op| op.strip_prefix(&format!("{folder}/")))
-        {
-            let file = format!("{folder}/{op}");
+        for op in OPERATIONS {
+            let file = format!("{folder}/{op}.lua");
             let script = assemble(&definitions, election, &file, &read(&lua.join(&file)));
-            let path = out.join(family).join(op);
+            let path = out.join(family).join(format!("{op}.lua"));
             fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
-            fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}: {e}"));
+            fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
         }
     }
 }
