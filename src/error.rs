@@ -153,10 +153,8 @@ impl Error {
         source: impl StdError + Send + Sync + 'static,
     ) -> Self {
         Error {
-            kind,
-            retry: Retry::of_kind(kind),
-            message: message.into(),
             source: Some(Arc::new(source)),
+            ..Error::new(kind, message)
         }
     }
 

@@ -172,9 +172,7 @@ pub(crate) struct QuietNode(redis::Connection);
 
 impl redis::cluster::Connect for QuietNode {
     fn connect<T: IntoConnectionInfo>(info: T, timeout: Option<Duration>) -> RedisResult<Self> {
-        let info = info.into_connection_info()?;
-        let settings = info.redis_settings().clone().set_skip_set_lib_name();
-        let client = redis::Client::open(info.set_redis_settings(settings))?;
+        let client = redis::Client::open(super::quiet_info(info.into_connection_info()?))?;
         let conn = match timeout {
             Some(timeout) => client.get_connection_with_timeout(timeout)?,
             None => client.get_connection()?,
@@ -310,9 +308,8 @@ impl r2d2::ManageConnection for ClusterManager {
 
     fn is_valid(&self, conn: &mut ClusterConnection) -> Result<()> {
         redis::cmd("PING")
-            .query::<()>(&mut conn.conn)
-            .map_err(Error::from_redis)?;
-        Ok(())
+            .query(&mut conn.conn)
+            .map_err(Error::from_redis)
     }
 
     fn has_broken(&self, conn: &mut ClusterConnection) -> bool {

@@ -1,6 +1,6 @@
 //! Client settings: their defaults, their bounds and their validation.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::connections::topology::{redact_url, Topology};
 use crate::error::{Error, ErrorKind, Result};
@@ -304,11 +304,7 @@ impl ClockDrift {
     /// When this process counts a lease of `length`, counted from `since`,
     /// as over: never later than Redis frees the lock, if the clocks drift
     /// apart by less than the allowance.
-    pub(crate) fn local_end(
-        &self,
-        since: std::time::Instant,
-        length: Duration,
-    ) -> std::time::Instant {
+    pub(crate) fn local_end(&self, since: Instant, length: Duration) -> Instant {
         since + length.saturating_sub(self.allowance(length))
     }
 

@@ -68,11 +68,10 @@ impl Conn {
     /// pool.
     pub(crate) fn set_command_timeout(&mut self, timeout: Duration) -> Result<()> {
         match self {
-            Conn::Single(conn) => set_timeouts(conn, timeout).map_err(Error::from_redis)?,
-            Conn::Cluster(conn) => conn.set_timeouts(timeout)?,
-            Conn::Sentinel(conn) => conn.set_timeouts(timeout)?,
+            Conn::Single(conn) => set_timeouts(conn, timeout).map_err(Error::from_redis),
+            Conn::Cluster(conn) => conn.set_timeouts(timeout),
+            Conn::Sentinel(conn) => conn.set_timeouts(timeout),
         }
-        Ok(())
     }
 
     /// Looks at the outcome of a call. A connection that met a demoted
@@ -167,19 +166,8 @@ impl Backend {
             Topology::Sentinel {
                 sentinels,
                 master,
-                tls,
-                username,
-                password,
-                db,
-            } => {
-                let node = sentinel::MasterNode {
-                    tls,
-                    username,
-                    password,
-                    db,
-                };
-                Deployment::Sentinel(Sentinel::open(config, sentinels, master, node)?)
-            }
+                node,
+            } => Deployment::Sentinel(Sentinel::open(config, sentinels, master, node)?),
         };
         Ok(Backend {
             deployment,
@@ -197,11 +185,6 @@ impl Backend {
         self.checkout(self.connect_timeout)
     }
 
-    /// A pooled connection if one is free within `timeout` (for shutdown).
-    pub(crate) fn get_timeout(&self, timeout: Duration) -> Option<Conn> {
-        self.checkout(timeout).ok()
-    }
-
     /// A pooled connection within `timeout`, or the pool's error (for a
     /// call with a budget of its own).
     pub(crate) fn get_within(&self, timeout: Duration) -> Result<Conn> {
@@ -209,8 +192,9 @@ impl Backend {
     }
 
     /// A pooled connection within `timeout` (see [`Cluster::checkout`] for
-    /// a cluster's stale connections).
-    fn checkout(&self, timeout: Duration) -> Result<Conn> {
+    /// a cluster's stale connections), e.g. one free within a moment, for
+    /// shutdown.
+    pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
         Ok(match &self.deployment {
             Deployment::Single(single) => Conn::Single(single.checkout(timeout)?),
             Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),

@@ -10,6 +10,7 @@ use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServer
 use redis::ConnectionLike;
 
 use crate::connections::config::Config;
+use crate::connections::topology::MasterNode;
 use crate::error::{Error, ErrorKind, Result, Retry};
 
 use super::{pool_builder, Timeouts};
@@ -19,15 +20,6 @@ pub(super) struct Sentinel {
     pool: r2d2::Pool<SentinelManager>,
     /// For the subscriber's and the watchdog's own connections.
     manager: SentinelManager,
-}
-
-/// How to connect to the master, as the URL says: with TLS if `tls`, the
-/// credentials and the database `db`.
-pub(super) struct MasterNode {
-    pub(super) tls: bool,
-    pub(super) username: Option<String>,
-    pub(super) password: Option<String>,
-    pub(super) db: i64,
 }
 
 impl Sentinel {
@@ -132,11 +124,9 @@ fn with_certificates(
     let addresses = sentinels
         .iter()
         .map(|url| {
-            let info = url
-                .as_str()
-                .into_connection_info()
-                .map_err(invalid_sentinel_url)?;
-            Ok(info.addr().clone())
+            let info = url.as_str().into_connection_info();
+            info.map(|info| info.addr().clone())
+                .map_err(invalid_sentinel_url)
         })
         .collect::<Result<Vec<_>>>()?;
     let mut builder =
@@ -240,9 +230,8 @@ impl r2d2::ManageConnection for SentinelManager {
 
     fn is_valid(&self, conn: &mut SentinelConnection) -> Result<()> {
         redis::cmd("PING")
-            .query::<()>(&mut conn.conn)
-            .map_err(Error::from_redis)?;
-        Ok(())
+            .query(&mut conn.conn)
+            .map_err(Error::from_redis)
     }
 
     fn has_broken(&self, conn: &mut SentinelConnection) -> bool {

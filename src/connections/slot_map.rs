@@ -40,16 +40,11 @@ impl SlotMap {
             let Value::Array(fields) = range else {
                 continue;
             };
-            let bounds: Option<(u16, u16)> = match fields.get(..2) {
-                Some(first_last) => redis::from_redis_value(Value::Array(first_last.to_vec())).ok(),
-                None => None,
-            };
+            let bounds: Option<(u16, u16)> = first_two(&fields);
             let mut master = None;
             for node in fields.into_iter().skip(2) {
                 let address: Option<Address> = match node {
-                    Value::Array(parts) if parts.len() >= 2 => {
-                        redis::from_redis_value(Value::Array(parts[..2].to_vec())).ok()
-                    }
+                    Value::Array(parts) => first_two(&parts),
                     _ => None,
                 };
                 let Some(address) = address.filter(|(host, _)| !host.is_empty()) else {
@@ -83,6 +78,12 @@ impl SlotMap {
             .find(|(first, last, _)| (*first..=*last).contains(&slot))
             .map(|&(_, _, master)| &self.nodes[master])
     }
+}
+
+/// The first two fields of a `CLUSTER SLOTS` entry, as a pair (a range's
+/// first and last slot, a node's host and port).
+fn first_two<T: redis::FromRedisValue>(fields: &[Value]) -> Option<T> {
+    redis::from_redis_value(Value::Array(fields.get(..2)?.to_vec())).ok()
 }
 
 #[cfg(test)]

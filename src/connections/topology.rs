@@ -25,12 +25,18 @@ pub(crate) enum Topology {
     Sentinel {
         sentinels: Vec<String>,
         master: String,
-        /// How to connect to the master: TLS, credentials, database.
-        tls: bool,
-        username: Option<String>,
-        password: Option<String>,
-        db: i64,
+        node: MasterNode,
     },
+}
+
+/// How to connect to the master a Sentinel URL names, as the URL says: with
+/// TLS if `tls`, the credentials and the database `db`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MasterNode {
+    pub(crate) tls: bool,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) db: i64,
 }
 
 impl Topology {
@@ -105,10 +111,12 @@ impl Topology {
                 Ok(Topology::Sentinel {
                     sentinels: hosts.iter().map(|h| node_url(h, false)).collect(),
                     master: master.to_owned(),
-                    tls: base == "rediss",
-                    username,
-                    password,
-                    db,
+                    node: MasterNode {
+                        tls: base == "rediss",
+                        username,
+                        password,
+                        db,
+                    },
                 })
             }
             _ => invalid("unknown scheme (expected redis+cluster or redis+sentinel)"),
@@ -157,7 +165,7 @@ impl Topology {
             Topology::Single(url) => tls_url(url),
             Topology::Given(given) => is_tls(given.0.addr()),
             Topology::Cluster(nodes) => nodes.iter().any(|node| tls_url(node)),
-            Topology::Sentinel { tls, .. } => *tls,
+            Topology::Sentinel { node, .. } => node.tls,
         }
     }
 
@@ -311,10 +319,12 @@ mod tests {
             Topology::Sentinel {
                 sentinels: vec!["redis://a:1".to_owned(), "redis://b:2".to_owned()],
                 master: "orders".to_owned(),
-                tls: false,
-                username: None,
-                password: Some("pw".to_owned()),
-                db: 3,
+                node: MasterNode {
+                    tls: false,
+                    username: None,
+                    password: Some("pw".to_owned()),
+                    db: 3,
+                },
             }
         );
     }

@@ -385,7 +385,7 @@ impl Shared {
         self.nudge_watchdog();
         // Wakes the subscriber out of its blocking read at once; if Redis is
         // gone, its read timeout gets it out instead.
-        if let Some(mut conn) = self.backend.get_timeout(Duration::from_millis(200)) {
+        if let Ok(mut conn) = self.backend.checkout(Duration::from_millis(200)) {
             let stop = WakeMessage::stop_command(&self.wake_channel());
             let _: redis::RedisResult<i64> = stop.query(conn.get());
         }
