@@ -9,7 +9,7 @@ use redis::{ConnectionLike, Script as RedisScript, Value};
 
 use crate::error::Result;
 use crate::protocol::{
-    unexpected, Abandon, CommonArgs, LockKeys, Operation, QueueEntry, Script, SyncReplicas,
+    unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Script, SyncReplicas,
 };
 
 /// Every script of the crate, hashed once per client, and the two
@@ -103,15 +103,12 @@ impl Scripts {
         Ok((reply, acknowledged))
     }
 
-    /// Gives back the call `entry` names on the lock `keys` (idempotent:
-    /// exactly that call's hold or queue entry, once).
-    pub(crate) fn abandon(
-        &self,
-        conn: &mut dyn ConnectionLike,
-        keys: &LockKeys,
-        entry: QueueEntry<'_>,
-    ) -> Result<()> {
-        self.run(conn, keys, &Abandon { entry }, None).map(drop)
+    /// Gives back `call` (idempotent: exactly that call's hold or queue
+    /// entry, once).
+    pub(crate) fn abandon(&self, conn: &mut dyn ConnectionLike, call: &Call) -> Result<()> {
+        let entry = call.entry();
+        self.run(conn, &call.keys, &Abandon { entry }, None)
+            .map(drop)
     }
 
     /// Sends `pipe` and returns its replies, loading the scripts and sending

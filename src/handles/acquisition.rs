@@ -18,7 +18,7 @@ use crate::machinery::observe::{self, Labels, Outcome};
 use crate::machinery::shared::{ClientInner, Shared};
 use crate::machinery::waiters::{Waiter, Wake};
 use crate::protocol::{
-    Acquire, AcquireReply, Ask, Cancel, CancelReply, Lease, LockKeys, Mode, Renew, Written,
+    Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Renew, Written,
 };
 
 /// Consecutive connection failures of one waiting call.
@@ -133,16 +133,15 @@ impl<'m> Acquisition<'m> {
     /// with its own wait id.
     fn waiter(&self) -> Arc<Waiter> {
         let id = self.shared.next_wait_id();
-        let owner = self
-            .shared
-            .owner_id(self.unbound.then_some(id), self.owner_tag);
-        Arc::new(Waiter::new(
+        Arc::new(Waiter::new(Call {
+            keys: Arc::clone(self.keys),
+            owner: self
+                .shared
+                .owner_id(self.unbound.then_some(id), self.owner_tag),
             id,
-            Arc::clone(self.keys),
-            owner,
-            self.lease,
-            self.ask,
-        ))
+            lease: self.lease,
+            ask: self.ask,
+        }))
     }
 
     /// One attempt that never queues (`try_lock`).
@@ -173,7 +172,7 @@ impl<'m> Acquisition<'m> {
             cancel.watch(&waiter);
         }
         let result = self.wait_in_queue(&waiter, deadline);
-        shared.forget_waiter(waiter.id);
+        shared.forget_waiter(waiter.call.id);
         observe::waiting(&labels, -1.0);
         self.observed(started, result, cancel)
     }
@@ -271,24 +270,24 @@ impl<'m> Acquisition<'m> {
 
     /// Sends one attempt.
     fn send_attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Written<AcquireReply>> {
-        let shared = self.shared;
+        let (shared, call) = (self.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::live_token`); a semaphore's calls never re-enter.
         let live_token = if self.ask.reentrant() && !self.unbound {
-            shared.live_token(waiter.keys.lock(), &waiter.owner)
+            shared.live_token(call.keys.lock(), &call.owner)
         } else {
             0
         };
         let op = Acquire {
             ask: self.ask,
-            owner: &waiter.owner,
+            owner: &call.owner,
             lease: self.lease,
             waiter_timeout: shared.config().waiter_timeout,
             mode,
-            wait_id: waiter.id,
+            wait_id: call.id,
             live_token,
         };
-        shared.call_write(&waiter.keys, &op)
+        shared.call_write(&call.keys, &op)
     }
 
     /// The hold this call was answered with (the request sent at `sent`,
@@ -314,11 +313,11 @@ impl<'m> Acquisition<'m> {
     /// lock had been handed over already. If that fails, the watchdog gives
     /// the call back later (it may have been handed the lock meanwhile).
     fn leave_queue(&self, waiter: &Waiter) -> Result<Option<CallHold>> {
-        let entry = waiter.entry();
+        let entry = waiter.call.entry();
         let sent = Instant::now();
         match self
             .shared
-            .call_write(&waiter.keys, &Cancel { entry })
+            .call_write(&waiter.call.keys, &Cancel { entry })
             .map(Written::into_parts)
         {
             Ok((CancelReply::Kept { token, pttl_ms }, replicated)) => self
@@ -335,7 +334,7 @@ impl<'m> Acquisition<'m> {
     /// Has the watchdog give back whatever this waiter's call holds or
     /// queued, once Redis answers (see [`GiveBacks`](crate::machinery::give_backs)).
     fn give_back_later(&self, waiter: &Waiter) {
-        self.shared.give_back_later(&waiter.keys, waiter.entry());
+        self.shared.give_back_later(&waiter.call);
     }
 
     /// With `sync_replicas`, makes sure enough replicas saw the handoff that
@@ -348,15 +347,15 @@ impl<'m> Acquisition<'m> {
             return Ok(());
         }
         let op = Renew {
-            owner: &waiter.owner,
+            owner: &waiter.call.owner,
             token,
-            call: waiter.id,
+            call: waiter.call.id,
             lease: match self.lease {
                 Lease::Renewed(lease) => Some(lease),
                 Lease::Fixed(_) => None,
             },
         };
-        let (renewed, replicated) = shared.call_write(&waiter.keys, &op)?.into_parts();
+        let (renewed, replicated) = shared.call_write(&waiter.call.keys, &op)?.into_parts();
         if !renewed {
             return Err(Error::new(
                 ErrorKind::LeaseLost,
@@ -372,7 +371,7 @@ impl<'m> Acquisition<'m> {
     /// Gives back the hold this waiter's call took, which is not to be used
     /// (now, or through the watchdog if Redis fails meanwhile).
     fn roll_back(&self, waiter: &Waiter) {
-        self.shared.give_back_now(&waiter.keys, waiter.entry());
+        self.shared.give_back_now(&waiter.call);
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
@@ -383,11 +382,8 @@ impl<'m> Acquisition<'m> {
         let shared = self.shared;
         let hold = Hold::new(
             Granted {
-                keys: Arc::clone(&waiter.keys),
-                owner: waiter.owner.clone(),
+                call: waiter.call.clone(),
                 token,
-                call: waiter.id,
-                exclusive: self.ask.exclusive(),
                 labels: self.labels(),
                 since,
                 lease_left,
@@ -401,9 +397,6 @@ impl<'m> Acquisition<'m> {
             target: self.target.clone(),
             policy: self.policy,
             hold,
-            call: waiter.id,
-            lease: self.lease,
-            ask: self.ask,
             waited: Duration::ZERO,
             released: false,
         }

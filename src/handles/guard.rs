@@ -237,9 +237,9 @@ impl<K: OneLock, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn lock_handle(&self) -> FairLock<K::Lock, O> {
-        let hold = &self.hold;
+        let (hold, call) = (&self.hold, &self.hold.hold.call);
         let kind =
-            <K as kind::sealed::OneLock>::lock_of(hold.target.clone(), hold.ask, &hold.hold.owner);
+            <K as kind::sealed::OneLock>::lock_of(hold.target.clone(), call.ask, &call.owner);
         FairLock::new(hold.client.clone(), hold.policy, kind)
     }
 }

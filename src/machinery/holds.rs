@@ -8,7 +8,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::connections::config::ClockDrift;
 use crate::machinery::observe::{self, Labels};
-use crate::protocol::LockKeys;
+use crate::protocol::Call;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
 /// Non-exhaustive: a match needs a `_` arm.
@@ -52,15 +52,13 @@ pub enum LeaseEnd {
 /// guards (same token), by the watchdog when the lease is renewed, and by
 /// every lease signal taken from them.
 pub(crate) struct Hold {
-    pub(crate) keys: Arc<LockKeys>,
-    pub(crate) owner: String,
+    /// The acquire call that made the hold: its release names it, and so
+    /// does a semaphore's renewal (a mutex's renewal names only the owner).
+    pub(crate) call: Call,
     pub(crate) token: u64,
-    /// The id of the acquire call that made the hold: a semaphore's permit
-    /// is renewed by its call (a mutex's renewal names only the owner).
-    pub(crate) call: u64,
     /// Whether the hold excludes every other (a mutex's, a rwlock's write):
     /// a thread re-enters a rwlock through its write hold when it has one.
-    pub(crate) exclusive: bool,
+    exclusive: bool,
     /// Its metrics' labels (nothing without the `metrics` feature).
     pub(crate) labels: Labels,
     /// When this client got it (the acquire call's answer or wake-up): hold
@@ -129,13 +127,9 @@ impl HoldState {
 /// What a hold is made of: the grant an acquire call got, as this client
 /// learned it.
 pub(crate) struct Granted {
-    pub(crate) keys: Arc<LockKeys>,
-    pub(crate) owner: String,
-    pub(crate) token: u64,
     /// The acquire call that made it.
-    pub(crate) call: u64,
-    /// Whether it excludes every other (a mutex's, a write).
-    pub(crate) exclusive: bool,
+    pub(crate) call: Call,
+    pub(crate) token: u64,
     pub(crate) labels: Labels,
     /// Its lease counts from here (the send time of a request that ran
     /// before the grant) and lasts `lease_left` by Redis's clock.
@@ -151,11 +145,9 @@ impl Hold {
     pub(crate) fn new(granted: Granted, drift: ClockDrift) -> Self {
         let granted_at = Instant::now();
         Hold {
-            keys: granted.keys,
-            owner: granted.owner,
-            token: granted.token,
+            exclusive: granted.call.ask.exclusive(),
             call: granted.call,
-            exclusive: granted.exclusive,
+            token: granted.token,
             labels: granted.labels,
             granted_at,
             drift,
@@ -256,8 +248,8 @@ impl Hold {
         observe::lease_lost(&self.labels);
         log::warn!(
             "fairlock: lease lost on {:?} (owner {}, token {}): {why}",
-            self.keys.lock(),
-            self.owner,
+            self.call.keys.lock(),
+            self.call.owner,
             self.token
         );
     }
@@ -315,12 +307,11 @@ impl Holds {
     /// hold of the same lock and token.
     pub(crate) fn register(&self, hold: Hold, renewed: bool) -> Arc<Hold> {
         let mut by_lock = self.by_lock.lock();
-        if !by_lock.contains_key(hold.keys.lock()) {
-            by_lock.insert(hold.keys.lock().to_owned(), Vec::new());
+        let key = hold.call.keys.lock();
+        if !by_lock.contains_key(key) {
+            by_lock.insert(key.to_owned(), Vec::new());
         }
-        let holds = by_lock
-            .get_mut(hold.keys.lock())
-            .expect("inserted just above");
+        let holds = by_lock.get_mut(key).expect("inserted just above");
         if let Some(known) = holds.iter_mut().find(|r| r.hold.token == hold.token) {
             known.guards += 1;
             return Arc::clone(&known.hold);
@@ -339,7 +330,7 @@ impl Holds {
     /// once its last guard is gone.
     pub(crate) fn unregister(&self, hold: &Hold) {
         let mut by_lock = self.by_lock.lock();
-        let Some(holds) = by_lock.get_mut(hold.keys.lock()) else {
+        let Some(holds) = by_lock.get_mut(hold.call.keys.lock()) else {
             return;
         };
         if let Some(at) = holds.iter().position(|r| r.hold.token == hold.token) {
@@ -349,7 +340,7 @@ impl Holds {
             }
         }
         if holds.is_empty() {
-            by_lock.remove(hold.keys.lock());
+            by_lock.remove(hold.call.keys.lock());
         }
     }
 
@@ -362,7 +353,7 @@ impl Holds {
         self.by_lock.lock().get(lock_key).map_or(0, |holds| {
             holds
                 .iter()
-                .filter(|r| r.hold.owner == owner)
+                .filter(|r| r.hold.call.owner == owner)
                 .map(|r| (r.hold.exclusive, r.hold.token))
                 .max()
                 .map_or(0, |(_, token)| token)
@@ -394,14 +385,17 @@ mod tests {
     }
 
     fn hold_capped(drift: ClockDrift, lease: Duration, max_hold: Option<Duration>) -> Arc<Hold> {
-        let keys = Arc::new(LockKeys::mutex("p", "n").unwrap());
+        let keys = Arc::new(crate::protocol::LockKeys::mutex("p", "n").unwrap());
         let granted = Granted {
             labels: Labels::new(keys.kind(), None),
-            keys,
-            owner: "c:1".into(),
+            call: Call {
+                keys,
+                owner: "c:1".into(),
+                id: 1,
+                lease: crate::protocol::Lease::Renewed(lease),
+                ask: crate::protocol::Ask::Mutex,
+            },
             token: 5,
-            call: 1,
-            exclusive: true,
             since: Instant::now(),
             lease_left: lease,
             max_hold,

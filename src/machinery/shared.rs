@@ -19,7 +19,7 @@ use crate::machinery::give_backs::GiveBacks;
 use crate::machinery::holds::{Hold, Holds};
 use crate::machinery::own_conns::OwnConns;
 use crate::machinery::waiters::{Waiter, Waiters};
-use crate::protocol::{LockKeys, Operation, QueueEntry, SyncReplicas, WakeMessage, Written};
+use crate::protocol::{Call, LockKeys, Operation, SyncReplicas, WakeMessage, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -323,27 +323,26 @@ impl Shared {
         })
     }
 
-    /// Has the watchdog give back the call `entry` names on `keys`, whose
-    /// outcome is unknown or whose hold is not to be kept, as soon as Redis
-    /// answers (see [`GiveBacks`]); the watchdog is nudged to try at once.
-    pub(crate) fn give_back_later(&self, keys: &Arc<LockKeys>, entry: QueueEntry<'_>) {
+    /// Has the watchdog give back `call`, whose outcome is unknown or whose
+    /// hold is not to be kept, as soon as Redis answers (see
+    /// [`GiveBacks`]); the watchdog is nudged to try at once.
+    pub(crate) fn give_back_later(&self, call: &Call) {
         self.give_backs
-            .add(Arc::clone(keys), entry, self.config.command_timeout);
+            .add(call.clone(), self.config.command_timeout);
         self.nudge_watchdog();
     }
 
-    /// Gives back the call `entry` names now (Redis just answered), or
-    /// later through the watchdog if that fails.
-    pub(crate) fn give_back_now(&self, keys: &Arc<LockKeys>, entry: QueueEntry<'_>) {
-        let given_back = self.through_slot_moves(|| {
-            self.with_connection(|conn| self.scripts.abandon(conn, keys, entry))
-        });
+    /// Gives back `call` now (Redis just answered), or later through the
+    /// watchdog if that fails.
+    pub(crate) fn give_back_now(&self, call: &Call) {
+        let given_back = self
+            .through_slot_moves(|| self.with_connection(|conn| self.scripts.abandon(conn, call)));
         if let Err(err) = given_back {
             log::warn!(
                 "fairlock: giving back call {} failed, the watchdog retries: {err}",
-                entry.wait_id
+                call.id
             );
-            self.give_back_later(keys, entry);
+            self.give_back_later(call);
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::protocol::{Ask, Lease, LockKeys, QueueEntry};
+use crate::protocol::Call;
 
 /// The lock was handed to a waiter while it slept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,39 +58,19 @@ struct WaitState {
 
 /// One blocked call waiting for one lock.
 pub(crate) struct Waiter {
-    /// Unique inside the client; wake messages name it.
-    pub(crate) id: u64,
-    pub(crate) keys: Arc<LockKeys>,
-    pub(crate) owner: String,
-    /// The lease the call gets with the lock (the watchdog must not extend
-    /// a fixed one).
-    pub(crate) lease: Lease,
-    /// What the call asks for.
-    pub(crate) ask: Ask,
+    /// The call: its id is unique inside the client (wake messages name
+    /// it), its lease may be fixed (the watchdog must not extend it).
+    pub(crate) call: Call,
     state: Mutex<WaitState>,
     wakeup: Condvar,
 }
 
 impl Waiter {
-    pub(crate) fn new(id: u64, keys: Arc<LockKeys>, owner: String, lease: Lease, ask: Ask) -> Self {
+    pub(crate) fn new(call: Call) -> Self {
         Waiter {
-            id,
-            keys,
-            owner,
-            lease,
-            ask,
+            call,
             state: Mutex::new(WaitState::default()),
             wakeup: Condvar::new(),
-        }
-    }
-
-    /// The call as the queue stores it.
-    pub(crate) fn entry(&self) -> QueueEntry<'_> {
-        QueueEntry {
-            owner: &self.owner,
-            wait_id: self.id,
-            lease: self.lease,
-            ask: self.ask,
         }
     }
 
@@ -225,7 +205,7 @@ pub(crate) struct Waiters {
 
 impl Waiters {
     pub(crate) fn insert(&self, waiter: Arc<Waiter>) {
-        self.by_id.lock().insert(waiter.id, waiter);
+        self.by_id.lock().insert(waiter.call.id, waiter);
     }
 
     pub(crate) fn remove(&self, id: u64) {
@@ -247,11 +227,13 @@ impl Waiters {
     /// Waiters grouped by lock (by the lock key), for one heartbeat per lock.
     pub(crate) fn by_lock(&self) -> Vec<Vec<Arc<Waiter>>> {
         let mut all: Vec<Arc<Waiter>> = self.by_id.lock().values().cloned().collect();
-        all.sort_unstable_by(|a, b| a.keys.lock().cmp(b.keys.lock()));
+        all.sort_unstable_by(|a, b| a.call.keys.lock().cmp(b.call.keys.lock()));
         let mut groups: Vec<Vec<Arc<Waiter>>> = Vec::new();
         for waiter in all {
             match groups.last_mut() {
-                Some(group) if group[0].keys.lock() == waiter.keys.lock() => group.push(waiter),
+                Some(group) if group[0].call.keys.lock() == waiter.call.keys.lock() => {
+                    group.push(waiter)
+                }
                 _ => groups.push(vec![waiter]),
             }
         }
@@ -262,16 +244,21 @@ impl Waiters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{Ask, Lease, LockKeys};
+
+    /// Call `id` of `c:<id>` on the mutex `name`.
+    fn call(id: u64, name: &str) -> Call {
+        Call {
+            keys: Arc::new(LockKeys::mutex("p", name).unwrap()),
+            owner: format!("c:{id}"),
+            id,
+            lease: Lease::Fixed(Duration::from_secs(1)),
+            ask: Ask::Mutex,
+        }
+    }
 
     fn waiter() -> Arc<Waiter> {
-        let keys = Arc::new(LockKeys::mutex("p", "n").unwrap());
-        Arc::new(Waiter::new(
-            1,
-            keys,
-            "c:1".into(),
-            Lease::Fixed(Duration::from_secs(1)),
-            Ask::Mutex,
-        ))
+        Arc::new(Waiter::new(call(1, "n")))
     }
 
     #[test]
@@ -313,15 +300,8 @@ mod tests {
     #[test]
     fn waiters_of_one_lock_share_a_group_whatever_handle_they_came_through() {
         let waiters = Waiters::default();
-        let keys = |name: &str| Arc::new(LockKeys::mutex("p", name).unwrap());
         for (id, name) in [(1, "a"), (2, "b"), (3, "a"), (4, "a")] {
-            waiters.insert(Arc::new(Waiter::new(
-                id,
-                keys(name),
-                format!("c:{id}"),
-                Lease::Fixed(Duration::from_secs(1)),
-                Ask::Mutex,
-            )));
+            waiters.insert(Arc::new(Waiter::new(call(id, name))));
         }
         let mut sizes: Vec<usize> = waiters.by_lock().iter().map(Vec::len).collect();
         sizes.sort_unstable();

@@ -75,15 +75,15 @@ fn tick(shared: &Arc<Shared>, round: u64) {
     }
     let mut by_slot: HashMap<u16, Batch> = HashMap::new();
     for hold in holds {
-        let slot = hold.keys.slot;
+        let slot = hold.call.keys.slot;
         by_slot.entry(slot).or_default().holds.push(hold);
     }
     for group in groups {
-        let slot = group[0].keys.slot;
+        let slot = group[0].call.keys.slot;
         by_slot.entry(slot).or_default().groups.push(group);
     }
     for entry in give_backs {
-        let slot = entry.keys.slot;
+        let slot = entry.call.keys.slot;
         by_slot.entry(slot).or_default().give_backs.push(entry);
     }
     let cluster = &shared.cluster_rounds;
