@@ -239,7 +239,7 @@ impl<K: OneLock, O: Ownership> Guard<K, O> {
     pub fn lock_handle(&self) -> FairLock<K::Lock, O> {
         let (hold, call) = (&self.hold, &self.hold.hold.call);
         let kind =
-            <K as kind::sealed::OneLock>::lock_of(hold.target.clone(), call.ask, &call.owner);
+            <K::Lock as kind::sealed::Named>::of_hold(hold.target.clone(), call.ask, &call.owner);
         FairLock::new(hold.client.clone(), hold.policy, kind)
     }
 }
