@@ -91,12 +91,10 @@ impl<'m> Acquisition<'m> {
     /// Waits as `wait` says; the hold it got, in the guard core every
     /// guard wraps.
     pub(crate) fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
-        let cancel = wait.canceller();
-        let got = match wait.deadline() {
-            Err(NoWait) => self.try_once()?,
-            Ok(deadline) => self.wait(deadline, cancel)?,
-        };
-        Ok(got)
+        match wait.deadline() {
+            Err(NoWait) => self.try_once(),
+            Ok(deadline) => self.wait(deadline, wait.canceller()),
+        }
     }
 
     /// The labels of this lock's metrics (see [`observe`]).
@@ -110,7 +108,7 @@ impl<'m> Acquisition<'m> {
     fn observed(
         &self,
         started: Instant,
-        result: Result<Option<CallHold>>,
+        mut result: Result<Option<CallHold>>,
         cancel: Option<&WaitCanceller>,
     ) -> Result<Option<CallHold>> {
         let waited = started.elapsed();
@@ -121,12 +119,10 @@ impl<'m> Acquisition<'m> {
             Err(_) => Outcome::Failed,
         };
         observe::wait_ended(&self.labels(), outcome, waited);
-        result.map(|got| {
-            got.map(|mut got| {
-                got.waited = waited;
-                got
-            })
-        })
+        if let Ok(Some(got)) = &mut result {
+            got.waited = waited;
+        }
+        result
     }
 
     /// A new call of this thread (or of its own, unbound) on this lock,

@@ -341,21 +341,15 @@ impl<O: Ownership> MultiGuard<O> {
     /// # Ok(()) }
     /// ```
     pub fn unlock(mut self) -> Result<()> {
-        let mut first_error = None;
-        while let Some(part) = self.parts.pop() {
-            if let Err(err) = part.unlock() {
-                first_error.get_or_insert(err);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        // Every part, the last taken first; the first error is reported.
+        let unlocked = self.parts.drain(..).rev().map(Guard::unlock);
+        unlocked.fold(Ok(()), Result::and)
     }
 }
 
 impl<O: Ownership> Drop for MultiGuard<O> {
     fn drop(&mut self) {
         // The last taken first, as unlock does.
-        while let Some(part) = self.parts.pop() {
-            drop(part);
-        }
+        self.parts.drain(..).rev().for_each(drop);
     }
 }

@@ -32,7 +32,7 @@ pub(crate) struct Batch {
 pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Result<()> {
     let mut outcome = Ok(());
     let conns = &shared.own_conns;
-    let stale = shared.cluster_rounds.map_stale();
+    let stale = &shared.cluster_rounds.map_stale;
     if !batch.holds.is_empty() || !batch.groups.is_empty() {
         let sent = Instant::now();
         match conns.with_node_or_cluster(&shared.backend, node, stale, |conn| {
