@@ -216,30 +216,6 @@ pub fn count(value: &Value) -> Result<u64> {
     u64::try_from(int(value)?).map_err(|_| unexpected(value))
 }
 
-/// The listed holders and waiters of a status reply shaped as
-/// `counted/status.lua`'s: `head` fixed fields, the last
-/// of them the number of holders listed (at most `max_holders`), then those
-/// holders of `holder_width` fields each, then waiters of `waiter_width`
-/// fields each.
-pub fn listed_parts(
-    items: &[Value],
-    head: usize,
-    max_holders: usize,
-    holder_width: usize,
-    waiter_width: usize,
-) -> Result<(&[Value], &[Value])> {
-    let listed = count(&items[head - 1])? as usize;
-    let rest = &items[head..];
-    let holders_len = holder_width * listed;
-    if listed > max_holders
-        || rest.len() < holders_len
-        || !(rest.len() - holders_len).is_multiple_of(waiter_width)
-    {
-        return Err(unexpected(&items));
-    }
-    Ok(rest.split_at(holders_len))
-}
-
 /// A duration as whole milliseconds, for ARGV.
 pub fn ms(duration: std::time::Duration) -> String {
     duration.as_millis().to_string()

@@ -3,9 +3,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{
-    count, int, listed_parts, text, unexpected, Engine, Op, Operation,
-};
+use crate::protocol::operation::{count, int, text, unexpected, Engine, Op, Operation};
 use crate::protocol::{Access, Ask, LockKind};
 
 /// Reads the status of a lock of `kind`, listing at most `waiters` queued
@@ -199,7 +197,17 @@ impl Status {
     /// waiters, last token, holds listed, then the holds (owner, call,
     /// units, token, lease left) and the waiters (owner, units, left).
     fn parse_counted(&self, items: &[Value]) -> Result<StatusReply> {
-        let (holders, waiters) = listed_parts(items, 6, self.holders, 5, 3)?;
+        // The sixth field is the number of holds listed (at most as many as
+        // asked for), of five fields each; the waiters have three each.
+        let listed = count(&items[5])? as usize;
+        let rest = &items[6..];
+        if listed > self.holders || rest.len() / 5 < listed {
+            return Err(unexpected(&items));
+        }
+        let (holders, waiters) = rest.split_at(5 * listed);
+        if !waiters.len().is_multiple_of(3) {
+            return Err(unexpected(&items));
+        }
         let holders = holders
             .chunks(5)
             .map(|h| {
