@@ -34,9 +34,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
-    let mut first = true;
     while !shared.is_stopping() {
-        match listen(shared, target, &mut ready, first) {
+        match listen(shared, target, &mut ready) {
             Ok(()) => return,
             Err(err) => {
                 if let Some(ready) = ready.take() {
@@ -49,7 +48,6 @@ pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
                 }
             }
         }
-        first = false;
         if shared.sleep_unless_stopping(backoff) {
             return;
         }
@@ -58,13 +56,9 @@ pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
 }
 
 /// Subscribes and dispatches messages until the client stops (Ok) or the
-/// connection fails (Err).
-fn listen(
-    shared: &Shared,
-    target: &Listen,
-    ready: &mut Option<Sender<Result<()>>>,
-    first: bool,
-) -> Result<()> {
+/// connection fails (Err). `ready` is there until the first subscription's
+/// outcome is told: a later one is a reconnect.
+fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
     let mut conn = shared
         .backend
         .subscription(target, &shared.wake_channel())?;
@@ -74,8 +68,7 @@ fn listen(
         .map_err(crate::Error::from_redis)?;
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
-    }
-    if !first {
+    } else {
         // Handoffs published while we were away were lost: everyone asks.
         log::info!(
             "fairlock: wake-up subscription on {} is back",
@@ -92,8 +85,7 @@ fn listen(
         match pubsub.get_message() {
             Ok(msg) => {
                 interruptions = 0;
-                let payload: Vec<u8> = msg.get_payload_bytes().to_vec();
-                dispatch(shared, &payload);
+                dispatch(shared, msg.get_payload_bytes());
             }
             Err(err) if err.is_timeout() => interruptions = 0,
             // A read cut short by a signal (a process stopped and continued
