@@ -14,7 +14,7 @@ use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, ErrorKind, Result};
 
-use super::{invalid_url, open_node, pool_builder, set_timeouts, Listen, Timeouts};
+use super::{invalid_url, open_node, pool_builder, pooled, set_timeouts, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
 /// failover (`CLUSTERDOWN`, `TRYAGAIN`, `READONLY`, refused connections),
@@ -68,13 +68,13 @@ impl Cluster {
         &self,
         timeout: Duration,
     ) -> Result<r2d2::PooledConnection<ClusterManager>> {
-        let mut conn = self.pool.get_timeout(timeout).map_err(Error::from_pool)?;
+        let mut conn = pooled(&self.pool, timeout)?;
         for _ in 0..self.pool.max_size() {
             if !conn.is_stale() {
                 break;
             }
             drop(conn);
-            conn = self.pool.get_timeout(timeout).map_err(Error::from_pool)?;
+            conn = pooled(&self.pool, timeout)?;
         }
         Ok(conn)
     }

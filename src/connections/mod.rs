@@ -196,9 +196,9 @@ impl Backend {
     /// shutdown.
     pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
         Ok(match &self.deployment {
-            Deployment::Single(single) => Conn::Single(single.checkout(timeout)?),
+            Deployment::Single(single) => Conn::Single(pooled(&single.pool, timeout)?),
             Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
-            Deployment::Sentinel(sentinel) => Conn::Sentinel(sentinel.checkout(timeout)?),
+            Deployment::Sentinel(sentinel) => Conn::Sentinel(pooled(&sentinel.pool, timeout)?),
         })
     }
 
@@ -277,6 +277,14 @@ fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> 
         .test_on_check_out(false)
         .connection_timeout(config.connect_timeout)
         .thread_pool(Arc::new(maintenance))
+}
+
+/// A connection of `pool` within `timeout`, or the pool's error.
+fn pooled<M: r2d2::ManageConnection>(
+    pool: &r2d2::Pool<M>,
+    timeout: Duration,
+) -> Result<r2d2::PooledConnection<M>> {
+    pool.get_timeout(timeout).map_err(Error::from_pool)
 }
 
 /// The timeouts a connection outside the pool is opened with.

@@ -17,7 +17,7 @@ use super::{pool_builder, Timeouts};
 
 /// The connections to the master a set of Sentinels names.
 pub(super) struct Sentinel {
-    pool: r2d2::Pool<SentinelManager>,
+    pub(super) pool: r2d2::Pool<SentinelManager>,
     /// For the subscriber's and the watchdog's own connections.
     manager: SentinelManager,
 }
@@ -50,14 +50,6 @@ impl Sentinel {
             .build(manager.clone())
             .map_err(Error::from_pool)?;
         Ok(Sentinel { pool, manager })
-    }
-
-    /// A pooled connection within `timeout`.
-    pub(super) fn checkout(
-        &self,
-        timeout: Duration,
-    ) -> Result<r2d2::PooledConnection<SentinelManager>> {
-        self.pool.get_timeout(timeout).map_err(Error::from_pool)
     }
 
     /// A new connection outside the pool to the master the Sentinels name
