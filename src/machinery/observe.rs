@@ -20,6 +20,9 @@
 //! - `fairlock_reconnects_total` (counter, `connection`: `subscriber` or
 //!   `pool`) and `fairlock_script_reloads_total` (counter), without the
 //!   lock's labels.
+//!
+//! Without the feature, what a function would report goes unused.
+#![cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 
 use std::time::Duration;
 
@@ -58,7 +61,6 @@ pub(crate) struct Labels {
 }
 
 impl Labels {
-    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn new(kind: LockKind, name: Option<&str>) -> Self {
         Labels {
             #[cfg(feature = "metrics")]
@@ -114,7 +116,6 @@ pub(crate) fn describe() {
 }
 
 /// An acquire call of the lock `labels` names ended after `waited`.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn wait_ended(labels: &Labels, outcome: Outcome, waited: Duration) {
     #[cfg(feature = "metrics")]
     {
@@ -135,21 +136,18 @@ pub(crate) fn wait_ended(labels: &Labels, outcome: Outcome, waited: Duration) {
 
 /// A waiter's call returned `latency` after this client learned of its
 /// grant.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn handed_over(labels: &Labels, latency: Duration) {
     #[cfg(feature = "metrics")]
     histogram!("fairlock_handoff_seconds", labels.list()).record(latency.as_secs_f64());
 }
 
 /// A hold got its first guard.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn hold_began(labels: &Labels) {
     #[cfg(feature = "metrics")]
     gauge!("fairlock_held_locks", labels.list()).increment(1.0);
 }
 
 /// A hold's last guard went, `held` after its grant.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn hold_ended(labels: &Labels, held: Duration) {
     #[cfg(feature = "metrics")]
     {
@@ -159,21 +157,18 @@ pub(crate) fn hold_ended(labels: &Labels, held: Duration) {
 }
 
 /// A hold's lease was found lost (once per hold).
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn lease_lost(labels: &Labels) {
     #[cfg(feature = "metrics")]
     counter!("fairlock_leases_lost_total", labels.list()).increment(1);
 }
 
 /// A thread started (`+1.0`) or stopped (`-1.0`) waiting in a queue.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn waiting(labels: &Labels, delta: f64) {
     #[cfg(feature = "metrics")]
     gauge!("fairlock_waiting_threads", labels.list()).increment(delta);
 }
 
 /// A connection was made again after the server closed one.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn reconnected(what: Reconnect) {
     #[cfg(feature = "metrics")]
     {
