@@ -209,7 +209,14 @@ impl Hold {
 
     /// Redis said the lock is no longer this hold's.
     pub(crate) fn mark_lost(&self) {
-        self.end_with(LeaseEnd::Lost);
+        let mut state = self.state.lock();
+        if matches!(state.end, None | Some(LeaseEnd::MaxHold)) {
+            state.end = Some(LeaseEnd::Lost);
+            state.lost_at = Some(Instant::now());
+            self.report_lost("Redis says it is no longer this hold's");
+        }
+        drop(state);
+        self.ended.notify_all();
     }
 
     /// The last guard of the hold was released; a hold already lost stays
@@ -226,19 +233,6 @@ impl Hold {
         }
         drop(state);
         observe::hold_ended(&self.labels, self.granted_at.elapsed());
-        self.ended.notify_all();
-    }
-
-    fn end_with(&self, end: LeaseEnd) {
-        let mut state = self.state.lock();
-        if matches!(state.end, None | Some(LeaseEnd::MaxHold)) {
-            state.end = Some(end);
-            if end == LeaseEnd::Lost {
-                state.lost_at = Some(Instant::now());
-                self.report_lost("Redis says it is no longer this hold's");
-            }
-        }
-        drop(state);
         self.ended.notify_all();
     }
 
@@ -403,6 +397,12 @@ mod tests {
         Arc::new(Hold::new(granted, drift))
     }
 
+    /// A thread blocked on `h`'s end.
+    fn wait_in_thread(h: &Arc<Hold>) -> std::thread::JoinHandle<Option<LeaseEnd>> {
+        let h = Arc::clone(h);
+        std::thread::spawn(move || h.wait_end(None))
+    }
+
     fn no_drift() -> ClockDrift {
         ClockDrift {
             rate: 0.0,
@@ -443,10 +443,7 @@ mod tests {
             Some(Duration::from_millis(40)),
         );
         let busy = h.state.lock();
-        let waiter = {
-            let h = Arc::clone(&h);
-            std::thread::spawn(move || h.wait_end(None))
-        };
+        let waiter = wait_in_thread(&h);
         std::thread::sleep(Duration::from_millis(100));
         drop(busy);
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::MaxHold));
@@ -462,10 +459,7 @@ mod tests {
             Duration::from_secs(10),
             Some(Duration::from_millis(200)),
         );
-        let waiter = {
-            let h = Arc::clone(&h);
-            std::thread::spawn(move || h.wait_end(None))
-        };
+        let waiter = wait_in_thread(&h);
         std::thread::sleep(Duration::from_millis(20));
         h.mark_lost();
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Lost));
@@ -496,10 +490,7 @@ mod tests {
     #[test]
     fn release_and_loss_wake_a_blocked_waiter_and_the_first_end_wins() {
         let h = hold(no_drift(), Duration::from_secs(60));
-        let waiter = {
-            let h = Arc::clone(&h);
-            std::thread::spawn(move || h.wait_end(None))
-        };
+        let waiter = wait_in_thread(&h);
         std::thread::sleep(Duration::from_millis(20));
         h.mark_released();
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Released));
