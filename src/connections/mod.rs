@@ -161,7 +161,7 @@ impl Backend {
                 config,
                 url.as_str().into_connection_info().map_err(invalid_url)?,
             )?),
-            Topology::Given(given) => Deployment::Single(Single::open(config, *given.0)?),
+            Topology::Given(info) => Deployment::Single(Single::open(config, *info)?),
             Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
             Topology::Sentinel {
                 sentinels,

@@ -16,11 +16,11 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// The parsed form of a client URL: every entry is a plain `redis://` or
 /// `rediss://` URL the `redis` crate understands.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Topology {
     Single(String),
     /// One server, from a `redis::ConnectionInfo` (`Client::builder_from`).
-    Given(Given),
+    Given(Box<redis::ConnectionInfo>),
     Cluster(Vec<String>),
     Sentinel {
         sentinels: Vec<String>,
@@ -148,7 +148,7 @@ impl Topology {
                 ErrorKind::InvalidConfig,
                 format!("invalid redis connection info for {}: {why}", info.addr()),
             )),
-            None => Ok(Topology::Given(Given(Box::new(info.clone())))),
+            None => Ok(Topology::Given(Box::new(info.clone()))),
         }
     }
 
@@ -163,7 +163,7 @@ impl Topology {
         };
         match self {
             Topology::Single(url) => tls_url(url),
-            Topology::Given(given) => is_tls(given.0.addr()),
+            Topology::Given(info) => is_tls(info.addr()),
             Topology::Cluster(nodes) => nodes.iter().any(|node| tls_url(node)),
             Topology::Sentinel { node, .. } => node.tls,
         }
@@ -201,22 +201,6 @@ impl Topology {
 fn is_tls(addr: &redis::ConnectionAddr) -> bool {
     matches!(addr, redis::ConnectionAddr::TcpTls { .. })
 }
-
-/// One server's connection settings as a `redis` crate user holds them.
-#[derive(Debug, Clone)]
-pub(crate) struct Given(pub(crate) Box<redis::ConnectionInfo>);
-
-/// The same address and settings (the `redis` crate's `ConnectionInfo` has
-/// no `PartialEq`; its `Debug` shows every field, the password redacted).
-impl PartialEq for Given {
-    fn eq(&self, other: &Given) -> bool {
-        self.0.addr() == other.0.addr()
-            && self.0.redis_settings().password() == other.0.redis_settings().password()
-            && format!("{:?}", self.0) == format!("{:?}", other.0)
-    }
-}
-
-impl Eq for Given {}
 
 /// The URL with any password replaced by `***`, fit for logs and messages.
 ///
@@ -280,21 +264,23 @@ fn redact_query(query: &str) -> String {
 mod tests {
     use super::*;
 
+    /// What `url` names, as one server's URL.
+    fn single(url: &str) -> String {
+        match Topology::parse(url).unwrap() {
+            Topology::Single(url) => url,
+            other => panic!("not one server: {other:?}"),
+        }
+    }
+
     #[test]
     fn plain_urls_stay_as_they_are() {
-        assert_eq!(
-            Topology::parse("redis://h:1/2").unwrap(),
-            Topology::Single("redis://h:1/2".to_owned())
-        );
+        assert_eq!(single("redis://h:1/2"), "redis://h:1/2");
     }
 
     #[test]
     fn unix_socket_urls_are_one_server_and_never_cluster_seeds() {
         for url in ["redis+unix:///tmp/r.sock?db=1", "unix:///tmp/r.sock"] {
-            assert_eq!(
-                Topology::parse(url).unwrap(),
-                Topology::Single(url.to_owned())
-            );
+            assert_eq!(single(url), url);
         }
         let err = Topology::of_cluster_nodes(&["unix:///tmp/r.sock".to_owned()]).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
@@ -302,29 +288,37 @@ mod tests {
 
     #[test]
     fn cluster_urls_list_every_seed_with_the_credentials() {
+        let url = "rediss+cluster://u:p@a:1, b:2,c:3";
+        let Topology::Cluster(seeds) = Topology::parse(url).unwrap() else {
+            panic!("not a cluster: {url}");
+        };
         assert_eq!(
-            Topology::parse("rediss+cluster://u:p@a:1, b:2,c:3").unwrap(),
-            Topology::Cluster(vec![
-                "rediss://u:p@a:1".to_owned(),
-                "rediss://u:p@b:2".to_owned(),
-                "rediss://u:p@c:3".to_owned(),
-            ])
+            seeds,
+            ["rediss://u:p@a:1", "rediss://u:p@b:2", "rediss://u:p@c:3"]
         );
     }
 
     #[test]
     fn sentinel_urls_name_the_master_and_keep_credentials_for_it() {
+        let url = "redis+sentinel://:pw@a:1,b:2/orders/3";
+        let Topology::Sentinel {
+            sentinels,
+            master,
+            node,
+        } = Topology::parse(url).unwrap()
+        else {
+            panic!("not a sentinel url: {url}");
+        };
+        assert_eq!(sentinels, ["redis://a:1", "redis://b:2"]);
+        assert_eq!(master, "orders");
+        let password = Some("pw".to_owned());
         assert_eq!(
-            Topology::parse("redis+sentinel://:pw@a:1,b:2/orders/3").unwrap(),
-            Topology::Sentinel {
-                sentinels: vec!["redis://a:1".to_owned(), "redis://b:2".to_owned()],
-                master: "orders".to_owned(),
-                node: MasterNode {
-                    tls: false,
-                    username: None,
-                    password: Some("pw".to_owned()),
-                    db: 3,
-                },
+            node,
+            MasterNode {
+                tls: false,
+                username: None,
+                password,
+                db: 3,
             }
         );
     }
