@@ -104,15 +104,13 @@ fn split_lib(lib: &str) -> Vec<Definition> {
             text.clear();
             continue;
         }
-        text.push_str(line);
-        text.push('\n');
+        text.extend([line, "\n"]);
         if line.starts_with("--") {
             continue;
         }
         let name = if let Some(rest) = line.strip_prefix("local function ") {
             for (_, line) in lines.by_ref() {
-                text.push_str(line);
-                text.push('\n');
+                text.extend([line, "\n"]);
                 if line == "end" {
                     break;
                 }
@@ -171,8 +169,7 @@ fn assemble(definitions: &[Definition], election: bool, op: &str, body: &str) ->
     let mut lines = body.lines().peekable();
     while let Some(line) = lines.next() {
         let Some(first) = line.strip_prefix(HELPERS) else {
-            script.push_str(line);
-            script.push('\n');
+            script.extend([line, "\n"]);
             continue;
         };
         let mut names: Vec<String> = first.split(',').map(|n| n.trim().to_owned()).collect();
@@ -188,7 +185,7 @@ fn assemble(definitions: &[Definition], election: bool, op: &str, body: &str) ->
             assert!(!emitted[i], "lua/{op}: {name} is named twice");
             (wanted[i], emitted[i]) = (true, true);
         }
-        script.push_str(&format!("{line}\n"));
+        script.extend([line, "\n"]);
         for (i, definition) in definitions.iter().enumerate().filter(|(i, _)| wanted[*i]) {
             let text = match &definition.election {
                 Some(version) if election => version,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::{ConnectionLike, IntoConnectionInfo, RedisResult, Value};
+use redis::{ConnectionAddr, ConnectionLike, IntoConnectionInfo, RedisResult, Value};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
@@ -144,19 +144,14 @@ impl Cluster {
     /// A client for the cluster node at `address`, made like the first seed.
     fn node_client(&self, (host, port): &Address) -> Result<redis::Client> {
         let info = self.seeds[0].get_connection_info();
-        let addr = match info.addr() {
-            redis::ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => redis::ConnectionAddr::TcpTls {
-                host: host.clone(),
-                port: *port,
-                insecure: *insecure,
-                tls_params: tls_params.clone(),
-            },
-            _ => redis::ConnectionAddr::Tcp(host.clone(), *port),
-        };
+        // The seed's address, its TLS settings kept, at this host and port.
+        let mut addr = info.addr().clone();
+        match &mut addr {
+            ConnectionAddr::TcpTls {
+                host: h, port: p, ..
+            } => (*h, *p) = (host.clone(), *port),
+            _ => addr = ConnectionAddr::Tcp(host.clone(), *port),
+        }
         redis::Client::open(info.clone().set_addr(addr)).map_err(invalid_url)
     }
 }

@@ -162,7 +162,7 @@ impl Waiter {
             if state.cancelled || deadline.is_some_and(|at| at <= now) {
                 return Wake::GaveUp;
             }
-            match earliest(state.poll_at, deadline) {
+            match state.poll_at.into_iter().chain(deadline).min() {
                 Some(at) => {
                     self.wakeup.wait_until(&mut state, at);
                 }
@@ -188,13 +188,6 @@ pub(crate) fn poll_time(pttl_ms: i64) -> Instant {
         Err(_) => NO_EXPIRY_POLL,
     };
     Instant::now() + wait
-}
-
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 /// Every waiter of one client, by wait id.

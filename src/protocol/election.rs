@@ -23,8 +23,8 @@ pub const MAX_VALUE_LEN: usize = 256;
 /// which the scripts keep in space-separated values and every status
 /// prints.
 pub fn check_value(value: &str) -> Result<()> {
-    let printable = |b: &u8| (0x21..=0x7E).contains(b);
-    if (1..=MAX_VALUE_LEN).contains(&value.len()) && value.bytes().all(|b| printable(&b)) {
+    let printable = |b| (0x21..=0x7E).contains(&b);
+    if (1..=MAX_VALUE_LEN).contains(&value.len()) && value.bytes().all(printable) {
         return Ok(());
     }
     let shown: String = value.chars().take(64).collect();
