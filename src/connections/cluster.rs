@@ -251,16 +251,12 @@ pub(crate) struct ClusterManager {
 
 /// A cluster connection and the generation it was opened in.
 pub(crate) struct ClusterConnection {
-    conn: NodesConnection,
+    pub(super) conn: NodesConnection,
     born: u64,
     generation: Arc<AtomicU64>,
 }
 
 impl ClusterConnection {
-    pub(super) fn get(&mut self) -> &mut dyn ConnectionLike {
-        &mut self.conn
-    }
-
     pub(super) fn set_timeouts(&self, timeout: Duration) -> Result<()> {
         self.conn
             .set_read_timeout(Some(timeout))

@@ -57,8 +57,8 @@ impl Conn {
     pub(crate) fn get(&mut self) -> &mut dyn ConnectionLike {
         match self {
             Conn::Single(conn) => &mut **conn,
-            Conn::Cluster(conn) => conn.get(),
-            Conn::Sentinel(conn) => conn.get(),
+            Conn::Cluster(conn) => &mut conn.conn,
+            Conn::Sentinel(conn) => &mut conn.conn,
         }
     }
 
@@ -67,11 +67,12 @@ impl Conn {
     /// puts back the command timeout before the connection goes back to the
     /// pool.
     pub(crate) fn set_command_timeout(&mut self, timeout: Duration) -> Result<()> {
-        match self {
-            Conn::Single(conn) => set_timeouts(conn, timeout).map_err(Error::from_redis),
-            Conn::Cluster(conn) => conn.set_timeouts(timeout),
-            Conn::Sentinel(conn) => conn.set_timeouts(timeout),
-        }
+        let conn = match self {
+            Conn::Single(conn) => &**conn,
+            Conn::Cluster(conn) => return conn.set_timeouts(timeout),
+            Conn::Sentinel(conn) => &conn.conn,
+        };
+        set_timeouts(conn, timeout).map_err(Error::from_redis)
     }
 
     /// Looks at the outcome of a call. A connection that met a demoted
@@ -239,7 +240,7 @@ impl Backend {
         Ok(match &self.deployment {
             Deployment::Single(single) => OwnConn::Node(single.connection()?),
             Deployment::Cluster(cluster) => OwnConn::Cluster(Box::new(cluster.own_connection()?)),
-            Deployment::Sentinel(sentinel) => OwnConn::Node(sentinel.connect_master()?),
+            Deployment::Sentinel(sentinel) => OwnConn::Node(sentinel.manager.connect_master()?),
         })
     }
 
@@ -250,7 +251,7 @@ impl Backend {
         let mut conn = match &self.deployment {
             Deployment::Single(single) => single.connection(),
             Deployment::Cluster(cluster) => cluster.subscriber_connection(target),
-            Deployment::Sentinel(sentinel) => sentinel.connect_master(),
+            Deployment::Sentinel(sentinel) => sentinel.manager.connect_master(),
         }?;
         let answer = subscribe_command(channel)
             .query(&mut conn)

@@ -3,7 +3,6 @@
 //! are dropped from the pool, so the next ones reach its successor.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
@@ -19,7 +18,7 @@ use super::{pool_builder, Timeouts};
 pub(super) struct Sentinel {
     pub(super) pool: r2d2::Pool<SentinelManager>,
     /// For the subscriber's and the watchdog's own connections.
-    manager: SentinelManager,
+    pub(super) manager: SentinelManager,
 }
 
 impl Sentinel {
@@ -50,12 +49,6 @@ impl Sentinel {
             .build(manager.clone())
             .map_err(Error::from_pool)?;
         Ok(Sentinel { pool, manager })
-    }
-
-    /// A new connection outside the pool to the master the Sentinels name
-    /// now, with the command timeouts set.
-    pub(super) fn connect_master(&self) -> Result<redis::Connection> {
-        self.manager.connect_master()
     }
 }
 
@@ -173,7 +166,9 @@ pub(crate) struct SentinelManager {
 }
 
 impl SentinelManager {
-    fn connect_master(&self) -> Result<redis::Connection> {
+    /// A new connection outside the pool to the master the Sentinels name
+    /// now, with the command timeouts set.
+    pub(super) fn connect_master(&self) -> Result<redis::Connection> {
         // Ask the Sentinels for the master's address, then connect to it,
         // without `CLIENT SETINFO` whichever way the client was built.
         let master = self.client.lock().get_client().map_err(Error::from_redis)?;
@@ -186,19 +181,11 @@ impl SentinelManager {
 /// A connection to the master of the moment; `demoted` once it answered
 /// `READONLY` (it became a replica), so the pool lets it go.
 pub(crate) struct SentinelConnection {
-    conn: redis::Connection,
+    pub(super) conn: redis::Connection,
     demoted: bool,
 }
 
 impl SentinelConnection {
-    pub(super) fn get(&mut self) -> &mut dyn ConnectionLike {
-        &mut self.conn
-    }
-
-    pub(super) fn set_timeouts(&self, timeout: Duration) -> Result<()> {
-        super::set_timeouts(&self.conn, timeout).map_err(Error::from_redis)
-    }
-
     /// Marks the connection demoted if `err` is `READONLY` (see
     /// [`Conn::note`](super::Conn::note)); true when it is.
     pub(super) fn note(&mut self, err: &Error) -> bool {

@@ -12,7 +12,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
-use crate::connections::{Backend, Conn, Listen};
+use crate::connections::{Backend, Listen};
 use crate::error::{Error, Result, Retry};
 use crate::machinery::cluster_rounds::ClusterRounds;
 use crate::machinery::give_backs::GiveBacks;
@@ -203,17 +203,13 @@ impl Shared {
         self.next_wait_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) fn connection(&self) -> Result<Conn> {
-        self.backend.get()
-    }
-
     /// Runs `call` on a pooled connection. A connection the server closed
     /// while it sat in the pool (restart, failover), or behind Sentinel one
     /// to a master demoted since, fails at once and leaves the pool (see
-    /// [`Conn::note`]); the call then goes out again on another one, at
+    /// [`Conn::note`](crate::connections::Conn::note)); the call then goes out again on another one, at
     /// most once per pooled connection plus one.
     /// On a cluster, a call that could not reach a node goes out once more
-    /// on a connection with a fresh slot map (see [`Conn::note`]), so the
+    /// on a connection with a fresh slot map (see [`Conn::note`](crate::connections::Conn::note)), so the
     /// first call after a failover finds the promoted replica.
     /// The scripts make a call delivered twice count once (call ids).
     pub(crate) fn with_connection<T>(
@@ -223,7 +219,7 @@ impl Shared {
         let mut stale_retries = self.config.pool_size + 1;
         let mut fresh_map_retry = true;
         loop {
-            let mut conn = self.connection()?;
+            let mut conn = self.backend.get()?;
             let result = call(conn.get());
             let stale = conn.note(&result);
             drop(conn);
