@@ -138,6 +138,12 @@ impl Error {
         )
     }
 
+    /// A setting, a URL or an argument refused before any I/O
+    /// ([`ErrorKind::InvalidConfig`]).
+    pub(crate) fn invalid_config(message: impl Into<Cow<'static, str>>) -> Self {
+        Error::new(ErrorKind::InvalidConfig, message)
+    }
+
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
         Error {
             kind,

@@ -12,7 +12,7 @@ use redis::{ConnectionAddr, ConnectionLike, IntoConnectionInfo, RedisResult, Val
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 use super::{invalid_url, open_node, pool_builder, pooled, set_timeouts, Listen, Timeouts};
 
@@ -137,7 +137,7 @@ impl Cluster {
         }
         Err(match last_error {
             Some(err) => Error::from_redis(err),
-            None => Error::new(ErrorKind::InvalidConfig, "no cluster node"),
+            None => Error::invalid_config("no cluster node"),
         })
     }
 

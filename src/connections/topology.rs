@@ -12,7 +12,7 @@
 //!   master (and its successors), not to the Sentinels (theirs are the
 //!   builder's `sentinel_password` and `sentinel_username`).
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// The parsed form of a client URL: every entry is a plain `redis://` or
 /// `rediss://` URL the `redis` crate understands.
@@ -42,10 +42,10 @@ pub(crate) struct MasterNode {
 impl Topology {
     pub(crate) fn parse(url: &str) -> Result<Topology> {
         let invalid = |why: &str| {
-            Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!("invalid redis url {:?}: {why}", redact_url(url)),
-            ))
+            Err(Error::invalid_config(format!(
+                "invalid redis url {:?}: {why}",
+                redact_url(url)
+            )))
         };
         // Anything but `<base>+<kind>://` is one server's URL, for the
         // `redis` crate to accept or reject with its own reasons.
@@ -144,10 +144,10 @@ impl Topology {
             _ => None,
         };
         match why {
-            Some(why) => Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!("invalid redis connection info for {}: {why}", info.addr()),
-            )),
+            Some(why) => Err(Error::invalid_config(format!(
+                "invalid redis connection info for {}: {why}",
+                info.addr()
+            ))),
             None => Ok(Topology::Given(Box::new(info.clone()))),
         }
     }
@@ -174,8 +174,7 @@ impl Topology {
     /// The topology of a cluster given by its seed nodes' URLs.
     pub(crate) fn of_cluster_nodes(nodes: &[String]) -> Result<Topology> {
         if nodes.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
+            return Err(Error::invalid_config(
                 "a cluster needs at least one seed node",
             ));
         }
@@ -184,13 +183,10 @@ impl Topology {
                 .split_once("://")
                 .is_some_and(|(scheme, _)| scheme == "unix" || scheme.ends_with("+unix"));
             if unix || !matches!(Topology::parse(node)?, Topology::Single(_)) {
-                return Err(Error::new(
-                    ErrorKind::InvalidConfig,
-                    format!(
-                        "cluster seed nodes are redis:// or rediss:// urls, got {:?}",
-                        redact_url(node)
-                    ),
-                ));
+                return Err(Error::invalid_config(format!(
+                    "cluster seed nodes are redis:// or rediss:// urls, got {:?}",
+                    redact_url(node)
+                )));
             }
         }
         Ok(Topology::Cluster(nodes.to_vec()))
@@ -263,6 +259,7 @@ fn redact_query(query: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
 
     /// What `url` names, as one server's URL.
     fn single(url: &str) -> String {

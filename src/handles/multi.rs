@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
@@ -127,8 +127,10 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
     /// set, from the call's start.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidConfig`] for an empty set (or a bad lease),
-    /// [`ErrorKind::InvalidName`] for a bad name: both before any I/O.
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) for an
+    /// empty set (or a bad lease),
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
+    /// name: both before any I/O.
     /// Otherwise as [`FairMutex::lock_with`](crate::FairMutex::lock_with);
     /// the parts taken so far are released first.
     ///
@@ -224,8 +226,7 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
     /// once (a write over a read of the same rwlock).
     fn ordered(&self) -> Result<Vec<&(Target, Ask)>> {
         if self.kind.parts.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
+            return Err(Error::invalid_config(
                 "a multi-lock needs at least one name",
             ));
         }

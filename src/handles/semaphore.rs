@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
@@ -92,12 +92,14 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// returned instead.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`]; [`ErrorKind::InvalidConfig`] when the
-    /// semaphore's permits are not in `1..=`[`MAX_PERMITS`] or `n` is 0 or
-    /// more than [`permits`](Self::permits), before any I/O;
-    /// [`ErrorKind::PermitsMismatch`] when the semaphore is in use with
-    /// another number of permits (nothing is written);
-    /// [`ErrorKind::Connection`] when Redis fails while waiting. As with
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName);
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) when
+    /// the semaphore's permits are not in `1..=`[`MAX_PERMITS`] or `n` is 0
+    /// or more than [`permits`](Self::permits), before any I/O;
+    /// [`ErrorKind::PermitsMismatch`](crate::ErrorKind::PermitsMismatch)
+    /// when the semaphore is in use with another number of permits (nothing
+    /// is written); [`ErrorKind::Connection`](crate::ErrorKind::Connection)
+    /// when Redis fails while waiting. As with
     /// [`FairMutex::lock_with`](crate::FairMutex::lock_with), whatever a
     /// call that failed after it was sent took or queued is given back.
     ///
@@ -278,19 +280,18 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
 }
 
 /// What a call for `n` of a semaphore's `permits` asks for; either out of
-/// bounds is [`ErrorKind::InvalidConfig`], before any I/O.
+/// bounds is [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig),
+/// before any I/O.
 pub(crate) fn permits_ask(n: u32, permits: u32) -> Result<Ask> {
     if !(1..=MAX_PERMITS).contains(&permits) {
-        return Err(Error::new(
-            ErrorKind::InvalidConfig,
-            format!("a semaphore's permits must be from 1 to {MAX_PERMITS}, got {permits}"),
-        ));
+        return Err(Error::invalid_config(format!(
+            "a semaphore's permits must be from 1 to {MAX_PERMITS}, got {permits}"
+        )));
     }
     if !(1..=permits).contains(&n) {
-        return Err(Error::new(
-            ErrorKind::InvalidConfig,
-            format!("a call may take from 1 to the semaphore's {permits} permits, asked for {n}"),
-        ));
+        return Err(Error::invalid_config(format!(
+            "a call may take from 1 to the semaphore's {permits} permits, asked for {n}"
+        )));
     }
     Ok(Ask::Permits { n, of: permits })
 }
@@ -298,6 +299,7 @@ pub(crate) fn permits_ask(n: u32, permits: u32) -> Result<Ask> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
 
     fn kind(n: u32, permits: u32) -> ErrorKind {
         permits_ask(n, permits).unwrap_err().kind()
