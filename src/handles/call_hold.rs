@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::handles::lease_policy::LeasePolicy;
-use crate::handles::lease_signal::LeaseSignal;
 use crate::handles::target::Target;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::ClientInner;
-use crate::protocol::{Access, Release, ReleaseReply};
+use crate::protocol::{Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
@@ -32,38 +31,11 @@ pub(crate) struct CallHold {
 }
 
 impl CallHold {
-    /// The lock's name.
-    pub(crate) fn name(&self) -> &str {
-        self.target.name()
-    }
-
-    pub(crate) fn fencing_token(&self) -> u64 {
-        self.hold.token
-    }
-
-    pub(crate) fn is_lease_lost(&self) -> bool {
-        self.hold.is_lost()
-    }
-
-    pub(crate) fn lease_signal(&self) -> LeaseSignal {
-        LeaseSignal::new(Arc::clone(&self.hold))
-    }
-
-    /// A reader-writer lock's hold: read or write.
-    pub(crate) fn access(&self) -> Option<Access> {
-        self.hold.call.ask.access()
-    }
-
-    /// The permits the hold takes: a semaphore's; 1 for the other kinds.
-    pub(crate) fn permits(&self) -> u32 {
-        self.hold.call.ask.permits()
-    }
-
     /// What the hold is, for messages: `semaphore "uploads" permit`,
     /// `election "scheduler" leadership`.
     fn what(&self) -> String {
         let call = &self.hold.call;
-        call.ask.describe_on(call.keys.kind(), self.name())
+        call.ask.describe_on(call.keys.kind(), self.target.name())
     }
 
     /// Releases the hold (once; later calls do nothing). Waiters of this
