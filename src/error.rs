@@ -210,17 +210,14 @@ impl Error {
     /// # Ok(()) }
     /// ```
     pub fn is_timeout(&self) -> bool {
-        self.redis_error()
+        // A Redis call that timed out, or no pooled connection in time.
+        let Some(source) = self.source.as_deref() else {
+            return false;
+        };
+        source
+            .downcast_ref()
             .is_some_and(redis::RedisError::is_timeout)
-            || self
-                .source
-                .as_deref()
-                .is_some_and(|s| s.is::<r2d2::Error>())
-    }
-
-    /// The Redis error behind this one, if that is its cause.
-    pub(crate) fn redis_error(&self) -> Option<&redis::RedisError> {
-        self.source.as_deref()?.downcast_ref()
+            || source.is::<r2d2::Error>()
     }
 
     /// What this error says about sending the call again.
@@ -291,9 +288,7 @@ impl fmt::Display for Error {
 
 impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
-            .as_deref()
-            .map(|s| s as &(dyn StdError + 'static))
+        Some(self.source.as_deref()?)
     }
 }
 

@@ -241,20 +241,18 @@ impl<'m> Acquisition<'m> {
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        match self.send_attempt(waiter, mode)?.into_parts() {
-            (AcquireReply::Acquired { token, pttl_ms }, replicated) => self
+        let (reply, replicated) = self.send_attempt(waiter, mode)?.into_parts();
+        match reply {
+            AcquireReply::Acquired { token, pttl_ms } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated)
                 .map(Some),
             // A queue entry too few replicas saw costs at most its place
             // after a failover; the wait goes on.
-            (
-                AcquireReply::Waiting {
-                    pttl_ms,
-                    position,
-                    last_token,
-                },
-                _,
-            ) => {
+            AcquireReply::Waiting {
+                pttl_ms,
+                position,
+                last_token,
+            } => {
                 if position.is_some() {
                     waiter.saw_queued(sent, last_token);
                 }

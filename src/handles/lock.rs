@@ -54,12 +54,7 @@ pub struct FairLock<K: Kind, O: Ownership = Bound> {
 
 impl<K: Kind, O: Ownership> Clone for FairLock<K, O> {
     fn clone(&self) -> Self {
-        FairLock {
-            client: Arc::clone(&self.client),
-            policy: self.policy,
-            kind: self.kind.clone(),
-            owner: PhantomData,
-        }
+        self.owned_as()
     }
 }
 

@@ -38,10 +38,7 @@ impl OwnConns {
         };
         let idle = self.idle.lock().get_mut(&key).and_then(Vec::pop);
         let reused = idle.is_some();
-        let mut conn = match idle {
-            Some(conn) => conn,
-            None => open()?,
-        };
+        let mut conn = idle.map_or_else(open, Ok)?;
         let mut result = call(conn.get());
         if reused && matches!(&result, Err(err) if err.is_dropped_connection()) {
             conn = open()?;
