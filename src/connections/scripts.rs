@@ -9,7 +9,7 @@ use redis::{ConnectionLike, Script as RedisScript, Value};
 
 use crate::error::Result;
 use crate::protocol::{
-    unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Script, SyncReplicas,
+    unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Script, SyncReplicas, Written,
 };
 
 /// Every script of the crate, hashed once per client, and the two
@@ -74,15 +74,15 @@ impl Scripts {
     }
 
     /// Runs `op` in one round trip (with a `WAIT` for `sync` replicas in
-    /// the same pipeline, if asked) and returns its reply and, with `sync`,
-    /// how many replicas acknowledged it.
+    /// the same pipeline, if asked) and returns its reply, and with `sync`
+    /// whether enough replicas acknowledged it.
     pub(crate) fn run<O: Operation>(
         &self,
         conn: &mut dyn ConnectionLike,
         keys: &LockKeys,
         op: &O,
         sync: Option<SyncReplicas>,
-    ) -> Result<(O::Reply, Option<i64>)> {
+    ) -> Result<Written<O::Reply>> {
         let mut pipe = redis::pipe();
         pipe.add_command(self.evalsha(keys, op));
         if let Some(sync) = sync {
@@ -94,13 +94,13 @@ impl Scripts {
             Some(reply) => op.parse(reply)?,
             None => return Err(unexpected(&"no reply")),
         };
-        let acknowledged = match (sync, replies.next()) {
+        let shortfall = match (sync, replies.next()) {
             (None, _) => None,
-            (Some(_), Some(Value::Int(acknowledged))) => Some(acknowledged),
+            (Some(sync), Some(Value::Int(acknowledged))) => sync.shortfall(acknowledged),
             (Some(_), Some(Value::ServerError(err))) => return Err(crate::Error::from_server(err)),
             (Some(_), other) => return Err(unexpected(&other)),
         };
-        Ok((reply, acknowledged))
+        Ok(Written::new(reply, shortfall))
     }
 
     /// Gives back `call` (idempotent: exactly that call's hold or queue

@@ -42,10 +42,7 @@ pub(crate) struct MasterNode {
 impl Topology {
     pub(crate) fn parse(url: &str) -> Result<Topology> {
         let invalid = |why: &str| {
-            Err(Error::invalid_config(format!(
-                "invalid redis url {:?}: {why}",
-                redact_url(url)
-            )))
+            Error::invalid_config(format!("invalid redis url {:?}: {why}", redact_url(url)))
         };
         // Anything but `<base>+<kind>://` is one server's URL, for the
         // `redis` crate to accept or reject with its own reasons.
@@ -60,19 +57,19 @@ impl Topology {
             return Ok(Topology::Single(url.to_owned()));
         }
         if base != "redis" && base != "rediss" {
-            return invalid("the scheme must start with redis or rediss");
+            return Err(invalid("the scheme must start with redis or rediss"));
         }
-        let (userinfo, hosts_and_path) = match rest.rsplit_once('@') {
-            Some((userinfo, after)) => (Some(userinfo), after),
-            None => (None, rest),
-        };
-        let (hosts, path) = match hosts_and_path.split_once('/') {
-            Some((hosts, path)) => (hosts, Some(path)),
-            None => (hosts_and_path, None),
-        };
+        let (userinfo, hosts_and_path) = rest
+            .rsplit_once('@')
+            .map_or((None, rest), |(userinfo, after)| (Some(userinfo), after));
+        let (hosts, path) = hosts_and_path
+            .split_once('/')
+            .map_or((hosts_and_path, None), |(hosts, path)| (hosts, Some(path)));
         let hosts: Vec<&str> = hosts.split(',').map(str::trim).collect();
         if hosts.iter().any(|h| h.is_empty() || !h.contains(':')) {
-            return invalid("every node must be written host:port, separated by commas");
+            return Err(invalid(
+                "every node must be written host:port, separated by commas",
+            ));
         }
         let node_url = |host: &str, with_credentials: bool| match userinfo {
             Some(userinfo) if with_credentials => format!("{base}://{userinfo}@{host}"),
@@ -81,7 +78,7 @@ impl Topology {
         match kind {
             "cluster" => {
                 if path.is_some_and(|p| !p.is_empty() && p != "0") {
-                    return invalid("Redis Cluster has only database 0");
+                    return Err(invalid("Redis Cluster has only database 0"));
                 }
                 Ok(Topology::Cluster(
                     hosts.iter().map(|h| node_url(h, true)).collect(),
@@ -91,14 +88,13 @@ impl Topology {
                 let mut parts = path.unwrap_or("").split('/');
                 let master = parts.next().unwrap_or("");
                 if master.is_empty() {
-                    return invalid("a sentinel url ends with /<master name>");
+                    return Err(invalid("a sentinel url ends with /<master name>"));
                 }
                 let db = match parts.next() {
                     None | Some("") => 0,
-                    Some(db) => match db.parse() {
-                        Ok(db) => db,
-                        Err(_) => return invalid("the database must be a number"),
-                    },
+                    Some(db) => db
+                        .parse()
+                        .map_err(|_| invalid("the database must be a number"))?,
                 };
                 let (username, password) = match userinfo.map(|u| u.split_once(':')) {
                     None => (None, None),
@@ -119,7 +115,9 @@ impl Topology {
                     },
                 })
             }
-            _ => invalid("unknown scheme (expected redis+cluster or redis+sentinel)"),
+            _ => Err(invalid(
+                "unknown scheme (expected redis+cluster or redis+sentinel)",
+            )),
         }
     }
 

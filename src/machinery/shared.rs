@@ -13,7 +13,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::{Backend, Listen};
-use crate::error::{Error, Result, Retry};
+use crate::error::{Result, Retry};
 use crate::machinery::cluster_rounds::ClusterRounds;
 use crate::machinery::give_backs::GiveBacks;
 use crate::machinery::holds::{Hold, Holds};
@@ -262,7 +262,7 @@ impl Shared {
 
     /// Runs `op` on the lock `keys` on a pooled connection: one round trip.
     pub(crate) fn call<O: Operation>(&self, keys: &LockKeys, op: &O) -> Result<O::Reply> {
-        Ok(self.call_with(keys, op, None)?.0)
+        self.call_with(keys, op, None)?.replicated()
     }
 
     /// Runs a writing `op`, still in one round trip: with
@@ -274,9 +274,7 @@ impl Shared {
         keys: &LockKeys,
         op: &O,
     ) -> Result<Written<O::Reply>> {
-        let sync = self.config.sync_replicas;
-        let (reply, acknowledged) = self.call_with(keys, op, sync)?;
-        Ok(Written::new(reply, shortfall(sync, acknowledged)))
+        self.call_with(keys, op, self.config.sync_replicas)
     }
 
     /// Runs a writing `op` once, within `budget` all told, the wait for a
@@ -297,15 +295,15 @@ impl Shared {
         if capped {
             conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
         }
-        let sync = self.config.sync_replicas;
-        let result = self.scripts.run(conn.get(), keys, op, sync);
+        let result = self
+            .scripts
+            .run(conn.get(), keys, op, self.config.sync_replicas);
         if !conn.note(&result) && capped {
             // Back to the pool with the client's own timeout (a connection
             // that timed out is closed, and the pool drops it).
             let _ = conn.set_command_timeout(self.config.command_timeout);
         }
-        let (reply, acknowledged) = result?;
-        Ok(Written::new(reply, shortfall(sync, acknowledged)))
+        result
     }
 
     fn call_with<O: Operation>(
@@ -313,7 +311,7 @@ impl Shared {
         keys: &LockKeys,
         op: &O,
         sync: Option<SyncReplicas>,
-    ) -> Result<(O::Reply, Option<i64>)> {
+    ) -> Result<Written<O::Reply>> {
         self.through_slot_moves(|| {
             self.with_connection(|conn| self.scripts.run(conn, keys, op, sync))
         })
@@ -385,11 +383,4 @@ impl Shared {
             let _: redis::RedisResult<i64> = stop.query(conn.get());
         }
     }
-}
-
-/// The error of a write too few replicas acknowledged (`sync_replicas`),
-/// if it was one.
-fn shortfall(sync: Option<SyncReplicas>, acknowledged: Option<i64>) -> Option<Error> {
-    sync.zip(acknowledged)
-        .and_then(|(sync, acknowledged)| sync.shortfall(acknowledged))
 }
