@@ -125,22 +125,10 @@ impl Listen {
     }
 }
 
-/// A connection outside the pool (see [`Backend::own_connection`]).
-pub(crate) enum OwnConn {
-    /// The one server, or the master of the moment behind Sentinel.
-    Node(redis::Connection),
-    /// Boxed: a cluster connection is several times larger.
-    Cluster(Box<cluster::NodesConnection>),
-}
-
-impl OwnConn {
-    pub(crate) fn get(&mut self) -> &mut dyn ConnectionLike {
-        match self {
-            OwnConn::Node(conn) => conn,
-            OwnConn::Cluster(conn) => &mut **conn,
-        }
-    }
-}
+/// A connection outside the pool (see [`Backend::own_connection`]): to
+/// the one server, to the master of the moment behind Sentinel, to one
+/// cluster node, or a cluster connection of its own.
+pub(crate) type OwnConn = Box<dyn ConnectionLike + Send>;
 
 /// The connections of one deployment.
 enum Deployment {
@@ -238,9 +226,9 @@ impl Backend {
     /// the Sentinels name now.
     pub(crate) fn own_connection(&self) -> Result<OwnConn> {
         Ok(match &self.deployment {
-            Deployment::Single(single) => OwnConn::Node(single.connection()?),
-            Deployment::Cluster(cluster) => OwnConn::Cluster(Box::new(cluster.own_connection()?)),
-            Deployment::Sentinel(sentinel) => OwnConn::Node(sentinel.manager.connect_master()?),
+            Deployment::Single(single) => Box::new(single.connection()?),
+            Deployment::Cluster(cluster) => Box::new(cluster.own_connection()?),
+            Deployment::Sentinel(sentinel) => Box::new(sentinel.manager.connect_master()?),
         })
     }
 
