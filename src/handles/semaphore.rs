@@ -120,7 +120,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
         n: u32,
         wait: impl Into<Wait>,
     ) -> Result<Option<SemaphorePermit<O>>> {
-        self.request(self.ask(n)?, None, &wait.into())
+        self.request(permits_ask(n, self.kind.permits)?, None, &wait.into())
     }
 
     /// One permit, waiting as `wait` says:
@@ -270,12 +270,6 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// ```
     pub fn available(&self) -> Result<u32> {
         Ok(self.status(0)?.available().unwrap_or(self.kind.permits))
-    }
-
-    /// What a call for `n` permits asks for; an `n` outside `1..=permits`
-    /// (or a semaphore of bad permits) is an error before any I/O.
-    pub(crate) fn ask(&self, n: u32) -> Result<Ask> {
-        permits_ask(n, self.kind.permits)
     }
 }
 
