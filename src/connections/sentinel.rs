@@ -189,9 +189,7 @@ impl SentinelConnection {
     /// Marks the connection demoted if `err` is `READONLY` (see
     /// [`Conn::note`](super::Conn::note)); true when it is.
     pub(super) fn note(&mut self, err: &Error) -> bool {
-        if err.retry() == Retry::DemotedMaster {
-            self.demoted = true;
-        }
+        self.demoted |= err.retry() == Retry::DemotedMaster;
         self.demoted
     }
 }

@@ -157,10 +157,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     }
 
     fn with_policy(&self, policy: LeasePolicy) -> Self {
-        FairLock {
-            policy,
-            ..self.clone()
-        }
+        FairLock::new(Arc::clone(&self.client), policy, self.kind.clone())
     }
 
     pub(crate) fn shared(&self) -> &Shared {

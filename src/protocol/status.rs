@@ -48,21 +48,6 @@ pub enum Capacity {
     Unknown,
 }
 
-impl Capacity {
-    /// The capacity of a lock of `kind` whose state records `units` (a
-    /// counted lock's; `None` when it records none).
-    fn of(kind: LockKind, units: Option<u64>) -> Capacity {
-        match (kind, units) {
-            (LockKind::Mutex | LockKind::Election, _) => Capacity::One,
-            (LockKind::RwLock, _) => Capacity::ReadersOrOneWriter,
-            (LockKind::Semaphore, Some(n)) => {
-                Capacity::Permits(u32::try_from(n).unwrap_or(u32::MAX))
-            }
-            (LockKind::Semaphore, None) => Capacity::Unknown,
-        }
-    }
-}
-
 /// What a hold or waiter of `units` on a lock of `kind` is: its access (a
 /// rwlock's; `None` for 0 units, a member fairlock did not write) and
 /// permits (a semaphore's; 1 for the other kinds, 0 for a foreign member).
@@ -144,7 +129,14 @@ pub struct StatusReply {
 impl StatusReply {
     /// What the lock admits at once, as users see it.
     pub fn admits(&self) -> Capacity {
-        Capacity::of(self.kind, self.capacity)
+        match (self.kind, self.capacity) {
+            (LockKind::Mutex | LockKind::Election, _) => Capacity::One,
+            (LockKind::RwLock, _) => Capacity::ReadersOrOneWriter,
+            (LockKind::Semaphore, Some(n)) => {
+                Capacity::Permits(u32::try_from(n).unwrap_or(u32::MAX))
+            }
+            (LockKind::Semaphore, None) => Capacity::Unknown,
+        }
     }
 
     /// Whether a write holds it (a rwlock's: a write takes every unit,
