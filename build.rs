@@ -98,8 +98,9 @@ fn read(path: &Path) -> String {
 fn split_lib(lib: &str) -> Vec<Definition> {
     let mut definitions: Vec<Definition> = Vec::new();
     let mut text = String::new();
-    let mut lines = lib.lines().enumerate();
-    while let Some((n, line)) = lines.next() {
+    // Each line with its number, from 1.
+    let mut lines = lib.lines().zip(1..);
+    while let Some((line, n)) = lines.next() {
         if line.trim().is_empty() {
             text.clear();
             continue;
@@ -109,7 +110,7 @@ fn split_lib(lib: &str) -> Vec<Definition> {
             continue;
         }
         let name = if let Some(rest) = line.strip_prefix("local function ") {
-            for (_, line) in lines.by_ref() {
+            for (line, _) in lines.by_ref() {
                 text.extend([line, "\n"]);
                 if line == "end" {
                     break;
@@ -122,10 +123,7 @@ fn split_lib(lib: &str) -> Vec<Definition> {
         };
         let name = name.filter(|name| name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric()));
         let Some(name) = name else {
-            panic!(
-                "lua/lib.lua line {}: not a definition build.rs can read: {line}",
-                n + 1
-            );
+            panic!("lua/lib.lua line {n}: not a definition build.rs can read: {line}");
         };
         let text = std::mem::take(&mut text);
         if let Some(version) = text
@@ -133,10 +131,7 @@ fn split_lib(lib: &str) -> Vec<Definition> {
             .and_then(|t| t.strip_prefix('\n'))
         {
             let Some(last) = definitions.last_mut().filter(|last| last.name == name) else {
-                panic!(
-                    "lua/lib.lua line {}: the election's {name} follows no definition of it",
-                    n + 1
-                );
+                panic!("lua/lib.lua line {n}: the election's {name} follows no definition of it");
             };
             assert!(
                 last.election.is_none(),

@@ -50,9 +50,7 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
             shared.scripts.abandon(conn, &entry.call)
         }) {
             Ok(_) => shared.give_backs.confirmed(entry, sent),
-            Err(err) if err.is_connection() => {
-                outcome = outcome.and(Err(err));
-            }
+            Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
             Err(err) => {
                 log::warn!(
                     "fairlock: giving back call {} on {:?} refused, dropped: {err}",
