@@ -177,8 +177,8 @@ impl LeaderWatch {
         if leader.term <= self.floor {
             return Ok(());
         }
-        let unheard = self.pending.insert(leader.term, leader).is_none();
-        if unheard {
+        // A leader no message told of yet: the messages may be waiting.
+        if self.pending.insert(leader.term, leader).is_none() {
             while let Heard::Message(message) = self.receive(DRAIN_WAIT)? {
                 self.heard(message);
             }
@@ -229,8 +229,7 @@ impl LeaderWatch {
         // call. (It holds nothing else to drop: its message cache stays
         // empty, as the subscription was made without it.)
         let mut pubsub = ManuallyDrop::new(conn.as_pubsub());
-        let received = pubsub.get_message();
-        match received {
+        match pubsub.get_message() {
             Ok(message) => Ok(Heard::Message(ElectionMessage::parse(
                 message.get_payload_bytes(),
             ))),

@@ -374,11 +374,15 @@ impl Holds {
 mod tests {
     use super::*;
 
-    fn hold(drift: ClockDrift, lease: Duration) -> Arc<Hold> {
-        hold_capped(drift, lease, None)
+    /// A hold granted now for `lease_ms`, with no maximum hold.
+    fn hold(drift: ClockDrift, lease_ms: u64) -> Arc<Hold> {
+        hold_capped(drift, lease_ms, None)
     }
 
-    fn hold_capped(drift: ClockDrift, lease: Duration, max_hold: Option<Duration>) -> Arc<Hold> {
+    /// A hold granted now for `lease_ms`, renewed for at most
+    /// `max_hold_ms` if set.
+    fn hold_capped(drift: ClockDrift, lease_ms: u64, max_hold_ms: Option<u64>) -> Arc<Hold> {
+        let lease = Duration::from_millis(lease_ms);
         let keys = Arc::new(crate::protocol::LockKeys::mutex("p", "n").unwrap());
         let granted = Granted {
             labels: Labels::new(keys.kind(), None),
@@ -392,7 +396,7 @@ mod tests {
             token: 5,
             since: Instant::now(),
             lease_left: lease,
-            max_hold,
+            max_hold: max_hold_ms.map(Duration::from_millis),
         };
         Arc::new(Hold::new(granted, drift))
     }
@@ -403,12 +407,10 @@ mod tests {
         std::thread::spawn(move || h.wait_end(None))
     }
 
-    fn no_drift() -> ClockDrift {
-        ClockDrift {
-            rate: 0.0,
-            margin: Duration::ZERO,
-        }
-    }
+    const NO_DRIFT: ClockDrift = ClockDrift {
+        rate: 0.0,
+        margin: Duration::ZERO,
+    };
 
     #[test]
     fn the_local_end_comes_the_drift_allowance_before_the_lease() {
@@ -423,7 +425,7 @@ mod tests {
 
     #[test]
     fn a_waiter_wakes_at_the_local_end_of_an_unrenewed_lease() {
-        let h = hold(ClockDrift::default(), Duration::from_millis(80));
+        let h = hold(ClockDrift::default(), 80);
         let start = Instant::now();
         assert_eq!(h.wait_end(None), Some(LeaseEnd::Lost));
         let waited = start.elapsed();
@@ -437,11 +439,7 @@ mod tests {
         // The lease (60 ms) is capped 20 ms after the maximum hold (40 ms),
         // as the watchdog's renewals cap it; the waiter's thread is held
         // off (the state's lock taken) until both have passed.
-        let h = hold_capped(
-            no_drift(),
-            Duration::from_millis(60),
-            Some(Duration::from_millis(40)),
-        );
+        let h = hold_capped(NO_DRIFT, 60, Some(40));
         let busy = h.state.lock();
         let waiter = wait_in_thread(&h);
         std::thread::sleep(Duration::from_millis(100));
@@ -454,11 +452,7 @@ mod tests {
 
     #[test]
     fn a_loss_before_the_max_hold_is_reported_as_a_loss() {
-        let h = hold_capped(
-            no_drift(),
-            Duration::from_secs(10),
-            Some(Duration::from_millis(200)),
-        );
+        let h = hold_capped(NO_DRIFT, 10_000, Some(200));
         let waiter = wait_in_thread(&h);
         std::thread::sleep(Duration::from_millis(20));
         h.mark_lost();
@@ -467,7 +461,7 @@ mod tests {
 
     #[test]
     fn a_lost_hold_stays_lost_after_a_late_renewal() {
-        let h = hold(no_drift(), Duration::from_millis(20));
+        let h = hold(NO_DRIFT, 20);
         std::thread::sleep(Duration::from_millis(30));
         // Sent after the local end: it does not revive the hold.
         h.renewed(Instant::now(), Duration::from_secs(60));
@@ -477,7 +471,7 @@ mod tests {
 
     #[test]
     fn a_renewal_in_time_pushes_the_end_out() {
-        let h = hold(no_drift(), Duration::from_millis(50));
+        let h = hold(NO_DRIFT, 50);
         h.renewed(Instant::now(), Duration::from_secs(60));
         std::thread::sleep(Duration::from_millis(60));
         assert!(!h.is_lost());
@@ -489,7 +483,7 @@ mod tests {
 
     #[test]
     fn release_and_loss_wake_a_blocked_waiter_and_the_first_end_wins() {
-        let h = hold(no_drift(), Duration::from_secs(60));
+        let h = hold(NO_DRIFT, 60_000);
         let waiter = wait_in_thread(&h);
         std::thread::sleep(Duration::from_millis(20));
         h.mark_released();
@@ -497,7 +491,7 @@ mod tests {
         h.mark_lost(); // a release reply saying NotHeld, after the fact
         assert_eq!(h.end_as_of(Instant::now()), Some(LeaseEnd::Released));
 
-        let lost = hold(no_drift(), Duration::from_secs(60));
+        let lost = hold(NO_DRIFT, 60_000);
         lost.mark_lost();
         lost.mark_released();
         assert_eq!(lost.wait_end(None), Some(LeaseEnd::Lost));

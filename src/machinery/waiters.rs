@@ -254,6 +254,11 @@ mod tests {
         Arc::new(Waiter::new(call(1, "n")))
     }
 
+    /// What `w`'s sleep of at most `ms` from now woke for.
+    fn sleep_ms(w: &Waiter, ms: u64) -> Wake {
+        w.sleep(Some(Instant::now() + Duration::from_millis(ms)))
+    }
+
     #[test]
     fn a_grant_from_another_thread_wakes_the_sleeper() {
         let w = waiter();
@@ -267,7 +272,7 @@ mod tests {
                 delivered: Instant::now(),
             });
         });
-        let woke = w.sleep(Some(Instant::now() + Duration::from_secs(10)));
+        let woke = sleep_ms(&w, 10_000);
         handle.join().unwrap();
         assert!(matches!(woke, Wake::Granted(Grant { token: 7, .. })));
     }
@@ -276,16 +281,10 @@ mod tests {
     fn sleep_honours_the_deadline_and_the_poll_time() {
         let w = waiter();
         let start = Instant::now();
-        assert_eq!(
-            w.sleep(Some(start + Duration::from_millis(30))),
-            Wake::GaveUp
-        );
+        assert_eq!(sleep_ms(&w, 30), Wake::GaveUp);
         assert!(start.elapsed() >= Duration::from_millis(30));
         w.schedule_after_reply(Some(0), 20);
-        assert_eq!(
-            w.sleep(Some(Instant::now() + Duration::from_secs(10))),
-            Wake::Poll
-        );
+        assert_eq!(sleep_ms(&w, 10_000), Wake::Poll);
         w.repoll();
         assert_eq!(w.sleep(None), Wake::Poll);
     }
@@ -338,10 +337,7 @@ mod tests {
         w.grant_from_message(5, Duration::from_secs(10));
         w.saw_queued(Instant::now(), 6);
         w.grant_from_message(5, Duration::from_secs(10));
-        assert_eq!(
-            w.sleep(Some(Instant::now() + Duration::from_millis(20))),
-            Wake::GaveUp
-        );
+        assert_eq!(sleep_ms(&w, 20), Wake::GaveUp);
         w.grant_from_message(7, Duration::from_secs(10));
         assert!(matches!(
             w.sleep(None),
