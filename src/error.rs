@@ -267,32 +267,7 @@ impl Error {
     pub fn is_lease_lost(&self) -> bool {
         self.kind == ErrorKind::LeaseLost
     }
-}
 
-impl fmt::Debug for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut d = f.debug_struct("Error");
-        d.field("kind", &self.kind).field("message", &self.message);
-        if let Some(source) = &self.source {
-            d.field("source", source);
-        }
-        d.finish()
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl StdError for Error {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        Some(self.source.as_deref()?)
-    }
-}
-
-impl Error {
     /// What a redis error means to a lock call. Not a `From` impl, so that
     /// the redis crate's error type stays out of fairlock's API.
     pub(crate) fn from_redis(err: redis::RedisError) -> Self {
@@ -374,6 +349,29 @@ impl Error {
             "no redis connection could be had within the connect timeout",
             err,
         )
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.kind).field("message", &self.message);
+        if let Some(source) = &self.source {
+            d.field("source", source);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self.source.as_deref()?)
     }
 }
 

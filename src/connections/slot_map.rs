@@ -98,21 +98,19 @@ mod tests {
         ])
     }
 
+    /// A `CLUSTER SLOTS` entry: the slots `first..=last` and their nodes,
+    /// the master first.
+    fn range(first: i64, last: i64, nodes: [Value; 2]) -> Value {
+        let mut range = vec![Value::Int(first), Value::Int(last)];
+        range.extend(nodes);
+        Value::Array(range)
+    }
+
     #[test]
     fn masters_are_the_first_node_of_each_range() {
         let slots = Value::Array(vec![
-            Value::Array(vec![
-                Value::Int(0),
-                Value::Int(8000),
-                node("10.0.0.1", 7000),
-                node("10.0.0.2", 7001),
-            ]),
-            Value::Array(vec![
-                Value::Int(8001),
-                Value::Int(16383),
-                node("10.0.0.2", 7001),
-                node("", 7005),
-            ]),
+            range(0, 8000, [node("10.0.0.1", 7000), node("10.0.0.2", 7001)]),
+            range(8001, 16383, [node("10.0.0.2", 7001), node("", 7005)]),
         ]);
         let map = SlotMap::parse(slots).unwrap();
         assert_eq!(map.nodes().len(), 2);

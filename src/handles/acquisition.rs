@@ -158,17 +158,16 @@ impl<'m> Acquisition<'m> {
     ) -> Result<Option<CallHold>> {
         let started = Instant::now();
         let waiter = self.waiter();
-        let shared = self.shared;
         let labels = self.labels();
         observe::waiting(&labels, 1.0);
         // Registered before the first attempt reaches Redis, so that no
         // handoff message can arrive for an id nobody listens to.
-        shared.register_waiter(Arc::clone(&waiter));
+        self.shared.register_waiter(Arc::clone(&waiter));
         if let Some(cancel) = cancel {
             cancel.watch(&waiter);
         }
         let result = self.wait_in_queue(&waiter, deadline);
-        shared.forget_waiter(waiter.call.id);
+        self.shared.forget_waiter(waiter.call.id);
         observe::waiting(&labels, -1.0);
         self.observed(started, result, cancel)
     }
@@ -373,7 +372,6 @@ impl<'m> Acquisition<'m> {
     /// counts from `since` (when a request that ran before the grant was
     /// sent) and lasts `lease_left` by Redis's clock.
     fn hold(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> CallHold {
-        let shared = self.shared;
         let hold = Hold::new(
             Granted {
                 call: waiter.call.clone(),
@@ -383,9 +381,9 @@ impl<'m> Acquisition<'m> {
                 lease_left,
                 max_hold: self.policy.max_hold(),
             },
-            shared.config().clock_drift,
+            self.shared.config().clock_drift,
         );
-        let hold = shared.register_hold(hold, !self.lease.is_fixed());
+        let hold = self.shared.register_hold(hold, !self.lease.is_fixed());
         CallHold {
             client: Arc::clone(self.client),
             target: self.target.clone(),
