@@ -227,9 +227,7 @@ impl Shared {
                 Err(err) if stale_retries > 0 && stale => {
                     stale_retries -= 1;
                     log::debug!("fairlock: retrying on another connection: {err}");
-                    crate::machinery::observe::reconnected(
-                        crate::machinery::observe::Reconnect::Pool,
-                    );
+                    crate::machinery::observe::reconnected("pool");
                 }
                 Err(err)
                     if fresh_map_retry && err.retry() != Retry::No && self.backend.is_cluster() =>
