@@ -135,10 +135,10 @@ impl Cluster {
                 Err(err) => last_error = Some(err),
             }
         }
-        Err(match last_error {
-            Some(err) => Error::from_redis(err),
-            None => Error::invalid_config("no cluster node"),
-        })
+        Err(last_error.map_or_else(
+            || Error::invalid_config("no cluster node"),
+            Error::from_redis,
+        ))
     }
 
     /// A client for the cluster node at `address`, made like the first seed.

@@ -343,10 +343,8 @@ impl<'m> Acquisition<'m> {
             owner: &waiter.call.owner,
             token,
             call: waiter.call.id,
-            lease: match self.lease {
-                Lease::Renewed(lease) => Some(lease),
-                Lease::Fixed(_) => None,
-            },
+            // A fixed lease is written again as it is.
+            lease: (!self.lease.is_fixed()).then(|| self.lease.duration()),
         };
         let (renewed, replicated) = shared.call_write(&waiter.call.keys, &op)?.into_parts();
         if !renewed {

@@ -117,9 +117,7 @@ fn dispatch(shared: &Shared, payload: &[u8]) {
             wait_id,
             token,
             ttl_ms,
-        }) => {
-            shared.grant_waiter(wait_id, token, ttl_ms);
-        }
+        }) => shared.grant_waiter(wait_id, token, ttl_ms),
         Some(WakeMessage::Head { wait_id, pttl_ms }) => {
             if let Some(waiter) = shared.waiters.get(wait_id) {
                 waiter.poll_by(poll_time(pttl_ms));
