@@ -16,7 +16,7 @@ use crate::handles::wait::{NoWait, Wait};
 use crate::machinery::holds::{Granted, Hold};
 use crate::machinery::observe::{self, Labels};
 use crate::machinery::shared::{ClientInner, Shared};
-use crate::machinery::waiters::{Waiter, Wake};
+use crate::machinery::waiters::{poll_time, Waiter, Wake};
 use crate::protocol::{
     Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Renew, Written,
 };
@@ -255,7 +255,12 @@ impl<'m> Acquisition<'m> {
                 if position.is_some() {
                     waiter.saw_queued(sent, last_token);
                 }
-                waiter.schedule_after_reply(position, pttl_ms);
+                // The head of the queue polls when the holder's lease would
+                // run out, the others wait to be told; a poll time set
+                // meanwhile by a message stands (see `Waiter::poll_by`).
+                if position == Some(0) {
+                    waiter.poll_by(poll_time(pttl_ms));
+                }
                 Ok(None)
             }
         }

@@ -35,18 +35,16 @@ pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
     while !shared.is_stopping() {
-        match listen(shared, target, &mut ready) {
-            Ok(()) => return,
-            Err(err) => {
-                if let Some(ready) = ready.take() {
-                    let _ = ready.send(Err(err));
-                } else {
-                    log::warn!(
-                        "fairlock: wake-up subscription on {} lost, reconnecting: {err}",
-                        target.describe()
-                    );
-                }
-            }
+        let Err(err) = listen(shared, target, &mut ready) else {
+            return;
+        };
+        if let Some(ready) = ready.take() {
+            let _ = ready.send(Err(err));
+        } else {
+            log::warn!(
+                "fairlock: wake-up subscription on {} lost, reconnecting: {err}",
+                target.describe()
+            );
         }
         if shared.sleep_unless_stopping(backoff) {
             return;

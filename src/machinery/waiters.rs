@@ -112,7 +112,9 @@ impl Waiter {
         self.wakeup.notify_one();
     }
 
-    /// Asks the waiter to poll Redis no later than `at`.
+    /// Asks the waiter to poll Redis no later than `at`; an earlier poll
+    /// time set meanwhile stands (a message read before an acquire reply
+    /// came from a script that ran after that reply's).
     pub(crate) fn poll_by(&self, at: Instant) {
         let mut state = self.state.lock();
         if state.poll_at.is_none_or(|current| at < current) {
@@ -132,16 +134,6 @@ impl Waiter {
     pub(crate) fn cancel(&self) {
         self.state.lock().cancelled = true;
         self.wakeup.notify_one();
-    }
-
-    /// Sets the next poll from an acquire reply: the head of the queue polls
-    /// when the holder's lease would run out; others wait to be told. A
-    /// poll time set meanwhile by a message is kept: that message came from
-    /// a script that ran after this reply's.
-    pub(crate) fn schedule_after_reply(&self, position: Option<u64>, pttl_ms: i64) {
-        if position == Some(0) {
-            self.poll_by(poll_time(pttl_ms));
-        }
     }
 
     /// Sleeps until granted, asked to poll, or `deadline`.
@@ -283,7 +275,7 @@ mod tests {
         let start = Instant::now();
         assert_eq!(sleep_ms(&w, 30), Wake::GaveUp);
         assert!(start.elapsed() >= Duration::from_millis(30));
-        w.schedule_after_reply(Some(0), 20);
+        w.poll_by(poll_time(20));
         assert_eq!(sleep_ms(&w, 10_000), Wake::Poll);
         w.repoll();
         assert_eq!(w.sleep(None), Wake::Poll);

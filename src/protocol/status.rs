@@ -62,6 +62,19 @@ fn shape(kind: LockKind, units: u64) -> (Option<Access>, u32) {
     }
 }
 
+/// A waiter of `units` on a lock of `kind`, from its `owner` and its
+/// liveness `left` as a status reply lists them.
+fn waiter(kind: LockKind, owner: &Value, units: u64, left: &Value) -> Result<WaiterReply> {
+    let (access, permits) = shape(kind, units);
+    Ok(WaiterReply {
+        owner: text(owner)?,
+        units,
+        access,
+        permits,
+        liveness_left_ms: int(left)?,
+    })
+}
+
 /// One hold, as a status lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HolderReply {
@@ -219,17 +232,7 @@ impl Status {
             .collect::<Result<_>>()?;
         let waiters = waiters
             .chunks(3)
-            .map(|w| {
-                let units = count(&w[1])?;
-                let (access, permits) = shape(self.kind, units);
-                Ok(WaiterReply {
-                    owner: text(&w[0])?,
-                    units,
-                    access,
-                    permits,
-                    liveness_left_ms: int(&w[2])?,
-                })
-            })
+            .map(|w| waiter(self.kind, &w[0], count(&w[1])?, &w[2]))
             .collect::<Result<_>>()?;
         let capacity = count(&items[0])?;
         Ok(StatusReply {
@@ -270,15 +273,7 @@ fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
     };
     let waiters = items[6..]
         .chunks(2)
-        .map(|pair| {
-            Ok(WaiterReply {
-                owner: text(&pair[0])?,
-                units: 1,
-                access: None,
-                permits: 1,
-                liveness_left_ms: int(&pair[1])?,
-            })
-        })
+        .map(|pair| waiter(kind, &pair[0], 1, &pair[1]))
         .collect::<Result<_>>()?;
     Ok(StatusReply {
         capacity: Some(1),
