@@ -80,18 +80,6 @@ pub(crate) enum Retry {
     Unreachable,
 }
 
-impl Retry {
-    /// The classification of an error whose cause says no more than its
-    /// kind: a connection error may be retried, nothing else.
-    fn of_kind(kind: ErrorKind) -> Retry {
-        if kind == ErrorKind::Connection {
-            Retry::Unreachable
-        } else {
-            Retry::No
-        }
-    }
-}
-
 /// The error type of every fallible fairlock call.
 ///
 /// The underlying cause, when there is one (a `redis::RedisError`, an
@@ -145,9 +133,16 @@ impl Error {
     }
 
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+        // A cause that says no more than its kind: a connection error may be
+        // retried, nothing else.
+        let retry = if kind == ErrorKind::Connection {
+            Retry::Unreachable
+        } else {
+            Retry::No
+        };
         Error {
             kind,
-            retry: Retry::of_kind(kind),
+            retry,
             message: message.into(),
             source: None,
         }

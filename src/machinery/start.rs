@@ -31,13 +31,12 @@ impl ClientInner {
         // (every node hears every message), the others keep trying.
         let inner = ClientInner::new(Arc::clone(&shared));
         let (ready_tx, ready_rx) = mpsc::channel();
-        let slot_map = match shared.backend.slot_map() {
-            Some(Ok(map)) => Some(Arc::new(map)),
-            Some(Err(err)) => {
+        let slot_map = match shared.backend.slot_map().transpose() {
+            Ok(map) => map.map(Arc::new),
+            Err(err) => {
                 log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
                 None
             }
-            None => None,
         };
         let targets = shared.backend.listen_targets(slot_map.as_deref())?;
         *shared.cluster_rounds.map.lock() = slot_map;
