@@ -34,10 +34,6 @@ impl Scripts {
         }
     }
 
-    fn hash(&self, kind: Script) -> &str {
-        self.by_kind[&kind].get_hash()
-    }
-
     /// Loads every script so that later calls hit the cache: in one round
     /// trip on one server; on a cluster connection one `SCRIPT LOAD` each,
     /// which the cluster client sends to every node.
@@ -65,7 +61,7 @@ impl Scripts {
         let script = op.script(keys);
         let keys = op.keys(keys);
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.hash(script))
+        cmd.arg(self.by_kind[&script].get_hash())
             .arg(keys.len())
             .arg(keys)
             .arg(&self.common)

@@ -27,7 +27,8 @@ const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
 /// Owns the threads; dropping it stops them.
 pub(crate) struct ClientInner {
     pub(crate) shared: Arc<Shared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Joined when the client is dropped.
+    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// State shared by the handles and the background threads. The threads hold
@@ -52,21 +53,6 @@ pub(crate) struct Shared {
     /// Set to have the watchdog run a round now (see [`Shared::nudge_watchdog`]).
     watchdog_nudged: Mutex<bool>,
     watchdog_signal: Condvar,
-}
-
-impl ClientInner {
-    /// The owner of `shared`'s background threads, none started yet.
-    pub(crate) fn new(shared: Arc<Shared>) -> ClientInner {
-        ClientInner {
-            shared,
-            threads: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Joins `thread` when the client is dropped.
-    pub(crate) fn own(&self, thread: JoinHandle<()>) {
-        self.threads.lock().push(thread);
-    }
 }
 
 impl Drop for ClientInner {

@@ -90,10 +90,8 @@ fn tick(shared: &Arc<Shared>, round: u64) {
     let map = cluster.map.lock().clone();
     let mut by_master: HashMap<Group, Vec<Batch>> = HashMap::new();
     for (slot, batch) in by_slot {
-        let group = match map.as_ref().and_then(|map| map.master_of(slot)) {
-            Some(master) => Group::Master(master.clone()),
-            None => Group::Slot(slot),
-        };
+        let master = map.as_ref().and_then(|map| map.master_of(slot));
+        let group = master.map_or(Group::Slot(slot), |master| Group::Master(master.clone()));
         by_master.entry(group).or_default().push(batch);
     }
     for (group, batches) in by_master {
