@@ -50,13 +50,11 @@ impl SlotMap {
                 let Some(address) = address.filter(|(host, _)| !host.is_empty()) else {
                     continue;
                 };
-                let index = match map.nodes.iter().position(|known| *known == address) {
-                    Some(index) => index,
-                    None => {
-                        map.nodes.push(address);
-                        map.nodes.len() - 1
-                    }
-                };
+                let index = map.nodes.iter().position(|known| *known == address);
+                let index = index.unwrap_or_else(|| {
+                    map.nodes.push(address);
+                    map.nodes.len() - 1
+                });
                 master.get_or_insert(index);
             }
             if let (Some((first, last)), Some(master)) = (bounds, master) {

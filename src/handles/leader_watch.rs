@@ -165,15 +165,14 @@ impl LeaderWatch {
     /// are read first, so that none is passed.
     fn read(&mut self) -> Result<()> {
         let leader = self.election.leader()?;
-        if std::mem::replace(&mut self.first_read, false) {
-            if let Some(leader) = &leader {
-                self.floor = self.floor.max(leader.term.saturating_sub(1));
-                self.pending.retain(|&term, _| term >= leader.term);
-            }
-        }
+        let first = std::mem::replace(&mut self.first_read, false);
         let Some(leader) = leader else {
             return Ok(());
         };
+        if first {
+            self.floor = self.floor.max(leader.term.saturating_sub(1));
+            self.pending.retain(|&term, _| term >= leader.term);
+        }
         if leader.term <= self.floor {
             return Ok(());
         }

@@ -57,9 +57,8 @@ pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
 /// connection fails (Err). `ready` is there until the first subscription's
 /// outcome is told: a later one is a reconnect.
 fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
-    let mut conn = shared
-        .backend
-        .subscription(target, &shared.wake_channel())?;
+    let channel = shared.wake_channel();
+    let mut conn = shared.backend.subscription(target, &channel)?;
     let mut pubsub = conn.as_pubsub();
     pubsub
         .set_read_timeout(Some(READ_TIMEOUT))
