@@ -167,13 +167,12 @@ fn assemble(definitions: &[Definition], election: bool, op: &str, body: &str) ->
             script.extend([line, "\n"]);
             continue;
         };
-        let mut names: Vec<String> = first.split(',').map(|n| n.trim().to_owned()).collect();
-        while let Some(more) = lines.peek().and_then(|l| l.strip_prefix(HELPERS)) {
-            names.extend(more.split(',').map(|n| n.trim().to_owned()));
-            lines.next();
+        let mut names: Vec<&str> = first.split(',').collect();
+        while let Some(more) = lines.next_if(|l| l.starts_with(HELPERS)) {
+            names.extend(more[HELPERS.len()..].split(','));
         }
         let mut wanted = vec![false; definitions.len()];
-        for name in names.iter().filter(|n| !n.is_empty()) {
+        for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
             let Some(i) = definitions.iter().position(|known| known.name == *name) else {
                 panic!("lua/{op}: {name} is not defined in lua/lib.lua");
             };

@@ -396,19 +396,6 @@ impl Config {
         Err(Error::invalid_config(why))
     }
 
-    /// `Ok` when the TLS certificates given, if any, parse (a root
-    /// certificate, a client certificate with its key) and the URL uses
-    /// TLS (`rediss`).
-    #[cfg(feature = "tls")]
-    fn check_tls(&self, topology: &Topology) -> Result<()> {
-        if self.tls_certificates()?.is_some() && !topology.uses_tls() {
-            return Err(Error::invalid_config(
-                "TLS certificates need a rediss:// url (a plain redis:// one would not use them)",
-            ));
-        }
-        Ok(())
-    }
-
     /// How often the watchdog renews leases and heartbeats queued waiters:
     /// a third of the shorter of the two, so two renewals can fail before
     /// anything expires.
@@ -505,8 +492,14 @@ impl Config {
             check_identity(identity)?;
         }
         self.check_sentinel_auth(&topology)?;
+        // The TLS certificates given, if any, parse (a root certificate, a
+        // client certificate with its key), and the URL uses TLS (`rediss`).
         #[cfg(feature = "tls")]
-        self.check_tls(&topology)?;
+        if self.tls_certificates()?.is_some() && !topology.uses_tls() {
+            return Err(Error::invalid_config(
+                "TLS certificates need a rediss:// url (a plain redis:// one would not use them)",
+            ));
+        }
         let prefix = &self.key_prefix;
         if prefix.is_empty() || prefix.len() > 256 {
             return invalid("key_prefix must be 1 to 256 bytes long".to_owned());

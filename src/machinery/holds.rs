@@ -173,13 +173,11 @@ impl Hold {
     /// allowance added), so the lock passes on when that is reached and the
     /// guard hears [`LeaseEnd::MaxHold`] just before its lease runs out.
     pub(crate) fn renewal_lease(&self, lease: Duration) -> Duration {
-        match self.state.lock().max_end {
-            Some(end) => {
-                let left = end.saturating_duration_since(Instant::now());
-                lease.min(self.drift.lease_lasting(left))
-            }
-            None => lease,
-        }
+        let Some(end) = self.state.lock().max_end else {
+            return lease;
+        };
+        let left = end.saturating_duration_since(Instant::now());
+        lease.min(self.drift.lease_lasting(left))
     }
 
     /// When this client counts the lease as over, as of now.
