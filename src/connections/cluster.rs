@@ -168,11 +168,10 @@ pub(crate) struct QuietNode(redis::Connection);
 impl redis::cluster::Connect for QuietNode {
     fn connect<T: IntoConnectionInfo>(info: T, timeout: Option<Duration>) -> RedisResult<Self> {
         let client = redis::Client::open(super::quiet_info(info.into_connection_info()?))?;
-        let conn = match timeout {
+        Ok(QuietNode(match timeout {
             Some(timeout) => client.get_connection_with_timeout(timeout)?,
             None => client.get_connection()?,
-        };
-        Ok(QuietNode(conn))
+        }))
     }
 
     fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {

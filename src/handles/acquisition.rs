@@ -313,19 +313,16 @@ impl<'m> Acquisition<'m> {
     fn leave_queue(&self, waiter: &Waiter) -> Result<Option<CallHold>> {
         let entry = waiter.call.entry();
         let sent = Instant::now();
-        match self
+        let (reply, replicated) = self
             .shared
             .call_write(&waiter.call.keys, &Cancel { entry })
-            .map(Written::into_parts)
-        {
-            Ok((CancelReply::Kept { token, pttl_ms }, replicated)) => self
+            .inspect_err(|_| self.give_back_later(waiter))?
+            .into_parts();
+        match reply {
+            CancelReply::Kept { token, pttl_ms } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated)
                 .map(Some),
-            Ok((CancelReply::Left, _)) => Ok(None),
-            Err(err) => {
-                self.give_back_later(waiter);
-                Err(err)
-            }
+            CancelReply::Left => Ok(None),
         }
     }
 

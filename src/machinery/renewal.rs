@@ -119,13 +119,10 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     let replicated = match sync {
         None => true,
         Some(sync) => match values.pop() {
-            Some(Value::Int(acknowledged)) => {
-                let shortfall = sync.shortfall(acknowledged);
-                if let Some(err) = &shortfall {
-                    log::warn!("fairlock: renewals not counted: {err}");
-                }
-                shortfall.is_none()
-            }
+            Some(Value::Int(acknowledged)) => sync
+                .shortfall(acknowledged)
+                .inspect(|err| log::warn!("fairlock: renewals not counted: {err}"))
+                .is_none(),
             other => return Err(unexpected(&other)),
         },
     };
