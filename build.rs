@@ -22,30 +22,22 @@ use std::env;
 use std::fs;
 use std::path::Path;
 
-/// The operations' files, one script each (`Script` in
-/// src/protocol/operation.rs): the mutex's engine and the counted engine
-/// (the semaphore's and the reader-writer lock's), one folder each.
-const OPERATIONS: [&str; 16] = [
-    "mutex/acquire.lua",
-    "mutex/release.lua",
-    "mutex/renew.lua",
-    "mutex/heartbeat.lua",
-    "mutex/cancel.lua",
-    "mutex/abandon.lua",
-    "mutex/force_release.lua",
-    "mutex/status.lua",
-    "counted/acquire.lua",
-    "counted/release.lua",
-    "counted/renew.lua",
-    "counted/heartbeat.lua",
-    "counted/cancel.lua",
-    "counted/abandon.lua",
-    "counted/force_release.lua",
-    "counted/status.lua",
+/// The operations, one file each in each engine's folder, one script each
+/// (`Script` in src/protocol/operation.rs): the mutex's engine and the
+/// counted engine (the semaphore's and the reader-writer lock's).
+const OPERATIONS: [&str; 8] = [
+    "acquire",
+    "release",
+    "renew",
+    "heartbeat",
+    "cancel",
+    "abandon",
+    "force_release",
+    "status",
 ];
 
 /// The families of scripts, one folder of OUT_DIR each (`Engine` in
-/// src/protocol/operation.rs): the folder of `OPERATIONS` whose files it
+/// src/protocol/operation.rs): the folder of lua/ whose files it
 /// assembles, and whether lib.lua's `@election` definitions stand in for
 /// the ones they follow.
 const FAMILIES: [(&str, &str, bool); 3] = [
@@ -76,25 +68,22 @@ fn main() {
     let lua = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua");
     for engine in ["mutex", "counted"] {
         for entry in fs::read_dir(lua.join(engine)).expect("reading lua/") {
-            let name = format!("{engine}/{}", entry.unwrap().file_name().to_string_lossy());
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
             assert!(
-                OPERATIONS.contains(&name.as_str()),
-                "lua/{name} is no operation build.rs knows: add it to OPERATIONS"
+                OPERATIONS.iter().any(|op| name == format!("{op}.lua")),
+                "lua/{engine}/{name} is no operation build.rs knows: add it to OPERATIONS"
             );
         }
     }
     let definitions = split_lib(&read(&lua.join("lib.lua")));
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     for (family, folder, election) in FAMILIES {
-        for op in OPERATIONS
-            .iter()
-            .filter_map(|op| op.strip_prefix(&format!("{folder}/")))
-        {
-            let file = format!("{folder}/{op}");
+        for op in OPERATIONS {
+            let file = format!("{folder}/{op}.lua");
             let script = assemble(&definitions, election, &file, &read(&lua.join(&file)));
-            let path = out.join(family).join(op);
+            let path = out.join(family).join(format!("{op}.lua"));
             fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
-            fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}: {e}"));
+            fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
         }
     }
 }
@@ -109,21 +98,20 @@ fn read(path: &Path) -> String {
 fn split_lib(lib: &str) -> Vec<Definition> {
     let mut definitions: Vec<Definition> = Vec::new();
     let mut text = String::new();
-    let mut lines = lib.lines().enumerate();
-    while let Some((n, line)) = lines.next() {
+    // Each line with its number, from 1.
+    let mut lines = lib.lines().zip(1..);
+    while let Some((line, n)) = lines.next() {
         if line.trim().is_empty() {
             text.clear();
             continue;
         }
-        text.push_str(line);
-        text.push('\n');
+        text.extend([line, "\n"]);
         if line.starts_with("--") {
             continue;
         }
         let name = if let Some(rest) = line.strip_prefix("local function ") {
-            for (_, line) in lines.by_ref() {
-                text.push_str(line);
-                text.push('\n');
+            for (line, _) in lines.by_ref() {
+                text.extend([line, "\n"]);
                 if line == "end" {
                     break;
                 }
@@ -135,10 +123,7 @@ fn split_lib(lib: &str) -> Vec<Definition> {
         };
         let name = name.filter(|name| name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric()));
         let Some(name) = name else {
-            panic!(
-                "lua/lib.lua line {}: not a definition build.rs can read: {line}",
-                n + 1
-            );
+            panic!("lua/lib.lua line {n}: not a definition build.rs can read: {line}");
         };
         let text = std::mem::take(&mut text);
         if let Some(version) = text
@@ -146,10 +131,7 @@ fn split_lib(lib: &str) -> Vec<Definition> {
             .and_then(|t| t.strip_prefix('\n'))
         {
             let Some(last) = definitions.last_mut().filter(|last| last.name == name) else {
-                panic!(
-                    "lua/lib.lua line {}: the election's {name} follows no definition of it",
-                    n + 1
-                );
+                panic!("lua/lib.lua line {n}: the election's {name} follows no definition of it");
             };
             assert!(
                 last.election.is_none(),
@@ -182,24 +164,22 @@ fn assemble(definitions: &[Definition], election: bool, op: &str, body: &str) ->
     let mut lines = body.lines().peekable();
     while let Some(line) = lines.next() {
         let Some(first) = line.strip_prefix(HELPERS) else {
-            script.push_str(line);
-            script.push('\n');
+            script.extend([line, "\n"]);
             continue;
         };
-        let mut names: Vec<String> = first.split(',').map(|n| n.trim().to_owned()).collect();
-        while let Some(more) = lines.peek().and_then(|l| l.strip_prefix(HELPERS)) {
-            names.extend(more.split(',').map(|n| n.trim().to_owned()));
-            lines.next();
+        let mut names: Vec<&str> = first.split(',').collect();
+        while let Some(more) = lines.next_if(|l| l.starts_with(HELPERS)) {
+            names.extend(more[HELPERS.len()..].split(','));
         }
         let mut wanted = vec![false; definitions.len()];
-        for name in names.iter().filter(|n| !n.is_empty()) {
+        for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
             let Some(i) = definitions.iter().position(|known| known.name == *name) else {
                 panic!("lua/{op}: {name} is not defined in lua/lib.lua");
             };
             assert!(!emitted[i], "lua/{op}: {name} is named twice");
             (wanted[i], emitted[i]) = (true, true);
         }
-        script.push_str(&format!("{line}\n"));
+        script.extend([line, "\n"]);
         for (i, definition) in definitions.iter().enumerate().filter(|(i, _)| wanted[*i]) {
             let text = match &definition.election {
                 Some(version) if election => version,

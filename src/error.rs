@@ -80,18 +80,6 @@ pub(crate) enum Retry {
     Unreachable,
 }
 
-impl Retry {
-    /// The classification of an error whose cause says no more than its
-    /// kind: a connection error may be retried, nothing else.
-    fn of_kind(kind: ErrorKind) -> Retry {
-        if kind == ErrorKind::Connection {
-            Retry::Unreachable
-        } else {
-            Retry::No
-        }
-    }
-}
-
 /// The error type of every fallible fairlock call.
 ///
 /// The underlying cause, when there is one (a `redis::RedisError`, an
@@ -138,10 +126,23 @@ impl Error {
         )
     }
 
+    /// A setting, a URL or an argument refused before any I/O
+    /// ([`ErrorKind::InvalidConfig`]).
+    pub(crate) fn invalid_config(message: impl Into<Cow<'static, str>>) -> Self {
+        Error::new(ErrorKind::InvalidConfig, message)
+    }
+
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+        // A cause that says no more than its kind: a connection error may be
+        // retried, nothing else.
+        let retry = if kind == ErrorKind::Connection {
+            Retry::Unreachable
+        } else {
+            Retry::No
+        };
         Error {
             kind,
-            retry: Retry::of_kind(kind),
+            retry,
             message: message.into(),
             source: None,
         }
@@ -153,10 +154,8 @@ impl Error {
         source: impl StdError + Send + Sync + 'static,
     ) -> Self {
         Error {
-            kind,
-            retry: Retry::of_kind(kind),
-            message: message.into(),
             source: Some(Arc::new(source)),
+            ..Error::new(kind, message)
         }
     }
 
@@ -206,17 +205,14 @@ impl Error {
     /// # Ok(()) }
     /// ```
     pub fn is_timeout(&self) -> bool {
-        self.redis_error()
+        // A Redis call that timed out, or no pooled connection in time.
+        let Some(source) = self.source.as_deref() else {
+            return false;
+        };
+        source
+            .downcast_ref()
             .is_some_and(redis::RedisError::is_timeout)
-            || self
-                .source
-                .as_deref()
-                .is_some_and(|s| s.is::<r2d2::Error>())
-    }
-
-    /// The Redis error behind this one, if that is its cause.
-    pub(crate) fn redis_error(&self) -> Option<&redis::RedisError> {
-        self.source.as_deref()?.downcast_ref()
+            || source.is::<r2d2::Error>()
     }
 
     /// What this error says about sending the call again.
@@ -266,34 +262,7 @@ impl Error {
     pub fn is_lease_lost(&self) -> bool {
         self.kind == ErrorKind::LeaseLost
     }
-}
 
-impl fmt::Debug for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut d = f.debug_struct("Error");
-        d.field("kind", &self.kind).field("message", &self.message);
-        if let Some(source) = &self.source {
-            d.field("source", source);
-        }
-        d.finish()
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl StdError for Error {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
-            .as_deref()
-            .map(|s| s as &(dyn StdError + 'static))
-    }
-}
-
-impl Error {
     /// What a redis error means to a lock call. Not a `From` impl, so that
     /// the redis crate's error type stays out of fairlock's API.
     pub(crate) fn from_redis(err: redis::RedisError) -> Self {
@@ -375,6 +344,29 @@ impl Error {
             "no redis connection could be had within the connect timeout",
             err,
         )
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.kind).field("message", &self.message);
+        if let Some(source) = &self.source {
+            d.field("source", source);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self.source.as_deref()?)
     }
 }
 

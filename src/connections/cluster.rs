@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::{ConnectionLike, IntoConnectionInfo, RedisResult, Value};
+use redis::{ConnectionAddr, ConnectionLike, IntoConnectionInfo, RedisResult, Value};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
-use super::{invalid_url, open_node, pool_builder, set_timeouts, Listen, Timeouts};
+use super::{invalid_url, open_node, pool_builder, pooled, set_timeouts, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
 /// failover (`CLUSTERDOWN`, `TRYAGAIN`, `READONLY`, refused connections),
@@ -68,13 +68,13 @@ impl Cluster {
         &self,
         timeout: Duration,
     ) -> Result<r2d2::PooledConnection<ClusterManager>> {
-        let mut conn = self.pool.get_timeout(timeout).map_err(Error::from_pool)?;
+        let mut conn = pooled(&self.pool, timeout)?;
         for _ in 0..self.pool.max_size() {
             if !conn.is_stale() {
                 break;
             }
             drop(conn);
-            conn = self.pool.get_timeout(timeout).map_err(Error::from_pool)?;
+            conn = pooled(&self.pool, timeout)?;
         }
         Ok(conn)
     }
@@ -135,28 +135,23 @@ impl Cluster {
                 Err(err) => last_error = Some(err),
             }
         }
-        Err(match last_error {
-            Some(err) => Error::from_redis(err),
-            None => Error::new(ErrorKind::InvalidConfig, "no cluster node"),
-        })
+        Err(last_error.map_or_else(
+            || Error::invalid_config("no cluster node"),
+            Error::from_redis,
+        ))
     }
 
     /// A client for the cluster node at `address`, made like the first seed.
     fn node_client(&self, (host, port): &Address) -> Result<redis::Client> {
         let info = self.seeds[0].get_connection_info();
-        let addr = match info.addr() {
-            redis::ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => redis::ConnectionAddr::TcpTls {
-                host: host.clone(),
-                port: *port,
-                insecure: *insecure,
-                tls_params: tls_params.clone(),
-            },
-            _ => redis::ConnectionAddr::Tcp(host.clone(), *port),
-        };
+        // The seed's address, its TLS settings kept, at this host and port.
+        let mut addr = info.addr().clone();
+        match &mut addr {
+            ConnectionAddr::TcpTls {
+                host: h, port: p, ..
+            } => (*h, *p) = (host.clone(), *port),
+            _ => addr = ConnectionAddr::Tcp(host.clone(), *port),
+        }
         redis::Client::open(info.clone().set_addr(addr)).map_err(invalid_url)
     }
 }
@@ -172,14 +167,11 @@ pub(crate) struct QuietNode(redis::Connection);
 
 impl redis::cluster::Connect for QuietNode {
     fn connect<T: IntoConnectionInfo>(info: T, timeout: Option<Duration>) -> RedisResult<Self> {
-        let info = info.into_connection_info()?;
-        let settings = info.redis_settings().clone().set_skip_set_lib_name();
-        let client = redis::Client::open(info.set_redis_settings(settings))?;
-        let conn = match timeout {
+        let client = redis::Client::open(super::quiet_info(info.into_connection_info()?))?;
+        Ok(QuietNode(match timeout {
             Some(timeout) => client.get_connection_with_timeout(timeout)?,
             None => client.get_connection()?,
-        };
-        Ok(QuietNode(conn))
+        }))
     }
 
     fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
@@ -258,16 +250,12 @@ pub(crate) struct ClusterManager {
 
 /// A cluster connection and the generation it was opened in.
 pub(crate) struct ClusterConnection {
-    conn: NodesConnection,
+    pub(super) conn: NodesConnection,
     born: u64,
     generation: Arc<AtomicU64>,
 }
 
 impl ClusterConnection {
-    pub(super) fn get(&mut self) -> &mut dyn ConnectionLike {
-        &mut self.conn
-    }
-
     pub(super) fn set_timeouts(&self, timeout: Duration) -> Result<()> {
         self.conn
             .set_read_timeout(Some(timeout))
@@ -310,9 +298,8 @@ impl r2d2::ManageConnection for ClusterManager {
 
     fn is_valid(&self, conn: &mut ClusterConnection) -> Result<()> {
         redis::cmd("PING")
-            .query::<()>(&mut conn.conn)
-            .map_err(Error::from_redis)?;
-        Ok(())
+            .query(&mut conn.conn)
+            .map_err(Error::from_redis)
     }
 
     fn has_broken(&self, conn: &mut ClusterConnection) -> bool {

@@ -1,9 +1,9 @@
 //! Client settings: their defaults, their bounds and their validation.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::connections::topology::{redact_url, Topology};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::protocol::{CommonArgs, SyncReplicas};
 
 /// Where the client was told to connect, as given.
@@ -147,8 +147,9 @@ impl std::fmt::Debug for Config {
 pub const MIN_LEASE: Duration = Duration::from_millis(30);
 
 /// The longest lease (watchdog or fixed) or waiter timeout accepted: 365
-/// days. Longer ones are [`ErrorKind::InvalidConfig`] before any I/O; the
-/// scripts check the same bound before they write anything.
+/// days. Longer ones are
+/// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) before any
+/// I/O; the scripts check the same bound before they write anything.
 ///
 /// ```
 /// use std::time::Duration;
@@ -248,13 +249,10 @@ pub(crate) fn check_identity(identity: &str) -> Result<()> {
     if (1..=MAX_IDENTITY_LEN).contains(&identity.len()) && identity.chars().all(allowed) {
         return Ok(());
     }
-    Err(Error::new(
-        ErrorKind::InvalidConfig,
-        format!(
-            "identity must be 1 to {MAX_IDENTITY_LEN} bytes of ASCII letters, digits and \
-             . _ - / @ : +, got {identity:?}"
-        ),
-    ))
+    Err(Error::invalid_config(format!(
+        "identity must be 1 to {MAX_IDENTITY_LEN} bytes of ASCII letters, digits and \
+         . _ - / @ : +, got {identity:?}"
+    )))
 }
 
 /// `Ok` when `value` is a lease or waiter timeout in `MIN_LEASE..=MAX_LEASE`.
@@ -262,10 +260,9 @@ pub(crate) fn check_lease(what: &str, value: Duration) -> Result<()> {
     if (MIN_LEASE..=MAX_LEASE).contains(&value) {
         return Ok(());
     }
-    Err(Error::new(
-        ErrorKind::InvalidConfig,
-        format!("{what} must be from {MIN_LEASE:?} to {MAX_LEASE:?}, got {value:?}"),
-    ))
+    Err(Error::invalid_config(format!(
+        "{what} must be from {MIN_LEASE:?} to {MAX_LEASE:?}, got {value:?}"
+    )))
 }
 
 /// The allowance a client subtracts from every lease before it trusts it:
@@ -304,11 +301,7 @@ impl ClockDrift {
     /// When this process counts a lease of `length`, counted from `since`,
     /// as over: never later than Redis frees the lock, if the clocks drift
     /// apart by less than the allowance.
-    pub(crate) fn local_end(
-        &self,
-        since: std::time::Instant,
-        length: Duration,
-    ) -> std::time::Instant {
+    pub(crate) fn local_end(&self, since: Instant, length: Duration) -> Instant {
         since + length.saturating_sub(self.allowance(length))
     }
 
@@ -327,32 +320,24 @@ impl ClockDrift {
         if allowance.saturating_mul(3) <= length {
             return Ok(());
         }
-        Err(Error::new(
-            ErrorKind::InvalidConfig,
-            format!(
-                "{what} of {length:?} is too short for the clock-drift allowance of \
-                 {allowance:?} ({}% + {:?}): the allowance may take at most a third of it",
-                self.rate * 100.0,
-                self.margin
-            ),
-        ))
+        Err(Error::invalid_config(format!(
+            "{what} of {length:?} is too short for the clock-drift allowance of \
+             {allowance:?} ({}% + {:?}): the allowance may take at most a third of it",
+            self.rate * 100.0,
+            self.margin
+        )))
     }
 
     fn validate(&self) -> Result<()> {
-        if self.rate.is_finite()
-            && (0.0..=MAX_DRIFT_RATE).contains(&self.rate)
-            && self.margin <= MAX_TIMEOUT
-        {
+        // NaN and the infinities fall outside the range too.
+        if (0.0..=MAX_DRIFT_RATE).contains(&self.rate) && self.margin <= MAX_TIMEOUT {
             return Ok(());
         }
-        Err(Error::new(
-            ErrorKind::InvalidConfig,
-            format!(
-                "clock_drift rate must be from 0 to {MAX_DRIFT_RATE} and margin at most \
-                 {MAX_TIMEOUT:?}, got {} and {:?}",
-                self.rate, self.margin
-            ),
-        ))
+        Err(Error::invalid_config(format!(
+            "clock_drift rate must be from 0 to {MAX_DRIFT_RATE} and margin at most \
+             {MAX_TIMEOUT:?}, got {} and {:?}",
+            self.rate, self.margin
+        )))
     }
 }
 
@@ -366,7 +351,7 @@ impl Config {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-        let invalid = |message: &str| Err(Error::new(ErrorKind::InvalidConfig, message.to_owned()));
+        let invalid = |message: &str| Err(Error::invalid_config(message.to_owned()));
         if self.tls_root_cert.is_none() && self.tls_client_cert.is_none() {
             return Ok(None);
         }
@@ -408,21 +393,7 @@ impl Config {
             (Some(_), None) => "sentinel_username needs a sentinel_password too",
             _ => return Ok(()),
         };
-        Err(Error::new(ErrorKind::InvalidConfig, why))
-    }
-
-    /// `Ok` when the TLS certificates given, if any, parse (a root
-    /// certificate, a client certificate with its key) and the URL uses
-    /// TLS (`rediss`).
-    #[cfg(feature = "tls")]
-    fn check_tls(&self, topology: &Topology) -> Result<()> {
-        if self.tls_certificates()?.is_some() && !topology.uses_tls() {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
-                "TLS certificates need a rediss:// url (a plain redis:// one would not use them)",
-            ));
-        }
-        Ok(())
+        Err(Error::invalid_config(why))
     }
 
     /// How often the watchdog renews leases and heartbeats queued waiters:
@@ -433,8 +404,9 @@ impl Config {
     }
 
     /// How long a waiting call keeps retrying while Redis is unreachable
-    /// (a restart, a failover) before it reports [`ErrorKind::Connection`]:
-    /// by then its queue entry has lapsed anyway.
+    /// (a restart, a failover) before it reports
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection): by then its
+    /// queue entry has lapsed anyway.
     pub(crate) fn outage_patience(&self) -> Duration {
         self.waiter_timeout + self.connect_timeout
     }
@@ -455,7 +427,7 @@ impl Config {
     /// Checks every setting; returns where the locks live, parsed from the
     /// URL (or seed nodes) once.
     pub(crate) fn validate(&self) -> Result<Topology> {
-        let invalid = |message: String| Err(Error::new(ErrorKind::InvalidConfig, message));
+        let invalid = |message: String| Err(Error::invalid_config(message));
         check_lease("lease", self.lease)?;
         check_lease("waiter_timeout", self.waiter_timeout)?;
         self.clock_drift.validate()?;
@@ -520,8 +492,14 @@ impl Config {
             check_identity(identity)?;
         }
         self.check_sentinel_auth(&topology)?;
+        // The TLS certificates given, if any, parse (a root certificate, a
+        // client certificate with its key), and the URL uses TLS (`rediss`).
         #[cfg(feature = "tls")]
-        self.check_tls(&topology)?;
+        if self.tls_certificates()?.is_some() && !topology.uses_tls() {
+            return Err(Error::invalid_config(
+                "TLS certificates need a rediss:// url (a plain redis:// one would not use them)",
+            ));
+        }
         let prefix = &self.key_prefix;
         if prefix.is_empty() || prefix.len() > 256 {
             return invalid("key_prefix must be 1 to 256 bytes long".to_owned());

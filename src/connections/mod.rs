@@ -57,8 +57,8 @@ impl Conn {
     pub(crate) fn get(&mut self) -> &mut dyn ConnectionLike {
         match self {
             Conn::Single(conn) => &mut **conn,
-            Conn::Cluster(conn) => conn.get(),
-            Conn::Sentinel(conn) => conn.get(),
+            Conn::Cluster(conn) => &mut conn.conn,
+            Conn::Sentinel(conn) => &mut conn.conn,
         }
     }
 
@@ -67,12 +67,12 @@ impl Conn {
     /// puts back the command timeout before the connection goes back to the
     /// pool.
     pub(crate) fn set_command_timeout(&mut self, timeout: Duration) -> Result<()> {
-        match self {
-            Conn::Single(conn) => set_timeouts(conn, timeout).map_err(Error::from_redis)?,
-            Conn::Cluster(conn) => conn.set_timeouts(timeout)?,
-            Conn::Sentinel(conn) => conn.set_timeouts(timeout)?,
-        }
-        Ok(())
+        let conn = match self {
+            Conn::Single(conn) => &**conn,
+            Conn::Cluster(conn) => return conn.set_timeouts(timeout),
+            Conn::Sentinel(conn) => &conn.conn,
+        };
+        set_timeouts(conn, timeout).map_err(Error::from_redis)
     }
 
     /// Looks at the outcome of a call. A connection that met a demoted
@@ -125,22 +125,10 @@ impl Listen {
     }
 }
 
-/// A connection outside the pool (see [`Backend::own_connection`]).
-pub(crate) enum OwnConn {
-    /// The one server, or the master of the moment behind Sentinel.
-    Node(redis::Connection),
-    /// Boxed: a cluster connection is several times larger.
-    Cluster(Box<cluster::NodesConnection>),
-}
-
-impl OwnConn {
-    pub(crate) fn get(&mut self) -> &mut dyn ConnectionLike {
-        match self {
-            OwnConn::Node(conn) => conn,
-            OwnConn::Cluster(conn) => &mut **conn,
-        }
-    }
-}
+/// A connection outside the pool (see [`Backend::own_connection`]): to
+/// the one server, to the master of the moment behind Sentinel, to one
+/// cluster node, or a cluster connection of its own.
+pub(crate) type OwnConn = Box<dyn ConnectionLike + Send>;
 
 /// The connections of one deployment.
 enum Deployment {
@@ -162,24 +150,13 @@ impl Backend {
                 config,
                 url.as_str().into_connection_info().map_err(invalid_url)?,
             )?),
-            Topology::Given(given) => Deployment::Single(Single::open(config, *given.0)?),
+            Topology::Given(info) => Deployment::Single(Single::open(config, *info)?),
             Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
             Topology::Sentinel {
                 sentinels,
                 master,
-                tls,
-                username,
-                password,
-                db,
-            } => {
-                let node = sentinel::MasterNode {
-                    tls,
-                    username,
-                    password,
-                    db,
-                };
-                Deployment::Sentinel(Sentinel::open(config, sentinels, master, node)?)
-            }
+                node,
+            } => Deployment::Sentinel(Sentinel::open(config, sentinels, master, node)?),
         };
         Ok(Backend {
             deployment,
@@ -197,11 +174,6 @@ impl Backend {
         self.checkout(self.connect_timeout)
     }
 
-    /// A pooled connection if one is free within `timeout` (for shutdown).
-    pub(crate) fn get_timeout(&self, timeout: Duration) -> Option<Conn> {
-        self.checkout(timeout).ok()
-    }
-
     /// A pooled connection within `timeout`, or the pool's error (for a
     /// call with a budget of its own).
     pub(crate) fn get_within(&self, timeout: Duration) -> Result<Conn> {
@@ -209,12 +181,13 @@ impl Backend {
     }
 
     /// A pooled connection within `timeout` (see [`Cluster::checkout`] for
-    /// a cluster's stale connections).
-    fn checkout(&self, timeout: Duration) -> Result<Conn> {
+    /// a cluster's stale connections), e.g. one free within a moment, for
+    /// shutdown.
+    pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
         Ok(match &self.deployment {
-            Deployment::Single(single) => Conn::Single(single.checkout(timeout)?),
+            Deployment::Single(single) => Conn::Single(pooled(&single.pool, timeout)?),
             Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
-            Deployment::Sentinel(sentinel) => Conn::Sentinel(sentinel.checkout(timeout)?),
+            Deployment::Sentinel(sentinel) => Conn::Sentinel(pooled(&sentinel.pool, timeout)?),
         })
     }
 
@@ -253,9 +226,9 @@ impl Backend {
     /// the Sentinels name now.
     pub(crate) fn own_connection(&self) -> Result<OwnConn> {
         Ok(match &self.deployment {
-            Deployment::Single(single) => OwnConn::Node(single.connection()?),
-            Deployment::Cluster(cluster) => OwnConn::Cluster(Box::new(cluster.own_connection()?)),
-            Deployment::Sentinel(sentinel) => OwnConn::Node(sentinel.connect_master()?),
+            Deployment::Single(single) => Box::new(single.connection()?),
+            Deployment::Cluster(cluster) => Box::new(cluster.own_connection()?),
+            Deployment::Sentinel(sentinel) => Box::new(sentinel.manager.connect_master()?),
         })
     }
 
@@ -266,7 +239,7 @@ impl Backend {
         let mut conn = match &self.deployment {
             Deployment::Single(single) => single.connection(),
             Deployment::Cluster(cluster) => cluster.subscriber_connection(target),
-            Deployment::Sentinel(sentinel) => sentinel.connect_master(),
+            Deployment::Sentinel(sentinel) => sentinel.manager.connect_master(),
         }?;
         let answer = subscribe_command(channel)
             .query(&mut conn)
@@ -293,6 +266,14 @@ fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> 
         .test_on_check_out(false)
         .connection_timeout(config.connect_timeout)
         .thread_pool(Arc::new(maintenance))
+}
+
+/// A connection of `pool` within `timeout`, or the pool's error.
+fn pooled<M: r2d2::ManageConnection>(
+    pool: &r2d2::Pool<M>,
+    timeout: Duration,
+) -> Result<r2d2::PooledConnection<M>> {
+    pool.get_timeout(timeout).map_err(Error::from_pool)
 }
 
 /// The timeouts a connection outside the pool is opened with.

@@ -9,7 +9,7 @@ use redis::{ConnectionLike, Script as RedisScript, Value};
 
 use crate::error::Result;
 use crate::protocol::{
-    unexpected, Abandon, CommonArgs, LockKeys, Operation, QueueEntry, Script, SyncReplicas,
+    unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Script, SyncReplicas, Written,
 };
 
 /// Every script of the crate, hashed once per client, and the two
@@ -32,10 +32,6 @@ impl Scripts {
             common: common.args(),
             reloaded,
         }
-    }
-
-    fn hash(&self, kind: Script) -> &str {
-        self.by_kind[&kind].get_hash()
     }
 
     /// Loads every script so that later calls hit the cache: in one round
@@ -65,7 +61,7 @@ impl Scripts {
         let script = op.script(keys);
         let keys = op.keys(keys);
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.hash(script))
+        cmd.arg(self.by_kind[&script].get_hash())
             .arg(keys.len())
             .arg(keys)
             .arg(&self.common)
@@ -74,15 +70,15 @@ impl Scripts {
     }
 
     /// Runs `op` in one round trip (with a `WAIT` for `sync` replicas in
-    /// the same pipeline, if asked) and returns its reply and, with `sync`,
-    /// how many replicas acknowledged it.
+    /// the same pipeline, if asked) and returns its reply, and with `sync`
+    /// whether enough replicas acknowledged it.
     pub(crate) fn run<O: Operation>(
         &self,
         conn: &mut dyn ConnectionLike,
         keys: &LockKeys,
         op: &O,
         sync: Option<SyncReplicas>,
-    ) -> Result<(O::Reply, Option<i64>)> {
+    ) -> Result<Written<O::Reply>> {
         let mut pipe = redis::pipe();
         pipe.add_command(self.evalsha(keys, op));
         if let Some(sync) = sync {
@@ -94,24 +90,21 @@ impl Scripts {
             Some(reply) => op.parse(reply)?,
             None => return Err(unexpected(&"no reply")),
         };
-        let acknowledged = match (sync, replies.next()) {
+        let shortfall = match (sync, replies.next()) {
             (None, _) => None,
-            (Some(_), Some(Value::Int(acknowledged))) => Some(acknowledged),
+            (Some(sync), Some(Value::Int(acknowledged))) => sync.shortfall(acknowledged),
             (Some(_), Some(Value::ServerError(err))) => return Err(crate::Error::from_server(err)),
             (Some(_), other) => return Err(unexpected(&other)),
         };
-        Ok((reply, acknowledged))
+        Ok(Written::new(reply, shortfall))
     }
 
-    /// Gives back the call `entry` names on the lock `keys` (idempotent:
-    /// exactly that call's hold or queue entry, once).
-    pub(crate) fn abandon(
-        &self,
-        conn: &mut dyn ConnectionLike,
-        keys: &LockKeys,
-        entry: QueueEntry<'_>,
-    ) -> Result<()> {
-        self.run(conn, keys, &Abandon { entry }, None).map(drop)
+    /// Gives back `call` (idempotent: exactly that call's hold or queue
+    /// entry, once).
+    pub(crate) fn abandon(&self, conn: &mut dyn ConnectionLike, call: &Call) -> Result<()> {
+        let entry = call.entry();
+        self.run(conn, &call.keys, &Abandon { entry }, None)
+            .map(drop)
     }
 
     /// Sends `pipe` and returns its replies, loading the scripts and sending

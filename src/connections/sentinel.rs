@@ -3,31 +3,22 @@
 //! are dropped from the pool, so the next ones reach its successor.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::ConnectionLike;
 
 use crate::connections::config::Config;
+use crate::connections::topology::MasterNode;
 use crate::error::{Error, ErrorKind, Result, Retry};
 
 use super::{pool_builder, Timeouts};
 
 /// The connections to the master a set of Sentinels names.
 pub(super) struct Sentinel {
-    pool: r2d2::Pool<SentinelManager>,
+    pub(super) pool: r2d2::Pool<SentinelManager>,
     /// For the subscriber's and the watchdog's own connections.
-    manager: SentinelManager,
-}
-
-/// How to connect to the master, as the URL says: with TLS if `tls`, the
-/// credentials and the database `db`.
-pub(super) struct MasterNode {
-    pub(super) tls: bool,
-    pub(super) username: Option<String>,
-    pub(super) password: Option<String>,
-    pub(super) db: i64,
+    pub(super) manager: SentinelManager,
 }
 
 impl Sentinel {
@@ -58,20 +49,6 @@ impl Sentinel {
             .build(manager.clone())
             .map_err(Error::from_pool)?;
         Ok(Sentinel { pool, manager })
-    }
-
-    /// A pooled connection within `timeout`.
-    pub(super) fn checkout(
-        &self,
-        timeout: Duration,
-    ) -> Result<r2d2::PooledConnection<SentinelManager>> {
-        self.pool.get_timeout(timeout).map_err(Error::from_pool)
-    }
-
-    /// A new connection outside the pool to the master the Sentinels name
-    /// now, with the command timeouts set.
-    pub(super) fn connect_master(&self) -> Result<redis::Connection> {
-        self.manager.connect_master()
     }
 }
 
@@ -132,11 +109,9 @@ fn with_certificates(
     let addresses = sentinels
         .iter()
         .map(|url| {
-            let info = url
-                .as_str()
-                .into_connection_info()
-                .map_err(invalid_sentinel_url)?;
-            Ok(info.addr().clone())
+            let info = url.as_str().into_connection_info();
+            info.map(|info| info.addr().clone())
+                .map_err(invalid_sentinel_url)
         })
         .collect::<Result<Vec<_>>>()?;
     let mut builder =
@@ -191,7 +166,9 @@ pub(crate) struct SentinelManager {
 }
 
 impl SentinelManager {
-    fn connect_master(&self) -> Result<redis::Connection> {
+    /// A new connection outside the pool to the master the Sentinels name
+    /// now, with the command timeouts set.
+    pub(super) fn connect_master(&self) -> Result<redis::Connection> {
         // Ask the Sentinels for the master's address, then connect to it,
         // without `CLIENT SETINFO` whichever way the client was built.
         let master = self.client.lock().get_client().map_err(Error::from_redis)?;
@@ -204,25 +181,15 @@ impl SentinelManager {
 /// A connection to the master of the moment; `demoted` once it answered
 /// `READONLY` (it became a replica), so the pool lets it go.
 pub(crate) struct SentinelConnection {
-    conn: redis::Connection,
+    pub(super) conn: redis::Connection,
     demoted: bool,
 }
 
 impl SentinelConnection {
-    pub(super) fn get(&mut self) -> &mut dyn ConnectionLike {
-        &mut self.conn
-    }
-
-    pub(super) fn set_timeouts(&self, timeout: Duration) -> Result<()> {
-        super::set_timeouts(&self.conn, timeout).map_err(Error::from_redis)
-    }
-
     /// Marks the connection demoted if `err` is `READONLY` (see
     /// [`Conn::note`](super::Conn::note)); true when it is.
     pub(super) fn note(&mut self, err: &Error) -> bool {
-        if err.retry() == Retry::DemotedMaster {
-            self.demoted = true;
-        }
+        self.demoted |= err.retry() == Retry::DemotedMaster;
         self.demoted
     }
 }
@@ -240,9 +207,8 @@ impl r2d2::ManageConnection for SentinelManager {
 
     fn is_valid(&self, conn: &mut SentinelConnection) -> Result<()> {
         redis::cmd("PING")
-            .query::<()>(&mut conn.conn)
-            .map_err(Error::from_redis)?;
-        Ok(())
+            .query(&mut conn.conn)
+            .map_err(Error::from_redis)
     }
 
     fn has_broken(&self, conn: &mut SentinelConnection) -> bool {

@@ -9,7 +9,7 @@ use super::{open_info, pool_builder, set_timeouts, Timeouts};
 
 /// The connections to one server.
 pub(super) struct Single {
-    pool: r2d2::Pool<redis::Client>,
+    pub(super) pool: r2d2::Pool<redis::Client>,
     /// For the subscriber's and the watchdog's own connections.
     client: redis::Client,
     timeouts: Timeouts,
@@ -27,16 +27,6 @@ impl Single {
             client,
             timeouts: Timeouts::of(config),
         })
-    }
-
-    /// A pooled connection within `timeout`.
-    pub(super) fn checkout(
-        &self,
-        timeout: Duration,
-    ) -> Result<r2d2::PooledConnection<redis::Client>> {
-        self.pool
-            .get_timeout(timeout)
-            .map_err(crate::Error::from_pool)
     }
 
     /// A new connection outside the pool, with the command timeouts set.

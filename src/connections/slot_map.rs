@@ -40,28 +40,21 @@ impl SlotMap {
             let Value::Array(fields) = range else {
                 continue;
             };
-            let bounds: Option<(u16, u16)> = match fields.get(..2) {
-                Some(first_last) => redis::from_redis_value(Value::Array(first_last.to_vec())).ok(),
-                None => None,
-            };
+            let bounds: Option<(u16, u16)> = first_two(&fields);
             let mut master = None;
             for node in fields.into_iter().skip(2) {
                 let address: Option<Address> = match node {
-                    Value::Array(parts) if parts.len() >= 2 => {
-                        redis::from_redis_value(Value::Array(parts[..2].to_vec())).ok()
-                    }
+                    Value::Array(parts) => first_two(&parts),
                     _ => None,
                 };
                 let Some(address) = address.filter(|(host, _)| !host.is_empty()) else {
                     continue;
                 };
-                let index = match map.nodes.iter().position(|known| *known == address) {
-                    Some(index) => index,
-                    None => {
-                        map.nodes.push(address);
-                        map.nodes.len() - 1
-                    }
-                };
+                let index = map.nodes.iter().position(|known| *known == address);
+                let index = index.unwrap_or_else(|| {
+                    map.nodes.push(address);
+                    map.nodes.len() - 1
+                });
                 master.get_or_insert(index);
             }
             if let (Some((first, last)), Some(master)) = (bounds, master) {
@@ -85,6 +78,12 @@ impl SlotMap {
     }
 }
 
+/// The first two fields of a `CLUSTER SLOTS` entry, as a pair (a range's
+/// first and last slot, a node's host and port).
+fn first_two<T: redis::FromRedisValue>(fields: &[Value]) -> Option<T> {
+    redis::from_redis_value(Value::Array(fields.get(..2)?.to_vec())).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,21 +96,19 @@ mod tests {
         ])
     }
 
+    /// A `CLUSTER SLOTS` entry: the slots `first..=last` and their nodes,
+    /// the master first.
+    fn range(first: i64, last: i64, nodes: [Value; 2]) -> Value {
+        let mut range = vec![Value::Int(first), Value::Int(last)];
+        range.extend(nodes);
+        Value::Array(range)
+    }
+
     #[test]
     fn masters_are_the_first_node_of_each_range() {
         let slots = Value::Array(vec![
-            Value::Array(vec![
-                Value::Int(0),
-                Value::Int(8000),
-                node("10.0.0.1", 7000),
-                node("10.0.0.2", 7001),
-            ]),
-            Value::Array(vec![
-                Value::Int(8001),
-                Value::Int(16383),
-                node("10.0.0.2", 7001),
-                node("", 7005),
-            ]),
+            range(0, 8000, [node("10.0.0.1", 7000), node("10.0.0.2", 7001)]),
+            range(8001, 16383, [node("10.0.0.2", 7001), node("", 7005)]),
         ]);
         let map = SlotMap::parse(slots).unwrap();
         assert_eq!(map.nodes().len(), 2);

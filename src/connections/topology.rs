@@ -12,34 +12,37 @@
 //!   master (and its successors), not to the Sentinels (theirs are the
 //!   builder's `sentinel_password` and `sentinel_username`).
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// The parsed form of a client URL: every entry is a plain `redis://` or
 /// `rediss://` URL the `redis` crate understands.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Topology {
     Single(String),
     /// One server, from a `redis::ConnectionInfo` (`Client::builder_from`).
-    Given(Given),
+    Given(Box<redis::ConnectionInfo>),
     Cluster(Vec<String>),
     Sentinel {
         sentinels: Vec<String>,
         master: String,
-        /// How to connect to the master: TLS, credentials, database.
-        tls: bool,
-        username: Option<String>,
-        password: Option<String>,
-        db: i64,
+        node: MasterNode,
     },
+}
+
+/// How to connect to the master a Sentinel URL names, as the URL says: with
+/// TLS if `tls`, the credentials and the database `db`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MasterNode {
+    pub(crate) tls: bool,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) db: i64,
 }
 
 impl Topology {
     pub(crate) fn parse(url: &str) -> Result<Topology> {
         let invalid = |why: &str| {
-            Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!("invalid redis url {:?}: {why}", redact_url(url)),
-            ))
+            Error::invalid_config(format!("invalid redis url {:?}: {why}", redact_url(url)))
         };
         // Anything but `<base>+<kind>://` is one server's URL, for the
         // `redis` crate to accept or reject with its own reasons.
@@ -54,19 +57,19 @@ impl Topology {
             return Ok(Topology::Single(url.to_owned()));
         }
         if base != "redis" && base != "rediss" {
-            return invalid("the scheme must start with redis or rediss");
+            return Err(invalid("the scheme must start with redis or rediss"));
         }
-        let (userinfo, hosts_and_path) = match rest.rsplit_once('@') {
-            Some((userinfo, after)) => (Some(userinfo), after),
-            None => (None, rest),
-        };
-        let (hosts, path) = match hosts_and_path.split_once('/') {
-            Some((hosts, path)) => (hosts, Some(path)),
-            None => (hosts_and_path, None),
-        };
+        let (userinfo, hosts_and_path) = rest
+            .rsplit_once('@')
+            .map_or((None, rest), |(userinfo, after)| (Some(userinfo), after));
+        let (hosts, path) = hosts_and_path
+            .split_once('/')
+            .map_or((hosts_and_path, None), |(hosts, path)| (hosts, Some(path)));
         let hosts: Vec<&str> = hosts.split(',').map(str::trim).collect();
         if hosts.iter().any(|h| h.is_empty() || !h.contains(':')) {
-            return invalid("every node must be written host:port, separated by commas");
+            return Err(invalid(
+                "every node must be written host:port, separated by commas",
+            ));
         }
         let node_url = |host: &str, with_credentials: bool| match userinfo {
             Some(userinfo) if with_credentials => format!("{base}://{userinfo}@{host}"),
@@ -75,7 +78,7 @@ impl Topology {
         match kind {
             "cluster" => {
                 if path.is_some_and(|p| !p.is_empty() && p != "0") {
-                    return invalid("Redis Cluster has only database 0");
+                    return Err(invalid("Redis Cluster has only database 0"));
                 }
                 Ok(Topology::Cluster(
                     hosts.iter().map(|h| node_url(h, true)).collect(),
@@ -85,14 +88,13 @@ impl Topology {
                 let mut parts = path.unwrap_or("").split('/');
                 let master = parts.next().unwrap_or("");
                 if master.is_empty() {
-                    return invalid("a sentinel url ends with /<master name>");
+                    return Err(invalid("a sentinel url ends with /<master name>"));
                 }
                 let db = match parts.next() {
                     None | Some("") => 0,
-                    Some(db) => match db.parse() {
-                        Ok(db) => db,
-                        Err(_) => return invalid("the database must be a number"),
-                    },
+                    Some(db) => db
+                        .parse()
+                        .map_err(|_| invalid("the database must be a number"))?,
                 };
                 let (username, password) = match userinfo.map(|u| u.split_once(':')) {
                     None => (None, None),
@@ -105,13 +107,17 @@ impl Topology {
                 Ok(Topology::Sentinel {
                     sentinels: hosts.iter().map(|h| node_url(h, false)).collect(),
                     master: master.to_owned(),
-                    tls: base == "rediss",
-                    username,
-                    password,
-                    db,
+                    node: MasterNode {
+                        tls: base == "rediss",
+                        username,
+                        password,
+                        db,
+                    },
                 })
             }
-            _ => invalid("unknown scheme (expected redis+cluster or redis+sentinel)"),
+            _ => Err(invalid(
+                "unknown scheme (expected redis+cluster or redis+sentinel)",
+            )),
         }
     }
 
@@ -136,11 +142,11 @@ impl Topology {
             _ => None,
         };
         match why {
-            Some(why) => Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!("invalid redis connection info for {}: {why}", info.addr()),
-            )),
-            None => Ok(Topology::Given(Given(Box::new(info.clone())))),
+            Some(why) => Err(Error::invalid_config(format!(
+                "invalid redis connection info for {}: {why}",
+                info.addr()
+            ))),
+            None => Ok(Topology::Given(Box::new(info.clone()))),
         }
     }
 
@@ -155,9 +161,9 @@ impl Topology {
         };
         match self {
             Topology::Single(url) => tls_url(url),
-            Topology::Given(given) => is_tls(given.0.addr()),
+            Topology::Given(info) => is_tls(info.addr()),
             Topology::Cluster(nodes) => nodes.iter().any(|node| tls_url(node)),
-            Topology::Sentinel { tls, .. } => *tls,
+            Topology::Sentinel { node, .. } => node.tls,
         }
     }
 
@@ -166,8 +172,7 @@ impl Topology {
     /// The topology of a cluster given by its seed nodes' URLs.
     pub(crate) fn of_cluster_nodes(nodes: &[String]) -> Result<Topology> {
         if nodes.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
+            return Err(Error::invalid_config(
                 "a cluster needs at least one seed node",
             ));
         }
@@ -176,13 +181,10 @@ impl Topology {
                 .split_once("://")
                 .is_some_and(|(scheme, _)| scheme == "unix" || scheme.ends_with("+unix"));
             if unix || !matches!(Topology::parse(node)?, Topology::Single(_)) {
-                return Err(Error::new(
-                    ErrorKind::InvalidConfig,
-                    format!(
-                        "cluster seed nodes are redis:// or rediss:// urls, got {:?}",
-                        redact_url(node)
-                    ),
-                ));
+                return Err(Error::invalid_config(format!(
+                    "cluster seed nodes are redis:// or rediss:// urls, got {:?}",
+                    redact_url(node)
+                )));
             }
         }
         Ok(Topology::Cluster(nodes.to_vec()))
@@ -193,22 +195,6 @@ impl Topology {
 fn is_tls(addr: &redis::ConnectionAddr) -> bool {
     matches!(addr, redis::ConnectionAddr::TcpTls { .. })
 }
-
-/// One server's connection settings as a `redis` crate user holds them.
-#[derive(Debug, Clone)]
-pub(crate) struct Given(pub(crate) Box<redis::ConnectionInfo>);
-
-/// The same address and settings (the `redis` crate's `ConnectionInfo` has
-/// no `PartialEq`; its `Debug` shows every field, the password redacted).
-impl PartialEq for Given {
-    fn eq(&self, other: &Given) -> bool {
-        self.0.addr() == other.0.addr()
-            && self.0.redis_settings().password() == other.0.redis_settings().password()
-            && format!("{:?}", self.0) == format!("{:?}", other.0)
-    }
-}
-
-impl Eq for Given {}
 
 /// The URL with any password replaced by `***`, fit for logs and messages.
 ///
@@ -271,22 +257,25 @@ fn redact_query(query: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
+
+    /// What `url` names, as one server's URL.
+    fn single(url: &str) -> String {
+        match Topology::parse(url).unwrap() {
+            Topology::Single(url) => url,
+            other => panic!("not one server: {other:?}"),
+        }
+    }
 
     #[test]
     fn plain_urls_stay_as_they_are() {
-        assert_eq!(
-            Topology::parse("redis://h:1/2").unwrap(),
-            Topology::Single("redis://h:1/2".to_owned())
-        );
+        assert_eq!(single("redis://h:1/2"), "redis://h:1/2");
     }
 
     #[test]
     fn unix_socket_urls_are_one_server_and_never_cluster_seeds() {
         for url in ["redis+unix:///tmp/r.sock?db=1", "unix:///tmp/r.sock"] {
-            assert_eq!(
-                Topology::parse(url).unwrap(),
-                Topology::Single(url.to_owned())
-            );
+            assert_eq!(single(url), url);
         }
         let err = Topology::of_cluster_nodes(&["unix:///tmp/r.sock".to_owned()]).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
@@ -294,26 +283,36 @@ mod tests {
 
     #[test]
     fn cluster_urls_list_every_seed_with_the_credentials() {
+        let url = "rediss+cluster://u:p@a:1, b:2,c:3";
+        let Topology::Cluster(seeds) = Topology::parse(url).unwrap() else {
+            panic!("not a cluster: {url}");
+        };
         assert_eq!(
-            Topology::parse("rediss+cluster://u:p@a:1, b:2,c:3").unwrap(),
-            Topology::Cluster(vec![
-                "rediss://u:p@a:1".to_owned(),
-                "rediss://u:p@b:2".to_owned(),
-                "rediss://u:p@c:3".to_owned(),
-            ])
+            seeds,
+            ["rediss://u:p@a:1", "rediss://u:p@b:2", "rediss://u:p@c:3"]
         );
     }
 
     #[test]
     fn sentinel_urls_name_the_master_and_keep_credentials_for_it() {
+        let url = "redis+sentinel://:pw@a:1,b:2/orders/3";
+        let Topology::Sentinel {
+            sentinels,
+            master,
+            node,
+        } = Topology::parse(url).unwrap()
+        else {
+            panic!("not a sentinel url: {url}");
+        };
+        assert_eq!(sentinels, ["redis://a:1", "redis://b:2"]);
+        assert_eq!(master, "orders");
+        let password = Some("pw".to_owned());
         assert_eq!(
-            Topology::parse("redis+sentinel://:pw@a:1,b:2/orders/3").unwrap(),
-            Topology::Sentinel {
-                sentinels: vec!["redis://a:1".to_owned(), "redis://b:2".to_owned()],
-                master: "orders".to_owned(),
+            node,
+            MasterNode {
                 tls: false,
                 username: None,
-                password: Some("pw".to_owned()),
+                password,
                 db: 3,
             }
         );

@@ -14,11 +14,11 @@ use crate::handles::lease_policy::LeasePolicy;
 use crate::handles::target::Target;
 use crate::handles::wait::{NoWait, Wait};
 use crate::machinery::holds::{Granted, Hold};
-use crate::machinery::observe::{self, Labels, Outcome};
+use crate::machinery::observe::{self, Labels};
 use crate::machinery::shared::{ClientInner, Shared};
-use crate::machinery::waiters::{Waiter, Wake};
+use crate::machinery::waiters::{poll_time, Waiter, Wake};
 use crate::protocol::{
-    Acquire, AcquireReply, Ask, Cancel, CancelReply, Lease, LockKeys, Mode, Renew, Written,
+    Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Renew, Written,
 };
 
 /// Consecutive connection failures of one waiting call.
@@ -91,12 +91,10 @@ impl<'m> Acquisition<'m> {
     /// Waits as `wait` says; the hold it got, in the guard core every
     /// guard wraps.
     pub(crate) fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
-        let cancel = wait.canceller();
-        let got = match wait.deadline() {
-            Err(NoWait) => self.try_once()?,
-            Ok(deadline) => self.wait(deadline, cancel)?,
-        };
-        Ok(got)
+        match wait.deadline() {
+            Err(NoWait) => self.try_once(),
+            Ok(deadline) => self.wait(deadline, wait.canceller()),
+        }
     }
 
     /// The labels of this lock's metrics (see [`observe`]).
@@ -110,39 +108,36 @@ impl<'m> Acquisition<'m> {
     fn observed(
         &self,
         started: Instant,
-        result: Result<Option<CallHold>>,
+        mut result: Result<Option<CallHold>>,
         cancel: Option<&WaitCanceller>,
     ) -> Result<Option<CallHold>> {
         let waited = started.elapsed();
         let outcome = match &result {
-            Ok(Some(_)) => Outcome::Acquired,
-            Ok(None) if cancel.is_some_and(WaitCanceller::is_cancelled) => Outcome::Cancelled,
-            Ok(None) => Outcome::TimedOut,
-            Err(_) => Outcome::Failed,
+            Ok(Some(_)) => "acquired",
+            Ok(None) if cancel.is_some_and(WaitCanceller::is_cancelled) => "cancelled",
+            Ok(None) => "timed_out",
+            Err(_) => "failed",
         };
         observe::wait_ended(&self.labels(), outcome, waited);
-        result.map(|got| {
-            got.map(|mut got| {
-                got.waited = waited;
-                got
-            })
-        })
+        if let Ok(Some(got)) = &mut result {
+            got.waited = waited;
+        }
+        result
     }
 
     /// A new call of this thread (or of its own, unbound) on this lock,
     /// with its own wait id.
     fn waiter(&self) -> Arc<Waiter> {
         let id = self.shared.next_wait_id();
-        let owner = self
-            .shared
-            .owner_id(self.unbound.then_some(id), self.owner_tag);
-        Arc::new(Waiter::new(
+        Arc::new(Waiter::new(Call {
+            keys: Arc::clone(self.keys),
+            owner: self
+                .shared
+                .owner_id(self.unbound.then_some(id), self.owner_tag),
             id,
-            Arc::clone(self.keys),
-            owner,
-            self.lease,
-            self.ask,
-        ))
+            lease: self.lease,
+            ask: self.ask,
+        }))
     }
 
     /// One attempt that never queues (`try_lock`).
@@ -163,17 +158,16 @@ impl<'m> Acquisition<'m> {
     ) -> Result<Option<CallHold>> {
         let started = Instant::now();
         let waiter = self.waiter();
-        let shared = self.shared;
         let labels = self.labels();
         observe::waiting(&labels, 1.0);
         // Registered before the first attempt reaches Redis, so that no
         // handoff message can arrive for an id nobody listens to.
-        shared.register_waiter(Arc::clone(&waiter));
+        self.shared.register_waiter(Arc::clone(&waiter));
         if let Some(cancel) = cancel {
             cancel.watch(&waiter);
         }
         let result = self.wait_in_queue(&waiter, deadline);
-        shared.forget_waiter(waiter.id);
+        self.shared.forget_waiter(waiter.call.id);
         observe::waiting(&labels, -1.0);
         self.observed(started, result, cancel)
     }
@@ -246,24 +240,27 @@ impl<'m> Acquisition<'m> {
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        match self.send_attempt(waiter, mode)?.into_parts() {
-            (AcquireReply::Acquired { token, pttl_ms }, replicated) => self
+        let (reply, replicated) = self.send_attempt(waiter, mode)?.into_parts();
+        match reply {
+            AcquireReply::Acquired { token, pttl_ms } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated)
                 .map(Some),
             // A queue entry too few replicas saw costs at most its place
             // after a failover; the wait goes on.
-            (
-                AcquireReply::Waiting {
-                    pttl_ms,
-                    position,
-                    last_token,
-                },
-                _,
-            ) => {
+            AcquireReply::Waiting {
+                pttl_ms,
+                position,
+                last_token,
+            } => {
                 if position.is_some() {
                     waiter.saw_queued(sent, last_token);
                 }
-                waiter.schedule_after_reply(position, pttl_ms);
+                // The head of the queue polls when the holder's lease would
+                // run out, the others wait to be told; a poll time set
+                // meanwhile by a message stands (see `Waiter::poll_by`).
+                if position == Some(0) {
+                    waiter.poll_by(poll_time(pttl_ms));
+                }
                 Ok(None)
             }
         }
@@ -271,24 +268,24 @@ impl<'m> Acquisition<'m> {
 
     /// Sends one attempt.
     fn send_attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Written<AcquireReply>> {
-        let shared = self.shared;
+        let (shared, call) = (self.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::live_token`); a semaphore's calls never re-enter.
         let live_token = if self.ask.reentrant() && !self.unbound {
-            shared.live_token(waiter.keys.lock(), &waiter.owner)
+            shared.live_token(call.keys.lock(), &call.owner)
         } else {
             0
         };
         let op = Acquire {
             ask: self.ask,
-            owner: &waiter.owner,
+            owner: &call.owner,
             lease: self.lease,
             waiter_timeout: shared.config().waiter_timeout,
             mode,
-            wait_id: waiter.id,
+            wait_id: call.id,
             live_token,
         };
-        shared.call_write(&waiter.keys, &op)
+        shared.call_write(&call.keys, &op)
     }
 
     /// The hold this call was answered with (the request sent at `sent`,
@@ -314,28 +311,25 @@ impl<'m> Acquisition<'m> {
     /// lock had been handed over already. If that fails, the watchdog gives
     /// the call back later (it may have been handed the lock meanwhile).
     fn leave_queue(&self, waiter: &Waiter) -> Result<Option<CallHold>> {
-        let entry = waiter.entry();
+        let entry = waiter.call.entry();
         let sent = Instant::now();
-        match self
+        let (reply, replicated) = self
             .shared
-            .call_write(&waiter.keys, &Cancel { entry })
-            .map(Written::into_parts)
-        {
-            Ok((CancelReply::Kept { token, pttl_ms }, replicated)) => self
+            .call_write(&waiter.call.keys, &Cancel { entry })
+            .inspect_err(|_| self.give_back_later(waiter))?
+            .into_parts();
+        match reply {
+            CancelReply::Kept { token, pttl_ms } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated)
                 .map(Some),
-            Ok((CancelReply::Left, _)) => Ok(None),
-            Err(err) => {
-                self.give_back_later(waiter);
-                Err(err)
-            }
+            CancelReply::Left => Ok(None),
         }
     }
 
     /// Has the watchdog give back whatever this waiter's call holds or
     /// queued, once Redis answers (see [`GiveBacks`](crate::machinery::give_backs)).
     fn give_back_later(&self, waiter: &Waiter) {
-        self.shared.give_back_later(&waiter.keys, waiter.entry());
+        self.shared.give_back_later(&waiter.call);
     }
 
     /// With `sync_replicas`, makes sure enough replicas saw the handoff that
@@ -348,15 +342,13 @@ impl<'m> Acquisition<'m> {
             return Ok(());
         }
         let op = Renew {
-            owner: &waiter.owner,
+            owner: &waiter.call.owner,
             token,
-            call: waiter.id,
-            lease: match self.lease {
-                Lease::Renewed(lease) => Some(lease),
-                Lease::Fixed(_) => None,
-            },
+            call: waiter.call.id,
+            // A fixed lease is written again as it is.
+            lease: (!self.lease.is_fixed()).then(|| self.lease.duration()),
         };
-        let (renewed, replicated) = shared.call_write(&waiter.keys, &op)?.into_parts();
+        let (renewed, replicated) = shared.call_write(&waiter.call.keys, &op)?.into_parts();
         if !renewed {
             return Err(Error::new(
                 ErrorKind::LeaseLost,
@@ -372,7 +364,7 @@ impl<'m> Acquisition<'m> {
     /// Gives back the hold this waiter's call took, which is not to be used
     /// (now, or through the watchdog if Redis fails meanwhile).
     fn roll_back(&self, waiter: &Waiter) {
-        self.shared.give_back_now(&waiter.keys, waiter.entry());
+        self.shared.give_back_now(&waiter.call);
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
@@ -380,30 +372,23 @@ impl<'m> Acquisition<'m> {
     /// counts from `since` (when a request that ran before the grant was
     /// sent) and lasts `lease_left` by Redis's clock.
     fn hold(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> CallHold {
-        let shared = self.shared;
         let hold = Hold::new(
             Granted {
-                keys: Arc::clone(&waiter.keys),
-                owner: waiter.owner.clone(),
+                call: waiter.call.clone(),
                 token,
-                call: waiter.id,
-                exclusive: self.ask.exclusive(),
                 labels: self.labels(),
                 since,
                 lease_left,
                 max_hold: self.policy.max_hold(),
             },
-            shared.config().clock_drift,
+            self.shared.config().clock_drift,
         );
-        let hold = shared.register_hold(hold, !self.lease.is_fixed());
+        let hold = self.shared.register_hold(hold, !self.lease.is_fixed());
         CallHold {
             client: Arc::clone(self.client),
             target: self.target.clone(),
             policy: self.policy,
             hold,
-            call: waiter.id,
-            lease: self.lease,
-            ask: self.ask,
             waited: Duration::ZERO,
             released: false,
         }

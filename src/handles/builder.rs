@@ -33,28 +33,11 @@ pub struct ClientBuilder {
 }
 
 impl ClientBuilder {
-    pub(crate) fn new(url: &str) -> Self {
+    /// The defaults, connecting to `target`.
+    pub(crate) fn of(target: Target) -> Self {
         ClientBuilder {
             config: Config {
-                target: Target::Url(url.to_owned()),
-                ..Config::default()
-            },
-        }
-    }
-
-    pub(crate) fn from_info(info: redis::RedisResult<redis::ConnectionInfo>) -> Self {
-        ClientBuilder {
-            config: Config {
-                target: Target::Info(info.map(Box::new).map_err(|err| err.to_string())),
-                ..Config::default()
-            },
-        }
-    }
-
-    pub(crate) fn cluster(nodes: Vec<String>) -> Self {
-        ClientBuilder {
-            config: Config {
-                target: Target::ClusterNodes(nodes),
+                target,
                 ..Config::default()
             },
         }
@@ -510,7 +493,8 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        ClientBuilder::new("redis://x").config.validate().unwrap();
+        let url = Target::Url("redis://x".to_owned());
+        ClientBuilder::of(url).config.validate().unwrap();
         assert_eq!(
             Config::default().watchdog_period(),
             Duration::from_secs(10) / 3

@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::handles::lease_policy::LeasePolicy;
-use crate::handles::lease_signal::LeaseSignal;
 use crate::handles::target::Target;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::ClientInner;
-use crate::protocol::{Access, Ask, Lease, QueueEntry, Release, ReleaseReply};
+use crate::protocol::{Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
@@ -23,59 +22,20 @@ pub(crate) struct CallHold {
     /// guard gives that handle back).
     pub(crate) target: Target,
     pub(crate) policy: LeasePolicy,
+    /// The hold, with the acquire call that made it: the release names
+    /// that call, and so does a give-back of it.
     pub(crate) hold: Arc<Hold>,
-    /// Id of the acquire call that made the hold: the release names it.
-    pub(crate) call: u64,
-    /// That call's lease and what it asked for (for a give-back of the call).
-    pub(crate) lease: Lease,
-    pub(crate) ask: Ask,
     /// How long the acquire call waited, from its start to its return.
     pub(crate) waited: Duration,
     pub(crate) released: bool,
 }
 
 impl CallHold {
-    /// The lock's name.
-    pub(crate) fn name(&self) -> &str {
-        self.target.name()
-    }
-
-    pub(crate) fn fencing_token(&self) -> u64 {
-        self.hold.token
-    }
-
-    pub(crate) fn is_lease_lost(&self) -> bool {
-        self.hold.is_lost()
-    }
-
-    pub(crate) fn lease_signal(&self) -> LeaseSignal {
-        LeaseSignal::new(Arc::clone(&self.hold))
-    }
-
-    /// A reader-writer lock's hold: read or write.
-    pub(crate) fn access(&self) -> Option<Access> {
-        self.ask.access()
-    }
-
-    /// The permits the hold takes: a semaphore's; 1 for the other kinds.
-    pub(crate) fn permits(&self) -> u32 {
-        self.ask.permits()
-    }
-
     /// What the hold is, for messages: `semaphore "uploads" permit`,
     /// `election "scheduler" leadership`.
     fn what(&self) -> String {
-        self.ask.describe_on(self.hold.keys.kind(), self.name())
-    }
-
-    /// The acquire call that made the hold, as a give-back names it.
-    fn call_entry(&self) -> QueueEntry<'_> {
-        QueueEntry {
-            owner: &self.hold.owner,
-            wait_id: self.call,
-            lease: self.lease,
-            ask: self.ask,
-        }
+        let call = &self.hold.call;
+        call.ask.describe_on(call.keys.kind(), self.target.name())
     }
 
     /// Releases the hold (once; later calls do nothing). Waiters of this
@@ -92,9 +52,13 @@ impl CallHold {
         }
         let shared = &self.client.shared;
         shared.unregister_hold(&self.hold);
-        let (owner, token, call) = (self.hold.owner.as_str(), self.hold.token, self.call);
-        let keys = &self.hold.keys;
-        let release = Release { owner, token, call };
+        let (call, token) = (&self.hold.call, self.hold.token);
+        let keys = &call.keys;
+        let release = Release {
+            owner: &call.owner,
+            token,
+            call: call.id,
+        };
         let sent = match budget {
             Some(budget) => shared.call_write_within(keys, &release, budget),
             None => shared.call_write(keys, &release),
@@ -104,7 +68,7 @@ impl CallHold {
                 // Not sent, or its reply lost: the watchdog gives the call
                 // back once Redis answers, so the hold does not wait out its
                 // lease.
-                shared.give_back_later(keys, self.call_entry());
+                shared.give_back_later(call);
             })?
             .into_parts();
         match reply {

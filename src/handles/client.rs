@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::connections::config::Config;
+use crate::connections::config::{self, Config};
 use crate::connections::topology::Topology;
 use crate::error::Result;
 use crate::handles::builder::ClientBuilder;
@@ -84,7 +84,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder::new(url)
+        ClientBuilder::of(config::Target::Url(url.to_owned()))
     }
 
     /// Starts a builder for a client of the one server `info` names:
@@ -122,7 +122,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn builder_from(info: impl redis::IntoConnectionInfo) -> ClientBuilder {
-        ClientBuilder::from_info(info.into_connection_info())
+        let info = info.into_connection_info().map(Box::new);
+        ClientBuilder::of(config::Target::Info(info.map_err(|err| err.to_string())))
     }
 
     /// Starts a builder for a Redis Cluster client from seed node URLs, as
@@ -140,7 +141,8 @@ impl Client {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        ClientBuilder::cluster(nodes.into_iter().map(|n| n.as_ref().to_owned()).collect())
+        let nodes = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
+        ClientBuilder::of(config::Target::ClusterNodes(nodes))
     }
 
     /// A handle to the lock called `name`. No I/O happens here; an invalid

@@ -98,10 +98,10 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// # Ok(()) }
     /// ```
     pub fn value(&self) -> String {
-        let config = self.shared().config();
-        let own = || config.identity.clone();
-        let value = self.kind.value.as_deref().map(str::to_owned).or_else(own);
-        value.unwrap_or_else(|| self.shared().client_id().to_owned())
+        let shared = self.shared();
+        let identity = shared.config().identity.as_deref();
+        let value = self.kind.value.as_deref().or(identity);
+        value.unwrap_or(shared.client_id()).to_owned()
     }
 
     /// Waits as `wait` says in the election's queue, and returns once this
@@ -245,7 +245,7 @@ impl<O: Ownership> Guard<kind::Election, O> {
     /// # Ok(()) }
     /// ```
     pub fn value(&self) -> &str {
-        let owner = &self.hold().hold.owner;
+        let owner = &self.hold.hold.call.owner;
         owner.split_once('@').map_or("", |(_, value)| value)
     }
 }

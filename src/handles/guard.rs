@@ -3,6 +3,7 @@
 //! leadership's term, ...) live beside that kind's requests.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
@@ -47,7 +48,7 @@ use crate::protocol::Access;
 /// ```
 #[must_use = "if unused the hold is released immediately"]
 pub struct Guard<K: HoldKind, O: Ownership = Bound> {
-    hold: CallHold,
+    pub(crate) hold: CallHold,
     kind: PhantomData<Marks<K, O>>,
 }
 
@@ -63,10 +64,6 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
         }
     }
 
-    pub(crate) fn hold(&self) -> &CallHold {
-        &self.hold
-    }
-
     /// The name of the lock it holds.
     ///
     /// ```no_run
@@ -77,7 +74,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        self.hold.name()
+        self.hold.target.name()
     }
 
     /// The fencing token of this hold: larger than the token of every
@@ -94,7 +91,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn fencing_token(&self) -> u64 {
-        self.hold.fencing_token()
+        self.hold.hold.token
     }
 
     /// How long the call that made this hold waited, from its start to its
@@ -126,7 +123,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn is_lease_lost(&self) -> bool {
-        self.hold.is_lease_lost()
+        self.hold.hold.is_lost()
     }
 
     /// A signal another thread can block on to learn the moment this
@@ -142,7 +139,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn lease_signal(&self) -> LeaseSignal {
-        self.hold.lease_signal()
+        LeaseSignal::new(Arc::clone(&self.hold.hold))
     }
 
     /// A reader-writer lock's hold: read or write; `None` for the other
@@ -156,7 +153,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn access(&self) -> Option<Access> {
-        self.hold.access()
+        self.hold.hold.call.ask.access()
     }
 
     /// The permits the hold takes: a semaphore's (1 unless taken with
@@ -171,7 +168,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn num_permits(&self) -> u32 {
-        self.hold.permits()
+        self.hold.hold.call.ask.permits()
     }
 
     /// Releases the hold and reports how that went; the waiters it admits
@@ -237,9 +234,9 @@ impl<K: OneLock, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn lock_handle(&self) -> FairLock<K::Lock, O> {
-        let hold = &self.hold;
+        let (hold, call) = (&self.hold, &self.hold.hold.call);
         let kind =
-            <K as kind::sealed::OneLock>::lock_of(hold.target.clone(), hold.ask, &hold.hold.owner);
+            <K::Lock as kind::sealed::Named>::of_hold(hold.target.clone(), call.ask, &call.owner);
         FairLock::new(hold.client.clone(), hold.policy, kind)
     }
 }

@@ -260,45 +260,14 @@ pub(crate) mod sealed {
         const KIND: LockKind;
         /// The lock's name and keys.
         fn target(&self) -> &Target;
+        /// The lock a hold of acquire call `ask` on `target` by `owner` is
+        /// of (what a guard's `lock_handle` gives back).
+        fn of_hold(target: Target, ask: Ask, owner: &str) -> Self;
     }
 
     pub trait HoldKind {}
 
-    pub trait OneLock {
-        /// The kind value of the lock a hold of acquire call `ask` on
-        /// `target` by `owner` is of.
-        fn lock_of(target: Target, ask: Ask, owner: &str) -> <Self as super::OneLock>::Lock
-        where
-            Self: super::OneLock;
-    }
-
-    impl OneLock for super::Mutex {
-        fn lock_of(target: Target, _: Ask, _: &str) -> super::Mutex {
-            super::Mutex { target }
-        }
-    }
-    impl OneLock for super::Semaphore {
-        fn lock_of(target: Target, ask: Ask, _: &str) -> super::Semaphore {
-            let permits = ask.capacity();
-            super::Semaphore { target, permits }
-        }
-    }
-    impl OneLock for super::Read {
-        fn lock_of(target: Target, _: Ask, _: &str) -> super::RwLock {
-            super::RwLock { target }
-        }
-    }
-    impl OneLock for super::Write {
-        fn lock_of(target: Target, _: Ask, _: &str) -> super::RwLock {
-            super::RwLock { target }
-        }
-    }
-    impl OneLock for super::Election {
-        fn lock_of(target: Target, _: Ask, owner: &str) -> super::Election {
-            let value = crate::Participant::new(owner).identity().map(Into::into);
-            super::Election { target, value }
-        }
-    }
+    pub trait OneLock {}
 
     impl Kind for super::Mutex {}
     impl Kind for super::Semaphore {}
@@ -311,11 +280,19 @@ pub(crate) mod sealed {
     impl HoldKind for super::Write {}
     impl HoldKind for super::Election {}
     impl HoldKind for super::Any {}
+    impl OneLock for super::Mutex {}
+    impl OneLock for super::Semaphore {}
+    impl OneLock for super::Read {}
+    impl OneLock for super::Write {}
+    impl OneLock for super::Election {}
 
     impl Named for super::Mutex {
         const KIND: LockKind = LockKind::Mutex;
         fn target(&self) -> &Target {
             &self.target
+        }
+        fn of_hold(target: Target, _: Ask, _: &str) -> Self {
+            super::Mutex { target }
         }
     }
     impl Named for super::Semaphore {
@@ -323,17 +300,28 @@ pub(crate) mod sealed {
         fn target(&self) -> &Target {
             &self.target
         }
+        fn of_hold(target: Target, ask: Ask, _: &str) -> Self {
+            let permits = ask.capacity();
+            super::Semaphore { target, permits }
+        }
     }
     impl Named for super::RwLock {
         const KIND: LockKind = LockKind::RwLock;
         fn target(&self) -> &Target {
             &self.target
         }
+        fn of_hold(target: Target, _: Ask, _: &str) -> Self {
+            super::RwLock { target }
+        }
     }
     impl Named for super::Election {
         const KIND: LockKind = LockKind::Election;
         fn target(&self) -> &Target {
             &self.target
+        }
+        fn of_hold(target: Target, _: Ask, owner: &str) -> Self {
+            let value = crate::Participant::new(owner).identity().map(Into::into);
+            super::Election { target, value }
         }
     }
 }

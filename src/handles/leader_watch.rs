@@ -165,20 +165,19 @@ impl LeaderWatch {
     /// are read first, so that none is passed.
     fn read(&mut self) -> Result<()> {
         let leader = self.election.leader()?;
-        if std::mem::replace(&mut self.first_read, false) {
-            if let Some(leader) = &leader {
-                self.floor = self.floor.max(leader.term.saturating_sub(1));
-                self.pending.retain(|&term, _| term >= leader.term);
-            }
-        }
+        let first = std::mem::replace(&mut self.first_read, false);
         let Some(leader) = leader else {
             return Ok(());
         };
+        if first {
+            self.floor = self.floor.max(leader.term.saturating_sub(1));
+            self.pending.retain(|&term, _| term >= leader.term);
+        }
         if leader.term <= self.floor {
             return Ok(());
         }
-        let unheard = self.pending.insert(leader.term, leader).is_none();
-        if unheard {
+        // A leader no message told of yet: the messages may be waiting.
+        if self.pending.insert(leader.term, leader).is_none() {
             while let Heard::Message(message) = self.receive(DRAIN_WAIT)? {
                 self.heard(message);
             }
@@ -229,8 +228,7 @@ impl LeaderWatch {
         // call. (It holds nothing else to drop: its message cache stays
         // empty, as the subscription was made without it.)
         let mut pubsub = ManuallyDrop::new(conn.as_pubsub());
-        let received = pubsub.get_message();
-        match received {
+        match pubsub.get_message() {
             Ok(message) => Ok(Heard::Message(ElectionMessage::parse(
                 message.get_payload_bytes(),
             ))),

@@ -139,7 +139,7 @@ impl LeaseSignal {
 impl std::fmt::Debug for LeaseSignal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaseSignal")
-            .field("lock", &self.hold.keys.lock())
+            .field("lock", &self.hold.call.keys.lock())
             .field("fencing_token", &self.hold.token)
             .field("ended", &self.ended())
             .finish()

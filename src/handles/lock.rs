@@ -54,12 +54,7 @@ pub struct FairLock<K: Kind, O: Ownership = Bound> {
 
 impl<K: Kind, O: Ownership> Clone for FairLock<K, O> {
     fn clone(&self) -> Self {
-        FairLock {
-            client: Arc::clone(&self.client),
-            policy: self.policy,
-            kind: self.kind.clone(),
-            owner: PhantomData,
-        }
+        self.owned_as()
     }
 }
 
@@ -162,10 +157,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     }
 
     fn with_policy(&self, policy: LeasePolicy) -> Self {
-        FairLock {
-            policy,
-            ..self.clone()
-        }
+        FairLock::new(Arc::clone(&self.client), policy, self.kind.clone())
     }
 
     pub(crate) fn shared(&self) -> &Shared {

@@ -5,9 +5,10 @@
 //! deadlock, and each name stays FIFO. A call that gives up (timeout,
 //! cancellation, an error) releases what it took and leaves no queue entry.
 
+use std::cmp::Reverse;
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
@@ -127,8 +128,10 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
     /// set, from the call's start.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidConfig`] for an empty set (or a bad lease),
-    /// [`ErrorKind::InvalidName`] for a bad name: both before any I/O.
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) for an
+    /// empty set (or a bad lease),
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
+    /// name: both before any I/O.
     /// Otherwise as [`FairMutex::lock_with`](crate::FairMutex::lock_with);
     /// the parts taken so far are released first.
     ///
@@ -224,8 +227,7 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
     /// once (a write over a read of the same rwlock).
     fn ordered(&self) -> Result<Vec<&(Target, Ask)>> {
         if self.kind.parts.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
+            return Err(Error::invalid_config(
                 "a multi-lock needs at least one name",
             ));
         }
@@ -234,10 +236,7 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
             parts.push((part.0.keys()?.lock(), part));
         }
         // Writes first among equal keys, so the dedup below keeps them.
-        parts.sort_by(|a, b| {
-            let exclusive = |part: &(Target, Ask)| part.1.exclusive();
-            a.0.cmp(b.0).then(exclusive(b.1).cmp(&exclusive(a.1)))
-        });
+        parts.sort_by_key(|&(key, part)| (key, Reverse(part.1.exclusive())));
         parts.dedup_by(|later, kept| later.0 == kept.0);
         Ok(parts.into_iter().map(|(_, part)| part).collect())
     }
@@ -341,21 +340,15 @@ impl<O: Ownership> MultiGuard<O> {
     /// # Ok(()) }
     /// ```
     pub fn unlock(mut self) -> Result<()> {
-        let mut first_error = None;
-        while let Some(part) = self.parts.pop() {
-            if let Err(err) = part.unlock() {
-                first_error.get_or_insert(err);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        // Every part, the last taken first; the first error is reported.
+        let unlocked = self.parts.drain(..).rev().map(Guard::unlock);
+        unlocked.fold(Ok(()), Result::and)
     }
 }
 
 impl<O: Ownership> Drop for MultiGuard<O> {
     fn drop(&mut self) {
         // The last taken first, as unlock does.
-        while let Some(part) = self.parts.pop() {
-            drop(part);
-        }
+        self.parts.drain(..).rev().for_each(drop);
     }
 }

@@ -219,11 +219,10 @@ impl FairLock<kind::Mutex, Bound> {
         let owner = shared.owner_id(None, None);
         // Only a hold this thread has a live guard of counts as its own.
         let live = shared.live_token(self.target().keys()?.lock(), &owner);
-        Ok(match self.status(1)?.holder() {
-            Some(holder) if holder.who.owner() == owner && holder.fencing_token == live => {
-                holder.hold_count
-            }
-            _ => 0,
-        })
+        let status = self.status(1)?;
+        let ours = status
+            .holder()
+            .filter(|h| h.who.owner() == owner && h.fencing_token == live);
+        Ok(ours.map_or(0, |holder| holder.hold_count))
     }
 }

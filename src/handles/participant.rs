@@ -70,10 +70,8 @@ impl Participant {
     /// the identity if any.
     fn parts(&self) -> (&str, Option<&str>) {
         let rest = self.owner.split_once(':').map_or("", |(_, rest)| rest);
-        match rest.split_once('@') {
-            Some((slot, identity)) => (slot, Some(identity)),
-            None => (rest, None),
-        }
+        rest.split_once('@')
+            .map_or((rest, None), |(slot, identity)| (slot, Some(identity)))
     }
 
     /// The thread's number inside its process; `None` for an

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
@@ -92,12 +92,14 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// returned instead.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`]; [`ErrorKind::InvalidConfig`] when the
-    /// semaphore's permits are not in `1..=`[`MAX_PERMITS`] or `n` is 0 or
-    /// more than [`permits`](Self::permits), before any I/O;
-    /// [`ErrorKind::PermitsMismatch`] when the semaphore is in use with
-    /// another number of permits (nothing is written);
-    /// [`ErrorKind::Connection`] when Redis fails while waiting. As with
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName);
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) when
+    /// the semaphore's permits are not in `1..=`[`MAX_PERMITS`] or `n` is 0
+    /// or more than [`permits`](Self::permits), before any I/O;
+    /// [`ErrorKind::PermitsMismatch`](crate::ErrorKind::PermitsMismatch)
+    /// when the semaphore is in use with another number of permits (nothing
+    /// is written); [`ErrorKind::Connection`](crate::ErrorKind::Connection)
+    /// when Redis fails while waiting. As with
     /// [`FairMutex::lock_with`](crate::FairMutex::lock_with), whatever a
     /// call that failed after it was sent took or queued is given back.
     ///
@@ -118,7 +120,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
         n: u32,
         wait: impl Into<Wait>,
     ) -> Result<Option<SemaphorePermit<O>>> {
-        self.request(self.ask(n)?, None, &wait.into())
+        self.request(permits_ask(n, self.kind.permits)?, None, &wait.into())
     }
 
     /// One permit, waiting as `wait` says:
@@ -269,28 +271,21 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     pub fn available(&self) -> Result<u32> {
         Ok(self.status(0)?.available().unwrap_or(self.kind.permits))
     }
-
-    /// What a call for `n` permits asks for; an `n` outside `1..=permits`
-    /// (or a semaphore of bad permits) is an error before any I/O.
-    pub(crate) fn ask(&self, n: u32) -> Result<Ask> {
-        permits_ask(n, self.kind.permits)
-    }
 }
 
 /// What a call for `n` of a semaphore's `permits` asks for; either out of
-/// bounds is [`ErrorKind::InvalidConfig`], before any I/O.
+/// bounds is [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig),
+/// before any I/O.
 pub(crate) fn permits_ask(n: u32, permits: u32) -> Result<Ask> {
     if !(1..=MAX_PERMITS).contains(&permits) {
-        return Err(Error::new(
-            ErrorKind::InvalidConfig,
-            format!("a semaphore's permits must be from 1 to {MAX_PERMITS}, got {permits}"),
-        ));
+        return Err(Error::invalid_config(format!(
+            "a semaphore's permits must be from 1 to {MAX_PERMITS}, got {permits}"
+        )));
     }
     if !(1..=permits).contains(&n) {
-        return Err(Error::new(
-            ErrorKind::InvalidConfig,
-            format!("a call may take from 1 to the semaphore's {permits} permits, asked for {n}"),
-        ));
+        return Err(Error::invalid_config(format!(
+            "a call may take from 1 to the semaphore's {permits} permits, asked for {n}"
+        )));
     }
     Ok(Ask::Permits { n, of: permits })
 }
@@ -298,10 +293,14 @@ pub(crate) fn permits_ask(n: u32, permits: u32) -> Result<Ask> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
+
+    fn kind(n: u32, permits: u32) -> ErrorKind {
+        permits_ask(n, permits).unwrap_err().kind()
+    }
 
     #[test]
     fn permits_out_of_bounds_are_invalid_config() {
-        let kind = |n, permits| permits_ask(n, permits).unwrap_err().kind();
         assert_eq!(kind(1, 0), ErrorKind::InvalidConfig);
         assert_eq!(kind(1, MAX_PERMITS + 1), ErrorKind::InvalidConfig);
         assert!(permits_ask(1, 1).is_ok() && permits_ask(1, MAX_PERMITS).is_ok());
@@ -309,14 +308,8 @@ mod tests {
 
     #[test]
     fn a_call_asks_for_one_to_all_permits() {
-        assert_eq!(
-            permits_ask(0, 3).unwrap_err().kind(),
-            ErrorKind::InvalidConfig
-        );
-        assert_eq!(
-            permits_ask(4, 3).unwrap_err().kind(),
-            ErrorKind::InvalidConfig
-        );
+        assert_eq!(kind(0, 3), ErrorKind::InvalidConfig);
+        assert_eq!(kind(4, 3), ErrorKind::InvalidConfig);
         assert!(permits_ask(1, 3).is_ok() && permits_ask(3, 3).is_ok());
     }
 }

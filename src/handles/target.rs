@@ -34,15 +34,7 @@ impl Target {
     pub(crate) fn keys(&self) -> Result<&Arc<LockKeys>> {
         self.keys.as_ref().map_err(|err| Error::clone(err))
     }
-}
 
-impl std::fmt::Debug for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&format!("{:?}", self.name))
-    }
-}
-
-impl Target {
     /// Frees every hold of the lock, whoever holds it, and hands it on to
     /// the queue in the same step.
     pub(crate) fn force_release(&self, shared: &Shared) -> Result<Freed> {
@@ -51,5 +43,11 @@ impl Target {
             call_key: format!("{}#{}", shared.client_id(), shared.next_wait_id()),
         };
         shared.call_write(self.keys()?, &op)?.replicated()
+    }
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&format!("{:?}", self.name))
     }
 }

@@ -78,10 +78,7 @@ impl Wait {
     /// assert!(!Wait::not_at_all().is_forever());
     /// ```
     pub fn not_at_all() -> Wait {
-        Wait {
-            limit: Limit::NotAtAll,
-            cancel: None,
-        }
+        Wait::limited(Limit::NotAtAll)
     }
 
     /// At most `timeout`, counted from the start of the call it is given to
@@ -94,10 +91,7 @@ impl Wait {
     /// assert!(!wait.is_forever());
     /// ```
     pub fn at_most(timeout: Duration) -> Wait {
-        Wait {
-            limit: Limit::For(timeout),
-            cancel: None,
-        }
+        Wait::limited(Limit::For(timeout))
     }
 
     /// Until `deadline` (one in the past is [`not_at_all`](Self::not_at_all)):
@@ -110,10 +104,7 @@ impl Wait {
     /// assert!(!wait.is_forever());
     /// ```
     pub fn until(deadline: Instant) -> Wait {
-        Wait {
-            limit: Limit::Until(deadline),
-            cancel: None,
-        }
+        Wait::limited(Limit::Until(deadline))
     }
 
     /// The same wait, also ended by `cancel` (from any thread, now or
@@ -144,6 +135,14 @@ impl Wait {
         self.limit == Limit::Forever && self.cancel.is_none()
     }
 
+    /// A wait limited as `limit` says, no canceller.
+    fn limited(limit: Limit) -> Wait {
+        Wait {
+            limit,
+            cancel: None,
+        }
+    }
+
     /// The canceller, if any.
     pub(crate) fn canceller(&self) -> Option<&WaitCanceller> {
         self.cancel.as_ref()
@@ -152,11 +151,7 @@ impl Wait {
     /// The wait of a call starting now: its deadline (`None`: none), or
     /// `Err(())` when it cannot wait at all.
     pub(crate) fn deadline(&self) -> Result<Option<Instant>, NoWait> {
-        if self
-            .cancel
-            .as_ref()
-            .is_some_and(WaitCanceller::is_cancelled)
-        {
+        if self.canceller().is_some_and(WaitCanceller::is_cancelled) {
             return Err(NoWait);
         }
         let now = Instant::now();

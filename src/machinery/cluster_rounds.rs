@@ -18,18 +18,12 @@ pub(crate) enum Group {
     Slot(u16),
 }
 
-impl ClusterRounds {
-    /// Set when a node did not answer for its slots as the map said.
-    pub(crate) fn map_stale(&self) -> &AtomicBool {
-        &self.map_stale
-    }
-}
-
 /// The watchdog's view of a cluster, shared with its renewal threads.
 #[derive(Default)]
 pub(crate) struct ClusterRounds {
     /// Slot map used to group renewals by master.
     pub(crate) map: Mutex<Option<Arc<SlotMap>>>,
+    /// Set when a node did not answer for its slots as the map said.
     pub(crate) map_stale: AtomicBool,
     pub(crate) refreshing: AtomicBool,
     /// Groups whose renewal thread is still running.

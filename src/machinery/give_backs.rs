@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::protocol::{Ask, Lease, LockKeys, QueueEntry};
+use crate::protocol::Call;
 
 /// Most entries kept; past it the oldest is dropped (its lease and its
 /// queue entry still run out by themselves).
@@ -22,27 +22,9 @@ const MAX_PENDING: usize = 10_000;
 
 /// One call to give back.
 pub(crate) struct GiveBack {
-    pub(crate) keys: Arc<LockKeys>,
-    pub(crate) owner: String,
-    pub(crate) call: u64,
-    /// The call's lease, as its queue entry names it.
-    lease: Lease,
-    /// What the call asked for.
-    ask: Ask,
+    pub(crate) call: Call,
     /// A confirmation counts only for a give-back sent from then on.
     retire_from: Instant,
-}
-
-impl GiveBack {
-    /// The call, as its queue entry names it.
-    pub(crate) fn entry(&self) -> QueueEntry<'_> {
-        QueueEntry {
-            owner: &self.owner,
-            wait_id: self.call,
-            lease: self.lease,
-            ask: self.ask,
-        }
-    }
 }
 
 /// The calls of one client still to give back.
@@ -52,23 +34,19 @@ pub(crate) struct GiveBacks {
 }
 
 impl GiveBacks {
-    /// Records the call `entry` names on the lock `keys`, failed just now.
-    pub(crate) fn add(&self, keys: Arc<LockKeys>, entry: QueueEntry<'_>, linger: Duration) {
+    /// Records `call`, failed just now.
+    pub(crate) fn add(&self, call: Call, linger: Duration) {
         let mut pending = self.pending.lock();
         if pending.len() >= MAX_PENDING {
             let dropped = pending.remove(0);
             log::warn!(
                 "fairlock: too many calls to give back; dropped call {} on {:?}",
-                dropped.call,
-                dropped.keys.lock()
+                dropped.call.id,
+                dropped.call.keys.lock()
             );
         }
         pending.push(Arc::new(GiveBack {
-            keys,
-            owner: entry.owner.to_owned(),
-            call: entry.wait_id,
-            lease: entry.lease,
-            ask: entry.ask,
+            call,
             retire_from: Instant::now() + linger,
         }));
     }
@@ -98,15 +76,15 @@ mod tests {
     #[test]
     fn an_entry_retires_only_on_a_give_back_sent_after_its_linger() {
         let give_backs = GiveBacks::default();
-        let keys = Arc::new(LockKeys::mutex("p", "n").unwrap());
         let before = Instant::now();
-        let entry = QueueEntry {
-            owner: "c:1",
-            wait_id: 7,
-            lease: Lease::Renewed(Duration::from_secs(30)),
+        let call = Call {
+            keys: Arc::new(crate::protocol::LockKeys::mutex("p", "n").unwrap()),
+            owner: "c:1".into(),
+            id: 7,
+            lease: crate::protocol::Lease::Renewed(Duration::from_secs(30)),
             ask: crate::protocol::Ask::Mutex,
         };
-        give_backs.add(keys, entry, Duration::from_secs(60));
+        give_backs.add(call, Duration::from_secs(60));
         let entry = give_backs.snapshot().pop().unwrap();
         give_backs.confirmed(&entry, before);
         assert_eq!(give_backs.snapshot().len(), 1, "too early to retire");

@@ -8,7 +8,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::connections::config::ClockDrift;
 use crate::machinery::observe::{self, Labels};
-use crate::protocol::LockKeys;
+use crate::protocol::Call;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
 /// Non-exhaustive: a match needs a `_` arm.
@@ -52,15 +52,13 @@ pub enum LeaseEnd {
 /// guards (same token), by the watchdog when the lease is renewed, and by
 /// every lease signal taken from them.
 pub(crate) struct Hold {
-    pub(crate) keys: Arc<LockKeys>,
-    pub(crate) owner: String,
+    /// The acquire call that made the hold: its release names it, and so
+    /// does a semaphore's renewal (a mutex's renewal names only the owner).
+    pub(crate) call: Call,
     pub(crate) token: u64,
-    /// The id of the acquire call that made the hold: a semaphore's permit
-    /// is renewed by its call (a mutex's renewal names only the owner).
-    pub(crate) call: u64,
     /// Whether the hold excludes every other (a mutex's, a rwlock's write):
     /// a thread re-enters a rwlock through its write hold when it has one.
-    pub(crate) exclusive: bool,
+    exclusive: bool,
     /// Its metrics' labels (nothing without the `metrics` feature).
     pub(crate) labels: Labels,
     /// When this client got it (the acquire call's answer or wake-up): hold
@@ -129,13 +127,9 @@ impl HoldState {
 /// What a hold is made of: the grant an acquire call got, as this client
 /// learned it.
 pub(crate) struct Granted {
-    pub(crate) keys: Arc<LockKeys>,
-    pub(crate) owner: String,
-    pub(crate) token: u64,
     /// The acquire call that made it.
-    pub(crate) call: u64,
-    /// Whether it excludes every other (a mutex's, a write).
-    pub(crate) exclusive: bool,
+    pub(crate) call: Call,
+    pub(crate) token: u64,
     pub(crate) labels: Labels,
     /// Its lease counts from here (the send time of a request that ran
     /// before the grant) and lasts `lease_left` by Redis's clock.
@@ -151,11 +145,9 @@ impl Hold {
     pub(crate) fn new(granted: Granted, drift: ClockDrift) -> Self {
         let granted_at = Instant::now();
         Hold {
-            keys: granted.keys,
-            owner: granted.owner,
-            token: granted.token,
+            exclusive: granted.call.ask.exclusive(),
             call: granted.call,
-            exclusive: granted.exclusive,
+            token: granted.token,
             labels: granted.labels,
             granted_at,
             drift,
@@ -181,13 +173,11 @@ impl Hold {
     /// allowance added), so the lock passes on when that is reached and the
     /// guard hears [`LeaseEnd::MaxHold`] just before its lease runs out.
     pub(crate) fn renewal_lease(&self, lease: Duration) -> Duration {
-        match self.state.lock().max_end {
-            Some(end) => {
-                let left = end.saturating_duration_since(Instant::now());
-                lease.min(self.drift.lease_lasting(left))
-            }
-            None => lease,
-        }
+        let Some(end) = self.state.lock().max_end else {
+            return lease;
+        };
+        let left = end.saturating_duration_since(Instant::now());
+        lease.min(self.drift.lease_lasting(left))
     }
 
     /// When this client counts the lease as over, as of now.
@@ -217,7 +207,14 @@ impl Hold {
 
     /// Redis said the lock is no longer this hold's.
     pub(crate) fn mark_lost(&self) {
-        self.end_with(LeaseEnd::Lost);
+        let mut state = self.state.lock();
+        if matches!(state.end, None | Some(LeaseEnd::MaxHold)) {
+            state.end = Some(LeaseEnd::Lost);
+            state.lost_at = Some(Instant::now());
+            self.report_lost("Redis says it is no longer this hold's");
+        }
+        drop(state);
+        self.ended.notify_all();
     }
 
     /// The last guard of the hold was released; a hold already lost stays
@@ -237,27 +234,14 @@ impl Hold {
         self.ended.notify_all();
     }
 
-    fn end_with(&self, end: LeaseEnd) {
-        let mut state = self.state.lock();
-        if matches!(state.end, None | Some(LeaseEnd::MaxHold)) {
-            state.end = Some(end);
-            if end == LeaseEnd::Lost {
-                state.lost_at = Some(Instant::now());
-                self.report_lost("Redis says it is no longer this hold's");
-            }
-        }
-        drop(state);
-        self.ended.notify_all();
-    }
-
     /// Logs (warn, with the lock's key, which ends with its name, and the
     /// owner) and counts the loss of this hold's lease: once per hold.
     fn report_lost(&self, why: &str) {
         observe::lease_lost(&self.labels);
         log::warn!(
             "fairlock: lease lost on {:?} (owner {}, token {}): {why}",
-            self.keys.lock(),
-            self.owner,
+            self.call.keys.lock(),
+            self.call.owner,
             self.token
         );
     }
@@ -315,12 +299,11 @@ impl Holds {
     /// hold of the same lock and token.
     pub(crate) fn register(&self, hold: Hold, renewed: bool) -> Arc<Hold> {
         let mut by_lock = self.by_lock.lock();
-        if !by_lock.contains_key(hold.keys.lock()) {
-            by_lock.insert(hold.keys.lock().to_owned(), Vec::new());
+        let key = hold.call.keys.lock();
+        if !by_lock.contains_key(key) {
+            by_lock.insert(key.to_owned(), Vec::new());
         }
-        let holds = by_lock
-            .get_mut(hold.keys.lock())
-            .expect("inserted just above");
+        let holds = by_lock.get_mut(key).expect("inserted just above");
         if let Some(known) = holds.iter_mut().find(|r| r.hold.token == hold.token) {
             known.guards += 1;
             return Arc::clone(&known.hold);
@@ -339,7 +322,7 @@ impl Holds {
     /// once its last guard is gone.
     pub(crate) fn unregister(&self, hold: &Hold) {
         let mut by_lock = self.by_lock.lock();
-        let Some(holds) = by_lock.get_mut(hold.keys.lock()) else {
+        let Some(holds) = by_lock.get_mut(hold.call.keys.lock()) else {
             return;
         };
         if let Some(at) = holds.iter().position(|r| r.hold.token == hold.token) {
@@ -349,7 +332,7 @@ impl Holds {
             }
         }
         if holds.is_empty() {
-            by_lock.remove(hold.keys.lock());
+            by_lock.remove(hold.call.keys.lock());
         }
     }
 
@@ -362,7 +345,7 @@ impl Holds {
         self.by_lock.lock().get(lock_key).map_or(0, |holds| {
             holds
                 .iter()
-                .filter(|r| r.hold.owner == owner)
+                .filter(|r| r.hold.call.owner == owner)
                 .map(|r| (r.hold.exclusive, r.hold.token))
                 .max()
                 .map_or(0, |(_, token)| token)
@@ -389,32 +372,43 @@ impl Holds {
 mod tests {
     use super::*;
 
-    fn hold(drift: ClockDrift, lease: Duration) -> Arc<Hold> {
-        hold_capped(drift, lease, None)
+    /// A hold granted now for `lease_ms`, with no maximum hold.
+    fn hold(drift: ClockDrift, lease_ms: u64) -> Arc<Hold> {
+        hold_capped(drift, lease_ms, None)
     }
 
-    fn hold_capped(drift: ClockDrift, lease: Duration, max_hold: Option<Duration>) -> Arc<Hold> {
-        let keys = Arc::new(LockKeys::mutex("p", "n").unwrap());
+    /// A hold granted now for `lease_ms`, renewed for at most
+    /// `max_hold_ms` if set.
+    fn hold_capped(drift: ClockDrift, lease_ms: u64, max_hold_ms: Option<u64>) -> Arc<Hold> {
+        let lease = Duration::from_millis(lease_ms);
+        let keys = Arc::new(crate::protocol::LockKeys::mutex("p", "n").unwrap());
         let granted = Granted {
             labels: Labels::new(keys.kind(), None),
-            keys,
-            owner: "c:1".into(),
+            call: Call {
+                keys,
+                owner: "c:1".into(),
+                id: 1,
+                lease: crate::protocol::Lease::Renewed(lease),
+                ask: crate::protocol::Ask::Mutex,
+            },
             token: 5,
-            call: 1,
-            exclusive: true,
             since: Instant::now(),
             lease_left: lease,
-            max_hold,
+            max_hold: max_hold_ms.map(Duration::from_millis),
         };
         Arc::new(Hold::new(granted, drift))
     }
 
-    fn no_drift() -> ClockDrift {
-        ClockDrift {
-            rate: 0.0,
-            margin: Duration::ZERO,
-        }
+    /// A thread blocked on `h`'s end.
+    fn wait_in_thread(h: &Arc<Hold>) -> std::thread::JoinHandle<Option<LeaseEnd>> {
+        let h = Arc::clone(h);
+        std::thread::spawn(move || h.wait_end(None))
     }
+
+    const NO_DRIFT: ClockDrift = ClockDrift {
+        rate: 0.0,
+        margin: Duration::ZERO,
+    };
 
     #[test]
     fn the_local_end_comes_the_drift_allowance_before_the_lease() {
@@ -429,7 +423,7 @@ mod tests {
 
     #[test]
     fn a_waiter_wakes_at_the_local_end_of_an_unrenewed_lease() {
-        let h = hold(ClockDrift::default(), Duration::from_millis(80));
+        let h = hold(ClockDrift::default(), 80);
         let start = Instant::now();
         assert_eq!(h.wait_end(None), Some(LeaseEnd::Lost));
         let waited = start.elapsed();
@@ -443,16 +437,9 @@ mod tests {
         // The lease (60 ms) is capped 20 ms after the maximum hold (40 ms),
         // as the watchdog's renewals cap it; the waiter's thread is held
         // off (the state's lock taken) until both have passed.
-        let h = hold_capped(
-            no_drift(),
-            Duration::from_millis(60),
-            Some(Duration::from_millis(40)),
-        );
+        let h = hold_capped(NO_DRIFT, 60, Some(40));
         let busy = h.state.lock();
-        let waiter = {
-            let h = Arc::clone(&h);
-            std::thread::spawn(move || h.wait_end(None))
-        };
+        let waiter = wait_in_thread(&h);
         std::thread::sleep(Duration::from_millis(100));
         drop(busy);
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::MaxHold));
@@ -463,15 +450,8 @@ mod tests {
 
     #[test]
     fn a_loss_before_the_max_hold_is_reported_as_a_loss() {
-        let h = hold_capped(
-            no_drift(),
-            Duration::from_secs(10),
-            Some(Duration::from_millis(200)),
-        );
-        let waiter = {
-            let h = Arc::clone(&h);
-            std::thread::spawn(move || h.wait_end(None))
-        };
+        let h = hold_capped(NO_DRIFT, 10_000, Some(200));
+        let waiter = wait_in_thread(&h);
         std::thread::sleep(Duration::from_millis(20));
         h.mark_lost();
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Lost));
@@ -479,7 +459,7 @@ mod tests {
 
     #[test]
     fn a_lost_hold_stays_lost_after_a_late_renewal() {
-        let h = hold(no_drift(), Duration::from_millis(20));
+        let h = hold(NO_DRIFT, 20);
         std::thread::sleep(Duration::from_millis(30));
         // Sent after the local end: it does not revive the hold.
         h.renewed(Instant::now(), Duration::from_secs(60));
@@ -489,7 +469,7 @@ mod tests {
 
     #[test]
     fn a_renewal_in_time_pushes_the_end_out() {
-        let h = hold(no_drift(), Duration::from_millis(50));
+        let h = hold(NO_DRIFT, 50);
         h.renewed(Instant::now(), Duration::from_secs(60));
         std::thread::sleep(Duration::from_millis(60));
         assert!(!h.is_lost());
@@ -501,18 +481,15 @@ mod tests {
 
     #[test]
     fn release_and_loss_wake_a_blocked_waiter_and_the_first_end_wins() {
-        let h = hold(no_drift(), Duration::from_secs(60));
-        let waiter = {
-            let h = Arc::clone(&h);
-            std::thread::spawn(move || h.wait_end(None))
-        };
+        let h = hold(NO_DRIFT, 60_000);
+        let waiter = wait_in_thread(&h);
         std::thread::sleep(Duration::from_millis(20));
         h.mark_released();
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Released));
         h.mark_lost(); // a release reply saying NotHeld, after the fact
         assert_eq!(h.end_as_of(Instant::now()), Some(LeaseEnd::Released));
 
-        let lost = hold(no_drift(), Duration::from_secs(60));
+        let lost = hold(NO_DRIFT, 60_000);
         lost.mark_lost();
         lost.mark_released();
         assert_eq!(lost.wait_end(None), Some(LeaseEnd::Lost));

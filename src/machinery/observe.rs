@@ -20,6 +20,9 @@
 //! - `fairlock_reconnects_total` (counter, `connection`: `subscriber` or
 //!   `pool`) and `fairlock_script_reloads_total` (counter), without the
 //!   lock's labels.
+//!
+//! Without the feature, what a function would report goes unused.
+#![cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 
 use std::time::Duration;
 
@@ -27,24 +30,6 @@ use std::time::Duration;
 use metrics::{counter, gauge, histogram, Label};
 
 use crate::protocol::LockKind;
-
-/// How an acquire call ended, for `fairlock_wait_seconds`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Acquired,
-    TimedOut,
-    Cancelled,
-    Failed,
-}
-
-/// Which connection was made again, for `fairlock_reconnects_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reconnect {
-    /// A subscriber's pub/sub connection.
-    Subscriber,
-    /// A pooled connection the server had closed.
-    Pool,
-}
 
 /// The labels of one lock's metrics: its primitive, and its name when the
 /// client opted in (names can be unbounded). Empty without the `metrics`
@@ -58,7 +43,6 @@ pub(crate) struct Labels {
 }
 
 impl Labels {
-    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn new(kind: LockKind, name: Option<&str>) -> Self {
         Labels {
             #[cfg(feature = "metrics")]
@@ -113,17 +97,11 @@ pub(crate) fn describe() {
     }
 }
 
-/// An acquire call of the lock `labels` names ended after `waited`.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn wait_ended(labels: &Labels, outcome: Outcome, waited: Duration) {
+/// An acquire call of the lock `labels` names ended after `waited`, as
+/// `outcome` says: `acquired`, `timed_out`, `cancelled` or `failed`.
+pub(crate) fn wait_ended(labels: &Labels, outcome: &'static str, waited: Duration) {
     #[cfg(feature = "metrics")]
     {
-        let outcome = match outcome {
-            Outcome::Acquired => "acquired",
-            Outcome::TimedOut => "timed_out",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Failed => "failed",
-        };
         let mut list = labels.list();
         list.push(Label::new("outcome", outcome));
         histogram!("fairlock_wait_seconds", list).record(waited.as_secs_f64());
@@ -135,21 +113,18 @@ pub(crate) fn wait_ended(labels: &Labels, outcome: Outcome, waited: Duration) {
 
 /// A waiter's call returned `latency` after this client learned of its
 /// grant.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn handed_over(labels: &Labels, latency: Duration) {
     #[cfg(feature = "metrics")]
     histogram!("fairlock_handoff_seconds", labels.list()).record(latency.as_secs_f64());
 }
 
 /// A hold got its first guard.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn hold_began(labels: &Labels) {
     #[cfg(feature = "metrics")]
     gauge!("fairlock_held_locks", labels.list()).increment(1.0);
 }
 
 /// A hold's last guard went, `held` after its grant.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn hold_ended(labels: &Labels, held: Duration) {
     #[cfg(feature = "metrics")]
     {
@@ -159,30 +134,22 @@ pub(crate) fn hold_ended(labels: &Labels, held: Duration) {
 }
 
 /// A hold's lease was found lost (once per hold).
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn lease_lost(labels: &Labels) {
     #[cfg(feature = "metrics")]
     counter!("fairlock_leases_lost_total", labels.list()).increment(1);
 }
 
 /// A thread started (`+1.0`) or stopped (`-1.0`) waiting in a queue.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn waiting(labels: &Labels, delta: f64) {
     #[cfg(feature = "metrics")]
     gauge!("fairlock_waiting_threads", labels.list()).increment(delta);
 }
 
-/// A connection was made again after the server closed one.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn reconnected(what: Reconnect) {
+/// A connection was made again after the server closed one: a
+/// `subscriber`'s pub/sub connection, or a `pool`ed one.
+pub(crate) fn reconnected(connection: &'static str) {
     #[cfg(feature = "metrics")]
-    {
-        let connection = match what {
-            Reconnect::Subscriber => "subscriber",
-            Reconnect::Pool => "pool",
-        };
-        counter!("fairlock_reconnects_total", "connection" => connection).increment(1);
-    }
+    counter!("fairlock_reconnects_total", "connection" => connection).increment(1);
 }
 
 /// The scripts were loaded again after the server lost them.

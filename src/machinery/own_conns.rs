@@ -32,20 +32,19 @@ impl OwnConns {
         mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<T> {
         let key = node.cloned();
-        let open = || match node {
-            Some(address) => backend.node_connection(address).map(OwnConn::Node),
-            None => backend.own_connection(),
+        let open = || -> Result<OwnConn> {
+            match node {
+                Some(address) => Ok(Box::new(backend.node_connection(address)?)),
+                None => backend.own_connection(),
+            }
         };
         let idle = self.idle.lock().get_mut(&key).and_then(Vec::pop);
         let reused = idle.is_some();
-        let mut conn = match idle {
-            Some(conn) => conn,
-            None => open()?,
-        };
-        let mut result = call(conn.get());
+        let mut conn = idle.map_or_else(open, Ok)?;
+        let mut result = call(&mut *conn);
         if reused && matches!(&result, Err(err) if err.is_dropped_connection()) {
             conn = open()?;
-            result = call(conn.get());
+            result = call(&mut *conn);
         }
         if !matches!(&result, Err(err) if err.is_connection()) {
             self.idle.lock().entry(key).or_default().push(conn);

@@ -32,7 +32,7 @@ pub(crate) struct Batch {
 pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Result<()> {
     let mut outcome = Ok(());
     let conns = &shared.own_conns;
-    let stale = shared.cluster_rounds.map_stale();
+    let stale = &shared.cluster_rounds.map_stale;
     if !batch.holds.is_empty() || !batch.groups.is_empty() {
         let sent = Instant::now();
         match conns.with_node_or_cluster(&shared.backend, node, stale, |conn| {
@@ -47,17 +47,15 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
     for entry in &batch.give_backs {
         let sent = Instant::now();
         match conns.with_node_or_cluster(&shared.backend, node, stale, |conn| {
-            give_back(shared, conn, entry)
+            shared.scripts.abandon(conn, &entry.call)
         }) {
             Ok(_) => shared.give_backs.confirmed(entry, sent),
-            Err(err) if err.is_connection() => {
-                outcome = outcome.and(Err(err));
-            }
+            Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
             Err(err) => {
                 log::warn!(
                     "fairlock: giving back call {} on {:?} refused, dropped: {err}",
-                    entry.call,
-                    entry.keys.lock()
+                    entry.call.id,
+                    entry.call.keys.lock()
                 );
                 shared.give_backs.forget(entry);
             }
@@ -86,9 +84,9 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         .iter()
         .zip(&leases)
         .map(|(hold, lease)| Renew {
-            owner: &hold.owner,
+            owner: &hold.call.owner,
             token: hold.token,
-            call: hold.call,
+            call: hold.call.id,
             lease: Some(*lease),
         })
         .collect();
@@ -98,15 +96,15 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         .iter()
         .map(|waiters| Heartbeat {
             waiter_timeout,
-            waiters: waiters.iter().map(|waiter| waiter.entry()).collect(),
+            waiters: waiters.iter().map(|waiter| waiter.call.entry()).collect(),
         })
         .collect();
     let mut pipe = redis::pipe();
     for (hold, renewal) in batch.holds.iter().zip(&renewals) {
-        pipe.add_command(shared.scripts.evalsha(&hold.keys, renewal));
+        pipe.add_command(shared.scripts.evalsha(&hold.call.keys, renewal));
     }
     for (waiters, beat) in batch.groups.iter().zip(&beats) {
-        pipe.add_command(shared.scripts.evalsha(&waiters[0].keys, beat));
+        pipe.add_command(shared.scripts.evalsha(&waiters[0].call.keys, beat));
     }
     let sync = shared.config.sync_replicas;
     if let Some(sync) = sync {
@@ -121,13 +119,10 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     let replicated = match sync {
         None => true,
         Some(sync) => match values.pop() {
-            Some(Value::Int(acknowledged)) => {
-                let shortfall = sync.shortfall(acknowledged);
-                if let Some(err) = &shortfall {
-                    log::warn!("fairlock: renewals not counted: {err}");
-                }
-                shortfall.is_none()
-            }
+            Some(Value::Int(acknowledged)) => sync
+                .shortfall(acknowledged)
+                .inspect(|err| log::warn!("fairlock: renewals not counted: {err}"))
+                .is_none(),
             other => return Err(unexpected(&other)),
         },
     };
@@ -158,10 +153,6 @@ fn redirection(value: &Value) -> Option<Error> {
     };
     let err = Error::from_server(err.clone());
     err.is_slot_moving().then_some(err)
-}
-
-fn give_back(shared: &Shared, conn: &mut dyn ConnectionLike, entry: &GiveBack) -> Result<()> {
-    shared.scripts.abandon(conn, &entry.keys, entry.entry())
 }
 
 fn apply(batch: &Batch, replies: Replies, sent: Instant) {
@@ -212,9 +203,9 @@ fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant
                 // again, and queues anew if it lost its place.
                 log::info!(
                     "fairlock: waiter {} (owner {}) not found in the queue of {:?}; asking again",
-                    waiter.id,
-                    waiter.owner,
-                    waiter.keys.lock()
+                    waiter.call.id,
+                    waiter.call.owner,
+                    waiter.call.keys.lock()
                 );
                 waiter.repoll()
             }

@@ -12,14 +12,14 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
-use crate::connections::{Backend, Conn, Listen};
-use crate::error::{Error, Result, Retry};
+use crate::connections::{Backend, Listen};
+use crate::error::{Result, Retry};
 use crate::machinery::cluster_rounds::ClusterRounds;
 use crate::machinery::give_backs::GiveBacks;
 use crate::machinery::holds::{Hold, Holds};
 use crate::machinery::own_conns::OwnConns;
 use crate::machinery::waiters::{Waiter, Waiters};
-use crate::protocol::{LockKeys, Operation, QueueEntry, SyncReplicas, WakeMessage, Written};
+use crate::protocol::{Call, LockKeys, Operation, SyncReplicas, WakeMessage, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -27,7 +27,8 @@ const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
 /// Owns the threads; dropping it stops them.
 pub(crate) struct ClientInner {
     pub(crate) shared: Arc<Shared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Joined when the client is dropped.
+    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// State shared by the handles and the background threads. The threads hold
@@ -52,21 +53,6 @@ pub(crate) struct Shared {
     /// Set to have the watchdog run a round now (see [`Shared::nudge_watchdog`]).
     watchdog_nudged: Mutex<bool>,
     watchdog_signal: Condvar,
-}
-
-impl ClientInner {
-    /// The owner of `shared`'s background threads, none started yet.
-    pub(crate) fn new(shared: Arc<Shared>) -> ClientInner {
-        ClientInner {
-            shared,
-            threads: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Joins `thread` when the client is dropped.
-    pub(crate) fn own(&self, thread: JoinHandle<()>) {
-        self.threads.lock().push(thread);
-    }
 }
 
 impl Drop for ClientInner {
@@ -203,17 +189,13 @@ impl Shared {
         self.next_wait_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) fn connection(&self) -> Result<Conn> {
-        self.backend.get()
-    }
-
     /// Runs `call` on a pooled connection. A connection the server closed
     /// while it sat in the pool (restart, failover), or behind Sentinel one
     /// to a master demoted since, fails at once and leaves the pool (see
-    /// [`Conn::note`]); the call then goes out again on another one, at
+    /// [`Conn::note`](crate::connections::Conn::note)); the call then goes out again on another one, at
     /// most once per pooled connection plus one.
     /// On a cluster, a call that could not reach a node goes out once more
-    /// on a connection with a fresh slot map (see [`Conn::note`]), so the
+    /// on a connection with a fresh slot map (see [`Conn::note`](crate::connections::Conn::note)), so the
     /// first call after a failover finds the promoted replica.
     /// The scripts make a call delivered twice count once (call ids).
     pub(crate) fn with_connection<T>(
@@ -223,7 +205,7 @@ impl Shared {
         let mut stale_retries = self.config.pool_size + 1;
         let mut fresh_map_retry = true;
         loop {
-            let mut conn = self.connection()?;
+            let mut conn = self.backend.get()?;
             let result = call(conn.get());
             let stale = conn.note(&result);
             drop(conn);
@@ -231,9 +213,7 @@ impl Shared {
                 Err(err) if stale_retries > 0 && stale => {
                     stale_retries -= 1;
                     log::debug!("fairlock: retrying on another connection: {err}");
-                    crate::machinery::observe::reconnected(
-                        crate::machinery::observe::Reconnect::Pool,
-                    );
+                    crate::machinery::observe::reconnected("pool");
                 }
                 Err(err)
                     if fresh_map_retry && err.retry() != Retry::No && self.backend.is_cluster() =>
@@ -266,7 +246,7 @@ impl Shared {
 
     /// Runs `op` on the lock `keys` on a pooled connection: one round trip.
     pub(crate) fn call<O: Operation>(&self, keys: &LockKeys, op: &O) -> Result<O::Reply> {
-        Ok(self.call_with(keys, op, None)?.0)
+        self.call_with(keys, op, None)?.replicated()
     }
 
     /// Runs a writing `op`, still in one round trip: with
@@ -278,9 +258,7 @@ impl Shared {
         keys: &LockKeys,
         op: &O,
     ) -> Result<Written<O::Reply>> {
-        let sync = self.config.sync_replicas;
-        let (reply, acknowledged) = self.call_with(keys, op, sync)?;
-        Ok(Written::new(reply, shortfall(sync, acknowledged)))
+        self.call_with(keys, op, self.config.sync_replicas)
     }
 
     /// Runs a writing `op` once, within `budget` all told, the wait for a
@@ -301,15 +279,15 @@ impl Shared {
         if capped {
             conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
         }
-        let sync = self.config.sync_replicas;
-        let result = self.scripts.run(conn.get(), keys, op, sync);
+        let result = self
+            .scripts
+            .run(conn.get(), keys, op, self.config.sync_replicas);
         if !conn.note(&result) && capped {
             // Back to the pool with the client's own timeout (a connection
             // that timed out is closed, and the pool drops it).
             let _ = conn.set_command_timeout(self.config.command_timeout);
         }
-        let (reply, acknowledged) = result?;
-        Ok(Written::new(reply, shortfall(sync, acknowledged)))
+        result
     }
 
     fn call_with<O: Operation>(
@@ -317,33 +295,32 @@ impl Shared {
         keys: &LockKeys,
         op: &O,
         sync: Option<SyncReplicas>,
-    ) -> Result<(O::Reply, Option<i64>)> {
+    ) -> Result<Written<O::Reply>> {
         self.through_slot_moves(|| {
             self.with_connection(|conn| self.scripts.run(conn, keys, op, sync))
         })
     }
 
-    /// Has the watchdog give back the call `entry` names on `keys`, whose
-    /// outcome is unknown or whose hold is not to be kept, as soon as Redis
-    /// answers (see [`GiveBacks`]); the watchdog is nudged to try at once.
-    pub(crate) fn give_back_later(&self, keys: &Arc<LockKeys>, entry: QueueEntry<'_>) {
+    /// Has the watchdog give back `call`, whose outcome is unknown or whose
+    /// hold is not to be kept, as soon as Redis answers (see
+    /// [`GiveBacks`]); the watchdog is nudged to try at once.
+    pub(crate) fn give_back_later(&self, call: &Call) {
         self.give_backs
-            .add(Arc::clone(keys), entry, self.config.command_timeout);
+            .add(call.clone(), self.config.command_timeout);
         self.nudge_watchdog();
     }
 
-    /// Gives back the call `entry` names now (Redis just answered), or
-    /// later through the watchdog if that fails.
-    pub(crate) fn give_back_now(&self, keys: &Arc<LockKeys>, entry: QueueEntry<'_>) {
-        let given_back = self.through_slot_moves(|| {
-            self.with_connection(|conn| self.scripts.abandon(conn, keys, entry))
-        });
+    /// Gives back `call` now (Redis just answered), or later through the
+    /// watchdog if that fails.
+    pub(crate) fn give_back_now(&self, call: &Call) {
+        let given_back = self
+            .through_slot_moves(|| self.with_connection(|conn| self.scripts.abandon(conn, call)));
         if let Err(err) = given_back {
             log::warn!(
                 "fairlock: giving back call {} failed, the watchdog retries: {err}",
-                entry.wait_id
+                call.id
             );
-            self.give_back_later(keys, entry);
+            self.give_back_later(call);
         }
     }
 
@@ -385,16 +362,9 @@ impl Shared {
         self.nudge_watchdog();
         // Wakes the subscriber out of its blocking read at once; if Redis is
         // gone, its read timeout gets it out instead.
-        if let Some(mut conn) = self.backend.get_timeout(Duration::from_millis(200)) {
+        if let Ok(mut conn) = self.backend.checkout(Duration::from_millis(200)) {
             let stop = WakeMessage::stop_command(&self.wake_channel());
             let _: redis::RedisResult<i64> = stop.query(conn.get());
         }
     }
-}
-
-/// The error of a write too few replicas acknowledged (`sync_replicas`),
-/// if it was one.
-fn shortfall(sync: Option<SyncReplicas>, acknowledged: Option<i64>) -> Option<Error> {
-    sync.zip(acknowledged)
-        .and_then(|(sync, acknowledged)| sync.shortfall(acknowledged))
 }

@@ -6,6 +6,8 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
+
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::topology::Topology;
@@ -29,15 +31,17 @@ impl ClientInner {
         // first handoff message could be missed. On a cluster one thread
         // listens on each node; one live subscription is enough to start
         // (every node hears every message), the others keep trying.
-        let inner = ClientInner::new(Arc::clone(&shared));
+        let inner = ClientInner {
+            shared: Arc::clone(&shared),
+            threads: Mutex::default(),
+        };
         let (ready_tx, ready_rx) = mpsc::channel();
-        let slot_map = match shared.backend.slot_map() {
-            Some(Ok(map)) => Some(Arc::new(map)),
-            Some(Err(err)) => {
+        let slot_map = match shared.backend.slot_map().transpose() {
+            Ok(map) => map.map(Arc::new),
+            Err(err) => {
                 log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
                 None
             }
-            None => None,
         };
         let targets = shared.backend.listen_targets(slot_map.as_deref())?;
         *shared.cluster_rounds.map.lock() = slot_map;
@@ -46,7 +50,7 @@ impl ClientInner {
             let subscriber = spawn_named("fairlock-subscriber", &shared, move |shared| {
                 subscriber::run(shared, &target, ready_tx)
             })?;
-            inner.own(subscriber);
+            inner.threads.lock().push(subscriber);
         }
         let mut deadline =
             Instant::now() + shared.config.connect_timeout + shared.config.command_timeout;
@@ -69,7 +73,7 @@ impl ClientInner {
         }
         outcome?; // on error, dropping `inner` stops and joins the subscribers
         let watchdog = spawn_named("fairlock-watchdog", &shared, watchdog::run)?;
-        inner.own(watchdog);
+        inner.threads.lock().push(watchdog);
         Ok(inner)
     }
 }

@@ -34,22 +34,18 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
-    let mut first = true;
     while !shared.is_stopping() {
-        match listen(shared, target, &mut ready, first) {
-            Ok(()) => return,
-            Err(err) => {
-                if let Some(ready) = ready.take() {
-                    let _ = ready.send(Err(err));
-                } else {
-                    log::warn!(
-                        "fairlock: wake-up subscription on {} lost, reconnecting: {err}",
-                        target.describe()
-                    );
-                }
-            }
+        let Err(err) = listen(shared, target, &mut ready) else {
+            return;
+        };
+        if let Some(ready) = ready.take() {
+            let _ = ready.send(Err(err));
+        } else {
+            log::warn!(
+                "fairlock: wake-up subscription on {} lost, reconnecting: {err}",
+                target.describe()
+            );
         }
-        first = false;
         if shared.sleep_unless_stopping(backoff) {
             return;
         }
@@ -58,30 +54,24 @@ pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
 }
 
 /// Subscribes and dispatches messages until the client stops (Ok) or the
-/// connection fails (Err).
-fn listen(
-    shared: &Shared,
-    target: &Listen,
-    ready: &mut Option<Sender<Result<()>>>,
-    first: bool,
-) -> Result<()> {
-    let mut conn = shared
-        .backend
-        .subscription(target, &shared.wake_channel())?;
+/// connection fails (Err). `ready` is there until the first subscription's
+/// outcome is told: a later one is a reconnect.
+fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
+    let channel = shared.wake_channel();
+    let mut conn = shared.backend.subscription(target, &channel)?;
     let mut pubsub = conn.as_pubsub();
     pubsub
         .set_read_timeout(Some(READ_TIMEOUT))
         .map_err(crate::Error::from_redis)?;
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
-    }
-    if !first {
+    } else {
         // Handoffs published while we were away were lost: everyone asks.
         log::info!(
             "fairlock: wake-up subscription on {} is back",
             target.describe()
         );
-        crate::machinery::observe::reconnected(crate::machinery::observe::Reconnect::Subscriber);
+        crate::machinery::observe::reconnected("subscriber");
         shared.waiters.repoll_all();
     }
     let mut interruptions = 0;
@@ -92,8 +82,7 @@ fn listen(
         match pubsub.get_message() {
             Ok(msg) => {
                 interruptions = 0;
-                let payload: Vec<u8> = msg.get_payload_bytes().to_vec();
-                dispatch(shared, &payload);
+                dispatch(shared, msg.get_payload_bytes());
             }
             Err(err) if err.is_timeout() => interruptions = 0,
             // A read cut short by a signal (a process stopped and continued
@@ -125,9 +114,7 @@ fn dispatch(shared: &Shared, payload: &[u8]) {
             wait_id,
             token,
             ttl_ms,
-        }) => {
-            shared.grant_waiter(wait_id, token, ttl_ms);
-        }
+        }) => shared.grant_waiter(wait_id, token, ttl_ms),
         Some(WakeMessage::Head { wait_id, pttl_ms }) => {
             if let Some(waiter) = shared.waiters.get(wait_id) {
                 waiter.poll_by(poll_time(pttl_ms));

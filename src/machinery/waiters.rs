@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::protocol::{Ask, Lease, LockKeys, QueueEntry};
+use crate::protocol::Call;
 
 /// The lock was handed to a waiter while it slept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,39 +58,19 @@ struct WaitState {
 
 /// One blocked call waiting for one lock.
 pub(crate) struct Waiter {
-    /// Unique inside the client; wake messages name it.
-    pub(crate) id: u64,
-    pub(crate) keys: Arc<LockKeys>,
-    pub(crate) owner: String,
-    /// The lease the call gets with the lock (the watchdog must not extend
-    /// a fixed one).
-    pub(crate) lease: Lease,
-    /// What the call asks for.
-    pub(crate) ask: Ask,
+    /// The call: its id is unique inside the client (wake messages name
+    /// it), its lease may be fixed (the watchdog must not extend it).
+    pub(crate) call: Call,
     state: Mutex<WaitState>,
     wakeup: Condvar,
 }
 
 impl Waiter {
-    pub(crate) fn new(id: u64, keys: Arc<LockKeys>, owner: String, lease: Lease, ask: Ask) -> Self {
+    pub(crate) fn new(call: Call) -> Self {
         Waiter {
-            id,
-            keys,
-            owner,
-            lease,
-            ask,
+            call,
             state: Mutex::new(WaitState::default()),
             wakeup: Condvar::new(),
-        }
-    }
-
-    /// The call as the queue stores it.
-    pub(crate) fn entry(&self) -> QueueEntry<'_> {
-        QueueEntry {
-            owner: &self.owner,
-            wait_id: self.id,
-            lease: self.lease,
-            ask: self.ask,
         }
     }
 
@@ -132,7 +112,9 @@ impl Waiter {
         self.wakeup.notify_one();
     }
 
-    /// Asks the waiter to poll Redis no later than `at`.
+    /// Asks the waiter to poll Redis no later than `at`; an earlier poll
+    /// time set meanwhile stands (a message read before an acquire reply
+    /// came from a script that ran after that reply's).
     pub(crate) fn poll_by(&self, at: Instant) {
         let mut state = self.state.lock();
         if state.poll_at.is_none_or(|current| at < current) {
@@ -154,16 +136,6 @@ impl Waiter {
         self.wakeup.notify_one();
     }
 
-    /// Sets the next poll from an acquire reply: the head of the queue polls
-    /// when the holder's lease would run out; others wait to be told. A
-    /// poll time set meanwhile by a message is kept: that message came from
-    /// a script that ran after this reply's.
-    pub(crate) fn schedule_after_reply(&self, position: Option<u64>, pttl_ms: i64) {
-        if position == Some(0) {
-            self.poll_by(poll_time(pttl_ms));
-        }
-    }
-
     /// Sleeps until granted, asked to poll, or `deadline`.
     pub(crate) fn sleep(&self, deadline: Option<Instant>) -> Wake {
         let mut state = self.state.lock();
@@ -182,7 +154,7 @@ impl Waiter {
             if state.cancelled || deadline.is_some_and(|at| at <= now) {
                 return Wake::GaveUp;
             }
-            match earliest(state.poll_at, deadline) {
+            match state.poll_at.into_iter().chain(deadline).min() {
                 Some(at) => {
                     self.wakeup.wait_until(&mut state, at);
                 }
@@ -210,13 +182,6 @@ pub(crate) fn poll_time(pttl_ms: i64) -> Instant {
     Instant::now() + wait
 }
 
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// Every waiter of one client, by wait id.
 #[derive(Default)]
 pub(crate) struct Waiters {
@@ -225,7 +190,7 @@ pub(crate) struct Waiters {
 
 impl Waiters {
     pub(crate) fn insert(&self, waiter: Arc<Waiter>) {
-        self.by_id.lock().insert(waiter.id, waiter);
+        self.by_id.lock().insert(waiter.call.id, waiter);
     }
 
     pub(crate) fn remove(&self, id: u64) {
@@ -247,11 +212,13 @@ impl Waiters {
     /// Waiters grouped by lock (by the lock key), for one heartbeat per lock.
     pub(crate) fn by_lock(&self) -> Vec<Vec<Arc<Waiter>>> {
         let mut all: Vec<Arc<Waiter>> = self.by_id.lock().values().cloned().collect();
-        all.sort_unstable_by(|a, b| a.keys.lock().cmp(b.keys.lock()));
+        all.sort_unstable_by(|a, b| a.call.keys.lock().cmp(b.call.keys.lock()));
         let mut groups: Vec<Vec<Arc<Waiter>>> = Vec::new();
         for waiter in all {
             match groups.last_mut() {
-                Some(group) if group[0].keys.lock() == waiter.keys.lock() => group.push(waiter),
+                Some(group) if group[0].call.keys.lock() == waiter.call.keys.lock() => {
+                    group.push(waiter)
+                }
                 _ => groups.push(vec![waiter]),
             }
         }
@@ -262,16 +229,26 @@ impl Waiters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{Ask, Lease, LockKeys};
+
+    /// Call `id` of `c:<id>` on the mutex `name`.
+    fn call(id: u64, name: &str) -> Call {
+        Call {
+            keys: Arc::new(LockKeys::mutex("p", name).unwrap()),
+            owner: format!("c:{id}"),
+            id,
+            lease: Lease::Fixed(Duration::from_secs(1)),
+            ask: Ask::Mutex,
+        }
+    }
 
     fn waiter() -> Arc<Waiter> {
-        let keys = Arc::new(LockKeys::mutex("p", "n").unwrap());
-        Arc::new(Waiter::new(
-            1,
-            keys,
-            "c:1".into(),
-            Lease::Fixed(Duration::from_secs(1)),
-            Ask::Mutex,
-        ))
+        Arc::new(Waiter::new(call(1, "n")))
+    }
+
+    /// What `w`'s sleep of at most `ms` from now woke for.
+    fn sleep_ms(w: &Waiter, ms: u64) -> Wake {
+        w.sleep(Some(Instant::now() + Duration::from_millis(ms)))
     }
 
     #[test]
@@ -287,7 +264,7 @@ mod tests {
                 delivered: Instant::now(),
             });
         });
-        let woke = w.sleep(Some(Instant::now() + Duration::from_secs(10)));
+        let woke = sleep_ms(&w, 10_000);
         handle.join().unwrap();
         assert!(matches!(woke, Wake::Granted(Grant { token: 7, .. })));
     }
@@ -296,16 +273,10 @@ mod tests {
     fn sleep_honours_the_deadline_and_the_poll_time() {
         let w = waiter();
         let start = Instant::now();
-        assert_eq!(
-            w.sleep(Some(start + Duration::from_millis(30))),
-            Wake::GaveUp
-        );
+        assert_eq!(sleep_ms(&w, 30), Wake::GaveUp);
         assert!(start.elapsed() >= Duration::from_millis(30));
-        w.schedule_after_reply(Some(0), 20);
-        assert_eq!(
-            w.sleep(Some(Instant::now() + Duration::from_secs(10))),
-            Wake::Poll
-        );
+        w.poll_by(poll_time(20));
+        assert_eq!(sleep_ms(&w, 10_000), Wake::Poll);
         w.repoll();
         assert_eq!(w.sleep(None), Wake::Poll);
     }
@@ -313,15 +284,8 @@ mod tests {
     #[test]
     fn waiters_of_one_lock_share_a_group_whatever_handle_they_came_through() {
         let waiters = Waiters::default();
-        let keys = |name: &str| Arc::new(LockKeys::mutex("p", name).unwrap());
         for (id, name) in [(1, "a"), (2, "b"), (3, "a"), (4, "a")] {
-            waiters.insert(Arc::new(Waiter::new(
-                id,
-                keys(name),
-                format!("c:{id}"),
-                Lease::Fixed(Duration::from_secs(1)),
-                Ask::Mutex,
-            )));
+            waiters.insert(Arc::new(Waiter::new(call(id, name))));
         }
         let mut sizes: Vec<usize> = waiters.by_lock().iter().map(Vec::len).collect();
         sizes.sort_unstable();
@@ -365,10 +329,7 @@ mod tests {
         w.grant_from_message(5, Duration::from_secs(10));
         w.saw_queued(Instant::now(), 6);
         w.grant_from_message(5, Duration::from_secs(10));
-        assert_eq!(
-            w.sleep(Some(Instant::now() + Duration::from_millis(20))),
-            Wake::GaveUp
-        );
+        assert_eq!(sleep_ms(&w, 20), Wake::GaveUp);
         w.grant_from_message(7, Duration::from_secs(10));
         assert!(matches!(
             w.sleep(None),

@@ -75,25 +75,23 @@ fn tick(shared: &Arc<Shared>, round: u64) {
     }
     let mut by_slot: HashMap<u16, Batch> = HashMap::new();
     for hold in holds {
-        let slot = hold.keys.slot;
+        let slot = hold.call.keys.slot;
         by_slot.entry(slot).or_default().holds.push(hold);
     }
     for group in groups {
-        let slot = group[0].keys.slot;
+        let slot = group[0].call.keys.slot;
         by_slot.entry(slot).or_default().groups.push(group);
     }
     for entry in give_backs {
-        let slot = entry.keys.slot;
+        let slot = entry.call.keys.slot;
         by_slot.entry(slot).or_default().give_backs.push(entry);
     }
     let cluster = &shared.cluster_rounds;
     let map = cluster.map.lock().clone();
     let mut by_master: HashMap<Group, Vec<Batch>> = HashMap::new();
     for (slot, batch) in by_slot {
-        let group = match map.as_ref().and_then(|map| map.master_of(slot)) {
-            Some(master) => Group::Master(master.clone()),
-            None => Group::Slot(slot),
-        };
+        let master = map.as_ref().and_then(|map| map.master_of(slot));
+        let group = master.map_or(Group::Slot(slot), |master| Group::Master(master.clone()));
         by_master.entry(group).or_default().push(batch);
     }
     for (group, batches) in by_master {

@@ -6,7 +6,7 @@
 //! the leader again. The election's scripts publish them (lua/lib.lua:
 //! `ANNOUNCE`), in the call that grants or frees the election's lock.
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// Longest value a candidate may campaign with, in bytes (public as
 /// `fairlock::MAX_ELECTION_VALUE_LEN`; see
@@ -23,19 +23,16 @@ pub const MAX_VALUE_LEN: usize = 256;
 /// which the scripts keep in space-separated values and every status
 /// prints.
 pub fn check_value(value: &str) -> Result<()> {
-    let printable = |b: &u8| (0x21..=0x7E).contains(b);
-    if (1..=MAX_VALUE_LEN).contains(&value.len()) && value.bytes().all(|b| printable(&b)) {
+    let printable = |b| (0x21..=0x7E).contains(&b);
+    if (1..=MAX_VALUE_LEN).contains(&value.len()) && value.bytes().all(printable) {
         return Ok(());
     }
     let shown: String = value.chars().take(64).collect();
-    Err(Error::new(
-        ErrorKind::InvalidConfig,
-        format!(
-            "an election value must be 1 to {MAX_VALUE_LEN} bytes of printable ASCII without \
-             spaces (0x21 to 0x7E), got {} bytes: {shown:?}",
-            value.len()
-        ),
-    ))
+    Err(Error::invalid_config(format!(
+        "an election value must be 1 to {MAX_VALUE_LEN} bytes of printable ASCII without \
+         spaces (0x21 to 0x7E), got {} bytes: {shown:?}",
+        value.len()
+    )))
 }
 
 /// The channel of the election `name` under the key prefix `prefix`.

@@ -40,7 +40,7 @@ pub use heartbeat::{Heartbeat, HeartbeatReply, WaiterStatus};
 pub use keys::{LockKeys, LockKind};
 pub use lease::Lease;
 pub use operation::{unexpected, CommonArgs, Operation, Script};
-pub use queue_entry::QueueEntry;
+pub use queue_entry::{Call, QueueEntry};
 pub use release::{Release, ReleaseReply};
 pub use renew::Renew;
 pub use replication::{SyncReplicas, Written};

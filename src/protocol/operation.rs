@@ -67,11 +67,27 @@ pub struct Script {
     pub op: Op,
 }
 
-macro_rules! with_lib {
-    ($file:literal) => {
-        include_str!(concat!(env!("OUT_DIR"), "/", $file))
+/// One engine's assembled scripts (the folder `build.rs` wrote them to
+/// in OUT_DIR), in the order of [`Op`]'s variants.
+macro_rules! family {
+    ($folder:literal) => {
+        [
+            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/acquire.lua")),
+            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/release.lua")),
+            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/renew.lua")),
+            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/heartbeat.lua")),
+            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/cancel.lua")),
+            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/abandon.lua")),
+            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/force_release.lua")),
+            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/status.lua")),
+        ]
     };
 }
+
+/// Every script's source, by engine then operation, in the order of
+/// [`Engine`]'s and [`Op`]'s variants (the election's folder holds the
+/// mutex's files assembled with the election's `ANNOUNCE`).
+const SOURCES: [[&str; 8]; 3] = [family!("mutex"), family!("counted"), family!("election")];
 
 impl Script {
     /// Every script, e.g. to load them all at once.
@@ -112,32 +128,7 @@ impl Script {
 
     /// The script's whole source, the helpers it uses included.
     pub fn source(self) -> &'static str {
-        match (self.engine, self.op) {
-            (Engine::Mutex, Op::Acquire) => with_lib!("mutex/acquire.lua"),
-            (Engine::Mutex, Op::Release) => with_lib!("mutex/release.lua"),
-            (Engine::Mutex, Op::Renew) => with_lib!("mutex/renew.lua"),
-            (Engine::Mutex, Op::Heartbeat) => with_lib!("mutex/heartbeat.lua"),
-            (Engine::Mutex, Op::Cancel) => with_lib!("mutex/cancel.lua"),
-            (Engine::Mutex, Op::Abandon) => with_lib!("mutex/abandon.lua"),
-            (Engine::Mutex, Op::ForceRelease) => with_lib!("mutex/force_release.lua"),
-            (Engine::Mutex, Op::Status) => with_lib!("mutex/status.lua"),
-            (Engine::Counted, Op::Acquire) => with_lib!("counted/acquire.lua"),
-            (Engine::Counted, Op::Release) => with_lib!("counted/release.lua"),
-            (Engine::Counted, Op::Renew) => with_lib!("counted/renew.lua"),
-            (Engine::Counted, Op::Heartbeat) => with_lib!("counted/heartbeat.lua"),
-            (Engine::Counted, Op::Cancel) => with_lib!("counted/cancel.lua"),
-            (Engine::Counted, Op::Abandon) => with_lib!("counted/abandon.lua"),
-            (Engine::Counted, Op::ForceRelease) => with_lib!("counted/force_release.lua"),
-            (Engine::Counted, Op::Status) => with_lib!("counted/status.lua"),
-            (Engine::Election, Op::Acquire) => with_lib!("election/acquire.lua"),
-            (Engine::Election, Op::Release) => with_lib!("election/release.lua"),
-            (Engine::Election, Op::Renew) => with_lib!("election/renew.lua"),
-            (Engine::Election, Op::Heartbeat) => with_lib!("election/heartbeat.lua"),
-            (Engine::Election, Op::Cancel) => with_lib!("election/cancel.lua"),
-            (Engine::Election, Op::Abandon) => with_lib!("election/abandon.lua"),
-            (Engine::Election, Op::ForceRelease) => with_lib!("election/force_release.lua"),
-            (Engine::Election, Op::Status) => with_lib!("election/status.lua"),
-        }
+        SOURCES[self.engine as usize][self.op as usize]
     }
 }
 
@@ -223,30 +214,6 @@ pub fn int(value: &Value) -> Result<i64> {
 /// A count, token or call id in a script's reply: a non-negative integer.
 pub fn count(value: &Value) -> Result<u64> {
     u64::try_from(int(value)?).map_err(|_| unexpected(value))
-}
-
-/// The listed holders and waiters of a status reply shaped as
-/// `counted/status.lua`'s: `head` fixed fields, the last
-/// of them the number of holders listed (at most `max_holders`), then those
-/// holders of `holder_width` fields each, then waiters of `waiter_width`
-/// fields each.
-pub fn listed_parts(
-    items: &[Value],
-    head: usize,
-    max_holders: usize,
-    holder_width: usize,
-    waiter_width: usize,
-) -> Result<(&[Value], &[Value])> {
-    let listed = count(&items[head - 1])? as usize;
-    let rest = &items[head..];
-    let holders_len = holder_width * listed;
-    if listed > max_holders
-        || rest.len() < holders_len
-        || !(rest.len() - holders_len).is_multiple_of(waiter_width)
-    {
-        return Err(unexpected(&items));
-    }
-    Ok(rest.split_at(holders_len))
 }
 
 /// A duration as whole milliseconds, for ARGV.

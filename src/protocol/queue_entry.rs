@@ -3,8 +3,9 @@
 //! member instead of three structures.
 
 use std::fmt;
+use std::sync::Arc;
 
-use crate::protocol::{Ask, Lease};
+use crate::protocol::{Ask, Lease, LockKeys};
 
 /// Waiting call `wait_id` of thread `owner`, asking for `ask`, to be
 /// granted `lease`. Its text form,
@@ -31,6 +32,36 @@ impl fmt::Display for QueueEntry<'_> {
         match self.ask {
             Ask::Mutex => Ok(()),
             ask => write!(f, " {}", ask.units()),
+        }
+    }
+}
+
+/// One acquire call on one lock, owned: the lock's keys and what the call's
+/// queue entry names. A waiter, a hold and a give-back are each one call's
+/// (a hold's release and renewal name it too).
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The lock's keys.
+    pub keys: Arc<LockKeys>,
+    /// The calling thread's owner id, or the call's own (unbound).
+    pub owner: String,
+    /// The call's id inside its client (its wait id).
+    pub id: u64,
+    /// The lease the call gets with the lock.
+    pub lease: Lease,
+    /// What the call asks for.
+    pub ask: Ask,
+}
+
+impl Call {
+    /// The call as the queue stores it (and heartbeats, cancels and
+    /// give-backs name it).
+    pub fn entry(&self) -> QueueEntry<'_> {
+        QueueEntry {
+            owner: &self.owner,
+            wait_id: self.id,
+            lease: self.lease,
+            ask: self.ask,
         }
     }
 }

@@ -3,9 +3,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{
-    count, int, listed_parts, text, unexpected, Engine, Op, Operation,
-};
+use crate::protocol::operation::{count, int, text, unexpected, Engine, Op, Operation};
 use crate::protocol::{Access, Ask, LockKind};
 
 /// Reads the status of a lock of `kind`, listing at most `waiters` queued
@@ -50,21 +48,6 @@ pub enum Capacity {
     Unknown,
 }
 
-impl Capacity {
-    /// The capacity of a lock of `kind` whose state records `units` (a
-    /// counted lock's; `None` when it records none).
-    fn of(kind: LockKind, units: Option<u64>) -> Capacity {
-        match (kind, units) {
-            (LockKind::Mutex | LockKind::Election, _) => Capacity::One,
-            (LockKind::RwLock, _) => Capacity::ReadersOrOneWriter,
-            (LockKind::Semaphore, Some(n)) => {
-                Capacity::Permits(u32::try_from(n).unwrap_or(u32::MAX))
-            }
-            (LockKind::Semaphore, None) => Capacity::Unknown,
-        }
-    }
-}
-
 /// What a hold or waiter of `units` on a lock of `kind` is: its access (a
 /// rwlock's; `None` for 0 units, a member fairlock did not write) and
 /// permits (a semaphore's; 1 for the other kinds, 0 for a foreign member).
@@ -77,6 +60,19 @@ fn shape(kind: LockKind, units: u64) -> (Option<Access>, u32) {
         LockKind::Semaphore => (None, u32::try_from(units).unwrap_or(u32::MAX)),
         LockKind::Mutex | LockKind::Election => (None, u32::from(units > 0)),
     }
+}
+
+/// A waiter of `units` on a lock of `kind`, from its `owner` and its
+/// liveness `left` as a status reply lists them.
+fn waiter(kind: LockKind, owner: &Value, units: u64, left: &Value) -> Result<WaiterReply> {
+    let (access, permits) = shape(kind, units);
+    Ok(WaiterReply {
+        owner: text(owner)?,
+        units,
+        access,
+        permits,
+        liveness_left_ms: int(left)?,
+    })
 }
 
 /// One hold, as a status lists it.
@@ -146,7 +142,14 @@ pub struct StatusReply {
 impl StatusReply {
     /// What the lock admits at once, as users see it.
     pub fn admits(&self) -> Capacity {
-        Capacity::of(self.kind, self.capacity)
+        match (self.kind, self.capacity) {
+            (LockKind::Mutex | LockKind::Election, _) => Capacity::One,
+            (LockKind::RwLock, _) => Capacity::ReadersOrOneWriter,
+            (LockKind::Semaphore, Some(n)) => {
+                Capacity::Permits(u32::try_from(n).unwrap_or(u32::MAX))
+            }
+            (LockKind::Semaphore, None) => Capacity::Unknown,
+        }
     }
 
     /// Whether a write holds it (a rwlock's: a write takes every unit,
@@ -199,7 +202,17 @@ impl Status {
     /// waiters, last token, holds listed, then the holds (owner, call,
     /// units, token, lease left) and the waiters (owner, units, left).
     fn parse_counted(&self, items: &[Value]) -> Result<StatusReply> {
-        let (holders, waiters) = listed_parts(items, 6, self.holders, 5, 3)?;
+        // The sixth field is the number of holds listed (at most as many as
+        // asked for), of five fields each; the waiters have three each.
+        let listed = count(&items[5])? as usize;
+        let rest = &items[6..];
+        if listed > self.holders || rest.len() / 5 < listed {
+            return Err(unexpected(&items));
+        }
+        let (holders, waiters) = rest.split_at(5 * listed);
+        if !waiters.len().is_multiple_of(3) {
+            return Err(unexpected(&items));
+        }
         let holders = holders
             .chunks(5)
             .map(|h| {
@@ -219,17 +232,7 @@ impl Status {
             .collect::<Result<_>>()?;
         let waiters = waiters
             .chunks(3)
-            .map(|w| {
-                let units = count(&w[1])?;
-                let (access, permits) = shape(self.kind, units);
-                Ok(WaiterReply {
-                    owner: text(&w[0])?,
-                    units,
-                    access,
-                    permits,
-                    liveness_left_ms: int(&w[2])?,
-                })
-            })
+            .map(|w| waiter(self.kind, &w[0], count(&w[1])?, &w[2]))
             .collect::<Result<_>>()?;
         let capacity = count(&items[0])?;
         Ok(StatusReply {
@@ -270,15 +273,7 @@ fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
     };
     let waiters = items[6..]
         .chunks(2)
-        .map(|pair| {
-            Ok(WaiterReply {
-                owner: text(&pair[0])?,
-                units: 1,
-                access: None,
-                permits: 1,
-                liveness_left_ms: int(&pair[1])?,
-            })
-        })
+        .map(|pair| waiter(kind, &pair[0], 1, &pair[1]))
         .collect::<Result<_>>()?;
     Ok(StatusReply {
         capacity: Some(1),

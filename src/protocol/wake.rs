@@ -49,10 +49,7 @@ impl WakeMessage {
         let text = std::str::from_utf8(payload).ok()?;
         let mut fields = text.split(' ');
         let kind = fields.next()?;
-        let numbers: Vec<i64> = fields
-            .map(str::parse)
-            .collect::<std::result::Result<_, _>>()
-            .ok()?;
+        let numbers: Vec<i64> = fields.map(|n| n.parse().ok()).collect::<Option<_>>()?;
         match (kind, numbers.as_slice()) {
             ("G", &[wait_id, token, ttl_ms]) => Some(WakeMessage::Granted {
                 wait_id: u64::try_from(wait_id).ok()?,
