@@ -14,7 +14,7 @@ use crate::handles::lease_policy::LeasePolicy;
 use crate::handles::target::Target;
 use crate::handles::wait::{NoWait, Wait};
 use crate::machinery::holds::{Granted, Hold};
-use crate::machinery::observe::{self, Labels};
+use crate::machinery::observe::{self, Labels, Outcome};
 use crate::machinery::shared::{ClientInner, Shared};
 use crate::machinery::waiters::{poll_time, Waiter, Wake};
 use crate::protocol::{
@@ -113,10 +113,10 @@ impl<'m> Acquisition<'m> {
     ) -> Result<Option<CallHold>> {
         let waited = started.elapsed();
         let outcome = match &result {
-            Ok(Some(_)) => "acquired",
-            Ok(None) if cancel.is_some_and(WaitCanceller::is_cancelled) => "cancelled",
-            Ok(None) => "timed_out",
-            Err(_) => "failed",
+            Ok(Some(_)) => Outcome::Acquired,
+            Ok(None) if cancel.is_some_and(WaitCanceller::is_cancelled) => Outcome::Cancelled,
+            Ok(None) => Outcome::TimedOut,
+            Err(_) => Outcome::Failed,
         };
         observe::wait_ended(&self.labels(), outcome, waited);
         if let Ok(Some(got)) = &mut result {

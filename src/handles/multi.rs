@@ -5,7 +5,6 @@
 //! deadlock, and each name stays FIFO. A call that gives up (timeout,
 //! cancellation, an error) releases what it took and leaves no queue entry.
 
-use std::cmp::Reverse;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -236,7 +235,10 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
             parts.push((part.0.keys()?.lock(), part));
         }
         // Writes first among equal keys, so the dedup below keeps them.
-        parts.sort_by_key(|&(key, part)| (key, Reverse(part.1.exclusive())));
+        parts.sort_by(|a, b| {
+            let exclusive = |part: &(Target, Ask)| part.1.exclusive();
+            a.0.cmp(b.0).then(exclusive(b.1).cmp(&exclusive(a.1)))
+        });
         parts.dedup_by(|later, kept| later.0 == kept.0);
         Ok(parts.into_iter().map(|(_, part)| part).collect())
     }

@@ -213,7 +213,9 @@ impl Shared {
                 Err(err) if stale_retries > 0 && stale => {
                     stale_retries -= 1;
                     log::debug!("fairlock: retrying on another connection: {err}");
-                    crate::machinery::observe::reconnected("pool");
+                    crate::machinery::observe::reconnected(
+                        crate::machinery::observe::Reconnect::Pool,
+                    );
                 }
                 Err(err)
                     if fresh_map_retry && err.retry() != Retry::No && self.backend.is_cluster() =>

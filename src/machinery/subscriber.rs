@@ -71,7 +71,7 @@ fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>
             "fairlock: wake-up subscription on {} is back",
             target.describe()
         );
-        crate::machinery::observe::reconnected("subscriber");
+        crate::machinery::observe::reconnected(crate::machinery::observe::Reconnect::Subscriber);
         shared.waiters.repoll_all();
     }
     let mut interruptions = 0;
