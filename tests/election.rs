@@ -582,17 +582,7 @@ fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
     // call that began (and read the election empty) before the campaign.
     drop(watch);
     let mut admin = server.conn();
-    let () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg("mute")
-        .arg("on")
-        .arg(">mute")
-        .arg("~*")
-        .arg("resetchannels")
-        .arg("&fairlock:wake:*")
-        .arg("+@all")
-        .query(&mut admin)
-        .unwrap();
+    create_mute_user(&mut admin);
     let mute = Client::builder(&server.url_as("mute", "mute"))
         .build()
         .unwrap();

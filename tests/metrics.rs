@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, Wait, WaitCanceller};
+use fairlock::{Client, LeaseEnd, Wait, WaitCanceller};
 use fairlock_test_support::*;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
@@ -337,5 +337,40 @@ fn script_reloads_and_subscriber_reconnects_are_counted() {
             "fairlock_reconnects_total"
         ) > reconnects),
         "no reconnect counted"
+    );
+}
+
+/// A lease whose local count runs out while nobody looks at its guard (a
+/// stalled link: no renewal confirms it) is counted as lost once, by the
+/// watchdog that finds it so first, not only when the guard is asked.
+#[test]
+fn a_lease_lost_that_only_the_watchdog_sees_is_counted() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    snapshotter();
+    let client = Client::builder(&relay.url())
+        .metrics_lock_names(true)
+        .lease(Duration::from_millis(600))
+        .waiter_timeout(Duration::from_secs(2))
+        .command_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let guard = client.fair_mutex("m-unseen").lock().unwrap();
+    let signal = guard.lease_signal();
+    relay.stall();
+    // The local count ends within the 600 ms lease; the watchdog's next
+    // round (every 200 ms) finds it over. Nothing asks the guard.
+    let counted = wait_until(Duration::from_secs(3), || {
+        Of::now("m-unseen").counter("fairlock_leases_lost_total", &[]) == 1
+    });
+    relay.resume();
+    assert!(counted, "the loss the watchdog found was not counted");
+    assert_eq!(signal.ended(), Some(LeaseEnd::Lost));
+    drop(guard);
+    assert_eq!(
+        Of::now("m-unseen").counter("fairlock_leases_lost_total", &[]),
+        1,
+        "counted once"
     );
 }

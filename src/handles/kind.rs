@@ -44,7 +44,7 @@ use crate::protocol::Ask;
 /// }
 /// # let _ = for_a_minute::<kind::Multi, fairlock::Unbound>;
 /// ```
-pub trait Kind: sealed::Kind + Clone + std::fmt::Debug + Send + Sync + 'static {}
+pub trait Kind: sealed::Sealed + Clone + std::fmt::Debug + Send + Sync + 'static {}
 
 /// The kinds of lock of one name ([`Mutex`], [`Semaphore`], [`RwLock`],
 /// [`Election`]): what has a name, a status, and can be force-unlocked.
@@ -73,7 +73,7 @@ pub trait Named: Kind + sealed::Named {}
 /// }
 /// # let _ = token_of::<kind::Write, fairlock::Bound>;
 /// ```
-pub trait HoldKind: sealed::HoldKind + 'static {
+pub trait HoldKind: sealed::Sealed + 'static {
     /// What ties a guard of this hold to its thread: a re-entrant hold
     /// taken by a thread (a mutex's, a read, a write, a leadership taken
     /// thread-bound) stays on that thread, as `std::sync::MutexGuard`
@@ -94,7 +94,7 @@ pub trait HoldKind: sealed::HoldKind + 'static {
 /// }
 /// # let _ = handle_of::<kind::Read, fairlock::Bound>;
 /// ```
-pub trait OneLock: HoldKind + sealed::OneLock {
+pub trait OneLock: HoldKind {
     /// The kind of the lock it is a hold of: a read's and a write's is
     /// [`RwLock`].
     ///
@@ -253,7 +253,9 @@ pub(crate) mod sealed {
     use crate::handles::target::Target;
     use crate::protocol::{Ask, LockKind};
 
-    pub trait Kind {}
+    /// Implemented by fairlock's own kinds only: every public trait of
+    /// [`kind`](super) requires it, so no other type can be one.
+    pub trait Sealed {}
 
     pub trait Named {
         /// The primitive, as the protocol names it.
@@ -265,26 +267,14 @@ pub(crate) mod sealed {
         fn of_hold(target: Target, ask: Ask, owner: &str) -> Self;
     }
 
-    pub trait HoldKind {}
-
-    pub trait OneLock {}
-
-    impl Kind for super::Mutex {}
-    impl Kind for super::Semaphore {}
-    impl Kind for super::RwLock {}
-    impl Kind for super::Election {}
-    impl Kind for super::Multi {}
-    impl HoldKind for super::Mutex {}
-    impl HoldKind for super::Semaphore {}
-    impl HoldKind for super::Read {}
-    impl HoldKind for super::Write {}
-    impl HoldKind for super::Election {}
-    impl HoldKind for super::Any {}
-    impl OneLock for super::Mutex {}
-    impl OneLock for super::Semaphore {}
-    impl OneLock for super::Read {}
-    impl OneLock for super::Write {}
-    impl OneLock for super::Election {}
+    impl Sealed for super::Mutex {}
+    impl Sealed for super::Semaphore {}
+    impl Sealed for super::RwLock {}
+    impl Sealed for super::Election {}
+    impl Sealed for super::Multi {}
+    impl Sealed for super::Read {}
+    impl Sealed for super::Write {}
+    impl Sealed for super::Any {}
 
     impl Named for super::Mutex {
         const KIND: LockKind = LockKind::Mutex;

@@ -149,7 +149,7 @@ impl Wait {
     }
 
     /// The wait of a call starting now: its deadline (`None`: none), or
-    /// `Err(())` when it cannot wait at all.
+    /// [`NoWait`] when it cannot wait at all.
     pub(crate) fn deadline(&self) -> Result<Option<Instant>, NoWait> {
         if self.canceller().is_some_and(WaitCanceller::is_cancelled) {
             return Err(NoWait);

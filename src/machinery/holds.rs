@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::connections::config::ClockDrift;
 use crate::machinery::observe::{self, Labels};
@@ -161,11 +161,26 @@ impl Hold {
         }
     }
 
+    /// The hold's state, settled as of `now`: whoever looks first (a
+    /// guard, a lease signal, the watchdog) finds a lease whose local count
+    /// ran out lost, and that loss is reported once, there, and wakes the
+    /// threads waiting for the end.
+    fn settled(&self, now: Instant) -> MutexGuard<'_, HoldState> {
+        let mut state = self.state.lock();
+        let before = state.end;
+        if state.settle(now) != before {
+            if state.end == Some(LeaseEnd::Lost) {
+                self.report_lost("no renewal confirmed it in time");
+            }
+            self.ended.notify_all();
+        }
+        state
+    }
+
     /// Whether the watchdog renews the hold: not past its maximum hold.
     pub(crate) fn is_renewable(&self) -> bool {
-        let mut state = self.state.lock();
-        state.settle(Instant::now());
-        state.max_end.is_none_or(|end| Instant::now() < end)
+        let now = Instant::now();
+        self.settled(now).max_end.is_none_or(|end| now < end)
     }
 
     /// The lease a renewal now asks for: `lease`, but no longer than this
@@ -192,17 +207,7 @@ impl Hold {
 
     /// How the hold ended, if it did by `now`.
     pub(crate) fn end_as_of(&self, now: Instant) -> Option<LeaseEnd> {
-        let mut state = self.state.lock();
-        let before = state.end;
-        let end = state.settle(now);
-        drop(state);
-        if end != before {
-            if end == Some(LeaseEnd::Lost) {
-                self.report_lost("no renewal confirmed it in time");
-            }
-            self.ended.notify_all();
-        }
-        end
+        self.settled(now).end
     }
 
     /// Redis said the lock is no longer this hold's.
@@ -220,14 +225,9 @@ impl Hold {
     /// The last guard of the hold was released; a hold already lost stays
     /// lost.
     pub(crate) fn mark_released(&self) {
-        let mut state = self.state.lock();
-        let before = state.end;
-        match state.settle(Instant::now()) {
-            None | Some(LeaseEnd::MaxHold) => state.end = Some(LeaseEnd::Released),
-            Some(LeaseEnd::Lost) if before != Some(LeaseEnd::Lost) => {
-                self.report_lost("no renewal confirmed it in time")
-            }
-            Some(_) => {}
+        let mut state = self.settled(Instant::now());
+        if matches!(state.end, None | Some(LeaseEnd::MaxHold)) {
+            state.end = Some(LeaseEnd::Released);
         }
         drop(state);
         observe::hold_ended(&self.labels, self.granted_at.elapsed());
@@ -249,8 +249,8 @@ impl Hold {
     /// A renewal sent at `sent` succeeded for `lease`. One sent after the
     /// lease had already run out by this client's count does not revive it.
     pub(crate) fn renewed(&self, sent: Instant, lease: Duration) {
-        let mut state = self.state.lock();
-        if state.settle(sent).is_some() {
+        let mut state = self.settled(sent);
+        if state.end.is_some() {
             return;
         }
         let end = self.drift.local_end(sent, lease);
@@ -262,10 +262,10 @@ impl Hold {
     /// count runs out wakes the caller at that moment.
     pub(crate) fn wait_end(&self, deadline: Option<Instant>) -> Option<LeaseEnd> {
         let started = Instant::now();
-        let mut state = self.state.lock();
         loop {
             let now = Instant::now();
-            if let Some(end) = state.settle(now) {
+            let mut state = self.settled(now);
+            if let Some(end) = state.end {
                 return Some(state.first_end_since(started, end));
             }
             if deadline.is_some_and(|d| now >= d) {

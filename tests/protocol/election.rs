@@ -278,17 +278,7 @@ fn the_mutexs_scripts_publish_nothing_but_wake_messages() {
 fn an_announcement_the_user_may_not_publish_leaves_the_step_standing() {
     const M: Ask = Ask::Mutex;
     let mut s = Lock::new(LockKind::Election, "denied");
-    let () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg("mute")
-        .arg("on")
-        .arg(">mute")
-        .arg("~*")
-        .arg("resetchannels")
-        .arg("&fairlock:wake:*")
-        .arg("+@all")
-        .query(&mut s.conn)
-        .unwrap();
+    create_mute_user(&mut s.conn);
     let mute = redis::Client::open(s.server.url_as("mute", "mute"))
         .unwrap()
         .get_connection()

@@ -36,6 +36,23 @@ pub fn create_acl_user(conn: &mut redis::Connection, password: &str) {
         .unwrap_or_else(|err| panic!("docs/security.md's ACL line rejected: {err}: {line}"));
 }
 
+/// Creates the user `mute` (password `mute`) on `conn`: allowed every
+/// command and key and the wake channels, but no other channel, so that
+/// it may not publish an election's announcements.
+pub fn create_mute_user(conn: &mut redis::Connection) {
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("mute")
+        .arg("on")
+        .arg(">mute")
+        .arg("~*")
+        .arg("resetchannels")
+        .arg("&fairlock:wake:*")
+        .arg("+@all")
+        .query(conn)
+        .unwrap();
+}
+
 /// Denials the server logged since the last reset (ACL LOG).
 pub fn acl_denials(conn: &mut redis::Connection) -> Vec<redis::Value> {
     redis::cmd("ACL").arg("LOG").query(conn).unwrap()
