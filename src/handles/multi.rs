@@ -102,23 +102,6 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
         self
     }
 
-    /// The names of the set, as its caller named them.
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let set = client.fair_multi_lock(["b", "a"]).and_read("c");
-    /// assert_eq!(set.names(), ["b", "a", "c"]);
-    /// # Ok(()) }
-    /// ```
-    pub fn names(&self) -> Vec<&str> {
-        self.kind
-            .parts
-            .iter()
-            .map(|(target, _)| target.name())
-            .collect()
-    }
-
     /// Waits as `wait` says, part after part in the shared order, for all
     /// the parts together: the general form of every way to lock a set.
     /// `Ok(None)` when the wait ended first: the parts taken so far are

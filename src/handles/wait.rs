@@ -62,9 +62,13 @@ enum Limit {
 impl Wait {
     /// As long as it takes (the default).
     ///
-    /// ```
+    /// ```no_run
     /// use fairlock::Wait;
-    /// assert!(Wait::forever().is_forever());
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-report").lock_with(Wait::forever())?;
+    /// assert!(guard.is_some()); // a wait without an end returns only with the lock
+    /// # Ok(()) }
     /// ```
     pub fn forever() -> Wait {
         Wait::default()
@@ -73,9 +77,14 @@ impl Wait {
     /// Not at all: one attempt that takes the lock only if that needs no
     /// waiting (it is free and nobody is queued for it), and never queues.
     ///
-    /// ```
+    /// ```no_run
     /// use fairlock::Wait;
-    /// assert!(!Wait::not_at_all().is_forever());
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if let Some(read) = client.fair_rwlock("catalog").read_with(Wait::not_at_all())? {
+    ///     read.unlock()?;
+    /// } // else: a writer holds it or someone waits; nothing queued
+    /// # Ok(()) }
     /// ```
     pub fn not_at_all() -> Wait {
         Wait::limited(Limit::NotAtAll)
@@ -84,11 +93,16 @@ impl Wait {
     /// At most `timeout`, counted from the start of the call it is given to
     /// (`Duration::ZERO` is [`not_at_all`](Self::not_at_all)).
     ///
-    /// ```
+    /// ```no_run
     /// use std::time::Duration;
     /// use fairlock::Wait;
-    /// let wait = Wait::at_most(Duration::from_secs(5));
-    /// assert!(!wait.is_forever());
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let cores = client.fair_semaphore("build-cores", 16);
+    /// if let Some(permits) = cores.acquire_many_with(4, Wait::at_most(Duration::from_secs(5)))? {
+    ///     permits.unlock()?;
+    /// }
+    /// # Ok(()) }
     /// ```
     pub fn at_most(timeout: Duration) -> Wait {
         Wait::limited(Limit::For(timeout))
@@ -97,11 +111,16 @@ impl Wait {
     /// Until `deadline` (one in the past is [`not_at_all`](Self::not_at_all)):
     /// several calls, one after another, can share one deadline.
     ///
-    /// ```
+    /// ```no_run
     /// use std::time::{Duration, Instant};
     /// use fairlock::Wait;
-    /// let wait = Wait::until(Instant::now() + Duration::from_secs(30));
-    /// assert!(!wait.is_forever());
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let deadline = Instant::now() + Duration::from_secs(30); // for both calls together
+    /// let read = client.fair_rwlock("catalog").read_with(Wait::until(deadline))?;
+    /// let import = client.fair_mutex("import").lock_with(Wait::until(deadline))?;
+    /// # drop((read, import));
+    /// # Ok(()) }
     /// ```
     pub fn until(deadline: Instant) -> Wait {
         Wait::limited(Limit::Until(deadline))
@@ -111,28 +130,23 @@ impl Wait {
     /// later; a wait whose canceller is cancelled already makes one
     /// attempt that never queues). One canceller may end many waits.
     ///
-    /// ```
+    /// ```no_run
     /// use fairlock::{Wait, WaitCanceller};
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let shutdown = WaitCanceller::new();
     /// let wait = Wait::forever().cancelled_by(&shutdown);
-    /// assert!(!wait.is_forever()); // it may end without the lock
+    /// match client.election("scheduler").campaign_with(wait)? {
+    ///     Some(leadership) => leadership.unlock()?,
+    ///     None => println!("shutting down before this candidate led"),
+    /// }
+    /// # Ok(()) }
     /// ```
     pub fn cancelled_by(self, cancel: &WaitCanceller) -> Wait {
         Wait {
             cancel: Some(cancel.clone()),
             ..self
         }
-    }
-
-    /// True when the wait ends only with the lock: forever, without a
-    /// canceller.
-    ///
-    /// ```
-    /// use fairlock::Wait;
-    /// assert!(Wait::default().is_forever());
-    /// ```
-    pub fn is_forever(&self) -> bool {
-        self.limit == Limit::Forever && self.cancel.is_none()
     }
 
     /// A wait limited as `limit` says, no canceller.
