@@ -389,6 +389,7 @@ impl<'m> Acquisition<'m> {
             target: self.target.clone(),
             policy: self.policy,
             hold,
+            call: waiter.call.clone(),
             waited: Duration::ZERO,
             released: false,
         }

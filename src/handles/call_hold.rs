@@ -12,7 +12,7 @@ use crate::handles::lease_policy::LeasePolicy;
 use crate::handles::target::Target;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::ClientInner;
-use crate::protocol::{Release, ReleaseReply};
+use crate::protocol::{Call, Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
@@ -22,9 +22,12 @@ pub(crate) struct CallHold {
     /// guard gives that handle back).
     pub(crate) target: Target,
     pub(crate) policy: LeasePolicy,
-    /// The hold, with the acquire call that made it: the release names
-    /// that call, and so does a give-back of it.
+    /// The hold: shared with the thread's other guards of it when a call
+    /// re-entered it (a mutex's), with the call that first took it.
     pub(crate) hold: Arc<Hold>,
+    /// The acquire call that made this guard (the first one, or a
+    /// re-entry): its release names this call, and so does a give-back.
+    pub(crate) call: Call,
     /// How long the acquire call waited, from its start to its return.
     pub(crate) waited: Duration,
     pub(crate) released: bool,
@@ -34,7 +37,7 @@ impl CallHold {
     /// What the hold is, for messages: `semaphore "uploads" permit`,
     /// `election "scheduler" leadership`.
     fn what(&self) -> String {
-        let call = &self.hold.call;
+        let call = &self.call;
         call.ask.describe_on(call.keys.kind(), self.target.name())
     }
 
@@ -52,7 +55,7 @@ impl CallHold {
         }
         let shared = &self.client.shared;
         shared.unregister_hold(&self.hold);
-        let (call, token) = (&self.hold.call, self.hold.token);
+        let (call, token) = (&self.call, self.hold.token);
         let keys = &call.keys;
         let release = Release {
             owner: &call.owner,

@@ -245,7 +245,7 @@ impl<O: Ownership> Guard<kind::Election, O> {
     /// # Ok(()) }
     /// ```
     pub fn value(&self) -> &str {
-        let owner = &self.hold.hold.call.owner;
+        let owner = &self.hold.call.owner;
         owner.split_once('@').map_or("", |(_, value)| value)
     }
 }

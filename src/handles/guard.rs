@@ -153,7 +153,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn access(&self) -> Option<Access> {
-        self.hold.hold.call.ask.access()
+        self.hold.call.ask.access()
     }
 
     /// The permits the hold takes: a semaphore's (1 unless taken with
@@ -168,7 +168,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn num_permits(&self) -> u32 {
-        self.hold.hold.call.ask.permits()
+        self.hold.call.ask.permits()
     }
 
     /// Releases the hold and reports how that went; the waiters it admits
@@ -234,7 +234,7 @@ impl<K: OneLock, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn lock_handle(&self) -> FairLock<K::Lock, O> {
-        let (hold, call) = (&self.hold, &self.hold.hold.call);
+        let (hold, call) = (&self.hold, &self.hold.call);
         let kind =
             <K::Lock as kind::sealed::Named>::of_hold(hold.target.clone(), call.ask, &call.owner);
         FairLock::new(hold.client.clone(), hold.policy, kind)
