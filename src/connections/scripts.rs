@@ -4,6 +4,7 @@
 //! with a write.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use redis::{ConnectionLike, Script as RedisScript, Value};
 
@@ -12,10 +13,19 @@ use crate::protocol::{
     unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Script, SyncReplicas, Written,
 };
 
-/// Every script of the crate, hashed once per client, and the two
-/// arguments every call of this client starts with.
+/// Every script of the crate with its SHA-1, hashed once per process (the
+/// sources are the same for every client: a client's start, which tests
+/// and short-lived commands do often, hashes nothing).
+static HASHED: LazyLock<HashMap<Script, RedisScript>> = LazyLock::new(|| {
+    Script::ALL
+        .iter()
+        .map(|&kind| (kind, RedisScript::new(kind.source())))
+        .collect()
+});
+
+/// The scripts as one client runs them (by their hashes, [`HASHED`]), with
+/// the two arguments every call of this client starts with.
 pub(crate) struct Scripts {
-    by_kind: HashMap<Script, RedisScript>,
     /// ARGV[1], ARGV[2] of every script (see [`CommonArgs`]).
     common: [String; 2],
     /// Told each time the scripts are loaded again (the client's metrics).
@@ -25,10 +35,6 @@ pub(crate) struct Scripts {
 impl Scripts {
     pub(crate) fn new(common: &CommonArgs, reloaded: fn()) -> Self {
         Scripts {
-            by_kind: Script::ALL
-                .iter()
-                .map(|&kind| (kind, RedisScript::new(kind.source())))
-                .collect(),
             common: common.args(),
             reloaded,
         }
@@ -61,7 +67,7 @@ impl Scripts {
         let script = op.script(keys);
         let keys = op.keys(keys);
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.by_kind[&script].get_hash())
+        cmd.arg(HASHED[&script].get_hash())
             .arg(keys.len())
             .arg(keys)
             .arg(&self.common)
