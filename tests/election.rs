@@ -664,8 +664,8 @@ fn command_calls(conn: &mut redis::Connection) -> std::collections::HashMap<Stri
 #[test]
 fn a_campaign_a_resign_and_a_drop_each_cost_the_client_one_command() {
     let server = RedisServer::start();
-    let counter = CommandCounter::start(server.port());
-    let client = Client::builder(&counter.url()).build().unwrap();
+    let relay = Relay::recording(server.port());
+    let client = Client::builder(&relay.url()).build().unwrap();
     let election = client.election("counted");
     let mut admin = server.conn();
     let mut listener = server.conn();
@@ -691,13 +691,13 @@ fn a_campaign_a_resign_and_a_drop_each_cost_the_client_one_command() {
     assert_eq!(heard().len(), 2, "the warm-up's leader and resignation");
 
     let before = command_calls(&mut admin);
-    let (campaign, leadership) = counter.during(|| election.with_value("one").campaign().unwrap());
+    let (campaign, leadership) = relay.during(|| election.with_value("one").campaign().unwrap());
     let term = leadership.term();
-    let (resign, resigned) = counter.during(|| leadership.unlock());
+    let (resign, resigned) = relay.during(|| leadership.unlock());
     resigned.unwrap();
     let dropped = election.with_value("two").campaign().unwrap();
     let dropped_term = dropped.term();
-    let (drop_cmds, ()) = counter.during(|| drop(dropped));
+    let (drop_cmds, ()) = relay.during(|| drop(dropped));
     let after = command_calls(&mut admin);
     let grew = |name: &str| after.get(name).unwrap_or(&0) - before.get(name).unwrap_or(&0);
     eprintln!(

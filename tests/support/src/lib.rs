@@ -1,8 +1,8 @@
 //! Test support for fairlock's integration tests and benches (a dev-only
 //! crate of the workspace, never published): real redis-servers, Redis
 //! Cluster and Sentinel topologies, child processes and what they agree on
-//! with their test, lock threads, a TCP relay for network faults, a proxy
-//! that records a client's commands, the Lua scripts driven directly, a
+//! with their test, lock threads, a TCP relay for network faults (which
+//! also records the commands its clients send), the Lua scripts driven directly, a
 //! server whose clock a test steps, the ACL user of docs/security.md, the
 //! one per-kind dispatch of the tests that do the same to every kind of
 //! lock, and the one overlap checker. One module per concern; the items of
@@ -29,7 +29,6 @@ pub mod tls;
 pub use acl::*;
 pub use children::*;
 pub use cluster::*;
-pub use commands::*;
 pub use fake_queue::*;
 pub use info::*;
 pub use kinds::*;

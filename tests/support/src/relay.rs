@@ -64,6 +64,11 @@ struct State {
     accepted: AtomicU64,
     refused: AtomicU64,
     severed: AtomicU64,
+    /// The name of every command the clients sent so far (upper case), in
+    /// the order the relay read them, when it records them
+    /// ([`Relay::recording`]).
+    recording: AtomicBool,
+    sent: Mutex<Vec<String>>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -114,6 +119,8 @@ impl Relay {
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             severed: AtomicU64::new(0),
+            recording: AtomicBool::new(false),
+            sent: Mutex::new(Vec::new()),
         });
         let acceptor = {
             let state = Arc::clone(&state);
@@ -187,6 +194,14 @@ impl Relay {
         self.state.delay_us.store(us, SeqCst);
     }
 
+    /// A relay (as [`start`](Self::start)) that records the commands its
+    /// clients send ([`sent`](Self::sent), [`during`](Self::during)).
+    pub fn recording(upstream_port: u16) -> Relay {
+        let relay = Self::start(upstream_port);
+        relay.state.recording.store(true, SeqCst);
+        relay
+    }
+
     /// Starts a relay whose link adds `one_way` each way (see
     /// [`set_delay`](Self::set_delay)).
     pub fn with_delay(upstream_port: u16, one_way: Duration) -> Relay {
@@ -222,6 +237,23 @@ impl Relay {
     /// Open connections severed by [`cut`](Self::cut)s so far.
     pub fn severed_connections(&self) -> u64 {
         self.state.severed.load(SeqCst)
+    }
+
+    /// The names of the commands the clients sent through a
+    /// [`recording`](Self::recording) relay so far (upper case), in the
+    /// order it read them: what a call of the API
+    /// costs in round trips, which the server's own counts cannot tell
+    /// (they count the commands a script runs as they count a client's).
+    pub fn sent(&self) -> Vec<String> {
+        self.state.sent.lock().unwrap().clone()
+    }
+
+    /// The names of the commands `f` made the clients send (those the relay
+    /// read while it ran), and what it returned.
+    pub fn during<T>(&self, f: impl FnOnce() -> T) -> (Vec<String>, T) {
+        let before = self.state.sent.lock().unwrap().len();
+        let out = f();
+        (self.sent()[before..].to_vec(), out)
     }
 
     fn set_mode(&self, change: impl FnOnce(&mut Mode)) {
@@ -365,7 +397,10 @@ fn open_link(state: &Arc<State>, client: TcpStream) -> Option<Link> {
         pumps.push(
             std::thread::Builder::new()
                 .name(format!("relay-{way}"))
-                .spawn(move || pump(&reader_state, &reader_severed, from, chunks))
+                .spawn(move || {
+                    let record = way == "up" && reader_state.recording.load(SeqCst);
+                    pump(&reader_state, &reader_severed, from, chunks, record)
+                })
                 .expect("relay: spawn a pump"),
         );
         let (state, severed) = (Arc::clone(state), Arc::clone(&severed));
@@ -397,9 +432,11 @@ fn pump(
     severed: &AtomicBool,
     mut from: TcpStream,
     chunks: std::sync::mpsc::Sender<Chunk>,
+    record: bool,
 ) {
     let stop = || severed.load(SeqCst) || state.closing();
     let mut buf = [0u8; 16 * 1024];
+    let mut pending: Vec<u8> = Vec::new();
     while !stop() {
         let n = match from.read(&mut buf) {
             Ok(0) => break,
@@ -409,6 +446,16 @@ fn pump(
             }
             Err(_) => break,
         };
+        if record {
+            // Each whole command read, before it is passed on (so a reply
+            // never comes before its command is recorded).
+            pending.extend_from_slice(&buf[..n]);
+            let mut sent = state.sent.lock().unwrap();
+            while let Some((used, name)) = crate::commands::command(&pending) {
+                sent.push(name);
+                pending.drain(..used);
+            }
+        }
         let read_at = std::time::Instant::now();
         let mut mode = state.lock_mode();
         if mode.stalled {
