@@ -457,11 +457,18 @@ impl Lock {
     /// SETINFO at connect, which are not the scripts'.
     pub fn as_acl_user(&mut self, password: &str) {
         create_acl_user(&mut self.conn, password);
-        let user = redis::Client::open(self.server.url_as("fairlock", password))
+        self.run_as("fairlock", password);
+    }
+
+    /// The scripts run from now on as the ACL user `user` (made already),
+    /// the ACL log emptied of the denials of the redis crate's CLIENT
+    /// SETINFO at connect, which are not the scripts'.
+    pub fn run_as(&mut self, user: &str, password: &str) {
+        let runner = redis::Client::open(self.server.url_as(user, password))
             .unwrap()
             .get_connection()
             .unwrap();
-        self.runner = Some(user);
+        self.runner = Some(runner);
         let () = redis::cmd("ACL")
             .arg("LOG")
             .arg("RESET")

@@ -279,16 +279,7 @@ fn an_announcement_the_user_may_not_publish_leaves_the_step_standing() {
     const M: Ask = Ask::Mutex;
     let mut s = Lock::new(LockKind::Election, "denied");
     create_mute_user(&mut s.conn);
-    let mute = redis::Client::open(s.server.url_as("mute", "mute"))
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    s.runner = Some(mute);
-    let () = redis::cmd("ACL")
-        .arg("LOG")
-        .arg("RESET")
-        .query(&mut s.conn)
-        .unwrap();
+    s.run_as("mute", "mute");
     let mut sub = s.server.conn();
     let mut heard = Published::on(&mut sub);
     let a = s.take("a:u1@alpha", 1, M);

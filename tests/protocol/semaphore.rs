@@ -184,18 +184,9 @@ fn a_release_delivered_twice_counts_once() {
 #[test]
 fn the_readme_acl_user_runs_every_semaphore_script() {
     let mut s = sem("acl");
-    create_acl_user(&mut s.conn, "sem-pw");
-    let user = redis::Client::open(s.server.url_as("fairlock", "sem-pw"))
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    s.runner = Some(user);
-    // Denials of the redis crate's CLIENT SETINFO at connect are not the scripts'.
-    let () = redis::cmd("ACL")
-        .arg("LOG")
-        .arg("RESET")
-        .query(&mut s.conn)
-        .unwrap();
+    // (Denials of the redis crate's CLIENT SETINFO at connect are not the
+    // scripts': the log is emptied of them.)
+    s.as_acl_user("sem-pw");
     let a = s.take("a:1", 1, permits(1, 1));
     s.queue("w:1", 2, permits(1, 1));
     let stale = Hold {
