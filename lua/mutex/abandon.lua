@@ -20,7 +20,7 @@
 -- @helpers hand_over, free_lock, give_back, leave_queue
 local entry = ARGV[3]
 local owner, call = entry_arg(entry)
-local token, holder, calls, mark, fence, left = read_lock()
+local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
 if holder == owner and give_back(owner, token, calls, mark, fence, call) then
   return 1
 end

@@ -31,19 +31,26 @@
 -- waiters); a free lock nobody waits for: GET, EXISTS, TIME and one SET
 -- (an election's: and one PUBLISH).
 
--- @helpers LOCK, QUEUE, ANNOUNCE, fmt, fail, ms_arg, FENCE_LIFE, read_lock, write_hold,
+-- @helpers LOCK, QUEUE, ANNOUNCE, fmt, fail, ms_arg, FENCE_LIFE, write_hold,
 -- @helpers server_time, take
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
 if fixed ~= '0' and fixed ~= '1' then
   fail('ERR fairlock: fixed must be 0 or 1')
 end
-local token, holder, calls, mark, fence, left = read_lock()
--- The common case first: a free lock nobody waits for.
-if not holder and redis.call('EXISTS', QUEUE) == 0 then
-  return take(owner, lease, server_time(), wait_id, token, mark)
+local stored = redis.call('GET', LOCK)
+-- The common case first: a free lock (no key, or "<token> - - -[ <mark>]")
+-- nobody waits for, read with one match of the value and no PTTL.
+local free_token, free_mark = '0', ''
+if stored then
+  free_token, free_mark = string.match(stored, '^(%d+) %- %- %- ?(.*)$')
+end
+if free_token and redis.call('EXISTS', QUEUE) == 0 then
+  return take(owner, lease, server_time(), wait_id, free_token, free_mark)
 end
 
+-- @helpers read_lock
+local token, holder, calls, mark, fence, left = read_lock(stored)
 -- @helpers DEADLINES, forget, prune, keep_queue_for, join_queue
 
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed
@@ -76,7 +83,7 @@ if holder == owner then
   -- lost call's give-back would, then ask like any newcomer.
   local t_us, t_ms = server_time()
   free_lock(t_us, t_ms, token, mark)
-  token, holder, calls, mark, fence, left = read_lock()
+  token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
 end
 
 local now_us, now_ms = server_time()

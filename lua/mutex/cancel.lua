@@ -19,7 +19,7 @@
 -- @helpers hand_over, leave_queue, extend_lease
 local entry = ARGV[3]
 local owner, wait_id, lease, fixed = entry_arg(entry)
-local token, holder, calls, mark, fence, left = read_lock()
+local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
 if holder == owner and counts_call(calls, wait_id) then
   if fixed == '0' then
     left = extend_lease(lease, fence, left)

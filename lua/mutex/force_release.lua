@@ -16,7 +16,7 @@
 -- @helpers split_mark, parse_entry, forget, live_head, wake, tell_head,
 -- @helpers hand_over, free_lock
 local this_call = 'F' .. ARGV[3]
-local token, holder, _, mark = read_lock()
+local token, holder, _, mark = read_lock(redis.call('GET', LOCK))
 local seen, detail = split_mark(mark)
 if seen == this_call then
   if detail == '' then

@@ -30,10 +30,10 @@ for i = 4, #ARGV do
 end
 local now_us, now_ms = server_time()
 prune(now_ms)
-local token, holder, calls, mark, fence, left = read_lock()
+local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
 if not holder then
   hand_over(now_us, now_ms, token, mark)
-  token, holder, calls, mark, fence, left = read_lock()
+  token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
 end
 
 local out = { 0, tonumber(token) }

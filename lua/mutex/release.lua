@@ -17,20 +17,32 @@
 --         nothing is changed.
 -- An election's script also says on the election's channel who it handed
 -- the lock to, or that the hold ended when it freed it (lib.lua: ANNOUNCE).
--- Cost: O(log N); with nobody waiting GET, EXISTS and one SET (an
+-- Cost: O(log N); with nobody waiting GET, PTTL, EXISTS and one SET (an
 -- election's: and one PUBLISH).
 
--- @helpers LOCK, QUEUE, ANNOUNCE, fail, ms_arg, FENCE_LIFE, read_lock, write_free
+-- @helpers LOCK, QUEUE, ANNOUNCE, fail, ms_arg, FENCE_LIFE, write_free
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
-local held, holder, calls, mark, fence = read_lock()
--- The common case first: the only hold of this call, nobody waiting.
-if holder == owner and held == token and calls == call and redis.call('EXISTS', QUEUE) == 0 then
-  write_free(token, owner .. '#' .. call)
-  if ANNOUNCE then
-    redis.pcall('PUBLISH', ANNOUNCE, 'resigned ' .. token)
+local stored = redis.call('GET', LOCK)
+-- The common case first: the only hold of this call, its value "<token>
+-- <owner> <call> <fence ms>[ <mark>]", its lease not run out (PTTL above
+-- the fence), nobody waiting: one plain find and one short match of the
+-- value.
+local hold = token .. ' ' .. owner .. ' ' .. call .. ' '
+local pttl = nil
+if stored and string.find(stored, hold, 1, true) == 1 then
+  local fence = tonumber(string.match(stored, '^%d+', #hold + 1))
+  pttl = redis.call('PTTL', LOCK)
+  if fence and (pttl == -1 or pttl > fence) and redis.call('EXISTS', QUEUE) == 0 then
+    write_free(token, owner .. '#' .. call)
+    if ANNOUNCE then
+      redis.pcall('PUBLISH', ANNOUNCE, 'resigned ' .. token)
+    end
+    return 0
   end
-  return 0
 end
+
+-- @helpers read_lock
+local held, holder, calls, mark, fence = read_lock(stored, pttl)
 
 -- @helpers DEADLINES, WAKE_PREFIX, fmt, write_hold, server_time, take,
 -- @helpers split_mark, parse_entry, forget, live_head, wake, tell_head,

@@ -16,7 +16,7 @@
 -- @helpers LOCK, QUEUE, DEADLINES, fmt, fail, read_lock, server_time,
 -- @helpers parse_entry
 local _, now_ms = server_time()
-local token, holder, calls, _, _, left = read_lock()
+local token, holder, calls, _, _, left = read_lock(redis.call('GET', LOCK))
 local out = { '', 0, 0, -2 }
 if holder then
   out = { holder, select(2, string.gsub(calls, ',', '')) + 1, tonumber(token), left }
