@@ -1,0 +1,481 @@
+//! Where the server's work goes on each of the mutex's fast paths, counted
+//! in instructions rather than timed: redis-server runs under valgrind's
+//! callgrind, and each figure is the instructions Redis spends inside its
+//! `call()` (what INFO commandstats times) per operation, over a batch of
+//! operations, so that it is the same on a busy machine as on an idle one.
+//!
+//! Each path is split into:
+//! - the call itself: a `return 1` script given the same KEYS and ARGV
+//!   (Redis turns each argument into a Lua string);
+//! - the prelude: the path's own script cut before its first command (the
+//!   helper closures it builds and its argument checks);
+//! - the commands: a script that sends only the path's commands, with
+//!   values of the same size;
+//! - the rest: what the script does between its commands (reading and
+//!   building values, comparisons), the whole minus the three above.
+//!
+//! Beside them, the unfair cycle (`SET NX PX`, then a compare-and-delete
+//! script) and the commands each path sends (INFO commandstats' counts).
+//!
+//! `cargo bench --bench server_cost` (needs `valgrind`; a minute or two)
+//! writes `target/fairlock-bench/server_cost.json`, which
+//! `scripts/bench-report` puts into BENCHMARKS.md; `cargo test --bench
+//! server_cost` runs it with small batches and writes nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fairlock::__test_support::{LockKind, Op, Script};
+use fairlock_test_support::fake_queue::ScriptedLock;
+use fairlock_test_support::RedisServer;
+
+#[path = "common/mod.rs"]
+mod common;
+
+/// Operations per counted batch (and the warm-up before each batch).
+fn batch() -> u64 {
+    if common::measuring() {
+        400
+    } else {
+        5
+    }
+}
+
+/// A redis-server under callgrind, with what it takes to read its counts.
+struct Counted {
+    server: RedisServer,
+    pid: String,
+    dumps: PathBuf,
+}
+
+impl Counted {
+    fn start() -> Option<Counted> {
+        if Command::new("valgrind").arg("--version").output().is_err() {
+            eprintln!("server_cost: valgrind not found; install it (apt-get install valgrind) to count the server's instructions");
+            return None;
+        }
+        let dumps =
+            std::env::temp_dir().join(format!("fairlock-server-cost-{}", std::process::id()));
+        std::fs::create_dir_all(&dumps).unwrap();
+        let wrapper = dumps.join("redis-server");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={}/cg.%p {} \"$@\"\n",
+                dumps.display(),
+                fairlock_test_support::server_binary().display()
+            ),
+        )
+        .unwrap();
+        Command::new("chmod")
+            .arg("+x")
+            .arg(&wrapper)
+            .status()
+            .unwrap();
+        let server = RedisServer::start_binary(&wrapper, &[]);
+        let mut conn = server.conn();
+        let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
+        let pid = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        Some(Counted { server, pid, dumps })
+    }
+
+    fn control(&self, flag: &str) {
+        let ok = Command::new("callgrind_control")
+            .args([flag, &self.pid])
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "callgrind_control {flag} {}", self.pid);
+    }
+
+    /// Instructions inside `call()` per operation while `run` makes `n`
+    /// operations, after `n` more of warm-up.
+    fn per_op(&self, n: u64, mut run: impl FnMut(u64)) -> f64 {
+        for i in 0..n {
+            run(i);
+        }
+        self.count(n, || {
+            for i in n..2 * n {
+                run(i);
+            }
+        })
+    }
+
+    /// Instructions inside `call()` while `run` runs, over `n`.
+    fn count(&self, n: u64, run: impl FnOnce()) -> f64 {
+        self.control("-z");
+        run();
+        self.control("-d");
+        let dump = std::fs::read_dir(&self.dumps)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("cg."))
+            .max_by_key(|p| p.metadata().unwrap().modified().unwrap())
+            .unwrap();
+        let total = instructions_in_call(&dump);
+        for entry in std::fs::read_dir(&self.dumps).unwrap() {
+            let path = entry.unwrap().path();
+            if path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("cg.")
+                && path != dump
+            {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        let _ = std::fs::remove_file(dump);
+        total / n as f64
+    }
+}
+
+/// The inclusive instructions of Redis's `call()` in a callgrind dump.
+fn instructions_in_call(dump: &Path) -> f64 {
+    let out = Command::new("callgrind_annotate")
+        .args(["--inclusive=yes", "--threshold=100"])
+        .arg(dump)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find(|l| l.contains(":call ["))
+        .and_then(|l| l.split_whitespace().next())
+        .map(|n| n.replace(',', "").parse().unwrap())
+        .unwrap_or_else(|| panic!("no call() in callgrind_annotate's output:\n{text}"))
+}
+
+/// Calls per command name since the last `CONFIG RESETSTAT`, over `n`.
+fn commands_per_op(conn: &mut redis::Connection, n: u64) -> BTreeMap<String, f64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls: f64 = rest
+                .split(',')
+                .next()?
+                .strip_prefix("calls=")?
+                .parse()
+                .ok()?;
+            Some((name.to_uppercase(), calls / n as f64))
+        })
+        .filter(|(name, _)| !["INFO", "CONFIG"].contains(&name.as_str()))
+        .collect()
+}
+
+/// The first line of the mutex's acquire and release after their
+/// prelude: today's, and the one before issue 29 (for the report's before
+/// column).
+const FIRST_READ: [&str; 3] = [
+    "local stored = redis.call('GET', LOCK)",
+    "local token, holder, calls, mark, fence, left = read_lock()",
+    "local held, holder, calls, mark, fence = read_lock()",
+];
+
+/// `source` cut before its first line that reads the lock, ending in
+/// `return 1`: the prelude of a fast path.
+fn prelude(source: &str) -> String {
+    let at = FIRST_READ
+        .iter()
+        .find_map(|marker| source.find(&format!("\n{marker}")))
+        .unwrap_or_else(|| panic!("no line of {FIRST_READ:?} in the script"));
+    format!("{}\nreturn 1\n", &source[..at])
+}
+
+struct Row {
+    path: &'static str,
+    whole: f64,
+    call: f64,
+    prelude: f64,
+    commands: f64,
+    sent: BTreeMap<String, f64>,
+}
+
+fn main() {
+    let Some(counted) = Counted::start() else {
+        return;
+    };
+    let n = batch();
+    let server = &counted.server;
+    let mut conn = server.conn();
+    let noop = redis::Script::new("return 1");
+    let unit = counted.per_op(n, |_| {
+        let _: i64 = noop.invoke(&mut conn).unwrap();
+    });
+
+    // The unfair cycle: SET NX PX, then compare-and-delete.
+    let cad = redis::Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+    );
+    let unfair = counted.per_op(n, |i| {
+        let token = i.to_string();
+        let set: Option<String> = redis::cmd("SET")
+            .arg("bench:unfair")
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(30_000)
+            .query(&mut conn)
+            .unwrap();
+        assert!(set.is_some());
+        let deleted: i64 = cad
+            .key("bench:unfair")
+            .arg(&token)
+            .invoke(&mut conn)
+            .unwrap();
+        assert_eq!(deleted, 1);
+    });
+
+    let lock = ScriptedLock::new(server, "bench:cost");
+    let keys = lock.keys.clone();
+    let acquire = Script::of(LockKind::Mutex, Op::Acquire).source();
+    let release = Script::of(LockKind::Mutex, Op::Release).source();
+    // A script given the KEYS and ARGV of a path (its values as the
+    // client sends them), and a batch of such calls.
+    let with_args = |script: &redis::Script, args: &[String], conn: &mut redis::Connection| {
+        let mut inv = script.prepare_invoke();
+        for k in &keys {
+            inv.key(k);
+        }
+        for a in args {
+            inv.arg(a);
+        }
+        let _: redis::Value = inv.invoke(conn).unwrap();
+    };
+    let acquire_args: Vec<String> = [
+        "fairlock:wake:",
+        "600000",
+        "c1:1",
+        "60000",
+        "1",
+        "600000",
+        "first",
+        "7",
+        "0",
+    ]
+    .map(String::from)
+    .to_vec();
+    let release_args: Vec<String> = ["fairlock:wake:", "600000", "c1:1", "1795728762856307", "7"]
+        .map(String::from)
+        .to_vec();
+    let free_value = "1795728762856307 - - - c1:1#6";
+    let held_value = "1795728762856307 c1:1 7 600000 c1:1#6";
+    let set_free = |conn: &mut redis::Connection| {
+        let () = redis::cmd("SET")
+            .arg(&keys[0])
+            .arg(free_value)
+            .arg("PX")
+            .arg(600_000)
+            .query(conn)
+            .unwrap();
+    };
+    let plain_set = counted.per_op(n, |_| set_free(&mut conn));
+
+    let mut rows = Vec::new();
+    // take: a free lock nobody waits for (then a plain SET frees it again).
+    {
+        let _: () = redis::cmd("DEL").arg(&keys).query(&mut conn).unwrap();
+        set_free(&mut conn);
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut conn)
+            .unwrap();
+        let whole = counted.per_op(n, |i| {
+            let reply = lock.acquire(&mut conn, "c1:1", 1_000 + i);
+            assert_eq!(reply[0], 1, "the lock was free");
+            set_free(&mut conn);
+        }) - plain_set;
+        let mut sent = commands_per_op(&mut conn, 2 * n);
+        sent.remove("SET")
+            .map(|s| sent.insert("SET".into(), s - 1.0));
+        let call = counted.per_op(n, |_| with_args(&noop, &acquire_args, &mut conn));
+        let cut = redis::Script::new(&prelude(acquire));
+        let pre = counted.per_op(n, |_| with_args(&cut, &acquire_args, &mut conn));
+        let only = redis::Script::new(&format!(
+            "redis.call('GET', KEYS[1]) redis.call('EXISTS', KEYS[2]) redis.call('TIME') \
+             redis.call('SET', KEYS[1], '{held_value}', 'PX', 660000) return 1"
+        ));
+        let commands =
+            counted.per_op(n, |_| with_args(&only, &acquire_args, &mut conn)) - plain_set;
+        // `only` leaves a held value; each batch starts from the free one.
+        set_free(&mut conn);
+        rows.push(Row {
+            path: "take",
+            whole,
+            call,
+            prelude: pre - call,
+            commands: commands + plain_set - call,
+            sent,
+        });
+    }
+    // release that frees: the lock held by c1:1's call 7 (a plain SET),
+    // released.
+    {
+        let set_held = |conn: &mut redis::Connection| {
+            let () = redis::cmd("SET")
+                .arg(&keys[0])
+                .arg(held_value)
+                .arg("PX")
+                .arg(660_000)
+                .query(conn)
+                .unwrap();
+        };
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut conn)
+            .unwrap();
+        let whole = counted.per_op(n, |_| {
+            set_held(&mut conn);
+            let holder = (
+                "c1:1".to_owned(),
+                "1795728762856307".to_owned(),
+                "7".to_owned(),
+            );
+            assert_eq!(lock.release(&mut conn, &holder), 0);
+        }) - plain_set;
+        let mut sent = commands_per_op(&mut conn, 2 * n);
+        sent.remove("SET")
+            .map(|s| sent.insert("SET".into(), s - 1.0));
+        let call = counted.per_op(n, |_| with_args(&noop, &release_args, &mut conn));
+        let cut = redis::Script::new(&prelude(release));
+        let pre = counted.per_op(n, |_| with_args(&cut, &release_args, &mut conn));
+        let only = redis::Script::new(&format!(
+            "redis.call('GET', KEYS[1]) redis.call('PTTL', KEYS[1]) redis.call('EXISTS', KEYS[2]) \
+             redis.call('SET', KEYS[1], '{free_value}', 'PX', 600000) return 1"
+        ));
+        let commands = counted.per_op(n, |_| with_args(&only, &release_args, &mut conn));
+        rows.push(Row {
+            path: "release that frees",
+            whole,
+            call,
+            prelude: pre - call,
+            commands: commands - call,
+            sent,
+        });
+    }
+    // With one waiter queued on each of `n` locks: releases that hand
+    // over, then arrivals that queue behind the new holders (each queue
+    // is one long again); twice, the first batch to warm up.
+    {
+        let locks: Vec<ScriptedLock> = (0..n)
+            .map(|i| ScriptedLock::new(server, &format!("bench:cost:q{i}")))
+            .collect();
+        let mut next = 0u64;
+        let (mut handover, mut arrival) = (0.0, 0.0);
+        let (mut handover_sent, mut arrival_sent) = (BTreeMap::new(), BTreeMap::new());
+        for _ in 0..2 {
+            for l in &locks {
+                let _: () = redis::cmd("DEL").arg(&l.keys).query(&mut conn).unwrap();
+                next += 1;
+                assert_eq!(l.acquire(&mut conn, "holder:1", next)[0], 1);
+                next += 1;
+                assert_eq!(l.acquire(&mut conn, &format!("w{next}:1"), next)[0], 0);
+            }
+            let holders: Vec<_> = locks.iter().map(|l| l.holder(&mut conn)).collect();
+            let () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query(&mut conn)
+                .unwrap();
+            handover = counted.count(n, || {
+                for (l, holder) in locks.iter().zip(&holders) {
+                    assert_eq!(l.release(&mut conn, holder), 0);
+                }
+            });
+            handover_sent = commands_per_op(&mut conn, n);
+            let () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query(&mut conn)
+                .unwrap();
+            let first = next;
+            arrival = counted.count(n, || {
+                for (i, l) in locks.iter().enumerate() {
+                    let id = first + 1 + i as u64;
+                    assert_eq!(l.acquire(&mut conn, &format!("n{id}:1"), id)[0], 0);
+                }
+            });
+            next += n;
+            arrival_sent = commands_per_op(&mut conn, n);
+        }
+        let (take, free) = (&rows[0], &rows[1]);
+        let queued = [
+            (
+                "arrival that queues (1 queued)",
+                arrival,
+                take.call,
+                take.prelude,
+                arrival_sent,
+            ),
+            (
+                "release that hands over (1 queued)",
+                handover,
+                free.call,
+                free.prelude,
+                handover_sent,
+            ),
+        ];
+        for (path, whole, call, prelude, sent) in queued {
+            rows.push(Row {
+                path,
+                whole,
+                call,
+                prelude,
+                commands: f64::NAN,
+                sent,
+            });
+        }
+    }
+
+    let mut json = format!(
+        "{{\"server\": \"{}\", \"batch\": {n}, \"noop\": {unit:.0}, \"unfair_cycle\": {unfair:.0}, \"paths\": [",
+        server_name()
+    );
+    for (i, row) in rows.iter().enumerate() {
+        let sent: Vec<String> = row
+            .sent
+            .iter()
+            .filter(|(_, c)| **c > 0.01)
+            .map(|(k, c)| format!("\"{k}\": {c:.2}"))
+            .collect();
+        json.push_str(&format!(
+            "{}{{\"path\": \"{}\", \"whole\": {:.0}, \"call\": {:.0}, \"prelude\": {:.0}, \"commands\": {}, \"rest\": {}, \"sent\": {{{}}}}}",
+            if i == 0 { "" } else { ", " },
+            row.path,
+            row.whole,
+            row.call,
+            row.prelude,
+            number(row.commands),
+            number(row.whole - row.call - row.prelude - row.commands),
+            sent.join(", ")
+        ));
+    }
+    json.push_str("]}");
+    println!("{json}");
+    common::write_json("server_cost", &json);
+}
+
+/// A figure for the JSON: `null` when not measured (NaN).
+fn number(x: f64) -> String {
+    if x.is_nan() {
+        "null".to_owned()
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// The server counted, e.g. "Redis 7.0.15".
+fn server_name() -> String {
+    let (major, minor, patch) = fairlock_test_support::server_version();
+    let name = if fairlock_test_support::server_is_valkey() {
+        "Valkey"
+    } else {
+        "Redis"
+    };
+    format!("{name} {major}.{minor}.{patch}")
+}

@@ -1,0 +1,74 @@
+"""BENCHMARKS.md's "Server work per fast path" section, for bench_report.py.
+
+Reads target/fairlock-bench/server_cost.json, which `cargo bench --bench
+server_cost` writes (redis-server under callgrind: instructions inside
+Redis's call(), what INFO commandstats times, per operation), and
+benchmarks/before-issue29/server_cost.json, the same bench run on the
+commit before issue 29's script changes (the before column). Either may be
+missing: its figures read n/a.
+"""
+from pathlib import Path
+
+NA = "n/a"
+BEFORE = Path(__file__).resolve().parent.parent / "benchmarks" / "before-issue29" / "server_cost.json"
+PARTS = [("call", "the call with its KEYS and ARGV"),
+         ("prelude", "prelude: helper closures and argument checks"),
+         ("commands", "its commands alone"),
+         ("rest", "the rest: reading and building values")]
+
+
+def _k(x):
+    return NA if x is None else f"{x / 1000:.1f}k"
+
+
+def _path(data, name):
+    for row in (data or {}).get("paths", []):
+        if row["path"] == name:
+            return row
+    return None
+
+
+def _cycle(data, a, b):
+    ra, rb = _path(data, a), _path(data, b)
+    return None if ra is None or rb is None else ra["whole"] + rb["whole"]
+
+
+def section(own, load):
+    after, before = own("server_cost"), load(BEFORE)
+    if not after:
+        return []
+    names = [row["path"] for row in after["paths"]]
+    out = ["", "## Server work per fast path (instructions, callgrind)", "",
+           "Counted, not timed, so a busy machine does not move it: `cargo bench --bench server_cost` runs"
+           " redis-server under valgrind's callgrind and counts the instructions Redis spends inside its"
+           " `call()` (what INFO commandstats times) per operation, over batches of"
+           f" {after['batch']} after as many of warm-up. Split: the call itself (a `return 1` script given"
+           " the path's KEYS and ARGV), the prelude (the path's script cut before it first reads the lock:"
+           " the helper closures it builds and its argument checks), its commands alone (a script sending only"
+           " them, values of the same size) and the rest (the whole minus those three: parsing and building"
+           " values). The queued paths are split into the call and the prelude only; their commands are"
+           " counted. The unfair cycle is `SET NX PX` plus a compare-and-delete script.",
+           "",
+           f"Server: {after['server']}. Before: {before.get('commit', '?') if before else NA}"
+           f" ({before['server'] if before else NA}).", "",
+           "| path | before | after | after ÷ before | " + " | ".join(t for _, t in PARTS) + " | commands sent |",
+           "|---|---|---|---|" + "---|" * len(PARTS) + "---|"]
+    for name in names:
+        a, b = _path(after, name), _path(before, name)
+        ratio = NA if b is None else f"{a['whole'] / b['whole']:.2f}x"
+        parts = " | ".join(_k(a.get(key)) for key, _ in PARTS)
+        sent = ", ".join(f"{k} {v:g}" if v != 1 else k for k, v in a["sent"].items())
+        out.append(f"| {name} | {_k(b and b['whole'])} | {_k(a['whole'])} | {ratio} | {parts} | {sent} |")
+    out += ["", "| cycle | before | after | before ÷ unfair | after ÷ unfair |", "|---|---|---|---|---|"]
+    for label, x, y in [("uncontended (take + release that frees)", "take", "release that frees"),
+                        ("handoff (arrival + release that hands over, 1 queued)",
+                         "arrival that queues (1 queued)", "release that hands over (1 queued)")]:
+        ca, cb = _cycle(after, x, y), _cycle(before, x, y)
+        ua, ub = after["unfair_cycle"], before and before["unfair_cycle"]
+        out.append(f"| {label} | {_k(cb)} | {_k(ca)} | {NA if cb is None else f'{cb / ub:.2f}x'} |"
+                   f" {ca / ua:.2f}x |")
+    out.append(f"| unfair (`SET NX PX` + compare-and-delete) | {_k(before and before['unfair_cycle'])} |"
+               f" {_k(after['unfair_cycle'])} | 1x | 1x |")
+    out.append(f"| no-op EVALSHA (the unit of the tables above) | {_k(before and before['noop'])} |"
+               f" {_k(after['noop'])} | | |")
+    return out
