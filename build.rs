@@ -1,6 +1,8 @@
 //! Assembles each Lua script: the operation's own file, with the
 //! definitions of `lua/lib.lua` that its `-- @helpers NAME, ...` lines name
-//! put in at those lines, in lib.lua's order.
+//! put in at those lines, in lib.lua's order (what EVALSHA runs); and all of
+//! them as one Redis Functions library (`library.lua`, what FCALL runs on
+//! Redis 7.0 and later and Valkey), where every helper is defined once.
 //!
 //! Redis runs a script's whole body on every EVALSHA, so every `local
 //! function` of a prepended library is a new closure per call: a script
@@ -77,15 +79,94 @@ fn main() {
     }
     let definitions = split_lib(&read(&lua.join("lib.lua")));
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
+    let mut library = library_head(&definitions);
     for (family, folder, election) in FAMILIES {
         for op in OPERATIONS {
             let file = format!("{folder}/{op}.lua");
-            let script = assemble(&definitions, election, &file, &read(&lua.join(&file)));
+            let body = read(&lua.join(&file));
+            let script = assemble(&definitions, election, &file, &body);
             let path = out.join(family).join(format!("{op}.lua"));
             fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
             fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
+            library.push_str(&register(family, op, election, &file, &body));
         }
     }
+    fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");
+}
+
+/// The Redis Functions library's body, up to its functions: every
+/// definition of lib.lua once, at the library's top level, so that Redis
+/// builds each helper's closure once, when it loads the library, instead
+/// of on every call. The one-line definitions of lib.lua read a call's KEYS
+/// and ARGV: here they are locals of the library that `begin` sets at the
+/// start of every call (Redis runs one call at a time, so one call's
+/// values never meet another's), the election's versions when the call is
+/// an election's. The caller puts the `#!lua name=...` line and
+/// `local PREFIX = '<function name prefix>'` in front (src/connections/
+/// library.rs: both follow from this text's hash).
+fn library_head(definitions: &[Definition]) -> String {
+    let values: Vec<&Definition> = definitions.iter().filter(|d| is_value(d)).collect();
+    let names: Vec<&str> = values.iter().map(|d| d.name.as_str()).collect();
+    let mut head = String::from(
+        "-- fairlock's scripts as one Redis Functions library, assembled by build.rs from\n\
+         -- lua/lib.lua and each operation's file (see build.rs: library_head, register).\n\
+         local KEYS, ARGV\n",
+    );
+    head.push_str(&format!("local {}\n\n", names.join(", ")));
+    for definition in definitions.iter().filter(|d| !is_value(d)) {
+        head.push_str(&definition.text);
+        head.push('\n');
+    }
+    head.push_str("-- Sets the values lib.lua's one-line definitions give, for one call.\n");
+    head.push_str("local function begin(keys, argv, election)\n  KEYS, ARGV = keys, argv\n");
+    for value in values {
+        let assignment = |text: &str| {
+            let line = text.lines().find(|l| l.starts_with("local ")).unwrap();
+            line.trim_start_matches("local ").to_owned()
+        };
+        match &value.election {
+            Some(version) => head.push_str(&format!(
+                "  if election then\n    {}\n  else\n    {}\n  end\n",
+                assignment(version),
+                assignment(&value.text)
+            )),
+            None => head.push_str(&format!("  {}\n", assignment(&value.text))),
+        }
+    }
+    head.push_str("end\n\n");
+    head
+}
+
+/// Whether a definition of lib.lua is a one-line value (`local NAME =
+/// ...`) rather than a function.
+fn is_value(definition: &Definition) -> bool {
+    !definition
+        .text
+        .lines()
+        .any(|l| l.starts_with("local function "))
+}
+
+/// The registration of one operation's function in the library: its file's
+/// body (without its `-- @helpers` lines: every helper is the library's)
+/// as the function, named `<PREFIX><family>_<op>`. Status only reads, so
+/// it runs on a server out of memory too (`no-writes`), as its EVALSHA
+/// does.
+fn register(family: &str, op: &str, election: bool, file: &str, body: &str) -> String {
+    let flags = if op == "status" {
+        "{ 'no-writes' }"
+    } else {
+        "{}"
+    };
+    let mut text = format!(
+        "-- lua/{file}\nredis.register_function({{\n  function_name = PREFIX .. '{family}_{op}',\n  \
+         flags = {flags},\n  callback = function(KEYS, ARGV)\n    begin(KEYS, ARGV, {election})\n"
+    );
+    for line in body.lines().filter(|l| !l.starts_with(HELPERS)) {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str("  end,\n})\n\n");
+    text
 }
 
 fn read(path: &Path) -> String {

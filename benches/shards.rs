@@ -114,7 +114,7 @@ fn server_cpu(conn: &mut redis::Connection) -> f64 {
 }
 
 /// EVALSHA calls a redis-server has run, from `INFO commandstats`.
-fn evalsha_calls(conn: &mut redis::Connection) -> u64 {
+fn script_calls(conn: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
@@ -193,7 +193,7 @@ fn read_counters(nodes: &mut [Node], cluster: bool) -> Counters {
     let mut c = Counters::default();
     for node in nodes {
         c.cpu.push(server_cpu(&mut node.conn));
-        c.evalsha.push(evalsha_calls(&mut node.conn));
+        c.evalsha.push(script_calls(&mut node.conn));
         c.bus.push(if cluster {
             bus_publishes(&mut node.conn)
         } else {

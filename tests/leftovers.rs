@@ -440,9 +440,9 @@ fn leases_and_timeouts_out_of_range_are_invalid_config_before_any_io() {
             }),
         ];
         for (call_label, call) in calls {
-            let scripts_before = evalsha_calls(&mut conn);
+            let scripts_before = script_calls(&mut conn);
             let result = outcome(call(&handle));
-            let scripts_run = evalsha_calls(&mut conn) - scripts_before;
+            let scripts_run = script_calls(&mut conn) - scripts_before;
             let keys = keys_and_ttls(&mut conn);
             seen.push((
                 format!("with_fixed_lease({lease_label}).{call_label}"),
@@ -658,10 +658,10 @@ fn a_lock_without_expiry_is_not_polled_in_a_tight_loop() {
         .unwrap();
     let mutex = client.fair_mutex(name);
     let waiting = Duration::from_secs(2);
-    let before = evalsha_calls(&mut admin);
+    let before = script_calls(&mut admin);
     let started = Instant::now();
     let outcome = mutex.try_lock_for(waiting).unwrap();
-    let calls = evalsha_calls(&mut admin) - before;
+    let calls = script_calls(&mut admin) - before;
     eprintln!(
         "leftovers: {calls} scripts in {:?} waiting at the head for a lock without expiry",
         started.elapsed()

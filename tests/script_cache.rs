@@ -1,17 +1,20 @@
-//! A server that lost its script cache under a running client costs
-//! latency only: after `SCRIPT FLUSH`, a restart (data kept in the AOF,
-//! scripts not, from Redis 7.0 on) and a failover to a replica that never
-//! loaded the scripts, every call returns without an error, the held lock
-//! keeps its hold, the waiters keep their places, and the watchdog's next
-//! pipeline (renewal, heartbeat and `WAIT` under `sync_replicas`) reloads
-//! the scripts and succeeds before any user call could have reloaded them.
-//! A give-back pending over a flush (an unlock cut off by a relay) reloads
+//! A server that lost its script cache (and, from Redis 7.0 on, fairlock's
+//! Functions library) under a running client costs latency only: after
+//! `SCRIPT FLUSH` and `FUNCTION FLUSH`, a restart (data kept in the AOF,
+//! scripts not, from Redis 7.0 on; the library is kept) and a failover to
+//! a replica that never loaded the scripts (the library it has from its
+//! master), every call returns without an error, the held lock keeps its
+//! hold, the waiters keep their places, and the watchdog's next pipeline
+//! (renewal, heartbeat and `WAIT` under `sync_replicas`) reloads what was
+//! lost and succeeds before any user call could have reloaded it. A
+//! give-back pending over a flush (an unlock cut off by a relay) reloads
 //! them too.
 //!
 //! What the server did is read with plain commands, never a script (which
 //! would reload the cache itself): the lock's expiry (`TIME` + `PTTL`), the
-//! waiters' deadlines (`ZRANGE ... WITHSCORES`), and `INFO errorstats`'
-//! `NOSCRIPT` count.
+//! waiters' deadlines (`ZRANGE ... WITHSCORES`), the loads the clients
+//! sent (`SCRIPT LOAD` and `FUNCTION LOAD` in `INFO commandstats`) and
+//! `FUNCTION LIST`.
 
 use std::time::{Duration, Instant};
 
@@ -37,12 +40,33 @@ fn server_ms(conn: &mut redis::Connection) -> i64 {
     secs * 1000 + micros / 1000
 }
 
-/// `errorstat_NOSCRIPT` of `INFO errorstats` (0 when absent).
-fn noscript_errors(conn: &mut redis::Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("errorstats").query(conn).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("errorstat_NOSCRIPT:count="))
-        .map_or(0, |n| n.trim().parse().unwrap())
+/// Script and library loads the server has run (`SCRIPT LOAD` and
+/// `FUNCTION LOAD` calls in `INFO commandstats`): a running client loads
+/// only when it finds its scripts or its library lost.
+fn reloads(conn: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    ["cmdstat_script|load:calls=", "cmdstat_function|load:calls="]
+        .iter()
+        .filter_map(|prefix| info.lines().find_map(|l| l.strip_prefix(prefix)))
+        .map(|rest| rest.split(',').next().unwrap().parse::<i64>().unwrap())
+        .sum()
+}
+
+/// Whether the clients call fairlock's library here (Redis 7.0 and later,
+/// Valkey) rather than EVALSHA.
+fn calls_functions() -> bool {
+    script_command() == "FCALL"
+}
+
+/// Whether the server has fairlock's library (`FUNCTION LIST`).
+fn has_library(conn: &mut redis::Connection) -> bool {
+    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg("fairlock_*")
+        .query(conn)
+        .unwrap();
+    !libraries.is_empty()
 }
 
 /// Waits (plain commands only) until the watchdog renewed `name`'s lease
@@ -222,27 +246,28 @@ fn script_flush_and_a_restart_cost_latency_only() {
     ) == 1));
     let scene = scene(&master.url());
 
-    // (a) SCRIPT FLUSH: nobody but the watchdog runs a script meanwhile.
-    let noscript_before = noscript_errors(&mut admin);
-    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    // (a) SCRIPT FLUSH and FUNCTION FLUSH: nobody but the watchdog runs a
+    // script meanwhile.
+    let reloads_before = reloads(&mut admin);
+    lose_scripts(&mut admin);
     let since = server_ms(&mut admin);
     let took = watchdog_round_after(&mut admin, NAME, 2, since);
-    let noscript = noscript_errors(&mut admin) - noscript_before;
-    assert!(noscript >= 1, "the watchdog never found the cache empty");
+    let reloaded = reloads(&mut admin) - reloads_before;
+    assert!(reloaded >= 1, "the watchdog never found the cache empty");
     scene.check_kept("after SCRIPT FLUSH");
     eprintln!(
-        "SCRIPT FLUSH: renewal and heartbeats {:.0} ms later ({noscript} NOSCRIPT replies)",
+        "SCRIPT FLUSH: renewal and heartbeats {:.0} ms later ({reloaded} loads)",
         ms(took)
     );
 
-    // The cost of a reload on a user call: one NOSCRIPT round trip plus
-    // the SCRIPT LOAD pipeline.
+    // The cost of a reload on a user call: one NOSCRIPT (or "Function not
+    // found") round trip plus the load.
     let steady = median(
         (0..7)
             .map(|i| timed_call(&scene.b, &format!("probe-{i}")))
             .collect(),
     );
-    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    lose_scripts(&mut admin);
     let cold = timed_call(&scene.b, "probe-cold");
     eprintln!(
         "user call (try_lock + unlock, sync_replicas): {:.2} ms steady (median of 7), \
@@ -258,10 +283,13 @@ fn script_flush_and_a_restart_cost_latency_only() {
     let mut admin = master.conn();
     let since = server_ms(&mut admin);
     let took = watchdog_round_after(&mut admin, NAME, 2, since);
-    let noscript = noscript_errors(&mut admin);
-    // Before 7.0, SCRIPT LOAD went into the AOF too: the scripts come back.
+    let reloaded = reloads(&mut admin);
+    // Before 7.0, SCRIPT LOAD went into the AOF too: the scripts come back;
+    // from 7.0 on, so does the library (the scripts do not).
     assert!(
-        noscript >= 1 || server_version() < (7, 0, 0),
+        reloaded >= 1
+            || server_version() < (7, 0, 0)
+            || (calls_functions() && has_library(&mut admin)),
         "the watchdog never found the cache empty"
     );
     // Lock writes need the replica back (sync_replicas).
@@ -273,7 +301,7 @@ fn script_flush_and_a_restart_cost_latency_only() {
     scene.check_kept("after a restart");
     eprintln!(
         "restart: renewal and heartbeats {:.0} ms after the server was back \
-         ({noscript} NOSCRIPT replies)",
+         ({reloaded} loads)",
         ms(took)
     );
     scene.finish();
@@ -293,7 +321,8 @@ fn a_failover_to_a_replica_without_the_scripts_costs_latency_only() {
     let scene = scene(&set.url());
 
     // The replica never loaded the scripts (a 6.2 master replicates SCRIPT
-    // LOAD; 7.0 does not): make sure of it.
+    // LOAD; 7.0 does not): make sure of it. A replica has the library
+    // (FUNCTION LOAD is replicated) and refuses FUNCTION FLUSH.
     let mut replica = set.conn_to(new);
     let () = redis::cmd("SCRIPT")
         .arg("FLUSH")
@@ -322,8 +351,11 @@ fn a_failover_to_a_replica_without_the_scripts_costs_latency_only() {
     let mut admin = set.conn_to(new);
     let since = server_ms(&mut admin);
     let took = watchdog_round_after(&mut admin, NAME, 2, since);
-    let noscript = noscript_errors(&mut admin);
-    assert!(noscript >= 1, "the watchdog never found the cache empty");
+    let reloaded = reloads(&mut admin);
+    assert!(
+        reloaded >= 1 || (calls_functions() && has_library(&mut admin)),
+        "the watchdog never found the cache empty"
+    );
     assert!(wait_until(Duration::from_secs(10), || info_field(
         &mut admin,
         "replication",
@@ -331,7 +363,7 @@ fn a_failover_to_a_replica_without_the_scripts_costs_latency_only() {
     ) == 1));
     eprintln!(
         "failover: promoted {:.0} ms after SENTINEL FAILOVER; renewal and heartbeats \
-         {:.0} ms later on the new master ({noscript} NOSCRIPT replies); {:.0} ms in all",
+         {:.0} ms later on the new master ({reloaded} loads); {:.0} ms in all",
         ms(failover),
         ms(took),
         ms(failover_started.elapsed())
@@ -341,10 +373,11 @@ fn a_failover_to_a_replica_without_the_scripts_costs_latency_only() {
 }
 
 /// A give-back pending while the server loses its scripts: an unlock that
-/// never reached Redis (the link cut by a relay), `SCRIPT FLUSH`, the link
-/// healed. The client's watchdog is the only one to run a script after the
-/// flush (no other client, no hold, no waiter left), so the `NOSCRIPT` it
-/// gets is its give-back's, which reloads the scripts and frees the lock.
+/// never reached Redis (the link cut by a relay), `SCRIPT FLUSH` and
+/// `FUNCTION FLUSH`, the link healed. The client's watchdog is the only one
+/// to run a script after the flush (no other client, no hold, no waiter
+/// left), so the lost script it finds is its give-back's, which reloads
+/// them and frees the lock.
 #[test]
 fn a_give_back_after_a_script_flush_costs_latency_only() {
     let _serial = serial();
@@ -367,8 +400,8 @@ fn a_give_back_after_a_script_flush_costs_latency_only() {
     relay.cut();
     let err = guard.unlock().expect_err("unlock() over a cut link");
     assert!(err.is_connection(), "{err:?}");
-    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
-    let noscript_before = noscript_errors(&mut admin);
+    lose_scripts(&mut admin);
+    let reloads_before = reloads(&mut admin);
     assert!(held(&mut admin), "the unlock reached Redis after all");
     relay.heal();
     let healed = Instant::now();
@@ -377,11 +410,11 @@ fn a_give_back_after_a_script_flush_costs_latency_only() {
         "the give-back did not free the lock within 3 s of the link healing"
     );
     let took = healed.elapsed();
-    let noscript = noscript_errors(&mut admin) - noscript_before;
-    assert!(noscript >= 1, "the give-back never found the cache empty");
+    let reloaded = reloads(&mut admin) - reloads_before;
+    assert!(reloaded >= 1, "the give-back never found the cache empty");
     eprintln!(
-        "give-back: the lock free {:.0} ms after the link healed ({noscript} NOSCRIPT \
-         replies; watchdog period 333 ms)",
+        "give-back: the lock free {:.0} ms after the link healed ({reloaded} loads; \
+         watchdog period 333 ms)",
         ms(took)
     );
     let other = server.client();

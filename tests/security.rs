@@ -120,10 +120,13 @@ fn the_readme_acl_line_allows_every_command_the_library_sends() {
             needed.push(command.to_lowercase());
         }
     }
-    // Commands the client sends itself; the redis crate unsubscribes when
-    // a subscriber stops.
+    // Commands the client sends itself (its scripts as the library's
+    // functions, or by EVALSHA where it cannot); the redis crate
+    // unsubscribes when a subscriber stops.
     needed.extend(
         [
+            "fcall",
+            "function|load",
             "evalsha",
             "script|load",
             "subscribe",
@@ -225,10 +228,10 @@ fn a_least_privilege_acl_user_can_do_everything_the_library_does_and_nothing_els
     // The server forgets its scripts: they are loaded again, as this user,
     // by a call and by the watchdog.
     let guard = m.lock().unwrap();
-    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    lose_scripts(&mut admin);
     std::thread::sleep(LEASE);
     assert!(!guard.is_lease_lost());
-    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    lose_scripts(&mut admin);
     assert!(b.fair_mutex("acl-2").try_lock().unwrap().is_some());
     guard.unlock().unwrap();
 
@@ -323,6 +326,77 @@ fn a_least_privilege_acl_user_can_do_everything_the_library_does_and_nothing_els
         .unwrap();
     assert_eq!(kept, "precious");
     eprintln!("ACL line applied and proven: {}", readme_acl_line());
+}
+
+/// A user made with docs/security.md's line without `+fcall
+/// +function|load` (where loading a library is not wanted, or an earlier
+/// version's line): on a server with Functions the client calls its
+/// scripts by EVALSHA instead, every call works, the library is never
+/// loaded, and the refused `FUNCTION LOAD` (one per client start) is all
+/// that `ACL LOG` shows.
+#[test]
+fn a_user_without_functions_runs_every_call_by_evalsha() {
+    if script_command() != "FCALL" {
+        eprintln!("skipped: the server has no Functions (every client calls EVALSHA)");
+        return;
+    }
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    let words: Vec<String> = readme_acl_line()
+        .split_whitespace()
+        .skip(2)
+        .filter(|w| !["+fcall", "+function|load"].contains(w))
+        .map(|w| w.replace("<password>", "no-fn"))
+        .collect();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&words)
+        .query(&mut admin)
+        .unwrap();
+    let () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut admin)
+        .unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut admin)
+        .unwrap();
+    let url = server.url_as("fairlock", "no-fn");
+    let a = Client::builder(&url)
+        .lease(LEASE)
+        .waiter_timeout(LEASE)
+        .build()
+        .unwrap();
+    let b = Client::builder(&url)
+        .lease(LEASE)
+        .waiter_timeout(LEASE)
+        .build()
+        .unwrap();
+    hold_and_hand_over(&a, &b, "no-functions");
+    let sem = a.fair_semaphore("no-functions-sem", 2);
+    let permit = sem.acquire().unwrap();
+    assert_eq!(sem.available().unwrap(), 1);
+    permit.unlock().unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut admin)
+        .unwrap();
+    assert!(!info.contains("cmdstat_fcall:"), "an FCALL ran: {info}");
+    assert!(info.contains("cmdstat_evalsha:"), "no EVALSHA ran: {info}");
+    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query(&mut admin)
+        .unwrap();
+    assert!(libraries.is_empty(), "a library was loaded: {libraries:?}");
+    let denials = acl_denials(&mut admin);
+    let text = format!("{denials:?}");
+    assert_eq!(denials.len(), 1, "one entry, counted per client: {text}");
+    assert!(text.contains("function|load"), "{text}");
+    assert!(
+        !text.contains("evalsha") && !text.contains("fcall"),
+        "{text}"
+    );
 }
 
 #[test]

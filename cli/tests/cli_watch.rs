@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use cli_support::{
     assert_one_line_error, code, fairlock, output, stderr, stdout, Proc, Scratch, BIN, PATIENCE,
 };
-use fairlock_test_support::{evalsha_calls, wait_until, RedisServer};
+use fairlock_test_support::{script_calls, wait_until, RedisServer};
 
 /// How a block for a log starts (watch.rs's timestamp line).
 const BLOCK: &str = "--- ";
@@ -80,9 +80,9 @@ fn a_log_gets_a_block_per_change_and_nothing_while_only_leases_tick() {
     // ticks down and is renewed, the watcher reads ten times or so, and
     // prints nothing, since nobody came or went.
     let mut conn = server.conn();
-    let before = evalsha_calls(&mut conn);
+    let before = script_calls(&mut conn);
     assert!(
-        wait_until(PATIENCE, || evalsha_calls(&mut conn) >= before + 44),
+        wait_until(PATIENCE, || script_calls(&mut conn) >= before + 44),
         "the watcher keeps reading"
     );
     assert_eq!(

@@ -24,6 +24,7 @@
 
 mod cluster;
 pub(crate) mod config;
+mod library;
 pub(crate) mod scripts;
 mod sentinel;
 mod single;

@@ -1,13 +1,18 @@
-//! Running the protocol's operations on a connection: each script's SHA,
-//! EVALSHA with one reload path when the server lost its script cache
-//! (restart, failover, new node), and the pipelines that carry a `WAIT`
-//! with a write.
+//! Running the protocol's operations on a connection: as `FCALL`s of
+//! fairlock's Functions library where the server took it (Redis 7.0 and
+//! later, Valkey: [`library`](super::library)), as EVALSHAs of each
+//! script's SHA where it did not (Redis 6.2, a user whose ACL refuses
+//! `FUNCTION LOAD` or `FCALL`); one reload path when the server lost its
+//! scripts or its library (restart, failover, new node, a flush); and the
+//! pipelines that carry a `WAIT` with a write.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
 
 use redis::{ConnectionLike, Script as RedisScript, Value};
 
+use crate::connections::library::LIBRARY;
 use crate::error::Result;
 use crate::protocol::{
     unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Script, SyncReplicas, Written,
@@ -23,13 +28,17 @@ static HASHED: LazyLock<HashMap<Script, RedisScript>> = LazyLock::new(|| {
         .collect()
 });
 
-/// The scripts as one client runs them (by their hashes, [`HASHED`]), with
-/// the two arguments every call of this client starts with.
+/// The scripts as one client runs them (by their function names in the
+/// library, or by their hashes, [`HASHED`]), with the two arguments every
+/// call of this client starts with.
 pub(crate) struct Scripts {
     /// ARGV[1], ARGV[2] of every script (see [`CommonArgs`]).
     common: [String; 2],
     /// Told each time the scripts are loaded again (the client's metrics).
     reloaded: fn(),
+    /// Whether calls go as `FCALL` (the server took the library when the
+    /// scripts were last loaded) or as EVALSHA.
+    functions: AtomicBool,
 }
 
 impl Scripts {
@@ -37,13 +46,42 @@ impl Scripts {
         Scripts {
             common: common.args(),
             reloaded,
+            functions: AtomicBool::new(false),
         }
     }
 
-    /// Loads every script so that later calls hit the cache: in one round
-    /// trip on one server; on a cluster connection one `SCRIPT LOAD` each,
-    /// which the cluster client sends to every node.
+    /// Whether this client calls the library's functions (FCALL) rather
+    /// than EVALSHA.
+    pub(crate) fn calls_functions(&self) -> bool {
+        self.functions.load(Ordering::Relaxed)
+    }
+
+    /// Loads the scripts so that later calls find them: the library with
+    /// `FUNCTION LOAD REPLACE` (the same text under the same name replaces
+    /// nothing; a cluster client sends it to every master), or, where the
+    /// server refuses it (no Functions before Redis 7.0, or an ACL user
+    /// without `FUNCTION LOAD`), every script with `SCRIPT LOAD`, in one
+    /// round trip on one server, one command each on a cluster connection
+    /// (which the cluster client sends to every node).
     pub(crate) fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<()> {
+        let loaded = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("REPLACE")
+            .arg(&LIBRARY.source)
+            .query::<String>(conn);
+        match loaded {
+            Ok(_) => {
+                self.functions.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
+            // A reply from the server: it has no Functions, or this user
+            // may not load them. Anything else (the connection) is an error.
+            Err(err) if err.code().is_some() => {
+                log::debug!("fairlock: FUNCTION LOAD refused ({err}); calling scripts by EVALSHA");
+                self.functions.store(false, Ordering::Relaxed);
+            }
+            Err(err) => return Err(crate::Error::from_redis(err)),
+        }
         if !conn.supports_pipelining() {
             for kind in Script::ALL {
                 redis::cmd("SCRIPT")
@@ -62,13 +100,21 @@ impl Scripts {
         Ok(())
     }
 
-    /// The EVALSHA of `op` on the lock `keys`, after the common arguments.
-    pub(crate) fn evalsha<O: Operation>(&self, keys: &LockKeys, op: &O) -> redis::Cmd {
+    /// The call of `op` on the lock `keys` (an `FCALL` or an EVALSHA, as
+    /// the scripts were loaded), after the common arguments.
+    pub(crate) fn command<O: Operation>(&self, keys: &LockKeys, op: &O) -> redis::Cmd {
         let script = op.script(keys);
         let keys = op.keys(keys);
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(HASHED[&script].get_hash())
-            .arg(keys.len())
+        let mut cmd = if self.calls_functions() {
+            let mut cmd = redis::cmd("FCALL");
+            cmd.arg(LIBRARY.function(script));
+            cmd
+        } else {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(HASHED[&script].get_hash());
+            cmd
+        };
+        cmd.arg(keys.len())
             .arg(keys)
             .arg(&self.common)
             .arg(op.args());
@@ -85,12 +131,15 @@ impl Scripts {
         op: &O,
         sync: Option<SyncReplicas>,
     ) -> Result<Written<O::Reply>> {
-        let mut pipe = redis::pipe();
-        pipe.add_command(self.evalsha(keys, op));
-        if let Some(sync) = sync {
-            pipe.add_command(sync.wait_command());
-        }
-        let mut replies = self.query(&pipe, conn)?.into_iter();
+        let pipe = || {
+            let mut pipe = redis::pipe();
+            pipe.add_command(self.command(keys, op));
+            if let Some(sync) = sync {
+                pipe.add_command(sync.wait_command());
+            }
+            pipe
+        };
+        let mut replies = self.query(pipe, conn)?.into_iter();
         let reply = match replies.next() {
             Some(Value::ServerError(err)) => return Err(crate::Error::from_server(err)),
             Some(reply) => op.parse(reply)?,
@@ -113,28 +162,40 @@ impl Scripts {
             .map(drop)
     }
 
-    /// Sends `pipe` and returns its replies, loading the scripts and sending
-    /// it once more if the server lost them. A pipeline on a cluster
-    /// connection goes to the node of its first command's slot: all of its
-    /// commands must be for one slot.
+    /// Sends the pipeline `pipe` builds and returns its replies; if the
+    /// server lost the scripts or the library, loads them again and sends
+    /// it once more, built again (the reload may have changed how scripts
+    /// are called: a server failed over to may refuse Functions). A
+    /// pipeline on a cluster connection goes to the node of its first
+    /// command's slot: all of its commands must be for one slot.
     pub(crate) fn query(
         &self,
-        pipe: &redis::Pipeline,
+        pipe: impl Fn() -> redis::Pipeline,
         conn: &mut dyn ConnectionLike,
     ) -> Result<Vec<Value>> {
-        let result = send_pipeline(pipe, conn);
+        let result = send_pipeline(&pipe(), conn);
         let lost_scripts = match &result {
-            Ok(replies) => replies.iter().any(is_noscript),
-            Err(err) => err.code() == Some("NOSCRIPT"),
+            Ok(replies) => replies.iter().any(|reply| match reply {
+                Value::ServerError(err) => lost(err.code(), err.details()),
+                _ => false,
+            }),
+            Err(err) => lost(err.code().unwrap_or(""), err.detail()),
         };
         if !lost_scripts {
             return result.map_err(crate::Error::from_redis);
         }
-        log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT FLUSH); loading them again");
+        log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT or FUNCTION FLUSH); loading them again");
         (self.reloaded)();
         self.load_all(conn)?;
-        send_pipeline(pipe, conn).map_err(crate::Error::from_redis)
+        send_pipeline(&pipe(), conn).map_err(crate::Error::from_redis)
     }
+}
+
+/// Whether an error reply says the server does not have the script
+/// (`NOSCRIPT`) or the library's function (`ERR Function not found`).
+fn lost(code: &str, details: Option<&str>) -> bool {
+    code == "NOSCRIPT"
+        || (code == "ERR" && details.is_some_and(|d| d.starts_with("Function not found")))
 }
 
 /// Sends a pipeline as one write and reads all its replies, errors
@@ -147,8 +208,4 @@ fn send_pipeline(
     conn: &mut dyn ConnectionLike,
 ) -> redis::RedisResult<Vec<Value>> {
     conn.req_packed_commands(&pipe.get_packed_pipeline(), 0, pipe.len())
-}
-
-fn is_noscript(value: &Value) -> bool {
-    matches!(value, Value::ServerError(err) if err.code() == "NOSCRIPT")
 }

@@ -99,18 +99,21 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             waiters: waiters.iter().map(|waiter| waiter.call.entry()).collect(),
         })
         .collect();
-    let mut pipe = redis::pipe();
-    for (hold, renewal) in batch.holds.iter().zip(&renewals) {
-        pipe.add_command(shared.scripts.evalsha(&hold.call.keys, renewal));
-    }
-    for (waiters, beat) in batch.groups.iter().zip(&beats) {
-        pipe.add_command(shared.scripts.evalsha(&waiters[0].call.keys, beat));
-    }
     let sync = shared.config.sync_replicas;
-    if let Some(sync) = sync {
-        pipe.add_command(sync.wait_command());
-    }
-    let mut values = shared.scripts.query(&pipe, conn)?;
+    let pipe = || {
+        let mut pipe = redis::pipe();
+        for (hold, renewal) in batch.holds.iter().zip(&renewals) {
+            pipe.add_command(shared.scripts.command(&hold.call.keys, renewal));
+        }
+        for (waiters, beat) in batch.groups.iter().zip(&beats) {
+            pipe.add_command(shared.scripts.command(&waiters[0].call.keys, beat));
+        }
+        if let Some(sync) = sync {
+            pipe.add_command(sync.wait_command());
+        }
+        pipe
+    };
+    let mut values = shared.scripts.query(pipe, conn)?;
     // A node that does not serve the slot (any more) answers with a
     // redirection: the batch goes again through the cluster client.
     if let Some(moved) = values.iter().find_map(redirection) {

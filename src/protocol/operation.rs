@@ -33,6 +33,18 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Its scripts' folder of OUT_DIR, as build.rs names it (and the
+    /// family's part of its functions' names in the library).
+    pub fn folder(self) -> &'static str {
+        match self {
+            Engine::Mutex => "mutex",
+            Engine::Counted => "counted",
+            Engine::Election => "election",
+        }
+    }
+}
+
 /// A Redis-side operation, whatever the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -52,6 +64,22 @@ pub enum Op {
     ForceRelease,
     /// `status.lua`
     Status,
+}
+
+impl Op {
+    /// Its file's name in each engine's folder, without `.lua`.
+    pub fn file(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::Release => "release",
+            Op::Renew => "renew",
+            Op::Heartbeat => "heartbeat",
+            Op::Cancel => "cancel",
+            Op::Abandon => "abandon",
+            Op::ForceRelease => "force_release",
+            Op::Status => "status",
+        }
+    }
 }
 
 /// The Lua scripts, one per operation and engine: the operation's own file

@@ -33,12 +33,38 @@ pub fn pubsub_clients(conn: &mut redis::Connection) -> usize {
     clients.lines().filter(|l| l.contains(" sub=1 ")).count()
 }
 
-/// `EVALSHA` calls the server has run so far.
-pub fn evalsha_calls(conn: &mut redis::Connection) -> i64 {
+/// Script calls the server has run so far: `FCALL`s of fairlock's library
+/// and `EVALSHA`s (a client calls one or the other: see
+/// [`script_command`]).
+pub fn script_calls(conn: &mut redis::Connection) -> i64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    ["cmdstat_fcall:calls=", "cmdstat_evalsha:calls="]
+        .iter()
+        .filter_map(|prefix| info.lines().find_map(|l| l.strip_prefix(prefix)))
+        .map(|rest| rest.split(',').next().unwrap().parse::<i64>().unwrap())
+        .sum()
+}
+
+/// Makes the server lose fairlock's scripts: `SCRIPT FLUSH`, and where
+/// the clients call the library (see [`script_command`]) `FUNCTION FLUSH`,
+/// as a restart without persistence or a failover to an empty replica
+/// would.
+pub fn lose_scripts(conn: &mut redis::Connection) {
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(conn).unwrap();
+    if script_command() == "FCALL" {
+        let () = redis::cmd("FUNCTION").arg("FLUSH").query(conn).unwrap();
+    }
+}
+
+/// The command a client with every permission calls its scripts with on
+/// the test server: `FCALL` where the server has Functions (Redis 7.0 and
+/// later, Valkey), `EVALSHA` before.
+pub fn script_command() -> &'static str {
+    if crate::server_version() >= (7, 0, 0) || crate::server_is_valkey() {
+        "FCALL"
+    } else {
+        "EVALSHA"
+    }
 }
 
 /// Cuts every subscribed connection (`CLIENT KILL TYPE pubsub`); returns how many.
