@@ -24,7 +24,7 @@
 
 mod cluster;
 pub(crate) mod config;
-mod resp;
+pub(crate) mod resp;
 pub(crate) mod scripts;
 mod sentinel;
 mod single;

@@ -21,16 +21,29 @@ where
         (count + 1, size + bulk_len(arg.len()))
     });
     out.reserve(1 + decimal_len(count) + 2 + size);
-    out.push(b'*');
-    out.extend_from_slice(Decimal::of(count).as_bytes());
-    out.extend_from_slice(b"\r\n");
+    write_header(out, b'*', count);
     for arg in args {
-        out.push(b'$');
-        out.extend_from_slice(Decimal::of(arg.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
+        write_header(out, b'$', arg.len());
         out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
+        out.push(b'\r');
+        out.push(b'\n');
     }
+}
+
+/// Appends one RESP header, `<sigil><n>\r\n`, byte by byte: almost every
+/// length is one or two digits, and a copy of a few bytes costs more.
+fn write_header(out: &mut Vec<u8>, sigil: u8, n: usize) {
+    out.push(sigil);
+    if n < 10 {
+        out.push(b'0' + n as u8);
+    } else if n < 100 {
+        out.push(b'0' + (n / 10) as u8);
+        out.push(b'0' + (n % 10) as u8);
+    } else {
+        out.extend_from_slice(Decimal::of(n as u64).as_bytes());
+    }
+    out.push(b'\r');
+    out.push(b'\n');
 }
 
 /// The packed size of one bulk string of `len` bytes: `$<len>\r\n<bytes>\r\n`.
@@ -55,7 +68,8 @@ pub(crate) struct Decimal {
 }
 
 impl Decimal {
-    pub(crate) fn of(mut n: usize) -> Decimal {
+    pub(crate) fn of(n: impl Into<u64>) -> Decimal {
+        let mut n = n.into();
         let mut digits = [0u8; 20];
         let mut start = digits.len();
         loop {
@@ -71,6 +85,10 @@ impl Decimal {
 
     pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.digits[self.start..]
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).expect("ASCII digits")
     }
 }
 
@@ -90,13 +108,14 @@ mod tests {
     #[test]
     fn packs_the_bytes_the_redis_crate_packs() {
         let long = vec![b'x'; 12_345];
-        let cases: [&[&[u8]]; 4] = [
+        let cases: [&[&[u8]]; 5] = [
             &[b"PING"],
             &[b"EVALSHA", b"0123456789abcdef", b"3", b"k:1", b"", b"v"],
             &[b"SET", b"key", &long, b"PX", b"30000"],
             &[
                 b"X", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"10", b"11",
             ],
+            &[b"Y".as_slice(); 120],
         ];
         for args in cases {
             let mut out = b"before".to_vec();
@@ -116,10 +135,11 @@ mod tests {
 
     #[test]
     fn decimals_of_every_width() {
-        for n in [0, 9, 10, 99, 100, 65_535, usize::MAX] {
+        for n in [0, 9, 10, 99, 100, 65_535, u64::MAX] {
             let out = Decimal::of(n);
             assert_eq!(out.as_bytes(), n.to_string().as_bytes());
-            assert_eq!(decimal_len(n), out.as_bytes().len());
+            assert_eq!(decimal_len(n as usize), out.as_bytes().len());
+            assert_eq!(out.as_str(), n.to_string());
         }
     }
 }

@@ -93,7 +93,7 @@ impl Scripts {
         let keys = op.keys(keys);
         EvalSha {
             sha: HASHED[script.index()].get_hash(),
-            key_count: Decimal::of(keys.len()),
+            key_count: Decimal::of(keys.len() as u64),
             keys,
             common: &self.common,
             args: op.args(),

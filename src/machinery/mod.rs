@@ -1,6 +1,7 @@
 //! The client machinery layer: shared state, background threads, waiters, holds, give-backs.
 
 mod cluster_rounds;
+mod fx_hash;
 pub(crate) mod give_backs;
 pub(crate) mod holds;
 pub(crate) mod observe;
