@@ -42,18 +42,30 @@ fn client_over(link: &Link) -> Client {
     Client::builder(link.url()).build().unwrap()
 }
 
-/// The floor (a no-op EVALSHA) and an uncontended lock + unlock. Besides
-/// criterion's estimates, `round_trips.json` keeps the medians of every
-/// single call timed here, which a later run in the other mode (loopback
-/// or link) does not overwrite.
+/// The compare-and-delete release of the unfair cycle (the usual
+/// single-instance Redis lock's).
+const UNFAIR_RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+     return redis.call('DEL', KEYS[1]) end return 0";
+
+/// The floor (a no-op EVALSHA), the unfair cycle (`SET key token NX PX
+/// 30000`, then a compare-and-delete EVALSHA: what a barging lock costs in
+/// two round trips, on the floor's plain connection) and an uncontended
+/// lock + unlock (two round trips as well). Besides criterion's estimates,
+/// `round_trips.json` keeps the medians of every single call timed here,
+/// which a later run in the other mode (loopback or link) does not
+/// overwrite.
 fn round_trips(c: &mut Criterion) {
     let server = RedisServer::start();
     let link = Link::to(&server);
     let mut conn = link.conn();
     let noop = redis::Script::new("return 1");
+    let unfair_release = redis::Script::new(UNFAIR_RELEASE);
     let client = client_over(&link);
     let mutex = client.fair_mutex("bench:uncontended");
     let (floor, cycle) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
+    let unfair = Mutex::new(Vec::new());
+    // Each acquisition's token is new, as a real lock's must be.
+    let mut unfair_tokens = 0u64;
 
     let mut group = c.benchmark_group(common::group_name("round_trips"));
     group.throughput(Throughput::Elements(1));
@@ -64,6 +76,29 @@ fn round_trips(c: &mut Criterion) {
             })
         })
     });
+    group.bench_function("unfair_set_nx_cycle", |b| {
+        b.iter_custom(|iters| {
+            timed_each(iters, &unfair, || {
+                unfair_tokens += 1;
+                let token = unfair_tokens.to_string();
+                let taken: Option<String> = redis::cmd("SET")
+                    .arg("bench:unfair")
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(30_000)
+                    .query(&mut conn)
+                    .unwrap();
+                assert!(taken.is_some(), "the unfair lock was free");
+                let deleted: i64 = unfair_release
+                    .key("bench:unfair")
+                    .arg(&token)
+                    .invoke(&mut conn)
+                    .unwrap();
+                assert_eq!(deleted, 1);
+            })
+        })
+    });
     group.bench_function("uncontended_lock_unlock", |b| {
         b.iter_custom(|iters| timed_each(iters, &cycle, || mutex.lock().unwrap().unlock().unwrap()))
     });
@@ -71,10 +106,12 @@ fn round_trips(c: &mut Criterion) {
     write_json(
         "round_trips",
         &format!(
-            "{{\"link_delay_us\": {}, \"floor_us\": {}, \"floor_samples\": {}, \"cycle_us\": {}, \"cycle_samples\": {}}}",
+            "{{\"link_delay_us\": {}, \"floor_us\": {}, \"floor_samples\": {}, \"unfair_cycle_us\": {}, \"unfair_cycle_samples\": {}, \"cycle_us\": {}, \"cycle_samples\": {}}}",
             link_delay_json(),
             median_us_json(&floor),
             floor.lock().unwrap().len(),
+            median_us_json(&unfair),
+            unfair.lock().unwrap().len(),
             median_us_json(&cycle),
             cycle.lock().unwrap().len(),
         ),

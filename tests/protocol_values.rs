@@ -98,6 +98,14 @@ fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_queue_keys_2nd_and_3rd() {
 }
 
 #[test]
+fn a_scripts_index_is_its_place_in_all() {
+    // The call runner finds a script's hash by this index.
+    for (at, script) in Script::ALL.iter().enumerate() {
+        assert_eq!(script.index(), at, "{script:?}");
+    }
+}
+
+#[test]
 fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine() {
     let mutex = LockKeys::mutex("p", "jobs").unwrap();
     let sem = LockKeys::semaphore("p", "jobs").unwrap();

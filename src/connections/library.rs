@@ -27,7 +27,7 @@ pub(crate) struct Library {
 impl Library {
     /// The name of the function that runs `script`.
     pub(crate) fn function(&self, script: Script) -> &str {
-        &self.names[Script::ALL.iter().position(|s| *s == script).unwrap()]
+        &self.names[script.index()]
     }
 }
 

@@ -19,12 +19,13 @@
 //! The rest of the connections layer sits beside them: the settings
 //! ([`config`]), where the locks live as the URL says ([`topology`]), a
 //! cluster's slot map ([`slot_map`]), running the protocol's scripts on a
-//! connection ([`scripts`]), and what fairlock reports about itself
+//! connection ([`scripts`], each call packed in one buffer by [`resp`]), and what fairlock reports about itself
 //! ([`observe`]).
 
 mod cluster;
 pub(crate) mod config;
 mod library;
+pub(crate) mod resp;
 pub(crate) mod scripts;
 mod sentinel;
 mod single;

@@ -6,13 +6,13 @@
 //! scripts or its library (restart, failover, new node, a flush); and the
 //! pipelines that carry a `WAIT` with a write.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
 
 use redis::{ConnectionLike, Script as RedisScript, Value};
 
 use crate::connections::library::LIBRARY;
+use crate::connections::resp::{self, Decimal};
 use crate::error::Result;
 use crate::protocol::{
     unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Script, SyncReplicas, Written,
@@ -20,13 +20,41 @@ use crate::protocol::{
 
 /// Every script of the crate with its SHA-1, hashed once per process (the
 /// sources are the same for every client: a client's start, which tests
-/// and short-lived commands do often, hashes nothing).
-static HASHED: LazyLock<HashMap<Script, RedisScript>> = LazyLock::new(|| {
+/// and short-lived commands do often, hashes nothing), in the order of
+/// [`Script::ALL`]: a call finds its script by index, not by hashing it.
+static HASHED: LazyLock<Vec<RedisScript>> = LazyLock::new(|| {
     Script::ALL
         .iter()
-        .map(|&kind| (kind, RedisScript::new(kind.source())))
+        .map(|kind| RedisScript::new(kind.source()))
         .collect()
 });
+
+/// The words of one script call, in the order the scripts read them.
+struct ScriptCall<'a> {
+    /// `FCALL` or `EVALSHA`.
+    command: &'static [u8],
+    /// The function's name, or the script's SHA-1.
+    script: &'a str,
+    key_count: Decimal,
+    keys: &'a [String],
+    /// ARGV[1], ARGV[2] (see [`CommonArgs`]).
+    common: &'a [String],
+    /// The operation's own ARGV.
+    args: Vec<String>,
+}
+
+impl ScriptCall<'_> {
+    /// Its words, the command's name first.
+    fn words(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        let head = [
+            self.command,
+            self.script.as_bytes(),
+            self.key_count.as_bytes(),
+        ];
+        let tail = self.keys.iter().chain(self.common).chain(&self.args);
+        head.into_iter().chain(tail.map(String::as_bytes))
+    }
+}
 
 /// The scripts as one client runs them (by their function names in the
 /// library, or by their hashes, [`HASHED`]), with the two arguments every
@@ -100,30 +128,47 @@ impl Scripts {
         Ok(())
     }
 
-    /// The call of `op` on the lock `keys` (an `FCALL` or an EVALSHA, as
-    /// the scripts were loaded), after the common arguments.
-    pub(crate) fn command<O: Operation>(&self, keys: &LockKeys, op: &O) -> redis::Cmd {
+    /// The words of the call of `op` on the lock `keys`: an `FCALL` or an
+    /// EVALSHA, as the scripts were loaded.
+    fn call_words<'a, O: Operation>(&'a self, keys: &'a LockKeys, op: &O) -> ScriptCall<'a> {
         let script = op.script(keys);
         let keys = op.keys(keys);
-        let mut cmd = if self.calls_functions() {
-            let mut cmd = redis::cmd("FCALL");
-            cmd.arg(LIBRARY.function(script));
-            cmd
+        let (command, script): (&'static [u8], &str) = if self.calls_functions() {
+            (b"FCALL", LIBRARY.function(script))
         } else {
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(HASHED[&script].get_hash());
-            cmd
+            (b"EVALSHA", HASHED[script.index()].get_hash())
         };
-        cmd.arg(keys.len())
-            .arg(keys)
-            .arg(&self.common)
-            .arg(op.args());
+        ScriptCall {
+            command,
+            script,
+            key_count: Decimal::of(keys.len() as u64),
+            keys,
+            common: &self.common,
+            args: op.args(),
+        }
+    }
+
+    /// The call of `op` on the lock `keys` as a command (for a pipeline of
+    /// several calls: the watchdog's).
+    pub(crate) fn command<O: Operation>(&self, keys: &LockKeys, op: &O) -> redis::Cmd {
+        let call = self.call_words(keys, op);
+        let mut words = call.words();
+        let mut cmd = redis::cmd(if self.calls_functions() {
+            "FCALL"
+        } else {
+            "EVALSHA"
+        });
+        words.next();
+        for word in words {
+            cmd.arg(word);
+        }
         cmd
     }
 
     /// Runs `op` in one round trip (with a `WAIT` for `sync` replicas in
     /// the same pipeline, if asked) and returns its reply, and with `sync`
-    /// whether enough replicas acknowledged it.
+    /// whether enough replicas acknowledged it. The call is packed straight
+    /// into the bytes sent (see [`resp`]).
     pub(crate) fn run<O: Operation>(
         &self,
         conn: &mut dyn ConnectionLike,
@@ -131,15 +176,16 @@ impl Scripts {
         op: &O,
         sync: Option<SyncReplicas>,
     ) -> Result<Written<O::Reply>> {
-        let pipe = || {
-            let mut pipe = redis::pipe();
-            pipe.add_command(self.command(keys, op));
+        let packed = || {
+            let mut packed = Vec::new();
+            resp::write_command(&mut packed, self.call_words(keys, op).words());
             if let Some(sync) = sync {
-                pipe.add_command(sync.wait_command());
+                sync.wait_command().write_packed_command(&mut packed);
             }
-            pipe
+            packed
         };
-        let mut replies = self.query(pipe, conn)?.into_iter();
+        let commands = 1 + usize::from(sync.is_some());
+        let mut replies = self.query_packed(packed, commands, conn)?.into_iter();
         let reply = match replies.next() {
             Some(Value::ServerError(err)) => return Err(crate::Error::from_server(err)),
             Some(reply) => op.parse(reply)?,
@@ -173,7 +219,19 @@ impl Scripts {
         pipe: impl Fn() -> redis::Pipeline,
         conn: &mut dyn ConnectionLike,
     ) -> Result<Vec<Value>> {
-        let result = send_pipeline(&pipe(), conn);
+        let commands = pipe().len();
+        self.query_packed(|| pipe().get_packed_pipeline(), commands, conn)
+    }
+
+    /// As [`query`](Self::query), for `commands` commands that `packed`
+    /// packs (again after a reload).
+    fn query_packed(
+        &self,
+        packed: impl Fn() -> Vec<u8>,
+        commands: usize,
+        conn: &mut dyn ConnectionLike,
+    ) -> Result<Vec<Value>> {
+        let result = send_packed(&packed(), commands, conn);
         let lost_scripts = match &result {
             Ok(replies) => replies.iter().any(|reply| match reply {
                 Value::ServerError(err) => lost(err.code(), err.details()),
@@ -187,7 +245,7 @@ impl Scripts {
         log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT or FUNCTION FLUSH); loading them again");
         (self.reloaded)();
         self.load_all(conn)?;
-        send_pipeline(&pipe(), conn).map_err(crate::Error::from_redis)
+        send_packed(&packed(), commands, conn).map_err(crate::Error::from_redis)
     }
 }
 
@@ -198,14 +256,15 @@ fn lost(code: &str, details: Option<&str>) -> bool {
         || (code == "ERR" && details.is_some_and(|d| d.starts_with("Function not found")))
 }
 
-/// Sends a pipeline as one write and reads all its replies, errors
-/// included as values. Unlike `Pipeline::query` this also works on a
-/// cluster connection, which sends it whole to the node of the first
-/// command's slot (and turns an error reply into an `Err`, so that it can
-/// follow a `MOVED` or retry through a failover).
-fn send_pipeline(
-    pipe: &redis::Pipeline,
+/// Sends `commands` packed commands as one write and reads all their
+/// replies, errors included as values. Unlike `Pipeline::query` this also
+/// works on a cluster connection, which sends them whole to the node of the
+/// first command's slot (and turns an error reply into an `Err`, so that it
+/// can follow a `MOVED` or retry through a failover).
+fn send_packed(
+    packed: &[u8],
+    commands: usize,
     conn: &mut dyn ConnectionLike,
 ) -> redis::RedisResult<Vec<Value>> {
-    conn.req_packed_commands(&pipe.get_packed_pipeline(), 0, pipe.len())
+    conn.req_packed_commands(packed, 0, commands)
 }

@@ -222,7 +222,7 @@ impl FairLock<kind::Mutex, Bound> {
         let status = self.status(1)?;
         let ours = status
             .holder()
-            .filter(|h| h.who.owner() == owner && h.fencing_token == live);
+            .filter(|h| h.who.owner() == &*owner && h.fencing_token == live);
         Ok(ours.map_or(0, |holder| holder.hold_count))
     }
 }

@@ -1,6 +1,8 @@
 //! Locks this client holds, as seen by their guards and by the watchdog.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -8,7 +10,8 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::connections::config::ClockDrift;
 use crate::machinery::observe::{self, Labels};
-use crate::protocol::Call;
+use crate::protocol::{Call, LockKeys};
+use rustc_hash::FxBuildHasher;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
 /// Non-exhaustive: a match needs a `_` arm.
@@ -286,12 +289,37 @@ struct Registered {
     renewed: bool,
 }
 
+/// A lock's key as [`Holds`] keys it: the hold's own `LockKeys`, hashed
+/// and compared as its lock key, so that a lookup takes the key as a `&str`
+/// and registering a hold copies no string.
+struct LockKey(Arc<LockKeys>);
+
+impl Hash for LockKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.lock().hash(state);
+    }
+}
+
+impl PartialEq for LockKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.lock() == other.0.lock()
+    }
+}
+
+impl Eq for LockKey {}
+
+impl Borrow<str> for LockKey {
+    fn borrow(&self) -> &str {
+        self.0.lock()
+    }
+}
+
 /// The holds of one client that have live guards, by lock key. They are
 /// what the watchdog renews, and the only holds a thread may re-enter: a
 /// hold in Redis with no live guard here is an orphan (see acquire.lua).
 #[derive(Default)]
 pub(crate) struct Holds {
-    by_lock: Mutex<HashMap<String, Vec<Registered>>>,
+    by_lock: Mutex<HashMap<LockKey, Vec<Registered>, FxBuildHasher>>,
 }
 
 impl Holds {
@@ -299,11 +327,8 @@ impl Holds {
     /// hold of the same lock and token.
     pub(crate) fn register(&self, hold: Hold, renewed: bool) -> Arc<Hold> {
         let mut by_lock = self.by_lock.lock();
-        let key = hold.call.keys.lock();
-        if !by_lock.contains_key(key) {
-            by_lock.insert(key.to_owned(), Vec::new());
-        }
-        let holds = by_lock.get_mut(key).expect("inserted just above");
+        let key = LockKey(Arc::clone(&hold.call.keys));
+        let holds = by_lock.entry(key).or_default();
         if let Some(known) = holds.iter_mut().find(|r| r.hold.token == hold.token) {
             known.guards += 1;
             return Arc::clone(&known.hold);
@@ -345,7 +370,7 @@ impl Holds {
         self.by_lock.lock().get(lock_key).map_or(0, |holds| {
             holds
                 .iter()
-                .filter(|r| r.hold.call.owner == owner)
+                .filter(|r| *r.hold.call.owner == *owner)
                 .map(|r| (r.hold.exclusive, r.hold.token))
                 .max()
                 .map_or(0, |(_, token)| token)

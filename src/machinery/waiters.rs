@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::protocol::Call;
+use rustc_hash::FxBuildHasher;
 
 /// The lock was handed to a waiter while it slept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +186,7 @@ pub(crate) fn poll_time(pttl_ms: i64) -> Instant {
 /// Every waiter of one client, by wait id.
 #[derive(Default)]
 pub(crate) struct Waiters {
-    by_id: Mutex<HashMap<u64, Arc<Waiter>>>,
+    by_id: Mutex<HashMap<u64, Arc<Waiter>, FxBuildHasher>>,
 }
 
 impl Waiters {
@@ -235,7 +236,7 @@ mod tests {
     fn call(id: u64, name: &str) -> Call {
         Call {
             keys: Arc::new(LockKeys::mutex("p", name).unwrap()),
-            owner: format!("c:{id}"),
+            owner: format!("c:{id}").into(),
             id,
             lease: Lease::Fixed(Duration::from_secs(1)),
             ask: Ask::Mutex,

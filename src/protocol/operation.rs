@@ -146,6 +146,11 @@ impl Script {
         all
     };
 
+    /// Its place in [`Script::ALL`].
+    pub fn index(self) -> usize {
+        self.engine as usize * 8 + self.op as usize
+    }
+
     /// The script of `op` for a lock of `kind`.
     pub fn of(kind: LockKind, op: Op) -> Script {
         Script {

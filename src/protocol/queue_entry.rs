@@ -43,8 +43,9 @@ impl fmt::Display for QueueEntry<'_> {
 pub struct Call {
     /// The lock's keys.
     pub keys: Arc<LockKeys>,
-    /// The calling thread's owner id, or the call's own (unbound).
-    pub owner: String,
+    /// The calling thread's owner id, or the call's own (unbound); shared,
+    /// as the call is copied into its waiter, its hold and its guard.
+    pub owner: Arc<str>,
     /// The call's id inside its client (its wait id).
     pub id: u64,
     /// The lease the call gets with the lock.
