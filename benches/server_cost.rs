@@ -432,6 +432,33 @@ fn main() {
         }
     }
 
+    // Whole cycles, as a client sends them: by EVALSHA, and by FCALL of
+    // the library where the server has Functions.
+    let mut cycles = vec![(
+        "EVALSHA",
+        cycles_of(&counted, n, &mut conn, Caller::EvalSha),
+    )];
+    let () = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(fairlock::__test_support::library_source())
+        .query(&mut conn)
+        .map(|_: String| ())
+        .unwrap_or_else(|err| eprintln!("server_cost: no FCALL rows: FUNCTION LOAD: {err}"));
+    let functions: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query(&mut conn)
+        .unwrap_or_default();
+    if !functions.is_empty() {
+        cycles.push(("FCALL", cycles_of(&counted, n, &mut conn, Caller::FCall)));
+    }
+    let cycles_json: Vec<String> = cycles
+        .iter()
+        .map(|(how, [uncontended, handoff])| {
+            format!("{{\"by\": \"{how}\", \"uncontended\": {uncontended:.0}, \"handoff\": {handoff:.0}}}")
+        })
+        .collect();
+
     let mut json = format!(
         "{{\"server\": \"{}\", \"batch\": {n}, \"noop\": {unit:.0}, \"unfair_cycle\": {unfair:.0}, \"paths\": [",
         server_name()
@@ -455,7 +482,7 @@ fn main() {
             sent.join(", ")
         ));
     }
-    json.push_str("]}");
+    json.push_str(&format!("], \"cycles\": [{}]}}", cycles_json.join(", ")));
     println!("{json}");
     common::write_json("server_cost", &json);
 }
@@ -478,4 +505,99 @@ fn server_name() -> String {
         "Redis"
     };
     format!("{name} {major}.{minor}.{patch}")
+}
+
+/// How a cycle calls the mutex's scripts.
+#[derive(Clone, Copy)]
+enum Caller {
+    EvalSha,
+    FCall,
+}
+
+impl Caller {
+    /// Runs the mutex's `op` on `keys` with ARGV `args`, as this caller.
+    fn run(
+        self,
+        conn: &mut redis::Connection,
+        op: Op,
+        keys: &[String],
+        args: &[String],
+    ) -> redis::Value {
+        let script = Script::of(LockKind::Mutex, op);
+        match self {
+            Caller::EvalSha => {
+                let script = redis::Script::new(script.source());
+                let mut inv = script.prepare_invoke();
+                for k in keys {
+                    inv.key(k);
+                }
+                for a in args {
+                    inv.arg(a);
+                }
+                inv.invoke(conn).unwrap()
+            }
+            Caller::FCall => redis::cmd("FCALL")
+                .arg(fairlock::__test_support::function_name(script))
+                .arg(keys.len())
+                .arg(keys)
+                .arg(args)
+                .query(conn)
+                .unwrap(),
+        }
+    }
+}
+
+/// Instructions in `call()` per uncontended cycle (take + release that
+/// frees) and per handoff cycle (release that hands over + arrival that
+/// queues, one waiter queued), as `caller` sends them.
+fn cycles_of(counted: &Counted, n: u64, conn: &mut redis::Connection, caller: Caller) -> [f64; 2] {
+    let keys =
+        fairlock::__test_support::LockKeys::mutex("fairlock", &format!("bench:cycles:{}", n))
+            .unwrap()
+            .all
+            .to_vec();
+    let _: () = redis::cmd("DEL").arg(&keys).query(conn).unwrap();
+    let acquire = |conn: &mut redis::Connection, owner: &str, id: u64| {
+        let args = [
+            "fairlock:wake:",
+            "600000",
+            owner,
+            "60000",
+            "1",
+            "600000",
+            "first",
+        ]
+        .map(String::from)
+        .into_iter()
+        .chain([id.to_string(), "0".to_owned()])
+        .collect::<Vec<_>>();
+        caller.run(conn, Op::Acquire, &keys, &args)
+    };
+    let release = |conn: &mut redis::Connection, owner: &str, token: i64, id: u64| {
+        let args = ["fairlock:wake:", "600000", owner]
+            .map(String::from)
+            .into_iter()
+            .chain([token.to_string(), id.to_string()])
+            .collect::<Vec<_>>();
+        caller.run(conn, Op::Release, &keys, &args)
+    };
+    let uncontended = counted.per_op(n, |i| {
+        let token: i64 = redis::from_redis_value(acquire(conn, "c1:1", 10 + i)).unwrap();
+        assert_eq!(release(conn, "c1:1", token, 10 + i), redis::Value::Int(0));
+    });
+    // A holder and one waiter; each step hands over to the waiter and
+    // queues a newcomer behind it.
+    let token: i64 = redis::from_redis_value(acquire(conn, "h:1", 1)).unwrap();
+    let mut holder = ("h:1".to_owned(), token, 1u64);
+    assert_ne!(acquire(conn, "w:1", 2), redis::Value::Int(0));
+    let handoff = counted.per_op(n, |i| {
+        let (owner, token, id) = &holder;
+        let reply: (String, u64, i64, i64) =
+            redis::from_redis_value(release(conn, owner, *token, *id)).unwrap();
+        holder = (reply.0, reply.2, reply.1);
+        let queued: Vec<i64> =
+            redis::from_redis_value(acquire(conn, &format!("n{i}:1"), 1_000 + i)).unwrap();
+        assert_eq!(queued[0], 0, "the newcomer queued");
+    });
+    [uncontended, handoff]
 }

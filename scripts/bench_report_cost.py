@@ -67,6 +67,18 @@ def section(own, load):
         ua, ub = after["unfair_cycle"], before and before["unfair_cycle"]
         out.append(f"| {label} | {_k(cb)} | {_k(ca)} | {NA if cb is None else f'{cb / ub:.2f}x'} |"
                    f" {ca / ua:.2f}x |")
+    for row in after.get("cycles", []):
+        b = next((c for c in (before or {}).get("cycles", []) if c["by"] == row["by"]), None)
+        ua, ub = after["unfair_cycle"], before and before["unfair_cycle"]
+        for what, label in [("uncontended", "uncontended"), ("handoff", "handoff (1 queued)")]:
+            cb = b and b[what]
+            out.append(f"| {label}, whole cycles sent by {row['by']} | {_k(cb)} | {_k(row[what])} |"
+                       f" {NA if cb is None else f'{cb / ub:.2f}x'} | {row[what] / ua:.2f}x |")
+    take, free = _path(after, "take"), _path(after, "release that frees")
+    if take and free and take.get("commands") is not None:
+        bare = take["call"] + take["commands"] + free["call"] + free["commands"]
+        out.append(f"| uncontended, its calls and commands alone (no Lua work at all) | | {_k(bare)} | |"
+                   f" {bare / after['unfair_cycle']:.2f}x |")
     out.append(f"| unfair (`SET NX PX` + compare-and-delete) | {_k(before and before['unfair_cycle'])} |"
                f" {_k(after['unfair_cycle'])} | 1x | 1x |")
     out.append(f"| no-op EVALSHA (the unit of the tables above) | {_k(before and before['noop'])} |"

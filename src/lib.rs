@@ -250,6 +250,16 @@ pub mod __test_support {
         WaiterStatus, WakeMessage, RW_CAPACITY,
     };
 
+    /// fairlock's Functions library as `FUNCTION LOAD` takes it.
+    pub fn library_source() -> &'static str {
+        &crate::connections::library::LIBRARY.source
+    }
+
+    /// The name of the library's function that runs `script`.
+    pub fn function_name(script: Script) -> &'static str {
+        crate::connections::library::LIBRARY.function(script)
+    }
+
     /// What a redis error becomes in fairlock (`Error` has no `From` for it,
     /// which would put the redis crate's error type into the API).
     pub fn error_from_redis(err: redis::RedisError) -> crate::Error {

@@ -24,7 +24,7 @@
 
 mod cluster;
 pub(crate) mod config;
-mod library;
+pub(crate) mod library;
 pub(crate) mod resp;
 pub(crate) mod scripts;
 mod sentinel;
