@@ -442,16 +442,15 @@ local function units_arg(value, what)
   return n
 end
 
--- The hold "<owner> <call> <units>" of call `call` of `owner` asking for
--- `units` (ARGV strings and a number); an owner with a space or a call
--- that is not a number stops the script before it writes, since either
--- would make the hold's name ambiguous.
-local function holder_arg(owner, call, units)
+-- Checks the owner and call (ARGV strings) that name a hold "<owner>
+-- <call> <units>": an owner with a space or a call that is not a number
+-- stops the script before it writes, since either would make the hold's
+-- name ambiguous.
+local function holder_arg(owner, call)
   if not string.match(owner or '', '^%S+$') or not string.match(call or '', '^%d+$') then
     fail('ERR fairlock: owner must be an id without spaces and call a number, got '
       .. tostring(owner) .. ' and ' .. tostring(call))
   end
-  return owner .. ' ' .. call .. ' ' .. fmt(units)
 end
 
 -- A hold's parts: owner, call (a string), units (a number); nil for a
@@ -506,10 +505,13 @@ local function live_used(meta)
 end
 
 -- The meta as a table: capacity (nil when the key is gone: a lock nobody
--- used for a fence life), used units, last token (a string, '0' when
--- gone), mark ('' when none) and lone, the one hold when there is exactly
--- one ({owner, call, units, token, ends}: ends its lease end, server ms;
--- nil otherwise, the holds then in the holders zset). A value fairlock
+-- used for a fence life; capacity_s the same as written), used units, last
+-- token (a string, '0' when gone), mark ('' when none) and lone, the one
+-- hold when there is exactly one ({owner, call, units, units_s, token,
+-- ends}: units_s its units as written, ends its lease end, server ms; nil
+-- otherwise, the holds then in the holders zset). Numbers kept as the
+-- strings they were read as save formatting them again (string.format
+-- costs about a third of a no-op EVALSHA). A value fairlock
 -- did not write stops the script before any write. The used units are
 -- live_used's unless `lazy` (a fast path that learns whether the holders
 -- key is there from its own reads).
@@ -523,14 +525,15 @@ local function read_meta(lazy)
   if not capacity then
     fail('WRONGTYPE the meta key holds a value fairlock did not write')
   end
-  local meta = { capacity = tonumber(capacity), used = tonumber(used), last = last, mark = mark }
+  local meta = { capacity = tonumber(capacity), capacity_s = capacity, used = tonumber(used),
+    last = last, mark = mark }
   if rest ~= '' then
     local token, ends, owner, call, units = string.match(rest, '^(%d+) (%d+) (%S+) (%d+) (%d+)$')
     if not token then
       fail('WRONGTYPE the meta key holds a value fairlock did not write')
     end
-    meta.lone = { owner = owner, call = call, units = tonumber(units), token = token,
-      ends = tonumber(ends) }
+    meta.lone = { owner = owner, call = call, units = tonumber(units), units_s = units,
+      token = token, ends = tonumber(ends) }
     if mark == '-' then
       meta.mark = ''
     end
@@ -545,11 +548,19 @@ end
 -- "<capacity> <used> <last> <mark or -> <token> <lease end> <owner> <call>
 -- <units>", living `life` ms (nil: the TTL it has).
 local function write_meta(meta, life)
-  local value = fmt(meta.capacity) .. ' ' .. fmt(meta.used) .. ' ' .. meta.last
-  local lone = meta.lone
+  local lone, used = meta.lone, meta.used
+  local used_s
+  if used == 0 then
+    used_s = '0'
+  elseif lone and used == lone.units then
+    used_s = lone.units_s
+  else
+    used_s = fmt(used)
+  end
+  local value = (meta.capacity_s or fmt(meta.capacity)) .. ' ' .. used_s .. ' ' .. meta.last
   if lone then
     value = value .. ' ' .. (meta.mark ~= '' and meta.mark or '-') .. ' ' .. lone.token .. ' '
-      .. fmt(lone.ends) .. ' ' .. lone.owner .. ' ' .. lone.call .. ' ' .. fmt(lone.units)
+      .. fmt(lone.ends) .. ' ' .. lone.owner .. ' ' .. lone.call .. ' ' .. lone.units_s
   elseif meta.mark ~= '' then
     value = value .. ' ' .. meta.mark
   end
@@ -574,7 +585,7 @@ end
 
 -- The name "<owner> <call> <units>" of the meta's lone hold.
 local function lone_name(lone)
-  return lone.owner .. ' ' .. lone.call .. ' ' .. fmt(lone.units)
+  return lone.owner .. ' ' .. lone.call .. ' ' .. lone.units_s
 end
 
 -- The token (a string) and ms of lease left of hold `member`, or nil when
@@ -599,15 +610,17 @@ local function hold_of(meta, member, now_ms)
   return fmt(-tonumber(redis.call('ZSCORE', HOLDERS, '#' .. member) or '0')), ends - now_ms
 end
 
--- The live hold (its name) whose token is `token` if `owner` (and, when
--- given, call `call`) made it, with its units and lease ms left; nil
--- otherwise. Reads only: in the holders zset the token is a score.
+-- The live hold whose token is `token` if `owner` (and, when given, call
+-- `call`) made it, with its units and lease ms left; nil otherwise. The
+-- hold is its name in the holders zset, or the meta's lone hold itself (a
+-- table: drop_hold takes either). Reads only: in the holders zset the
+-- token is a score.
 local function hold_by_token(meta, token, owner, call, now_ms)
   local lone = meta.lone
   if lone then
     if lone.token == token and lone.owner == owner and (not call or lone.call == call)
         and lone.ends >= now_ms then
-      return lone_name(lone), lone.units, lone.ends - now_ms
+      return lone, lone.units, lone.ends - now_ms
     end
     return nil
   end
@@ -630,10 +643,11 @@ local function hold_by_token(meta, token, owner, call, now_ms)
   return member, units, ends - now_ms
 end
 
--- Gives back hold `member` of `units` (the lone hold, or both its members
--- in the holders zset).
+-- Gives back hold `member` of `units` (the lone hold, named or as
+-- hold_by_token gives it, or both its members in the holders zset).
 local function drop_hold(meta, member, units)
-  if meta.lone and lone_name(meta.lone) == member then
+  local lone = meta.lone
+  if lone and (member == lone or lone_name(lone) == member) then
     meta.lone = nil
   else
     redis.call('ZREM', HOLDERS, member, '#' .. member)
@@ -687,10 +701,12 @@ local function take_hold(meta, owner, call, units, ttl, now_us, now_ms)
   local ends = now_ms + ttl
   meta.last = token
   local lone = meta.lone
+  local units_s = fmt(units)
   if not lone and meta.used == 0 then
-    meta.lone = { owner = owner, call = call, units = units, token = token, ends = ends }
+    meta.lone = { owner = owner, call = call, units = units, units_s = units_s, token = token,
+      ends = ends }
   else
-    local member = owner .. ' ' .. call .. ' ' .. fmt(units)
+    local member = owner .. ' ' .. call .. ' ' .. units_s
     if lone then
       local name = lone_name(lone)
       redis.call('ZADD', HOLDERS, lone.ends, name, '-' .. lone.token, '#' .. name,

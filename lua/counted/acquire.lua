@@ -73,10 +73,16 @@ end
 if units > capacity then
   fail('ERR fairlock: a call asks for ' .. fmt(units) .. ' units of ' .. fmt(capacity))
 end
-local member = holder_arg(owner, wait_id, units)
+holder_arg(owner, wait_id)
+-- The units and capacity as the meta writes them (formatted only when not
+-- written so already).
+local units_s = string.match(ARGV[11], '^[1-9]%d*$') or fmt(units)
 local meta = read_meta(true)
 check_capacity(capacity, meta.capacity)
-meta.capacity = capacity
+if not meta.capacity then
+  meta.capacity = capacity
+  meta.capacity_s = string.match(ARGV[10], '^[1-9]%d*$') or fmt(capacity)
+end
 local now_us, now_ms = server_time()
 
 -- The common case first: a new call (no live guard of this owner, not a
@@ -92,7 +98,8 @@ if guard == '0' and mode ~= 'poll' then
   if lone and lone.ends < now_ms then
     lone, used = nil, math.max(0, used - lone.units)
   end
-  if used + units <= capacity and not (lone and lone_name(lone) == member)
+  if used + units <= capacity
+      and not (lone and lone.call == wait_id and lone.owner == owner and lone.units == units)
       and redis.call('EXISTS', QUEUE) == 0 then
     local life = -2
     if used > 0 and not lone then
@@ -108,15 +115,17 @@ if guard == '0' and mode ~= 'poll' then
     if used == 0 then
       -- Nobody holds: the hold is the meta's lone hold.
       life = lease + 1
-      meta.lone = { owner = owner, call = wait_id, units = units, token = token, ends = ends }
+      meta.lone = { owner = owner, call = wait_id, units = units, units_s = units_s,
+        token = token, ends = ends }
     elseif lone then
       -- Beside a lone hold: both go into the holders zset.
-      local name = lone_name(lone)
+      local name, member = lone_name(lone), owner .. ' ' .. wait_id .. ' ' .. units_s
       redis.call('ZADD', HOLDERS, lone.ends, name, '-' .. lone.token, '#' .. name,
         ends, member, '-' .. token, '#' .. member)
       life = math.max(lone.ends - now_ms, lease) + 1
       redis.call('PEXPIRE', HOLDERS, life)
     else
+      local member = owner .. ' ' .. wait_id .. ' ' .. units_s
       added = redis.call('ZADD', HOLDERS, 'NX', ends, member, '-' .. token, '#' .. member)
       if added == 2 and life < lease + 1 then
         life = lease + 1
@@ -133,6 +142,7 @@ end
 
 -- @helpers hold_of, hold_by_token, drop_expired, take_hold, keep_counted,
 -- @helpers extend_hold
+local member = owner .. ' ' .. wait_id .. ' ' .. units_s
 live_used(meta)
 
 -- Re-entry, checked before anything is written.

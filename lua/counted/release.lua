@@ -27,7 +27,7 @@
 -- @helpers server_time, holder_arg, parse_holder, count_used, live_used,
 -- @helpers read_meta, write_meta, lone_name, hold_by_token, drop_hold
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
-holder_arg(owner, call, 0)
+holder_arg(owner, call)
 local meta = read_meta(true)
 local now_us, now_ms = server_time()
 local member, units = hold_by_token(meta, token, owner, call, now_ms)

@@ -19,12 +19,12 @@
 
 -- @helpers HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE, server_time,
 -- @helpers holder_arg, parse_holder, count_used, live_used, read_meta, write_meta,
--- @helpers lone_name, hold_by_token, outlive
+-- @helpers hold_by_token, outlive
 local owner, token, call, lease = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if lease ~= '0' then
   lease = ms_arg(lease, 'lease')
 end
-holder_arg(owner, call, 0)
+holder_arg(owner, call)
 local meta = read_meta(true)
 local _, now_ms = server_time()
 local member = hold_by_token(meta, token, owner, call, now_ms)
