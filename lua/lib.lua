@@ -557,12 +557,17 @@ local function write_meta(meta, life)
   else
     used_s = fmt(used)
   end
-  local value = (meta.capacity_s or fmt(meta.capacity)) .. ' ' .. used_s .. ' ' .. meta.last
+  -- One concatenation each: one string made.
+  local capacity_s = meta.capacity_s or fmt(meta.capacity)
+  local value
   if lone then
-    value = value .. ' ' .. (meta.mark ~= '' and meta.mark or '-') .. ' ' .. lone.token .. ' '
-      .. fmt(lone.ends) .. ' ' .. lone.owner .. ' ' .. lone.call .. ' ' .. lone.units_s
+    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' '
+      .. (meta.mark ~= '' and meta.mark or '-') .. ' ' .. lone.token .. ' ' .. fmt(lone.ends)
+      .. ' ' .. lone.owner .. ' ' .. lone.call .. ' ' .. lone.units_s
   elseif meta.mark ~= '' then
-    value = value .. ' ' .. meta.mark
+    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' ' .. meta.mark
+  else
+    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last
   end
   if life then
     redis.call('SET', META, value, 'PX', life)
