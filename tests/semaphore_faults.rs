@@ -362,8 +362,11 @@ fn a_permit_removed_from_redis_is_signalled_within_a_watchdog_period_and_goes_to
 /// belong to `client`.
 fn entries_of(conn: &mut redis::Connection, name: &str, client: &Client) -> Vec<String> {
     let [holders, queue, deadlines, _, meta] = semaphore_keys(name);
-    let mine =
-        |member: &String| member.trim_start_matches('#').starts_with(&format!("{}:", client.id()));
+    let mine = |member: &String| {
+        member
+            .trim_start_matches('#')
+            .starts_with(&format!("{}:", client.id()))
+    };
     let mut found = Vec::new();
     for key in [holders, queue, deadlines] {
         let members: Vec<String> = conn.zrange(&key, 0, -1).unwrap();

@@ -392,10 +392,7 @@ impl Lock {
                     .unwrap();
             }
             _ => {
-                let _: () = self
-                    .conn
-                    .zadd(&self.keys.all[0], member, end)
-                    .unwrap();
+                let _: () = self.conn.zadd(&self.keys.all[0], member, end).unwrap();
             }
         }
     }
@@ -447,7 +444,11 @@ impl Lock {
         for (member, _) in &holds {
             all.push((member.clone(), self.token_of(member)));
         }
-        assert_eq!(marks.len(), holds.len(), "a token beside each hold: {scored:?}");
+        assert_eq!(
+            marks.len(),
+            holds.len(),
+            "a token beside each hold: {scored:?}"
+        );
         all.sort();
         all
     }
