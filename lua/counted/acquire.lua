@@ -50,9 +50,10 @@
 -- EXISTS, SET, as the mutex's; beside one other hold, which moves into the
 -- holders zset with it, ZADD and PEXPIRE too; beside two or more, PTTL,
 -- ZADD, PEXPIRE (only when the holders' TTL must grow) too; a call that
--- finds no room beside a lone hold, which only queues: GET, TIME, EXISTS
--- (only when it fits) and join_queue's six (ZSCORE and two ZRANGEBYSCOREs
--- more beside two or more holds).
+-- finds no room beside a lone hold, which only queues: GET, TIME and
+-- join_queue's six (ZSCORE and two ZRANGEBYSCOREs more beside two or more
+-- holds); one that fits behind a queued head that does not (a read behind
+-- a queued write): GET, TIME, EXISTS, ZRANGE, ZSCORE and join_queue's six.
 
 -- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, units_arg, holder_arg, parse_holder, count_used,
@@ -79,7 +80,8 @@ holder_arg(owner, wait_id)
 local units_s = string.match(ARGV[11], '^[1-9]%d*$') or fmt(units)
 local meta = read_meta(true)
 check_capacity(capacity, meta.capacity)
-if not meta.capacity then
+local fresh = not meta.capacity
+if fresh then
   meta.capacity = capacity
   meta.capacity_s = string.match(ARGV[10], '^[1-9]%d*$') or fmt(capacity)
 end
@@ -93,14 +95,19 @@ local now_us, now_ms = server_time()
 -- are) and whether its TTL must grow to cover this lease; ZADD NX finds
 -- this call holding already (a repeat), which the slow path answers, as it
 -- does a lone hold of this call.
+-- Whether the queue key exists, once read (nothing below changes it before
+-- the slow path reads it again).
+local queued = nil
 if guard == '0' and mode ~= 'poll' then
   local lone, used = meta.lone, meta.used
   if lone and lone.ends < now_ms then
     lone, used = nil, math.max(0, used - lone.units)
   end
   if used + units <= capacity
-      and not (lone and lone.call == wait_id and lone.owner == owner and lone.units == units)
-      and redis.call('EXISTS', QUEUE) == 0 then
+      and not (lone and lone.call == wait_id and lone.owner == owner and lone.units == units) then
+    queued = redis.call('EXISTS', QUEUE) == 1
+  end
+  if queued == false then
     local life = -2
     if used > 0 and not lone then
       life = redis.call('PTTL', HOLDERS)
@@ -174,7 +181,10 @@ end
 
 local dropped = drop_expired(meta, now_ms)
 -- Room once the run-out holds are gone, nobody waiting (or a re-entry).
-if reenter or (meta.used + units <= capacity and redis.call('EXISTS', QUEUE) == 0) then
+if not reenter and meta.used + units <= capacity and queued == nil then
+  queued = redis.call('EXISTS', QUEUE) == 1
+end
+if reenter or (meta.used + units <= capacity and not queued) then
   local token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms)
   keep_counted(meta, now_ms)
   return tonumber(token)
@@ -205,9 +215,13 @@ end
 local head = live_head(now_ms, parse_counted_entry)
 local handed = {}
 if head and head ~= entry then
-  -- The waiters ahead of this call go first, as far as they fit.
-  handed = admit_waiters(meta, now_us, now_ms, entry)
-  head = live_head(now_ms, parse_counted_entry)
+  -- The waiters ahead of this call go first, as far as they fit (a head
+  -- that does not fit lets nobody in: a read behind a queued write).
+  local _, _, _, _, head_units = parse_counted_entry(head)
+  if meta.used + head_units <= capacity then
+    handed = admit_waiters(meta, now_us, now_ms, entry)
+    head = live_head(now_ms, parse_counted_entry)
+  end
 end
 if (head == nil or head == entry) and meta.used + units <= capacity then
   if head then
@@ -229,6 +243,10 @@ if mode == 'try' then
   end
   return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last) }
 end
-local position = join_queue(entry, mode, now_ms, waiter_timeout)
-keep_counted(meta, now_ms)
+local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
+if #handed > 0 or dropped > 0 or fresh then
+  keep_counted(meta, now_ms)
+elseif queue_life then
+  outlive(META, queue_life + FENCE_LIFE)
+end
 return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last) }
