@@ -699,14 +699,15 @@ end
 -- Gives call `call` of `owner` a hold of `units` for `ttl` ms; returns its
 -- token (a string), max(last + 1, server clock in µs), as the mutex's take
 -- does. The first hold is the meta's lone hold; a second one moves the
--- lone hold into the holders zset beside it. The caller writes the meta
+-- lone hold into the holders zset beside it. `units_s`, the units as
+-- written, if the caller has them. The caller writes the meta
 -- (keep_counted).
-local function take_hold(meta, owner, call, units, ttl, now_us, now_ms)
+local function take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
   local token = fmt(math.max(tonumber(meta.last) + 1, now_us))
   local ends = now_ms + ttl
   meta.last = token
   local lone = meta.lone
-  local units_s = fmt(units)
+  units_s = units_s or fmt(units)
   if not lone and meta.used == 0 then
     meta.lone = { owner = owner, call = call, units = units, units_s = units_s, token = token,
       ends = ends }
@@ -743,34 +744,61 @@ local function first_lease_left(meta, now_ms)
   return tonumber(first) - now_ms
 end
 
+-- The first queued counted entry that is still alive, as live_head finds
+-- it (dead or foreign entries ahead of it dropped), with its liveness
+-- deadline and its parts, read once: owner id, wait id, lease ms, fixed,
+-- units (the last three as written); nil when none.
+local function live_counted_head(now_ms)
+  while true do
+    local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
+    if not head then
+      return nil
+    end
+    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
+    local owner, wait_id, lease, fixed, units = string.match(head,
+      '^(%S+) (%d+) (%d+) ([01]) (%d+)$')
+    if deadline and deadline >= now_ms and owner then
+      return head, deadline, owner, wait_id, lease, fixed, units
+    end
+    forget(head)
+  end
+end
+
 -- Admits the live waiters at the head of the queue, in arrival order,
 -- while each one's units fit beside the used ones: a head that does not
 -- fit stops it, so no smaller call behind passes it. Stops at `stop` (an
 -- entry that takes its own hold) if given. Each gets a token and "G <wait
 -- id> <token> <ttl>", its grant bounded by its liveness deadline as
--- hand_over's; the new head, if any was admitted, hears "H". Returns the
--- list of {owner, wait id, token, ttl} admitted.
+-- hand_over's; the new head, if any was admitted, hears "H", as tell_head
+-- tells it. Returns the list of {owner, wait id, token, ttl} admitted.
 local function admit_waiters(meta, now_us, now_ms, stop)
-  local handed, head, deadline = {}, nil, nil
+  local handed = {}
   while true do
-    head, deadline = live_head(now_ms, parse_counted_entry)
-    if not head or head == stop then
+    local head, deadline, owner, wait_id, lease, fixed, units_s = live_counted_head(now_ms)
+    if not head then
       break
     end
-    local owner, wait_id, ttl, fixed, units = parse_counted_entry(head)
-    if meta.used + units > meta.capacity then
+    local units = tonumber(units_s)
+    if head == stop or meta.used + units > meta.capacity then
+      if #handed > 0 then
+        wake(owner, 'H ' .. wait_id .. ' ' .. first_lease_left(meta, now_ms))
+      end
       break
     end
     forget(head)
-    if fixed == '0' then
-      ttl = math.max(1, math.min(ttl, deadline - now_ms))
+    local ttl, ttl_s = tonumber(lease), lease
+    if string.byte(lease, 1) == 48 then
+      ttl_s = fmt(ttl)
     end
-    local token = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms)
-    wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. fmt(ttl))
+    if fixed == '0' then
+      local bound = math.max(1, math.min(ttl, deadline - now_ms))
+      if bound ~= ttl then
+        ttl, ttl_s = bound, fmt(bound)
+      end
+    end
+    local token = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
+    wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. ttl_s)
     handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), ttl }
-  end
-  if #handed > 0 and head then
-    tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry, head)
   end
   return handed
 end

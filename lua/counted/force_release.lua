@@ -13,10 +13,10 @@
 -- Cost: O(H log N) for H holds, plus the admissions' O(log N) each.
 
 -- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail,
--- @helpers ms_arg, FENCE_LIFE, server_time, parse_entry, forget, live_head,
--- @helpers wake, tell_head, parse_holder, parse_counted_entry, count_used, live_used,
+-- @helpers ms_arg, FENCE_LIFE, server_time, forget,
+-- @helpers wake, parse_holder, count_used, live_used,
 -- @helpers read_meta, write_meta, lone_name, drop_expired, take_hold,
--- @helpers first_lease_left, admit_waiters, keep_counted
+-- @helpers first_lease_left, live_counted_head, admit_waiters, keep_counted
 local this_call = 'F' .. ARGV[3]
 local now_us, now_ms = server_time()
 local meta = read_meta()

@@ -28,11 +28,11 @@
 -- dead waiters and expired holds).
 
 -- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail,
--- @helpers ms_arg, FENCE_LIFE, server_time, parse_entry, forget, prune,
--- @helpers live_head, wake, tell_head, keep_queue_for, units_arg,
+-- @helpers ms_arg, FENCE_LIFE, server_time, forget, prune,
+-- @helpers wake, keep_queue_for, units_arg,
 -- @helpers parse_holder, parse_counted_entry, counted_entry_arg, count_used, live_used,
 -- @helpers read_meta, write_meta, lone_name, hold_of, drop_expired, take_hold,
--- @helpers first_lease_left, admit_waiters, keep_counted, extend_hold, pass_on
+-- @helpers first_lease_left, live_counted_head, admit_waiters, keep_counted, extend_hold, pass_on
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
   counted_entry_arg(ARGV[i])

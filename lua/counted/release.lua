@@ -55,9 +55,8 @@ if redis.call('EXISTS', QUEUE) == 0 then
   return 0
 end
 
--- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, live_head, wake,
--- @helpers tell_head, parse_counted_entry, drop_expired, take_hold,
--- @helpers first_lease_left, admit_waiters, pass_on, keep_counted
+-- @helpers DEADLINES, WAKE_PREFIX, forget, wake, drop_expired, take_hold,
+-- @helpers first_lease_left, live_counted_head, admit_waiters, pass_on, keep_counted
 
 local handed = pass_on(meta, now_us, now_ms)
 keep_counted(meta, now_ms)
