@@ -21,22 +21,33 @@
 --   KEYS[3] deadlines  zset    entry -> liveness deadline, server milliseconds
 -- Keys of one counted lock, a semaphore or a reader-writer lock (its own
 -- keys, beside the mutex's of the same name; the queue keys in the same
--- places, so the queue steps below serve both engines):
---   KEYS[1] holders    zset    "<owner> <call> <units>" -> lease end, server
---                              ms; a hold is live while its end >= now
+-- places, so the queue steps below serve both engines). A hold is named
+-- "<owner> <call> <units>"; a lone hold (the only one) lives in the meta,
+-- like a mutex's holder in its lock key, and the holders zset comes into
+-- play only when a second hold comes in beside it (both then move there,
+-- until none is left):
+--   KEYS[1] holders    zset    per hold two members: its name -> its lease
+--                              end, server ms (a hold is live while its end
+--                              >= now), and "#" and its name -> minus its
+--                              fencing token (so a live guard's token
+--                              names its hold for re-entry: ZRANGEBYSCORE
+--                              -token -token); lease ends are the scores
+--                              from 0 up, tokens the ones below 0
 --   KEYS[2] queue, KEYS[3] deadlines, as a lock's, but each entry carries
 --                              the units it asks for as a fifth field
 --                              (parse_counted_entry)
---   KEYS[4] tokens     hash    holder member -> its fencing token, and the
---                              token -> the member (a live guard's token
---                              names its hold for re-entry)
---   KEYS[5] meta       string  "<capacity> <used> <last token>[ <mark>]":
---                              the units there are (a semaphore's permits;
---                              a reader-writer lock's RW_CAPACITY, all of
+--   KEYS[4] tokens     unused: kept in the key list (the tokens hash of
+--                              earlier versions)
+--   KEYS[5] meta       string  "<capacity> <used> <last token>[ <mark>]",
+--                              or with a lone hold "<capacity> <used>
+--                              <last token> <mark or -> <token> <lease
+--                              end> <owner> <call> <units>": the units
+--                              there are (a semaphore's permits; a
+--                              reader-writer lock's RW_CAPACITY, all of
 --                              which a write takes and one a read), the
---                              units the holds in KEYS[1] take, the last
---                              token issued, the "<owner>#<call>" of the
---                              last release; it outlives every holder and
+--                              units the holds take, the last token
+--                              issued, the "<owner>#<call>" of the last
+--                              release; it outlives every holder and
 --                              waiter by the fence life
 -- A call is admitted when it heads the queue (or nobody waits) and its
 -- units fit beside the held ones: that admission test is the only place
@@ -59,7 +70,6 @@ local LOCK = KEYS[1]
 local QUEUE = KEYS[2]
 local DEADLINES = KEYS[3]
 local HOLDERS = KEYS[1]
-local TOKENS = KEYS[4]
 local META = KEYS[5]
 local WAKE_PREFIX = ARGV[1]
 
@@ -423,8 +433,11 @@ local function extend_lease(lease, fence, left)
 end
 
 -- The counted engine's steps (a semaphore, a reader-writer lock). Its
--- capacity, used units, last token and mark live in the meta key; its holds
--- in the holders zset (lease ends) and the tokens hash (both ways).
+-- capacity, used units, last token and mark live in the meta key, and so
+-- does a lone hold; two holds or more live in the holders zset, each as
+-- two members: its lease end and its token. The steps pass the meta
+-- around as one table (read_meta), which they change and write back
+-- (write_meta, keep_counted).
 
 -- `value` (an ARGV string) as a whole number of units from 1 to
 -- 4294967295 (a capacity or what a call asks for); anything else stops the
@@ -438,20 +451,19 @@ local function units_arg(value, what)
   return n
 end
 
--- The holders member "<owner> <call> <units>" of call `call` of `owner`
--- asking for `units` (ARGV strings and a number); an owner with a space or
--- a call that is not a number stops the script before it writes, since
--- either would make the member ambiguous.
-local function holder_arg(owner, call, units)
+-- Checks the owner and call (ARGV strings) that name a hold "<owner>
+-- <call> <units>": an owner with a space or a call that is not a number
+-- stops the script before it writes, since either would make the hold's
+-- name ambiguous.
+local function holder_arg(owner, call)
   if not string.match(owner or '', '^%S+$') or not string.match(call or '', '^%d+$') then
     fail('ERR fairlock: owner must be an id without spaces and call a number, got '
       .. tostring(owner) .. ' and ' .. tostring(call))
   end
-  return owner .. ' ' .. call .. ' ' .. fmt(units)
 end
 
--- A holders member's parts: owner, call (a string), units (a number); nil
--- for a member fairlock did not write.
+-- A hold's parts: owner, call (a string), units (a number); nil for a
+-- name fairlock did not write.
 local function parse_holder(member)
   local owner, call, units = string.match(member, '^(%S+) (%d+) (%d+)$')
   return owner, call, tonumber(units)
@@ -480,53 +492,91 @@ local function counted_entry_arg(value)
 end
 
 -- The units the holds in the holders zset take, counted one by one: only
--- when the meta is gone (deleted by hand) while holds are left.
+-- when the meta is gone (deleted by hand) while holds are left. (Lease
+-- ends are scores from 0 up, tokens below 0.)
 local function count_used()
   local used = 0
-  for _, member in ipairs(redis.call('ZRANGE', HOLDERS, 0, -1)) do
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, 0, '+inf')) do
     local _, _, units = parse_holder(member)
     used = used + (units or 0)
   end
   return used
 end
 
--- `used`, the meta's count, or 0 when the holders key is gone: holds
--- counted while their key is gone (deleted by hand, evicted) are holds
--- nobody has, so the count follows the key and the lock stays usable.
-local function live_used(used)
-  if used > 0 and redis.call('EXISTS', HOLDERS) == 0 then
-    return 0
+-- The meta's used units made live: 0 when they count holds of the holders
+-- zset and that key is gone (deleted by hand, evicted), since those are
+-- holds nobody has, so the count follows the key and the lock stays
+-- usable. A lone hold is in the meta itself.
+local function live_used(meta)
+  if meta.used > 0 and not meta.lone and redis.call('EXISTS', HOLDERS) == 0 then
+    meta.used = 0
   end
-  return used
 end
 
--- The meta's parts: capacity (nil when the key is gone: a lock nobody used
--- for a fence life), used units, last token (a string, '0' when gone),
--- mark ('' when none). A value fairlock did not write stops the script
--- before any write. The used units are live_used's unless `lazy` (a fast
--- path that learns whether the holders key is there from its own reads).
+-- The meta as a table: capacity (nil when the key is gone: a lock nobody
+-- used for a fence life; capacity_s the same as written), used units, last
+-- token (a string, '0' when gone), mark ('' when none) and lone, the one
+-- hold when there is exactly one ({owner, call, units, units_s, token,
+-- ends}: units_s its units as written, ends its lease end, server ms; nil
+-- otherwise, the holds then in the holders zset). Numbers kept as the
+-- strings they were read as save formatting them again (string.format
+-- costs about a third of a no-op EVALSHA). A value fairlock
+-- did not write stops the script before any write. The used units are
+-- live_used's unless `lazy` (a fast path that learns whether the holders
+-- key is there from its own reads).
 local function read_meta(lazy)
   local stored = redis.call('GET', META)
   if not stored then
-    return nil, count_used(), '0', ''
+    return { used = count_used(), last = '0', mark = '' }
   end
-  local capacity, used, token, mark = string.match(stored, '^(%d+) (%d+) (%d+) ?(%S*)$')
+  local capacity, used, last, mark, rest = string.match(stored,
+    '^(%d+) (%d+) (%d+) ?(%S*) ?(.*)$')
   if not capacity then
     fail('WRONGTYPE the meta key holds a value fairlock did not write')
   end
-  used = tonumber(used)
-  if not lazy then
-    used = live_used(used)
+  local meta = { capacity = tonumber(capacity), capacity_s = capacity, used = tonumber(used),
+    last = last, mark = mark }
+  if rest ~= '' then
+    local token, ends, owner, call, units = string.match(rest, '^(%d+) (%d+) (%S+) (%d+) (%d+)$')
+    if not token then
+      fail('WRONGTYPE the meta key holds a value fairlock did not write')
+    end
+    meta.lone = { owner = owner, call = call, units = tonumber(units), units_s = units,
+      token = token, ends = tonumber(ends) }
+    if mark == '-' then
+      meta.mark = ''
+    end
   end
-  return tonumber(capacity), used, token, mark
+  if not lazy then
+    live_used(meta)
+  end
+  return meta
 end
 
--- Writes the meta "<capacity> <used> <last>[ <mark>]", living `life` ms
--- (nil: the TTL it has).
-local function write_meta(capacity, used, last, mark, life)
-  local value = fmt(capacity) .. ' ' .. fmt(used) .. ' ' .. last
-  if mark ~= '' then
-    value = value .. ' ' .. mark
+-- Writes the meta "<capacity> <used> <last>[ <mark>]", or with a lone hold
+-- "<capacity> <used> <last> <mark or -> <token> <lease end> <owner> <call>
+-- <units>", living `life` ms (nil: the TTL it has).
+local function write_meta(meta, life)
+  local lone, used = meta.lone, meta.used
+  local used_s
+  if used == 0 then
+    used_s = '0'
+  elseif lone and used == lone.units then
+    used_s = lone.units_s
+  else
+    used_s = fmt(used)
+  end
+  -- One concatenation each: one string made.
+  local capacity_s = meta.capacity_s or fmt(meta.capacity)
+  local value
+  if lone then
+    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' '
+      .. (meta.mark ~= '' and meta.mark or '-') .. ' ' .. lone.token .. ' ' .. fmt(lone.ends)
+      .. ' ' .. lone.owner .. ' ' .. lone.call .. ' ' .. lone.units_s
+  elseif meta.mark ~= '' then
+    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' ' .. meta.mark
+  else
+    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last
   end
   if life then
     redis.call('SET', META, value, 'PX', life)
@@ -547,25 +597,55 @@ local function check_capacity(capacity, stored)
   end
 end
 
--- The token (a string) and ms of lease left of `member`'s hold, or nil
--- when it holds nothing live.
-local function hold_of(member, now_ms)
+-- The name "<owner> <call> <units>" of the meta's lone hold.
+local function lone_name(lone)
+  return lone.owner .. ' ' .. lone.call .. ' ' .. lone.units_s
+end
+
+-- The token (a string) and ms of lease left of hold `member`, or nil when
+-- it holds nothing live. In the holders zset a hold is two members: its
+-- name, scored by its lease end, and "#" and its name, scored by minus its
+-- token; a lone hold is the meta's.
+local function hold_of(meta, member, now_ms)
+  local lone = meta.lone
+  if lone then
+    if lone.ends >= now_ms and lone_name(lone) == member then
+      return lone.token, lone.ends - now_ms
+    end
+    return nil
+  end
+  if meta.used == 0 then
+    return nil
+  end
   local ends = tonumber(redis.call('ZSCORE', HOLDERS, member))
   if not ends or ends < now_ms then
     return nil
   end
-  return redis.call('HGET', TOKENS, member) or nil, ends - now_ms
+  return fmt(-tonumber(redis.call('ZSCORE', HOLDERS, '#' .. member) or '0')), ends - now_ms
 end
 
--- The live hold (a holders member) whose token is `token` if `owner`
--- (and, when given, call `call`) made it, with its units and lease ms
--- left; nil otherwise. Reads only: the tokens hash names the member, and
--- both directions are written and deleted together.
-local function hold_by_token(token, owner, call, now_ms)
-  local member = redis.call('HGET', TOKENS, token)
-  if not member then
+-- The live hold whose token is `token` if `owner` (and, when given, call
+-- `call`) made it, with its units and lease ms left; nil otherwise. The
+-- hold is its name in the holders zset, or the meta's lone hold itself (a
+-- table: drop_hold takes either). Reads only: in the holders zset the
+-- token is a score.
+local function hold_by_token(meta, token, owner, call, now_ms)
+  local lone = meta.lone
+  if lone then
+    if lone.token == token and lone.owner == owner and (not call or lone.call == call)
+        and lone.ends >= now_ms then
+      return lone, lone.units, lone.ends - now_ms
+    end
     return nil
   end
+  if meta.used == 0 or not string.match(token, '^%d+$') then
+    return nil
+  end
+  local found = redis.call('ZRANGEBYSCORE', HOLDERS, '-' .. token, '-' .. token, 'LIMIT', 0, 1)[1]
+  if not found then
+    return nil
+  end
+  local member = string.sub(found, 2)
   local h_owner, h_call, units = parse_holder(member)
   if h_owner ~= owner or (call and h_call ~= call) then
     return nil
@@ -577,55 +657,94 @@ local function hold_by_token(token, owner, call, now_ms)
   return member, units, ends - now_ms
 end
 
--- Gives back hold `member` (token `token`, `units`); returns the units
--- used after it.
-local function drop_hold(member, token, units, used)
-  redis.call('ZREM', HOLDERS, member)
-  redis.call('HDEL', TOKENS, member, token)
-  return math.max(0, used - units)
+-- Gives back hold `member` of `units` (the lone hold, named or as
+-- hold_by_token gives it, or both its members in the holders zset).
+local function drop_hold(meta, member, units)
+  local lone = meta.lone
+  if lone and (member == lone or lone_name(lone) == member) then
+    meta.lone = nil
+  else
+    redis.call('ZREM', HOLDERS, member, '#' .. member)
+  end
+  meta.used = math.max(0, meta.used - units)
 end
 
--- Drops every hold whose lease ran out, with its tokens both ways, and
--- returns the units used after that, so that `used` counts live holds
--- only, and how many it dropped (when any, the caller writes the meta:
--- keep_counted). Each hold is dropped once: O(log N) amortised. Only
--- commands the ACL line of docs/security.md grants (no HMGET, no ZREMRANGEBYSCORE).
-local function drop_expired(now_ms, used)
+-- Drops every hold whose lease ran out, so that the used units count live
+-- holds only; returns how many it dropped (when any, the caller writes the
+-- meta: keep_counted). Each hold is dropped once: O(log N) amortised.
+-- Only commands the ACL line of docs/security.md grants (no
+-- ZREMRANGEBYSCORE).
+local function drop_expired(meta, now_ms)
+  local lone = meta.lone
+  if lone then
+    if lone.ends < now_ms then
+      meta.lone = nil
+      meta.used = math.max(0, meta.used - lone.units)
+      return 1
+    end
+    return 0
+  end
+  if meta.used == 0 then
+    return 0
+  end
   local dropped = 0
   while true do
-    local dead = redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, 100)
+    local dead = redis.call('ZRANGEBYSCORE', HOLDERS, 0, '(' .. fmt(now_ms), 'LIMIT', 0, 100)
     if #dead == 0 then
-      return used, dropped
+      return dropped
     end
     dropped = dropped + #dead
-    local fields = {}
+    local members = {}
     for _, member in ipairs(dead) do
       local _, _, units = parse_holder(member)
-      used = math.max(0, used - (units or 0))
-      fields[#fields + 1] = member
-      local token = redis.call('HGET', TOKENS, member)
-      if token then
-        fields[#fields + 1] = token
-      end
+      meta.used = math.max(0, meta.used - (units or 0))
+      members[#members + 1] = member
+      members[#members + 1] = '#' .. member
     end
-    redis.call('ZREM', HOLDERS, unpack(dead))
-    redis.call('HDEL', TOKENS, unpack(fields))
+    redis.call('ZREM', HOLDERS, unpack(members))
   end
 end
 
--- Gives holders member `member` a hold for `ttl` ms; returns its token (a
--- string), max(last + 1, server clock in µs), as the mutex's take does.
--- The caller counts its units and writes the meta (keep_counted).
-local function take_hold(member, ttl, now_us, now_ms, last)
-  local token = fmt(math.max(tonumber(last) + 1, now_us))
-  redis.call('ZADD', HOLDERS, now_ms + ttl, member)
-  redis.call('HSET', TOKENS, member, token, token, member)
+-- Gives call `call` of `owner` a hold of `units` for `ttl` ms; returns its
+-- token (a string), max(last + 1, server clock in µs), as the mutex's take
+-- does. The first hold is the meta's lone hold; a second one moves the
+-- lone hold into the holders zset beside it. `units_s`, the units as
+-- written, if the caller has them. The caller writes the meta
+-- (keep_counted).
+local function take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
+  local token = fmt(math.max(tonumber(meta.last) + 1, now_us))
+  local ends = now_ms + ttl
+  meta.last = token
+  local lone = meta.lone
+  units_s = units_s or fmt(units)
+  if not lone and meta.used == 0 then
+    meta.lone = { owner = owner, call = call, units = units, units_s = units_s, token = token,
+      ends = ends }
+  else
+    local member = owner .. ' ' .. call .. ' ' .. units_s
+    if lone then
+      local name = lone_name(lone)
+      redis.call('ZADD', HOLDERS, lone.ends, name, '-' .. lone.token, '#' .. name,
+        ends, member, '-' .. token, '#' .. member)
+      meta.lone = nil
+    else
+      redis.call('ZADD', HOLDERS, ends, member, '-' .. token, '#' .. member)
+    end
+  end
+  meta.used = meta.used + units
   return token
 end
 
 -- Ms until the first live lease runs out (when the head of the queue can
 -- claim units a dead holder never gave back), 0 when none is live.
-local function first_lease_left(now_ms)
+local function first_lease_left(meta, now_ms)
+  local lone = meta.lone
+  if lone then
+    return math.max(0, lone.ends - now_ms)
+  end
+  if meta.used == 0 then
+    return 0
+  end
   local first = redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf', 'LIMIT', 0, 1,
     'WITHSCORES')[2]
   if not first then
@@ -634,55 +753,86 @@ local function first_lease_left(now_ms)
   return tonumber(first) - now_ms
 end
 
--- Admits the live waiters at the head of the queue, in arrival order,
--- while each one's units fit beside the `used` ones of `capacity`: a head
--- that does not fit stops it, so no smaller call behind passes it. Stops
--- at `stop` (an entry that takes its own hold) if given. Each gets a token
--- and "G <wait id> <token> <ttl>", its grant bounded by its liveness
--- deadline as hand_over's; the new head, if any was admitted, hears "H".
--- Returns the last token issued, the units used and the list of
--- {owner, wait id, token, ttl} admitted.
-local function admit_waiters(now_us, now_ms, capacity, used, last, stop)
-  local handed, head, deadline = {}, nil, nil
+-- The first queued counted entry that is still alive, as live_head finds
+-- it (dead or foreign entries ahead of it dropped), with its liveness
+-- deadline and its parts, read once: owner id, wait id, lease ms, fixed,
+-- units (the last three as written); nil when none.
+local function live_counted_head(now_ms)
   while true do
-    head, deadline = live_head(now_ms, parse_counted_entry)
-    if not head or head == stop then
+    local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
+    if not head then
+      return nil
+    end
+    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
+    local owner, wait_id, lease, fixed, units = string.match(head,
+      '^(%S+) (%d+) (%d+) ([01]) (%d+)$')
+    if deadline and deadline >= now_ms and owner then
+      return head, deadline, owner, wait_id, lease, fixed, units
+    end
+    forget(head)
+  end
+end
+
+-- Admits the live waiters at the head of the queue, in arrival order,
+-- while each one's units fit beside the used ones: a head that does not
+-- fit stops it, so no smaller call behind passes it. Stops at `stop` (an
+-- entry that takes its own hold) if given. Each gets a token and "G <wait
+-- id> <token> <ttl>", its grant bounded by its liveness deadline as
+-- hand_over's; the new head, if any was admitted, hears "H", as tell_head
+-- tells it. Returns the list of {owner, wait id, token, ttl} admitted.
+local function admit_waiters(meta, now_us, now_ms, stop)
+  local handed = {}
+  while true do
+    local head, deadline, owner, wait_id, lease, fixed, units_s = live_counted_head(now_ms)
+    if not head then
       break
     end
-    local owner, wait_id, ttl, fixed, units = parse_counted_entry(head)
-    if used + units > capacity then
+    local units = tonumber(units_s)
+    if head == stop or meta.used + units > meta.capacity then
+      if #handed > 0 then
+        wake(owner, 'H ' .. wait_id .. ' ' .. first_lease_left(meta, now_ms))
+      end
       break
     end
     forget(head)
-    if fixed == '0' then
-      ttl = math.max(1, math.min(ttl, deadline - now_ms))
+    local ttl, ttl_s = tonumber(lease), lease
+    if string.byte(lease, 1) == 48 then
+      ttl_s = fmt(ttl)
     end
-    last = take_hold(owner .. ' ' .. wait_id .. ' ' .. fmt(units), ttl, now_us, now_ms, last)
-    used = used + units
-    wake(owner, 'G ' .. wait_id .. ' ' .. last .. ' ' .. fmt(ttl))
-    handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(last), ttl }
+    if fixed == '0' then
+      local bound = math.max(1, math.min(ttl, deadline - now_ms))
+      if bound ~= ttl then
+        ttl, ttl_s = bound, fmt(bound)
+      end
+    end
+    local token = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
+    wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. ttl_s)
+    handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), ttl }
   end
-  if #handed > 0 and head then
-    tell_head(now_ms, first_lease_left(now_ms), parse_counted_entry, head)
-  end
-  return last, used, handed
+  return handed
 end
 
--- Writes the meta and the TTLs of a counted lock's keys after a write:
--- holders and tokens live until the farthest lease ends, the meta a fence
--- life past that and past the queue's TTL, so the capacity and the last
--- token outlive every holder and waiter (a later caller with other permits
--- is refused, and tokens keep increasing).
-local function keep_counted(now_ms, capacity, used, last, mark)
+-- Writes the meta and the TTLs of a counted lock's keys after a write: the
+-- holders zset lives until the farthest lease ends, the meta a fence life
+-- past that and past the queue's TTL, so the capacity and the last token
+-- outlive every holder and waiter (a later caller with other permits is
+-- refused, and tokens keep increasing).
+local function keep_counted(meta, now_ms)
   local life = 0
-  local far = tonumber(redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')[2])
+  local far = nil
+  if meta.lone then
+    far = meta.lone.ends
+  elseif meta.used > 0 then
+    far = tonumber(redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')[2])
+  end
   if far and far >= now_ms then
     life = far - now_ms + 1
-    redis.call('PEXPIRE', HOLDERS, life)
-    redis.call('PEXPIRE', TOKENS, life)
+    if not meta.lone then
+      redis.call('PEXPIRE', HOLDERS, life)
+    end
   end
   life = math.max(life, redis.call('PTTL', QUEUE))
-  write_meta(capacity, used, last, mark, life + FENCE_LIFE)
+  write_meta(meta, life + FENCE_LIFE)
 end
 
 -- Makes `key`, if it exists, live at least `ms` more; never shortens it.
@@ -696,11 +846,15 @@ end
 -- Keeps a hold handed to a waiting call alive until its owner's watchdog
 -- renews it: a watchdog-renewed hold (`fixed` '0') of `member` with `left`
 -- ms under its `lease` gets `lease` from now; a fixed one is left alone.
--- Returns the lease left now and whether it changed (the caller then keeps
--- the keys' TTLs: keep_counted).
-local function extend_hold(member, lease, fixed, left, now_ms)
+-- Returns the lease left now and whether it changed (the caller then
+-- writes the meta and the keys' TTLs: keep_counted).
+local function extend_hold(meta, member, lease, fixed, left, now_ms)
   if fixed == '0' and left < lease then
-    redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
+    if meta.lone then
+      meta.lone.ends = now_ms + lease
+    else
+      redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
+    end
     return lease, true
   end
   return left, false
@@ -708,33 +862,29 @@ end
 
 -- Drops expired holds, then admits the live waiters at the head of the
 -- queue that fit, as admit_waiters does (nobody when the meta is gone:
--- the capacity is unknown until a caller names it). Returns the last token
--- issued, the units used, the grants and the number of holds dropped; with
--- any grant or drop, the caller writes the meta (keep_counted).
-local function pass_on(now_us, now_ms, capacity, used, last)
-  local dropped, handed
-  used, dropped = drop_expired(now_ms, used)
-  if not capacity then
-    return last, used, {}, dropped
+-- the capacity is unknown until a caller names it). Returns the grants
+-- and the number of holds dropped; with any grant or drop, the caller
+-- writes the meta (keep_counted).
+local function pass_on(meta, now_us, now_ms)
+  local dropped = drop_expired(meta, now_ms)
+  if not meta.capacity then
+    return {}, dropped
   end
-  last, used, handed = admit_waiters(now_us, now_ms, capacity, used, last, nil)
-  return last, used, handed, dropped
+  return admit_waiters(meta, now_us, now_ms, nil), dropped
 end
 
 -- Removes `entry` from the queue; the waiters its leaving unblocks (a
 -- large head gone lets smaller ones behind it in; a hold run out lets the
--- head in) are admitted, and a new head learns of it. `capacity`, `used`,
--- `last` and `mark` as read_meta gave them.
-local function leave_counted_queue(entry, now_us, now_ms, capacity, used, last, mark)
+-- head in) are admitted, and a new head learns of it.
+local function leave_counted_queue(meta, entry, now_us, now_ms)
   local was_head = redis.call('ZRANK', QUEUE, entry) == 0
   forget(entry)
   prune(now_ms)
-  local handed, dropped
-  last, used, handed, dropped = pass_on(now_us, now_ms, capacity, used, last)
-  if capacity and (#handed > 0 or dropped > 0) then
-    keep_counted(now_ms, capacity, used, last, mark)
+  local handed, dropped = pass_on(meta, now_us, now_ms)
+  if meta.capacity and (#handed > 0 or dropped > 0) then
+    keep_counted(meta, now_ms)
   end
   if #handed == 0 and was_head then
-    tell_head(now_ms, first_lease_left(now_ms), parse_counted_entry)
+    tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
   end
 end

@@ -424,7 +424,10 @@ per_kind! {
         sleep(Duration::from_millis(20));
         assert!(s.renew(&a, Some(LONG)));
         assert!(s.lease_end(&member(&a)).unwrap() > before);
-        assert!(s.pttl(0) > 50_000, "the holders key outlives the new lease");
+        assert!(
+            s.holds_pttl() > 50_000,
+            "the key that keeps the hold outlives the new lease"
+        );
         assert!(s.pttl(4) > 50_000 + fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64);
         sleep(SHORT + Duration::from_millis(50));
         assert_eq!(s.holders(), [member(&a)], "renewed past its first lease");
@@ -457,8 +460,7 @@ per_kind! {
     }
 
     /// A hold's fixed lease runs out (a dead holder): the head's poll
-    /// takes all the units; the expired hold's token is gone both ways from
-    /// the tokens hash.
+    /// takes all the units; the expired hold's token is gone with it.
     [semaphore, rwlock]
     fn a_lease_that_ran_out_frees_the_lock_for_the_head(k: LockKind) {
         let mut s = k.lock("lease-out");
@@ -472,9 +474,10 @@ per_kind! {
         ));
         let w = format!("w:1 2 {}", all.units());
         assert_eq!(s.holders(), [w.as_str()]);
-        let tokens: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
-        assert_eq!(tokens.len(), 2, "{tokens:?}");
-        assert!(tokens.contains(&w), "{tokens:?}");
+        // Only w's token is kept (the run-out hold's went with it).
+        let tokens = s.tokens();
+        assert_eq!(tokens.len(), 1, "{tokens:?}");
+        assert_eq!(tokens[0].0, w, "{tokens:?}");
     }
 
     [semaphore, rwlock]
@@ -487,7 +490,7 @@ per_kind! {
             (0, "no holders, no holders key"),
             (1, "no queue"),
             (2, "no deadlines"),
-            (3, "no tokens, no tokens key"),
+            (3, "no tokens key (unused)"),
         ] {
             assert_eq!(s.pttl(key), -2, "{}: {what}", s.keys.all[key]);
         }
@@ -644,12 +647,13 @@ per_kind! {
         assert!(s.writers().is_empty(), "the expired hold is dropped");
         assert_eq!(s.queued(), [queued("x:1", 4, all), queued("r3:1", 5, one)]);
         // Its token is gone both ways.
-        let fields: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
+        let fields = s.tokens();
         let gone = format!("a:1 1 {}", all.units());
         assert!(
-            !fields.iter().any(|f| *f == gone || *f == a.to_string()),
+            !fields.iter().any(|(m, t)| *m == gone || *t == a),
             "{fields:?}"
         );
+        assert_eq!(s.member_of_token(a), None);
         let r1 = s.token_of("r1:1 2 1");
         let r2 = s.token_of("r2:1 3 1");
         assert!(a < r1 && r1 < r2 && r2 == beat.last_token);
@@ -1152,10 +1156,11 @@ per_kind! {
         let w = s.take("w:1", 3, all);
         assert_eq!(s.holders(), [member(&w)]);
         assert_eq!(s.meta_used(), Some(u64::from(all.units())));
-        let tokens: Vec<String> = s.conn.hkeys(&s.keys.all[3]).unwrap();
+        let tokens = s.tokens();
         assert!(
-            tokens.contains(&member(&w)) && tokens.contains(&w.token.to_string()),
-            "the tokens hash maps both ways: {tokens:?}"
+            tokens == [(member(&w), w.token)]
+                && s.member_of_token(w.token) == Some(member(&w)),
+            "the hold and its token name each other: {tokens:?}"
         );
         s.release(&w);
         assert_eq!(s.meta_used(), Some(0));

@@ -492,9 +492,10 @@ fn a_lost_hold_is_signalled_and_its_release_says_lease_lost() {
     let rw = client.fair_rwlock("lost");
     let guard = rw.write().unwrap();
     let signal = guard.lease_signal();
-    // The hold vanishes from Redis (as after an expiry another client saw).
-    let holders = &rw_keys("lost").all[0];
-    let _: () = server.conn().del(holders).unwrap();
+    // The hold vanishes from Redis (as after an expiry another client saw):
+    // a lone hold lives in the meta.
+    let keys = &rw_keys("lost").all;
+    assert_eq!(remove_counted_holds(&mut server.conn(), keys), 1);
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || tx.send(signal.wait()).unwrap());
     // The watchdog renews every lease/3: its next renewal finds it gone.
@@ -507,7 +508,7 @@ fn a_lost_hold_is_signalled_and_its_release_says_lease_lost() {
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
     // A read hold is signalled alike.
     let read = rw.read().unwrap();
-    let _: () = server.conn().del(holders).unwrap();
+    assert_eq!(remove_counted_holds(&mut server.conn(), keys), 1);
     assert!(wait_until(Duration::from_secs(3), || read.is_lease_lost()));
 }
 
@@ -570,6 +571,11 @@ fn timeouts_and_cancellation_leave_nothing_behind() {
     drop(read);
     let holders: i64 = conn.zcard(&keys.all[0]).unwrap();
     assert_eq!(holders, 0, "holds left behind");
+    // Nor a lone hold in the meta ("<capacity> <used> <last>[ <mark>]"
+    // without one).
+    let meta: Option<String> = conn.get(&keys.all[4]).unwrap();
+    let fields = meta.as_deref().map_or(0, |m| m.split(' ').count());
+    assert!(fields <= 4, "a hold left behind in the meta: {meta:?}");
     assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
 }
 
@@ -675,9 +681,11 @@ fn on_a_cluster_the_six_keys_share_a_slot_and_the_rwlock_works_on_every_master()
             guard.unlock().expect("unlock on a cluster");
         });
         await_queue_len(&rw, 1);
-        // Held for writing and waited for: all six keys exist, on that
-        // master alone.
-        cluster.assert_keys_only_on(master, slot, &keys);
+        // Held for writing and waited for: every key in use exists, on that
+        // master alone (a lone write lives in the meta: the holders zset
+        // comes in with a second hold, and the tokens key is unused).
+        let in_use = [1, 2, 4].map(|i| keys[i].clone());
+        cluster.assert_keys_only_on(master, slot, &in_use);
         let token = write.fencing_token();
         write.unlock().unwrap();
         let read = rx

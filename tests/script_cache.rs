@@ -51,10 +51,10 @@ fn reloads(conn: &mut redis::Connection) -> i64 {
         "cmdstat_function|load:calls=",
         "cmdstat_script:calls=",
     ]
-        .iter()
-        .filter_map(|prefix| info.lines().find_map(|l| l.strip_prefix(prefix)))
-        .map(|rest| rest.split(',').next().unwrap().parse::<i64>().unwrap())
-        .sum()
+    .iter()
+    .filter_map(|prefix| info.lines().find_map(|l| l.strip_prefix(prefix)))
+    .map(|rest| rest.split(',').next().unwrap().parse::<i64>().unwrap())
+    .sum()
 }
 
 /// Whether the clients call fairlock's library here (Redis 7.0 and later,

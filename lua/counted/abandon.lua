@@ -5,7 +5,8 @@
 -- its queue entry removed. Idempotent: the client sends it until Redis
 -- answers.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
+--       not used)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry
@@ -20,41 +21,40 @@
 -- waiters and expired holds); with nobody waiting, or nothing to undo, it
 -- builds none of the queue's steps.
 
--- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
+-- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, units_arg, parse_holder, parse_counted_entry,
--- @helpers counted_entry_arg, count_used, live_used, read_meta, hold_of, drop_hold,
--- @helpers write_meta, keep_counted
+-- @helpers counted_entry_arg, count_used, live_used, read_meta, write_meta,
+-- @helpers lone_name, hold_of, drop_hold, keep_counted
 local entry = ARGV[3]
 local owner, call, _, _, units = counted_entry_arg(entry)
 local member = owner .. ' ' .. call .. ' ' .. fmt(units)
 local now_us, now_ms = server_time()
-local capacity, used, last, mark = read_meta()
-local held = hold_of(member, now_ms)
+local meta = read_meta()
+local held = hold_of(meta, member, now_ms)
 if held then
-  used = drop_hold(member, held, units, used)
-  mark = owner .. '#' .. call
+  drop_hold(meta, member, units)
+  meta.mark = owner .. '#' .. call
 elseif not redis.call('ZSCORE', QUEUE, entry) then
   return 0
 end
 -- The common give-back first: nobody waiting.
 if held and redis.call('EXISTS', QUEUE) == 0 then
-  if capacity then
-    keep_counted(now_ms, capacity, used, last, mark)
+  if meta.capacity then
+    keep_counted(meta, now_ms)
   end
   return 1
 end
 
 -- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, prune, live_head,
 -- @helpers wake, tell_head, drop_expired, take_hold, first_lease_left,
--- @helpers admit_waiters, pass_on, leave_counted_queue
+-- @helpers live_counted_head, admit_waiters, pass_on, leave_counted_queue
 
 if held then
-  local _
-  last, used, _ = pass_on(now_us, now_ms, capacity, used, last)
-  if capacity then
-    keep_counted(now_ms, capacity, used, last, mark)
+  pass_on(meta, now_us, now_ms)
+  if meta.capacity then
+    keep_counted(meta, now_ms)
   end
   return 1
 end
-leave_counted_queue(entry, now_us, now_ms, capacity, used, last, mark)
+leave_counted_queue(meta, entry, now_us, now_ms)
 return 2

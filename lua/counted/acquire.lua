@@ -5,7 +5,8 @@
 -- not fit is never passed by a smaller call behind it; when a head is
 -- admitted, the calls right behind it that fit enter in the same step.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
+--       not used)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
@@ -44,15 +45,19 @@
 --         "try": not queued). A handoff message for this call carrying a
 --         token up to that last one is stale.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
--- waiters and expired holds); a new call's hold taken with nobody waiting:
--- GET, TIME, EXISTS, PTTL (only beside other holds), ZADD, HSET, two
--- PEXPIREs (only when the holders' TTL must grow) and SET; a call that
--- finds no room and no hold run out, which only queues: GET, TIME, EXISTS,
--- ZSCORE, ZRANGEBYSCORE, join_queue's six and ZRANGEBYSCORE.
+-- waiters and expired holds); a new call's hold taken with nobody waiting
+-- and nobody holding (or only a hold whose lease ran out): GET, TIME,
+-- EXISTS, SET, as the mutex's; beside one other hold, which moves into the
+-- holders zset with it, ZADD and PEXPIRE too; beside two or more, PTTL,
+-- ZADD, PEXPIRE (only when the holders' TTL must grow) too; a call that
+-- finds no room beside a lone hold, which only queues: GET, TIME and
+-- join_queue's six (ZSCORE and two ZRANGEBYSCOREs more beside two or more
+-- holds); one that fits behind a queued head that does not (a read behind
+-- a queued write): GET, TIME, EXISTS, ZRANGE, ZSCORE and join_queue's six.
 
--- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
+-- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, units_arg, holder_arg, parse_holder, count_used,
--- @helpers live_used, read_meta, write_meta, check_capacity
+-- @helpers live_used, read_meta, write_meta, check_capacity, lone_name
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
 local guard = ARGV[9]
@@ -69,48 +74,88 @@ end
 if units > capacity then
   fail('ERR fairlock: a call asks for ' .. fmt(units) .. ' units of ' .. fmt(capacity))
 end
-local member = holder_arg(owner, wait_id, units)
-local stored, used, last, mark = read_meta(true)
-check_capacity(capacity, stored)
+holder_arg(owner, wait_id)
+-- The units and capacity as the meta writes them (formatted only when not
+-- written so already).
+local units_s = string.match(ARGV[11], '^[1-9]%d*$') or fmt(units)
+local meta = read_meta(true)
+check_capacity(capacity, meta.capacity)
+local fresh = not meta.capacity
+if fresh then
+  meta.capacity = capacity
+  meta.capacity_s = string.match(ARGV[10], '^[1-9]%d*$') or fmt(capacity)
+end
 local now_us, now_ms = server_time()
 
 -- The common case first: a new call (no live guard of this owner, not a
--- poll) whose units fit, nobody waiting. Holds whose lease ran out stay
--- counted until a call that does not fit drops them. The holders key's
--- PTTL tells whether the counted holds are still there (-2: the key is
--- gone, so none are) and whether its TTL must grow to cover this lease;
--- ZADD NX finds this call holding already (a repeat), which the slow path
--- answers.
-if guard == '0' and mode ~= 'poll' and used + units <= capacity
-    and redis.call('EXISTS', QUEUE) == 0 then
-  local life = -2
-  if used > 0 then
-    life = redis.call('PTTL', HOLDERS)
-    if life == -2 then
-      used = 0
-    end
+-- poll) whose units fit, nobody waiting. A lone hold whose lease ran out
+-- is replaced; holds in the holders zset whose lease ran out stay counted
+-- until a call that does not fit drops them. The holders key's PTTL tells
+-- whether the counted holds are still there (-2: the key is gone, so none
+-- are) and whether its TTL must grow to cover this lease; ZADD NX finds
+-- this call holding already (a repeat), which the slow path answers, as it
+-- does a lone hold of this call.
+-- Whether the queue key exists, once read (nothing below changes it before
+-- the slow path reads it again).
+local queued = nil
+if guard == '0' and mode ~= 'poll' then
+  local lone, used = meta.lone, meta.used
+  if lone and lone.ends < now_ms then
+    lone, used = nil, math.max(0, used - lone.units)
   end
-  local token = fmt(math.max(tonumber(last) + 1, now_us))
-  if redis.call('ZADD', HOLDERS, 'NX', now_ms + lease, member) == 1 then
-    redis.call('HSET', TOKENS, member, token, token, member)
-    if life < lease + 1 then
-      life = lease + 1
-      redis.call('PEXPIRE', HOLDERS, life)
-      redis.call('PEXPIRE', TOKENS, life)
+  if used + units <= capacity
+      and not (lone and lone.call == wait_id and lone.owner == owner and lone.units == units) then
+    queued = redis.call('EXISTS', QUEUE) == 1
+  end
+  if queued == false then
+    local life = -2
+    if used > 0 and not lone then
+      life = redis.call('PTTL', HOLDERS)
+      if life == -2 then
+        used = 0
+      end
     end
-    write_meta(capacity, used + units, token, mark, life + FENCE_LIFE)
-    return tonumber(token)
+    local token = fmt(math.max(tonumber(meta.last) + 1, now_us))
+    local ends = now_ms + lease
+    local added = 2
+    meta.lone = nil
+    if used == 0 then
+      -- Nobody holds: the hold is the meta's lone hold.
+      life = lease + 1
+      meta.lone = { owner = owner, call = wait_id, units = units, units_s = units_s,
+        token = token, ends = ends }
+    elseif lone then
+      -- Beside a lone hold: both go into the holders zset.
+      local name, member = lone_name(lone), owner .. ' ' .. wait_id .. ' ' .. units_s
+      redis.call('ZADD', HOLDERS, lone.ends, name, '-' .. lone.token, '#' .. name,
+        ends, member, '-' .. token, '#' .. member)
+      life = math.max(lone.ends - now_ms, lease) + 1
+      redis.call('PEXPIRE', HOLDERS, life)
+    else
+      local member = owner .. ' ' .. wait_id .. ' ' .. units_s
+      added = redis.call('ZADD', HOLDERS, 'NX', ends, member, '-' .. token, '#' .. member)
+      if added == 2 and life < lease + 1 then
+        life = lease + 1
+        redis.call('PEXPIRE', HOLDERS, life)
+      end
+    end
+    if added == 2 then
+      meta.used, meta.last = used + units, token
+      write_meta(meta, life + FENCE_LIFE)
+      return tonumber(token)
+    end
   end
 end
 
 -- @helpers hold_of, hold_by_token, drop_expired, take_hold, keep_counted,
 -- @helpers extend_hold
-used = live_used(used)
+local member = owner .. ' ' .. wait_id .. ' ' .. units_s
+live_used(meta)
 
 -- Re-entry, checked before anything is written.
 local reenter = false
 if guard ~= '0' then
-  local _, held_units = hold_by_token(guard, owner, nil, now_ms)
+  local _, held_units = hold_by_token(meta, guard, owner, nil, now_ms)
   if held_units and held_units < units then
     fail('ERR fairlock: read -> write upgrade refused: ' .. owner
       .. ' holds this rwlock for reading (token ' .. guard
@@ -119,28 +164,30 @@ if guard ~= '0' then
   reenter = held_units ~= nil
 end
 
-local held, left = hold_of(member, now_ms)
+local held, left = hold_of(meta, member, now_ms)
 if held then
   -- This very call holds: handed over while it waited, or delivered
   -- twice. A poll keeps a short handed-over lease alive until its watchdog
   -- renews it.
   if mode == 'poll' then
     local extended
-    left, extended = extend_hold(member, lease, fixed, left, now_ms)
+    left, extended = extend_hold(meta, member, lease, fixed, left, now_ms)
     if extended then
-      keep_counted(now_ms, capacity, used, last, mark)
+      keep_counted(meta, now_ms)
     end
   end
   return { 1, tonumber(held), left }
 end
 
-local dropped
-used, dropped = drop_expired(now_ms, used)
+local dropped = drop_expired(meta, now_ms)
 -- Room once the run-out holds are gone, nobody waiting (or a re-entry).
-if reenter or (used + units <= capacity and redis.call('EXISTS', QUEUE) == 0) then
-  last = take_hold(member, lease, now_us, now_ms, last)
-  keep_counted(now_ms, capacity, used + units, last, mark)
-  return tonumber(last)
+if not reenter and meta.used + units <= capacity and queued == nil then
+  queued = redis.call('EXISTS', QUEUE) == 1
+end
+if reenter or (meta.used + units <= capacity and not queued) then
+  local token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms)
+  keep_counted(meta, now_ms)
+  return tonumber(token)
 end
 
 -- @helpers DEADLINES, forget, prune, keep_queue_for, join_queue,
@@ -151,50 +198,55 @@ local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' 
 -- call that admitted waiters (only run-out holds free room between calls,
 -- and none were dropped), so no waiter ahead can enter either: this call
 -- queues (or, a try, answers) as the mutex's does behind a holder.
-if used + units > capacity and dropped == 0 then
+if meta.used + units > capacity and dropped == 0 then
   if mode == 'try' then
-    return { 0, first_lease_left(now_ms), -1, tonumber(last) }
+    return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last) }
   end
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
   if queue_life then
     outlive(META, queue_life + FENCE_LIFE)
   end
-  return { 0, first_lease_left(now_ms), position, tonumber(last) }
+  return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last) }
 end
 
 -- @helpers WAKE_PREFIX, parse_entry, live_head, wake, tell_head,
--- @helpers parse_counted_entry, admit_waiters
+-- @helpers parse_counted_entry, live_counted_head, admit_waiters
 
 local head = live_head(now_ms, parse_counted_entry)
 local handed = {}
 if head and head ~= entry then
-  -- The waiters ahead of this call go first, as far as they fit.
-  last, used, handed = admit_waiters(now_us, now_ms, capacity, used, last, entry)
-  head = live_head(now_ms, parse_counted_entry)
+  -- The waiters ahead of this call go first, as far as they fit (a head
+  -- that does not fit lets nobody in: a read behind a queued write).
+  local _, _, _, _, head_units = parse_counted_entry(head)
+  if meta.used + head_units <= capacity then
+    handed = admit_waiters(meta, now_us, now_ms, entry)
+    head = live_head(now_ms, parse_counted_entry)
+  end
 end
-if (head == nil or head == entry) and used + units <= capacity then
+if (head == nil or head == entry) and meta.used + units <= capacity then
   if head then
     forget(entry)
   end
-  last = take_hold(member, lease, now_us, now_ms, last)
-  used = used + units
-  local token = last
+  local token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms)
   -- The calls right behind this one that fit enter with it.
-  local behind
-  last, used, behind = admit_waiters(now_us, now_ms, capacity, used, last, nil)
+  local behind = admit_waiters(meta, now_us, now_ms, nil)
   if head and #behind == 0 then
-    tell_head(now_ms, first_lease_left(now_ms), parse_counted_entry)
+    tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
   end
-  keep_counted(now_ms, capacity, used, last, mark)
+  keep_counted(meta, now_ms)
   return tonumber(token)
 end
 
 if mode == 'try' then
   if #handed > 0 or dropped > 0 then
-    keep_counted(now_ms, capacity, used, last, mark)
+    keep_counted(meta, now_ms)
   end
-  return { 0, first_lease_left(now_ms), -1, tonumber(last) }
+  return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last) }
 end
-local position = join_queue(entry, mode, now_ms, waiter_timeout)
-keep_counted(now_ms, capacity, used, last, mark)
-return { 0, first_lease_left(now_ms), position, tonumber(last) }
+local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
+if #handed > 0 or dropped > 0 or fresh then
+  keep_counted(meta, now_ms)
+elseif queue_life then
+  outlive(META, queue_life + FENCE_LIFE)
+end
+return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last) }

@@ -1,7 +1,8 @@
 -- counted/cancel.lua: leave a counted lock's queue (a timed-out or
 -- cancelled wait), leaving nothing behind.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
+--       not used)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry
@@ -17,22 +18,22 @@
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
 -- waiters and expired holds).
 
--- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
+-- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, units_arg, parse_holder, parse_counted_entry,
--- @helpers counted_entry_arg, count_used, live_used, read_meta, hold_of, write_meta, keep_counted,
--- @helpers extend_hold
+-- @helpers counted_entry_arg, count_used, live_used, read_meta, write_meta,
+-- @helpers lone_name, hold_of, keep_counted, extend_hold
 local entry = ARGV[3]
 local owner, wait_id, lease, fixed, units = counted_entry_arg(entry)
 local member = owner .. ' ' .. wait_id .. ' ' .. fmt(units)
 local now_us, now_ms = server_time()
-local capacity, used, last, mark = read_meta()
-local held, left = hold_of(member, now_ms)
+local meta = read_meta()
+local held, left = hold_of(meta, member, now_ms)
 if held then
-  if capacity then
+  if meta.capacity then
     local extended
-    left, extended = extend_hold(member, lease, fixed, left, now_ms)
+    left, extended = extend_hold(meta, member, lease, fixed, left, now_ms)
     if extended then
-      keep_counted(now_ms, capacity, used, last, mark)
+      keep_counted(meta, now_ms)
     end
   end
   return { 1, tonumber(held), left }
@@ -40,7 +41,7 @@ end
 
 -- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, prune, live_head,
 -- @helpers wake, tell_head, drop_expired, take_hold, first_lease_left,
--- @helpers admit_waiters, pass_on, leave_counted_queue
+-- @helpers live_counted_head, admit_waiters, pass_on, leave_counted_queue
 
-leave_counted_queue(entry, now_us, now_ms, capacity, used, last, mark)
+leave_counted_queue(meta, entry, now_us, now_ms)
 return { 0 }

@@ -1,7 +1,8 @@
 -- counted/force_release.lua: free every hold of a counted lock, whoever
 -- holds it, and admit the waiters at the head of the queue that fit.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
+--       not used)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] call key "<client id>#<call id>": the meta remembers it with the
@@ -11,37 +12,42 @@
 --         holder learns it lost its lease at its next renewal.
 -- Cost: O(H log N) for H holds, plus the admissions' O(log N) each.
 
--- @helpers QUEUE, DEADLINES, HOLDERS, TOKENS, META, WAKE_PREFIX, fmt, fail,
--- @helpers ms_arg, FENCE_LIFE, server_time, parse_entry, forget, live_head,
--- @helpers wake, tell_head, parse_holder, parse_counted_entry, count_used, live_used,
--- @helpers read_meta, drop_hold, drop_expired, take_hold, first_lease_left,
--- @helpers admit_waiters, write_meta, keep_counted
+-- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail,
+-- @helpers ms_arg, FENCE_LIFE, server_time, forget,
+-- @helpers wake, parse_holder, count_used, live_used,
+-- @helpers read_meta, write_meta, lone_name, drop_expired, take_hold,
+-- @helpers first_lease_left, live_counted_head, admit_waiters, keep_counted
 local this_call = 'F' .. ARGV[3]
 local now_us, now_ms = server_time()
-local capacity, used, last, mark = read_meta()
-local seen, freed = string.match(mark, '^(%S+)/(%d+)$')
+local meta = read_meta()
+local seen, freed = string.match(meta.mark, '^(%S+)/(%d+)$')
 if seen == this_call then
   return tonumber(freed)
 end
-used = drop_expired(now_ms, used)
+drop_expired(meta, now_ms)
 local holds = 0
+if meta.lone then
+  meta.lone = nil
+  holds = 1
+end
 while true do
-  local members = redis.call('ZRANGE', HOLDERS, 0, 99)
+  local members = redis.call('ZRANGEBYSCORE', HOLDERS, 0, '+inf', 'LIMIT', 0, 100)
   if #members == 0 then
     break
   end
+  local names = {}
   for _, member in ipairs(members) do
-    local token = redis.call('HGET', TOKENS, member)
-    local _, _, units = parse_holder(member)
-    used = drop_hold(member, token or '', units or 0, used)
+    names[#names + 1] = member
+    names[#names + 1] = '#' .. member
     holds = holds + 1
   end
+  redis.call('ZREM', HOLDERS, unpack(names))
 end
-if not capacity then
+meta.used = 0
+if not meta.capacity then
   return holds
 end
-mark = this_call .. '/' .. holds
-local _
-last, used, _ = admit_waiters(now_us, now_ms, capacity, used, last, nil)
-keep_counted(now_ms, capacity, used, last, mark)
+meta.mark = this_call .. '/' .. holds
+admit_waiters(meta, now_us, now_ms, nil)
+keep_counted(meta, now_ms)
 return holds

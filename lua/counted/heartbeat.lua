@@ -1,7 +1,8 @@
 -- counted/heartbeat.lua: keep one client's queued waiters on one counted
 -- lock alive (watchdog).
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
+--       not used)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] waiter timeout ms: new liveness deadline is server now + this
@@ -26,24 +27,23 @@
 -- Cost: O(k log N) for k waiters of this client (amortised over dropped
 -- dead waiters and expired holds).
 
--- @helpers QUEUE, DEADLINES, HOLDERS, TOKENS, META, WAKE_PREFIX, fmt, fail,
--- @helpers ms_arg, FENCE_LIFE, server_time, parse_entry, forget, prune,
--- @helpers live_head, wake, tell_head, keep_queue_for, units_arg,
+-- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail,
+-- @helpers ms_arg, FENCE_LIFE, server_time, forget, prune,
+-- @helpers wake, keep_queue_for, units_arg,
 -- @helpers parse_holder, parse_counted_entry, counted_entry_arg, count_used, live_used,
--- @helpers read_meta, hold_of, drop_expired, take_hold, first_lease_left,
--- @helpers admit_waiters, write_meta, keep_counted, extend_hold, pass_on
+-- @helpers read_meta, write_meta, lone_name, hold_of, drop_expired, take_hold,
+-- @helpers first_lease_left, live_counted_head, admit_waiters, keep_counted, extend_hold, pass_on
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
   counted_entry_arg(ARGV[i])
 end
 local now_us, now_ms = server_time()
 prune(now_ms)
-local capacity, used, last, mark = read_meta()
-local handed, dropped
-last, used, handed, dropped = pass_on(now_us, now_ms, capacity, used, last)
+local meta = read_meta()
+local handed, dropped = pass_on(meta, now_us, now_ms)
 local written = #handed > 0 or dropped > 0
 
-local out = { 0, tonumber(last) }
+local out = { 0, tonumber(meta.last) }
 local queued = false
 for i = 4, #ARGV do
   local entry = ARGV[i]
@@ -56,10 +56,10 @@ for i = 4, #ARGV do
     out[#out + 1] = position
   else
     local member = owner .. ' ' .. wait_id .. ' ' .. fmt(units)
-    local held, left = hold_of(member, now_ms)
+    local held, left = hold_of(meta, member, now_ms)
     if held then
-      if capacity then
-        local _, extended = extend_hold(member, lease, fixed, left, now_ms)
+      if meta.capacity then
+        local _, extended = extend_hold(meta, member, lease, fixed, left, now_ms)
         written = written or extended
       end
       out[#out + 1] = 1
@@ -73,8 +73,8 @@ end
 if queued then
   keep_queue_for(waiter_timeout)
 end
-if capacity and (written or queued) then
-  keep_counted(now_ms, capacity, used, last, mark)
+if meta.capacity and (written or queued) then
+  keep_counted(meta, now_ms)
 end
-out[1] = first_lease_left(now_ms)
+out[1] = first_lease_left(meta, now_ms)
 return out

@@ -2,7 +2,8 @@
 -- frees go to the live waiters at the head of the queue, in arrival order,
 -- as far as they fit.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
+--       not used)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
@@ -18,48 +19,47 @@
 --         call holds no live hold with that token (the lease was lost);
 --         then nothing is changed.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
--- waiters and expired holds); with nobody waiting GET, TIME, HGET,
--- ZSCORE, ZREM, HDEL, EXISTS, SET.
+-- waiters and expired holds); with nobody waiting, of a lone hold GET,
+-- TIME, EXISTS, SET, as the mutex's; of one of two or more holds
+-- ZRANGEBYSCORE, ZSCORE and ZREM too.
 
--- @helpers QUEUE, HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE,
+-- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, holder_arg, parse_holder, count_used, live_used,
--- @helpers read_meta, write_meta, hold_by_token, drop_hold
+-- @helpers read_meta, write_meta, lone_name, hold_by_token, drop_hold
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
-holder_arg(owner, call, 0)
-local capacity, used, last, mark = read_meta(true)
+holder_arg(owner, call)
+local meta = read_meta(true)
 local now_us, now_ms = server_time()
-local member, units = hold_by_token(token, owner, call, now_ms)
+local member, units = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
-  if mark == owner .. '#' .. call then
+  if meta.mark == owner .. '#' .. call then
     return 0
   end
   return -1
 end
-used = drop_hold(member, token, units, used)
-if not capacity then
+drop_hold(meta, member, units)
+if not meta.capacity then
   -- The meta is gone (deleted by hand): the capacity is unknown, so
   -- nobody is admitted here; waiters take theirs when they poll.
   return 0
 end
-mark = owner .. '#' .. call
+meta.mark = owner .. '#' .. call
 -- The common case first: nobody waiting. The meta already outlives the
 -- holds left by a fence life; with none left, it keeps a fence life.
 if redis.call('EXISTS', QUEUE) == 0 then
-  if used == 0 then
-    write_meta(capacity, used, last, mark, FENCE_LIFE)
+  if meta.used == 0 then
+    write_meta(meta, FENCE_LIFE)
   else
-    write_meta(capacity, used, last, mark, nil)
+    write_meta(meta, nil)
   end
   return 0
 end
 
--- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, live_head, wake,
--- @helpers tell_head, parse_counted_entry, drop_expired, take_hold,
--- @helpers first_lease_left, admit_waiters, pass_on, keep_counted
+-- @helpers DEADLINES, WAKE_PREFIX, forget, wake, drop_expired, take_hold,
+-- @helpers first_lease_left, live_counted_head, admit_waiters, pass_on, keep_counted
 
-local handed
-last, used, handed = pass_on(now_us, now_ms, capacity, used, last)
-keep_counted(now_ms, capacity, used, last, mark)
+local handed = pass_on(meta, now_us, now_ms)
+keep_counted(meta, now_ms)
 if #handed == 0 then
   return 0
 end

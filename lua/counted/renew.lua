@@ -2,7 +2,7 @@
 -- only if that call still holds a live hold with that token.
 --
 -- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; the queue
---       keys are not used)
+--       keys and tokens are not used)
 -- ARGV[1] wake channel prefix (unused; kept for the common layout)
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
@@ -13,27 +13,38 @@
 --         handoff that made this hold (sync_replicas with a fixed lease)
 -- Returns 1 when renewed, 0 when this call holds no live hold with that
 --         token (lease lost: run out, or given back).
--- Cost: O(log N) in holders: TIME, HGET, ZSCORE, HGET, ZADD and up to
--- three PTTLs and PEXPIREs (keys are only ever pushed further out).
+-- Cost: O(log N) in holders: of a lone hold GET, TIME, PTTL, SET; of one
+-- of two or more holds GET, TIME, ZRANGEBYSCORE, ZSCORE, ZADD and up to
+-- two PTTLs and PEXPIREs (keys are only ever pushed further out).
 
--- @helpers HOLDERS, TOKENS, META, fmt, fail, ms_arg, FENCE_LIFE, server_time,
--- @helpers holder_arg, parse_holder, hold_by_token, outlive
+-- @helpers HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE, server_time,
+-- @helpers holder_arg, parse_holder, count_used, live_used, read_meta, write_meta,
+-- @helpers hold_by_token, outlive
 local owner, token, call, lease = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if lease ~= '0' then
   lease = ms_arg(lease, 'lease')
 end
-holder_arg(owner, call, 0)
+holder_arg(owner, call)
+local meta = read_meta(true)
 local _, now_ms = server_time()
-local member = hold_by_token(token, owner, call, now_ms)
+local member = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
   return 0
 end
+if meta.lone then
+  if lease ~= '0' then
+    meta.lone.ends = now_ms + lease
+    write_meta(meta, math.max(redis.call('PTTL', META), lease + 1 + FENCE_LIFE))
+  else
+    write_meta(meta, nil)
+  end
+  return 1
+end
 if lease == '0' then
-  redis.call('HSET', TOKENS, member, token)
+  redis.call('ZADD', HOLDERS, 'XX', '-' .. token, '#' .. member)
   return 1
 end
 redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
 outlive(HOLDERS, lease + 1)
-outlive(TOKENS, lease + 1)
 outlive(META, lease + 1 + FENCE_LIFE)
 return 1

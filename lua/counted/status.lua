@@ -1,7 +1,8 @@
 -- counted/status.lua: read the whole picture of one counted lock for
 -- operators (changes nothing).
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
+--       not used)
 -- ARGV[1] wake channel prefix (unused)
 -- ARGV[2] fence life ms (unused)
 -- ARGV[3] most waiters to list, from the head of the queue
@@ -19,36 +20,53 @@
 -- dropped yet are neither counted nor listed.
 -- Cost: O(log N + listed + expired holds not dropped yet).
 
--- @helpers QUEUE, DEADLINES, HOLDERS, TOKENS, META, fmt, fail, server_time,
+-- @helpers QUEUE, DEADLINES, HOLDERS, META, fmt, fail, server_time,
 -- @helpers parse_holder, parse_counted_entry, count_used, live_used, read_meta
 local _, now_ms = server_time()
-local capacity, used, last = read_meta()
+local meta = read_meta()
 local waiter_limit = math.min(tonumber(ARGV[3]) or 0, 1000000000)
 local holder_limit = math.min(tonumber(ARGV[4]) or 0, 1000000000)
-for _, member in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, '-inf', '(' .. fmt(now_ms))) do
-  local _, _, units = parse_holder(member)
-  used = used - (units or 0)
+local used, live, listed = meta.used, 0, {}
+local lone = meta.lone
+if lone then
+  if lone.ends >= now_ms then
+    live = 1
+    if holder_limit > 0 then
+      listed = { lone.owner, tonumber(lone.call), lone.units, tonumber(lone.token),
+        lone.ends - now_ms }
+    end
+  else
+    used = used - lone.units
+  end
+else
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, 0, '(' .. fmt(now_ms))) do
+    local _, _, units = parse_holder(member)
+    used = used - (units or 0)
+  end
+  live = redis.call('ZCOUNT', HOLDERS, fmt(now_ms), '+inf')
+  if holder_limit > 0 then
+    local holders = redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf', 'WITHSCORES',
+      'LIMIT', 0, fmt(holder_limit))
+    for i = 1, #holders, 2 do
+      local owner, call, units = parse_holder(holders[i])
+      listed[#listed + 1] = owner or holders[i]
+      listed[#listed + 1] = tonumber(call) or 0
+      listed[#listed + 1] = units or 0
+      listed[#listed + 1] = -(tonumber(redis.call('ZSCORE', HOLDERS, '#' .. holders[i])) or 0)
+      listed[#listed + 1] = tonumber(holders[i + 1]) - now_ms
+    end
+  end
 end
 local out = {
-  capacity or 0,
+  meta.capacity or 0,
   math.max(0, used),
-  redis.call('ZCOUNT', HOLDERS, fmt(now_ms), '+inf'),
+  live,
   redis.call('ZCOUNT', DEADLINES, fmt(now_ms), '+inf'),
-  tonumber(last),
-  0,
+  tonumber(meta.last),
+  #listed / 5,
 }
-if holder_limit > 0 then
-  local holders = redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf', 'WITHSCORES',
-    'LIMIT', 0, fmt(holder_limit))
-  for i = 1, #holders, 2 do
-    local owner, call, units = parse_holder(holders[i])
-    out[#out + 1] = owner or holders[i]
-    out[#out + 1] = tonumber(call) or 0
-    out[#out + 1] = units or 0
-    out[#out + 1] = tonumber(redis.call('HGET', TOKENS, holders[i]) or '0') or 0
-    out[#out + 1] = tonumber(holders[i + 1]) - now_ms
-  end
-  out[6] = #holders / 2
+for _, part in ipairs(listed) do
+  out[#out + 1] = part
 end
 if waiter_limit > 0 then
   for _, entry in ipairs(redis.call('ZRANGE', QUEUE, 0, fmt(waiter_limit - 1))) do

@@ -61,12 +61,17 @@ impl LockKind {
 ///
 /// A mutex has three keys (`lock`, `queue`, `deadlines`). A semaphore and
 /// a reader-writer lock have five each, laid out alike for the counted
-/// engine: holders (zset `"<owner> <call> <units>"` -> lease end, server
-/// ms), queue and deadlines (entries as the mutex's with the units asked
-/// for as a fifth field), tokens (hash: holder member -> fencing token and
-/// token -> member) and meta (string `"<capacity> <used> <last token>[
-/// <mark>]"`); a semaphore's are `sem`, `semq`, `semd`, `semt`,
-/// `semmeta`, a reader-writer lock's `rw`, `rwq`, `rwd`, `rwt`, `rwmeta`.
+/// engine: holders (zset, two members per hold when two or more hold:
+/// `"<owner> <call> <units>"` -> lease end, server ms, and `"#<owner>
+/// <call> <units>"` -> minus its fencing token), queue and deadlines
+/// (entries as the mutex's with the units asked for as a fifth field),
+/// tokens (unused: the tokens hash of earlier versions, still passed so
+/// the scripts' KEYS keep their order) and meta (string `"<capacity>
+/// <used> <last token>[ <mark>]"`, and with a lone hold `"<capacity>
+/// <used> <last token> <mark or -> <token> <lease end> <owner> <call>
+/// <units>"`: one hold lives in the meta alone, as a mutex's in its lock
+/// key); a semaphore's are `sem`, `semq`, `semd`, `semt`, `semmeta`, a
+/// reader-writer lock's `rw`, `rwq`, `rwd`, `rwt`, `rwmeta`.
 /// An election is a mutex's queue in keys of its own: `elect`, `electq`,
 /// `electd`, laid out as the mutex's.
 /// The queue keys are 2nd and 3rd in every kind, so lua/lib.lua's queue
@@ -75,7 +80,7 @@ impl LockKind {
 pub struct LockKeys {
     /// Mutex and Election: lock (the hold, or the last token of a free
     /// lock), queue, deadlines. Semaphore and RwLock: holders, queue,
-    /// deadlines, tokens, meta.
+    /// deadlines, tokens (unused), meta.
     pub all: Vec<String>,
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,

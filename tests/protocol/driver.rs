@@ -7,8 +7,9 @@
 //!
 //! After every operation it runs, every key has a TTL; on a counted lock
 //! (a semaphore, a rwlock) the meta (capacity, used units, last token, last
-//! release) outlives the holders, their tokens and the queue, and the
-//! meta's used units are the units of the holds in the holders zset.
+//! release, and a lone hold) outlives the holders and the queue, the
+//! meta's used units are the units of its lone hold or of the holds in the
+//! holders zset, and each hold there has its token beside it.
 
 use std::time::Duration;
 
@@ -249,9 +250,10 @@ impl Lock {
     }
 
     /// The hold `grant` made. A counted grant names no units: they are read
-    /// from the hold its token names in the tokens hash (token -> member),
-    /// which must be the grant's call and name the token back (member ->
-    /// token). A mutex's is the holder its lock key records.
+    /// from the hold its token names (the meta's lone hold, or the holders
+    /// zset's member scored by minus the token), which must be the grant's
+    /// call and name the token back. A mutex's is the holder its lock key
+    /// records.
     pub fn granted(&mut self, grant: HandedOver) -> Hold {
         if !self.counted() {
             let holder = holder_of(&mut self.conn, &self.keys.all[0]);
@@ -268,8 +270,9 @@ impl Lock {
                 token: grant.token,
             };
         }
-        let member: Option<String> = self.conn.hget(&self.keys.all[3], grant.token).unwrap();
-        let member = member.unwrap_or_else(|| panic!("no hold has the token of {grant:?}"));
+        let member = self
+            .member_of_token(grant.token)
+            .unwrap_or_else(|| panic!("no hold has the token of {grant:?}"));
         let parts: Vec<&str> = member.split(' ').collect();
         assert_eq!(
             parts[..2],
@@ -286,7 +289,7 @@ impl Lock {
     }
 
     /// The hold of call `call` of `owner` for `ask`, its token read from
-    /// the tokens hash (a hold handed over, or taken by a re-entry).
+    /// the lock's keys (a hold handed over, or taken by a re-entry).
     pub fn hold_of(&mut self, owner: &str, call: u64, ask: Ask) -> Hold {
         let token = self.token_of(&format!("{owner} {call} {}", ask.units()));
         hold(owner, call, ask, token)
@@ -347,14 +350,117 @@ impl Lock {
         reply
     }
 
-    /// The lease end of hold `member` in the holders zset, server ms.
-    pub fn lease_end(&mut self, member: &str) -> Option<i64> {
-        self.conn.zscore(&self.keys.all[0], member).unwrap()
+    /// The meta's lone hold: (its name "<owner> <call> <units>", its
+    /// token, its lease end in server ms), the meta being "<capacity>
+    /// <used> <last> <mark or -> <token> <lease end> <owner> <call>
+    /// <units>".
+    pub fn lone(&mut self) -> Option<(String, u64, i64)> {
+        let meta = self.meta()?;
+        let parts: Vec<&str> = meta.split(' ').collect();
+        if parts.len() != 9 {
+            return None;
+        }
+        Some((
+            parts[6..].join(" "),
+            parts[4].parse().unwrap(),
+            parts[5].parse().unwrap(),
+        ))
     }
 
-    /// The token the tokens hash keeps for hold `member`.
+    /// The lease end of hold `member` (the meta's lone hold, or its member
+    /// in the holders zset), server ms.
+    pub fn lease_end(&mut self, member: &str) -> Option<i64> {
+        match self.lone() {
+            Some((name, _, end)) if name == member => Some(end),
+            _ => self.conn.zscore(&self.keys.all[0], member).unwrap(),
+        }
+    }
+
+    /// Sets the lease end of hold `member` (as the scripts write it: the
+    /// meta's lone hold, or its member in the holders zset), server ms.
+    pub fn set_lease_end(&mut self, member: &str, end: i64) {
+        match self.lone() {
+            Some((name, _, _)) if name == member => {
+                let meta = self.meta().unwrap();
+                let mut parts: Vec<String> = meta.split(' ').map(str::to_owned).collect();
+                parts[5] = end.to_string();
+                redis::cmd("SET")
+                    .arg(&self.keys.all[4])
+                    .arg(parts.join(" "))
+                    .arg("KEEPTTL")
+                    .query::<()>(&mut self.conn)
+                    .unwrap();
+            }
+            _ => {
+                let _: () = self.conn.zadd(&self.keys.all[0], member, end).unwrap();
+            }
+        }
+    }
+
+    /// The token the lock keeps for hold `member`: the lone hold's, or
+    /// minus the score of "#<member>" in the holders zset.
     pub fn token_of(&mut self, member: &str) -> u64 {
-        self.conn.hget(&self.keys.all[3], member).unwrap()
+        if let Some((name, token, _)) = self.lone() {
+            if name == member {
+                return token;
+            }
+        }
+        let score: f64 = self
+            .conn
+            .zscore(&self.keys.all[0], format!("#{member}"))
+            .unwrap();
+        assert!(score < 0.0, "{member}: {score}");
+        (-score) as u64
+    }
+
+    /// The hold whose token is `token`, if the lock keeps it.
+    pub fn member_of_token(&mut self, token: u64) -> Option<String> {
+        if let Some((name, lone_token, _)) = self.lone() {
+            if lone_token == token {
+                return Some(name);
+            }
+        }
+        let score = format!("-{token}");
+        let found: Vec<String> = self
+            .conn
+            .zrangebyscore(&self.keys.all[0], &score, &score)
+            .unwrap();
+        found.first().map(|m| m.trim_start_matches('#').to_owned())
+    }
+
+    /// Every hold the lock keeps, live or run out, with its token, sorted:
+    /// the lone hold, or each holders member with the token beside it
+    /// (which must be there, and no token without its hold).
+    pub fn tokens(&mut self) -> Vec<(String, u64)> {
+        let mut all = Vec::new();
+        if let Some((name, token, _)) = self.lone() {
+            all.push((name, token));
+        }
+        let scored: Vec<(String, f64)> = self
+            .conn
+            .zrange_withscores(&self.keys.all[0], 0, -1)
+            .unwrap();
+        let (marks, holds): (Vec<_>, Vec<_>) = scored.iter().partition(|(_, s)| *s < 0.0);
+        for (member, _) in &holds {
+            all.push((member.clone(), self.token_of(member)));
+        }
+        assert_eq!(
+            marks.len(),
+            holds.len(),
+            "a token beside each hold: {scored:?}"
+        );
+        all.sort();
+        all
+    }
+
+    /// The TTL of the key that keeps the holds: the meta when it has the
+    /// lone hold, else the holders zset.
+    pub fn holds_pttl(&mut self) -> i64 {
+        if self.lone().is_some() {
+            self.pttl(4)
+        } else {
+            self.pttl(0)
+        }
     }
 
     pub fn now_ms(&mut self) -> i64 {
@@ -378,6 +484,12 @@ impl Lock {
             .conn
             .zrangebyscore(&self.keys.all[0], now, "+inf")
             .unwrap();
+        if let Some((name, _, end)) = self.lone() {
+            assert!(live.is_empty(), "a lone hold and holders {live:?}");
+            if end >= now {
+                live.push(name);
+            }
+        }
         live.sort();
         live
     }
@@ -411,7 +523,7 @@ impl Lock {
     }
 
     /// Every key has a TTL; on a counted lock the meta outlives the
-    /// holders, their tokens and the queue, and counts the holds' units.
+    /// holders and the queue, and counts the holds' units.
     pub fn assert_every_key_expires(&mut self) {
         let left = keys_without_ttl(&mut self.conn, "fairlock:*");
         assert!(left.is_empty(), "keys without a TTL: {left:?}");
@@ -427,10 +539,11 @@ impl Lock {
                 self.keys.all[key]
             );
         }
-        // The meta's used units are the units of the holds in the holders
-        // zset (what the rwlock's writers zset was to the write holds
-        // before the counted engine).
-        let members: Vec<String> = self.conn.zrange(&self.keys.all[0], 0, -1).unwrap();
+        // The meta's used units are the units of its lone hold or of the
+        // holds in the holders zset (what the rwlock's writers zset was to
+        // the write holds before the counted engine), each there with its
+        // token beside it.
+        let members: Vec<String> = self.tokens().into_iter().map(|(m, _)| m).collect();
         let units: u64 = members.iter().map(|m| u64::from(units_of(m))).sum();
         // (A holders key that ran out by itself counts as none: the next
         // call reads its used units as 0.)

@@ -425,7 +425,7 @@ fn the_readme_acl_user_runs_every_rwlock_script() {
     assert!(s.renew(&a, Some(LONG)));
     assert!(s.renew(&a, None));
     assert!(s.handed(&a).is_empty());
-    let a3: u64 = s.conn.hget(&s.keys.all[3], "a:1 3 1").unwrap();
+    let a3 = s.token_of("a:1 3 1");
     let w = s.handed(&hold("a:1", 3, READ, a3));
     assert_eq!(owners(&w), ["w:1"]);
     assert!(s.renew(&w[0], Some(LONG)));
@@ -483,18 +483,12 @@ fn the_readme_acl_user_runs_the_heartbeat_cancel_abandon_and_status_scripts() {
     let kept = entry_with("v:1", 7, WRITE, Lease::Renewed(LONG));
     // Shorten v's lease so the heartbeat and the cancel push it back.
     let now = s.now_ms();
-    let _: () = s
-        .conn
-        .zadd(&s.keys.all[0], "v:1 7 4294967295", now + 5_000)
-        .unwrap();
+    s.set_lease_end("v:1 7 4294967295", now + 5_000);
     assert!(matches!(
         s.heartbeat(LONG, &[kept]).statuses.as_slice(),
         [WaiterStatus::Owns(_)]
     ));
-    let _: () = s
-        .conn
-        .zadd(&s.keys.all[0], "v:1 7 4294967295", now + 5_000)
-        .unwrap();
+    s.set_lease_end("v:1 7 4294967295", now + 5_000);
     assert!(matches!(s.cancel(kept), CancelReply::Kept { .. }));
     s.queue("z:1", 8, READ);
     assert_eq!(s.abandon(entry("z:1", 8, READ)), AbandonReply::LeftQueue);

@@ -236,3 +236,33 @@ pub fn lua_sources() -> Vec<(std::path::PathBuf, String)> {
         })
         .collect()
 }
+
+/// Removes every hold of a counted lock (`keys`: holders, queue,
+/// deadlines, tokens, meta) by hand, as an operator would: the holders
+/// zset is deleted and a lone hold taken out of the meta ("<capacity>
+/// <used> <last> <mark or -> <token> <lease end> <owner> <call> <units>"
+/// becomes "<capacity> <used> <last>[ <mark>]": with no hold named, the
+/// scripts count the used units as none). Returns how many holds it
+/// removed from the meta (0 or 1).
+pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> usize {
+    let () = redis::cmd("DEL").arg(&keys[0]).query(conn).unwrap();
+    let stored: Option<String> = conn.get(&keys[4]).unwrap();
+    let Some(stored) = stored else {
+        return 0;
+    };
+    let fields: Vec<&str> = stored.split(' ').collect();
+    if fields.len() != 9 {
+        return 0;
+    }
+    let kept = match fields[3] {
+        "-" => fields[..3].join(" "),
+        _ => fields[..4].join(" "),
+    };
+    let () = redis::cmd("SET")
+        .arg(&keys[4])
+        .arg(kept)
+        .arg("KEEPTTL")
+        .query(conn)
+        .unwrap();
+    1
+}
