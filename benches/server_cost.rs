@@ -433,31 +433,50 @@ fn main() {
     }
 
     // Whole cycles, as a client sends them: by EVALSHA, and by FCALL of
-    // the library where the server has Functions.
-    let mut cycles = vec![(
-        "EVALSHA",
-        cycles_of(&counted, n, &mut conn, Caller::EvalSha),
-    )];
-    let () = redis::cmd("FUNCTION")
+    // the library where the server has Functions; for every kind of lock.
+    let rw = u64::from(fairlock::__test_support::RW_CAPACITY);
+    let locks = [
+        (
+            "mutex",
+            Driven::new(LockKind::Mutex, "bench:cycles", None),
+            true,
+        ),
+        (
+            "semaphore",
+            Driven::new(LockKind::Semaphore, "bench:cycles", Some([1, 1])),
+            true,
+        ),
+        (
+            "rwlock read",
+            Driven::new(LockKind::RwLock, "bench:cycles:r", Some([rw, 1])),
+            false,
+        ),
+        (
+            "rwlock write",
+            Driven::new(LockKind::RwLock, "bench:cycles:w", Some([rw, rw])),
+            true,
+        ),
+    ];
+    let mut callers = vec![("EVALSHA", Caller::EvalSha)];
+    let loaded = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
         .arg(fairlock::__test_support::library_source())
-        .query(&mut conn)
-        .map(|_: String| ())
-        .unwrap_or_else(|err| eprintln!("server_cost: no FCALL rows: FUNCTION LOAD: {err}"));
-    let functions: Vec<redis::Value> = redis::cmd("FUNCTION")
-        .arg("LIST")
-        .query(&mut conn)
-        .unwrap_or_default();
-    if !functions.is_empty() {
-        cycles.push(("FCALL", cycles_of(&counted, n, &mut conn, Caller::FCall)));
+        .query::<String>(&mut conn);
+    match loaded {
+        Ok(_) => callers.push(("FCALL", Caller::FCall)),
+        Err(err) => eprintln!("server_cost: no FCALL rows: FUNCTION LOAD: {err}"),
     }
-    let cycles_json: Vec<String> = cycles
-        .iter()
-        .map(|(how, [uncontended, handoff])| {
-            format!("{{\"by\": \"{how}\", \"uncontended\": {uncontended:.0}, \"handoff\": {handoff:.0}}}")
-        })
-        .collect();
+    let mut cycles_json = Vec::new();
+    for (how, caller) in callers {
+        for (kind, lock, handoff) in &locks {
+            let [uncontended, handoff] = cycles_of(&counted, n, &mut conn, caller, lock, *handoff);
+            cycles_json.push(format!(
+                "{{\"by\": \"{how}\", \"kind\": \"{kind}\", \"uncontended\": {uncontended:.0}, \"handoff\": {}}}",
+                number(handoff)
+            ));
+        }
+    }
 
     let mut json = format!(
         "{{\"server\": \"{}\", \"batch\": {n}, \"noop\": {unit:.0}, \"unfair_cycle\": {unfair:.0}, \"paths\": [",
@@ -515,15 +534,17 @@ enum Caller {
 }
 
 impl Caller {
-    /// Runs the mutex's `op` on `keys` with ARGV `args`, as this caller.
+    /// Runs `op` of a lock of `kind` on `keys` with ARGV `args`, as this
+    /// caller.
     fn run(
         self,
         conn: &mut redis::Connection,
+        kind: LockKind,
         op: Op,
         keys: &[String],
         args: &[String],
     ) -> redis::Value {
-        let script = Script::of(LockKind::Mutex, op);
+        let script = Script::of(kind, op);
         match self {
             Caller::EvalSha => {
                 let script = redis::Script::new(script.source());
@@ -547,18 +568,35 @@ impl Caller {
     }
 }
 
-/// Instructions in `call()` per uncontended cycle (take + release that
-/// frees) and per handoff cycle (release that hands over + arrival that
-/// queues, one waiter queued), as `caller` sends them.
-fn cycles_of(counted: &Counted, n: u64, conn: &mut redis::Connection, caller: Caller) -> [f64; 2] {
-    let keys =
-        fairlock::__test_support::LockKeys::mutex("fairlock", &format!("bench:cycles:{}", n))
+/// A lock of one kind as the cycles below drive it: its keys and what
+/// each acquire asks for (capacity and units after the mutex's ARGV).
+struct Driven {
+    kind: LockKind,
+    keys: Vec<String>,
+    counted: Option<[u64; 2]>,
+}
+
+impl Driven {
+    fn new(kind: LockKind, name: &str, counted: Option<[u64; 2]>) -> Driven {
+        let keys = fairlock::__test_support::LockKeys::of_kind("fairlock", name, kind)
             .unwrap()
             .all
             .to_vec();
-    let _: () = redis::cmd("DEL").arg(&keys).query(conn).unwrap();
-    let acquire = |conn: &mut redis::Connection, owner: &str, id: u64| {
-        let args = [
+        Driven {
+            kind,
+            keys,
+            counted,
+        }
+    }
+
+    fn acquire(
+        &self,
+        caller: Caller,
+        conn: &mut redis::Connection,
+        owner: &str,
+        id: u64,
+    ) -> redis::Value {
+        let mut args: Vec<String> = [
             "fairlock:wake:",
             "600000",
             owner,
@@ -570,33 +608,70 @@ fn cycles_of(counted: &Counted, n: u64, conn: &mut redis::Connection, caller: Ca
         .map(String::from)
         .into_iter()
         .chain([id.to_string(), "0".to_owned()])
-        .collect::<Vec<_>>();
-        caller.run(conn, Op::Acquire, &keys, &args)
-    };
-    let release = |conn: &mut redis::Connection, owner: &str, token: i64, id: u64| {
-        let args = ["fairlock:wake:", "600000", owner]
+        .collect();
+        if let Some([capacity, units]) = self.counted {
+            args.extend([capacity.to_string(), units.to_string()]);
+        }
+        caller.run(conn, self.kind, Op::Acquire, &self.keys, &args)
+    }
+
+    fn release(
+        &self,
+        caller: Caller,
+        conn: &mut redis::Connection,
+        owner: &str,
+        token: i64,
+        id: u64,
+    ) -> redis::Value {
+        let args: Vec<String> = ["fairlock:wake:", "600000", owner]
             .map(String::from)
             .into_iter()
             .chain([token.to_string(), id.to_string()])
-            .collect::<Vec<_>>();
-        caller.run(conn, Op::Release, &keys, &args)
-    };
+            .collect();
+        caller.run(conn, self.kind, Op::Release, &self.keys, &args)
+    }
+}
+
+/// Instructions in `call()` per uncontended cycle (take + release that
+/// frees) and per handoff cycle (release that hands over + arrival that
+/// queues, one waiter queued), as `caller` sends them to `lock` (the
+/// handoff only where an arrival queues behind a holder: not for reads).
+fn cycles_of(
+    counted: &Counted,
+    n: u64,
+    conn: &mut redis::Connection,
+    caller: Caller,
+    lock: &Driven,
+    handoff: bool,
+) -> [f64; 2] {
+    let _: () = redis::cmd("DEL").arg(&lock.keys).query(conn).unwrap();
     let uncontended = counted.per_op(n, |i| {
-        let token: i64 = redis::from_redis_value(acquire(conn, "c1:1", 10 + i)).unwrap();
-        assert_eq!(release(conn, "c1:1", token, 10 + i), redis::Value::Int(0));
+        let token: i64 =
+            redis::from_redis_value(lock.acquire(caller, conn, "c1:1", 10 + i)).unwrap();
+        assert_eq!(
+            lock.release(caller, conn, "c1:1", token, 10 + i),
+            redis::Value::Int(0)
+        );
     });
+    if !handoff {
+        return [uncontended, f64::NAN];
+    }
     // A holder and one waiter; each step hands over to the waiter and
     // queues a newcomer behind it.
-    let token: i64 = redis::from_redis_value(acquire(conn, "h:1", 1)).unwrap();
+    let token: i64 = redis::from_redis_value(lock.acquire(caller, conn, "h:1", 1)).unwrap();
     let mut holder = ("h:1".to_owned(), token, 1u64);
-    assert_ne!(acquire(conn, "w:1", 2), redis::Value::Int(0));
+    assert_ne!(lock.acquire(caller, conn, "w:1", 2), redis::Value::Int(0));
     let handoff = counted.per_op(n, |i| {
         let (owner, token, id) = &holder;
-        let reply: (String, u64, i64, i64) =
-            redis::from_redis_value(release(conn, owner, *token, *id)).unwrap();
-        holder = (reply.0, reply.2, reply.1);
+        let reply: Vec<redis::Value> =
+            redis::from_redis_value(lock.release(caller, conn, owner, *token, *id)).unwrap();
+        let next: String = redis::from_redis_value(reply[0].clone()).unwrap();
+        let next_id: u64 = redis::from_redis_value(reply[1].clone()).unwrap();
+        let next_token: i64 = redis::from_redis_value(reply[2].clone()).unwrap();
+        holder = (next, next_token, next_id);
         let queued: Vec<i64> =
-            redis::from_redis_value(acquire(conn, &format!("n{i}:1"), 1_000 + i)).unwrap();
+            redis::from_redis_value(lock.acquire(caller, conn, &format!("n{i}:1"), 1_000 + i))
+                .unwrap();
         assert_eq!(queued[0], 0, "the newcomer queued");
     });
     [uncontended, handoff]

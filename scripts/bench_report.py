@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import bench_report_cost
+import bench_report_issue29
 import bench_report_kinds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -622,6 +623,7 @@ def main():
         if plot:
             limit += ["", f"![handoff latency distribution]({plot})", ""]
     sections = [
+        ("Issue 29's targets", bench_report_issue29.section(own, throughput_against_barging)),
         ("Issue 12's targets", targets_section(floor, cycle, handoff, same_client) if floor is not None else []),
         ("fairlock against the limit (loopback)", limit),
         ("Server time per operation (no-op EVALSHA units)", server_time_section()),

@@ -67,8 +67,9 @@ def section(own, load):
         ua, ub = after["unfair_cycle"], before and before["unfair_cycle"]
         out.append(f"| {label} | {_k(cb)} | {_k(ca)} | {NA if cb is None else f'{cb / ub:.2f}x'} |"
                    f" {ca / ua:.2f}x |")
-    for row in after.get("cycles", []):
-        b = next((c for c in (before or {}).get("cycles", []) if c["by"] == row["by"]), None)
+    for row in [c for c in after.get("cycles", []) if c.get("kind", "mutex") == "mutex"]:
+        b = next((c for c in (before or {}).get("cycles", []) if c["by"] == row["by"]
+                  and c.get("kind", "mutex") == "mutex"), None)
         ua, ub = after["unfair_cycle"], before and before["unfair_cycle"]
         for what, label in [("uncontended", "uncontended"), ("handoff", "handoff (1 queued)")]:
             cb = b and b[what]
@@ -83,4 +84,27 @@ def section(own, load):
                f" {_k(after['unfair_cycle'])} | 1x | 1x |")
     out.append(f"| no-op EVALSHA (the unit of the tables above) | {_k(before and before['noop'])} |"
                f" {_k(after['noop'])} | | |")
+    kinds = [c for c in after.get("cycles", []) if "kind" in c]
+    if kinds:
+        out += ["", "Every kind's cycles as a client sends them, in call() instructions (the handoff with one waiter"
+                " queued; a read does not queue behind a read), and each against the mutex's by the same command:", "",
+                "| kind | by | uncontended (before) | uncontended | ÷ the mutex's (before) | ÷ the mutex's |"
+                " handoff cycle (before) | handoff cycle | ÷ the mutex's (before) | ÷ the mutex's |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        old_kinds = [c for c in (before or {}).get("cycles", []) if "kind" in c]
+
+        def of(rows, by, kind):
+            return next((c for c in rows if c["by"] == by and c["kind"] == kind), None)
+
+        def vs(a, b):
+            return NA if a is None or b is None else f"{a / b:.2f}x"
+
+        for row in kinds:
+            m = of(kinds, row["by"], "mutex")
+            b, bm = of(old_kinds, row["by"], row["kind"]), of(old_kinds, row["by"], "mutex")
+            cells = [_k(b and b["uncontended"]), _k(row["uncontended"]),
+                     vs(b and b["uncontended"], bm and bm["uncontended"]), vs(row["uncontended"], m["uncontended"]),
+                     _k(b and b["handoff"]), _k(row["handoff"]),
+                     vs(b and b["handoff"], bm and bm["handoff"]), vs(row["handoff"], m["handoff"])]
+            out.append(f"| {row['kind']} | {row['by']} | " + " | ".join(cells) + " |")
     return out
