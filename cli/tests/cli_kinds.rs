@@ -20,8 +20,8 @@ use cli_support::{
     Scratch, PATIENCE,
 };
 use fairlock::__test_support::LockKeys;
+use fairlock_test_support::fake_queue::{counted_lease_ends, set_counted_lease_end};
 use fairlock_test_support::{wait_until, RedisServer};
-use redis::Commands;
 
 /// The exit code of a permits mismatch (main.rs's `exit::PERMITS_MISMATCH`).
 const PERMITS_MISMATCH: i32 = 78;
@@ -606,11 +606,13 @@ fn a_killed_holders_permit_comes_back_after_its_lease_and_the_next_runs() {
     // Nobody renews it any more (the CLI's lease is the library's default,
     // 30 s, renewed every 1.7 s): two renewal periods later its lease end
     // has not moved, and it is still held.
-    let holders = &LockKeys::semaphore("fairlock", "dead").unwrap().all[0];
+    let keys = LockKeys::semaphore("fairlock", "dead")
+        .unwrap()
+        .all
+        .to_vec();
     let mut conn = server.conn();
-    let lease_end = |conn: &mut redis::Connection| -> Vec<(String, i64)> {
-        conn.zrange_withscores(holders, 0, -1).unwrap()
-    };
+    let lease_end =
+        |conn: &mut redis::Connection| -> Vec<(String, i64)> { counted_lease_ends(conn, &keys) };
     let before = lease_end(&mut conn);
     std::thread::sleep(Duration::from_millis(3500));
     assert_eq!(
@@ -625,7 +627,7 @@ fn a_killed_holders_permit_comes_back_after_its_lease_and_the_next_runs() {
     let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut conn).unwrap();
     let ends_at = secs * 1000 + micros / 1000 + 300;
     let (member, _) = before[0].clone();
-    let _: i64 = conn.zadd(holders, &member, ends_at).unwrap();
+    set_counted_lease_end(&mut conn, &keys, &member, ends_at);
     let shortened = Instant::now();
     let out = next.finish(Duration::from_secs(30));
     let waited = shortened.elapsed();

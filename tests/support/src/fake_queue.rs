@@ -266,3 +266,46 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
         .unwrap();
     1
 }
+
+/// Every hold of a counted lock (`keys` as above) with its lease end,
+/// server ms: the meta's lone hold, or the holders zset's hold members
+/// (not their `#` token members).
+pub fn counted_lease_ends(conn: &mut redis::Connection, keys: &[String]) -> Vec<(String, i64)> {
+    let stored: Option<String> = conn.get(&keys[4]).unwrap();
+    if let Some(stored) = stored {
+        let fields: Vec<&str> = stored.split(' ').collect();
+        if fields.len() == 9 {
+            return vec![(fields[6..].join(" "), fields[5].parse().unwrap())];
+        }
+    }
+    let members: Vec<(String, i64)> = conn.zrange_withscores(&keys[0], 0, -1).unwrap();
+    members
+        .into_iter()
+        .filter(|(member, _)| !member.starts_with('#'))
+        .collect()
+}
+
+/// Sets the lease end of counted hold `member` (server ms), where the
+/// lock keeps it: the meta's lone hold, or its holders zset member.
+pub fn set_counted_lease_end(
+    conn: &mut redis::Connection,
+    keys: &[String],
+    member: &str,
+    end: i64,
+) {
+    let stored: Option<String> = conn.get(&keys[4]).unwrap();
+    if let Some(stored) = stored {
+        let mut fields: Vec<String> = stored.split(' ').map(str::to_owned).collect();
+        if fields.len() == 9 && fields[6..].join(" ") == member {
+            fields[5] = end.to_string();
+            let () = redis::cmd("SET")
+                .arg(&keys[4])
+                .arg(fields.join(" "))
+                .arg("KEEPTTL")
+                .query(conn)
+                .unwrap();
+            return;
+        }
+    }
+    let _: i64 = conn.zadd(&keys[0], member, end).unwrap();
+}
