@@ -42,11 +42,6 @@ fn client_over(link: &Link) -> Client {
     Client::builder(link.url()).build().unwrap()
 }
 
-/// The compare-and-delete release of the unfair cycle (the usual
-/// single-instance Redis lock's).
-const UNFAIR_RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-     return redis.call('DEL', KEYS[1]) end return 0";
-
 /// The floor (a no-op EVALSHA), the unfair cycle (`SET key token NX PX
 /// 30000`, then a compare-and-delete EVALSHA: what a barging lock costs in
 /// two round trips, on the floor's plain connection) and an uncontended
@@ -59,7 +54,7 @@ fn round_trips(c: &mut Criterion) {
     let link = Link::to(&server);
     let mut conn = link.conn();
     let noop = redis::Script::new("return 1");
-    let unfair_release = redis::Script::new(UNFAIR_RELEASE);
+    let unfair_release = redis::Script::new(common::UNFAIR_RELEASE);
     let client = client_over(&link);
     let mutex = client.fair_mutex("bench:uncontended");
     let (floor, cycle) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
@@ -80,22 +75,7 @@ fn round_trips(c: &mut Criterion) {
         b.iter_custom(|iters| {
             timed_each(iters, &unfair, || {
                 unfair_tokens += 1;
-                let token = unfair_tokens.to_string();
-                let taken: Option<String> = redis::cmd("SET")
-                    .arg("bench:unfair")
-                    .arg(&token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(30_000)
-                    .query(&mut conn)
-                    .unwrap();
-                assert!(taken.is_some(), "the unfair lock was free");
-                let deleted: i64 = unfair_release
-                    .key("bench:unfair")
-                    .arg(&token)
-                    .invoke(&mut conn)
-                    .unwrap();
-                assert_eq!(deleted, 1);
+                common::unfair_cycle(&mut conn, &unfair_release, unfair_tokens);
             })
         })
     });

@@ -196,6 +196,17 @@ const FIRST_READ: [&str; 3] = [
     "local held, holder, calls, mark, fence = read_lock()",
 ];
 
+/// The commands each operation sent over the `n` counted and `n` warm-up
+/// operations of a path (`commands_per_op`), less the plain `SET` the bench
+/// sends after each one.
+fn commands_besides_plain_set(conn: &mut redis::Connection, n: u64) -> BTreeMap<String, f64> {
+    let mut sent = commands_per_op(conn, 2 * n);
+    if let Some(set) = sent.get_mut("SET") {
+        *set -= 1.0;
+    }
+    sent
+}
+
 /// `source` cut before its first line that reads the lock, ending in
 /// `return 1`: the prelude of a fast path.
 fn prelude(source: &str) -> String {
@@ -228,27 +239,8 @@ fn main() {
     });
 
     // The unfair cycle: SET NX PX, then compare-and-delete.
-    let cad = redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    );
-    let unfair = counted.per_op(n, |i| {
-        let token = i.to_string();
-        let set: Option<String> = redis::cmd("SET")
-            .arg("bench:unfair")
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(30_000)
-            .query(&mut conn)
-            .unwrap();
-        assert!(set.is_some());
-        let deleted: i64 = cad
-            .key("bench:unfair")
-            .arg(&token)
-            .invoke(&mut conn)
-            .unwrap();
-        assert_eq!(deleted, 1);
-    });
+    let cad = redis::Script::new(common::UNFAIR_RELEASE);
+    let unfair = counted.per_op(n, |i| common::unfair_cycle(&mut conn, &cad, i + 1));
 
     let lock = ScriptedLock::new(server, "bench:cost");
     let keys = lock.keys.clone();
@@ -309,9 +301,7 @@ fn main() {
             assert_eq!(reply[0], 1, "the lock was free");
             set_free(&mut conn);
         }) - plain_set;
-        let mut sent = commands_per_op(&mut conn, 2 * n);
-        sent.remove("SET")
-            .map(|s| sent.insert("SET".into(), s - 1.0));
+        let sent = commands_besides_plain_set(&mut conn, n);
         let call = counted.per_op(n, |_| with_args(&noop, &acquire_args, &mut conn));
         let cut = redis::Script::new(&prelude(acquire));
         let pre = counted.per_op(n, |_| with_args(&cut, &acquire_args, &mut conn));
@@ -357,9 +347,7 @@ fn main() {
             );
             assert_eq!(lock.release(&mut conn, &holder), 0);
         }) - plain_set;
-        let mut sent = commands_per_op(&mut conn, 2 * n);
-        sent.remove("SET")
-            .map(|s| sent.insert("SET".into(), s - 1.0));
+        let sent = commands_besides_plain_set(&mut conn, n);
         let call = counted.per_op(n, |_| with_args(&noop, &release_args, &mut conn));
         let cut = redis::Script::new(&prelude(release));
         let pre = counted.per_op(n, |_| with_args(&cut, &release_args, &mut conn));

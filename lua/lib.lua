@@ -258,11 +258,12 @@ local function prune(now_ms)
   end
 end
 
--- The first queued entry that is still alive and its liveness deadline, or
--- nil. Dead or foreign entries ahead of it are dropped; each entry is
--- dropped once, so this is O(log N) amortised per call. `parse` reads the
--- entries (parse_entry when nil; a counted lock's queue passes
--- parse_counted_entry).
+-- The first queued entry that is still alive, its liveness deadline and
+-- its parts as `parse` reads them, or nil. Dead or foreign entries ahead of
+-- it are dropped; each entry is dropped once, so this is O(log N) amortised
+-- per call. `parse` reads the entries (parse_entry when nil; a counted
+-- lock's queue passes parse_counted_entry, or split_counted_entry for its
+-- parts as written).
 local function live_head(now_ms, parse)
   parse = parse or parse_entry
   while true do
@@ -271,8 +272,11 @@ local function live_head(now_ms, parse)
       return nil
     end
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
-    if deadline and deadline >= now_ms and parse(head) then
-      return head, deadline
+    if deadline and deadline >= now_ms then
+      local owner, wait_id, lease, fixed, units = parse(head)
+      if owner then
+        return head, deadline, owner, wait_id, lease, fixed, units
+      end
     end
     forget(head)
   end
@@ -469,13 +473,17 @@ local function parse_holder(member)
   return owner, call, tonumber(units)
 end
 
--- A counted queue entry's parts: owner id, wait id, lease ms (number),
--- fixed ('0' or '1'), units (number); nil for a member fairlock did not
+-- A counted queue entry's parts as written (strings): owner id, wait id,
+-- lease ms, fixed ('0' or '1'), units; nil for a member fairlock did not
 -- write. The mutex's 4-field entries are not counted entries (nor the
 -- other way round).
+local function split_counted_entry(entry)
+  return string.match(entry, '^(%S+) (%d+) (%d+) ([01]) (%d+)$')
+end
+
+-- A counted queue entry's parts, its lease ms and units as numbers.
 local function parse_counted_entry(entry)
-  local owner, wait_id, lease, fixed, units = string.match(entry,
-    '^(%S+) (%d+) (%d+) ([01]) (%d+)$')
+  local owner, wait_id, lease, fixed, units = split_counted_entry(entry)
   return owner, wait_id, tonumber(lease), fixed, tonumber(units)
 end
 
@@ -753,26 +761,6 @@ local function first_lease_left(meta, now_ms)
   return tonumber(first) - now_ms
 end
 
--- The first queued counted entry that is still alive, as live_head finds
--- it (dead or foreign entries ahead of it dropped), with its liveness
--- deadline and its parts, read once: owner id, wait id, lease ms, fixed,
--- units (the last three as written); nil when none.
-local function live_counted_head(now_ms)
-  while true do
-    local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
-    if not head then
-      return nil
-    end
-    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
-    local owner, wait_id, lease, fixed, units = string.match(head,
-      '^(%S+) (%d+) (%d+) ([01]) (%d+)$')
-    if deadline and deadline >= now_ms and owner then
-      return head, deadline, owner, wait_id, lease, fixed, units
-    end
-    forget(head)
-  end
-end
-
 -- Admits the live waiters at the head of the queue, in arrival order,
 -- while each one's units fit beside the used ones: a head that does not
 -- fit stops it, so no smaller call behind passes it. Stops at `stop` (an
@@ -783,7 +771,8 @@ end
 local function admit_waiters(meta, now_us, now_ms, stop)
   local handed = {}
   while true do
-    local head, deadline, owner, wait_id, lease, fixed, units_s = live_counted_head(now_ms)
+    local head, deadline, owner, wait_id, lease, fixed, units_s =
+      live_head(now_ms, split_counted_entry)
     if not head then
       break
     end

@@ -342,17 +342,7 @@ fn a_user_without_functions_runs_every_call_by_evalsha() {
     }
     let server = RedisServer::start();
     let mut admin = server.conn();
-    let words: Vec<String> = readme_acl_line()
-        .split_whitespace()
-        .skip(2)
-        .filter(|w| !["+fcall", "+function|load"].contains(w))
-        .map(|w| w.replace("<password>", "no-fn"))
-        .collect();
-    let () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg(&words)
-        .query(&mut admin)
-        .unwrap();
+    create_acl_user_without(&mut admin, "no-fn", &FUNCTION_RULES);
     let () = redis::cmd("ACL")
         .arg("LOG")
         .arg("RESET")
@@ -363,16 +353,14 @@ fn a_user_without_functions_runs_every_call_by_evalsha() {
         .query(&mut admin)
         .unwrap();
     let url = server.url_as("fairlock", "no-fn");
-    let a = Client::builder(&url)
-        .lease(LEASE)
-        .waiter_timeout(LEASE)
-        .build()
-        .unwrap();
-    let b = Client::builder(&url)
-        .lease(LEASE)
-        .waiter_timeout(LEASE)
-        .build()
-        .unwrap();
+    let build = || {
+        Client::builder(&url)
+            .lease(LEASE)
+            .waiter_timeout(LEASE)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (build(), build());
     hold_and_hand_over(&a, &b, "no-functions");
     let sem = a.fair_semaphore("no-functions-sem", 2);
     let permit = sem.acquire().unwrap();

@@ -118,3 +118,29 @@ impl Link {
             .expect("a connection over the link")
     }
 }
+
+/// The unfair cycle every bench compares with: `SET key token NX PX 30000`,
+/// then a compare-and-delete script, on one connection; `token` must be new
+/// each cycle, as a real lock's is. Both steps are checked.
+pub fn unfair_cycle(conn: &mut redis::Connection, release: &redis::Script, token: u64) {
+    let token = token.to_string();
+    let taken: Option<String> = redis::cmd("SET")
+        .arg("bench:unfair")
+        .arg(&token)
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query(conn)
+        .unwrap();
+    assert!(taken.is_some(), "the unfair lock was free");
+    let deleted: i64 = release
+        .key("bench:unfair")
+        .arg(&token)
+        .invoke(conn)
+        .unwrap();
+    assert_eq!(deleted, 1);
+}
+
+/// The unfair cycle's release: delete the key if it still holds `token`.
+pub const UNFAIR_RELEASE: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";

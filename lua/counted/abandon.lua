@@ -22,7 +22,7 @@
 -- builds none of the queue's steps.
 
 -- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
--- @helpers server_time, units_arg, parse_holder, parse_counted_entry,
+-- @helpers server_time, units_arg, parse_holder, split_counted_entry, parse_counted_entry,
 -- @helpers counted_entry_arg, count_used, live_used, read_meta, write_meta,
 -- @helpers lone_name, hold_of, drop_hold, keep_counted
 local entry = ARGV[3]
@@ -47,7 +47,7 @@ end
 
 -- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, prune, live_head,
 -- @helpers wake, tell_head, drop_expired, take_hold, first_lease_left,
--- @helpers live_counted_head, admit_waiters, pass_on, leave_counted_queue
+-- @helpers admit_waiters, pass_on, leave_counted_queue
 
 if held then
   pass_on(meta, now_us, now_ms)

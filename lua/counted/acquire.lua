@@ -210,7 +210,7 @@ if meta.used + units > capacity and dropped == 0 then
 end
 
 -- @helpers WAKE_PREFIX, parse_entry, live_head, wake, tell_head,
--- @helpers parse_counted_entry, live_counted_head, admit_waiters
+-- @helpers parse_counted_entry, split_counted_entry, admit_waiters
 
 local head = live_head(now_ms, parse_counted_entry)
 local handed = {}

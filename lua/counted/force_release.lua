@@ -16,7 +16,7 @@
 -- @helpers ms_arg, FENCE_LIFE, server_time, forget,
 -- @helpers wake, parse_holder, count_used, live_used,
 -- @helpers read_meta, write_meta, lone_name, drop_expired, take_hold,
--- @helpers first_lease_left, live_counted_head, admit_waiters, keep_counted
+-- @helpers first_lease_left, split_counted_entry, parse_entry, live_head, admit_waiters, keep_counted
 local this_call = 'F' .. ARGV[3]
 local now_us, now_ms = server_time()
 local meta = read_meta()

@@ -56,7 +56,7 @@ if redis.call('EXISTS', QUEUE) == 0 then
 end
 
 -- @helpers DEADLINES, WAKE_PREFIX, forget, wake, drop_expired, take_hold,
--- @helpers first_lease_left, live_counted_head, admit_waiters, pass_on, keep_counted
+-- @helpers first_lease_left, split_counted_entry, parse_entry, live_head, admit_waiters, pass_on, keep_counted
 
 local handed = pass_on(meta, now_us, now_ms)
 keep_counted(meta, now_ms)

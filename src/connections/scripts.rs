@@ -151,15 +151,10 @@ impl Scripts {
     /// The call of `op` on the lock `keys` as a command (for a pipeline of
     /// several calls: the watchdog's).
     pub(crate) fn command<O: Operation>(&self, keys: &LockKeys, op: &O) -> redis::Cmd {
-        let call = self.call_words(keys, op);
-        let mut words = call.words();
-        let mut cmd = redis::cmd(if self.calls_functions() {
-            "FCALL"
-        } else {
-            "EVALSHA"
-        });
-        words.next();
-        for word in words {
+        // Every word, the command's name first, from one reading of how
+        // scripts are called.
+        let mut cmd = redis::Cmd::new();
+        for word in self.call_words(keys, op).words() {
             cmd.arg(word);
         }
         cmd

@@ -17,19 +17,29 @@ pub fn readme_acl_line() -> String {
     lines[0].to_owned()
 }
 
-/// The commands docs/security.md says to leave out of its line on Redis 6.2.
-const NOT_ON_6_2: [&str; 2] = ["+fcall", "+function|load"];
+/// The rules of docs/security.md's line for Redis Functions, which it says
+/// to leave out on Redis 6.2 (or where loading a library is not wanted).
+pub const FUNCTION_RULES: [&str; 2] = ["+fcall", "+function|load"];
 
 /// Creates the docs/security.md user on `conn` with `password` (on Redis
-/// 6.2 without the Functions commands, as docs/security.md says).
+/// 6.2 without [`FUNCTION_RULES`], as docs/security.md says).
 pub fn create_acl_user(conn: &mut redis::Connection, password: &str) {
-    let line = readme_acl_line();
     let info: String = redis::cmd("INFO").arg("server").query(conn).unwrap();
-    let functions = !info.contains("redis_version:6.");
+    let leave_out: &[&str] = if info.contains("redis_version:6.") {
+        &FUNCTION_RULES
+    } else {
+        &[]
+    };
+    create_acl_user_without(conn, password, leave_out);
+}
+
+/// As [`create_acl_user`], with the rules `leave_out` left out of the line.
+pub fn create_acl_user_without(conn: &mut redis::Connection, password: &str, leave_out: &[&str]) {
+    let line = readme_acl_line();
     let words: Vec<String> = line
         .split_whitespace()
         .skip(2)
-        .filter(|w| functions || !NOT_ON_6_2.contains(w))
+        .filter(|w| !leave_out.contains(w))
         .map(|w| w.replace("<password>", password))
         .collect();
     assert!(
