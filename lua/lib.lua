@@ -189,11 +189,14 @@ local function server_time()
 end
 
 -- Takes the lock for acquire call `call` of `owner` with a lease of `ttl`
--- ms, whatever the lock key held; returns the token, max(last + 1, server
--- clock in µs): the lock key keeps the last token while held and for
--- FENCE_LIFE after the hold ends, and the clock alone keeps tokens
--- increasing after that (or after Redis lost its data) unless the server
--- clock steps back further.
+-- ms, whatever the lock key held; returns the token, max(last + 1,
+-- `now_us`): the server clock in µs, or 0 where the caller read no clock
+-- (a free key that keeps the last token). The lock key keeps the last
+-- token while held and for FENCE_LIFE after the hold ends; each token is
+-- at most the clock when it was issued (last + 1 lags it, as a take never
+-- comes within a µs of the one before), so the clock alone keeps tokens
+-- increasing after the key is gone (or after Redis lost its data) unless
+-- the server clock steps back further.
 -- `mark` is kept, so that a repeat of the call that last freed the lock is
 -- still known after later takes.
 -- An election announces its new leader (a repeat of the call that took

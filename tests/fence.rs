@@ -1,5 +1,7 @@
 //! Fencing tokens when the server's clock steps back (issue 12): a token is
-//! max(last + 1, server clock in µs), and the lock key keeps the last one
+//! last + 1 while the lock key keeps the last one (max(last + 1, server
+//! clock in µs) where a step reads the clock) and the clock when the key is
+//! gone, and the lock key keeps the last one
 //! for `fence_life` after a hold ends. The first three tests run the server
 //! under libfaketime (see `ClockedServer`) and step its wall clock back
 //! 5 s, as an NTP step would; its monotonic clock keeps running.

@@ -28,8 +28,8 @@
 -- An election's script also says on the election's channel who it gave
 -- the lock to, whenever it takes or hands it over (lib.lua: ANNOUNCE).
 -- Cost: O(log N) in the number of waiters N (amortised over dropped dead
--- waiters); a free lock nobody waits for: GET, EXISTS, TIME and one SET
--- (an election's: and one PUBLISH).
+-- waiters); a free lock nobody waits for: GET, EXISTS and one SET, and a
+-- TIME when its key is gone (an election's: and one PUBLISH).
 
 -- @helpers LOCK, QUEUE, ANNOUNCE, fmt, fail, ms_arg, FENCE_LIFE, write_hold,
 -- @helpers server_time, take
@@ -46,7 +46,10 @@ if stored then
   free_token, free_mark = string.match(stored, '^(%d+) %- %- %- ?(.*)$')
 end
 if free_token and redis.call('EXISTS', QUEUE) == 0 then
-  return take(owner, lease, server_time(), wait_id, free_token, free_mark)
+  -- A key that keeps the last token gives last + 1 without a TIME: tokens
+  -- then lag the clock, so the clock alone still exceeds them once the
+  -- key is gone (take).
+  return take(owner, lease, stored and 0 or server_time(), wait_id, free_token, free_mark)
 end
 
 -- @helpers read_lock
