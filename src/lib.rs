@@ -225,6 +225,7 @@ pub use handles::cancel::WaitCanceller;
 pub use handles::client::Client;
 pub use handles::kind;
 pub use handles::lease_signal::LeaseSignal;
+pub use handles::revocation_signal::{Revocation, RevocationSignal};
 pub use handles::{
     AnyGuard, Bound, Election, FairLock, FairMultiLock, FairMutex, FairMutexGuard, FairRwLock,
     FairSemaphore, Guard, Holder, Leader, LeaderWatch, Leadership, MultiGuard, Ownership,
@@ -249,6 +250,7 @@ pub mod __test_support {
         QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply, WaiterReply,
         WaiterStatus, WakeMessage, RW_CAPACITY,
     };
+    pub use crate::protocol::{RenewReply, Revoke, Revoked};
 
     /// fairlock's Functions library as `FUNCTION LOAD` takes it.
     pub fn library_source() -> &'static str {
