@@ -53,9 +53,10 @@
 --                              issued, the "<owner>#<call>" of the last
 --                              release; it outlives every holder and
 --                              waiter by the fence life. While a hold is
---                              left, the mark (or "-") may end in
---                              "^<token>": a revocation (revoke.lua) asks
---                              the holds up to that token to let go
+--                              left, the mark may end in "^<token>" (be
+--                              only that, with no mark): a revocation
+--                              (revoke.lua) asks the holds up to that
+--                              token to let go
 -- A call is admitted when it heads the queue (or nobody waits) and its
 -- units fit beside the held ones: that admission test is the only place
 -- where a semaphore and a reader-writer lock differ, and it is a number.
