@@ -27,7 +27,7 @@ use std::path::Path;
 /// The operations, one file each in each engine's folder, one script each
 /// (`Script` in src/protocol/operation.rs): the mutex's engine and the
 /// counted engine (the semaphore's and the reader-writer lock's).
-const OPERATIONS: [&str; 8] = [
+const OPERATIONS: [&str; 9] = [
     "acquire",
     "release",
     "renew",
@@ -36,6 +36,7 @@ const OPERATIONS: [&str; 8] = [
     "abandon",
     "force_release",
     "status",
+    "revoke",
 ];
 
 /// The families of scripts, one folder of OUT_DIR each (`Engine` in

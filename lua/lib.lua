@@ -16,7 +16,11 @@
 --                              in the hold (the first and each re-entry);
 --                              mark: "<the call that last freed the lock>[
 --                              <detail>]", so that the same call delivered
---                              again is known
+--                              again is known, and its last word "^<token>"
+--                              when a revocation (revoke.lua) asks the holds
+--                              up to that token to let go (the hold of the
+--                              time; later ones have larger tokens), or
+--                              that word alone
 --   KEYS[2] queue      zset    entry -> arrival sequence number
 --   KEYS[3] deadlines  zset    entry -> liveness deadline, server milliseconds
 -- Keys of one counted lock, a semaphore or a reader-writer lock (its own
@@ -48,7 +52,11 @@
 --                              units the holds take, the last token
 --                              issued, the "<owner>#<call>" of the last
 --                              release; it outlives every holder and
---                              waiter by the fence life
+--                              waiter by the fence life. While a hold is
+--                              left, the mark may end in "^<token>" (be
+--                              only that, with no mark): a revocation
+--                              (revoke.lua) asks the holds up to that
+--                              token to let go
 -- A call is admitted when it heads the queue (or nobody waits) and its
 -- units fit beside the held ones: that admission test is the only place
 -- where a semaphore and a reader-writer lock differ, and it is a number.
@@ -58,7 +66,9 @@
 -- client's channel is ARGV[1] .. client id.
 -- ARGV[1] is always the wake channel prefix, ARGV[2] the fence life in ms.
 -- Messages: "G <wait id> <token> <ttl ms>" = the lock was handed to you;
---           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl.
+--           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl;
+--           "R <token> <lock key>" = your holds of that lock (KEYS[1]) with
+--           tokens up to that one are asked to let go (revoke.lua).
 -- An election (the mutex's engine on keys of its own) also says on its
 -- channel "<token> <value> <owner>" when it grants its lock (value: what
 -- follows the first '@' in the owner id) and "resigned <token>" when a
@@ -217,11 +227,27 @@ end
 
 -- The mark and detail of a lock key's mark ('' each when none).
 local function split_mark(mark)
+  if string.find(mark, '^', 1, true) then
+    -- Its revocation word (revoke.lua) is no part of it.
+    mark = string.match(mark, '^(.*) %^%d+$') or (string.match(mark, '^%^%d+$') and '') or mark
+  end
   local space = string.find(mark, ' ', 1, true)
   if not space then
     return mark, ''
   end
   return string.sub(mark, 1, space - 1), string.sub(mark, space + 1)
+end
+
+-- A lock key's `mark` with its revocation word asking the holds up to
+-- `token` to let go (revoke.lua), in place of any earlier one.
+local function with_revocation(mark, token)
+  local seen, detail = split_mark(mark)
+  if seen == '' then
+    return '^' .. token
+  elseif detail == '' then
+    return seen .. ' ^' .. token
+  end
+  return seen .. ' ' .. detail .. ' ^' .. token
 end
 
 -- Whether acquire call `call` is counted in the hold's `calls`.
@@ -291,6 +317,12 @@ local function wake(owner, message)
   if client then
     redis.call('PUBLISH', WAKE_PREFIX .. client, message)
   end
+end
+
+-- Asks the holds of `owner`'s client on this lock (KEYS[1]: a lock key,
+-- or a counted lock's holders) whose tokens are up to `token` to let go.
+local function ask_to_let_go(owner, token)
+  wake(owner, 'R ' .. token .. ' ' .. KEYS[1])
 end
 
 -- Tells the (new) head of the queue that the current lease runs out in
@@ -526,7 +558,9 @@ end
 
 -- The meta as a table: capacity (nil when the key is gone: a lock nobody
 -- used for a fence life; capacity_s the same as written), used units, last
--- token (a string, '0' when gone), mark ('' when none) and lone, the one
+-- token (a string, '0' when gone), mark ('' when none), revoked (the token,
+-- a string, up to which a revocation asks holds to let go; nil when none)
+-- and lone, the one
 -- hold when there is exactly one ({owner, call, units, units_s, token,
 -- ends}: units_s its units as written, ends its lease end, server ms; nil
 -- otherwise, the holds then in the holders zset). Numbers kept as the
@@ -545,8 +579,16 @@ local function read_meta(lazy)
   if not capacity then
     fail('WRONGTYPE the meta key holds a value fairlock did not write')
   end
+  local revoked = nil
+  if string.find(mark, '^', 1, true) then
+    -- A revocation's token (revoke.lua) ends the mark.
+    local bare, token = string.match(mark, '^(.-)%^(%d+)$')
+    if bare then
+      mark, revoked = bare, token
+    end
+  end
   local meta = { capacity = tonumber(capacity), capacity_s = capacity, used = tonumber(used),
-    last = last, mark = mark }
+    last = last, mark = mark, revoked = revoked }
   if rest ~= '' then
     local token, ends, owner, call, units = string.match(rest, '^(%d+) (%d+) (%S+) (%d+) (%d+)$')
     if not token then
@@ -566,9 +608,14 @@ end
 
 -- Writes the meta "<capacity> <used> <last>[ <mark>]", or with a lone hold
 -- "<capacity> <used> <last> <mark or -> <token> <lease end> <owner> <call>
--- <units>", living `life` ms (nil: the TTL it has).
+-- <units>", living `life` ms (nil: the TTL it has); the mark ends in
+-- "^<revoked>" while a revocation is recorded and a hold is left.
 local function write_meta(meta, life)
   local lone, used = meta.lone, meta.used
+  local mark = meta.mark
+  if meta.revoked and used > 0 then
+    mark = mark .. '^' .. meta.revoked
+  end
   local used_s
   if used == 0 then
     used_s = '0'
@@ -582,10 +629,10 @@ local function write_meta(meta, life)
   local value
   if lone then
     value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' '
-      .. (meta.mark ~= '' and meta.mark or '-') .. ' ' .. lone.token .. ' ' .. fmt(lone.ends)
+      .. (mark ~= '' and mark or '-') .. ' ' .. lone.token .. ' ' .. fmt(lone.ends)
       .. ' ' .. lone.owner .. ' ' .. lone.call .. ' ' .. lone.units_s
-  elseif meta.mark ~= '' then
-    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' ' .. meta.mark
+  elseif mark ~= '' then
+    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' ' .. mark
   else
     value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last
   end

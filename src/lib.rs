@@ -89,6 +89,14 @@
 //! and the lock passes on when the lease ends. [`with_fixed_lease`](FairMutex::with_fixed_lease)
 //! gives a fixed lease that no watchdog renews.
 //!
+//! ## Asking the holders to let go: revocation
+//! [`revoke`](FairLock::revoke), on any lock, asks every hold of it there
+//! now to let go and takes nothing: each guard's [`RevocationSignal`]
+//! fires (and [`Guard::is_revoked`] turns true) within a round trip and
+//! the message's delivery, or at its next renewal if the message was lost,
+//! and the holder releases when it is ready. Holds taken later are not
+//! asked.
+//!
 //! ## Examples
 //! Each example needs a Redis server; `examples/` in the repository has a
 //! runnable program for each primitive (`cargo run --example semaphore`, ...).
@@ -225,6 +233,7 @@ pub use handles::cancel::WaitCanceller;
 pub use handles::client::Client;
 pub use handles::kind;
 pub use handles::lease_signal::LeaseSignal;
+pub use handles::revocation_signal::{Revocation, RevocationSignal};
 pub use handles::{
     AnyGuard, Bound, Election, FairLock, FairMultiLock, FairMutex, FairMutexGuard, FairRwLock,
     FairSemaphore, Guard, Holder, Leader, LeaderWatch, Leadership, MultiGuard, Ownership,
@@ -249,6 +258,7 @@ pub mod __test_support {
         QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply, WaiterReply,
         WaiterStatus, WakeMessage, RW_CAPACITY,
     };
+    pub use crate::protocol::{RenewReply, Revoke, Revoked};
 
     /// fairlock's Functions library as `FUNCTION LOAD` takes it.
     pub fn library_source() -> &'static str {

@@ -31,6 +31,7 @@ fn own_file(script: Script) -> &'static str {
             include_str!("../lua/mutex/force_release.lua")
         }
         (Engine::Mutex, Op::Status) => include_str!("../lua/mutex/status.lua"),
+        (Engine::Mutex, Op::Revoke) => include_str!("../lua/mutex/revoke.lua"),
         (Engine::Counted, Op::Acquire) => include_str!("../lua/counted/acquire.lua"),
         (Engine::Counted, Op::Release) => include_str!("../lua/counted/release.lua"),
         (Engine::Counted, Op::Renew) => include_str!("../lua/counted/renew.lua"),
@@ -41,6 +42,7 @@ fn own_file(script: Script) -> &'static str {
             include_str!("../lua/counted/force_release.lua")
         }
         (Engine::Counted, Op::Status) => include_str!("../lua/counted/status.lua"),
+        (Engine::Counted, Op::Revoke) => include_str!("../lua/counted/revoke.lua"),
         (Engine::Election, _) => unreachable!(),
     }
 }
@@ -394,6 +396,7 @@ fn the_elections_scripts_are_the_mutexs_but_for_announce() {
         Op::Abandon,
         Op::ForceRelease,
         Op::Status,
+        Op::Revoke,
     ] {
         let script = Script::of(LockKind::Election, op);
         assert_eq!(script.engine, Engine::Election);
@@ -404,7 +407,7 @@ fn the_elections_scripts_are_the_mutexs_but_for_announce() {
         let (mutex_lines, mutex_def) = without_announce(mutex);
         let (election_lines, election_def) = without_announce(election);
         assert_eq!(mutex_lines, election_lines, "{op:?}");
-        let grants = ![Op::Renew, Op::Status].contains(&op);
+        let grants = ![Op::Renew, Op::Status, Op::Revoke].contains(&op);
         if !grants {
             assert_eq!((mutex_def, election_def), (None, None), "{op:?}");
             assert!(!mutex.contains("ANNOUNCE"), "{op:?}");

@@ -57,7 +57,9 @@
 //! increasing across re-entries; a semaphore's release delivered twice
 //! among permits and its status's available permits; long random
 //! mixes against a model of each; and the ACL user of docs/security.md running every
-//! script of the counted engine, each path that writes.
+//! script of the counted engine, each path that writes; a revocation
+//! (protocol/revoke.rs) asking the holds of its time, and no later one,
+//! on every kind.
 
 #[path = "protocol/driver.rs"]
 mod driver;
@@ -65,6 +67,8 @@ mod driver;
 mod election;
 #[path = "protocol/mutex.rs"]
 mod mutex;
+#[path = "protocol/revoke.rs"]
+mod revoke;
 #[path = "protocol/rwlock.rs"]
 mod rwlock;
 #[path = "protocol/semaphore.rs"]

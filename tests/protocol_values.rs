@@ -15,6 +15,7 @@ use fairlock::__test_support::{
     HandedOver, Heartbeat, Lease, LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release,
     ReleaseReply, Renew, Script, Status, WaiterStatus, WakeMessage, RW_CAPACITY,
 };
+use fairlock::__test_support::{RenewReply, Revoke, Revoked};
 use fairlock::{ErrorKind, MAX_ELECTION_VALUE_LEN, MAX_NAME_LEN};
 use redis::Value;
 
@@ -410,8 +411,45 @@ fn the_mutex_sends_its_lock_key_and_a_counted_lock_all_its_keys() {
     assert_eq!(op.keys(&sem), sem.all.as_slice());
     let election = LockKeys::election("p", "n").unwrap();
     assert_eq!(op.keys(&election), &election.all[..1]);
-    assert!(op.parse(Value::Int(1)).unwrap());
-    assert!(!op.parse(Value::Int(0)).unwrap());
+    assert_eq!(op.parse(Value::Int(1)).unwrap(), RenewReply::Renewed);
+    assert_eq!(op.parse(Value::Int(2)).unwrap(), RenewReply::Revoked);
+    assert_eq!(op.parse(Value::Int(0)).unwrap(), RenewReply::Lost);
+    assert!(RenewReply::Revoked.is_held() && !RenewReply::Lost.is_held());
+    assert!(op.parse(Value::Int(3)).is_err());
+}
+
+// Revoke (src/protocol/revoke.rs)
+
+#[test]
+fn a_revocation_takes_no_argument_and_says_how_many_holds_it_asked_up_to_which_token() {
+    assert!(Revoke.args().is_empty());
+    let sem = LockKeys::semaphore("p", "n").unwrap();
+    assert_eq!(Revoke.keys(&sem), sem.all.as_slice());
+    assert_eq!(
+        Script::of(LockKind::Election, Op::Revoke).engine,
+        Engine::Election
+    );
+    assert_eq!(
+        Revoke
+            .parse(Value::Array(vec![
+                Value::Int(3),
+                Value::Int(1795377959667025)
+            ]))
+            .unwrap(),
+        Revoked {
+            holds: 3,
+            up_to: 1795377959667025
+        }
+    );
+    assert_eq!(
+        Revoke
+            .parse(Value::Array(vec![Value::Int(0), Value::Int(0)]))
+            .unwrap()
+            .holds,
+        0
+    );
+    assert!(Revoke.parse(Value::Array(vec![Value::Int(1)])).is_err());
+    assert!(Revoke.parse(Value::Int(1)).is_err());
 }
 
 // Status (src/protocol/status.rs)
@@ -496,6 +534,13 @@ fn every_message_the_scripts_send_parses() {
         })
     );
     assert_eq!(
+        WakeMessage::parse("R 1795377959667025 p:{ab}:lock:a name\nwith spaces".as_bytes()),
+        Some(WakeMessage::Revoke {
+            up_to: 1795377959667025,
+            lock_key: "p:{ab}:lock:a name\nwith spaces".to_owned(),
+        })
+    );
+    assert_eq!(
         WakeMessage::parse(WakeMessage::STOP.as_bytes()),
         Some(WakeMessage::Stop)
     );
@@ -503,7 +548,17 @@ fn every_message_the_scripts_send_parses() {
 
 #[test]
 fn anything_else_is_ignored() {
-    for junk in [&b""[..], b"G 1 2", b"G a b c", b"X 1", b"H -3 5", b"\xff"] {
+    for junk in [
+        &b""[..],
+        b"G 1 2",
+        b"G a b c",
+        b"X 1",
+        b"H -3 5",
+        b"\xff",
+        b"R 5",
+        b"R 5 ",
+        b"R x k",
+    ] {
         assert_eq!(WakeMessage::parse(junk), None, "{junk:?}");
     }
 }

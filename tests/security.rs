@@ -109,7 +109,7 @@ fn the_readme_acl_line_allows_every_command_the_library_sends() {
     // Commands the scripts call: in Redis 7 they run under the caller's ACL.
     let mut needed: Vec<String> = Vec::new();
     let sources = lua_sources();
-    assert_eq!(sources.len(), 17, "lib.lua and the 16 operations");
+    assert_eq!(sources.len(), 19, "lib.lua and the 18 operations");
     for (_, code) in &sources {
         for call in code.split("redis.call(").skip(1) {
             let command: String = call
@@ -250,6 +250,21 @@ fn a_least_privilege_acl_user_can_do_everything_the_library_does_and_nothing_els
     assert_eq!(seen.value, "acl-leader");
     leading.unlock().unwrap();
     drop(watch);
+
+    // A revocation: one client asks another's holds to let go (its
+    // message on the holder's channel, its record beside the holds).
+    let guard = m.lock().unwrap();
+    let permit = a.fair_semaphore("acl", 2).acquire().unwrap();
+    assert_eq!(other.revoke().unwrap(), 1);
+    assert_eq!(b.fair_semaphore("acl", 2).revoke().unwrap(), 1);
+    for signal in [guard.revocation_signal(), permit.revocation_signal()] {
+        assert_eq!(
+            signal.wait_timeout(Duration::from_secs(5)),
+            Some(fairlock::Revocation::Requested)
+        );
+    }
+    guard.unlock().unwrap();
+    permit.unlock().unwrap();
 
     // Every connection of the library is the ACL user's.
     let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();

@@ -47,6 +47,9 @@ struct State {
     child_changed: bool,
     /// The lease signal said the lock was lost.
     lease_lost: bool,
+    /// The revocation signal said someone asked the holders to let go,
+    /// and the main thread has not acted on it yet.
+    revoked: bool,
 }
 
 /// Shared by the main thread and the signal thread.
@@ -72,6 +75,7 @@ impl Control {
                 signal: None,
                 child_changed: false,
                 lease_lost: false,
+                revoked: false,
             }),
             changed: Condvar::new(),
             canceller: WaitCanceller::new(),
@@ -190,7 +194,9 @@ impl Control {
         let state = self.state();
         let (mut state, _) = self
             .changed
-            .wait_timeout_while(state, timeout, |s| !s.child_changed && !s.lease_lost)
+            .wait_timeout_while(state, timeout, |s| {
+                !s.child_changed && !s.lease_lost && !s.revoked
+            })
             .unwrap_or_else(|p| p.into_inner());
         state.child_changed = false;
     }
@@ -206,6 +212,45 @@ impl Control {
     pub fn is_lease_lost(&self) -> bool {
         self.state().lease_lost
     }
+
+    /// Called from the thread that waits on the revocation signal: someone
+    /// asked the holders to let go; wakes the main thread at once.
+    pub fn revoked(&self) {
+        self.state().revoked = true;
+        self.changed.notify_all();
+    }
+
+    /// Whether [`revoked`](Self::revoked) was called since the last time
+    /// this said so.
+    pub fn take_revocation(&self) -> bool {
+        std::mem::take(&mut self.state().revoked)
+    }
+}
+
+/// A signal as `--on-revoke` takes it: a name (`TERM`, `SIGTERM`, `INT`,
+/// `HUP`, `USR1`, `USR2`, `QUIT`, `KILL`), a number from 1 to 64, or `none`
+/// (no signal: `None`).
+pub fn parse(text: &str) -> Result<Option<i32>, String> {
+    let upper = text.to_ascii_uppercase();
+    let signal = match upper.strip_prefix("SIG").unwrap_or(&upper) {
+        "NONE" => return Ok(None),
+        "TERM" => SIGTERM,
+        "INT" => SIGINT,
+        "HUP" => SIGHUP,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "QUIT" => libc::SIGQUIT,
+        "KILL" => libc::SIGKILL,
+        number => match number.parse::<i32>() {
+            Ok(n) if (1..=64).contains(&n) => n,
+            _ => {
+                return Err(format!(
+                    "{text:?} is no signal: give TERM, INT, HUP, USR1, USR2, QUIT, KILL, a number from 1 to 64, or none"
+                ))
+            }
+        },
+    };
+    Ok(Some(signal))
 }
 
 /// The usual name of a signal fairlock handles.
@@ -215,6 +260,9 @@ pub fn name(signal: i32) -> String {
         SIGTERM => "SIGTERM".to_owned(),
         SIGHUP => "SIGHUP".to_owned(),
         libc::SIGKILL => "SIGKILL".to_owned(),
+        libc::SIGUSR1 => "SIGUSR1".to_owned(),
+        libc::SIGUSR2 => "SIGUSR2".to_owned(),
+        libc::SIGQUIT => "SIGQUIT".to_owned(),
         other => format!("signal {other}"),
     }
 }

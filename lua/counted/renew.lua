@@ -11,7 +11,9 @@
 -- ARGV[6] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
--- Returns 1 when renewed, 0 when this call holds no live hold with that
+-- Returns 1 when renewed, 2 when renewed and a revocation (revoke.lua)
+--         asks this hold to let go (the meta records one up to a token at
+--         least this hold's), 0 when this call holds no live hold with that
 --         token (lease lost: run out, or given back).
 -- Cost: O(log N) in holders: of a lone hold GET, TIME, PTTL, SET; of one
 -- of two or more holds GET, TIME, ZRANGEBYSCORE, ZSCORE, ZADD and up to
@@ -31,6 +33,10 @@ local member = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
   return 0
 end
+local renewed = 1
+if meta.revoked and tonumber(meta.revoked) >= tonumber(token) then
+  renewed = 2
+end
 if meta.lone then
   if lease ~= '0' then
     meta.lone.ends = now_ms + lease
@@ -38,13 +44,13 @@ if meta.lone then
   else
     write_meta(meta, nil)
   end
-  return 1
+  return renewed
 end
 if lease == '0' then
   redis.call('ZADD', HOLDERS, 'XX', '-' .. token, '#' .. member)
-  return 1
+  return renewed
 end
 redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
 outlive(HOLDERS, lease + 1)
 outlive(META, lease + 1 + FENCE_LIFE)
-return 1
+return renewed

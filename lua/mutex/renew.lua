@@ -11,8 +11,10 @@
 -- ARGV[6] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
--- Returns 1 when renewed, 0 when the lock is no longer this hold's (lease
---         lost: taken by another, or run out).
+-- Returns 1 when renewed, 2 when renewed and a revocation (revoke.lua)
+--         asks this hold to let go (the lock key's mark ends in "^<token>"
+--         with a token up to this hold's), 0 when the lock is no longer this
+--         hold's (lease lost: taken by another, or run out).
 -- Cost: O(1): GET, PTTL and one write.
 
 -- @helpers LOCK, fail, ms_arg
@@ -34,5 +36,11 @@ if ARGV[6] == '0' then
   redis.call('SET', LOCK, stored, 'KEEPTTL')
 else
   redis.call('PEXPIRE', LOCK, ARGV[6] + fence)
+end
+if string.find(stored, ' ^', 1, true) then
+  local revoked = tonumber(string.match(stored, ' %^(%d+)$'))
+  if revoked and revoked >= tonumber(ARGV[4]) then
+    return 2
+  end
 end
 return 1

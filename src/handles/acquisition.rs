@@ -349,7 +349,8 @@ impl<'m> Acquisition<'m> {
             lease: (!self.lease.is_fixed()).then(|| self.lease.duration()),
         };
         let (renewed, replicated) = shared.call_write(&waiter.call.keys, &op)?.into_parts();
-        if !renewed {
+        // Revoked already: the hold's first renewal says so again.
+        if !renewed.is_held() {
             return Err(Error::new(
                 ErrorKind::LeaseLost,
                 format!(

@@ -12,6 +12,7 @@ use crate::handles::kind::{self, HoldKind, OneLock};
 use crate::handles::lease_signal::LeaseSignal;
 use crate::handles::lock::FairLock;
 use crate::handles::ownership::{Bound, Ownership};
+use crate::handles::revocation_signal::RevocationSignal;
 use crate::protocol::Access;
 
 /// One hold of kind `K` ([`kind::Mutex`], [`kind::Semaphore`]'s permits,
@@ -140,6 +141,39 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// ```
     pub fn lease_signal(&self) -> LeaseSignal {
         LeaseSignal::new(Arc::clone(&self.hold.hold))
+    }
+
+    /// True once someone asked this hold to let go
+    /// ([`FairLock::revoke`](crate::FairLock::revoke), `fairlock revoke`):
+    /// release it when you can. The hold is still yours until then.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-report").lock()?;
+    /// if guard.is_revoked() {
+    ///     guard.unlock()?; // someone needs it: let go early
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_revoked(&self) -> bool {
+        self.hold.hold.is_revoked()
+    }
+
+    /// A signal another thread can wait on (or poll) to learn that
+    /// someone asked this hold to let go. See [`RevocationSignal`] for
+    /// when it fires.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_mutex("nightly-export").lock()?;
+    /// let revoked = guard.revocation_signal();
+    /// std::thread::spawn(move || println!("{:?}", revoked.wait()));
+    /// # Ok(()) }
+    /// ```
+    pub fn revocation_signal(&self) -> RevocationSignal {
+        RevocationSignal::new(Arc::clone(&self.hold.hold))
     }
 
     /// A reader-writer lock's hold: read or write; `None` for the other

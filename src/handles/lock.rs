@@ -286,6 +286,36 @@ impl<K: Named, O: Ownership> FairLock<K, O> {
         Ok(self.target().force_release(self.shared())?.holds > 0)
     }
 
+    /// Asks every current holder of the lock to let go, and returns how
+    /// many holds it asked (0 when nobody held it). It frees nothing: each
+    /// holder's [`RevocationSignal`](crate::RevocationSignal) fires (and
+    /// [`Guard::is_revoked`](crate::Guard::is_revoked) turns true), and
+    /// the holder releases when it is ready; one that never looks keeps
+    /// the lock. Curator's revocation, for every kind: the mutex's holder,
+    /// every permit and every read and write hold, the leader.
+    ///
+    /// The request covers the holds present when it reaches Redis (those
+    /// whose fencing tokens are up to the last one issued), never a later
+    /// one: it is recorded beside them, and each holder hears of it from
+    /// a push message to its client (one round trip after this call, plus
+    /// delivery) or, if that is lost, from its next renewal's reply. One
+    /// round trip; it adds none to any other call.
+    ///
+    /// # Errors
+    /// As [`status`](Self::status).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let asked = client.fair_semaphore("gpu", 4).revoke()?;
+    /// println!("asked {asked} holders to let go");
+    /// # Ok(()) }
+    /// ```
+    pub fn revoke(&self) -> Result<usize> {
+        let revoked = self.target().revoke(self.shared())?;
+        Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
+    }
+
     /// The lock's name and keys.
     pub(crate) fn target(&self) -> &Target {
         self.kind.target()

@@ -311,6 +311,23 @@ impl<O: Ownership> MultiGuard<O> {
         self.parts.iter().any(Guard::is_lease_lost)
     }
 
+    /// True once someone asked any part to let go (a revocation of any of
+    /// its names); each part's own is its
+    /// [`revocation_signal`](Guard::revocation_signal).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_multi_lock(["account:17", "account:4"]).lock()?;
+    /// if guard.is_revoked() {
+    ///     guard.unlock()?; // someone needs one of them: let go early
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_revoked(&self) -> bool {
+        self.parts.iter().any(Guard::is_revoked)
+    }
+
     /// Releases every part, the last taken first; reports the first error
     /// after trying them all.
     ///

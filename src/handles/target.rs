@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::machinery::shared::Shared;
-use crate::protocol::{ForceRelease, Freed, LockKeys, LockKind};
+use crate::protocol::{ForceRelease, Freed, LockKeys, LockKind, Revoke, Revoked};
 
 /// A lock's name and keys. Cheap to clone: a handle, every guard and every
 /// multi-lock part carry one.
@@ -43,6 +43,11 @@ impl Target {
             call_key: format!("{}#{}", shared.client_id(), shared.next_wait_id()),
         };
         shared.call_write(self.keys()?, &op)?.replicated()
+    }
+
+    /// Asks every hold of the lock present now to let go; frees nothing.
+    pub(crate) fn revoke(&self, shared: &Shared) -> Result<Revoked> {
+        shared.call_write(self.keys()?, &Revoke)?.replicated()
     }
 }
 

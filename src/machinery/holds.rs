@@ -70,8 +70,8 @@ pub(crate) struct Hold {
     granted_at: Instant,
     drift: ClockDrift,
     state: Mutex<HoldState>,
-    /// Signalled when the hold ends (lost or released).
-    ended: Condvar,
+    /// Signalled when the hold ends (lost or released) or is revoked.
+    changed: Condvar,
 }
 
 struct HoldState {
@@ -87,6 +87,8 @@ struct HoldState {
     max_end: Option<Instant>,
     /// When the hold was lost: its local count's end, or when Redis said so.
     lost_at: Option<Instant>,
+    /// Someone asked the hold to let go (a revocation): never cleared.
+    revoked: bool,
 }
 
 impl HoldState {
@@ -115,6 +117,20 @@ impl HoldState {
             LeaseEnd::MaxHold
         } else {
             end
+        }
+    }
+
+    /// What a wait for a revocation returns, if it is over: true once the
+    /// hold was asked to let go, false once it ended (lost or released)
+    /// without being asked. A maximum hold reached is no end here: the
+    /// hold may still be asked.
+    fn revocation(&self) -> Option<bool> {
+        if self.revoked {
+            Some(true)
+        } else if matches!(self.end, Some(LeaseEnd::Lost | LeaseEnd::Released)) {
+            Some(false)
+        } else {
+            None
         }
     }
 
@@ -159,8 +175,9 @@ impl Hold {
                 end: None,
                 max_end: granted.max_hold.and_then(|max| granted_at.checked_add(max)),
                 lost_at: None,
+                revoked: false,
             }),
-            ended: Condvar::new(),
+            changed: Condvar::new(),
         }
     }
 
@@ -175,7 +192,7 @@ impl Hold {
             if state.end == Some(LeaseEnd::Lost) {
                 self.report_lost("no renewal confirmed it in time");
             }
-            self.ended.notify_all();
+            self.changed.notify_all();
         }
         state
     }
@@ -222,7 +239,29 @@ impl Hold {
             self.report_lost("Redis says it is no longer this hold's");
         }
         drop(state);
-        self.ended.notify_all();
+        self.changed.notify_all();
+    }
+
+    /// Someone asked the hold to let go (a revocation's message, or a
+    /// renewal's reply); said once, and kept.
+    pub(crate) fn mark_revoked(&self) {
+        let mut state = self.state.lock();
+        if std::mem::replace(&mut state.revoked, true) {
+            return;
+        }
+        drop(state);
+        log::info!(
+            "fairlock: asked to let go of {:?} (owner {}, token {})",
+            self.call.keys.lock(),
+            self.call.owner,
+            self.token
+        );
+        self.changed.notify_all();
+    }
+
+    /// Whether someone asked the hold to let go.
+    pub(crate) fn is_revoked(&self) -> bool {
+        self.state.lock().revoked
     }
 
     /// The last guard of the hold was released; a hold already lost stays
@@ -234,7 +273,7 @@ impl Hold {
         }
         drop(state);
         observe::hold_ended(&self.labels, self.granted_at.elapsed());
-        self.ended.notify_all();
+        self.changed.notify_all();
     }
 
     /// Logs (warn, with the lock's key, which ends with its name, and the
@@ -265,18 +304,37 @@ impl Hold {
     /// count runs out wakes the caller at that moment.
     pub(crate) fn wait_end(&self, deadline: Option<Instant>) -> Option<LeaseEnd> {
         let started = Instant::now();
+        self.wait_for(deadline, |state| {
+            state.end.map(|end| state.first_end_since(started, end))
+        })
+    }
+
+    /// Blocks until the hold is asked to let go (true), ends without being
+    /// asked (false), or `deadline` passes (`None`; no deadline: no limit).
+    pub(crate) fn wait_revoked(&self, deadline: Option<Instant>) -> Option<bool> {
+        self.wait_for(deadline, HoldState::revocation)
+    }
+
+    /// Blocks until `look` finds what it waits for in the settled state,
+    /// or `deadline` passes (`None`); every change of the hold (an end, a
+    /// revocation) and its local end of the lease wake it to look again.
+    fn wait_for<T>(
+        &self,
+        deadline: Option<Instant>,
+        look: impl Fn(&HoldState) -> Option<T>,
+    ) -> Option<T> {
         loop {
             let now = Instant::now();
             let mut state = self.settled(now);
-            if let Some(end) = state.end {
-                return Some(state.first_end_since(started, end));
+            if let Some(found) = look(&state) {
+                return Some(found);
             }
             if deadline.is_some_and(|d| now >= d) {
                 return None;
             }
             let next = state.next_change();
             let wake_at = deadline.map_or(next, |d| d.min(next));
-            self.ended.wait_until(&mut state, wake_at);
+            self.changed.wait_until(&mut state, wake_at);
         }
     }
 }
@@ -375,6 +433,22 @@ impl Holds {
                 .max()
                 .map_or(0, |(_, token)| token)
         })
+    }
+
+    /// Asks this client's holds of `lock_key` with tokens up to `up_to` to
+    /// let go (a revocation's message); returns how many it asked.
+    pub(crate) fn revoke(&self, lock_key: &str, up_to: u64) -> usize {
+        let by_lock = self.by_lock.lock();
+        let asked: Vec<Arc<Hold>> = by_lock.get(lock_key).map_or_else(Vec::new, |holds| {
+            holds
+                .iter()
+                .filter(|r| r.hold.token <= up_to)
+                .map(|r| Arc::clone(&r.hold))
+                .collect()
+        });
+        drop(by_lock);
+        asked.iter().for_each(|hold| hold.mark_revoked());
+        asked.len()
     }
 
     /// Every hold to renew now.
@@ -502,6 +576,32 @@ mod tests {
             h.wait_end(Some(Instant::now() + Duration::from_millis(5))),
             None
         );
+    }
+
+    #[test]
+    fn a_revocation_wakes_its_waiter_and_leaves_the_hold_as_it_was() {
+        let h = hold(NO_DRIFT, 60_000);
+        let waiter = {
+            let h = Arc::clone(&h);
+            std::thread::spawn(move || h.wait_revoked(None))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!h.is_revoked());
+        h.mark_revoked();
+        assert_eq!(waiter.join().unwrap(), Some(true));
+        assert!(h.is_revoked());
+        // Asked, not taken: the hold goes on until it is released.
+        assert_eq!(h.end_as_of(Instant::now()), None);
+        h.mark_released();
+        assert_eq!(h.wait_revoked(Some(Instant::now())), Some(true));
+
+        // A hold that ends unasked ends the wait; a maximum hold does not.
+        let capped = hold_capped(NO_DRIFT, 60_000, Some(1));
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(capped.end_as_of(Instant::now()), Some(LeaseEnd::MaxHold));
+        assert_eq!(capped.wait_revoked(Some(Instant::now())), None);
+        capped.mark_released();
+        assert_eq!(capped.wait_revoked(None), Some(false));
     }
 
     #[test]

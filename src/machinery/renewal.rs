@@ -15,7 +15,9 @@ use crate::machinery::give_backs::GiveBack;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
 use crate::machinery::waiters::{poll_time, Grant, Waiter};
-use crate::protocol::{unexpected, Heartbeat, HeartbeatReply, Operation, Renew, WaiterStatus};
+use crate::protocol::{
+    unexpected, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
+};
 
 /// Renewals, heartbeats and give-backs of one slot (all of them on one
 /// server): a pipeline goes to a single node.
@@ -68,7 +70,7 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
 /// whether enough replicas acknowledged them (with `sync_replicas`).
 struct Replies {
     /// Each hold's renewal and the lease it asked for.
-    renewed: Vec<(Result<bool>, Duration)>,
+    renewed: Vec<(Result<RenewReply>, Duration)>,
     heartbeats: Vec<Result<HeartbeatReply>>,
     replicated: bool,
 }
@@ -160,12 +162,20 @@ fn redirection(value: &Value) -> Option<Error> {
 
 fn apply(batch: &Batch, replies: Replies, sent: Instant) {
     for (hold, (renewed, lease)) in batch.holds.iter().zip(replies.renewed) {
+        if renewed
+            .as_ref()
+            .is_ok_and(|reply| *reply == RenewReply::Revoked)
+        {
+            // Asked to let go: said by the reply as well as by a message,
+            // so a lost message is made up for here.
+            hold.mark_revoked();
+        }
         match renewed {
             // A renewal too few replicas saw does not extend the lease the
             // guard counts on: a failover could bring back the old expiry.
-            Ok(true) if replies.replicated => hold.renewed(sent, lease),
-            Ok(true) => {}
-            Ok(false) => hold.mark_lost(),
+            Ok(reply) if reply.is_held() && replies.replicated => hold.renewed(sent, lease),
+            Ok(reply) if reply.is_held() => {}
+            Ok(_) => hold.mark_lost(),
             Err(err) => log::warn!("fairlock: renewal failed: {err}"),
         }
     }

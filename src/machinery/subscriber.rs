@@ -7,7 +7,10 @@
 //!
 //! Messages (see `lua/lib.lua`): `G <wait id> <token> <ttl ms>` hands the
 //! lock to a waiter; `H <wait id> <pttl ms>` tells a waiter it heads the
-//! queue; `S` asks the thread to notice that the client is stopping.
+//! queue; `R <token> <lock key>` asks this client's holds of that lock
+//! with tokens up to that one to let go (a revocation: the holds' renewals
+//! say it too, so a lost message is made up for at the next renewal); `S`
+//! asks the thread to notice that the client is stopping.
 //! Messages published while the connection is down are lost, so after every
 //! reconnect all waiters poll once.
 //!
@@ -119,6 +122,9 @@ fn dispatch(shared: &Shared, payload: &[u8]) {
             if let Some(waiter) = shared.waiters.get(wait_id) {
                 waiter.poll_by(poll_time(pttl_ms));
             }
+        }
+        Some(WakeMessage::Revoke { up_to, lock_key }) => {
+            shared.holds.revoke(&lock_key, up_to);
         }
         Some(WakeMessage::Stop) => {}
         None => log::debug!(

@@ -27,6 +27,7 @@ mod queue_entry;
 mod release;
 mod renew;
 mod replication;
+mod revoke;
 mod status;
 mod wake;
 
@@ -42,8 +43,9 @@ pub use lease::Lease;
 pub use operation::{unexpected, CommonArgs, Operation, Script};
 pub use queue_entry::{Call, QueueEntry};
 pub use release::{Release, ReleaseReply};
-pub use renew::Renew;
+pub use renew::{Renew, RenewReply};
 pub use replication::{SyncReplicas, Written};
+pub use revoke::{Revoke, Revoked};
 pub use status::{Capacity, HolderReply, Status, StatusReply, WaiterReply};
 pub use wake::{check_subscribed, subscribe_command, WakeMessage};
 // Named by the tests and benches only, through `fairlock::__test_support`

@@ -64,6 +64,8 @@ pub enum Op {
     ForceRelease,
     /// `status.lua`
     Status,
+    /// `revoke.lua`
+    Revoke,
 }
 
 impl Op {
@@ -78,6 +80,7 @@ impl Op {
             Op::Abandon => "abandon",
             Op::ForceRelease => "force_release",
             Op::Status => "status",
+            Op::Revoke => "revoke",
         }
     }
 }
@@ -108,6 +111,7 @@ macro_rules! family {
             include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/abandon.lua")),
             include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/force_release.lua")),
             include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/status.lua")),
+            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/revoke.lua")),
         ]
     };
 }
@@ -115,12 +119,12 @@ macro_rules! family {
 /// Every script's source, by engine then operation, in the order of
 /// [`Engine`]'s and [`Op`]'s variants (the election's folder holds the
 /// mutex's files assembled with the election's `ANNOUNCE`).
-const SOURCES: [[&str; 8]; 3] = [family!("mutex"), family!("counted"), family!("election")];
+const SOURCES: [[&str; 9]; 3] = [family!("mutex"), family!("counted"), family!("election")];
 
 impl Script {
     /// Every script, e.g. to load them all at once.
-    pub const ALL: [Script; 24] = {
-        const OPS: [Op; 8] = [
+    pub const ALL: [Script; 27] = {
+        const OPS: [Op; 9] = [
             Op::Acquire,
             Op::Release,
             Op::Renew,
@@ -129,17 +133,18 @@ impl Script {
             Op::Abandon,
             Op::ForceRelease,
             Op::Status,
+            Op::Revoke,
         ];
         const ENGINES: [Engine; 3] = [Engine::Mutex, Engine::Counted, Engine::Election];
         let mut all = [Script {
             engine: Engine::Mutex,
             op: Op::Acquire,
-        }; 24];
+        }; 27];
         let mut i = 0;
-        while i < 24 {
+        while i < 27 {
             all[i] = Script {
-                engine: ENGINES[i / 8],
-                op: OPS[i % 8],
+                engine: ENGINES[i / 9],
+                op: OPS[i % 9],
             };
             i += 1;
         }
@@ -148,7 +153,7 @@ impl Script {
 
     /// Its place in [`Script::ALL`].
     pub fn index(self) -> usize {
-        self.engine as usize * 8 + self.op as usize
+        self.engine as usize * 9 + self.op as usize
     }
 
     /// The script of `op` for a lock of `kind`.

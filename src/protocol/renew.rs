@@ -23,9 +23,26 @@ pub struct Renew<'a> {
     pub lease: Option<Duration>,
 }
 
-impl Operation for Renew<'_> {
+/// What a renewal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenewReply {
+    /// The hold was still this call's, and is renewed.
+    Renewed,
+    /// Renewed, and a revocation (`revoke.lua`) asks the hold to let go.
+    Revoked,
+    /// The hold is no longer this call's: the lease is lost.
+    Lost,
+}
+
+impl RenewReply {
     /// Whether the hold was still this call's (and is renewed).
-    type Reply = bool;
+    pub fn is_held(self) -> bool {
+        self != RenewReply::Lost
+    }
+}
+
+impl Operation for Renew<'_> {
+    type Reply = RenewReply;
     const OP: Op = Op::Renew;
 
     /// The mutex's renewal (an election's too) needs its lock key only.
@@ -45,10 +62,11 @@ impl Operation for Renew<'_> {
         ]
     }
 
-    fn parse(&self, reply: Value) -> Result<bool> {
+    fn parse(&self, reply: Value) -> Result<RenewReply> {
         match reply {
-            Value::Int(1) => Ok(true),
-            Value::Int(0) => Ok(false),
+            Value::Int(1) => Ok(RenewReply::Renewed),
+            Value::Int(2) => Ok(RenewReply::Revoked),
+            Value::Int(0) => Ok(RenewReply::Lost),
             Value::ServerError(err) => Err(crate::Error::from_server(err)),
             other => Err(unexpected(&other)),
         }

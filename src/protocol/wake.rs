@@ -1,5 +1,6 @@
 //! The messages the scripts publish on a client's wake channel
-//! (`<prefix>:wake:<client id>`), the one a client sends itself, and the
+//! (`<prefix>:wake:<client id>`: a grant, a place at the head of a queue,
+//! a revocation), the one a client sends itself, and the
 //! pub/sub commands a client sends: its subscriptions (the wake channel,
 //! an election's) and that stop message.
 
@@ -9,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::protocol::unexpected;
 
 /// One wake message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WakeMessage {
     /// `G <wait id> <token> <ttl ms>`: the lock was handed to that call.
     Granted {
@@ -27,6 +28,14 @@ pub enum WakeMessage {
         wait_id: u64,
         /// The lock's lease left, in ms.
         pttl_ms: i64,
+    },
+    /// `R <token> <lock key>`: this client's holds of that lock whose
+    /// tokens are up to `up_to` are asked to let go (`revoke.lua`).
+    Revoke {
+        /// The largest token asked.
+        up_to: u64,
+        /// The lock's first key ([`LockKeys::lock`](crate::protocol::LockKeys::lock)).
+        lock_key: String,
     },
     /// `S`: the client is stopping (sent by the client to its subscriber).
     Stop,
@@ -47,6 +56,14 @@ impl WakeMessage {
     /// Parses a payload; `None` for anything else.
     pub fn parse(payload: &[u8]) -> Option<WakeMessage> {
         let text = std::str::from_utf8(payload).ok()?;
+        if let Some(revoke) = text.strip_prefix("R ") {
+            // The lock key, last, may hold any character of a name.
+            let (up_to, lock_key) = revoke.split_once(' ').filter(|(_, key)| !key.is_empty())?;
+            return Some(WakeMessage::Revoke {
+                up_to: up_to.parse().ok()?,
+                lock_key: lock_key.to_owned(),
+            });
+        }
         let mut fields = text.split(' ');
         let kind = fields.next()?;
         let numbers: Vec<i64> = fields.map(|n| n.parse().ok()).collect::<Option<_>>()?;

@@ -303,6 +303,7 @@ impl Lock {
             lease,
         })
         .unwrap()
+        .is_held()
     }
 
     /// A heartbeat of `entries` with a waiter timeout of `timeout`.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use clap::{ArgGroup, Args};
-use fairlock::{AnyGuard, LeaseEnd, Wait, MAX_PERMITS, MIN_LEASE};
+use fairlock::{AnyGuard, LeaseEnd, Revocation, Wait, MAX_PERMITS, MIN_LEASE};
 
 use super::lock_name;
 use crate::duration::{self, human};
@@ -41,7 +41,8 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 /// FAIRLOCK_CLIENT_ID in its environment. SIGINT, SIGTERM and SIGHUP are
 /// passed on to COMMAND (unless they came from the terminal, which
 /// already sent them to COMMAND too); while still waiting they end the
-/// wait with 128+N and nothing is run.
+/// wait with 128+N and nothing is run. When someone asks the holders of
+/// NAME to let go (`fairlock revoke`), COMMAND gets SIGTERM (--on-revoke).
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 #[command(group(ArgGroup::new("kind").args(["permits", "shared", "exclusive"])))]
@@ -102,6 +103,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub kill_on_loss: bool,
 
+    /// When someone asks the holders of NAME to let go (`fairlock revoke`
+    /// NAME, with its kind option), send COMMAND this signal: TERM, INT,
+    /// HUP, USR1, USR2, QUIT, KILL or a number; or `none` to let it run.
+    /// The lock is not taken away: fairlock waits for COMMAND, releases,
+    /// and exits with COMMAND's status.
+    #[arg(long, value_name = "SIGNAL", default_value = "TERM", value_parser = on_revoke)]
+    pub on_revoke: OnRevoke,
+
     /// No live waiting line and no notice when --wait runs out.
     #[arg(short, long)]
     pub quiet: bool,
@@ -127,6 +136,14 @@ fn lease(text: &str) -> Result<Duration, String> {
         return Err(format!("a lease must be at least {MIN_LEASE:?}"));
     }
     Ok(lease)
+}
+
+/// The signal `--on-revoke` sends, if any.
+#[derive(Debug, Clone, Copy)]
+pub struct OnRevoke(Option<i32>);
+
+fn on_revoke(text: &str) -> Result<OnRevoke, String> {
+    signals::parse(text).map(OnRevoke)
 }
 
 fn permits(text: &str) -> Result<u32, String> {
@@ -281,6 +298,14 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
             watcher.lease_lost();
         }
     });
+    // The revocation signal, likewise, when someone asks us to let go.
+    let revocation = guard.revocation_signal();
+    let asked = Arc::clone(&control);
+    std::thread::spawn(move || {
+        if revocation.wait() == Revocation::Requested {
+            asked.revoked();
+        }
+    });
     let mut lost = false;
     let mut gave_up = false;
     let mut kill_at = None;
@@ -328,6 +353,19 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
             if stop {
                 control.kill_child(libc::SIGTERM);
                 kill_at = Some(Instant::now() + KILL_GRACE);
+            }
+        }
+        if control.take_revocation() {
+            let OnRevoke(signal) = args.on_revoke;
+            eprintln!(
+                "fairlock: asked to let go of {name} (fairlock revoke); {}",
+                signal.map_or_else(
+                    || "letting the command finish".to_owned(),
+                    |signal| format!("sending {} to the command", signals::name(signal))
+                )
+            );
+            if let Some(signal) = signal {
+                control.kill_child(signal);
             }
         }
         if kill_at.is_some_and(|at| Instant::now() >= at) {

@@ -1,10 +1,10 @@
-//! The "lease_holder" role (tests/partitions.rs): takes locks on command
-//! and reports the moment each lease signal fires. See
-//! `roles::lease_holder` for the protocol.
+//! The "lease_holder" role (tests/partitions.rs, tests/revoke.rs): takes
+//! locks on command and reports the moment each lease signal fires, and
+//! each revocation. See `roles::lease_holder` for the protocol.
 
 use std::time::Duration;
 
-use fairlock::{Client, FairMutexGuard, LeaseEnd};
+use fairlock::{Client, FairMutexGuard, LeaseEnd, Revocation};
 
 use crate::roles::lease_holder::{DRIFT, FIXED, LEASE_MS, URL};
 use crate::{child_arg, child_commands, say};
@@ -42,6 +42,12 @@ pub fn lease_holder() {
                         _ => "released",
                     };
                     say(format!("ended {end} {}", signal.fencing_token()));
+                });
+                let revoked = taken.revocation_signal();
+                std::thread::spawn(move || {
+                    if revoked.wait() == Revocation::Requested {
+                        say(format!("revoked {}", revoked.fencing_token()));
+                    }
                 });
                 say(format!("locked {}", taken.fencing_token()));
                 guard = Some(taken);

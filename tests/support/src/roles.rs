@@ -36,7 +36,9 @@ pub mod holder {
 /// Commands: `lock <name>` → `locked <token>`; `lost?` → `lost true|false`
 /// (the guard's `is_lease_lost()` at that moment); `unlock` →
 /// `unlocked ok|<error kind>`. Whenever a held lease's signal fires, the
-/// child says `ended lost|released <token>` from the signal's own thread.
+/// child says `ended lost|released <token>` from the signal's own thread,
+/// and `revoked <token>` when a revocation asks its hold to let go
+/// (tests/revoke.rs).
 pub mod lease_holder {
     pub const URL: &str = "LEASE_HOLDER_URL";
     pub const LEASE_MS: &str = "LEASE_HOLDER_LEASE_MS";

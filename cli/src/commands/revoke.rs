@@ -1,0 +1,115 @@
+//! `fairlock revoke`: ask the holders of a lock (the mutex, or with
+//! `--semaphore`, `--rwlock` or `--election` that kind of lock of the name)
+//! to let go. Nothing is freed: each holder decides.
+
+use clap::Args;
+use fairlock::{kind, FairLock, LockKind, Ownership};
+
+use super::lock_name;
+use super::status::who;
+use crate::{Connection, Failure};
+
+/// Ask the holders of NAME to let go; they decide when (nothing is freed).
+///
+/// The mutex NAME, or with --semaphore, --rwlock or --election that lock of
+/// the name: every hold of it there now (the mutex's holder, each permit,
+/// each read and write hold, the leader) is asked, and no hold taken later.
+/// A `fairlock run` holding it passes the request on to its command as
+/// SIGTERM (or its --on-revoke signal) and releases when the command ends;
+/// a program using the library sees its guard's revocation signal fire.
+/// To free a lock whatever its holders do, use `unlock --force`.
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// Name of the lock.
+    #[arg(value_parser = lock_name)]
+    pub name: String,
+
+    /// Ask the semaphore NAME's holders (every permit) instead of the
+    /// mutex NAME's.
+    #[arg(long, conflicts_with_all = ["rwlock", "election"])]
+    pub semaphore: bool,
+
+    /// Ask the reader-writer lock NAME's holders (every read and write
+    /// hold) instead of the mutex NAME's.
+    #[arg(long, conflicts_with = "election")]
+    pub rwlock: bool,
+
+    /// Ask the leader of the election NAME to step down.
+    #[arg(long)]
+    pub election: bool,
+}
+
+/// Most holders named.
+const LISTED: usize = 100;
+
+/// Asks the holders to let go and says whom it asked; exit code 0.
+pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
+    let name = args.name.as_str();
+    let client = connection.connect()?;
+    let failed = |err| Failure::redis(err, format!("cannot revoke {name:?}"));
+    // Any number of permits names the semaphore: a revocation needs none.
+    let asked = if args.semaphore {
+        revoke(&client.fair_semaphore(name, 1))
+    } else if args.rwlock {
+        revoke(&client.fair_rwlock(name))
+    } else if args.election {
+        revoke(&client.election(name))
+    } else {
+        revoke(&client.fair_mutex(name))
+    }
+    .map_err(failed)?;
+    let label = asked.kind.label();
+    if asked.holds == 0 {
+        println!("fairlock: the {label} {name:?} is not held; nobody to ask");
+        return Ok(0);
+    }
+    // Read just before: a holder that came between the two calls is asked
+    // too, and counted as such.
+    let mut named = asked.holders;
+    if named.len() < asked.holds {
+        named.push(format!(
+            "{} that came after the last read",
+            plural(asked.holds - named.len(), "holder")
+        ));
+    }
+    println!(
+        "fairlock: asked {} of the {label} {name:?} to let go: {}",
+        plural(asked.holds, "holder"),
+        named.join(", ")
+    );
+    Ok(0)
+}
+
+/// Whom a revocation asked.
+struct Asked {
+    kind: LockKind,
+    /// The holders read just before, as "WHO (token N)".
+    holders: Vec<String>,
+    /// The holds the revocation asked.
+    holds: usize,
+}
+
+/// Revokes `lock`, naming its holders as read just before.
+fn revoke<K: kind::Named, O: Ownership>(lock: &FairLock<K, O>) -> fairlock::Result<Asked> {
+    let before = lock.status(LISTED)?;
+    let holds = lock.revoke()?;
+    let holders = before
+        .holders
+        .iter()
+        .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
+        .collect();
+    Ok(Asked {
+        kind: lock.lock_kind(),
+        holders,
+        holds,
+    })
+}
+
+/// "1 holder", "3 holders".
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}

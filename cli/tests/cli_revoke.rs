@@ -1,0 +1,139 @@
+//! `fairlock revoke` and what `fairlock run` does with a revocation, driven
+//! as built binaries against a private redis-server: `run` passes the
+//! request on to its command as a real signal (SIGTERM by default, or its
+//! `--on-revoke` signal), releases when the command ends, and exits with the
+//! command's own status; `revoke` names whom it asked, of every kind.
+
+mod cli_support;
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cli_support::{code, fairlock, output, sh, stderr, stdout, Proc, Scratch, PATIENCE};
+use fairlock_test_support::{wait_until, RedisServer};
+
+/// A command that notes when it began, and on `signal` notes when it got
+/// it and exits with `status`.
+fn trapping(began: &Path, got: &Path, signal: &str, status: i32) -> String {
+    format!(
+        "trap 'date +%s%N > {got}; kill $!; exit {status}' {signal}; date +%s%N > {began}; sleep 30 & wait",
+        got = got.display(),
+        began = began.display()
+    )
+}
+
+fn nanos(path: &Path) -> i64 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn now_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+#[test]
+fn run_passes_a_revocation_to_its_command_as_sigterm_and_exits_with_its_status() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("revoke");
+    let (began, got) = (scratch.path("began"), scratch.path("got"));
+
+    let nobody = output(fairlock(&server).args(["revoke", "job"]), PATIENCE);
+    assert_eq!(code(&nobody), 0, "{}", stderr(&nobody));
+    assert!(
+        stdout(&nobody).contains("the mutex \"job\" is not held; nobody to ask"),
+        "{}",
+        stdout(&nobody)
+    );
+
+    let script = trapping(&began, &got, "TERM", 7);
+    let run = Proc::spawn(fairlock(&server).args(["run", "job"]).args(sh(&script)));
+    assert!(wait_until(PATIENCE, || began.exists()), "the command began");
+    let sent = now_nanos();
+    let revoked = output(fairlock(&server).args(["revoke", "job"]), PATIENCE);
+    assert_eq!(code(&revoked), 0, "{}", stderr(&revoked));
+    let said = stdout(&revoked);
+    assert!(
+        said.contains("asked 1 holder of the mutex \"job\" to let go: client "),
+        "{said}"
+    );
+    let out = run.finish(PATIENCE);
+    // The command's own status: the lock was not lost, it was given back.
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "asked to let go of \"job\" (fairlock revoke); sending SIGTERM to the command"
+        ),
+        "{err}"
+    );
+    let after_ms = (nanos(&got) - sent) as f64 / 1e6;
+    eprintln!("fairlock revoke started → the command got SIGTERM: {after_ms:.1} ms");
+    // A process start and a round trip; the renewal that would also carry
+    // the request comes every 1.7 s (a 30 s lease, a 5 s waiter timeout).
+    assert!(after_ms < 1500.0, "{after_ms} ms");
+    let status = output(fairlock(&server).args(["status", "job"]), PATIENCE);
+    assert!(stdout(&status).contains("free"), "{}", stdout(&status));
+}
+
+#[test]
+fn on_revoke_picks_the_signal_and_revoke_names_every_holder_of_a_kind() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("on-revoke");
+    let mut runs = Vec::new();
+    for i in 0..2 {
+        let (began, got) = (
+            scratch.path(&format!("began{i}")),
+            scratch.path(&format!("got{i}")),
+        );
+        let script = trapping(&began, &got, "USR1", 9);
+        let run = Proc::spawn(
+            fairlock(&server)
+                .args(["run", "pool", "--permits", "2", "--on-revoke", "usr1"])
+                .args(sh(&script)),
+        );
+        assert!(wait_until(PATIENCE, || began.exists()), "command {i} began");
+        runs.push(run);
+    }
+    // The mutex of the name is another lock: nobody holds it.
+    let mutex = output(fairlock(&server).args(["revoke", "pool"]), PATIENCE);
+    assert!(stdout(&mutex).contains("is not held"), "{}", stdout(&mutex));
+    let revoked = output(
+        fairlock(&server).args(["revoke", "pool", "--semaphore"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&revoked), 0, "{}", stderr(&revoked));
+    let said = stdout(&revoked);
+    assert!(
+        said.contains("asked 2 holders of the semaphore \"pool\" to let go: ")
+            && said.matches("(token ").count() == 2,
+        "{said}"
+    );
+    for run in runs {
+        let out = run.finish(PATIENCE);
+        assert_eq!(code(&out), 9, "{}", stderr(&out));
+        assert!(stderr(&out).contains("sending SIGUSR1"), "{}", stderr(&out));
+    }
+
+    // `none` lets the command finish; a bad signal is a usage error.
+    let out = output(
+        fairlock(&server).args(["run", "calm", "--on-revoke", "none", "--", "true"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bad = output(
+        fairlock(&server).args(["run", "calm", "--on-revoke", "SIGNOPE", "--", "true"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&bad), 2, "{}", stderr(&bad));
+    let conflicting = output(
+        fairlock(&server).args(["revoke", "pool", "--semaphore", "--election"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&conflicting), 2, "{}", stderr(&conflicting));
+}

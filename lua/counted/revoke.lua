@@ -1,0 +1,55 @@
+-- counted/revoke.lua: ask every holder of a counted lock (a semaphore, a
+-- reader-writer lock) to let go. Nothing is freed: each holder decides
+-- when it releases.
+--
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; the queue
+--       keys and tokens are not used)
+-- ARGV[1] wake channel prefix
+-- ARGV[2] fence life ms (unused; kept for the common layout)
+-- Records the request in the meta, as the last token issued ("^<token>"
+-- at the end of its mark): every live hold has a token up to it and is
+-- asked; a later hold has a larger token and is not. Their renewals report
+-- it (renew.lua returns 2), so a holder whose push message was lost still
+-- hears it at its next renewal; the push is "R <token> <holders key>", once
+-- to each holding client's channel. The record goes with the last hold.
+-- Returns {holds asked (0 when none is live), the token up to which holds
+--         are asked (0 when none)}. Asking twice asks again.
+-- Cost: O(H + log H) for H live holds: GET, TIME, ZRANGEBYSCORE, SET and a
+-- PUBLISH per holding client.
+
+-- @helpers HOLDERS, META, WAKE_PREFIX, fmt, fail, server_time, wake,
+-- @helpers ask_to_let_go, parse_holder, count_used, live_used, read_meta,
+-- @helpers write_meta
+local _, now_ms = server_time()
+local meta = read_meta()
+local owners = {}
+local lone = meta.lone
+if lone then
+  if lone.ends >= now_ms then
+    owners[1] = lone.owner
+  end
+elseif meta.used > 0 then
+  -- Lease ends are the scores from 0 up; the live ones from now.
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf')) do
+    local owner = parse_holder(member)
+    if owner then
+      owners[#owners + 1] = owner
+    end
+  end
+end
+if #owners == 0 then
+  return { 0, 0 }
+end
+if meta.capacity then
+  meta.revoked = meta.last
+  write_meta(meta, nil)
+end
+local told = {}
+for _, owner in ipairs(owners) do
+  local client = string.match(owner, '^([^:]+):') or owner
+  if not told[client] then
+    told[client] = true
+    ask_to_let_go(owner, meta.last)
+  end
+end
+return { #owners, tonumber(meta.last) }

@@ -1,0 +1,25 @@
+-- mutex/revoke.lua: ask the holder of the lock to let go. Nothing is freed:
+-- the holder decides when it releases.
+--
+-- KEYS: lock, queue, deadlines (see lib.lua; the queue keys are not used)
+-- ARGV[1] wake channel prefix
+-- ARGV[2] fence life ms (unused; kept for the common layout)
+-- Records the request in the lock key, as its mark's last word "^<token>"
+-- with the hold's token: the hold of now (re-entries included) is asked,
+-- a later hold has a larger token and is not. Its renewals report it
+-- (renew.lua returns 2), so a holder whose push message was lost still
+-- hears it at its next renewal; the push is "R <token> <lock key>" on the
+-- holder's client channel.
+-- Returns {holds asked (1, or 0 when the lock is free), the token up to
+--         which holds are asked (0 when none)}. Asking twice asks again.
+-- Cost: O(1): GET, PTTL, SET and one PUBLISH.
+
+-- @helpers LOCK, WAKE_PREFIX, fail, read_lock, write_hold, split_mark,
+-- @helpers with_revocation, wake, ask_to_let_go
+local token, holder, calls, mark, fence = read_lock(redis.call('GET', LOCK))
+if not holder then
+  return { 0, 0 }
+end
+write_hold(token, holder, calls, with_revocation(mark, token), fence, nil)
+ask_to_let_go(holder, token)
+return { 1, tonumber(token) }

@@ -1,0 +1,46 @@
+//! `revoke.lua`: ask the holders of a lock to let go. Nothing is freed:
+//! each holder decides when it releases.
+
+use redis::Value;
+
+use crate::error::Result;
+use crate::protocol::operation::{count, unexpected, Op, Operation};
+
+/// Asks every hold of the lock present now to let go: the request is
+/// recorded beside the holds (up to the last token issued), each holder's
+/// renewals report it, and each holding client is sent `R <token> <lock
+/// key>` at once.
+pub struct Revoke;
+
+/// What a revocation asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Revoked {
+    /// The live holds asked to let go (0: nobody held the lock).
+    pub holds: u64,
+    /// Holds whose tokens are up to this one are asked (0 when none).
+    pub up_to: u64,
+}
+
+impl Operation for Revoke {
+    type Reply = Revoked;
+    const OP: Op = Op::Revoke;
+
+    fn args(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn parse(&self, reply: Value) -> Result<Revoked> {
+        let values = match reply {
+            Value::Array(values) => values,
+            Value::ServerError(err) => return Err(crate::Error::from_server(err)),
+            other => return Err(unexpected(&other)),
+        };
+        match values.as_slice() {
+            [holds, up_to] => Ok(Revoked {
+                holds: count(holds)?,
+                up_to: count(up_to)?,
+            }),
+            _ => Err(unexpected(&values)),
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! A revocation (revoke.lua) driven directly, on every kind: it frees
+//! nothing, records the request beside the holds of its time (the mutex's
+//! lock key, the counted meta) and every renewal of such a hold says so
+//! (renew.lua's 2), through every step that writes a hold again (a
+//! re-entry and its release, a second hold beside a lone one, another
+//! hold's release), but never of a hold taken after it; the marks that make
+//! a release or a force release delivered twice count once work beside it,
+//! and the record goes with the last hold.
+
+use std::time::Duration;
+
+use fairlock::__test_support::{RenewReply, Revoke, Revoked};
+
+use crate::driver::*;
+
+fn renewal(s: &mut Lock, hold: &Hold, lease: Option<Duration>) -> RenewReply {
+    s.run(&Renew {
+        owner: &hold.owner,
+        token: hold.token,
+        call: hold.call,
+        lease,
+    })
+    .unwrap()
+}
+
+fn revoke(s: &mut Lock) -> Revoked {
+    s.run(&Revoke).unwrap()
+}
+
+/// Holds asked are renewed and told so; the others are renewed.
+fn assert_asked(s: &mut Lock, asked: &[&Hold], not_asked: &[&Hold]) {
+    for hold in asked {
+        assert_eq!(
+            renewal(s, hold, Some(LONG)),
+            RenewReply::Revoked,
+            "{hold:?}"
+        );
+        assert_eq!(renewal(s, hold, None), RenewReply::Revoked, "{hold:?}");
+    }
+    for hold in not_asked {
+        assert_eq!(
+            renewal(s, hold, Some(LONG)),
+            RenewReply::Renewed,
+            "{hold:?}"
+        );
+    }
+}
+
+#[test]
+fn a_revocation_asks_the_holds_of_its_time_and_no_later_one() {
+    for kind in [
+        LockKind::Mutex,
+        LockKind::Election,
+        LockKind::Semaphore,
+        LockKind::RwLock,
+    ] {
+        let mut s = kind.lock("revoked");
+        let one = kind.one(3);
+        assert_eq!(
+            revoke(&mut s),
+            Revoked { holds: 0, up_to: 0 },
+            "{kind:?}: free"
+        );
+        let a = s.take("a:1", 1, one);
+        assert_eq!(
+            revoke(&mut s),
+            Revoked {
+                holds: 1,
+                up_to: a.token
+            },
+            "{kind:?}"
+        );
+        assert_asked(&mut s, &[&a], &[]);
+        if kind == LockKind::Mutex || kind == LockKind::Election {
+            // A re-entry shares the hold (and its token): asked; its
+            // release writes the hold again, still asked.
+            let again = s.take_with("a:1", 2, one, a.token);
+            assert_eq!(again.token, a.token);
+            assert_eq!(s.release(&again), ReleaseReply::Released { left: 1 });
+            assert_asked(&mut s, &[&a], &[]);
+            assert_eq!(s.release(&a), ReleaseReply::Released { left: 0 });
+            // Delivered twice, it still counts once (the mark beside the
+            // request is read as before).
+            assert_eq!(s.release(&a), ReleaseReply::Released { left: 0 });
+            let b = s.take("b:1", 3, one);
+            assert_asked(&mut s, &[], &[&b]);
+            // A force release of an asked hold, delivered twice, frees once.
+            assert_eq!(revoke(&mut s).holds, 1);
+            let freed = s.force_release("op#1");
+            assert_eq!(freed.holder.as_deref(), Some("b:1"));
+            assert_eq!(s.force_release("op#1"), freed);
+            assert_eq!(renewal(&mut s, &b, Some(LONG)), RenewReply::Lost);
+            let c = s.take("c:1", 4, one);
+            assert_asked(&mut s, &[], &[&c]);
+        } else {
+            // A second hold, after the request, moves the lone one into the
+            // holders zset beside it: the first still asked, not the second.
+            let b = s.take("b:1", 2, one);
+            assert_asked(&mut s, &[&a], &[&b]);
+            // Asked again: both, and a third hold after that is not.
+            assert_eq!(
+                revoke(&mut s),
+                Revoked {
+                    holds: 2,
+                    up_to: b.token
+                }
+            );
+            let c = s.take("c:1", 3, one);
+            assert_asked(&mut s, &[&a, &b], &[&c]);
+            assert_eq!(s.release(&a), RELEASED);
+            assert_eq!(s.release(&a), RELEASED, "delivered twice");
+            assert_asked(&mut s, &[&b], &[&c]);
+            assert_eq!(s.release(&b), RELEASED);
+            assert_asked(&mut s, &[], &[&c]);
+            assert_eq!(s.release(&c), RELEASED);
+            let meta = s.meta().unwrap();
+            assert!(
+                !meta.contains('^'),
+                "the record goes with the last hold: {meta}"
+            );
+            let d = s.take("d:1", 4, one);
+            assert_asked(&mut s, &[], &[&d]);
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! Cooperative revocation (`FairLock::revoke`): every current holder of a
+//! name, of every kind, bound or unbound, is asked to let go and keeps its
+//! hold until it does; the push message reaches it within a round trip
+//! (also in another process), a lost message is made up for by the next
+//! renewal's reply, and a hold taken after the request is never asked.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fairlock::{AnyGuard, Client, Revocation, RevocationSignal, Unbound};
+use fairlock_test_support::roles::lease_holder;
+use fairlock_test_support::*;
+
+/// A watchdog period of 10 s (a third of min(lease, waiter timeout)): no
+/// renewal comes within a test, so what is heard came by the message.
+fn quiet_client(server: &RedisServer) -> Client {
+    Client::builder(&server.url())
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// A watchdog period of 50 ms: renewals every 50 ms.
+const SHORT_LEASE: Duration = Duration::from_millis(150);
+
+/// A thread blocked on `signal`: how the wait ended, and when.
+fn watch(signal: RevocationSignal) -> mpsc::Receiver<(Revocation, Instant)> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let outcome = signal.wait();
+        let _ = tx.send((outcome, Instant::now()));
+    });
+    rx
+}
+
+#[test]
+fn every_kind_of_hold_is_asked_by_its_message_within_a_round_trip_and_keeps_its_hold() {
+    let server = RedisServer::start();
+    let holder = quiet_client(&server);
+    let operator = quiet_client(&server);
+    let wait = Duration::from_secs(5);
+
+    // Every kind, each bound and unbound; an election's leader; the parts
+    // of a multi-lock (a mutex and a read).
+    let mut guards: Vec<(String, fairlock::LockKind, AnyGuard<Unbound>)> = Vec::new();
+    let mut bound: Vec<(String, fairlock::LockKind, AnyGuard)> = Vec::new();
+    for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
+        let name = format!("unbound-{kind:?}");
+        let guard = take::<Unbound>(&holder, kind, &name, LeasePolicy::Client, wait)
+            .unwrap()
+            .unwrap();
+        guards.push((name, kind.lock_kind(), guard));
+        let name = format!("bound-{kind:?}");
+        let guard = take::<fairlock::Bound>(&holder, kind, &name, LeasePolicy::Client, wait)
+            .unwrap()
+            .unwrap();
+        bound.push((name, kind.lock_kind(), guard));
+    }
+    let leadership = holder.election("leader").campaign().unwrap();
+    let multi = holder
+        .fair_multi_lock(["multi-a"])
+        .and_read("multi-b")
+        .lock()
+        .unwrap();
+
+    let mut signals: Vec<(String, fairlock::LockKind, RevocationSignal)> = Vec::new();
+    for (name, kind, guard) in &guards {
+        signals.push((name.clone(), *kind, guard.revocation_signal()));
+    }
+    for (name, kind, guard) in &bound {
+        signals.push((name.clone(), *kind, guard.revocation_signal()));
+    }
+    signals.push((
+        "leader".into(),
+        fairlock::LockKind::Election,
+        leadership.revocation_signal(),
+    ));
+    for part in multi.parts() {
+        let kind = if part.access().is_some() {
+            fairlock::LockKind::RwLock
+        } else {
+            fairlock::LockKind::Mutex
+        };
+        signals.push((part.name().to_owned(), kind, part.revocation_signal()));
+    }
+    assert!(!multi.is_revoked());
+
+    let mut delays = Vec::new();
+    for (name, kind, signal) in &signals {
+        assert!(!signal.is_revoked(), "{name}");
+        assert_eq!(signal.wait_timeout(Duration::ZERO), None, "{name}");
+        let watcher = watch(signal.clone());
+        let sent = Instant::now();
+        let asked = revoke(&operator, *kind, name);
+        assert_eq!(asked, 1, "{name}: one hold asked");
+        let (outcome, at) = watcher
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{name}: the revocation signal did not fire"));
+        assert_eq!(outcome, Revocation::Requested, "{name}");
+        assert!(signal.is_revoked(), "{name}");
+        delays.push(ms(at.saturating_duration_since(sent)));
+        // Asked, not taken: the holder still holds, and nobody else can.
+        let status = operator.status(*kind, name, 10).unwrap();
+        assert_eq!(status.holder_count, 1, "{name}: still held");
+        assert_eq!(
+            status.holders[0].fencing_token,
+            signal.fencing_token(),
+            "{name}"
+        );
+    }
+    delays.sort_by(f64::total_cmp);
+    eprintln!(
+        "revoke() sent → revocation signal (ms), {} holds, no renewal in the window: {delays:.2?}",
+        delays.len()
+    );
+    // The message's path: the fallback (a renewal) is 10 s away.
+    assert!(*delays.last().unwrap() < 1000.0, "{delays:?}");
+
+    assert!(multi.is_revoked());
+    assert!(leadership.is_revoked());
+    for (name, _, guard) in guards {
+        assert!(guard.is_revoked() && !guard.is_lease_lost(), "{name}");
+        // Released by another thread: an unbound hold, still its own.
+        thread::spawn(move || guard.unlock())
+            .join()
+            .unwrap()
+            .unwrap_or_else(|err| panic!("{name}: {err}"));
+    }
+    for (name, _, guard) in bound {
+        assert!(guard.is_revoked() && !guard.is_lease_lost(), "{name}");
+        guard.unlock().unwrap_or_else(|err| panic!("{name}: {err}"));
+    }
+    leadership.unlock().unwrap();
+    multi.unlock().unwrap();
+    // The signals outlive their guards, and say what came first.
+    for (name, _, signal) in &signals {
+        assert_eq!(signal.wait(), Revocation::Requested, "{name}");
+    }
+    // Nobody holds them now: nothing to ask.
+    assert_eq!(operator.fair_mutex("bound-Mutex").revoke().unwrap(), 0);
+    assert_eq!(operator.fair_rwlock("bound-Read").revoke().unwrap(), 0);
+}
+
+/// `client`'s revocation of the `kind` of lock `name`: the holds it asked.
+fn revoke(client: &Client, kind: fairlock::LockKind, name: &str) -> usize {
+    match kind {
+        fairlock::LockKind::Mutex => client.fair_mutex(name).revoke(),
+        fairlock::LockKind::Semaphore => client.fair_semaphore(name, SEMAPHORE_PERMITS).revoke(),
+        fairlock::LockKind::RwLock => client.fair_rwlock(name).revoke(),
+        _ => client.election(name).revoke(),
+    }
+    .unwrap()
+}
+
+#[test]
+fn a_hold_taken_after_the_revocation_is_never_asked() {
+    let server = RedisServer::start();
+    let renewed = || {
+        Client::builder(&server.url())
+            .lease(SHORT_LEASE)
+            .waiter_timeout(SHORT_LEASE)
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (renewed(), renewed());
+    let operator = quiet_client(&server);
+
+    // A reader-writer lock read by two clients: both asked.
+    let read_1 = first.fair_rwlock("rw").read().unwrap();
+    let read_2 = second.fair_rwlock("rw").unbound().read().unwrap();
+    assert_eq!(operator.fair_rwlock("rw").revoke().unwrap(), 2);
+    // A semaphore of 2 permits: the permit held is asked.
+    let permit_1 = first.fair_semaphore("sem", 2).acquire().unwrap();
+    assert_eq!(operator.fair_semaphore("sem", 2).revoke().unwrap(), 1);
+    // A mutex: its holder is asked, and releases.
+    let mutex_1 = first.fair_mutex("m").lock().unwrap();
+    assert_eq!(operator.fair_mutex("m").revoke().unwrap(), 1);
+    // A mutex held with a fixed lease: asked, and left to run out (the
+    // lock key keeps the request, which must not ask the next holder).
+    let fixed_1 = first
+        .fair_mutex("f")
+        .with_fixed_lease(Duration::from_millis(100))
+        .lock()
+        .unwrap();
+    assert_eq!(operator.fair_mutex("f").revoke().unwrap(), 1);
+    let asked = [
+        read_1.revocation_signal(),
+        read_2.revocation_signal(),
+        permit_1.revocation_signal(),
+        mutex_1.revocation_signal(),
+        fixed_1.revocation_signal(),
+    ];
+    for signal in &asked {
+        assert_eq!(
+            signal.wait_timeout(Duration::from_secs(5)),
+            Some(Revocation::Requested)
+        );
+    }
+
+    // Holds taken after the requests, beside the asked ones or after them.
+    let read_3 = second.fair_rwlock("rw").read().unwrap();
+    let permit_2 = second.fair_semaphore("sem", 2).acquire().unwrap();
+    let next = {
+        let second = second.clone();
+        thread::spawn(move || {
+            let guard = second.fair_mutex("m").unbound().lock().unwrap();
+            let after_fixed = second.fair_mutex("f").unbound().lock().unwrap();
+            (guard, after_fixed)
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || operator
+        .fair_mutex("m")
+        .queue_len()
+        .unwrap()
+        == 1));
+    mutex_1.unlock().unwrap();
+    let (mutex_2, after_fixed) = join_within(next, Duration::from_secs(5), "the next holders");
+    assert!(fixed_1.is_lease_lost(), "its fixed lease ran out");
+    assert!(after_fixed.fencing_token() > fixed_1.fencing_token());
+
+    // Each later hold is renewed many times (lease 150 ms, renewed every
+    // 50 ms: held 450 ms, it would be lost without them), and never asked.
+    let later = [
+        read_3.revocation_signal(),
+        permit_2.revocation_signal(),
+        mutex_2.revocation_signal(),
+        after_fixed.revocation_signal(),
+    ];
+    assert_eq!(later[0].wait_timeout(3 * SHORT_LEASE), None);
+    for (signal, lost) in later.iter().zip([
+        read_3.is_lease_lost(),
+        permit_2.is_lease_lost(),
+        mutex_2.is_lease_lost(),
+        after_fixed.is_lease_lost(),
+    ]) {
+        assert!(!lost, "renewed meanwhile");
+        assert!(!signal.is_revoked(), "token {}", signal.fencing_token());
+    }
+    // The asked ones still hold (a revocation takes nothing away).
+    assert!(!read_1.is_lease_lost() && !read_2.is_lease_lost() && !permit_1.is_lease_lost());
+    for guard in [read_1, read_3] {
+        guard.unlock().unwrap();
+    }
+    read_2.unlock().unwrap();
+    permit_1.unlock().unwrap();
+    permit_2.unlock().unwrap();
+    mutex_2.unlock().unwrap();
+    after_fixed.unlock().unwrap();
+    drop(fixed_1);
+}
+
+#[test]
+fn a_holder_whose_message_is_lost_hears_of_it_at_its_next_renewal() {
+    let server = RedisServer::start();
+    // A user allowed every command, key and channel, whose channels are
+    // taken away once its client subscribed: the server closes the
+    // subscription and refuses it again, so no message reaches the client.
+    let mut admin = server.conn();
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "deaf", "on", ">deaf", "~*", "&*", "+@all"][..])
+        .query(&mut admin)
+        .unwrap();
+    let holder = Client::builder(&server.url_as("deaf", "deaf"))
+        .lease(SHORT_LEASE)
+        .waiter_timeout(SHORT_LEASE)
+        .build()
+        .unwrap();
+    let operator = quiet_client(&server);
+    let wait = Duration::from_secs(5);
+
+    let mut held: Vec<(String, fairlock::LockKind, AnyGuard<Unbound>)> = Vec::new();
+    for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
+        let name = format!("deaf-{kind:?}");
+        let guard = take::<Unbound>(&holder, kind, &name, LeasePolicy::Client, wait)
+            .unwrap()
+            .unwrap();
+        held.push((name, kind.lock_kind(), guard));
+    }
+    let bound = holder.fair_mutex("deaf-bound").lock().unwrap();
+    let leadership = holder.election("deaf-leader").campaign().unwrap();
+    let multi = holder
+        .fair_multi_lock(["deaf-multi-a"])
+        .and_write("deaf-multi-b")
+        .lock()
+        .unwrap();
+    let mut signals: Vec<(String, fairlock::LockKind, RevocationSignal)> = held
+        .iter()
+        .map(|(name, kind, guard)| (name.clone(), *kind, guard.revocation_signal()))
+        .collect();
+    signals.push((
+        "deaf-bound".into(),
+        fairlock::LockKind::Mutex,
+        bound.revocation_signal(),
+    ));
+    signals.push((
+        "deaf-leader".into(),
+        fairlock::LockKind::Election,
+        leadership.revocation_signal(),
+    ));
+    signals.push((
+        "deaf-multi-a".into(),
+        fairlock::LockKind::Mutex,
+        multi.parts()[0].revocation_signal(),
+    ));
+    signals.push((
+        "deaf-multi-b".into(),
+        fairlock::LockKind::RwLock,
+        multi.parts()[1].revocation_signal(),
+    ));
+
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "deaf", "resetchannels"][..])
+        .query(&mut admin)
+        .unwrap();
+    let channel = format!("fairlock:wake:{}", holder.id());
+    let listeners = |admin: &mut redis::Connection| -> i64 {
+        let numsub: (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query(admin)
+            .unwrap();
+        numsub.1
+    };
+    assert!(
+        wait_until(wait, || listeners(&mut admin) == 0),
+        "the holder's subscription is closed"
+    );
+
+    let mut delays = Vec::new();
+    for (name, kind, signal) in &signals {
+        let watcher = watch(signal.clone());
+        let sent = Instant::now();
+        assert_eq!(revoke(&operator, *kind, name), 1, "{name}");
+        let (outcome, at) = watcher
+            .recv_timeout(wait)
+            .unwrap_or_else(|_| panic!("{name}: not heard by the next renewal"));
+        assert_eq!(outcome, Revocation::Requested, "{name}");
+        delays.push(ms(at.saturating_duration_since(sent)));
+    }
+    assert_eq!(
+        listeners(&mut admin),
+        0,
+        "no message could reach the holder"
+    );
+    delays.sort_by(f64::total_cmp);
+    eprintln!(
+        "revoke() sent → revocation signal by the renewal (ms), renewed every 50 ms: {delays:.1?}"
+    );
+    // The next renewal: at most one period (50 ms) and its round trip away.
+    assert!(*delays.last().unwrap() < 50.0 + 400.0, "{delays:?}");
+    for (name, _, guard) in held {
+        assert!(!guard.is_lease_lost(), "{name}");
+        guard.unlock().unwrap_or_else(|err| panic!("{name}: {err}"));
+    }
+    bound.unlock().unwrap();
+    leadership.unlock().unwrap();
+    multi.unlock().unwrap();
+}
+
+#[test]
+fn a_holder_in_another_process_is_asked_within_a_round_trip() {
+    let server = RedisServer::start();
+    let operator = quiet_client(&server);
+    let mut children = Children::new(env!("CARGO_BIN_EXE_fairlock-test-child"));
+    // Renewed every 10 s: what the child hears within the test came by the
+    // message.
+    let child = children.spawn(
+        "lease_holder",
+        &[
+            (lease_holder::URL, server.url()),
+            (lease_holder::LEASE_MS, "30000".into()),
+            (lease_holder::FIXED, "0".into()),
+            (lease_holder::DRIFT, "default".into()),
+        ],
+    );
+    let patience = Duration::from_secs(10);
+    children.expect_text(child, "ready", patience);
+    let mut delays = Vec::new();
+    for round in 0..3 {
+        let name = format!("remote-{round}");
+        children.send(child, &format!("lock {name}"));
+        let token: u64 = children.expect_prefix(child, "locked ", patience).words()[1]
+            .parse()
+            .unwrap();
+        let sent = Instant::now();
+        assert_eq!(operator.fair_mutex(&name).revoke().unwrap(), 1);
+        let heard = children.expect_text(child, &format!("revoked {token}"), patience);
+        delays.push(ms(heard.at.saturating_duration_since(sent)));
+        children.send(child, "lost?");
+        children.expect_text(child, "lost false", patience);
+        children.send(child, "unlock");
+        children.expect_text(child, "unlocked ok", patience);
+    }
+    delays.sort_by(f64::total_cmp);
+    eprintln!("revoke() sent → the holder process says it heard (ms): {delays:.2?}");
+    // The message's path: the child's renewals are 10 s apart.
+    assert!(*delays.last().unwrap() < 1000.0, "{delays:?}");
+}
