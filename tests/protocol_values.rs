@@ -115,7 +115,7 @@ fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine(
     assert_eq!(election.kind(), LockKind::Election);
     assert_eq!(
         election.all,
-        ["elect", "electq", "electd"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["elect", "electq", "electd", "electh"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(election.slot, mutex.slot);
     for other in [&mutex, &sem, &rw] {
