@@ -7,6 +7,8 @@
 //! fairlock [--url URL] status NAME [--mutex] [--semaphore] [--rwlock] [--election] [--json]
 //! fairlock [--url URL] status NAME --watch [INTERVAL] [--json] [--count N]
 //! fairlock [--url URL] unlock NAME --force
+//! fairlock [--url URL] elect NAME [--value VALUE] [--wait DURATION] [--kill-on-loss] -- COMMAND [ARGS...]
+//! fairlock [--url URL] elect NAME --observe [--json]
 //! ```
 //!
 //! The `fairlock-cli` package of the workspace: `cargo install --path cli`.
@@ -23,7 +25,7 @@ mod watch;
 use clap::{Parser, Subcommand};
 use fairlock::{Client, ErrorKind};
 
-use commands::{run, status, unlock};
+use commands::{elect, run, status, unlock};
 
 /// Exit codes of fairlock itself; a command that ran passes its own through.
 pub mod exit {
@@ -64,7 +66,8 @@ Exit codes of `fairlock run`:
   127    the command was not found
   128+N  the command died of signal N; or fairlock got SIGINT (130) or
          SIGTERM (143) while waiting (nothing was run)
-`status` and `unlock` exit with 0, 2 or 69.";
+`fairlock elect` exits as `run` (70: the leadership was lost);
+`elect --observe`, `status` and `unlock` exit with 0, 2 or 69.";
 
 /// flock(1) for a fleet of machines: run a command only when it is this
 /// caller's turn on a named lock in Redis, in arrival order.
@@ -115,6 +118,7 @@ enum Command {
     Run(run::RunArgs),
     Status(status::StatusArgs),
     Unlock(unlock::UnlockArgs),
+    Elect(elect::ElectArgs),
 }
 
 /// Why fairlock stops before or around the command, with its exit code.
@@ -267,6 +271,7 @@ fn main() {
         Command::Run(args) => run::exec(&connection, args),
         Command::Status(args) => status::exec(&connection, args),
         Command::Unlock(args) => unlock::exec(&connection, args),
+        Command::Elect(args) => elect::exec(&connection, args),
     };
     match result {
         Ok(code) => exit_now(code),

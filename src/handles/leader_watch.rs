@@ -1,8 +1,8 @@
 //! `LeaderWatch`: every change of an election's leader (each new leader,
 //! each vacancy), in order, from the election's history of changes and its
 //! state, read in one step whenever a message on its channel says it
-//! changed, and at least every `min(lease, timeout)` (a lease that ran out
-//! says nothing). The history (lua/lib.lua: `ANNOUNCE`) links each change
+//! changed, just after the leader's lease would run out, and at least
+//! every `min(lease, timeout)` (a lease that ran out says nothing). The history (lua/lib.lua: `ANNOUNCE`) links each change
 //! to the last term before it, so a watch that lost messages knows what it
 //! missed, and when it cannot know, says so.
 
@@ -67,6 +67,10 @@ fn subscription(election: &Election) -> Result<redis::Connection> {
     let channel = election_channel(&shared.config().key_prefix, election.name());
     shared.subscription(&channel)
 }
+
+/// How long after the leader's lease would run out a watch reads the
+/// election again, to see the vacancy a lease that ran out leaves.
+const LEASE_END_MARGIN: Duration = Duration::from_millis(10);
 
 /// What a watch heard when it waited for a message.
 enum Heard {
@@ -172,9 +176,10 @@ impl LeaderEvent {
 /// [`next`](Self::next) returns the next change, a [`LeaderEvent`], in
 /// the order of terms. It reads the election (its state and its history
 /// of changes, in one step) when a message on the election's channel says
-/// it changed, and at least every `min(lease, timeout)` of its call in any
-/// case, so that a change that said nothing (a leader whose lease ran out,
-/// a message lost) is still seen; the history gives it the leaders that
+/// it changed, just after the leader's lease would run out, and at least
+/// every `min(lease, timeout)` of its call in any case, so that a change
+/// that said nothing (a leader whose lease ran out, a message lost) is
+/// still seen; the history gives it the leaders that
 /// came and went between two reads, and tells it when it cannot have them
 /// all ([`LeaderEvent::Missed`]). Its connection closes when it is
 /// dropped.
@@ -279,6 +284,11 @@ impl LeaderWatch {
             Status::read_election(self.election.shared(), self.election.target())?;
         let leader = status.holder().map(Leader::of);
         let last_term = status.last_fencing_token;
+        // A lease that runs out says nothing: read again just after it
+        // would (a renewed one is found renewed, and read again later).
+        if let Some(left) = leader.as_ref().and_then(|l| l.remaining_lease) {
+            self.next_read = self.next_read.min(sent + left + LEASE_END_MARGIN);
+        }
         let recent = self.recently_read(sent);
         self.last_read = Some(sent);
         let Some(known) = self.known else {

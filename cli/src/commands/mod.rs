@@ -1,5 +1,6 @@
 //! The subcommands, one file each: its arguments and its `exec`.
 
+pub mod elect;
 pub mod run;
 pub mod status;
 pub mod unlock;
