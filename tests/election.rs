@@ -43,7 +43,8 @@ impl Observer {
             while !stopped.load(Ordering::SeqCst) {
                 match watch.next(Duration::from_millis(200)).expect("watch") {
                     Some(LeaderEvent::Leads(leader)) => {
-                        if tx.send((Instant::now(), leader)).is_err() {
+                        let sent = tx.send((Instant::now(), leader));
+                        if sent.is_err() {
                             return;
                         }
                     }
