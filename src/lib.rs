@@ -179,8 +179,8 @@
 //! let leadership = election.with_value("node-1").campaign()?; // waits its turn
 //! println!("leading, term {}", leadership.term());
 //!
-//! let mut watch = election.watch()?;
-//! if let Some(leader) = watch.next(Duration::from_secs(1))? {
+//! let mut watch = election.watch()?; // every new leader and vacancy, in order
+//! if let Some(fairlock::LeaderEvent::Leads(leader)) = watch.next(Duration::from_secs(1))? {
 //!     println!("{} leads", leader.value); // node-1
 //! }
 //! leadership.unlock()?; // resigns: the next candidate leads at once
