@@ -18,7 +18,10 @@
 //! block starts with the line `-- @election` is the election's version of
 //! the one right before it (of the same name): the election's scripts are
 //! the mutex's files assembled with it in that one's place (issue 28: its
-//! scripts announce its leaders, the mutex's pay nothing for that).
+//! scripts announce its leaders, the mutex's pay nothing for that). The
+//! election's version of a value may be a function (ANNOUNCE: nil for the
+//! mutex, for an election the function that publishes and keeps each
+//! change, issue 30).
 
 use std::env;
 use std::fs;
@@ -118,6 +121,20 @@ fn library_head(definitions: &[Definition]) -> String {
         head.push_str(&definition.text);
         head.push('\n');
     }
+    // A value whose election's version is a function (ANNOUNCE): that
+    // function once, as `<NAME>_election`, which `begin` gives the value.
+    for value in &values {
+        if let Some(version) = value.election.as_deref().filter(|v| is_function(v)) {
+            let name = &value.name;
+            let from = format!("local function {name}(");
+            assert!(
+                version.contains(&from),
+                "the election's {name} is no function"
+            );
+            head.push_str(&version.replacen(&from, &format!("local function {name}_election("), 1));
+            head.push('\n');
+        }
+    }
     head.push_str("-- Sets the values lib.lua's one-line definitions give, for one call.\n");
     head.push_str("local function begin(keys, argv, election)\n  KEYS, ARGV = keys, argv\n");
     for value in values {
@@ -126,6 +143,11 @@ fn library_head(definitions: &[Definition]) -> String {
             line.trim_start_matches("local ").to_owned()
         };
         match &value.election {
+            Some(version) if is_function(version) => head.push_str(&format!(
+                "  if election then\n    {name} = {name}_election\n  else\n    {}\n  end\n",
+                assignment(&value.text),
+                name = value.name
+            )),
             Some(version) => head.push_str(&format!(
                 "  if election then\n    {}\n  else\n    {}\n  end\n",
                 assignment(version),
@@ -139,12 +161,15 @@ fn library_head(definitions: &[Definition]) -> String {
 }
 
 /// Whether a definition of lib.lua is a one-line value (`local NAME =
-/// ...`) rather than a function.
+/// ...`) rather than a function (an election's version of a value may be
+/// a function: see `library_head`).
 fn is_value(definition: &Definition) -> bool {
-    !definition
-        .text
-        .lines()
-        .any(|l| l.starts_with("local function "))
+    !is_function(&definition.text)
+}
+
+/// Whether the text of a definition is a function's.
+fn is_function(text: &str) -> bool {
+    text.lines().any(|l| l.starts_with("local function "))
 }
 
 /// The registration of one operation's function in the library: its file's

@@ -10,7 +10,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::Client;
+use fairlock::{Client, LeaderEvent};
 
 const CANDIDATES: usize = 3;
 
@@ -26,9 +26,13 @@ fn main() -> fairlock::Result<()> {
         let mut seen = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         while seen.len() < CANDIDATES && Instant::now() < deadline {
-            if let Some(leader) = watch.next(Duration::from_secs(1))? {
-                println!("watcher: {} leads, term {}", leader.value, leader.term);
-                seen.push((leader.term, leader.value));
+            match watch.next(Duration::from_secs(1))? {
+                Some(LeaderEvent::Leads(leader)) => {
+                    println!("watcher: {} leads, term {}", leader.value, leader.term);
+                    seen.push((leader.term, leader.value));
+                }
+                Some(other) => println!("watcher: {other}"), // a vacancy
+                None => {}
             }
         }
         Ok(seen)

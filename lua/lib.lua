@@ -72,7 +72,11 @@
 -- An election (the mutex's engine on keys of its own) also says on its
 -- channel "<token> <value> <owner>" when it grants its lock (value: what
 -- follows the first '@' in the owner id) and "resigned <token>" when a
--- hold ends with nobody to hand it to (ANNOUNCE).
+-- hold ends with nobody to hand it to (ANNOUNCE), and keeps each of those
+-- changes in a fourth key of its own:
+--   KEYS[4] history    list    "<last term before it> <message>", newest
+--                              first, the newest 16, kept a fence life
+--                              after the last change
 -- Time is read only from the server's TIME, and only where a token or a
 -- deadline needs it; clients never send timestamps.
 
@@ -82,19 +86,6 @@ local DEADLINES = KEYS[3]
 local HOLDERS = KEYS[1]
 local META = KEYS[5]
 local WAKE_PREFIX = ARGV[1]
-
--- The channel an election's scripts announce its leaders on; nil in the
--- mutex's, which announce nothing (and pay one nil check where an
--- election's announce). build.rs assembles the election's scripts from the
--- mutex's files with the `@election` definition below in its place.
-local ANNOUNCE = nil
--- @election
--- The election's channel "<key prefix>:election:<name>", from its lock key
--- "<key prefix>:{<tag>}:elect:<name>" (a key prefix holds no '{'). An
--- announcement is a pcall: one the caller's ACL user may not make (a
--- channel it is not granted) fails alone and the step it tells of stands,
--- as when a message is lost (watchers read the election on their own too).
-local ANNOUNCE = (string.gsub(LOCK, '^([^{]*){%x+}:elect:', '%1election:', 1))
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15). '%d'
 -- formats through a C long, 64 bits on every server fairlock runs on, so
@@ -132,6 +123,32 @@ end
 -- How long a lock's key (its last token and mark) outlives the hold that
 -- wrote it, freed or run out (the client's fence_life).
 local FENCE_LIFE = ms_arg(ARGV[2], 'fence life')
+
+-- How an election tells of each change of its leader, ANNOUNCE(message,
+-- last): nil in the mutex's scripts, which announce nothing (and pay one
+-- nil test where an election's announce). build.rs assembles the
+-- election's scripts from the mutex's files with the `@election`
+-- definition below in its place.
+local ANNOUNCE = nil
+-- @election
+-- Says `message` on the election's channel "<key prefix>:election:<name>"
+-- (from its lock key "<key prefix>:{<tag>}:elect:<name>"; a key prefix
+-- holds no '{') and keeps "<last> <message>" in its history (KEYS[4], a
+-- list, newest first), `last` being the last term issued before the
+-- change: the newest 16 changes (fairlock::ELECTION_HISTORY_LEN), kept a
+-- fence life after the last one, so that a watcher that lost messages
+-- reads what it missed, and from `last` knows whether it missed more.
+-- O(1): LPUSH, an LTRIM that drops at most one entry, PEXPIRE. Each is a
+-- pcall: one the caller's ACL user may not make (a channel it is not
+-- granted, a list command an older ACL line lacks) fails alone and the
+-- step it tells of stands; a message lost is read from the history, and a
+-- change the history lacks makes a watcher say it missed some.
+local function ANNOUNCE(message, last)
+  redis.pcall('PUBLISH', (string.gsub(LOCK, '^([^{]*){%x+}:elect:', '%1election:', 1)), message)
+  redis.pcall('LPUSH', KEYS[4], string.format('%d', last) .. ' ' .. message)
+  redis.pcall('LTRIM', KEYS[4], 0, 15)
+  redis.pcall('PEXPIRE', KEYS[4], FENCE_LIFE)
+end
 
 -- The parts of the lock key's value `stored` (what GET gave: callers read
 -- it themselves, so a fast path that needs less reads it once): last token
@@ -219,8 +236,7 @@ local function take(owner, ttl, now_us, call, last, mark)
   token = fmt(token)
   write_hold(token, owner, call, mark, FENCE_LIFE, ttl)
   if ANNOUNCE then
-    redis.pcall('PUBLISH', ANNOUNCE,
-      token .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner)
+    ANNOUNCE(token .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner, last)
   end
   return tonumber(token)
 end
@@ -415,7 +431,7 @@ local function free_lock(now_us, now_ms, token, mark)
   if not owner then
     write_free(token, mark)
     if ANNOUNCE then
-      redis.pcall('PUBLISH', ANNOUNCE, 'resigned ' .. token)
+      ANNOUNCE('resigned ' .. token, token)
     end
   end
   return owner, wait_id, new_token, ttl

@@ -187,8 +187,8 @@
 //! let leadership = election.with_value("node-1").campaign()?; // waits its turn
 //! println!("leading, term {}", leadership.term());
 //!
-//! let mut watch = election.watch()?;
-//! if let Some(leader) = watch.next(Duration::from_secs(1))? {
+//! let mut watch = election.watch()?; // every new leader and vacancy, in order
+//! if let Some(fairlock::LeaderEvent::Leads(leader)) = watch.next(Duration::from_secs(1))? {
 //!     println!("{} leads", leader.value); // node-1
 //! }
 //! leadership.unlock()?; // resigns: the next candidate leads at once
@@ -236,12 +236,13 @@ pub use handles::lease_signal::LeaseSignal;
 pub use handles::revocation_signal::{Revocation, RevocationSignal};
 pub use handles::{
     AnyGuard, Bound, Election, FairLock, FairMultiLock, FairMutex, FairMutexGuard, FairRwLock,
-    FairSemaphore, Guard, Holder, Leader, LeaderWatch, Leadership, MultiGuard, Ownership,
-    Participant, QueuedWaiter, ReadGuard, SemaphorePermit, Status, Unbound, Wait, WriteGuard,
-    MAX_PERMITS,
+    FairSemaphore, Guard, Holder, Leader, LeaderEvent, LeaderWatch, Leadership, MultiGuard,
+    Ownership, Participant, QueuedWaiter, ReadGuard, SemaphorePermit, Status, Unbound, Wait,
+    WriteGuard, MAX_PERMITS,
 };
 pub use machinery::holds::LeaseEnd;
 pub use protocol::keys::MAX_NAME_LEN;
+pub use protocol::HISTORY_LEN as ELECTION_HISTORY_LEN;
 pub use protocol::MAX_VALUE_LEN as MAX_ELECTION_VALUE_LEN;
 pub use protocol::{Access, Capacity, LockKind};
 
@@ -253,10 +254,10 @@ pub use protocol::{Access, Capacity, LockKind};
 pub mod __test_support {
     pub use crate::protocol::{
         check_value, election_channel, Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask,
-        Cancel, CancelReply, CommonArgs, ElectionMessage, Engine, ForceRelease, Freed, HandedOver,
-        Heartbeat, HeartbeatReply, HolderReply, Lease, LockKeys, LockKind, Mode, Op, Operation,
-        QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply, WaiterReply,
-        WaiterStatus, WakeMessage, RW_CAPACITY,
+        Cancel, CancelReply, Change, CommonArgs, ElectionMessage, Engine, ForceRelease, Freed,
+        HandedOver, Heartbeat, HeartbeatReply, HolderReply, Lease, LockKeys, LockKind, Mode, Op,
+        Operation, QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply,
+        WaiterReply, WaiterStatus, WakeMessage, RW_CAPACITY,
     };
     pub use crate::protocol::{RenewReply, Revoke, Revoked};
 

@@ -1,6 +1,7 @@
 //! fairlock on a real Redis Cluster of 3 masters and 3 replicas (created with
 //! `redis-cli --cluster create`): names spread over the masters, the core
-//! guarantees hold, a master failing over loses no replicated acquisition,
+//! guarantees hold (an election's campaign, handover and watch on every
+//! master too), a master failing over loses no replicated acquisition,
 //! and a slot moving to another master keeps its lock's hold and queue.
 
 use std::collections::HashMap;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex};
+use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex, LeaderEvent};
 use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
 use fairlock_test_support::*;
 
@@ -168,7 +169,49 @@ fn fifo_reentry_and_fencing_hold_on_every_master() {
             ms(handoffs[handoffs.len() - 1])
         );
         assert!(median < Duration::from_millis(5), "handoffs {handoffs:?}");
+
+        election_hands_over_and_is_watched(&holder_client, &other, name, master);
     }
+}
+
+/// An election of `name`, whose keys live on `master`: `a` campaigns,
+/// `b` queues behind it, `a` resigns and `b` leads at once, then resigns
+/// with nobody waiting; a watch of `b`'s client (subscribed on a seed
+/// node, which hears every master's messages over the cluster bus) sees
+/// nobody, each leader and the vacancy, in order.
+fn election_hands_over_and_is_watched(a: &Client, b: &Client, name: &str, master: &u16) {
+    let wait = Duration::from_secs(5);
+    let mut watch = b.election(name).watch().unwrap();
+    let vacant = |ended| Some(LeaderEvent::Vacant { ended });
+    assert_eq!(watch.next(wait).unwrap(), vacant(None));
+    let first = a.election(name).with_value("first").campaign().unwrap();
+    let next = b.election(name).with_value("second");
+    let waiting = thread::spawn(move || next.campaign().unwrap());
+    let election = a.election(name);
+    assert!(wait_until(wait, || election.queue_len().unwrap() == 1));
+    let first_term = first.term();
+    first.unlock().unwrap();
+    let second = join_within(waiting, wait, "the queued candidate");
+    let second_term = second.term();
+    assert!(second_term > first_term);
+    second.unlock().unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        match watch.next(wait).unwrap() {
+            Some(LeaderEvent::Leads(leader)) => seen.push((leader.term, leader.value)),
+            Some(LeaderEvent::Vacant { ended: Some(term) }) => seen.push((term, "-".into())),
+            other => panic!("master {master}: {other:?} after {seen:?}"),
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            (first_term, "first".to_owned()),
+            (second_term, "second".to_owned()),
+            (second_term, "-".to_owned())
+        ],
+        "master {master}: every leader and the vacancy, in order"
+    );
 }
 
 /// Locks every mutex in turn; returns each guard with its token.

@@ -8,14 +8,17 @@
 //! edges (no leader, values in status, invalid values refused before any
 //! I/O, bounded and cancelled campaigns leave no queue entry, two
 //! campaigns of one thread queue behind each other, a change that
-//! published nothing is still seen by a watch).
+//! published nothing is still seen by a watch, and one that lost its
+//! messages reports every change from the election's history or says it
+//! missed some).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, Leader, Leadership, LeaseEnd, Wait, WaitCanceller};
+use fairlock::__test_support::LockKeys;
+use fairlock::{Client, ErrorKind, Leader, LeaderEvent, Leadership, LeaseEnd, Wait, WaitCanceller};
 use fairlock_test_support::roles::candidate::{LEASE_MS, NAME, URL, VALUE, WAITER_TIMEOUT_MS};
 use fairlock_test_support::*;
 
@@ -38,10 +41,19 @@ impl Observer {
         let stopped = Arc::clone(&stop);
         let thread = thread::spawn(move || {
             while !stopped.load(Ordering::SeqCst) {
-                if let Some(leader) = watch.next(Duration::from_millis(200)).expect("watch") {
-                    if tx.send((Instant::now(), leader)).is_err() {
-                        return;
+                match watch.next(Duration::from_millis(200)).expect("watch") {
+                    Some(LeaderEvent::Leads(leader)) => {
+                        let sent = tx.send((Instant::now(), leader));
+                        if sent.is_err() {
+                            return;
+                        }
                     }
+                    Some(LeaderEvent::Missed { after }) => {
+                        panic!("the watch missed changes after term {after}")
+                    }
+                    // Vacancies between the leaders (the lease of a killed
+                    // leader that ran out as nobody waited) are not counted.
+                    _ => {}
                 }
             }
         });
@@ -534,6 +546,19 @@ fn election_queue_key(conn: &mut redis::Connection) -> String {
     }
 }
 
+/// The leader an event names (a panic for any other event).
+fn leader_of(event: Option<LeaderEvent>) -> Leader {
+    match event {
+        Some(LeaderEvent::Leads(leader)) => leader,
+        other => panic!("a leader expected, not {other:?}"),
+    }
+}
+
+/// A vacancy after `term`, as an event says it.
+fn vacant(term: u64) -> Option<LeaderEvent> {
+    Some(LeaderEvent::Vacant { ended: Some(term) })
+}
+
 #[test]
 fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
     let _serial = serial();
@@ -542,20 +567,28 @@ fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
     let election = client.election("watched");
     let mut watch = election.watch().unwrap();
 
-    // Nobody leads: None at timeout.
+    // Nobody leads, nobody ever did: the first event says so, then None
+    // at timeout.
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        watch.next(wait).unwrap(),
+        Some(LeaderEvent::Vacant { ended: None })
+    );
     let started = Instant::now();
     assert_eq!(watch.next(Duration::from_millis(300)).unwrap(), None);
     assert!(started.elapsed() >= Duration::from_millis(300));
 
-    // Two leaders in a row while nobody calls next: both, in order.
+    // Two leaders in a row, the first resigning with nobody waiting, while
+    // nobody calls next: both, in order, and the vacancy between.
     let a = election.with_value("a").campaign().unwrap();
     let term_a = a.term();
     a.unlock().unwrap();
     let b = election.with_value("b").campaign().unwrap();
     let term_b = b.term();
-    let first = watch.next(Duration::from_secs(5)).unwrap().expect("a");
-    let second = watch.next(Duration::from_secs(5)).unwrap().expect("b");
+    let first = leader_of(watch.next(wait).unwrap());
     assert_eq!((first.term, first.value.as_str()), (term_a, "a"));
+    assert_eq!(watch.next(wait).unwrap(), vacant(term_a));
+    let second = leader_of(watch.next(wait).unwrap());
     assert_eq!((second.term, second.value.as_str()), (term_b, "b"));
     assert_eq!(second.who.client_id(), client.id());
     assert_eq!(
@@ -566,13 +599,12 @@ fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
 
     // A new watch starts with the leader now.
     let mut fresh = election.watch().unwrap();
-    let now = fresh
-        .next(Duration::from_secs(5))
-        .unwrap()
-        .expect("b leads");
+    let now = leader_of(fresh.next(wait).unwrap());
     assert_eq!(now.term, term_b);
     assert!(now.remaining_lease.is_some());
     drop(b);
+    assert_eq!(watch.next(wait).unwrap(), vacant(term_b));
+    assert_eq!(fresh.next(wait).unwrap(), vacant(term_b));
     assert_eq!(watch.next(Duration::from_millis(200)).unwrap(), None);
 
     // A leader whose message was lost: a client whose user may not publish
@@ -589,6 +621,7 @@ fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
     let watch_lease = Duration::from_millis(600);
     let watcher = server.builder().lease(watch_lease).build().unwrap();
     let mut watch = watcher.election("watched").watch().unwrap();
+    assert_eq!(watch.next(wait).unwrap(), vacant(term_b), "the state now");
     let reads_before = script_calls(&mut admin);
     let watching = thread::spawn(move || {
         let seen = watch.next(Duration::from_secs(5)).unwrap();
@@ -616,7 +649,7 @@ fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
         "the mute client's publish was refused: {denials}"
     );
     let (seen_at, seen) = join_within(watching, Duration::from_secs(10), "the watch");
-    let seen = seen.expect("the watch saw the silent leader");
+    let seen = leader_of(seen);
     assert_eq!((seen.term, seen.value.as_str()), (silent.term(), "silent"));
     let after = seen_at.saturating_duration_since(campaigned);
     eprintln!(
@@ -628,6 +661,95 @@ fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
         "seen {after:?} after the campaign"
     );
     drop(silent);
+}
+
+/// Closes every subscribed connection of the server (a watch's among
+/// them): what they were sent until they subscribe again is lost.
+fn kill_subscriptions(admin: &mut redis::Connection) {
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(admin)
+        .unwrap();
+}
+
+/// `n` leaders in a row, each handing over to the next (it queues behind
+/// it, then the leader resigns), the last resigning with nobody waiting:
+/// `n` leaders and one vacancy, `n + 1` changes. Their terms.
+fn leaders_in_a_row(election: &fairlock::Election, n: usize) -> Vec<u64> {
+    let mut terms = Vec::new();
+    let mut leading = election.with_value("v0").campaign().unwrap();
+    terms.push(leading.term());
+    for i in 1..n {
+        let next = election.with_value(&format!("v{i}"));
+        let waiting = thread::spawn(move || next.campaign().unwrap());
+        let queued = wait_until(Duration::from_secs(5), || {
+            election.queue_len().unwrap() == 1
+        });
+        assert!(queued, "the next candidate queued");
+        leading.unlock().unwrap();
+        leading = join_within(waiting, Duration::from_secs(5), "the next candidate");
+        terms.push(leading.term());
+    }
+    leading.unlock().unwrap();
+    terms
+}
+
+/// A watch whose subscription is lost while leaders come and go (and
+/// whose caller is away) reports every one of them, in order, each
+/// handover and the vacancy at the end, from the election's history; past
+/// ELECTION_HISTORY_LEN changes it says it missed some, then reports the
+/// ones the history still holds. A campaign adds no command to the
+/// election's scripts' round trip (one EVALSHA each, checked in
+/// a_campaign_a_resign_and_a_drop_each_cost_the_client_one_command).
+#[test]
+fn a_watch_that_lost_its_messages_reports_every_change_from_the_history() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut admin = server.conn();
+    let election = client.election("history");
+    let mut watch = election.watch().unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        watch.next(wait).unwrap(),
+        Some(LeaderEvent::Vacant { ended: None })
+    );
+
+    // Five leaders while the watch is cut off: all five, each handed over
+    // to the next, then the vacancy.
+    kill_subscriptions(&mut admin);
+    let terms = leaders_in_a_row(&election, 5);
+    for (i, term) in terms.iter().enumerate() {
+        let leader = leader_of(watch.next(wait).unwrap());
+        assert_eq!((leader.term, leader.value), (*term, format!("v{i}")));
+        assert_eq!(leader.remaining_lease, None, "known from the history");
+    }
+    assert_eq!(watch.next(wait).unwrap(), vacant(terms[4]));
+    assert_eq!(watch.next(Duration::from_millis(100)).unwrap(), None);
+
+    // ELECTION_HISTORY_LEN + 4 changes while it is cut off: it says it
+    // missed some after the last term it knew, then reports the newest
+    // ELECTION_HISTORY_LEN changes, in order.
+    let kept = fairlock::ELECTION_HISTORY_LEN;
+    kill_subscriptions(&mut admin);
+    let more = leaders_in_a_row(&election, kept + 3);
+    let history_len: usize = redis::cmd("LLEN")
+        .arg(LockKeys::election("fairlock", "history").unwrap().all[3].as_str())
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(history_len, kept, "the history is capped");
+    assert_eq!(
+        watch.next(wait).unwrap(),
+        Some(LeaderEvent::Missed { after: terms[4] })
+    );
+    // The newest `kept` changes: the last `kept - 1` leaders, the vacancy.
+    for term in &more[more.len() - (kept - 1)..] {
+        assert_eq!(leader_of(watch.next(wait).unwrap()).term, *term);
+    }
+    assert_eq!(watch.next(wait).unwrap(), vacant(*more.last().unwrap()));
+    assert_eq!(watch.next(Duration::from_millis(100)).unwrap(), None);
 }
 
 #[test]

@@ -4,9 +4,9 @@
 //! use, and none it does not use; that the watchdog's renewal and the fast
 //! paths (a free lock or permit nobody waits for, a hold kept or given back
 //! with nobody waiting) build none of the queue's closures; that the
-//! election's scripts are the mutex's files but for the channel they
-//! announce on (lib.lua's `@election` ANNOUNCE), which the mutex's only
-//! test; and that the check itself sees a helper missing or unused. It
+//! election's scripts are the mutex's files but for how they announce
+//! (lib.lua's `@election` ANNOUNCE: publish, keep in the history), which
+//! the mutex's only test; and that the check itself sees a helper missing or unused. It
 //! reads Lua with a scanner of its own, so a slip in build.rs is not
 //! repeated here.
 
@@ -364,14 +364,25 @@ fn the_check_sees_a_helper_missing_or_unused() {
 }
 
 /// `source` without its first line (which says how it was assembled) and
-/// without the definition of ANNOUNCE (the line and the comment block
-/// above it); and that definition's line, if any.
-fn without_announce(source: &str) -> (Vec<&str>, Option<&str>) {
+/// without the definition of ANNOUNCE (the mutex's line, or the election's
+/// function up to its `end`, and the comment block above it); and that
+/// definition's text, if any.
+fn without_announce(source: &str) -> (Vec<&str>, Option<String>) {
     let mut lines: Vec<&str> = source.lines().skip(1).collect();
-    let Some(at) = lines.iter().position(|l| l.starts_with("local ANNOUNCE =")) else {
+    let Some(at) = lines.iter().position(|l| {
+        l.starts_with("local ANNOUNCE =") || l.starts_with("local function ANNOUNCE(")
+    }) else {
         return (lines, None);
     };
-    let definition = lines.remove(at);
+    let to = if lines[at].starts_with("local function ") {
+        at + lines[at..]
+            .iter()
+            .position(|l| *l == "end")
+            .expect("its end")
+    } else {
+        at
+    };
+    let definition = lines.drain(at..=to).collect::<Vec<_>>().join("\n");
     let mut from = at;
     while from > 0 && lines[from - 1].starts_with("--") && !lines[from - 1].starts_with("-- @") {
         from -= 1;
@@ -381,7 +392,8 @@ fn without_announce(source: &str) -> (Vec<&str>, Option<&str>) {
 }
 
 /// The election's scripts are the mutex's files assembled with the
-/// election's ANNOUNCE (its channel) where the mutex's has nil, and
+/// election's ANNOUNCE (a function: publish on its channel, keep in its
+/// history) where the mutex's has nil, and
 /// nothing else differs: the mutex's scripts pay for the announcements one
 /// nil test where an election announces, no command and no string. Every
 /// script that can grant or free the lock announces.
@@ -413,9 +425,18 @@ fn the_elections_scripts_are_the_mutexs_but_for_announce() {
             assert!(!mutex.contains("ANNOUNCE"), "{op:?}");
             continue;
         }
-        assert_eq!(mutex_def, Some("local ANNOUNCE = nil"), "{op:?}");
+        assert_eq!(mutex_def.as_deref(), Some("local ANNOUNCE = nil"), "{op:?}");
+        // The election's publishes on its channel and keeps the change in
+        // its history, a list of bounded length beside its keys.
         assert!(
-            election_def.is_some_and(|d| d.contains("election:")),
+            election_def
+                .as_deref()
+                .is_some_and(|d| d.contains("election:")
+                    && d.contains("'LPUSH', KEYS[4]")
+                    && d.contains(&format!(
+                        "'LTRIM', KEYS[4], 0, {})",
+                        fairlock::ELECTION_HISTORY_LEN - 1
+                    ))),
             "{op:?}: {election_def:?}"
         );
         // In the mutex's code, ANNOUNCE is only tested, and what an
@@ -431,8 +452,7 @@ fn the_elections_scripts_are_the_mutexs_but_for_announce() {
                 continue;
             }
             assert!(
-                line.starts_with("redis.pcall('PUBLISH', ANNOUNCE,")
-                    && code[i - 1] == "if ANNOUNCE then",
+                line.starts_with("ANNOUNCE(") && code[i - 1] == "if ANNOUNCE then",
                 "{op:?}: ANNOUNCE used other than behind its test: {line}"
             );
             announcements += 1;

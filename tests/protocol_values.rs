@@ -11,9 +11,9 @@
 use std::time::Duration;
 
 use fairlock::__test_support::{
-    check_value, election_channel, Access, Acquire, AcquireReply, Ask, ElectionMessage, Engine,
-    HandedOver, Heartbeat, Lease, LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release,
-    ReleaseReply, Renew, Script, Status, WaiterStatus, WakeMessage, RW_CAPACITY,
+    check_value, election_channel, Access, Acquire, AcquireReply, Ask, Change, ElectionMessage,
+    Engine, HandedOver, Heartbeat, Lease, LockKeys, LockKind, Mode, Op, Operation, QueueEntry,
+    Release, ReleaseReply, Renew, Script, Status, WaiterStatus, WakeMessage, RW_CAPACITY,
 };
 use fairlock::__test_support::{RenewReply, Revoke, Revoked};
 use fairlock::{ErrorKind, MAX_ELECTION_VALUE_LEN, MAX_NAME_LEN};
@@ -116,7 +116,7 @@ fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine(
     assert_eq!(election.kind(), LockKind::Election);
     assert_eq!(
         election.all,
-        ["elect", "electq", "electd"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["elect", "electq", "electd", "electh"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(election.slot, mutex.slot);
     for other in [&mutex, &sem, &rw] {
@@ -391,6 +391,36 @@ fn election_messages_parse_back_and_nothing_else_does() {
         "\u{ff}",
     ] {
         assert_eq!(ElectionMessage::parse(junk.as_bytes()), None, "{junk:?}");
+    }
+}
+
+#[test]
+fn history_entries_are_a_message_after_the_term_before_it() {
+    let grant = Change::parse(b"17 18 v c:u1@v").expect("a grant");
+    assert_eq!(grant.after, 17);
+    assert_eq!(grant.term(), 18);
+    assert_eq!(
+        grant.message,
+        ElectionMessage::Leads {
+            term: 18,
+            value: "v".into(),
+            owner: "c:u1@v".into()
+        }
+    );
+    let resign = Change::parse(b"18 resigned 18").expect("a resignation");
+    assert_eq!((resign.after, resign.term()), (18, 18));
+    // The first grant after the lock key was gone follows term 0.
+    assert_eq!(Change::parse(b"0 19 v c:u2@v").map(|c| c.after), Some(0));
+    for junk in [
+        "",
+        "17",
+        "17 ",
+        "x 18 v o",
+        "17 18 v",
+        "17 resigned",
+        "17 1 2 3 4",
+    ] {
+        assert_eq!(Change::parse(junk.as_bytes()), None, "{junk:?}");
     }
 }
 

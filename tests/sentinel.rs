@@ -1,11 +1,12 @@
 //! fairlock on a Sentinel-managed master (one master, one replica, three
 //! sentinels): the client follows the master across a failover, and a thread
-//! waiting when the master dies still gets the lock; Sentinels with a
+//! waiting when the master dies still gets the lock, and a candidate
+//! queued behind a leader then leads, a watch seeing it; Sentinels with a
 //! password of their own serve only a client that has it.
 
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ClientBuilder, ErrorKind};
+use fairlock::{Client, ClientBuilder, ErrorKind, LeaderEvent};
 use fairlock_test_support::sentinel::SentinelSet;
 use fairlock_test_support::*;
 
@@ -40,6 +41,37 @@ fn a_thread_waiting_through_a_sentinel_failover_still_gets_the_lock() {
         .queue_len()
         .unwrap()
         == 1));
+
+    // An election across the failover too: a leader (acknowledged by the
+    // replica), a candidate queued behind it, a watch that has seen the
+    // leader.
+    let leadership = holder_client
+        .election("sentinel-election")
+        .with_value("before")
+        .campaign()
+        .unwrap();
+    let before_term = leadership.term();
+    let candidate = builder(&set)
+        .build()
+        .unwrap()
+        .election("sentinel-election")
+        .with_value("after");
+    let campaigning = std::thread::spawn(move || candidate.campaign());
+    let election = holder_client.election("sentinel-election");
+    assert!(wait_until(Duration::from_secs(5), || election
+        .queue_len()
+        .unwrap()
+        == 1));
+    let mut watch = builder(&set)
+        .build()
+        .unwrap()
+        .election("sentinel-election")
+        .watch()
+        .unwrap();
+    match watch.next(Duration::from_secs(5)).unwrap() {
+        Some(LeaderEvent::Leads(leader)) => assert_eq!(leader.term, before_term),
+        other => panic!("the leader expected, not {other:?}"),
+    }
 
     let (old_master, killed) = set.kill_master();
     let failover = set.wait_for_failover(old_master, Duration::from_secs(30));
@@ -77,6 +109,35 @@ fn a_thread_waiting_through_a_sentinel_failover_still_gets_the_lock() {
     );
     assert!(token > held_token);
     waiter.release("the waiter across the failover");
+
+    // The leader resigns on the new master (its shortfall reported) and
+    // the queued candidate leads; the watch, whose subscription died with
+    // the old master, follows to the new one and sees the handover and
+    // the vacancy after it, nothing missed.
+    assert_eq!(
+        leadership.unlock().map_err(|e| e.kind()),
+        Err(ErrorKind::NotReplicated)
+    );
+    let next_leader = join_within(campaigning, Duration::from_secs(10), "the candidate")
+        .expect("the candidate leads on the new master");
+    let after_term = next_leader.term();
+    assert!(after_term > before_term);
+    next_leader.unlock().unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match retry_while_unreachable(|| watch.next(Duration::from_secs(5))) {
+            Some(LeaderEvent::Leads(leader)) => seen.push((leader.term, leader.value)),
+            Some(LeaderEvent::Vacant { ended: Some(term) }) => seen.push((term, "-".into())),
+            other => panic!("{other:?} after {seen:?}"),
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            (after_term, "after".to_owned()),
+            (after_term, "-".to_owned())
+        ]
+    );
 
     // New clients find the new master through the sentinels.
     let fresh = builder(&set).build().unwrap();

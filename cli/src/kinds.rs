@@ -1,5 +1,6 @@
 //! The kinds of lock `fairlock run` can take (the mutex, a permit of a
-//! semaphore, a read or write hold of a reader-writer lock) behind one
+//! semaphore, a read or write hold of a reader-writer lock), and the
+//! leadership `fairlock elect` campaigns for, behind one
 //! small interface, so that the run loop, the waiting line and the
 //! messages are written once for all of them. What differs per kind is
 //! only the request sent and how it is named; the hold is one guard type
@@ -25,6 +26,9 @@ pub enum Request {
     Read,
     /// The reader-writer lock, to write: alone (`--exclusive`, flock's `-x`).
     Write,
+    /// The leadership of the election NAME (`fairlock elect`), campaigning
+    /// with the lock's value.
+    Leader,
 }
 
 /// How a hold's lease runs.
@@ -46,6 +50,8 @@ pub struct Lock {
     name: String,
     request: Request,
     lease: Lease,
+    /// The value a leader campaigns with.
+    value: Option<String>,
 }
 
 impl Lock {
@@ -55,7 +61,21 @@ impl Lock {
             name: name.to_owned(),
             request,
             lease,
+            value: None,
         }
+    }
+
+    /// The leadership of the election `name`, campaigning with `value`.
+    pub fn election(client: &Client, name: &str, value: &str, lease: Lease) -> Lock {
+        Lock {
+            value: Some(value.to_owned()),
+            ..Lock::new(client, name, Request::Leader, lease)
+        }
+    }
+
+    /// The value a leader campaigns with (an election's).
+    pub fn value(&self) -> Option<&str> {
+        self.value.as_deref()
     }
 
     /// The lock's name.
@@ -74,6 +94,7 @@ impl Lock {
             Request::Mutex => LockKind::Mutex,
             Request::Permit { .. } => LockKind::Semaphore,
             Request::Read | Request::Write => LockKind::RwLock,
+            Request::Leader => LockKind::Election,
         }
     }
 
@@ -88,6 +109,7 @@ impl Lock {
             Request::Permit { of } => format!("{name:?} ({of} permits)"),
             Request::Read => format!("{name:?} (shared)"),
             Request::Write => format!("{name:?} (exclusive)"),
+            Request::Leader => format!("{name:?} (election)"),
         }
     }
 
@@ -98,6 +120,7 @@ impl Lock {
             Request::Permit { .. } => "the permit",
             Request::Read => "the read lock",
             Request::Write => "the write lock",
+            Request::Leader => "the leadership",
         }
     }
 
@@ -121,6 +144,11 @@ impl Lock {
             Request::Write => self
                 .leased(client.fair_rwlock(name))
                 .write_with(wait)?
+                .map(Guard::into_any),
+            Request::Leader => self
+                .leased(client.election(name).bound())
+                .with_value(self.value.as_deref().unwrap_or(client.id()))
+                .campaign_with(wait)?
                 .map(Guard::into_any),
         })
     }

@@ -8,6 +8,8 @@
 //! fairlock [--url URL] status NAME --watch [INTERVAL] [--json] [--count N]
 //! fairlock [--url URL] unlock NAME --force
 //! fairlock [--url URL] revoke NAME [--semaphore|--rwlock|--election]
+//! fairlock [--url URL] elect NAME [--value VALUE] [--wait DURATION] [--kill-on-loss] -- COMMAND [ARGS...]
+//! fairlock [--url URL] elect NAME --observe [--json]
 //! ```
 //!
 //! The `fairlock-cli` package of the workspace: `cargo install --path cli`.
@@ -24,7 +26,7 @@ mod watch;
 use clap::{Parser, Subcommand};
 use fairlock::{Client, ErrorKind};
 
-use commands::{revoke, run, status, unlock};
+use commands::{elect, revoke, run, status, unlock};
 
 /// Exit codes of fairlock itself; a command that ran passes its own through.
 pub mod exit {
@@ -65,7 +67,8 @@ Exit codes of `fairlock run`:
   127    the command was not found
   128+N  the command died of signal N; or fairlock got SIGINT (130) or
          SIGTERM (143) while waiting (nothing was run)
-`status`, `unlock` and `revoke` exit with 0, 2 or 69.";
+`fairlock elect` exits as `run` (70: the leadership was lost);
+`elect --observe`, `status`, `unlock` and `revoke` exit with 0, 2 or 69.";
 
 /// flock(1) for a fleet of machines: run a command only when it is this
 /// caller's turn on a named lock in Redis, in arrival order.
@@ -117,6 +120,7 @@ enum Command {
     Status(status::StatusArgs),
     Unlock(unlock::UnlockArgs),
     Revoke(revoke::RevokeArgs),
+    Elect(elect::ElectArgs),
 }
 
 /// Why fairlock stops before or around the command, with its exit code.
@@ -270,6 +274,7 @@ fn main() {
         Command::Status(args) => status::exec(&connection, args),
         Command::Unlock(args) => unlock::exec(&connection, args),
         Command::Revoke(args) => revoke::exec(&connection, args),
+        Command::Elect(args) => elect::exec(&connection, args),
     };
     match result {
         Ok(code) => exit_now(code),

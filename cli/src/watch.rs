@@ -353,7 +353,7 @@ fn restore_terminal() {
 
 /// SIGINT and SIGTERM end the watch at once, with exit 0: the main thread
 /// may be blocked in a read of an unreachable Redis.
-fn stop_on_signals() -> std::io::Result<()> {
+pub(crate) fn stop_on_signals() -> std::io::Result<()> {
     let mut signals = Signals::new([SIGINT, SIGTERM])?;
     std::thread::Builder::new()
         .name("fairlock-signals".into())
@@ -374,7 +374,7 @@ fn clock(t: SystemTime) -> String {
 
 /// Local date and time to the millisecond with the UTC offset, for logs:
 /// `2025-06-01 14:03:22.123 +0200`.
-fn stamp(t: SystemTime) -> String {
+pub(crate) fn stamp(t: SystemTime) -> String {
     let tm = local(t);
     let ms = t
         .duration_since(UNIX_EPOCH)

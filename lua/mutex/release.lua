@@ -35,7 +35,7 @@ if stored and string.find(stored, hold, 1, true) == 1 then
   if fence and (pttl == -1 or pttl > fence) and redis.call('EXISTS', QUEUE) == 0 then
     write_free(token, owner .. '#' .. call)
     if ANNOUNCE then
-      redis.pcall('PUBLISH', ANNOUNCE, 'resigned ' .. token)
+      ANNOUNCE('resigned ' .. token, token)
     end
     return 0
   end

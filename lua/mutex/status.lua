@@ -10,8 +10,11 @@
 --          last fencing token issued or 0,
 --          waiter1 owner id, ms of liveness left 1, waiter2, ms left 2, ...}
 -- listing at most ARGV[3] queued waiters in order; a negative "ms left"
--- marks a dead entry that has not been dropped yet.
--- Cost: O(log N + listed).
+-- marks a dead entry that has not been dropped yet. An election's (given
+-- its fourth key, the history) adds its history's entries, newest first,
+-- as one last element, so that a watch reads the changes and the state
+-- they led to in one atomic step.
+-- Cost: O(log N + listed), and an election's history: at most 16 entries.
 
 -- @helpers LOCK, QUEUE, DEADLINES, fmt, fail, read_lock, server_time,
 -- @helpers parse_entry
@@ -30,5 +33,11 @@ if limit > 0 then
     out[#out + 1] = parse_entry(entry) or entry
     out[#out + 1] = deadline - now_ms
   end
+end
+if KEYS[4] then
+  -- A pcall: a user an older ACL line made, without LRANGE, still reads
+  -- the election's state (and its watches say they may miss changes).
+  local history = redis.pcall('LRANGE', KEYS[4], 0, -1)
+  out[#out + 1] = history.err and {} or history
 end
 return out

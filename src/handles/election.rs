@@ -278,7 +278,7 @@ pub struct Leader {
 
 impl Leader {
     /// The leader an election's holder is.
-    fn of(holder: &Holder) -> Leader {
+    pub(crate) fn of(holder: &Holder) -> Leader {
         Leader {
             value: holder.who.identity().unwrap_or_default().to_owned(),
             term: holder.fencing_token,

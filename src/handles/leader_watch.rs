@@ -1,7 +1,10 @@
-//! `LeaderWatch`: every change of an election's leader, in the order of
-//! terms, from the messages on the election's channel and reads of the
-//! leader (at least every `min(lease, timeout)`, so that a change that said
-//! nothing is still seen).
+//! `LeaderWatch`: every change of an election's leader (each new leader,
+//! each vacancy), in order, from the election's history of changes and its
+//! state, read in one step whenever a message on its channel says it
+//! changed, just after the leader's lease would run out, and at least
+//! every `min(lease, timeout)` (a lease that ran out says nothing). The history (lua/lib.lua: `ANNOUNCE`) links each change
+//! to the last term before it, so a watch that lost messages knows what it
+//! missed, and when it cannot know, says so.
 
 use std::collections::BTreeMap;
 use std::mem::ManuallyDrop;
@@ -13,20 +16,16 @@ use crate::handles::kind;
 use crate::handles::lock::FairLock;
 use crate::handles::ownership::Ownership;
 use crate::handles::participant::Participant;
+use crate::handles::status::Status;
 use crate::machinery::subscriber;
-use crate::protocol::{election_channel, ElectionMessage};
-
-/// How long a watch waits for more messages after a read found a leader no
-/// message named, so that a message published before what the read saw is
-/// not passed by it.
-const DRAIN_WAIT: Duration = Duration::from_millis(1);
+use crate::protocol::{election_channel, Change, ElectionMessage};
 
 impl<O: Ownership> FairLock<kind::Election, O> {
     /// Starts watching the election: opens a connection of the watch's
     /// own, subscribed to the election's channel, from which
-    /// [`LeaderWatch::next`] learns of each new leader without polling
-    /// Redis in a loop. On Redis Cluster it listens on a seed node (every
-    /// node hears every message); behind Sentinel, on the master.
+    /// [`LeaderWatch::next`] learns of each change without polling Redis
+    /// in a loop. On Redis Cluster it listens on a seed node (every node
+    /// hears every message); behind Sentinel, on the master.
     ///
     /// # Errors
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when the
@@ -34,11 +33,16 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     ///
     /// ```no_run
     /// use std::time::Duration;
+    /// use fairlock::LeaderEvent;
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let mut watch = client.election("scheduler").watch()?;
-    /// while let Some(leader) = watch.next(Duration::from_secs(60))? {
-    ///     println!("{} leads from term {}", leader.value, leader.term);
+    /// while let Some(event) = watch.next(Duration::from_secs(60))? {
+    ///     match event {
+    ///         LeaderEvent::Leads(leader) => println!("{} leads from term {}", leader.value, leader.term),
+    ///         LeaderEvent::Vacant { .. } => println!("nobody leads"),
+    ///         _ => println!("{event}"),
+    ///     }
     /// }
     /// # Ok(()) }
     /// ```
@@ -48,11 +52,11 @@ impl<O: Ownership> FairLock<kind::Election, O> {
         Ok(LeaderWatch {
             election,
             conn: Some(conn),
-            floor: 0,
-            first_read: true,
+            known: None,
             pending: BTreeMap::new(),
             read_now: true,
             next_read: Instant::now(),
+            last_read: None,
         })
     }
 }
@@ -64,28 +68,137 @@ fn subscription(election: &Election) -> Result<redis::Connection> {
     shared.subscription(&channel)
 }
 
+/// How long after the leader's lease would run out a watch reads the
+/// election again, to see the vacancy a lease that ran out leaves.
+const LEASE_END_MARGIN: Duration = Duration::from_millis(10);
+
 /// What a watch heard when it waited for a message.
 enum Heard {
     Nothing,
-    /// A message (parsed if it was one of an election's).
-    Message(Option<ElectionMessage>),
+    /// A message on the election's channel: something changed.
+    Message,
+}
+
+/// One change of an election's leader, as a [`LeaderWatch`] reports it.
+/// Displayed as one line: `leader <value> term <term> (<owner id>)`,
+/// `vacant after term <term>` (or `vacant`), `missed changes after term
+/// <term>`.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use fairlock::LeaderEvent;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let mut watch = client.election("scheduler").watch()?;
+/// match watch.next(Duration::from_secs(5))? {
+///     Some(LeaderEvent::Leads(leader)) => println!("{} leads", leader.value),
+///     Some(LeaderEvent::Vacant { ended }) => println!("nobody leads (last term {ended:?})"),
+///     Some(LeaderEvent::Missed { after }) => println!("lost track after term {after}"),
+///     Some(other) => println!("{other}"),
+///     None => println!("no change in 5 s"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum LeaderEvent {
+    /// A candidate leads, from its term on.
+    Leads(Leader),
+    /// Nobody leads: the leader of term `ended` resigned, was given back
+    /// or force-released with nobody waiting, or its lease ran out.
+    /// `None` only as a watch's first event, when the election has no
+    /// term on record (nobody led it within the
+    /// [fence life](crate::ClientBuilder::fence_life)).
+    Vacant {
+        /// The term that ended.
+        ended: Option<u64>,
+    },
+    /// The watch could not read every change after term `after`: more
+    /// than [`ELECTION_HISTORY_LEN`](crate::ELECTION_HISTORY_LEN) changes
+    /// happened while it could not read the election (its connection
+    /// lost, its caller away), or it was away longer than half the fence
+    /// life across a vacancy longer than the fence life. Leaders may have
+    /// come and gone unreported; the events that follow go on from what
+    /// it read.
+    Missed {
+        /// The newest term the watch knew of before the gap.
+        after: u64,
+    },
+}
+
+impl std::fmt::Display for LeaderEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeaderEvent::Leads(leader) => write!(
+                f,
+                "leader {} term {} ({})",
+                leader.value, leader.term, leader.who
+            ),
+            LeaderEvent::Vacant { ended: Some(term) } => write!(f, "vacant after term {term}"),
+            LeaderEvent::Vacant { ended: None } => write!(f, "vacant"),
+            LeaderEvent::Missed { after } => write!(f, "missed changes after term {after}"),
+        }
+    }
+}
+
+/// Where an event stands in an election's order of changes: its term,
+/// then a gap before it, the leader of that term, the vacancy after it.
+/// (After the vacancy: a gap the watch found after the newest term it
+/// knew, with the election's lock key gone, and the vacancy it read then.)
+type Order = (u64, u8);
+const GAP: u8 = 0;
+const LEADS: u8 = 1;
+const VACANT: u8 = 2;
+const GAP_AFTER: u8 = 3;
+const VACANT_AFTER: u8 = 4;
+
+impl LeaderEvent {
+    /// An entry of the election's history as an event.
+    fn of_change(change: &Change) -> (Order, LeaderEvent) {
+        match &change.message {
+            ElectionMessage::Leads { term, value, owner } => (
+                (*term, LEADS),
+                LeaderEvent::Leads(Leader {
+                    value: value.clone(),
+                    term: *term,
+                    who: Participant::new(owner.clone()),
+                    remaining_lease: None,
+                }),
+            ),
+            ElectionMessage::Resigned { term } => {
+                ((*term, VACANT), LeaderEvent::Vacant { ended: Some(*term) })
+            }
+        }
+    }
 }
 
 /// A watch on an election's leaders, made by [`Election::watch`]: each
-/// [`next`](Self::next) returns the next leader, in the order of terms.
-/// It reads the leader when a message on the election's channel says it
-/// changed, and at least every `min(lease, timeout)` of its call in any
-/// case, so that a change that said nothing (a leader that died, its
-/// successor's message lost) is still seen. Its connection closes when it
-/// is dropped.
+/// [`next`](Self::next) returns the next change, a [`LeaderEvent`], in
+/// the order of terms. It reads the election (its state and its history
+/// of changes, in one step) when a message on the election's channel says
+/// it changed, just after the leader's lease would run out, and at least
+/// every `min(lease, timeout)` of its call in any case, so that a change
+/// that said nothing (a leader whose lease ran out, a message lost) is
+/// still seen; the history gives it the leaders that
+/// came and went between two reads, and tells it when it cannot have them
+/// all ([`LeaderEvent::Missed`]). Its connection closes when it is
+/// dropped.
+///
+/// It misses nothing while at most
+/// [`ELECTION_HISTORY_LEN`](crate::ELECTION_HISTORY_LEN) changes happen
+/// between two of its reads: a lost subscription is opened again by the
+/// next call, which reads the election at once. A vacancy that no script
+/// saw (a lease that ran out) is reported when a read finds it; a watch
+/// that did not read while it lasted reports the next leader after the
+/// last one.
 ///
 /// ```no_run
 /// use std::time::Duration;
 /// # fn main() -> fairlock::Result<()> {
 /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
 /// let mut watch = client.election("scheduler").watch()?;
-/// if let Some(leader) = watch.next(Duration::from_secs(5))? {
-///     println!("{} leads", leader.value);
+/// if let Some(event) = watch.next(Duration::from_secs(5))? {
+///     println!("{event}");
 /// }
 /// # Ok(()) }
 /// ```
@@ -93,47 +206,49 @@ pub struct LeaderWatch {
     election: Election,
     /// The subscription; `None` after it broke, until opened again.
     conn: Option<redis::Connection>,
-    /// Terms up to this one are not returned: the last returned, or below
-    /// the leader of the first read.
-    floor: u64,
-    /// No read of the leader yet.
-    first_read: bool,
-    /// Leaders learned of and not returned yet, by term.
-    pending: BTreeMap<u64, Leader>,
-    /// Read the leader before waiting again (first call, a message, a
+    /// The newest change learned of, returned or pending; `None` before
+    /// the first read.
+    known: Option<Order>,
+    /// Events learned of and not returned yet, in order.
+    pending: BTreeMap<Order, LeaderEvent>,
+    /// Read the election before waiting again (first call, a message, a
     /// subscription opened again).
     read_now: bool,
     next_read: Instant,
+    /// When the last read that succeeded was sent.
+    last_read: Option<Instant>,
 }
 
 impl LeaderWatch {
-    /// Returns the next leader: one whose term is larger than that of the
-    /// last leader this watch returned (the first call: the leader now, if
-    /// any), waiting up to `timeout` for one; `None` at timeout. Leaders
-    /// come in the order of their terms, each once: a watch that heard
-    /// two changes while its caller was busy returns both, in order
-    /// (messages carry their terms).
+    /// Returns the next change: a new leader, a vacancy, or a gap the
+    /// watch could not fill (the first call: the state now, its leader or
+    /// its vacancy), waiting up to `timeout` for one; `None` at timeout.
+    /// Changes come in order, each once: a watch that missed messages, or
+    /// whose caller was busy, returns every change since, in order, from
+    /// the election's history.
     ///
     /// # Errors
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// cannot be read or the subscription cannot be opened again (a later
-    /// call tries again).
+    /// call tries again, and misses nothing within the bound above).
     ///
     /// ```no_run
     /// use std::time::Duration;
+    /// use fairlock::LeaderEvent;
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let mut watch = client.election("scheduler").watch()?;
     /// loop {
     ///     match watch.next(Duration::from_secs(30))? {
-    ///         Some(leader) => println!("term {}: {}", leader.term, leader.value),
+    ///         Some(LeaderEvent::Leads(leader)) => println!("term {}: {}", leader.term, leader.value),
+    ///         Some(event) => println!("{event}"),
     ///         None => println!("no change in 30 s"),
     ///     }
     /// #   break;
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn next(&mut self, timeout: Duration) -> Result<Option<Leader>> {
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<LeaderEvent>> {
         let started = Instant::now();
         let deadline = started.checked_add(timeout);
         let every = self.election.shared().config().lease.min(timeout);
@@ -145,68 +260,118 @@ impl LeaderWatch {
                 self.next_read = now + every;
                 self.read()?;
             }
-            if let Some(leader) = self.take_next() {
-                return Ok(Some(leader));
+            if let Some((_, event)) = self.pending.pop_first() {
+                return Ok(Some(event));
             }
             let now = Instant::now();
             if deadline.is_some_and(|deadline| now >= deadline) {
                 return Ok(None);
             }
             let until = deadline.map_or(self.next_read, |d| d.min(self.next_read));
-            if let Heard::Message(message) = self.receive(until.saturating_duration_since(now))? {
-                self.heard(message);
+            if let Heard::Message = self.receive(until.saturating_duration_since(now))? {
+                self.read_now = true;
             }
         }
     }
 
-    /// Reads the leader. A new one no message named yet may have had
-    /// predecessors whose messages are still on their way (a message is
-    /// sent before what the read saw, but on another connection): those
-    /// are read first, so that none is passed.
+    /// Reads the election's state and history in one step, and learns the
+    /// changes since the newest it knew of: those of the history, then
+    /// the state they led to (a leader with its lease left, or a vacancy a
+    /// lease that ran out left). The first read learns the state only.
     fn read(&mut self) -> Result<()> {
-        let leader = self.election.leader()?;
-        let first = std::mem::replace(&mut self.first_read, false);
-        let Some(leader) = leader else {
+        let sent = Instant::now();
+        let (status, history) =
+            Status::read_election(self.election.shared(), self.election.target())?;
+        let leader = status.holder().map(Leader::of);
+        let last_term = status.last_fencing_token;
+        // A lease that runs out says nothing: read again just after it
+        // would (a renewed one is found renewed, and read again later).
+        if let Some(left) = leader.as_ref().and_then(|l| l.remaining_lease) {
+            self.next_read = self.next_read.min(sent + left + LEASE_END_MARGIN);
+        }
+        let recent = self.recently_read(sent);
+        self.last_read = Some(sent);
+        let Some(known) = self.known else {
+            match leader {
+                Some(leader) => self.learn((leader.term, LEADS), LeaderEvent::Leads(leader)),
+                None => self.learn(
+                    (last_term.unwrap_or(0), VACANT),
+                    LeaderEvent::Vacant { ended: last_term },
+                ),
+            }
             return Ok(());
         };
-        if first {
-            self.floor = self.floor.max(leader.term.saturating_sub(1));
-            self.pending.retain(|&term, _| term >= leader.term);
+        let changes: Vec<(Order, LeaderEvent)> = history
+            .iter()
+            .map(LeaderEvent::of_change)
+            .filter(|(order, _)| *order > known)
+            .collect();
+        // Whether the first change the history holds after `known` is the
+        // one right after it: it followed the newest term the watch knew,
+        // or it followed none (the election's lock key was gone: nobody
+        // was granted it for a fence life) and the watch read the election
+        // less than half a fence life ago (a grant since would have kept
+        // the key). With no change in the history, nothing was granted
+        // since unless a term newer than `known`, or a key gone after a
+        // long absence, says otherwise.
+        let first = history.iter().find(|c| LeaderEvent::of_change(c).0 > known);
+        let linked = match first {
+            Some(change) => change.after == known.0 || (change.after == 0 && recent),
+            None => match last_term {
+                Some(term) => term <= known.0,
+                None => known.0 == 0 || recent,
+            },
+        };
+        if !linked {
+            let missed = LeaderEvent::Missed { after: known.0 };
+            match (changes.first(), last_term) {
+                (Some(((term, _), _)), _) => self.learn((*term, GAP), missed),
+                (None, Some(term)) => self.learn((term, GAP), missed),
+                (None, None) => {
+                    self.learn((known.0, GAP_AFTER), missed);
+                    let vacant = LeaderEvent::Vacant { ended: None };
+                    self.learn((known.0, VACANT_AFTER), vacant);
+                }
+            }
         }
-        if leader.term <= self.floor {
-            return Ok(());
+        for (order, event) in changes {
+            self.learn(order, event);
         }
-        // A leader no message told of yet: the messages may be waiting.
-        if self.pending.insert(leader.term, leader).is_none() {
-            while let Heard::Message(message) = self.receive(DRAIN_WAIT)? {
-                self.heard(message);
+        match leader {
+            // The leader read now, with its lease, in place of its history
+            // entry.
+            Some(leader) => self.learn((leader.term, LEADS), LeaderEvent::Leads(leader)),
+            None => {
+                // The lock key gone: the last term known ended.
+                let ended = last_term.unwrap_or(self.known.unwrap_or(known).0);
+                if ended > 0 {
+                    let event = LeaderEvent::Vacant { ended: Some(ended) };
+                    self.learn((ended, VACANT), event);
+                }
             }
         }
         Ok(())
     }
 
-    /// Notes a message: a new leader it names is pending, and any message
-    /// has the leader read again.
-    fn heard(&mut self, message: Option<ElectionMessage>) {
-        self.read_now = true;
-        if let Some(ElectionMessage::Leads { term, value, owner }) = message {
-            if term > self.floor {
-                self.pending.entry(term).or_insert(Leader {
-                    value,
-                    term,
-                    who: Participant::new(owner),
-                    remaining_lease: None,
-                });
-            }
-        }
+    /// Whether the last read was sent less than half a fence life before
+    /// `now` (half: the server's clock and this one's may run apart).
+    fn recently_read(&self, now: Instant) -> bool {
+        let fence_life = self.election.shared().config().fence_life;
+        self.last_read
+            .is_some_and(|last| now.saturating_duration_since(last) < fence_life / 2)
     }
 
-    /// The pending leader of the smallest term above the floor, which
-    /// rises to it.
-    fn take_next(&mut self) -> Option<Leader> {
-        let (term, leader) = self.pending.pop_first()?;
-        self.floor = term;
-        Some(leader)
+    /// Adds `event` at `order` unless the watch knew of it already (one of
+    /// the same order learned in the same read gives way to it).
+    fn learn(&mut self, order: Order, event: LeaderEvent) {
+        if self.known.is_some_and(|known| order < known) {
+            return;
+        }
+        if self.known.is_some_and(|known| order == known) && !self.pending.contains_key(&order) {
+            return;
+        }
+        self.pending.insert(order, event);
+        self.known = Some(self.known.map_or(order, |known| known.max(order)));
     }
 
     /// Waits up to `wait` for a message on the subscription, opening it
@@ -216,7 +381,8 @@ impl LeaderWatch {
             Some(conn) => conn,
             None => {
                 let conn = subscription(&self.election)?;
-                // Messages published while it was closed are lost.
+                // Messages published while it was closed are lost: the
+                // history has them.
                 self.read_now = true;
                 self.conn.insert(conn)
             }
@@ -229,9 +395,7 @@ impl LeaderWatch {
         // empty, as the subscription was made without it.)
         let mut pubsub = ManuallyDrop::new(conn.as_pubsub());
         match pubsub.get_message() {
-            Ok(message) => Ok(Heard::Message(ElectionMessage::parse(
-                message.get_payload_bytes(),
-            ))),
+            Ok(_) => Ok(Heard::Message),
             Err(err) if err.is_timeout() || subscriber::interrupted(&err) => Ok(Heard::Nothing),
             Err(err) => {
                 log::info!(
@@ -250,7 +414,7 @@ impl std::fmt::Debug for LeaderWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaderWatch")
             .field("name", &self.election.name())
-            .field("last_term", &self.floor)
+            .field("known", &self.known)
             .finish_non_exhaustive()
     }
 }

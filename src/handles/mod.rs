@@ -28,7 +28,7 @@ mod wait;
 
 pub use election::{Election, Leader, Leadership};
 pub use guard::Guard;
-pub use leader_watch::LeaderWatch;
+pub use leader_watch::{LeaderEvent, LeaderWatch};
 pub use lock::FairLock;
 pub use multi::{FairMultiLock, MultiGuard};
 pub use mutex::{FairMutex, FairMutexGuard};

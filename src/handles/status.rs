@@ -9,7 +9,7 @@ use crate::handles::participant::Participant;
 use crate::handles::target::Target;
 use crate::machinery::shared::Shared;
 use crate::protocol::{
-    Access, Capacity, HolderReply, LockKind, Status as ReadStatus, StatusReply, WaiterReply,
+    Access, Capacity, Change, HolderReply, LockKind, Status as ReadStatus, StatusReply, WaiterReply,
 };
 
 /// One hold of a lock, as a status lists it, whatever the kind: the
@@ -136,6 +136,21 @@ impl Status {
             holders: max,
         };
         Ok(Status::from_reply(shared.call(keys, &op)?))
+    }
+
+    /// Reads an election's status (its leader, no waiters) and its history
+    /// of changes, oldest first, in one atomic step: the changes and the
+    /// state they led to.
+    pub(crate) fn read_election(shared: &Shared, target: &Target) -> Result<(Status, Vec<Change>)> {
+        let keys = target.keys()?;
+        let op = ReadStatus {
+            kind: keys.kind(),
+            waiters: 0,
+            holders: 1,
+        };
+        let mut reply = shared.call(keys, &op)?;
+        let history = std::mem::take(&mut reply.history);
+        Ok((Status::from_reply(reply), history))
     }
 
     /// The first holder by lease end (a mutex's or an election's only

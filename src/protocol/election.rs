@@ -4,7 +4,10 @@
 //! (`<client id>:u<call>@<value>`), and the messages on the election's
 //! channel, `<key prefix>:election:<name>`, which tell watchers to read
 //! the leader again. The election's scripts publish them (lua/lib.lua:
-//! `ANNOUNCE`), in the call that grants or frees the election's lock.
+//! `ANNOUNCE`), in the call that grants or frees the election's lock, and
+//! keep the newest [`HISTORY_LEN`] of them in the election's history, each
+//! with the last term issued before it ([`Change`]), which its status
+//! returns.
 
 use crate::error::{Error, Result};
 
@@ -34,6 +37,19 @@ pub fn check_value(value: &str) -> Result<()> {
         value.len()
     )))
 }
+
+/// How many changes of its leader an election keeps in its history
+/// (public as `fairlock::ELECTION_HISTORY_LEN`; lua/lib.lua's `ANNOUNCE`
+/// trims the list to it): a [`LeaderWatch`](crate::LeaderWatch) that lost
+/// messages reports every change it missed as long as no more than this
+/// many happened since the last one it saw, and says it missed some
+/// otherwise. A change is a new leader or a term that ended with nobody
+/// waiting.
+///
+/// ```
+/// assert_eq!(fairlock::ELECTION_HISTORY_LEN, 16);
+/// ```
+pub const HISTORY_LEN: usize = 16;
 
 /// The channel of the election `name` under the key prefix `prefix`.
 pub fn election_channel(prefix: &str, name: &str) -> String {
@@ -87,6 +103,35 @@ impl ElectionMessage {
                 })
             }
             _ => None,
+        }
+    }
+}
+
+/// One entry of an election's history: a message as it was published,
+/// and the last term issued before it (0 when the election had none on
+/// record: its lock key was gone), which links it to the change before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The last term issued before this change.
+    pub after: u64,
+    /// The change.
+    pub message: ElectionMessage,
+}
+
+impl Change {
+    /// Parses an entry, `"<last term> <message>"`; `None` for anything else.
+    pub fn parse(entry: &[u8]) -> Option<Change> {
+        let space = entry.iter().position(|&b| b == b' ')?;
+        let after = std::str::from_utf8(&entry[..space]).ok()?.parse().ok()?;
+        let message = ElectionMessage::parse(&entry[space + 1..])?;
+        Some(Change { after, message })
+    }
+
+    /// The term this change is about: the new leader's, or the one that
+    /// ended.
+    pub fn term(&self) -> u64 {
+        match self.message {
+            ElectionMessage::Leads { term, .. } | ElectionMessage::Resigned { term } => term,
         }
     }
 }

@@ -31,7 +31,8 @@ pub enum LockKind {
     RwLock,
     /// A leader election: a mutex's queue under keys of its own (elect,
     /// electq, electd), run by the mutex's engine (its files assembled with
-    /// the election's announcements: `Engine::Election`).
+    /// the election's announcements: `Engine::Election`), and the history
+    /// of its changes (electh).
     Election,
 }
 
@@ -73,14 +74,15 @@ impl LockKind {
 /// key); a semaphore's are `sem`, `semq`, `semd`, `semt`, `semmeta`, a
 /// reader-writer lock's `rw`, `rwq`, `rwd`, `rwt`, `rwmeta`.
 /// An election is a mutex's queue in keys of its own: `elect`, `electq`,
-/// `electd`, laid out as the mutex's.
+/// `electd`, laid out as the mutex's, and a fourth, `electh`, the list of
+/// its newest changes (lua/lib.lua: ANNOUNCE), which its status reads too.
 /// The queue keys are 2nd and 3rd in every kind, so lua/lib.lua's queue
 /// steps serve both engines.
 #[derive(Debug)]
 pub struct LockKeys {
     /// Mutex and Election: lock (the hold, or the last token of a free
-    /// lock), queue, deadlines. Semaphore and RwLock: holders, queue,
-    /// deadlines, tokens (unused), meta.
+    /// lock), queue, deadlines, and an election's history. Semaphore and
+    /// RwLock: holders, queue, deadlines, tokens (unused), meta.
     pub all: Vec<String>,
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
@@ -121,7 +123,7 @@ impl LockKeys {
             LockKind::Mutex => &["lock", "queue", "deadlines"],
             LockKind::Semaphore => &["sem", "semq", "semd", "semt", "semmeta"],
             LockKind::RwLock => &["rw", "rwq", "rwd", "rwt", "rwmeta"],
-            LockKind::Election => &["elect", "electq", "electd"],
+            LockKind::Election => &["elect", "electq", "electd", "electh"],
         };
         Ok(LockKeys {
             all: kinds.iter().map(|k| key(k)).collect(),

@@ -35,7 +35,9 @@ pub use abandon::Abandon;
 pub use acquire::{Acquire, AcquireReply, Mode};
 pub use ask::{Access, Ask};
 pub use cancel::{Cancel, CancelReply};
-pub use election::{check_value, election_channel, ElectionMessage, MAX_VALUE_LEN};
+pub use election::{
+    check_value, election_channel, Change, ElectionMessage, HISTORY_LEN, MAX_VALUE_LEN,
+};
 pub use force_release::{ForceRelease, Freed};
 pub use heartbeat::{Heartbeat, HeartbeatReply, WaiterStatus};
 pub use keys::{LockKeys, LockKind};

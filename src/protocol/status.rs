@@ -4,7 +4,7 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{count, int, text, unexpected, Engine, Op, Operation};
-use crate::protocol::{Access, Ask, LockKind};
+use crate::protocol::{Access, Ask, Change, LockKind};
 
 /// Reads the status of a lock of `kind`, listing at most `waiters` queued
 /// waiters and (a counted lock) `holders` holds.
@@ -137,6 +137,9 @@ pub struct StatusReply {
     pub holders: Vec<HolderReply>,
     /// The waiters listed, in queue order.
     pub waiters: Vec<WaiterReply>,
+    /// An election's history of changes, oldest first (entries fairlock
+    /// did not write left out); empty for the other kinds.
+    pub history: Vec<Change>,
 }
 
 impl StatusReply {
@@ -244,17 +247,31 @@ impl Status {
             last_token: count(&items[4])?,
             holders,
             waiters,
+            history: Vec::new(),
         })
     }
 }
 
 /// The mutex's `status.lua` reply: holder (or ""), hold count, token, lease
 /// left (-1: no expiry; -2: free), live waiters, last token, then the
-/// waiters (owner, left).
+/// waiters (owner, left); an election's ends with its history, newest
+/// first.
 fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
+    let (items, history) = match (kind, items.split_last()) {
+        (LockKind::Election, Some((Value::Array(history), rest))) => (rest, history.as_slice()),
+        _ => (items, &[][..]),
+    };
     if !items.len().is_multiple_of(2) {
         return Err(unexpected(&items));
     }
+    let history = history
+        .iter()
+        .rev()
+        .filter_map(|entry| match entry {
+            Value::BulkString(entry) => Change::parse(entry),
+            _ => None,
+        })
+        .collect();
     let owner = text(&items[0])?;
     let holders = if owner.is_empty() {
         Vec::new()
@@ -284,5 +301,6 @@ fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
         last_token: count(&items[5])?,
         holders,
         waiters,
+        history,
     })
 }

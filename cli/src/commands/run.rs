@@ -130,7 +130,7 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-fn lease(text: &str) -> Result<Duration, String> {
+pub fn lease(text: &str) -> Result<Duration, String> {
     let lease = duration::parse(text)?;
     if lease < MIN_LEASE {
         return Err(format!("a lease must be at least {MIN_LEASE:?}"));
@@ -175,7 +175,19 @@ fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
 }
 
 /// Runs the command holding the lock; its exit code, or fairlock's own.
-pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> {
+pub fn exec(connection: &Connection, args: RunArgs) -> Result<i32, Failure> {
+    run_holding(connection, args, lock_of)
+}
+
+/// Waits for the lock `lock_of` makes of the arguments, runs the command
+/// holding it, stops it when the lock is lost if asked, releases it
+/// however the command ends; its exit code, or fairlock's own: what
+/// `run` and `elect` share.
+pub fn run_holding(
+    connection: &Connection,
+    mut args: RunArgs,
+    lock_of: impl FnOnce(&fairlock::Client, &RunArgs) -> Lock,
+) -> Result<i32, Failure> {
     if args.verbose {
         show_library_warnings();
     }
@@ -261,6 +273,9 @@ pub fn exec(connection: &Connection, mut args: RunArgs) -> Result<i32, Failure> 
         .env("FAIRLOCK_TOKEN", guard.fencing_token().to_string())
         .env("FAIRLOCK_NAME", lock.name())
         .env("FAIRLOCK_CLIENT_ID", client.id());
+    if let Some(value) = lock.value() {
+        command.env("FAIRLOCK_VALUE", value);
+    }
     die_with_parent(&mut command);
     let held_since = Instant::now();
     let mut child = match control.spawn(&mut command) {

@@ -1,0 +1,244 @@
+//! `fairlock elect`: campaign for the leadership of an election and run a
+//! command while leading (`run`'s waiting, running, stopping and exit
+//! codes: [`run::run_holding`]), or with `--observe` print every change
+//! of its leader, one line each.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::anyhow;
+use clap::Args;
+use fairlock::{LeaderEvent, MAX_ELECTION_VALUE_LEN};
+use serde_json::{json, Value};
+
+use super::lock_name;
+use super::run::{self, RunArgs};
+use crate::duration;
+use crate::kinds::{Lease, Lock};
+use crate::{exit, watch, Connection, Failure, EXIT_CODES};
+
+/// How long one wait of `--observe` for a change lasts before it waits
+/// again (it reads the election at least this often besides).
+const OBSERVE_WAIT: Duration = Duration::from_secs(60);
+/// Between two attempts of `--observe` when Redis fails after its start.
+const OBSERVE_RETRY: Duration = Duration::from_secs(1);
+
+/// Campaign for the leadership of the election NAME, run COMMAND while
+/// leading; or watch who leads (--observe).
+///
+/// Candidates lead one at a time, in the order their campaigns reached
+/// Redis. Once this one leads, COMMAND runs; when it ends, the leader
+/// resigns and the next candidate leads at once. A leader whose lease is
+/// lost (this process died, or was cut off from Redis) leads no longer:
+/// with --kill-on-loss COMMAND is stopped then (SIGTERM, then SIGKILL 5 s
+/// later). Waiting, signals and exit codes are `fairlock run`'s. COMMAND
+/// gets FAIRLOCK_TOKEN (the term), FAIRLOCK_VALUE, FAIRLOCK_NAME and
+/// FAIRLOCK_CLIENT_ID in its environment.
+///
+/// With --observe, prints each new leader and each vacancy as one line
+/// (the first: who leads now), every change in order, until SIGINT or
+/// SIGTERM (exit 0).
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct ElectArgs {
+    /// Name of the election.
+    #[arg(value_parser = lock_name)]
+    pub name: String,
+
+    /// Do not campaign: print every change of leader and every vacancy,
+    /// one line each, until interrupted.
+    #[arg(long)]
+    pub observe: bool,
+
+    /// With --observe: one JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The value this candidate campaigns with, which names it wherever
+    /// the leader is shown (default: HOST:PID): 1 to 256 bytes of
+    /// printable ASCII without spaces, e.g. 10.0.0.7:8080.
+    #[arg(long, value_name = "VALUE", value_parser = value, conflicts_with = "observe")]
+    pub value: Option<String>,
+
+    /// Give up after waiting this long (500ms, 10s, 5m, 2h); 0s means do not
+    /// wait. Waits forever when not given.
+    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse, conflicts_with = "observe")]
+    pub wait: Option<Duration>,
+
+    /// Do not wait at all: lead only if nobody leads or waits.
+    #[arg(short, long, conflicts_with_all = ["wait", "observe"])]
+    pub nonblock: bool,
+
+    /// Lead for at most this long, with no watchdog renewing the lease
+    /// (as `run --lease`).
+    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with = "observe")]
+    pub lease: Option<Duration>,
+
+    /// Lead for at most this long, the lease renewed until then; then
+    /// COMMAND is stopped and fairlock exits 70 (as `run --max-hold`).
+    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with_all = ["lease", "observe"])]
+    pub max_hold: Option<Duration>,
+
+    /// Exit code when --wait or -n runs out.
+    #[arg(short = 'E', long, value_name = "CODE", default_value_t = exit::TIMED_OUT)]
+    pub conflict_exit_code: u8,
+
+    /// Stop COMMAND (SIGTERM, then SIGKILL 5 s later) as soon as the
+    /// leadership is found lost, instead of letting it finish.
+    #[arg(long, conflicts_with = "observe")]
+    pub kill_on_loss: bool,
+
+    /// No live waiting line and no notice when --wait runs out.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Say on stderr when this candidate leads and resigns, and show the
+    /// library's warnings.
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+
+    /// The command to run while leading, and its arguments (after `--`).
+    #[arg(
+        required_unless_present = "observe",
+        conflicts_with = "observe",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// Checks a value as the library will, so a bad one is a usage error.
+fn value(text: &str) -> Result<String, String> {
+    let printable = |b| (0x21..=0x7E).contains(&b);
+    if (1..=MAX_ELECTION_VALUE_LEN).contains(&text.len()) && text.bytes().all(printable) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "a value must be 1 to {MAX_ELECTION_VALUE_LEN} bytes of printable ASCII without spaces"
+        ))
+    }
+}
+
+/// `HOST:PID`, the value of a candidate given none.
+fn default_value() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let host = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let host = if ok && value(&host).is_ok() {
+        host
+    } else {
+        "localhost".to_owned()
+    };
+    format!("{host}:{}", std::process::id())
+}
+
+/// Campaigns and runs the command while leading, or observes.
+pub fn exec(connection: &Connection, args: ElectArgs) -> Result<i32, Failure> {
+    if args.observe {
+        return observe(connection, &args.name, args.json);
+    }
+    if args.json {
+        let usage = anyhow!("--json goes with --observe (see fairlock elect --help)");
+        return Err(Failure::new(exit::USAGE, usage));
+    }
+    let value = args.value.unwrap_or_else(default_value);
+    let run = RunArgs {
+        name: args.name,
+        wait: args.wait,
+        nonblock: args.nonblock,
+        permits: None,
+        shared: false,
+        exclusive: false,
+        lease: args.lease,
+        max_hold: args.max_hold,
+        conflict_exit_code: args.conflict_exit_code,
+        kill_on_loss: args.kill_on_loss,
+        quiet: args.quiet,
+        verbose: args.verbose,
+        command: args.command,
+    };
+    run::run_holding(connection, run, |client, run| {
+        let lease = match (run.lease, run.max_hold) {
+            (Some(lease), _) => Lease::Fixed(lease),
+            (None, Some(max_hold)) => Lease::MaxHold(max_hold),
+            (None, None) => Lease::Renewed,
+        };
+        Lock::election(client, &run.name, &value, lease)
+    })
+}
+
+/// Prints every change of the election's leader until a signal (exit 0)
+/// or stdout closing (exit 0). Only a failure before the first line is an
+/// error (exit 69); later ones are said on stderr and tried again.
+fn observe(connection: &Connection, name: &str, json: bool) -> Result<i32, Failure> {
+    watch::stop_on_signals().map_err(|err| {
+        Failure::new(
+            exit::UNAVAILABLE,
+            anyhow!(err).context("cannot handle signals"),
+        )
+    })?;
+    let client = connection.connect()?;
+    let doing = || format!("watching the election {name:?} failed");
+    let mut watch = client
+        .election(name)
+        .watch()
+        .map_err(|err| Failure::redis(err, doing()))?;
+    let mut printed = false;
+    loop {
+        let event = match watch.next(OBSERVE_WAIT) {
+            Ok(Some(event)) => event,
+            Ok(None) => continue,
+            Err(err) if !printed => return Err(Failure::redis(err, doing())),
+            Err(err) => {
+                eprintln!("fairlock: warning: {}: {err}; trying again", doing());
+                std::thread::sleep(OBSERVE_RETRY);
+                continue;
+            }
+        };
+        let now = SystemTime::now();
+        let line = if json {
+            json_line(&event, now).to_string()
+        } else {
+            format!("{} {event}", watch::stamp(now))
+        };
+        // Locked per line: a signal's exit flushes stdout too.
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            return Ok(0); // stdout closed: nobody reads any more
+        }
+        printed = true;
+    }
+}
+
+/// One event as `--observe --json` prints it.
+fn json_line(event: &LeaderEvent, at: SystemTime) -> Value {
+    let time_ms = at
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    match event {
+        LeaderEvent::Leads(leader) => json!({
+            "event": "leader",
+            "time_ms": time_ms,
+            "term": leader.term,
+            "value": leader.value,
+            "owner": leader.who.to_string(),
+            "client_id": leader.who.client_id(),
+        }),
+        LeaderEvent::Vacant { ended } => json!({
+            "event": "vacant",
+            "time_ms": time_ms,
+            "ended_term": ended,
+        }),
+        LeaderEvent::Missed { after } => json!({
+            "event": "missed",
+            "time_ms": time_ms,
+            "after_term": after,
+        }),
+        _ => json!({ "event": "other", "time_ms": time_ms, "text": event.to_string() }),
+    }
+}

@@ -1,0 +1,287 @@
+//! `fairlock elect`, driven as a built binary against a private
+//! redis-server per test: candidates lead in turn, a SIGKILLed leader is
+//! replaced once its lease runs out, and two `elect --observe` processes
+//! (NDJSON and human lines) print every leader and every vacancy in order,
+//! the one a killed lone leader leaves too, and end with 0 on SIGTERM and
+//! SIGINT; a lost leadership stops the command with --kill-on-loss and
+//! exits 70; the command's own exit code, its environment, -n's 75 and
+//! usage errors.
+//!
+//! The observers write to scratch files the test reads as they grow, so
+//! each step waits for what they printed, not for time to pass.
+
+mod cli_support;
+
+use std::fs::File;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use cli_support::{
+    assert_one_line_error, code, fairlock, output, read_pid, stderr, stdout, Proc, Scratch,
+    PATIENCE,
+};
+use fairlock_test_support::{wait_until, RedisServer};
+use serde_json::Value;
+
+/// An `elect --observe` of `name` (with `extra` arguments) writing its
+/// stdout to `file`.
+fn observer(server: &RedisServer, name: &str, extra: &[&str], file: &Path) -> Proc {
+    Proc::spawn(
+        fairlock(server)
+            .args(["elect", name, "--observe"])
+            .args(extra)
+            .stdout(Stdio::from(File::create(file).unwrap())),
+    )
+}
+
+/// The lines `file` holds once it holds at least `n`, within `PATIENCE`.
+fn lines(file: &Path, n: usize) -> Vec<String> {
+    let read = || -> Vec<String> {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        text.lines().map(str::to_owned).collect()
+    };
+    assert!(
+        wait_until(PATIENCE, || read().len() >= n),
+        "{n} lines expected in {}, got {:?}",
+        file.display(),
+        read()
+    );
+    read()
+}
+
+/// A candidate of `name` with `value` and a fixed lease of `lease`
+/// running `script`.
+fn candidate(server: &RedisServer, name: &str, value: &str, lease: &str, script: &str) -> Proc {
+    Proc::spawn(fairlock(server).args([
+        "elect", name, "--value", value, "--lease", lease, "--", "sh", "-c", script,
+    ]))
+}
+
+/// The term a candidate's command wrote to `path`, once it did.
+fn term_in(path: &Path) -> u64 {
+    assert!(
+        wait_until(PATIENCE, || read_pid(path).is_some()),
+        "{} never written",
+        path.display()
+    );
+    read_pid(path).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_killed_leader_is_replaced_and_the_observers_print_every_leader_and_vacancy() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("elect-observe");
+    let (json_out, human_out) = (scratch.path("json"), scratch.path("human"));
+    let json = observer(&server, "e", &["--json"], &json_out);
+    let human = observer(&server, "e", &[], &human_out);
+    let first = lines(&json_out, 1);
+    assert_eq!(
+        serde_json::from_str::<Value>(&first[0]).unwrap()["event"],
+        "vacant",
+        "nobody leads yet: {first:?}"
+    );
+    lines(&human_out, 1);
+
+    // a leads (a fixed lease of 1 s, its command sleeping on), b queues
+    // behind it; a is SIGKILLed: b leads once a's lease ran out, runs, and
+    // resigns with nobody waiting.
+    let (a_term, b_term) = (scratch.path("a"), scratch.path("b"));
+    let a = candidate(
+        &server,
+        "e",
+        "a",
+        "1s",
+        &format!("echo $FAIRLOCK_TOKEN > {}; sleep 30", a_term.display()),
+    );
+    let a_term = term_in(&a_term);
+    let b = candidate(
+        &server,
+        "e",
+        "b",
+        "5s",
+        &format!("echo $FAIRLOCK_TOKEN > {}; sleep 0.3", b_term.display()),
+    );
+    let client = server.client();
+    let election = client.election("e");
+    assert!(wait_until(PATIENCE, || election.queue_len().unwrap() == 1));
+    let killed = Instant::now();
+    a.signal("KILL");
+    let out = b.finish(PATIENCE);
+    assert_eq!(code(&out), 0, "b ran and resigned: {}", stderr(&out));
+    let b_term = term_in(&b_term);
+    let replaced = killed.elapsed();
+    assert!(b_term > a_term);
+
+    // c leads alone with a lease of 600 ms and is SIGKILLed: the vacancy
+    // it leaves is said by no script, yet printed (the watch reads the
+    // election again as the leader's lease would run out).
+    let c = Proc::spawn(fairlock(&server).args([
+        "elect", "e", "--value", "c", "--lease", "600ms", "--", "sleep", "30",
+    ]));
+    assert!(wait_until(PATIENCE, || election
+        .leader()
+        .unwrap()
+        .is_some_and(|l| l.value == "c")));
+    let c_term = election.leader().unwrap().unwrap().term;
+    c.signal("KILL");
+
+    // Every leader and vacancy, in order: the vacancy between a and b
+    // only if an observer read the election while it lasted (between a's
+    // lease end and b's claim).
+    let last = format!("\"ended_term\":{c_term}");
+    let read = || std::fs::read_to_string(&json_out).unwrap_or_default();
+    assert!(
+        wait_until(PATIENCE, || read().contains(&last)),
+        "c's vacancy printed: {}",
+        read()
+    );
+    let json_events: Vec<Value> = read()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut said: Vec<(String, u64, String)> = json_events
+        .iter()
+        .map(|e| {
+            let event = e["event"].as_str().unwrap().to_owned();
+            let term = e["term"].as_u64().or(e["ended_term"].as_u64()).unwrap_or(0);
+            let value = e["value"].as_str().unwrap_or("").to_owned();
+            (event, term, value)
+        })
+        .collect();
+    let between = ("vacant".to_owned(), a_term, String::new());
+    let had_between = said.get(2) == Some(&between);
+    if had_between {
+        said.remove(2);
+    }
+    let leader = |term, value: &str| ("leader".to_owned(), term, value.to_owned());
+    let vacant = |term| ("vacant".to_owned(), term, String::new());
+    assert_eq!(
+        said,
+        [
+            vacant(0),
+            leader(a_term, "a"),
+            leader(b_term, "b"),
+            vacant(b_term),
+            leader(c_term, "c"),
+            vacant(c_term),
+        ],
+        "every leader and vacancy in order: {json_events:?}"
+    );
+    assert_eq!(
+        json_events.len(),
+        6 + usize::from(had_between),
+        "nothing more"
+    );
+    for e in &json_events {
+        assert!(e["time_ms"].as_u64().is_some(), "{e}");
+    }
+    let human_lines = lines(&human_out, 6);
+    let text = human_lines.join("\n");
+    for expected in [
+        format!("leader a term {a_term} ("),
+        format!("leader b term {b_term} ("),
+        format!("vacant after term {b_term}"),
+        format!("leader c term {c_term} ("),
+        format!("vacant after term {c_term}"),
+    ] {
+        assert!(text.contains(&expected), "{expected:?} in {text}");
+    }
+    eprintln!(
+        "elect: b led {} ms after a was SIGKILLed (a's lease 1 s)",
+        replaced.as_millis()
+    );
+    assert!(replaced < Duration::from_secs(1) + Duration::from_millis(1500));
+
+    // SIGTERM and SIGINT end the observers with 0.
+    json.signal("TERM");
+    human.signal("INT");
+    let out = json.finish(PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = human.finish(PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn a_lost_leadership_stops_the_command_and_exit_codes_are_runs() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("elect-codes");
+
+    // The command's exit code passes through; it gets its term and the
+    // default value, HOST:PID of fairlock; the leader resigns after it.
+    let mut cmd = fairlock(&server);
+    cmd.args(["elect", "codes"]).args([
+        "--",
+        "sh",
+        "-c",
+        "echo \"$FAIRLOCK_VALUE $FAIRLOCK_TOKEN\"; exit 7",
+    ]);
+    let proc = Proc::spawn(&mut cmd);
+    let pid = proc.pid();
+    let out = proc.finish(PATIENCE);
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    let said = stdout(&out);
+    let (value, term) = said.trim().split_once(' ').expect("value and term");
+    assert!(value.ends_with(&format!(":{pid}")), "{value}");
+    assert!(term.parse::<u64>().unwrap() > 0, "{term}");
+    let election = server.client().election("codes");
+    assert_eq!(election.leader().unwrap(), None, "resigned");
+
+    // -n while another leads: 75, nothing run.
+    let leadership = election.with_value("other").campaign().unwrap();
+    let marker = scratch.path("ran");
+    let out = output(
+        fairlock(&server)
+            .args(["elect", "codes", "-n", "--", "touch"])
+            .arg(&marker),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(!marker.exists());
+    leadership.unlock().unwrap();
+
+    // A leadership lost while the command runs (a fixed lease of 300 ms)
+    // with --kill-on-loss: the command gets SIGTERM, fairlock exits 70.
+    let termed = scratch.path("termed");
+    let script = format!(
+        "trap 'touch {}; kill $!; exit 143' TERM; sleep 30 & wait",
+        termed.display()
+    );
+    let started = Instant::now();
+    let out = output(
+        fairlock(&server).args([
+            "elect",
+            "codes",
+            "--lease",
+            "300ms",
+            "--kill-on-loss",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lost the leadership on \"codes\" (election)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(termed.exists(), "the command got SIGTERM");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped, not waited for"
+    );
+
+    // Usage errors: a bad value, a command with --observe, no command.
+    for args in [
+        &["elect", "codes", "--value", "has space", "--", "true"][..],
+        &["elect", "codes", "--observe", "--", "true"],
+        &["elect", "codes"],
+        &["elect", "codes", "--json", "--", "true"],
+    ] {
+        let out = output(fairlock(&server).args(args), PATIENCE);
+        assert_one_line_error(&out, 2, &format!("{args:?}"));
+    }
+}
