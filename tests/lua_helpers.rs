@@ -41,7 +41,9 @@ fn own_file(script: Script) -> &'static str {
             include_str!("../lua/counted/force_release.lua")
         }
         (Engine::Counted, Op::Status) => include_str!("../lua/counted/status.lua"),
-        (Engine::Election, _) => unreachable!(),
+        (Engine::Counted, Op::Upgrade) => include_str!("../lua/counted/upgrade.lua"),
+        (Engine::Counted, Op::Downgrade) => include_str!("../lua/counted/downgrade.lua"),
+        (Engine::Election, _) | (Engine::Mutex, Op::Upgrade | Op::Downgrade) => unreachable!(),
     }
 }
 

@@ -67,8 +67,8 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
 /// The batch's replies, parsed: one per hold, one per waiter group, and
 /// whether enough replicas acknowledged them (with `sync_replicas`).
 struct Replies {
-    /// Each hold's renewal and the lease it asked for.
-    renewed: Vec<(Result<bool>, Duration)>,
+    /// Each hold's renewal, the lease it asked for and the token it named.
+    renewed: Vec<(Result<bool>, Duration, u64)>,
     heartbeats: Vec<Result<HeartbeatReply>>,
     replicated: bool,
 }
@@ -85,7 +85,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         .zip(&leases)
         .map(|(hold, lease)| Renew {
             owner: &hold.call.owner,
-            token: hold.token,
+            token: hold.token(),
             call: hold.call.id,
             lease: Some(*lease),
         })
@@ -139,6 +139,8 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             .zip(values)
             .map(|(renewal, value)| renewal.parse(value))
             .zip(leases)
+            .zip(renewals.iter().map(|renewal| renewal.token))
+            .map(|((renewed, lease), token)| (renewed, lease, token))
             .collect(),
         heartbeats: beats
             .iter()
@@ -159,13 +161,13 @@ fn redirection(value: &Value) -> Option<Error> {
 }
 
 fn apply(batch: &Batch, replies: Replies, sent: Instant) {
-    for (hold, (renewed, lease)) in batch.holds.iter().zip(replies.renewed) {
+    for (hold, (renewed, lease, token)) in batch.holds.iter().zip(replies.renewed) {
         match renewed {
             // A renewal too few replicas saw does not extend the lease the
             // guard counts on: a failover could bring back the old expiry.
             Ok(true) if replies.replicated => hold.renewed(sent, lease),
             Ok(true) => {}
-            Ok(false) => hold.mark_lost(),
+            Ok(false) => hold.renewal_failed(token),
             Err(err) => log::warn!("fairlock: renewal failed: {err}"),
         }
     }

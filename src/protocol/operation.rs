@@ -64,6 +64,11 @@ pub enum Op {
     ForceRelease,
     /// `status.lua`
     Status,
+    /// `counted/upgrade.lua` (the counted engine's only: a reader-writer
+    /// lock's).
+    Upgrade,
+    /// `counted/downgrade.lua` (the counted engine's only).
+    Downgrade,
 }
 
 impl Op {
@@ -78,6 +83,8 @@ impl Op {
             Op::Abandon => "abandon",
             Op::ForceRelease => "force_release",
             Op::Status => "status",
+            Op::Upgrade => "upgrade",
+            Op::Downgrade => "downgrade",
         }
     }
 }
@@ -117,9 +124,20 @@ macro_rules! family {
 /// mutex's files assembled with the election's `ANNOUNCE`).
 const SOURCES: [[&str; 8]; 3] = [family!("mutex"), family!("counted"), family!("election")];
 
+/// The sources of the operations only the counted engine has, in the order
+/// of their [`Op`] variants (after the eight every engine has).
+const COUNTED_ONLY: [&str; 2] = [
+    include_str!(concat!(env!("OUT_DIR"), "/counted/upgrade.lua")),
+    include_str!(concat!(env!("OUT_DIR"), "/counted/downgrade.lua")),
+];
+
+/// The first [`Op`] only the counted engine has.
+const FIRST_COUNTED_ONLY: usize = Op::Upgrade as usize;
+
 impl Script {
-    /// Every script, e.g. to load them all at once.
-    pub const ALL: [Script; 24] = {
+    /// Every script, e.g. to load them all at once: each engine's eight,
+    /// then the counted engine's own (upgrade, downgrade).
+    pub const ALL: [Script; 26] = {
         const OPS: [Op; 8] = [
             Op::Acquire,
             Op::Release,
@@ -132,9 +150,10 @@ impl Script {
         ];
         const ENGINES: [Engine; 3] = [Engine::Mutex, Engine::Counted, Engine::Election];
         let mut all = [Script {
-            engine: Engine::Mutex,
-            op: Op::Acquire,
-        }; 24];
+            engine: Engine::Counted,
+            op: Op::Upgrade,
+        }; 26];
+        all[25].op = Op::Downgrade;
         let mut i = 0;
         while i < 24 {
             all[i] = Script {
@@ -148,7 +167,10 @@ impl Script {
 
     /// Its place in [`Script::ALL`].
     pub fn index(self) -> usize {
-        self.engine as usize * 8 + self.op as usize
+        match self.op as usize {
+            op if op >= FIRST_COUNTED_ONLY => 24 + op - FIRST_COUNTED_ONLY,
+            op => self.engine as usize * 8 + op,
+        }
     }
 
     /// The script of `op` for a lock of `kind`.
@@ -161,7 +183,10 @@ impl Script {
 
     /// The script's whole source, the helpers it uses included.
     pub fn source(self) -> &'static str {
-        SOURCES[self.engine as usize][self.op as usize]
+        match self.op as usize {
+            op if op >= FIRST_COUNTED_ONLY => COUNTED_ONLY[op - FIRST_COUNTED_ONLY],
+            op => SOURCES[self.engine as usize][op],
+        }
     }
 }
 
