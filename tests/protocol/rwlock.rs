@@ -547,7 +547,10 @@ fn an_upgrade_claims_the_head_and_the_last_read_before_it_hands_it_the_write() {
     for mode in [Mode::First, Mode::First, Mode::Poll] {
         assert!(matches!(
             upgrade(&mut s, &u, UpgradeStep::Attempt(mode)),
-            UpgradeReply::Waiting { position: Some(0), .. }
+            UpgradeReply::Waiting {
+                position: Some(0),
+                ..
+            }
         ));
     }
     let claim = queued("u:1", 1, Ask::Upgrade);
@@ -569,7 +572,10 @@ fn an_upgrade_claims_the_head_and_the_last_read_before_it_hands_it_the_write() {
     let w = s.granted(granted[0].clone());
     assert!(w.token > r.token && w.token > u.token);
     assert_eq!(s.holders(), ["u:1 1 4294967295"]);
-    assert_eq!(s.queued(), [queued("w:1", 3, WRITE), queued("q:1", 4, READ)]);
+    assert_eq!(
+        s.queued(),
+        [queued("w:1", 3, WRITE), queued("q:1", 4, READ)]
+    );
     // Its poll (with the read's token: the reply it waits for) answers
     // with the write; so does a repeat of the first call.
     for mode in [Mode::Poll, Mode::First] {
@@ -630,7 +636,10 @@ fn a_downgrade_admits_the_reads_behind_in_its_step_and_counts_once() {
     };
     assert_eq!(handed.len(), 1);
     assert_eq!(handed[0].owner, "b:1");
-    assert_eq!(s.queued(), [queued("c:1", 4, UPGRADABLE), queued("x:1", 5, WRITE)]);
+    assert_eq!(
+        s.queued(),
+        [queued("c:1", 4, UPGRADABLE), queued("x:1", 5, WRITE)]
+    );
     assert_eq!(s.meta_used(), Some(2 + u64::from(RW_UPGRADABLE)));
     // A read is no write to downgrade; nothing is written.
     let read = s.hold_of("w:1", 1, READ);
@@ -654,7 +663,10 @@ fn a_withdrawn_claim_lets_in_who_it_held_back_and_a_lost_read_drops_its_claim() 
     let r = s.take("r:1", 2, READ);
     assert!(matches!(
         upgrade(&mut s, &u, UpgradeStep::Attempt(Mode::First)),
-        UpgradeReply::Waiting { position: Some(0), .. }
+        UpgradeReply::Waiting {
+            position: Some(0),
+            ..
+        }
     ));
     assert_eq!(s.queue("q:1", 3, READ), 1);
     // Withdrawn: the read it held back enters, the upgradable read stays.
@@ -673,7 +685,10 @@ fn a_withdrawn_claim_lets_in_who_it_held_back_and_a_lost_read_drops_its_claim() 
     let r = s.take("r:1", 4, READ);
     assert!(matches!(
         upgrade(&mut s, &u, UpgradeStep::Attempt(Mode::First)),
-        UpgradeReply::Waiting { position: Some(0), .. }
+        UpgradeReply::Waiting {
+            position: Some(0),
+            ..
+        }
     ));
     assert_eq!(s.force_release("c#1").holds, 2);
     assert!(s.queued().is_empty(), "{:?}", s.queued());
