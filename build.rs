@@ -42,6 +42,12 @@ const OPERATIONS: [&str; 9] = [
     "revoke",
 ];
 
+/// The operations only the counted engine has, after those every engine
+/// has: a reader-writer lock's upgrade and downgrade (issue 30), one file
+/// each in lua/counted/ (`Script` in src/protocol/operation.rs lists them
+/// after the grid of the others).
+const COUNTED_ONLY: [&str; 2] = ["upgrade", "downgrade"];
+
 /// The families of scripts, one folder of OUT_DIR each (`Engine` in
 /// src/protocol/operation.rs): the folder of lua/ whose files it
 /// assembles, and whether lib.lua's `@election` definitions stand in for
@@ -75,8 +81,10 @@ fn main() {
     for engine in ["mutex", "counted"] {
         for entry in fs::read_dir(lua.join(engine)).expect("reading lua/") {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            let known = |op: &&str| name == format!("{op}.lua");
             assert!(
-                OPERATIONS.iter().any(|op| name == format!("{op}.lua")),
+                OPERATIONS.iter().any(known)
+                    || (engine == "counted" && COUNTED_ONLY.iter().any(known)),
                 "lua/{engine}/{name} is no operation build.rs knows: add it to OPERATIONS"
             );
         }
@@ -85,7 +93,12 @@ fn main() {
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     let mut library = library_head(&definitions);
     for (family, folder, election) in FAMILIES {
-        for op in OPERATIONS {
+        let only: &[&str] = if folder == "counted" {
+            &COUNTED_ONLY
+        } else {
+            &[]
+        };
+        for op in OPERATIONS.iter().chain(only) {
             let file = format!("{folder}/{op}.lua");
             let body = read(&lua.join(&file));
             let script = assemble(&definitions, election, &file, &body);

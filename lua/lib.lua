@@ -827,13 +827,67 @@ local function first_lease_left(meta, now_ms)
   return tonumber(first) - now_ms
 end
 
+-- Gives hold `member` (the lone hold, named or as hold_by_token gives it,
+-- or its name in the holders zset) of `units` the units `to` instead, in
+-- place, and a new token, max(last + 1, server clock in µs), as take_hold
+-- does: its owner, call and lease end stay. A reader-writer lock's upgrade
+-- and downgrade (upgrade.lua, downgrade.lua, settle_claim). Returns the
+-- new token (a string) and the lease ms left. The caller writes the meta
+-- (keep_counted).
+local function change_hold(meta, member, units, to, now_us, now_ms)
+  local token = fmt(math.max(tonumber(meta.last) + 1, now_us))
+  meta.last = token
+  meta.used = meta.used - units + to
+  local to_s = fmt(to)
+  local lone = meta.lone
+  if lone and (member == lone or lone_name(lone) == member) then
+    lone.units, lone.units_s, lone.token = to, to_s, token
+    return token, lone.ends - now_ms
+  end
+  local ends = redis.call('ZSCORE', HOLDERS, member)
+  local owner, call = parse_holder(member)
+  local renamed = owner .. ' ' .. call .. ' ' .. to_s
+  redis.call('ZREM', HOLDERS, member, '#' .. member)
+  redis.call('ZADD', HOLDERS, ends, renamed, '-' .. token, '#' .. renamed)
+  return token, tonumber(ends) - now_ms
+end
+
+-- Settles an upgrade's claim, which admit_waiters found at the head of the
+-- queue with room for it: a reader-writer lock's queue entry of call
+-- `wait_id` of `owner` asking for 2147483647 units, what a write takes
+-- beyond the upgradable read (2147483648 units) that call holds, so it
+-- fits once the reads granted before it are gone (upgrade.lua queues it
+-- ahead of everyone). The upgradable read becomes the write in place
+-- (change_hold), its owner hears "G <wait id> <token> <lease ms left>",
+-- and the grant is added to `handed`; a claim whose upgradable read is
+-- gone (its lease ran out, force unlocked) is dropped and its owner told
+-- "H <wait id> 0", so that it asks at once and learns its hold is lost.
+-- Returns false, touching nothing, when the entry is no claim (a call of
+-- a semaphore's: the lock's meta key says which kind it is); the caller
+-- forgot the entry already.
+local function settle_claim(meta, owner, wait_id, now_us, now_ms, handed)
+  if not string.match(META, '^[^{]*{%x+}:rwmeta:') then
+    return false
+  end
+  local member = owner .. ' ' .. wait_id .. ' 2147483648'
+  if not hold_of(meta, member, now_ms) then
+    wake(owner, 'H ' .. wait_id .. ' 0')
+    return true
+  end
+  local token, left = change_hold(meta, member, 2147483648, 4294967295, now_us, now_ms)
+  wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. fmt(left))
+  handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), left }
+  return true
+end
+
 -- Admits the live waiters at the head of the queue, in arrival order,
 -- while each one's units fit beside the used ones: a head that does not
 -- fit stops it, so no smaller call behind passes it. Stops at `stop` (an
 -- entry that takes its own hold) if given. Each gets a token and "G <wait
 -- id> <token> <ttl>", its grant bounded by its liveness deadline as
 -- hand_over's; the new head, if any was admitted, hears "H", as tell_head
--- tells it. Returns the list of {owner, wait id, token, ttl} admitted.
+-- tells it. An upgrade's claim at the head is settled (settle_claim).
+-- Returns the list of {owner, wait id, token, ttl} admitted.
 local function admit_waiters(meta, now_us, now_ms, stop)
   local handed = {}
   while true do
@@ -850,19 +904,23 @@ local function admit_waiters(meta, now_us, now_ms, stop)
       break
     end
     forget(head)
-    local ttl, ttl_s = tonumber(lease), lease
-    if string.byte(lease, 1) == 48 then
-      ttl_s = fmt(ttl)
-    end
-    if fixed == '0' then
-      local bound = math.max(1, math.min(ttl, deadline - now_ms))
-      if bound ~= ttl then
-        ttl, ttl_s = bound, fmt(bound)
+    -- An upgrade's claim (its units no read or write asks for) is
+    -- settled in place of a new hold.
+    if units ~= 2147483647 or not settle_claim(meta, owner, wait_id, now_us, now_ms, handed) then
+      local ttl, ttl_s = tonumber(lease), lease
+      if string.byte(lease, 1) == 48 then
+        ttl_s = fmt(ttl)
       end
+      if fixed == '0' then
+        local bound = math.max(1, math.min(ttl, deadline - now_ms))
+        if bound ~= ttl then
+          ttl, ttl_s = bound, fmt(bound)
+        end
+      end
+      local token = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
+      wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. ttl_s)
+      handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), ttl }
     end
-    local token = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
-    wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. ttl_s)
-    handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), ttl }
   end
   return handed
 end

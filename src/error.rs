@@ -44,9 +44,10 @@ pub enum ErrorKind {
     /// message names both numbers.
     PermitsMismatch,
     /// A thread that holds a reader-writer lock for reading (and not for
-    /// writing) asked to write it: waiting would deadlock the thread on
-    /// itself, so the call is refused. Nothing was written; release the
-    /// read guards first.
+    /// writing) asked to write it (or, holding a read, for an upgradable
+    /// read; or asked to upgrade while it holds other guards of the lock):
+    /// waiting would deadlock the thread on itself, so the call is refused.
+    /// Nothing was written; release the read guards first.
     UpgradeRefused,
     /// Redis answered with an error or a reply fairlock does not understand
     /// (for example, an ACL that forbids a needed command).
@@ -284,7 +285,8 @@ impl Error {
             return Error::with_source(
                 ErrorKind::UpgradeRefused,
                 "this thread holds the rwlock for reading and asked to write: release its read \
-                 guards first (waiting would deadlock); nothing was changed",
+                 guards first, or take an upgradable read and upgrade it (waiting would \
+                 deadlock); nothing was changed",
                 err,
             );
         }

@@ -15,7 +15,7 @@
 //! |---|---|---|
 //! | one holder at a time | [`FairMutex`] → [`FairMutexGuard`] | [`Client::fair_mutex`] |
 //! | at most N holders at once, a call may take several | [`FairSemaphore`] → [`SemaphorePermit`] | [`Client::fair_semaphore`] |
-//! | many readers or one writer | [`FairRwLock`] → [`ReadGuard`] / [`WriteGuard`] | [`Client::fair_rwlock`] |
+//! | many readers or one writer | [`FairRwLock`] → [`ReadGuard`] / [`WriteGuard`], and [`UpgradableReadGuard`] to upgrade | [`Client::fair_rwlock`] |
 //! | several locks together, all or none, without deadlock | [`FairMultiLock`] → [`MultiGuard`] | [`Client::fair_multi_lock`] |
 //! | one leader among many candidates, and who it is | [`Election`] → [`Leadership`], [`LeaderWatch`] | [`Client::election`] |
 //!
@@ -237,8 +237,8 @@ pub use handles::revocation_signal::{Revocation, RevocationSignal};
 pub use handles::{
     AnyGuard, Bound, Election, FairLock, FairMultiLock, FairMutex, FairMutexGuard, FairRwLock,
     FairSemaphore, Guard, Holder, Leader, LeaderEvent, LeaderWatch, Leadership, MultiGuard,
-    Ownership, Participant, QueuedWaiter, ReadGuard, SemaphorePermit, Status, Unbound, Wait,
-    WriteGuard, MAX_PERMITS,
+    Ownership, Participant, QueuedWaiter, ReadGuard, SemaphorePermit, Status, Unbound,
+    UpgradableReadGuard, Wait, WriteGuard, MAX_PERMITS,
 };
 pub use machinery::holds::LeaseEnd;
 pub use protocol::keys::MAX_NAME_LEN;
@@ -260,6 +260,10 @@ pub mod __test_support {
         WaiterReply, WaiterStatus, WakeMessage, RW_CAPACITY,
     };
     pub use crate::protocol::{RenewReply, Revoke, Revoked};
+    pub use crate::protocol::{
+        Downgrade, DowngradeReply, Upgrade, UpgradeReply, UpgradeStep, RW_UPGRADABLE,
+        RW_UPGRADE_CLAIM,
+    };
 
     /// fairlock's Functions library as `FUNCTION LOAD` takes it.
     pub fn library_source() -> &'static str {

@@ -43,7 +43,9 @@ fn own_file(script: Script) -> &'static str {
         }
         (Engine::Counted, Op::Status) => include_str!("../lua/counted/status.lua"),
         (Engine::Counted, Op::Revoke) => include_str!("../lua/counted/revoke.lua"),
-        (Engine::Election, _) => unreachable!(),
+        (Engine::Counted, Op::Upgrade) => include_str!("../lua/counted/upgrade.lua"),
+        (Engine::Counted, Op::Downgrade) => include_str!("../lua/counted/downgrade.lua"),
+        (Engine::Election, _) | (Engine::Mutex, Op::Upgrade | Op::Downgrade) => unreachable!(),
     }
 }
 

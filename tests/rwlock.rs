@@ -763,3 +763,392 @@ fn force_unlock_frees_every_read_and_write_and_admits_the_head() {
     let panicked = other.join().is_err();
     assert!(panicked, "the other reader's unlock reported its lost hold");
 }
+
+/// What a recorded hold was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Took {
+    Read,
+    Upgradable,
+    Write,
+}
+
+/// Spans of holds seen by several threads, each with what it held.
+type Spans = Arc<Mutex<Vec<(Span, Took)>>>;
+
+/// Panics when a write's span overlaps any other hold's, or two
+/// upgradable reads' overlap, naming both.
+fn assert_exclusions(spans: &[(Span, Took)]) {
+    let plain: Vec<Span> = spans.iter().map(|(span, _)| *span).collect();
+    for (a, b) in overlapping(&plain) {
+        let (x, y) = (spans[a].1, spans[b].1);
+        assert!(
+            x != Took::Write && y != Took::Write && (x, y) != (Took::Upgradable, Took::Upgradable),
+            "overlap: {:?} and {:?}",
+            spans[a],
+            spans[b]
+        );
+    }
+}
+
+/// Records in `spans` a hold of `what` believed held from `from` to now.
+fn record(spans: &Spans, what: Took, from: Instant, token: u64) {
+    let span = Span {
+        from,
+        to: Instant::now(),
+        token,
+    };
+    spans.lock().unwrap().push((span, what));
+}
+
+#[test]
+fn an_upgrade_waits_only_for_the_reads_before_it_and_a_downgrade_admits_the_reads_behind() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    // Unbound: the upgrade waits on a thread of its own.
+    let rw_a = a.fair_rwlock("upgrade").unbound();
+    let rw_b = b.fair_rwlock("upgrade");
+    // An upgradable read shares with reads, and excludes writers and
+    // other upgradable reads.
+    let upgradable = rw_a.upgradable_read().unwrap();
+    let u_token = upgradable.fencing_token();
+    assert_eq!(upgradable.access(), Some(fairlock::Access::UpgradableRead));
+    let read = rw_b.try_read().unwrap().expect("a read beside it");
+    assert!(read.fencing_token() > u_token);
+    let c = server.client();
+    let rw_c = c.fair_rwlock("upgrade");
+    assert!(rw_c.try_upgradable_read().unwrap().is_none());
+    assert!(rw_c.try_write().unwrap().is_none());
+    let status = rw_b.status(10).unwrap();
+    assert_eq!(status.holder_count, 2);
+    assert!(status
+        .holders
+        .iter()
+        .any(|h| h.access == Some(fairlock::Access::UpgradableRead)));
+
+    // The upgrade claims the head of the queue: readers and a writer
+    // arriving after it wait behind it.
+    let upgrader = thread::spawn(move || {
+        let write = upgradable.upgrade().expect("upgrade");
+        (write, Instant::now())
+    });
+    await_queue_len(&rw_b, 1);
+    let mut behind = Vec::new();
+    for want in [Want::Read, Want::Read, Want::Write] {
+        let (release_tx, release) = mpsc::channel();
+        let (handle, got) = spawn_taker(&server, "upgrade", want, Some(release));
+        behind.push((want, handle, got, release_tx));
+        await_queue_len(&rw_b, behind.len() + 1);
+    }
+    assert_eq!(
+        rw_b.status(10).unwrap().waiters[0].access,
+        Some(fairlock::Access::Write),
+        "the claim heads the queue"
+    );
+    thread::sleep(Duration::from_millis(100));
+    assert!(!upgrader.is_finished(), "upgraded while a read was held");
+    for (_, _, got, _) in &behind {
+        assert!(got.try_recv().is_err(), "someone passed the upgrade");
+    }
+    let released = Instant::now();
+    let r_token = read.fencing_token();
+    read.unlock().unwrap();
+    let (write, upgraded_at) = join_within(upgrader, Duration::from_secs(5), "the upgrade");
+    assert!(
+        upgraded_at.duration_since(released) < Duration::from_secs(1),
+        "the last read's release hands over the write at once: {:?}",
+        upgraded_at.duration_since(released)
+    );
+    assert_eq!(write.access(), Some(fairlock::Access::Write));
+    let w_token = write.fencing_token();
+    assert!(
+        w_token > r_token,
+        "a new token, above the reads': {w_token} {r_token}"
+    );
+    assert!(rw_a.status(10).unwrap().is_write_held());
+    for (_, _, got, _) in &behind {
+        assert!(got.try_recv().is_err(), "someone beside the write");
+    }
+
+    // The downgrade admits the two reads queued behind it in its own step
+    // (their tokens follow its own), not the writer behind them.
+    let read = write.downgrade().unwrap();
+    let d_token = read.fencing_token();
+    assert!(d_token > w_token);
+    assert_eq!(read.access(), Some(fairlock::Access::Read));
+    let mut read_tokens = Vec::new();
+    for (want, _, got, _) in &behind[..2] {
+        assert_eq!(*want, Want::Read);
+        let (token, _) = got.recv_timeout(Duration::from_secs(2)).expect("admitted");
+        read_tokens.push(token);
+    }
+    read_tokens.sort_unstable();
+    assert_eq!(
+        read_tokens,
+        [d_token + 1, d_token + 2],
+        "admitted in the same step"
+    );
+    thread::sleep(Duration::from_millis(50));
+    assert!(
+        behind[2].2.try_recv().is_err(),
+        "the writer waits for the reads"
+    );
+    read.unlock().unwrap();
+    for (_, handle, got, release) in behind {
+        release.send(()).unwrap();
+        let token = join_within(handle, Duration::from_secs(5), "a taker");
+        assert!(token > d_token);
+        drop(got);
+    }
+    assert_eq!(rw_a.status(10).unwrap().holder_count, 0);
+    assert_eq!(rw_a.queue_len().unwrap(), 0);
+}
+
+#[test]
+fn would_be_upgraders_serialize_among_readers_and_writers_without_deadlock_or_overlap() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let spans: Spans = Arc::default();
+    let hold = || thread::sleep(Duration::from_millis(2));
+    let mut threads = Vec::new();
+    // 6 would-be upgraders (bound, and unbound upgrading on another
+    // thread), 3 readers, 2 writers (half their writes downgraded), 5
+    // rounds each, each on a client of its own.
+    for i in 0..11usize {
+        let client = server.client();
+        let spans = Arc::clone(&spans);
+        threads.push(thread::spawn(move || {
+            let rw = client.fair_rwlock("many");
+            for round in 0..5 {
+                let wait = Wait::at_most(Duration::from_secs(20));
+                match i {
+                    0..=2 => {
+                        let u = rw.upgradable_read_with(wait).unwrap().expect("in time");
+                        let from = Instant::now();
+                        hold();
+                        let token = u.fencing_token();
+                        let w = u.upgrade().expect("upgrade");
+                        record(&spans, Took::Upgradable, from, token);
+                        let from = Instant::now();
+                        hold();
+                        record(&spans, Took::Write, from, w.fencing_token());
+                    }
+                    3..=5 => {
+                        let rw = rw.unbound();
+                        let u = rw.upgradable_read_with(wait).unwrap().expect("in time");
+                        let from = Instant::now();
+                        hold();
+                        let token = u.fencing_token();
+                        let w = thread::spawn(move || u.upgrade().expect("upgrade"))
+                            .join()
+                            .unwrap();
+                        record(&spans, Took::Upgradable, from, token);
+                        let from = Instant::now();
+                        hold();
+                        record(&spans, Took::Write, from, w.fencing_token());
+                    }
+                    6..=8 => {
+                        let r = rw.read_with(wait).unwrap().expect("in time");
+                        let from = Instant::now();
+                        hold();
+                        record(&spans, Took::Read, from, r.fencing_token());
+                    }
+                    _ => {
+                        let w = rw.write_with(wait).unwrap().expect("in time");
+                        let from = Instant::now();
+                        hold();
+                        record(&spans, Took::Write, from, w.fencing_token());
+                        if round % 2 == 0 {
+                            let r = w.downgrade().unwrap();
+                            let from = Instant::now();
+                            hold();
+                            record(&spans, Took::Read, from, r.fencing_token());
+                        }
+                    }
+                }
+            }
+            client
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for handle in threads {
+        let left = deadline.saturating_duration_since(Instant::now());
+        join_within(handle, left, "a contender (deadlock?)");
+    }
+    let spans = spans.lock().unwrap();
+    assert_eq!(
+        spans.len(),
+        6 * 5 * 2 + 3 * 5 + 2 * 5 + 2 * 3,
+        "every hold recorded"
+    );
+    assert_exclusions(&spans);
+    let client = server.client();
+    let rw = client.fair_rwlock("many");
+    assert_eq!(rw.status(10).unwrap().holder_count, 0);
+    assert_eq!(rw.queue_len().unwrap(), 0);
+}
+
+#[test]
+fn every_way_of_waiting_for_an_upgrade_ends_with_the_read_kept_and_nothing_left() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let rw_a = a.fair_rwlock("waits").unbound();
+    let rw_b = b.fair_rwlock("waits");
+    let upgradable = rw_a.upgradable_read().unwrap();
+    let read = rw_b.read().unwrap();
+    // try: never queues.
+    let upgradable = upgradable
+        .try_upgrade()
+        .unwrap()
+        .expect_err("a read is held");
+    assert_eq!(rw_b.queue_len().unwrap(), 0);
+    // A deadline: the claim is withdrawn, and a read that queued behind
+    // it gets in then.
+    let started = Instant::now();
+    let waiter = thread::spawn(move || upgradable.try_upgrade_for(Duration::from_millis(400)));
+    await_queue_len(&rw_b, 1);
+    let (handle, got) = spawn_taker(&server, "waits", Want::Read, None);
+    await_queue_len(&rw_b, 2);
+    let upgradable = join_within(waiter, Duration::from_secs(5), "the timed upgrade")
+        .unwrap()
+        .expect_err("timed out");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(400), "{waited:?}");
+    got.recv_timeout(Duration::from_secs(2))
+        .expect("the read behind the withdrawn claim got in");
+    join_within(handle, Duration::from_secs(5), "the reader");
+    assert_eq!(rw_b.queue_len().unwrap(), 0);
+    // A canceller: the same.
+    let cancel = WaitCanceller::new();
+    let stopper = cancel.clone();
+    let waiter =
+        thread::spawn(move || upgradable.upgrade_with(Wait::forever().cancelled_by(&cancel)));
+    await_queue_len(&rw_b, 1);
+    stopper.cancel();
+    let upgradable = join_within(waiter, Duration::from_secs(5), "the cancelled upgrade")
+        .unwrap()
+        .expect_err("cancelled");
+    assert_eq!(rw_b.queue_len().unwrap(), 0);
+    assert_eq!(upgradable.access(), Some(fairlock::Access::UpgradableRead));
+    // Still held: with the read gone, try_upgrade takes the write at once.
+    read.unlock().unwrap();
+    let write = upgradable.try_upgrade().unwrap().expect("alone");
+    // Down to an upgradable read and up again, then down to a read.
+    let upgradable = write.downgrade_to_upgradable().unwrap();
+    assert!(rw_b.try_read().unwrap().is_some(), "reads share again");
+    assert!(rw_b.try_upgradable_read().unwrap().is_none());
+    let write = upgradable.upgrade().unwrap();
+    let read = write.downgrade().unwrap();
+    assert!(
+        rw_b.try_upgradable_read().unwrap().is_some(),
+        "the read is plain now"
+    );
+    read.unlock().unwrap();
+
+    // Thread-bound: a thread holding a read beside its upgradable read
+    // would wait for itself; refused at once, nothing changed.
+    let bound = rw_a.bound();
+    let upgradable = bound.upgradable_read().unwrap();
+    let inner = bound.read().unwrap(); // re-entered: read in upgradable read
+    let err = upgradable.upgrade().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{err}");
+    drop(inner);
+    // A thread holding a read asking for an upgradable read is refused.
+    let plain = bound.read().unwrap();
+    let err = bound.upgradable_read().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{err}");
+    drop(plain);
+    assert_eq!(rw_b.status(10).unwrap().holder_count, 0);
+    assert_eq!(rw_b.queue_len().unwrap(), 0);
+}
+
+#[test]
+fn the_lease_signal_max_hold_and_force_unlock_carry_across_each_change() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(150);
+    let client = server.builder().lease(lease).build().unwrap();
+    let other = server.client();
+    let rw = client.fair_rwlock("carry");
+    let rw_other = other.fair_rwlock("carry");
+
+    // The watchdog renews the hold under each of its tokens, and the lease
+    // signal taken from the upgradable read fires only at the end.
+    let upgradable = rw.upgradable_read().unwrap();
+    let signal = upgradable.lease_signal();
+    let write = upgradable.upgrade().unwrap();
+    thread::sleep(3 * lease);
+    assert!(!write.is_lease_lost());
+    assert_eq!(signal.ended(), None);
+    let status = rw_other.status(10).unwrap();
+    assert_eq!(status.holders[0].fencing_token, write.fencing_token());
+    assert_eq!(status.holders[0].access, Some(fairlock::Access::Write));
+    let read = write.downgrade().unwrap();
+    thread::sleep(3 * lease);
+    assert!(!read.is_lease_lost());
+    assert_eq!(signal.ended(), None);
+    assert_eq!(signal.fencing_token(), read.fencing_token());
+    read.unlock().unwrap();
+    assert_eq!(
+        signal.wait_timeout(Duration::from_secs(1)),
+        Some(LeaseEnd::Released)
+    );
+
+    // The maximum hold counts from the first grant, whatever came after.
+    let capped = rw.with_max_hold(Duration::from_millis(400));
+    let granted = Instant::now();
+    let upgradable = capped.upgradable_read().unwrap();
+    let signal = upgradable.lease_signal();
+    thread::sleep(Duration::from_millis(150));
+    let write = upgradable.upgrade().unwrap();
+    thread::sleep(Duration::from_millis(100));
+    let read = write.downgrade_to_upgradable().unwrap();
+    assert_eq!(
+        signal.wait_timeout(Duration::from_secs(2)),
+        Some(LeaseEnd::MaxHold)
+    );
+    let at = granted.elapsed();
+    assert!(
+        at >= Duration::from_millis(390) && at < Duration::from_millis(400) + lease,
+        "max hold reached {at:?} after the grant"
+    );
+    assert!(
+        wait_until(Duration::from_secs(2), || rw_other
+            .try_write()
+            .unwrap()
+            .is_some()),
+        "the lock passed on after the max hold"
+    );
+    assert!(read.is_lease_lost());
+    drop(read);
+
+    // A force unlock while an upgrade waits: the upgrade fails as lost.
+    let upgradable = rw.unbound().upgradable_read().unwrap();
+    let signal = upgradable.lease_signal();
+    let reader = rw_other.read().unwrap();
+    let upgrader = thread::spawn(move || upgradable.upgrade());
+    await_queue_len(&rw_other, 1);
+    assert!(rw_other.force_unlock().unwrap());
+    let err = join_within(upgrader, Duration::from_secs(3), "the upgrade")
+        .expect_err("lost while it waited");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    assert_eq!(
+        signal.wait_timeout(Duration::from_secs(1)),
+        Some(LeaseEnd::Lost)
+    );
+    drop(reader);
+    assert_eq!(rw_other.queue_len().unwrap(), 0);
+    // And after an upgrade: the write's lease signal hears it, and a
+    // downgrade of it says lost.
+    let write = rw.upgradable_read().unwrap().upgrade().unwrap();
+    let signal = write.lease_signal();
+    assert!(rw_other.force_unlock().unwrap());
+    assert_eq!(
+        signal.wait_timeout(Duration::from_secs(2)),
+        Some(LeaseEnd::Lost)
+    );
+    let err = write.downgrade().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    assert!(rw_other.try_write().unwrap().is_some());
+}

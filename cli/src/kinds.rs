@@ -204,6 +204,7 @@ pub fn access_word(access: Access) -> &'static str {
     match access {
         Access::Read => "read",
         Access::Write => "write",
+        Access::UpgradableRead => "upgradable read",
         _ => "other",
     }
 }

@@ -159,7 +159,8 @@ if guard ~= '0' then
   if held_units and held_units < units then
     fail('ERR fairlock: read -> write upgrade refused: ' .. owner
       .. ' holds this rwlock for reading (token ' .. guard
-      .. ') and asks to write; release the read first (waiting would deadlock)')
+      .. ') and asks ' .. (units == capacity and 'to write' or 'for an upgradable read')
+      .. '; release the read first (waiting would deadlock)')
   end
   reenter = held_units ~= nil
 end
@@ -210,7 +211,7 @@ if meta.used + units > capacity and dropped == 0 then
 end
 
 -- @helpers WAKE_PREFIX, parse_entry, live_head, wake, tell_head,
--- @helpers parse_counted_entry, split_counted_entry, admit_waiters
+-- @helpers parse_counted_entry, split_counted_entry, change_hold, settle_claim, admit_waiters
 
 local head = live_head(now_ms, parse_counted_entry)
 local handed = {}

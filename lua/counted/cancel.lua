@@ -41,7 +41,7 @@ end
 
 -- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, prune, live_head,
 -- @helpers wake, tell_head, drop_expired, take_hold, first_lease_left,
--- @helpers admit_waiters, pass_on, leave_counted_queue
+-- @helpers admit_waiters, pass_on, leave_counted_queue, change_hold, settle_claim
 
 leave_counted_queue(meta, entry, now_us, now_ms)
 return { 0 }

@@ -57,6 +57,7 @@ end
 
 -- @helpers DEADLINES, WAKE_PREFIX, forget, wake, drop_expired, take_hold,
 -- @helpers first_lease_left, split_counted_entry, parse_entry, live_head, admit_waiters, pass_on, keep_counted
+-- @helpers hold_of, change_hold, settle_claim
 
 local handed = pass_on(meta, now_us, now_ms)
 keep_counted(meta, now_ms)

@@ -23,7 +23,7 @@ use crate::protocol::{
 
 /// Consecutive connection failures of one waiting call.
 #[derive(Default)]
-struct Outage {
+pub(crate) struct Outage {
     since: Option<Instant>,
     failures: u32,
 }
@@ -31,7 +31,7 @@ struct Outage {
 impl Outage {
     /// When to try again after one more failure, or `None` once the outage
     /// has lasted `patience`. Backs off from 50 ms to 1 s.
-    fn retry_at(&mut self, patience: Duration) -> Option<Instant> {
+    pub(crate) fn retry_at(&mut self, patience: Duration) -> Option<Instant> {
         let now = Instant::now();
         let since = *self.since.get_or_insert(now);
         if now.duration_since(since) >= patience {

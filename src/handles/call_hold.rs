@@ -55,7 +55,7 @@ impl CallHold {
         }
         let shared = &self.client.shared;
         shared.unregister_hold(&self.hold);
-        let (call, token) = (&self.call, self.hold.token);
+        let (call, token) = (&self.call, self.hold.token());
         let keys = &call.keys;
         let release = Release {
             owner: &call.owner,
@@ -91,7 +91,7 @@ impl CallHold {
                     format!(
                         "{} (token {}) was no longer held",
                         self.what(),
-                        self.hold.token
+                        self.hold.token()
                     ),
                 ))
             }

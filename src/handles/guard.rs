@@ -92,7 +92,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn fencing_token(&self) -> u64 {
-        self.hold.hold.token
+        self.hold.hold.token()
     }
 
     /// How long the call that made this hold waited, from its start to its

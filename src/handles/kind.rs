@@ -183,6 +183,19 @@ pub struct Multi {
 #[derive(Debug)]
 pub enum Read {}
 
+/// A reader-writer lock's upgradable read: shared with readers, not with
+/// writers or another upgradable read, and able to become the write
+/// without anyone writing in between
+/// ([`UpgradableReadGuard`](crate::UpgradableReadGuard) is
+/// `Guard<UpgradableRead>`).
+///
+/// ```
+/// let _: Option<fairlock::Guard<fairlock::kind::UpgradableRead>> =
+///     None::<fairlock::UpgradableReadGuard>;
+/// ```
+#[derive(Debug)]
+pub enum UpgradableRead {}
+
 /// A reader-writer lock's write hold, alone
 /// ([`WriteGuard`](crate::WriteGuard) is `Guard<Write>`).
 ///
@@ -225,6 +238,9 @@ impl OneLock for Read {
 impl OneLock for Write {
     type Lock = RwLock;
 }
+impl OneLock for UpgradableRead {
+    type Lock = RwLock;
+}
 impl OneLock for Election {
     type Lock = Election;
 }
@@ -239,6 +255,9 @@ impl HoldKind for Read {
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for Write {
+    type Tie<O: Ownership> = O::Tie;
+}
+impl HoldKind for UpgradableRead {
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for Election {
@@ -274,6 +293,7 @@ pub(crate) mod sealed {
     impl Sealed for super::Multi {}
     impl Sealed for super::Read {}
     impl Sealed for super::Write {}
+    impl Sealed for super::UpgradableRead {}
     impl Sealed for super::Any {}
 
     impl Named for super::Mutex {

@@ -132,7 +132,7 @@ impl LeaseSignal {
     /// # Ok(()) }
     /// ```
     pub fn fencing_token(&self) -> u64 {
-        self.hold.token
+        self.hold.token()
     }
 }
 
@@ -140,7 +140,7 @@ impl std::fmt::Debug for LeaseSignal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaseSignal")
             .field("lock", &self.hold.call.keys.lock())
-            .field("fencing_token", &self.hold.token)
+            .field("fencing_token", &self.hold.token())
             .field("ended", &self.ended())
             .finish()
     }

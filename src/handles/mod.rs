@@ -24,6 +24,7 @@ mod rwlock;
 mod semaphore;
 mod status;
 mod target;
+mod upgrade;
 mod wait;
 
 pub use election::{Election, Leader, Leadership};
@@ -34,7 +35,7 @@ pub use multi::{FairMultiLock, MultiGuard};
 pub use mutex::{FairMutex, FairMutexGuard};
 pub use ownership::{Bound, Ownership, Unbound};
 pub use participant::Participant;
-pub use rwlock::{FairRwLock, ReadGuard, WriteGuard};
+pub use rwlock::{FairRwLock, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};
 pub use status::{Holder, QueuedWaiter, Status};
 pub use wait::Wait;

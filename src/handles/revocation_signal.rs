@@ -134,7 +134,7 @@ impl RevocationSignal {
     /// # Ok(()) }
     /// ```
     pub fn fencing_token(&self) -> u64 {
-        self.hold.token
+        self.hold.token()
     }
 
     fn of(asked: bool) -> Revocation {
@@ -150,7 +150,7 @@ impl std::fmt::Debug for RevocationSignal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RevocationSignal")
             .field("lock", &self.hold.call.keys.lock())
-            .field("fencing_token", &self.hold.token)
+            .field("fencing_token", &self.hold.token())
             .field("revoked", &self.is_revoked())
             .finish()
     }

@@ -77,6 +77,22 @@ pub type ReadGuard<O = Bound> = Guard<kind::Read, O>;
 /// ```
 pub type WriteGuard<O = Bound> = Guard<kind::Write, O>;
 
+/// An upgradable read hold of a [`FairRwLock`]: shared with readers, but
+/// not with writers or another upgradable read, so it can become the
+/// write ([`upgrade`](Guard::upgrade)) without anyone writing in between;
+/// a [`WriteGuard`] comes back to one with
+/// [`downgrade_to_upgradable`](Guard::downgrade_to_upgradable).
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let read: fairlock::UpgradableReadGuard = client.fair_rwlock("catalog").upgradable_read()?;
+/// let write = read.upgrade()?; // waits for the reads granted before it only
+/// write.unlock()?;
+/// # Ok(()) }
+/// ```
+pub type UpgradableReadGuard<O = Bound> = Guard<kind::UpgradableRead, O>;
+
 impl<O: Ownership> FairLock<kind::RwLock, O> {
     /// Waits as `wait` says to read, in FIFO order: the general form of
     /// every way to read. `Ok(None)` when the wait ended without it, the
@@ -236,5 +252,94 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
     /// ```
     pub fn try_write_for(&self, timeout: Duration) -> Result<Option<WriteGuard<O>>> {
         self.write_with(Wait::at_most(timeout))
+    }
+
+    /// Waits as `wait` says for an upgradable read, in FIFO order: the
+    /// general form of every way to take one. It shares the lock with
+    /// readers but not with writers or another upgradable read (those
+    /// queue behind it, and it behind them), and it can become the write
+    /// ([`upgrade`](Guard::upgrade)) without anyone writing in between
+    /// (parking_lot's `upgradable_read`). `Ok(None)` when the wait ended
+    /// without it, as [`read_with`](Self::read_with).
+    ///
+    /// # Errors
+    /// As [`read_with`](Self::read_with), and (thread-bound)
+    /// [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused) when
+    /// this thread holds the lock for reading only (nothing is written).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use fairlock::Wait;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog");
+    /// if let Some(read) = catalog.upgradable_read_with(Wait::at_most(Duration::from_secs(5)))? {
+    ///     read.unlock()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn upgradable_read_with(
+        &self,
+        wait: impl Into<Wait>,
+    ) -> Result<Option<UpgradableReadGuard<O>>> {
+        self.request(Ask::RwLock(Access::UpgradableRead), None, &wait.into())
+    }
+
+    /// Waits in FIFO order, as long as it takes, and returns an upgradable
+    /// read guard.
+    ///
+    /// # Errors
+    /// As [`upgradable_read_with`](Self::upgradable_read_with).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let read = client.fair_rwlock("catalog").upgradable_read()?;
+    /// # drop(read);
+    /// # Ok(()) }
+    /// ```
+    pub fn upgradable_read(&self) -> Result<UpgradableReadGuard<O>> {
+        forever(self.upgradable_read_with(Wait::forever()))
+    }
+
+    /// Takes an upgradable read only if that needs no waiting: no writer
+    /// or upgradable read holds it and nobody is queued. Never joins the
+    /// queue.
+    ///
+    /// # Errors
+    /// As [`upgradable_read_with`](Self::upgradable_read_with).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if let Some(read) = client.fair_rwlock("catalog").try_upgradable_read()? {
+    ///     read.unlock()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_upgradable_read(&self) -> Result<Option<UpgradableReadGuard<O>>> {
+        self.upgradable_read_with(Wait::not_at_all())
+    }
+
+    /// Waits in FIFO order for at most `timeout` for an upgradable read.
+    ///
+    /// # Errors
+    /// As [`upgradable_read_with`](Self::upgradable_read_with).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let catalog = client.fair_rwlock("catalog");
+    /// if let Some(read) = catalog.try_upgradable_read_for(Duration::from_secs(5))? {
+    ///     read.unlock()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_upgradable_read_for(
+        &self,
+        timeout: Duration,
+    ) -> Result<Option<UpgradableReadGuard<O>>> {
+        self.upgradable_read_with(Wait::at_most(timeout))
     }
 }

@@ -3,6 +3,7 @@
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,10 +59,16 @@ pub(crate) struct Hold {
     /// The acquire call that made the hold: its release names it, and so
     /// does a semaphore's renewal (a mutex's renewal names only the owner).
     pub(crate) call: Call,
-    pub(crate) token: u64,
+    /// Its fencing token: a reader-writer lock's upgrade or downgrade
+    /// gives the same hold a new one ([`changed`](Self::changed)).
+    token: AtomicU64,
     /// Whether the hold excludes every other (a mutex's, a rwlock's write):
     /// a thread re-enters a rwlock through its write hold when it has one.
-    exclusive: bool,
+    exclusive: AtomicBool,
+    /// An upgrade or downgrade of it is under way: a renewal that fails
+    /// meanwhile may have named the token the change replaced, so it is
+    /// not taken for a loss (the change's own reply says if the hold lives).
+    changing: AtomicBool,
     /// Its metrics' labels (nothing without the `metrics` feature).
     pub(crate) labels: Labels,
     /// When this client got it (the acquire call's answer or wake-up): hold
@@ -164,9 +171,10 @@ impl Hold {
     pub(crate) fn new(granted: Granted, drift: ClockDrift) -> Self {
         let granted_at = Instant::now();
         Hold {
-            exclusive: granted.call.ask.exclusive(),
+            exclusive: AtomicBool::new(granted.call.ask.exclusive()),
             call: granted.call,
-            token: granted.token,
+            token: AtomicU64::new(granted.token),
+            changing: AtomicBool::new(false),
             labels: granted.labels,
             granted_at,
             drift,
@@ -178,6 +186,34 @@ impl Hold {
                 revoked: false,
             }),
             changed: Condvar::new(),
+        }
+    }
+
+    /// Its fencing token, as of its last change.
+    pub(crate) fn token(&self) -> u64 {
+        self.token.load(Ordering::Acquire)
+    }
+
+    /// A change of its access (an upgrade, a downgrade) starts or ends:
+    /// see [`renewal_failed`](Self::renewal_failed).
+    pub(crate) fn set_changing(&self, changing: bool) {
+        self.changing.store(changing, Ordering::Release);
+    }
+
+    /// Redis says the hold is now `token`, exclusive or not: its upgrade or
+    /// downgrade went through. The lease, its end and its maximum hold
+    /// stay the hold's, as Redis keeps its lease end.
+    pub(crate) fn changed(&self, token: u64, exclusive: bool) {
+        self.exclusive.store(exclusive, Ordering::Release);
+        self.token.store(token, Ordering::Release);
+    }
+
+    /// A renewal of `token` found the hold gone: lost, unless the hold
+    /// changed since (its token is another) or a change is under way,
+    /// which the renewal may have raced.
+    pub(crate) fn renewal_failed(&self, token: u64) {
+        if token == self.token() && !self.changing.load(Ordering::Acquire) {
+            self.mark_lost();
         }
     }
 
@@ -254,7 +290,7 @@ impl Hold {
             "fairlock: asked to let go of {:?} (owner {}, token {})",
             self.call.keys.lock(),
             self.call.owner,
-            self.token
+            self.token()
         );
         self.changed.notify_all();
     }
@@ -284,7 +320,7 @@ impl Hold {
             "fairlock: lease lost on {:?} (owner {}, token {}): {why}",
             self.call.keys.lock(),
             self.call.owner,
-            self.token
+            self.token()
         );
     }
 
@@ -387,7 +423,7 @@ impl Holds {
         let mut by_lock = self.by_lock.lock();
         let key = LockKey(Arc::clone(&hold.call.keys));
         let holds = by_lock.entry(key).or_default();
-        if let Some(known) = holds.iter_mut().find(|r| r.hold.token == hold.token) {
+        if let Some(known) = holds.iter_mut().find(|r| r.hold.token() == hold.token()) {
             known.guards += 1;
             return Arc::clone(&known.hold);
         }
@@ -408,7 +444,7 @@ impl Holds {
         let Some(holds) = by_lock.get_mut(hold.call.keys.lock()) else {
             return;
         };
-        if let Some(at) = holds.iter().position(|r| r.hold.token == hold.token) {
+        if let Some(at) = holds.iter().position(|r| r.hold.token() == hold.token()) {
             holds[at].guards -= 1;
             if holds[at].guards == 0 {
                 holds.swap_remove(at).hold.mark_released();
@@ -429,7 +465,7 @@ impl Holds {
             holds
                 .iter()
                 .filter(|r| *r.hold.call.owner == *owner)
-                .map(|r| (r.hold.exclusive, r.hold.token))
+                .map(|r| (r.hold.exclusive.load(Ordering::Acquire), r.hold.token()))
                 .max()
                 .map_or(0, |(_, token)| token)
         })
@@ -442,13 +478,24 @@ impl Holds {
         let asked: Vec<Arc<Hold>> = by_lock.get(lock_key).map_or_else(Vec::new, |holds| {
             holds
                 .iter()
-                .filter(|r| r.hold.token <= up_to)
+                .filter(|r| r.hold.token() <= up_to)
                 .map(|r| Arc::clone(&r.hold))
                 .collect()
         });
         drop(by_lock);
         asked.iter().for_each(|hold| hold.mark_revoked());
         asked.len()
+    }
+
+    /// How many holds of `lock_key` by `owner` have live guards (an
+    /// upgrade of a thread that holds others would wait for itself).
+    pub(crate) fn count(&self, lock_key: &str, owner: &str) -> usize {
+        self.by_lock.lock().get(lock_key).map_or(0, |holds| {
+            holds
+                .iter()
+                .filter(|r| *r.hold.call.owner == *owner)
+                .count()
+        })
     }
 
     /// Every hold to renew now.

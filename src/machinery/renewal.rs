@@ -69,8 +69,8 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
 /// The batch's replies, parsed: one per hold, one per waiter group, and
 /// whether enough replicas acknowledged them (with `sync_replicas`).
 struct Replies {
-    /// Each hold's renewal and the lease it asked for.
-    renewed: Vec<(Result<RenewReply>, Duration)>,
+    /// Each hold's renewal, the lease it asked for and the token it named.
+    renewed: Vec<(Result<RenewReply>, Duration, u64)>,
     heartbeats: Vec<Result<HeartbeatReply>>,
     replicated: bool,
 }
@@ -87,7 +87,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         .zip(&leases)
         .map(|(hold, lease)| Renew {
             owner: &hold.call.owner,
-            token: hold.token,
+            token: hold.token(),
             call: hold.call.id,
             lease: Some(*lease),
         })
@@ -141,6 +141,8 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             .zip(values)
             .map(|(renewal, value)| renewal.parse(value))
             .zip(leases)
+            .zip(renewals.iter().map(|renewal| renewal.token))
+            .map(|((renewed, lease), token)| (renewed, lease, token))
             .collect(),
         heartbeats: beats
             .iter()
@@ -161,7 +163,7 @@ fn redirection(value: &Value) -> Option<Error> {
 }
 
 fn apply(batch: &Batch, replies: Replies, sent: Instant) {
-    for (hold, (renewed, lease)) in batch.holds.iter().zip(replies.renewed) {
+    for (hold, (renewed, lease, token)) in batch.holds.iter().zip(replies.renewed) {
         if renewed
             .as_ref()
             .is_ok_and(|reply| *reply == RenewReply::Revoked)
@@ -175,7 +177,7 @@ fn apply(batch: &Batch, replies: Replies, sent: Instant) {
             // guard counts on: a failover could bring back the old expiry.
             Ok(reply) if reply.is_held() && replies.replicated => hold.renewed(sent, lease),
             Ok(reply) if reply.is_held() => {}
-            Ok(_) => hold.mark_lost(),
+            Ok(_) => hold.renewal_failed(token),
             Err(err) => log::warn!("fairlock: renewal failed: {err}"),
         }
     }

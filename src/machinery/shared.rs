@@ -182,6 +182,11 @@ impl Shared {
         self.holds.live_token(lock_key, owner)
     }
 
+    /// How many holds of `lock_key` by `owner` have live guards here.
+    pub(crate) fn hold_count(&self, lock_key: &str, owner: &str) -> usize {
+        self.holds.count(lock_key, owner)
+    }
+
     /// Registers a guard on `hold` (renewed by the watchdog unless its
     /// lease is fixed); a re-entrant guard joins the hold it re-entered. A
     /// renewed hold granted with less lease left than two watchdog periods

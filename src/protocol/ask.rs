@@ -28,12 +28,27 @@ pub enum Access {
     Read,
     /// Alone.
     Write,
+    /// Shared with readers, but not with writers or another upgradable
+    /// read: one that can become the write without letting anyone write
+    /// in between ([`UpgradableReadGuard::upgrade`](crate::UpgradableReadGuard::upgrade)).
+    UpgradableRead,
 }
 
 /// The units of a reader-writer lock: a read takes one, a write all of
 /// them, so a write waits for every read and excludes every other hold
 /// (tokio's RwLock on its batch semaphore does the same with `MAX_READS`).
 pub const RW_CAPACITY: u32 = u32::MAX;
+
+/// The units of a reader-writer lock's upgradable read: more than half of
+/// [`RW_CAPACITY`], so that it fits beside reads (up to 2^31 - 1 of them)
+/// but not beside a write or a second upgradable read, and the admission
+/// test stays a number test (issue 30).
+pub const RW_UPGRADABLE: u32 = RW_CAPACITY / 2 + 1;
+
+/// The units an upgrade claims (its queue entry's): what a write takes
+/// beyond the upgradable read it holds, so the claim fits, by the same
+/// number test, once no read granted before it is left.
+pub const RW_UPGRADE_CLAIM: u32 = RW_CAPACITY - RW_UPGRADABLE;
 
 /// What one acquire call asks for. The protocol value of every step
 /// follows from it; the client machinery never looks inside.
@@ -48,9 +63,13 @@ pub enum Ask {
         /// The semaphore's permits.
         of: u32,
     },
-    /// A reader-writer lock's read or write hold, re-entrant per thread
-    /// through its live guards.
+    /// A reader-writer lock's read, upgradable read or write hold,
+    /// re-entrant per thread through its live guards.
     RwLock(Access),
+    /// A reader-writer lock's upgrade: the claim of the upgradable read
+    /// a call holds to become the write (`upgrade.lua`), waiting as a
+    /// queue entry of [`RW_UPGRADE_CLAIM`] units under that call's id.
+    Upgrade,
 }
 
 impl Ask {
@@ -59,7 +78,7 @@ impl Ask {
         match self {
             Ask::Mutex => LockKind::Mutex,
             Ask::Permits { .. } => LockKind::Semaphore,
-            Ask::RwLock(_) => LockKind::RwLock,
+            Ask::RwLock(_) | Ask::Upgrade => LockKind::RwLock,
         }
     }
 
@@ -74,7 +93,7 @@ impl Ask {
         match self {
             Ask::Mutex => 1,
             Ask::Permits { of, .. } => of,
-            Ask::RwLock(_) => RW_CAPACITY,
+            Ask::RwLock(_) | Ask::Upgrade => RW_CAPACITY,
         }
     }
 
@@ -84,6 +103,8 @@ impl Ask {
             Ask::Mutex | Ask::RwLock(Access::Read) => 1,
             Ask::Permits { n, .. } => n,
             Ask::RwLock(Access::Write) => RW_CAPACITY,
+            Ask::RwLock(Access::UpgradableRead) => RW_UPGRADABLE,
+            Ask::Upgrade => RW_UPGRADE_CLAIM,
         }
     }
 
@@ -92,6 +113,7 @@ impl Ask {
     pub fn access(self) -> Option<Access> {
         match self {
             Ask::RwLock(access) => Some(access),
+            Ask::Upgrade => Some(Access::Write),
             _ => None,
         }
     }
@@ -127,6 +149,10 @@ impl Ask {
             Ask::Permits { n, .. } => format!("semaphore {name:?} {n} permits"),
             Ask::RwLock(Access::Read) => format!("rwlock {name:?} read hold"),
             Ask::RwLock(Access::Write) => format!("rwlock {name:?} write hold"),
+            Ask::RwLock(Access::UpgradableRead) => {
+                format!("rwlock {name:?} upgradable read hold")
+            }
+            Ask::Upgrade => format!("rwlock {name:?} upgrade"),
         }
     }
 
@@ -140,12 +166,13 @@ impl Ask {
         }
     }
 
-    /// A reader-writer lock's access of a hold or waiter of `units`.
+    /// A reader-writer lock's access of a hold or waiter of `units` (an
+    /// upgrade's claim waits to write).
     pub fn access_of(units: u64) -> Access {
-        if units >= u64::from(RW_CAPACITY) {
-            Access::Write
-        } else {
-            Access::Read
+        match units {
+            u if u >= u64::from(RW_CAPACITY) || u == u64::from(RW_UPGRADE_CLAIM) => Access::Write,
+            u if u == u64::from(RW_UPGRADABLE) => Access::UpgradableRead,
+            _ => Access::Read,
         }
     }
 }

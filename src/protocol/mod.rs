@@ -17,6 +17,7 @@ mod abandon;
 mod acquire;
 mod ask;
 mod cancel;
+mod downgrade;
 mod election;
 mod force_release;
 mod heartbeat;
@@ -29,12 +30,14 @@ mod renew;
 mod replication;
 mod revoke;
 mod status;
+mod upgrade;
 mod wake;
 
 pub use abandon::Abandon;
 pub use acquire::{Acquire, AcquireReply, Mode};
 pub use ask::{Access, Ask};
 pub use cancel::{Cancel, CancelReply};
+pub use downgrade::{Downgrade, DowngradeReply};
 pub use election::{
     check_value, election_channel, Change, ElectionMessage, HISTORY_LEN, MAX_VALUE_LEN,
 };
@@ -49,12 +52,13 @@ pub use renew::{Renew, RenewReply};
 pub use replication::{SyncReplicas, Written};
 pub use revoke::{Revoke, Revoked};
 pub use status::{Capacity, HolderReply, Status, StatusReply, WaiterReply};
+pub use upgrade::{Upgrade, UpgradeReply, UpgradeStep};
 pub use wake::{check_subscribed, subscribe_command, WakeMessage};
 // Named by the tests and benches only, through `fairlock::__test_support`
 // (the library reaches them through the values above).
 pub use {
     abandon::AbandonReply,
-    ask::RW_CAPACITY,
+    ask::{RW_CAPACITY, RW_UPGRADABLE, RW_UPGRADE_CLAIM},
     operation::{Engine, Op},
     release::HandedOver,
 };

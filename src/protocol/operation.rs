@@ -66,6 +66,11 @@ pub enum Op {
     Status,
     /// `revoke.lua`
     Revoke,
+    /// `counted/upgrade.lua` (the counted engine's only: a reader-writer
+    /// lock's).
+    Upgrade,
+    /// `counted/downgrade.lua` (the counted engine's only).
+    Downgrade,
 }
 
 impl Op {
@@ -81,6 +86,8 @@ impl Op {
             Op::ForceRelease => "force_release",
             Op::Status => "status",
             Op::Revoke => "revoke",
+            Op::Upgrade => "upgrade",
+            Op::Downgrade => "downgrade",
         }
     }
 }
@@ -119,12 +126,26 @@ macro_rules! family {
 /// Every script's source, by engine then operation, in the order of
 /// [`Engine`]'s and [`Op`]'s variants (the election's folder holds the
 /// mutex's files assembled with the election's `ANNOUNCE`).
-const SOURCES: [[&str; 9]; 3] = [family!("mutex"), family!("counted"), family!("election")];
+const SOURCES: [[&str; EVERY_ENGINE]; 3] = [family!("mutex"), family!("counted"), family!("election")];
+
+/// How many operations every engine has: the first variants of [`Op`].
+const EVERY_ENGINE: usize = 9;
+
+/// The sources of the operations only the counted engine has, in the order
+/// of their [`Op`] variants (after the ones every engine has).
+const COUNTED_ONLY: [&str; 2] = [
+    include_str!(concat!(env!("OUT_DIR"), "/counted/upgrade.lua")),
+    include_str!(concat!(env!("OUT_DIR"), "/counted/downgrade.lua")),
+];
+
+/// The first [`Op`] only the counted engine has.
+const FIRST_COUNTED_ONLY: usize = Op::Upgrade as usize;
 
 impl Script {
-    /// Every script, e.g. to load them all at once.
-    pub const ALL: [Script; 27] = {
-        const OPS: [Op; 9] = [
+    /// Every script, e.g. to load them all at once: each engine's nine,
+    /// then the counted engine's own (upgrade, downgrade).
+    pub const ALL: [Script; 3 * EVERY_ENGINE + COUNTED_ONLY.len()] = {
+        const OPS: [Op; EVERY_ENGINE] = [
             Op::Acquire,
             Op::Release,
             Op::Renew,
@@ -137,14 +158,15 @@ impl Script {
         ];
         const ENGINES: [Engine; 3] = [Engine::Mutex, Engine::Counted, Engine::Election];
         let mut all = [Script {
-            engine: Engine::Mutex,
-            op: Op::Acquire,
-        }; 27];
+            engine: Engine::Counted,
+            op: Op::Upgrade,
+        }; 3 * EVERY_ENGINE + COUNTED_ONLY.len()];
+        all[3 * EVERY_ENGINE + 1].op = Op::Downgrade;
         let mut i = 0;
-        while i < 27 {
+        while i < 3 * EVERY_ENGINE {
             all[i] = Script {
-                engine: ENGINES[i / 9],
-                op: OPS[i % 9],
+                engine: ENGINES[i / EVERY_ENGINE],
+                op: OPS[i % EVERY_ENGINE],
             };
             i += 1;
         }
@@ -153,7 +175,10 @@ impl Script {
 
     /// Its place in [`Script::ALL`].
     pub fn index(self) -> usize {
-        self.engine as usize * 9 + self.op as usize
+        match self.op as usize {
+            op if op >= FIRST_COUNTED_ONLY => 3 * EVERY_ENGINE + op - FIRST_COUNTED_ONLY,
+            op => self.engine as usize * EVERY_ENGINE + op,
+        }
     }
 
     /// The script of `op` for a lock of `kind`.
@@ -166,7 +191,10 @@ impl Script {
 
     /// The script's whole source, the helpers it uses included.
     pub fn source(self) -> &'static str {
-        SOURCES[self.engine as usize][self.op as usize]
+        match self.op as usize {
+            op if op >= FIRST_COUNTED_ONLY => COUNTED_ONLY[op - FIRST_COUNTED_ONLY],
+            op => SOURCES[self.engine as usize][op],
+        }
     }
 }
 

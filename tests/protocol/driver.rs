@@ -19,6 +19,9 @@ pub use fairlock::__test_support::{
     Lease, LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release, ReleaseReply, Renew,
     Script, Status, StatusReply, WaiterStatus, RW_CAPACITY,
 };
+pub use fairlock::__test_support::{
+    Downgrade, DowngradeReply, Upgrade, UpgradeReply, UpgradeStep, RW_UPGRADABLE,
+};
 pub use fairlock_test_support::*;
 pub use redis::{Commands, Value};
 pub use std::thread::sleep;

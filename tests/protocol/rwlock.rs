@@ -495,3 +495,207 @@ fn the_readme_acl_user_runs_the_heartbeat_cancel_abandon_and_status_scripts() {
     assert_eq!(s.abandon(kept), AbandonReply::HoldGivenBack);
     assert_eq!(acl_denials(&mut s.conn), Vec::<Value>::new());
 }
+
+/// An upgradable read: 2^31 units, beside reads but not a write or another.
+const UPGRADABLE: Ask = Ask::RwLock(Access::UpgradableRead);
+
+/// One run of upgrade.lua for `hold` (made with a 60 s watchdog lease).
+fn upgrade(s: &mut Lock, hold: &Hold, step: UpgradeStep) -> UpgradeReply {
+    let waiter_timeout = s.waiter_timeout;
+    s.run(&Upgrade {
+        owner: &hold.owner,
+        token: hold.token,
+        call: hold.call,
+        lease: Lease::Renewed(LONG),
+        waiter_timeout,
+        step,
+    })
+    .unwrap()
+}
+
+/// One run of downgrade.lua for `hold`, to `to`.
+fn downgrade(s: &mut Lock, hold: &Hold, to: Access) -> DowngradeReply {
+    s.run(&Downgrade {
+        owner: &hold.owner,
+        token: hold.token,
+        call: hold.call,
+        to,
+    })
+    .unwrap()
+}
+
+#[test]
+fn an_upgrade_claims_the_head_and_the_last_read_before_it_hands_it_the_write() {
+    let mut s = rw("upgrade");
+    let u = s.take("u:1", 1, UPGRADABLE);
+    assert_eq!(u.units, RW_UPGRADABLE);
+    let r = s.take("r:1", 2, READ);
+    // Excluded: another upgradable read and a write queue (or a try
+    // gets nothing).
+    assert!(matches!(
+        s.attempt("x:1", 9, Mode::Try, UPGRADABLE),
+        AcquireReply::Waiting { position: None, .. }
+    ));
+    // A try upgrade never claims.
+    assert!(matches!(
+        upgrade(&mut s, &u, UpgradeStep::Attempt(Mode::Try)),
+        UpgradeReply::Waiting { position: None, .. }
+    ));
+    assert!(s.queued().is_empty());
+    assert_eq!(s.queue("w:1", 3, WRITE), 0);
+    // The claim goes ahead of the writer queued first; a repeat finds it.
+    for mode in [Mode::First, Mode::First, Mode::Poll] {
+        assert!(matches!(
+            upgrade(&mut s, &u, UpgradeStep::Attempt(mode)),
+            UpgradeReply::Waiting {
+                position: Some(0),
+                ..
+            }
+        ));
+    }
+    let claim = queued("u:1", 1, Ask::Upgrade);
+    assert_eq!(s.queued(), [claim.clone(), queued("w:1", 3, WRITE)]);
+    // A read arriving now waits behind the claim.
+    assert_eq!(s.queue("q:1", 4, READ), 2);
+    // The watchdog's heartbeat keeps the claim (its entry is the claim's).
+    let beat = s.heartbeat(LONG, &[entry("u:1", 1, Ask::Upgrade)]);
+    assert_eq!(beat.statuses, [WaiterStatus::Queued(0)]);
+
+    // The last read before it goes: the write, with a new token, its "G"
+    // in the release's reply; nobody else gets in.
+    let granted = match s.release(&r) {
+        ReleaseReply::HandedOver(grants) => grants,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(granted.len(), 1, "{granted:?}");
+    assert_eq!((granted[0].owner.as_str(), granted[0].wait_id), ("u:1", 1));
+    let w = s.granted(granted[0].clone());
+    assert!(w.token > r.token && w.token > u.token);
+    assert_eq!(s.holders(), ["u:1 1 4294967295"]);
+    assert_eq!(
+        s.queued(),
+        [queued("w:1", 3, WRITE), queued("q:1", 4, READ)]
+    );
+    // Its poll (with the read's token: the reply it waits for) answers
+    // with the write; so does a repeat of the first call.
+    for mode in [Mode::Poll, Mode::First] {
+        match upgrade(&mut s, &u, UpgradeStep::Attempt(mode)) {
+            UpgradeReply::Upgraded { token, .. } => assert_eq!(token, w.token),
+            other => panic!("{other:?}"),
+        }
+    }
+    // The writer queued first goes next, then the read.
+    let next = s.handed(&w);
+    assert_eq!(owners(&next), ["w:1"]);
+    let last = s.handed(&next[0]);
+    assert_eq!(owners(&last), ["q:1"]);
+    assert_eq!(s.release(&last[0]), RELEASED);
+
+    // Alone, the upgrade is one call; the read it was is gone.
+    let u = s.take("u:1", 5, UPGRADABLE);
+    match upgrade(&mut s, &u, UpgradeStep::Attempt(Mode::Try)) {
+        UpgradeReply::Upgraded { token, .. } => assert!(token > u.token),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.holders(), ["u:1 5 4294967295"]);
+}
+
+#[test]
+fn a_downgrade_admits_the_reads_behind_in_its_step_and_counts_once() {
+    let mut s = rw("downgrade");
+    let w = s.take("w:1", 1, WRITE);
+    assert_eq!(s.queue("a:1", 2, READ), 0);
+    assert_eq!(s.queue("b:1", 3, UPGRADABLE), 1);
+    assert_eq!(s.queue("c:1", 4, UPGRADABLE), 2);
+    assert_eq!(s.queue("x:1", 5, WRITE), 3);
+    // To an upgradable read: the read behind comes in; the upgradable
+    // read behind it does not fit beside this one, and nobody passes it.
+    let (token, handed) = match downgrade(&mut s, &w, Access::UpgradableRead) {
+        DowngradeReply::Downgraded { token, handed, .. } => (token, handed),
+        other => panic!("{other:?}"),
+    };
+    assert!(token > w.token);
+    assert_eq!(handed.len(), 1);
+    assert_eq!(handed[0].owner, "a:1");
+    assert_eq!(handed[0].token, token + 1, "in the same step");
+    // A repeat answers with the hold, admitting nobody again.
+    match downgrade(&mut s, &w, Access::UpgradableRead) {
+        DowngradeReply::Downgraded {
+            token: again,
+            handed,
+            ..
+        } => assert_eq!((again, handed), (token, Vec::new())),
+        other => panic!("{other:?}"),
+    }
+    let u = hold("w:1", 1, UPGRADABLE, token);
+    // Down to a read: the upgradable read queued behind comes in beside
+    // it, the next one and the writer wait.
+    let handed = match downgrade(&mut s, &u, Access::Read) {
+        DowngradeReply::Downgraded { handed, .. } => handed,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(handed.len(), 1);
+    assert_eq!(handed[0].owner, "b:1");
+    assert_eq!(
+        s.queued(),
+        [queued("c:1", 4, UPGRADABLE), queued("x:1", 5, WRITE)]
+    );
+    assert_eq!(s.meta_used(), Some(2 + u64::from(RW_UPGRADABLE)));
+    // A read is no write to downgrade; nothing is written.
+    let read = s.hold_of("w:1", 1, READ);
+    let before = s.snapshot();
+    let err = s
+        .run(&Downgrade {
+            owner: "w:1",
+            token: read.token,
+            call: 1,
+            to: Access::Read,
+        })
+        .unwrap_err();
+    assert!(chain(&err).contains("downgrade"), "{}", chain(&err));
+    assert_eq!(s.snapshot(), before);
+}
+
+#[test]
+fn a_withdrawn_claim_lets_in_who_it_held_back_and_a_lost_read_drops_its_claim() {
+    let mut s = rw("withdraw");
+    let u = s.take("u:1", 1, UPGRADABLE);
+    let r = s.take("r:1", 2, READ);
+    assert!(matches!(
+        upgrade(&mut s, &u, UpgradeStep::Attempt(Mode::First)),
+        UpgradeReply::Waiting {
+            position: Some(0),
+            ..
+        }
+    ));
+    assert_eq!(s.queue("q:1", 3, READ), 1);
+    // Withdrawn: the read it held back enters, the upgradable read stays.
+    assert!(matches!(
+        upgrade(&mut s, &u, UpgradeStep::Withdraw),
+        UpgradeReply::Waiting { position: None, .. }
+    ));
+    assert!(s.queued().is_empty());
+    assert_eq!(s.holders().len(), 3);
+    let q = s.hold_of("q:1", 3, READ);
+    for h in [&r, &q] {
+        assert_eq!(s.release(h), RELEASED);
+    }
+    // Claimed again, then force released: the claim goes with the hold,
+    // and the upgrade says lost.
+    let r = s.take("r:1", 4, READ);
+    assert!(matches!(
+        upgrade(&mut s, &u, UpgradeStep::Attempt(Mode::First)),
+        UpgradeReply::Waiting {
+            position: Some(0),
+            ..
+        }
+    ));
+    assert_eq!(s.force_release("c#1").holds, 2);
+    assert!(s.queued().is_empty(), "{:?}", s.queued());
+    assert_eq!(
+        upgrade(&mut s, &u, UpgradeStep::Attempt(Mode::Poll)),
+        UpgradeReply::Lost
+    );
+    assert_eq!(s.release(&r), ReleaseReply::NotHeld);
+    assert_eq!(downgrade(&mut s, &u, Access::Read), DowngradeReply::Lost);
+}

@@ -13,7 +13,7 @@ use fairlock::{LeaderEvent, MAX_ELECTION_VALUE_LEN};
 use serde_json::{json, Value};
 
 use super::lock_name;
-use super::run::{self, RunArgs};
+use super::run::{self, OnRevoke, RunArgs};
 use crate::duration;
 use crate::kinds::{Lease, Lock};
 use crate::{exit, watch, Connection, Failure, EXIT_CODES};
@@ -89,6 +89,12 @@ pub struct ElectArgs {
     #[arg(long, conflicts_with = "observe")]
     pub kill_on_loss: bool,
 
+    /// The signal COMMAND gets when the leader is asked to step down
+    /// (`fairlock revoke NAME --election`), as `fairlock run --on-revoke`:
+    /// TERM by default; `none` lets it run.
+    #[arg(long, value_name = "SIGNAL", default_value = "TERM", value_parser = run::on_revoke, conflicts_with = "observe")]
+    pub on_revoke: OnRevoke,
+
     /// No live waiting line and no notice when --wait runs out.
     #[arg(short, long)]
     pub quiet: bool,
@@ -157,6 +163,7 @@ pub fn exec(connection: &Connection, args: ElectArgs) -> Result<i32, Failure> {
         max_hold: args.max_hold,
         conflict_exit_code: args.conflict_exit_code,
         kill_on_loss: args.kill_on_loss,
+        on_revoke: args.on_revoke,
         quiet: args.quiet,
         verbose: args.verbose,
         command: args.command,

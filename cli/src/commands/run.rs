@@ -142,7 +142,8 @@ pub fn lease(text: &str) -> Result<Duration, String> {
 #[derive(Debug, Clone, Copy)]
 pub struct OnRevoke(Option<i32>);
 
-fn on_revoke(text: &str) -> Result<OnRevoke, String> {
+/// Parses `--on-revoke` (also `fairlock elect`'s).
+pub fn on_revoke(text: &str) -> Result<OnRevoke, String> {
     signals::parse(text).map(OnRevoke)
 }
 

@@ -1,0 +1,73 @@
+-- counted/downgrade.lua: turn a reader-writer lock's write into a read or
+-- an upgradable read, or an upgradable read into a read, in place and
+-- atomically (issue 30): nobody can write between the two, and the
+-- waiters at the head of the queue that fit beside what is left (the
+-- reads queued behind the write, an upgradable read among them if it
+-- fits) are admitted in the same step, each with its "G" message, as a
+-- release admits them.
+--
+-- The hold takes a new token, max(last + 1, server clock in µs), as
+-- upgrade.lua's write does: every token names one access, so a resource
+-- can tell the read from the write before it. Its call and lease end stay.
+--
+-- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
+--       not used)
+-- ARGV[1] wake channel prefix
+-- ARGV[2] fence life ms
+-- ARGV[3] owner id
+-- ARGV[4] fencing token of the hold
+-- ARGV[5] call id of the acquisition that made it
+-- ARGV[6] the units it keeps: 1 (a read) or 2147483648 (an upgradable
+--         read), fewer than it has
+-- Returns {token, lease ms left, owner1, wait id1, token1, lease ms1,
+--         owner2, ...}: the hold's new token and its lease left, then the
+--         waiters admitted (each also sent "G"; the new head "H"; a client
+--         may act on this reply first); the same call delivered again
+--         (the hold of that call found with those units) answers with the
+--         hold and admits nobody again; -1 when the call holds nothing
+--         live (its lease ran out, or force unlocked). A hold with no more
+--         units than it would keep, or another count, stops the script
+--         with "ERR fairlock: downgrade: ...", nothing written.
+-- Cost: one round trip, O(log N) in waiters and holders (amortised over
+-- dropped dead waiters and expired holds), plus the admissions' O(log N)
+-- each.
+
+-- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail, ms_arg,
+-- @helpers FENCE_LIFE, server_time, forget, live_head, wake, units_arg,
+-- @helpers holder_arg, parse_holder, parse_entry, split_counted_entry,
+-- @helpers count_used, live_used, read_meta, write_meta, lone_name, hold_of,
+-- @helpers hold_by_token, drop_expired, take_hold, first_lease_left,
+-- @helpers change_hold, settle_claim, admit_waiters, keep_counted, pass_on
+local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
+local to = units_arg(ARGV[6], 'units kept')
+holder_arg(owner, call)
+if to ~= 1 and to ~= 2147483648 then
+  fail('ERR fairlock: downgrade: a hold keeps 1 or 2147483648 units, got ' .. ARGV[6])
+end
+local meta = read_meta()
+-- A reader-writer lock's capacity is known even when its meta is gone.
+meta.capacity = meta.capacity or 4294967295
+local now_us, now_ms = server_time()
+local member, units = hold_by_token(meta, token, owner, call, now_ms)
+if not member then
+  -- Downgraded already (a repeat), or lost.
+  local held, left = hold_of(meta, owner .. ' ' .. call .. ' ' .. fmt(to), now_ms)
+  if held then
+    return { tonumber(held), left }
+  end
+  return -1
+end
+if units <= to or (units ~= 4294967295 and units ~= 2147483648) then
+  fail('ERR fairlock: downgrade: the hold of token ' .. token .. ' takes ' .. fmt(units)
+    .. ' units, not a write\'s or an upgradable read\'s above ' .. fmt(to))
+end
+local new_token, left = change_hold(meta, member, units, to, now_us, now_ms)
+local handed = pass_on(meta, now_us, now_ms)
+keep_counted(meta, now_ms)
+local out = { tonumber(new_token), left }
+for _, grant in ipairs(handed) do
+  for _, part in ipairs(grant) do
+    out[#out + 1] = part
+  end
+end
+return out

@@ -1,0 +1,89 @@
+//! `downgrade.lua`: a reader-writer lock's write becomes a read or an
+//! upgradable read (or an upgradable read a read), in place and in one
+//! atomic step with the admission of the waiters it lets in: one round
+//! trip.
+
+use redis::Value;
+
+use crate::error::Result;
+use crate::protocol::operation::{count, text, unexpected, Op, Operation};
+use crate::protocol::{Access, Ask, HandedOver, LockKeys, LockKind};
+
+/// Downgrade hold `token` that acquire call `call` of `owner` made, to
+/// `to` (a read or an upgradable read, less than it is).
+pub struct Downgrade<'a> {
+    /// The holding owner id.
+    pub owner: &'a str,
+    /// The hold's fencing token.
+    pub token: u64,
+    /// The call that made it.
+    pub call: u64,
+    /// What it becomes.
+    pub to: Access,
+}
+
+/// What a downgrade came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DowngradeReply {
+    /// Done: the hold's new token and lease left, and the waiters admitted
+    /// in the same step, in grant order.
+    Downgraded {
+        /// The hold's new fencing token.
+        token: u64,
+        /// Its lease left, in ms.
+        pttl_ms: i64,
+        /// The waiters admitted.
+        handed: Vec<HandedOver>,
+    },
+    /// The call holds nothing live any more: nothing was changed.
+    Lost,
+}
+
+impl Operation for Downgrade<'_> {
+    type Reply = DowngradeReply;
+    const OP: Op = Op::Downgrade;
+
+    fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
+        debug_assert_eq!(keys.kind(), LockKind::RwLock, "a downgrade of another kind");
+        &keys.all
+    }
+
+    fn args(&self) -> Vec<String> {
+        vec![
+            self.owner.to_owned(),
+            self.token.to_string(),
+            self.call.to_string(),
+            Ask::RwLock(self.to).units().to_string(),
+        ]
+    }
+
+    fn parse(&self, reply: Value) -> Result<DowngradeReply> {
+        let items = match reply {
+            Value::Int(-1) => return Ok(DowngradeReply::Lost),
+            Value::Array(items) if items.len() >= 2 && items.len() % 4 == 2 => items,
+            Value::ServerError(err) => return Err(crate::Error::from_server(err)),
+            other => return Err(unexpected(&other)),
+        };
+        let (token, pttl_ms) = match &items[..2] {
+            [token, Value::Int(pttl)] => (count(token)?, *pttl),
+            other => return Err(unexpected(&other)),
+        };
+        let handed = items[2..]
+            .chunks(4)
+            .map(|grant| match grant {
+                [owner, wait_id, token, ttl] => Ok(HandedOver {
+                    owner: text(owner)?,
+                    wait_id: count(wait_id)?,
+                    token: count(token)?,
+                    ttl_ms: count(ttl)?,
+                }),
+                _ => Err(unexpected(&grant)),
+            })
+            .collect::<Result<_>>()?;
+        Ok(DowngradeReply::Downgraded {
+            token,
+            pttl_ms,
+            handed,
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! `upgrade.lua`: a reader-writer lock's upgradable read becomes its write,
+//! in place: at once when no read granted before it is left, else through
+//! its claim at the head of the queue (one round trip per attempt).
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::error::Result;
+use crate::protocol::operation::{int_list, ms, unexpected, Op, Operation};
+use crate::protocol::{Lease, LockKeys, LockKind, Mode};
+
+/// What one upgrade attempt may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpgradeStep {
+    /// Upgrade, claiming the head of the queue when reads are still held
+    /// (not with [`Mode::Try`]), or find the claim queued or settled.
+    Attempt(Mode),
+    /// Withdraw the claim (a wait that ended): the waiters it held back
+    /// are admitted; a claim settled meanwhile answers as upgraded.
+    Withdraw,
+}
+
+/// Upgrade the upgradable read `token` that acquire call `call` of `owner`
+/// made (granted with `lease`); its claim lives `waiter_timeout` without a
+/// heartbeat.
+pub struct Upgrade<'a> {
+    /// The holding owner id.
+    pub owner: &'a str,
+    /// The upgradable read's fencing token.
+    pub token: u64,
+    /// The call that made it (the hold's name and the claim's wait id).
+    pub call: u64,
+    /// That call's lease (part of the claim's queue entry).
+    pub lease: Lease,
+    /// How long the claim stays without a heartbeat.
+    pub waiter_timeout: Duration,
+    /// What the attempt may do.
+    pub step: UpgradeStep,
+}
+
+/// What an upgrade attempt came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpgradeReply {
+    /// The call holds the write, with a new token.
+    Upgraded {
+        /// The write's fencing token.
+        token: u64,
+        /// Its lease left, in ms.
+        pttl_ms: i64,
+    },
+    /// Still the upgradable read; `position` 0 when its claim heads the
+    /// queue, `None` when not queued (a try, a withdrawal).
+    Waiting {
+        /// The first live lease's ms left.
+        pttl_ms: i64,
+        /// The claim's place, if queued.
+        position: Option<u64>,
+        /// The last fencing token issued.
+        last_token: u64,
+    },
+    /// The call holds nothing live any more: lease lost, force unlocked.
+    Lost,
+}
+
+impl Operation for Upgrade<'_> {
+    type Reply = UpgradeReply;
+    const OP: Op = Op::Upgrade;
+
+    fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
+        debug_assert_eq!(keys.kind(), LockKind::RwLock, "an upgrade of another kind");
+        &keys.all
+    }
+
+    fn args(&self) -> Vec<String> {
+        let [lease, fixed] = self.lease.args();
+        let mode = match self.step {
+            UpgradeStep::Attempt(mode) => mode.as_arg(),
+            UpgradeStep::Withdraw => "cancel",
+        };
+        vec![
+            self.owner.to_owned(),
+            self.token.to_string(),
+            self.call.to_string(),
+            lease,
+            fixed,
+            ms(self.waiter_timeout),
+            mode.to_owned(),
+        ]
+    }
+
+    fn parse(&self, reply: Value) -> Result<UpgradeReply> {
+        if let Value::Int(-1) = reply {
+            return Ok(UpgradeReply::Lost);
+        }
+        let items = int_list(reply)?;
+        match items.as_slice() {
+            [1, token, pttl] => Ok(UpgradeReply::Upgraded {
+                token: *token as u64,
+                pttl_ms: *pttl,
+            }),
+            [0, pttl, position, last_token] => Ok(UpgradeReply::Waiting {
+                pttl_ms: *pttl,
+                position: u64::try_from(*position).ok(),
+                last_token: *last_token as u64,
+            }),
+            _ => Err(unexpected(&items)),
+        }
+    }
+}
