@@ -43,10 +43,10 @@ const OPERATIONS: [&str; 9] = [
 ];
 
 /// The operations only the counted engine has, after those every engine
-/// has: a reader-writer lock's upgrade and downgrade (issue 30), one file
-/// each in lua/counted/ (`Script` in src/protocol/operation.rs lists them
-/// after the grid of the others).
-const COUNTED_ONLY: [&str; 2] = ["upgrade", "downgrade"];
+/// has: a reader-writer lock's upgrade and downgrade, a semaphore's permits
+/// set (issue 30), one file each in lua/counted/ (`Script` in
+/// src/protocol/operation.rs lists them after the grid of the others).
+const COUNTED_ONLY: [&str; 3] = ["upgrade", "downgrade", "set_permits"];
 
 /// The families of scripts, one folder of OUT_DIR each (`Engine` in
 /// src/protocol/operation.rs): the folder of lua/ whose files it

@@ -46,7 +46,8 @@
 --                              or with a lone hold "<capacity> <used>
 --                              <last token> <mark or -> <token> <lease
 --                              end> <owner> <call> <units>": the units
---                              there are (a semaphore's permits; a
+--                              there are (a semaphore's permits, written
+--                              "=<permits>" once set_permits set them; a
 --                              reader-writer lock's RW_CAPACITY, all of
 --                              which a write takes and one a read), the
 --                              units the holds take, the last token
@@ -573,7 +574,8 @@ local function live_used(meta)
 end
 
 -- The meta as a table: capacity (nil when the key is gone: a lock nobody
--- used for a fence life; capacity_s the same as written), used units, last
+-- used for a fence life; capacity_s the same as written; set true when
+-- set_permits set it, written with a leading '='), used units, last
 -- token (a string, '0' when gone), mark ('' when none), revoked (the token,
 -- a string, up to which a revocation asks holds to let go; nil when none)
 -- and lone, the one
@@ -591,7 +593,7 @@ local function read_meta(lazy)
     return { used = count_used(), last = '0', mark = '' }
   end
   local capacity, used, last, mark, rest = string.match(stored,
-    '^(%d+) (%d+) (%d+) ?(%S*) ?(.*)$')
+    '^(=?%d+) (%d+) (%d+) ?(%S*) ?(.*)$')
   if not capacity then
     fail('WRONGTYPE the meta key holds a value fairlock did not write')
   end
@@ -603,8 +605,10 @@ local function read_meta(lazy)
       mark, revoked = bare, token
     end
   end
-  local meta = { capacity = tonumber(capacity), capacity_s = capacity, used = tonumber(used),
-    last = last, mark = mark, revoked = revoked }
+  local set = string.byte(capacity) == 61
+  local meta = { capacity = tonumber(set and string.sub(capacity, 2) or capacity),
+    capacity_s = capacity, set = set, used = tonumber(used), last = last, mark = mark,
+    revoked = revoked }
   if rest ~= '' then
     local token, ends, owner, call, units = string.match(rest, '^(%d+) (%d+) (%S+) (%d+) (%d+)$')
     if not token then
@@ -660,15 +664,27 @@ local function write_meta(meta, life)
 end
 
 -- Stops the script, before it writes, when this call's `capacity` is not
--- the lock's (`stored`, nil when not set): two clients that disagree on a
--- semaphore's permits get an error instead of admitting more holders than
--- either meant.
-local function check_capacity(capacity, stored)
+-- the lock's (the `meta`'s, nil when not set): two clients that disagree
+-- on a semaphore's permits get an error instead of admitting more holders
+-- than either meant. Once set_permits set them, the meta's permits are
+-- the semaphore's whatever the call says, and a call for more `units`
+-- than they are is refused (it would never be admitted). Returns the
+-- capacity to admit by.
+local function check_capacity(capacity, meta, units)
+  local stored = meta.capacity
+  if meta.set then
+    if units > stored then
+      fail('ERR fairlock: permits exceeded: this call asks for ' .. fmt(units)
+        .. ' permits, the semaphore has ' .. fmt(stored) .. ' (set by set_permits)')
+    end
+    return stored
+  end
   if stored and stored ~= capacity then
     fail('ERR fairlock: permits mismatch: this call says ' .. fmt(capacity)
       .. ' permits, the semaphore has ' .. fmt(stored)
       .. ' (every client of one semaphore must use the same number)')
   end
+  return capacity
 end
 
 -- The name "<owner> <call> <units>" of the meta's lone hold.

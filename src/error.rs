@@ -43,6 +43,12 @@ pub enum ErrorKind {
     /// is in use, and a fence life after). Nothing was written; the
     /// message names both numbers.
     PermitsMismatch,
+    /// A call asks for more permits than its semaphore has now, since
+    /// [`FairSemaphore::set_permits`](crate::FairSemaphore::set_permits)
+    /// changed their number: it could never be admitted, so it is refused
+    /// (a call already queued is taken out of the queue and told). Nothing
+    /// is held; the message names both numbers.
+    PermitsExceeded,
     /// A thread that holds a reader-writer lock for reading (and not for
     /// writing) asked to write it (or, holding a read, for an upgradable
     /// read; or asked to upgrade while it holds other guards of the lock):
@@ -281,6 +287,9 @@ impl Error {
         if let Some(message) = permits_mismatch(&err) {
             return Error::with_source(ErrorKind::PermitsMismatch, message, err);
         }
+        if let Some(message) = permits_exceeded(&err) {
+            return Error::with_source(ErrorKind::PermitsExceeded, message, err);
+        }
         if is_upgrade_refusal(&err) {
             return Error::with_source(
                 ErrorKind::UpgradeRefused,
@@ -433,6 +442,31 @@ fn permits_mismatch(err: &redis::RedisError) -> Option<String> {
     ))
 }
 
+/// The text a semaphore script raises when a call asks for more permits
+/// than set_permits left (lua/lib.lua's check_capacity), after its `ERR
+/// fairlock: `.
+const PERMITS_EXCEEDED: &str = "permits exceeded: this call asks for ";
+
+/// For the error a semaphore script raises when a call asks for more
+/// permits than the semaphore has (in either version's wording), the
+/// message naming both numbers.
+fn permits_exceeded(err: &redis::RedisError) -> Option<String> {
+    if err.code() != Some("ERR") {
+        return None;
+    }
+    let (_, rest) = err.detail()?.split_once(PERMITS_EXCEEDED)?;
+    let (ours, rest) = rest.split_once(" permits, the semaphore has ")?;
+    let theirs = rest.split(' ').next()?;
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !number(ours) || !number(theirs) {
+        return None;
+    }
+    Some(format!(
+        "this call asks for {ours} permits and the semaphore has {theirs} now (its number was \
+         changed with set_permits): it could never be admitted; nothing is held"
+    ))
+}
+
 /// The text `rw_acquire.lua` raises when a thread holding a read asks to
 /// write, after its `ERR fairlock: `.
 const UPGRADE_REFUSED: &str = "fairlock: read -> write upgrade refused: ";
@@ -452,6 +486,24 @@ mod tests {
         match redis::parse_redis_value(format!("-{resp}\r\n").as_bytes()) {
             Ok(redis::Value::ServerError(err)) => Error::from_server(err),
             other => panic!("not an error reply: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_call_for_more_permits_than_were_set_is_permits_exceeded_on_every_version() {
+        for reply in [
+            // Redis 7.0+ and Valkey 8
+            "ERR fairlock: permits exceeded: this call asks for 5 permits, the semaphore has 3 \
+             (set by set_permits)",
+            // Redis 6.2
+            "ERR Error running script (call to f_e91400d7df4ac365ee130fc418c8c4183dac4414): \
+             @user_script:42: ERR fairlock: permits exceeded: this call asks for 5 permits, the \
+             semaphore has 3 (set by set_permits)",
+        ] {
+            let err = from_reply(reply);
+            assert_eq!(err.kind(), ErrorKind::PermitsExceeded, "{reply}");
+            assert!(err.to_string().contains("asks for 5 permits"), "{err}");
+            assert!(err.to_string().contains("has 3 now"), "{err}");
         }
     }
 

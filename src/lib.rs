@@ -237,8 +237,8 @@ pub use handles::revocation_signal::{Revocation, RevocationSignal};
 pub use handles::{
     AnyGuard, Bound, Election, FairLock, FairMultiLock, FairMutex, FairMutexGuard, FairRwLock,
     FairSemaphore, Guard, Holder, Leader, LeaderEvent, LeaderWatch, Leadership, MultiGuard,
-    Ownership, Participant, QueuedWaiter, ReadGuard, SemaphorePermit, Status, Unbound,
-    UpgradableReadGuard, Wait, WriteGuard, MAX_PERMITS,
+    Ownership, Participant, PermitsChange, QueuedWaiter, ReadGuard, SemaphorePermit, Status,
+    Unbound, UpgradableReadGuard, Wait, WriteGuard, MAX_PERMITS,
 };
 pub use machinery::holds::LeaseEnd;
 pub use protocol::keys::MAX_NAME_LEN;
@@ -256,14 +256,14 @@ pub mod __test_support {
         check_value, election_channel, Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask,
         Cancel, CancelReply, Change, CommonArgs, ElectionMessage, Engine, ForceRelease, Freed,
         HandedOver, Heartbeat, HeartbeatReply, HolderReply, Lease, LockKeys, LockKind, Mode, Op,
-        Operation, QueueEntry, Release, ReleaseReply, Renew, Script, Status, StatusReply,
-        WaiterReply, WaiterStatus, WakeMessage, RW_CAPACITY,
+        Operation, PermitsSet, QueueEntry, Release, ReleaseReply, Renew, Script, SetPermits,
+        Status, StatusReply, WaiterReply, WaiterStatus, WakeMessage, RW_CAPACITY,
     };
-    pub use crate::protocol::{RenewReply, Revoke, Revoked};
     pub use crate::protocol::{
         Downgrade, DowngradeReply, Upgrade, UpgradeReply, UpgradeStep, RW_UPGRADABLE,
         RW_UPGRADE_CLAIM,
     };
+    pub use crate::protocol::{RenewReply, Revoke, Revoked};
 
     /// fairlock's Functions library as `FUNCTION LOAD` takes it.
     pub fn library_source() -> &'static str {

@@ -45,7 +45,10 @@ fn own_file(script: Script) -> &'static str {
         (Engine::Counted, Op::Revoke) => include_str!("../lua/counted/revoke.lua"),
         (Engine::Counted, Op::Upgrade) => include_str!("../lua/counted/upgrade.lua"),
         (Engine::Counted, Op::Downgrade) => include_str!("../lua/counted/downgrade.lua"),
-        (Engine::Election, _) | (Engine::Mutex, Op::Upgrade | Op::Downgrade) => unreachable!(),
+        (Engine::Counted, Op::SetPermits) => include_str!("../lua/counted/set_permits.lua"),
+        (Engine::Election, _) | (Engine::Mutex, Op::Upgrade | Op::Downgrade | Op::SetPermits) => {
+            unreachable!()
+        }
     }
 }
 

@@ -33,7 +33,10 @@
 --         reader-writer lock's RW_CAPACITY), 1 .. 4294967295; a call whose
 --         capacity is not the one the lock has (its meta key, kept a fence
 --         life past the last holder and waiter) gets the error reply
---         "ERR fairlock: permits mismatch: ..." naming both, nothing written
+--         "ERR fairlock: permits mismatch: ..." naming both, nothing written;
+--         once set_permits.lua set a semaphore's permits they are the
+--         count whatever this says, and a call for more units than they
+--         are gets "ERR fairlock: permits exceeded: ...", nothing written
 -- ARGV[11] units: what this call asks for, 1 .. capacity (a read 1, a
 --         write the capacity)
 -- Returns token (an integer) when this call took a hold with its lease
@@ -79,7 +82,7 @@ holder_arg(owner, wait_id)
 -- written so already).
 local units_s = string.match(ARGV[11], '^[1-9]%d*$') or fmt(units)
 local meta = read_meta(true)
-check_capacity(capacity, meta.capacity)
+capacity = check_capacity(capacity, meta, units)
 local fresh = not meta.capacity
 if fresh then
   meta.capacity = capacity

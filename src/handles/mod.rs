@@ -36,7 +36,7 @@ pub use mutex::{FairMutex, FairMutexGuard};
 pub use ownership::{Bound, Ownership, Unbound};
 pub use participant::Participant;
 pub use rwlock::{FairRwLock, ReadGuard, UpgradableReadGuard, WriteGuard};
-pub use semaphore::{FairSemaphore, SemaphorePermit, MAX_PERMITS};
+pub use semaphore::{FairSemaphore, PermitsChange, SemaphorePermit, MAX_PERMITS};
 pub use status::{Holder, QueuedWaiter, Status};
 pub use wait::Wait;
 

@@ -12,13 +12,14 @@ use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Ownership, Unbound};
+use crate::handles::semaphore::permits_ask;
 use crate::handles::target::Target;
 use crate::handles::wait::Wait;
 use crate::handles::AnyGuard;
 use crate::protocol::{Access, Ask, LockKind};
 
-/// Several locks taken together, all or none: mutexes by name, and the
-/// reads or writes of reader-writer locks. Made by
+/// Several locks taken together, all or none: mutexes by name, the reads
+/// or writes of reader-writer locks, and permits of semaphores. Made by
 /// [`Client::fair_multi_lock`](crate::Client::fair_multi_lock); cheap to
 /// clone, `Send + Sync`. Unbound by default, so its guard is `Send +
 /// 'static`; [`bound`](FairLock::bound) takes every part for the calling
@@ -95,6 +96,27 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
         self.and(name, LockKind::RwLock, Ask::RwLock(Access::Write))
     }
 
+    /// The same set and `n` permits of the semaphore `name` of `permits`
+    /// (as [`fair_semaphore`](crate::Client::fair_semaphore)`(name,
+    /// permits)`[`.acquire_many(n)`](FairLock::acquire_many) would take
+    /// them, in its FIFO queue). A semaphore named twice is asked once for
+    /// the sum. Its part's guard says how many it holds
+    /// ([`num_permits`](Guard::num_permits)).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// // The dataset alone, and 2 of the 8 GPUs every job shares.
+    /// let train = client.fair_multi_lock(["dataset:imagenet"]).and_permits("gpus", 8, 2);
+    /// let guard = train.lock()?;
+    /// assert!(guard.parts().iter().any(|part| part.num_permits() == 2));
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn and_permits(self, name: &str, permits: u32, n: u32) -> Self {
+        self.and(name, LockKind::Semaphore, Ask::Permits { n, of: permits })
+    }
+
     fn and(mut self, name: &str, kind: LockKind, ask: Ask) -> Self {
         let prefix = &self.shared().config().key_prefix;
         let target = Target::new(prefix, name, kind);
@@ -137,7 +159,7 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
         for (target, ask) in parts {
             // An error or a give-up drops `held`: each part taken so far is
             // released (its drop bounded by one command timeout).
-            match self.request_on::<kind::Any>(target, *ask, None, &wait)? {
+            match self.request_on::<kind::Any>(target, ask, None, &wait)? {
                 Some(part) => held.push(part),
                 None => return Ok(None),
             }
@@ -206,8 +228,10 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
     }
 
     /// The parts in the order every client takes them: by key, each name
-    /// once (a write over a read of the same rwlock).
-    fn ordered(&self) -> Result<Vec<&(Target, Ask)>> {
+    /// once (a write over a read of the same rwlock; a semaphore's permits
+    /// summed), each checked (a semaphore's permits and `n`, before any
+    /// I/O).
+    fn ordered(&self) -> Result<Vec<(&Target, Ask)>> {
         if self.kind.parts.is_empty() {
             return Err(Error::invalid_config(
                 "a multi-lock needs at least one name",
@@ -217,13 +241,46 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
         for part in &self.kind.parts {
             parts.push((part.0.keys()?.lock(), part));
         }
-        // Writes first among equal keys, so the dedup below keeps them.
+        // Writes first among equal keys, so the merge below keeps them.
         parts.sort_by(|a, b| {
             let exclusive = |part: &(Target, Ask)| part.1.exclusive();
             a.0.cmp(b.0).then(exclusive(b.1).cmp(&exclusive(a.1)))
         });
-        parts.dedup_by(|later, kept| later.0 == kept.0);
-        Ok(parts.into_iter().map(|(_, part)| part).collect())
+        let mut ordered: Vec<(&str, &Target, Ask)> = Vec::with_capacity(parts.len());
+        for (key, (target, ask)) in parts {
+            let Some(kept) = ordered.last_mut().filter(|kept| kept.0 == key) else {
+                ordered.push((key, target, *ask));
+                continue;
+            };
+            // The same lock again: a write is kept over a read; a
+            // semaphore's permits add up.
+            if let (
+                Ask::Permits {
+                    n: before,
+                    of: kept_of,
+                },
+                Ask::Permits { n, of },
+            ) = (kept.2, *ask)
+            {
+                if kept_of != of {
+                    return Err(Error::invalid_config(format!(
+                        "the semaphore {:?} is named with {kept_of} and with {of} permits",
+                        target.name()
+                    )));
+                }
+                kept.2 = Ask::Permits {
+                    n: before.saturating_add(n),
+                    of,
+                };
+            }
+        }
+        ordered
+            .into_iter()
+            .map(|(_, target, ask)| match ask {
+                Ask::Permits { n, of } => Ok((target, permits_ask(n, of)?)),
+                ask => Ok((target, ask)),
+            })
+            .collect()
     }
 }
 

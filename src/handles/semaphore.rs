@@ -11,7 +11,7 @@ use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Bound, Ownership};
 use crate::handles::wait::Wait;
-use crate::protocol::Ask;
+use crate::protocol::{Ask, PermitsSet, SetPermits};
 
 /// Most permits a semaphore may have (1 is the least); outside
 /// `1..=MAX_PERMITS` the first call on the semaphore reports
@@ -69,7 +69,12 @@ pub type FairSemaphore<O = Bound> = FairLock<kind::Semaphore, O>;
 pub type SemaphorePermit<O = Bound> = Guard<kind::Semaphore, O>;
 
 impl<O: Ownership> FairLock<kind::Semaphore, O> {
-    /// The number of permits this handle says the semaphore has.
+    /// The number of permits this handle says the semaphore has: the
+    /// number the semaphore starts with when this handle's call is the
+    /// first to use it, and the most one of its calls may ask for. Once
+    /// [`set_permits`](Self::set_permits) changed the semaphore's number,
+    /// that number rules instead (see there); [`status`](FairLock::status)
+    /// reads it ([`Capacity::Permits`](crate::Capacity::Permits)).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -271,17 +276,134 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     pub fn available(&self) -> Result<u32> {
         Ok(self.status(0)?.available().unwrap_or(self.kind.permits))
     }
+
+    /// Sets the semaphore's number of permits to `permits`, for every
+    /// client, in one atomic step (one round trip): an administrative call
+    /// (Redisson's `setPermits`; `fairlock permits NAME N` on the command
+    /// line). In the same step:
+    /// - a grow admits the waiters that now fit at once, in FIFO order (a
+    ///   large request at the head still stops the ones behind it), each
+    ///   woken as a release would wake it;
+    /// - a shrink takes nothing from holders: they keep their permits, and
+    ///   nobody is admitted until the holds fit under the new number;
+    /// - every queued call that asks for more than `permits` is taken out
+    ///   of the queue and woken, and returns
+    ///   [`ErrorKind::PermitsExceeded`](crate::ErrorKind::PermitsExceeded),
+    ///   as does every later call asking for more.
+    ///
+    /// The number set is the semaphore's whatever the handles' own
+    /// [`permits`](Self::permits) say: a handle configured with another
+    /// number is served with this one (no
+    /// [`PermitsMismatch`](crate::ErrorKind::PermitsMismatch) any more), and
+    /// its `permits` only bound what one of its calls may ask for. It
+    /// lasts while the semaphore is in use and a fence life after (10
+    /// minutes by default: [`ClientBuilder::fence_life`](crate::ClientBuilder::fence_life));
+    /// a semaphore left unused that long starts again with its next
+    /// caller's `permits`. To change the number for good, change the
+    /// handles' too (the old and the new number work side by side
+    /// meanwhile).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) when
+    /// `permits` is not in `1..=`[`MAX_PERMITS`] and
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName), both
+    /// before any I/O; otherwise as [`status`](FairLock::status), and
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when
+    /// the change was made on the master but too few replicas saw it.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let workers = client.fair_semaphore("render-workers", 4);
+    /// let change = workers.set_permits(8)?; // the night shift: twice as many
+    /// println!(
+    ///     "{:?} -> {} permits, {} in use; {} waiters admitted, {} refused",
+    ///     change.previous, change.permits, change.in_use, change.admitted, change.refused
+    /// );
+    /// # Ok(()) }
+    /// ```
+    pub fn set_permits(&self, permits: u32) -> Result<PermitsChange> {
+        check_permits(permits)?;
+        let shared = self.shared();
+        let keys = self.target().keys()?;
+        let (set, replicated) = shared
+            .call_write(keys, &SetPermits { permits })?
+            .into_parts();
+        // Waiters of this client wake now rather than when their messages
+        // arrive (which then find them gone), as after a release.
+        for next in set
+            .admitted
+            .iter()
+            .filter(|next| shared.is_own(&next.owner))
+        {
+            shared.grant_waiter(next.wait_id, next.token, next.ttl_ms);
+        }
+        replicated?;
+        Ok(PermitsChange::new(permits, set))
+    }
+}
+
+/// What [`FairSemaphore::set_permits`] did, as the same atomic step saw
+/// it.
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let change = client.fair_semaphore("render-workers", 4).set_permits(2)?;
+/// if change.in_use > change.permits {
+///     println!("{} permits held: nobody is admitted until fewer than 2 are", change.in_use);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct PermitsChange {
+    /// The number before: `None` when none was recorded (nobody had used
+    /// the semaphore for a fence life; the number set is now its number).
+    pub previous: Option<u32>,
+    /// The number now.
+    pub permits: u32,
+    /// The permits the live holds take now: more than
+    /// [`permits`](Self::permits) after a shrink below them (holders keep
+    /// theirs, and nobody is admitted until the holds fit).
+    pub in_use: u32,
+    /// The waiters the change admitted, in FIFO order.
+    pub admitted: usize,
+    /// The queued calls that asked for more than the new number: taken out
+    /// of the queue, each returns
+    /// [`ErrorKind::PermitsExceeded`](crate::ErrorKind::PermitsExceeded).
+    pub refused: usize,
+}
+
+impl PermitsChange {
+    fn new(permits: u32, set: PermitsSet) -> Self {
+        PermitsChange {
+            previous: set.previous,
+            permits,
+            in_use: u32::try_from(set.in_use).unwrap_or(u32::MAX),
+            admitted: set.admitted.len(),
+            refused: usize::try_from(set.refused).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+/// A semaphore's number of permits out of `1..=MAX_PERMITS` is
+/// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before
+/// any I/O.
+fn check_permits(permits: u32) -> Result<()> {
+    if !(1..=MAX_PERMITS).contains(&permits) {
+        return Err(Error::invalid_config(format!(
+            "a semaphore's permits must be from 1 to {MAX_PERMITS}, got {permits}"
+        )));
+    }
+    Ok(())
 }
 
 /// What a call for `n` of a semaphore's `permits` asks for; either out of
 /// bounds is [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig),
 /// before any I/O.
 pub(crate) fn permits_ask(n: u32, permits: u32) -> Result<Ask> {
-    if !(1..=MAX_PERMITS).contains(&permits) {
-        return Err(Error::invalid_config(format!(
-            "a semaphore's permits must be from 1 to {MAX_PERMITS}, got {permits}"
-        )));
-    }
+    check_permits(permits)?;
     if !(1..=permits).contains(&n) {
         return Err(Error::invalid_config(format!(
             "a call may take from 1 to the semaphore's {permits} permits, asked for {n}"

@@ -71,6 +71,9 @@ pub enum Op {
     Upgrade,
     /// `counted/downgrade.lua` (the counted engine's only).
     Downgrade,
+    /// `counted/set_permits.lua` (the counted engine's only: a
+    /// semaphore's).
+    SetPermits,
 }
 
 impl Op {
@@ -88,6 +91,7 @@ impl Op {
             Op::Revoke => "revoke",
             Op::Upgrade => "upgrade",
             Op::Downgrade => "downgrade",
+            Op::SetPermits => "set_permits",
         }
     }
 }
@@ -126,16 +130,18 @@ macro_rules! family {
 /// Every script's source, by engine then operation, in the order of
 /// [`Engine`]'s and [`Op`]'s variants (the election's folder holds the
 /// mutex's files assembled with the election's `ANNOUNCE`).
-const SOURCES: [[&str; EVERY_ENGINE]; 3] = [family!("mutex"), family!("counted"), family!("election")];
+const SOURCES: [[&str; EVERY_ENGINE]; 3] =
+    [family!("mutex"), family!("counted"), family!("election")];
 
 /// How many operations every engine has: the first variants of [`Op`].
 const EVERY_ENGINE: usize = 9;
 
 /// The sources of the operations only the counted engine has, in the order
 /// of their [`Op`] variants (after the ones every engine has).
-const COUNTED_ONLY: [&str; 2] = [
+const COUNTED_ONLY: [&str; 3] = [
     include_str!(concat!(env!("OUT_DIR"), "/counted/upgrade.lua")),
     include_str!(concat!(env!("OUT_DIR"), "/counted/downgrade.lua")),
+    include_str!(concat!(env!("OUT_DIR"), "/counted/set_permits.lua")),
 ];
 
 /// The first [`Op`] only the counted engine has.
@@ -143,7 +149,7 @@ const FIRST_COUNTED_ONLY: usize = Op::Upgrade as usize;
 
 impl Script {
     /// Every script, e.g. to load them all at once: each engine's nine,
-    /// then the counted engine's own (upgrade, downgrade).
+    /// then the counted engine's own (upgrade, downgrade, set_permits).
     pub const ALL: [Script; 3 * EVERY_ENGINE + COUNTED_ONLY.len()] = {
         const OPS: [Op; EVERY_ENGINE] = [
             Op::Acquire,
@@ -162,6 +168,7 @@ impl Script {
             op: Op::Upgrade,
         }; 3 * EVERY_ENGINE + COUNTED_ONLY.len()];
         all[3 * EVERY_ENGINE + 1].op = Op::Downgrade;
+        all[3 * EVERY_ENGINE + 2].op = Op::SetPermits;
         let mut i = 0;
         while i < 3 * EVERY_ENGINE {
             all[i] = Script {

@@ -1,7 +1,7 @@
 //! The subcommands, one file each: its arguments and its `exec`.
 
-pub mod revoke;
 pub mod elect;
+pub mod revoke;
 pub mod run;
 pub mod status;
 pub mod unlock;

@@ -1,0 +1,66 @@
+//! `set_permits.lua`: set a semaphore's number of permits, admitting the
+//! waiters that now fit and refusing the queued calls that ask for more.
+
+use redis::Value;
+
+use crate::error::Result;
+use crate::protocol::operation::{count, text, unexpected, Op, Operation};
+use crate::protocol::HandedOver;
+
+/// Sets the semaphore's permits to `permits` (one round trip).
+pub struct SetPermits {
+    /// The new number, from 1 to `MAX_PERMITS` (the caller checks).
+    pub permits: u32,
+}
+
+/// What setting the permits came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermitsSet {
+    /// The number before (`None`: none was recorded, the semaphore was not
+    /// in use).
+    pub previous: Option<u32>,
+    /// The permits the live holds take now (more than the new number after
+    /// a shrink below them: holders keep theirs).
+    pub in_use: u64,
+    /// Queued calls that asked for more than the new number, taken out of
+    /// the queue (each polls and gets the error).
+    pub refused: u64,
+    /// The waiters admitted, in grant order.
+    pub admitted: Vec<HandedOver>,
+}
+
+impl Operation for SetPermits {
+    type Reply = PermitsSet;
+    const OP: Op = Op::SetPermits;
+
+    fn args(&self) -> Vec<String> {
+        vec![self.permits.to_string()]
+    }
+
+    fn parse(&self, reply: Value) -> Result<PermitsSet> {
+        let items = match reply {
+            Value::Array(items) if items.len() >= 3 && items.len() % 4 == 3 => items,
+            Value::ServerError(err) => return Err(crate::Error::from_server(err)),
+            other => return Err(unexpected(&other)),
+        };
+        let previous = u32::try_from(count(&items[0])?).map_err(|_| unexpected(&items[0]))?;
+        let admitted = items[3..]
+            .chunks(4)
+            .map(|grant| match grant {
+                [owner, wait_id, token, ttl] => Ok(HandedOver {
+                    owner: text(owner)?,
+                    wait_id: count(wait_id)?,
+                    token: count(token)?,
+                    ttl_ms: count(ttl)?,
+                }),
+                _ => Err(unexpected(&grant)),
+            })
+            .collect::<Result<_>>()?;
+        Ok(PermitsSet {
+            previous: (previous > 0).then_some(previous),
+            in_use: count(&items[1])?,
+            refused: count(&items[2])?,
+            admitted,
+        })
+    }
+}
