@@ -4,8 +4,9 @@
 //! far above any honest wait: a deadlock ends only by a give-up) and never
 //! overlap on a name; a multi-lock that times out or is refused leaves no
 //! hold and no queue entry; rwlock reads share and writes exclude inside
-//! sets; each part's fencing token is there; bad input is refused before
-//! any I/O. (On a 3-master cluster: tests/cluster.rs.)
+//! sets; a semaphore's permits part excludes what does not fit and holds
+//! nothing when refused; each part's fencing token is there; bad input is
+//! refused before any I/O. (On a 3-master cluster: tests/cluster.rs.)
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -243,4 +244,79 @@ fn bad_input_is_refused_before_any_io() {
         .query(&mut server.conn())
         .unwrap();
     assert!(keys.is_empty(), "a refused multi-lock wrote {keys:?}");
+}
+
+/// A multi-lock part of n permits of a semaphore: it excludes what it must
+/// (another set whose permits do not fit waits, and gives up holding
+/// nothing, queued nowhere) and shares what it may (a permit that still
+/// fits); a semaphore named twice is asked once for the sum; a set queued
+/// for more permits than a shrink leaves gets `ErrorKind::PermitsExceeded`
+/// and holds none of its parts; bad numbers are refused before any I/O.
+#[test]
+fn a_permits_part_excludes_what_does_not_fit_and_holds_nothing_when_refused() {
+    let server = RedisServer::start();
+    let one = server.client();
+    let two = server.client();
+    let first = one
+        .fair_multi_lock(["job-a"])
+        .and_permits("gpus", 3, 2)
+        .lock()
+        .unwrap();
+    let gpus = first.parts().iter().find(|p| p.name() == "gpus").unwrap();
+    assert_eq!(gpus.num_permits(), 2);
+    let sem = two.fair_semaphore("gpus", 3);
+    let second = two.fair_multi_lock(["job-b"]).and_permits("gpus", 3, 2);
+    assert!(second
+        .try_lock_for(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    assert!(!two.fair_mutex("job-b").is_locked().unwrap());
+    assert_eq!(sem.queue_len().unwrap(), 0, "left a queue entry");
+    drop(
+        sem.try_acquire()
+            .unwrap()
+            .expect("the third permit is free"),
+    );
+    // Queued for all 3 while 2 are held, then the semaphore shrinks to 2.
+    let all = two.fair_multi_lock(["job-b"]).and_permits("gpus", 3, 3);
+    let waiting = thread::spawn(move || all.lock().map(drop).map_err(|e| e.kind()));
+    assert!(wait_until(Duration::from_secs(5), || sem
+        .queue_len()
+        .unwrap()
+        == 1));
+    assert_eq!(sem.set_permits(2).unwrap().refused, 1);
+    let refused = join_within(waiting, Duration::from_secs(5), "the refused set");
+    assert_eq!(refused, Err(ErrorKind::PermitsExceeded));
+    assert!(!two.fair_mutex("job-b").is_locked().unwrap());
+    assert_eq!(sem.queue_len().unwrap(), 0);
+    drop(first);
+    // Twice the same semaphore: one part of the sum.
+    let twice = one
+        .fair_multi_lock(["job-c"])
+        .and_permits("gpus", 3, 1)
+        .and_permits("gpus", 3, 1);
+    let guard = twice.try_lock().unwrap().expect("2 of the 2 set");
+    assert_eq!(guard.parts().len(), 2);
+    let gpus = guard.parts().iter().find(|p| p.name() == "gpus").unwrap();
+    assert_eq!(gpus.num_permits(), 2);
+    drop(guard);
+    // Bad numbers: nothing written.
+    let mut conn = server.conn();
+    let before: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    for set in [
+        one.fair_multi_lock(["x"]).and_permits("s", 3, 0),
+        one.fair_multi_lock(["x"]).and_permits("s", 3, 4),
+        one.fair_multi_lock(["x"]).and_permits("s", 0, 1),
+        one.fair_multi_lock(["x"])
+            .and_permits("s", 3, 2)
+            .and_permits("s", 3, 2),
+        one.fair_multi_lock(["x"])
+            .and_permits("s", 3, 1)
+            .and_permits("s", 4, 1),
+    ] {
+        let err = set.try_lock().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    }
+    let after: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert_eq!(before.len(), after.len(), "a refused set wrote something");
 }

@@ -49,7 +49,10 @@
 //! behind it that fit enter in the same step: on a release, a cancel or an
 //! abandon of a head, the head's own poll, a force release), a permits
 //! mismatch refused before any write (as `ErrorKind::PermitsMismatch`),
-//! units of 0 or above N refused before any write; the rwlock's readers
+//! units of 0 or above N refused before any write, the permits set by
+//! set_permits.lua (a grow admitting in order the waiters that now fit, a
+//! shrink keeping holders' permits and refusing the queued calls that ask
+//! for more, as `ErrorKind::PermitsExceeded`); the rwlock's readers
 //! sharing, a writer waiting for the readers ahead of it and then holding
 //! alone, a reader behind a queued writer waiting, consecutive readers at
 //! the head entering together, re-entry (read in read, read in write, write

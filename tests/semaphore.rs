@@ -3,7 +3,9 @@
 //! grants in arrival order and tokens increasing along a handoff chain, `try_acquire` never ahead of a queued
 //! waiter, timeouts and cancellation leaving nothing, a killed holder's
 //! permit going to the head, the watchdog renewing permits and keeping
-//! waiters, fencing order, a permits mismatch, and every key's TTL.
+//! waiters, fencing order, a permits mismatch, every key's TTL, and the
+//! permits changed with waiters queued (admitted in order as they fit,
+//! holders kept on a shrink, a queued call for more refused at once).
 //! Killed waiters, lost leases, cancellation under contention, Redis
 //! Cluster and the ACL user: tests/semaphore_faults.rs.
 
@@ -729,4 +731,199 @@ fn force_unlock_frees_every_permit_and_admits_the_waiters_that_fit() {
     assert!(b.unlock().unwrap_err().is_lease_lost());
     join_within(waiter, Duration::from_secs(5), "waiter");
     assert!(!sem.is_locked().unwrap());
+}
+
+/// A thread of its own client that asks for `n` permits of `sem` and
+/// reports what it got (the token, or the error's kind) and when, then
+/// holds the permits until `release` says so.
+fn spawn_asker(
+    sem: FairSemaphore,
+    n: u32,
+    release: mpsc::Receiver<()>,
+) -> (
+    JoinHandle<()>,
+    mpsc::Receiver<(Result<u64, ErrorKind>, Instant)>,
+) {
+    let (got_tx, got) = mpsc::channel();
+    let handle = thread::spawn(move || match sem.acquire_many(n) {
+        Ok(permit) => {
+            got_tx
+                .send((Ok(permit.fencing_token()), Instant::now()))
+                .unwrap();
+            let _ = release.recv();
+            permit.unlock().expect("release");
+        }
+        Err(err) => got_tx.send((Err(err.kind()), Instant::now())).unwrap(),
+    });
+    (handle, got)
+}
+
+/// `set_permits` with waiters queued, each in a client of its own: a grow
+/// admits at once, in FIFO order, the waiters that now fit and no more (a
+/// head that does not fit stops the ones behind it); a shrink leaves the
+/// holders their permits and admits nobody until the holds fit under the
+/// new number, then admits in order again. Every change is seen in the
+/// same step by `status`.
+#[test]
+fn set_permits_admits_the_waiters_that_now_fit_in_order_and_shrinks_without_taking() {
+    let server = RedisServer::start();
+    let admin = server.client();
+    let sem = admin.fair_semaphore("resized", 2);
+    let full = sem.acquire_many(2).unwrap();
+    let mut askers = Vec::new();
+    for (i, n) in [1, 2, 1].into_iter().enumerate() {
+        let (release_tx, release) = mpsc::channel();
+        let (thread, got) = spawn_asker(server.client().fair_semaphore("resized", 2), n, release);
+        await_queue_len(&sem, i + 1);
+        askers.push((thread, got, release_tx));
+    }
+    let got = |i: usize| {
+        askers[i]
+            .1
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("asker {i} was not answered"))
+            .0
+            .unwrap()
+    };
+    // 4: the first (1) fits beside the 2 held; the second (2) does not,
+    // and the third (1, which would) waits behind it.
+    let change = sem.set_permits(4).unwrap();
+    assert_eq!(
+        (change.previous, change.permits, change.in_use),
+        (Some(2), 4, 3)
+    );
+    assert_eq!((change.admitted, change.refused), (1, 0));
+    let first = got(0);
+    let status = sem.status(10).unwrap();
+    assert_eq!(status.capacity, Capacity::Permits(4));
+    assert_eq!((status.holder_count, status.queue_len), (2, 2));
+    // 5: the second enters; the third (1 more) would make 6.
+    let change = sem.set_permits(5).unwrap();
+    assert_eq!((change.admitted, change.in_use), (1, 5));
+    let second = got(1);
+    assert!(first < second, "{first} then {second}");
+    assert_eq!(sem.queue_len().unwrap(), 1);
+    // 1: nobody loses a permit; the third waits while 5 are held, and
+    // still while 3 are, until the holds fit under 1.
+    let change = sem.set_permits(1).unwrap();
+    assert_eq!(
+        (
+            change.previous,
+            change.in_use,
+            change.admitted,
+            change.refused
+        ),
+        (Some(5), 5, 0, 0)
+    );
+    let status = sem.status(10).unwrap();
+    assert_eq!((status.holder_count, status.available()), (3, Some(0)));
+    full.unlock().unwrap();
+    askers[0].2.send(()).unwrap();
+    let status = sem.status(10).unwrap();
+    assert_eq!(status.queue_len, 1, "admitted past the new number");
+    assert!(askers[2].1.try_recv().is_err());
+    askers[1].2.send(()).unwrap();
+    let third = got(2);
+    assert!(second < third, "{second} then {third}");
+    askers[2].2.send(()).unwrap();
+    for (i, (thread, _, _)) in askers.into_iter().enumerate() {
+        join_within(thread, Duration::from_secs(5), &format!("asker {i}"));
+    }
+    let status = sem.status(10).unwrap();
+    assert_eq!(
+        (status.capacity, status.holder_count, status.queue_len),
+        (Capacity::Permits(1), 0, 0)
+    );
+}
+
+/// A call already queued in another client for more permits than a shrink
+/// leaves is woken and returns `ErrorKind::PermitsExceeded` at once (well
+/// inside the 10 s its own poll or its client's heartbeat would take),
+/// leaving the queue to the call behind it; every later call for more is
+/// refused at once, while handles that say another number than the one set
+/// are served with it (no mismatch). A number set on an unused semaphore is
+/// its own; 0 and more than `MAX_PERMITS` are refused before any I/O.
+#[test]
+fn a_queued_call_for_more_than_a_shrink_leaves_gets_permits_exceeded_at_once() {
+    let server = RedisServer::start();
+    // Long leases and waiter timeouts: the head would poll when the
+    // holder's lease ran out, and a heartbeat would find the refused call
+    // gone, only after 10 s; only the wake message is faster.
+    let slow = || {
+        server
+            .builder()
+            .lease(Duration::from_secs(30))
+            .waiter_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap()
+    };
+    let (admin, waiters) = (slow(), slow());
+    let sem = admin.fair_semaphore("shrunk", 4);
+    let fresh = admin.fair_semaphore("unused", 9).set_permits(3).unwrap();
+    assert_eq!((fresh.previous, fresh.in_use), (None, 0));
+    let other = admin.fair_semaphore("unused", 5);
+    let three = other.try_acquire_many(3).unwrap().expect("3 of the 3 set");
+    assert_eq!(other.available().unwrap(), 0);
+    drop(three);
+
+    let all = sem.acquire_many(4).unwrap();
+    let (big_release, release) = mpsc::channel();
+    let (big, big_got) = spawn_asker(waiters.fair_semaphore("shrunk", 4), 3, release);
+    await_queue_len(&sem, 1);
+    let (small_release, release) = mpsc::channel();
+    let (small, small_got) = spawn_asker(waiters.fair_semaphore("shrunk", 4), 1, release);
+    await_queue_len(&sem, 2);
+    let changed = Instant::now();
+    let change = sem.set_permits(2).unwrap();
+    assert_eq!((change.in_use, change.admitted, change.refused), (4, 0, 1));
+    let (answer, at) = big_got.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(answer, Err(ErrorKind::PermitsExceeded));
+    assert!(
+        at.duration_since(changed) < Duration::from_secs(2),
+        "woken after {:?}",
+        at.duration_since(changed)
+    );
+    join_within(big, Duration::from_secs(5), "the refused call");
+    drop(big_release);
+    assert_eq!(sem.queue_len().unwrap(), 1);
+    // Later calls for more than 2 are refused; a handle that says 7 is
+    // served with the 2 set.
+    let err = sem.try_acquire_many(3).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PermitsExceeded, "{err}");
+    assert!(err.to_string().contains("has 2 now"), "{err}");
+    let err = sem.acquire_many(3).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PermitsExceeded, "{err}");
+    let seven = admin.fair_semaphore("shrunk", 7);
+    assert!(
+        seven.try_acquire().unwrap().is_none(),
+        "not ahead of the queue"
+    );
+    // The 4 back: the small call enters (1 of 2), and so does a call of
+    // the handle that says 7.
+    all.unlock().unwrap();
+    assert_eq!(
+        small_got
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap()
+            .0
+            .is_ok(),
+        true
+    );
+    let one = seven
+        .try_acquire()
+        .unwrap()
+        .expect("1 of the 2 set is free");
+    assert!(seven.try_acquire().unwrap().is_none(), "2 held of 2");
+    drop(one);
+    small_release.send(()).unwrap();
+    join_within(small, Duration::from_secs(5), "the small call");
+    // Bad numbers, before any I/O.
+    for permits in [0, fairlock::MAX_PERMITS + 1] {
+        let err = sem.set_permits(permits).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    }
+    let err = admin.fair_semaphore("", 2).set_permits(2).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidName, "{err}");
+    let mut conn = server.conn();
+    assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
 }

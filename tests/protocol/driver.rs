@@ -16,8 +16,8 @@ use std::time::Duration;
 pub use fairlock::__test_support::{
     error_from_redis, Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask, Cancel,
     CancelReply, CommonArgs, Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply,
-    Lease, LockKeys, LockKind, Mode, Op, Operation, QueueEntry, Release, ReleaseReply, Renew,
-    Script, Status, StatusReply, WaiterStatus, RW_CAPACITY,
+    Lease, LockKeys, LockKind, Mode, Op, Operation, PermitsSet, QueueEntry, Release, ReleaseReply,
+    Renew, Script, SetPermits, Status, StatusReply, WaiterStatus, RW_CAPACITY,
 };
 pub use fairlock::__test_support::{
     Downgrade, DowngradeReply, Upgrade, UpgradeReply, UpgradeStep, RW_UPGRADABLE,
@@ -332,6 +332,11 @@ impl Lock {
             call_key: call_key.to_owned(),
         })
         .unwrap()
+    }
+
+    /// A semaphore's permits set to `permits`.
+    pub fn set_permits(&mut self, permits: u32) -> PermitsSet {
+        self.run(&SetPermits { permits }).unwrap()
     }
 
     /// The status, listing at most `waiters` and `holders`; it must change

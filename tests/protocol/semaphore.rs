@@ -6,8 +6,10 @@
 //! force release), a permits mismatch refused before any write (as
 //! `ErrorKind::PermitsMismatch`), units of 0 or above N refused before any
 //! write, a release delivered twice among permits, status's available
-//! permits, a long random mix against a model of weighted FIFO, and the
-//! ACL user of docs/security.md running every script.
+//! permits, a long random mix against a model of weighted FIFO, the
+//! permits set (set_permits.lua: those that now fit admitted in order, the
+//! calls that never will refused, holders kept), and the ACL user of
+//! docs/security.md running every script.
 
 use std::time::Duration;
 
@@ -234,6 +236,16 @@ fn the_readme_acl_user_runs_every_semaphore_script() {
         }
     );
     assert_eq!(s.holders(), ["v:1 7 1"]);
+    // The set_permits script: a grow, a shrink that refuses a queued
+    // call, a grow that admits one.
+    assert_eq!(s.set_permits(3).previous, Some(1));
+    s.take("t:1", 8, permits(2, 3));
+    s.queue("r:1", 9, permits(2, 3));
+    s.queue("u:1", 10, permits(1, 3));
+    let set = s.set_permits(1);
+    assert_eq!((set.in_use, set.refused), (3, 1));
+    let set = s.set_permits(4);
+    assert_eq!((set.in_use, set.admitted.len()), (4, 1));
     assert_eq!(acl_denials(&mut s.conn), Vec::<Value>::new());
 }
 
@@ -834,4 +846,113 @@ fn a_force_release_frees_every_hold_once_and_admits_the_waiters_that_fit() {
     assert_eq!(s.force_release("op:1#3"), freed(2));
     assert_eq!(s.holders(), ["y:1 6 2"]);
     assert!(s.queued().is_empty());
+}
+
+/// Setting the permits: on a semaphore nobody uses, the number set is its
+/// own, and a call that says another is served with it (no mismatch); a
+/// grow admits the waiters that now fit in the same step, in FIFO order,
+/// with their "G" messages and the next head's "H", and stops at a head
+/// that does not fit; a shrink takes nothing from holders (nobody is
+/// admitted until the holds fit), takes the queued calls that ask for more
+/// than the new number out of the queue and tells them to poll ("H <wait
+/// id> -2"), and their poll, like any later call for more, is refused as
+/// `ErrorKind::PermitsExceeded` with nothing written; a lone hold and the
+/// holders zset both keep the number set through releases; a number out of
+/// range is refused before any write.
+#[test]
+fn set_permits_admits_those_that_now_fit_in_order_and_refuses_those_that_never_will() {
+    let mut s = sem("resize");
+    const OF: u32 = 3;
+    let set = s.set_permits(2);
+    assert_eq!(
+        (set.previous, set.in_use, set.refused, set.admitted),
+        (None, 0, 0, Vec::new())
+    );
+    assert_eq!(s.meta().unwrap(), "=2 0 0");
+    // Calls that say 3 are served with the 2 set: the first is the lone hold.
+    let a = s.take("a:1", 1, permits(2, OF));
+    assert!(s.lone().is_some());
+    assert_eq!(s.queue("b:1", 2, permits(1, OF)), 0);
+    assert_eq!(s.queue("c:1", 3, permits(2, OF)), 1);
+    assert_eq!(s.queue("d:1", 4, permits(1, OF)), 2);
+    let mut sub = s.server.conn();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.psubscribe("fairlock:wake:*").unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut message = || {
+        let m = pubsub.get_message().unwrap();
+        let payload: String = m.get_payload().unwrap();
+        format!("{} {payload}", m.get_channel_name())
+    };
+
+    // Grow to 4: B (2 + 1) enters, C (3 + 2) does not, and D behind it waits.
+    let set = s.set_permits(4);
+    assert_eq!((set.previous, set.in_use, set.refused), (Some(2), 3, 0));
+    let admitted: Vec<(&str, u64)> = set
+        .admitted
+        .iter()
+        .map(|g| (g.owner.as_str(), g.wait_id))
+        .collect();
+    assert_eq!(admitted, [("b:1", 2)]);
+    let b = s.granted(set.admitted[0].clone());
+    assert!(a.token < b.token);
+    assert!(message().starts_with(&format!("fairlock:wake:b G 2 {} ", b.token)));
+    assert!(message().starts_with("fairlock:wake:c H 3 "));
+    assert_eq!(s.holders(), ["a:1 1 2", "b:1 2 1"]);
+    assert_eq!(s.queued(), ["c:1 3 60000 0 2", "d:1 4 60000 0 1"]);
+    assert!(s.meta().unwrap().starts_with("=4 3 "), "{:?}", s.meta());
+
+    // Shrink to 1: C (2) never fits and is told to poll; D (1) keeps its
+    // place; A and B keep their 3.
+    let set = s.set_permits(1);
+    assert_eq!(
+        (set.previous, set.in_use, set.refused, set.admitted),
+        (Some(4), 3, 1, Vec::new())
+    );
+    assert_eq!(message(), "fairlock:wake:c H 3 -2");
+    assert!(message().starts_with("fairlock:wake:d H 4 "));
+    assert_eq!(s.holders(), ["a:1 1 2", "b:1 2 1"]);
+    assert_eq!(s.queued(), ["d:1 4 60000 0 1"]);
+    let before = s.snapshot();
+    for (owner, call) in [("c:1", 3), ("n:1", 9)] {
+        for mode in [Mode::Try, Mode::First, Mode::Poll] {
+            let err = s
+                .attempt_with(owner, call, mode, permits(2, OF), 0, Lease::Renewed(LONG))
+                .unwrap_err();
+            assert_eq!(err.kind(), fairlock::ErrorKind::PermitsExceeded, "{err}");
+            assert!(
+                err.to_string().contains("asks for 2 permits")
+                    && err.to_string().contains("has 1 now"),
+                "{err}"
+            );
+        }
+    }
+    assert_eq!(s.snapshot(), before, "a refused call writes nothing");
+    // A's 2 back: 1 still held, so D (1) waits; B's back: D enters.
+    assert_eq!(s.release(&a), RELEASED);
+    assert!(s.meta().unwrap().starts_with("=1 1 "), "{:?}", s.meta());
+    assert_eq!(s.queued(), ["d:1 4 60000 0 1"]);
+    let handed: Vec<String> = s.handed(&b).iter().map(member).collect();
+    assert_eq!(handed, ["d:1 4 1"]);
+    assert!(s.lone().is_some() && s.meta().unwrap().starts_with("=1 1 "));
+    // Grow again, nobody queued: nothing else changes.
+    let set = s.set_permits(3);
+    assert_eq!(
+        (set.previous, set.in_use, set.refused, set.admitted),
+        (Some(1), 1, 0, Vec::new())
+    );
+    assert_eq!(s.status(10, 10).capacity, Some(3));
+
+    // Out of range, raw: refused before any write.
+    let before = s.snapshot();
+    for permits in ["0", "-1", "1.5", "", "4294967296", "x"] {
+        let err = s.eval(script(Op::SetPermits), &[permits]).unwrap_err();
+        assert!(
+            err.to_string().contains("permits must be a whole number"),
+            "{permits:?}: {err}"
+        );
+        assert_eq!(s.snapshot(), before, "{permits:?}");
+    }
 }
