@@ -10,6 +10,7 @@
 //! fairlock [--url URL] revoke NAME [--semaphore|--rwlock|--election]
 //! fairlock [--url URL] elect NAME [--value VALUE] [--wait DURATION] [--kill-on-loss] -- COMMAND [ARGS...]
 //! fairlock [--url URL] elect NAME --observe [--json]
+//! fairlock [--url URL] permits NAME N
 //! ```
 //!
 //! The `fairlock-cli` package of the workspace: `cargo install --path cli`.
@@ -26,7 +27,7 @@ mod watch;
 use clap::{Parser, Subcommand};
 use fairlock::{Client, ErrorKind};
 
-use commands::{elect, revoke, run, status, unlock};
+use commands::{elect, permits, revoke, run, status, unlock};
 
 /// Exit codes of fairlock itself; a command that ran passes its own through.
 pub mod exit {
@@ -68,7 +69,7 @@ Exit codes of `fairlock run`:
   128+N  the command died of signal N; or fairlock got SIGINT (130) or
          SIGTERM (143) while waiting (nothing was run)
 `fairlock elect` exits as `run` (70: the leadership was lost);
-`elect --observe`, `status`, `unlock` and `revoke` exit with 0, 2 or 69.";
+`elect --observe`, `status`, `unlock`, `revoke` and `permits` exit with 0, 2 or 69.";
 
 /// flock(1) for a fleet of machines: run a command only when it is this
 /// caller's turn on a named lock in Redis, in arrival order.
@@ -121,6 +122,7 @@ enum Command {
     Unlock(unlock::UnlockArgs),
     Revoke(revoke::RevokeArgs),
     Elect(elect::ElectArgs),
+    Permits(permits::PermitsArgs),
 }
 
 /// Why fairlock stops before or around the command, with its exit code.
@@ -275,6 +277,7 @@ fn main() {
         Command::Unlock(args) => unlock::exec(&connection, args),
         Command::Revoke(args) => revoke::exec(&connection, args),
         Command::Elect(args) => elect::exec(&connection, args),
+        Command::Permits(args) => permits::exec(&connection, args),
     };
     match result {
         Ok(code) => exit_now(code),

@@ -1,7 +1,8 @@
 //! The `fairlock` command's other kinds of lock, driven as a built binary
 //! against a private redis-server per test: `run --permits N` (the
 //! semaphore), `run --shared` / `--exclusive` (the reader-writer lock),
-//! `status` listing every holder of every kind, the permits mismatch and
+//! `status` listing every holder of every kind, the permits mismatch,
+//! `permits NAME N` changing a semaphore's number with waiters queued, and
 //! the clap conflicts between the kinds' flags.
 //!
 //! Commands record what they do in a scratch log with `>>` (O_APPEND: each
@@ -936,4 +937,71 @@ fn an_identity_names_the_holder_in_status_text_and_json() {
     );
     assert_one_line_error(&out, 2, "identity");
     assert!(stderr(&out).contains("identity"), "{}", stderr(&out));
+}
+
+/// `fairlock permits NAME N`: a grow admits the waiter of another client
+/// at once and says so; a shrink with a call queued for more refuses it
+/// (the call returns `PermitsExceeded`) and keeps the holders'; `run
+/// --permits` with the old number is then served, not refused with 78;
+/// 0, too many and a bad name are one-line usage errors.
+#[test]
+fn permits_sets_the_number_admits_and_refuses_waiters_and_says_so() {
+    let server = RedisServer::start();
+    let (holder, other) = (server.client(), server.client());
+    let sem = holder.fair_semaphore("jobs", 1);
+    let held = sem.acquire().unwrap();
+    let waiting = other.fair_semaphore("jobs", 1);
+    let waiter = std::thread::spawn(move || waiting.acquire());
+    assert!(wait_until(PATIENCE, || sem.queue_len().unwrap() == 1));
+
+    let out = output(fairlock(&server).args(["permits", "jobs", "2"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = stdout(&out);
+    assert!(
+        said.contains("\"jobs\" has 2 permits now (it had 1); 2 held; admitted 1 waiting call"),
+        "{said}"
+    );
+    let admitted = waiter.join().unwrap().expect("admitted by the grow");
+    assert!(admitted.fencing_token() > held.fencing_token());
+
+    // 2 held; a call for both queues, then the number shrinks to 1.
+    let two = other.fair_semaphore("jobs", 2);
+    let big = std::thread::spawn(move || two.acquire_many(2).map(drop).map_err(|e| e.kind()));
+    assert!(wait_until(PATIENCE, || sem.queue_len().unwrap() == 1));
+    let out = output(fairlock(&server).args(["permits", "jobs", "1"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = stdout(&out);
+    assert!(
+        said.contains("has 1 permit now (it had 2); 2 held (holders keep theirs")
+            && said.contains("refused 1 waiting call that asked for more"),
+        "{said}"
+    );
+    assert_eq!(
+        big.join().unwrap(),
+        Err(fairlock::ErrorKind::PermitsExceeded)
+    );
+    assert_eq!(sem.status(10).unwrap().holder_count, 2);
+    drop(held);
+    // One held of 1: a `run --permits 3` waits (no 78), then runs once free.
+    let out = output(
+        fairlock(&server).args(["run", "jobs", "--permits", "3", "-n", "--", "true"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert_eq!(sem.queue_len().unwrap(), 0);
+
+    for args in [
+        &["permits", "jobs", "0"][..],
+        &["permits", "jobs", "1000001"],
+        &["permits", "jobs", "two"],
+        &["permits", "jobs"],
+        &["permits", "", "2"],
+    ] {
+        let out = output(fairlock(&server).args(args), PATIENCE);
+        assert_one_line_error(&out, 2, &format!("{args:?}"));
+    }
+    assert_eq!(
+        sem.status(0).unwrap().capacity,
+        fairlock::Capacity::Permits(1)
+    );
 }

@@ -1,6 +1,7 @@
 //! The subcommands, one file each: its arguments and its `exec`.
 
 pub mod elect;
+pub mod permits;
 pub mod revoke;
 pub mod run;
 pub mod status;

@@ -147,7 +147,9 @@ pub fn on_revoke(text: &str) -> Result<OnRevoke, String> {
     signals::parse(text).map(OnRevoke)
 }
 
-fn permits(text: &str) -> Result<u32, String> {
+/// A semaphore's number of permits (also `permits`' N), a usage error
+/// outside 1..=MAX_PERMITS.
+pub fn permits(text: &str) -> Result<u32, String> {
     match text.parse::<u32>() {
         Ok(n) if (1..=MAX_PERMITS).contains(&n) => Ok(n),
         _ => Err(format!(
