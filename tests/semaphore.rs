@@ -733,17 +733,16 @@ fn force_unlock_frees_every_permit_and_admits_the_waiters_that_fit() {
     assert!(!sem.is_locked().unwrap());
 }
 
+/// What an asker got (its token, or the error's kind), and when.
+type Answer = (Result<u64, ErrorKind>, Instant);
+
 /// A thread of its own client that asks for `n` permits of `sem` and
-/// reports what it got (the token, or the error's kind) and when, then
-/// holds the permits until `release` says so.
+/// reports what it got, then holds the permits until `release` says so.
 fn spawn_asker(
     sem: FairSemaphore,
     n: u32,
     release: mpsc::Receiver<()>,
-) -> (
-    JoinHandle<()>,
-    mpsc::Receiver<(Result<u64, ErrorKind>, Instant)>,
-) {
+) -> (JoinHandle<()>, mpsc::Receiver<Answer>) {
     let (got_tx, got) = mpsc::channel();
     let handle = thread::spawn(move || match sem.acquire_many(n) {
         Ok(permit) => {
@@ -901,14 +900,8 @@ fn a_queued_call_for_more_than_a_shrink_leaves_gets_permits_exceeded_at_once() {
     // The 4 back: the small call enters (1 of 2), and so does a call of
     // the handle that says 7.
     all.unlock().unwrap();
-    assert_eq!(
-        small_got
-            .recv_timeout(Duration::from_secs(5))
-            .unwrap()
-            .0
-            .is_ok(),
-        true
-    );
+    let (small_answer, _) = small_got.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(small_answer.is_ok(), "{small_answer:?}");
     let one = seven
         .try_acquire()
         .unwrap()
