@@ -67,7 +67,9 @@
 -- client's channel is ARGV[1] .. client id.
 -- ARGV[1] is always the wake channel prefix, ARGV[2] the fence life in ms.
 -- Messages: "G <wait id> <token> <ttl ms>" = the lock was handed to you;
---           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl;
+--           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl
+--           (-2: poll now; set_permits.lua says so to a call it took out
+--           of the queue, whose poll then gets its error);
 --           "R <token> <lock key>" = your holds of that lock (KEYS[1]) with
 --           tokens up to that one are asked to let go (revoke.lua).
 -- An election (the mutex's engine on keys of its own) also says on its

@@ -34,7 +34,8 @@
 -- @helpers server_time, forget, prune, live_head, wake, tell_head, units_arg,
 -- @helpers parse_holder, split_counted_entry, parse_counted_entry, parse_entry,
 -- @helpers count_used, live_used, read_meta, write_meta, lone_name, drop_expired,
--- @helpers take_hold, first_lease_left, admit_waiters, keep_counted, pass_on
+-- @helpers take_hold, first_lease_left, admit_waiters, keep_counted, pass_on, hold_of,
+-- @helpers change_hold, settle_claim
 local permits = units_arg(ARGV[3], 'permits')
 local now_us, now_ms = server_time()
 prune(now_ms)
