@@ -8,7 +8,7 @@
 //! fairlock [--url URL] status NAME --watch [INTERVAL] [--json] [--count N]
 //! fairlock [--url URL] unlock NAME --force
 //! fairlock [--url URL] revoke NAME [--semaphore|--rwlock|--election]
-//! fairlock [--url URL] elect NAME [--value VALUE] [--wait DURATION] [--kill-on-loss] -- COMMAND [ARGS...]
+//! fairlock [--url URL] elect NAME [--value VALUE] [--wait DURATION] [--kill-on-loss] [--on-revoke SIGNAL] -- COMMAND [ARGS...]
 //! fairlock [--url URL] elect NAME --observe [--json]
 //! fairlock [--url URL] permits NAME N
 //! ```
