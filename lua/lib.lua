@@ -904,7 +904,11 @@ end
 -- entry that takes its own hold) if given. Each gets a token and "G <wait
 -- id> <token> <ttl>", its grant bounded by its liveness deadline as
 -- hand_over's; the new head, if any was admitted, hears "H", as tell_head
--- tells it. An upgrade's claim at the head is settled (settle_claim).
+-- tells it. An upgrade's claim at the head is settled (settle_claim). A
+-- head that asks for more than the capacity (a semaphore whose number
+-- set_permits cut since it queued) leaves the queue, told "H <wait id>
+-- -2", and is counted in `meta.refused`: O(log N) each, as it comes to the
+-- head, so nothing reads the queue beyond its head.
 -- Returns the list of {owner, wait id, token, ttl} admitted.
 local function admit_waiters(meta, now_us, now_ms, stop)
   local handed = {}
@@ -915,29 +919,37 @@ local function admit_waiters(meta, now_us, now_ms, stop)
       break
     end
     local units = tonumber(units_s)
-    if head == stop or meta.used + units > meta.capacity then
-      if #handed > 0 then
+    if units > meta.capacity and head ~= stop then
+      -- A call for more than a number set_permits set since it queued: it
+      -- can never be admitted, so it leaves the queue as it reaches the
+      -- head, told to poll ("H <wait id> -2"), which answers the error.
+      forget(head)
+      wake(owner, 'H ' .. wait_id .. ' -2')
+      meta.refused = (meta.refused or 0) + 1
+    elseif head == stop or meta.used + units > meta.capacity then
+      if #handed > 0 or meta.refused then
         wake(owner, 'H ' .. wait_id .. ' ' .. first_lease_left(meta, now_ms))
       end
       break
-    end
-    forget(head)
-    -- An upgrade's claim (its units no read or write asks for) is
-    -- settled in place of a new hold.
-    if units ~= 2147483647 or not settle_claim(meta, owner, wait_id, now_us, now_ms, handed) then
-      local ttl, ttl_s = tonumber(lease), lease
-      if string.byte(lease, 1) == 48 then
-        ttl_s = fmt(ttl)
-      end
-      if fixed == '0' then
-        local bound = math.max(1, math.min(ttl, deadline - now_ms))
-        if bound ~= ttl then
-          ttl, ttl_s = bound, fmt(bound)
+    else
+      forget(head)
+      -- An upgrade's claim (its units no read or write asks for) is
+      -- settled in place of a new hold.
+      if units ~= 2147483647 or not settle_claim(meta, owner, wait_id, now_us, now_ms, handed) then
+        local ttl, ttl_s = tonumber(lease), lease
+        if string.byte(lease, 1) == 48 then
+          ttl_s = fmt(ttl)
         end
+        if fixed == '0' then
+          local bound = math.max(1, math.min(ttl, deadline - now_ms))
+          if bound ~= ttl then
+            ttl, ttl_s = bound, fmt(bound)
+          end
+        end
+        local token = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
+        wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. ttl_s)
+        handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), ttl }
       end
-      local token = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
-      wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. ttl_s)
-      handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), ttl }
     end
   end
   return handed

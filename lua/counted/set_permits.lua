@@ -4,11 +4,12 @@
 -- are admitted, in arrival order, with their "G" messages, as a release
 -- that frees units admits them (admit_waiters: a head that does not fit
 -- stops admission); holders keep what they hold, so after a shrink nobody
--- is admitted until the holds fit under the new number; every queued call
--- that asks for more than the new number is taken out of the queue and
--- told "H <wait id> -2" (poll now), and its poll gets the error reply
+-- is admitted until the holds fit under the new number; a queued call that
+-- asks for more than the new number is taken out of the queue as it
+-- reaches the head (at once when it heads it: admit_waiters) and told
+-- "H <wait id> -2" (poll now), and its poll gets the error reply
 -- "ERR fairlock: permits exceeded: ..." (check_capacity), as does every
--- later call asking for more. The meta records the number as set
+-- later call asking for more; it holds nobody back meanwhile. The meta records the number as set
 -- ("=<permits>"): from then on it is the semaphore's number whatever a
 -- call's own permits say, while the meta lives (a fence life past the last
 -- holder and waiter); after that the next call's permits start it again.
@@ -20,19 +21,18 @@
 -- ARGV[3] permits: the new number, 1 .. 4294967295 (the client allows up
 --         to MAX_PERMITS)
 -- Returns {previous permits (0: none recorded, the semaphore not in use),
---          permits the live holds take now, queued calls refused,
+--          permits the live holds take now, queued calls refused now
+--          (those that headed the queue),
 --          owner1, wait id1, token1, lease ms1, owner2, ...} with the
 --          waiters admitted, in grant order (each also sent "G"; the new
 --          head "H"; a client may act on this reply first).
--- Cost: O(log N) per waiter admitted or dropped (dead) and per hold
--- expired, in waiters and holders; a shrink with calls queued also reads
--- the whole queue once (ZRANGE, O(N)) to find the calls that ask for more
--- than the new number, and removes each in O(log N). A grow reads no more
--- of the queue than its admitted heads.
+-- Cost: O(log N) per waiter admitted, refused or dropped (dead) and per
+-- hold expired, in waiters and holders; it reads no more of the queue
+-- than the heads it admits or refuses.
 
 -- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail, FENCE_LIFE, ms_arg,
--- @helpers server_time, forget, prune, live_head, wake, tell_head, units_arg,
--- @helpers parse_holder, split_counted_entry, parse_counted_entry, parse_entry,
+-- @helpers server_time, forget, prune, live_head, wake, units_arg,
+-- @helpers parse_holder, split_counted_entry, parse_entry,
 -- @helpers count_used, live_used, read_meta, write_meta, lone_name, drop_expired,
 -- @helpers take_hold, first_lease_left, admit_waiters, keep_counted, pass_on, hold_of,
 -- @helpers change_hold, settle_claim
@@ -43,27 +43,9 @@ local meta = read_meta()
 local previous = meta.capacity or 0
 meta.capacity, meta.capacity_s, meta.set = permits, '=' .. fmt(permits), true
 
--- A shrink (or a number set while none was recorded) refuses the queued
--- calls that ask for more than the new number: out of the queue, told to
--- poll, which answers with the error.
-local refused = 0
-if (previous == 0 or permits < previous) and redis.call('EXISTS', QUEUE) == 1 then
-  for _, entry in ipairs(redis.call('ZRANGE', QUEUE, 0, -1)) do
-    local owner, wait_id, _, _, units = parse_counted_entry(entry)
-    if owner and units > permits then
-      forget(entry)
-      wake(owner, 'H ' .. wait_id .. ' -2')
-      refused = refused + 1
-    end
-  end
-end
-
 local handed = pass_on(meta, now_us, now_ms)
 keep_counted(meta, now_ms)
-if #handed == 0 and refused > 0 then
-  -- The head may have been refused: the new one learns it heads.
-  tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
-end
+local refused = meta.refused or 0
 local out = { previous, meta.used, refused }
 for _, grant in ipairs(handed) do
   for _, part in ipairs(grant) do

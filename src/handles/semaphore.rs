@@ -286,8 +286,9 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     ///   woken as a release would wake it;
     /// - a shrink takes nothing from holders: they keep their permits, and
     ///   nobody is admitted until the holds fit under the new number;
-    /// - every queued call that asks for more than `permits` is taken out
-    ///   of the queue and woken, and returns
+    /// - a queued call that asks for more than `permits` is taken out of
+    ///   the queue as it reaches its head (in this step when it heads it;
+    ///   it holds nobody back meanwhile), woken, and returns
     ///   [`ErrorKind::PermitsExceeded`](crate::ErrorKind::PermitsExceeded),
     ///   as does every later call asking for more.
     ///
@@ -369,7 +370,8 @@ pub struct PermitsChange {
     pub in_use: u32,
     /// The waiters the change admitted, in FIFO order.
     pub admitted: usize,
-    /// The queued calls that asked for more than the new number: taken out
+    /// The queued calls that asked for more than the new number and headed
+    /// the queue (the others leave it as they reach its head): taken out
     /// of the queue, each returns
     /// [`ErrorKind::PermitsExceeded`](crate::ErrorKind::PermitsExceeded).
     pub refused: usize,

@@ -944,6 +944,36 @@ fn set_permits_admits_those_that_now_fit_in_order_and_refuses_those_that_never_w
         (Some(1), 1, 0, Vec::new())
     );
     assert_eq!(s.status(10, 10).capacity, Some(3));
+    assert!(message().starts_with("fairlock:wake:d G 4 "));
+
+    // A call for more than a new number, queued behind a smaller head that
+    // waits, holds nobody back: the shrink leaves it queued, and the
+    // release that admits the head refuses it as it comes to the head.
+    let e = s.take("e:1", 5, permits(2, OF));
+    assert_eq!(s.queue("f:1", 6, permits(1, OF)), 0);
+    assert_eq!(s.queue("g:1", 7, permits(3, OF)), 1);
+    let set = s.set_permits(2);
+    assert_eq!(
+        (set.previous, set.in_use, set.refused, set.admitted),
+        (Some(3), 3, 0, Vec::new())
+    );
+    assert_eq!(s.queued(), ["f:1 6 60000 0 1", "g:1 7 60000 0 3"]);
+    let handed: Vec<String> = s.handed(&e).iter().map(member).collect();
+    assert_eq!(handed, ["f:1 6 1"]);
+    assert!(message().starts_with("fairlock:wake:f G 6 "));
+    assert_eq!(message(), "fairlock:wake:g H 7 -2");
+    assert!(s.queued().is_empty());
+    let err = s
+        .attempt_with(
+            "g:1",
+            7,
+            Mode::Poll,
+            permits(3, OF),
+            0,
+            Lease::Renewed(LONG),
+        )
+        .unwrap_err();
+    assert_eq!(err.kind(), fairlock::ErrorKind::PermitsExceeded, "{err}");
 
     // Out of range, raw: refused before any write.
     let before = s.snapshot();
