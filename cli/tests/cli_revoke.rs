@@ -137,3 +137,57 @@ fn on_revoke_picks_the_signal_and_revoke_names_every_holder_of_a_kind() {
     );
     assert_eq!(code(&conflicting), 2, "{}", stderr(&conflicting));
 }
+
+#[test]
+fn elect_passes_a_revocation_of_the_leadership_to_its_command() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("elect-revoke");
+    let (began, got) = (scratch.path("began"), scratch.path("got"));
+    let script = trapping(&began, &got, "USR2", 5);
+    let elect = Proc::spawn(
+        fairlock(&server)
+            .args([
+                "elect",
+                "sched",
+                "--value",
+                "web-1:80",
+                "--on-revoke",
+                "usr2",
+            ])
+            .args(sh(&script)),
+    );
+    assert!(wait_until(PATIENCE, || began.exists()), "the command began");
+    // The mutex of the name is another lock; the election's leader is asked.
+    let mutex = output(fairlock(&server).args(["revoke", "sched"]), PATIENCE);
+    assert!(stdout(&mutex).contains("is not held"), "{}", stdout(&mutex));
+    let sent = now_nanos();
+    let revoked = output(
+        fairlock(&server).args(["revoke", "sched", "--election"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&revoked), 0, "{}", stderr(&revoked));
+    assert!(
+        stdout(&revoked).contains("asked 1 holder of the election \"sched\" to let go: ")
+            && stdout(&revoked).contains("web-1:80"),
+        "{}",
+        stdout(&revoked)
+    );
+    let out = elect.finish(PATIENCE);
+    // The command's own status: the leadership was given back, not lost.
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(stderr(&out).contains("sending SIGUSR2"), "{}", stderr(&out));
+    let after_ms = (nanos(&got) - sent) as f64 / 1e6;
+    eprintln!(
+        "fairlock revoke --election started → the leader's command got SIGUSR2: {after_ms:.1} ms"
+    );
+    assert!(after_ms < 1500.0, "{after_ms} ms");
+    let status = output(
+        fairlock(&server).args(["status", "sched", "--election"]),
+        PATIENCE,
+    );
+    assert!(
+        !stdout(&status).contains("web-1:80"),
+        "the leader resigned: {}",
+        stdout(&status)
+    );
+}
