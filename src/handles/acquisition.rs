@@ -11,37 +11,16 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::handles::call_hold::CallHold;
 use crate::handles::cancel::WaitCanceller;
 use crate::handles::lease_policy::LeasePolicy;
+use crate::handles::queue_wait::{wait_in_queue, Attempted, Queued};
 use crate::handles::target::Target;
 use crate::handles::wait::{NoWait, Wait};
 use crate::machinery::holds::{Granted, Hold};
 use crate::machinery::observe::{self, Labels, Outcome};
 use crate::machinery::shared::{ClientInner, Shared};
-use crate::machinery::waiters::{poll_time, Waiter, Wake};
+use crate::machinery::waiters::{Grant, Waiter};
 use crate::protocol::{
     Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Renew, Written,
 };
-
-/// Consecutive connection failures of one waiting call.
-#[derive(Default)]
-pub(crate) struct Outage {
-    since: Option<Instant>,
-    failures: u32,
-}
-
-impl Outage {
-    /// When to try again after one more failure, or `None` once the outage
-    /// has lasted `patience`. Backs off from 50 ms to 1 s.
-    pub(crate) fn retry_at(&mut self, patience: Duration) -> Option<Instant> {
-        let now = Instant::now();
-        let since = *self.since.get_or_insert(now);
-        if now.duration_since(since) >= patience {
-            return None;
-        }
-        let backoff = Duration::from_millis(50 << self.failures.min(5)).min(Duration::from_secs(1));
-        self.failures += 1;
-        Some(now + backoff)
-    }
-}
 
 /// One acquisition of one lock (`target`) asking for `ask` under a lease
 /// policy, owned by its thread or by itself. The algorithm is the same for
@@ -144,9 +123,14 @@ impl<'m> Acquisition<'m> {
     fn try_once(&self) -> Result<Option<CallHold>> {
         let started = Instant::now();
         let waiter = self.waiter();
-        let result = self
-            .attempt(&waiter, Mode::Try)
-            .inspect_err(|_| self.give_back_later(&waiter));
+        let result = match self.attempt(&waiter, Mode::Try) {
+            Ok(Attempted::Got(got)) => Ok(Some(got)),
+            Ok(Attempted::Waiting { .. }) => Ok(None),
+            Err(err) => {
+                self.give_back_later(&waiter);
+                Err(err)
+            }
+        };
         self.observed(started, result, None)
     }
 
@@ -166,103 +150,27 @@ impl<'m> Acquisition<'m> {
         if let Some(cancel) = cancel {
             cancel.watch(&waiter);
         }
-        let result = self.wait_in_queue(&waiter, deadline);
+        let result = wait_in_queue(self, self.shared, &waiter, deadline);
         self.shared.forget_waiter(waiter.call.id);
         observe::waiting(&labels, -1.0);
         self.observed(started, result, cancel)
     }
 
-    fn wait_in_queue(
-        &self,
-        waiter: &Waiter,
-        deadline: Option<Instant>,
-    ) -> Result<Option<CallHold>> {
-        let mut mode = Mode::First;
-        let mut outage = Outage::default();
-        loop {
-            match self.attempt(waiter, mode) {
-                Ok(Some(guard)) => return Ok(Some(guard)),
-                Ok(None) => outage = Outage::default(),
-                Err(err) if err.is_connection() => {
-                    // Redis is unreachable or stalled. A first attempt says
-                    // so at once; a queued call rides out a restart or a
-                    // failover for a while, as its place (or a new one) is
-                    // still there when Redis is back. A cleanup call would
-                    // only wait out the same timeout: without this client's
-                    // heartbeat the entry lapses within waiter_timeout.
-                    let patience = self.shared.config().outage_patience();
-                    match outage.retry_at(patience) {
-                        Some(at) if mode == Mode::Poll => {
-                            log::debug!("fairlock: waiting through an outage: {err}");
-                            waiter.poll_by(at);
-                        }
-                        _ => {
-                            // The call may still run (or have run) in
-                            // Redis: whatever it took or queued goes back
-                            // once Redis answers.
-                            self.give_back_later(waiter);
-                            return Err(err);
-                        }
-                    }
-                }
-                Err(err) => {
-                    // Leave nothing behind (Redis answered, with an error).
-                    return match self.leave_queue(waiter) {
-                        Ok(Some(guard)) => Ok(Some(guard)),
-                        _ => Err(err),
-                    };
-                }
-            }
-            mode = Mode::Poll;
-            match waiter.sleep(deadline) {
-                Wake::Granted(grant) => {
-                    if let Err(err) = self.confirm_handoff(waiter, grant.token) {
-                        if !err.is_lease_lost() {
-                            self.give_back_later(waiter);
-                        }
-                        return Err(err);
-                    }
-                    let got = self.hold(waiter, grant.token, grant.since, grant.ttl);
-                    observe::handed_over(&self.labels(), grant.delivered.elapsed());
-                    return Ok(Some(got));
-                }
-                Wake::Poll => {}
-                Wake::GaveUp => return self.leave_queue(waiter),
-            }
-        }
-    }
-
-    /// One run of the acquire script. Returns the hold when acquired;
-    /// otherwise schedules the waiter's next poll.
-    fn attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Option<CallHold>> {
+    /// One run of the acquire script: the hold when acquired.
+    fn attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Attempted<CallHold>> {
         let sent = Instant::now();
-        if mode == Mode::First {
-            // Any handoff comes after this request has queued the waiter.
-            waiter.saw_queued(sent, 0);
-        }
         let (reply, replicated) = self.send_attempt(waiter, mode)?.into_parts();
         match reply {
             AcquireReply::Acquired { token, pttl_ms } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated)
-                .map(Some),
+                .map(Attempted::Got),
             // A queue entry too few replicas saw costs at most its place
             // after a failover; the wait goes on.
             AcquireReply::Waiting {
                 pttl_ms,
                 position,
                 last_token,
-            } => {
-                if position.is_some() {
-                    waiter.saw_queued(sent, last_token);
-                }
-                // The head of the queue polls when the holder's lease would
-                // run out, the others wait to be told; a poll time set
-                // meanwhile by a message stands (see `Waiter::poll_by`).
-                if position == Some(0) {
-                    waiter.poll_by(poll_time(pttl_ms));
-                }
-                Ok(None)
-            }
+            } => Ok(Attempted::waiting(pttl_ms, position, last_token)),
         }
     }
 
@@ -393,6 +301,45 @@ impl<'m> Acquisition<'m> {
             call: waiter.call.clone(),
             waited: Duration::ZERO,
             released: false,
+        }
+    }
+}
+
+impl Queued for Acquisition<'_> {
+    type Got = CallHold;
+
+    fn attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Attempted<CallHold>> {
+        Acquisition::attempt(self, waiter, mode)
+    }
+
+    fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<CallHold> {
+        if let Err(err) = self.confirm_handoff(waiter, grant.token) {
+            if !err.is_lease_lost() {
+                self.give_back_later(waiter);
+            }
+            return Err(err);
+        }
+        let got = self.hold(waiter, grant.token, grant.since, grant.ttl);
+        observe::handed_over(&self.labels(), grant.delivered.elapsed());
+        Ok(got)
+    }
+
+    fn leave(&self, waiter: &Waiter) -> Result<Option<CallHold>> {
+        self.leave_queue(waiter)
+    }
+
+    /// Unreachable past the wait's patience: the call may still run (or
+    /// have run) in Redis, so whatever it took or queued goes back once
+    /// Redis answers. Answered with an error: it leaves the queue (or keeps
+    /// the lock, if it was handed over meanwhile).
+    fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<CallHold>> {
+        if err.is_connection() {
+            self.give_back_later(waiter);
+            return Err(err);
+        }
+        match self.leave_queue(waiter) {
+            Ok(Some(guard)) => Ok(Some(guard)),
+            _ => Err(err),
         }
     }
 }

@@ -19,6 +19,7 @@ mod multi;
 mod mutex;
 mod ownership;
 mod participant;
+mod queue_wait;
 pub(crate) mod revocation_signal;
 mod rwlock;
 mod semaphore;

@@ -18,17 +18,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::handles::acquisition::Outage;
 use crate::handles::call_hold::CallHold;
 use crate::handles::cancel::WaitCanceller;
 use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::ownership::Ownership;
+use crate::handles::queue_wait::{wait_in_queue, Attempted, Queued};
 use crate::handles::rwlock::{ReadGuard, UpgradableReadGuard, WriteGuard};
 use crate::handles::wait::{NoWait, Wait};
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
-use crate::machinery::waiters::{poll_time, Waiter, Wake};
+use crate::machinery::waiters::{Grant, Waiter};
 use crate::protocol::{
     Access, Ask, Call, Downgrade, DowngradeReply, Mode, Renew, Upgrade, UpgradeReply, UpgradeStep,
     Written,
@@ -356,63 +356,9 @@ impl Upgrader<'_> {
         if let Some(cancel) = cancel {
             cancel.watch(&waiter);
         }
-        let result = self.wait_for_grant(&waiter, deadline);
+        let result = wait_in_queue(self, self.shared, &waiter, deadline);
         self.shared.forget_waiter(waiter.call.id);
         result
-    }
-
-    fn wait_for_grant(&self, waiter: &Waiter, deadline: Option<Instant>) -> Result<Option<u64>> {
-        let mut mode = Mode::First;
-        let mut outage = Outage::default();
-        loop {
-            let sent = Instant::now();
-            if mode == Mode::First {
-                waiter.saw_queued(sent, 0);
-            }
-            match self.send(UpgradeStep::Attempt(mode)) {
-                Ok(written) => {
-                    outage = Outage::default();
-                    let (reply, replicated) = written.into_parts();
-                    match reply {
-                        UpgradeReply::Upgraded { token, .. } => {
-                            return replicated.map(|()| Some(token))
-                        }
-                        UpgradeReply::Waiting {
-                            pttl_ms,
-                            position,
-                            last_token,
-                        } => {
-                            if position.is_some() {
-                                waiter.saw_queued(sent, last_token);
-                            }
-                            if position == Some(0) {
-                                waiter.poll_by(poll_time(pttl_ms));
-                            }
-                        }
-                        UpgradeReply::Lost => return Err(self.lost()),
-                    }
-                }
-                // A claim made rides out an outage, as a queued call does.
-                Err(err) if err.is_connection() && mode == Mode::Poll => {
-                    let patience = self.shared.config().outage_patience();
-                    match outage.retry_at(patience) {
-                        Some(at) => waiter.poll_by(at),
-                        None => return Err(err),
-                    }
-                }
-                Err(err) => return Err(err),
-            }
-            mode = Mode::Poll;
-            match waiter.sleep(deadline) {
-                Wake::Granted(grant) => {
-                    self.confirm(grant.token)?;
-                    return Ok(Some(grant.token));
-                }
-                Wake::Poll => {}
-                // Withdrawn, unless it was settled in that last instant.
-                Wake::GaveUp => return self.settle(UpgradeStep::Withdraw),
-            }
-        }
     }
 
     /// With `sync_replicas`, makes sure enough replicas saw the write
@@ -447,6 +393,39 @@ impl Upgrader<'_> {
                 self.claim.keys.lock()
             ),
         )
+    }
+}
+
+/// The claim waits in the queue as an acquisition does (at its head).
+impl Queued for Upgrader<'_> {
+    type Got = u64;
+
+    fn attempt(&self, _waiter: &Waiter, mode: Mode) -> Result<Attempted<u64>> {
+        let (reply, replicated) = self.send(UpgradeStep::Attempt(mode))?.into_parts();
+        match reply {
+            UpgradeReply::Upgraded { token, .. } => replicated.map(|()| Attempted::Got(token)),
+            UpgradeReply::Waiting {
+                pttl_ms,
+                position,
+                last_token,
+            } => Ok(Attempted::waiting(pttl_ms, position, last_token)),
+            UpgradeReply::Lost => Err(self.lost()),
+        }
+    }
+
+    fn granted(&self, _waiter: &Waiter, grant: Grant) -> Result<u64> {
+        self.confirm(grant.token)?;
+        Ok(grant.token)
+    }
+
+    /// Withdrawn, unless it was settled in that last instant.
+    fn leave(&self, _waiter: &Waiter) -> Result<Option<u64>> {
+        self.settle(UpgradeStep::Withdraw)
+    }
+
+    /// The caller (`upgrade`) gives back what the claim may have left.
+    fn failed(&self, _waiter: &Waiter, err: Error) -> Result<Option<u64>> {
+        Err(err)
     }
 }
 

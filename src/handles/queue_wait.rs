@@ -1,0 +1,138 @@
+//! Waiting in a lock's queue, written once for every call that waits
+//! there: an acquisition (any kind, any ask) and an upgrade's claim. The
+//! call is sent, it sleeps parked on its [`Waiter`] holding no connection,
+//! is woken by a grant, a poll time or its deadline, rides out an outage
+//! for a while, and leaves the queue when it stops waiting. What each
+//! request is, what a grant gives and how a failure is cleaned up are the
+//! caller's ([`Queued`]).
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::machinery::shared::Shared;
+use crate::machinery::waiters::{poll_time, Grant, Waiter, Wake};
+use crate::protocol::Mode;
+
+/// Consecutive connection failures of one waiting call.
+#[derive(Default)]
+pub(crate) struct Outage {
+    since: Option<Instant>,
+    failures: u32,
+}
+
+impl Outage {
+    /// When to try again after one more failure, or `None` once the outage
+    /// has lasted `patience`. Backs off from 50 ms to 1 s.
+    pub(crate) fn retry_at(&mut self, patience: Duration) -> Option<Instant> {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        if now.duration_since(since) >= patience {
+            return None;
+        }
+        let backoff = Duration::from_millis(50 << self.failures.min(5)).min(Duration::from_secs(1));
+        self.failures += 1;
+        Some(now + backoff)
+    }
+}
+
+/// What one request of a waiting call was answered with.
+pub(crate) enum Attempted<T> {
+    /// It got what it asked for.
+    Got(T),
+    /// It waits: the lease left of what holds the lock, its place in the
+    /// queue (`None`: not queued) and the last fencing token issued.
+    Waiting {
+        pttl_ms: i64,
+        position: Option<u64>,
+        last_token: u64,
+    },
+}
+
+impl<T> Attempted<T> {
+    /// A reply that says the call waits (see [`Attempted::Waiting`]).
+    pub(crate) fn waiting(pttl_ms: i64, position: Option<u64>, last_token: u64) -> Self {
+        Attempted::Waiting {
+            pttl_ms,
+            position,
+            last_token,
+        }
+    }
+}
+
+/// A call that waits in a lock's queue.
+pub(crate) trait Queued {
+    /// What it gets: a guard's hold, an upgrade's token.
+    type Got;
+
+    /// One request, in `mode` (one round trip).
+    fn attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Attempted<Self::Got>>;
+
+    /// What a grant (a push message, a release reply, a heartbeat) gives.
+    fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<Self::Got>;
+
+    /// Leaves the queue as the wait ends (its deadline, a cancel); what it
+    /// got instead if it was granted in that last instant.
+    fn leave(&self, waiter: &Waiter) -> Result<Option<Self::Got>>;
+
+    /// How the call ends after a request failed with `err` (Redis answered
+    /// with an error, or could not be reached past the wait's patience):
+    /// whatever it may have left in Redis is given back.
+    fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>>;
+}
+
+/// Waits in the queue until `queued` gets what it asks for, its `deadline`
+/// passes (`None`: no limit) or its waiter is cancelled. A first request
+/// fails at once when Redis is unreachable; a queued call rides out a
+/// restart or a failover for the client's outage patience, as its place
+/// (or a new one) is still there when Redis is back.
+pub(crate) fn wait_in_queue<Q: Queued>(
+    queued: &Q,
+    shared: &Shared,
+    waiter: &Waiter,
+    deadline: Option<Instant>,
+) -> Result<Option<Q::Got>> {
+    let mut mode = Mode::First;
+    let mut outage = Outage::default();
+    loop {
+        let sent = Instant::now();
+        if mode == Mode::First {
+            // Any handoff comes after this request has queued the waiter.
+            waiter.saw_queued(sent, 0);
+        }
+        match queued.attempt(waiter, mode) {
+            Ok(Attempted::Got(got)) => return Ok(Some(got)),
+            Ok(Attempted::Waiting {
+                pttl_ms,
+                position,
+                last_token,
+            }) => {
+                outage = Outage::default();
+                if position.is_some() {
+                    waiter.saw_queued(sent, last_token);
+                }
+                // The head of the queue polls when the holder's lease would
+                // run out, the others wait to be told; a poll time set
+                // meanwhile by a message stands (see `Waiter::poll_by`).
+                if position == Some(0) {
+                    waiter.poll_by(poll_time(pttl_ms));
+                }
+            }
+            Err(err) if err.is_connection() && mode == Mode::Poll => {
+                match outage.retry_at(shared.config().outage_patience()) {
+                    Some(at) => {
+                        log::debug!("fairlock: waiting through an outage: {err}");
+                        waiter.poll_by(at);
+                    }
+                    None => return queued.failed(waiter, err),
+                }
+            }
+            Err(err) => return queued.failed(waiter, err),
+        }
+        mode = Mode::Poll;
+        match waiter.sleep(deadline) {
+            Wake::Granted(grant) => return queued.granted(waiter, grant).map(Some),
+            Wake::Poll => {}
+            Wake::GaveUp => return queued.leave(waiter),
+        }
+    }
+}
