@@ -1016,6 +1016,17 @@ local function pass_on(meta, now_us, now_ms)
   return admit_waiters(meta, now_us, now_ms, nil), dropped
 end
 
+-- `out` (a reply being built) followed by each grant of `handed` (as
+-- admit_waiters returns them), flattened: owner, wait id, token, ttl.
+local function with_grants(out, handed)
+  for _, grant in ipairs(handed) do
+    for _, part in ipairs(grant) do
+      out[#out + 1] = part
+    end
+  end
+  return out
+end
+
 -- Removes `entry` from the queue; the waiters its leaving unblocks (a
 -- large head gone lets smaller ones behind it in; a hold run out lets the
 -- head in) are admitted, and a new head learns of it.

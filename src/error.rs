@@ -427,19 +427,22 @@ fn permits_mismatch(err: &redis::RedisError) -> Option<String> {
     if err.code() != Some("ERR") {
         return None;
     }
-    let detail = err.detail()?;
-    let (_, rest) = detail.split_once(PERMITS_MISMATCH)?;
-    let (ours, rest) = rest.split_once(" permits, the semaphore has ")?;
-    let theirs = rest.split(' ').next()?;
-    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !number(ours) || !number(theirs) {
-        return None;
-    }
+    let (ours, theirs) = permits_named(err, PERMITS_MISMATCH)?;
     Some(format!(
         "two clients disagree on the number of permits of this semaphore: this call says \
          {ours}, the semaphore has {theirs} (every client of one semaphore must use the same \
          number); nothing was changed"
     ))
+}
+
+/// The two numbers of permits a semaphore script's error names after
+/// `marker`: "<marker><ours> permits, the semaphore has <theirs> ...".
+fn permits_named<'e>(err: &'e redis::RedisError, marker: &str) -> Option<(&'e str, &'e str)> {
+    let (_, rest) = err.detail()?.split_once(marker)?;
+    let (ours, rest) = rest.split_once(" permits, the semaphore has ")?;
+    let theirs = rest.split(' ').next()?;
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (number(ours) && number(theirs)).then_some((ours, theirs))
 }
 
 /// The text a semaphore script raises when a call asks for more permits
@@ -454,13 +457,7 @@ fn permits_exceeded(err: &redis::RedisError) -> Option<String> {
     if err.code() != Some("ERR") {
         return None;
     }
-    let (_, rest) = err.detail()?.split_once(PERMITS_EXCEEDED)?;
-    let (ours, rest) = rest.split_once(" permits, the semaphore has ")?;
-    let theirs = rest.split(' ').next()?;
-    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !number(ours) || !number(theirs) {
-        return None;
-    }
+    let (ours, theirs) = permits_named(err, PERMITS_EXCEEDED)?;
     Some(format!(
         "this call asks for {ours} permits and the semaphore has {theirs} now (its number was \
          changed with set_permits): it could never be admitted; nothing is held"

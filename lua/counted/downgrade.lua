@@ -38,6 +38,7 @@
 -- @helpers count_used, live_used, read_meta, write_meta, lone_name, hold_of,
 -- @helpers hold_by_token, drop_expired, take_hold, first_lease_left,
 -- @helpers change_hold, settle_claim, admit_waiters, keep_counted, pass_on
+-- @helpers with_grants
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 local to = units_arg(ARGV[6], 'units kept')
 holder_arg(owner, call)
@@ -64,10 +65,4 @@ end
 local new_token, left = change_hold(meta, member, units, to, now_us, now_ms)
 local handed = pass_on(meta, now_us, now_ms)
 keep_counted(meta, now_ms)
-local out = { tonumber(new_token), left }
-for _, grant in ipairs(handed) do
-  for _, part in ipairs(grant) do
-    out[#out + 1] = part
-  end
-end
-return out
+return with_grants({ tonumber(new_token), left }, handed)

@@ -57,6 +57,7 @@ end
 
 -- @helpers DEADLINES, WAKE_PREFIX, forget, wake, drop_expired, take_hold,
 -- @helpers first_lease_left, split_counted_entry, parse_entry, live_head, admit_waiters, pass_on, keep_counted
+-- @helpers with_grants
 -- @helpers hold_of, change_hold, settle_claim
 
 local handed = pass_on(meta, now_us, now_ms)
@@ -64,10 +65,4 @@ keep_counted(meta, now_ms)
 if #handed == 0 then
   return 0
 end
-local out = {}
-for _, grant in ipairs(handed) do
-  for _, part in ipairs(grant) do
-    out[#out + 1] = part
-  end
-end
-return out
+return with_grants({}, handed)

@@ -35,7 +35,7 @@
 -- @helpers parse_holder, split_counted_entry, parse_entry,
 -- @helpers count_used, live_used, read_meta, write_meta, lone_name, drop_expired,
 -- @helpers take_hold, first_lease_left, admit_waiters, keep_counted, pass_on, hold_of,
--- @helpers change_hold, settle_claim
+-- @helpers change_hold, settle_claim, with_grants
 local permits = units_arg(ARGV[3], 'permits')
 local now_us, now_ms = server_time()
 prune(now_ms)
@@ -46,10 +46,4 @@ meta.capacity, meta.capacity_s, meta.set = permits, '=' .. fmt(permits), true
 local handed = pass_on(meta, now_us, now_ms)
 keep_counted(meta, now_ms)
 local refused = meta.refused or 0
-local out = { previous, meta.used, refused }
-for _, grant in ipairs(handed) do
-  for _, part in ipairs(grant) do
-    out[#out + 1] = part
-  end
-end
-return out
+return with_grants({ previous, meta.used, refused }, handed)

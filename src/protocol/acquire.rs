@@ -110,17 +110,25 @@ impl Operation for Acquire<'_> {
             });
         }
         let items = int_list(reply)?;
-        match items.as_slice() {
-            [1, token, pttl] => Ok(AcquireReply::Acquired {
-                token: *token as u64,
-                pttl_ms: *pttl,
-            }),
-            [0, pttl, position, last_token] => Ok(AcquireReply::Waiting {
-                pttl_ms: *pttl,
-                position: u64::try_from(*position).ok(),
-                last_token: *last_token as u64,
-            }),
-            _ => Err(unexpected(&items)),
-        }
+        standing(&items).ok_or_else(|| unexpected(&items))
+    }
+}
+
+/// A call's standing as an acquire script (or an upgrade's, which waits
+/// as a call does) lists it: `{1, token, lease ms left}` when it holds,
+/// `{0, holder's lease ms left, position or -1, last token issued}` when it
+/// waits; `None` for any other list.
+pub(crate) fn standing(items: &[i64]) -> Option<AcquireReply> {
+    match items {
+        [1, token, pttl] => Some(AcquireReply::Acquired {
+            token: *token as u64,
+            pttl_ms: *pttl,
+        }),
+        [0, pttl, position, last_token] => Some(AcquireReply::Waiting {
+            pttl_ms: *pttl,
+            position: u64::try_from(*position).ok(),
+            last_token: *last_token as u64,
+        }),
+        _ => None,
     }
 }

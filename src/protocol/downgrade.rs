@@ -6,7 +6,8 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, text, unexpected, Op, Operation};
+use crate::protocol::operation::{count, unexpected, Op, Operation};
+use crate::protocol::release::handed_over;
 use crate::protocol::{Access, Ask, HandedOver, LockKeys, LockKind};
 
 /// Downgrade hold `token` that acquire call `call` of `owner` made, to
@@ -68,18 +69,7 @@ impl Operation for Downgrade<'_> {
             [token, Value::Int(pttl)] => (count(token)?, *pttl),
             other => return Err(unexpected(&other)),
         };
-        let handed = items[2..]
-            .chunks(4)
-            .map(|grant| match grant {
-                [owner, wait_id, token, ttl] => Ok(HandedOver {
-                    owner: text(owner)?,
-                    wait_id: count(wait_id)?,
-                    token: count(token)?,
-                    ttl_ms: count(ttl)?,
-                }),
-                _ => Err(unexpected(&grant)),
-            })
-            .collect::<Result<_>>()?;
+        let handed = handed_over(&items[2..])?;
         Ok(DowngradeReply::Downgraded {
             token,
             pttl_ms,

@@ -4,7 +4,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{text, unexpected, Op, Operation};
+use crate::protocol::operation::{count, text, unexpected, Op, Operation};
 
 /// The guard made by acquire call `call` of `owner` releases hold `token`.
 pub struct Release<'a> {
@@ -65,23 +65,29 @@ impl Operation for Release<'_> {
                 left: u32::try_from(left).unwrap_or(u32::MAX),
             }),
             Value::Int(_) => Ok(ReleaseReply::NotHeld),
-            Value::Array(items) if !items.is_empty() && items.len().is_multiple_of(4) => items
-                .chunks(4)
-                .map(|grant| match grant {
-                    [owner, Value::Int(wait_id), Value::Int(token), Value::Int(ttl)] => {
-                        Ok(HandedOver {
-                            owner: text(owner)?,
-                            wait_id: *wait_id as u64,
-                            token: *token as u64,
-                            ttl_ms: *ttl as u64,
-                        })
-                    }
-                    _ => Err(unexpected(&grant)),
-                })
-                .collect::<Result<_>>()
-                .map(ReleaseReply::HandedOver),
+            Value::Array(items) if !items.is_empty() && items.len().is_multiple_of(4) => {
+                handed_over(&items).map(ReleaseReply::HandedOver)
+            }
             Value::ServerError(err) => Err(crate::Error::from_server(err)),
             other => Err(unexpected(&other)),
         }
     }
+}
+
+/// The grants a reply lists after its own fields, four items each (owner,
+/// wait id, token, ttl ms), as lib.lua's `with_grants` writes them: a
+/// release's, a downgrade's, a change of permits'.
+pub(crate) fn handed_over(items: &[Value]) -> Result<Vec<HandedOver>> {
+    items
+        .chunks(4)
+        .map(|grant| match grant {
+            [owner, wait_id, token, ttl] => Ok(HandedOver {
+                owner: text(owner)?,
+                wait_id: count(wait_id)?,
+                token: count(token)?,
+                ttl_ms: count(ttl)?,
+            }),
+            _ => Err(unexpected(&grant)),
+        })
+        .collect()
 }

@@ -4,7 +4,8 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, text, unexpected, Op, Operation};
+use crate::protocol::operation::{count, unexpected, Op, Operation};
+use crate::protocol::release::handed_over;
 use crate::protocol::HandedOver;
 
 /// Sets the semaphore's permits to `permits` (one round trip).
@@ -44,18 +45,7 @@ impl Operation for SetPermits {
             other => return Err(unexpected(&other)),
         };
         let previous = u32::try_from(count(&items[0])?).map_err(|_| unexpected(&items[0]))?;
-        let admitted = items[3..]
-            .chunks(4)
-            .map(|grant| match grant {
-                [owner, wait_id, token, ttl] => Ok(HandedOver {
-                    owner: text(owner)?,
-                    wait_id: count(wait_id)?,
-                    token: count(token)?,
-                    ttl_ms: count(ttl)?,
-                }),
-                _ => Err(unexpected(&grant)),
-            })
-            .collect::<Result<_>>()?;
+        let admitted = handed_over(&items[3..])?;
         Ok(PermitsSet {
             previous: (previous > 0).then_some(previous),
             in_use: count(&items[1])?,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::Result;
+use crate::protocol::acquire::{standing, AcquireReply};
 use crate::protocol::operation::{int_list, ms, unexpected, Op, Operation};
 use crate::protocol::{Lease, LockKeys, LockKind, Mode};
 
@@ -94,17 +95,20 @@ impl Operation for Upgrade<'_> {
             return Ok(UpgradeReply::Lost);
         }
         let items = int_list(reply)?;
-        match items.as_slice() {
-            [1, token, pttl] => Ok(UpgradeReply::Upgraded {
-                token: *token as u64,
-                pttl_ms: *pttl,
+        match standing(&items) {
+            Some(AcquireReply::Acquired { token, pttl_ms }) => {
+                Ok(UpgradeReply::Upgraded { token, pttl_ms })
+            }
+            Some(AcquireReply::Waiting {
+                pttl_ms,
+                position,
+                last_token,
+            }) => Ok(UpgradeReply::Waiting {
+                pttl_ms,
+                position,
+                last_token,
             }),
-            [0, pttl, position, last_token] => Ok(UpgradeReply::Waiting {
-                pttl_ms: *pttl,
-                position: u64::try_from(*position).ok(),
-                last_token: *last_token as u64,
-            }),
-            _ => Err(unexpected(&items)),
+            None => Err(unexpected(&items)),
         }
     }
 }
