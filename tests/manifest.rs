@@ -1,21 +1,37 @@
-//! The tests' package declares its targets one by one (tests/Cargo.toml:
-//! the files sit in tests/ itself, where cargo does not look for a package's
-//! tests), so a test file left out of it would never run. This checks that
-//! every `tests/*.rs` is a `[[test]]` of that manifest, and nothing more.
+//! The test files sit where cargo does not find them by itself (tests/ is
+//! the tests' package, cli/tests/ declares its one target), so a file
+//! nobody declares would never run. This checks that every `tests/*.rs` is
+//! a module of the suite (tests/main.rs) or a `[[test]]` of tests/Cargo.toml
+//! (never both), and every `cli/tests/*.rs` a module of cli/tests/main.rs.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-#[test]
-fn every_test_file_is_a_declared_test_target() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let files: BTreeSet<String> = std::fs::read_dir(dir)
-        .expect("tests/ is readable")
+/// The names of the `.rs` files directly in `dir`, without `.rs`.
+fn rust_files(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{dir:?}: {e}"))
         .map(|entry| entry.expect("a directory entry").file_name())
         .filter_map(|name| name.to_str()?.strip_suffix(".rs").map(String::from))
-        .collect();
+        .collect()
+}
+
+/// The modules `root` declares from files (`mod name;` lines).
+fn declared_modules(root: &Path) -> BTreeSet<String> {
+    std::fs::read_to_string(root)
+        .unwrap_or_else(|e| panic!("{root:?}: {e}"))
+        .lines()
+        .filter_map(|line| line.strip_prefix("mod ")?.strip_suffix(';'))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn every_test_file_is_declared_once() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = rust_files(dir);
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("tests/Cargo.toml");
-    let declared: BTreeSet<String> = manifest
+    let targets: BTreeSet<String> = manifest
         .split("[[test]]")
         .skip(1)
         .map(|target| {
@@ -28,19 +44,37 @@ fn every_test_file_is_a_declared_test_target() {
                 .to_string()
         })
         .collect();
+    let modules = declared_modules(&dir.join("main.rs"));
     assert!(
         files.len() >= 30,
         "too few test files found in {dir:?}: {files:?}"
     );
+    assert!(targets.contains("main"), "the suite is not a [[test]]");
+    let twice: Vec<_> = modules.intersection(&targets).collect();
+    assert!(
+        twice.is_empty(),
+        "both a module of tests/main.rs and a [[test]] of its own: {twice:?}"
+    );
+    let declared: BTreeSet<String> = modules.union(&targets).cloned().collect();
     let missing: Vec<_> = files.difference(&declared).collect();
-    let stale: Vec<_> = declared.difference(&files).collect();
+    let stale: Vec<_> = targets.difference(&files).collect();
     assert!(
         missing.is_empty(),
-        "tests/*.rs not declared in tests/Cargo.toml: {missing:?}"
+        "tests/*.rs neither a module of tests/main.rs nor a [[test]]: {missing:?}"
     );
     assert!(
         stale.is_empty(),
         "tests/Cargo.toml declares files that are gone: {stale:?}"
+    );
+
+    let cli = dir.join("../cli/tests");
+    let mut files = rust_files(&cli);
+    files.remove("main");
+    let modules = declared_modules(&cli.join("main.rs"));
+    let missing: Vec<_> = files.difference(&modules).collect();
+    assert!(
+        missing.is_empty(),
+        "cli/tests/*.rs not a module of cli/tests/main.rs: {missing:?}"
     );
 }
 

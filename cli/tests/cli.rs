@@ -3,7 +3,7 @@
 //! however the command ends, signals, `status --json`, `unlock --force`,
 //! and one-line errors for bad input.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@
 //! The observers write to scratch files the test reads as they grow, so
 //! each step waits for what they printed, not for time to pass.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::fs::File;
 use std::path::Path;

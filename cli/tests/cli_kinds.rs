@@ -10,7 +10,7 @@
 //! taken and "end N" before it is given back, so the log's order bounds
 //! what the lock let overlap.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::collections::HashSet;
 use std::path::Path;

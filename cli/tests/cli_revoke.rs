@@ -4,7 +4,7 @@
 //! `--on-revoke` signal), releases when the command ends, and exits with the
 //! command's own status; `revoke` names whom it asked, of every kind.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};

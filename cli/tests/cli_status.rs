@@ -5,7 +5,7 @@
 //! `--mutex`, `--semaphore`, `--rwlock`, `--election`, and `--json` with
 //! exactly the keys docs/cli.md documents.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::collections::{BTreeSet, HashSet};
 

@@ -7,7 +7,7 @@
 //! The watcher writes to a scratch file the test reads as it grows, so
 //! each step waits for what the watcher printed, not for time to pass.
 
-mod cli_support;
+use crate::cli_support;
 
 use std::fs::File;
 use std::path::Path;

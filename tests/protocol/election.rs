@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use fairlock::__test_support::{election_channel, ElectionMessage};
 
-use crate::driver::*;
+use super::driver::*;
 
 /// A channel only the test publishes on: what came before it on a
 /// subscription is what was published before the test's own publish.

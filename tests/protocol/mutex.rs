@@ -4,7 +4,7 @@
 //! argument out of range. Each answers as its header says and leaves no
 //! key without a TTL.
 
-use crate::driver::*;
+use super::driver::*;
 
 /// The mutex engine's script of `op`.
 const fn mutex(op: Op) -> Script {

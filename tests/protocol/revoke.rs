@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use fairlock::__test_support::{RenewReply, Revoke, Revoked};
 
-use crate::driver::*;
+use super::driver::*;
 
 fn renewal(s: &mut Lock, hold: &Hold, lease: Option<Duration>) -> RenewReply {
     s.run(&Renew {

@@ -7,7 +7,7 @@
 //! model of readers shared, writers alone and FIFO, and the ACL user of
 //! docs/security.md running every script, each path that writes.
 
-use crate::driver::*;
+use super::driver::*;
 use Access::{Read, Write};
 
 fn rw(name: &str) -> Lock {

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use crate::driver::*;
+use super::driver::*;
 
 /// One permit, as a queue entry names it (an entry names the units it
 /// asks for, never the semaphore's permits: the scripts it goes to read

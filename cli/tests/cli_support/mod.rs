@@ -1,7 +1,6 @@
 //! What the tests of the `fairlock` command share: the built binary run
 //! against a test server, a child process killed and reaped on drop, its
-//! output, scratch directories. Each test binary uses part of it.
-#![allow(dead_code)]
+//! output, scratch directories.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -41,8 +41,9 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Timing-sensitive tests of one binary take this to run one at a time:
-/// every thread and process shares two noisy cores.
+/// Timing-sensitive tests of one binary (in the suite: of every file of
+/// tests/) take this to run one at a time: every thread and process shares
+/// two noisy cores.
 pub fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL
