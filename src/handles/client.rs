@@ -9,12 +9,12 @@ use crate::connections::topology::Topology;
 use crate::error::Result;
 use crate::handles::builder::ClientBuilder;
 use crate::handles::kind;
-use crate::handles::lease_policy::LeasePolicy;
 use crate::handles::lock::FairLock;
 use crate::handles::status::Status;
-use crate::handles::target::Target;
 use crate::handles::{Election, FairMultiLock, FairMutex, FairRwLock, FairSemaphore};
-use crate::machinery::shared::ClientInner;
+use crate::machinery::engine::Engine;
+use crate::machinery::lease_policy::LeasePolicy;
+use crate::machinery::target::Target;
 use crate::protocol::LockKind;
 
 /// A handle to Redis that hands out every primitive: [`FairMutex`]es
@@ -43,7 +43,7 @@ use crate::protocol::LockKind;
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<ClientInner>,
+    inner: Arc<Engine>,
 }
 
 impl Client {
@@ -269,11 +269,11 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn status(&self, kind: LockKind, name: &str, max: usize) -> Result<Status> {
-        Status::read(&self.inner.shared, &self.target(name, kind), max)
+        Status::read(&self.inner, &self.target(name, kind), max)
     }
 
     fn target(&self, name: &str, kind: LockKind) -> Target {
-        Target::new(&self.inner.shared.config().key_prefix, name, kind)
+        Target::new(&self.inner.config().key_prefix, name, kind)
     }
 
     fn lock<K: kind::Kind, O: crate::Ownership>(&self, kind: K) -> FairLock<K, O> {
@@ -293,12 +293,12 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn id(&self) -> &str {
-        self.inner.shared.client_id()
+        self.inner.client_id()
     }
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {
         Ok(Client {
-            inner: Arc::new(ClientInner::start(config, topology)?),
+            inner: Arc::new(Engine::start(config, topology)?),
         })
     }
 }
@@ -307,7 +307,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("id", &self.id())
-            .field("key_prefix", &self.inner.shared.config().key_prefix)
+            .field("key_prefix", &self.inner.config().key_prefix)
             .finish_non_exhaustive()
     }
 }
