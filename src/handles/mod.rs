@@ -1,7 +1,7 @@
 //! The public handles layer: the client, one generic lock handle
 //! ([`FairLock`]) and one generic guard ([`Guard`]) over the kinds, each
-//! kind's requests in a file of its own, the election's watch, the status
-//! every kind shares, and the acquire algorithm under them all.
+//! kind's requests in a file of its own, the election's watch and the status
+//! every kind shares: types over the machinery's engine, which runs them.
 
 pub(crate) mod builder;
 pub(crate) mod client;
