@@ -14,6 +14,7 @@ pub(crate) mod holds;
 pub(crate) mod lease_policy;
 pub(crate) mod observe;
 mod own_conns;
+mod owner;
 mod queue_wait;
 mod renewal;
 pub(crate) mod shared;
