@@ -1,8 +1,9 @@
 //! The engine every handle runs on, and its narrow interface: acquire with
 //! a wait, the admin calls (status, force release, revoke, a semaphore's
 //! number of permits), the thread's own hold of a lock and the election's
-//! watch; a hold it returns ([`CallHold`]) is released and changes access
-//! through its own methods. The handles only type it (lock_api's
+//! watch; a hold it returns
+//! ([`CallHold`](crate::machinery::call_hold::CallHold)) is released and
+//! changes access through its own methods. The handles only type it (lock_api's
 //! `Mutex<R, T>` over a raw lock, Curator's recipes over `LockInternals`):
 //! they send no protocol operation and hold no connection.
 

@@ -4,7 +4,7 @@
 //! threads, waiters, holds and give-backs.
 
 mod access_change;
-mod acquisition;
+pub(crate) mod acquisition;
 pub(crate) mod call_hold;
 pub(crate) mod cancel;
 mod cluster_rounds;
