@@ -46,8 +46,10 @@ impl Target {
     }
 
     /// Asks every hold of the lock present now to let go; frees nothing.
-    pub(crate) fn revoke(&self, shared: &Shared) -> Result<Revoked> {
-        shared.call_write(self.keys()?, &Revoke)?.replicated()
+    /// Returns how many holds it asked.
+    pub(crate) fn revoke(&self, shared: &Shared) -> Result<usize> {
+        let revoked: Revoked = shared.call_write(self.keys()?, &Revoke)?.replicated()?;
+        Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
     }
 }
 
