@@ -294,11 +294,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn force_unlock(&self, kind: LockKind, name: &str) -> Result<bool> {
-        Ok(self
-            .target(name, kind)
-            .force_release(&self.inner.shared)?
-            .holds
-            > 0)
+        let freed = self.target(name, kind).force_release(&self.inner.shared)?;
+        Ok(freed.holds > 0)
     }
 
     /// Asks every current holder of the `kind` of lock called `name` to
