@@ -808,6 +808,65 @@ fn unlock_force_frees_every_hold_of_a_semaphore_or_a_rwlock_and_the_next_get_it(
 }
 
 #[test]
+fn unlock_force_election_ends_the_leadership_and_the_next_candidate_leads() {
+    let server = RedisServer::start();
+    let stuck = server.client();
+    let election = stuck.election("sched");
+    let leadership = election.with_value("web-1:80").campaign().unwrap();
+    let lease = leadership.lease_signal();
+    let candidate = server.client();
+    let next = std::thread::spawn(move || {
+        candidate
+            .election("sched")
+            .with_value("web-2:80")
+            .campaign()
+            .unwrap()
+    });
+    assert!(wait_until(PATIENCE, || election.queue_len().unwrap() == 1));
+
+    let out = output(
+        fairlock(&server).args(["unlock", "sched", "--force", "--semaphore", "--election"]),
+        PATIENCE,
+    );
+    assert_one_line_error(&out, 2, "--semaphore with --election");
+    let out = output(
+        fairlock(&server).args(["unlock", "sched", "--force", "--rwlock", "--election"]),
+        PATIENCE,
+    );
+    assert_one_line_error(&out, 2, "--rwlock with --election");
+    // The mutex of the name is another lock: the leader still leads.
+    let out = output(
+        fairlock(&server).args(["unlock", "sched", "--force"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("was not held"), "{}", stdout(&out));
+    assert_eq!(election.leader().unwrap().unwrap().value, "web-1:80");
+
+    let out = output(
+        fairlock(&server).args(["unlock", "sched", "--force", "--election"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = stdout(&out);
+    assert!(said.contains("unlocked the election \"sched\""), "{said}");
+    assert!(said.contains(stuck.id()), "{said}");
+    assert!(
+        said.contains(&format!("(token {})", leadership.fencing_token())),
+        "{said}"
+    );
+    // The old leader hears of it at its next renewal; the candidate that
+    // waited leads, in a later term.
+    assert_eq!(lease.wait_timeout(PATIENCE), Some(fairlock::LeaseEnd::Lost));
+    let next = next.join().unwrap();
+    assert!(next.term() > leadership.term());
+    assert!(next.fencing_token() > leadership.fencing_token());
+    assert_eq!(election.leader().unwrap().unwrap().value, "web-2:80");
+    assert!(leadership.unlock().unwrap_err().is_lease_lost());
+    next.unlock().unwrap();
+}
+
+#[test]
 fn status_says_how_many_permits_each_hold_takes() {
     let server = RedisServer::start();
     let client = server.client();

@@ -272,6 +272,51 @@ impl Client {
         Status::read(&self.inner, &self.target(name, kind), max)
     }
 
+    /// Frees every hold of the `kind` of lock called `name`, whoever holds
+    /// it, as [`FairLock::force_unlock`] does, without a handle: the
+    /// semaphore's needs no number of permits, and an operator's tool
+    /// names the kind as a value. Returns true if anything was held. Only
+    /// that kind of lock of the name is touched: the others of the name
+    /// are locks of their own.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for an
+    /// empty or oversized name, before any I/O (retrying does not help);
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+    ///
+    /// ```no_run
+    /// use fairlock::LockKind;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if client.force_unlock(LockKind::Election, "scheduler")? {
+    ///     println!("the stuck leader is gone; the next candidate leads");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn force_unlock(&self, kind: LockKind, name: &str) -> Result<bool> {
+        let freed = self.inner.force_release(&self.target(name, kind))?;
+        Ok(freed.holds > 0)
+    }
+
+    /// Asks every current holder of the `kind` of lock called `name` to
+    /// let go, as [`FairLock::revoke`] does, without a handle, and returns
+    /// how many holds it asked (0 when nobody held it). It frees nothing.
+    ///
+    /// # Errors
+    /// As [`force_unlock`](Self::force_unlock).
+    ///
+    /// ```no_run
+    /// use fairlock::LockKind;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let asked = client.revoke(LockKind::RwLock, "catalog")?;
+    /// println!("asked {asked} readers and writers to let go");
+    /// # Ok(()) }
+    /// ```
+    pub fn revoke(&self, kind: LockKind, name: &str) -> Result<usize> {
+        self.inner.revoke(&self.target(name, kind))
+    }
+
     fn target(&self, name: &str, kind: LockKind) -> Target {
         Target::new(&self.inner.config().key_prefix, name, kind)
     }

@@ -87,9 +87,11 @@ impl Engine {
     }
 
     /// Asks every hold of the lock present now to let go; frees nothing.
-    pub(crate) fn revoke(&self, target: &Target) -> Result<Revoked> {
-        let caller = &self.shared.caller;
-        caller.call_write(target.keys()?, &Revoke)?.replicated()
+    /// Returns how many holds it asked.
+    pub(crate) fn revoke(&self, target: &Target) -> Result<usize> {
+        let written = self.shared.caller.call_write(target.keys()?, &Revoke)?;
+        let revoked: Revoked = written.replicated()?;
+        Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
     }
 
     /// Sets a semaphore's number of permits for every client; this
