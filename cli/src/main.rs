@@ -17,6 +17,7 @@
 
 mod changes;
 mod commands;
+mod deathwatch;
 mod duration;
 mod kinds;
 mod progress;

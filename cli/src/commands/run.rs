@@ -14,6 +14,7 @@ use clap::{ArgGroup, Args};
 use fairlock::{AnyGuard, LeaseEnd, Revocation, Wait, MAX_PERMITS, MIN_LEASE};
 
 use super::lock_name;
+use crate::deathwatch::DeathWatch;
 use crate::duration::{self, human};
 use crate::kinds::{Lease, Lock, Request};
 use crate::signals::{self, Control, SpawnError};
@@ -279,11 +280,24 @@ pub fn run_holding(
     if let Some(value) = lock.value() {
         command.env("FAIRLOCK_VALUE", value);
     }
-    die_with_parent(&mut command);
+    let deathwatch = DeathWatch::arm(&mut command).map_err(|err| {
+        Failure::new(
+            exit::CANNOT_EXECUTE,
+            anyhow!(err).context("cannot watch for fairlock's own death"),
+        )
+    });
+    let deathwatch = match deathwatch {
+        Ok(deathwatch) => deathwatch,
+        Err(failure) => {
+            let _ = guard.unlock();
+            return Err(failure);
+        }
+    };
     let held_since = Instant::now();
     let mut child = match control.spawn(&mut command) {
         Ok(child) => child,
         Err(SpawnError::Interrupted(signal)) => {
+            deathwatch.done();
             let _ = guard.unlock();
             eprintln!(
                 "fairlock: interrupted by {} before the command started; released {name}, nothing was run",
@@ -292,6 +306,7 @@ pub fn run_holding(
             return Ok(exit::SIGNAL_BASE + signal);
         }
         Err(SpawnError::Io(err)) => {
+            deathwatch.done();
             let _ = guard.unlock();
             let code = if err.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
@@ -392,6 +407,7 @@ pub fn run_holding(
         }
         control.sleep(CHECK_PERIOD);
     };
+    deathwatch.done();
     let code = exit_code(status);
     let held = held_since.elapsed();
 
@@ -474,30 +490,4 @@ fn describe(status: ExitStatus) -> String {
         (None, Some(signal)) => format!("was killed by {}", signals::name(signal)),
         (None, None) => format!("ended: {status}"),
     }
-}
-
-/// On Linux, the command gets SIGTERM if fairlock itself dies (say, SIGKILL):
-/// nobody would renew or release the lock any more, so the command must
-/// not go on as if it held it.
-fn die_with_parent(command: &mut Command) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: getpid before the fork; the closure runs in the forked child
-        // and calls only async-signal-safe functions (prctl, getppid, raise).
-        let parent = unsafe { libc::getpid() };
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    libc::raise(libc::SIGTERM);
-                }
-                Ok(())
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = command;
 }
