@@ -50,8 +50,8 @@ fn lines(file: &Path, n: usize) -> Vec<String> {
     read()
 }
 
-/// A candidate of `name` with `value` and a fixed lease of `lease`
-/// running `script`.
+/// A candidate of `name` with `value` and a renewed lease of `lease`
+/// running `script`: a killed one leads no longer after `lease`.
 fn candidate(server: &RedisServer, name: &str, value: &str, lease: &str, script: &str) -> Proc {
     Proc::spawn(fairlock(server).args([
         "elect", name, "--value", value, "--lease", lease, "--", "sh", "-c", script,
@@ -83,7 +83,7 @@ fn a_killed_leader_is_replaced_and_the_observers_print_every_leader_and_vacancy(
     );
     lines(&human_out, 1);
 
-    // a leads (a fixed lease of 1 s, its command sleeping on), b queues
+    // a leads (a lease of 1 s, its command sleeping on), b queues
     // behind it; a is SIGKILLed: b leads once a's lease ran out, runs, and
     // resigns with nobody waiting.
     let (a_term, b_term) = (scratch.path("a"), scratch.path("b"));
@@ -252,7 +252,7 @@ fn a_lost_leadership_stops_the_command_and_exit_codes_are_runs() {
         fairlock(&server).args([
             "elect",
             "codes",
-            "--lease",
+            "--fixed-lease",
             "300ms",
             "--kill-on-loss",
             "--",

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use clap::{ArgGroup, Args};
-use fairlock::{AnyGuard, LeaseEnd, Revocation, Wait, MAX_PERMITS, MIN_LEASE};
+use fairlock::{AnyGuard, LeaseEnd, Revocation, Wait, MAX_LEASE, MAX_PERMITS, MIN_LEASE};
 
 use super::lock_name;
 use crate::deathwatch::DeathWatch;
@@ -36,7 +36,7 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 /// the semaphore NAME (at most N commands at once, fleet-wide); or with
 /// -s/-x the reader-writer lock NAME, shared or exclusive.
 /// Waits in arrival order, forever unless --wait or -n. The lock is held
-/// while COMMAND runs (a watchdog renews its lease unless --lease) and
+/// while COMMAND runs (a watchdog renews its --lease, unless --fixed-lease) and
 /// released whenever COMMAND ends. COMMAND's exit status is fairlock's.
 /// COMMAND gets FAIRLOCK_TOKEN (the fencing token), FAIRLOCK_NAME and
 /// FAIRLOCK_CLIENT_ID in its environment. SIGINT, SIGTERM and SIGHUP are
@@ -78,21 +78,27 @@ pub struct RunArgs {
     #[arg(short = 'x', long)]
     pub exclusive: bool,
 
+    /// The lease the watchdog renews while COMMAND runs (default 30s): if
+    /// fairlock is killed or cut off from Redis, the lock frees this long
+    /// after its last renewal (as etcdctl lock --ttl). From 30ms to 8760h
+    /// (365 days). Not with --fixed-lease, which nobody renews.
+    #[arg(long, value_name = "DURATION", value_parser = lease)]
+    pub lease: Option<Duration>,
+
     /// Hold the lock (or the permit, or the read or write hold) for at
     /// most this long, with no watchdog renewing it: a killed holder's
     /// hold frees by then. If COMMAND outlives it, that is a lost lock
-    /// (exit 70). Without --lease a watchdog renews the lease while COMMAND
-    /// runs.
-    #[arg(long, value_name = "DURATION", value_parser = lease)]
-    pub lease: Option<Duration>,
+    /// (exit 70). From 30ms to 8760h.
+    #[arg(long, value_name = "DURATION", value_parser = lease, conflicts_with = "lease")]
+    pub fixed_lease: Option<Duration>,
 
     /// Hold the lock for at most this long: then the watchdog stops
     /// renewing it, COMMAND is stopped (SIGTERM, then SIGKILL 5 s later)
     /// and fairlock exits 70; the lock passes on by then even if this
-    /// machine hangs. Unlike --lease, the lease is renewed until then, so a
-    /// killed holder's lock still frees within one lease. Not with --lease,
-    /// which is its own maximum.
-    #[arg(long, value_name = "DURATION", value_parser = lease, conflicts_with = "lease")]
+    /// machine hangs. Unlike --fixed-lease, the lease is renewed until
+    /// then, so a killed holder's lock still frees within one --lease. Not
+    /// with --fixed-lease, which is its own maximum.
+    #[arg(long, value_name = "DURATION", value_parser = lease, conflicts_with = "fixed_lease")]
     pub max_hold: Option<Duration>,
 
     /// Exit code when --wait or -n runs out (flock's -E).
@@ -131,10 +137,17 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+/// Parses `--lease`, `--fixed-lease` and `--max-hold`: a duration within
+/// the library's MIN_LEASE..=MAX_LEASE.
 pub fn lease(text: &str) -> Result<Duration, String> {
     let lease = duration::parse(text)?;
-    if lease < MIN_LEASE {
-        return Err(format!("a lease must be at least {MIN_LEASE:?}"));
+    if !(MIN_LEASE..=MAX_LEASE).contains(&lease) {
+        return Err(format!(
+            "must be from {} to {}h (365 days), got {}",
+            human(MIN_LEASE),
+            MAX_LEASE.as_secs() / 3600,
+            human(lease)
+        ));
     }
     Ok(lease)
 }
@@ -170,12 +183,7 @@ fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
     } else {
         Request::Mutex
     };
-    let lease = match (args.lease, args.max_hold) {
-        (Some(lease), _) => Lease::Fixed(lease),
-        (None, Some(max_hold)) => Lease::MaxHold(max_hold),
-        (None, None) => Lease::Renewed,
-    };
-    Lock::new(client, &args.name, request, lease)
+    Lock::new(client, &args.name, request, Lease::of(args))
 }
 
 /// Runs the command holding the lock; its exit code, or fairlock's own.
@@ -204,7 +212,7 @@ pub fn run_holding(
             anyhow!(err).context("cannot handle signals"),
         )
     })?;
-    let client = connection.connect()?;
+    let client = connection.connect_leased(args.lease)?;
     let lock = lock_of(&client, &args);
     let name = lock.describe();
 
@@ -462,8 +470,8 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock, args: &Ru
 
 /// Why the lease is gone, as far as can be told.
 fn why_lost(lock: &Lock, args: &RunArgs) -> String {
-    let mut why = match (args.lease, lock.request()) {
-        (Some(lease), _) => format!("its fixed --lease of {} ran out", human(lease)),
+    let mut why = match (args.fixed_lease, lock.request()) {
+        (Some(lease), _) => format!("its --fixed-lease of {} ran out", human(lease)),
         (None, Request::Mutex) => {
             "the lease was not renewed in time, or someone ran unlock --force".to_owned()
         }
