@@ -5,7 +5,7 @@
 //! Not `PR_SET_PDEATHSIG` on the command: it fires when the *thread* that
 //! spawned the command exits, and a dying fairlock (a dozen threads) may
 //! hand the orphan to another of its threads first, each hand-over one
-//! more SIGTERM: 1 `elect` in 30 to 100 sent two, which a command that
+//! more SIGTERM: 5 `elect`s in 200 sent two, which a command that
 //! reads a second SIGTERM as "quit now" turns into an unclean stop.
 //! Instead a one-threaded watcher process, forked before the command,
 //! holds one end of a socket pair whose other end only fairlock holds

@@ -5,7 +5,7 @@
 //! the one a killed lone leader leaves too, and end with 0 on SIGTERM and
 //! SIGINT; a lost leadership stops the command with --kill-on-loss and
 //! exits 70; the command's own exit code, its environment, -n's 75 and
-//! usage errors.
+//! usage errors; a SIGKILLed leader's command gets SIGTERM once.
 //!
 //! The observers write to scratch files the test reads as they grow, so
 //! each step waits for what they printed, not for time to pass.

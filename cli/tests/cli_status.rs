@@ -3,7 +3,7 @@
 //! those (a busy semaphore without a free mutex above it), the free mutex
 //! when nothing of the name is in use, the kinds asked for with
 //! `--mutex`, `--semaphore`, `--rwlock`, `--election`, and `--json` with
-//! exactly the keys docs/cli.md documents.
+//! exactly the keys docs/cli.md documents, each kind its own.
 
 mod cli_support;
 

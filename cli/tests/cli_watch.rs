@@ -1,7 +1,8 @@
 //! `fairlock status NAME --watch`, driven as a built binary against a
 //! private redis-server per test: a block per change (and nothing while
 //! the lock only ticks down) when stdout is a file, NDJSON with --json,
-//! SIGINT and SIGTERM ending it with 0, a Redis outage said once and its
+//! SIGINT and SIGTERM ending it with 0, `--count` ending a quiet watch into
+//! a pipe, a Redis outage said once and its
 //! end too, one-line usage errors, and the frame redrawn on a terminal.
 //!
 //! The watcher writes to a scratch file the test reads as it grows, so
