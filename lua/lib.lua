@@ -40,9 +40,7 @@
 --   KEYS[2] queue, KEYS[3] deadlines, as a lock's, but each entry carries
 --                              the units it asks for as a fifth field
 --                              (parse_counted_entry)
---   KEYS[4] tokens     unused: kept in the key list (the tokens hash of
---                              earlier versions)
---   KEYS[5] meta       string  "<capacity> <used> <last token>[ <mark>]",
+--   KEYS[4] meta       string  "<capacity> <used> <last token>[ <mark>]",
 --                              or with a lone hold "<capacity> <used>
 --                              <last token> <mark or -> <token> <lease
 --                              end> <owner> <call> <units>": the units
@@ -87,7 +85,7 @@ local LOCK = KEYS[1]
 local QUEUE = KEYS[2]
 local DEADLINES = KEYS[3]
 local HOLDERS = KEYS[1]
-local META = KEYS[5]
+local META = KEYS[4]
 local WAKE_PREFIX = ARGV[1]
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15). '%d'

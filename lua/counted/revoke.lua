@@ -2,8 +2,8 @@
 -- reader-writer lock) to let go. Nothing is freed: each holder decides
 -- when it releases.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; the queue
---       keys and tokens are not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua; the queue keys are
+--       not used)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms (unused; kept for the common layout)
 -- Records the request in the meta, as the last token issued ("^<token>"

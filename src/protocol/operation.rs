@@ -247,6 +247,13 @@ pub trait Operation {
     /// ARGV after the common arguments, in the script's order.
     fn args(&self) -> Vec<String>;
 
+    /// ARGV after the common arguments on a lock of `kind`: [`args`](Self::args)
+    /// unless the kind's script takes fewer.
+    fn args_on(&self, kind: LockKind) -> Vec<String> {
+        let _ = kind;
+        self.args()
+    }
+
     /// The script's reply, typed.
     fn parse(&self, reply: Value) -> Result<Self::Reply>;
 }

@@ -137,7 +137,7 @@ impl Lock {
         if self.counted() {
             assert_eq!(
                 keys, self.keys.all,
-                "every counted script takes all five keys"
+                "every counted script takes all four keys"
             );
         } else {
             assert!(self.keys.all.starts_with(&keys), "{keys:?}");
@@ -155,8 +155,9 @@ impl Lock {
             "a {:?} runs the {engine:?} engine's script",
             self.kind()
         );
+        let args = op.args_on(self.kind());
         let conn = self.runner.as_mut().unwrap_or(&mut self.conn);
-        let reply = match eval_on(conn, &keys, script, &op.args()) {
+        let reply = match eval_on(conn, &keys, script, &args) {
             Ok(reply) => op.parse(reply),
             Err(e) => Err(error_from_redis(e)),
         };
@@ -394,7 +395,7 @@ impl Lock {
                 let mut parts: Vec<String> = meta.split(' ').map(str::to_owned).collect();
                 parts[5] = end.to_string();
                 redis::cmd("SET")
-                    .arg(&self.keys.all[4])
+                    .arg(&self.keys.all[3])
                     .arg(parts.join(" "))
                     .arg("KEEPTTL")
                     .query::<()>(&mut self.conn)
@@ -466,7 +467,7 @@ impl Lock {
     /// lone hold, else the holders zset.
     pub fn holds_pttl(&mut self) -> i64 {
         if self.lone().is_some() {
-            self.pttl(4)
+            self.pttl(3)
         } else {
             self.pttl(0)
         }
@@ -518,7 +519,7 @@ impl Lock {
     }
 
     pub fn meta(&mut self) -> Option<String> {
-        self.conn.get(&self.keys.all[4]).unwrap()
+        self.conn.get(&self.keys.all[3]).unwrap()
     }
 
     /// The units the meta says the holds take (None without a meta, or for
@@ -539,8 +540,8 @@ impl Lock {
         if !self.counted() {
             return;
         }
-        let meta = self.pttl(4);
-        for key in [0, 1, 2, 3] {
+        let meta = self.pttl(3);
+        for key in [0, 1, 2] {
             let ttl = self.pttl(key);
             assert!(
                 ttl == -2 || ttl < meta,

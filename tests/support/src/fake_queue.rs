@@ -59,7 +59,7 @@ pub fn lease_left_of(conn: &mut redis::Connection, key: &str) -> Option<i64> {
     Some(if pttl == -1 { -1 } else { pttl - fence })
 }
 
-/// The five keys of one lock, as the library names them, and its scripts.
+/// The keys of one lock, as the library names them, and its scripts.
 pub struct ScriptedLock {
     pub keys: Vec<String>,
     acquire: redis::Script,
@@ -238,7 +238,7 @@ pub fn lua_sources() -> Vec<(std::path::PathBuf, String)> {
 }
 
 /// Removes every hold of a counted lock (`keys`: holders, queue,
-/// deadlines, tokens, meta) by hand, as an operator would: the holders
+/// deadlines, meta) by hand, as an operator would: the holders
 /// zset is deleted and a lone hold taken out of the meta ("<capacity>
 /// <used> <last> <mark or -> <token> <lease end> <owner> <call> <units>"
 /// becomes "<capacity> <used> <last>[ <mark>]": with no hold named, the
@@ -246,7 +246,7 @@ pub fn lua_sources() -> Vec<(std::path::PathBuf, String)> {
 /// removed from the meta (0 or 1).
 pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> usize {
     let () = redis::cmd("DEL").arg(&keys[0]).query(conn).unwrap();
-    let stored: Option<String> = conn.get(&keys[4]).unwrap();
+    let stored: Option<String> = conn.get(&keys[3]).unwrap();
     let Some(stored) = stored else {
         return 0;
     };
@@ -259,7 +259,7 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
         _ => fields[..4].join(" "),
     };
     let () = redis::cmd("SET")
-        .arg(&keys[4])
+        .arg(&keys[3])
         .arg(kept)
         .arg("KEEPTTL")
         .query(conn)
@@ -271,7 +271,7 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
 /// server ms: the meta's lone hold, or the holders zset's hold members
 /// (not their `#` token members).
 pub fn counted_lease_ends(conn: &mut redis::Connection, keys: &[String]) -> Vec<(String, i64)> {
-    let stored: Option<String> = conn.get(&keys[4]).unwrap();
+    let stored: Option<String> = conn.get(&keys[3]).unwrap();
     if let Some(stored) = stored {
         let fields: Vec<&str> = stored.split(' ').collect();
         if fields.len() == 9 {
@@ -293,13 +293,13 @@ pub fn set_counted_lease_end(
     member: &str,
     end: i64,
 ) {
-    let stored: Option<String> = conn.get(&keys[4]).unwrap();
+    let stored: Option<String> = conn.get(&keys[3]).unwrap();
     if let Some(stored) = stored {
         let mut fields: Vec<String> = stored.split(' ').map(str::to_owned).collect();
         if fields.len() == 9 && fields[6..].join(" ") == member {
             fields[5] = end.to_string();
             let () = redis::cmd("SET")
-                .arg(&keys[4])
+                .arg(&keys[3])
                 .arg(fields.join(" "))
                 .arg("KEEPTTL")
                 .query(conn)
