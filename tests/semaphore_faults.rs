@@ -32,8 +32,7 @@ const WAITER_TIMEOUT: Duration = Duration::from_secs(1);
 /// (holders, queue, deadlines, meta; see src/protocol/keys.rs).
 fn semaphore_keys(name: &str) -> [String; 4] {
     let lock = lock_key(name);
-    ["sem", "semq", "semd", "semmeta"]
-        .map(|kind| lock.replacen(":lock:", &format!(":{kind}:"), 1))
+    ["sem", "semq", "semd", "semmeta"].map(|kind| lock.replacen(":lock:", &format!(":{kind}:"), 1))
 }
 
 /// Waits (at most `timeout`) until `sem` has `n` live waiters queued.
