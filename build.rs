@@ -27,6 +27,17 @@ use std::env;
 use std::fs;
 use std::path::Path;
 
+/// The data format of the keys and values this build writes (lua/lib.lua:
+/// the first word of each lock's anchor value, "v<format>"), defined here
+/// only: build.rs puts it in the Lua for every `@FORMAT@` and gives it to
+/// the Rust side as `DATA_FORMAT` (OUT_DIR/format.rs). Raise it with every
+/// change of a layout (docs/compatibility.md).
+pub const FORMAT: u32 = 1;
+
+/// A change of the Lua put in at build time: in lua/`file`, `from`
+/// becomes `to` (tests/next/build.rs plants one in a build of its own).
+pub type Plant = (&'static str, &'static str, &'static str);
+
 /// The operations, one file each in each engine's folder, one script each
 /// (`Script` in src/protocol/operation.rs): the mutex's engine and the
 /// counted engine (the semaphore's and the reader-writer lock's).
@@ -75,9 +86,30 @@ struct Definition {
 }
 
 fn main() {
+    build(
+        &Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua"),
+        FORMAT,
+        &[],
+    );
+}
+
+/// Assembles the scripts of the Lua in `lua` into OUT_DIR, with data
+/// format `format` and the changes `plant`, and writes the format for the
+/// Rust side.
+pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
     // A directory: Cargo reruns this when any file under it changes.
-    println!("cargo:rerun-if-changed=lua");
-    let lua = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua");
+    println!("cargo:rerun-if-changed={}", lua.display());
+    let source = |file: &str| {
+        let mut text = read(&lua.join(file)).replace("@FORMAT@", &format.to_string());
+        for (_, from, to) in plant.iter().filter(|(f, _, _)| *f == file) {
+            assert!(
+                text.contains(from),
+                "lua/{file}: nothing to plant at {from}"
+            );
+            text = text.replace(from, to);
+        }
+        text
+    };
     for engine in ["mutex", "counted"] {
         for entry in fs::read_dir(lua.join(engine)).expect("reading lua/") {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
@@ -89,8 +121,9 @@ fn main() {
             );
         }
     }
-    let definitions = split_lib(&read(&lua.join("lib.lua")));
+    let definitions = split_lib(&source("lib.lua"));
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
+    fs::write(out.join("format.rs"), format!("{format}\n")).expect("writing OUT_DIR/format.rs");
     let mut library = library_head(&definitions);
     for (family, folder, election) in FAMILIES {
         let only: &[&str] = if folder == "counted" {
@@ -100,7 +133,7 @@ fn main() {
         };
         for op in OPERATIONS.iter().chain(only) {
             let file = format!("{folder}/{op}.lua");
-            let body = read(&lua.join(&file));
+            let body = source(&file);
             let script = assemble(&definitions, election, &file, &body);
             let path = out.join(family).join(format!("{op}.lua"));
             fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");

@@ -376,10 +376,10 @@ fn entries_of(conn: &mut redis::Connection, name: &str, client: &Client) -> Vec<
                 .map(|m| format!("{key}: {m}")),
         );
     }
-    // "<capacity> <used> <last> <mark or -> <token> <lease end> <owner>
-    // <call> <units>" with a lone hold.
+    // "v<format> <capacity> <used> <last> <mark or -> <token> <lease end>
+    // <owner> <call> <units>" with a lone hold.
     let stored: Option<String> = conn.get(&meta).unwrap();
-    if let Some(lone) = stored.as_deref().and_then(|m| m.split(' ').nth(6)) {
+    if let Some(lone) = stored.as_deref().and_then(|m| m.split(' ').nth(7)) {
         if mine(&lone.to_owned()) {
             found.push(format!("{meta}: {}", stored.as_deref().unwrap()));
         }

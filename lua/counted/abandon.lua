@@ -22,7 +22,7 @@
 
 -- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, units_arg, parse_holder, split_counted_entry, parse_counted_entry,
--- @helpers counted_entry_arg, count_used, live_used, read_meta, write_meta,
+-- @helpers counted_entry_arg, count_used, live_used, refuse, read_meta, write_meta,
 -- @helpers lone_name, hold_of, drop_hold, keep_counted
 local entry = ARGV[3]
 local owner, call, _, _, units = counted_entry_arg(entry)

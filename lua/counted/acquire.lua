@@ -59,7 +59,7 @@
 
 -- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, units_arg, holder_arg, parse_holder, count_used,
--- @helpers live_used, read_meta, write_meta, check_capacity, lone_name
+-- @helpers live_used, refuse, read_meta, write_meta, check_capacity, lone_name
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
 local guard = ARGV[9]

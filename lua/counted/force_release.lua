@@ -14,7 +14,7 @@
 -- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail,
 -- @helpers ms_arg, FENCE_LIFE, server_time, forget,
 -- @helpers wake, parse_holder, count_used, live_used,
--- @helpers read_meta, write_meta, lone_name, drop_expired, take_hold,
+-- @helpers refuse, read_meta, write_meta, lone_name, drop_expired, take_hold,
 -- @helpers first_lease_left, split_counted_entry, parse_entry, live_head, admit_waiters, keep_counted
 -- @helpers hold_of, change_hold, settle_claim
 local this_call = 'F' .. ARGV[3]

@@ -24,7 +24,7 @@
 
 -- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
 -- @helpers server_time, holder_arg, parse_holder, count_used, live_used,
--- @helpers read_meta, write_meta, lone_name, hold_by_token, drop_hold
+-- @helpers refuse, read_meta, write_meta, lone_name, hold_by_token, drop_hold
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 holder_arg(owner, call)
 local meta = read_meta(true)

@@ -49,7 +49,7 @@
 -- @helpers FENCE_LIFE, server_time, forget, prune, live_head, wake, tell_head,
 -- @helpers keep_queue_for, holder_arg, parse_holder, parse_entry,
 -- @helpers split_counted_entry, parse_counted_entry, count_used, live_used,
--- @helpers read_meta, write_meta, lone_name, hold_of, hold_by_token,
+-- @helpers refuse, read_meta, write_meta, lone_name, hold_of, hold_by_token,
 -- @helpers drop_expired, take_hold, first_lease_left, change_hold,
 -- @helpers settle_claim, admit_waiters, keep_counted, outlive, pass_on,
 -- @helpers leave_counted_queue

@@ -39,11 +39,12 @@ if fixed ~= '0' and fixed ~= '1' then
   fail('ERR fairlock: fixed must be 0 or 1')
 end
 local stored = redis.call('GET', LOCK)
--- The common case first: a free lock (no key, or "<token> - - -[ <mark>]")
+-- The common case first: a free lock (no key, or "v<format> <token> - - -[
+-- <mark>]")
 -- nobody waits for, read with one match of the value and no PTTL.
 local free_token, free_mark = '0', ''
 if stored then
-  free_token, free_mark = string.match(stored, '^(%d+) %- %- %- ?(.*)$')
+  free_token, free_mark = string.match(stored, '^v@FORMAT@ (%d+) %- %- %- ?(.*)$')
 end
 if free_token and redis.call('EXISTS', QUEUE) == 0 then
   -- A key that keeps the last token gives last + 1 without a TIME: tokens
@@ -52,9 +53,9 @@ if free_token and redis.call('EXISTS', QUEUE) == 0 then
   return take(owner, lease, stored and 0 or server_time(), wait_id, free_token, free_mark)
 end
 
--- @helpers read_lock
+-- @helpers refuse, read_lock
 local token, holder, calls, mark, fence, left = read_lock(stored)
--- @helpers DEADLINES, forget, prune, keep_queue_for, join_queue
+-- @helpers DEADLINES, forget, prune, keep_anchor, keep_queue_for, join_queue
 
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed
 -- Next most common: someone else holds it; queue (or poll) behind them.
@@ -63,7 +64,10 @@ if holder and holder ~= owner then
     return { 0, left, -1, tonumber(token) }
   end
   local _, now_ms = server_time()
-  local position = join_queue(entry, mode, now_ms, waiter_timeout)
+  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
+  if queue_life then
+    keep_anchor(queue_life)
+  end
   return { 0, left, position, tonumber(token) }
 end
 
@@ -112,5 +116,8 @@ end
 if mode == 'try' then
   return { 0, left, -1, tonumber(token) }
 end
-local position = join_queue(entry, mode, now_ms, waiter_timeout)
+local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
+if queue_life then
+  keep_anchor(queue_life)
+end
 return { 0, left, position, tonumber(token) }

@@ -12,7 +12,7 @@
 -- Cost: O(log N).
 
 -- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, ANNOUNCE, fmt, fail, ms_arg,
--- @helpers FENCE_LIFE, read_lock, write_free, write_hold, server_time, take,
+-- @helpers FENCE_LIFE, refuse, read_lock, write_free, write_hold, server_time, take,
 -- @helpers split_mark, parse_entry, forget, live_head, wake, tell_head,
 -- @helpers hand_over, free_lock
 local this_call = 'F' .. ARGV[3]

@@ -13,6 +13,8 @@
 --         asks this hold to let go (the lock key's mark ends in "^<token>"
 --         with a token up to this hold's), 0 when the lock is no longer this
 --         hold's (lease lost: taken by another, or run out).
+--         A lock key of another data format stops it with
+--         "FAIRLOCK_FORMAT ..." (lib.lua: refuse).
 -- Cost: O(1): GET, PTTL and one write.
 
 -- @helpers LOCK, fail, ms_arg
@@ -20,25 +22,31 @@ if ARGV[5] ~= '0' then
   ms_arg(ARGV[5], 'lease')
 end
 local stored = redis.call('GET', LOCK)
-local held_by = ARGV[4] .. ' ' .. ARGV[3] .. ' '
-if not stored or string.sub(stored, 1, #held_by) ~= held_by then
-  return 0
-end
--- The hold's fence ms: the key outlives the lease by that much.
-local fence = tonumber(string.match(stored, '^%S+ %S+ %S+ (%d+)'))
-local pttl = redis.call('PTTL', LOCK)
-if not fence or (pttl ~= -1 and pttl <= fence) then
-  return 0
-end
-if ARGV[5] == '0' then
-  redis.call('SET', LOCK, stored, 'KEEPTTL')
-else
-  redis.call('PEXPIRE', LOCK, ARGV[5] + fence)
-end
-if string.find(stored, ' ^', 1, true) then
-  local revoked = tonumber(string.match(stored, ' %^(%d+)$'))
-  if revoked and revoked >= tonumber(ARGV[4]) then
-    return 2
+local held_by = 'v@FORMAT@ ' .. ARGV[4] .. ' ' .. ARGV[3] .. ' '
+if stored and string.sub(stored, 1, #held_by) == held_by then
+  -- The hold's fence ms: the key outlives the lease by that much.
+  local fence = tonumber(string.match(stored, '^%S+ %S+ %S+ %S+ (%d+)'))
+  local pttl = redis.call('PTTL', LOCK)
+  if not fence or (pttl ~= -1 and pttl <= fence) then
+    return 0
   end
+  if ARGV[5] == '0' then
+    redis.call('SET', LOCK, stored, 'KEEPTTL')
+  else
+    redis.call('PEXPIRE', LOCK, ARGV[5] + fence)
+  end
+  if string.find(stored, ' ^', 1, true) then
+    local revoked = tonumber(string.match(stored, ' %^(%d+)$'))
+    if revoked and revoked >= tonumber(ARGV[4]) then
+      return 2
+    end
+  end
+  return 1
 end
-return 1
+
+-- @helpers refuse
+-- Not this hold's: lost, unless the key is of another format.
+if stored and not string.find(stored, '^v@FORMAT@ ') then
+  refuse(stored, LOCK, 'lock key', '^%d+ %S+ %S+ %S+')
+end
+return 0

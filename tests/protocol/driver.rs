@@ -396,7 +396,7 @@ impl Lock {
                 parts[5] = end.to_string();
                 redis::cmd("SET")
                     .arg(&self.keys.all[3])
-                    .arg(parts.join(" "))
+                    .arg(versioned(&parts.join(" ")))
                     .arg("KEEPTTL")
                     .query::<()>(&mut self.conn)
                     .unwrap();
@@ -518,8 +518,10 @@ impl Lock {
         self.conn.zrange(&self.keys.all[1], 0, -1).unwrap()
     }
 
+    /// The meta's value without its data format word.
     pub fn meta(&mut self) -> Option<String> {
-        self.conn.get(&self.keys.all[3]).unwrap()
+        let stored: Option<String> = self.conn.get(&self.keys.all[3]).unwrap();
+        stored.map(|m| unversioned(&m).to_owned())
     }
 
     /// The units the meta says the holds take (None without a meta, or for
@@ -538,6 +540,17 @@ impl Lock {
         let left = keys_without_ttl(&mut self.conn, "fairlock:*");
         assert!(left.is_empty(), "keys without a TTL: {left:?}");
         if !self.counted() {
+            // The lock key, the anchor whose format word stands for the
+            // queue's keys, lives as long as they do.
+            let lock = self.pttl(0);
+            for key in [1, 2] {
+                let ttl = self.pttl(key);
+                assert!(
+                    ttl == -2 || (lock != -2 && (lock == -1 || ttl <= lock)),
+                    "{} lives {ttl} ms, the lock key {lock} ms",
+                    self.keys.all[key]
+                );
+            }
             return;
         }
         let meta = self.pttl(3);

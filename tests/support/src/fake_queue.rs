@@ -33,14 +33,27 @@ fn common_args() -> [String; 2] {
 /// (the first counted, when re-entered).
 pub type Holder = (String, String, String);
 
+/// A lock's anchor value (a lock key's, a meta's) without the data format
+/// word "v<format> " this build writes first (src/protocol/format.rs); a
+/// value without it as it is.
+pub fn unversioned(stored: &str) -> &str {
+    let word = format!("v{} ", fairlock::DATA_FORMAT);
+    stored.strip_prefix(word.as_str()).unwrap_or(stored)
+}
+
+/// `fields` as a lock's anchor value of this build's data format.
+pub fn versioned(fields: &str) -> String {
+    format!("v{} {fields}", fairlock::DATA_FORMAT)
+}
+
 /// The hold recorded under the lock key `key`, if one is (the key reads
-/// "<token> <owner> <calls> <fence ms>[ <mark>]" for a hold, whose lease
+/// "v<format> <token> <owner> <calls> <fence ms>[ <mark>]" for a hold, whose lease
 /// may have run out: see [`lease_left_of`], or "<token> - - -[ <mark>]"
 /// once freed).
 pub fn holder_of(conn: &mut redis::Connection, key: &str) -> Option<Holder> {
     let stored: Option<String> = conn.get(key).unwrap();
     let stored = stored?;
-    let mut parts = stored.split(' ');
+    let mut parts = unversioned(&stored).split(' ');
     let (token, owner, calls) = (parts.next()?, parts.next()?, parts.next()?);
     if owner == "-" {
         return None;
@@ -54,7 +67,7 @@ pub fn holder_of(conn: &mut redis::Connection, key: &str) -> Option<Holder> {
 /// recorded.
 pub fn lease_left_of(conn: &mut redis::Connection, key: &str) -> Option<i64> {
     let stored: Option<String> = conn.get(key).unwrap();
-    let fence: i64 = stored?.split(' ').nth(3)?.parse().ok()?;
+    let fence: i64 = unversioned(&stored?).split(' ').nth(3)?.parse().ok()?;
     let pttl: i64 = conn.pttl(key).unwrap();
     Some(if pttl == -1 { -1 } else { pttl - fence })
 }
@@ -250,7 +263,7 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
     let Some(stored) = stored else {
         return 0;
     };
-    let fields: Vec<&str> = stored.split(' ').collect();
+    let fields: Vec<&str> = unversioned(&stored).split(' ').collect();
     if fields.len() != 9 {
         return 0;
     }
@@ -260,7 +273,7 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
     };
     let () = redis::cmd("SET")
         .arg(&keys[3])
-        .arg(kept)
+        .arg(versioned(&kept))
         .arg("KEEPTTL")
         .query(conn)
         .unwrap();
@@ -273,7 +286,7 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
 pub fn counted_lease_ends(conn: &mut redis::Connection, keys: &[String]) -> Vec<(String, i64)> {
     let stored: Option<String> = conn.get(&keys[3]).unwrap();
     if let Some(stored) = stored {
-        let fields: Vec<&str> = stored.split(' ').collect();
+        let fields: Vec<&str> = unversioned(&stored).split(' ').collect();
         if fields.len() == 9 {
             return vec![(fields[6..].join(" "), fields[5].parse().unwrap())];
         }
@@ -295,12 +308,12 @@ pub fn set_counted_lease_end(
 ) {
     let stored: Option<String> = conn.get(&keys[3]).unwrap();
     if let Some(stored) = stored {
-        let mut fields: Vec<String> = stored.split(' ').map(str::to_owned).collect();
+        let mut fields: Vec<String> = unversioned(&stored).split(' ').map(str::to_owned).collect();
         if fields.len() == 9 && fields[6..].join(" ") == member {
             fields[5] = end.to_string();
             let () = redis::cmd("SET")
                 .arg(&keys[3])
-                .arg(fields.join(" "))
+                .arg(versioned(&fields.join(" ")))
                 .arg("KEEPTTL")
                 .query(conn)
                 .unwrap();
