@@ -38,27 +38,6 @@ pub const FORMAT: u32 = 1;
 /// becomes `to` (tests/next/build.rs plants one in a build of its own).
 pub type Plant = (&'static str, &'static str, &'static str);
 
-/// The operations, one file each in each engine's folder, one script each
-/// (`Script` in src/protocol/operation.rs): the mutex's engine and the
-/// counted engine (the semaphore's and the reader-writer lock's).
-const OPERATIONS: [&str; 9] = [
-    "acquire",
-    "release",
-    "renew",
-    "heartbeat",
-    "cancel",
-    "abandon",
-    "force_release",
-    "status",
-    "revoke",
-];
-
-/// The operations only the counted engine has, after those every engine
-/// has: a reader-writer lock's upgrade and downgrade, a semaphore's permits
-/// set (issue 30), one file each in lua/counted/ (`Script` in
-/// src/protocol/operation.rs lists them after the grid of the others).
-const COUNTED_ONLY: [&str; 3] = ["upgrade", "downgrade", "set_permits"];
-
 /// The families of scripts, one folder of OUT_DIR each (`Engine` in
 /// src/protocol/operation.rs): the folder of lua/ whose files it
 /// assembles, and whether lib.lua's `@election` definitions stand in for
@@ -110,38 +89,127 @@ pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
         }
         text
     };
-    for engine in ["mutex", "counted"] {
-        for entry in fs::read_dir(lua.join(engine)).expect("reading lua/") {
-            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-            let known = |op: &&str| name == format!("{op}.lua");
-            assert!(
-                OPERATIONS.iter().any(known)
-                    || (engine == "counted" && COUNTED_ONLY.iter().any(known)),
-                "lua/{engine}/{name} is no operation build.rs knows: add it to OPERATIONS"
-            );
-        }
+    // The operations: one file each in lua/mutex/ and lua/counted/ (every
+    // engine's), then the counted engine's own, each in name order.
+    let [every, counted] = ["mutex", "counted"].map(|folder| operations(lua, folder));
+    for op in &every {
+        assert!(
+            counted.contains(op),
+            "lua/mutex/{op}.lua has no lua/counted/{op}.lua"
+        );
     }
+    let counted_only: Vec<String> = counted
+        .into_iter()
+        .filter(|op| !every.contains(op))
+        .collect();
+    let mut table = Vec::new();
     let definitions = split_lib(&source("lib.lua"));
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     fs::write(out.join("format.rs"), format!("{format}\n")).expect("writing OUT_DIR/format.rs");
     let mut library = library_head(&definitions);
-    for (family, folder, election) in FAMILIES {
-        let only: &[&str] = if folder == "counted" {
-            &COUNTED_ONLY
-        } else {
-            &[]
-        };
-        for op in OPERATIONS.iter().chain(only) {
-            let file = format!("{folder}/{op}.lua");
-            let body = source(&file);
-            let script = assemble(&definitions, election, &file, &body);
-            let path = out.join(family).join(format!("{op}.lua"));
-            fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
-            fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
-            library.push_str(&register(family, op, election, &file, &body));
-        }
+    let families = FAMILIES
+        .iter()
+        .flat_map(|&family| every.iter().map(move |op| (family, op)));
+    let only = counted_only.iter().map(|op| (FAMILIES[1], op));
+    for ((family, folder, election), op) in families.chain(only) {
+        table.push((family, op.as_str()));
+        let file = format!("{folder}/{op}.lua");
+        let body = source(&file);
+        let script = assemble(&definitions, election, &file, &body);
+        let path = out.join(family).join(format!("{op}.lua"));
+        fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
+        fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
+        library.push_str(&register(family, op, election, &file, &body));
     }
     fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");
+    let ops: Vec<&str> = every
+        .iter()
+        .chain(&counted_only)
+        .map(String::as_str)
+        .collect();
+    fs::write(out.join("operations.rs"), operations_rs(&ops, &table))
+        .expect("writing OUT_DIR/operations.rs");
+}
+
+/// The operations of one engine: its folder's files, without `.lua`, in
+/// name order.
+fn operations(lua: &Path, folder: &str) -> Vec<String> {
+    let mut ops: Vec<String> = fs::read_dir(lua.join(folder))
+        .expect("reading lua/")
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .map(|name| match name.strip_suffix(".lua") {
+            Some(op) => op.to_owned(),
+            None => panic!("lua/{folder}/{name} is no Lua file"),
+        })
+        .collect();
+    ops.sort();
+    ops
+}
+
+/// The Rust side of the script table (src/protocol/operation.rs includes
+/// it): the `Op` enum, one variant per operation in `ops`, and
+/// `Script::ALL`, `Script::index` and the sources, one per (family,
+/// operation) of `table`, in its order. An operation only the counted
+/// engine has is its script whatever the engine asked.
+fn operations_rs(ops: &[&str], table: &[(&str, &str)]) -> String {
+    let camel = |name: &str| -> String {
+        let words = name.split('_').map(|w| w[..1].to_uppercase() + &w[1..]);
+        words.collect()
+    };
+    let script = |(family, op): &(&str, &str)| {
+        format!(
+            "Script {{ engine: Engine::{}, op: Op::{} }}",
+            camel(family),
+            camel(op)
+        )
+    };
+    let mut rs = String::from(
+        "/// A Redis-side operation, whatever the engine: one per file of lua/mutex/\n\
+         /// and lua/counted/ (build.rs lists them).\n\
+         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]\npub enum Op {\n",
+    );
+    for op in ops {
+        rs.push_str(&format!("    /// `{op}.lua`\n    {},\n", camel(op)));
+    }
+    rs.push_str(
+        "}\n\nimpl Op {\n    /// Its file's name in each engine's folder, without `.lua`.\n",
+    );
+    rs.push_str("    pub fn file(self) -> &'static str {\n        match self {\n");
+    for op in ops {
+        rs.push_str(&format!("            Op::{} => \"{op}\",\n", camel(op)));
+    }
+    rs.push_str("        }\n    }\n}\n\nimpl Script {\n");
+    rs.push_str("    /// Every script, e.g. to load them all at once.\n");
+    rs.push_str(&format!(
+        "    pub const ALL: [Script; {}] = [\n",
+        table.len()
+    ));
+    for entry in table {
+        rs.push_str(&format!("        {},\n", script(entry)));
+    }
+    rs.push_str("    ];\n\n    /// Its place in [`Script::ALL`].\n");
+    rs.push_str("    pub fn index(self) -> usize {\n        match (self.engine, self.op) {\n");
+    for (i, (family, op)) in table.iter().enumerate() {
+        let engine = match *family {
+            "counted" if table.iter().all(|(f, o)| f == family || o != op) => "_".to_owned(),
+            family => format!("Engine::{}", camel(family)),
+        };
+        rs.push_str(&format!(
+            "            ({engine}, Op::{}) => {i},\n",
+            camel(op)
+        ));
+    }
+    rs.push_str(
+        "        }\n    }\n}\n\n/// Every script's source, in the order of [`Script::ALL`].\n",
+    );
+    rs.push_str(&format!("const SOURCES: [&str; {}] = [\n", table.len()));
+    for (family, op) in table {
+        rs.push_str(&format!(
+            "    include_str!(concat!(env!(\"OUT_DIR\"), \"/{family}/{op}.lua\")),\n"
+        ));
+    }
+    rs.push_str("];\n");
+    rs
 }
 
 /// The Redis Functions library's body, up to its functions: every

@@ -14,42 +14,21 @@ use fairlock::__test_support::{Engine, LockKind, Op, Script};
 
 const LIB: &str = include_str!("../lua/lib.lua");
 
-/// Each script's own file (an election's are the mutex's).
+/// Each script's own file (an election's are the mutex's), read from
+/// lua/ as build.rs reads it.
 fn own_file(script: Script) -> &'static str {
-    let engine = match script.engine {
+    let folder = match script.engine {
         Engine::Election => Engine::Mutex,
         engine => engine,
-    };
-    match (engine, script.op) {
-        (Engine::Mutex, Op::Acquire) => include_str!("../lua/mutex/acquire.lua"),
-        (Engine::Mutex, Op::Release) => include_str!("../lua/mutex/release.lua"),
-        (Engine::Mutex, Op::Renew) => include_str!("../lua/mutex/renew.lua"),
-        (Engine::Mutex, Op::Heartbeat) => include_str!("../lua/mutex/heartbeat.lua"),
-        (Engine::Mutex, Op::Cancel) => include_str!("../lua/mutex/cancel.lua"),
-        (Engine::Mutex, Op::Abandon) => include_str!("../lua/mutex/abandon.lua"),
-        (Engine::Mutex, Op::ForceRelease) => {
-            include_str!("../lua/mutex/force_release.lua")
-        }
-        (Engine::Mutex, Op::Status) => include_str!("../lua/mutex/status.lua"),
-        (Engine::Mutex, Op::Revoke) => include_str!("../lua/mutex/revoke.lua"),
-        (Engine::Counted, Op::Acquire) => include_str!("../lua/counted/acquire.lua"),
-        (Engine::Counted, Op::Release) => include_str!("../lua/counted/release.lua"),
-        (Engine::Counted, Op::Renew) => include_str!("../lua/counted/renew.lua"),
-        (Engine::Counted, Op::Heartbeat) => include_str!("../lua/counted/heartbeat.lua"),
-        (Engine::Counted, Op::Cancel) => include_str!("../lua/counted/cancel.lua"),
-        (Engine::Counted, Op::Abandon) => include_str!("../lua/counted/abandon.lua"),
-        (Engine::Counted, Op::ForceRelease) => {
-            include_str!("../lua/counted/force_release.lua")
-        }
-        (Engine::Counted, Op::Status) => include_str!("../lua/counted/status.lua"),
-        (Engine::Counted, Op::Revoke) => include_str!("../lua/counted/revoke.lua"),
-        (Engine::Counted, Op::Upgrade) => include_str!("../lua/counted/upgrade.lua"),
-        (Engine::Counted, Op::Downgrade) => include_str!("../lua/counted/downgrade.lua"),
-        (Engine::Counted, Op::SetPermits) => include_str!("../lua/counted/set_permits.lua"),
-        (Engine::Election, _) | (Engine::Mutex, Op::Upgrade | Op::Downgrade | Op::SetPermits) => {
-            unreachable!()
-        }
     }
+    .folder();
+    let path = format!(
+        "{}/../lua/{folder}/{}.lua",
+        env!("CARGO_MANIFEST_DIR"),
+        script.op.file()
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    Box::leak(text.into_boxed_str())
 }
 
 /// Lua with comments and string literals blanked out, byte for byte (a
@@ -404,6 +383,31 @@ fn without_announce(source: &str) -> (Vec<&str>, Option<String>) {
     (lines, Some(definition))
 }
 
+/// Every file of lua/mutex/ and lua/counted/ is a script of its engine
+/// (build.rs derives the table from them), and no script is anything else.
+#[test]
+fn every_file_of_an_engine_is_one_of_its_scripts() {
+    for engine in [Engine::Mutex, Engine::Counted] {
+        let dir = format!("{}/../lua/{}", env!("CARGO_MANIFEST_DIR"), engine.folder());
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        let mut scripts: Vec<String> = Script::ALL
+            .iter()
+            .filter(|s| s.engine == engine)
+            .map(|s| format!("{}.lua", s.op.file()))
+            .collect();
+        scripts.sort();
+        assert_eq!(files, scripts, "{dir}");
+        for script in Script::ALL.iter().filter(|s| s.engine == engine) {
+            let head = format!("-- lua/{}/{}.lua", engine.folder(), script.op.file());
+            assert!(script.source().starts_with(&head), "{script:?}");
+        }
+    }
+}
+
 /// The election's scripts are the mutex's files assembled with the
 /// election's ANNOUNCE (a function: publish on its channel, keep in its
 /// history) where the mutex's has nil, and
@@ -412,20 +416,11 @@ fn without_announce(source: &str) -> (Vec<&str>, Option<String>) {
 /// script that can grant or free the lock announces.
 #[test]
 fn the_elections_scripts_are_the_mutexs_but_for_announce() {
-    for op in [
-        Op::Acquire,
-        Op::Release,
-        Op::Renew,
-        Op::Heartbeat,
-        Op::Cancel,
-        Op::Abandon,
-        Op::ForceRelease,
-        Op::Status,
-        Op::Revoke,
-    ] {
+    let elections = Script::ALL.iter().filter(|s| s.engine == Engine::Election);
+    let mutexes = Script::ALL.iter().filter(|s| s.engine == Engine::Mutex);
+    assert_eq!(elections.clone().count(), mutexes.count());
+    for op in elections.map(|s| s.op) {
         let script = Script::of(LockKind::Election, op);
-        assert_eq!(script.engine, Engine::Election);
-        assert!(Script::ALL.contains(&script), "{script:?}");
         let mutex = Script::of(LockKind::Mutex, op).source();
         let election = script.source();
         assert!(election.starts_with("-- lua/mutex/"), "{op:?}");
