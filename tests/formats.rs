@@ -13,7 +13,9 @@
 //! (its fixed lease ran out and the key with it, or its key was removed)
 //! gets `FormatMismatch` from its unlock, upgrade and downgrade, and its
 //! renewals are refused, so it learns the lease is lost. Data from before
-//! data formats ("unversioned") is refused too, never taken for free.
+//! data formats ("unversioned") is refused too, never taken for free. A
+//! mutex's lock key, the anchor whose format word stands for the queue's
+//! keys, outlives them, its lease unchanged.
 
 use std::time::{Duration, Instant};
 
@@ -424,4 +426,56 @@ fn data_from_before_formats_is_refused_never_taken_for_free() {
         .query(&mut conn)
         .unwrap();
     assert_eq!(untouched, "1700000000000000 - - -");
+}
+
+/// The anchor outlives every other key of its lock, so its format word
+/// stands for them: a mutex's queue kept longer than its lock key (a
+/// waiter timeout past the lease and the fence life) pushes the lock key
+/// out with it, the hold's lease unchanged (its fence grows instead).
+#[test]
+fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
+    let server = RedisServer::start();
+    let client = |waiter_timeout| {
+        fairlock::Client::builder(&server.url())
+            .lease(Duration::from_secs(2))
+            .waiter_timeout(waiter_timeout)
+            .fence_life(FENCE)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (
+        client(Duration::from_secs(1)),
+        client(Duration::from_secs(5)),
+    );
+    let held = a.fair_mutex("anchor").lock().unwrap();
+    let lease = a.fair_mutex("anchor").remaining_lease().unwrap().unwrap();
+    let waiter = std::thread::spawn(move || {
+        let guard = b.fair_mutex("anchor").lock().unwrap();
+        guard.unlock().unwrap();
+    });
+    let mut conn = server.conn();
+    let queue = lock_key("anchor").replacen(":lock:", ":queue:", 1);
+    until(Duration::from_secs(3), "the waiter queues", || {
+        let queued: i64 = redis::cmd("ZCARD").arg(&queue).query(&mut conn).unwrap();
+        (queued == 1).then_some(())
+    });
+    let pttl = |key: &str, conn: &mut redis::Connection| -> i64 {
+        redis::cmd("PTTL").arg(key).query(conn).unwrap()
+    };
+    let (lock_ttl, queue_ttl) = (
+        pttl(&lock_key("anchor"), &mut conn),
+        pttl(&queue, &mut conn),
+    );
+    assert!(
+        queue_ttl > 3_000,
+        "the queue lives past lease and fence: {queue_ttl} ms"
+    );
+    assert!(
+        lock_ttl >= queue_ttl,
+        "lock key {lock_ttl} ms, queue {queue_ttl} ms"
+    );
+    let left = a.fair_mutex("anchor").remaining_lease().unwrap().unwrap();
+    assert!(left <= lease, "the lease grew from {lease:?} to {left:?}");
+    held.unlock().unwrap();
+    waiter.join().unwrap();
 }
