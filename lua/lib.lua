@@ -1,9 +1,9 @@
--- lib.lua: the steps fairlock's lock scripts share. build.rs puts in front
--- of each operation's script only the definitions below that it uses (and
--- where a script has a `-- @helpers` line, those its fast path above that
--- line does not need go there instead), so each script stays one atomic
--- EVALSHA and pays for no helper it does not call, while each step is
--- written once.
+-- lib.lua: the steps fairlock's lock scripts share. build.rs puts in each
+-- operation's script only the definitions below that it uses (and those
+-- they use), each before the top-level statement that first needs it, so
+-- each script stays one atomic EVALSHA and pays for no helper it does not
+-- call (a fast path that returns early builds none that only later
+-- statements need), while each step is written once.
 --
 -- Every lock has one anchor key, whose value names the data format of all
 -- of its keys as its first word, "v<format>" (FORMAT below: build.rs puts
@@ -12,7 +12,7 @@
 -- key, a counted lock's meta. Every script reads the anchor before
 -- anything else of the lock and stops, before any write, at another
 -- format's ("FAIRLOCK_FORMAT <found> <mine> <key>", found "unversioned"
--- for the layout before formats: refuse), so no build misreads another's
+-- for the layout before formats: fail), so no build misreads another's
 -- data or takes another's lock for free (docs/compatibility.md).
 -- Keys of one lock (all share one cluster hash slot through a {tag}):
 --   KEYS[1] lock       string  held: "v<format> <token> <owner> <calls>
@@ -115,24 +115,21 @@ end
 -- reply then says only "attempt to concatenate"), so there it is raised as
 -- a string and Redis replies
 -- "ERR Error running script (call to f_<sha>): @user_script:<line>: <message>".
-local function fail(message)
+-- Given `stored`, a lock's anchor value (of `key`) this build cannot read,
+-- the reply is "FAIRLOCK_FORMAT <found> <mine> <key>" instead when the
+-- value is another format's (found "unversioned" for the layout before
+-- formats, which `before` matches): see the header. One function for both,
+-- so that no fast path builds a closure for the refusal.
+local function fail(message, stored, key, before)
+  local found = stored and (string.match(stored, '^v(%d+) ')
+    or (string.find(stored, before) and 'unversioned'))
+  if found and found ~= '@FORMAT@' then
+    message = 'FAIRLOCK_FORMAT ' .. found .. ' @FORMAT@ ' .. key
+  end
   if redis.REDIS_VERSION then
     error({ err = message })
   end
   error(message, 0)
-end
-
--- Stops the script, before it writes, at a lock's anchor value `stored`
--- (of `key`, its `what`: 'lock key' or 'meta key') that this build cannot
--- read: another format's, "FAIRLOCK_FORMAT <found> <mine> <key>" (found
--- "unversioned" for a value of the layout before formats, which `before`
--- matches), else one fairlock did not write (WRONGTYPE).
-local function refuse(stored, key, what, before)
-  local found = string.match(stored, '^v(%d+) ') or (string.find(stored, before) and 'unversioned')
-  if found and found ~= '@FORMAT@' then
-    fail('FAIRLOCK_FORMAT ' .. found .. ' @FORMAT@ ' .. key)
-  end
-  fail('WRONGTYPE the ' .. what .. ' holds a value fairlock did not write')
 end
 
 -- `value` (an ARGV string) as a whole number of ms from 1 to 365 days (the
@@ -183,7 +180,7 @@ end
 -- when the lease ran out), the mark ('' when none), and for a hold its
 -- fence ms and lease ms left (-1: no expiry), from `pttl` when the caller
 -- read the key's PTTL already. A string of another format, or one
--- fairlock did not write, stops the script before any write (refuse).
+-- fairlock did not write, stops the script before any write (fail).
 local function read_lock(stored, pttl)
   if not stored then
     return '0', nil, nil, ''
@@ -191,14 +188,16 @@ local function read_lock(stored, pttl)
   local token, owner, calls, fence, mark =
     string.match(stored, '^v@FORMAT@ (%d+) (%S+) (%S+) (%S+) ?(.*)$')
   if not token then
-    refuse(stored, LOCK, 'lock key', '^%d+ %S+ %S+ %S+')
+    fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
+      '^%d+ %S+ %S+ %S+')
   end
   if owner == '-' then
     return token, nil, nil, mark
   end
   local fence_ms = tonumber(fence)
   if not fence_ms then
-    refuse(stored, LOCK, 'lock key', '^%d+ %S+ %S+ %S+')
+    fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
+      '^%d+ %S+ %S+ %S+')
   end
   pttl = pttl or redis.call('PTTL', LOCK)
   if pttl == -1 then
@@ -640,7 +639,8 @@ local function read_meta(lazy)
   local capacity, used, last, mark, rest = string.match(stored,
     '^v@FORMAT@ (=?%d+) (%d+) (%d+) ?(%S*) ?(.*)$')
   if not capacity then
-    refuse(stored, META, 'meta key', '^=?%d+ %d+ %d+')
+    fail('WRONGTYPE the meta key holds a value fairlock did not write', stored, META,
+      '^=?%d+ %d+ %d+')
   end
   local revoked = nil
   if string.find(mark, '^', 1, true) then
@@ -657,7 +657,8 @@ local function read_meta(lazy)
   if rest ~= '' then
     local token, ends, owner, call, units = string.match(rest, '^(%d+) (%d+) (%S+) (%d+) (%d+)$')
     if not token then
-      refuse(stored, META, 'meta key', '^=?%d+ %d+ %d+')
+      fail('WRONGTYPE the meta key holds a value fairlock did not write', stored, META,
+        '^=?%d+ %d+ %d+')
     end
     meta.lone = { owner = owner, call = call, units = tonumber(units), units_s = units,
       token = token, ends = tonumber(ends) }

@@ -428,7 +428,7 @@ fn script_error_code(detail: &str) -> Option<&str> {
 }
 
 /// The code of the error a script raises at a lock's data of another
-/// format (lua/lib.lua's refuse): "FAIRLOCK_FORMAT <found> <mine> <key>".
+/// format (lua/lib.lua's fail, given the value): "FAIRLOCK_FORMAT <found> <mine> <key>".
 const FORMAT_MISMATCH: &str = "FAIRLOCK_FORMAT";
 
 /// The message for a script's FAIRLOCK_FORMAT error, from its `detail`

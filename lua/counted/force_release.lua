@@ -11,12 +11,6 @@
 --         holder learns it lost its lease at its next renewal.
 -- Cost: O(H log N) for H holds, plus the admissions' O(log N) each.
 
--- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail,
--- @helpers ms_arg, FENCE_LIFE, server_time, forget,
--- @helpers wake, parse_holder, count_used, live_used,
--- @helpers refuse, read_meta, write_meta, lone_name, drop_expired, take_hold,
--- @helpers first_lease_left, split_counted_entry, parse_entry, live_head, admit_waiters, keep_counted
--- @helpers hold_of, change_hold, settle_claim
 local this_call = 'F' .. ARGV[3]
 local now_us, now_ms = server_time()
 local meta = read_meta()

@@ -20,9 +20,6 @@
 -- of two or more holds GET, TIME, ZRANGEBYSCORE, ZSCORE, ZADD and up to
 -- two PTTLs and PEXPIREs (keys are only ever pushed further out).
 
--- @helpers HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE, server_time,
--- @helpers holder_arg, parse_holder, count_used, live_used, refuse, read_meta, write_meta,
--- @helpers hold_by_token, outlive
 local owner, token, lease, call = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if lease ~= '0' then
   lease = ms_arg(lease, 'lease')

@@ -17,9 +17,6 @@
 -- Cost: O(H + log H) for H live holds: GET, TIME, ZRANGEBYSCORE, SET and a
 -- PUBLISH per holding client.
 
--- @helpers HOLDERS, META, WAKE_PREFIX, fmt, fail, server_time, wake,
--- @helpers ask_to_let_go, parse_holder, count_used, live_used, refuse, read_meta,
--- @helpers write_meta
 local _, now_ms = server_time()
 local meta = read_meta()
 local owners = {}

@@ -19,8 +19,6 @@
 -- dropped yet are neither counted nor listed.
 -- Cost: O(log N + listed + expired holds not dropped yet).
 
--- @helpers QUEUE, DEADLINES, HOLDERS, META, fmt, fail, server_time,
--- @helpers parse_holder, split_counted_entry, parse_counted_entry, count_used, live_used, refuse, read_meta
 local _, now_ms = server_time()
 local meta = read_meta()
 local waiter_limit = math.min(tonumber(ARGV[3]) or 0, 1000000000)

@@ -31,8 +31,6 @@
 -- waiters); a free lock nobody waits for: GET, EXISTS and one SET, and a
 -- TIME when its key is gone (an election's: and one PUBLISH).
 
--- @helpers LOCK, QUEUE, ANNOUNCE, fmt, fail, ms_arg, FENCE_LIFE, write_hold,
--- @helpers server_time, take
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
 if fixed ~= '0' and fixed ~= '1' then
@@ -53,9 +51,7 @@ if free_token and redis.call('EXISTS', QUEUE) == 0 then
   return take(owner, lease, stored and 0 or server_time(), wait_id, free_token, free_mark)
 end
 
--- @helpers refuse, read_lock
 local token, holder, calls, mark, fence, left = read_lock(stored)
--- @helpers DEADLINES, forget, prune, keep_anchor, keep_queue_for, join_queue
 
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed
 -- Next most common: someone else holds it; queue (or poll) behind them.
@@ -70,9 +66,6 @@ if holder and holder ~= owner then
   end
   return { 0, left, position, tonumber(token) }
 end
-
--- @helpers WAKE_PREFIX, write_free, counts_call, parse_entry, live_head,
--- @helpers wake, tell_head, hand_over, free_lock, extend_lease
 
 if holder == owner then
   if counts_call(calls, wait_id) then

@@ -14,10 +14,9 @@
 --         with a token up to this hold's), 0 when the lock is no longer this
 --         hold's (lease lost: taken by another, or run out).
 --         A lock key of another data format stops it with
---         "FAIRLOCK_FORMAT ..." (lib.lua: refuse).
+--         "FAIRLOCK_FORMAT ..." (lib.lua: fail).
 -- Cost: O(1): GET, PTTL and one write.
 
--- @helpers LOCK, fail, ms_arg
 if ARGV[5] ~= '0' then
   ms_arg(ARGV[5], 'lease')
 end
@@ -44,9 +43,9 @@ if stored and string.sub(stored, 1, #held_by) == held_by then
   return 1
 end
 
--- @helpers refuse
 -- Not this hold's: lost, unless the key is of another format.
 if stored and not string.find(stored, '^v@FORMAT@ ') then
-  refuse(stored, LOCK, 'lock key', '^%d+ %S+ %S+ %S+')
+  fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
+    '^%d+ %S+ %S+ %S+')
 end
 return 0
