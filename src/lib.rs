@@ -229,7 +229,6 @@ pub use connections::config::{
 pub use connections::topology::redact_url;
 pub use error::{Error, ErrorKind, Result};
 pub use handles::builder::ClientBuilder;
-pub use handles::cancel::WaitCanceller;
 pub use handles::client::Client;
 pub use handles::kind;
 pub use handles::lease_signal::LeaseSignal;
@@ -240,6 +239,7 @@ pub use handles::{
     Ownership, Participant, PermitsChange, QueuedWaiter, ReadGuard, SemaphorePermit, Status,
     Unbound, UpgradableReadGuard, Wait, WriteGuard, MAX_PERMITS,
 };
+pub use machinery::cancel::WaitCanceller;
 pub use machinery::holds::LeaseEnd;
 pub use protocol::keys::MAX_NAME_LEN;
 pub use protocol::HISTORY_LEN as ELECTION_HISTORY_LEN;

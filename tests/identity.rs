@@ -15,7 +15,7 @@ fn named(server: &RedisServer, identity: &str) -> Client {
 
 /// The holders and the queued waiters of `name`'s lock of `kind`.
 fn participants(observer: &Client, kind: Kind, name: &str) -> (Vec<Participant>, Vec<Participant>) {
-    let s = kind.status(observer, name, 10).unwrap();
+    let s = observer.status(kind.lock_kind(), name, 10).unwrap();
     let holders = s.holders.into_iter().map(|h| h.who).collect();
     (holders, s.waiters.into_iter().map(|w| w.who).collect())
 }

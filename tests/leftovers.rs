@@ -1107,7 +1107,7 @@ fn a_guard_dropped_while_redis_does_not_answer_returns_within_one_command_timeou
         // A call that takes the pooled connection (stuck behind the
         // stalled link).
         let (mine, stuck_name) = (client.clone(), name.clone());
-        let stuck = move || held_as.status(&mine, &stuck_name, 0).is_ok();
+        let stuck = move || mine.status(held_as.lock_kind(), &stuck_name, 0).is_ok();
         // Whether another client then gets the lock.
         let free = || {
             take::<Bound>(

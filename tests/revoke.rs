@@ -1,14 +1,17 @@
-//! Cooperative revocation (`FairLock::revoke`): every current holder of a
-//! name, of every kind, bound or unbound, is asked to let go and keeps its
-//! hold until it does; the push message reaches it within a round trip
-//! (also in another process), a lost message is made up for by the next
-//! renewal's reply, and a hold taken after the request is never asked.
+//! Cooperative revocation (`FairLock::revoke`, `Client::revoke` by kind
+//! and name): every current holder of a name, of every kind, bound or
+//! unbound, is asked to let go and keeps its hold until it does; the push
+//! message reaches it within a round trip (also in another process), a
+//! lost message is made up for by the next renewal's reply, and a hold
+//! taken after the request is never asked. The client's admin by kind
+//! (`Client::force_unlock` and `Client::revoke`) reaches the lock of that
+//! kind only, and refuses a bad name.
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{AnyGuard, Client, Revocation, RevocationSignal, Unbound};
+use fairlock::{AnyGuard, Client, ErrorKind, LockKind, Revocation, RevocationSignal, Unbound};
 use fairlock_test_support::roles::lease_holder;
 use fairlock_test_support::*;
 
@@ -145,13 +148,90 @@ fn every_kind_of_hold_is_asked_by_its_message_within_a_round_trip_and_keeps_its_
 
 /// `client`'s revocation of the `kind` of lock `name`: the holds it asked.
 fn revoke(client: &Client, kind: fairlock::LockKind, name: &str) -> usize {
-    match kind {
-        fairlock::LockKind::Mutex => client.fair_mutex(name).revoke(),
-        fairlock::LockKind::Semaphore => client.fair_semaphore(name, SEMAPHORE_PERMITS).revoke(),
-        fairlock::LockKind::RwLock => client.fair_rwlock(name).revoke(),
-        _ => client.election(name).revoke(),
+    client.revoke(kind, name).unwrap()
+}
+
+/// A hold of the `kind` of lock `name` (a rwlock's: a write), unbound.
+fn hold(client: &Client, kind: LockKind, name: &str) -> AnyGuard<Unbound> {
+    let wait = Duration::from_secs(5);
+    let held = match kind {
+        LockKind::Mutex => take::<Unbound>(client, Kind::Mutex, name, LeasePolicy::Client, wait),
+        LockKind::Semaphore => take(client, Kind::Semaphore, name, LeasePolicy::Client, wait),
+        LockKind::RwLock => take(client, Kind::Write, name, LeasePolicy::Client, wait),
+        _ => Ok(Some(client.election(name).campaign().unwrap().into_any())),
+    };
+    held.unwrap()
+        .unwrap_or_else(|| panic!("{kind:?} {name}: not free"))
+}
+
+#[test]
+fn the_client_revokes_and_force_unlocks_each_kind_by_name_and_no_other_kind() {
+    let server = RedisServer::start();
+    let holder = quiet_client(&server);
+    let operator = quiet_client(&server);
+    let kinds = [
+        LockKind::Mutex,
+        LockKind::Semaphore,
+        LockKind::RwLock,
+        LockKind::Election,
+    ];
+    for kind in kinds {
+        let name = format!("admin-{}", kind.label());
+        let guard = hold(&holder, kind, &name);
+        let signal = guard.revocation_signal();
+        let held = |why: &str| {
+            let status = operator.status(kind, &name, 10).unwrap();
+            assert_eq!(status.holder_count, 1, "{kind:?}: {why}");
+            assert_eq!(status.holders[0].fencing_token, signal.fencing_token());
+        };
+        // The other kinds of the name are locks of their own: asking or
+        // freeing them leaves this one held, and unasked.
+        for other in kinds.into_iter().filter(|other| *other != kind) {
+            assert!(!operator.force_unlock(other, &name).unwrap(), "{other:?}");
+            assert_eq!(operator.revoke(other, &name).unwrap(), 0, "{other:?}");
+            held(&format!("after the {other:?} of the name was freed"));
+        }
+        assert!(!signal.is_revoked(), "{kind:?}: asked by another kind");
+
+        let watcher = watch(signal.clone());
+        assert_eq!(operator.revoke(kind, &name).unwrap(), 1, "{kind:?}");
+        let (outcome, _) = watcher
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{kind:?}: the revocation signal did not fire"));
+        assert_eq!(outcome, Revocation::Requested, "{kind:?}");
+        assert!(guard.is_revoked(), "{kind:?}");
+        held("asked, not freed");
+
+        assert!(operator.force_unlock(kind, &name).unwrap(), "{kind:?}");
+        let status = operator.status(kind, &name, 10).unwrap();
+        assert_eq!(status.holder_count, 0, "{kind:?}: still held");
+        assert!(status.holder().is_none(), "{kind:?}");
+        assert!(!operator.force_unlock(kind, &name).unwrap(), "{kind:?}");
+        assert_eq!(operator.revoke(kind, &name).unwrap(), 0, "{kind:?}");
+        // Free for the next taker at once.
+        drop(hold(&operator, kind, &name));
+        drop(guard);
     }
-    .unwrap()
+}
+
+#[test]
+fn the_client_refuses_a_bad_name_of_every_kind_before_any_io() {
+    let server = RedisServer::start();
+    let operator = quiet_client(&server);
+    let long = "n".repeat(fairlock::MAX_NAME_LEN + 1);
+    for kind in [
+        LockKind::Mutex,
+        LockKind::Semaphore,
+        LockKind::RwLock,
+        LockKind::Election,
+    ] {
+        for name in ["", long.as_str()] {
+            let freed = operator.force_unlock(kind, name).unwrap_err();
+            assert_eq!(freed.kind(), ErrorKind::InvalidName, "{kind:?}: {freed}");
+            let asked = operator.revoke(kind, name).unwrap_err();
+            assert_eq!(asked.kind(), ErrorKind::InvalidName, "{kind:?}: {asked}");
+        }
+    }
 }
 
 #[test]

@@ -30,7 +30,7 @@ fn try_take(client: &Client, kind: Kind, name: &str) -> Option<AnyGuard<Unbound>
 
 /// The lock's holders and its queue length, whatever its kind.
 fn holders_and_queue(client: &Client, kind: Kind, name: &str) -> (Vec<Participant>, usize) {
-    let status = kind.status(client, name, 10).unwrap();
+    let status = client.status(kind.lock_kind(), name, 10).unwrap();
     let holders = status.holders.into_iter().map(|h| h.who).collect();
     (holders, status.queue_len)
 }
@@ -223,7 +223,7 @@ fn a_lost_lease_reaches_the_unbound_guard_on_the_thread_that_has_it() {
         });
         rx.recv().unwrap();
         let forced = Instant::now();
-        let freed = kind.force_unlock(&operator, &name).unwrap();
+        let freed = operator.force_unlock(kind.lock_kind(), &name).unwrap();
         assert!(freed, "{kind:?}: the force unlock found the hold");
         let (end, heard, lost, unlocked) =
             join_within(holding, Duration::from_secs(10), "the holding thread");

@@ -37,10 +37,21 @@ pub enum Lease {
     /// Renewed by the watchdog for as long as the guard lives.
     #[default]
     Renewed,
-    /// A fixed lease no watchdog renews (`--lease`).
+    /// A fixed lease no watchdog renews (`--fixed-lease`).
     Fixed(Duration),
     /// Renewed for at most this long from the grant (`--max-hold`).
     MaxHold(Duration),
+}
+
+impl Lease {
+    /// The lease `run`'s (and `elect`'s) arguments ask for.
+    pub fn of(args: &crate::commands::run::RunArgs) -> Lease {
+        match (args.fixed_lease, args.max_hold) {
+            (Some(lease), _) => Lease::Fixed(lease),
+            (None, Some(max_hold)) => Lease::MaxHold(max_hold),
+            (None, None) => Lease::Renewed,
+        }
+    }
 }
 
 /// What `run` waits for: one request on the lock NAME, held with a lease.

@@ -1,14 +1,14 @@
 //! `fairlock`: flock(1) for a fleet of machines.
 //!
 //! ```text
-//! fairlock [--url URL] run NAME [--wait DURATION] [--lease DURATION] [--max-hold DURATION] -- COMMAND [ARGS...]
+//! fairlock [--url URL] [--connect-timeout DURATION] run NAME [--wait DURATION] [--lease DURATION | --fixed-lease DURATION] [--max-hold DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] run NAME --permits N [--wait DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] run NAME --shared|--exclusive [--wait DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] status NAME [--mutex] [--semaphore] [--rwlock] [--election] [--json]
 //! fairlock [--url URL] status NAME --watch [INTERVAL] [--json] [--count N]
 //! fairlock [--url URL] unlock NAME --force
 //! fairlock [--url URL] revoke NAME [--semaphore|--rwlock|--election]
-//! fairlock [--url URL] elect NAME [--value VALUE] [--wait DURATION] [--kill-on-loss] [--on-revoke SIGNAL] -- COMMAND [ARGS...]
+//! fairlock [--url URL] elect NAME [--value VALUE] [--wait DURATION] [--lease DURATION | --fixed-lease DURATION] [--kill-on-loss] [--on-revoke SIGNAL] -- COMMAND [ARGS...]
 //! fairlock [--url URL] elect NAME --observe [--json]
 //! fairlock [--url URL] permits NAME N
 //! ```
@@ -17,6 +17,7 @@
 
 mod changes;
 mod commands;
+mod deathwatch;
 mod duration;
 mod kinds;
 mod progress;
@@ -24,8 +25,10 @@ mod signals;
 mod terminal;
 mod watch;
 
+use std::time::Duration;
+
 use clap::{Parser, Subcommand};
-use fairlock::{Client, ErrorKind};
+use fairlock::{Client, ErrorKind, MAX_TIMEOUT};
 
 use commands::{elect, permits, revoke, run, status, unlock};
 
@@ -110,6 +113,18 @@ struct Cli {
     )]
     identity: Option<String>,
 
+    /// Give up connecting to Redis after this long (default 5s; up to
+    /// 24h): a refused port or an unreachable host fails within it
+    /// (exit 69).
+    #[arg(
+        long,
+        global = true,
+        value_name = "DURATION",
+        value_parser = connect_timeout,
+        display_order = 903
+    )]
+    connect_timeout: Option<Duration>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -159,24 +174,52 @@ impl Failure {
     }
 }
 
+/// Parses `--connect-timeout`: a duration above zero, at most the
+/// library's MAX_TIMEOUT.
+fn connect_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = duration::parse(text)?;
+    if timeout.is_zero() || timeout > MAX_TIMEOUT {
+        return Err(format!(
+            "must be above zero and at most {}h, got {}",
+            MAX_TIMEOUT.as_secs() / 3600,
+            duration::human(timeout)
+        ));
+    }
+    Ok(timeout)
+}
+
 /// Global settings every subcommand connects with.
 pub struct Connection {
     pub url: String,
     pub key_prefix: String,
     pub identity: Option<String>,
+    /// `--connect-timeout`; the library's default without it.
+    pub connect_timeout: Option<Duration>,
 }
 
 impl Connection {
     pub fn connect(&self) -> Result<Client, Failure> {
-        let builder = Client::builder(&self.url)
+        self.connect_leased(None)
+    }
+
+    /// A client whose watchdog renews leases of `lease` (`--lease`), or
+    /// of the library's default.
+    pub fn connect_leased(&self, lease: Option<Duration>) -> Result<Client, Failure> {
+        let mut builder = Client::builder(&self.url)
             .key_prefix(self.key_prefix.clone())
             .waiter_timeout(run::WAITER_TIMEOUT);
-        match &self.identity {
-            Some(identity) => builder.identity(identity.clone()),
-            None => builder,
+        if let Some(identity) = &self.identity {
+            builder = builder.identity(identity.clone());
         }
-        .build()
-        .map_err(|err| Failure::redis(err, format!("cannot use {}", shown_url(&self.url))))
+        if let Some(timeout) = self.connect_timeout {
+            builder = builder.connect_timeout(timeout);
+        }
+        if let Some(lease) = lease {
+            builder = builder.lease(lease);
+        }
+        builder
+            .build()
+            .map_err(|err| Failure::redis(err, format!("cannot use {}", shown_url(&self.url))))
     }
 }
 
@@ -270,6 +313,7 @@ fn main() {
         url: cli.url,
         key_prefix: cli.key_prefix,
         identity: cli.identity,
+        connect_timeout: cli.connect_timeout,
     };
     let result = match cli.command {
         Command::Run(args) => run::exec(&connection, args),
@@ -293,7 +337,6 @@ fn main() {
 mod tests {
     use super::*;
     use clap::CommandFactory;
-    use std::time::Duration;
 
     #[test]
     fn the_cli_definition_is_consistent() {
@@ -349,35 +392,88 @@ mod tests {
             panic!("not run")
         };
         assert_eq!(run.permits, Some(3));
-        // A fixed lease goes with every kind.
+        // A renewed or a fixed lease goes with every kind.
         for kind in [&["-x"][..], &["-s"], &["--permits", "2"], &[]] {
-            let args = ["fairlock", "run", "n", "--lease", "1s"];
-            let cli = Cli::try_parse_from(args.iter().chain(kind).chain(&["true"])).unwrap();
-            let Command::Run(run) = cli.command else {
-                panic!("not run")
-            };
-            assert_eq!(
-                run.lease,
-                Some(std::time::Duration::from_secs(1)),
-                "{kind:?}"
-            );
+            for flag in ["--lease", "--fixed-lease"] {
+                let args = ["fairlock", "run", "n", flag, "1s"];
+                let cli = Cli::try_parse_from(args.iter().chain(kind).chain(&["true"])).unwrap();
+                let Command::Run(run) = cli.command else {
+                    panic!("not run")
+                };
+                let lease = if flag == "--lease" {
+                    run.lease
+                } else {
+                    run.fixed_lease
+                };
+                assert_eq!(lease, Some(Duration::from_secs(1)), "{flag} {kind:?}");
+            }
         }
     }
 
-    /// A fixed lease is its own maximum: `--lease` and `--max-hold` are
-    /// one or the other (the library's with_fixed_lease and with_max_hold
-    /// exclude each other too).
+    /// A fixed lease is its own maximum and renewed by nobody:
+    /// `--fixed-lease` goes with neither `--max-hold` (the library's
+    /// with_fixed_lease and with_max_hold exclude each other too) nor
+    /// `--lease` (the renewed lease); `--lease` and `--max-hold` go
+    /// together.
     #[test]
-    fn a_fixed_lease_and_a_max_hold_conflict() {
-        let args = ["fairlock", "run", "n", "--lease", "10s", "--max-hold", "1m"];
-        let err = Cli::try_parse_from(args.iter().chain(&["true"])).unwrap_err();
-        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
-        let cli =
-            Cli::try_parse_from(["fairlock", "run", "n", "--max-hold", "1m", "true"]).unwrap();
+    fn a_fixed_lease_conflicts_with_a_max_hold_and_a_renewed_lease() {
+        for other in ["--max-hold", "--lease"] {
+            let args = ["fairlock", "run", "n", "--fixed-lease", "10s", other, "1m"];
+            let err = Cli::try_parse_from(args.iter().chain(&["true"])).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+            let args = [
+                "fairlock",
+                "elect",
+                "n",
+                "--fixed-lease",
+                "10s",
+                other,
+                "1m",
+            ];
+            let err = Cli::try_parse_from(args.iter().chain(&["true"])).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        }
+        let args = ["fairlock", "run", "n", "--lease", "5s", "--max-hold", "1m"];
+        let cli = Cli::try_parse_from(args.iter().chain(&["true"])).unwrap();
         let Command::Run(run) = cli.command else {
             panic!("not run")
         };
+        assert_eq!(run.lease, Some(Duration::from_secs(5)));
         assert_eq!(run.max_hold, Some(Duration::from_secs(60)));
+    }
+
+    /// The leases within the library's MIN_LEASE..=MAX_LEASE, the connect
+    /// timeout above zero and at most MAX_TIMEOUT; each refusal names the
+    /// option and the bounds.
+    #[test]
+    fn leases_and_the_connect_timeout_are_bounded() {
+        for flag in ["--lease", "--fixed-lease", "--max-hold"] {
+            for bad in ["10ms", "8770h"] {
+                let args = ["fairlock", "run", "n", flag, bad, "true"];
+                let err = Cli::try_parse_from(args).unwrap_err();
+                let line = first_paragraph(&err.to_string());
+                assert!(
+                    line.contains(flag) && line.contains("must be from 30ms to 8760h"),
+                    "{line}"
+                );
+            }
+            let args = ["fairlock", "run", "n", flag, "30ms", "true"];
+            assert!(Cli::try_parse_from(args).is_ok(), "{flag} 30ms");
+        }
+        for bad in ["0s", "25h"] {
+            let args = ["fairlock", "--connect-timeout", bad, "status", "n"];
+            let err = Cli::try_parse_from(args).unwrap_err();
+            let line = first_paragraph(&err.to_string());
+            assert!(
+                line.contains("--connect-timeout") && line.contains("at most 24h"),
+                "{line}"
+            );
+        }
+        let cli = Cli::try_parse_from(["fairlock", "status", "n", "--connect-timeout", "250ms"]);
+        assert_eq!(
+            cli.unwrap().connect_timeout,
+            Some(Duration::from_millis(250))
+        );
     }
 
     #[test]

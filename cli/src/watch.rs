@@ -11,6 +11,8 @@
 //!   on stderr), retries with a growing delay, and says when it is back.
 //!   Only the very first read failing is an error (exit 69), as for
 //!   `status`: a watch that never saw the lock is most likely a wrong URL.
+//! - `--count N` ends it after N reads (one every INTERVAL), whatever they
+//!   printed: a quiet lock's watch into a pipe ends too.
 //! - SIGINT or SIGTERM ends it with exit 0 at once, even in the middle of
 //!   a read, the cursor shown again.
 
@@ -83,7 +85,8 @@ pub struct Watch<'a> {
     pub limit: usize,
     pub interval: Duration,
     pub json: bool,
-    /// `--count`: stop after this many views printed.
+    /// `--count`: stop after this many reads (as `top -n`), printed or
+    /// not, failed or not.
     pub count: Option<u64>,
 }
 
@@ -112,7 +115,7 @@ impl Outage {
     }
 }
 
-/// Watches until a signal, `--count`, or stdout closing; exit code 0.
+/// Watches until a signal, `--count` reads, or stdout closing; exit code 0.
 pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
     let name = watch.name;
     let on_terminal = std::io::stdout().is_terminal();
@@ -134,7 +137,7 @@ pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
         what: Vec::new(),
     };
     let mut outage: Option<Outage> = None;
-    let mut printed = 0u64;
+    let mut reads = 0u64;
     loop {
         let now = SystemTime::now();
         let started = Instant::now();
@@ -209,9 +212,9 @@ pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
             if show(&text, on_terminal).is_err() {
                 break; // stdout is gone: nobody is watching any more
             }
-            printed += 1;
         }
-        if watch.count.is_some_and(|count| printed >= count) {
+        reads += 1;
+        if watch.count.is_some_and(|count| reads >= count) {
             break;
         }
         std::thread::sleep(pause);

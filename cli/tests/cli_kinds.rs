@@ -284,12 +284,12 @@ fn a_fixed_lease_holds_every_kind_for_at_most_its_length() {
     let server = RedisServer::start();
     let client = server.client();
     for (flags, what) in EVERY_KIND {
-        // No watchdog renews a --lease: a command that outlives it has
-        // lost its hold, whatever the kind.
+        // No watchdog renews a --fixed-lease: a command that outlives it
+        // has lost its hold, whatever the kind.
         let started = Instant::now();
         let out = output(
             fairlock(&server)
-                .args(["run", "fixed", "--lease", "300ms"])
+                .args(["run", "fixed", "--fixed-lease", "300ms"])
                 .args(flags)
                 .args(["--", "sleep", "3"]),
             PATIENCE,
@@ -297,13 +297,72 @@ fn a_fixed_lease_holds_every_kind_for_at_most_its_length() {
         assert_eq!(code(&out), 70, "{flags:?}: {}", stderr(&out));
         let err = stderr(&out);
         assert!(
-            err.contains("its fixed --lease of 300ms ran out") && err.contains(what),
+            err.contains("its --fixed-lease of 300ms ran out") && err.contains(what),
             "{flags:?}: {err}"
         );
         assert!(started.elapsed() < PATIENCE, "{:?}", started.elapsed());
     }
     // Nothing was left held: every kind of the name is free again.
     assert_every_kind_free(&client, "fixed");
+}
+
+/// `--lease D` is the lease the watchdog renews (etcdctl lock --ttl's
+/// meaning), for every kind: a command that outlives D keeps its hold
+/// (the old `--lease` was the fixed one: exit 70), the status shows at
+/// most D left, and a SIGKILLed fairlock's hold frees within about D.
+#[test]
+fn a_renewed_lease_outlives_its_length_and_frees_soon_after_a_kill() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let scratch = Scratch::new("renewed-lease");
+    for (i, (flags, what)) in EVERY_KIND.into_iter().enumerate() {
+        let ready = scratch.path(&format!("ready{i}"));
+        let script = format!("touch {}; sleep 1.2", ready.display());
+        let run = Proc::spawn(
+            fairlock(&server)
+                .args(["run", "renewed", "--lease", "600ms"])
+                .args(flags)
+                .args(["--", "sh", "-c", &script]),
+        );
+        assert!(wait_until(PATIENCE, || ready.exists()), "{what}");
+        let status = status_json(&server, "renewed");
+        let kind = status
+            .as_object()
+            .unwrap()
+            .keys()
+            .find(|k| *k != "name")
+            .unwrap()
+            .clone();
+        let left = status[&kind]["holders"][0]["remaining_lease_ms"]
+            .as_u64()
+            .unwrap();
+        assert!(left <= 600, "{what}: a lease of 600 ms, {left} ms left");
+        let out = run.finish(PATIENCE);
+        assert_eq!(
+            code(&out),
+            0,
+            "{what} kept past its lease: {}",
+            stderr(&out)
+        );
+    }
+    assert_every_kind_free(&client, "renewed");
+
+    // Killed: nobody renews, the mutex frees within the lease.
+    let ready = scratch.path("ready-killed");
+    let holder = Proc::spawn(
+        fairlock(&server)
+            .args(["run", "killed", "--lease", "500ms"])
+            .args(sh(&format!("touch {}; sleep 30", ready.display()))),
+    );
+    assert!(wait_until(PATIENCE, || ready.exists()));
+    holder.signal("KILL");
+    let killed = Instant::now();
+    drop(holder);
+    let mutex = client.fair_mutex("killed");
+    assert!(wait_until(PATIENCE, || !mutex.is_locked().unwrap()));
+    let freed = killed.elapsed();
+    eprintln!("--lease 500ms: freed {freed:?} after the SIGKILL");
+    assert!(freed < Duration::from_millis(1500), "{freed:?}");
 }
 
 #[test]
@@ -805,6 +864,65 @@ fn unlock_force_frees_every_hold_of_a_semaphore_or_a_rwlock_and_the_next_get_it(
     );
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("was not held"), "{}", stdout(&out));
+}
+
+#[test]
+fn unlock_force_election_ends_the_leadership_and_the_next_candidate_leads() {
+    let server = RedisServer::start();
+    let stuck = server.client();
+    let election = stuck.election("sched");
+    let leadership = election.with_value("web-1:80").campaign().unwrap();
+    let lease = leadership.lease_signal();
+    let candidate = server.client();
+    let next = std::thread::spawn(move || {
+        candidate
+            .election("sched")
+            .with_value("web-2:80")
+            .campaign()
+            .unwrap()
+    });
+    assert!(wait_until(PATIENCE, || election.queue_len().unwrap() == 1));
+
+    let out = output(
+        fairlock(&server).args(["unlock", "sched", "--force", "--semaphore", "--election"]),
+        PATIENCE,
+    );
+    assert_one_line_error(&out, 2, "--semaphore with --election");
+    let out = output(
+        fairlock(&server).args(["unlock", "sched", "--force", "--rwlock", "--election"]),
+        PATIENCE,
+    );
+    assert_one_line_error(&out, 2, "--rwlock with --election");
+    // The mutex of the name is another lock: the leader still leads.
+    let out = output(
+        fairlock(&server).args(["unlock", "sched", "--force"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("was not held"), "{}", stdout(&out));
+    assert_eq!(election.leader().unwrap().unwrap().value, "web-1:80");
+
+    let out = output(
+        fairlock(&server).args(["unlock", "sched", "--force", "--election"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = stdout(&out);
+    assert!(said.contains("unlocked the election \"sched\""), "{said}");
+    assert!(said.contains(stuck.id()), "{said}");
+    assert!(
+        said.contains(&format!("(token {})", leadership.fencing_token())),
+        "{said}"
+    );
+    // The old leader hears of it at its next renewal; the candidate that
+    // waited leads, in a later term.
+    assert_eq!(lease.wait_timeout(PATIENCE), Some(fairlock::LeaseEnd::Lost));
+    let next = next.join().unwrap();
+    assert!(next.term() > leadership.term());
+    assert!(next.fencing_token() > leadership.fencing_token());
+    assert_eq!(election.leader().unwrap().unwrap().value, "web-2:80");
+    assert!(leadership.unlock().unwrap_err().is_lease_lost());
+    next.unlock().unwrap();
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! `fairlock status NAME --watch`, driven as a built binary against a
 //! private redis-server per test: a block per change (and nothing while
 //! the lock only ticks down) when stdout is a file, NDJSON with --json,
-//! SIGINT and SIGTERM ending it with 0, a Redis outage said once and its
+//! SIGINT and SIGTERM ending it with 0, `--count` ending a quiet watch into
+//! a pipe, a Redis outage said once and its
 //! end too, one-line usage errors, and the frame redrawn on a terminal.
 //!
 //! The watcher writes to a scratch file the test reads as it grows, so
@@ -117,12 +118,7 @@ fn json_watch_prints_one_object_per_line_per_change() {
     let server = RedisServer::start();
     let scratch = Scratch::new("watch-json");
     let out = scratch.path("out");
-    let watch = watcher(
-        &server,
-        &scratch,
-        "ndjson",
-        &["100ms", "--json", "--count", "3"],
-    );
+    let watch = watcher(&server, &scratch, "ndjson", &["100ms", "--json"]);
     let lines = |n: usize| {
         assert!(
             wait_until(PATIENCE, || read(&out).lines().count() >= n),
@@ -136,7 +132,8 @@ fn json_watch_prints_one_object_per_line_per_change() {
     lines(2);
     let token = guard.fencing_token();
     guard.unlock().unwrap();
-    // The third change is the last of --count 3: it exits by itself.
+    lines(3);
+    watch.signal("TERM");
     let done = watch.finish(PATIENCE);
     assert_eq!(code(&done), 0, "{}", read(&scratch.path("err")));
 
@@ -159,6 +156,37 @@ fn json_watch_prints_one_object_per_line_per_change() {
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     for object in &objects {
         assert_eq!(object["name"], "ndjson");
+    }
+}
+
+/// `--count N` counts reads, printed or not: a quiet lock watched into a
+/// pipe ends after N reads, N-1 intervals (it counted printed changes,
+/// so with nothing changing it never ended).
+#[test]
+fn count_ends_a_quiet_watch_into_a_pipe() {
+    let server = RedisServer::start();
+    for json in [false, true] {
+        let started = Instant::now();
+        let out = output(
+            fairlock(&server)
+                .args(["status", "quiet", "--watch", "500ms", "--count", "2"])
+                .args(json.then_some("--json")),
+            PATIENCE,
+        );
+        let took = started.elapsed();
+        eprintln!("--watch 500ms --count 2 (json {json}): ended after {took:?}");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(
+            took >= Duration::from_millis(500) && took < Duration::from_millis(1500),
+            "two reads, one interval apart: {took:?}"
+        );
+        let printed = stdout(&out);
+        let views = if json {
+            printed.lines().count()
+        } else {
+            printed.matches(BLOCK).count()
+        };
+        assert_eq!(views, 1, "one view, nothing changed: {printed:?}");
     }
 }
 

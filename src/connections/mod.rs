@@ -22,6 +22,7 @@
 //! connection ([`scripts`], each call packed in one buffer by [`resp`]), and what fairlock reports about itself
 //! ([`observe`]).
 
+pub(crate) mod caller;
 mod cluster;
 pub(crate) mod config;
 pub(crate) mod library;

@@ -9,12 +9,12 @@ use crate::connections::topology::Topology;
 use crate::error::Result;
 use crate::handles::builder::ClientBuilder;
 use crate::handles::kind;
-use crate::handles::lease_policy::LeasePolicy;
 use crate::handles::lock::FairLock;
 use crate::handles::status::Status;
-use crate::handles::target::Target;
 use crate::handles::{Election, FairMultiLock, FairMutex, FairRwLock, FairSemaphore};
-use crate::machinery::shared::ClientInner;
+use crate::machinery::engine::Engine;
+use crate::machinery::lease_policy::LeasePolicy;
+use crate::machinery::target::Target;
 use crate::protocol::LockKind;
 
 /// A handle to Redis that hands out every primitive: [`FairMutex`]es
@@ -43,7 +43,7 @@ use crate::protocol::LockKind;
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<ClientInner>,
+    inner: Arc<Engine>,
 }
 
 impl Client {
@@ -269,11 +269,56 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn status(&self, kind: LockKind, name: &str, max: usize) -> Result<Status> {
-        Status::read(&self.inner.shared, &self.target(name, kind), max)
+        Status::read(&self.inner, &self.target(name, kind), max)
+    }
+
+    /// Frees every hold of the `kind` of lock called `name`, whoever holds
+    /// it, as [`FairLock::force_unlock`] does, without a handle: the
+    /// semaphore's needs no number of permits, and an operator's tool
+    /// names the kind as a value. Returns true if anything was held. Only
+    /// that kind of lock of the name is touched: the others of the name
+    /// are locks of their own.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for an
+    /// empty or oversized name, before any I/O (retrying does not help);
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+    ///
+    /// ```no_run
+    /// use fairlock::LockKind;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if client.force_unlock(LockKind::Election, "scheduler")? {
+    ///     println!("the stuck leader is gone; the next candidate leads");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn force_unlock(&self, kind: LockKind, name: &str) -> Result<bool> {
+        let freed = self.inner.force_release(&self.target(name, kind))?;
+        Ok(freed.holds > 0)
+    }
+
+    /// Asks every current holder of the `kind` of lock called `name` to
+    /// let go, as [`FairLock::revoke`] does, without a handle, and returns
+    /// how many holds it asked (0 when nobody held it). It frees nothing.
+    ///
+    /// # Errors
+    /// As [`force_unlock`](Self::force_unlock).
+    ///
+    /// ```no_run
+    /// use fairlock::LockKind;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let asked = client.revoke(LockKind::RwLock, "catalog")?;
+    /// println!("asked {asked} readers and writers to let go");
+    /// # Ok(()) }
+    /// ```
+    pub fn revoke(&self, kind: LockKind, name: &str) -> Result<usize> {
+        self.inner.revoke(&self.target(name, kind))
     }
 
     fn target(&self, name: &str, kind: LockKind) -> Target {
-        Target::new(&self.inner.shared.config().key_prefix, name, kind)
+        Target::new(&self.inner.config().key_prefix, name, kind)
     }
 
     fn lock<K: kind::Kind, O: crate::Ownership>(&self, kind: K) -> FairLock<K, O> {
@@ -293,12 +338,12 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn id(&self) -> &str {
-        self.inner.shared.client_id()
+        self.inner.client_id()
     }
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {
         Ok(Client {
-            inner: Arc::new(ClientInner::start(config, topology)?),
+            inner: Arc::new(Engine::start(config, topology)?),
         })
     }
 }
@@ -307,7 +352,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("id", &self.id())
-            .field("key_prefix", &self.inner.shared.config().key_prefix)
+            .field("key_prefix", &self.inner.config().key_prefix)
             .finish_non_exhaustive()
     }
 }

@@ -16,7 +16,7 @@ use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Ownership, Unbound};
 use crate::handles::participant::Participant;
 use crate::handles::status::Holder;
-use crate::handles::wait::Wait;
+use crate::machinery::wait::Wait;
 use crate::protocol::{check_value, Ask};
 
 /// A leader election named by a string: candidates
@@ -98,7 +98,7 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// # Ok(()) }
     /// ```
     pub fn value(&self) -> String {
-        let shared = self.shared();
+        let shared = self.engine();
         let identity = shared.config().identity.as_deref();
         let value = self.kind.value.as_deref().or(identity);
         value.unwrap_or(shared.client_id()).to_owned()

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::handles::call_hold::CallHold;
 use crate::handles::kind::{self, HoldKind, OneLock};
 use crate::handles::lease_signal::LeaseSignal;
 use crate::handles::lock::FairLock;
 use crate::handles::ownership::{Bound, Ownership};
 use crate::handles::revocation_signal::RevocationSignal;
+use crate::machinery::call_hold::CallHold;
 use crate::protocol::Access;
 
 /// One hold of kind `K` ([`kind::Mutex`], [`kind::Semaphore`]'s permits,

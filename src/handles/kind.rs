@@ -28,7 +28,7 @@
 use std::sync::Arc;
 
 use crate::handles::ownership::Ownership;
-use crate::handles::target::Target;
+use crate::machinery::target::Target;
 use crate::protocol::Ask;
 
 /// The kinds of lock a [`FairLock`](crate::FairLock) can be: [`Mutex`],
@@ -269,7 +269,7 @@ impl HoldKind for Any {
 
 /// What the kinds are to the rest of the crate, out of users' reach.
 pub(crate) mod sealed {
-    use crate::handles::target::Target;
+    use crate::machinery::target::Target;
     use crate::protocol::{Ask, LockKind};
 
     /// Implemented by fairlock's own kinds only: every public trait of

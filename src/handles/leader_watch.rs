@@ -7,18 +7,17 @@
 //! missed, and when it cannot know, says so.
 
 use std::collections::BTreeMap;
-use std::mem::ManuallyDrop;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handles::election::{Election, Leader};
 use crate::handles::kind;
 use crate::handles::lock::FairLock;
 use crate::handles::ownership::Ownership;
 use crate::handles::participant::Participant;
 use crate::handles::status::Status;
-use crate::machinery::subscriber;
-use crate::protocol::{election_channel, Change, ElectionMessage};
+use crate::machinery::watch::Subscription;
+use crate::protocol::{Change, ElectionMessage};
 
 impl<O: Ownership> FairLock<kind::Election, O> {
     /// Starts watching the election: opens a connection of the watch's
@@ -48,10 +47,9 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// ```
     pub fn watch(&self) -> Result<LeaderWatch> {
         let election = self.unbound();
-        let conn = subscription(&election)?;
         Ok(LeaderWatch {
+            subscription: election.engine().watch(election.target())?,
             election,
-            conn: Some(conn),
             known: None,
             pending: BTreeMap::new(),
             read_now: true,
@@ -61,23 +59,9 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     }
 }
 
-/// A new connection subscribed to `election`'s channel.
-fn subscription(election: &Election) -> Result<redis::Connection> {
-    let shared = election.shared();
-    let channel = election_channel(&shared.config().key_prefix, election.name());
-    shared.subscription(&channel)
-}
-
 /// How long after the leader's lease would run out a watch reads the
 /// election again, to see the vacancy a lease that ran out leaves.
 const LEASE_END_MARGIN: Duration = Duration::from_millis(10);
-
-/// What a watch heard when it waited for a message.
-enum Heard {
-    Nothing,
-    /// A message on the election's channel: something changed.
-    Message,
-}
 
 /// One change of an election's leader, as a [`LeaderWatch`] reports it.
 /// Displayed as one line: `leader <value> term <term> (<owner id>)`,
@@ -204,8 +188,8 @@ impl LeaderEvent {
 /// ```
 pub struct LeaderWatch {
     election: Election,
-    /// The subscription; `None` after it broke, until opened again.
-    conn: Option<redis::Connection>,
+    /// The election's channel, which says when to read it again.
+    subscription: Subscription,
     /// The newest change learned of, returned or pending; `None` before
     /// the first read.
     known: Option<Order>,
@@ -251,7 +235,7 @@ impl LeaderWatch {
     pub fn next(&mut self, timeout: Duration) -> Result<Option<LeaderEvent>> {
         let started = Instant::now();
         let deadline = started.checked_add(timeout);
-        let every = self.election.shared().config().lease.min(timeout);
+        let every = self.election.engine().config().lease.min(timeout);
         self.next_read = self.next_read.min(started + every);
         loop {
             let now = Instant::now();
@@ -268,7 +252,10 @@ impl LeaderWatch {
                 return Ok(None);
             }
             let until = deadline.map_or(self.next_read, |d| d.min(self.next_read));
-            if let Heard::Message = self.receive(until.saturating_duration_since(now))? {
+            if self
+                .subscription
+                .receive(until.saturating_duration_since(now))?
+            {
                 self.read_now = true;
             }
         }
@@ -281,7 +268,7 @@ impl LeaderWatch {
     fn read(&mut self) -> Result<()> {
         let sent = Instant::now();
         let (status, history) =
-            Status::read_election(self.election.shared(), self.election.target())?;
+            Status::read_election(self.election.engine(), self.election.target())?;
         let leader = status.holder().map(Leader::of);
         let last_term = status.last_fencing_token;
         // A lease that runs out says nothing: read again just after it
@@ -356,7 +343,7 @@ impl LeaderWatch {
     /// Whether the last read was sent less than half a fence life before
     /// `now` (half: the server's clock and this one's may run apart).
     fn recently_read(&self, now: Instant) -> bool {
-        let fence_life = self.election.shared().config().fence_life;
+        let fence_life = self.election.engine().config().fence_life;
         self.last_read
             .is_some_and(|last| now.saturating_duration_since(last) < fence_life / 2)
     }
@@ -372,41 +359,6 @@ impl LeaderWatch {
         }
         self.pending.insert(order, event);
         self.known = Some(self.known.map_or(order, |known| known.max(order)));
-    }
-
-    /// Waits up to `wait` for a message on the subscription, opening it
-    /// again first if it broke.
-    fn receive(&mut self, wait: Duration) -> Result<Heard> {
-        let conn = match &mut self.conn {
-            Some(conn) => conn,
-            None => {
-                let conn = subscription(&self.election)?;
-                // Messages published while it was closed are lost: the
-                // history has them.
-                self.read_now = true;
-                self.conn.insert(conn)
-            }
-        };
-        conn.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
-            .map_err(Error::from_redis)?;
-        // Read as a `PubSub` whose drop is skipped: dropping one
-        // unsubscribes, and this connection stays subscribed for the next
-        // call. (It holds nothing else to drop: its message cache stays
-        // empty, as the subscription was made without it.)
-        let mut pubsub = ManuallyDrop::new(conn.as_pubsub());
-        match pubsub.get_message() {
-            Ok(_) => Ok(Heard::Message),
-            Err(err) if err.is_timeout() || subscriber::interrupted(&err) => Ok(Heard::Nothing),
-            Err(err) => {
-                log::info!(
-                    "fairlock: the watch of election {:?} lost its subscription: {err}",
-                    self.election.name()
-                );
-                self.conn = None;
-                self.read_now = true;
-                Ok(Heard::Nothing)
-            }
-        }
     }
 }
 

@@ -9,15 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::handles::acquisition::Acquisition;
 use crate::handles::guard::Guard;
 use crate::handles::kind::{HoldKind, Kind, Named};
-use crate::handles::lease_policy::LeasePolicy;
 use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::handles::status::Status;
-use crate::handles::target::Target;
-use crate::handles::wait::Wait;
-use crate::machinery::shared::{ClientInner, Shared};
+use crate::machinery::engine::Engine;
+use crate::machinery::lease_policy::LeasePolicy;
+use crate::machinery::target::Target;
+use crate::machinery::wait::Wait;
 use crate::protocol::{Ask, LockKind};
 
 /// A fair lock of kind `K`, whose acquisitions are owned as `O` says: a
@@ -46,7 +45,7 @@ use crate::protocol::{Ask, LockKind};
 /// # Ok(()) }
 /// ```
 pub struct FairLock<K: Kind, O: Ownership = Bound> {
-    client: Arc<ClientInner>,
+    client: Arc<Engine>,
     policy: LeasePolicy,
     pub(crate) kind: K,
     owner: PhantomData<O>,
@@ -59,7 +58,7 @@ impl<K: Kind, O: Ownership> Clone for FairLock<K, O> {
 }
 
 impl<K: Kind, O: Ownership> FairLock<K, O> {
-    pub(crate) fn new(client: Arc<ClientInner>, policy: LeasePolicy, kind: K) -> Self {
+    pub(crate) fn new(client: Arc<Engine>, policy: LeasePolicy, kind: K) -> Self {
         FairLock {
             client,
             policy,
@@ -160,8 +159,8 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
         FairLock::new(Arc::clone(&self.client), policy, self.kind.clone())
     }
 
-    pub(crate) fn shared(&self) -> &Shared {
-        &self.client.shared
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.client
     }
 
     /// One acquire call on `target` asking for `ask` under this lock's
@@ -174,9 +173,8 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
         tag: Option<&str>,
         wait: &Wait,
     ) -> Result<Option<Guard<H, O>>> {
-        let acquisition =
-            Acquisition::new(&self.client, target, ask, self.policy, O::UNBOUND, tag)?;
-        Ok(acquisition.run(wait)?.map(Guard::new))
+        let got = (self.client).acquire(target, ask, self.policy, O::UNBOUND, tag, wait)?;
+        Ok(got.map(Guard::new))
     }
 }
 
@@ -230,7 +228,7 @@ impl<K: Named, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn status(&self, max: usize) -> Result<Status> {
-        Status::read(self.shared(), self.target(), max)
+        Status::read(self.engine(), self.target(), max)
     }
 
     /// True when anyone, anywhere, holds the lock (any hold: the mutex's
@@ -283,7 +281,7 @@ impl<K: Named, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn force_unlock(&self) -> Result<bool> {
-        Ok(self.target().force_release(self.shared())?.holds > 0)
+        Ok(self.engine().force_release(self.target())?.holds > 0)
     }
 
     /// Asks every current holder of the lock to let go, and returns how
@@ -312,8 +310,7 @@ impl<K: Named, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn revoke(&self) -> Result<usize> {
-        let revoked = self.target().revoke(self.shared())?;
-        Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
+        self.engine().revoke(self.target())
     }
 
     /// The lock's name and keys.

@@ -1,33 +1,27 @@
 //! The public handles layer: the client, one generic lock handle
 //! ([`FairLock`]) and one generic guard ([`Guard`]) over the kinds, each
-//! kind's requests in a file of its own, the election's watch, the status
-//! every kind shares, and the acquire algorithm under them all.
+//! kind's requests in a file of its own, the election's watch and the status
+//! every kind shares: types over the machinery's engine, which runs them.
 
-mod acquisition;
 pub(crate) mod builder;
-mod call_hold;
-pub(crate) mod cancel;
 pub(crate) mod client;
 mod election;
 mod guard;
 pub mod kind;
 mod leader_watch;
-mod lease_policy;
 pub(crate) mod lease_signal;
 mod lock;
 mod multi;
 mod mutex;
 mod ownership;
 mod participant;
-mod queue_wait;
 pub(crate) mod revocation_signal;
 mod rwlock;
 mod semaphore;
 mod status;
-mod target;
 mod upgrade;
-mod wait;
 
+pub use crate::machinery::wait::Wait;
 pub use election::{Election, Leader, Leadership};
 pub use guard::Guard;
 pub use leader_watch::{LeaderEvent, LeaderWatch};
@@ -39,7 +33,6 @@ pub use participant::Participant;
 pub use rwlock::{FairRwLock, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use semaphore::{FairSemaphore, PermitsChange, SemaphorePermit, MAX_PERMITS};
 pub use status::{Holder, QueuedWaiter, Status};
-pub use wait::Wait;
 
 /// A guard of any kind of hold: a multi-lock's parts, or any guard made
 /// into one with [`Guard::into_any`].

@@ -13,9 +13,9 @@ use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Ownership, Unbound};
 use crate::handles::semaphore::permits_ask;
-use crate::handles::target::Target;
-use crate::handles::wait::Wait;
 use crate::handles::AnyGuard;
+use crate::machinery::target::Target;
+use crate::machinery::wait::Wait;
 use crate::protocol::{Access, Ask, LockKind};
 
 /// Several locks taken together, all or none: mutexes by name, the reads
@@ -118,7 +118,7 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
     }
 
     fn and(mut self, name: &str, kind: LockKind, ask: Ask) -> Self {
-        let prefix = &self.shared().config().key_prefix;
+        let prefix = &self.engine().config().key_prefix;
         let target = Target::new(prefix, name, kind);
         self.kind.parts.push((target, ask));
         self

@@ -1,6 +1,6 @@
 //! The semaphore's requests, for both ownership modes: `n` permits of its
 //! number, in arrival order (the acquire algorithm behind every wait is
-//! [`acquisition`](crate::handles::acquisition)'s, with the counted
+//! [`acquisition`](crate::machinery::acquisition)'s, with the counted
 //! engine's scripts).
 
 use std::time::Duration;
@@ -10,8 +10,8 @@ use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Bound, Ownership};
-use crate::handles::wait::Wait;
-use crate::protocol::{Ask, PermitsSet, SetPermits};
+use crate::machinery::wait::Wait;
+use crate::protocol::{Ask, PermitsSet};
 
 /// Most permits a semaphore may have (1 is the least); outside
 /// `1..=MAX_PERMITS` the first call on the semaphore reports
@@ -325,21 +325,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// ```
     pub fn set_permits(&self, permits: u32) -> Result<PermitsChange> {
         check_permits(permits)?;
-        let shared = self.shared();
-        let keys = self.target().keys()?;
-        let (set, replicated) = shared
-            .call_write(keys, &SetPermits { permits })?
-            .into_parts();
-        // Waiters of this client wake now rather than when their messages
-        // arrive (which then find them gone), as after a release.
-        for next in set
-            .admitted
-            .iter()
-            .filter(|next| shared.is_own(&next.owner))
-        {
-            shared.grant_waiter(next.wait_id, next.token, next.ttl_ms);
-        }
-        replicated?;
+        let set = self.engine().set_permits(self.target(), permits)?;
         Ok(PermitsChange::new(permits, set))
     }
 }

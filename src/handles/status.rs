@@ -6,11 +6,9 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::handles::participant::Participant;
-use crate::handles::target::Target;
-use crate::machinery::shared::Shared;
-use crate::protocol::{
-    Access, Capacity, Change, HolderReply, LockKind, Status as ReadStatus, StatusReply, WaiterReply,
-};
+use crate::machinery::engine::Engine;
+use crate::machinery::target::Target;
+use crate::protocol::{Access, Capacity, Change, HolderReply, LockKind, StatusReply, WaiterReply};
 
 /// One hold of a lock, as a status lists it, whatever the kind: the
 /// mutex's holder, a semaphore's permits, a reader-writer lock's read or
@@ -128,27 +126,15 @@ pub struct Status {
 impl Status {
     /// Reads the status of `target`, listing at most `max` holders and
     /// `max` waiters.
-    pub(crate) fn read(shared: &Shared, target: &Target, max: usize) -> Result<Status> {
-        let keys = target.keys()?;
-        let op = ReadStatus {
-            kind: keys.kind(),
-            waiters: max,
-            holders: max,
-        };
-        Ok(Status::from_reply(shared.call(keys, &op)?))
+    pub(crate) fn read(engine: &Engine, target: &Target, max: usize) -> Result<Status> {
+        Ok(Status::from_reply(engine.status(target, max, max)?))
     }
 
     /// Reads an election's status (its leader, no waiters) and its history
     /// of changes, oldest first, in one atomic step: the changes and the
     /// state they led to.
-    pub(crate) fn read_election(shared: &Shared, target: &Target) -> Result<(Status, Vec<Change>)> {
-        let keys = target.keys()?;
-        let op = ReadStatus {
-            kind: keys.kind(),
-            waiters: 0,
-            holders: 1,
-        };
-        let mut reply = shared.call(keys, &op)?;
+    pub(crate) fn read_election(engine: &Engine, target: &Target) -> Result<(Status, Vec<Change>)> {
+        let mut reply = engine.status(target, 1, 0)?;
         let history = std::mem::take(&mut reply.history);
         Ok((Status::from_reply(reply), history))
     }

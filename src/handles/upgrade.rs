@@ -14,25 +14,15 @@
 //! names one access, so a fenced resource can tell a write from the read
 //! that preceded it (and a downgraded read from the write before it).
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::handles::call_hold::CallHold;
-use crate::handles::cancel::WaitCanceller;
+use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::ownership::Ownership;
-use crate::handles::queue_wait::{wait_in_queue, Attempted, Queued};
 use crate::handles::rwlock::{ReadGuard, UpgradableReadGuard, WriteGuard};
-use crate::handles::wait::{NoWait, Wait};
-use crate::machinery::holds::Hold;
-use crate::machinery::shared::Shared;
-use crate::machinery::waiters::{Grant, Waiter};
-use crate::protocol::{
-    Access, Ask, Call, Downgrade, DowngradeReply, Mode, Renew, Upgrade, UpgradeReply, UpgradeStep,
-    Written,
-};
+use crate::machinery::wait::Wait;
+use crate::protocol::Access;
 
 impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// Becomes the write, waiting as `wait` says: the general form of
@@ -86,7 +76,7 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
         mut self,
         wait: impl Into<Wait>,
     ) -> Result<std::result::Result<WriteGuard<O>, Self>> {
-        if upgrade(&mut self.hold, &wait.into())? {
+        if self.hold.upgrade(&wait.into())? {
             Ok(Ok(Guard::new(self.hold)))
         } else {
             Ok(Err(self))
@@ -178,7 +168,7 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// # Ok(()) }
     /// ```
     pub fn downgrade(mut self) -> Result<ReadGuard<O>> {
-        downgrade(&mut self.hold, Access::Read)?;
+        self.hold.downgrade(Access::Read)?;
         Ok(Guard::new(self.hold))
     }
 }
@@ -209,7 +199,7 @@ impl<O: Ownership> Guard<kind::Write, O> {
     /// # Ok(()) }
     /// ```
     pub fn downgrade(mut self) -> Result<ReadGuard<O>> {
-        downgrade(&mut self.hold, Access::Read)?;
+        self.hold.downgrade(Access::Read)?;
         Ok(Guard::new(self.hold))
     }
 
@@ -231,245 +221,7 @@ impl<O: Ownership> Guard<kind::Write, O> {
     /// # Ok(()) }
     /// ```
     pub fn downgrade_to_upgradable(mut self) -> Result<UpgradableReadGuard<O>> {
-        downgrade(&mut self.hold, Access::UpgradableRead)?;
+        self.hold.downgrade(Access::UpgradableRead)?;
         Ok(Guard::new(self.hold))
-    }
-}
-
-/// A change of a hold's access under way: renewals that fail meanwhile may
-/// have named the token it replaces (see [`Hold::renewal_failed`]).
-struct Changing<'h>(&'h Hold);
-
-impl<'h> Changing<'h> {
-    fn new(hold: &'h Hold) -> Self {
-        hold.set_changing(true);
-        Changing(hold)
-    }
-}
-
-impl Drop for Changing<'_> {
-    fn drop(&mut self) {
-        self.0.set_changing(false);
-    }
-}
-
-/// Upgrades `hold` (an upgradable read) to the write, waiting as `wait`
-/// says; false when the wait ended first (the claim withdrawn). On an
-/// error other than a lost lease, whatever the upgrade may have left (its
-/// claim, the write) is given back once Redis answers; the caller's guard
-/// gives back the read.
-fn upgrade(hold: &mut CallHold, wait: &Wait) -> Result<bool> {
-    let shared = &hold.client.shared;
-    let call = &hold.call;
-    if shared.hold_count(call.keys.lock(), &call.owner) > 1 {
-        return Err(Error::new(
-            ErrorKind::UpgradeRefused,
-            format!(
-                "this thread holds other guards of rwlock {:?} beside its upgradable read: the \
-                 upgrade would wait for them; release them first (nothing was changed)",
-                hold.target.name()
-            ),
-        ));
-    }
-    let _changing = Changing::new(&hold.hold);
-    let upgrader = Upgrader {
-        shared,
-        hold: &hold.hold,
-        claim: Call {
-            ask: Ask::Upgrade,
-            ..call.clone()
-        },
-    };
-    let got = match wait.deadline() {
-        Err(NoWait) => upgrader.try_once(),
-        Ok(deadline) => upgrader.wait(deadline, wait.canceller()),
-    };
-    match got {
-        Ok(Some(token)) => {
-            hold.hold.changed(token, true);
-            hold.call.ask = Ask::RwLock(Access::Write);
-            Ok(true)
-        }
-        Ok(None) => Ok(false),
-        Err(err) => {
-            if !err.is_lease_lost() {
-                shared.give_back_later(&upgrader.claim);
-                shared.give_back_later(&Call {
-                    ask: Ask::RwLock(Access::Write),
-                    ..call.clone()
-                });
-            }
-            Err(err)
-        }
-    }
-}
-
-/// One upgrade of one upgradable read: its claim is the waiting call (its
-/// hold's call id, asking for [`Ask::Upgrade`]).
-struct Upgrader<'a> {
-    shared: &'a Shared,
-    hold: &'a Hold,
-    claim: Call,
-}
-
-impl Upgrader<'_> {
-    /// One attempt of `step` (one round trip).
-    fn send(&self, step: UpgradeStep) -> Result<Written<UpgradeReply>> {
-        let claim = &self.claim;
-        let op = Upgrade {
-            owner: &claim.owner,
-            token: self.hold.token(),
-            call: claim.id,
-            lease: claim.lease,
-            waiter_timeout: self.shared.config().waiter_timeout,
-            step,
-        };
-        self.shared.call_write(&claim.keys, &op)
-    }
-
-    /// The write's token if `step` upgraded, `None` if it did not.
-    fn settle(&self, step: UpgradeStep) -> Result<Option<u64>> {
-        let (reply, replicated) = self.send(step)?.into_parts();
-        match reply {
-            UpgradeReply::Upgraded { token, .. } => replicated.map(|()| Some(token)),
-            UpgradeReply::Waiting { .. } => Ok(None),
-            UpgradeReply::Lost => Err(self.lost()),
-        }
-    }
-
-    /// Upgrades only if no read is left; never claims.
-    fn try_once(&self) -> Result<Option<u64>> {
-        self.settle(UpgradeStep::Attempt(Mode::Try))
-    }
-
-    /// Claims the head of the queue and waits for the grant until
-    /// `deadline` (`None`: no limit) or `cancel`, as an acquisition waits.
-    fn wait(
-        &self,
-        deadline: Option<Instant>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<u64>> {
-        let waiter = Arc::new(Waiter::new(self.claim.clone()));
-        // Registered before the claim reaches Redis, so that no grant
-        // message arrives for an id nobody listens to.
-        self.shared.register_waiter(Arc::clone(&waiter));
-        if let Some(cancel) = cancel {
-            cancel.watch(&waiter);
-        }
-        let result = wait_in_queue(self, self.shared, &waiter, deadline);
-        self.shared.forget_waiter(waiter.call.id);
-        result
-    }
-
-    /// With `sync_replicas`, makes sure enough replicas saw the write
-    /// handed over as `token` (a renewal and a `WAIT`, one round trip).
-    fn confirm(&self, token: u64) -> Result<()> {
-        let shared = self.shared;
-        if shared.config().sync_replicas.is_none() {
-            return Ok(());
-        }
-        let claim = &self.claim;
-        let op = Renew {
-            owner: &claim.owner,
-            token,
-            call: claim.id,
-            lease: (!claim.lease.is_fixed()).then(|| claim.lease.duration()),
-        };
-        let (renewed, replicated) = shared.call_write(&claim.keys, &op)?.into_parts();
-        if !renewed.is_held() {
-            return Err(self.lost());
-        }
-        replicated
-    }
-
-    /// The upgradable read was no longer held.
-    fn lost(&self) -> Error {
-        self.hold.mark_lost();
-        Error::new(
-            ErrorKind::LeaseLost,
-            format!(
-                "the upgradable read (token {}) of {:?} was no longer held",
-                self.hold.token(),
-                self.claim.keys.lock()
-            ),
-        )
-    }
-}
-
-/// The claim waits in the queue as an acquisition does (at its head).
-impl Queued for Upgrader<'_> {
-    type Got = u64;
-
-    fn attempt(&self, _waiter: &Waiter, mode: Mode) -> Result<Attempted<u64>> {
-        let (reply, replicated) = self.send(UpgradeStep::Attempt(mode))?.into_parts();
-        match reply {
-            UpgradeReply::Upgraded { token, .. } => replicated.map(|()| Attempted::Got(token)),
-            UpgradeReply::Waiting {
-                pttl_ms,
-                position,
-                last_token,
-            } => Ok(Attempted::waiting(pttl_ms, position, last_token)),
-            UpgradeReply::Lost => Err(self.lost()),
-        }
-    }
-
-    fn granted(&self, _waiter: &Waiter, grant: Grant) -> Result<u64> {
-        self.confirm(grant.token)?;
-        Ok(grant.token)
-    }
-
-    /// Withdrawn, unless it was settled in that last instant.
-    fn leave(&self, _waiter: &Waiter) -> Result<Option<u64>> {
-        self.settle(UpgradeStep::Withdraw)
-    }
-
-    /// The caller (`upgrade`) gives back what the claim may have left.
-    fn failed(&self, _waiter: &Waiter, err: Error) -> Result<Option<u64>> {
-        Err(err)
-    }
-}
-
-/// Downgrades `hold` (a write, or an upgradable read) to `to`, admitting
-/// the waiters that fit in the same step (this client's wake from the
-/// reply). On a connection error the downgraded hold is given back once
-/// Redis answers; the caller's guard gives back the hold as it was.
-fn downgrade(hold: &mut CallHold, to: Access) -> Result<()> {
-    let shared = &hold.client.shared;
-    let _changing = Changing::new(&hold.hold);
-    let call = &hold.call;
-    let op = Downgrade {
-        owner: &call.owner,
-        token: hold.hold.token(),
-        call: call.id,
-        to,
-    };
-    let downgraded = Call {
-        ask: Ask::RwLock(to),
-        ..call.clone()
-    };
-    let (reply, replicated) = shared
-        .call_write(&call.keys, &op)
-        .inspect_err(|_| shared.give_back_later(&downgraded))?
-        .into_parts();
-    match reply {
-        DowngradeReply::Downgraded { token, handed, .. } => {
-            for next in handed.iter().filter(|next| shared.is_own(&next.owner)) {
-                shared.grant_waiter(next.wait_id, next.token, next.ttl_ms);
-            }
-            hold.hold.changed(token, false);
-            hold.call = downgraded;
-            replicated
-        }
-        DowngradeReply::Lost => {
-            hold.hold.mark_lost();
-            Err(Error::new(
-                ErrorKind::LeaseLost,
-                format!(
-                    "{} (token {}) was no longer held",
-                    call.ask.describe(hold.target.name()),
-                    hold.hold.token()
-                ),
-            ))
-        }
     }
 }

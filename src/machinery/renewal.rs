@@ -37,7 +37,7 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
     let stale = &shared.cluster_rounds.map_stale;
     if !batch.holds.is_empty() || !batch.groups.is_empty() {
         let sent = Instant::now();
-        match conns.with_node_or_cluster(&shared.backend, node, stale, |conn| {
+        match conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
             renew(shared, conn, batch)
         }) {
             Ok(replies) => apply(batch, replies, sent),
@@ -48,8 +48,8 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
     }
     for entry in &batch.give_backs {
         let sent = Instant::now();
-        match conns.with_node_or_cluster(&shared.backend, node, stale, |conn| {
-            shared.scripts.abandon(conn, &entry.call)
+        match conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
+            shared.caller.scripts.abandon(conn, &entry.call)
         }) {
             Ok(_) => shared.give_backs.confirmed(entry, sent),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
@@ -79,7 +79,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     let leases: Vec<Duration> = batch
         .holds
         .iter()
-        .map(|hold| hold.renewal_lease(shared.config.lease))
+        .map(|hold| hold.renewal_lease(shared.config().lease))
         .collect();
     let renewals: Vec<Renew> = batch
         .holds
@@ -92,7 +92,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             lease: Some(*lease),
         })
         .collect();
-    let waiter_timeout = shared.config.waiter_timeout;
+    let waiter_timeout = shared.config().waiter_timeout;
     let beats: Vec<Heartbeat> = batch
         .groups
         .iter()
@@ -101,21 +101,21 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             waiters: waiters.iter().map(|waiter| waiter.call.entry()).collect(),
         })
         .collect();
-    let sync = shared.config.sync_replicas;
+    let sync = shared.config().sync_replicas;
     let pipe = || {
         let mut pipe = redis::pipe();
         for (hold, renewal) in batch.holds.iter().zip(&renewals) {
-            pipe.add_command(shared.scripts.command(&hold.call.keys, renewal));
+            pipe.add_command(shared.caller.scripts.command(&hold.call.keys, renewal));
         }
         for (waiters, beat) in batch.groups.iter().zip(&beats) {
-            pipe.add_command(shared.scripts.command(&waiters[0].call.keys, beat));
+            pipe.add_command(shared.caller.scripts.command(&waiters[0].call.keys, beat));
         }
         if let Some(sync) = sync {
             pipe.add_command(sync.wait_command());
         }
         pipe
     };
-    let mut values = shared.scripts.query(pipe, conn)?;
+    let mut values = shared.caller.scripts.query(pipe, conn)?;
     // A node that does not serve the slot (any more) answers with a
     // redirection: the batch goes again through the cluster client.
     if let Some(moved) = values.iter().find_map(redirection) {

@@ -8,42 +8,50 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::connections::caller::Caller;
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::topology::Topology;
 use crate::connections::Backend;
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::shared::{ClientInner, Shared};
+use crate::machinery::engine::Engine;
+use crate::machinery::shared::Shared;
 use crate::machinery::{observe, subscriber, watchdog};
 
-impl ClientInner {
+impl Engine {
     /// Connects as `config` and `topology` say, loads the scripts and
     /// starts the threads; returns once this client can be woken (a
     /// subscription is live).
-    pub(crate) fn start(config: Config, topology: Topology) -> Result<ClientInner> {
+    pub(crate) fn start(config: Config, topology: Topology) -> Result<Engine> {
         let backend = Backend::open(&config, topology)?;
         observe::describe();
         let scripts = Scripts::new(&config.common_args(), observe::scripts_reloaded);
         scripts.load_all(backend.get()?.get())?;
-        let shared = Arc::new(Shared::new(config, backend, scripts));
+        let reconnected = || observe::reconnected(observe::Reconnect::Pool);
+        let shared = Arc::new(Shared::new(Caller {
+            config,
+            backend,
+            scripts,
+            reconnected,
+        }));
 
         // The subscription must be live before any waiter can queue, or the
         // first handoff message could be missed. On a cluster one thread
         // listens on each node; one live subscription is enough to start
         // (every node hears every message), the others keep trying.
-        let inner = ClientInner {
+        let inner = Engine {
             shared: Arc::clone(&shared),
             threads: Mutex::default(),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
-        let slot_map = match shared.backend.slot_map().transpose() {
+        let slot_map = match shared.caller.backend.slot_map().transpose() {
             Ok(map) => map.map(Arc::new),
             Err(err) => {
                 log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
                 None
             }
         };
-        let targets = shared.backend.listen_targets(slot_map.as_deref())?;
+        let targets = shared.caller.backend.listen_targets(slot_map.as_deref())?;
         *shared.cluster_rounds.map.lock() = slot_map;
         for target in &targets {
             let (ready_tx, target) = (ready_tx.clone(), target.clone());
@@ -53,7 +61,7 @@ impl ClientInner {
             inner.threads.lock().push(subscriber);
         }
         let mut deadline =
-            Instant::now() + shared.config.connect_timeout + shared.config.command_timeout;
+            Instant::now() + shared.config().connect_timeout + shared.config().command_timeout;
         let mut outcome = Err(Error::new(
             ErrorKind::Connection,
             "timed out subscribing to the wake-up channel",

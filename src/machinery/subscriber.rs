@@ -61,7 +61,7 @@ pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
 /// outcome is told: a later one is a reconnect.
 fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
     let channel = shared.wake_channel();
-    let mut conn = shared.backend.subscription(target, &channel)?;
+    let mut conn = shared.caller.backend.subscription(target, &channel)?;
     let mut pubsub = conn.as_pubsub();
     pubsub
         .set_read_timeout(Some(READ_TIMEOUT))

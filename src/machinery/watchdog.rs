@@ -28,7 +28,7 @@ use crate::machinery::shared::Shared;
 const SLOT_MAP_ROUNDS: u64 = 64;
 
 pub(crate) fn run(shared: &Arc<Shared>) {
-    let period = shared.config.watchdog_period();
+    let period = shared.config().watchdog_period();
     let mut round = 0u64;
     while !shared.watchdog_sleep(period) {
         round += 1;
@@ -62,7 +62,7 @@ fn tick(shared: &Arc<Shared>, round: u64) {
     if holds.is_empty() && groups.is_empty() && give_backs.is_empty() {
         return;
     }
-    if !shared.backend.is_cluster() {
+    if !shared.caller.backend.is_cluster() {
         let batch = Batch {
             holds,
             groups,
@@ -144,7 +144,7 @@ fn refresh_slot_map(shared: &Arc<Shared>) {
         .name("fairlock-renew".to_owned())
         .spawn(move || {
             let rounds = &worker.cluster_rounds;
-            match worker.backend.slot_map() {
+            match worker.caller.backend.slot_map() {
                 Some(Ok(map)) => *rounds.map.lock() = Some(Arc::new(map)),
                 Some(Err(err)) => {
                     log::debug!("fairlock: cannot read the slot map: {err}");

@@ -70,14 +70,20 @@ pub struct ElectArgs {
     #[arg(short, long, conflicts_with_all = ["wait", "observe"])]
     pub nonblock: bool,
 
-    /// Lead for at most this long, with no watchdog renewing the lease
-    /// (as `run --lease`).
+    /// The lease the watchdog renews while leading (default 30s): a
+    /// killed leader leads no longer this long after its last renewal (as
+    /// `run --lease`).
     #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with = "observe")]
     pub lease: Option<Duration>,
 
+    /// Lead for at most this long, with no watchdog renewing the lease
+    /// (as `run --fixed-lease`).
+    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with_all = ["lease", "observe"])]
+    pub fixed_lease: Option<Duration>,
+
     /// Lead for at most this long, the lease renewed until then; then
     /// COMMAND is stopped and fairlock exits 70 (as `run --max-hold`).
-    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with_all = ["lease", "observe"])]
+    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with_all = ["fixed_lease", "observe"])]
     pub max_hold: Option<Duration>,
 
     /// Exit code when --wait or -n runs out.
@@ -160,6 +166,7 @@ pub fn exec(connection: &Connection, args: ElectArgs) -> Result<i32, Failure> {
         shared: false,
         exclusive: false,
         lease: args.lease,
+        fixed_lease: args.fixed_lease,
         max_hold: args.max_hold,
         conflict_exit_code: args.conflict_exit_code,
         kill_on_loss: args.kill_on_loss,
@@ -169,12 +176,7 @@ pub fn exec(connection: &Connection, args: ElectArgs) -> Result<i32, Failure> {
         command: args.command,
     };
     run::run_holding(connection, run, |client, run| {
-        let lease = match (run.lease, run.max_hold) {
-            (Some(lease), _) => Lease::Fixed(lease),
-            (None, Some(max_hold)) => Lease::MaxHold(max_hold),
-            (None, None) => Lease::Renewed,
-        };
-        Lock::election(client, &run.name, &value, lease)
+        Lock::election(client, &run.name, &value, Lease::of(run))
     })
 }
 

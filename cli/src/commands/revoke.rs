@@ -3,10 +3,10 @@
 //! to let go. Nothing is freed: each holder decides.
 
 use clap::Args;
-use fairlock::{kind, FairLock, LockKind, Ownership};
+use fairlock::{Client, LockKind};
 
-use super::lock_name;
 use super::status::who;
+use super::{kind_of, lock_name};
 use crate::{Connection, Failure};
 
 /// Ask the holders of NAME to let go; they decide when (nothing is freed).
@@ -47,17 +47,8 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
     let name = args.name.as_str();
     let client = connection.connect()?;
     let failed = |err| Failure::redis(err, format!("cannot revoke {name:?}"));
-    // Any number of permits names the semaphore: a revocation needs none.
-    let asked = if args.semaphore {
-        revoke(&client.fair_semaphore(name, 1))
-    } else if args.rwlock {
-        revoke(&client.fair_rwlock(name))
-    } else if args.election {
-        revoke(&client.election(name))
-    } else {
-        revoke(&client.fair_mutex(name))
-    }
-    .map_err(failed)?;
+    let kind = kind_of(args.semaphore, args.rwlock, args.election);
+    let asked = revoke(&client, kind, name).map_err(failed)?;
     let label = asked.kind.label();
     if asked.holds == 0 {
         println!("fairlock: the {label} {name:?} is not held; nobody to ask");
@@ -89,17 +80,18 @@ struct Asked {
     holds: usize,
 }
 
-/// Revokes `lock`, naming its holders as read just before.
-fn revoke<K: kind::Named, O: Ownership>(lock: &FairLock<K, O>) -> fairlock::Result<Asked> {
-    let before = lock.status(LISTED)?;
-    let holds = lock.revoke()?;
+/// Revokes the `kind` of lock `name`, naming its holders as read just
+/// before.
+fn revoke(client: &Client, kind: LockKind, name: &str) -> fairlock::Result<Asked> {
+    let before = client.status(kind, name, LISTED)?;
+    let holds = client.revoke(kind, name)?;
     let holders = before
         .holders
         .iter()
         .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
         .collect();
     Ok(Asked {
-        kind: lock.lock_kind(),
+        kind,
         holders,
         holds,
     })

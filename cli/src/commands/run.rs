@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use clap::{ArgGroup, Args};
-use fairlock::{AnyGuard, LeaseEnd, Revocation, Wait, MAX_PERMITS, MIN_LEASE};
+use fairlock::{AnyGuard, LeaseEnd, Revocation, Wait, MAX_LEASE, MAX_PERMITS, MIN_LEASE};
 
 use super::lock_name;
+use crate::deathwatch::DeathWatch;
 use crate::duration::{self, human};
 use crate::kinds::{Lease, Lock, Request};
 use crate::signals::{self, Control, SpawnError};
@@ -35,7 +36,7 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 /// the semaphore NAME (at most N commands at once, fleet-wide); or with
 /// -s/-x the reader-writer lock NAME, shared or exclusive.
 /// Waits in arrival order, forever unless --wait or -n. The lock is held
-/// while COMMAND runs (a watchdog renews its lease unless --lease) and
+/// while COMMAND runs (a watchdog renews its --lease, unless --fixed-lease) and
 /// released whenever COMMAND ends. COMMAND's exit status is fairlock's.
 /// COMMAND gets FAIRLOCK_TOKEN (the fencing token), FAIRLOCK_NAME and
 /// FAIRLOCK_CLIENT_ID in its environment. SIGINT, SIGTERM and SIGHUP are
@@ -77,21 +78,27 @@ pub struct RunArgs {
     #[arg(short = 'x', long)]
     pub exclusive: bool,
 
+    /// The lease the watchdog renews while COMMAND runs (default 30s): if
+    /// fairlock is killed or cut off from Redis, the lock frees this long
+    /// after its last renewal (as etcdctl lock --ttl). From 30ms to 8760h
+    /// (365 days). Not with --fixed-lease, which nobody renews.
+    #[arg(long, value_name = "DURATION", value_parser = lease)]
+    pub lease: Option<Duration>,
+
     /// Hold the lock (or the permit, or the read or write hold) for at
     /// most this long, with no watchdog renewing it: a killed holder's
     /// hold frees by then. If COMMAND outlives it, that is a lost lock
-    /// (exit 70). Without --lease a watchdog renews the lease while COMMAND
-    /// runs.
-    #[arg(long, value_name = "DURATION", value_parser = lease)]
-    pub lease: Option<Duration>,
+    /// (exit 70). From 30ms to 8760h.
+    #[arg(long, value_name = "DURATION", value_parser = lease, conflicts_with = "lease")]
+    pub fixed_lease: Option<Duration>,
 
     /// Hold the lock for at most this long: then the watchdog stops
     /// renewing it, COMMAND is stopped (SIGTERM, then SIGKILL 5 s later)
     /// and fairlock exits 70; the lock passes on by then even if this
-    /// machine hangs. Unlike --lease, the lease is renewed until then, so a
-    /// killed holder's lock still frees within one lease. Not with --lease,
-    /// which is its own maximum.
-    #[arg(long, value_name = "DURATION", value_parser = lease, conflicts_with = "lease")]
+    /// machine hangs. Unlike --fixed-lease, the lease is renewed until
+    /// then, so a killed holder's lock still frees within one --lease. Not
+    /// with --fixed-lease, which is its own maximum.
+    #[arg(long, value_name = "DURATION", value_parser = lease, conflicts_with = "fixed_lease")]
     pub max_hold: Option<Duration>,
 
     /// Exit code when --wait or -n runs out (flock's -E).
@@ -130,10 +137,17 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+/// Parses `--lease`, `--fixed-lease` and `--max-hold`: a duration within
+/// the library's MIN_LEASE..=MAX_LEASE.
 pub fn lease(text: &str) -> Result<Duration, String> {
     let lease = duration::parse(text)?;
-    if lease < MIN_LEASE {
-        return Err(format!("a lease must be at least {MIN_LEASE:?}"));
+    if !(MIN_LEASE..=MAX_LEASE).contains(&lease) {
+        return Err(format!(
+            "must be from {} to {}h (365 days), got {}",
+            human(MIN_LEASE),
+            MAX_LEASE.as_secs() / 3600,
+            human(lease)
+        ));
     }
     Ok(lease)
 }
@@ -169,12 +183,7 @@ fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
     } else {
         Request::Mutex
     };
-    let lease = match (args.lease, args.max_hold) {
-        (Some(lease), _) => Lease::Fixed(lease),
-        (None, Some(max_hold)) => Lease::MaxHold(max_hold),
-        (None, None) => Lease::Renewed,
-    };
-    Lock::new(client, &args.name, request, lease)
+    Lock::new(client, &args.name, request, Lease::of(args))
 }
 
 /// Runs the command holding the lock; its exit code, or fairlock's own.
@@ -203,7 +212,7 @@ pub fn run_holding(
             anyhow!(err).context("cannot handle signals"),
         )
     })?;
-    let client = connection.connect()?;
+    let client = connection.connect_leased(args.lease)?;
     let lock = lock_of(&client, &args);
     let name = lock.describe();
 
@@ -279,11 +288,24 @@ pub fn run_holding(
     if let Some(value) = lock.value() {
         command.env("FAIRLOCK_VALUE", value);
     }
-    die_with_parent(&mut command);
+    let deathwatch = DeathWatch::arm(&mut command).map_err(|err| {
+        Failure::new(
+            exit::CANNOT_EXECUTE,
+            anyhow!(err).context("cannot watch for fairlock's own death"),
+        )
+    });
+    let deathwatch = match deathwatch {
+        Ok(deathwatch) => deathwatch,
+        Err(failure) => {
+            let _ = guard.unlock();
+            return Err(failure);
+        }
+    };
     let held_since = Instant::now();
     let mut child = match control.spawn(&mut command) {
         Ok(child) => child,
         Err(SpawnError::Interrupted(signal)) => {
+            deathwatch.done();
             let _ = guard.unlock();
             eprintln!(
                 "fairlock: interrupted by {} before the command started; released {name}, nothing was run",
@@ -292,6 +314,7 @@ pub fn run_holding(
             return Ok(exit::SIGNAL_BASE + signal);
         }
         Err(SpawnError::Io(err)) => {
+            deathwatch.done();
             let _ = guard.unlock();
             let code = if err.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
@@ -392,6 +415,7 @@ pub fn run_holding(
         }
         control.sleep(CHECK_PERIOD);
     };
+    deathwatch.done();
     let code = exit_code(status);
     let held = held_since.elapsed();
 
@@ -446,8 +470,8 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock, args: &Ru
 
 /// Why the lease is gone, as far as can be told.
 fn why_lost(lock: &Lock, args: &RunArgs) -> String {
-    let mut why = match (args.lease, lock.request()) {
-        (Some(lease), _) => format!("its fixed --lease of {} ran out", human(lease)),
+    let mut why = match (args.fixed_lease, lock.request()) {
+        (Some(lease), _) => format!("its --fixed-lease of {} ran out", human(lease)),
         (None, Request::Mutex) => {
             "the lease was not renewed in time, or someone ran unlock --force".to_owned()
         }
@@ -474,30 +498,4 @@ fn describe(status: ExitStatus) -> String {
         (None, Some(signal)) => format!("was killed by {}", signals::name(signal)),
         (None, None) => format!("ended: {status}"),
     }
-}
-
-/// On Linux, the command gets SIGTERM if fairlock itself dies (say, SIGKILL):
-/// nobody would renew or release the lock any more, so the command must
-/// not go on as if it held it.
-fn die_with_parent(command: &mut Command) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: getpid before the fork; the closure runs in the forked child
-        // and calls only async-signal-safe functions (prctl, getppid, raise).
-        let parent = unsafe { libc::getpid() };
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    libc::raise(libc::SIGTERM);
-                }
-                Ok(())
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = command;
 }

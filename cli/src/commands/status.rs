@@ -72,7 +72,8 @@ pub struct StatusArgs {
     )]
     pub watch: Option<Duration>,
 
-    /// With --watch: stop after printing N views.
+    /// With --watch: stop after N reads (the first one and N-1 more, one
+    /// every INTERVAL, as top -n), whether they printed a change or not.
     #[arg(long, value_name = "N", requires = "watch", value_parser = watch::count)]
     pub count: Option<u64>,
 }
@@ -336,32 +337,35 @@ pub fn to_json(name: &str, report: &Report) -> Value {
     out
 }
 
-/// One lock of any kind: `{"permits": N | null, "available": N | null,
-/// "write_held", "holder_count", "holders": [{"client_id", "thread",
-/// "identity", "access": "read" | "write" | null, "permits", "hold_count",
-/// "remaining_lease_ms", "fencing_token"}] (by lease end), "queue_len",
-/// "queue": [{"position", "client_id", "thread", "identity", "access",
-/// "permits", "liveness_left_ms"}], "last_fencing_token"}`.
+/// One lock, with the keys of its kind only (docs/cli.md lists them):
+/// every kind `{"holder_count", "holders": [{"client_id", "thread",
+/// "identity", "remaining_lease_ms", "fencing_token"}] (by lease end),
+/// "queue_len", "queue": [{"position", "client_id", "thread",
+/// "identity", "liveness_left_ms"}], "last_fencing_token"}`; a mutex's
+/// holders add `"hold_count"`; a semaphore adds `"permits"` and
+/// `"available"` (`null` while its N is unknown), and `"permits"` to
+/// each holder and waiter; a reader-writer lock adds `"write_held"`, and
+/// `"access"` to each holder and waiter; an election adds nothing.
 fn lock_json(status: &Status) -> Value {
-    let permits = match status.capacity {
-        Capacity::One => Some(1),
-        Capacity::Permits(permits) => Some(permits),
-        _ => None,
-    };
+    let kind = status.kind;
     let holders: Vec<Value> = status
         .holders
         .iter()
         .map(|h| {
-            json!({
+            let mut holder = json!({
                 "client_id": h.who.client_id(),
                 "thread": h.who.thread(),
                 "identity": h.who.identity(),
-                "access": h.access.map(access_word),
-                "permits": h.permits,
-                "hold_count": h.hold_count,
                 "remaining_lease_ms": ms(h.remaining_lease),
                 "fencing_token": h.fencing_token,
-            })
+            });
+            match kind {
+                LockKind::Mutex => holder["hold_count"] = json!(h.hold_count),
+                LockKind::Semaphore => holder["permits"] = json!(h.permits),
+                LockKind::RwLock => holder["access"] = json!(h.access.map(access_word)),
+                _ => {}
+            }
+            holder
         })
         .collect();
     let queue: Vec<Value> = status
@@ -369,25 +373,39 @@ fn lock_json(status: &Status) -> Value {
         .iter()
         .enumerate()
         .map(|(i, w)| {
-            json!({
+            let mut waiter = json!({
                 "position": i + 1,
                 "client_id": w.who.client_id(),
                 "thread": w.who.thread(),
                 "identity": w.who.identity(),
-                "access": w.access.map(access_word),
-                "permits": w.permits,
                 "liveness_left_ms": ms(w.liveness_left),
-            })
+            });
+            match kind {
+                LockKind::Semaphore => waiter["permits"] = json!(w.permits),
+                LockKind::RwLock => waiter["access"] = json!(w.access.map(access_word)),
+                _ => {}
+            }
+            waiter
         })
         .collect();
-    json!({
-        "permits": permits,
-        "available": status.available(),
-        "write_held": status.is_write_held(),
+    let mut lock = json!({
         "holder_count": status.holder_count,
         "holders": holders,
         "queue_len": status.queue_len,
         "queue": queue,
         "last_fencing_token": status.last_fencing_token,
-    })
+    });
+    match (kind, status.capacity) {
+        (LockKind::Semaphore, Capacity::Permits(permits)) => {
+            lock["permits"] = json!(permits);
+            lock["available"] = json!(status.available());
+        }
+        (LockKind::Semaphore, _) => {
+            lock["permits"] = Value::Null;
+            lock["available"] = Value::Null;
+        }
+        (LockKind::RwLock, _) => lock["write_held"] = json!(status.is_write_held()),
+        _ => {}
+    }
+    lock
 }

@@ -1,21 +1,22 @@
 //! `fairlock unlock --force`: free the lock (the mutex, or with
-//! `--semaphore` or `--rwlock` that kind of lock of the name) whoever holds
-//! it.
+//! `--semaphore`, `--rwlock` or `--election` that kind of lock of the name)
+//! whoever holds it.
 
 use std::fmt::Write as _;
 
 use clap::Args;
-use fairlock::{kind, FairLock, Status};
+use fairlock::{Client, LockKind, Status};
 
-use super::lock_name;
 use super::status::{lease_left, who};
+use super::{kind_of, lock_name};
 use crate::{exit, Connection, Failure};
 
 /// Free NAME whoever holds it (with --force), and say who held it.
 ///
-/// The mutex NAME, or with --semaphore or --rwlock every permit or every
-/// read and write hold of that lock of the name. The next waiters in line
-/// get it at once. The old holders' commands keep running until their
+/// The mutex NAME, or with --semaphore, --rwlock or --election every
+/// permit, every read and write hold, or the leadership of that lock of
+/// the name. The next waiters in line get it at once (an election's next
+/// candidate leads). The old holders' commands keep running until their
 /// fairlock notices the loss and reports it (exit 70, or killed with
 /// --kill-on-loss).
 #[derive(Debug, Args)]
@@ -30,13 +31,18 @@ pub struct UnlockArgs {
 
     /// Free the semaphore NAME's permits (every holder's) instead of the
     /// mutex NAME.
-    #[arg(long, conflicts_with = "rwlock")]
+    #[arg(long, conflicts_with_all = ["rwlock", "election"])]
     pub semaphore: bool,
 
     /// Free the reader-writer lock NAME (every read and write hold)
     /// instead of the mutex NAME.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "election")]
     pub rwlock: bool,
+
+    /// End the leadership of the election NAME: its leader is told by its
+    /// next renewal, and the next candidate leads.
+    #[arg(long)]
+    pub election: bool,
 }
 
 /// Frees the lock whoever holds it (only with `--force`) and says who held
@@ -53,8 +59,9 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
     }
     let client = connection.connect()?;
     let failed = |err| Failure::redis(err, format!("cannot unlock {name:?}"));
-    if args.semaphore || args.rwlock {
-        return unlock_counted(&client, name, args.semaphore).map_err(failed);
+    let kind = kind_of(args.semaphore, args.rwlock, args.election);
+    if kind != LockKind::Mutex {
+        return unlock_every_hold(&client, kind, name).map_err(failed);
     }
     let mutex = client.fair_mutex(name);
     // Read just before, for the token and lease; who held it at the moment
@@ -85,18 +92,15 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-/// Frees every hold of the semaphore (`semaphore`) or the reader-writer
-/// lock NAME and says whose they were, as read just before.
-fn unlock_counted(client: &fairlock::Client, name: &str, semaphore: bool) -> fairlock::Result<i32> {
-    // Any number of permits names the semaphore: forcing needs none.
-    let (before, freed) = if semaphore {
-        free_every_hold(&client.fair_semaphore(name, 1))?
-    } else {
-        free_every_hold(&client.fair_rwlock(name))?
-    };
-    let kind = before.kind.label();
+/// Frees every hold of the `kind` of lock `name` (a semaphore's, a
+/// reader-writer lock's, an election's) and says whose they were, as read
+/// just before.
+fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> fairlock::Result<i32> {
+    let before = client.status(kind, name, LISTED)?;
+    let freed = client.force_unlock(kind, name)?;
+    let label = kind.label();
     if !freed {
-        println!("fairlock: the {kind} {name:?} was not held; nothing to do");
+        println!("fairlock: the {label} {name:?} was not held; nothing to do");
         return Ok(0);
     }
     let holders: Vec<String> = before
@@ -105,7 +109,7 @@ fn unlock_counted(client: &fairlock::Client, name: &str, semaphore: bool) -> fai
         .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
         .collect();
     println!(
-        "fairlock: unlocked the {kind} {name:?}; it was held by {}",
+        "fairlock: unlocked the {label} {name:?}; it was held by {}",
         if holders.is_empty() {
             "a holder that came after the last read".to_owned()
         } else {
@@ -113,12 +117,6 @@ fn unlock_counted(client: &fairlock::Client, name: &str, semaphore: bool) -> fai
         }
     );
     Ok(0)
-}
-
-/// The status of `lock` just before every hold of it is freed, and
-/// whether anything was.
-fn free_every_hold<K: kind::Named>(lock: &FairLock<K>) -> fairlock::Result<(Status, bool)> {
-    Ok((lock.status(LISTED)?, lock.force_unlock()?))
 }
 
 /// Most holders named.

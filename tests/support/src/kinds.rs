@@ -2,14 +2,14 @@
 //! of lock: a [`Kind`] of hold (a mutex's, a permit of a one-permit
 //! semaphore, a read or a write of a rwlock) taken by [`take`], thread-bound
 //! or not, with the lease settings a test asks for and any [`Wait`], as one
-//! guard type ([`AnyGuard`]); the lock's status and force unlock by kind.
+//! guard type ([`AnyGuard`]). What is done to a lock by kind and name (its
+//! status, a force unlock, a revocation) is the library's own:
+//! `Client::status`, `Client::force_unlock`, `Client::revoke`.
 
 use std::time::Duration;
 
 use fairlock::kind::Kind as LockType;
-use fairlock::{
-    AnyGuard, Bound, Client, FairLock, Guard, LockKind, Ownership, Status, Unbound, Wait,
-};
+use fairlock::{AnyGuard, Bound, Client, FairLock, Guard, LockKind, Ownership, Unbound, Wait};
 
 /// The permits of the semaphore [`Kind::Semaphore`] takes one of: a hold
 /// excludes every other, as the other kinds' exclusive holds do.
@@ -39,24 +39,6 @@ impl Kind {
             Kind::Mutex => LockKind::Mutex,
             Kind::Semaphore => LockKind::Semaphore,
             Kind::Read | Kind::Write => LockKind::RwLock,
-        }
-    }
-
-    /// The status of `name`'s lock of this kind, listing up to `max` holders
-    /// and `max` waiters (read through `client`, by name).
-    pub fn status(self, client: &Client, name: &str, max: usize) -> fairlock::Result<Status> {
-        client.status(self.lock_kind(), name, max)
-    }
-
-    /// Frees every hold of `name`'s lock of this kind (see
-    /// `FairLock::force_unlock`); true if anything was held.
-    pub fn force_unlock(self, client: &Client, name: &str) -> fairlock::Result<bool> {
-        match self.lock_kind() {
-            LockKind::Mutex => client.fair_mutex(name).force_unlock(),
-            LockKind::Semaphore => client
-                .fair_semaphore(name, SEMAPHORE_PERMITS)
-                .force_unlock(),
-            _ => client.fair_rwlock(name).force_unlock(),
         }
     }
 }

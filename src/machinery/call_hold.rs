@@ -8,16 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::handles::lease_policy::LeasePolicy;
-use crate::handles::target::Target;
+use crate::machinery::engine::Engine;
 use crate::machinery::holds::Hold;
-use crate::machinery::shared::ClientInner;
+use crate::machinery::lease_policy::LeasePolicy;
+use crate::machinery::target::Target;
 use crate::protocol::{Call, Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
 pub(crate) struct CallHold {
-    pub(crate) client: Arc<ClientInner>,
+    pub(crate) client: Arc<Engine>,
     /// The lock it holds, and the policy of the handle that took it (a
     /// guard gives that handle back).
     pub(crate) target: Target,
@@ -34,13 +34,6 @@ pub(crate) struct CallHold {
 }
 
 impl CallHold {
-    /// What the hold is, for messages: `semaphore "uploads" permit`,
-    /// `election "scheduler" leadership`.
-    fn what(&self) -> String {
-        let call = &self.call;
-        call.ask.describe_on(call.keys.kind(), self.target.name())
-    }
-
     /// Releases the hold (once; later calls do nothing). Waiters of this
     /// client that the release handed a hold to wake from its reply.
     pub(crate) fn release(&mut self) -> Result<()> {
@@ -54,7 +47,7 @@ impl CallHold {
             return Ok(());
         }
         let shared = &self.client.shared;
-        shared.unregister_hold(&self.hold);
+        shared.holds.unregister(&self.hold);
         let (call, token) = (&self.call, self.hold.token());
         let keys = &call.keys;
         let release = Release {
@@ -63,8 +56,8 @@ impl CallHold {
             call: call.id,
         };
         let sent = match budget {
-            Some(budget) => shared.call_write_within(keys, &release, budget),
-            None => shared.call_write(keys, &release),
+            Some(budget) => shared.caller.call_write_within(keys, &release, budget),
+            None => shared.caller.call_write(keys, &release),
         };
         let (reply, replicated) = sent
             .inspect_err(|_| {
@@ -77,38 +70,38 @@ impl CallHold {
         match reply {
             ReleaseReply::Released { .. } => replicated,
             ReleaseReply::HandedOver(next) => {
-                // Waiters of this client wake now rather than when their
-                // handoff messages arrive (which then find them gone).
-                for next in next.iter().filter(|next| shared.is_own(&next.owner)) {
-                    shared.grant_waiter(next.wait_id, next.token, next.ttl_ms);
-                }
+                shared.grant_own(&next);
                 replicated
             }
-            ReleaseReply::NotHeld => {
-                self.hold.mark_lost();
-                Err(Error::new(
-                    ErrorKind::LeaseLost,
-                    format!(
-                        "{} (token {}) was no longer held",
-                        self.what(),
-                        self.hold.token()
-                    ),
-                ))
-            }
+            ReleaseReply::NotHeld => Err(self.lost()),
         }
     }
+
+    /// The hold was found gone (its lease ran out, a force unlock): marked
+    /// lost, and the error that says so.
+    pub(crate) fn lost(&self) -> Error {
+        self.hold.mark_lost();
+        lease_lost(&self.call, self.target.name(), self.hold.token())
+    }
+}
+
+/// The error of `call`'s hold of the lock `name`, granted with `token`,
+/// found gone.
+pub(crate) fn lease_lost(call: &Call, name: &str, token: u64) -> Error {
+    let what = call.ask.describe_on(call.keys.kind(), name);
+    let message = format!("{what} (token {token}) was no longer held");
+    Error::new(ErrorKind::LeaseLost, message)
 }
 
 impl Drop for CallHold {
     /// Releases within one command timeout, pool wait included; what did
     /// not go out by then the watchdog gives back.
     fn drop(&mut self) {
-        let budget = self.client.shared.config().command_timeout;
+        let budget = self.client.config().command_timeout;
         if let Err(err) = self.release_within(Some(budget)) {
-            log::warn!(
-                "fairlock: releasing a {} on drop failed: {err}",
-                self.what()
-            );
+            let call = &self.call;
+            let what = call.ask.describe_on(call.keys.kind(), self.target.name());
+            log::warn!("fairlock: releasing a {what} on drop failed: {err}");
         }
     }
 }

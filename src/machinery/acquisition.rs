@@ -8,26 +8,43 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::handles::call_hold::CallHold;
-use crate::handles::cancel::WaitCanceller;
-use crate::handles::lease_policy::LeasePolicy;
-use crate::handles::queue_wait::{wait_in_queue, Attempted, Queued};
-use crate::handles::target::Target;
-use crate::handles::wait::{NoWait, Wait};
+use crate::machinery::call_hold::{lease_lost, CallHold};
+use crate::machinery::cancel::WaitCanceller;
+use crate::machinery::engine::Engine;
 use crate::machinery::holds::{Granted, Hold};
+use crate::machinery::lease_policy::LeasePolicy;
 use crate::machinery::observe::{self, Labels, Outcome};
-use crate::machinery::shared::{ClientInner, Shared};
+use crate::machinery::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
+use crate::machinery::target::Target;
+use crate::machinery::wait::{NoWait, Wait};
 use crate::machinery::waiters::{Grant, Waiter};
 use crate::protocol::{
-    Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Renew, Written,
+    Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Written,
 };
+
+impl Engine {
+    /// One acquire call on `target` asking for `ask` under `policy`, owned
+    /// by its thread or (`unbound`) by itself, its owner id tagged with
+    /// `tag` (an election's value), waiting as `wait` says: the hold it
+    /// got, or `None` when the wait ended first.
+    pub(crate) fn acquire(
+        self: &Arc<Self>,
+        target: &Target,
+        ask: Ask,
+        policy: LeasePolicy,
+        unbound: bool,
+        tag: Option<&str>,
+        wait: &Wait,
+    ) -> Result<Option<CallHold>> {
+        Acquisition::new(self, target, ask, policy, unbound, tag)?.run(wait)
+    }
+}
 
 /// One acquisition of one lock (`target`) asking for `ask` under a lease
 /// policy, owned by its thread or by itself. The algorithm is the same for
 /// every kind; the protocol values follow from `ask`.
 pub(crate) struct Acquisition<'m> {
-    client: &'m Arc<ClientInner>,
-    shared: &'m Shared,
+    client: &'m Arc<Engine>,
     target: &'m Target,
     keys: &'m Arc<LockKeys>,
     ask: Ask,
@@ -46,39 +63,60 @@ impl<'m> Acquisition<'m> {
     /// An acquisition of `target` asking for `ask`; a bad name, lease or
     /// maximum hold is an error before any I/O.
     pub(crate) fn new(
-        client: &'m Arc<ClientInner>,
+        client: &'m Arc<Engine>,
         target: &'m Target,
         ask: Ask,
         policy: LeasePolicy,
         unbound: bool,
         owner_tag: Option<&'m str>,
     ) -> Result<Self> {
-        let shared = &client.shared;
         Ok(Acquisition {
             client,
-            shared,
             target,
             keys: target.keys()?,
             ask,
             policy,
-            lease: policy.lease(shared.config())?,
+            lease: policy.lease(client.config())?,
             unbound,
             owner_tag,
         })
     }
 
     /// Waits as `wait` says; the hold it got, in the guard core every
-    /// guard wraps.
+    /// guard wraps. A wait that cannot wait makes one attempt that never
+    /// queues (`try_lock`).
     pub(crate) fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
-        match wait.deadline() {
-            Err(NoWait) => self.try_once(),
-            Ok(deadline) => self.wait(deadline, wait.canceller()),
-        }
+        let started = Instant::now();
+        let waiter = self.waiter();
+        let (result, cancel) = match wait.deadline() {
+            Err(NoWait) => match self.attempt(&waiter, Mode::Try) {
+                Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
+                Ok(Attempted::Waiting { .. }) => (Ok(None), None),
+                Err(err) => {
+                    self.give_back_later(&waiter);
+                    (Err(err), None)
+                }
+            },
+            Ok(deadline) => {
+                let labels = self.labels();
+                observe::waiting(&labels, 1.0);
+                let result = wait_in_queue(
+                    self,
+                    &self.client.shared,
+                    waiter,
+                    deadline,
+                    wait.canceller(),
+                );
+                observe::waiting(&labels, -1.0);
+                (result, wait.canceller())
+            }
+        };
+        self.observed(started, result, cancel)
     }
 
     /// The labels of this lock's metrics (see [`observe`]).
     fn labels(&self) -> Labels {
-        let named = self.shared.config().metrics_lock_names;
+        let named = self.client.shared.config().metrics_lock_names;
         Labels::new(self.keys.kind(), named.then_some(self.target.name()))
     }
 
@@ -107,53 +145,15 @@ impl<'m> Acquisition<'m> {
     /// A new call of this thread (or of its own, unbound) on this lock,
     /// with its own wait id.
     fn waiter(&self) -> Arc<Waiter> {
-        let id = self.shared.next_wait_id();
+        let shared = &self.client.shared;
+        let id = shared.next_wait_id();
         Arc::new(Waiter::new(Call {
             keys: Arc::clone(self.keys),
-            owner: self
-                .shared
-                .owner_id(self.unbound.then_some(id), self.owner_tag),
+            owner: shared.owner_id(self.unbound.then_some(id), self.owner_tag),
             id,
             lease: self.lease,
             ask: self.ask,
         }))
-    }
-
-    /// One attempt that never queues (`try_lock`).
-    fn try_once(&self) -> Result<Option<CallHold>> {
-        let started = Instant::now();
-        let waiter = self.waiter();
-        let result = match self.attempt(&waiter, Mode::Try) {
-            Ok(Attempted::Got(got)) => Ok(Some(got)),
-            Ok(Attempted::Waiting { .. }) => Ok(None),
-            Err(err) => {
-                self.give_back_later(&waiter);
-                Err(err)
-            }
-        };
-        self.observed(started, result, None)
-    }
-
-    /// Waits in the queue until `deadline` (`None`: no limit) or `cancel`.
-    fn wait(
-        &self,
-        deadline: Option<Instant>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<CallHold>> {
-        let started = Instant::now();
-        let waiter = self.waiter();
-        let labels = self.labels();
-        observe::waiting(&labels, 1.0);
-        // Registered before the first attempt reaches Redis, so that no
-        // handoff message can arrive for an id nobody listens to.
-        self.shared.register_waiter(Arc::clone(&waiter));
-        if let Some(cancel) = cancel {
-            cancel.watch(&waiter);
-        }
-        let result = wait_in_queue(self, self.shared, &waiter, deadline);
-        self.shared.forget_waiter(waiter.call.id);
-        observe::waiting(&labels, -1.0);
-        self.observed(started, result, cancel)
     }
 
     /// One run of the acquire script: the hold when acquired.
@@ -176,11 +176,11 @@ impl<'m> Acquisition<'m> {
 
     /// Sends one attempt.
     fn send_attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Written<AcquireReply>> {
-        let (shared, call) = (self.shared, &waiter.call);
+        let (shared, call) = (&self.client.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::live_token`); a semaphore's calls never re-enter.
         let live_token = if self.ask.reentrant() && !self.unbound {
-            shared.live_token(call.keys.lock(), &call.owner)
+            shared.holds.live_token(call.keys.lock(), &call.owner)
         } else {
             0
         };
@@ -193,7 +193,7 @@ impl<'m> Acquisition<'m> {
             wait_id: call.id,
             live_token,
         };
-        shared.call_write(&call.keys, &op)
+        shared.caller.call_write(&call.keys, &op)
     }
 
     /// The hold this call was answered with (the request sent at `sent`,
@@ -221,8 +221,7 @@ impl<'m> Acquisition<'m> {
     fn leave_queue(&self, waiter: &Waiter) -> Result<Option<CallHold>> {
         let entry = waiter.call.entry();
         let sent = Instant::now();
-        let (reply, replicated) = self
-            .shared
+        let (reply, replicated) = (self.client.shared.caller)
             .call_write(&waiter.call.keys, &Cancel { entry })
             .inspect_err(|_| self.give_back_later(waiter))?
             .into_parts();
@@ -237,43 +236,13 @@ impl<'m> Acquisition<'m> {
     /// Has the watchdog give back whatever this waiter's call holds or
     /// queued, once Redis answers (see [`GiveBacks`](crate::machinery::give_backs)).
     fn give_back_later(&self, waiter: &Waiter) {
-        self.shared.give_back_later(&waiter.call);
-    }
-
-    /// With `sync_replicas`, makes sure enough replicas saw the handoff that
-    /// granted `token` before the waiter returns: one renewal (a write,
-    /// which leaves a fixed lease as it is) and a `WAIT`, in one round trip.
-    /// On a shortfall the lock is given back.
-    fn confirm_handoff(&self, waiter: &Waiter, token: u64) -> Result<()> {
-        let shared = self.shared;
-        if shared.config().sync_replicas.is_none() {
-            return Ok(());
-        }
-        let op = Renew {
-            owner: &waiter.call.owner,
-            token,
-            call: waiter.call.id,
-            // A fixed lease is written again as it is.
-            lease: (!self.lease.is_fixed()).then(|| self.lease.duration()),
-        };
-        let (renewed, replicated) = shared.call_write(&waiter.call.keys, &op)?.into_parts();
-        // Revoked already: the hold's first renewal says so again.
-        if !renewed.is_held() {
-            return Err(Error::new(
-                ErrorKind::LeaseLost,
-                format!(
-                    "lock {:?} was handed over but lost before it was confirmed",
-                    self.target.name()
-                ),
-            ));
-        }
-        replicated.inspect_err(|_| self.roll_back(waiter))
+        self.client.shared.give_back_later(&waiter.call);
     }
 
     /// Gives back the hold this waiter's call took, which is not to be used
     /// (now, or through the watchdog if Redis fails meanwhile).
     fn roll_back(&self, waiter: &Waiter) {
-        self.shared.give_back_now(&waiter.call);
+        self.client.shared.give_back_now(&waiter.call);
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
@@ -290,9 +259,12 @@ impl<'m> Acquisition<'m> {
                 lease_left,
                 max_hold: self.policy.max_hold(),
             },
-            self.shared.config().clock_drift,
+            self.client.shared.config().clock_drift,
         );
-        let hold = self.shared.register_hold(hold, !self.lease.is_fixed());
+        let hold = self
+            .client
+            .shared
+            .register_hold(hold, !self.lease.is_fixed());
         CallHold {
             client: Arc::clone(self.client),
             target: self.target.clone(),
@@ -312,8 +284,13 @@ impl Queued for Acquisition<'_> {
         Acquisition::attempt(self, waiter, mode)
     }
 
+    /// With `sync_replicas`, a shortfall gives the hold back at once.
     fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<CallHold> {
-        if let Err(err) = self.confirm_handoff(waiter, grant.token) {
+        let lost = || lease_lost(&waiter.call, self.target.name(), grant.token);
+        if let Err(err) = confirm(&self.client.shared, &waiter.call, grant.token, lost) {
+            if err.kind() == ErrorKind::NotReplicated {
+                self.roll_back(waiter);
+            }
             if !err.is_lease_lost() {
                 self.give_back_later(waiter);
             }

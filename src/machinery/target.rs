@@ -4,8 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::machinery::shared::Shared;
-use crate::protocol::{ForceRelease, Freed, LockKeys, LockKind, Revoke, Revoked};
+use crate::protocol::{LockKeys, LockKind};
 
 /// A lock's name and keys. Cheap to clone: a handle, every guard and every
 /// multi-lock part carry one.
@@ -33,21 +32,6 @@ impl Target {
     /// The keys, or why the name is invalid.
     pub(crate) fn keys(&self) -> Result<&Arc<LockKeys>> {
         self.keys.as_ref().map_err(|err| Error::clone(err))
-    }
-
-    /// Frees every hold of the lock, whoever holds it, and hands it on to
-    /// the queue in the same step.
-    pub(crate) fn force_release(&self, shared: &Shared) -> Result<Freed> {
-        // A call key, so that the call delivered twice frees the lock once.
-        let op = ForceRelease {
-            call_key: format!("{}#{}", shared.client_id(), shared.next_wait_id()),
-        };
-        shared.call_write(self.keys()?, &op)?.replicated()
-    }
-
-    /// Asks every hold of the lock present now to let go; frees nothing.
-    pub(crate) fn revoke(&self, shared: &Shared) -> Result<Revoked> {
-        shared.call_write(self.keys()?, &Revoke)?.replicated()
     }
 }
 

@@ -4,14 +4,17 @@
 //! is woken by a grant, a poll time or its deadline, rides out an outage
 //! for a while, and leaves the queue when it stops waiting. What each
 //! request is, what a grant gives and how a failure is cleaned up are the
-//! caller's ([`Queued`]).
+//! caller's ([`Queued`]); a grant is confirmed with `sync_replicas` the
+//! same way for both ([`confirm`]).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::machinery::cancel::WaitCanceller;
 use crate::machinery::shared::Shared;
 use crate::machinery::waiters::{poll_time, Grant, Waiter, Wake};
-use crate::protocol::Mode;
+use crate::protocol::{Call, Mode, Renew};
 
 /// Consecutive connection failures of one waiting call.
 #[derive(Default)]
@@ -81,26 +84,34 @@ pub(crate) trait Queued {
 }
 
 /// Waits in the queue until `queued` gets what it asks for, its `deadline`
-/// passes (`None`: no limit) or its waiter is cancelled. A first request
-/// fails at once when Redis is unreachable; a queued call rides out a
-/// restart or a failover for the client's outage patience, as its place
-/// (or a new one) is still there when Redis is back.
+/// passes (`None`: no limit) or `cancel` is cancelled. The waiter is
+/// registered before its first request reaches Redis, so that no handoff
+/// message can arrive for an id nobody listens to, and forgotten once the
+/// wait ends. A first request fails at once when Redis is unreachable; a
+/// queued call rides out a restart or a failover for the client's outage
+/// patience, as its place (or a new one) is still there when Redis is
+/// back.
 pub(crate) fn wait_in_queue<Q: Queued>(
     queued: &Q,
     shared: &Shared,
-    waiter: &Waiter,
+    waiter: Arc<Waiter>,
     deadline: Option<Instant>,
+    cancel: Option<&WaitCanceller>,
 ) -> Result<Option<Q::Got>> {
+    shared.waiters.insert(Arc::clone(&waiter));
+    if let Some(cancel) = cancel {
+        cancel.watch(&waiter);
+    }
     let mut mode = Mode::First;
     let mut outage = Outage::default();
-    loop {
+    let result = loop {
         let sent = Instant::now();
         if mode == Mode::First {
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        match queued.attempt(waiter, mode) {
-            Ok(Attempted::Got(got)) => return Ok(Some(got)),
+        match queued.attempt(&waiter, mode) {
+            Ok(Attempted::Got(got)) => break Ok(Some(got)),
             Ok(Attempted::Waiting {
                 pttl_ms,
                 position,
@@ -123,16 +134,46 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                         log::debug!("fairlock: waiting through an outage: {err}");
                         waiter.poll_by(at);
                     }
-                    None => return queued.failed(waiter, err),
+                    None => break queued.failed(&waiter, err),
                 }
             }
-            Err(err) => return queued.failed(waiter, err),
+            Err(err) => break queued.failed(&waiter, err),
         }
         mode = Mode::Poll;
         match waiter.sleep(deadline) {
-            Wake::Granted(grant) => return queued.granted(waiter, grant).map(Some),
+            Wake::Granted(grant) => break queued.granted(&waiter, grant).map(Some),
             Wake::Poll => {}
-            Wake::GaveUp => return queued.leave(waiter),
+            Wake::GaveUp => break queued.leave(&waiter),
         }
+    };
+    shared.waiters.remove(waiter.call.id);
+    result
+}
+
+/// With `sync_replicas`, makes sure enough replicas saw the handoff that
+/// granted `call` `token` before it returns: one renewal (a write, which
+/// leaves a fixed lease as it is) and a `WAIT`, in one round trip. The
+/// error `lost` makes when the hold is gone; a shortfall is the error.
+pub(crate) fn confirm(
+    shared: &Shared,
+    call: &Call,
+    token: u64,
+    lost: impl FnOnce() -> Error,
+) -> Result<()> {
+    if shared.config().sync_replicas.is_none() {
+        return Ok(());
     }
+    let op = Renew {
+        owner: &call.owner,
+        token,
+        call: call.id,
+        // A fixed lease is written again as it is.
+        lease: (!call.lease.is_fixed()).then(|| call.lease.duration()),
+    };
+    let (renewed, replicated) = shared.caller.call_write(&call.keys, &op)?.into_parts();
+    // Revoked already: the hold's first renewal says so again.
+    if !renewed.is_held() {
+        return Err(lost());
+    }
+    replicated
 }

@@ -1,0 +1,151 @@
+//! The one call path every operation takes to Redis: a pooled connection,
+//! retried on a connection the server closed, on a stale cluster slot map
+//! and while a slot moves; or once within a budget (a guard's drop).
+
+use std::time::{Duration, Instant};
+
+use crate::connections::config::Config;
+use crate::connections::scripts::Scripts;
+use crate::connections::{Backend, Listen};
+use crate::error::{Result, Retry};
+use crate::protocol::{Call, LockKeys, Operation, SyncReplicas, Written};
+
+/// Pause between calls on a cluster slot that is being moved.
+const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
+
+/// A client's settings, connections and scripts, and the call path over
+/// them.
+pub(crate) struct Caller {
+    pub(crate) config: Config,
+    pub(crate) backend: Backend,
+    pub(crate) scripts: Scripts,
+    /// Told of each call sent again on another pooled connection (for the
+    /// machinery's metrics).
+    pub(crate) reconnected: fn(),
+}
+
+impl Caller {
+    /// Runs `call` on a pooled connection. A connection the server closed
+    /// while it sat in the pool (restart, failover), or behind Sentinel one
+    /// to a master demoted since, fails at once and leaves the pool (see
+    /// [`Conn::note`](crate::connections::Conn::note)); the call then goes out again on another one, at
+    /// most once per pooled connection plus one.
+    /// On a cluster, a call that could not reach a node goes out once more
+    /// on a connection with a fresh slot map (see [`Conn::note`](crate::connections::Conn::note)), so the
+    /// first call after a failover finds the promoted replica.
+    /// The scripts make a call delivered twice count once (call ids).
+    fn with_connection<T>(
+        &self,
+        mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
+    ) -> Result<T> {
+        let mut stale_retries = self.config.pool_size + 1;
+        let mut fresh_map_retry = true;
+        loop {
+            let mut conn = self.backend.get()?;
+            let result = call(conn.get());
+            let stale = conn.note(&result);
+            drop(conn);
+            match result {
+                Err(err) if stale_retries > 0 && stale => {
+                    stale_retries -= 1;
+                    log::debug!("fairlock: retrying on another connection: {err}");
+                    (self.reconnected)();
+                }
+                Err(err)
+                    if fresh_map_retry && err.retry() != Retry::No && self.backend.is_cluster() =>
+                {
+                    fresh_map_retry = false;
+                    log::debug!("fairlock: retrying with a fresh cluster slot map: {err}");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs `call` again while its lock's cluster slot is being moved
+    /// between masters, for up to `command_timeout`: the script did not
+    /// run, and a move usually ends within the cluster client's own
+    /// retries (about 0.3-4 s of waits). The watchdog does not wait here:
+    /// it renews again next period, and must not hold back other slots.
+    fn through_slot_moves<T>(&self, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+        let give_up = Instant::now() + self.config.command_timeout;
+        loop {
+            match call() {
+                Err(err) if err.is_slot_moving() && Instant::now() < give_up => {
+                    log::debug!("fairlock: slot being moved, retrying: {err}");
+                    std::thread::sleep(SLOT_MOVE_RETRY_WAIT);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs `op` on the lock `keys` on a pooled connection: one round trip.
+    pub(crate) fn call<O: Operation>(&self, keys: &LockKeys, op: &O) -> Result<O::Reply> {
+        self.call_with(keys, op, None)?.replicated()
+    }
+
+    /// Runs a writing `op`, still in one round trip: with
+    /// [`sync_replicas`](crate::ClientBuilder::sync_replicas) set, a `WAIT` rides
+    /// in the same pipeline and a shortfall ([`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated))
+    /// comes back with the reply.
+    pub(crate) fn call_write<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+    ) -> Result<Written<O::Reply>> {
+        self.call_with(keys, op, self.config.sync_replicas)
+    }
+
+    /// Runs a writing `op` once, within `budget` all told, the wait for a
+    /// pooled connection included: no retry on another connection, no wait
+    /// through a slot move. A guard's Drop sends its release this way, so
+    /// it never holds its thread longer than one command timeout; on any
+    /// error the caller hands the call to the watchdog.
+    pub(crate) fn call_write_within<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+        budget: Duration,
+    ) -> Result<Written<O::Reply>> {
+        let give_up = Instant::now() + budget;
+        let mut conn = self.backend.get_within(budget)?;
+        let left = give_up.saturating_duration_since(Instant::now());
+        let capped = left < self.config.command_timeout;
+        if capped {
+            conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
+        }
+        let result = self
+            .scripts
+            .run(conn.get(), keys, op, self.config.sync_replicas);
+        if !conn.note(&result) && capped {
+            // Back to the pool with the client's own timeout (a connection
+            // that timed out is closed, and the pool drops it).
+            let _ = conn.set_command_timeout(self.config.command_timeout);
+        }
+        result
+    }
+
+    fn call_with<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+        sync: Option<SyncReplicas>,
+    ) -> Result<Written<O::Reply>> {
+        self.through_slot_moves(|| {
+            self.with_connection(|conn| self.scripts.run(conn, keys, op, sync))
+        })
+    }
+
+    /// Gives back `call` (`Abandon`) on a pooled connection.
+    pub(crate) fn abandon(&self, call: &Call) -> Result<()> {
+        self.through_slot_moves(|| self.with_connection(|conn| self.scripts.abandon(conn, call)))
+    }
+
+    /// A new connection of its own subscribed to `channel` (on a cluster,
+    /// on a seed node: every node hears every message; behind Sentinel, on
+    /// the master).
+    pub(crate) fn subscription(&self, channel: &str) -> Result<redis::Connection> {
+        self.backend.subscription(&Listen::Main, channel)
+    }
+}

@@ -1,0 +1,196 @@
+//! A reader-writer lock's changes of access on a held hold: an upgradable
+//! read's upgrade to the write (its claim waits in the queue as any call
+//! does, at its head), and a write's or an upgradable read's downgrade, in
+//! one round trip that admits the waiters it lets in. The hold stays the
+//! same hold (its call, its lease end, the watchdog's renewals); it gets a
+//! new fencing token, and a renewal that raced the change is not taken for
+//! a loss.
+
+use std::sync::Arc;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::machinery::call_hold::CallHold;
+use crate::machinery::holds::Hold;
+use crate::machinery::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
+use crate::machinery::shared::Shared;
+use crate::machinery::wait::{NoWait, Wait};
+use crate::machinery::waiters::{Grant, Waiter};
+use crate::protocol::{
+    Access, Ask, Call, Downgrade, DowngradeReply, Mode, Upgrade, UpgradeReply, UpgradeStep,
+};
+
+/// A change of a hold's access under way: renewals that fail meanwhile may
+/// have named the token it replaces (see [`Hold::renewal_failed`]).
+struct Changing<'h>(&'h Hold);
+
+impl<'h> Changing<'h> {
+    fn new(hold: &'h Hold) -> Self {
+        hold.set_changing(true);
+        Changing(hold)
+    }
+}
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        self.0.set_changing(false);
+    }
+}
+
+impl CallHold {
+    /// Upgrades this hold (an upgradable read) to the write, waiting as
+    /// `wait` says; false when the wait ended first (the claim withdrawn).
+    /// On an error other than a lost lease, whatever the upgrade may have
+    /// left (its claim, the write) is given back once Redis answers; the
+    /// caller's guard gives back the read.
+    pub(crate) fn upgrade(&mut self, wait: &Wait) -> Result<bool> {
+        let shared = &self.client.shared;
+        if shared.holds.count(self.call.keys.lock(), &self.call.owner) > 1 {
+            return Err(Error::new(
+                ErrorKind::UpgradeRefused,
+                format!(
+                    "this thread holds other guards of rwlock {:?} beside its upgradable read: \
+                     the upgrade would wait for them; release them first (nothing was changed)",
+                    self.target.name()
+                ),
+            ));
+        }
+        let _changing = Changing::new(&self.hold);
+        let claim = Call {
+            ask: Ask::Upgrade,
+            ..self.call.clone()
+        };
+        let upgrader = Upgrader {
+            shared,
+            hold: self,
+            claim: &claim,
+        };
+        let got = match wait.deadline() {
+            Err(NoWait) => upgrader.settle(UpgradeStep::Attempt(Mode::Try)),
+            Ok(deadline) => {
+                let waiter = Arc::new(Waiter::new(claim.clone()));
+                wait_in_queue(&upgrader, shared, waiter, deadline, wait.canceller())
+            }
+        };
+        match got {
+            Ok(Some(token)) => {
+                self.hold.changed(token, true);
+                self.call.ask = Ask::RwLock(Access::Write);
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(err) => {
+                if !err.is_lease_lost() {
+                    shared.give_back_later(&claim);
+                    shared.give_back_later(&Call {
+                        ask: Ask::RwLock(Access::Write),
+                        ..claim
+                    });
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Downgrades this hold (a write, or an upgradable read) to `to`,
+    /// admitting the waiters that fit in the same step (this client's wake
+    /// from the reply). On a connection error the downgraded hold is given
+    /// back once Redis answers; the caller's guard gives back the hold as
+    /// it was.
+    pub(crate) fn downgrade(&mut self, to: Access) -> Result<()> {
+        let shared = &self.client.shared;
+        let _changing = Changing::new(&self.hold);
+        let call = &self.call;
+        let op = Downgrade {
+            owner: &call.owner,
+            token: self.hold.token(),
+            call: call.id,
+            to,
+        };
+        let downgraded = Call {
+            ask: Ask::RwLock(to),
+            ..call.clone()
+        };
+        let (reply, replicated) = (shared.caller)
+            .call_write(&call.keys, &op)
+            .inspect_err(|_| shared.give_back_later(&downgraded))?
+            .into_parts();
+        match reply {
+            DowngradeReply::Downgraded { token, handed, .. } => {
+                shared.grant_own(&handed);
+                self.hold.changed(token, false);
+                self.call = downgraded;
+                replicated
+            }
+            DowngradeReply::Lost => Err(self.lost()),
+        }
+    }
+}
+
+/// One upgrade of one upgradable read: its claim is the waiting call (its
+/// hold's call id, asking for [`Ask::Upgrade`]).
+struct Upgrader<'a> {
+    shared: &'a Shared,
+    hold: &'a CallHold,
+    claim: &'a Call,
+}
+
+impl Upgrader<'_> {
+    /// The write's token if `step` upgraded, `Waiting` if it did not.
+    fn send(&self, step: UpgradeStep) -> Result<Attempted<u64>> {
+        let claim = self.claim;
+        let op = Upgrade {
+            owner: &claim.owner,
+            token: self.hold.hold.token(),
+            call: claim.id,
+            lease: claim.lease,
+            waiter_timeout: self.shared.config().waiter_timeout,
+            step,
+        };
+        let (reply, replicated) = self
+            .shared
+            .caller
+            .call_write(&claim.keys, &op)?
+            .into_parts();
+        match reply {
+            UpgradeReply::Upgraded { token, .. } => replicated.map(|()| Attempted::Got(token)),
+            UpgradeReply::Waiting {
+                pttl_ms,
+                position,
+                last_token,
+            } => Ok(Attempted::waiting(pttl_ms, position, last_token)),
+            UpgradeReply::Lost => Err(self.hold.lost()),
+        }
+    }
+
+    /// The write's token if `step` upgraded, `None` if it did not.
+    fn settle(&self, step: UpgradeStep) -> Result<Option<u64>> {
+        match self.send(step)? {
+            Attempted::Got(token) => Ok(Some(token)),
+            Attempted::Waiting { .. } => Ok(None),
+        }
+    }
+}
+
+/// The claim waits in the queue as an acquisition does (at its head).
+impl Queued for Upgrader<'_> {
+    type Got = u64;
+
+    fn attempt(&self, _waiter: &Waiter, mode: Mode) -> Result<Attempted<u64>> {
+        self.send(UpgradeStep::Attempt(mode))
+    }
+
+    fn granted(&self, _waiter: &Waiter, grant: Grant) -> Result<u64> {
+        confirm(self.shared, self.claim, grant.token, || self.hold.lost())?;
+        Ok(grant.token)
+    }
+
+    /// Withdrawn, unless it was settled in that last instant.
+    fn leave(&self, _waiter: &Waiter) -> Result<Option<u64>> {
+        self.settle(UpgradeStep::Withdraw)
+    }
+
+    /// The caller (`upgrade`) gives back what the claim may have left.
+    fn failed(&self, _waiter: &Waiter, err: Error) -> Result<Option<u64>> {
+        Err(err)
+    }
+}
