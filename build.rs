@@ -1,16 +1,20 @@
 //! Assembles each Lua script: the operation's own file, with the
-//! definitions of `lua/lib.lua` that its `-- @helpers NAME, ...` lines name
-//! put in at those lines, in lib.lua's order (what EVALSHA runs); and all of
-//! them as one Redis Functions library (`library.lua`, what FCALL runs on
-//! Redis 7.0 and later and Valkey), where every helper is defined once.
+//! definitions of `lua/lib.lua` it uses (and those they use) put in before
+//! the top-level statement that first needs each, in lib.lua's order (what
+//! EVALSHA runs); and all of them as one Redis Functions library
+//! (`library.lua`, what FCALL runs on Redis 7.0 and later and Valkey),
+//! where every helper is defined once. The operations are the files of
+//! lua/mutex/ and lua/counted/ (every engine's, then the counted engine's
+//! own): the Rust side's `Op` and script table are generated from them
+//! (`operations.rs`), and so is the data format (`format.rs`).
 //!
 //! Redis runs a script's whole body on every EVALSHA, so every `local
 //! function` of a prepended library is a new closure per call: a script
-//! carries only the helpers it names, and a fast path that returns before a
-//! later `-- @helpers` line builds none of those named there (issue 12).
-//! The lists are declared, not inferred: tests/lua_helpers.rs
-//! checks that each assembled script defines every lib.lua name it uses,
-//! before its use, and none it does not use.
+//! carries only the helpers it uses, and a fast path that returns before a
+//! later statement builds none of those only that statement needs (issue
+//! 12). tests/lua_helpers.rs checks, with a reading of Lua of its own, that
+//! each assembled script defines every lib.lua name it uses, before its
+//! use, and none it does not use.
 //!
 //! lib.lua is a sequence of top-level definitions, each a comment block
 //! and either a one-line `local NAME = ...` or a `local function NAME(...)`
@@ -27,26 +31,16 @@ use std::env;
 use std::fs;
 use std::path::Path;
 
-/// The operations, one file each in each engine's folder, one script each
-/// (`Script` in src/protocol/operation.rs): the mutex's engine and the
-/// counted engine (the semaphore's and the reader-writer lock's).
-const OPERATIONS: [&str; 9] = [
-    "acquire",
-    "release",
-    "renew",
-    "heartbeat",
-    "cancel",
-    "abandon",
-    "force_release",
-    "status",
-    "revoke",
-];
+/// The data format of the keys and values this build writes (lua/lib.lua:
+/// the first word of each lock's anchor value, "v<format>"), defined here
+/// only: build.rs puts it in the Lua for every `@FORMAT@` and gives it to
+/// the Rust side as `DATA_FORMAT` (OUT_DIR/format.rs). Raise it with every
+/// change of a layout (docs/compatibility.md).
+pub const FORMAT: u32 = 1;
 
-/// The operations only the counted engine has, after those every engine
-/// has: a reader-writer lock's upgrade and downgrade, a semaphore's permits
-/// set (issue 30), one file each in lua/counted/ (`Script` in
-/// src/protocol/operation.rs lists them after the grid of the others).
-const COUNTED_ONLY: [&str; 3] = ["upgrade", "downgrade", "set_permits"];
+/// A change of the Lua put in at build time: in lua/`file`, `from`
+/// becomes `to` (tests/next/build.rs plants one in a build of its own).
+pub type Plant = (&'static str, &'static str, &'static str);
 
 /// The families of scripts, one folder of OUT_DIR each (`Engine` in
 /// src/protocol/operation.rs): the folder of lua/ whose files it
@@ -57,9 +51,6 @@ const FAMILIES: [(&str, &str, bool); 3] = [
     ("counted", "counted", false),
     ("election", "mutex", true),
 ];
-
-/// The line that names the helpers to put in where it stands.
-const HELPERS: &str = "-- @helpers";
 
 /// The first line of a definition of lib.lua that is the election's version
 /// of the one before it.
@@ -75,40 +66,151 @@ struct Definition {
 }
 
 fn main() {
+    build(
+        &Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua"),
+        FORMAT,
+        &[],
+    );
+}
+
+/// Assembles the scripts of the Lua in `lua` into OUT_DIR, with data
+/// format `format` and the changes `plant`, and writes the format for the
+/// Rust side.
+pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
     // A directory: Cargo reruns this when any file under it changes.
-    println!("cargo:rerun-if-changed=lua");
-    let lua = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua");
-    for engine in ["mutex", "counted"] {
-        for entry in fs::read_dir(lua.join(engine)).expect("reading lua/") {
-            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-            let known = |op: &&str| name == format!("{op}.lua");
+    println!("cargo:rerun-if-changed={}", lua.display());
+    let source = |file: &str| {
+        let mut text = read(&lua.join(file)).replace("@FORMAT@", &format.to_string());
+        for (_, from, to) in plant.iter().filter(|(f, _, _)| *f == file) {
             assert!(
-                OPERATIONS.iter().any(known)
-                    || (engine == "counted" && COUNTED_ONLY.iter().any(known)),
-                "lua/{engine}/{name} is no operation build.rs knows: add it to OPERATIONS"
+                text.contains(from),
+                "lua/{file}: nothing to plant at {from}"
             );
+            text = text.replace(from, to);
         }
+        text
+    };
+    // The operations: one file each in lua/mutex/ and lua/counted/ (every
+    // engine's), then the counted engine's own, each in name order.
+    let [every, counted] = ["mutex", "counted"].map(|folder| operations(lua, folder));
+    for op in &every {
+        assert!(
+            counted.contains(op),
+            "lua/mutex/{op}.lua has no lua/counted/{op}.lua"
+        );
     }
-    let definitions = split_lib(&read(&lua.join("lib.lua")));
+    let counted_only: Vec<String> = counted
+        .into_iter()
+        .filter(|op| !every.contains(op))
+        .collect();
+    let mut table = Vec::new();
+    let definitions = split_lib(&source("lib.lua"));
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
+    fs::write(out.join("format.rs"), format!("{format}\n")).expect("writing OUT_DIR/format.rs");
     let mut library = library_head(&definitions);
-    for (family, folder, election) in FAMILIES {
-        let only: &[&str] = if folder == "counted" {
-            &COUNTED_ONLY
-        } else {
-            &[]
-        };
-        for op in OPERATIONS.iter().chain(only) {
-            let file = format!("{folder}/{op}.lua");
-            let body = read(&lua.join(&file));
-            let script = assemble(&definitions, election, &file, &body);
-            let path = out.join(family).join(format!("{op}.lua"));
-            fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
-            fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
-            library.push_str(&register(family, op, election, &file, &body));
-        }
+    let families = FAMILIES
+        .iter()
+        .flat_map(|&family| every.iter().map(move |op| (family, op)));
+    let only = counted_only.iter().map(|op| (FAMILIES[1], op));
+    for ((family, folder, election), op) in families.chain(only) {
+        table.push((family, op.as_str()));
+        let file = format!("{folder}/{op}.lua");
+        let body = source(&file);
+        let script = assemble(&definitions, election, &file, &body);
+        let path = out.join(family).join(format!("{op}.lua"));
+        fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
+        fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
+        library.push_str(&register(family, op, election, &file, &body));
     }
     fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");
+    let ops: Vec<&str> = every
+        .iter()
+        .chain(&counted_only)
+        .map(String::as_str)
+        .collect();
+    fs::write(out.join("operations.rs"), operations_rs(&ops, &table))
+        .expect("writing OUT_DIR/operations.rs");
+}
+
+/// The operations of one engine: its folder's files, without `.lua`, in
+/// name order.
+fn operations(lua: &Path, folder: &str) -> Vec<String> {
+    let mut ops: Vec<String> = fs::read_dir(lua.join(folder))
+        .expect("reading lua/")
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .map(|name| match name.strip_suffix(".lua") {
+            Some(op) => op.to_owned(),
+            None => panic!("lua/{folder}/{name} is no Lua file"),
+        })
+        .collect();
+    ops.sort();
+    ops
+}
+
+/// The Rust side of the script table (src/protocol/operation.rs includes
+/// it): the `Op` enum, one variant per operation in `ops`, and
+/// `Script::ALL`, `Script::index` and the sources, one per (family,
+/// operation) of `table`, in its order. An operation only the counted
+/// engine has is its script whatever the engine asked.
+fn operations_rs(ops: &[&str], table: &[(&str, &str)]) -> String {
+    let camel = |name: &str| -> String {
+        let words = name.split('_').map(|w| w[..1].to_uppercase() + &w[1..]);
+        words.collect()
+    };
+    let script = |(family, op): &(&str, &str)| {
+        format!(
+            "Script {{ engine: Engine::{}, op: Op::{} }}",
+            camel(family),
+            camel(op)
+        )
+    };
+    let mut rs = String::from(
+        "/// A Redis-side operation, whatever the engine: one per file of lua/mutex/\n\
+         /// and lua/counted/ (build.rs lists them).\n\
+         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]\npub enum Op {\n",
+    );
+    for op in ops {
+        rs.push_str(&format!("    /// `{op}.lua`\n    {},\n", camel(op)));
+    }
+    rs.push_str(
+        "}\n\nimpl Op {\n    /// Its file's name in each engine's folder, without `.lua`.\n",
+    );
+    rs.push_str("    pub fn file(self) -> &'static str {\n        match self {\n");
+    for op in ops {
+        rs.push_str(&format!("            Op::{} => \"{op}\",\n", camel(op)));
+    }
+    rs.push_str("        }\n    }\n}\n\nimpl Script {\n");
+    rs.push_str("    /// Every script, e.g. to load them all at once.\n");
+    rs.push_str(&format!(
+        "    pub const ALL: [Script; {}] = [\n",
+        table.len()
+    ));
+    for entry in table {
+        rs.push_str(&format!("        {},\n", script(entry)));
+    }
+    rs.push_str("    ];\n\n    /// Its place in [`Script::ALL`].\n");
+    rs.push_str("    pub fn index(self) -> usize {\n        match (self.engine, self.op) {\n");
+    for (i, (family, op)) in table.iter().enumerate() {
+        let engine = match *family {
+            "counted" if table.iter().all(|(f, o)| f == family || o != op) => "_".to_owned(),
+            family => format!("Engine::{}", camel(family)),
+        };
+        rs.push_str(&format!(
+            "            ({engine}, Op::{}) => {i},\n",
+            camel(op)
+        ));
+    }
+    rs.push_str(
+        "        }\n    }\n}\n\n/// Every script's source, in the order of [`Script::ALL`].\n",
+    );
+    rs.push_str(&format!("const SOURCES: [&str; {}] = [\n", table.len()));
+    for (family, op) in table {
+        rs.push_str(&format!(
+            "    include_str!(concat!(env!(\"OUT_DIR\"), \"/{family}/{op}.lua\")),\n"
+        ));
+    }
+    rs.push_str("];\n");
+    rs
 }
 
 /// The Redis Functions library's body, up to its functions: every
@@ -186,7 +288,7 @@ fn is_function(text: &str) -> bool {
 }
 
 /// The registration of one operation's function in the library: its file's
-/// body (without its `-- @helpers` lines: every helper is the library's)
+/// body (every helper is the library's)
 /// as the function, named `<PREFIX><family>_<op>`. Status only reads, so
 /// it runs on a server out of memory too (`no-writes`), as its EVALSHA
 /// does.
@@ -200,7 +302,7 @@ fn register(family: &str, op: &str, election: bool, file: &str, body: &str) -> S
         "-- lua/{file}\nredis.register_function({{\n  function_name = PREFIX .. '{family}_{op}',\n  \
          flags = {flags},\n  callback = function(KEYS, ARGV)\n    begin(KEYS, ARGV, {election})\n"
     );
-    for line in body.lines().filter(|l| !l.starts_with(HELPERS)) {
+    for line in body.lines() {
         text.push_str(line);
         text.push('\n');
     }
@@ -273,43 +375,142 @@ fn split_lib(lib: &str) -> Vec<Definition> {
     definitions
 }
 
-/// `body` with the definitions each `-- @helpers` line names put in at
-/// that line (a run of such lines is one list), in lib.lua's order; for an
-/// `election`, their election's versions where they have one.
+/// `body` with the definitions of lib.lua it uses, each with those it
+/// uses in turn, put in before the top-level statement that first needs
+/// it (before the comment block right above that statement), in lib.lua's
+/// order; for an `election`, their election's versions where they have
+/// one. A fast path that returns early thus builds no closure that only
+/// later statements need.
 fn assemble(definitions: &[Definition], election: bool, op: &str, body: &str) -> String {
     let what = if election { " for an election" } else { "" };
     let mut script =
         format!("-- lua/{op}, assembled by build.rs{what} with helpers of lua/lib.lua\n");
+    let text = |d: &Definition| match &d.election {
+        Some(version) if election => version.clone(),
+        _ => d.text.clone(),
+    };
+    // What each definition uses of the others, in this family's versions.
+    let uses: Vec<Vec<usize>> = definitions
+        .iter()
+        .map(|d| lib_names_in(definitions, &text(d), Some(&d.name)))
+        .collect();
     let mut emitted = vec![false; definitions.len()];
-    let mut lines = body.lines().peekable();
-    while let Some(line) = lines.next() {
-        let Some(first) = line.strip_prefix(HELPERS) else {
-            script.extend([line, "\n"]);
-            continue;
-        };
-        let mut names: Vec<&str> = first.split(',').collect();
-        while let Some(more) = lines.next_if(|l| l.starts_with(HELPERS)) {
-            names.extend(more[HELPERS.len()..].split(','));
-        }
+    for statement in statements(body) {
         let mut wanted = vec![false; definitions.len()];
-        for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-            let Some(i) = definitions.iter().position(|known| known.name == *name) else {
-                panic!("lua/{op}: {name} is not defined in lua/lib.lua");
-            };
-            assert!(!emitted[i], "lua/{op}: {name} is named twice");
-            (wanted[i], emitted[i]) = (true, true);
+        let mut todo = lib_names_in(definitions, &statement, None);
+        while let Some(i) = todo.pop() {
+            if !emitted[i] && !wanted[i] {
+                wanted[i] = true;
+                todo.extend(&uses[i]);
+            }
         }
-        script.extend([line, "\n"]);
         for (i, definition) in definitions.iter().enumerate().filter(|(i, _)| wanted[*i]) {
-            let text = match &definition.election {
-                Some(version) if election => version,
-                _ => &definition.text,
-            };
-            script.push_str(text);
+            let text = text(definition);
+            script.push_str(&text);
             if text.lines().count() > 1 || !wanted[i + 1..].iter().any(|w| *w) {
                 script.push('\n');
             }
+            emitted[i] = true;
         }
+        script.push_str(&statement);
     }
     script
+}
+
+/// `body` cut before each top-level statement (a line at column 0 that
+/// is neither a comment nor a block's `end`, `else` or `elseif`), each cut
+/// moved up above the comment lines right over that statement.
+fn statements(body: &str) -> Vec<String> {
+    let lines: Vec<&str> = body.lines().collect();
+    let starts = |l: &str| {
+        let word = l.split(|c: char| !c.is_alphanumeric()).next().unwrap_or("");
+        !l.is_empty() && !l.starts_with([' ', '-']) && !["end", "else", "elseif"].contains(&word)
+    };
+    let mut cuts = vec![0];
+    for (n, line) in lines.iter().enumerate().skip(1) {
+        if starts(line) {
+            let mut cut = n;
+            while cut > 0 && lines[cut - 1].starts_with("--") {
+                cut -= 1;
+            }
+            cuts.push(cut.max(cuts[cuts.len() - 1]));
+        }
+    }
+    cuts.push(lines.len());
+    let statement = |w: &[usize]| lines[w[0]..w[1]].iter().map(|l| format!("{l}\n")).collect();
+    cuts.windows(2).map(statement).collect()
+}
+
+/// The definitions of lib.lua that the Lua `code` names (an identifier
+/// outside comments and strings, not a field after `.` or `:`), but for
+/// `itself`.
+fn lib_names_in(definitions: &[Definition], code: &str, itself: Option<&str>) -> Vec<usize> {
+    let code = code_only(code);
+    let word = |c: u8| c == b'_' || c.is_ascii_alphanumeric();
+    let b = code.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if !word(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && word(b[i]) {
+            i += 1;
+        }
+        let field = b[start].is_ascii_digit()
+            || start > 0
+                && (b[start - 1] == b':'
+                    || (b[start - 1] == b'.' && (start < 2 || b[start - 2] != b'.')));
+        let name = &code[start..i];
+        if field || Some(name) == itself {
+            continue;
+        }
+        if let Some(at) = definitions.iter().position(|d| d.name == name) {
+            if !found.contains(&at) {
+                found.push(at);
+            }
+        }
+    }
+    found
+}
+
+/// Lua with its comments and string literals blanked out.
+fn code_only(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = b.to_vec();
+    let mut i = 0;
+    let end_of = |from: usize, close: &[u8]| {
+        b[from..]
+            .windows(close.len())
+            .position(|w| w == close)
+            .map_or(b.len(), |p| from + p + close.len())
+    };
+    while i < b.len() {
+        let end = if b[i..].starts_with(b"--[[") {
+            end_of(i + 4, b"]]")
+        } else if b[i..].starts_with(b"--") {
+            end_of(i, b"\n")
+        } else if b[i..].starts_with(b"[[") {
+            end_of(i + 2, b"]]")
+        } else if b[i] == b'\'' || b[i] == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b[i] {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            j + 1
+        } else {
+            i += 1;
+            continue;
+        };
+        let end = end.min(b.len());
+        for c in &mut out[i..end] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+        i = end;
+    }
+    String::from_utf8(out).expect("blanked Lua is ASCII where it was not")
 }

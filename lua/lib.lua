@@ -1,15 +1,26 @@
--- lib.lua: the steps fairlock's lock scripts share. build.rs puts in front
--- of each operation's script only the definitions below that it uses (and
--- where a script has a `-- @helpers` line, those its fast path above that
--- line does not need go there instead), so each script stays one atomic
--- EVALSHA and pays for no helper it does not call, while each step is
--- written once.
+-- lib.lua: the steps fairlock's lock scripts share. build.rs puts in each
+-- operation's script only the definitions below that it uses (and those
+-- they use), each before the top-level statement that first needs it, so
+-- each script stays one atomic EVALSHA and pays for no helper it does not
+-- call (a fast path that returns early builds none that only later
+-- statements need), while each step is written once.
 --
+-- Every lock has one anchor key, whose value names the data format of all
+-- of its keys as its first word, "v<format>" (FORMAT below: build.rs puts
+-- in the number, which the Rust side has as DATA_FORMAT), and which lives
+-- as long as any other key of the lock: a mutex's (an election's) lock
+-- key, a counted lock's meta. Every script reads the anchor before
+-- anything else of the lock and stops, before any write, at another
+-- format's ("FAIRLOCK_FORMAT <found> <mine> <key>", found "unversioned"
+-- for the layout before formats: fail), so no build misreads another's
+-- data or takes another's lock for free (docs/compatibility.md).
 -- Keys of one lock (all share one cluster hash slot through a {tag}):
---   KEYS[1] lock       string  held: "<token> <owner> <calls> <fence ms>[ <mark>]",
+--   KEYS[1] lock       string  held: "v<format> <token> <owner> <calls>
+--                              <fence ms>[ <mark>]",
 --                              its PX the lease + fence ms, so the hold is
 --                              over once PTTL <= fence ms and the last token
---                              outlives it; free: "<token> - - -[ <mark>]",
+--                              outlives it; free: "v<format> <token> - - -[
+--                              <mark>]",
 --                              its PX the fence life (or gone). token: the
 --                              last fencing token issued; calls: the ids,
 --                              comma-separated, of the acquire calls counted
@@ -40,10 +51,10 @@
 --   KEYS[2] queue, KEYS[3] deadlines, as a lock's, but each entry carries
 --                              the units it asks for as a fifth field
 --                              (parse_counted_entry)
---   KEYS[4] tokens     unused: kept in the key list (the tokens hash of
---                              earlier versions)
---   KEYS[5] meta       string  "<capacity> <used> <last token>[ <mark>]",
---                              or with a lone hold "<capacity> <used>
+--   KEYS[4] meta       string  "<capacity> <used> <last token>[ <mark>]"
+--                              (the anchor),
+--                              after the format word "v<format>", or with a
+--                              lone hold "<capacity> <used>
 --                              <last token> <mark or -> <token> <lease
 --                              end> <owner> <call> <units>": the units
 --                              there are (a semaphore's permits, written
@@ -87,7 +98,7 @@ local LOCK = KEYS[1]
 local QUEUE = KEYS[2]
 local DEADLINES = KEYS[3]
 local HOLDERS = KEYS[1]
-local META = KEYS[5]
+local META = KEYS[4]
 local WAKE_PREFIX = ARGV[1]
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15). '%d'
@@ -104,7 +115,17 @@ end
 -- reply then says only "attempt to concatenate"), so there it is raised as
 -- a string and Redis replies
 -- "ERR Error running script (call to f_<sha>): @user_script:<line>: <message>".
-local function fail(message)
+-- Given `stored`, a lock's anchor value (of `key`) this build cannot read,
+-- the reply is "FAIRLOCK_FORMAT <found> <mine> <key>" instead when the
+-- value is another format's (found "unversioned" for the layout before
+-- formats, which `before` matches): see the header. One function for both,
+-- so that no fast path builds a closure for the refusal.
+local function fail(message, stored, key, before)
+  local found = stored and (string.match(stored, '^v(%d+) ')
+    or (string.find(stored, before) and 'unversioned'))
+  if found and found ~= '@FORMAT@' then
+    message = 'FAIRLOCK_FORMAT ' .. found .. ' @FORMAT@ ' .. key
+  end
   if redis.REDIS_VERSION then
     error({ err = message })
   end
@@ -158,22 +179,25 @@ end
 -- (a string, '0' when the key is gone), owner and calls (nil when free or
 -- when the lease ran out), the mark ('' when none), and for a hold its
 -- fence ms and lease ms left (-1: no expiry), from `pttl` when the caller
--- read the key's PTTL already. A string fairlock did not write stops the
--- script before any write.
+-- read the key's PTTL already. A string of another format, or one
+-- fairlock did not write, stops the script before any write (fail).
 local function read_lock(stored, pttl)
   if not stored then
     return '0', nil, nil, ''
   end
-  local token, owner, calls, fence, mark = string.match(stored, '^(%d+) (%S+) (%S+) (%S+) ?(.*)$')
+  local token, owner, calls, fence, mark =
+    string.match(stored, '^v@FORMAT@ (%d+) (%S+) (%S+) (%S+) ?(.*)$')
   if not token then
-    fail('WRONGTYPE the lock key holds a value fairlock did not write')
+    fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
+      '^%d+ %S+ %S+ %S+')
   end
   if owner == '-' then
     return token, nil, nil, mark
   end
   local fence_ms = tonumber(fence)
   if not fence_ms then
-    fail('WRONGTYPE the lock key holds a value fairlock did not write')
+    fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
+      '^%d+ %S+ %S+ %S+')
   end
   pttl = pttl or redis.call('PTTL', LOCK)
   if pttl == -1 then
@@ -188,7 +212,7 @@ end
 -- Records the free lock: its last `token` and `mark` (the call that freed
 -- it), kept for FENCE_LIFE.
 local function write_free(token, mark)
-  local value = token .. ' - - -'
+  local value = 'v@FORMAT@ ' .. token .. ' - - -'
   if mark ~= '' then
     value = value .. ' ' .. mark
   end
@@ -199,7 +223,7 @@ end
 -- the last token for `fence` ms after the lease; with a lease of `ttl` ms,
 -- or the lease it has when `ttl` is nil.
 local function write_hold(token, owner, calls, mark, fence, ttl)
-  local value = token .. ' ' .. owner .. ' ' .. calls .. ' ' .. fence
+  local value = 'v@FORMAT@ ' .. token .. ' ' .. owner .. ' ' .. calls .. ' ' .. fence
   if mark ~= '' then
     value = value .. ' ' .. mark
   end
@@ -386,6 +410,24 @@ local function hand_over(now_us, now_ms, last, mark)
       tell_head(now_ms, ttl)
       return owner, wait_id, token, ttl
     end
+  end
+end
+
+-- Keeps the mutex's lock key (the anchor, whose format word stands for
+-- the queue's keys too) alive at least `ms`, as the queue keys: a free
+-- key's TTL pushed out; a hold's fence grown by as much as its TTL, so
+-- its lease stays as it was. Called when keep_queue_for pushed them out.
+local function keep_anchor(ms)
+  local pttl = redis.call('PTTL', LOCK)
+  if pttl == -1 or pttl >= ms then
+    return
+  end
+  local stored = redis.call('GET', LOCK)
+  local head, fence, rest = string.match(stored or '', '^(v@FORMAT@ %d+ %S+ %S+ )(%d+)(.*)$')
+  if fence then
+    redis.call('SET', LOCK, head .. fmt(fence + ms - pttl) .. rest, 'PX', ms)
+  elseif stored then
+    redis.call('PEXPIRE', LOCK, ms)
   end
 end
 
@@ -595,9 +637,10 @@ local function read_meta(lazy)
     return { used = count_used(), last = '0', mark = '' }
   end
   local capacity, used, last, mark, rest = string.match(stored,
-    '^(=?%d+) (%d+) (%d+) ?(%S*) ?(.*)$')
+    '^v@FORMAT@ (=?%d+) (%d+) (%d+) ?(%S*) ?(.*)$')
   if not capacity then
-    fail('WRONGTYPE the meta key holds a value fairlock did not write')
+    fail('WRONGTYPE the meta key holds a value fairlock did not write', stored, META,
+      '^=?%d+ %d+ %d+')
   end
   local revoked = nil
   if string.find(mark, '^', 1, true) then
@@ -614,7 +657,8 @@ local function read_meta(lazy)
   if rest ~= '' then
     local token, ends, owner, call, units = string.match(rest, '^(%d+) (%d+) (%S+) (%d+) (%d+)$')
     if not token then
-      fail('WRONGTYPE the meta key holds a value fairlock did not write')
+      fail('WRONGTYPE the meta key holds a value fairlock did not write', stored, META,
+        '^=?%d+ %d+ %d+')
     end
     meta.lone = { owner = owner, call = call, units = tonumber(units), units_s = units,
       token = token, ends = tonumber(ends) }
@@ -628,7 +672,7 @@ local function read_meta(lazy)
   return meta
 end
 
--- Writes the meta "<capacity> <used> <last>[ <mark>]", or with a lone hold
+-- Writes the meta "v<format> <capacity> <used> <last>[ <mark>]", or with a lone hold
 -- "<capacity> <used> <last> <mark or -> <token> <lease end> <owner> <call>
 -- <units>", living `life` ms (nil: the TTL it has); the mark ends in
 -- "^<revoked>" while a revocation is recorded and a hold is left.
@@ -650,13 +694,13 @@ local function write_meta(meta, life)
   local capacity_s = meta.capacity_s or fmt(meta.capacity)
   local value
   if lone then
-    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' '
+    value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' '
       .. (mark ~= '' and mark or '-') .. ' ' .. lone.token .. ' ' .. fmt(lone.ends)
       .. ' ' .. lone.owner .. ' ' .. lone.call .. ' ' .. lone.units_s
   elseif mark ~= '' then
-    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' ' .. mark
+    value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' ' .. mark
   else
-    value = capacity_s .. ' ' .. used_s .. ' ' .. meta.last
+    value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. used_s .. ' ' .. meta.last
   end
   if life then
     redis.call('SET', META, value, 'PX', life)

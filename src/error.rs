@@ -55,6 +55,13 @@ pub enum ErrorKind {
     /// waiting would deadlock the thread on itself, so the call is refused.
     /// Nothing was written; release the read guards first.
     UpgradeRefused,
+    /// The lock's data in Redis is of another data format than this build
+    /// reads and writes ([`DATA_FORMAT`](crate::DATA_FORMAT)): another
+    /// fairlock version, of another layout, uses the lock (or one from
+    /// before data formats). Nothing was read or written, and retrying
+    /// changes nothing; the message names the lock and both formats. Every
+    /// client of one lock must use builds of one format (docs/compatibility.md).
+    FormatMismatch,
     /// Redis answered with an error or a reply fairlock does not understand
     /// (for example, an ACL that forbids a needed command).
     Server,
@@ -284,6 +291,10 @@ impl Error {
                 err,
             );
         }
+        if code == Some(FORMAT_MISMATCH) {
+            let message = format_mismatch(err.detail().unwrap_or_default());
+            return Error::with_source(ErrorKind::FormatMismatch, message, err);
+        }
         if let Some(message) = permits_mismatch(&err) {
             return Error::with_source(ErrorKind::PermitsMismatch, message, err);
         }
@@ -412,7 +423,36 @@ fn script_error_code(detail: &str) -> Option<&str> {
         error = refused.strip_prefix('-')?;
     }
     let code = error.split(' ').next()?;
-    (code.len() > 1 && code.bytes().all(|b| b.is_ascii_uppercase())).then_some(code)
+    let upper = |b: u8| b.is_ascii_uppercase() || b == b'_';
+    (code.len() > 1 && code.bytes().all(upper)).then_some(code)
+}
+
+/// The code of the error a script raises at a lock's data of another
+/// format (lua/lib.lua's fail, given the value): "FAIRLOCK_FORMAT <found> <mine> <key>".
+const FORMAT_MISMATCH: &str = "FAIRLOCK_FORMAT";
+
+/// The message for a script's FAIRLOCK_FORMAT error, from its `detail`
+/// (after the code on Redis 7.0 and later, the whole script error on 6.2).
+fn format_mismatch(detail: &str) -> String {
+    let rest = detail
+        .split_once("FAIRLOCK_FORMAT ")
+        .map_or(detail, |(_, rest)| rest);
+    let mut words = rest.splitn(3, ' ');
+    let (found, mine) = (words.next().unwrap_or("?"), words.next().unwrap_or("?"));
+    // Redis 7.0 and later end a script's error with " script: <name>, on
+    // @user_function:<line>."
+    let key = words.next().unwrap_or("?");
+    let key = key.rsplit_once(" script: ").map_or(key, |(key, _)| key);
+    let found = match found {
+        "unversioned" => "no data format (a fairlock from before data formats)".to_owned(),
+        n => format!("data format {n}"),
+    };
+    format!(
+        "the lock's key {key} holds {found}, and this fairlock reads and writes data format \
+         {mine}: nothing was read or changed, and retrying will not help; every client of one \
+         lock must use builds of one data format: finish the deploy, or drain the lock first \
+         (docs/compatibility.md)"
+    )
 }
 
 /// The text a semaphore script raises when a call's permits are not the
@@ -484,6 +524,28 @@ mod tests {
             Ok(redis::Value::ServerError(err)) => Error::from_server(err),
             other => panic!("not an error reply: {other:?}"),
         }
+    }
+
+    #[test]
+    fn data_of_another_format_is_a_format_mismatch_naming_both_and_the_lock_on_every_version() {
+        for reply in [
+            // Redis 7.0+ and Valkey 8
+            "FAIRLOCK_FORMAT 2 1 fairlock:{0123456789abcdef}:lock:a b script: \
+             fairlock_0123_mutex_acquire, on @user_function:24.",
+            // Redis 6.2
+            "ERR Error running script (call to f_e91400d7df4ac365ee130fc418c8c4183dac4414): \
+             @user_script:42: FAIRLOCK_FORMAT 2 1 fairlock:{0123456789abcdef}:lock:a b",
+        ] {
+            let err = from_reply(reply);
+            assert_eq!(err.kind(), ErrorKind::FormatMismatch, "{reply}");
+            assert_eq!(err.retry(), Retry::No, "{reply}");
+            let text = err.to_string();
+            assert!(text.contains("data format 2"), "{text}");
+            assert!(text.contains("data format 1"), "{text}");
+            assert!(text.contains(":lock:a b holds"), "{text}");
+        }
+        let err = from_reply("FAIRLOCK_FORMAT unversioned 1 p:{0123456789abcdef}:semmeta:n");
+        assert!(err.to_string().contains("before data formats"), "{err}");
     }
 
     #[test]

@@ -244,7 +244,7 @@ pub use machinery::holds::LeaseEnd;
 pub use protocol::keys::MAX_NAME_LEN;
 pub use protocol::HISTORY_LEN as ELECTION_HISTORY_LEN;
 pub use protocol::MAX_VALUE_LEN as MAX_ELECTION_VALUE_LEN;
-pub use protocol::{Access, Capacity, LockKind};
+pub use protocol::{Access, Capacity, LockKind, DATA_FORMAT};
 
 /// The protocol layer, for fairlock's own tests and benches (their packages
 /// drive the scripts with the library's own keys and arguments): not an API,

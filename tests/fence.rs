@@ -193,7 +193,8 @@ fn the_key_outlives_a_release_by_the_fence_life_and_no_longer() {
         "PTTL {pttl} ms after the unlock"
     );
     let stored: String = conn.get(&key).unwrap();
-    assert!(stored.starts_with(&format!("{token} - - -")), "{stored:?}");
+    let free = format!("v{} {token} - - -", fairlock::DATA_FORMAT);
+    assert!(stored.starts_with(&free), "{stored:?}");
     assert!(
         wait_until(Duration::from_secs(2), || !conn
             .exists::<_, bool>(&key)

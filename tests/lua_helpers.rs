@@ -1,7 +1,8 @@
-//! The Lua scripts as build.rs assembles them: each operation's file names
-//! the lua/lib.lua helpers it uses on `-- @helpers` lines, and this checks
-//! that every assembled script defines each lib.lua name it uses, before its
-//! use, and none it does not use; that the watchdog's renewal and the fast
+//! The Lua scripts as build.rs assembles them: each operation's file with
+//! the lua/lib.lua helpers it uses put in before the top-level statement
+//! that first needs each, and this checks that every assembled script
+//! defines each lib.lua name it uses, before its use, and none it does not
+//! use; that every file of an engine is one of its scripts; that the watchdog's renewal and the fast
 //! paths (a free lock or permit nobody waits for, a hold kept or given back
 //! with nobody waiting) build none of the queue's closures; that the
 //! election's scripts are the mutex's files but for how they announce
@@ -14,42 +15,21 @@ use fairlock::__test_support::{Engine, LockKind, Op, Script};
 
 const LIB: &str = include_str!("../lua/lib.lua");
 
-/// Each script's own file (an election's are the mutex's).
+/// Each script's own file (an election's are the mutex's), read from
+/// lua/ as build.rs reads it.
 fn own_file(script: Script) -> &'static str {
-    let engine = match script.engine {
+    let folder = match script.engine {
         Engine::Election => Engine::Mutex,
         engine => engine,
-    };
-    match (engine, script.op) {
-        (Engine::Mutex, Op::Acquire) => include_str!("../lua/mutex/acquire.lua"),
-        (Engine::Mutex, Op::Release) => include_str!("../lua/mutex/release.lua"),
-        (Engine::Mutex, Op::Renew) => include_str!("../lua/mutex/renew.lua"),
-        (Engine::Mutex, Op::Heartbeat) => include_str!("../lua/mutex/heartbeat.lua"),
-        (Engine::Mutex, Op::Cancel) => include_str!("../lua/mutex/cancel.lua"),
-        (Engine::Mutex, Op::Abandon) => include_str!("../lua/mutex/abandon.lua"),
-        (Engine::Mutex, Op::ForceRelease) => {
-            include_str!("../lua/mutex/force_release.lua")
-        }
-        (Engine::Mutex, Op::Status) => include_str!("../lua/mutex/status.lua"),
-        (Engine::Mutex, Op::Revoke) => include_str!("../lua/mutex/revoke.lua"),
-        (Engine::Counted, Op::Acquire) => include_str!("../lua/counted/acquire.lua"),
-        (Engine::Counted, Op::Release) => include_str!("../lua/counted/release.lua"),
-        (Engine::Counted, Op::Renew) => include_str!("../lua/counted/renew.lua"),
-        (Engine::Counted, Op::Heartbeat) => include_str!("../lua/counted/heartbeat.lua"),
-        (Engine::Counted, Op::Cancel) => include_str!("../lua/counted/cancel.lua"),
-        (Engine::Counted, Op::Abandon) => include_str!("../lua/counted/abandon.lua"),
-        (Engine::Counted, Op::ForceRelease) => {
-            include_str!("../lua/counted/force_release.lua")
-        }
-        (Engine::Counted, Op::Status) => include_str!("../lua/counted/status.lua"),
-        (Engine::Counted, Op::Revoke) => include_str!("../lua/counted/revoke.lua"),
-        (Engine::Counted, Op::Upgrade) => include_str!("../lua/counted/upgrade.lua"),
-        (Engine::Counted, Op::Downgrade) => include_str!("../lua/counted/downgrade.lua"),
-        (Engine::Counted, Op::SetPermits) => include_str!("../lua/counted/set_permits.lua"),
-        (Engine::Election, _) | (Engine::Mutex, Op::Upgrade | Op::Downgrade | Op::SetPermits) => {
-            unreachable!()
-        }
     }
+    .folder();
+    let path = format!(
+        "{}/../lua/{folder}/{}.lua",
+        env!("CARGO_MANIFEST_DIR"),
+        script.op.file()
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    Box::leak(text.into_boxed_str())
 }
 
 /// Lua with comments and string literals blanked out, byte for byte (a
@@ -148,38 +128,58 @@ fn lib_names() -> Vec<String> {
 }
 
 /// Where the operation's own code lies in its assembled `source`: one
-/// range per section between its `-- @helpers` lines (build.rs puts the
-/// helpers they name after the first line of each run).
+/// range per top-level statement of `own` (build.rs puts helpers in only
+/// before those: a line at column 0 that is no block's `end`, `else` or
+/// `elseif`), each found in order, the longest runs of them first.
 fn own_parts(source: &str, own: &str) -> Vec<std::ops::Range<usize>> {
-    let mut sections = vec![String::new()];
-    let mut in_marker = false;
+    // build.rs puts the data format in for `@FORMAT@`.
+    let own = own.replace("@FORMAT@", &fairlock::DATA_FORMAT.to_string());
+    let mut statements = vec![String::new()];
     for line in own.lines() {
-        if line.starts_with("-- @helpers") {
-            if !in_marker {
-                sections.push(String::new());
-            }
-            in_marker = true;
-            continue;
+        let first = line.split(|c: char| !c.is_alphanumeric()).next().unwrap();
+        let starts = !line.is_empty() && !line.starts_with(' ');
+        if starts && !["end", "else", "elseif"].contains(&first) {
+            statements.push(String::new());
         }
-        in_marker = false;
-        let section = sections.last_mut().unwrap();
-        section.push_str(line);
-        section.push('\n');
+        let statement = statements.last_mut().unwrap();
+        statement.push_str(line);
+        statement.push('\n');
     }
-    let mut from = 0;
-    let parts: Vec<_> = sections
-        .iter()
-        .map(|section| {
-            let at = from
-                + source[from..]
-                    .find(section.as_str())
-                    .expect("each section in order");
-            from = at + section.len();
-            at..from
-        })
-        .collect();
-    assert_eq!(from, source.len(), "the last section ends the script");
+    let (mut from, mut i, mut parts) = (0, 0, Vec::new());
+    while i < statements.len() {
+        // At the start of a line: a statement is never the tail of one.
+        let at_line = |run: String| {
+            let mut found = source[from..].match_indices(&run).map(|(at, _)| at);
+            found.find(|&at| from + at == 0 || source.as_bytes()[from + at - 1] == b'\n')
+        };
+        let (k, at) = (1..=statements.len() - i)
+            .rev()
+            .find_map(|k| Some((k, at_line(statements[i..i + k].concat())?)))
+            .expect("each statement in order");
+        from += at;
+        for statement in &statements[i..i + k] {
+            parts.push(from..from + statement.len());
+            from += statement.len();
+        }
+        i += k;
+    }
+    assert_eq!(from, source.len(), "the last statement ends the script");
     parts
+}
+
+/// Where in `source` (of `script`) the first statement of its own ends
+/// by which every name of `built` is defined.
+fn built_by(script: Script, source: &str, built: &[&str]) -> usize {
+    own_parts(source, own_file(script))
+        .into_iter()
+        .map(|part| part.end)
+        .find(|&end| {
+            let defined = identifiers(&code_only(&source[..end]));
+            built
+                .iter()
+                .all(|b| defined.iter().any(|d| d.2 && d.0 == *b))
+        })
+        .unwrap_or_else(|| panic!("{script:?} never defines all of {built:?}"))
 }
 
 /// The operation's own code as one part, from `from` to the end.
@@ -258,14 +258,25 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
         let own = own_parts(source, own_file(script));
         assert_eq!(problems(source, &own), Vec::<String>::new(), "{script:?}");
     }
-    // Renew, the watchdog's most frequent call, needs only these.
-    let renew = identifiers(&code_only(Script::of(LockKind::Mutex, Op::Renew).source()));
-    let defined: Vec<&str> = renew
-        .iter()
-        .filter(|f| f.2 && names.contains(&f.0))
-        .map(|f| f.0.as_str())
-        .collect();
-    assert_eq!(defined, ["LOCK", "fail", "ms_arg"]);
+    // Renew, the watchdog's most frequent call, needs only these (fail
+    // also says a lock key of another data format is one).
+    let renew_script = Script::of(LockKind::Mutex, Op::Renew);
+    let source = renew_script.source();
+    let renewed = own_parts(source, own_file(renew_script))
+        .into_iter()
+        .find(|part| source[part.clone()].contains("return 1\n"))
+        .expect("the renewal returns 1");
+    let defined = |code: &str| -> Vec<String> {
+        let mut defined: Vec<String> = identifiers(&code_only(code))
+            .into_iter()
+            .filter(|f| f.2 && names.contains(&f.0))
+            .map(|f| f.0)
+            .collect();
+        defined.sort();
+        defined
+    };
+    assert_eq!(defined(&source[..renewed.end]), ["LOCK", "fail", "ms_arg"]);
+    assert_eq!(defined(source), ["LOCK", "fail", "ms_arg"]);
     // The fast paths of acquire and release (a free lock or permit
     // nobody waits for), and of the rwlock's cancel (a hold kept) and
     // abandon (a hold given back with nobody waiting, or nothing to
@@ -298,8 +309,10 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
             ["read_meta", "hold_of", "drop_hold", "keep_counted"].as_slice(),
         ),
     ] {
+        // The fast path: the code up to the statement by which all its
+        // functions are built.
         let source = script.source();
-        let fast_end = own_parts(source, own_file(script))[1].end;
+        let fast_end = built_by(script, source, fast);
         let found = identifiers(&code_only(&source[..fast_end]));
         let functions: Vec<&str> = found
             .iter()
@@ -396,6 +409,31 @@ fn without_announce(source: &str) -> (Vec<&str>, Option<String>) {
     (lines, Some(definition))
 }
 
+/// Every file of lua/mutex/ and lua/counted/ is a script of its engine
+/// (build.rs derives the table from them), and no script is anything else.
+#[test]
+fn every_file_of_an_engine_is_one_of_its_scripts() {
+    for engine in [Engine::Mutex, Engine::Counted] {
+        let dir = format!("{}/../lua/{}", env!("CARGO_MANIFEST_DIR"), engine.folder());
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        let mut scripts: Vec<String> = Script::ALL
+            .iter()
+            .filter(|s| s.engine == engine)
+            .map(|s| format!("{}.lua", s.op.file()))
+            .collect();
+        scripts.sort();
+        assert_eq!(files, scripts, "{dir}");
+        for script in Script::ALL.iter().filter(|s| s.engine == engine) {
+            let head = format!("-- lua/{}/{}.lua", engine.folder(), script.op.file());
+            assert!(script.source().starts_with(&head), "{script:?}");
+        }
+    }
+}
+
 /// The election's scripts are the mutex's files assembled with the
 /// election's ANNOUNCE (a function: publish on its channel, keep in its
 /// history) where the mutex's has nil, and
@@ -404,20 +442,11 @@ fn without_announce(source: &str) -> (Vec<&str>, Option<String>) {
 /// script that can grant or free the lock announces.
 #[test]
 fn the_elections_scripts_are_the_mutexs_but_for_announce() {
-    for op in [
-        Op::Acquire,
-        Op::Release,
-        Op::Renew,
-        Op::Heartbeat,
-        Op::Cancel,
-        Op::Abandon,
-        Op::ForceRelease,
-        Op::Status,
-        Op::Revoke,
-    ] {
+    let elections = Script::ALL.iter().filter(|s| s.engine == Engine::Election);
+    let mutexes = Script::ALL.iter().filter(|s| s.engine == Engine::Mutex);
+    assert_eq!(elections.clone().count(), mutexes.count());
+    for op in elections.map(|s| s.op) {
         let script = Script::of(LockKind::Election, op);
-        assert_eq!(script.engine, Engine::Election);
-        assert!(Script::ALL.contains(&script), "{script:?}");
         let mutex = Script::of(LockKind::Mutex, op).source();
         let election = script.source();
         assert!(election.starts_with("-- lua/mutex/"), "{op:?}");

@@ -25,6 +25,7 @@ mod examples;
 mod fairness;
 mod faults;
 mod fence;
+mod formats;
 mod identity;
 mod lease_signal;
 mod leftovers;

@@ -249,13 +249,13 @@ per_kind! {
             assert!(s.eval(Script::of(k, Op::Release), &bad).is_err(), "{bad:?}");
             assert_eq!(s.snapshot(), before, "{bad:?}");
         }
-        for bad in [["a:1", "5", "1", "-3"], ["a 1", "5", "1", "100"]] {
+        for bad in [["a:1", "5", "-3", "1"], ["a 1", "5", "100", "1"]] {
             assert!(s.eval(Script::of(k, Op::Renew), &bad).is_err(), "{bad:?}");
             assert_eq!(s.snapshot(), before, "{bad:?}");
         }
         // A meta key fairlock did not write.
-        s.conn.set::<_, _, ()>(&s.keys.all[4], "junk").unwrap();
-        s.conn.pexpire::<_, ()>(&s.keys.all[4], 60_000).unwrap();
+        s.conn.set::<_, _, ()>(&s.keys.all[3], "junk").unwrap();
+        s.conn.pexpire::<_, ()>(&s.keys.all[3], 60_000).unwrap();
         let before_junk = s.snapshot();
         let err = s
             .attempt_with("n:1", 2, Mode::First, one, 0, Lease::Renewed(LONG))
@@ -435,7 +435,7 @@ per_kind! {
             s.holds_pttl() > 50_000,
             "the key that keeps the hold outlives the new lease"
         );
-        assert!(s.pttl(4) > 50_000 + fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64);
+        assert!(s.pttl(3) > 50_000 + fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64);
         sleep(SHORT + Duration::from_millis(50));
         assert_eq!(s.holders(), [member(&a)], "renewed past its first lease");
         if k == LockKind::RwLock {
@@ -497,12 +497,11 @@ per_kind! {
             (0, "no holders, no holders key"),
             (1, "no queue"),
             (2, "no deadlines"),
-            (3, "no tokens key (unused)"),
         ] {
             assert_eq!(s.pttl(key), -2, "{}: {what}", s.keys.all[key]);
         }
         let fence = fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64;
-        let meta = s.pttl(4);
+        let meta = s.pttl(3);
         assert!(meta > fence - 1000 && meta <= fence, "{meta}");
         // "<capacity> <used> <last token> <mark>": nothing held, the last
         // token and the release that freed it kept.
@@ -891,7 +890,7 @@ per_kind! {
         // With nobody waiting, a given-back hold leaves the keys as a release.
         assert_eq!(s.abandon(entry("r:1", 4, one)), AbandonReply::HoldGivenBack);
         assert!(s.holders().is_empty());
-        for key in [0, 1, 2, 3] {
+        for key in [0, 1, 2] {
             assert_eq!(s.pttl(key), -2, "{}", s.keys.all[key]);
         }
         let meta = s.meta().unwrap();

@@ -65,7 +65,7 @@ fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot(
     assert_eq!(sem.kind(), LockKind::Semaphore);
     assert_eq!(
         sem.all,
-        ["sem", "semq", "semd", "semt", "semmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["sem", "semq", "semd", "semmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(sem.slot, mutex.slot);
     assert!(sem.all.iter().all(|k| !mutex.all.contains(k)));
@@ -84,7 +84,7 @@ fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_queue_keys_2nd_and_3rd() {
     assert_eq!(rw.kind(), LockKind::RwLock);
     assert_eq!(
         rw.all,
-        ["rw", "rwq", "rwd", "rwt", "rwmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["rw", "rwq", "rwd", "rwmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(rw.slot, mutex.slot);
     assert!(rw
@@ -427,20 +427,25 @@ fn history_entries_are_a_message_after_the_term_before_it() {
 // Renew (src/protocol/renew.rs)
 
 #[test]
-fn the_mutex_sends_its_lock_key_and_a_counted_lock_all_its_keys() {
+fn the_mutex_sends_its_lock_key_and_no_call_a_counted_lock_all_its_keys_and_the_call() {
     let op = Renew {
         owner: "c:1",
         token: 9,
         call: 4,
         lease: None,
     };
-    assert_eq!(op.args(), ["c:1", "9", "4", "0"]);
+    assert_eq!(op.args(), ["c:1", "9", "0", "4"]);
+    // The mutex names a hold by its owner and token: no call id.
     let mutex = LockKeys::mutex("p", "n").unwrap();
     assert_eq!(op.keys(&mutex).len(), 1);
+    assert_eq!(op.args_on(LockKind::Mutex), ["c:1", "9", "0"]);
     let sem = LockKeys::semaphore("p", "n").unwrap();
     assert_eq!(op.keys(&sem), sem.all.as_slice());
+    assert_eq!(op.args_on(LockKind::Semaphore), ["c:1", "9", "0", "4"]);
+    assert_eq!(op.args_on(LockKind::RwLock), op.args());
     let election = LockKeys::election("p", "n").unwrap();
     assert_eq!(op.keys(&election), &election.all[..1]);
+    assert_eq!(op.args_on(LockKind::Election), ["c:1", "9", "0"]);
     assert_eq!(op.parse(Value::Int(1)).unwrap(), RenewReply::Renewed);
     assert_eq!(op.parse(Value::Int(2)).unwrap(), RenewReply::Revoked);
     assert_eq!(op.parse(Value::Int(0)).unwrap(), RenewReply::Lost);

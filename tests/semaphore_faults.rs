@@ -3,7 +3,7 @@
 //! within the waiter timeout and block nobody behind them; a permit whose
 //! lease is lost (its link gone dark, or removed from Redis) says so and
 //! goes to the head; timeouts and cancellations under contention leave
-//! nothing behind; on a Redis Cluster a semaphore's five keys share one
+//! nothing behind; on a Redis Cluster a semaphore's four keys share one
 //! slot; the least-privilege ACL user of docs/security.md runs every semaphore
 //! operation.
 //!
@@ -28,12 +28,11 @@ const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
 /// The waiter timeout of the test support's clients and of the child.
 const WAITER_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The five keys of the semaphore `name` under the default prefix
-/// (holders, queue, deadlines, tokens, meta; see src/protocol/keys.rs).
-fn semaphore_keys(name: &str) -> [String; 5] {
+/// The four keys of the semaphore `name` under the default prefix
+/// (holders, queue, deadlines, meta; see src/protocol/keys.rs).
+fn semaphore_keys(name: &str) -> [String; 4] {
     let lock = lock_key(name);
-    ["sem", "semq", "semd", "semt", "semmeta"]
-        .map(|kind| lock.replacen(":lock:", &format!(":{kind}:"), 1))
+    ["sem", "semq", "semd", "semmeta"].map(|kind| lock.replacen(":lock:", &format!(":{kind}:"), 1))
 }
 
 /// Waits (at most `timeout`) until `sem` has `n` live waiters queued.
@@ -361,7 +360,7 @@ fn a_permit_removed_from_redis_is_signalled_within_a_watchdog_period_and_goes_to
 /// "#<hold>"), queue and deadlines keys, and the meta's lone hold, that
 /// belong to `client`.
 fn entries_of(conn: &mut redis::Connection, name: &str, client: &Client) -> Vec<String> {
-    let [holders, queue, deadlines, _, meta] = semaphore_keys(name);
+    let [holders, queue, deadlines, meta] = semaphore_keys(name);
     let mine = |member: &String| {
         member
             .trim_start_matches('#')
@@ -377,10 +376,10 @@ fn entries_of(conn: &mut redis::Connection, name: &str, client: &Client) -> Vec<
                 .map(|m| format!("{key}: {m}")),
         );
     }
-    // "<capacity> <used> <last> <mark or -> <token> <lease end> <owner>
-    // <call> <units>" with a lone hold.
+    // "v<format> <capacity> <used> <last> <mark or -> <token> <lease end>
+    // <owner> <call> <units>" with a lone hold.
     let stored: Option<String> = conn.get(&meta).unwrap();
-    if let Some(lone) = stored.as_deref().and_then(|m| m.split(' ').nth(6)) {
+    if let Some(lone) = stored.as_deref().and_then(|m| m.split(' ').nth(7)) {
         if mine(&lone.to_owned()) {
             found.push(format!("{meta}: {}", stored.as_deref().unwrap()));
         }
@@ -502,15 +501,15 @@ fn timeouts_and_cancellations_under_contention_leave_nothing_behind() {
     assert_eq!((status.holder_count, status.queue_len), (0, 0));
     assert_eq!(status.available(), Some(N));
     assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
-    let [holders, queue, deadlines, tokens, _] = semaphore_keys("leftovers");
-    for key in [holders, queue, deadlines, tokens] {
+    let [holders, queue, deadlines, _] = semaphore_keys("leftovers");
+    for key in [holders, queue, deadlines] {
         let exists: bool = conn.exists(&key).unwrap();
         assert!(!exists, "{key} outlived every holder and waiter");
     }
 }
 
 #[test]
-fn on_a_cluster_the_five_keys_share_a_slot_and_permits_work_on_every_master() {
+fn on_a_cluster_the_four_keys_share_a_slot_and_permits_work_on_every_master() {
     let _serial = serial();
     let cluster = RedisCluster::start();
     let (a, b) = (cluster.client(), cluster.client());
@@ -527,10 +526,8 @@ fn on_a_cluster_the_five_keys_share_a_slot_and_permits_work_on_every_master() {
         assert!(b.fair_semaphore(name, 2).try_acquire().unwrap().is_none());
         let waiter = PermitThread::acquire(b.fair_semaphore(name, 2));
         await_queue_len(&sem, 1, Duration::from_secs(5));
-        // Held twice and waited for: every key in use exists (all five but
-        // the unused tokens key), on that master alone.
-        let in_use = [0, 1, 2, 4].map(|i| keys[i].clone());
-        cluster.assert_keys_only_on(master, slot, &in_use);
+        // Held twice and waited for: every key exists, on that master alone.
+        cluster.assert_keys_only_on(master, slot, &keys);
         let released = Instant::now();
         first.unlock().unwrap();
         let (granted, token) = waiter.granted_within(Duration::from_secs(3), "the waiter");

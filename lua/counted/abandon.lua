@@ -5,8 +5,7 @@
 -- its queue entry removed. Idempotent: the client sends it until Redis
 -- answers.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
---       not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry
@@ -21,10 +20,6 @@
 -- waiters and expired holds); with nobody waiting, or nothing to undo, it
 -- builds none of the queue's steps.
 
--- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
--- @helpers server_time, units_arg, parse_holder, split_counted_entry, parse_counted_entry,
--- @helpers counted_entry_arg, count_used, live_used, read_meta, write_meta,
--- @helpers lone_name, hold_of, drop_hold, keep_counted
 local entry = ARGV[3]
 local owner, call, _, _, units = counted_entry_arg(entry)
 local member = owner .. ' ' .. call .. ' ' .. fmt(units)
@@ -44,10 +39,6 @@ if held and redis.call('EXISTS', QUEUE) == 0 then
   end
   return 1
 end
-
--- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, prune, live_head,
--- @helpers wake, tell_head, drop_expired, take_hold, first_lease_left,
--- @helpers admit_waiters, pass_on, leave_counted_queue, change_hold, settle_claim
 
 if held then
   pass_on(meta, now_us, now_ms)

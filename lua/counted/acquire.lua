@@ -5,8 +5,7 @@
 -- not fit is never passed by a smaller call behind it; when a head is
 -- admitted, the calls right behind it that fit enter in the same step.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
---       not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
@@ -58,9 +57,6 @@
 -- holds); one that fits behind a queued head that does not (a read behind
 -- a queued write): GET, TIME, EXISTS, ZRANGE, ZSCORE and join_queue's six.
 
--- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
--- @helpers server_time, units_arg, holder_arg, parse_holder, count_used,
--- @helpers live_used, read_meta, write_meta, check_capacity, lone_name
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
 local guard = ARGV[9]
@@ -150,8 +146,6 @@ if guard == '0' and mode ~= 'poll' then
   end
 end
 
--- @helpers hold_of, hold_by_token, drop_expired, take_hold, keep_counted,
--- @helpers extend_hold
 local member = owner .. ' ' .. wait_id .. ' ' .. units_s
 live_used(meta)
 
@@ -194,9 +188,6 @@ if reenter or (meta.used + units <= capacity and not queued) then
   return tonumber(token)
 end
 
--- @helpers DEADLINES, forget, prune, keep_queue_for, join_queue,
--- @helpers first_lease_left, outlive
-
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' ' .. fmt(units)
 -- Next most common: no room for this call, and none freed since the last
 -- call that admitted waiters (only run-out holds free room between calls,
@@ -212,9 +203,6 @@ if meta.used + units > capacity and dropped == 0 then
   end
   return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last) }
 end
-
--- @helpers WAKE_PREFIX, parse_entry, live_head, wake, tell_head,
--- @helpers parse_counted_entry, split_counted_entry, change_hold, settle_claim, admit_waiters
 
 local head = live_head(now_ms, parse_counted_entry)
 local handed = {}

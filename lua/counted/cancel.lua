@@ -1,8 +1,7 @@
 -- counted/cancel.lua: leave a counted lock's queue (a timed-out or
 -- cancelled wait), leaving nothing behind.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
---       not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry
@@ -18,10 +17,6 @@
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
 -- waiters and expired holds).
 
--- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
--- @helpers server_time, units_arg, parse_holder, split_counted_entry, parse_counted_entry,
--- @helpers counted_entry_arg, count_used, live_used, read_meta, write_meta,
--- @helpers lone_name, hold_of, keep_counted, extend_hold
 local entry = ARGV[3]
 local owner, wait_id, lease, fixed, units = counted_entry_arg(entry)
 local member = owner .. ' ' .. wait_id .. ' ' .. fmt(units)
@@ -38,10 +33,6 @@ if held then
   end
   return { 1, tonumber(held), left }
 end
-
--- @helpers DEADLINES, WAKE_PREFIX, parse_entry, forget, prune, live_head,
--- @helpers wake, tell_head, drop_expired, take_hold, first_lease_left,
--- @helpers admit_waiters, pass_on, leave_counted_queue, change_hold, settle_claim
 
 leave_counted_queue(meta, entry, now_us, now_ms)
 return { 0 }

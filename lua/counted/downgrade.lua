@@ -10,8 +10,7 @@
 -- upgrade.lua's write does: every token names one access, so a resource
 -- can tell the read from the write before it. Its call and lease end stay.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
---       not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
@@ -32,13 +31,6 @@
 -- dropped dead waiters and expired holds), plus the admissions' O(log N)
 -- each.
 
--- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail, ms_arg,
--- @helpers FENCE_LIFE, server_time, forget, live_head, wake, units_arg,
--- @helpers holder_arg, parse_holder, parse_entry, split_counted_entry,
--- @helpers count_used, live_used, read_meta, write_meta, lone_name, hold_of,
--- @helpers hold_by_token, drop_expired, take_hold, first_lease_left,
--- @helpers change_hold, settle_claim, admit_waiters, keep_counted, pass_on
--- @helpers with_grants
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 local to = units_arg(ARGV[6], 'units kept')
 holder_arg(owner, call)

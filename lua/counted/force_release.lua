@@ -1,8 +1,7 @@
 -- counted/force_release.lua: free every hold of a counted lock, whoever
 -- holds it, and admit the waiters at the head of the queue that fit.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
---       not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] call key "<client id>#<call id>": the meta remembers it with the
@@ -12,12 +11,6 @@
 --         holder learns it lost its lease at its next renewal.
 -- Cost: O(H log N) for H holds, plus the admissions' O(log N) each.
 
--- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail,
--- @helpers ms_arg, FENCE_LIFE, server_time, forget,
--- @helpers wake, parse_holder, count_used, live_used,
--- @helpers read_meta, write_meta, lone_name, drop_expired, take_hold,
--- @helpers first_lease_left, split_counted_entry, parse_entry, live_head, admit_waiters, keep_counted
--- @helpers hold_of, change_hold, settle_claim
 local this_call = 'F' .. ARGV[3]
 local now_us, now_ms = server_time()
 local meta = read_meta()

@@ -1,8 +1,7 @@
 -- counted/heartbeat.lua: keep one client's queued waiters on one counted
 -- lock alive (watchdog).
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
---       not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] waiter timeout ms: new liveness deadline is server now + this
@@ -27,13 +26,6 @@
 -- Cost: O(k log N) for k waiters of this client (amortised over dropped
 -- dead waiters and expired holds).
 
--- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail,
--- @helpers ms_arg, FENCE_LIFE, server_time, forget, prune,
--- @helpers wake, keep_queue_for, units_arg,
--- @helpers parse_holder, parse_counted_entry, counted_entry_arg, count_used, live_used,
--- @helpers read_meta, write_meta, lone_name, hold_of, drop_expired, take_hold,
--- @helpers first_lease_left, split_counted_entry, parse_entry, live_head, admit_waiters, keep_counted, extend_hold, pass_on
--- @helpers change_hold, settle_claim
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
   counted_entry_arg(ARGV[i])

@@ -2,8 +2,7 @@
 -- frees go to the live waiters at the head of the queue, in arrival order,
 -- as far as they fit.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
---       not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
@@ -23,9 +22,6 @@
 -- TIME, EXISTS, SET, as the mutex's; of one of two or more holds
 -- ZRANGEBYSCORE, ZSCORE and ZREM too.
 
--- @helpers QUEUE, HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE,
--- @helpers server_time, holder_arg, parse_holder, count_used, live_used,
--- @helpers read_meta, write_meta, lone_name, hold_by_token, drop_hold
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 holder_arg(owner, call)
 local meta = read_meta(true)
@@ -54,11 +50,6 @@ if redis.call('EXISTS', QUEUE) == 0 then
   end
   return 0
 end
-
--- @helpers DEADLINES, WAKE_PREFIX, forget, wake, drop_expired, take_hold,
--- @helpers first_lease_left, split_counted_entry, parse_entry, live_head, admit_waiters, pass_on, keep_counted
--- @helpers with_grants
--- @helpers hold_of, change_hold, settle_claim
 
 local handed = pass_on(meta, now_us, now_ms)
 keep_counted(meta, now_ms)

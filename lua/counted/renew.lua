@@ -1,16 +1,17 @@
 -- counted/renew.lua: extend a held lease of a counted lock (watchdog),
 -- only if that call still holds a live hold with that token.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; the queue
---       keys and tokens are not used)
--- ARGV[1] wake channel prefix (unused; kept for the common layout)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua; the queue keys are
+--       not used)
+-- ARGV[1] wake channel prefix (not read here: every call of a client
+--         starts with it)
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
 -- ARGV[4] fencing token of the hold
--- ARGV[5] call id of the acquisition that made the hold
--- ARGV[6] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
+-- ARGV[5] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
+-- ARGV[6] call id of the acquisition that made the hold
 -- Returns 1 when renewed, 2 when renewed and a revocation (revoke.lua)
 --         asks this hold to let go (the meta records one up to a token at
 --         least this hold's), 0 when this call holds no live hold with that
@@ -19,10 +20,7 @@
 -- of two or more holds GET, TIME, ZRANGEBYSCORE, ZSCORE, ZADD and up to
 -- two PTTLs and PEXPIREs (keys are only ever pushed further out).
 
--- @helpers HOLDERS, META, fmt, fail, ms_arg, FENCE_LIFE, server_time,
--- @helpers holder_arg, parse_holder, count_used, live_used, read_meta, write_meta,
--- @helpers hold_by_token, outlive
-local owner, token, call, lease = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local owner, token, lease, call = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if lease ~= '0' then
   lease = ms_arg(lease, 'lease')
 end

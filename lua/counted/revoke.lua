@@ -2,8 +2,8 @@
 -- reader-writer lock) to let go. Nothing is freed: each holder decides
 -- when it releases.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; the queue
---       keys and tokens are not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua; the queue keys are
+--       not used)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms (unused; kept for the common layout)
 -- Records the request in the meta, as the last token issued ("^<token>"
@@ -17,9 +17,6 @@
 -- Cost: O(H + log H) for H live holds: GET, TIME, ZRANGEBYSCORE, SET and a
 -- PUBLISH per holding client.
 
--- @helpers HOLDERS, META, WAKE_PREFIX, fmt, fail, server_time, wake,
--- @helpers ask_to_let_go, parse_holder, count_used, live_used, read_meta,
--- @helpers write_meta
 local _, now_ms = server_time()
 local meta = read_meta()
 local owners = {}

@@ -14,8 +14,7 @@
 -- call's own permits say, while the meta lives (a fence life past the last
 -- holder and waiter); after that the next call's permits start it again.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
---       not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] permits: the new number, 1 .. 4294967295 (the client allows up
@@ -30,12 +29,6 @@
 -- hold expired, in waiters and holders; it reads no more of the queue
 -- than the heads it admits or refuses.
 
--- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail, FENCE_LIFE, ms_arg,
--- @helpers server_time, forget, prune, live_head, wake, units_arg,
--- @helpers parse_holder, split_counted_entry, parse_entry,
--- @helpers count_used, live_used, read_meta, write_meta, lone_name, drop_expired,
--- @helpers take_hold, first_lease_left, admit_waiters, keep_counted, pass_on, hold_of,
--- @helpers change_hold, settle_claim, with_grants
 local permits = units_arg(ARGV[3], 'permits')
 local now_us, now_ms = server_time()
 prune(now_ms)

@@ -1,8 +1,7 @@
 -- counted/status.lua: read the whole picture of one counted lock for
 -- operators (changes nothing).
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
---       not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua)
 -- ARGV[1] wake channel prefix (unused)
 -- ARGV[2] fence life ms (unused)
 -- ARGV[3] most waiters to list, from the head of the queue
@@ -20,8 +19,6 @@
 -- dropped yet are neither counted nor listed.
 -- Cost: O(log N + listed + expired holds not dropped yet).
 
--- @helpers QUEUE, DEADLINES, HOLDERS, META, fmt, fail, server_time,
--- @helpers parse_holder, split_counted_entry, parse_counted_entry, count_used, live_used, read_meta
 local _, now_ms = server_time()
 local meta = read_meta()
 local waiter_limit = math.min(tonumber(ARGV[3]) or 0, 1000000000)

@@ -19,8 +19,7 @@
 -- it saw (reads' too) takes the write, and it can tell the write from the
 -- read that preceded it. The hold keeps its call and its lease end.
 --
--- KEYS: holders, queue, deadlines, tokens, meta (see lib.lua; tokens is
---       not used)
+-- KEYS: holders, queue, deadlines, meta (see lib.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
@@ -46,14 +45,6 @@
 -- Cost: one round trip, O(log N) in waiters and holders (amortised over
 -- dropped dead waiters and expired holds).
 
--- @helpers QUEUE, DEADLINES, HOLDERS, META, WAKE_PREFIX, fmt, fail, ms_arg,
--- @helpers FENCE_LIFE, server_time, forget, prune, live_head, wake, tell_head,
--- @helpers keep_queue_for, holder_arg, parse_holder, parse_entry,
--- @helpers split_counted_entry, parse_counted_entry, count_used, live_used,
--- @helpers read_meta, write_meta, lone_name, hold_of, hold_by_token,
--- @helpers drop_expired, take_hold, first_lease_left, change_hold,
--- @helpers settle_claim, admit_waiters, keep_counted, outlive, pass_on,
--- @helpers leave_counted_queue
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 local lease, fixed = ms_arg(ARGV[6], 'lease'), ARGV[7]
 local waiter_timeout, mode = ms_arg(ARGV[8], 'waiter timeout'), ARGV[9]

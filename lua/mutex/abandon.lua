@@ -14,10 +14,6 @@
 -- the lock to, or that the hold ended when it freed it (lib.lua: ANNOUNCE).
 -- Cost: O(log N).
 
--- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, ANNOUNCE, fmt, fail, ms_arg,
--- @helpers FENCE_LIFE, read_lock, write_free, write_hold, server_time, take,
--- @helpers parse_entry, entry_arg, forget, prune, live_head, wake, tell_head,
--- @helpers hand_over, free_lock, give_back, leave_queue
 local entry = ARGV[3]
 local owner, call = entry_arg(entry)
 local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))

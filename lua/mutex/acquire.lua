@@ -31,19 +31,18 @@
 -- waiters); a free lock nobody waits for: GET, EXISTS and one SET, and a
 -- TIME when its key is gone (an election's: and one PUBLISH).
 
--- @helpers LOCK, QUEUE, ANNOUNCE, fmt, fail, ms_arg, FENCE_LIFE, write_hold,
--- @helpers server_time, take
 local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
 local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
 if fixed ~= '0' and fixed ~= '1' then
   fail('ERR fairlock: fixed must be 0 or 1')
 end
 local stored = redis.call('GET', LOCK)
--- The common case first: a free lock (no key, or "<token> - - -[ <mark>]")
+-- The common case first: a free lock (no key, or "v<format> <token> - - -[
+-- <mark>]")
 -- nobody waits for, read with one match of the value and no PTTL.
 local free_token, free_mark = '0', ''
 if stored then
-  free_token, free_mark = string.match(stored, '^(%d+) %- %- %- ?(.*)$')
+  free_token, free_mark = string.match(stored, '^v@FORMAT@ (%d+) %- %- %- ?(.*)$')
 end
 if free_token and redis.call('EXISTS', QUEUE) == 0 then
   -- A key that keeps the last token gives last + 1 without a TIME: tokens
@@ -52,9 +51,7 @@ if free_token and redis.call('EXISTS', QUEUE) == 0 then
   return take(owner, lease, stored and 0 or server_time(), wait_id, free_token, free_mark)
 end
 
--- @helpers read_lock
 local token, holder, calls, mark, fence, left = read_lock(stored)
--- @helpers DEADLINES, forget, prune, keep_queue_for, join_queue
 
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed
 -- Next most common: someone else holds it; queue (or poll) behind them.
@@ -63,12 +60,12 @@ if holder and holder ~= owner then
     return { 0, left, -1, tonumber(token) }
   end
   local _, now_ms = server_time()
-  local position = join_queue(entry, mode, now_ms, waiter_timeout)
+  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
+  if queue_life then
+    keep_anchor(queue_life)
+  end
   return { 0, left, position, tonumber(token) }
 end
-
--- @helpers WAKE_PREFIX, write_free, counts_call, parse_entry, live_head,
--- @helpers wake, tell_head, hand_over, free_lock, extend_lease
 
 if holder == owner then
   if counts_call(calls, wait_id) then
@@ -112,5 +109,8 @@ end
 if mode == 'try' then
   return { 0, left, -1, tonumber(token) }
 end
-local position = join_queue(entry, mode, now_ms, waiter_timeout)
+local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
+if queue_life then
+  keep_anchor(queue_life)
+end
 return { 0, left, position, tonumber(token) }

@@ -13,10 +13,6 @@
 -- a free lock to (lib.lua: ANNOUNCE).
 -- Cost: O(log N).
 
--- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, ANNOUNCE, fmt, fail, ms_arg,
--- @helpers FENCE_LIFE, read_lock, write_hold, server_time, take, counts_call,
--- @helpers parse_entry, entry_arg, forget, prune, live_head, wake, tell_head,
--- @helpers hand_over, leave_queue, extend_lease
 local entry = ARGV[3]
 local owner, wait_id, lease, fixed = entry_arg(entry)
 local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))

@@ -11,10 +11,6 @@
 -- the lock to, or that the hold ended when it freed it (lib.lua: ANNOUNCE).
 -- Cost: O(log N).
 
--- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, ANNOUNCE, fmt, fail, ms_arg,
--- @helpers FENCE_LIFE, read_lock, write_free, write_hold, server_time, take,
--- @helpers split_mark, parse_entry, forget, live_head, wake, tell_head,
--- @helpers hand_over, free_lock
 local this_call = 'F' .. ARGV[3]
 local token, holder, _, mark = read_lock(redis.call('GET', LOCK))
 local seen, detail = split_mark(mark)

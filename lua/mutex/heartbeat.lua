@@ -20,10 +20,6 @@
 -- the lock to (lib.lua: ANNOUNCE).
 -- Cost: O(k log N) for k waiters of this client.
 
--- @helpers LOCK, QUEUE, DEADLINES, WAKE_PREFIX, ANNOUNCE, fmt, fail, ms_arg,
--- @helpers FENCE_LIFE, read_lock, write_hold, server_time, take, counts_call,
--- @helpers parse_entry, entry_arg, forget, prune, live_head, wake, tell_head,
--- @helpers hand_over, keep_queue_for, extend_lease
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
   entry_arg(ARGV[i])
@@ -59,7 +55,10 @@ for i = 4, #ARGV do
   end
 end
 if queued then
-  keep_queue_for(waiter_timeout)
+  local queue_life = keep_queue_for(waiter_timeout)
+  if queue_life then
+    keep_anchor(queue_life)
+  end
 end
 out[1] = left or -2
 return out

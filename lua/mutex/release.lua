@@ -20,14 +20,13 @@
 -- Cost: O(log N); with nobody waiting GET, PTTL, EXISTS and one SET (an
 -- election's: and one PUBLISH).
 
--- @helpers LOCK, QUEUE, ANNOUNCE, fail, ms_arg, FENCE_LIFE, write_free
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 local stored = redis.call('GET', LOCK)
--- The common case first: the only hold of this call, its value "<token>
--- <owner> <call> <fence ms>[ <mark>]", its lease not run out (PTTL above
+-- The common case first: the only hold of this call, its value "v<format>
+-- <token> <owner> <call> <fence ms>[ <mark>]", its lease not run out (PTTL above
 -- the fence), nobody waiting: one plain find and one short match of the
 -- value.
-local hold = token .. ' ' .. owner .. ' ' .. call .. ' '
+local hold = 'v@FORMAT@ ' .. token .. ' ' .. owner .. ' ' .. call .. ' '
 local pttl = nil
 if stored and string.find(stored, hold, 1, true) == 1 then
   local fence = tonumber(string.match(stored, '^%d+', #hold + 1))
@@ -41,12 +40,7 @@ if stored and string.find(stored, hold, 1, true) == 1 then
   end
 end
 
--- @helpers read_lock
 local held, holder, calls, mark, fence = read_lock(stored, pttl)
-
--- @helpers DEADLINES, WAKE_PREFIX, fmt, write_hold, server_time, take,
--- @helpers split_mark, parse_entry, forget, live_head, wake, tell_head,
--- @helpers hand_over, free_lock, give_back
 
 if holder ~= owner or held ~= token then
   if split_mark(mark) == owner .. '#' .. call then

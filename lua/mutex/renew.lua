@@ -1,46 +1,51 @@
 -- mutex/renew.lua: extend a held lease (watchdog), only if the hold is still ours.
 --
 -- KEYS[1] lock (only this key)
--- ARGV[1] wake channel prefix (unused; kept for the common layout)
--- ARGV[2] fence life ms (unused; kept for the common layout)
+-- ARGV[1] wake channel prefix, ARGV[2] fence life ms: not read here (the
+--         two arguments every call of a client starts with)
 -- ARGV[3] owner id
--- ARGV[4] fencing token of the hold
--- ARGV[5] call id of the acquisition that made the hold (unused: a
---         mutex's hold is named by its owner and token; kept for the
---         common layout of every renew)
--- ARGV[6] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
+-- ARGV[4] fencing token of the hold (the hold is named by its owner and
+--         token: a counted lock's renewal also takes the call id)
+-- ARGV[5] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
 -- Returns 1 when renewed, 2 when renewed and a revocation (revoke.lua)
 --         asks this hold to let go (the lock key's mark ends in "^<token>"
 --         with a token up to this hold's), 0 when the lock is no longer this
 --         hold's (lease lost: taken by another, or run out).
+--         A lock key of another data format stops it with
+--         "FAIRLOCK_FORMAT ..." (lib.lua: fail).
 -- Cost: O(1): GET, PTTL and one write.
 
--- @helpers LOCK, fail, ms_arg
-if ARGV[6] ~= '0' then
-  ms_arg(ARGV[6], 'lease')
+if ARGV[5] ~= '0' then
+  ms_arg(ARGV[5], 'lease')
 end
 local stored = redis.call('GET', LOCK)
-local held_by = ARGV[4] .. ' ' .. ARGV[3] .. ' '
-if not stored or string.sub(stored, 1, #held_by) ~= held_by then
-  return 0
-end
--- The hold's fence ms: the key outlives the lease by that much.
-local fence = tonumber(string.match(stored, '^%S+ %S+ %S+ (%d+)'))
-local pttl = redis.call('PTTL', LOCK)
-if not fence or (pttl ~= -1 and pttl <= fence) then
-  return 0
-end
-if ARGV[6] == '0' then
-  redis.call('SET', LOCK, stored, 'KEEPTTL')
-else
-  redis.call('PEXPIRE', LOCK, ARGV[6] + fence)
-end
-if string.find(stored, ' ^', 1, true) then
-  local revoked = tonumber(string.match(stored, ' %^(%d+)$'))
-  if revoked and revoked >= tonumber(ARGV[4]) then
-    return 2
+local held_by = 'v@FORMAT@ ' .. ARGV[4] .. ' ' .. ARGV[3] .. ' '
+if stored and string.sub(stored, 1, #held_by) == held_by then
+  -- The hold's fence ms: the key outlives the lease by that much.
+  local fence = tonumber(string.match(stored, '^%S+ %S+ %S+ %S+ (%d+)'))
+  local pttl = redis.call('PTTL', LOCK)
+  if not fence or (pttl ~= -1 and pttl <= fence) then
+    return 0
   end
+  if ARGV[5] == '0' then
+    redis.call('SET', LOCK, stored, 'KEEPTTL')
+  else
+    redis.call('PEXPIRE', LOCK, ARGV[5] + fence)
+  end
+  if string.find(stored, ' ^', 1, true) then
+    local revoked = tonumber(string.match(stored, ' %^(%d+)$'))
+    if revoked and revoked >= tonumber(ARGV[4]) then
+      return 2
+    end
+  end
+  return 1
 end
-return 1
+
+-- Not this hold's: lost, unless the key is of another format.
+if stored and not string.find(stored, '^v@FORMAT@ ') then
+  fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
+    '^%d+ %S+ %S+ %S+')
+end
+return 0

@@ -14,8 +14,6 @@
 --         which holds are asked (0 when none)}. Asking twice asks again.
 -- Cost: O(1): GET, PTTL, SET and one PUBLISH.
 
--- @helpers LOCK, WAKE_PREFIX, fail, read_lock, write_hold, split_mark,
--- @helpers with_revocation, wake, ask_to_let_go
 local token, holder, calls, mark, fence = read_lock(redis.call('GET', LOCK))
 if not holder then
   return { 0, 0 }

@@ -16,8 +16,6 @@
 -- they led to in one atomic step.
 -- Cost: O(log N + listed), and an election's history: at most 16 entries.
 
--- @helpers LOCK, QUEUE, DEADLINES, fmt, fail, read_lock, server_time,
--- @helpers parse_entry
 local _, now_ms = server_time()
 local token, holder, calls, _, _, left = read_lock(redis.call('GET', LOCK))
 local out = { '', 0, 0, -2 }

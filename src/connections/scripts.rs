@@ -131,7 +131,7 @@ impl Scripts {
     /// The words of the call of `op` on the lock `keys`: an `FCALL` or an
     /// EVALSHA, as the scripts were loaded.
     fn call_words<'a, O: Operation>(&'a self, keys: &'a LockKeys, op: &O) -> ScriptCall<'a> {
-        let script = op.script(keys);
+        let (script, args) = (op.script(keys), op.args_on(keys.kind()));
         let keys = op.keys(keys);
         let (command, script): (&'static [u8], &str) = if self.calls_functions() {
             (b"FCALL", LIBRARY.function(script))
@@ -144,7 +144,7 @@ impl Scripts {
             key_count: Decimal::of(keys.len() as u64),
             keys,
             common: &self.common,
-            args: op.args(),
+            args,
         }
     }
 

@@ -24,10 +24,10 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 pub enum LockKind {
     /// A fair mutex: keys lock, queue, deadlines.
     Mutex,
-    /// A fair semaphore: keys holders, queue, deadlines, tokens, meta.
+    /// A fair semaphore: keys holders, queue, deadlines, meta.
     Semaphore,
-    /// A fair reader-writer lock: keys holders, queue, deadlines, tokens,
-    /// meta (as a semaphore's: both run on the counted engine).
+    /// A fair reader-writer lock: keys holders, queue, deadlines, meta (as
+    /// a semaphore's: both run on the counted engine).
     RwLock,
     /// A leader election: a mutex's queue under keys of its own (elect,
     /// electq, electd), run by the mutex's engine (its files assembled with
@@ -61,18 +61,17 @@ impl LockKind {
 /// full name follows the fixed-width part, so distinct names never share keys.
 ///
 /// A mutex has three keys (`lock`, `queue`, `deadlines`). A semaphore and
-/// a reader-writer lock have five each, laid out alike for the counted
+/// a reader-writer lock have four each, laid out alike for the counted
 /// engine: holders (zset, two members per hold when two or more hold:
 /// `"<owner> <call> <units>"` -> lease end, server ms, and `"#<owner>
 /// <call> <units>"` -> minus its fencing token), queue and deadlines
-/// (entries as the mutex's with the units asked for as a fifth field),
-/// tokens (unused: the tokens hash of earlier versions, still passed so
-/// the scripts' KEYS keep their order) and meta (string `"<capacity>
+/// (entries as the mutex's with the units asked for as a fifth field) and
+/// meta (string `"<capacity>
 /// <used> <last token>[ <mark>]"`, and with a lone hold `"<capacity>
 /// <used> <last token> <mark or -> <token> <lease end> <owner> <call>
 /// <units>"`: one hold lives in the meta alone, as a mutex's in its lock
-/// key); a semaphore's are `sem`, `semq`, `semd`, `semt`, `semmeta`, a
-/// reader-writer lock's `rw`, `rwq`, `rwd`, `rwt`, `rwmeta`.
+/// key); a semaphore's are `sem`, `semq`, `semd`, `semmeta`, a
+/// reader-writer lock's `rw`, `rwq`, `rwd`, `rwmeta`.
 /// An election is a mutex's queue in keys of its own: `elect`, `electq`,
 /// `electd`, laid out as the mutex's, and a fourth, `electh`, the list of
 /// its newest changes (lua/lib.lua: ANNOUNCE), which its status reads too.
@@ -82,7 +81,7 @@ impl LockKind {
 pub struct LockKeys {
     /// Mutex and Election: lock (the hold, or the last token of a free
     /// lock), queue, deadlines, and an election's history. Semaphore and
-    /// RwLock: holders, queue, deadlines, tokens (unused), meta.
+    /// RwLock: holders, queue, deadlines, meta.
     pub all: Vec<String>,
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
@@ -121,8 +120,8 @@ impl LockKeys {
         let key = |kind: &str| format!("{prefix}:{{{tag}}}:{kind}:{name}");
         let kinds: &[&str] = match kind {
             LockKind::Mutex => &["lock", "queue", "deadlines"],
-            LockKind::Semaphore => &["sem", "semq", "semd", "semt", "semmeta"],
-            LockKind::RwLock => &["rw", "rwq", "rwd", "rwt", "rwmeta"],
+            LockKind::Semaphore => &["sem", "semq", "semd", "semmeta"],
+            LockKind::RwLock => &["rw", "rwq", "rwd", "rwmeta"],
             LockKind::Election => &["elect", "electq", "electd", "electh"],
         };
         Ok(LockKeys {

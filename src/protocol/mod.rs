@@ -20,6 +20,7 @@ mod cancel;
 mod downgrade;
 mod election;
 mod force_release;
+mod format;
 mod heartbeat;
 pub mod keys;
 mod lease;
@@ -43,6 +44,7 @@ pub use election::{
     check_value, election_channel, Change, ElectionMessage, HISTORY_LEN, MAX_VALUE_LEN,
 };
 pub use force_release::{ForceRelease, Freed};
+pub use format::DATA_FORMAT;
 pub use heartbeat::{Heartbeat, HeartbeatReply, WaiterStatus};
 pub use keys::{LockKeys, LockKind};
 pub use lease::Lease;

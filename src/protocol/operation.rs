@@ -45,57 +45,6 @@ impl Engine {
     }
 }
 
-/// A Redis-side operation, whatever the engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// `acquire.lua`
-    Acquire,
-    /// `release.lua`
-    Release,
-    /// `renew.lua`
-    Renew,
-    /// `heartbeat.lua`
-    Heartbeat,
-    /// `cancel.lua`
-    Cancel,
-    /// `abandon.lua`
-    Abandon,
-    /// `force_release.lua`
-    ForceRelease,
-    /// `status.lua`
-    Status,
-    /// `revoke.lua`
-    Revoke,
-    /// `counted/upgrade.lua` (the counted engine's only: a reader-writer
-    /// lock's).
-    Upgrade,
-    /// `counted/downgrade.lua` (the counted engine's only).
-    Downgrade,
-    /// `counted/set_permits.lua` (the counted engine's only: a
-    /// semaphore's).
-    SetPermits,
-}
-
-impl Op {
-    /// Its file's name in each engine's folder, without `.lua`.
-    pub fn file(self) -> &'static str {
-        match self {
-            Op::Acquire => "acquire",
-            Op::Release => "release",
-            Op::Renew => "renew",
-            Op::Heartbeat => "heartbeat",
-            Op::Cancel => "cancel",
-            Op::Abandon => "abandon",
-            Op::ForceRelease => "force_release",
-            Op::Status => "status",
-            Op::Revoke => "revoke",
-            Op::Upgrade => "upgrade",
-            Op::Downgrade => "downgrade",
-            Op::SetPermits => "set_permits",
-        }
-    }
-}
-
 /// The Lua scripts, one per operation and engine: the operation's own file
 /// preceded by only the helpers of `lua/lib.lua` it uses, picked by
 /// `build.rs` (Redis reruns a script's every definition on each call) and
@@ -109,85 +58,11 @@ pub struct Script {
     pub op: Op,
 }
 
-/// One engine's assembled scripts (the folder `build.rs` wrote them to
-/// in OUT_DIR), in the order of [`Op`]'s variants.
-macro_rules! family {
-    ($folder:literal) => {
-        [
-            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/acquire.lua")),
-            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/release.lua")),
-            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/renew.lua")),
-            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/heartbeat.lua")),
-            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/cancel.lua")),
-            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/abandon.lua")),
-            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/force_release.lua")),
-            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/status.lua")),
-            include_str!(concat!(env!("OUT_DIR"), "/", $folder, "/revoke.lua")),
-        ]
-    };
-}
-
-/// Every script's source, by engine then operation, in the order of
-/// [`Engine`]'s and [`Op`]'s variants (the election's folder holds the
-/// mutex's files assembled with the election's `ANNOUNCE`).
-const SOURCES: [[&str; EVERY_ENGINE]; 3] =
-    [family!("mutex"), family!("counted"), family!("election")];
-
-/// How many operations every engine has: the first variants of [`Op`].
-const EVERY_ENGINE: usize = 9;
-
-/// The sources of the operations only the counted engine has, in the order
-/// of their [`Op`] variants (after the ones every engine has).
-const COUNTED_ONLY: [&str; 3] = [
-    include_str!(concat!(env!("OUT_DIR"), "/counted/upgrade.lua")),
-    include_str!(concat!(env!("OUT_DIR"), "/counted/downgrade.lua")),
-    include_str!(concat!(env!("OUT_DIR"), "/counted/set_permits.lua")),
-];
-
-/// The first [`Op`] only the counted engine has.
-const FIRST_COUNTED_ONLY: usize = Op::Upgrade as usize;
+// `Op`, `Script::ALL`, `Script::index` and the scripts' sources, which
+// build.rs derives from the files of lua/.
+include!(concat!(env!("OUT_DIR"), "/operations.rs"));
 
 impl Script {
-    /// Every script, e.g. to load them all at once: each engine's nine,
-    /// then the counted engine's own (upgrade, downgrade, set_permits).
-    pub const ALL: [Script; 3 * EVERY_ENGINE + COUNTED_ONLY.len()] = {
-        const OPS: [Op; EVERY_ENGINE] = [
-            Op::Acquire,
-            Op::Release,
-            Op::Renew,
-            Op::Heartbeat,
-            Op::Cancel,
-            Op::Abandon,
-            Op::ForceRelease,
-            Op::Status,
-            Op::Revoke,
-        ];
-        const ENGINES: [Engine; 3] = [Engine::Mutex, Engine::Counted, Engine::Election];
-        let mut all = [Script {
-            engine: Engine::Counted,
-            op: Op::Upgrade,
-        }; 3 * EVERY_ENGINE + COUNTED_ONLY.len()];
-        all[3 * EVERY_ENGINE + 1].op = Op::Downgrade;
-        all[3 * EVERY_ENGINE + 2].op = Op::SetPermits;
-        let mut i = 0;
-        while i < 3 * EVERY_ENGINE {
-            all[i] = Script {
-                engine: ENGINES[i / EVERY_ENGINE],
-                op: OPS[i % EVERY_ENGINE],
-            };
-            i += 1;
-        }
-        all
-    };
-
-    /// Its place in [`Script::ALL`].
-    pub fn index(self) -> usize {
-        match self.op as usize {
-            op if op >= FIRST_COUNTED_ONLY => 3 * EVERY_ENGINE + op - FIRST_COUNTED_ONLY,
-            op => self.engine as usize * EVERY_ENGINE + op,
-        }
-    }
-
     /// The script of `op` for a lock of `kind`.
     pub fn of(kind: LockKind, op: Op) -> Script {
         Script {
@@ -198,10 +73,7 @@ impl Script {
 
     /// The script's whole source, the helpers it uses included.
     pub fn source(self) -> &'static str {
-        match self.op as usize {
-            op if op >= FIRST_COUNTED_ONLY => COUNTED_ONLY[op - FIRST_COUNTED_ONLY],
-            op => SOURCES[self.engine as usize][op],
-        }
+        SOURCES[self.index()]
     }
 }
 
@@ -246,6 +118,13 @@ pub trait Operation {
 
     /// ARGV after the common arguments, in the script's order.
     fn args(&self) -> Vec<String>;
+
+    /// ARGV after the common arguments on a lock of `kind`: [`args`](Self::args)
+    /// unless the kind's script takes fewer.
+    fn args_on(&self, kind: LockKind) -> Vec<String> {
+        let _ = kind;
+        self.args()
+    }
 
     /// The script's reply, typed.
     fn parse(&self, reply: Value) -> Result<Self::Reply>;

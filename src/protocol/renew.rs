@@ -7,10 +7,11 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{ms, unexpected, Engine, Op, Operation};
-use crate::protocol::LockKeys;
+use crate::protocol::{LockKeys, LockKind};
 
 /// Renew hold `token` of `owner`, made by acquire call `call` (a counted
-/// lock names a hold by its call; the mutex by its owner and token).
+/// lock names a hold by its call; the mutex by its owner and token, and
+/// is not sent the call).
 pub struct Renew<'a> {
     /// The holding thread's owner id.
     pub owner: &'a str,
@@ -57,9 +58,19 @@ impl Operation for Renew<'_> {
         vec![
             self.owner.to_owned(),
             self.token.to_string(),
-            self.call.to_string(),
             self.lease.map_or_else(|| "0".to_owned(), ms),
+            self.call.to_string(),
         ]
+    }
+
+    /// The mutex's renewal (an election's too) names the hold by its
+    /// owner and token: it takes no call id.
+    fn args_on(&self, kind: LockKind) -> Vec<String> {
+        let mut args = self.args();
+        if Engine::of(kind) != Engine::Counted {
+            args.pop();
+        }
+        args
     }
 
     fn parse(&self, reply: Value) -> Result<RenewReply> {

@@ -137,7 +137,7 @@ impl Lock {
         if self.counted() {
             assert_eq!(
                 keys, self.keys.all,
-                "every counted script takes all five keys"
+                "every counted script takes all four keys"
             );
         } else {
             assert!(self.keys.all.starts_with(&keys), "{keys:?}");
@@ -155,8 +155,9 @@ impl Lock {
             "a {:?} runs the {engine:?} engine's script",
             self.kind()
         );
+        let args = op.args_on(self.kind());
         let conn = self.runner.as_mut().unwrap_or(&mut self.conn);
-        let reply = match eval_on(conn, &keys, script, &op.args()) {
+        let reply = match eval_on(conn, &keys, script, &args) {
             Ok(reply) => op.parse(reply),
             Err(e) => Err(error_from_redis(e)),
         };
@@ -394,8 +395,8 @@ impl Lock {
                 let mut parts: Vec<String> = meta.split(' ').map(str::to_owned).collect();
                 parts[5] = end.to_string();
                 redis::cmd("SET")
-                    .arg(&self.keys.all[4])
-                    .arg(parts.join(" "))
+                    .arg(&self.keys.all[3])
+                    .arg(versioned(&parts.join(" ")))
                     .arg("KEEPTTL")
                     .query::<()>(&mut self.conn)
                     .unwrap();
@@ -466,7 +467,7 @@ impl Lock {
     /// lone hold, else the holders zset.
     pub fn holds_pttl(&mut self) -> i64 {
         if self.lone().is_some() {
-            self.pttl(4)
+            self.pttl(3)
         } else {
             self.pttl(0)
         }
@@ -517,8 +518,10 @@ impl Lock {
         self.conn.zrange(&self.keys.all[1], 0, -1).unwrap()
     }
 
+    /// The meta's value without its data format word.
     pub fn meta(&mut self) -> Option<String> {
-        self.conn.get(&self.keys.all[4]).unwrap()
+        let stored: Option<String> = self.conn.get(&self.keys.all[3]).unwrap();
+        stored.map(|m| unversioned(&m).to_owned())
     }
 
     /// The units the meta says the holds take (None without a meta, or for
@@ -537,10 +540,21 @@ impl Lock {
         let left = keys_without_ttl(&mut self.conn, "fairlock:*");
         assert!(left.is_empty(), "keys without a TTL: {left:?}");
         if !self.counted() {
+            // The lock key, the anchor whose format word stands for the
+            // queue's keys, lives as long as they do.
+            let lock = self.pttl(0);
+            for key in [1, 2] {
+                let ttl = self.pttl(key);
+                assert!(
+                    ttl == -2 || (lock != -2 && (lock == -1 || ttl <= lock)),
+                    "{} lives {ttl} ms, the lock key {lock} ms",
+                    self.keys.all[key]
+                );
+            }
             return;
         }
-        let meta = self.pttl(4);
-        for key in [0, 1, 2, 3] {
+        let meta = self.pttl(3);
+        for key in [0, 1, 2] {
             let ttl = self.pttl(key);
             assert!(
                 ttl == -2 || ttl < meta,

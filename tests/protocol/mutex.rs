@@ -69,7 +69,10 @@ impl Lock {
     /// The acquire calls counted in the hold (none when free).
     fn calls(&mut self) -> Vec<String> {
         let stored: Option<String> = self.conn.get(&self.keys.all[0]).unwrap();
-        match stored.as_deref().map(|s| s.split(' ').nth(2).unwrap()) {
+        match stored
+            .as_deref()
+            .map(|s| unversioned(s).split(' ').nth(2).unwrap())
+        {
             None | Some("-") => Vec::new(),
             Some(calls) => calls.split(',').map(str::to_owned).collect(),
         }

@@ -249,7 +249,7 @@ fn tokens_strictly_increase_across_takes_handoffs_and_reentries() {
         "tokens in order of issue: {tokens:?}"
     );
     // The meta keeps the last one ("<capacity> <used> <last token>...").
-    let meta: String = s.conn.get(&s.keys.all[4]).unwrap();
+    let meta = s.meta().unwrap();
     assert_eq!(
         meta.split(' ').nth(2),
         Some(tokens.last().unwrap().to_string().as_str()),

@@ -33,14 +33,27 @@ fn common_args() -> [String; 2] {
 /// (the first counted, when re-entered).
 pub type Holder = (String, String, String);
 
+/// A lock's anchor value (a lock key's, a meta's) without the data format
+/// word "v<format> " this build writes first (src/protocol/format.rs); a
+/// value without it as it is.
+pub fn unversioned(stored: &str) -> &str {
+    let word = format!("v{} ", fairlock::DATA_FORMAT);
+    stored.strip_prefix(word.as_str()).unwrap_or(stored)
+}
+
+/// `fields` as a lock's anchor value of this build's data format.
+pub fn versioned(fields: &str) -> String {
+    format!("v{} {fields}", fairlock::DATA_FORMAT)
+}
+
 /// The hold recorded under the lock key `key`, if one is (the key reads
-/// "<token> <owner> <calls> <fence ms>[ <mark>]" for a hold, whose lease
+/// "v<format> <token> <owner> <calls> <fence ms>[ <mark>]" for a hold, whose lease
 /// may have run out: see [`lease_left_of`], or "<token> - - -[ <mark>]"
 /// once freed).
 pub fn holder_of(conn: &mut redis::Connection, key: &str) -> Option<Holder> {
     let stored: Option<String> = conn.get(key).unwrap();
     let stored = stored?;
-    let mut parts = stored.split(' ');
+    let mut parts = unversioned(&stored).split(' ');
     let (token, owner, calls) = (parts.next()?, parts.next()?, parts.next()?);
     if owner == "-" {
         return None;
@@ -54,12 +67,12 @@ pub fn holder_of(conn: &mut redis::Connection, key: &str) -> Option<Holder> {
 /// recorded.
 pub fn lease_left_of(conn: &mut redis::Connection, key: &str) -> Option<i64> {
     let stored: Option<String> = conn.get(key).unwrap();
-    let fence: i64 = stored?.split(' ').nth(3)?.parse().ok()?;
+    let fence: i64 = unversioned(&stored?).split(' ').nth(3)?.parse().ok()?;
     let pttl: i64 = conn.pttl(key).unwrap();
     Some(if pttl == -1 { -1 } else { pttl - fence })
 }
 
-/// The five keys of one lock, as the library names them, and its scripts.
+/// The keys of one lock, as the library names them, and its scripts.
 pub struct ScriptedLock {
     pub keys: Vec<String>,
     acquire: redis::Script,
@@ -238,7 +251,7 @@ pub fn lua_sources() -> Vec<(std::path::PathBuf, String)> {
 }
 
 /// Removes every hold of a counted lock (`keys`: holders, queue,
-/// deadlines, tokens, meta) by hand, as an operator would: the holders
+/// deadlines, meta) by hand, as an operator would: the holders
 /// zset is deleted and a lone hold taken out of the meta ("<capacity>
 /// <used> <last> <mark or -> <token> <lease end> <owner> <call> <units>"
 /// becomes "<capacity> <used> <last>[ <mark>]": with no hold named, the
@@ -246,11 +259,11 @@ pub fn lua_sources() -> Vec<(std::path::PathBuf, String)> {
 /// removed from the meta (0 or 1).
 pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> usize {
     let () = redis::cmd("DEL").arg(&keys[0]).query(conn).unwrap();
-    let stored: Option<String> = conn.get(&keys[4]).unwrap();
+    let stored: Option<String> = conn.get(&keys[3]).unwrap();
     let Some(stored) = stored else {
         return 0;
     };
-    let fields: Vec<&str> = stored.split(' ').collect();
+    let fields: Vec<&str> = unversioned(&stored).split(' ').collect();
     if fields.len() != 9 {
         return 0;
     }
@@ -259,8 +272,8 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
         _ => fields[..4].join(" "),
     };
     let () = redis::cmd("SET")
-        .arg(&keys[4])
-        .arg(kept)
+        .arg(&keys[3])
+        .arg(versioned(&kept))
         .arg("KEEPTTL")
         .query(conn)
         .unwrap();
@@ -271,9 +284,9 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
 /// server ms: the meta's lone hold, or the holders zset's hold members
 /// (not their `#` token members).
 pub fn counted_lease_ends(conn: &mut redis::Connection, keys: &[String]) -> Vec<(String, i64)> {
-    let stored: Option<String> = conn.get(&keys[4]).unwrap();
+    let stored: Option<String> = conn.get(&keys[3]).unwrap();
     if let Some(stored) = stored {
-        let fields: Vec<&str> = stored.split(' ').collect();
+        let fields: Vec<&str> = unversioned(&stored).split(' ').collect();
         if fields.len() == 9 {
             return vec![(fields[6..].join(" "), fields[5].parse().unwrap())];
         }
@@ -293,14 +306,14 @@ pub fn set_counted_lease_end(
     member: &str,
     end: i64,
 ) {
-    let stored: Option<String> = conn.get(&keys[4]).unwrap();
+    let stored: Option<String> = conn.get(&keys[3]).unwrap();
     if let Some(stored) = stored {
-        let mut fields: Vec<String> = stored.split(' ').map(str::to_owned).collect();
+        let mut fields: Vec<String> = unversioned(&stored).split(' ').map(str::to_owned).collect();
         if fields.len() == 9 && fields[6..].join(" ") == member {
             fields[5] = end.to_string();
             let () = redis::cmd("SET")
-                .arg(&keys[4])
-                .arg(fields.join(" "))
+                .arg(&keys[3])
+                .arg(versioned(&fields.join(" ")))
                 .arg("KEEPTTL")
                 .query(conn)
                 .unwrap();

@@ -1,0 +1,481 @@
+//! Two builds on one lock (issue 35): this build (`fairlock`) and a copy of
+//! it whose layout differs by one planted change, with its data format
+//! raised by one (`fairlock_next`, tests/next/: the same src/lib.rs, its
+//! Lua assembled by the same build.rs with the change), linked into this
+//! one process and run on one server. For every kind (mutex, semaphore,
+//! rwlock read and write, election, multi-lock parts) and every call a
+//! client can send, in both directions and whichever build takes the lock
+//! first, the other build's call is refused with `FormatMismatch` naming
+//! both formats, held or free, and changes nothing: never two holders at
+//! once, never a lock of the other build taken for free. The first
+//! build's own calls (re-entry, revoke, upgrade, downgrade, status, force
+//! unlock) work on throughout. A guard whose lock went to the other build
+//! (its fixed lease ran out and the key with it, or its key was removed)
+//! gets `FormatMismatch` from its unlock, upgrade and downgrade, and its
+//! renewals are refused, so it learns the lease is lost. Data from before
+//! data formats ("unversioned") is refused too, never taken for free. A
+//! mutex's lock key, the anchor whose format word stands for the queue's
+//! keys, outlives them, its lease unchanged.
+
+use std::time::{Duration, Instant};
+
+use fairlock_test_support::{lock_key, RedisServer};
+
+/// A fixed lease that runs out within a test.
+const SHORT: Duration = Duration::from_millis(200);
+
+/// The shortest fence life: a freed or run-out lock's key is gone a second
+/// after, so a test can hand a lock from one build to the other.
+const FENCE: Duration = Duration::from_secs(1);
+
+/// Polls `f` until it gives `Some`, for at most `within`.
+fn until<T>(within: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(found) = f() {
+            return found;
+        }
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The tests of one direction: `first` takes the lock first, `other` is
+/// the other build.
+macro_rules! two_builds {
+    ($module:ident, $first:ident, $other:ident) => {
+        mod $module {
+            use std::time::{Duration, Instant};
+
+            use fairlock_test_support::RedisServer;
+
+            use super::{lock_key, until, FENCE, SHORT};
+
+            fn clients(server: &RedisServer) -> ($first::Client, $other::Client) {
+                let first = $first::Client::builder(&server.url())
+                    .lease(Duration::from_secs(2))
+                    .waiter_timeout(Duration::from_secs(1))
+                    .fence_life(FENCE)
+                    .build()
+                    .unwrap();
+                let other = $other::Client::builder(&server.url())
+                    .lease(Duration::from_secs(2))
+                    .waiter_timeout(Duration::from_secs(1))
+                    .fence_life(FENCE)
+                    .build()
+                    .unwrap();
+                (first, other)
+            }
+
+            /// `result`, a call of the other build, is the refusal that
+            /// names both formats and the lock.
+            fn refused<T>(what: &str, result: $other::Result<T>) {
+                let err = match result {
+                    Ok(_) => panic!("{what}: the other build's call was accepted"),
+                    Err(err) => err,
+                };
+                assert_eq!(
+                    err.kind(),
+                    $other::ErrorKind::FormatMismatch,
+                    "{what}: {err:?}"
+                );
+                let text = err.to_string();
+                for format in [$first::DATA_FORMAT, $other::DATA_FORMAT] {
+                    assert!(
+                        text.contains(&format!("data format {format}")),
+                        "{what}: {text}"
+                    );
+                }
+                assert!(text.contains("{"), "{what}: names the lock's key: {text}");
+            }
+
+            /// A waiting call of the other build is refused at once, not
+            /// after its wait.
+            fn refused_at_once<T>(what: &str, call: impl FnOnce() -> $other::Result<T>) {
+                let start = Instant::now();
+                refused(what, call());
+                assert!(
+                    start.elapsed() < Duration::from_millis(900),
+                    "{what}: waited"
+                );
+            }
+
+            #[test]
+            fn a_mutex_of_one_build_is_refused_to_the_other_held_or_free() {
+                let server = RedisServer::start();
+                let (first, other) = clients(&server);
+                let a = first.fair_mutex("m");
+                let b = other.fair_mutex("m");
+                let mut held = Some(a.lock().unwrap());
+                for round in ["held", "free"] {
+                    refused(round, b.try_lock());
+                    refused_at_once(round, || b.try_lock_for(Duration::from_secs(1)));
+                    refused_at_once(round, || b.lock_with(Duration::from_secs(1)));
+                    refused(round, b.status(10));
+                    refused(round, b.is_locked());
+                    refused(round, b.queue_len());
+                    refused(round, b.hold_count());
+                    refused(round, b.remaining_lease());
+                    refused(round, b.is_held_by_current_thread());
+                    refused(round, b.force_unlock());
+                    refused(round, b.force_unlock_holder());
+                    refused(round, b.revoke());
+                    refused(round, b.unbound().try_lock());
+                    if let Some(held) = held.take() {
+                        // The first build's own calls work on: a re-entry,
+                        // its status, a revocation; the hold is its alone.
+                        let again = a.lock().unwrap();
+                        assert_eq!(a.hold_count().unwrap(), 2);
+                        again.unlock().unwrap();
+                        assert_eq!(a.status(10).unwrap().holder_count, 1);
+                        assert_eq!(a.revoke().unwrap(), 1);
+                        assert!(!held.is_lease_lost());
+                        assert!(a.is_locked().unwrap());
+                        held.unlock().unwrap();
+                        assert!(!a.is_locked().unwrap());
+                    }
+                }
+                let again = a
+                    .try_lock()
+                    .unwrap()
+                    .expect("the first build takes it again");
+                again.unlock().unwrap();
+                assert!(a.force_unlock().is_ok());
+            }
+
+            #[test]
+            fn a_semaphore_of_one_build_is_refused_to_the_other_held_or_free() {
+                let server = RedisServer::start();
+                let (first, other) = clients(&server);
+                let a = first.fair_semaphore("s", 2);
+                let b = other.fair_semaphore("s", 2);
+                let mut permit = Some(a.acquire().unwrap());
+                for round in ["held", "free"] {
+                    refused(round, b.try_acquire());
+                    refused(round, b.try_acquire_many(2));
+                    refused_at_once(round, || b.try_acquire_for(Duration::from_secs(1)));
+                    refused_at_once(round, || b.try_acquire_many_for(1, Duration::from_secs(1)));
+                    refused(round, b.available());
+                    refused(round, b.set_permits(3));
+                    refused(round, b.status(10));
+                    refused(round, b.is_locked());
+                    refused(round, b.force_unlock());
+                    refused(round, b.revoke());
+                    if let Some(permit) = permit.take() {
+                        let second = a.try_acquire().unwrap().expect("room for a second");
+                        assert_eq!(a.available().unwrap(), 0);
+                        assert_eq!(a.revoke().unwrap(), 2);
+                        second.unlock().unwrap();
+                        assert!(!permit.is_lease_lost());
+                        permit.unlock().unwrap();
+                    }
+                }
+                assert_eq!(a.set_permits(3).unwrap().previous, Some(2));
+                refused("permits set", b.try_acquire());
+                assert_eq!(a.available().unwrap(), 3);
+            }
+
+            #[test]
+            fn a_rwlock_of_one_build_is_refused_to_the_other_read_written_or_free() {
+                let server = RedisServer::start();
+                let (first, other) = clients(&server);
+                let a = first.fair_rwlock("rw");
+                let b = other.fair_rwlock("rw");
+                for round in ["read", "upgradable", "write", "free"] {
+                    let guard = match round {
+                        "read" => Some(a.read().unwrap().into_any()),
+                        "upgradable" => Some(a.upgradable_read().unwrap().into_any()),
+                        "write" => Some(a.write().unwrap().into_any()),
+                        _ => None,
+                    };
+                    refused(round, b.try_read());
+                    refused(round, b.try_write());
+                    refused(round, b.try_upgradable_read());
+                    refused_at_once(round, || b.try_read_for(Duration::from_secs(1)));
+                    refused_at_once(round, || b.try_write_for(Duration::from_secs(1)));
+                    refused_at_once(round, || b.try_upgradable_read_for(Duration::from_secs(1)));
+                    refused(round, b.status(10));
+                    refused(round, b.force_unlock());
+                    refused(round, b.revoke());
+                    if let Some(guard) = guard {
+                        assert!(!guard.is_lease_lost(), "{round}");
+                        guard.unlock().unwrap();
+                    }
+                }
+                // The first build's upgrade and downgrade work on.
+                let up = a.upgradable_read().unwrap();
+                let write = up.upgrade().unwrap();
+                let read = write.downgrade().unwrap();
+                refused("downgraded", b.try_write());
+                read.unlock().unwrap();
+            }
+
+            #[test]
+            fn an_election_of_one_build_is_refused_to_the_other_led_or_vacant() {
+                let server = RedisServer::start();
+                let (first, other) = clients(&server);
+                let a = first.election("e").with_value("first");
+                let b = other.election("e").with_value("other");
+                let mut leading = Some(a.campaign().unwrap());
+                for round in ["led", "vacant"] {
+                    refused(round, b.try_campaign());
+                    refused_at_once(round, || b.try_campaign_for(Duration::from_secs(1)));
+                    refused(round, b.leader());
+                    refused(round, b.status(10));
+                    refused(round, b.force_unlock());
+                    refused(round, b.revoke());
+                    if let Some(leading) = leading.take() {
+                        assert_eq!(a.leader().unwrap().unwrap().value, "first");
+                        assert!(!leading.is_lease_lost());
+                        leading.unlock().unwrap();
+                    }
+                }
+                assert!(a.leader().unwrap().is_none());
+            }
+
+            #[test]
+            fn a_multi_lock_of_the_other_build_is_refused_at_any_part_and_leaves_nothing() {
+                let server = RedisServer::start();
+                let (first, other) = clients(&server);
+                // Parts of every kind the first build holds or used.
+                let mutex = first.fair_mutex("p-mutex").lock().unwrap();
+                let read = first.fair_rwlock("p-read").read().unwrap();
+                let permit = first.fair_semaphore("p-sem", 2).acquire().unwrap();
+                let parts: [(&str, fn($other::FairMultiLock) -> $other::FairMultiLock); 3] = [
+                    ("mutex", |m| m.and_mutex("p-mutex")),
+                    ("write", |m| m.and_write("p-read")),
+                    ("permits", |m| m.and_permits("p-sem", 2, 1)),
+                ];
+                for (part, add) in parts {
+                    // A part of the other build's own first, free: the
+                    // multi-lock takes it, then meets the foreign part.
+                    let multi = add(other.fair_multi_lock(["q-own"]));
+                    refused(part, multi.try_lock());
+                    refused_at_once(part, || multi.try_lock_for(Duration::from_secs(1)));
+                    let own = other.fair_mutex("q-own");
+                    assert!(!own.is_locked().unwrap(), "{part}: a part left held");
+                }
+                mutex.unlock().unwrap();
+                read.unlock().unwrap();
+                permit.unlock().unwrap();
+                let multi = other.fair_multi_lock(["p-mutex"]);
+                refused("free", multi.try_lock());
+                // The first build's own multi-lock over them works on.
+                let all = first
+                    .fair_multi_lock(["p-mutex"])
+                    .and_read("p-read")
+                    .and_permits("p-sem", 2, 2)
+                    .lock()
+                    .unwrap();
+                all.unlock().unwrap();
+            }
+
+            #[test]
+            fn a_guard_whose_lock_went_to_the_other_build_gets_a_clear_error_never_a_second_hold() {
+                let server = RedisServer::start();
+                let (first, other) = clients(&server);
+                // A fixed lease runs out, its key a fence life later; then
+                // the other build may take the name, and the old guard's
+                // calls meet its format.
+                let lost = |what: &str, err: $first::Error| {
+                    assert_eq!(
+                        err.kind(),
+                        $first::ErrorKind::FormatMismatch,
+                        "{what}: {err:?}"
+                    );
+                };
+                let old = first
+                    .fair_mutex("g-mutex")
+                    .with_fixed_lease(SHORT)
+                    .lock()
+                    .unwrap();
+                let b = other.fair_mutex("g-mutex");
+                let new = until(Duration::from_secs(5), "the other build takes it", || {
+                    b.try_lock().ok().flatten()
+                });
+                assert!(old.is_lease_lost());
+                lost("unlock", old.unlock().unwrap_err());
+                assert!(b.is_locked().unwrap() && !new.is_lease_lost());
+                new.unlock().unwrap();
+
+                let up = first
+                    .fair_rwlock("g-up")
+                    .with_fixed_lease(SHORT)
+                    .upgradable_read()
+                    .unwrap();
+                let b = other.fair_rwlock("g-up");
+                let write = until(Duration::from_secs(5), "the other build writes", || {
+                    b.try_write().ok().flatten()
+                });
+                lost("upgrade", up.upgrade().unwrap_err());
+                assert!(!write.is_lease_lost());
+                write.unlock().unwrap();
+
+                let old = first
+                    .fair_rwlock("g-down")
+                    .with_fixed_lease(SHORT)
+                    .write()
+                    .unwrap();
+                let b = other.fair_rwlock("g-down");
+                let write = until(Duration::from_secs(5), "the other build writes", || {
+                    b.try_write().ok().flatten()
+                });
+                lost("downgrade", old.downgrade().unwrap_err());
+                assert!(!write.is_lease_lost());
+                write.unlock().unwrap();
+
+                // A watchdog-renewed hold whose key is removed by hand: the
+                // other build takes the name, and the old hold's renewals
+                // are refused, so it is lost by its lease's end.
+                let renewed = first.fair_mutex("g-renew").lock().unwrap();
+                let mut conn = server.conn();
+                let () = redis::cmd("DEL")
+                    .arg(lock_key("g-renew"))
+                    .query(&mut conn)
+                    .unwrap();
+                let b = other.fair_mutex("g-renew");
+                let new = b.try_lock().unwrap().expect("the key is gone");
+                until(
+                    Duration::from_secs(4),
+                    "the old hold learns it is lost",
+                    || renewed.is_lease_lost().then_some(()),
+                );
+                assert!(!new.is_lease_lost());
+                lost("unlock", renewed.unlock().unwrap_err());
+                new.unlock().unwrap();
+            }
+        }
+    };
+}
+
+two_builds!(this_build_first, fairlock, fairlock_next);
+two_builds!(next_build_first, fairlock_next, fairlock);
+
+/// The two builds differ in their data format by one, and in the layout
+/// of a free mutex's key (the planted change).
+#[test]
+fn the_two_builds_differ_by_one_format() {
+    assert_eq!(fairlock_next::DATA_FORMAT, fairlock::DATA_FORMAT + 1);
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    for (name, free) in [("this", " - - -"), ("next", " = = =")] {
+        match name {
+            "this" => server
+                .client()
+                .fair_mutex(name)
+                .lock()
+                .unwrap()
+                .unlock()
+                .unwrap(),
+            _ => fairlock_next::Client::open(&server.url())
+                .unwrap()
+                .fair_mutex(name)
+                .lock()
+                .unwrap()
+                .unlock()
+                .unwrap(),
+        }
+        let stored: String = redis::cmd("GET")
+            .arg(lock_key(name))
+            .query(&mut conn)
+            .unwrap();
+        assert!(stored.contains(free), "{name}: {stored}");
+    }
+}
+
+/// A lock key or a meta of the layout before data formats (what fairlock
+/// wrote before them) is refused as "unversioned", held or free: never
+/// read as this build's, never taken for free.
+#[test]
+fn data_from_before_formats_is_refused_never_taken_for_free() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut conn = server.conn();
+    let meta = lock_key("old-sem").replacen(":lock:", ":semmeta:", 1);
+    for (key, value) in [
+        (lock_key("old-free"), "1700000000000000 - - -"),
+        (lock_key("old-held"), "1700000000000000 c:1 5 600000"),
+        (meta, "2 0 1700000000000000"),
+    ] {
+        let () = redis::cmd("SET")
+            .arg(&key)
+            .arg(value)
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut conn)
+            .unwrap();
+    }
+    for name in ["old-free", "old-held"] {
+        let mutex = client.fair_mutex(name);
+        for result in [
+            mutex.try_lock().map(|_| ()),
+            mutex.force_unlock().map(|_| ()),
+        ] {
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), fairlock::ErrorKind::FormatMismatch, "{err:?}");
+            assert!(err.to_string().contains("before data formats"), "{err}");
+        }
+    }
+    let err = client
+        .fair_semaphore("old-sem", 2)
+        .try_acquire()
+        .unwrap_err();
+    assert_eq!(err.kind(), fairlock::ErrorKind::FormatMismatch, "{err:?}");
+    let untouched: String = redis::cmd("GET")
+        .arg(lock_key("old-free"))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(untouched, "1700000000000000 - - -");
+}
+
+/// The anchor outlives every other key of its lock, so its format word
+/// stands for them: a mutex's queue kept longer than its lock key (a
+/// waiter timeout past the lease and the fence life) pushes the lock key
+/// out with it, the hold's lease unchanged (its fence grows instead).
+#[test]
+fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
+    let server = RedisServer::start();
+    let client = |waiter_timeout| {
+        fairlock::Client::builder(&server.url())
+            .lease(Duration::from_secs(2))
+            .waiter_timeout(waiter_timeout)
+            .fence_life(FENCE)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (
+        client(Duration::from_secs(1)),
+        client(Duration::from_secs(5)),
+    );
+    let held = a.fair_mutex("anchor").lock().unwrap();
+    let lease = a.fair_mutex("anchor").remaining_lease().unwrap().unwrap();
+    let waiter = std::thread::spawn(move || {
+        let guard = b.fair_mutex("anchor").lock().unwrap();
+        guard.unlock().unwrap();
+    });
+    let mut conn = server.conn();
+    let queue = lock_key("anchor").replacen(":lock:", ":queue:", 1);
+    until(Duration::from_secs(3), "the waiter queues", || {
+        let queued: i64 = redis::cmd("ZCARD").arg(&queue).query(&mut conn).unwrap();
+        (queued == 1).then_some(())
+    });
+    let pttl = |key: &str, conn: &mut redis::Connection| -> i64 {
+        redis::cmd("PTTL").arg(key).query(conn).unwrap()
+    };
+    let (lock_ttl, queue_ttl) = (
+        pttl(&lock_key("anchor"), &mut conn),
+        pttl(&queue, &mut conn),
+    );
+    assert!(
+        queue_ttl > 3_000,
+        "the queue lives past lease and fence: {queue_ttl} ms"
+    );
+    assert!(
+        lock_ttl >= queue_ttl,
+        "lock key {lock_ttl} ms, queue {queue_ttl} ms"
+    );
+    let left = a.fair_mutex("anchor").remaining_lease().unwrap().unwrap();
+    assert!(left <= lease, "the lease grew from {lease:?} to {left:?}");
+    held.unlock().unwrap();
+    waiter.join().unwrap();
+}
