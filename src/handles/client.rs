@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::handles::builder::ClientBuilder;
 use crate::handles::kind;
 use crate::handles::lock::FairLock;
+use crate::handles::settings::Settings;
 use crate::handles::status::Status;
 use crate::handles::{Election, FairMultiLock, FairMutex, FairRwLock, FairSemaphore};
 use crate::machinery::engine::Engine;
@@ -221,8 +222,10 @@ impl Client {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let parts = Vec::new();
-        let set: FairMultiLock = self.lock(kind::Multi { parts });
+        let set = FairMultiLock::new(Settings::new(
+            Arc::clone(&self.inner),
+            LeasePolicy::default(),
+        ));
         names
             .into_iter()
             .fold(set, |set, name| set.and_mutex(name.as_ref()))

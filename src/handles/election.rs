@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::handles::guard::Guard;
 use crate::handles::kind;
+use crate::handles::leader_watch::LeaderWatch;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Ownership, Unbound};
 use crate::handles::participant::Participant;
@@ -216,6 +217,35 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// ```
     pub fn leader(&self) -> Result<Option<Leader>> {
         Ok(self.status(1)?.holder().map(Leader::of))
+    }
+
+    /// Starts watching the election: opens a connection of the watch's
+    /// own, subscribed to the election's channel, from which
+    /// [`LeaderWatch::next`] learns of each change without polling Redis
+    /// in a loop. On Redis Cluster it listens on a seed node (every node
+    /// hears every message); behind Sentinel, on the master.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when the
+    /// subscription cannot be opened.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use fairlock::LeaderEvent;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mut watch = client.election("scheduler").watch()?;
+    /// while let Some(event) = watch.next(Duration::from_secs(60))? {
+    ///     match event {
+    ///         LeaderEvent::Leads(leader) => println!("{} leads from term {}", leader.value, leader.term),
+    ///         LeaderEvent::Vacant { .. } => println!("nobody leads"),
+    ///         _ => println!("{event}"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self) -> Result<LeaderWatch> {
+        LeaderWatch::start(self.unbound())
     }
 }
 

@@ -270,7 +270,7 @@ impl<K: OneLock, O: Ownership> Guard<K, O> {
     pub fn lock_handle(&self) -> FairLock<K::Lock, O> {
         let (hold, call) = (&self.hold, &self.hold.call);
         let kind =
-            <K::Lock as kind::sealed::Named>::of_hold(hold.target.clone(), call.ask, &call.owner);
+            <K::Lock as kind::sealed::Kind>::of_hold(hold.target.clone(), call.ask, &call.owner);
         FairLock::new(hold.client.clone(), hold.policy, kind)
     }
 }

@@ -6,15 +6,14 @@
 //!
 //! Users name these types only to write code generic over the kinds;
 //! [`FairMutex`](crate::FairMutex), [`FairSemaphore`](crate::FairSemaphore),
-//! [`FairRwLock`](crate::FairRwLock), [`Election`](crate::Election),
-//! [`FairMultiLock`](crate::FairMultiLock) and their guards' aliases are the
-//! everyday names.
+//! [`FairRwLock`](crate::FairRwLock), [`Election`](crate::Election) and
+//! their guards' aliases are the everyday names.
 //!
 //! ```
 //! use fairlock::{kind, FairLock, Guard, Ownership};
 //!
 //! /// Any lock of one name, thread-bound or not: its name and status.
-//! fn describe<K: kind::Named, O: Ownership>(lock: &FairLock<K, O>) -> String {
+//! fn describe<K: kind::Kind, O: Ownership>(lock: &FairLock<K, O>) -> String {
 //!     format!("{} ({:?})", lock.name(), lock.lock_kind())
 //! }
 //!
@@ -29,29 +28,16 @@ use std::sync::Arc;
 
 use crate::handles::ownership::Ownership;
 use crate::machinery::target::Target;
-use crate::protocol::Ask;
 
-/// The kinds of lock a [`FairLock`](crate::FairLock) can be: [`Mutex`],
-/// [`Semaphore`], [`RwLock`], [`Election`] (locks of one name, also
-/// [`Named`]) and [`Multi`] (several names at once). Sealed: fairlock's
-/// own kinds only.
-///
-/// ```
-/// use fairlock::{kind, FairLock, Ownership};
-/// /// Any lock, of any kind and owner, with a fixed lease of a minute.
-/// fn for_a_minute<K: kind::Kind, O: Ownership>(lock: &FairLock<K, O>) -> FairLock<K, O> {
-///     lock.with_fixed_lease(std::time::Duration::from_secs(60))
-/// }
-/// # let _ = for_a_minute::<kind::Multi, fairlock::Unbound>;
-/// ```
-pub trait Kind: sealed::Sealed + Clone + std::fmt::Debug + Send + Sync + 'static {}
-
-/// The kinds of lock of one name ([`Mutex`], [`Semaphore`], [`RwLock`],
-/// [`Election`]): what has a name, a status, and can be force-unlocked.
+/// The kinds of lock a [`FairLock`](crate::FairLock) can be, each a lock
+/// of one name: [`Mutex`], [`Semaphore`], [`RwLock`], [`Election`]. Every
+/// one has a name, a status, lease settings, and can be force-unlocked and
+/// revoked. Sealed: fairlock's own kinds only. (Several locks taken
+/// together are a [`FairMultiLock`](crate::FairMultiLock), not a kind.)
 ///
 /// ```no_run
 /// use fairlock::{kind, FairLock, Ownership};
-/// fn waiting<K: kind::Named, O: Ownership>(lock: &FairLock<K, O>) -> fairlock::Result<usize> {
+/// fn waiting<K: kind::Kind, O: Ownership>(lock: &FairLock<K, O>) -> fairlock::Result<usize> {
 ///     Ok(lock.status(0)?.queue_len)
 /// }
 /// # fn main() -> fairlock::Result<()> {
@@ -59,7 +45,7 @@ pub trait Kind: sealed::Sealed + Clone + std::fmt::Debug + Send + Sync + 'static
 /// println!("{} waiting", waiting(&client.fair_rwlock("catalog"))?);
 /// # Ok(()) }
 /// ```
-pub trait Named: Kind + sealed::Named {}
+pub trait Kind: sealed::Kind + Clone + std::fmt::Debug + Send + Sync + 'static {}
 
 /// What a [`Guard`](crate::Guard) holds: a [`Mutex`]'s hold, a
 /// [`Semaphore`]'s permits, a [`Read`] or a [`Write`] of a reader-writer
@@ -103,7 +89,7 @@ pub trait OneLock: HoldKind {
     /// fn same<T>(_: std::marker::PhantomData<T>, _: std::marker::PhantomData<T>) {}
     /// same(std::marker::PhantomData::<<kind::Write as OneLock>::Lock>, std::marker::PhantomData::<kind::RwLock>);
     /// ```
-    type Lock: Named;
+    type Lock: Kind;
 }
 
 /// A fair mutex: one holder at a time, re-entrant per thread when
@@ -159,21 +145,6 @@ pub struct Election {
     pub(crate) value: Option<Arc<str>>,
 }
 
-/// Several locks taken together, all or none.
-/// [`FairMultiLock`](crate::FairMultiLock) is `FairLock<Multi, Unbound>`;
-/// its guard is a [`MultiGuard`](crate::MultiGuard) of `Guard<`[`Any`]`>`
-/// parts.
-///
-/// ```
-/// use fairlock::{kind, FairLock, Unbound};
-/// let _: Option<FairLock<kind::Multi, Unbound>> = None::<fairlock::FairMultiLock>;
-/// ```
-#[derive(Clone, Debug)]
-pub struct Multi {
-    /// Each part, as its caller named it, with what it asks for.
-    pub(crate) parts: Vec<(Target, Ask)>,
-}
-
 /// A reader-writer lock's read hold, shared with other readers
 /// ([`ReadGuard`](crate::ReadGuard) is `Guard<Read>`).
 ///
@@ -220,11 +191,6 @@ impl Kind for Mutex {}
 impl Kind for Semaphore {}
 impl Kind for RwLock {}
 impl Kind for Election {}
-impl Kind for Multi {}
-impl Named for Mutex {}
-impl Named for Semaphore {}
-impl Named for RwLock {}
-impl Named for Election {}
 
 impl OneLock for Mutex {
     type Lock = Mutex;
@@ -276,7 +242,7 @@ pub(crate) mod sealed {
     /// [`kind`](super) requires it, so no other type can be one.
     pub trait Sealed {}
 
-    pub trait Named {
+    pub trait Kind: Sealed {
         /// The primitive, as the protocol names it.
         const KIND: LockKind;
         /// The lock's name and keys.
@@ -290,13 +256,12 @@ pub(crate) mod sealed {
     impl Sealed for super::Semaphore {}
     impl Sealed for super::RwLock {}
     impl Sealed for super::Election {}
-    impl Sealed for super::Multi {}
     impl Sealed for super::Read {}
     impl Sealed for super::Write {}
     impl Sealed for super::UpgradableRead {}
     impl Sealed for super::Any {}
 
-    impl Named for super::Mutex {
+    impl Kind for super::Mutex {
         const KIND: LockKind = LockKind::Mutex;
         fn target(&self) -> &Target {
             &self.target
@@ -305,7 +270,7 @@ pub(crate) mod sealed {
             super::Mutex { target }
         }
     }
-    impl Named for super::Semaphore {
+    impl Kind for super::Semaphore {
         const KIND: LockKind = LockKind::Semaphore;
         fn target(&self) -> &Target {
             &self.target
@@ -315,7 +280,7 @@ pub(crate) mod sealed {
             super::Semaphore { target, permits }
         }
     }
-    impl Named for super::RwLock {
+    impl Kind for super::RwLock {
         const KIND: LockKind = LockKind::RwLock;
         fn target(&self) -> &Target {
             &self.target
@@ -324,7 +289,7 @@ pub(crate) mod sealed {
             super::RwLock { target }
         }
     }
-    impl Named for super::Election {
+    impl Kind for super::Election {
         const KIND: LockKind = LockKind::Election;
         fn target(&self) -> &Target {
             &self.target

@@ -5,21 +5,37 @@
 
 pub(crate) mod builder;
 pub(crate) mod client;
-mod election;
-mod guard;
 pub mod kind;
-mod leader_watch;
 pub(crate) mod lease_signal;
-mod lock;
-mod multi;
-mod mutex;
-mod ownership;
 mod participant;
 pub(crate) mod revocation_signal;
-mod rwlock;
-mod semaphore;
+mod settings;
 mod status;
+
+// Rustdoc lists a type's `impl` blocks in the order of these modules: what
+// every lock and every guard has first, then each kind's own, in the order
+// a reader looks for them (mutex, semaphore, reader-writer lock, election),
+// then the multi-lock's. One module a group (blank lines between), as
+// rustfmt sorts a group by name.
+mod lock;
+
+mod guard;
+
+mod ownership;
+
+mod mutex;
+
+mod semaphore;
+
+mod rwlock;
+
 mod upgrade;
+
+mod election;
+
+mod leader_watch;
+
+mod multi;
 
 pub use crate::machinery::wait::Wait;
 pub use election::{Election, Leader, Leadership};

@@ -10,9 +10,10 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
 use crate::handles::kind;
-use crate::handles::lock::{forever, FairLock};
-use crate::handles::ownership::{Ownership, Unbound};
+use crate::handles::lock::forever;
+use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::handles::semaphore::permits_ask;
+use crate::handles::settings::Settings;
 use crate::handles::AnyGuard;
 use crate::machinery::target::Target;
 use crate::machinery::wait::Wait;
@@ -22,16 +23,26 @@ use crate::protocol::{Access, Ask, LockKind};
 /// or writes of reader-writer locks, and permits of semaphores. Made by
 /// [`Client::fair_multi_lock`](crate::Client::fair_multi_lock); cheap to
 /// clone, `Send + Sync`. Unbound by default, so its guard is `Send +
-/// 'static`; [`bound`](FairLock::bound) takes every part for the calling
-/// thread (re-entering what it holds).
+/// 'static`; [`bound`](Self::bound) takes every part for the calling
+/// thread (re-entering what it holds). It shares only its lease settings
+/// with the locks of one name ([`FairLock`](crate::FairLock)).
 ///
 /// Deadlock-free between any number of clients taking overlapping sets in
 /// any order: the parts are always taken in one order every client shares
 /// (their keys'), each in its own FIFO queue. While it waits for a later
 /// part, a call holds the earlier ones. On Redis Cluster the parts may live
 /// on different masters. Every part is taken with this set's lease
-/// settings ([`with_fixed_lease`](FairLock::with_fixed_lease),
-/// [`with_max_hold`](FairLock::with_max_hold)).
+/// settings ([`with_fixed_lease`](Self::with_fixed_lease),
+/// [`with_max_hold`](Self::with_max_hold)).
+///
+/// Its methods: the set, [`and_mutex`](Self::and_mutex),
+/// [`and_read`](Self::and_read), [`and_write`](Self::and_write),
+/// [`and_permits`](Self::and_permits); the ways to take it,
+/// [`lock`](Self::lock), [`try_lock`](Self::try_lock),
+/// [`try_lock_for`](Self::try_lock_for), [`lock_with`](Self::lock_with);
+/// its settings, [`with_fixed_lease`](Self::with_fixed_lease),
+/// [`with_max_hold`](Self::with_max_hold), [`bound`](Self::bound),
+/// [`unbound`](Self::unbound). Its guard is a [`MultiGuard`].
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -48,9 +59,26 @@ use crate::protocol::{Access, Ask, LockKind};
 /// }
 /// # Ok(()) }
 /// ```
-pub type FairMultiLock<O = Unbound> = FairLock<kind::Multi, O>;
+pub struct FairMultiLock<O: Ownership = Unbound> {
+    settings: Settings<O>,
+    /// Each part, as its caller named it, with what it asks for.
+    parts: Vec<(Target, Ask)>,
+}
 
-impl<O: Ownership> FairLock<kind::Multi, O> {
+impl<O: Ownership> Clone for FairMultiLock<O> {
+    fn clone(&self) -> Self {
+        self.owned_as()
+    }
+}
+
+impl<O: Ownership> FairMultiLock<O> {
+    pub(crate) fn new(settings: Settings<O>) -> Self {
+        FairMultiLock {
+            settings,
+            parts: Vec::new(),
+        }
+    }
+
     /// The same set and the mutex `name`.
     ///
     /// ```no_run
@@ -98,7 +126,7 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
 
     /// The same set and `n` permits of the semaphore `name` of `permits`
     /// (as [`fair_semaphore`](crate::Client::fair_semaphore)`(name,
-    /// permits)`[`.acquire_many(n)`](FairLock::acquire_many) would take
+    /// permits)`[`.acquire_many(n)`](crate::FairSemaphore::acquire_many) would take
     /// them, in its FIFO queue). A semaphore named twice is asked once for
     /// the sum. Its part's guard says how many it holds
     /// ([`num_permits`](Guard::num_permits)).
@@ -118,10 +146,91 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
     }
 
     fn and(mut self, name: &str, kind: LockKind, ask: Ask) -> Self {
-        let prefix = &self.engine().config().key_prefix;
+        let prefix = &self.settings.engine().config().key_prefix;
         let target = Target::new(prefix, name, kind);
-        self.kind.parts.push((target, ask));
+        self.parts.push((target, ask));
         self
+    }
+
+    /// The same set, every part taken with a fixed `lease` that no watchdog
+    /// renews (as [`FairLock::with_fixed_lease`](crate::FairLock::with_fixed_lease)
+    /// for one lock).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let set = client.fair_multi_lock(["a", "b"]).with_fixed_lease(Duration::from_secs(60));
+    /// let guard = set.lock()?; // both free themselves a minute after their grants
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_fixed_lease(&self, lease: Duration) -> Self {
+        let settings = self.settings.fixed_lease(lease);
+        FairMultiLock {
+            settings,
+            parts: self.parts.clone(),
+        }
+    }
+
+    /// The same set, every part renewed for at most `max_hold` from its
+    /// grant (as [`FairLock::with_max_hold`](crate::FairLock::with_max_hold)
+    /// for one lock).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let set = client.fair_multi_lock(["a", "b"]).with_max_hold(Duration::from_secs(600));
+    /// let guard = set.lock()?; // each part passed on 10 min after its grant at the latest
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_max_hold(&self, max_hold: Duration) -> Self {
+        let settings = self.settings.max_hold(max_hold);
+        FairMultiLock {
+            settings,
+            parts: self.parts.clone(),
+        }
+    }
+
+    /// The same set, its parts taken by calls that are not bound to a
+    /// thread (the default): its guard may move to any thread (see
+    /// [`Unbound`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_multi_lock(["a", "b"]).bound().unbound().lock()?;
+    /// std::thread::spawn(move || guard.unlock()).join().expect("worker")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unbound(&self) -> FairMultiLock<Unbound> {
+        self.owned_as()
+    }
+
+    /// The same set, its parts taken for the calling thread: re-entering
+    /// what the thread holds, its guard staying on that thread (see
+    /// [`Bound`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let outer = client.fair_mutex("a").lock()?;
+    /// let both = client.fair_multi_lock(["a", "b"]).bound().lock()?; // "a" re-entered
+    /// drop((both, outer));
+    /// # Ok(()) }
+    /// ```
+    pub fn bound(&self) -> FairMultiLock<Bound> {
+        self.owned_as()
+    }
+
+    fn owned_as<P: Ownership>(&self) -> FairMultiLock<P> {
+        let settings = self.settings.owned_as();
+        FairMultiLock {
+            settings,
+            parts: self.parts.clone(),
+        }
     }
 
     /// Waits as `wait` says, part after part in the shared order, for all
@@ -159,7 +268,10 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
         for (target, ask) in parts {
             // An error or a give-up drops `held`: each part taken so far is
             // released (its drop bounded by one command timeout).
-            match self.request_on::<kind::Any>(target, ask, None, &wait)? {
+            match self
+                .settings
+                .request::<kind::Any>(target, ask, None, &wait)?
+            {
                 Some(part) => held.push(part),
                 None => return Ok(None),
             }
@@ -232,13 +344,13 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
     /// summed), each checked (a semaphore's permits and `n`, before any
     /// I/O).
     fn ordered(&self) -> Result<Vec<(&Target, Ask)>> {
-        if self.kind.parts.is_empty() {
+        if self.parts.is_empty() {
             return Err(Error::invalid_config(
                 "a multi-lock needs at least one name",
             ));
         }
-        let mut parts = Vec::with_capacity(self.kind.parts.len());
-        for part in &self.kind.parts {
+        let mut parts = Vec::with_capacity(self.parts.len());
+        for part in &self.parts {
             parts.push((part.0.keys()?.lock(), part));
         }
         // Writes first among equal keys, so the merge below keeps them.
@@ -409,5 +521,15 @@ impl<O: Ownership> Drop for MultiGuard<O> {
     fn drop(&mut self) {
         // The last taken first, as unlock does.
         self.parts.drain(..).rev().for_each(drop);
+    }
+}
+
+impl<O: Ownership> std::fmt::Debug for FairMultiLock<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairMultiLock")
+            .field("parts", &self.parts)
+            .field("lease", &self.settings.policy)
+            .field("unbound", &O::UNBOUND)
+            .finish_non_exhaustive()
     }
 }

@@ -177,10 +177,11 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
         let freed = self.engine().force_release(self.target())?;
         Ok(freed.holder.map(Participant::new))
     }
-}
 
-impl FairLock<kind::Mutex, Bound> {
-    /// True when the calling thread (through this client) holds the lock.
+    /// True when the calling thread (through this client) holds the lock:
+    /// by a thread-bound call, of this handle or of its
+    /// [`bound`](FairLock::bound) twin (an unbound acquisition belongs to
+    /// no thread, so it never counts).
     ///
     /// # Errors
     /// As [`status`](FairLock::status).
@@ -199,7 +200,9 @@ impl FairLock<kind::Mutex, Bound> {
         Ok(self.hold_count()? > 0)
     }
 
-    /// How many guards the calling thread holds on this lock (0 if none).
+    /// How many guards the calling thread holds on this lock (0 if none),
+    /// taken by thread-bound calls (as
+    /// [`is_held_by_current_thread`](Self::is_held_by_current_thread)).
     ///
     /// # Errors
     /// As [`status`](FairLock::status).
