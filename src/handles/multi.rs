@@ -517,6 +517,37 @@ impl<O: Ownership> MultiGuard<O> {
     }
 }
 
+impl<O: Ownership> Guard<kind::Any, O> {
+    /// The access of a reader-writer lock's hold (a read, an upgradable
+    /// read or the write); `None` for a hold of another kind.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_multi_lock(["account:17"]).and_read("rates").lock()?;
+    /// for part in guard.parts() {
+    ///     println!("{}: {:?}", part.name(), part.access()); // None, then Some(Read)
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn access(&self) -> Option<Access> {
+        self.hold.call.ask.access()
+    }
+
+    /// The permits a semaphore's hold takes; 1 for a hold of another kind.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_multi_lock(["job:7"]).and_permits("gpus", 8, 2).lock()?;
+    /// assert!(guard.parts().iter().any(|part| part.num_permits() == 2));
+    /// # Ok(()) }
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.hold.call.ask.permits()
+    }
+}
+
 impl<O: Ownership> Drop for MultiGuard<O> {
     fn drop(&mut self) {
         // The last taken first, as unlock does.

@@ -343,3 +343,18 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
         self.upgradable_read_with(Wait::at_most(timeout))
     }
 }
+
+impl<O: Ownership> Guard<kind::Read, O> {
+    /// The hold's access: a read.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let read = client.fair_rwlock("catalog").read()?;
+    /// assert_eq!(read.access(), Some(fairlock::Access::Read));
+    /// # Ok(()) }
+    /// ```
+    pub fn access(&self) -> Option<Access> {
+        self.hold.call.ask.access()
+    }
+}

@@ -375,6 +375,22 @@ impl PermitsChange {
     }
 }
 
+impl<O: Ownership> Guard<kind::Semaphore, O> {
+    /// The permits the hold takes: 1 unless taken with
+    /// [`acquire_many`](FairLock::acquire_many) and its kin.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let permit = client.fair_semaphore("build-cores", 16).acquire_many(3)?;
+    /// assert_eq!(permit.num_permits(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.hold.call.ask.permits()
+    }
+}
+
 /// A semaphore's number of permits out of `1..=MAX_PERMITS` is
 /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before
 /// any I/O.
