@@ -235,9 +235,10 @@ pub use handles::lease_signal::LeaseSignal;
 pub use handles::revocation_signal::{Revocation, RevocationSignal};
 pub use handles::{
     AnyGuard, Bound, Election, FairLock, FairMultiLock, FairMutex, FairMutexGuard, FairRwLock,
-    FairSemaphore, Guard, Holder, Leader, LeaderEvent, LeaderWatch, Leadership, MultiGuard,
-    Ownership, Participant, PermitsChange, QueuedWaiter, ReadGuard, SemaphorePermit, Status,
-    Unbound, UpgradableReadGuard, Wait, WriteGuard, MAX_PERMITS,
+    FairSemaphore, Guard, Holder, Leader, LeaderEvent, LeaderWatch, Leadership,
+    MoveOnlyWithUnbound, MultiGuard, Ownership, Participant, PermitsChange, QueuedWaiter,
+    ReadGuard, SemaphorePermit, Status, Unbound, UpgradableReadGuard, Wait, WriteGuard,
+    MAX_PERMITS,
 };
 pub use machinery::cancel::WaitCanceller;
 pub use machinery::holds::LeaseEnd;

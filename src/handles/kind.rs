@@ -63,7 +63,8 @@ pub trait HoldKind: sealed::Sealed + 'static {
     /// What ties a guard of this hold to its thread: a re-entrant hold
     /// taken by a thread (a mutex's, a read, a write, a leadership taken
     /// thread-bound) stays on that thread, as `std::sync::MutexGuard`
-    /// does; a semaphore's permit, never re-entered, is `Send` either way.
+    /// does ([`MoveOnlyWithUnbound`](crate::MoveOnlyWithUnbound)); a
+    /// semaphore's permit, never re-entered, is `Send` either way.
     #[doc(hidden)]
     type Tie<O: Ownership>: Sync + 'static;
 }

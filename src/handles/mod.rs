@@ -44,7 +44,7 @@ pub use leader_watch::{LeaderEvent, LeaderWatch};
 pub use lock::FairLock;
 pub use multi::{FairMultiLock, MultiGuard};
 pub use mutex::{FairMutex, FairMutexGuard};
-pub use ownership::{Bound, Ownership, Unbound};
+pub use ownership::{Bound, MoveOnlyWithUnbound, Ownership, Unbound};
 pub use participant::Participant;
 pub use rwlock::{FairRwLock, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use semaphore::{FairSemaphore, PermitsChange, SemaphorePermit, MAX_PERMITS};

@@ -24,7 +24,7 @@ pub trait Ownership: sealed::Sealed + Send + Sync + std::fmt::Debug + 'static {
     #[doc(hidden)]
     const UNBOUND: bool;
     /// What a re-entrant guard of this ownership carries to be `Send` or
-    /// not.
+    /// not: [`Bound`]'s names [`MoveOnlyWithUnbound`].
     #[doc(hidden)]
     type Tie: Sync + 'static;
 }
@@ -32,7 +32,7 @@ pub trait Ownership: sealed::Sealed + Send + Sync + std::fmt::Debug + 'static {
 /// Acquisitions owned by the thread that makes them: a thread that holds a
 /// mutex or a reader-writer lock takes it again at once (a second guard of
 /// the same hold), and such guards stay on their thread (`Sync`, not
-/// `Send`), as `std::sync::MutexGuard` does. The default of the mutex, the
+/// `Send`: [`MoveOnlyWithUnbound`]), as `std::sync::MutexGuard` does. The default of the mutex, the
 /// semaphore and the reader-writer lock.
 ///
 /// ```no_run
@@ -64,9 +64,38 @@ pub enum Bound {}
 #[derive(Debug)]
 pub enum Unbound {}
 
+/// Why a thread-bound guard does not move to another thread, named where
+/// the compiler says it: a [`Bound`] guard of a re-entrant hold (a mutex's,
+/// a read, a write, a leadership) is not `Send`, and moving one into
+/// another thread fails with "`MutexGuard<'static, MoveOnlyWithUnbound>`
+/// cannot be sent between threads safely" (error E0277). Its hold is its
+/// thread's, and the thread re-enters it, so it must be released there. To
+/// hold a lock on one thread and release it on another, take it from the
+/// lock's [`unbound`](crate::FairLock::unbound) handle: each such
+/// acquisition is an owner of its own, and its guard is `Send + Sync +
+/// 'static`. Never a value: a type only.
+///
+/// ```compile_fail
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let guard = client.fair_mutex("nightly-report").lock()?; // thread-bound
+/// std::thread::spawn(move || guard.unlock()); // E0277: ... MoveOnlyWithUnbound ...
+/// # Ok(()) }
+/// ```
+///
+/// ```no_run
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let guard = client.fair_mutex("nightly-report").unbound().lock()?;
+/// std::thread::spawn(move || guard.unlock()).join().expect("worker")?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub enum MoveOnlyWithUnbound {}
+
 impl Ownership for Bound {
     const UNBOUND: bool = false;
-    type Tie = PhantomData<std::sync::MutexGuard<'static, ()>>;
+    type Tie = PhantomData<std::sync::MutexGuard<'static, MoveOnlyWithUnbound>>;
 }
 
 impl Ownership for Unbound {
