@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::handles::kind::{self, HoldKind, OneLock};
 use crate::handles::lease_signal::LeaseSignal;
 use crate::handles::lock::FairLock;
-use crate::handles::ownership::{Bound, Ownership};
+use crate::handles::ownership::Ownership;
 use crate::handles::revocation_signal::RevocationSignal;
 use crate::machinery::call_hold::CallHold;
 
@@ -32,7 +32,7 @@ use crate::machinery::call_hold::CallHold;
 /// re-entry, a thread's mutex is free only when every guard of the thread
 /// is gone.
 ///
-/// A thread-bound ([`Bound`]) guard of a re-entrant hold (a mutex's, a
+/// A thread-bound ([`Bound`](crate::Bound)) guard of a re-entrant hold (a mutex's, a
 /// read, a write, a leadership) is `Sync` but not `Send`: it stays on the
 /// thread that took it, like `std::sync::MutexGuard`. A semaphore's permit
 /// and every [`Unbound`](crate::Unbound) guard are `Send + Sync + 'static`.
@@ -49,7 +49,7 @@ use crate::machinery::call_hold::CallHold;
 /// assert_send::<fairlock::ReadGuard>();
 /// ```
 #[must_use = "if unused the hold is released immediately"]
-pub struct Guard<K: HoldKind, O: Ownership = Bound> {
+pub struct Guard<K: HoldKind, O: Ownership = <K as HoldKind>::Owner> {
     pub(crate) hold: CallHold,
     kind: PhantomData<Marks<K, O>>,
 }

@@ -26,7 +26,7 @@
 
 use std::sync::Arc;
 
-use crate::handles::ownership::Ownership;
+use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::machinery::target::Target;
 
 /// The kinds of lock a [`FairLock`](crate::FairLock) can be, each a lock
@@ -45,7 +45,20 @@ use crate::machinery::target::Target;
 /// println!("{} waiting", waiting(&client.fair_rwlock("catalog"))?);
 /// # Ok(()) }
 /// ```
-pub trait Kind: sealed::Kind + Clone + std::fmt::Debug + Send + Sync + 'static {}
+pub trait Kind: sealed::Kind + Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// The ownership of a lock of this kind whose type names none
+    /// (`FairLock<K>`): [`Unbound`](crate::Unbound) for an [`Election`],
+    /// [`Bound`](crate::Bound) for the others, by the one rule of
+    /// [`Ownership`](crate::Ownership#which-is-the-default). So
+    /// `FairLock<kind::Election>` is [`Election`](crate::Election).
+    ///
+    /// ```
+    /// fn same<T>(_: Option<T>, _: Option<T>) {}
+    /// same(None::<fairlock::FairLock<fairlock::kind::Election>>, None::<fairlock::Election>);
+    /// same(None::<fairlock::FairLock<fairlock::kind::Mutex>>, None::<fairlock::FairMutex>);
+    /// ```
+    type Owner: Ownership;
+}
 
 /// What a [`Guard`](crate::Guard) holds: a [`Mutex`]'s hold, a
 /// [`Semaphore`]'s permits, a [`Read`] or a [`Write`] of a reader-writer
@@ -60,6 +73,17 @@ pub trait Kind: sealed::Kind + Clone + std::fmt::Debug + Send + Sync + 'static {
 /// # let _ = token_of::<kind::Write, fairlock::Bound>;
 /// ```
 pub trait HoldKind: sealed::Sealed + 'static {
+    /// The ownership of a guard of this hold whose type names none
+    /// (`Guard<K>`): its lock's ([`Kind::Owner`]), and
+    /// [`Bound`](crate::Bound) for [`Any`].
+    ///
+    /// ```
+    /// fn same<T>(_: Option<T>, _: Option<T>) {}
+    /// same(None::<fairlock::Guard<fairlock::kind::Election>>, None::<fairlock::Leadership>);
+    /// same(None::<fairlock::Guard<fairlock::kind::Read>>, None::<fairlock::ReadGuard>);
+    /// ```
+    type Owner: Ownership;
+
     /// What ties a guard of this hold to its thread: a re-entrant hold
     /// taken by a thread (a mutex's, a read, a write, a leadership taken
     /// thread-bound) stays on that thread, as `std::sync::MutexGuard`
@@ -131,11 +155,13 @@ pub struct RwLock {
 }
 
 /// A leader election: candidates lead one at a time, in arrival order.
-/// [`Election`](crate::Election) is `FairLock<kind::Election, Unbound>`,
-/// [`Leadership`](crate::Leadership) is `Guard<kind::Election, Unbound>`.
+/// [`Election`](crate::Election) is `FairLock<kind::Election>`,
+/// [`Leadership`](crate::Leadership) is `Guard<kind::Election>`, both
+/// [`Unbound`](crate::Unbound) unless named otherwise.
 ///
 /// ```
 /// use fairlock::{kind, FairLock, Unbound};
+/// let _: Option<FairLock<kind::Election>> = None::<fairlock::Election>;
 /// let _: Option<FairLock<kind::Election, Unbound>> = None::<fairlock::Election>;
 /// ```
 #[derive(Clone, Debug)]
@@ -188,10 +214,18 @@ pub enum Write {}
 #[derive(Debug)]
 pub enum Any {}
 
-impl Kind for Mutex {}
-impl Kind for Semaphore {}
-impl Kind for RwLock {}
-impl Kind for Election {}
+impl Kind for Mutex {
+    type Owner = Bound;
+}
+impl Kind for Semaphore {
+    type Owner = Bound;
+}
+impl Kind for RwLock {
+    type Owner = Bound;
+}
+impl Kind for Election {
+    type Owner = Unbound;
+}
 
 impl OneLock for Mutex {
     type Lock = Mutex;
@@ -213,24 +247,31 @@ impl OneLock for Election {
 }
 
 impl HoldKind for Mutex {
+    type Owner = Bound;
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for Semaphore {
+    type Owner = Bound;
     type Tie<O: Ownership> = ();
 }
 impl HoldKind for Read {
+    type Owner = Bound;
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for Write {
+    type Owner = Bound;
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for UpgradableRead {
+    type Owner = Bound;
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for Election {
+    type Owner = Unbound;
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for Any {
+    type Owner = Bound;
     type Tie<O: Ownership> = O::Tie;
 }
 

@@ -47,7 +47,7 @@ use crate::protocol::{Ask, LockKind};
 /// println!("{} waiting", export.queue_len()?);
 /// # Ok(()) }
 /// ```
-pub struct FairLock<K: Kind, O: Ownership = Bound> {
+pub struct FairLock<K: Kind, O: Ownership = <K as Kind>::Owner> {
     pub(crate) settings: Settings<O>,
     pub(crate) kind: K,
 }

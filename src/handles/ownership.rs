@@ -9,6 +9,21 @@ use std::marker::PhantomData;
 /// thread) or [`Unbound`] (each acquisition owns itself: never re-entered,
 /// its guard `Send + Sync + 'static`). Sealed.
 ///
+/// # Which is the default
+/// One rule, for every lock and guard whose type names no ownership: a
+/// hold a thread takes for its own work is the thread's, as std's locks
+/// are, so the mutex, the semaphore, the reader-writer lock and their
+/// guards are [`Bound`]; a hold that stands for more than the call that
+/// took it (an election's leadership, a process's role; a multi-lock's set,
+/// often handed to a worker) is [`Unbound`]. Each kind carries its default
+/// ([`Kind::Owner`](crate::kind::Kind::Owner),
+/// [`HoldKind::Owner`](crate::kind::HoldKind::Owner)), so the generic types
+/// and the aliases agree: `FairLock<kind::Election>` is
+/// [`Election`](crate::Election), `Guard<kind::Read>` is
+/// [`ReadGuard`](crate::ReadGuard). Any lock's
+/// [`bound`](crate::FairLock::bound) and [`unbound`](crate::FairLock::unbound)
+/// give the other.
+///
 /// ```
 /// fn assert_send_sync_static<T: Send + Sync + 'static>() {}
 /// assert_send_sync_static::<fairlock::FairMutexGuard<fairlock::Unbound>>();
@@ -33,7 +48,8 @@ pub trait Ownership: sealed::Sealed + Send + Sync + std::fmt::Debug + 'static {
 /// mutex or a reader-writer lock takes it again at once (a second guard of
 /// the same hold), and such guards stay on their thread (`Sync`, not
 /// `Send`: [`MoveOnlyWithUnbound`]), as `std::sync::MutexGuard` does. The default of the mutex, the
-/// semaphore and the reader-writer lock.
+/// semaphore and the reader-writer lock (see [which is the
+/// default](Ownership#which-is-the-default)).
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -50,7 +66,8 @@ pub enum Bound {}
 /// Acquisitions that own themselves (`<client id>:u<call>`): never
 /// re-entered (the same thread asking again queues like anyone else), and
 /// their guards are `Send + Sync + 'static`, released or dropped on any
-/// thread. The default of elections and multi-locks; any lock's
+/// thread. The default of elections and multi-locks (see [which is the
+/// default](Ownership#which-is-the-default)); any lock's
 /// [`unbound`](crate::FairLock::unbound) gives it.
 ///
 /// ```no_run
