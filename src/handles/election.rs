@@ -38,6 +38,22 @@ use crate::protocol::{check_value, Ask};
 /// ([`status`](FairLock::status), [`force_unlock`](FairLock::force_unlock),
 /// [`with_max_hold`](FairLock::with_max_hold), ...) an election has too.
 ///
+/// Its own methods: [`campaign`](FairLock::campaign),
+/// [`try_campaign`](FairLock::try_campaign),
+/// [`try_campaign_for`](FairLock::try_campaign_for),
+/// [`campaign_with`](FairLock::campaign_with),
+/// [`with_value`](FairLock::with_value), [`value`](FairLock::value),
+/// [`leader`](FairLock::leader), [`watch`](FairLock::watch). Its guard is a
+/// [`Leadership`].
+///
+/// What every lock has: [`name`](FairLock::name),
+/// [`lock_kind`](FairLock::lock_kind), [`status`](FairLock::status),
+/// [`is_locked`](FairLock::is_locked), [`queue_len`](FairLock::queue_len),
+/// [`force_unlock`](FairLock::force_unlock), [`revoke`](FairLock::revoke); its
+/// lease settings, [`with_fixed_lease`](FairLock::with_fixed_lease),
+/// [`with_max_hold`](FairLock::with_max_hold); its ownership,
+/// [`bound`](FairLock::bound), [`unbound`](FairLock::unbound).
+///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
 /// let client = fairlock::Client::builder("redis://127.0.0.1:6379")
@@ -55,6 +71,16 @@ pub type Election<O = Unbound> = FairLock<kind::Election, O>;
 /// A candidate's leadership, from its campaign's return until it resigns
 /// ([`unlock`](Guard::unlock), or a drop, best effort) or loses its lease.
 /// The client's watchdog renews it wherever it is.
+///
+/// Its own methods: [`term`](#method.term), [`value`](#method.value).
+///
+/// What every guard has: [`name`](#method.name),
+/// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),
+/// [`is_lease_lost`](#method.is_lease_lost),
+/// [`lease_signal`](#method.lease_signal), [`is_revoked`](#method.is_revoked),
+/// [`revocation_signal`](#method.revocation_signal),
+/// [`unlock`](#method.unlock), [`into_any`](#method.into_any),
+/// [`lock_handle`](#method.lock_handle).
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {

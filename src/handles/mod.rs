@@ -53,6 +53,16 @@ pub use status::{Holder, QueuedWaiter, Status};
 /// A guard of any kind of hold: a multi-lock's parts, or any guard made
 /// into one with [`Guard::into_any`].
 ///
+/// Its own methods: [`access`](#method.access),
+/// [`num_permits`](#method.num_permits).
+///
+/// What every guard has: [`name`](#method.name),
+/// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),
+/// [`is_lease_lost`](#method.is_lease_lost),
+/// [`lease_signal`](#method.lease_signal), [`is_revoked`](#method.is_revoked),
+/// [`revocation_signal`](#method.revocation_signal),
+/// [`unlock`](#method.unlock), [`into_any`](#method.into_any).
+///
 /// ```
 /// fn assert_send_sync_static<T: Send + Sync + 'static>() {}
 /// assert_send_sync_static::<fairlock::AnyGuard<fairlock::Unbound>>();

@@ -19,6 +19,22 @@ use crate::protocol::Ask;
 /// clone, `Send + Sync`. Thread-bound by default (re-entrant per thread);
 /// [`unbound`](FairLock::unbound) gives guards that move between threads.
 ///
+/// Its own methods: [`lock`](FairLock::lock), [`try_lock`](FairLock::try_lock),
+/// [`try_lock_for`](FairLock::try_lock_for),
+/// [`lock_with`](FairLock::lock_with),
+/// [`remaining_lease`](FairLock::remaining_lease),
+/// [`force_unlock_holder`](FairLock::force_unlock_holder),
+/// [`is_held_by_current_thread`](FairLock::is_held_by_current_thread),
+/// [`hold_count`](FairLock::hold_count). Its guard is a [`FairMutexGuard`].
+///
+/// What every lock has: [`name`](FairLock::name),
+/// [`lock_kind`](FairLock::lock_kind), [`status`](FairLock::status),
+/// [`is_locked`](FairLock::is_locked), [`queue_len`](FairLock::queue_len),
+/// [`force_unlock`](FairLock::force_unlock), [`revoke`](FairLock::revoke); its
+/// lease settings, [`with_fixed_lease`](FairLock::with_fixed_lease),
+/// [`with_max_hold`](FairLock::with_max_hold); its ownership,
+/// [`bound`](FairLock::bound), [`unbound`](FairLock::unbound).
+///
 /// ```no_run
 /// use std::time::Duration;
 /// # fn main() -> fairlock::Result<()> {
@@ -33,6 +49,15 @@ use crate::protocol::Ask;
 pub type FairMutex<O = Bound> = FairLock<kind::Mutex, O>;
 
 /// A hold of a [`FairMutex`], until [`unlock`](Guard::unlock)ed or dropped.
+///
+/// What every guard has: [`name`](#method.name),
+/// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),
+/// [`is_lease_lost`](#method.is_lease_lost),
+/// [`lease_signal`](#method.lease_signal), [`is_revoked`](#method.is_revoked),
+/// [`revocation_signal`](#method.revocation_signal),
+/// [`unlock`](#method.unlock), [`into_any`](#method.into_any),
+/// [`lock_handle`](#method.lock_handle). A mutex's guard has no method of its
+/// own.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
