@@ -29,7 +29,7 @@ use crate::protocol::{check_value, Ask};
 /// than every earlier leader's, a fencing token for what it does.
 ///
 /// Made by [`Client::election`](crate::Client::election); cheap to clone,
-/// `Send + Sync`. Unbound by default: each campaign is a candidate of its
+/// `Send + Sync`. Unbound by [default](crate::Ownership#which-is-the-default): each campaign is a candidate of its
 /// own, whatever thread makes it, and its leadership may move to any
 /// thread; [`bound`](FairLock::bound) makes campaigns of one thread one
 /// candidate (a second campaign of a leading thread leads at once, with

@@ -22,7 +22,7 @@ use crate::protocol::{Access, Ask, LockKind};
 /// Several locks taken together, all or none: mutexes by name, the reads
 /// or writes of reader-writer locks, and permits of semaphores. Made by
 /// [`Client::fair_multi_lock`](crate::Client::fair_multi_lock); cheap to
-/// clone, `Send + Sync`. Unbound by default, so its guard is `Send +
+/// clone, `Send + Sync`. Unbound by [default](crate::Ownership#which-is-the-default), so its guard is `Send +
 /// 'static`; [`bound`](Self::bound) takes every part for the calling
 /// thread (re-entering what it holds). It shares only its lease settings
 /// with the locks of one name ([`FairLock`](crate::FairLock)).

@@ -16,7 +16,7 @@ use crate::protocol::Ask;
 /// A fair (first come, first served) mutex named by a string, shared by
 /// every thread of every process that uses the same Redis and key prefix.
 /// Made by [`Client::fair_mutex`](crate::Client::fair_mutex); cheap to
-/// clone, `Send + Sync`. Thread-bound by default (re-entrant per thread);
+/// clone, `Send + Sync`. Thread-bound by [default](crate::Ownership#which-is-the-default) (re-entrant per thread);
 /// [`unbound`](FairLock::unbound) gives guards that move between threads.
 ///
 /// Its own methods: [`lock`](FairLock::lock), [`try_lock`](FairLock::try_lock),
