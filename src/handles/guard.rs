@@ -44,7 +44,7 @@ use crate::machinery::call_hold::CallHold;
 /// assert_send_sync_static::<fairlock::Leadership>();
 /// ```
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// fn assert_send<T: Send>() {}
 /// assert_send::<fairlock::ReadGuard>();
 /// ```

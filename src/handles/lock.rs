@@ -47,15 +47,10 @@ use crate::protocol::{Ask, LockKind};
 /// println!("{} waiting", export.queue_len()?);
 /// # Ok(()) }
 /// ```
+#[derive(Clone, Debug)]
 pub struct FairLock<K: Kind, O: Ownership = <K as Kind>::Owner> {
     pub(crate) settings: Settings<O>,
     pub(crate) kind: K,
-}
-
-impl<K: Kind, O: Ownership> Clone for FairLock<K, O> {
-    fn clone(&self) -> Self {
-        self.owned_as()
-    }
 }
 
 impl<K: Kind, O: Ownership> FairLock<K, O> {
@@ -84,7 +79,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn with_fixed_lease(&self, lease: Duration) -> Self {
-        self.with_settings(self.settings.fixed_lease(lease))
+        self.with(self.settings.fixed_lease(lease))
     }
 
     /// The same lock, each hold renewed for at most `max_hold` from its
@@ -109,7 +104,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn with_max_hold(&self, max_hold: Duration) -> Self {
-        self.with_settings(self.settings.max_hold(max_hold))
+        self.with(self.settings.max_hold(max_hold))
     }
 
     /// The same lock, acquired by calls that are not bound to a thread:
@@ -127,7 +122,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn unbound(&self) -> FairLock<K, Unbound> {
-        self.owned_as()
+        self.with(self.settings.owned_as())
     }
 
     /// The same lock, acquired by calls bound to their thread: re-entrant
@@ -143,22 +138,12 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn bound(&self) -> FairLock<K, Bound> {
-        self.owned_as()
+        self.with(self.settings.owned_as())
     }
 
-    fn owned_as<P: Ownership>(&self) -> FairLock<K, P> {
-        let settings = self.settings.owned_as();
-        FairLock {
-            settings,
-            kind: self.kind.clone(),
-        }
-    }
-
-    fn with_settings(&self, settings: Settings<O>) -> Self {
-        FairLock {
-            settings,
-            kind: self.kind.clone(),
-        }
+    fn with<P: Ownership>(&self, settings: Settings<P>) -> FairLock<K, P> {
+        let kind = self.kind.clone();
+        FairLock { settings, kind }
     }
 
     pub(crate) fn engine(&self) -> &Engine {
@@ -320,14 +305,4 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
 /// The guard of a wait that ends only with the lock.
 pub(crate) fn forever<T>(got: Result<Option<T>>) -> Result<T> {
     got?.ok_or_else(Error::unbounded_wait_ended)
-}
-
-impl<K: Kind, O: Ownership> std::fmt::Debug for FairLock<K, O> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FairLock")
-            .field("kind", &self.kind)
-            .field("lease", &self.settings.policy)
-            .field("unbound", &O::UNBOUND)
-            .finish_non_exhaustive()
-    }
 }

@@ -59,24 +59,17 @@ use crate::protocol::{Access, Ask, LockKind};
 /// }
 /// # Ok(()) }
 /// ```
+#[derive(Clone, Debug)]
 pub struct FairMultiLock<O: Ownership = Unbound> {
     settings: Settings<O>,
     /// Each part, as its caller named it, with what it asks for.
     parts: Vec<(Target, Ask)>,
 }
 
-impl<O: Ownership> Clone for FairMultiLock<O> {
-    fn clone(&self) -> Self {
-        self.owned_as()
-    }
-}
-
 impl<O: Ownership> FairMultiLock<O> {
     pub(crate) fn new(settings: Settings<O>) -> Self {
-        FairMultiLock {
-            settings,
-            parts: Vec::new(),
-        }
+        let parts = Vec::new();
+        FairMultiLock { settings, parts }
     }
 
     /// The same set and the mutex `name`.
@@ -166,11 +159,7 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn with_fixed_lease(&self, lease: Duration) -> Self {
-        let settings = self.settings.fixed_lease(lease);
-        FairMultiLock {
-            settings,
-            parts: self.parts.clone(),
-        }
+        self.with(self.settings.fixed_lease(lease))
     }
 
     /// The same set, every part renewed for at most `max_hold` from its
@@ -187,11 +176,7 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn with_max_hold(&self, max_hold: Duration) -> Self {
-        let settings = self.settings.max_hold(max_hold);
-        FairMultiLock {
-            settings,
-            parts: self.parts.clone(),
-        }
+        self.with(self.settings.max_hold(max_hold))
     }
 
     /// The same set, its parts taken by calls that are not bound to a
@@ -206,7 +191,7 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn unbound(&self) -> FairMultiLock<Unbound> {
-        self.owned_as()
+        self.with(self.settings.owned_as())
     }
 
     /// The same set, its parts taken for the calling thread: re-entering
@@ -222,15 +207,12 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn bound(&self) -> FairMultiLock<Bound> {
-        self.owned_as()
+        self.with(self.settings.owned_as())
     }
 
-    fn owned_as<P: Ownership>(&self) -> FairMultiLock<P> {
-        let settings = self.settings.owned_as();
-        FairMultiLock {
-            settings,
-            parts: self.parts.clone(),
-        }
+    fn with<P: Ownership>(&self, settings: Settings<P>) -> FairMultiLock<P> {
+        let parts = self.parts.clone();
+        FairMultiLock { settings, parts }
     }
 
     /// Waits as `wait` says, part after part in the shared order, for all
@@ -268,10 +250,8 @@ impl<O: Ownership> FairMultiLock<O> {
         for (target, ask) in parts {
             // An error or a give-up drops `held`: each part taken so far is
             // released (its drop bounded by one command timeout).
-            match self
-                .settings
-                .request::<kind::Any>(target, ask, None, &wait)?
-            {
+            let part = self.settings.request::<kind::Any>(target, ask, None, &wait);
+            match part? {
                 Some(part) => held.push(part),
                 None => return Ok(None),
             }
@@ -552,15 +532,5 @@ impl<O: Ownership> Drop for MultiGuard<O> {
     fn drop(&mut self) {
         // The last taken first, as unlock does.
         self.parts.drain(..).rev().for_each(drop);
-    }
-}
-
-impl<O: Ownership> std::fmt::Debug for FairMultiLock<O> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FairMultiLock")
-            .field("parts", &self.parts)
-            .field("lease", &self.settings.policy)
-            .field("unbound", &O::UNBOUND)
-            .finish_non_exhaustive()
     }
 }

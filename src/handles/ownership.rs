@@ -30,11 +30,11 @@ use std::marker::PhantomData;
 /// assert_send_sync_static::<fairlock::ReadGuard<fairlock::Unbound>>();
 /// ```
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// fn assert_send<T: Send>() {}
 /// assert_send::<fairlock::FairMutexGuard<fairlock::Bound>>();
 /// ```
-pub trait Ownership: sealed::Sealed + Send + Sync + std::fmt::Debug + 'static {
+pub trait Ownership: sealed::Sealed + Clone + Send + Sync + std::fmt::Debug + 'static {
     /// Whether each acquisition is an owner of its own.
     #[doc(hidden)]
     const UNBOUND: bool;
@@ -60,7 +60,7 @@ pub trait Ownership: sealed::Sealed + Send + Sync + std::fmt::Debug + 'static {
 /// assert_eq!(inner.fencing_token(), outer.fencing_token());
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Bound {}
 
 /// Acquisitions that own themselves (`<client id>:u<call>`): never
@@ -78,7 +78,7 @@ pub enum Bound {}
 /// std::thread::spawn(move || guard.unlock()).join().expect("worker")?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Unbound {}
 
 /// Why a thread-bound guard does not move to another thread, named where
@@ -92,7 +92,7 @@ pub enum Unbound {}
 /// acquisition is an owner of its own, and its guard is `Send + Sync +
 /// 'static`. Never a value: a type only.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// # fn main() -> fairlock::Result<()> {
 /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
 /// let guard = client.fair_mutex("nightly-report").lock()?; // thread-bound

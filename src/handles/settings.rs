@@ -18,6 +18,7 @@ use crate::machinery::wait::Wait;
 use crate::protocol::Ask;
 
 /// A handle's engine, lease policy and ownership `O`.
+#[derive(Clone)]
 pub(crate) struct Settings<O> {
     engine: Arc<Engine>,
     pub(crate) policy: LeasePolicy,
@@ -69,8 +70,12 @@ impl<O: Ownership> Settings<O> {
     }
 }
 
-impl<O: Ownership> Clone for Settings<O> {
-    fn clone(&self) -> Self {
-        self.owned_as()
+impl<O: Ownership> std::fmt::Debug for Settings<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unbound = O::UNBOUND;
+        f.debug_struct("Settings")
+            .field("lease", &self.policy)
+            .field("unbound", &unbound)
+            .finish()
     }
 }
