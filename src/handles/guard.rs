@@ -243,9 +243,8 @@ impl<L: OneLock, O: Ownership> Guard<L, O> {
     /// ```
     pub fn lock_handle(&self) -> FairLock<L::Lock, O> {
         let (hold, call) = (&self.hold, &self.hold.call);
-        let kind =
-            <L::Lock as kind::sealed::Kind>::of_hold(hold.target.clone(), call.ask, &call.owner);
-        FairLock::new(hold.client.clone(), hold.policy, kind)
+        let kind = <L::Lock as kind::sealed::Kind>::of_hold(call.ask, &call.owner);
+        FairLock::new(hold.client.clone(), hold.policy, hold.target.clone(), kind)
     }
 }
 

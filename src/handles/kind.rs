@@ -27,7 +27,6 @@
 use std::sync::Arc;
 
 use crate::handles::ownership::{Bound, Ownership, Unbound};
-use crate::machinery::target::Target;
 
 /// The kinds of lock a [`FairLock`](crate::FairLock) can be, each a lock
 /// of one name: [`Mutex`], [`Semaphore`], [`RwLock`], [`Election`]. Every
@@ -125,9 +124,7 @@ pub trait OneLock: HoldKind {
 /// let _: Option<fairlock::FairLock<fairlock::kind::Mutex>> = None::<fairlock::FairMutex>;
 /// ```
 #[derive(Clone, Debug)]
-pub struct Mutex {
-    pub(crate) target: Target,
-}
+pub struct Mutex(pub(crate) ());
 
 /// A fair semaphore of a number of permits, a call taking one or several.
 /// [`FairSemaphore`](crate::FairSemaphore) is `FairLock<Semaphore>`,
@@ -138,7 +135,6 @@ pub struct Mutex {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Semaphore {
-    pub(crate) target: Target,
     pub(crate) permits: u32,
 }
 
@@ -150,9 +146,7 @@ pub struct Semaphore {
 /// let _: Option<fairlock::FairLock<fairlock::kind::RwLock>> = None::<fairlock::FairRwLock>;
 /// ```
 #[derive(Clone, Debug)]
-pub struct RwLock {
-    pub(crate) target: Target,
-}
+pub struct RwLock(pub(crate) ());
 
 /// A leader election: candidates lead one at a time, in arrival order.
 /// [`Election`](crate::Election) is `FairLock<kind::Election>`,
@@ -166,7 +160,6 @@ pub struct RwLock {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Election {
-    pub(crate) target: Target,
     /// The value candidates of this handle campaign with (`with_value`);
     /// `None`: the client's identity, or its id.
     pub(crate) value: Option<Arc<str>>,
@@ -277,7 +270,6 @@ impl HoldKind for Any {
 
 /// What the kinds are to the rest of the crate, out of users' reach.
 pub(crate) mod sealed {
-    use crate::machinery::target::Target;
     use crate::protocol::{Ask, LockKind};
 
     /// Implemented by fairlock's own kinds only: every public trait of
@@ -287,11 +279,9 @@ pub(crate) mod sealed {
     pub trait Kind: Sealed {
         /// The primitive, as the protocol names it.
         const KIND: LockKind;
-        /// The lock's name and keys.
-        fn target(&self) -> &Target;
-        /// The lock a hold of acquire call `ask` on `target` by `owner` is
+        /// The kind of the lock a hold of acquire call `ask` by `owner` is
         /// of (what a guard's `lock_handle` gives back).
-        fn of_hold(target: Target, ask: Ask, owner: &str) -> Self;
+        fn of_hold(ask: Ask, owner: &str) -> Self;
     }
 
     impl Sealed for super::Mutex {}
@@ -305,40 +295,28 @@ pub(crate) mod sealed {
 
     impl Kind for super::Mutex {
         const KIND: LockKind = LockKind::Mutex;
-        fn target(&self) -> &Target {
-            &self.target
-        }
-        fn of_hold(target: Target, _: Ask, _: &str) -> Self {
-            super::Mutex { target }
+        fn of_hold(_: Ask, _: &str) -> Self {
+            super::Mutex(())
         }
     }
     impl Kind for super::Semaphore {
         const KIND: LockKind = LockKind::Semaphore;
-        fn target(&self) -> &Target {
-            &self.target
-        }
-        fn of_hold(target: Target, ask: Ask, _: &str) -> Self {
+        fn of_hold(ask: Ask, _: &str) -> Self {
             let permits = ask.capacity();
-            super::Semaphore { target, permits }
+            super::Semaphore { permits }
         }
     }
     impl Kind for super::RwLock {
         const KIND: LockKind = LockKind::RwLock;
-        fn target(&self) -> &Target {
-            &self.target
-        }
-        fn of_hold(target: Target, _: Ask, _: &str) -> Self {
-            super::RwLock { target }
+        fn of_hold(_: Ask, _: &str) -> Self {
+            super::RwLock(())
         }
     }
     impl Kind for super::Election {
         const KIND: LockKind = LockKind::Election;
-        fn target(&self) -> &Target {
-            &self.target
-        }
-        fn of_hold(target: Target, _: Ask, owner: &str) -> Self {
+        fn of_hold(_: Ask, owner: &str) -> Self {
             let value = crate::Participant::new(owner).identity().map(Into::into);
-            super::Election { target, value }
+            super::Election { value }
         }
     }
 }

@@ -3,8 +3,9 @@
 //! one file per kind), the ownership `O` who owns what its calls take; what
 //! every lock has (its lease settings, its ownership, its name, status,
 //! force unlock and revocation) is here, in the one block that comes first
-//! on its page.
+//! on its page; with the settings a multi-lock shares.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
 use crate::handles::kind::{HoldKind, Kind};
 use crate::handles::ownership::{Bound, Ownership, Unbound};
-use crate::handles::settings::Settings;
 use crate::handles::status::Status;
 use crate::machinery::engine::Engine;
 use crate::machinery::lease_policy::LeasePolicy;
@@ -50,13 +50,19 @@ use crate::protocol::{Ask, LockKind};
 #[derive(Clone, Debug)]
 pub struct FairLock<K: Kind, O: Ownership = <K as Kind>::Owner> {
     pub(crate) settings: Settings<O>,
+    /// The lock's name and keys.
+    target: Target,
     pub(crate) kind: K,
 }
 
 impl<K: Kind, O: Ownership> FairLock<K, O> {
-    pub(crate) fn new(engine: Arc<Engine>, policy: LeasePolicy, kind: K) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, policy: LeasePolicy, target: Target, kind: K) -> Self {
         let settings = Settings::new(engine, policy);
-        FairLock { settings, kind }
+        FairLock {
+            settings,
+            target,
+            kind,
+        }
     }
 
     /// The same lock, its holds taken with a fixed `lease` that no watchdog
@@ -142,8 +148,12 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     }
 
     fn with<P: Ownership>(&self, settings: Settings<P>) -> FairLock<K, P> {
-        let kind = self.kind.clone();
-        FairLock { settings, kind }
+        let (target, kind) = (self.target.clone(), self.kind.clone());
+        FairLock {
+            settings,
+            target,
+            kind,
+        }
     }
 
     pub(crate) fn engine(&self) -> &Engine {
@@ -286,7 +296,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
 
     /// The lock's name and keys.
     pub(crate) fn target(&self) -> &Target {
-        self.kind.target()
+        &self.target
     }
 
     /// One acquire call on this lock asking for `ask` under its settings,
@@ -299,6 +309,72 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
         wait: &Wait,
     ) -> Result<Option<Guard<H, O>>> {
         self.settings.request(self.target(), ask, tag, wait)
+    }
+}
+
+/// What every lock handle has, a multi-lock's too: the client's engine,
+/// the lease settings and the ownership `O` its acquisitions are taken
+/// with. [`FairLock`] and [`FairMultiLock`](crate::FairMultiLock) share
+/// nothing else, so this is their one common core.
+#[derive(Clone)]
+pub(crate) struct Settings<O> {
+    engine: Arc<Engine>,
+    pub(crate) policy: LeasePolicy,
+    owner: PhantomData<O>,
+}
+
+impl<O: Ownership> Settings<O> {
+    pub(crate) fn new(engine: Arc<Engine>, policy: LeasePolicy) -> Self {
+        let owner = PhantomData;
+        Settings {
+            engine,
+            policy,
+            owner,
+        }
+    }
+
+    /// The same settings, owned as `P`.
+    pub(crate) fn owned_as<P: Ownership>(&self) -> Settings<P> {
+        Settings::new(Arc::clone(&self.engine), self.policy)
+    }
+
+    /// The same settings, with a fixed lease that no watchdog renews.
+    pub(crate) fn fixed_lease(&self, lease: Duration) -> Self {
+        Settings::new(Arc::clone(&self.engine), LeasePolicy::Fixed(lease))
+    }
+
+    /// The same settings, each hold renewed for at most `max_hold`.
+    pub(crate) fn max_hold(&self, max_hold: Duration) -> Self {
+        let max_hold = Some(max_hold);
+        Settings::new(Arc::clone(&self.engine), LeasePolicy::Renewed { max_hold })
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// One acquire call on `target` asking for `ask` under these settings,
+    /// its unbound owner id tagged with `tag` (an election's value),
+    /// waiting as `wait` says; the guard of what it got.
+    pub(crate) fn request<H: HoldKind>(
+        &self,
+        target: &Target,
+        ask: Ask,
+        tag: Option<&str>,
+        wait: &Wait,
+    ) -> Result<Option<Guard<H, O>>> {
+        let got = (self.engine).acquire(target, ask, self.policy, O::UNBOUND, tag, wait)?;
+        Ok(got.map(Guard::new))
+    }
+}
+
+impl<O: Ownership> std::fmt::Debug for Settings<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unbound = O::UNBOUND;
+        f.debug_struct("Settings")
+            .field("lease", &self.policy)
+            .field("unbound", &unbound)
+            .finish()
     }
 }
 

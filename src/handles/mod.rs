@@ -9,7 +9,6 @@ pub mod kind;
 pub(crate) mod lease_signal;
 mod participant;
 pub(crate) mod revocation_signal;
-mod settings;
 mod status;
 
 // Rustdoc lists a type's `impl` blocks in the order of these modules: what
