@@ -218,10 +218,7 @@ impl Client {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let set = FairMultiLock::new(Settings::new(
-            Arc::clone(&self.inner),
-            LeasePolicy::default(),
-        ));
+        let set = FairMultiLock::new(self.settings());
         names
             .into_iter()
             .fold(set, |set, name| set.and_mutex(name.as_ref()))
@@ -318,12 +315,12 @@ impl Client {
 
     fn lock<K: kind::Kind, O: crate::Ownership>(&self, name: &str, kind: K) -> FairLock<K, O> {
         let target = self.target(name, <K as kind::sealed::Kind>::KIND);
-        FairLock::new(
-            Arc::clone(&self.inner),
-            LeasePolicy::default(),
-            target,
-            kind,
-        )
+        FairLock::new(self.settings(), target, kind)
+    }
+
+    /// A new handle's settings: a renewed lease, no maximum hold.
+    fn settings<O: crate::Ownership>(&self) -> Settings<O> {
+        Settings::new(Arc::clone(&self.inner), LeasePolicy::default())
     }
 
     /// This client's random id, the first part of every owner id it uses.

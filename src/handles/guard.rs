@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::handles::kind::{self, HoldKind, OneLock};
 use crate::handles::lease_signal::LeaseSignal;
-use crate::handles::lock::FairLock;
+use crate::handles::lock::{FairLock, Settings};
 use crate::handles::ownership::Ownership;
 use crate::handles::revocation_signal::RevocationSignal;
 use crate::machinery::call_hold::CallHold;
@@ -244,7 +244,8 @@ impl<L: OneLock, O: Ownership> Guard<L, O> {
     pub fn lock_handle(&self) -> FairLock<L::Lock, O> {
         let (hold, call) = (&self.hold, &self.hold.call);
         let kind = <L::Lock as kind::sealed::Kind>::of_hold(call.ask, &call.owner);
-        FairLock::new(hold.client.clone(), hold.policy, hold.target.clone(), kind)
+        let settings = Settings::new(hold.client.clone(), hold.policy);
+        FairLock::new(settings, hold.target.clone(), kind)
     }
 }
 

@@ -56,8 +56,7 @@ pub struct FairLock<K: Kind, O: Ownership = <K as Kind>::Owner> {
 }
 
 impl<K: Kind, O: Ownership> FairLock<K, O> {
-    pub(crate) fn new(engine: Arc<Engine>, policy: LeasePolicy, target: Target, kind: K) -> Self {
-        let settings = Settings::new(engine, policy);
+    pub(crate) fn new(settings: Settings<O>, target: Target, kind: K) -> Self {
         FairLock {
             settings,
             target,
