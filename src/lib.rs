@@ -24,11 +24,15 @@
 //! or [cancelled](WaitCanceller) wait leaves the queue before it returns.
 //!
 //! ## One surface: kinds, ways of waiting, owners
-//! Every handle is a [`FairLock<K, O>`](FairLock) and every guard a
-//! [`Guard<K, O>`](Guard): `K` is the [kind] (the aliases above name
-//! them), `O` who owns what a call takes. What every lock has (lease
-//! settings, status, force unlock) and what every guard has (fencing
-//! token, lease signal, [`unlock`](Guard::unlock)) is written once, for all.
+//! Every lock of one name is a [`FairLock<K, O>`](FairLock) and every
+//! guard a [`Guard<K, O>`](Guard): `K` is the [kind] (the aliases above
+//! name them, and each alias's page lists its methods), `O` who owns what a
+//! call takes. What every lock has (lease settings, status, force unlock)
+//! and what every guard has (fencing token, lease signal,
+//! [`unlock`](Guard::unlock)) is written once, for all, and comes first on
+//! each page; each kind's own methods follow, in one block per kind. A
+//! [`FairMultiLock`] is a type of its own: it shares only the lease
+//! settings.
 //! - **Ways of waiting**: each request has one general method taking a
 //!   [`Wait`] ([`lock_with`](FairMutex::lock_with),
 //!   [`acquire_many_with`](FairSemaphore::acquire_many_with),
@@ -40,10 +44,12 @@
 //!   `campaign`, ...).
 //! - **Owners**: [`Bound`] (the default of the mutex, the semaphore and the
 //!   rwlock) has a thread own its holds, re-entrant where the kind is, its
-//!   guards staying on the thread; [`Unbound`] (any lock's
+//!   guards staying on the thread (moving one to another thread fails to
+//!   compile, naming [`MoveOnlyWithUnbound`]); [`Unbound`] (any lock's
 //!   [`unbound()`](FairLock::unbound), the default of elections and
 //!   multi-locks) has each acquisition own itself, its guard `Send + Sync +
-//!   'static`, released on any thread.
+//!   'static`, released on any thread. One rule gives the defaults
+//!   ([`Ownership`](Ownership#which-is-the-default)).
 //!
 //! ## The model
 //! - A [`Client`] owns an r2d2 pool of Redis connections and two threads:
@@ -235,9 +241,10 @@ pub use handles::lease_signal::LeaseSignal;
 pub use handles::revocation_signal::{Revocation, RevocationSignal};
 pub use handles::{
     AnyGuard, Bound, Election, FairLock, FairMultiLock, FairMutex, FairMutexGuard, FairRwLock,
-    FairSemaphore, Guard, Holder, Leader, LeaderEvent, LeaderWatch, Leadership, MultiGuard,
-    Ownership, Participant, PermitsChange, QueuedWaiter, ReadGuard, SemaphorePermit, Status,
-    Unbound, UpgradableReadGuard, Wait, WriteGuard, MAX_PERMITS,
+    FairSemaphore, Guard, Holder, Leader, LeaderEvent, LeaderWatch, Leadership,
+    MoveOnlyWithUnbound, MultiGuard, Ownership, Participant, PermitsChange, QueuedWaiter,
+    ReadGuard, SemaphorePermit, Status, Unbound, UpgradableReadGuard, Wait, WriteGuard,
+    MAX_PERMITS,
 };
 pub use machinery::cancel::WaitCanceller;
 pub use machinery::holds::LeaseEnd;

@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use fairlock::{
-    kind, Access, AnyGuard, Capacity, Client, FairLock, Guard, LockKind, Result, Status, Wait,
+    kind, Access, AnyGuard, Capacity, Client, FairLock, Guard, LockKind, Ownership, Result, Status,
+    Wait,
 };
 
 use crate::progress::View;
@@ -165,7 +166,7 @@ impl Lock {
     }
 
     /// `lock` with this lease.
-    fn leased<K: kind::Kind>(&self, lock: FairLock<K>) -> FairLock<K> {
+    fn leased<K: kind::Kind, O: Ownership>(&self, lock: FairLock<K, O>) -> FairLock<K, O> {
         match self.lease {
             Lease::Renewed => lock,
             Lease::Fixed(lease) => lock.with_fixed_lease(lease),

@@ -9,7 +9,7 @@ use crate::connections::topology::Topology;
 use crate::error::Result;
 use crate::handles::builder::ClientBuilder;
 use crate::handles::kind;
-use crate::handles::lock::FairLock;
+use crate::handles::lock::{FairLock, Settings};
 use crate::handles::status::Status;
 use crate::handles::{Election, FairMultiLock, FairMutex, FairRwLock, FairSemaphore};
 use crate::machinery::engine::Engine;
@@ -159,8 +159,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_mutex(&self, name: &str) -> FairMutex {
-        let target = self.target(name, LockKind::Mutex);
-        self.lock(kind::Mutex { target })
+        self.lock(name, kind::Mutex(()))
     }
 
     /// A handle to the fair semaphore `name` with `permits` permits (at
@@ -180,8 +179,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_semaphore(&self, name: &str, permits: u32) -> FairSemaphore {
-        let target = self.target(name, LockKind::Semaphore);
-        self.lock(kind::Semaphore { target, permits })
+        self.lock(name, kind::Semaphore { permits })
     }
 
     /// A handle to the fair reader-writer lock `name`: readers share it,
@@ -198,8 +196,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_rwlock(&self, name: &str) -> FairRwLock {
-        let target = self.target(name, LockKind::RwLock);
-        self.lock(kind::RwLock { target })
+        self.lock(name, kind::RwLock(()))
     }
 
     /// A multi-lock over the mutexes `names`: all of them held together or
@@ -221,8 +218,7 @@ impl Client {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let parts = Vec::new();
-        let set: FairMultiLock = self.lock(kind::Multi { parts });
+        let set = FairMultiLock::new(self.settings());
         names
             .into_iter()
             .fold(set, |set, name| set.and_mutex(name.as_ref()))
@@ -243,11 +239,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn election(&self, name: &str) -> Election {
-        let target = self.target(name, LockKind::Election);
-        self.lock(kind::Election {
-            target,
-            value: None,
-        })
+        self.lock(name, kind::Election { value: None })
     }
 
     /// The status of the `kind` of lock called `name` (see
@@ -321,8 +313,14 @@ impl Client {
         Target::new(&self.inner.config().key_prefix, name, kind)
     }
 
-    fn lock<K: kind::Kind, O: crate::Ownership>(&self, kind: K) -> FairLock<K, O> {
-        FairLock::new(Arc::clone(&self.inner), LeasePolicy::default(), kind)
+    fn lock<K: kind::Kind, O: crate::Ownership>(&self, name: &str, kind: K) -> FairLock<K, O> {
+        let target = self.target(name, <K as kind::sealed::Kind>::KIND);
+        FairLock::new(self.settings(), target, kind)
+    }
+
+    /// A new handle's settings: a renewed lease, no maximum hold.
+    fn settings<O: crate::Ownership>(&self) -> Settings<O> {
+        Settings::new(Arc::clone(&self.inner), LeasePolicy::default())
     }
 
     /// This client's random id, the first part of every owner id it uses.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::handles::guard::Guard;
 use crate::handles::kind;
+use crate::handles::leader_watch::LeaderWatch;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Ownership, Unbound};
 use crate::handles::participant::Participant;
@@ -28,7 +29,7 @@ use crate::protocol::{check_value, Ask};
 /// than every earlier leader's, a fencing token for what it does.
 ///
 /// Made by [`Client::election`](crate::Client::election); cheap to clone,
-/// `Send + Sync`. Unbound by default: each campaign is a candidate of its
+/// `Send + Sync`. Unbound by [default](crate::Ownership#which-is-the-default): each campaign is a candidate of its
 /// own, whatever thread makes it, and its leadership may move to any
 /// thread; [`bound`](FairLock::bound) makes campaigns of one thread one
 /// candidate (a second campaign of a leading thread leads at once, with
@@ -36,6 +37,22 @@ use crate::protocol::{check_value, Ask};
 /// semaphore and the reader-writer lock of that name; what every lock has
 /// ([`status`](FairLock::status), [`force_unlock`](FairLock::force_unlock),
 /// [`with_max_hold`](FairLock::with_max_hold), ...) an election has too.
+///
+/// Its own methods: [`campaign`](FairLock::campaign),
+/// [`try_campaign`](FairLock::try_campaign),
+/// [`try_campaign_for`](FairLock::try_campaign_for),
+/// [`campaign_with`](FairLock::campaign_with),
+/// [`with_value`](FairLock::with_value), [`value`](FairLock::value),
+/// [`leader`](FairLock::leader), [`watch`](FairLock::watch). Its guard is a
+/// [`Leadership`].
+///
+/// What every lock has: [`name`](FairLock::name),
+/// [`lock_kind`](FairLock::lock_kind), [`status`](FairLock::status),
+/// [`is_locked`](FairLock::is_locked), [`queue_len`](FairLock::queue_len),
+/// [`force_unlock`](FairLock::force_unlock), [`revoke`](FairLock::revoke); its
+/// lease settings, [`with_fixed_lease`](FairLock::with_fixed_lease),
+/// [`with_max_hold`](FairLock::with_max_hold); its ownership,
+/// [`bound`](FairLock::bound), [`unbound`](FairLock::unbound).
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -54,6 +71,16 @@ pub type Election<O = Unbound> = FairLock<kind::Election, O>;
 /// A candidate's leadership, from its campaign's return until it resigns
 /// ([`unlock`](Guard::unlock), or a drop, best effort) or loses its lease.
 /// The client's watchdog renews it wherever it is.
+///
+/// Its own methods: [`term`](#method.term), [`value`](#method.value).
+///
+/// What every guard has: [`name`](#method.name),
+/// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),
+/// [`is_lease_lost`](#method.is_lease_lost),
+/// [`lease_signal`](#method.lease_signal), [`is_revoked`](#method.is_revoked),
+/// [`revocation_signal`](#method.revocation_signal),
+/// [`unlock`](#method.unlock), [`into_any`](#method.into_any),
+/// [`lock_handle`](#method.lock_handle).
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -216,6 +243,35 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// ```
     pub fn leader(&self) -> Result<Option<Leader>> {
         Ok(self.status(1)?.holder().map(Leader::of))
+    }
+
+    /// Starts watching the election: opens a connection of the watch's
+    /// own, subscribed to the election's channel, from which
+    /// [`LeaderWatch::next`] learns of each change without polling Redis
+    /// in a loop. On Redis Cluster it listens on a seed node (every node
+    /// hears every message); behind Sentinel, on the master.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when the
+    /// subscription cannot be opened.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use fairlock::LeaderEvent;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mut watch = client.election("scheduler").watch()?;
+    /// while let Some(event) = watch.next(Duration::from_secs(60))? {
+    ///     match event {
+    ///         LeaderEvent::Leads(leader) => println!("{} leads from term {}", leader.value, leader.term),
+    ///         LeaderEvent::Vacant { .. } => println!("nobody leads"),
+    ///         _ => println!("{event}"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self) -> Result<LeaderWatch> {
+        LeaderWatch::start(self.unbound())
     }
 }
 

@@ -1,6 +1,8 @@
 //! `Guard<K, O>`: proof of one hold, of any kind, released on drop. What
-//! every guard has is written here once; a kind's own accessors (a
-//! leadership's term, ...) live beside that kind's requests.
+//! every guard has is written here once; a kind's own methods (a permit's
+//! number, a rwlock hold's access and its upgrade or downgrade, a
+//! leadership's term and value) live beside that kind's requests, each on
+//! the guards it means something for.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -9,11 +11,10 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::handles::kind::{self, HoldKind, OneLock};
 use crate::handles::lease_signal::LeaseSignal;
-use crate::handles::lock::FairLock;
-use crate::handles::ownership::{Bound, Ownership};
+use crate::handles::lock::{FairLock, Settings};
+use crate::handles::ownership::Ownership;
 use crate::handles::revocation_signal::RevocationSignal;
 use crate::machinery::call_hold::CallHold;
-use crate::protocol::Access;
 
 /// One hold of kind `K` ([`kind::Mutex`], [`kind::Semaphore`]'s permits,
 /// [`kind::Read`], [`kind::Write`], [`kind::Election`]'s leadership, or
@@ -31,7 +32,7 @@ use crate::protocol::Access;
 /// re-entry, a thread's mutex is free only when every guard of the thread
 /// is gone.
 ///
-/// A thread-bound ([`Bound`]) guard of a re-entrant hold (a mutex's, a
+/// A thread-bound ([`Bound`](crate::Bound)) guard of a re-entrant hold (a mutex's, a
 /// read, a write, a leadership) is `Sync` but not `Send`: it stays on the
 /// thread that took it, like `std::sync::MutexGuard`. A semaphore's permit
 /// and every [`Unbound`](crate::Unbound) guard are `Send + Sync + 'static`.
@@ -43,12 +44,12 @@ use crate::protocol::Access;
 /// assert_send_sync_static::<fairlock::Leadership>();
 /// ```
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// fn assert_send<T: Send>() {}
 /// assert_send::<fairlock::ReadGuard>();
 /// ```
 #[must_use = "if unused the hold is released immediately"]
-pub struct Guard<K: HoldKind, O: Ownership = Bound> {
+pub struct Guard<K: HoldKind, O: Ownership = <K as HoldKind>::Owner> {
     pub(crate) hold: CallHold,
     kind: PhantomData<Marks<K, O>>,
 }
@@ -176,35 +177,6 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
         RevocationSignal::new(Arc::clone(&self.hold.hold))
     }
 
-    /// A reader-writer lock's hold: read or write; `None` for the other
-    /// kinds.
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let read = client.fair_rwlock("catalog").read()?;
-    /// assert_eq!(read.access(), Some(fairlock::Access::Read));
-    /// # Ok(()) }
-    /// ```
-    pub fn access(&self) -> Option<Access> {
-        self.hold.call.ask.access()
-    }
-
-    /// The permits the hold takes: a semaphore's (1 unless taken with
-    /// [`acquire_many`](crate::FairSemaphore::acquire_many) and its kin);
-    /// 1 for the other kinds.
-    ///
-    /// ```no_run
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let permit = client.fair_semaphore("build-cores", 16).acquire_many(3)?;
-    /// assert_eq!(permit.num_permits(), 3);
-    /// # Ok(()) }
-    /// ```
-    pub fn num_permits(&self) -> u32 {
-        self.hold.call.ask.permits()
-    }
-
     /// Releases the hold and reports how that went; the waiters it admits
     /// get the lock at once (a mutex's only at the thread's last
     /// re-entrant guard). Dropping the guard releases it too, best effort.
@@ -255,7 +227,9 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     }
 }
 
-impl<K: OneLock, O: Ownership> Guard<K, O> {
+// `L`, not `K`: an alias's page (rustdoc sorts its blocks by their
+// headers) then lists what every guard has first.
+impl<L: OneLock, O: Ownership> Guard<L, O> {
     /// The lock this guard holds, as the handle that took it (the same
     /// name, lease settings and ownership).
     ///
@@ -267,11 +241,11 @@ impl<K: OneLock, O: Ownership> Guard<K, O> {
     /// println!("{} waiting behind us", guard.lock_handle().queue_len()?);
     /// # Ok(()) }
     /// ```
-    pub fn lock_handle(&self) -> FairLock<K::Lock, O> {
+    pub fn lock_handle(&self) -> FairLock<L::Lock, O> {
         let (hold, call) = (&self.hold, &self.hold.call);
-        let kind =
-            <K::Lock as kind::sealed::Named>::of_hold(hold.target.clone(), call.ask, &call.owner);
-        FairLock::new(hold.client.clone(), hold.policy, kind)
+        let kind = <L::Lock as kind::sealed::Kind>::of_hold(call.ask, &call.owner);
+        let settings = Settings::new(hold.client.clone(), hold.policy);
+        FairLock::new(settings, hold.target.clone(), kind)
     }
 }
 
@@ -280,8 +254,8 @@ impl<K: HoldKind, O: Ownership> std::fmt::Debug for Guard<K, O> {
         f.debug_struct("Guard")
             .field("name", &self.name())
             .field("fencing_token", &self.fencing_token())
-            .field("access", &self.access())
-            .field("permits", &self.num_permits())
+            .field("access", &self.hold.call.ask.access())
+            .field("permits", &self.hold.call.ask.permits())
             .finish_non_exhaustive()
     }
 }

@@ -6,15 +6,14 @@
 //!
 //! Users name these types only to write code generic over the kinds;
 //! [`FairMutex`](crate::FairMutex), [`FairSemaphore`](crate::FairSemaphore),
-//! [`FairRwLock`](crate::FairRwLock), [`Election`](crate::Election),
-//! [`FairMultiLock`](crate::FairMultiLock) and their guards' aliases are the
-//! everyday names.
+//! [`FairRwLock`](crate::FairRwLock), [`Election`](crate::Election) and
+//! their guards' aliases are the everyday names.
 //!
 //! ```
 //! use fairlock::{kind, FairLock, Guard, Ownership};
 //!
 //! /// Any lock of one name, thread-bound or not: its name and status.
-//! fn describe<K: kind::Named, O: Ownership>(lock: &FairLock<K, O>) -> String {
+//! fn describe<K: kind::Kind, O: Ownership>(lock: &FairLock<K, O>) -> String {
 //!     format!("{} ({:?})", lock.name(), lock.lock_kind())
 //! }
 //!
@@ -27,31 +26,17 @@
 
 use std::sync::Arc;
 
-use crate::handles::ownership::Ownership;
-use crate::machinery::target::Target;
-use crate::protocol::Ask;
+use crate::handles::ownership::{Bound, Ownership, Unbound};
 
-/// The kinds of lock a [`FairLock`](crate::FairLock) can be: [`Mutex`],
-/// [`Semaphore`], [`RwLock`], [`Election`] (locks of one name, also
-/// [`Named`]) and [`Multi`] (several names at once). Sealed: fairlock's
-/// own kinds only.
-///
-/// ```
-/// use fairlock::{kind, FairLock, Ownership};
-/// /// Any lock, of any kind and owner, with a fixed lease of a minute.
-/// fn for_a_minute<K: kind::Kind, O: Ownership>(lock: &FairLock<K, O>) -> FairLock<K, O> {
-///     lock.with_fixed_lease(std::time::Duration::from_secs(60))
-/// }
-/// # let _ = for_a_minute::<kind::Multi, fairlock::Unbound>;
-/// ```
-pub trait Kind: sealed::Sealed + Clone + std::fmt::Debug + Send + Sync + 'static {}
-
-/// The kinds of lock of one name ([`Mutex`], [`Semaphore`], [`RwLock`],
-/// [`Election`]): what has a name, a status, and can be force-unlocked.
+/// The kinds of lock a [`FairLock`](crate::FairLock) can be, each a lock
+/// of one name: [`Mutex`], [`Semaphore`], [`RwLock`], [`Election`]. Every
+/// one has a name, a status, lease settings, and can be force-unlocked and
+/// revoked. Sealed: fairlock's own kinds only. (Several locks taken
+/// together are a [`FairMultiLock`](crate::FairMultiLock), not a kind.)
 ///
 /// ```no_run
 /// use fairlock::{kind, FairLock, Ownership};
-/// fn waiting<K: kind::Named, O: Ownership>(lock: &FairLock<K, O>) -> fairlock::Result<usize> {
+/// fn waiting<K: kind::Kind, O: Ownership>(lock: &FairLock<K, O>) -> fairlock::Result<usize> {
 ///     Ok(lock.status(0)?.queue_len)
 /// }
 /// # fn main() -> fairlock::Result<()> {
@@ -59,7 +44,20 @@ pub trait Kind: sealed::Sealed + Clone + std::fmt::Debug + Send + Sync + 'static
 /// println!("{} waiting", waiting(&client.fair_rwlock("catalog"))?);
 /// # Ok(()) }
 /// ```
-pub trait Named: Kind + sealed::Named {}
+pub trait Kind: sealed::Kind + Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// The ownership of a lock of this kind whose type names none
+    /// (`FairLock<K>`): [`Unbound`](crate::Unbound) for an [`Election`],
+    /// [`Bound`](crate::Bound) for the others, by the one rule of
+    /// [`Ownership`](crate::Ownership#which-is-the-default). So
+    /// `FairLock<kind::Election>` is [`Election`](crate::Election).
+    ///
+    /// ```
+    /// fn same<T>(_: Option<T>, _: Option<T>) {}
+    /// same(None::<fairlock::FairLock<fairlock::kind::Election>>, None::<fairlock::Election>);
+    /// same(None::<fairlock::FairLock<fairlock::kind::Mutex>>, None::<fairlock::FairMutex>);
+    /// ```
+    type Owner: Ownership;
+}
 
 /// What a [`Guard`](crate::Guard) holds: a [`Mutex`]'s hold, a
 /// [`Semaphore`]'s permits, a [`Read`] or a [`Write`] of a reader-writer
@@ -74,10 +72,22 @@ pub trait Named: Kind + sealed::Named {}
 /// # let _ = token_of::<kind::Write, fairlock::Bound>;
 /// ```
 pub trait HoldKind: sealed::Sealed + 'static {
+    /// The ownership of a guard of this hold whose type names none
+    /// (`Guard<K>`): its lock's ([`Kind::Owner`]), and
+    /// [`Bound`](crate::Bound) for [`Any`].
+    ///
+    /// ```
+    /// fn same<T>(_: Option<T>, _: Option<T>) {}
+    /// same(None::<fairlock::Guard<fairlock::kind::Election>>, None::<fairlock::Leadership>);
+    /// same(None::<fairlock::Guard<fairlock::kind::Read>>, None::<fairlock::ReadGuard>);
+    /// ```
+    type Owner: Ownership;
+
     /// What ties a guard of this hold to its thread: a re-entrant hold
     /// taken by a thread (a mutex's, a read, a write, a leadership taken
     /// thread-bound) stays on that thread, as `std::sync::MutexGuard`
-    /// does; a semaphore's permit, never re-entered, is `Send` either way.
+    /// does ([`MoveOnlyWithUnbound`](crate::MoveOnlyWithUnbound)); a
+    /// semaphore's permit, never re-entered, is `Send` either way.
     #[doc(hidden)]
     type Tie<O: Ownership>: Sync + 'static;
 }
@@ -103,7 +113,7 @@ pub trait OneLock: HoldKind {
     /// fn same<T>(_: std::marker::PhantomData<T>, _: std::marker::PhantomData<T>) {}
     /// same(std::marker::PhantomData::<<kind::Write as OneLock>::Lock>, std::marker::PhantomData::<kind::RwLock>);
     /// ```
-    type Lock: Named;
+    type Lock: Kind;
 }
 
 /// A fair mutex: one holder at a time, re-entrant per thread when
@@ -114,9 +124,7 @@ pub trait OneLock: HoldKind {
 /// let _: Option<fairlock::FairLock<fairlock::kind::Mutex>> = None::<fairlock::FairMutex>;
 /// ```
 #[derive(Clone, Debug)]
-pub struct Mutex {
-    pub(crate) target: Target,
-}
+pub struct Mutex(pub(crate) ());
 
 /// A fair semaphore of a number of permits, a call taking one or several.
 /// [`FairSemaphore`](crate::FairSemaphore) is `FairLock<Semaphore>`,
@@ -127,7 +135,6 @@ pub struct Mutex {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Semaphore {
-    pub(crate) target: Target,
     pub(crate) permits: u32,
 }
 
@@ -139,39 +146,23 @@ pub struct Semaphore {
 /// let _: Option<fairlock::FairLock<fairlock::kind::RwLock>> = None::<fairlock::FairRwLock>;
 /// ```
 #[derive(Clone, Debug)]
-pub struct RwLock {
-    pub(crate) target: Target,
-}
+pub struct RwLock(pub(crate) ());
 
 /// A leader election: candidates lead one at a time, in arrival order.
-/// [`Election`](crate::Election) is `FairLock<kind::Election, Unbound>`,
-/// [`Leadership`](crate::Leadership) is `Guard<kind::Election, Unbound>`.
+/// [`Election`](crate::Election) is `FairLock<kind::Election>`,
+/// [`Leadership`](crate::Leadership) is `Guard<kind::Election>`, both
+/// [`Unbound`](crate::Unbound) unless named otherwise.
 ///
 /// ```
 /// use fairlock::{kind, FairLock, Unbound};
+/// let _: Option<FairLock<kind::Election>> = None::<fairlock::Election>;
 /// let _: Option<FairLock<kind::Election, Unbound>> = None::<fairlock::Election>;
 /// ```
 #[derive(Clone, Debug)]
 pub struct Election {
-    pub(crate) target: Target,
     /// The value candidates of this handle campaign with (`with_value`);
     /// `None`: the client's identity, or its id.
     pub(crate) value: Option<Arc<str>>,
-}
-
-/// Several locks taken together, all or none.
-/// [`FairMultiLock`](crate::FairMultiLock) is `FairLock<Multi, Unbound>`;
-/// its guard is a [`MultiGuard`](crate::MultiGuard) of `Guard<`[`Any`]`>`
-/// parts.
-///
-/// ```
-/// use fairlock::{kind, FairLock, Unbound};
-/// let _: Option<FairLock<kind::Multi, Unbound>> = None::<fairlock::FairMultiLock>;
-/// ```
-#[derive(Clone, Debug)]
-pub struct Multi {
-    /// Each part, as its caller named it, with what it asks for.
-    pub(crate) parts: Vec<(Target, Ask)>,
 }
 
 /// A reader-writer lock's read hold, shared with other readers
@@ -216,15 +207,18 @@ pub enum Write {}
 #[derive(Debug)]
 pub enum Any {}
 
-impl Kind for Mutex {}
-impl Kind for Semaphore {}
-impl Kind for RwLock {}
-impl Kind for Election {}
-impl Kind for Multi {}
-impl Named for Mutex {}
-impl Named for Semaphore {}
-impl Named for RwLock {}
-impl Named for Election {}
+impl Kind for Mutex {
+    type Owner = Bound;
+}
+impl Kind for Semaphore {
+    type Owner = Bound;
+}
+impl Kind for RwLock {
+    type Owner = Bound;
+}
+impl Kind for Election {
+    type Owner = Unbound;
+}
 
 impl OneLock for Mutex {
     type Lock = Mutex;
@@ -246,92 +240,83 @@ impl OneLock for Election {
 }
 
 impl HoldKind for Mutex {
+    type Owner = Bound;
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for Semaphore {
+    type Owner = Bound;
     type Tie<O: Ownership> = ();
 }
 impl HoldKind for Read {
+    type Owner = Bound;
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for Write {
+    type Owner = Bound;
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for UpgradableRead {
+    type Owner = Bound;
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for Election {
+    type Owner = Unbound;
     type Tie<O: Ownership> = O::Tie;
 }
 impl HoldKind for Any {
+    type Owner = Bound;
     type Tie<O: Ownership> = O::Tie;
 }
 
 /// What the kinds are to the rest of the crate, out of users' reach.
 pub(crate) mod sealed {
-    use crate::machinery::target::Target;
     use crate::protocol::{Ask, LockKind};
 
     /// Implemented by fairlock's own kinds only: every public trait of
     /// [`kind`](super) requires it, so no other type can be one.
     pub trait Sealed {}
 
-    pub trait Named {
+    pub trait Kind: Sealed {
         /// The primitive, as the protocol names it.
         const KIND: LockKind;
-        /// The lock's name and keys.
-        fn target(&self) -> &Target;
-        /// The lock a hold of acquire call `ask` on `target` by `owner` is
+        /// The kind of the lock a hold of acquire call `ask` by `owner` is
         /// of (what a guard's `lock_handle` gives back).
-        fn of_hold(target: Target, ask: Ask, owner: &str) -> Self;
+        fn of_hold(ask: Ask, owner: &str) -> Self;
     }
 
     impl Sealed for super::Mutex {}
     impl Sealed for super::Semaphore {}
     impl Sealed for super::RwLock {}
     impl Sealed for super::Election {}
-    impl Sealed for super::Multi {}
     impl Sealed for super::Read {}
     impl Sealed for super::Write {}
     impl Sealed for super::UpgradableRead {}
     impl Sealed for super::Any {}
 
-    impl Named for super::Mutex {
+    impl Kind for super::Mutex {
         const KIND: LockKind = LockKind::Mutex;
-        fn target(&self) -> &Target {
-            &self.target
-        }
-        fn of_hold(target: Target, _: Ask, _: &str) -> Self {
-            super::Mutex { target }
+        fn of_hold(_: Ask, _: &str) -> Self {
+            super::Mutex(())
         }
     }
-    impl Named for super::Semaphore {
+    impl Kind for super::Semaphore {
         const KIND: LockKind = LockKind::Semaphore;
-        fn target(&self) -> &Target {
-            &self.target
-        }
-        fn of_hold(target: Target, ask: Ask, _: &str) -> Self {
+        fn of_hold(ask: Ask, _: &str) -> Self {
             let permits = ask.capacity();
-            super::Semaphore { target, permits }
+            super::Semaphore { permits }
         }
     }
-    impl Named for super::RwLock {
+    impl Kind for super::RwLock {
         const KIND: LockKind = LockKind::RwLock;
-        fn target(&self) -> &Target {
-            &self.target
-        }
-        fn of_hold(target: Target, _: Ask, _: &str) -> Self {
-            super::RwLock { target }
+        fn of_hold(_: Ask, _: &str) -> Self {
+            super::RwLock(())
         }
     }
-    impl Named for super::Election {
+    impl Kind for super::Election {
         const KIND: LockKind = LockKind::Election;
-        fn target(&self) -> &Target {
-            &self.target
-        }
-        fn of_hold(target: Target, _: Ask, owner: &str) -> Self {
+        fn of_hold(_: Ask, owner: &str) -> Self {
             let value = crate::Participant::new(owner).identity().map(Into::into);
-            super::Election { target, value }
+            super::Election { value }
         }
     }
 }

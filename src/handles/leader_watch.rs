@@ -11,53 +11,10 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::handles::election::{Election, Leader};
-use crate::handles::kind;
-use crate::handles::lock::FairLock;
-use crate::handles::ownership::Ownership;
 use crate::handles::participant::Participant;
 use crate::handles::status::Status;
 use crate::machinery::watch::Subscription;
 use crate::protocol::{Change, ElectionMessage};
-
-impl<O: Ownership> FairLock<kind::Election, O> {
-    /// Starts watching the election: opens a connection of the watch's
-    /// own, subscribed to the election's channel, from which
-    /// [`LeaderWatch::next`] learns of each change without polling Redis
-    /// in a loop. On Redis Cluster it listens on a seed node (every node
-    /// hears every message); behind Sentinel, on the master.
-    ///
-    /// # Errors
-    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when the
-    /// subscription cannot be opened.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// use fairlock::LeaderEvent;
-    /// # fn main() -> fairlock::Result<()> {
-    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
-    /// let mut watch = client.election("scheduler").watch()?;
-    /// while let Some(event) = watch.next(Duration::from_secs(60))? {
-    ///     match event {
-    ///         LeaderEvent::Leads(leader) => println!("{} leads from term {}", leader.value, leader.term),
-    ///         LeaderEvent::Vacant { .. } => println!("nobody leads"),
-    ///         _ => println!("{event}"),
-    ///     }
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn watch(&self) -> Result<LeaderWatch> {
-        let election = self.unbound();
-        Ok(LeaderWatch {
-            subscription: election.engine().watch(election.target())?,
-            election,
-            known: None,
-            pending: BTreeMap::new(),
-            read_now: true,
-            next_read: Instant::now(),
-            last_read: None,
-        })
-    }
-}
 
 /// How long after the leader's lease would run out a watch reads the
 /// election again, to see the vacancy a lease that ran out leaves.
@@ -204,6 +161,20 @@ pub struct LeaderWatch {
 }
 
 impl LeaderWatch {
+    /// A watch of `election`, subscribed to its channel (see
+    /// [`Election::watch`](crate::FairLock::watch)).
+    pub(crate) fn start(election: Election) -> Result<LeaderWatch> {
+        Ok(LeaderWatch {
+            subscription: election.engine().watch(election.target())?,
+            election,
+            known: None,
+            pending: BTreeMap::new(),
+            read_now: true,
+            next_read: Instant::now(),
+            last_read: None,
+        })
+    }
+
     /// Returns the next change: a new leader, a vacancy, or a gap the
     /// watch could not fill (the first call: the state now, its leader or
     /// its vacancy), waiting up to `timeout` for one; `None` at timeout.

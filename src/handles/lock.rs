@@ -1,8 +1,9 @@
-//! `FairLock<K, O>`: every lock handle, written once. The kind `K` says
-//! what the lock is (its own requests are `impl` blocks of their own, one
-//! file per kind), the ownership `O` who owns what its calls take; what
-//! every lock has (its lease settings, its ownership, and for a lock of one
-//! name its name, status and force unlock) is here, for all of them.
+//! `FairLock<K, O>`: every lock of one name, written once. The kind `K`
+//! says what the lock is (its own requests are an `impl` block of its own,
+//! one file per kind), the ownership `O` who owns what its calls take; what
+//! every lock has (its lease settings, its ownership, its name, status,
+//! force unlock and revocation) is here, in the one block that comes first
+//! on its page; with the settings a multi-lock shares.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
-use crate::handles::kind::{HoldKind, Kind, Named};
+use crate::handles::kind::{HoldKind, Kind};
 use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::handles::status::Status;
 use crate::machinery::engine::Engine;
@@ -24,12 +25,14 @@ use crate::protocol::{Ask, LockKind};
 /// `Send + Sync`.
 ///
 /// The everyday names are its aliases: [`FairMutex`](crate::FairMutex),
-/// [`FairSemaphore`](crate::FairSemaphore), [`FairRwLock`](crate::FairRwLock),
-/// [`Election`](crate::Election) and [`FairMultiLock`](crate::FairMultiLock).
-/// What every lock has is written here once; each kind's requests (`lock`,
-/// `acquire_many`, `read`, `write`, `campaign`, ...) are in an `impl` block
-/// of their own, each with every way of waiting ([`Wait`]) in both
-/// ownership modes ([`Bound`], [`Unbound`]).
+/// [`FairSemaphore`](crate::FairSemaphore), [`FairRwLock`](crate::FairRwLock)
+/// and [`Election`](crate::Election); several locks taken together are a
+/// [`FairMultiLock`](crate::FairMultiLock), a type of its own. Its methods
+/// come in the order a reader looks for them: first what every lock has
+/// (the lease settings, the ownership, the name, status, force unlock and
+/// revocation), then one block per kind: the mutex's, the semaphore's, the
+/// reader-writer lock's and the election's, each with every way of waiting
+/// ([`Wait`]) in both ownership modes ([`Bound`], [`Unbound`]).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -44,26 +47,20 @@ use crate::protocol::{Ask, LockKind};
 /// println!("{} waiting", export.queue_len()?);
 /// # Ok(()) }
 /// ```
-pub struct FairLock<K: Kind, O: Ownership = Bound> {
-    client: Arc<Engine>,
-    policy: LeasePolicy,
+#[derive(Clone, Debug)]
+pub struct FairLock<K: Kind, O: Ownership = <K as Kind>::Owner> {
+    pub(crate) settings: Settings<O>,
+    /// The lock's name and keys.
+    target: Target,
     pub(crate) kind: K,
-    owner: PhantomData<O>,
-}
-
-impl<K: Kind, O: Ownership> Clone for FairLock<K, O> {
-    fn clone(&self) -> Self {
-        self.owned_as()
-    }
 }
 
 impl<K: Kind, O: Ownership> FairLock<K, O> {
-    pub(crate) fn new(client: Arc<Engine>, policy: LeasePolicy, kind: K) -> Self {
+    pub(crate) fn new(settings: Settings<O>, target: Target, kind: K) -> Self {
         FairLock {
-            client,
-            policy,
+            settings,
+            target,
             kind,
-            owner: PhantomData,
         }
     }
 
@@ -87,7 +84,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn with_fixed_lease(&self, lease: Duration) -> Self {
-        self.with_policy(LeasePolicy::Fixed(lease))
+        self.with(self.settings.fixed_lease(lease))
     }
 
     /// The same lock, each hold renewed for at most `max_hold` from its
@@ -112,9 +109,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn with_max_hold(&self, max_hold: Duration) -> Self {
-        self.with_policy(LeasePolicy::Renewed {
-            max_hold: Some(max_hold),
-        })
+        self.with(self.settings.max_hold(max_hold))
     }
 
     /// The same lock, acquired by calls that are not bound to a thread:
@@ -132,7 +127,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn unbound(&self) -> FairLock<K, Unbound> {
-        self.owned_as()
+        self.with(self.settings.owned_as())
     }
 
     /// The same lock, acquired by calls bound to their thread: re-entrant
@@ -148,37 +143,22 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn bound(&self) -> FairLock<K, Bound> {
-        self.owned_as()
+        self.with(self.settings.owned_as())
     }
 
-    fn owned_as<P: Ownership>(&self) -> FairLock<K, P> {
-        FairLock::new(Arc::clone(&self.client), self.policy, self.kind.clone())
-    }
-
-    fn with_policy(&self, policy: LeasePolicy) -> Self {
-        FairLock::new(Arc::clone(&self.client), policy, self.kind.clone())
+    fn with<P: Ownership>(&self, settings: Settings<P>) -> FairLock<K, P> {
+        let (target, kind) = (self.target.clone(), self.kind.clone());
+        FairLock {
+            settings,
+            target,
+            kind,
+        }
     }
 
     pub(crate) fn engine(&self) -> &Engine {
-        &self.client
+        self.settings.engine()
     }
 
-    /// One acquire call on `target` asking for `ask` under this lock's
-    /// policy and ownership, its unbound owner id tagged with `tag` (an
-    /// election's value), waiting as `wait` says; the guard of what it got.
-    pub(crate) fn request_on<H: HoldKind>(
-        &self,
-        target: &Target,
-        ask: Ask,
-        tag: Option<&str>,
-        wait: &Wait,
-    ) -> Result<Option<Guard<H, O>>> {
-        let got = (self.client).acquire(target, ask, self.policy, O::UNBOUND, tag, wait)?;
-        Ok(got.map(Guard::new))
-    }
-}
-
-impl<K: Named, O: Ownership> FairLock<K, O> {
     /// The lock's name.
     ///
     /// ```no_run
@@ -202,7 +182,7 @@ impl<K: Named, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn lock_kind(&self) -> LockKind {
-        <K as crate::handles::kind::sealed::Named>::KIND
+        <K as crate::handles::kind::sealed::Kind>::KIND
     }
 
     /// Everything about the lock in one atomic read, whatever its kind:
@@ -315,31 +295,89 @@ impl<K: Named, O: Ownership> FairLock<K, O> {
 
     /// The lock's name and keys.
     pub(crate) fn target(&self) -> &Target {
-        self.kind.target()
+        &self.target
     }
 
-    /// One acquire call on this lock (see [`request_on`](Self::request_on)).
+    /// One acquire call on this lock asking for `ask` under its settings,
+    /// its unbound owner id tagged with `tag` (an election's value),
+    /// waiting as `wait` says; the guard of what it got.
     pub(crate) fn request<H: HoldKind>(
         &self,
         ask: Ask,
         tag: Option<&str>,
         wait: &Wait,
     ) -> Result<Option<Guard<H, O>>> {
-        self.request_on(self.target(), ask, tag, wait)
+        self.settings.request(self.target(), ask, tag, wait)
+    }
+}
+
+/// What every lock handle has, a multi-lock's too: the client's engine,
+/// the lease settings and the ownership `O` its acquisitions are taken
+/// with. [`FairLock`] and [`FairMultiLock`](crate::FairMultiLock) share
+/// nothing else, so this is their one common core.
+#[derive(Clone)]
+pub(crate) struct Settings<O> {
+    engine: Arc<Engine>,
+    pub(crate) policy: LeasePolicy,
+    owner: PhantomData<O>,
+}
+
+impl<O: Ownership> Settings<O> {
+    pub(crate) fn new(engine: Arc<Engine>, policy: LeasePolicy) -> Self {
+        let owner = PhantomData;
+        Settings {
+            engine,
+            policy,
+            owner,
+        }
+    }
+
+    /// The same settings, owned as `P`.
+    pub(crate) fn owned_as<P: Ownership>(&self) -> Settings<P> {
+        Settings::new(Arc::clone(&self.engine), self.policy)
+    }
+
+    /// The same settings, with a fixed lease that no watchdog renews.
+    pub(crate) fn fixed_lease(&self, lease: Duration) -> Self {
+        Settings::new(Arc::clone(&self.engine), LeasePolicy::Fixed(lease))
+    }
+
+    /// The same settings, each hold renewed for at most `max_hold`.
+    pub(crate) fn max_hold(&self, max_hold: Duration) -> Self {
+        let max_hold = Some(max_hold);
+        Settings::new(Arc::clone(&self.engine), LeasePolicy::Renewed { max_hold })
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// One acquire call on `target` asking for `ask` under these settings,
+    /// its unbound owner id tagged with `tag` (an election's value),
+    /// waiting as `wait` says; the guard of what it got.
+    pub(crate) fn request<H: HoldKind>(
+        &self,
+        target: &Target,
+        ask: Ask,
+        tag: Option<&str>,
+        wait: &Wait,
+    ) -> Result<Option<Guard<H, O>>> {
+        let got = (self.engine).acquire(target, ask, self.policy, O::UNBOUND, tag, wait)?;
+        Ok(got.map(Guard::new))
+    }
+}
+
+impl<O: Ownership> std::fmt::Debug for Settings<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unbound = O::UNBOUND;
+        f.debug_struct("Settings")
+            .field("lease", &self.policy)
+            .field("unbound", &unbound)
+            .finish()
     }
 }
 
 /// The guard of a wait that ends only with the lock.
 pub(crate) fn forever<T>(got: Result<Option<T>>) -> Result<T> {
     got?.ok_or_else(Error::unbounded_wait_ended)
-}
-
-impl<K: Kind, O: Ownership> std::fmt::Debug for FairLock<K, O> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FairLock")
-            .field("kind", &self.kind)
-            .field("lease", &self.policy)
-            .field("unbound", &O::UNBOUND)
-            .finish_non_exhaustive()
-    }
 }

@@ -5,21 +5,36 @@
 
 pub(crate) mod builder;
 pub(crate) mod client;
-mod election;
-mod guard;
 pub mod kind;
-mod leader_watch;
 pub(crate) mod lease_signal;
-mod lock;
-mod multi;
-mod mutex;
-mod ownership;
 mod participant;
 pub(crate) mod revocation_signal;
-mod rwlock;
-mod semaphore;
 mod status;
+
+// Rustdoc lists a type's `impl` blocks in the order of these modules: what
+// every lock and every guard has first, then each kind's own, in the order
+// a reader looks for them (mutex, semaphore, reader-writer lock, election),
+// then the multi-lock's. One module a group (blank lines between), as
+// rustfmt sorts a group by name.
+mod lock;
+
+mod guard;
+
+mod ownership;
+
+mod mutex;
+
+mod semaphore;
+
+mod rwlock;
+
 mod upgrade;
+
+mod election;
+
+mod leader_watch;
+
+mod multi;
 
 pub use crate::machinery::wait::Wait;
 pub use election::{Election, Leader, Leadership};
@@ -28,7 +43,7 @@ pub use leader_watch::{LeaderEvent, LeaderWatch};
 pub use lock::FairLock;
 pub use multi::{FairMultiLock, MultiGuard};
 pub use mutex::{FairMutex, FairMutexGuard};
-pub use ownership::{Bound, Ownership, Unbound};
+pub use ownership::{Bound, MoveOnlyWithUnbound, Ownership, Unbound};
 pub use participant::Participant;
 pub use rwlock::{FairRwLock, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use semaphore::{FairSemaphore, PermitsChange, SemaphorePermit, MAX_PERMITS};
@@ -36,6 +51,16 @@ pub use status::{Holder, QueuedWaiter, Status};
 
 /// A guard of any kind of hold: a multi-lock's parts, or any guard made
 /// into one with [`Guard::into_any`].
+///
+/// Its own methods: [`access`](#method.access),
+/// [`num_permits`](#method.num_permits).
+///
+/// What every guard has: [`name`](#method.name),
+/// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),
+/// [`is_lease_lost`](#method.is_lease_lost),
+/// [`lease_signal`](#method.lease_signal), [`is_revoked`](#method.is_revoked),
+/// [`revocation_signal`](#method.revocation_signal),
+/// [`unlock`](#method.unlock), [`into_any`](#method.into_any).
 ///
 /// ```
 /// fn assert_send_sync_static<T: Send + Sync + 'static>() {}

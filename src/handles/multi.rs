@@ -10,8 +10,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
 use crate::handles::kind;
-use crate::handles::lock::{forever, FairLock};
-use crate::handles::ownership::{Ownership, Unbound};
+use crate::handles::lock::{forever, Settings};
+use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::handles::semaphore::permits_ask;
 use crate::handles::AnyGuard;
 use crate::machinery::target::Target;
@@ -21,17 +21,27 @@ use crate::protocol::{Access, Ask, LockKind};
 /// Several locks taken together, all or none: mutexes by name, the reads
 /// or writes of reader-writer locks, and permits of semaphores. Made by
 /// [`Client::fair_multi_lock`](crate::Client::fair_multi_lock); cheap to
-/// clone, `Send + Sync`. Unbound by default, so its guard is `Send +
-/// 'static`; [`bound`](FairLock::bound) takes every part for the calling
-/// thread (re-entering what it holds).
+/// clone, `Send + Sync`. Unbound by [default](crate::Ownership#which-is-the-default), so its guard is `Send +
+/// 'static`; [`bound`](Self::bound) takes every part for the calling
+/// thread (re-entering what it holds). It shares only its lease settings
+/// with the locks of one name ([`FairLock`](crate::FairLock)).
 ///
 /// Deadlock-free between any number of clients taking overlapping sets in
 /// any order: the parts are always taken in one order every client shares
 /// (their keys'), each in its own FIFO queue. While it waits for a later
 /// part, a call holds the earlier ones. On Redis Cluster the parts may live
 /// on different masters. Every part is taken with this set's lease
-/// settings ([`with_fixed_lease`](FairLock::with_fixed_lease),
-/// [`with_max_hold`](FairLock::with_max_hold)).
+/// settings ([`with_fixed_lease`](Self::with_fixed_lease),
+/// [`with_max_hold`](Self::with_max_hold)).
+///
+/// Its methods: the set, [`and_mutex`](Self::and_mutex),
+/// [`and_read`](Self::and_read), [`and_write`](Self::and_write),
+/// [`and_permits`](Self::and_permits); the ways to take it,
+/// [`lock`](Self::lock), [`try_lock`](Self::try_lock),
+/// [`try_lock_for`](Self::try_lock_for), [`lock_with`](Self::lock_with);
+/// its settings, [`with_fixed_lease`](Self::with_fixed_lease),
+/// [`with_max_hold`](Self::with_max_hold), [`bound`](Self::bound),
+/// [`unbound`](Self::unbound). Its guard is a [`MultiGuard`].
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -48,9 +58,19 @@ use crate::protocol::{Access, Ask, LockKind};
 /// }
 /// # Ok(()) }
 /// ```
-pub type FairMultiLock<O = Unbound> = FairLock<kind::Multi, O>;
+#[derive(Clone, Debug)]
+pub struct FairMultiLock<O: Ownership = Unbound> {
+    settings: Settings<O>,
+    /// Each part, as its caller named it, with what it asks for.
+    parts: Vec<(Target, Ask)>,
+}
 
-impl<O: Ownership> FairLock<kind::Multi, O> {
+impl<O: Ownership> FairMultiLock<O> {
+    pub(crate) fn new(settings: Settings<O>) -> Self {
+        let parts = Vec::new();
+        FairMultiLock { settings, parts }
+    }
+
     /// The same set and the mutex `name`.
     ///
     /// ```no_run
@@ -98,7 +118,7 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
 
     /// The same set and `n` permits of the semaphore `name` of `permits`
     /// (as [`fair_semaphore`](crate::Client::fair_semaphore)`(name,
-    /// permits)`[`.acquire_many(n)`](FairLock::acquire_many) would take
+    /// permits)`[`.acquire_many(n)`](crate::FairSemaphore::acquire_many) would take
     /// them, in its FIFO queue). A semaphore named twice is asked once for
     /// the sum. Its part's guard says how many it holds
     /// ([`num_permits`](Guard::num_permits)).
@@ -118,10 +138,80 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
     }
 
     fn and(mut self, name: &str, kind: LockKind, ask: Ask) -> Self {
-        let prefix = &self.engine().config().key_prefix;
+        let prefix = &self.settings.engine().config().key_prefix;
         let target = Target::new(prefix, name, kind);
-        self.kind.parts.push((target, ask));
+        self.parts.push((target, ask));
         self
+    }
+
+    /// The same set, every part taken with a fixed `lease` that no watchdog
+    /// renews (as [`FairLock::with_fixed_lease`](crate::FairLock::with_fixed_lease)
+    /// for one lock).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let set = client.fair_multi_lock(["a", "b"]).with_fixed_lease(Duration::from_secs(60));
+    /// let guard = set.lock()?; // both free themselves a minute after their grants
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_fixed_lease(&self, lease: Duration) -> Self {
+        self.with(self.settings.fixed_lease(lease))
+    }
+
+    /// The same set, every part renewed for at most `max_hold` from its
+    /// grant (as [`FairLock::with_max_hold`](crate::FairLock::with_max_hold)
+    /// for one lock).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let set = client.fair_multi_lock(["a", "b"]).with_max_hold(Duration::from_secs(600));
+    /// let guard = set.lock()?; // each part passed on 10 min after its grant at the latest
+    /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_max_hold(&self, max_hold: Duration) -> Self {
+        self.with(self.settings.max_hold(max_hold))
+    }
+
+    /// The same set, its parts taken by calls that are not bound to a
+    /// thread (the default): its guard may move to any thread (see
+    /// [`Unbound`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_multi_lock(["a", "b"]).bound().unbound().lock()?;
+    /// std::thread::spawn(move || guard.unlock()).join().expect("worker")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn unbound(&self) -> FairMultiLock<Unbound> {
+        self.with(self.settings.owned_as())
+    }
+
+    /// The same set, its parts taken for the calling thread: re-entering
+    /// what the thread holds, its guard staying on that thread (see
+    /// [`Bound`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let outer = client.fair_mutex("a").lock()?;
+    /// let both = client.fair_multi_lock(["a", "b"]).bound().lock()?; // "a" re-entered
+    /// drop((both, outer));
+    /// # Ok(()) }
+    /// ```
+    pub fn bound(&self) -> FairMultiLock<Bound> {
+        self.with(self.settings.owned_as())
+    }
+
+    fn with<P: Ownership>(&self, settings: Settings<P>) -> FairMultiLock<P> {
+        let parts = self.parts.clone();
+        FairMultiLock { settings, parts }
     }
 
     /// Waits as `wait` says, part after part in the shared order, for all
@@ -159,7 +249,8 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
         for (target, ask) in parts {
             // An error or a give-up drops `held`: each part taken so far is
             // released (its drop bounded by one command timeout).
-            match self.request_on::<kind::Any>(target, ask, None, &wait)? {
+            let part = self.settings.request::<kind::Any>(target, ask, None, &wait);
+            match part? {
                 Some(part) => held.push(part),
                 None => return Ok(None),
             }
@@ -232,13 +323,13 @@ impl<O: Ownership> FairLock<kind::Multi, O> {
     /// summed), each checked (a semaphore's permits and `n`, before any
     /// I/O).
     fn ordered(&self) -> Result<Vec<(&Target, Ask)>> {
-        if self.kind.parts.is_empty() {
+        if self.parts.is_empty() {
             return Err(Error::invalid_config(
                 "a multi-lock needs at least one name",
             ));
         }
-        let mut parts = Vec::with_capacity(self.kind.parts.len());
-        for part in &self.kind.parts {
+        let mut parts = Vec::with_capacity(self.parts.len());
+        for part in &self.parts {
             parts.push((part.0.keys()?.lock(), part));
         }
         // Writes first among equal keys, so the merge below keeps them.
@@ -402,6 +493,37 @@ impl<O: Ownership> MultiGuard<O> {
         // Every part, the last taken first; the first error is reported.
         let unlocked = self.parts.drain(..).rev().map(Guard::unlock);
         unlocked.fold(Ok(()), Result::and)
+    }
+}
+
+impl<O: Ownership> Guard<kind::Any, O> {
+    /// The access of a reader-writer lock's hold (a read, an upgradable
+    /// read or the write); `None` for a hold of another kind.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_multi_lock(["account:17"]).and_read("rates").lock()?;
+    /// for part in guard.parts() {
+    ///     println!("{}: {:?}", part.name(), part.access()); // None, then Some(Read)
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn access(&self) -> Option<Access> {
+        self.hold.call.ask.access()
+    }
+
+    /// The permits a semaphore's hold takes; 1 for a hold of another kind.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_multi_lock(["job:7"]).and_permits("gpus", 8, 2).lock()?;
+    /// assert!(guard.parts().iter().any(|part| part.num_permits() == 2));
+    /// # Ok(()) }
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.hold.call.ask.permits()
     }
 }
 

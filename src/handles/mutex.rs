@@ -16,8 +16,24 @@ use crate::protocol::Ask;
 /// A fair (first come, first served) mutex named by a string, shared by
 /// every thread of every process that uses the same Redis and key prefix.
 /// Made by [`Client::fair_mutex`](crate::Client::fair_mutex); cheap to
-/// clone, `Send + Sync`. Thread-bound by default (re-entrant per thread);
+/// clone, `Send + Sync`. Thread-bound by [default](crate::Ownership#which-is-the-default) (re-entrant per thread);
 /// [`unbound`](FairLock::unbound) gives guards that move between threads.
+///
+/// Its own methods: [`lock`](FairLock::lock), [`try_lock`](FairLock::try_lock),
+/// [`try_lock_for`](FairLock::try_lock_for),
+/// [`lock_with`](FairLock::lock_with),
+/// [`remaining_lease`](FairLock::remaining_lease),
+/// [`force_unlock_holder`](FairLock::force_unlock_holder),
+/// [`is_held_by_current_thread`](FairLock::is_held_by_current_thread),
+/// [`hold_count`](FairLock::hold_count). Its guard is a [`FairMutexGuard`].
+///
+/// What every lock has: [`name`](FairLock::name),
+/// [`lock_kind`](FairLock::lock_kind), [`status`](FairLock::status),
+/// [`is_locked`](FairLock::is_locked), [`queue_len`](FairLock::queue_len),
+/// [`force_unlock`](FairLock::force_unlock), [`revoke`](FairLock::revoke); its
+/// lease settings, [`with_fixed_lease`](FairLock::with_fixed_lease),
+/// [`with_max_hold`](FairLock::with_max_hold); its ownership,
+/// [`bound`](FairLock::bound), [`unbound`](FairLock::unbound).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -33,6 +49,15 @@ use crate::protocol::Ask;
 pub type FairMutex<O = Bound> = FairLock<kind::Mutex, O>;
 
 /// A hold of a [`FairMutex`], until [`unlock`](Guard::unlock)ed or dropped.
+///
+/// What every guard has: [`name`](#method.name),
+/// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),
+/// [`is_lease_lost`](#method.is_lease_lost),
+/// [`lease_signal`](#method.lease_signal), [`is_revoked`](#method.is_revoked),
+/// [`revocation_signal`](#method.revocation_signal),
+/// [`unlock`](#method.unlock), [`into_any`](#method.into_any),
+/// [`lock_handle`](#method.lock_handle). A mutex's guard has no method of its
+/// own.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -177,10 +202,11 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
         let freed = self.engine().force_release(self.target())?;
         Ok(freed.holder.map(Participant::new))
     }
-}
 
-impl FairLock<kind::Mutex, Bound> {
-    /// True when the calling thread (through this client) holds the lock.
+    /// True when the calling thread (through this client) holds the lock:
+    /// by a thread-bound call, of this handle or of its
+    /// [`bound`](FairLock::bound) twin (an unbound acquisition belongs to
+    /// no thread, so it never counts).
     ///
     /// # Errors
     /// As [`status`](FairLock::status).
@@ -199,7 +225,9 @@ impl FairLock<kind::Mutex, Bound> {
         Ok(self.hold_count()? > 0)
     }
 
-    /// How many guards the calling thread holds on this lock (0 if none).
+    /// How many guards the calling thread holds on this lock (0 if none),
+    /// taken by thread-bound calls (as
+    /// [`is_held_by_current_thread`](Self::is_held_by_current_thread)).
     ///
     /// # Errors
     /// As [`status`](FairLock::status).

@@ -38,6 +38,25 @@ use crate::protocol::{Access, Ask};
 /// [`Client::fair_rwlock`](crate::Client::fair_rwlock); cheap to clone,
 /// `Send + Sync`.
 ///
+/// Its own methods: [`read`](FairLock::read), [`write`](FairLock::write),
+/// [`upgradable_read`](FairLock::upgradable_read),
+/// [`try_read`](FairLock::try_read), [`try_write`](FairLock::try_write),
+/// [`try_upgradable_read`](FairLock::try_upgradable_read),
+/// [`try_read_for`](FairLock::try_read_for),
+/// [`try_write_for`](FairLock::try_write_for),
+/// [`try_upgradable_read_for`](FairLock::try_upgradable_read_for),
+/// [`read_with`](FairLock::read_with), [`write_with`](FairLock::write_with),
+/// [`upgradable_read_with`](FairLock::upgradable_read_with). Its guards are a
+/// [`ReadGuard`], a [`WriteGuard`] and an [`UpgradableReadGuard`].
+///
+/// What every lock has: [`name`](FairLock::name),
+/// [`lock_kind`](FairLock::lock_kind), [`status`](FairLock::status),
+/// [`is_locked`](FairLock::is_locked), [`queue_len`](FairLock::queue_len),
+/// [`force_unlock`](FairLock::force_unlock), [`revoke`](FairLock::revoke); its
+/// lease settings, [`with_fixed_lease`](FairLock::with_fixed_lease),
+/// [`with_max_hold`](FairLock::with_max_hold); its ownership,
+/// [`bound`](FairLock::bound), [`unbound`](FairLock::unbound).
+///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
 /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
@@ -56,6 +75,16 @@ pub type FairRwLock<O = Bound> = FairLock<kind::RwLock, O>;
 /// release lets in the writer at the head of the queue once no other
 /// reader holds the lock.
 ///
+/// Its own methods: [`access`](#method.access).
+///
+/// What every guard has: [`name`](#method.name),
+/// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),
+/// [`is_lease_lost`](#method.is_lease_lost),
+/// [`lease_signal`](#method.lease_signal), [`is_revoked`](#method.is_revoked),
+/// [`revocation_signal`](#method.revocation_signal),
+/// [`unlock`](#method.unlock), [`into_any`](#method.into_any),
+/// [`lock_handle`](#method.lock_handle).
+///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
 /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
@@ -67,6 +96,18 @@ pub type ReadGuard<O = Bound> = Guard<kind::Read, O>;
 
 /// A write hold of a [`FairRwLock`], alone; its release lets in the next
 /// writer or the run of readers at the head of the queue.
+///
+/// Its own methods: [`downgrade`](#method.downgrade),
+/// [`downgrade_to_upgradable`](#method.downgrade_to_upgradable),
+/// [`access`](#method.access).
+///
+/// What every guard has: [`name`](#method.name),
+/// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),
+/// [`is_lease_lost`](#method.is_lease_lost),
+/// [`lease_signal`](#method.lease_signal), [`is_revoked`](#method.is_revoked),
+/// [`revocation_signal`](#method.revocation_signal),
+/// [`unlock`](#method.unlock), [`into_any`](#method.into_any),
+/// [`lock_handle`](#method.lock_handle).
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -82,6 +123,20 @@ pub type WriteGuard<O = Bound> = Guard<kind::Write, O>;
 /// write ([`upgrade`](Guard::upgrade)) without anyone writing in between;
 /// a [`WriteGuard`] comes back to one with
 /// [`downgrade_to_upgradable`](Guard::downgrade_to_upgradable).
+///
+/// Its own methods: [`upgrade`](#method.upgrade),
+/// [`try_upgrade`](#method.try_upgrade),
+/// [`try_upgrade_for`](#method.try_upgrade_for),
+/// [`upgrade_with`](#method.upgrade_with), [`downgrade`](#method.downgrade),
+/// [`access`](#method.access).
+///
+/// What every guard has: [`name`](#method.name),
+/// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),
+/// [`is_lease_lost`](#method.is_lease_lost),
+/// [`lease_signal`](#method.lease_signal), [`is_revoked`](#method.is_revoked),
+/// [`revocation_signal`](#method.revocation_signal),
+/// [`unlock`](#method.unlock), [`into_any`](#method.into_any),
+/// [`lock_handle`](#method.lock_handle).
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -341,5 +396,20 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
         timeout: Duration,
     ) -> Result<Option<UpgradableReadGuard<O>>> {
         self.upgradable_read_with(Wait::at_most(timeout))
+    }
+}
+
+impl<O: Ownership> Guard<kind::Read, O> {
+    /// The hold's access: a read.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let read = client.fair_rwlock("catalog").read()?;
+    /// assert_eq!(read.access(), Some(fairlock::Access::Read));
+    /// # Ok(()) }
+    /// ```
+    pub fn access(&self) -> Option<Access> {
+        self.hold.call.ask.access()
     }
 }

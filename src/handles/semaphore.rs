@@ -39,6 +39,25 @@ pub const MAX_PERMITS: u32 = 1_000_000;
 /// Made by [`Client::fair_semaphore`](crate::Client::fair_semaphore);
 /// cheap to clone, `Send + Sync`.
 ///
+/// Its own methods: [`acquire`](FairLock::acquire),
+/// [`acquire_many`](FairLock::acquire_many),
+/// [`try_acquire`](FairLock::try_acquire),
+/// [`try_acquire_many`](FairLock::try_acquire_many),
+/// [`try_acquire_for`](FairLock::try_acquire_for),
+/// [`try_acquire_many_for`](FairLock::try_acquire_many_for),
+/// [`acquire_with`](FairLock::acquire_with),
+/// [`acquire_many_with`](FairLock::acquire_many_with),
+/// [`permits`](FairLock::permits), [`available`](FairLock::available),
+/// [`set_permits`](FairLock::set_permits). Its guard is a [`SemaphorePermit`].
+///
+/// What every lock has: [`name`](FairLock::name),
+/// [`lock_kind`](FairLock::lock_kind), [`status`](FairLock::status),
+/// [`is_locked`](FairLock::is_locked), [`queue_len`](FairLock::queue_len),
+/// [`force_unlock`](FairLock::force_unlock), [`revoke`](FairLock::revoke); its
+/// lease settings, [`with_fixed_lease`](FairLock::with_fixed_lease),
+/// [`with_max_hold`](FairLock::with_max_hold); its ownership,
+/// [`bound`](FairLock::bound), [`unbound`](FairLock::unbound).
+///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
 /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
@@ -55,6 +74,16 @@ pub type FairSemaphore<O = Bound> = FairLock<kind::Semaphore, O>;
 /// [`unlock`](Guard::unlock)ed or dropped; a released permit goes straight
 /// to the first live waiter. `Send + Sync` in both ownership modes: a
 /// permit is never re-entered, so it is not tied to its thread.
+///
+/// Its own methods: [`num_permits`](#method.num_permits).
+///
+/// What every guard has: [`name`](#method.name),
+/// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),
+/// [`is_lease_lost`](#method.is_lease_lost),
+/// [`lease_signal`](#method.lease_signal), [`is_revoked`](#method.is_revoked),
+/// [`revocation_signal`](#method.revocation_signal),
+/// [`unlock`](#method.unlock), [`into_any`](#method.into_any),
+/// [`lock_handle`](#method.lock_handle).
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -372,6 +401,22 @@ impl PermitsChange {
             admitted: set.admitted.len(),
             refused: usize::try_from(set.refused).unwrap_or(usize::MAX),
         }
+    }
+}
+
+impl<O: Ownership> Guard<kind::Semaphore, O> {
+    /// The permits the hold takes: 1 unless taken with
+    /// [`acquire_many`](FairLock::acquire_many) and its kin.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let permit = client.fair_semaphore("build-cores", 16).acquire_many(3)?;
+    /// assert_eq!(permit.num_permits(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.hold.call.ask.permits()
     }
 }
 

@@ -65,7 +65,7 @@ pub trait Owner: Ownership + Sized {
 
 impl Owner for Bound {
     fn own<K: LockType>(lock: &FairLock<K>) -> FairLock<K, Bound> {
-        lock.clone()
+        lock.bound()
     }
 }
 
