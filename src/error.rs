@@ -26,10 +26,21 @@ use std::sync::Arc;
 pub enum ErrorKind {
     /// The lock name is empty or longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes.
     InvalidName,
-    /// A client setting or URL was rejected before any I/O happened.
+    /// A client setting or URL was rejected: before any I/O (a scheme that
+    /// is not Redis's, a bad setting), or by the server at the first
+    /// connection (a database number it does not have). Retrying cannot help.
     InvalidConfig,
-    /// Redis could not be reached, or did not answer within the configured timeouts.
+    /// Redis could not be reached, or did not answer within the configured
+    /// timeouts: retrying later may succeed.
     Connection,
+    /// Redis refused this client's credentials: a wrong user or password
+    /// (`WRONGPASS`), or none given where the server asks for one
+    /// (`NOAUTH`). Retrying cannot help: fix the URL's credentials.
+    Auth,
+    /// Redis's ACL denies this client's user a command, key or channel
+    /// fairlock needs (`NOPERM`; docs/security.md lists them). Retrying
+    /// cannot help: grant them.
+    Permission,
     /// The hold this guard stood for is gone: its lease ran out or it was force-unlocked.
     LeaseLost,
     /// A key where this lock keeps its state holds someone else's data; it was left untouched.
@@ -179,7 +190,10 @@ impl Error {
         self.kind
     }
 
-    /// True when Redis was unreachable or too slow: retrying later may succeed.
+    /// True when Redis was unreachable or too slow: retrying later may
+    /// succeed. False for what retrying cannot mend: refused credentials
+    /// ([`ErrorKind::Auth`]), a denied command ([`ErrorKind::Permission`]),
+    /// a bad URL or database ([`ErrorKind::InvalidConfig`]).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -239,9 +253,10 @@ impl Error {
         self.retry == Retry::AfterSlotMove
     }
 
-    /// The same error with its cause's text appended to the message, for
-    /// r2d2, which keeps only the text of a failed connect (so a denied
-    /// `ROLE` still says so in `build`'s error).
+    /// The same error with its cause's text appended to the message, so
+    /// that a log line of its `Display` says what happened (r2d2 keeps
+    /// only the text of a failed connect; a redis error's code and detail
+    /// are the cause).
     pub(crate) fn spelled_out(self) -> Self {
         match &self.source {
             Some(source) => Error {
@@ -290,6 +305,9 @@ impl Error {
         if let Some(message) = permits_exceeded(&err) {
             return Error::with_source(ErrorKind::PermitsExceeded, message, err);
         }
+        if let Some((kind, message)) = refusal(&err, code) {
+            return Error::with_source(kind, message, err).spelled_out();
+        }
         if is_upgrade_refusal(&err) {
             return Error::with_source(
                 ErrorKind::UpgradeRefused,
@@ -334,10 +352,10 @@ impl Error {
             };
             Error {
                 retry,
-                ..Error::with_source(ErrorKind::Connection, message, err)
+                ..Error::with_source(ErrorKind::Connection, message, err).spelled_out()
             }
         } else {
-            Error::with_source(ErrorKind::Server, "redis returned an error", err)
+            Error::with_source(ErrorKind::Server, "redis returned an error", err).spelled_out()
         }
     }
 
@@ -352,9 +370,10 @@ impl Error {
     pub(crate) fn from_pool(err: r2d2::Error) -> Self {
         Error::with_source(
             ErrorKind::Connection,
-            "no redis connection could be had within the connect timeout",
+            "no redis connection could be had in time",
             err,
         )
+        .spelled_out()
     }
 }
 
@@ -413,6 +432,31 @@ fn script_error_code(detail: &str) -> Option<&str> {
     }
     let code = error.split(' ').next()?;
     (code.len() > 1 && code.bytes().all(|b| b.is_ascii_uppercase())).then_some(code)
+}
+
+/// What an [`ErrorKind::Auth`] error says.
+const CREDENTIALS_REFUSED: &str =
+    "redis refused this client's credentials (fix the URL's user and password, or the \
+     sentinel_password: retrying cannot help)";
+
+/// For an error no retry can mend (refused credentials, a denied command,
+/// a database number the server does not have), its kind and message.
+fn refusal(err: &redis::RedisError, code: Option<&str>) -> Option<(ErrorKind, &'static str)> {
+    let denied = err.kind() == redis::ErrorKind::AuthenticationFailed;
+    Some(match code {
+        Some("WRONGPASS" | "NOAUTH") => (ErrorKind::Auth, CREDENTIALS_REFUSED),
+        _ if denied => (ErrorKind::Auth, CREDENTIALS_REFUSED),
+        Some("NOPERM") => (
+            ErrorKind::Permission,
+            "redis's ACL denies this client's user a command or key fairlock needs (see \
+             docs/security.md: retrying cannot help)",
+        ),
+        _ if err.to_string().contains("refused to switch database") => (
+            ErrorKind::InvalidConfig,
+            "redis has no such database as the URL names (retrying cannot help)",
+        ),
+        _ => return None,
+    })
 }
 
 /// The text a semaphore script raises when a call's permits are not the

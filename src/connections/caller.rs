@@ -13,6 +13,37 @@ use crate::protocol::{Call, LockKeys, Operation, SyncReplicas, Written};
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
 
+/// How long one call may take, for a call with a deadline: its wait for
+/// a pooled connection and its command timeout, each capped by the time
+/// left. The default has no limit but the client's timeouts.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Limit {
+    checkout_by: Option<Instant>,
+    reply_by: Option<Instant>,
+}
+
+impl Limit {
+    /// Both the pool wait and the reply by `deadline`, if any (a waiting
+    /// call's request).
+    pub(crate) fn by(deadline: Option<Instant>) -> Limit {
+        Limit {
+            checkout_by: deadline,
+            reply_by: deadline,
+        }
+    }
+
+    /// The pool wait by `at`, the reply within the command timeout (a
+    /// waiting call leaving the queue once its deadline passed: a pool
+    /// with no connection means an outage, a slow link still gets its
+    /// answer).
+    pub(crate) fn checkout_by(at: Instant) -> Limit {
+        Limit {
+            checkout_by: Some(at),
+            reply_by: None,
+        }
+    }
+}
+
 /// A client's settings, connections and scripts, and the call path over
 /// them.
 pub(crate) struct Caller {
@@ -34,16 +65,36 @@ impl Caller {
     /// on a connection with a fresh slot map (see [`Conn::note`](crate::connections::Conn::note)), so the
     /// first call after a failover finds the promoted replica.
     /// The scripts make a call delivered twice count once (call ids).
+    /// With a [`Limit`], each pool wait and command timeout is capped by
+    /// the time left.
     fn with_connection<T>(
         &self,
+        limit: Limit,
         mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
     ) -> Result<T> {
         let mut stale_retries = self.config.pool_size + 1;
         let mut fresh_map_retry = true;
         loop {
-            let mut conn = self.backend.get()?;
+            let mut conn = match limit.checkout_by {
+                None => self.backend.get()?,
+                Some(at) => {
+                    (self.backend).get_within(at.saturating_duration_since(Instant::now()))?
+                }
+            };
+            let left = limit
+                .reply_by
+                .map(|at| at.saturating_duration_since(Instant::now()));
+            let capped = left.filter(|left| *left < self.config.command_timeout);
+            if let Some(left) = capped {
+                conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
+            }
             let result = call(conn.get());
             let stale = conn.note(&result);
+            if capped.is_some() && !stale {
+                // Back to the pool with the client's own timeout (a
+                // connection that timed out is closed, and the pool drops it).
+                let _ = conn.set_command_timeout(self.config.command_timeout);
+            }
             drop(conn);
             match result {
                 Err(err) if stale_retries > 0 && stale => {
@@ -82,7 +133,8 @@ impl Caller {
 
     /// Runs `op` on the lock `keys` on a pooled connection: one round trip.
     pub(crate) fn call<O: Operation>(&self, keys: &LockKeys, op: &O) -> Result<O::Reply> {
-        self.call_with(keys, op, None)?.replicated()
+        self.call_with(keys, op, None, Limit::default())?
+            .replicated()
     }
 
     /// Runs a writing `op`, still in one round trip: with
@@ -94,7 +146,18 @@ impl Caller {
         keys: &LockKeys,
         op: &O,
     ) -> Result<Written<O::Reply>> {
-        self.call_with(keys, op, self.config.sync_replicas)
+        self.call_write_limited(keys, op, Limit::default())
+    }
+
+    /// As [`call_write`](Self::call_write), within `limit` (a waiting
+    /// call's request, kept to its deadline).
+    pub(crate) fn call_write_limited<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+        limit: Limit,
+    ) -> Result<Written<O::Reply>> {
+        self.call_with(keys, op, self.config.sync_replicas, limit)
     }
 
     /// Runs a writing `op` once, within `budget` all told, the wait for a
@@ -131,15 +194,18 @@ impl Caller {
         keys: &LockKeys,
         op: &O,
         sync: Option<SyncReplicas>,
+        limit: Limit,
     ) -> Result<Written<O::Reply>> {
         self.through_slot_moves(|| {
-            self.with_connection(|conn| self.scripts.run(conn, keys, op, sync))
+            self.with_connection(limit, |conn| self.scripts.run(conn, keys, op, sync))
         })
     }
 
     /// Gives back `call` (`Abandon`) on a pooled connection.
     pub(crate) fn abandon(&self, call: &Call) -> Result<()> {
-        self.through_slot_moves(|| self.with_connection(|conn| self.scripts.abandon(conn, call)))
+        self.through_slot_moves(|| {
+            self.with_connection(Limit::default(), |conn| self.scripts.abandon(conn, call))
+        })
     }
 
     /// A new connection of its own subscribed to `channel` (on a cluster,

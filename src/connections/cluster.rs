@@ -49,9 +49,7 @@ impl Cluster {
             client: client.clone(),
             generation: Arc::new(AtomicU64::new(0)),
         };
-        let pool = pool_builder(config)
-            .build(manager)
-            .map_err(Error::from_pool)?;
+        let pool = pool_builder(config).build_unchecked(manager);
         Ok(Cluster {
             pool,
             client,

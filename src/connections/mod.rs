@@ -267,8 +267,30 @@ fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> 
         // A PING per checkout would double the round trips of every call;
         // broken connections are caught by has_broken and by the error path.
         .test_on_check_out(false)
-        .connection_timeout(config.connect_timeout)
+        // Every checkout passes its own timeout; r2d2 reads this one only
+        // as twice its longest pause between connect attempts to a server
+        // that refused one (200 ms doubling up to 2.5 s with the default
+        // connect timeout, the lag after an outage): a pool with no live
+        // connection tries again every 100 ms, so a call waiting for one
+        // gets it within 100 ms of the server's return.
+        .connection_timeout(POOL_RETRY_PAUSE * 2)
+        .error_handler(Box::new(QuietPoolErrors))
         .thread_pool(Arc::new(maintenance))
+}
+
+/// The pause between a pool's connect attempts while the server refuses
+/// them (see [`pool_builder`]).
+const POOL_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Logs a pool's failed connect at debug level: it is tried again every
+/// [`POOL_RETRY_PAUSE`], and a call that needed it reports the cause.
+#[derive(Debug)]
+struct QuietPoolErrors;
+
+impl<E: std::error::Error> r2d2::HandleError<E> for QuietPoolErrors {
+    fn handle_error(&self, err: E) {
+        log::debug!("fairlock: a pooled connection could not be opened: {err}");
+    }
 }
 
 /// A connection of `pool` within `timeout`, or the pool's error.
@@ -310,7 +332,9 @@ pub(super) fn set_timeouts(conn: &redis::Connection, timeout: Duration) -> redis
 }
 
 fn invalid_url(err: redis::RedisError) -> Error {
-    Error::with_source(ErrorKind::InvalidConfig, "invalid redis url", err)
+    let message = "invalid redis url (a scheme fairlock takes is redis, rediss, valkey, \
+                   valkeys, unix, redis+unix, redis+cluster or redis+sentinel)";
+    Error::with_source(ErrorKind::InvalidConfig, message, err).spelled_out()
 }
 
 /// The `redis::Client` of one node's URL; a TLS root given to the builder

@@ -45,9 +45,7 @@ impl Sentinel {
             client: Arc::new(Mutex::new(client)),
             timeouts: Timeouts::of(config),
         };
-        let pool = pool_builder(config)
-            .build(manager.clone())
-            .map_err(Error::from_pool)?;
+        let pool = pool_builder(config).build_unchecked(manager.clone());
         Ok(Sentinel { pool, manager })
     }
 }
