@@ -267,6 +267,15 @@ impl Error {
         }
     }
 
+    /// The same error, its message naming the call it came from ("release
+    /// of mutex 'jobs': redis is unreachable: ...").
+    pub(crate) fn during(self, call: fmt::Arguments<'_>) -> Self {
+        Error {
+            message: format!("{call}: {}", self.message).into(),
+            ..self
+        }
+    }
+
     /// True when a guard's hold was lost before it was released.
     ///
     /// ```no_run

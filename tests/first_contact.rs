@@ -87,8 +87,9 @@ fn an_http_url_names_what_is_wrong_with_it() {
 /// Kills `server`, keeps it down for `outage`, starts it again on its port
 /// and returns how long after it accepted again (as the test support saw
 /// it) a thread that kept calling `lock()` got the lock; meanwhile a
-/// `try_lock_for(2 s)` issued during the outage must return by 2 s + 0.5 s.
-fn first_lock_after_restart(outage: Duration) -> Duration {
+/// `try_lock_for(2 s)` issued during the outage must return by 2 s + 0.5 s
+/// (its outcome is returned too: whether it got the lock, or its error).
+fn first_lock_after_restart(outage: Duration) -> (Duration, fairlock::Result<bool>) {
     let mut server = RedisServer::start();
     let client = Client::open(&server.url()).unwrap();
     let mutex = client.fair_mutex("first-contact-restart");
@@ -156,12 +157,12 @@ fn first_lock_after_restart(outage: Duration) -> Duration {
         got.saturating_duration_since(restarting),
         accepting.saturating_duration_since(restarting),
     );
-    lag
+    (lag, result)
 }
 
 #[test]
 fn after_a_1s_outage_the_first_lock_comes_as_soon_as_the_server_accepts() {
-    let lag = first_lock_after_restart(Duration::from_secs(1));
+    let (lag, _) = first_lock_after_restart(Duration::from_secs(1));
     assert!(
         lag < Duration::from_millis(500),
         "first lock {lag:?} after the restart"
@@ -170,7 +171,25 @@ fn after_a_1s_outage_the_first_lock_comes_as_soon_as_the_server_accepts() {
 
 #[test]
 fn after_a_3s_outage_the_first_lock_comes_as_soon_as_the_server_accepts() {
-    let lag = first_lock_after_restart(Duration::from_secs(3));
+    let (lag, during) = first_lock_after_restart(Duration::from_secs(3));
+    assert!(
+        lag < Duration::from_millis(500),
+        "first lock {lag:?} after the restart"
+    );
+    // Still down when the 2 s were up: the error names the call, the lock
+    // and the cause.
+    let err = during.expect_err("Redis was down for the whole wait");
+    assert!(err.is_connection(), "{err:?}");
+    let text = err.to_string();
+    for part in ["acquire of mutex 'first-contact-deadline'", "refused"] {
+        assert!(text.contains(part), "no {part:?} in {text:?}");
+    }
+}
+
+#[test]
+#[ignore = "a 10 s outage: run with --ignored"]
+fn after_a_10s_outage_the_first_lock_comes_as_soon_as_the_server_accepts() {
+    let (lag, _) = first_lock_after_restart(Duration::from_secs(10));
     assert!(
         lag < Duration::from_millis(500),
         "first lock {lag:?} after the restart"

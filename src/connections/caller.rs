@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::{Backend, Listen};
-use crate::error::{Result, Retry};
+use crate::error::{Error, Result, Retry};
 use crate::protocol::{Call, LockKeys, Operation, SyncReplicas, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
@@ -75,27 +75,7 @@ impl Caller {
         let mut stale_retries = self.config.pool_size + 1;
         let mut fresh_map_retry = true;
         loop {
-            let mut conn = match limit.checkout_by {
-                None => self.backend.get()?,
-                Some(at) => {
-                    (self.backend).get_within(at.saturating_duration_since(Instant::now()))?
-                }
-            };
-            let left = limit
-                .reply_by
-                .map(|at| at.saturating_duration_since(Instant::now()));
-            let capped = left.filter(|left| *left < self.config.command_timeout);
-            if let Some(left) = capped {
-                conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
-            }
-            let result = call(conn.get());
-            let stale = conn.note(&result);
-            if capped.is_some() && !stale {
-                // Back to the pool with the client's own timeout (a
-                // connection that timed out is closed, and the pool drops it).
-                let _ = conn.set_command_timeout(self.config.command_timeout);
-            }
-            drop(conn);
+            let (result, stale) = self.once(limit, &mut call)?;
             match result {
                 Err(err) if stale_retries > 0 && stale => {
                     stale_retries -= 1;
@@ -171,22 +151,35 @@ impl Caller {
         op: &O,
         budget: Duration,
     ) -> Result<Written<O::Reply>> {
-        let give_up = Instant::now() + budget;
-        let mut conn = self.backend.get_within(budget)?;
-        let left = give_up.saturating_duration_since(Instant::now());
-        let capped = left < self.config.command_timeout;
-        if capped {
+        let limit = Limit::by(Some(Instant::now() + budget));
+        let sync = self.config.sync_replicas;
+        (self.once(limit, |conn| self.scripts.run(conn, keys, op, sync)))
+            .and_then(|(result, _)| result)
+            .map_err(|err| during::<O>(err, keys))
+    }
+
+    /// Runs `call` once on a pooled connection within `limit`: its result,
+    /// and whether it failed because of that connection (see
+    /// [`Conn::note`](crate::connections::Conn::note)).
+    fn once<T>(
+        &self,
+        limit: Limit,
+        call: impl FnOnce(&mut dyn redis::ConnectionLike) -> Result<T>,
+    ) -> Result<(Result<T>, bool)> {
+        let left = |at: Instant| at.saturating_duration_since(Instant::now());
+        let mut conn = (self.backend).get_within(limit.checkout_by.map_or(Duration::MAX, left))?;
+        let capped = (limit.reply_by.map(left)).filter(|left| *left < self.config.command_timeout);
+        if let Some(left) = capped {
             conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
         }
-        let result = self
-            .scripts
-            .run(conn.get(), keys, op, self.config.sync_replicas);
-        if !conn.note(&result) && capped {
+        let result = call(conn.get());
+        let stale = conn.note(&result);
+        if capped.is_some() && !stale {
             // Back to the pool with the client's own timeout (a connection
             // that timed out is closed, and the pool drops it).
             let _ = conn.set_command_timeout(self.config.command_timeout);
         }
-        result
+        Ok((result, stale))
     }
 
     fn call_with<O: Operation>(
@@ -199,6 +192,7 @@ impl Caller {
         self.through_slot_moves(|| {
             self.with_connection(limit, |conn| self.scripts.run(conn, keys, op, sync))
         })
+        .map_err(|err| during::<O>(err, keys))
     }
 
     /// Gives back `call` (`Abandon`) on a pooled connection.
@@ -214,4 +208,12 @@ impl Caller {
     pub(crate) fn subscription(&self, channel: &str) -> Result<redis::Connection> {
         self.backend.subscription(&Listen::Main, channel)
     }
+}
+
+/// `err` naming the operation `O` on the lock `keys` it came from: "release
+/// of mutex 'jobs': ...".
+fn during<O: Operation>(err: Error, keys: &LockKeys) -> Error {
+    let op = O::OP.file().replace('_', " ");
+    let (kind, name) = (keys.kind().label(), keys.name());
+    err.during(format_args!("{op} of {kind} '{name}'"))
 }

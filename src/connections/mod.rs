@@ -172,13 +172,8 @@ impl Backend {
         matches!(self.deployment, Deployment::Cluster(_))
     }
 
-    /// A pooled connection, waiting at most the connect timeout for one.
-    pub(crate) fn get(&self) -> Result<Conn> {
-        self.checkout(self.connect_timeout)
-    }
-
-    /// A pooled connection within `timeout`, or the pool's error (for a
-    /// call with a budget of its own).
+    /// A pooled connection within `timeout` or the connect timeout,
+    /// whichever is shorter, or the pool's error.
     pub(crate) fn get_within(&self, timeout: Duration) -> Result<Conn> {
         self.checkout(timeout.min(self.connect_timeout))
     }
@@ -197,7 +192,8 @@ impl Backend {
     /// The cluster's slot map, read on a pooled connection (`None` off a
     /// cluster).
     pub(crate) fn slot_map(&self) -> Option<Result<SlotMap>> {
-        self.is_cluster().then(|| SlotMap::read(self.get()?.get()))
+        self.is_cluster()
+            .then(|| SlotMap::read(self.checkout(self.connect_timeout)?.get()))
     }
 
     /// Where subscriber threads listen: one place, or on a cluster every
