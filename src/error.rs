@@ -101,9 +101,9 @@ pub(crate) enum Retry {
 /// The error type of every fallible fairlock call.
 ///
 /// The underlying cause, when there is one (a `redis::RedisError`, an
-/// `r2d2::Error`), is kept and exposed through [`source`](StdError::source).
-/// Cheap to clone: the cause is shared. Its `Display` is a one-line
-/// message for a log; [`kind`](Self::kind) is what to branch on.
+/// `r2d2::Error`), is kept and exposed through [`source`](StdError::source),
+/// and its text ends the `Display`, a one-line message for a log. Cheap to
+/// clone: the cause is shared. [`kind`](Self::kind) is what to branch on.
 ///
 /// ```
 /// use fairlock::{Client, ErrorKind};
@@ -253,20 +253,6 @@ impl Error {
         self.retry == Retry::AfterSlotMove
     }
 
-    /// The same error with its cause's text appended to the message, so
-    /// that a log line of its `Display` says what happened (r2d2 keeps
-    /// only the text of a failed connect; a redis error's code and detail
-    /// are the cause).
-    pub(crate) fn spelled_out(self) -> Self {
-        match &self.source {
-            Some(source) => Error {
-                message: format!("{}: {source}", self.message).into(),
-                ..self
-            },
-            None => self,
-        }
-    }
-
     /// The same error, its message naming the call it came from ("release
     /// of mutex 'jobs': redis is unreachable: ...").
     pub(crate) fn during(self, call: fmt::Arguments<'_>) -> Self {
@@ -308,14 +294,11 @@ impl Error {
                 err,
             );
         }
-        if let Some(message) = permits_mismatch(&err) {
-            return Error::with_source(ErrorKind::PermitsMismatch, message, err);
-        }
-        if let Some(message) = permits_exceeded(&err) {
-            return Error::with_source(ErrorKind::PermitsExceeded, message, err);
+        if let Some((kind, message)) = permits_error(&err) {
+            return Error::with_source(kind, message, err);
         }
         if let Some((kind, message)) = refusal(&err, code) {
-            return Error::with_source(kind, message, err).spelled_out();
+            return Error::with_source(kind, message, err);
         }
         if is_upgrade_refusal(&err) {
             return Error::with_source(
@@ -361,10 +344,10 @@ impl Error {
             };
             Error {
                 retry,
-                ..Error::with_source(ErrorKind::Connection, message, err).spelled_out()
+                ..Error::with_source(ErrorKind::Connection, message, err)
             }
         } else {
-            Error::with_source(ErrorKind::Server, "redis returned an error", err).spelled_out()
+            Error::with_source(ErrorKind::Server, "redis returned an error", err)
         }
     }
 
@@ -382,7 +365,6 @@ impl Error {
             "no redis connection could be had in time",
             err,
         )
-        .spelled_out()
     }
 }
 
@@ -397,9 +379,15 @@ impl fmt::Debug for Error {
     }
 }
 
+/// The message, then the cause's text when there is one (r2d2 keeps only
+/// the text of a failed connect; a log line says what happened).
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.message)?;
+        match &self.source {
+            Some(source) => write!(f, ": {source}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -472,22 +460,6 @@ fn refusal(err: &redis::RedisError, code: Option<&str>) -> Option<(ErrorKind, &'
 /// semaphore's (lua/lib.lua's check_permits), after its `ERR fairlock: `.
 const PERMITS_MISMATCH: &str = "permits mismatch: this call says ";
 
-/// For the error a semaphore script raises on a permits mismatch (in
-/// either version's wording: see [`script_error_code`]), the message
-/// naming both numbers: "two clients disagree on the number of permits of
-/// this semaphore: this call says 4, the semaphore has 3".
-fn permits_mismatch(err: &redis::RedisError) -> Option<String> {
-    if err.code() != Some("ERR") {
-        return None;
-    }
-    let (ours, theirs) = permits_named(err, PERMITS_MISMATCH)?;
-    Some(format!(
-        "two clients disagree on the number of permits of this semaphore: this call says \
-         {ours}, the semaphore has {theirs} (every client of one semaphore must use the same \
-         number); nothing was changed"
-    ))
-}
-
 /// The two numbers of permits a semaphore script's error names after
 /// `marker`: "<marker><ours> permits, the semaphore has <theirs> ...".
 fn permits_named<'e>(err: &'e redis::RedisError, marker: &str) -> Option<(&'e str, &'e str)> {
@@ -503,18 +475,29 @@ fn permits_named<'e>(err: &'e redis::RedisError, marker: &str) -> Option<(&'e st
 /// fairlock: `.
 const PERMITS_EXCEEDED: &str = "permits exceeded: this call asks for ";
 
-/// For the error a semaphore script raises when a call asks for more
-/// permits than the semaphore has (in either version's wording), the
-/// message naming both numbers.
-fn permits_exceeded(err: &redis::RedisError) -> Option<String> {
+/// For the error a semaphore script raises on a permits mismatch or on a
+/// call for more permits than it has now (in either version's wording: see
+/// [`script_error_code`]), its kind and the message naming both numbers:
+/// "two clients disagree on the number of permits of this semaphore: this
+/// call says 4, the semaphore has 3".
+fn permits_error(err: &redis::RedisError) -> Option<(ErrorKind, String)> {
     if err.code() != Some("ERR") {
         return None;
     }
+    if let Some((ours, theirs)) = permits_named(err, PERMITS_MISMATCH) {
+        let message = format!(
+            "two clients disagree on the number of permits of this semaphore: this call says \
+             {ours}, the semaphore has {theirs} (every client of one semaphore must use the \
+             same number); nothing was changed"
+        );
+        return Some((ErrorKind::PermitsMismatch, message));
+    }
     let (ours, theirs) = permits_named(err, PERMITS_EXCEEDED)?;
-    Some(format!(
+    let message = format!(
         "this call asks for {ours} permits and the semaphore has {theirs} now (its number was \
          changed with set_permits): it could never be admitted; nothing is held"
-    ))
+    );
+    Some((ErrorKind::PermitsExceeded, message))
 }
 
 /// The text `rw_acquire.lua` raises when a thread holding a read asks to

@@ -1,6 +1,6 @@
 //! The one call path every operation takes to Redis: a pooled connection,
 //! retried on a connection the server closed, on a stale cluster slot map
-//! and while a slot moves; or once within a budget (a guard's drop).
+//! and while a slot moves, within a call's deadline if it has one.
 
 use std::time::{Duration, Instant};
 
@@ -72,10 +72,25 @@ impl Caller {
         limit: Limit,
         mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
     ) -> Result<T> {
+        let left = |at: Instant| at.saturating_duration_since(Instant::now());
         let mut stale_retries = self.config.pool_size + 1;
         let mut fresh_map_retry = true;
         loop {
-            let (result, stale) = self.once(limit, &mut call)?;
+            let mut conn =
+                (self.backend).checkout(limit.checkout_by.map_or(Duration::MAX, left))?;
+            let timeout = self.config.command_timeout;
+            let capped = (limit.reply_by.map(left)).filter(|left| *left < timeout);
+            if let Some(left) = capped {
+                conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
+            }
+            let result = call(conn.get());
+            let stale = conn.note(&result);
+            if capped.is_some() && !stale {
+                // Back to the pool with the client's own timeout (a
+                // connection that timed out is closed, and the pool drops it).
+                let _ = conn.set_command_timeout(timeout);
+            }
+            drop(conn);
             match result {
                 Err(err) if stale_retries > 0 && stale => {
                     stale_retries -= 1;
@@ -98,8 +113,13 @@ impl Caller {
     /// run, and a move usually ends within the cluster client's own
     /// retries (about 0.3-4 s of waits). The watchdog does not wait here:
     /// it renews again next period, and must not hold back other slots.
-    fn through_slot_moves<T>(&self, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+    fn through_slot_moves<T>(
+        &self,
+        limit: Limit,
+        mut call: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
         let give_up = Instant::now() + self.config.command_timeout;
+        let give_up = limit.reply_by.map_or(give_up, |at| at.min(give_up));
         loop {
             match call() {
                 Err(err) if err.is_slot_moving() && Instant::now() < give_up => {
@@ -130,7 +150,9 @@ impl Caller {
     }
 
     /// As [`call_write`](Self::call_write), within `limit` (a waiting
-    /// call's request, kept to its deadline).
+    /// call's request kept to its deadline; a guard's drop, which never
+    /// holds its thread longer than one command timeout, pool waits
+    /// included, and on any error hands the call to the watchdog).
     pub(crate) fn call_write_limited<O: Operation>(
         &self,
         keys: &LockKeys,
@@ -140,48 +162,6 @@ impl Caller {
         self.call_with(keys, op, self.config.sync_replicas, limit)
     }
 
-    /// Runs a writing `op` once, within `budget` all told, the wait for a
-    /// pooled connection included: no retry on another connection, no wait
-    /// through a slot move. A guard's Drop sends its release this way, so
-    /// it never holds its thread longer than one command timeout; on any
-    /// error the caller hands the call to the watchdog.
-    pub(crate) fn call_write_within<O: Operation>(
-        &self,
-        keys: &LockKeys,
-        op: &O,
-        budget: Duration,
-    ) -> Result<Written<O::Reply>> {
-        let limit = Limit::by(Some(Instant::now() + budget));
-        let sync = self.config.sync_replicas;
-        (self.once(limit, |conn| self.scripts.run(conn, keys, op, sync)))
-            .and_then(|(result, _)| result)
-            .map_err(|err| during::<O>(err, keys))
-    }
-
-    /// Runs `call` once on a pooled connection within `limit`: its result,
-    /// and whether it failed because of that connection (see
-    /// [`Conn::note`](crate::connections::Conn::note)).
-    fn once<T>(
-        &self,
-        limit: Limit,
-        call: impl FnOnce(&mut dyn redis::ConnectionLike) -> Result<T>,
-    ) -> Result<(Result<T>, bool)> {
-        let left = |at: Instant| at.saturating_duration_since(Instant::now());
-        let mut conn = (self.backend).get_within(limit.checkout_by.map_or(Duration::MAX, left))?;
-        let capped = (limit.reply_by.map(left)).filter(|left| *left < self.config.command_timeout);
-        if let Some(left) = capped {
-            conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
-        }
-        let result = call(conn.get());
-        let stale = conn.note(&result);
-        if capped.is_some() && !stale {
-            // Back to the pool with the client's own timeout (a connection
-            // that timed out is closed, and the pool drops it).
-            let _ = conn.set_command_timeout(self.config.command_timeout);
-        }
-        Ok((result, stale))
-    }
-
     fn call_with<O: Operation>(
         &self,
         keys: &LockKeys,
@@ -189,7 +169,7 @@ impl Caller {
         sync: Option<SyncReplicas>,
         limit: Limit,
     ) -> Result<Written<O::Reply>> {
-        self.through_slot_moves(|| {
+        self.through_slot_moves(limit, || {
             self.with_connection(limit, |conn| self.scripts.run(conn, keys, op, sync))
         })
         .map_err(|err| during::<O>(err, keys))
@@ -197,8 +177,9 @@ impl Caller {
 
     /// Gives back `call` (`Abandon`) on a pooled connection.
     pub(crate) fn abandon(&self, call: &Call) -> Result<()> {
-        self.through_slot_moves(|| {
-            self.with_connection(Limit::default(), |conn| self.scripts.abandon(conn, call))
+        let limit = Limit::default();
+        self.through_slot_moves(limit, || {
+            self.with_connection(limit, |conn| self.scripts.abandon(conn, call))
         })
     }
 

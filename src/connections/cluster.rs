@@ -286,7 +286,7 @@ impl r2d2::ManageConnection for ClusterManager {
         let conn = self
             .client
             .get_generic_connection()
-            .map_err(|err| Error::from_redis(err).spelled_out())?;
+            .map_err(Error::from_redis)?;
         Ok(ClusterConnection {
             conn,
             born,

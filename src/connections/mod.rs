@@ -173,15 +173,10 @@ impl Backend {
     }
 
     /// A pooled connection within `timeout` or the connect timeout,
-    /// whichever is shorter, or the pool's error.
-    pub(crate) fn get_within(&self, timeout: Duration) -> Result<Conn> {
-        self.checkout(timeout.min(self.connect_timeout))
-    }
-
-    /// A pooled connection within `timeout` (see [`Cluster::checkout`] for
-    /// a cluster's stale connections), e.g. one free within a moment, for
-    /// shutdown.
+    /// whichever is shorter (see [`Cluster::checkout`] for a cluster's
+    /// stale connections), or the pool's error.
     pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
+        let timeout = timeout.min(self.connect_timeout);
         Ok(match &self.deployment {
             Deployment::Single(single) => Conn::Single(pooled(&single.pool, timeout)?),
             Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
@@ -193,7 +188,7 @@ impl Backend {
     /// cluster).
     pub(crate) fn slot_map(&self) -> Option<Result<SlotMap>> {
         self.is_cluster()
-            .then(|| SlotMap::read(self.checkout(self.connect_timeout)?.get()))
+            .then(|| SlotMap::read(self.checkout(Duration::MAX)?.get()))
     }
 
     /// Where subscriber threads listen: one place, or on a cluster every
@@ -269,24 +264,11 @@ fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> 
         // connect timeout, the lag after an outage): a pool with no live
         // connection tries again every 100 ms, so a call waiting for one
         // gets it within 100 ms of the server's return.
-        .connection_timeout(POOL_RETRY_PAUSE * 2)
-        .error_handler(Box::new(QuietPoolErrors))
+        .connection_timeout(Duration::from_millis(200))
+        // Nothing logged for each failed attempt: a call that needed one
+        // reports the cause.
+        .error_handler(Box::new(r2d2::NopErrorHandler))
         .thread_pool(Arc::new(maintenance))
-}
-
-/// The pause between a pool's connect attempts while the server refuses
-/// them (see [`pool_builder`]).
-const POOL_RETRY_PAUSE: Duration = Duration::from_millis(100);
-
-/// Logs a pool's failed connect at debug level: it is tried again every
-/// [`POOL_RETRY_PAUSE`], and a call that needed it reports the cause.
-#[derive(Debug)]
-struct QuietPoolErrors;
-
-impl<E: std::error::Error> r2d2::HandleError<E> for QuietPoolErrors {
-    fn handle_error(&self, err: E) {
-        log::debug!("fairlock: a pooled connection could not be opened: {err}");
-    }
 }
 
 /// A connection of `pool` within `timeout`, or the pool's error.
@@ -330,7 +312,7 @@ pub(super) fn set_timeouts(conn: &redis::Connection, timeout: Duration) -> redis
 fn invalid_url(err: redis::RedisError) -> Error {
     let message = "invalid redis url (a scheme fairlock takes is redis, rediss, valkey, \
                    valkeys, unix, redis+unix, redis+cluster or redis+sentinel)";
-    Error::with_source(ErrorKind::InvalidConfig, message, err).spelled_out()
+    Error::with_source(ErrorKind::InvalidConfig, message, err)
 }
 
 /// The `redis::Client` of one node's URL; a TLS root given to the builder

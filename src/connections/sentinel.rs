@@ -198,7 +198,7 @@ impl r2d2::ManageConnection for SentinelManager {
 
     fn connect(&self) -> Result<SentinelConnection> {
         Ok(SentinelConnection {
-            conn: self.connect_master().map_err(Error::spelled_out)?,
+            conn: self.connect_master()?,
             demoted: false,
         })
     }
