@@ -436,24 +436,26 @@ const CREDENTIALS_REFUSED: &str =
     "redis refused this client's credentials (fix the URL's user and password, or the \
      sentinel_password: retrying cannot help)";
 
+/// What an [`ErrorKind::Permission`] error says.
+const PERMISSION_DENIED: &str = "redis's ACL denies this client's user a command or key \
+                                 fairlock needs (see docs/security.md: retrying cannot help)";
+
+/// What the [`ErrorKind::InvalidConfig`] error of a bad database says.
+const NO_SUCH_DATABASE: &str = "redis has no such database as the URL names (retrying cannot help)";
+
 /// For an error no retry can mend (refused credentials, a denied command,
 /// a database number the server does not have), its kind and message.
 fn refusal(err: &redis::RedisError, code: Option<&str>) -> Option<(ErrorKind, &'static str)> {
-    let denied = err.kind() == redis::ErrorKind::AuthenticationFailed;
-    Some(match code {
-        Some("WRONGPASS" | "NOAUTH") => (ErrorKind::Auth, CREDENTIALS_REFUSED),
-        _ if denied => (ErrorKind::Auth, CREDENTIALS_REFUSED),
-        Some("NOPERM") => (
-            ErrorKind::Permission,
-            "redis's ACL denies this client's user a command or key fairlock needs (see \
-             docs/security.md: retrying cannot help)",
-        ),
-        _ if err.to_string().contains("refused to switch database") => (
-            ErrorKind::InvalidConfig,
-            "redis has no such database as the URL names (retrying cannot help)",
-        ),
-        _ => return None,
-    })
+    if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(code, Some("WRONGPASS" | "NOAUTH"))
+    {
+        Some((ErrorKind::Auth, CREDENTIALS_REFUSED))
+    } else if code == Some("NOPERM") {
+        Some((ErrorKind::Permission, PERMISSION_DENIED))
+    } else {
+        let db = err.to_string().contains("refused to switch database");
+        db.then_some((ErrorKind::InvalidConfig, NO_SUCH_DATABASE))
+    }
 }
 
 /// The text a semaphore script raises when a call's permits are not the

@@ -21,29 +21,15 @@ use crate::protocol::{Call, Mode, Renew};
 /// connection to leave the queue (see [`Limit::checkout_by`]).
 const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
-/// Consecutive connection failures of one waiting call.
-#[derive(Default)]
-pub(crate) struct Outage {
-    since: Option<Instant>,
-    failures: u32,
-}
-
-impl Outage {
-    /// When to try again after one more failure, or `None` once the outage
-    /// has lasted `patience`. Backs off from 50 ms to 100 ms: each failed
-    /// request already waited for a pooled connection (which a pool gets
-    /// within 100 ms of the server's return), so a longer pause would only
-    /// delay the recovery.
-    pub(crate) fn retry_at(&mut self, patience: Duration) -> Option<Instant> {
-        let now = Instant::now();
-        let since = *self.since.get_or_insert(now);
-        if now.duration_since(since) >= patience {
-            return None;
-        }
-        let backoff = Duration::from_millis(50 << self.failures.min(1));
-        self.failures += 1;
-        Some(now + backoff)
-    }
+/// When a waiting call whose requests have failed for want of Redis
+/// since `since` (set by the first) tries again, or `None` once that has
+/// lasted `patience`. In 100 ms: each failed request already waited for a
+/// pooled connection (which the pool gets within 100 ms of the server's
+/// return), so a longer pause would only delay the recovery.
+fn retry_at(since: &mut Option<Instant>, patience: Duration) -> Option<Instant> {
+    let now = Instant::now();
+    (now.duration_since(*since.get_or_insert(now)) < patience)
+        .then(|| now + Duration::from_millis(100))
 }
 
 /// What one request of a waiting call was answered with.
@@ -111,7 +97,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         cancel.watch(&waiter);
     }
     let mut mode = Mode::First;
-    let mut outage = Outage::default();
+    let mut outage = None;
     let result = loop {
         let sent = Instant::now();
         if mode == Mode::First {
@@ -125,7 +111,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 position,
                 last_token,
             }) => {
-                outage = Outage::default();
+                outage = None;
                 if position.is_some() {
                     waiter.saw_queued(sent, last_token);
                 }
@@ -137,7 +123,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 }
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
-                match outage.retry_at(shared.config().outage_patience()) {
+                match retry_at(&mut outage, shared.config().outage_patience()) {
                     Some(at) => {
                         log::debug!("fairlock: waiting through an outage: {err}");
                         waiter.poll_by(at);
