@@ -17,7 +17,8 @@ use std::sync::Arc;
 ///     Ok(Some(guard)) => guard.unlock()?,
 ///     Ok(None) => println!("busy"),
 ///     Err(err) if err.kind() == ErrorKind::Connection => println!("Redis is down: retry later ({err})"),
-///     Err(err) => return Err(err), // a bad name, a foreign key, ...: not worth retrying
+///     Err(err) if err.kind() == ErrorKind::Auth => return Err(err), // fix the credentials
+///     Err(err) => return Err(err), // a bad name, an ACL, a foreign key, ...: not worth retrying
 /// }
 /// # Ok(()) }
 /// ```
