@@ -201,3 +201,43 @@ fn after_a_10s_outage_the_first_lock_comes_as_soon_as_the_server_accepts() {
         "first lock {lag:?} after the restart"
     );
 }
+
+/// A call queued behind a holder when Redis dies: its wait ends at its
+/// deadline, and leaving the queue then waits for no connection.
+#[test]
+fn a_call_queued_when_redis_dies_returns_by_its_deadline() {
+    let mut server = RedisServer::start();
+    // The default connect timeout (5 s), a short command timeout for the
+    // holder's drop at the end.
+    let client = Client::builder(&server.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let holder = client.fair_mutex("first-contact-queued").unbound();
+    let held = holder.lock().unwrap();
+    let waiter = {
+        let client = client.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let result = client
+                .fair_mutex("first-contact-queued")
+                .try_lock_for(Duration::from_millis(1500));
+            (started.elapsed(), result.map(|guard| guard.is_some()))
+        })
+    };
+    // Queued (the status lists it) before the kill.
+    let mutex = client.fair_mutex("first-contact-queued");
+    let bound = Instant::now() + Duration::from_secs(1);
+    while mutex.queue_len().unwrap() == 0 && Instant::now() < bound {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(mutex.queue_len().unwrap(), 1, "the waiter did not queue");
+    server.kill();
+    let (took, result) = waiter.join().unwrap();
+    eprintln!("try_lock_for(1.5 s) queued when Redis died: back in {took:?}: {result:?}");
+    assert!(
+        took < Duration::from_millis(2000),
+        "try_lock_for(1.5 s) came back after {took:?}: {result:?}"
+    );
+    drop(held);
+}
