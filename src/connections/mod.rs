@@ -36,7 +36,10 @@ pub(crate) mod topology;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{ConnectionLike, IntoConnectionInfo};
+use redis::ConnectionLike;
+/// What [`Client::builder_from`](crate::Client::builder_from) takes: the
+/// redis crate's connection settings in any of their forms.
+pub(crate) use redis::IntoConnectionInfo;
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};

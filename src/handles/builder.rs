@@ -282,7 +282,7 @@ impl ClientBuilder {
         cert: impl Into<Vec<u8>>,
         key: impl Into<Vec<u8>>,
     ) -> Self {
-        self.config.tls_client_cert = Some(redis::ClientTlsConfig {
+        self.config.tls_client_cert = Some(crate::connections::config::ClientTlsConfig {
             client_cert: cert.into(),
             client_key: key.into(),
         });
