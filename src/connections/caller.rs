@@ -22,13 +22,18 @@ pub(crate) struct Limit {
     reply_by: Option<Instant>,
 }
 
+/// How long past a call's deadline its reply is still waited for: a
+/// request the server answers in time is not thrown away (and its
+/// connection with it) for a few ms of scheduling on a busy machine.
+const REPLY_GRACE: Duration = Duration::from_millis(50);
+
 impl Limit {
-    /// Both the pool wait and the reply by `deadline`, if any (a waiting
-    /// call's request).
+    /// The pool wait by `deadline`, if any, and the reply by then plus
+    /// [`REPLY_GRACE`] (a waiting call's request).
     pub(crate) fn by(deadline: Option<Instant>) -> Limit {
         Limit {
             checkout_by: deadline,
-            reply_by: deadline,
+            reply_by: deadline.map(|at| at + REPLY_GRACE),
         }
     }
 

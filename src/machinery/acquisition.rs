@@ -311,6 +311,13 @@ impl Queued for Acquisition<'_> {
         self.leave_queue(waiter, limit)
     }
 
+    /// Not acquired in time, as a wait that ran out while parked: what the
+    /// request may have taken or queued goes back once Redis answers.
+    fn cut_short(&self, waiter: &Waiter, _: Error) -> Result<Option<CallHold>> {
+        self.give_back_later(waiter);
+        Ok(None)
+    }
+
     /// Unreachable past the wait's patience: the call may still run (or
     /// have run) in Redis, so whatever it took or queued goes back once
     /// Redis answers. Answered with an error: it leaves the queue (or keeps

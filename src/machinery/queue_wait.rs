@@ -75,6 +75,13 @@ pub(crate) trait Queued {
     /// with an error, or could not be reached past the wait's patience):
     /// whatever it may have left in Redis is given back.
     fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>>;
+
+    /// How the call ends when its deadline passed while a request was cut
+    /// short by time alone ([`Error::is_cut_short`]: a busy pool, a reply
+    /// not in by the deadline): by default as after any failure.
+    fn cut_short(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>> {
+        self.failed(waiter, err)
+    }
 }
 
 /// Waits in the queue until `queued` gets what it asks for, its `deadline`
@@ -121,6 +128,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 if position == Some(0) {
                     waiter.poll_by(poll_time(pttl_ms));
                 }
+            }
+            Err(err) if err.is_cut_short() && deadline.is_some_and(|at| Instant::now() >= at) => {
+                break queued.cut_short(&waiter, err);
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
                 match retry_at(&mut outage, shared.config().outage_patience()) {
