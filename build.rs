@@ -128,8 +128,11 @@ pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
         .chain(&counted_only)
         .map(String::as_str)
         .collect();
-    fs::write(out.join("operations.rs"), operations_rs(&ops, &table))
-        .expect("writing OUT_DIR/operations.rs");
+    fs::write(
+        out.join("operations.rs"),
+        operations_rs(&ops, every.len(), &table),
+    )
+    .expect("writing OUT_DIR/operations.rs");
 }
 
 /// The operations of one engine: its folder's files, without `.lua`, in
@@ -148,21 +151,14 @@ fn operations(lua: &Path, folder: &str) -> Vec<String> {
 }
 
 /// The Rust side of the script table (src/protocol/operation.rs includes
-/// it): the `Op` enum, one variant per operation in `ops`, and
-/// `Script::ALL`, `Script::index` and the sources, one per (family,
-/// operation) of `table`, in its order. An operation only the counted
-/// engine has is its script whatever the engine asked.
-fn operations_rs(ops: &[&str], table: &[(&str, &str)]) -> String {
+/// it): the `Op` enum, one variant per operation in `ops` (the first
+/// `every` of them every engine's), their files' names (`FILES`), and
+/// `Script::ALL` and the sources, one per (family, operation) of `table`,
+/// in its order.
+fn operations_rs(ops: &[&str], every: usize, table: &[(&str, &str)]) -> String {
     let camel = |name: &str| -> String {
         let words = name.split('_').map(|w| w[..1].to_uppercase() + &w[1..]);
         words.collect()
-    };
-    let script = |(family, op): &(&str, &str)| {
-        format!(
-            "Script {{ engine: Engine::{}, op: Op::{} }}",
-            camel(family),
-            camel(op)
-        )
     };
     let mut rs = String::from(
         "/// A Redis-side operation, whatever the engine: one per file of lua/mutex/\n\
@@ -172,45 +168,31 @@ fn operations_rs(ops: &[&str], table: &[(&str, &str)]) -> String {
     for op in ops {
         rs.push_str(&format!("    /// `{op}.lua`\n    {},\n", camel(op)));
     }
-    rs.push_str(
-        "}\n\nimpl Op {\n    /// Its file's name in each engine's folder, without `.lua`.\n",
-    );
-    rs.push_str("    pub fn file(self) -> &'static str {\n        match self {\n");
-    for op in ops {
-        rs.push_str(&format!("            Op::{} => \"{op}\",\n", camel(op)));
-    }
-    rs.push_str("        }\n    }\n}\n\nimpl Script {\n");
-    rs.push_str("    /// Every script, e.g. to load them all at once.\n");
+    rs.push_str(&format!(
+        "}}\n\nconst FILES: [&str; {}] = {ops:?};\n",
+        ops.len()
+    ));
+    rs.push_str(&format!("const EVERY: usize = {every};\n\nimpl Script {{\n    /// Every script, e.g. to load them all at once.\n"));
     rs.push_str(&format!(
         "    pub const ALL: [Script; {}] = [\n",
         table.len()
     ));
-    for entry in table {
-        rs.push_str(&format!("        {},\n", script(entry)));
-    }
-    rs.push_str("    ];\n\n    /// Its place in [`Script::ALL`].\n");
-    rs.push_str("    pub fn index(self) -> usize {\n        match (self.engine, self.op) {\n");
-    for (i, (family, op)) in table.iter().enumerate() {
-        let engine = match *family {
-            "counted" if table.iter().all(|(f, o)| f == family || o != op) => "_".to_owned(),
-            family => format!("Engine::{}", camel(family)),
-        };
+    for (family, op) in table {
+        let (family, op) = (camel(family), camel(op));
         rs.push_str(&format!(
-            "            ({engine}, Op::{}) => {i},\n",
-            camel(op)
+            "        Script {{ engine: Engine::{family}, op: Op::{op} }},\n"
         ));
     }
-    rs.push_str(
-        "        }\n    }\n}\n\n/// Every script's source, in the order of [`Script::ALL`].\n",
-    );
-    rs.push_str(&format!("const SOURCES: [&str; {}] = [\n", table.len()));
+    rs.push_str(&format!(
+        "    ];\n}}\n\nconst SOURCES: [&str; {}] = [\n",
+        table.len()
+    ));
     for (family, op) in table {
         rs.push_str(&format!(
             "    include_str!(concat!(env!(\"OUT_DIR\"), \"/{family}/{op}.lua\")),\n"
         ));
     }
-    rs.push_str("];\n");
-    rs
+    rs + "];\n"
 }
 
 /// The Redis Functions library's body, up to its functions: every
@@ -445,26 +427,12 @@ fn statements(body: &str) -> Vec<String> {
 /// outside comments and strings, not a field after `.` or `:`), but for
 /// `itself`.
 fn lib_names_in(definitions: &[Definition], code: &str, itself: Option<&str>) -> Vec<usize> {
-    let code = code_only(code);
-    let word = |c: u8| c == b'_' || c.is_ascii_alphanumeric();
-    let b = code.as_bytes();
+    // `..` (concatenation) blanked too: a name right after `.` or `:` is a field.
+    let code = code_only(code).replace("..", "  ");
     let mut found = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if !word(b[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < b.len() && word(b[i]) {
-            i += 1;
-        }
-        let field = b[start].is_ascii_digit()
-            || start > 0
-                && (b[start - 1] == b':'
-                    || (b[start - 1] == b'.' && (start < 2 || b[start - 2] != b'.')));
-        let name = &code[start..i];
-        if field || Some(name) == itself {
+    for name in code.split(|c: char| c != '_' && !c.is_ascii_alphanumeric()) {
+        let at = name.as_ptr() as usize - code.as_ptr() as usize;
+        if code[..at].ends_with(['.', ':']) || Some(name) == itself {
             continue;
         }
         if let Some(at) = definitions.iter().position(|d| d.name == name) {

@@ -58,9 +58,18 @@ pub struct Script {
     pub op: Op,
 }
 
-// `Op`, `Script::ALL`, `Script::index` and the scripts' sources, which
-// build.rs derives from the files of lua/.
+// `Op`, its files' names, `Script::ALL` and the scripts' sources, which
+// build.rs derives from the files of lua/: every engine's operations
+// (the first `EVERY` of `Op`) for each engine in `Engine`'s order, then
+// the counted engine's own.
 include!(concat!(env!("OUT_DIR"), "/operations.rs"));
+
+impl Op {
+    /// Its file's name in each engine's folder, without `.lua`.
+    pub fn file(self) -> &'static str {
+        FILES[self as usize]
+    }
+}
 
 impl Script {
     /// The script of `op` for a lock of `kind`.
@@ -68,6 +77,15 @@ impl Script {
         Script {
             engine: Engine::of(kind),
             op,
+        }
+    }
+
+    /// Its place in [`Script::ALL`]: an operation only the counted engine
+    /// has is its script whatever the engine asked.
+    pub fn index(self) -> usize {
+        match self.op as usize {
+            op if op < EVERY => self.engine as usize * EVERY + op,
+            op => 2 * EVERY + op,
         }
     }
 
