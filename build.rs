@@ -284,10 +284,7 @@ fn register(family: &str, op: &str, election: bool, file: &str, body: &str) -> S
         "-- lua/{file}\nredis.register_function({{\n  function_name = PREFIX .. '{family}_{op}',\n  \
          flags = {flags},\n  callback = function(KEYS, ARGV)\n    begin(KEYS, ARGV, {election})\n"
     );
-    for line in body.lines() {
-        text.push_str(line);
-        text.push('\n');
-    }
+    text.extend(body.lines().flat_map(|line| [line, "\n"]));
     text.push_str("  end,\n})\n\n");
     text
 }

@@ -136,13 +136,8 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     }
     let heartbeat_values = values.split_off(renewals.len());
     Ok(Replies {
-        renewed: renewals
-            .iter()
-            .zip(values)
-            .map(|(renewal, value)| renewal.parse(value))
-            .zip(leases)
-            .zip(renewals.iter().map(|renewal| renewal.token))
-            .map(|((renewed, lease), token)| (renewed, lease, token))
+        renewed: (renewals.iter().zip(values).zip(leases))
+            .map(|((renewal, value), lease)| (renewal.parse(value), lease, renewal.token))
             .collect(),
         heartbeats: beats
             .iter()
@@ -164,10 +159,7 @@ fn redirection(value: &Value) -> Option<Error> {
 
 fn apply(batch: &Batch, replies: Replies, sent: Instant) {
     for (hold, (renewed, lease, token)) in batch.holds.iter().zip(replies.renewed) {
-        if renewed
-            .as_ref()
-            .is_ok_and(|reply| *reply == RenewReply::Revoked)
-        {
+        if let Ok(RenewReply::Revoked) = renewed {
             // Asked to let go: said by the reply as well as by a message,
             // so a lost message is made up for here.
             hold.mark_revoked();

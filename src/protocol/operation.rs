@@ -156,6 +156,14 @@ pub fn unexpected(what: &dyn std::fmt::Debug) -> Error {
     )
 }
 
+/// A reply no fairlock script gives, or the error an error reply is.
+pub(crate) fn refused(reply: Value) -> Error {
+    match reply {
+        Value::ServerError(err) => Error::from_server(err),
+        other => unexpected(&other),
+    }
+}
+
 /// A reply made only of integers (an error reply is the error).
 pub fn int_list(value: Value) -> Result<Vec<i64>> {
     match value {
@@ -166,8 +174,7 @@ pub fn int_list(value: Value) -> Result<Vec<i64>> {
                 other => Err(unexpected(&other)),
             })
             .collect(),
-        Value::ServerError(err) => Err(Error::from_server(err)),
-        other => Err(unexpected(&other)),
+        other => Err(refused(other)),
     }
 }
 
