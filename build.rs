@@ -54,7 +54,7 @@ const FAMILIES: [(&str, &str, bool); 3] = [
 
 /// The first line of a definition of lib.lua that is the election's version
 /// of the one before it.
-const ELECTION: &str = "-- @election";
+const ELECTION: &str = "-- @election\n";
 
 /// One top-level definition of lib.lua: its name, its text (with the
 /// comment block above it) and the election's version of that text, if it
@@ -327,17 +327,11 @@ fn split_lib(lib: &str) -> Vec<Definition> {
             panic!("lua/lib.lua line {n}: not a definition build.rs can read: {line}");
         };
         let text = std::mem::take(&mut text);
-        if let Some(version) = text
-            .strip_prefix(ELECTION)
-            .and_then(|t| t.strip_prefix('\n'))
-        {
-            let Some(last) = definitions.last_mut().filter(|last| last.name == name) else {
-                panic!("lua/lib.lua line {n}: the election's {name} follows no definition of it");
+        if let Some(version) = text.strip_prefix(ELECTION) {
+            let last = definitions.last_mut().filter(|last| last.name == name);
+            let Some(last) = last.filter(|last| last.election.is_none()) else {
+                panic!("lua/lib.lua line {n}: the election's {name} must follow the one {name}");
             };
-            assert!(
-                last.election.is_none(),
-                "lua/lib.lua: the election's {name} is defined twice"
-            );
             last.election = Some(version.to_owned());
             continue;
         }
