@@ -157,7 +157,7 @@ impl Upgrader<'_> {
                 pttl_ms,
                 position,
                 last_token,
-            } => Ok(Attempted::waiting(pttl_ms, position, last_token)),
+            } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
             UpgradeReply::Lost => Err(self.hold.lost()),
         }
     }
@@ -166,7 +166,7 @@ impl Upgrader<'_> {
     fn settle(&self, step: UpgradeStep) -> Result<Option<u64>> {
         match self.send(step)? {
             Attempted::Got(token) => Ok(Some(token)),
-            Attempted::Waiting { .. } => Ok(None),
+            Attempted::Waiting(..) => Ok(None),
         }
     }
 }

@@ -91,7 +91,7 @@ impl<'m> Acquisition<'m> {
         let (result, cancel) = match wait.deadline() {
             Err(NoWait) => match self.attempt(&waiter, Mode::Try) {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
-                Ok(Attempted::Waiting { .. }) => (Ok(None), None),
+                Ok(Attempted::Waiting(..)) => (Ok(None), None),
                 Err(err) => {
                     self.give_back_later(&waiter);
                     (Err(err), None)
@@ -170,7 +170,7 @@ impl<'m> Acquisition<'m> {
                 pttl_ms,
                 position,
                 last_token,
-            } => Ok(Attempted::waiting(pttl_ms, position, last_token)),
+            } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
         }
     }
 
