@@ -682,14 +682,7 @@ local function write_meta(meta, life)
   if meta.revoked and used > 0 then
     mark = mark .. '^' .. meta.revoked
   end
-  local used_s
-  if used == 0 then
-    used_s = '0'
-  elseif lone and used == lone.units then
-    used_s = lone.units_s
-  else
-    used_s = fmt(used)
-  end
+  local used_s = used == 0 and '0' or (lone and used == lone.units and lone.units_s) or fmt(used)
   -- One concatenation each: one string made.
   local capacity_s = meta.capacity_s or fmt(meta.capacity)
   local value
@@ -883,10 +876,7 @@ local function first_lease_left(meta, now_ms)
   end
   local first = redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf', 'LIMIT', 0, 1,
     'WITHSCORES')[2]
-  if not first then
-    return 0
-  end
-  return tonumber(first) - now_ms
+  return first and tonumber(first) - now_ms or 0
 end
 
 -- Gives hold `member` (the lone hold, named or as hold_by_token gives it,
