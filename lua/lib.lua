@@ -448,10 +448,7 @@ end
 -- position (0 = next) and, when the queue's TTL was pushed out, the new
 -- one. `mode` "poll" looks for the entry first.
 local function join_queue(entry, mode, now_ms, waiter_timeout)
-  local position = nil
-  if mode == 'poll' then
-    position = redis.call('ZRANK', QUEUE, entry)
-  end
+  local position = mode == 'poll' and redis.call('ZRANK', QUEUE, entry) or nil
   if not position then
     local last = redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')[2]
     if redis.call('ZADD', QUEUE, 'NX', (tonumber(last) or 0) + 1, entry) == 1 then
