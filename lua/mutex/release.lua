@@ -46,7 +46,4 @@ if holder ~= owner or held ~= token then
   return split_mark(mark) == owner .. '#' .. call and 0 or -1
 end
 local _, left, next_owner, wait_id, next_token, ttl = give_back(owner, token, calls, mark, fence, call)
-if next_owner then
-  return { next_owner, tonumber(wait_id), next_token, ttl }
-end
-return left
+return next_owner and { next_owner, tonumber(wait_id), next_token, ttl } or left
