@@ -99,10 +99,8 @@ pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
             "lua/mutex/{op}.lua has no lua/counted/{op}.lua"
         );
     }
-    let counted_only: Vec<String> = counted
-        .into_iter()
-        .filter(|op| !every.contains(op))
-        .collect();
+    let mut ops = every.clone();
+    ops.extend(counted.into_iter().filter(|op| !every.contains(op)));
     let mut table = Vec::new();
     let definitions = split_lib(&source("lib.lua"));
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
@@ -111,7 +109,7 @@ pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
     let families = FAMILIES
         .iter()
         .flat_map(|&family| every.iter().map(move |op| (family, op)));
-    let only = counted_only.iter().map(|op| (FAMILIES[1], op));
+    let only = ops[every.len()..].iter().map(|op| (FAMILIES[1], op));
     for ((family, folder, election), op) in families.chain(only) {
         table.push((family, op.as_str()));
         let file = format!("{folder}/{op}.lua");
@@ -123,11 +121,6 @@ pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
         library.push_str(&register(family, op, election, &file, &body));
     }
     fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");
-    let ops: Vec<&str> = every
-        .iter()
-        .chain(&counted_only)
-        .map(String::as_str)
-        .collect();
     fs::write(
         out.join("operations.rs"),
         operations_rs(&ops, every.len(), &table),
@@ -155,7 +148,7 @@ fn operations(lua: &Path, folder: &str) -> Vec<String> {
 /// `every` of them every engine's), their files' names (`FILES`), and
 /// `Script::ALL` and the sources, one per (family, operation) of `table`,
 /// in its order.
-fn operations_rs(ops: &[&str], every: usize, table: &[(&str, &str)]) -> String {
+fn operations_rs(ops: &[String], every: usize, table: &[(&str, &str)]) -> String {
     let camel = |name: &str| -> String {
         let words = name.split('_').map(|w| w[..1].to_uppercase() + &w[1..]);
         words.collect()

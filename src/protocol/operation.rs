@@ -31,9 +31,7 @@ impl Engine {
             LockKind::Semaphore | LockKind::RwLock => Engine::Counted,
         }
     }
-}
 
-impl Engine {
     /// Its scripts' folder of OUT_DIR, as build.rs names it (and the
     /// family's part of its functions' names in the library).
     pub fn folder(self) -> &'static str {
