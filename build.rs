@@ -161,14 +161,13 @@ fn operations_rs(ops: &[String], every: usize, table: &[(&str, &str)]) -> String
     for op in ops {
         rs.push_str(&format!("    /// `{op}.lua`\n    {},\n", camel(op)));
     }
+    let (files, n) = (ops.len(), table.len());
     rs.push_str(&format!(
-        "}}\n\nconst FILES: [&str; {}] = {ops:?};\n",
-        ops.len()
+        "}}\n\nconst FILES: [&str; {files}] = {ops:?};\nconst EVERY: usize = {every};\n"
     ));
-    rs.push_str(&format!("const EVERY: usize = {every};\n\nimpl Script {{\n    /// Every script, e.g. to load them all at once.\n"));
     rs.push_str(&format!(
-        "    pub const ALL: [Script; {}] = [\n",
-        table.len()
+        "\nimpl Script {{\n    /// Every script, e.g. to load them all at once.\n    \
+         pub const ALL: [Script; {n}] = [\n"
     ));
     for (family, op) in table {
         let (family, op) = (camel(family), camel(op));
@@ -176,10 +175,7 @@ fn operations_rs(ops: &[String], every: usize, table: &[(&str, &str)]) -> String
             "        Script {{ engine: Engine::{family}, op: Op::{op} }},\n"
         ));
     }
-    rs.push_str(&format!(
-        "    ];\n}}\n\nconst SOURCES: [&str; {}] = [\n",
-        table.len()
-    ));
+    rs.push_str(&format!("    ];\n}}\n\nconst SOURCES: [&str; {n}] = [\n"));
     for (family, op) in table {
         rs.push_str(&format!(
             "    include_str!(concat!(env!(\"OUT_DIR\"), \"/{family}/{op}.lua\")),\n"
