@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fairlock::__test_support::{LockKind, Op, Script};
-use fairlock_test_support::fake_queue::ScriptedLock;
+use fairlock_test_support::fake_queue::{self, ScriptedLock};
 use fairlock_test_support::RedisServer;
 
 #[path = "common/mod.rs"]
@@ -274,8 +274,8 @@ fn main() {
     let release_args: Vec<String> = ["fairlock:wake:", "600000", "c1:1", "1795728762856307", "7"]
         .map(String::from)
         .to_vec();
-    let free_value = "1795728762856307 - - - c1:1#6";
-    let held_value = "1795728762856307 c1:1 7 600000 c1:1#6";
+    let free_value = &fake_queue::versioned("1795728762856307 - - - c1:1#6");
+    let held_value = &fake_queue::versioned("1795728762856307 c1:1 7 600000 c1:1#6");
     let set_free = |conn: &mut redis::Connection| {
         let () = redis::cmd("SET")
             .arg(&keys[0])

@@ -17,7 +17,8 @@ use std::sync::Arc;
 ///     Ok(Some(guard)) => guard.unlock()?,
 ///     Ok(None) => println!("busy"),
 ///     Err(err) if err.kind() == ErrorKind::Connection => println!("Redis is down: retry later ({err})"),
-///     Err(err) => return Err(err), // a bad name, a foreign key, ...: not worth retrying
+///     Err(err) if err.kind() == ErrorKind::Auth => return Err(err), // fix the credentials
+///     Err(err) => return Err(err), // a bad name, an ACL, a foreign key, ...: not worth retrying
 /// }
 /// # Ok(()) }
 /// ```
@@ -26,10 +27,21 @@ use std::sync::Arc;
 pub enum ErrorKind {
     /// The lock name is empty or longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes.
     InvalidName,
-    /// A client setting or URL was rejected before any I/O happened.
+    /// A client setting or URL was rejected: before any I/O (a scheme that
+    /// is not Redis's, a bad setting), or by the server at the first
+    /// connection (a database number it does not have). Retrying cannot help.
     InvalidConfig,
-    /// Redis could not be reached, or did not answer within the configured timeouts.
+    /// Redis could not be reached, or did not answer within the configured
+    /// timeouts: retrying later may succeed.
     Connection,
+    /// Redis refused this client's credentials: a wrong user or password
+    /// (`WRONGPASS`), or none given where the server asks for one
+    /// (`NOAUTH`). Retrying cannot help: fix the URL's credentials.
+    Auth,
+    /// Redis's ACL denies this client's user a command, key or channel
+    /// fairlock needs (`NOPERM`; docs/security.md lists them). Retrying
+    /// cannot help: grant them.
+    Permission,
     /// The hold this guard stood for is gone: its lease ran out or it was force-unlocked.
     LeaseLost,
     /// A key where this lock keeps its state holds someone else's data; it was left untouched.
@@ -97,9 +109,9 @@ pub(crate) enum Retry {
 /// The error type of every fallible fairlock call.
 ///
 /// The underlying cause, when there is one (a `redis::RedisError`, an
-/// `r2d2::Error`), is kept and exposed through [`source`](StdError::source).
-/// Cheap to clone: the cause is shared. Its `Display` is a one-line
-/// message for a log; [`kind`](Self::kind) is what to branch on.
+/// `r2d2::Error`), is kept and exposed through [`source`](StdError::source),
+/// and its text ends the `Display`, a one-line message for a log. Cheap to
+/// clone: the cause is shared. [`kind`](Self::kind) is what to branch on.
 ///
 /// ```
 /// use fairlock::{Client, ErrorKind};
@@ -186,7 +198,10 @@ impl Error {
         self.kind
     }
 
-    /// True when Redis was unreachable or too slow: retrying later may succeed.
+    /// True when Redis was unreachable or too slow: retrying later may
+    /// succeed. False for what retrying cannot mend: refused credentials
+    /// ([`ErrorKind::Auth`]), a denied command ([`ErrorKind::Permission`]),
+    /// a bad URL or database ([`ErrorKind::InvalidConfig`]).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -246,16 +261,12 @@ impl Error {
         self.retry == Retry::AfterSlotMove
     }
 
-    /// The same error with its cause's text appended to the message, for
-    /// r2d2, which keeps only the text of a failed connect (so a denied
-    /// `ROLE` still says so in `build`'s error).
-    pub(crate) fn spelled_out(self) -> Self {
-        match &self.source {
-            Some(source) => Error {
-                message: format!("{}: {source}", self.message).into(),
-                ..self
-            },
-            None => self,
+    /// The same error, its message naming the call it came from ("release
+    /// of mutex 'jobs': redis is unreachable: ...").
+    pub(crate) fn during(self, call: fmt::Arguments<'_>) -> Self {
+        Error {
+            message: format!("{call}: {}", self.message).into(),
+            ..self
         }
     }
 
@@ -295,11 +306,11 @@ impl Error {
             let message = format_mismatch(err.detail().unwrap_or_default());
             return Error::with_source(ErrorKind::FormatMismatch, message, err);
         }
-        if let Some(message) = permits_mismatch(&err) {
-            return Error::with_source(ErrorKind::PermitsMismatch, message, err);
+        if let Some((kind, message)) = permits_error(&err) {
+            return Error::with_source(kind, message, err);
         }
-        if let Some(message) = permits_exceeded(&err) {
-            return Error::with_source(ErrorKind::PermitsExceeded, message, err);
+        if let Some((kind, message)) = refusal(&err, code) {
+            return Error::with_source(kind, message, err);
         }
         if is_upgrade_refusal(&err) {
             return Error::with_source(
@@ -363,7 +374,7 @@ impl Error {
     pub(crate) fn from_pool(err: r2d2::Error) -> Self {
         Error::with_source(
             ErrorKind::Connection,
-            "no redis connection could be had within the connect timeout",
+            "no redis connection could be had in time",
             err,
         )
     }
@@ -380,9 +391,15 @@ impl fmt::Debug for Error {
     }
 }
 
+/// The message, then the cause's text when there is one (r2d2 keeps only
+/// the text of a failed connect; a log line says what happened).
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.message)?;
+        match &self.source {
+            Some(source) => write!(f, ": {source}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -455,25 +472,36 @@ fn format_mismatch(detail: &str) -> String {
     )
 }
 
+/// What an [`ErrorKind::Auth`] error says.
+const CREDENTIALS_REFUSED: &str =
+    "redis refused this client's credentials (fix the URL's user and password, or the \
+     sentinel_password: retrying cannot help)";
+
+/// What an [`ErrorKind::Permission`] error says.
+const PERMISSION_DENIED: &str = "redis's ACL denies this client's user a command or key \
+                                 fairlock needs (see docs/security.md: retrying cannot help)";
+
+/// What the [`ErrorKind::InvalidConfig`] error of a bad database says.
+const NO_SUCH_DATABASE: &str = "redis has no such database as the URL names (retrying cannot help)";
+
+/// For an error no retry can mend (refused credentials, a denied command,
+/// a database number the server does not have), its kind and message.
+fn refusal(err: &redis::RedisError, code: Option<&str>) -> Option<(ErrorKind, &'static str)> {
+    if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(code, Some("WRONGPASS" | "NOAUTH"))
+    {
+        Some((ErrorKind::Auth, CREDENTIALS_REFUSED))
+    } else if code == Some("NOPERM") {
+        Some((ErrorKind::Permission, PERMISSION_DENIED))
+    } else {
+        let db = err.to_string().contains("refused to switch database");
+        db.then_some((ErrorKind::InvalidConfig, NO_SUCH_DATABASE))
+    }
+}
+
 /// The text a semaphore script raises when a call's permits are not the
 /// semaphore's (lua/lib.lua's check_permits), after its `ERR fairlock: `.
 const PERMITS_MISMATCH: &str = "permits mismatch: this call says ";
-
-/// For the error a semaphore script raises on a permits mismatch (in
-/// either version's wording: see [`script_error_code`]), the message
-/// naming both numbers: "two clients disagree on the number of permits of
-/// this semaphore: this call says 4, the semaphore has 3".
-fn permits_mismatch(err: &redis::RedisError) -> Option<String> {
-    if err.code() != Some("ERR") {
-        return None;
-    }
-    let (ours, theirs) = permits_named(err, PERMITS_MISMATCH)?;
-    Some(format!(
-        "two clients disagree on the number of permits of this semaphore: this call says \
-         {ours}, the semaphore has {theirs} (every client of one semaphore must use the same \
-         number); nothing was changed"
-    ))
-}
 
 /// The two numbers of permits a semaphore script's error names after
 /// `marker`: "<marker><ours> permits, the semaphore has <theirs> ...".
@@ -490,18 +518,29 @@ fn permits_named<'e>(err: &'e redis::RedisError, marker: &str) -> Option<(&'e st
 /// fairlock: `.
 const PERMITS_EXCEEDED: &str = "permits exceeded: this call asks for ";
 
-/// For the error a semaphore script raises when a call asks for more
-/// permits than the semaphore has (in either version's wording), the
-/// message naming both numbers.
-fn permits_exceeded(err: &redis::RedisError) -> Option<String> {
+/// For the error a semaphore script raises on a permits mismatch or on a
+/// call for more permits than it has now (in either version's wording: see
+/// [`script_error_code`]), its kind and the message naming both numbers:
+/// "two clients disagree on the number of permits of this semaphore: this
+/// call says 4, the semaphore has 3".
+fn permits_error(err: &redis::RedisError) -> Option<(ErrorKind, String)> {
     if err.code() != Some("ERR") {
         return None;
     }
+    if let Some((ours, theirs)) = permits_named(err, PERMITS_MISMATCH) {
+        let message = format!(
+            "two clients disagree on the number of permits of this semaphore: this call says \
+             {ours}, the semaphore has {theirs} (every client of one semaphore must use the \
+             same number); nothing was changed"
+        );
+        return Some((ErrorKind::PermitsMismatch, message));
+    }
     let (ours, theirs) = permits_named(err, PERMITS_EXCEEDED)?;
-    Some(format!(
+    let message = format!(
         "this call asks for {ours} permits and the semaphore has {theirs} now (its number was \
          changed with set_permits): it could never be admitted; nothing is held"
-    ))
+    );
+    Some((ErrorKind::PermitsExceeded, message))
 }
 
 /// The text `rw_acquire.lua` raises when a thread holding a read asks to

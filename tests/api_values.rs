@@ -96,12 +96,12 @@ fn error_is_send_sync_static() {
 }
 
 #[test]
-fn display_is_the_message_and_source_is_kept() {
+fn display_is_the_message_and_its_cause_and_source_is_kept() {
     let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
     let err = error_from_redis(redis::RedisError::from(io));
     assert_eq!(err.kind(), ErrorKind::Connection);
     assert!(err.is_connection());
-    assert_eq!(err.to_string(), "redis is unreachable");
+    assert_eq!(err.to_string(), "redis is unreachable: refused");
     assert!(err.source().is_some());
 }
 
@@ -136,10 +136,12 @@ fn a_wrong_type_inside_a_script_is_a_key_conflict_as_every_version_words_it() {
         "ERR Error running script (call to f_fd1f): @user_script:12: \
          user_script:12: Script attempted to access nonexistent global variable 'WRONGTYPE'",
         "ERR unknown command 'WRONGTYPE Operation against a key'",
-        "NOPERM this user has no permissions to run the 'hget' command",
     ] {
         assert_eq!(from_reply(reply).kind(), ErrorKind::Server, "{reply}");
     }
+    let denied = from_reply("NOPERM this user has no permissions to run the 'hget' command");
+    assert_eq!(denied.kind(), ErrorKind::Permission);
+    assert!(!denied.is_connection());
 }
 
 #[test]

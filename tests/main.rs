@@ -25,6 +25,7 @@ mod examples;
 mod fairness;
 mod faults;
 mod fence;
+mod first_contact;
 mod formats;
 mod identity;
 mod lease_signal;

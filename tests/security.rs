@@ -1118,7 +1118,8 @@ fn the_readme_acl_additions_suffice_behind_sentinel_across_a_failover() {
     // Without the addition, building fails and says which command was denied.
     create_acl_user_on(&ports, "se-s3cret", &[]);
     let (err, took, chain) = failed_build(builder(), Duration::from_secs(1));
-    assert_eq!(err.kind(), ErrorKind::Connection, "{chain}");
+    assert_eq!(err.kind(), ErrorKind::Permission, "{chain}");
+    assert!(!err.is_connection(), "retrying cannot mend an ACL: {chain}");
     assert!(
         chain.contains("'role'"),
         "the denied command is not named: {chain}"

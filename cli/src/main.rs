@@ -170,7 +170,8 @@ impl Failure {
             }
             _ => exit::UNAVAILABLE,
         };
-        Failure::new(code, anyhow::Error::new(err).context(doing.to_string()))
+        // The library's Display ends with its cause already.
+        Failure::new(code, anyhow::anyhow!("{doing}: {err}"))
     }
 }
 

@@ -1,17 +1,48 @@
 //! The one call path every operation takes to Redis: a pooled connection,
 //! retried on a connection the server closed, on a stale cluster slot map
-//! and while a slot moves; or once within a budget (a guard's drop).
+//! and while a slot moves, within a call's deadline if it has one.
 
 use std::time::{Duration, Instant};
 
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::{Backend, Listen};
-use crate::error::{Result, Retry};
+use crate::error::{Error, Result, Retry};
 use crate::protocol::{Call, LockKeys, Operation, SyncReplicas, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
+
+/// How long one call may take, for a call with a deadline: its wait for
+/// a pooled connection and its command timeout, each capped by the time
+/// left. The default has no limit but the client's timeouts.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Limit {
+    checkout_by: Option<Instant>,
+    reply_by: Option<Instant>,
+}
+
+impl Limit {
+    /// Both the pool wait and the reply by `deadline`, if any (a waiting
+    /// call's request).
+    pub(crate) fn by(deadline: Option<Instant>) -> Limit {
+        Limit {
+            checkout_by: deadline,
+            reply_by: deadline,
+        }
+    }
+
+    /// The pool wait by `at`, the reply within the command timeout (a
+    /// waiting call leaving the queue once its deadline passed: a pool
+    /// with no connection means an outage, a slow link still gets its
+    /// answer).
+    pub(crate) fn checkout_by(at: Instant) -> Limit {
+        Limit {
+            checkout_by: Some(at),
+            reply_by: None,
+        }
+    }
+}
 
 /// A client's settings, connections and scripts, and the call path over
 /// them.
@@ -34,16 +65,31 @@ impl Caller {
     /// on a connection with a fresh slot map (see [`Conn::note`](crate::connections::Conn::note)), so the
     /// first call after a failover finds the promoted replica.
     /// The scripts make a call delivered twice count once (call ids).
+    /// With a [`Limit`], each pool wait and command timeout is capped by
+    /// the time left.
     fn with_connection<T>(
         &self,
+        limit: Limit,
         mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
     ) -> Result<T> {
+        let left = |at: Instant| at.saturating_duration_since(Instant::now());
         let mut stale_retries = self.config.pool_size + 1;
         let mut fresh_map_retry = true;
         loop {
-            let mut conn = self.backend.get()?;
+            let mut conn =
+                (self.backend).checkout(limit.checkout_by.map_or(Duration::MAX, left))?;
+            let timeout = self.config.command_timeout;
+            let capped = (limit.reply_by.map(left)).filter(|left| *left < timeout);
+            if let Some(left) = capped {
+                conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
+            }
             let result = call(conn.get());
             let stale = conn.note(&result);
+            if capped.is_some() && !stale {
+                // Back to the pool with the client's own timeout (a
+                // connection that timed out is closed, and the pool drops it).
+                let _ = conn.set_command_timeout(timeout);
+            }
             drop(conn);
             match result {
                 Err(err) if stale_retries > 0 && stale => {
@@ -67,8 +113,13 @@ impl Caller {
     /// run, and a move usually ends within the cluster client's own
     /// retries (about 0.3-4 s of waits). The watchdog does not wait here:
     /// it renews again next period, and must not hold back other slots.
-    fn through_slot_moves<T>(&self, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+    fn through_slot_moves<T>(
+        &self,
+        limit: Limit,
+        mut call: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
         let give_up = Instant::now() + self.config.command_timeout;
+        let give_up = limit.reply_by.map_or(give_up, |at| at.min(give_up));
         loop {
             match call() {
                 Err(err) if err.is_slot_moving() && Instant::now() < give_up => {
@@ -82,7 +133,8 @@ impl Caller {
 
     /// Runs `op` on the lock `keys` on a pooled connection: one round trip.
     pub(crate) fn call<O: Operation>(&self, keys: &LockKeys, op: &O) -> Result<O::Reply> {
-        self.call_with(keys, op, None)?.replicated()
+        self.call_with(keys, op, None, Limit::default())?
+            .replicated()
     }
 
     /// Runs a writing `op`, still in one round trip: with
@@ -94,36 +146,20 @@ impl Caller {
         keys: &LockKeys,
         op: &O,
     ) -> Result<Written<O::Reply>> {
-        self.call_with(keys, op, self.config.sync_replicas)
+        self.call_write_limited(keys, op, Limit::default())
     }
 
-    /// Runs a writing `op` once, within `budget` all told, the wait for a
-    /// pooled connection included: no retry on another connection, no wait
-    /// through a slot move. A guard's Drop sends its release this way, so
-    /// it never holds its thread longer than one command timeout; on any
-    /// error the caller hands the call to the watchdog.
-    pub(crate) fn call_write_within<O: Operation>(
+    /// As [`call_write`](Self::call_write), within `limit` (a waiting
+    /// call's request kept to its deadline; a guard's drop, which never
+    /// holds its thread longer than one command timeout, pool waits
+    /// included, and on any error hands the call to the watchdog).
+    pub(crate) fn call_write_limited<O: Operation>(
         &self,
         keys: &LockKeys,
         op: &O,
-        budget: Duration,
+        limit: Limit,
     ) -> Result<Written<O::Reply>> {
-        let give_up = Instant::now() + budget;
-        let mut conn = self.backend.get_within(budget)?;
-        let left = give_up.saturating_duration_since(Instant::now());
-        let capped = left < self.config.command_timeout;
-        if capped {
-            conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
-        }
-        let result = self
-            .scripts
-            .run(conn.get(), keys, op, self.config.sync_replicas);
-        if !conn.note(&result) && capped {
-            // Back to the pool with the client's own timeout (a connection
-            // that timed out is closed, and the pool drops it).
-            let _ = conn.set_command_timeout(self.config.command_timeout);
-        }
-        result
+        self.call_with(keys, op, self.config.sync_replicas, limit)
     }
 
     fn call_with<O: Operation>(
@@ -131,15 +167,20 @@ impl Caller {
         keys: &LockKeys,
         op: &O,
         sync: Option<SyncReplicas>,
+        limit: Limit,
     ) -> Result<Written<O::Reply>> {
-        self.through_slot_moves(|| {
-            self.with_connection(|conn| self.scripts.run(conn, keys, op, sync))
+        self.through_slot_moves(limit, || {
+            self.with_connection(limit, |conn| self.scripts.run(conn, keys, op, sync))
         })
+        .map_err(|err| during::<O>(err, keys))
     }
 
     /// Gives back `call` (`Abandon`) on a pooled connection.
     pub(crate) fn abandon(&self, call: &Call) -> Result<()> {
-        self.through_slot_moves(|| self.with_connection(|conn| self.scripts.abandon(conn, call)))
+        let limit = Limit::default();
+        self.through_slot_moves(limit, || {
+            self.with_connection(limit, |conn| self.scripts.abandon(conn, call))
+        })
     }
 
     /// A new connection of its own subscribed to `channel` (on a cluster,
@@ -148,4 +189,12 @@ impl Caller {
     pub(crate) fn subscription(&self, channel: &str) -> Result<redis::Connection> {
         self.backend.subscription(&Listen::Main, channel)
     }
+}
+
+/// `err` naming the operation `O` on the lock `keys` it came from: "release
+/// of mutex 'jobs': ...".
+fn during<O: Operation>(err: Error, keys: &LockKeys) -> Error {
+    let op = O::OP.file().replace('_', " ");
+    let (kind, name) = (keys.kind().label(), keys.name());
+    err.during(format_args!("{op} of {kind} '{name}'"))
 }

@@ -49,9 +49,7 @@ impl Cluster {
             client: client.clone(),
             generation: Arc::new(AtomicU64::new(0)),
         };
-        let pool = pool_builder(config)
-            .build(manager)
-            .map_err(Error::from_pool)?;
+        let pool = pool_builder(config).build_unchecked(manager);
         Ok(Cluster {
             pool,
             client,
@@ -288,7 +286,7 @@ impl r2d2::ManageConnection for ClusterManager {
         let conn = self
             .client
             .get_generic_connection()
-            .map_err(|err| Error::from_redis(err).spelled_out())?;
+            .map_err(Error::from_redis)?;
         Ok(ClusterConnection {
             conn,
             born,

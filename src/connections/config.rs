@@ -2,6 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+/// The certificate and key a client presents, as the redis crate takes them.
+#[cfg(feature = "tls")]
+pub(crate) use redis::ClientTlsConfig;
+
 use crate::connections::topology::{redact_url, Topology};
 use crate::error::{Error, Result};
 use crate::protocol::{CommonArgs, SyncReplicas};
@@ -63,7 +67,7 @@ pub(crate) struct Config {
     /// PEM certificate (chain) and private key this client presents to
     /// `rediss://` servers that ask for one (mutual TLS).
     #[cfg(feature = "tls")]
-    pub(crate) tls_client_cert: Option<redis::ClientTlsConfig>,
+    pub(crate) tls_client_cert: Option<ClientTlsConfig>,
     /// The user the Sentinels themselves are asked for (`AUTH`), if any.
     pub(crate) sentinel_username: Option<String>,
     /// The password the Sentinels themselves require (`requirepass`), if

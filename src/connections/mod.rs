@@ -36,7 +36,10 @@ pub(crate) mod topology;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{ConnectionLike, IntoConnectionInfo};
+use redis::ConnectionLike;
+/// What [`Client::builder_from`](crate::Client::builder_from) takes: the
+/// redis crate's connection settings in any of their forms.
+pub(crate) use redis::IntoConnectionInfo;
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
@@ -172,21 +175,11 @@ impl Backend {
         matches!(self.deployment, Deployment::Cluster(_))
     }
 
-    /// A pooled connection, waiting at most the connect timeout for one.
-    pub(crate) fn get(&self) -> Result<Conn> {
-        self.checkout(self.connect_timeout)
-    }
-
-    /// A pooled connection within `timeout`, or the pool's error (for a
-    /// call with a budget of its own).
-    pub(crate) fn get_within(&self, timeout: Duration) -> Result<Conn> {
-        self.checkout(timeout.min(self.connect_timeout))
-    }
-
-    /// A pooled connection within `timeout` (see [`Cluster::checkout`] for
-    /// a cluster's stale connections), e.g. one free within a moment, for
-    /// shutdown.
+    /// A pooled connection within `timeout` or the connect timeout,
+    /// whichever is shorter (see [`Cluster::checkout`] for a cluster's
+    /// stale connections), or the pool's error.
     pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
+        let timeout = timeout.min(self.connect_timeout);
         Ok(match &self.deployment {
             Deployment::Single(single) => Conn::Single(pooled(&single.pool, timeout)?),
             Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
@@ -197,7 +190,8 @@ impl Backend {
     /// The cluster's slot map, read on a pooled connection (`None` off a
     /// cluster).
     pub(crate) fn slot_map(&self) -> Option<Result<SlotMap>> {
-        self.is_cluster().then(|| SlotMap::read(self.get()?.get()))
+        self.is_cluster()
+            .then(|| SlotMap::read(self.checkout(Duration::MAX)?.get()))
     }
 
     /// Where subscriber threads listen: one place, or on a cluster every
@@ -267,7 +261,16 @@ fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> 
         // A PING per checkout would double the round trips of every call;
         // broken connections are caught by has_broken and by the error path.
         .test_on_check_out(false)
-        .connection_timeout(config.connect_timeout)
+        // Every checkout passes its own timeout; r2d2 reads this one only
+        // as twice its longest pause between connect attempts to a server
+        // that refused one (200 ms doubling up to 2.5 s with the default
+        // connect timeout, the lag after an outage): a pool with no live
+        // connection tries again every 100 ms, so a call waiting for one
+        // gets it within 100 ms of the server's return.
+        .connection_timeout(Duration::from_millis(200))
+        // Nothing logged for each failed attempt: a call that needed one
+        // reports the cause.
+        .error_handler(Box::new(r2d2::NopErrorHandler))
         .thread_pool(Arc::new(maintenance))
 }
 
@@ -310,7 +313,9 @@ pub(super) fn set_timeouts(conn: &redis::Connection, timeout: Duration) -> redis
 }
 
 fn invalid_url(err: redis::RedisError) -> Error {
-    Error::with_source(ErrorKind::InvalidConfig, "invalid redis url", err)
+    let message = "invalid redis url (a scheme fairlock takes is redis, rediss, valkey, \
+                   valkeys, unix, redis+unix, redis+cluster or redis+sentinel)";
+    Error::with_source(ErrorKind::InvalidConfig, message, err)
 }
 
 /// The `redis::Client` of one node's URL; a TLS root given to the builder

@@ -45,9 +45,7 @@ impl Sentinel {
             client: Arc::new(Mutex::new(client)),
             timeouts: Timeouts::of(config),
         };
-        let pool = pool_builder(config)
-            .build(manager.clone())
-            .map_err(Error::from_pool)?;
+        let pool = pool_builder(config).build_unchecked(manager.clone());
         Ok(Sentinel { pool, manager })
     }
 }
@@ -200,7 +198,7 @@ impl r2d2::ManageConnection for SentinelManager {
 
     fn connect(&self) -> Result<SentinelConnection> {
         Ok(SentinelConnection {
-            conn: self.connect_master().map_err(Error::spelled_out)?,
+            conn: self.connect_master()?,
             demoted: false,
         })
     }

@@ -20,8 +20,7 @@ impl Single {
         let client = open_info(config, info)?;
         let pool = pool_builder(config)
             .connection_customizer(Box::new(CommandTimeouts(config.command_timeout)))
-            .build(client.clone())
-            .map_err(crate::Error::from_pool)?;
+            .build_unchecked(client.clone());
         Ok(Single {
             pool,
             client,

@@ -282,7 +282,7 @@ impl ClientBuilder {
         cert: impl Into<Vec<u8>>,
         key: impl Into<Vec<u8>>,
     ) -> Self {
-        self.config.tls_client_cert = Some(redis::ClientTlsConfig {
+        self.config.tls_client_cert = Some(crate::connections::config::ClientTlsConfig {
             client_cert: cert.into(),
             client_key: key.into(),
         });
@@ -299,8 +299,8 @@ impl ClientBuilder {
     /// [`build`](Self::build) returns [`ErrorKind::InvalidConfig`], before
     /// any I/O, for an empty password or a URL other than
     /// `redis+sentinel://` (or `rediss+sentinel://`). A wrong or missing
-    /// password fails the build with [`ErrorKind::Connection`] within the
-    /// connect timeout, its cause naming the Sentinel's refusal.
+    /// password fails the build at once with [`ErrorKind::Auth`], its
+    /// message naming the Sentinel's refusal.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -467,9 +467,13 @@ impl ClientBuilder {
     /// subscriber threads.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidConfig`] for a bad setting or URL,
-    /// [`ErrorKind::Connection`] when Redis cannot be reached within the
-    /// connect timeout.
+    /// [`ErrorKind::InvalidConfig`] for a bad setting or URL, or a
+    /// database the server does not have; [`ErrorKind::Auth`] for refused
+    /// credentials, [`ErrorKind::Permission`] for a command the user's ACL
+    /// denies; [`ErrorKind::Connection`] when Redis cannot be reached
+    /// within the connect timeout. The first connection is opened
+    /// directly, so each is reported as soon as it is known (a refused
+    /// port at once), its cause in the message.
     ///
     /// A bad setting is refused before any I/O (this runs without a server):
     ///

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::connections::config::{self, Config};
 use crate::connections::topology::Topology;
+use crate::connections::IntoConnectionInfo;
 use crate::error::Result;
 use crate::handles::builder::ClientBuilder;
 use crate::handles::kind;
@@ -121,7 +122,7 @@ impl Client {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn builder_from(info: impl redis::IntoConnectionInfo) -> ClientBuilder {
+    pub fn builder_from(info: impl IntoConnectionInfo) -> ClientBuilder {
         let info = info.into_connection_info().map(Box::new);
         ClientBuilder::of(config::Target::Info(info.map_err(|err| err.to_string())))
     }

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::call_hold::CallHold;
 use crate::machinery::holds::Hold;
@@ -65,7 +66,7 @@ impl CallHold {
             claim: &claim,
         };
         let got = match wait.deadline() {
-            Err(NoWait) => upgrader.settle(UpgradeStep::Attempt(Mode::Try)),
+            Err(NoWait) => upgrader.settle(UpgradeStep::Attempt(Mode::Try), Limit::default()),
             Ok(deadline) => {
                 let waiter = Arc::new(Waiter::new(claim.clone()));
                 wait_in_queue(&upgrader, shared, waiter, deadline, wait.canceller())
@@ -136,7 +137,7 @@ struct Upgrader<'a> {
 
 impl Upgrader<'_> {
     /// The write's token if `step` upgraded, `Waiting` if it did not.
-    fn send(&self, step: UpgradeStep) -> Result<Attempted<u64>> {
+    fn send(&self, step: UpgradeStep, limit: Limit) -> Result<Attempted<u64>> {
         let claim = self.claim;
         let op = Upgrade {
             owner: &claim.owner,
@@ -149,7 +150,7 @@ impl Upgrader<'_> {
         let (reply, replicated) = self
             .shared
             .caller
-            .call_write(&claim.keys, &op)?
+            .call_write_limited(&claim.keys, &op, limit)?
             .into_parts();
         match reply {
             UpgradeReply::Upgraded { token, .. } => replicated.map(|()| Attempted::Got(token)),
@@ -163,8 +164,8 @@ impl Upgrader<'_> {
     }
 
     /// The write's token if `step` upgraded, `None` if it did not.
-    fn settle(&self, step: UpgradeStep) -> Result<Option<u64>> {
-        match self.send(step)? {
+    fn settle(&self, step: UpgradeStep, limit: Limit) -> Result<Option<u64>> {
+        match self.send(step, limit)? {
             Attempted::Got(token) => Ok(Some(token)),
             Attempted::Waiting(..) => Ok(None),
         }
@@ -175,8 +176,8 @@ impl Upgrader<'_> {
 impl Queued for Upgrader<'_> {
     type Got = u64;
 
-    fn attempt(&self, _waiter: &Waiter, mode: Mode) -> Result<Attempted<u64>> {
-        self.send(UpgradeStep::Attempt(mode))
+    fn attempt(&self, _waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<u64>> {
+        self.send(UpgradeStep::Attempt(mode), limit)
     }
 
     fn granted(&self, _waiter: &Waiter, grant: Grant) -> Result<u64> {
@@ -185,8 +186,8 @@ impl Queued for Upgrader<'_> {
     }
 
     /// Withdrawn, unless it was settled in that last instant.
-    fn leave(&self, _waiter: &Waiter) -> Result<Option<u64>> {
-        self.settle(UpgradeStep::Withdraw)
+    fn leave(&self, _waiter: &Waiter, limit: Limit) -> Result<Option<u64>> {
+        self.settle(UpgradeStep::Withdraw, limit)
     }
 
     /// The caller (`upgrade`) gives back what the claim may have left.

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::call_hold::{lease_lost, CallHold};
 use crate::machinery::cancel::WaitCanceller;
@@ -78,7 +79,7 @@ impl Acquisition<'_> {
         let started = Instant::now();
         let waiter = self.waiter();
         let (result, cancel) = match wait.deadline() {
-            Err(NoWait) => match self.attempt(&waiter, Mode::Try) {
+            Err(NoWait) => match self.attempt(&waiter, Mode::Try, Limit::default()) {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
                 Err(err) => {
@@ -146,9 +147,9 @@ impl Acquisition<'_> {
     }
 
     /// One run of the acquire script: the hold when acquired.
-    fn attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Attempted<CallHold>> {
+    fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<CallHold>> {
         let sent = Instant::now();
-        let (reply, replicated) = self.send_attempt(waiter, mode)?.into_parts();
+        let (reply, replicated) = self.send_attempt(waiter, mode, limit)?.into_parts();
         match reply {
             AcquireReply::Acquired { token, pttl_ms } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated)
@@ -164,7 +165,12 @@ impl Acquisition<'_> {
     }
 
     /// Sends one attempt.
-    fn send_attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Written<AcquireReply>> {
+    fn send_attempt(
+        &self,
+        waiter: &Waiter,
+        mode: Mode,
+        limit: Limit,
+    ) -> Result<Written<AcquireReply>> {
         let (shared, call) = (&self.client.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::live_token`); a semaphore's calls never re-enter.
@@ -182,7 +188,7 @@ impl Acquisition<'_> {
             wait_id: call.id,
             live_token,
         };
-        shared.caller.call_write(&call.keys, &op)
+        shared.caller.call_write_limited(&call.keys, &op, limit)
     }
 
     /// The hold this call was answered with (the request sent at `sent`,
@@ -207,11 +213,11 @@ impl Acquisition<'_> {
     /// Removes the waiter's queue entry; returns the guard instead if the
     /// lock had been handed over already. If that fails, the watchdog gives
     /// the call back later (it may have been handed the lock meanwhile).
-    fn leave_queue(&self, waiter: &Waiter) -> Result<Option<CallHold>> {
+    fn leave_queue(&self, waiter: &Waiter, limit: Limit) -> Result<Option<CallHold>> {
         let entry = waiter.call.entry();
         let sent = Instant::now();
         let (reply, replicated) = (self.client.shared.caller)
-            .call_write(&waiter.call.keys, &Cancel { entry })
+            .call_write_limited(&waiter.call.keys, &Cancel { entry }, limit)
             .inspect_err(|_| self.give_back_later(waiter))?
             .into_parts();
         match reply {
@@ -269,8 +275,8 @@ impl Acquisition<'_> {
 impl Queued for Acquisition<'_> {
     type Got = CallHold;
 
-    fn attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Attempted<CallHold>> {
-        Acquisition::attempt(self, waiter, mode)
+    fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<CallHold>> {
+        Acquisition::attempt(self, waiter, mode, limit)
     }
 
     /// With `sync_replicas`, a shortfall gives the hold back at once.
@@ -290,8 +296,8 @@ impl Queued for Acquisition<'_> {
         Ok(got)
     }
 
-    fn leave(&self, waiter: &Waiter) -> Result<Option<CallHold>> {
-        self.leave_queue(waiter)
+    fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<CallHold>> {
+        self.leave_queue(waiter, limit)
     }
 
     /// Unreachable past the wait's patience: the call may still run (or
@@ -303,7 +309,7 @@ impl Queued for Acquisition<'_> {
             self.give_back_later(waiter);
             return Err(err);
         }
-        match self.leave_queue(waiter) {
+        match self.leave_queue(waiter, Limit::default()) {
             Ok(Some(guard)) => Ok(Some(guard)),
             _ => Err(err),
         }

@@ -5,8 +5,9 @@
 //! kind ([`ReleaseReply`]).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::engine::Engine;
 use crate::machinery::holds::Hold;
@@ -40,8 +41,8 @@ impl CallHold {
         self.release_within(None)
     }
 
-    /// As [`release`](Self::release); with a `budget`, the call goes out
-    /// once and waits no longer than that, pool wait included (a drop).
+    /// As [`release`](Self::release); with a `budget`, the call waits no
+    /// longer than that all told, pool waits included (a drop).
     fn release_within(&mut self, budget: Option<Duration>) -> Result<()> {
         if std::mem::replace(&mut self.released, true) {
             return Ok(());
@@ -55,10 +56,8 @@ impl CallHold {
             token,
             call: call.id,
         };
-        let sent = match budget {
-            Some(budget) => shared.caller.call_write_within(keys, &release, budget),
-            None => shared.caller.call_write(keys, &release),
-        };
+        let limit = Limit::by(budget.map(|budget| Instant::now() + budget));
+        let sent = shared.caller.call_write_limited(keys, &release, limit);
         let (reply, replicated) = sent
             .inspect_err(|_| {
                 // Not sent, or its reply lost: the watchdog gives the call

@@ -10,32 +10,26 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::connections::caller::Limit;
 use crate::error::{Error, Result};
 use crate::machinery::cancel::WaitCanceller;
 use crate::machinery::shared::Shared;
 use crate::machinery::waiters::{poll_time, Grant, Waiter, Wake};
 use crate::protocol::{Call, Mode, Renew};
 
-/// Consecutive connection failures of one waiting call.
-#[derive(Default)]
-pub(crate) struct Outage {
-    since: Option<Instant>,
-    failures: u32,
-}
+/// How long past its deadline a waiting call may wait for a pooled
+/// connection to leave the queue (see [`Limit::checkout_by`]).
+const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
-impl Outage {
-    /// When to try again after one more failure, or `None` once the outage
-    /// has lasted `patience`. Backs off from 50 ms to 1 s.
-    pub(crate) fn retry_at(&mut self, patience: Duration) -> Option<Instant> {
-        let now = Instant::now();
-        let since = *self.since.get_or_insert(now);
-        if now.duration_since(since) >= patience {
-            return None;
-        }
-        let backoff = Duration::from_millis(50 << self.failures.min(5)).min(Duration::from_secs(1));
-        self.failures += 1;
-        Some(now + backoff)
-    }
+/// When a waiting call whose requests have failed for want of Redis
+/// since `since` (set by the first) tries again, or `None` once that has
+/// lasted `patience`. In 100 ms: each failed request already waited for a
+/// pooled connection (which the pool gets within 100 ms of the server's
+/// return), so a longer pause would only delay the recovery.
+fn retry_at(since: &mut Option<Instant>, patience: Duration) -> Option<Instant> {
+    let now = Instant::now();
+    (now.duration_since(*since.get_or_insert(now)) < patience)
+        .then(|| now + Duration::from_millis(100))
 }
 
 /// What one request of a waiting call was answered with.
@@ -52,15 +46,15 @@ pub(crate) trait Queued {
     /// What it gets: a guard's hold, an upgrade's token.
     type Got;
 
-    /// One request, in `mode` (one round trip).
-    fn attempt(&self, waiter: &Waiter, mode: Mode) -> Result<Attempted<Self::Got>>;
+    /// One request, in `mode` (one round trip), within `limit`.
+    fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Self::Got>>;
 
     /// What a grant (a push message, a release reply, a heartbeat) gives.
     fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<Self::Got>;
 
     /// Leaves the queue as the wait ends (its deadline, a cancel); what it
-    /// got instead if it was granted in that last instant.
-    fn leave(&self, waiter: &Waiter) -> Result<Option<Self::Got>>;
+    /// got instead if it was granted in that last instant. Within `limit`.
+    fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<Self::Got>>;
 
     /// How the call ends after a request failed with `err` (Redis answered
     /// with an error, or could not be reached past the wait's patience):
@@ -88,17 +82,17 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         cancel.watch(&waiter);
     }
     let mut mode = Mode::First;
-    let mut outage = Outage::default();
+    let mut outage = None;
     let result = loop {
         let sent = Instant::now();
         if mode == Mode::First {
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        match queued.attempt(&waiter, mode) {
+        match queued.attempt(&waiter, mode, Limit::by(deadline)) {
             Ok(Attempted::Got(got)) => break Ok(Some(got)),
             Ok(Attempted::Waiting(pttl_ms, position, last_token)) => {
-                outage = Outage::default();
+                outage = None;
                 if position.is_some() {
                     waiter.saw_queued(sent, last_token);
                 }
@@ -110,7 +104,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 }
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
-                match outage.retry_at(shared.config().outage_patience()) {
+                match retry_at(&mut outage, shared.config().outage_patience()) {
                     Some(at) => {
                         log::debug!("fairlock: waiting through an outage: {err}");
                         waiter.poll_by(at);
@@ -124,7 +118,13 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         match waiter.sleep(deadline) {
             Wake::Granted(grant) => break queued.granted(&waiter, grant).map(Some),
             Wake::Poll => {}
-            Wake::GaveUp => break queued.leave(&waiter),
+            Wake::GaveUp => {
+                // Past the deadline, leaving waits for no connection
+                // longer than LEAVE_GRACE (an outage: the watchdog gives
+                // the call back once Redis answers).
+                let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
+                break queued.leave(&waiter, Limit::checkout_by(by + LEAVE_GRACE));
+            }
         }
     };
     shared.waiters.remove(waiter.call.id);

@@ -26,7 +26,18 @@ impl Engine {
         let backend = Backend::open(&config, topology)?;
         observe::describe();
         let scripts = Scripts::new(&config.common_args(), observe::scripts_reloaded);
-        scripts.load_all(backend.get()?.get())?;
+        // The first connection is opened here, not through the pool, whose
+        // connect attempts r2d2 retries until the checkout's timeout: a
+        // refused port, refused credentials or a database the server does
+        // not have are reported at once, with their cause.
+        // A short command first: a server that asks for a password drops an
+        // unauthenticated connection that sends one as long as the library,
+        // where a short one hears why (NOAUTH).
+        let mut first = backend.own_connection()?;
+        redis::cmd("TIME")
+            .query::<Vec<String>>(&mut *first)
+            .map_err(Error::from_redis)?;
+        scripts.load_all(&mut *first)?;
         let reconnected = || observe::reconnected(observe::Reconnect::Pool);
         let shared = Arc::new(Shared::new(Caller {
             config,

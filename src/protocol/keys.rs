@@ -143,6 +143,15 @@ impl LockKeys {
     pub fn lock(&self) -> &str {
         &self.all[0]
     }
+
+    /// The lock's name, as the keys end with it (after the tag's `}:` and
+    /// the kind's key name), for messages.
+    pub fn name(&self) -> &str {
+        let after_tag = self.lock().split_once("}:").map_or("", |(_, rest)| rest);
+        after_tag
+            .split_once(':')
+            .map_or(after_tag, |(_, name)| name)
+    }
 }
 
 fn validate_name(name: &str) -> Result<()> {
