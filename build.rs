@@ -54,7 +54,7 @@ const FAMILIES: [(&str, &str, bool); 3] = [
 
 /// The first line of a definition of lib.lua that is the election's version
 /// of the one before it.
-const ELECTION: &str = "-- @election";
+const ELECTION: &str = "-- @election\n";
 
 /// One top-level definition of lib.lua: its name, its text (with the
 /// comment block above it) and the election's version of that text, if it
@@ -99,10 +99,8 @@ pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
             "lua/mutex/{op}.lua has no lua/counted/{op}.lua"
         );
     }
-    let counted_only: Vec<String> = counted
-        .into_iter()
-        .filter(|op| !every.contains(op))
-        .collect();
+    let mut ops = every.clone();
+    ops.extend(counted.into_iter().filter(|op| !every.contains(op)));
     let mut table = Vec::new();
     let definitions = split_lib(&source("lib.lua"));
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
@@ -111,7 +109,7 @@ pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
     let families = FAMILIES
         .iter()
         .flat_map(|&family| every.iter().map(move |op| (family, op)));
-    let only = counted_only.iter().map(|op| (FAMILIES[1], op));
+    let only = ops[every.len()..].iter().map(|op| (FAMILIES[1], op));
     for ((family, folder, election), op) in families.chain(only) {
         table.push((family, op.as_str()));
         let file = format!("{folder}/{op}.lua");
@@ -123,13 +121,11 @@ pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
         library.push_str(&register(family, op, election, &file, &body));
     }
     fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");
-    let ops: Vec<&str> = every
-        .iter()
-        .chain(&counted_only)
-        .map(String::as_str)
-        .collect();
-    fs::write(out.join("operations.rs"), operations_rs(&ops, &table))
-        .expect("writing OUT_DIR/operations.rs");
+    fs::write(
+        out.join("operations.rs"),
+        operations_rs(&ops, every.len(), &table),
+    )
+    .expect("writing OUT_DIR/operations.rs");
 }
 
 /// The operations of one engine: its folder's files, without `.lua`, in
@@ -148,21 +144,14 @@ fn operations(lua: &Path, folder: &str) -> Vec<String> {
 }
 
 /// The Rust side of the script table (src/protocol/operation.rs includes
-/// it): the `Op` enum, one variant per operation in `ops`, and
-/// `Script::ALL`, `Script::index` and the sources, one per (family,
-/// operation) of `table`, in its order. An operation only the counted
-/// engine has is its script whatever the engine asked.
-fn operations_rs(ops: &[&str], table: &[(&str, &str)]) -> String {
+/// it): the `Op` enum, one variant per operation in `ops` (the first
+/// `every` of them every engine's), their files' names (`FILES`), and
+/// `Script::ALL` and the sources, one per (family, operation) of `table`,
+/// in its order.
+fn operations_rs(ops: &[String], every: usize, table: &[(&str, &str)]) -> String {
     let camel = |name: &str| -> String {
         let words = name.split('_').map(|w| w[..1].to_uppercase() + &w[1..]);
         words.collect()
-    };
-    let script = |(family, op): &(&str, &str)| {
-        format!(
-            "Script {{ engine: Engine::{}, op: Op::{} }}",
-            camel(family),
-            camel(op)
-        )
     };
     let mut rs = String::from(
         "/// A Redis-side operation, whatever the engine: one per file of lua/mutex/\n\
@@ -172,45 +161,27 @@ fn operations_rs(ops: &[&str], table: &[(&str, &str)]) -> String {
     for op in ops {
         rs.push_str(&format!("    /// `{op}.lua`\n    {},\n", camel(op)));
     }
-    rs.push_str(
-        "}\n\nimpl Op {\n    /// Its file's name in each engine's folder, without `.lua`.\n",
-    );
-    rs.push_str("    pub fn file(self) -> &'static str {\n        match self {\n");
-    for op in ops {
-        rs.push_str(&format!("            Op::{} => \"{op}\",\n", camel(op)));
-    }
-    rs.push_str("        }\n    }\n}\n\nimpl Script {\n");
-    rs.push_str("    /// Every script, e.g. to load them all at once.\n");
+    let (files, n) = (ops.len(), table.len());
     rs.push_str(&format!(
-        "    pub const ALL: [Script; {}] = [\n",
-        table.len()
+        "}}\n\nconst FILES: [&str; {files}] = {ops:?};\nconst EVERY: usize = {every};\n"
     ));
-    for entry in table {
-        rs.push_str(&format!("        {},\n", script(entry)));
-    }
-    rs.push_str("    ];\n\n    /// Its place in [`Script::ALL`].\n");
-    rs.push_str("    pub fn index(self) -> usize {\n        match (self.engine, self.op) {\n");
-    for (i, (family, op)) in table.iter().enumerate() {
-        let engine = match *family {
-            "counted" if table.iter().all(|(f, o)| f == family || o != op) => "_".to_owned(),
-            family => format!("Engine::{}", camel(family)),
-        };
+    rs.push_str(&format!(
+        "\nimpl Script {{\n    /// Every script, e.g. to load them all at once.\n    \
+         pub const ALL: [Script; {n}] = [\n"
+    ));
+    for (family, op) in table {
+        let (family, op) = (camel(family), camel(op));
         rs.push_str(&format!(
-            "            ({engine}, Op::{}) => {i},\n",
-            camel(op)
+            "        Script {{ engine: Engine::{family}, op: Op::{op} }},\n"
         ));
     }
-    rs.push_str(
-        "        }\n    }\n}\n\n/// Every script's source, in the order of [`Script::ALL`].\n",
-    );
-    rs.push_str(&format!("const SOURCES: [&str; {}] = [\n", table.len()));
+    rs.push_str(&format!("    ];\n}}\n\nconst SOURCES: [&str; {n}] = [\n"));
     for (family, op) in table {
         rs.push_str(&format!(
             "    include_str!(concat!(env!(\"OUT_DIR\"), \"/{family}/{op}.lua\")),\n"
         ));
     }
-    rs.push_str("];\n");
-    rs
+    rs + "];\n"
 }
 
 /// The Redis Functions library's body, up to its functions: every
@@ -302,10 +273,7 @@ fn register(family: &str, op: &str, election: bool, file: &str, body: &str) -> S
         "-- lua/{file}\nredis.register_function({{\n  function_name = PREFIX .. '{family}_{op}',\n  \
          flags = {flags},\n  callback = function(KEYS, ARGV)\n    begin(KEYS, ARGV, {election})\n"
     );
-    for line in body.lines() {
-        text.push_str(line);
-        text.push('\n');
-    }
+    text.extend(body.lines().flat_map(|line| [line, "\n"]));
     text.push_str("  end,\n})\n\n");
     text
 }
@@ -348,17 +316,11 @@ fn split_lib(lib: &str) -> Vec<Definition> {
             panic!("lua/lib.lua line {n}: not a definition build.rs can read: {line}");
         };
         let text = std::mem::take(&mut text);
-        if let Some(version) = text
-            .strip_prefix(ELECTION)
-            .and_then(|t| t.strip_prefix('\n'))
-        {
-            let Some(last) = definitions.last_mut().filter(|last| last.name == name) else {
-                panic!("lua/lib.lua line {n}: the election's {name} follows no definition of it");
+        if let Some(version) = text.strip_prefix(ELECTION) {
+            let last = definitions.last_mut().filter(|last| last.name == name);
+            let Some(last) = last.filter(|last| last.election.is_none()) else {
+                panic!("lua/lib.lua line {n}: the election's {name} must follow the one {name}");
             };
-            assert!(
-                last.election.is_none(),
-                "lua/lib.lua: the election's {name} is defined twice"
-            );
             last.election = Some(version.to_owned());
             continue;
         }
@@ -442,29 +404,14 @@ fn statements(body: &str) -> Vec<String> {
 }
 
 /// The definitions of lib.lua that the Lua `code` names (an identifier
-/// outside comments and strings, not a field after `.` or `:`), but for
-/// `itself`.
+/// outside comments, not a field after `.` or `:`), but for `itself`.
 fn lib_names_in(definitions: &[Definition], code: &str, itself: Option<&str>) -> Vec<usize> {
-    let code = code_only(code);
-    let word = |c: u8| c == b'_' || c.is_ascii_alphanumeric();
-    let b = code.as_bytes();
+    // `..` (concatenation) blanked too: a name right after `.` or `:` is a field.
+    let code = code_only(code).replace("..", "  ");
     let mut found = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if !word(b[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < b.len() && word(b[i]) {
-            i += 1;
-        }
-        let field = b[start].is_ascii_digit()
-            || start > 0
-                && (b[start - 1] == b':'
-                    || (b[start - 1] == b'.' && (start < 2 || b[start - 2] != b'.')));
-        let name = &code[start..i];
-        if field || Some(name) == itself {
+    for name in code.split(|c: char| c != '_' && !c.is_ascii_alphanumeric()) {
+        let at = name.as_ptr() as usize - code.as_ptr() as usize;
+        if code[..at].ends_with(['.', ':']) || Some(name) == itself {
             continue;
         }
         if let Some(at) = definitions.iter().position(|d| d.name == name) {
@@ -476,41 +423,13 @@ fn lib_names_in(definitions: &[Definition], code: &str, itself: Option<&str>) ->
     found
 }
 
-/// Lua with its comments and string literals blanked out.
+/// Lua without its comments (each line from `--` on). Strings are read as
+/// code: a name in one would only carry a helper the script does not use,
+/// and tests/lua_helpers.rs, which reads Lua fully, fails the build's
+/// scripts on that (as on a helper missed after a `--` inside a string).
 fn code_only(src: &str) -> String {
-    let b = src.as_bytes();
-    let mut out = b.to_vec();
-    let mut i = 0;
-    let end_of = |from: usize, close: &[u8]| {
-        b[from..]
-            .windows(close.len())
-            .position(|w| w == close)
-            .map_or(b.len(), |p| from + p + close.len())
-    };
-    while i < b.len() {
-        let end = if b[i..].starts_with(b"--[[") {
-            end_of(i + 4, b"]]")
-        } else if b[i..].starts_with(b"--") {
-            end_of(i, b"\n")
-        } else if b[i..].starts_with(b"[[") {
-            end_of(i + 2, b"]]")
-        } else if b[i] == b'\'' || b[i] == b'"' {
-            let mut j = i + 1;
-            while j < b.len() && b[j] != b[i] {
-                j += if b[j] == b'\\' { 2 } else { 1 };
-            }
-            j + 1
-        } else {
-            i += 1;
-            continue;
-        };
-        let end = end.min(b.len());
-        for c in &mut out[i..end] {
-            if *c != b'\n' {
-                *c = b' ';
-            }
-        }
-        i = end;
-    }
-    String::from_utf8(out).expect("blanked Lua is ASCII where it was not")
+    let lines = src
+        .lines()
+        .map(|line| line.split("--").next().unwrap_or(""));
+    lines.flat_map(|line| [line, "\n"]).collect()
 }

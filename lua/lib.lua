@@ -448,10 +448,7 @@ end
 -- position (0 = next) and, when the queue's TTL was pushed out, the new
 -- one. `mode` "poll" looks for the entry first.
 local function join_queue(entry, mode, now_ms, waiter_timeout)
-  local position = nil
-  if mode == 'poll' then
-    position = redis.call('ZRANK', QUEUE, entry)
-  end
+  local position = mode == 'poll' and redis.call('ZRANK', QUEUE, entry) or nil
   if not position then
     local last = redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')[2]
     if redis.call('ZADD', QUEUE, 'NX', (tonumber(last) or 0) + 1, entry) == 1 then
@@ -682,14 +679,7 @@ local function write_meta(meta, life)
   if meta.revoked and used > 0 then
     mark = mark .. '^' .. meta.revoked
   end
-  local used_s
-  if used == 0 then
-    used_s = '0'
-  elseif lone and used == lone.units then
-    used_s = lone.units_s
-  else
-    used_s = fmt(used)
-  end
+  local used_s = used == 0 and '0' or (lone and used == lone.units and lone.units_s) or fmt(used)
   -- One concatenation each: one string made.
   local capacity_s = meta.capacity_s or fmt(meta.capacity)
   local value
@@ -883,10 +873,7 @@ local function first_lease_left(meta, now_ms)
   end
   local first = redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf', 'LIMIT', 0, 1,
     'WITHSCORES')[2]
-  if not first then
-    return 0
-  end
-  return tonumber(first) - now_ms
+  return first and tonumber(first) - now_ms or 0
 end
 
 -- Gives hold `member` (the lone hold, named or as hold_by_token gives it,

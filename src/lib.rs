@@ -261,16 +261,13 @@ pub use protocol::{Access, Capacity, LockKind, DATA_FORMAT};
 pub mod __test_support {
     pub use crate::protocol::{
         check_value, election_channel, Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask,
-        Cancel, CancelReply, Change, CommonArgs, ElectionMessage, Engine, ForceRelease, Freed,
-        HandedOver, Heartbeat, HeartbeatReply, HolderReply, Lease, LockKeys, LockKind, Mode, Op,
-        Operation, PermitsSet, QueueEntry, Release, ReleaseReply, Renew, Script, SetPermits,
-        Status, StatusReply, WaiterReply, WaiterStatus, WakeMessage, RW_CAPACITY,
+        Cancel, CancelReply, Change, CommonArgs, Downgrade, DowngradeReply, ElectionMessage,
+        Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply, HolderReply, Lease,
+        LockKeys, LockKind, Mode, Op, Operation, PermitsSet, QueueEntry, Release, ReleaseReply,
+        Renew, RenewReply, Revoke, Revoked, Script, SetPermits, Status, StatusReply, Upgrade,
+        UpgradeReply, UpgradeStep, WaiterReply, WaiterStatus, WakeMessage, RW_CAPACITY,
+        RW_UPGRADABLE, RW_UPGRADE_CLAIM,
     };
-    pub use crate::protocol::{
-        Downgrade, DowngradeReply, Upgrade, UpgradeReply, UpgradeStep, RW_UPGRADABLE,
-        RW_UPGRADE_CLAIM,
-    };
-    pub use crate::protocol::{RenewReply, Revoke, Revoked};
 
     /// fairlock's Functions library as `FUNCTION LOAD` takes it.
     pub fn library_source() -> &'static str {

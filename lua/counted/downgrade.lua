@@ -45,10 +45,7 @@ local member, units = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
   -- Downgraded already (a repeat), or lost.
   local held, left = hold_of(meta, owner .. ' ' .. call .. ' ' .. fmt(to), now_ms)
-  if held then
-    return { tonumber(held), left }
-  end
-  return -1
+  return held and { tonumber(held), left } or -1
 end
 if units <= to or (units ~= 4294967295 and units ~= 2147483648) then
   fail('ERR fairlock: downgrade: the hold of token ' .. token .. ' takes ' .. fmt(units)

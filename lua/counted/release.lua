@@ -28,10 +28,7 @@ local meta = read_meta(true)
 local now_us, now_ms = server_time()
 local member, units = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
-  if meta.mark == owner .. '#' .. call then
-    return 0
-  end
-  return -1
+  return meta.mark == owner .. '#' .. call and 0 or -1
 end
 drop_hold(meta, member, units)
 if not meta.capacity then
@@ -43,11 +40,7 @@ meta.mark = owner .. '#' .. call
 -- The common case first: nobody waiting. The meta already outlives the
 -- holds left by a fence life; with none left, it keeps a fence life.
 if redis.call('EXISTS', QUEUE) == 0 then
-  if meta.used == 0 then
-    write_meta(meta, FENCE_LIFE)
-  else
-    write_meta(meta, nil)
-  end
+  write_meta(meta, meta.used == 0 and FENCE_LIFE or nil)
   return 0
 end
 

@@ -31,10 +31,7 @@ local member = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
   return 0
 end
-local renewed = 1
-if meta.revoked and tonumber(meta.revoked) >= tonumber(token) then
-  renewed = 2
-end
+local renewed = meta.revoked and tonumber(meta.revoked) >= tonumber(token) and 2 or 1
 if meta.lone then
   if lease ~= '0' then
     meta.lone.ends = now_ms + lease

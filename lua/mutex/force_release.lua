@@ -15,10 +15,7 @@ local this_call = 'F' .. ARGV[3]
 local token, holder, _, mark = read_lock(redis.call('GET', LOCK))
 local seen, detail = split_mark(mark)
 if seen == this_call then
-  if detail == '' then
-    return false
-  end
-  return detail
+  return detail ~= '' and detail
 end
 if not holder then
   write_free(token, this_call)

@@ -43,13 +43,7 @@ end
 local held, holder, calls, mark, fence = read_lock(stored, pttl)
 
 if holder ~= owner or held ~= token then
-  if split_mark(mark) == owner .. '#' .. call then
-    return 0
-  end
-  return -1
+  return split_mark(mark) == owner .. '#' .. call and 0 or -1
 end
 local _, left, next_owner, wait_id, next_token, ttl = give_back(owner, token, calls, mark, fence, call)
-if next_owner then
-  return { next_owner, tonumber(wait_id), next_token, ttl }
-end
-return left
+return next_owner and { next_owner, tonumber(wait_id), next_token, ttl } or left

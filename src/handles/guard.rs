@@ -141,7 +141,8 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn lease_signal(&self) -> LeaseSignal {
-        LeaseSignal::new(Arc::clone(&self.hold.hold))
+        let hold = Arc::clone(&self.hold.hold);
+        LeaseSignal { hold }
     }
 
     /// True once someone asked this hold to let go
@@ -174,7 +175,8 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn revocation_signal(&self) -> RevocationSignal {
-        RevocationSignal::new(Arc::clone(&self.hold.hold))
+        let hold = Arc::clone(&self.hold.hold);
+        RevocationSignal { hold }
     }
 
     /// Releases the hold and reports how that went; the waiters it admits

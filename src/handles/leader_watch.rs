@@ -322,10 +322,8 @@ impl LeaderWatch {
     /// Adds `event` at `order` unless the watch knew of it already (one of
     /// the same order learned in the same read gives way to it).
     fn learn(&mut self, order: Order, event: LeaderEvent) {
-        if self.known.is_some_and(|known| order < known) {
-            return;
-        }
-        if self.known.is_some_and(|known| order == known) && !self.pending.contains_key(&order) {
+        let known = |known| order < known || (order == known && !self.pending.contains_key(&order));
+        if self.known.is_some_and(known) {
             return;
         }
         self.pending.insert(order, event);

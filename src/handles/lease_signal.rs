@@ -51,14 +51,10 @@ use crate::machinery::holds::{Hold, LeaseEnd};
 /// ```
 #[derive(Clone)]
 pub struct LeaseSignal {
-    hold: Arc<Hold>,
+    pub(crate) hold: Arc<Hold>,
 }
 
 impl LeaseSignal {
-    pub(crate) fn new(hold: Arc<Hold>) -> Self {
-        LeaseSignal { hold }
-    }
-
     /// Blocks until the hold ends; returns how: the first end that came
     /// while it waited (a [`MaxHold`](LeaseEnd::MaxHold) even if the lease
     /// it capped has also run out by the time the thread runs again).

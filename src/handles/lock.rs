@@ -147,12 +147,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     }
 
     fn with<P: Ownership>(&self, settings: Settings<P>) -> FairLock<K, P> {
-        let (target, kind) = (self.target.clone(), self.kind.clone());
-        FairLock {
-            settings,
-            target,
-            kind,
-        }
+        FairLock::new(settings, self.target.clone(), self.kind.clone())
     }
 
     pub(crate) fn engine(&self) -> &Engine {

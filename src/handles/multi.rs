@@ -345,24 +345,15 @@ impl<O: Ownership> FairMultiLock<O> {
             };
             // The same lock again: a write is kept over a read; a
             // semaphore's permits add up.
-            if let (
-                Ask::Permits {
-                    n: before,
-                    of: kept_of,
-                },
-                Ask::Permits { n, of },
-            ) = (kept.2, *ask)
-            {
-                if kept_of != of {
+            if let (Ask::Permits { n: had, of: was }, Ask::Permits { n, of }) = (kept.2, *ask) {
+                if was != of {
                     return Err(Error::invalid_config(format!(
-                        "the semaphore {:?} is named with {kept_of} and with {of} permits",
+                        "the semaphore {:?} is named with {was} and with {of} permits",
                         target.name()
                     )));
                 }
-                kept.2 = Ask::Permits {
-                    n: before.saturating_add(n),
-                    of,
-                };
+                let n = had.saturating_add(n);
+                kept.2 = Ask::Permits { n, of };
             }
         }
         ordered

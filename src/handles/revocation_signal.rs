@@ -55,14 +55,10 @@ pub enum Revocation {
 /// ```
 #[derive(Clone)]
 pub struct RevocationSignal {
-    hold: Arc<Hold>,
+    pub(crate) hold: Arc<Hold>,
 }
 
 impl RevocationSignal {
-    pub(crate) fn new(hold: Arc<Hold>) -> Self {
-        RevocationSignal { hold }
-    }
-
     /// Whether someone asked the hold to let go; never blocks.
     ///
     /// ```no_run

@@ -11,7 +11,7 @@ use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Bound, Ownership};
 use crate::machinery::wait::Wait;
-use crate::protocol::{Ask, PermitsSet};
+use crate::protocol::Ask;
 
 /// Most permits a semaphore may have (1 is the least); outside
 /// `1..=MAX_PERMITS` the first call on the semaphore reports
@@ -355,7 +355,13 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     pub fn set_permits(&self, permits: u32) -> Result<PermitsChange> {
         check_permits(permits)?;
         let set = self.engine().set_permits(self.target(), permits)?;
-        Ok(PermitsChange::new(permits, set))
+        Ok(PermitsChange {
+            previous: set.previous,
+            permits,
+            in_use: u32::try_from(set.in_use).unwrap_or(u32::MAX),
+            admitted: set.admitted.len(),
+            refused: usize::try_from(set.refused).unwrap_or(usize::MAX),
+        })
     }
 }
 
@@ -390,18 +396,6 @@ pub struct PermitsChange {
     /// of the queue, each returns
     /// [`ErrorKind::PermitsExceeded`](crate::ErrorKind::PermitsExceeded).
     pub refused: usize,
-}
-
-impl PermitsChange {
-    fn new(permits: u32, set: PermitsSet) -> Self {
-        PermitsChange {
-            previous: set.previous,
-            permits,
-            in_use: u32::try_from(set.in_use).unwrap_or(u32::MAX),
-            admitted: set.admitted.len(),
-            refused: usize::try_from(set.refused).unwrap_or(usize::MAX),
-        }
-    }
 }
 
 impl<O: Ownership> Guard<kind::Semaphore, O> {

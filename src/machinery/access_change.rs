@@ -158,7 +158,7 @@ impl Upgrader<'_> {
                 pttl_ms,
                 position,
                 last_token,
-            } => Ok(Attempted::waiting(pttl_ms, position, last_token)),
+            } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
             UpgradeReply::Lost => Err(self.hold.lost()),
         }
     }
@@ -167,7 +167,7 @@ impl Upgrader<'_> {
     fn settle(&self, step: UpgradeStep, limit: Limit) -> Result<Option<u64>> {
         match self.send(step, limit)? {
             Attempted::Got(token) => Ok(Some(token)),
-            Attempted::Waiting { .. } => Ok(None),
+            Attempted::Waiting(..) => Ok(None),
         }
     }
 }

@@ -27,7 +27,8 @@ impl Engine {
     /// One acquire call on `target` asking for `ask` under `policy`, owned
     /// by its thread or (`unbound`) by itself, its owner id tagged with
     /// `tag` (an election's value), waiting as `wait` says: the hold it
-    /// got, or `None` when the wait ended first.
+    /// got, or `None` when the wait ended first. A bad name, lease or
+    /// maximum hold is an error before any I/O.
     pub(crate) fn acquire(
         self: &Arc<Self>,
         target: &Target,
@@ -37,14 +38,24 @@ impl Engine {
         tag: Option<&str>,
         wait: &Wait,
     ) -> Result<Option<CallHold>> {
-        Acquisition::new(self, target, ask, policy, unbound, tag)?.run(wait)
+        let acquisition = Acquisition {
+            client: self,
+            target,
+            keys: target.keys()?,
+            ask,
+            policy,
+            lease: policy.lease(self.config())?,
+            unbound,
+            owner_tag: tag,
+        };
+        acquisition.run(wait)
     }
 }
 
 /// One acquisition of one lock (`target`) asking for `ask` under a lease
 /// policy, owned by its thread or by itself. The algorithm is the same for
 /// every kind; the protocol values follow from `ask`.
-pub(crate) struct Acquisition<'m> {
+struct Acquisition<'m> {
     client: &'m Arc<Engine>,
     target: &'m Target,
     keys: &'m Arc<LockKeys>,
@@ -60,39 +71,17 @@ pub(crate) struct Acquisition<'m> {
     owner_tag: Option<&'m str>,
 }
 
-impl<'m> Acquisition<'m> {
-    /// An acquisition of `target` asking for `ask`; a bad name, lease or
-    /// maximum hold is an error before any I/O.
-    pub(crate) fn new(
-        client: &'m Arc<Engine>,
-        target: &'m Target,
-        ask: Ask,
-        policy: LeasePolicy,
-        unbound: bool,
-        owner_tag: Option<&'m str>,
-    ) -> Result<Self> {
-        Ok(Acquisition {
-            client,
-            target,
-            keys: target.keys()?,
-            ask,
-            policy,
-            lease: policy.lease(client.config())?,
-            unbound,
-            owner_tag,
-        })
-    }
-
+impl Acquisition<'_> {
     /// Waits as `wait` says; the hold it got, in the guard core every
     /// guard wraps. A wait that cannot wait makes one attempt that never
     /// queues (`try_lock`).
-    pub(crate) fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
+    fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
         let started = Instant::now();
         let waiter = self.waiter();
         let (result, cancel) = match wait.deadline() {
             Err(NoWait) => match self.attempt(&waiter, Mode::Try, Limit::default()) {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
-                Ok(Attempted::Waiting { .. }) => (Ok(None), None),
+                Ok(Attempted::Waiting(..)) => (Ok(None), None),
                 Err(err) => {
                     self.give_back_later(&waiter);
                     (Err(err), None)
@@ -171,7 +160,7 @@ impl<'m> Acquisition<'m> {
                 pttl_ms,
                 position,
                 last_token,
-            } => Ok(Attempted::waiting(pttl_ms, position, last_token)),
+            } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
         }
     }
 

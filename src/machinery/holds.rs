@@ -132,13 +132,8 @@ impl HoldState {
     /// without being asked. A maximum hold reached is no end here: the
     /// hold may still be asked.
     fn revocation(&self) -> Option<bool> {
-        if self.revoked {
-            Some(true)
-        } else if matches!(self.end, Some(LeaseEnd::Lost | LeaseEnd::Released)) {
-            Some(false)
-        } else {
-            None
-        }
+        let ended = matches!(self.end, Some(LeaseEnd::Lost | LeaseEnd::Released));
+        (self.revoked || ended).then_some(self.revoked)
     }
 
     /// The next moment `settle` may change the end.

@@ -36,24 +36,9 @@ fn retry_at(since: &mut Option<Instant>, patience: Duration) -> Option<Instant> 
 pub(crate) enum Attempted<T> {
     /// It got what it asked for.
     Got(T),
-    /// It waits: the lease left of what holds the lock, its place in the
-    /// queue (`None`: not queued) and the last fencing token issued.
-    Waiting {
-        pttl_ms: i64,
-        position: Option<u64>,
-        last_token: u64,
-    },
-}
-
-impl<T> Attempted<T> {
-    /// A reply that says the call waits (see [`Attempted::Waiting`]).
-    pub(crate) fn waiting(pttl_ms: i64, position: Option<u64>, last_token: u64) -> Self {
-        Attempted::Waiting {
-            pttl_ms,
-            position,
-            last_token,
-        }
-    }
+    /// It waits: the lease left of what holds the lock (ms), its place in
+    /// the queue (`None`: not queued) and the last fencing token issued.
+    Waiting(i64, Option<u64>, u64),
 }
 
 /// A call that waits in a lock's queue.
@@ -113,11 +98,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         }
         match queued.attempt(&waiter, mode, Limit::by(deadline)) {
             Ok(Attempted::Got(got)) => break Ok(Some(got)),
-            Ok(Attempted::Waiting {
-                pttl_ms,
-                position,
-                last_token,
-            }) => {
+            Ok(Attempted::Waiting(pttl_ms, position, last_token)) => {
                 outage = None;
                 if position.is_some() {
                     waiter.saw_queued(sent, last_token);

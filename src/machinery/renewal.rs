@@ -76,20 +76,12 @@ struct Replies {
 }
 
 fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
-    let leases: Vec<Duration> = batch
-        .holds
-        .iter()
-        .map(|hold| hold.renewal_lease(shared.config().lease))
-        .collect();
-    let renewals: Vec<Renew> = batch
-        .holds
-        .iter()
-        .zip(&leases)
-        .map(|(hold, lease)| Renew {
+    let renewals: Vec<Renew> = (batch.holds.iter())
+        .map(|hold| Renew {
             owner: &hold.call.owner,
             token: hold.token(),
             call: hold.call.id,
-            lease: Some(*lease),
+            lease: Some(hold.renewal_lease(shared.config().lease)),
         })
         .collect();
     let waiter_timeout = shared.config().waiter_timeout;
@@ -136,13 +128,9 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     }
     let heartbeat_values = values.split_off(renewals.len());
     Ok(Replies {
-        renewed: renewals
-            .iter()
-            .zip(values)
-            .map(|(renewal, value)| renewal.parse(value))
-            .zip(leases)
-            .zip(renewals.iter().map(|renewal| renewal.token))
-            .map(|((renewed, lease), token)| (renewed, lease, token))
+        // (Each renewal here asks for a lease: `unwrap_or_default` never defaults.)
+        renewed: (renewals.iter().zip(values))
+            .map(|(r, value)| (r.parse(value), r.lease.unwrap_or_default(), r.token))
             .collect(),
         heartbeats: beats
             .iter()
@@ -164,10 +152,7 @@ fn redirection(value: &Value) -> Option<Error> {
 
 fn apply(batch: &Batch, replies: Replies, sent: Instant) {
     for (hold, (renewed, lease, token)) in batch.holds.iter().zip(replies.renewed) {
-        if renewed
-            .as_ref()
-            .is_ok_and(|reply| *reply == RenewReply::Revoked)
-        {
+        if let Ok(RenewReply::Revoked) = renewed {
             // Asked to let go: said by the reply as well as by a message,
             // so a lost message is made up for here.
             hold.mark_revoked();

@@ -156,9 +156,7 @@ impl Waiter {
                 return Wake::GaveUp;
             }
             match state.poll_at.into_iter().chain(deadline).min() {
-                Some(at) => {
-                    self.wakeup.wait_until(&mut state, at);
-                }
+                Some(at) => _ = self.wakeup.wait_until(&mut state, at),
                 None => self.wakeup.wait(&mut state),
             }
         }
@@ -214,16 +212,8 @@ impl Waiters {
     pub(crate) fn by_lock(&self) -> Vec<Vec<Arc<Waiter>>> {
         let mut all: Vec<Arc<Waiter>> = self.by_id.lock().values().cloned().collect();
         all.sort_unstable_by(|a, b| a.call.keys.lock().cmp(b.call.keys.lock()));
-        let mut groups: Vec<Vec<Arc<Waiter>>> = Vec::new();
-        for waiter in all {
-            match groups.last_mut() {
-                Some(group) if group[0].call.keys.lock() == waiter.call.keys.lock() => {
-                    group.push(waiter)
-                }
-                _ => groups.push(vec![waiter]),
-            }
-        }
-        groups
+        let same_lock = |a: &Arc<Waiter>, b: &Arc<Waiter>| a.call.keys.lock() == b.call.keys.lock();
+        all.chunk_by(same_lock).map(<[_]>::to_vec).collect()
     }
 }
 

@@ -3,7 +3,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{unexpected, Op, Operation};
+use crate::protocol::operation::{refused, Op, Operation};
 use crate::protocol::QueueEntry;
 
 /// Gives back whatever the call `entry` names holds or queued, once.
@@ -36,8 +36,7 @@ impl Operation for Abandon<'_> {
             Value::Int(1) => Ok(AbandonReply::HoldGivenBack),
             Value::Int(2) => Ok(AbandonReply::LeftQueue),
             Value::Int(0) => Ok(AbandonReply::Nothing),
-            Value::ServerError(err) => Err(crate::Error::from_server(err)),
-            other => Err(unexpected(&other)),
+            other => Err(refused(other)),
         }
     }
 }

@@ -6,7 +6,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, unexpected, Op, Operation};
+use crate::protocol::operation::{count, refused, unexpected, Op, Operation};
 use crate::protocol::release::handed_over;
 use crate::protocol::{Access, Ask, HandedOver, LockKeys, LockKind};
 
@@ -62,8 +62,7 @@ impl Operation for Downgrade<'_> {
         let items = match reply {
             Value::Int(-1) => return Ok(DowngradeReply::Lost),
             Value::Array(items) if items.len() >= 2 && items.len() % 4 == 2 => items,
-            Value::ServerError(err) => return Err(crate::Error::from_server(err)),
-            other => return Err(unexpected(&other)),
+            other => return Err(refused(other)),
         };
         let (token, pttl_ms) = match &items[..2] {
             [token, Value::Int(pttl)] => (count(token)?, *pttl),

@@ -4,7 +4,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{text, unexpected, Op, Operation};
+use crate::protocol::operation::{refused, text, Op, Operation};
 
 /// Frees the lock; `call_key` (`<client id>#<call id>`) makes a repeat of
 /// the same call answer as the first did.
@@ -32,22 +32,12 @@ impl Operation for ForceRelease {
     }
 
     fn parse(&self, reply: Value) -> Result<Freed> {
-        match reply {
-            Value::Nil => Ok(Freed {
-                holds: 0,
-                holder: None,
-            }),
-            Value::Int(holds) if holds >= 0 => Ok(Freed {
-                holds: holds as u64,
-                holder: None,
-            }),
-            Value::ServerError(err) => Err(crate::Error::from_server(err)),
-            other => text(&other)
-                .map(|owner| Freed {
-                    holds: 1,
-                    holder: Some(owner),
-                })
-                .map_err(|_| unexpected(&other)),
-        }
+        let (holds, holder) = match reply {
+            Value::Nil => (0, None),
+            Value::Int(holds) if holds >= 0 => (holds as u64, None),
+            Value::ServerError(_) => return Err(refused(reply)),
+            other => (1, Some(text(&other)?)),
+        };
+        Ok(Freed { holds, holder })
     }
 }

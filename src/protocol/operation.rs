@@ -31,9 +31,7 @@ impl Engine {
             LockKind::Semaphore | LockKind::RwLock => Engine::Counted,
         }
     }
-}
 
-impl Engine {
     /// Its scripts' folder of OUT_DIR, as build.rs names it (and the
     /// family's part of its functions' names in the library).
     pub fn folder(self) -> &'static str {
@@ -58,9 +56,18 @@ pub struct Script {
     pub op: Op,
 }
 
-// `Op`, `Script::ALL`, `Script::index` and the scripts' sources, which
-// build.rs derives from the files of lua/.
+// `Op`, its files' names, `Script::ALL` and the scripts' sources, which
+// build.rs derives from the files of lua/: every engine's operations
+// (the first `EVERY` of `Op`) for each engine in `Engine`'s order, then
+// the counted engine's own.
 include!(concat!(env!("OUT_DIR"), "/operations.rs"));
+
+impl Op {
+    /// Its file's name in each engine's folder, without `.lua`.
+    pub fn file(self) -> &'static str {
+        FILES[self as usize]
+    }
+}
 
 impl Script {
     /// The script of `op` for a lock of `kind`.
@@ -68,6 +75,15 @@ impl Script {
         Script {
             engine: Engine::of(kind),
             op,
+        }
+    }
+
+    /// Its place in [`Script::ALL`]: an operation only the counted engine
+    /// has is its script whatever the engine asked.
+    pub fn index(self) -> usize {
+        match self.op as usize {
+            op if op < EVERY => self.engine as usize * EVERY + op,
+            op => 2 * EVERY + op,
         }
     }
 
@@ -138,6 +154,14 @@ pub fn unexpected(what: &dyn std::fmt::Debug) -> Error {
     )
 }
 
+/// A reply no fairlock script gives, or the error an error reply is.
+pub(crate) fn refused(reply: Value) -> Error {
+    match reply {
+        Value::ServerError(err) => Error::from_server(err),
+        other => unexpected(&other),
+    }
+}
+
 /// A reply made only of integers (an error reply is the error).
 pub fn int_list(value: Value) -> Result<Vec<i64>> {
     match value {
@@ -148,8 +172,7 @@ pub fn int_list(value: Value) -> Result<Vec<i64>> {
                 other => Err(unexpected(&other)),
             })
             .collect(),
-        Value::ServerError(err) => Err(Error::from_server(err)),
-        other => Err(unexpected(&other)),
+        other => Err(refused(other)),
     }
 }
 

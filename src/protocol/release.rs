@@ -4,7 +4,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, text, unexpected, Op, Operation};
+use crate::protocol::operation::{count, refused, text, unexpected, Op, Operation};
 
 /// The guard made by acquire call `call` of `owner` releases hold `token`.
 pub struct Release<'a> {
@@ -68,8 +68,7 @@ impl Operation for Release<'_> {
             Value::Array(items) if !items.is_empty() && items.len().is_multiple_of(4) => {
                 handed_over(&items).map(ReleaseReply::HandedOver)
             }
-            Value::ServerError(err) => Err(crate::Error::from_server(err)),
-            other => Err(unexpected(&other)),
+            other => Err(refused(other)),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{ms, unexpected, Engine, Op, Operation};
+use crate::protocol::operation::{ms, refused, Engine, Op, Operation};
 use crate::protocol::{LockKeys, LockKind};
 
 /// Renew hold `token` of `owner`, made by acquire call `call` (a counted
@@ -78,8 +78,7 @@ impl Operation for Renew<'_> {
             Value::Int(1) => Ok(RenewReply::Renewed),
             Value::Int(2) => Ok(RenewReply::Revoked),
             Value::Int(0) => Ok(RenewReply::Lost),
-            Value::ServerError(err) => Err(crate::Error::from_server(err)),
-            other => Err(unexpected(&other)),
+            other => Err(refused(other)),
         }
     }
 }

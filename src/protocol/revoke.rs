@@ -4,7 +4,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, unexpected, Op, Operation};
+use crate::protocol::operation::{count, refused, unexpected, Op, Operation};
 
 /// Asks every hold of the lock present now to let go: the request is
 /// recorded beside the holds (up to the last token issued), each holder's
@@ -32,8 +32,7 @@ impl Operation for Revoke {
     fn parse(&self, reply: Value) -> Result<Revoked> {
         let values = match reply {
             Value::Array(values) => values,
-            Value::ServerError(err) => return Err(crate::Error::from_server(err)),
-            other => return Err(unexpected(&other)),
+            other => return Err(refused(other)),
         };
         match values.as_slice() {
             [holds, up_to] => Ok(Revoked {

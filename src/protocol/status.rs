@@ -3,7 +3,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, int, text, unexpected, Engine, Op, Operation};
+use crate::protocol::operation::{count, int, refused, text, unexpected, Engine, Op, Operation};
 use crate::protocol::{Access, Ask, Change, LockKind};
 
 /// Reads the status of a lock of `kind`, listing at most `waiters` queued
@@ -190,8 +190,7 @@ impl Operation for Status {
     fn parse(&self, reply: Value) -> Result<StatusReply> {
         let items = match reply {
             Value::Array(items) if items.len() >= 6 => items,
-            Value::ServerError(err) => return Err(crate::Error::from_server(err)),
-            other => return Err(unexpected(&other)),
+            other => return Err(refused(other)),
         };
         match Engine::of(self.kind) {
             Engine::Mutex | Engine::Election => parse_mutex(&items, self.kind),
