@@ -244,20 +244,15 @@ impl Error {
             || source.is::<r2d2::Error>()
     }
 
-    /// True when a call was cut short by time alone: its reply did not
-    /// come in time, or no pooled connection was free in time while none
-    /// failed to connect (r2d2 then names no cause). At a call's deadline
-    /// that is the deadline's doing, not an outage's.
-    pub(crate) fn is_cut_short(&self) -> bool {
-        let Some(source) = self.source.as_deref() else {
-            return false;
-        };
-        source
-            .downcast_ref()
-            .is_some_and(redis::RedisError::is_timeout)
-            || source
-                .downcast_ref::<r2d2::Error>()
-                .is_some_and(|err| err.to_string() == "timed out waiting for connection")
+    /// True when no pooled connection was free in time while none failed
+    /// to connect (r2d2 then names no cause): every connection was busy
+    /// with this client's other calls. At a call's deadline that is the
+    /// deadline's doing, not an outage's.
+    pub(crate) fn is_pool_busy(&self) -> bool {
+        self.source
+            .as_deref()
+            .and_then(|source| source.downcast_ref::<r2d2::Error>())
+            .is_some_and(|err| err.to_string() == "timed out waiting for connection")
     }
 
     /// What this error says about sending the call again.

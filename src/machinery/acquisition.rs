@@ -300,9 +300,10 @@ impl Queued for Acquisition<'_> {
         self.leave_queue(waiter, limit)
     }
 
-    /// Not acquired in time, as a wait that ran out while parked: what the
-    /// request may have taken or queued goes back once Redis answers.
-    fn cut_short(&self, waiter: &Waiter, _: Error) -> Result<Option<CallHold>> {
+    /// Not acquired in time, as a wait that ran out while parked: the
+    /// queue entry an earlier request of the call made goes back once
+    /// Redis answers.
+    fn no_connection_in_time(&self, waiter: &Waiter, _: Error) -> Result<Option<CallHold>> {
         self.give_back_later(waiter);
         Ok(None)
     }

@@ -61,10 +61,11 @@ pub(crate) trait Queued {
     /// whatever it may have left in Redis is given back.
     fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>>;
 
-    /// How the call ends when its deadline passed while a request was cut
-    /// short by time alone ([`Error::is_cut_short`]: a busy pool, a reply
-    /// not in by the deadline): by default as after any failure.
-    fn cut_short(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>> {
+    /// How the call ends when its deadline passed while its request
+    /// waited for a pooled connection that every other call of the client
+    /// kept busy ([`Error::is_pool_busy`]): by default as after any
+    /// failure.
+    fn no_connection_in_time(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>> {
         self.failed(waiter, err)
     }
 }
@@ -110,8 +111,8 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                     waiter.poll_by(poll_time(pttl_ms));
                 }
             }
-            Err(err) if err.is_cut_short() && deadline.is_some_and(|at| Instant::now() >= at) => {
-                break queued.cut_short(&waiter, err);
+            Err(err) if err.is_pool_busy() && deadline.is_some_and(|at| Instant::now() >= at) => {
+                break queued.no_connection_in_time(&waiter, err);
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
                 match retry_at(&mut outage, shared.config().outage_patience()) {
