@@ -559,6 +559,44 @@ fn vacant(term: u64) -> Option<LeaderEvent> {
     Some(LeaderEvent::Vacant { ended: Some(term) })
 }
 
+/// The README's watch loop, with a 100 ms timeout: it goes on past
+/// timeouts with no change (`next` returns `None`; the `while let` the
+/// README had ended there, silently) and reports the leader that comes
+/// after them.
+#[test]
+fn the_readmes_watch_loop_goes_on_past_its_timeout() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("watched-past-timeouts");
+    let mut watch = election.watch().unwrap();
+    let campaigner = {
+        let election = election.clone();
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(450));
+            election.with_value("late").campaign().unwrap()
+        })
+    };
+    let (mut quiet, mut events) = (0, Vec::new());
+    let started = Instant::now();
+    loop {
+        assert!(started.elapsed() < Duration::from_secs(10), "{events:?}");
+        let Some(event) = watch.next(Duration::from_millis(100)).unwrap() else {
+            quiet += 1;
+            continue;
+        };
+        match event {
+            LeaderEvent::Leads(leader) => {
+                events.push(format!("leads {}", leader.value));
+                break;
+            }
+            other => events.push(other.to_string()),
+        }
+    }
+    assert!(quiet >= 2, "{quiet} timeouts before the leader: {events:?}");
+    assert_eq!(events, ["vacant", "leads late"], "{quiet} timeouts");
+    drop(campaigner.join().unwrap());
+}
+
 #[test]
 fn a_watch_returns_every_change_in_order_and_sees_one_that_published_nothing() {
     let _serial = serial();

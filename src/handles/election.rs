@@ -261,7 +261,9 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let mut watch = client.election("scheduler").watch()?;
-    /// while let Some(event) = watch.next(Duration::from_secs(60))? {
+    /// loop {
+    ///     // `None`: no change within 60 s; the watch goes on.
+    ///     let Some(event) = watch.next(Duration::from_secs(60))? else { continue };
     ///     match event {
     ///         LeaderEvent::Leads(leader) => println!("{} leads from term {}", leader.value, leader.term),
     ///         LeaderEvent::Vacant { .. } => println!("nobody leads"),
