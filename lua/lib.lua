@@ -76,7 +76,8 @@
 -- call and the grant it gets, so a handoff reads one member. An owner id is
 -- "<client id>:<thread number, or u<call> when unbound>[@<identity>]"; its
 -- client's channel is ARGV[1] .. client id.
--- ARGV[1] is always the wake channel prefix, ARGV[2] the fence life in ms.
+-- ARGV[1] is always the wake channel prefix (with a hash tag of the lock's
+-- slot when sharded: PUBLISH), ARGV[2] the fence life in ms.
 -- Messages: "G <wait id> <token> <ttl ms>" = the lock was handed to you;
 --           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl
 --           (-2: poll now; set_permits.lua says so to a call it took out
@@ -100,6 +101,13 @@ local DEADLINES = KEYS[3]
 local HOLDERS = KEYS[1]
 local META = KEYS[4]
 local WAKE_PREFIX = ARGV[1]
+-- How this call's messages travel, as the client says in ARGV[1]: a wake
+-- prefix with a hash tag ("<key prefix>:wake:{<tag>}:", the tag one of
+-- the lock's slot: a client on a Redis Cluster of 7.0 or later) names
+-- shard channels, for SPUBLISH, which keeps a message on the lock's shard;
+-- one without ("<key prefix>:wake:", a key prefix holds no '{') classic
+-- ones, for PUBLISH, which a cluster copies to every node.
+local PUBLISH = string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15). '%d'
 -- formats through a C long, 64 bits on every server fairlock runs on, so
@@ -155,10 +163,12 @@ local FENCE_LIFE = ms_arg(ARGV[2], 'fence life')
 -- definition below in its place.
 local ANNOUNCE = nil
 -- @election
--- Says `message` on the election's channel "<key prefix>:election:<name>"
--- (from its lock key "<key prefix>:{<tag>}:elect:<name>"; a key prefix
--- holds no '{') and keeps "<last> <message>" in its history (KEYS[4], a
--- list, newest first), `last` being the last term issued before the
+-- Says `message` on the election's channel "<key prefix>:election:<name>",
+-- sharded "<key prefix>:{<tag>}:election:<name>" (from its lock key
+-- "<key prefix>:{<tag>}:elect:<name>"; a key prefix holds no '{'; which,
+-- read from ARGV[1] as PUBLISH is, so that the election's scripts need no
+-- definition the mutex's lack) and keeps "<last> <message>" in its history
+-- (KEYS[4], a list, newest first), `last` being the last term issued before the
 -- change: the newest 16 changes (fairlock::ELECTION_HISTORY_LEN), kept a
 -- fence life after the last one, so that a watcher that lost messages
 -- reads what it missed, and from `last` knows whether it missed more.
@@ -168,7 +178,10 @@ local ANNOUNCE = nil
 -- step it tells of stands; a message lost is read from the history, and a
 -- change the history lacks makes a watcher say it missed some.
 local function ANNOUNCE(message, last)
-  redis.pcall('PUBLISH', (string.gsub(LOCK, '^([^{]*){%x+}:elect:', '%1election:', 1)), message)
+  local sharded = string.find(ARGV[1], '{', 1, true) -- as PUBLISH has it
+  local publish = sharded and 'spublish' or 'publish' -- lower case: no lib name
+  redis.pcall(publish, (string.gsub(LOCK, '^([^{]*)({%x+}:)elect:',
+    sharded and '%1%2election:' or '%1election:', 1)), message)
   redis.pcall('LPUSH', KEYS[4], string.format('%d', last) .. ' ' .. message)
   redis.pcall('LTRIM', KEYS[4], 0, 15)
   redis.pcall('PEXPIRE', KEYS[4], FENCE_LIFE)
@@ -358,7 +371,7 @@ end
 local function wake(owner, message)
   local client = string.match(owner, '^([^:]+):')
   if client then
-    redis.call('PUBLISH', WAKE_PREFIX .. client, message)
+    redis.call(PUBLISH, WAKE_PREFIX .. client, message)
   end
 end
 

@@ -214,6 +214,119 @@ fn election_hands_over_and_is_watched(a: &Client, b: &Client, name: &str, master
     );
 }
 
+/// `field` of `CLUSTER INFO` summed over every node (masters and
+/// replicas); a counter the node never moved is not listed, so 0.
+fn cluster_info_sum(cluster: &RedisCluster, field: &str) -> u64 {
+    let prefix = format!("{field}:");
+    cluster
+        .ports()
+        .into_iter()
+        .map(|port| {
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut cluster.conn(port))
+                .unwrap();
+            info.lines()
+                .find_map(|line| line.strip_prefix(&prefix))
+                .map_or(0, |n| n.trim().parse::<u64>().unwrap())
+        })
+        .sum()
+}
+
+/// The cluster bus messages of classic PUBLISH, both ways, over every node.
+fn publish_messages(cluster: &RedisCluster) -> u64 {
+    cluster_info_sum(cluster, "cluster_stats_messages_publish_sent")
+        + cluster_info_sum(cluster, "cluster_stats_messages_publish_received")
+}
+
+#[test]
+fn wake_ups_stay_on_their_shard_and_never_cross_the_cluster_bus() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let names: Vec<String> = cluster
+        .one_name_per_master("sharded")
+        .into_values()
+        .collect();
+    let (published, shard_before) = (
+        publish_messages(&cluster),
+        cluster_info_sum(&cluster, "cluster_stats_messages_publishshard_sent"),
+    );
+    let clients = [
+        builder(&cluster).build().unwrap(),
+        builder(&cluster).build().unwrap(),
+    ];
+    // 2 clients x 3 threads on one name per master: every lock contended,
+    // so most acquisitions are handoffs woken by a message.
+    const ROUNDS: usize = 30;
+    let handoffs = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..6)
+        .map(|t| {
+            let (client, names) = (clients[t % 2].clone(), names.clone());
+            let handoffs = Arc::clone(&handoffs);
+            thread::spawn(move || {
+                for round in 0..ROUNDS {
+                    let guard = client.fair_mutex(&names[round % 3]).lock().unwrap();
+                    if guard.waited() > Duration::ZERO {
+                        handoffs.fetch_add(1, Ordering::SeqCst);
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                    guard.unlock().unwrap();
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        join_within(worker, Duration::from_secs(60), "worker");
+    }
+    // A revocation ("R") and an election's announcements, each on every master.
+    for name in &names {
+        let held = clients[0].fair_mutex(name).lock().unwrap();
+        let signal = held.revocation_signal();
+        assert_eq!(clients[1].fair_mutex(name).revoke().unwrap(), 1);
+        let asked = Instant::now();
+        let told = signal.wait_timeout(Duration::from_secs(5));
+        assert!(told.is_some(), "{name}: revocation not told");
+        eprintln!(
+            "cluster: {name}: revocation told in {:.1} ms",
+            ms(asked.elapsed())
+        );
+        drop(held);
+        let mut watch = clients[1].election(name).watch().unwrap();
+        let seen = watch.next(Duration::from_secs(5)).unwrap();
+        assert!(
+            matches!(seen, Some(LeaderEvent::Vacant { .. })),
+            "{name}: {seen:?}"
+        );
+        let leader = clients[0]
+            .election(name)
+            .with_value("one")
+            .campaign()
+            .unwrap();
+        let seen = watch.next(Duration::from_secs(5)).unwrap();
+        assert!(
+            matches!(&seen, Some(LeaderEvent::Leads(l)) if l.term == leader.term()),
+            "{name}: {seen:?}"
+        );
+    }
+    drop(clients);
+    let acquisitions = 6 * ROUNDS + 2 * names.len();
+    let shard =
+        cluster_info_sum(&cluster, "cluster_stats_messages_publishshard_sent") - shard_before;
+    eprintln!(
+        "cluster: {acquisitions} acquisitions ({} handoffs): {} cluster bus PUBLISH messages, \
+         {shard} sharded ones (to replicas)",
+        handoffs.load(Ordering::SeqCst),
+        publish_messages(&cluster) - published
+    );
+    assert!(handoffs.load(Ordering::SeqCst) > 0, "no contention");
+    assert_eq!(
+        publish_messages(&cluster),
+        published,
+        "classic PUBLISH crossed the bus"
+    );
+    assert!(shard > 0, "no sharded message reached a replica");
+}
+
 /// Locks every mutex in turn; returns each guard with its token.
 fn take_all(mutexes: &[FairMutex]) -> Vec<(fairlock::FairMutexGuard, u64)> {
     mutexes

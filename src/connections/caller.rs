@@ -8,7 +8,7 @@ use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::{Backend, Listen};
 use crate::error::{Error, Result, Retry};
-use crate::protocol::{Call, LockKeys, Operation, SyncReplicas, Written};
+use crate::protocol::{Call, LockKeys, Operation, Route, SyncReplicas, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -188,11 +188,24 @@ impl Caller {
         })
     }
 
-    /// A new connection of its own subscribed to `channel` (on a cluster,
-    /// on a seed node: every node hears every message; behind Sentinel, on
-    /// the master).
-    pub(crate) fn subscription(&self, channel: &str) -> Result<redis::Connection> {
-        self.backend.subscription(&Listen::Main, channel)
+    /// A new connection of its own subscribed to `channel` as `route`
+    /// says: a classic one on a seed node of a cluster (every node hears
+    /// every message), on the master behind Sentinel; a shard channel at
+    /// the master of its slot, as the cluster's slot map says now.
+    pub(crate) fn subscription(&self, route: Route, channel: &str) -> Result<redis::Connection> {
+        let target = match route {
+            Route::Classic => Listen::Main,
+            Route::Sharded => {
+                let map = self.backend.slot_map().transpose()?.unwrap_or_default();
+                let slot = crate::protocol::keys::hash_slot(channel);
+                let master = map.master_of(slot).ok_or_else(|| {
+                    let message = format!("no master serves slot {slot} (try again)");
+                    Error::new(crate::ErrorKind::Connection, message)
+                })?;
+                Listen::Shards(master.clone())
+            }
+        };
+        self.backend.subscription(&target, channel)
     }
 }
 

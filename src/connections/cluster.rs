@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::{ConnectionAddr, ConnectionLike, IntoConnectionInfo, RedisResult, Value};
+use redis::{
+    ConnectionAddr, ConnectionLike, IntoConnectionInfo, ProtocolVersion, RedisResult, Value,
+};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
@@ -109,6 +111,17 @@ impl Cluster {
     pub(super) fn subscriber_connection(&self, target: &Listen) -> Result<redis::Connection> {
         match target {
             Listen::Node(client) => self.timeouts.connect(client),
+            // RESP3: shard messages, confirmations and `sunsubscribe` come
+            // as pushes, which a read timed out before does not swallow
+            // (the redis crate skips the next reply after one: RESP2).
+            Listen::Shards(node) => {
+                let client = self.node_client(node)?;
+                let info = client.get_connection_info().clone();
+                let settings = info.redis_settings().clone();
+                let info = info.set_redis_settings(settings.set_protocol(ProtocolVersion::RESP3));
+                self.timeouts
+                    .connect(&redis::Client::open(info).map_err(invalid_url)?)
+            }
             Listen::Main | Listen::AnySeed => {
                 let conn = self.any_seed()?;
                 set_timeouts(&conn, self.timeouts.command).map_err(Error::from_redis)?;

@@ -45,7 +45,7 @@ use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
 use crate::connections::topology::Topology;
 use crate::error::{Error, ErrorKind, Result};
-use crate::protocol::{check_subscribed, subscribe_command};
+use crate::protocol::{check_subscribed, Route};
 
 use cluster::{Cluster, ClusterManager};
 use sentinel::{Sentinel, SentinelManager};
@@ -118,6 +118,9 @@ pub(crate) enum Listen {
     /// Any reachable cluster seed, tried in turn (when the slot map could
     /// not be read): every node hears every `PUBLISH`, only later.
     AnySeed,
+    /// One cluster node, for the shard channels of the slots it masters
+    /// (sharded pub/sub: `Route::Sharded`).
+    Shards(Address),
 }
 
 impl Listen {
@@ -127,6 +130,7 @@ impl Listen {
             Listen::Main => "the server".to_owned(),
             Listen::Node(client) => client.get_connection_info().addr().to_string(),
             Listen::AnySeed => "a cluster seed node".to_owned(),
+            Listen::Shards((host, port)) => format!("{host}:{port}"),
         }
     }
 }
@@ -168,6 +172,12 @@ impl Backend {
             deployment,
             connect_timeout: config.connect_timeout,
         })
+    }
+
+    /// Where subscriber threads listen with sharded pub/sub: every node
+    /// `map` names (a replica's thread subscribes once it is promoted).
+    pub(crate) fn shard_targets(map: &SlotMap) -> Vec<Listen> {
+        map.nodes().iter().cloned().map(Listen::Shards).collect()
     }
 
     /// True on Redis Cluster, whose pipelines must stay in one slot.
@@ -229,8 +239,21 @@ impl Backend {
         })
     }
 
+    /// A new connection of its own to the cluster node `node` for shard
+    /// channels (a subscriber thread's), with the command timeouts set.
+    pub(crate) fn shard_connection(&self, node: &Address) -> Result<redis::Connection> {
+        let Deployment::Cluster(cluster) = &self.deployment else {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "a shard channel off a cluster",
+            ));
+        };
+        cluster.subscriber_connection(&Listen::Shards(node.clone()))
+    }
+
     /// A new connection of its own (a subscriber thread's, a watch's), with
-    /// the command timeouts set, subscribed to `channel`: the server's
+    /// the command timeouts set, subscribed to `channel` (a shard channel
+    /// at a [`Listen::Shards`] node): the server's
     /// answer is checked (see [`check_subscribed`](crate::protocol::check_subscribed)).
     pub(crate) fn subscription(&self, target: &Listen, channel: &str) -> Result<redis::Connection> {
         let mut conn = match &self.deployment {
@@ -238,10 +261,16 @@ impl Backend {
             Deployment::Cluster(cluster) => cluster.subscriber_connection(target),
             Deployment::Sentinel(sentinel) => sentinel.manager.connect_master(),
         }?;
-        let answer = subscribe_command(channel)
-            .query(&mut conn)
+        let route = match target {
+            Listen::Shards(_) => Route::Sharded,
+            _ => Route::Classic,
+        };
+        // Sent and read apart: a `query` skips the RESP3 push that answers
+        // an `SSUBSCRIBE`.
+        let command = route.subscribe_command(channel).get_packed_command();
+        conn.send_packed_command(&command)
             .map_err(Error::from_redis)?;
-        check_subscribed(answer)?;
+        check_subscribed(conn.recv_response().map_err(Error::from_redis)?)?;
         Ok(conn)
     }
 }

@@ -15,7 +15,8 @@ use crate::connections::library::LIBRARY;
 use crate::connections::resp::{self, Decimal};
 use crate::error::Result;
 use crate::protocol::{
-    unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Script, SyncReplicas, Written,
+    unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Route, Script, SyncReplicas,
+    Written,
 };
 
 /// Every script of the crate with its SHA-1, hashed once per process (the
@@ -37,8 +38,10 @@ struct ScriptCall<'a> {
     script: &'a str,
     key_count: Decimal,
     keys: &'a [String],
-    /// ARGV[1], ARGV[2] (see [`CommonArgs`]).
-    common: &'a [String],
+    /// ARGV[1], the wake prefix as the route has it for the lock's slot.
+    wake: std::borrow::Cow<'a, str>,
+    /// ARGV[2] (see [`CommonArgs`]).
+    fence: &'a str,
     /// The operation's own ARGV.
     args: Vec<String>,
 }
@@ -51,8 +54,10 @@ impl ScriptCall<'_> {
             self.script.as_bytes(),
             self.key_count.as_bytes(),
         ];
-        let tail = self.keys.iter().chain(self.common).chain(&self.args);
-        head.into_iter().chain(tail.map(String::as_bytes))
+        let common = [self.wake.as_bytes(), self.fence.as_bytes()];
+        let keys = self.keys.iter().map(String::as_bytes);
+        let args = self.args.iter().map(String::as_bytes);
+        head.into_iter().chain(keys).chain(common).chain(args)
     }
 }
 
@@ -67,6 +72,9 @@ pub(crate) struct Scripts {
     /// Whether calls go as `FCALL` (the server took the library when the
     /// scripts were last loaded) or as EVALSHA.
     functions: AtomicBool,
+    /// Whether the scripts' messages go by sharded pub/sub ([`Route`]),
+    /// set once at the client's start.
+    sharded: AtomicBool,
 }
 
 impl Scripts {
@@ -75,7 +83,23 @@ impl Scripts {
             common: common.args(),
             reloaded,
             functions: AtomicBool::new(false),
+            sharded: AtomicBool::new(false),
         }
+    }
+
+    /// How the scripts' messages travel for this client.
+    pub(crate) fn route(&self) -> Route {
+        match self.sharded.load(Ordering::Relaxed) {
+            true => Route::Sharded,
+            false => Route::Classic,
+        }
+    }
+
+    /// Has the scripts' messages go by sharded pub/sub: on a cluster whose
+    /// server took the Functions library at the client's start (Redis 7.0
+    /// and later, Valkey: the versions with `SPUBLISH`).
+    pub(crate) fn use_sharded(&self) {
+        self.sharded.store(true, Ordering::Relaxed);
     }
 
     /// Whether this client calls the library's functions (FCALL) rather
@@ -132,6 +156,7 @@ impl Scripts {
     /// EVALSHA, as the scripts were loaded.
     fn call_words<'a, O: Operation>(&'a self, keys: &'a LockKeys, op: &O) -> ScriptCall<'a> {
         let (script, args) = (op.script(keys), op.args_on(keys.kind()));
+        let keys_slot = keys.slot;
         let keys = op.keys(keys);
         let (command, script): (&'static [u8], &str) = if self.calls_functions() {
             (b"FCALL", LIBRARY.function(script))
@@ -143,7 +168,8 @@ impl Scripts {
             script,
             key_count: Decimal::of(keys.len() as u64),
             keys,
-            common: &self.common,
+            wake: self.route().wake_prefix(&self.common[0], keys_slot),
+            fence: &self.common[1],
             args,
         }
     }

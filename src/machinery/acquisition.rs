@@ -48,6 +48,7 @@ impl Engine {
             unbound,
             owner_tag: tag,
         };
+        self.shared.listen_at(acquisition.keys.slot);
         acquisition.run(wait)
     }
 }

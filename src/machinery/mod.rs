@@ -17,6 +17,7 @@ mod own_conns;
 mod owner;
 mod queue_wait;
 mod renewal;
+pub(crate) mod shards;
 pub(crate) mod shared;
 mod start;
 pub(crate) mod subscriber;

@@ -15,8 +15,9 @@ use crate::machinery::cluster_rounds::ClusterRounds;
 use crate::machinery::give_backs::GiveBacks;
 use crate::machinery::holds::{Hold, Holds};
 use crate::machinery::own_conns::OwnConns;
+use crate::machinery::shards::Shards;
 use crate::machinery::waiters::Waiters;
-use crate::protocol::{Call, HandedOver, WakeMessage};
+use crate::protocol::{Call, HandedOver, Route, WakeMessage};
 
 /// State shared by the engine and the background threads. The threads hold
 /// only this, never the [`Engine`](crate::machinery::engine::Engine), so
@@ -34,6 +35,8 @@ pub(crate) struct Shared {
     pub(super) own_conns: OwnConns,
     /// The watchdog's per-master rounds on Redis Cluster.
     pub(super) cluster_rounds: ClusterRounds,
+    /// The slots listened on with sharded pub/sub.
+    pub(super) shards: Shards,
     next_wait_id: AtomicU64,
     stopping: Mutex<bool>,
     stop_signal: Condvar,
@@ -53,6 +56,7 @@ impl Shared {
             give_backs: GiveBacks::default(),
             own_conns: OwnConns::default(),
             cluster_rounds: ClusterRounds::default(),
+            shards: Shards::default(),
             next_wait_id: AtomicU64::new(1),
             stopping: Mutex::new(false),
             stop_signal: Condvar::new(),
@@ -104,6 +108,17 @@ impl Shared {
     pub(crate) fn grant_waiter(&self, wait_id: u64, token: u64, ttl_ms: u64) {
         if let Some(waiter) = self.waiters.get(wait_id) {
             waiter.grant_from_message(token, Duration::from_millis(ttl_ms));
+        }
+    }
+
+    /// With sharded pub/sub, has the client listen on the channel of
+    /// `slot` before a call there that may be woken is sent (its first
+    /// grant would be lost otherwise): waits up to the command timeout for
+    /// the slot's first subscription.
+    pub(crate) fn listen_at(&self, slot: u16) {
+        let timeout = self.config().command_timeout;
+        if self.caller.scripts.route() == Route::Sharded && !self.shards.listen(slot, timeout) {
+            log::warn!("fairlock: not yet listening on slot {slot}, going on (its waiters poll)");
         }
     }
 
@@ -173,7 +188,11 @@ impl Shared {
         self.stop_signal.notify_all();
         self.nudge_watchdog();
         // Wakes the subscriber out of its blocking read at once; if Redis is
-        // gone, its read timeout gets it out instead.
+        // gone, its read timeout gets it out instead (a shard listener's
+        // short one always: no PUBLISH, which a cluster copies to every node).
+        if self.caller.scripts.route() == Route::Sharded {
+            return;
+        }
         if let Ok(mut conn) = self.caller.backend.checkout(Duration::from_millis(200)) {
             let stop = WakeMessage::stop_command(&self.wake_channel());
             let _: redis::RedisResult<i64> = stop.query(conn.get());

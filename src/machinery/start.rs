@@ -49,7 +49,9 @@ impl Engine {
         // The subscription must be live before any waiter can queue, or the
         // first handoff message could be missed. On a cluster one thread
         // listens on each node; one live subscription is enough to start
-        // (every node hears every message), the others keep trying.
+        // (every node hears every message), the others keep trying. With
+        // sharded pub/sub a connection is enough: each call has its slot
+        // subscribed before it is sent (`Shared::listen_at`).
         let inner = Engine {
             shared: Arc::clone(&shared),
             threads: Mutex::default(),
@@ -62,7 +64,15 @@ impl Engine {
                 None
             }
         };
-        let targets = shared.caller.backend.listen_targets(slot_map.as_deref())?;
+        // Sharded pub/sub where the cluster has it (it took the Functions
+        // library: Redis 7.0 and later, Valkey) and its slot map is known.
+        let targets = match slot_map.as_deref() {
+            Some(map) if shared.caller.scripts.calls_functions() => {
+                shared.caller.scripts.use_sharded();
+                Backend::shard_targets(map)
+            }
+            map => shared.caller.backend.listen_targets(map)?,
+        };
         *shared.cluster_rounds.map.lock() = slot_map;
         for target in &targets {
             let (ready_tx, target) = (ready_tx.clone(), target.clone());

@@ -3,7 +3,12 @@
 //! On Redis Cluster there is one such thread per node (see
 //! [`Backend::listen_targets`](crate::connections::Backend::listen_targets)); a
 //! message then arrives once per node, and the later copies find nothing
-//! left to wake.
+//! left to wake. With sharded pub/sub (a cluster of Redis 7.0 or later) the
+//! thread of each node subscribes to the shard channels of the slots this
+//! client uses that its node masters ([`Shards`](crate::machinery::shards::Shards)),
+//! each message arrives once, from the shard that sent it, and a slot that
+//! moved (the server says `sunsubscribe`) or whose master failed is
+//! subscribed again where the slot map, read again, puts it.
 //!
 //! Messages (see `lua/lib.lua`): `G <wait id> <token> <ttl ms>` hands the
 //! lock to a waiter; `H <wait id> <pttl ms>` tells a waiter it heads the
@@ -12,24 +17,35 @@
 //! say it too, so a lost message is made up for at the next renewal); `S`
 //! asks the thread to notice that the client is stopping.
 //! Messages published while the connection is down are lost, so after every
-//! reconnect all waiters poll once.
+//! reconnect (every subscription of a slot again) all waiters poll once.
 //!
 //! Its checked `SUBSCRIBE` and its test for a read cut short by a signal
 //! also serve an election's watch, which reads a channel of its own on the
 //! caller's thread.
 
 use std::sync::mpsc::Sender;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use rustc_hash::FxHashSet;
+
+use crate::connections::slot_map::Address;
 use crate::connections::Listen;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::machinery::shared::Shared;
 use crate::machinery::waiters::poll_time;
-use crate::protocol::WakeMessage;
+use crate::protocol::keys::hash_slot;
+use crate::protocol::{Push, Route, WakeMessage};
 
 /// How long a read blocks before the thread checks whether to stop.
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// How long a shard listener's read blocks before it looks for slots to
+/// subscribe: the longest a call waits for its slot's first subscription.
+const SHARD_READ_TIMEOUT: Duration = Duration::from_millis(20);
+/// How often a shard listener reads the slot map again while a slot
+/// wanted is listened on nowhere.
+const MAP_READ_PERIOD: Duration = Duration::from_millis(250);
 
 /// Listens at `target` until the client stops. The first subscription's
 /// outcome goes to `ready`; after a failed first try the thread keeps
@@ -38,7 +54,11 @@ pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
     while !shared.is_stopping() {
-        let Err(err) = listen(shared, target, &mut ready) else {
+        let listened = match target {
+            Listen::Shards(node) => listen_shards(shared, node, &mut ready),
+            _ => listen(shared, target, &mut ready),
+        };
+        let Err(err) = listened else {
             return;
         };
         if let Some(ready) = ready.take() {
@@ -95,6 +115,92 @@ fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>
                 interruptions += 1;
             }
             Err(err) => return Err(crate::Error::from_redis(err)),
+        }
+    }
+}
+
+/// Listens on the shard channels of the slots `node` masters until the
+/// client stops (Ok) or the connection fails (Err), as [`listen`] does.
+fn listen_shards(
+    shared: &Shared,
+    node: &Address,
+    ready: &mut Option<Sender<Result<()>>>,
+) -> Result<()> {
+    let mut conn = shared.caller.backend.shard_connection(node)?;
+    conn.set_read_timeout(Some(SHARD_READ_TIMEOUT))
+        .map_err(Error::from_redis)?;
+    if let Some(ready) = ready.take() {
+        let _ = ready.send(Ok(()));
+    }
+    let mut live = FxHashSet::default();
+    let served = serve_shards(shared, node, &mut conn, &mut live);
+    shared.shards.lost(live);
+    served
+}
+
+/// The loop of [`listen_shards`]: subscribes the slots wanted that the
+/// slot map says `node` masters, reads the map again while a wanted slot
+/// is listened on nowhere, and dispatches messages; `live` holds the slots
+/// confirmed on `conn`.
+fn serve_shards(
+    shared: &Shared,
+    node: &Address,
+    conn: &mut redis::Connection,
+    live: &mut FxHashSet<u16>,
+) -> Result<()> {
+    let prefix = shared.config().wake_prefix();
+    let mut asked = FxHashSet::default();
+    let mut map_read = Instant::now();
+    let mut interruptions = 0;
+    loop {
+        if shared.is_stopping() {
+            return Ok(());
+        }
+        if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards.any_missing() {
+            map_read = Instant::now();
+            if let Some(Ok(map)) = shared.caller.backend.slot_map() {
+                *shared.cluster_rounds.map.lock() = Some(Arc::new(map));
+            }
+            // Those refused (a MOVED) are asked again where the map says.
+            asked.retain(|slot| live.contains(slot));
+        }
+        let map = shared.cluster_rounds.map.lock().clone();
+        let serves = |slot| map.as_ref().and_then(|map| map.master_of(slot)) == Some(node);
+        for slot in shared.shards.to_subscribe(&asked, serves) {
+            let channel = Route::Sharded.wake_channel(&prefix, slot, shared.client_id());
+            let command = Route::Sharded.subscribe_command(&channel);
+            conn.send_packed_command(&command.get_packed_command())
+                .map_err(Error::from_redis)?;
+            asked.insert(slot);
+        }
+        let value = match conn.recv_response() {
+            Ok(value) => value,
+            Err(err) if err.is_timeout() => continue,
+            Err(err) if interrupted(&err) && interruptions < MAX_INTERRUPTIONS => {
+                interruptions += 1;
+                continue;
+            }
+            Err(err) => return Err(Error::from_redis(err)),
+        };
+        interruptions = 0;
+        match Push::parse(value) {
+            Push::Message(payload) => dispatch(shared, &payload),
+            Push::Subscribed(channel) => {
+                let slot = hash_slot(&channel);
+                // Handoffs published in the gap were lost: everyone asks.
+                if live.insert(slot) && shared.shards.subscribed(slot) {
+                    shared.waiters.repoll_all();
+                }
+            }
+            Push::Unsubscribed(channel) => {
+                let slot = hash_slot(&channel);
+                asked.remove(&slot);
+                if live.remove(&slot) {
+                    shared.shards.lost([slot]);
+                }
+            }
+            Push::Refused(err) => log::debug!("fairlock: a shard subscription at {node:?}: {err}"),
+            Push::Other => {}
         }
     }
 }

@@ -11,26 +11,30 @@ use crate::machinery::engine::Engine;
 use crate::machinery::shared::Shared;
 use crate::machinery::subscriber;
 use crate::machinery::target::Target;
-use crate::protocol::election_channel;
+use crate::protocol::{Push, Route};
 
 /// A subscription to one election's channel.
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
     channel: String,
+    route: Route,
     /// `None` after it broke, until opened again.
     conn: Option<redis::Connection>,
 }
 
 impl Engine {
     /// Subscribes to the channel of the election `target` (on a cluster,
-    /// on a seed node: every node hears every message; behind Sentinel, on
-    /// the master), on a connection of its own.
+    /// on a seed node: every node hears every message, or with sharded
+    /// pub/sub at its slot's master; behind Sentinel, on the master), on a
+    /// connection of its own.
     pub(crate) fn watch(&self, target: &Target) -> Result<Subscription> {
-        let channel = election_channel(&self.config().key_prefix, target.name());
-        let conn = self.shared.caller.subscription(&channel)?;
+        let route = self.shared.caller.scripts.route();
+        let channel = route.election_channel(&self.config().key_prefix, target.keys()?);
+        let conn = self.shared.caller.subscription(route, &channel)?;
         Ok(Subscription {
             shared: Arc::clone(&self.shared),
             channel,
+            route,
             conn: Some(conn),
         })
     }
@@ -45,19 +49,32 @@ impl Subscription {
         let (conn, reopened) = match &mut self.conn {
             Some(conn) => (conn, false),
             None => {
-                let conn = self.shared.caller.subscription(&self.channel)?;
+                let conn = self.shared.caller.subscription(self.route, &self.channel)?;
                 (self.conn.insert(conn), true)
             }
         };
         conn.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
             .map_err(Error::from_redis)?;
-        // Read as a `PubSub` whose drop is skipped: dropping one
-        // unsubscribes, and this connection stays subscribed for the next
-        // call. (It holds nothing else to drop: its message cache stays
-        // empty, as the subscription was made without it.)
-        let mut pubsub = ManuallyDrop::new(conn.as_pubsub());
-        match pubsub.get_message() {
-            Ok(_) => Ok(true),
+        // A classic channel's connection (RESP2) is read as a `PubSub`, whose
+        // drop is skipped (dropping one unsubscribes); a read of its own that
+        // timed out would have the redis crate skip the next message. A
+        // shard channel's (RESP3) is read as it comes: its `sunsubscribe`
+        // says the slot moved.
+        let read = match self.route {
+            Route::Classic => (ManuallyDrop::new(conn.as_pubsub()).get_message())
+                .map(|msg| Push::Message(msg.get_payload_bytes().to_vec())),
+            Route::Sharded => conn.recv_response().map(Push::parse),
+        };
+        match read {
+            Ok(push) => match push {
+                Push::Message(_) => Ok(true),
+                // A shard channel's slot moved: subscribe at its new master.
+                Push::Unsubscribed(_) => {
+                    self.conn = None;
+                    Ok(true)
+                }
+                _ => Ok(reopened),
+            },
             Err(err) if err.is_timeout() || subscriber::interrupted(&err) => Ok(reopened),
             Err(err) => {
                 log::info!(

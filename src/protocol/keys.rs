@@ -126,7 +126,7 @@ impl LockKeys {
         };
         Ok(LockKeys {
             all: kinds.iter().map(|k| key(k)).collect(),
-            slot: crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) % 16384,
+            slot: hash_slot(tag),
             kind,
         })
     }
@@ -152,6 +152,16 @@ impl LockKeys {
             .split_once(':')
             .map_or(after_tag, |(_, name)| name)
     }
+}
+
+/// The Redis Cluster slot of a key or a shard channel: CRC16 of its hash
+/// tag (what its first `{...}` holds, when not empty) or of the whole of it.
+pub fn hash_slot(key: &str) -> u16 {
+    let tag = key
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map_or(key, |(tag, _)| if tag.is_empty() { key } else { tag });
+    crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) % 16384
 }
 
 fn validate_name(name: &str) -> Result<()> {

@@ -57,7 +57,7 @@ pub use revoke::{Revoke, Revoked};
 pub use set_permits::{PermitsSet, SetPermits};
 pub use status::{Capacity, HolderReply, Status, StatusReply, WaiterReply};
 pub use upgrade::{Upgrade, UpgradeReply, UpgradeStep};
-pub use wake::{check_subscribed, subscribe_command, WakeMessage};
+pub use wake::{check_subscribed, Push, Route, WakeMessage};
 // Named by the tests and benches only, through `fairlock::__test_support`
 // (the library reaches them through the values above).
 pub use {

@@ -1,13 +1,134 @@
 //! The messages the scripts publish on a client's wake channel
 //! (`<prefix>:wake:<client id>`: a grant, a place at the head of a queue,
-//! a revocation), the one a client sends itself, and the
+//! a revocation), the one a client sends itself, the
 //! pub/sub commands a client sends: its subscriptions (the wake channel,
-//! an election's) and that stop message.
+//! an election's) and that stop message, what a subscribed connection
+//! reads ([`Push`]), and how the messages travel ([`Route`]: classic or
+//! sharded pub/sub, and the channels each uses).
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::protocol::unexpected;
+use crate::protocol::keys::hash_slot;
+use crate::protocol::{unexpected, LockKeys};
+
+/// How the scripts' messages reach a client. `Classic`: `PUBLISH` on
+/// `<prefix>:wake:<client id>` (one server, Sentinel, Redis 6.2), which a
+/// cluster copies to every node. `Sharded` (a Redis Cluster of 7.0 or
+/// later, Valkey): `SPUBLISH`, which stays on the shard, on a channel in
+/// the lock's own slot, `<prefix>:wake:{<slot tag>}:<client id>` (Redis
+/// refuses a Function a shard channel of another slot, as it refuses a
+/// key), so a client listens on each slot it uses, at its master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `PUBLISH` and `SUBSCRIBE`.
+    Classic,
+    /// `SPUBLISH` and `SSUBSCRIBE`, one channel per slot.
+    Sharded,
+}
+
+impl Route {
+    /// ARGV[1] of a call on a lock in `slot`: the wake channel prefix
+    /// `prefix` (`<key prefix>:wake:`), sharded followed by the slot's hash
+    /// tag, `{<tag>}:`, which has the scripts `SPUBLISH` (lua/lib.lua:
+    /// `PUBLISH`).
+    pub fn wake_prefix(self, prefix: &str, slot: u16) -> Cow<'_, str> {
+        match self {
+            Route::Classic => Cow::Borrowed(prefix),
+            Route::Sharded => Cow::Owned(format!("{prefix}{{{}}}:", SLOT_TAGS[usize::from(slot)])),
+        }
+    }
+
+    /// The channel of client `client_id` for the locks of `slot`.
+    pub fn wake_channel(self, prefix: &str, slot: u16, client_id: &str) -> String {
+        format!("{}{client_id}", self.wake_prefix(prefix, slot))
+    }
+
+    /// The channel of the election of `keys` under the key prefix
+    /// `prefix`: sharded, its lock key with `:elect:` made `:election:`
+    /// (in the lock's slot); classic, [`election_channel`](crate::protocol::election_channel).
+    pub fn election_channel(self, prefix: &str, keys: &LockKeys) -> String {
+        match self {
+            Route::Classic => crate::protocol::election_channel(prefix, keys.name()),
+            Route::Sharded => keys.lock().replacen("}:elect:", "}:election:", 1),
+        }
+    }
+
+    /// The subscription to `channel`.
+    pub fn subscribe_command(self, channel: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd(match self {
+            Route::Classic => "SUBSCRIBE",
+            Route::Sharded => "SSUBSCRIBE",
+        });
+        cmd.arg(channel);
+        cmd
+    }
+}
+
+/// A hash tag of each slot (the shortest decimal number that hashes to
+/// it), found once per process: about 170 000 CRC16s of a few bytes.
+static SLOT_TAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let mut tags = vec![String::new(); 16384];
+    let mut missing = tags.len();
+    for n in 0u32.. {
+        let tag = n.to_string();
+        let slot = &mut tags[usize::from(hash_slot(&tag))];
+        if slot.is_empty() {
+            *slot = tag;
+            missing -= 1;
+            if missing == 0 {
+                break;
+            }
+        }
+    }
+    tags
+});
+
+/// What a subscribed connection reads.
+#[derive(Debug)]
+pub enum Push {
+    /// A message's payload (`message`, `smessage`).
+    Message(Vec<u8>),
+    /// A subscription confirmed (`subscribe`, `ssubscribe`): its channel.
+    Subscribed(String),
+    /// A shard channel left (`sunsubscribe`, which the server sends when
+    /// the channel's slot moved to another node): its channel.
+    Unsubscribed(String),
+    /// An error reply (a `MOVED` for a slot served elsewhere).
+    Refused(Error),
+    /// Anything else.
+    Other,
+}
+
+impl Push {
+    /// Reads a reply or a push of a subscribed connection.
+    pub fn parse(value: Value) -> Push {
+        // RESP2 arrays start with the kind; RESP3 pushes carry it apart.
+        let (kind, items) = match value {
+            Value::Array(items) => match items.split_first() {
+                Some((Value::BulkString(kind), rest)) => (kind.clone(), rest.to_vec()),
+                _ => return Push::Other,
+            },
+            Value::Push { kind, data } => (kind.to_string().into_bytes(), data),
+            Value::ServerError(err) => return Push::Refused(Error::from_server(err)),
+            _ => return Push::Other,
+        };
+        let mut items = items.into_iter();
+        let (Some(Value::BulkString(channel)), third) = (items.next(), items.next()) else {
+            return Push::Other;
+        };
+        let channel = || String::from_utf8_lossy(&channel).into_owned();
+        match (kind.as_slice(), third) {
+            (b"message" | b"smessage", Some(Value::BulkString(payload))) => Push::Message(payload),
+            (b"subscribe" | b"ssubscribe", _) => Push::Subscribed(channel()),
+            (b"sunsubscribe", _) => Push::Unsubscribed(channel()),
+            _ => Push::Other,
+        }
+    }
+}
 
 /// One wake message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,23 +204,14 @@ impl WakeMessage {
     }
 }
 
-/// The `SUBSCRIBE` to `channel` (a client's wake channel, an election's).
-pub fn subscribe_command(channel: &str) -> redis::Cmd {
-    let mut cmd = redis::cmd("SUBSCRIBE");
-    cmd.arg(channel);
-    cmd
-}
-
-/// Checks the server's answer to a `SUBSCRIBE`, which the redis crate's
+/// Checks the server's answer to a `SUBSCRIBE` (an `SSUBSCRIBE`), which the redis crate's
 /// `PubSub::subscribe` drops: a refused subscription (an ACL user without
 /// SUBSCRIBE or without the channel) would otherwise pass for a live one,
 /// and nothing would try again until the connection broke.
 pub fn check_subscribed(answer: Value) -> Result<()> {
-    match &answer {
-        Value::Array(items) if items.first() == Some(&Value::BulkString(b"subscribe".to_vec())) => {
-            Ok(())
-        }
-        Value::ServerError(err) => Err(Error::from_server(err.clone())),
+    match Push::parse(answer.clone()) {
+        Push::Subscribed(_) => Ok(()),
+        Push::Refused(err) => Err(err),
         _ => Err(unexpected(&answer)),
     }
 }

@@ -1,0 +1,94 @@
+//! The shard channels a client listens on with sharded pub/sub (a Redis
+//! Cluster of 7.0 or later: `protocol::Route::Sharded`): one per slot of a
+//! lock it waits on or holds, subscribed at the slot's master by that
+//! node's subscriber thread before the first call there is sent (a script
+//! may publish only in its keys' slot), and kept: at most the slots the
+//! client used, 16384.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// Which slots are wanted and which are listened on now.
+#[derive(Default)]
+pub(crate) struct Shards {
+    state: Mutex<State>,
+    /// Told each time a slot's subscription is confirmed.
+    confirmed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// Every slot asked for.
+    wanted: FxHashSet<u16>,
+    /// The slots subscribed now, each with how many connections confirmed
+    /// it (two, for a moment, while a slot moves between masters).
+    live: FxHashMap<u16, u32>,
+    /// The slots once live, or given up waiting for: a subscription of one
+    /// of them again follows a gap in which messages may have been lost.
+    known: FxHashSet<u16>,
+}
+
+impl Shards {
+    /// Waits up to `timeout` until the client listens on `slot`; false
+    /// when it does not yet (the call goes on: when the subscription comes,
+    /// every waiter polls once).
+    pub(crate) fn listen(&self, slot: u16, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state.lock();
+        state.wanted.insert(slot);
+        while !state.live.contains_key(&slot) {
+            if self.confirmed.wait_until(&mut state, deadline).timed_out() {
+                state.known.insert(slot);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The slots wanted that a connection with `asked` lacks and whose
+    /// master it is (`serves`).
+    pub(crate) fn to_subscribe(
+        &self,
+        asked: &FxHashSet<u16>,
+        serves: impl Fn(u16) -> bool,
+    ) -> Vec<u16> {
+        let state = self.state.lock();
+        let missing = state.wanted.iter().filter(|slot| !asked.contains(slot));
+        missing.copied().filter(|&slot| serves(slot)).collect()
+    }
+
+    /// Whether a wanted slot is listened on nowhere (the slot map may be
+    /// out of date: a failover, a slot moved).
+    pub(crate) fn any_missing(&self) -> bool {
+        let state = self.state.lock();
+        state
+            .wanted
+            .iter()
+            .any(|slot| !state.live.contains_key(slot))
+    }
+
+    /// A connection confirmed `slot`; true when messages may have been lost
+    /// since it was last listened on.
+    pub(crate) fn subscribed(&self, slot: u16) -> bool {
+        let mut state = self.state.lock();
+        *state.live.entry(slot).or_default() += 1;
+        self.confirmed.notify_all();
+        !state.known.insert(slot)
+    }
+
+    /// A connection stopped listening on `slots` (it broke, or the slot
+    /// moved away).
+    pub(crate) fn lost(&self, slots: impl IntoIterator<Item = u16>) {
+        let mut state = self.state.lock();
+        for slot in slots {
+            if let Some(count) = state.live.get_mut(&slot) {
+                *count -= 1;
+                if *count == 0 {
+                    state.live.remove(&slot);
+                }
+            }
+        }
+    }
+}
