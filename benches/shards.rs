@@ -26,9 +26,11 @@
 //!   redis-server (INFO cpu) and of this process (/proc/self/stat); per
 //!   master, the names it serves (from its keys), its share of the
 //!   acquisitions and of the EVALSHA calls (INFO commandstats), and the
-//!   subscriber connections on it (CLIENT LIST: each client's subscriber
-//!   sits on one node); on the cluster, PUBLISH messages the cluster bus
-//!   delivered (CLUSTER INFO), since a classic PUBLISH reaches every node.
+//!   subscriber connections on it (CLIENT LIST, shard subscriptions too:
+//!   each client's subscriber sits on one node, or with sharded pub/sub
+//!   one per master); on the cluster, PUBLISH messages the cluster bus
+//!   delivered (CLUSTER INFO), since a classic PUBLISH reaches every node
+//!   (0 with sharded pub/sub, Redis 7.0 and later).
 //!
 //! Under `cargo test --all-targets` (a smoke run) it runs briefly: 8 names x 2
 //! threads, one 200 ms window, asserting acquisitions on both deployments
@@ -154,7 +156,9 @@ fn subscribers(conn: &mut redis::Connection) -> usize {
         .lines()
         .filter(|l| {
             l.split_whitespace().any(|f| {
-                let n = f.strip_prefix("sub=").or_else(|| f.strip_prefix("psub="));
+                let n = ["sub=", "psub=", "ssub="]
+                    .iter()
+                    .find_map(|p| f.strip_prefix(p));
                 n.is_some_and(|n| n != "0")
             })
         })

@@ -575,7 +575,8 @@ fn a_slot_moving_to_another_master_keeps_the_hold_the_queue_and_the_order() {
     );
 
     // The unlock (through a connection whose map is stale: MOVED) hands
-    // the lock to the waiter, woken by the new master's PUBLISH.
+    // the lock to the waiter, woken by the new master's SPUBLISH (on the
+    // shard channel subscribed there after the old master's sunsubscribe).
     let released = Instant::now();
     guard.unlock().unwrap();
     let (granted, token) =

@@ -31,20 +31,22 @@ struct State {
 }
 
 impl Shards {
-    /// Waits up to `timeout` until the client listens on `slot`; false
-    /// when it does not yet (the call goes on: when the subscription comes,
-    /// every waiter polls once).
-    pub(crate) fn listen(&self, slot: u16, timeout: Duration) -> bool {
+    /// Waits up to `timeout` until the client listens on `slot`, the first
+    /// time it is asked for only: a slot listened on before (it moved, its
+    /// master failed) or given up on is not waited for again, as its next
+    /// subscription has every waiter poll once.
+    pub(crate) fn listen(&self, slot: u16, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         let mut state = self.state.lock();
         state.wanted.insert(slot);
-        while !state.live.contains_key(&slot) {
+        while !state.live.contains_key(&slot) && !state.known.contains(&slot) {
             if self.confirmed.wait_until(&mut state, deadline).timed_out() {
+                log::warn!(
+                    "fairlock: not listening on slot {slot} yet, going on (its waiters poll)"
+                );
                 state.known.insert(slot);
-                return false;
             }
         }
-        true
     }
 
     /// The slots wanted that a connection with `asked` lacks and whose

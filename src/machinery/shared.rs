@@ -114,11 +114,10 @@ impl Shared {
     /// With sharded pub/sub, has the client listen on the channel of
     /// `slot` before a call there that may be woken is sent (its first
     /// grant would be lost otherwise): waits up to the command timeout for
-    /// the slot's first subscription.
+    /// the slot's first subscription (see [`Shards::listen`]).
     pub(crate) fn listen_at(&self, slot: u16) {
-        let timeout = self.config().command_timeout;
-        if self.caller.scripts.route() == Route::Sharded && !self.shards.listen(slot, timeout) {
-            log::warn!("fairlock: not yet listening on slot {slot}, going on (its waiters poll)");
+        if self.caller.scripts.route() == Route::Sharded {
+            self.shards.listen(slot, self.config().command_timeout);
         }
     }
 
