@@ -576,6 +576,13 @@ fn every_message_the_scripts_send_parses() {
         })
     );
     assert_eq!(
+        WakeMessage::parse(b"L 12 p:{ab}:holders:a b"),
+        Some(WakeMessage::Freed {
+            up_to: 12,
+            lock_key: "p:{ab}:holders:a b".to_owned(),
+        })
+    );
+    assert_eq!(
         WakeMessage::parse(WakeMessage::STOP.as_bytes()),
         Some(WakeMessage::Stop)
     );
@@ -593,6 +600,9 @@ fn anything_else_is_ignored() {
         b"R 5",
         b"R 5 ",
         b"R x k",
+        b"L 5",
+        b"L -1 k",
+        b"RL 5 k",
     ] {
         assert_eq!(WakeMessage::parse(junk), None, "{junk:?}");
     }

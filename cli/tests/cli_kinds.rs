@@ -914,7 +914,7 @@ fn unlock_force_election_ends_the_leadership_and_the_next_candidate_leads() {
         said.contains(&format!("(token {})", leadership.fencing_token())),
         "{said}"
     );
-    // The old leader hears of it at its next renewal; the candidate that
+    // The old leader hears of it by a message; the candidate that
     // waited leads, in a later term.
     assert_eq!(lease.wait_timeout(PATIENCE), Some(fairlock::LeaseEnd::Lost));
     let next = next.join().unwrap();
