@@ -29,7 +29,11 @@ pub enum ErrorKind {
     InvalidName,
     /// A client setting or URL was rejected: before any I/O (a scheme that
     /// is not Redis's, a bad setting), or by the server at the first
-    /// connection (a database number it does not have). Retrying cannot help.
+    /// connection (a database number it does not have), or the server's
+    /// own settings are ones the client was told to refuse (an evicting
+    /// `maxmemory-policy` with
+    /// [`require_noeviction`](crate::ClientBuilder::require_noeviction)).
+    /// Retrying cannot help.
     InvalidConfig,
     /// Redis could not be reached, or did not answer within the configured
     /// timeouts: retrying later may succeed.
