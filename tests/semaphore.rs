@@ -498,6 +498,26 @@ fn handles_with_different_permits_get_a_permits_mismatch() {
         .try_acquire_for(Duration::from_millis(200))
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PermitsMismatch, "{err}");
+    // It names the semaphore once, how long its number lasts and how to
+    // change it.
+    let text = err.to_string();
+    assert_eq!(text.matches("'disagree'").count(), 1, "{text}");
+    assert!(
+        text.starts_with("acquire of semaphore 'disagree': "),
+        "{text}"
+    );
+    assert!(
+        text.contains("this call says 4, the semaphore has 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("for 600s (the fence life) after its last use"),
+        "{text}"
+    );
+    assert!(
+        text.contains("set_permits (`fairlock permits NAME N`)"),
+        "{text}"
+    );
     let status = a.fair_semaphore("disagree", 3).status(10).unwrap();
     assert_eq!(status.capacity, Capacity::Permits(3));
     assert_eq!(status.holder_count, 1);
