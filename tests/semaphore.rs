@@ -16,7 +16,9 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock::{Capacity, Client, ErrorKind, FairSemaphore, SemaphorePermit, Wait, WaitCanceller};
-use fairlock_test_support::{join_within, serial, wait_until, Held, HolderChild, RedisServer};
+use fairlock_test_support::{
+    info_field, join_within, script_calls, serial, wait_until, Held, HolderChild, RedisServer,
+};
 use redis::Commands;
 
 /// The child process binary (tests/support/child/), built for these tests.
@@ -530,6 +532,115 @@ fn handles_with_different_permits_get_a_permits_mismatch() {
     }
     let err = a.fair_semaphore("", 2).try_acquire().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidName, "{err}");
+}
+
+/// The library's warnings in this test process that name `needle` (a
+/// logger of the process, installed by the first call).
+fn warnings(needle: &str) -> Vec<String> {
+    struct Capture(Mutex<Vec<String>>);
+    impl log::Log for Capture {
+        fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+            metadata.level() <= log::Level::Warn
+        }
+        fn log(&self, record: &log::Record<'_>) {
+            self.0.lock().unwrap().push(record.args().to_string());
+        }
+        fn flush(&self) {}
+    }
+    static CAPTURE: Capture = Capture(Mutex::new(Vec::new()));
+    if log::set_logger(&CAPTURE).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
+    let lines = CAPTURE.0.lock().unwrap();
+    lines
+        .iter()
+        .filter(|l| l.contains(needle))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_handle_reads_the_number_set_by_set_permits_from_its_acquire_replies_at_no_cost() {
+    warnings("");
+    let server = RedisServer::start();
+    let (admin, a, b) = (server.client(), server.client(), server.client());
+    admin
+        .fair_semaphore("exports-36", 5)
+        .set_permits(5)
+        .unwrap();
+    let exports = a.fair_semaphore("exports-36", 3);
+    assert_eq!(
+        exports.permits_in_force(),
+        3,
+        "no call has seen the semaphore yet"
+    );
+    // A hold's reply says 5 are in force, and 5 holds are admitted at once
+    // through a handle of 3 (as on main, where nothing said so).
+    let mut held: Vec<SemaphorePermit> = (0..5).map(|_| exports.acquire().unwrap()).collect();
+    assert_eq!(exports.permits_in_force(), 5);
+    assert_eq!(exports.permits(), 3, "the handle's own number is kept");
+    // Its client said so in the log once, not once per call.
+    let said = warnings("semaphore 'exports-36'");
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("5 permits in force (set with set_permits), this handle says 3")
+            && said[0].contains("600s (the fence life)"),
+        "{said:?}"
+    );
+    // A refusal's reply says so too, to another client's handle.
+    let other = b.fair_semaphore("exports-36", 3);
+    assert!(other.try_acquire().unwrap().is_none(), "5 held of 5");
+    assert_eq!(other.permits_in_force(), 5);
+    // So does a queued call's first reply.
+    let queued = other.try_acquire_for(Duration::from_millis(100)).unwrap();
+    assert!(queued.is_none());
+    assert_eq!(other.permits_in_force(), 5);
+    assert_eq!(
+        warnings("'exports-36'").len(),
+        2,
+        "once more, by the other client"
+    );
+    // A handle with the number in force reads it, the same client's too.
+    assert_eq!(b.fair_semaphore("exports-36", 5).permits_in_force(), 5);
+    assert_eq!(admin.fair_semaphore("exports-36", 5).permits_in_force(), 5);
+    // Another semaphore of the client is not concerned.
+    assert_eq!(a.fair_semaphore("imports", 3).permits_in_force(), 3);
+    held.clear();
+
+    // The number rides in the replies at no cost: a cycle is two script
+    // calls (round trips) running the same commands inside, whether the
+    // call's number is in force or another is.
+    let mut conn = server.conn();
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut cost = |sem: &FairSemaphore| {
+        let calls = script_calls(&mut conn);
+        let commands = info_field(&mut conn, "stats", "total_commands_processed");
+        for _ in 0..20 {
+            sem.acquire().unwrap().unlock().unwrap();
+        }
+        let commands = info_field(&mut conn, "stats", "total_commands_processed") - commands;
+        (script_calls(&mut conn) - calls, commands)
+    };
+    let (own, set) = (
+        client.fair_semaphore("exports-36", 5),
+        client.fair_semaphore("exports-36", 3),
+    );
+    let (own, set) = (cost(&own), cost(&set));
+    eprintln!(
+        "20 cycles: (script calls, commands) {own:?} with the call's number, {set:?} with another"
+    );
+    assert_eq!(own.0, 40, "two round trips a cycle");
+    assert_eq!(set, own, "the number in force is another");
+    assert_eq!(
+        warnings("'exports-36'").len(),
+        3,
+        "once by the third client"
+    );
+    assert_eq!(client.fair_semaphore("exports-36", 3).permits_in_force(), 5);
 }
 
 #[test]
