@@ -733,7 +733,7 @@ local function check_capacity(capacity, meta, units)
   if stored and stored ~= capacity then
     fail('ERR fairlock: permits mismatch: this call says ' .. fmt(capacity)
       .. ' permits, the semaphore has ' .. fmt(stored)
-      .. ' (every client of one semaphore must use the same number)')
+      .. ' (kept while in use and ' .. fmt(FENCE_LIFE) .. ' ms after)')
   end
   return capacity
 end
