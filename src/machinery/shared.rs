@@ -15,6 +15,7 @@ use crate::machinery::cluster_rounds::ClusterRounds;
 use crate::machinery::give_backs::GiveBacks;
 use crate::machinery::holds::{Hold, Holds};
 use crate::machinery::own_conns::OwnConns;
+use crate::machinery::permits_seen::PermitsSeen;
 use crate::machinery::shards::Shards;
 use crate::machinery::waiters::Waiters;
 use crate::protocol::{Call, HandedOver, Route, WakeMessage};
@@ -35,6 +36,8 @@ pub(crate) struct Shared {
     pub(super) own_conns: OwnConns,
     /// The watchdog's per-master rounds on Redis Cluster.
     pub(super) cluster_rounds: ClusterRounds,
+    /// Semaphores found with another number of permits in force.
+    pub(super) permits_seen: PermitsSeen,
     /// The slots listened on with sharded pub/sub.
     pub(super) shards: Shards,
     next_wait_id: AtomicU64,
@@ -56,6 +59,7 @@ impl Shared {
             give_backs: GiveBacks::default(),
             own_conns: OwnConns::default(),
             cluster_rounds: ClusterRounds::default(),
+            permits_seen: PermitsSeen::default(),
             shards: Shards::default(),
             next_wait_id: AtomicU64::new(1),
             stopping: Mutex::new(false),
