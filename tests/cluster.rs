@@ -278,18 +278,24 @@ fn wake_ups_stay_on_their_shard_and_never_cross_the_cluster_bus() {
     for worker in workers {
         join_within(worker, Duration::from_secs(60), "worker");
     }
-    // A revocation ("R") and an election's announcements, each on every master.
+    // A revocation ("R"), a force unlock ("L") and an election's
+    // announcements, each on every master.
     for name in &names {
         let held = clients[0].fair_mutex(name).lock().unwrap();
         let signal = held.revocation_signal();
-        assert_eq!(clients[1].fair_mutex(name).revoke().unwrap(), 1);
         let asked = Instant::now();
+        assert_eq!(clients[1].fair_mutex(name).revoke().unwrap(), 1);
         let told = signal.wait_timeout(Duration::from_secs(5));
         assert!(told.is_some(), "{name}: revocation not told");
         eprintln!(
             "cluster: {name}: revocation told in {:.1} ms",
             ms(asked.elapsed())
         );
+        // A force unlock ("L"): the holder's lease signal fires.
+        let ended = held.lease_signal();
+        assert!(clients[1].fair_mutex(name).force_unlock().unwrap());
+        let told = ended.wait_timeout(Duration::from_secs(5));
+        assert!(told.is_some(), "{name}: force unlock not told");
         drop(held);
         let mut watch = clients[1].election(name).watch().unwrap();
         let seen = watch.next(Duration::from_secs(5)).unwrap();
