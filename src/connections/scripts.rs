@@ -38,9 +38,9 @@ struct ScriptCall<'a> {
     script: &'a str,
     key_count: Decimal,
     keys: &'a [String],
-    /// ARGV[1], the wake prefix as the route has it for the lock's slot.
+    /// `ARGV[1]`, the wake prefix as the route has it for the lock's slot.
     wake: std::borrow::Cow<'a, str>,
-    /// ARGV[2] (see [`CommonArgs`]).
+    /// `ARGV[2]` (see [`CommonArgs`]).
     fence: &'a str,
     /// The operation's own ARGV.
     args: Vec<String>,
