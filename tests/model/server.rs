@@ -1,0 +1,231 @@
+//! The real side of the model test: one lock's scripts on a redis-server
+//! whose clock stands still (libfaketime's absolute time, read from a file
+//! on every clock call) until the test moves it, so the model knows server
+//! time to the millisecond; each operation run as the client runs it
+//! (protocol layer: keys, common arguments, its own, its reply parsed), or
+//! with a planted change of its script's text; and every key read back in
+//! one read-only EVAL per step.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use fairlock::__test_support::{error_from_redis, CommonArgs, LockKeys, LockKind, Operation};
+use fairlock_test_support::server_clock::clock_server_binary;
+use fairlock_test_support::{libfaketime, private_dir, RedisServer};
+use redis::Value;
+
+/// Server time when a run starts, ms since the epoch (2027-01-15).
+pub const T0: i64 = 1_800_000_000_000;
+
+/// A textual change of the Lua: in every script of the engine, `from`
+/// becomes `to` (a planted bug).
+pub type Plant = (&'static str, &'static str);
+
+/// What the lock's keys hold after a step.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// Every key of the server, with its PTTL.
+    pub ttls: Vec<(String, i64)>,
+    /// KEYS[1]'s value (a mutex's lock key) and PTTL, when a string.
+    pub lock: Option<String>,
+    pub lock_pttl: i64,
+    /// KEYS[1] as a zset (a counted lock's holders), with scores.
+    pub holders: Vec<(String, f64)>,
+    /// The queue's entries in order, with their liveness deadlines.
+    pub queue: Vec<(String, i64)>,
+    /// KEYS[4] (a counted lock's meta) and its PTTL.
+    pub meta: Option<String>,
+    pub meta_pttl: i64,
+}
+
+/// Reads everything in one atomic step (KEYS is fine on a server that
+/// holds one lock).
+const OBSERVE: &str = r"
+local ttls = {}
+for _, key in ipairs(redis.call('KEYS', '*')) do
+  ttls[#ttls + 1] = key
+  ttls[#ttls + 1] = redis.call('PTTL', key)
+end
+local t1 = redis.call('TYPE', KEYS[1]).ok
+local lock, holders = false, {}
+if t1 == 'string' then lock = redis.call('GET', KEYS[1]) end
+if t1 == 'zset' then holders = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') end
+local queue = {}
+for _, entry in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  queue[#queue + 1] = entry
+  queue[#queue + 1] = redis.call('ZSCORE', KEYS[3], entry) or '-1'
+end
+local meta = KEYS[4] and redis.call('TYPE', KEYS[4]).ok == 'string' and redis.call('GET', KEYS[4]) or false
+return { ttls, lock, redis.call('PTTL', KEYS[1]), holders, queue, meta,
+  KEYS[4] and redis.call('PTTL', KEYS[4]) or -2 }
+";
+
+/// One lock of `kind` on a frozen-clock server.
+pub struct Frozen {
+    _server: RedisServer,
+    dir: PathBuf,
+    file: PathBuf,
+    conn: redis::Connection,
+    pub keys: LockKeys,
+    /// Server time, ms.
+    pub now: i64,
+    plant: Option<Plant>,
+    scripts: HashMap<usize, redis::Script>,
+    observe: redis::Script,
+}
+
+impl Frozen {
+    pub fn start(kind: LockKind, plant: Option<Plant>) -> Frozen {
+        let dir = private_dir("model").expect("a temporary directory");
+        let file = dir.join("faketime");
+        write_time(&file, T0);
+        let env = [
+            ("LD_PRELOAD", libfaketime()),
+            (
+                "FAKETIME_TIMESTAMP_FILE",
+                file.to_string_lossy().into_owned(),
+            ),
+            ("FAKETIME_NO_CACHE", "1".to_owned()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
+            ("TZ", "UTC".to_owned()),
+        ];
+        let server = RedisServer::start_binary_with_env(clock_server_binary(), &[], &env);
+        let mut conn = server.conn();
+        let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut conn).unwrap();
+        assert_eq!(
+            s * 1_000_000 + us,
+            T0 * 1000 + 500,
+            "the server's clock stands at T0"
+        );
+        Frozen {
+            _server: server,
+            dir,
+            file,
+            conn,
+            keys: LockKeys::of_kind("fairlock", "model", kind).unwrap(),
+            now: T0,
+            plant,
+            scripts: HashMap::new(),
+            observe: redis::Script::new(OBSERVE),
+        }
+    }
+
+    /// Empties the server and sets its clock back to T0 (a replay).
+    pub fn reset(&mut self) {
+        let () = redis::cmd("FLUSHALL").query(&mut self.conn).unwrap();
+        self.set_time(T0);
+    }
+
+    /// Moves the server's clock to `ms` (no wait: every clock call reads
+    /// the file).
+    pub fn set_time(&mut self, ms: i64) {
+        write_time(&self.file, ms);
+        self.now = ms;
+    }
+
+    /// Runs `op` as the client does, on the planted script when a plant
+    /// applies to it.
+    pub fn run<O: Operation>(&mut self, op: &O) -> fairlock::Result<O::Reply> {
+        let kind = self.keys.kind();
+        let script = op.script(&self.keys);
+        let plant = self.plant;
+        let s = self.scripts.entry(script.index()).or_insert_with(|| {
+            let mut source = script.source().to_owned();
+            if let Some((from, to)) = plant {
+                source = source.replace(from, to);
+            }
+            redis::Script::new(&source)
+        });
+        let mut inv = s.prepare_invoke();
+        for key in op.keys(&self.keys) {
+            inv.key(key);
+        }
+        let common = CommonArgs {
+            wake_prefix: "fairlock:wake:".to_owned(),
+            fence_life: fairlock::DEFAULT_FENCE_LIFE,
+        };
+        inv.arg(&common.args());
+        for arg in op.args_on(kind) {
+            inv.arg(arg);
+        }
+        match inv.invoke::<Value>(&mut self.conn) {
+            Ok(reply) => op.parse(reply),
+            Err(e) => Err(error_from_redis(e)),
+        }
+    }
+
+    /// Whether `plant` changes any script of this lock's engine.
+    pub fn plant_applies(plant: Plant, kind: LockKind) -> bool {
+        use fairlock::__test_support::{Engine, Script};
+        Script::ALL
+            .iter()
+            .any(|s| s.engine == Engine::of(kind) && s.source().contains(plant.0))
+    }
+
+    pub fn observe(&mut self) -> Seen {
+        let mut inv = self.observe.prepare_invoke();
+        for key in &self.keys.all {
+            inv.key(key);
+        }
+        let (ttls, lock, lock_pttl, holders, queue, meta, meta_pttl): (
+            Vec<Value>,
+            Option<String>,
+            i64,
+            Vec<(String, f64)>,
+            Vec<(String, i64)>,
+            Option<String>,
+            i64,
+        ) = inv.invoke(&mut self.conn).unwrap();
+        let ttls = ttls
+            .chunks(2)
+            .map(|p| {
+                (
+                    redis::from_redis_value(p[0].clone()).unwrap(),
+                    redis::from_redis_value(p[1].clone()).unwrap(),
+                )
+            })
+            .collect();
+        Seen {
+            ttls,
+            lock,
+            lock_pttl,
+            holders,
+            queue,
+            meta,
+            meta_pttl,
+        }
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Writes libfaketime's absolute time (no '@': a clock that stands still)
+/// for `ms` since the epoch, UTC, whole (a rename). Half a ms more: it
+/// reads the fraction as a double, and ".499" would be 498.999… ms.
+fn write_time(file: &std::path::Path, ms: i64) {
+    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let line = format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{milli:03}5\n",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    );
+    let next = file.with_extension("next");
+    std::fs::write(&next, line).expect("write the faketime file");
+    std::fs::rename(&next, file).expect("replace the faketime file");
+}
