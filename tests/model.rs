@@ -127,3 +127,30 @@ fn the_mutex_engine_keeps_to_its_model() {
     check_engine::<mutex::Model>(LockKind::Mutex, total);
     election.join().unwrap();
 }
+
+/// How many steps a planted bug may take to be caught.
+const PLANT_LIMIT: usize = 20_000;
+
+/// (a) A grant that skips the queue's head: a free lock goes to the last
+/// waiter instead of the first.
+const SKIP_HEAD: Plant = (
+    "local head = redis.call('ZPOPMIN', QUEUE)[1]",
+    "local head = redis.call('ZRANGE', QUEUE, -1, -1)[1]; if head then redis.call('ZREM', QUEUE, head) end",
+);
+
+/// (c) A missing TTL on one key: the deadlines zset is never given one.
+const NO_TTL: Plant = ("redis.call('PEXPIRE', DEADLINES, 2 * ms)", "");
+
+/// (d) A release that does not check the token: any hold of the owner
+/// goes, whatever token the release names.
+const NO_TOKEN_CHECK: Plant = (
+    "if holder ~= owner or held ~= token then",
+    "if holder ~= owner then",
+);
+
+#[test]
+fn planted_bugs_in_the_mutex_engine_are_caught() {
+    for plant in [SKIP_HEAD, NO_TTL, NO_TOKEN_CHECK] {
+        catch::<mutex::Model>(LockKind::Mutex, plant, PLANT_LIMIT);
+    }
+}

@@ -67,6 +67,8 @@ pub struct Run<M: Machine> {
     pub srv: Frozen,
     model: M,
     tokens: Vec<u64>,
+    /// The keys as read right after the step's script.
+    seen: Option<Seen>,
 }
 
 /// A divergence: the steps up to it, and what it was.
@@ -94,6 +96,7 @@ impl<M: Machine> Run<M> {
             srv: Frozen::start(kind, plant),
             model: M::default(),
             tokens: Vec::new(),
+            seen: None,
         }
     }
 
@@ -111,6 +114,12 @@ impl<M: Machine> Run<M> {
         }
     }
 
+    /// A script's reply; the keys read after it are kept for `sync`.
+    fn took<R>(&mut self, (reply, seen): (fairlock::Result<R>, Seen)) -> Result<R, String> {
+        self.seen = Some(seen);
+        reply.map_err(redis_err)
+    }
+
     /// Runs one step on the server and the model, then reads the keys back.
     pub fn apply(&mut self, step: &Step) -> Check {
         let now = self.srv.now;
@@ -124,22 +133,20 @@ impl<M: Machine> Run<M> {
             } => {
                 let guard = self.token(*guard, call);
                 let owner = call.owner();
-                let got = self
-                    .srv
-                    .run(&Acquire {
-                        ask: call.ask,
-                        owner: &owner,
-                        lease: call.lease_arg(),
-                        waiter_timeout: Duration::from_millis(*timeout as u64),
-                        mode: *mode,
-                        wait_id: call.id,
-                        live_token: if kind == LockKind::Semaphore {
-                            0
-                        } else {
-                            guard
-                        },
-                    })
-                    .map_err(redis_err)?;
+                let got = self.srv.run(&Acquire {
+                    ask: call.ask,
+                    owner: &owner,
+                    lease: call.lease_arg(),
+                    waiter_timeout: Duration::from_millis(*timeout as u64),
+                    mode: *mode,
+                    wait_id: call.id,
+                    live_token: if kind == LockKind::Semaphore {
+                        0
+                    } else {
+                        guard
+                    },
+                });
+                let got = self.took(got)?;
                 self.model
                     .acquire(call, *mode, guard, *timeout, now, &got)
                     .map_err(|e| format!("{e}; got {got:?}"))
@@ -147,14 +154,12 @@ impl<M: Machine> Run<M> {
             Step::Release { call, token } => {
                 let token = self.token(*token, call);
                 let owner = call.owner();
-                let got = self
-                    .srv
-                    .run(&Release {
-                        owner: &owner,
-                        token,
-                        call: call.id,
-                    })
-                    .map_err(redis_err)?;
+                let got = self.srv.run(&Release {
+                    owner: &owner,
+                    token,
+                    call: call.id,
+                });
+                let got = self.took(got)?;
                 self.model
                     .release(call, token, now, &got)
                     .map_err(|e| format!("{e}; got {got:?}"))
@@ -162,15 +167,13 @@ impl<M: Machine> Run<M> {
             Step::Renew { call, token, lease } => {
                 let token = self.token(*token, call);
                 let owner = call.owner();
-                let got = self
-                    .srv
-                    .run(&Renew {
-                        owner: &owner,
-                        token,
-                        call: call.id,
-                        lease: lease.map(|ms| Duration::from_millis(ms as u64)),
-                    })
-                    .map_err(redis_err)?;
+                let got = self.srv.run(&Renew {
+                    owner: &owner,
+                    token,
+                    call: call.id,
+                    lease: lease.map(|ms| Duration::from_millis(ms as u64)),
+                });
+                let got = self.took(got)?;
                 self.model
                     .renew(call, token, *lease, now, &got)
                     .map_err(|e| format!("{e}; got {got:?}"))
@@ -187,13 +190,11 @@ impl<M: Machine> Run<M> {
                         ask: c.ask,
                     })
                     .collect();
-                let got = self
-                    .srv
-                    .run(&Heartbeat {
-                        waiter_timeout: Duration::from_millis(*timeout as u64),
-                        waiters,
-                    })
-                    .map_err(redis_err)?;
+                let got = self.srv.run(&Heartbeat {
+                    waiter_timeout: Duration::from_millis(*timeout as u64),
+                    waiters,
+                });
+                let got = self.took(got)?;
                 self.model
                     .heartbeat(calls, *timeout, now, &got)
                     .map_err(|e| format!("{e}; got {got:?}"))
@@ -207,12 +208,14 @@ impl<M: Machine> Run<M> {
                     ask: call.ask,
                 };
                 if matches!(step, Step::Cancel(_)) {
-                    let got = self.srv.run(&Cancel { entry }).map_err(redis_err)?;
+                    let got = self.srv.run(&Cancel { entry });
+                    let got = self.took(got)?;
                     self.model
                         .cancel(call, now, &got)
                         .map_err(|e| format!("{e}; got {got:?}"))
                 } else {
-                    let got = self.srv.run(&Abandon { entry }).map_err(redis_err)?;
+                    let got = self.srv.run(&Abandon { entry });
+                    let got = self.took(got)?;
                     self.model
                         .abandon(call, now, &got)
                         .map_err(|e| format!("{e}; got {got:?}"))
@@ -220,27 +223,24 @@ impl<M: Machine> Run<M> {
             }
             Step::ForceRelease(n) => {
                 let key = format!("f#{n}");
-                let got = self
-                    .srv
-                    .run(&ForceRelease {
-                        call_key: key.clone(),
-                    })
-                    .map_err(redis_err)?;
+                let got = self.srv.run(&ForceRelease {
+                    call_key: key.clone(),
+                });
+                let got = self.took(got)?;
                 self.model
                     .force_release(&key, now, &got)
                     .map_err(|e| format!("{e}; got {got:?}"))
             }
             Step::Revoke => {
-                let got = self.srv.run(&Revoke).map_err(redis_err)?;
+                let got = self.srv.run(&Revoke);
+                let got = self.took(got)?;
                 self.model
                     .revoke(now, &got)
                     .map_err(|e| format!("{e}; got {got:?}"))
             }
             Step::SetPermits(permits) => {
-                let got = self
-                    .srv
-                    .run(&SetPermits { permits: *permits })
-                    .map_err(redis_err)?;
+                let got = self.srv.run(&SetPermits { permits: *permits });
+                let got = self.took(got)?;
                 self.model
                     .set_permits(*permits, now, &got)
                     .map_err(|e| format!("{e}; got {got:?}"))
@@ -250,7 +250,10 @@ impl<M: Machine> Run<M> {
                 Ok(())
             }
         }?;
-        let seen = self.srv.observe();
+        let seen = match self.seen.take() {
+            Some(seen) => seen,
+            None => self.srv.observe(),
+        };
         self.model.sync(&seen, self.srv.now)?;
         let last = self.model.last();
         if self.tokens.last().is_none_or(|t| *t < last) {

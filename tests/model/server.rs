@@ -70,8 +70,8 @@ pub struct Frozen {
     /// Server time, ms.
     pub now: i64,
     plant: Option<Plant>,
-    scripts: HashMap<usize, redis::Script>,
-    observe: redis::Script,
+    shas: HashMap<usize, String>,
+    observe_sha: String,
 }
 
 impl Frozen {
@@ -105,8 +105,8 @@ impl Frozen {
             keys: LockKeys::of_kind("fairlock", "model", kind).unwrap(),
             now: T0,
             plant,
-            scripts: HashMap::new(),
-            observe: redis::Script::new(OBSERVE),
+            shas: HashMap::new(),
+            observe_sha: String::new(),
         }
     }
 
@@ -123,35 +123,49 @@ impl Frozen {
         self.now = ms;
     }
 
-    /// Runs `op` as the client does, on the planted script when a plant
-    /// applies to it.
-    pub fn run<O: Operation>(&mut self, op: &O) -> fairlock::Result<O::Reply> {
-        let kind = self.keys.kind();
-        let script = op.script(&self.keys);
-        let plant = self.plant;
-        let s = self.scripts.entry(script.index()).or_insert_with(|| {
-            let mut source = script.source().to_owned();
-            if let Some((from, to)) = plant {
-                source = source.replace(from, to);
-            }
-            redis::Script::new(&source)
-        });
-        let mut inv = s.prepare_invoke();
-        for key in op.keys(&self.keys) {
-            inv.key(key);
+    /// The SHA1 of `script`'s text (planted when a plant applies),
+    /// loaded once.
+    fn sha(&mut self, script: fairlock::__test_support::Script) -> String {
+        if let Some(sha) = self.shas.get(&script.index()) {
+            return sha.clone();
         }
+        let mut source = script.source().to_owned();
+        if let Some((from, to)) = self.plant {
+            source = source.replace(from, to);
+        }
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(source)
+            .query(&mut self.conn)
+            .unwrap();
+        self.shas.insert(script.index(), sha.clone());
+        sha
+    }
+
+    /// Runs `op` as the client does (on the planted script when a plant
+    /// applies to it), and reads the keys back after it, in one round trip.
+    pub fn run<O: Operation>(&mut self, op: &O) -> (fairlock::Result<O::Reply>, Seen) {
+        let kind = self.keys.kind();
+        let sha = self.sha(op.script(&self.keys));
         let common = CommonArgs {
             wake_prefix: "fairlock:wake:".to_owned(),
             fence_life: fairlock::DEFAULT_FENCE_LIFE,
         };
-        inv.arg(&common.args());
-        for arg in op.args_on(kind) {
-            inv.arg(arg);
-        }
-        match inv.invoke::<Value>(&mut self.conn) {
-            Ok(reply) => op.parse(reply),
-            Err(e) => Err(error_from_redis(e)),
-        }
+        let keys = op.keys(&self.keys);
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVALSHA")
+            .arg(sha)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(&common.args())
+            .arg(op.args_on(kind));
+        self.observe_in(&mut pipe);
+        let (reply, seen): (Value, Value) = pipe.query(&mut self.conn).unwrap();
+        let reply = match reply {
+            Value::ServerError(e) => Err(error_from_redis(e.into())),
+            reply => op.parse(reply),
+        };
+        (reply, read_seen(seen))
     }
 
     /// Whether `plant` changes any script of this lock's engine.
@@ -162,38 +176,48 @@ impl Frozen {
             .any(|s| s.engine == Engine::of(kind) && s.source().contains(plant.0))
     }
 
+    fn observe_in(&mut self, pipe: &mut redis::Pipeline) {
+        if self.observe_sha.is_empty() {
+            self.observe_sha = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(OBSERVE)
+                .query(&mut self.conn)
+                .unwrap();
+        }
+        pipe.cmd("EVALSHA")
+            .arg(&self.observe_sha)
+            .arg(self.keys.all.len())
+            .arg(&self.keys.all);
+    }
+
+    /// What the lock's keys hold now.
     pub fn observe(&mut self) -> Seen {
-        let mut inv = self.observe.prepare_invoke();
-        for key in &self.keys.all {
-            inv.key(key);
-        }
-        let (ttls, lock, lock_pttl, holders, queue, meta, meta_pttl): (
-            Vec<Value>,
-            Option<String>,
-            i64,
-            Vec<(String, f64)>,
-            Vec<(String, i64)>,
-            Option<String>,
-            i64,
-        ) = inv.invoke(&mut self.conn).unwrap();
-        let ttls = ttls
-            .chunks(2)
-            .map(|p| {
-                (
-                    redis::from_redis_value(p[0].clone()).unwrap(),
-                    redis::from_redis_value(p[1].clone()).unwrap(),
-                )
-            })
-            .collect();
-        Seen {
-            ttls,
-            lock,
-            lock_pttl,
-            holders,
-            queue,
-            meta,
-            meta_pttl,
-        }
+        let mut pipe = redis::pipe();
+        self.observe_in(&mut pipe);
+        let (seen,): (Value,) = pipe.query(&mut self.conn).unwrap();
+        read_seen(seen)
+    }
+}
+
+fn read_seen(seen: Value) -> Seen {
+    #[allow(clippy::type_complexity)]
+    let (ttls, lock, lock_pttl, holders, queue, meta, meta_pttl): (
+        Vec<(String, i64)>,
+        Option<String>,
+        i64,
+        Vec<(String, f64)>,
+        Vec<(String, i64)>,
+        Option<String>,
+        i64,
+    ) = redis::from_redis_value(seen).unwrap();
+    Seen {
+        ttls,
+        lock,
+        lock_pttl,
+        holders,
+        queue,
+        meta,
+        meta_pttl,
     }
 }
 
