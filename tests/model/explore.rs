@@ -46,6 +46,11 @@ pub trait Machine: Default {
     fn abandon(&mut self, call: &Call, now: i64, got: &AbandonReply) -> Check;
     fn force_release(&mut self, key: &str, now: i64, got: &Freed) -> Check;
     fn revoke(&mut self, now: i64, got: &Revoked) -> Check;
+    /// Whether an acquire of `call` is refused with an error (more units
+    /// than set_permits left).
+    fn refuses(&mut self, _call: &Call) -> bool {
+        false
+    }
     fn set_permits(&mut self, _permits: u32, _now: i64, got: &PermitsSet) -> Check {
         Err(format!("no permits to set: {got:?}"))
     }
@@ -131,7 +136,11 @@ impl<M: Machine> Run<M> {
                 guard,
                 timeout,
             } => {
-                let guard = self.token(*guard, call);
+                // A counted lock's re-entry is not modelled: no guard.
+                let guard = match kind {
+                    LockKind::Mutex | LockKind::Election => self.token(*guard, call),
+                    _ => 0,
+                };
                 let owner = call.owner();
                 let got = self.srv.run(&Acquire {
                     ask: call.ask,
@@ -140,16 +149,20 @@ impl<M: Machine> Run<M> {
                     waiter_timeout: Duration::from_millis(*timeout as u64),
                     mode: *mode,
                     wait_id: call.id,
-                    live_token: if kind == LockKind::Semaphore {
-                        0
-                    } else {
-                        guard
-                    },
+                    live_token: guard,
                 });
-                let got = self.took(got)?;
-                self.model
-                    .acquire(call, *mode, guard, *timeout, now, &got)
-                    .map_err(|e| format!("{e}; got {got:?}"))
+                // More units than set_permits left: refused, nothing written.
+                let refused = self.model.refuses(call);
+                match self.took(got) {
+                    Err(_) if refused => Ok(()),
+                    Ok(got) if refused => Err(format!("expected a refusal; got {got:?}")),
+                    got => {
+                        let got = got?;
+                        self.model
+                            .acquire(call, *mode, guard, *timeout, now, &got)
+                            .map_err(|e| format!("{e}; got {got:?}"))
+                    }
+                }
             }
             Step::Release { call, token } => {
                 let token = self.token(*token, call);

@@ -22,10 +22,6 @@ use super::explore::{Check, Machine};
 use super::server::Seen;
 use super::step::Call;
 
-/// The fence life every key of a lock keeps after its hold (the client's
-/// default), ms.
-const FENCE: i64 = 600_000;
-
 #[derive(Debug, Clone)]
 struct Hold {
     owner: String,

@@ -153,6 +153,8 @@ impl Frozen {
         };
         let keys = op.keys(&self.keys);
         let mut pipe = redis::pipe();
+        // An error reply comes back as a value, not as the pipeline's failure.
+        pipe.ignore_errors();
         pipe.cmd("EVALSHA")
             .arg(sha)
             .arg(keys.len())

@@ -62,6 +62,14 @@ impl Call {
         }
     }
 
+    /// The capacity the call says the lock has.
+    pub fn ask_capacity(&self) -> u32 {
+        match self.ask {
+            Ask::Mutex => 1,
+            ask => ask.capacity(),
+        }
+    }
+
     /// Its queue entry, as the scripts write it.
     pub fn entry(&self) -> String {
         let owner = self.owner();
