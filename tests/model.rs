@@ -31,7 +31,7 @@ mod step;
 
 use std::time::Instant;
 
-use fairlock::__test_support::{LockKind, Mode};
+use fairlock::__test_support::{LockKind, Mode, RW_CAPACITY, RW_UPGRADABLE};
 
 use crate::protocol::driver::Lcg;
 use explore::{Gen, Machine, Run};
@@ -58,8 +58,8 @@ fn gen(kind: LockKind) -> Gen {
         },
         LockKind::RwLock => Gen {
             kind,
-            capacity: fairlock::__test_support::RW_CAPACITY,
-            units: vec![1, 1, 1, fairlock::__test_support::RW_CAPACITY],
+            capacity: RW_CAPACITY,
+            units: vec![1, 1, RW_UPGRADABLE, RW_UPGRADABLE, RW_CAPACITY],
         },
         _ => Gen {
             kind,

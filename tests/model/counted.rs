@@ -13,6 +13,9 @@ use fairlock::__test_support::{
     AbandonReply, AcquireReply, CancelReply, Freed, HandedOver, HeartbeatReply, Mode, PermitsSet,
     ReleaseReply, RenewReply, Revoked, WaiterStatus,
 };
+use fairlock::__test_support::{
+    Ask, DowngradeReply, UpgradeReply, UpgradeStep, RW_CAPACITY, RW_UPGRADABLE,
+};
 
 use super::explore::{Check, Machine};
 use super::server::Seen;
@@ -139,6 +142,21 @@ impl Model {
                 self.refused += 1;
             } else if is_stop || self.used() + u64::from(head.call.units()) > u64::from(capacity) {
                 break;
+            } else if head.call.ask == Ask::Upgrade {
+                // An upgrade's claim: its upgradable read becomes the write
+                // in place (a new token, the same lease end), or, gone,
+                // the claim is dropped.
+                self.queue.remove(0);
+                let name = format!("{} {} {RW_UPGRADABLE}", head.call.owner(), head.call.id);
+                if let Some(hold) = self
+                    .holds
+                    .iter_mut()
+                    .find(|h| h.end >= now && h.name() == name)
+                {
+                    hold.units = RW_CAPACITY;
+                    hold.token = 0;
+                    handed.push(head.call);
+                }
             } else {
                 self.queue.remove(0);
                 let lease = head.call.lease();
@@ -676,7 +694,163 @@ impl Machine for Model {
     }
 
     fn held_token(&mut self, call: &Call, now: i64) -> u64 {
-        self.hold_of(call, now).map_or(0, |h| h.token)
+        let owner = call.owner();
+        self.holds
+            .iter()
+            .find(|h| h.end >= now && h.owner == owner && h.call == call.id)
+            .map_or(0, |h| h.token)
+    }
+
+    fn upgrade(
+        &mut self,
+        call: &Call,
+        token: u64,
+        step: UpgradeStep,
+        timeout: i64,
+        now: i64,
+        got: &Result<UpgradeReply, String>,
+    ) -> Check {
+        let owner = call.owner();
+        let write = format!("{owner} {} {RW_CAPACITY}", call.id);
+        let claim = Call {
+            id: call.id,
+            ask: Ask::Upgrade,
+        };
+        if let Some(h) = self
+            .holds
+            .iter()
+            .find(|h| h.end >= now && h.name() == write)
+        {
+            let want = UpgradeReply::Upgraded {
+                token: h.token,
+                pttl_ms: h.end - now,
+            };
+            return expect(got, &Ok(want));
+        }
+        let queued = self.index(&claim);
+        let Some(i) = self.holds.iter().position(|h| {
+            h.end >= now && h.token == token && h.owner == owner && h.call == call.id
+        }) else {
+            if let Some(q) = queued {
+                self.queue.remove(q);
+                self.prune(now);
+                self.pass_on(now);
+            }
+            return expect(got, &Ok(UpgradeReply::Lost));
+        };
+        if self.holds[i].units != RW_UPGRADABLE {
+            return match got {
+                Err(_) => Ok(()),
+                Ok(_) => fail("expected a refusal: no upgradable read".into()),
+            };
+        }
+        let Ok(got) = got else {
+            return fail("an error".into());
+        };
+        let waiting = |model: &mut Self, position: Option<u64>| -> Check {
+            let UpgradeReply::Waiting { last_token, .. } = *got else {
+                return fail("expected to wait".into());
+            };
+            let last = model.reply_last(last_token)?;
+            let want = UpgradeReply::Waiting {
+                pttl_ms: model.first_lease_left(now),
+                position,
+                last_token: last,
+            };
+            expect(got, &want)
+        };
+        if step == UpgradeStep::Withdraw {
+            if let Some(q) = queued {
+                self.queue.remove(q);
+                self.prune(now);
+                self.pass_on(now);
+            }
+            return waiting(self, None);
+        }
+        self.drop_expired(now);
+        let i = self
+            .holds
+            .iter()
+            .position(|h| h.token == token && h.owner == owner && h.call == call.id)
+            .unwrap();
+        if self.used() == u64::from(RW_UPGRADABLE) {
+            if let Some(q) = queued {
+                self.queue.remove(q);
+            }
+            self.holds[i].units = RW_CAPACITY;
+            self.holds[i].token = 0;
+            let left = self.holds[i].end - now;
+            let UpgradeReply::Upgraded { token, pttl_ms } = *got else {
+                return fail(format!("expected the write for {left} ms"));
+            };
+            if pttl_ms != left {
+                return fail(format!("expected the write for {left} ms"));
+            }
+            return self.fresh(i, token);
+        }
+        if step == UpgradeStep::Attempt(Mode::Try) {
+            return waiting(self, None);
+        }
+        match queued {
+            Some(q) => self.queue[q].deadline = now + timeout,
+            None => self.queue.insert(
+                0,
+                Waiter {
+                    call: claim,
+                    deadline: now + timeout,
+                },
+            ),
+        }
+        waiting(self, Some(0))
+    }
+
+    fn downgrade(
+        &mut self,
+        call: &Call,
+        token: u64,
+        to: u32,
+        now: i64,
+        got: &Result<DowngradeReply, String>,
+    ) -> Check {
+        let owner = call.owner();
+        let Some(i) = self.holds.iter().position(|h| {
+            h.end >= now && h.token == token && h.owner == owner && h.call == call.id
+        }) else {
+            let name = format!("{owner} {} {to}", call.id);
+            let want = match self.holds.iter().find(|h| h.end >= now && h.name() == name) {
+                Some(h) => DowngradeReply::Downgraded {
+                    token: h.token,
+                    pttl_ms: h.end - now,
+                    handed: Vec::new(),
+                },
+                None => DowngradeReply::Lost,
+            };
+            return expect(got, &Ok(want));
+        };
+        let units = self.holds[i].units;
+        if units <= to || (units != RW_CAPACITY && units != RW_UPGRADABLE) {
+            return match got {
+                Err(_) => Ok(()),
+                Ok(_) => fail(format!("expected a refusal: {units} units down to {to}")),
+            };
+        }
+        let Ok(DowngradeReply::Downgraded {
+            token,
+            pttl_ms,
+            handed: grants,
+        }) = got
+        else {
+            return fail("expected a downgrade".into());
+        };
+        self.holds[i].units = to;
+        self.holds[i].token = 0;
+        let left = self.holds[i].end - now;
+        if *pttl_ms != left {
+            return fail(format!("expected {left} ms left"));
+        }
+        self.fresh(i, *token)?;
+        let (handed, _) = self.pass_on(now);
+        self.grants(&handed, grants, now)
     }
 
     fn last(&self) -> u64 {

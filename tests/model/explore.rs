@@ -10,6 +10,9 @@ use fairlock::__test_support::{
     Heartbeat, HeartbeatReply, LockKind, Mode, PermitsSet, QueueEntry, Release, ReleaseReply,
     Renew, RenewReply, Revoke, Revoked, SetPermits,
 };
+use fairlock::__test_support::{
+    Access, Downgrade, DowngradeReply, Upgrade, UpgradeReply, UpgradeStep,
+};
 
 use super::server::{Frozen, Plant, Seen};
 use super::step::{Call, Step, Token, CLIENTS};
@@ -53,6 +56,29 @@ pub trait Machine: Default {
     }
     fn set_permits(&mut self, _permits: u32, _now: i64, got: &PermitsSet) -> Check {
         Err(format!("no permits to set: {got:?}"))
+    }
+    /// An upgrade (a rwlock's): its reply, or its error.
+    fn upgrade(
+        &mut self,
+        _call: &Call,
+        _token: u64,
+        _step: UpgradeStep,
+        _timeout: i64,
+        _now: i64,
+        got: &Result<UpgradeReply, String>,
+    ) -> Check {
+        Err(format!("no upgrade here: {got:?}"))
+    }
+    /// A downgrade (a rwlock's) to `to` units: its reply, or its error.
+    fn downgrade(
+        &mut self,
+        _call: &Call,
+        _token: u64,
+        _to: u32,
+        _now: i64,
+        got: &Result<DowngradeReply, String>,
+    ) -> Check {
+        Err(format!("no downgrade here: {got:?}"))
     }
     fn sync(&mut self, seen: &Seen, now: i64) -> Check;
     /// The token of `call`'s owner's live hold (0 when it holds none).
@@ -258,6 +284,45 @@ impl<M: Machine> Run<M> {
                     .set_permits(*permits, now, &got)
                     .map_err(|e| format!("{e}; got {got:?}"))
             }
+            Step::Upgrade {
+                call,
+                token,
+                mode,
+                timeout,
+            } => {
+                let token = self.token(*token, call);
+                let owner = call.owner();
+                let step = mode.map_or(UpgradeStep::Withdraw, UpgradeStep::Attempt);
+                let (got, seen) = self.srv.run(&Upgrade {
+                    owner: &owner,
+                    token,
+                    call: call.id,
+                    lease: call.lease_arg(),
+                    waiter_timeout: Duration::from_millis(*timeout as u64),
+                    step,
+                });
+                self.seen = Some(seen);
+                let got = got.map_err(redis_err);
+                self.model
+                    .upgrade(call, token, step, *timeout, now, &got)
+                    .map_err(|e| format!("{e}; got {got:?}"))
+            }
+            Step::Downgrade { call, token, to } => {
+                let token = self.token(*token, call);
+                let owner = call.owner();
+                let (got, seen) = self.srv.run(&Downgrade {
+                    owner: &owner,
+                    token,
+                    call: call.id,
+                    to: *to,
+                });
+                self.seen = Some(seen);
+                let got = got.map_err(redis_err);
+                let units = fairlock::__test_support::Ask::RwLock(*to).units();
+                self.model
+                    .downgrade(call, token, units, now, &got)
+                    .map_err(|e| format!("{e}; got {got:?}"))
+            }
             Step::Clock(ms) => {
                 self.srv.set_time(now + ms);
                 Ok(())
@@ -461,6 +526,23 @@ impl Gen {
                 Step::ForceRelease(*force)
             }
             74..=75 => Step::Revoke,
+            76..=78 if self.kind == LockKind::RwLock => {
+                let call = self.call(rng, steps, next, model);
+                let token = Self::token(rng);
+                if rng.below(3) == 0 {
+                    let to = [Access::Read, Access::UpgradableRead][rng.below(2) as usize];
+                    Step::Downgrade { call, token, to }
+                } else {
+                    let mode = [None, Some(Mode::Try), Some(Mode::First), Some(Mode::Poll)]
+                        [rng.below(4) as usize];
+                    Step::Upgrade {
+                        call,
+                        token,
+                        mode,
+                        timeout,
+                    }
+                }
+            }
             76..=78 if self.kind == LockKind::Semaphore => {
                 Step::SetPermits(1 + rng.below(u64::from(self.capacity) + 1) as u32)
             }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use fairlock::__test_support::{Access, Ask, Lease, LockKind, Mode, QueueEntry};
+use fairlock::__test_support::{Access, Ask, Lease, LockKind, Mode, QueueEntry, RW_UPGRADABLE};
 
 /// Virtual clients: owner ids "c0:1" .. "c3:1".
 pub const CLIENTS: u64 = 4;
@@ -25,6 +25,7 @@ impl Call {
                 n: units,
                 of: capacity,
             },
+            LockKind::RwLock if units == RW_UPGRADABLE => Ask::RwLock(Access::UpgradableRead),
             LockKind::RwLock if units > 1 => Ask::RwLock(Access::Write),
             LockKind::RwLock => Ask::RwLock(Access::Read),
             _ => Ask::Mutex,
@@ -118,6 +119,20 @@ pub enum Step {
     ForceRelease(u64),
     Revoke,
     SetPermits(u32),
+    /// An upgrade of `call`'s upgradable read: an attempt in `mode`, or
+    /// (None) the claim withdrawn.
+    Upgrade {
+        call: Call,
+        token: Token,
+        mode: Option<Mode>,
+        timeout: i64,
+    },
+    /// `call`'s hold down to a read or an upgradable read.
+    Downgrade {
+        call: Call,
+        token: Token,
+        to: Access,
+    },
     /// The server's clock moves on by this many ms.
     Clock(i64),
 }
