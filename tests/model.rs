@@ -205,3 +205,23 @@ fn a_waiter_that_joins_behind_only_dead_ones_leaves_its_deadline_with_a_ttl() {
     let mut run = Run::<counted::Model>::new(LockKind::Semaphore, None);
     assert_eq!(run.replay(&steps), None);
 }
+
+/// (b) A permit count off by one: a new call takes a unit more than there
+/// are free.
+const OFF_BY_ONE: Plant = (
+    "if used + units <= capacity",
+    "if used + units <= capacity + 1",
+);
+
+/// (e) An upgrade that lets a queued writer pass: its claim queues at the
+/// tail instead of ahead of every waiter.
+const CLAIM_AT_TAIL: Plant = (
+    "redis.call('ZADD', QUEUE, (tonumber(first) or 1) - 1, claim)",
+    "redis.call('ZADD', QUEUE, (tonumber(redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')[2]) or 0) + 1, claim)",
+);
+
+#[test]
+fn planted_bugs_in_the_counted_engine_are_caught() {
+    catch::<counted::Model>(LockKind::Semaphore, OFF_BY_ONE, PLANT_LIMIT);
+    catch::<counted::Model>(LockKind::RwLock, CLAIM_AT_TAIL, PLANT_LIMIT);
+}

@@ -11,7 +11,7 @@ use fairlock::__test_support::{
     Renew, RenewReply, Revoke, Revoked, SetPermits,
 };
 use fairlock::__test_support::{
-    Access, Downgrade, DowngradeReply, Upgrade, UpgradeReply, UpgradeStep,
+    Access, Ask, Downgrade, DowngradeReply, Upgrade, UpgradeReply, UpgradeStep,
 };
 
 use super::server::{Frozen, Plant, Seen};
@@ -132,6 +132,7 @@ impl<M: Machine> Run<M> {
     }
 
     fn reset(&mut self) {
+        self.seen = None;
         self.srv.reset();
         self.model = M::default();
         self.tokens.clear();
@@ -153,6 +154,7 @@ impl<M: Machine> Run<M> {
 
     /// Runs one step on the server and the model, then reads the keys back.
     pub fn apply(&mut self, step: &Step) -> Check {
+        self.seen = None;
         let now = self.srv.now;
         let kind = self.srv.keys.kind();
         match step {
@@ -526,9 +528,31 @@ impl Gen {
                 Step::ForceRelease(*force)
             }
             74..=75 => Step::Revoke,
-            76..=78 if self.kind == LockKind::RwLock => {
-                let call = self.call(rng, steps, next, model);
-                let token = Self::token(rng);
+            76..=80 if self.kind == LockKind::RwLock => {
+                // Mostly a recent upgradable read's call, its hold's token.
+                let upgradable: Vec<&Call> = steps
+                    .iter()
+                    .rev()
+                    .take(24)
+                    .filter_map(|s| match s {
+                        Step::Acquire { call, .. }
+                            if call.ask == Ask::RwLock(Access::UpgradableRead) =>
+                        {
+                            Some(call)
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let call = if upgradable.is_empty() || rng.below(4) == 0 {
+                    self.call(rng, steps, next, model)
+                } else {
+                    upgradable[rng.below(upgradable.len() as u64) as usize].clone()
+                };
+                let token = if rng.below(4) == 0 {
+                    Self::token(rng)
+                } else {
+                    Token::Held
+                };
                 if rng.below(3) == 0 {
                     let to = [Access::Read, Access::UpgradableRead][rng.below(2) as usize];
                     Step::Downgrade { call, token, to }
