@@ -90,6 +90,9 @@ fn check_engine<M: Machine>(kind: LockKind, total: usize) {
         }
         done += n;
         seed += 1;
+        if done % 100_000 == 0 && done < total {
+            eprintln!("model: {kind:?}: {done} steps, {:?}", started.elapsed());
+        }
     }
     eprintln!(
         "model: {kind:?}: {done} steps, 0 divergences, {:?}",
