@@ -44,7 +44,7 @@ impl Call {
 
     /// Whether the lease is fixed (no watchdog).
     pub fn fixed(&self) -> bool {
-        self.id / CLIENTS % 2 == 0
+        (self.id / CLIENTS).is_multiple_of(2)
     }
 
     pub fn lease_arg(&self) -> Lease {
