@@ -17,7 +17,7 @@ use fairlock::__test_support::{
     Ask, DowngradeReply, UpgradeReply, UpgradeStep, RW_CAPACITY, RW_UPGRADABLE,
 };
 
-use super::explore::{Check, Machine};
+use super::explore::{place_revived, Check, Machine};
 use super::server::Seen;
 use super::step::Call;
 
@@ -61,6 +61,9 @@ pub struct Model {
     /// A token a reply told for a hold whose grant order puts it among
     /// holds not read back yet: (its name, the token).
     told: Option<(String, u64)>,
+    /// A dead waiter that asked again this step: the server may have kept
+    /// its place (not dropped yet) or queued it anew at the tail.
+    revived: Option<String>,
 }
 
 fn fail<T>(what: String) -> Result<T, String> {
@@ -254,12 +257,20 @@ impl Model {
             });
             self.queue.len() - 1
         });
+        let dead = self.queue[i].deadline < now;
         self.queue[i].deadline = now + timeout;
         let lo = self.queue[..i].iter().filter(|w| w.deadline >= now).count() as u64;
-        if position.is_some_and(|p| (lo..=i as u64).contains(&p)) {
+        let mut hi = i as u64;
+        if dead {
+            let w = self.queue.remove(i);
+            self.queue.push(w);
+            self.revived = Some(call.entry());
+            hi = self.queue.len() as u64 - 1;
+        }
+        if position.is_some_and(|p| (lo..=hi).contains(&p)) {
             Ok(())
         } else {
-            fail(format!("position not in {lo}..={i}"))
+            fail(format!("position not in {lo}..={hi}"))
         }
     }
 
@@ -280,6 +291,9 @@ impl Model {
     /// the model has, with their deadlines; the dead ones the server
     /// dropped are dropped.
     fn sync_queue(&mut self, seen: &Seen, now: i64) -> Check {
+        place_revived(&mut self.queue, self.revived.take(), seen, |w| {
+            w.call.entry()
+        });
         let mut kept = Vec::new();
         let mut at = 0;
         for (entry, deadline) in &seen.queue {

@@ -21,6 +21,36 @@ use super::Lcg;
 /// What a divergence says.
 pub type Check = Result<(), String>;
 
+/// Puts `revived` (the entry of a dead waiter that asked again: the
+/// server kept its place or queued it anew) where the server has it,
+/// after the waiter the server has before it, so that the queue's order
+/// can then be checked.
+pub fn place_revived<W>(
+    queue: &mut Vec<W>,
+    revived: Option<String>,
+    seen: &Seen,
+    entry: impl Fn(&W) -> String,
+) {
+    let Some(revived) = revived else {
+        return;
+    };
+    let Some(at) = seen.queue.iter().position(|(e, _)| *e == revived) else {
+        return;
+    };
+    let Some(mine) = queue.iter().position(|w| entry(w) == revived) else {
+        return;
+    };
+    let w = queue.remove(mine);
+    let to = match at.checked_sub(1) {
+        None => 0,
+        Some(before) => queue
+            .iter()
+            .position(|w| entry(w) == seen.queue[before].0)
+            .map_or(queue.len(), |i| i + 1),
+    };
+    queue.insert(to, w);
+}
+
 /// A model of one engine: each operation checks the real reply (and takes
 /// what the model leaves open, a fresh token, from it); `sync` checks the
 /// keys after a step.

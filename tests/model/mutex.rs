@@ -18,7 +18,7 @@ use fairlock::__test_support::{
     RenewReply, Revoked, WaiterStatus,
 };
 
-use super::explore::{Check, Machine};
+use super::explore::{place_revived, Check, Machine};
 use super::server::Seen;
 use super::step::Call;
 
@@ -48,6 +48,9 @@ pub struct Model {
     /// The call that last freed the lock and its detail.
     mark: (String, String),
     revoked: Option<u64>,
+    /// A dead waiter that asked again this step: the server may have kept
+    /// its place (not dropped yet) or queued it anew at the tail.
+    revived: Option<String>,
 }
 
 fn fail<T>(what: String) -> Result<T, String> {
@@ -135,8 +138,16 @@ impl Model {
             });
             self.queue.len() - 1
         });
+        let dead = self.queue[i].deadline < now;
         self.queue[i].deadline = now + timeout;
-        self.positions(i, now)
+        let (lo, hi) = self.positions(i, now);
+        if !dead {
+            return (lo, hi);
+        }
+        let w = self.queue.remove(i);
+        self.queue.push(w);
+        self.revived = Some(call.entry());
+        (lo, self.queue.len() as u64 - 1)
     }
 
     fn extend(hold: &mut Hold, lease: i64, now: i64) -> i64 {
@@ -519,6 +530,9 @@ impl Model {
         }
         // The queue: every live waiter, in order, and only waiters the
         // model has; their deadlines.
+        place_revived(&mut self.queue, self.revived.take(), seen, |w| {
+            w.call.entry()
+        });
         let mut kept = Vec::new();
         let mut at = 0;
         for (entry, deadline) in &seen.queue {

@@ -39,25 +39,23 @@ pub struct Seen {
 }
 
 /// Reads everything in one atomic step (KEYS is fine on a server that
-/// holds one lock).
+/// holds one lock), in few calls: each costs the server clock reads, and
+/// libfaketime reads its file on every one.
 const OBSERVE: &str = r"
 local ttls = {}
 for _, key in ipairs(redis.call('KEYS', '*')) do
   ttls[#ttls + 1] = key
   ttls[#ttls + 1] = redis.call('PTTL', key)
 end
-local t1 = redis.call('TYPE', KEYS[1]).ok
-local lock, holders = false, {}
-if t1 == 'string' then lock = redis.call('GET', KEYS[1]) end
-if t1 == 'zset' then holders = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') end
-local queue = {}
-for _, entry in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  queue[#queue + 1] = entry
-  queue[#queue + 1] = redis.call('ZSCORE', KEYS[3], entry) or '-1'
+local lock, holders, meta = false, {}, false
+if ARGV[1] == 'counted' then
+  holders = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+  meta = redis.call('GET', KEYS[4])
+else
+  lock = redis.call('GET', KEYS[1])
 end
-local meta = KEYS[4] and redis.call('TYPE', KEYS[4]).ok == 'string' and redis.call('GET', KEYS[4]) or false
-return { ttls, lock, redis.call('PTTL', KEYS[1]), holders, queue, meta,
-  KEYS[4] and redis.call('PTTL', KEYS[4]) or -2 }
+return { ttls, lock, holders, redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'),
+  redis.call('ZRANGE', KEYS[2], 0, -1), meta }
 ";
 
 /// One lock of `kind` on a frozen-clock server.
@@ -167,7 +165,7 @@ impl Frozen {
             Value::ServerError(e) => Err(error_from_redis(e.into())),
             reply => op.parse(reply),
         };
-        (reply, read_seen(seen))
+        (reply, read_seen(seen, &self.keys))
     }
 
     /// Whether `plant` changes any script of this lock's engine.
@@ -186,10 +184,15 @@ impl Frozen {
                 .query(&mut self.conn)
                 .unwrap();
         }
+        let engine = match self.keys.kind() {
+            LockKind::Semaphore | LockKind::RwLock => "counted",
+            _ => "mutex",
+        };
         pipe.cmd("EVALSHA")
             .arg(&self.observe_sha)
             .arg(self.keys.all.len())
-            .arg(&self.keys.all);
+            .arg(&self.keys.all)
+            .arg(engine);
     }
 
     /// What the lock's keys hold now.
@@ -197,21 +200,33 @@ impl Frozen {
         let mut pipe = redis::pipe();
         self.observe_in(&mut pipe);
         let (seen,): (Value,) = pipe.query(&mut self.conn).unwrap();
-        read_seen(seen)
+        read_seen(seen, &self.keys)
     }
 }
 
-fn read_seen(seen: Value) -> Seen {
+fn read_seen(seen: Value, keys: &LockKeys) -> Seen {
     #[allow(clippy::type_complexity)]
-    let (ttls, lock, lock_pttl, holders, queue, meta, meta_pttl): (
+    let (ttls, lock, holders, deadlines, queue, meta): (
         Vec<(String, i64)>,
         Option<String>,
-        i64,
         Vec<(String, f64)>,
         Vec<(String, i64)>,
+        Vec<String>,
         Option<String>,
-        i64,
     ) = redis::from_redis_value(seen).unwrap();
+    let pttl = |key: &String| ttls.iter().find(|(k, _)| k == key).map_or(-2, |(_, t)| *t);
+    let lock_pttl = pttl(&keys.all[0]);
+    let meta_pttl = keys.all.get(3).map_or(-2, pttl);
+    let queue = queue
+        .into_iter()
+        .map(|entry| {
+            let deadline = deadlines
+                .iter()
+                .find(|(e, _)| *e == entry)
+                .map_or(-1, |(_, d)| *d);
+            (entry, deadline)
+        })
+        .collect();
     Seen {
         ttls,
         lock,
