@@ -3,8 +3,9 @@
 //! engine in plain Rust.
 //!
 //! Virtual clients (model/step.rs) issue every operation — acquire (first
-//! attempt, poll, try; a re-entry with a live guard), release, renew,
-//! heartbeat, cancel, abandon, force release, revoke, set_permits — with
+//! attempt, poll, try; on the mutex engine a re-entry with a live guard),
+//! release, renew, heartbeat, cancel, abandon, force release, revoke,
+//! set_permits, a rwlock's upgrade and downgrade — with
 //! the last call delivered again now and then (a retry after a lost
 //! reply), replies the client never acts on (every reply is checked, none
 //! is needed for the next step: tokens are named, not remembered),
@@ -21,8 +22,7 @@
 //! FAIRLOCK_MODEL_STEPS sets the steps per engine (default 50 000: the
 //! mutex engine's half on a mutex, half on an election; the counted
 //! engine's half on a semaphore, half on a rwlock, each pair on two
-//! threads);
-//! FAIRLOCK_MODEL_SEED the first seed. The planted bugs (`planted_*`)
+//! threads); FAIRLOCK_MODEL_SEED the first seed. The planted bugs (`planted_*`)
 //! show that the check finds what it should: each changes one script's
 //! text and must be caught within a bounded number of steps.
 
