@@ -165,11 +165,15 @@ const NO_TOKEN_CHECK: Plant = (
     "if holder ~= owner then",
 );
 
+/// An election that does not announce the end of a hold nobody takes over.
+const SILENT_RESIGN: Plant = ("ANNOUNCE('resigned ' .. token, token)", "");
+
 #[test]
 fn planted_bugs_in_the_mutex_engine_are_caught() {
     for plant in [SKIP_HEAD, NO_TTL, NO_TOKEN_CHECK] {
         catch::<mutex::Model>(LockKind::Mutex, plant, PLANT_LIMIT);
     }
+    catch::<mutex::Model>(LockKind::Election, SILENT_RESIGN, PLANT_LIMIT);
 }
 
 /// Found by the model (seed 37, shrunk from 2 000 steps): a call joins a

@@ -51,6 +51,18 @@ pub struct Model {
     /// A dead waiter that asked again this step: the server may have kept
     /// its place (not dropped yet) or queued it anew at the tail.
     revived: Option<String>,
+    /// An election's history as the model has it, newest first, and the
+    /// changes of this step, told once their tokens are known.
+    history: Vec<String>,
+    changes: Vec<Change>,
+}
+
+/// A change an election announces: a hold taken (after the last token
+/// `last`), or the hold of a token ended with nobody to hand it to.
+#[derive(Debug)]
+enum Change {
+    Took { last: u64 },
+    Resigned(u64),
 }
 
 fn fail<T>(what: String) -> Result<T, String> {
@@ -84,6 +96,8 @@ impl Model {
 
     /// A new hold of `call` (token to come) for `ttl` ms.
     fn take(&mut self, call: &Call, ttl: i64, now: i64) {
+        let last = if self.key { self.last } else { 0 };
+        self.changes.push(Change::Took { last });
         self.hold = Some(Hold {
             owner: call.owner(),
             calls: vec![call.id],
@@ -111,13 +125,17 @@ impl Model {
     }
 
     fn free(&mut self, now: i64, mark: Option<(String, String)>) -> Option<Call> {
-        self.hold = None;
+        let token = self.hold.take().map_or(0, |h| h.token);
         if let Some(mark) = mark {
             self.mark = mark;
             self.revoked = None;
         }
         self.key = true;
-        self.hand_over(now)
+        let next = self.hand_over(now);
+        if next.is_none() {
+            self.changes.push(Change::Resigned(token));
+        }
+        next
     }
 
     fn index(&self, call: &Call) -> Option<usize> {
@@ -559,7 +577,34 @@ impl Model {
             return fail(format!("the live waiter {skipped:?} left the queue"));
         }
         self.queue = kept;
-        Ok(())
+        self.announced(seen)
+    }
+
+    /// An election's history: each change of this step, in order, ahead
+    /// of the ones before (the newest 16).
+    fn announced(&mut self, seen: &Seen) -> Check {
+        if self.changes.is_empty() && seen.history.as_ref().is_some_and(Vec::is_empty) {
+            // Its fence life after the last change ran out.
+            self.history.clear();
+        }
+        for change in std::mem::take(&mut self.changes) {
+            let told = match change {
+                Change::Resigned(token) => format!("{token} resigned {token}"),
+                Change::Took { last } => {
+                    let hold = self.hold.as_ref().unwrap();
+                    format!("{last} {}  {}", hold.token, hold.owner)
+                }
+            };
+            self.history.insert(0, told);
+        }
+        self.history.truncate(16);
+        match &seen.history {
+            Some(history) if *history != self.history => fail(format!(
+                "the history is {history:?}, the model's {:?}",
+                self.history
+            )),
+            _ => Ok(()),
+        }
     }
 }
 

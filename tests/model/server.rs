@@ -36,6 +36,8 @@ pub struct Seen {
     /// KEYS[4] (a counted lock's meta) and its PTTL.
     pub meta: Option<String>,
     pub meta_pttl: i64,
+    /// An election's history (KEYS[4]), newest first.
+    pub history: Option<Vec<String>>,
 }
 
 /// Reads everything in one atomic step (KEYS is fine on a server that
@@ -54,8 +56,12 @@ if ARGV[1] == 'counted' then
 else
   lock = redis.call('GET', KEYS[1])
 end
+local history = false
+if ARGV[1] == 'election' then
+  history = redis.call('LRANGE', KEYS[4], 0, -1)
+end
 return { ttls, lock, holders, redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'),
-  redis.call('ZRANGE', KEYS[2], 0, -1), meta }
+  redis.call('ZRANGE', KEYS[2], 0, -1), meta, history }
 ";
 
 /// One lock of `kind` on a frozen-clock server.
@@ -186,6 +192,7 @@ impl Frozen {
         }
         let engine = match self.keys.kind() {
             LockKind::Semaphore | LockKind::RwLock => "counted",
+            LockKind::Election => "election",
             _ => "mutex",
         };
         pipe.cmd("EVALSHA")
@@ -206,13 +213,14 @@ impl Frozen {
 
 fn read_seen(seen: Value, keys: &LockKeys) -> Seen {
     #[allow(clippy::type_complexity)]
-    let (ttls, lock, holders, deadlines, queue, meta): (
+    let (ttls, lock, holders, deadlines, queue, meta, history): (
         Vec<(String, i64)>,
         Option<String>,
         Vec<(String, f64)>,
         Vec<(String, i64)>,
         Vec<String>,
         Option<String>,
+        Option<Vec<String>>,
     ) = redis::from_redis_value(seen).unwrap();
     let pttl = |key: &String| ttls.iter().find(|(k, _)| k == key).map_or(-2, |(_, t)| *t);
     let lock_pttl = pttl(&keys.all[0]);
@@ -235,6 +243,7 @@ fn read_seen(seen: Value, keys: &LockKeys) -> Seen {
         queue,
         meta,
         meta_pttl,
+        history,
     }
 }
 
