@@ -1,5 +1,8 @@
 //! Demo: workers on separate clients contend for one lock. Shows that the
-//! grant order equals the arrival order, and how long a handoff takes.
+//! grant order equals the arrival order, and how long a handoff takes
+//! beside what no handoff can go below on this machine, measured in the
+//! same run: a round trip, the release script's server time and the
+//! wake-up of a parked thread.
 //!
 //! Uses `$REDIS_URL` when set; otherwise starts a throwaway `redis-server`
 //! on a free loopback port and stops it at the end.
@@ -8,7 +11,8 @@
 //! cargo run --release --example demo [-- WORKERS ROUNDS]
 //! ```
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -66,6 +70,114 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    percentile(&samples, 0.5)
+}
+
+/// Median round trip of a PING: over a bare socket where the URL is plain
+/// TCP, so that no client library's own work counts (a floor must not
+/// hold more than the trip), else through the redis crate.
+fn round_trip(url: &str) -> Result<Duration> {
+    let client = redis::Client::open(url)?;
+    let mut samples = Vec::with_capacity(200);
+    if let redis::ConnectionAddr::Tcp(host, port) = client.get_connection_info().addr() {
+        let mut socket = TcpStream::connect((host.as_str(), *port))?;
+        socket.set_nodelay(true)?;
+        let mut reply = [0u8; 256];
+        for _ in 0..200 {
+            let t = Instant::now();
+            // An inline command; its one-line reply (PONG, or an error
+            // such as NOAUTH: a round trip all the same) ends in \n.
+            socket.write_all(b"PING\r\n")?;
+            let mut n = 0;
+            while n == 0 || reply[n - 1] != b'\n' {
+                match socket.read(&mut reply[n..])? {
+                    0 => bail!("the server closed the connection during PING"),
+                    read => n = (n + read) % reply.len(),
+                }
+            }
+            samples.push(t.elapsed());
+        }
+    } else {
+        let mut conn = client.get_connection()?;
+        for _ in 0..200 {
+            let t = Instant::now();
+            redis::cmd("PING").query::<String>(&mut conn)?;
+            samples.push(t.elapsed());
+        }
+    }
+    Ok(median(samples))
+}
+
+/// Script calls and their server time so far (INFO commandstats: FCALL and
+/// EVALSHA with their variants), so the difference of two readings is what
+/// the scripts in between cost the server, without resetting its counters.
+fn script_stats(conn: &mut redis::Connection) -> Result<(u64, Duration)> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn)?;
+    let (mut calls, mut usec) = (0, 0);
+    for line in info.lines() {
+        let Some((name, fields)) = line.split_once(':') else {
+            continue;
+        };
+        if ![
+            "fcall",
+            "fcall_ro",
+            "evalsha",
+            "evalsha_ro",
+            "eval",
+            "eval_ro",
+        ]
+        .iter()
+        .any(|c| name == format!("cmdstat_{c}"))
+        {
+            continue;
+        }
+        for field in fields.split(',') {
+            match field.split_once('=') {
+                Some(("calls", n)) => calls += n.parse::<u64>()?,
+                Some(("usec", n)) => usec += n.parse::<u64>()?,
+                _ => {}
+            }
+        }
+    }
+    Ok((calls, Duration::from_micros(usec)))
+}
+
+/// Median time for a thread parked on a condvar for a millisecond (as a
+/// queued waiter is) to run after another thread notifies it: the wake-up
+/// every handoff between clients pays once its grant message is read.
+fn wake_up(rounds: usize) -> Duration {
+    let state = Arc::new((
+        parking_lot::Mutex::new(None::<Instant>),
+        parking_lot::Condvar::new(),
+    ));
+    let waiter = {
+        let state = Arc::clone(&state);
+        std::thread::spawn(move || {
+            let mut samples = Vec::with_capacity(rounds);
+            for _ in 0..rounds {
+                let mut sent = state.0.lock();
+                while sent.is_none() {
+                    state.1.wait(&mut sent);
+                }
+                samples.push(sent.take().unwrap().elapsed());
+            }
+            median(samples)
+        })
+    };
+    for _ in 0..rounds {
+        // The next stamp only once the last one was taken: none is lost.
+        while state.0.lock().is_some() {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        *state.0.lock() = Some(Instant::now());
+        state.1.notify_one();
+    }
+    waiter.join().expect("wake-up thread panicked")
+}
+
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let workers: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(8);
@@ -82,28 +194,25 @@ fn main() -> Result<()> {
     println!("fairlock demo against {url}: {workers} workers, {rounds} rounds\n");
     let name = format!("demo:{}", std::process::id());
 
-    // Round-trip floor, for scale.
+    // Round-trip floor, for scale; `conn` reads the server's counters.
+    let rtt = round_trip(&url)?;
     let mut conn = redis::Client::open(url.as_str())?.get_connection()?;
-    let mut rtts: Vec<Duration> = (0..200)
-        .map(|_| {
-            let t = Instant::now();
-            redis::cmd("PING")
-                .query::<String>(&mut conn)
-                .map(|_| t.elapsed())
-        })
-        .collect::<redis::RedisResult<_>>()?;
-    rtts.sort();
-    let rtt = percentile(&rtts, 0.5);
 
-    // Uncontended lock + unlock.
+    // Uncontended lock + unlock, and its scripts' server time.
     let client = Client::open(&url)?;
     let mutex = client.fair_mutex(&name);
     let mut cycles: Vec<Duration> = Vec::new();
+    for _ in 0..20 {
+        // Warm-up: the first call may load the scripts.
+        mutex.lock()?.unlock()?;
+    }
+    let before = script_stats(&mut conn)?;
     for _ in 0..200 {
         let t = Instant::now();
         mutex.lock()?.unlock()?;
         cycles.push(t.elapsed());
     }
+    let cycle_scripts = (script_stats(&mut conn)?.1 - before.1) / 200;
     cycles.sort();
 
     // Contended rounds: the coordinator holds the lock, workers arrive one
@@ -114,6 +223,7 @@ fn main() -> Result<()> {
         .collect::<Result<_, _>>()?;
     let mut inversions = 0;
     let mut handoffs: Vec<Duration> = Vec::new();
+    let mut releases: Vec<Duration> = Vec::new();
     let mut first_round = None;
     for _ in 0..rounds {
         let grants = Arc::new(Mutex::new(Vec::<(usize, u64)>::new()));
@@ -150,8 +260,16 @@ fn main() -> Result<()> {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+        // The coordinator's release hands over to the first worker: its
+        // server time per script call (a worker that was quick may have
+        // run its own release by the second reading: the same script).
+        let (calls, usec) = script_stats(&mut conn)?;
         *released_at.lock().unwrap() = Instant::now();
         holder.unlock()?;
+        let (calls_after, usec_after) = script_stats(&mut conn)?;
+        if calls_after > calls {
+            releases.push((usec_after - usec) / (calls_after - calls) as u32);
+        }
         for t in threads {
             t.join().expect("worker thread panicked")?;
         }
@@ -181,22 +299,35 @@ fn main() -> Result<()> {
         inversions,
         handoffs.len()
     );
-    println!("round trip (PING)          p50 {:>9.1?}", rtt);
+    // What a handoff cannot go below here: the release's trip to the server
+    // and the grant's trip back (a round trip), the release script, and the
+    // wake-up of the parked waiter.
+    let release = median(releases);
+    let wake = wake_up(50);
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let in_rtt = |d: Duration| d.as_secs_f64() / rtt.as_secs_f64();
+    println!("round trip (PING)          p50 {:>8.1} µs", us(rtt));
+    let cycle = percentile(&cycles, 0.5);
     println!(
-        "uncontended lock+unlock    p50 {:>9.1?}  ({:.2} RTT)",
-        percentile(&cycles, 0.5),
-        percentile(&cycles, 0.5).as_secs_f64() / rtt.as_secs_f64()
+        "uncontended lock+unlock    p50 {:>8.1} µs = {:.1} RTT; floor here: 2 RTT {:.1} µs + scripts {:.1} µs = {:.1} µs",
+        us(cycle),
+        in_rtt(cycle),
+        us(2 * rtt),
+        us(cycle_scripts),
+        us(2 * rtt + cycle_scripts)
     );
+    let (p50, p99) = (percentile(&handoffs, 0.5), percentile(&handoffs, 0.99));
     println!("handoff (release -> next lock() returns)");
     println!(
-        "                           p50 {:>9.1?}  ({:.2} RTT)",
-        percentile(&handoffs, 0.5),
-        percentile(&handoffs, 0.5).as_secs_f64() / rtt.as_secs_f64()
+        "                           p50 {:>8.1} µs = {:.1} RTT; floor here: RTT {:.1} µs + release script {:.1} µs + wake-up {:.1} µs = {:.1} µs",
+        us(p50),
+        in_rtt(p50),
+        us(rtt),
+        us(release),
+        us(wake),
+        us(rtt + release + wake)
     );
-    println!(
-        "                           p99 {:>9.1?}",
-        percentile(&handoffs, 0.99)
-    );
+    println!("                           p99 {:>8.1} µs", us(p99));
     if inversions > 0 {
         bail!("FIFO order was violated");
     }

@@ -37,12 +37,15 @@ fn main() -> anyhow::Result<()> {
                 for section in 0..SECTIONS {
                     let guard = mutex.lock()?;
                     thread::sleep(Duration::from_millis(2));
-                    guard.unlock()?;
+                    // A failed release leaves nothing held: log it, go on.
+                    if let Err(err) = guard.unlock() {
+                        eprintln!("unlock: {err}");
+                    }
                     if (worker + section) % 3 == 0 {
                         // Gives up after 5 ms: counted as timed out.
                         if let Some(permit) = uploads.try_acquire_for(Duration::from_millis(5))? {
                             thread::sleep(Duration::from_millis(8));
-                            permit.unlock()?;
+                            drop(permit); // releases; an error is logged
                         }
                     }
                 }

@@ -362,10 +362,25 @@ local function wake(owner, message)
   end
 end
 
--- Asks the holds of `owner`'s client on this lock (KEYS[1]: a lock key,
--- or a counted lock's holders) whose tokens are up to `token` to let go.
-local function ask_to_let_go(owner, token)
-  wake(owner, 'R ' .. token .. ' ' .. KEYS[1])
+-- Tells the holds of `owner`'s client on this lock (KEYS[1]: a lock key,
+-- or a counted lock's holders) whose tokens are up to `token` what became
+-- of them: `what` 'R' asks them to let go (a revocation), 'L' says they
+-- were freed (a force release).
+local function tell_holder(owner, what, token)
+  wake(owner, what .. ' ' .. token .. ' ' .. KEYS[1])
+end
+
+-- tell_holder once to each client among `owners` (its holds of this lock
+-- hear it together).
+local function tell_holders(owners, what, token)
+  local told = {}
+  for _, owner in ipairs(owners) do
+    local client = string.match(owner, '^([^:]+):') or owner
+    if not told[client] then
+      told[client] = true
+      tell_holder(owner, what, token)
+    end
+  end
 end
 
 -- Tells the (new) head of the queue that the current lease runs out in
@@ -721,7 +736,7 @@ local function check_capacity(capacity, meta, units)
   if stored and stored ~= capacity then
     fail('ERR fairlock: permits mismatch: this call says ' .. fmt(capacity)
       .. ' permits, the semaphore has ' .. fmt(stored)
-      .. ' (every client of one semaphore must use the same number)')
+      .. ' (kept while in use and ' .. fmt(FENCE_LIFE) .. ' ms after)')
   end
   return capacity
 end

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What went wrong, coarse enough to branch on. Non-exhaustive: a match
 /// needs a `_` arm.
@@ -29,7 +30,11 @@ pub enum ErrorKind {
     InvalidName,
     /// A client setting or URL was rejected: before any I/O (a scheme that
     /// is not Redis's, a bad setting), or by the server at the first
-    /// connection (a database number it does not have). Retrying cannot help.
+    /// connection (a database number it does not have), or the server's
+    /// own settings are ones the client was told to refuse (an evicting
+    /// `maxmemory-policy` with
+    /// [`require_noeviction`](crate::ClientBuilder::require_noeviction)).
+    /// Retrying cannot help.
     InvalidConfig,
     /// Redis could not be reached, or did not answer within the configured
     /// timeouts: retrying later may succeed.
@@ -53,7 +58,8 @@ pub enum ErrorKind {
     /// Two clients disagree on the number of permits of one semaphore: this
     /// call's N is not the one the semaphore was created with (kept while it
     /// is in use, and a fence life after). Nothing was written; the
-    /// message names both numbers.
+    /// message names the semaphore, both numbers, how long the semaphore's
+    /// lasts and how to change it.
     PermitsMismatch,
     /// A call asks for more permits than its semaphore has now, since
     /// [`FairSemaphore::set_permits`](crate::FairSemaphore::set_permits)
@@ -511,7 +517,9 @@ fn refusal(err: &redis::RedisError, code: Option<&str>) -> Option<(ErrorKind, &'
 }
 
 /// The text a semaphore script raises when a call's permits are not the
-/// semaphore's (lua/lib.lua's check_permits), after its `ERR fairlock: `.
+/// semaphore's (lua/lib.lua's check_capacity), after its `ERR fairlock: `:
+/// "<this> <N> permits, the semaphore has <M> (kept while in use and
+/// <fence life> ms after)".
 const PERMITS_MISMATCH: &str = "permits mismatch: this call says ";
 
 /// The two numbers of permits a semaphore script's error names after
@@ -531,18 +539,32 @@ const PERMITS_EXCEEDED: &str = "permits exceeded: this call asks for ";
 
 /// For the error a semaphore script raises on a permits mismatch or on a
 /// call for more permits than it has now (in either version's wording: see
-/// [`script_error_code`]), its kind and the message naming both numbers:
-/// "two clients disagree on the number of permits of this semaphore: this
-/// call says 4, the semaphore has 3".
+/// [`script_error_code`]), its kind and the message naming both numbers,
+/// how long the semaphore's lasts (the script's fence life) and how to
+/// change it: "two clients disagree on the number of permits: this call
+/// says 4, the semaphore has 3 ...". The lock's name comes before it, as
+/// every call's error names its lock (`Error::during`).
 fn permits_error(err: &redis::RedisError) -> Option<(ErrorKind, String)> {
     if err.code() != Some("ERR") {
         return None;
     }
     if let Some((ours, theirs)) = permits_named(err, PERMITS_MISMATCH) {
+        let ms = err
+            .detail()
+            .and_then(|d| d.split_once(" in use and ")?.1.split_once(" ms"));
+        let fence = match ms
+            .and_then(|(ms, _)| ms.parse().ok())
+            .map(Duration::from_millis)
+        {
+            Some(fence) => format!("{fence:?} (the fence life)"),
+            None => "the fence life".to_owned(),
+        };
         let message = format!(
-            "two clients disagree on the number of permits of this semaphore: this call says \
-             {ours}, the semaphore has {theirs} (every client of one semaphore must use the \
-             same number); nothing was changed"
+            "two clients disagree on the number of permits: this call says {ours}, the \
+             semaphore has {theirs}, the number it was first used with, and keeps it while in \
+             use and for {fence} after its last use, so retrying helps only after that; use the \
+             same number in every client, or set one for every client with set_permits \
+             (`fairlock permits NAME N`); nothing was changed"
         );
         return Some((ErrorKind::PermitsMismatch, message));
     }

@@ -149,12 +149,12 @@ fn a_permits_mismatch_is_its_own_kind_naming_both_numbers_as_every_version_words
     for reply in [
         // Redis 7.0+ and Valkey 8
         "ERR fairlock: permits mismatch: this call says 4 permits, the semaphore has 3 \
-         (every client of one semaphore must use the same number) script: \
+         (kept while in use and 600000 ms after) script: \
          fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:120.",
         // Redis 6.2
         "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
          @user_script:120: ERR fairlock: permits mismatch: this call says 4 permits, the \
-         semaphore has 3 (every client of one semaphore must use the same number)",
+         semaphore has 3 (kept while in use and 600000 ms after)",
     ] {
         let err = from_reply(reply);
         assert_eq!(err.kind(), ErrorKind::PermitsMismatch, "{reply}");
@@ -163,6 +163,8 @@ fn a_permits_mismatch_is_its_own_kind_naming_both_numbers_as_every_version_words
             text.contains("this call says 4, the semaphore has 3"),
             "{text}"
         );
+        assert!(text.contains("for 600s (the fence life)"), "{text}");
+        assert!(text.contains("set_permits"), "{text}");
         assert!(err.source().is_some());
     }
     // Another script error that mentions permits is not one.

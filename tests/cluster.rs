@@ -881,3 +881,30 @@ fn no_cluster_connection_sends_client_setinfo() {
     assert!(seen >= 6, "fairlock's connections were not found: {seen}");
     drop((holder, waiter));
 }
+
+/// Every master's eviction policy is read at start (issue 36 item 7): one
+/// master of three with a memory limit and an evicting policy is named by
+/// a client that requires noeviction; the default client starts.
+#[test]
+fn a_cluster_master_that_may_evict_is_named_at_start() {
+    let cluster = RedisCluster::start();
+    let master = cluster.masters()[1];
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("100mb")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .query(&mut cluster.conn(master))
+        .unwrap();
+    let err = Client::builder(&cluster.url())
+        .require_noeviction(true)
+        .build()
+        .expect_err("a master may evict");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    let text = err.to_string();
+    assert!(text.contains(&format!(":{master}")), "{text}");
+    assert!(text.contains("allkeys-lru"), "{text}");
+    let client = Client::open(&cluster.url()).expect("the default warns and starts");
+    assert!(client.fair_mutex("m").try_lock().unwrap().is_some());
+}

@@ -31,6 +31,11 @@ const EXAMPLES: &[(&str, &str)] = &[
         "led in arrival order: node-0, then node-1, then node-2",
     ),
     ("demo", "grant order == arrival order: yes"),
+    // Each figure beside its floor, measured in the same run.
+    ("demo", " RTT; floor here: 2 RTT "),
+    ("demo", " RTT; floor here: RTT "),
+    ("demo", " µs + release script "),
+    ("demo", " µs + wake-up "),
     #[cfg(feature = "metrics")]
     ("metrics", "fairlock_acquisitions_total"),
 ];

@@ -279,3 +279,76 @@ fn a_wait_that_finds_every_pooled_connection_busy_is_not_acquired_and_leaves_not
         );
     }
 }
+
+/// Sets the server's memory limit and eviction policy.
+fn set_eviction(server: &RedisServer, maxmemory: &str, policy: &str) {
+    let mut conn = server.conn();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(maxmemory)
+        .arg("maxmemory-policy")
+        .arg(policy)
+        .query(&mut conn)
+        .unwrap();
+}
+
+/// Issue 36 item 7: a server that may evict fairlock's keys (a memory
+/// limit and any policy but noeviction: every fairlock key has a TTL, so
+/// volatile-* reaches them too) is refused by a client that asks for it,
+/// naming the policy and what to set; a client that does not ask starts
+/// (and logs a warning: `cli/tests/cli_status.rs` sees it on stderr).
+#[test]
+fn a_server_that_may_evict_is_refused_when_the_client_requires_noeviction() {
+    let server = RedisServer::start();
+    let strict = || {
+        Client::builder(&server.url())
+            .require_noeviction(true)
+            .build()
+    };
+    for policy in ["volatile-lru", "allkeys-lfu", "volatile-ttl"] {
+        set_eviction(&server, "100mb", policy);
+        let err = strict().expect_err(policy);
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{policy}: {err}");
+        assert!(!err.is_connection(), "{policy}");
+        let text = err.to_string();
+        for said in [policy, "104857600", "set maxmemory-policy noeviction"] {
+            assert!(text.contains(said), "{policy}: no {said:?} in {text}");
+        }
+        // The default warns and starts.
+        let client = Client::open(&server.url()).expect(policy);
+        assert!(client.fair_mutex("m").try_lock().unwrap().is_some());
+    }
+    // No memory limit: nothing is ever evicted, whatever the policy.
+    set_eviction(&server, "0", "allkeys-lru");
+    assert!(strict().is_ok());
+    set_eviction(&server, "100mb", "noeviction");
+    assert!(strict().is_ok());
+}
+
+/// The least-privilege user of docs/security.md reads the policy with
+/// `INFO memory` and nothing denied; a user made without that grant (an
+/// earlier line) starts without the check, and fails with Permission when
+/// the client requires it.
+#[test]
+fn the_eviction_check_runs_as_the_acl_user_and_is_skipped_without_its_grant() {
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    set_eviction(&server, "100mb", "allkeys-lru");
+    create_acl_user(&mut admin, "pw");
+    let url = server.url_as("fairlock", "pw");
+    let err = Client::builder(&url)
+        .require_noeviction(true)
+        .build()
+        .expect_err("the ACL user reads the policy");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(acl_denials(&mut admin).is_empty());
+
+    create_acl_user_without(&mut admin, "pw", &["+info|memory"]);
+    assert!(Client::open(&url).is_ok(), "the check is skipped");
+    let err = Client::builder(&url)
+        .require_noeviction(true)
+        .build()
+        .expect_err("cannot read the policy");
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+}

@@ -230,7 +230,8 @@ fn replies_parse_into_acquired_or_waiting() {
         attempt().parse(ints(&[1, 99, 500])).unwrap(),
         AcquireReply::Acquired {
             token: 99,
-            pttl_ms: 500
+            pttl_ms: 500,
+            in_force: None
         }
     );
     assert_eq!(
@@ -238,17 +239,26 @@ fn replies_parse_into_acquired_or_waiting() {
         AcquireReply::Waiting {
             pttl_ms: 500,
             position: None,
-            last_token: 98
+            last_token: 98,
+            in_force: None
         }
     );
     assert_eq!(
         attempt().parse(Value::Int(97)).unwrap(),
         AcquireReply::Acquired {
             token: 97,
-            pttl_ms: 30_000
+            pttl_ms: 30_000,
+            in_force: None
         }
     );
+    // A semaphore's number in force ends the list when it is not the call's.
+    let set = attempt().parse(ints(&[1, 99, 500, 5])).unwrap();
+    assert_eq!(set.in_force(), Some(5));
+    let set = attempt().parse(ints(&[0, 500, 2, 98, 5])).unwrap();
+    assert_eq!(set.in_force(), Some(5));
     assert!(attempt().parse(ints(&[0, 1])).is_err());
+    assert!(attempt().parse(ints(&[1, 99, 500, 5, 6])).is_err());
+    assert!(attempt().parse(ints(&[1, 99, 500, -5])).is_err());
 }
 
 // Heartbeat (src/protocol/heartbeat.rs)
@@ -576,6 +586,13 @@ fn every_message_the_scripts_send_parses() {
         })
     );
     assert_eq!(
+        WakeMessage::parse(b"L 12 p:{ab}:holders:a b"),
+        Some(WakeMessage::Freed {
+            up_to: 12,
+            lock_key: "p:{ab}:holders:a b".to_owned(),
+        })
+    );
+    assert_eq!(
         WakeMessage::parse(WakeMessage::STOP.as_bytes()),
         Some(WakeMessage::Stop)
     );
@@ -593,6 +610,9 @@ fn anything_else_is_ignored() {
         b"R 5",
         b"R 5 ",
         b"R x k",
+        b"L 5",
+        b"L -1 k",
+        b"RL 5 k",
     ] {
         assert_eq!(WakeMessage::parse(junk), None, "{junk:?}");
     }

@@ -3,7 +3,8 @@
 //! unbound, is asked to let go and keeps its hold until it does; the push
 //! message reaches it within a round trip (also in another process), a
 //! lost message is made up for by the next renewal's reply, and a hold
-//! taken after the request is never asked. The client's admin by kind
+//! taken after the request is never asked. A force unlock's holders hear
+//! of it by a message too, as a lost lease. The client's admin by kind
 //! (`Client::force_unlock` and `Client::revoke`) reaches the lock of that
 //! kind only, and refuses a bad name.
 
@@ -11,7 +12,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{AnyGuard, Client, ErrorKind, LockKind, Revocation, RevocationSignal, Unbound};
+use fairlock::{
+    AnyGuard, Client, ErrorKind, LeaseSignal, LockKind, Revocation, RevocationSignal, Unbound,
+};
 use fairlock_test_support::roles::lease_holder;
 use fairlock_test_support::*;
 
@@ -144,6 +147,122 @@ fn every_kind_of_hold_is_asked_by_its_message_within_a_round_trip_and_keeps_its_
     // Nobody holds them now: nothing to ask.
     assert_eq!(operator.fair_mutex("bound-Mutex").revoke().unwrap(), 0);
     assert_eq!(operator.fair_rwlock("bound-Read").revoke().unwrap(), 0);
+}
+
+/// A force unlock's holders (issue 36 item 3) hear of it by push, as a
+/// revocation's do: before, only their next renewal told them (3.3 s with
+/// the defaults; 10 s with these clients), so a holder believed it held a
+/// lock that was someone else's.
+#[test]
+fn every_kind_of_hold_hears_of_a_force_unlock_by_its_message_at_once() {
+    let server = RedisServer::start();
+    let holder = quiet_client(&server);
+    let other_holder = quiet_client(&server);
+    let operator = quiet_client(&server);
+    let wait = Duration::from_secs(5);
+
+    // Every kind, bound and unbound (a semaphore's permits from two
+    // clients, each told), an election's leader and a multi-lock's parts.
+    let mut held: Vec<(String, LockKind, Vec<LeaseSignal>)> = Vec::new();
+    let mut guards: Vec<AnyGuard<Unbound>> = Vec::new();
+    let mut bound: Vec<AnyGuard> = Vec::new();
+    for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
+        let name = format!("unbound-{kind:?}");
+        let guard = take::<Unbound>(&holder, kind, &name, LeasePolicy::Client, wait);
+        let mut signals = vec![guard.unwrap().unwrap()];
+        if kind == Kind::Read {
+            let second = take::<Unbound>(&other_holder, kind, &name, LeasePolicy::Client, wait);
+            signals.push(second.unwrap().expect("a second permit or read"));
+        }
+        held.push((
+            name,
+            kind.lock_kind(),
+            signals.iter().map(|g| g.lease_signal()).collect(),
+        ));
+        guards.extend(signals);
+        let name = format!("bound-{kind:?}");
+        let guard = take::<fairlock::Bound>(&holder, kind, &name, LeasePolicy::Client, wait);
+        let guard = guard.unwrap().unwrap();
+        held.push((name, kind.lock_kind(), vec![guard.lease_signal()]));
+        bound.push(guard);
+    }
+    let permits = [&holder, &other_holder].map(|client| {
+        let permit = client.fair_semaphore("permits", 3).unbound().acquire();
+        permit.unwrap().into_any()
+    });
+    held.push((
+        "permits".into(),
+        LockKind::Semaphore,
+        permits.iter().map(|g| g.lease_signal()).collect(),
+    ));
+    guards.extend(permits);
+    let leadership = holder.election("leader").campaign().unwrap();
+    held.push((
+        "leader".into(),
+        LockKind::Election,
+        vec![leadership.lease_signal()],
+    ));
+    let multi = holder
+        .fair_multi_lock(["multi-a"])
+        .and_read("multi-b")
+        .lock()
+        .unwrap();
+    for part in multi.parts() {
+        let kind = match part.access() {
+            Some(_) => LockKind::RwLock,
+            None => LockKind::Mutex,
+        };
+        held.push((part.name().to_owned(), kind, vec![part.lease_signal()]));
+    }
+
+    let mut delays = Vec::new();
+    for (name, kind, signals) in &held {
+        let watchers: Vec<_> = signals
+            .iter()
+            .map(|signal| {
+                assert_eq!(signal.ended(), None, "{name}");
+                let (tx, rx) = mpsc::channel();
+                let signal = signal.clone();
+                thread::spawn(move || {
+                    let end = signal.wait();
+                    let _ = tx.send((end, Instant::now()));
+                });
+                rx
+            })
+            .collect();
+        let sent = Instant::now();
+        assert!(operator.force_unlock(*kind, name).unwrap(), "{name}");
+        for watcher in watchers {
+            let (end, at) = watcher
+                .recv_timeout(Duration::from_secs(5))
+                .unwrap_or_else(|_| panic!("{name}: the holder was not told"));
+            assert_eq!(end, fairlock::LeaseEnd::Lost, "{name}");
+            delays.push(ms(at.saturating_duration_since(sent)));
+        }
+    }
+    delays.sort_by(f64::total_cmp);
+    eprintln!(
+        "force_unlock() sent → lease signal (ms), {} holds, no renewal in the window: {delays:.2?}",
+        delays.len()
+    );
+    // The message's path: the fallback (a renewal) is 10 s away. Issue 36
+    // asks for 100 ms on loopback; the bound leaves room for a busy machine.
+    assert!(delays[delays.len() / 2] < 100.0, "{delays:?}");
+    assert!(*delays.last().unwrap() < 1000.0, "{delays:?}");
+
+    assert!(multi.is_lease_lost() && leadership.is_lease_lost());
+    let lost = guards.iter().map(|g| (g.name(), g.is_lease_lost()));
+    for (name, lost) in lost.chain(bound.iter().map(|g| (g.name(), g.is_lease_lost()))) {
+        assert!(lost, "{name}");
+    }
+    // What a lost hold's unlock says; it frees nothing of the new holders'.
+    let taken = operator.fair_mutex("bound-Mutex").try_lock().unwrap();
+    for guard in bound {
+        let name = guard.name().to_owned();
+        let err = guard.unlock().expect_err(&name);
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{name}: {err}");
+    }
+    assert!(taken.expect("free after the force unlock").unlock().is_ok());
 }
 
 /// `client`'s revocation of the `kind` of lock `name`: the holds it asked.

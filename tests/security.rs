@@ -136,6 +136,8 @@ fn the_readme_acl_line_allows_every_command_the_library_sends() {
             "unsubscribe",
             "punsubscribe",
             "publish",
+            // The eviction check at start (`INFO memory` only).
+            "info|memory",
         ]
         .map(String::from),
     );

@@ -16,7 +16,9 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock::{Capacity, Client, ErrorKind, FairSemaphore, SemaphorePermit, Wait, WaitCanceller};
-use fairlock_test_support::{join_within, serial, wait_until, Held, HolderChild, RedisServer};
+use fairlock_test_support::{
+    info_field, join_within, script_calls, serial, wait_until, Held, HolderChild, RedisServer,
+};
 use redis::Commands;
 
 /// The child process binary (tests/support/child/), built for these tests.
@@ -498,6 +500,26 @@ fn handles_with_different_permits_get_a_permits_mismatch() {
         .try_acquire_for(Duration::from_millis(200))
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PermitsMismatch, "{err}");
+    // It names the semaphore once, how long its number lasts and how to
+    // change it.
+    let text = err.to_string();
+    assert_eq!(text.matches("'disagree'").count(), 1, "{text}");
+    assert!(
+        text.starts_with("acquire of semaphore 'disagree': "),
+        "{text}"
+    );
+    assert!(
+        text.contains("this call says 4, the semaphore has 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("for 600s (the fence life) after its last use"),
+        "{text}"
+    );
+    assert!(
+        text.contains("set_permits (`fairlock permits NAME N`)"),
+        "{text}"
+    );
     let status = a.fair_semaphore("disagree", 3).status(10).unwrap();
     assert_eq!(status.capacity, Capacity::Permits(3));
     assert_eq!(status.holder_count, 1);
@@ -510,6 +532,138 @@ fn handles_with_different_permits_get_a_permits_mismatch() {
     }
     let err = a.fair_semaphore("", 2).try_acquire().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidName, "{err}");
+}
+
+/// The library's warnings in this test process that name `needle` (a
+/// logger of the process, installed by the first call).
+fn warnings(needle: &str) -> Vec<String> {
+    struct Capture(Mutex<Vec<String>>);
+    impl log::Log for Capture {
+        fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+            metadata.level() <= log::Level::Warn
+        }
+        fn log(&self, record: &log::Record<'_>) {
+            self.0.lock().unwrap().push(record.args().to_string());
+        }
+        fn flush(&self) {}
+    }
+    static CAPTURE: Capture = Capture(Mutex::new(Vec::new()));
+    if log::set_logger(&CAPTURE).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
+    let lines = CAPTURE.0.lock().unwrap();
+    lines
+        .iter()
+        .filter(|l| l.contains(needle))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_handle_reads_the_number_set_by_set_permits_from_its_acquire_replies_at_no_cost() {
+    warnings("");
+    let server = RedisServer::start();
+    let (admin, a, b) = (server.client(), server.client(), server.client());
+    admin
+        .fair_semaphore("exports-36", 5)
+        .set_permits(5)
+        .unwrap();
+    let exports = a.fair_semaphore("exports-36", 3);
+    assert_eq!(
+        exports.permits_in_force(),
+        3,
+        "no call has seen the semaphore yet"
+    );
+    // A hold's reply says 5 are in force, and 5 holds are admitted at once
+    // through a handle of 3 (as on main, where nothing said so).
+    let mut held: Vec<SemaphorePermit> = (0..5).map(|_| exports.acquire().unwrap()).collect();
+    assert_eq!(exports.permits_in_force(), 5);
+    assert_eq!(exports.permits(), 3, "the handle's own number is kept");
+    // Its client said so in the log once, not once per call.
+    let said = warnings("semaphore 'exports-36'");
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("5 permits in force (set with set_permits), this handle says 3")
+            && said[0].contains("600s (the fence life)"),
+        "{said:?}"
+    );
+    // A refusal's reply says so too, to another client's handle.
+    let other = b.fair_semaphore("exports-36", 3);
+    assert!(other.try_acquire().unwrap().is_none(), "5 held of 5");
+    assert_eq!(other.permits_in_force(), 5);
+    // So does a queued call's first reply.
+    let queued = other.try_acquire_for(Duration::from_millis(100)).unwrap();
+    assert!(queued.is_none());
+    assert_eq!(other.permits_in_force(), 5);
+    assert_eq!(
+        warnings("'exports-36'").len(),
+        2,
+        "once more, by the other client"
+    );
+    // Any handle of the client reads the number its calls found.
+    assert_eq!(b.fair_semaphore("exports-36", 5).permits_in_force(), 5);
+    // Another semaphore of the client is not concerned.
+    assert_eq!(a.fair_semaphore("imports", 3).permits_in_force(), 3);
+    held.clear();
+
+    // The number rides in the replies at no cost: a cycle is two script
+    // calls (round trips) running the same commands inside, whether the
+    // call's number is in force or another is.
+    let mut conn = server.conn();
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut cost = |sem: &FairSemaphore| {
+        let calls = script_calls(&mut conn);
+        let commands = info_field(&mut conn, "stats", "total_commands_processed");
+        for _ in 0..20 {
+            sem.acquire().unwrap().unlock().unwrap();
+        }
+        let commands = info_field(&mut conn, "stats", "total_commands_processed") - commands;
+        (script_calls(&mut conn) - calls, commands)
+    };
+    let (own, set) = (
+        client.fair_semaphore("exports-36", 5),
+        client.fair_semaphore("exports-36", 3),
+    );
+    let (own, set) = (cost(&own), cost(&set));
+    eprintln!(
+        "20 cycles: (script calls, commands) {own:?} with the call's number, {set:?} with another"
+    );
+    assert_eq!(own.0, 40, "two round trips a cycle");
+    assert_eq!(set, own, "the number in force is another");
+    assert_eq!(
+        warnings("'exports-36'").len(),
+        3,
+        "once by the third client"
+    );
+    assert_eq!(client.fair_semaphore("exports-36", 3).permits_in_force(), 5);
+}
+
+#[test]
+fn the_number_in_force_a_handle_reads_lapses_with_the_number_set() {
+    let server = RedisServer::start();
+    let short = || {
+        let builder = server.builder().fence_life(fairlock::MIN_FENCE_LIFE);
+        builder.build().unwrap()
+    };
+    let (admin, client) = (short(), short());
+    admin.fair_semaphore("lapse-36", 5).set_permits(5).unwrap();
+    let sem = client.fair_semaphore("lapse-36", 3);
+    sem.acquire().unwrap().unlock().unwrap();
+    assert_eq!(sem.permits_in_force(), 5);
+    // Unused for a fence life, the semaphore starts again with its next
+    // caller's number, and its reply says nothing more.
+    let gone = || sem.status(0).unwrap().capacity == Capacity::Unknown;
+    assert!(
+        wait_until(Duration::from_secs(10), gone),
+        "the meta outlived its fence life"
+    );
+    sem.acquire().unwrap().unlock().unwrap();
+    assert_eq!(sem.permits_in_force(), 3);
+    assert_eq!(sem.status(0).unwrap().capacity, Capacity::Permits(3));
 }
 
 #[test]

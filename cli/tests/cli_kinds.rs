@@ -914,7 +914,7 @@ fn unlock_force_election_ends_the_leadership_and_the_next_candidate_leads() {
         said.contains(&format!("(token {})", leadership.fencing_token())),
         "{said}"
     );
-    // The old leader hears of it at its next renewal; the candidate that
+    // The old leader hears of it by a message; the candidate that
     // waited leads, in a later term.
     assert_eq!(lease.wait_timeout(PATIENCE), Some(fairlock::LeaseEnd::Lost));
     let next = next.join().unwrap();
@@ -1060,7 +1060,8 @@ fn an_identity_names_the_holder_in_status_text_and_json() {
 /// `fairlock permits NAME N`: a grow admits the waiter of another client
 /// at once and says so; a shrink with a call queued for more refuses it
 /// (the call returns `PermitsExceeded`) and keeps the holders'; `run
-/// --permits` with the old number is then served, not refused with 78;
+/// --permits` with the old number is then served, not refused with 78,
+/// and warned once that another number is in force;
 /// 0, too many and a bad name are one-line usage errors.
 #[test]
 fn permits_sets_the_number_admits_and_refuses_waiters_and_says_so() {
@@ -1102,11 +1103,16 @@ fn permits_sets_the_number_admits_and_refuses_waiters_and_says_so() {
     drop(held);
     // One held of 1: a `run --permits 3` waits (no 78), then runs once free.
     let out = output(
-        fairlock(&server).args(["run", "jobs", "--permits", "3", "-n", "--", "true"]),
+        fairlock(&server).args(["run", "jobs", "--permits", "3", "-n", "-v", "--", "true"]),
         PATIENCE,
     );
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     assert_eq!(sem.queue_len().unwrap(), 0);
+    // With the library's warnings shown, it says once that the number in
+    // force is not its own.
+    let said = stderr(&out);
+    let told = "semaphore 'jobs': 1 permit in force (set with set_permits), this handle says 3";
+    assert_eq!(said.matches(told).count(), 1, "{said}");
 
     for args in [
         &["permits", "jobs", "0"][..],

@@ -382,3 +382,40 @@ fn documented_key_table() -> BTreeSet<String> {
         })
         .collect()
 }
+
+/// A server that may evict fairlock's keys (a memory limit and an
+/// allkeys-*/volatile-* policy) is named once on stderr by `run --verbose`
+/// (which prints the library's warnings), with what to set, and the
+/// command still runs (issue 36 item 7); a server without a limit says
+/// nothing.
+#[test]
+fn a_server_that_may_evict_is_warned_of_once_on_stderr() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let mut config = |maxmemory: &str, policy: &str| {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(maxmemory)
+            .arg("maxmemory-policy")
+            .arg(policy)
+            .query(&mut conn)
+            .unwrap();
+    };
+    config("100mb", "volatile-lru");
+    let run = ["run", "--verbose", "jobs", "--", "true"];
+    let out = output(fairlock(&server).args(run), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = stderr(&out);
+    assert_eq!(
+        said.matches("may evict fairlock's keys").count(),
+        1,
+        "{said}"
+    );
+    assert!(said.contains("maxmemory-policy volatile-lru"), "{said}");
+    assert!(said.contains("set maxmemory-policy noeviction"), "{said}");
+    config("0", "volatile-lru");
+    let out = output(fairlock(&server).args(run), PATIENCE);
+    assert_eq!(code(&out), 0);
+    assert!(!stderr(&out).contains("evict"), "{}", stderr(&out));
+}

@@ -45,7 +45,11 @@
 --         {0, ms until the first live lease runs out (0: none live), queue
 --         position, last token issued} when it does not (position -1 for
 --         "try": not queued). A handoff message for this call carrying a
---         token up to that last one is stale.
+--         token up to that last one is stale. When set_permits set another
+--         number than ARGV[10], each reply is a list ending in it: {1,
+--         token, lease ms left, permits} for a hold (the token's too), {0,
+--         ..., last token issued, permits} otherwise; an equal number costs
+--         nothing, the replies above.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
 -- waiters and expired holds); a new call's hold taken with nobody waiting
 -- and nobody holding (or only a hold whose lease ran out): GET, TIME,
@@ -78,7 +82,11 @@ holder_arg(owner, wait_id)
 -- written so already).
 local units_s = string.match(ARGV[11], '^[1-9]%d*$') or fmt(units)
 local meta = read_meta(true)
+local asked = capacity
 capacity = check_capacity(capacity, meta, units)
+-- The number in force when it is not this call's (set_permits set it), or
+-- nil: put at the end of every reply, where a nil ends a table as if absent.
+local in_force = capacity ~= asked and capacity or nil
 local fresh = not meta.capacity
 if fresh then
   meta.capacity = capacity
@@ -141,7 +149,7 @@ if guard == '0' and mode ~= 'poll' then
     if added == 2 then
       meta.used, meta.last = used + units, token
       write_meta(meta, life + FENCE_LIFE)
-      return tonumber(token)
+      return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
     end
   end
 end
@@ -174,7 +182,7 @@ if held then
       keep_counted(meta, now_ms)
     end
   end
-  return { 1, tonumber(held), left }
+  return { 1, tonumber(held), left, in_force }
 end
 
 local dropped = drop_expired(meta, now_ms)
@@ -185,7 +193,7 @@ end
 if reenter or (meta.used + units <= capacity and not queued) then
   local token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms)
   keep_counted(meta, now_ms)
-  return tonumber(token)
+  return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
 end
 
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' ' .. fmt(units)
@@ -195,13 +203,13 @@ local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' 
 -- queues (or, a try, answers) as the mutex's does behind a holder.
 if meta.used + units > capacity and dropped == 0 then
   if mode == 'try' then
-    return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last) }
+    return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last), in_force }
   end
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
   if queue_life then
     outlive(META, queue_life + FENCE_LIFE)
   end
-  return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last) }
+  return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }
 end
 
 local head = live_head(now_ms, parse_counted_entry)
@@ -226,14 +234,14 @@ if (head == nil or head == entry) and meta.used + units <= capacity then
     tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
   end
   keep_counted(meta, now_ms)
-  return tonumber(token)
+  return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
 end
 
 if mode == 'try' then
   if #handed > 0 or dropped > 0 then
     keep_counted(meta, now_ms)
   end
-  return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last) }
+  return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last), in_force }
 end
 local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
 if #handed > 0 or dropped > 0 or fresh then
@@ -241,4 +249,4 @@ if #handed > 0 or dropped > 0 or fresh then
 elseif queue_life then
   outlive(META, queue_life + FENCE_LIFE)
 end
-return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last) }
+return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }

@@ -8,8 +8,11 @@
 --         holds it freed, so the same call delivered again answers as the
 --         first did instead of freeing the waiters just admitted
 -- Returns the number of live holds freed (0 when none was held). Each
---         holder learns it lost its lease at its next renewal.
--- Cost: O(H log N) for H holds, plus the admissions' O(log N) each.
+--         holding client is told at once, "L <last token> <holders key>" on
+--         its channel (its holds with tokens up to that one are gone), and
+--         its renewals find them gone should the message be lost.
+-- Cost: O(H log N) for H holds, plus the admissions' O(log N) each, and a
+-- PUBLISH per holding client.
 
 local this_call = 'F' .. ARGV[3]
 local now_us, now_ms = server_time()
@@ -19,10 +22,10 @@ if seen == this_call then
   return tonumber(freed)
 end
 drop_expired(meta, now_ms)
-local holds = 0
+local owners = {}
 if meta.lone then
+  owners[1] = meta.lone.owner
   meta.lone = nil
-  holds = 1
 end
 while true do
   local members = redis.call('ZRANGEBYSCORE', HOLDERS, 0, '+inf', 'LIMIT', 0, 100)
@@ -33,11 +36,13 @@ while true do
   for _, member in ipairs(members) do
     names[#names + 1] = member
     names[#names + 1] = '#' .. member
-    holds = holds + 1
+    owners[#owners + 1] = parse_holder(member) or member
   end
   redis.call('ZREM', HOLDERS, unpack(names))
 end
 meta.used = 0
+local holds = #owners
+tell_holders(owners, 'L', meta.last)
 if not meta.capacity then
   return holds
 end

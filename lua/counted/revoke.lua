@@ -41,12 +41,5 @@ if meta.capacity then
   meta.revoked = meta.last
   write_meta(meta, nil)
 end
-local told = {}
-for _, owner in ipairs(owners) do
-  local client = string.match(owner, '^([^:]+):') or owner
-  if not told[client] then
-    told[client] = true
-    ask_to_let_go(owner, meta.last)
-  end
-end
+tell_holders(owners, 'R', meta.last)
 return { #owners, tonumber(meta.last) }

@@ -7,9 +7,11 @@
 --         the same call delivered again answers as the first did instead
 --         of freeing the waiter that was just handed the lock
 -- Returns the owner id that held the lock, or false (nil) when it was free.
+-- The holder is told at once, "L <token> <lock key>" on its client's
+-- channel, and its renewals find the lock gone should the message be lost.
 -- An election's script also says on the election's channel who it handed
 -- the lock to, or that the hold ended when it freed it (lib.lua: ANNOUNCE).
--- Cost: O(log N).
+-- Cost: O(log N), and one PUBLISH.
 
 local this_call = 'F' .. ARGV[3]
 local token, holder, _, mark = read_lock(redis.call('GET', LOCK))
@@ -23,4 +25,5 @@ if not holder then
 end
 local now_us, now_ms = server_time()
 free_lock(now_us, now_ms, token, this_call .. ' ' .. holder)
+tell_holder(holder, 'L', token)
 return holder

@@ -19,5 +19,5 @@ if not holder then
   return { 0, 0 }
 end
 write_hold(token, holder, calls, with_revocation(mark, token), fence, nil)
-ask_to_let_go(holder, token)
+tell_holder(holder, 'R', token)
 return { 1, tonumber(token) }

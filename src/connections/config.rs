@@ -22,6 +22,23 @@ pub(crate) enum Target {
     Info(std::result::Result<Box<redis::ConnectionInfo>, String>),
 }
 
+impl Target {
+    /// Where the client connects, for messages: the URLs without their
+    /// passwords, or the address.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Target::Url(url) => redact_url(url),
+            Target::ClusterNodes(nodes) => nodes
+                .iter()
+                .map(|n| redact_url(n))
+                .collect::<Vec<_>>()
+                .join(","),
+            Target::Info(Ok(info)) => info.addr().to_string(),
+            Target::Info(Err(why)) => why.clone(),
+        }
+    }
+}
+
 impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -85,6 +102,8 @@ pub(crate) struct Config {
     /// Who this client is, as its user names it (`identity`): shown with
     /// each of its holds and waits in every status.
     pub(crate) identity: Option<String>,
+    /// Whether a server that may evict keys fails `build` (else a warning).
+    pub(crate) require_noeviction: bool,
 }
 
 impl Default for Config {
@@ -111,6 +130,7 @@ impl Default for Config {
             fence_life: DEFAULT_FENCE_LIFE,
             metrics_lock_names: false,
             identity: None,
+            require_noeviction: false,
         }
     }
 }
@@ -132,6 +152,7 @@ impl std::fmt::Debug for Config {
             .field("clock_drift", &self.clock_drift)
             .field("fence_life", &self.fence_life)
             .field("identity", &self.identity)
+            .field("require_noeviction", &self.require_noeviction)
             .field("sentinel_username", &self.sentinel_username)
             .field(
                 "sentinel_password",

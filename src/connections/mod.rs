@@ -25,6 +25,7 @@
 pub(crate) mod caller;
 mod cluster;
 pub(crate) mod config;
+pub(crate) mod eviction;
 pub(crate) mod library;
 pub(crate) mod resp;
 pub(crate) mod scripts;

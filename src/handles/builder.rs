@@ -463,12 +463,39 @@ impl ClientBuilder {
         self
     }
 
+    /// Refuses to start against a server that may evict fairlock's keys:
+    /// `build` fails with [`ErrorKind::InvalidConfig`] when the server has
+    /// a memory limit (`maxmemory`) and a `maxmemory-policy` other than
+    /// `noeviction` (every fairlock key has a TTL, so the `volatile-*`
+    /// policies reach them too: under memory pressure a held lock can
+    /// vanish and another client take it). Without it (the default) the
+    /// client logs a warning once at start instead. Either way the policy
+    /// is read once, at start, with `INFO memory` (docs/security.md's ACL
+    /// line grants it); on a cluster, from every master. A user
+    /// whose ACL does not grant it skips the check, or with this setting
+    /// fails with [`ErrorKind::Permission`].
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::builder("redis://127.0.0.1:6379")
+    ///     .require_noeviction(true)
+    ///     .build()?;
+    /// # drop(client);
+    /// # Ok(()) }
+    /// ```
+    pub fn require_noeviction(mut self, on: bool) -> Self {
+        self.config.require_noeviction = on;
+        self
+    }
+
     /// Checks the settings, connects, and starts the client's watchdog and
     /// subscriber threads.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidConfig`] for a bad setting or URL, or a
-    /// database the server does not have; [`ErrorKind::Auth`] for refused
+    /// [`ErrorKind::InvalidConfig`] for a bad setting or URL, a
+    /// database the server does not have, or, with
+    /// [`require_noeviction`](Self::require_noeviction), a server that may
+    /// evict; [`ErrorKind::Auth`] for refused
     /// credentials, [`ErrorKind::Permission`] for a command the user's ACL
     /// denies; [`ErrorKind::Connection`] when Redis cannot be reached
     /// within the connect timeout. The first connection is opened

@@ -169,7 +169,10 @@ impl Client {
     /// is reported by the first call that uses it. The semaphore of a name
     /// is a lock of its own, apart from the mutex of that name; every
     /// client using it must say the same `permits`
-    /// ([`ErrorKind::PermitsMismatch`](crate::ErrorKind::PermitsMismatch) otherwise).
+    /// ([`ErrorKind::PermitsMismatch`](crate::ErrorKind::PermitsMismatch) otherwise),
+    /// until [`set_permits`](crate::FairSemaphore::set_permits) sets one
+    /// for all ([`permits_in_force`](crate::FairSemaphore::permits_in_force)
+    /// then tells).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {

@@ -47,7 +47,9 @@ pub const MAX_PERMITS: u32 = 1_000_000;
 /// [`try_acquire_many_for`](FairLock::try_acquire_many_for),
 /// [`acquire_with`](FairLock::acquire_with),
 /// [`acquire_many_with`](FairLock::acquire_many_with),
-/// [`permits`](FairLock::permits), [`available`](FairLock::available),
+/// [`permits`](FairLock::permits),
+/// [`permits_in_force`](FairLock::permits_in_force),
+/// [`available`](FairLock::available),
 /// [`set_permits`](FairLock::set_permits). Its guard is a [`SemaphorePermit`].
 ///
 /// What every lock has: [`name`](FairLock::name),
@@ -102,8 +104,8 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// number the semaphore starts with when this handle's call is the
     /// first to use it, and the most one of its calls may ask for. Once
     /// [`set_permits`](Self::set_permits) changed the semaphore's number,
-    /// that number rules instead (see there); [`status`](FairLock::status)
-    /// reads it ([`Capacity::Permits`](crate::Capacity::Permits)).
+    /// that number rules instead (see there), and
+    /// [`permits_in_force`](Self::permits_in_force) says so.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -113,6 +115,32 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// ```
     pub fn permits(&self) -> u32 {
         self.kind.permits
+    }
+
+    /// The number of permits the semaphore runs with, as this client's
+    /// last acquire call on it found it, without I/O: another than
+    /// [`permits`](Self::permits) once [`set_permits`](Self::set_permits)
+    /// set one (the first such call also says so in the log, once per
+    /// semaphore per client, as a warning); `permits` until a call found
+    /// another, or when the last one found its own again (the set number
+    /// lapsed a fence life after the semaphore's last use). Each acquire
+    /// reply carries the number when it differs, at no cost when it does
+    /// not; [`status`](FairLock::status) reads the number now, in one
+    /// round trip ([`Capacity::Permits`](crate::Capacity::Permits)).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let exports = client.fair_semaphore("exports", 3);
+    /// let permit = exports.acquire()?;
+    /// if exports.permits_in_force() != exports.permits() {
+    ///     println!("{} run at once, not 3: set with set_permits", exports.permits_in_force());
+    /// }
+    /// # drop(permit);
+    /// # Ok(()) }
+    /// ```
+    pub fn permits_in_force(&self) -> u32 {
+        (self.engine().permits_in_force(self.target())).unwrap_or(self.kind.permits)
     }
 
     /// Waits as `wait` says for `n` permits at once, returned as one hold,
@@ -324,8 +352,11 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// The number set is the semaphore's whatever the handles' own
     /// [`permits`](Self::permits) say: a handle configured with another
     /// number is served with this one (no
-    /// [`PermitsMismatch`](crate::ErrorKind::PermitsMismatch) any more), and
-    /// its `permits` only bound what one of its calls may ask for. It
+    /// [`PermitsMismatch`](crate::ErrorKind::PermitsMismatch) any more), its
+    /// `permits` only bound what one of its calls may ask for, and its
+    /// [`permits_in_force`](Self::permits_in_force) says the number set
+    /// after its client's next acquire call (which logs a warning, once
+    /// per semaphore per client). It
     /// lasts while the semaphore is in use and a fence life after (10
     /// minutes by default: [`ClientBuilder::fence_life`](crate::ClientBuilder::fence_life));
     /// a semaphore left unused that long starts again with its next

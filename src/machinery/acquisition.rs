@@ -150,8 +150,11 @@ impl Acquisition<'_> {
     fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<CallHold>> {
         let sent = Instant::now();
         let (reply, replicated) = self.send_attempt(waiter, mode, limit)?.into_parts();
+        let shared = &self.client.shared;
+        let fence = shared.config().fence_life;
+        (shared.permits_seen).note(self.keys, self.ask.capacity(), reply.in_force(), fence);
         match reply {
-            AcquireReply::Acquired { token, pttl_ms } => self
+            AcquireReply::Acquired { token, pttl_ms, .. } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated)
                 .map(Attempted::Got),
             // A queue entry too few replicas saw costs at most its place
@@ -160,6 +163,7 @@ impl Acquisition<'_> {
                 pttl_ms,
                 position,
                 last_token,
+                ..
             } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
         }
     }

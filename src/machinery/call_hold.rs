@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::engine::Engine;
-use crate::machinery::holds::Hold;
+use crate::machinery::holds::{Hold, GONE};
 use crate::machinery::lease_policy::LeasePolicy;
 use crate::machinery::target::Target;
 use crate::protocol::{Call, Release, ReleaseReply};
@@ -79,7 +79,7 @@ impl CallHold {
     /// The hold was found gone (its lease ran out, a force unlock): marked
     /// lost, and the error that says so.
     pub(crate) fn lost(&self) -> Error {
-        self.hold.mark_lost();
+        self.hold.mark_lost(GONE);
         lease_lost(&self.call, self.target.name(), self.hold.token())
     }
 }

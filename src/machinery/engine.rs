@@ -94,6 +94,13 @@ impl Engine {
         Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
     }
 
+    /// The number of permits in force on the semaphore `target` as this
+    /// client's last acquire call on it saw it, if any call found another
+    /// than its own.
+    pub(crate) fn permits_in_force(&self, target: &Target) -> Option<u32> {
+        self.shared.permits_seen.get(target.keys().ok()?)
+    }
+
     /// Sets a semaphore's number of permits for every client; this
     /// client's waiters it admits wake from the reply.
     pub(crate) fn set_permits(&self, target: &Target, permits: u32) -> Result<PermitsSet> {

@@ -52,6 +52,9 @@ pub enum LeaseEnd {
     MaxHold,
 }
 
+/// Why a hold that a call found gone was lost.
+pub(crate) const GONE: &str = "Redis says it is no longer this hold's";
+
 /// One acquisition of one lock: shared by the guard and its re-entrant
 /// guards (same token), by the watchdog when the lease is renewed, and by
 /// every lease signal taken from them.
@@ -208,7 +211,7 @@ impl Hold {
     /// which the renewal may have raced.
     pub(crate) fn renewal_failed(&self, token: u64) {
         if token == self.token() && !self.changing.load(Ordering::Acquire) {
-            self.mark_lost();
+            self.mark_lost(GONE);
         }
     }
 
@@ -261,13 +264,14 @@ impl Hold {
         self.settled(now).end
     }
 
-    /// Redis said the lock is no longer this hold's.
-    pub(crate) fn mark_lost(&self) {
+    /// Redis said the lock is no longer this hold's; `why` (e.g. [`GONE`])
+    /// for the log.
+    pub(crate) fn mark_lost(&self, why: &str) {
         let mut state = self.state.lock();
         if matches!(state.end, None | Some(LeaseEnd::MaxHold)) {
             state.end = Some(LeaseEnd::Lost);
             state.lost_at = Some(Instant::now());
-            self.report_lost("Redis says it is no longer this hold's");
+            self.report_lost(why);
         }
         drop(state);
         self.changed.notify_all();
@@ -466,11 +470,12 @@ impl Holds {
         })
     }
 
-    /// Asks this client's holds of `lock_key` with tokens up to `up_to` to
-    /// let go (a revocation's message); returns how many it asked.
-    pub(crate) fn revoke(&self, lock_key: &str, up_to: u64) -> usize {
+    /// Runs `tell` on this client's holds of `lock_key` with tokens up to
+    /// `up_to` (a revocation's or a force release's message: later holds
+    /// are not the ones it speaks of), outside the registry's lock.
+    pub(crate) fn each_up_to(&self, lock_key: &str, up_to: u64, tell: impl Fn(&Hold)) {
         let by_lock = self.by_lock.lock();
-        let asked: Vec<Arc<Hold>> = by_lock.get(lock_key).map_or_else(Vec::new, |holds| {
+        let told: Vec<Arc<Hold>> = by_lock.get(lock_key).map_or_else(Vec::new, |holds| {
             holds
                 .iter()
                 .filter(|r| r.hold.token() <= up_to)
@@ -478,8 +483,7 @@ impl Holds {
                 .collect()
         });
         drop(by_lock);
-        asked.iter().for_each(|hold| hold.mark_revoked());
-        asked.len()
+        told.iter().for_each(|hold| tell(hold));
     }
 
     /// How many holds of `lock_key` by `owner` have live guards (an
@@ -594,7 +598,7 @@ mod tests {
         let h = hold_capped(NO_DRIFT, 10_000, Some(200));
         let waiter = wait_in_thread(&h);
         std::thread::sleep(Duration::from_millis(20));
-        h.mark_lost();
+        h.mark_lost("a test");
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Lost));
     }
 
@@ -653,11 +657,11 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         h.mark_released();
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Released));
-        h.mark_lost(); // a release reply saying NotHeld, after the fact
+        h.mark_lost("a test"); // a release reply saying NotHeld, after the fact
         assert_eq!(h.end_as_of(Instant::now()), Some(LeaseEnd::Released));
 
         let lost = hold(NO_DRIFT, 60_000);
-        lost.mark_lost();
+        lost.mark_lost("a test");
         lost.mark_released();
         assert_eq!(lost.wait_end(None), Some(LeaseEnd::Lost));
     }

@@ -15,6 +15,7 @@ pub(crate) mod lease_policy;
 pub(crate) mod observe;
 mod own_conns;
 mod owner;
+mod permits_seen;
 mod queue_wait;
 mod renewal;
 pub(crate) mod shared;

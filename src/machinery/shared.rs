@@ -15,6 +15,7 @@ use crate::machinery::cluster_rounds::ClusterRounds;
 use crate::machinery::give_backs::GiveBacks;
 use crate::machinery::holds::{Hold, Holds};
 use crate::machinery::own_conns::OwnConns;
+use crate::machinery::permits_seen::PermitsSeen;
 use crate::machinery::waiters::Waiters;
 use crate::protocol::{Call, HandedOver, WakeMessage};
 
@@ -34,6 +35,8 @@ pub(crate) struct Shared {
     pub(super) own_conns: OwnConns,
     /// The watchdog's per-master rounds on Redis Cluster.
     pub(super) cluster_rounds: ClusterRounds,
+    /// Semaphores found with another number of permits in force.
+    pub(super) permits_seen: PermitsSeen,
     next_wait_id: AtomicU64,
     stopping: Mutex<bool>,
     stop_signal: Condvar,
@@ -53,6 +56,7 @@ impl Shared {
             give_backs: GiveBacks::default(),
             own_conns: OwnConns::default(),
             cluster_rounds: ClusterRounds::default(),
+            permits_seen: PermitsSeen::default(),
             next_wait_id: AtomicU64::new(1),
             stopping: Mutex::new(false),
             stop_signal: Condvar::new(),

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use crate::connections::caller::Caller;
 use crate::connections::config::Config;
+use crate::connections::eviction;
 use crate::connections::scripts::Scripts;
 use crate::connections::topology::Topology;
 use crate::connections::Backend;
@@ -38,6 +39,11 @@ impl Engine {
             .query::<Vec<String>>(&mut *first)
             .map_err(Error::from_redis)?;
         scripts.load_all(&mut *first)?;
+        eviction::check(
+            &mut *first,
+            &config.target.describe(),
+            config.require_noeviction,
+        )?;
         let reconnected = || observe::reconnected(observe::Reconnect::Pool);
         let shared = Arc::new(Shared::new(Caller {
             config,

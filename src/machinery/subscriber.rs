@@ -9,7 +9,9 @@
 //! lock to a waiter; `H <wait id> <pttl ms>` tells a waiter it heads the
 //! queue; `R <token> <lock key>` asks this client's holds of that lock
 //! with tokens up to that one to let go (a revocation: the holds' renewals
-//! say it too, so a lost message is made up for at the next renewal); `S`
+//! say it too, so a lost message is made up for at the next renewal);
+//! `L <token> <lock key>` says those holds were freed by a force release
+//! (a lost one is found at the next renewal as well); `S`
 //! asks the thread to notice that the client is stopping.
 //! Messages published while the connection is down are lost, so after every
 //! reconnect all waiters poll once.
@@ -23,6 +25,7 @@ use std::time::Duration;
 
 use crate::connections::Listen;
 use crate::error::Result;
+use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
 use crate::machinery::waiters::poll_time;
 use crate::protocol::WakeMessage;
@@ -111,6 +114,10 @@ pub(crate) fn interrupted(err: &redis::RedisError) -> bool {
         && matches!(err.retry_method(), redis::RetryMethod::RetryImmediately)
 }
 
+/// Why a hold told of a force release was lost.
+const FORCE_RELEASED: &str =
+    "a force release (Client::force_unlock, `fairlock unlock --force`) freed it";
+
 fn dispatch(shared: &Shared, payload: &[u8]) {
     match WakeMessage::parse(payload) {
         Some(WakeMessage::Granted {
@@ -124,7 +131,14 @@ fn dispatch(shared: &Shared, payload: &[u8]) {
             }
         }
         Some(WakeMessage::Revoke { up_to, lock_key }) => {
-            shared.holds.revoke(&lock_key, up_to);
+            shared
+                .holds
+                .each_up_to(&lock_key, up_to, Hold::mark_revoked);
+        }
+        Some(WakeMessage::Freed { up_to, lock_key }) => {
+            shared
+                .holds
+                .each_up_to(&lock_key, up_to, |hold| hold.mark_lost(FORCE_RELEASED));
         }
         Some(WakeMessage::Stop) => {}
         None => log::debug!(

@@ -60,6 +60,9 @@ pub enum AcquireReply {
         token: u64,
         /// Its lease left, in ms.
         pttl_ms: i64,
+        /// A semaphore's number of permits in force when it is not the
+        /// call's own (`set_permits` set another); `None` otherwise.
+        in_force: Option<u32>,
     },
     /// Someone else holds it. `position` is the caller's place in the queue
     /// (0 = next), or `None` when it did not queue; `last_token` the last
@@ -71,7 +74,20 @@ pub enum AcquireReply {
         position: Option<u64>,
         /// The last fencing token issued.
         last_token: u64,
+        /// As [`Acquired`](Self::Acquired)'s.
+        in_force: Option<u32>,
     },
+}
+
+impl AcquireReply {
+    /// A semaphore's number of permits in force, when it is not the call's.
+    pub fn in_force(self) -> Option<u32> {
+        match self {
+            AcquireReply::Acquired { in_force, .. } | AcquireReply::Waiting { in_force, .. } => {
+                in_force
+            }
+        }
+    }
 }
 
 impl Operation for Acquire<'_> {
@@ -107,6 +123,7 @@ impl Operation for Acquire<'_> {
             return Ok(AcquireReply::Acquired {
                 token: token as u64,
                 pttl_ms: i64::try_from(self.lease.duration().as_millis()).unwrap_or(i64::MAX),
+                in_force: None,
             });
         }
         let items = int_list(reply)?;
@@ -117,17 +134,25 @@ impl Operation for Acquire<'_> {
 /// A call's standing as an acquire script (or an upgrade's, which waits
 /// as a call does) lists it: `{1, token, lease ms left}` when it holds,
 /// `{0, holder's lease ms left, position or -1, last token issued}` when it
-/// waits; `None` for any other list.
+/// waits, either ending in a semaphore's number of permits in force when
+/// it is not the call's own; `None` for any other list.
 pub(crate) fn standing(items: &[i64]) -> Option<AcquireReply> {
+    let in_force = |rest: &[i64]| match rest {
+        [] => Some(None),
+        [n] => u32::try_from(*n).ok().map(Some),
+        _ => None,
+    };
     match items {
-        [1, token, pttl] => Some(AcquireReply::Acquired {
+        [1, token, pttl, rest @ ..] => Some(AcquireReply::Acquired {
             token: *token as u64,
             pttl_ms: *pttl,
+            in_force: in_force(rest)?,
         }),
-        [0, pttl, position, last_token] => Some(AcquireReply::Waiting {
+        [0, pttl, position, last_token, rest @ ..] => Some(AcquireReply::Waiting {
             pttl_ms: *pttl,
             position: u64::try_from(*position).ok(),
             last_token: *last_token as u64,
+            in_force: in_force(rest)?,
         }),
         _ => None,
     }

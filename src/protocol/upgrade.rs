@@ -96,13 +96,14 @@ impl Operation for Upgrade<'_> {
         }
         let items = int_list(reply)?;
         match standing(&items) {
-            Some(AcquireReply::Acquired { token, pttl_ms }) => {
+            Some(AcquireReply::Acquired { token, pttl_ms, .. }) => {
                 Ok(UpgradeReply::Upgraded { token, pttl_ms })
             }
             Some(AcquireReply::Waiting {
                 pttl_ms,
                 position,
                 last_token,
+                ..
             }) => Ok(UpgradeReply::Waiting {
                 pttl_ms,
                 position,

@@ -1,6 +1,6 @@
 //! The messages the scripts publish on a client's wake channel
 //! (`<prefix>:wake:<client id>`: a grant, a place at the head of a queue,
-//! a revocation), the one a client sends itself, and the
+//! a revocation, a force release), the one a client sends itself, and the
 //! pub/sub commands a client sends: its subscriptions (the wake channel,
 //! an election's) and that stop message.
 
@@ -37,6 +37,14 @@ pub enum WakeMessage {
         /// The lock's first key ([`LockKeys::lock`](crate::protocol::LockKeys::lock)).
         lock_key: String,
     },
+    /// `L <token> <lock key>`: this client's holds of that lock whose
+    /// tokens are up to `up_to` were freed (`force_release.lua`).
+    Freed {
+        /// The largest token freed.
+        up_to: u64,
+        /// The lock's first key, as in [`Revoke`](Self::Revoke).
+        lock_key: String,
+    },
     /// `S`: the client is stopping (sent by the client to its subscriber).
     Stop,
 }
@@ -56,12 +64,17 @@ impl WakeMessage {
     /// Parses a payload; `None` for anything else.
     pub fn parse(payload: &[u8]) -> Option<WakeMessage> {
         let text = std::str::from_utf8(payload).ok()?;
-        if let Some(revoke) = text.strip_prefix("R ") {
+        if let Some((what, news)) = text
+            .split_once(' ')
+            .filter(|(what, _)| ["R", "L"].contains(what))
+        {
             // The lock key, last, may hold any character of a name.
-            let (up_to, lock_key) = revoke.split_once(' ').filter(|(_, key)| !key.is_empty())?;
-            return Some(WakeMessage::Revoke {
-                up_to: up_to.parse().ok()?,
-                lock_key: lock_key.to_owned(),
+            let (up_to, lock_key) = news.split_once(' ').filter(|(_, key)| !key.is_empty())?;
+            let (up_to, lock_key) = (up_to.parse().ok()?, lock_key.to_owned());
+            return Some(if what == "R" {
+                WakeMessage::Revoke { up_to, lock_key }
+            } else {
+                WakeMessage::Freed { up_to, lock_key }
             });
         }
         let mut fields = text.split(' ');

@@ -123,7 +123,8 @@ pub struct RunArgs {
     pub quiet: bool,
 
     /// Say on stderr when the lock was acquired and released, and show the
-    /// library's warnings (watchdog failures).
+    /// library's warnings (watchdog failures; a semaphore run with another
+    /// number of permits than --permits, set with `fairlock permits`).
     #[arg(short, long, conflicts_with = "quiet")]
     pub verbose: bool,
 

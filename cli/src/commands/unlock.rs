@@ -39,8 +39,9 @@ pub struct UnlockArgs {
     #[arg(long, conflicts_with = "election")]
     pub rwlock: bool,
 
-    /// End the leadership of the election NAME: its leader is told by its
-    /// next renewal, and the next candidate leads.
+    /// End the leadership of the election NAME: its leader is told at once
+    /// (by a message; by its next renewal should that be lost), and the
+    /// next candidate leads.
     #[arg(long)]
     pub election: bool,
 }

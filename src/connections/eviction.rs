@@ -1,0 +1,115 @@
+//! Whether the server may evict fairlock's keys. Every key fairlock writes
+//! has a TTL, so the `volatile-*` policies reach them as much as the
+//! `allkeys-*` ones: under memory pressure Redis could drop a held lock,
+//! and the next caller take it while its holder still works. The client
+//! reads the policy once at start (`INFO memory`, which docs/security.md's
+//! ACL line grants as `+info|memory`) and warns, or refuses to start when
+//! [`ClientBuilder::require_noeviction`](crate::ClientBuilder::require_noeviction)
+//! says so.
+
+use redis::{ConnectionLike, FromRedisValue, Value};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// What the server's `INFO memory` says about eviction.
+#[derive(Debug, PartialEq, Eq)]
+struct Eviction {
+    /// `maxmemory_policy`.
+    policy: String,
+    /// `maxmemory` in bytes: 0 is no limit, so nothing is ever evicted.
+    maxmemory: u64,
+}
+
+impl Eviction {
+    /// Reads both from an `INFO memory` reply; `None` if either is missing.
+    fn parse(info: &str) -> Option<Eviction> {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        Some(Eviction {
+            policy: field("maxmemory_policy")?.to_owned(),
+            maxmemory: field("maxmemory")?.parse().ok()?,
+        })
+    }
+
+    /// Whether the server may evict a key with a TTL.
+    fn may_evict(&self) -> bool {
+        self.maxmemory > 0 && self.policy != "noeviction"
+    }
+
+    /// What a warning or an error says.
+    fn describe(&self, server: &str) -> String {
+        format!(
+            "redis at {server} may evict fairlock's keys (maxmemory-policy {}, maxmemory {} \
+             bytes; every fairlock key has a TTL, so volatile-* policies reach them too): under \
+             memory pressure a held lock can vanish and another client take it while its \
+             holder still works; set maxmemory-policy noeviction (docs/failures.md)",
+            self.policy, self.maxmemory
+        )
+    }
+}
+
+/// Reads the server's eviction settings on `conn` (on a cluster, every
+/// master's) and warns (or, with `require_noeviction`, fails with
+/// [`ErrorKind::InvalidConfig`]) for each that may evict. A user whose ACL does not grant `INFO memory` skips the check
+/// (with a debug line), as does an answer without the fields.
+pub(crate) fn check(
+    conn: &mut dyn ConnectionLike,
+    server: &str,
+    require_noeviction: bool,
+) -> Result<()> {
+    // One server's answer is its text; a cluster's, each master's by address.
+    let answers = match redis::cmd("INFO").arg("memory").query::<Value>(conn) {
+        Ok(Value::Map(nodes)) => nodes,
+        Ok(one) => vec![(Value::SimpleString(server.to_owned()), one)],
+        Err(err) if err.code() == Some("NOPERM") && !require_noeviction => {
+            log::debug!("fairlock: cannot read maxmemory-policy at {server}: {err}");
+            return Ok(());
+        }
+        Err(err) => return Err(Error::from_redis(err)),
+    };
+    for (node, info) in answers {
+        let (Ok(node), Ok(info)) = (
+            String::from_redis_value(node),
+            String::from_redis_value(info),
+        ) else {
+            continue;
+        };
+        match Eviction::parse(&info) {
+            Some(eviction) if eviction.may_evict() && require_noeviction => {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    eviction.describe(&node),
+                ));
+            }
+            Some(eviction) if eviction.may_evict() => {
+                log::warn!("fairlock: {}", eviction.describe(&node));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_policy_that_evicts_under_a_memory_limit_may_evict() {
+        let info =
+            "# Memory\r\nused_memory:1\r\nmaxmemory:104857600\r\nmaxmemory_human:100.00M\r\n\
+                    maxmemory_policy:volatile-lru\r\n";
+        let read = Eviction::parse(info).unwrap();
+        assert_eq!(read.policy, "volatile-lru");
+        assert_eq!(read.maxmemory, 104_857_600);
+        assert!(read.may_evict());
+        let no_limit = Eviction::parse("maxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n");
+        assert!(!no_limit.unwrap().may_evict());
+        let noeviction = Eviction::parse("maxmemory:5\r\nmaxmemory_policy:noeviction\r\n");
+        assert!(!noeviction.unwrap().may_evict());
+        assert_eq!(Eviction::parse("maxmemory_human:1\r\n"), None);
+    }
+}
