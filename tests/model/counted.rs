@@ -232,6 +232,7 @@ impl Model {
             pttl_ms,
             position,
             last_token,
+            ..
         } = *got
         else {
             return fail("expected to wait".into());
@@ -332,6 +333,11 @@ impl Model {
 }
 
 impl Machine for Model {
+    fn in_force(&self, call: &Call) -> Option<u32> {
+        self.capacity
+            .filter(|c| self.set && *c != call.ask_capacity())
+    }
+
     fn refuses(&mut self, call: &Call) -> bool {
         self.set && self.capacity.is_some_and(|c| call.units() > c)
     }
@@ -364,6 +370,7 @@ impl Machine for Model {
                 &AcquireReply::Acquired {
                     token,
                     pttl_ms: left,
+                    in_force: None,
                 },
             );
         }
@@ -371,7 +378,7 @@ impl Machine for Model {
         let units = call.units();
         let fits = self.used() + u64::from(units) <= u64::from(capacity);
         let took = |model: &mut Self, got: &AcquireReply| -> Check {
-            let AcquireReply::Acquired { token, pttl_ms } = *got else {
+            let AcquireReply::Acquired { token, pttl_ms, .. } = *got else {
                 return fail(format!("expected a take of {lease} ms"));
             };
             let i = model
@@ -414,7 +421,7 @@ impl Machine for Model {
             // keys will), this call's, those admitted behind it.
             self.take(call, lease, now);
             self.admit(now, None);
-            let AcquireReply::Acquired { token, pttl_ms } = *got else {
+            let AcquireReply::Acquired { token, pttl_ms, .. } = *got else {
                 return fail(format!("expected a take of {lease} ms"));
             };
             if token <= self.last || pttl_ms != lease {

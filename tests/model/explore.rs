@@ -84,6 +84,11 @@ pub trait Machine: Default {
     fn refuses(&mut self, _call: &Call) -> bool {
         false
     }
+    /// The number of permits in force an acquire of `call` is told: a
+    /// semaphore's, when set_permits set another than the call's.
+    fn in_force(&self, _call: &Call) -> Option<u32> {
+        None
+    }
     fn set_permits(&mut self, _permits: u32, _now: i64, got: &PermitsSet) -> Check {
         Err(format!("no permits to set: {got:?}"))
     }
@@ -216,6 +221,31 @@ impl<M: Machine> Run<M> {
                     Ok(got) if refused => Err(format!("expected a refusal; got {got:?}")),
                     got => {
                         let got = got?;
+                        let in_force = self.model.in_force(call);
+                        if got.in_force() != in_force {
+                            return Err(format!("expected {in_force:?} in force; got {got:?}"));
+                        }
+                        // Checked: the model answers without it.
+                        let got = match got {
+                            AcquireReply::Acquired { token, pttl_ms, .. } => {
+                                AcquireReply::Acquired {
+                                    token,
+                                    pttl_ms,
+                                    in_force: None,
+                                }
+                            }
+                            AcquireReply::Waiting {
+                                pttl_ms,
+                                position,
+                                last_token,
+                                ..
+                            } => AcquireReply::Waiting {
+                                pttl_ms,
+                                position,
+                                last_token,
+                                in_force: None,
+                            },
+                        };
                         self.model
                             .acquire(call, *mode, guard, *timeout, now, &got)
                             .map_err(|e| format!("{e}; got {got:?}"))

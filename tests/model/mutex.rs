@@ -208,6 +208,7 @@ impl Model {
                     &AcquireReply::Acquired {
                         token,
                         pttl_ms: left,
+                        in_force: None,
                     },
                 );
             }
@@ -220,6 +221,7 @@ impl Model {
                     &AcquireReply::Acquired {
                         token,
                         pttl_ms: left,
+                        in_force: None,
                     },
                 );
             }
@@ -240,7 +242,7 @@ impl Model {
                 self.queue.remove(0);
             }
             self.take(call, lease, now);
-            let AcquireReply::Acquired { token, pttl_ms } = *got else {
+            let AcquireReply::Acquired { token, pttl_ms, .. } = *got else {
                 return fail(format!("expected a take, got {got:?}"));
             };
             self.adopt(token)?;
@@ -270,6 +272,7 @@ impl Model {
             pttl_ms,
             position,
             last_token,
+            ..
         } = *got
         else {
             return fail(format!("expected to wait, got {got:?}"));
