@@ -266,3 +266,38 @@ fn a_dead_waiter_that_asks_again_may_be_queued_anew() {
     let mut run = Run::<mutex::Model>::new(LockKind::Mutex, None);
     assert_eq!(run.replay(&steps), None);
 }
+
+/// Found by a long run (FAIRLOCK_MODEL_SEED=10143, after some 200 000
+/// rwlock steps), not fixed yet: a repeat of an acquire call whose
+/// upgradable read was downgraded (a delivery of the call that arrives
+/// after the client, told by another, downgraded) does not find its hold,
+/// which the scripts look up by a name that carries its units, and takes a
+/// second one, although a call delivered twice must answer with its hold;
+/// downgraded in turn, the second hold takes the first's name in the
+/// holders zset, and the first is gone while the meta still counts its
+/// unit. (The model looks a call's hold up by the same name, and so takes
+/// the second hold too: a fix changes both.)
+#[test]
+#[ignore = "a repeat of a downgraded call takes a second hold: not fixed yet"]
+fn a_repeat_of_a_downgraded_call_takes_no_second_hold() {
+    let call = Call::new(80, LockKind::RwLock, RW_UPGRADABLE, RW_CAPACITY);
+    let acquire = |mode, timeout| Step::Acquire {
+        call: call.clone(),
+        mode,
+        guard: Token::Zero,
+        timeout,
+    };
+    let down = |token| Step::Downgrade {
+        call: call.clone(),
+        token,
+        to: fairlock::__test_support::Access::Read,
+    };
+    let steps = [
+        acquire(Mode::Try, 3000),
+        down(Token::Held),
+        acquire(Mode::First, 2000),
+        down(Token::Back(0)),
+    ];
+    let mut run = Run::<counted::Model>::new(LockKind::RwLock, None);
+    assert_eq!(run.replay(&steps), None);
+}
