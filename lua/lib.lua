@@ -474,8 +474,12 @@ end
 -- Queues `entry` (or finds it queued: a call delivered twice, or a poll)
 -- with a liveness deadline `waiter_timeout` ms from `now_ms`; returns its
 -- position (0 = next) and, when the queue's TTL was pushed out, the new
--- one. `mode` "poll" looks for the entry first.
+-- one. `mode` "poll" looks for the entry first. The deadline is written
+-- before prune: were prune to empty the deadlines zset first, the key
+-- would go with its TTL and come back without one (the model test found
+-- it, tests/model.rs).
 local function join_queue(entry, mode, now_ms, waiter_timeout)
+  redis.call('ZADD', DEADLINES, now_ms + waiter_timeout, entry)
   local position = mode == 'poll' and redis.call('ZRANK', QUEUE, entry) or nil
   if not position then
     local last = redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')[2]
@@ -488,7 +492,6 @@ local function join_queue(entry, mode, now_ms, waiter_timeout)
       position = redis.call('ZRANK', QUEUE, entry)
     end
   end
-  redis.call('ZADD', DEADLINES, now_ms + waiter_timeout, entry)
   return position, keep_queue_for(waiter_timeout)
 end
 

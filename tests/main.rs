@@ -34,6 +34,7 @@ mod liveness;
 mod lua_helpers;
 mod manifest;
 mod max_hold;
+mod model;
 mod multi_lock;
 mod partitions;
 mod protocol;
