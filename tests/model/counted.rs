@@ -17,7 +17,7 @@ use fairlock::__test_support::{
     Ask, DowngradeReply, UpgradeReply, UpgradeStep, RW_CAPACITY, RW_UPGRADABLE,
 };
 
-use super::explore::{place_revived, Check, Machine};
+use super::explore::{fail, sync_queue, Check, Machine, Waiter};
 use super::server::Seen;
 use super::step::Call;
 
@@ -35,12 +35,6 @@ impl Hold {
     fn name(&self) -> String {
         format!("{} {} {}", self.owner, self.call, self.units)
     }
-}
-
-#[derive(Debug, Clone)]
-struct Waiter {
-    call: Call,
-    deadline: i64,
 }
 
 #[derive(Debug, Default)]
@@ -64,10 +58,6 @@ pub struct Model {
     /// A dead waiter that asked again this step: the server may have kept
     /// its place (not dropped yet) or queued it anew at the tail.
     revived: Option<String>,
-}
-
-fn fail<T>(what: String) -> Result<T, String> {
-    Err(what)
 }
 
 fn expect<T: PartialEq + std::fmt::Debug>(got: &T, want: &T) -> Check {
@@ -286,42 +276,6 @@ impl Model {
         }
         self.pending_last = Some(told);
         Ok(told)
-    }
-
-    /// The queue read back: every live waiter, in order, and only waiters
-    /// the model has, with their deadlines; the dead ones the server
-    /// dropped are dropped.
-    fn sync_queue(&mut self, seen: &Seen, now: i64) -> Check {
-        place_revived(&mut self.queue, self.revived.take(), seen, |w| {
-            w.call.entry()
-        });
-        let mut kept = Vec::new();
-        let mut at = 0;
-        for (entry, deadline) in &seen.queue {
-            let Some(i) = self.queue[at..]
-                .iter()
-                .position(|w| w.call.entry() == *entry)
-            else {
-                return fail(format!(
-                    "queued {entry}, not in the model's queue {:?}",
-                    self.queue
-                ));
-            };
-            if let Some(skipped) = self.queue[at..at + i].iter().find(|w| w.deadline >= now) {
-                return fail(format!("the live waiter {skipped:?} left the queue"));
-            }
-            let w = &self.queue[at + i];
-            if w.deadline != *deadline {
-                return fail(format!("{entry}: deadline {deadline}, not {}", w.deadline));
-            }
-            kept.push(w.clone());
-            at += i + 1;
-        }
-        if let Some(skipped) = self.queue[at..].iter().find(|w| w.deadline >= now) {
-            return fail(format!("the live waiter {skipped:?} left the queue"));
-        }
-        self.queue = kept;
-        Ok(())
     }
 
     /// The model's live holds' names, tokens and ends, sorted.
@@ -651,7 +605,7 @@ impl Machine for Model {
                 queue: std::mem::take(&mut self.queue),
                 ..Model::default()
             };
-            return self.sync_queue(seen, now);
+            return sync_queue(&mut self.queue, self.revived.take(), seen, now);
         };
         let parts: Vec<&str> = meta.split(' ').collect();
         // The holds the keys keep live: the lone hold, or the holders zset's.
@@ -711,7 +665,7 @@ impl Machine for Model {
                 self.last
             ));
         }
-        self.sync_queue(seen, now)
+        sync_queue(&mut self.queue, self.revived.take(), seen, now)
     }
 
     fn held_token(&mut self, call: &Call, now: i64) -> u64 {

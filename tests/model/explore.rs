@@ -21,23 +21,66 @@ use super::Lcg;
 /// What a divergence says.
 pub type Check = Result<(), String>;
 
-/// Puts `revived` (the entry of a dead waiter that asked again: the
-/// server kept its place or queued it anew) where the server has it,
-/// after the waiter the server has before it, so that the queue's order
-/// can then be checked.
-pub fn place_revived<W>(
-    queue: &mut Vec<W>,
+/// A divergence that says `what`.
+pub fn fail<T>(what: String) -> Result<T, String> {
+    Err(what)
+}
+
+/// A queued call of a model, with its liveness deadline in server ms.
+#[derive(Debug, Clone)]
+pub struct Waiter {
+    pub call: Call,
+    pub deadline: i64,
+}
+
+/// Checks the queue the server has (`seen`) against the model's at `now`:
+/// every live waiter, in order, and only waiters the model has, with their
+/// deadlines; the dead ones the server dropped are dropped from the
+/// model's too. `revived`, the entry of a dead waiter that asked again (the
+/// server kept its place or queued it anew), is first put where the server
+/// has it.
+pub fn sync_queue(
+    queue: &mut Vec<Waiter>,
     revived: Option<String>,
     seen: &Seen,
-    entry: impl Fn(&W) -> String,
-) {
+    now: i64,
+) -> Check {
+    place_revived(queue, revived, seen);
+    let mut kept = Vec::new();
+    let mut at = 0;
+    let left = |waiters: &[Waiter]| match waiters.iter().find(|w| w.deadline >= now) {
+        Some(skipped) => Err(format!("the live waiter {skipped:?} left the queue")),
+        None => Ok(()),
+    };
+    for (entry, deadline) in &seen.queue {
+        let Some(i) = queue[at..].iter().position(|w| w.call.entry() == *entry) else {
+            return Err(format!(
+                "queued {entry}, not in the model's queue {queue:?}"
+            ));
+        };
+        left(&queue[at..at + i])?;
+        let w = &queue[at + i];
+        if w.deadline != *deadline {
+            return Err(format!("{entry}: deadline {deadline}, not {}", w.deadline));
+        }
+        kept.push(w.clone());
+        at += i + 1;
+    }
+    left(&queue[at..])?;
+    *queue = kept;
+    Ok(())
+}
+
+/// Puts `revived` where the server has it, after the waiter the server
+/// has before it, so that the queue's order can then be checked.
+fn place_revived(queue: &mut Vec<Waiter>, revived: Option<String>, seen: &Seen) {
     let Some(revived) = revived else {
         return;
     };
     let Some(at) = seen.queue.iter().position(|(e, _)| *e == revived) else {
         return;
     };
-    let Some(mine) = queue.iter().position(|w| entry(w) == revived) else {
+    let Some(mine) = queue.iter().position(|w| w.call.entry() == revived) else {
         return;
     };
     let w = queue.remove(mine);
@@ -45,7 +88,7 @@ pub fn place_revived<W>(
         None => 0,
         Some(before) => queue
             .iter()
-            .position(|w| entry(w) == seen.queue[before].0)
+            .position(|w| w.call.entry() == seen.queue[before].0)
             .map_or(queue.len(), |i| i + 1),
     };
     queue.insert(to, w);

@@ -18,7 +18,7 @@ use fairlock::__test_support::{
     RenewReply, Revoked, WaiterStatus,
 };
 
-use super::explore::{place_revived, Check, Machine};
+use super::explore::{fail, sync_queue, Check, Machine, Waiter};
 use super::server::Seen;
 use super::step::Call;
 
@@ -29,12 +29,6 @@ struct Hold {
     /// 0 while a grant's token is not seen yet (a handoff no reply tells).
     token: u64,
     end: i64,
-}
-
-#[derive(Debug, Clone)]
-struct Waiter {
-    call: Call,
-    deadline: i64,
 }
 
 #[derive(Debug, Default)]
@@ -63,10 +57,6 @@ pub struct Model {
 enum Change {
     Took { last: u64 },
     Resigned(u64),
-}
-
-fn fail<T>(what: String) -> Result<T, String> {
-    Err(what)
 }
 
 impl Model {
@@ -549,37 +539,7 @@ impl Model {
                 return fail(format!("the model holds {h:?}, the server {seen_hold:?}"))
             }
         }
-        // The queue: every live waiter, in order, and only waiters the
-        // model has; their deadlines.
-        place_revived(&mut self.queue, self.revived.take(), seen, |w| {
-            w.call.entry()
-        });
-        let mut kept = Vec::new();
-        let mut at = 0;
-        for (entry, deadline) in &seen.queue {
-            let Some(i) = self.queue[at..]
-                .iter()
-                .position(|w| w.call.entry() == *entry)
-            else {
-                return fail(format!(
-                    "queued {entry}, not in the model's queue {:?}",
-                    self.queue
-                ));
-            };
-            if let Some(skipped) = self.queue[at..at + i].iter().find(|w| w.deadline >= now) {
-                return fail(format!("the live waiter {skipped:?} left the queue"));
-            }
-            let w = &self.queue[at + i];
-            if w.deadline != *deadline {
-                return fail(format!("{entry}: deadline {deadline}, not {}", w.deadline));
-            }
-            kept.push(w.clone());
-            at += i + 1;
-        }
-        if let Some(skipped) = self.queue[at..].iter().find(|w| w.deadline >= now) {
-            return fail(format!("the live waiter {skipped:?} left the queue"));
-        }
-        self.queue = kept;
+        sync_queue(&mut self.queue, self.revived.take(), seen, now)?;
         self.announced(seen)
     }
 
