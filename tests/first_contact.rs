@@ -280,19 +280,6 @@ fn a_wait_that_finds_every_pooled_connection_busy_is_not_acquired_and_leaves_not
     }
 }
 
-/// Sets the server's memory limit and eviction policy.
-fn set_eviction(server: &RedisServer, maxmemory: &str, policy: &str) {
-    let mut conn = server.conn();
-    let () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg(maxmemory)
-        .arg("maxmemory-policy")
-        .arg(policy)
-        .query(&mut conn)
-        .unwrap();
-}
-
 /// Issue 36 item 7: a server that may evict fairlock's keys (a memory
 /// limit and any policy but noeviction: every fairlock key has a TTL, so
 /// volatile-* reaches them too) is refused by a client that asks for it,
@@ -307,7 +294,7 @@ fn a_server_that_may_evict_is_refused_when_the_client_requires_noeviction() {
             .build()
     };
     for policy in ["volatile-lru", "allkeys-lfu", "volatile-ttl"] {
-        set_eviction(&server, "100mb", policy);
+        server.set_eviction("100mb", policy);
         let err = strict().expect_err(policy);
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{policy}: {err}");
         assert!(!err.is_connection(), "{policy}");
@@ -320,9 +307,9 @@ fn a_server_that_may_evict_is_refused_when_the_client_requires_noeviction() {
         assert!(client.fair_mutex("m").try_lock().unwrap().is_some());
     }
     // No memory limit: nothing is ever evicted, whatever the policy.
-    set_eviction(&server, "0", "allkeys-lru");
+    server.set_eviction("0", "allkeys-lru");
     assert!(strict().is_ok());
-    set_eviction(&server, "100mb", "noeviction");
+    server.set_eviction("100mb", "noeviction");
     assert!(strict().is_ok());
 }
 
@@ -334,7 +321,7 @@ fn a_server_that_may_evict_is_refused_when_the_client_requires_noeviction() {
 fn the_eviction_check_runs_as_the_acl_user_and_is_skipped_without_its_grant() {
     let server = RedisServer::start();
     let mut admin = server.conn();
-    set_eviction(&server, "100mb", "allkeys-lru");
+    server.set_eviction("100mb", "allkeys-lru");
     create_acl_user(&mut admin, "pw");
     let url = server.url_as("fairlock", "pw");
     let err = Client::builder(&url)

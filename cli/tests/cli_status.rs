@@ -391,18 +391,7 @@ fn documented_key_table() -> BTreeSet<String> {
 #[test]
 fn a_server_that_may_evict_is_warned_of_once_on_stderr() {
     let server = RedisServer::start();
-    let mut conn = server.conn();
-    let mut config = |maxmemory: &str, policy: &str| {
-        let () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxmemory")
-            .arg(maxmemory)
-            .arg("maxmemory-policy")
-            .arg(policy)
-            .query(&mut conn)
-            .unwrap();
-    };
-    config("100mb", "volatile-lru");
+    server.set_eviction("100mb", "volatile-lru");
     let run = ["run", "--verbose", "jobs", "--", "true"];
     let out = output(fairlock(&server).args(run), PATIENCE);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -414,7 +403,7 @@ fn a_server_that_may_evict_is_warned_of_once_on_stderr() {
     );
     assert!(said.contains("maxmemory-policy volatile-lru"), "{said}");
     assert!(said.contains("set maxmemory-policy noeviction"), "{said}");
-    config("0", "volatile-lru");
+    server.set_eviction("0", "volatile-lru");
     let out = output(fairlock(&server).args(run), PATIENCE);
     assert_eq!(code(&out), 0);
     assert!(!stderr(&out).contains("evict"), "{}", stderr(&out));

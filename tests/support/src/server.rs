@@ -309,6 +309,19 @@ impl RedisServer {
         self.try_conn().expect("connect to the test server")
     }
 
+    /// Sets the server's memory limit (`maxmemory`, e.g. "100mb", "0" for
+    /// none) and its `maxmemory-policy`.
+    pub fn set_eviction(&self, maxmemory: &str, policy: &str) {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(maxmemory)
+            .arg("maxmemory-policy")
+            .arg(policy)
+            .query(&mut self.conn())
+            .expect("CONFIG SET maxmemory");
+    }
+
     /// Kills the server (SIGKILL) and waits for it; its data is lost.
     pub fn kill(&mut self) {
         let pid = self.pid();
