@@ -77,7 +77,7 @@
 -- "<client id>:<thread number, or u<call> when unbound>[@<identity>]"; its
 -- client's channel is ARGV[1] .. client id.
 -- ARGV[1] is always the wake channel prefix (with a hash tag of the lock's
--- slot when sharded: PUBLISH), ARGV[2] the fence life in ms.
+-- slot when sharded: see wake), ARGV[2] the fence life in ms.
 -- Messages: "G <wait id> <token> <ttl ms>" = the lock was handed to you;
 --           "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl
 --           (-2: poll now; set_permits.lua says so to a call it took out
@@ -101,13 +101,6 @@ local DEADLINES = KEYS[3]
 local HOLDERS = KEYS[1]
 local META = KEYS[4]
 local WAKE_PREFIX = ARGV[1]
--- How this call's messages travel, as the client says in ARGV[1]: a wake
--- prefix with a hash tag ("<key prefix>:wake:{<tag>}:", the tag one of
--- the lock's slot: a client on a Redis Cluster of 7.0 or later) names
--- shard channels, for SPUBLISH, which keeps a message on the lock's shard;
--- one without ("<key prefix>:wake:", a key prefix holds no '{') classic
--- ones, for PUBLISH, which a cluster copies to every node.
-local PUBLISH = string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15). '%d'
 -- formats through a C long, 64 bits on every server fairlock runs on, so
@@ -166,7 +159,7 @@ local ANNOUNCE = nil
 -- Says `message` on the election's channel "<key prefix>:election:<name>",
 -- sharded "<key prefix>:{<tag>}:election:<name>" (from its lock key
 -- "<key prefix>:{<tag>}:elect:<name>"; a key prefix holds no '{'; which,
--- read from ARGV[1] as PUBLISH is, so that the election's scripts need no
+-- read from ARGV[1] as wake reads it, so that the election's scripts need no
 -- definition the mutex's lack) and keeps "<last> <message>" in its history
 -- (KEYS[4], a list, newest first), `last` being the last term issued before the
 -- change: the newest 16 changes (fairlock::ELECTION_HISTORY_LEN), kept a
@@ -178,8 +171,8 @@ local ANNOUNCE = nil
 -- step it tells of stands; a message lost is read from the history, and a
 -- change the history lacks makes a watcher say it missed some.
 local function ANNOUNCE(message, last)
-  local sharded = string.find(ARGV[1], '{', 1, true) -- as PUBLISH has it
-  local publish = sharded and 'spublish' or 'publish' -- lower case: no lib name
+  local sharded = string.find(ARGV[1], '{', 1, true) -- as wake reads it
+  local publish = sharded and 'spublish' or 'publish'
   redis.pcall(publish, (string.gsub(LOCK, '^([^{]*)({%x+}:)elect:',
     sharded and '%1%2election:' or '%1election:', 1)), message)
   redis.pcall('LPUSH', KEYS[4], string.format('%d', last) .. ' ' .. message)
@@ -367,11 +360,19 @@ local function live_head(now_ms, parse)
   end
 end
 
--- Publishes `message` on the channel of `owner`'s client.
+-- Publishes `message` on the channel of `owner`'s client. How it travels
+-- is as the client says in ARGV[1]: a wake prefix with a hash tag ("<key
+-- prefix>:wake:{<tag>}:", the tag one of the lock's slot: a client on a
+-- Redis Cluster of 7.0 or later) names shard channels, for SPUBLISH, which
+-- keeps a message on the lock's shard; one without ("<key prefix>:wake:",
+-- a key prefix holds no '{') classic ones, for PUBLISH, which a cluster
+-- copies to every node. Decided here, not per call: only a call that
+-- wakes someone pays for it.
 local function wake(owner, message)
   local client = string.match(owner, '^([^:]+):')
   if client then
-    redis.call(PUBLISH, WAKE_PREFIX .. client, message)
+    local sharded = string.find(WAKE_PREFIX, '{', 1, true)
+    redis.call(sharded and 'SPUBLISH' or 'PUBLISH', WAKE_PREFIX .. client, message)
   end
 end
 
