@@ -782,6 +782,36 @@ local function hold_of(meta, member, now_ms)
   return fmt(-tonumber(redis.call('ZSCORE', HOLDERS, '#' .. member) or '0')), ends - now_ms
 end
 
+-- The live hold of acquire call `call` of `owner`, asked with `units`, as
+-- hold_of gives it, and its name: under the name of its own units, or, for
+-- a reader-writer lock's upgradable read (2147483648 units) or write
+-- (4294967295), under the name an upgrade or a downgrade gave it since,
+-- so that a call delivered again after its hold changed answers with that
+-- hold instead of taking a second one. nil when it holds nothing live.
+local function hold_of_call(meta, owner, call, units, now_ms)
+  local lone = meta.lone
+  if lone then
+    if lone.owner == owner and lone.call == call and lone.ends >= now_ms then
+      return lone.token, lone.ends - now_ms, lone_name(lone)
+    end
+    return nil
+  end
+  local name = owner .. ' ' .. call .. ' '
+  local names = { fmt(units) }
+  if units == 2147483648 then
+    names = { '2147483648', '4294967295', '1' }
+  elseif units == 4294967295 then
+    names = { '4294967295', '2147483648', '1' }
+  end
+  for _, as in ipairs(names) do
+    local held, left = hold_of(meta, name .. as, now_ms)
+    if held then
+      return held, left, name .. as
+    end
+  end
+  return nil
+end
+
 -- The live hold whose token is `token` if `owner` (and, when given, call
 -- `call`) made it, with its units and lease ms left; nil otherwise. The
 -- hold is its name in the holders zset, or the meta's lone hold itself (a

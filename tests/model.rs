@@ -268,17 +268,17 @@ fn a_dead_waiter_that_asks_again_may_be_queued_anew() {
 }
 
 /// Found by a long run (FAIRLOCK_MODEL_SEED=10143, after some 200 000
-/// rwlock steps), not fixed yet: a repeat of an acquire call whose
-/// upgradable read was downgraded (a delivery of the call that arrives
-/// after the client, told by another, downgraded) does not find its hold,
-/// which the scripts look up by a name that carries its units, and takes a
-/// second one, although a call delivered twice must answer with its hold;
-/// downgraded in turn, the second hold takes the first's name in the
-/// holders zset, and the first is gone while the meta still counts its
-/// unit. (The model looks a call's hold up by the same name, and so takes
-/// the second hold too: a fix changes both.)
+/// rwlock steps): a repeat of an acquire call whose upgradable read was
+/// downgraded (a delivery of the call that arrives after the client, told
+/// by another, downgraded) did not find its hold, which the scripts looked
+/// up by a name that carries its units, and took a second one, although a
+/// call delivered twice must answer with its hold; downgraded in turn, the
+/// second hold took the first's name in the holders zset, and the first
+/// was gone while the meta still counted its unit (a write could never be
+/// admitted again while the lock stayed in use). The acquire script now
+/// looks a call's hold up under the names an upgrade or a downgrade gives
+/// it too (lib.lua's hold_of_call), as the model does.
 #[test]
-#[ignore = "a repeat of a downgraded call takes a second hold: not fixed yet"]
 fn a_repeat_of_a_downgraded_call_takes_no_second_hold() {
     let call = Call::new(80, LockKind::RwLock, RW_UPGRADABLE, RW_CAPACITY);
     let acquire = |mode, timeout| Step::Acquire {

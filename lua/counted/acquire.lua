@@ -101,7 +101,8 @@ local now_us, now_ms = server_time()
 -- whether the counted holds are still there (-2: the key is gone, so none
 -- are) and whether its TTL must grow to cover this lease; ZADD NX finds
 -- this call holding already (a repeat), which the slow path answers, as it
--- does a lone hold of this call.
+-- does a lone hold of this call and an upgradable read's call whose hold
+-- a downgrade made a read (hold_of_call).
 -- Whether the queue key exists, once read (nothing below changes it before
 -- the slow path reads it again).
 local queued = nil
@@ -111,7 +112,7 @@ if guard == '0' and mode ~= 'poll' then
     lone, used = nil, math.max(0, used - lone.units)
   end
   if used + units <= capacity
-      and not (lone and lone.call == wait_id and lone.owner == owner and lone.units == units) then
+      and not (lone and lone.call == wait_id and lone.owner == owner) then
     queued = redis.call('EXISTS', QUEUE) == 1
   end
   if queued == false then
@@ -138,6 +139,10 @@ if guard == '0' and mode ~= 'poll' then
         ends, member, '-' .. token, '#' .. member)
       life = math.max(lone.ends - now_ms, lease) + 1
       redis.call('PEXPIRE', HOLDERS, life)
+    elseif units == 2147483648 and redis.call('ZSCORE', HOLDERS, owner .. ' ' .. wait_id .. ' 1') then
+      -- An upgradable read's call that holds a read: downgraded, and
+      -- delivered again; the slow path answers with that hold.
+      added = 0
     else
       local member = owner .. ' ' .. wait_id .. ' ' .. units_s
       added = redis.call('ZADD', HOLDERS, 'NX', ends, member, '-' .. token, '#' .. member)
@@ -170,14 +175,14 @@ if guard ~= '0' then
   reenter = held_units ~= nil
 end
 
-local held, left = hold_of(meta, member, now_ms)
+local held, left, held_as = hold_of_call(meta, owner, wait_id, units, now_ms)
 if held then
   -- This very call holds: handed over while it waited, or delivered
   -- twice. A poll keeps a short handed-over lease alive until its watchdog
   -- renews it.
   if mode == 'poll' then
     local extended
-    left, extended = extend_hold(meta, member, lease, fixed, left, now_ms)
+    left, extended = extend_hold(meta, held_as, lease, fixed, left, now_ms)
     if extended then
       keep_counted(meta, now_ms)
     end

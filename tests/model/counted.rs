@@ -88,6 +88,16 @@ impl Model {
             .find(|h| h.end >= now && h.name() == name)
     }
 
+    /// The live hold of `call` whatever its units now: an upgrade or a
+    /// downgrade changed them (and its name), and a call delivered again
+    /// still answers with it.
+    fn hold_of_call(&mut self, call: &Call, now: i64) -> Option<&mut Hold> {
+        let owner = call.owner();
+        self.holds
+            .iter_mut()
+            .find(|h| h.end >= now && h.call == call.id && h.owner == owner)
+    }
+
     fn drop_expired(&mut self, now: i64) -> usize {
         let before = self.holds.len();
         self.holds.retain(|h| h.end >= now);
@@ -310,7 +320,7 @@ impl Machine for Model {
         }
         let capacity = self.capacity.unwrap();
         let lease = call.lease();
-        if let Some(hold) = self.hold_of(call, now) {
+        if let Some(hold) = self.hold_of_call(call, now) {
             let left = hold.end - now;
             let left = if mode == Mode::Poll && !call.fixed() && left < lease {
                 hold.end = now + lease;
