@@ -31,10 +31,16 @@ pub(crate) struct Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.shared.stop();
-        for handle in self.threads.get_mut().drain(..) {
-            if handle.join().is_err() {
-                log::error!("fairlock: a background thread panicked");
+        let mut threads: Vec<JoinHandle<()>> = self.threads.get_mut().drain(..).collect();
+        // A listener may start one for a node that joined the cluster
+        // until it sees the client stopping: joined until none is left.
+        while !threads.is_empty() {
+            for handle in threads.drain(..) {
+                if handle.join().is_err() {
+                    log::error!("fairlock: a background thread panicked");
+                }
             }
+            threads = self.shared.shards.take_threads();
         }
     }
 }

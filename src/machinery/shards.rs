@@ -3,12 +3,17 @@
 //! lock it waits on or holds, subscribed at the slot's master by that
 //! node's subscriber thread before the first call there is sent (a script
 //! may publish only in its keys' slot), and kept: at most the slots the
-//! client used, 16384.
+//! client used, 16384. And the nodes that have a listener: one that joins
+//! the cluster later (masters added to scale out) gets its own once the
+//! slot map names it.
 
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::connections::slot_map::Address;
 
 /// Which slots are wanted and which are listened on now.
 #[derive(Default)]
@@ -16,6 +21,11 @@ pub(crate) struct Shards {
     state: Mutex<State>,
     /// Told each time a slot's subscription is confirmed.
     confirmed: Condvar,
+    /// The nodes with a listener thread.
+    listened: Mutex<FxHashSet<Address>>,
+    /// The threads started for nodes that joined after the client started,
+    /// joined with the client's others.
+    joined_later: Mutex<Vec<JoinHandle<()>>>,
 }
 
 #[derive(Default)]
@@ -37,6 +47,7 @@ impl Shards {
     /// subscription has every waiter poll once.
     pub(crate) fn listen(&self, slot: u16, timeout: Duration) {
         let deadline = Instant::now() + timeout;
+
         let mut state = self.state.lock();
         state.wanted.insert(slot);
         while !state.live.contains_key(&slot) && !state.known.contains(&slot) {
@@ -78,6 +89,22 @@ impl Shards {
         *state.live.entry(slot).or_default() += 1;
         self.confirmed.notify_all();
         !state.known.insert(slot)
+    }
+
+    /// Whether `node` needs a listener thread: true once per node, for the
+    /// caller to start it.
+    pub(crate) fn needs_listener(&self, node: &Address) -> bool {
+        self.listened.lock().insert(node.clone())
+    }
+
+    /// Keeps the thread started for a node that joined later.
+    pub(crate) fn keep_thread(&self, thread: JoinHandle<()>) {
+        self.joined_later.lock().push(thread);
+    }
+
+    /// The threads started for nodes that joined later, to join.
+    pub(crate) fn take_threads(&self) -> Vec<JoinHandle<()>> {
+        std::mem::take(&mut *self.joined_later.lock())
     }
 
     /// A connection stopped listening on `slots` (it broke, or the slot

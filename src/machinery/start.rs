@@ -13,7 +13,7 @@ use crate::connections::config::Config;
 use crate::connections::eviction;
 use crate::connections::scripts::Scripts;
 use crate::connections::topology::Topology;
-use crate::connections::Backend;
+use crate::connections::{Backend, Listen};
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::engine::Engine;
 use crate::machinery::shared::Shared;
@@ -81,6 +81,9 @@ impl Engine {
         };
         *shared.cluster_rounds.map.lock() = slot_map;
         for target in &targets {
+            if let Listen::Shards(node) = target {
+                shared.shards.needs_listener(node);
+            }
             let (ready_tx, target) = (ready_tx.clone(), target.clone());
             let subscriber = spawn_named("fairlock-subscriber", &shared, move |shared| {
                 subscriber::run(shared, &target, ready_tx)
@@ -114,7 +117,7 @@ impl Engine {
 }
 
 /// Starts a named background thread that holds only the shared state.
-fn spawn_named(
+pub(crate) fn spawn_named(
     name: &str,
     shared: &Arc<Shared>,
     body: impl FnOnce(&Arc<Shared>) + Send + 'static,

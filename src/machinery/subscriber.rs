@@ -31,11 +31,12 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashSet;
 
-use crate::connections::slot_map::Address;
+use crate::connections::slot_map::{Address, SlotMap};
 use crate::connections::Listen;
 use crate::error::{Error, Result};
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
+use crate::machinery::start::spawn_named;
 use crate::machinery::waiters::poll_time;
 use crate::protocol::keys::hash_slot;
 use crate::protocol::{Push, Route, WakeMessage};
@@ -53,7 +54,7 @@ const MAP_READ_PERIOD: Duration = Duration::from_millis(250);
 /// Listens at `target` until the client stops. The first subscription's
 /// outcome goes to `ready`; after a failed first try the thread keeps
 /// trying (the client gives up on it only if no thread could subscribe).
-pub(crate) fn run(shared: &Shared, target: &Listen, ready: Sender<Result<()>>) {
+pub(crate) fn run(shared: &Arc<Shared>, target: &Listen, ready: Sender<Result<()>>) {
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
     while !shared.is_stopping() {
@@ -125,7 +126,7 @@ fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>
 /// Listens on the shard channels of the slots `node` masters until the
 /// client stops (Ok) or the connection fails (Err), as [`listen`] does.
 fn listen_shards(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     node: &Address,
     ready: &mut Option<Sender<Result<()>>>,
 ) -> Result<()> {
@@ -146,7 +147,7 @@ fn listen_shards(
 /// is listened on nowhere, and dispatches messages; `live` holds the slots
 /// confirmed on `conn`.
 fn serve_shards(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     node: &Address,
     conn: &mut redis::Connection,
     live: &mut FxHashSet<u16>,
@@ -162,6 +163,7 @@ fn serve_shards(
         if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards.any_missing() {
             map_read = Instant::now();
             if let Some(Ok(map)) = shared.caller.backend.slot_map() {
+                listen_on_new_nodes(shared, &map);
                 *shared.cluster_rounds.map.lock() = Some(Arc::new(map));
             }
             // Those refused (a MOVED) are asked again where the map says.
@@ -204,6 +206,33 @@ fn serve_shards(
             }
             Push::Refused(err) => log::debug!("fairlock: a shard subscription at {node:?}: {err}"),
             Push::Other => {}
+        }
+    }
+}
+
+/// Starts a listener thread for each node of `map` that has none, as the
+/// client's start does for every node: one that joined the cluster after
+/// the client started (masters added to scale out), whose slots would
+/// otherwise be heard nowhere.
+fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
+    for node in map.nodes() {
+        if !shared.shards.needs_listener(node) {
+            continue;
+        }
+        log::info!(
+            "fairlock: listening on {}:{}, new in the cluster",
+            node.0,
+            node.1
+        );
+        let target = Listen::Shards(node.clone());
+        // Nobody waits for its first subscription: the calls of its slots
+        // wait for their own (`Shards::listen`).
+        let (ready, _) = std::sync::mpsc::channel();
+        match spawn_named("fairlock-subscriber", shared, move |shared| {
+            run(shared, &target, ready)
+        }) {
+            Ok(thread) => shared.shards.keep_thread(thread),
+            Err(err) => log::warn!("fairlock: no listener for {node:?}: {err}"),
         }
     }
 }

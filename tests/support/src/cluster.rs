@@ -110,6 +110,52 @@ pub struct RedisCluster {
     dial: Dial,
 }
 
+/// Starts one cluster node with `extra` arguments (TLS only if `tls`), on
+/// a port and a bus port not in `used` (which gains both); its port and
+/// its bus port.
+fn start_node(used: &mut Vec<u16>, extra: &[String], tls: bool) -> (RedisServer, u16) {
+    // Redis 6.2 has no `--cluster-port`: its bus is port + 10000.
+    let bus_port_option = crate::server_version() >= (7, 0, 0);
+    let mut args = vec![
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "1000",
+        "--cluster-require-full-coverage",
+        "no",
+        "--cluster-replica-validity-factor",
+        "0",
+        "--cluster-allow-reads-when-down",
+        "yes",
+        // Replicas sync at once (the default waits 5 s for more).
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    let (node, bus_port) = if bus_port_option {
+        let bus_port = loop {
+            let port = free_port();
+            if !used.contains(&port) {
+                break port;
+            }
+        };
+        used.push(bus_port);
+        let bus = bus_port.to_string();
+        args.extend(["--cluster-port", &bus]);
+        (RedisServer::start_configured(&args, tls), bus_port)
+    } else {
+        let node = RedisServer::start_with_bus(&args);
+        let bus_port = node.port() + 10000;
+        (node, bus_port)
+    };
+    used.push(node.port());
+    (node, bus_port)
+}
+
 impl RedisCluster {
     /// Starts six nodes, joins them with `redis-cli --cluster create
     /// --cluster-replicas 1`, and waits until the cluster is whole: every
@@ -151,41 +197,7 @@ impl RedisCluster {
         );
         let mut used: Vec<u16> = Vec::new();
         for _ in 0..6 {
-            let mut args = vec![
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                "1000",
-                "--cluster-require-full-coverage",
-                "no",
-                "--cluster-replica-validity-factor",
-                "0",
-                "--cluster-allow-reads-when-down",
-                "yes",
-                // Replicas sync at once (the default waits 5 s for more).
-                "--repl-diskless-sync",
-                "yes",
-                "--repl-diskless-sync-delay",
-                "0",
-            ];
-            args.extend(extra.iter().map(String::as_str));
-            let node = if bus_port_option {
-                let bus_port = loop {
-                    let port = free_port();
-                    if !used.contains(&port) {
-                        break port;
-                    }
-                };
-                used.push(bus_port);
-                let bus_port = bus_port.to_string();
-                args.extend(["--cluster-port", &bus_port]);
-                RedisServer::start_configured(&args, tls)
-            } else {
-                RedisServer::start_with_bus(&args)
-            };
-            used.push(node.port());
+            let (node, _) = start_node(&mut used, extra, tls);
             cluster.nodes.push(node);
         }
         cluster.create();
@@ -318,7 +330,45 @@ impl RedisCluster {
         Ok(())
     }
 
-    /// Ports of all six nodes, in start order (dead ones too).
+    /// Starts one more node, a master with no slots (as `redis-cli
+    /// --cluster add-node` adds one to scale out), and has the cluster meet
+    /// it; waits until every live node knows every node and its links are
+    /// up. Its port. Plain TCP clusters only.
+    pub fn add_node(&mut self) -> u16 {
+        assert!(!self.dial.is_tls(), "add_node: a plain cluster only");
+        let mut used = self.ports();
+        let (node, bus_port) = start_node(&mut used, &[], false);
+        let port = node.port();
+        let (port_arg, bus_arg) = (port.to_string(), bus_port.to_string());
+        let mut meet = vec!["CLUSTER", "MEET", "127.0.0.1", &port_arg];
+        if crate::server_version() >= (7, 0, 0) {
+            meet.push(&bus_arg);
+        }
+        query_string(&self.dial, self.masters()[0], &meet).unwrap_or_else(|e| panic!("{e}"));
+        self.nodes.push(node);
+        let want = self.nodes.len();
+        let met = poll(START_TIMEOUT, Duration::from_millis(50), || {
+            for at in self.live_ports() {
+                let nodes = parse_nodes(&query_string(&self.dial, at, &["CLUSTER", "NODES"])?)?;
+                if nodes.len() != want {
+                    return Err(format!("node {at} knows {} nodes, not {want}", nodes.len()));
+                }
+                if let Some(n) = nodes
+                    .iter()
+                    .find(|n| !n.connected || n.has_flag("handshake"))
+                {
+                    return Err(format!("node {at}: {} not met yet", n.port));
+                }
+            }
+            Ok(())
+        });
+        if let Err(error) = met {
+            panic!("node {port} did not join: {error}\n{}", self.describe());
+        }
+        port
+    }
+
+    /// Ports of every node, in start order (dead ones too).
     pub fn ports(&self) -> Vec<u16> {
         self.nodes.iter().map(RedisServer::port).collect()
     }
