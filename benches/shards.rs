@@ -222,6 +222,8 @@ struct Master {
     evalsha_share: f64,
     /// Acquisitions per second of an average name it serves.
     acq_per_name_per_s: f64,
+    /// Its CPU busy during the windows, in cores (CPU s per wall s).
+    cores: f64,
 }
 
 /// Figures of the throughput run on one deployment.
@@ -332,6 +334,7 @@ fn throughput(url: &str, nodes: &mut [Node], cluster: bool, b: &Bounds) -> Throu
             acq_share: done as f64 / acquisitions,
             evalsha_share: (after.evalsha[i] - before.evalsha[i]) as f64 / evalsha_total,
             acq_per_name_per_s: done as f64 / served.len().max(1) as f64 / wall,
+            cores: (after.cpu[i] - before.cpu[i]) / wall,
         });
     }
     let mut rates: Vec<f64> = per_name.iter().map(|&n| n as f64 / wall).collect();
@@ -374,14 +377,16 @@ impl Deployment {
             .map(|m| {
                 format!(
                     "{{\"port\": {}, \"url_position\": {}, \"names\": {}, \"subscribers\": {}, \
-                     \"acq_share\": {:.3}, \"evalsha_share\": {:.3}, \"acq_per_name_per_s\": {:.1}}}",
+                     \"acq_share\": {:.3}, \"evalsha_share\": {:.3}, \"acq_per_name_per_s\": {:.1}, \
+                     \"cores\": {:.3}}}",
                     m.port,
                     m.url_position,
                     m.names,
                     m.subscribers,
                     m.acq_share,
                     m.evalsha_share,
-                    m.acq_per_name_per_s
+                    m.acq_per_name_per_s,
+                    m.cores
                 )
             })
             .collect();
@@ -455,13 +460,14 @@ fn measure(
     for m in &r.masters {
         eprintln!(
             "shards: {label}:   master {}: {} names, {} subscribers, {:.1}% of acquisitions \
-             ({:.1}% of EVALSHA), {:.0}/s per name",
+             ({:.1}% of EVALSHA), {:.0}/s per name, {:.2} cores",
             m.port,
             m.names,
             m.subscribers,
             m.acq_share * 100.0,
             m.evalsha_share * 100.0,
-            m.acq_per_name_per_s
+            m.acq_per_name_per_s,
+            m.cores
         );
     }
     d
