@@ -371,8 +371,8 @@ end
 local function wake(owner, message)
   local client = string.match(owner, '^([^:]+):')
   if client then
-    local sharded = string.find(WAKE_PREFIX, '{', 1, true)
-    redis.call(sharded and 'SPUBLISH' or 'PUBLISH', WAKE_PREFIX .. client, message)
+    local publish = string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+    redis.call(publish, WAKE_PREFIX .. client, message)
   end
 end
 
