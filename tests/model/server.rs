@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use fairlock::__test_support::{error_from_redis, CommonArgs, LockKeys, LockKind, Operation};
-use fairlock_test_support::server_clock::clock_server_binary;
-use fairlock_test_support::{libfaketime, private_dir, RedisServer};
+use fairlock_test_support::server_clock::start_under_faketime;
+use fairlock_test_support::{private_dir, RedisServer};
 use redis::Value;
 
 /// Server time when a run starts, ms since the epoch (2027-01-15).
@@ -83,17 +83,7 @@ impl Frozen {
         let dir = private_dir("model").expect("a temporary directory");
         let file = dir.join("faketime");
         write_time(&file, T0);
-        let env = [
-            ("LD_PRELOAD", libfaketime()),
-            (
-                "FAKETIME_TIMESTAMP_FILE",
-                file.to_string_lossy().into_owned(),
-            ),
-            ("FAKETIME_NO_CACHE", "1".to_owned()),
-            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
-            ("TZ", "UTC".to_owned()),
-        ];
-        let server = RedisServer::start_binary_with_env(clock_server_binary(), &[], &env);
+        let server = start_under_faketime(&file);
         let mut conn = server.conn();
         let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut conn).unwrap();
         assert_eq!(

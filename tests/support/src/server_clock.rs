@@ -30,6 +30,28 @@ pub struct ClockedServer {
     offset: i64,
 }
 
+/// Starts [`clock_server_binary`] under libfaketime, its wall clock as
+/// `file` says (libfaketime's FAKETIME_TIMESTAMP_FILE: an offset such as
+/// "-5s", or an absolute time that stands still), read on every clock
+/// call; its monotonic clock is left alone.
+pub fn start_under_faketime(file: &Path) -> RedisServer {
+    let env = [
+        ("LD_PRELOAD", libfaketime()),
+        (
+            "FAKETIME_TIMESTAMP_FILE",
+            file.to_string_lossy().into_owned(),
+        ),
+        // Read the file on every clock call, not every 10 s.
+        ("FAKETIME_NO_CACHE", "1".to_owned()),
+        // An NTP step moves the wall clock only; the server's timers
+        // (its monotonic clock) keep running.
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
+        // An absolute time in the file is read as UTC.
+        ("TZ", "UTC".to_owned()),
+    ];
+    RedisServer::start_binary_with_env(clock_server_binary(), &[], &env)
+}
+
 impl ClockedServer {
     /// Starts [`clock_server_binary`] under libfaketime, its clock at
     /// offset 0 (checked against this machine's clock).
@@ -37,19 +59,7 @@ impl ClockedServer {
         let dir = private_dir("clock").expect("a temporary directory");
         let file = dir.join("faketime");
         write_offset(&file, 0);
-        let env = [
-            ("LD_PRELOAD", libfaketime()),
-            (
-                "FAKETIME_TIMESTAMP_FILE",
-                file.to_string_lossy().into_owned(),
-            ),
-            // Read the file on every clock call, not every 10 s.
-            ("FAKETIME_NO_CACHE", "1".to_owned()),
-            // An NTP step moves the wall clock only; the server's timers
-            // (its monotonic clock) keep running.
-            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
-        ];
-        let server = RedisServer::start_binary_with_env(clock_server_binary(), &[], &env);
+        let server = start_under_faketime(&file);
         let mut clocked = ClockedServer {
             server,
             file,
