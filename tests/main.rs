@@ -48,6 +48,7 @@ mod semaphore;
 mod semaphore_faults;
 mod sentinel;
 mod servers;
+mod signals;
 mod soak;
 mod surface;
 mod topology;

@@ -8,15 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::{
-    ConnectionAddr, ConnectionLike, IntoConnectionInfo, ProtocolVersion, RedisResult, Value,
-};
+use redis::{ConnectionAddr, ConnectionLike, ProtocolVersion};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, Result};
 
-use super::{invalid_url, open_node, pool_builder, pooled, set_timeouts, Listen, Timeouts};
+use super::steady::Steady;
+use super::{invalid_url, open_node, pool_builder, pooled, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
 /// failover (`CLUSTERDOWN`, `TRYAGAIN`, `READONLY`, refused connections),
@@ -95,7 +94,7 @@ impl Cluster {
     /// like the seeds' (credentials, TLS), with the command timeouts set:
     /// opening it asks nothing of the other nodes, so a stalled node never
     /// delays it.
-    pub(super) fn node_connection(&self, address: &Address) -> Result<redis::Connection> {
+    pub(super) fn node_connection(&self, address: &Address) -> Result<Steady> {
         self.timeouts.connect(&self.node_client(address)?)
     }
 
@@ -108,7 +107,7 @@ impl Cluster {
     }
 
     /// A subscriber thread's connection to its node, or to any seed.
-    pub(super) fn subscriber_connection(&self, target: &Listen) -> Result<redis::Connection> {
+    pub(super) fn subscriber_connection(&self, target: &Listen) -> Result<Steady> {
         match target {
             Listen::Node(client) => self.timeouts.connect(client),
             // RESP3: shard messages, confirmations and `sunsubscribe` come
@@ -122,23 +121,19 @@ impl Cluster {
                 self.timeouts
                     .connect(&redis::Client::open(info).map_err(invalid_url)?)
             }
-            Listen::Main | Listen::AnySeed => {
-                let conn = self.any_seed()?;
-                set_timeouts(&conn, self.timeouts.command).map_err(Error::from_redis)?;
-                Ok(conn)
-            }
+            Listen::Main | Listen::AnySeed => self.any_seed(),
         }
     }
 
     /// A connection to the first reachable seed, starting after the last
     /// one used: if it died, the next reconnect tries the others first.
-    fn any_seed(&self) -> Result<redis::Connection> {
+    fn any_seed(&self) -> Result<Steady> {
         let seeds = &self.seeds;
         let mut next = self.next_seed.lock();
         let mut last_error = None;
         for i in 0..seeds.len() {
             let at = (*next + i) % seeds.len();
-            match seeds[at].get_connection_with_timeout(self.timeouts.connect) {
+            match self.timeouts.connect(&seeds[at]) {
                 Ok(conn) => {
                     *next = at + 1;
                     return Ok(conn);
@@ -146,10 +141,7 @@ impl Cluster {
                 Err(err) => last_error = Some(err),
             }
         }
-        Err(last_error.map_or_else(
-            || Error::invalid_config("no cluster node"),
-            Error::from_redis,
-        ))
+        Err(last_error.unwrap_or_else(|| Error::invalid_config("no cluster node")))
     }
 
     /// A client for the cluster node at `address`, made like the first seed.
@@ -167,71 +159,13 @@ impl Cluster {
     }
 }
 
-/// A cluster connection whose node connections are [`QuietNode`]s.
-pub(crate) type NodesConnection = redis::cluster::ClusterConnection<QuietNode>;
-
-/// One cluster node's connection, opened without the `CLIENT SETINFO` the
-/// redis crate sends by default (see `quiet`): its cluster client drops
-/// the seeds' `skip_set_lib_name` on the connections it opens to the
-/// nodes, so this connector sets it again on each.
-pub(crate) struct QuietNode(redis::Connection);
-
-impl redis::cluster::Connect for QuietNode {
-    fn connect<T: IntoConnectionInfo>(info: T, timeout: Option<Duration>) -> RedisResult<Self> {
-        let client = redis::Client::open(super::quiet_info(info.into_connection_info()?))?;
-        Ok(QuietNode(match timeout {
-            Some(timeout) => client.get_connection_with_timeout(timeout)?,
-            None => client.get_connection()?,
-        }))
-    }
-
-    fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
-        self.0.send_packed_command(cmd)
-    }
-
-    fn set_write_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
-        self.0.set_write_timeout(dur)
-    }
-
-    fn set_read_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
-        self.0.set_read_timeout(dur)
-    }
-
-    fn recv_response(&mut self) -> RedisResult<Value> {
-        self.0.recv_response()
-    }
-}
-
-impl ConnectionLike for QuietNode {
-    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        self.0.req_packed_command(cmd)
-    }
-
-    fn req_packed_commands(
-        &mut self,
-        cmd: &[u8],
-        offset: usize,
-        count: usize,
-    ) -> RedisResult<Vec<Value>> {
-        self.0.req_packed_commands(cmd, offset, count)
-    }
-
-    fn get_db(&self) -> i64 {
-        self.0.get_db()
-    }
-
-    fn check_connection(&mut self) -> bool {
-        self.0.check_connection()
-    }
-
-    fn is_open(&self) -> bool {
-        self.0.is_open()
-    }
-}
+/// A cluster connection whose node connections are [`Steady`]: quiet (no
+/// `CLIENT SETINFO`) and not failed by a signal.
+pub(crate) type NodesConnection = redis::cluster::ClusterConnection<Steady>;
 
 fn open_cluster(config: &Config, nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
     // Seeds without `CLIENT SETINFO`; the node connections the client
-    // opens are `QuietNode`s.
+    // opens are `Steady`, which sends none either.
     let seeds = nodes
         .iter()
         .map(|url| super::quiet(url))

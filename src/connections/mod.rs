@@ -32,6 +32,7 @@ pub(crate) mod scripts;
 mod sentinel;
 mod single;
 pub(crate) mod slot_map;
+pub(crate) mod steady;
 pub(crate) mod topology;
 
 use std::sync::Arc;
@@ -50,11 +51,12 @@ use crate::protocol::{check_subscribed, Route};
 
 use cluster::{Cluster, ClusterManager};
 use sentinel::{Sentinel, SentinelManager};
-use single::Single;
+use single::{Single, SingleManager};
+use steady::Steady;
 
 /// A pooled connection of any deployment; back to the pool on drop.
 pub(crate) enum Conn {
-    Single(r2d2::PooledConnection<redis::Client>),
+    Single(r2d2::PooledConnection<SingleManager>),
     /// Boxed: a cluster connection is several times larger than the others.
     Cluster(Box<r2d2::PooledConnection<ClusterManager>>),
     Sentinel(r2d2::PooledConnection<SentinelManager>),
@@ -79,7 +81,7 @@ impl Conn {
             Conn::Cluster(conn) => return conn.set_timeouts(timeout),
             Conn::Sentinel(conn) => &conn.conn,
         };
-        set_timeouts(conn, timeout).map_err(Error::from_redis)
+        conn.set_timeouts(timeout).map_err(Error::from_redis)
     }
 
     /// Looks at the outcome of a call. A connection that met a demoted
@@ -152,6 +154,7 @@ enum Deployment {
 pub(crate) struct Backend {
     deployment: Deployment,
     connect_timeout: Duration,
+    command_timeout: Duration,
 }
 
 impl Backend {
@@ -172,6 +175,7 @@ impl Backend {
         Ok(Backend {
             deployment,
             connect_timeout: config.connect_timeout,
+            command_timeout: config.command_timeout,
         })
     }
 
@@ -218,7 +222,7 @@ impl Backend {
 
     /// A plain connection of the watchdog's own to one cluster node (see
     /// [`Cluster::node_connection`]).
-    pub(crate) fn node_connection(&self, address: &Address) -> Result<redis::Connection> {
+    pub(crate) fn node_connection(&self, address: &Address) -> Result<Steady> {
         let Deployment::Cluster(cluster) = &self.deployment else {
             return Err(Error::new(
                 ErrorKind::Internal,
@@ -249,7 +253,8 @@ impl Backend {
                 "a shard channel off a cluster",
             ));
         };
-        cluster.subscriber_connection(&Listen::Shards(node.clone()))
+        let conn = cluster.subscriber_connection(&Listen::Shards(node.clone()))?;
+        Ok(conn.into_inner())
     }
 
     /// A new connection of its own (a subscriber thread's, a watch's), with
@@ -261,17 +266,25 @@ impl Backend {
             Deployment::Single(single) => single.connection(),
             Deployment::Cluster(cluster) => cluster.subscriber_connection(target),
             Deployment::Sentinel(sentinel) => sentinel.manager.connect_master(),
-        }?;
+        }?
+        .into_inner();
         let route = match target {
             Listen::Shards(_) => Route::Sharded,
             _ => Route::Classic,
         };
         // Sent and read apart: a `query` skips the RESP3 push that answers
-        // an `SSUBSCRIBE`.
+        // an `SSUBSCRIBE`. No signal cuts it short (`steady`); if a stop
+        // does, it is sent again: the redis crate skips the first
+        // confirmation (RESP2), or the second comes as a push the
+        // subscriber reads as one (RESP3).
         let command = route.subscribe_command(channel).get_packed_command();
-        conn.send_packed_command(&command)
-            .map_err(Error::from_redis)?;
-        check_subscribed(conn.recv_response().map_err(Error::from_redis)?)?;
+        let confirmation = steady::without_signals(|| {
+            steady::again(Some(self.command_timeout), || {
+                conn.send_packed_command(&command)?;
+                conn.recv_response()
+            })
+        });
+        check_subscribed(confirmation.map_err(Error::from_redis)?)?;
         Ok(conn)
     }
 }
@@ -328,18 +341,9 @@ impl Timeouts {
     }
 
     /// A new connection to `client`, with the command timeouts set.
-    fn connect(self, client: &redis::Client) -> Result<redis::Connection> {
-        let conn = client
-            .get_connection_with_timeout(self.connect)
-            .map_err(Error::from_redis)?;
-        set_timeouts(&conn, self.command).map_err(Error::from_redis)?;
-        Ok(conn)
+    fn connect(self, client: &redis::Client) -> Result<Steady> {
+        Steady::open(client, self.connect, self.command).map_err(Error::from_redis)
     }
-}
-
-pub(super) fn set_timeouts(conn: &redis::Connection, timeout: Duration) -> redis::RedisResult<()> {
-    conn.set_read_timeout(Some(timeout))?;
-    conn.set_write_timeout(Some(timeout))
 }
 
 fn invalid_url(err: redis::RedisError) -> Error {

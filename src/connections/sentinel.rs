@@ -12,6 +12,7 @@ use crate::connections::config::Config;
 use crate::connections::topology::MasterNode;
 use crate::error::{Error, ErrorKind, Result, Retry};
 
+use super::steady::{self, Steady};
 use super::{pool_builder, Timeouts};
 
 /// The connections to the master a set of Sentinels names.
@@ -166,10 +167,13 @@ pub(crate) struct SentinelManager {
 impl SentinelManager {
     /// A new connection outside the pool to the master the Sentinels name
     /// now, with the command timeouts set.
-    pub(super) fn connect_master(&self) -> Result<redis::Connection> {
-        // Ask the Sentinels for the master's address, then connect to it,
-        // without `CLIENT SETINFO` whichever way the client was built.
-        let master = self.client.lock().get_client().map_err(Error::from_redis)?;
+    pub(super) fn connect_master(&self) -> Result<Steady> {
+        // Ask the Sentinels for the master's address (no signal cutting
+        // their answers short: `steady`), then connect to it, without
+        // `CLIENT SETINFO` whichever way the client was built.
+        let lookup = || self.client.lock().get_client();
+        let master =
+            steady::again(Some(self.timeouts.connect), lookup).map_err(Error::from_redis)?;
         let info = super::quiet_info(master.get_connection_info().clone());
         self.timeouts
             .connect(&redis::Client::open(info).map_err(Error::from_redis)?)
@@ -179,7 +183,7 @@ impl SentinelManager {
 /// A connection to the master of the moment; `demoted` once it answered
 /// `READONLY` (it became a replica), so the pool lets it go.
 pub(crate) struct SentinelConnection {
-    pub(super) conn: redis::Connection,
+    pub(super) conn: Steady,
     demoted: bool,
 }
 

@@ -1,48 +1,55 @@
-//! One server: an r2d2 pool of `redis::Client` connections.
-
-use std::time::Duration;
+//! One server: an r2d2 pool of [`Steady`] connections to it.
 
 use crate::connections::config::Config;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
-use super::{open_info, pool_builder, set_timeouts, Timeouts};
+use super::steady::Steady;
+use super::{open_info, pool_builder, Timeouts};
 
 /// The connections to one server.
 pub(super) struct Single {
-    pub(super) pool: r2d2::Pool<redis::Client>,
+    pub(super) pool: r2d2::Pool<SingleManager>,
     /// For the subscriber's and the watchdog's own connections.
-    client: redis::Client,
-    timeouts: Timeouts,
+    manager: SingleManager,
 }
 
 impl Single {
     pub(super) fn open(config: &Config, info: redis::ConnectionInfo) -> Result<Single> {
-        let client = open_info(config, info)?;
-        let pool = pool_builder(config)
-            .connection_customizer(Box::new(CommandTimeouts(config.command_timeout)))
-            .build_unchecked(client.clone());
-        Ok(Single {
-            pool,
-            client,
+        let manager = SingleManager {
+            client: open_info(config, info)?,
             timeouts: Timeouts::of(config),
-        })
+        };
+        let pool = pool_builder(config).build_unchecked(manager.clone());
+        Ok(Single { pool, manager })
     }
 
     /// A new connection outside the pool, with the command timeouts set.
-    pub(super) fn connection(&self) -> Result<redis::Connection> {
-        self.timeouts.connect(&self.client)
+    pub(super) fn connection(&self) -> Result<Steady> {
+        self.manager.timeouts.connect(&self.manager.client)
     }
 }
 
-/// Sets the per-call timeouts on every pooled single-server connection.
-#[derive(Debug)]
-struct CommandTimeouts(Duration);
+/// Opens the pool's connections to the server, with the command timeouts
+/// set.
+#[derive(Clone)]
+pub(crate) struct SingleManager {
+    client: redis::Client,
+    timeouts: Timeouts,
+}
 
-impl r2d2::CustomizeConnection<redis::Connection, redis::RedisError> for CommandTimeouts {
-    fn on_acquire(
-        &self,
-        conn: &mut redis::Connection,
-    ) -> std::result::Result<(), redis::RedisError> {
-        set_timeouts(conn, self.0)
+impl r2d2::ManageConnection for SingleManager {
+    type Connection = Steady;
+    type Error = Error;
+
+    fn connect(&self) -> Result<Steady> {
+        self.timeouts.connect(&self.client)
+    }
+
+    fn is_valid(&self, conn: &mut Steady) -> Result<()> {
+        redis::cmd("PING").query(conn).map_err(Error::from_redis)
+    }
+
+    fn has_broken(&self, conn: &mut Steady) -> bool {
+        !redis::ConnectionLike::is_open(conn)
     }
 }

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashSet;
 
 use crate::connections::slot_map::{Address, SlotMap};
+use crate::connections::steady::is_interrupted;
 use crate::connections::Listen;
 use crate::error::{Error, Result};
 use crate::machinery::holds::Hold;
@@ -101,23 +102,15 @@ fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>
         crate::machinery::observe::reconnected(crate::machinery::observe::Reconnect::Subscriber);
         shared.waiters.repoll_all();
     }
-    let mut interruptions = 0;
     loop {
         if shared.is_stopping() {
             return Ok(());
         }
         match pubsub.get_message() {
-            Ok(msg) => {
-                interruptions = 0;
-                dispatch(shared, msg.get_payload_bytes());
-            }
-            Err(err) if err.is_timeout() => interruptions = 0,
-            // A read cut short by a signal (a process stopped and continued
-            // returns EINTR from a read with a timeout): the connection is
-            // fine and a message may be waiting; read again.
-            Err(err) if interrupted(&err) && interruptions < MAX_INTERRUPTIONS => {
-                interruptions += 1;
-            }
+            Ok(msg) => dispatch(shared, msg.get_payload_bytes()),
+            // A read cut short by a signal: the connection is fine and a
+            // message may be waiting; read again (`connections::steady`).
+            Err(err) if err.is_timeout() || is_interrupted(&err) => {}
             Err(err) => return Err(crate::Error::from_redis(err)),
         }
     }
@@ -155,7 +148,6 @@ fn serve_shards(
     let prefix = shared.config().wake_prefix();
     let mut asked = FxHashSet::default();
     let mut map_read = Instant::now();
-    let mut interruptions = 0;
     loop {
         if shared.is_stopping() {
             return Ok(());
@@ -180,14 +172,11 @@ fn serve_shards(
         }
         let value = match conn.recv_response() {
             Ok(value) => value,
-            Err(err) if err.is_timeout() => continue,
-            Err(err) if interrupted(&err) && interruptions < MAX_INTERRUPTIONS => {
-                interruptions += 1;
-                continue;
-            }
+            // RESP3: a read given up (timed out, or cut short by a signal)
+            // makes the redis crate skip no push after it.
+            Err(err) if err.is_timeout() || is_interrupted(&err) => continue,
             Err(err) => return Err(Error::from_redis(err)),
         };
-        interruptions = 0;
         match Push::parse(value) {
             Push::Message(payload) => dispatch(shared, &payload),
             Push::Subscribed(channel) => {
@@ -235,18 +224,6 @@ fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
             Err(err) => log::warn!("fairlock: no listener for {node:?}: {err}"),
         }
     }
-}
-
-/// Reads in a row cut short without a sign of a closed connection before the
-/// subscription is opened afresh.
-const MAX_INTERRUPTIONS: u32 = 3;
-
-/// True for an I/O error that does not show the connection closed and that
-/// redis-rs would retry at once, such as EINTR.
-pub(crate) fn interrupted(err: &redis::RedisError) -> bool {
-    err.is_io_error()
-        && !err.is_connection_dropped()
-        && matches!(err.retry_method(), redis::RetryMethod::RetryImmediately)
 }
 
 /// Why a hold told of a force release was lost.

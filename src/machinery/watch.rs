@@ -6,10 +6,10 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::connections::steady::is_interrupted;
 use crate::error::{Error, Result};
 use crate::machinery::engine::Engine;
 use crate::machinery::shared::Shared;
-use crate::machinery::subscriber;
 use crate::machinery::target::Target;
 use crate::protocol::{Push, Route};
 
@@ -75,7 +75,7 @@ impl Subscription {
                 }
                 _ => Ok(reopened),
             },
-            Err(err) if err.is_timeout() || subscriber::interrupted(&err) => Ok(reopened),
+            Err(err) if err.is_timeout() || is_interrupted(&err) => Ok(reopened),
             Err(err) => {
                 log::info!(
                     "fairlock: the watch of {:?} lost its subscription: {err}",

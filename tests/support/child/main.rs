@@ -5,7 +5,8 @@
 //! tests/liveness.rs), "worker", "churn", "leak" and "paused_waiter"
 //! (faults.rs, for tests/faults.rs), "lease_holder" (lease_holder.rs, for
 //! tests/partitions.rs), "soak" (soak.rs, for tests/soak.rs), "candidate"
-//! (candidate.rs, for tests/election.rs).
+//! (candidate.rs, for tests/election.rs), "signal_storm" (signal_storm.rs,
+//! for tests/signals.rs).
 //!
 //! A binary of the tests' own package (tests/Cargo.toml, never published),
 //! so that `cargo test` builds it and the tests find it by
@@ -21,6 +22,7 @@ mod candidate;
 mod faults;
 mod holder;
 mod lease_holder;
+mod signal_storm;
 mod soak;
 
 use fairlock_test_support::{roles, timing};
@@ -41,6 +43,7 @@ fn main() {
         "paused_waiter" => faults::paused_waiter(),
         "soak" => soak::soak(),
         "candidate" => candidate::candidate(),
+        "signal_storm" => signal_storm::signal_storm(),
         other => panic!("child: unknown role {other:?}"),
     }
 }

@@ -1,7 +1,7 @@
 //! Test support for fairlock's integration tests and benches (a dev-only
 //! crate of the workspace, never published): real redis-servers, Redis
 //! Cluster and Sentinel topologies, child processes and what they agree on
-//! with their test, lock threads, a TCP relay for network faults (which
+//! with their test, lock threads, a storm of signals, a TCP relay for network faults (which
 //! also records the commands its clients send), the Lua scripts driven directly, a
 //! server whose clock a test steps, the ACL user of docs/security.md, the
 //! one per-kind dispatch of the tests that do the same to every kind of
@@ -23,6 +23,7 @@ pub mod roles;
 pub mod sentinel;
 pub mod server;
 pub mod server_clock;
+pub mod signals;
 pub mod timing;
 pub mod tls;
 
@@ -40,5 +41,6 @@ pub use roles::{thread_count, wall_clock_ms};
 pub use sentinel::*;
 pub use server::*;
 pub use server_clock::*;
+pub use signals::*;
 pub use timing::*;
 pub use tls::*;

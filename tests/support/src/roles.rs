@@ -196,3 +196,33 @@ pub fn wall_clock_ms() -> i64 {
 pub fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
 }
+
+/// The "signal_storm" role of tests/signals.rs
+/// (tests/support/child/signal_storm.rs): a process whose every thread gets
+/// a `SIGUSR1` from a handler without `SA_RESTART` every [`PERIOD_US`](signals::PERIOD_US)
+/// while it makes every kind of call for [`DURATION_MS`](signals::DURATION_MS):
+/// clients opened, each kind of lock taken and released (a mutex contended
+/// by a second thread, so handoffs and wake-ups run), an election, a
+/// multi-lock, the admin calls, with short leases so the watchdog renews
+/// meanwhile. Events: `error <message>` for each call that failed (the
+/// first 20), then `done <calls> <errors> <signals delivered>`.
+pub mod signals {
+    use std::time::Duration;
+
+    use fairlock::{Client, ClientBuilder};
+
+    pub const URL: &str = "SIGNALS_URL";
+    pub const DURATION_MS: &str = "SIGNALS_DURATION_MS";
+    pub const PERIOD_US: &str = "SIGNALS_PERIOD_US";
+
+    /// Short, so that the watchdog renews and heartbeats during the storm.
+    pub const LEASE: Duration = Duration::from_millis(600);
+
+    pub fn builder(url: &str) -> ClientBuilder {
+        Client::builder(url)
+            .lease(LEASE)
+            .waiter_timeout(LEASE)
+            .connect_timeout(Duration::from_secs(2))
+            .command_timeout(Duration::from_secs(2))
+    }
+}

@@ -1,0 +1,297 @@
+//! Connections that a signal does not fail.
+//!
+//! Linux never restarts a socket read or write that has a timeout once a
+//! signal handler interrupted it (signal(7)), whatever `SA_RESTART` says:
+//! the call returns `EINTR`, which the redis crate reports as an I/O error.
+//! Any program that handles a signal meets it (a command runner's
+//! `SIGCHLD`, a service's `SIGHUP`, a profiler's `SIGPROF`). std and the
+//! redis crate's async side retry [`std::io::ErrorKind::Interrupted`];
+//! fairlock keeps every request and connect from being cut short at all:
+//! - while a thread sends a request (a command, a script, a pipeline) and
+//!   reads its reply, or opens a connection (its handshake), the signals a
+//!   program handles are blocked on that thread ([`without_signals`]), so none can
+//!   interrupt it. A signal sent to the process goes to another thread that
+//!   does not block it (a fatal one still ends the process at once), and
+//!   one sent to this very thread runs its handler when the request is
+//!   over, within the request's timeout. Sending the request again after
+//!   an interruption would not do: the redis crate skips the reply it gave
+//!   up on, so a request longer than the gap between signals (a script
+//!   library's load) would never get through;
+//! - what a blocked signal cannot prevent (a stop and continue, `SIGSTOP`
+//!   then `SIGCONT`, also ends a timed read with `EINTR`) is taken again,
+//!   within the request's timeout ([`again`]): a request goes out again on
+//!   the same connection (the redis crate skips the reply it did not read,
+//!   and every request fairlock sends counts once however often it is
+//!   delivered: call ids make a script's repeat answer as the first did,
+//!   the rest are reads, loads and subscriptions), a connect is made again;
+//! - a subscriber's read, which waits for messages for as long as the
+//!   client lives, blocks nothing and is read again when a signal cuts it
+//!   short ([`is_interrupted`]).
+//!
+//! A request still interrupted when its timeout has passed fails as a
+//! timeout ("no reply within ..."), never as an unreachable server.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionLike, IntoConnectionInfo, RedisResult, Value};
+
+/// True for a read or write that a signal cut short (`EINTR`): the
+/// connection is fine and the same step can be taken again.
+pub(crate) fn is_interrupted(err: &redis::RedisError) -> bool {
+    // The redis crate keeps an I/O error behind an `Arc<dyn Error>`, which
+    // `source()` gives as such.
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    let Some(source) = std::error::Error::source(err).filter(|_| err.is_io_error()) else {
+        return false;
+    };
+    let io = match source.downcast_ref::<Shared>() {
+        Some(shared) => shared.downcast_ref::<std::io::Error>(),
+        None => source.downcast_ref::<std::io::Error>(),
+    };
+    io.is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
+}
+
+/// Runs `step` again while a signal cuts it short, for up to `timeout`
+/// (`None`: for as long as signals keep coming); then fails as a timeout.
+pub(crate) fn again<T>(
+    timeout: Option<Duration>,
+    mut step: impl FnMut() -> RedisResult<T>,
+) -> RedisResult<T> {
+    let started = Instant::now();
+    loop {
+        match step() {
+            Err(err) if is_interrupted(&err) => {
+                if let Some(timeout) = timeout.filter(|timeout| started.elapsed() >= *timeout) {
+                    return Err(timed_out(timeout));
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Runs `step` with the signals a program can handle blocked on this
+/// thread (all but `SIGKILL`, `SIGSTOP` and those a fault raises), then
+/// puts back the thread's own mask: a signal that arrives meanwhile waits
+/// for the end of the step, or goes to another thread of the process.
+pub(crate) fn without_signals<T>(step: impl FnOnce() -> T) -> T {
+    #[cfg(unix)]
+    {
+        // SAFETY: sigset_t values initialised by sigfillset/sigemptyset;
+        // pthread_sigmask changes this thread's mask only, and the old one
+        // is put back before returning (a panic in `step` unwinds past it,
+        // as every request here returns its errors instead).
+        unsafe {
+            let mut blocked: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut blocked);
+            for fault in [
+                libc::SIGSEGV,
+                libc::SIGBUS,
+                libc::SIGFPE,
+                libc::SIGILL,
+                libc::SIGTRAP,
+                libc::SIGSYS,
+                libc::SIGABRT,
+            ] {
+                libc::sigdelset(&mut blocked, fault);
+            }
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut before);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &blocked, &mut before);
+            let outcome = step();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+            outcome
+        }
+    }
+    #[cfg(not(unix))]
+    step()
+}
+
+/// A timeout error, in words, for a step that signals kept interrupting.
+fn timed_out(timeout: Duration) -> redis::RedisError {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!(
+            "no reply within {} ms (signals kept interrupting the read)",
+            timeout.as_millis()
+        ),
+    )
+    .into()
+}
+
+/// A connection whose requests a signal does not fail (see the module's
+/// doc), and which sends no `CLIENT SETINFO` (see `connections::quiet`):
+/// every connection fairlock sends requests on, pooled or its own, and each
+/// node connection of its cluster connections.
+pub(crate) struct Steady {
+    conn: redis::Connection,
+    /// The read timeout set on the connection, in ns (0: none), which
+    /// bounds a request's repeats too. An atomic, as the cluster client
+    /// sets it through `&self`.
+    timeout_ns: AtomicU64,
+}
+
+impl Steady {
+    /// Connects to `client` within `connect_timeout`, again if a signal cut
+    /// the connect or its handshake short, with `command_timeout` as its
+    /// read and write timeout.
+    pub(crate) fn open(
+        client: &redis::Client,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> RedisResult<Steady> {
+        let conn = without_signals(|| {
+            again(Some(connect_timeout), || {
+                client.get_connection_with_timeout(connect_timeout)
+            })
+        })?;
+        let steady = Steady::new(conn);
+        steady.set_timeouts(command_timeout)?;
+        Ok(steady)
+    }
+
+    fn new(conn: redis::Connection) -> Steady {
+        Steady {
+            conn,
+            timeout_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Sets how long a request may wait to send and for its reply, repeats
+    /// after a signal included.
+    pub(crate) fn set_timeouts(&self, timeout: Duration) -> RedisResult<()> {
+        self.conn.set_read_timeout(Some(timeout))?;
+        self.conn.set_write_timeout(Some(timeout))?;
+        self.note_timeout(Some(timeout));
+        Ok(())
+    }
+
+    fn note_timeout(&self, timeout: Option<Duration>) {
+        let ns = timeout.map_or(0, |timeout| timeout.as_nanos().clamp(1, u64::MAX as u128));
+        self.timeout_ns.store(ns as u64, Ordering::Relaxed);
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        match self.timeout_ns.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
+    /// The connection itself, for a subscription, whose reads are retried
+    /// where they are made.
+    pub(crate) fn into_inner(self) -> redis::Connection {
+        self.conn
+    }
+}
+
+impl ConnectionLike for Steady {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        let timeout = self.timeout();
+        without_signals(|| again(timeout, || self.conn.req_packed_command(cmd)))
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let timeout = self.timeout();
+        without_signals(|| {
+            again(timeout, || {
+                self.conn.req_packed_commands(cmd, offset, count)
+            })
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        redis::cmd("PING").query::<String>(self).is_ok()
+    }
+
+    fn is_open(&self) -> bool {
+        self.conn.is_open()
+    }
+}
+
+/// The node connections of fairlock's cluster connections (the redis
+/// crate's cluster client opens and drives them).
+impl redis::cluster::Connect for Steady {
+    fn connect<T: IntoConnectionInfo>(info: T, timeout: Option<Duration>) -> RedisResult<Self> {
+        // The cluster client drops the seeds' `skip_set_lib_name` on the
+        // connections it opens to the nodes: set again here.
+        let client = redis::Client::open(super::quiet_info(info.into_connection_info()?))?;
+        let conn = without_signals(|| {
+            again(timeout, || match timeout {
+                Some(timeout) => client.get_connection_with_timeout(timeout),
+                None => client.get_connection(),
+            })
+        })?;
+        Ok(Steady::new(conn))
+    }
+
+    fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
+        self.conn.send_packed_command(cmd)
+    }
+
+    fn set_write_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
+        self.conn.set_write_timeout(dur)
+    }
+
+    fn set_read_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
+        self.conn.set_read_timeout(dur)?;
+        self.note_timeout(dur);
+        Ok(())
+    }
+
+    fn recv_response(&mut self) -> RedisResult<Value> {
+        without_signals(|| self.conn.recv_response())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io_error(kind: std::io::ErrorKind) -> redis::RedisError {
+        std::io::Error::from(kind).into()
+    }
+
+    #[test]
+    fn only_an_interrupted_step_is_taken_again() {
+        assert!(is_interrupted(&io_error(std::io::ErrorKind::Interrupted)));
+        for kind in [
+            std::io::ErrorKind::WouldBlock,
+            std::io::ErrorKind::TimedOut,
+            std::io::ErrorKind::ConnectionReset,
+        ] {
+            assert!(!is_interrupted(&io_error(kind)), "{kind:?}");
+        }
+        let mut cuts = 3;
+        let answer = again(Some(Duration::from_secs(5)), || {
+            if cuts == 0 {
+                return Ok(7);
+            }
+            cuts -= 1;
+            Err(io_error(std::io::ErrorKind::Interrupted))
+        });
+        assert_eq!(answer.unwrap(), 7);
+    }
+
+    #[test]
+    fn signals_that_never_stop_end_as_a_timeout_in_words() {
+        let started = Instant::now();
+        let err = again::<()>(Some(Duration::from_millis(50)), || {
+            Err(io_error(std::io::ErrorKind::Interrupted))
+        })
+        .unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert!(err.is_timeout(), "{err}");
+        assert!(err.to_string().contains("no reply within 50 ms"), "{err}");
+    }
+}
