@@ -122,3 +122,50 @@ fn a_fixed_lease_is_signalled_at_its_local_end() {
     eprintln!("fixed lease of 200 ms: signal after {fired_after:.1?} ms");
     assert!(fired_after[4] <= 200.0 + 300.0, "{fired_after:?}");
 }
+
+/// A server restarted empty loses every hold: each holder of every kind
+/// hears `Lost` as soon as the server is back (its subscriber reconnects
+/// within 100 ms and has the watchdog check every hold at once), not at
+/// its next watchdog round, 10 s apart here (before: a holder heard 2-3 s
+/// after the restart, one renewal period of the defaults).
+#[test]
+fn holds_lost_with_a_restart_are_told_as_soon_as_the_server_is_back() {
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(60))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut holds = Vec::new();
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("restarted-{kind:?}");
+        let guard =
+            take::<fairlock::Bound>(&client, kind, &name, LeasePolicy::Client, Duration::ZERO)
+                .unwrap()
+                .expect("free");
+        holds.push((kind, watch(guard.lease_signal()), guard));
+    }
+    server.kill();
+    thread::sleep(Duration::from_secs(1));
+    server.start_again();
+    let back = Instant::now();
+    for (kind, ended, guard) in &holds {
+        let (end, at) = ended
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{kind:?}: not told within 5 s of the restart"));
+        let after = at.saturating_duration_since(back);
+        eprintln!(
+            "{kind:?}: {end:?} {:.0} ms after the server was back",
+            ms(after)
+        );
+        assert_eq!(end, LeaseEnd::Lost, "{kind:?}");
+        assert!(guard.is_lease_lost(), "{kind:?}");
+        assert!(
+            after <= Duration::from_millis(600),
+            "{kind:?}: told {after:?} after"
+        );
+    }
+}

@@ -19,6 +19,7 @@ mod cancel;
 mod cluster;
 mod connections;
 mod cost;
+mod deadlines;
 mod doc_links;
 mod election;
 mod examples;

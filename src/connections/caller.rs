@@ -37,14 +37,14 @@ impl Limit {
         }
     }
 
-    /// The pool wait by `at`, the reply within the command timeout (a
-    /// waiting call leaving the queue once its deadline passed: a pool
-    /// with no connection means an outage, a slow link still gets its
-    /// answer).
-    pub(crate) fn checkout_by(at: Instant) -> Limit {
+    /// The pool wait and the reply both by `at` (a waiting call leaving
+    /// the queue once its deadline passed: what is not done by then is
+    /// given back later, so the call returns on time however slow or
+    /// stalled the server is).
+    pub(crate) fn within(at: Instant) -> Limit {
         Limit {
             checkout_by: Some(at),
-            reply_by: None,
+            reply_by: Some(at),
         }
     }
 }

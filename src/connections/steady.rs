@@ -108,16 +108,19 @@ pub(crate) fn without_signals<T>(step: impl FnOnce() -> T) -> T {
     step()
 }
 
-/// A timeout error, in words, for a step that signals kept interrupting.
+/// A timeout error, in words: what the socket's own says ("Resource
+/// temporarily unavailable") is no help to a reader.
 fn timed_out(timeout: Duration) -> redis::RedisError {
-    std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        format!(
-            "no reply within {} ms (signals kept interrupting the read)",
-            timeout.as_millis()
-        ),
-    )
-    .into()
+    let words = format!("no reply within {} ms", timeout.as_millis());
+    std::io::Error::new(std::io::ErrorKind::TimedOut, words).into()
+}
+
+/// `result`, a timeout in words if it is one (see [`timed_out`]).
+fn worded<T>(result: RedisResult<T>, timeout: Option<Duration>) -> RedisResult<T> {
+    match (result, timeout) {
+        (Err(err), Some(timeout)) if err.is_timeout() => Err(timed_out(timeout)),
+        (result, _) => result,
+    }
 }
 
 /// A connection whose requests a signal does not fail (see the module's
@@ -179,6 +182,17 @@ impl Steady {
         }
     }
 
+    /// Sends a request and reads its reply with no signal cutting them
+    /// short, again if a stop did, within the timeout; a timeout in words.
+    fn request<T>(
+        &mut self,
+        mut send: impl FnMut(&mut redis::Connection) -> RedisResult<T>,
+    ) -> RedisResult<T> {
+        let timeout = self.timeout();
+        let result = without_signals(|| again(timeout, || send(&mut self.conn)));
+        worded(result, timeout)
+    }
+
     /// The connection itself, for a subscription, whose reads are retried
     /// where they are made.
     pub(crate) fn into_inner(self) -> redis::Connection {
@@ -188,8 +202,7 @@ impl Steady {
 
 impl ConnectionLike for Steady {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        let timeout = self.timeout();
-        without_signals(|| again(timeout, || self.conn.req_packed_command(cmd)))
+        self.request(|conn| conn.req_packed_command(cmd))
     }
 
     fn req_packed_commands(
@@ -198,12 +211,7 @@ impl ConnectionLike for Steady {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let timeout = self.timeout();
-        without_signals(|| {
-            again(timeout, || {
-                self.conn.req_packed_commands(cmd, offset, count)
-            })
-        })
+        self.request(|conn| conn.req_packed_commands(cmd, offset, count))
     }
 
     fn get_db(&self) -> i64 {

@@ -305,10 +305,9 @@ impl Queued for Acquisition<'_> {
         self.leave_queue(waiter, limit)
     }
 
-    /// Not acquired in time, as a wait that ran out while parked: the
-    /// queue entry an earlier request of the call made goes back once
-    /// Redis answers.
-    fn no_connection_in_time(&self, waiter: &Waiter, _: Error) -> Result<Option<CallHold>> {
+    /// Not acquired in time, as a wait that ran out while parked: whatever
+    /// a request of the call took or queued goes back once Redis answers.
+    fn out_of_time(&self, waiter: &Waiter, _: Error) -> Result<Option<CallHold>> {
         self.give_back_later(waiter);
         Ok(None)
     }

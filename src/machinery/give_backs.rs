@@ -36,7 +36,17 @@ pub(crate) struct GiveBacks {
 impl GiveBacks {
     /// Records `call`, failed just now.
     pub(crate) fn add(&self, call: Call, linger: Duration) {
+        let retire_from = Instant::now() + linger;
         let mut pending = self.pending.lock();
+        // A call failed twice (a request, then the leave after it) is one
+        // give-back, counted from its last failure.
+        let same = |given: &Arc<GiveBack>| {
+            given.call.id == call.id && given.call.keys.lock() == call.keys.lock()
+        };
+        if let Some(given) = pending.iter_mut().find(|given| same(given)) {
+            *given = Arc::new(GiveBack { call, retire_from });
+            return;
+        }
         if pending.len() >= MAX_PENDING {
             let dropped = pending.remove(0);
             log::warn!(
@@ -45,10 +55,7 @@ impl GiveBacks {
                 dropped.call.keys.lock()
             );
         }
-        pending.push(Arc::new(GiveBack {
-            call,
-            retire_from: Instant::now() + linger,
-        }));
+        pending.push(Arc::new(GiveBack { call, retire_from }));
     }
 
     /// Every call still to give back.

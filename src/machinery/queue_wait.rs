@@ -17,8 +17,12 @@ use crate::machinery::shared::Shared;
 use crate::machinery::waiters::{poll_time, Grant, Waiter, Wake};
 use crate::protocol::{Call, Mode, Renew};
 
-/// How long past its deadline a waiting call may wait for a pooled
-/// connection to leave the queue (see [`Limit::checkout_by`]).
+/// How long past its deadline a waiting call may take to leave the queue,
+/// a pooled connection and the reply included (see [`Limit::within`]):
+/// what is not done by then is given back later, so a timed wait returns
+/// by its deadline plus this (and a request's [`REPLY_GRACE`]
+/// (crate::connections::caller) when one was in flight instead) whatever
+/// the server does.
 const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
 /// When a waiting call whose requests have failed for want of Redis
@@ -30,6 +34,12 @@ fn retry_at(since: &mut Option<Instant>, patience: Duration) -> Option<Instant> 
     let now = Instant::now();
     (now.duration_since(*since.get_or_insert(now)) < patience)
         .then(|| now + Duration::from_millis(100))
+}
+
+/// True when `err` is the deadline's doing: it passed while a request
+/// waited for a pooled connection or for its reply.
+fn out_of_time(err: &Error, deadline: Option<Instant>) -> bool {
+    (err.is_pool_busy() || err.is_timeout()) && deadline.is_some_and(|at| Instant::now() >= at)
 }
 
 /// What one request of a waiting call was answered with.
@@ -63,9 +73,10 @@ pub(crate) trait Queued {
 
     /// How the call ends when its deadline passed while its request
     /// waited for a pooled connection that every other call of the client
-    /// kept busy ([`Error::is_pool_busy`]): by default as after any
+    /// kept busy ([`Error::is_pool_busy`]), or for a reply that did not
+    /// come by then (a stalled or slow server): by default as after any
     /// failure.
-    fn no_connection_in_time(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>> {
+    fn out_of_time(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>> {
         self.failed(waiter, err)
     }
 }
@@ -111,8 +122,12 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                     waiter.poll_by(poll_time(pttl_ms));
                 }
             }
-            Err(err) if err.is_pool_busy() && deadline.is_some_and(|at| Instant::now() >= at) => {
-                break queued.no_connection_in_time(&waiter, err);
+            // A first request unanswered by then fails as when Redis cannot
+            // be had: nothing is known of the lock.
+            Err(err)
+                if out_of_time(&err, deadline) && (mode == Mode::Poll || err.is_pool_busy()) =>
+            {
+                break queued.out_of_time(&waiter, err)
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
                 match retry_at(&mut outage, shared.config().outage_patience()) {
@@ -130,11 +145,14 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Wake::Granted(grant) => break queued.granted(&waiter, grant).map(Some),
             Wake::Poll => {}
             Wake::GaveUp => {
-                // Past the deadline, leaving waits for no connection
-                // longer than LEAVE_GRACE (an outage: the watchdog gives
-                // the call back once Redis answers).
+                // Past the deadline, leaving takes no longer than
+                // LEAVE_GRACE (a stalled server or an outage: the watchdog
+                // gives the call back once Redis answers).
                 let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
-                break queued.leave(&waiter, Limit::checkout_by(by + LEAVE_GRACE));
+                break match queued.leave(&waiter, Limit::within(by + LEAVE_GRACE)) {
+                    Err(err) if out_of_time(&err, deadline) => queued.out_of_time(&waiter, err),
+                    left => left,
+                };
             }
         }
     };

@@ -44,7 +44,11 @@ use crate::protocol::{Push, Route, WakeMessage};
 
 /// How long a read blocks before the thread checks whether to stop.
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest pause between two attempts to subscribe again: a server
+/// back from a restart is heard from within it, and with it the holds it
+/// may have lost (see [`missed_messages`]). A refused attempt costs a
+/// round trip; one to a host that does not answer, a connect timeout.
+const MAX_BACKOFF: Duration = Duration::from_millis(100);
 /// How long a shard listener's read blocks before it looks for slots to
 /// subscribe: the longest a call waits for its slot's first subscription.
 const SHARD_READ_TIMEOUT: Duration = Duration::from_millis(20);
@@ -100,7 +104,7 @@ fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>
             target.describe()
         );
         crate::machinery::observe::reconnected(crate::machinery::observe::Reconnect::Subscriber);
-        shared.waiters.repoll_all();
+        missed_messages(shared);
     }
     loop {
         if shared.is_stopping() {
@@ -183,7 +187,7 @@ fn serve_shards(
                 let slot = hash_slot(&channel);
                 // Handoffs published in the gap were lost: everyone asks.
                 if live.insert(slot) && shared.shards.subscribed(slot) {
-                    shared.waiters.repoll_all();
+                    missed_messages(shared);
                 }
             }
             Push::Unsubscribed(channel) => {
@@ -224,6 +228,16 @@ fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
             Err(err) => log::warn!("fairlock: no listener for {node:?}: {err}"),
         }
     }
+}
+
+/// The subscription is back after a gap, in which messages may have been
+/// lost and the server may have restarted empty or failed over: every
+/// waiter asks again, and the watchdog checks every hold and queue entry
+/// at once (a renewal round), so a hold lost with the data is told now,
+/// not a watchdog period later.
+fn missed_messages(shared: &Shared) {
+    shared.waiters.repoll_all();
+    shared.nudge_watchdog();
 }
 
 /// Why a hold told of a force release was lost.

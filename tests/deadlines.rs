@@ -1,0 +1,199 @@
+//! A deadline is a deadline: a timed wait returns by it, plus a bound the
+//! library states (`LEAVE_GRACE` and a request's `REPLY_GRACE`, 50 ms each),
+//! whatever the server does. Here the server is stopped by a real
+//! `SIGSTOP` for longer than the waits and than the command timeout: waits
+//! of every kind queued before the stall come back by their deadline with
+//! nothing, ones that start during it (shorter than the command timeout)
+//! by their deadline with `Connection` (before: 4.5 s for a 2 s wait
+//! stalled 3 s, and the lock itself 1.8 s late when the stall ended first),
+//! an unlock comes back by the command timeout saying "no reply within",
+//! and once the server runs again, nothing the stalled calls left in its
+//! queues stays there.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fairlock::{Client, Unbound};
+use fairlock_test_support::*;
+
+/// What a timed wait may take past its deadline here: the library's 50 ms
+/// and 50 ms, and room for a busy machine.
+const OVER: Duration = Duration::from_millis(400);
+/// The waits' own timeout.
+const WAIT: Duration = Duration::from_secs(2);
+/// The waits started during the stall: shorter than the command timeout.
+const SHORT_WAIT: Duration = Duration::from_millis(500);
+/// The client's command timeout: shorter than the stall.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A server stopped by `SIGSTOP` until dropped (or `resume`d).
+struct Stopped {
+    pid: u32,
+    running: bool,
+}
+
+impl Stopped {
+    fn stop(server: &RedisServer) -> Stopped {
+        let pid = server.pid().expect("the server's pid");
+        send_signal(pid, "STOP");
+        Stopped {
+            pid,
+            running: false,
+        }
+    }
+
+    fn resume(&mut self) {
+        if !self.running {
+            send_signal(self.pid, "CONT");
+            self.running = true;
+        }
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        self.resume();
+    }
+}
+
+fn client(server: &RedisServer) -> Client {
+    server
+        .builder()
+        .lease(Duration::from_secs(10))
+        .command_timeout(COMMAND_TIMEOUT)
+        .connect_timeout(COMMAND_TIMEOUT)
+        .build()
+        .unwrap()
+}
+
+/// A wait of `wait` on `kind`'s lock `name` on its own thread: how long
+/// it took and whether it got the lock (or the error's kind).
+fn timed_wait(
+    client: &Client,
+    kind: Kind,
+    name: &str,
+    wait: Duration,
+) -> thread::JoinHandle<(Duration, Result<bool, fairlock::ErrorKind>)> {
+    let (client, name) = (client.clone(), name.to_owned());
+    thread::spawn(move || {
+        let started = Instant::now();
+        let got = take::<Unbound>(&client, kind, &name, LeasePolicy::Client, wait);
+        let took = started.elapsed();
+        (
+            took,
+            got.map(|guard| guard.is_some()).map_err(|err| err.kind()),
+        )
+    })
+}
+
+#[test]
+fn timed_waits_and_unlocks_keep_their_deadlines_while_the_server_is_stopped() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holders = client(&server);
+    let waiters = client(&server);
+    let mut held = Vec::new();
+    let mut queued = Vec::new();
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("stalled-{kind:?}");
+        let guard = take::<Unbound>(&holders, kind, &name, LeasePolicy::Client, WAIT)
+            .unwrap()
+            .expect("free");
+        held.push(guard);
+        queued.push((kind, name.clone(), timed_wait(&waiters, kind, &name, WAIT)));
+    }
+    // Every waiter queued before the stall.
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("stalled-{kind:?}");
+        assert!(
+            wait_until(Duration::from_secs(5), || {
+                waiters
+                    .status(kind.lock_kind(), &name, 4)
+                    .unwrap()
+                    .queue_len
+                    == 1
+            }),
+            "{kind:?}: the waiter queued"
+        );
+    }
+    let stall_started = Instant::now();
+    let mut stopped = Stopped::stop(&server);
+    // Waits that start during the stall, shorter than the command timeout:
+    // their first request has no reply by their deadline, and they fail as
+    // a first request does when Redis cannot be had (`Connection`, "no
+    // reply within"), by their deadline.
+    let during: Vec<_> = Kind::EXCLUSIVE
+        .into_iter()
+        .map(|kind| {
+            let name = format!("during-{kind:?}");
+            (kind, timed_wait(&waiters, kind, &name, SHORT_WAIT))
+        })
+        .collect();
+    // A holder's unlock during the stall.
+    let unlocking = {
+        let guard = held.pop().expect("a hold");
+        thread::spawn(move || {
+            let started = Instant::now();
+            let result = guard.unlock();
+            (started.elapsed(), result)
+        })
+    };
+    for (kind, name, waiting) in queued {
+        let (took, got) = join_within(waiting, WAIT * 3, "a queued wait");
+        eprintln!(
+            "queued {kind:?} on {name:?}: {got:?} after {:.0} ms",
+            ms(took)
+        );
+        assert_eq!(
+            got,
+            Ok(false),
+            "{kind:?}: nothing got while the server is stopped"
+        );
+        assert!(
+            took <= WAIT + OVER,
+            "{kind:?}: {took:?} for a wait of {WAIT:?}"
+        );
+    }
+    for (kind, waiting) in during {
+        let (took, got) = join_within(waiting, WAIT * 3, "a wait started in the stall");
+        eprintln!(
+            "started in the stall {kind:?}: {got:?} after {:.0} ms",
+            ms(took)
+        );
+        assert_eq!(got, Err(fairlock::ErrorKind::Connection), "{kind:?}");
+        assert!(
+            took <= SHORT_WAIT + OVER,
+            "{kind:?}: {took:?} for a wait of {SHORT_WAIT:?}"
+        );
+    }
+    let (took, unlocked) = join_within(unlocking, COMMAND_TIMEOUT * 5, "the unlock");
+    eprintln!("unlock in the stall: {unlocked:?} after {:.0} ms", ms(took));
+    let err = unlocked.expect_err("no unlock while the server is stopped");
+    assert!(err.is_connection(), "{err:?}");
+    assert!(
+        err.to_string().contains("no reply within 1000 ms"),
+        "the timeout in words: {err}"
+    );
+    assert!(took <= COMMAND_TIMEOUT + OVER, "{took:?}");
+    // The waits and the unlock came back while the server was still
+    // stopped (3 s here at the least).
+    assert!(stall_started.elapsed() < Duration::from_secs(3));
+    thread::sleep(Duration::from_secs(3).saturating_sub(stall_started.elapsed()));
+    stopped.resume();
+    // What the stalled calls left is given back once the server runs:
+    // no queue entry of theirs stays.
+    for kind in Kind::EXCLUSIVE {
+        for name in [format!("stalled-{kind:?}"), format!("during-{kind:?}")] {
+            assert!(
+                wait_until(Duration::from_secs(5), || {
+                    let status = waiters.status(kind.lock_kind(), &name, 4).unwrap();
+                    status.queue_len == 0
+                        && (name.starts_with("stalled") || status.holder_count == 0)
+                }),
+                "{kind:?} {name:?}: left behind: {:?}",
+                waiters.status(kind.lock_kind(), &name, 4)
+            );
+        }
+    }
+    drop(held);
+}
