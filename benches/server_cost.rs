@@ -15,7 +15,16 @@
 //!   building values, comparisons), the whole minus the three above.
 //!
 //! Beside them, the unfair cycle (`SET NX PX`, then a compare-and-delete
-//! script) and the commands each path sends (INFO commandstats' counts).
+//! script), Redisson's fair lock replayed (`redisson/`: its uncontended
+//! cycle, its handoff, each step), the commands each path sends (INFO
+//! commandstats' counts), and the price of each building block a script is
+//! made of (`building_blocks/`).
+//!
+//! With `FAIRLOCK_SERVER_COST_PROFILE=<dir>` the server's callgrind
+//! collects only inside `processCommand` and the dumps of the mutex's and
+//! Redisson's cycles are kept in `<dir>` (`<by>-<kind>-<cycle>.cg`), for
+//! `callgrind_annotate` to say where their instructions go
+//! (docs/performance.md, "Where the server's instructions go").
 //!
 //! `cargo bench --bench server_cost` (needs `valgrind`; a minute or two)
 //! writes `target/fairlock-bench/server_cost.json`, which
@@ -23,6 +32,7 @@
 //! server_cost` drives every path with small batches on a plain server
 //! (no valgrind), checks their replies, and writes nothing.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,8 +41,13 @@ use fairlock::__test_support::{LockKind, Op, Script};
 use fairlock_test_support::fake_queue::{self, ScriptedLock};
 use fairlock_test_support::RedisServer;
 
+mod building_blocks;
 #[path = "common/mod.rs"]
 mod common;
+mod redisson;
+
+/// Where the profile mode keeps its callgrind dumps (see the top).
+const PROFILE_ENV: &str = "FAIRLOCK_SERVER_COST_PROFILE";
 
 /// Operations per counted batch (and the warm-up before each batch).
 fn batch() -> u64 {
@@ -48,6 +63,10 @@ struct Counted {
     server: RedisServer,
     pid: String,
     dumps: PathBuf,
+    /// In the profile mode: where dumps are kept, and the name the next
+    /// count's dump is kept as (`keep_as`).
+    profile: Option<PathBuf>,
+    keep: RefCell<Option<String>>,
 }
 
 impl Counted {
@@ -62,6 +81,8 @@ impl Counted {
                 server,
                 pid: String::new(),
                 dumps,
+                profile: None,
+                keep: RefCell::new(None),
             });
         }
         if Command::new("valgrind").arg("--version").output().is_err() {
@@ -71,11 +92,25 @@ impl Counted {
         let dumps =
             std::env::temp_dir().join(format!("fairlock-server-cost-{}", std::process::id()));
         std::fs::create_dir_all(&dumps).unwrap();
+        let profile = std::env::var_os(PROFILE_ENV).map(PathBuf::from);
+        // The profile collects only inside processCommand (which runs each
+        // command's `call()` once: a script's commands enter `call()` from
+        // the script, not through processCommand), so that every function's
+        // inclusive and self counts are those of command execution, not of
+        // the event loop's reads and writes. `call()`'s own count, which is
+        // what the bench reports, is the same either way.
+        let collect = match &profile {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).unwrap();
+                "--toggle-collect=processCommand "
+            }
+            None => "",
+        };
         let wrapper = dumps.join("redis-server");
         std::fs::write(
             &wrapper,
             format!(
-                "#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={}/cg.%p {} \"$@\"\n",
+                "#!/bin/sh\nexec valgrind --tool=callgrind {collect}--callgrind-out-file={}/cg.%p {} \"$@\"\n",
                 dumps.display(),
                 fairlock_test_support::server_binary().display()
             ),
@@ -95,7 +130,18 @@ impl Counted {
             .unwrap()
             .trim()
             .to_owned();
-        Some(Counted { server, pid, dumps })
+        Some(Counted {
+            server,
+            pid,
+            dumps,
+            profile,
+            keep: RefCell::new(None),
+        })
+    }
+
+    /// In the profile mode, keeps the next count's dump as `<label>.cg`.
+    fn keep_as(&self, label: String) {
+        *self.keep.borrow_mut() = Some(label);
     }
 
     fn control(&self, flag: &str) {
@@ -124,6 +170,7 @@ impl Counted {
     /// Instructions inside `call()` while `run` runs, over `n`.
     fn count(&self, n: u64, run: impl FnOnce()) -> f64 {
         if self.pid.is_empty() {
+            self.keep.take();
             run();
             return 0.0;
         }
@@ -137,6 +184,9 @@ impl Counted {
             .max_by_key(|p| p.metadata().unwrap().modified().unwrap())
             .unwrap();
         let total = instructions_in_call(&dump);
+        if let (Some(dir), Some(label)) = (&self.profile, self.keep.take()) {
+            std::fs::copy(&dump, dir.join(format!("{label}.cg"))).unwrap();
+        }
         for entry in std::fs::read_dir(&self.dumps).unwrap() {
             let path = entry.unwrap().path();
             if path
@@ -183,7 +233,8 @@ fn commands_per_op(conn: &mut redis::Connection, n: u64) -> BTreeMap<String, f64
                 .ok()?;
             Some((name.to_uppercase(), calls / n as f64))
         })
-        .filter(|(name, _)| !["INFO", "CONFIG"].contains(&name.as_str()))
+        // The bench's own: Redis 7 names a subcommand "CONFIG|RESETSTAT".
+        .filter(|(name, _)| !["INFO", "CONFIG"].contains(&name.split('|').next().unwrap()))
         .collect()
 }
 
@@ -232,6 +283,8 @@ fn main() {
     };
     let n = batch();
     let server = &counted.server;
+    // What is counted as Redisson's must be a lock that works.
+    redisson::check(server);
     let mut conn = server.conn();
     let noop = redis::Script::new("return 1");
     let unit = counted.per_op(n, |_| {
@@ -472,16 +525,45 @@ fn main() {
         Ok(_) => callers.push(("FCALL", Caller::FCall)),
         Err(err) => eprintln!("server_cost: no FCALL rows: FUNCTION LOAD: {err}"),
     }
+    let redisson = redisson_cost(&counted, n, &mut conn);
+    if !common::measuring() {
+        // The replay sends what the description says: 8 commands to take
+        // a free lock, 6 to free it (no PUBLISH: nobody to wake); 8 to
+        // wake the head, 10 for the head to take it, 8 to queue.
+        assert_eq!(
+            commands_and_calls(&redisson.sent_uncontended),
+            (14.0, 2.0),
+            "{:?}",
+            redisson.sent_uncontended
+        );
+        assert_eq!(
+            commands_and_calls(&redisson.sent_handoff),
+            (26.0, 3.0),
+            "{:?}",
+            redisson.sent_handoff
+        );
+    }
+    let mut cycles = Vec::new();
     let mut cycles_json = Vec::new();
     for (how, caller) in callers {
         for (kind, lock, handoff) in &locks {
-            let [uncontended, handoff] = cycles_of(&counted, n, &mut conn, caller, lock, *handoff);
+            let label = format!("{how}-{}", kind.replace(' ', "-"));
+            let [uncontended, handoff] =
+                cycles_of(&counted, n, &mut conn, caller, lock, *handoff, &label);
             cycles_json.push(format!(
-                "{{\"by\": \"{how}\", \"kind\": \"{kind}\", \"uncontended\": {uncontended:.0}, \"handoff\": {}}}",
-                number(handoff)
+                "{{\"by\": \"{how}\", \"kind\": \"{kind}\", \"uncontended\": {uncontended:.0}, \"handoff\": {}, \"per_redisson\": {{\"uncontended\": {}, \"handoff\": {}}}}}",
+                number(handoff),
+                ratio(uncontended / redisson.uncontended),
+                ratio(handoff / redisson.handoff)
             ));
+            cycles.push((how, *kind, uncontended, handoff));
         }
     }
+    print_cycles(unfair, &redisson, &cycles);
+    // Blocks cost a few thousand instructions each, so a Lua GC step in
+    // or out of a batch moves them: five times the batch keeps them
+    // within a few hundred.
+    let blocks = building_blocks::measure(&counted, 5 * n, &mut conn);
 
     let mut json = format!(
         "{{\"server\": \"{}\", \"batch\": {n}, \"noop\": {unit:.0}, \"unfair_cycle\": {unfair:.0}, \"paths\": [",
@@ -506,7 +588,25 @@ fn main() {
             sent.join(", ")
         ));
     }
-    json.push_str(&format!("], \"cycles\": [{}]}}", cycles_json.join(", ")));
+    let steps: Vec<String> = redisson
+        .steps
+        .iter()
+        .map(|(path, whole, sent)| {
+            format!(
+                "{{\"path\": \"{path}\", \"whole\": {whole:.0}, \"sent\": {}}}",
+                sent_json(sent)
+            )
+        })
+        .collect();
+    json.push_str(&format!(
+        "], \"cycles\": [{}], \"redisson\": {{\"by\": \"EVALSHA\", \"uncontended\": {:.0}, \"handoff\": {:.0}, \"sent_uncontended\": {}, \"sent_handoff\": {}, \"paths\": [{}]}}, \"building_blocks\": {blocks}}}",
+        cycles_json.join(", "),
+        redisson.uncontended,
+        redisson.handoff,
+        sent_json(&redisson.sent_uncontended),
+        sent_json(&redisson.sent_handoff),
+        steps.join(", ")
+    ));
     println!("{json}");
     common::write_json("server_cost", &json);
 }
@@ -517,6 +617,70 @@ fn number(x: f64) -> String {
         "null".to_owned()
     } else {
         format!("{x:.0}")
+    }
+}
+
+/// A ratio for the JSON: `null` when not measured (NaN, or 0/0 when
+/// nothing is counted).
+fn ratio(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.3}")
+    } else {
+        "null".to_owned()
+    }
+}
+
+/// The cycles' table: each kind's cycles by each caller beside Redisson's
+/// and the unfair cycle, with fairlock / Redisson and fairlock / unfair.
+fn print_cycles(unfair: f64, redisson: &RedissonCost, cycles: &[(&str, &str, f64, f64)]) {
+    let k = |x: f64| {
+        if x.is_nan() {
+            "-".to_owned()
+        } else {
+            format!("{:.1}k", x / 1000.0)
+        }
+    };
+    let x = |r: f64| {
+        if r.is_finite() {
+            format!("{r:.2}x")
+        } else {
+            "-".to_owned()
+        }
+    };
+    println!("server work per cycle, instructions in call()");
+    println!(
+        "  {:<40} {:>11} {:>9} {:>13} {:>13} {:>9}",
+        "", "uncontended", "handoff", "/ Redisson", "/ Redisson", "/ unfair"
+    );
+    println!(
+        "  {:<40} {:>11}",
+        "unfair (SET NX PX + compare-and-delete)",
+        k(unfair)
+    );
+    println!(
+        "  {:<40} {:>11} {:>9}",
+        "Redisson fair lock (EVALSHA)",
+        k(redisson.uncontended),
+        k(redisson.handoff)
+    );
+    for (how, kind, uncontended, handoff) in cycles {
+        println!(
+            "  {:<40} {:>11} {:>9} {:>13} {:>13} {:>9}",
+            format!("fairlock {kind} ({how})"),
+            k(*uncontended),
+            k(*handoff),
+            x(uncontended / redisson.uncontended),
+            x(handoff / redisson.handoff),
+            x(uncontended / unfair)
+        );
+    }
+    println!("  Redisson's steps:");
+    for (path, whole, sent) in &redisson.steps {
+        let (commands, calls) = commands_and_calls(sent);
+        println!(
+            "    {path:<40} {:>9} ({commands:.0} commands in {calls:.0} script)",
+            k(*whole)
+        );
     }
 }
 
@@ -640,7 +804,8 @@ impl Driven {
 /// Instructions in `call()` per uncontended cycle (take + release that
 /// frees) and per handoff cycle (release that hands over + arrival that
 /// queues, one waiter queued), as `caller` sends them to `lock` (the
-/// handoff only where an arrival queues behind a holder: not for reads).
+/// handoff only where an arrival queues behind a holder: not for reads);
+/// the profile mode keeps their dumps as `<label>-<cycle>.cg`.
 fn cycles_of(
     counted: &Counted,
     n: u64,
@@ -648,8 +813,10 @@ fn cycles_of(
     caller: Caller,
     lock: &Driven,
     handoff: bool,
+    label: &str,
 ) -> [f64; 2] {
     let _: () = redis::cmd("DEL").arg(&lock.keys).query(conn).unwrap();
+    counted.keep_as(format!("{label}-uncontended"));
     let uncontended = counted.per_op(n, |i| {
         let token: i64 =
             redis::from_redis_value(lock.acquire(caller, conn, "c1:1", 10 + i)).unwrap();
@@ -666,6 +833,7 @@ fn cycles_of(
     let token: i64 = redis::from_redis_value(lock.acquire(caller, conn, "h:1", 1)).unwrap();
     let mut holder = ("h:1".to_owned(), token, 1u64);
     assert_ne!(lock.acquire(caller, conn, "w:1", 2), redis::Value::Int(0));
+    counted.keep_as(format!("{label}-handoff"));
     let handoff = counted.per_op(n, |i| {
         let (owner, token, id) = &holder;
         let reply: Vec<redis::Value> =
@@ -680,4 +848,132 @@ fn cycles_of(
         assert_eq!(queued[0], 0, "the newcomer queued");
     });
     [uncontended, handoff]
+}
+
+/// Redisson's fair lock by the same count: its cycles as fairlock's are
+/// counted (`cycles_of`), each step alone, and the commands of each.
+struct RedissonCost {
+    uncontended: f64,
+    handoff: f64,
+    sent_uncontended: BTreeMap<String, f64>,
+    sent_handoff: BTreeMap<String, f64>,
+    steps: Vec<(&'static str, f64, BTreeMap<String, f64>)>,
+}
+
+/// Counts Redisson's replayed fair lock (`redisson/`), by EVALSHA as its
+/// client sends it: the uncontended cycle (lock + unlock of a free lock
+/// nobody waits for) and the handoff per acquisition as fairlock's handoff
+/// cycle counts it (one waiter queued behind a holder: the unlock that
+/// wakes the head, the head's acquire that takes the lock, and a
+/// newcomer's acquire that queues behind it), then each step over `n`
+/// locks, with `lock()`'s second try (a queued waiter asks again after it
+/// subscribed), which that cycle leaves out as fairlock's leaves out its
+/// client's waits.
+fn redisson_cost(counted: &Counted, n: u64, conn: &mut redis::Connection) -> RedissonCost {
+    use redisson::{owner, FairLock};
+    let lock = FairLock::new("bench:redisson");
+    lock.clear(conn);
+    let reset = |conn: &mut redis::Connection| {
+        let () = redis::cmd("CONFIG").arg("RESETSTAT").query(conn).unwrap();
+    };
+    reset(conn);
+    counted.keep_as("EVALSHA-redisson-uncontended".into());
+    let uncontended = counted.per_op(n, |_| {
+        assert_eq!(lock.acquire(conn, &owner(1)), None, "the lock was free");
+        assert_eq!(lock.unlock(conn, &owner(1)), Some(1), "it is free again");
+    });
+    let sent_uncontended = commands_per_op(conn, 2 * n);
+
+    // A holder and one waiter; each step hands over to the waiter and
+    // queues a newcomer behind it.
+    let (mut holder, mut waiter) = (owner(2), owner(3));
+    assert_eq!(lock.acquire(conn, &holder), None);
+    assert!(lock.acquire(conn, &waiter).is_some());
+    reset(conn);
+    counted.keep_as("EVALSHA-redisson-handoff".into());
+    let handoff = counted.per_op(n, |i| {
+        assert_eq!(lock.unlock(conn, &holder), Some(1), "freed for the head");
+        assert_eq!(lock.acquire(conn, &waiter), None, "the head takes it");
+        let newcomer = owner(1_000 + i);
+        assert!(lock.acquire(conn, &newcomer).is_some(), "it queues");
+        holder = std::mem::replace(&mut waiter, newcomer);
+    });
+    let sent_handoff = commands_per_op(conn, 2 * n);
+    lock.clear(conn);
+
+    // Each step alone, over `n` locks in the same state; twice, the first
+    // batch to warm up.
+    let locks: Vec<FairLock> = (0..n)
+        .map(|i| FairLock::new(&format!("bench:redisson:{i}")))
+        .collect();
+    let mut steps = Vec::new();
+    for _ in 0..2 {
+        steps.clear();
+        let mut step = |name: &'static str,
+                        conn: &mut redis::Connection,
+                        run: &dyn Fn(&mut redis::Connection, &FairLock)| {
+            reset(conn);
+            let whole = counted.count(n, || {
+                for l in &locks {
+                    run(conn, l);
+                }
+            });
+            steps.push((name, whole, commands_per_op(conn, n)));
+        };
+        for l in &locks {
+            l.clear(conn);
+        }
+        step("take (free, nobody waits)", conn, &|c, l| {
+            assert_eq!(l.acquire(c, &owner(1)), None)
+        });
+        step("release that frees", conn, &|c, l| {
+            assert_eq!(l.unlock(c, &owner(1)), Some(1))
+        });
+        for l in &locks {
+            assert_eq!(l.acquire(conn, &owner(2)), None);
+        }
+        step("arrival that queues (0 queued)", conn, &|c, l| {
+            assert!(l.acquire(c, &owner(3)).is_some())
+        });
+        step("lock()'s second try, queued", conn, &|c, l| {
+            assert!(l.acquire(c, &owner(3)).is_some())
+        });
+        step("release that wakes the head (1 queued)", conn, &|c, l| {
+            assert_eq!(l.unlock(c, &owner(2)), Some(1))
+        });
+        step("take by the woken head", conn, &|c, l| {
+            assert_eq!(l.acquire(c, &owner(3)), None)
+        });
+    }
+    for l in &locks {
+        l.clear(conn);
+    }
+    RedissonCost {
+        uncontended,
+        handoff,
+        sent_uncontended,
+        sent_handoff,
+        steps,
+    }
+}
+
+/// The commands in `sent` other than the calls themselves (EVALSHA,
+/// FCALL), and the calls.
+fn commands_and_calls(sent: &BTreeMap<String, f64>) -> (f64, f64) {
+    let calls: f64 = sent
+        .iter()
+        .filter(|(k, _)| ["EVALSHA", "FCALL", "EVAL"].contains(&k.as_str()))
+        .map(|(_, c)| c)
+        .sum();
+    (sent.values().sum::<f64>() - calls, calls)
+}
+
+/// `sent` as a JSON object.
+fn sent_json(sent: &BTreeMap<String, f64>) -> String {
+    let fields: Vec<String> = sent
+        .iter()
+        .filter(|(_, c)| **c > 0.01)
+        .map(|(k, c)| format!("\"{k}\": {c:.2}"))
+        .collect();
+    format!("{{{}}}", fields.join(", "))
 }
