@@ -75,39 +75,49 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     percentile(&samples, 0.5)
 }
 
-/// Median round trip of a PING: over a bare socket where the URL is plain
-/// TCP, so that no client library's own work counts (a floor must not
-/// hold more than the trip), else through the redis crate.
-fn round_trip(url: &str) -> Result<Duration> {
-    let client = redis::Client::open(url)?;
-    let mut samples = Vec::with_capacity(200);
-    if let redis::ConnectionAddr::Tcp(host, port) = client.get_connection_info().addr() {
-        let mut socket = TcpStream::connect((host.as_str(), *port))?;
-        socket.set_nodelay(true)?;
-        let mut reply = [0u8; 256];
-        for _ in 0..200 {
-            let t = Instant::now();
-            // An inline command; its one-line reply (PONG, or an error
-            // such as NOAUTH: a round trip all the same) ends in \n.
-            socket.write_all(b"PING\r\n")?;
-            let mut n = 0;
-            while n == 0 || reply[n - 1] != b'\n' {
-                match socket.read(&mut reply[n..])? {
-                    0 => bail!("the server closed the connection during PING"),
-                    read => n = (n + read) % reply.len(),
+/// Round trips of a PING: over a bare socket where the URL is plain TCP,
+/// so that no client library's own work counts (a floor must not hold more
+/// than the trip), else through the redis crate. Sampled between the
+/// demo's own calls, so both see the machine as it is at that moment.
+enum Pinger {
+    Socket(TcpStream),
+    Redis(redis::Connection),
+}
+
+impl Pinger {
+    fn open(url: &str) -> Result<Pinger> {
+        let client = redis::Client::open(url)?;
+        if let redis::ConnectionAddr::Tcp(host, port) = client.get_connection_info().addr() {
+            let socket = TcpStream::connect((host.as_str(), *port))?;
+            socket.set_nodelay(true)?;
+            return Ok(Pinger::Socket(socket));
+        }
+        Ok(Pinger::Redis(client.get_connection()?))
+    }
+
+    /// One round trip.
+    fn ping(&mut self) -> Result<Duration> {
+        let t = Instant::now();
+        match self {
+            Pinger::Socket(socket) => {
+                let mut reply = [0u8; 256];
+                // An inline command; its one-line reply (PONG, or an error
+                // such as NOAUTH: a round trip all the same) ends in \n.
+                socket.write_all(b"PING\r\n")?;
+                let mut n = 0;
+                while n == 0 || reply[n - 1] != b'\n' {
+                    match socket.read(&mut reply[n..])? {
+                        0 => bail!("the server closed the connection during PING"),
+                        read => n = (n + read) % reply.len(),
+                    }
                 }
             }
-            samples.push(t.elapsed());
+            Pinger::Redis(conn) => {
+                redis::cmd("PING").query::<String>(conn)?;
+            }
         }
-    } else {
-        let mut conn = client.get_connection()?;
-        for _ in 0..200 {
-            let t = Instant::now();
-            redis::cmd("PING").query::<String>(&mut conn)?;
-            samples.push(t.elapsed());
-        }
+        Ok(t.elapsed())
     }
-    Ok(median(samples))
 }
 
 /// Script calls and their server time so far (INFO commandstats: FCALL and
@@ -144,10 +154,10 @@ fn script_stats(conn: &mut redis::Connection) -> Result<(u64, Duration)> {
     Ok((calls, Duration::from_micros(usec)))
 }
 
-/// Median time for a thread parked on a condvar for a millisecond (as a
-/// queued waiter is) to run after another thread notifies it: the wake-up
+/// Times for a thread parked on a condvar for a millisecond (as a queued
+/// waiter is) to run after another thread notifies it, sorted: the wake-up
 /// every handoff between clients pays once its grant message is read.
-fn wake_up(rounds: usize) -> Duration {
+fn wake_ups(rounds: usize) -> Vec<Duration> {
     let state = Arc::new((
         parking_lot::Mutex::new(None::<Instant>),
         parking_lot::Condvar::new(),
@@ -163,7 +173,8 @@ fn wake_up(rounds: usize) -> Duration {
                 }
                 samples.push(sent.take().unwrap().elapsed());
             }
-            median(samples)
+            samples.sort();
+            samples
         })
     };
     for _ in 0..rounds {
@@ -194,8 +205,10 @@ fn main() -> Result<()> {
     println!("fairlock demo against {url}: {workers} workers, {rounds} rounds\n");
     let name = format!("demo:{}", std::process::id());
 
-    // Round-trip floor, for scale; `conn` reads the server's counters.
-    let rtt = round_trip(&url)?;
+    // Round trips, for scale, sampled between the cycles below; `conn`
+    // reads the server's counters.
+    let mut pinger = Pinger::open(&url)?;
+    let mut pings: Vec<Duration> = Vec::new();
     let mut conn = redis::Client::open(url.as_str())?.get_connection()?;
 
     // Uncontended lock + unlock, and its scripts' server time.
@@ -208,12 +221,14 @@ fn main() -> Result<()> {
     }
     let before = script_stats(&mut conn)?;
     for _ in 0..200 {
+        pings.push(pinger.ping()?);
         let t = Instant::now();
         mutex.lock()?.unlock()?;
         cycles.push(t.elapsed());
     }
     let cycle_scripts = (script_stats(&mut conn)?.1 - before.1) / 200;
     cycles.sort();
+    pings.sort();
 
     // Contended rounds: the coordinator holds the lock, workers arrive one
     // after another (each waits until the previous one is queued), then the
@@ -299,22 +314,30 @@ fn main() -> Result<()> {
         inversions,
         handoffs.len()
     );
-    // What a handoff cannot go below here: the release's trip to the server
-    // and the grant's trip back (a round trip), the release script, and the
+    // What a figure cannot go below here, each step at its quick end (the
+    // 10th percentile of its own samples, taken in the same run), so that
+    // a floor is never above what it bounds: a cycle's two round trips and
+    // its scripts' server time; a handoff's round trip (the release's trip
+    // to the server and the grant's back), the release script and the
     // wake-up of the parked waiter.
     let release = median(releases);
-    let wake = wake_up(50);
+    let wake = percentile(&wake_ups(50), 0.1);
+    let (rtt, quick_rtt) = (percentile(&pings, 0.5), percentile(&pings, 0.1));
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let in_rtt = |d: Duration| d.as_secs_f64() / rtt.as_secs_f64();
-    println!("round trip (PING)          p50 {:>8.1} µs", us(rtt));
+    println!(
+        "round trip (PING)          p50 {:>8.1} µs, p10 {:.1} µs",
+        us(rtt),
+        us(quick_rtt)
+    );
     let cycle = percentile(&cycles, 0.5);
     println!(
         "uncontended lock+unlock    p50 {:>8.1} µs = {:.1} RTT; floor here: 2 RTT {:.1} µs + scripts {:.1} µs = {:.1} µs",
         us(cycle),
         in_rtt(cycle),
-        us(2 * rtt),
+        us(2 * quick_rtt),
         us(cycle_scripts),
-        us(2 * rtt + cycle_scripts)
+        us(2 * quick_rtt + cycle_scripts)
     );
     let (p50, p99) = (percentile(&handoffs, 0.5), percentile(&handoffs, 0.99));
     println!("handoff (release -> next lock() returns)");
@@ -322,10 +345,10 @@ fn main() -> Result<()> {
         "                           p50 {:>8.1} µs = {:.1} RTT; floor here: RTT {:.1} µs + release script {:.1} µs + wake-up {:.1} µs = {:.1} µs",
         us(p50),
         in_rtt(p50),
-        us(rtt),
+        us(quick_rtt),
         us(release),
         us(wake),
-        us(rtt + release + wake)
+        us(quick_rtt + release + wake)
     );
     println!("                           p99 {:>8.1} µs", us(p99));
     if inversions > 0 {
