@@ -4,7 +4,7 @@
 //! that lands in a read or a write interrupts it with `EINTR`), opens
 //! clients and takes and releases every kind of lock for 3 s, with the
 //! watchdog renewing short leases and a second thread contending for one
-//! mutex, and not one call fails (the library sends an interrupted request
+//! mutex, and not one call fails, on one server and on a Redis Cluster (the library sends an interrupted request
 //! again, within its timeout: `connections::steady`).
 
 use std::time::Duration;
@@ -17,11 +17,24 @@ const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
 #[test]
 fn no_call_fails_in_a_storm_of_signals() {
     let server = RedisServer::start();
+    storm(&server.url());
+}
+
+/// The same on a Redis Cluster: the cluster client's node connections,
+/// the watchdog's own per master and the shard subscribers.
+#[test]
+fn no_call_fails_in_a_storm_of_signals_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    storm(&cluster.url());
+}
+
+/// Runs the "signal_storm" child against `url`; asserts that no call failed.
+fn storm(url: &str) {
     let mut children = Children::new(CHILD);
     let child = children.spawn(
         "signal_storm",
         &[
-            (URL, server.url()),
+            (URL, url.to_owned()),
             (DURATION_MS, "3000".to_owned()),
             (PERIOD_US, "200".to_owned()),
         ],
