@@ -4,8 +4,9 @@
 //! that lands in a read or a write interrupts it with `EINTR`), opens
 //! clients and takes and releases every kind of lock for 3 s, with the
 //! watchdog renewing short leases and a second thread contending for one
-//! mutex, and not one call fails, on one server and on a Redis Cluster (the library sends an interrupted request
-//! again, within its timeout: `connections::steady`).
+//! mutex, and not one call fails, on one server and on a Redis Cluster
+//! (the library blocks those signals on a thread while it waits for a
+//! reply: `connections::steady`).
 
 use std::time::Duration;
 
