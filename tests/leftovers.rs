@@ -830,9 +830,10 @@ fn an_unlock_that_never_reached_redis_is_given_back_once_redis_answers() {
 /// frees the lock as it stops: its watchdog gives the release back once
 /// before the drop returns. The watchdog period is 10 s (lease and waiter
 /// timeout 30 s), and the test first checks that the lock stays held for
-/// 1 s while the link is cut and 1 s after it healed, so only the drop can
-/// be what frees it; dropping must also return within about a command
-/// timeout.
+/// 1 s while the link is cut; it drops the client as soon as the link
+/// heals, before the subscriber, which tries every 100 ms, is back (that
+/// too would have the watchdog give it back at once); dropping must also
+/// return within about a command timeout.
 #[test]
 fn a_client_dropped_after_a_failed_unlock_gives_it_back_before_it_stops() {
     let _serial = serial();
@@ -848,17 +849,9 @@ fn a_client_dropped_after_a_failed_unlock_gives_it_back_before_it_stops() {
     unlock_over_a_cut_link(&relay, &client, guard, &observer);
     let hold = Duration::from_secs(1);
     still_held_throughout(&observer, &client, hold, "while the link was cut");
-    relay.heal();
-    still_held_throughout(
-        &observer,
-        &client,
-        hold,
-        "after the link healed, before the client was dropped (the watchdog's next round is \
-         10 s away: the drop was to be what frees it)",
-    );
-
     let client_id = client.id().to_owned();
     drop(mutex);
+    relay.heal();
     let dropping = Instant::now();
     drop(client);
     let dropped = Instant::now();
@@ -991,10 +984,10 @@ fn the_relay_holds_bytes_back_while_stalled_and_drops_them_while_cut() {
 
 /// A `try_lock_for` whose deadline passes while its link is stalled, just
 /// after the lock was handed to it: the grant message waits in the link
-/// and the cancel that leaves the queue times out, so the call reports a
-/// connection error. Once the link flows again, the hold it was handed
-/// (a fixed 30 s lease) is given back at once instead of being kept by a
-/// call that already returned.
+/// and the cancel that leaves the queue gets no reply by the deadline, so
+/// the call returns nothing, on time. Once the link flows again, the hold
+/// it was handed (a fixed 30 s lease) is given back at once instead of
+/// being kept by a call that already returned.
 #[test]
 fn a_wait_that_times_out_as_it_is_handed_the_lock_gives_the_grant_back() {
     let _serial = serial();
@@ -1041,7 +1034,12 @@ fn a_wait_that_times_out_as_it_is_handed_the_lock_gives_the_grant_back() {
         "leftovers: the stalled try_lock_for({patience:?}) returned {outcome:?} after {:.0} ms",
         ms(returned - started)
     );
-    assert_eq!(outcome, Err(ErrorKind::Connection));
+    assert_eq!(outcome, Ok(None));
+    assert!(
+        returned - started <= patience + Duration::from_millis(400),
+        "returned {:?} after a wait of {patience:?}",
+        returned - started
+    );
     assert!(
         held_by(&observer.status(1).unwrap(), &client),
         "still handed to the call that returned, while the link is stalled"

@@ -63,6 +63,7 @@ pub(crate) fn run(shared: &Arc<Shared>, target: &Listen, ready: Sender<Result<()
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
     while !shared.is_stopping() {
+        let listened_since = Instant::now();
         let listened = match target {
             Listen::Shards(node) => listen_shards(shared, node, &mut ready),
             _ => listen(shared, target, &mut ready),
@@ -72,9 +73,15 @@ pub(crate) fn run(shared: &Arc<Shared>, target: &Listen, ready: Sender<Result<()
         };
         if let Some(ready) = ready.take() {
             let _ = ready.send(Err(err));
-        } else {
+        } else if backoff < MAX_BACKOFF || listened_since.elapsed() > MAX_BACKOFF {
+            // Once per loss, not once per attempt while the server is away.
             log::warn!(
                 "fairlock: wake-up subscription on {} lost, reconnecting: {err}",
+                target.describe()
+            );
+        } else {
+            log::debug!(
+                "fairlock: still reconnecting to {}: {err}",
                 target.describe()
             );
         }
