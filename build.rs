@@ -36,7 +36,7 @@ use std::path::Path;
 /// only: build.rs puts it in the Lua for every `@FORMAT@` and gives it to
 /// the Rust side as `DATA_FORMAT` (OUT_DIR/format.rs). Raise it with every
 /// change of a layout (docs/compatibility.md).
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
 /// A change of the Lua put in at build time: in lua/`file`, `from`
 /// becomes `to` (tests/next/build.rs plants one in a build of its own).

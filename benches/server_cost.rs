@@ -315,20 +315,17 @@ fn main() {
         "fairlock:wake:",
         "600000",
         "c1:1",
-        "60000",
-        "1",
-        "600000",
-        "first",
         "7",
-        "0",
+        "60000",
+        "1 600000 first 0",
     ]
     .map(String::from)
     .to_vec();
     let release_args: Vec<String> = ["fairlock:wake:", "600000", "c1:1", "1795728762856307", "7"]
         .map(String::from)
         .to_vec();
-    let free_value = &fake_queue::versioned("1795728762856307 - - - c1:1#6");
-    let held_value = &fake_queue::versioned("1795728762856307 c1:1 7 600000 c1:1#6");
+    let free_value = &fake_queue::versioned("1795728762856307 - c1:1#6");
+    let held_value = &fake_queue::versioned("1795728762856307 c1:1#7 600000 c1:1#6");
     let set_free = |conn: &mut redis::Connection| {
         let () = redis::cmd("SET")
             .arg(&keys[0])
@@ -359,8 +356,8 @@ fn main() {
         let cut = redis::Script::new(&prelude(acquire));
         let pre = counted.per_op(n, |_| with_args(&cut, &acquire_args, &mut conn));
         let only = redis::Script::new(&format!(
-            "redis.call('GET', KEYS[1]) redis.call('EXISTS', KEYS[2]) redis.call('TIME') \
-             redis.call('SET', KEYS[1], '{held_value}', 'PX', 660000) return 1"
+            "redis.call('GET', KEYS[1]) \
+             redis.call('SET', KEYS[1], '{held_value}', 'PX', '660000') return 1"
         ));
         let commands =
             counted.per_op(n, |_| with_args(&only, &acquire_args, &mut conn)) - plain_set;
@@ -405,8 +402,8 @@ fn main() {
         let cut = redis::Script::new(&prelude(release));
         let pre = counted.per_op(n, |_| with_args(&cut, &release_args, &mut conn));
         let only = redis::Script::new(&format!(
-            "redis.call('GET', KEYS[1]) redis.call('PTTL', KEYS[1]) redis.call('EXISTS', KEYS[2]) \
-             redis.call('SET', KEYS[1], '{free_value}', 'PX', 600000) return 1"
+            "redis.call('GET', KEYS[1]) redis.call('PTTL', KEYS[1]) \
+             redis.call('SET', KEYS[1], '{free_value}', 'KEEPTTL') return 1"
         ));
         let commands = counted.per_op(n, |_| with_args(&only, &release_args, &mut conn));
         rows.push(Row {
@@ -765,22 +762,23 @@ impl Driven {
         owner: &str,
         id: u64,
     ) -> redis::Value {
-        let mut args: Vec<String> = [
-            "fairlock:wake:",
-            "600000",
-            owner,
-            "60000",
-            "1",
-            "600000",
-            "first",
-        ]
-        .map(String::from)
-        .into_iter()
-        .chain([id.to_string(), "0".to_owned()])
-        .collect();
-        if let Some([capacity, units]) = self.counted {
-            args.extend([capacity.to_string(), units.to_string()]);
-        }
+        let common = ["fairlock:wake:", "600000", owner].map(String::from);
+        let Some([capacity, units]) = self.counted else {
+            // The mutex's layout: the take's own three, then the rest as one.
+            let mut args = common.to_vec();
+            args.extend([
+                id.to_string(),
+                "60000".to_owned(),
+                "1 600000 first 0".to_owned(),
+            ]);
+            return caller.run(conn, self.kind, Op::Acquire, &self.keys, &args);
+        };
+        let mut args: Vec<String> = common
+            .into_iter()
+            .chain(["60000", "1", "600000", "first"].map(String::from))
+            .chain([id.to_string(), "0".to_owned()])
+            .collect();
+        args.extend([capacity.to_string(), units.to_string()]);
         caller.run(conn, self.kind, Op::Acquire, &self.keys, &args)
     }
 

@@ -15,23 +15,33 @@
 -- for the layout before formats: fail), so no build misreads another's
 -- data or takes another's lock for free (docs/compatibility.md).
 -- Keys of one lock (all share one cluster hash slot through a {tag}):
---   KEYS[1] lock       string  held: "v<format> <token> <owner> <calls>
---                              <fence ms>[ <mark>]",
+--   KEYS[1] lock       string  held: "v<format> <token> <owner>#<calls>
+--                              <fence ms> <mark>",
 --                              its PX the lease + fence ms, so the hold is
 --                              over once PTTL <= fence ms and the last token
---                              outlives it; free: "v<format> <token> - - -[
---                              <mark>]",
---                              its PX the fence life (or gone). token: the
+--                              outlives it; free: "v<format> <token> -
+--                              <mark>", its PX the fence life, or at most
+--                              two fence lives when a release kept the TTL
+--                              it had (or gone). A "+" before the fence ms
+--                              (free: "+" for "-") says waiters may be
+--                              queued: it is set whenever a call joins the
+--                              queue and dropped only where the queue is
+--                              found empty, so a lock key without it has
+--                              nobody queued and its fast paths (a free
+--                              lock taken, a lone hold released) read no
+--                              queue key. token: the
 --                              last fencing token issued; calls: the ids,
 --                              comma-separated, of the acquire calls counted
---                              in the hold (the first and each re-entry);
---                              mark: "<the call that last freed the lock>[
---                              <detail>]", so that the same call delivered
---                              again is known, and its last word "^<token>"
---                              when a revocation (revoke.lua) asks the holds
---                              up to that token to let go (the hold of the
---                              time; later ones have larger tokens), or
---                              that word alone
+--                              in the hold (the first and each re-entry),
+--                              after the last '#' (an owner id may hold
+--                              one);
+--                              mark ("-" when none): "<the call that last
+--                              freed the lock>[ <detail>]", so that the
+--                              same call delivered again is known, and its
+--                              last word "^<token>" when a revocation
+--                              (revoke.lua) asks the holds up to that token
+--                              to let go (the hold of the time; later ones
+--                              have larger tokens), or that word alone
 --   KEYS[2] queue      zset    entry -> arrival sequence number
 --   KEYS[3] deadlines  zset    entry -> liveness deadline, server milliseconds
 -- Keys of one counted lock, a semaphore or a reader-writer lock (its own
@@ -183,58 +193,60 @@ end
 -- The parts of the lock key's value `stored` (what GET gave: callers read
 -- it themselves, so a fast path that needs less reads it once): last token
 -- (a string, '0' when the key is gone), owner and calls (nil when free or
--- when the lease ran out), the mark ('' when none), and for a hold its
--- fence ms and lease ms left (-1: no expiry), from `pttl` when the caller
--- read the key's PTTL already. A string of another format, or one
--- fairlock did not write, stops the script before any write (fail).
+-- when the lease ran out), the mark ('' when none), for a hold its fence
+-- ms and lease ms left (-1: no expiry), from `pttl` when the caller read
+-- the key's PTTL already, and whether waiters may be queued (the '+' of
+-- the value; false when the key is gone: the queue keys never outlive it).
+-- A string of another format, or one fairlock did not write, stops the
+-- script before any write (fail).
 local function read_lock(stored, pttl)
   if not stored then
-    return '0', nil, nil, ''
+    return '0', nil, nil, '', nil, nil, false
   end
-  local token, owner, calls, fence, mark =
-    string.match(stored, '^v@FORMAT@ (%d+) (%S+) (%S+) (%S+) ?(.*)$')
-  if not token then
+  local token, word, rest = string.match(stored, '^v@FORMAT@ (%d+) (%S+) (.+)$')
+  if word == '-' or word == '+' then
+    return token, nil, nil, rest ~= '-' and rest or '', nil, nil, word == '+'
+  end
+  local owner, calls, waiters, fence, mark
+  if token then
+    owner, calls = string.match(word, '^(%S+)#([%d,]+)$')
+    waiters, fence, mark = string.match(rest, '^(%+?)(%d+) (.+)$')
+  end
+  if not (owner and fence) then
     fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
       '^%d+ %S+ %S+ %S+')
-  end
-  if owner == '-' then
-    return token, nil, nil, mark
   end
   local fence_ms = tonumber(fence)
-  if not fence_ms then
-    fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
-      '^%d+ %S+ %S+ %S+')
+  waiters = waiters == '+'
+  if mark == '-' then
+    mark = ''
   end
   pttl = pttl or redis.call('PTTL', LOCK)
   if pttl == -1 then
-    return token, owner, calls, mark, fence_ms, -1
+    return token, owner, calls, mark, fence_ms, -1, waiters
   end
   if pttl <= fence_ms then
-    return token, nil, nil, mark
+    return token, nil, nil, mark, nil, nil, waiters
   end
-  return token, owner, calls, mark, fence_ms, pttl - fence_ms
+  return token, owner, calls, mark, fence_ms, pttl - fence_ms, waiters
 end
 
 -- Records the free lock: its last `token` and `mark` (the call that freed
--- it), kept for FENCE_LIFE.
-local function write_free(token, mark)
-  local value = 'v@FORMAT@ ' .. token .. ' - - -'
-  if mark ~= '' then
-    value = value .. ' ' .. mark
-  end
-  redis.call('SET', LOCK, value, 'PX', FENCE_LIFE)
+-- it), kept for FENCE_LIFE, and whether `waiters` may be queued.
+local function write_free(token, mark, waiters)
+  redis.call('SET', LOCK, 'v@FORMAT@ ' .. token .. (waiters and ' + ' or ' - ')
+    .. (mark ~= '' and mark or '-'), 'PX', fmt(FENCE_LIFE))
 end
 
 -- Records the hold: `calls` of `owner` with `token`, keeping `mark` and
--- the last token for `fence` ms after the lease; with a lease of `ttl` ms,
--- or the lease it has when `ttl` is nil.
-local function write_hold(token, owner, calls, mark, fence, ttl)
-  local value = 'v@FORMAT@ ' .. token .. ' ' .. owner .. ' ' .. calls .. ' ' .. fence
-  if mark ~= '' then
-    value = value .. ' ' .. mark
-  end
+-- the last token for `fence` ms after the lease, and whether `waiters`
+-- may be queued; with a lease of `ttl` ms, or the lease it has when `ttl`
+-- is nil.
+local function write_hold(token, owner, calls, mark, fence, ttl, waiters)
+  local value = 'v@FORMAT@ ' .. token .. ' ' .. owner .. '#' .. calls .. (waiters and ' +' or ' ')
+    .. fmt(fence) .. ' ' .. (mark ~= '' and mark or '-')
   if ttl then
-    redis.call('SET', LOCK, value, 'PX', ttl + fence)
+    redis.call('SET', LOCK, value, 'PX', fmt(ttl + fence))
   else
     redis.call('SET', LOCK, value, 'KEEPTTL')
   end
@@ -258,16 +270,17 @@ end
 -- increasing after the key is gone (or after Redis lost its data) unless
 -- the server clock steps back further.
 -- `mark` is kept, so that a repeat of the call that last freed the lock is
--- still known after later takes.
+-- still known after later takes; `waiters` says whether the queue may hold
+-- any (the caller knows).
 -- An election announces its new leader (a repeat of the call that took
 -- it takes nothing, so it is announced once).
-local function take(owner, ttl, now_us, call, last, mark)
+local function take(owner, ttl, now_us, call, last, mark, waiters)
   local token = last + 1
   if now_us > token then
     token = now_us
   end
   token = fmt(token)
-  write_hold(token, owner, call, mark, FENCE_LIFE, ttl)
+  write_hold(token, owner, call, mark, FENCE_LIFE, ttl, waiters)
   if ANNOUNCE then
     ANNOUNCE(token .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner, last)
   end
@@ -330,7 +343,8 @@ end
 
 -- Drops up to 16 entries whose client stopped renewing them (O(log N) each).
 local function prune(now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', DEADLINES, '-inf', '(' .. fmt(now_ms), 'LIMIT', 0, 16)
+  local dead = redis.call('ZRANGEBYSCORE', DEADLINES, '-inf', '(' .. fmt(now_ms), 'LIMIT', '0',
+    '16')
   for _, entry in ipairs(dead) do
     forget(entry)
   end
@@ -345,7 +359,7 @@ end
 local function live_head(now_ms, parse)
   parse = parse or parse_entry
   while true do
-    local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
+    local head = redis.call('ZRANGE', QUEUE, '0', '0')[1]
     if not head then
       return nil
     end
@@ -399,11 +413,13 @@ end
 
 -- Tells the (new) head of the queue that the current lease runs out in
 -- `pttl` ms, so it can claim a lock whose holder dies without releasing it.
--- `parse` as live_head's; `head`, when the caller just read it, saves
--- reading it again.
+-- `parse` as live_head's; `head`, when the caller just read it (false:
+-- nobody waits), saves reading it again.
 local function tell_head(now_ms, pttl, parse, head)
   parse = parse or parse_entry
-  head = head or live_head(now_ms, parse)
+  if head == nil then
+    head = live_head(now_ms, parse)
+  end
   if head then
     local owner, wait_id = parse(head)
     wake(owner, 'H ' .. wait_id .. ' ' .. pttl)
@@ -417,7 +433,8 @@ end
 -- when nobody live waits. A watchdog-renewed grant lasts no longer than
 -- the waiter's own liveness deadline, so a waiter that died while queued
 -- holds the lock no longer than it would have held its place. Without a
--- time given, TIME is read only if someone waits.
+-- time given, TIME is read only if someone waits. The new hold says
+-- whether waiters are left (the next head, read before it is written).
 local function hand_over(now_us, now_ms, last, mark)
   while true do
     local head = redis.call('ZPOPMIN', QUEUE)[1]
@@ -434,40 +451,58 @@ local function hand_over(now_us, now_ms, last, mark)
       if fixed == '0' then
         ttl = math.max(1, math.min(ttl, deadline - now_ms))
       end
-      local token = take(owner, ttl, now_us, wait_id, last, mark)
+      local next_head = live_head(now_ms)
+      local token = take(owner, ttl, now_us, wait_id, last, mark, next_head ~= nil)
       wake(owner, 'G ' .. wait_id .. ' ' .. fmt(token) .. ' ' .. fmt(ttl))
-      tell_head(now_ms, ttl)
+      tell_head(now_ms, ttl, nil, next_head or false)
       return owner, wait_id, token, ttl
     end
   end
 end
 
 -- Keeps the mutex's lock key (the anchor, whose format word stands for
--- the queue's keys too) alive at least `ms`, as the queue keys: a free
--- key's TTL pushed out; a hold's fence grown by as much as its TTL, so
--- its lease stays as it was. Called when keep_queue_for pushed them out.
-local function keep_anchor(ms)
-  local pttl = redis.call('PTTL', LOCK)
-  if pttl == -1 or pttl >= ms then
+-- the queue's keys too) marked as having waiters (the '+' its fast paths
+-- look for) and, when `ms` is given (keep_queue_for pushed the queue keys
+-- out to it), alive at least `ms`: a free key's TTL pushed out; a hold's
+-- fence grown by as much as its TTL, so its lease stays as it was.
+-- `stored` is the lock key's value if the caller has it, `pttl` its PTTL
+-- if read (-1: no expiry).
+local function keep_anchor(ms, stored, pttl)
+  stored = stored or redis.call('GET', LOCK)
+  if not stored then
     return
   end
-  local stored = redis.call('GET', LOCK)
-  local head, fence, rest = string.match(stored or '', '^(v@FORMAT@ %d+ %S+ %S+ )(%d+)(.*)$')
+  if ms and not pttl then
+    pttl = redis.call('PTTL', LOCK)
+  end
+  local grow = ms and pttl ~= -1 and pttl < ms
+  local head, flag, fence, rest = string.match(stored, '^(v@FORMAT@ %d+ %S+ )(%+?)(%d+)( .*)$')
   if fence then
-    redis.call('SET', LOCK, head .. fmt(fence + ms - pttl) .. rest, 'PX', ms)
-  elseif stored then
-    redis.call('PEXPIRE', LOCK, ms)
+    if grow then
+      redis.call('SET', LOCK, head .. '+' .. fmt(fence + ms - pttl) .. rest, 'PX', fmt(ms))
+    elseif flag == '' then
+      redis.call('SET', LOCK, head .. '+' .. fence .. rest, 'KEEPTTL')
+    end
+    return
+  end
+  local token, word, mark = string.match(stored, '^v@FORMAT@ (%d+) ([-+]) (.*)$')
+  if grow then
+    redis.call('SET', LOCK, 'v@FORMAT@ ' .. token .. ' + ' .. mark, 'PX', fmt(ms))
+  elseif word == '-' then
+    redis.call('SET', LOCK, 'v@FORMAT@ ' .. token .. ' + ' .. mark, 'KEEPTTL')
   end
 end
 
 -- Queue keys outlive every liveness deadline in them. When the queue's TTL
 -- falls under `ms`, both are pushed out to 2 * ms: one PTTL per call, and
 -- two PEXPIREs about once per `ms`. Returns the new TTL when it pushed it.
-local function keep_queue_for(ms)
-  local ttl = redis.call('PTTL', QUEUE)
+-- `new`: the caller knows the queue keys were just made (no TTL yet).
+local function keep_queue_for(ms, new)
+  local ttl = new and -1 or redis.call('PTTL', QUEUE)
   if ttl == -1 or (ttl >= 0 and ttl < ms) then
-    redis.call('PEXPIRE', QUEUE, 2 * ms)
-    redis.call('PEXPIRE', DEADLINES, 2 * ms)
+    local life = fmt(2 * ms)
+    redis.call('PEXPIRE', QUEUE, life)
+    redis.call('PEXPIRE', DEADLINES, life)
     return 2 * ms
   end
 end
@@ -475,16 +510,21 @@ end
 -- Queues `entry` (or finds it queued: a call delivered twice, or a poll)
 -- with a liveness deadline `waiter_timeout` ms from `now_ms`; returns its
 -- position (0 = next) and, when the queue's TTL was pushed out, the new
--- one. `mode` "poll" looks for the entry first. The deadline is written
--- before prune: were prune to empty the deadlines zset first, the key
--- would go with its TTL and come back without one (the model test found
--- it, tests/model.rs).
-local function join_queue(entry, mode, now_ms, waiter_timeout)
-  redis.call('ZADD', DEADLINES, now_ms + waiter_timeout, entry)
+-- one. `mode` "poll" looks for the entry first. `empty`: the caller knows
+-- nobody is queued (a mutex's lock key without its '+'), so the entry
+-- heads a queue it makes. The deadline is written before prune: were
+-- prune to empty the deadlines zset first, the key would go with its TTL
+-- and come back without one (the model test found it, tests/model.rs).
+local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
+  redis.call('ZADD', DEADLINES, fmt(now_ms + waiter_timeout), entry)
+  if empty then
+    redis.call('ZADD', QUEUE, '1', entry)
+    return 0, keep_queue_for(waiter_timeout, true)
+  end
   local position = mode == 'poll' and redis.call('ZRANK', QUEUE, entry) or nil
   if not position then
-    local last = redis.call('ZRANGE', QUEUE, -1, -1, 'WITHSCORES')[2]
-    if redis.call('ZADD', QUEUE, 'NX', (tonumber(last) or 0) + 1, entry) == 1 then
+    local last = redis.call('ZRANGE', QUEUE, '-1', '-1', 'WITHSCORES')[2]
+    if redis.call('ZADD', QUEUE, 'NX', fmt((tonumber(last) or 0) + 1), entry) == 1 then
       position = redis.call('ZCARD', QUEUE) - 1
       -- Each arrival clears up to 16 dead entries: they go at least as
       -- fast as they come.
@@ -503,7 +543,7 @@ end
 local function free_lock(now_us, now_ms, token, mark)
   local owner, wait_id, new_token, ttl = hand_over(now_us, now_ms, token, mark)
   if not owner then
-    write_free(token, mark)
+    write_free(token, mark, false)
     if ANNOUNCE then
       ANNOUNCE('resigned ' .. token, token)
     end
@@ -512,12 +552,12 @@ local function free_lock(now_us, now_ms, token, mark)
 end
 
 -- Gives back the hold that acquire call `call` of `owner` counted, once.
--- `token`, `calls`, `mark` and `fence` are the hold as read_lock returned
--- it, after the caller checked that `owner` holds it. Returns (true, holds left)
--- when it counted one, (false, holds left) when that call holds nothing
--- (given back already, or never counted); at 0 left the lock went on as
--- free_lock says, whose results follow.
-local function give_back(owner, token, calls, mark, fence, call)
+-- `token`, `calls`, `mark`, `fence` and `waiters` are the hold as
+-- read_lock returned it, after the caller checked that `owner` holds it.
+-- Returns (true, holds left) when it counted one, (false, holds left) when
+-- that call holds nothing (given back already, or never counted); at 0
+-- left the lock went on as free_lock says, whose results follow.
+local function give_back(owner, token, calls, mark, fence, call, waiters)
   local kept, found = {}, false
   for id in string.gmatch(calls, '[^,]+') do
     if id == call and not found then
@@ -530,7 +570,7 @@ local function give_back(owner, token, calls, mark, fence, call)
     return false, #kept
   end
   if #kept > 0 then
-    write_hold(token, owner, table.concat(kept, ','), mark, fence, nil)
+    write_hold(token, owner, table.concat(kept, ','), mark, fence, nil, waiters)
     return true, #kept
   end
   return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
@@ -555,7 +595,7 @@ end
 -- left now. `fence` as read_lock returned it.
 local function extend_lease(lease, fence, left)
   if left ~= -1 and left < lease then
-    redis.call('PEXPIRE', LOCK, lease + fence)
+    redis.call('PEXPIRE', LOCK, fmt(lease + fence))
     return lease
   end
   return left

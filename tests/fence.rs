@@ -193,7 +193,7 @@ fn the_key_outlives_a_release_by_the_fence_life_and_no_longer() {
         "PTTL {pttl} ms after the unlock"
     );
     let stored: String = conn.get(&key).unwrap();
-    let free = format!("v{} {token} - - -", fairlock::DATA_FORMAT);
+    let free = format!("v{} {token} - ", fairlock::DATA_FORMAT);
     assert!(stored.starts_with(&free), "{stored:?}");
     assert!(
         wait_until(Duration::from_secs(2), || !conn

@@ -653,7 +653,10 @@ fn a_lock_without_expiry_is_not_polled_in_a_tight_loop() {
     let key = lock_key(name);
     let () = redis::cmd("SET")
         .arg(&key)
-        .arg(format!("v{} 1 elsewhere:1 1 600000", fairlock::DATA_FORMAT))
+        .arg(format!(
+            "v{} 1 elsewhere:1#1 600000 -",
+            fairlock::DATA_FORMAT
+        ))
         .query(&mut admin)
         .unwrap();
     let mutex = client.fair_mutex(name);

@@ -288,10 +288,7 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
             mutex(Op::Acquire),
             ["fail", "ms_arg", "server_time", "take"].as_slice(),
         ),
-        (
-            mutex(Op::Release),
-            ["fail", "ms_arg", "write_free"].as_slice(),
-        ),
+        (mutex(Op::Release), ["fail", "ms_arg"].as_slice()),
         (
             counted(Op::Acquire),
             ["read_meta", "check_capacity", "write_meta"].as_slice(),

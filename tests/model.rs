@@ -156,7 +156,7 @@ const SKIP_HEAD: Plant = (
 );
 
 /// (c) A missing TTL on one key: the deadlines zset is never given one.
-const NO_TTL: Plant = ("redis.call('PEXPIRE', DEADLINES, 2 * ms)", "");
+const NO_TTL: Plant = ("redis.call('PEXPIRE', DEADLINES, life)", "");
 
 /// (d) A release that does not check the token: any hold of the owner
 /// goes, whatever token the release names.

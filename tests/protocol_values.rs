@@ -209,10 +209,7 @@ fn attempt() -> Acquire<'static> {
 
 #[test]
 fn arguments_follow_the_script_header() {
-    assert_eq!(
-        attempt().args(),
-        ["c:1", "30000", "0", "10000", "first", "7", "0"]
-    );
+    assert_eq!(attempt().args(), ["c:1", "7", "30000", "0 10000 first 0"]);
     let permits = Acquire {
         ask: Ask::Permits { n: 2, of: 5 },
         ..attempt()

@@ -16,8 +16,8 @@
 
 local entry = ARGV[3]
 local owner, call = entry_arg(entry)
-local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
-if holder == owner and give_back(owner, token, calls, mark, fence, call) then
+local token, holder, calls, mark, fence, left, waiters = read_lock(redis.call('GET', LOCK))
+if holder == owner and give_back(owner, token, calls, mark, fence, call, waiters) then
   return 1
 end
 if redis.call('ZSCORE', QUEUE, entry) then

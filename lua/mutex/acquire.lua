@@ -4,20 +4,23 @@
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
--- ARGV[4] lease ms: the lock's TTL when this owner gets it (1 .. MAX_MS)
--- ARGV[5] fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it
--- ARGV[6] waiter timeout ms: liveness deadline of a queued entry (1 .. MAX_MS)
--- ARGV[7] mode: "try"   never queue (try_lock);
---               "first" first attempt of a waiting call: re-enter or queue;
---               "poll"  later attempt of a queued call
--- ARGV[8] wait id: this call's id inside its client, echoed in wake
+-- ARGV[4] wait id: this call's id inside its client, echoed in wake
 --         messages and counted in the hold's calls, so that a call
 --         delivered twice (a retry after a lost reply) takes, re-enters or
 --         queues once, and can be given back by its id (abandon.lua)
--- ARGV[9] token of the hold this owner's client has a live guard of on
---         this lock, or "0": only that hold can be re-entered. A hold of
---         this owner that no live guard stands for (a call whose reply was
---         lost) is given back first, never counted as a re-entry.
+-- ARGV[5] lease ms: the lock's TTL when this owner gets it (1 .. MAX_MS)
+-- ARGV[6] what only a lock that is not free, or that someone waits for,
+--         needs, as one string (so that the common take carries fewer
+--         arguments): "<fixed> <waiter timeout ms> <mode> <live token>":
+--         fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it;
+--         waiter timeout: liveness deadline of a queued entry (1 .. MAX_MS);
+--         mode: "try"   never queue (try_lock);
+--               "first" first attempt of a waiting call: re-enter or queue;
+--               "poll"  later attempt of a queued call;
+--         live token: the token of the hold this owner's client has a live
+--         guard of on this lock, or "0": only that hold can be re-entered.
+--         A hold of this owner that no live guard stands for (a call whose
+--         reply was lost) is given back first, never counted as a re-entry.
 -- Returns token (an integer) when the caller took the free lock with its
 --         lease, {1, token, lock pttl ms} when it holds it otherwise (a
 --         handoff, a re-entry, a repeat), or
@@ -28,30 +31,47 @@
 -- An election's script also says on the election's channel who it gave
 -- the lock to, whenever it takes or hands it over (lib.lua: ANNOUNCE).
 -- Cost: O(log N) in the number of waiters N (amortised over dropped dead
--- waiters); a free lock nobody waits for: GET, EXISTS and one SET, and a
--- TIME when its key is gone (an election's: and one PUBLISH).
+-- waiters); a free lock nobody waits for: GET and one SET, and a TIME and
+-- an EXISTS when its key is gone (an election's: and one PUBLISH).
 
-local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
-local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
-if fixed ~= '0' and fixed ~= '1' then
-  fail('ERR fairlock: fixed must be 0 or 1')
-end
+local owner, wait_id = ARGV[3], ARGV[4]
+local lease = ms_arg(ARGV[5], 'lease')
 local stored = redis.call('GET', LOCK)
--- The common case first: a free lock (no key, or "v<format> <token> - - -[
--- <mark>]")
--- nobody waits for, read with one match of the value and no PTTL.
-local free_token, free_mark = '0', ''
+-- The common case first: a free lock nobody waits for ("v<format> <token>
+-- - <mark>"), read with one match of the value and no PTTL. A key that
+-- keeps the last token gives last + 1 without a TIME: tokens then lag the
+-- clock, so the clock alone still exceeds them once the key is gone
+-- (take).
 if stored then
-  free_token, free_mark = string.match(stored, '^v@FORMAT@ (%d+) %- %- %- ?(.*)$')
-end
-if free_token and redis.call('EXISTS', QUEUE) == 0 then
-  -- A key that keeps the last token gives last + 1 without a TIME: tokens
-  -- then lag the clock, so the clock alone still exceeds them once the
-  -- key is gone (take).
-  return take(owner, lease, stored and 0 or server_time(), wait_id, free_token, free_mark)
+  local last, mark = string.match(stored, '^v@FORMAT@ (%d+) %- (.+)$')
+  if last then
+    local token = last + 1
+    local token_s = fmt(token)
+    redis.call('SET', LOCK, 'v@FORMAT@ ' .. token_s .. ' ' .. owner .. '#' .. wait_id .. ' '
+      .. ARGV[2] .. ' ' .. mark, 'PX', fmt(lease + FENCE_LIFE))
+    if ANNOUNCE then
+      ANNOUNCE(token_s .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner, last)
+    end
+    return token
+  end
+elseif redis.call('EXISTS', QUEUE) == 0 then
+  -- No key: the lock is unused (its queue keys never outlive it, but for
+  -- keys deleted by hand, which the EXISTS covers).
+  return take(owner, lease, server_time(), wait_id, '0', '', false)
 end
 
-local token, holder, calls, mark, fence, left = read_lock(stored)
+local fixed, waiter_timeout, mode, live_token =
+  string.match(ARGV[6] or '', '^([01]) (%S*) (%S+) (%d+)$')
+if not fixed then
+  fail('ERR fairlock: ARGV[6] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>", got '
+    .. tostring(ARGV[6]))
+end
+waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
+if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
+  fail('ERR fairlock: mode must be try, first or poll, got ' .. mode)
+end
+
+local token, holder, calls, mark, fence, left, waiters = read_lock(stored)
 
 local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed
 -- Next most common: someone else holds it; queue (or poll) behind them.
@@ -60,9 +80,9 @@ if holder and holder ~= owner then
     return { 0, left, -1, tonumber(token) }
   end
   local _, now_ms = server_time()
-  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
-  if queue_life then
-    keep_anchor(queue_life)
+  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, not waiters)
+  if queue_life or not waiters then
+    keep_anchor(queue_life, stored, left == -1 and -1 or left + fence)
   end
   return { 0, left, position, tonumber(token) }
 end
@@ -75,27 +95,30 @@ if holder == owner then
     end
     return { 1, tonumber(token), left }
   end
-  if token == ARGV[9] then
-    write_hold(token, owner, calls .. ',' .. wait_id, mark, fence, nil)
+  if token == live_token then
+    write_hold(token, owner, calls .. ',' .. wait_id, mark, fence, nil, waiters)
     return { 1, tonumber(token), extend_lease(lease, fence, left) }
   end
   -- An orphaned hold of this owner: free it (for the queue first) as its
   -- lost call's give-back would, then ask like any newcomer.
   local t_us, t_ms = server_time()
   free_lock(t_us, t_ms, token, mark)
-  token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
+  stored = redis.call('GET', LOCK)
+  token, holder, calls, mark, fence, left, waiters = read_lock(stored)
 end
 
 local now_us, now_ms = server_time()
 if not holder then
   local head = live_head(now_ms)
   if head == nil or head == entry then
+    local next_head = false
     if head then
       forget(entry)
+      next_head = live_head(now_ms) or false
     end
-    local taken = take(owner, lease, now_us, wait_id, token, mark)
+    local taken = take(owner, lease, now_us, wait_id, token, mark, next_head ~= false)
     if head then
-      tell_head(now_ms, lease)
+      tell_head(now_ms, lease, nil, next_head)
     end
     return taken
   end
@@ -103,6 +126,9 @@ if not holder then
   local _, _, handed, ttl = hand_over(now_us, now_ms, token, mark)
   if handed then
     token, left = fmt(handed), ttl
+    -- The caller queues below, which the new hold must say (keep_anchor
+    -- reads it again).
+    stored, waiters = nil, false
   end
 end
 
@@ -110,7 +136,7 @@ if mode == 'try' then
   return { 0, left, -1, tonumber(token) }
 end
 local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
-if queue_life then
-  keep_anchor(queue_life)
+if queue_life or not waiters then
+  keep_anchor(queue_life, stored, nil)
 end
 return { 0, left, position, tonumber(token) }

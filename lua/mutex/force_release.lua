@@ -14,13 +14,13 @@
 -- Cost: O(log N), and one PUBLISH.
 
 local this_call = 'F' .. ARGV[3]
-local token, holder, _, mark = read_lock(redis.call('GET', LOCK))
+local token, holder, _, mark, _, _, waiters = read_lock(redis.call('GET', LOCK))
 local seen, detail = split_mark(mark)
 if seen == this_call then
   return detail ~= '' and detail
 end
 if not holder then
-  write_free(token, this_call)
+  write_free(token, this_call, waiters)
   return false
 end
 local now_us, now_ms = server_time()

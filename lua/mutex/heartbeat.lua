@@ -27,8 +27,7 @@ end
 local now_us, now_ms = server_time()
 prune(now_ms)
 local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
-if not holder then
-  hand_over(now_us, now_ms, token, mark)
+if not holder and hand_over(now_us, now_ms, token, mark) then
   token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
 end
 
@@ -57,7 +56,7 @@ end
 if queued then
   local queue_life = keep_queue_for(waiter_timeout)
   if queue_life then
-    keep_anchor(queue_life)
+    keep_anchor(queue_life, nil, nil)
   end
 end
 out[1] = left or -2

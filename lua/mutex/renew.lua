@@ -21,10 +21,10 @@ if ARGV[5] ~= '0' then
   ms_arg(ARGV[5], 'lease')
 end
 local stored = redis.call('GET', LOCK)
-local held_by = 'v@FORMAT@ ' .. ARGV[4] .. ' ' .. ARGV[3] .. ' '
+local held_by = 'v@FORMAT@ ' .. ARGV[4] .. ' ' .. ARGV[3] .. '#'
 if stored and string.sub(stored, 1, #held_by) == held_by then
   -- The hold's fence ms: the key outlives the lease by that much.
-  local fence = tonumber(string.match(stored, '^%S+ %S+ %S+ %S+ (%d+)'))
+  local fence = tonumber(string.match(stored, '^[%d,]+ %+?(%d+) ', #held_by + 1))
   local pttl = redis.call('PTTL', LOCK)
   if not fence or (pttl ~= -1 and pttl <= fence) then
     return 0

@@ -14,10 +14,10 @@
 --         which holds are asked (0 when none)}. Asking twice asks again.
 -- Cost: O(1): GET, PTTL, SET and one PUBLISH.
 
-local token, holder, calls, mark, fence = read_lock(redis.call('GET', LOCK))
+local token, holder, calls, mark, fence, _, waiters = read_lock(redis.call('GET', LOCK))
 if not holder then
   return { 0, 0 }
 end
-write_hold(token, holder, calls, with_revocation(mark, token), fence, nil)
+write_hold(token, holder, calls, with_revocation(mark, token), fence, nil, waiters)
 tell_holder(holder, 'R', token)
 return { 1, tonumber(token) }

@@ -508,13 +508,15 @@ impl Model {
             self.revoked = None;
         }
         let held = seen.lock.as_deref().and_then(|v| {
+            // "v<format> <token> <owner>#<calls> [+]<fence ms> <mark>"
             let parts: Vec<&str> = v.split(' ').collect();
-            let fence: i64 = parts.get(4)?.parse().ok()?;
-            (parts[2] != "-" && seen.lock_pttl > fence).then(|| {
+            let (owner, calls) = parts.get(2)?.rsplit_once('#')?;
+            let fence: i64 = parts.get(3)?.trim_start_matches('+').parse().ok()?;
+            (seen.lock_pttl > fence).then(|| {
                 (
                     parts[1].parse::<u64>().unwrap(),
-                    parts[2].to_owned(),
-                    parts[3].to_owned(),
+                    owner.to_owned(),
+                    calls.to_owned(),
                     now + seen.lock_pttl - fence,
                 )
             })

@@ -1,8 +1,8 @@
 //! fairlock's build (../../build.rs, shared, not copied) with the data
 //! format raised by one and one change of layout planted: a mutex's or an
-//! election's free lock key reads "<token> = = =" where fairlock's reads
-//! "<token> - - -", which fairlock would take for a hold of owner "=" if it
-//! did not check the format first. tests/formats.rs runs both builds on
+//! election's free lock key reads "<token> = <mark>" where fairlock's reads
+//! "<token> - <mark>", which fairlock would take for a hold if it did not
+//! check the format first. tests/formats.rs runs both builds on
 //! one lock.
 
 use std::path::Path;
@@ -14,13 +14,24 @@ mod library;
 /// The planted change: every place the Lua writes or reads a free lock's
 /// fields.
 const PLANT: &[library::Plant] = &[
-    ("lib.lua", "' - - -'", "' = = ='"),
-    ("lib.lua", "if owner == '-' then", "if owner == '=' then"),
     (
-        "mutex/acquire.lua",
-        "(%d+) %- %- %- ?(.*)$",
-        "(%d+) = = = ?(.*)$",
+        "lib.lua",
+        "(waiters and ' + ' or ' - ')",
+        "(waiters and ' + ' or ' = ')",
     ),
+    (
+        "lib.lua",
+        "if word == '-' or word == '+' then",
+        "if word == '=' or word == '+' then",
+    ),
+    ("lib.lua", "(%d+) ([-+]) (.*)$", "(%d+) ([=+]) (.*)$"),
+    (
+        "lib.lua",
+        "elseif word == '-' then",
+        "elseif word == '=' then",
+    ),
+    ("mutex/acquire.lua", "(%d+) %- (.+)$", "(%d+) = (.+)$"),
+    ("mutex/release.lua", "' - ' .. owner", "' = ' .. owner"),
 ];
 
 fn main() {

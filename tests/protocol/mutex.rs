@@ -44,7 +44,8 @@ impl Lock {
     /// acquire.lua for `owner` with a watchdog lease of 10 s and a 10 s
     /// waiter timeout; `live` is the token of a live guard, or "0".
     fn acquire_raw(&mut self, owner: &str, mode: &str, call: &str, live: &str) -> Vec<i64> {
-        self.ints(ACQUIRE, &[owner, "10000", "0", "10000", mode, call, live])
+        let rest = format!("0 10000 {mode} {live}");
+        self.ints(ACQUIRE, &[owner, call, "10000", &rest])
     }
 
     /// release.lua's holds left (0 also when handed over), or -1.
@@ -71,10 +72,13 @@ impl Lock {
         let stored: Option<String> = self.conn.get(&self.keys.all[0]).unwrap();
         match stored
             .as_deref()
-            .map(|s| unversioned(s).split(' ').nth(2).unwrap())
+            .map(|s| unversioned(s).split(' ').nth(1).unwrap())
         {
-            None | Some("-") => Vec::new(),
-            Some(calls) => calls.split(',').map(str::to_owned).collect(),
+            None | Some("-" | "+") => Vec::new(),
+            Some(hold) => {
+                let (_, calls) = hold.rsplit_once('#').unwrap();
+                calls.split(',').map(str::to_owned).collect()
+            }
         }
     }
 
@@ -153,7 +157,7 @@ fn a_heartbeat_in_flight_never_stretches_a_fixed_lease_taken_since() {
     let w_token = f.token();
     assert_eq!(f.release_raw("w:1", &w_token, "5"), 0);
     // The same thread takes it again with a fixed 500 ms lease (call 6) ...
-    let reply = f.ints(ACQUIRE, &["w:1", "500", "1", "10000", "first", "6", "0"]);
+    let reply = f.ints(ACQUIRE, &["w:1", "6", "500", "1 10000 first 0"]);
     assert_eq!(reply[0], 1);
     // ... and a heartbeat sent for call 5 arrives only now.
     let beat = f.ints(HEARTBEAT, &["10000", "w:1 5 60000 0"]);
@@ -239,23 +243,44 @@ fn every_expiry_a_script_sets_is_checked_before_it_writes() {
         "",
     ] {
         let err = f
-            .eval(ACQUIRE, &["a:1", lease, "1", "1000", "try", "1", "0"])
+            .eval(ACQUIRE, &["a:1", "1", lease, "1 1000 try 0"])
             .expect_err(lease);
         assert!(
             err.to_string().contains("lease must be"),
             "{lease:?}: {err}"
         );
         assert_eq!(f.holder(), None, "nothing written for lease {lease:?}");
+    }
+    let reply = f.ints(ACQUIRE, &["a:1", "1", max_ms, "1 1000 try 0"]);
+    assert_eq!(reply[0], 1, "the longest lease is taken");
+    // The waiter timeout is read where a call may queue (a free lock
+    // nobody waits for is taken without it), and checked there before
+    // anything is written.
+    let value: String = f.conn.get(&f.keys.all[0]).unwrap();
+    for timeout in [
+        "99999999999999999",
+        "31536000001",
+        "0",
+        "-5",
+        "1.5",
+        "abc",
+        "",
+    ] {
         let err = f
-            .eval(ACQUIRE, &["a:1", "1000", "0", lease, "first", "1", "0"])
-            .expect_err(lease);
+            .eval(
+                ACQUIRE,
+                &["b:1", "2", "1000", &format!("0 {timeout} first 0")],
+            )
+            .expect_err(timeout);
         assert!(
             err.to_string().contains("waiter timeout must be"),
-            "{lease:?}: {err}"
+            "{timeout:?}: {err}"
         );
+        let now: String = f.conn.get(&f.keys.all[0]).unwrap();
+        assert_eq!(now, value, "nothing written for waiter timeout {timeout:?}");
+        let queued: bool = f.conn.exists(&f.keys.all[1]).unwrap();
+        assert!(!queued, "nobody queued for waiter timeout {timeout:?}");
     }
-    let reply = f.ints(ACQUIRE, &["a:1", max_ms, "1", "1000", "try", "1", "0"]);
-    assert_eq!(reply[0], 1, "the longest lease is taken");
     let token = reply[1].to_string();
     assert!(f.lease_left() > 31_535_000_000);
     let before = f.lease_left();

@@ -47,15 +47,17 @@ pub fn versioned(fields: &str) -> String {
 }
 
 /// The hold recorded under the lock key `key`, if one is (the key reads
-/// "v<format> <token> <owner> <calls> <fence ms>[ <mark>]" for a hold, whose lease
-/// may have run out: see [`lease_left_of`], or "<token> - - -[ <mark>]"
-/// once freed).
+/// "v<format> <token> <owner>#<calls> <fence ms> <mark>" for a hold, the
+/// fence ms after a '+' while waiters may be queued, whose lease may have
+/// run out: see [`lease_left_of`], or "<token> - <mark>" once freed, "+"
+/// for "-" while waiters may be queued).
 pub fn holder_of(conn: &mut redis::Connection, key: &str) -> Option<Holder> {
     let stored: Option<String> = conn.get(key).unwrap();
     let stored = stored?;
     let mut parts = unversioned(&stored).split(' ');
-    let (token, owner, calls) = (parts.next()?, parts.next()?, parts.next()?);
-    if owner == "-" {
+    let (token, hold) = (parts.next()?, parts.next()?);
+    let (owner, calls) = hold.rsplit_once('#')?;
+    if ["-", "+"].contains(&hold) {
         return None;
     }
     let call = calls.split(',').next()?;
@@ -67,7 +69,8 @@ pub fn holder_of(conn: &mut redis::Connection, key: &str) -> Option<Holder> {
 /// recorded.
 pub fn lease_left_of(conn: &mut redis::Connection, key: &str) -> Option<i64> {
     let stored: Option<String> = conn.get(key).unwrap();
-    let fence: i64 = unversioned(&stored?).split(' ').nth(3)?.parse().ok()?;
+    let fence = unversioned(&stored?).split(' ').nth(2)?.to_owned();
+    let fence: i64 = fence.trim_start_matches('+').parse().ok()?;
     let pttl: i64 = conn.pttl(key).unwrap();
     Some(if pttl == -1 { -1 } else { pttl - fence })
 }
