@@ -20,12 +20,12 @@ use crate::progress::View;
 pub enum Request {
     /// The mutex (flock's default).
     Mutex,
-    /// One of the `of` permits of the semaphore (`--permits N`).
+    /// One of the `of` permits of the semaphore (`--semaphore N`).
     Permit { of: u32 },
     /// The reader-writer lock, to read: shared with other readers
-    /// (`--shared`, flock's `-s`).
+    /// (`--read`, flock's `-s`).
     Read,
-    /// The reader-writer lock, to write: alone (`--exclusive`, flock's `-x`).
+    /// The reader-writer lock, to write: alone (`--write`, flock's `-x`).
     Write,
     /// The leadership of the election NAME (`fairlock elect`), campaigning
     /// with the lock's value.
@@ -111,17 +111,40 @@ impl Lock {
     }
 
     /// How messages name it: `"deploy"` for the mutex, as ever;
-    /// `"deploy" (3 permits)` for a semaphore, `"deploy" (shared)` and
-    /// `"deploy" (exclusive)` for the reader-writer lock.
+    /// `"deploy" (3 permits)` for a semaphore, with the permits in force
+    /// as this client's last call on it found them (`"deploy" (4 permits
+    /// in force, not 3)` once `fairlock permits` set another number);
+    /// `"deploy" (read)` and `"deploy" (write)` for the reader-writer lock.
     pub fn describe(&self) -> String {
         let name = &self.name;
         match self.request {
             Request::Mutex => format!("{name:?}"),
-            Request::Permit { of: 1 } => format!("{name:?} (1 permit)"),
-            Request::Permit { of } => format!("{name:?} ({of} permits)"),
-            Request::Read => format!("{name:?} (shared)"),
-            Request::Write => format!("{name:?} (exclusive)"),
+            Request::Permit { of } => {
+                let in_force = self.client.fair_semaphore(name, of).permits_in_force();
+                format!("{name:?} ({})", permits_text(in_force, of))
+            }
+            Request::Read => format!("{name:?} (read)"),
+            Request::Write => format!("{name:?} (write)"),
             Request::Leader => format!("{name:?} (election)"),
+        }
+    }
+
+    /// How `-v` says the hold begins and ends, in the library's words: a
+    /// lock is acquired and released, a leader leads and resigns.
+    pub fn verbs(&self) -> Verbs {
+        match self.request {
+            Request::Leader => Verbs {
+                began: "leads",
+                ended: "resigned",
+                holding: "leading",
+                token: "term",
+            },
+            _ => Verbs {
+                began: "acquired",
+                ended: "released",
+                holding: "holding",
+                token: "token",
+            },
         }
     }
 
@@ -208,6 +231,30 @@ impl Lock {
             ));
         }
         Some(text)
+    }
+}
+
+/// The words of `-v` for one kind of hold.
+pub struct Verbs {
+    /// "acquired", "leads".
+    pub began: &'static str,
+    /// "released", "resigned".
+    pub ended: &'static str,
+    /// "holding", "leading".
+    pub holding: &'static str,
+    /// What its fencing token is called: "token", "term".
+    pub token: &'static str,
+}
+
+/// A semaphore's permits as every line that names it says them: "3
+/// permits" when `in_force` is the number `asked`, else "4 permits in
+/// force, not 3".
+pub fn permits_text(in_force: u32, asked: u32) -> String {
+    let plural = if in_force == 1 { "" } else { "s" };
+    if in_force == asked {
+        format!("{in_force} permit{plural}")
+    } else {
+        format!("{in_force} permit{plural} in force, not {asked}")
     }
 }
 

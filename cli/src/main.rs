@@ -1,17 +1,24 @@
 //! `fairlock`: flock(1) for a fleet of machines.
 //!
 //! ```text
-//! fairlock [--url URL] [--connect-timeout DURATION] run NAME [--wait DURATION] [--lease DURATION | --fixed-lease DURATION] [--max-hold DURATION] -- COMMAND [ARGS...]
-//! fairlock [--url URL] run NAME --permits N [--wait DURATION] -- COMMAND [ARGS...]
-//! fairlock [--url URL] run NAME --shared|--exclusive [--wait DURATION] -- COMMAND [ARGS...]
+//! fairlock [-v] [--url URL] [--identity ID] [--connect-timeout DURATION] run NAME [--mutex] [--wait DURATION] [--lease DURATION | --fixed-lease DURATION] [--max-hold DURATION] -- COMMAND [ARGS...]
+//! fairlock [--url URL] run NAME --semaphore N [--wait DURATION] -- COMMAND [ARGS...]
+//! fairlock [--url URL] run NAME --read|--write [--wait DURATION] -- COMMAND [ARGS...]
 //! fairlock [--url URL] status NAME [--mutex] [--semaphore] [--rwlock] [--election] [--json]
 //! fairlock [--url URL] status NAME --watch [INTERVAL] [--json] [--count N]
-//! fairlock [--url URL] unlock NAME --force
-//! fairlock [--url URL] revoke NAME [--semaphore|--rwlock|--election]
+//! fairlock [--url URL] unlock NAME --force [--mutex|--semaphore|--rwlock|--election]
+//! fairlock [--url URL] revoke NAME [--mutex|--semaphore|--rwlock|--election]
 //! fairlock [--url URL] elect NAME [--value VALUE] [--wait DURATION] [--lease DURATION | --fixed-lease DURATION] [--kill-on-loss] [--on-revoke SIGNAL] -- COMMAND [ARGS...]
-//! fairlock [--url URL] elect NAME --observe [--json]
+//! fairlock [--url URL] elect NAME --watch [--json]
 //! fairlock [--url URL] permits NAME N
 //! ```
+//!
+//! The words are the library's: a kind of lock is named as `LockKind`
+//! labels it (`--mutex`, `--semaphore`, `--rwlock`, `--election`; `run`
+//! takes the reader-writer lock with `--read` or `--write`, its
+//! `read()` and `write()`), following an election is `--watch`
+//! (`Election::watch`), a leader leads and resigns. The spellings of
+//! before are hidden aliases (CHANGELOG.md lists them).
 //!
 //! The `fairlock-cli` package of the workspace: `cargo install --path cli`.
 
@@ -19,6 +26,7 @@ mod changes;
 mod commands;
 mod deathwatch;
 mod duration;
+mod identity;
 mod kinds;
 mod progress;
 mod signals;
@@ -28,15 +36,21 @@ mod watch;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use fairlock::{Client, ErrorKind, MAX_TIMEOUT};
+use fairlock::{Client, MAX_TIMEOUT};
 
 use commands::{elect, permits, revoke, run, status, unlock};
 
 /// Exit codes of fairlock itself; a command that ran passes its own through.
+/// Those of a failure tell a script what to do: 69 and 75 may pass if
+/// tried again later, 77 and 78 not before someone fixes the credentials,
+/// the grants or the configuration (sysexits(3)).
 pub mod exit {
-    /// Bad usage: an unknown option, a bad duration, URL or lock name.
+    use fairlock::ErrorKind;
+
+    /// Bad usage: an unknown option, a bad duration, lock name or identity.
     pub const USAGE: i32 = 2;
-    /// Redis could not be reached or failed (EX_UNAVAILABLE); nothing was run.
+    /// Redis could not be reached or failed (EX_UNAVAILABLE): trying again
+    /// later may succeed; nothing was run.
     pub const UNAVAILABLE: i32 = 69;
     /// The lock was lost while the command ran (lease ran out, or someone
     /// ran `unlock --force`).
@@ -44,11 +58,18 @@ pub mod exit {
     /// `--wait` ran out (EX_TEMPFAIL: try again later); nothing was run.
     /// `-E/--conflict-exit-code` changes it.
     pub const TIMED_OUT: u8 = 75;
-    /// `--permits N` disagrees with the N the semaphore is in use with
-    /// (EX_CONFIG: the fleet's configuration is inconsistent); nothing was
-    /// run. Not usage (2): the same command line is right once the other
-    /// users of the name are gone or agree.
-    pub const PERMITS_MISMATCH: i32 = 78;
+    /// Redis refused the credentials, or its ACL denies what fairlock
+    /// needs (EX_NOPERM): trying again cannot help until the URL's user
+    /// and password or the user's grants are fixed; nothing was run.
+    pub const NO_PERMISSION: i32 = 77;
+    /// The configuration is wrong for this server or this fleet
+    /// (EX_CONFIG): a URL the library refuses or a database the server
+    /// lacks, a lock's data of another data format, `--semaphore N`
+    /// against the N the semaphore is in use with, a key of another
+    /// program's under the key prefix. Not usage (2): the command line
+    /// may be right once the URL, the fleet or the server agree; trying
+    /// the same again cannot help. Nothing was run.
+    pub const CONFIG: i32 = 78;
     /// The command was found but could not be run.
     pub const CANNOT_EXECUTE: i32 = 126;
     /// The command was not found.
@@ -56,23 +77,48 @@ pub mod exit {
     /// Added to a signal's number when the command died of it, or when
     /// fairlock was interrupted while waiting (130 for SIGINT, 143 for SIGTERM).
     pub const SIGNAL_BASE: i32 = 128;
+
+    /// The exit code of a library error: the one place that decides it,
+    /// from the error's kind (the library's predicates say the same:
+    /// `is_connection` is true of 69's kinds only).
+    pub fn of(kind: ErrorKind) -> i32 {
+        match kind {
+            ErrorKind::InvalidName => USAGE,
+            ErrorKind::LeaseLost => LEASE_LOST,
+            ErrorKind::Auth | ErrorKind::Permission => NO_PERMISSION,
+            ErrorKind::InvalidConfig
+            | ErrorKind::FormatMismatch
+            | ErrorKind::PermitsMismatch
+            | ErrorKind::PermitsExceeded
+            | ErrorKind::KeyConflict => CONFIG,
+            // Connection, NotReplicated, Server, Internal and any later
+            // kind: Redis failing, as far as a script can tell.
+            _ => UNAVAILABLE,
+        }
+    }
 }
 
 pub const EXIT_CODES: &str = "\
 Exit codes of `fairlock run`:
   0-255  the command's own exit status, when it ran and held the lock throughout
-  2      bad usage: unknown option, bad duration, bad URL, bad lock name
-  69     Redis unreachable or failing (nothing was run)
+  2      bad usage: unknown option, bad duration, bad lock name or identity
+  69     Redis unreachable or failing: try again later (nothing was run)
   70     the lock was lost while the command ran (lease ran out, or unlock --force),
          or it reached its --max-hold (the command was stopped)
-  75     --wait ran out before our turn came (nothing was run); -E changes it
-  78     --permits N differs from the N the semaphore is in use with (nothing was run)
+  75     --wait ran out before our turn came: try again later (nothing was run);
+         -E changes it
+  77     Redis refused the credentials, or its ACL denies a command or key
+         fairlock needs: fix the URL's user and password, or the grants
+  78     the configuration is wrong: a bad URL, a database the server lacks,
+         another data format, --semaphore N against the N in force, a foreign
+         key under the key prefix (nothing was run)
   126    the command could not be executed
   127    the command was not found
   128+N  the command died of signal N; or fairlock got SIGINT (130) or
          SIGTERM (143) while waiting (nothing was run)
 `fairlock elect` exits as `run` (70: the leadership was lost);
-`elect --observe`, `status`, `unlock`, `revoke` and `permits` exit with 0, 2 or 69.";
+`elect --watch`, `status`, `unlock`, `revoke` and `permits` exit with 0, 2,
+69, 77 or 78.";
 
 /// flock(1) for a fleet of machines: run a command only when it is this
 /// caller's turn on a named lock in Redis, in arrival order.
@@ -103,12 +149,14 @@ struct Cli {
 
     /// Who this caller is, shown with its hold and its wait in every
     /// status (`fairlock status`, the library's): 1 to 64 ASCII letters,
-    /// digits and `. _ - / @ : +`, e.g. `cron@web-3`.
+    /// digits and `. _ - / @ : +`, e.g. `cron@web-3`. Default: USER@HOST:PID
+    /// of this fairlock.
     #[arg(
         long,
         global = true,
         value_name = "IDENTITY",
         env = "FAIRLOCK_IDENTITY",
+        value_parser = identity::parse,
         display_order = 902
     )]
     identity: Option<String>,
@@ -124,6 +172,13 @@ struct Cli {
         display_order = 903
     )]
     connect_timeout: Option<Duration>,
+
+    /// Say more on stderr: when `run` acquired and released, when `elect`
+    /// leads and resigned; and the library's warnings (a watchdog's
+    /// failures, a server that may evict, a semaphore's permits set with
+    /// `fairlock permits`). Before or after the subcommand.
+    #[arg(short, long, global = true, display_order = 904)]
+    verbose: bool,
 
     #[command(subcommand)]
     command: Command,
@@ -155,23 +210,11 @@ impl Failure {
         }
     }
 
-    /// Maps a library error to its exit code, with what was being done.
+    /// A library error with what was being done, and its exit code
+    /// ([`exit::of`]).
     pub fn redis(err: fairlock::Error, doing: impl std::fmt::Display) -> Self {
-        let code = match err.kind() {
-            ErrorKind::InvalidName | ErrorKind::InvalidConfig => exit::USAGE,
-            ErrorKind::LeaseLost => exit::LEASE_LOST,
-            ErrorKind::PermitsMismatch => {
-                // The library's message names both numbers; the script's
-                // error it came from only says it again.
-                return Failure::new(
-                    exit::PERMITS_MISMATCH,
-                    anyhow::anyhow!("{doing}: {err}; nothing was run"),
-                );
-            }
-            _ => exit::UNAVAILABLE,
-        };
         // The library's Display ends with its cause already.
-        Failure::new(code, anyhow::anyhow!("{doing}: {err}"))
+        Failure::new(exit::of(err.kind()), anyhow::anyhow!("{doing}: {err}"))
     }
 }
 
@@ -193,7 +236,8 @@ fn connect_timeout(text: &str) -> Result<Duration, String> {
 pub struct Connection {
     pub url: String,
     pub key_prefix: String,
-    pub identity: Option<String>,
+    /// `--identity`, or USER@HOST:PID.
+    pub identity: String,
     /// `--connect-timeout`; the library's default without it.
     pub connect_timeout: Option<Duration>,
 }
@@ -208,10 +252,8 @@ impl Connection {
     pub fn connect_leased(&self, lease: Option<Duration>) -> Result<Client, Failure> {
         let mut builder = Client::builder(&self.url)
             .key_prefix(self.key_prefix.clone())
+            .identity(self.identity.clone())
             .waiter_timeout(run::WAITER_TIMEOUT);
-        if let Some(identity) = &self.identity {
-            builder = builder.identity(identity.clone());
-        }
         if let Some(timeout) = self.connect_timeout {
             builder = builder.connect_timeout(timeout);
         }
@@ -310,18 +352,22 @@ fn main() {
             exit_now(exit::USAGE);
         }
     };
+    if cli.verbose {
+        show_library_warnings();
+    }
     let connection = Connection {
         url: cli.url,
         key_prefix: cli.key_prefix,
-        identity: cli.identity,
+        identity: cli.identity.unwrap_or_else(identity::default),
         connect_timeout: cli.connect_timeout,
     };
+    let verbose = cli.verbose;
     let result = match cli.command {
-        Command::Run(args) => run::exec(&connection, args),
+        Command::Run(args) => run::exec(&connection, args, verbose),
         Command::Status(args) => status::exec(&connection, args),
         Command::Unlock(args) => unlock::exec(&connection, args),
         Command::Revoke(args) => revoke::exec(&connection, args),
-        Command::Elect(args) => elect::exec(&connection, args),
+        Command::Elect(args) => elect::exec(&connection, args, verbose),
         Command::Permits(args) => permits::exec(&connection, args),
     };
     match result {
@@ -364,10 +410,15 @@ mod tests {
     #[test]
     fn the_kinds_flags_conflict_in_one_line() {
         for args in [
-            &["-s", "-x"][..],
-            &["--permits", "2", "-s"],
-            &["-x", "--permits", "2"],
-            &["-s", "-x", "--permits", "2"],
+            &["--read", "--write"][..],
+            &["--semaphore", "2", "--read"],
+            &["--write", "--semaphore", "2"],
+            &["--mutex", "--write"],
+            &["--read", "--write", "--semaphore", "2"],
+            // The spellings of before, hidden aliases, likewise.
+            &["-s", "-x"],
+            &["--permits", "2", "--shared"],
+            &["--exclusive", "--permits", "2"],
         ] {
             let err =
                 Cli::try_parse_from(["fairlock", "run", "n"].iter().chain(args).chain(&["true"]))
@@ -383,18 +434,47 @@ mod tests {
                 "{line}"
             );
         }
-        let cli = Cli::try_parse_from(["fairlock", "run", "n", "-s", "true"]).unwrap();
-        let Command::Run(run) = cli.command else {
-            panic!("not run")
+        let run_of = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["fairlock", "run", "n"].iter().chain(args))
+                .unwrap_or_else(|err| panic!("{args:?}: {err}"));
+            let Command::Run(run) = cli.command else {
+                panic!("not run")
+            };
+            run
         };
-        assert!(run.shared && !run.exclusive && run.permits.is_none());
-        let cli = Cli::try_parse_from(["fairlock", "run", "n", "--permits", "3", "true"]).unwrap();
-        let Command::Run(run) = cli.command else {
-            panic!("not run")
-        };
-        assert_eq!(run.permits, Some(3));
+        // Each kind by its name, and by the spelling of before.
+        for args in [
+            &["--read", "true"][..],
+            &["-s", "true"],
+            &["--shared", "true"],
+        ] {
+            let run = run_of(args);
+            assert!(
+                run.read && !run.write && run.semaphore.is_none(),
+                "{args:?}"
+            );
+        }
+        for args in [
+            &["--write", "true"][..],
+            &["-x", "true"],
+            &["--exclusive", "true"],
+        ] {
+            let run = run_of(args);
+            assert!(
+                run.write && !run.read && run.semaphore.is_none(),
+                "{args:?}"
+            );
+        }
+        for args in [
+            &["--semaphore", "3", "true"][..],
+            &["--permits", "3", "true"],
+        ] {
+            assert_eq!(run_of(args).semaphore, Some(3), "{args:?}");
+        }
+        let run = run_of(&["--mutex", "true"]);
+        assert!(run.mutex && !run.read && !run.write && run.semaphore.is_none());
         // A renewed or a fixed lease goes with every kind.
-        for kind in [&["-x"][..], &["-s"], &["--permits", "2"], &[]] {
+        for kind in [&["--write"][..], &["--read"], &["--semaphore", "2"], &[]] {
             for flag in ["--lease", "--fixed-lease"] {
                 let args = ["fairlock", "run", "n", flag, "1s"];
                 let cli = Cli::try_parse_from(args.iter().chain(kind).chain(&["true"])).unwrap();
@@ -409,6 +489,55 @@ mod tests {
                 assert_eq!(lease, Some(Duration::from_secs(1)), "{flag} {kind:?}");
             }
         }
+    }
+
+    /// The old spellings are hidden aliases: they parse, and no help
+    /// names them.
+    #[test]
+    fn the_spellings_of_before_are_hidden() {
+        let mut cli = Cli::command();
+        let help = |cli: &mut clap::Command, sub: &str| -> String {
+            cli.find_subcommand_mut(sub)
+                .unwrap()
+                .render_long_help()
+                .to_string()
+        };
+        let run = help(&mut cli, "run");
+        for old in ["--permits", "--shared", "--exclusive", "-s,", "-x,"] {
+            assert!(!run.contains(old), "run --help names {old}: {run}");
+        }
+        for new in ["--semaphore <N>", "--read", "--write", "--mutex"] {
+            assert!(run.contains(new), "run --help lacks {new}");
+        }
+        let elect = help(&mut cli, "elect");
+        assert!(!elect.contains("--observe"), "{elect}");
+        assert!(elect.contains("--watch"), "{elect}");
+        let cli = Cli::try_parse_from(["fairlock", "elect", "n", "--observe"]).unwrap();
+        let Command::Elect(elect) = cli.command else {
+            panic!("not elect")
+        };
+        assert!(elect.watch);
+    }
+
+    /// `-v` is global: before the subcommand or after it, for every one
+    /// (`-q` with it is refused by `run` and `elect` themselves:
+    /// cli/tests/cli.rs).
+    #[test]
+    fn verbose_goes_before_or_after_the_subcommand() {
+        for args in [
+            &["fairlock", "-v", "run", "n", "true"][..],
+            &["fairlock", "run", "-v", "n", "true"],
+            &["fairlock", "run", "n", "--verbose", "true"],
+            &["fairlock", "--verbose", "elect", "n", "true"],
+            &["fairlock", "elect", "n", "-v", "true"],
+            &["fairlock", "-v", "status", "n"],
+            &["fairlock", "permits", "n", "2", "-v"],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap_or_else(|err| panic!("{args:?}: {err}"));
+            assert!(cli.verbose, "{args:?}");
+        }
+        let cli = Cli::try_parse_from(["fairlock", "run", "n", "true"]).unwrap();
+        assert!(!cli.verbose);
     }
 
     /// A fixed lease is its own maximum and renewed by nobody:

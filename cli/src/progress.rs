@@ -10,10 +10,10 @@ use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use fairlock::{Participant, Status};
+use fairlock::{Capacity, Participant, Status};
 
 use crate::duration::human;
-use crate::kinds::Lock;
+use crate::kinds::{permits_text, Lock};
 use crate::terminal::{self, fit};
 
 /// How often the line is redrawn.
@@ -132,6 +132,8 @@ pub struct View {
     /// The lease that ends first, of the holders': `None` when nobody
     /// holds (being handed over); `Some(None)`: held without expiry.
     pub holder_lease: Option<Option<Duration>>,
+    /// A semaphore's permits in force, as its status read them.
+    pub permits: Option<u32>,
 }
 
 impl View {
@@ -144,6 +146,10 @@ impl View {
             cut: status.queue_len > status.waiters.len(),
             holders: status.holder_count,
             holder_lease: status.holder().map(|h| h.remaining_lease),
+            permits: match status.capacity {
+                Capacity::Permits(permits) => Some(permits),
+                _ => None,
+            },
         }
     }
 }
@@ -162,7 +168,16 @@ pub fn render(
     waited: Duration,
     patience: Option<Duration>,
 ) -> String {
-    let mut text = format!("waiting for {name:?}: ");
+    let mut text = match &view {
+        Ok(View {
+            permits: Some(permits),
+            ..
+        }) => format!(
+            "waiting for {name:?} ({}): ",
+            permits_text(*permits, *permits)
+        ),
+        _ => format!("waiting for {name:?}: "),
+    };
     let waited = match patience {
         Some(patience) => format!("waited {} of {}", human(waited), human(patience)),
         None => format!("waited {}", human(waited)),
@@ -214,6 +229,7 @@ mod tests {
             cut: false,
             holders: 1,
             holder_lease: Some(Some(Duration::from_millis(25_800))),
+            permits: None,
         };
         let text = render("deploy", Ok(view), Duration::from_millis(4_200), None);
         assert_eq!(
@@ -226,6 +242,7 @@ mod tests {
             cut: false,
             holders: 0,
             holder_lease: None,
+            permits: None,
         };
         let text = render("x", Ok(view), Duration::ZERO, Some(Duration::from_secs(5)));
         assert_eq!(
@@ -238,11 +255,12 @@ mod tests {
             cut: false,
             holders: 3,
             holder_lease: Some(Some(Duration::from_millis(1_500))),
+            permits: Some(3),
         };
         let text = render("pool", Ok(view), Duration::from_secs(2), None);
         assert_eq!(
             text,
-            "waiting for \"pool\": position 1 of 1, waited 2.0s, 3 holders, first lease ends in 1.5s"
+            "waiting for \"pool\" (3 permits): position 1 of 1, waited 2.0s, 3 holders, first lease ends in 1.5s"
         );
         let text = render(
             "x",

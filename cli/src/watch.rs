@@ -9,7 +9,7 @@
 //!   of a quiet lock stays short. With `--json`, one object per line.
 //! - A failed read says so once (in the frame on a terminal, else one line
 //!   on stderr), retries with a growing delay, and says when it is back.
-//!   Only the very first read failing is an error (exit 69), as for
+//!   Only the very first read failing is an error (69, 77 or 78), as for
 //!   `status`: a watch that never saw the lock is most likely a wrong URL.
 //! - `--count N` ends it after N reads (one every INTERVAL), whatever they
 //!   printed: a quiet lock's watch into a pipe ends too.

@@ -371,6 +371,8 @@ fn unlock_force_frees_a_stuck_lock_and_says_who_held_it() {
 #[test]
 fn bad_input_gives_a_one_line_error_and_exit_code_2() {
     let server = RedisServer::start();
+    // A bad URL is configuration (it comes from REDIS_URL as often), the
+    // library's InvalidConfig: 78 (cli/tests/cli_words.rs has every code).
     for url in [
         "nonsense",
         "http://127.0.0.1:6379",
@@ -382,7 +384,7 @@ fn bad_input_gives_a_one_line_error_and_exit_code_2() {
                 .stderr(Stdio::piped()),
             PATIENCE,
         );
-        assert_one_line_error(&out, 2, url);
+        assert_one_line_error(&out, 78, url);
     }
     for wait in ["5", "5x", "-1s", "ten", "1.2.3s"] {
         let out = output(

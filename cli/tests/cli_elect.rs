@@ -1,6 +1,6 @@
 //! `fairlock elect`, driven as a built binary against a private
 //! redis-server per test: candidates lead in turn, a SIGKILLed leader is
-//! replaced once its lease runs out, and two `elect --observe` processes
+//! replaced once its lease runs out, and two `elect --watch` processes
 //! (NDJSON and human lines) print every leader and every vacancy in order,
 //! the one a killed lone leader leaves too, and end with 0 on SIGTERM and
 //! SIGINT; a lost leadership stops the command with --kill-on-loss and
@@ -24,12 +24,12 @@ use cli_support::{
 use fairlock_test_support::{wait_until, RedisServer};
 use serde_json::Value;
 
-/// An `elect --observe` of `name` (with `extra` arguments) writing its
+/// An `elect --watch` of `name` (with `extra` arguments) writing its
 /// stdout to `file`.
 fn observer(server: &RedisServer, name: &str, extra: &[&str], file: &Path) -> Proc {
     Proc::spawn(
         fairlock(server)
-            .args(["elect", name, "--observe"])
+            .args(["elect", name, "--watch"])
             .args(extra)
             .stdout(Stdio::from(File::create(file).unwrap())),
     )
@@ -274,10 +274,10 @@ fn a_lost_leadership_stops_the_command_and_exit_codes_are_runs() {
         "stopped, not waited for"
     );
 
-    // Usage errors: a bad value, a command with --observe, no command.
+    // Usage errors: a bad value, a command with --watch, no command.
     for args in [
         &["elect", "codes", "--value", "has space", "--", "true"][..],
-        &["elect", "codes", "--observe", "--", "true"],
+        &["elect", "codes", "--watch", "--", "true"],
         &["elect", "codes"],
         &["elect", "codes", "--json", "--", "true"],
     ] {

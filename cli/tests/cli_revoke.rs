@@ -59,7 +59,8 @@ fn run_passes_a_revocation_to_its_command_as_sigterm_and_exits_with_its_status()
     assert_eq!(code(&revoked), 0, "{}", stderr(&revoked));
     let said = stdout(&revoked);
     assert!(
-        said.contains("asked 1 holder of the mutex \"job\" to let go: client "),
+        said.contains("asked 1 holder of the mutex \"job\" to let go: ")
+            && said.contains(" (client "),
         "{said}"
     );
     let out = run.finish(PATIENCE);
@@ -94,7 +95,7 @@ fn on_revoke_picks_the_signal_and_revoke_names_every_holder_of_a_kind() {
         let script = trapping(&began, &got, "USR1", 9);
         let run = Proc::spawn(
             fairlock(&server)
-                .args(["run", "pool", "--permits", "2", "--on-revoke", "usr1"])
+                .args(["run", "pool", "--semaphore", "2", "--on-revoke", "usr1"])
                 .args(sh(&script)),
         );
         assert!(wait_until(PATIENCE, || began.exists()), "command {i} began");
@@ -110,7 +111,7 @@ fn on_revoke_picks_the_signal_and_revoke_names_every_holder_of_a_kind() {
     assert_eq!(code(&revoked), 0, "{}", stderr(&revoked));
     let said = stdout(&revoked);
     assert!(
-        said.contains("asked 2 holders of the semaphore \"pool\" to let go: ")
+        said.contains("asked 2 holders of the semaphore \"pool\" (2 permits) to let go: ")
             && said.matches("(token ").count() == 2,
         "{said}"
     );

@@ -22,16 +22,16 @@ const KINDS: [LockKind; 4] = [
     LockKind::Election,
 ];
 
-/// `fairlock run --permits 2 jobs -- sleep 60`, as the fleet would.
+/// `fairlock run --semaphore 2 jobs -- sleep 60`, as the fleet would.
 fn job(server: &RedisServer, command: &[&str]) -> Proc {
     Proc::spawn(
         fairlock(server)
-            .args(["run", "--permits", "2", "jobs", "--"])
+            .args(["run", "--semaphore", "2", "jobs", "--"])
             .args(command),
     )
 }
 
-/// Two `run --permits 2 jobs` holding, a third queued: the two holders
+/// Two `run --semaphore 2 jobs` holding, a third queued: the two holders
 /// and the third's client id (read through the library).
 fn two_hold_and_one_waits(server: &RedisServer) -> (Vec<Proc>, Proc, String) {
     let client = server.client();
@@ -72,16 +72,19 @@ fn a_busy_semaphore_shows_its_holders_and_queue_and_no_free_mutex() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "lock:       jobs", "{text}");
     assert_eq!(lines[1], "semaphore:  2 permits, 2 held, 0 free", "{text}");
+    // Each fairlock by its default identity, USER@HOST:PID, then its client.
     for line in &lines[2..4] {
-        assert!(line.starts_with("  holder:   client "), "{text}");
-        assert!(line.contains(" thread 1, lease "), "{text}");
+        assert!(line.starts_with("  holder:   "), "{text}");
+        let identity = line["  holder:   ".len()..].split(' ').next().unwrap();
+        assert!(identity.contains('@') && identity.contains(':'), "{text}");
+        assert!(line.contains(" (client "), "{text}");
+        assert!(line.contains(" thread 1), lease "), "{text}");
         assert!(line.contains(" left, token "), "{text}");
     }
     assert_eq!(lines[4], "  queue:    1 waiting", "{text}");
     assert!(
-        lines[5].starts_with(&format!(
-            "      1. client {waiting} thread 1 (keeps its place "
-        )),
+        lines[5].starts_with("      1. ")
+            && lines[5].contains(&format!(" (client {waiting} thread 1) (keeps its place ")),
         "{text}"
     );
     assert!(lines[6].starts_with("  last token: "), "{text}");
@@ -122,7 +125,11 @@ fn status_json_of_a_busy_semaphore_has_the_documented_keys() {
     let mut tokens = Vec::new();
     for h in holders_json {
         assert_eq!(h["permits"], 1, "{json}");
-        assert!(h["identity"].is_null(), "{json}");
+        // fairlock's default identity: USER@HOST:PID.
+        let identity = h["identity"].as_str().unwrap_or_default();
+        assert!(identity.contains('@'), "{json}");
+        let pid = identity.rsplit(':').next().unwrap();
+        assert!(pid.parse::<u32>().is_ok(), "{json}");
         assert!(h["thread"].is_u64(), "{json}");
         assert!(h["remaining_lease_ms"].as_u64().unwrap() > 0, "{json}");
         tokens.push(h["fencing_token"].as_u64().unwrap());

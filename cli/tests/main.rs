@@ -10,3 +10,4 @@ mod cli_revoke;
 mod cli_status;
 mod cli_support;
 mod cli_watch;
+mod cli_words;

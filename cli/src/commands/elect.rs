@@ -1,7 +1,7 @@
 //! `fairlock elect`: campaign for the leadership of an election and run a
 //! command while leading (`run`'s waiting, running, stopping and exit
-//! codes: [`run::run_holding`]), or with `--observe` print every change
-//! of its leader, one line each.
+//! codes: [`run::run_holding`]), or with `--watch` (the library's
+//! `Election::watch`) print every change of its leader, one line each.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -16,16 +16,16 @@ use super::lock_name;
 use super::run::{self, OnRevoke, RunArgs};
 use crate::duration;
 use crate::kinds::{Lease, Lock};
-use crate::{exit, watch, Connection, Failure, EXIT_CODES};
+use crate::{exit, identity, watch, Connection, Failure, EXIT_CODES};
 
-/// How long one wait of `--observe` for a change lasts before it waits
+/// How long one wait of `--watch` for a change lasts before it waits
 /// again (it reads the election at least this often besides).
-const OBSERVE_WAIT: Duration = Duration::from_secs(60);
-/// Between two attempts of `--observe` when Redis fails after its start.
-const OBSERVE_RETRY: Duration = Duration::from_secs(1);
+const WATCH_WAIT: Duration = Duration::from_secs(60);
+/// Between two attempts of `--watch` when Redis fails after its start.
+const WATCH_RETRY: Duration = Duration::from_secs(1);
 
 /// Campaign for the leadership of the election NAME, run COMMAND while
-/// leading; or watch who leads (--observe).
+/// leading; or watch who leads (--watch).
 ///
 /// Candidates lead one at a time, in the order their campaigns reached
 /// Redis. Once this one leads, COMMAND runs; when it ends, the leader
@@ -36,7 +36,7 @@ const OBSERVE_RETRY: Duration = Duration::from_secs(1);
 /// gets FAIRLOCK_TOKEN (the term), FAIRLOCK_VALUE, FAIRLOCK_NAME and
 /// FAIRLOCK_CLIENT_ID in its environment.
 ///
-/// With --observe, prints each new leader and each vacancy as one line
+/// With --watch, prints each new leader and each vacancy as one line
 /// (the first: who leads now), every change in order, until SIGINT or
 /// SIGTERM (exit 0).
 #[derive(Debug, Args)]
@@ -47,43 +47,43 @@ pub struct ElectArgs {
     pub name: String,
 
     /// Do not campaign: print every change of leader and every vacancy,
-    /// one line each, until interrupted.
-    #[arg(long)]
-    pub observe: bool,
+    /// one line each, until interrupted (the library's `Election::watch`).
+    #[arg(long, alias = "observe")]
+    pub watch: bool,
 
-    /// With --observe: one JSON object per line.
+    /// With --watch: one JSON object per line.
     #[arg(long)]
     pub json: bool,
 
     /// The value this candidate campaigns with, which names it wherever
     /// the leader is shown (default: HOST:PID): 1 to 256 bytes of
     /// printable ASCII without spaces, e.g. 10.0.0.7:8080.
-    #[arg(long, value_name = "VALUE", value_parser = value, conflicts_with = "observe")]
+    #[arg(long, value_name = "VALUE", value_parser = value, conflicts_with = "watch")]
     pub value: Option<String>,
 
     /// Give up after waiting this long (500ms, 10s, 5m, 2h); 0s means do not
     /// wait. Waits forever when not given.
-    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse, conflicts_with = "observe")]
+    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse, conflicts_with = "watch")]
     pub wait: Option<Duration>,
 
     /// Do not wait at all: lead only if nobody leads or waits.
-    #[arg(short, long, conflicts_with_all = ["wait", "observe"])]
+    #[arg(short, long, conflicts_with_all = ["wait", "watch"])]
     pub nonblock: bool,
 
     /// The lease the watchdog renews while leading (default 30s): a
     /// killed leader leads no longer this long after its last renewal (as
     /// `run --lease`).
-    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with = "observe")]
+    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with = "watch")]
     pub lease: Option<Duration>,
 
     /// Lead for at most this long, with no watchdog renewing the lease
     /// (as `run --fixed-lease`).
-    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with_all = ["lease", "observe"])]
+    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with_all = ["lease", "watch"])]
     pub fixed_lease: Option<Duration>,
 
     /// Lead for at most this long, the lease renewed until then; then
     /// COMMAND is stopped and fairlock exits 70 (as `run --max-hold`).
-    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with_all = ["fixed_lease", "observe"])]
+    #[arg(long, value_name = "DURATION", value_parser = run::lease, conflicts_with_all = ["fixed_lease", "watch"])]
     pub max_hold: Option<Duration>,
 
     /// Exit code when --wait or -n runs out.
@@ -92,28 +92,23 @@ pub struct ElectArgs {
 
     /// Stop COMMAND (SIGTERM, then SIGKILL 5 s later) as soon as the
     /// leadership is found lost, instead of letting it finish.
-    #[arg(long, conflicts_with = "observe")]
+    #[arg(long, conflicts_with = "watch")]
     pub kill_on_loss: bool,
 
     /// The signal COMMAND gets when the leader is asked to step down
     /// (`fairlock revoke NAME --election`), as `fairlock run --on-revoke`:
     /// TERM by default; `none` lets it run.
-    #[arg(long, value_name = "SIGNAL", default_value = "TERM", value_parser = run::on_revoke, conflicts_with = "observe")]
+    #[arg(long, value_name = "SIGNAL", default_value = "TERM", value_parser = run::on_revoke, conflicts_with = "watch")]
     pub on_revoke: OnRevoke,
 
     /// No live waiting line and no notice when --wait runs out.
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// Say on stderr when this candidate leads and resigns, and show the
-    /// library's warnings.
-    #[arg(short, long, conflicts_with = "quiet")]
-    pub verbose: bool,
-
     /// The command to run while leading, and its arguments (after `--`).
     #[arg(
-        required_unless_present = "observe",
-        conflicts_with = "observe",
+        required_unless_present = "watch",
+        conflicts_with = "watch",
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "COMMAND"
@@ -135,26 +130,20 @@ fn value(text: &str) -> Result<String, String> {
 
 /// `HOST:PID`, the value of a candidate given none.
 fn default_value() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let host = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let host = if ok && value(&host).is_ok() {
-        host
-    } else {
-        "localhost".to_owned()
-    };
+    let host = identity::hostname()
+        .filter(|host| value(host).is_ok())
+        .unwrap_or_else(|| "localhost".to_owned());
     format!("{host}:{}", std::process::id())
 }
 
-/// Campaigns and runs the command while leading, or observes.
-pub fn exec(connection: &Connection, args: ElectArgs) -> Result<i32, Failure> {
-    if args.observe {
-        return observe(connection, &args.name, args.json);
+/// Campaigns and runs the command while leading (saying when it leads
+/// and resigned with `verbose`, the global -v), or watches.
+pub fn exec(connection: &Connection, args: ElectArgs, verbose: bool) -> Result<i32, Failure> {
+    if args.watch {
+        return watch_leaders(connection, &args.name, args.json);
     }
     if args.json {
-        let usage = anyhow!("--json goes with --observe (see fairlock elect --help)");
+        let usage = anyhow!("--json goes with --watch (see fairlock elect --help)");
         return Err(Failure::new(exit::USAGE, usage));
     }
     let value = args.value.unwrap_or_else(default_value);
@@ -162,9 +151,10 @@ pub fn exec(connection: &Connection, args: ElectArgs) -> Result<i32, Failure> {
         name: args.name,
         wait: args.wait,
         nonblock: args.nonblock,
-        permits: None,
-        shared: false,
-        exclusive: false,
+        mutex: false,
+        semaphore: None,
+        read: false,
+        write: false,
         lease: args.lease,
         fixed_lease: args.fixed_lease,
         max_hold: args.max_hold,
@@ -172,18 +162,18 @@ pub fn exec(connection: &Connection, args: ElectArgs) -> Result<i32, Failure> {
         kill_on_loss: args.kill_on_loss,
         on_revoke: args.on_revoke,
         quiet: args.quiet,
-        verbose: args.verbose,
         command: args.command,
     };
-    run::run_holding(connection, run, |client, run| {
+    run::run_holding(connection, run, verbose, |client, run| {
         Lock::election(client, &run.name, &value, Lease::of(run))
     })
 }
 
 /// Prints every change of the election's leader until a signal (exit 0)
 /// or stdout closing (exit 0). Only a failure before the first line is an
-/// error (exit 69); later ones are said on stderr and tried again.
-fn observe(connection: &Connection, name: &str, json: bool) -> Result<i32, Failure> {
+/// error (69, 77 or 78, by its kind); later ones are said on stderr and
+/// tried again.
+fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32, Failure> {
     watch::stop_on_signals().map_err(|err| {
         Failure::new(
             exit::UNAVAILABLE,
@@ -198,13 +188,13 @@ fn observe(connection: &Connection, name: &str, json: bool) -> Result<i32, Failu
         .map_err(|err| Failure::redis(err, doing()))?;
     let mut printed = false;
     loop {
-        let event = match watch.next(OBSERVE_WAIT) {
+        let event = match watch.next(WATCH_WAIT) {
             Ok(Some(event)) => event,
             Ok(None) => continue,
             Err(err) if !printed => return Err(Failure::redis(err, doing())),
             Err(err) => {
                 eprintln!("fairlock: warning: {}: {err}; trying again", doing());
-                std::thread::sleep(OBSERVE_RETRY);
+                std::thread::sleep(WATCH_RETRY);
                 continue;
             }
         };
@@ -223,7 +213,7 @@ fn observe(connection: &Connection, name: &str, json: bool) -> Result<i32, Failu
     }
 }
 
-/// One event as `--observe --json` prints it.
+/// One event as `--watch --json` prints it.
 fn json_line(event: &LeaderEvent, at: SystemTime) -> Value {
     let time_ms = at
         .duration_since(UNIX_EPOCH)

@@ -16,9 +16,9 @@ use crate::{Connection, Failure};
 /// waiters that now fit; a shrink takes nothing from holders (nobody is
 /// admitted until the holds fit under N), and every queued call that asks
 /// for more than N is refused. From then on N is the semaphore's number
-/// whatever `run --permits` says (no exit 78), while the semaphore is in
+/// whatever `run --semaphore` says (no exit 78), while the semaphore is in
 /// use and a fence life after (10 minutes by default); then the next
-/// user's --permits starts it again.
+/// user's --semaphore N starts it again.
 #[derive(Debug, Args)]
 pub struct PermitsArgs {
     /// Name of the semaphore.

@@ -5,14 +5,14 @@
 use clap::Args;
 use fairlock::{Client, LockKind};
 
-use super::status::who;
+use super::status::{lock_named, who};
 use super::{kind_of, lock_name};
 use crate::{Connection, Failure};
 
 /// Ask the holders of NAME to let go; they decide when (nothing is freed).
 ///
-/// The mutex NAME, or with --semaphore, --rwlock or --election that lock of
-/// the name: every hold of it there now (the mutex's holder, each permit,
+/// The mutex NAME (--mutex, the default), or with --semaphore, --rwlock or
+/// --election that lock of the name: every hold of it there now (the mutex's holder, each permit,
 /// each read and write hold, the leader) is asked, and no hold taken later.
 /// A `fairlock run` holding it passes the request on to its command as
 /// SIGTERM (or its --on-revoke signal) and releases when the command ends;
@@ -23,6 +23,10 @@ pub struct RevokeArgs {
     /// Name of the lock.
     #[arg(value_parser = lock_name)]
     pub name: String,
+
+    /// Ask the mutex NAME's holder (the default).
+    #[arg(long, conflicts_with_all = ["semaphore", "rwlock", "election"])]
+    pub mutex: bool,
 
     /// Ask the semaphore NAME's holders (every permit) instead of the
     /// mutex NAME's.
@@ -49,9 +53,9 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
     let failed = |err| Failure::redis(err, format!("cannot revoke {name:?}"));
     let kind = kind_of(args.semaphore, args.rwlock, args.election);
     let asked = revoke(&client, kind, name).map_err(failed)?;
-    let label = asked.kind.label();
+    let lock = asked.lock;
     if asked.holds == 0 {
-        println!("fairlock: the {label} {name:?} is not held; nobody to ask");
+        println!("fairlock: {lock} is not held; nobody to ask");
         return Ok(0);
     }
     // Read just before: a holder that came between the two calls is asked
@@ -64,7 +68,7 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
         ));
     }
     println!(
-        "fairlock: asked {} of the {label} {name:?} to let go: {}",
+        "fairlock: asked {} of {lock} to let go: {}",
         plural(asked.holds, "holder"),
         named.join(", ")
     );
@@ -73,7 +77,8 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
 
 /// Whom a revocation asked.
 struct Asked {
-    kind: LockKind,
+    /// The lock as messages name it, with a semaphore's permits.
+    lock: String,
     /// The holders read just before, as "WHO (token N)".
     holders: Vec<String>,
     /// The holds the revocation asked.
@@ -91,7 +96,7 @@ fn revoke(client: &Client, kind: LockKind, name: &str) -> fairlock::Result<Asked
         .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
         .collect();
     Ok(Asked {
-        kind,
+        lock: lock_named(&before, name),
         holders,
         holds,
     })

@@ -18,7 +18,7 @@ use crate::deathwatch::DeathWatch;
 use crate::duration::{self, human};
 use crate::kinds::{Lease, Lock, Request};
 use crate::signals::{self, Control, SpawnError};
-use crate::{exit, progress, show_library_warnings, Connection, Failure, EXIT_CODES};
+use crate::{exit, progress, Connection, Failure, EXIT_CODES};
 
 /// How long a queued entry of a silent client keeps its place; set
 /// explicitly so the messages can say it.
@@ -32,9 +32,10 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 
 /// Wait for our turn on NAME, run COMMAND holding the lock, release it.
 ///
-/// The lock is NAME's mutex; or with --permits N one of the N permits of
-/// the semaphore NAME (at most N commands at once, fleet-wide); or with
-/// -s/-x the reader-writer lock NAME, shared or exclusive.
+/// The lock is NAME's mutex; or with --semaphore N one of the N permits
+/// of the semaphore NAME (at most N commands at once, fleet-wide); or with
+/// --read or --write the reader-writer lock NAME, to read (shared) or to
+/// write (alone).
 /// Waits in arrival order, forever unless --wait or -n. The lock is held
 /// while COMMAND runs (a watchdog renews its --lease, unless --fixed-lease) and
 /// released whenever COMMAND ends. COMMAND's exit status is fairlock's.
@@ -46,7 +47,7 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 /// NAME to let go (`fairlock revoke`), COMMAND gets SIGTERM (--on-revoke).
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
-#[command(group(ArgGroup::new("kind").args(["permits", "shared", "exclusive"])))]
+#[command(group(ArgGroup::new("kind").args(["mutex", "semaphore", "read", "write"])))]
 pub struct RunArgs {
     /// Name of the lock.
     #[arg(value_parser = lock_name)]
@@ -61,22 +62,27 @@ pub struct RunArgs {
     #[arg(short, long, conflicts_with = "wait")]
     pub nonblock: bool,
 
+    /// Take the mutex NAME (the default).
+    #[arg(long)]
+    pub mutex: bool,
+
     /// Take one of the N permits of the semaphore NAME instead of the
     /// mutex: at most N commands hold NAME at once, in arrival order. Every
-    /// user of NAME must give the same N (exit 78 otherwise).
-    #[arg(long, value_name = "N", value_parser = permits)]
-    pub permits: Option<u32>,
+    /// user of NAME must give the same N (exit 78 otherwise), unless
+    /// `fairlock permits` set the number in force.
+    #[arg(long, value_name = "N", value_parser = permits, alias = "permits")]
+    pub semaphore: Option<u32>,
 
     /// Take the reader-writer lock NAME to read (flock's -s): shared with
-    /// the other --shared commands, never with an --exclusive one. In
-    /// arrival order: a reader behind a queued writer waits for it.
-    #[arg(short, long)]
-    pub shared: bool,
+    /// the other --read commands, never with a --write one. In arrival
+    /// order: a reader behind a queued writer waits for it.
+    #[arg(long, short_alias = 's', alias = "shared")]
+    pub read: bool,
 
     /// Take the reader-writer lock NAME to write (flock's -x): alone, after
     /// the readers ahead of it. Not the mutex NAME, which is another lock.
-    #[arg(short = 'x', long)]
-    pub exclusive: bool,
+    #[arg(long, short_alias = 'x', alias = "exclusive")]
+    pub write: bool,
 
     /// The lease the watchdog renews while COMMAND runs (default 30s): if
     /// fairlock is killed or cut off from Redis, the lock frees this long
@@ -121,12 +127,6 @@ pub struct RunArgs {
     /// No live waiting line and no notice when --wait runs out.
     #[arg(short, long)]
     pub quiet: bool,
-
-    /// Say on stderr when the lock was acquired and released, and show the
-    /// library's warnings (watchdog failures; a semaphore run with another
-    /// number of permits than --permits, set with `fairlock permits`).
-    #[arg(short, long, conflicts_with = "quiet")]
-    pub verbose: bool,
 
     /// The command to run and its arguments (after `--`, or after NAME).
     #[arg(
@@ -175,11 +175,11 @@ pub fn permits(text: &str) -> Result<u32, String> {
 
 /// The lock the arguments ask for.
 fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
-    let request = if let Some(permits) = args.permits {
+    let request = if let Some(permits) = args.semaphore {
         Request::Permit { of: permits }
-    } else if args.shared {
+    } else if args.read {
         Request::Read
-    } else if args.exclusive {
+    } else if args.write {
         Request::Write
     } else {
         Request::Mutex
@@ -188,21 +188,26 @@ fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
 }
 
 /// Runs the command holding the lock; its exit code, or fairlock's own.
-pub fn exec(connection: &Connection, args: RunArgs) -> Result<i32, Failure> {
-    run_holding(connection, args, lock_of)
+/// `verbose`: the global -v.
+pub fn exec(connection: &Connection, args: RunArgs, verbose: bool) -> Result<i32, Failure> {
+    run_holding(connection, args, verbose, lock_of)
 }
 
 /// Waits for the lock `lock_of` makes of the arguments, runs the command
 /// holding it, stops it when the lock is lost if asked, releases it
 /// however the command ends; its exit code, or fairlock's own: what
-/// `run` and `elect` share.
+/// `run` and `elect` share. `verbose` (the global -v) says when the hold
+/// began and ended.
 pub fn run_holding(
     connection: &Connection,
     mut args: RunArgs,
+    verbose: bool,
     lock_of: impl FnOnce(&fairlock::Client, &RunArgs) -> Lock,
 ) -> Result<i32, Failure> {
-    if args.verbose {
-        show_library_warnings();
+    if verbose && args.quiet {
+        // A global argument is no subcommand argument's conflict in clap.
+        let usage = anyhow!("the argument '--quiet' cannot be used with '--verbose'");
+        return Err(Failure::new(exit::USAGE, usage));
     }
     if args.nonblock {
         args.wait = Some(Duration::ZERO);
@@ -215,7 +220,6 @@ pub fn run_holding(
     })?;
     let client = connection.connect_leased(args.lease)?;
     let lock = lock_of(&client, &args);
-    let name = lock.describe();
 
     // Wait for our turn, on this thread: the guard stays on the thread that took it.
     let started = Instant::now();
@@ -237,6 +241,9 @@ pub fn run_holding(
         line.stop();
     }
     let waited = started.elapsed();
+    // Named after the call: a semaphore's permits in force are what its
+    // reply found.
+    let name = lock.describe();
     let interrupted = control.acquired();
     let guard = match (outcome, interrupted) {
         (Ok(Some(guard)), Some(signal)) => {
@@ -270,10 +277,13 @@ pub fn run_holding(
             return Err(Failure::redis(err, format!("waiting for {name} failed")));
         }
     };
-    if args.verbose {
+    let verbs = lock.verbs();
+    if verbose {
         eprintln!(
-            "fairlock: acquired {name} after {} (token {}, client {})",
+            "fairlock: {} {name} after {} ({} {}, client {})",
+            verbs.began,
             human(waited),
+            verbs.token,
             guard.fencing_token(),
             client.id()
         );
@@ -436,9 +446,11 @@ pub fn run_holding(
         );
         return Ok(exit::LEASE_LOST);
     }
-    if args.verbose {
+    if verbose {
         eprintln!(
-            "fairlock: released {name} after holding it {}; the command {}",
+            "fairlock: {} {name} after {} it {}; the command {}",
+            verbs.ended,
+            verbs.holding,
             human(held),
             describe(status)
         );

@@ -178,6 +178,20 @@ pub fn who(p: &Participant) -> String {
     }
 }
 
+/// A lock of the name as `unlock` and `revoke` say it: `the mutex
+/// "deploy"`; a semaphore with its permits in force, as its status read
+/// them, `the semaphore "jobs" (4 permits)`.
+pub fn lock_named(status: &Status, name: &str) -> String {
+    let label = status.kind.label();
+    match status.capacity {
+        Capacity::Permits(permits) => format!(
+            "the {label} {name:?} ({})",
+            crate::kinds::permits_text(permits, permits)
+        ),
+        _ => format!("the {label} {name:?}"),
+    }
+}
+
 /// What is left of a holder's lease, the way `status` and `unlock` say it.
 pub fn lease_left(lease: Option<Duration>) -> String {
     match lease {

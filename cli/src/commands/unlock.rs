@@ -7,15 +7,15 @@ use std::fmt::Write as _;
 use clap::Args;
 use fairlock::{Client, LockKind, Status};
 
-use super::status::{lease_left, who};
+use super::status::{lease_left, lock_named, who};
 use super::{kind_of, lock_name};
 use crate::{exit, Connection, Failure};
 
 /// Free NAME whoever holds it (with --force), and say who held it.
 ///
-/// The mutex NAME, or with --semaphore, --rwlock or --election every
-/// permit, every read and write hold, or the leadership of that lock of
-/// the name. The next waiters in line get it at once (an election's next
+/// The mutex NAME (--mutex, the default), or with --semaphore, --rwlock
+/// or --election every permit, every read and write hold, or the
+/// leadership of that lock of the name. The next waiters in line get it at once (an election's next
 /// candidate leads). The old holders' commands keep running until their
 /// fairlock notices the loss and reports it (exit 70, or killed with
 /// --kill-on-loss).
@@ -24,6 +24,10 @@ pub struct UnlockArgs {
     /// Name of the lock.
     #[arg(value_parser = lock_name)]
     pub name: String,
+
+    /// Free the mutex NAME (the default).
+    #[arg(long, conflicts_with_all = ["semaphore", "rwlock", "election"])]
+    pub mutex: bool,
 
     /// Required: unlocking frees the lock whoever holds it.
     #[arg(long)]
@@ -99,9 +103,9 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
 fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> fairlock::Result<i32> {
     let before = client.status(kind, name, LISTED)?;
     let freed = client.force_unlock(kind, name)?;
-    let label = kind.label();
+    let lock = lock_named(&before, name);
     if !freed {
-        println!("fairlock: the {label} {name:?} was not held; nothing to do");
+        println!("fairlock: {lock} was not held; nothing to do");
         return Ok(0);
     }
     let holders: Vec<String> = before
@@ -110,7 +114,7 @@ fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> fairlock::R
         .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
         .collect();
     println!(
-        "fairlock: unlocked the {label} {name:?}; it was held by {}",
+        "fairlock: unlocked {lock}; it was held by {}",
         if holders.is_empty() {
             "a holder that came after the last read".to_owned()
         } else {
