@@ -95,7 +95,8 @@ impl Client {
     /// (`get_connection_info().clone()`), a `redis::ConnectionAddr`, or a
     /// `redis://`/`redis+unix://` URL string. Its address, database and
     /// credentials are used as given; TLS parameters too, unless
-    /// [`ClientBuilder::tls_root_cert_pem`] replaces them. Cluster and
+    /// `ClientBuilder::tls_root_cert_pem` (with the `tls` feature) replaces
+    /// them. Cluster and
     /// Sentinel deployments are named by URL ([`builder`](Self::builder)).
     ///
     /// A constructor rather than a builder setting: a client has one
