@@ -148,7 +148,8 @@ impl Steady {
             again(Some(connect_timeout), || {
                 client.get_connection_with_timeout(connect_timeout)
             })
-        })?;
+        });
+        let conn = worded(conn, Some(connect_timeout))?;
         let steady = Steady::new(conn);
         steady.set_timeouts(command_timeout)?;
         Ok(steady)
