@@ -317,8 +317,8 @@ impl Error {
         self.retry == Retry::AfterSlotMove
     }
 
-    /// The same error, its message naming the call it came from ("release
-    /// of mutex 'jobs': redis is unreachable: ...").
+    /// The same error, its message naming the call it came from (`release
+    /// of mutex "jobs": redis is unreachable: ...`).
     pub(crate) fn during(self, call: fmt::Arguments<'_>) -> Self {
         Error {
             message: format!("{call}: {}", self.message).into(),
