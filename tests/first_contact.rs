@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind};
+use fairlock::{Client, ErrorKind, ServerWarningKind};
 use fairlock_test_support::*;
 
 /// How soon a refusal must be reported (the target is 100 ms on loopback;
@@ -450,15 +450,31 @@ fn a_server_that_may_evict_is_refused_when_the_client_requires_noeviction() {
         for said in [policy, "104857600", "set maxmemory-policy noeviction"] {
             assert!(text.contains(said), "{policy}: no {said:?} in {text}");
         }
-        // The default warns and starts.
+        // The default starts, and keeps the warning for the program to read.
         let client = Client::open(&server.url()).expect(policy);
         assert!(client.fair_mutex("m").try_lock().unwrap().is_some());
+        let warnings = client.warnings();
+        assert_eq!(warnings.len(), 1, "{policy}: {warnings:?}");
+        assert_eq!(warnings[0].kind(), ServerWarningKind::MayEvict, "{policy}");
+        assert!(warnings[0]
+            .server()
+            .ends_with(&format!(":{}", server.port())));
+        let said = warnings[0].to_string();
+        for part in [
+            policy,
+            "may evict fairlock's keys",
+            "set maxmemory-policy noeviction",
+        ] {
+            assert!(said.contains(part), "{policy}: no {part:?} in {said}");
+        }
     }
     // No memory limit: nothing is ever evicted, whatever the policy.
     server.set_eviction("0", "allkeys-lru");
     assert!(strict().is_ok());
+    assert!(Client::open(&server.url()).unwrap().warnings().is_empty());
     server.set_eviction("100mb", "noeviction");
     assert!(strict().is_ok());
+    assert!(Client::open(&server.url()).unwrap().warnings().is_empty());
 }
 
 /// The least-privilege user of docs/security.md reads the policy with
@@ -480,7 +496,16 @@ fn the_eviction_check_runs_as_the_acl_user_and_is_skipped_without_its_grant() {
     assert!(acl_denials(&mut admin).is_empty());
 
     create_acl_user_without(&mut admin, "pw", &["+info|memory"]);
-    assert!(Client::open(&url).is_ok(), "the check is skipped");
+    let client = Client::open(&url).expect("the check is skipped");
+    // ... and the client says it could not be made.
+    let warnings = client.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].kind(), ServerWarningKind::EvictionUnknown);
+    assert!(
+        warnings[0].to_string().contains("+info|memory"),
+        "{}",
+        warnings[0]
+    );
     let err = Client::builder(&url)
         .require_noeviction(true)
         .build()

@@ -51,7 +51,7 @@ impl Engine {
                 )
             })?;
         scripts.load_all(&mut *first)?;
-        eviction::check(&mut *first, &server, config.require_noeviction)?;
+        let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
         let reconnected = || observe::reconnected(observe::Reconnect::Pool);
         let shared = Arc::new(Shared::new(Caller {
             config,
@@ -69,6 +69,7 @@ impl Engine {
         let inner = Engine {
             shared: Arc::clone(&shared),
             threads: Mutex::default(),
+            warnings,
         };
         let (ready_tx, ready_rx) = mpsc::channel();
         let slot_map = match shared.caller.backend.slot_map().transpose() {
