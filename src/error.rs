@@ -122,7 +122,9 @@ pub(crate) enum Retry {
 ///
 /// The underlying cause, when there is one (a `redis::RedisError`, an
 /// `r2d2::Error`), is kept and exposed through [`source`](StdError::source),
-/// and its text ends the `Display`, a one-line message for a log. Cheap to
+/// and its text ends the `Display`, a one-line message for a log (left out
+/// where the message says it better: a reply not in Redis's protocol, a
+/// first connection's timeout). Cheap to
 /// clone: the cause is shared. [`kind`](Self::kind) is what to branch on.
 ///
 /// ```
@@ -507,7 +509,8 @@ impl fmt::Debug for Error {
 }
 
 /// The message, then the cause's text when there is one (r2d2 keeps only
-/// the text of a failed connect; a log line says what happened).
+/// the text of a failed connect; a log line says what happened), unless
+/// the message already says all of it in fewer lines (`source_said`).
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;

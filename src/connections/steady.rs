@@ -240,8 +240,8 @@ impl redis::cluster::Connect for Steady {
                 Some(timeout) => client.get_connection_with_timeout(timeout),
                 None => client.get_connection(),
             })
-        })?;
-        Ok(Steady::new(conn))
+        });
+        Ok(Steady::new(worded(conn, timeout)?))
     }
 
     fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
