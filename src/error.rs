@@ -17,7 +17,7 @@ use std::time::Duration;
 /// match client.fair_mutex("nightly-report").try_lock_for(Duration::from_secs(5)) {
 ///     Ok(Some(guard)) => guard.unlock()?,
 ///     Ok(None) => println!("busy"),
-///     Err(err) if err.kind() == ErrorKind::Connection => println!("Redis is down: retry later ({err})"),
+///     Err(err) if err.is_retryable() => println!("retry later: {err}"), // Redis down, replicas behind
 ///     Err(err) if err.kind() == ErrorKind::Auth => return Err(err), // fix the credentials
 ///     Err(err) => return Err(err), // a bad name, an ACL, a foreign key, ...: not worth retrying
 /// }
@@ -29,8 +29,9 @@ pub enum ErrorKind {
     /// The lock name is empty or longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes.
     InvalidName,
     /// A client setting or URL was rejected: before any I/O (a scheme that
-    /// is not Redis's, a bad setting), or by the server at the first
-    /// connection (a database number it does not have), or the server's
+    /// is not Redis's, a bad setting), or at the first connection (a
+    /// database number the server does not have, or something other than
+    /// Redis answering at the URL's address), or the server's
     /// own settings are ones the client was told to refuse (an evicting
     /// `maxmemory-policy` with
     /// [`require_noeviction`](crate::ClientBuilder::require_noeviction)).
@@ -47,7 +48,9 @@ pub enum ErrorKind {
     /// fairlock needs (`NOPERM`; docs/security.md lists them). Retrying
     /// cannot help: grant them.
     Permission,
-    /// The hold this guard stood for is gone: its lease ran out or it was force-unlocked.
+    /// The hold this guard stood for is gone: its lease ran out, it was
+    /// force-unlocked, or the server lost it (a restart, a failover); the
+    /// message says which when the client knows.
     LeaseLost,
     /// A key where this lock keeps its state holds someone else's data; it was left untouched.
     KeyConflict,
@@ -80,8 +83,11 @@ pub enum ErrorKind {
     /// changes nothing; the message names the lock and both formats. Every
     /// client of one lock must use builds of one format (docs/compatibility.md).
     FormatMismatch,
-    /// Redis answered with an error or a reply fairlock does not understand
-    /// (for example, an ACL that forbids a needed command).
+    /// Redis answered with an error fairlock has no kind for (an `OOM`
+    /// refusal, a script's error), or with a reply it cannot read; the
+    /// message carries the server's words. An ACL's refusal is
+    /// [`Permission`](Self::Permission), something other than Redis at the
+    /// address [`InvalidConfig`](Self::InvalidConfig).
     Server,
     /// Not Redis's doing: the system refused fairlock something (a
     /// background thread could not start), or fairlock broke one of its own
@@ -116,7 +122,9 @@ pub(crate) enum Retry {
 ///
 /// The underlying cause, when there is one (a `redis::RedisError`, an
 /// `r2d2::Error`), is kept and exposed through [`source`](StdError::source),
-/// and its text ends the `Display`, a one-line message for a log. Cheap to
+/// and its text ends the `Display`, a one-line message for a log (left out
+/// where the message says it better: a reply not in Redis's protocol, a
+/// first connection's timeout). Cheap to
 /// clone: the cause is shared. [`kind`](Self::kind) is what to branch on.
 ///
 /// ```
@@ -124,7 +132,7 @@ pub(crate) enum Retry {
 /// // A bad setting fails before any I/O, so this runs without a server.
 /// let err = Client::builder("redis://127.0.0.1:6379").pool_size(0).build().unwrap_err();
 /// assert_eq!(err.kind(), ErrorKind::InvalidConfig);
-/// assert!(!err.is_connection());
+/// assert!(!err.is_retryable());
 /// println!("{err}"); // says which setting
 /// ```
 #[derive(Clone)]
@@ -133,6 +141,10 @@ pub struct Error {
     retry: Retry,
     message: Cow<'static, str>,
     source: Option<Arc<dyn StdError + Send + Sync + 'static>>,
+    /// The message says all the source's text would (a reply that is not
+    /// Redis's protocol, over several lines): `Display` leaves it out,
+    /// `source()` still gives it.
+    source_said: bool,
 }
 
 /// `Result` with fairlock's [`Error`].
@@ -177,6 +189,7 @@ impl Error {
             retry,
             message: message.into(),
             source: None,
+            source_said: false,
         }
     }
 
@@ -204,10 +217,19 @@ impl Error {
         self.kind
     }
 
-    /// True when Redis was unreachable or too slow: retrying later may
-    /// succeed. False for what retrying cannot mend: refused credentials
-    /// ([`ErrorKind::Auth`]), a denied command ([`ErrorKind::Permission`]),
-    /// a bad URL or database ([`ErrorKind::InvalidConfig`]).
+    /// True when the same call, sent again later, may succeed: Redis was
+    /// unreachable or too slow ([`ErrorKind::Connection`]), or too few
+    /// replicas acknowledged a write in time ([`ErrorKind::NotReplicated`]:
+    /// nothing is held, and the replicas may catch up). False for what
+    /// retrying cannot mend: refused credentials ([`ErrorKind::Auth`]), a
+    /// denied command ([`ErrorKind::Permission`]), a bad URL, database or
+    /// something other than Redis at the address
+    /// ([`ErrorKind::InvalidConfig`]), a lost hold
+    /// ([`ErrorKind::LeaseLost`]), another build's data
+    /// ([`ErrorKind::FormatMismatch`]), and every other kind.
+    ///
+    /// The predicate to branch a retry on; [`is_connection`](Self::is_connection)
+    /// says only whether Redis could be had.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -217,11 +239,30 @@ impl Error {
     /// let guard = loop {
     ///     match mutex.lock() {
     ///         Ok(guard) => break guard,
-    ///         Err(err) if err.is_connection() => std::thread::sleep(Duration::from_secs(1)), // Redis away: try again
-    ///         Err(err) => return Err(err),
+    ///         Err(err) if err.is_retryable() => std::thread::sleep(Duration::from_secs(1)), // try again
+    ///         Err(err) => return Err(err), // fix something first
     ///     }
     /// };
     /// # drop(guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.kind, ErrorKind::Connection | ErrorKind::NotReplicated)
+    }
+
+    /// True when Redis could not be reached, or did not answer in time
+    /// ([`ErrorKind::Connection`]): what happened, where
+    /// [`is_retryable`](Self::is_retryable) says what to do about it (it is
+    /// true for these and for [`ErrorKind::NotReplicated`] as well).
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// if let Err(err) = client.fair_mutex("nightly-report").is_locked() {
+    ///     if err.is_connection() {
+    ///         eprintln!("Redis is away: {err}");
+    ///     }
+    /// }
     /// # Ok(()) }
     /// ```
     pub fn is_connection(&self) -> bool {
@@ -278,13 +319,72 @@ impl Error {
         self.retry == Retry::AfterSlotMove
     }
 
-    /// The same error, its message naming the call it came from ("release
-    /// of mutex 'jobs': redis is unreachable: ...").
+    /// The same error, its message naming the call it came from (`release
+    /// of mutex "jobs": redis is unreachable: ...`).
     pub(crate) fn during(self, call: fmt::Arguments<'_>) -> Self {
         Error {
             message: format!("{call}: {}", self.message).into(),
             ..self
         }
+    }
+
+    /// The same error saying `message` instead (the kind, the source and
+    /// what a retry does stay).
+    pub(crate) fn reworded(self, message: impl Into<Cow<'static, str>>) -> Self {
+        Error {
+            message: message.into(),
+            ..self
+        }
+    }
+
+    /// The error of a client's first connection to `server` (or of its
+    /// first request, `replying`), as a newcomer reads it: something that
+    /// answers but not in Redis's protocol is
+    /// [`ErrorKind::InvalidConfig`] (the URL names the wrong port: retrying
+    /// the same address meets the same service), in one line; a timeout
+    /// says which step got no reply and within how long (`timeout`, which
+    /// the setting `setting` sets). Any other error is as it was.
+    pub(crate) fn at_first_contact(
+        self,
+        server: &str,
+        replying: bool,
+        timeout: Duration,
+        setting: &str,
+    ) -> Self {
+        let redis = self
+            .source
+            .as_deref()
+            .and_then(|source| source.downcast_ref::<redis::RedisError>());
+        if redis.is_some_and(|err| err.kind() == redis::ErrorKind::Parse) {
+            return Error {
+                kind: ErrorKind::InvalidConfig,
+                retry: Retry::No,
+                message: format!(
+                    "what answers at {server} is not a redis server (its reply is not in \
+                     redis's protocol): check the URL's host and port"
+                )
+                .into(),
+                source_said: true,
+                ..self
+            };
+        }
+        if self.kind == ErrorKind::Connection && self.is_timeout() {
+            let step = if replying {
+                "accepted the connection and sent no reply"
+            } else {
+                "did not answer the connect or its handshake"
+            };
+            return Error {
+                message: format!(
+                    "redis at {server} {step} within {} ms (the {setting})",
+                    timeout.as_millis()
+                )
+                .into(),
+                source_said: true,
+                ..self
+            };
+        }
+        self
     }
 
     /// True when a guard's hold was lost before it was released.
@@ -409,13 +509,14 @@ impl fmt::Debug for Error {
 }
 
 /// The message, then the cause's text when there is one (r2d2 keeps only
-/// the text of a failed connect; a log line says what happened).
+/// the text of a failed connect; a log line says what happened), unless
+/// the message already says all of it in fewer lines (`source_said`).
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;
         match &self.source {
-            Some(source) => write!(f, ": {source}"),
-            None => Ok(()),
+            Some(source) if !self.source_said => write!(f, ": {source}"),
+            _ => Ok(()),
         }
     }
 }
@@ -489,10 +590,18 @@ fn format_mismatch(detail: &str) -> String {
     )
 }
 
-/// What an [`ErrorKind::Auth`] error says.
+/// What an [`ErrorKind::Auth`] error says (behind Sentinel, see
+/// [`SENTINEL_CREDENTIALS_REFUSED`]).
 const CREDENTIALS_REFUSED: &str =
-    "redis refused this client's credentials (fix the URL's user and password, or the \
-     sentinel_password: retrying cannot help)";
+    "redis refused this client's credentials (fix the URL's user and password: retrying \
+     cannot help)";
+
+/// What an [`ErrorKind::Auth`] error of a Sentinel deployment's lookup
+/// says: the Sentinels, or the master they name, refused.
+pub(crate) const SENTINEL_CREDENTIALS_REFUSED: &str =
+    "the sentinels, or the master they name, refused this client's credentials (fix the URL's \
+     user and password for the master, or sentinel_username and sentinel_password for the \
+     sentinels: retrying cannot help)";
 
 /// What an [`ErrorKind::Permission`] error says.
 const PERMISSION_DENIED: &str = "redis's ACL denies this client's user a command or key \
@@ -596,6 +705,79 @@ mod tests {
             Ok(redis::Value::ServerError(err)) => Error::from_server(err),
             other => panic!("not an error reply: {other:?}"),
         }
+    }
+
+    #[test]
+    fn only_what_a_later_retry_may_mend_is_retryable() {
+        use ErrorKind as K;
+        let kinds = [
+            (K::InvalidName, false),
+            (K::InvalidConfig, false),
+            (K::Connection, true),
+            (K::Auth, false),
+            (K::Permission, false),
+            (K::LeaseLost, false),
+            (K::KeyConflict, false),
+            (K::NotReplicated, true),
+            (K::PermitsMismatch, false),
+            (K::PermitsExceeded, false),
+            (K::UpgradeRefused, false),
+            (K::FormatMismatch, false),
+            (K::Server, false),
+            (K::Internal, false),
+        ];
+        for (kind, retryable) in kinds {
+            let err = Error::new(kind, "a test");
+            assert_eq!(err.is_retryable(), retryable, "{kind:?}");
+            assert_eq!(err.is_connection(), kind == K::Connection, "{kind:?}");
+        }
+        // Every kind is listed: a new one must say whether it is retryable.
+        let listed = |kind: K| match kind {
+            K::InvalidName
+            | K::InvalidConfig
+            | K::Connection
+            | K::Auth
+            | K::Permission
+            | K::LeaseLost
+            | K::KeyConflict
+            | K::NotReplicated
+            | K::PermitsMismatch
+            | K::PermitsExceeded
+            | K::UpgradeRefused
+            | K::FormatMismatch
+            | K::Server
+            | K::Internal => (),
+        };
+        kinds.iter().for_each(|(kind, _)| listed(*kind));
+        // From the server's own words.
+        assert!(!from_reply("WRONGPASS invalid username-password pair").is_retryable());
+        assert!(!from_reply("NOPERM this user has no permissions").is_retryable());
+        assert!(from_reply("LOADING Redis is loading the dataset in memory").is_retryable());
+    }
+
+    #[test]
+    fn a_reply_not_in_redis_protocol_at_first_contact_is_one_line_of_invalid_config() {
+        let parse = redis::parse_redis_value(b"HTTP/1.1 400 Bad Request\r\n\r\n").unwrap_err();
+        assert_eq!(parse.kind(), redis::ErrorKind::Parse);
+        assert!(
+            parse.to_string().contains('\n'),
+            "the redis crate's: {parse}"
+        );
+        let err = Error::from_redis(parse).at_first_contact(
+            "redis://127.0.0.1:80",
+            true,
+            Duration::from_secs(5),
+            "command_timeout",
+        );
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(!err.is_retryable());
+        let text = err.to_string();
+        assert_eq!(
+            text,
+            "what answers at redis://127.0.0.1:80 is not a redis server (its reply is not in \
+             redis's protocol): check the URL's host and port"
+        );
+        assert!(StdError::source(&err).is_some());
     }
 
     #[test]

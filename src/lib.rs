@@ -233,6 +233,7 @@ pub use connections::config::{
     MAX_TIMEOUT, MIN_FENCE_LIFE, MIN_LEASE, MIN_POOL_DURATION,
 };
 pub use connections::topology::redact_url;
+pub use connections::warning::{ServerWarning, ServerWarningKind, SERVER_WARNING_TARGET};
 pub use error::{Error, ErrorKind, Result};
 pub use handles::builder::ClientBuilder;
 pub use handles::client::Client;

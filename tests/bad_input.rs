@@ -391,3 +391,100 @@ fn zero_or_too_short_leases_and_timeouts_are_rejected_before_any_io() {
     }
     assert!(!m.is_locked().unwrap());
 }
+
+/// Every message names a lock one way, `"name"` (Rust's `{:?}`, as most
+/// already did; a call's failure said `'name'`): the errors of each kind's
+/// failure paths are scanned for the other style. The paths: a lost hold's
+/// unlock (its kind's own description of the hold), a script's refusal
+/// (the call that failed, by operation, kind and name), and a call that
+/// cannot reach Redis.
+#[test]
+fn every_message_quotes_a_lock_name_one_way() {
+    let mut server = RedisServer::start();
+    let holder = server.client();
+    let operator = server.client();
+    let name = "quoted";
+    let mut messages: Vec<(String, fairlock::Error)> = Vec::new();
+
+    // Lost holds of every kind: force-unlocked, then unlocked.
+    use fairlock::LockKind;
+    let guards = [
+        (
+            LockKind::Mutex,
+            holder.fair_mutex(name).unbound().lock().unwrap().into_any(),
+        ),
+        (
+            LockKind::Semaphore,
+            holder
+                .fair_semaphore(name, 2)
+                .unbound()
+                .acquire()
+                .unwrap()
+                .into_any(),
+        ),
+        (
+            LockKind::RwLock,
+            holder
+                .fair_rwlock(name)
+                .unbound()
+                .write()
+                .unwrap()
+                .into_any(),
+        ),
+        (
+            LockKind::Election,
+            holder.election(name).campaign().unwrap().into_any(),
+        ),
+    ];
+    for (kind, guard) in guards {
+        assert!(operator.force_unlock(kind, name).unwrap(), "{kind:?}");
+        let lost = guard.lease_signal().wait_timeout(Duration::from_secs(5));
+        assert_eq!(lost, Some(fairlock::LeaseEnd::Lost), "{kind:?}");
+        messages.push((format!("{kind:?} unlock"), guard.unlock().unwrap_err()));
+    }
+    // Scripts' refusals: another number of permits, a write over a read.
+    let permit = holder.fair_semaphore(name, 2).acquire().unwrap();
+    let other = operator.fair_semaphore(name, 3).try_acquire().unwrap_err();
+    messages.push(("permits mismatch".into(), other));
+    drop(permit);
+    let read = holder.fair_rwlock(name).read().unwrap();
+    let write = holder.fair_rwlock(name).try_write().unwrap_err();
+    messages.push(("upgrade refused".into(), write));
+    drop(read);
+    // Redis away: each kind's call fails naming its lock.
+    let away = server
+        .builder()
+        .connect_timeout(Duration::from_millis(200))
+        .command_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    server.kill();
+    for kind in [
+        LockKind::Mutex,
+        LockKind::Semaphore,
+        LockKind::RwLock,
+        LockKind::Election,
+    ] {
+        let err = away.status(kind, name, 10).unwrap_err();
+        messages.push((format!("{kind:?} status, redis away"), err));
+    }
+
+    for (path, err) in &messages {
+        let text = err.to_string();
+        eprintln!("{path}: {:?}: {text}", err.kind());
+        assert!(
+            text.contains("\"quoted\""),
+            "{path}: not \"quoted\": {text}"
+        );
+        assert!(!text.contains("'quoted'"), "{path}: 'quoted': {text}");
+    }
+    let kinds: Vec<ErrorKind> = messages.iter().map(|(_, err)| err.kind()).collect();
+    for kind in [
+        ErrorKind::LeaseLost,
+        ErrorKind::PermitsMismatch,
+        ErrorKind::UpgradeRefused,
+        ErrorKind::Connection,
+    ] {
+        assert!(kinds.contains(&kind), "no {kind:?} among {kinds:?}");
+    }
+}

@@ -1027,6 +1027,14 @@ fn a_cluster_master_that_may_evict_is_named_at_start() {
     assert!(text.contains("allkeys-lru"), "{text}");
     let client = Client::open(&cluster.url()).expect("the default warns and starts");
     assert!(client.fair_mutex("m").try_lock().unwrap().is_some());
+    // The warning names that master alone, for the program to read.
+    let warnings = client.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].kind(), fairlock::ServerWarningKind::MayEvict);
+    assert!(
+        warnings[0].server().ends_with(&format!(":{master}")),
+        "{warnings:?}"
+    );
 }
 
 /// A master added to a running cluster to scale out is heard too (issue

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind};
+use fairlock::{Client, ErrorKind, ServerWarningKind};
 use fairlock_test_support::*;
 
 /// How soon a refusal must be reported (the target is 100 ms on loopback;
@@ -42,13 +42,21 @@ fn a_wrong_password_is_an_auth_error_at_once_that_is_not_retried() {
     let (err, took) = refused(&wrong);
     check("wrong password", &err, took, ErrorKind::Auth, "credentials");
     assert!(
-        !err.is_connection(),
+        !err.is_connection() && !err.is_retryable(),
         "retrying a wrong password cannot help"
     );
+    // A plain server's refusal says nothing of Sentinel's settings.
+    let text = err.to_string();
+    assert!(!text.to_lowercase().contains("sentinel"), "{text}");
+    assert!(text.contains("the URL's user and password"), "{text}");
     // None given where the server asks for one: NOAUTH, the same kind.
     let (err, took) = refused(&server.url());
     check("no password", &err, took, ErrorKind::Auth, "NOAUTH");
-    assert!(!err.is_connection());
+    assert!(!err.is_connection() && !err.is_retryable());
+    assert!(
+        !err.to_string().to_lowercase().contains("sentinel"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -71,6 +79,7 @@ fn a_refused_port_is_reported_at_once_with_its_cause_and_may_be_retried() {
     let (err, took) = refused(&format!("redis://127.0.0.1:{port}"));
     check("refused port", &err, took, ErrorKind::Connection, "refused");
     assert!(err.is_connection(), "the server may come up: {err:?}");
+    assert!(err.is_retryable(), "the server may come up: {err:?}");
 }
 
 #[test]
@@ -187,7 +196,7 @@ fn after_a_3s_outage_the_first_lock_comes_as_soon_as_the_server_accepts() {
     let err = during.expect_err("Redis was down for the whole wait");
     assert!(err.is_connection(), "{err:?}");
     let text = err.to_string();
-    for part in ["acquire of mutex 'first-contact-deadline'", "refused"] {
+    for part in ["acquire of mutex \"first-contact-deadline\"", "refused"] {
         assert!(text.contains(part), "no {part:?} in {text:?}");
     }
 }
@@ -280,6 +289,145 @@ fn a_wait_that_finds_every_pooled_connection_busy_is_not_acquired_and_leaves_not
     }
 }
 
+/// A TCP listener on a free port that answers every connection as `reply`
+/// says (`None`: accepts and never writes), until dropped; its thread and
+/// the connections' are joined then.
+struct Impostor {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Impostor {
+    fn start(reply: Option<&'static [u8]>) -> Impostor {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            // Each connection on a thread of its own (the pool's silent
+            // connections must hold up nobody), which gives back its
+            // stream: kept open to the end, a silent peer, not a closed one.
+            let mut open = Vec::new();
+            for stream in listener.incoming() {
+                if stopping.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut stream) = stream else { continue };
+                open.push(std::thread::spawn(move || {
+                    if let Some(reply) = reply {
+                        // The request (or some of it), then the answer.
+                        let timeout = Some(Duration::from_secs(1));
+                        stream.set_read_timeout(timeout).unwrap();
+                        let _ = stream.read(&mut [0u8; 1024]);
+                        let _ = stream.write_all(reply);
+                    }
+                    stream
+                }));
+            }
+            let streams: Vec<_> = open.into_iter().map(|t| t.join().unwrap()).collect();
+            drop(streams);
+        });
+        Impostor {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self, auth: &str) -> String {
+        format!("redis://{auth}127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Impostor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+    }
+}
+
+/// Something other than Redis on the port (an HTTP server) is named as
+/// such, in one line, as a setting to fix (InvalidConfig: the same
+/// address answers the same way however often it is asked), at once;
+/// before, it was `Server`, "Incompatible type - Parse error at 1" and
+/// two more lines of "Unexpected `72`". With a password the handshake
+/// meets it first, and says the same.
+#[test]
+fn an_http_server_on_the_port_is_named_in_one_line_as_not_redis() {
+    let http = Impostor::start(Some(b"HTTP/1.1 400 Bad Request\r\n\r\n"));
+    for auth in ["", ":pw@", "user:pw@"] {
+        let (err, took) = refused(&http.url(auth));
+        let what = format!("http server, {auth:?}");
+        check(
+            &what,
+            &err,
+            took,
+            ErrorKind::InvalidConfig,
+            "is not a redis server",
+        );
+        let text = err.to_string();
+        assert!(!text.contains('\n'), "{what}: more than one line: {text:?}");
+        assert!(
+            text.contains(&format!("127.0.0.1:{}", http.port)),
+            "{what}: {text}"
+        );
+        assert!(!text.contains("Parse error"), "{what}: {text}");
+        assert!(!err.is_retryable() && !err.is_connection(), "{what}");
+        // The redis crate's own words stay the source, for a program that wants them.
+        assert!(std::error::Error::source(&err).is_some(), "{what}");
+    }
+}
+
+/// A socket that accepts and never answers: the start fails when the
+/// first request's reply has not come within the command timeout, in one
+/// line that says so and names the setting (before: "Resource temporarily
+/// unavailable (os error 11)", or "redis call timed out"), and it may be
+/// retried. With a password the handshake is what gets no reply, within
+/// the connect timeout.
+#[test]
+fn a_socket_that_never_answers_is_a_timeout_in_words_naming_its_setting() {
+    let silent = Impostor::start(None);
+    let connect = Duration::from_millis(400);
+    let command = Duration::from_millis(700);
+    for (auth, within, said) in [
+        (
+            "",
+            command,
+            "accepted the connection and sent no reply within 700 ms (the command_timeout)",
+        ),
+        (
+            ":pw@",
+            connect,
+            "did not answer the connect or its handshake within 400 ms (the connect_timeout)",
+        ),
+    ] {
+        let started = Instant::now();
+        let err = Client::builder(&silent.url(auth))
+            .connect_timeout(connect)
+            .command_timeout(command)
+            .build()
+            .expect_err("nothing answers");
+        let took = started.elapsed();
+        eprintln!("silent, {auth:?}: {took:?}: {err}");
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        assert!(err.is_timeout() && err.is_retryable(), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains(said), "{auth:?}: no {said:?} in {text:?}");
+        assert!(
+            !text.contains("os error") && !text.contains('\n'),
+            "{text:?}"
+        );
+        // The timeout, not the 5 s default nor a retry loop.
+        assert!(took >= within, "{auth:?}: {took:?}");
+        assert!(took < within + Duration::from_secs(1), "{auth:?}: {took:?}");
+    }
+}
+
 /// Issue 36 item 7: a server that may evict fairlock's keys (a memory
 /// limit and any policy but noeviction: every fairlock key has a TTL, so
 /// volatile-* reaches them too) is refused by a client that asks for it,
@@ -302,15 +450,31 @@ fn a_server_that_may_evict_is_refused_when_the_client_requires_noeviction() {
         for said in [policy, "104857600", "set maxmemory-policy noeviction"] {
             assert!(text.contains(said), "{policy}: no {said:?} in {text}");
         }
-        // The default warns and starts.
+        // The default starts, and keeps the warning for the program to read.
         let client = Client::open(&server.url()).expect(policy);
         assert!(client.fair_mutex("m").try_lock().unwrap().is_some());
+        let warnings = client.warnings();
+        assert_eq!(warnings.len(), 1, "{policy}: {warnings:?}");
+        assert_eq!(warnings[0].kind(), ServerWarningKind::MayEvict, "{policy}");
+        assert!(warnings[0]
+            .server()
+            .ends_with(&format!(":{}", server.port())));
+        let said = warnings[0].to_string();
+        for part in [
+            policy,
+            "may evict fairlock's keys",
+            "set maxmemory-policy noeviction",
+        ] {
+            assert!(said.contains(part), "{policy}: no {part:?} in {said}");
+        }
     }
     // No memory limit: nothing is ever evicted, whatever the policy.
     server.set_eviction("0", "allkeys-lru");
     assert!(strict().is_ok());
+    assert!(Client::open(&server.url()).unwrap().warnings().is_empty());
     server.set_eviction("100mb", "noeviction");
     assert!(strict().is_ok());
+    assert!(Client::open(&server.url()).unwrap().warnings().is_empty());
 }
 
 /// The least-privilege user of docs/security.md reads the policy with
@@ -332,7 +496,16 @@ fn the_eviction_check_runs_as_the_acl_user_and_is_skipped_without_its_grant() {
     assert!(acl_denials(&mut admin).is_empty());
 
     create_acl_user_without(&mut admin, "pw", &["+info|memory"]);
-    assert!(Client::open(&url).is_ok(), "the check is skipped");
+    let client = Client::open(&url).expect("the check is skipped");
+    // ... and the client says it could not be made.
+    let warnings = client.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].kind(), ServerWarningKind::EvictionUnknown);
+    assert!(
+        warnings[0].to_string().contains("+info|memory"),
+        "{}",
+        warnings[0]
+    );
     let err = Client::builder(&url)
         .require_noeviction(true)
         .build()

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, LeaseEnd, LeaseSignal};
+use fairlock::{Client, ErrorKind, LeaseEnd, LeaseSignal};
 use fairlock_test_support::*;
 
 /// A thread blocked on `signal`: reports how it ended and when.
@@ -168,4 +168,47 @@ fn holds_lost_with_a_restart_are_told_as_soon_as_the_server_is_back() {
             "{kind:?}: told {after:?} after"
         );
     }
+    // The unlock says why: the server lost it (before: "was no longer held").
+    for (kind, _, guard) in holds {
+        let err = guard.unlock().expect_err("lost with the restart");
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{kind:?}: {err}");
+        assert!(err.to_string().contains("redis lost it"), "{kind:?}: {err}");
+    }
+}
+
+/// A fixed lease this client counted out, and a lock force-unlocked after
+/// a revocation: the unlock's error says which, as the client knows it.
+#[test]
+fn a_lost_holds_unlock_says_why_the_client_knows_it_was_lost() {
+    let server = RedisServer::start();
+    let client = client(&server, Duration::from_secs(30));
+    let short = client
+        .fair_mutex("ran-out")
+        .with_fixed_lease(Duration::from_millis(100));
+    let guard = short.lock().unwrap();
+    assert_eq!(
+        guard.lease_signal().wait_timeout(Duration::from_secs(5)),
+        Some(LeaseEnd::Lost)
+    );
+    // Past Redis's end of the lease too, so the release finds it gone.
+    thread::sleep(Duration::from_millis(300));
+    let err = guard.unlock().expect_err("ran out");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("mutex \"ran-out\""), "{text}");
+    assert!(text.contains("its lease ran out"), "{text}");
+
+    let operator = server.client();
+    let guard = client.fair_rwlock("revoked").write().unwrap();
+    assert_eq!(operator.fair_rwlock("revoked").revoke().unwrap(), 1);
+    let asked = guard
+        .revocation_signal()
+        .wait_timeout(Duration::from_secs(5));
+    assert!(asked.is_some(), "not asked");
+    assert!(operator.fair_rwlock("revoked").force_unlock().unwrap());
+    let told = guard.lease_signal().wait_timeout(Duration::from_secs(5));
+    assert_eq!(told, Some(LeaseEnd::Lost));
+    let text = guard.unlock().expect_err("force-unlocked").to_string();
+    assert!(text.contains("force release"), "{text}");
+    assert!(text.contains("revoked"), "{text}");
 }

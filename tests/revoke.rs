@@ -255,12 +255,27 @@ fn every_kind_of_hold_hears_of_a_force_unlock_by_its_message_at_once() {
     for (name, lost) in lost.chain(bound.iter().map(|g| (g.name(), g.is_lease_lost()))) {
         assert!(lost, "{name}");
     }
-    // What a lost hold's unlock says; it frees nothing of the new holders'.
+    // What a lost hold's unlock says: that a force release freed it (it
+    // said "was no longer held" and no more before); it frees nothing of
+    // the new holders'.
     let taken = operator.fair_mutex("bound-Mutex").try_lock().unwrap();
-    for guard in bound {
-        let name = guard.name().to_owned();
-        let err = guard.unlock().expect_err(&name);
+    let unbound = guards
+        .into_iter()
+        .map(|guard| (guard.name().to_owned(), guard.unlock()));
+    for (name, unlocked) in
+        unbound.chain(bound.into_iter().map(|g| (g.name().to_owned(), g.unlock())))
+    {
+        let err = unlocked.expect_err(&name);
         assert_eq!(err.kind(), ErrorKind::LeaseLost, "{name}: {err}");
+        assert!(!err.is_retryable(), "{name}");
+        let text = err.to_string();
+        for said in [
+            format!("{name:?}"),
+            "no longer held".into(),
+            "force release".into(),
+        ] {
+            assert!(text.contains(&said), "{name}: no {said:?} in {text:?}");
+        }
     }
     assert!(taken.expect("free after the force unlock").unlock().is_ok());
 }

@@ -503,9 +503,9 @@ fn handles_with_different_permits_get_a_permits_mismatch() {
     // It names the semaphore once, how long its number lasts and how to
     // change it.
     let text = err.to_string();
-    assert_eq!(text.matches("'disagree'").count(), 1, "{text}");
+    assert_eq!(text.matches("\"disagree\"").count(), 1, "{text}");
     assert!(
-        text.starts_with("acquire of semaphore 'disagree': "),
+        text.starts_with("acquire of semaphore \"disagree\": "),
         "{text}"
     );
     assert!(
@@ -580,7 +580,7 @@ fn a_handle_reads_the_number_set_by_set_permits_from_its_acquire_replies_at_no_c
     assert_eq!(exports.permits_in_force(), 5);
     assert_eq!(exports.permits(), 3, "the handle's own number is kept");
     // Its client said so in the log once, not once per call.
-    let said = warnings("semaphore 'exports-36'");
+    let said = warnings("semaphore \"exports-36\"");
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(
         said[0].contains("5 permits in force (set with set_permits), this handle says 3")
@@ -596,7 +596,7 @@ fn a_handle_reads_the_number_set_by_set_permits_from_its_acquire_replies_at_no_c
     assert!(queued.is_none());
     assert_eq!(other.permits_in_force(), 5);
     assert_eq!(
-        warnings("'exports-36'").len(),
+        warnings("\"exports-36\"").len(),
         2,
         "once more, by the other client"
     );
@@ -635,7 +635,7 @@ fn a_handle_reads_the_number_set_by_set_permits_from_its_acquire_replies_at_no_c
     assert_eq!(own.0, 40, "two round trips a cycle");
     assert_eq!(set, own, "the number in force is another");
     assert_eq!(
-        warnings("'exports-36'").len(),
+        warnings("\"exports-36\"").len(),
         3,
         "once by the third client"
     );

@@ -221,8 +221,14 @@ fn sentinels_with_a_password_serve_only_a_client_that_has_it_also_across_a_failo
             err.kind()
         );
         assert!(took < bound, "{what}: {took:?}");
-        // Refused credentials: retrying cannot help.
+        // Refused credentials: retrying cannot help, and the message
+        // names the setting that is the Sentinels' own.
         assert_eq!(err.kind(), ErrorKind::Auth, "{what}: {chain}");
+        assert!(!err.is_retryable(), "{what}");
+        assert!(
+            err.to_string().contains("sentinel_password"),
+            "{what}: {err}"
+        );
         let lower = chain.to_lowercase();
         assert!(
             ["noauth", "wrongpass", "authentication", "password"]

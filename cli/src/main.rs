@@ -260,9 +260,15 @@ impl Connection {
         if let Some(lease) = lease {
             builder = builder.lease(lease);
         }
-        builder
+        let client = builder
             .build()
-            .map_err(|err| Failure::redis(err, format!("cannot use {}", shown_url(&self.url))))
+            .map_err(|err| Failure::redis(err, format!("cannot use {}", shown_url(&self.url))))?;
+        // What the client found wrong with its servers, once, whether or
+        // not the library's log is shown (`StderrLogger` leaves it out).
+        for warning in client.warnings() {
+            eprintln!("warning: {warning}");
+        }
+        Ok(client)
     }
 }
 
@@ -296,7 +302,8 @@ struct StderrLogger;
 
 impl log::Log for StderrLogger {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::Level::Warn
+        // The servers' warnings are printed from `Client::warnings`.
+        metadata.level() <= log::Level::Warn && metadata.target() != fairlock::SERVER_WARNING_TARGET
     }
 
     fn log(&self, record: &log::Record<'_>) {

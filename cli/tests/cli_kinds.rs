@@ -1105,7 +1105,7 @@ fn permits_sets_the_number_admits_and_refuses_waiters_and_says_so() {
     // With the library's warnings shown, it says once that the number in
     // force is not its own.
     let said = stderr(&out);
-    let told = "semaphore 'jobs': 1 permit in force (set with set_permits), this handle says 3";
+    let told = "semaphore \"jobs\": 1 permit in force (set with set_permits), this handle says 3";
     assert_eq!(said.matches(told).count(), 1, "{said}");
 
     for args in [

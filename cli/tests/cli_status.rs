@@ -391,27 +391,49 @@ fn documented_key_table() -> BTreeSet<String> {
 }
 
 /// A server that may evict fairlock's keys (a memory limit and an
-/// allkeys-*/volatile-* policy) is named once on stderr by `run --verbose`
-/// (which prints the library's warnings), with what to set, and the
-/// command still runs (issue 36 item 7); a server without a limit says
-/// nothing.
+/// allkeys-*/volatile-* policy) is named once on stderr, `warning: ...`,
+/// by `status`, `run` and `elect` (before: by `run --verbose` alone, and
+/// `status` said nothing), with what to set, and the command still runs;
+/// `--verbose`, which prints the library's log, does not say it twice. A
+/// server without a limit says nothing.
 #[test]
 fn a_server_that_may_evict_is_warned_of_once_on_stderr() {
     let server = RedisServer::start();
-    server.set_eviction("100mb", "volatile-lru");
-    let run = ["run", "--verbose", "jobs", "--", "true"];
-    let out = output(fairlock(&server).args(run), PATIENCE);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let said = stderr(&out);
-    assert_eq!(
-        said.matches("may evict fairlock's keys").count(),
-        1,
-        "{said}"
-    );
-    assert!(said.contains("maxmemory-policy volatile-lru"), "{said}");
-    assert!(said.contains("set maxmemory-policy noeviction"), "{said}");
-    server.set_eviction("0", "volatile-lru");
-    let out = output(fairlock(&server).args(run), PATIENCE);
-    assert_eq!(code(&out), 0);
-    assert!(!stderr(&out).contains("evict"), "{}", stderr(&out));
+    server.set_eviction("100mb", "allkeys-lru");
+    let commands: [&[&str]; 5] = [
+        &["status", "jobs"],
+        &["run", "jobs", "--", "true"],
+        &["run", "--verbose", "jobs", "--", "true"],
+        &["elect", "jobs", "--", "true"],
+        &["elect", "--verbose", "jobs", "--", "true"],
+    ];
+    for args in commands {
+        let out = output(fairlock(&server).args(args), PATIENCE);
+        let said = stderr(&out);
+        assert_eq!(code(&out), 0, "{args:?}: {said}");
+        let warnings: Vec<&str> = said.lines().filter(|l| l.contains("evict")).collect();
+        assert_eq!(warnings.len(), 1, "{args:?}: {said}");
+        assert!(
+            warnings[0].starts_with("warning: redis at "),
+            "{args:?}: {said}"
+        );
+        assert!(
+            said.contains("maxmemory-policy allkeys-lru"),
+            "{args:?}: {said}"
+        );
+        assert!(
+            said.contains("set maxmemory-policy noeviction"),
+            "{args:?}: {said}"
+        );
+    }
+    server.set_eviction("0", "allkeys-lru");
+    for args in commands {
+        let out = output(fairlock(&server).args(args), PATIENCE);
+        assert_eq!(code(&out), 0);
+        assert!(
+            !stderr(&out).contains("evict"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
 }

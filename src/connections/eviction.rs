@@ -3,12 +3,14 @@
 //! `allkeys-*` ones: under memory pressure Redis could drop a held lock,
 //! and the next caller take it while its holder still works. The client
 //! reads the policy once at start (`INFO memory`, which docs/security.md's
-//! ACL line grants as `+info|memory`) and warns, or refuses to start when
+//! ACL line grants as `+info|memory`) and warns (a [`ServerWarning`] the
+//! client keeps, logged once), or refuses to start when
 //! [`ClientBuilder::require_noeviction`](crate::ClientBuilder::require_noeviction)
 //! says so.
 
 use redis::{ConnectionLike, FromRedisValue, Value};
 
+use crate::connections::warning::{ServerWarning, ServerWarningKind};
 use crate::error::{Error, ErrorKind, Result};
 
 /// What the server's `INFO memory` says about eviction.
@@ -52,24 +54,32 @@ impl Eviction {
 }
 
 /// Reads the server's eviction settings on `conn` (on a cluster, every
-/// master's) and warns (or, with `require_noeviction`, fails with
-/// [`ErrorKind::InvalidConfig`]) for each that may evict. A user whose ACL does not grant `INFO memory` skips the check
-/// (with a debug line), as does an answer without the fields.
+/// master's) and returns a warning for each that may evict (or, with
+/// `require_noeviction`, fails with [`ErrorKind::InvalidConfig`]). A user
+/// whose ACL does not grant `INFO memory` skips the check with a warning
+/// that it could not be made (or, with `require_noeviction`, fails with
+/// [`ErrorKind::Permission`]); an answer without the fields says nothing.
 pub(crate) fn check(
     conn: &mut dyn ConnectionLike,
     server: &str,
     require_noeviction: bool,
-) -> Result<()> {
+) -> Result<Vec<ServerWarning>> {
     // One server's answer is its text; a cluster's, each master's by address.
     let answers = match redis::cmd("INFO").arg("memory").query::<Value>(conn) {
         Ok(Value::Map(nodes)) => nodes,
         Ok(one) => vec![(Value::SimpleString(server.to_owned()), one)],
         Err(err) if err.code() == Some("NOPERM") && !require_noeviction => {
-            log::debug!("fairlock: cannot read maxmemory-policy at {server}: {err}");
-            return Ok(());
+            let message = format!(
+                "cannot tell whether redis at {server} may evict fairlock's keys: this \
+                 client's user may not run INFO memory (grant it +info|memory, as \
+                 docs/security.md's ACL line does)"
+            );
+            let kind = ServerWarningKind::EvictionUnknown;
+            return Ok(vec![ServerWarning::logged(kind, server, message)]);
         }
         Err(err) => return Err(Error::from_redis(err)),
     };
+    let mut warnings = Vec::new();
     for (node, info) in answers {
         let (Ok(node), Ok(info)) = (
             String::from_redis_value(node),
@@ -85,12 +95,14 @@ pub(crate) fn check(
                 ));
             }
             Some(eviction) if eviction.may_evict() => {
-                log::warn!("fairlock: {}", eviction.describe(&node));
+                let message = eviction.describe(&node);
+                let kind = ServerWarningKind::MayEvict;
+                warnings.push(ServerWarning::logged(kind, &node, message));
             }
             _ => {}
         }
     }
-    Ok(())
+    Ok(warnings)
 }
 
 #[cfg(test)]

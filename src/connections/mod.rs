@@ -19,7 +19,8 @@
 //! The rest of the connections layer sits beside them: the settings
 //! ([`config`]), where the locks live as the URL says ([`topology`]), a
 //! cluster's slot map ([`slot_map`]), running the protocol's scripts on a
-//! connection ([`scripts`], each call packed in one buffer by [`resp`]), and what fairlock reports about itself
+//! connection ([`scripts`], each call packed in one buffer by [`resp`]), what a
+//! client found wrong with its servers ([`eviction`], [`warning`]), and what fairlock reports about itself
 //! ([`observe`]).
 
 pub(crate) mod caller;
@@ -34,6 +35,7 @@ mod single;
 pub(crate) mod slot_map;
 pub(crate) mod steady;
 pub(crate) mod topology;
+pub(crate) mod warning;
 
 use std::sync::Arc;
 use std::time::Duration;

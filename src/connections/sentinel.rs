@@ -10,7 +10,7 @@ use redis::ConnectionLike;
 
 use crate::connections::config::Config;
 use crate::connections::topology::MasterNode;
-use crate::error::{Error, ErrorKind, Result, Retry};
+use crate::error::{Error, ErrorKind, Result, Retry, SENTINEL_CREDENTIALS_REFUSED};
 
 use super::steady::{self, Steady};
 use super::{pool_builder, Timeouts};
@@ -172,8 +172,12 @@ impl SentinelManager {
         // their answers short: `steady`), then connect to it, without
         // `CLIENT SETINFO` whichever way the client was built.
         let lookup = || self.client.lock().get_client();
-        let master =
-            steady::again(Some(self.timeouts.connect), lookup).map_err(Error::from_redis)?;
+        let master = steady::again(Some(self.timeouts.connect), lookup)
+            .map_err(Error::from_redis)
+            .map_err(|err| match err.kind() {
+                ErrorKind::Auth => err.reworded(SENTINEL_CREDENTIALS_REFUSED),
+                _ => err,
+            })?;
         let info = super::quiet_info(master.get_connection_info().clone());
         self.timeouts
             .connect(&redis::Client::open(info).map_err(Error::from_redis)?)

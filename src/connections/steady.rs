@@ -148,7 +148,8 @@ impl Steady {
             again(Some(connect_timeout), || {
                 client.get_connection_with_timeout(connect_timeout)
             })
-        })?;
+        });
+        let conn = worded(conn, Some(connect_timeout))?;
         let steady = Steady::new(conn);
         steady.set_timeouts(command_timeout)?;
         Ok(steady)
@@ -239,8 +240,8 @@ impl redis::cluster::Connect for Steady {
                 Some(timeout) => client.get_connection_with_timeout(timeout),
                 None => client.get_connection(),
             })
-        })?;
-        Ok(Steady::new(conn))
+        });
+        Ok(Steady::new(worded(conn, timeout)?))
     }
 
     fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {

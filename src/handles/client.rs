@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::connections::config::{self, Config};
 use crate::connections::topology::Topology;
+use crate::connections::warning::ServerWarning;
 use crate::connections::IntoConnectionInfo;
 use crate::error::Result;
 use crate::handles::builder::ClientBuilder;
@@ -342,6 +343,27 @@ impl Client {
     /// ```
     pub fn id(&self) -> &str {
         self.inner.client_id()
+    }
+
+    /// What this client found wrong with its servers as it started, in the
+    /// order found: a server that may evict fairlock's keys (on a cluster,
+    /// one per such master), or whose eviction policy this client's user
+    /// may not read. Empty when nothing was. Each is also logged once at
+    /// `warn` (target [`SERVER_WARNING_TARGET`](crate::SERVER_WARNING_TARGET)),
+    /// which only a program with a `log` logger sees; this is for a program
+    /// to show or act on, without one. The `fairlock` command prints each
+    /// on stderr, `warning: ...`.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// for warning in client.warnings() {
+    ///     eprintln!("warning: {warning}"); // e.g. "redis at 127.0.0.1:6379 may evict fairlock's keys (...)"
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn warnings(&self) -> &[ServerWarning] {
+        self.inner.warnings()
     }
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {

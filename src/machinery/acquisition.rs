@@ -23,6 +23,10 @@ use crate::protocol::{
     Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Written,
 };
 
+/// Why a hold handed to a waiter was lost before the waiter confirmed it.
+const GRANT_GONE: &str = "it was handed to this call and gone by the time the call confirmed it \
+                          (its lease ran out meanwhile, or a force release freed it)";
+
 impl Engine {
     /// One acquire call on `target` asking for `ask` under `policy`, owned
     /// by its thread or (`unbound`) by itself, its owner id tagged with
@@ -286,7 +290,7 @@ impl Queued for Acquisition<'_> {
 
     /// With `sync_replicas`, a shortfall gives the hold back at once.
     fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<CallHold> {
-        let lost = || lease_lost(&waiter.call, self.target.name(), grant.token);
+        let lost = || lease_lost(&waiter.call, self.target.name(), grant.token, GRANT_GONE);
         if let Err(err) = confirm(&self.client.shared, &waiter.call, grant.token, lost) {
             if err.kind() == ErrorKind::NotReplicated {
                 self.roll_back(waiter);

@@ -77,18 +77,19 @@ impl CallHold {
     }
 
     /// The hold was found gone (its lease ran out, a force unlock): marked
-    /// lost, and the error that says so.
+    /// lost, and the error that says so, and why when this client knows.
     pub(crate) fn lost(&self) -> Error {
         self.hold.mark_lost(GONE);
-        lease_lost(&self.call, self.target.name(), self.hold.token())
+        let why = self.hold.loss();
+        lease_lost(&self.call, self.target.name(), self.hold.token(), &why)
     }
 }
 
 /// The error of `call`'s hold of the lock `name`, granted with `token`,
-/// found gone.
-pub(crate) fn lease_lost(call: &Call, name: &str, token: u64) -> Error {
+/// found gone, for the reason `why`.
+pub(crate) fn lease_lost(call: &Call, name: &str, token: u64, why: &str) -> Error {
     let what = call.ask.describe_on(call.keys.kind(), name);
-    let message = format!("{what} (token {token}) was no longer held");
+    let message = format!("{what} (token {token}) was no longer held: {why}");
     Error::new(ErrorKind::LeaseLost, message)
 }
 

@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use parking_lot::Mutex;
 
 use crate::connections::config::Config;
+use crate::connections::warning::ServerWarning;
 use crate::error::Result;
 use crate::machinery::shared::Shared;
 use crate::machinery::target::Target;
@@ -26,6 +27,8 @@ pub(crate) struct Engine {
     pub(super) shared: Arc<Shared>,
     /// Joined when the client is dropped.
     pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// What the start found wrong with the servers; never changed after.
+    pub(super) warnings: Vec<ServerWarning>,
 }
 
 impl Drop for Engine {
@@ -46,6 +49,11 @@ impl Drop for Engine {
 }
 
 impl Engine {
+    /// What the client's start found wrong with its servers.
+    pub(crate) fn warnings(&self) -> &[ServerWarning] {
+        &self.warnings
+    }
+
     /// The client's settings.
     pub(crate) fn config(&self) -> &Config {
         self.shared.config()

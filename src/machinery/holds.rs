@@ -52,8 +52,19 @@ pub enum LeaseEnd {
     MaxHold,
 }
 
-/// Why a hold that a call found gone was lost.
-pub(crate) const GONE: &str = "Redis says it is no longer this hold's";
+/// Why a hold that a call found gone was lost, when nothing else told
+/// this client why.
+pub(crate) const GONE: &str =
+    "redis says it is no longer this hold's (its lease ran out there, or a force release freed it)";
+
+/// Why a hold whose lease this client counted out was lost.
+const RAN_OUT: &str = "its lease ran out before a renewal confirmed it (by this client's count: \
+                       a stalled or unreachable redis, or a paused process)";
+
+/// Why a hold found gone after the client's connection to Redis came back
+/// from a gap was lost.
+const SERVER_LOST_IT: &str = "redis lost it: it was gone when this client's connection to redis \
+                              came back from a gap (a restart or a failover without its data)";
 
 /// One acquisition of one lock: shared by the guard and its re-entrant
 /// guards (same token), by the watchdog when the lease is renewed, and by
@@ -99,6 +110,12 @@ struct HoldState {
     lost_at: Option<Instant>,
     /// Someone asked the hold to let go (a revocation): never cleared.
     revoked: bool,
+    /// Why it was lost, as the first who knew said it.
+    lost_why: Option<&'static str>,
+    /// When the client's connection to Redis came back from a gap while it
+    /// was held, until a renewal sent after that confirms it: a loss found
+    /// meanwhile is the server's (a restart, a failover).
+    gap_at: Option<Instant>,
 }
 
 impl HoldState {
@@ -108,6 +125,7 @@ impl HoldState {
         if matches!(self.end, None | Some(LeaseEnd::MaxHold)) && now >= self.expires_at {
             self.end = Some(LeaseEnd::Lost);
             self.lost_at = Some(self.expires_at);
+            self.lost_why = Some(RAN_OUT);
         } else if self.end.is_none() && self.max_end.is_some_and(|end| now >= end) {
             self.end = Some(LeaseEnd::MaxHold);
         }
@@ -182,6 +200,8 @@ impl Hold {
                 max_end: granted.max_hold.and_then(|max| granted_at.checked_add(max)),
                 lost_at: None,
                 revoked: false,
+                lost_why: None,
+                gap_at: None,
             }),
             changed: Condvar::new(),
         }
@@ -211,7 +231,8 @@ impl Hold {
     /// which the renewal may have raced.
     pub(crate) fn renewal_failed(&self, token: u64) {
         if token == self.token() && !self.changing.load(Ordering::Acquire) {
-            self.mark_lost(GONE);
+            let gap = self.state.lock().gap_at.is_some();
+            self.mark_lost(if gap { SERVER_LOST_IT } else { GONE });
         }
     }
 
@@ -224,7 +245,7 @@ impl Hold {
         let before = state.end;
         if state.settle(now) != before {
             if state.end == Some(LeaseEnd::Lost) {
-                self.report_lost("no renewal confirmed it in time");
+                self.report_lost(RAN_OUT);
             }
             self.changed.notify_all();
         }
@@ -265,12 +286,15 @@ impl Hold {
     }
 
     /// Redis said the lock is no longer this hold's; `why` (e.g. [`GONE`])
-    /// for the log.
-    pub(crate) fn mark_lost(&self, why: &str) {
-        let mut state = self.state.lock();
+    /// for the log and for the error of a later call on the hold
+    /// ([`loss`](Self::loss)).
+    pub(crate) fn mark_lost(&self, why: &'static str) {
+        // A lease this client counted out first was lost that way.
+        let mut state = self.settled(Instant::now());
         if matches!(state.end, None | Some(LeaseEnd::MaxHold)) {
             state.end = Some(LeaseEnd::Lost);
             state.lost_at = Some(Instant::now());
+            state.lost_why = Some(why);
             self.report_lost(why);
         }
         drop(state);
@@ -292,6 +316,25 @@ impl Hold {
             self.token()
         );
         self.changed.notify_all();
+    }
+
+    /// The client's connection to Redis came back from a gap while the
+    /// hold was held (see [`SERVER_LOST_IT`]).
+    pub(crate) fn note_gap(&self) {
+        self.state.lock().gap_at = Some(Instant::now());
+    }
+
+    /// Why the hold was lost, as far as this client knows (`GONE` when
+    /// nothing told it), and whether it had been revoked before: what the
+    /// error of a call that finds it gone says.
+    pub(crate) fn loss(&self) -> String {
+        let state = self.settled(Instant::now());
+        let why = state.lost_why.unwrap_or(GONE);
+        if state.revoked {
+            format!("{why}; it had been revoked (asked to let go) before")
+        } else {
+            why.to_owned()
+        }
     }
 
     /// Whether someone asked the hold to let go.
@@ -332,6 +375,10 @@ impl Hold {
         }
         let end = self.drift.local_end(sent, lease);
         state.expires_at = state.expires_at.max(end);
+        // The server still had it after the gap: not lost with a restart.
+        if state.gap_at.is_some_and(|gap| sent >= gap) {
+            state.gap_at = None;
+        }
     }
 
     /// Blocks until the hold ends or `deadline` passes (`None`: no limit);
@@ -495,6 +542,19 @@ impl Holds {
                 .filter(|r| *r.hold.call.owner == *owner)
                 .count()
         })
+    }
+
+    /// Tells every hold with live guards that the client's connection to
+    /// Redis came back from a gap ([`Hold::note_gap`]).
+    pub(crate) fn note_gap(&self) {
+        let holds: Vec<Arc<Hold>> = self
+            .by_lock
+            .lock()
+            .values()
+            .flatten()
+            .map(|r| Arc::clone(&r.hold))
+            .collect();
+        holds.iter().for_each(|hold| hold.note_gap());
     }
 
     /// Every hold to renew now.

@@ -38,7 +38,7 @@ impl PermitsSeen {
             seen.insert(keys.lock().into(), n);
             self.any.store(true, Ordering::Relaxed);
             log::warn!(
-                "fairlock: semaphore '{}': {n} permit{} in force (set with set_permits), this \
+                "fairlock: semaphore {:?}: {n} permit{} in force (set with set_permits), this \
                  handle says {own}; the set number rules for every client while the semaphore is \
                  in use and for {fence:?} (the fence life) after its last use, and a handle's \
                  own only bounds what one call may ask for; permits_in_force() reads it (said \

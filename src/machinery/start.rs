@@ -34,16 +34,24 @@ impl Engine {
         // A short command first: a server that asks for a password drops an
         // unauthenticated connection that sends one as long as the library,
         // where a short one hears why (NOAUTH).
-        let mut first = backend.own_connection()?;
+        // Something that answers, but not as Redis, or does not answer at
+        // all, is named as such in one line (`Error::at_first_contact`).
+        let server = config.target.describe();
+        let mut first = backend.own_connection().map_err(|err| {
+            err.at_first_contact(&server, false, config.connect_timeout, "connect_timeout")
+        })?;
         redis::cmd("TIME")
             .query::<Vec<String>>(&mut *first)
-            .map_err(Error::from_redis)?;
+            .map_err(|err| {
+                Error::from_redis(err).at_first_contact(
+                    &server,
+                    true,
+                    config.command_timeout,
+                    "command_timeout",
+                )
+            })?;
         scripts.load_all(&mut *first)?;
-        eviction::check(
-            &mut *first,
-            &config.target.describe(),
-            config.require_noeviction,
-        )?;
+        let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
         let reconnected = || observe::reconnected(observe::Reconnect::Pool);
         let shared = Arc::new(Shared::new(Caller {
             config,
@@ -61,6 +69,7 @@ impl Engine {
         let inner = Engine {
             shared: Arc::clone(&shared),
             threads: Mutex::default(),
+            warnings,
         };
         let (ready_tx, ready_rx) = mpsc::channel();
         let slot_map = match shared.caller.backend.slot_map().transpose() {

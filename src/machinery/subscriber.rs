@@ -243,6 +243,7 @@ fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
 /// at once (a renewal round), so a hold lost with the data is told now,
 /// not a watchdog period later.
 fn missed_messages(shared: &Shared) {
+    shared.holds.note_gap();
     shared.waiters.repoll_all();
     shared.nudge_watchdog();
 }
