@@ -513,3 +513,48 @@ fn five_hundred_threads_on_two_locks() {
         assert_eq!(mutex.queue_len().unwrap(), 0);
     }
 }
+
+/// A restart that loses the server's data loses its queues too: the
+/// waiters of one client join the queue again in the order they had (the
+/// client has them poll one after another once it hears the server is
+/// back), so they still get the lock in their arrival order.
+#[test]
+fn waiters_rejoin_a_queue_lost_with_a_restart_in_their_order() {
+    const WAITERS: usize = 5;
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    let holders = server.client();
+    let held = holders.fair_mutex("rejoin").lock().unwrap();
+    let waiters = server.client();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for arrival in 0..WAITERS {
+        let (mutex, order) = (waiters.fair_mutex("rejoin"), Arc::clone(&order));
+        threads.push(thread::spawn(move || {
+            let guard = mutex.lock().expect("the lock, after the restart");
+            order.lock().unwrap().push(arrival);
+            thread::sleep(Duration::from_millis(20));
+            let _ = guard.unlock();
+        }));
+        let queued = || holders.fair_mutex("rejoin").queue_len().unwrap() == arrival + 1;
+        assert!(
+            wait_until(Duration::from_secs(5), queued),
+            "waiter {arrival} queued"
+        );
+    }
+    server.kill();
+    thread::sleep(Duration::from_secs(1));
+    server.start_again();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for thread in threads {
+        join_by(thread, deadline, "a waiter");
+    }
+    drop(held);
+    let order = order.lock().unwrap().clone();
+    eprintln!("after the restart, the lock went to the waiters in the order {order:?}");
+    assert_eq!(
+        order,
+        (0..WAITERS).collect::<Vec<_>>(),
+        "the order they arrived in"
+    );
+}

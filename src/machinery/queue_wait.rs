@@ -108,12 +108,15 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        match queued.attempt(&waiter, mode, Limit::by(deadline)) {
+        let attempted = queued.attempt(&waiter, mode, Limit::by(deadline));
+        waiter.answered();
+        match attempted {
             Ok(Attempted::Got(got)) => break Ok(Some(got)),
             Ok(Attempted::Waiting(pttl_ms, position, last_token)) => {
                 outage = None;
                 if position.is_some() {
                     waiter.saw_queued(sent, last_token);
+                    waiter.joined(sent);
                 }
                 // The head of the queue polls when the holder's lease would
                 // run out, the others wait to be told; a poll time set

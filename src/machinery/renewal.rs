@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::machinery::give_backs::GiveBack;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
-use crate::machinery::waiters::{poll_time, Grant, Waiter};
+use crate::machinery::waiters::{poll_time, Grant, Waiter, Waiters};
 use crate::protocol::{
     unexpected, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
 };
@@ -180,10 +180,12 @@ fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant
         last_token,
         statuses,
     } = reply;
+    let mut gone = Vec::new();
     for (waiter, status) in waiters.iter().zip(statuses) {
         match status {
             WaiterStatus::Queued(position) => {
                 waiter.saw_queued(sent, last_token);
+                waiter.joined(sent);
                 if position == 0 {
                     waiter.poll_by(poll_time(pttl_ms));
                 }
@@ -207,8 +209,11 @@ fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant
                     waiter.call.owner,
                     waiter.call.keys.lock()
                 );
-                waiter.repoll()
+                gone.push(Arc::clone(waiter));
             }
         }
     }
+    // Those that lost their place (a queue lost with the server's data)
+    // join again in the order they had.
+    Waiters::rejoin_in_order(gone);
 }

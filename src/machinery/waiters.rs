@@ -55,6 +55,12 @@ struct WaitState {
     /// The last fencing token issued when such a request ran: a handoff
     /// message with a token up to it tells of a grant that is over.
     stale_up_to: u64,
+    /// Send time of the first request that found this waiter queued: its
+    /// place among this client's waiters of the lock, for a rejoin in
+    /// order ([`Waiters::rejoin_in_order`]).
+    joined: Option<Instant>,
+    /// Requests of this wait answered so far (or failed).
+    answers: u64,
 }
 
 /// One blocked call waiting for one lock.
@@ -85,6 +91,17 @@ impl Waiter {
         if state.granted.is_some_and(|g| g.token <= last_token) {
             state.granted = None;
         }
+    }
+
+    /// A request sent at `sent` queued this waiter (or found it queued):
+    /// the first such one gives its place among the client's waiters.
+    pub(crate) fn joined(&self, sent: Instant) {
+        self.state.lock().joined.get_or_insert(sent);
+    }
+
+    /// One request of this wait came back (answered or failed).
+    pub(crate) fn answered(&self) {
+        self.state.lock().answers += 1;
     }
 
     /// A handoff message granted this waiter the lock with `token` for
@@ -200,21 +217,70 @@ impl Waiters {
         self.by_id.lock().get(&id).cloned()
     }
 
-    /// Wakes every waiter to poll: messages may have been missed.
+    /// Wakes every waiter to poll: messages may have been missed, and
+    /// queues may have been lost with the server's data (see
+    /// [`rejoin_in_order`](Self::rejoin_in_order)).
     pub(crate) fn repoll_all(&self) {
         let all: Vec<_> = self.by_id.lock().values().cloned().collect();
-        for waiter in all {
-            waiter.repoll();
+        Waiters::rejoin_in_order(all);
+    }
+
+    /// Has `waiters` poll, those of one lock one after another in the order
+    /// they joined its queue, each once the one before it was answered (or
+    /// after [`REJOIN_STEP`]), on a thread of its own: a queue lost with
+    /// the server's data (a restart, a failover) is joined again in the
+    /// order this client's waiters had, not in the order their threads
+    /// happen to run. Locks go one after another too; one pass at a time.
+    pub(crate) fn rejoin_in_order(waiters: Vec<Arc<Waiter>>) {
+        if waiters.is_empty() {
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("fairlock-rejoin".to_owned())
+            .spawn(move || {
+                static ONE_PASS: Mutex<()> = Mutex::new(());
+                let _pass = ONE_PASS.lock();
+                for group in by_lock(waiters) {
+                    for waiter in group {
+                        let before = waiter.state.lock().answers;
+                        waiter.repoll();
+                        let until = Instant::now() + REJOIN_STEP;
+                        while waiter.state.lock().answers == before && Instant::now() < until {
+                            std::thread::sleep(Duration::from_micros(200));
+                        }
+                    }
+                }
+            });
+        if let Err(err) = spawned {
+            log::warn!("fairlock: cannot start a thread to rejoin queues in order: {err}");
         }
     }
 
-    /// Waiters grouped by lock (by the lock key), for one heartbeat per lock.
+    /// Waiters grouped by lock (by the lock key), for one heartbeat per
+    /// lock, each group in the order its waiters joined the queue.
     pub(crate) fn by_lock(&self) -> Vec<Vec<Arc<Waiter>>> {
-        let mut all: Vec<Arc<Waiter>> = self.by_id.lock().values().cloned().collect();
-        all.sort_unstable_by(|a, b| a.call.keys.lock().cmp(b.call.keys.lock()));
-        let same_lock = |a: &Arc<Waiter>, b: &Arc<Waiter>| a.call.keys.lock() == b.call.keys.lock();
-        all.chunk_by(same_lock).map(<[_]>::to_vec).collect()
+        by_lock(self.by_id.lock().values().cloned().collect())
     }
+}
+
+/// How long a rejoin in order waits for one waiter's poll to be answered
+/// before it has the next one poll.
+const REJOIN_STEP: Duration = Duration::from_millis(250);
+
+/// `all` grouped by lock, each group in the order its waiters joined the
+/// queue (those that never saw themselves queued last, by call id).
+fn by_lock(mut all: Vec<Arc<Waiter>>) -> Vec<Vec<Arc<Waiter>>> {
+    let place = |w: &Arc<Waiter>| {
+        let joined = w.state.lock().joined;
+        (joined.is_none(), joined, w.call.id)
+    };
+    let mut keyed: Vec<_> = all.drain(..).map(|w| (place(&w), w)).collect();
+    keyed.sort_by(|(a_place, a), (b_place, b)| {
+        (a.call.keys.lock().cmp(b.call.keys.lock())).then(a_place.cmp(b_place))
+    });
+    let all: Vec<Arc<Waiter>> = keyed.into_iter().map(|(_, w)| w).collect();
+    let same_lock = |a: &Arc<Waiter>, b: &Arc<Waiter>| a.call.keys.lock() == b.call.keys.lock();
+    all.chunk_by(same_lock).map(<[_]>::to_vec).collect()
 }
 
 #[cfg(test)]
