@@ -9,26 +9,12 @@
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
--- ARGV[4] lease ms: the hold's lease when this call gets it (1 .. MAX_MS)
--- ARGV[5] fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it
--- ARGV[6] waiter timeout ms: liveness deadline of a queued entry (1 .. MAX_MS)
--- ARGV[7] mode: "try"   never queue (try_acquire, try_read, try_write);
---               "first" first attempt of a waiting call: take or queue;
---               "poll"  later attempt of a queued call
--- ARGV[8] wait id: this call's id inside its client, echoed in wake
+-- ARGV[4] wait id: this call's id inside its client, echoed in wake
 --         messages; the hold is "<owner> <wait id> <units>", so a call
 --         delivered twice (a retry after a lost reply) or handed the hold
 --         while queued answers with its hold instead of taking a second one
--- ARGV[9] token of a live guard this owner's client has of this lock (the
---         one with the most units first), or "0". With a live hold of this
---         owner behind it of at least this call's units, the call is
---         granted at once (a reader-writer lock's read in read, read in
---         write, write in write: even past queued waiters, or the thread
---         would wait for itself); asking for more units than that hold has
---         is refused with the error reply "ERR fairlock: read -> write
---         upgrade refused: ...", nothing written. A token of no live hold
---         of this owner is ignored. A semaphore sends "0".
--- ARGV[10] capacity: the units there are (a semaphore's permits N; a
+-- ARGV[5] lease ms: the hold's lease when this call gets it (1 .. MAX_MS)
+-- ARGV[6] capacity: the units there are (a semaphore's permits N; a
 --         reader-writer lock's RW_CAPACITY), 1 .. 4294967295; a call whose
 --         capacity is not the one the lock has (its meta key, kept a fence
 --         life past the last holder and waiter) gets the error reply
@@ -36,8 +22,25 @@
 --         once set_permits.lua set a semaphore's permits they are the
 --         count whatever this says, and a call for more units than they
 --         are gets "ERR fairlock: permits exceeded: ...", nothing written
--- ARGV[11] units: what this call asks for, 1 .. capacity (a read 1, a
+-- ARGV[7] units: what this call asks for, 1 .. capacity (a read 1, a
 --         write the capacity)
+-- ARGV[8] what only a lock that is held, or that someone waits for, needs,
+--         as one string (so that the common take carries fewer arguments):
+--         "<fixed> <waiter timeout ms> <mode> <live token>":
+--         fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it;
+--         waiter timeout: liveness deadline of a queued entry (1 .. MAX_MS);
+--         mode: "try"   never queue (try_acquire, try_read, try_write);
+--               "first" first attempt of a waiting call: take or queue;
+--               "poll"  later attempt of a queued call;
+--         live token: the token of a live guard this owner's client has of
+--         this lock (the one with the most units first), or "0". With a
+--         live hold of this owner behind it of at least this call's units,
+--         the call is granted at once (a reader-writer lock's read in
+--         read, read in write, write in write: even past queued waiters,
+--         or the thread would wait for itself); asking for more units than
+--         that hold has is refused with the error reply "ERR fairlock:
+--         read -> write upgrade refused: ...", nothing written. A token of
+--         no live hold of this owner is ignored. A semaphore sends "0".
 -- Returns token (an integer) when this call took a hold with its lease
 --         (every hold, first or re-entered, gets its own token, max(last +
 --         1, server clock in µs)), {1, token, lease ms left} when this call
@@ -51,27 +54,59 @@
 --         ..., last token issued, permits} otherwise; an equal number costs
 --         nothing, the replies above.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
--- waiters and expired holds); a new call's hold taken with nobody waiting
--- and nobody holding (or only a hold whose lease ran out): GET, TIME,
--- EXISTS, SET, as the mutex's; beside one other hold, which moves into the
--- holders zset with it, ZADD and PEXPIRE too; beside two or more, PTTL,
--- ZADD, PEXPIRE (only when the holders' TTL must grow) too; a call that
--- finds no room beside a lone hold, which only queues: GET, TIME and
--- join_queue's six (ZSCORE and two ZRANGEBYSCOREs more beside two or more
--- holds); one that fits behind a queued head that does not (a read behind
--- a queued write): GET, TIME, EXISTS, ZRANGE, ZSCORE and join_queue's six.
+-- waiters and expired holds); a call for one unit or all of them (a
+-- semaphore's permit, a read, a write) with nobody holding and nobody
+-- waiting, as the mutex's take of a free lock: GET and one SET (TIME and
+-- EXISTS too when the meta is gone); beside a lone hold, which moves into
+-- the holders zset with it, PTTL, TIME, ZADD, PEXPIRE and SET; beside two
+-- or more, TIME, PTTL, ZADD, PEXPIRE (only when the holders' TTL must
+-- grow) and SET; a call that finds no room beside a lone hold, which only
+-- queues: GET, PTTL, TIME and join_queue's six, and a SET when the meta did
+-- not say waiters may be queued (ZSCORE and two ZRANGEBYSCOREs more beside
+-- two or more holds); one that fits behind a queued head that does not (a
+-- read behind a queued write): GET, TIME, EXISTS, ZRANGE, ZSCORE and
+-- join_queue's six.
 
-local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
-local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
-local guard = ARGV[9]
-local capacity, units = units_arg(ARGV[10], 'capacity'), units_arg(ARGV[11], 'units')
+local owner, wait_id = ARGV[3], ARGV[4]
+local lease = ms_arg(ARGV[5], 'lease')
+local stored = redis.call('GET', META)
+-- The common case first: nobody holds and nobody waits ("v<format>
+-- <capacity> 0 <last> <mark>", no '+'), the capacity this call's and not
+-- one set_permits set, the call for one unit or all of them: whatever the
+-- mode and live token (no hold is left for either to name), the call's
+-- hold is the meta's lone hold, read with one match and no PTTL. A meta
+-- that keeps the last token gives last + 1 without a TIME: tokens then lag
+-- the clock, so the clock alone still exceeds them once the meta is gone
+-- (take). The owner and call are checked as holder_arg does, in one find.
+if stored then
+  local capacity_s, last, mark = string.match(stored, '^v@FORMAT@ (%d+) 0 (%d+) (%S+)$')
+  local units_s = ARGV[7]
+  if capacity_s == ARGV[6] and (units_s == '1' or units_s == capacity_s) then
+    local name = owner .. '#' .. wait_id
+    if string.find(name, '^%S+#%d+$') then
+      local token = last + 1
+      redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. fmt(token) .. ' ' .. name
+        .. ' ' .. ARGV[2] .. ' ' .. units_s .. ' ' .. mark, 'PX', fmt(lease + FENCE_LIFE))
+      return token
+    end
+  end
+end
+
+local fixed, waiter_timeout, mode, guard =
+  string.match(ARGV[8] or '', '^(%S*) (%S*) (%S*) (%S*)$')
+if not fixed then
+  fail('ERR fairlock: ARGV[8] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>", got '
+    .. tostring(ARGV[8]))
+end
+waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
+local capacity, units = units_arg(ARGV[6], 'capacity'), units_arg(ARGV[7], 'units')
 if fixed ~= '0' and fixed ~= '1' then
   fail('ERR fairlock: fixed must be 0 or 1')
 end
 if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
   fail('ERR fairlock: mode must be try, first or poll, got ' .. tostring(mode))
 end
-if not string.match(guard or '', '^%d+$') then
+if not string.match(guard, '^%d+$') then
   fail('ERR fairlock: the live guard token must be a number or 0, got ' .. tostring(guard))
 end
 if units > capacity then
@@ -80,8 +115,9 @@ end
 holder_arg(owner, wait_id)
 -- The units and capacity as the meta writes them (formatted only when not
 -- written so already).
-local units_s = string.match(ARGV[11], '^[1-9]%d*$') or fmt(units)
-local meta = read_meta(true)
+local units_s = string.match(ARGV[7], '^[1-9]%d*$') or fmt(units)
+local now_us, now_ms = server_time()
+local meta = read_meta(now_ms, true, stored or false)
 local asked = capacity
 capacity = check_capacity(capacity, meta, units)
 -- The number in force when it is not this call's (set_permits set it), or
@@ -90,9 +126,8 @@ local in_force = capacity ~= asked and capacity or nil
 local fresh = not meta.capacity
 if fresh then
   meta.capacity = capacity
-  meta.capacity_s = string.match(ARGV[10], '^[1-9]%d*$') or fmt(capacity)
+  meta.capacity_s = string.match(ARGV[6], '^[1-9]%d*$') or fmt(capacity)
 end
-local now_us, now_ms = server_time()
 
 -- The common case first: a new call (no live guard of this owner, not a
 -- poll) whose units fit, nobody waiting. A lone hold whose lease ran out
@@ -113,7 +148,9 @@ if guard == '0' and mode ~= 'poll' then
   end
   if used + units <= capacity
       and not (lone and lone.call == wait_id and lone.owner == owner) then
-    queued = redis.call('EXISTS', QUEUE) == 1
+    -- (Only when the meta says waiters may be queued.)
+    queued = meta.waiters and redis.call('EXISTS', QUEUE) == 1
+    meta.waiters = queued
   end
   if queued == false then
     local life = -2
@@ -129,7 +166,7 @@ if guard == '0' and mode ~= 'poll' then
     meta.lone = nil
     if used == 0 then
       -- Nobody holds: the hold is the meta's lone hold.
-      life = lease + 1
+      life = lease
       meta.lone = { owner = owner, call = wait_id, units = units, units_s = units_s,
         token = token, ends = ends }
     elseif lone then
@@ -138,7 +175,7 @@ if guard == '0' and mode ~= 'poll' then
       redis.call('ZADD', HOLDERS, lone.ends, name, '-' .. lone.token, '#' .. name,
         ends, member, '-' .. token, '#' .. member)
       life = math.max(lone.ends - now_ms, lease) + 1
-      redis.call('PEXPIRE', HOLDERS, life)
+      redis.call('PEXPIRE', HOLDERS, fmt(life))
     elseif units == 2147483648 and redis.call('ZSCORE', HOLDERS, owner .. ' ' .. wait_id .. ' 1') then
       -- An upgradable read's call that holds a read: downgraded, and
       -- delivered again; the slow path answers with that hold.
@@ -148,12 +185,12 @@ if guard == '0' and mode ~= 'poll' then
       added = redis.call('ZADD', HOLDERS, 'NX', ends, member, '-' .. token, '#' .. member)
       if added == 2 and life < lease + 1 then
         life = lease + 1
-        redis.call('PEXPIRE', HOLDERS, life)
+        redis.call('PEXPIRE', HOLDERS, fmt(life))
       end
     end
     if added == 2 then
       meta.used, meta.last = used + units, token
-      write_meta(meta, life + FENCE_LIFE)
+      write_meta(meta, life + FENCE_LIFE, now_ms)
       return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
     end
   end
@@ -193,7 +230,8 @@ end
 local dropped = drop_expired(meta, now_ms)
 -- Room once the run-out holds are gone, nobody waiting (or a re-entry).
 if not reenter and meta.used + units <= capacity and queued == nil then
-  queued = redis.call('EXISTS', QUEUE) == 1
+  queued = meta.waiters and redis.call('EXISTS', QUEUE) == 1
+  meta.waiters = queued
 end
 if reenter or (meta.used + units <= capacity and not queued) then
   local token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms)
@@ -210,10 +248,9 @@ if meta.used + units > capacity and dropped == 0 then
   if mode == 'try' then
     return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last), in_force }
   end
-  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
-  if queue_life then
-    outlive(META, queue_life + FENCE_LIFE)
-  end
+  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout,
+    not meta.waiters and not fresh)
+  keep_queued(meta, queue_life, now_ms)
   return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }
 end
 
@@ -248,10 +285,12 @@ if mode == 'try' then
   end
   return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last), in_force }
 end
-local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
+local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout,
+  not meta.waiters and not fresh)
 if #handed > 0 or dropped > 0 or fresh then
+  meta.waiters = true
   keep_counted(meta, now_ms)
-elseif queue_life then
-  outlive(META, queue_life + FENCE_LIFE)
+else
+  keep_queued(meta, queue_life, now_ms)
 end
 return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }

@@ -18,7 +18,7 @@
 -- PUBLISH per holding client.
 
 local _, now_ms = server_time()
-local meta = read_meta()
+local meta = read_meta(now_ms)
 local owners = {}
 local lone = meta.lone
 if lone then
@@ -39,7 +39,7 @@ if #owners == 0 then
 end
 if meta.capacity then
   meta.revoked = meta.last
-  write_meta(meta, nil)
+  write_meta(meta, nil, now_ms)
 end
 tell_holders(owners, 'R', meta.last)
 return { #owners, tonumber(meta.last) }
