@@ -77,26 +77,32 @@ local stored = redis.call('GET', META)
 -- hold is the meta's lone hold, read with one match and no PTTL. A meta
 -- that keeps the last token gives last + 1 without a TIME: tokens then lag
 -- the clock, so the clock alone still exceeds them once the meta is gone
--- (take). The owner and call are checked as holder_arg does, in one find.
+-- (take). The owner and call are checked as holder_arg does, in one find
+-- ("<owner> <call>" is one word and a number).
+local name = owner .. ' ' .. wait_id
 if stored then
   local capacity_s, last, mark = string.match(stored, '^v@FORMAT@ (%d+) 0 (%d+) (%S+)$')
   local units_s = ARGV[7]
-  if capacity_s == ARGV[6] and (units_s == '1' or units_s == capacity_s) then
-    local name = owner .. '#' .. wait_id
-    if string.find(name, '^%S+#%d+$') then
-      local token = last + 1
-      redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. fmt(token) .. ' ' .. name
-        .. ' ' .. ARGV[2] .. ' ' .. units_s .. ' ' .. mark, 'PX', fmt(lease + FENCE_LIFE))
-      return token
-    end
+  if capacity_s == ARGV[6] and (units_s == '1' or units_s == capacity_s)
+      and string.find(name, '^%S+ %d+$') then
+    local token = last + 1
+    redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. fmt(token) .. ' ' .. owner .. '#'
+      .. wait_id .. ' ' .. ARGV[2] .. ' ' .. units_s .. ' ' .. mark, 'PX', fmt(lease + FENCE_LIFE))
+    return token
   end
 end
 
+-- The rest, read with one match when it is well formed (fixed 0 or 1, a
+-- mode of letters, a live token of digits); anything else is diagnosed
+-- field by field.
 local fixed, waiter_timeout, mode, guard =
-  string.match(ARGV[8] or '', '^(%S*) (%S*) (%S*) (%S*)$')
+  string.match(ARGV[8] or '', '^([01]) (%S*) (%l+) (%d+)$')
 if not fixed then
-  fail('ERR fairlock: ARGV[8] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>", got '
-    .. tostring(ARGV[8]))
+  fixed, waiter_timeout, mode, guard = string.match(ARGV[8] or '', '^(%S*) (%S*) (%S*) (%S*)$')
+  if not fixed then
+    fail('ERR fairlock: ARGV[8] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>",'
+      .. ' got ' .. tostring(ARGV[8]))
+  end
 end
 waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
 local capacity, units = units_arg(ARGV[6], 'capacity'), units_arg(ARGV[7], 'units')
@@ -106,16 +112,18 @@ end
 if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
   fail('ERR fairlock: mode must be try, first or poll, got ' .. tostring(mode))
 end
-if not string.match(guard, '^%d+$') then
+if not string.find(guard, '^%d+$') then
   fail('ERR fairlock: the live guard token must be a number or 0, got ' .. tostring(guard))
 end
 if units > capacity then
   fail('ERR fairlock: a call asks for ' .. fmt(units) .. ' units of ' .. fmt(capacity))
 end
-holder_arg(owner, wait_id)
+if not string.find(name, '^%S+ %d+$') then
+  holder_arg(owner, wait_id)
+end
 -- The units and capacity as the meta writes them (formatted only when not
 -- written so already).
-local units_s = string.match(ARGV[7], '^[1-9]%d*$') or fmt(units)
+local units_s = ARGV[7] == '1' and '1' or string.match(ARGV[7], '^[1-9]%d*$') or fmt(units)
 local now_us, now_ms = server_time()
 local meta = read_meta(now_ms, true, stored or false)
 local asked = capacity
@@ -196,7 +204,7 @@ if guard == '0' and mode ~= 'poll' then
   end
 end
 
-local member = owner .. ' ' .. wait_id .. ' ' .. units_s
+local member = name .. ' ' .. units_s
 live_used(meta)
 
 -- Re-entry, checked before anything is written.
@@ -239,7 +247,7 @@ if reenter or (meta.used + units <= capacity and not queued) then
   return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
 end
 
-local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' ' .. fmt(units)
+local entry = name .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' ' .. units_s
 -- Next most common: no room for this call, and none freed since the last
 -- call that admitted waiters (only run-out holds free room between calls,
 -- and none were dropped), so no waiter ahead can enter either: this call

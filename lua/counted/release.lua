@@ -20,8 +20,8 @@
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
 -- waiters and expired holds); of a lone hold with nobody waiting GET, PTTL
 -- and one SET, as the mutex's; of one of two or more holds GET, TIME,
--- ZRANGEBYSCORE, ZSCORE, ZREM and SET, and EXISTS when the meta says
--- waiters may be queued.
+-- ZRANGEBYSCORE, ZSCORE, ZREM and SET (the queue read only when the meta
+-- says waiters may be queued).
 
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
 local stored = redis.call('GET', META)
@@ -51,11 +51,13 @@ if stored then
   end
 end
 
-holder_arg(owner, call)
 local now_us, now_ms = server_time()
 local meta = read_meta(now_ms, true, stored or false)
+-- (A hold found names a checked owner and call: they are checked only
+-- when none is.)
 local member, units = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
+  holder_arg(owner, call)
   return meta.mark == owner .. '#' .. call and 0 or -1
 end
 drop_hold(meta, member, units)
@@ -65,11 +67,11 @@ if not meta.capacity then
   return 0
 end
 meta.mark = owner .. '#' .. call
--- The common case first: nobody waiting (the meta says so, or the queue
--- is gone). The meta already outlives the holds left by a fence life;
--- with none left, it keeps a fence life.
-if not meta.waiters or redis.call('EXISTS', QUEUE) == 0 then
-  meta.waiters = false
+-- The common case first: nobody waiting (the meta says so). The meta
+-- already outlives the holds left by a fence life; with none left, it
+-- keeps a fence life. Otherwise the queue's head is read (an empty queue
+-- drops the meta's '+').
+if not meta.waiters then
   write_meta(meta, meta.used == 0 and FENCE_LIFE or nil, now_ms)
   return 0
 end
