@@ -726,12 +726,12 @@ local function read_meta(now_ms, lazy, stored)
     '^v@FORMAT@ (=?%d+) (%d+) (%S+)#(%d+) (%+?)(%d+) (%d+) (%S+)$')
   local used, last, lone
   if capacity then
-    used, last = units, token
+    used, last = tonumber(units), token
     local fence_ms = tonumber(fence)
     local pttl = redis.call('PTTL', META)
     -- (No TTL: the hold is read as running a year.)
     local ends = pttl < 0 and now_ms + 31536000000 or now_ms + pttl - fence_ms
-    lone = { owner = owner, call = call, units = tonumber(units), units_s = units,
+    lone = { owner = owner, call = call, units = used, units_s = units,
       token = token, ends = ends, fence = fence_ms, pttl = pttl }
   else
     capacity, used, last, mark, flag = string.match(stored,
@@ -790,9 +790,10 @@ local function write_meta(meta, life, now_ms)
       fence = math.max(FENCE_LIFE, (life or 0) - left)
       life = left + fence
     end
+    -- (A fence of the fence life is written as the client sent it.)
     value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. lone.token .. ' ' .. lone.owner .. '#'
-      .. lone.call .. ' ' .. (meta.waiters and '+' or '') .. fmt(fence) .. ' ' .. lone.units_s
-      .. ' ' .. mark
+      .. lone.call .. ' ' .. (meta.waiters and '+' or '')
+      .. (fence == FENCE_LIFE and ARGV[2] or fmt(fence)) .. ' ' .. lone.units_s .. ' ' .. mark
   else
     local used_s = used == 0 and '0' or fmt(used)
     value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' ' .. mark
@@ -1065,6 +1066,28 @@ local function settle_claim(meta, owner, wait_id, now_us, now_ms, handed)
   return true
 end
 
+-- Takes the first live entry out of a counted lock's queue (ZPOPMIN, its
+-- deadline dropped with it) and returns it, its liveness deadline and its
+-- parts as split_counted_entry reads them, or nil when none is left. Dead
+-- or foreign entries ahead of it are dropped, as live_head drops them.
+-- For a caller that knows the head leaves the queue whatever it asks.
+local function pop_live_head(now_ms)
+  while true do
+    local head = redis.call('ZPOPMIN', QUEUE)[1]
+    if not head then
+      return nil
+    end
+    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
+    redis.call('ZREM', DEADLINES, head)
+    if deadline and deadline >= now_ms then
+      local owner, wait_id, lease, fixed, units = split_counted_entry(head)
+      if owner then
+        return head, deadline, owner, wait_id, lease, fixed, units
+      end
+    end
+  end
+end
+
 -- Admits the live waiters at the head of the queue, in arrival order,
 -- while each one's units fit beside the used ones: a head that does not
 -- fit stops it, so no smaller call behind passes it. Stops at `stop` (an
@@ -1080,8 +1103,17 @@ end
 local function admit_waiters(meta, now_us, now_ms, stop)
   local handed = {}
   while true do
-    local head, deadline, owner, wait_id, lease, fixed, units_s =
-      live_head(now_ms, split_counted_entry)
+    -- With no units held (and no entry to stop at) the head leaves the
+    -- queue whatever it asks (admitted, or refused for more than there
+    -- are): it is popped (pop_live_head), else read where it stands.
+    local popped = meta.used == 0 and not stop
+    local head, deadline, owner, wait_id, lease, fixed, units_s
+    if popped then
+      head, deadline, owner, wait_id, lease, fixed, units_s = pop_live_head(now_ms)
+    else
+      head, deadline, owner, wait_id, lease, fixed, units_s =
+        live_head(now_ms, split_counted_entry)
+    end
     if not head then
       -- Nobody left in the queue: the meta may say so.
       meta.waiters = false
@@ -1092,7 +1124,9 @@ local function admit_waiters(meta, now_us, now_ms, stop)
       -- A call for more than a number set_permits set since it queued: it
       -- can never be admitted, so it leaves the queue as it reaches the
       -- head, told to poll ("H <wait id> -2"), which answers the error.
-      forget(head)
+      if not popped then
+        forget(head)
+      end
       wake(owner, 'H ' .. wait_id .. ' -2')
       meta.refused = (meta.refused or 0) + 1
     elseif head == stop or meta.used + units > meta.capacity then
@@ -1101,7 +1135,9 @@ local function admit_waiters(meta, now_us, now_ms, stop)
       end
       break
     else
-      forget(head)
+      if not popped then
+        forget(head)
+      end
       -- An upgrade's claim (its units no read or write asks for) is
       -- settled in place of a new hold.
       if units ~= 2147483647 or not settle_claim(meta, owner, wait_id, now_us, now_ms, handed) then

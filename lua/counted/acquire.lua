@@ -105,7 +105,12 @@ if not fixed then
   end
 end
 waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
-local capacity, units = units_arg(ARGV[6], 'capacity'), units_arg(ARGV[7], 'units')
+local now_us, now_ms = server_time()
+local meta = read_meta(now_ms, true, stored or false)
+-- (A capacity as the meta writes it is the meta's number, one unit 1.)
+local capacity = ARGV[6] == meta.capacity_s and not meta.set and meta.capacity
+  or units_arg(ARGV[6], 'capacity')
+local units = ARGV[7] == '1' and 1 or units_arg(ARGV[7], 'units')
 if fixed ~= '0' and fixed ~= '1' then
   fail('ERR fairlock: fixed must be 0 or 1')
 end
@@ -124,8 +129,6 @@ end
 -- The units and capacity as the meta writes them (formatted only when not
 -- written so already).
 local units_s = ARGV[7] == '1' and '1' or string.match(ARGV[7], '^[1-9]%d*$') or fmt(units)
-local now_us, now_ms = server_time()
-local meta = read_meta(now_ms, true, stored or false)
 local asked = capacity
 capacity = check_capacity(capacity, meta, units)
 -- The number in force when it is not this call's (set_permits set it), or
