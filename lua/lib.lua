@@ -720,7 +720,9 @@ local function read_meta(now_ms, lazy, stored)
     stored = redis.call('GET', META)
   end
   if not stored then
-    return { used = count_used(), last = '0', mark = '', waiters = false }
+    -- (Whether anyone waits is not known: queue keys deleted by hand may
+    -- outlive it.)
+    return { used = count_used(), last = '0', mark = '', waiters = true }
   end
   local capacity, token, owner, call, flag, fence, units, mark = string.match(stored,
     '^v@FORMAT@ (=?%d+) (%d+) (%S+)#(%d+) (%+?)(%d+) (%d+) (%S+)$')
@@ -975,7 +977,8 @@ end
 -- written, if the caller has them. The caller writes the meta
 -- (keep_counted).
 local function take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
-  local token = fmt(math.max(tonumber(meta.last) + 1, now_us))
+  local number = math.max(tonumber(meta.last) + 1, now_us)
+  local token = fmt(number)
   local ends = now_ms + ttl
   meta.last = token
   local lone = meta.lone
@@ -995,7 +998,7 @@ local function take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
     end
   end
   meta.used = meta.used + units
-  return token
+  return token, number
 end
 
 -- Ms until the first live lease runs out (when the head of the queue can
@@ -1151,9 +1154,9 @@ local function admit_waiters(meta, now_us, now_ms, stop)
             ttl, ttl_s = bound, fmt(bound)
           end
         end
-        local token = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
+        local token, number = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
         wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. ttl_s)
-        handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), ttl }
+        handed[#handed + 1] = { owner, tonumber(wait_id), number, ttl }
       end
     end
   end

@@ -56,16 +56,18 @@
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
 -- waiters and expired holds); a call for one unit or all of them (a
 -- semaphore's permit, a read, a write) with nobody holding and nobody
--- waiting, as the mutex's take of a free lock: GET and one SET (TIME and
--- EXISTS too when the meta is gone); beside a lone hold, which moves into
--- the holders zset with it, PTTL, TIME, ZADD, PEXPIRE and SET; beside two
--- or more, TIME, PTTL, ZADD, PEXPIRE (only when the holders' TTL must
--- grow) and SET; a call that finds no room beside a lone hold, which only
--- queues: GET, PTTL, TIME and join_queue's six, and a SET when the meta did
--- not say waiters may be queued (ZSCORE and two ZRANGEBYSCOREs more beside
--- two or more holds); one that fits behind a queued head that does not (a
--- read behind a queued write): GET, TIME, EXISTS, ZRANGE, ZSCORE and
--- join_queue's six.
+-- waiting, as the mutex's take of a free lock: GET and one SET (TIME,
+-- ZRANGEBYSCORE and EXISTS too when the meta is gone); beside a lone hold
+-- (the meta's PTTL is its lease), which moves into the holders zset with
+-- it, GET, PTTL, TIME, ZADD, PEXPIRE and SET; beside two or more, GET,
+-- TIME, PTTL, ZADD, PEXPIRE (only when the holders' TTL must grow) and
+-- SET (and EXISTS of the queue, each, when the meta says waiters may be
+-- queued); a call that finds no room beside a lone hold, which only
+-- queues: GET, PTTL, TIME and join_queue's six, or when the meta says
+-- nobody waits its four and a SET of the meta (ZSCORE and two
+-- ZRANGEBYSCOREs more beside two or more holds); one that fits behind a
+-- queued head that does not (a read behind a queued write): GET, TIME,
+-- EXISTS, ZRANGE, ZSCORE and join_queue's six.
 
 local owner, wait_id = ARGV[3], ARGV[4]
 local lease = ms_arg(ARGV[5], 'lease')
@@ -110,7 +112,8 @@ local meta = read_meta(now_ms, true, stored or false)
 -- (A capacity as the meta writes it is the meta's number, one unit 1.)
 local capacity = ARGV[6] == meta.capacity_s and not meta.set and meta.capacity
   or units_arg(ARGV[6], 'capacity')
-local units = ARGV[7] == '1' and 1 or units_arg(ARGV[7], 'units')
+local units = ARGV[7] == '1' and 1 or ARGV[7] == ARGV[6] and capacity
+  or units_arg(ARGV[7], 'units')
 if fixed ~= '0' and fixed ~= '1' then
   fail('ERR fairlock: fixed must be 0 or 1')
 end
@@ -128,7 +131,8 @@ if not string.find(name, '^%S+ %d+$') then
 end
 -- The units and capacity as the meta writes them (formatted only when not
 -- written so already).
-local units_s = ARGV[7] == '1' and '1' or string.match(ARGV[7], '^[1-9]%d*$') or fmt(units)
+local units_s = (ARGV[7] == '1' or ARGV[7] == meta.capacity_s) and ARGV[7]
+  or string.match(ARGV[7], '^[1-9]%d*$') or fmt(units)
 local asked = capacity
 capacity = check_capacity(capacity, meta, units)
 -- The number in force when it is not this call's (set_permits set it), or
@@ -171,7 +175,8 @@ if guard == '0' and mode ~= 'poll' then
         used = 0
       end
     end
-    local token = fmt(math.max(tonumber(meta.last) + 1, now_us))
+    local number = math.max(tonumber(meta.last) + 1, now_us)
+    local token = fmt(number)
     local ends = now_ms + lease
     local added = 2
     meta.lone = nil
@@ -202,7 +207,7 @@ if guard == '0' and mode ~= 'poll' then
     if added == 2 then
       meta.used, meta.last = used + units, token
       write_meta(meta, life + FENCE_LIFE, now_ms)
-      return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
+      return in_force and { 1, number, lease, in_force } or number
     end
   end
 end
@@ -245,12 +250,13 @@ if not reenter and meta.used + units <= capacity and queued == nil then
   meta.waiters = queued
 end
 if reenter or (meta.used + units <= capacity and not queued) then
-  local token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms)
+  local _, token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms, units_s)
   keep_counted(meta, now_ms)
-  return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
+  return in_force and { 1, token, lease, in_force } or token
 end
 
-local entry = name .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' ' .. units_s
+-- (A whole number of ms below 10^14 is concatenated as its digits.)
+local entry = name .. ' ' .. lease .. ' ' .. fixed .. ' ' .. units_s
 -- Next most common: no room for this call, and none freed since the last
 -- call that admitted waiters (only run-out holds free room between calls,
 -- and none were dropped), so no waiter ahead can enter either: this call
@@ -280,14 +286,14 @@ if (head == nil or head == entry) and meta.used + units <= capacity then
   if head then
     forget(entry)
   end
-  local token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms)
+  local _, token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms, units_s)
   -- The calls right behind this one that fit enter with it.
   local behind = admit_waiters(meta, now_us, now_ms, nil)
   if head and #behind == 0 then
     tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
   end
   keep_counted(meta, now_ms)
-  return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
+  return in_force and { 1, token, lease, in_force } or token
 end
 
 if mode == 'try' then

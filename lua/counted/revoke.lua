@@ -14,8 +14,8 @@
 -- to each holding client's channel. The record goes with the last hold.
 -- Returns {holds asked (0 when none is live), the token up to which holds
 --         are asked (0 when none)}. Asking twice asks again.
--- Cost: O(H + log H) for H live holds: GET, TIME, ZRANGEBYSCORE, SET and a
--- PUBLISH per holding client.
+-- Cost: O(H + log H) for H live holds: GET, TIME, ZRANGEBYSCORE (of a lone
+-- hold PTTL instead), SET and a PUBLISH per holding client.
 
 local _, now_ms = server_time()
 local meta = read_meta(now_ms)
