@@ -187,8 +187,8 @@ if guard == '0' and mode ~= 'poll' then
         token = token, ends = ends }
     elseif lone then
       -- Beside a lone hold: both go into the holders zset.
-      local name, member = lone_name(lone), owner .. ' ' .. wait_id .. ' ' .. units_s
-      redis.call('ZADD', HOLDERS, lone.ends, name, '-' .. lone.token, '#' .. name,
+      local held, member = lone_name(lone), name .. ' ' .. units_s
+      redis.call('ZADD', HOLDERS, lone.ends, held, '-' .. lone.token, '#' .. held,
         ends, member, '-' .. token, '#' .. member)
       life = math.max(lone.ends - now_ms, lease) + 1
       redis.call('PEXPIRE', HOLDERS, fmt(life))
@@ -197,7 +197,7 @@ if guard == '0' and mode ~= 'poll' then
       -- delivered again; the slow path answers with that hold.
       added = 0
     else
-      local member = owner .. ' ' .. wait_id .. ' ' .. units_s
+      local member = name .. ' ' .. units_s
       added = redis.call('ZADD', HOLDERS, 'NX', ends, member, '-' .. token, '#' .. member)
       if added == 2 and life < lease + 1 then
         life = lease + 1
@@ -212,7 +212,6 @@ if guard == '0' and mode ~= 'poll' then
   end
 end
 
-local member = name .. ' ' .. units_s
 live_used(meta)
 
 -- Re-entry, checked before anything is written.
