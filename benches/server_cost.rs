@@ -735,7 +735,7 @@ impl Caller {
 }
 
 /// A lock of one kind as the cycles below drive it: its keys and what
-/// each acquire asks for (capacity and units after the mutex's ARGV).
+/// each acquire asks for (capacity and units after the owner, call and lease).
 struct Driven {
     kind: LockKind,
     keys: Vec<String>,
@@ -773,12 +773,15 @@ impl Driven {
             ]);
             return caller.run(conn, self.kind, Op::Acquire, &self.keys, &args);
         };
-        let mut args: Vec<String> = common
-            .into_iter()
-            .chain(["60000", "1", "600000", "first"].map(String::from))
-            .chain([id.to_string(), "0".to_owned()])
-            .collect();
-        args.extend([capacity.to_string(), units.to_string()]);
+        // The counted layout: the take's own five, then the rest as one.
+        let mut args = common.to_vec();
+        args.extend([
+            id.to_string(),
+            "60000".to_owned(),
+            capacity.to_string(),
+            units.to_string(),
+            "1 600000 first 0".to_owned(),
+        ]);
         caller.run(conn, self.kind, Op::Acquire, &self.keys, &args)
     }
 

@@ -61,22 +61,34 @@
 --   KEYS[2] queue, KEYS[3] deadlines, as a lock's, but each entry carries
 --                              the units it asks for as a fifth field
 --                              (parse_counted_entry)
---   KEYS[4] meta       string  "<capacity> <used> <last token>[ <mark>]"
---                              (the anchor),
---                              after the format word "v<format>", or with a
---                              lone hold "<capacity> <used>
---                              <last token> <mark or -> <token> <lease
---                              end> <owner> <call> <units>": the units
---                              there are (a semaphore's permits, written
---                              "=<permits>" once set_permits set them; a
---                              reader-writer lock's RW_CAPACITY, all of
---                              which a write takes and one a read), the
---                              units the holds take, the last token
+--   KEYS[4] meta       string  "<capacity> <used> <last token> <mark or
+--                              ->" (the anchor), after the format word
+--                              "v<format>", and " +" after it when
+--                              waiters may be queued; or with a lone hold
+--                              "<capacity> <token> <owner>#<call>
+--                              [+]<fence ms> <units> <mark or ->", its
+--                              used units its units and its last token
+--                              its token, its PX the lease + fence ms, so
+--                              the hold is over once PTTL <= fence ms (as a
+--                              mutex's lock key; a meta that must outlive
+--                              the queue longer gets more fence ms, its
+--                              lease unchanged), and its '+' (before the
+--                              fence ms) saying waiters may be queued:
+--                              the units there are (a semaphore's permits,
+--                              written "=<permits>" once set_permits set
+--                              them; a reader-writer lock's RW_CAPACITY,
+--                              all of which a write takes and one a read),
+--                              the units the holds take, the last token
 --                              issued, the "<owner>#<call>" of the last
 --                              release; it outlives every holder and
---                              waiter by the fence life. While a hold is
---                              left, the mark may end in "^<token>" (be
---                              only that, with no mark): a revocation
+--                              waiter by the fence life. The '+' is set
+--                              whenever a call joins the queue and dropped
+--                              only where the queue is found empty, so a
+--                              meta without it has nobody queued and its
+--                              fast paths (a free lock taken, a lone hold
+--                              released) read no queue key. While a hold
+--                              is left, the mark may end in "^<token>"
+--                              (be only that, with no mark): a revocation
 --                              (revoke.lua) asks the holds up to that
 --                              token to let go
 -- A call is admitted when it heads the queue (or nobody waits) and its
@@ -690,82 +702,107 @@ end
 -- used for a fence life; capacity_s the same as written; set true when
 -- set_permits set it, written with a leading '='), used units, last
 -- token (a string, '0' when gone), mark ('' when none), revoked (the token,
--- a string, up to which a revocation asks holds to let go; nil when none)
--- and lone, the one
--- hold when there is exactly one ({owner, call, units, units_s, token,
--- ends}: units_s its units as written, ends its lease end, server ms; nil
--- otherwise, the holds then in the holders zset). Numbers kept as the
--- strings they were read as save formatting them again (string.format
--- costs about a third of a no-op EVALSHA). A value fairlock
--- did not write stops the script before any write. The used units are
--- live_used's unless `lazy` (a fast path that learns whether the holders
--- key is there from its own reads).
-local function read_meta(lazy)
-  local stored = redis.call('GET', META)
-  if not stored then
-    return { used = count_used(), last = '0', mark = '' }
+-- a string, up to which a revocation asks holds to let go; nil when none),
+-- waiters (whether the meta says waiters may be queued: its '+') and lone,
+-- the one hold when there is exactly one ({owner, call, units, units_s,
+-- token, ends, fence, pttl}: units_s its units as written, ends its lease
+-- end, server ms, from the meta's PTTL less its fence ms, which with the
+-- meta's PTTL `pttl` it keeps as read; nil otherwise, the holds then in the
+-- holders zset). `now_ms` is the server's time (a lone hold's end is read
+-- from the meta's PTTL), `stored` the meta's value when the caller read it
+-- (false: gone). Numbers kept as the strings they were read as save
+-- formatting them again (string.format costs about a third of a no-op
+-- EVALSHA). A value fairlock did not write stops the script before any
+-- write. The used units are live_used's unless `lazy` (a fast path that
+-- learns whether the holders key is there from its own reads).
+local function read_meta(now_ms, lazy, stored)
+  if stored == nil then
+    stored = redis.call('GET', META)
   end
-  local capacity, used, last, mark, rest = string.match(stored,
-    '^v@FORMAT@ (=?%d+) (%d+) (%d+) ?(%S*) ?(.*)$')
-  if not capacity then
-    fail('WRONGTYPE the meta key holds a value fairlock did not write', stored, META,
-      '^=?%d+ %d+ %d+')
+  if not stored then
+    -- (Whether anyone waits is not known: queue keys deleted by hand may
+    -- outlive it.)
+    return { used = count_used(), last = '0', mark = '', waiters = true }
+  end
+  local capacity, token, owner, call, flag, fence, units, mark = string.match(stored,
+    '^v@FORMAT@ (=?%d+) (%d+) (%S+)#(%d+) (%+?)(%d+) (%d+) (%S+)$')
+  local used, last, lone
+  if capacity then
+    used, last = tonumber(units), token
+    local fence_ms = tonumber(fence)
+    local pttl = redis.call('PTTL', META)
+    -- (No TTL: the hold is read as running a year.)
+    local ends = pttl < 0 and now_ms + 31536000000 or now_ms + pttl - fence_ms
+    lone = { owner = owner, call = call, units = used, units_s = units,
+      token = token, ends = ends, fence = fence_ms, pttl = pttl }
+  else
+    capacity, used, last, mark, flag = string.match(stored,
+      '^v@FORMAT@ (=?%d+) (%d+) (%d+) (%S+)( ?%+?)$')
+    if not capacity then
+      fail('WRONGTYPE the meta key holds a value fairlock did not write', stored, META,
+        '^=?%d+ %d+ %d+')
+    end
   end
   local revoked = nil
   if string.find(mark, '^', 1, true) then
     -- A revocation's token (revoke.lua) ends the mark.
-    local bare, token = string.match(mark, '^(.-)%^(%d+)$')
+    local bare, at = string.match(mark, '^(.-)%^(%d+)$')
     if bare then
-      mark, revoked = bare, token
+      mark, revoked = bare, at
     end
+  end
+  if mark == '-' then
+    mark = ''
   end
   local set = string.byte(capacity) == 61
   local meta = { capacity = tonumber(set and string.sub(capacity, 2) or capacity),
     capacity_s = capacity, set = set, used = tonumber(used), last = last, mark = mark,
-    revoked = revoked }
-  if rest ~= '' then
-    local token, ends, owner, call, units = string.match(rest, '^(%d+) (%d+) (%S+) (%d+) (%d+)$')
-    if not token then
-      fail('WRONGTYPE the meta key holds a value fairlock did not write', stored, META,
-        '^=?%d+ %d+ %d+')
-    end
-    meta.lone = { owner = owner, call = call, units = tonumber(units), units_s = units,
-      token = token, ends = tonumber(ends) }
-    if mark == '-' then
-      meta.mark = ''
-    end
-  end
+    revoked = revoked, lone = lone, waiters = flag ~= '' }
   if not lazy then
     live_used(meta)
   end
   return meta
 end
 
--- Writes the meta "v<format> <capacity> <used> <last>[ <mark>]", or with a lone hold
--- "<capacity> <used> <last> <mark or -> <token> <lease end> <owner> <call>
--- <units>", living `life` ms (nil: the TTL it has); the mark ends in
--- "^<revoked>" while a revocation is recorded and a hold is left.
-local function write_meta(meta, life)
+-- Writes the meta: "v<format> <capacity> <used> <last> <mark or
+-- ->[ +]", or with a lone hold "v<format> <capacity> <token> <owner>#<call>
+-- [+]<fence ms> <units> <mark or ->" (its used units its units, its last
+-- token its token), living `life` ms (nil: the TTL it has; a lone hold
+-- written anew gets its lease and a fence life). A lone hold's lease is
+-- the meta's PTTL less its fence ms, so its fence ms are what `life` adds
+-- to the lease left (at least a fence life); `now_ms` the server's time.
+-- The mark ends in "^<revoked>" while a revocation is recorded and a hold
+-- is left; the '+' says waiters may be queued (meta.waiters).
+local function write_meta(meta, life, now_ms)
   local lone, used = meta.lone, meta.used
   local mark = meta.mark
   if meta.revoked and used > 0 then
     mark = mark .. '^' .. meta.revoked
   end
-  local used_s = used == 0 and '0' or (lone and used == lone.units and lone.units_s) or fmt(used)
+  if mark == '' then
+    mark = '-'
+  end
   -- One concatenation each: one string made.
   local capacity_s = meta.capacity_s or fmt(meta.capacity)
   local value
   if lone then
-    value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' '
-      .. (mark ~= '' and mark or '-') .. ' ' .. lone.token .. ' ' .. fmt(lone.ends)
-      .. ' ' .. lone.owner .. ' ' .. lone.call .. ' ' .. lone.units_s
-  elseif mark ~= '' then
-    value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' ' .. mark
+    local fence = lone.fence
+    local left = math.max(0, lone.ends - now_ms)
+    if life or not fence then
+      fence = math.max(FENCE_LIFE, (life or 0) - left)
+      life = left + fence
+    end
+    -- (A fence of the fence life is written as the client sent it.)
+    value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. lone.token .. ' ' .. lone.owner .. '#'
+      .. lone.call .. ' ' .. (meta.waiters and '+' or '')
+      .. (fence == FENCE_LIFE and ARGV[2] or fmt(fence)) .. ' ' .. lone.units_s .. ' ' .. mark
   else
-    value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. used_s .. ' ' .. meta.last
+    local used_s = used == 0 and '0' or fmt(used)
+    value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' ' .. mark
+      .. (meta.waiters and ' +' or '')
   end
   if life then
-    redis.call('SET', META, value, 'PX', life)
+    redis.call('SET', META, value, 'PX', fmt(life))
   else
     redis.call('SET', META, value, 'KEEPTTL')
   end
@@ -940,7 +977,8 @@ end
 -- written, if the caller has them. The caller writes the meta
 -- (keep_counted).
 local function take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
-  local token = fmt(math.max(tonumber(meta.last) + 1, now_us))
+  local number = math.max(tonumber(meta.last) + 1, now_us)
+  local token = fmt(number)
   local ends = now_ms + ttl
   meta.last = token
   local lone = meta.lone
@@ -960,7 +998,7 @@ local function take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
     end
   end
   meta.used = meta.used + units
-  return token
+  return token, number
 end
 
 -- Ms until the first live lease runs out (when the head of the queue can
@@ -1031,6 +1069,28 @@ local function settle_claim(meta, owner, wait_id, now_us, now_ms, handed)
   return true
 end
 
+-- Takes the first live entry out of a counted lock's queue (ZPOPMIN, its
+-- deadline dropped with it) and returns it, its liveness deadline and its
+-- parts as split_counted_entry reads them, or nil when none is left. Dead
+-- or foreign entries ahead of it are dropped, as live_head drops them.
+-- For a caller that knows the head leaves the queue whatever it asks.
+local function pop_live_head(now_ms)
+  while true do
+    local head = redis.call('ZPOPMIN', QUEUE)[1]
+    if not head then
+      return nil
+    end
+    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
+    redis.call('ZREM', DEADLINES, head)
+    if deadline and deadline >= now_ms then
+      local owner, wait_id, lease, fixed, units = split_counted_entry(head)
+      if owner then
+        return head, deadline, owner, wait_id, lease, fixed, units
+      end
+    end
+  end
+end
+
 -- Admits the live waiters at the head of the queue, in arrival order,
 -- while each one's units fit beside the used ones: a head that does not
 -- fit stops it, so no smaller call behind passes it. Stops at `stop` (an
@@ -1046,9 +1106,20 @@ end
 local function admit_waiters(meta, now_us, now_ms, stop)
   local handed = {}
   while true do
-    local head, deadline, owner, wait_id, lease, fixed, units_s =
-      live_head(now_ms, split_counted_entry)
+    -- With no units held (and no entry to stop at) the head leaves the
+    -- queue whatever it asks (admitted, or refused for more than there
+    -- are): it is popped (pop_live_head), else read where it stands.
+    local popped = meta.used == 0 and not stop
+    local head, deadline, owner, wait_id, lease, fixed, units_s
+    if popped then
+      head, deadline, owner, wait_id, lease, fixed, units_s = pop_live_head(now_ms)
+    else
+      head, deadline, owner, wait_id, lease, fixed, units_s =
+        live_head(now_ms, split_counted_entry)
+    end
     if not head then
+      -- Nobody left in the queue: the meta may say so.
+      meta.waiters = false
       break
     end
     local units = tonumber(units_s)
@@ -1056,7 +1127,9 @@ local function admit_waiters(meta, now_us, now_ms, stop)
       -- A call for more than a number set_permits set since it queued: it
       -- can never be admitted, so it leaves the queue as it reaches the
       -- head, told to poll ("H <wait id> -2"), which answers the error.
-      forget(head)
+      if not popped then
+        forget(head)
+      end
       wake(owner, 'H ' .. wait_id .. ' -2')
       meta.refused = (meta.refused or 0) + 1
     elseif head == stop or meta.used + units > meta.capacity then
@@ -1065,7 +1138,9 @@ local function admit_waiters(meta, now_us, now_ms, stop)
       end
       break
     else
-      forget(head)
+      if not popped then
+        forget(head)
+      end
       -- An upgrade's claim (its units no read or write asks for) is
       -- settled in place of a new hold.
       if units ~= 2147483647 or not settle_claim(meta, owner, wait_id, now_us, now_ms, handed) then
@@ -1079,9 +1154,9 @@ local function admit_waiters(meta, now_us, now_ms, stop)
             ttl, ttl_s = bound, fmt(bound)
           end
         end
-        local token = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
+        local token, number = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
         wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. ttl_s)
-        handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), ttl }
+        handed[#handed + 1] = { owner, tonumber(wait_id), number, ttl }
       end
     end
   end
@@ -1092,23 +1167,25 @@ end
 -- holders zset lives until the farthest lease ends, the meta a fence life
 -- past that and past the queue's TTL, so the capacity and the last token
 -- outlive every holder and waiter (a later caller with other permits is
--- refused, and tokens keep increasing).
+-- refused, and tokens keep increasing). A lone hold's lease is the
+-- meta's TTL less its fence ms (write_meta). The queue's TTL is read only
+-- when the meta says waiters may be queued.
 local function keep_counted(meta, now_ms)
   local life = 0
-  local far = nil
-  if meta.lone then
-    far = meta.lone.ends
+  local lone = meta.lone
+  if lone then
+    life = math.max(0, lone.ends - now_ms)
   elseif meta.used > 0 then
-    far = tonumber(redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')[2])
-  end
-  if far and far >= now_ms then
-    life = far - now_ms + 1
-    if not meta.lone then
-      redis.call('PEXPIRE', HOLDERS, life)
+    local far = tonumber(redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')[2])
+    if far and far >= now_ms then
+      life = far - now_ms + 1
+      redis.call('PEXPIRE', HOLDERS, fmt(life))
     end
   end
-  life = math.max(life, redis.call('PTTL', QUEUE))
-  write_meta(meta, life + FENCE_LIFE)
+  if meta.waiters then
+    life = math.max(life, redis.call('PTTL', QUEUE))
+  end
+  write_meta(meta, life + FENCE_LIFE, now_ms)
 end
 
 -- Makes `key`, if it exists, live at least `ms` more; never shortens it.
@@ -1116,6 +1193,33 @@ local function outlive(key, ms)
   local ttl = redis.call('PTTL', key)
   if ttl ~= -2 and ttl < ms then
     redis.call('PEXPIRE', key, ms)
+  end
+end
+
+-- After a call joined the queue (or a claim was queued): the meta says
+-- waiters may be queued, and when the queue's TTL was pushed out to
+-- `queue_life` ms, outlives it by a fence life; a lone hold's lease stays
+-- as it was (its fence ms grow). Writes the meta only when either changes.
+local function keep_queued(meta, queue_life, now_ms)
+  if meta.waiters and not queue_life then
+    return
+  end
+  meta.waiters = true
+  if not meta.capacity then
+    return
+  end
+  local lone = meta.lone
+  if lone then
+    local left = math.max(0, lone.ends - now_ms)
+    local life = left + (lone.fence or FENCE_LIFE)
+    if queue_life and queue_life + FENCE_LIFE > life then
+      life = queue_life + FENCE_LIFE
+    end
+    write_meta(meta, life, now_ms)
+  elseif queue_life then
+    write_meta(meta, math.max(redis.call('PTTL', META), queue_life + FENCE_LIFE), now_ms)
+  else
+    write_meta(meta, nil, now_ms)
   end
 end
 
@@ -1167,8 +1271,10 @@ local function leave_counted_queue(meta, entry, now_us, now_ms)
   local was_head = redis.call('ZRANK', QUEUE, entry) == 0
   forget(entry)
   prune(now_ms)
+  local flagged = meta.waiters
   local handed, dropped = pass_on(meta, now_us, now_ms)
-  if meta.capacity and (#handed > 0 or dropped > 0) then
+  -- (A queue left empty: the meta says so, and its fence ms shrink back.)
+  if meta.capacity and (#handed > 0 or dropped > 0 or flagged ~= meta.waiters) then
     keep_counted(meta, now_ms)
   end
   if #handed == 0 and was_head then

@@ -216,7 +216,7 @@ fn arguments_follow_the_script_header() {
     };
     assert_eq!(
         permits.args(),
-        ["c:1", "30000", "0", "10000", "first", "7", "0", "5", "2"]
+        ["c:1", "7", "30000", "5", "2", "0 10000 first 0"]
     );
 }
 

@@ -24,7 +24,7 @@ local entry = ARGV[3]
 local owner, call, _, _, units = counted_entry_arg(entry)
 local member = owner .. ' ' .. call .. ' ' .. fmt(units)
 local now_us, now_ms = server_time()
-local meta = read_meta()
+local meta = read_meta(now_ms)
 local held = hold_of(meta, member, now_ms)
 if held then
   drop_hold(meta, member, units)

@@ -9,26 +9,12 @@
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
--- ARGV[4] lease ms: the hold's lease when this call gets it (1 .. MAX_MS)
--- ARGV[5] fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it
--- ARGV[6] waiter timeout ms: liveness deadline of a queued entry (1 .. MAX_MS)
--- ARGV[7] mode: "try"   never queue (try_acquire, try_read, try_write);
---               "first" first attempt of a waiting call: take or queue;
---               "poll"  later attempt of a queued call
--- ARGV[8] wait id: this call's id inside its client, echoed in wake
+-- ARGV[4] wait id: this call's id inside its client, echoed in wake
 --         messages; the hold is "<owner> <wait id> <units>", so a call
 --         delivered twice (a retry after a lost reply) or handed the hold
 --         while queued answers with its hold instead of taking a second one
--- ARGV[9] token of a live guard this owner's client has of this lock (the
---         one with the most units first), or "0". With a live hold of this
---         owner behind it of at least this call's units, the call is
---         granted at once (a reader-writer lock's read in read, read in
---         write, write in write: even past queued waiters, or the thread
---         would wait for itself); asking for more units than that hold has
---         is refused with the error reply "ERR fairlock: read -> write
---         upgrade refused: ...", nothing written. A token of no live hold
---         of this owner is ignored. A semaphore sends "0".
--- ARGV[10] capacity: the units there are (a semaphore's permits N; a
+-- ARGV[5] lease ms: the hold's lease when this call gets it (1 .. MAX_MS)
+-- ARGV[6] capacity: the units there are (a semaphore's permits N; a
 --         reader-writer lock's RW_CAPACITY), 1 .. 4294967295; a call whose
 --         capacity is not the one the lock has (its meta key, kept a fence
 --         life past the last holder and waiter) gets the error reply
@@ -36,8 +22,25 @@
 --         once set_permits.lua set a semaphore's permits they are the
 --         count whatever this says, and a call for more units than they
 --         are gets "ERR fairlock: permits exceeded: ...", nothing written
--- ARGV[11] units: what this call asks for, 1 .. capacity (a read 1, a
+-- ARGV[7] units: what this call asks for, 1 .. capacity (a read 1, a
 --         write the capacity)
+-- ARGV[8] what only a lock that is held, or that someone waits for, needs,
+--         as one string (so that the common take carries fewer arguments):
+--         "<fixed> <waiter timeout ms> <mode> <live token>":
+--         fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it;
+--         waiter timeout: liveness deadline of a queued entry (1 .. MAX_MS);
+--         mode: "try"   never queue (try_acquire, try_read, try_write);
+--               "first" first attempt of a waiting call: take or queue;
+--               "poll"  later attempt of a queued call;
+--         live token: the token of a live guard this owner's client has of
+--         this lock (the one with the most units first), or "0". With a
+--         live hold of this owner behind it of at least this call's units,
+--         the call is granted at once (a reader-writer lock's read in
+--         read, read in write, write in write: even past queued waiters,
+--         or the thread would wait for itself); asking for more units than
+--         that hold has is refused with the error reply "ERR fairlock:
+--         read -> write upgrade refused: ...", nothing written. A token of
+--         no live hold of this owner is ignored. A semaphore sends "0".
 -- Returns token (an integer) when this call took a hold with its lease
 --         (every hold, first or re-entered, gets its own token, max(last +
 --         1, server clock in µs)), {1, token, lease ms left} when this call
@@ -51,37 +54,85 @@
 --         ..., last token issued, permits} otherwise; an equal number costs
 --         nothing, the replies above.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
--- waiters and expired holds); a new call's hold taken with nobody waiting
--- and nobody holding (or only a hold whose lease ran out): GET, TIME,
--- EXISTS, SET, as the mutex's; beside one other hold, which moves into the
--- holders zset with it, ZADD and PEXPIRE too; beside two or more, PTTL,
--- ZADD, PEXPIRE (only when the holders' TTL must grow) too; a call that
--- finds no room beside a lone hold, which only queues: GET, TIME and
--- join_queue's six (ZSCORE and two ZRANGEBYSCOREs more beside two or more
--- holds); one that fits behind a queued head that does not (a read behind
--- a queued write): GET, TIME, EXISTS, ZRANGE, ZSCORE and join_queue's six.
+-- waiters and expired holds); a call for one unit or all of them (a
+-- semaphore's permit, a read, a write) with nobody holding and nobody
+-- waiting, as the mutex's take of a free lock: GET and one SET (TIME,
+-- ZRANGEBYSCORE and EXISTS too when the meta is gone); beside a lone hold
+-- (the meta's PTTL is its lease), which moves into the holders zset with
+-- it, GET, PTTL, TIME, ZADD, PEXPIRE and SET; beside two or more, GET,
+-- TIME, PTTL, ZADD, PEXPIRE (only when the holders' TTL must grow) and
+-- SET (and EXISTS of the queue, each, when the meta says waiters may be
+-- queued); a call that finds no room beside a lone hold, which only
+-- queues: GET, PTTL, TIME and join_queue's six, or when the meta says
+-- nobody waits its four and a SET of the meta (ZSCORE and two
+-- ZRANGEBYSCOREs more beside two or more holds); one that fits behind a
+-- queued head that does not (a read behind a queued write): GET, TIME,
+-- EXISTS, ZRANGE, ZSCORE and join_queue's six.
 
-local owner, lease, fixed = ARGV[3], ms_arg(ARGV[4], 'lease'), ARGV[5]
-local waiter_timeout, mode, wait_id = ms_arg(ARGV[6], 'waiter timeout'), ARGV[7], ARGV[8]
-local guard = ARGV[9]
-local capacity, units = units_arg(ARGV[10], 'capacity'), units_arg(ARGV[11], 'units')
+local owner, wait_id = ARGV[3], ARGV[4]
+local lease = ms_arg(ARGV[5], 'lease')
+local stored = redis.call('GET', META)
+-- The common case first: nobody holds and nobody waits ("v<format>
+-- <capacity> 0 <last> <mark>", no '+'), the capacity this call's and not
+-- one set_permits set, the call for one unit or all of them: whatever the
+-- mode and live token (no hold is left for either to name), the call's
+-- hold is the meta's lone hold, read with one match and no PTTL. A meta
+-- that keeps the last token gives last + 1 without a TIME: tokens then lag
+-- the clock, so the clock alone still exceeds them once the meta is gone
+-- (take). The owner and call are checked as holder_arg does, in one find
+-- ("<owner> <call>" is one word and a number).
+local name = owner .. ' ' .. wait_id
+if stored then
+  local capacity_s, last, mark = string.match(stored, '^v@FORMAT@ (%d+) 0 (%d+) (%S+)$')
+  local units_s = ARGV[7]
+  if capacity_s == ARGV[6] and (units_s == '1' or units_s == capacity_s)
+      and string.find(name, '^%S+ %d+$') then
+    local token = last + 1
+    redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. fmt(token) .. ' ' .. owner .. '#'
+      .. wait_id .. ' ' .. ARGV[2] .. ' ' .. units_s .. ' ' .. mark, 'PX', fmt(lease + FENCE_LIFE))
+    return token
+  end
+end
+
+-- The rest, read with one match when it is well formed (fixed 0 or 1, a
+-- mode of letters, a live token of digits); anything else is diagnosed
+-- field by field.
+local fixed, waiter_timeout, mode, guard =
+  string.match(ARGV[8] or '', '^([01]) (%S*) (%l+) (%d+)$')
+if not fixed then
+  fixed, waiter_timeout, mode, guard = string.match(ARGV[8] or '', '^(%S*) (%S*) (%S*) (%S*)$')
+  if not fixed then
+    fail('ERR fairlock: ARGV[8] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>",'
+      .. ' got ' .. tostring(ARGV[8]))
+  end
+end
+waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
+local now_us, now_ms = server_time()
+local meta = read_meta(now_ms, true, stored or false)
+-- (A capacity as the meta writes it is the meta's number, one unit 1.)
+local capacity = ARGV[6] == meta.capacity_s and not meta.set and meta.capacity
+  or units_arg(ARGV[6], 'capacity')
+local units = ARGV[7] == '1' and 1 or ARGV[7] == ARGV[6] and capacity
+  or units_arg(ARGV[7], 'units')
 if fixed ~= '0' and fixed ~= '1' then
   fail('ERR fairlock: fixed must be 0 or 1')
 end
 if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
   fail('ERR fairlock: mode must be try, first or poll, got ' .. tostring(mode))
 end
-if not string.match(guard or '', '^%d+$') then
+if not string.find(guard, '^%d+$') then
   fail('ERR fairlock: the live guard token must be a number or 0, got ' .. tostring(guard))
 end
 if units > capacity then
   fail('ERR fairlock: a call asks for ' .. fmt(units) .. ' units of ' .. fmt(capacity))
 end
-holder_arg(owner, wait_id)
+if not string.find(name, '^%S+ %d+$') then
+  holder_arg(owner, wait_id)
+end
 -- The units and capacity as the meta writes them (formatted only when not
 -- written so already).
-local units_s = string.match(ARGV[11], '^[1-9]%d*$') or fmt(units)
-local meta = read_meta(true)
+local units_s = (ARGV[7] == '1' or ARGV[7] == meta.capacity_s) and ARGV[7]
+  or string.match(ARGV[7], '^[1-9]%d*$') or fmt(units)
 local asked = capacity
 capacity = check_capacity(capacity, meta, units)
 -- The number in force when it is not this call's (set_permits set it), or
@@ -90,9 +141,8 @@ local in_force = capacity ~= asked and capacity or nil
 local fresh = not meta.capacity
 if fresh then
   meta.capacity = capacity
-  meta.capacity_s = string.match(ARGV[10], '^[1-9]%d*$') or fmt(capacity)
+  meta.capacity_s = string.match(ARGV[6], '^[1-9]%d*$') or fmt(capacity)
 end
-local now_us, now_ms = server_time()
 
 -- The common case first: a new call (no live guard of this owner, not a
 -- poll) whose units fit, nobody waiting. A lone hold whose lease ran out
@@ -113,7 +163,9 @@ if guard == '0' and mode ~= 'poll' then
   end
   if used + units <= capacity
       and not (lone and lone.call == wait_id and lone.owner == owner) then
-    queued = redis.call('EXISTS', QUEUE) == 1
+    -- (Only when the meta says waiters may be queued.)
+    queued = meta.waiters and redis.call('EXISTS', QUEUE) == 1
+    meta.waiters = queued
   end
   if queued == false then
     local life = -2
@@ -123,43 +175,43 @@ if guard == '0' and mode ~= 'poll' then
         used = 0
       end
     end
-    local token = fmt(math.max(tonumber(meta.last) + 1, now_us))
+    local number = math.max(tonumber(meta.last) + 1, now_us)
+    local token = fmt(number)
     local ends = now_ms + lease
     local added = 2
     meta.lone = nil
     if used == 0 then
       -- Nobody holds: the hold is the meta's lone hold.
-      life = lease + 1
+      life = lease
       meta.lone = { owner = owner, call = wait_id, units = units, units_s = units_s,
         token = token, ends = ends }
     elseif lone then
       -- Beside a lone hold: both go into the holders zset.
-      local name, member = lone_name(lone), owner .. ' ' .. wait_id .. ' ' .. units_s
-      redis.call('ZADD', HOLDERS, lone.ends, name, '-' .. lone.token, '#' .. name,
+      local held, member = lone_name(lone), name .. ' ' .. units_s
+      redis.call('ZADD', HOLDERS, lone.ends, held, '-' .. lone.token, '#' .. held,
         ends, member, '-' .. token, '#' .. member)
       life = math.max(lone.ends - now_ms, lease) + 1
-      redis.call('PEXPIRE', HOLDERS, life)
+      redis.call('PEXPIRE', HOLDERS, fmt(life))
     elseif units == 2147483648 and redis.call('ZSCORE', HOLDERS, owner .. ' ' .. wait_id .. ' 1') then
       -- An upgradable read's call that holds a read: downgraded, and
       -- delivered again; the slow path answers with that hold.
       added = 0
     else
-      local member = owner .. ' ' .. wait_id .. ' ' .. units_s
+      local member = name .. ' ' .. units_s
       added = redis.call('ZADD', HOLDERS, 'NX', ends, member, '-' .. token, '#' .. member)
       if added == 2 and life < lease + 1 then
         life = lease + 1
-        redis.call('PEXPIRE', HOLDERS, life)
+        redis.call('PEXPIRE', HOLDERS, fmt(life))
       end
     end
     if added == 2 then
       meta.used, meta.last = used + units, token
-      write_meta(meta, life + FENCE_LIFE)
-      return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
+      write_meta(meta, life + FENCE_LIFE, now_ms)
+      return in_force and { 1, number, lease, in_force } or number
     end
   end
 end
 
-local member = owner .. ' ' .. wait_id .. ' ' .. units_s
 live_used(meta)
 
 -- Re-entry, checked before anything is written.
@@ -193,15 +245,17 @@ end
 local dropped = drop_expired(meta, now_ms)
 -- Room once the run-out holds are gone, nobody waiting (or a re-entry).
 if not reenter and meta.used + units <= capacity and queued == nil then
-  queued = redis.call('EXISTS', QUEUE) == 1
+  queued = meta.waiters and redis.call('EXISTS', QUEUE) == 1
+  meta.waiters = queued
 end
 if reenter or (meta.used + units <= capacity and not queued) then
-  local token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms)
+  local _, token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms, units_s)
   keep_counted(meta, now_ms)
-  return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
+  return in_force and { 1, token, lease, in_force } or token
 end
 
-local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' ' .. fmt(units)
+-- (A whole number of ms below 10^14 is concatenated as its digits.)
+local entry = name .. ' ' .. lease .. ' ' .. fixed .. ' ' .. units_s
 -- Next most common: no room for this call, and none freed since the last
 -- call that admitted waiters (only run-out holds free room between calls,
 -- and none were dropped), so no waiter ahead can enter either: this call
@@ -210,10 +264,9 @@ if meta.used + units > capacity and dropped == 0 then
   if mode == 'try' then
     return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last), in_force }
   end
-  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
-  if queue_life then
-    outlive(META, queue_life + FENCE_LIFE)
-  end
+  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout,
+    not meta.waiters and not fresh)
+  keep_queued(meta, queue_life, now_ms)
   return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }
 end
 
@@ -232,14 +285,14 @@ if (head == nil or head == entry) and meta.used + units <= capacity then
   if head then
     forget(entry)
   end
-  local token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms)
+  local _, token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms, units_s)
   -- The calls right behind this one that fit enter with it.
   local behind = admit_waiters(meta, now_us, now_ms, nil)
   if head and #behind == 0 then
     tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
   end
   keep_counted(meta, now_ms)
-  return in_force and { 1, tonumber(token), lease, in_force } or tonumber(token)
+  return in_force and { 1, token, lease, in_force } or token
 end
 
 if mode == 'try' then
@@ -248,10 +301,12 @@ if mode == 'try' then
   end
   return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last), in_force }
 end
-local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
+local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout,
+  not meta.waiters and not fresh)
 if #handed > 0 or dropped > 0 or fresh then
+  meta.waiters = true
   keep_counted(meta, now_ms)
-elseif queue_life then
-  outlive(META, queue_life + FENCE_LIFE)
+else
+  keep_queued(meta, queue_life, now_ms)
 end
 return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }

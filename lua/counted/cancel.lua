@@ -21,7 +21,7 @@ local entry = ARGV[3]
 local owner, wait_id, lease, fixed, units = counted_entry_arg(entry)
 local member = owner .. ' ' .. wait_id .. ' ' .. fmt(units)
 local now_us, now_ms = server_time()
-local meta = read_meta()
+local meta = read_meta(now_ms)
 local held, left = hold_of(meta, member, now_ms)
 if held then
   if meta.capacity then

@@ -37,10 +37,10 @@ holder_arg(owner, call)
 if to ~= 1 and to ~= 2147483648 then
   fail('ERR fairlock: downgrade: a hold keeps 1 or 2147483648 units, got ' .. ARGV[6])
 end
-local meta = read_meta()
+local now_us, now_ms = server_time()
+local meta = read_meta(now_ms)
 -- A reader-writer lock's capacity is known even when its meta is gone.
 meta.capacity = meta.capacity or 4294967295
-local now_us, now_ms = server_time()
 local member, units = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
   -- Downgraded already (a repeat), or lost.

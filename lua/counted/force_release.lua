@@ -16,7 +16,7 @@
 
 local this_call = 'F' .. ARGV[3]
 local now_us, now_ms = server_time()
-local meta = read_meta()
+local meta = read_meta(now_ms)
 local seen, freed = string.match(meta.mark, '^(%S+)/(%d+)$')
 if seen == this_call then
   return tonumber(freed)

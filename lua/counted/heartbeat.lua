@@ -32,7 +32,7 @@ for i = 4, #ARGV do
 end
 local now_us, now_ms = server_time()
 prune(now_ms)
-local meta = read_meta()
+local meta = read_meta(now_ms)
 local handed, dropped = pass_on(meta, now_us, now_ms)
 local written = #handed > 0 or dropped > 0
 

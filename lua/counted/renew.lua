@@ -25,8 +25,8 @@ if lease ~= '0' then
   lease = ms_arg(lease, 'lease')
 end
 holder_arg(owner, call)
-local meta = read_meta(true)
 local _, now_ms = server_time()
+local meta = read_meta(now_ms, true)
 local member = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
   return 0
@@ -35,9 +35,9 @@ local renewed = meta.revoked and tonumber(meta.revoked) >= tonumber(token) and 2
 if meta.lone then
   if lease ~= '0' then
     meta.lone.ends = now_ms + lease
-    write_meta(meta, math.max(redis.call('PTTL', META), lease + 1 + FENCE_LIFE))
+    write_meta(meta, math.max(meta.lone.pttl, lease + FENCE_LIFE), now_ms)
   else
-    write_meta(meta, nil)
+    write_meta(meta, nil, now_ms)
   end
   return renewed
 end

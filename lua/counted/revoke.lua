@@ -14,11 +14,11 @@
 -- to each holding client's channel. The record goes with the last hold.
 -- Returns {holds asked (0 when none is live), the token up to which holds
 --         are asked (0 when none)}. Asking twice asks again.
--- Cost: O(H + log H) for H live holds: GET, TIME, ZRANGEBYSCORE, SET and a
--- PUBLISH per holding client.
+-- Cost: O(H + log H) for H live holds: GET, TIME, ZRANGEBYSCORE (of a lone
+-- hold PTTL instead), SET and a PUBLISH per holding client.
 
 local _, now_ms = server_time()
-local meta = read_meta()
+local meta = read_meta(now_ms)
 local owners = {}
 local lone = meta.lone
 if lone then
@@ -39,7 +39,7 @@ if #owners == 0 then
 end
 if meta.capacity then
   meta.revoked = meta.last
-  write_meta(meta, nil)
+  write_meta(meta, nil, now_ms)
 end
 tell_holders(owners, 'R', meta.last)
 return { #owners, tonumber(meta.last) }

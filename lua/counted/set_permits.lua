@@ -32,7 +32,7 @@
 local permits = units_arg(ARGV[3], 'permits')
 local now_us, now_ms = server_time()
 prune(now_ms)
-local meta = read_meta()
+local meta = read_meta(now_ms)
 local previous = meta.capacity or 0
 meta.capacity, meta.capacity_s, meta.set = permits, '=' .. fmt(permits), true
 

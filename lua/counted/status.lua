@@ -20,7 +20,7 @@
 -- Cost: O(log N + listed + expired holds not dropped yet).
 
 local _, now_ms = server_time()
-local meta = read_meta()
+local meta = read_meta(now_ms)
 local waiter_limit = math.min(tonumber(ARGV[3]) or 0, 1000000000)
 local holder_limit = math.min(tonumber(ARGV[4]) or 0, 1000000000)
 local used, live, listed = meta.used, 0, {}

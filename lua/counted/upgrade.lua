@@ -56,10 +56,10 @@ if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' and mode ~= 'cancel' the
   fail('ERR fairlock: mode must be try, first, poll or cancel, got ' .. tostring(mode))
 end
 local claim = owner .. ' ' .. call .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' 2147483647'
-local meta = read_meta()
+local now_us, now_ms = server_time()
+local meta = read_meta(now_ms)
 -- A reader-writer lock's capacity is known even when its meta is gone.
 meta.capacity = meta.capacity or 4294967295
-local now_us, now_ms = server_time()
 
 -- Upgraded already: a repeat, or the claim settled while the call waited.
 local held, left = hold_of(meta, owner .. ' ' .. call .. ' 4294967295', now_ms)
@@ -113,8 +113,9 @@ end
 redis.call('ZADD', DEADLINES, now_ms + waiter_timeout, claim)
 local queue_life = keep_queue_for(waiter_timeout)
 if dropped > 0 then
+  meta.waiters = true
   keep_counted(meta, now_ms)
-elseif queue_life then
-  outlive(META, queue_life + FENCE_LIFE)
+else
+  keep_queued(meta, queue_life, now_ms)
 end
 return { 0, first_lease_left(meta, now_ms), 0, tonumber(meta.last) }

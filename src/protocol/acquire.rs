@@ -101,29 +101,23 @@ impl Operation for Acquire<'_> {
 
     fn args(&self) -> Vec<String> {
         let [lease, fixed] = self.lease.args();
-        if self.ask == Ask::Mutex {
-            // The mutex's take of a free lock reads only the first three;
-            // the rest travels as one string, read when the lock is not
-            // free (lua/mutex/acquire.lua).
-            let rest = format!(
-                "{fixed} {} {} {}",
-                ms(self.waiter_timeout),
-                self.mode.as_arg(),
-                self.live_token
-            );
-            return vec![self.owner.to_owned(), self.wait_id.to_string(), lease, rest];
-        }
-        vec![
-            self.owner.to_owned(),
-            lease,
-            fixed,
+        // A take of a free lock reads only the owner, call and lease (and
+        // a counted lock's capacity and units); the rest travels as one
+        // string, read when the lock is held or someone waits
+        // (lua/mutex/acquire.lua, lua/counted/acquire.lua).
+        let rest = format!(
+            "{fixed} {} {} {}",
             ms(self.waiter_timeout),
-            self.mode.as_arg().to_owned(),
-            self.wait_id.to_string(),
-            self.live_token.to_string(),
-            self.ask.capacity().to_string(),
-            self.ask.units().to_string(),
-        ]
+            self.mode.as_arg(),
+            self.live_token
+        );
+        let mut args = vec![self.owner.to_owned(), self.wait_id.to_string(), lease];
+        if self.ask != Ask::Mutex {
+            args.push(self.ask.capacity().to_string());
+            args.push(self.ask.units().to_string());
+        }
+        args.push(rest);
+        args
     }
 
     fn parse(&self, reply: Value) -> Result<AcquireReply> {

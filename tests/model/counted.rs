@@ -620,10 +620,16 @@ impl Machine for Model {
         let parts: Vec<&str> = meta.split(' ').collect();
         // The holds the keys keep live: the lone hold, or the holders zset's.
         let mut held: Vec<(String, u64, i64)> = Vec::new();
-        if parts.len() == 10 {
-            let end: i64 = parts[6].parse().unwrap();
+        // "v<format> <capacity> <token> <owner>#<call> [+]<fence ms> <units>
+        // <mark>": a lone hold, its lease end the meta's PTTL less its fence.
+        let lone = parts.len() == 7 && parts[3].contains('#');
+        if lone {
+            let fence: i64 = parts[4].trim_start_matches('+').parse().unwrap();
+            let end = now + seen.meta_pttl - fence;
             if end >= now {
-                held.push((parts[7..].join(" "), parts[5].parse().unwrap(), end));
+                let (owner, call) = parts[3].rsplit_once('#').unwrap();
+                let name = format!("{owner} {call} {}", parts[5]);
+                held.push((name, parts[2].parse().unwrap(), end));
             }
         } else {
             for (name, score) in &seen.holders {
@@ -668,7 +674,7 @@ impl Machine for Model {
         if mine != held {
             return fail(format!("the model holds {mine:?}, the server {held:?}"));
         }
-        let last: u64 = parts[3].parse().unwrap();
+        let last: u64 = parts[if lone { 2 } else { 3 }].parse().unwrap();
         if last != self.last {
             return fail(format!(
                 "the meta's last token {last}, the model's {}",

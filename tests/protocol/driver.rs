@@ -362,19 +362,29 @@ impl Lock {
 
     /// The meta's lone hold: (its name "<owner> <call> <units>", its
     /// token, its lease end in server ms), the meta being "<capacity>
-    /// <used> <last> <mark or -> <token> <lease end> <owner> <call>
-    /// <units>".
+    /// <token> <owner>#<call> [+]<fence ms> <units> <mark or ->" with the
+    /// lease end its PTTL less its fence ms from now.
     pub fn lone(&mut self) -> Option<(String, u64, i64)> {
+        let (parts, fence) = self.lone_parts()?;
+        let (owner, call) = parts[2].rsplit_once('#').unwrap();
+        let pttl = self.pttl(3);
+        let now = self.now_ms();
+        Some((
+            format!("{owner} {call} {}", parts[4]),
+            parts[1].parse().unwrap(),
+            now + pttl - fence,
+        ))
+    }
+
+    /// The words of a meta with a lone hold, and its fence ms.
+    fn lone_parts(&mut self) -> Option<(Vec<String>, i64)> {
         let meta = self.meta()?;
-        let parts: Vec<&str> = meta.split(' ').collect();
-        if parts.len() != 9 {
+        let parts: Vec<String> = meta.split(' ').map(str::to_owned).collect();
+        if parts.len() != 6 || !parts[2].contains('#') {
             return None;
         }
-        Some((
-            parts[6..].join(" "),
-            parts[4].parse().unwrap(),
-            parts[5].parse().unwrap(),
-        ))
+        let fence = parts[3].trim_start_matches('+').parse().unwrap();
+        Some((parts, fence))
     }
 
     /// The lease end of hold `member` (the meta's lone hold, or its member
@@ -386,19 +396,17 @@ impl Lock {
         }
     }
 
-    /// Sets the lease end of hold `member` (as the scripts write it: the
-    /// meta's lone hold, or its member in the holders zset), server ms.
+    /// Sets the lease end of hold `member` (as the scripts keep it: the
+    /// meta's lone hold, its PTTL its fence ms past the end, or its member
+    /// in the holders zset), server ms.
     pub fn set_lease_end(&mut self, member: &str, end: i64) {
         match self.lone() {
             Some((name, _, _)) if name == member => {
-                let meta = self.meta().unwrap();
-                let mut parts: Vec<String> = meta.split(' ').map(str::to_owned).collect();
-                parts[5] = end.to_string();
-                redis::cmd("SET")
-                    .arg(&self.keys.all[3])
-                    .arg(versioned(&parts.join(" ")))
-                    .arg("KEEPTTL")
-                    .query::<()>(&mut self.conn)
+                let (_, fence) = self.lone_parts().unwrap();
+                let now = self.now_ms();
+                let _: () = self
+                    .conn
+                    .pexpire(&self.keys.all[3], (fence + end - now).max(1))
                     .unwrap();
             }
             _ => {
@@ -527,6 +535,9 @@ impl Lock {
     /// The units the meta says the holds take (None without a meta, or for
     /// a meta fairlock did not write, as a test leaves one).
     pub fn meta_used(&mut self) -> Option<u64> {
+        if let Some((parts, _)) = self.lone_parts() {
+            return parts[4].parse().ok();
+        }
         self.meta().and_then(|m| m.split(' ').nth(1)?.parse().ok())
     }
 

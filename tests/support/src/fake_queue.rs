@@ -256,8 +256,8 @@ pub fn lua_sources() -> Vec<(std::path::PathBuf, String)> {
 /// Removes every hold of a counted lock (`keys`: holders, queue,
 /// deadlines, meta) by hand, as an operator would: the holders
 /// zset is deleted and a lone hold taken out of the meta ("<capacity>
-/// <used> <last> <mark or -> <token> <lease end> <owner> <call> <units>"
-/// becomes "<capacity> <used> <last>[ <mark>]": with no hold named, the
+/// <token> <owner>#<call> [+]<fence ms> <units> <mark>" becomes
+/// "<capacity> <units> <token> <mark>[ +]": with no hold named, the
 /// scripts count the used units as none). Returns how many holds it
 /// removed from the meta (0 or 1).
 pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> usize {
@@ -267,13 +267,17 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
         return 0;
     };
     let fields: Vec<&str> = unversioned(&stored).split(' ').collect();
-    if fields.len() != 9 {
+    // A lone hold: "<capacity> <token> <owner>#<call> [+]<fence ms> <units>
+    // <mark>"; kept: "<capacity> <units> <token> <mark>[ +]", the units
+    // still counted, as a holders key gone by itself leaves them.
+    if fields.len() != 6 || !fields[2].contains('#') {
         return 0;
     }
-    let kept = match fields[3] {
-        "-" => fields[..3].join(" "),
-        _ => fields[..4].join(" "),
-    };
+    let waiters = if fields[3].starts_with('+') { " +" } else { "" };
+    let kept = format!(
+        "{} {} {} {}{waiters}",
+        fields[0], fields[4], fields[1], fields[5]
+    );
     let () = redis::cmd("SET")
         .arg(&keys[3])
         .arg(versioned(&kept))
@@ -289,9 +293,17 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
 pub fn counted_lease_ends(conn: &mut redis::Connection, keys: &[String]) -> Vec<(String, i64)> {
     let stored: Option<String> = conn.get(&keys[3]).unwrap();
     if let Some(stored) = stored {
+        // A lone hold, its lease end the meta's PTTL less its fence ms from
+        // now ("<capacity> <token> <owner>#<call> [+]<fence ms> <units>
+        // <mark>").
         let fields: Vec<&str> = unversioned(&stored).split(' ').collect();
-        if fields.len() == 9 {
-            return vec![(fields[6..].join(" "), fields[5].parse().unwrap())];
+        if fields.len() == 6 && fields[2].contains('#') {
+            let (owner, call) = fields[2].rsplit_once('#').unwrap();
+            let fence: i64 = fields[3].trim_start_matches('+').parse().unwrap();
+            let pttl: i64 = conn.pttl(&keys[3]).unwrap();
+            let (s, us): (i64, i64) = redis::cmd("TIME").query(conn).unwrap();
+            let end = s * 1000 + us / 1000 + pttl - fence;
+            return vec![(format!("{owner} {call} {}", fields[4]), end)];
         }
     }
     let members: Vec<(String, i64)> = conn.zrange_withscores(&keys[0], 0, -1).unwrap();
