@@ -35,7 +35,7 @@
 -- an EXISTS when its key is gone (an election's: and one PUBLISH).
 
 local owner, wait_id = ARGV[3], ARGV[4]
-local lease = ms_arg(ARGV[5], 'lease')
+local lease, px = lease_arg(ARGV[5])
 local stored = redis.call('GET', LOCK)
 -- The common case first: a free lock nobody waits for ("v<format> <token>
 -- - <mark>"), read with one match of the value and no PTTL. A key that
@@ -48,7 +48,7 @@ if stored then
     local token = last + 1
     local token_s = fmt(token)
     redis.call('SET', LOCK, 'v@FORMAT@ ' .. token_s .. ' ' .. owner .. '#' .. wait_id .. ' '
-      .. ARGV[2] .. ' ' .. mark, 'PX', fmt(lease + FENCE_LIFE))
+      .. ARGV[2] .. ' ' .. mark, 'PX', px)
     if ANNOUNCE then
       ANNOUNCE(token_s .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner, last)
     end
@@ -57,7 +57,7 @@ if stored then
 elseif redis.call('EXISTS', QUEUE) == 0 then
   -- No key: the lock is unused (its queue keys never outlive it, but for
   -- keys deleted by hand, which the EXISTS covers).
-  return take(owner, lease, server_time(), wait_id, '0', '', false)
+  return (take(owner, lease, server_time(), wait_id, '0', '', false, px))
 end
 
 local fixed, waiter_timeout, mode, live_token =
@@ -66,14 +66,14 @@ if not fixed then
   fail('ERR fairlock: ARGV[6] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>", got '
     .. tostring(ARGV[6]))
 end
-waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
+waiter_timeout = waiter_timeout_arg(waiter_timeout)
 if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
   fail('ERR fairlock: mode must be try, first or poll, got ' .. mode)
 end
 
 local token, holder, calls, mark, fence, left, waiters = read_lock(stored)
 
-local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed
+local entry = owner .. ' ' .. wait_id .. ' ' .. lease_text(lease) .. ' ' .. fixed
 -- Next most common: someone else holds it; queue (or poll) behind them.
 if holder and holder ~= owner then
   if mode == 'try' then
@@ -81,8 +81,15 @@ if holder and holder ~= owner then
   end
   local _, now_ms = server_time()
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, not waiters)
-  if queue_life or not waiters then
-    keep_anchor(queue_life, stored, left == -1 and -1 or left + fence)
+  -- The lock key says waiters may be queued ('+'), and outlives the
+  -- queue keys: when their new TTL is longer than the key's, the fence
+  -- grows by the difference, so the lease stays as it is (as keep_anchor
+  -- does, from the parts read here).
+  if queue_life and left ~= -1 and left + fence < queue_life then
+    write_hold(token, holder, calls, mark, queue_life - left, left, true,
+      queue_life_text(waiter_timeout))
+  elseif not waiters then
+    write_hold(token, holder, calls, mark, fence, nil, true)
   end
   return { 0, left, position, tonumber(token) }
 end
@@ -116,7 +123,7 @@ if not holder then
       forget(entry)
       next_head = live_head(now_ms) or false
     end
-    local taken = take(owner, lease, now_us, wait_id, token, mark, next_head ~= false)
+    local taken = take(owner, lease, now_us, wait_id, token, mark, next_head ~= false, px)
     if head then
       tell_head(now_ms, lease, nil, next_head)
     end
