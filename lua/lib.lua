@@ -180,9 +180,12 @@ local checked_lease_s = false
 -- with the fence life checked_px_fence, the PX of a hold of it:
 local checked_px_fence = false
 local checked_px = false
--- The waiter timeout last read, and as ms_arg read it:
-local checked_timeout_in = false
+-- The mutex acquire's settings last read (settings_arg), and their parts:
+local checked_settings_in = false
+local checked_fixed = false
 local checked_timeout = false
+local checked_mode = false
+local checked_live = false
 -- The queue keys' life last pushed out to (keep_queue_for), and as written:
 local checked_life_ms = false
 local checked_life = false
@@ -292,18 +295,38 @@ local function fence_text()
   return checked_fence_s
 end
 
--- The waiter timeout `value` (an ARGV string) in ms, as ms_arg reads it.
-local function waiter_timeout_arg(value)
-  return ms_arg(value, 'waiter timeout')
+-- The mutex acquire's settings `value` (its ARGV[6]: "<fixed 0|1> <waiter
+-- timeout ms> <mode> <live token>"), as fixed, waiter timeout (ms, as
+-- ms_arg reads it), mode and live token; anything else stops the script
+-- before it writes.
+local function read_settings(value)
+  local fixed, waiter_timeout, mode, live_token =
+    string.match(value or '', '^([01]) (%S*) (%S+) (%d+)$')
+  if not fixed then
+    fail('ERR fairlock: ARGV[6] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>",'
+      .. ' got ' .. tostring(value))
+  end
+  waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
+  if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
+    fail('ERR fairlock: mode must be try, first or poll, got ' .. mode)
+  end
+  return fixed, waiter_timeout, mode, live_token
+end
+
+-- read_settings(value).
+local function settings_arg(value)
+  return read_settings(value)
 end
 -- @library
--- Once per value in a row (checked_timeout_in).
-local function waiter_timeout_arg(value)
-  if checked_timeout_in ~= value then
-    checked_timeout = ms_arg(value, 'waiter timeout')
-    checked_timeout_in = value
+-- Once per value in a row (checked_settings_in): a waiting call sends the
+-- same settings on each attempt, and a client's calls mostly the same.
+local function settings_arg(value)
+  if checked_settings_in ~= value then
+    checked_settings_in = false
+    checked_fixed, checked_timeout, checked_mode, checked_live = read_settings(value)
+    checked_settings_in = value
   end
-  return checked_timeout
+  return checked_fixed, checked_timeout, checked_mode, checked_live
 end
 
 -- The life the queue keys are pushed out to, 2 * `ms`, as fmt writes it.

@@ -60,16 +60,7 @@ elseif redis.call('EXISTS', QUEUE) == 0 then
   return (take(owner, lease, server_time(), wait_id, '0', '', false, px))
 end
 
-local fixed, waiter_timeout, mode, live_token =
-  string.match(ARGV[6] or '', '^([01]) (%S*) (%S+) (%d+)$')
-if not fixed then
-  fail('ERR fairlock: ARGV[6] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>", got '
-    .. tostring(ARGV[6]))
-end
-waiter_timeout = waiter_timeout_arg(waiter_timeout)
-if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
-  fail('ERR fairlock: mode must be try, first or poll, got ' .. mode)
-end
+local fixed, waiter_timeout, mode, live_token = settings_arg(ARGV[6])
 
 local token, holder, calls, mark, fence, left, waiters = read_lock(stored)
 
