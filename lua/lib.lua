@@ -115,7 +115,9 @@ local WAKE_PREFIX = ARGV[1]
 -- Integers as exact decimal strings (tostring would print 1.7e+15). '%d'
 -- formats through a C long, 64 bits on every server fairlock runs on, so
 -- it is exact up to 2^53 (every ms and µs count here), and costs half of
--- what '%.0f' does.
+-- what '%.0f' does. The other way, a string of digits (a %d+ capture, a
+-- token as fmt wrote it) is read as `s + 0`: Lua's arithmetic converts it
+-- as tonumber does, without the call.
 local function fmt(n)
   return string.format('%d', n)
 end
@@ -383,7 +385,7 @@ local function read_lock(stored, pttl)
     end
     return token, nil, nil, mark ~= '-' and mark or '', nil, nil, word == '+'
   end
-  local fence_ms = tonumber(fence)
+  local fence_ms = fence + 0
   waiters = waiters == '+'
   if mark == '-' then
     mark = ''
@@ -617,7 +619,7 @@ local function hand_over(now_us, now_ms, last, mark)
     redis.call('ZREM', DEADLINES, head)
     local owner, wait_id, lease_s, fixed = string.match(head, '^(%S+) (%d+) (%d+) ([01])$')
     if owner and deadline and deadline >= now_ms then
-      local ttl = tonumber(lease_s)
+      local ttl = lease_s + 0
       local ttl_s, px = lease_s, nil
       if fixed == '0' and deadline - now_ms < ttl then
         ttl = math.max(1, deadline - now_ms)

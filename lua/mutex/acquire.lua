@@ -68,7 +68,7 @@ local entry = owner .. ' ' .. wait_id .. ' ' .. lease_text(lease) .. ' ' .. fixe
 -- Next most common: someone else holds it; queue (or poll) behind them.
 if holder and holder ~= owner then
   if mode == 'try' then
-    return { 0, left, -1, tonumber(token) }
+    return { 0, left, -1, token + 0 }
   end
   local _, now_ms = server_time()
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, not waiters)
@@ -82,7 +82,7 @@ if holder and holder ~= owner then
   elseif not waiters then
     write_hold(token, holder, calls, mark, fence, nil, true)
   end
-  return { 0, left, position, tonumber(token) }
+  return { 0, left, position, token + 0 }
 end
 
 if holder == owner then
@@ -91,11 +91,11 @@ if holder == owner then
     if mode == 'poll' and fixed == '0' then
       left = extend_lease(lease, fence, left)
     end
-    return { 1, tonumber(token), left }
+    return { 1, token + 0, left }
   end
   if token == live_token then
     write_hold(token, owner, calls .. ',' .. wait_id, mark, fence, nil, waiters)
-    return { 1, tonumber(token), extend_lease(lease, fence, left) }
+    return { 1, token + 0, extend_lease(lease, fence, left) }
   end
   -- An orphaned hold of this owner: free it (for the queue first) as its
   -- lost call's give-back would, then ask like any newcomer.
@@ -131,10 +131,10 @@ if not holder then
 end
 
 if mode == 'try' then
-  return { 0, left, -1, tonumber(token) }
+  return { 0, left, -1, token + 0 }
 end
 local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
 if queue_life or not waiters then
   keep_anchor(queue_life, stored, nil)
 end
-return { 0, left, position, tonumber(token) }
+return { 0, left, position, token + 0 }
