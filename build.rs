@@ -25,7 +25,11 @@
 //! scripts announce its leaders, the mutex's pay nothing for that). The
 //! election's version of a value may be a function (ANNOUNCE: nil for the
 //! mutex, for an election the function that publishes and keeps each
-//! change, issue 30).
+//! change, issue 30). A definition whose comment block starts with the
+//! line `-- @library` is the Functions library's version of the one right
+//! before it: the library keeps the values of lib.lua that read neither
+//! KEYS nor ARGV from call to call (its `checked_` values), and only its
+//! versions read them (issue 41).
 
 use std::env;
 use std::fs;
@@ -56,6 +60,12 @@ const FAMILIES: [(&str, &str, bool); 3] = [
 /// of the one before it.
 const ELECTION: &str = "-- @election\n";
 
+/// The first line of a definition of lib.lua that is the Functions
+/// library's version of the one before it: the library keeps values from
+/// call to call, which a script run by EVALSHA cannot (lib.lua's
+/// `checked_` values), so only the library's version reads and keeps them.
+const LIBRARY: &str = "-- @library\n";
+
 /// One top-level definition of lib.lua: its name, its text (with the
 /// comment block above it) and the election's version of that text, if it
 /// has one of its own.
@@ -63,6 +73,14 @@ struct Definition {
     name: String,
     text: String,
     election: Option<String>,
+    library: Option<String>,
+}
+
+impl Definition {
+    /// Its text in the Functions library.
+    fn library_text(&self) -> &str {
+        self.library.as_deref().unwrap_or(&self.text)
+    }
 }
 
 fn main() {
@@ -187,15 +205,23 @@ fn operations_rs(ops: &[String], every: usize, table: &[(&str, &str)]) -> String
 /// The Redis Functions library's body, up to its functions: every
 /// definition of lib.lua once, at the library's top level, so that Redis
 /// builds each helper's closure once, when it loads the library, instead
-/// of on every call. The one-line definitions of lib.lua read a call's KEYS
-/// and ARGV: here they are locals of the library that `begin` sets at the
-/// start of every call (Redis runs one call at a time, so one call's
-/// values never meet another's), the election's versions when the call is
-/// an election's. The caller puts the `#!lua name=...` line and
+/// of on every call. The one-line definitions of lib.lua that read a
+/// call's KEYS or ARGV (or have an election's version) are locals of the
+/// library that `begin` sets at the start of every call (Redis runs one
+/// call at a time, so one call's values never meet another's), the
+/// election's versions when the call is an election's; any other one-line
+/// definition is set once, when Redis loads the library, and kept from
+/// call to call (lib.lua's checked_ values). The caller puts the `#!lua name=...` line and
 /// `local PREFIX = '<function name prefix>'` in front (src/connections/
 /// library.rs: both follow from this text's hash).
 fn library_head(definitions: &[Definition]) -> String {
-    let values: Vec<&Definition> = definitions.iter().filter(|d| is_value(d)).collect();
+    // A value read from neither KEYS nor ARGV, with no election's version,
+    // is the library's own: set once, where Redis loads the library, and
+    // kept from one call to the next (lib.lua's checked_ values).
+    let (kept, values): (Vec<&Definition>, Vec<&Definition>) = definitions
+        .iter()
+        .filter(|d| is_value(d))
+        .partition(|d| d.election.is_none() && !reads_call(d.library_text()));
     let names: Vec<&str> = values.iter().map(|d| d.name.as_str()).collect();
     let mut head = String::from(
         "-- fairlock's scripts as one Redis Functions library, assembled by build.rs from\n\
@@ -203,8 +229,12 @@ fn library_head(definitions: &[Definition]) -> String {
          local KEYS, ARGV\n",
     );
     head.push_str(&format!("local {}\n\n", names.join(", ")));
+    for definition in kept {
+        head.push_str(definition.library_text());
+        head.push('\n');
+    }
     for definition in definitions.iter().filter(|d| !is_value(d)) {
-        head.push_str(&definition.text);
+        head.push_str(definition.library_text());
         head.push('\n');
     }
     // A value whose election's version is a function (ANNOUNCE): that
@@ -239,11 +269,18 @@ fn library_head(definitions: &[Definition]) -> String {
                 assignment(version),
                 assignment(&value.text)
             )),
-            None => head.push_str(&format!("  {}\n", assignment(&value.text))),
+            None => head.push_str(&format!("  {}\n", assignment(value.library_text()))),
         }
     }
     head.push_str("end\n\n");
     head
+}
+
+/// Whether the Lua `code` reads a call's arguments (`KEYS`, `ARGV`).
+fn reads_call(code: &str) -> bool {
+    code_only(code)
+        .split(|c: char| c != '_' && !c.is_ascii_alphanumeric())
+        .any(|word| word == "KEYS" || word == "ARGV")
 }
 
 /// Whether a definition of lib.lua is a one-line value (`local NAME =
@@ -316,6 +353,14 @@ fn split_lib(lib: &str) -> Vec<Definition> {
             panic!("lua/lib.lua line {n}: not a definition build.rs can read: {line}");
         };
         let text = std::mem::take(&mut text);
+        if let Some(version) = text.strip_prefix(LIBRARY) {
+            let last = definitions.last_mut().filter(|last| last.name == name);
+            let Some(last) = last.filter(|last| last.library.is_none()) else {
+                panic!("lua/lib.lua line {n}: the library's {name} must follow the one {name}");
+            };
+            last.library = Some(version.to_owned());
+            continue;
+        }
         if let Some(version) = text.strip_prefix(ELECTION) {
             let last = definitions.last_mut().filter(|last| last.name == name);
             let Some(last) = last.filter(|last| last.election.is_none()) else {
@@ -332,6 +377,7 @@ fn split_lib(lib: &str) -> Vec<Definition> {
             name: name.to_string(),
             text,
             election: None,
+            library: None,
         });
     }
     definitions

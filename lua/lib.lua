@@ -127,7 +127,9 @@ local WAKE_PREFIX = ARGV[1]
 -- Integers as exact decimal strings (tostring would print 1.7e+15). '%d'
 -- formats through a C long, 64 bits on every server fairlock runs on, so
 -- it is exact up to 2^53 (every ms and µs count here), and costs half of
--- what '%.0f' does.
+-- what '%.0f' does. The other way, a string of digits (a %d+ capture, a
+-- token as fmt wrote it) is read as `s + 0`: Lua's arithmetic converts it
+-- as tonumber does, without the call.
 local function fmt(n)
   return string.format('%d', n)
 end
@@ -167,9 +169,59 @@ local function ms_arg(value, what)
   return n
 end
 
+-- What the checks of a call's arguments found, under the ARGV strings
+-- they read: a client sends the same fence life, lease and waiter timeout
+-- on every call. Only the Functions library (FCALL) reads these: it
+-- defines them once, when Redis loads the library, and keeps them from
+-- call to call (build.rs: a value that reads neither KEYS nor ARGV), so
+-- that its versions (`-- @library`) of the steps below check each such
+-- string, and work out its numbers, once per change rather than on every
+-- call. A script run by EVALSHA starts afresh each call, so its versions
+-- work them out every time (keeping them would only cost it). They hold
+-- only what a pure function of those strings gives, so a call reads the
+-- same from them as it would work out. The fence life last read:
+local checked_fence_in = false
+-- as ms_arg read it:
+local checked_fence = false
+-- and as fmt writes that (fence_text; false until asked):
+local checked_fence_s = false
+-- The lease last read (lease_arg):
+local checked_lease_in = false
+-- as ms_arg read it:
+local checked_lease = false
+-- and as fmt writes that (lease_text; false until asked):
+local checked_lease_s = false
+-- with the fence life checked_px_fence, the PX of a hold of it:
+local checked_px_fence = false
+local checked_px = false
+-- The mutex acquire's settings last read (settings_arg), and their parts:
+local checked_settings_in = false
+local checked_fixed = false
+local checked_timeout = false
+local checked_mode = false
+local checked_live = false
+-- The queue keys' life last pushed out to (keep_queue_for), and as written:
+local checked_life_ms = false
+local checked_life = false
+-- The wake prefix last read (wake), and the command that publishes on it:
+local checked_wake_in = false
+local checked_publish = false
+
+-- The fence life ARGV[2] in ms, as ms_arg reads it, once per value in a
+-- row (checked_fence_in; the library's FENCE_LIFE).
+local function fence_life(value)
+  if checked_fence_in ~= value then
+    checked_fence = ms_arg(value, 'fence life')
+    checked_fence_in, checked_fence_s = value, false
+  end
+  return checked_fence
+end
+
 -- How long a lock's key (its last token and mark) outlives the hold that
 -- wrote it, freed or run out (the client's fence_life).
 local FENCE_LIFE = ms_arg(ARGV[2], 'fence life')
+-- @library
+local FENCE_LIFE = fence_life(ARGV[2])
 
 -- How an election tells of each change of its leader, ANNOUNCE(message,
 -- last): nil in the mutex's scripts, which announce nothing (and pay one
@@ -202,6 +254,123 @@ local function ANNOUNCE(message, last)
   redis.pcall('PEXPIRE', KEYS[4], FENCE_LIFE)
 end
 
+-- The lease `value` (an ARGV string) as ms_arg reads it, and the PX of a
+-- hold with that lease: lease + FENCE_LIFE, as a string for SET.
+local function lease_arg(value)
+  local lease = ms_arg(value, 'lease')
+  return lease, fmt(lease + FENCE_LIFE)
+end
+-- @library
+-- Worked out once per lease and fence life in a row (checked_lease_in).
+local function lease_arg(value)
+  if checked_lease_in ~= value or checked_px_fence ~= FENCE_LIFE then
+    local lease = ms_arg(value, 'lease')
+    checked_lease, checked_px = lease, fmt(lease + FENCE_LIFE)
+    checked_lease_in, checked_px_fence, checked_lease_s = value, FENCE_LIFE, false
+  end
+  return checked_lease, checked_px
+end
+
+-- The PX lease_arg gave for a lease written `lease_s` (in a queue entry),
+-- or nil: then the caller works it out.
+local function lease_px(lease_s)
+  return nil
+end
+-- @library
+local function lease_px(lease_s)
+  if checked_lease_in == lease_s and checked_px_fence == FENCE_LIFE then
+    return checked_px
+  end
+end
+
+-- The `lease` lease_arg read, as fmt writes it.
+local function lease_text(lease)
+  return fmt(lease)
+end
+-- @library
+-- Once per lease (checked_lease_s).
+local function lease_text(lease)
+  if not checked_lease_s then
+    checked_lease_s = fmt(lease)
+  end
+  return checked_lease_s
+end
+
+-- FENCE_LIFE as fmt writes it.
+local function fence_text()
+  return fmt(FENCE_LIFE)
+end
+-- @library
+-- Once per fence life (checked_fence_s).
+local function fence_text()
+  if not checked_fence_s then
+    checked_fence_s = fmt(FENCE_LIFE)
+  end
+  return checked_fence_s
+end
+
+-- The mutex acquire's settings `value` (its ARGV[6]: "<fixed 0|1> <waiter
+-- timeout ms> <mode> <live token>"), as fixed, waiter timeout (ms, as
+-- ms_arg reads it), mode and live token; anything else stops the script
+-- before it writes.
+local function read_settings(value)
+  local fixed, waiter_timeout, mode, live_token =
+    string.match(value or '', '^([01]) (%S*) (%S+) (%d+)$')
+  if not fixed then
+    fail('ERR fairlock: ARGV[6] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>",'
+      .. ' got ' .. tostring(value))
+  end
+  waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
+  if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
+    fail('ERR fairlock: mode must be try, first or poll, got ' .. mode)
+  end
+  return fixed, waiter_timeout, mode, live_token
+end
+
+-- read_settings(value).
+local function settings_arg(value)
+  return read_settings(value)
+end
+-- @library
+-- Once per value in a row (checked_settings_in): a waiting call sends the
+-- same settings on each attempt, and a client's calls mostly the same.
+local function settings_arg(value)
+  if checked_settings_in ~= value then
+    checked_settings_in = false
+    checked_fixed, checked_timeout, checked_mode, checked_live = read_settings(value)
+    checked_settings_in = value
+  end
+  return checked_fixed, checked_timeout, checked_mode, checked_live
+end
+
+-- The life the queue keys are pushed out to, 2 * `ms`, as fmt writes it.
+local function queue_life_text(ms)
+  return fmt(2 * ms)
+end
+-- @library
+-- Once per `ms` in a row (checked_life_ms).
+local function queue_life_text(ms)
+  if checked_life_ms ~= ms then
+    checked_life = fmt(2 * ms)
+    checked_life_ms = ms
+  end
+  return checked_life
+end
+
+-- The command that publishes on the wake prefix's channels (see wake).
+local function publish_command()
+  return string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+end
+-- @library
+-- Once per wake prefix in a row (checked_wake_in).
+local function publish_command()
+  if checked_wake_in ~= WAKE_PREFIX then
+    checked_publish = string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+    checked_wake_in = WAKE_PREFIX
+  end
+  return checked_publish
+end
+
 -- The parts of the lock key's value `stored` (what GET gave: callers read
 -- it themselves, so a fast path that needs less reads it once): last token
 -- (a string, '0' when the key is gone), owner and calls (nil when free or
@@ -215,20 +384,20 @@ local function read_lock(stored, pttl)
   if not stored then
     return '0', nil, nil, '', nil, nil, false
   end
-  local token, word, rest = string.match(stored, '^v@FORMAT@ (%d+) (%S+) (.+)$')
-  if word == '-' or word == '+' then
-    return token, nil, nil, rest ~= '-' and rest or '', nil, nil, word == '+'
+  -- A hold first (one match: the owner's %S+ gives back to the last '#'),
+  -- then a free lock.
+  local token, owner, calls, waiters, fence, mark =
+    string.match(stored, '^v@FORMAT@ (%d+) (%S+)#([%d,]+) (%+?)(%d+) (.+)$')
+  if not token then
+    local word
+    token, word, mark = string.match(stored, '^v@FORMAT@ (%d+) ([-+]) (.+)$')
+    if not token then
+      fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
+        '^%d+ %S+ %S+ %S+')
+    end
+    return token, nil, nil, mark ~= '-' and mark or '', nil, nil, word == '+'
   end
-  local owner, calls, waiters, fence, mark
-  if token then
-    owner, calls = string.match(word, '^(%S+)#([%d,]+)$')
-    waiters, fence, mark = string.match(rest, '^(%+?)(%d+) (.+)$')
-  end
-  if not (owner and fence) then
-    fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
-      '^%d+ %S+ %S+ %S+')
-  end
-  local fence_ms = tonumber(fence)
+  local fence_ms = fence + 0
   waiters = waiters == '+'
   if mark == '-' then
     mark = ''
@@ -253,12 +422,13 @@ end
 -- Records the hold: `calls` of `owner` with `token`, keeping `mark` and
 -- the last token for `fence` ms after the lease, and whether `waiters`
 -- may be queued; with a lease of `ttl` ms, or the lease it has when `ttl`
--- is nil.
-local function write_hold(token, owner, calls, mark, fence, ttl, waiters)
+-- is nil. `px` and `fence_s`, when the caller has them, are the PX (ttl +
+-- fence) and the fence as written.
+local function write_hold(token, owner, calls, mark, fence, ttl, waiters, px, fence_s)
   local value = 'v@FORMAT@ ' .. token .. ' ' .. owner .. '#' .. calls .. (waiters and ' +' or ' ')
-    .. fmt(fence) .. ' ' .. (mark ~= '' and mark or '-')
+    .. (fence_s or fmt(fence)) .. ' ' .. (mark ~= '' and mark or '-')
   if ttl then
-    redis.call('SET', LOCK, value, 'PX', fmt(ttl + fence))
+    redis.call('SET', LOCK, value, 'PX', px or fmt(ttl + fence))
   else
     redis.call('SET', LOCK, value, 'KEEPTTL')
   end
@@ -273,7 +443,9 @@ local function server_time()
 end
 
 -- Takes the lock for acquire call `call` of `owner` with a lease of `ttl`
--- ms, whatever the lock key held; returns the token, max(last + 1,
+-- ms (`px`, when the caller has it: the PX, ttl + FENCE_LIFE, as a
+-- string), whatever the lock key held; returns the token (a number and as
+-- written), max(last + 1,
 -- `now_us`): the server clock in µs, or 0 where the caller read no clock
 -- (a free key that keeps the last token). The lock key keeps the last
 -- token while held and for FENCE_LIFE after the hold ends; each token is
@@ -286,17 +458,17 @@ end
 -- any (the caller knows).
 -- An election announces its new leader (a repeat of the call that took
 -- it takes nothing, so it is announced once).
-local function take(owner, ttl, now_us, call, last, mark, waiters)
+local function take(owner, ttl, now_us, call, last, mark, waiters, px)
   local token = last + 1
   if now_us > token then
     token = now_us
   end
-  token = fmt(token)
-  write_hold(token, owner, call, mark, FENCE_LIFE, ttl, waiters)
+  local token_s = fmt(token)
+  write_hold(token_s, owner, call, mark, FENCE_LIFE, ttl, waiters, px, fence_text())
   if ANNOUNCE then
-    ANNOUNCE(token .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner, last)
+    ANNOUNCE(token_s .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner, last)
   end
-  return tonumber(token)
+  return token, token_s
 end
 
 -- The mark and detail of a lock key's mark ('' each when none).
@@ -392,13 +564,12 @@ end
 -- Redis Cluster of 7.0 or later) names shard channels, for SPUBLISH, which
 -- keeps a message on the lock's shard; one without ("<key prefix>:wake:",
 -- a key prefix holds no '{') classic ones, for PUBLISH, which a cluster
--- copies to every node. Decided here, not per call: only a call that
--- wakes someone pays for it.
+-- copies to every node. Decided here (publish_command), not per call:
+-- only a call that wakes someone pays for it.
 local function wake(owner, message)
   local client = string.match(owner, '^([^:]+):')
   if client then
-    local publish = string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
-    redis.call(publish, WAKE_PREFIX .. client, message)
+    redis.call(publish_command(), WAKE_PREFIX .. client, message)
   end
 end
 
@@ -458,14 +629,19 @@ local function hand_over(now_us, now_ms, last, mark)
     end
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
     redis.call('ZREM', DEADLINES, head)
-    local owner, wait_id, ttl, fixed = parse_entry(head)
+    local owner, wait_id, lease_s, fixed = string.match(head, '^(%S+) (%d+) (%d+) ([01])$')
     if owner and deadline and deadline >= now_ms then
-      if fixed == '0' then
-        ttl = math.max(1, math.min(ttl, deadline - now_ms))
+      local ttl = lease_s + 0
+      local ttl_s, px = lease_s, nil
+      if fixed == '0' and deadline - now_ms < ttl then
+        ttl = math.max(1, deadline - now_ms)
+        ttl_s = fmt(ttl)
+      else
+        px = lease_px(lease_s)
       end
       local next_head = live_head(now_ms)
-      local token = take(owner, ttl, now_us, wait_id, last, mark, next_head ~= nil)
-      wake(owner, 'G ' .. wait_id .. ' ' .. fmt(token) .. ' ' .. fmt(ttl))
+      local token, token_s = take(owner, ttl, now_us, wait_id, last, mark, next_head ~= nil, px)
+      wake(owner, 'G ' .. wait_id .. ' ' .. token_s .. ' ' .. ttl_s)
       tell_head(now_ms, ttl, nil, next_head or false)
       return owner, wait_id, token, ttl
     end
@@ -512,7 +688,7 @@ end
 local function keep_queue_for(ms, new)
   local ttl = new and -1 or redis.call('PTTL', QUEUE)
   if ttl == -1 or (ttl >= 0 and ttl < ms) then
-    local life = fmt(2 * ms)
+    local life = queue_life_text(ms)
     redis.call('PEXPIRE', QUEUE, life)
     redis.call('PEXPIRE', DEADLINES, life)
     return 2 * ms
@@ -570,6 +746,10 @@ end
 -- that call holds nothing (given back already, or never counted); at 0
 -- left the lock went on as free_lock says, whose results follow.
 local function give_back(owner, token, calls, mark, fence, call, waiters)
+  if calls == call then
+    -- The one hold, the common case.
+    return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
+  end
   local kept, found = {}, false
   for id in string.gmatch(calls, '[^,]+') do
     if id == call and not found then

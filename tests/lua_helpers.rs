@@ -223,7 +223,11 @@ fn problems(source: &str, own: &[std::ops::Range<usize>]) -> Vec<String> {
                     .flatten()
                     .min()
                     .unwrap_or(source.len());
-                needed.extend(uses_in(at, to).filter(|n| *n != name));
+                // Each name once: what it needs is then followed once.
+                let new: Vec<&str> = uses_in(at, to)
+                    .filter(|n| *n != name && !needed.contains(n))
+                    .collect();
+                needed.extend(new);
             }
         }
         i += 1;

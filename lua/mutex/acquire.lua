@@ -35,7 +35,7 @@
 -- an EXISTS when its key is gone (an election's: and one PUBLISH).
 
 local owner, wait_id = ARGV[3], ARGV[4]
-local lease = ms_arg(ARGV[5], 'lease')
+local lease, px = lease_arg(ARGV[5])
 local stored = redis.call('GET', LOCK)
 -- The common case first: a free lock nobody waits for ("v<format> <token>
 -- - <mark>"), read with one match of the value and no PTTL. A key that
@@ -48,7 +48,7 @@ if stored then
     local token = last + 1
     local token_s = fmt(token)
     redis.call('SET', LOCK, 'v@FORMAT@ ' .. token_s .. ' ' .. owner .. '#' .. wait_id .. ' '
-      .. ARGV[2] .. ' ' .. mark, 'PX', fmt(lease + FENCE_LIFE))
+      .. ARGV[2] .. ' ' .. mark, 'PX', px)
     if ANNOUNCE then
       ANNOUNCE(token_s .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner, last)
     end
@@ -57,34 +57,32 @@ if stored then
 elseif redis.call('EXISTS', QUEUE) == 0 then
   -- No key: the lock is unused (its queue keys never outlive it, but for
   -- keys deleted by hand, which the EXISTS covers).
-  return take(owner, lease, server_time(), wait_id, '0', '', false)
+  return (take(owner, lease, server_time(), wait_id, '0', '', false, px))
 end
 
-local fixed, waiter_timeout, mode, live_token =
-  string.match(ARGV[6] or '', '^([01]) (%S*) (%S+) (%d+)$')
-if not fixed then
-  fail('ERR fairlock: ARGV[6] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>", got '
-    .. tostring(ARGV[6]))
-end
-waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
-if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
-  fail('ERR fairlock: mode must be try, first or poll, got ' .. mode)
-end
+local fixed, waiter_timeout, mode, live_token = settings_arg(ARGV[6])
 
 local token, holder, calls, mark, fence, left, waiters = read_lock(stored)
 
-local entry = owner .. ' ' .. wait_id .. ' ' .. fmt(lease) .. ' ' .. fixed
+local entry = owner .. ' ' .. wait_id .. ' ' .. lease_text(lease) .. ' ' .. fixed
 -- Next most common: someone else holds it; queue (or poll) behind them.
 if holder and holder ~= owner then
   if mode == 'try' then
-    return { 0, left, -1, tonumber(token) }
+    return { 0, left, -1, token + 0 }
   end
   local _, now_ms = server_time()
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, not waiters)
-  if queue_life or not waiters then
-    keep_anchor(queue_life, stored, left == -1 and -1 or left + fence)
+  -- The lock key says waiters may be queued ('+'), and outlives the
+  -- queue keys: when their new TTL is longer than the key's, the fence
+  -- grows by the difference, so the lease stays as it is (as keep_anchor
+  -- does, from the parts read here).
+  if queue_life and left ~= -1 and left + fence < queue_life then
+    write_hold(token, holder, calls, mark, queue_life - left, left, true,
+      queue_life_text(waiter_timeout))
+  elseif not waiters then
+    write_hold(token, holder, calls, mark, fence, nil, true)
   end
-  return { 0, left, position, tonumber(token) }
+  return { 0, left, position, token + 0 }
 end
 
 if holder == owner then
@@ -93,11 +91,11 @@ if holder == owner then
     if mode == 'poll' and fixed == '0' then
       left = extend_lease(lease, fence, left)
     end
-    return { 1, tonumber(token), left }
+    return { 1, token + 0, left }
   end
   if token == live_token then
     write_hold(token, owner, calls .. ',' .. wait_id, mark, fence, nil, waiters)
-    return { 1, tonumber(token), extend_lease(lease, fence, left) }
+    return { 1, token + 0, extend_lease(lease, fence, left) }
   end
   -- An orphaned hold of this owner: free it (for the queue first) as its
   -- lost call's give-back would, then ask like any newcomer.
@@ -116,7 +114,7 @@ if not holder then
       forget(entry)
       next_head = live_head(now_ms) or false
     end
-    local taken = take(owner, lease, now_us, wait_id, token, mark, next_head ~= false)
+    local taken = take(owner, lease, now_us, wait_id, token, mark, next_head ~= false, px)
     if head then
       tell_head(now_ms, lease, nil, next_head)
     end
@@ -133,10 +131,10 @@ if not holder then
 end
 
 if mode == 'try' then
-  return { 0, left, -1, tonumber(token) }
+  return { 0, left, -1, token + 0 }
 end
 local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
 if queue_life or not waiters then
   keep_anchor(queue_life, stored, nil)
 end
-return { 0, left, position, tonumber(token) }
+return { 0, left, position, token + 0 }

@@ -53,4 +53,4 @@ if holder ~= owner or held ~= token then
 end
 local _, left, next_owner, wait_id, next_token, ttl =
   give_back(owner, token, calls, mark, fence, call, waiters)
-return next_owner and { next_owner, tonumber(wait_id), next_token, ttl } or left
+return next_owner and { next_owner, wait_id + 0, next_token, ttl } or left

@@ -19,11 +19,7 @@ const PLANT: &[library::Plant] = &[
         "(waiters and ' + ' or ' - ')",
         "(waiters and ' + ' or ' = ')",
     ),
-    (
-        "lib.lua",
-        "if word == '-' or word == '+' then",
-        "if word == '=' or word == '+' then",
-    ),
+    ("lib.lua", "(%d+) ([-+]) (.+)$", "(%d+) ([=+]) (.+)$"),
     ("lib.lua", "(%d+) ([-+]) (.*)$", "(%d+) ([=+]) (.*)$"),
     (
         "lib.lua",
