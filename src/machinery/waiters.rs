@@ -264,8 +264,10 @@ impl Waiters {
 }
 
 /// How long a rejoin in order waits for one waiter's poll to be answered
-/// before it has the next one poll.
-const REJOIN_STEP: Duration = Duration::from_millis(250);
+/// before it has the next one poll: far above a poll's round trip on a
+/// busy machine (so the order holds), short enough that a poll stuck on a
+/// stalled server holds the others back by no more than this.
+const REJOIN_STEP: Duration = Duration::from_secs(1);
 
 /// `all` grouped by lock, each group in the order its waiters joined the
 /// queue (those that never saw themselves queued last, by call id).
