@@ -291,20 +291,11 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
 /// server ms: the meta's lone hold, or the holders zset's hold members
 /// (not their `#` token members).
 pub fn counted_lease_ends(conn: &mut redis::Connection, keys: &[String]) -> Vec<(String, i64)> {
-    let stored: Option<String> = conn.get(&keys[3]).unwrap();
-    if let Some(stored) = stored {
-        // A lone hold, its lease end the meta's PTTL less its fence ms from
-        // now ("<capacity> <token> <owner>#<call> [+]<fence ms> <units>
-        // <mark>").
-        let fields: Vec<&str> = unversioned(&stored).split(' ').collect();
-        if fields.len() == 6 && fields[2].contains('#') {
-            let (owner, call) = fields[2].rsplit_once('#').unwrap();
-            let fence: i64 = fields[3].trim_start_matches('+').parse().unwrap();
-            let pttl: i64 = conn.pttl(&keys[3]).unwrap();
-            let (s, us): (i64, i64) = redis::cmd("TIME").query(conn).unwrap();
-            let end = s * 1000 + us / 1000 + pttl - fence;
-            return vec![(format!("{owner} {call} {}", fields[4]), end)];
-        }
+    if let Some((member, fence)) = lone_counted_hold(conn, keys) {
+        // Its lease ends its fence ms before the meta expires: read from
+        // the key's absolute expiry, so two readings of a hold nobody
+        // renewed agree to the ms.
+        return vec![(member, meta_expires_at(conn, &keys[3]) - fence)];
     }
     let members: Vec<(String, i64)> = conn.zrange_withscores(&keys[0], 0, -1).unwrap();
     members
@@ -314,26 +305,54 @@ pub fn counted_lease_ends(conn: &mut redis::Connection, keys: &[String]) -> Vec<
 }
 
 /// Sets the lease end of counted hold `member` (server ms), where the
-/// lock keeps it: the meta's lone hold, or its holders zset member.
+/// lock keeps it: the meta's lone hold (its expiry, the fence ms after the
+/// lease end), or its holders zset member.
 pub fn set_counted_lease_end(
     conn: &mut redis::Connection,
     keys: &[String],
     member: &str,
     end: i64,
 ) {
-    let stored: Option<String> = conn.get(&keys[3]).unwrap();
-    if let Some(stored) = stored {
-        let mut fields: Vec<String> = unversioned(&stored).split(' ').map(str::to_owned).collect();
-        if fields.len() == 9 && fields[6..].join(" ") == member {
-            fields[5] = end.to_string();
-            let () = redis::cmd("SET")
+    if let Some((lone, fence)) = lone_counted_hold(conn, keys) {
+        if lone == member {
+            let set: i64 = redis::cmd("PEXPIREAT")
                 .arg(&keys[3])
-                .arg(versioned(&fields.join(" ")))
-                .arg("KEEPTTL")
+                .arg(end + fence)
                 .query(conn)
                 .unwrap();
+            assert_eq!(set, 1, "the meta of {member:?} expires at its new end");
             return;
         }
     }
     let _: i64 = conn.zadd(&keys[0], member, end).unwrap();
+}
+
+/// The meta's lone hold, if it has one: its member name ("<owner> <call>
+/// <units>") and its fence ms ("<capacity> <token> <owner>#<call>
+/// [+]<fence ms> <units> <mark>").
+fn lone_counted_hold(conn: &mut redis::Connection, keys: &[String]) -> Option<(String, i64)> {
+    let stored: String = conn.get(&keys[3]).ok()?;
+    let fields: Vec<&str> = unversioned(&stored).split(' ').collect();
+    if fields.len() != 6 || !fields[2].contains('#') {
+        return None;
+    }
+    let (owner, call) = fields[2].rsplit_once('#')?;
+    let fence: i64 = fields[3].trim_start_matches('+').parse().ok()?;
+    Some((format!("{owner} {call} {}", fields[4]), fence))
+}
+
+/// When `key` expires, server ms: `PEXPIRETIME` where the server has it
+/// (Redis 7.0 and later, Valkey), else its clock and `PTTL` read in one
+/// script.
+fn meta_expires_at(conn: &mut redis::Connection, key: &str) -> i64 {
+    if let Ok(at) = redis::cmd("PEXPIRETIME").arg(key).query::<i64>(conn) {
+        return at;
+    }
+    let (s, us, pttl): (i64, i64, i64) = redis::Script::new(
+        "local t = redis.call('TIME') return {tonumber(t[1]), tonumber(t[2]), redis.call('PTTL', KEYS[1])}",
+    )
+    .key(key)
+    .invoke(conn)
+    .unwrap();
+    s * 1000 + us / 1000 + pttl
 }
