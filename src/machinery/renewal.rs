@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::machinery::give_backs::GiveBack;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
-use crate::machinery::waiters::{poll_time, Grant, Waiter, Waiters};
+use crate::machinery::waiters::{poll_time, Grant, Waiter};
 use crate::protocol::{
     unexpected, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
 };
@@ -40,7 +40,7 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
         match conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
             renew(shared, conn, batch)
         }) {
-            Ok(replies) => apply(batch, replies, sent),
+            Ok(replies) => apply(shared, batch, replies, sent),
             // Without a confirmed renewal, a hold counts as lost once its
             // last confirmed lease has run out (Hold::is_lost compares the time).
             Err(err) => outcome = Err(err),
@@ -150,7 +150,7 @@ fn redirection(value: &Value) -> Option<Error> {
     err.is_slot_moving().then_some(err)
 }
 
-fn apply(batch: &Batch, replies: Replies, sent: Instant) {
+fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
     for (hold, (renewed, lease, token)) in batch.holds.iter().zip(replies.renewed) {
         if let Ok(RenewReply::Revoked) = renewed {
             // Asked to let go: said by the reply as well as by a message,
@@ -168,13 +168,13 @@ fn apply(batch: &Batch, replies: Replies, sent: Instant) {
     }
     for (waiters, reply) in batch.groups.iter().zip(replies.heartbeats) {
         match reply {
-            Ok(reply) => apply_heartbeat(waiters, reply, sent),
+            Ok(reply) => apply_heartbeat(shared, waiters, reply, sent),
             Err(err) => log::warn!("fairlock: heartbeat failed: {err}"),
         }
     }
 }
 
-fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant) {
+fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant) {
     let HeartbeatReply {
         pttl_ms,
         last_token,
@@ -215,5 +215,5 @@ fn apply_heartbeat(waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant
     }
     // Those that lost their place (a queue lost with the server's data)
     // join again in the order they had.
-    Waiters::rejoin_in_order(gone);
+    shared.waiters.rejoin_in_order(gone);
 }

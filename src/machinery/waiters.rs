@@ -202,6 +202,9 @@ pub(crate) fn poll_time(pttl_ms: i64) -> Instant {
 #[derive(Default)]
 pub(crate) struct Waiters {
     by_id: Mutex<HashMap<u64, Arc<Waiter>, FxBuildHasher>>,
+    /// Held by the one rejoin in order of this client under way
+    /// ([`rejoin_in_order`](Self::rejoin_in_order)).
+    rejoining: Arc<Mutex<()>>,
 }
 
 impl Waiters {
@@ -222,7 +225,7 @@ impl Waiters {
     /// [`rejoin_in_order`](Self::rejoin_in_order)).
     pub(crate) fn repoll_all(&self) {
         let all: Vec<_> = self.by_id.lock().values().cloned().collect();
-        Waiters::rejoin_in_order(all);
+        self.rejoin_in_order(all);
     }
 
     /// Has `waiters` poll, those of one lock one after another in the order
@@ -230,16 +233,17 @@ impl Waiters {
     /// after [`REJOIN_STEP`]), on a thread of its own: a queue lost with
     /// the server's data (a restart, a failover) is joined again in the
     /// order this client's waiters had, not in the order their threads
-    /// happen to run. Locks go one after another too; one pass at a time.
-    pub(crate) fn rejoin_in_order(waiters: Vec<Arc<Waiter>>) {
+    /// happen to run. Locks go one after another too; one pass of this
+    /// client at a time.
+    pub(crate) fn rejoin_in_order(&self, waiters: Vec<Arc<Waiter>>) {
         if waiters.is_empty() {
             return;
         }
+        let rejoining = Arc::clone(&self.rejoining);
         let spawned = std::thread::Builder::new()
             .name("fairlock-rejoin".to_owned())
             .spawn(move || {
-                static ONE_PASS: Mutex<()> = Mutex::new(());
-                let _pass = ONE_PASS.lock();
+                let _pass = rejoining.lock();
                 for group in by_lock(waiters) {
                     for waiter in group {
                         let before = waiter.state.lock().answers;
