@@ -61,6 +61,9 @@ struct WaitState {
     joined: Option<Instant>,
     /// Requests of this wait answered so far (or failed).
     answers: u64,
+    /// The wait is over (granted, given up, failed): a rejoin in order
+    /// waits for it no longer.
+    ended: bool,
 }
 
 /// One blocked call waiting for one lock.
@@ -70,6 +73,9 @@ pub(crate) struct Waiter {
     pub(crate) call: Call,
     state: Mutex<WaitState>,
     wakeup: Condvar,
+    /// Tells a rejoin in order that a request of this wait was answered
+    /// or that the wait ended.
+    progress: Condvar,
 }
 
 impl Waiter {
@@ -78,6 +84,7 @@ impl Waiter {
             call,
             state: Mutex::new(WaitState::default()),
             wakeup: Condvar::new(),
+            progress: Condvar::new(),
         }
     }
 
@@ -102,6 +109,31 @@ impl Waiter {
     /// One request of this wait came back (answered or failed).
     pub(crate) fn answered(&self) {
         self.state.lock().answers += 1;
+        self.progress.notify_all();
+    }
+
+    /// The wait is over.
+    fn end(&self) {
+        self.state.lock().ended = true;
+        self.progress.notify_all();
+    }
+
+    /// Has this waiter poll at once, then waits until that poll was
+    /// answered, the wait ended, or `step` passed.
+    fn repoll_and_wait(&self, step: Duration) {
+        let until = Instant::now() + step;
+        let mut state = self.state.lock();
+        if state.ended {
+            return;
+        }
+        let before = state.answers;
+        state.repoll = true;
+        self.wakeup.notify_one();
+        while state.answers == before && !state.ended {
+            if self.progress.wait_until(&mut state, until).timed_out() {
+                return;
+            }
+        }
     }
 
     /// A handoff message granted this waiter the lock with `token` for
@@ -202,9 +234,17 @@ pub(crate) fn poll_time(pttl_ms: i64) -> Instant {
 #[derive(Default)]
 pub(crate) struct Waiters {
     by_id: Mutex<HashMap<u64, Arc<Waiter>, FxBuildHasher>>,
-    /// Held by the one rejoin in order of this client under way
+    /// Waiters to rejoin in order and whether a thread is at it
     /// ([`rejoin_in_order`](Self::rejoin_in_order)).
-    rejoining: Arc<Mutex<()>>,
+    rejoins: Arc<Mutex<Rejoins>>,
+}
+
+/// The rejoin in order of one client: at most one thread at a time, which
+/// ends when nothing is left to rejoin.
+#[derive(Default)]
+struct Rejoins {
+    pending: Vec<Arc<Waiter>>,
+    running: bool,
 }
 
 impl Waiters {
@@ -212,8 +252,11 @@ impl Waiters {
         self.by_id.lock().insert(waiter.call.id, waiter);
     }
 
+    /// Forgets the waiter whose wait ended.
     pub(crate) fn remove(&self, id: u64) {
-        self.by_id.lock().remove(&id);
+        if let Some(waiter) = self.by_id.lock().remove(&id) {
+            waiter.end();
+        }
     }
 
     pub(crate) fn get(&self, id: u64) -> Option<Arc<Waiter>> {
@@ -230,33 +273,44 @@ impl Waiters {
 
     /// Has `waiters` poll, those of one lock one after another in the order
     /// they joined its queue, each once the one before it was answered (or
-    /// after [`REJOIN_STEP`]), on a thread of its own: a queue lost with
-    /// the server's data (a restart, a failover) is joined again in the
-    /// order this client's waiters had, not in the order their threads
-    /// happen to run. Locks go one after another too; one pass of this
-    /// client at a time.
+    /// ended, or after [`REJOIN_STEP`]): a queue lost with the server's data
+    /// (a restart, a failover) is joined again in the order this client's
+    /// waiters had, not in the order their threads happen to run. A lock's
+    /// lone waiter polls at once; the others are rejoined by one thread per
+    /// client, started when there is work and ended when there is none.
     pub(crate) fn rejoin_in_order(&self, waiters: Vec<Arc<Waiter>>) {
-        if waiters.is_empty() {
+        let mut ordered = Vec::new();
+        for group in by_lock(waiters) {
+            match group.as_slice() {
+                [lone] => lone.repoll(),
+                _ => ordered.extend(group),
+            }
+        }
+        if ordered.is_empty() {
             return;
         }
-        let rejoining = Arc::clone(&self.rejoining);
+        let mut rejoins = self.rejoins.lock();
+        for waiter in ordered {
+            if !rejoins.pending.iter().any(|p| p.call.id == waiter.call.id) {
+                rejoins.pending.push(waiter);
+            }
+        }
+        if rejoins.running {
+            return;
+        }
+        let shared = Arc::clone(&self.rejoins);
         let spawned = std::thread::Builder::new()
             .name("fairlock-rejoin".to_owned())
-            .spawn(move || {
-                let _pass = rejoining.lock();
-                for group in by_lock(waiters) {
-                    for waiter in group {
-                        let before = waiter.state.lock().answers;
-                        waiter.repoll();
-                        let until = Instant::now() + REJOIN_STEP;
-                        while waiter.state.lock().answers == before && Instant::now() < until {
-                            std::thread::sleep(Duration::from_micros(200));
-                        }
-                    }
+            .spawn(move || rejoin_pending(&shared));
+        match spawned {
+            Ok(_) => rejoins.running = true,
+            Err(err) => {
+                log::warn!("fairlock: cannot start a thread to rejoin queues in order: {err}");
+                // Rejoined in any order rather than not at all.
+                for waiter in std::mem::take(&mut rejoins.pending) {
+                    waiter.repoll();
                 }
-            });
-        if let Err(err) = spawned {
-            log::warn!("fairlock: cannot start a thread to rejoin queues in order: {err}");
+            }
         }
     }
 
@@ -264,6 +318,24 @@ impl Waiters {
     /// lock, each group in the order its waiters joined the queue.
     pub(crate) fn by_lock(&self) -> Vec<Vec<Arc<Waiter>>> {
         by_lock(self.by_id.lock().values().cloned().collect())
+    }
+}
+
+/// The rejoin thread's work: each lock's pending waiters in order, until
+/// none is left.
+fn rejoin_pending(rejoins: &Mutex<Rejoins>) {
+    loop {
+        let batch = {
+            let mut rejoins = rejoins.lock();
+            if rejoins.pending.is_empty() {
+                rejoins.running = false;
+                return;
+            }
+            std::mem::take(&mut rejoins.pending)
+        };
+        for waiter in by_lock(batch).into_iter().flatten() {
+            waiter.repoll_and_wait(REJOIN_STEP);
+        }
     }
 }
 
@@ -353,6 +425,85 @@ mod tests {
         let mut sizes: Vec<usize> = waiters.by_lock().iter().map(Vec::len).collect();
         sizes.sort_unstable();
         assert_eq!(sizes, [1, 3]);
+    }
+
+    /// Waits up to 5 s for `cond`.
+    fn eventually(cond: impl Fn() -> bool) -> bool {
+        let until = Instant::now() + Duration::from_secs(5);
+        while !cond() {
+            if Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
+    #[test]
+    fn a_rejoin_polls_one_waiter_after_another_and_its_thread_ends_with_the_work() {
+        let waiters = Waiters::default();
+        let polled = Arc::new(Mutex::new(Vec::new()));
+        let mut threads = Vec::new();
+        // Joined in the order 3, 1, 2: their place, not their id, decides.
+        let base = Instant::now();
+        for (id, joined_ms) in [(1, 10), (2, 20), (3, 0)] {
+            let w = Arc::new(Waiter::new(call(id, "a")));
+            w.joined(base + Duration::from_millis(joined_ms));
+            waiters.insert(Arc::clone(&w));
+            let polled = Arc::clone(&polled);
+            threads.push(std::thread::spawn(move || {
+                assert_eq!(w.sleep(None), Wake::Poll);
+                // A poll slower than the others' would be: if the rejoin
+                // did not wait for this answer, the next would poll first.
+                std::thread::sleep(Duration::from_millis(30));
+                polled.lock().push(w.call.id);
+                w.answered();
+            }));
+        }
+        waiters.repoll_all();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_eq!(*polled.lock(), [3, 1, 2]);
+        assert!(
+            eventually(|| !waiters.rejoins.lock().running),
+            "the rejoin thread still runs with nothing to do"
+        );
+    }
+
+    #[test]
+    fn a_rejoin_steps_past_a_waiter_whose_wait_ended_without_waiting_for_it() {
+        let waiters = Waiters::default();
+        let base = Instant::now();
+        let first = Arc::new(Waiter::new(call(1, "a")));
+        let second = Arc::new(Waiter::new(call(2, "a")));
+        first.joined(base);
+        second.joined(base + Duration::from_millis(1));
+        waiters.insert(Arc::clone(&first));
+        waiters.insert(Arc::clone(&second));
+        // The first waiter's wait ends (granted by a message, say) and it
+        // never polls: the second is asked at once, not after REJOIN_STEP.
+        let started = Instant::now();
+        waiters.repoll_all();
+        waiters.remove(1);
+        assert_eq!(second.sleep(Some(Instant::now() + REJOIN_STEP)), Wake::Poll);
+        assert!(
+            started.elapsed() < REJOIN_STEP / 2,
+            "{:?}",
+            started.elapsed()
+        );
+        second.answered();
+        assert!(eventually(|| !waiters.rejoins.lock().running));
+    }
+
+    #[test]
+    fn a_locks_lone_waiter_polls_at_once_without_a_thread() {
+        let waiters = Waiters::default();
+        let lone = Arc::new(Waiter::new(call(1, "a")));
+        waiters.insert(Arc::clone(&lone));
+        waiters.repoll_all();
+        assert!(!waiters.rejoins.lock().running);
+        assert_eq!(sleep_ms(&lone, 0), Wake::Poll);
     }
 
     #[test]
