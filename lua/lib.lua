@@ -999,15 +999,13 @@ local function check_capacity(capacity, meta, units)
   local stored = meta.capacity
   if meta.set then
     if units > stored then
-      fail('ERR fairlock: permits exceeded: this call asks for ' .. fmt(units)
-        .. ' permits, the semaphore has ' .. fmt(stored) .. ' (set by set_permits)')
+      fail('FAIRLOCK_PERMITS_EXCEEDED ' .. fmt(units) .. ' ' .. fmt(stored))
     end
     return stored
   end
   if stored and stored ~= capacity then
-    fail('ERR fairlock: permits mismatch: this call says ' .. fmt(capacity)
-      .. ' permits, the semaphore has ' .. fmt(stored)
-      .. ' (kept while in use and ' .. fmt(FENCE_LIFE) .. ' ms after)')
+    fail('FAIRLOCK_PERMITS_MISMATCH ' .. fmt(capacity) .. ' ' .. fmt(stored) .. ' '
+      .. fmt(FENCE_LIFE))
   end
   return capacity
 end

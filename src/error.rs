@@ -6,6 +6,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod server_codes;
+
+use server_codes::code_of;
+pub(crate) use server_codes::SENTINEL_CREDENTIALS_REFUSED;
+
 /// What went wrong, coarse enough to branch on. Non-exhaustive: a match
 /// needs a `_` arm.
 ///
@@ -116,6 +121,11 @@ pub(crate) enum Retry {
     /// pooled connection in time): a call that was sent may or may not have
     /// run; on a cluster a fresh slot map may find a promoted master.
     Unreachable,
+    /// No pooled connection was free in time while the pool had every
+    /// connection it may open: all were busy with this client's other
+    /// calls. Nothing was sent; at a call's deadline that is the
+    /// deadline's doing, not an outage's.
+    PoolBusy,
 }
 
 /// The error type of every fallible fairlock call.
@@ -291,15 +301,11 @@ impl Error {
             || source.is::<r2d2::Error>()
     }
 
-    /// True when no pooled connection was free in time while none failed
-    /// to connect (r2d2 then names no cause): every connection was busy
-    /// with this client's other calls. At a call's deadline that is the
-    /// deadline's doing, not an outage's.
+    /// True when no pooled connection was free in time while the pool had
+    /// all its connections, busy with this client's other calls
+    /// ([`Retry::PoolBusy`]).
     pub(crate) fn is_pool_busy(&self) -> bool {
-        self.source
-            .as_deref()
-            .and_then(|source| source.downcast_ref::<r2d2::Error>())
-            .is_some_and(|err| err.to_string() == "timed out waiting for connection")
+        self.retry == Retry::PoolBusy
     }
 
     /// What this error says about sending the call again.
@@ -410,33 +416,8 @@ impl Error {
     pub(crate) fn from_redis(err: redis::RedisError) -> Self {
         use redis::{ErrorKind as K, ServerErrorKind as S};
         let code = code_of(&err);
-        if code == Some("WRONGTYPE") {
-            // Scripts read every key before writing it, so they stopped here
-            // before touching the foreign value.
-            return Error::with_source(
-                ErrorKind::KeyConflict,
-                "a key of this lock holds data fairlock did not write; it was left untouched",
-                err,
-            );
-        }
-        if code == Some(FORMAT_MISMATCH) {
-            let message = format_mismatch(err.detail().unwrap_or_default());
-            return Error::with_source(ErrorKind::FormatMismatch, message, err);
-        }
-        if let Some((kind, message)) = permits_error(&err) {
+        if let Some((kind, message)) = server_codes::known(&err, code) {
             return Error::with_source(kind, message, err);
-        }
-        if let Some((kind, message)) = refusal(&err, code) {
-            return Error::with_source(kind, message, err);
-        }
-        if is_upgrade_refusal(&err) {
-            return Error::with_source(
-                ErrorKind::UpgradeRefused,
-                "this thread holds the rwlock for reading and asked to write: release its read \
-                 guards first, or take an upgradable read and upgrade it (waiting would \
-                 deadlock); nothing was changed",
-                err,
-            );
         }
         let unavailable = err.is_io_error()
             || err.is_timeout()
@@ -486,14 +467,22 @@ impl Error {
         Self::from_redis(err.into())
     }
 
-    /// No pooled connection in time. Not a `From` impl, so that r2d2's
-    /// error type stays out of fairlock's API.
-    pub(crate) fn from_pool(err: r2d2::Error) -> Self {
-        Error::with_source(
+    /// No pooled connection in time; `busy`: the pool had every connection
+    /// it may open, all in use (see [`Retry::PoolBusy`]). Not a `From`
+    /// impl, so that r2d2's error type stays out of fairlock's API.
+    pub(crate) fn from_pool(err: r2d2::Error, busy: bool) -> Self {
+        let error = Error::with_source(
             ErrorKind::Connection,
             "no redis connection could be had in time",
             err,
-        )
+        );
+        if busy {
+            return Error {
+                retry: Retry::PoolBusy,
+                ..error
+            };
+        }
+        error
     }
 }
 
@@ -525,174 +514,6 @@ impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         Some(self.source.as_deref()?)
     }
-}
-
-/// The error code of `err`; for an error a script raised on Redis before
-/// 7.0, the code of that error (see [`script_error_code`]).
-fn code_of(err: &redis::RedisError) -> Option<&str> {
-    match err.code() {
-        Some("ERR") => err.detail().and_then(script_error_code).or(Some("ERR")),
-        code => code,
-    }
-}
-
-/// The code of the error a script raised, from Redis 6.2's wording of it:
-/// `Error running script (call to f_<sha>): @user_script:<line>: <error>`,
-/// where `<error>` is what the script raised (`WRONGTYPE the fence key
-/// ...`), a command's error as is (`WRONGTYPE Operation against a key
-/// ...`), or a command refused before it ran as `@user_script: <line>:
-/// -READONLY You can't write ...`. Redis 7.0 and later reply with the
-/// inner error's own code.
-fn script_error_code(detail: &str) -> Option<&str> {
-    let rest = detail.strip_prefix("Error running script (call to f_")?;
-    let (_, rest) = rest.split_once("): @user_script:")?;
-    let (line, mut error) = rest.split_once(": ")?;
-    if !line.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    if let Some(refused) = error.strip_prefix("@user_script: ") {
-        let (line, refused) = refused.split_once(": ")?;
-        if !line.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        error = refused.strip_prefix('-')?;
-    }
-    let code = error.split(' ').next()?;
-    let upper = |b: u8| b.is_ascii_uppercase() || b == b'_';
-    (code.len() > 1 && code.bytes().all(upper)).then_some(code)
-}
-
-/// The code of the error a script raises at a lock's data of another
-/// format (lua/lib.lua's fail, given the value): "FAIRLOCK_FORMAT <found> <mine> <key>".
-const FORMAT_MISMATCH: &str = "FAIRLOCK_FORMAT";
-
-/// The message for a script's FAIRLOCK_FORMAT error, from its `detail`
-/// (after the code on Redis 7.0 and later, the whole script error on 6.2).
-fn format_mismatch(detail: &str) -> String {
-    let rest = detail
-        .split_once("FAIRLOCK_FORMAT ")
-        .map_or(detail, |(_, rest)| rest);
-    let mut words = rest.splitn(3, ' ');
-    let (found, mine) = (words.next().unwrap_or("?"), words.next().unwrap_or("?"));
-    // Redis 7.0 and later end a script's error with " script: <name>, on
-    // @user_function:<line>."
-    let key = words.next().unwrap_or("?");
-    let key = key.rsplit_once(" script: ").map_or(key, |(key, _)| key);
-    let found = match found {
-        "unversioned" => "no data format (a fairlock from before data formats)".to_owned(),
-        n => format!("data format {n}"),
-    };
-    format!(
-        "the lock's key {key} holds {found}, and this fairlock reads and writes data format \
-         {mine}: nothing was read or changed, and retrying will not help; every client of one \
-         lock must use builds of one data format: finish the deploy, or drain the lock first \
-         (docs/compatibility.md)"
-    )
-}
-
-/// What an [`ErrorKind::Auth`] error says (behind Sentinel, see
-/// [`SENTINEL_CREDENTIALS_REFUSED`]).
-const CREDENTIALS_REFUSED: &str =
-    "redis refused this client's credentials (fix the URL's user and password: retrying \
-     cannot help)";
-
-/// What an [`ErrorKind::Auth`] error of a Sentinel deployment's lookup
-/// says: the Sentinels, or the master they name, refused.
-pub(crate) const SENTINEL_CREDENTIALS_REFUSED: &str =
-    "the sentinels, or the master they name, refused this client's credentials (fix the URL's \
-     user and password for the master, or sentinel_username and sentinel_password for the \
-     sentinels: retrying cannot help)";
-
-/// What an [`ErrorKind::Permission`] error says.
-const PERMISSION_DENIED: &str = "redis's ACL denies this client's user a command or key \
-                                 fairlock needs (see docs/security.md: retrying cannot help)";
-
-/// What the [`ErrorKind::InvalidConfig`] error of a bad database says.
-const NO_SUCH_DATABASE: &str = "redis has no such database as the URL names (retrying cannot help)";
-
-/// For an error no retry can mend (refused credentials, a denied command,
-/// a database number the server does not have), its kind and message.
-fn refusal(err: &redis::RedisError, code: Option<&str>) -> Option<(ErrorKind, &'static str)> {
-    if err.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(code, Some("WRONGPASS" | "NOAUTH"))
-    {
-        Some((ErrorKind::Auth, CREDENTIALS_REFUSED))
-    } else if code == Some("NOPERM") {
-        Some((ErrorKind::Permission, PERMISSION_DENIED))
-    } else {
-        let db = err.to_string().contains("refused to switch database");
-        db.then_some((ErrorKind::InvalidConfig, NO_SUCH_DATABASE))
-    }
-}
-
-/// The text a semaphore script raises when a call's permits are not the
-/// semaphore's (lua/lib.lua's check_capacity), after its `ERR fairlock: `:
-/// "<this> <N> permits, the semaphore has <M> (kept while in use and
-/// <fence life> ms after)".
-const PERMITS_MISMATCH: &str = "permits mismatch: this call says ";
-
-/// The two numbers of permits a semaphore script's error names after
-/// `marker`: "<marker><ours> permits, the semaphore has <theirs> ...".
-fn permits_named<'e>(err: &'e redis::RedisError, marker: &str) -> Option<(&'e str, &'e str)> {
-    let (_, rest) = err.detail()?.split_once(marker)?;
-    let (ours, rest) = rest.split_once(" permits, the semaphore has ")?;
-    let theirs = rest.split(' ').next()?;
-    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (number(ours) && number(theirs)).then_some((ours, theirs))
-}
-
-/// The text a semaphore script raises when a call asks for more permits
-/// than set_permits left (lua/lib.lua's check_capacity), after its `ERR
-/// fairlock: `.
-const PERMITS_EXCEEDED: &str = "permits exceeded: this call asks for ";
-
-/// For the error a semaphore script raises on a permits mismatch or on a
-/// call for more permits than it has now (in either version's wording: see
-/// [`script_error_code`]), its kind and the message naming both numbers,
-/// how long the semaphore's lasts (the script's fence life) and how to
-/// change it: "two clients disagree on the number of permits: this call
-/// says 4, the semaphore has 3 ...". The lock's name comes before it, as
-/// every call's error names its lock (`Error::during`).
-fn permits_error(err: &redis::RedisError) -> Option<(ErrorKind, String)> {
-    if err.code() != Some("ERR") {
-        return None;
-    }
-    if let Some((ours, theirs)) = permits_named(err, PERMITS_MISMATCH) {
-        let ms = err
-            .detail()
-            .and_then(|d| d.split_once(" in use and ")?.1.split_once(" ms"));
-        let fence = match ms
-            .and_then(|(ms, _)| ms.parse().ok())
-            .map(Duration::from_millis)
-        {
-            Some(fence) => format!("{fence:?} (the fence life)"),
-            None => "the fence life".to_owned(),
-        };
-        let message = format!(
-            "two clients disagree on the number of permits: this call says {ours}, the \
-             semaphore has {theirs}, the number it was first used with, and keeps it while in \
-             use and for {fence} after its last use, so retrying helps only after that; use the \
-             same number in every client, or set one for every client with set_permits \
-             (`fairlock permits NAME N`); nothing was changed"
-        );
-        return Some((ErrorKind::PermitsMismatch, message));
-    }
-    let (ours, theirs) = permits_named(err, PERMITS_EXCEEDED)?;
-    let message = format!(
-        "this call asks for {ours} permits and the semaphore has {theirs} now (its number was \
-         changed with set_permits): it could never be admitted; nothing is held"
-    );
-    Some((ErrorKind::PermitsExceeded, message))
-}
-
-/// The text `rw_acquire.lua` raises when a thread holding a read asks to
-/// write, after its `ERR fairlock: `.
-const UPGRADE_REFUSED: &str = "fairlock: read -> write upgrade refused: ";
-
-/// Whether `err` is `rw_acquire.lua`'s refusal of a read -> write upgrade
-/// (in either version's wording: see [`script_error_code`]).
-fn is_upgrade_refusal(err: &redis::RedisError) -> bool {
-    err.code() == Some("ERR") && err.detail().is_some_and(|d| d.contains(UPGRADE_REFUSED))
 }
 
 #[cfg(test)]
@@ -806,12 +627,11 @@ mod tests {
     fn a_call_for_more_permits_than_were_set_is_permits_exceeded_on_every_version() {
         for reply in [
             // Redis 7.0+ and Valkey 8
-            "ERR fairlock: permits exceeded: this call asks for 5 permits, the semaphore has 3 \
-             (set by set_permits)",
+            "FAIRLOCK_PERMITS_EXCEEDED 5 3 script: fairlock_0123_counted_acquire, on \
+             @user_function:24.",
             // Redis 6.2
             "ERR Error running script (call to f_e91400d7df4ac365ee130fc418c8c4183dac4414): \
-             @user_script:42: ERR fairlock: permits exceeded: this call asks for 5 permits, the \
-             semaphore has 3 (set by set_permits)",
+             @user_script:42: FAIRLOCK_PERMITS_EXCEEDED 5 3",
         ] {
             let err = from_reply(reply);
             assert_eq!(err.kind(), ErrorKind::PermitsExceeded, "{reply}");

@@ -148,13 +148,11 @@ fn a_wrong_type_inside_a_script_is_a_key_conflict_as_every_version_words_it() {
 fn a_permits_mismatch_is_its_own_kind_naming_both_numbers_as_every_version_words_it() {
     for reply in [
         // Redis 7.0+ and Valkey 8
-        "ERR fairlock: permits mismatch: this call says 4 permits, the semaphore has 3 \
-         (kept while in use and 600000 ms after) script: \
+        "FAIRLOCK_PERMITS_MISMATCH 4 3 600000 script: \
          fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:120.",
         // Redis 6.2
         "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
-         @user_script:120: ERR fairlock: permits mismatch: this call says 4 permits, the \
-         semaphore has 3 (kept while in use and 600000 ms after)",
+         @user_script:120: FAIRLOCK_PERMITS_MISMATCH 4 3 600000",
     ] {
         let err = from_reply(reply);
         assert_eq!(err.kind(), ErrorKind::PermitsMismatch, "{reply}");
@@ -167,7 +165,12 @@ fn a_permits_mismatch_is_its_own_kind_naming_both_numbers_as_every_version_words
         assert!(text.contains("set_permits"), "{text}");
         assert!(err.source().is_some());
     }
-    // Another script error that mentions permits is not one.
+    // Another script error that mentions permits is not one, nor is a
+    // code with fields that are not numbers.
+    assert_eq!(
+        from_reply("FAIRLOCK_PERMITS_MISMATCH four 3 600000").kind(),
+        ErrorKind::Server
+    );
     let other =
         from_reply("ERR fairlock: permits must be a whole number from 1 to 4294967295, got 0");
     assert_eq!(other.kind(), ErrorKind::Server);
@@ -175,9 +178,7 @@ fn a_permits_mismatch_is_its_own_kind_naming_both_numbers_as_every_version_words
 
 #[test]
 fn a_refused_upgrade_is_its_own_kind_as_every_version_words_it() {
-    let refusal = "ERR fairlock: read -> write upgrade refused: c:1 holds this rwlock for \
-                   reading (token 7) and asks to write; release the read first (waiting \
-                   would deadlock)";
+    let refusal = "FAIRLOCK_UPGRADE_REFUSED c:1 7 write";
     for reply in [
         // Redis 7.0+ and Valkey 8
         format!("{refusal} script: fd1f62702330c26137b50b4d8f15f201f6699d84, on @user_script:66."),
@@ -190,6 +191,7 @@ fn a_refused_upgrade_is_its_own_kind_as_every_version_words_it() {
         let err = from_reply(&reply);
         assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{reply}");
         assert!(err.to_string().contains("release its read guards"), "{err}");
+        assert!(err.to_string().contains("(owner c:1, token 7)"), "{err}");
     }
     assert_eq!(
         from_reply("ERR fairlock: mode must be try, first or poll").kind(),

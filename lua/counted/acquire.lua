@@ -18,10 +18,11 @@
 --         reader-writer lock's RW_CAPACITY), 1 .. 4294967295; a call whose
 --         capacity is not the one the lock has (its meta key, kept a fence
 --         life past the last holder and waiter) gets the error reply
---         "ERR fairlock: permits mismatch: ..." naming both, nothing written;
+--         "FAIRLOCK_PERMITS_MISMATCH <this call's> <the lock's> <fence life
+--         ms>", nothing written;
 --         once set_permits.lua set a semaphore's permits they are the
 --         count whatever this says, and a call for more units than they
---         are gets "ERR fairlock: permits exceeded: ...", nothing written
+--         are gets "FAIRLOCK_PERMITS_EXCEEDED <asked> <set>", nothing written
 -- ARGV[7] units: what this call asks for, 1 .. capacity (a read 1, a
 --         write the capacity)
 -- ARGV[8] what only a lock that is held, or that someone waits for, needs,
@@ -38,8 +39,9 @@
 --         the call is granted at once (a reader-writer lock's read in
 --         read, read in write, write in write: even past queued waiters,
 --         or the thread would wait for itself); asking for more units than
---         that hold has is refused with the error reply "ERR fairlock:
---         read -> write upgrade refused: ...", nothing written. A token of
+--         that hold has is refused with the error reply
+--         "FAIRLOCK_UPGRADE_REFUSED <owner> <its read's token> <write |
+--         upgradable>", nothing written. A token of
 --         no live hold of this owner is ignored. A semaphore sends "0".
 -- Returns token (an integer) when this call took a hold with its lease
 --         (every hold, first or re-entered, gets its own token, max(last +
@@ -219,10 +221,8 @@ local reenter = false
 if guard ~= '0' then
   local _, held_units = hold_by_token(meta, guard, owner, nil, now_ms)
   if held_units and held_units < units then
-    fail('ERR fairlock: read -> write upgrade refused: ' .. owner
-      .. ' holds this rwlock for reading (token ' .. guard
-      .. ') and asks ' .. (units == capacity and 'to write' or 'for an upgradable read')
-      .. '; release the read first (waiting would deadlock)')
+    fail('FAIRLOCK_UPGRADE_REFUSED ' .. owner .. ' ' .. guard .. ' '
+      .. (units == capacity and 'write' or 'upgradable'))
   end
   reenter = held_units ~= nil
 end

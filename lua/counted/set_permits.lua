@@ -8,7 +8,7 @@
 -- asks for more than the new number is taken out of the queue as it
 -- reaches the head (at once when it heads it: admit_waiters) and told
 -- "H <wait id> -2" (poll now), and its poll gets the error reply
--- "ERR fairlock: permits exceeded: ..." (check_capacity), as does every
+-- "FAIRLOCK_PERMITS_EXCEEDED ..." (check_capacity), as does every
 -- later call asking for more; it holds nobody back meanwhile. The meta records the number as set
 -- ("=<permits>"): from then on it is the semaphore's number whatever a
 -- call's own permits say, while the meta lives (a fence life past the last

@@ -324,7 +324,12 @@ fn pooled<M: r2d2::ManageConnection>(
     pool: &r2d2::Pool<M>,
     timeout: Duration,
 ) -> Result<r2d2::PooledConnection<M>> {
-    pool.get_timeout(timeout).map_err(Error::from_pool)
+    pool.get_timeout(timeout).map_err(|err| {
+        // Every connection the pool may open is open: none failed to
+        // connect, all were busy.
+        let busy = pool.state().connections == pool.max_size();
+        Error::from_pool(err, busy)
+    })
 }
 
 /// The timeouts a connection outside the pool is opened with.

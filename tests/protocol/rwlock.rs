@@ -205,7 +205,7 @@ fn read_to_write_is_refused_and_writes_nothing() {
         .attempt_with("a:1", 3, Mode::First, WRITE, a.token, Lease::Renewed(LONG))
         .unwrap_err();
     let text = chain(&err);
-    assert!(text.contains("read -> write upgrade refused"), "{text}");
+    assert!(text.contains("FAIRLOCK_UPGRADE_REFUSED"), "{text}");
     assert!(text.contains("a:1"), "{text}");
     assert_eq!(s.snapshot(), before, "nothing written");
     // A try is refused the same way.

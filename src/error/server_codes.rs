@@ -1,0 +1,185 @@
+//! The server's and fairlock's scripts' error codes, read in one place, and
+//! fairlock's own words for each: a script that stops on something the
+//! client acts on raises a code and its fields (`FAIRLOCK_<WHAT> <field>
+//! ...`), never prose to be matched; Redis's own refusals are read by their
+//! codes too.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use super::ErrorKind;
+
+/// The error code of `err`; for an error a script raised on Redis before
+/// 7.0, the code of that error (see [`script_error_code`]).
+pub(super) fn code_of(err: &redis::RedisError) -> Option<&str> {
+    match err.code() {
+        Some("ERR") => err.detail().and_then(script_error_code).or(Some("ERR")),
+        code => code,
+    }
+}
+
+/// The code of the error a script raised, from Redis 6.2's wording of it:
+/// `Error running script (call to f_<sha>): @user_script:<line>: <error>`,
+/// where `<error>` is what the script raised (`WRONGTYPE the fence key
+/// ...`), a command's error as is (`WRONGTYPE Operation against a key
+/// ...`), or a command refused before it ran as `@user_script: <line>:
+/// -READONLY You can't write ...`. Redis 7.0 and later reply with the
+/// inner error's own code.
+fn script_error_code(detail: &str) -> Option<&str> {
+    let rest = detail.strip_prefix("Error running script (call to f_")?;
+    let (_, rest) = rest.split_once("): @user_script:")?;
+    let (line, mut error) = rest.split_once(": ")?;
+    if !line.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if let Some(refused) = error.strip_prefix("@user_script: ") {
+        let (line, refused) = refused.split_once(": ")?;
+        if !line.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        error = refused.strip_prefix('-')?;
+    }
+    let code = error.split(' ').next()?;
+    let upper = |b: u8| b.is_ascii_uppercase() || b == b'_';
+    (code.len() > 1 && code.bytes().all(upper)).then_some(code)
+}
+
+/// The text after `code` in `err`'s reply, on every version: after the
+/// code (Redis 7.0 and later: the detail; 6.2: after the code inside its
+/// script error), up to the " script: <name>, on @user_function:<line>."
+/// that Redis 7.0 and later end a script's error with.
+fn after_code<'e>(err: &'e redis::RedisError, code: &str) -> &'e str {
+    let detail = err.detail().unwrap_or_default();
+    let rest = detail
+        .split_once(&format!("{code} ")[..])
+        .map_or(detail, |(_, rest)| rest);
+    rest.rsplit_once(" script: ").map_or(rest, |(rest, _)| rest)
+}
+
+/// For an error code fairlock knows (`code`, as [`code_of`] reads it), its
+/// kind and what to say; `None` for any other error.
+pub(super) fn known(
+    err: &redis::RedisError,
+    code: Option<&str>,
+) -> Option<(ErrorKind, Cow<'static, str>)> {
+    let code = code.unwrap_or_default();
+    // Field `n` of the code's fields; the last one (a key) may hold spaces.
+    let field = |n: usize| after_code(err, code).splitn(3, ' ').nth(n);
+    let number =
+        |n: usize| field(n).filter(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()));
+    Some(match code {
+        // Scripts read every key before writing it, so they stopped here
+        // before touching the foreign value.
+        "WRONGTYPE" => (
+            ErrorKind::KeyConflict,
+            "a key of this lock holds data fairlock did not write; it was left untouched".into(),
+        ),
+        // "FAIRLOCK_FORMAT <found> <mine> <key>" (lua/lib.lua's fail).
+        "FAIRLOCK_FORMAT" => (
+            ErrorKind::FormatMismatch,
+            format_mismatch(field(0)?, field(1)?, field(2).unwrap_or("?")).into(),
+        ),
+        // "FAIRLOCK_PERMITS_MISMATCH <this call's> <the lock's> <fence ms>"
+        // (lib.lua's check_capacity).
+        "FAIRLOCK_PERMITS_MISMATCH" => {
+            let fence = match number(2).and_then(|ms| ms.parse().ok()) {
+                Some(ms) => format!("{:?} (the fence life)", Duration::from_millis(ms)),
+                None => "the fence life".to_owned(),
+            };
+            let message = format!(
+                "two clients disagree on the number of permits: this call says {}, the \
+                 semaphore has {}, the number it was first used with, and keeps it while in \
+                 use and for {fence} after its last use, so retrying helps only after that; \
+                 use the same number in every client, or set one for every client with \
+                 set_permits (`fairlock permits NAME N`); nothing was changed",
+                number(0)?,
+                number(1)?
+            );
+            (ErrorKind::PermitsMismatch, message.into())
+        }
+        // "FAIRLOCK_PERMITS_EXCEEDED <asked> <set>" (check_capacity).
+        "FAIRLOCK_PERMITS_EXCEEDED" => {
+            let message = format!(
+                "this call asks for {} permits and the semaphore has {} now (its number was \
+                 changed with set_permits): it could never be admitted; nothing is held",
+                number(0)?,
+                number(1)?
+            );
+            (ErrorKind::PermitsExceeded, message.into())
+        }
+        // "FAIRLOCK_UPGRADE_REFUSED <owner> <read's token> <write |
+        // upgradable>" (counted/acquire.lua).
+        "FAIRLOCK_UPGRADE_REFUSED" => {
+            let asked = match field(2) {
+                Some("upgradable") => "asked for an upgradable read",
+                _ => "asked to write",
+            };
+            let message = format!(
+                "this thread holds the rwlock for reading (owner {}, token {}) and {asked}: \
+                 release its read guards first, or take an upgradable read and \
+                 upgrade it (waiting would deadlock); nothing was changed",
+                field(0)?,
+                number(1)?
+            );
+            (ErrorKind::UpgradeRefused, message.into())
+        }
+        _ => {
+            let (kind, message) = refusal(err, Some(code).filter(|c| !c.is_empty()))?;
+            (kind, message.into())
+        }
+    })
+}
+
+/// The message for a script's FAIRLOCK_FORMAT error: the lock's `key`
+/// holds data format `found` ("unversioned": before formats), this build
+/// reads `mine`.
+fn format_mismatch(found: &str, mine: &str, key: &str) -> String {
+    let found = match found {
+        "unversioned" => "no data format (a fairlock from before data formats)".to_owned(),
+        n => format!("data format {n}"),
+    };
+    format!(
+        "the lock's key {key} holds {found}, and this fairlock reads and writes data format \
+         {mine}: nothing was read or changed, and retrying will not help; every client of one \
+         lock must use builds of one data format: finish the deploy, or drain the lock first \
+         (docs/compatibility.md)"
+    )
+}
+
+/// What an [`ErrorKind::Auth`] error says (behind Sentinel, see
+/// [`SENTINEL_CREDENTIALS_REFUSED`]).
+const CREDENTIALS_REFUSED: &str =
+    "redis refused this client's credentials (fix the URL's user and password: retrying \
+     cannot help)";
+
+/// What an [`ErrorKind::Auth`] error of a Sentinel deployment's lookup
+/// says: the Sentinels, or the master they name, refused.
+pub(crate) const SENTINEL_CREDENTIALS_REFUSED: &str =
+    "the sentinels, or the master they name, refused this client's credentials (fix the URL's \
+     user and password for the master, or sentinel_username and sentinel_password for the \
+     sentinels: retrying cannot help)";
+
+/// What an [`ErrorKind::Permission`] error says.
+const PERMISSION_DENIED: &str = "redis's ACL denies this client's user a command or key \
+                                 fairlock needs (see docs/security.md: retrying cannot help)";
+
+/// What the [`ErrorKind::InvalidConfig`] error of a bad database says.
+const NO_SUCH_DATABASE: &str = "redis has no such database as the URL names (retrying cannot help)";
+
+/// For an error no retry can mend (refused credentials, a denied command,
+/// a database number the server does not have), its kind and message.
+fn refusal(err: &redis::RedisError, code: Option<&str>) -> Option<(ErrorKind, &'static str)> {
+    if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(code, Some("WRONGPASS" | "NOAUTH"))
+    {
+        Some((ErrorKind::Auth, CREDENTIALS_REFUSED))
+    } else if code == Some("NOPERM") {
+        Some((ErrorKind::Permission, PERMISSION_DENIED))
+    } else {
+        // The server's reply to a SELECT of a database it does not have
+        // ("ERR DB index is out of range"), which the redis crate passes
+        // on as the detail of its own error.
+        let db = err.detail().is_some_and(|d| d.contains("DB index"));
+        db.then_some((ErrorKind::InvalidConfig, NO_SUCH_DATABASE))
+    }
+}
