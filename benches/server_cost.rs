@@ -44,6 +44,7 @@ use fairlock_test_support::RedisServer;
 mod building_blocks;
 #[path = "common/mod.rs"]
 mod common;
+mod floor;
 mod redisson;
 
 /// Where the profile mode keeps its callgrind dumps (see the top).
@@ -556,7 +557,41 @@ fn main() {
             cycles.push((how, *kind, uncontended, handoff));
         }
     }
-    print_cycles(unfair, &redisson, &cycles);
+    // The mutex cycle's floor (benches/floor/): its fast paths alone, with
+    // fairlock's arguments and with them packed.
+    let floors: Vec<(&str, f64)> = if floor::load(&mut conn) {
+        let keys =
+            fairlock::__test_support::LockKeys::of_kind("fairlock", "bench:floor", LockKind::Mutex)
+                .unwrap()
+                .all
+                .to_vec();
+        [
+            ("fairlock's arguments", floor::Layout::Fairlocks),
+            ("arguments packed", floor::Layout::Packed),
+        ]
+        .into_iter()
+        .map(|(what, layout)| {
+            let _: () = redis::cmd("SET")
+                .arg(&keys[0])
+                .arg(fake_queue::versioned("1795728762856307 - c1:1#6"))
+                .arg("PX")
+                .arg(600_000)
+                .query(&mut conn)
+                .unwrap();
+            // Each take's token is the last one + 1, read from the key.
+            let mut last = 1_795_728_762_856_307;
+            let per_cycle = counted.per_op(n, |i| {
+                let token = floor::cycle(&mut conn, &keys, layout, 10 + i);
+                assert_eq!(token, last + 1, "tokens go up by one");
+                last = token;
+            });
+            (what, per_cycle)
+        })
+        .collect()
+    } else {
+        Vec::new()
+    };
+    print_cycles(unfair, &redisson, &cycles, &floors);
     // Blocks cost a few thousand instructions each, so a Lua GC step in
     // or out of a batch moves them: five times the batch keeps them
     // within a few hundred.
@@ -596,8 +631,15 @@ fn main() {
         })
         .collect();
     json.push_str(&format!(
-        "], \"cycles\": [{}], \"redisson\": {{\"by\": \"EVALSHA\", \"uncontended\": {:.0}, \"handoff\": {:.0}, \"sent_uncontended\": {}, \"sent_handoff\": {}, \"paths\": [{}]}}, \"building_blocks\": {blocks}}}",
+        "], \"cycles\": [{}], \"floors\": [{}], \"redisson\": {{\"by\": \"EVALSHA\", \"uncontended\": {:.0}, \"handoff\": {:.0}, \"sent_uncontended\": {}, \"sent_handoff\": {}, \"paths\": [{}]}}, \"building_blocks\": {blocks}}}",
         cycles_json.join(", "),
+        floors
+            .iter()
+            .map(|(what, per_cycle)| format!(
+                "{{\"layout\": \"{what}\", \"uncontended\": {per_cycle:.0}}}"
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
         redisson.uncontended,
         redisson.handoff,
         sent_json(&redisson.sent_uncontended),
@@ -629,7 +671,12 @@ fn ratio(x: f64) -> String {
 
 /// The cycles' table: each kind's cycles by each caller beside Redisson's
 /// and the unfair cycle, with fairlock / Redisson and fairlock / unfair.
-fn print_cycles(unfair: f64, redisson: &RedissonCost, cycles: &[(&str, &str, f64, f64)]) {
+fn print_cycles(
+    unfair: f64,
+    redisson: &RedissonCost,
+    cycles: &[(&str, &str, f64, f64)],
+    floors: &[(&str, f64)],
+) {
     let k = |x: f64| {
         if x.is_nan() {
             "-".to_owned()
@@ -669,6 +716,17 @@ fn print_cycles(unfair: f64, redisson: &RedissonCost, cycles: &[(&str, &str, f64
             x(uncontended / redisson.uncontended),
             x(handoff / redisson.handoff),
             x(uncontended / unfair)
+        );
+    }
+    for (what, per_cycle) in floors {
+        println!(
+            "  {:<40} {:>11} {:>9} {:>13} {:>13} {:>9}",
+            format!("floor of the mutex, {what}"),
+            k(*per_cycle),
+            "-",
+            x(per_cycle / redisson.uncontended),
+            "-",
+            x(per_cycle / unfair)
         );
     }
     println!("  Redisson's steps:");
