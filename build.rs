@@ -1,6 +1,6 @@
 //! Assembles each Lua script: the operation's own file, with the
-//! definitions of `lua/lib.lua` it uses (and those they use) put in before
-//! the top-level statement that first needs each, in lib.lua's order (what
+//! definitions of `lua/lib/` it uses (and those they use) put in before
+//! the top-level statement that first needs each, in lua/lib/'s order (what
 //! EVALSHA runs); and all of them as one Redis Functions library
 //! (`library.lua`, what FCALL runs on Redis 7.0 and later and Valkey),
 //! where every helper is defined once. The operations are the files of
@@ -13,10 +13,10 @@
 //! carries only the helpers it uses, and a fast path that returns before a
 //! later statement builds none of those only that statement needs (issue
 //! 12). tests/lua_helpers.rs checks, with a reading of Lua of its own, that
-//! each assembled script defines every lib.lua name it uses, before its
+//! each assembled script defines every lua/lib/ name it uses, before its
 //! use, and none it does not use.
 //!
-//! lib.lua is a sequence of top-level definitions, each a comment block
+//! Each file of lua/lib/ is a sequence of top-level definitions, each a comment block
 //! and either a one-line `local NAME = ...` or a `local function NAME(...)`
 //! up to the next line that is exactly `end`. A definition whose comment
 //! block starts with the line `-- @election` is the election's version of
@@ -27,7 +27,7 @@
 //! mutex, for an election the function that publishes and keeps each
 //! change, issue 30). A definition whose comment block starts with the
 //! line `-- @library` is the Functions library's version of the one right
-//! before it: the library keeps the values of lib.lua that read neither
+//! before it: the library keeps the values of lua/lib/ that read neither
 //! KEYS nor ARGV from call to call (its `checked_` values), and only its
 //! versions read them (issue 41).
 
@@ -35,8 +35,8 @@ use std::env;
 use std::fs;
 use std::path::Path;
 
-/// The data format of the keys and values this build writes (lua/lib.lua:
-/// the first word of each lock's anchor value, "v<format>"), defined here
+/// The data format of the keys and values this build writes (lua/lib/: the
+/// first word of each lock's anchor value, "v<format>"), defined here
 /// only: build.rs puts it in the Lua for every `@FORMAT@` and gives it to
 /// the Rust side as `DATA_FORMAT` (OUT_DIR/format.rs). Raise it with every
 /// change of a layout (docs/compatibility.md).
@@ -48,7 +48,7 @@ pub type Plant = (&'static str, &'static str, &'static str);
 
 /// The families of scripts, one folder of OUT_DIR each (`Engine` in
 /// src/protocol/operation.rs): the folder of lua/ whose files it
-/// assembles, and whether lib.lua's `@election` definitions stand in for
+/// assembles, and whether lua/lib/'s `@election` definitions stand in for
 /// the ones they follow.
 const FAMILIES: [(&str, &str, bool); 3] = [
     ("mutex", "mutex", false),
@@ -56,17 +56,22 @@ const FAMILIES: [(&str, &str, bool); 3] = [
     ("election", "mutex", true),
 ];
 
-/// The first line of a definition of lib.lua that is the election's version
+/// The files of lua/lib/, in the order their definitions are read (each
+/// may use those of the files before it): what every script may use, the
+/// messages to clients, the queue, the mutex's engine, the counted one's.
+const LIB: [&str; 5] = ["common", "messages", "queue", "mutex", "counted"];
+
+/// The first line of a definition of lua/lib/ that is the election's version
 /// of the one before it.
 const ELECTION: &str = "-- @election\n";
 
-/// The first line of a definition of lib.lua that is the Functions
+/// The first line of a definition of lua/lib/ that is the Functions
 /// library's version of the one before it: the library keeps values from
-/// call to call, which a script run by EVALSHA cannot (lib.lua's
+/// call to call, which a script run by EVALSHA cannot (lua/lib/common.lua's
 /// `checked_` values), so only the library's version reads and keeps them.
 const LIBRARY: &str = "-- @library\n";
 
-/// One top-level definition of lib.lua: its name, its text (with the
+/// One top-level definition of lua/lib/: its name, its text (with the
 /// comment block above it) and the election's version of that text, if it
 /// has one of its own.
 struct Definition {
@@ -120,7 +125,15 @@ pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
     let mut ops = every.clone();
     ops.extend(counted.into_iter().filter(|op| !every.contains(op)));
     let mut table = Vec::new();
-    let definitions = split_lib(&source("lib.lua"));
+    let lib: Vec<(String, String)> = LIB
+        .iter()
+        .map(|module| {
+            let file = format!("lib/{module}.lua");
+            let text = source(&file);
+            (file, text)
+        })
+        .collect();
+    let definitions = split_lib(&lib);
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     fs::write(out.join("format.rs"), format!("{format}\n")).expect("writing OUT_DIR/format.rs");
     let mut library = library_head(&definitions);
@@ -203,21 +216,21 @@ fn operations_rs(ops: &[String], every: usize, table: &[(&str, &str)]) -> String
 }
 
 /// The Redis Functions library's body, up to its functions: every
-/// definition of lib.lua once, at the library's top level, so that Redis
+/// definition of lua/lib/ once, at the library's top level, so that Redis
 /// builds each helper's closure once, when it loads the library, instead
-/// of on every call. The one-line definitions of lib.lua that read a
+/// of on every call. The one-line definitions of lua/lib/ that read a
 /// call's KEYS or ARGV (or have an election's version) are locals of the
 /// library that `begin` sets at the start of every call (Redis runs one
 /// call at a time, so one call's values never meet another's), the
 /// election's versions when the call is an election's; any other one-line
 /// definition is set once, when Redis loads the library, and kept from
-/// call to call (lib.lua's checked_ values). The caller puts the `#!lua name=...` line and
+/// call to call (lua/lib/common.lua's checked_ values). The caller puts the `#!lua name=...` line and
 /// `local PREFIX = '<function name prefix>'` in front (src/connections/
 /// library.rs: both follow from this text's hash).
 fn library_head(definitions: &[Definition]) -> String {
     // A value read from neither KEYS nor ARGV, with no election's version,
     // is the library's own: set once, where Redis loads the library, and
-    // kept from one call to the next (lib.lua's checked_ values).
+    // kept from one call to the next (lua/lib/common.lua's checked_ values).
     let (kept, values): (Vec<&Definition>, Vec<&Definition>) = definitions
         .iter()
         .filter(|d| is_value(d))
@@ -225,7 +238,7 @@ fn library_head(definitions: &[Definition]) -> String {
     let names: Vec<&str> = values.iter().map(|d| d.name.as_str()).collect();
     let mut head = String::from(
         "-- fairlock's scripts as one Redis Functions library, assembled by build.rs from\n\
-         -- lua/lib.lua and each operation's file (see build.rs: library_head, register).\n\
+         -- lua/lib/ and each operation's file (see build.rs: library_head, register).\n\
          local KEYS, ARGV\n",
     );
     head.push_str(&format!("local {}\n\n", names.join(", ")));
@@ -251,7 +264,7 @@ fn library_head(definitions: &[Definition]) -> String {
             head.push('\n');
         }
     }
-    head.push_str("-- Sets the values lib.lua's one-line definitions give, for one call.\n");
+    head.push_str("-- Sets the values lua/lib/'s one-line definitions give, for one call.\n");
     head.push_str("local function begin(keys, argv, election)\n  KEYS, ARGV = keys, argv\n");
     for value in values {
         let assignment = |text: &str| {
@@ -283,7 +296,7 @@ fn reads_call(code: &str) -> bool {
         .any(|word| word == "KEYS" || word == "ARGV")
 }
 
-/// Whether a definition of lib.lua is a one-line value (`local NAME =
+/// Whether a definition of lua/lib/ is a one-line value (`local NAME =
 /// ...`) rather than a function (an election's version of a value may be
 /// a function: see `library_head`).
 fn is_value(definition: &Definition) -> bool {
@@ -319,80 +332,83 @@ fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
-/// lib.lua's top-level definitions, in order, each with the election's
-/// version of it if one follows it. Anything else at column 0 stops the
-/// build.
-fn split_lib(lib: &str) -> Vec<Definition> {
+/// The top-level definitions of lua/lib/'s `files` (name, text), in
+/// order, each with the election's and the library's versions of it if
+/// they follow it. Anything else at column 0 stops the build.
+fn split_lib(files: &[(String, String)]) -> Vec<Definition> {
     let mut definitions: Vec<Definition> = Vec::new();
-    let mut text = String::new();
-    // Each line with its number, from 1.
-    let mut lines = lib.lines().zip(1..);
-    while let Some((line, n)) = lines.next() {
-        if line.trim().is_empty() {
-            text.clear();
-            continue;
-        }
-        text.extend([line, "\n"]);
-        if line.starts_with("--") {
-            continue;
-        }
-        let name = if let Some(rest) = line.strip_prefix("local function ") {
-            for (line, _) in lines.by_ref() {
-                text.extend([line, "\n"]);
-                if line == "end" {
-                    break;
-                }
+    for (file, lib) in files {
+        let mut text = String::new();
+        // Each line with its number, from 1.
+        let mut lines = lib.lines().zip(1..);
+        while let Some((line, n)) = lines.next() {
+            if line.trim().is_empty() {
+                text.clear();
+                continue;
             }
-            rest.split('(').next()
-        } else {
-            line.strip_prefix("local ")
-                .and_then(|rest| rest.split(" =").next())
-        };
-        let name = name.filter(|name| name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric()));
-        let Some(name) = name else {
-            panic!("lua/lib.lua line {n}: not a definition build.rs can read: {line}");
-        };
-        let text = std::mem::take(&mut text);
-        if let Some(version) = text.strip_prefix(LIBRARY) {
-            let last = definitions.last_mut().filter(|last| last.name == name);
-            let Some(last) = last.filter(|last| last.library.is_none()) else {
-                panic!("lua/lib.lua line {n}: the library's {name} must follow the one {name}");
+            text.extend([line, "\n"]);
+            if line.starts_with("--") {
+                continue;
+            }
+            let name = if let Some(rest) = line.strip_prefix("local function ") {
+                for (line, _) in lines.by_ref() {
+                    text.extend([line, "\n"]);
+                    if line == "end" {
+                        break;
+                    }
+                }
+                rest.split('(').next()
+            } else {
+                line.strip_prefix("local ")
+                    .and_then(|rest| rest.split(" =").next())
             };
-            last.library = Some(version.to_owned());
-            continue;
-        }
-        if let Some(version) = text.strip_prefix(ELECTION) {
-            let last = definitions.last_mut().filter(|last| last.name == name);
-            let Some(last) = last.filter(|last| last.election.is_none()) else {
-                panic!("lua/lib.lua line {n}: the election's {name} must follow the one {name}");
+            let name =
+                name.filter(|name| name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric()));
+            let Some(name) = name else {
+                panic!("lua/{file} line {n}: not a definition build.rs can read: {line}");
             };
-            last.election = Some(version.to_owned());
-            continue;
+            let text = std::mem::take(&mut text);
+            for (marker, which) in [(LIBRARY, "library"), (ELECTION, "election")] {
+                let Some(version) = text.strip_prefix(marker) else {
+                    continue;
+                };
+                let last = definitions.last_mut().filter(|last| last.name == name);
+                let slot = last.map(|last| match which {
+                    "library" => &mut last.library,
+                    _ => &mut last.election,
+                });
+                let Some(slot) = slot.filter(|slot| slot.is_none()) else {
+                    panic!("lua/{file} line {n}: the {which}'s {name} must follow the one {name}");
+                };
+                *slot = Some(version.to_owned());
+            }
+            if text.starts_with(LIBRARY) || text.starts_with(ELECTION) {
+                continue;
+            }
+            assert!(
+                definitions.iter().all(|known| known.name != name),
+                "lua/{file}: {name} is defined twice"
+            );
+            definitions.push(Definition {
+                name: name.to_string(),
+                text,
+                election: None,
+                library: None,
+            });
         }
-        assert!(
-            definitions.iter().all(|known| known.name != name),
-            "lua/lib.lua: {name} is defined twice"
-        );
-        definitions.push(Definition {
-            name: name.to_string(),
-            text,
-            election: None,
-            library: None,
-        });
     }
     definitions
 }
 
-/// `body` with the definitions of lib.lua it uses, each with those it
+/// `body` with the definitions of lua/lib/ it uses, each with those it
 /// uses in turn, put in before the top-level statement that first needs
-/// it (before the comment block right above that statement), in lib.lua's
+/// it (before the comment block right above that statement), in lua/lib/'s
 /// order; for an `election`, their election's versions where they have
 /// one. A fast path that returns early thus builds no closure that only
 /// later statements need.
 fn assemble(definitions: &[Definition], election: bool, op: &str, body: &str) -> String {
     let what = if election { " for an election" } else { "" };
-    let mut script =
-        format!("-- lua/{op}, assembled by build.rs{what} with helpers of lua/lib.lua\n");
+    let mut script = format!("-- lua/{op}, assembled by build.rs{what} with helpers of lua/lib/\n");
     let text = |d: &Definition| match &d.election {
         Some(version) if election => version.clone(),
         _ => d.text.clone(),
@@ -449,7 +465,7 @@ fn statements(body: &str) -> Vec<String> {
     cuts.windows(2).map(statement).collect()
 }
 
-/// The definitions of lib.lua that the Lua `code` names (an identifier
+/// The definitions of lua/lib/ that the Lua `code` names (an identifier
 /// outside comments, not a field after `.` or `:`), but for `itself`.
 fn lib_names_in(definitions: &[Definition], code: &str, itself: Option<&str>) -> Vec<usize> {
     // `..` (concatenation) blanked too: a name right after `.` or `:` is a field.

@@ -124,7 +124,7 @@ fn a_wrong_type_inside_a_script_is_a_key_conflict_as_every_version_words_it() {
          @user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value",
         // outside a script
         "WRONGTYPE Operation against a key holding the wrong kind of value",
-        // Redis 6.2: the fence key check of lua/lib.lua
+        // Redis 6.2: the fence key check of lua/lib/common.lua
         "ERR Error running script (call to f_fd1f62702330c26137b50b4d8f15f201f6699d84): \
          @user_script:63: WRONGTYPE the fence key holds a value fairlock did not write",
     ] {

@@ -1,5 +1,5 @@
 //! The Lua scripts as build.rs assembles them: each operation's file with
-//! the lua/lib.lua helpers it uses put in before the top-level statement
+//! the lua/lib/ helpers it uses put in before the top-level statement
 //! that first needs each, and this checks that every assembled script
 //! defines each lib.lua name it uses, before its use, and none it does not
 //! use; that every file of an engine is one of its scripts; that the watchdog's renewal and the fast
@@ -13,7 +13,15 @@
 
 use fairlock::__test_support::{Engine, LockKind, Op, Script};
 
-const LIB: &str = include_str!("../lua/lib.lua");
+/// The files of lua/lib/ one after another, in the order build.rs reads
+/// them.
+const LIB: &str = concat!(
+    include_str!("../lua/lib/common.lua"),
+    include_str!("../lua/lib/messages.lua"),
+    include_str!("../lua/lib/queue.lua"),
+    include_str!("../lua/lib/mutex.lua"),
+    include_str!("../lua/lib/counted.lua"),
+);
 
 /// Each script's own file (an election's are the mutex's), read from
 /// lua/ as build.rs reads it.

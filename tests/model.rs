@@ -277,7 +277,7 @@ fn a_dead_waiter_that_asks_again_may_be_queued_anew() {
 /// was gone while the meta still counted its unit (a write could never be
 /// admitted again while the lock stayed in use). The acquire script now
 /// looks a call's hold up under the names an upgrade or a downgrade gives
-/// it too (lib.lua's hold_of_call), as the model does.
+/// it too (lua/lib/counted.lua's hold_of_call), as the model does.
 #[test]
 fn a_repeat_of_a_downgraded_call_takes_no_second_hold() {
     let call = Call::new(80, LockKind::RwLock, RW_UPGRADABLE, RW_CAPACITY);

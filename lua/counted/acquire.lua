@@ -5,7 +5,7 @@
 -- not fit is never passed by a smaller call behind it; when a head is
 -- admitted, the calls right behind it that fit enter in the same step.
 --
--- KEYS: holders, queue, deadlines, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"

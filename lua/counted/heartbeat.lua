@@ -1,7 +1,7 @@
 -- counted/heartbeat.lua: keep one client's queued waiters on one counted
 -- lock alive (watchdog).
 --
--- KEYS: holders, queue, deadlines, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] waiter timeout ms: new liveness deadline is server now + this

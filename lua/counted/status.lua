@@ -1,7 +1,7 @@
 -- counted/status.lua: read the whole picture of one counted lock for
 -- operators (changes nothing).
 --
--- KEYS: holders, queue, deadlines, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix (unused)
 -- ARGV[2] fence life ms (unused)
 -- ARGV[3] most waiters to list, from the head of the queue

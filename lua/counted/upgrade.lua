@@ -19,7 +19,7 @@
 -- it saw (reads' too) takes the write, and it can tell the write from the
 -- read that preceded it. The hold keeps its call and its lease end.
 --
--- KEYS: holders, queue, deadlines, meta (see lib.lua)
+-- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id

@@ -3,7 +3,7 @@
 -- or a release that could not be sent: whatever that call holds or queued
 -- is given back. Idempotent: the client sends it until Redis answers.
 --
--- KEYS: lock, queue, deadlines (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry "<owner> <wait id> <lease ms> <fixed 0|1>"
@@ -11,7 +11,7 @@
 -- Returns 1 when the call's hold (one count of it) was given back, 2 when
 --         its queue entry was removed, 0 when it left nothing to undo.
 -- An election's script also says on the election's channel who it handed
--- the lock to, or that the hold ended when it freed it (lib.lua: ANNOUNCE).
+-- the lock to, or that the hold ended when it freed it (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(log N).
 
 local entry = ARGV[3]

@@ -1,6 +1,6 @@
 -- mutex/acquire.lua: take the lock, re-enter it, or join (and stay in) its queue.
 --
--- KEYS: lock, queue, deadlines (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
@@ -29,7 +29,7 @@
 --         this call carrying a token up to that last one is stale: that
 --         grant is over, as this call holds nothing now.
 -- An election's script also says on the election's channel who it gave
--- the lock to, whenever it takes or hands it over (lib.lua: ANNOUNCE).
+-- the lock to, whenever it takes or hands it over (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(log N) in the number of waiters N (amortised over dropped dead
 -- waiters); a free lock nobody waits for: GET and one SET, and a TIME and
 -- an EXISTS when its key is gone (an election's: and one PUBLISH).

@@ -1,6 +1,6 @@
 -- mutex/cancel.lua: leave the queue (a timed-out try_lock_for), leaving nothing behind.
 --
--- KEYS: lock, queue, deadlines (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry "<owner> <wait id> <lease ms> <fixed 0|1>"
@@ -10,7 +10,7 @@
 --         queue. A hold of the same owner made by another call is not this
 --         call's to keep: it is left as it is.
 -- An election's script also says on the election's channel who it handed
--- a free lock to (lib.lua: ANNOUNCE).
+-- a free lock to (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(log N).
 
 local entry = ARGV[3]

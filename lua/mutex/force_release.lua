@@ -1,6 +1,6 @@
 -- mutex/force_release.lua: free the lock whoever holds it and hand it to the next waiter.
 --
--- KEYS: lock, queue, deadlines (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] call key "<client id>#<call id>": the lock key remembers it, so
@@ -10,7 +10,7 @@
 -- The holder is told at once, "L <token> <lock key>" on its client's
 -- channel, and its renewals find the lock gone should the message be lost.
 -- An election's script also says on the election's channel who it handed
--- the lock to, or that the hold ended when it freed it (lib.lua: ANNOUNCE).
+-- the lock to, or that the hold ended when it freed it (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(log N), and one PUBLISH.
 
 local this_call = 'F' .. ARGV[3]

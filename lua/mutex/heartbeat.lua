@@ -1,6 +1,6 @@
 -- mutex/heartbeat.lua: keep one client's queued waiters on one lock alive (watchdog).
 --
--- KEYS: lock, queue, deadlines (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] waiter timeout ms: new liveness deadline is server now + this
@@ -17,7 +17,7 @@
 -- A hold of the same owner made by another call is never extended here: a
 -- heartbeat still in flight must not stretch a fixed lease taken since.
 -- An election's script also says on the election's channel who it handed
--- the lock to (lib.lua: ANNOUNCE).
+-- the lock to (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(k log N) for k waiters of this client.
 
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')

@@ -1,6 +1,6 @@
 -- mutex/release.lua: give back one hold; at zero, hand the lock to the next live waiter.
 --
--- KEYS: lock, queue, deadlines (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
@@ -16,7 +16,7 @@
 --         held by this owner with this token (the lease was lost); then
 --         nothing is changed.
 -- An election's script also says on the election's channel who it handed
--- the lock to, or that the hold ended when it freed it (lib.lua: ANNOUNCE).
+-- the lock to, or that the hold ended when it freed it (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(log N); with nobody waiting GET, PTTL and one SET (an
 -- election's: and one PUBLISH).
 

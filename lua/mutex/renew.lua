@@ -14,7 +14,7 @@
 --         with a token up to this hold's), 0 when the lock is no longer this
 --         hold's (lease lost: taken by another, or run out).
 --         A lock key of another data format stops it with
---         "FAIRLOCK_FORMAT ..." (lib.lua: fail).
+--         "FAIRLOCK_FORMAT ..." (lib/common.lua: fail).
 -- Cost: O(1): GET, PTTL and one write.
 
 if ARGV[5] ~= '0' then

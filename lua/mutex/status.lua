@@ -1,6 +1,6 @@
 -- mutex/status.lua: read the whole picture of one lock for operators (changes nothing).
 --
--- KEYS: lock, queue, deadlines (see lib.lua)
+-- KEYS: lock, queue, deadlines (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix (unused)
 -- ARGV[2] fence life ms (unused)
 -- ARGV[3] most waiters to list, from the head of the queue (any larger

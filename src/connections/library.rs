@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 
 use crate::protocol::Script;
 
-/// The library body build.rs assembles (lua/lib.lua and every operation).
+/// The library body build.rs assembles (lua/lib/ and every operation).
 const BODY: &str = include_str!(concat!(env!("OUT_DIR"), "/library.lua"));
 
 /// The library as `FUNCTION LOAD` takes it, and the name of each script's

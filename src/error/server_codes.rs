@@ -74,13 +74,13 @@ pub(super) fn known(
             ErrorKind::KeyConflict,
             "a key of this lock holds data fairlock did not write; it was left untouched".into(),
         ),
-        // "FAIRLOCK_FORMAT <found> <mine> <key>" (lua/lib.lua's fail).
+        // "FAIRLOCK_FORMAT <found> <mine> <key>" (lua/lib/common.lua's fail).
         "FAIRLOCK_FORMAT" => (
             ErrorKind::FormatMismatch,
             format_mismatch(field(0)?, field(1)?, field(2).unwrap_or("?")).into(),
         ),
         // "FAIRLOCK_PERMITS_MISMATCH <this call's> <the lock's> <fence ms>"
-        // (lib.lua's check_capacity).
+        // (lua/lib/counted.lua's check_capacity).
         "FAIRLOCK_PERMITS_MISMATCH" => {
             let fence = match number(2).and_then(|ms| ms.parse().ok()) {
                 Some(ms) => format!("{:?} (the fence life)", Duration::from_millis(ms)),

@@ -2,7 +2,7 @@
 //! each vacancy), in order, from the election's history of changes and its
 //! state, read in one step whenever a message on its channel says it
 //! changed, just after the leader's lease would run out, and at least
-//! every `min(lease, timeout)` (a lease that ran out says nothing). The history (lua/lib.lua: `ANNOUNCE`) links each change
+//! every `min(lease, timeout)` (a lease that ran out says nothing). The history (lua/lib/mutex.lua: `ANNOUNCE`) links each change
 //! to the last term before it, so a watch that lost messages knows what it
 //! missed, and when it cannot know, says so.
 

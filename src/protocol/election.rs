@@ -3,7 +3,7 @@
 //! the values candidates campaign with, which ride in their owner ids
 //! (`<client id>:u<call>@<value>`), and the messages on the election's
 //! channel, `<key prefix>:election:<name>`, which tell watchers to read
-//! the leader again. The election's scripts publish them (lua/lib.lua:
+//! the leader again. The election's scripts publish them (lua/lib/mutex.lua:
 //! `ANNOUNCE`), in the call that grants or frees the election's lock, and
 //! keep the newest [`HISTORY_LEN`] of them in the election's history, each
 //! with the last term issued before it ([`Change`]), which its status
@@ -39,7 +39,7 @@ pub fn check_value(value: &str) -> Result<()> {
 }
 
 /// How many changes of its leader an election keeps in its history
-/// (public as `fairlock::ELECTION_HISTORY_LEN`; lua/lib.lua's `ANNOUNCE`
+/// (public as `fairlock::ELECTION_HISTORY_LEN`; lua/lua/lib/mutex.lua's `ANNOUNCE`
 /// trims the list to it): a [`LeaderWatch`](crate::LeaderWatch) that lost
 /// messages reports every change it missed as long as no more than this
 /// many happened since the last one it saw, and says it missed some

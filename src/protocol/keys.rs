@@ -74,8 +74,8 @@ impl LockKind {
 /// reader-writer lock's `rw`, `rwq`, `rwd`, `rwmeta`.
 /// An election is a mutex's queue in keys of its own: `elect`, `electq`,
 /// `electd`, laid out as the mutex's, and a fourth, `electh`, the list of
-/// its newest changes (lua/lib.lua: ANNOUNCE), which its status reads too.
-/// The queue keys are 2nd and 3rd in every kind, so lua/lib.lua's queue
+/// its newest changes (lua/lib/mutex.lua: ANNOUNCE), which its status reads too.
+/// The queue keys are 2nd and 3rd in every kind, so lua/lib/queue.lua's
 /// steps serve both engines.
 #[derive(Debug)]
 pub struct LockKeys {

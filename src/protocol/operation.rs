@@ -8,7 +8,7 @@ use crate::protocol::{LockKeys, LockKind};
 /// Which family of scripts runs a kind of lock: the mutex keeps its own
 /// single-key engine (its hold is one string, the fastest path fairlock
 /// has); an election's queue runs the same files assembled with the
-/// election's definition of lib.lua's `ANNOUNCE` (its scripts say on its
+/// election's definition of lua/lib/mutex.lua's `ANNOUNCE` (its scripts say on its
 /// channel who leads and who resigned, the mutex's pay nothing for it);
 /// the semaphore and the reader-writer lock share the counted engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,7 +44,7 @@ impl Engine {
 }
 
 /// The Lua scripts, one per operation and engine: the operation's own file
-/// preceded by only the helpers of `lua/lib.lua` it uses, picked by
+/// preceded by only the helpers of `lua/lib/` it uses, picked by
 /// `build.rs` (Redis reruns a script's every definition on each call) and
 /// embedded here; the election's are the mutex's files with the election's
 /// `ANNOUNCE`.

@@ -74,7 +74,7 @@ impl Operation for Release<'_> {
 }
 
 /// The grants a reply lists after its own fields, four items each (owner,
-/// wait id, token, ttl ms), as lib.lua's `with_grants` writes them: a
+/// wait id, token, ttl ms), as lua/lib/counted.lua's `with_grants` writes them: a
 /// release's, a downgrade's, a change of permits'.
 pub(crate) fn handed_over(items: &[Value]) -> Result<Vec<HandedOver>> {
     items

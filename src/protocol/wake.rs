@@ -33,7 +33,7 @@ pub enum Route {
 impl Route {
     /// `ARGV[1]` of a call on a lock in `slot`: the wake channel prefix
     /// `prefix` (`<key prefix>:wake:`), sharded followed by the slot's hash
-    /// tag, `{<tag>}:`, which has the scripts `SPUBLISH` (lua/lib.lua:
+    /// tag, `{<tag>}:`, which has the scripts `SPUBLISH` (lua/lib/messages.lua:
     /// `PUBLISH`).
     pub fn wake_prefix(self, prefix: &str, slot: u16) -> Cow<'_, str> {
         match self {

@@ -15,14 +15,14 @@ mod library;
 /// fields.
 const PLANT: &[library::Plant] = &[
     (
-        "lib.lua",
+        "lib/mutex.lua",
         "(waiters and ' + ' or ' - ')",
         "(waiters and ' + ' or ' = ')",
     ),
-    ("lib.lua", "(%d+) ([-+]) (.+)$", "(%d+) ([=+]) (.+)$"),
-    ("lib.lua", "(%d+) ([-+]) (.*)$", "(%d+) ([=+]) (.*)$"),
+    ("lib/mutex.lua", "(%d+) ([-+]) (.+)$", "(%d+) ([=+]) (.+)$"),
+    ("lib/mutex.lua", "(%d+) ([-+]) (.*)$", "(%d+) ([=+]) (.*)$"),
     (
-        "lib.lua",
+        "lib/mutex.lua",
         "elseif word == '-' then",
         "elseif word == '=' then",
     ),

@@ -232,12 +232,12 @@ pub fn queue_of(
     (lock, conn)
 }
 
-/// Every Lua file of the library, with its text: `lua/lib.lua` and each
+/// Every Lua file of the library, with its text: those of `lua/lib/` and each
 /// engine's folder of operations (`lua/mutex/`, `lua/counted/`), for tests
 /// that check a property of all the scripts at the source level.
 pub fn lua_sources() -> Vec<(std::path::PathBuf, String)> {
     let lua = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../lua");
-    let mut files: Vec<std::path::PathBuf> = ["", "mutex", "counted"]
+    let mut files: Vec<std::path::PathBuf> = ["lib", "mutex", "counted"]
         .into_iter()
         .flat_map(|dir| std::fs::read_dir(lua.join(dir)).expect("reading lua/"))
         .map(|entry| entry.expect("reading lua/").path())

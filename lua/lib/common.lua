@@ -1,0 +1,288 @@
+-- lib/common.lua: what every script may use: its keys and arguments, the
+-- checks of the arguments (kept from call to call by the Functions library:
+-- the checked_ values), numbers as text, the refusal (fail), the server's
+-- time, and the lock key's mark. The files of lua/lib/ are one library of
+-- the steps fairlock's lock scripts share, in this order: common.lua,
+-- messages.lua, queue.lua, mutex.lua, counted.lua (each may use those
+-- before it). build.rs puts in each operation's script only the
+-- definitions of lua/lib/ that it uses (and those they use), each before the
+-- top-level statement that first needs it, so each script stays one atomic
+-- EVALSHA and pays for no helper it does not call (a fast path that returns
+-- early builds none that only later statements need), while each step is
+-- written once.
+--
+-- Every lock has one anchor key, whose value names the data format of all
+-- of its keys as its first word, "v<format>" (FORMAT below: build.rs puts
+-- in the number, which the Rust side has as DATA_FORMAT), and which lives
+-- as long as any other key of the lock: a mutex's (an election's) lock
+-- key, a counted lock's meta. Every script reads the anchor before
+-- anything else of the lock and stops, before any write, at another
+-- format's ("FAIRLOCK_FORMAT <found> <mine> <key>", found "unversioned"
+-- for the layout before formats: fail), so no build misreads another's
+-- data or takes another's lock for free (docs/compatibility.md).
+-- Keys of one lock all share one cluster hash slot through a {tag}: a
+-- mutex's (an election's) in mutex.lua, a counted lock's in counted.lua,
+-- the queue's, the same places in both, in queue.lua.
+-- An owner id is "<client id>:<thread number, or u<call> when
+-- unbound>[@<identity>]" (src/protocol/ builds it by the same grammar);
+-- its client's channel is ARGV[1] .. client id (messages.lua).
+-- ARGV[1] is always the wake channel prefix (with a hash tag of the lock's
+-- slot when sharded: see wake), ARGV[2] the fence life in ms.
+-- Time is read only from the server's TIME, and only where a token or a
+-- deadline needs it; clients never send timestamps.
+
+local LOCK = KEYS[1]
+local QUEUE = KEYS[2]
+local DEADLINES = KEYS[3]
+local HOLDERS = KEYS[1]
+local META = KEYS[4]
+local WAKE_PREFIX = ARGV[1]
+
+-- Integers as exact decimal strings (tostring would print 1.7e+15). '%d'
+-- formats through a C long, 64 bits on every server fairlock runs on, so
+-- it is exact up to 2^53 (every ms and µs count here), and costs half of
+-- what '%.0f' does. The other way, a string of digits (a %d+ capture, a
+-- token as fmt wrote it) is read as `s + 0`: Lua's arithmetic converts it
+-- as tonumber does, without the call.
+local function fmt(n)
+  return string.format('%d', n)
+end
+
+-- Stops the script with the error reply `message` ("<CODE> <text>"). Redis
+-- 7.0 and later (which define redis.REDIS_VERSION) and Valkey reply with it
+-- as is. Redis 6.2's error handler fails on a table raised as an error (the
+-- reply then says only "attempt to concatenate"), so there it is raised as
+-- a string and Redis replies
+-- "ERR Error running script (call to f_<sha>): @user_script:<line>: <message>".
+-- Given `stored`, a lock's anchor value (of `key`) this build cannot read,
+-- the reply is "FAIRLOCK_FORMAT <found> <mine> <key>" instead when the
+-- value is another format's (found "unversioned" for the layout before
+-- formats, which `before` matches): see the header. One function for both,
+-- so that no fast path builds a closure for the refusal.
+local function fail(message, stored, key, before)
+  local found = stored and (string.match(stored, '^v(%d+) ')
+    or (string.find(stored, before) and 'unversioned'))
+  if found and found ~= '@FORMAT@' then
+    message = 'FAIRLOCK_FORMAT ' .. found .. ' @FORMAT@ ' .. key
+  end
+  if redis.REDIS_VERSION then
+    error({ err = message })
+  end
+  error(message, 0)
+end
+
+-- `value` (an ARGV string) as a whole number of ms from 1 to 365 days (the
+-- client's MAX_LEASE); anything else stops the script before it writes, so
+-- no failing PX can leave a key without a TTL behind a write.
+local function ms_arg(value, what)
+  local n = tonumber(value)
+  if not n or n % 1 ~= 0 or n < 1 or n > 31536000000 then
+    fail('ERR fairlock: ' .. what .. ' must be a whole number of ms from 1 to 31536000000, got '
+      .. tostring(value))
+  end
+  return n
+end
+
+-- What the checks of a call's arguments found, under the ARGV strings
+-- they read: a client sends the same fence life, lease and waiter timeout
+-- on every call. Only the Functions library (FCALL) reads these: it
+-- defines them once, when Redis loads the library, and keeps them from
+-- call to call (build.rs: a value that reads neither KEYS nor ARGV), so
+-- that its versions (`-- @library`) of the steps below check each such
+-- string, and work out its numbers, once per change rather than on every
+-- call. A script run by EVALSHA starts afresh each call, so its versions
+-- work them out every time (keeping them would only cost it). They hold
+-- only what a pure function of those strings gives, so a call reads the
+-- same from them as it would work out. The fence life last read:
+local checked_fence_in = false
+-- as ms_arg read it:
+local checked_fence = false
+-- and as fmt writes that (fence_text; false until asked):
+local checked_fence_s = false
+-- The lease last read (lease_arg):
+local checked_lease_in = false
+-- as ms_arg read it:
+local checked_lease = false
+-- and as fmt writes that (lease_text; false until asked):
+local checked_lease_s = false
+-- with the fence life checked_px_fence, the PX of a hold of it:
+local checked_px_fence = false
+local checked_px = false
+-- The mutex acquire's settings last read (settings_arg), and their parts:
+local checked_settings_in = false
+local checked_fixed = false
+local checked_timeout = false
+local checked_mode = false
+local checked_live = false
+-- The queue keys' life last pushed out to (keep_queue_for), and as written:
+local checked_life_ms = false
+local checked_life = false
+-- The wake prefix last read (wake), and the command that publishes on it:
+local checked_wake_in = false
+local checked_publish = false
+
+-- The fence life ARGV[2] in ms, as ms_arg reads it, once per value in a
+-- row (checked_fence_in; the library's FENCE_LIFE).
+local function fence_life(value)
+  if checked_fence_in ~= value then
+    checked_fence = ms_arg(value, 'fence life')
+    checked_fence_in, checked_fence_s = value, false
+  end
+  return checked_fence
+end
+
+-- How long a lock's key (its last token and mark) outlives the hold that
+-- wrote it, freed or run out (the client's fence_life).
+local FENCE_LIFE = ms_arg(ARGV[2], 'fence life')
+-- @library
+local FENCE_LIFE = fence_life(ARGV[2])
+
+-- The lease `value` (an ARGV string) as ms_arg reads it, and the PX of a
+-- hold with that lease: lease + FENCE_LIFE, as a string for SET.
+local function lease_arg(value)
+  local lease = ms_arg(value, 'lease')
+  return lease, fmt(lease + FENCE_LIFE)
+end
+-- @library
+-- Worked out once per lease and fence life in a row (checked_lease_in).
+local function lease_arg(value)
+  if checked_lease_in ~= value or checked_px_fence ~= FENCE_LIFE then
+    local lease = ms_arg(value, 'lease')
+    checked_lease, checked_px = lease, fmt(lease + FENCE_LIFE)
+    checked_lease_in, checked_px_fence, checked_lease_s = value, FENCE_LIFE, false
+  end
+  return checked_lease, checked_px
+end
+
+-- The PX lease_arg gave for a lease written `lease_s` (in a queue entry),
+-- or nil: then the caller works it out.
+local function lease_px(lease_s)
+  return nil
+end
+-- @library
+local function lease_px(lease_s)
+  if checked_lease_in == lease_s and checked_px_fence == FENCE_LIFE then
+    return checked_px
+  end
+end
+
+-- The `lease` lease_arg read, as fmt writes it.
+local function lease_text(lease)
+  return fmt(lease)
+end
+-- @library
+-- Once per lease (checked_lease_s).
+local function lease_text(lease)
+  if not checked_lease_s then
+    checked_lease_s = fmt(lease)
+  end
+  return checked_lease_s
+end
+
+-- FENCE_LIFE as fmt writes it.
+local function fence_text()
+  return fmt(FENCE_LIFE)
+end
+-- @library
+-- Once per fence life (checked_fence_s).
+local function fence_text()
+  if not checked_fence_s then
+    checked_fence_s = fmt(FENCE_LIFE)
+  end
+  return checked_fence_s
+end
+
+-- The mutex acquire's settings `value` (its ARGV[6]: "<fixed 0|1> <waiter
+-- timeout ms> <mode> <live token>"), as fixed, waiter timeout (ms, as
+-- ms_arg reads it), mode and live token; anything else stops the script
+-- before it writes.
+local function read_settings(value)
+  local fixed, waiter_timeout, mode, live_token =
+    string.match(value or '', '^([01]) (%S*) (%S+) (%d+)$')
+  if not fixed then
+    fail('ERR fairlock: ARGV[6] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>",'
+      .. ' got ' .. tostring(value))
+  end
+  waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
+  if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
+    fail('ERR fairlock: mode must be try, first or poll, got ' .. mode)
+  end
+  return fixed, waiter_timeout, mode, live_token
+end
+
+-- read_settings(value).
+local function settings_arg(value)
+  return read_settings(value)
+end
+-- @library
+-- Once per value in a row (checked_settings_in): a waiting call sends the
+-- same settings on each attempt, and a client's calls mostly the same.
+local function settings_arg(value)
+  if checked_settings_in ~= value then
+    checked_settings_in = false
+    checked_fixed, checked_timeout, checked_mode, checked_live = read_settings(value)
+    checked_settings_in = value
+  end
+  return checked_fixed, checked_timeout, checked_mode, checked_live
+end
+
+-- The life the queue keys are pushed out to, 2 * `ms`, as fmt writes it.
+local function queue_life_text(ms)
+  return fmt(2 * ms)
+end
+-- @library
+-- Once per `ms` in a row (checked_life_ms).
+local function queue_life_text(ms)
+  if checked_life_ms ~= ms then
+    checked_life = fmt(2 * ms)
+    checked_life_ms = ms
+  end
+  return checked_life
+end
+
+-- The command that publishes on the wake prefix's channels (see wake).
+local function publish_command()
+  return string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+end
+-- @library
+-- Once per wake prefix in a row (checked_wake_in).
+local function publish_command()
+  if checked_wake_in ~= WAKE_PREFIX then
+    checked_publish = string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+    checked_wake_in = WAKE_PREFIX
+  end
+  return checked_publish
+end
+
+-- Server time as (microseconds, milliseconds). TIME's two strings are
+-- numbers to Lua's arithmetic, without a call to convert them.
+local function server_time()
+  local t = redis.call('TIME')
+  local us = t[1] * 1000000 + t[2]
+  return us, (us - us % 1000) / 1000
+end
+
+-- The mark and detail of a lock key's mark ('' each when none).
+local function split_mark(mark)
+  if string.find(mark, '^', 1, true) then
+    -- Its revocation word (revoke.lua) is no part of it.
+    mark = string.match(mark, '^(.*) %^%d+$') or (string.match(mark, '^%^%d+$') and '') or mark
+  end
+  local space = string.find(mark, ' ', 1, true)
+  if not space then
+    return mark, ''
+  end
+  return string.sub(mark, 1, space - 1), string.sub(mark, space + 1)
+end
+
+-- A lock key's `mark` with its revocation word asking the holds up to
+-- `token` to let go (revoke.lua), in place of any earlier one.
+local function with_revocation(mark, token)
+  local seen, detail = split_mark(mark)
+  if seen == '' then
+    return '^' .. token
+  elseif detail == '' then
+    return seen .. ' ^' .. token
+  end
+  return seen .. ' ' .. detail .. ' ^' .. token
+end

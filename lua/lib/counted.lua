@@ -1,0 +1,712 @@
+-- lib/counted.lua: the counted engine, a semaphore's and a reader-writer
+-- lock's.
+-- Keys of one counted lock, a semaphore or a reader-writer lock (its own
+-- keys, beside the mutex's of the same name; the queue keys in the same
+-- places, so the queue steps below serve both engines). A hold is named
+-- "<owner> <call> <units>"; a lone hold (the only one) lives in the meta,
+-- like a mutex's holder in its lock key, and the holders zset comes into
+-- play only when a second hold comes in beside it (both then move there,
+-- until none is left):
+--   KEYS[1] holders    zset    per hold two members: its name -> its lease
+--                              end, server ms (a hold is live while its end
+--                              >= now), and "#" and its name -> minus its
+--                              fencing token (so a live guard's token
+--                              names its hold for re-entry: ZRANGEBYSCORE
+--                              -token -token); lease ends are the scores
+--                              from 0 up, tokens the ones below 0
+--   KEYS[2] queue, KEYS[3] deadlines, as a lock's, but each entry carries
+--                              the units it asks for as a fifth field
+--                              (parse_counted_entry)
+--   KEYS[4] meta       string  "<capacity> <used> <last token> <mark or
+--                              ->" (the anchor), after the format word
+--                              "v<format>", and " +" after it when
+--                              waiters may be queued; or with a lone hold
+--                              "<capacity> <token> <owner>#<call>
+--                              [+]<fence ms> <units> <mark or ->", its
+--                              used units its units and its last token
+--                              its token, its PX the lease + fence ms, so
+--                              the hold is over once PTTL <= fence ms (as a
+--                              mutex's lock key; a meta that must outlive
+--                              the queue longer gets more fence ms, its
+--                              lease unchanged), and its '+' (before the
+--                              fence ms) saying waiters may be queued:
+--                              the units there are (a semaphore's permits,
+--                              written "=<permits>" once set_permits set
+--                              them; a reader-writer lock's RW_CAPACITY,
+--                              all of which a write takes and one a read),
+--                              the units the holds take, the last token
+--                              issued, the "<owner>#<call>" of the last
+--                              release; it outlives every holder and
+--                              waiter by the fence life. The '+' is set
+--                              whenever a call joins the queue and dropped
+--                              only where the queue is found empty, so a
+--                              meta without it has nobody queued and its
+--                              fast paths (a free lock taken, a lone hold
+--                              released) read no queue key. While a hold
+--                              is left, the mark may end in "^<token>"
+--                              (be only that, with no mark): a revocation
+--                              (revoke.lua) asks the holds up to that
+--                              token to let go
+-- A call is admitted when it heads the queue (or nobody waits) and its
+-- units fit beside the held ones: that admission test is the only place
+-- where a semaphore and a reader-writer lock differ, and it is a number.
+
+-- `value` (an ARGV string) as a whole number of units from 1 to
+-- 4294967295 (a capacity or what a call asks for); anything else stops the
+-- script before it writes.
+local function units_arg(value, what)
+  local n = tonumber(value)
+  if not n or n ~= math.floor(n) or n < 1 or n > 4294967295 then
+    fail('ERR fairlock: ' .. what .. ' must be a whole number from 1 to 4294967295, got '
+      .. tostring(value))
+  end
+  return n
+end
+
+-- Checks the owner and call (ARGV strings) that name a hold "<owner>
+-- <call> <units>": an owner with a space or a call that is not a number
+-- stops the script before it writes, since either would make the hold's
+-- name ambiguous.
+local function holder_arg(owner, call)
+  if not string.match(owner or '', '^%S+$') or not string.match(call or '', '^%d+$') then
+    fail('ERR fairlock: owner must be an id without spaces and call a number, got '
+      .. tostring(owner) .. ' and ' .. tostring(call))
+  end
+end
+
+-- A hold's parts: owner, call (a string), units (a number); nil for a
+-- name fairlock did not write.
+local function parse_holder(member)
+  local owner, call, units = string.match(member, '^(%S+) (%d+) (%d+)$')
+  return owner, call, tonumber(units)
+end
+
+-- A counted queue entry's parts as written (strings): owner id, wait id,
+-- lease ms, fixed ('0' or '1'), units; nil for a member fairlock did not
+-- write. The mutex's 4-field entries are not counted entries (nor the
+-- other way round).
+local function split_counted_entry(entry)
+  return string.match(entry, '^(%S+) (%d+) (%d+) ([01]) (%d+)$')
+end
+
+-- A counted queue entry's parts, its lease ms and units as numbers.
+local function parse_counted_entry(entry)
+  local owner, wait_id, lease, fixed, units = split_counted_entry(entry)
+  return owner, wait_id, tonumber(lease), fixed, tonumber(units)
+end
+
+-- A counted queue entry given in ARGV, as parse_counted_entry reads it,
+-- its lease and units checked; anything else stops the script before it
+-- writes.
+local function counted_entry_arg(value)
+  local owner, wait_id, lease, fixed, units = parse_counted_entry(value)
+  if not owner then
+    fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>'
+      .. ' <units>", got ' .. value)
+  end
+  return owner, wait_id, ms_arg(lease, 'lease'), fixed, units_arg(units, 'units')
+end
+
+-- The units the holds in the holders zset take, counted one by one: only
+-- when the meta is gone (deleted by hand) while holds are left. (Lease
+-- ends are scores from 0 up, tokens below 0.)
+local function count_used()
+  local used = 0
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, 0, '+inf')) do
+    local _, _, units = parse_holder(member)
+    used = used + (units or 0)
+  end
+  return used
+end
+
+-- The meta's used units made live: 0 when they count holds of the holders
+-- zset and that key is gone (deleted by hand, evicted), since those are
+-- holds nobody has, so the count follows the key and the lock stays
+-- usable. A lone hold is in the meta itself.
+local function live_used(meta)
+  if meta.used > 0 and not meta.lone and redis.call('EXISTS', HOLDERS) == 0 then
+    meta.used = 0
+  end
+end
+
+-- The meta as a table: capacity (nil when the key is gone: a lock nobody
+-- used for a fence life; capacity_s the same as written; set true when
+-- set_permits set it, written with a leading '='), used units, last
+-- token (a string, '0' when gone), mark ('' when none), revoked (the token,
+-- a string, up to which a revocation asks holds to let go; nil when none),
+-- waiters (whether the meta says waiters may be queued: its '+') and lone,
+-- the one hold when there is exactly one ({owner, call, units, units_s,
+-- token, ends, fence, pttl}: units_s its units as written, ends its lease
+-- end, server ms, from the meta's PTTL less its fence ms, which with the
+-- meta's PTTL `pttl` it keeps as read; nil otherwise, the holds then in the
+-- holders zset). `now_ms` is the server's time (a lone hold's end is read
+-- from the meta's PTTL), `stored` the meta's value when the caller read it
+-- (false: gone). Numbers kept as the strings they were read as save
+-- formatting them again (string.format costs about a third of a no-op
+-- EVALSHA). A value fairlock did not write stops the script before any
+-- write. The used units are live_used's unless `lazy` (a fast path that
+-- learns whether the holders key is there from its own reads).
+local function read_meta(now_ms, lazy, stored)
+  if stored == nil then
+    stored = redis.call('GET', META)
+  end
+  if not stored then
+    -- (Whether anyone waits is not known: queue keys deleted by hand may
+    -- outlive it.)
+    return { used = count_used(), last = '0', mark = '', waiters = true }
+  end
+  local capacity, token, owner, call, flag, fence, units, mark = string.match(stored,
+    '^v@FORMAT@ (=?%d+) (%d+) (%S+)#(%d+) (%+?)(%d+) (%d+) (%S+)$')
+  local used, last, lone
+  if capacity then
+    used, last = tonumber(units), token
+    local fence_ms = tonumber(fence)
+    local pttl = redis.call('PTTL', META)
+    -- (No TTL: the hold is read as running a year.)
+    local ends = pttl < 0 and now_ms + 31536000000 or now_ms + pttl - fence_ms
+    lone = { owner = owner, call = call, units = used, units_s = units,
+      token = token, ends = ends, fence = fence_ms, pttl = pttl }
+  else
+    capacity, used, last, mark, flag = string.match(stored,
+      '^v@FORMAT@ (=?%d+) (%d+) (%d+) (%S+)( ?%+?)$')
+    if not capacity then
+      fail('WRONGTYPE the meta key holds a value fairlock did not write', stored, META,
+        '^=?%d+ %d+ %d+')
+    end
+  end
+  local revoked = nil
+  if string.find(mark, '^', 1, true) then
+    -- A revocation's token (revoke.lua) ends the mark.
+    local bare, at = string.match(mark, '^(.-)%^(%d+)$')
+    if bare then
+      mark, revoked = bare, at
+    end
+  end
+  if mark == '-' then
+    mark = ''
+  end
+  local set = string.byte(capacity) == 61
+  local meta = { capacity = tonumber(set and string.sub(capacity, 2) or capacity),
+    capacity_s = capacity, set = set, used = tonumber(used), last = last, mark = mark,
+    revoked = revoked, lone = lone, waiters = flag ~= '' }
+  if not lazy then
+    live_used(meta)
+  end
+  return meta
+end
+
+-- Writes the meta: "v<format> <capacity> <used> <last> <mark or
+-- ->[ +]", or with a lone hold "v<format> <capacity> <token> <owner>#<call>
+-- [+]<fence ms> <units> <mark or ->" (its used units its units, its last
+-- token its token), living `life` ms (nil: the TTL it has; a lone hold
+-- written anew gets its lease and a fence life). A lone hold's lease is
+-- the meta's PTTL less its fence ms, so its fence ms are what `life` adds
+-- to the lease left (at least a fence life); `now_ms` the server's time.
+-- The mark ends in "^<revoked>" while a revocation is recorded and a hold
+-- is left; the '+' says waiters may be queued (meta.waiters).
+local function write_meta(meta, life, now_ms)
+  local lone, used = meta.lone, meta.used
+  local mark = meta.mark
+  if meta.revoked and used > 0 then
+    mark = mark .. '^' .. meta.revoked
+  end
+  if mark == '' then
+    mark = '-'
+  end
+  -- One concatenation each: one string made.
+  local capacity_s = meta.capacity_s or fmt(meta.capacity)
+  local value
+  if lone then
+    local fence = lone.fence
+    local left = math.max(0, lone.ends - now_ms)
+    if life or not fence then
+      fence = math.max(FENCE_LIFE, (life or 0) - left)
+      life = left + fence
+    end
+    -- (A fence of the fence life is written as the client sent it.)
+    value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. lone.token .. ' ' .. lone.owner .. '#'
+      .. lone.call .. ' ' .. (meta.waiters and '+' or '')
+      .. (fence == FENCE_LIFE and ARGV[2] or fmt(fence)) .. ' ' .. lone.units_s .. ' ' .. mark
+  else
+    local used_s = used == 0 and '0' or fmt(used)
+    value = 'v@FORMAT@ ' .. capacity_s .. ' ' .. used_s .. ' ' .. meta.last .. ' ' .. mark
+      .. (meta.waiters and ' +' or '')
+  end
+  if life then
+    redis.call('SET', META, value, 'PX', fmt(life))
+  else
+    redis.call('SET', META, value, 'KEEPTTL')
+  end
+end
+
+-- Stops the script, before it writes, when this call's `capacity` is not
+-- the lock's (the `meta`'s, nil when not set): two clients that disagree
+-- on a semaphore's permits get an error instead of admitting more holders
+-- than either meant. Once set_permits set them, the meta's permits are
+-- the semaphore's whatever the call says, and a call for more `units`
+-- than they are is refused (it would never be admitted). Returns the
+-- capacity to admit by.
+local function check_capacity(capacity, meta, units)
+  local stored = meta.capacity
+  if meta.set then
+    if units > stored then
+      fail('FAIRLOCK_PERMITS_EXCEEDED ' .. fmt(units) .. ' ' .. fmt(stored))
+    end
+    return stored
+  end
+  if stored and stored ~= capacity then
+    fail('FAIRLOCK_PERMITS_MISMATCH ' .. fmt(capacity) .. ' ' .. fmt(stored) .. ' '
+      .. fmt(FENCE_LIFE))
+  end
+  return capacity
+end
+
+-- The name "<owner> <call> <units>" of the meta's lone hold.
+local function lone_name(lone)
+  return lone.owner .. ' ' .. lone.call .. ' ' .. lone.units_s
+end
+
+-- The token (a string) and ms of lease left of hold `member`, or nil when
+-- it holds nothing live. In the holders zset a hold is two members: its
+-- name, scored by its lease end, and "#" and its name, scored by minus its
+-- token; a lone hold is the meta's.
+local function hold_of(meta, member, now_ms)
+  local lone = meta.lone
+  if lone then
+    if lone.ends >= now_ms and lone_name(lone) == member then
+      return lone.token, lone.ends - now_ms
+    end
+    return nil
+  end
+  if meta.used == 0 then
+    return nil
+  end
+  local ends = tonumber(redis.call('ZSCORE', HOLDERS, member))
+  if not ends or ends < now_ms then
+    return nil
+  end
+  return fmt(-tonumber(redis.call('ZSCORE', HOLDERS, '#' .. member) or '0')), ends - now_ms
+end
+
+-- The live hold of acquire call `call` of `owner`, asked with `units`, as
+-- hold_of gives it, and its name: under the name of its own units, or, for
+-- a reader-writer lock's upgradable read (2147483648 units) or write
+-- (4294967295), under the name an upgrade or a downgrade gave it since,
+-- so that a call delivered again after its hold changed answers with that
+-- hold instead of taking a second one. nil when it holds nothing live.
+local function hold_of_call(meta, owner, call, units, now_ms)
+  local lone = meta.lone
+  if lone then
+    if lone.owner == owner and lone.call == call and lone.ends >= now_ms then
+      return lone.token, lone.ends - now_ms, lone_name(lone)
+    end
+    return nil
+  end
+  local name = owner .. ' ' .. call .. ' '
+  local names = { fmt(units) }
+  if units == 2147483648 then
+    names = { '2147483648', '4294967295', '1' }
+  elseif units == 4294967295 then
+    names = { '4294967295', '2147483648', '1' }
+  end
+  for _, as in ipairs(names) do
+    local held, left = hold_of(meta, name .. as, now_ms)
+    if held then
+      return held, left, name .. as
+    end
+  end
+  return nil
+end
+
+-- The live hold whose token is `token` if `owner` (and, when given, call
+-- `call`) made it, with its units and lease ms left; nil otherwise. The
+-- hold is its name in the holders zset, or the meta's lone hold itself (a
+-- table: drop_hold takes either). Reads only: in the holders zset the
+-- token is a score.
+local function hold_by_token(meta, token, owner, call, now_ms)
+  local lone = meta.lone
+  if lone then
+    if lone.token == token and lone.owner == owner and (not call or lone.call == call)
+        and lone.ends >= now_ms then
+      return lone, lone.units, lone.ends - now_ms
+    end
+    return nil
+  end
+  if meta.used == 0 or not string.match(token, '^%d+$') then
+    return nil
+  end
+  local found = redis.call('ZRANGEBYSCORE', HOLDERS, '-' .. token, '-' .. token, 'LIMIT', 0, 1)[1]
+  if not found then
+    return nil
+  end
+  local member = string.sub(found, 2)
+  local h_owner, h_call, units = parse_holder(member)
+  if h_owner ~= owner or (call and h_call ~= call) then
+    return nil
+  end
+  local ends = tonumber(redis.call('ZSCORE', HOLDERS, member))
+  if not ends or ends < now_ms then
+    return nil
+  end
+  return member, units, ends - now_ms
+end
+
+-- Gives back hold `member` of `units` (the lone hold, named or as
+-- hold_by_token gives it, or both its members in the holders zset).
+local function drop_hold(meta, member, units)
+  local lone = meta.lone
+  if lone and (member == lone or lone_name(lone) == member) then
+    meta.lone = nil
+  else
+    redis.call('ZREM', HOLDERS, member, '#' .. member)
+  end
+  meta.used = math.max(0, meta.used - units)
+end
+
+-- Drops every hold whose lease ran out, so that the used units count live
+-- holds only; returns how many it dropped (when any, the caller writes the
+-- meta: keep_counted). Each hold is dropped once: O(log N) amortised.
+-- Only commands the ACL line of docs/security.md grants (no
+-- ZREMRANGEBYSCORE).
+local function drop_expired(meta, now_ms)
+  local lone = meta.lone
+  if lone then
+    if lone.ends < now_ms then
+      meta.lone = nil
+      meta.used = math.max(0, meta.used - lone.units)
+      return 1
+    end
+    return 0
+  end
+  if meta.used == 0 then
+    return 0
+  end
+  local dropped = 0
+  while true do
+    local dead = redis.call('ZRANGEBYSCORE', HOLDERS, 0, '(' .. fmt(now_ms), 'LIMIT', 0, 100)
+    if #dead == 0 then
+      return dropped
+    end
+    dropped = dropped + #dead
+    local members = {}
+    for _, member in ipairs(dead) do
+      local _, _, units = parse_holder(member)
+      meta.used = math.max(0, meta.used - (units or 0))
+      members[#members + 1] = member
+      members[#members + 1] = '#' .. member
+    end
+    redis.call('ZREM', HOLDERS, unpack(members))
+  end
+end
+
+-- Gives call `call` of `owner` a hold of `units` for `ttl` ms; returns its
+-- token (a string), max(last + 1, server clock in µs), as the mutex's take
+-- does. The first hold is the meta's lone hold; a second one moves the
+-- lone hold into the holders zset beside it. `units_s`, the units as
+-- written, if the caller has them. The caller writes the meta
+-- (keep_counted).
+local function take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
+  local number = math.max(tonumber(meta.last) + 1, now_us)
+  local token = fmt(number)
+  local ends = now_ms + ttl
+  meta.last = token
+  local lone = meta.lone
+  units_s = units_s or fmt(units)
+  if not lone and meta.used == 0 then
+    meta.lone = { owner = owner, call = call, units = units, units_s = units_s, token = token,
+      ends = ends }
+  else
+    local member = owner .. ' ' .. call .. ' ' .. units_s
+    if lone then
+      local name = lone_name(lone)
+      redis.call('ZADD', HOLDERS, lone.ends, name, '-' .. lone.token, '#' .. name,
+        ends, member, '-' .. token, '#' .. member)
+      meta.lone = nil
+    else
+      redis.call('ZADD', HOLDERS, ends, member, '-' .. token, '#' .. member)
+    end
+  end
+  meta.used = meta.used + units
+  return token, number
+end
+
+-- Ms until the first live lease runs out (when the head of the queue can
+-- claim units a dead holder never gave back), 0 when none is live.
+local function first_lease_left(meta, now_ms)
+  local lone = meta.lone
+  if lone then
+    return math.max(0, lone.ends - now_ms)
+  end
+  if meta.used == 0 then
+    return 0
+  end
+  local first = redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf', 'LIMIT', 0, 1,
+    'WITHSCORES')[2]
+  return first and tonumber(first) - now_ms or 0
+end
+
+-- Gives hold `member` (the lone hold, named or as hold_by_token gives it,
+-- or its name in the holders zset) of `units` the units `to` instead, in
+-- place, and a new token, max(last + 1, server clock in µs), as take_hold
+-- does: its owner, call and lease end stay. A reader-writer lock's upgrade
+-- and downgrade (upgrade.lua, downgrade.lua, settle_claim). Returns the
+-- new token (a string) and the lease ms left. The caller writes the meta
+-- (keep_counted).
+local function change_hold(meta, member, units, to, now_us, now_ms)
+  local token = fmt(math.max(tonumber(meta.last) + 1, now_us))
+  meta.last = token
+  meta.used = meta.used - units + to
+  local to_s = fmt(to)
+  local lone = meta.lone
+  if lone and (member == lone or lone_name(lone) == member) then
+    lone.units, lone.units_s, lone.token = to, to_s, token
+    return token, lone.ends - now_ms
+  end
+  local ends = redis.call('ZSCORE', HOLDERS, member)
+  local owner, call = parse_holder(member)
+  local renamed = owner .. ' ' .. call .. ' ' .. to_s
+  redis.call('ZREM', HOLDERS, member, '#' .. member)
+  redis.call('ZADD', HOLDERS, ends, renamed, '-' .. token, '#' .. renamed)
+  return token, tonumber(ends) - now_ms
+end
+
+-- Settles an upgrade's claim, which admit_waiters found at the head of the
+-- queue with room for it: a reader-writer lock's queue entry of call
+-- `wait_id` of `owner` asking for 2147483647 units, what a write takes
+-- beyond the upgradable read (2147483648 units) that call holds, so it
+-- fits once the reads granted before it are gone (upgrade.lua queues it
+-- ahead of everyone). The upgradable read becomes the write in place
+-- (change_hold), its owner hears "G <wait id> <token> <lease ms left>",
+-- and the grant is added to `handed`; a claim whose upgradable read is
+-- gone (its lease ran out, force unlocked) is dropped and its owner told
+-- "H <wait id> 0", so that it asks at once and learns its hold is lost.
+-- Returns false, touching nothing, when the entry is no claim (a call of
+-- a semaphore's: the lock's meta key says which kind it is); the caller
+-- forgot the entry already.
+local function settle_claim(meta, owner, wait_id, now_us, now_ms, handed)
+  if not string.match(META, '^[^{]*{%x+}:rwmeta:') then
+    return false
+  end
+  local member = owner .. ' ' .. wait_id .. ' 2147483648'
+  if not hold_of(meta, member, now_ms) then
+    wake(owner, 'H ' .. wait_id .. ' 0')
+    return true
+  end
+  local token, left = change_hold(meta, member, 2147483648, 4294967295, now_us, now_ms)
+  wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. fmt(left))
+  handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), left }
+  return true
+end
+
+-- Takes the first live entry out of a counted lock's queue (ZPOPMIN, its
+-- deadline dropped with it) and returns it, its liveness deadline and its
+-- parts as split_counted_entry reads them, or nil when none is left. Dead
+-- or foreign entries ahead of it are dropped, as live_head drops them.
+-- For a caller that knows the head leaves the queue whatever it asks.
+local function pop_live_head(now_ms)
+  while true do
+    local head = redis.call('ZPOPMIN', QUEUE)[1]
+    if not head then
+      return nil
+    end
+    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
+    redis.call('ZREM', DEADLINES, head)
+    if deadline and deadline >= now_ms then
+      local owner, wait_id, lease, fixed, units = split_counted_entry(head)
+      if owner then
+        return head, deadline, owner, wait_id, lease, fixed, units
+      end
+    end
+  end
+end
+
+-- Admits the live waiters at the head of the queue, in arrival order,
+-- while each one's units fit beside the used ones: a head that does not
+-- fit stops it, so no smaller call behind passes it. Stops at `stop` (an
+-- entry that takes its own hold) if given. Each gets a token and "G <wait
+-- id> <token> <ttl>", its grant bounded by its liveness deadline as
+-- hand_over's; the new head, if any was admitted, hears "H", as tell_head
+-- tells it. An upgrade's claim at the head is settled (settle_claim). A
+-- head that asks for more than the capacity (a semaphore whose number
+-- set_permits cut since it queued) leaves the queue, told "H <wait id>
+-- -2", and is counted in `meta.refused`: O(log N) each, as it comes to the
+-- head, so nothing reads the queue beyond its head.
+-- Returns the list of {owner, wait id, token, ttl} admitted.
+local function admit_waiters(meta, now_us, now_ms, stop)
+  local handed = {}
+  while true do
+    -- With no units held (and no entry to stop at) the head leaves the
+    -- queue whatever it asks (admitted, or refused for more than there
+    -- are): it is popped (pop_live_head), else read where it stands.
+    local popped = meta.used == 0 and not stop
+    local head, deadline, owner, wait_id, lease, fixed, units_s
+    if popped then
+      head, deadline, owner, wait_id, lease, fixed, units_s = pop_live_head(now_ms)
+    else
+      head, deadline, owner, wait_id, lease, fixed, units_s =
+        live_head(now_ms, split_counted_entry)
+    end
+    if not head then
+      -- Nobody left in the queue: the meta may say so.
+      meta.waiters = false
+      break
+    end
+    local units = tonumber(units_s)
+    if units > meta.capacity and head ~= stop then
+      -- A call for more than a number set_permits set since it queued: it
+      -- can never be admitted, so it leaves the queue as it reaches the
+      -- head, told to poll ("H <wait id> -2"), which answers the error.
+      if not popped then
+        forget(head)
+      end
+      wake(owner, 'H ' .. wait_id .. ' -2')
+      meta.refused = (meta.refused or 0) + 1
+    elseif head == stop or meta.used + units > meta.capacity then
+      if #handed > 0 or meta.refused then
+        wake(owner, 'H ' .. wait_id .. ' ' .. first_lease_left(meta, now_ms))
+      end
+      break
+    else
+      if not popped then
+        forget(head)
+      end
+      -- An upgrade's claim (its units no read or write asks for) is
+      -- settled in place of a new hold.
+      if units ~= 2147483647 or not settle_claim(meta, owner, wait_id, now_us, now_ms, handed) then
+        local ttl, ttl_s = tonumber(lease), lease
+        if string.byte(lease, 1) == 48 then
+          ttl_s = fmt(ttl)
+        end
+        if fixed == '0' then
+          local bound = math.max(1, math.min(ttl, deadline - now_ms))
+          if bound ~= ttl then
+            ttl, ttl_s = bound, fmt(bound)
+          end
+        end
+        local token, number = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
+        wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. ttl_s)
+        handed[#handed + 1] = { owner, tonumber(wait_id), number, ttl }
+      end
+    end
+  end
+  return handed
+end
+
+-- Writes the meta and the TTLs of a counted lock's keys after a write: the
+-- holders zset lives until the farthest lease ends, the meta a fence life
+-- past that and past the queue's TTL, so the capacity and the last token
+-- outlive every holder and waiter (a later caller with other permits is
+-- refused, and tokens keep increasing). A lone hold's lease is the
+-- meta's TTL less its fence ms (write_meta). The queue's TTL is read only
+-- when the meta says waiters may be queued.
+local function keep_counted(meta, now_ms)
+  local life = 0
+  local lone = meta.lone
+  if lone then
+    life = math.max(0, lone.ends - now_ms)
+  elseif meta.used > 0 then
+    local far = tonumber(redis.call('ZRANGE', HOLDERS, -1, -1, 'WITHSCORES')[2])
+    if far and far >= now_ms then
+      life = far - now_ms + 1
+      redis.call('PEXPIRE', HOLDERS, fmt(life))
+    end
+  end
+  if meta.waiters then
+    life = math.max(life, redis.call('PTTL', QUEUE))
+  end
+  write_meta(meta, life + FENCE_LIFE, now_ms)
+end
+
+-- Makes `key`, if it exists, live at least `ms` more; never shortens it.
+local function outlive(key, ms)
+  local ttl = redis.call('PTTL', key)
+  if ttl ~= -2 and ttl < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
+-- After a call joined the queue (or a claim was queued): the meta says
+-- waiters may be queued, and when the queue's TTL was pushed out to
+-- `queue_life` ms, outlives it by a fence life; a lone hold's lease stays
+-- as it was (its fence ms grow). Writes the meta only when either changes.
+local function keep_queued(meta, queue_life, now_ms)
+  if meta.waiters and not queue_life then
+    return
+  end
+  meta.waiters = true
+  if not meta.capacity then
+    return
+  end
+  local lone = meta.lone
+  if lone then
+    local left = math.max(0, lone.ends - now_ms)
+    local life = left + (lone.fence or FENCE_LIFE)
+    if queue_life and queue_life + FENCE_LIFE > life then
+      life = queue_life + FENCE_LIFE
+    end
+    write_meta(meta, life, now_ms)
+  elseif queue_life then
+    write_meta(meta, math.max(redis.call('PTTL', META), queue_life + FENCE_LIFE), now_ms)
+  else
+    write_meta(meta, nil, now_ms)
+  end
+end
+
+-- Keeps a hold handed to a waiting call alive until its owner's watchdog
+-- renews it: a watchdog-renewed hold (`fixed` '0') of `member` with `left`
+-- ms under its `lease` gets `lease` from now; a fixed one is left alone.
+-- Returns the lease left now and whether it changed (the caller then
+-- writes the meta and the keys' TTLs: keep_counted).
+local function extend_hold(meta, member, lease, fixed, left, now_ms)
+  if fixed == '0' and left < lease then
+    if meta.lone then
+      meta.lone.ends = now_ms + lease
+    else
+      redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
+    end
+    return lease, true
+  end
+  return left, false
+end
+
+-- Drops expired holds, then admits the live waiters at the head of the
+-- queue that fit, as admit_waiters does (nobody when the meta is gone:
+-- the capacity is unknown until a caller names it). Returns the grants
+-- and the number of holds dropped; with any grant or drop, the caller
+-- writes the meta (keep_counted).
+local function pass_on(meta, now_us, now_ms)
+  local dropped = drop_expired(meta, now_ms)
+  if not meta.capacity then
+    return {}, dropped
+  end
+  return admit_waiters(meta, now_us, now_ms, nil), dropped
+end
+
+-- `out` (a reply being built) followed by each grant of `handed` (as
+-- admit_waiters returns them), flattened: owner, wait id, token, ttl.
+local function with_grants(out, handed)
+  for _, grant in ipairs(handed) do
+    for _, part in ipairs(grant) do
+      out[#out + 1] = part
+    end
+  end
+  return out
+end
+
+-- Removes `entry` from the queue; the waiters its leaving unblocks (a
+-- large head gone lets smaller ones behind it in; a hold run out lets the
+-- head in) are admitted, and a new head learns of it.
+local function leave_counted_queue(meta, entry, now_us, now_ms)
+  local was_head = redis.call('ZRANK', QUEUE, entry) == 0
+  forget(entry)
+  prune(now_ms)
+  local flagged = meta.waiters
+  local handed, dropped = pass_on(meta, now_us, now_ms)
+  -- (A queue left empty: the meta says so, and its fence ms shrink back.)
+  if meta.capacity and (#handed > 0 or dropped > 0 or flagged ~= meta.waiters) then
+    keep_counted(meta, now_ms)
+  end
+  if #handed == 0 and was_head then
+    tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
+  end
+end

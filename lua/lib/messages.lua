@@ -1,0 +1,47 @@
+-- lib/messages.lua: what the scripts tell a client, on its channel
+-- (ARGV[1] .. its client id: wake), every message there is:
+--   "G <wait id> <token> <ttl ms>" = the lock was handed to you;
+--   "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl
+--   (-2: poll now; set_permits.lua says so to a call it took out
+--   of the queue, whose poll then gets its error);
+--   "R <token> <lock key>" = your holds of that lock (KEYS[1]) with
+--   tokens up to that one are asked to let go (revoke.lua);
+--   "L <token> <lock key>" = your holds of that lock (KEYS[1]) with
+--   tokens up to that one were freed by a force release (force_release.lua).
+-- An election also speaks on a channel of its own (mutex.lua: ANNOUNCE).
+
+-- Publishes `message` on the channel of `owner`'s client. How it travels
+-- is as the client says in ARGV[1]: a wake prefix with a hash tag ("<key
+-- prefix>:wake:{<tag>}:", the tag one of the lock's slot: a client on a
+-- Redis Cluster of 7.0 or later) names shard channels, for SPUBLISH, which
+-- keeps a message on the lock's shard; one without ("<key prefix>:wake:",
+-- a key prefix holds no '{') classic ones, for PUBLISH, which a cluster
+-- copies to every node. Decided here (publish_command), not per call:
+-- only a call that wakes someone pays for it.
+local function wake(owner, message)
+  local client = string.match(owner, '^([^:]+):')
+  if client then
+    redis.call(publish_command(), WAKE_PREFIX .. client, message)
+  end
+end
+
+-- Tells the holds of `owner`'s client on this lock (KEYS[1]: a lock key,
+-- or a counted lock's holders) whose tokens are up to `token` what became
+-- of them: `what` 'R' asks them to let go (a revocation), 'L' says they
+-- were freed (a force release).
+local function tell_holder(owner, what, token)
+  wake(owner, what .. ' ' .. token .. ' ' .. KEYS[1])
+end
+
+-- tell_holder once to each client among `owners` (its holds of this lock
+-- hear it together).
+local function tell_holders(owners, what, token)
+  local told = {}
+  for _, owner in ipairs(owners) do
+    local client = string.match(owner, '^([^:]+):') or owner
+    if not told[client] then
+      told[client] = true
+      tell_holder(owner, what, token)
+    end
+  end
+end

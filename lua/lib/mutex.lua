@@ -1,0 +1,307 @@
+-- lib/mutex.lua: the mutex's engine (and an election's, the same engine on
+-- keys of its own). Its keys:
+--   KEYS[1] lock       string  held: "v<format> <token> <owner>#<calls>
+--                              <fence ms> <mark>",
+--                              its PX the lease + fence ms, so the hold is
+--                              over once PTTL <= fence ms and the last token
+--                              outlives it; free: "v<format> <token> -
+--                              <mark>", its PX the fence life, or at most
+--                              two fence lives when a release kept the TTL
+--                              it had (or gone). A "+" before the fence ms
+--                              (free: "+" for "-") says waiters may be
+--                              queued: it is set whenever a call joins the
+--                              queue and dropped only where the queue is
+--                              found empty, so a lock key without it has
+--                              nobody queued and its fast paths (a free
+--                              lock taken, a lone hold released) read no
+--                              queue key. token: the
+--                              last fencing token issued; calls: the ids,
+--                              comma-separated, of the acquire calls counted
+--                              in the hold (the first and each re-entry),
+--                              after the last '#' (an owner id may hold
+--                              one);
+--                              mark ("-" when none): "<the call that last
+--                              freed the lock>[ <detail>]", so that the
+--                              same call delivered again is known, and its
+--                              last word "^<token>" when a revocation
+--                              (revoke.lua) asks the holds up to that token
+--                              to let go (the hold of the time; later ones
+--                              have larger tokens), or that word alone
+--   KEYS[2], KEYS[3]: the queue (queue.lua)
+-- An election (the mutex's engine on keys of its own) also says on its
+-- channel "<token> <value> <owner>" when it grants its lock (value: what
+-- follows the first '@' in the owner id) and "resigned <token>" when a
+-- hold ends with nobody to hand it to (ANNOUNCE), and keeps each of those
+-- changes in a fourth key of its own:
+--   KEYS[4] history    list    "<last term before it> <message>", newest
+--                              first, the newest 16, kept a fence life
+--                              after the last change
+
+-- How an election tells of each change of its leader, ANNOUNCE(message,
+-- last): nil in the mutex's scripts, which announce nothing (and pay one
+-- nil test where an election's announce). build.rs assembles the
+-- election's scripts from the mutex's files with the `@election`
+-- definition below in its place.
+local ANNOUNCE = nil
+-- @election
+-- Says `message` on the election's channel "<key prefix>:election:<name>",
+-- sharded "<key prefix>:{<tag>}:election:<name>" (from its lock key
+-- "<key prefix>:{<tag>}:elect:<name>"; a key prefix holds no '{'; which,
+-- read from ARGV[1] as wake reads it, so that the election's scripts need no
+-- definition the mutex's lack) and keeps "<last> <message>" in its history
+-- (KEYS[4], a list, newest first), `last` being the last term issued before the
+-- change: the newest 16 changes (fairlock::ELECTION_HISTORY_LEN), kept a
+-- fence life after the last one, so that a watcher that lost messages
+-- reads what it missed, and from `last` knows whether it missed more.
+-- O(1): LPUSH, an LTRIM that drops at most one entry, PEXPIRE. Each is a
+-- pcall: one the caller's ACL user may not make (a channel it is not
+-- granted, a list command an older ACL line lacks) fails alone and the
+-- step it tells of stands; a message lost is read from the history, and a
+-- change the history lacks makes a watcher say it missed some.
+local function ANNOUNCE(message, last)
+  local sharded = string.find(ARGV[1], '{', 1, true) -- as wake reads it
+  local publish = sharded and 'spublish' or 'publish'
+  redis.pcall(publish, (string.gsub(LOCK, '^([^{]*)({%x+}:)elect:',
+    sharded and '%1%2election:' or '%1election:', 1)), message)
+  redis.pcall('LPUSH', KEYS[4], string.format('%d', last) .. ' ' .. message)
+  redis.pcall('LTRIM', KEYS[4], 0, 15)
+  redis.pcall('PEXPIRE', KEYS[4], FENCE_LIFE)
+end
+
+-- The parts of the lock key's value `stored` (what GET gave: callers read
+-- it themselves, so a fast path that needs less reads it once): last token
+-- (a string, '0' when the key is gone), owner and calls (nil when free or
+-- when the lease ran out), the mark ('' when none), for a hold its fence
+-- ms and lease ms left (-1: no expiry), from `pttl` when the caller read
+-- the key's PTTL already, and whether waiters may be queued (the '+' of
+-- the value; false when the key is gone: the queue keys never outlive it).
+-- A string of another format, or one fairlock did not write, stops the
+-- script before any write (fail).
+local function read_lock(stored, pttl)
+  if not stored then
+    return '0', nil, nil, '', nil, nil, false
+  end
+  -- A hold first (one match: the owner's %S+ gives back to the last '#'),
+  -- then a free lock.
+  local token, owner, calls, waiters, fence, mark =
+    string.match(stored, '^v@FORMAT@ (%d+) (%S+)#([%d,]+) (%+?)(%d+) (.+)$')
+  if not token then
+    local word
+    token, word, mark = string.match(stored, '^v@FORMAT@ (%d+) ([-+]) (.+)$')
+    if not token then
+      fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
+        '^%d+ %S+ %S+ %S+')
+    end
+    return token, nil, nil, mark ~= '-' and mark or '', nil, nil, word == '+'
+  end
+  local fence_ms = fence + 0
+  waiters = waiters == '+'
+  if mark == '-' then
+    mark = ''
+  end
+  pttl = pttl or redis.call('PTTL', LOCK)
+  if pttl == -1 then
+    return token, owner, calls, mark, fence_ms, -1, waiters
+  end
+  if pttl <= fence_ms then
+    return token, nil, nil, mark, nil, nil, waiters
+  end
+  return token, owner, calls, mark, fence_ms, pttl - fence_ms, waiters
+end
+
+-- Records the free lock: its last `token` and `mark` (the call that freed
+-- it), kept for FENCE_LIFE, and whether `waiters` may be queued.
+local function write_free(token, mark, waiters)
+  redis.call('SET', LOCK, 'v@FORMAT@ ' .. token .. (waiters and ' + ' or ' - ')
+    .. (mark ~= '' and mark or '-'), 'PX', fmt(FENCE_LIFE))
+end
+
+-- Records the hold: `calls` of `owner` with `token`, keeping `mark` and
+-- the last token for `fence` ms after the lease, and whether `waiters`
+-- may be queued; with a lease of `ttl` ms, or the lease it has when `ttl`
+-- is nil. `px` and `fence_s`, when the caller has them, are the PX (ttl +
+-- fence) and the fence as written.
+local function write_hold(token, owner, calls, mark, fence, ttl, waiters, px, fence_s)
+  local value = 'v@FORMAT@ ' .. token .. ' ' .. owner .. '#' .. calls .. (waiters and ' +' or ' ')
+    .. (fence_s or fmt(fence)) .. ' ' .. (mark ~= '' and mark or '-')
+  if ttl then
+    redis.call('SET', LOCK, value, 'PX', px or fmt(ttl + fence))
+  else
+    redis.call('SET', LOCK, value, 'KEEPTTL')
+  end
+end
+
+-- Takes the lock for acquire call `call` of `owner` with a lease of `ttl`
+-- ms (`px`, when the caller has it: the PX, ttl + FENCE_LIFE, as a
+-- string), whatever the lock key held; returns the token (a number and as
+-- written), max(last + 1,
+-- `now_us`): the server clock in µs, or 0 where the caller read no clock
+-- (a free key that keeps the last token). The lock key keeps the last
+-- token while held and for FENCE_LIFE after the hold ends; each token is
+-- at most the clock when it was issued (last + 1 lags it, as a take never
+-- comes within a µs of the one before), so the clock alone keeps tokens
+-- increasing after the key is gone (or after Redis lost its data) unless
+-- the server clock steps back further.
+-- `mark` is kept, so that a repeat of the call that last freed the lock is
+-- still known after later takes; `waiters` says whether the queue may hold
+-- any (the caller knows).
+-- An election announces its new leader (a repeat of the call that took
+-- it takes nothing, so it is announced once).
+local function take(owner, ttl, now_us, call, last, mark, waiters, px)
+  local token = last + 1
+  if now_us > token then
+    token = now_us
+  end
+  local token_s = fmt(token)
+  write_hold(token_s, owner, call, mark, FENCE_LIFE, ttl, waiters, px, fence_text())
+  if ANNOUNCE then
+    ANNOUNCE(token_s .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner, last)
+  end
+  return token, token_s
+end
+
+-- Whether acquire call `call` is counted in the hold's `calls`.
+local function counts_call(calls, call)
+  return string.find(',' .. calls .. ',', ',' .. call .. ',', 1, true) ~= nil
+end
+
+-- Hands the lock to the first live waiter and wakes it with the token; the
+-- next waiter learns it now heads the queue. `last` is the last token
+-- issued, `mark` the mark to keep. Returns (owner, wait id, token, ttl) of
+-- the new holder, or nil (and changes nothing but dropping dead entries)
+-- when nobody live waits. A watchdog-renewed grant lasts no longer than
+-- the waiter's own liveness deadline, so a waiter that died while queued
+-- holds the lock no longer than it would have held its place. Without a
+-- time given, TIME is read only if someone waits. The new hold says
+-- whether waiters are left (the next head, read before it is written).
+local function hand_over(now_us, now_ms, last, mark)
+  while true do
+    local head = redis.call('ZPOPMIN', QUEUE)[1]
+    if not head then
+      return nil
+    end
+    if not now_us then
+      now_us, now_ms = server_time()
+    end
+    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
+    redis.call('ZREM', DEADLINES, head)
+    local owner, wait_id, lease_s, fixed = string.match(head, '^(%S+) (%d+) (%d+) ([01])$')
+    if owner and deadline and deadline >= now_ms then
+      local ttl = lease_s + 0
+      local ttl_s, px = lease_s, nil
+      if fixed == '0' and deadline - now_ms < ttl then
+        ttl = math.max(1, deadline - now_ms)
+        ttl_s = fmt(ttl)
+      else
+        px = lease_px(lease_s)
+      end
+      local next_head = live_head(now_ms)
+      local token, token_s = take(owner, ttl, now_us, wait_id, last, mark, next_head ~= nil, px)
+      wake(owner, 'G ' .. wait_id .. ' ' .. token_s .. ' ' .. ttl_s)
+      tell_head(now_ms, ttl, nil, next_head or false)
+      return owner, wait_id, token, ttl
+    end
+  end
+end
+
+-- Keeps the mutex's lock key (the anchor, whose format word stands for
+-- the queue's keys too) marked as having waiters (the '+' its fast paths
+-- look for) and, when `ms` is given (keep_queue_for pushed the queue keys
+-- out to it), alive at least `ms`: a free key's TTL pushed out; a hold's
+-- fence grown by as much as its TTL, so its lease stays as it was.
+-- `stored` is the lock key's value if the caller has it, `pttl` its PTTL
+-- if read (-1: no expiry).
+local function keep_anchor(ms, stored, pttl)
+  stored = stored or redis.call('GET', LOCK)
+  if not stored then
+    return
+  end
+  if ms and not pttl then
+    pttl = redis.call('PTTL', LOCK)
+  end
+  local grow = ms and pttl ~= -1 and pttl < ms
+  local head, flag, fence, rest = string.match(stored, '^(v@FORMAT@ %d+ %S+ )(%+?)(%d+)( .*)$')
+  if fence then
+    if grow then
+      redis.call('SET', LOCK, head .. '+' .. fmt(fence + ms - pttl) .. rest, 'PX', fmt(ms))
+    elseif flag == '' then
+      redis.call('SET', LOCK, head .. '+' .. fence .. rest, 'KEEPTTL')
+    end
+    return
+  end
+  local token, word, mark = string.match(stored, '^v@FORMAT@ (%d+) ([-+]) (.*)$')
+  if grow then
+    redis.call('SET', LOCK, 'v@FORMAT@ ' .. token .. ' + ' .. mark, 'PX', fmt(ms))
+  elseif word == '-' then
+    redis.call('SET', LOCK, 'v@FORMAT@ ' .. token .. ' + ' .. mark, 'KEEPTTL')
+  end
+end
+
+-- Frees the held lock (token `token`) for the next live waiter (the time
+-- may be nil: see hand_over), or records it free when nobody waits (an
+-- election then announces that the hold of `token` ended); either way
+-- with `mark`, the call that freed it. Returns what hand_over returns.
+local function free_lock(now_us, now_ms, token, mark)
+  local owner, wait_id, new_token, ttl = hand_over(now_us, now_ms, token, mark)
+  if not owner then
+    write_free(token, mark, false)
+    if ANNOUNCE then
+      ANNOUNCE('resigned ' .. token, token)
+    end
+  end
+  return owner, wait_id, new_token, ttl
+end
+
+-- Gives back the hold that acquire call `call` of `owner` counted, once.
+-- `token`, `calls`, `mark`, `fence` and `waiters` are the hold as
+-- read_lock returned it, after the caller checked that `owner` holds it.
+-- Returns (true, holds left) when it counted one, (false, holds left) when
+-- that call holds nothing (given back already, or never counted); at 0
+-- left the lock went on as free_lock says, whose results follow.
+local function give_back(owner, token, calls, mark, fence, call, waiters)
+  if calls == call then
+    -- The one hold, the common case.
+    return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
+  end
+  local kept, found = {}, false
+  for id in string.gmatch(calls, '[^,]+') do
+    if id == call and not found then
+      found = true
+    else
+      kept[#kept + 1] = id
+    end
+  end
+  if not found then
+    return false, #kept
+  end
+  if #kept > 0 then
+    write_hold(token, owner, table.concat(kept, ','), mark, fence, nil, waiters)
+    return true, #kept
+  end
+  return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
+end
+
+-- Removes `entry` from the queue; the lock goes to the next live waiter
+-- if it is free (`held` false; `last`, `mark` and the lease ms `left` as
+-- read_lock gave them), and a new head learns of it.
+local function leave_queue(entry, held, last, mark, left, now_us, now_ms)
+  local was_head = redis.call('ZRANK', QUEUE, entry) == 0
+  forget(entry)
+  prune(now_ms)
+  if not held then
+    hand_over(now_us, now_ms, last, mark)
+  elseif was_head then
+    tell_head(now_ms, left)
+  end
+end
+
+-- Keeps a handed-over lease alive until the owner's watchdog renews it:
+-- `left` ms (-1: no expiry) become at least `lease`; returns the lease
+-- left now. `fence` as read_lock returned it.
+local function extend_lease(lease, fence, left)
+  if left ~= -1 and left < lease then
+    redis.call('PEXPIRE', LOCK, fmt(lease + fence))
+    return lease
+  end
+  return left
+end
