@@ -21,15 +21,16 @@
 //! up to the next line that is exactly `end`. A definition whose comment
 //! block starts with the line `-- @election` is the election's version of
 //! the one right before it (of the same name): the election's scripts are
-//! the mutex's files assembled with it in that one's place (issue 28: its
-//! scripts announce its leaders, the mutex's pay nothing for that). The
+//! the mutex's files assembled with it in that one's place (so that its
+//! scripts announce its leaders, and the mutex's pay nothing for that). The
 //! election's version of a value may be a function (ANNOUNCE: nil for the
 //! mutex, for an election the function that publishes and keeps each
-//! change, issue 30). A definition whose comment block starts with the
+//! change). A definition whose comment block starts with the
 //! line `-- @library` is the Functions library's version of the one right
 //! before it: the library keeps the values of lua/lib/ that read neither
 //! KEYS nor ARGV from call to call (its `checked_` values), and only its
-//! versions read them (issue 41).
+//! versions read them (a check of an argument that did not change is
+//! not made again).
 
 use std::env;
 use std::fs;

@@ -240,8 +240,8 @@ fn commands_per_op(conn: &mut redis::Connection, n: u64) -> BTreeMap<String, f64
 }
 
 /// The first line of the mutex's acquire and release after their
-/// prelude: today's, and the one before issue 29 (for the report's before
-/// column).
+/// prelude: today's, and the one before the scripts' second performance pass
+/// (for the report's before column).
 const FIRST_READ: [&str; 3] = [
     "local stored = redis.call('GET', LOCK)",
     "local token, holder, calls, mark, fence, left = read_lock()",

@@ -168,7 +168,7 @@ def how_to_run():
             "scripts/peers-setup && cargo bench --features peers --bench peers   # loopback: against the peers",
             "FAIRLOCK_BENCH_LINK_DELAY_US=500 cargo bench --bench lock           # the latency benches on a ~1 ms link",
             "FAIRLOCK_BENCH_LINK_DELAY_US=500 cargo bench --features peers --bench peers   # the peers on that link",
-            "scripts/bench-before 42f1eee              # the breakdown on the commit before issue 12 (the before column)",
+            "scripts/bench-before 42f1eee              # the breakdown on the commit before the first script rewrite (the before column)",
             "cargo bench --bench server_cost           # the server's instructions per fast path, under callgrind (needs valgrind)",
             "scripts/bench-report                      # rewrites this file and docs/benchmarks/*",
             "```", "",
@@ -273,7 +273,7 @@ QUEUED_OPS = [("arrival", "arrival that queues"),
 
 
 def server_time_section():
-    """Server time per operation in no-op units, before and after issue 12."""
+    """Server time per operation in no-op units, before and after the first script rewrite."""
     after, before = own("breakdown"), load(BEFORE)
     if not after:
         return []

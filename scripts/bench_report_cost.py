@@ -4,7 +4,7 @@ Reads target/fairlock-bench/server_cost.json, which `cargo bench --bench
 server_cost` writes (redis-server under callgrind: instructions inside
 Redis's call(), what INFO commandstats times, per operation), and
 benchmarks/before-issue29/server_cost.json, the same bench run on the
-commit before issue 29's script changes (the before column). Either may be
+commit before the scripts' second performance pass (the before column). Either may be
 missing: its figures read n/a.
 """
 from pathlib import Path

@@ -1,6 +1,6 @@
 -- counted/downgrade.lua: turn a reader-writer lock's write into a read or
 -- an upgradable read, or an upgradable read into a read, in place and
--- atomically (issue 30): nobody can write between the two, and the
+-- atomically: nobody can write between the two, and the
 -- waiters at the head of the queue that fit beside what is left (the
 -- reads queued behind the write, an upgradable read among them if it
 -- fits) are admitted in the same step, each with its "G" message, as a

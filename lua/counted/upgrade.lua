@@ -1,5 +1,5 @@
 -- counted/upgrade.lua: turn a reader-writer lock's upgradable read into
--- its write, in place (issue 30). An upgradable read takes 2147483648
+-- its write, in place (no other writer can come between). An upgradable read takes 2147483648
 -- units of the 4294967295 there are: it shares with reads, and excludes
 -- writes and other upgradable reads by the admission's number test
 -- alone. It becomes the write once the reads granted before it are gone:

@@ -1,4 +1,4 @@
-//! A reader-writer lock's changes of access on a held guard (issue 30): an
+//! A reader-writer lock's changes of access on a held guard: an
 //! upgradable read's upgrade to the write, with every way of waiting, and
 //! a write's downgrade to a read or an upgradable read (an upgradable
 //! read's to a read), in one round trip that admits the waiters it lets

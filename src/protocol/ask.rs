@@ -42,7 +42,8 @@ pub const RW_CAPACITY: u32 = u32::MAX;
 /// The units of a reader-writer lock's upgradable read: more than half of
 /// [`RW_CAPACITY`], so that it fits beside reads (up to 2^31 - 1 of them)
 /// but not beside a write or a second upgradable read, and the admission
-/// test stays a number test (issue 30).
+/// test stays a number test (the only place where the two counted
+/// kinds differ).
 pub const RW_UPGRADABLE: u32 = RW_CAPACITY / 2 + 1;
 
 /// The units an upgrade claims (its queue entry's): what a write takes
