@@ -58,9 +58,10 @@ pub struct Script {
 
 // `Op`, its files' names, `Script::ALL` and the scripts' sources, which
 // build.rs derives from the files of lua/: every engine's operations
-// (the first `EVERY` of `Op`) for each engine in `Engine`'s order, then
-// the counted engine's own.
-include!(concat!(env!("OUT_DIR"), "/operations.rs"));
+// (the first `EVERY` of `Op`) for each of the `FAMILIES` engines in
+// `Engine`'s order, then the counted engine's own. Generated, and checked
+// in beside this file (the test below keeps it current).
+include!("operations.rs");
 
 impl Op {
     /// Its file's name in each engine's folder, without `.lua`.
@@ -83,7 +84,7 @@ impl Script {
     pub fn index(self) -> usize {
         match self.op as usize {
             op if op < EVERY => self.engine as usize * EVERY + op,
-            op => 2 * EVERY + op,
+            op => FAMILIES * EVERY + (op - EVERY),
         }
     }
 
@@ -194,4 +195,41 @@ pub fn count(value: &Value) -> Result<u64> {
 /// A duration as whole milliseconds, for ARGV.
 pub fn ms(duration: std::time::Duration) -> String {
     duration.as_millis().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What build.rs generates from the files of lua/ this build.
+    const GENERATED: &str = include_str!(concat!(env!("OUT_DIR"), "/operations.rs"));
+
+    #[test]
+    fn the_checked_in_script_table_is_the_one_build_rs_generates() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol/operations.rs");
+        if std::env::var_os("FAIRLOCK_BLESS").is_some() {
+            std::fs::write(path, GENERATED).expect("writing src/protocol/operations.rs");
+        }
+        assert!(
+            include_str!("operations.rs") == GENERATED,
+            "src/protocol/operations.rs is not what build.rs generates from lua/ now: \
+             FAIRLOCK_BLESS=1 cargo test --lib script_table writes it anew"
+        );
+    }
+
+    #[test]
+    fn every_script_has_its_place_in_the_table() {
+        for (place, script) in Script::ALL.iter().enumerate() {
+            assert_eq!(script.index(), place, "{script:?}");
+        }
+        // An operation only the counted engine has is its script whatever
+        // the engine asked.
+        for engine in [Engine::Mutex, Engine::Election] {
+            let op = Op::Upgrade;
+            assert_eq!(
+                Script { engine, op }.source(),
+                Script::of(LockKind::RwLock, op).source()
+            );
+        }
+    }
 }
