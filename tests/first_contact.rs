@@ -512,3 +512,37 @@ fn the_eviction_check_runs_as_the_acl_user_and_is_skipped_without_its_grant() {
         .expect_err("cannot read the policy");
     assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
 }
+
+#[test]
+fn unreachable_redis_is_a_connection_error_within_the_connect_timeout() {
+    let port = free_port();
+    let started = Instant::now();
+    let err = Client::builder(&format!("redis://127.0.0.1:{port}"))
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+    assert!(started.elapsed() < Duration::from_millis(500) + Duration::from_secs(1));
+
+    let err = Client::open("not a url").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+
+    // An existing client whose server goes away.
+    let mut server = RedisServer::start();
+    let client = server
+        .builder()
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let m = client.fair_mutex("gone");
+    server.kill();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let err = m.lock().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        assert!(started.elapsed() < Duration::from_millis(500) + Duration::from_secs(1));
+        let started = Instant::now();
+        assert_eq!(m.is_locked().unwrap_err().kind(), ErrorKind::Connection);
+        assert!(started.elapsed() < Duration::from_millis(500) + Duration::from_secs(1));
+    }
+}

@@ -7,7 +7,8 @@
 //! with nobody waiting) build none of the queue's closures; that the
 //! election's scripts are the mutex's files but for how they announce
 //! (lib.lua's `@election` ANNOUNCE: publish, keep in the history), which
-//! the mutex's only test; and that the check itself sees a helper missing or unused. It
+//! the mutex's only test; that no script reads the client's clock (each
+//! reads the server's, with TIME); and that the check itself sees a helper missing or unused. It
 //! reads Lua with a scanner of its own, so a slip in build.rs is not
 //! repeated here.
 
@@ -494,5 +495,24 @@ fn the_elections_scripts_are_the_mutexs_but_for_announce() {
             announcements += 1;
         }
         assert!(announcements > 0, "{op:?} announces nothing");
+    }
+}
+
+#[test]
+fn client_clock_is_never_read_by_the_scripts() {
+    // Every script reads time with TIME on the server; none takes a
+    // timestamp argument. Guard that property at the source level.
+    let sources = fairlock_test_support::lua_sources();
+    assert_eq!(sources.len(), 22, "lib.lua and the 21 operations");
+    for (path, code) in sources {
+        assert!(
+            !code.contains("os.time") && !code.contains("os.clock"),
+            "{path:?}"
+        );
+        if code.contains("now_ms") || code.contains("now_us") {
+            let uses_server_time =
+                code.contains("server_time()") || code.contains("redis.call('TIME')");
+            assert!(uses_server_time, "{path:?} computes time without TIME");
+        }
     }
 }
