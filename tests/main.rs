@@ -46,7 +46,6 @@ mod rwlock;
 mod script_cache;
 mod security;
 mod semaphore;
-mod semaphore_faults;
 mod sentinel;
 mod servers;
 mod signals;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use fairlock_test_support::*;
 
 #[test]
-fn reentry_gives_a_second_guard_with_the_same_token() {
+fn a_second_lock_of_the_holding_thread_gives_a_guard_with_the_same_token() {
     let server = RedisServer::start();
     let client = server.client();
     let mutex = client.fair_mutex("reentrant");

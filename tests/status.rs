@@ -8,7 +8,7 @@ use fairlock::Client;
 use fairlock_test_support::*;
 
 #[test]
-fn status_lists_holder_and_queue_in_order() {
+fn lists_the_holder_and_the_queue_in_order() {
     let server = RedisServer::start();
     let holder_client = server.client();
     let m = holder_client.fair_mutex("status");
