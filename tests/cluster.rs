@@ -1004,7 +1004,8 @@ fn no_cluster_connection_sends_client_setinfo() {
     drop((holder, waiter));
 }
 
-/// Every master's eviction policy is read at start (issue 36 item 7): one
+/// Every master's eviction policy is read at start (an evicting master
+/// could drop a held lock's keys, on one master of three as on one): one
 /// master of three with a memory limit and an evicting policy is named by
 /// a client that requires noeviction; the default client starts.
 #[test]
@@ -1039,8 +1040,8 @@ fn a_cluster_master_that_may_evict_is_named_at_start() {
     );
 }
 
-/// A master added to a running cluster to scale out is heard too (issue
-/// 37 item 4): clients started before it joined start a listener for it
+/// A master added to a running cluster to scale out is heard too:
+/// clients started before it joined start a listener for it
 /// once their slot map names it, so a handoff in a slot moved onto it is
 /// woken by its sharded message. Without that listener the waiter, whose
 /// watchdog period is 10 s here, heard of the grant only from a heartbeat,

@@ -1,5 +1,5 @@
-//! A new user's first contact with a server that says no (issue 36, items
-//! 1 and 2): each way of failing to connect reported at once, with its
+//! A new user's first contact with a server that says no: each way of
+//! failing to connect reported at once, with its
 //! cause in the message and a kind that says whether retrying helps; and a
 //! restarted server's first lock taken as soon as it accepts, with every
 //! call that has a deadline back by it throughout the outage.
@@ -428,7 +428,7 @@ fn a_socket_that_never_answers_is_a_timeout_in_words_naming_its_setting() {
     }
 }
 
-/// Issue 36 item 7: a server that may evict fairlock's keys (a memory
+/// A server that may evict fairlock's keys (a memory
 /// limit and any policy but noeviction: every fairlock key has a TTL, so
 /// volatile-* reaches them too) is refused by a client that asks for it,
 /// naming the policy and what to set; a client that does not ask starts
