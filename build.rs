@@ -43,10 +43,6 @@ use std::path::Path;
 /// change of a layout (docs/compatibility.md).
 pub const FORMAT: u32 = 2;
 
-/// A change of the Lua put in at build time: in lua/`file`, `from`
-/// becomes `to` (tests/next/build.rs plants one in a build of its own).
-pub type Plant = (&'static str, &'static str, &'static str);
-
 /// The families of scripts, one folder of OUT_DIR each (`Engine` in
 /// src/protocol/operation.rs): the folder of lua/ whose files it
 /// assembles, and whether lua/lib/'s `@election` definitions stand in for
@@ -90,30 +86,16 @@ impl Definition {
 }
 
 fn main() {
-    build(
-        &Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua"),
-        FORMAT,
-        &[],
-    );
+    let lua = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua");
+    // A directory: Cargo reruns this when any file under it changes.
+    println!("cargo:rerun-if-changed={}", lua.display());
+    build(&lua, FORMAT);
 }
 
 /// Assembles the scripts of the Lua in `lua` into OUT_DIR, with data
-/// format `format` and the changes `plant`, and writes the format for the
-/// Rust side.
-pub fn build(lua: &Path, format: u32, plant: &[Plant]) {
-    // A directory: Cargo reruns this when any file under it changes.
-    println!("cargo:rerun-if-changed={}", lua.display());
-    let source = |file: &str| {
-        let mut text = read(&lua.join(file)).replace("@FORMAT@", &format.to_string());
-        for (_, from, to) in plant.iter().filter(|(f, _, _)| *f == file) {
-            assert!(
-                text.contains(from),
-                "lua/{file}: nothing to plant at {from}"
-            );
-            text = text.replace(from, to);
-        }
-        text
-    };
+/// format `format`, and writes the format for the Rust side.
+pub fn build(lua: &Path, format: u32) {
+    let source = |file: &str| read(&lua.join(file)).replace("@FORMAT@", &format.to_string());
     // The operations: one file each in lua/mutex/ and lua/counted/ (every
     // engine's), then the counted engine's own, each in name order.
     let [every, counted] = ["mutex", "counted"].map(|folder| operations(lua, folder));

@@ -2,11 +2,12 @@
 //! lock keeps its state, malformed URLs and invalid settings. Each gives a
 //! clear error at once, or works, and never touches what is not its own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, FairMutex, MAX_NAME_LEN};
 use fairlock_test_support::*;
+use redis::Commands;
 
 /// Every call on a handle, each reduced to its error kind.
 fn every_call(m: &FairMutex) -> Vec<(&'static str, Result<(), ErrorKind>)> {
@@ -487,4 +488,140 @@ fn every_message_quotes_a_lock_name_one_way() {
     ] {
         assert!(kinds.contains(&kind), "no {kind:?} among {kinds:?}");
     }
+}
+
+#[test]
+fn any_name_works_and_distinct_names_never_collide() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let long = "n".repeat(MAX_NAME_LEN);
+    let names: Vec<String> = [
+        "plain",
+        "a:b",
+        "{a}",
+        "{a}:b",
+        "a}{",
+        "}",
+        "{",
+        "with space",
+        "new\nline",
+        "nul\0byte",
+        "名前",
+        "*",
+        "?",
+        "[x]",
+        "a:lock:b",
+        "a:queue",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([long])
+    .collect();
+    // Hold every lock at once: a collision would make one of them wait.
+    let guards: Vec<_> = names
+        .iter()
+        .map(|name| {
+            client
+                .fair_mutex(name)
+                .try_lock()
+                .unwrap()
+                .unwrap_or_else(|| panic!("{name:?} collided with another name"))
+        })
+        .collect();
+    let tokens: HashSet<u64> = guards.iter().map(|g| g.fencing_token()).collect();
+    assert_eq!(guards.len(), names.len());
+    assert!(!tokens.is_empty());
+    for name in &names {
+        let m = client.fair_mutex(name);
+        assert_eq!(m.name(), name);
+        assert!(m.is_locked().unwrap());
+    }
+    drop(guards);
+    for name in &names {
+        assert!(!client.fair_mutex(name).is_locked().unwrap(), "{name:?}");
+    }
+
+    // All keys of one lock share one cluster hash tag, hence one slot.
+    let mut conn = server.conn();
+    let holder = client.fair_mutex("{slot}:x y");
+    let guard = holder.lock().unwrap();
+    let keys = std::thread::scope(|s| {
+        let other = client.fair_mutex("{slot}:x y");
+        let waiter = s.spawn(move || other.lock().map(|g| g.fencing_token()));
+        assert!(wait_until(Duration::from_secs(5), || holder
+            .queue_len()
+            .unwrap()
+            == 1));
+        let keys: Vec<String> = conn.keys("fairlock:*").unwrap();
+        drop(guard);
+        waiter.join().unwrap().unwrap();
+        keys
+    });
+    let keys: Vec<String> = keys
+        .into_iter()
+        .filter(|k| k.ends_with(":{slot}:x y"))
+        .collect();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    let tags: HashSet<&str> = keys.iter().map(|k| cluster_hash_tag(k)).collect();
+    assert_eq!(tags.len(), 1, "{keys:?}");
+}
+
+#[test]
+fn empty_and_oversized_names_are_invalid_name() {
+    let server = RedisServer::start();
+    let client = server.client();
+    for name in [String::new(), "x".repeat(MAX_NAME_LEN + 1)] {
+        let m = client.fair_mutex(&name);
+        assert_eq!(m.lock().unwrap_err().kind(), ErrorKind::InvalidName);
+        assert_eq!(m.try_lock().unwrap_err().kind(), ErrorKind::InvalidName);
+        assert_eq!(m.is_locked().unwrap_err().kind(), ErrorKind::InvalidName);
+        assert_eq!(m.force_unlock().unwrap_err().kind(), ErrorKind::InvalidName);
+    }
+    let m = client.fair_mutex("ok");
+    let err = m.with_fixed_lease(Duration::ZERO).lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+}
+
+/// Redis Cluster's rule: a key's slot comes from its first non-empty `{...}`.
+fn cluster_hash_tag(key: &str) -> &str {
+    let Some(open) = key.find('{') else {
+        return key;
+    };
+    match key[open + 1..].find('}') {
+        Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+        _ => key,
+    }
+}
+
+#[test]
+fn foreign_data_under_a_lock_key_is_reported_and_left_alone() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let m = client.fair_mutex("occupied");
+    // Find the lock's key by locking once, then put a string there.
+    let lock_key = {
+        let _g = m.lock().unwrap();
+        let mut conn = server.conn();
+        let keys: Vec<String> = conn.keys("fairlock:*:lock:occupied").unwrap();
+        keys.into_iter().next().unwrap()
+    };
+    let mut conn = server.conn();
+    let _: () = conn.set(&lock_key, "someone else's").unwrap();
+    let err = m.lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::KeyConflict, "{err:?}");
+    assert!(err.to_string().contains("left untouched"), "{err}");
+    assert_eq!(m.try_lock().unwrap_err().kind(), ErrorKind::KeyConflict);
+    assert_eq!(m.force_unlock().unwrap_err().kind(), ErrorKind::KeyConflict);
+    let value: String = conn.get(&lock_key).unwrap();
+    assert_eq!(value, "someone else's");
+
+    // A list where the queue goes.
+    let _: () = conn.del(&lock_key).unwrap();
+    let key = lock_key.replacen(":lock:", ":queue:", 1);
+    let _: () = conn.rpush(&key, "theirs").unwrap();
+    let err = m.lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::KeyConflict, "{err:?}");
+    let kept: Vec<String> = conn.lrange(&key, 0, -1).unwrap();
+    assert_eq!(kept, vec!["theirs".to_string()]);
+    let _: () = conn.del(&key).unwrap();
 }

@@ -1,7 +1,8 @@
 //! fairlock on a real Redis Cluster of 3 masters and 3 replicas (created with
 //! `redis-cli --cluster create`): names spread over the masters, the core
 //! guarantees hold (an election's campaign, handover and watch on every
-//! master too), a master failing over loses no replicated acquisition,
+//! master too; a semaphore's four keys in one slot, its permits on every
+//! master), a master failing over loses no replicated acquisition,
 //! and a slot moving to another master keeps its lock's hold and queue.
 
 use std::collections::HashMap;
@@ -10,7 +11,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex, LeaderEvent};
+use fairlock::__test_support::LockKeys;
+use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex, Guard, LeaderEvent, LockKind};
 use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
 use fairlock_test_support::*;
 
@@ -1002,7 +1004,8 @@ fn no_cluster_connection_sends_client_setinfo() {
     drop((holder, waiter));
 }
 
-/// Every master's eviction policy is read at start (issue 36 item 7): one
+/// Every master's eviction policy is read at start (an evicting master
+/// could drop a held lock's keys, on one master of three as on one): one
 /// master of three with a memory limit and an evicting policy is named by
 /// a client that requires noeviction; the default client starts.
 #[test]
@@ -1037,8 +1040,8 @@ fn a_cluster_master_that_may_evict_is_named_at_start() {
     );
 }
 
-/// A master added to a running cluster to scale out is heard too (issue
-/// 37 item 4): clients started before it joined start a listener for it
+/// A master added to a running cluster to scale out is heard too:
+/// clients started before it joined start a listener for it
 /// once their slot map names it, so a handoff in a slot moved onto it is
 /// woken by its sharded message. Without that listener the waiter, whose
 /// watchdog period is 10 s here, heard of the grant only from a heartbeat,
@@ -1093,4 +1096,50 @@ fn a_master_that_joins_after_the_clients_started_is_listened_on() {
         0,
         "wake-ups crossed the cluster bus"
     );
+}
+
+#[test]
+fn on_a_cluster_the_four_keys_share_a_slot_and_permits_work_on_every_master() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let (a, b) = (cluster.client(), cluster.client());
+    let names = cluster.one_name_per_master("sem");
+    assert_eq!(names.len(), 3, "{names:?}");
+    for (&master, name) in &names {
+        let keys = LockKeys::of_kind("fairlock", name, LockKind::Semaphore)
+            .unwrap()
+            .all
+            .to_vec();
+        let slot = cluster.slot_of_lock(&keys, master);
+
+        let sem = a.fair_semaphore(name, 2);
+        let first = sem.acquire().unwrap();
+        let second = b.fair_semaphore(name, 2).acquire().unwrap();
+        assert!(second.fencing_token() > first.fencing_token());
+        assert!(b.fair_semaphore(name, 2).try_acquire().unwrap().is_none());
+        let waiter = {
+            let sem = b.fair_semaphore(name, 2);
+            LockThread::take(move || sem.acquire().map(Guard::into_any))
+        };
+        assert!(wait_until(Duration::from_secs(5), || sem
+            .queue_len()
+            .unwrap()
+            == 1));
+        // Held twice and waited for: every key exists, on that master alone.
+        cluster.assert_keys_only_on(master, slot, &keys);
+        let released = Instant::now();
+        first.unlock().unwrap();
+        let (granted, token) = waiter.granted_within(Duration::from_secs(3), "the waiter");
+        assert!(token > second.fencing_token());
+        eprintln!(
+            "semaphore on a cluster (master {master}): handoff in {:.1} ms",
+            ms(granted - released)
+        );
+        let status = sem.status(10).unwrap();
+        assert_eq!(status.holder_count, 2);
+        assert_eq!(status.last_fencing_token, Some(token));
+        waiter.release("the waiter");
+        second.unlock().unwrap();
+        assert_eq!(sem.available().unwrap(), 2);
+    }
 }

@@ -1,4 +1,4 @@
-//! Connections as redis-rs users have them (issue 23, part 3), each against
+//! Connections as redis-rs users have them, each against
 //! a real server: Unix sockets, a client from a `redis::ConnectionInfo`,
 //! the r2d2 pool settings, a password on the Sentinels themselves, and
 //! mutual TLS.

@@ -1,4 +1,5 @@
-//! Fencing tokens when the server's clock steps back (issue 12): a token is
+//! Fencing tokens: increasing from hold to hold across clients and across a
+//! restart that lost the data, and when the server's clock steps back: a token is
 //! last + 1 while the lock key keeps the last one (max(last + 1, server
 //! clock in µs) where a step reads the clock) and the clock when the key is
 //! gone, and the lock key keeps the last one
@@ -16,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use fairlock::__test_support::LockKeys;
-use fairlock::Client;
+use fairlock::{Client, ErrorKind};
 use fairlock_test_support::*;
 use redis::Commands;
 
@@ -205,4 +206,35 @@ fn the_key_outlives_a_release_by_the_fence_life_and_no_longer() {
         "fence life 1 s: PTTL {pttl} ms right after the unlock, gone after {:.0} ms",
         ms(freed.elapsed())
     );
+}
+
+#[test]
+fn tokens_increase_across_clients_and_a_restart_that_lost_data() {
+    let mut server = RedisServer::start();
+    let a = server.client();
+    let b = server.client();
+    let mut last = 0;
+    for i in 0..50 {
+        let client = if i % 2 == 0 { &a } else { &b };
+        let guard = client.fair_mutex("fenced").lock().unwrap();
+        assert!(guard.fencing_token() > last, "token went backwards");
+        last = guard.fencing_token();
+    }
+    server.restart();
+    // The first calls may see the dead connections; a new one must work.
+    let mut after = None;
+    assert!(wait_until(Duration::from_secs(10), || {
+        match a.fair_mutex("fenced").lock() {
+            Ok(guard) => {
+                after = Some(guard.fencing_token());
+                true
+            }
+            Err(err) => {
+                assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+                false
+            }
+        }
+    }));
+    let after = after.unwrap();
+    assert!(after > last, "token {after} after restart not above {last}");
 }

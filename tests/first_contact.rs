@@ -1,5 +1,5 @@
-//! A new user's first contact with a server that says no (issue 36, items
-//! 1 and 2): each way of failing to connect reported at once, with its
+//! A new user's first contact with a server that says no: each way of
+//! failing to connect reported at once, with its
 //! cause in the message and a kind that says whether retrying helps; and a
 //! restarted server's first lock taken as soon as it accepts, with every
 //! call that has a deadline back by it throughout the outage.
@@ -428,7 +428,7 @@ fn a_socket_that_never_answers_is_a_timeout_in_words_naming_its_setting() {
     }
 }
 
-/// Issue 36 item 7: a server that may evict fairlock's keys (a memory
+/// A server that may evict fairlock's keys (a memory
 /// limit and any policy but noeviction: every fairlock key has a TTL, so
 /// volatile-* reaches them too) is refused by a client that asks for it,
 /// naming the policy and what to set; a client that does not ask starts
@@ -511,4 +511,38 @@ fn the_eviction_check_runs_as_the_acl_user_and_is_skipped_without_its_grant() {
         .build()
         .expect_err("cannot read the policy");
     assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+}
+
+#[test]
+fn unreachable_redis_is_a_connection_error_within_the_connect_timeout() {
+    let port = free_port();
+    let started = Instant::now();
+    let err = Client::builder(&format!("redis://127.0.0.1:{port}"))
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+    assert!(started.elapsed() < Duration::from_millis(500) + Duration::from_secs(1));
+
+    let err = Client::open("not a url").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+
+    // An existing client whose server goes away.
+    let mut server = RedisServer::start();
+    let client = server
+        .builder()
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let m = client.fair_mutex("gone");
+    server.kill();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let err = m.lock().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        assert!(started.elapsed() < Duration::from_millis(500) + Duration::from_secs(1));
+        let started = Instant::now();
+        assert_eq!(m.is_locked().unwrap_err().kind(), ErrorKind::Connection);
+        assert!(started.elapsed() < Duration::from_millis(500) + Duration::from_secs(1));
+    }
 }

@@ -1,4 +1,4 @@
-//! Two builds on one lock (issue 35): this build (`fairlock`) and a copy of
+//! Two builds on one lock: this build (`fairlock`) and a copy of
 //! it whose layout differs by one planted change, with its data format
 //! raised by one (`fairlock_next`, tests/next/: the same src/lib.rs, its
 //! Lua assembled by the same build.rs with the change), linked into this
@@ -16,6 +16,13 @@
 //! data formats ("unversioned") is refused too, never taken for free. A
 //! mutex's lock key, the anchor whose format word stands for the queue's
 //! keys, outlives them, its lease unchanged.
+//!
+//! A third build (`fairlock_renumbered`, tests/renumbered/) differs from
+//! this one by its format number alone, so that a fast path that read a
+//! value's fields without its format word would take the other's data for
+//! its own (`format_number_alone`): the take of a free lock, a call beside
+//! the counted engine's lone hold and the release of a hold are each
+//! refused, both ways.
 
 use std::time::{Duration, Instant};
 
@@ -478,4 +485,250 @@ fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
     assert!(left <= lease, "the lease grew from {lease:?} to {left:?}");
     held.unlock().unwrap();
     waiter.join().unwrap();
+}
+
+/// Two builds that differ by their data format alone (this one and
+/// tests/renumbered/, `fairlock_renumbered`): every value one writes is
+/// the other's but for its first word, so a fast path that matched a
+/// value's fields and not its format word would read the other build's
+/// data as its own (the build of tests/next/ differs in a free mutex's
+/// layout too, which such a fast path would fail to match, so it would
+/// not show). Each fast path, both ways: the take of a free lock (a
+/// mutex's, an election's, a semaphore's and a rwlock's, for one unit and
+/// for all of them), a call that fits beside the counted engine's lone
+/// hold, and the release of a hold (a mutex's, an election's, a counted
+/// lone hold's: a permit, a read, a write) whose key the other build
+/// wrote for that very hold: each refused with `FormatMismatch`, the key
+/// left as it was.
+mod format_number_alone {
+    use fairlock::__test_support::{LockKeys, LockKind};
+    use fairlock_test_support::RedisServer;
+
+    /// The key whose first word is the format of lock `name` of `kind`:
+    /// a mutex's (an election's) lock key, a counted lock's meta.
+    fn anchor(kind: LockKind, name: &str) -> String {
+        let keys = LockKeys::of_kind("fairlock", name, kind).unwrap();
+        match kind {
+            LockKind::Mutex | LockKind::Election => keys.all[0].clone(),
+            _ => keys.all[3].clone(),
+        }
+    }
+
+    fn get(conn: &mut redis::Connection, key: &str) -> Option<String> {
+        redis::cmd("GET").arg(key).query(conn).unwrap()
+    }
+
+    /// Runs `calls` (each expected to be refused) and checks the anchor
+    /// of `name` is left as it was.
+    fn untouched(conn: &mut redis::Connection, kind: LockKind, name: &str, calls: impl FnOnce()) {
+        let key = anchor(kind, name);
+        let before = get(conn, &key).unwrap_or_else(|| panic!("{name}: no key"));
+        calls();
+        assert_eq!(get(conn, &key), Some(before), "{name}: the key changed");
+    }
+
+    /// The hold of lock `name` in the other build's format: its anchor's
+    /// first word `v<from>` made `v<to>`, the rest (the hold) as it is,
+    /// which is what the other build writes for the same hold.
+    fn written_by_the_other(
+        conn: &mut redis::Connection,
+        kind: LockKind,
+        name: &str,
+        from: u32,
+        to: u32,
+    ) {
+        let key = anchor(kind, name);
+        let value = get(conn, &key).unwrap();
+        let rest = value
+            .strip_prefix(&format!("v{from} "))
+            .unwrap_or_else(|| panic!("{name}: {value}"));
+        let () = redis::cmd("SET")
+            .arg(&key)
+            .arg(format!("v{to} {rest}"))
+            .arg("KEEPTTL")
+            .query(conn)
+            .unwrap();
+    }
+
+    /// The shape of a value: every run of letters and digits as `w`
+    /// (tokens, ids and numbers differ from hold to hold; the layout, its
+    /// words and the marks between them, does not).
+    fn shape(value: &str) -> String {
+        let mut shape = String::new();
+        for c in value.chars() {
+            if !c.is_ascii_alphanumeric() {
+                shape.push(c);
+            } else if !shape.ends_with('w') {
+                shape.push('w');
+            }
+        }
+        shape
+    }
+
+    /// The two builds write the same values but for the format word: a
+    /// free mutex's key, a held one, a counted lock's lone hold and free
+    /// meta.
+    #[test]
+    fn the_two_builds_differ_by_the_format_number_alone() {
+        assert_eq!(fairlock_renumbered::DATA_FORMAT, fairlock::DATA_FORMAT + 1);
+        let server = RedisServer::start();
+        let mut conn = server.conn();
+        let this = server.client();
+        let renumbered = fairlock_renumbered::Client::open(&server.url()).unwrap();
+        let mut values = [Vec::new(), Vec::new()];
+        for (build, name) in [(0, "this"), (1, "renumbered")] {
+            let (mutex, meta) = (
+                anchor(LockKind::Mutex, name),
+                anchor(LockKind::Semaphore, name),
+            );
+            let mut read = |conn: &mut redis::Connection, key: &str| {
+                let value = get(conn, key).unwrap();
+                let format = [fairlock::DATA_FORMAT, fairlock_renumbered::DATA_FORMAT][build];
+                let rest = value.strip_prefix(&format!("v{format} ")).unwrap();
+                values[build].push(shape(rest));
+            };
+            if build == 0 {
+                let held = this.fair_mutex(name).lock().unwrap();
+                let permit = this.fair_semaphore(name, 2).acquire().unwrap();
+                read(&mut conn, &mutex);
+                read(&mut conn, &meta);
+                held.unlock().unwrap();
+                permit.unlock().unwrap();
+            } else {
+                let held = renumbered.fair_mutex(name).lock().unwrap();
+                let permit = renumbered.fair_semaphore(name, 2).acquire().unwrap();
+                read(&mut conn, &mutex);
+                read(&mut conn, &meta);
+                held.unlock().unwrap();
+                permit.unlock().unwrap();
+            }
+            read(&mut conn, &mutex);
+            read(&mut conn, &meta);
+        }
+        assert_eq!(values[0], values[1]);
+    }
+
+    macro_rules! fast_paths {
+        ($module:ident, $first:ident, $other:ident) => {
+            mod $module {
+                use std::time::Duration;
+
+                use fairlock::__test_support::LockKind;
+                use fairlock_test_support::RedisServer;
+
+                use super::{untouched, written_by_the_other};
+
+                /// `result`, a call of the other build, is its refusal.
+                fn refused<T>(what: &str, result: $other::Result<T>) {
+                    match result {
+                        Ok(_) => panic!("{what}: the other build's call was accepted"),
+                        Err(err) => assert_eq!(
+                            err.kind(),
+                            $other::ErrorKind::FormatMismatch,
+                            "{what}: {err:?}"
+                        ),
+                    }
+                }
+
+                #[test]
+                fn every_fast_path_refuses_the_other_builds_keys() {
+                    let server = RedisServer::start();
+                    let first = $first::Client::open(&server.url()).unwrap();
+                    let other = $other::Client::open(&server.url()).unwrap();
+                    let conn = &mut server.conn();
+                    let wait = Duration::from_millis(500);
+
+                    // The take of a free lock.
+                    first.fair_mutex("free").lock().unwrap().unlock().unwrap();
+                    let m = other.fair_mutex("free");
+                    untouched(conn, LockKind::Mutex, "free", || {
+                        refused("a free mutex", m.try_lock());
+                        refused("a free mutex", m.lock_with(wait));
+                    });
+                    first.election("free").campaign().unwrap().unlock().unwrap();
+                    let e = other.election("free");
+                    untouched(conn, LockKind::Election, "free", || {
+                        refused("a vacant election", e.try_campaign());
+                        refused("a vacant election", e.try_campaign_for(wait));
+                    });
+                    first
+                        .fair_semaphore("free", 2)
+                        .acquire()
+                        .unwrap()
+                        .unlock()
+                        .unwrap();
+                    let s = other.fair_semaphore("free", 2);
+                    untouched(conn, LockKind::Semaphore, "free", || {
+                        refused("a permit of a free semaphore", s.try_acquire());
+                        refused("all of a free semaphore", s.try_acquire_many(2));
+                        refused("a free semaphore", s.try_acquire_for(wait));
+                    });
+                    first.fair_rwlock("free").write().unwrap().unlock().unwrap();
+                    let rw = other.fair_rwlock("free");
+                    untouched(conn, LockKind::RwLock, "free", || {
+                        refused("a read of a free rwlock", rw.try_read());
+                        refused("a write of a free rwlock", rw.try_write());
+                        refused(
+                            "an upgradable read of a free rwlock",
+                            rw.try_upgradable_read(),
+                        );
+                        refused("a free rwlock", rw.try_write_for(wait));
+                    });
+
+                    // A call that fits beside the counted engine's lone hold.
+                    let permit = first.fair_semaphore("lone", 2).acquire().unwrap();
+                    let s = other.fair_semaphore("lone", 2);
+                    untouched(conn, LockKind::Semaphore, "lone", || {
+                        refused("a permit beside a lone permit", s.try_acquire());
+                        refused("a permit beside a lone permit", s.try_acquire_for(wait));
+                    });
+                    permit.unlock().unwrap();
+                    let read = first.fair_rwlock("lone").read().unwrap();
+                    let rw = other.fair_rwlock("lone");
+                    untouched(conn, LockKind::RwLock, "lone", || {
+                        refused("a read beside a lone read", rw.try_read());
+                        refused(
+                            "an upgradable read beside a lone read",
+                            rw.try_upgradable_read(),
+                        );
+                        refused("a read beside a lone read", rw.try_read_for(wait));
+                    });
+                    read.unlock().unwrap();
+
+                    // The release of a hold whose key the first build wrote
+                    // (the other build's own hold, its format word the
+                    // first's).
+                    let (from, to) = ($other::DATA_FORMAT, $first::DATA_FORMAT);
+                    let held = other.fair_mutex("release").lock().unwrap();
+                    written_by_the_other(conn, LockKind::Mutex, "release", from, to);
+                    untouched(conn, LockKind::Mutex, "release", || {
+                        refused("a mutex's release", held.unlock());
+                    });
+                    let leading = other.election("release").campaign().unwrap();
+                    written_by_the_other(conn, LockKind::Election, "release", from, to);
+                    untouched(conn, LockKind::Election, "release", || {
+                        refused("an election's resignation", leading.unlock());
+                    });
+                    let permit = other.fair_semaphore("release", 2).acquire().unwrap();
+                    written_by_the_other(conn, LockKind::Semaphore, "release", from, to);
+                    untouched(conn, LockKind::Semaphore, "release", || {
+                        refused("a lone permit's release", permit.unlock());
+                    });
+                    let read = other.fair_rwlock("release-read").read().unwrap();
+                    written_by_the_other(conn, LockKind::RwLock, "release-read", from, to);
+                    untouched(conn, LockKind::RwLock, "release-read", || {
+                        refused("a lone read's release", read.unlock());
+                    });
+                    let write = other.fair_rwlock("release-write").write().unwrap();
+                    written_by_the_other(conn, LockKind::RwLock, "release-write", from, to);
+                    untouched(conn, LockKind::RwLock, "release-write", || {
+                        refused("a write's release", write.unlock());
+                    });
+                }
+            }
+        };
+    }
+
+    fast_paths!(this_build_first, fairlock, fairlock_renumbered);
+    fast_paths!(renumbered_build_first, fairlock_renumbered, fairlock);
 }

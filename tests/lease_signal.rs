@@ -67,8 +67,8 @@ fn released_wakes_the_watcher_only_when_the_last_reentrant_guard_goes() {
 
 #[test]
 fn a_force_unlock_is_signalled_within_one_watchdog_period() {
-    // By its message, since issue 36 (tests/revoke.rs times it for every
-    // kind); the bound here is the watchdog's, the fallback.
+    // Told by the force unlock's message (tests/revoke.rs times it for
+    // every kind); the bound here is the watchdog's, the fallback.
     let server = RedisServer::start();
     // Watchdog period: a third of min(lease, waiter timeout) = 100 ms.
     let lease = Duration::from_millis(300);

@@ -3,7 +3,9 @@
 //! count does not know of. A call whose outcome is unknown (it timed out,
 //! and Redis may run it later) counts as possibly applied, and the client
 //! undoes exactly that call once Redis answers again; a setting out of its
-//! documented range fails before any I/O.
+//! documented range fails before any I/O. And what a lock leaves when all
+//! went well: every key has a TTL while waiters queue and after the last
+//! release, so an idle lock's keys all expire.
 use fairlock_test_support::*;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -1155,4 +1157,53 @@ fn a_guard_dropped_while_redis_does_not_answer_returns_within_one_command_timeou
         drop(client);
         no_key_without_ttl(&server, "after a release given back by the watchdog");
     }
+}
+
+#[test]
+fn every_key_expires_once_released_and_idle() {
+    let server = RedisServer::start();
+    let a = server.client();
+    let b = server.client();
+    let mut conn = server.conn();
+    let m = a.fair_mutex("expiring");
+    let guard = m.lock().unwrap();
+    let waiter = {
+        let m = b.fair_mutex("expiring");
+        std::thread::spawn(move || m.lock().map(|g| g.fencing_token()))
+    };
+    assert!(wait_until(Duration::from_secs(5), || m
+        .queue_len()
+        .unwrap()
+        == 1));
+    assert_eq!(
+        keys_without_ttl(&mut conn, "fairlock:*"),
+        Vec::<String>::new(),
+        "while queued"
+    );
+    drop(guard);
+    waiter.join().unwrap().unwrap();
+    // a timed-out waiter too
+    let g = m.lock().unwrap();
+    let timed_out = {
+        let m = b.fair_mutex("expiring");
+        std::thread::spawn(move || {
+            m.try_lock_for(Duration::from_millis(200))
+                .map(|g| g.is_some())
+        })
+    };
+    assert!(!timed_out.join().unwrap().unwrap());
+    drop(g);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("fairlock:*")
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        !keys.is_empty(),
+        "the free lock's key (its last token) stays, with a TTL"
+    );
+    assert_eq!(
+        keys_without_ttl(&mut conn, "fairlock:*"),
+        Vec::<String>::new(),
+        "after release"
+    );
 }

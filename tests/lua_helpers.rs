@@ -1,13 +1,14 @@
 //! The Lua scripts as build.rs assembles them: each operation's file with
 //! the lua/lib/ helpers it uses put in before the top-level statement
 //! that first needs each, and this checks that every assembled script
-//! defines each lib.lua name it uses, before its use, and none it does not
+//! defines each lua/lib/ name it uses, before its use, and none it does not
 //! use; that every file of an engine is one of its scripts; that the watchdog's renewal and the fast
 //! paths (a free lock or permit nobody waits for, a hold kept or given back
 //! with nobody waiting) build none of the queue's closures; that the
 //! election's scripts are the mutex's files but for how they announce
-//! (lib.lua's `@election` ANNOUNCE: publish, keep in the history), which
-//! the mutex's only test; and that the check itself sees a helper missing or unused. It
+//! (lua/lib/mutex.lua's `@election` ANNOUNCE: publish, keep in the history), which
+//! the mutex's only test; that no script reads the client's clock (each
+//! reads the server's, with TIME); and that the check itself sees a helper missing or unused. It
 //! reads Lua with a scanner of its own, so a slip in build.rs is not
 //! repeated here.
 
@@ -124,7 +125,7 @@ fn identifiers(code: &[u8]) -> Vec<(String, usize, bool)> {
     found
 }
 
-/// The names lib.lua defines at the top level.
+/// The names lua/lib/ defines at the top level.
 fn lib_names() -> Vec<String> {
     let mut names: Vec<String> = identifiers(&code_only(LIB))
         .into_iter()
@@ -196,7 +197,7 @@ fn own_from(source: &str, from: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 /// What is wrong with `source` (helpers, and the operation's own code
-/// in the ranges `own`) as to lib.lua's names: one defined twice, used
+/// in the ranges `own`) as to lua/lib/'s names: one defined twice, used
 /// before (or without) its definition, or defined though neither the
 /// operation nor a helper it needs (transitively) uses it.
 fn problems(source: &str, own: &[std::ops::Range<usize>]) -> Vec<String> {
@@ -502,5 +503,35 @@ fn the_elections_scripts_are_the_mutexs_but_for_announce() {
             announcements += 1;
         }
         assert!(announcements > 0, "{op:?} announces nothing");
+    }
+}
+
+#[test]
+fn client_clock_is_never_read_by_the_scripts() {
+    // Every script reads time with TIME on the server; none takes a
+    // timestamp argument. Guard that property at the source level.
+    let sources = fairlock_test_support::lua_sources();
+    assert_eq!(
+        sources.len(),
+        26,
+        "the 5 files of lua/lib/ and the 21 operations"
+    );
+    // lua/lib/'s files are one library (its steps take the time read by
+    // server_time as arguments), each operation a script of its own.
+    let (lib, ops): (Vec<_>, Vec<_>) = sources
+        .into_iter()
+        .partition(|(path, _)| path.parent().is_some_and(|dir| dir.ends_with("lib")));
+    let lib_code: String = lib.into_iter().map(|(_, code)| code).collect();
+    let whole_lib = (std::path::PathBuf::from("lua/lib/"), lib_code);
+    for (path, code) in ops.into_iter().chain([whole_lib]) {
+        assert!(
+            !code.contains("os.time") && !code.contains("os.clock"),
+            "{path:?}"
+        );
+        if code.contains("now_ms") || code.contains("now_us") {
+            let uses_server_time =
+                code.contains("server_time()") || code.contains("redis.call('TIME')");
+            assert!(uses_server_time, "{path:?} computes time without TIME");
+        }
     }
 }

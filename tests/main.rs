@@ -1,7 +1,7 @@
 //! fairlock's integration tests, linked into one binary as cargo's own
 //! tests/testsuite is: each file of tests/ is a module here, so a test's
-//! name starts with its file's (`semantics::...`, `protocol::mutex::...`)
-//! and `cargo test --test suite -- semantics::` runs one file's tests.
+//! name starts with its file's (`fairness::...`, `protocol::mutex::...`)
+//! and `cargo test --test suite -- fairness::` runs one file's tests.
 //! One binary links fairlock, the support crate and redis once, where a
 //! binary per file linked them 39 times.
 //!
@@ -40,18 +40,18 @@ mod multi_lock;
 mod partitions;
 mod protocol;
 mod protocol_values;
+mod reentry;
 mod revoke;
 mod rwlock;
 mod script_cache;
 mod security;
-mod semantics;
 mod semaphore;
-mod semaphore_faults;
 mod sentinel;
 mod servers;
 mod signals;
 mod soak;
+mod status;
 mod surface;
-mod topology;
+mod test_support;
 mod unbound;
 mod wakeup;

@@ -1,4 +1,4 @@
-//! Proof by a model (issue 37): random operation sequences against the
+//! Proof by a model: random operation sequences against the
 //! real scripts, checked step by step against a reference model of each
 //! engine in plain Rust.
 //!
@@ -36,8 +36,8 @@ use std::time::Instant;
 
 use fairlock::__test_support::{LockKind, Mode, RW_CAPACITY, RW_UPGRADABLE};
 
-use crate::protocol::driver::Lcg;
 use explore::{Gen, Machine, Run};
+use fairlock_test_support::Lcg;
 use server::Plant;
 use step::{Call, Step, Token};
 

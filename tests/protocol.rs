@@ -65,7 +65,7 @@
 //! on every kind.
 
 #[path = "protocol/driver.rs"]
-pub(crate) mod driver;
+mod driver;
 #[path = "protocol/election.rs"]
 mod election;
 #[path = "protocol/mutex.rs"]

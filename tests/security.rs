@@ -6,9 +6,10 @@
 //! feature, and no client can release, renew or dequeue another's hold
 //! except through `force_unlock`.
 
+use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind};
+use fairlock::{Client, ErrorKind, Guard, Wait, WaitCanceller};
 use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
 use fairlock_test_support::sentinel::SentinelSet;
 use fairlock_test_support::server::try_conn;
@@ -1158,5 +1159,84 @@ fn the_readme_acl_additions_suffice_behind_sentinel_across_a_failover() {
     drop(b);
     let live: Vec<u16> = ports.into_iter().filter(|&p| p != old_master).collect();
     let denials = acl_denials_on(&live);
+    assert!(denials.is_empty(), "the library was denied: {denials:?}");
+}
+
+#[test]
+fn the_readme_acl_user_runs_every_semaphore_operation_with_nothing_denied() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user(&mut admin, "s3cret-sem");
+    let () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut admin)
+        .unwrap();
+    let url = server.url_as("fairlock", "s3cret-sem");
+    let lease = Duration::from_secs(1);
+    let builder = || Client::builder(&url).lease(lease).waiter_timeout(lease);
+    let a = builder().build().expect("the ACL user connects");
+    let b = builder().build().unwrap();
+
+    // Take both permits, look, queue a waiter, hold past two watchdog
+    // rounds (renewals and heartbeats), hand over by push message.
+    let sem = a.fair_semaphore("acl-sem", 2);
+    let first = sem.acquire().unwrap();
+    let second = sem.try_acquire().unwrap().expect("a permit is free");
+    let other = b.fair_semaphore("acl-sem", 2);
+    assert!(other.try_acquire().unwrap().is_none());
+    assert_eq!(other.available().unwrap(), 0);
+    let waiter = {
+        let sem = b.fair_semaphore("acl-sem", 2);
+        LockThread::take(move || sem.acquire().map(Guard::into_any))
+    };
+    assert!(wait_until(Duration::from_secs(5), || sem
+        .queue_len()
+        .unwrap()
+        == 1));
+    let status = other.status(10).unwrap();
+    assert_eq!((status.holder_count, status.waiters.len()), (2, 1));
+    thread::sleep(lease + lease / 2);
+    assert!(!first.is_lease_lost(), "renewals denied?");
+    assert_eq!(sem.queue_len().unwrap(), 1, "heartbeats denied?");
+    let released = Instant::now();
+    first.unlock().unwrap();
+    let (granted, _) = waiter.granted_within(Duration::from_secs(2), "the waiter");
+    assert!(
+        granted - released < Duration::from_millis(500),
+        "no push message?"
+    );
+
+    // A timed-out wait and a cancelled one (each leaves the queue).
+    assert!(other
+        .try_acquire_for(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    let cancel = WaitCanceller::new();
+    let canceller = cancel.clone();
+    let stopper = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        canceller.cancel();
+    });
+    assert!(other
+        .acquire_with(Wait::forever().cancelled_by(&cancel))
+        .unwrap()
+        .is_none());
+    stopper.join().unwrap();
+    assert_eq!(sem.queue_len().unwrap(), 0);
+
+    // The server forgets its scripts: loaded again, as this user, by a
+    // call and by the watchdog.
+    lose_scripts(&mut admin);
+    thread::sleep(lease);
+    assert!(!second.is_lease_lost());
+    lose_scripts(&mut admin);
+    waiter.release("the waiter");
+    second.unlock().unwrap();
+    assert_eq!(other.available().unwrap(), 2);
+    drop(a);
+    drop(b);
+    let denials = acl_denials(&mut admin);
     assert!(denials.is_empty(), "the library was denied: {denials:?}");
 }

@@ -6,8 +6,9 @@
 //! waiters, fencing order, a permits mismatch, every key's TTL, and the
 //! permits changed with waiters queued (admitted in order as they fit,
 //! holders kept on a shrink, a queued call for more refused at once).
-//! Killed waiters, lost leases, cancellation under contention, Redis
-//! Cluster and the ACL user: tests/semaphore_faults.rs.
+//! Killed waiters, lost leases, cancellation under contention:
+//! tests/faults/counted.rs; Redis Cluster: tests/cluster.rs; the ACL user:
+//! tests/security.rs.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

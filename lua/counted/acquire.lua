@@ -23,6 +23,7 @@
 --         once set_permits.lua set a semaphore's permits they are the
 --         count whatever this says, and a call for more units than they
 --         are gets "FAIRLOCK_PERMITS_EXCEEDED <asked> <set>", nothing written
+--         (unless this call holds them already: it answers with its hold)
 -- ARGV[7] units: what this call asks for, 1 .. capacity (a read 1, a
 --         write the capacity)
 -- ARGV[8] what only a lock that is held, or that someone waits for, needs,
@@ -136,7 +137,13 @@ end
 local units_s = (ARGV[7] == '1' or ARGV[7] == meta.capacity_s) and ARGV[7]
   or string.match(ARGV[7], '^[1-9]%d*$') or fmt(units)
 local asked = capacity
-capacity = check_capacity(capacity, meta, units)
+if meta.set and units > meta.capacity and hold_of_call(meta, owner, wait_id, units, now_ms) then
+  -- This call holds (delivered again, or handed its hold while it waited)
+  -- more than set_permits has set since: it answers with its hold below.
+  capacity = meta.capacity
+else
+  capacity = check_capacity(capacity, meta, units)
+end
 -- The number in force when it is not this call's (set_permits set it), or
 -- nil: put at the end of every reply, where a nil ends a table as if absent.
 local in_force = capacity ~= asked and capacity or nil

@@ -302,8 +302,10 @@ impl Machine for Model {
             .filter(|c| self.set && *c != call.ask_capacity())
     }
 
-    fn refuses(&mut self, call: &Call) -> bool {
-        self.set && self.capacity.is_some_and(|c| call.units() > c)
+    fn refuses(&mut self, call: &Call, now: i64) -> bool {
+        self.set
+            && self.capacity.is_some_and(|c| call.units() > c)
+            && self.hold_of_call(call, now).is_none()
     }
 
     fn acquire(

@@ -122,9 +122,9 @@ pub trait Machine: Default {
     fn abandon(&mut self, call: &Call, now: i64, got: &AbandonReply) -> Check;
     fn force_release(&mut self, key: &str, now: i64, got: &Freed) -> Check;
     fn revoke(&mut self, now: i64, got: &Revoked) -> Check;
-    /// Whether an acquire of `call` is refused with an error (more units
-    /// than set_permits left).
-    fn refuses(&mut self, _call: &Call) -> bool {
+    /// Whether an acquire of `call` at `now` is refused with an error (more
+    /// units than set_permits left, and no hold of the call to answer with).
+    fn refuses(&mut self, _call: &Call, _now: i64) -> bool {
         false
     }
     /// The number of permits in force an acquire of `call` is told: a
@@ -257,8 +257,9 @@ impl<M: Machine> Run<M> {
                     wait_id: call.id,
                     live_token: guard,
                 });
-                // More units than set_permits left: refused, nothing written.
-                let refused = self.model.refuses(call);
+                // More units than set_permits left: refused, nothing written
+                // (unless the call holds them already: it answers with them).
+                let refused = self.model.refuses(call, now);
                 match self.took(got) {
                     Err(_) if refused => Ok(()),
                     Ok(got) if refused => Err(format!("expected a refusal; got {got:?}")),

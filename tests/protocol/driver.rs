@@ -732,17 +732,3 @@ pub fn message(pubsub: &mut redis::PubSub) -> (String, String) {
         m.get_payload::<String>().unwrap(),
     )
 }
-
-/// A small deterministic generator (an LCG, no dependency), so a failure
-/// repeats.
-pub struct Lcg(pub u64);
-
-impl Lcg {
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}

@@ -3,7 +3,9 @@
 //! readers ahead of it and then holds alone, a reader behind a queued
 //! writer waits, consecutive readers at the head enter together, re-entry
 //! (read in read, read in write, write in write granted; read -> write
-//! refused, nothing written) and its tokens, a long random mix against a
+//! refused, nothing written) and its tokens, every call delivered again
+//! after each upgrade and downgrade of its hold answering with that hold
+//! and taking no second one, a long random mix against a
 //! model of readers shared, writers alone and FIFO, and the ACL user of
 //! docs/security.md running every script, each path that writes.
 
@@ -700,4 +702,151 @@ fn a_withdrawn_claim_lets_in_who_it_held_back_and_a_lost_read_drops_its_claim() 
     );
     assert_eq!(s.release(&r), ReleaseReply::NotHeld);
     assert_eq!(downgrade(&mut s, &u, Access::Read), DowngradeReply::Lost);
+}
+
+/// A change of a hold's access: the upgrade of an upgradable read to the
+/// write, or a downgrade to a read or an upgradable read.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Upgrade,
+    Downgrade(Access),
+}
+
+/// The call that made `now` (asking for `ask`) delivered again in every
+/// mode a call is sent in (a retry after a lost reply sends the same call
+/// id again): each answers with the hold as it is now, its token, and
+/// takes nothing: the holders, their units and the queue stay as they
+/// were.
+fn delivered_again(s: &mut Lock, ask: Ask, now: &Hold, after: &str) {
+    let (holders, used, queued) = (s.holders(), s.meta_used(), s.queued());
+    assert!(holders.contains(&member(now)), "{after}: {holders:?}");
+    for mode in [Mode::First, Mode::Try, Mode::Poll] {
+        match s.attempt(&now.owner, now.call, mode, ask) {
+            AcquireReply::Acquired { token, .. } => {
+                assert_eq!(token, now.token, "{ask:?} {mode:?} {after}")
+            }
+            other => panic!("{ask:?} {mode:?} {after}: {other:?}"),
+        }
+        assert_eq!(
+            s.holders(),
+            holders,
+            "{ask:?} {mode:?} {after}: a second hold"
+        );
+        assert_eq!(s.meta_used(), used, "{ask:?} {mode:?} {after}");
+        assert_eq!(s.queued(), queued, "{ask:?} {mode:?} {after}");
+    }
+}
+
+/// Every kind of call (a read, a write, an upgradable read) delivered
+/// again after each upgrade and each downgrade its hold went through
+/// (write -> upgradable read -> write -> read, write -> read, write ->
+/// upgradable read -> read, upgradable read -> write -> upgradable read ->
+/// read, upgradable read -> write -> read, upgradable read -> read; a read
+/// changes no access) answers with the hold as it is now and takes no
+/// second one: the meta's lone hold, and beside another read (the holders
+/// zset) whenever the hold is a read or an upgradable read; so do the
+/// calls a downgrade admits, and an upgradable read whose upgrade waited
+/// for the read before it.
+#[test]
+fn a_call_delivered_again_after_its_hold_changed_access_takes_no_second_hold() {
+    use Access::UpgradableRead;
+    use Change::{Downgrade, Upgrade};
+    let mut s = rw("again");
+    let paths: [(Ask, &[Change]); 7] = [
+        (READ, &[]),
+        (
+            WRITE,
+            &[Downgrade(UpgradableRead), Upgrade, Downgrade(Read)],
+        ),
+        (WRITE, &[Downgrade(Read)]),
+        (WRITE, &[Downgrade(UpgradableRead), Downgrade(Read)]),
+        (
+            UPGRADABLE,
+            &[Upgrade, Downgrade(UpgradableRead), Downgrade(Read)],
+        ),
+        (UPGRADABLE, &[Upgrade, Downgrade(Read)]),
+        (UPGRADABLE, &[Downgrade(Read)]),
+    ];
+    let mut companion = 100;
+    for (i, (ask, path)) in paths.into_iter().enumerate() {
+        let call = i as u64 + 1;
+        let mut now = s.take("a:1", call, ask);
+        let mut after = format!("path {i}, no change");
+        for step in std::iter::once(None).chain(path.iter().map(Some)) {
+            if let Some(&change) = step {
+                after = format!("path {i}, after {change:?}");
+                let (token, units) = match change {
+                    Upgrade => match upgrade(&mut s, &now, UpgradeStep::Attempt(Mode::First)) {
+                        UpgradeReply::Upgraded { token, .. } => (token, RW_CAPACITY),
+                        other => panic!("{after}: {other:?}"),
+                    },
+                    Downgrade(to) => match downgrade(&mut s, &now, to) {
+                        DowngradeReply::Downgraded { token, .. } => {
+                            (token, Ask::RwLock(to).units())
+                        }
+                        other => panic!("{after}: {other:?}"),
+                    },
+                };
+                assert!(token > now.token, "{after}");
+                now = Hold {
+                    token,
+                    units,
+                    ..now
+                };
+                assert_eq!(s.holders(), [member(&now)], "{after}");
+            }
+            // Alone: the meta's lone hold.
+            delivered_again(&mut s, ask, &now, &after);
+            if now.units != RW_CAPACITY {
+                // Beside another read: the holders zset.
+                companion += 1;
+                let c = s.take("c:1", companion, READ);
+                let beside = format!("{after}, beside a read");
+                delivered_again(&mut s, ask, &now, &beside);
+                assert_eq!(s.release(&c), RELEASED, "{beside}");
+                delivered_again(&mut s, ask, &now, &format!("{after}, the read gone"));
+            }
+        }
+        assert_eq!(s.release(&now), RELEASED, "path {i}");
+        assert!(s.holders().is_empty(), "path {i}: {:?}", s.holders());
+    }
+
+    // The calls a downgrade admits, delivered again: their holds.
+    let w = s.take("w:1", 20, WRITE);
+    assert_eq!(s.queue("r:1", 21, READ), 0);
+    assert_eq!(s.queue("u:1", 22, UPGRADABLE), 1);
+    let down = match downgrade(&mut s, &w, Read) {
+        DowngradeReply::Downgraded { handed, .. } => {
+            assert_eq!(handed.len(), 2, "{handed:?}");
+            handed.into_iter().map(|g| s.granted(g)).collect::<Vec<_>>()
+        }
+        other => panic!("{other:?}"),
+    };
+    for (held, ask) in down.iter().zip([READ, UPGRADABLE]) {
+        delivered_again(&mut s, ask, held, "admitted by a downgrade");
+    }
+    // The upgradable read's upgrade waits for the reads before it (its
+    // claim heads the queue), and is settled by their release: its call
+    // delivered again finds the upgradable read while it waits, then the
+    // write.
+    let u = down[1].clone();
+    assert!(matches!(
+        upgrade(&mut s, &u, UpgradeStep::Attempt(Mode::First)),
+        UpgradeReply::Waiting {
+            position: Some(0),
+            ..
+        }
+    ));
+    delivered_again(&mut s, UPGRADABLE, &u, "while its upgrade waits");
+    let w = s.hold_of("w:1", 20, READ);
+    assert_eq!(s.release(&w), RELEASED);
+    let granted = match s.release(&down[0]) {
+        ReleaseReply::HandedOver(grants) => grants,
+        other => panic!("{other:?}"),
+    };
+    let write = s.granted(granted[0].clone());
+    assert_eq!(write.units, RW_CAPACITY);
+    delivered_again(&mut s, UPGRADABLE, &write, "after its upgrade was settled");
+    assert_eq!(s.release(&write), RELEASED);
+    assert!(s.holders().is_empty() && s.queued().is_empty());
 }

@@ -8,7 +8,8 @@
 //! write, a release delivered twice among permits, status's available
 //! permits, a long random mix against a model of weighted FIFO, the
 //! permits set (set_permits.lua: those that now fit admitted in order, the
-//! calls that never will refused, holders kept), and the ACL user of
+//! calls that never will refused, holders kept; a call delivered again
+//! after a change of the permits answering with its hold), and the ACL user of
 //! docs/security.md running every script.
 
 use std::time::Duration;
@@ -987,4 +988,64 @@ fn set_permits_admits_those_that_now_fit_in_order_and_refuses_those_that_never_w
         );
         assert_eq!(s.snapshot(), before, "{permits:?}");
     }
+}
+
+/// A call for 2 of 3 permits delivered again (a retry after a lost reply
+/// sends the same call id again), in every mode a call is sent in, after
+/// set_permits changed the permits (a grow, a shrink to its 2, a shrink
+/// below them, the first number again) answers with its hold and takes no
+/// second one, alone (the meta's lone hold) and beside another hold (the
+/// holders zset); so does a call handed its hold while it waited, when a
+/// shrink below its units came before its poll.
+#[test]
+fn a_call_delivered_again_after_the_permits_changed_takes_no_second_hold() {
+    let mut s = sem("again");
+    let ask = permits(2, 3);
+    let a = s.take("a:1", 1, ask);
+    let mut call = 10;
+    for number in [5, 2, 1, 3] {
+        s.set_permits(number);
+        for beside in [false, true] {
+            let after = format!("set to {number}{}", if beside { ", beside" } else { "" });
+            let other = beside.then(|| {
+                call += 1;
+                // Beside it whatever the number: the other hold is taken
+                // first, with room.
+                s.set_permits(3);
+                let other = s.take("b:1", call, permits(1, 3));
+                s.set_permits(number);
+                other
+            });
+            let (holders, used, queued) = (s.holders(), s.meta_used(), s.queued());
+            for mode in [Mode::First, Mode::Try, Mode::Poll] {
+                match s.attempt_with("a:1", 1, mode, ask, 0, Lease::Renewed(LONG)) {
+                    Ok(AcquireReply::Acquired { token, .. }) => {
+                        assert_eq!(token, a.token, "{mode:?} {after}")
+                    }
+                    other => panic!("{mode:?} {after}: {other:?}"),
+                }
+                assert_eq!(s.holders(), holders, "{mode:?} {after}: a second hold");
+                assert_eq!(s.meta_used(), used, "{mode:?} {after}");
+                assert_eq!(s.queued(), queued, "{mode:?} {after}");
+            }
+            if let Some(other) = other {
+                assert_eq!(s.release(&other), RELEASED, "{after}");
+            }
+        }
+    }
+    // Handed while queued, then a shrink below its units, then its poll.
+    s.set_permits(3);
+    assert_eq!(s.queue("w:1", 2, ask), 0);
+    let w = s.handed(&a);
+    assert_eq!(owners(&w), ["w:1"]);
+    s.set_permits(1);
+    for mode in [Mode::Poll, Mode::First, Mode::Try] {
+        match s.attempt_with("w:1", 2, mode, ask, 0, Lease::Renewed(LONG)) {
+            Ok(AcquireReply::Acquired { token, .. }) => assert_eq!(token, w[0].token, "{mode:?}"),
+            other => panic!("{mode:?}: {other:?}"),
+        }
+        assert_eq!(s.holders(), [member(&w[0])], "{mode:?}");
+        assert_eq!(s.meta_used(), Some(2), "{mode:?}");
+    }
+    assert_eq!(s.release(&w[0]), RELEASED);
 }

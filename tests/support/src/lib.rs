@@ -5,7 +5,7 @@
 //! also records the commands its clients send), the Lua scripts driven directly, a
 //! server whose clock a test steps, the ACL user of docs/security.md, the
 //! one per-kind dispatch of the tests that do the same to every kind of
-//! lock, and the one overlap checker. One module per concern; the items of
+//! lock, the one overlap checker, and a seeded random generator. One module per concern; the items of
 //! each are also re-exported here (of `roles`, only the wall clock and the
 //! thread count), so `use fairlock_test_support::*` brings them all in.
 pub mod acl;
@@ -17,6 +17,7 @@ pub mod info;
 pub mod kinds;
 pub mod lock_threads;
 pub mod overlap;
+pub mod random;
 pub mod refusals;
 pub mod relay;
 pub mod roles;
@@ -35,6 +36,7 @@ pub use info::*;
 pub use kinds::*;
 pub use lock_threads::*;
 pub use overlap::*;
+pub use random::Lcg;
 pub use refusals::*;
 pub use relay::*;
 pub use roles::{thread_count, wall_clock_ms};

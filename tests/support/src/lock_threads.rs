@@ -1,12 +1,13 @@
-//! Lock holders on threads of the test: a thread that locks a mutex and
-//! keeps the guard until told to unlock.
+//! Lock holders on threads of the test: a thread that locks a mutex (or
+//! takes a hold of any kind) and keeps the guard until told to unlock.
 
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::{join_within, wait_until};
 
-/// A thread that locks a mutex and keeps the guard until told to unlock.
+/// A thread that locks a mutex (or takes a hold of any kind) and keeps the
+/// guard until told to unlock.
 pub struct LockThread {
     granted: std::sync::mpsc::Receiver<Result<(Instant, u64), fairlock::Error>>,
     release: std::sync::mpsc::Sender<()>,
@@ -16,10 +17,18 @@ pub struct LockThread {
 impl LockThread {
     /// Spawns a thread that calls `mutex.lock()`.
     pub fn lock(mutex: fairlock::FairMutex) -> LockThread {
+        LockThread::take(move || mutex.lock().map(fairlock::Guard::into_any))
+    }
+
+    /// Spawns a thread that takes a hold of any kind with `take` (a
+    /// semaphore's `acquire`, a rwlock's `write`, ...).
+    pub fn take(
+        take: impl FnOnce() -> fairlock::Result<fairlock::AnyGuard> + Send + 'static,
+    ) -> LockThread {
         let (granted_tx, granted) = std::sync::mpsc::channel();
         let (release, release_rx) = std::sync::mpsc::channel::<()>();
         let handle = std::thread::spawn(move || {
-            let guard = match mutex.lock() {
+            let guard = match take() {
                 Ok(guard) => guard,
                 Err(err) => {
                     let message = format!("lock failed: {err:?}");
