@@ -306,11 +306,11 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
         (counted(Op::Release), ["fail", "ms_arg"].as_slice()),
         (
             counted(Op::Cancel),
-            ["read_meta", "hold_of", "extend_hold", "keep_counted"].as_slice(),
+            ["read_meta", "hold_of", "extend_lease_counted", "keep_anchor_counted"].as_slice(),
         ),
         (
             counted(Op::Abandon),
-            ["read_meta", "hold_of", "drop_hold", "keep_counted"].as_slice(),
+            ["read_meta", "hold_of", "give_back_counted", "keep_anchor_counted"].as_slice(),
         ),
     ] {
         // The fast path: the code up to the statement by which all its
@@ -349,7 +349,7 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
                 "read_meta",
                 "write_meta",
                 "drop_expired",
-                "keep_counted",
+                "keep_anchor_counted",
                 "hold_of",
             ] {
                 assert!(

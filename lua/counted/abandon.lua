@@ -27,7 +27,7 @@ local now_us, now_ms = server_time()
 local meta = read_meta(now_ms)
 local held = hold_of(meta, member, now_ms)
 if held then
-  drop_hold(meta, member, units)
+  give_back_counted(meta, member, units)
   meta.mark = owner .. '#' .. call
 elseif not redis.call('ZSCORE', QUEUE, entry) then
   return 0
@@ -35,7 +35,7 @@ end
 -- The common give-back first: nobody waiting.
 if held and redis.call('EXISTS', QUEUE) == 0 then
   if meta.capacity then
-    keep_counted(meta, now_ms)
+    keep_anchor_counted(meta, now_ms)
   end
   return 1
 end
@@ -43,7 +43,7 @@ end
 if held then
   pass_on(meta, now_us, now_ms)
   if meta.capacity then
-    keep_counted(meta, now_ms)
+    keep_anchor_counted(meta, now_ms)
   end
   return 1
 end

@@ -241,9 +241,9 @@ if held then
   -- renews it.
   if mode == 'poll' then
     local extended
-    left, extended = extend_hold(meta, held_as, lease, fixed, left, now_ms)
+    left, extended = extend_lease_counted(meta, held_as, lease, fixed, left, now_ms)
     if extended then
-      keep_counted(meta, now_ms)
+      keep_anchor_counted(meta, now_ms)
     end
   end
   return { 1, tonumber(held), left, in_force }
@@ -257,7 +257,7 @@ if not reenter and meta.used + units <= capacity and queued == nil then
 end
 if reenter or (meta.used + units <= capacity and not queued) then
   local _, token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms, units_s)
-  keep_counted(meta, now_ms)
+  keep_anchor_counted(meta, now_ms)
   return in_force and { 1, token, lease, in_force } or token
 end
 
@@ -298,13 +298,13 @@ if (head == nil or head == entry) and meta.used + units <= capacity then
   if head and #behind == 0 then
     tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
   end
-  keep_counted(meta, now_ms)
+  keep_anchor_counted(meta, now_ms)
   return in_force and { 1, token, lease, in_force } or token
 end
 
 if mode == 'try' then
   if #handed > 0 or dropped > 0 then
-    keep_counted(meta, now_ms)
+    keep_anchor_counted(meta, now_ms)
   end
   return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last), in_force }
 end
@@ -312,7 +312,7 @@ local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout,
   not meta.waiters and not fresh)
 if #handed > 0 or dropped > 0 or fresh then
   meta.waiters = true
-  keep_counted(meta, now_ms)
+  keep_anchor_counted(meta, now_ms)
 else
   keep_queued(meta, queue_life, now_ms)
 end

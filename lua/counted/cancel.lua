@@ -26,9 +26,9 @@ local held, left = hold_of(meta, member, now_ms)
 if held then
   if meta.capacity then
     local extended
-    left, extended = extend_hold(meta, member, lease, fixed, left, now_ms)
+    left, extended = extend_lease_counted(meta, member, lease, fixed, left, now_ms)
     if extended then
-      keep_counted(meta, now_ms)
+      keep_anchor_counted(meta, now_ms)
     end
   end
   return { 1, tonumber(held), left }

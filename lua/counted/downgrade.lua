@@ -53,5 +53,5 @@ if units <= to or (units ~= 4294967295 and units ~= 2147483648) then
 end
 local new_token, left = change_hold(meta, member, units, to, now_us, now_ms)
 local handed = pass_on(meta, now_us, now_ms)
-keep_counted(meta, now_ms)
+keep_anchor_counted(meta, now_ms)
 return with_grants({ tonumber(new_token), left }, handed)

@@ -48,5 +48,5 @@ if not meta.capacity then
 end
 meta.mark = this_call .. '/' .. holds
 admit_waiters(meta, now_us, now_ms, nil)
-keep_counted(meta, now_ms)
+keep_anchor_counted(meta, now_ms)
 return holds

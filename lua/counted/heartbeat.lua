@@ -52,7 +52,7 @@ for i = 4, #ARGV do
     local held, left = hold_of(meta, member, now_ms)
     if held then
       if meta.capacity then
-        local _, extended = extend_hold(meta, member, lease, fixed, left, now_ms)
+        local _, extended = extend_lease_counted(meta, member, lease, fixed, left, now_ms)
         written = written or extended
       end
       out[#out + 1] = 1
@@ -67,7 +67,7 @@ if queued then
   keep_queue_for(waiter_timeout)
 end
 if meta.capacity and (written or queued) then
-  keep_counted(meta, now_ms)
+  keep_anchor_counted(meta, now_ms)
 end
 out[1] = first_lease_left(meta, now_ms)
 return out

@@ -60,7 +60,7 @@ if not member then
   holder_arg(owner, call)
   return meta.mark == owner .. '#' .. call and 0 or -1
 end
-drop_hold(meta, member, units)
+give_back_counted(meta, member, units)
 if not meta.capacity then
   -- The meta is gone (deleted by hand): the capacity is unknown, so
   -- nobody is admitted here; waiters take theirs when they poll.
@@ -77,7 +77,7 @@ if not meta.waiters then
 end
 
 local handed = pass_on(meta, now_us, now_ms)
-keep_counted(meta, now_ms)
+keep_anchor_counted(meta, now_ms)
 if #handed == 0 then
   return 0
 end

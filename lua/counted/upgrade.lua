@@ -96,12 +96,12 @@ if meta.used == 2147483648 then
     -- The waiter behind the claim heads the queue now.
     tell_head(now_ms, write_left, parse_counted_entry)
   end
-  keep_counted(meta, now_ms)
+  keep_anchor_counted(meta, now_ms)
   return { 1, tonumber(write_token), write_left }
 end
 if mode == 'try' then
   if dropped > 0 then
-    keep_counted(meta, now_ms)
+    keep_anchor_counted(meta, now_ms)
   end
   return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last) }
 end
@@ -114,7 +114,7 @@ redis.call('ZADD', DEADLINES, now_ms + waiter_timeout, claim)
 local queue_life = keep_queue_for(waiter_timeout)
 if dropped > 0 then
   meta.waiters = true
-  keep_counted(meta, now_ms)
+  keep_anchor_counted(meta, now_ms)
 else
   keep_queued(meta, queue_life, now_ms)
 end

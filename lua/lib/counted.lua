@@ -321,7 +321,7 @@ end
 -- The live hold whose token is `token` if `owner` (and, when given, call
 -- `call`) made it, with its units and lease ms left; nil otherwise. The
 -- hold is its name in the holders zset, or the meta's lone hold itself (a
--- table: drop_hold takes either). Reads only: in the holders zset the
+-- table: give_back_counted takes either). Reads only: in the holders zset the
 -- token is a score.
 local function hold_by_token(meta, token, owner, call, now_ms)
   local lone = meta.lone
@@ -353,7 +353,7 @@ end
 
 -- Gives back hold `member` of `units` (the lone hold, named or as
 -- hold_by_token gives it, or both its members in the holders zset).
-local function drop_hold(meta, member, units)
+local function give_back_counted(meta, member, units)
   local lone = meta.lone
   if lone and (member == lone or lone_name(lone) == member) then
     meta.lone = nil
@@ -365,7 +365,7 @@ end
 
 -- Drops every hold whose lease ran out, so that the used units count live
 -- holds only; returns how many it dropped (when any, the caller writes the
--- meta: keep_counted). Each hold is dropped once: O(log N) amortised.
+-- meta: keep_anchor_counted). Each hold is dropped once: O(log N) amortised.
 -- Only commands the ACL line of docs/security.md grants (no
 -- ZREMRANGEBYSCORE).
 local function drop_expired(meta, now_ms)
@@ -404,7 +404,7 @@ end
 -- does. The first hold is the meta's lone hold; a second one moves the
 -- lone hold into the holders zset beside it. `units_s`, the units as
 -- written, if the caller has them. The caller writes the meta
--- (keep_counted).
+-- (keep_anchor_counted).
 local function take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
   local number = math.max(tonumber(meta.last) + 1, now_us)
   local token = fmt(number)
@@ -451,7 +451,7 @@ end
 -- does: its owner, call and lease end stay. A reader-writer lock's upgrade
 -- and downgrade (upgrade.lua, downgrade.lua, settle_claim). Returns the
 -- new token (a string) and the lease ms left. The caller writes the meta
--- (keep_counted).
+-- (keep_anchor_counted).
 local function change_hold(meta, member, units, to, now_us, now_ms)
   local token = fmt(math.max(tonumber(meta.last) + 1, now_us))
   meta.last = token
@@ -599,7 +599,7 @@ end
 -- refused, and tokens keep increasing). A lone hold's lease is the
 -- meta's TTL less its fence ms (write_meta). The queue's TTL is read only
 -- when the meta says waiters may be queued.
-local function keep_counted(meta, now_ms)
+local function keep_anchor_counted(meta, now_ms)
   local life = 0
   local lone = meta.lone
   if lone then
@@ -656,8 +656,8 @@ end
 -- renews it: a watchdog-renewed hold (`fixed` '0') of `member` with `left`
 -- ms under its `lease` gets `lease` from now; a fixed one is left alone.
 -- Returns the lease left now and whether it changed (the caller then
--- writes the meta and the keys' TTLs: keep_counted).
-local function extend_hold(meta, member, lease, fixed, left, now_ms)
+-- writes the meta and the keys' TTLs: keep_anchor_counted).
+local function extend_lease_counted(meta, member, lease, fixed, left, now_ms)
   if fixed == '0' and left < lease then
     if meta.lone then
       meta.lone.ends = now_ms + lease
@@ -673,7 +673,7 @@ end
 -- queue that fit, as admit_waiters does (nobody when the meta is gone:
 -- the capacity is unknown until a caller names it). Returns the grants
 -- and the number of holds dropped; with any grant or drop, the caller
--- writes the meta (keep_counted).
+-- writes the meta (keep_anchor_counted).
 local function pass_on(meta, now_us, now_ms)
   local dropped = drop_expired(meta, now_ms)
   if not meta.capacity then
@@ -704,7 +704,7 @@ local function leave_counted_queue(meta, entry, now_us, now_ms)
   local handed, dropped = pass_on(meta, now_us, now_ms)
   -- (A queue left empty: the meta says so, and its fence ms shrink back.)
   if meta.capacity and (#handed > 0 or dropped > 0 or flagged ~= meta.waiters) then
-    keep_counted(meta, now_ms)
+    keep_anchor_counted(meta, now_ms)
   end
   if #handed == 0 and was_head then
     tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
