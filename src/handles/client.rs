@@ -14,9 +14,9 @@ use crate::handles::kind;
 use crate::handles::lock::{FairLock, Settings};
 use crate::handles::status::Status;
 use crate::handles::{Election, FairMultiLock, FairMutex, FairRwLock, FairSemaphore};
+use crate::machinery::caller::target::Target;
 use crate::machinery::engine::Engine;
-use crate::machinery::lease_policy::LeasePolicy;
-use crate::machinery::target::Target;
+use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::protocol::LockKind;
 
 /// A handle to Redis that hands out every primitive: [`FairMutex`]es

@@ -17,7 +17,7 @@ use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Ownership, Unbound};
 use crate::handles::participant::Participant;
 use crate::handles::status::Holder;
-use crate::machinery::wait::Wait;
+use crate::machinery::caller::wait::Wait;
 use crate::protocol::{check_value, Ask};
 
 /// A leader election named by a string: candidates

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::handles::election::{Election, Leader};
 use crate::handles::participant::Participant;
 use crate::handles::status::Status;
-use crate::machinery::watch::Subscription;
+use crate::machinery::subscriber::watch::Subscription;
 use crate::protocol::{Change, ElectionMessage};
 
 /// How long after the leader's lease would run out a watch reads the

@@ -14,10 +14,10 @@ use crate::handles::guard::Guard;
 use crate::handles::kind::{HoldKind, Kind};
 use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::handles::status::Status;
+use crate::machinery::caller::target::Target;
+use crate::machinery::caller::wait::Wait;
 use crate::machinery::engine::Engine;
-use crate::machinery::lease_policy::LeasePolicy;
-use crate::machinery::target::Target;
-use crate::machinery::wait::Wait;
+use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::protocol::{Ask, LockKind};
 
 /// A fair lock of kind `K`, whose acquisitions are owned as `O` says: a

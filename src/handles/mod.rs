@@ -36,7 +36,7 @@ mod leader_watch;
 
 mod multi;
 
-pub use crate::machinery::wait::Wait;
+pub use crate::machinery::caller::wait::Wait;
 pub use election::{Election, Leader, Leadership};
 pub use guard::Guard;
 pub use leader_watch::{LeaderEvent, LeaderWatch};

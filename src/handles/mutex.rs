@@ -1,6 +1,6 @@
 //! The mutex's requests, for both ownership modes, and what a thread can
 //! ask about its own holds (the acquire algorithm behind every wait is
-//! [`acquisition`](crate::machinery::acquisition)'s).
+//! [`acquisition`](crate::machinery::caller::acquisition)'s).
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Bound, Ownership};
 use crate::handles::participant::Participant;
-use crate::machinery::wait::Wait;
+use crate::machinery::caller::wait::Wait;
 use crate::protocol::Ask;
 
 /// A fair (first come, first served) mutex named by a string, shared by

@@ -1,6 +1,6 @@
 //! The semaphore's requests, for both ownership modes: `n` permits of its
 //! number, in arrival order (the acquire algorithm behind every wait is
-//! [`acquisition`](crate::machinery::acquisition)'s, with the counted
+//! [`acquisition`](crate::machinery::caller::acquisition)'s, with the counted
 //! engine's scripts).
 
 use std::time::Duration;
@@ -10,7 +10,7 @@ use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Bound, Ownership};
-use crate::machinery::wait::Wait;
+use crate::machinery::caller::wait::Wait;
 use crate::protocol::Ask;
 
 /// Most permits a semaphore may have (1 is the least); outside

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::handles::participant::Participant;
+use crate::machinery::caller::target::Target;
 use crate::machinery::engine::Engine;
-use crate::machinery::target::Target;
 use crate::protocol::{Access, Capacity, Change, HolderReply, LockKind, StatusReply, WaiterReply};
 
 /// One hold of a lock, as a status lists it, whatever the kind: the

@@ -2,7 +2,7 @@
 //! a wait, the admin calls (status, force release, revoke, a semaphore's
 //! number of permits), the thread's own hold of a lock and the election's
 //! watch; a hold it returns
-//! ([`CallHold`](crate::machinery::call_hold::CallHold)) is released and
+//! ([`CallHold`](crate::machinery::caller::call_hold::CallHold)) is released and
 //! changes access through its own methods. The handles only type it (lock_api's
 //! `Mutex<R, T>` over a raw lock, Curator's recipes over `LockInternals`):
 //! they send no protocol operation and hold no connection.
@@ -15,8 +15,8 @@ use parking_lot::Mutex;
 use crate::connections::config::Config;
 use crate::connections::warning::ServerWarning;
 use crate::error::Result;
+use crate::machinery::caller::target::Target;
 use crate::machinery::shared::Shared;
-use crate::machinery::target::Target;
 use crate::protocol::{
     ForceRelease, Freed, LockKeys, PermitsSet, Revoke, Revoked, SetPermits, Status, StatusReply,
 };

@@ -11,13 +11,13 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::connections::caller::Caller;
 use crate::connections::config::Config;
+use crate::machinery::caller::waiters::Waiters;
 use crate::machinery::cluster_rounds::ClusterRounds;
-use crate::machinery::give_backs::GiveBacks;
+use crate::machinery::holds::abandons::GiveBacks;
+use crate::machinery::holds::permits_seen::PermitsSeen;
 use crate::machinery::holds::{Hold, Holds};
-use crate::machinery::own_conns::OwnConns;
-use crate::machinery::permits_seen::PermitsSeen;
-use crate::machinery::shards::Shards;
-use crate::machinery::waiters::Waiters;
+use crate::machinery::subscriber::shards::Shards;
+use crate::machinery::watchdog::conns::OwnConns;
 use crate::protocol::{Call, HandedOver, Route, WakeMessage};
 
 /// State shared by the engine and the background threads. The threads hold

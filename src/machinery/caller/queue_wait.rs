@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, Result};
-use crate::machinery::cancel::WaitCanceller;
+use crate::machinery::caller::cancel::WaitCanceller;
+use crate::machinery::caller::waiters::{poll_time, Grant, Waiter, Wake};
 use crate::machinery::shared::Shared;
-use crate::machinery::waiters::{poll_time, Grant, Waiter, Wake};
 use crate::protocol::{Call, Mode, Renew};
 
 /// How long past its deadline a waiting call may take to leave the queue,

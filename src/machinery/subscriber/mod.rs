@@ -5,7 +5,7 @@
 //! message then arrives once per node, and the later copies find nothing
 //! left to wake. With sharded pub/sub (a cluster of Redis 7.0 or later) the
 //! thread of each node subscribes to the shard channels of the slots this
-//! client uses that its node masters ([`Shards`](crate::machinery::shards::Shards)),
+//! client uses that its node masters ([`Shards`](crate::machinery::subscriber::shards::Shards)),
 //! each message arrives once, from the shard that sent it, and a slot that
 //! moved (the server says `sunsubscribe`) or whose master failed is
 //! subscribed again where the slot map, read again, puts it.
@@ -25,6 +25,9 @@
 //! also serve an election's watch, which reads a channel of its own on the
 //! caller's thread.
 
+pub(crate) mod shards;
+pub(crate) mod watch;
+
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,10 +38,10 @@ use crate::connections::slot_map::{Address, SlotMap};
 use crate::connections::steady::is_interrupted;
 use crate::connections::Listen;
 use crate::error::{Error, Result};
+use crate::machinery::caller::waiters::poll_time;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
 use crate::machinery::start::spawn_named;
-use crate::machinery::waiters::poll_time;
 use crate::protocol::keys::hash_slot;
 use crate::protocol::{Push, Route, WakeMessage};
 

@@ -1,7 +1,7 @@
 //! The `fairlock-watchdog` thread: every third of `min(lease, waiter_timeout)`
 //! it renews the leases of held locks, heartbeats this client's queued
 //! waiters and gives back calls whose outcome was never learned (see
-//! [`renewal`](crate::machinery::renewal)).
+//! [`renewal`](crate::machinery::watchdog::renewal)).
 //!
 //! On one server (or behind Sentinel) a round is one pipelined round trip on
 //! the watchdog's own connection. On Redis Cluster the work is split by
@@ -15,13 +15,16 @@
 //! holder keeps the lock, and its reply is the fallback that wakes a waiter
 //! whose handoff message was lost.
 
+pub(crate) mod conns;
+mod renewal;
+
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::machinery::cluster_rounds::Group;
-use crate::machinery::renewal::{self, Batch};
 use crate::machinery::shared::Shared;
+use renewal::Batch;
 
 /// Rounds between two readings of the cluster's slot map, besides the ones
 /// an error asks for.

@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::call_hold::CallHold;
+use crate::machinery::caller::call_hold::CallHold;
+use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
+use crate::machinery::caller::wait::{NoWait, Wait};
+use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::holds::Hold;
-use crate::machinery::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
 use crate::machinery::shared::Shared;
-use crate::machinery::wait::{NoWait, Wait};
-use crate::machinery::waiters::{Grant, Waiter};
 use crate::protocol::{
     Access, Ask, Call, Downgrade, DowngradeReply, Mode, Upgrade, UpgradeReply, UpgradeStep,
 };

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::connections::steady::is_interrupted;
 use crate::error::{Error, Result};
+use crate::machinery::caller::target::Target;
 use crate::machinery::engine::Engine;
 use crate::machinery::shared::Shared;
-use crate::machinery::target::Target;
 use crate::protocol::{Push, Route};
 
 /// A subscription to one election's channel.

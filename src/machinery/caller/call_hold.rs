@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
+use crate::machinery::caller::target::Target;
 use crate::machinery::engine::Engine;
+use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Hold, GONE};
-use crate::machinery::lease_policy::LeasePolicy;
-use crate::machinery::target::Target;
 use crate::protocol::{Call, Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best

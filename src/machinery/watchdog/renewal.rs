@@ -11,10 +11,10 @@ use redis::{ConnectionLike, Value};
 
 use crate::connections::slot_map::Address;
 use crate::error::{Error, Result};
-use crate::machinery::give_backs::GiveBack;
+use crate::machinery::caller::waiters::{poll_time, Grant, Waiter};
+use crate::machinery::holds::abandons::GiveBack;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
-use crate::machinery::waiters::{poll_time, Grant, Waiter};
 use crate::protocol::{
     unexpected, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
 };

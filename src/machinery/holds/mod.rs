@@ -1,4 +1,12 @@
 //! Locks this client holds, as seen by their guards and by the watchdog.
+//!
+//! Beside them, the other registries a call leaves behind: the calls to
+//! abandon (`abandons`), the permits in force a call saw (`permits_seen`),
+//! and how a handle's holds are leased (`lease_policy`).
+
+pub(crate) mod abandons;
+pub(crate) mod lease_policy;
+pub(crate) mod permits_seen;
 
 use std::borrow::Borrow;
 use std::collections::HashMap;

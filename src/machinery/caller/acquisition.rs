@@ -2,23 +2,23 @@
 //! queue (parked, holding no connection), ride out an outage, leave the
 //! queue on timeout or cancellation, confirm a handoff with
 //! `sync_replicas`. Every failure after a request may have reached Redis
-//! has the call given back (see [`give_backs`](crate::machinery::give_backs)).
+//! has the call given back (see [`give_backs`](crate::machinery::holds::abandons)).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::call_hold::{lease_lost, CallHold};
-use crate::machinery::cancel::WaitCanceller;
+use crate::machinery::caller::call_hold::{lease_lost, CallHold};
+use crate::machinery::caller::cancel::WaitCanceller;
+use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
+use crate::machinery::caller::target::Target;
+use crate::machinery::caller::wait::{NoWait, Wait};
+use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::engine::Engine;
+use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Granted, Hold};
-use crate::machinery::lease_policy::LeasePolicy;
 use crate::machinery::observe::{self, Labels, Outcome};
-use crate::machinery::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
-use crate::machinery::target::Target;
-use crate::machinery::wait::{NoWait, Wait};
-use crate::machinery::waiters::{Grant, Waiter};
 use crate::protocol::{
     Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Written,
 };
@@ -238,7 +238,7 @@ impl Acquisition<'_> {
     }
 
     /// Has the watchdog give back whatever this waiter's call holds or
-    /// queued, once Redis answers (see [`GiveBacks`](crate::machinery::give_backs)).
+    /// queued, once Redis answers (see [`GiveBacks`](crate::machinery::holds::abandons)).
     fn give_back_later(&self, waiter: &Waiter) {
         self.client.shared.give_back_later(&waiter.call);
     }
