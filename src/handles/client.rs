@@ -15,7 +15,7 @@ use crate::handles::lock::{FairLock, Settings};
 use crate::handles::status::Status;
 use crate::handles::{Election, FairMultiLock, FairMutex, FairRwLock, FairSemaphore};
 use crate::machinery::caller::target::Target;
-use crate::machinery::engine::Engine;
+use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::protocol::LockKind;
 
@@ -45,7 +45,7 @@ use crate::protocol::LockKind;
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<Engine>,
+    inner: Arc<Core>,
 }
 
 impl Client {
@@ -368,7 +368,7 @@ impl Client {
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {
         Ok(Client {
-            inner: Arc::new(Engine::start(config, topology)?),
+            inner: Arc::new(Core::start(config, topology)?),
         })
     }
 }

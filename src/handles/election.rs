@@ -125,7 +125,7 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// # Ok(()) }
     /// ```
     pub fn value(&self) -> String {
-        let shared = self.engine();
+        let shared = self.core();
         let identity = shared.config().identity.as_deref();
         let value = self.kind.value.as_deref().or(identity);
         value.unwrap_or(shared.client_id()).to_owned()

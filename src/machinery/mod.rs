@@ -1,5 +1,5 @@
 //! The client machinery layer, grouped by the thread that runs the code:
-//! the engine's entry points (`engine`), the caller's side of a call
+//! the client's core and its entry points (`core`), the caller's side of a call
 //! (`caller`: acquire, wait, upgrade, cancel, the hold it returns), the
 //! registries of holds (`holds`), the two background threads (`watchdog`,
 //! `subscriber`), the state they all share (`shared`) and what fairlock
@@ -7,11 +7,10 @@
 
 pub(crate) mod caller;
 mod cluster_rounds;
-pub(crate) mod engine;
+pub(crate) mod core;
 pub(crate) mod holds;
 pub(crate) mod observe;
 mod owner;
 pub(crate) mod shared;
-mod start;
 pub(crate) mod subscriber;
 pub(crate) mod watchdog;

@@ -1,4 +1,4 @@
-//! The state the engine and the background threads share: the call path
+//! The state the core and the background threads share: the call path
 //! (the `Caller`: settings, connections, scripts), the registries of
 //! waiters, holds and give-backs, and the stop and nudge signals; and what
 //! more than one of them does with it (owner ids: `owner`).
@@ -20,8 +20,8 @@ use crate::machinery::subscriber::shards::Shards;
 use crate::machinery::watchdog::conns::OwnConns;
 use crate::protocol::{Call, HandedOver, Route, WakeMessage};
 
-/// State shared by the engine and the background threads. The threads hold
-/// only this, never the [`Engine`](crate::machinery::engine::Engine), so
+/// State shared by the core and the background threads. The threads hold
+/// only this, never the [`Core`](crate::machinery::core::Core), so
 /// they never keep the client alive.
 pub(crate) struct Shared {
     /// The settings, connections and scripts, and the call path over them.

@@ -15,7 +15,7 @@ use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Qu
 use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::{NoWait, Wait};
 use crate::machinery::caller::waiters::{Grant, Waiter};
-use crate::machinery::engine::Engine;
+use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Granted, Hold};
 use crate::machinery::observe::{self, Labels, Outcome};
@@ -27,60 +27,30 @@ use crate::protocol::{
 const GRANT_GONE: &str = "it was handed to this call and gone by the time the call confirmed it \
                           (its lease ran out meanwhile, or a force release freed it)";
 
-impl Engine {
-    /// One acquire call on `target` asking for `ask` under `policy`, owned
-    /// by its thread or (`unbound`) by itself, its owner id tagged with
-    /// `tag` (an election's value), waiting as `wait` says: the hold it
-    /// got, or `None` when the wait ended first. A bad name, lease or
-    /// maximum hold is an error before any I/O.
-    pub(crate) fn acquire(
-        self: &Arc<Self>,
-        target: &Target,
-        ask: Ask,
-        policy: LeasePolicy,
-        unbound: bool,
-        tag: Option<&str>,
-        wait: &Wait,
-    ) -> Result<Option<CallHold>> {
-        let acquisition = Acquisition {
-            client: self,
-            target,
-            keys: target.keys()?,
-            ask,
-            policy,
-            lease: policy.lease(self.config())?,
-            unbound,
-            owner_tag: tag,
-        };
-        self.shared.listen_at(acquisition.keys.slot);
-        acquisition.run(wait)
-    }
-}
-
 /// One acquisition of one lock (`target`) asking for `ask` under a lease
 /// policy, owned by its thread or by itself. The algorithm is the same for
 /// every kind; the protocol values follow from `ask`.
-struct Acquisition<'m> {
-    client: &'m Arc<Engine>,
-    target: &'m Target,
-    keys: &'m Arc<LockKeys>,
-    ask: Ask,
-    policy: LeasePolicy,
+pub(crate) struct Acquisition<'m> {
+    pub(crate) client: &'m Arc<Core>,
+    pub(crate) target: &'m Target,
+    pub(crate) keys: &'m Arc<LockKeys>,
+    pub(crate) ask: Ask,
+    pub(crate) policy: LeasePolicy,
     /// The lease the policy gives with the client's settings, checked.
-    lease: Lease,
+    pub(crate) lease: Lease,
     /// The call is an owner of its own (`<client id>:u<call>`), not its
     /// thread: it never re-enters, and its guard may go to any thread.
-    unbound: bool,
+    pub(crate) unbound: bool,
     /// What the owner id carries after `@` instead of the client's
     /// identity (an election candidate's value).
-    owner_tag: Option<&'m str>,
+    pub(crate) owner_tag: Option<&'m str>,
 }
 
 impl Acquisition<'_> {
     /// Waits as `wait` says; the hold it got, in the guard core every
     /// guard wraps. A wait that cannot wait makes one attempt that never
     /// queues (`try_lock`).
-    fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
+    pub(crate) fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
         let started = Instant::now();
         let waiter = self.waiter();
         let (result, cancel) = match wait.deadline() {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::target::Target;
-use crate::machinery::engine::Engine;
+use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Hold, GONE};
 use crate::protocol::{Call, Release, ReleaseReply};
@@ -18,7 +18,7 @@ use crate::protocol::{Call, Release, ReleaseReply};
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
 pub(crate) struct CallHold {
-    pub(crate) client: Arc<Engine>,
+    pub(crate) client: Arc<Core>,
     /// The lock it holds, and the policy of the handle that took it (a
     /// guard gives that handle back).
     pub(crate) target: Target,

@@ -39,9 +39,9 @@ use crate::connections::steady::is_interrupted;
 use crate::connections::Listen;
 use crate::error::{Error, Result};
 use crate::machinery::caller::waiters::poll_time;
+use crate::machinery::core::spawn_named;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
-use crate::machinery::start::spawn_named;
 use crate::protocol::keys::hash_slot;
 use crate::protocol::{Push, Route, WakeMessage};
 

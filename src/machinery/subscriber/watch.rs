@@ -1,4 +1,4 @@
-//! An election's watch as the engine keeps it: a connection of its own
+//! An election's watch as the core keeps it: a connection of its own
 //! subscribed to the election's channel, opened again when it breaks,
 //! which tells its reader when to read the election again.
 
@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use crate::connections::steady::is_interrupted;
 use crate::error::{Error, Result};
-use crate::machinery::caller::target::Target;
-use crate::machinery::engine::Engine;
 use crate::machinery::shared::Shared;
 use crate::protocol::{Push, Route};
 
@@ -22,25 +20,18 @@ pub(crate) struct Subscription {
     conn: Option<redis::Connection>,
 }
 
-impl Engine {
-    /// Subscribes to the channel of the election `target` (on a cluster,
-    /// on a seed node: every node hears every message, or with sharded
-    /// pub/sub at its slot's master; behind Sentinel, on the master), on a
-    /// connection of its own.
-    pub(crate) fn watch(&self, target: &Target) -> Result<Subscription> {
-        let route = self.shared.caller.scripts.route();
-        let channel = route.election_channel(&self.config().key_prefix, target.keys()?);
-        let conn = self.shared.caller.subscription(route, &channel)?;
+impl Subscription {
+    /// Subscribes to `channel` over `route` on a connection of its own.
+    pub(crate) fn open(shared: &Arc<Shared>, route: Route, channel: String) -> Result<Self> {
+        let conn = shared.caller.subscription(route, &channel)?;
         Ok(Subscription {
-            shared: Arc::clone(&self.shared),
+            shared: Arc::clone(shared),
             channel,
             route,
             conn: Some(conn),
         })
     }
-}
 
-impl Subscription {
     /// Waits up to `wait` for a message, opening the subscription again
     /// first if it broke. True when the election is to be read again: a
     /// message came, or messages may have been lost (the subscription was
