@@ -39,7 +39,7 @@ impl Limit {
 
     /// The pool wait and the reply both by `at` (a waiting call leaving
     /// the queue once its deadline passed: what is not done by then is
-    /// given back later, so the call returns on time however slow or
+    /// abandoned later, so the call returns on time however slow or
     /// stalled the server is).
     pub(crate) fn within(at: Instant) -> Limit {
         Limit {
@@ -180,7 +180,7 @@ impl Caller {
         .map_err(|err| during::<O>(err, keys))
     }
 
-    /// Gives back `call` (`Abandon`) on a pooled connection.
+    /// Abandons `call` (`Abandon`) on a pooled connection.
     pub(crate) fn abandon(&self, call: &Call) -> Result<()> {
         let limit = Limit::default();
         self.through_slot_moves(limit, || {

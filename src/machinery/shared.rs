@@ -1,6 +1,6 @@
 //! The state the core and the background threads share: the call path
 //! (the `Caller`: settings, connections, scripts), the registries of
-//! waiters, holds and give-backs, and the stop and nudge signals; and what
+//! waiters, holds and abandons, and the stop and nudge signals; and what
 //! more than one of them does with it (owner ids: `owner`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +13,7 @@ use crate::connections::caller::Caller;
 use crate::connections::config::Config;
 use crate::machinery::caller::waiters::Waiters;
 use crate::machinery::cluster_rounds::ClusterRounds;
-use crate::machinery::holds::abandons::GiveBacks;
+use crate::machinery::holds::abandons::Abandons;
 use crate::machinery::holds::permits_seen::PermitsSeen;
 use crate::machinery::holds::{Hold, Holds};
 use crate::machinery::subscriber::shards::Shards;
@@ -31,7 +31,7 @@ pub(crate) struct Shared {
     pub(super) waiters: Waiters,
     pub(super) holds: Holds,
     /// Calls whose outcome was never learned, for the watchdog to undo.
-    pub(super) give_backs: GiveBacks,
+    pub(super) abandons: Abandons,
     /// The watchdog's own connections (renewals never wait for the pool).
     pub(super) own_conns: OwnConns,
     /// The watchdog's per-master rounds on Redis Cluster.
@@ -56,7 +56,7 @@ impl Shared {
             client_id: uuid::Uuid::new_v4().simple().to_string(),
             waiters: Waiters::default(),
             holds: Holds::default(),
-            give_backs: GiveBacks::default(),
+            abandons: Abandons::default(),
             own_conns: OwnConns::default(),
             cluster_rounds: ClusterRounds::default(),
             permits_seen: PermitsSeen::default(),
@@ -133,24 +133,24 @@ impl Shared {
         self.next_wait_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Has the watchdog give back `call`, whose outcome is unknown or whose
+    /// Has the watchdog abandon `call`, whose outcome is unknown or whose
     /// hold is not to be kept, as soon as Redis answers (see
-    /// [`GiveBacks`]); the watchdog is nudged to try at once.
-    pub(crate) fn give_back_later(&self, call: &Call) {
-        self.give_backs
+    /// [`Abandons`]); the watchdog is nudged to try at once.
+    pub(crate) fn abandon_later(&self, call: &Call) {
+        self.abandons
             .add(call.clone(), self.config().command_timeout);
         self.nudge_watchdog();
     }
 
-    /// Gives back `call` now (Redis just answered), or later through the
+    /// Abandons `call` now (Redis just answered), or later through the
     /// watchdog if that fails.
-    pub(crate) fn give_back_now(&self, call: &Call) {
+    pub(crate) fn abandon_now(&self, call: &Call) {
         if let Err(err) = self.caller.abandon(call) {
             log::warn!(
-                "fairlock: giving back call {} failed, the watchdog retries: {err}",
+                "fairlock: abandoning call {} failed, the watchdog retries: {err}",
                 call.id
             );
-            self.give_back_later(call);
+            self.abandon_later(call);
         }
     }
 

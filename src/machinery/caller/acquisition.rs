@@ -2,7 +2,7 @@
 //! queue (parked, holding no connection), ride out an outage, leave the
 //! queue on timeout or cancellation, confirm a handoff with
 //! `sync_replicas`. Every failure after a request may have reached Redis
-//! has the call given back (see [`give_backs`](crate::machinery::holds::abandons)).
+//! has the call abandoned (see [`abandons`](crate::machinery::holds::abandons)).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,7 +58,7 @@ impl Acquisition<'_> {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
                 Err(err) => {
-                    self.give_back_later(&waiter);
+                    self.abandon_later(&waiter);
                     (Err(err), None)
                 }
             },
@@ -172,7 +172,7 @@ impl Acquisition<'_> {
 
     /// The hold this call was answered with (the request sent at `sent`,
     /// `pttl_ms` of lease left then), unless too few replicas saw it: then
-    /// it is given back.
+    /// it is abandoned.
     fn acquired(
         &self,
         waiter: &Waiter,
@@ -197,7 +197,7 @@ impl Acquisition<'_> {
         let sent = Instant::now();
         let (reply, replicated) = (self.client.shared.caller)
             .call_write_limited(&waiter.call.keys, &Cancel { entry }, limit)
-            .inspect_err(|_| self.give_back_later(waiter))?
+            .inspect_err(|_| self.abandon_later(waiter))?
             .into_parts();
         match reply {
             CancelReply::Kept { token, pttl_ms } => self
@@ -207,16 +207,16 @@ impl Acquisition<'_> {
         }
     }
 
-    /// Has the watchdog give back whatever this waiter's call holds or
-    /// queued, once Redis answers (see [`GiveBacks`](crate::machinery::holds::abandons)).
-    fn give_back_later(&self, waiter: &Waiter) {
-        self.client.shared.give_back_later(&waiter.call);
+    /// Has the watchdog abandon whatever this waiter's call holds or
+    /// queued, once Redis answers (see [`Abandons`](crate::machinery::holds::abandons)).
+    fn abandon_later(&self, waiter: &Waiter) {
+        self.client.shared.abandon_later(&waiter.call);
     }
 
-    /// Gives back the hold this waiter's call took, which is not to be used
+    /// Abandons the hold this waiter's call took, which is not to be used
     /// (now, or through the watchdog if Redis fails meanwhile).
     fn roll_back(&self, waiter: &Waiter) {
-        self.client.shared.give_back_now(&waiter.call);
+        self.client.shared.abandon_now(&waiter.call);
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
@@ -266,7 +266,7 @@ impl Queued for Acquisition<'_> {
                 self.roll_back(waiter);
             }
             if !err.is_lease_lost() {
-                self.give_back_later(waiter);
+                self.abandon_later(waiter);
             }
             return Err(err);
         }
@@ -282,7 +282,7 @@ impl Queued for Acquisition<'_> {
     /// Not acquired in time, as a wait that ran out while parked: whatever
     /// a request of the call took or queued goes back once Redis answers.
     fn out_of_time(&self, waiter: &Waiter, _: Error) -> Result<Option<CallHold>> {
-        self.give_back_later(waiter);
+        self.abandon_later(waiter);
         Ok(None)
     }
 
@@ -292,7 +292,7 @@ impl Queued for Acquisition<'_> {
     /// the lock, if it was handed over meanwhile).
     fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<CallHold>> {
         if err.is_connection() {
-            self.give_back_later(waiter);
+            self.abandon_later(waiter);
             return Err(err);
         }
         match self.leave_queue(waiter, Limit::default()) {

@@ -1,7 +1,7 @@
-//! The one guard core: a hold made by one acquire call and given back by
+//! The one guard core: a hold made by one acquire call and released by
 //! naming that call, whatever the kind (a mutex's hold, a semaphore's
 //! permits, a read, a write, a leadership). Every guard releases, drops and
-//! gives back through it; the release reply is the same shape for every
+//! abandons through it; the release reply is the same shape for every
 //! kind ([`ReleaseReply`]).
 
 use std::sync::Arc;
@@ -27,7 +27,7 @@ pub(crate) struct CallHold {
     /// re-entered it (a mutex's), with the call that first took it.
     pub(crate) hold: Arc<Hold>,
     /// The acquire call that made this guard (the first one, or a
-    /// re-entry): its release names this call, and so does a give-back.
+    /// re-entry): its release names this call, and so does an abandon.
     pub(crate) call: Call,
     /// How long the acquire call waited, from its start to its return.
     pub(crate) waited: Duration,
@@ -63,7 +63,7 @@ impl CallHold {
                 // Not sent, or its reply lost: the watchdog gives the call
                 // back once Redis answers, so the hold does not wait out its
                 // lease.
-                shared.give_back_later(call);
+                shared.abandon_later(call);
             })?
             .into_parts();
         match reply {
@@ -95,7 +95,7 @@ pub(crate) fn lease_lost(call: &Call, name: &str, token: u64, why: &str) -> Erro
 
 impl Drop for CallHold {
     /// Releases within one command timeout, pool wait included; what did
-    /// not go out by then the watchdog gives back.
+    /// not go out by then the watchdog abandons it.
     fn drop(&mut self) {
         let budget = self.client.config().command_timeout;
         if let Err(err) = self.release_within(Some(budget)) {

@@ -19,7 +19,7 @@ use crate::protocol::{Call, Mode, Renew};
 
 /// How long past its deadline a waiting call may take to leave the queue,
 /// a pooled connection and the reply included (see [`Limit::within`]):
-/// what is not done by then is given back later, so a timed wait returns
+/// what is not done by then is abandoned later, so a timed wait returns
 /// by its deadline plus this (and a request's [`REPLY_GRACE`]
 /// (crate::connections::caller) when one was in flight instead) whatever
 /// the server does.
@@ -68,7 +68,7 @@ pub(crate) trait Queued {
 
     /// How the call ends after a request failed with `err` (Redis answered
     /// with an error, or could not be reached past the wait's patience):
-    /// whatever it may have left in Redis is given back.
+    /// whatever it may have left in Redis is abandoned.
     fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>>;
 
     /// How the call ends when its deadline passed while its request

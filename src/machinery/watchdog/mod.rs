@@ -1,6 +1,6 @@
 //! The `fairlock-watchdog` thread: every third of `min(lease, waiter_timeout)`
 //! it renews the leases of held locks, heartbeats this client's queued
-//! waiters and gives back calls whose outcome was never learned (see
+//! waiters and abandons calls whose outcome was never learned (see
 //! [`renewal`](crate::machinery::watchdog::renewal)).
 //!
 //! On one server (or behind Sentinel) a round is one pipelined round trip on
@@ -37,39 +37,39 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         round += 1;
         tick(shared, round);
     }
-    give_back_before_stopping(shared);
+    abandon_before_stopping(shared);
 }
 
-/// The client is going away with calls still to give back (an unlock that
+/// The client is going away with calls still to abandon (an unlock that
 /// failed just before the client was dropped): one last try each, on this
 /// thread, stopping at the first that cannot reach Redis, so that dropping
 /// a client waits at most about one command timeout for it.
-fn give_back_before_stopping(shared: &Shared) {
-    for entry in shared.give_backs.snapshot() {
+fn abandon_before_stopping(shared: &Shared) {
+    for entry in shared.abandons.snapshot() {
         let batch = Batch {
-            give_backs: vec![entry],
+            abandons: vec![entry],
             ..Batch::default()
         };
         if let Err(err) = renewal::run(shared, &batch, None) {
-            log::warn!("fairlock: client stopped with calls not given back: {err}");
+            log::warn!("fairlock: client stopped with calls not abandoned: {err}");
             return;
         }
     }
 }
 
-/// One round: everything to renew, heartbeat or give back now.
+/// One round: everything to renew, heartbeat or abandon now.
 fn tick(shared: &Arc<Shared>, round: u64) {
     let holds = shared.holds.snapshot();
     let groups = shared.waiters.by_lock();
-    let give_backs = shared.give_backs.snapshot();
-    if holds.is_empty() && groups.is_empty() && give_backs.is_empty() {
+    let abandons = shared.abandons.snapshot();
+    if holds.is_empty() && groups.is_empty() && abandons.is_empty() {
         return;
     }
     if !shared.caller.backend.is_cluster() {
         let batch = Batch {
             holds,
             groups,
-            give_backs,
+            abandons,
         };
         if let Err(err) = renewal::run(shared, &batch, None) {
             log::warn!("fairlock: watchdog round failed: {err}");
@@ -85,9 +85,9 @@ fn tick(shared: &Arc<Shared>, round: u64) {
         let slot = group[0].call.keys.slot;
         by_slot.entry(slot).or_default().groups.push(group);
     }
-    for entry in give_backs {
+    for entry in abandons {
         let slot = entry.call.keys.slot;
-        by_slot.entry(slot).or_default().give_backs.push(entry);
+        by_slot.entry(slot).or_default().abandons.push(entry);
     }
     let cluster = &shared.cluster_rounds;
     let map = cluster.map.lock().clone();

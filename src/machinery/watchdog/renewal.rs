@@ -1,5 +1,5 @@
 //! One round's work for one slot (or for the one server): renew held
-//! leases, heartbeat queued waiters, give back calls whose outcome was never
+//! leases, heartbeat queued waiters, abandon calls whose outcome was never
 //! learned. It runs on connections of the watchdog's own, outside the pool,
 //! so user calls that hold every pooled connection (a slow or stalled
 //! server) never make a renewal wait for one.
@@ -12,21 +12,21 @@ use redis::{ConnectionLike, Value};
 use crate::connections::slot_map::Address;
 use crate::error::{Error, Result};
 use crate::machinery::caller::waiters::{poll_time, Grant, Waiter};
-use crate::machinery::holds::abandons::GiveBack;
+use crate::machinery::holds::abandons::ToAbandon;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
 use crate::protocol::{
     unexpected, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
 };
 
-/// Renewals, heartbeats and give-backs of one slot (all of them on one
+/// Renewals, heartbeats and abandons of one slot (all of them on one
 /// server): a pipeline goes to a single node.
 #[derive(Default)]
 pub(crate) struct Batch {
     pub(crate) holds: Vec<Arc<Hold>>,
     /// Waiters of one lock each.
     pub(crate) groups: Vec<Vec<Arc<Waiter>>>,
-    pub(crate) give_backs: Vec<Arc<GiveBack>>,
+    pub(crate) abandons: Vec<Arc<ToAbandon>>,
 }
 
 /// Runs one batch (on `node`, the master of its slot as the slot map says,
@@ -46,20 +46,20 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
             Err(err) => outcome = Err(err),
         }
     }
-    for entry in &batch.give_backs {
+    for entry in &batch.abandons {
         let sent = Instant::now();
         match conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
             shared.caller.scripts.abandon(conn, &entry.call)
         }) {
-            Ok(_) => shared.give_backs.confirmed(entry, sent),
+            Ok(_) => shared.abandons.confirmed(entry, sent),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
             Err(err) => {
                 log::warn!(
-                    "fairlock: giving back call {} on {:?} refused, dropped: {err}",
+                    "fairlock: abandoning call {} on {:?} refused, dropped: {err}",
                     entry.call.id,
                     entry.call.keys.lock()
                 );
-                shared.give_backs.forget(entry);
+                shared.abandons.forget(entry);
             }
         }
     }
