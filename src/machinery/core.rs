@@ -21,13 +21,14 @@ use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::topology::Topology;
 use crate::connections::warning::ServerWarning;
-use crate::connections::{eviction, Backend, Listen};
+use crate::connections::{eviction, Backend};
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::acquisition::Acquisition;
 use crate::machinery::caller::call_hold::CallHold;
 use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::Wait;
 use crate::machinery::holds::lease_policy::LeasePolicy;
+use crate::machinery::holds::permits_seen::PermitsSeen;
 use crate::machinery::shared::Shared;
 use crate::machinery::subscriber::watch::Subscription;
 use crate::machinery::{observe, subscriber, watchdog};
@@ -44,6 +45,9 @@ pub(crate) struct Core {
     pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
     /// What the start found wrong with the servers; never changed after.
     pub(super) warnings: Vec<ServerWarning>,
+    /// Semaphores found with another number of permits in force (only
+    /// callers read and write it: no background thread).
+    pub(super) permits_seen: PermitsSeen,
 }
 
 impl Drop for Core {
@@ -58,7 +62,7 @@ impl Drop for Core {
                     log::error!("fairlock: a background thread panicked");
                 }
             }
-            threads = self.shared.shards.take_threads();
+            threads = subscriber::joined_later(&self.shared);
         }
     }
 }
@@ -114,10 +118,11 @@ impl Core {
             shared: Arc::clone(&shared),
             threads: Mutex::default(),
             warnings,
+            permits_seen: PermitsSeen::default(),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
-        let slot_map = match shared.caller.backend.slot_map().transpose() {
-            Ok(map) => map.map(Arc::new),
+        let slot_map = match shared.refresh_slot_map() {
+            Ok(map) => map,
             Err(err) => {
                 log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
                 None
@@ -132,15 +137,8 @@ impl Core {
             }
             map => shared.caller.backend.listen_targets(map)?,
         };
-        *shared.cluster_rounds.map.lock() = slot_map;
-        for target in &targets {
-            if let Listen::Shards(node) = target {
-                shared.shards.needs_listener(node);
-            }
-            let (ready_tx, target) = (ready_tx.clone(), target.clone());
-            let subscriber = spawn_named("fairlock-subscriber", &shared, move |shared| {
-                subscriber::run(shared, &target, ready_tx)
-            })?;
+        for at in &targets {
+            let subscriber = subscriber::spawn(&shared, at.clone(), ready_tx.clone())?;
             inner.threads.lock().push(subscriber);
         }
         let mut deadline =
@@ -225,7 +223,7 @@ impl Core {
     /// that a live guard stands for (0: none).
     pub(crate) fn thread_hold(&self, keys: &LockKeys) -> (Arc<str>, u64) {
         let owner = self.shared.owner_id(None, None);
-        let live = self.shared.holds.live_token(keys.lock(), &owner);
+        let live = self.shared.live_token(keys.lock(), &owner);
         (owner, live)
     }
 
@@ -252,7 +250,7 @@ impl Core {
     pub(crate) fn force_release(&self, target: &Target) -> Result<Freed> {
         // A call key, so that the call delivered twice frees the lock once.
         let shared = &self.shared;
-        let call_key = format!("{}#{}", shared.client_id(), shared.next_wait_id());
+        let call_key = format!("{}#{}", shared.client_id(), shared.next_call_id());
         let op = ForceRelease { call_key };
         shared.caller.call_write(target.keys()?, &op)?.replicated()
     }
@@ -269,7 +267,7 @@ impl Core {
     /// client's last acquire call on it saw it, if any call found another
     /// than its own.
     pub(crate) fn permits_in_force(&self, target: &Target) -> Option<u32> {
-        self.shared.permits_seen.get(target.keys().ok()?)
+        self.permits_seen.get(target.keys().ok()?)
     }
 
     /// Sets a semaphore's number of permits for every client; this

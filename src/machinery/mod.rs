@@ -6,7 +6,6 @@
 //! reports about itself (`observe`).
 
 pub(crate) mod caller;
-mod cluster_rounds;
 pub(crate) mod core;
 pub(crate) mod holds;
 pub(crate) mod observe;

@@ -47,9 +47,9 @@ impl Shared {
     /// `<client id>:<kind><number>[@<suffix>]`.
     fn build_owner(&self, kind: &str, number: &Decimal, suffix: Option<&str>) -> String {
         let number = number.as_str();
-        let size = self.client_id.len() + 1 + kind.len() + number.len();
+        let size = self.client_id().len() + 1 + kind.len() + number.len();
         let mut owner = String::with_capacity(size + suffix.map_or(0, |s| 1 + s.len()));
-        owner.push_str(&self.client_id);
+        owner.push_str(self.client_id());
         owner.push(':');
         owner.push_str(kind);
         owner.push_str(number);
@@ -64,7 +64,7 @@ impl Shared {
     /// from the same parts.
     fn spells(&self, owner: &str, kind: &str, number: &Decimal, suffix: Option<&str>) -> bool {
         let rest = owner
-            .strip_prefix(self.client_id.as_str())
+            .strip_prefix(self.client_id())
             .and_then(|rest| rest.strip_prefix(':'))
             .and_then(|rest| rest.strip_prefix(kind))
             .and_then(|rest| rest.strip_prefix(number.as_str()));

@@ -111,7 +111,7 @@ impl Acquisition<'_> {
     /// with its own wait id.
     fn waiter(&self) -> Arc<Waiter> {
         let shared = &self.client.shared;
-        let id = shared.next_wait_id();
+        let id = shared.next_call_id();
         Arc::new(Waiter::new(Call {
             keys: Arc::clone(self.keys),
             owner: shared.owner_id(self.unbound.then_some(id), self.owner_tag),
@@ -127,7 +127,9 @@ impl Acquisition<'_> {
         let (reply, replicated) = self.send_attempt(waiter, mode, limit)?.into_parts();
         let shared = &self.client.shared;
         let fence = shared.config().fence_life;
-        (shared.permits_seen).note(self.keys, self.ask.capacity(), reply.in_force(), fence);
+        self.client
+            .permits_seen
+            .note(self.keys, self.ask.capacity(), reply.in_force(), fence);
         match reply {
             AcquireReply::Acquired { token, pttl_ms, .. } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated)
@@ -154,7 +156,7 @@ impl Acquisition<'_> {
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::live_token`); a semaphore's calls never re-enter.
         let live_token = if self.ask.reentrant() && !self.unbound {
-            shared.holds.live_token(call.keys.lock(), &call.owner)
+            shared.live_token(call.keys.lock(), &call.owner)
         } else {
             0
         };

@@ -48,7 +48,7 @@ impl CallHold {
             return Ok(());
         }
         let shared = &self.client.shared;
-        shared.holds.unregister(&self.hold);
+        shared.unregister_hold(&self.hold);
         let (call, token) = (&self.call, self.hold.token());
         let keys = &call.keys;
         let release = Release {

@@ -96,7 +96,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
     deadline: Option<Instant>,
     cancel: Option<&WaitCanceller>,
 ) -> Result<Option<Q::Got>> {
-    shared.waiters.insert(Arc::clone(&waiter));
+    shared.park(Arc::clone(&waiter));
     if let Some(cancel) = cancel {
         cancel.watch(&waiter);
     }
@@ -159,7 +159,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             }
         }
     };
-    shared.waiters.remove(waiter.call.id);
+    shared.unpark(waiter.call.id);
     result
 }
 

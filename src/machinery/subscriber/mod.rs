@@ -30,6 +30,7 @@ pub(crate) mod watch;
 
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashSet;
@@ -38,9 +39,7 @@ use crate::connections::slot_map::{Address, SlotMap};
 use crate::connections::steady::is_interrupted;
 use crate::connections::Listen;
 use crate::error::{Error, Result};
-use crate::machinery::caller::waiters::poll_time;
 use crate::machinery::core::spawn_named;
-use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
 use crate::protocol::keys::hash_slot;
 use crate::protocol::{Push, Route, WakeMessage};
@@ -49,7 +48,7 @@ use crate::protocol::{Push, Route, WakeMessage};
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
 /// The longest pause between two attempts to subscribe again: a server
 /// back from a restart is heard from within it, and with it the holds it
-/// may have lost (see [`missed_messages`]). A refused attempt costs a
+/// may have lost (see [`Shared::missed_messages`]). A refused attempt costs a
 /// round trip; one to a host that does not answer, a connect timeout.
 const MAX_BACKOFF: Duration = Duration::from_millis(100);
 /// How long a shard listener's read blocks before it looks for slots to
@@ -114,7 +113,7 @@ fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>
             target.describe()
         );
         crate::machinery::observe::reconnected(crate::machinery::observe::Reconnect::Subscriber);
-        missed_messages(shared);
+        shared.missed_messages();
     }
     loop {
         if shared.is_stopping() {
@@ -145,7 +144,7 @@ fn listen_shards(
     }
     let mut live = FxHashSet::default();
     let served = serve_shards(shared, node, &mut conn, &mut live);
-    shared.shards.lost(live);
+    shared.shards().lost(live);
     served
 }
 
@@ -166,18 +165,17 @@ fn serve_shards(
         if shared.is_stopping() {
             return Ok(());
         }
-        if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards.any_missing() {
+        if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards().any_missing() {
             map_read = Instant::now();
-            if let Some(Ok(map)) = shared.caller.backend.slot_map() {
+            if let Ok(Some(map)) = shared.refresh_slot_map() {
                 listen_on_new_nodes(shared, &map);
-                *shared.cluster_rounds.map.lock() = Some(Arc::new(map));
             }
             // Those refused (a MOVED) are asked again where the map says.
             asked.retain(|slot| live.contains(slot));
         }
-        let map = shared.cluster_rounds.map.lock().clone();
+        let map = shared.slot_map();
         let serves = |slot| map.as_ref().and_then(|map| map.master_of(slot)) == Some(node);
-        for slot in shared.shards.to_subscribe(&asked, serves) {
+        for slot in shared.shards().to_subscribe(&asked, serves) {
             let channel = Route::Sharded.wake_channel(&prefix, slot, shared.client_id());
             let command = Route::Sharded.subscribe_command(&channel);
             conn.send_packed_command(&command.get_packed_command())
@@ -196,15 +194,15 @@ fn serve_shards(
             Push::Subscribed(channel) => {
                 let slot = hash_slot(&channel);
                 // Handoffs published in the gap were lost: everyone asks.
-                if live.insert(slot) && shared.shards.subscribed(slot) {
-                    missed_messages(shared);
+                if live.insert(slot) && shared.shards().subscribed(slot) {
+                    shared.missed_messages();
                 }
             }
             Push::Unsubscribed(channel) => {
                 let slot = hash_slot(&channel);
                 asked.remove(&slot);
                 if live.remove(&slot) {
-                    shared.shards.lost([slot]);
+                    shared.shards().lost([slot]);
                 }
             }
             Push::Refused(err) => log::debug!("fairlock: a shard subscription at {node:?}: {err}"),
@@ -213,13 +211,34 @@ fn serve_shards(
     }
 }
 
+/// Starts the listener thread at `at`, which tells `ready` of its first
+/// subscription.
+pub(crate) fn spawn(
+    shared: &Arc<Shared>,
+    at: Listen,
+    ready: Sender<Result<()>>,
+) -> Result<JoinHandle<()>> {
+    if let Listen::Shards(node) = &at {
+        shared.shards().needs_listener(node);
+    }
+    spawn_named("fairlock-subscriber", shared, move |shared| {
+        run(shared, &at, ready)
+    })
+}
+
+/// The listener threads started since the last call for nodes that
+/// joined the cluster later, for the client's drop to join.
+pub(crate) fn joined_later(shared: &Shared) -> Vec<JoinHandle<()>> {
+    shared.shards().take_threads()
+}
+
 /// Starts a listener thread for each node of `map` that has none, as the
 /// client's start does for every node: one that joined the cluster after
 /// the client started (masters added to scale out), whose slots would
 /// otherwise be heard nowhere.
 fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
     for node in map.nodes() {
-        if !shared.shards.needs_listener(node) {
+        if !shared.shards().needs_listener(node) {
             continue;
         }
         log::info!(
@@ -227,57 +246,19 @@ fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
             node.0,
             node.1
         );
-        let target = Listen::Shards(node.clone());
         // Nobody waits for its first subscription: the calls of its slots
         // wait for their own (`Shards::listen`).
         let (ready, _) = std::sync::mpsc::channel();
-        match spawn_named("fairlock-subscriber", shared, move |shared| {
-            run(shared, &target, ready)
-        }) {
-            Ok(thread) => shared.shards.keep_thread(thread),
+        match spawn(shared, Listen::Shards(node.clone()), ready) {
+            Ok(thread) => shared.shards().keep_thread(thread),
             Err(err) => log::warn!("fairlock: no listener for {node:?}: {err}"),
         }
     }
 }
 
-/// The subscription is back after a gap, in which messages may have been
-/// lost and the server may have restarted empty or failed over: every
-/// waiter asks again, and the watchdog checks every hold and queue entry
-/// at once (a renewal round), so a hold lost with the data is told now,
-/// not a watchdog period later.
-fn missed_messages(shared: &Shared) {
-    shared.holds.note_gap();
-    shared.waiters.repoll_all();
-    shared.nudge_watchdog();
-}
-
-/// Why a hold told of a force release was lost.
-const FORCE_RELEASED: &str =
-    "a force release (Client::force_unlock, `fairlock unlock --force`) freed it";
-
 fn dispatch(shared: &Shared, payload: &[u8]) {
     match WakeMessage::parse(payload) {
-        Some(WakeMessage::Granted {
-            wait_id,
-            token,
-            ttl_ms,
-        }) => shared.grant_waiter(wait_id, token, ttl_ms),
-        Some(WakeMessage::Head { wait_id, pttl_ms }) => {
-            if let Some(waiter) = shared.waiters.get(wait_id) {
-                waiter.poll_by(poll_time(pttl_ms));
-            }
-        }
-        Some(WakeMessage::Revoke { up_to, lock_key }) => {
-            shared
-                .holds
-                .each_up_to(&lock_key, up_to, Hold::mark_revoked);
-        }
-        Some(WakeMessage::Freed { up_to, lock_key }) => {
-            shared
-                .holds
-                .each_up_to(&lock_key, up_to, |hold| hold.mark_lost(FORCE_RELEASED));
-        }
-        Some(WakeMessage::Stop) => {}
+        Some(message) => shared.deliver(message),
         None => log::debug!(
             "fairlock: ignoring wake message {:?}",
             String::from_utf8_lossy(payload)
