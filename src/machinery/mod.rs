@@ -9,7 +9,6 @@ pub(crate) mod caller;
 pub(crate) mod core;
 pub(crate) mod holds;
 pub(crate) mod observe;
-mod owner;
 pub(crate) mod shared;
 pub(crate) mod subscriber;
 pub(crate) mod watchdog;

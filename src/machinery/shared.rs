@@ -14,6 +14,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::connections::caller::Caller;
 use crate::connections::config::Config;
+use crate::connections::resp::Decimal;
 use crate::connections::slot_map::SlotMap;
 use crate::error::Result;
 use crate::machinery::caller::waiters::{poll_time, Waiter, Waiters};
@@ -21,7 +22,7 @@ use crate::machinery::holds::abandons::{Abandons, ToAbandon};
 use crate::machinery::holds::{Hold, Holds};
 use crate::machinery::subscriber::shards::Shards;
 use crate::machinery::watchdog::Batch;
-use crate::protocol::{Call, HandedOver, Route, WakeMessage};
+use crate::protocol::{owner, Call, HandedOver, Route, WakeMessage};
 
 /// State shared by the core and the background threads. The threads hold
 /// only this, never the [`Core`](crate::machinery::core::Core), so
@@ -46,6 +47,18 @@ pub(crate) struct Shared {
     /// Set to have the watchdog run a round now (see [`Shared::nudge_watchdog`]).
     watchdog_nudged: Mutex<bool>,
     watchdog_signal: Condvar,
+}
+
+thread_local! {
+    /// Number of the current thread inside this process, for owner ids.
+    static THREAD_NUMBER: u64 = {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    };
+
+    /// The current thread's last owner id (see [`Shared::owner_id`]).
+    static BOUND_OWNER: std::cell::RefCell<Option<Arc<str>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Why a hold told of a force release was lost.
@@ -81,6 +94,25 @@ impl Shared {
         &self.client_id
     }
 
+    /// The owner id of an acquire call (see [`owner`]): the calling
+    /// thread's, or with `unbound_call` that call's own; suffixed with
+    /// `tag` when the call has one (an election's candidate: its value),
+    /// else with the client's identity, if any. A thread's own is built
+    /// once and handed out again while its calls go to the same client
+    /// with the same suffix ([`BOUND_OWNER`]).
+    pub(crate) fn owner_id(&self, unbound_call: Option<u64>, tag: Option<&str>) -> Arc<str> {
+        let (client, suffix) = (self.client_id(), tag.or(self.config().identity.as_deref()));
+        let Some(call) = unbound_call else {
+            let number = Decimal::of(THREAD_NUMBER.with(|n| *n));
+            let number = number.as_str();
+            return BOUND_OWNER.with_borrow_mut(|last| match last {
+                Some(id) if owner::spells(id, client, "", number, suffix) => Arc::clone(id),
+                _ => Arc::clone(last.insert(owner::build(client, "", number, suffix).into())),
+            });
+        };
+        owner::build(client, "u", Decimal::of(call).as_str(), suffix).into()
+    }
+
     /// Registers a guard on `hold` (renewed by the watchdog unless its
     /// lease is fixed); a re-entrant guard joins the hold it re-entered. A
     /// renewed hold granted with less lease left than two watchdog periods
@@ -100,8 +132,7 @@ impl Shared {
     /// their handoff messages arrive (which then find them gone).
     pub(crate) fn grant_own(&self, admitted: &[HandedOver]) {
         for next in admitted {
-            let own = next.owner.strip_prefix(self.client_id.as_str());
-            if own.is_some_and(|rest| rest.starts_with(':')) {
+            if owner::client_of(&next.owner) == Some(self.client_id()) {
                 self.grant_waiter(next.wait_id, next.token, next.ttl_ms);
             }
         }
