@@ -21,9 +21,10 @@
 //! Messages published while the connection is down are lost, so after every
 //! reconnect (every subscription of a slot again) all waiters poll once.
 //!
-//! Its checked `SUBSCRIBE` and its test for a read cut short by a signal
-//! also serve an election's watch, which reads a channel of its own on the
-//! caller's thread.
+//! Its one read ([`read`]: a read that timed out or that a signal cut
+//! short is read again) serves the wake channel, the shard channels and
+//! an election's watch ([`watch`], read on the caller's thread, on a
+//! connection of its own), which is here for it.
 
 pub(crate) mod shards;
 pub(crate) mod watch;
@@ -103,7 +104,7 @@ fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>
     let mut pubsub = conn.as_pubsub();
     pubsub
         .set_read_timeout(Some(READ_TIMEOUT))
-        .map_err(crate::Error::from_redis)?;
+        .map_err(Error::from_redis)?;
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
     } else {
@@ -119,13 +120,21 @@ fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>
         if shared.is_stopping() {
             return Ok(());
         }
-        match pubsub.get_message() {
-            Ok(msg) => dispatch(shared, msg.get_payload_bytes()),
-            // A read cut short by a signal: the connection is fine and a
-            // message may be waiting; read again (`connections::steady`).
-            Err(err) if err.is_timeout() || is_interrupted(&err) => {}
-            Err(err) => return Err(crate::Error::from_redis(err)),
+        if let Some(msg) = read(pubsub.get_message()).map_err(Error::from_redis)? {
+            dispatch(shared, msg.get_payload_bytes());
         }
+    }
+}
+
+/// One read of a subscription, the wake channel's, a shard channel's or an
+/// election's (its watch): `Ok(None)` when it timed out or a signal cut it
+/// short (`connections::steady`): the connection is fine and a message
+/// may be waiting, so the reader reads again.
+pub(crate) fn read<T>(read: redis::RedisResult<T>) -> redis::RedisResult<Option<T>> {
+    match read {
+        Ok(value) => Ok(Some(value)),
+        Err(err) if err.is_timeout() || is_interrupted(&err) => Ok(None),
+        Err(err) => Err(err),
     }
 }
 
@@ -182,12 +191,10 @@ fn serve_shards(
                 .map_err(Error::from_redis)?;
             asked.insert(slot);
         }
-        let value = match conn.recv_response() {
-            Ok(value) => value,
-            // RESP3: a read given up (timed out, or cut short by a signal)
-            // makes the redis crate skip no push after it.
-            Err(err) if err.is_timeout() || is_interrupted(&err) => continue,
-            Err(err) => return Err(Error::from_redis(err)),
+        // RESP3: a read given up (timed out, or cut short by a signal)
+        // makes the redis crate skip no push after it.
+        let Some(value) = read(conn.recv_response()).map_err(Error::from_redis)? else {
+            continue;
         };
         match Push::parse(value) {
             Push::Message(payload) => dispatch(shared, &payload),

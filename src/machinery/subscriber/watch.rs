@@ -6,9 +6,9 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::connections::steady::is_interrupted;
 use crate::error::{Error, Result};
 use crate::machinery::shared::Shared;
+use crate::machinery::subscriber;
 use crate::protocol::{Push, Route};
 
 /// A subscription to one election's channel.
@@ -56,8 +56,8 @@ impl Subscription {
                 .map(|msg| Push::Message(msg.get_payload_bytes().to_vec())),
             Route::Sharded => conn.recv_response().map(Push::parse),
         };
-        match read {
-            Ok(push) => match push {
+        match subscriber::read(read) {
+            Ok(Some(push)) => match push {
                 Push::Message(_) => Ok(true),
                 // A shard channel's slot moved: subscribe at its new master.
                 Push::Unsubscribed(_) => {
@@ -66,7 +66,7 @@ impl Subscription {
                 }
                 _ => Ok(reopened),
             },
-            Err(err) if err.is_timeout() || is_interrupted(&err) => Ok(reopened),
+            Ok(None) => Ok(reopened),
             Err(err) => {
                 log::info!(
                     "fairlock: the watch of {:?} lost its subscription: {err}",
