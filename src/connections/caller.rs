@@ -193,7 +193,7 @@ impl Caller {
     /// every message), on the master behind Sentinel; a shard channel at
     /// the master of its slot, as the cluster's slot map says now.
     pub(crate) fn subscription(&self, route: Route, channel: &str) -> Result<redis::Connection> {
-        let target = match route {
+        let at = match route {
             Route::Classic => Listen::Main,
             Route::Sharded => {
                 let map = self.backend.slot_map().transpose()?.unwrap_or_default();
@@ -205,7 +205,7 @@ impl Caller {
                 Listen::Shards(master.clone())
             }
         };
-        self.backend.subscription(&target, channel)
+        self.backend.subscription(&at, channel)
     }
 }
 

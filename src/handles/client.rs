@@ -86,7 +86,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder::of(config::Target::Url(url.to_owned()))
+        ClientBuilder::of(config::Endpoint::Url(url.to_owned()))
     }
 
     /// Starts a builder for a client of the one server `info` names:
@@ -126,7 +126,7 @@ impl Client {
     /// ```
     pub fn builder_from(info: impl IntoConnectionInfo) -> ClientBuilder {
         let info = info.into_connection_info().map(Box::new);
-        ClientBuilder::of(config::Target::Info(info.map_err(|err| err.to_string())))
+        ClientBuilder::of(config::Endpoint::Info(info.map_err(|err| err.to_string())))
     }
 
     /// Starts a builder for a Redis Cluster client from seed node URLs, as
@@ -145,7 +145,7 @@ impl Client {
         S: AsRef<str>,
     {
         let nodes = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
-        ClientBuilder::of(config::Target::ClusterNodes(nodes))
+        ClientBuilder::of(config::Endpoint::ClusterNodes(nodes))
     }
 
     /// A handle to the lock called `name`. No I/O happens here; an invalid

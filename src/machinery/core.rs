@@ -130,14 +130,14 @@ impl Core {
         };
         // Sharded pub/sub where the cluster has it (it took the Functions
         // library: Redis 7.0 and later, Valkey) and its slot map is known.
-        let targets = match slot_map.as_deref() {
+        let listeners = match slot_map.as_deref() {
             Some(map) if shared.caller.scripts.calls_functions() => {
                 shared.caller.scripts.use_sharded();
-                Backend::shard_targets(map)
+                Backend::shard_listeners(map)
             }
-            map => shared.caller.backend.listen_targets(map)?,
+            map => shared.caller.backend.listeners(map)?,
         };
-        for at in &targets {
+        for at in &listeners {
             let subscriber = subscriber::spawn(&shared, at.clone(), ready_tx.clone())?;
             inner.threads.lock().push(subscriber);
         }
@@ -147,7 +147,7 @@ impl Core {
             ErrorKind::Connection,
             "timed out subscribing to the wake-up channel",
         ));
-        for _ in &targets {
+        for _ in &listeners {
             let left = deadline.saturating_duration_since(Instant::now());
             match ready_rx.recv_timeout(left) {
                 Ok(Ok(())) => {

@@ -17,7 +17,7 @@ use crate::machinery::caller::wait::{NoWait, Wait};
 use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
-use crate::machinery::holds::{Granted, Hold};
+use crate::machinery::holds::{Hold, NewHold};
 use crate::machinery::observe::{self, Labels, Outcome};
 use crate::protocol::{
     Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Written,
@@ -108,7 +108,7 @@ impl Acquisition<'_> {
     }
 
     /// A new call of this thread (or of its own, unbound) on this lock,
-    /// with its own wait id.
+    /// with its own call id.
     fn waiter(&self) -> Arc<Waiter> {
         let shared = &self.client.shared;
         let id = shared.next_call_id();
@@ -227,7 +227,7 @@ impl Acquisition<'_> {
     /// sent) and lasts `lease_left` by Redis's clock.
     fn hold(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> CallHold {
         let hold = Hold::new(
-            Granted {
+            NewHold {
                 call: waiter.call.clone(),
                 token,
                 labels: self.labels(),

@@ -176,7 +176,7 @@ impl HoldState {
 
 /// What a hold is made of: the grant an acquire call got, as this client
 /// learned it.
-pub(crate) struct Granted {
+pub(crate) struct NewHold {
     /// The acquire call that made it.
     pub(crate) call: Call,
     pub(crate) token: u64,
@@ -192,7 +192,7 @@ pub(crate) struct Granted {
 impl Hold {
     /// The hold of `granted`, its lease counted locally less the `drift`
     /// allowance.
-    pub(crate) fn new(granted: Granted, drift: ClockDrift) -> Self {
+    pub(crate) fn new(granted: NewHold, drift: ClockDrift) -> Self {
         let granted_at = Instant::now();
         Hold {
             exclusive: AtomicBool::new(granted.call.ask.exclusive()),
@@ -595,7 +595,7 @@ mod tests {
     fn hold_capped(drift: ClockDrift, lease_ms: u64, max_hold_ms: Option<u64>) -> Arc<Hold> {
         let lease = Duration::from_millis(lease_ms);
         let keys = Arc::new(crate::protocol::LockKeys::mutex("p", "n").unwrap());
-        let granted = Granted {
+        let granted = NewHold {
             labels: Labels::new(keys.kind(), None),
             call: Call {
                 keys,

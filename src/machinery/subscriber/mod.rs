@@ -1,7 +1,7 @@
 //! The `fairlock-subscriber` thread: one connection of its own, subscribed
 //! to this client's wake channel, turning messages into condvar wake-ups.
 //! On Redis Cluster there is one such thread per node (see
-//! [`Backend::listen_targets`](crate::connections::Backend::listen_targets)); a
+//! [`Backend::listeners`](crate::connections::Backend::listeners)); a
 //! message then arrives once per node, and the later copies find nothing
 //! left to wake. With sharded pub/sub (a cluster of Redis 7.0 or later) the
 //! thread of each node subscribes to the shard channels of the slots this
@@ -10,8 +10,8 @@
 //! moved (the server says `sunsubscribe`) or whose master failed is
 //! subscribed again where the slot map, read again, puts it.
 //!
-//! Messages (see `lua/lib.lua`): `G <wait id> <token> <ttl ms>` hands the
-//! lock to a waiter; `H <wait id> <pttl ms>` tells a waiter it heads the
+//! Messages (see `lua/lib.lua`): `G <call id> <token> <ttl ms>` hands the
+//! lock to a waiter; `H <call id> <pttl ms>` tells a waiter it heads the
 //! queue; `R <token> <lock key>` asks this client's holds of that lock
 //! with tokens up to that one to let go (a revocation: the holds' renewals
 //! say it too, so a lost message is made up for at the next renewal);
@@ -59,17 +59,17 @@ const SHARD_READ_TIMEOUT: Duration = Duration::from_millis(20);
 /// wanted is listened on nowhere.
 const MAP_READ_PERIOD: Duration = Duration::from_millis(250);
 
-/// Listens at `target` until the client stops. The first subscription's
+/// Listens at `at` until the client stops. The first subscription's
 /// outcome goes to `ready`; after a failed first try the thread keeps
 /// trying (the client gives up on it only if no thread could subscribe).
-pub(crate) fn run(shared: &Arc<Shared>, target: &Listen, ready: Sender<Result<()>>) {
+pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) {
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
     while !shared.is_stopping() {
         let listened_since = Instant::now();
-        let listened = match target {
+        let listened = match at {
             Listen::Shards(node) => listen_shards(shared, node, &mut ready),
-            _ => listen(shared, target, &mut ready),
+            _ => listen(shared, at, &mut ready),
         };
         let Err(err) = listened else {
             return;
@@ -80,13 +80,10 @@ pub(crate) fn run(shared: &Arc<Shared>, target: &Listen, ready: Sender<Result<()
             // Once per loss, not once per attempt while the server is away.
             log::warn!(
                 "fairlock: wake-up subscription on {} lost, reconnecting: {err}",
-                target.describe()
+                at.describe()
             );
         } else {
-            log::debug!(
-                "fairlock: still reconnecting to {}: {err}",
-                target.describe()
-            );
+            log::debug!("fairlock: still reconnecting to {}: {err}", at.describe());
         }
         if shared.sleep_unless_stopping(backoff) {
             return;
@@ -98,9 +95,9 @@ pub(crate) fn run(shared: &Arc<Shared>, target: &Listen, ready: Sender<Result<()
 /// Subscribes and dispatches messages until the client stops (Ok) or the
 /// connection fails (Err). `ready` is there until the first subscription's
 /// outcome is told: a later one is a reconnect.
-fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
+fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
     let channel = shared.wake_channel();
-    let mut conn = shared.caller.backend.subscription(target, &channel)?;
+    let mut conn = shared.caller.backend.subscription(at, &channel)?;
     let mut pubsub = conn.as_pubsub();
     pubsub
         .set_read_timeout(Some(READ_TIMEOUT))
@@ -111,7 +108,7 @@ fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>
         // Handoffs published while we were away were lost: everyone asks.
         log::info!(
             "fairlock: wake-up subscription on {} is back",
-            target.describe()
+            at.describe()
         );
         crate::machinery::observe::reconnected(crate::machinery::observe::Reconnect::Subscriber);
         shared.missed_messages();
