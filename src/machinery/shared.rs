@@ -105,8 +105,11 @@ impl Shared {
         let Some(call) = unbound_call else {
             let number = Decimal::of(THREAD_NUMBER.with(|n| *n));
             let number = number.as_str();
+            // The thread's number never changes: the client and suffix may.
+            let same =
+                |id: &str| owner::client_of(id) == Some(client) && owner::caller_of(id).1 == suffix;
             return BOUND_OWNER.with_borrow_mut(|last| match last {
-                Some(id) if owner::spells(id, client, "", number, suffix) => Arc::clone(id),
+                Some(id) if same(id) => Arc::clone(id),
                 _ => Arc::clone(last.insert(owner::build(client, "", number, suffix).into())),
             });
         };
@@ -189,15 +192,10 @@ impl Shared {
         self.holds.unregister(hold);
     }
 
-    /// The token of `owner`'s hold of `lock_key` that a live guard stands
-    /// for (0: none).
-    pub(crate) fn live_token(&self, lock_key: &str, owner: &str) -> u64 {
-        self.holds.live_token(lock_key, owner)
-    }
-
-    /// How many guards stand for `owner`'s hold of `lock_key`.
-    pub(crate) fn hold_count(&self, lock_key: &str, owner: &str) -> usize {
-        self.holds.count(lock_key, owner)
+    /// How many holds of `lock_key` `owner` has with live guards, and the
+    /// token a re-entry names (0: none; see [`Holds::held_by`]).
+    pub(crate) fn held_by(&self, lock_key: &str, owner: &str) -> (usize, u64) {
+        self.holds.held_by(lock_key, owner)
     }
 
     /// Parks `waiter` where messages and heartbeats find it by call id.
@@ -229,11 +227,7 @@ impl Shared {
     /// Redis answered an abandon of `entry` sent at `sent` (`refused`: with
     /// an error, and it is dropped).
     pub(crate) fn abandon_answered(&self, entry: &Arc<ToAbandon>, sent: Instant, refused: bool) {
-        if refused {
-            self.abandons.forget(entry);
-        } else {
-            self.abandons.confirmed(entry, sent);
-        }
+        self.abandons.answered(entry, sent, refused);
     }
 
     /// The shard channels' registry: the subscriber's (a caller only waits

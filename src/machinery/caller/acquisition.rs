@@ -154,9 +154,9 @@ impl Acquisition<'_> {
     ) -> Result<Written<AcquireReply>> {
         let (shared, call) = (&self.client.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
-        // first (see `Holds::live_token`); a semaphore's calls never re-enter.
+        // first (see `Holds::held_by`); a semaphore's calls never re-enter.
         let live_token = if self.ask.reentrant() && !self.unbound {
-            shared.live_token(call.keys.lock(), &call.owner)
+            shared.held_by(call.keys.lock(), &call.owner).1
         } else {
             0
         };
@@ -192,8 +192,8 @@ impl Acquisition<'_> {
     }
 
     /// Removes the waiter's queue entry; returns the guard instead if the
-    /// lock had been handed over already. If that fails, the watchdog gives
-    /// the call back later (it may have been handed the lock meanwhile).
+    /// lock had been handed over already. If that fails, the watchdog
+    /// abandons the call later (it may have been handed the lock meanwhile).
     fn leave_queue(&self, waiter: &Waiter, limit: Limit) -> Result<Option<CallHold>> {
         let entry = waiter.call.entry();
         let sent = Instant::now();

@@ -150,7 +150,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Wake::GaveUp => {
                 // Past the deadline, leaving takes no longer than
                 // LEAVE_GRACE (a stalled server or an outage: the watchdog
-                // gives the call back once Redis answers).
+                // abandons the call once Redis answers).
                 let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
                 break match queued.leave(&waiter, Limit::within(by + LEAVE_GRACE)) {
                     Err(err) if out_of_time(&err, deadline) => queued.out_of_time(&waiter, err),

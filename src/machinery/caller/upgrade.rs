@@ -45,7 +45,7 @@ impl CallHold {
     /// caller's guard abandons the read.
     pub(crate) fn upgrade(&mut self, wait: &Wait) -> Result<bool> {
         let shared = &self.client.shared;
-        if shared.hold_count(self.call.keys.lock(), &self.call.owner) > 1 {
+        if shared.held_by(self.call.keys.lock(), &self.call.owner).0 > 1 {
             return Err(Error::new(
                 ErrorKind::UpgradeRefused,
                 format!(

@@ -63,16 +63,13 @@ impl Abandons {
         self.pending.lock().clone()
     }
 
-    /// Redis confirmed an abandon of `entry` sent at `sent`.
-    pub(crate) fn confirmed(&self, entry: &Arc<ToAbandon>, sent: Instant) {
-        if sent >= entry.retire_from {
-            self.forget(entry);
+    /// Redis answered an abandon of `entry` sent at `sent`: it retires if
+    /// the abandon was sent after its linger, or was `refused` (an error:
+    /// it is dropped).
+    pub(crate) fn answered(&self, entry: &Arc<ToAbandon>, sent: Instant, refused: bool) {
+        if refused || sent >= entry.retire_from {
+            self.pending.lock().retain(|e| !Arc::ptr_eq(e, entry));
         }
-    }
-
-    /// Stops giving `entry` back (Redis refused it with an error).
-    pub(crate) fn forget(&self, entry: &Arc<ToAbandon>) {
-        self.pending.lock().retain(|e| !Arc::ptr_eq(e, entry));
     }
 }
 
@@ -93,9 +90,9 @@ mod tests {
         };
         abandons.add(call, Duration::from_secs(60));
         let entry = abandons.snapshot().pop().unwrap();
-        abandons.confirmed(&entry, before);
+        abandons.answered(&entry, before, false);
         assert_eq!(abandons.snapshot().len(), 1, "too early to retire");
-        abandons.confirmed(&entry, Instant::now() + Duration::from_secs(61));
+        abandons.answered(&entry, Instant::now() + Duration::from_secs(61), false);
         assert!(abandons.snapshot().is_empty());
     }
 }

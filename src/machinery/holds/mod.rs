@@ -509,20 +509,20 @@ impl Holds {
         }
     }
 
-    /// The token of the newest exclusive hold of `lock_key` by `owner` that
-    /// has a live guard, else of its newest shared one, else 0 (no token is
-    /// 0). A rwlock's write in write and read in write re-enter through the
-    /// write hold; a write asked over reads only names a read, which the
-    /// script refuses.
-    pub(crate) fn live_token(&self, lock_key: &str, owner: &str) -> u64 {
-        self.by_lock.lock().get(lock_key).map_or(0, |holds| {
-            holds
-                .iter()
-                .filter(|r| *r.hold.call.owner == *owner)
-                .map(|r| (r.hold.exclusive.load(Ordering::Acquire), r.hold.token()))
-                .max()
-                .map_or(0, |(_, token)| token)
-        })
+    /// How many holds of `lock_key` by `owner` have live guards (an
+    /// upgrade of a thread that holds others would wait for itself), and
+    /// the token of its newest exclusive one, else of its newest shared
+    /// one, else 0 (no token is 0): a rwlock's write in write and read in
+    /// write re-enter through the write hold; a write asked over reads only
+    /// names a read, which the script refuses.
+    pub(crate) fn held_by(&self, lock_key: &str, owner: &str) -> (usize, u64) {
+        let by_lock = self.by_lock.lock();
+        let own =
+            (by_lock.get(lock_key).into_iter().flatten()).filter(|r| *r.hold.call.owner == *owner);
+        let newest = (own.clone())
+            .map(|r| (r.hold.exclusive.load(Ordering::Acquire), r.hold.token()))
+            .max();
+        (own.count(), newest.map_or(0, |(_, token)| token))
     }
 
     /// Runs `tell` on this client's holds of `lock_key` with tokens up to
@@ -539,17 +539,6 @@ impl Holds {
         });
         drop(by_lock);
         told.iter().for_each(|hold| tell(hold));
-    }
-
-    /// How many holds of `lock_key` by `owner` have live guards (an
-    /// upgrade of a thread that holds others would wait for itself).
-    pub(crate) fn count(&self, lock_key: &str, owner: &str) -> usize {
-        self.by_lock.lock().get(lock_key).map_or(0, |holds| {
-            holds
-                .iter()
-                .filter(|r| *r.hold.call.owner == *owner)
-                .count()
-        })
     }
 
     /// Tells every hold with live guards that the client's connection to

@@ -41,6 +41,7 @@ use crate::connections::steady::is_interrupted;
 use crate::connections::Listen;
 use crate::error::{Error, Result};
 use crate::machinery::core::spawn_named;
+use crate::machinery::observe;
 use crate::machinery::shared::Shared;
 use crate::protocol::keys::hash_slot;
 use crate::protocol::{Push, Route, WakeMessage};
@@ -98,10 +99,9 @@ pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) 
 fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
     let channel = shared.wake_channel();
     let mut conn = shared.caller.backend.subscription(at, &channel)?;
-    let mut pubsub = conn.as_pubsub();
-    pubsub
-        .set_read_timeout(Some(READ_TIMEOUT))
+    conn.set_read_timeout(Some(READ_TIMEOUT))
         .map_err(Error::from_redis)?;
+    let mut pubsub = conn.as_pubsub();
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
     } else {
@@ -110,7 +110,7 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
             "fairlock: wake-up subscription on {} is back",
             at.describe()
         );
-        crate::machinery::observe::reconnected(crate::machinery::observe::Reconnect::Subscriber);
+        observe::reconnected(observe::Reconnect::Subscriber);
         shared.missed_messages();
     }
     loop {

@@ -26,6 +26,7 @@ use parking_lot::Mutex;
 
 use crate::connections::slot_map::Address;
 use crate::machinery::caller::waiters::Waiter;
+use crate::machinery::core::spawn_named;
 use crate::machinery::holds::abandons::ToAbandon;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
@@ -134,23 +135,20 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) {
         if !watchdog.in_flight.lock().insert(group.clone()) {
             continue; // still busy with an earlier round
         }
-        let (worker, own) = (Arc::clone(shared), Arc::clone(watchdog));
-        let done = group.clone();
-        let spawned = std::thread::Builder::new()
-            .name("fairlock-renew".to_owned())
-            .spawn(move || {
-                let node = match &done {
-                    Group::Master(address) => Some(address),
-                    Group::Slot(_) => None,
-                };
-                for batch in &batches {
-                    if let Err(err) = renewal::run(&worker, &own, batch, node) {
-                        log::warn!("fairlock: watchdog round on {done:?} failed: {err}");
-                        own.map_stale.store(true, Ordering::Relaxed);
-                    }
+        let (own, done) = (Arc::clone(watchdog), group.clone());
+        let spawned = spawn_named("fairlock-renew", shared, move |worker| {
+            let node = match &done {
+                Group::Master(address) => Some(address),
+                Group::Slot(_) => None,
+            };
+            for batch in &batches {
+                if let Err(err) = renewal::run(worker, &own, batch, node) {
+                    log::warn!("fairlock: watchdog round on {done:?} failed: {err}");
+                    own.map_stale.store(true, Ordering::Relaxed);
                 }
-                own.in_flight.lock().remove(&done);
-            });
+            }
+            own.in_flight.lock().remove(&done);
+        });
         if let Err(err) = spawned {
             log::warn!("fairlock: cannot start a renewal thread: {err}");
             watchdog.in_flight.lock().remove(&group);
@@ -171,16 +169,14 @@ fn refresh_slot_map(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>) {
         return;
     }
     watchdog.map_stale.store(false, Ordering::Relaxed);
-    let (worker, own) = (Arc::clone(shared), Arc::clone(watchdog));
-    let spawned = std::thread::Builder::new()
-        .name("fairlock-renew".to_owned())
-        .spawn(move || {
-            if let Err(err) = worker.refresh_slot_map() {
-                log::debug!("fairlock: cannot read the slot map: {err}");
-                own.map_stale.store(true, Ordering::Relaxed);
-            }
-            own.refreshing.store(false, Ordering::Release);
-        });
+    let own = Arc::clone(watchdog);
+    let spawned = spawn_named("fairlock-renew", shared, move |worker| {
+        if let Err(err) = worker.refresh_slot_map() {
+            log::debug!("fairlock: cannot read the slot map: {err}");
+            own.map_stale.store(true, Ordering::Relaxed);
+        }
+        own.refreshing.store(false, Ordering::Release);
+    });
     if spawned.is_err() {
         watchdog.refreshing.store(false, Ordering::Release);
     }
