@@ -18,7 +18,7 @@ use crate::handles::ownership::{Ownership, Unbound};
 use crate::handles::participant::Participant;
 use crate::handles::status::Holder;
 use crate::machinery::caller::wait::Wait;
-use crate::protocol::{check_value, Ask};
+use crate::protocol::{check_value, owner, Ask};
 
 /// A leader election named by a string: candidates
 /// [campaign](FairLock::campaign) and lead one at a time, in the order
@@ -303,8 +303,7 @@ impl<O: Ownership> Guard<kind::Election, O> {
     /// # Ok(()) }
     /// ```
     pub fn value(&self) -> &str {
-        let owner = &self.hold.call.owner;
-        owner.split_once('@').map_or("", |(_, value)| value)
+        owner::caller_of(&self.hold.call.owner).1.unwrap_or("")
     }
 }
 

@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     client_id: String,
     /// The threads parked in a queue, by call id.
     waiters: Waiters,
+    /// Every hold with live guards: what the watchdog renews and what a
+    /// thread may re-enter.
     holds: Holds,
     /// Calls whose outcome was never learned, for the watchdog to undo.
     abandons: Abandons,

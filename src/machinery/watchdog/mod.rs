@@ -11,6 +11,10 @@
 //! that accepts but never answers (a stall costs several command timeouts
 //! per call) holds back only its own renewals, never another master's.
 //!
+//! What it keeps for itself, its connections (`conns`) and its rounds by
+//! master ([`Watchdog`]), no other thread sees; the slot map it groups
+//! them by is every thread's ([`Shared::refresh_slot_map`]).
+//!
 //! The heartbeat is what keeps a live waiter in the queue however long the
 //! holder keeps the lock, and its reply is the fallback that wakes a waiter
 //! whose handoff message was lost.
