@@ -247,7 +247,7 @@ pub use handles::{
     ReadGuard, SemaphorePermit, Status, Unbound, UpgradableReadGuard, Wait, WriteGuard,
     MAX_PERMITS,
 };
-pub use machinery::cancel::WaitCanceller;
+pub use machinery::caller::cancel::WaitCanceller;
 pub use machinery::holds::LeaseEnd;
 pub use protocol::keys::MAX_NAME_LEN;
 pub use protocol::HISTORY_LEN as ELECTION_HISTORY_LEN;

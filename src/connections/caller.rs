@@ -39,7 +39,7 @@ impl Limit {
 
     /// The pool wait and the reply both by `at` (a waiting call leaving
     /// the queue once its deadline passed: what is not done by then is
-    /// given back later, so the call returns on time however slow or
+    /// abandoned later, so the call returns on time however slow or
     /// stalled the server is).
     pub(crate) fn within(at: Instant) -> Limit {
         Limit {
@@ -180,7 +180,7 @@ impl Caller {
         .map_err(|err| during::<O>(err, keys))
     }
 
-    /// Gives back `call` (`Abandon`) on a pooled connection.
+    /// Abandons `call` (`Abandon`) on a pooled connection.
     pub(crate) fn abandon(&self, call: &Call) -> Result<()> {
         let limit = Limit::default();
         self.through_slot_moves(limit, || {
@@ -193,7 +193,7 @@ impl Caller {
     /// every message), on the master behind Sentinel; a shard channel at
     /// the master of its slot, as the cluster's slot map says now.
     pub(crate) fn subscription(&self, route: Route, channel: &str) -> Result<redis::Connection> {
-        let target = match route {
+        let at = match route {
             Route::Classic => Listen::Main,
             Route::Sharded => {
                 let map = self.backend.slot_map().transpose()?.unwrap_or_default();
@@ -205,7 +205,7 @@ impl Caller {
                 Listen::Shards(master.clone())
             }
         };
-        self.backend.subscription(&target, channel)
+        self.backend.subscription(&at, channel)
     }
 }
 

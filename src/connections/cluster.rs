@@ -80,7 +80,7 @@ impl Cluster {
 
     /// Every node (masters and replicas) `map` names, or any seed when the
     /// map could not be read or names none.
-    pub(super) fn listen_targets(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
+    pub(super) fn listeners(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
         let Some(map) = map.filter(|map| !map.nodes().is_empty()) else {
             return Ok(vec![Listen::AnySeed]);
         };
@@ -107,8 +107,8 @@ impl Cluster {
     }
 
     /// A subscriber thread's connection to its node, or to any seed.
-    pub(super) fn subscriber_connection(&self, target: &Listen) -> Result<Steady> {
-        match target {
+    pub(super) fn subscriber_connection(&self, at: &Listen) -> Result<Steady> {
+        match at {
             Listen::Node(client) => self.timeouts.connect(client),
             // RESP3: shard messages, confirmations and `sunsubscribe` come
             // as pushes, which a read timed out before does not swallow

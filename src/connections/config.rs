@@ -12,7 +12,7 @@ use crate::protocol::{CommonArgs, SyncReplicas};
 
 /// Where the client was told to connect, as given.
 #[derive(Clone)]
-pub(crate) enum Target {
+pub(crate) enum Endpoint {
     /// A URL of any form `Client::builder` takes.
     Url(String),
     /// Seed node URLs given to `Client::cluster_builder`.
@@ -22,32 +22,32 @@ pub(crate) enum Target {
     Info(std::result::Result<Box<redis::ConnectionInfo>, String>),
 }
 
-impl Target {
+impl Endpoint {
     /// Where the client connects, for messages: the URLs without their
     /// passwords, or the address.
     pub(crate) fn describe(&self) -> String {
         match self {
-            Target::Url(url) => redact_url(url),
-            Target::ClusterNodes(nodes) => nodes
+            Endpoint::Url(url) => redact_url(url),
+            Endpoint::ClusterNodes(nodes) => nodes
                 .iter()
                 .map(|n| redact_url(n))
                 .collect::<Vec<_>>()
                 .join(","),
-            Target::Info(Ok(info)) => info.addr().to_string(),
-            Target::Info(Err(why)) => why.clone(),
+            Endpoint::Info(Ok(info)) => info.addr().to_string(),
+            Endpoint::Info(Err(why)) => why.clone(),
         }
     }
 }
 
-impl std::fmt::Debug for Target {
+impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Target::Url(url) => f.debug_tuple("Url").field(&redact_url(url)).finish(),
-            Target::ClusterNodes(nodes) => f
+            Endpoint::Url(url) => f.debug_tuple("Url").field(&redact_url(url)).finish(),
+            Endpoint::ClusterNodes(nodes) => f
                 .debug_tuple("ClusterNodes")
                 .field(&nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>())
                 .finish(),
-            Target::Info(Ok(info)) => {
+            Endpoint::Info(Ok(info)) => {
                 let settings = info.redis_settings();
                 f.debug_struct("Info")
                     .field("addr", &info.addr().to_string())
@@ -56,7 +56,7 @@ impl std::fmt::Debug for Target {
                     .field("password", &settings.password().map(|_| "***"))
                     .finish()
             }
-            Target::Info(Err(why)) => f.debug_tuple("Info").field(why).finish(),
+            Endpoint::Info(Err(why)) => f.debug_tuple("Info").field(why).finish(),
         }
     }
 }
@@ -64,7 +64,7 @@ impl std::fmt::Debug for Target {
 /// Settings of one client, fixed when it is built.
 #[derive(Clone)]
 pub(crate) struct Config {
-    pub(crate) target: Target,
+    pub(crate) target: Endpoint,
     pub(crate) lease: Duration,
     pub(crate) waiter_timeout: Duration,
     pub(crate) pool_size: u32,
@@ -109,7 +109,7 @@ pub(crate) struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            target: Target::Url(String::new()),
+            target: Endpoint::Url(String::new()),
             lease: Duration::from_secs(30),
             waiter_timeout: Duration::from_secs(10),
             pool_size: 16,
@@ -506,10 +506,10 @@ impl Config {
             }
         }
         let topology = match &self.target {
-            Target::Url(url) => Topology::parse(url)?,
-            Target::ClusterNodes(nodes) => Topology::of_cluster_nodes(nodes)?,
-            Target::Info(Ok(info)) => Topology::of_info(info)?,
-            Target::Info(Err(why)) => {
+            Endpoint::Url(url) => Topology::parse(url)?,
+            Endpoint::ClusterNodes(nodes) => Topology::of_cluster_nodes(nodes)?,
+            Endpoint::Info(Ok(info)) => Topology::of_info(info)?,
+            Endpoint::Info(Err(why)) => {
                 return invalid(format!("invalid redis connection info: {why}"));
             }
         };

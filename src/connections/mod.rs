@@ -183,7 +183,7 @@ impl Backend {
 
     /// Where subscriber threads listen with sharded pub/sub: every node
     /// `map` names (a replica's thread subscribes once it is promoted).
-    pub(crate) fn shard_targets(map: &SlotMap) -> Vec<Listen> {
+    pub(crate) fn shard_listeners(map: &SlotMap) -> Vec<Listen> {
         map.nodes().iter().cloned().map(Listen::Shards).collect()
     }
 
@@ -215,9 +215,9 @@ impl Backend {
     /// node (masters and replicas) `map` names, so that a promoted replica
     /// is already listened to. Nodes added later are heard through the
     /// cluster bus.
-    pub(crate) fn listen_targets(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
+    pub(crate) fn listeners(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
         match &self.deployment {
-            Deployment::Cluster(cluster) => cluster.listen_targets(map),
+            Deployment::Cluster(cluster) => cluster.listeners(map),
             Deployment::Single(_) | Deployment::Sentinel(_) => Ok(vec![Listen::Main]),
         }
     }
@@ -263,14 +263,14 @@ impl Backend {
     /// the command timeouts set, subscribed to `channel` (a shard channel
     /// at a [`Listen::Shards`] node): the server's
     /// answer is checked (see [`check_subscribed`](crate::protocol::check_subscribed)).
-    pub(crate) fn subscription(&self, target: &Listen, channel: &str) -> Result<redis::Connection> {
+    pub(crate) fn subscription(&self, at: &Listen, channel: &str) -> Result<redis::Connection> {
         let mut conn = match &self.deployment {
             Deployment::Single(single) => single.connection(),
-            Deployment::Cluster(cluster) => cluster.subscriber_connection(target),
+            Deployment::Cluster(cluster) => cluster.subscriber_connection(at),
             Deployment::Sentinel(sentinel) => sentinel.manager.connect_master(),
         }?
         .into_inner();
-        let route = match target {
+        let route = match at {
             Listen::Shards(_) => Route::Sharded,
             _ => Route::Classic,
         };

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::connections::config::{ClockDrift, Config, Target};
+use crate::connections::config::{ClockDrift, Config, Endpoint};
 #[cfg(doc)]
 use crate::connections::config::{
     DEFAULT_FENCE_LIFE, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, MAX_LEASE, MAX_TIMEOUT,
@@ -34,7 +34,7 @@ pub struct ClientBuilder {
 
 impl ClientBuilder {
     /// The defaults, connecting to `target`.
-    pub(crate) fn of(target: Target) -> Self {
+    pub(crate) fn of(target: Endpoint) -> Self {
         ClientBuilder {
             config: Config {
                 target,
@@ -524,7 +524,7 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        let url = Target::Url("redis://x".to_owned());
+        let url = Endpoint::Url("redis://x".to_owned());
         ClientBuilder::of(url).config.validate().unwrap();
         assert_eq!(
             Config::default().watchdog_period(),

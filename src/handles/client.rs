@@ -14,9 +14,9 @@ use crate::handles::kind;
 use crate::handles::lock::{FairLock, Settings};
 use crate::handles::status::Status;
 use crate::handles::{Election, FairMultiLock, FairMutex, FairRwLock, FairSemaphore};
-use crate::machinery::engine::Engine;
-use crate::machinery::lease_policy::LeasePolicy;
-use crate::machinery::target::Target;
+use crate::machinery::caller::target::Target;
+use crate::machinery::core::Core;
+use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::protocol::LockKind;
 
 /// A handle to Redis that hands out every primitive: [`FairMutex`]es
@@ -45,7 +45,7 @@ use crate::protocol::LockKind;
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<Engine>,
+    inner: Arc<Core>,
 }
 
 impl Client {
@@ -86,7 +86,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder::of(config::Target::Url(url.to_owned()))
+        ClientBuilder::of(config::Endpoint::Url(url.to_owned()))
     }
 
     /// Starts a builder for a client of the one server `info` names:
@@ -126,7 +126,7 @@ impl Client {
     /// ```
     pub fn builder_from(info: impl IntoConnectionInfo) -> ClientBuilder {
         let info = info.into_connection_info().map(Box::new);
-        ClientBuilder::of(config::Target::Info(info.map_err(|err| err.to_string())))
+        ClientBuilder::of(config::Endpoint::Info(info.map_err(|err| err.to_string())))
     }
 
     /// Starts a builder for a Redis Cluster client from seed node URLs, as
@@ -145,7 +145,7 @@ impl Client {
         S: AsRef<str>,
     {
         let nodes = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
-        ClientBuilder::of(config::Target::ClusterNodes(nodes))
+        ClientBuilder::of(config::Endpoint::ClusterNodes(nodes))
     }
 
     /// A handle to the lock called `name`. No I/O happens here; an invalid
@@ -368,7 +368,7 @@ impl Client {
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {
         Ok(Client {
-            inner: Arc::new(Engine::start(config, topology)?),
+            inner: Arc::new(Core::start(config, topology)?),
         })
     }
 }

@@ -17,8 +17,8 @@ use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Ownership, Unbound};
 use crate::handles::participant::Participant;
 use crate::handles::status::Holder;
-use crate::machinery::wait::Wait;
-use crate::protocol::{check_value, Ask};
+use crate::machinery::caller::wait::Wait;
+use crate::protocol::{check_value, owner, Ask};
 
 /// A leader election named by a string: candidates
 /// [campaign](FairLock::campaign) and lead one at a time, in the order
@@ -125,7 +125,7 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// # Ok(()) }
     /// ```
     pub fn value(&self) -> String {
-        let shared = self.engine();
+        let shared = self.core();
         let identity = shared.config().identity.as_deref();
         let value = self.kind.value.as_deref().or(identity);
         value.unwrap_or(shared.client_id()).to_owned()
@@ -303,8 +303,7 @@ impl<O: Ownership> Guard<kind::Election, O> {
     /// # Ok(()) }
     /// ```
     pub fn value(&self) -> &str {
-        let owner = &self.hold.call.owner;
-        owner.split_once('@').map_or("", |(_, value)| value)
+        owner::caller_of(&self.hold.call.owner).1.unwrap_or("")
     }
 }
 

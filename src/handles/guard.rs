@@ -14,7 +14,7 @@ use crate::handles::lease_signal::LeaseSignal;
 use crate::handles::lock::{FairLock, Settings};
 use crate::handles::ownership::Ownership;
 use crate::handles::revocation_signal::RevocationSignal;
-use crate::machinery::call_hold::CallHold;
+use crate::machinery::caller::call_hold::CallHold;
 
 /// One hold of kind `K` ([`kind::Mutex`], [`kind::Semaphore`]'s permits,
 /// [`kind::Read`], [`kind::Write`], [`kind::Election`]'s leadership, or

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::handles::election::{Election, Leader};
 use crate::handles::participant::Participant;
 use crate::handles::status::Status;
-use crate::machinery::watch::Subscription;
+use crate::machinery::subscriber::watch::Subscription;
 use crate::protocol::{Change, ElectionMessage};
 
 /// How long after the leader's lease would run out a watch reads the
@@ -165,7 +165,7 @@ impl LeaderWatch {
     /// [`Election::watch`](crate::FairLock::watch)).
     pub(crate) fn start(election: Election) -> Result<LeaderWatch> {
         Ok(LeaderWatch {
-            subscription: election.engine().watch(election.target())?,
+            subscription: election.core().watch(election.target())?,
             election,
             known: None,
             pending: BTreeMap::new(),
@@ -206,7 +206,7 @@ impl LeaderWatch {
     pub fn next(&mut self, timeout: Duration) -> Result<Option<LeaderEvent>> {
         let started = Instant::now();
         let deadline = started.checked_add(timeout);
-        let every = self.election.engine().config().lease.min(timeout);
+        let every = self.election.core().config().lease.min(timeout);
         self.next_read = self.next_read.min(started + every);
         loop {
             let now = Instant::now();
@@ -239,7 +239,7 @@ impl LeaderWatch {
     fn read(&mut self) -> Result<()> {
         let sent = Instant::now();
         let (status, history) =
-            Status::read_election(self.election.engine(), self.election.target())?;
+            Status::read_election(self.election.core(), self.election.target())?;
         let leader = status.holder().map(Leader::of);
         let last_term = status.last_fencing_token;
         // A lease that runs out says nothing: read again just after it
@@ -314,7 +314,7 @@ impl LeaderWatch {
     /// Whether the last read was sent less than half a fence life before
     /// `now` (half: the server's clock and this one's may run apart).
     fn recently_read(&self, now: Instant) -> bool {
-        let fence_life = self.election.engine().config().fence_life;
+        let fence_life = self.election.core().config().fence_life;
         self.last_read
             .is_some_and(|last| now.saturating_duration_since(last) < fence_life / 2)
     }

@@ -14,10 +14,10 @@ use crate::handles::guard::Guard;
 use crate::handles::kind::{HoldKind, Kind};
 use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::handles::status::Status;
-use crate::machinery::engine::Engine;
-use crate::machinery::lease_policy::LeasePolicy;
-use crate::machinery::target::Target;
-use crate::machinery::wait::Wait;
+use crate::machinery::caller::target::Target;
+use crate::machinery::caller::wait::Wait;
+use crate::machinery::core::Core;
+use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::protocol::{Ask, LockKind};
 
 /// A fair lock of kind `K`, whose acquisitions are owned as `O` says: a
@@ -150,8 +150,8 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
         FairLock::new(settings, self.target.clone(), self.kind.clone())
     }
 
-    pub(crate) fn engine(&self) -> &Engine {
-        self.settings.engine()
+    pub(crate) fn core(&self) -> &Core {
+        self.settings.core()
     }
 
     /// The lock's name.
@@ -203,7 +203,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn status(&self, max: usize) -> Result<Status> {
-        Status::read(self.engine(), self.target(), max)
+        Status::read(self.core(), self.target(), max)
     }
 
     /// True when anyone, anywhere, holds the lock (any hold: the mutex's
@@ -259,7 +259,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn force_unlock(&self) -> Result<bool> {
-        Ok(self.engine().force_release(self.target())?.holds > 0)
+        Ok(self.core().force_release(self.target())?.holds > 0)
     }
 
     /// Asks every current holder of the lock to let go, and returns how
@@ -288,7 +288,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn revoke(&self) -> Result<usize> {
-        self.engine().revoke(self.target())
+        self.core().revoke(self.target())
     }
 
     /// The lock's name and keys.
@@ -309,22 +309,22 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     }
 }
 
-/// What every lock handle has, a multi-lock's too: the client's engine,
+/// What every lock handle has, a multi-lock's too: the client's core,
 /// the lease settings and the ownership `O` its acquisitions are taken
 /// with. [`FairLock`] and [`FairMultiLock`](crate::FairMultiLock) share
 /// nothing else, so this is their one common core.
 #[derive(Clone)]
 pub(crate) struct Settings<O> {
-    engine: Arc<Engine>,
+    core: Arc<Core>,
     pub(crate) policy: LeasePolicy,
     owner: PhantomData<O>,
 }
 
 impl<O: Ownership> Settings<O> {
-    pub(crate) fn new(engine: Arc<Engine>, policy: LeasePolicy) -> Self {
+    pub(crate) fn new(core: Arc<Core>, policy: LeasePolicy) -> Self {
         let owner = PhantomData;
         Settings {
-            engine,
+            core,
             policy,
             owner,
         }
@@ -332,22 +332,22 @@ impl<O: Ownership> Settings<O> {
 
     /// The same settings, owned as `P`.
     pub(crate) fn owned_as<P: Ownership>(&self) -> Settings<P> {
-        Settings::new(Arc::clone(&self.engine), self.policy)
+        Settings::new(Arc::clone(&self.core), self.policy)
     }
 
     /// The same settings, with a fixed lease that no watchdog renews.
     pub(crate) fn fixed_lease(&self, lease: Duration) -> Self {
-        Settings::new(Arc::clone(&self.engine), LeasePolicy::Fixed(lease))
+        Settings::new(Arc::clone(&self.core), LeasePolicy::Fixed(lease))
     }
 
     /// The same settings, each hold renewed for at most `max_hold`.
     pub(crate) fn max_hold(&self, max_hold: Duration) -> Self {
         let max_hold = Some(max_hold);
-        Settings::new(Arc::clone(&self.engine), LeasePolicy::Renewed { max_hold })
+        Settings::new(Arc::clone(&self.core), LeasePolicy::Renewed { max_hold })
     }
 
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.engine
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
     }
 
     /// One acquire call on `target` asking for `ask` under these settings,
@@ -360,7 +360,7 @@ impl<O: Ownership> Settings<O> {
         tag: Option<&str>,
         wait: &Wait,
     ) -> Result<Option<Guard<H, O>>> {
-        let got = (self.engine).acquire(target, ask, self.policy, O::UNBOUND, tag, wait)?;
+        let got = (self.core).acquire(target, ask, self.policy, O::UNBOUND, tag, wait)?;
         Ok(got.map(Guard::new))
     }
 }

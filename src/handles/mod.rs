@@ -1,7 +1,7 @@
 //! The public handles layer: the client, one generic lock handle
 //! ([`FairLock`]) and one generic guard ([`Guard`]) over the kinds, each
 //! kind's requests in a file of its own, the election's watch and the status
-//! every kind shares: types over the machinery's engine, which runs them.
+//! every kind shares: types over the machinery's core, which runs them.
 
 pub(crate) mod builder;
 pub(crate) mod client;
@@ -36,7 +36,7 @@ mod leader_watch;
 
 mod multi;
 
-pub use crate::machinery::wait::Wait;
+pub use crate::machinery::caller::wait::Wait;
 pub use election::{Election, Leader, Leadership};
 pub use guard::Guard;
 pub use leader_watch::{LeaderEvent, LeaderWatch};

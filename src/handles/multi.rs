@@ -14,8 +14,8 @@ use crate::handles::lock::{forever, Settings};
 use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::handles::semaphore::permits_ask;
 use crate::handles::AnyGuard;
-use crate::machinery::target::Target;
-use crate::machinery::wait::Wait;
+use crate::machinery::caller::target::Target;
+use crate::machinery::caller::wait::Wait;
 use crate::protocol::{Access, Ask, LockKind};
 
 /// Several locks taken together, all or none: mutexes by name, the reads
@@ -138,7 +138,7 @@ impl<O: Ownership> FairMultiLock<O> {
     }
 
     fn and(mut self, name: &str, kind: LockKind, ask: Ask) -> Self {
-        let prefix = &self.settings.engine().config().key_prefix;
+        let prefix = &self.settings.core().config().key_prefix;
         let target = Target::new(prefix, name, kind);
         self.parts.push((target, ask));
         self

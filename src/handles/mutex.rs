@@ -1,6 +1,6 @@
 //! The mutex's requests, for both ownership modes, and what a thread can
 //! ask about its own holds (the acquire algorithm behind every wait is
-//! [`acquisition`](crate::machinery::acquisition)'s).
+//! [`acquisition`](crate::machinery::caller::acquisition)'s).
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Bound, Ownership};
 use crate::handles::participant::Participant;
-use crate::machinery::wait::Wait;
+use crate::machinery::caller::wait::Wait;
 use crate::protocol::Ask;
 
 /// A fair (first come, first served) mutex named by a string, shared by
@@ -199,7 +199,7 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// # Ok(()) }
     /// ```
     pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
-        let freed = self.engine().force_release(self.target())?;
+        let freed = self.core().force_release(self.target())?;
         Ok(freed.holder.map(Participant::new))
     }
 
@@ -244,7 +244,7 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// ```
     pub fn hold_count(&self) -> Result<u32> {
         // Only a hold this thread has a live guard of counts as its own.
-        let (owner, live) = self.engine().thread_hold(self.target().keys()?);
+        let (owner, live) = self.core().thread_hold(self.target().keys()?);
         let status = self.status(1)?;
         let ours = status
             .holder()

@@ -1,5 +1,7 @@
 //! `Participant`: who holds or waits, as a status names it (its owner id,
-//! taken apart).
+//! taken apart by [`protocol::owner`](crate::protocol::owner)).
+
+use crate::protocol::owner;
 
 /// One participant of a lock: a thread of some client, an unbound call
 /// of it, or an election's candidate. [`owner`](Self::owner) is the id
@@ -61,17 +63,7 @@ impl Participant {
     /// assert_eq!(who.client_id(), "6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b");
     /// ```
     pub fn client_id(&self) -> &str {
-        self.owner
-            .split_once(':')
-            .map_or(&self.owner, |(client, _)| client)
-    }
-
-    /// What follows the client id: the thread (or unbound call) part, and
-    /// the identity if any.
-    fn parts(&self) -> (&str, Option<&str>) {
-        let rest = self.owner.split_once(':').map_or("", |(_, rest)| rest);
-        rest.split_once('@')
-            .map_or((rest, None), |(slot, identity)| (slot, Some(identity)))
+        owner::client_of(&self.owner).unwrap_or(&self.owner)
     }
 
     /// The thread's number inside its process; `None` for an
@@ -85,7 +77,7 @@ impl Participant {
     /// assert_eq!(unbound.thread(), None);
     /// ```
     pub fn thread(&self) -> Option<u64> {
-        self.parts().0.parse().ok()
+        owner::caller_of(&self.owner).0.parse().ok()
     }
 
     /// The identity its client was built with
@@ -100,6 +92,6 @@ impl Participant {
     /// assert_eq!(unnamed.identity(), None);
     /// ```
     pub fn identity(&self) -> Option<&str> {
-        self.parts().1
+        owner::caller_of(&self.owner).1
     }
 }

@@ -1,6 +1,6 @@
 //! The reader-writer lock's requests, for both ownership modes: readers
 //! share, writers exclude, in FIFO phases so nobody starves (the acquire
-//! algorithm behind every wait is [`acquisition`](crate::machinery::acquisition)'s,
+//! algorithm behind every wait is [`acquisition`](crate::machinery::caller::acquisition)'s,
 //! with the counted engine's scripts).
 
 use std::time::Duration;
@@ -10,7 +10,7 @@ use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Bound, Ownership};
-use crate::machinery::wait::Wait;
+use crate::machinery::caller::wait::Wait;
 use crate::protocol::{Access, Ask};
 
 /// A fair reader-writer lock named by a string, shared by every thread of

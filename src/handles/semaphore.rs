@@ -1,6 +1,6 @@
 //! The semaphore's requests, for both ownership modes: `n` permits of its
 //! number, in arrival order (the acquire algorithm behind every wait is
-//! [`acquisition`](crate::machinery::acquisition)'s, with the counted
+//! [`acquisition`](crate::machinery::caller::acquisition)'s, with the counted
 //! engine's scripts).
 
 use std::time::Duration;
@@ -10,7 +10,7 @@ use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Bound, Ownership};
-use crate::machinery::wait::Wait;
+use crate::machinery::caller::wait::Wait;
 use crate::protocol::Ask;
 
 /// Most permits a semaphore may have (1 is the least); outside
@@ -140,7 +140,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// # Ok(()) }
     /// ```
     pub fn permits_in_force(&self) -> u32 {
-        (self.engine().permits_in_force(self.target())).unwrap_or(self.kind.permits)
+        (self.core().permits_in_force(self.target())).unwrap_or(self.kind.permits)
     }
 
     /// Waits as `wait` says for `n` permits at once, returned as one hold,
@@ -385,7 +385,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// ```
     pub fn set_permits(&self, permits: u32) -> Result<PermitsChange> {
         check_permits(permits)?;
-        let set = self.engine().set_permits(self.target(), permits)?;
+        let set = self.core().set_permits(self.target(), permits)?;
         Ok(PermitsChange {
             previous: set.previous,
             permits,

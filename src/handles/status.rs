@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::handles::participant::Participant;
-use crate::machinery::engine::Engine;
-use crate::machinery::target::Target;
+use crate::machinery::caller::target::Target;
+use crate::machinery::core::Core;
 use crate::protocol::{Access, Capacity, Change, HolderReply, LockKind, StatusReply, WaiterReply};
 
 /// One hold of a lock, as a status lists it, whatever the kind: the
@@ -126,15 +126,15 @@ pub struct Status {
 impl Status {
     /// Reads the status of `target`, listing at most `max` holders and
     /// `max` waiters.
-    pub(crate) fn read(engine: &Engine, target: &Target, max: usize) -> Result<Status> {
-        Ok(Status::from_reply(engine.status(target, max, max)?))
+    pub(crate) fn read(core: &Core, target: &Target, max: usize) -> Result<Status> {
+        Ok(Status::from_reply(core.status(target, max, max)?))
     }
 
     /// Reads an election's status (its leader, no waiters) and its history
     /// of changes, oldest first, in one atomic step: the changes and the
     /// state they led to.
-    pub(crate) fn read_election(engine: &Engine, target: &Target) -> Result<(Status, Vec<Change>)> {
-        let mut reply = engine.status(target, 1, 0)?;
+    pub(crate) fn read_election(core: &Core, target: &Target) -> Result<(Status, Vec<Change>)> {
+        let mut reply = core.status(target, 1, 0)?;
         let history = std::mem::take(&mut reply.history);
         Ok((Status::from_reply(reply), history))
     }

@@ -21,7 +21,7 @@ use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::ownership::Ownership;
 use crate::handles::rwlock::{ReadGuard, UpgradableReadGuard, WriteGuard};
-use crate::machinery::wait::Wait;
+use crate::machinery::caller::wait::Wait;
 use crate::protocol::Access;
 
 impl<O: Ownership> Guard<kind::UpgradableRead, O> {

@@ -1,29 +1,14 @@
-//! The client machinery layer: the engine every handle runs on (the
-//! acquire algorithm, the guard core, changes of access, the admin calls,
-//! the election's watch), and under it the shared state, background
-//! threads, waiters, holds and give-backs.
+//! The client machinery layer, grouped by the thread that runs the code:
+//! the client's core and its entry points (`core`), the caller's side of a call
+//! (`caller`: acquire, wait, upgrade, cancel, the hold it returns), the
+//! registries of holds (`holds`), the two background threads (`watchdog`,
+//! `subscriber`), the state they all share (`shared`) and what fairlock
+//! reports about itself (`observe`).
 
-mod access_change;
-pub(crate) mod acquisition;
-pub(crate) mod call_hold;
-pub(crate) mod cancel;
-mod cluster_rounds;
-pub(crate) mod engine;
-pub(crate) mod give_backs;
+pub(crate) mod caller;
+pub(crate) mod core;
 pub(crate) mod holds;
-pub(crate) mod lease_policy;
 pub(crate) mod observe;
-mod own_conns;
-mod owner;
-mod permits_seen;
-mod queue_wait;
-mod renewal;
-pub(crate) mod shards;
 pub(crate) mod shared;
-mod start;
 pub(crate) mod subscriber;
-pub(crate) mod target;
-pub(crate) mod wait;
-pub(crate) mod waiters;
-pub(crate) mod watch;
 pub(crate) mod watchdog;

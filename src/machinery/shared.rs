@@ -1,7 +1,10 @@
-//! The state the engine and the background threads share: the call path
-//! (the `Caller`: settings, connections, scripts), the registries of
-//! waiters, holds and give-backs, and the stop and nudge signals; and what
-//! more than one of them does with it (owner ids: `owner`).
+//! What every thread of a client shares: the struct the core, the callers
+//! and the two background threads hold, the stop and nudge signals, the
+//! cluster's slot map (one copy, one refresh: [`Shared::refresh_slot_map`]),
+//! and the registries of waiters, holds and calls to abandon, private here:
+//! every thread reaches them through the methods below, named for what it
+//! does (a caller parks, a message grants, the watchdog takes a round's
+//! work), the subscriber alone its own registry of shard channels.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,42 +14,58 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::connections::caller::Caller;
 use crate::connections::config::Config;
-use crate::machinery::cluster_rounds::ClusterRounds;
-use crate::machinery::give_backs::GiveBacks;
+use crate::connections::resp::Decimal;
+use crate::connections::slot_map::SlotMap;
+use crate::error::Result;
+use crate::machinery::caller::waiters::{poll_time, Waiter, Waiters};
+use crate::machinery::holds::abandons::{Abandons, ToAbandon};
 use crate::machinery::holds::{Hold, Holds};
-use crate::machinery::own_conns::OwnConns;
-use crate::machinery::permits_seen::PermitsSeen;
-use crate::machinery::shards::Shards;
-use crate::machinery::waiters::Waiters;
-use crate::protocol::{Call, HandedOver, Route, WakeMessage};
+use crate::machinery::subscriber::shards::Shards;
+use crate::machinery::watchdog::Batch;
+use crate::protocol::{owner, Call, HandedOver, Route, WakeMessage};
 
-/// State shared by the engine and the background threads. The threads hold
-/// only this, never the [`Engine`](crate::machinery::engine::Engine), so
+/// State shared by the core and the background threads. The threads hold
+/// only this, never the [`Core`](crate::machinery::core::Core), so
 /// they never keep the client alive.
 pub(crate) struct Shared {
     /// The settings, connections and scripts, and the call path over them.
     pub(super) caller: Caller,
-    /// Random id of this client; owner ids are `<client id>:<thread number>` (see `owner_id`).
-    pub(super) client_id: String,
-    pub(super) waiters: Waiters,
-    pub(super) holds: Holds,
+    /// Random id of this client, the first part of its owner ids.
+    client_id: String,
+    /// The threads parked in a queue, by call id.
+    waiters: Waiters,
+    /// Every hold with live guards: what the watchdog renews and what a
+    /// thread may re-enter.
+    holds: Holds,
     /// Calls whose outcome was never learned, for the watchdog to undo.
-    pub(super) give_backs: GiveBacks,
-    /// The watchdog's own connections (renewals never wait for the pool).
-    pub(super) own_conns: OwnConns,
-    /// The watchdog's per-master rounds on Redis Cluster.
-    pub(super) cluster_rounds: ClusterRounds,
-    /// Semaphores found with another number of permits in force.
-    pub(super) permits_seen: PermitsSeen,
-    /// The slots listened on with sharded pub/sub.
-    pub(super) shards: Shards,
-    next_wait_id: AtomicU64,
+    abandons: Abandons,
+    /// The slots listened on with sharded pub/sub (see [`Shared::shards`]).
+    shards: Shards,
+    /// The cluster's slot map as last read; `None` off a cluster.
+    slot_map: Mutex<Option<Arc<SlotMap>>>,
+    next_call_id: AtomicU64,
     stopping: Mutex<bool>,
     stop_signal: Condvar,
     /// Set to have the watchdog run a round now (see [`Shared::nudge_watchdog`]).
     watchdog_nudged: Mutex<bool>,
     watchdog_signal: Condvar,
 }
+
+thread_local! {
+    /// Number of the current thread inside this process, for owner ids.
+    static THREAD_NUMBER: u64 = {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    };
+
+    /// The current thread's last owner id (see [`Shared::owner_id`]).
+    static BOUND_OWNER: std::cell::RefCell<Option<Arc<str>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Why a hold told of a force release was lost.
+const FORCE_RELEASED: &str =
+    "a force release (Client::force_unlock, `fairlock unlock --force`) freed it";
 
 impl Shared {
     /// The state of a client just connected, with a random client id.
@@ -56,12 +75,10 @@ impl Shared {
             client_id: uuid::Uuid::new_v4().simple().to_string(),
             waiters: Waiters::default(),
             holds: Holds::default(),
-            give_backs: GiveBacks::default(),
-            own_conns: OwnConns::default(),
-            cluster_rounds: ClusterRounds::default(),
-            permits_seen: PermitsSeen::default(),
+            abandons: Abandons::default(),
             shards: Shards::default(),
-            next_wait_id: AtomicU64::new(1),
+            slot_map: Mutex::default(),
+            next_call_id: AtomicU64::new(1),
             stopping: Mutex::new(false),
             stop_signal: Condvar::new(),
             watchdog_nudged: Mutex::new(false),
@@ -77,6 +94,28 @@ impl Shared {
     /// The client's random id.
     pub(crate) fn client_id(&self) -> &str {
         &self.client_id
+    }
+
+    /// The owner id of an acquire call (see [`owner`]): the calling
+    /// thread's, or with `unbound_call` that call's own; suffixed with
+    /// `tag` when the call has one (an election's candidate: its value),
+    /// else with the client's identity, if any. A thread's own is built
+    /// once and handed out again while its calls go to the same client
+    /// with the same suffix ([`BOUND_OWNER`]).
+    pub(crate) fn owner_id(&self, unbound_call: Option<u64>, tag: Option<&str>) -> Arc<str> {
+        let (client, suffix) = (self.client_id(), tag.or(self.config().identity.as_deref()));
+        let Some(call) = unbound_call else {
+            let number = Decimal::of(THREAD_NUMBER.with(|n| *n));
+            let number = number.as_str();
+            // The thread's number never changes: the client and suffix may.
+            let same =
+                |id: &str| owner::client_of(id) == Some(client) && owner::caller_of(id).1 == suffix;
+            return BOUND_OWNER.with_borrow_mut(|last| match last {
+                Some(id) if same(id) => Arc::clone(id),
+                _ => Arc::clone(last.insert(owner::build(client, "", number, suffix).into())),
+            });
+        };
+        owner::build(client, "u", Decimal::of(call).as_str(), suffix).into()
     }
 
     /// Registers a guard on `hold` (renewed by the watchdog unless its
@@ -98,21 +137,123 @@ impl Shared {
     /// their handoff messages arrive (which then find them gone).
     pub(crate) fn grant_own(&self, admitted: &[HandedOver]) {
         for next in admitted {
-            let own = next.owner.strip_prefix(self.client_id.as_str());
-            if own.is_some_and(|rest| rest.starts_with(':')) {
+            if owner::client_of(&next.owner) == Some(self.client_id()) {
                 self.grant_waiter(next.wait_id, next.token, next.ttl_ms);
             }
         }
     }
 
-    /// The lock was handed to this client's waiting call `wait_id` with
+    /// The lock was handed to this client's waiting call `call_id` with
     /// `token` for `ttl_ms` (as a "G" message or a release reply says):
     /// wakes it if it still waits. The second word of the same handoff
     /// finds it gone, or granted already with the same token.
-    pub(crate) fn grant_waiter(&self, wait_id: u64, token: u64, ttl_ms: u64) {
-        if let Some(waiter) = self.waiters.get(wait_id) {
+    fn grant_waiter(&self, call_id: u64, token: u64, ttl_ms: u64) {
+        if let Some(waiter) = self.waiters.get(call_id) {
             waiter.grant_from_message(token, Duration::from_millis(ttl_ms));
         }
+    }
+
+    /// Hands a wake message to what it names: a grant or the head of the
+    /// queue to its waiter, a revocation or a force release to the holds
+    /// of its lock with tokens up to the one it names.
+    pub(crate) fn deliver(&self, message: WakeMessage) {
+        match message {
+            WakeMessage::Granted {
+                wait_id,
+                token,
+                ttl_ms,
+            } => self.grant_waiter(wait_id, token, ttl_ms),
+            WakeMessage::Head { wait_id, pttl_ms } => {
+                if let Some(waiter) = self.waiters.get(wait_id) {
+                    waiter.poll_by(poll_time(pttl_ms));
+                }
+            }
+            WakeMessage::Revoke { up_to, lock_key } => {
+                (self.holds).each_up_to(&lock_key, up_to, Hold::mark_revoked);
+            }
+            WakeMessage::Freed { up_to, lock_key } => {
+                (self.holds).each_up_to(&lock_key, up_to, |hold| hold.mark_lost(FORCE_RELEASED));
+            }
+            WakeMessage::Stop => {}
+        }
+    }
+
+    /// Messages may have been lost (a subscription is back after a gap,
+    /// in which the server may have restarted empty or failed over): every
+    /// waiter asks again, and the watchdog checks every hold and queue
+    /// entry at once (a renewal round), so a hold lost with the data is
+    /// told now, not a watchdog period later.
+    pub(crate) fn missed_messages(&self) {
+        self.holds.note_gap();
+        self.waiters.repoll_all();
+        self.nudge_watchdog();
+    }
+
+    /// Stops renewing `hold` (its last guard released it or let it go).
+    pub(crate) fn unregister_hold(&self, hold: &Hold) {
+        self.holds.unregister(hold);
+    }
+
+    /// How many holds of `lock_key` `owner` has with live guards, and the
+    /// token a re-entry names (0: none; see [`Holds::held_by`]).
+    pub(crate) fn held_by(&self, lock_key: &str, owner: &str) -> (usize, u64) {
+        self.holds.held_by(lock_key, owner)
+    }
+
+    /// Parks `waiter` where messages and heartbeats find it by call id.
+    pub(crate) fn park(&self, waiter: Arc<Waiter>) {
+        self.waiters.insert(waiter);
+    }
+
+    /// Forgets the waiter of call `call_id`: its wait is over.
+    pub(crate) fn unpark(&self, call_id: u64) {
+        self.waiters.remove(call_id);
+    }
+
+    /// A round's work for the watchdog: every hold, the waiters of each
+    /// lock, the calls still to abandon.
+    pub(crate) fn round(&self) -> Batch {
+        Batch {
+            holds: self.holds.snapshot(),
+            groups: self.waiters.by_lock(),
+            abandons: self.abandons.snapshot(),
+        }
+    }
+
+    /// The waiters a heartbeat found gone from their queue ask again, in
+    /// the order they had (see [`Waiters::rejoin_in_order`]).
+    pub(crate) fn rejoin_in_order(&self, gone: Vec<Arc<Waiter>>) {
+        self.waiters.rejoin_in_order(gone);
+    }
+
+    /// Redis answered an abandon of `entry` sent at `sent` (`refused`: with
+    /// an error, and it is dropped).
+    pub(crate) fn abandon_answered(&self, entry: &Arc<ToAbandon>, sent: Instant, refused: bool) {
+        self.abandons.answered(entry, sent, refused);
+    }
+
+    /// The shard channels' registry: the subscriber's (a caller only waits
+    /// for its slot, with [`listen_at`](Self::listen_at)).
+    pub(crate) fn shards(&self) -> &Shards {
+        &self.shards
+    }
+
+    /// The cluster's slot map as last read; `None` off a cluster or before
+    /// a first read.
+    pub(crate) fn slot_map(&self) -> Option<Arc<SlotMap>> {
+        self.slot_map.lock().clone()
+    }
+
+    /// Reads the cluster's slot map again and keeps it, for every thread
+    /// that goes by slot (the watchdog groups renewals by master, a shard
+    /// listener subscribes the slots its node masters): the one place it is
+    /// written. `Ok(None)` off a cluster.
+    pub(crate) fn refresh_slot_map(&self) -> Result<Option<Arc<SlotMap>>> {
+        let map = self.caller.backend.slot_map().transpose()?.map(Arc::new);
+        if map.is_some() {
+            *self.slot_map.lock() = map.clone();
+        }
+        Ok(map)
     }
 
     /// With sharded pub/sub, has the client listen on the channel of
@@ -129,28 +270,29 @@ impl Shared {
         format!("{}{}", self.config().wake_prefix(), self.client_id)
     }
 
-    pub(crate) fn next_wait_id(&self) -> u64 {
-        self.next_wait_id.fetch_add(1, Ordering::Relaxed)
+    /// A new call id, unique in this client.
+    pub(crate) fn next_call_id(&self) -> u64 {
+        self.next_call_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Has the watchdog give back `call`, whose outcome is unknown or whose
+    /// Has the watchdog abandon `call`, whose outcome is unknown or whose
     /// hold is not to be kept, as soon as Redis answers (see
-    /// [`GiveBacks`]); the watchdog is nudged to try at once.
-    pub(crate) fn give_back_later(&self, call: &Call) {
-        self.give_backs
+    /// [`Abandons`]); the watchdog is nudged to try at once.
+    pub(crate) fn abandon_later(&self, call: &Call) {
+        self.abandons
             .add(call.clone(), self.config().command_timeout);
         self.nudge_watchdog();
     }
 
-    /// Gives back `call` now (Redis just answered), or later through the
+    /// Abandons `call` now (Redis just answered), or later through the
     /// watchdog if that fails.
-    pub(crate) fn give_back_now(&self, call: &Call) {
+    pub(crate) fn abandon_now(&self, call: &Call) {
         if let Err(err) = self.caller.abandon(call) {
             log::warn!(
-                "fairlock: giving back call {} failed, the watchdog retries: {err}",
+                "fairlock: abandoning call {} failed, the watchdog retries: {err}",
                 call.id
             );
-            self.give_back_later(call);
+            self.abandon_later(call);
         }
     }
 

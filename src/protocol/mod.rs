@@ -25,6 +25,7 @@ mod heartbeat;
 pub mod keys;
 mod lease;
 mod operation;
+pub(crate) mod owner;
 mod queue_entry;
 mod release;
 mod renew;

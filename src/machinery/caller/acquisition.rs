@@ -2,23 +2,23 @@
 //! queue (parked, holding no connection), ride out an outage, leave the
 //! queue on timeout or cancellation, confirm a handoff with
 //! `sync_replicas`. Every failure after a request may have reached Redis
-//! has the call given back (see [`give_backs`](crate::machinery::give_backs)).
+//! has the call abandoned (see [`abandons`](crate::machinery::holds::abandons)).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::call_hold::{lease_lost, CallHold};
-use crate::machinery::cancel::WaitCanceller;
-use crate::machinery::engine::Engine;
-use crate::machinery::holds::{Granted, Hold};
-use crate::machinery::lease_policy::LeasePolicy;
+use crate::machinery::caller::call_hold::{lease_lost, CallHold};
+use crate::machinery::caller::cancel::WaitCanceller;
+use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
+use crate::machinery::caller::target::Target;
+use crate::machinery::caller::wait::{NoWait, Wait};
+use crate::machinery::caller::waiters::{Grant, Waiter};
+use crate::machinery::core::Core;
+use crate::machinery::holds::lease_policy::LeasePolicy;
+use crate::machinery::holds::{Hold, NewHold};
 use crate::machinery::observe::{self, Labels, Outcome};
-use crate::machinery::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
-use crate::machinery::target::Target;
-use crate::machinery::wait::{NoWait, Wait};
-use crate::machinery::waiters::{Grant, Waiter};
 use crate::protocol::{
     Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Written,
 };
@@ -27,60 +27,30 @@ use crate::protocol::{
 const GRANT_GONE: &str = "it was handed to this call and gone by the time the call confirmed it \
                           (its lease ran out meanwhile, or a force release freed it)";
 
-impl Engine {
-    /// One acquire call on `target` asking for `ask` under `policy`, owned
-    /// by its thread or (`unbound`) by itself, its owner id tagged with
-    /// `tag` (an election's value), waiting as `wait` says: the hold it
-    /// got, or `None` when the wait ended first. A bad name, lease or
-    /// maximum hold is an error before any I/O.
-    pub(crate) fn acquire(
-        self: &Arc<Self>,
-        target: &Target,
-        ask: Ask,
-        policy: LeasePolicy,
-        unbound: bool,
-        tag: Option<&str>,
-        wait: &Wait,
-    ) -> Result<Option<CallHold>> {
-        let acquisition = Acquisition {
-            client: self,
-            target,
-            keys: target.keys()?,
-            ask,
-            policy,
-            lease: policy.lease(self.config())?,
-            unbound,
-            owner_tag: tag,
-        };
-        self.shared.listen_at(acquisition.keys.slot);
-        acquisition.run(wait)
-    }
-}
-
 /// One acquisition of one lock (`target`) asking for `ask` under a lease
 /// policy, owned by its thread or by itself. The algorithm is the same for
 /// every kind; the protocol values follow from `ask`.
-struct Acquisition<'m> {
-    client: &'m Arc<Engine>,
-    target: &'m Target,
-    keys: &'m Arc<LockKeys>,
-    ask: Ask,
-    policy: LeasePolicy,
+pub(crate) struct Acquisition<'m> {
+    pub(crate) client: &'m Arc<Core>,
+    pub(crate) target: &'m Target,
+    pub(crate) keys: &'m Arc<LockKeys>,
+    pub(crate) ask: Ask,
+    pub(crate) policy: LeasePolicy,
     /// The lease the policy gives with the client's settings, checked.
-    lease: Lease,
+    pub(crate) lease: Lease,
     /// The call is an owner of its own (`<client id>:u<call>`), not its
     /// thread: it never re-enters, and its guard may go to any thread.
-    unbound: bool,
+    pub(crate) unbound: bool,
     /// What the owner id carries after `@` instead of the client's
     /// identity (an election candidate's value).
-    owner_tag: Option<&'m str>,
+    pub(crate) owner_tag: Option<&'m str>,
 }
 
 impl Acquisition<'_> {
     /// Waits as `wait` says; the hold it got, in the guard core every
     /// guard wraps. A wait that cannot wait makes one attempt that never
     /// queues (`try_lock`).
-    fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
+    pub(crate) fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
         let started = Instant::now();
         let waiter = self.waiter();
         let (result, cancel) = match wait.deadline() {
@@ -88,7 +58,7 @@ impl Acquisition<'_> {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
                 Err(err) => {
-                    self.give_back_later(&waiter);
+                    self.abandon_later(&waiter);
                     (Err(err), None)
                 }
             },
@@ -138,10 +108,10 @@ impl Acquisition<'_> {
     }
 
     /// A new call of this thread (or of its own, unbound) on this lock,
-    /// with its own wait id.
+    /// with its own call id.
     fn waiter(&self) -> Arc<Waiter> {
         let shared = &self.client.shared;
-        let id = shared.next_wait_id();
+        let id = shared.next_call_id();
         Arc::new(Waiter::new(Call {
             keys: Arc::clone(self.keys),
             owner: shared.owner_id(self.unbound.then_some(id), self.owner_tag),
@@ -157,7 +127,9 @@ impl Acquisition<'_> {
         let (reply, replicated) = self.send_attempt(waiter, mode, limit)?.into_parts();
         let shared = &self.client.shared;
         let fence = shared.config().fence_life;
-        (shared.permits_seen).note(self.keys, self.ask.capacity(), reply.in_force(), fence);
+        self.client
+            .permits_seen
+            .note(self.keys, self.ask.capacity(), reply.in_force(), fence);
         match reply {
             AcquireReply::Acquired { token, pttl_ms, .. } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated)
@@ -182,9 +154,9 @@ impl Acquisition<'_> {
     ) -> Result<Written<AcquireReply>> {
         let (shared, call) = (&self.client.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
-        // first (see `Holds::live_token`); a semaphore's calls never re-enter.
+        // first (see `Holds::held_by`); a semaphore's calls never re-enter.
         let live_token = if self.ask.reentrant() && !self.unbound {
-            shared.holds.live_token(call.keys.lock(), &call.owner)
+            shared.held_by(call.keys.lock(), &call.owner).1
         } else {
             0
         };
@@ -202,7 +174,7 @@ impl Acquisition<'_> {
 
     /// The hold this call was answered with (the request sent at `sent`,
     /// `pttl_ms` of lease left then), unless too few replicas saw it: then
-    /// it is given back.
+    /// it is abandoned.
     fn acquired(
         &self,
         waiter: &Waiter,
@@ -220,14 +192,14 @@ impl Acquisition<'_> {
     }
 
     /// Removes the waiter's queue entry; returns the guard instead if the
-    /// lock had been handed over already. If that fails, the watchdog gives
-    /// the call back later (it may have been handed the lock meanwhile).
+    /// lock had been handed over already. If that fails, the watchdog
+    /// abandons the call later (it may have been handed the lock meanwhile).
     fn leave_queue(&self, waiter: &Waiter, limit: Limit) -> Result<Option<CallHold>> {
         let entry = waiter.call.entry();
         let sent = Instant::now();
         let (reply, replicated) = (self.client.shared.caller)
             .call_write_limited(&waiter.call.keys, &Cancel { entry }, limit)
-            .inspect_err(|_| self.give_back_later(waiter))?
+            .inspect_err(|_| self.abandon_later(waiter))?
             .into_parts();
         match reply {
             CancelReply::Kept { token, pttl_ms } => self
@@ -237,16 +209,16 @@ impl Acquisition<'_> {
         }
     }
 
-    /// Has the watchdog give back whatever this waiter's call holds or
-    /// queued, once Redis answers (see [`GiveBacks`](crate::machinery::give_backs)).
-    fn give_back_later(&self, waiter: &Waiter) {
-        self.client.shared.give_back_later(&waiter.call);
+    /// Has the watchdog abandon whatever this waiter's call holds or
+    /// queued, once Redis answers (see [`Abandons`](crate::machinery::holds::abandons)).
+    fn abandon_later(&self, waiter: &Waiter) {
+        self.client.shared.abandon_later(&waiter.call);
     }
 
-    /// Gives back the hold this waiter's call took, which is not to be used
+    /// Abandons the hold this waiter's call took, which is not to be used
     /// (now, or through the watchdog if Redis fails meanwhile).
     fn roll_back(&self, waiter: &Waiter) {
-        self.client.shared.give_back_now(&waiter.call);
+        self.client.shared.abandon_now(&waiter.call);
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
@@ -255,7 +227,7 @@ impl Acquisition<'_> {
     /// sent) and lasts `lease_left` by Redis's clock.
     fn hold(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> CallHold {
         let hold = Hold::new(
-            Granted {
+            NewHold {
                 call: waiter.call.clone(),
                 token,
                 labels: self.labels(),
@@ -296,7 +268,7 @@ impl Queued for Acquisition<'_> {
                 self.roll_back(waiter);
             }
             if !err.is_lease_lost() {
-                self.give_back_later(waiter);
+                self.abandon_later(waiter);
             }
             return Err(err);
         }
@@ -312,7 +284,7 @@ impl Queued for Acquisition<'_> {
     /// Not acquired in time, as a wait that ran out while parked: whatever
     /// a request of the call took or queued goes back once Redis answers.
     fn out_of_time(&self, waiter: &Waiter, _: Error) -> Result<Option<CallHold>> {
-        self.give_back_later(waiter);
+        self.abandon_later(waiter);
         Ok(None)
     }
 
@@ -322,7 +294,7 @@ impl Queued for Acquisition<'_> {
     /// the lock, if it was handed over meanwhile).
     fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<CallHold>> {
         if err.is_connection() {
-            self.give_back_later(waiter);
+            self.abandon_later(waiter);
             return Err(err);
         }
         match self.leave_queue(waiter, Limit::default()) {

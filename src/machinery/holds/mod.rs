@@ -1,4 +1,12 @@
 //! Locks this client holds, as seen by their guards and by the watchdog.
+//!
+//! Beside them, the other registries a call leaves behind: the calls to
+//! abandon (`abandons`), the permits in force a call saw (`permits_seen`),
+//! and how a handle's holds are leased (`lease_policy`).
+
+pub(crate) mod abandons;
+pub(crate) mod lease_policy;
+pub(crate) mod permits_seen;
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -168,7 +176,7 @@ impl HoldState {
 
 /// What a hold is made of: the grant an acquire call got, as this client
 /// learned it.
-pub(crate) struct Granted {
+pub(crate) struct NewHold {
     /// The acquire call that made it.
     pub(crate) call: Call,
     pub(crate) token: u64,
@@ -184,7 +192,7 @@ pub(crate) struct Granted {
 impl Hold {
     /// The hold of `granted`, its lease counted locally less the `drift`
     /// allowance.
-    pub(crate) fn new(granted: Granted, drift: ClockDrift) -> Self {
+    pub(crate) fn new(granted: NewHold, drift: ClockDrift) -> Self {
         let granted_at = Instant::now();
         Hold {
             exclusive: AtomicBool::new(granted.call.ask.exclusive()),
@@ -501,20 +509,20 @@ impl Holds {
         }
     }
 
-    /// The token of the newest exclusive hold of `lock_key` by `owner` that
-    /// has a live guard, else of its newest shared one, else 0 (no token is
-    /// 0). A rwlock's write in write and read in write re-enter through the
-    /// write hold; a write asked over reads only names a read, which the
-    /// script refuses.
-    pub(crate) fn live_token(&self, lock_key: &str, owner: &str) -> u64 {
-        self.by_lock.lock().get(lock_key).map_or(0, |holds| {
-            holds
-                .iter()
-                .filter(|r| *r.hold.call.owner == *owner)
-                .map(|r| (r.hold.exclusive.load(Ordering::Acquire), r.hold.token()))
-                .max()
-                .map_or(0, |(_, token)| token)
-        })
+    /// How many holds of `lock_key` by `owner` have live guards (an
+    /// upgrade of a thread that holds others would wait for itself), and
+    /// the token of its newest exclusive one, else of its newest shared
+    /// one, else 0 (no token is 0): a rwlock's write in write and read in
+    /// write re-enter through the write hold; a write asked over reads only
+    /// names a read, which the script refuses.
+    pub(crate) fn held_by(&self, lock_key: &str, owner: &str) -> (usize, u64) {
+        let by_lock = self.by_lock.lock();
+        let own =
+            (by_lock.get(lock_key).into_iter().flatten()).filter(|r| *r.hold.call.owner == *owner);
+        let newest = (own.clone())
+            .map(|r| (r.hold.exclusive.load(Ordering::Acquire), r.hold.token()))
+            .max();
+        (own.count(), newest.map_or(0, |(_, token)| token))
     }
 
     /// Runs `tell` on this client's holds of `lock_key` with tokens up to
@@ -531,17 +539,6 @@ impl Holds {
         });
         drop(by_lock);
         told.iter().for_each(|hold| tell(hold));
-    }
-
-    /// How many holds of `lock_key` by `owner` have live guards (an
-    /// upgrade of a thread that holds others would wait for itself).
-    pub(crate) fn count(&self, lock_key: &str, owner: &str) -> usize {
-        self.by_lock.lock().get(lock_key).map_or(0, |holds| {
-            holds
-                .iter()
-                .filter(|r| *r.hold.call.owner == *owner)
-                .count()
-        })
     }
 
     /// Tells every hold with live guards that the client's connection to
@@ -587,7 +584,7 @@ mod tests {
     fn hold_capped(drift: ClockDrift, lease_ms: u64, max_hold_ms: Option<u64>) -> Arc<Hold> {
         let lease = Duration::from_millis(lease_ms);
         let keys = Arc::new(crate::protocol::LockKeys::mutex("p", "n").unwrap());
-        let granted = Granted {
+        let granted = NewHold {
             labels: Labels::new(keys.kind(), None),
             call: Call {
                 keys,

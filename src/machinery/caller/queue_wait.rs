@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, Result};
-use crate::machinery::cancel::WaitCanceller;
+use crate::machinery::caller::cancel::WaitCanceller;
+use crate::machinery::caller::waiters::{poll_time, Grant, Waiter, Wake};
 use crate::machinery::shared::Shared;
-use crate::machinery::waiters::{poll_time, Grant, Waiter, Wake};
 use crate::protocol::{Call, Mode, Renew};
 
 /// How long past its deadline a waiting call may take to leave the queue,
 /// a pooled connection and the reply included (see [`Limit::within`]):
-/// what is not done by then is given back later, so a timed wait returns
+/// what is not done by then is abandoned later, so a timed wait returns
 /// by its deadline plus this (and a request's [`REPLY_GRACE`]
 /// (crate::connections::caller) when one was in flight instead) whatever
 /// the server does.
@@ -68,7 +68,7 @@ pub(crate) trait Queued {
 
     /// How the call ends after a request failed with `err` (Redis answered
     /// with an error, or could not be reached past the wait's patience):
-    /// whatever it may have left in Redis is given back.
+    /// whatever it may have left in Redis is abandoned.
     fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>>;
 
     /// How the call ends when its deadline passed while its request
@@ -96,7 +96,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
     deadline: Option<Instant>,
     cancel: Option<&WaitCanceller>,
 ) -> Result<Option<Q::Got>> {
-    shared.waiters.insert(Arc::clone(&waiter));
+    shared.park(Arc::clone(&waiter));
     if let Some(cancel) = cancel {
         cancel.watch(&waiter);
     }
@@ -150,7 +150,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Wake::GaveUp => {
                 // Past the deadline, leaving takes no longer than
                 // LEAVE_GRACE (a stalled server or an outage: the watchdog
-                // gives the call back once Redis answers).
+                // abandons the call once Redis answers).
                 let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
                 break match queued.leave(&waiter, Limit::within(by + LEAVE_GRACE)) {
                     Err(err) if out_of_time(&err, deadline) => queued.out_of_time(&waiter, err),
@@ -159,7 +159,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             }
         }
     };
-    shared.waiters.remove(waiter.call.id);
+    shared.unpark(waiter.call.id);
     result
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::machinery::cancel::WaitCanceller;
+use crate::machinery::caller::cancel::WaitCanceller;
 
 /// How long an acquire call may wait for its turn: [forever](Self::forever),
 /// [not at all](Self::not_at_all), [at most](Self::at_most) a duration or

@@ -16,11 +16,11 @@ use crate::error::{Result, Retry};
 /// cluster master (a plain connection to that node), or `None` for the
 /// deployment's own kind (the server, the Sentinels' master, the cluster).
 #[derive(Default)]
-pub(crate) struct OwnConns {
+pub(crate) struct WatchdogConns {
     idle: Mutex<HashMap<Option<Address>, Vec<OwnConn>>>,
 }
 
-impl OwnConns {
+impl WatchdogConns {
     /// Runs `call` on an idle connection to `node`, or on a new one. A
     /// connection that failed is dropped; a reused one that the server
     /// closed while it sat idle (a restart) is replaced and the call sent

@@ -1,4 +1,4 @@
-//! An election's watch as the engine keeps it: a connection of its own
+//! An election's watch as the core keeps it: a connection of its own
 //! subscribed to the election's channel, opened again when it breaks,
 //! which tells its reader when to read the election again.
 
@@ -6,11 +6,9 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::connections::steady::is_interrupted;
 use crate::error::{Error, Result};
-use crate::machinery::engine::Engine;
 use crate::machinery::shared::Shared;
-use crate::machinery::target::Target;
+use crate::machinery::subscriber;
 use crate::protocol::{Push, Route};
 
 /// A subscription to one election's channel.
@@ -22,25 +20,18 @@ pub(crate) struct Subscription {
     conn: Option<redis::Connection>,
 }
 
-impl Engine {
-    /// Subscribes to the channel of the election `target` (on a cluster,
-    /// on a seed node: every node hears every message, or with sharded
-    /// pub/sub at its slot's master; behind Sentinel, on the master), on a
-    /// connection of its own.
-    pub(crate) fn watch(&self, target: &Target) -> Result<Subscription> {
-        let route = self.shared.caller.scripts.route();
-        let channel = route.election_channel(&self.config().key_prefix, target.keys()?);
-        let conn = self.shared.caller.subscription(route, &channel)?;
+impl Subscription {
+    /// Subscribes to `channel` over `route` on a connection of its own.
+    pub(crate) fn open(shared: &Arc<Shared>, route: Route, channel: String) -> Result<Self> {
+        let conn = shared.caller.subscription(route, &channel)?;
         Ok(Subscription {
-            shared: Arc::clone(&self.shared),
+            shared: Arc::clone(shared),
             channel,
             route,
             conn: Some(conn),
         })
     }
-}
 
-impl Subscription {
     /// Waits up to `wait` for a message, opening the subscription again
     /// first if it broke. True when the election is to be read again: a
     /// message came, or messages may have been lost (the subscription was
@@ -65,8 +56,8 @@ impl Subscription {
                 .map(|msg| Push::Message(msg.get_payload_bytes().to_vec())),
             Route::Sharded => conn.recv_response().map(Push::parse),
         };
-        match read {
-            Ok(push) => match push {
+        match subscriber::read(read) {
+            Ok(Some(push)) => match push {
                 Push::Message(_) => Ok(true),
                 // A shard channel's slot moved: subscribe at its new master.
                 Push::Unsubscribed(_) => {
@@ -75,7 +66,7 @@ impl Subscription {
                 }
                 _ => Ok(reopened),
             },
-            Err(err) if err.is_timeout() || is_interrupted(&err) => Ok(reopened),
+            Ok(None) => Ok(reopened),
             Err(err) => {
                 log::info!(
                     "fairlock: the watch of {:?} lost its subscription: {err}",

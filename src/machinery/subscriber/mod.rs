@@ -1,17 +1,17 @@
 //! The `fairlock-subscriber` thread: one connection of its own, subscribed
 //! to this client's wake channel, turning messages into condvar wake-ups.
 //! On Redis Cluster there is one such thread per node (see
-//! [`Backend::listen_targets`](crate::connections::Backend::listen_targets)); a
+//! [`Backend::listeners`](crate::connections::Backend::listeners)); a
 //! message then arrives once per node, and the later copies find nothing
 //! left to wake. With sharded pub/sub (a cluster of Redis 7.0 or later) the
 //! thread of each node subscribes to the shard channels of the slots this
-//! client uses that its node masters ([`Shards`](crate::machinery::shards::Shards)),
+//! client uses that its node masters ([`Shards`](crate::machinery::subscriber::shards::Shards)),
 //! each message arrives once, from the shard that sent it, and a slot that
 //! moved (the server says `sunsubscribe`) or whose master failed is
 //! subscribed again where the slot map, read again, puts it.
 //!
-//! Messages (see `lua/lib.lua`): `G <wait id> <token> <ttl ms>` hands the
-//! lock to a waiter; `H <wait id> <pttl ms>` tells a waiter it heads the
+//! Messages (see `lua/lib/messages.lua`): `G <call id> <token> <ttl ms>` hands the
+//! lock to a waiter; `H <call id> <pttl ms>` tells a waiter it heads the
 //! queue; `R <token> <lock key>` asks this client's holds of that lock
 //! with tokens up to that one to let go (a revocation: the holds' renewals
 //! say it too, so a lost message is made up for at the next renewal);
@@ -21,12 +21,17 @@
 //! Messages published while the connection is down are lost, so after every
 //! reconnect (every subscription of a slot again) all waiters poll once.
 //!
-//! Its checked `SUBSCRIBE` and its test for a read cut short by a signal
-//! also serve an election's watch, which reads a channel of its own on the
-//! caller's thread.
+//! Its one read ([`read`]: a read that timed out or that a signal cut
+//! short is read again) serves the wake channel, the shard channels and
+//! an election's watch ([`watch`], read on the caller's thread, on a
+//! connection of its own), which is here for it.
+
+pub(crate) mod shards;
+pub(crate) mod watch;
 
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashSet;
@@ -35,10 +40,9 @@ use crate::connections::slot_map::{Address, SlotMap};
 use crate::connections::steady::is_interrupted;
 use crate::connections::Listen;
 use crate::error::{Error, Result};
-use crate::machinery::holds::Hold;
+use crate::machinery::core::spawn_named;
+use crate::machinery::observe;
 use crate::machinery::shared::Shared;
-use crate::machinery::start::spawn_named;
-use crate::machinery::waiters::poll_time;
 use crate::protocol::keys::hash_slot;
 use crate::protocol::{Push, Route, WakeMessage};
 
@@ -46,7 +50,7 @@ use crate::protocol::{Push, Route, WakeMessage};
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
 /// The longest pause between two attempts to subscribe again: a server
 /// back from a restart is heard from within it, and with it the holds it
-/// may have lost (see [`missed_messages`]). A refused attempt costs a
+/// may have lost (see [`Shared::missed_messages`]). A refused attempt costs a
 /// round trip; one to a host that does not answer, a connect timeout.
 const MAX_BACKOFF: Duration = Duration::from_millis(100);
 /// How long a shard listener's read blocks before it looks for slots to
@@ -56,17 +60,17 @@ const SHARD_READ_TIMEOUT: Duration = Duration::from_millis(20);
 /// wanted is listened on nowhere.
 const MAP_READ_PERIOD: Duration = Duration::from_millis(250);
 
-/// Listens at `target` until the client stops. The first subscription's
+/// Listens at `at` until the client stops. The first subscription's
 /// outcome goes to `ready`; after a failed first try the thread keeps
 /// trying (the client gives up on it only if no thread could subscribe).
-pub(crate) fn run(shared: &Arc<Shared>, target: &Listen, ready: Sender<Result<()>>) {
+pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) {
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(50);
     while !shared.is_stopping() {
         let listened_since = Instant::now();
-        let listened = match target {
+        let listened = match at {
             Listen::Shards(node) => listen_shards(shared, node, &mut ready),
-            _ => listen(shared, target, &mut ready),
+            _ => listen(shared, at, &mut ready),
         };
         let Err(err) = listened else {
             return;
@@ -77,13 +81,10 @@ pub(crate) fn run(shared: &Arc<Shared>, target: &Listen, ready: Sender<Result<()
             // Once per loss, not once per attempt while the server is away.
             log::warn!(
                 "fairlock: wake-up subscription on {} lost, reconnecting: {err}",
-                target.describe()
+                at.describe()
             );
         } else {
-            log::debug!(
-                "fairlock: still reconnecting to {}: {err}",
-                target.describe()
-            );
+            log::debug!("fairlock: still reconnecting to {}: {err}", at.describe());
         }
         if shared.sleep_unless_stopping(backoff) {
             return;
@@ -95,35 +96,42 @@ pub(crate) fn run(shared: &Arc<Shared>, target: &Listen, ready: Sender<Result<()
 /// Subscribes and dispatches messages until the client stops (Ok) or the
 /// connection fails (Err). `ready` is there until the first subscription's
 /// outcome is told: a later one is a reconnect.
-fn listen(shared: &Shared, target: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
+fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
     let channel = shared.wake_channel();
-    let mut conn = shared.caller.backend.subscription(target, &channel)?;
+    let mut conn = shared.caller.backend.subscription(at, &channel)?;
+    conn.set_read_timeout(Some(READ_TIMEOUT))
+        .map_err(Error::from_redis)?;
     let mut pubsub = conn.as_pubsub();
-    pubsub
-        .set_read_timeout(Some(READ_TIMEOUT))
-        .map_err(crate::Error::from_redis)?;
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
     } else {
         // Handoffs published while we were away were lost: everyone asks.
         log::info!(
             "fairlock: wake-up subscription on {} is back",
-            target.describe()
+            at.describe()
         );
-        crate::machinery::observe::reconnected(crate::machinery::observe::Reconnect::Subscriber);
-        missed_messages(shared);
+        observe::reconnected(observe::Reconnect::Subscriber);
+        shared.missed_messages();
     }
     loop {
         if shared.is_stopping() {
             return Ok(());
         }
-        match pubsub.get_message() {
-            Ok(msg) => dispatch(shared, msg.get_payload_bytes()),
-            // A read cut short by a signal: the connection is fine and a
-            // message may be waiting; read again (`connections::steady`).
-            Err(err) if err.is_timeout() || is_interrupted(&err) => {}
-            Err(err) => return Err(crate::Error::from_redis(err)),
+        if let Some(msg) = read(pubsub.get_message()).map_err(Error::from_redis)? {
+            dispatch(shared, msg.get_payload_bytes());
         }
+    }
+}
+
+/// One read of a subscription, the wake channel's, a shard channel's or an
+/// election's (its watch): `Ok(None)` when it timed out or a signal cut it
+/// short (`connections::steady`): the connection is fine and a message
+/// may be waiting, so the reader reads again.
+pub(crate) fn read<T>(read: redis::RedisResult<T>) -> redis::RedisResult<Option<T>> {
+    match read {
+        Ok(value) => Ok(Some(value)),
+        Err(err) if err.is_timeout() || is_interrupted(&err) => Ok(None),
+        Err(err) => Err(err),
     }
 }
 
@@ -142,7 +150,7 @@ fn listen_shards(
     }
     let mut live = FxHashSet::default();
     let served = serve_shards(shared, node, &mut conn, &mut live);
-    shared.shards.lost(live);
+    shared.shards().lost(live);
     served
 }
 
@@ -163,45 +171,42 @@ fn serve_shards(
         if shared.is_stopping() {
             return Ok(());
         }
-        if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards.any_missing() {
+        if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards().any_missing() {
             map_read = Instant::now();
-            if let Some(Ok(map)) = shared.caller.backend.slot_map() {
+            if let Ok(Some(map)) = shared.refresh_slot_map() {
                 listen_on_new_nodes(shared, &map);
-                *shared.cluster_rounds.map.lock() = Some(Arc::new(map));
             }
             // Those refused (a MOVED) are asked again where the map says.
             asked.retain(|slot| live.contains(slot));
         }
-        let map = shared.cluster_rounds.map.lock().clone();
+        let map = shared.slot_map();
         let serves = |slot| map.as_ref().and_then(|map| map.master_of(slot)) == Some(node);
-        for slot in shared.shards.to_subscribe(&asked, serves) {
+        for slot in shared.shards().to_subscribe(&asked, serves) {
             let channel = Route::Sharded.wake_channel(&prefix, slot, shared.client_id());
             let command = Route::Sharded.subscribe_command(&channel);
             conn.send_packed_command(&command.get_packed_command())
                 .map_err(Error::from_redis)?;
             asked.insert(slot);
         }
-        let value = match conn.recv_response() {
-            Ok(value) => value,
-            // RESP3: a read given up (timed out, or cut short by a signal)
-            // makes the redis crate skip no push after it.
-            Err(err) if err.is_timeout() || is_interrupted(&err) => continue,
-            Err(err) => return Err(Error::from_redis(err)),
+        // RESP3: a read given up (timed out, or cut short by a signal)
+        // makes the redis crate skip no push after it.
+        let Some(value) = read(conn.recv_response()).map_err(Error::from_redis)? else {
+            continue;
         };
         match Push::parse(value) {
             Push::Message(payload) => dispatch(shared, &payload),
             Push::Subscribed(channel) => {
                 let slot = hash_slot(&channel);
                 // Handoffs published in the gap were lost: everyone asks.
-                if live.insert(slot) && shared.shards.subscribed(slot) {
-                    missed_messages(shared);
+                if live.insert(slot) && shared.shards().subscribed(slot) {
+                    shared.missed_messages();
                 }
             }
             Push::Unsubscribed(channel) => {
                 let slot = hash_slot(&channel);
                 asked.remove(&slot);
                 if live.remove(&slot) {
-                    shared.shards.lost([slot]);
+                    shared.shards().lost([slot]);
                 }
             }
             Push::Refused(err) => log::debug!("fairlock: a shard subscription at {node:?}: {err}"),
@@ -210,13 +215,34 @@ fn serve_shards(
     }
 }
 
+/// Starts the listener thread at `at`, which tells `ready` of its first
+/// subscription.
+pub(crate) fn spawn(
+    shared: &Arc<Shared>,
+    at: Listen,
+    ready: Sender<Result<()>>,
+) -> Result<JoinHandle<()>> {
+    if let Listen::Shards(node) = &at {
+        shared.shards().needs_listener(node);
+    }
+    spawn_named("fairlock-subscriber", shared, move |shared| {
+        run(shared, &at, ready)
+    })
+}
+
+/// The listener threads started since the last call for nodes that
+/// joined the cluster later, for the client's drop to join.
+pub(crate) fn joined_later(shared: &Shared) -> Vec<JoinHandle<()>> {
+    shared.shards().take_threads()
+}
+
 /// Starts a listener thread for each node of `map` that has none, as the
 /// client's start does for every node: one that joined the cluster after
 /// the client started (masters added to scale out), whose slots would
 /// otherwise be heard nowhere.
 fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
     for node in map.nodes() {
-        if !shared.shards.needs_listener(node) {
+        if !shared.shards().needs_listener(node) {
             continue;
         }
         log::info!(
@@ -224,57 +250,19 @@ fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
             node.0,
             node.1
         );
-        let target = Listen::Shards(node.clone());
         // Nobody waits for its first subscription: the calls of its slots
         // wait for their own (`Shards::listen`).
         let (ready, _) = std::sync::mpsc::channel();
-        match spawn_named("fairlock-subscriber", shared, move |shared| {
-            run(shared, &target, ready)
-        }) {
-            Ok(thread) => shared.shards.keep_thread(thread),
+        match spawn(shared, Listen::Shards(node.clone()), ready) {
+            Ok(thread) => shared.shards().keep_thread(thread),
             Err(err) => log::warn!("fairlock: no listener for {node:?}: {err}"),
         }
     }
 }
 
-/// The subscription is back after a gap, in which messages may have been
-/// lost and the server may have restarted empty or failed over: every
-/// waiter asks again, and the watchdog checks every hold and queue entry
-/// at once (a renewal round), so a hold lost with the data is told now,
-/// not a watchdog period later.
-fn missed_messages(shared: &Shared) {
-    shared.holds.note_gap();
-    shared.waiters.repoll_all();
-    shared.nudge_watchdog();
-}
-
-/// Why a hold told of a force release was lost.
-const FORCE_RELEASED: &str =
-    "a force release (Client::force_unlock, `fairlock unlock --force`) freed it";
-
 fn dispatch(shared: &Shared, payload: &[u8]) {
     match WakeMessage::parse(payload) {
-        Some(WakeMessage::Granted {
-            wait_id,
-            token,
-            ttl_ms,
-        }) => shared.grant_waiter(wait_id, token, ttl_ms),
-        Some(WakeMessage::Head { wait_id, pttl_ms }) => {
-            if let Some(waiter) = shared.waiters.get(wait_id) {
-                waiter.poll_by(poll_time(pttl_ms));
-            }
-        }
-        Some(WakeMessage::Revoke { up_to, lock_key }) => {
-            shared
-                .holds
-                .each_up_to(&lock_key, up_to, Hold::mark_revoked);
-        }
-        Some(WakeMessage::Freed { up_to, lock_key }) => {
-            shared
-                .holds
-                .each_up_to(&lock_key, up_to, |hold| hold.mark_lost(FORCE_RELEASED));
-        }
-        Some(WakeMessage::Stop) => {}
+        Some(message) => shared.deliver(message),
         None => log::debug!(
             "fairlock: ignoring wake message {:?}",
             String::from_utf8_lossy(payload)

@@ -1,7 +1,7 @@
-//! The one guard core: a hold made by one acquire call and given back by
+//! The one guard core: a hold made by one acquire call and released by
 //! naming that call, whatever the kind (a mutex's hold, a semaphore's
 //! permits, a read, a write, a leadership). Every guard releases, drops and
-//! gives back through it; the release reply is the same shape for every
+//! abandons through it; the release reply is the same shape for every
 //! kind ([`ReleaseReply`]).
 
 use std::sync::Arc;
@@ -9,16 +9,16 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::engine::Engine;
+use crate::machinery::caller::target::Target;
+use crate::machinery::core::Core;
+use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Hold, GONE};
-use crate::machinery::lease_policy::LeasePolicy;
-use crate::machinery::target::Target;
 use crate::protocol::{Call, Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
 pub(crate) struct CallHold {
-    pub(crate) client: Arc<Engine>,
+    pub(crate) client: Arc<Core>,
     /// The lock it holds, and the policy of the handle that took it (a
     /// guard gives that handle back).
     pub(crate) target: Target,
@@ -27,7 +27,7 @@ pub(crate) struct CallHold {
     /// re-entered it (a mutex's), with the call that first took it.
     pub(crate) hold: Arc<Hold>,
     /// The acquire call that made this guard (the first one, or a
-    /// re-entry): its release names this call, and so does a give-back.
+    /// re-entry): its release names this call, and so does an abandon.
     pub(crate) call: Call,
     /// How long the acquire call waited, from its start to its return.
     pub(crate) waited: Duration,
@@ -48,7 +48,7 @@ impl CallHold {
             return Ok(());
         }
         let shared = &self.client.shared;
-        shared.holds.unregister(&self.hold);
+        shared.unregister_hold(&self.hold);
         let (call, token) = (&self.call, self.hold.token());
         let keys = &call.keys;
         let release = Release {
@@ -63,7 +63,7 @@ impl CallHold {
                 // Not sent, or its reply lost: the watchdog gives the call
                 // back once Redis answers, so the hold does not wait out its
                 // lease.
-                shared.give_back_later(call);
+                shared.abandon_later(call);
             })?
             .into_parts();
         match reply {
@@ -95,7 +95,7 @@ pub(crate) fn lease_lost(call: &Call, name: &str, token: u64, why: &str) -> Erro
 
 impl Drop for CallHold {
     /// Releases within one command timeout, pool wait included; what did
-    /// not go out by then the watchdog gives back.
+    /// not go out by then the watchdog abandons it.
     fn drop(&mut self) {
         let budget = self.client.config().command_timeout;
         if let Err(err) = self.release_within(Some(budget)) {

@@ -230,7 +230,7 @@ pub(crate) fn poll_time(pttl_ms: i64) -> Instant {
     Instant::now() + wait
 }
 
-/// Every waiter of one client, by wait id.
+/// Every waiter of one client, by call id.
 #[derive(Default)]
 pub(crate) struct Waiters {
     by_id: Mutex<HashMap<u64, Arc<Waiter>, FxBuildHasher>>,

@@ -4,7 +4,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::machinery::waiters::Waiter;
+use crate::machinery::caller::waiters::Waiter;
 
 /// Ends waits from another thread: a signal-handling thread, a shutdown
 /// path. Any [`Wait`](crate::Wait) takes one

@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::call_hold::CallHold;
+use crate::machinery::caller::call_hold::CallHold;
+use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
+use crate::machinery::caller::wait::{NoWait, Wait};
+use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::holds::Hold;
-use crate::machinery::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
 use crate::machinery::shared::Shared;
-use crate::machinery::wait::{NoWait, Wait};
-use crate::machinery::waiters::{Grant, Waiter};
 use crate::protocol::{
     Access, Ask, Call, Downgrade, DowngradeReply, Mode, Upgrade, UpgradeReply, UpgradeStep,
 };
@@ -41,11 +41,11 @@ impl CallHold {
     /// Upgrades this hold (an upgradable read) to the write, waiting as
     /// `wait` says; false when the wait ended first (the claim withdrawn).
     /// On an error other than a lost lease, whatever the upgrade may have
-    /// left (its claim, the write) is given back once Redis answers; the
-    /// caller's guard gives back the read.
+    /// left (its claim, the write) is abandoned once Redis answers; the
+    /// caller's guard abandons the read.
     pub(crate) fn upgrade(&mut self, wait: &Wait) -> Result<bool> {
         let shared = &self.client.shared;
-        if shared.holds.count(self.call.keys.lock(), &self.call.owner) > 1 {
+        if shared.held_by(self.call.keys.lock(), &self.call.owner).0 > 1 {
             return Err(Error::new(
                 ErrorKind::UpgradeRefused,
                 format!(
@@ -81,8 +81,8 @@ impl CallHold {
             Ok(None) => Ok(false),
             Err(err) => {
                 if !err.is_lease_lost() {
-                    shared.give_back_later(&claim);
-                    shared.give_back_later(&Call {
+                    shared.abandon_later(&claim);
+                    shared.abandon_later(&Call {
                         ask: Ask::RwLock(Access::Write),
                         ..claim
                     });
@@ -94,8 +94,8 @@ impl CallHold {
 
     /// Downgrades this hold (a write, or an upgradable read) to `to`,
     /// admitting the waiters that fit in the same step (this client's wake
-    /// from the reply). On a connection error the downgraded hold is given
-    /// back once Redis answers; the caller's guard gives back the hold as
+    /// from the reply). On a connection error the downgraded hold is
+    /// abandoned once Redis answers; the caller's guard abandons the hold as
     /// it was.
     pub(crate) fn downgrade(&mut self, to: Access) -> Result<()> {
         let shared = &self.client.shared;
@@ -113,7 +113,7 @@ impl CallHold {
         };
         let (reply, replicated) = (shared.caller)
             .call_write(&call.keys, &op)
-            .inspect_err(|_| shared.give_back_later(&downgraded))?
+            .inspect_err(|_| shared.abandon_later(&downgraded))?
             .into_parts();
         match reply {
             DowngradeReply::Downgraded { token, handed, .. } => {
@@ -190,7 +190,7 @@ impl Queued for Upgrader<'_> {
         self.settle(UpgradeStep::Withdraw, limit)
     }
 
-    /// The caller (`upgrade`) gives back what the claim may have left.
+    /// The caller (`upgrade`) abandons what the claim may have left.
     fn failed(&self, _waiter: &Waiter, err: Error) -> Result<Option<u64>> {
         Err(err)
     }

@@ -1,5 +1,5 @@
 //! One round's work for one slot (or for the one server): renew held
-//! leases, heartbeat queued waiters, give back calls whose outcome was never
+//! leases, heartbeat queued waiters, abandon calls whose outcome was never
 //! learned. It runs on connections of the watchdog's own, outside the pool,
 //! so user calls that hold every pooled connection (a slow or stalled
 //! server) never make a renewal wait for one.
@@ -11,30 +11,23 @@ use redis::{ConnectionLike, Value};
 
 use crate::connections::slot_map::Address;
 use crate::error::{Error, Result};
-use crate::machinery::give_backs::GiveBack;
-use crate::machinery::holds::Hold;
+use crate::machinery::caller::waiters::{poll_time, Grant, Waiter};
 use crate::machinery::shared::Shared;
-use crate::machinery::waiters::{poll_time, Grant, Waiter};
+use crate::machinery::watchdog::{Batch, Watchdog};
 use crate::protocol::{
     unexpected, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
 };
 
-/// Renewals, heartbeats and give-backs of one slot (all of them on one
-/// server): a pipeline goes to a single node.
-#[derive(Default)]
-pub(crate) struct Batch {
-    pub(crate) holds: Vec<Arc<Hold>>,
-    /// Waiters of one lock each.
-    pub(crate) groups: Vec<Vec<Arc<Waiter>>>,
-    pub(crate) give_backs: Vec<Arc<GiveBack>>,
-}
-
 /// Runs one batch (on `node`, the master of its slot as the slot map says,
 /// if known) and applies its replies. Returns the first error.
-pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Result<()> {
+pub(crate) fn run(
+    shared: &Shared,
+    watchdog: &Watchdog,
+    batch: &Batch,
+    node: Option<&Address>,
+) -> Result<()> {
     let mut outcome = Ok(());
-    let conns = &shared.own_conns;
-    let stale = &shared.cluster_rounds.map_stale;
+    let (conns, stale) = (&watchdog.conns, &watchdog.map_stale);
     if !batch.holds.is_empty() || !batch.groups.is_empty() {
         let sent = Instant::now();
         match conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
@@ -46,20 +39,20 @@ pub(crate) fn run(shared: &Shared, batch: &Batch, node: Option<&Address>) -> Res
             Err(err) => outcome = Err(err),
         }
     }
-    for entry in &batch.give_backs {
+    for entry in &batch.abandons {
         let sent = Instant::now();
         match conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
             shared.caller.scripts.abandon(conn, &entry.call)
         }) {
-            Ok(_) => shared.give_backs.confirmed(entry, sent),
+            Ok(_) => shared.abandon_answered(entry, sent, false),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
             Err(err) => {
                 log::warn!(
-                    "fairlock: giving back call {} on {:?} refused, dropped: {err}",
+                    "fairlock: abandoning call {} on {:?} refused, dropped: {err}",
                     entry.call.id,
                     entry.call.keys.lock()
                 );
-                shared.give_backs.forget(entry);
+                shared.abandon_answered(entry, sent, true);
             }
         }
     }
@@ -215,5 +208,5 @@ fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatRep
     }
     // Those that lost their place (a queue lost with the server's data)
     // join again in the order they had.
-    shared.waiters.rejoin_in_order(gone);
+    shared.rejoin_in_order(gone);
 }

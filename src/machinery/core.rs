@@ -1,0 +1,295 @@
+//! The client's core, and every entry point the handles call, in this one
+//! file: [`Core::start`] (connections, scripts, the threads), acquire with
+//! a wait ([`Core::acquire`], run by
+//! [`Acquisition`](crate::machinery::caller::acquisition::Acquisition) on the
+//! caller's thread), the admin calls (status, force release, revoke, a
+//! semaphore's number of permits), the thread's own hold of a lock and an
+//! election's watch. A hold it returns
+//! ([`CallHold`](crate::machinery::caller::call_hold::CallHold)) is released and
+//! changes access through its own methods. The handles only type it (lock_api's
+//! `Mutex<R, T>` over a raw lock, Curator's recipes over `LockInternals`):
+//! they send no protocol operation and hold no connection.
+
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::connections::caller::Caller;
+use crate::connections::config::Config;
+use crate::connections::scripts::Scripts;
+use crate::connections::topology::Topology;
+use crate::connections::warning::ServerWarning;
+use crate::connections::{eviction, Backend};
+use crate::error::{Error, ErrorKind, Result};
+use crate::machinery::caller::acquisition::Acquisition;
+use crate::machinery::caller::call_hold::CallHold;
+use crate::machinery::caller::target::Target;
+use crate::machinery::caller::wait::Wait;
+use crate::machinery::holds::lease_policy::LeasePolicy;
+use crate::machinery::holds::permits_seen::PermitsSeen;
+use crate::machinery::shared::Shared;
+use crate::machinery::subscriber::watch::Subscription;
+use crate::machinery::{observe, subscriber, watchdog};
+use crate::protocol::{
+    Ask, ForceRelease, Freed, LockKeys, PermitsSet, Revoke, Revoked, SetPermits, Status,
+    StatusReply,
+};
+
+/// A client's core: its shared state and its background threads, which
+/// stop when it is dropped (with the client's last handle).
+pub(crate) struct Core {
+    pub(super) shared: Arc<Shared>,
+    /// Joined when the client is dropped.
+    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// What the start found wrong with the servers; never changed after.
+    pub(super) warnings: Vec<ServerWarning>,
+    /// Semaphores found with another number of permits in force (only
+    /// callers read and write it: no background thread).
+    pub(super) permits_seen: PermitsSeen,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.shared.stop();
+        let mut threads: Vec<JoinHandle<()>> = self.threads.get_mut().drain(..).collect();
+        // A listener may start one for a node that joined the cluster
+        // until it sees the client stopping: joined until none is left.
+        while !threads.is_empty() {
+            for handle in threads.drain(..) {
+                if handle.join().is_err() {
+                    log::error!("fairlock: a background thread panicked");
+                }
+            }
+            threads = subscriber::joined_later(&self.shared);
+        }
+    }
+}
+
+impl Core {
+    /// Connects as `config` and `topology` say, loads the scripts and
+    /// starts the threads; returns once this client can be woken (a
+    /// subscription is live).
+    pub(crate) fn start(config: Config, topology: Topology) -> Result<Core> {
+        let backend = Backend::open(&config, topology)?;
+        observe::describe();
+        let scripts = Scripts::new(&config.common_args(), observe::scripts_reloaded);
+        // The first connection is opened here, not through the pool, whose
+        // connect attempts r2d2 retries until the checkout's timeout: a
+        // refused port, refused credentials or a database the server does
+        // not have are reported at once, with their cause.
+        // A short command first: a server that asks for a password drops an
+        // unauthenticated connection that sends one as long as the library,
+        // where a short one hears why (NOAUTH).
+        // Something that answers, but not as Redis, or does not answer at
+        // all, is named as such in one line (`Error::at_first_contact`).
+        let server = config.target.describe();
+        let mut first = backend.own_connection().map_err(|err| {
+            err.at_first_contact(&server, false, config.connect_timeout, "connect_timeout")
+        })?;
+        redis::cmd("TIME")
+            .query::<Vec<String>>(&mut *first)
+            .map_err(|err| {
+                Error::from_redis(err).at_first_contact(
+                    &server,
+                    true,
+                    config.command_timeout,
+                    "command_timeout",
+                )
+            })?;
+        scripts.load_all(&mut *first)?;
+        let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
+        let reconnected = || observe::reconnected(observe::Reconnect::Pool);
+        let shared = Arc::new(Shared::new(Caller {
+            config,
+            backend,
+            scripts,
+            reconnected,
+        }));
+
+        // The subscription must be live before any waiter can queue, or the
+        // first handoff message could be missed. On a cluster one thread
+        // listens on each node; one live subscription is enough to start
+        // (every node hears every message), the others keep trying. With
+        // sharded pub/sub a connection is enough: each call has its slot
+        // subscribed before it is sent (`Shared::listen_at`).
+        let inner = Core {
+            shared: Arc::clone(&shared),
+            threads: Mutex::default(),
+            warnings,
+            permits_seen: PermitsSeen::default(),
+        };
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let slot_map = match shared.refresh_slot_map() {
+            Ok(map) => map,
+            Err(err) => {
+                log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
+                None
+            }
+        };
+        // Sharded pub/sub where the cluster has it (it took the Functions
+        // library: Redis 7.0 and later, Valkey) and its slot map is known.
+        let listeners = match slot_map.as_deref() {
+            Some(map) if shared.caller.scripts.calls_functions() => {
+                shared.caller.scripts.use_sharded();
+                Backend::shard_listeners(map)
+            }
+            map => shared.caller.backend.listeners(map)?,
+        };
+        for at in &listeners {
+            let subscriber = subscriber::spawn(&shared, at.clone(), ready_tx.clone())?;
+            inner.threads.lock().push(subscriber);
+        }
+        let mut deadline =
+            Instant::now() + shared.config().connect_timeout + shared.config().command_timeout;
+        let mut outcome = Err(Error::new(
+            ErrorKind::Connection,
+            "timed out subscribing to the wake-up channel",
+        ));
+        for _ in &listeners {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match ready_rx.recv_timeout(left) {
+                Ok(Ok(())) => {
+                    outcome = Ok(());
+                    // A slow node costs a later fast path, not the start.
+                    deadline = deadline.min(Instant::now() + Duration::from_millis(500));
+                }
+                Ok(Err(err)) if outcome.is_err() => outcome = Err(err),
+                Ok(Err(_)) => {}
+                Err(_) => break,
+            }
+        }
+        outcome?; // on error, dropping `inner` stops and joins the subscribers
+        let watchdog = spawn_named("fairlock-watchdog", &shared, watchdog::run)?;
+        inner.threads.lock().push(watchdog);
+        Ok(inner)
+    }
+
+    /// One acquire call on `target` asking for `ask` under `policy`, owned
+    /// by its thread or (`unbound`) by itself, its owner id tagged with
+    /// `tag` (an election's value), waiting as `wait` says: the hold it
+    /// got, or `None` when the wait ended first. A bad name, lease or
+    /// maximum hold is an error before any I/O.
+    pub(crate) fn acquire(
+        self: &Arc<Self>,
+        target: &Target,
+        ask: Ask,
+        policy: LeasePolicy,
+        unbound: bool,
+        tag: Option<&str>,
+        wait: &Wait,
+    ) -> Result<Option<CallHold>> {
+        let acquisition = Acquisition {
+            client: self,
+            target,
+            keys: target.keys()?,
+            ask,
+            policy,
+            lease: policy.lease(self.config())?,
+            unbound,
+            owner_tag: tag,
+        };
+        self.shared.listen_at(acquisition.keys.slot);
+        acquisition.run(wait)
+    }
+
+    /// Subscribes to the channel of the election `target` (on a cluster,
+    /// on a seed node: every node hears every message, or with sharded
+    /// pub/sub at its slot's master; behind Sentinel, on the master), on a
+    /// connection of its own.
+    pub(crate) fn watch(&self, target: &Target) -> Result<Subscription> {
+        let route = self.shared.caller.scripts.route();
+        let channel = route.election_channel(&self.config().key_prefix, target.keys()?);
+        Subscription::open(&self.shared, route, channel)
+    }
+
+    /// What the client's start found wrong with its servers.
+    pub(crate) fn warnings(&self) -> &[ServerWarning] {
+        &self.warnings
+    }
+
+    /// The client's settings.
+    pub(crate) fn config(&self) -> &Config {
+        self.shared.config()
+    }
+
+    /// The client's random id.
+    pub(crate) fn client_id(&self) -> &str {
+        self.shared.client_id()
+    }
+
+    /// The calling thread's owner id and the token of its hold of `keys`
+    /// that a live guard stands for (0: none).
+    pub(crate) fn thread_hold(&self, keys: &LockKeys) -> (Arc<str>, u64) {
+        let owner = self.shared.owner_id(None, None);
+        let (_, live) = self.shared.held_by(keys.lock(), &owner);
+        (owner, live)
+    }
+
+    /// Reads `target`'s status, listing at most `holders` holders and
+    /// `waiters` waiters (an election's history with it).
+    pub(crate) fn status(
+        &self,
+        target: &Target,
+        holders: usize,
+        waiters: usize,
+    ) -> Result<StatusReply> {
+        let keys = target.keys()?;
+        let kind = keys.kind();
+        let op = Status {
+            kind,
+            waiters,
+            holders,
+        };
+        self.shared.caller.call(keys, &op)
+    }
+
+    /// Frees every hold of the lock, whoever holds it, and hands it on to
+    /// the queue in the same step.
+    pub(crate) fn force_release(&self, target: &Target) -> Result<Freed> {
+        // A call key, so that the call delivered twice frees the lock once.
+        let shared = &self.shared;
+        let call_key = format!("{}#{}", shared.client_id(), shared.next_call_id());
+        let op = ForceRelease { call_key };
+        shared.caller.call_write(target.keys()?, &op)?.replicated()
+    }
+
+    /// Asks every hold of the lock present now to let go; frees nothing.
+    /// Returns how many holds it asked.
+    pub(crate) fn revoke(&self, target: &Target) -> Result<usize> {
+        let written = self.shared.caller.call_write(target.keys()?, &Revoke)?;
+        let revoked: Revoked = written.replicated()?;
+        Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
+    }
+
+    /// The number of permits in force on the semaphore `target` as this
+    /// client's last acquire call on it saw it, if any call found another
+    /// than its own.
+    pub(crate) fn permits_in_force(&self, target: &Target) -> Option<u32> {
+        self.permits_seen.get(target.keys().ok()?)
+    }
+
+    /// Sets a semaphore's number of permits for every client; this
+    /// client's waiters it admits wake from the reply.
+    pub(crate) fn set_permits(&self, target: &Target, permits: u32) -> Result<PermitsSet> {
+        let op = SetPermits { permits };
+        let written = self.shared.caller.call_write(target.keys()?, &op)?;
+        let (set, replicated) = written.into_parts();
+        self.shared.grant_own(&set.admitted);
+        replicated.map(|()| set)
+    }
+}
+
+/// Starts a named background thread that holds only the shared state.
+pub(crate) fn spawn_named(
+    name: &str,
+    shared: &Arc<Shared>,
+    body: impl FnOnce(&Arc<Shared>) + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || body(&shared))
+        .map_err(|err| Error::with_source(ErrorKind::Internal, "cannot start a thread", err))
+}

@@ -1,0 +1,187 @@
+//! The `fairlock-watchdog` thread: every third of `min(lease, waiter_timeout)`
+//! it renews the leases of held locks, heartbeats this client's queued
+//! waiters and abandons calls whose outcome was never learned (see
+//! [`renewal`](crate::machinery::watchdog::renewal)).
+//!
+//! On one server (or behind Sentinel) a round is one pipelined round trip on
+//! the watchdog's own connection. On Redis Cluster the work is split by
+//! slot (a pipeline goes to one node) and the slots are grouped by the
+//! master serving them; each master's group runs on a thread of its own,
+//! and a group still running from an earlier round is skipped, so a master
+//! that accepts but never answers (a stall costs several command timeouts
+//! per call) holds back only its own renewals, never another master's.
+//!
+//! What it keeps for itself, its connections (`conns`) and its rounds by
+//! master ([`Watchdog`]), no other thread sees; the slot map it groups
+//! them by is every thread's ([`Shared::refresh_slot_map`]).
+//!
+//! The heartbeat is what keeps a live waiter in the queue however long the
+//! holder keeps the lock, and its reply is the fallback that wakes a waiter
+//! whose handoff message was lost.
+
+mod conns;
+mod renewal;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::connections::slot_map::Address;
+use crate::machinery::caller::waiters::Waiter;
+use crate::machinery::core::spawn_named;
+use crate::machinery::holds::abandons::ToAbandon;
+use crate::machinery::holds::Hold;
+use crate::machinery::shared::Shared;
+use conns::WatchdogConns;
+
+/// Rounds between two readings of the cluster's slot map, besides the ones
+/// an error asks for.
+const SLOT_MAP_ROUNDS: u64 = 64;
+
+/// What the watchdog keeps for itself and its renewal threads: its own
+/// connections and, on a cluster, its rounds by master.
+#[derive(Default)]
+pub(crate) struct Watchdog {
+    /// Its own connections (renewals never wait for the pool).
+    conns: WatchdogConns,
+    /// Set when a node did not answer for its slots as the slot map said:
+    /// the map is read again.
+    map_stale: AtomicBool,
+    /// A reading of the slot map is under way.
+    refreshing: AtomicBool,
+    /// Groups whose renewal thread is still running.
+    in_flight: Mutex<HashSet<Group>>,
+}
+
+/// Renewals, heartbeats and abandons: a round's ([`Shared::round`]), or
+/// one slot's of it on a cluster (a pipeline goes to a single node).
+#[derive(Default)]
+pub(crate) struct Batch {
+    pub(crate) holds: Vec<Arc<Hold>>,
+    /// Waiters of one lock each.
+    pub(crate) groups: Vec<Vec<Arc<Waiter>>>,
+    pub(crate) abandons: Vec<Arc<ToAbandon>>,
+}
+
+/// Renewals that run on one thread: a master's slots, or one slot whose
+/// master the map does not know.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Group {
+    Master(Address),
+    Slot(u16),
+}
+
+/// The thread's body: a round every watchdog period, or when nudged,
+/// until the client stops.
+pub(crate) fn run(shared: &Arc<Shared>) {
+    let watchdog = Arc::new(Watchdog::default());
+    let period = shared.config().watchdog_period();
+    let mut round = 0u64;
+    while !shared.watchdog_sleep(period) {
+        round += 1;
+        tick(shared, &watchdog, round);
+    }
+    abandon_before_stopping(shared, &watchdog);
+}
+
+/// The client is going away with calls still to abandon (an unlock that
+/// failed just before the client was dropped): one last try each, on this
+/// thread, stopping at the first that cannot reach Redis, so that dropping
+/// a client waits at most about one command timeout for it.
+fn abandon_before_stopping(shared: &Shared, watchdog: &Watchdog) {
+    for entry in shared.round().abandons {
+        let batch = Batch {
+            abandons: vec![entry],
+            ..Batch::default()
+        };
+        if let Err(err) = renewal::run(shared, watchdog, &batch, None) {
+            log::warn!("fairlock: client stopped with calls not abandoned: {err}");
+            return;
+        }
+    }
+}
+
+/// One round: everything to renew, heartbeat or abandon now.
+fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) {
+    let work = shared.round();
+    if work.holds.is_empty() && work.groups.is_empty() && work.abandons.is_empty() {
+        return;
+    }
+    if !shared.caller.backend.is_cluster() {
+        if let Err(err) = renewal::run(shared, watchdog, &work, None) {
+            log::warn!("fairlock: watchdog round failed: {err}");
+        }
+        return;
+    }
+    let mut by_slot: HashMap<u16, Batch> = HashMap::new();
+    for hold in work.holds {
+        let slot = hold.call.keys.slot;
+        by_slot.entry(slot).or_default().holds.push(hold);
+    }
+    for group in work.groups {
+        let slot = group[0].call.keys.slot;
+        by_slot.entry(slot).or_default().groups.push(group);
+    }
+    for entry in work.abandons {
+        let slot = entry.call.keys.slot;
+        by_slot.entry(slot).or_default().abandons.push(entry);
+    }
+    let map = shared.slot_map();
+    let mut by_master: HashMap<Group, Vec<Batch>> = HashMap::new();
+    for (slot, batch) in by_slot {
+        let master = map.as_ref().and_then(|map| map.master_of(slot));
+        let group = master.map_or(Group::Slot(slot), |master| Group::Master(master.clone()));
+        by_master.entry(group).or_default().push(batch);
+    }
+    for (group, batches) in by_master {
+        if !watchdog.in_flight.lock().insert(group.clone()) {
+            continue; // still busy with an earlier round
+        }
+        let (own, done) = (Arc::clone(watchdog), group.clone());
+        let spawned = spawn_named("fairlock-renew", shared, move |worker| {
+            let node = match &done {
+                Group::Master(address) => Some(address),
+                Group::Slot(_) => None,
+            };
+            for batch in &batches {
+                if let Err(err) = renewal::run(worker, &own, batch, node) {
+                    log::warn!("fairlock: watchdog round on {done:?} failed: {err}");
+                    own.map_stale.store(true, Ordering::Relaxed);
+                }
+            }
+            own.in_flight.lock().remove(&done);
+        });
+        if let Err(err) = spawned {
+            log::warn!("fairlock: cannot start a renewal thread: {err}");
+            watchdog.in_flight.lock().remove(&group);
+        }
+    }
+    if map.is_none()
+        || round.is_multiple_of(SLOT_MAP_ROUNDS)
+        || watchdog.map_stale.load(Ordering::Relaxed)
+    {
+        refresh_slot_map(shared, watchdog);
+    }
+}
+
+/// Reads the slot map again ([`Shared::refresh_slot_map`]), on a thread of
+/// its own: the node asked may be the stalled one.
+fn refresh_slot_map(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>) {
+    if watchdog.refreshing.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    watchdog.map_stale.store(false, Ordering::Relaxed);
+    let own = Arc::clone(watchdog);
+    let spawned = spawn_named("fairlock-renew", shared, move |worker| {
+        if let Err(err) = worker.refresh_slot_map() {
+            log::debug!("fairlock: cannot read the slot map: {err}");
+            own.map_stale.store(true, Ordering::Relaxed);
+        }
+        own.refreshing.store(false, Ordering::Release);
+    });
+    if spawned.is_err() {
+        watchdog.refreshing.store(false, Ordering::Release);
+    }
+}
