@@ -306,11 +306,23 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
         (counted(Op::Release), ["fail", "ms_arg"].as_slice()),
         (
             counted(Op::Cancel),
-            ["read_meta", "hold_of", "extend_lease_counted", "keep_anchor_counted"].as_slice(),
+            [
+                "read_meta",
+                "hold_of",
+                "extend_lease_counted",
+                "keep_anchor_counted",
+            ]
+            .as_slice(),
         ),
         (
             counted(Op::Abandon),
-            ["read_meta", "hold_of", "give_back_counted", "keep_anchor_counted"].as_slice(),
+            [
+                "read_meta",
+                "hold_of",
+                "give_back_counted",
+                "keep_anchor_counted",
+            ]
+            .as_slice(),
         ),
     ] {
         // The fast path: the code up to the statement by which all its
