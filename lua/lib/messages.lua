@@ -10,6 +10,13 @@
 --   tokens up to that one were freed by a force release (force_release.lua).
 -- An election also speaks on a channel of its own (mutex.lua: ANNOUNCE).
 
+-- The client id of `owner` (an owner id: "<client id>:<thread number,
+-- or u<call>>[@<identity>]", the grammar of src/protocol/owner.rs), whose
+-- channel it hears on; nil for an id fairlock did not write.
+local function client_of(owner)
+  return string.match(owner, '^([^:]+):')
+end
+
 -- Publishes `message` on the channel of `owner`'s client. How it travels
 -- is as the client says in ARGV[1]: a wake prefix with a hash tag ("<key
 -- prefix>:wake:{<tag>}:", the tag one of the lock's slot: a client on a
@@ -19,7 +26,7 @@
 -- copies to every node. Decided here (publish_command), not per call:
 -- only a call that wakes someone pays for it.
 local function wake(owner, message)
-  local client = string.match(owner, '^([^:]+):')
+  local client = client_of(owner)
   if client then
     redis.call(publish_command(), WAKE_PREFIX .. client, message)
   end
@@ -38,7 +45,7 @@ end
 local function tell_holders(owners, what, token)
   local told = {}
   for _, owner in ipairs(owners) do
-    local client = string.match(owner, '^([^:]+):') or owner
+    local client = client_of(owner) or owner
     if not told[client] then
       told[client] = true
       tell_holder(owner, what, token)

@@ -37,14 +37,18 @@
 --                              first, the newest 16, kept a fence life
 --                              after the last change
 
--- How an election tells of each change of its leader, ANNOUNCE(message,
--- last): nil in the mutex's scripts, which announce nothing (and pay one
+-- How an election tells of each change of its leader, ANNOUNCE(token,
+-- owner, last): nil in the mutex's scripts, which announce nothing (and pay one
 -- nil test where an election's announce). build.rs assembles the
 -- election's scripts from the mutex's files with the `@election`
 -- definition below in its place.
 local ANNOUNCE = nil
 -- @election
--- Says `message` on the election's channel "<key prefix>:election:<name>",
+-- Says that `owner` leads with term `token` (a string), or that the hold of
+-- `token` ended when `owner` is nil, on the election's channel "<key
+-- prefix>:election:<name>" ("<token> <value> <owner>", the value what
+-- follows the first '@' in the owner id, by protocol/owner.rs's grammar;
+-- "resigned <token>"),
 -- sharded "<key prefix>:{<tag>}:election:<name>" (from its lock key
 -- "<key prefix>:{<tag>}:elect:<name>"; a key prefix holds no '{'; which,
 -- read from ARGV[1] as wake reads it, so that the election's scripts need no
@@ -58,7 +62,9 @@ local ANNOUNCE = nil
 -- granted, a list command an older ACL line lacks) fails alone and the
 -- step it tells of stands; a message lost is read from the history, and a
 -- change the history lacks makes a watcher say it missed some.
-local function ANNOUNCE(message, last)
+local function ANNOUNCE(token, owner, last)
+  local message = owner and (token .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner)
+    or ('resigned ' .. token)
   local sharded = string.find(ARGV[1], '{', 1, true) -- as wake reads it
   local publish = sharded and 'spublish' or 'publish'
   redis.pcall(publish, (string.gsub(LOCK, '^([^{]*)({%x+}:)elect:',
@@ -155,7 +161,7 @@ local function take(owner, ttl, now_us, call, last, mark, waiters, px)
   local token_s = fmt(token)
   write_hold(token_s, owner, call, mark, FENCE_LIFE, ttl, waiters, px, fence_text())
   if ANNOUNCE then
-    ANNOUNCE(token_s .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner, last)
+    ANNOUNCE(token_s, owner, last)
   end
   return token, token_s
 end
@@ -246,7 +252,7 @@ local function free_lock(now_us, now_ms, token, mark)
   if not owner then
     write_free(token, mark, false)
     if ANNOUNCE then
-      ANNOUNCE('resigned ' .. token, token)
+      ANNOUNCE(token, nil, token)
     end
   end
   return owner, wait_id, new_token, ttl

@@ -50,7 +50,7 @@ if stored then
     redis.call('SET', LOCK, 'v@FORMAT@ ' .. token_s .. ' ' .. owner .. '#' .. wait_id .. ' '
       .. ARGV[2] .. ' ' .. mark, 'PX', px)
     if ANNOUNCE then
-      ANNOUNCE(token_s .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner, last)
+      ANNOUNCE(token_s, owner, last)
     end
     return token
   end

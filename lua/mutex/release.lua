@@ -40,7 +40,7 @@ if stored and string.find(stored, 'v@FORMAT@ ' .. token .. ' ' .. owner .. '#' .
       redis.call('SET', LOCK, free, 'PX', ARGV[2])
     end
     if ANNOUNCE then
-      ANNOUNCE('resigned ' .. token, token)
+      ANNOUNCE(token, nil, token)
     end
     return 0
   end
