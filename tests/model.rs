@@ -166,7 +166,7 @@ const NO_TOKEN_CHECK: Plant = (
 );
 
 /// An election that does not announce the end of a hold nobody takes over.
-const SILENT_RESIGN: Plant = ("ANNOUNCE('resigned ' .. token, token)", "");
+const SILENT_RESIGN: Plant = ("ANNOUNCE(token, nil, token)", "");
 
 #[test]
 fn planted_bugs_in_the_mutex_engine_are_caught() {

@@ -130,7 +130,7 @@ fn a_permits_mismatch_is_an_error_naming_both_and_writes_nothing() {
             );
             let text = chain(&err);
             assert!(
-                text.contains("FAIRLOCK_PERMITS_MISMATCH") && text.contains(": 4 3 "),
+                text.contains("FAIRLOCK_PERMITS_MISMATCH") && text.contains("4 3 600000"),
                 "{text}"
             );
         }
