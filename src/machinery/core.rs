@@ -29,7 +29,7 @@ use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::Wait;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::permits_seen::PermitsSeen;
-use crate::machinery::shared::Shared;
+use crate::machinery::shared::{spawn_named, Shared};
 use crate::machinery::subscriber::watch::Subscription;
 use crate::machinery::{observe, subscriber, watchdog};
 use crate::protocol::{
@@ -279,17 +279,4 @@ impl Core {
         self.shared.grant_own(&set.admitted);
         replicated.map(|()| set)
     }
-}
-
-/// Starts a named background thread that holds only the shared state.
-pub(crate) fn spawn_named(
-    name: &str,
-    shared: &Arc<Shared>,
-    body: impl FnOnce(&Arc<Shared>) + Send + 'static,
-) -> Result<JoinHandle<()>> {
-    let shared = Arc::clone(shared);
-    std::thread::Builder::new()
-        .name(name.to_owned())
-        .spawn(move || body(&shared))
-        .map_err(|err| Error::with_source(ErrorKind::Internal, "cannot start a thread", err))
 }

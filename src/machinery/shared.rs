@@ -8,6 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -16,12 +17,11 @@ use crate::connections::caller::Caller;
 use crate::connections::config::Config;
 use crate::connections::resp::Decimal;
 use crate::connections::slot_map::SlotMap;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::waiters::{poll_time, Waiter, Waiters};
 use crate::machinery::holds::abandons::{Abandons, ToAbandon};
 use crate::machinery::holds::{Hold, Holds};
 use crate::machinery::subscriber::shards::Shards;
-use crate::machinery::watchdog::Batch;
 use crate::protocol::{owner, Call, HandedOver, Route, WakeMessage};
 
 /// State shared by the core and the background threads. The threads hold
@@ -343,4 +343,27 @@ impl Shared {
             let _: redis::RedisResult<i64> = stop.query(conn.get());
         }
     }
+}
+
+/// Renewals, heartbeats and abandons: a round's ([`Shared::round`]), or
+/// one slot's of it on a cluster (a pipeline goes to a single node).
+#[derive(Default)]
+pub(crate) struct Batch {
+    pub(crate) holds: Vec<Arc<Hold>>,
+    /// Waiters of one lock each.
+    pub(crate) groups: Vec<Vec<Arc<Waiter>>>,
+    pub(crate) abandons: Vec<Arc<ToAbandon>>,
+}
+
+/// Starts a named background thread that holds only the shared state.
+pub(crate) fn spawn_named(
+    name: &str,
+    shared: &Arc<Shared>,
+    body: impl FnOnce(&Arc<Shared>) + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || body(&shared))
+        .map_err(|err| Error::with_source(ErrorKind::Internal, "cannot start a thread", err))
 }

@@ -29,11 +29,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::connections::slot_map::Address;
-use crate::machinery::caller::waiters::Waiter;
-use crate::machinery::core::spawn_named;
-use crate::machinery::holds::abandons::ToAbandon;
-use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
+use crate::machinery::shared::{spawn_named, Batch};
 use conns::WatchdogConns;
 
 /// Rounds between two readings of the cluster's slot map, besides the ones
@@ -53,16 +50,6 @@ pub(crate) struct Watchdog {
     refreshing: AtomicBool,
     /// Groups whose renewal thread is still running.
     in_flight: Mutex<HashSet<Group>>,
-}
-
-/// Renewals, heartbeats and abandons: a round's ([`Shared::round`]), or
-/// one slot's of it on a cluster (a pipeline goes to a single node).
-#[derive(Default)]
-pub(crate) struct Batch {
-    pub(crate) holds: Vec<Arc<Hold>>,
-    /// Waiters of one lock each.
-    pub(crate) groups: Vec<Vec<Arc<Waiter>>>,
-    pub(crate) abandons: Vec<Arc<ToAbandon>>,
 }
 
 /// Renewals that run on one thread: a master's slots, or one slot whose
