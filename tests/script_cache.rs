@@ -244,11 +244,10 @@ fn script_flush_and_a_restart_cost_latency_only() {
     let master_port = master.port().to_string();
     let _replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port]);
     let mut admin = master.conn();
-    assert!(wait_until(Duration::from_secs(10), || info_field(
-        &mut admin,
-        "replication",
-        "connected_slaves"
-    ) == 1));
+    assert!(wait_until(
+        Duration::from_secs(10),
+        || replicas_acknowledge(&mut admin, 1)
+    ));
     let scene = scene(&master.url());
 
     // (a) SCRIPT FLUSH and FUNCTION FLUSH: nobody but the watchdog runs a
@@ -297,12 +296,11 @@ fn script_flush_and_a_restart_cost_latency_only() {
             || (calls_functions() && has_library(&mut admin)),
         "the watchdog never found the cache empty"
     );
-    // Lock writes need the replica back (sync_replicas).
-    assert!(wait_until(Duration::from_secs(10), || info_field(
-        &mut admin,
-        "replication",
-        "connected_slaves"
-    ) == 1));
+    // Lock writes need the replica back and acknowledging (sync_replicas).
+    assert!(wait_until(
+        Duration::from_secs(10),
+        || replicas_acknowledge(&mut admin, 1)
+    ));
     scene.check_kept("after a restart");
     eprintln!(
         "restart: renewal and heartbeats {:.0} ms after the server was back \
@@ -361,11 +359,10 @@ fn a_failover_to_a_replica_without_the_scripts_costs_latency_only() {
         reloaded >= 1 || (calls_functions() && has_library(&mut admin)),
         "the watchdog never found the cache empty"
     );
-    assert!(wait_until(Duration::from_secs(10), || info_field(
-        &mut admin,
-        "replication",
-        "connected_slaves"
-    ) == 1));
+    assert!(wait_until(
+        Duration::from_secs(10),
+        || replicas_acknowledge(&mut admin, 1)
+    ));
     eprintln!(
         "failover: promoted {:.0} ms after SENTINEL FAILOVER; renewal and heartbeats \
          {:.0} ms later on the new master ({reloaded} loads); {:.0} ms in all",

@@ -14,6 +14,23 @@ pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> i
         .unwrap()
 }
 
+/// Whether the master's replicas (`want` of them) acknowledge a write, as
+/// `WAIT` counts them: what a lock write with `sync_replicas` needs.
+/// `connected_slaves` counts a replica from its first `SYNC`, while the
+/// master still streams the snapshot or waits for its first `REPLCONF ACK`,
+/// and a `WAIT` in that window times out.
+pub fn replicas_acknowledge(conn: &mut redis::Connection, want: i64) -> bool {
+    let _: () = redis::cmd("SET")
+        .arg("fairlock-test:replica-probe")
+        .arg(1)
+        .arg("PX")
+        .arg(10_000)
+        .query(conn)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT").arg(want).arg(250).query(conn).unwrap();
+    acked >= want
+}
+
 /// `connected_clients` from `INFO clients`.
 pub fn connected_clients(conn: &mut redis::Connection) -> i64 {
     info_field(conn, "clients", "connected_clients")
