@@ -498,28 +498,6 @@ local function settle_claim(meta, owner, wait_id, now_us, now_ms, handed)
   return true
 end
 
--- Takes the first live entry out of a counted lock's queue (ZPOPMIN, its
--- deadline dropped with it) and returns it, its liveness deadline and its
--- parts as split_counted_entry reads them, or nil when none is left. Dead
--- or foreign entries ahead of it are dropped, as live_head drops them.
--- For a caller that knows the head leaves the queue whatever it asks.
-local function pop_live_head(now_ms)
-  while true do
-    local head = redis.call('ZPOPMIN', QUEUE)[1]
-    if not head then
-      return nil
-    end
-    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
-    redis.call('ZREM', DEADLINES, head)
-    if deadline and deadline >= now_ms then
-      local owner, wait_id, lease, fixed, units = split_counted_entry(head)
-      if owner then
-        return head, deadline, owner, wait_id, lease, fixed, units
-      end
-    end
-  end
-end
-
 -- Admits the live waiters at the head of the queue, in arrival order,
 -- while each one's units fit beside the used ones: a head that does not
 -- fit stops it, so no smaller call behind passes it. Stops at `stop` (an
@@ -539,9 +517,10 @@ local function admit_waiters(meta, now_us, now_ms, stop)
     -- queue whatever it asks (admitted, or refused for more than there
     -- are): it is popped (pop_live_head), else read where it stands.
     local popped = meta.used == 0 and not stop
-    local head, deadline, owner, wait_id, lease, fixed, units_s
+    local head, deadline, owner, wait_id, lease, fixed, units_s, _
     if popped then
-      head, deadline, owner, wait_id, lease, fixed, units_s = pop_live_head(now_ms)
+      head, _, _, deadline, owner, wait_id, lease, fixed, units_s =
+        pop_live_head(now_us, now_ms, split_counted_entry)
     else
       head, deadline, owner, wait_id, lease, fixed, units_s =
         live_head(now_ms, split_counted_entry)

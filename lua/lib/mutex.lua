@@ -181,33 +181,28 @@ end
 -- time given, TIME is read only if someone waits. The new hold says
 -- whether waiters are left (the next head, read before it is written).
 local function hand_over(now_us, now_ms, last, mark)
-  while true do
-    local head = redis.call('ZPOPMIN', QUEUE)[1]
-    if not head then
-      return nil
-    end
-    if not now_us then
-      now_us, now_ms = server_time()
-    end
-    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
-    redis.call('ZREM', DEADLINES, head)
-    local owner, wait_id, lease_s, fixed = string.match(head, '^(%S+) (%d+) (%d+) ([01])$')
-    if owner and deadline and deadline >= now_ms then
-      local ttl = lease_s + 0
-      local ttl_s, px = lease_s, nil
-      if fixed == '0' and deadline - now_ms < ttl then
-        ttl = math.max(1, deadline - now_ms)
-        ttl_s = fmt(ttl)
-      else
-        px = lease_px(lease_s)
-      end
-      local next_head = live_head(now_ms)
-      local token, token_s = take(owner, ttl, now_us, wait_id, last, mark, next_head ~= nil, px)
-      wake(owner, 'G ' .. wait_id .. ' ' .. token_s .. ' ' .. ttl_s)
-      tell_head(now_ms, ttl, nil, next_head or false)
-      return owner, wait_id, token, ttl
-    end
+  local head, deadline, owner, wait_id, lease_s, fixed
+  head, now_us, now_ms, deadline, owner, wait_id, lease_s, fixed =
+    pop_live_head(now_us, now_ms, split_entry)
+  if not head then
+    return nil
   end
+  local ttl = lease_s + 0
+  local ttl_s, px = lease_s, nil
+  if fixed == '0' and deadline - now_ms < ttl then
+    ttl = math.max(1, deadline - now_ms)
+    ttl_s = fmt(ttl)
+  else
+    px = lease_px(lease_s)
+  end
+  local next_head, _, next_owner, next_wait_id = live_head(now_ms, split_entry)
+  local token, token_s = take(owner, ttl, now_us, wait_id, last, mark, next_head ~= nil, px)
+  wake(owner, 'G ' .. wait_id .. ' ' .. token_s .. ' ' .. ttl_s)
+  if next_head then
+    -- The next head learns it heads the queue (as tell_head tells it).
+    wake(next_owner, 'H ' .. next_wait_id .. ' ' .. ttl)
+  end
+  return owner, wait_id, token, ttl
 end
 
 -- Keeps the mutex's lock key (the anchor, whose format word stands for

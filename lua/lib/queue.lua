@@ -7,10 +7,15 @@
 -- counted lock's carries its units as a fifth field: counted.lua). Each
 -- step here is O(log N) in the N entries, amortised over dropped dead ones.
 
--- A queue entry's parts: owner id, wait id, lease ms (number), fixed ('0'
--- or '1'); nil for a member fairlock did not write.
+-- A queue entry's parts as written (strings): owner id, wait id, lease
+-- ms, fixed ('0' or '1'); nil for a member fairlock did not write.
+local function split_entry(entry)
+  return string.match(entry, '^(%S+) (%d+) (%d+) ([01])$')
+end
+
+-- A queue entry's parts, its lease ms a number.
 local function parse_entry(entry)
-  local owner, wait_id, lease, fixed = string.match(entry, '^(%S+) (%d+) (%d+) ([01])$')
+  local owner, wait_id, lease, fixed = split_entry(entry)
   return owner, wait_id, tonumber(lease), fixed
 end
 
@@ -61,6 +66,33 @@ local function live_head(now_ms, parse)
       end
     end
     forget(head)
+  end
+end
+
+-- Takes the first live entry out of the queue (ZPOPMIN, its deadline
+-- dropped with it), dropping dead or foreign ones ahead of it as
+-- live_head does: returns it, the server time (read here, and only when
+-- an entry is there, when `now_us` is nil), its liveness deadline and its
+-- parts as `split` reads them (split_entry, or split_counted_entry for a
+-- counted lock's), or nil when none is left. For a caller that knows the
+-- head leaves the queue whatever it asks.
+local function pop_live_head(now_us, now_ms, split)
+  while true do
+    local head = redis.call('ZPOPMIN', QUEUE)[1]
+    if not head then
+      return nil
+    end
+    if not now_us then
+      now_us, now_ms = server_time()
+    end
+    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
+    redis.call('ZREM', DEADLINES, head)
+    if deadline and deadline >= now_ms then
+      local owner, wait_id, lease, fixed, units = split(head)
+      if owner then
+        return head, now_us, now_ms, deadline, owner, wait_id, lease, fixed, units
+      end
+    end
   end
 end
 
