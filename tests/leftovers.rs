@@ -222,7 +222,7 @@ fn a_timed_out_lock_is_undone_without_any_further_call() {
 }
 
 /// A `lock()` that times out on a held lock is run by Redis afterwards and
-/// queues under a wait id nobody waits for; when the holder unlocks, that
+/// queues under a call id nobody waits for; when the holder unlocks, that
 /// entry is handed the lock. The client must undo the call (leave the queue,
 /// or give back a grant it got): a client queued behind it gets the lock
 /// soon after the holder unlocks. The timed-out handle has a fixed 30 s

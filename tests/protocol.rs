@@ -556,7 +556,7 @@ per_kind! {
                 lease: Lease::Renewed(LONG),
                 waiter_timeout: LONG,
                 mode: Mode::Try,
-                wait_id: 1,
+                call: 1,
                 live_token: 0,
             };
             let reply = eval_on(&mut s.conn, &keys.all, script, &op.args()).unwrap();
@@ -704,7 +704,7 @@ per_kind! {
         let writer = entry_with("v:1", 5, all, Lease::Renewed(lease));
         for e in [renewed, fixed, writer] {
             assert!(matches!(
-                s.attempt_with(e.owner, e.wait_id, Mode::First, e.ask, 0, e.lease)
+                s.attempt_with(e.owner, e.call, Mode::First, e.ask, 0, e.lease)
                     .unwrap(),
                 AcquireReply::Waiting {
                     position: Some(_),
@@ -872,7 +872,7 @@ per_kind! {
         s.queue("w:1", 3, all);
         s.queue("r:1", 4, one);
         // The hold of call 1 only; a repeat changes nothing.
-        assert_eq!(s.abandon(entry("a:1", 1, one)), AbandonReply::HoldGivenBack);
+        assert_eq!(s.abandon(entry("a:1", 1, one)), AbandonReply::Released);
         assert_eq!(s.holders(), ["a:1 2 1"]);
         let before = s.snapshot();
         assert_eq!(s.abandon(entry("a:1", 1, one)), AbandonReply::Nothing);
@@ -891,17 +891,17 @@ per_kind! {
         assert_eq!(s.holders(), ["a:1 2 1"]);
         // Call 2's hold was the last of one unit: the head enters, the call
         // behind it waits.
-        assert_eq!(s.abandon(entry("a:1", 2, one)), AbandonReply::HoldGivenBack);
+        assert_eq!(s.abandon(entry("a:1", 2, one)), AbandonReply::Released);
         assert_eq!(s.holders(), [format!("w:1 3 {}", all.units())]);
         assert_eq!(s.queued(), [queued("r:1", 4, one)]);
         assert_eq!(s.release(&a2), RELEASED);
         // The head's hold given back lets the call behind it in.
-        assert_eq!(s.abandon(entry("w:1", 3, all)), AbandonReply::HoldGivenBack);
+        assert_eq!(s.abandon(entry("w:1", 3, all)), AbandonReply::Released);
         assert_eq!(s.holders(), ["r:1 4 1"]);
         assert!(s.queued().is_empty());
         assert_eq!(s.abandon(entry("w:1", 3, all)), AbandonReply::Nothing);
         // With nobody waiting, a given-back hold leaves the keys as a release.
-        assert_eq!(s.abandon(entry("r:1", 4, one)), AbandonReply::HoldGivenBack);
+        assert_eq!(s.abandon(entry("r:1", 4, one)), AbandonReply::Released);
         assert!(s.holders().is_empty());
         for key in [0, 1, 2] {
             assert_eq!(s.pttl(key), -2, "{}", s.keys.all[key]);

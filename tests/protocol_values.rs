@@ -176,7 +176,7 @@ fn a_write_takes_every_unit_a_read_one_and_permits_their_number() {
 fn the_member_names_the_call_and_its_grant() {
     let entry = QueueEntry {
         owner: "c1:7",
-        wait_id: 42,
+        call: 42,
         lease: Lease::Fixed(Duration::from_millis(30_000)),
         ask: Ask::Mutex,
     };
@@ -202,7 +202,7 @@ fn attempt() -> Acquire<'static> {
         lease: Lease::Renewed(Duration::from_secs(30)),
         waiter_timeout: Duration::from_secs(10),
         mode: Mode::First,
-        wait_id: 7,
+        call: 7,
         live_token: 0,
     }
 }
@@ -267,13 +267,13 @@ fn arguments_are_queue_entries_and_statuses_follow_their_order() {
         waiters: vec![
             QueueEntry {
                 owner: "c:1",
-                wait_id: 4,
+                call: 4,
                 lease: Lease::Renewed(Duration::from_secs(2)),
                 ask: Ask::Mutex,
             },
             QueueEntry {
                 owner: "c:2",
-                wait_id: 5,
+                call: 5,
                 lease: Lease::Fixed(Duration::from_secs(3)),
                 ask: Ask::Mutex,
             },
@@ -318,13 +318,13 @@ fn replies_name_the_holds_left_or_every_waiter_handed_over() {
         ReleaseReply::HandedOver(vec![
             HandedOver {
                 owner: "c:2".into(),
-                wait_id: 1,
+                call: 1,
                 token: 11,
                 ttl_ms: 500
             },
             HandedOver {
                 owner: "c:3".into(),
-                wait_id: 2,
+                call: 2,
                 token: 12,
                 ttl_ms: 500
             },
@@ -563,7 +563,7 @@ fn every_message_the_scripts_send_parses() {
     assert_eq!(
         WakeMessage::parse(b"G 7 1795377959667025 600"),
         Some(WakeMessage::Granted {
-            wait_id: 7,
+            call: 7,
             token: 1_795_377_959_667_025,
             ttl_ms: 600
         })
@@ -571,7 +571,7 @@ fn every_message_the_scripts_send_parses() {
     assert_eq!(
         WakeMessage::parse(b"H 7 -1"),
         Some(WakeMessage::Head {
-            wait_id: 7,
+            call: 7,
             pttl_ms: -1
         })
     );

@@ -213,7 +213,7 @@ impl Scripts {
             lease: Lease::Fixed(LIFE),
             waiter_timeout: LIFE,
             mode: Mode::First,
-            wait_id: call,
+            call,
             live_token: 0,
         };
         self.send(conn, keys, &op, pipe)
@@ -335,7 +335,7 @@ impl Scene {
                         let to = to.pop().unwrap();
                         Some(Hold {
                             owner: to.owner,
-                            call: to.wait_id,
+                            call: to.call,
                             token: to.token,
                         })
                     }

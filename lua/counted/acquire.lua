@@ -9,8 +9,8 @@
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
--- ARGV[4] wait id: this call's id inside its client, echoed in wake
---         messages; the hold is "<owner> <wait id> <units>", so a call
+-- ARGV[4] call id: this call's id inside its client, echoed in wake
+--         messages; the hold is "<owner> <call id> <units>", so a call
 --         delivered twice (a retry after a lost reply) or handed the hold
 --         while queued answers with its hold instead of taking a second one
 -- ARGV[5] lease ms: the hold's lease when this call gets it (1 .. MAX_MS)
@@ -72,7 +72,7 @@
 -- queued head that does not (a read behind a queued write): GET, TIME,
 -- EXISTS, ZRANGE, ZSCORE and join_queue's six.
 
-local owner, wait_id = ARGV[3], ARGV[4]
+local owner, call = ARGV[3], ARGV[4]
 local lease = ms_arg(ARGV[5], 'lease')
 local stored = redis.call('GET', META)
 -- The common case first: nobody holds and nobody waits ("v<format>
@@ -84,7 +84,7 @@ local stored = redis.call('GET', META)
 -- the clock, so the clock alone still exceeds them once the meta is gone
 -- (take). The owner and call are checked as holder_arg does, in one find
 -- ("<owner> <call>" is one word and a number).
-local name = owner .. ' ' .. wait_id
+local name = owner .. ' ' .. call
 if stored then
   local capacity_s, last, mark = string.match(stored, '^v@FORMAT@ (%d+) 0 (%d+) (%S+)$')
   local units_s = ARGV[7]
@@ -92,7 +92,7 @@ if stored then
       and string.find(name, '^%S+ %d+$') then
     local token = last + 1
     redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. fmt(token) .. ' ' .. owner .. '#'
-      .. wait_id .. ' ' .. ARGV[2] .. ' ' .. units_s .. ' ' .. mark, 'PX', fmt(lease + FENCE_LIFE))
+      .. call .. ' ' .. ARGV[2] .. ' ' .. units_s .. ' ' .. mark, 'PX', fmt(lease + FENCE_LIFE))
     return token
   end
 end
@@ -130,14 +130,14 @@ if units > capacity then
   fail('ERR fairlock: a call asks for ' .. fmt(units) .. ' units of ' .. fmt(capacity))
 end
 if not string.find(name, '^%S+ %d+$') then
-  holder_arg(owner, wait_id)
+  holder_arg(owner, call)
 end
 -- The units and capacity as the meta writes them (formatted only when not
 -- written so already).
 local units_s = (ARGV[7] == '1' or ARGV[7] == meta.capacity_s) and ARGV[7]
   or string.match(ARGV[7], '^[1-9]%d*$') or fmt(units)
 local asked = capacity
-if meta.set and units > meta.capacity and hold_of_call(meta, owner, wait_id, units, now_ms) then
+if meta.set and units > meta.capacity and hold_of_call(meta, owner, call, units, now_ms) then
   -- This call holds (delivered again, or handed its hold while it waited)
   -- more than set_permits has set since: it answers with its hold below.
   capacity = meta.capacity
@@ -171,7 +171,7 @@ if guard == '0' and mode ~= 'poll' then
     lone, used = nil, math.max(0, used - lone.units)
   end
   if used + units <= capacity
-      and not (lone and lone.call == wait_id and lone.owner == owner) then
+      and not (lone and lone.call == call and lone.owner == owner) then
     -- (Only when the meta says waiters may be queued.)
     queued = meta.waiters and redis.call('EXISTS', QUEUE) == 1
     meta.waiters = queued
@@ -192,7 +192,7 @@ if guard == '0' and mode ~= 'poll' then
     if used == 0 then
       -- Nobody holds: the hold is the meta's lone hold.
       life = lease
-      meta.lone = { owner = owner, call = wait_id, units = units, units_s = units_s,
+      meta.lone = { owner = owner, call = call, units = units, units_s = units_s,
         token = token, ends = ends }
     elseif lone then
       -- Beside a lone hold: both go into the holders zset.
@@ -201,7 +201,7 @@ if guard == '0' and mode ~= 'poll' then
         ends, member, '-' .. token, '#' .. member)
       life = math.max(lone.ends - now_ms, lease) + 1
       redis.call('PEXPIRE', HOLDERS, fmt(life))
-    elseif units == 2147483648 and redis.call('ZSCORE', HOLDERS, owner .. ' ' .. wait_id .. ' 1') then
+    elseif units == 2147483648 and redis.call('ZSCORE', HOLDERS, owner .. ' ' .. call .. ' 1') then
       -- An upgradable read's call that holds a read: downgraded, and
       -- delivered again; the slow path answers with that hold.
       added = 0
@@ -234,7 +234,7 @@ if guard ~= '0' then
   reenter = held_units ~= nil
 end
 
-local held, left, held_as = hold_of_call(meta, owner, wait_id, units, now_ms)
+local held, left, held_as = hold_of_call(meta, owner, call, units, now_ms)
 if held then
   -- This very call holds: handed over while it waited, or delivered
   -- twice. A poll keeps a short handed-over lease alive until its watchdog
@@ -256,7 +256,7 @@ if not reenter and meta.used + units <= capacity and queued == nil then
   meta.waiters = queued
 end
 if reenter or (meta.used + units <= capacity and not queued) then
-  local _, token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms, units_s)
+  local _, token = take_hold(meta, owner, call, units, lease, now_us, now_ms, units_s)
   keep_anchor_counted(meta, now_ms)
   return in_force and { 1, token, lease, in_force } or token
 end
@@ -292,7 +292,7 @@ if (head == nil or head == entry) and meta.used + units <= capacity then
   if head then
     forget(entry)
   end
-  local _, token = take_hold(meta, owner, wait_id, units, lease, now_us, now_ms, units_s)
+  local _, token = take_hold(meta, owner, call, units, lease, now_us, now_ms, units_s)
   -- The calls right behind this one that fit enter with it.
   local behind = admit_waiters(meta, now_us, now_ms, nil)
   if head and #behind == 0 then

@@ -5,7 +5,7 @@
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry
---         "<owner> <wait id> <lease ms> <fixed 0|1> <units>" (its lease is
+--         "<owner> <call id> <lease ms> <fixed 0|1> <units>" (its lease is
 --         kept if a hold was given to it meanwhile)
 -- Returns {1, token, lease ms left} when a hold had already been given to
 --         this call (the caller keeps it; a watchdog-renewed lease is kept
@@ -18,8 +18,8 @@
 -- waiters and expired holds).
 
 local entry = ARGV[3]
-local owner, wait_id, lease, fixed, units = counted_entry_arg(entry)
-local member = owner .. ' ' .. wait_id .. ' ' .. fmt(units)
+local owner, call, lease, fixed, units = counted_entry_arg(entry)
+local member = owner .. ' ' .. call .. ' ' .. fmt(units)
 local now_us, now_ms = server_time()
 local meta = read_meta(now_ms)
 local held, left = hold_of(meta, member, now_ms)

@@ -18,7 +18,7 @@
 -- ARGV[5] call id of the acquisition that made it
 -- ARGV[6] the units it keeps: 1 (a read) or 2147483648 (an upgradable
 --         read), fewer than it has
--- Returns {token, lease ms left, owner1, wait id1, token1, lease ms1,
+-- Returns {token, lease ms left, owner1, call id1, token1, lease ms1,
 --         owner2, ...}: the hold's new token and its lease left, then the
 --         waiters admitted (each also sent "G"; the new head "H"; a client
 --         may act on this reply first); the same call delivered again

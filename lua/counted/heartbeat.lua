@@ -7,7 +7,7 @@
 -- ARGV[3] waiter timeout ms: new liveness deadline is server now + this
 -- ARGV[4], ARGV[5], ... : one queue entry per waiting call, as
 --         counted/acquire.lua queued it:
---         "<owner> <wait id> <lease ms> <fixed 0|1> <units>"
+--         "<owner> <call id> <lease ms> <fixed 0|1> <units>"
 -- Also admits the live waiters at the head of the queue that fit (expired
 -- holds dropped first), as a release does, so no waiter depends on a
 -- message to learn that units came free.
@@ -15,7 +15,7 @@
 --          token issued, status1, value1, status2, value2, ...} per entry:
 --   0, position  still queued (deadline renewed)
 --   1, token     a hold was given to this wait (the hold is
---                "<owner> <wait id> <units>"); a watchdog-renewed lease is
+--                "<owner> <call id> <units>"); a watchdog-renewed lease is
 --                kept at its lease, a fixed one is left alone
 --  -1, 0         not queued and not holding (evicted, never queued, or
 --                its hold already given back or run out)
@@ -40,7 +40,7 @@ local out = { 0, tonumber(meta.last) }
 local queued = false
 for i = 4, #ARGV do
   local entry = ARGV[i]
-  local owner, wait_id, lease, fixed, units = parse_counted_entry(entry)
+  local owner, call, lease, fixed, units = parse_counted_entry(entry)
   local position = redis.call('ZRANK', QUEUE, entry)
   if position then
     redis.call('ZADD', DEADLINES, 'XX', now_ms + waiter_timeout, entry)
@@ -48,7 +48,7 @@ for i = 4, #ARGV do
     out[#out + 1] = 0
     out[#out + 1] = position
   else
-    local member = owner .. ' ' .. wait_id .. ' ' .. fmt(units)
+    local member = owner .. ' ' .. call .. ' ' .. fmt(units)
     local held, left = hold_of(meta, member, now_ms)
     if held then
       if meta.capacity then

@@ -12,7 +12,7 @@
 --         answered as the first was while the meta still names it as the
 --         last release (later releases of others replace that mark)
 -- Returns 0 when released (or released already by this call) and nobody
---         was admitted, {owner1, wait id1, token1, lease ms1, owner2, ...}
+--         was admitted, {owner1, call id1, token1, lease ms1, owner2, ...}
 --         for the waiters admitted (each also sent "G" as always; the new
 --         head "H"; a client may act on this reply first), or -1 when this
 --         call holds no live hold with that token (the lease was lost);

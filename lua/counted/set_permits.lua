@@ -7,7 +7,7 @@
 -- is admitted until the holds fit under the new number; a queued call that
 -- asks for more than the new number is taken out of the queue as it
 -- reaches the head (at once when it heads it: admit_waiters) and told
--- "H <wait id> -2" (poll now), and its poll gets the error reply
+-- "H <call id> -2" (poll now), and its poll gets the error reply
 -- "FAIRLOCK_PERMITS_EXCEEDED ..." (check_capacity), as does every
 -- later call asking for more; it holds nobody back meanwhile. The meta records the number as set
 -- ("=<permits>"): from then on it is the semaphore's number whatever a
@@ -22,7 +22,7 @@
 -- Returns {previous permits (0: none recorded, the semaphore not in use),
 --          permits the live holds take now, queued calls refused now
 --          (those that headed the queue),
---          owner1, wait id1, token1, lease ms1, owner2, ...} with the
+--          owner1, call id1, token1, lease ms1, owner2, ...} with the
 --          waiters admitted, in grant order (each also sent "G"; the new
 --          head "H"; a client may act on this reply first).
 -- Cost: O(log N) per waiter admitted, refused or dropped (dead) and per

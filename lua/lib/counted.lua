@@ -81,7 +81,7 @@ local function parse_holder(member)
   return owner, call, tonumber(units)
 end
 
--- A counted queue entry's parts as written (strings): owner id, wait id,
+-- A counted queue entry's parts as written (strings): owner id, call id,
 -- lease ms, fixed ('0' or '1'), units; nil for a member fairlock did not
 -- write. The mutex's 4-field entries are not counted entries (nor the
 -- other way round).
@@ -91,20 +91,20 @@ end
 
 -- A counted queue entry's parts, its lease ms and units as numbers.
 local function parse_counted_entry(entry)
-  local owner, wait_id, lease, fixed, units = split_counted_entry(entry)
-  return owner, wait_id, tonumber(lease), fixed, tonumber(units)
+  local owner, call, lease, fixed, units = split_counted_entry(entry)
+  return owner, call, tonumber(lease), fixed, tonumber(units)
 end
 
 -- A counted queue entry given in ARGV, as parse_counted_entry reads it,
 -- its lease and units checked; anything else stops the script before it
 -- writes.
 local function counted_entry_arg(value)
-  local owner, wait_id, lease, fixed, units = parse_counted_entry(value)
+  local owner, call, lease, fixed, units = parse_counted_entry(value)
   if not owner then
-    fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>'
+    fail('ERR fairlock: a queue entry must be "<owner> <call id> <lease ms> <fixed 0|1>'
       .. ' <units>", got ' .. value)
   end
-  return owner, wait_id, ms_arg(lease, 'lease'), fixed, units_arg(units, 'units')
+  return owner, call, ms_arg(lease, 'lease'), fixed, units_arg(units, 'units')
 end
 
 -- The units the holds in the holders zset take, counted one by one: only
@@ -472,29 +472,29 @@ end
 
 -- Settles an upgrade's claim, which admit_waiters found at the head of the
 -- queue with room for it: a reader-writer lock's queue entry of call
--- `wait_id` of `owner` asking for 2147483647 units, what a write takes
+-- `call` of `owner` asking for 2147483647 units, what a write takes
 -- beyond the upgradable read (2147483648 units) that call holds, so it
 -- fits once the reads granted before it are gone (upgrade.lua queues it
 -- ahead of everyone). The upgradable read becomes the write in place
--- (change_hold), its owner hears "G <wait id> <token> <lease ms left>",
+-- (change_hold), its owner hears "G <call id> <token> <lease ms left>",
 -- and the grant is added to `handed`; a claim whose upgradable read is
 -- gone (its lease ran out, force unlocked) is dropped and its owner told
--- "H <wait id> 0", so that it asks at once and learns its hold is lost.
+-- "H <call id> 0", so that it asks at once and learns its hold is lost.
 -- Returns false, touching nothing, when the entry is no claim (a call of
 -- a semaphore's: the lock's meta key says which kind it is); the caller
 -- forgot the entry already.
-local function settle_claim(meta, owner, wait_id, now_us, now_ms, handed)
+local function settle_claim(meta, owner, call, now_us, now_ms, handed)
   if not string.match(META, '^[^{]*{%x+}:rwmeta:') then
     return false
   end
-  local member = owner .. ' ' .. wait_id .. ' 2147483648'
+  local member = owner .. ' ' .. call .. ' 2147483648'
   if not hold_of(meta, member, now_ms) then
-    wake(owner, 'H ' .. wait_id .. ' 0')
+    wake(owner, 'H ' .. call .. ' 0')
     return true
   end
   local token, left = change_hold(meta, member, 2147483648, 4294967295, now_us, now_ms)
-  wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. fmt(left))
-  handed[#handed + 1] = { owner, tonumber(wait_id), tonumber(token), left }
+  wake(owner, 'G ' .. call .. ' ' .. token .. ' ' .. fmt(left))
+  handed[#handed + 1] = { owner, tonumber(call), tonumber(token), left }
   return true
 end
 
@@ -506,10 +506,10 @@ end
 -- hand_over's; the new head, if any was admitted, hears "H", as tell_head
 -- tells it. An upgrade's claim at the head is settled (settle_claim). A
 -- head that asks for more than the capacity (a semaphore whose number
--- set_permits cut since it queued) leaves the queue, told "H <wait id>
+-- set_permits cut since it queued) leaves the queue, told "H <call id>
 -- -2", and is counted in `meta.refused`: O(log N) each, as it comes to the
 -- head, so nothing reads the queue beyond its head.
--- Returns the list of {owner, wait id, token, ttl} admitted.
+-- Returns the list of {owner, call id, token, ttl} admitted.
 local function admit_waiters(meta, now_us, now_ms, stop)
   local handed = {}
   while true do
@@ -517,12 +517,12 @@ local function admit_waiters(meta, now_us, now_ms, stop)
     -- queue whatever it asks (admitted, or refused for more than there
     -- are): it is popped (pop_live_head), else read where it stands.
     local popped = meta.used == 0 and not stop
-    local head, deadline, owner, wait_id, lease, fixed, units_s, _
+    local head, deadline, owner, call, lease, fixed, units_s, _
     if popped then
-      head, _, _, deadline, owner, wait_id, lease, fixed, units_s =
+      head, _, _, deadline, owner, call, lease, fixed, units_s =
         pop_live_head(now_us, now_ms, split_counted_entry)
     else
-      head, deadline, owner, wait_id, lease, fixed, units_s =
+      head, deadline, owner, call, lease, fixed, units_s =
         live_head(now_ms, split_counted_entry)
     end
     if not head then
@@ -534,15 +534,15 @@ local function admit_waiters(meta, now_us, now_ms, stop)
     if units > meta.capacity and head ~= stop then
       -- A call for more than a number set_permits set since it queued: it
       -- can never be admitted, so it leaves the queue as it reaches the
-      -- head, told to poll ("H <wait id> -2"), which answers the error.
+      -- head, told to poll ("H <call id> -2"), which answers the error.
       if not popped then
         forget(head)
       end
-      wake(owner, 'H ' .. wait_id .. ' -2')
+      wake(owner, 'H ' .. call .. ' -2')
       meta.refused = (meta.refused or 0) + 1
     elseif head == stop or meta.used + units > meta.capacity then
       if #handed > 0 or meta.refused then
-        wake(owner, 'H ' .. wait_id .. ' ' .. first_lease_left(meta, now_ms))
+        wake(owner, 'H ' .. call .. ' ' .. first_lease_left(meta, now_ms))
       end
       break
     else
@@ -551,7 +551,7 @@ local function admit_waiters(meta, now_us, now_ms, stop)
       end
       -- An upgrade's claim (its units no read or write asks for) is
       -- settled in place of a new hold.
-      if units ~= 2147483647 or not settle_claim(meta, owner, wait_id, now_us, now_ms, handed) then
+      if units ~= 2147483647 or not settle_claim(meta, owner, call, now_us, now_ms, handed) then
         local ttl, ttl_s = tonumber(lease), lease
         if string.byte(lease, 1) == 48 then
           ttl_s = fmt(ttl)
@@ -562,9 +562,9 @@ local function admit_waiters(meta, now_us, now_ms, stop)
             ttl, ttl_s = bound, fmt(bound)
           end
         end
-        local token, number = take_hold(meta, owner, wait_id, units, ttl, now_us, now_ms, units_s)
-        wake(owner, 'G ' .. wait_id .. ' ' .. token .. ' ' .. ttl_s)
-        handed[#handed + 1] = { owner, tonumber(wait_id), number, ttl }
+        local token, number = take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
+        wake(owner, 'G ' .. call .. ' ' .. token .. ' ' .. ttl_s)
+        handed[#handed + 1] = { owner, tonumber(call), number, ttl }
       end
     end
   end
@@ -662,7 +662,7 @@ local function pass_on(meta, now_us, now_ms)
 end
 
 -- `out` (a reply being built) followed by each grant of `handed` (as
--- admit_waiters returns them), flattened: owner, wait id, token, ttl.
+-- admit_waiters returns them), flattened: owner, call id, token, ttl.
 local function with_grants(out, handed)
   for _, grant in ipairs(handed) do
     for _, part in ipairs(grant) do

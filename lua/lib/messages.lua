@@ -1,7 +1,7 @@
 -- lib/messages.lua: what the scripts tell a client, on its channel
 -- (ARGV[1] .. its client id: wake), every message there is:
---   "G <wait id> <token> <ttl ms>" = the lock was handed to you;
---   "H <wait id> <pttl ms>" = you head the queue, lock expires in pttl
+--   "G <call id> <token> <ttl ms>" = the lock was handed to you;
+--   "H <call id> <pttl ms>" = you head the queue, lock expires in pttl
 --   (-2: poll now; set_permits.lua says so to a call it took out
 --   of the queue, whose poll then gets its error);
 --   "R <token> <lock key>" = your holds of that lock (KEYS[1]) with

@@ -173,7 +173,7 @@ end
 
 -- Hands the lock to the first live waiter and wakes it with the token; the
 -- next waiter learns it now heads the queue. `last` is the last token
--- issued, `mark` the mark to keep. Returns (owner, wait id, token, ttl) of
+-- issued, `mark` the mark to keep. Returns (owner, call id, token, ttl) of
 -- the new holder, or nil (and changes nothing but dropping dead entries)
 -- when nobody live waits. A watchdog-renewed grant lasts no longer than
 -- the waiter's own liveness deadline, so a waiter that died while queued
@@ -181,8 +181,8 @@ end
 -- time given, TIME is read only if someone waits. The new hold says
 -- whether waiters are left (the next head, read before it is written).
 local function hand_over(now_us, now_ms, last, mark)
-  local head, deadline, owner, wait_id, lease_s, fixed
-  head, now_us, now_ms, deadline, owner, wait_id, lease_s, fixed =
+  local head, deadline, owner, call, lease_s, fixed
+  head, now_us, now_ms, deadline, owner, call, lease_s, fixed =
     pop_live_head(now_us, now_ms, split_entry)
   if not head then
     return nil
@@ -195,14 +195,14 @@ local function hand_over(now_us, now_ms, last, mark)
   else
     px = lease_px(lease_s)
   end
-  local next_head, _, next_owner, next_wait_id = live_head(now_ms, split_entry)
-  local token, token_s = take(owner, ttl, now_us, wait_id, last, mark, next_head ~= nil, px)
-  wake(owner, 'G ' .. wait_id .. ' ' .. token_s .. ' ' .. ttl_s)
+  local next_head, _, next_owner, next_call = live_head(now_ms, split_entry)
+  local token, token_s = take(owner, ttl, now_us, call, last, mark, next_head ~= nil, px)
+  wake(owner, 'G ' .. call .. ' ' .. token_s .. ' ' .. ttl_s)
   if next_head then
     -- The next head learns it heads the queue (as tell_head tells it).
-    wake(next_owner, 'H ' .. next_wait_id .. ' ' .. ttl)
+    wake(next_owner, 'H ' .. next_call .. ' ' .. ttl)
   end
-  return owner, wait_id, token, ttl
+  return owner, call, token, ttl
 end
 
 -- Keeps the mutex's lock key (the anchor, whose format word stands for
@@ -243,14 +243,14 @@ end
 -- election then announces that the hold of `token` ended); either way
 -- with `mark`, the call that freed it. Returns what hand_over returns.
 local function free_lock(now_us, now_ms, token, mark)
-  local owner, wait_id, new_token, ttl = hand_over(now_us, now_ms, token, mark)
+  local owner, call, new_token, ttl = hand_over(now_us, now_ms, token, mark)
   if not owner then
     write_free(token, mark, false)
     if ANNOUNCE then
       ANNOUNCE(token, nil, token)
     end
   end
-  return owner, wait_id, new_token, ttl
+  return owner, call, new_token, ttl
 end
 
 -- Gives back the hold that acquire call `call` of `owner` counted, once.

@@ -2,12 +2,12 @@
 -- both engines, in the same places of their KEYS:
 --   KEYS[2] queue      zset    entry -> arrival sequence number
 --   KEYS[3] deadlines  zset    entry -> liveness deadline, server milliseconds
--- A mutex's queue entry is "<owner> <wait id> <lease ms> <fixed 0|1>": the
+-- A mutex's queue entry is "<owner> <call id> <lease ms> <fixed 0|1>": the
 -- waiting call and the grant it gets, so a handoff reads one member (a
 -- counted lock's carries its units as a fifth field: counted.lua). Each
 -- step here is O(log N) in the N entries, amortised over dropped dead ones.
 
--- A queue entry's parts as written (strings): owner id, wait id, lease
+-- A queue entry's parts as written (strings): owner id, call id, lease
 -- ms, fixed ('0' or '1'); nil for a member fairlock did not write.
 local function split_entry(entry)
   return string.match(entry, '^(%S+) (%d+) (%d+) ([01])$')
@@ -15,19 +15,19 @@ end
 
 -- A queue entry's parts, its lease ms a number.
 local function parse_entry(entry)
-  local owner, wait_id, lease, fixed = split_entry(entry)
-  return owner, wait_id, tonumber(lease), fixed
+  local owner, call, lease, fixed = split_entry(entry)
+  return owner, call, tonumber(lease), fixed
 end
 
 -- A queue entry given in ARGV, as parse_entry reads it, its lease checked;
 -- anything else stops the script before it writes.
 local function entry_arg(value)
-  local owner, wait_id, lease, fixed = parse_entry(value)
+  local owner, call, lease, fixed = parse_entry(value)
   if not owner then
-    fail('ERR fairlock: a queue entry must be "<owner> <wait id> <lease ms> <fixed 0|1>", got '
+    fail('ERR fairlock: a queue entry must be "<owner> <call id> <lease ms> <fixed 0|1>", got '
       .. value)
   end
-  return owner, wait_id, ms_arg(lease, 'lease'), fixed
+  return owner, call, ms_arg(lease, 'lease'), fixed
 end
 
 -- Removes an entry from both queue structures.
@@ -60,9 +60,9 @@ local function live_head(now_ms, parse)
     end
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
     if deadline and deadline >= now_ms then
-      local owner, wait_id, lease, fixed, units = parse(head)
+      local owner, call, lease, fixed, units = parse(head)
       if owner then
-        return head, deadline, owner, wait_id, lease, fixed, units
+        return head, deadline, owner, call, lease, fixed, units
       end
     end
     forget(head)
@@ -88,9 +88,9 @@ local function pop_live_head(now_us, now_ms, split)
     local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
     redis.call('ZREM', DEADLINES, head)
     if deadline and deadline >= now_ms then
-      local owner, wait_id, lease, fixed, units = split(head)
+      local owner, call, lease, fixed, units = split(head)
       if owner then
-        return head, now_us, now_ms, deadline, owner, wait_id, lease, fixed, units
+        return head, now_us, now_ms, deadline, owner, call, lease, fixed, units
       end
     end
   end
@@ -106,8 +106,8 @@ local function tell_head(now_ms, pttl, parse, head)
     head = live_head(now_ms, parse)
   end
   if head then
-    local owner, wait_id = parse(head)
-    wake(owner, 'H ' .. wait_id .. ' ' .. pttl)
+    local owner, call = parse(head)
+    wake(owner, 'H ' .. call .. ' ' .. pttl)
   end
 end
 

@@ -4,7 +4,7 @@
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
--- ARGV[4] wait id: this call's id inside its client, echoed in wake
+-- ARGV[4] call id: this call's id inside its client, echoed in wake
 --         messages and counted in the hold's calls, so that a call
 --         delivered twice (a retry after a lost reply) takes, re-enters or
 --         queues once, and can be given back by its id (abandon.lua)
@@ -34,7 +34,7 @@
 -- waiters); a free lock nobody waits for: GET and one SET, and a TIME and
 -- an EXISTS when its key is gone (an election's: and one PUBLISH).
 
-local owner, wait_id = ARGV[3], ARGV[4]
+local owner, call = ARGV[3], ARGV[4]
 local lease, px = lease_arg(ARGV[5])
 local stored = redis.call('GET', LOCK)
 -- The common case first: a free lock nobody waits for ("v<format> <token>
@@ -47,7 +47,7 @@ if stored then
   if last then
     local token = last + 1
     local token_s = fmt(token)
-    redis.call('SET', LOCK, 'v@FORMAT@ ' .. token_s .. ' ' .. owner .. '#' .. wait_id .. ' '
+    redis.call('SET', LOCK, 'v@FORMAT@ ' .. token_s .. ' ' .. owner .. '#' .. call .. ' '
       .. ARGV[2] .. ' ' .. mark, 'PX', px)
     if ANNOUNCE then
       ANNOUNCE(token_s, owner, last)
@@ -57,14 +57,14 @@ if stored then
 elseif redis.call('EXISTS', QUEUE) == 0 then
   -- No key: the lock is unused (its queue keys never outlive it, but for
   -- keys deleted by hand, which the EXISTS covers).
-  return (take(owner, lease, server_time(), wait_id, '0', '', false, px))
+  return (take(owner, lease, server_time(), call, '0', '', false, px))
 end
 
 local fixed, waiter_timeout, mode, live_token = settings_arg(ARGV[6])
 
 local token, holder, calls, mark, fence, left, waiters = read_lock(stored)
 
-local entry = owner .. ' ' .. wait_id .. ' ' .. lease_text(lease) .. ' ' .. fixed
+local entry = owner .. ' ' .. call .. ' ' .. lease_text(lease) .. ' ' .. fixed
 -- Next most common: someone else holds it; queue (or poll) behind them.
 if holder and holder ~= owner then
   if mode == 'try' then
@@ -86,7 +86,7 @@ if holder and holder ~= owner then
 end
 
 if holder == owner then
-  if counts_call(calls, wait_id) then
+  if counts_call(calls, call) then
     -- This very call holds it: handed over while it waited, or delivered twice.
     if mode == 'poll' and fixed == '0' then
       left = extend_lease(lease, fence, left)
@@ -94,7 +94,7 @@ if holder == owner then
     return { 1, token + 0, left }
   end
   if token == live_token then
-    write_hold(token, owner, calls .. ',' .. wait_id, mark, fence, nil, waiters)
+    write_hold(token, owner, calls .. ',' .. call, mark, fence, nil, waiters)
     return { 1, token + 0, extend_lease(lease, fence, left) }
   end
   -- An orphaned hold of this owner: free it (for the queue first) as its
@@ -114,7 +114,7 @@ if not holder then
       forget(entry)
       next_head = live_head(now_ms) or false
     end
-    local taken = take(owner, lease, now_us, wait_id, token, mark, next_head ~= false, px)
+    local taken = take(owner, lease, now_us, call, token, mark, next_head ~= false, px)
     if head then
       tell_head(now_ms, lease, nil, next_head)
     end

@@ -3,7 +3,7 @@
 -- KEYS: lock, queue, deadlines (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
--- ARGV[3] the call's queue entry "<owner> <wait id> <lease ms> <fixed 0|1>"
+-- ARGV[3] the call's queue entry "<owner> <call id> <lease ms> <fixed 0|1>"
 --         (its lease is kept if the lock was handed over meanwhile)
 -- Returns {1, token, lock pttl ms} when the lock had already been handed to
 --         this call (the caller keeps it), or {0} when the caller left the
@@ -14,9 +14,9 @@
 -- Cost: O(log N).
 
 local entry = ARGV[3]
-local owner, wait_id, lease, fixed = entry_arg(entry)
+local owner, call, lease, fixed = entry_arg(entry)
 local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
-if holder == owner and counts_call(calls, wait_id) then
+if holder == owner and counts_call(calls, call) then
   if fixed == '0' then
     left = extend_lease(lease, fence, left)
   end

@@ -5,7 +5,7 @@
 -- ARGV[2] fence life ms
 -- ARGV[3] waiter timeout ms: new liveness deadline is server now + this
 -- ARGV[4], ARGV[5], ... : one queue entry per waiting call, as acquire.lua
---         queued it: "<owner> <wait id> <lease ms> <fixed 0|1>"
+--         queued it: "<owner> <call id> <lease ms> <fixed 0|1>"
 -- Also hands a lock whose holder vanished to its first live waiter, so no
 -- waiter depends on a message to learn that the lock came free.
 -- Returns {lock pttl ms (after any extension), last token issued,
@@ -35,14 +35,14 @@ local out = { 0, tonumber(token) }
 local queued = false
 for i = 4, #ARGV do
   local entry = ARGV[i]
-  local owner, wait_id, lease, fixed = parse_entry(entry)
+  local owner, call, lease, fixed = parse_entry(entry)
   local position = redis.call('ZRANK', QUEUE, entry)
   if position then
     redis.call('ZADD', DEADLINES, 'XX', now_ms + waiter_timeout, entry)
     queued = true
     out[#out + 1] = 0
     out[#out + 1] = position
-  elseif holder == owner and counts_call(calls, wait_id) then
+  elseif holder == owner and counts_call(calls, call) then
     if fixed == '0' then
       left = extend_lease(lease, fence, left)
     end

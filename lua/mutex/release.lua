@@ -10,7 +10,7 @@
 --         answered as the first was even when that one freed the lock
 --         (the lock key remembers the call that last freed it)
 -- Returns the holds still left (0 = released and freed), or
---         {new owner id, its wait id, its token, its lease ms} when the
+--         {new owner id, its call id, its token, its lease ms} when the
 --         lock was handed to a waiter (who is also sent "G" as always; its
 --         client may act on this reply first), or -1 when the lock is not
 --         held by this owner with this token (the lease was lost); then
@@ -51,6 +51,6 @@ local held, holder, calls, mark, fence, _, waiters = read_lock(stored, pttl)
 if holder ~= owner or held ~= token then
   return split_mark(mark) == owner .. '#' .. call and 0 or -1
 end
-local _, left, next_owner, wait_id, next_token, ttl =
+local _, left, next_owner, next_call, next_token, ttl =
   give_back(owner, token, calls, mark, fence, call, waiters)
-return next_owner and { next_owner, wait_id + 0, next_token, ttl } or left
+return next_owner and { next_owner, next_call + 0, next_token, ttl } or left

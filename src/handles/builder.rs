@@ -201,7 +201,7 @@ impl ClientBuilder {
     /// [`ErrorKind::Connection`]. On a cluster, a lock call whose slot is
     /// being moved to another master is retried for this long too.
     /// A call that fails this way may still run in Redis later (a paused
-    /// server resumes it); the client then gives back whatever it took or
+    /// server resumes it); the client then abandons whatever it took or
     /// queued as soon as Redis answers again (see
     /// docs/failures.md). Defaults to 5 s; at most [`MAX_TIMEOUT`] (24 hours).
     ///

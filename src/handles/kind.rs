@@ -94,7 +94,7 @@ pub trait HoldKind: sealed::Sealed + 'static {
 
 /// A hold of one lock of one name ([`Mutex`], [`Semaphore`], [`Read`],
 /// [`Write`], [`Election`]: every [`HoldKind`] but [`Any`]), whose guard
-/// gives back the handle that took it
+/// returns the handle that took it
 /// ([`Guard::lock_handle`](crate::Guard::lock_handle)).
 ///
 /// ```
@@ -280,7 +280,7 @@ pub(crate) mod sealed {
         /// The primitive, as the protocol names it.
         const KIND: LockKind;
         /// The kind of the lock a hold of acquire call `ask` by `owner` is
-        /// of (what a guard's `lock_handle` gives back).
+        /// of (what a guard's `lock_handle` returns).
         fn of_hold(ask: Ask, owner: &str) -> Self;
     }
 

@@ -45,8 +45,9 @@ const LEASE_END_MARGIN: Duration = Duration::from_millis(10);
 pub enum LeaderEvent {
     /// A candidate leads, from its term on.
     Leads(Leader),
-    /// Nobody leads: the leader of term `ended` resigned, was given back
-    /// or force-released with nobody waiting, or its lease ran out.
+    /// Nobody leads: the leader of term `ended` resigned, its call was
+    /// abandoned or it was force-released with nobody waiting, or its lease
+    /// ran out.
     /// `None` only as a watch's first event, when the election has no
     /// term on record (nobody led it within the
     /// [fence life](crate::ClientBuilder::fence_life)).

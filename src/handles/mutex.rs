@@ -84,7 +84,8 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// fails while waiting; [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict).
     /// A call that fails after it was sent may still have taken effect in
     /// Redis (a timeout, a connection lost mid-call): whatever it took or
-    /// queued is given back by the client as soon as Redis answers again,
+    /// queued is abandoned by the client (released, or taken out of the
+    /// queue) as soon as Redis answers again,
     /// never left as a hold nobody releases.
     ///
     /// ```no_run

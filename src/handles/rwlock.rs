@@ -162,7 +162,7 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
     /// fails while waiting; [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict).
     /// As with [`FairMutex::lock_with`](crate::FairMutex::lock_with),
     /// whatever a call that failed after it was sent took or queued is
-    /// given back.
+    /// abandoned (released, or taken out of the queue).
     ///
     /// ```no_run
     /// use fairlock::Wait;

@@ -163,7 +163,8 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// is written); [`ErrorKind::Connection`](crate::ErrorKind::Connection)
     /// when Redis fails while waiting. As with
     /// [`FairMutex::lock_with`](crate::FairMutex::lock_with), whatever a
-    /// call that failed after it was sent took or queued is given back.
+    /// call that failed after it was sent took or queued is abandoned
+    /// (released, or taken out of the queue).
     ///
     /// ```no_run
     /// use std::time::Duration;

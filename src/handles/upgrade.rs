@@ -58,7 +58,7 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// fails (a claim already made rides out an outage as a queued call
     /// does); with [`sync_replicas`](crate::ClientBuilder::sync_replicas),
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated). On
-    /// every error the hold is given back (the guard is consumed).
+    /// every error the hold is released (the guard is consumed).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -157,7 +157,7 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost),
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection),
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated); on
-    /// every error the hold is given back.
+    /// every error the hold is released.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -199,7 +199,7 @@ impl<O: Ownership> Guard<kind::Write, O> {
     /// was no longer held (nothing was changed);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection),
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated); on
-    /// every error the hold is given back (the guard is consumed).
+    /// every error the hold is released (the guard is consumed).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {

@@ -138,7 +138,7 @@ impl Shared {
     pub(crate) fn grant_own(&self, admitted: &[HandedOver]) {
         for next in admitted {
             if owner::client_of(&next.owner) == Some(self.client_id()) {
-                self.grant_waiter(next.wait_id, next.token, next.ttl_ms);
+                self.grant_waiter(next.call, next.token, next.ttl_ms);
             }
         }
     }
@@ -159,12 +159,12 @@ impl Shared {
     pub(crate) fn deliver(&self, message: WakeMessage) {
         match message {
             WakeMessage::Granted {
-                wait_id,
+                call,
                 token,
                 ttl_ms,
-            } => self.grant_waiter(wait_id, token, ttl_ms),
-            WakeMessage::Head { wait_id, pttl_ms } => {
-                if let Some(waiter) = self.waiters.get(wait_id) {
+            } => self.grant_waiter(call, token, ttl_ms),
+            WakeMessage::Head { call, pttl_ms } => {
+                if let Some(waiter) = self.waiters.get(call) {
                     waiter.poll_by(poll_time(pttl_ms));
                 }
             }

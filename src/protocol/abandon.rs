@@ -6,17 +6,18 @@ use crate::error::Result;
 use crate::protocol::operation::{refused, Op, Operation};
 use crate::protocol::QueueEntry;
 
-/// Gives back whatever the call `entry` names holds or queued, once.
+/// Undoes whatever the call `entry` names holds or queued, once: its hold
+/// released, or its queue entry removed.
 pub struct Abandon<'a> {
-    /// The call, as its queue entry names it (its wait id is the call id).
+    /// The call, as its queue entry names it.
     pub entry: QueueEntry<'a>,
 }
 
-/// What a give-back found to undo.
+/// What an abandon found to undo.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AbandonReply {
-    /// One count of its hold was given back.
-    HoldGivenBack,
+    /// One count of its hold was released.
+    Released,
     /// Its queue entry was removed.
     LeftQueue,
     /// It left nothing behind (or was undone already).
@@ -33,7 +34,7 @@ impl Operation for Abandon<'_> {
 
     fn parse(&self, reply: Value) -> Result<AbandonReply> {
         match reply {
-            Value::Int(1) => Ok(AbandonReply::HoldGivenBack),
+            Value::Int(1) => Ok(AbandonReply::Released),
             Value::Int(2) => Ok(AbandonReply::LeftQueue),
             Value::Int(0) => Ok(AbandonReply::Nothing),
             other => Err(refused(other)),

@@ -30,7 +30,7 @@ impl Mode {
     }
 }
 
-/// One attempt of call `wait_id` of thread `owner` on a lock, asking for
+/// One attempt of the call with id `call` of thread `owner` on a lock, asking for
 /// `ask`: the mutex's script, or the counted engine's with the lock's
 /// capacity and the call's units.
 pub struct Acquire<'a> {
@@ -45,7 +45,7 @@ pub struct Acquire<'a> {
     /// What the attempt may do.
     pub mode: Mode,
     /// The call's id inside its client.
-    pub wait_id: u64,
+    pub call: u64,
     /// The token of the hold this thread has a live guard of on this lock,
     /// or 0: only that hold can be re-entered (always 0 for a semaphore).
     pub live_token: u64,
@@ -111,7 +111,7 @@ impl Operation for Acquire<'_> {
             self.mode.as_arg(),
             self.live_token
         );
-        let mut args = vec![self.owner.to_owned(), self.wait_id.to_string(), lease];
+        let mut args = vec![self.owner.to_owned(), self.call.to_string(), lease];
         if self.ask != Ask::Mutex {
             args.push(self.ask.capacity().to_string());
             args.push(self.ask.units().to_string());

@@ -71,7 +71,7 @@ pub enum ElectionMessage {
         owner: String,
     },
     /// `resigned <term>`: the leader of `term` no longer leads, and nobody
-    /// was waiting to: it resigned, its campaign was given back, or the
+    /// was waiting to: it resigned, its campaign was abandoned, or the
     /// election was force-released.
     Resigned {
         /// The term that ended.

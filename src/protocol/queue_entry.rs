@@ -7,18 +7,18 @@ use std::sync::Arc;
 
 use crate::protocol::{Ask, Lease, LockKeys};
 
-/// Waiting call `wait_id` of thread `owner`, asking for `ask`, to be
+/// The waiting call with id `call` of thread `owner`, asking for `ask`, to be
 /// granted `lease`. Its text form,
-/// `"<owner> <wait id> <lease ms> <fixed 0|1>"`, is the queue member the
+/// `"<owner> <call id> <lease ms> <fixed 0|1>"`, is the queue member the
 /// mutex's `acquire.lua` writes; a counted lock's call adds the units it
 /// asks for as a fifth field (`counted/acquire.lua`'s member). Heartbeats,
-/// cancels and give-backs name the call by it.
+/// cancels and abandons name the call by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueEntry<'a> {
     /// The waiting caller's owner id (see `Participant::owner`).
     pub owner: &'a str,
     /// The call's id inside its client.
-    pub wait_id: u64,
+    pub call: u64,
     /// The lease the call gets with the lock.
     pub lease: Lease,
     /// What the call asks for.
@@ -28,7 +28,7 @@ pub struct QueueEntry<'a> {
 impl fmt::Display for QueueEntry<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let [lease, fixed] = self.lease.args();
-        write!(f, "{} {} {lease} {fixed}", self.owner, self.wait_id)?;
+        write!(f, "{} {} {lease} {fixed}", self.owner, self.call)?;
         match self.ask {
             Ask::Mutex => Ok(()),
             ask => write!(f, " {}", ask.units()),
@@ -37,7 +37,7 @@ impl fmt::Display for QueueEntry<'_> {
 }
 
 /// One acquire call on one lock, owned: the lock's keys and what the call's
-/// queue entry names. A waiter, a hold and a give-back are each one call's
+/// queue entry names. A waiter, a hold and an abandon are each one call's
 /// (a hold's release and renewal name it too).
 #[derive(Debug, Clone)]
 pub struct Call {
@@ -46,7 +46,7 @@ pub struct Call {
     /// The calling thread's owner id, or the call's own (unbound); shared,
     /// as the call is copied into its waiter, its hold and its guard.
     pub owner: Arc<str>,
-    /// The call's id inside its client (its wait id).
+    /// The call's id inside its client.
     pub id: u64,
     /// The lease the call gets with the lock.
     pub lease: Lease,
@@ -56,11 +56,11 @@ pub struct Call {
 
 impl Call {
     /// The call as the queue stores it (and heartbeats, cancels and
-    /// give-backs name it).
+    /// abandons name it).
     pub fn entry(&self) -> QueueEntry<'_> {
         QueueEntry {
             owner: &self.owner,
-            wait_id: self.id,
+            call: self.id,
             lease: self.lease,
             ask: self.ask,
         }

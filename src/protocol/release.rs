@@ -1,4 +1,4 @@
-//! `release.lua`: give back one hold; the lock (or the units the hold
+//! `release.lua`: release one hold; the lock (or the units the hold
 //! frees) goes on to the next waiters.
 
 use redis::Value;
@@ -40,7 +40,7 @@ pub struct HandedOver {
     /// The new holder's owner id.
     pub owner: String,
     /// The new holder's call.
-    pub wait_id: u64,
+    pub call: u64,
     /// Its fencing token.
     pub token: u64,
     /// Its lease as set, in ms.
@@ -74,15 +74,15 @@ impl Operation for Release<'_> {
 }
 
 /// The grants a reply lists after its own fields, four items each (owner,
-/// wait id, token, ttl ms), as lua/lib/counted.lua's `with_grants` writes them: a
+/// call id, token, ttl ms), as lua/lib/counted.lua's `with_grants` writes them: a
 /// release's, a downgrade's, a change of permits'.
 pub(crate) fn handed_over(items: &[Value]) -> Result<Vec<HandedOver>> {
     items
         .chunks(4)
         .map(|grant| match grant {
-            [owner, wait_id, token, ttl] => Ok(HandedOver {
+            [owner, call, token, ttl] => Ok(HandedOver {
                 owner: text(owner)?,
-                wait_id: count(wait_id)?,
+                call: count(call)?,
                 token: count(token)?,
                 ttl_ms: count(ttl)?,
             }),

@@ -37,7 +37,7 @@ impl SyncReplicas {
 
 /// A write's reply, and whether enough replicas acknowledged it. The
 /// write happened on the master either way, so a caller that acts on the
-/// reply (wakes the waiters a release admitted, gives back a hold too few
+/// reply (wakes the waiters a release admitted, abandons a hold too few
 /// replicas saw) takes both apart; [`replicated`](Self::replicated) makes
 /// a shortfall the error.
 #[must_use = "a write too few replicas acknowledged is an error to report"]

@@ -30,7 +30,7 @@ pub struct Upgrade<'a> {
     pub owner: &'a str,
     /// The upgradable read's fencing token.
     pub token: u64,
-    /// The call that made it (the hold's name and the claim's wait id).
+    /// The call that made it (the hold's name and the claim's call id).
     pub call: u64,
     /// That call's lease (part of the claim's queue entry).
     pub lease: Lease,

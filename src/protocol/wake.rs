@@ -133,20 +133,20 @@ impl Push {
 /// One wake message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WakeMessage {
-    /// `G <wait id> <token> <ttl ms>`: the lock was handed to that call.
+    /// `G <call id> <token> <ttl ms>`: the lock was handed to that call.
     Granted {
         /// The call granted.
-        wait_id: u64,
+        call: u64,
         /// Its fencing token.
         token: u64,
         /// Its lease as set, in ms.
         ttl_ms: u64,
     },
-    /// `H <wait id> <pttl ms>`: that call heads the queue; the lock's lease
+    /// `H <call id> <pttl ms>`: that call heads the queue; the lock's lease
     /// runs out in `pttl_ms` (negative: no lease to wait for).
     Head {
         /// The call at the head.
-        wait_id: u64,
+        call: u64,
         /// The lock's lease left, in ms.
         pttl_ms: i64,
     },
@@ -202,13 +202,13 @@ impl WakeMessage {
         let kind = fields.next()?;
         let numbers: Vec<i64> = fields.map(|n| n.parse().ok()).collect::<Option<_>>()?;
         match (kind, numbers.as_slice()) {
-            ("G", &[wait_id, token, ttl_ms]) => Some(WakeMessage::Granted {
-                wait_id: u64::try_from(wait_id).ok()?,
+            ("G", &[call, token, ttl_ms]) => Some(WakeMessage::Granted {
+                call: u64::try_from(call).ok()?,
                 token: u64::try_from(token).ok()?,
                 ttl_ms: u64::try_from(ttl_ms).unwrap_or(0),
             }),
-            ("H", &[wait_id, pttl_ms]) => Some(WakeMessage::Head {
-                wait_id: u64::try_from(wait_id).ok()?,
+            ("H", &[call, pttl_ms]) => Some(WakeMessage::Head {
+                call: u64::try_from(call).ok()?,
                 pttl_ms,
             }),
             ("S", []) => Some(WakeMessage::Stop),

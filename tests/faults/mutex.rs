@@ -926,7 +926,7 @@ fn f10_fifty_clients_created_and_dropped_leak_no_thread_connection_or_key() {
 /// child, the relay stalls every byte to and from the child for 1.5 s,
 /// as a GC pause, swapping or a stalled network would, and P unlocks: the
 /// release hands the lock to the child (inside its liveness deadline) and
-/// publishes `G <wait id> <token> 600`, which waits in the relay. The
+/// publishes `G <call id> <token> 600`, which waits in the relay. The
 /// lease runs out on the server and client Q takes the lock. When the
 /// bytes flow again the child reads its grant 1.5 s late. Counting the
 /// grant from when the message is read (as fairlock once did) made the
@@ -1267,7 +1267,7 @@ fn signal_and_await_state(pid: u32, signal: &str) -> Instant {
 /// fixed 600 ms lease, so no watchdog renewal hides anything); right after
 /// a heartbeat of the child it is stopped with SIGSTOP and P unlocks: the
 /// release hands the lock to the child (inside its liveness deadline) and
-/// publishes `G <wait id> <token> 600`, which lands unread in the stopped
+/// publishes `G <call id> <token> 600`, which lands unread in the stopped
 /// child's socket. The lease runs out on the server and client Q takes the
 /// lock; 1.5 s after the stop the child gets SIGCONT. Its subscriber's
 /// timed read, cut short by the stop (EINTR), must read on rather than drop

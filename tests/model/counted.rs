@@ -194,7 +194,7 @@ impl Model {
                 .unwrap();
             let end = self.holds[i].end;
             if grant.owner != call.owner()
-                || grant.wait_id != call.id
+                || grant.call != call.id
                 || grant.ttl_ms as i64 != end - now
             {
                 return fail(format!("a grant to {call:?} for {} ms", end - now));
@@ -525,7 +525,7 @@ impl Machine for Model {
             if !self.queue.is_empty() {
                 self.pass_on(now);
             }
-            return expect(got, &AbandonReply::HoldGivenBack);
+            return expect(got, &AbandonReply::Released);
         }
         let Some(i) = self.index(call) else {
             return expect(got, &AbandonReply::Nothing);

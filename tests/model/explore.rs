@@ -254,7 +254,7 @@ impl<M: Machine> Run<M> {
                     lease: call.lease_arg(),
                     waiter_timeout: Duration::from_millis(*timeout as u64),
                     mode: *mode,
-                    wait_id: call.id,
+                    call: call.id,
                     live_token: guard,
                 });
                 // More units than set_permits left: refused, nothing written
@@ -330,7 +330,7 @@ impl<M: Machine> Run<M> {
                     .zip(&owners)
                     .map(|(c, o)| QueueEntry {
                         owner: o,
-                        wait_id: c.id,
+                        call: c.id,
                         lease: c.lease_arg(),
                         ask: c.ask,
                     })
@@ -348,7 +348,7 @@ impl<M: Machine> Run<M> {
                 let owner = call.owner();
                 let entry = QueueEntry {
                     owner: &owner,
-                    wait_id: call.id,
+                    call: call.id,
                     lease: call.lease_arg(),
                     ask: call.ask,
                 };

@@ -315,7 +315,7 @@ impl Model {
         let hold = self.hold.as_ref().unwrap();
         check(
             grant.owner == next.owner()
-                && grant.wait_id == next.id
+                && grant.call == next.id
                 && grant.ttl_ms as i64 == hold.end - now,
             || format!("a grant to {next:?} for {} ms", hold.end - now),
         )
@@ -436,7 +436,7 @@ impl Model {
                         let mark = (format!("{}#{}", call.owner(), call.id), String::new());
                         self.free(now, Some(mark));
                     }
-                    return expect(got, &AbandonReply::HoldGivenBack);
+                    return expect(got, &AbandonReply::Released);
                 }
             }
         }

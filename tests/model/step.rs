@@ -76,7 +76,7 @@ impl Call {
         let owner = self.owner();
         QueueEntry {
             owner: &owner,
-            wait_id: self.id,
+            call: self.id,
             lease: self.lease_arg(),
             ask: self.ask,
         }

@@ -182,7 +182,7 @@ impl Lock {
             lease,
             waiter_timeout: self.waiter_timeout,
             mode,
-            wait_id: call,
+            call,
             live_token: guard,
         })
     }
@@ -264,12 +264,12 @@ impl Lock {
             let expected = (
                 grant.owner.clone(),
                 grant.token.to_string(),
-                grant.wait_id.to_string(),
+                grant.call.to_string(),
             );
             assert_eq!(holder, Some(expected), "{grant:?}");
             return Hold {
                 owner: grant.owner,
-                call: grant.wait_id,
+                call: grant.call,
                 units: 1,
                 token: grant.token,
             };
@@ -280,14 +280,14 @@ impl Lock {
         let parts: Vec<&str> = member.split(' ').collect();
         assert_eq!(
             parts[..2],
-            [grant.owner.as_str(), grant.wait_id.to_string().as_str()],
+            [grant.owner.as_str(), grant.call.to_string().as_str()],
             "{member}: {grant:?}"
         );
         assert_eq!(self.token_of(&member), grant.token, "{member}");
         Hold {
             units: parts[2].parse().unwrap(),
             owner: grant.owner,
-            call: grant.wait_id,
+            call: grant.call,
             token: grant.token,
         }
     }
@@ -677,7 +677,7 @@ pub fn owners(holds: &[Hold]) -> Vec<&str> {
 pub fn entry_with(owner: &str, call: u64, ask: Ask, lease: Lease) -> QueueEntry<'_> {
     QueueEntry {
         owner,
-        wait_id: call,
+        call,
         lease,
         ask,
     }

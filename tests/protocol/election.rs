@@ -130,10 +130,7 @@ fn tour(k: LockKind) -> Vec<Step> {
         vec![leads(c, "c:u3@gamma")],
     );
     s.queue("d:u4@delta", 4, M);
-    assert_eq!(
-        s.abandon(entry("c:u3@gamma", 3, M)),
-        AbandonReply::HoldGivenBack
-    );
+    assert_eq!(s.abandon(entry("c:u3@gamma", 3, M)), AbandonReply::Released);
     let d = holder_token(&mut s);
     step(
         &mut s,
@@ -160,10 +157,7 @@ fn tour(k: LockKind) -> Vec<Step> {
     );
 
     let g = s.take("g:u7@g", 7, M);
-    assert_eq!(
-        s.abandon(entry("g:u7@g", 7, M)),
-        AbandonReply::HoldGivenBack
-    );
+    assert_eq!(s.abandon(entry("g:u7@g", 7, M)), AbandonReply::Released);
     step(
         &mut s,
         "a take, then its abandon freeing",

@@ -377,7 +377,7 @@ fn a_random_mix_keeps_readers_shared_writers_alone_and_fifo() {
                 other => panic!("step {step}: {other:?}"),
             }
             held.remove(k);
-            assert_eq!(s.abandon(e), AbandonReply::HoldGivenBack, "step {step}");
+            assert_eq!(s.abandon(e), AbandonReply::Released, "step {step}");
             assert_eq!(s.abandon(e), AbandonReply::Nothing, "step {step}");
             assert_eq!(
                 s.release(&hold),
@@ -468,20 +468,14 @@ fn the_readme_acl_user_runs_the_heartbeat_cancel_abandon_and_status_scripts() {
     assert_eq!(s.holders(), ["r1:1 2 1", "r2:1 3 1"]);
     let status = s.status(10, 10);
     assert_eq!((status.holders.len(), status.waiters.len()), (2, 2));
-    assert_eq!(
-        s.abandon(entry("r1:1", 2, READ)),
-        AbandonReply::HoldGivenBack
-    );
+    assert_eq!(s.abandon(entry("r1:1", 2, READ)), AbandonReply::Released);
     assert_eq!(s.cancel(entry("r3:1", 5, READ)), CancelReply::Left);
     s.queue("r4:1", 6, READ);
     // The writer at the head leaves: r4 enters beside r2.
     assert_eq!(s.cancel(entry("w:1", 4, WRITE)), CancelReply::Left);
     assert_eq!(s.holders(), ["r2:1 3 1", "r4:1 6 1"]);
     s.queue("v:1", 7, WRITE);
-    assert_eq!(
-        s.abandon(entry("r2:1", 3, READ)),
-        AbandonReply::HoldGivenBack
-    );
+    assert_eq!(s.abandon(entry("r2:1", 3, READ)), AbandonReply::Released);
     let r4 = s.hold_of("r4:1", 6, READ);
     assert_eq!(owners(&s.handed(&r4)), ["v:1"]);
     let kept = entry_with("v:1", 7, WRITE, Lease::Renewed(LONG));
@@ -496,7 +490,7 @@ fn the_readme_acl_user_runs_the_heartbeat_cancel_abandon_and_status_scripts() {
     assert!(matches!(s.cancel(kept), CancelReply::Kept { .. }));
     s.queue("z:1", 8, READ);
     assert_eq!(s.abandon(entry("z:1", 8, READ)), AbandonReply::LeftQueue);
-    assert_eq!(s.abandon(kept), AbandonReply::HoldGivenBack);
+    assert_eq!(s.abandon(kept), AbandonReply::Released);
     assert_eq!(acl_denials(&mut s.conn), Vec::<Value>::new());
 }
 
@@ -572,7 +566,7 @@ fn an_upgrade_claims_the_head_and_the_last_read_before_it_hands_it_the_write() {
         other => panic!("{other:?}"),
     };
     assert_eq!(granted.len(), 1, "{granted:?}");
-    assert_eq!((granted[0].owner.as_str(), granted[0].wait_id), ("u:1", 1));
+    assert_eq!((granted[0].owner.as_str(), granted[0].call), ("u:1", 1));
     let w = s.granted(granted[0].clone());
     assert!(w.token > r.token && w.token > u.token);
     assert_eq!(s.holders(), ["u:1 1 4294967295"]);

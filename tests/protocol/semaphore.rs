@@ -219,7 +219,7 @@ fn the_readme_acl_user_runs_every_semaphore_script() {
     );
     let status = s.status(10, 10);
     assert_eq!((status.holders.len(), status.waiters.len()), (1, 2));
-    assert_eq!(s.abandon(entry("w:1", 2, P1)), AbandonReply::HoldGivenBack);
+    assert_eq!(s.abandon(entry("w:1", 2, P1)), AbandonReply::Released);
     assert!(matches!(
         s.cancel(entry("x:1", 4, P1)),
         CancelReply::Kept { .. }
@@ -552,10 +552,7 @@ fn a_release_admits_a_large_head_and_the_calls_behind_it_that_fit_in_one_step() 
         ReleaseReply::HandedOver(grants) => grants,
         other => panic!("{other:?}"),
     };
-    let admitted: Vec<(&str, u64)> = grants
-        .iter()
-        .map(|g| (g.owner.as_str(), g.wait_id))
-        .collect();
+    let admitted: Vec<(&str, u64)> = grants.iter().map(|g| (g.owner.as_str(), g.call)).collect();
     assert_eq!(admitted, [("b:1", 2), ("c:1", 3)], "B, then C: 4 + 1 <= 5");
     assert!(
         a.token < grants[0].token && grants[0].token < grants[1].token,
@@ -895,7 +892,7 @@ fn set_permits_admits_those_that_now_fit_in_order_and_refuses_those_that_never_w
     let admitted: Vec<(&str, u64)> = set
         .admitted
         .iter()
-        .map(|g| (g.owner.as_str(), g.wait_id))
+        .map(|g| (g.owner.as_str(), g.call))
         .collect();
     assert_eq!(admitted, [("b:1", 2)]);
     let b = s.granted(set.admitted[0].clone());

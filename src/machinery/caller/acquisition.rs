@@ -166,7 +166,7 @@ impl Acquisition<'_> {
             lease: self.lease,
             waiter_timeout: shared.config().waiter_timeout,
             mode,
-            wait_id: call.id,
+            call: call.id,
             live_token,
         };
         shared.caller.call_write_limited(&call.keys, &op, limit)

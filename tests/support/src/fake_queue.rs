@@ -111,7 +111,7 @@ impl ScriptedLock {
         inv
     }
 
-    fn acquire_invocation(&self, owner: &str, wait_id: u64) -> redis::ScriptInvocation<'_> {
+    fn acquire_invocation(&self, owner: &str, call: u64) -> redis::ScriptInvocation<'_> {
         // fixed 60 s lease, 10 min liveness: entries stay live for the run
         let op = Acquire {
             ask: Ask::Mutex,
@@ -119,7 +119,7 @@ impl ScriptedLock {
             lease: Lease::Fixed(Duration::from_secs(60)),
             waiter_timeout: Duration::from_secs(600),
             mode: Mode::First,
-            wait_id,
+            call,
             live_token: 0,
         };
         self.invocation(&self.acquire, op.args())
@@ -140,12 +140,8 @@ impl ScriptedLock {
 
     /// Runs acquire ("first" mode) for `owner`; returns the script's reply
     /// (a free lock taken, a bare token, as `[1, token]`).
-    pub fn acquire(&self, conn: &mut redis::Connection, owner: &str, wait_id: u64) -> Vec<i64> {
-        match self
-            .acquire_invocation(owner, wait_id)
-            .invoke(conn)
-            .unwrap()
-        {
+    pub fn acquire(&self, conn: &mut redis::Connection, owner: &str, call: u64) -> Vec<i64> {
+        match self.acquire_invocation(owner, call).invoke(conn).unwrap() {
             redis::Value::Int(token) => vec![1, token],
             reply => redis::from_redis_value(reply).unwrap(),
         }
