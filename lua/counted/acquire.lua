@@ -73,7 +73,7 @@
 -- EXISTS, ZRANGE, ZSCORE and join_queue's six.
 
 local owner, call = ARGV[3], ARGV[4]
-local lease = ms_arg(ARGV[5], 'lease')
+local lease, px = lease_arg(ARGV[5])
 local stored = redis.call('GET', META)
 -- The common case first: nobody holds and nobody waits ("v<format>
 -- <capacity> 0 <last> <mark>", no '+'), the capacity this call's and not
@@ -92,7 +92,7 @@ if stored then
       and string.find(name, '^%S+ %d+$') then
     local token = last + 1
     redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. fmt(token) .. ' ' .. owner .. '#'
-      .. call .. ' ' .. ARGV[2] .. ' ' .. units_s .. ' ' .. mark, 'PX', fmt(lease + FENCE_LIFE))
+      .. call .. ' ' .. ARGV[2] .. ' ' .. units_s .. ' ' .. mark, 'PX', px)
     return token
   end
 end

@@ -71,12 +71,13 @@ local function fail(message, stored, key, before)
   error(message, 0)
 end
 
--- `value` (an ARGV string) as a whole number of ms from 1 to 365 days (the
+-- `value` (an ARGV string of decimal digits: not an exponent, hex or spaces,
+-- which tonumber would take) as a whole number of ms from 1 to 365 days (the
 -- client's MAX_LEASE); anything else stops the script before it writes, so
 -- no failing PX can leave a key without a TTL behind a write.
 local function ms_arg(value, what)
-  local n = tonumber(value)
-  if not n or n % 1 ~= 0 or n < 1 or n > 31536000000 then
+  local n = string.find(value or '', '^%d+$') and tonumber(value)
+  if not n or n < 1 or n > 31536000000 then
     fail('ERR fairlock: ' .. what .. ' must be a whole number of ms from 1 to 31536000000, got '
       .. tostring(value))
   end

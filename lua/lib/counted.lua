@@ -51,12 +51,12 @@
 -- units fit beside the held ones: that admission test is the only place
 -- where a semaphore and a reader-writer lock differ, and it is a number.
 
--- `value` (an ARGV string) as a whole number of units from 1 to
--- 4294967295 (a capacity or what a call asks for); anything else stops the
--- script before it writes.
+-- `value` (an ARGV string of decimal digits, as ms_arg reads one) as a whole
+-- number of units from 1 to 4294967295 (a capacity or what a call asks
+-- for); anything else stops the script before it writes.
 local function units_arg(value, what)
-  local n = tonumber(value)
-  if not n or n ~= math.floor(n) or n < 1 or n > 4294967295 then
+  local n = string.find(value or '', '^%d+$') and tonumber(value)
+  if not n or n < 1 or n > 4294967295 then
     fail('ERR fairlock: ' .. what .. ' must be a whole number from 1 to 4294967295, got '
       .. tostring(value))
   end

@@ -241,6 +241,11 @@ fn every_expiry_a_script_sets_is_checked_before_it_writes() {
         "1.5",
         "abc",
         "",
+        // Forms Lua's tonumber takes that are no whole number of ms as
+        // written: an exponent, hex, spaces.
+        "6e5",
+        "0x10",
+        " 5",
     ] {
         let err = f
             .eval(ACQUIRE, &["a:1", "1", lease, "1 1000 try 0"])
@@ -265,6 +270,10 @@ fn every_expiry_a_script_sets_is_checked_before_it_writes() {
         "1.5",
         "abc",
         "",
+        // Forms Lua's tonumber takes that are no whole number of ms as
+        // written: an exponent, hex, spaces.
+        "6e5",
+        "0x10",
     ] {
         let err = f
             .eval(
