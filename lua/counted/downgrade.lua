@@ -20,8 +20,8 @@
 --         read), fewer than it has
 -- Returns {token, lease ms left, owner1, call id1, token1, lease ms1,
 --         owner2, ...}: the hold's new token and its lease left, then the
---         waiters admitted (each also sent "G"; the new head "H"; a client
---         may act on this reply first); the same call delivered again
+--         waiters admitted (each also sent "G"; a client may act on this
+--         reply first); the same call delivered again
 --         (the hold of that call found with those units) answers with the
 --         hold and admits nobody again; -1 when the call holds nothing
 --         live (its lease ran out, or force unlocked). A hold with no more

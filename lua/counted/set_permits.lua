@@ -23,8 +23,8 @@
 --          permits the live holds take now, queued calls refused now
 --          (those that headed the queue),
 --          owner1, call id1, token1, lease ms1, owner2, ...} with the
---          waiters admitted, in grant order (each also sent "G"; the new
---          head "H"; a client may act on this reply first).
+--          waiters admitted, in grant order (each also sent "G"; a client may
+--          act on this reply first).
 -- Cost: O(log N) per waiter admitted, refused or dropped (dead) and per
 -- hold expired, in waiters and holders; it reads no more of the queue
 -- than the heads it admits or refuses.

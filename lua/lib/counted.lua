@@ -501,10 +501,11 @@ end
 -- Admits the live waiters at the head of the queue, in arrival order,
 -- while each one's units fit beside the used ones: a head that does not
 -- fit stops it, so no smaller call behind passes it. Stops at `stop` (an
--- entry that takes its own hold) if given. Each gets a token and "G <wait
+-- entry that takes its own hold) if given. Each gets a token and "G <call
 -- id> <token> <ttl>", its grant bounded by its liveness deadline as
--- hand_over's; the new head, if any was admitted, hears "H", as tell_head
--- tells it. An upgrade's claim at the head is settled (settle_claim). A
+-- hand_over's; a new head left waiting learns it from its client's next
+-- heartbeat, as after hand_over, or hears "H" (as tell_head tells it) when
+-- it heads the queue because a refused one left it. An upgrade's claim at the head is settled (settle_claim). A
 -- head that asks for more than the capacity (a semaphore whose number
 -- set_permits cut since it queued) leaves the queue, told "H <call id>
 -- -2", and is counted in `meta.refused`: O(log N) each, as it comes to the
@@ -541,7 +542,7 @@ local function admit_waiters(meta, now_us, now_ms, stop)
       wake(owner, 'H ' .. call .. ' -2')
       meta.refused = (meta.refused or 0) + 1
     elseif head == stop or meta.used + units > meta.capacity then
-      if #handed > 0 or meta.refused then
+      if meta.refused then
         wake(owner, 'H ' .. call .. ' ' .. first_lease_left(meta, now_ms))
       end
       break

@@ -3,7 +3,11 @@
 --   "G <call id> <token> <ttl ms>" = the lock was handed to you;
 --   "H <call id> <pttl ms>" = you head the queue, lock expires in pttl
 --   (-2: poll now; set_permits.lua says so to a call it took out
---   of the queue, whose poll then gets its error);
+--   of the queue, whose poll then gets its error): sent when the head
+--   changes and nobody was granted (a cancel, a refusal, a take by the
+--   head itself); after a grant the new head learns it from its client's
+--   next heartbeat (position 0 and the lease left, within one watchdog
+--   period), so a handoff sends one message, not two;
 --   "R <token> <lock key>" = your holds of that lock (KEYS[1]) with
 --   tokens up to that one are asked to let go (revoke.lua);
 --   "L <token> <lock key>" = your holds of that lock (KEYS[1]) with

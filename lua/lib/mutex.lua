@@ -171,15 +171,20 @@ local function counts_call(calls, call)
   return string.find(',' .. calls .. ',', ',' .. call .. ',', 1, true) ~= nil
 end
 
--- Hands the lock to the first live waiter and wakes it with the token; the
--- next waiter learns it now heads the queue. `last` is the last token
--- issued, `mark` the mark to keep. Returns (owner, call id, token, ttl) of
--- the new holder, or nil (and changes nothing but dropping dead entries)
--- when nobody live waits. A watchdog-renewed grant lasts no longer than
--- the waiter's own liveness deadline, so a waiter that died while queued
--- holds the lock no longer than it would have held its place. Without a
--- time given, TIME is read only if someone waits. The new hold says
--- whether waiters are left (the next head, read before it is written).
+-- Hands the lock to the first live waiter and wakes it with the token.
+-- `last` is the last token issued, `mark` the mark to keep. Returns
+-- (owner, call id, token, ttl) of the new holder, or nil (and changes
+-- nothing but dropping dead entries) when nobody live waits. A
+-- watchdog-renewed grant lasts no longer than the waiter's own liveness
+-- deadline, so a waiter that died while queued holds the lock no longer
+-- than it would have held its place. Without a time given, TIME is read
+-- only if someone waits. The new hold says whether waiters may be left
+-- (the queue key, read before it is written). The next waiter is not told
+-- it now heads the queue: its client's next heartbeat says so (position 0
+-- and the lease's end, within one watchdog period, a third of the lease at
+-- most), which a handoff would otherwise pay for with a read of the queue,
+-- a message and two thread wake-ups on every grant (cargo bench --bench
+-- server_cost: 10% of a handoff's server work with 7 queued).
 local function hand_over(now_us, now_ms, last, mark)
   local head, deadline, owner, call, lease_s, fixed
   head, now_us, now_ms, deadline, owner, call, lease_s, fixed =
@@ -195,13 +200,9 @@ local function hand_over(now_us, now_ms, last, mark)
   else
     px = lease_px(lease_s)
   end
-  local next_head, _, next_owner, next_call = live_head(now_ms, split_entry)
-  local token, token_s = take(owner, ttl, now_us, call, last, mark, next_head ~= nil, px)
+  local token, token_s = take(owner, ttl, now_us, call, last, mark,
+    redis.call('EXISTS', QUEUE) == 1, px)
   wake(owner, 'G ' .. call .. ' ' .. token_s .. ' ' .. ttl_s)
-  if next_head then
-    -- The next head learns it heads the queue (as tell_head tells it).
-    wake(next_owner, 'H ' .. next_call .. ' ' .. ttl)
-  end
   return owner, call, token, ttl
 end
 

@@ -12,7 +12,7 @@
 //!
 //! Messages (see `lua/lib/messages.lua`): `G <call id> <token> <ttl ms>` hands the
 //! lock to a waiter; `H <call id> <pttl ms>` tells a waiter it heads the
-//! queue; `R <token> <lock key>` asks this client's holds of that lock
+//! queue (after a grant a heartbeat's reply tells it instead); `R <token> <lock key>` asks this client's holds of that lock
 //! with tokens up to that one to let go (a revocation: the holds' renewals
 //! say it too, so a lost message is made up for at the next renewal);
 //! `L <token> <lock key>` says those holds were freed by a force release
