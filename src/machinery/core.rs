@@ -23,7 +23,7 @@ use crate::connections::topology::Topology;
 use crate::connections::warning::ServerWarning;
 use crate::connections::{eviction, Backend};
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::caller::acquisition::Acquisition;
+use crate::machinery::caller::acquisition::{Acquired, Acquisition};
 use crate::machinery::caller::call_hold::CallHold;
 use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::Wait;
@@ -181,7 +181,8 @@ impl Core {
         wait: &Wait,
     ) -> Result<Option<CallHold>> {
         let acquisition = Acquisition {
-            client: self,
+            shared: &self.shared,
+            permits_seen: &self.permits_seen,
             target,
             keys: target.keys()?,
             ask,
@@ -191,7 +192,16 @@ impl Core {
             owner_tag: tag,
         };
         self.shared.listen_at(acquisition.keys.slot);
-        acquisition.run(wait)
+        let got = acquisition.run(wait)?;
+        Ok(got.map(|Acquired { hold, call, waited }| CallHold {
+            client: Arc::clone(self),
+            target: target.clone(),
+            policy,
+            hold,
+            call,
+            waited,
+            released: false,
+        }))
     }
 
     /// Subscribes to the channel of the election `target` (on a cluster,
