@@ -20,7 +20,7 @@ use crate::machinery::holds::{lease_lost, Hold, NewHold};
 use crate::machinery::observe::{self, Labels, Outcome};
 use crate::machinery::shared::Shared;
 use crate::protocol::{
-    Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Written,
+    Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode,
 };
 
 /// Why a hold handed to a waiter was lost before the waiter confirmed it.
@@ -70,7 +70,7 @@ impl Acquisition<'_> {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
                 Err(err) => {
-                    self.abandon_later(&waiter);
+                    self.shared.abandon_later(&waiter.call);
                     (Err(err), None)
                 }
             },
@@ -127,55 +127,6 @@ impl Acquisition<'_> {
         }))
     }
 
-    /// One run of the acquire script: the hold when acquired.
-    fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Acquired>> {
-        let sent = Instant::now();
-        let (reply, replicated) = self.send_attempt(waiter, mode, limit)?.into_parts();
-        let fence = self.shared.config().fence_life;
-        self.permits_seen
-            .note(self.keys, self.ask.capacity(), reply.in_force(), fence);
-        match reply {
-            AcquireReply::Acquired { token, pttl_ms, .. } => self
-                .acquired(waiter, token, pttl_ms, sent, replicated)
-                .map(Attempted::Got),
-            // A queue entry too few replicas saw costs at most its place
-            // after a failover; the wait goes on.
-            AcquireReply::Waiting {
-                pttl_ms,
-                position,
-                last_token,
-                ..
-            } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
-        }
-    }
-
-    /// Sends one attempt.
-    fn send_attempt(
-        &self,
-        waiter: &Waiter,
-        mode: Mode,
-        limit: Limit,
-    ) -> Result<Written<AcquireReply>> {
-        let (shared, call) = (&self.shared, &waiter.call);
-        // Re-entry needs a live guard of this thread, its exclusive one
-        // first (see `Holds::held_by`); a semaphore's calls never re-enter.
-        let live_token = if self.ask.reentrant() && !self.unbound {
-            shared.held_by(call.keys.lock(), &call.owner).1
-        } else {
-            0
-        };
-        let op = Acquire {
-            ask: self.ask,
-            owner: &call.owner,
-            lease: self.lease,
-            waiter_timeout: shared.config().waiter_timeout,
-            mode,
-            wait_id: call.id,
-            live_token,
-        };
-        shared.caller.call_write_limited(&call.keys, &op, limit)
-    }
-
     /// The hold this call was answered with (the request sent at `sent`,
     /// `pttl_ms` of lease left then), unless too few replicas saw it: then
     /// it is abandoned.
@@ -188,41 +139,11 @@ impl Acquisition<'_> {
         replicated: Result<()>,
     ) -> Result<Acquired> {
         if let Err(shortfall) = replicated {
-            self.roll_back(waiter);
+            self.shared.abandon_now(&waiter.call);
             return Err(shortfall);
         }
         let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
         Ok(self.hold(waiter, token, sent, lease_left))
-    }
-
-    /// Removes the waiter's queue entry; returns the guard instead if the
-    /// lock had been handed over already. If that fails, the watchdog
-    /// abandons the call later (it may have been handed the lock meanwhile).
-    fn leave_queue(&self, waiter: &Waiter, limit: Limit) -> Result<Option<Acquired>> {
-        let entry = waiter.call.entry();
-        let sent = Instant::now();
-        let (reply, replicated) = (self.shared.caller)
-            .call_write_limited(&waiter.call.keys, &Cancel { entry }, limit)
-            .inspect_err(|_| self.abandon_later(waiter))?
-            .into_parts();
-        match reply {
-            CancelReply::Kept { token, pttl_ms } => self
-                .acquired(waiter, token, pttl_ms, sent, replicated)
-                .map(Some),
-            CancelReply::Left => Ok(None),
-        }
-    }
-
-    /// Has the watchdog abandon whatever this waiter's call holds or
-    /// queued, once Redis answers (see [`Abandons`](crate::machinery::holds::abandons)).
-    fn abandon_later(&self, waiter: &Waiter) {
-        self.shared.abandon_later(&waiter.call);
-    }
-
-    /// Abandons the hold this waiter's call took, which is not to be used
-    /// (now, or through the watchdog if Redis fails meanwhile).
-    fn roll_back(&self, waiter: &Waiter) {
-        self.shared.abandon_now(&waiter.call);
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
@@ -252,8 +173,44 @@ impl Acquisition<'_> {
 impl Queued for Acquisition<'_> {
     type Got = Acquired;
 
+    /// One run of the acquire script: the hold when acquired.
     fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Acquired>> {
-        Acquisition::attempt(self, waiter, mode, limit)
+        let (shared, call) = (self.shared, &waiter.call);
+        // Re-entry needs a live guard of this thread, its exclusive one
+        // first (see `Holds::held_by`); a semaphore's calls never re-enter.
+        let live_token = if self.ask.reentrant() && !self.unbound {
+            shared.held_by(call.keys.lock(), &call.owner).1
+        } else {
+            0
+        };
+        let op = Acquire {
+            ask: self.ask,
+            owner: &call.owner,
+            lease: self.lease,
+            waiter_timeout: shared.config().waiter_timeout,
+            mode,
+            wait_id: call.id,
+            live_token,
+        };
+        let sent = Instant::now();
+        let written = shared.caller.call_write_limited(&call.keys, &op, limit)?;
+        let (reply, replicated) = written.into_parts();
+        let fence = shared.config().fence_life;
+        self.permits_seen
+            .note(self.keys, self.ask.capacity(), reply.in_force(), fence);
+        match reply {
+            AcquireReply::Acquired { token, pttl_ms, .. } => self
+                .acquired(waiter, token, pttl_ms, sent, replicated)
+                .map(Attempted::Got),
+            // A queue entry too few replicas saw costs at most its place
+            // after a failover; the wait goes on.
+            AcquireReply::Waiting {
+                pttl_ms,
+                position,
+                last_token,
+                ..
+            } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
+        }
     }
 
     /// With `sync_replicas`, a shortfall gives the hold back at once.
@@ -261,10 +218,10 @@ impl Queued for Acquisition<'_> {
         let lost = || lease_lost(&waiter.call, self.target.name(), grant.token, GRANT_GONE);
         if let Err(err) = confirm(self.shared, &waiter.call, grant.token, lost) {
             if err.kind() == ErrorKind::NotReplicated {
-                self.roll_back(waiter);
+                self.shared.abandon_now(&waiter.call);
             }
             if !err.is_lease_lost() {
-                self.abandon_later(waiter);
+                self.shared.abandon_later(&waiter.call);
             }
             return Err(err);
         }
@@ -273,14 +230,28 @@ impl Queued for Acquisition<'_> {
         Ok(got)
     }
 
+    /// Removes the waiter's queue entry; returns the hold instead if the
+    /// lock had been handed over already. If that fails, the watchdog
+    /// abandons the call later (it may have been handed the lock meanwhile).
     fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<Acquired>> {
-        self.leave_queue(waiter, limit)
+        let entry = waiter.call.entry();
+        let sent = Instant::now();
+        let (reply, replicated) = (self.shared.caller)
+            .call_write_limited(&waiter.call.keys, &Cancel { entry }, limit)
+            .inspect_err(|_| self.shared.abandon_later(&waiter.call))?
+            .into_parts();
+        match reply {
+            CancelReply::Kept { token, pttl_ms } => self
+                .acquired(waiter, token, pttl_ms, sent, replicated)
+                .map(Some),
+            CancelReply::Left => Ok(None),
+        }
     }
 
     /// Not acquired in time, as a wait that ran out while parked: whatever
     /// a request of the call took or queued goes back once Redis answers.
     fn out_of_time(&self, waiter: &Waiter, _: Error) -> Result<Option<Acquired>> {
-        self.abandon_later(waiter);
+        self.shared.abandon_later(&waiter.call);
         Ok(None)
     }
 
@@ -290,10 +261,10 @@ impl Queued for Acquisition<'_> {
     /// the lock, if it was handed over meanwhile).
     fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Acquired>> {
         if err.is_connection() {
-            self.abandon_later(waiter);
+            self.shared.abandon_later(&waiter.call);
             return Err(err);
         }
-        match self.leave_queue(waiter, Limit::default()) {
+        match self.leave(waiter, Limit::default()) {
             Ok(Some(guard)) => Ok(Some(guard)),
             _ => Err(err),
         }
