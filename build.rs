@@ -108,7 +108,7 @@ pub fn build(lua: &Path, format: u32) {
     let mut ops = every.clone();
     ops.extend(counted.into_iter().filter(|op| !every.contains(op)));
     let mut table = Vec::new();
-    let definitions = split_lib(&source);
+    let definitions = split_lib(source);
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     fs::write(out.join("format.rs"), format!("{format}\n")).expect("writing OUT_DIR/format.rs");
     let mut library = library_head(&definitions);
