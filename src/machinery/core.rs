@@ -121,13 +121,10 @@ impl Core {
             permits_seen: PermitsSeen::default(),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
-        let slot_map = match shared.refresh_slot_map() {
-            Ok(map) => map,
-            Err(err) => {
-                log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
-                None
-            }
-        };
+        let slot_map = shared.refresh_slot_map().unwrap_or_else(|err| {
+            log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
+            None
+        });
         // Sharded pub/sub where the cluster has it (it took the Functions
         // library: Redis 7.0 and later, Valkey) and its slot map is known.
         let listeners = match slot_map.as_deref() {
