@@ -175,6 +175,7 @@ impl Queued for Acquisition<'_> {
 
     /// One run of the acquire script: the hold when acquired.
     fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Acquired>> {
+        let sent = Instant::now();
         let (shared, call) = (self.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::held_by`); a semaphore's calls never re-enter.
@@ -192,7 +193,6 @@ impl Queued for Acquisition<'_> {
             wait_id: call.id,
             live_token,
         };
-        let sent = Instant::now();
         let written = shared.caller.call_write_limited(&call.keys, &op, limit)?;
         let (reply, replicated) = written.into_parts();
         let fence = shared.config().fence_life;
