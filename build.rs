@@ -108,15 +108,7 @@ pub fn build(lua: &Path, format: u32) {
     let mut ops = every.clone();
     ops.extend(counted.into_iter().filter(|op| !every.contains(op)));
     let mut table = Vec::new();
-    let lib: Vec<(String, String)> = LIB
-        .iter()
-        .map(|module| {
-            let file = format!("lib/{module}.lua");
-            let text = source(&file);
-            (file, text)
-        })
-        .collect();
-    let definitions = split_lib(&lib);
+    let definitions = split_lib(source);
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     fs::write(out.join("format.rs"), format!("{format}\n")).expect("writing OUT_DIR/format.rs");
     let mut library = library_head(&definitions);
@@ -135,11 +127,8 @@ pub fn build(lua: &Path, format: u32) {
         library.push_str(&register(family, op, election, &file, &body));
     }
     fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");
-    fs::write(
-        out.join("operations.rs"),
-        operations_rs(&ops, every.len(), &table),
-    )
-    .expect("writing OUT_DIR/operations.rs");
+    let rs = operations_rs(&ops, every.len(), &table);
+    fs::write(out.join("operations.rs"), rs).expect("writing OUT_DIR/operations.rs");
 }
 
 /// The operations of one engine: its folder's files, without `.lua`, in
@@ -226,7 +215,7 @@ fn library_head(definitions: &[Definition]) -> String {
     // kept from one call to the next (lua/lib/common.lua's checked_ values).
     let (kept, values): (Vec<&Definition>, Vec<&Definition>) = definitions
         .iter()
-        .filter(|d| is_value(d))
+        .filter(|d| !is_function(&d.text))
         .partition(|d| d.election.is_none() && !reads_call(d.library_text()));
     let names: Vec<&str> = values.iter().map(|d| d.name.as_str()).collect();
     let mut head = String::from(
@@ -239,7 +228,7 @@ fn library_head(definitions: &[Definition]) -> String {
         head.push_str(definition.library_text());
         head.push('\n');
     }
-    for definition in definitions.iter().filter(|d| !is_value(d)) {
+    for definition in definitions.iter().filter(|d| is_function(&d.text)) {
         head.push_str(definition.library_text());
         head.push('\n');
     }
@@ -289,14 +278,9 @@ fn reads_call(code: &str) -> bool {
         .any(|word| word == "KEYS" || word == "ARGV")
 }
 
-/// Whether a definition of lua/lib/ is a one-line value (`local NAME =
-/// ...`) rather than a function (an election's version of a value may be
-/// a function: see `library_head`).
-fn is_value(definition: &Definition) -> bool {
-    !is_function(&definition.text)
-}
-
-/// Whether the text of a definition is a function's.
+/// Whether the text of a definition of lua/lib/ is a function's, not a
+/// one-line value's (`local NAME = ...`); an election's version of a value
+/// may be a function (see `library_head`).
 fn is_function(text: &str) -> bool {
     text.lines().any(|l| l.starts_with("local function "))
 }
@@ -325,12 +309,15 @@ fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
-/// The top-level definitions of lua/lib/'s `files` (name, text), in
-/// order, each with the election's and the library's versions of it if
-/// they follow it. Anything else at column 0 stops the build.
-fn split_lib(files: &[(String, String)]) -> Vec<Definition> {
+/// The top-level definitions of the files of lua/lib/ (`LIB`, each read
+/// by `source`), in order, each with the election's and the library's
+/// versions of it if they follow it. Anything else at column 0 stops the
+/// build.
+fn split_lib(source: impl Fn(&str) -> String) -> Vec<Definition> {
     let mut definitions: Vec<Definition> = Vec::new();
-    for (file, lib) in files {
+    for module in LIB {
+        let file = format!("lib/{module}.lua");
+        let lib = source(&file);
         let mut text = String::new();
         // Each line with its number, from 1.
         let mut lines = lib.lines().zip(1..);

@@ -11,7 +11,7 @@
 use redis::{ConnectionLike, FromRedisValue, Value};
 
 use crate::connections::warning::{ServerWarning, ServerWarningKind};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// What the server's `INFO memory` says about eviction.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,10 +89,7 @@ pub(crate) fn check(
         };
         match Eviction::parse(&info) {
             Some(eviction) if eviction.may_evict() && require_noeviction => {
-                return Err(Error::new(
-                    ErrorKind::InvalidConfig,
-                    eviction.describe(&node),
-                ));
+                return Err(Error::invalid_config(eviction.describe(&node)));
             }
             Some(eviction) if eviction.may_evict() => {
                 let message = eviction.describe(&node);

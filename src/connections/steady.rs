@@ -144,22 +144,25 @@ impl Steady {
         connect_timeout: Duration,
         command_timeout: Duration,
     ) -> RedisResult<Steady> {
-        let conn = without_signals(|| {
-            again(Some(connect_timeout), || {
-                client.get_connection_with_timeout(connect_timeout)
-            })
-        });
-        let conn = worded(conn, Some(connect_timeout))?;
-        let steady = Steady::new(conn);
+        let steady = Steady::connect_to(client, Some(connect_timeout))?;
         steady.set_timeouts(command_timeout)?;
         Ok(steady)
     }
 
-    fn new(conn: redis::Connection) -> Steady {
-        Steady {
-            conn,
+    /// Connects to `client` within `timeout` (`None`: no limit), again if
+    /// a signal cut the connect or its handshake short; no read or write
+    /// timeout set yet.
+    fn connect_to(client: &redis::Client, timeout: Option<Duration>) -> RedisResult<Steady> {
+        let conn = without_signals(|| {
+            again(timeout, || match timeout {
+                Some(timeout) => client.get_connection_with_timeout(timeout),
+                None => client.get_connection(),
+            })
+        });
+        Ok(Steady {
+            conn: worded(conn, timeout)?,
             timeout_ns: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Sets how long a request may wait to send and for its reply, repeats
@@ -235,13 +238,7 @@ impl redis::cluster::Connect for Steady {
         // The cluster client drops the seeds' `skip_set_lib_name` on the
         // connections it opens to the nodes: set again here.
         let client = redis::Client::open(super::quiet_info(info.into_connection_info()?))?;
-        let conn = without_signals(|| {
-            again(timeout, || match timeout {
-                Some(timeout) => client.get_connection_with_timeout(timeout),
-                None => client.get_connection(),
-            })
-        });
-        Ok(Steady::new(worded(conn, timeout)?))
+        Steady::connect_to(&client, timeout)
     }
 
     fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {

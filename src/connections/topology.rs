@@ -49,13 +49,10 @@ impl Topology {
         let Some((scheme, rest)) = url.split_once("://") else {
             return Ok(Topology::Single(url.to_owned()));
         };
-        let Some((base, kind)) = scheme.split_once('+') else {
+        // `redis+unix:///path` too: one server over a Unix socket.
+        let Some((base, kind)) = scheme.split_once('+').filter(|(_, kind)| *kind != "unix") else {
             return Ok(Topology::Single(url.to_owned()));
         };
-        if kind == "unix" {
-            // `redis+unix:///path`: one server over a Unix socket.
-            return Ok(Topology::Single(url.to_owned()));
-        }
         if base != "redis" && base != "rediss" {
             return Err(invalid("the scheme must start with redis or rediss"));
         }
@@ -227,10 +224,9 @@ pub fn redact_url(url: &str) -> String {
     };
     // A Unix socket URL carries its password in the query: `?pass=secret`.
     let (rest, query) = match rest.split_once('?') {
-        Some((rest, query)) => (rest, Some(redact_query(query))),
-        None => (rest, None),
+        Some((rest, query)) => (rest, format!("?{}", redact_query(query))),
+        None => (rest, String::new()),
     };
-    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     let Some((userinfo, host)) = rest.rsplit_once('@') else {
         return format!("{scheme}://{rest}{query}");
     };

@@ -28,20 +28,20 @@ pub(super) fn code_of(err: &redis::RedisError) -> Option<&str> {
 fn script_error_code(detail: &str) -> Option<&str> {
     let rest = detail.strip_prefix("Error running script (call to f_")?;
     let (_, rest) = rest.split_once("): @user_script:")?;
-    let (line, mut error) = rest.split_once(": ")?;
-    if !line.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
+    let mut error = after_line(rest)?;
     if let Some(refused) = error.strip_prefix("@user_script: ") {
-        let (line, refused) = refused.split_once(": ")?;
-        if !line.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        error = refused.strip_prefix('-')?;
+        error = after_line(refused)?.strip_prefix('-')?;
     }
     let code = error.split(' ').next()?;
     let upper = |b: u8| b.is_ascii_uppercase() || b == b'_';
     (code.len() > 1 && code.bytes().all(upper)).then_some(code)
+}
+
+/// What follows `<line>: ` in `text`, where `<line>` is a script's line
+/// number.
+fn after_line(text: &str) -> Option<&str> {
+    let (line, rest) = text.split_once(": ")?;
+    line.bytes().all(|b| b.is_ascii_digit()).then_some(rest)
 }
 
 /// The text after `code` in `err`'s reply, on every version: after the

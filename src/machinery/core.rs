@@ -23,7 +23,7 @@ use crate::connections::topology::Topology;
 use crate::connections::warning::ServerWarning;
 use crate::connections::{eviction, Backend};
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::caller::acquisition::Acquisition;
+use crate::machinery::caller::acquisition::{Acquired, Acquisition};
 use crate::machinery::caller::call_hold::CallHold;
 use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::Wait;
@@ -121,13 +121,10 @@ impl Core {
             permits_seen: PermitsSeen::default(),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
-        let slot_map = match shared.refresh_slot_map() {
-            Ok(map) => map,
-            Err(err) => {
-                log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
-                None
-            }
-        };
+        let slot_map = shared.refresh_slot_map().unwrap_or_else(|err| {
+            log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
+            None
+        });
         // Sharded pub/sub where the cluster has it (it took the Functions
         // library: Redis 7.0 and later, Valkey) and its slot map is known.
         let listeners = match slot_map.as_deref() {
@@ -181,7 +178,8 @@ impl Core {
         wait: &Wait,
     ) -> Result<Option<CallHold>> {
         let acquisition = Acquisition {
-            client: self,
+            shared: &self.shared,
+            permits_seen: &self.permits_seen,
             target,
             keys: target.keys()?,
             ask,
@@ -191,7 +189,16 @@ impl Core {
             owner_tag: tag,
         };
         self.shared.listen_at(acquisition.keys.slot);
-        acquisition.run(wait)
+        let got = acquisition.run(wait)?;
+        Ok(got.map(|Acquired { hold, call, waited }| CallHold {
+            client: Arc::clone(self),
+            target: target.clone(),
+            policy,
+            hold,
+            call,
+            waited,
+            released: false,
+        }))
     }
 
     /// Subscribes to the channel of the election `target` (on a cluster,

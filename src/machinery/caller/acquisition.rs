@@ -9,29 +9,42 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::caller::call_hold::{lease_lost, CallHold};
 use crate::machinery::caller::cancel::WaitCanceller;
 use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
 use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::{NoWait, Wait};
 use crate::machinery::caller::waiters::{Grant, Waiter};
-use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
-use crate::machinery::holds::{Hold, NewHold};
+use crate::machinery::holds::permits_seen::PermitsSeen;
+use crate::machinery::holds::{lease_lost, Hold, NewHold};
 use crate::machinery::observe::{self, Labels, Outcome};
+use crate::machinery::shared::Shared;
 use crate::protocol::{
-    Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode, Written,
+    Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode,
 };
 
 /// Why a hold handed to a waiter was lost before the waiter confirmed it.
 const GRANT_GONE: &str = "it was handed to this call and gone by the time the call confirmed it \
                           (its lease ran out meanwhile, or a force release freed it)";
 
+/// What an acquisition got: its hold, registered (shared with the
+/// thread's other guards of it when the call re-entered it), the call that
+/// made it, and how long the call waited. Not released on drop: the core
+/// wraps it in the `CallHold` a guard releases as soon as it is returned.
+#[must_use]
+pub(crate) struct Acquired {
+    pub(crate) hold: Arc<Hold>,
+    pub(crate) call: Call,
+    pub(crate) waited: Duration,
+}
+
 /// One acquisition of one lock (`target`) asking for `ask` under a lease
 /// policy, owned by its thread or by itself. The algorithm is the same for
 /// every kind; the protocol values follow from `ask`.
 pub(crate) struct Acquisition<'m> {
-    pub(crate) client: &'m Arc<Core>,
+    pub(crate) shared: &'m Shared,
+    /// The core's record of the permits in force its calls saw.
+    pub(crate) permits_seen: &'m PermitsSeen,
     pub(crate) target: &'m Target,
     pub(crate) keys: &'m Arc<LockKeys>,
     pub(crate) ask: Ask,
@@ -47,10 +60,9 @@ pub(crate) struct Acquisition<'m> {
 }
 
 impl Acquisition<'_> {
-    /// Waits as `wait` says; the hold it got, in the guard core every
-    /// guard wraps. A wait that cannot wait makes one attempt that never
+    /// Waits as `wait` says; the hold it got. A wait that cannot wait makes one attempt that never
     /// queues (`try_lock`).
-    pub(crate) fn run(&self, wait: &Wait) -> Result<Option<CallHold>> {
+    pub(crate) fn run(&self, wait: &Wait) -> Result<Option<Acquired>> {
         let started = Instant::now();
         let waiter = self.waiter();
         let (result, cancel) = match wait.deadline() {
@@ -58,20 +70,14 @@ impl Acquisition<'_> {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
                 Err(err) => {
-                    self.abandon_later(&waiter);
+                    self.shared.abandon_later(&waiter.call);
                     (Err(err), None)
                 }
             },
             Ok(deadline) => {
                 let labels = self.labels();
                 observe::waiting(&labels, 1.0);
-                let result = wait_in_queue(
-                    self,
-                    &self.client.shared,
-                    waiter,
-                    deadline,
-                    wait.canceller(),
-                );
+                let result = wait_in_queue(self, self.shared, waiter, deadline, wait.canceller());
                 observe::waiting(&labels, -1.0);
                 (result, wait.canceller())
             }
@@ -81,7 +87,7 @@ impl Acquisition<'_> {
 
     /// The labels of this lock's metrics (see [`observe`]).
     fn labels(&self) -> Labels {
-        let named = self.client.shared.config().metrics_lock_names;
+        let named = self.shared.config().metrics_lock_names;
         Labels::new(self.keys.kind(), named.then_some(self.target.name()))
     }
 
@@ -90,9 +96,9 @@ impl Acquisition<'_> {
     fn observed(
         &self,
         started: Instant,
-        mut result: Result<Option<CallHold>>,
+        mut result: Result<Option<Acquired>>,
         cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<CallHold>> {
+    ) -> Result<Option<Acquired>> {
         let waited = started.elapsed();
         let outcome = match &result {
             Ok(Some(_)) => Outcome::Acquired,
@@ -110,7 +116,7 @@ impl Acquisition<'_> {
     /// A new call of this thread (or of its own, unbound) on this lock,
     /// with its own call id.
     fn waiter(&self) -> Arc<Waiter> {
-        let shared = &self.client.shared;
+        let shared = &self.shared;
         let id = shared.next_call_id();
         Arc::new(Waiter::new(Call {
             keys: Arc::clone(self.keys),
@@ -121,38 +127,56 @@ impl Acquisition<'_> {
         }))
     }
 
-    /// One run of the acquire script: the hold when acquired.
-    fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<CallHold>> {
-        let sent = Instant::now();
-        let (reply, replicated) = self.send_attempt(waiter, mode, limit)?.into_parts();
-        let shared = &self.client.shared;
-        let fence = shared.config().fence_life;
-        self.client
-            .permits_seen
-            .note(self.keys, self.ask.capacity(), reply.in_force(), fence);
-        match reply {
-            AcquireReply::Acquired { token, pttl_ms, .. } => self
-                .acquired(waiter, token, pttl_ms, sent, replicated)
-                .map(Attempted::Got),
-            // A queue entry too few replicas saw costs at most its place
-            // after a failover; the wait goes on.
-            AcquireReply::Waiting {
-                pttl_ms,
-                position,
-                last_token,
-                ..
-            } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
-        }
-    }
-
-    /// Sends one attempt.
-    fn send_attempt(
+    /// The hold this call was answered with (the request sent at `sent`,
+    /// `pttl_ms` of lease left then), unless too few replicas saw it: then
+    /// it is abandoned.
+    fn acquired(
         &self,
         waiter: &Waiter,
-        mode: Mode,
-        limit: Limit,
-    ) -> Result<Written<AcquireReply>> {
-        let (shared, call) = (&self.client.shared, &waiter.call);
+        token: u64,
+        pttl_ms: i64,
+        sent: Instant,
+        replicated: Result<()>,
+    ) -> Result<Acquired> {
+        if let Err(shortfall) = replicated {
+            self.shared.abandon_now(&waiter.call);
+            return Err(shortfall);
+        }
+        let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
+        Ok(self.hold(waiter, token, sent, lease_left))
+    }
+
+    /// Registers the hold this call got (renewed by the watchdog unless its
+    /// lease is fixed). The lease
+    /// counts from `since` (when a request that ran before the grant was
+    /// sent) and lasts `lease_left` by Redis's clock.
+    fn hold(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> Acquired {
+        let hold = Hold::new(
+            NewHold {
+                call: waiter.call.clone(),
+                token,
+                labels: self.labels(),
+                since,
+                lease_left,
+                max_hold: self.policy.max_hold(),
+            },
+            self.shared.config().clock_drift,
+        );
+        Acquired {
+            hold: self.shared.register_hold(hold, !self.lease.is_fixed()),
+            call: waiter.call.clone(),
+            waited: Duration::ZERO,
+        }
+    }
+}
+
+impl Queued for Acquisition<'_> {
+    type Got = Acquired;
+
+    /// One run of the acquire script: the hold when acquired.
+    fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Acquired>> {
+        let sent = Instant::now();
+        let (shared, call) = (self.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::held_by`); a semaphore's calls never re-enter.
         let live_token = if self.ask.reentrant() && !self.unbound {
@@ -169,37 +193,52 @@ impl Acquisition<'_> {
             call: call.id,
             live_token,
         };
-        shared.caller.call_write_limited(&call.keys, &op, limit)
-    }
-
-    /// The hold this call was answered with (the request sent at `sent`,
-    /// `pttl_ms` of lease left then), unless too few replicas saw it: then
-    /// it is abandoned.
-    fn acquired(
-        &self,
-        waiter: &Waiter,
-        token: u64,
-        pttl_ms: i64,
-        sent: Instant,
-        replicated: Result<()>,
-    ) -> Result<CallHold> {
-        if let Err(shortfall) = replicated {
-            self.roll_back(waiter);
-            return Err(shortfall);
+        let written = shared.caller.call_write_limited(&call.keys, &op, limit)?;
+        let (reply, replicated) = written.into_parts();
+        let fence = shared.config().fence_life;
+        self.permits_seen
+            .note(self.keys, self.ask.capacity(), reply.in_force(), fence);
+        match reply {
+            AcquireReply::Acquired { token, pttl_ms, .. } => self
+                .acquired(waiter, token, pttl_ms, sent, replicated)
+                .map(Attempted::Got),
+            // A queue entry too few replicas saw costs at most its place
+            // after a failover; the wait goes on.
+            AcquireReply::Waiting {
+                pttl_ms,
+                position,
+                last_token,
+                ..
+            } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
         }
-        let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-        Ok(self.hold(waiter, token, sent, lease_left))
     }
 
-    /// Removes the waiter's queue entry; returns the guard instead if the
+    /// With `sync_replicas`, a shortfall gives the hold back at once.
+    fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<Acquired> {
+        let lost = || lease_lost(&waiter.call, self.target.name(), grant.token, GRANT_GONE);
+        if let Err(err) = confirm(self.shared, &waiter.call, grant.token, lost) {
+            if err.kind() == ErrorKind::NotReplicated {
+                self.shared.abandon_now(&waiter.call);
+            }
+            if !err.is_lease_lost() {
+                self.shared.abandon_later(&waiter.call);
+            }
+            return Err(err);
+        }
+        let got = self.hold(waiter, grant.token, grant.since, grant.ttl);
+        observe::handed_over(&self.labels(), grant.delivered.elapsed());
+        Ok(got)
+    }
+
+    /// Removes the waiter's queue entry; returns the hold instead if the
     /// lock had been handed over already. If that fails, the watchdog
     /// abandons the call later (it may have been handed the lock meanwhile).
-    fn leave_queue(&self, waiter: &Waiter, limit: Limit) -> Result<Option<CallHold>> {
+    fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<Acquired>> {
         let entry = waiter.call.entry();
         let sent = Instant::now();
-        let (reply, replicated) = (self.client.shared.caller)
+        let (reply, replicated) = (self.shared.caller)
             .call_write_limited(&waiter.call.keys, &Cancel { entry }, limit)
-            .inspect_err(|_| self.abandon_later(waiter))?
+            .inspect_err(|_| self.shared.abandon_later(&waiter.call))?
             .into_parts();
         match reply {
             CancelReply::Kept { token, pttl_ms } => self
@@ -209,82 +248,10 @@ impl Acquisition<'_> {
         }
     }
 
-    /// Has the watchdog abandon whatever this waiter's call holds or
-    /// queued, once Redis answers (see [`Abandons`](crate::machinery::holds::abandons)).
-    fn abandon_later(&self, waiter: &Waiter) {
-        self.client.shared.abandon_later(&waiter.call);
-    }
-
-    /// Abandons the hold this waiter's call took, which is not to be used
-    /// (now, or through the watchdog if Redis fails meanwhile).
-    fn roll_back(&self, waiter: &Waiter) {
-        self.client.shared.abandon_now(&waiter.call);
-    }
-
-    /// Registers the hold this call got (renewed by the watchdog unless its
-    /// lease is fixed) in the guard core every guard wraps. The lease
-    /// counts from `since` (when a request that ran before the grant was
-    /// sent) and lasts `lease_left` by Redis's clock.
-    fn hold(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> CallHold {
-        let hold = Hold::new(
-            NewHold {
-                call: waiter.call.clone(),
-                token,
-                labels: self.labels(),
-                since,
-                lease_left,
-                max_hold: self.policy.max_hold(),
-            },
-            self.client.shared.config().clock_drift,
-        );
-        let hold = self
-            .client
-            .shared
-            .register_hold(hold, !self.lease.is_fixed());
-        CallHold {
-            client: Arc::clone(self.client),
-            target: self.target.clone(),
-            policy: self.policy,
-            hold,
-            call: waiter.call.clone(),
-            waited: Duration::ZERO,
-            released: false,
-        }
-    }
-}
-
-impl Queued for Acquisition<'_> {
-    type Got = CallHold;
-
-    fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<CallHold>> {
-        Acquisition::attempt(self, waiter, mode, limit)
-    }
-
-    /// With `sync_replicas`, a shortfall gives the hold back at once.
-    fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<CallHold> {
-        let lost = || lease_lost(&waiter.call, self.target.name(), grant.token, GRANT_GONE);
-        if let Err(err) = confirm(&self.client.shared, &waiter.call, grant.token, lost) {
-            if err.kind() == ErrorKind::NotReplicated {
-                self.roll_back(waiter);
-            }
-            if !err.is_lease_lost() {
-                self.abandon_later(waiter);
-            }
-            return Err(err);
-        }
-        let got = self.hold(waiter, grant.token, grant.since, grant.ttl);
-        observe::handed_over(&self.labels(), grant.delivered.elapsed());
-        Ok(got)
-    }
-
-    fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<CallHold>> {
-        self.leave_queue(waiter, limit)
-    }
-
     /// Not acquired in time, as a wait that ran out while parked: whatever
     /// a request of the call took or queued goes back once Redis answers.
-    fn out_of_time(&self, waiter: &Waiter, _: Error) -> Result<Option<CallHold>> {
-        self.abandon_later(waiter);
+    fn out_of_time(&self, waiter: &Waiter, _: Error) -> Result<Option<Acquired>> {
+        self.shared.abandon_later(&waiter.call);
         Ok(None)
     }
 
@@ -292,12 +259,12 @@ impl Queued for Acquisition<'_> {
     /// have run) in Redis, so whatever it took or queued goes back once
     /// Redis answers. Answered with an error: it leaves the queue (or keeps
     /// the lock, if it was handed over meanwhile).
-    fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<CallHold>> {
+    fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Acquired>> {
         if err.is_connection() {
-            self.abandon_later(waiter);
+            self.shared.abandon_later(&waiter.call);
             return Err(err);
         }
-        match self.leave_queue(waiter, Limit::default()) {
+        match self.leave(waiter, Limit::default()) {
             Ok(Some(guard)) => Ok(Some(guard)),
             _ => Err(err),
         }

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
-use crate::machinery::holds::{Hold, GONE};
+use crate::machinery::holds::{lease_lost, Hold, GONE};
 use crate::protocol::{Call, Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
@@ -83,14 +83,6 @@ impl CallHold {
         let why = self.hold.loss();
         lease_lost(&self.call, self.target.name(), self.hold.token(), &why)
     }
-}
-
-/// The error of `call`'s hold of the lock `name`, granted with `token`,
-/// found gone, for the reason `why`.
-pub(crate) fn lease_lost(call: &Call, name: &str, token: u64, why: &str) -> Error {
-    let what = call.ask.describe_on(call.keys.kind(), name);
-    let message = format!("{what} (token {token}) was no longer held: {why}");
-    Error::new(ErrorKind::LeaseLost, message)
 }
 
 impl Drop for CallHold {

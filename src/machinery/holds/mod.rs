@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::connections::config::ClockDrift;
+use crate::error::{Error, ErrorKind};
 use crate::machinery::observe::{self, Labels};
 use crate::protocol::{Call, LockKeys};
 use rustc_hash::FxBuildHasher;
@@ -64,6 +65,14 @@ pub enum LeaseEnd {
 /// this client why.
 pub(crate) const GONE: &str =
     "redis says it is no longer this hold's (its lease ran out there, or a force release freed it)";
+
+/// The error of `call`'s hold of the lock `name`, granted with `token`,
+/// found gone, for the reason `why`.
+pub(crate) fn lease_lost(call: &Call, name: &str, token: u64, why: &str) -> Error {
+    let what = call.ask.describe_on(call.keys.kind(), name);
+    let message = format!("{what} (token {token}) was no longer held: {why}");
+    Error::new(ErrorKind::LeaseLost, message)
+}
 
 /// Why a hold whose lease this client counted out was lost.
 const RAN_OUT: &str = "its lease ran out before a renewal confirmed it (by this client's count: \

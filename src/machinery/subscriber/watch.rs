@@ -57,16 +57,13 @@ impl Subscription {
             Route::Sharded => conn.recv_response().map(Push::parse),
         };
         match subscriber::read(read) {
-            Ok(Some(push)) => match push {
-                Push::Message(_) => Ok(true),
-                // A shard channel's slot moved: subscribe at its new master.
-                Push::Unsubscribed(_) => {
-                    self.conn = None;
-                    Ok(true)
-                }
-                _ => Ok(reopened),
-            },
-            Ok(None) => Ok(reopened),
+            Ok(Some(Push::Message(_))) => Ok(true),
+            // A shard channel's slot moved: subscribe at its new master.
+            Ok(Some(Push::Unsubscribed(_))) => {
+                self.conn = None;
+                Ok(true)
+            }
+            Ok(_) => Ok(reopened),
             Err(err) => {
                 log::info!(
                     "fairlock: the watch of {:?} lost its subscription: {err}",
