@@ -546,15 +546,16 @@ fn main() {
     for (how, caller) in callers {
         for (kind, lock, handoff) in &locks {
             let label = format!("{how}-{}", kind.replace(' ', "-"));
-            let [uncontended, handoff] =
+            let [uncontended, handoff, handoff_7] =
                 cycles_of(&counted, n, &mut conn, caller, lock, *handoff, &label);
             cycles_json.push(format!(
-                "{{\"by\": \"{how}\", \"kind\": \"{kind}\", \"uncontended\": {uncontended:.0}, \"handoff\": {}, \"per_redisson\": {{\"uncontended\": {}, \"handoff\": {}}}}}",
+                "{{\"by\": \"{how}\", \"kind\": \"{kind}\", \"uncontended\": {uncontended:.0}, \"handoff\": {}, \"handoff_7\": {}, \"per_redisson\": {{\"uncontended\": {}, \"handoff\": {}}}}}",
                 number(handoff),
+                number(handoff_7),
                 ratio(uncontended / redisson.uncontended),
                 ratio(handoff / redisson.handoff)
             ));
-            cycles.push((how, *kind, uncontended, handoff));
+            cycles.push((how, *kind, uncontended, handoff, handoff_7));
         }
     }
     // The mutex cycle's floor (benches/floor/): its fast paths alone, with
@@ -674,7 +675,7 @@ fn ratio(x: f64) -> String {
 fn print_cycles(
     unfair: f64,
     redisson: &RedissonCost,
-    cycles: &[(&str, &str, f64, f64)],
+    cycles: &[(&str, &str, f64, f64, f64)],
     floors: &[(&str, f64)],
 ) {
     let k = |x: f64| {
@@ -707,15 +708,16 @@ fn print_cycles(
         k(redisson.uncontended),
         k(redisson.handoff)
     );
-    for (how, kind, uncontended, handoff) in cycles {
+    for (how, kind, uncontended, handoff, handoff_7) in cycles {
         println!(
-            "  {:<40} {:>11} {:>9} {:>13} {:>13} {:>9}",
+            "  {:<40} {:>11} {:>9} {:>13} {:>13} {:>9} {:>17}",
             format!("fairlock {kind} ({how})"),
             k(*uncontended),
             k(*handoff),
             x(uncontended / redisson.uncontended),
             x(handoff / redisson.handoff),
-            x(uncontended / unfair)
+            x(uncontended / unfair),
+            format!("{} (7 queued)", k(*handoff_7))
         );
     }
     for (what, per_cycle) in floors {
@@ -862,9 +864,10 @@ impl Driven {
 
 /// Instructions in `call()` per uncontended cycle (take + release that
 /// frees) and per handoff cycle (release that hands over + arrival that
-/// queues, one waiter queued), as `caller` sends them to `lock` (the
-/// handoff only where an arrival queues behind a holder: not for reads);
-/// the profile mode keeps their dumps as `<label>-<cycle>.cg`.
+/// queues), with one waiter queued and with seven (as when eight threads
+/// contend), as `caller` sends them to `lock` (the handoffs only where an
+/// arrival queues behind a holder: not for reads); the profile mode keeps
+/// their dumps as `<label>-<cycle>.cg`.
 fn cycles_of(
     counted: &Counted,
     n: u64,
@@ -873,7 +876,7 @@ fn cycles_of(
     lock: &Driven,
     handoff: bool,
     label: &str,
-) -> [f64; 2] {
+) -> [f64; 3] {
     let _: () = redis::cmd("DEL").arg(&lock.keys).query(conn).unwrap();
     counted.keep_as(format!("{label}-uncontended"));
     let uncontended = counted.per_op(n, |i| {
@@ -885,28 +888,39 @@ fn cycles_of(
         );
     });
     if !handoff {
-        return [uncontended, f64::NAN];
+        return [uncontended, f64::NAN, f64::NAN];
     }
     // A holder and one waiter; each step hands over to the waiter and
     // queues a newcomer behind it.
     let token: i64 = redis::from_redis_value(lock.acquire(caller, conn, "h:1", 1)).unwrap();
     let mut holder = ("h:1".to_owned(), token, 1u64);
     assert_ne!(lock.acquire(caller, conn, "w:1", 2), redis::Value::Int(0));
-    counted.keep_as(format!("{label}-handoff"));
-    let handoff = counted.per_op(n, |i| {
-        let (owner, token, id) = &holder;
-        let reply: Vec<redis::Value> =
-            redis::from_redis_value(lock.release(caller, conn, owner, *token, *id)).unwrap();
-        let next: String = redis::from_redis_value(reply[0].clone()).unwrap();
-        let next_id: u64 = redis::from_redis_value(reply[1].clone()).unwrap();
-        let next_token: i64 = redis::from_redis_value(reply[2].clone()).unwrap();
-        holder = (next, next_token, next_id);
-        let queued: Vec<i64> =
-            redis::from_redis_value(lock.acquire(caller, conn, &format!("n{i}:1"), 1_000 + i))
-                .unwrap();
-        assert_eq!(queued[0], 0, "the newcomer queued");
-    });
-    [uncontended, handoff]
+    let mut handoffs = [0.0; 2];
+    for (depth, handoff) in [1, 7].into_iter().zip(handoffs.iter_mut()) {
+        // Six more waiters behind the one queued, for the second batch.
+        for j in 1..depth {
+            let owner = format!("q{j}:1");
+            assert_ne!(
+                lock.acquire(caller, conn, &owner, 100 + j),
+                redis::Value::Int(0)
+            );
+        }
+        counted.keep_as(format!("{label}-handoff-{depth}"));
+        *handoff = counted.per_op(n, |i| {
+            let (owner, token, id) = &holder;
+            let reply: Vec<redis::Value> =
+                redis::from_redis_value(lock.release(caller, conn, owner, *token, *id)).unwrap();
+            let next: String = redis::from_redis_value(reply[0].clone()).unwrap();
+            let next_id: u64 = redis::from_redis_value(reply[1].clone()).unwrap();
+            let next_token: i64 = redis::from_redis_value(reply[2].clone()).unwrap();
+            holder = (next, next_token, next_id);
+            let newcomer = format!("n{depth}-{i}:1");
+            let queued: Vec<i64> =
+                redis::from_redis_value(lock.acquire(caller, conn, &newcomer, 1_000 + i)).unwrap();
+            assert_eq!(queued[0], 0, "the newcomer queued");
+        });
+    }
+    [uncontended, handoffs[0], handoffs[1]]
 }
 
 /// Redisson's fair lock by the same count: its cycles as fairlock's are

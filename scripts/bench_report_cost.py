@@ -71,10 +71,13 @@ def section(own, load):
         b = next((c for c in (before or {}).get("cycles", []) if c["by"] == row["by"]
                   and c.get("kind", "mutex") == "mutex"), None)
         ua, ub = after["unfair_cycle"], before and before["unfair_cycle"]
-        for what, label in [("uncontended", "uncontended"), ("handoff", "handoff (1 queued)")]:
-            cb = b and b[what]
-            out.append(f"| {label}, whole cycles sent by {row['by']} | {_k(cb)} | {_k(row[what])} |"
-                       f" {NA if cb is None else f'{cb / ub:.2f}x'} | {row[what] / ua:.2f}x |")
+        for what, label in [("uncontended", "uncontended"), ("handoff", "handoff (1 queued)"),
+                            ("handoff_7", "handoff (7 queued, as when 8 threads contend)")]:
+            cb, ca = b and b.get(what), row.get(what)
+            if ca is None:
+                continue
+            out.append(f"| {label}, whole cycles sent by {row['by']} | {_k(cb)} | {_k(ca)} |"
+                       f" {NA if cb is None else f'{cb / ub:.2f}x'} | {ca / ua:.2f}x |")
     take, free = _path(after, "take"), _path(after, "release that frees")
     if take and free and take.get("commands") is not None:
         bare = take["call"] + take["commands"] + free["call"] + free["commands"]
