@@ -180,7 +180,7 @@ fn timed_waits_and_unlocks_keep_their_deadlines_while_the_server_is_stopped() {
     assert!(stall_started.elapsed() < Duration::from_secs(3));
     thread::sleep(Duration::from_secs(3).saturating_sub(stall_started.elapsed()));
     stopped.resume();
-    // What the stalled calls left is given back once the server runs:
+    // What the stalled calls left is abandoned once the server runs:
     // no queue entry of theirs stays.
     for kind in Kind::EXCLUSIVE {
         for name in [format!("stalled-{kind:?}"), format!("during-{kind:?}")] {

@@ -224,7 +224,7 @@ fn a_timed_out_lock_is_undone_without_any_further_call() {
 /// A `lock()` that times out on a held lock is run by Redis afterwards and
 /// queues under a call id nobody waits for; when the holder unlocks, that
 /// entry is handed the lock. The client must undo the call (leave the queue,
-/// or give back a grant it got): a client queued behind it gets the lock
+/// or abandon a grant it got): a client queued behind it gets the lock
 /// soon after the holder unlocks. The timed-out handle has a fixed 30 s
 /// lease so that a grant to the orphaned entry would outlast every bound
 /// here (a watchdog-renewed grant is capped by the entry's 1 s liveness).
@@ -785,12 +785,12 @@ fn still_held_throughout(
 /// connections severed, new ones refused) fails with a connection error
 /// and leaves the lock held. The client must give the hold back by itself
 /// once Redis answers: its watchdog (period 333 ms here) retries the
-/// release's give-back, failing while the link stays cut (1 s, the lock
+/// release's abandon, failing while the link stays cut (1 s, the lock
 /// checked held throughout), so another client gets the lock within about
 /// a period of the link healing, though the user calls nothing more, long
 /// before the 10 s lease would have freed it.
 #[test]
-fn an_unlock_that_never_reached_redis_is_given_back_once_redis_answers() {
+fn an_unlock_that_never_reached_redis_is_abandoned_once_redis_answers() {
     let _serial = serial();
     let server = RedisServer::start();
     let relay = Relay::start(server.port());
@@ -822,13 +822,13 @@ fn an_unlock_that_never_reached_redis_is_given_back_once_redis_answers() {
     );
     assert!(
         got.is_some(),
-        "the hold of the failed unlock() was not given back within 3 s of the link healing: \
+        "the hold of the failed unlock() was not abandoned within 3 s of the link healing: \
          the lock is {}",
         holder_named(&status, client.id(), "the client behind the relay")
     );
     drop(got);
     drop(client);
-    no_key_without_ttl(&server, "after the unlock given back");
+    no_key_without_ttl(&server, "after the unlock abandoned");
 }
 
 /// A client dropped right after an `unlock()` that never reached Redis
@@ -840,7 +840,7 @@ fn an_unlock_that_never_reached_redis_is_given_back_once_redis_answers() {
 /// too would have the watchdog give it back at once); dropping must also
 /// return within about a command timeout.
 #[test]
-fn a_client_dropped_after_a_failed_unlock_gives_it_back_before_it_stops() {
+fn a_client_dropped_after_a_failed_unlock_abandons_it_before_it_stops() {
     let _serial = serial();
     let server = RedisServer::start();
     let relay = Relay::start(server.port());
@@ -873,7 +873,7 @@ fn a_client_dropped_after_a_failed_unlock_gives_it_back_before_it_stops() {
     );
     assert!(
         got.is_some(),
-        "the client was dropped, yet the hold of its failed unlock() was not given back: the \
+        "the client was dropped, yet the hold of its failed unlock() was not abandoned: the \
          lock is {}",
         holder_named(&status, &client_id, "the client behind the relay")
     );
@@ -883,7 +883,7 @@ fn a_client_dropped_after_a_failed_unlock_gives_it_back_before_it_stops() {
         "dropping the client took {drop_took:?}, more than {drop_bound:?}"
     );
     drop(got);
-    no_key_without_ttl(&server, "after the unlock given back on drop");
+    no_key_without_ttl(&server, "after the unlock abandoned on drop");
 }
 
 /// Self-test of the support's [`Relay`], with raw `PING`s to a real
@@ -991,10 +991,10 @@ fn the_relay_holds_bytes_back_while_stalled_and_drops_them_while_cut() {
 /// after the lock was handed to it: the grant message waits in the link
 /// and the cancel that leaves the queue gets no reply by the deadline, so
 /// the call returns nothing, on time. Once the link flows again, the hold
-/// it was handed (a fixed 30 s lease) is given back at once instead of
+/// it was handed (a fixed 30 s lease) is abandoned at once instead of
 /// being kept by a call that already returned.
 #[test]
-fn a_wait_that_times_out_as_it_is_handed_the_lock_gives_the_grant_back() {
+fn a_wait_that_times_out_as_it_is_handed_the_lock_abandons_the_grant() {
     let _serial = serial();
     let server = RedisServer::start();
     let relay = Relay::start(server.port());
@@ -1065,7 +1065,7 @@ fn a_wait_that_times_out_as_it_is_handed_the_lock_gives_the_grant_back() {
     );
     drop(got);
     drop(client);
-    no_key_without_ttl(&server, "after the grant was given back");
+    no_key_without_ttl(&server, "after the grant was abandoned");
 }
 
 /// A guard's drop waits at most one command timeout, the wait for a pooled
@@ -1155,7 +1155,7 @@ fn a_guard_dropped_while_redis_does_not_answer_returns_within_one_command_timeou
             "{kind}: the release the drop handed to the watchdog never freed the lock"
         );
         drop(client);
-        no_key_without_ttl(&server, "after a release given back by the watchdog");
+        no_key_without_ttl(&server, "after a release abandoned by the watchdog");
     }
 }
 

@@ -103,7 +103,7 @@ fn eight_clients_taking_random_overlapping_sets_never_deadlock_nor_overlap() {
             "multi_lock: worker {w}: {got} sets held, {gave_up} timed out, slowest call {:.0} ms",
             ms(slowest)
         );
-        // Every call returned within its timeout (and the give-back after it).
+        // Every call returned within its timeout (and the abandon after it).
         assert!(
             slowest < timeout + Duration::from_secs(1),
             "worker {w}: a call took {slowest:?}"

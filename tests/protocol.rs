@@ -9,7 +9,7 @@
 //! counted lock that the meta outlives the other keys and its used units
 //! are the holds' units. This covers the interleavings a client cannot
 //! produce on demand: a call delivered twice, a heartbeat still in flight,
-//! a call given back by its id, an argument out of range. Each answers as
+//! a call abandoned by its id, an argument out of range. Each answers as
 //! its script's header says.
 //!
 //! Written once and run for each kind they fit (a test per kind, named
@@ -41,7 +41,7 @@
 //! announcement its ACL user may not publish leaving the step standing; the
 //! mutex's release and force release delivered
 //! twice, a heartbeat in flight never stretching a fixed lease taken since,
-//! re-entries given back by their call's id, orphaned holds never
+//! re-entries abandoned by their call's id, orphaned holds never
 //! re-entered, every expiry checked before it is written; the semaphore's
 //! units held never above N, weighted FIFO (a head that does not fit is
 //! never passed by a smaller call behind it, not even by one that would
@@ -880,7 +880,7 @@ per_kind! {
     }
 
     [semaphore, rwlock]
-    fn an_abandon_by_entry_gives_back_exactly_that_call_once(k: LockKind) {
+    fn an_abandon_by_entry_undoes_exactly_that_call_once(k: LockKind) {
         let mut s = k.lock("abandon");
         let (one, all) = (k.one(2), k.all(2));
         let a1 = s.take("a:1", 1, one);
@@ -911,7 +911,7 @@ per_kind! {
         assert_eq!(s.holders(), [format!("w:1 3 {}", all.units())]);
         assert_eq!(s.queued(), [queued("r:1", 4, one)]);
         assert_eq!(s.release(&a2), RELEASED);
-        // The head's hold given back lets the call behind it in.
+        // The head's hold abandoned lets the call behind it in.
         assert_eq!(s.abandon(entry("w:1", 3, all)), AbandonReply::Released);
         assert_eq!(s.holders(), ["r:1 4 1"]);
         assert!(s.queued().is_empty());

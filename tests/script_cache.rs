@@ -6,8 +6,8 @@
 //! master), every call returns without an error, the held lock keeps its
 //! hold, the waiters keep their places, and the watchdog's next pipeline
 //! (renewal, heartbeat and `WAIT` under `sync_replicas`) reloads what was
-//! lost and succeeds before any user call could have reloaded it. A
-//! give-back pending over a flush (an unlock cut off by a relay) reloads
+//! lost and succeeds before any user call could have reloaded it. An
+//! abandon pending over a flush (an unlock cut off by a relay) reloads
 //! them too.
 //!
 //! What the server did is read with plain commands, never a script (which
@@ -374,19 +374,19 @@ fn a_failover_to_a_replica_without_the_scripts_costs_latency_only() {
     scene.finish();
 }
 
-/// A give-back pending while the server loses its scripts: an unlock that
+/// An abandon pending while the server loses its scripts: an unlock that
 /// never reached Redis (the link cut by a relay), `SCRIPT FLUSH` and
 /// `FUNCTION FLUSH`, the link healed. The client's watchdog is the only one
 /// to run a script after the flush (no other client, no hold, no waiter
-/// left), so the lost script it finds is its give-back's, which reloads
+/// left), so the lost script it finds is its abandon's, which reloads
 /// them and frees the lock.
 #[test]
-fn a_give_back_after_a_script_flush_costs_latency_only() {
+fn an_abandon_after_a_script_flush_costs_latency_only() {
     let _serial = serial();
     let server = RedisServer::start();
     let relay = Relay::start(server.port());
     let client = Client::builder(&relay.url())
-        // A lease that cannot run out within the test: only the give-back
+        // A lease that cannot run out within the test: only the abandon
         // frees the lock. Watchdog period 333 ms.
         .lease(Duration::from_secs(30))
         .waiter_timeout(Duration::from_secs(1))
@@ -394,10 +394,10 @@ fn a_give_back_after_a_script_flush_costs_latency_only() {
         .connect_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    let guard = client.fair_mutex("give-back").lock().unwrap();
+    let guard = client.fair_mutex("abandon-pending").lock().unwrap();
     let mut admin = server.conn();
     let held = |admin: &mut redis::Connection| -> bool {
-        holder_of(admin, &lock_key("give-back")).is_some()
+        holder_of(admin, &lock_key("abandon-pending")).is_some()
     };
     relay.cut();
     let err = guard.unlock().expect_err("unlock() over a cut link");
@@ -409,17 +409,21 @@ fn a_give_back_after_a_script_flush_costs_latency_only() {
     let healed = Instant::now();
     assert!(
         wait_until(Duration::from_secs(3), || !held(&mut admin)),
-        "the give-back did not free the lock within 3 s of the link healing"
+        "the abandon did not free the lock within 3 s of the link healing"
     );
     let took = healed.elapsed();
     let reloaded = reloads(&mut admin) - reloads_before;
-    assert!(reloaded >= 1, "the give-back never found the cache empty");
+    assert!(reloaded >= 1, "the abandon never found the cache empty");
     eprintln!(
-        "give-back: the lock free {:.0} ms after the link healed ({reloaded} loads; \
+        "abandon: the lock free {:.0} ms after the link healed ({reloaded} loads; \
          watchdog period 333 ms)",
         ms(took)
     );
     let other = server.client();
-    assert!(other.fair_mutex("give-back").try_lock().unwrap().is_some());
+    assert!(other
+        .fair_mutex("abandon-pending")
+        .try_lock()
+        .unwrap()
+        .is_some());
     drop(client);
 }

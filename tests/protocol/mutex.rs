@@ -1,6 +1,6 @@
 //! The mutex's own scenarios, with raw ARGV (the mutex engine,
 //! lua/mutex/): a release or a force release delivered twice, a heartbeat
-//! still in flight, a call given back by its id, an orphaned hold, an
+//! still in flight, a call abandoned by its id, an orphaned hold, an
 //! argument out of range. Each answers as its header says and leaves no
 //! key without a TTL.
 
@@ -175,8 +175,8 @@ fn a_heartbeat_in_flight_never_stretches_a_fixed_lease_taken_since() {
 }
 
 #[test]
-fn a_call_is_given_back_exactly_once_by_its_id() {
-    let mut f = fixture("give-back");
+fn a_call_is_abandoned_exactly_once_by_its_id() {
+    let mut f = fixture("abandon-by-id");
     let token = f.acquire_raw("a:1", "first", "1", "0")[1];
     let live = token.to_string();
     assert_eq!(f.acquire_raw("a:1", "first", "2", &live)[0], 1, "re-entry");
@@ -184,7 +184,7 @@ fn a_call_is_given_back_exactly_once_by_its_id() {
     assert_eq!(
         f.int(ABANDON, &["a:1 2 10000 0"]),
         1,
-        "call 2's count given back"
+        "call 2's count abandoned"
     );
     assert_eq!(f.int(ABANDON, &["a:1 2 10000 0"]), 0, "once");
     assert_eq!(f.calls(), ["1"]);
