@@ -107,12 +107,12 @@ local function read_lock(stored, pttl)
   end
   pttl = pttl or redis.call('PTTL', LOCK)
   if pttl == -1 then
-    return token, owner, calls, mark, fence_ms, -1, waiters
+    return token, owner, calls, mark, fence_ms, -1, waiters, fence
   end
   if pttl <= fence_ms then
     return token, nil, nil, mark, nil, nil, waiters
   end
-  return token, owner, calls, mark, fence_ms, pttl - fence_ms, waiters
+  return token, owner, calls, mark, fence_ms, pttl - fence_ms, waiters, fence
 end
 
 -- Records the free lock: its last `token` and `mark` (the call that freed
@@ -203,7 +203,7 @@ local function hand_over(now_us, now_ms, last, mark)
   local token, token_s = take(owner, ttl, now_us, call, last, mark,
     redis.call('EXISTS', QUEUE) == 1, px)
   wake(owner, 'G ' .. call .. ' ' .. token_s .. ' ' .. ttl_s)
-  return owner, call, token, ttl
+  return owner, call, token, ttl, token_s, ttl_s
 end
 
 -- Keeps the mutex's lock key (the anchor, whose format word stands for
@@ -244,14 +244,14 @@ end
 -- election then announces that the hold of `token` ended); either way
 -- with `mark`, the call that freed it. Returns what hand_over returns.
 local function free_lock(now_us, now_ms, token, mark)
-  local owner, call, new_token, ttl = hand_over(now_us, now_ms, token, mark)
+  local owner, call, new_token, ttl, token_s, ttl_s = hand_over(now_us, now_ms, token, mark)
   if not owner then
     write_free(token, mark, false)
     if ANNOUNCE then
       ANNOUNCE(token, nil, token)
     end
   end
-  return owner, call, new_token, ttl
+  return owner, call, new_token, ttl, token_s, ttl_s
 end
 
 -- Gives back the hold that acquire call `call` of `owner` counted, once.

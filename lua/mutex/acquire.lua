@@ -62,13 +62,13 @@ end
 
 local fixed, waiter_timeout, mode, live_token = settings_arg(ARGV[6])
 
-local token, holder, calls, mark, fence, left, waiters = read_lock(stored)
+local token, holder, calls, mark, fence, left, waiters, fence_s = read_lock(stored)
 
 local entry = owner .. ' ' .. call .. ' ' .. lease_text(lease) .. ' ' .. fixed
 -- Next most common: someone else holds it; queue (or poll) behind them.
 if holder and holder ~= owner then
   if mode == 'try' then
-    return { 0, left, -1, token + 0 }
+    return { 0, left, -1, token }
   end
   local _, now_ms = server_time()
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, not waiters)
@@ -80,9 +80,9 @@ if holder and holder ~= owner then
     write_hold(token, holder, calls, mark, queue_life - left, left, true,
       queue_life_text(waiter_timeout))
   elseif not waiters then
-    write_hold(token, holder, calls, mark, fence, nil, true)
+    write_hold(token, holder, calls, mark, fence, nil, true, nil, fence_s)
   end
-  return { 0, left, position, token + 0 }
+  return { 0, left, position, token }
 end
 
 if holder == owner then
@@ -91,11 +91,11 @@ if holder == owner then
     if mode == 'poll' and fixed == '0' then
       left = extend_lease(lease, fence, left)
     end
-    return { 1, token + 0, left }
+    return { 1, token, left }
   end
   if token == live_token then
     write_hold(token, owner, calls .. ',' .. call, mark, fence, nil, waiters)
-    return { 1, token + 0, extend_lease(lease, fence, left) }
+    return { 1, token, extend_lease(lease, fence, left) }
   end
   -- An orphaned hold of this owner: free it (for the queue first) as its
   -- lost call's give-back would, then ask like any newcomer.
@@ -131,10 +131,10 @@ if not holder then
 end
 
 if mode == 'try' then
-  return { 0, left, -1, token + 0 }
+  return { 0, left, -1, token }
 end
 local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
 if queue_life or not waiters then
   keep_anchor(queue_life, stored, nil)
 end
-return { 0, left, position, token + 0 }
+return { 0, left, position, token }

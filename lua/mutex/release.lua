@@ -46,11 +46,26 @@ if stored and string.find(stored, 'v@FORMAT@ ' .. token .. ' ' .. owner .. '#' .
   end
 end
 
-local held, holder, calls, mark, fence, _, waiters = read_lock(stored, pttl)
+-- Next most common: the only hold of this call with '+' (waiters may be
+-- queued), its lease not run out: the lock goes to the next live waiter,
+-- with no parse of the value but its fence.
+local fence = not pttl and stored and string.find(stored, 'v@FORMAT@ ' .. token .. ' ' .. owner
+  .. '#' .. call .. ' +', 1, true) == 1 and string.match(stored, '^%+(%d+) ', #token + #owner
+  + #call + 6 + #'@FORMAT@')
+if fence then
+  pttl = redis.call('PTTL', LOCK)
+  if pttl > fence + 0 then
+    local next_owner, next_call, _, _, next_token, ttl =
+      free_lock(nil, nil, token, owner .. '#' .. call)
+    return next_owner and { next_owner, next_call, next_token, ttl } or 0
+  end
+end
+
+local held, holder, calls, mark, fence_ms, _, waiters = read_lock(stored, pttl)
 
 if holder ~= owner or held ~= token then
   return split_mark(mark) == owner .. '#' .. call and 0 or -1
 end
-local _, left, next_owner, next_call, next_token, ttl =
-  give_back(owner, token, calls, mark, fence, call, waiters)
-return next_owner and { next_owner, next_call + 0, next_token, ttl } or left
+local _, left, next_owner, next_call, _, _, next_token, ttl =
+  give_back(owner, token, calls, mark, fence_ms, call, waiters)
+return next_owner and { next_owner, next_call, next_token, ttl } or left

@@ -163,16 +163,13 @@ pub(crate) fn refused(reply: Value) -> Error {
     }
 }
 
-/// A reply made only of integers (an error reply is the error).
+/// A reply made only of integers (an error reply is the error). A
+/// fencing token may come as the digits a script read from the lock: a
+/// Lua string costs the server less to reply with than a Lua number made
+/// of it.
 pub fn int_list(value: Value) -> Result<Vec<i64>> {
     match value {
-        Value::Array(items) => items
-            .into_iter()
-            .map(|item| match item {
-                Value::Int(n) => Ok(n),
-                other => Err(unexpected(&other)),
-            })
-            .collect(),
+        Value::Array(items) => items.iter().map(int).collect(),
         other => Err(refused(other)),
     }
 }
