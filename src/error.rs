@@ -471,18 +471,16 @@ impl Error {
     /// it may open, all in use (see [`Retry::PoolBusy`]). Not a `From`
     /// impl, so that r2d2's error type stays out of fairlock's API.
     pub(crate) fn from_pool(err: r2d2::Error, busy: bool) -> Self {
-        let error = Error::with_source(
-            ErrorKind::Connection,
-            "no redis connection could be had in time",
-            err,
-        );
-        if busy {
-            return Error {
-                retry: Retry::PoolBusy,
-                ..error
-            };
+        let message = "no redis connection could be had in time";
+        let retry = if busy {
+            Retry::PoolBusy
+        } else {
+            Retry::Unreachable
+        };
+        Error {
+            retry,
+            ..Error::with_source(ErrorKind::Connection, message, err)
         }
-        error
     }
 }
 
