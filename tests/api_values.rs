@@ -199,6 +199,29 @@ fn a_refused_upgrade_is_its_own_kind_as_every_version_words_it() {
     );
 }
 
+#[test]
+fn data_of_another_format_is_a_format_mismatch_naming_both_and_the_lock_as_every_version_words_it()
+{
+    for reply in [
+        // Redis 7.0+ and Valkey 8
+        "FAIRLOCK_FORMAT 2 1 fairlock:{0123456789abcdef}:lock:a b script: \
+         fairlock_0123_mutex_acquire, on @user_function:24.",
+        // Redis 6.2
+        "ERR Error running script (call to f_e91400d7df4ac365ee130fc418c8c4183dac4414): \
+         @user_script:42: FAIRLOCK_FORMAT 2 1 fairlock:{0123456789abcdef}:lock:a b",
+    ] {
+        let err = from_reply(reply);
+        assert_eq!(err.kind(), ErrorKind::FormatMismatch, "{reply}");
+        assert!(!err.is_retryable(), "{reply}");
+        let text = err.to_string();
+        assert!(text.contains("data format 2"), "{text}");
+        assert!(text.contains("data format 1"), "{text}");
+        assert!(text.contains(":lock:a b holds"), "{text}");
+    }
+    let err = from_reply("FAIRLOCK_FORMAT unversioned 1 p:{0123456789abcdef}:semmeta:n");
+    assert!(err.to_string().contains("before data formats"), "{err}");
+}
+
 // Client settings and URLs (src/handles/builder.rs, src/connections/topology.rs)
 
 /// The error `build` stops at: a bad setting or URL fails before any I/O.

@@ -828,6 +828,11 @@ fn asking_for_no_permit_or_more_than_there_are_is_an_error_before_any_io() {
     let keys: Vec<String> = server.conn().keys("fairlock:*").unwrap();
     assert!(keys.is_empty(), "nothing written: {keys:?}");
     assert_eq!(sem.acquire_many(3).unwrap().num_permits(), 3);
+    // A semaphore of 1 and one of MAX_PERMITS are served.
+    for permits in [1, fairlock::MAX_PERMITS] {
+        let sem = client.fair_semaphore(&format!("bounds-{permits}"), permits);
+        assert!(sem.try_acquire().unwrap().is_some(), "{permits}");
+    }
 }
 
 #[test]

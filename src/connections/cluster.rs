@@ -15,7 +15,7 @@ use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, Result};
 
 use super::steady::Steady;
-use super::{invalid_url, open_node, pool_builder, pooled, Listen, Timeouts};
+use super::{invalid_url, open_info, pool_builder, pooled, quiet, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
 /// failover (`CLUSTERDOWN`, `TRYAGAIN`, `READONLY`, refused connections),
@@ -43,7 +43,7 @@ impl Cluster {
     pub(super) fn open(config: &Config, nodes: &[String]) -> Result<Cluster> {
         let seeds = nodes
             .iter()
-            .map(|url| open_node(config, url))
+            .map(|url| open_info(config, quiet(url)?))
             .collect::<Result<Vec<_>>>()?;
         let client = open_cluster(config, nodes)?;
         let manager = ClusterManager {
@@ -168,7 +168,7 @@ fn open_cluster(config: &Config, nodes: &[String]) -> Result<redis::cluster::Clu
     // opens are `Steady`, which sends none either.
     let seeds = nodes
         .iter()
-        .map(|url| super::quiet(url))
+        .map(|url| quiet(url))
         .collect::<Result<Vec<_>>>()?;
     let builder = redis::cluster::ClusterClientBuilder::new(seeds)
         .connection_timeout(config.connect_timeout)

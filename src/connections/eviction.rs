@@ -106,19 +106,11 @@ pub(crate) fn check(
 mod tests {
     use super::*;
 
+    /// What a policy may evict, from real `INFO memory` replies, is
+    /// tests/first_contact.rs's
+    /// `a_server_that_may_evict_is_refused_when_the_client_requires_noeviction`.
     #[test]
-    fn only_a_policy_that_evicts_under_a_memory_limit_may_evict() {
-        let info =
-            "# Memory\r\nused_memory:1\r\nmaxmemory:104857600\r\nmaxmemory_human:100.00M\r\n\
-                    maxmemory_policy:volatile-lru\r\n";
-        let read = Eviction::parse(info).unwrap();
-        assert_eq!(read.policy, "volatile-lru");
-        assert_eq!(read.maxmemory, 104_857_600);
-        assert!(read.may_evict());
-        let no_limit = Eviction::parse("maxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n");
-        assert!(!no_limit.unwrap().may_evict());
-        let noeviction = Eviction::parse("maxmemory:5\r\nmaxmemory_policy:noeviction\r\n");
-        assert!(!noeviction.unwrap().may_evict());
+    fn a_field_is_read_by_its_whole_name_and_a_missing_one_reads_as_nothing() {
         assert_eq!(Eviction::parse("maxmemory_human:1\r\n"), None);
     }
 }

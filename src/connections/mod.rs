@@ -162,10 +162,7 @@ pub(crate) struct Backend {
 impl Backend {
     pub(crate) fn open(config: &Config, topology: Topology) -> Result<Backend> {
         let deployment = match topology {
-            Topology::Single(url) => Deployment::Single(Single::open(
-                config,
-                url.as_str().into_connection_info().map_err(invalid_url)?,
-            )?),
+            Topology::Single(url) => Deployment::Single(Single::open(config, quiet(&url)?)?),
             Topology::Given(info) => Deployment::Single(Single::open(config, *info)?),
             Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
             Topology::Sentinel {
@@ -359,13 +356,9 @@ fn invalid_url(err: redis::RedisError) -> Error {
     Error::with_source(ErrorKind::InvalidConfig, message, err)
 }
 
-/// The `redis::Client` of one node's URL; a TLS root given to the builder
-/// covers it. Its connections send no `CLIENT SETINFO` (see [`quiet`]).
-fn open_node(config: &Config, url: &str) -> Result<redis::Client> {
-    open_info(config, url.into_connection_info().map_err(invalid_url)?)
-}
-
-/// As [`open_node`], from connection settings already parsed or given.
+/// The `redis::Client` of one server's connection settings (a node's URL
+/// through [`quiet`]); a TLS root given to the builder covers it. Its
+/// connections send no `CLIENT SETINFO` (see [`quiet`]).
 fn open_info(config: &Config, info: redis::ConnectionInfo) -> Result<redis::Client> {
     let info = quiet_info(info);
     #[cfg(feature = "tls")]

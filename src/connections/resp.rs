@@ -52,13 +52,8 @@ fn bulk_len(len: usize) -> usize {
 }
 
 /// Digits of `n` in decimal.
-fn decimal_len(mut n: usize) -> usize {
-    let mut digits = 1;
-    while n >= 10 {
-        n /= 10;
-        digits += 1;
-    }
-    digits
+fn decimal_len(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |log| log as usize + 1)
 }
 
 /// A number's decimal digits, on the stack (no `fmt`, no allocation).

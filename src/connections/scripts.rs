@@ -134,21 +134,16 @@ impl Scripts {
             }
             Err(err) => return Err(crate::Error::from_redis(err)),
         }
-        if !conn.supports_pipelining() {
-            for kind in Script::ALL {
-                redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(kind.source())
-                    .query::<()>(conn)
-                    .map_err(crate::Error::from_redis)?;
-            }
-            return Ok(());
-        }
         let mut pipe = redis::pipe();
         for kind in Script::ALL {
             pipe.cmd("SCRIPT").arg("LOAD").arg(kind.source()).ignore();
         }
-        pipe.query::<()>(conn).map_err(crate::Error::from_redis)?;
+        if conn.supports_pipelining() {
+            return pipe.query(conn).map_err(crate::Error::from_redis);
+        }
+        for load in pipe.cmd_iter() {
+            load.query::<()>(conn).map_err(crate::Error::from_redis)?;
+        }
         Ok(())
     }
 
@@ -252,7 +247,12 @@ impl Scripts {
         commands: usize,
         conn: &mut dyn ConnectionLike,
     ) -> Result<Vec<Value>> {
-        let result = send_packed(&packed(), commands, conn);
+        // One write, all the replies read, errors included as values. Unlike
+        // `Pipeline::query` this also works on a cluster connection, which
+        // sends them whole to the node of the first command's slot (and turns
+        // an error reply into an `Err`, so that it can follow a `MOVED` or
+        // retry through a failover).
+        let result = conn.req_packed_commands(&packed(), 0, commands);
         let lost_scripts = match &result {
             Ok(replies) => replies.iter().any(|reply| match reply {
                 Value::ServerError(err) => lost(err.code(), err.details()),
@@ -266,7 +266,8 @@ impl Scripts {
         log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT or FUNCTION FLUSH); loading them again");
         (self.reloaded)();
         self.load_all(conn)?;
-        send_packed(&packed(), commands, conn).map_err(crate::Error::from_redis)
+        conn.req_packed_commands(&packed(), 0, commands)
+            .map_err(crate::Error::from_redis)
     }
 }
 
@@ -275,17 +276,4 @@ impl Scripts {
 fn lost(code: &str, details: Option<&str>) -> bool {
     code == "NOSCRIPT"
         || (code == "ERR" && details.is_some_and(|d| d.starts_with("Function not found")))
-}
-
-/// Sends `commands` packed commands as one write and reads all their
-/// replies, errors included as values. Unlike `Pipeline::query` this also
-/// works on a cluster connection, which sends them whole to the node of the
-/// first command's slot (and turns an error reply into an `Err`, so that it
-/// can follow a `MOVED` or retry through a failover).
-fn send_packed(
-    packed: &[u8],
-    commands: usize,
-    conn: &mut dyn ConnectionLike,
-) -> redis::RedisResult<Vec<Value>> {
-    conn.req_packed_commands(packed, 0, commands)
 }

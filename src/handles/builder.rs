@@ -33,6 +33,12 @@ pub struct ClientBuilder {
 }
 
 impl ClientBuilder {
+    /// The builder with one setting changed by `set`.
+    fn with(mut self, set: impl FnOnce(&mut Config)) -> Self {
+        set(&mut self.config);
+        self
+    }
+
     /// The defaults, connecting to `target`.
     pub(crate) fn of(target: Endpoint) -> Self {
         ClientBuilder {
@@ -57,9 +63,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.config.lease = lease;
-        self
+    pub fn lease(self, lease: Duration) -> Self {
+        self.with(|config| config.lease = lease)
     }
 
     /// How long a queued waiter keeps its place after its client went
@@ -76,9 +81,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn waiter_timeout(mut self, waiter_timeout: Duration) -> Self {
-        self.config.waiter_timeout = waiter_timeout;
-        self
+    pub fn waiter_timeout(self, waiter_timeout: Duration) -> Self {
+        self.with(|config| config.waiter_timeout = waiter_timeout)
     }
 
     /// Most pooled connections open at once. Waiting threads hold none.
@@ -92,9 +96,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn pool_size(mut self, pool_size: u32) -> Self {
-        self.config.pool_size = pool_size;
-        self
+    pub fn pool_size(self, pool_size: u32) -> Self {
+        self.with(|config| config.pool_size = pool_size)
     }
 
     /// Idle connections the pool keeps open, opened as the client is built
@@ -113,9 +116,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn min_idle(mut self, min_idle: Option<u32>) -> Self {
-        self.config.min_idle = min_idle;
-        self
+    pub fn min_idle(self, min_idle: Option<u32>) -> Self {
+        self.with(|config| config.min_idle = min_idle)
     }
 
     /// How long a pooled connection lives at most: older ones are closed
@@ -136,9 +138,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn max_lifetime(mut self, max_lifetime: Option<Duration>) -> Self {
-        self.config.max_lifetime = max_lifetime;
-        self
+    pub fn max_lifetime(self, max_lifetime: Option<Duration>) -> Self {
+        self.with(|config| config.max_lifetime = max_lifetime)
     }
 
     /// How long a pooled connection may stay idle: idle longer, it is
@@ -158,9 +159,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn idle_timeout(mut self, idle_timeout: Option<Duration>) -> Self {
-        self.config.idle_timeout = idle_timeout;
-        self
+    pub fn idle_timeout(self, idle_timeout: Option<Duration>) -> Self {
+        self.with(|config| config.idle_timeout = idle_timeout)
     }
 
     /// Start of every key and channel this client uses, e.g. for an ACL rule
@@ -175,9 +175,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn key_prefix(mut self, key_prefix: impl Into<String>) -> Self {
-        self.config.key_prefix = key_prefix.into();
-        self
+    pub fn key_prefix(self, key_prefix: impl Into<String>) -> Self {
+        self.with(|config| config.key_prefix = key_prefix.into())
     }
 
     /// How long to wait for a connection to Redis. Defaults to 5 s; at most
@@ -192,9 +191,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
-        self.config.connect_timeout = connect_timeout;
-        self
+    pub fn connect_timeout(self, connect_timeout: Duration) -> Self {
+        self.with(|config| config.connect_timeout = connect_timeout)
     }
 
     /// How long one Redis call may take before it fails as
@@ -214,9 +212,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn command_timeout(mut self, command_timeout: Duration) -> Self {
-        self.config.command_timeout = command_timeout;
-        self
+    pub fn command_timeout(self, command_timeout: Duration) -> Self {
+        self.with(|config| config.command_timeout = command_timeout)
     }
 
     /// Trusts only the PEM root certificate(s) in `pem` for a `rediss://`
@@ -240,9 +237,8 @@ impl ClientBuilder {
     /// ```
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
-    pub fn tls_root_cert_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.config.tls_root_cert = Some(pem.into());
-        self
+    pub fn tls_root_cert_pem(self, pem: impl Into<Vec<u8>>) -> Self {
+        self.with(|config| config.tls_root_cert = Some(pem.into()))
     }
 
     /// Presents the PEM certificate (chain) `cert` and its PEM private key
@@ -277,16 +273,13 @@ impl ClientBuilder {
     /// ```
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
-    pub fn tls_client_cert_pem(
-        mut self,
-        cert: impl Into<Vec<u8>>,
-        key: impl Into<Vec<u8>>,
-    ) -> Self {
-        self.config.tls_client_cert = Some(crate::connections::config::ClientTlsConfig {
-            client_cert: cert.into(),
-            client_key: key.into(),
-        });
-        self
+    pub fn tls_client_cert_pem(self, cert: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        self.with(|config| {
+            config.tls_client_cert = Some(crate::connections::config::ClientTlsConfig {
+                client_cert: cert.into(),
+                client_key: key.into(),
+            })
+        })
     }
 
     /// The password the Sentinels themselves require (their `requirepass`,
@@ -313,9 +306,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn sentinel_password(mut self, password: impl Into<String>) -> Self {
-        self.config.sentinel_password = Some(password.into());
-        self
+    pub fn sentinel_password(self, password: impl Into<String>) -> Self {
+        self.with(|config| config.sentinel_password = Some(password.into()))
     }
 
     /// The ACL user the Sentinels themselves are asked for, with
@@ -337,9 +329,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn sentinel_username(mut self, username: impl Into<String>) -> Self {
-        self.config.sentinel_username = Some(username.into());
-        self
+    pub fn sentinel_username(self, username: impl Into<String>) -> Self {
+        self.with(|config| config.sentinel_username = Some(username.into()))
     }
 
     /// Makes every lock write (acquire, renew, release, cancel, force
@@ -365,9 +356,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn sync_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.config.sync_replicas = Some(SyncReplicas { replicas, timeout });
-        self
+    pub fn sync_replicas(self, replicas: u32, timeout: Duration) -> Self {
+        self.with(|config| config.sync_replicas = Some(SyncReplicas { replicas, timeout }))
     }
 
     /// How much of every lease the client keeps in reserve against clocks
@@ -390,9 +380,8 @@ impl ClientBuilder {
     ///     .build()?;
     /// # Ok(()) }
     /// ```
-    pub fn clock_drift(mut self, rate: f64, margin: Duration) -> Self {
-        self.config.clock_drift = ClockDrift { rate, margin };
-        self
+    pub fn clock_drift(self, rate: f64, margin: Duration) -> Self {
+        self.with(|config| config.clock_drift = ClockDrift { rate, margin })
     }
 
     /// How long a lock's fence key, which keeps its last fencing token,
@@ -415,9 +404,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn fence_life(mut self, fence_life: Duration) -> Self {
-        self.config.fence_life = fence_life;
-        self
+    pub fn fence_life(self, fence_life: Duration) -> Self {
+        self.with(|config| config.fence_life = fence_life)
     }
 
     /// With the `metrics` feature, label every lock's metrics with its
@@ -434,9 +422,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn metrics_lock_names(mut self, on: bool) -> Self {
-        self.config.metrics_lock_names = on;
-        self
+    pub fn metrics_lock_names(self, on: bool) -> Self {
+        self.with(|config| config.metrics_lock_names = on)
     }
 
     /// Names this client as its user sees it, e.g. `"web-3/worker-7"`: 1 to
@@ -458,9 +445,8 @@ impl ClientBuilder {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn identity(mut self, identity: impl Into<String>) -> Self {
-        self.config.identity = Some(identity.into());
-        self
+    pub fn identity(self, identity: impl Into<String>) -> Self {
+        self.with(|config| config.identity = Some(identity.into()))
     }
 
     /// Refuses to start against a server that may evict fairlock's keys:
@@ -483,9 +469,8 @@ impl ClientBuilder {
     /// # drop(client);
     /// # Ok(()) }
     /// ```
-    pub fn require_noeviction(mut self, on: bool) -> Self {
-        self.config.require_noeviction = on;
-        self
+    pub fn require_noeviction(self, on: bool) -> Self {
+        self.with(|config| config.require_noeviction = on)
     }
 
     /// Checks the settings, connects, and starts the client's watchdog and

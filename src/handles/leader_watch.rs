@@ -224,12 +224,8 @@ impl LeaderWatch {
                 return Ok(None);
             }
             let until = deadline.map_or(self.next_read, |d| d.min(self.next_read));
-            if self
-                .subscription
-                .receive(until.saturating_duration_since(now))?
-            {
-                self.read_now = true;
-            }
+            let wait = until.saturating_duration_since(now);
+            self.read_now |= self.subscription.receive(wait)?;
         }
     }
 

@@ -470,27 +470,3 @@ pub(crate) fn permits_ask(n: u32, permits: u32) -> Result<Ask> {
     }
     Ok(Ask::Permits { n, of: permits })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ErrorKind;
-
-    fn kind(n: u32, permits: u32) -> ErrorKind {
-        permits_ask(n, permits).unwrap_err().kind()
-    }
-
-    #[test]
-    fn permits_out_of_bounds_are_invalid_config() {
-        assert_eq!(kind(1, 0), ErrorKind::InvalidConfig);
-        assert_eq!(kind(1, MAX_PERMITS + 1), ErrorKind::InvalidConfig);
-        assert!(permits_ask(1, 1).is_ok() && permits_ask(1, MAX_PERMITS).is_ok());
-    }
-
-    #[test]
-    fn a_call_asks_for_one_to_all_permits() {
-        assert_eq!(kind(0, 3), ErrorKind::InvalidConfig);
-        assert_eq!(kind(4, 3), ErrorKind::InvalidConfig);
-        assert!(permits_ask(1, 3).is_ok() && permits_ask(3, 3).is_ok());
-    }
-}

@@ -633,17 +633,6 @@ mod tests {
     }
 
     #[test]
-    fn a_waiter_wakes_at_the_local_end_of_an_unrenewed_lease() {
-        let h = hold(ClockDrift::default(), 80);
-        let start = Instant::now();
-        assert_eq!(h.wait_end(None), Some(LeaseEnd::Lost));
-        let waited = start.elapsed();
-        // 80 ms less 0.8 + 2 ms of allowance.
-        assert!(waited >= Duration::from_millis(77), "{waited:?}");
-        assert!(h.is_lost());
-    }
-
-    #[test]
     fn a_waiter_woken_after_both_ends_hears_the_max_hold_that_came_first() {
         // The lease (60 ms) is capped 20 ms after the maximum hold (40 ms),
         // as the watchdog's renewals cap it; the waiter's thread is held
