@@ -40,7 +40,11 @@ fn cluster_of_three_masters_starts_and_fails_over() {
         .unwrap();
     // WAIT returns at the acknowledgement; its bound is for a loaded machine
     // (two suites on two cores saw 100 ms pass without one).
-    let acked: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(&mut conn).unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(2000)
+        .query(&mut conn)
+        .unwrap();
     assert_eq!(acked, 1, "the replica acknowledged the write");
     drop(conn);
 
@@ -83,7 +87,11 @@ fn sentinel_set_starts_and_fails_over() {
         .unwrap();
     // WAIT returns at the acknowledgement; its bound is for a loaded machine
     // (two suites on two cores saw 100 ms pass without one).
-    let acked: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(&mut conn).unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(2000)
+        .query(&mut conn)
+        .unwrap();
     assert_eq!(acked, 1, "the replica acknowledged the write");
     drop(conn);
 
