@@ -75,8 +75,8 @@ fn an_unknown_database_is_a_config_error_at_once_naming_the_servers_refusal() {
 
 #[test]
 fn a_refused_port_is_reported_at_once_with_its_cause_and_may_be_retried() {
-    let port = free_port();
-    let (err, took) = refused(&format!("redis://127.0.0.1:{port}"));
+    let port = RefusedPort::new();
+    let (err, took) = refused(&port.url());
     check("refused port", &err, took, ErrorKind::Connection, "refused");
     assert!(err.is_connection(), "the server may come up: {err:?}");
     assert!(err.is_retryable(), "the server may come up: {err:?}");
@@ -515,9 +515,9 @@ fn the_eviction_check_runs_as_the_acl_user_and_is_skipped_without_its_grant() {
 
 #[test]
 fn unreachable_redis_is_a_connection_error_within_the_connect_timeout() {
-    let port = free_port();
+    let port = RefusedPort::new();
     let started = Instant::now();
-    let err = Client::builder(&format!("redis://127.0.0.1:{port}"))
+    let err = Client::builder(&port.url())
         .connect_timeout(Duration::from_millis(500))
         .build()
         .unwrap_err();

@@ -1,6 +1,7 @@
-//! Self-tests of the multi-node test support (tests/support/src/cluster.rs
-//! and sentinel.rs): the topologies start whole, keep a replicated write,
-//! and fail over when their master is SIGKILLed.
+//! Self-tests of the test support: the multi-node topologies
+//! (tests/support/src/cluster.rs and sentinel.rs) start whole, keep a
+//! replicated write, and fail over when their master is SIGKILLed; a
+//! refused port stays refused while it is held.
 
 use std::time::{Duration, Instant};
 
@@ -114,5 +115,23 @@ fn sentinel_set_starts_and_fails_over() {
         ms(startup),
         ms(failover),
         ms(waited)
+    );
+}
+
+#[test]
+fn a_refused_port_refuses_and_cannot_be_taken_while_held() {
+    let refused = RefusedPort::new();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], refused.port()));
+    let err = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    // What a server or relay of another test does to listen there.
+    assert!(
+        std::net::TcpListener::bind(addr).is_err(),
+        "the port was taken"
+    );
+    drop(refused);
+    assert!(
+        std::net::TcpListener::bind(addr).is_ok(),
+        "the port is free again"
     );
 }

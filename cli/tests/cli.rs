@@ -13,7 +13,7 @@ use cli_support::{
     Scratch, BIN, PATIENCE,
 };
 use fairlock::Client;
-use fairlock_test_support::{free_port, join_within, wait_until, RedisServer};
+use fairlock_test_support::{join_within, wait_until, RedisServer, RefusedPort};
 
 #[test]
 fn the_exit_code_passes_through_and_the_command_gets_the_token() {
@@ -417,7 +417,8 @@ fn bad_input_gives_a_one_line_error_and_exit_code_2() {
         assert_one_line_error(&out, 2, &format!("{args:?}"));
     }
     // An unreachable server is not bad usage.
-    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    let refused = RefusedPort::new();
+    let nobody = refused.url();
     let out = output(
         Command::new(BIN)
             .args(["--url", &nobody, "run", "x", "--", "true"])
@@ -431,7 +432,8 @@ fn bad_input_gives_a_one_line_error_and_exit_code_2() {
 /// library's default is 5 s), for `run` and `status` alike.
 #[test]
 fn a_refused_port_fails_within_the_connect_timeout() {
-    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    let refused = RefusedPort::new();
+    let nobody = refused.url();
     for args in [&["status", "x"][..], &["run", "x", "--", "true"]] {
         let started = Instant::now();
         let out = output(

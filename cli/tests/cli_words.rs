@@ -18,7 +18,7 @@ use cli_support::{
     BIN, PATIENCE,
 };
 use fairlock::LockKind;
-use fairlock_test_support::{free_port, lock_key, wait_until, RedisServer};
+use fairlock_test_support::{lock_key, wait_until, RedisServer, RefusedPort};
 
 /// Runs `fairlock run NAME <flags>`, which prints its token; the kind of
 /// lock of NAME whose last token that is.
@@ -260,7 +260,8 @@ fn exit_codes_tell_retry_from_fix_the_credentials_or_the_config() {
         .query(&mut conn)
         .unwrap();
 
-    let refused = format!("redis://127.0.0.1:{}", free_port());
+    let refused_port = RefusedPort::new();
+    let refused = refused_port.url();
     let db = format!("{}/99", server.url());
     let port = guarded.port();
     let cases: [(&str, &str, i32, &str); 9] = [

@@ -679,7 +679,8 @@ fn f8_an_unreachable_server_is_a_connection_error_within_connect_timeout_plus_1s
             .command_timeout(Duration::from_secs(1))
     };
     // Nothing listening at all.
-    let nowhere = format!("redis://127.0.0.1:{}", free_port());
+    let refused = RefusedPort::new();
+    let nowhere = refused.url();
     let started = Instant::now();
     let err = builder(&nowhere).build().unwrap_err();
     let took = started.elapsed();

@@ -464,6 +464,54 @@ pub fn free_port_with_bus() -> u16 {
     }
 }
 
+/// A loopback port that refuses every connection for as long as this
+/// lives: a TCP socket is bound to it and never listens, so no server or
+/// relay another test starts meanwhile can take the port (a port from
+/// [`free_port`] is free only until somebody binds it, and a test that
+/// counts on a refusal then meets a server, or a stopped one that never
+/// answers).
+pub struct RefusedPort {
+    _bound: socket2::Socket,
+    port: u16,
+}
+
+impl RefusedPort {
+    /// Binds a fresh ephemeral loopback port without listening on it.
+    pub fn new() -> RefusedPort {
+        use socket2::{Domain, Socket, Type};
+        let bound = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a TCP socket");
+        bound
+            .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .expect("bind an ephemeral port");
+        let port = bound
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .expect("the bound address")
+            .port();
+        RefusedPort {
+            _bound: bound,
+            port,
+        }
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Default for RefusedPort {
+    fn default() -> Self {
+        RefusedPort::new()
+    }
+}
+
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
