@@ -558,9 +558,11 @@ fn main() {
             cycles.push((how, *kind, uncontended, handoff, handoff_7));
         }
     }
-    // The mutex cycle's floor (benches/floor/): its fast paths alone, with
-    // fairlock's arguments and with them packed.
-    let floors: Vec<(&str, f64)> = if floor::load(&mut conn) {
+    // The mutex's floors (benches/floor/): its cycle's fast paths alone,
+    // with fairlock's arguments and with them packed, and its handoff's
+    // arrival and release alone (1 and 7 queued); then both on a layout
+    // fairlock does not use.
+    let floors: Vec<Floor> = if floor::load(&mut conn) {
         let keys =
             fairlock::__test_support::LockKeys::of_kind("fairlock", "bench:floor", LockKind::Mutex)
                 .unwrap()
@@ -569,25 +571,13 @@ fn main() {
         [
             ("fairlock's arguments", floor::Layout::Fairlocks),
             ("arguments packed", floor::Layout::Packed),
+            (
+                "another layout: deadlines in the entries",
+                floor::Layout::Entries,
+            ),
         ]
         .into_iter()
-        .map(|(what, layout)| {
-            let _: () = redis::cmd("SET")
-                .arg(&keys[0])
-                .arg(fake_queue::versioned("1795728762856307 - c1:1#6"))
-                .arg("PX")
-                .arg(600_000)
-                .query(&mut conn)
-                .unwrap();
-            // Each take's token is the last one + 1, read from the key.
-            let mut last = 1_795_728_762_856_307;
-            let per_cycle = counted.per_op(n, |i| {
-                let token = floor::cycle(&mut conn, &keys, layout, 10 + i);
-                assert_eq!(token, last + 1, "tokens go up by one");
-                last = token;
-            });
-            (what, per_cycle)
-        })
+        .map(|(what, layout)| floor_of(&counted, n, &mut conn, &keys, what, layout))
         .collect()
     } else {
         Vec::new()
@@ -636,8 +626,12 @@ fn main() {
         cycles_json.join(", "),
         floors
             .iter()
-            .map(|(what, per_cycle)| format!(
-                "{{\"layout\": \"{what}\", \"uncontended\": {per_cycle:.0}}}"
+            .map(|f| format!(
+                "{{\"layout\": \"{}\", \"uncontended\": {:.0}, \"handoff\": {}, \"handoff_7\": {}}}",
+                f.what,
+                f.uncontended,
+                number(f.handoff),
+                number(f.handoff_7)
             ))
             .collect::<Vec<_>>()
             .join(", "),
@@ -672,11 +666,87 @@ fn ratio(x: f64) -> String {
 
 /// The cycles' table: each kind's cycles by each caller beside Redisson's
 /// and the unfair cycle, with fairlock / Redisson and fairlock / unfair.
+/// A floor measured (benches/floor/): what its layout is, its cycle and
+/// its handoff with 1 and 7 queued (NaN where it has none).
+struct Floor {
+    what: &'static str,
+    uncontended: f64,
+    handoff: f64,
+    handoff_7: f64,
+}
+
+/// Counts the floor of `layout` on `keys`: the uncontended cycle, and
+/// but for the packed arguments (a cycle only) the handoff with one
+/// waiter queued and with seven, as `cycles_of` drives fairlock's.
+fn floor_of(
+    counted: &Counted,
+    n: u64,
+    conn: &mut redis::Connection,
+    keys: &[String],
+    what: &'static str,
+    layout: floor::Layout,
+) -> Floor {
+    let _: () = redis::cmd("DEL").arg(keys).query(conn).unwrap();
+    let mut last = 1_795_728_762_856_307;
+    let free = match layout {
+        floor::Layout::Entries => format!("e{} {last} - c1:1#6", fairlock::DATA_FORMAT),
+        _ => fake_queue::versioned(&format!("{last} - c1:1#6")),
+    };
+    let _: () = redis::cmd("SET")
+        .arg(&keys[0])
+        .arg(free)
+        .arg("PX")
+        .arg(600_000)
+        .query(conn)
+        .unwrap();
+    // Each take's token is the last one + 1, read from the key.
+    let uncontended = counted.per_op(n, |i| {
+        let token = floor::cycle(conn, keys, layout, 10 + i);
+        assert_eq!(token, last + 1, "tokens go up by one");
+        last = token;
+    });
+    let mut handoffs = [f64::NAN; 2];
+    if !matches!(layout, floor::Layout::Packed) {
+        // A holder and one waiter, as cycles_of starts them.
+        let token = last + 1;
+        let (held, px) = layout.held(token, "h:1", 1);
+        let _: () = redis::cmd("SET")
+            .arg(&keys[0])
+            .arg(held)
+            .arg("PX")
+            .arg(px)
+            .query(conn)
+            .unwrap();
+        let mut holder = ("h:1".to_owned(), token.to_string(), "1".to_owned());
+        let mut queued = 0;
+        for (depth, handoff) in [1, 7].into_iter().zip(handoffs.iter_mut()) {
+            // Waiters queue behind the holder; each step hands over to the
+            // head and queues a newcomer, so the queue stays `depth` long.
+            while queued < depth {
+                queued += 1;
+                floor::arrive(conn, keys, layout, &format!("q{queued}:1"), 100 + queued);
+            }
+            *handoff = counted.per_op(n, |i| {
+                let newcomer = format!("n{depth}-{i}:1");
+                let position =
+                    floor::handoff(conn, keys, layout, &mut holder, &newcomer, 1_000 + i);
+                assert_eq!(position, depth as i64 - 1, "the queue stays {depth} long");
+            });
+        }
+    }
+    Floor {
+        what,
+        uncontended,
+        handoff: handoffs[0],
+        handoff_7: handoffs[1],
+    }
+}
+
 fn print_cycles(
     unfair: f64,
     redisson: &RedissonCost,
     cycles: &[(&str, &str, f64, f64, f64)],
-    floors: &[(&str, f64)],
+    floors: &[Floor],
 ) {
     let k = |x: f64| {
         if x.is_nan() {
@@ -720,15 +790,16 @@ fn print_cycles(
             format!("{} (7 queued)", k(*handoff_7))
         );
     }
-    for (what, per_cycle) in floors {
+    for f in floors {
         println!(
-            "  {:<40} {:>11} {:>9} {:>13} {:>13} {:>9}",
-            format!("floor of the mutex, {what}"),
-            k(*per_cycle),
-            "-",
-            x(per_cycle / redisson.uncontended),
-            "-",
-            x(per_cycle / unfair)
+            "  {:<40} {:>11} {:>9} {:>13} {:>13} {:>9} {:>17}",
+            format!("floor of the mutex, {}", f.what),
+            k(f.uncontended),
+            k(f.handoff),
+            x(f.uncontended / redisson.uncontended),
+            x(f.handoff / redisson.handoff),
+            x(f.uncontended / unfair),
+            format!("{} (7 queued)", k(f.handoff_7))
         );
     }
     println!("  Redisson's steps:");

@@ -87,6 +87,7 @@ def section(own, load):
                f" {_k(after['unfair_cycle'])} | 1x | 1x |")
     out.append(f"| no-op EVALSHA (the unit of the tables above) | {_k(before and before['noop'])} |"
                f" {_k(after['noop'])} | | |")
+    out += _floors(after)
     kinds = [c for c in after.get("cycles", []) if "kind" in c]
     if kinds:
         out += ["", "Every kind's cycles as a client sends them, in call() instructions (the handoff with one waiter"
@@ -110,4 +111,31 @@ def section(own, load):
                      _k(b and b["handoff"]), _k(row["handoff"]),
                      vs(b and b["handoff"], bm and bm["handoff"]), vs(row["handoff"], m["handoff"])]
             out.append(f"| {row['kind']} | {row['by']} | " + " | ".join(cells) + " |")
+    return out
+
+
+def _floors(after):
+    """The floors' table: fairlock's mutex by FCALL beside the scripts that do
+    only what its paths do (benches/floor/), each handoff against its own
+    uncontended cycle; [] when the run measured no floor."""
+    floors = after.get("floors") or []
+    mine = next((c for c in after.get("cycles", []) if c["by"] == "FCALL"
+                 and c.get("kind", "mutex") == "mutex"), None)
+    if not floors or not mine:
+        return []
+    unfair = after["unfair_cycle"]
+
+    def ratio(a, b):
+        return NA if a is None or b is None else f"{a / b:.2f}x"
+
+    out = ["", "The floors (`benches/floor/`: Functions that do only what the mutex's paths do, with every"
+           " guarantee they keep; see docs/performance.md), by FCALL, each handoff against the uncontended"
+           " cycle of its own row:", "",
+           "| | uncontended | ÷ unfair | handoff (1 queued) | ÷ its uncontended | handoff (7 queued) |",
+           "|---|---|---|---|---|---|"]
+    rows = [("fairlock's mutex", mine)] + [(f"floor, {f['layout']}", f) for f in floors]
+    for label, row in rows:
+        out.append(f"| {label} | {_k(row['uncontended'])} | {ratio(row['uncontended'], unfair)} |"
+                   f" {_k(row.get('handoff'))} | {ratio(row.get('handoff'), row['uncontended'])} |"
+                   f" {_k(row.get('handoff_7'))} |")
     return out

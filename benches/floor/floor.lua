@@ -68,3 +68,210 @@ end)
 redis.register_function('floor_release_packed', function(keys, args)
   return release(keys[1], args[1], args[2], args[3])
 end)
+
+-- The floor of the handoff on the same keys and format: an arrival that
+-- queues behind a live hold of another owner, and a release that hands
+-- the lone hold of its call to the head of the queue, doing only what
+-- fairlock's do there, with every guarantee they keep: the holder's lease
+-- checked (PTTL above the fence) by both; the entry's liveness deadline
+-- from the server's clock (TIME, the deadlines zset), FIFO by arrival
+-- number, up to 16 dead entries pruned by each arrival into a queue, the
+-- queue keys' TTL, the lock's '+'; the head's liveness checked and its
+-- deadline dropped, a watchdog-renewed grant capped at that deadline, the
+-- token the last + 1, the new hold's lease, its '+' while others wait, the
+-- grant told on its client's channel. With fairlock's arguments (as its
+-- acquire and release), the waiter timeout read from the settings string
+-- once and kept as fairlock keeps it; fairlock's replies.
+
+local seen_settings, seen_timeout, seen_fixed = false, false, false
+local seen_lease, seen_fence, seen_px = false, false, false
+
+local function clock_ms()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
+end
+
+redis.register_function('floor_arrive', function(keys, args)
+  local lock, queue, deadlines = keys[1], keys[2], keys[3]
+  local owner, call = args[3], args[4]
+  if seen_settings ~= args[6] then
+    seen_fixed, seen_timeout = string.match(args[6], '^([01]) (%d+) ')
+    seen_timeout, seen_settings = seen_timeout + 0, args[6]
+  end
+  local stored = redis.call('GET', lock)
+  local token, holder, plus, fence =
+    string.match(stored or '', '^v@FORMAT@ (%d+) (%S+)#[%d,]+ (%+?)(%d+) ')
+  local pttl = holder and holder ~= owner and redis.call('PTTL', lock)
+  if not pttl or pttl <= fence + 0 then
+    return redis.error_reply('ERR floor: an arrival behind a live hold of another owner only')
+  end
+  local now = clock_ms()
+  local entry = owner .. ' ' .. call .. ' ' .. args[5] .. ' ' .. seen_fixed
+  redis.call('ZADD', deadlines, string.format('%d', now + seen_timeout), entry)
+  local position = 0
+  local life = string.format('%d', 2 * seen_timeout)
+  if plus == '' then
+    redis.call('ZADD', queue, '1', entry)
+    redis.call('PEXPIRE', queue, life)
+    redis.call('PEXPIRE', deadlines, life)
+    -- The lock key outlives the queue keys (its format word stands for
+    -- theirs): its fence grows when their TTL is longer than its own.
+    local at = string.find(stored, ' ', 5 + #token + #holder, true)
+    local grow = 2 * seen_timeout - pttl
+    if grow > 0 then
+      redis.call('SET', lock, string.sub(stored, 1, at) .. '+' .. string.format('%d', fence + grow)
+        .. string.sub(stored, at + 1 + #fence), 'PX', life)
+    else
+      redis.call('SET', lock, string.sub(stored, 1, at) .. '+' .. string.sub(stored, at + 1),
+        'KEEPTTL')
+    end
+  else
+    local last = redis.call('ZRANGE', queue, '-1', '-1', 'WITHSCORES')[2]
+    redis.call('ZADD', queue, 'NX', string.format('%d', (last or 0) + 1), entry)
+    position = redis.call('ZCARD', queue) - 1
+    local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', '(' .. now, 'LIMIT', '0', '16')
+    for _, gone in ipairs(dead) do
+      redis.call('ZREM', queue, gone)
+      redis.call('ZREM', deadlines, gone)
+    end
+    if redis.call('PTTL', queue) < seen_timeout then
+      redis.call('PEXPIRE', queue, life)
+      redis.call('PEXPIRE', deadlines, life)
+    end
+  end
+  return { 0, pttl - fence, position, token }
+end)
+
+redis.register_function('floor_hand_over', function(keys, args)
+  local lock, queue, deadlines = keys[1], keys[2], keys[3]
+  local owner, token, call = args[3], args[4], args[5]
+  local stored = redis.call('GET', lock)
+  local held = 'v@FORMAT@ ' .. token .. ' ' .. owner .. '#' .. call .. ' +'
+  local fence = stored and string.find(stored, held, 1, true) == 1
+    and string.match(stored, '^%d+', #held + 1)
+  local pttl = fence and redis.call('PTTL', lock)
+  if not pttl or pttl <= fence + 0 then
+    return -1
+  end
+  local head = redis.call('ZPOPMIN', queue)[1]
+  local now = clock_ms()
+  local deadline = head and redis.call('ZSCORE', deadlines, head)
+  if not deadline or deadline + 0 < now then
+    return redis.error_reply('ERR floor: a handoff to a live head only')
+  end
+  redis.call('ZREM', deadlines, head)
+  local next_owner, next_call, lease, fixed = string.match(head, '^(%S+) (%d+) (%d+) ([01])$')
+  if fixed == '0' and deadline - now < lease + 0 then
+    lease = string.format('%d', deadline - now)
+  end
+  local next_token = string.format('%d', token + 1)
+  local plus = redis.call('EXISTS', queue) == 1 and ' +' or ' '
+  if seen_lease ~= lease or seen_fence ~= args[2] then
+    seen_lease, seen_fence, seen_px = lease, args[2], string.format('%d', lease + args[2])
+  end
+  redis.call('SET', lock, 'v@FORMAT@ ' .. next_token .. ' ' .. next_owner .. '#' .. next_call
+    .. plus .. args[2] .. ' ' .. owner .. '#' .. call, 'PX', seen_px)
+  redis.call('PUBLISH', args[1] .. string.match(next_owner, '^([^:]+):'),
+    'G ' .. next_call .. ' ' .. next_token .. ' ' .. lease)
+  return { next_owner, next_call, next_token, lease }
+end)
+
+-- The same cycle and handoff in a layout fairlock does not use, to show
+-- what a layout buys: its queue is one zset whose entries carry their
+-- liveness deadline ("<deadline ms> <owner> <call id> <lease ms> <fixed>",
+-- scored by arrival number), so a handoff reads the head's deadline with
+-- the head and there is no deadlines zset to write, prune, expire or
+-- clean; and a hold's key lives exactly its lease ("e<format> <token>
+-- <owner>#<call> <+|-> <mark>", PX the lease; free: "e<format> <token>
+-- <+|-> <mark>", PX the fence), so a key that is there is a live hold
+-- and no path reads a PTTL but the arrival's reply. Two keys (the lock,
+-- the queue). Not a lock: its waiters could not renew their place (the
+-- entry would change with its deadline, and a client that lost a
+-- heartbeat's reply would no longer know its entry), and the floor has
+-- no other path.
+
+redis.register_function('floor_entries_take', function(keys, args)
+  local stored = redis.call('GET', keys[1])
+  local last, mark = string.match(stored or '', '^e@FORMAT@ (%d+) %- (.+)$')
+  if not last then
+    return redis.error_reply('ERR floor: a free lock nobody waits for only')
+  end
+  local token = last + 1
+  redis.call('SET', keys[1], 'e@FORMAT@ ' .. string.format('%d', token) .. ' ' .. args[3] .. '#'
+    .. args[4] .. ' - ' .. mark, 'PX', args[5])
+  return token
+end)
+
+redis.register_function('floor_entries_release', function(keys, args)
+  local owner, token, call = args[3], args[4], args[5]
+  local stored = redis.call('GET', keys[1])
+  if not stored or string.find(stored, 'e@FORMAT@ ' .. token .. ' ' .. owner .. '#' .. call
+      .. ' - ', 1, true) ~= 1 then
+    return -1
+  end
+  redis.call('SET', keys[1], 'e@FORMAT@ ' .. token .. ' - ' .. owner .. '#' .. call, 'PX', args[2])
+  return 0
+end)
+
+redis.register_function('floor_entries_arrive', function(keys, args)
+  local lock, queue = keys[1], keys[2]
+  local owner, call = args[3], args[4]
+  if seen_settings ~= args[6] then
+    seen_fixed, seen_timeout = string.match(args[6], '^([01]) (%d+) ')
+    seen_timeout, seen_settings = seen_timeout + 0, args[6]
+  end
+  local stored = redis.call('GET', lock)
+  local token, holder, calls, plus =
+    string.match(stored or '', '^e@FORMAT@ (%d+) (%S+)#([%d,]+) ([-+]) ')
+  if not holder or holder == owner then
+    return redis.error_reply('ERR floor: an arrival behind a live hold of another owner only')
+  end
+  local left = redis.call('PTTL', lock)
+  local now = clock_ms()
+  local entry = string.format('%d', now + seen_timeout) .. ' ' .. owner .. ' ' .. call .. ' '
+    .. args[5] .. ' ' .. seen_fixed
+  local position = 0
+  local life = string.format('%d', 2 * seen_timeout)
+  if plus == '-' then
+    redis.call('ZADD', queue, '1', entry)
+    redis.call('PEXPIRE', queue, life)
+    local at = 6 + #'@FORMAT@' + #token + #holder + #calls
+    redis.call('SET', lock, string.sub(stored, 1, at - 1) .. '+' .. string.sub(stored, at + 1),
+      'KEEPTTL')
+  else
+    local last = redis.call('ZRANGE', queue, '-1', '-1', 'WITHSCORES')[2]
+    redis.call('ZADD', queue, 'NX', string.format('%d', (last or 0) + 1), entry)
+    position = redis.call('ZCARD', queue) - 1
+    if redis.call('PTTL', queue) < seen_timeout then
+      redis.call('PEXPIRE', queue, life)
+    end
+  end
+  return { 0, left, position, token }
+end)
+
+redis.register_function('floor_entries_hand_over', function(keys, args)
+  local lock, queue = keys[1], keys[2]
+  local owner, token, call = args[3], args[4], args[5]
+  local stored = redis.call('GET', lock)
+  if not stored or string.find(stored, 'e@FORMAT@ ' .. token .. ' ' .. owner .. '#' .. call
+      .. ' + ', 1, true) ~= 1 then
+    return -1
+  end
+  local head = redis.call('ZPOPMIN', queue)[1]
+  local now = clock_ms()
+  local deadline, next_owner, next_call, lease, fixed =
+    string.match(head or '', '^(%d+) (%S+) (%d+) (%d+) ([01])$')
+  if not deadline or deadline + 0 < now then
+    return redis.error_reply('ERR floor: a handoff to a live head only')
+  end
+  if fixed == '0' and deadline - now < lease + 0 then
+    lease = string.format('%d', deadline - now)
+  end
+  local next_token = string.format('%d', token + 1)
+  local plus = redis.call('EXISTS', queue) == 1 and ' + ' or ' - '
+  redis.call('SET', lock, 'e@FORMAT@ ' .. next_token .. ' ' .. next_owner .. '#' .. next_call
+    .. plus .. owner .. '#' .. call, 'PX', lease)
+  redis.call('PUBLISH', args[1] .. string.match(next_owner, '^([^:]+):'),
+    'G ' .. next_call .. ' ' .. next_token .. ' ' .. lease)
+  return { next_owner, next_call, next_token, lease }
+end)

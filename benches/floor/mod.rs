@@ -1,12 +1,14 @@
-//! The floor of fairlock's mutex cycle, measured beside it: a Functions
-//! library (`floor.lua`) that does only what the cycle's fast paths do,
-//! with every guarantee they keep, on fairlock's keys and data format;
-//! once with fairlock's arguments as its client sends them, once with them
-//! packed as the fast paths use them (the hold as written, the PX, the
-//! values a release compares and writes). What fairlock spends above the
-//! first is its Lua; what the first spends above the second, its
-//! arguments' layout. (A directory module, so cargo does not take it for a
-//! bench target.)
+//! The floor of fairlock's mutex cycle and handoff, measured beside them:
+//! a Functions library (`floor.lua`) that does only what the cycle's fast
+//! paths (and the handoff's arrival and release) do, with every guarantee
+//! they keep, on fairlock's keys and data format; the cycle once with
+//! fairlock's arguments as its client sends them, once with them packed
+//! as the fast paths use them (the hold as written, the PX, the values a
+//! release compares and writes). What fairlock spends above the first is
+//! its Lua; what the first spends above the second, its arguments'
+//! layout. Beside them the same floors on a layout fairlock does not use
+//! (`Layout::Entries`), to show what a layout buys. (A directory module,
+//! so cargo does not take it for a bench target.)
 
 /// The library's source.
 const SOURCE: &str = include_str!("floor.lua");
@@ -22,71 +24,145 @@ pub fn load(conn: &mut redis::Connection) -> bool {
         .is_ok()
 }
 
-/// How a floor cycle's calls carry their arguments.
+/// How a floor cycle's calls carry their arguments, and on which layout.
 #[derive(Clone, Copy)]
 pub enum Layout {
     /// As fairlock's client sends its mutex calls today.
     Fairlocks,
     /// Packed as the fast paths use them.
     Packed,
+    /// fairlock's arguments on a layout it does not use: queue entries
+    /// that carry their deadline, a hold's key that lives its lease
+    /// (floor.lua, `floor_entries_*`; the first two of the keys).
+    Entries,
+}
+
+impl Layout {
+    /// The keys of `keys` (fairlock's three) this layout's calls name.
+    fn keys(self, keys: &[String]) -> &[String] {
+        match self {
+            Layout::Entries => &keys[..2],
+            _ => keys,
+        }
+    }
+
+    /// The lock key's value of a hold of `owner`'s call `id` with `token`,
+    /// nobody queued, and its PX: what a take of this layout writes.
+    pub fn held(self, token: i64, owner: &str, id: u64) -> (String, u64) {
+        let format = fairlock::DATA_FORMAT;
+        match self {
+            Layout::Entries => (format!("e{format} {token} {owner}#{id} - -"), 60_000),
+            _ => (format!("v{format} {token} {owner}#{id} 600000 -"), 660_000),
+        }
+    }
+}
+
+/// `FCALL function` on `keys` with `args`.
+fn fcall<T: redis::FromRedisValue>(
+    conn: &mut redis::Connection,
+    function: &str,
+    keys: &[String],
+    args: &[String],
+) -> T {
+    redis::cmd("FCALL")
+        .arg(function)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args)
+        .query(conn)
+        .unwrap()
+}
+
+/// Call `id` of `newcomer` queues behind the holder of `keys` in `layout`
+/// (`Fairlocks` or `Entries`); returns its position.
+pub fn arrive(
+    conn: &mut redis::Connection,
+    keys: &[String],
+    layout: Layout,
+    newcomer: &str,
+    id: u64,
+) -> i64 {
+    let function = match layout {
+        Layout::Entries => "floor_entries_arrive",
+        _ => "floor_arrive",
+    };
+    let settings = "1 600000 first 0";
+    let args = [
+        "fairlock:wake:",
+        "600000",
+        newcomer,
+        &id.to_string(),
+        "60000",
+        settings,
+    ]
+    .map(String::from);
+    let queued: Vec<i64> = fcall(conn, function, layout.keys(keys), &args);
+    assert_eq!(queued[0], 0, "the newcomer queued");
+    queued[2]
+}
+
+/// One step of the floor's handoff on `keys` in `layout` (`Fairlocks` or
+/// `Entries`): the lone hold of `holder` (owner, token, call id) goes to
+/// the head of the queue, whose (owner, token, call id) it becomes, then
+/// call `id` of `newcomer` queues behind it (returns its position).
+pub fn handoff(
+    conn: &mut redis::Connection,
+    keys: &[String],
+    layout: Layout,
+    holder: &mut (String, String, String),
+    newcomer: &str,
+    id: u64,
+) -> i64 {
+    let function = match layout {
+        Layout::Entries => "floor_entries_hand_over",
+        _ => "floor_hand_over",
+    };
+    let (owner, token, call) = &*holder;
+    let args = ["fairlock:wake:", "600000", owner, token, call].map(String::from);
+    let grant: Vec<String> = fcall(conn, function, layout.keys(keys), &args);
+    *holder = (grant[0].clone(), grant[2].clone(), grant[1].clone());
+    arrive(conn, keys, layout, newcomer, id)
 }
 
 /// One cycle on the free lock `keys` (fairlock's three keys of a mutex):
 /// call `id` of owner `c1:1` takes it and releases it. Returns the token.
 pub fn cycle(conn: &mut redis::Connection, keys: &[String], layout: Layout, id: u64) -> i64 {
-    let fcall = |conn: &mut redis::Connection, function: &str, args: &[String]| {
-        redis::cmd("FCALL")
-            .arg(function)
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args)
-            .query::<i64>(conn)
-            .unwrap()
-    };
     let (owner, fence, lease) = ("c1:1", "600000", 60_000u64);
+    let (take, release) = match layout {
+        Layout::Fairlocks => ("floor_take", "floor_release"),
+        Layout::Packed => ("floor_take_packed", "floor_release_packed"),
+        Layout::Entries => ("floor_entries_take", "floor_entries_release"),
+    };
+    let keys = layout.keys(keys);
     let strings = |parts: &[&str]| parts.iter().map(|p| p.to_string()).collect::<Vec<_>>();
     let id_s = id.to_string();
-    let token = match layout {
-        Layout::Fairlocks => fcall(
-            conn,
-            "floor_take",
-            &strings(&[
-                "fairlock:wake:",
-                fence,
-                owner,
-                &id_s,
-                &lease.to_string(),
-                "1 600000 first 0",
-            ]),
-        ),
-        Layout::Packed => fcall(
-            conn,
-            "floor_take_packed",
-            &strings(&[
-                &format!("{owner}#{id} {fence}"),
-                &(lease + 600_000).to_string(),
-                "fairlock:wake: 1 600000 first 0",
-            ]),
-        ),
+    let args = match layout {
+        Layout::Packed => strings(&[
+            &format!("{owner}#{id} {fence}"),
+            &(lease + 600_000).to_string(),
+            "fairlock:wake: 1 600000 first 0",
+        ]),
+        _ => strings(&[
+            "fairlock:wake:",
+            fence,
+            owner,
+            &id_s,
+            &lease.to_string(),
+            "1 600000 first 0",
+        ]),
     };
+    let token: i64 = fcall(conn, take, keys, &args);
     let token_s = token.to_string();
     let format = fairlock::DATA_FORMAT;
-    let released = match layout {
-        Layout::Fairlocks => fcall(
-            conn,
-            "floor_release",
-            &strings(&["fairlock:wake:", fence, owner, &token_s, &id_s]),
-        ),
-        Layout::Packed => fcall(
-            conn,
-            "floor_release_packed",
-            &strings(&[
-                &format!("v{format} {token} {owner}#{id} {fence} "),
-                &format!("v{format} {token} - {owner}#{id}"),
-                fence,
-            ]),
-        ),
+    let args = match layout {
+        Layout::Packed => strings(&[
+            &format!("v{format} {token} {owner}#{id} {fence} "),
+            &format!("v{format} {token} - {owner}#{id}"),
+            fence,
+        ]),
+        _ => strings(&["fairlock:wake:", fence, owner, &token_s, &id_s]),
     };
+    let released: i64 = fcall(conn, release, keys, &args);
     assert_eq!(released, 0, "the floor's release freed its own hold");
     token
 }
