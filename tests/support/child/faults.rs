@@ -128,7 +128,8 @@ pub fn churn() {
             thread::spawn(move || {
                 let (mut sections, mut timeouts, mut errors) = (0, 0, 0);
                 while start.elapsed() < duration {
-                    match mutex.try_lock_for(rng.millis(20, 400)) {
+                    let (patience, asked) = (rng.millis(20, 400), Instant::now());
+                    match mutex.try_lock_for(patience) {
                         Ok(Some(guard)) => {
                             let value: Option<u64> = conn.get(&counter).unwrap();
                             thread::sleep(rng.millis(0, 3));
@@ -165,6 +166,14 @@ pub fn churn() {
                             }
                         }
                         Ok(None) => timeouts += 1,
+                        // The deadline passed before the first request was
+                        // answered (the pool still opening a connection on
+                        // a loaded machine): `Connection` at the deadline,
+                        // as docs/failures.md says; it sent nothing, or
+                        // what it sent is abandoned, and leaves nothing.
+                        Err(err) if err.is_connection() && asked.elapsed() >= patience => {
+                            timeouts += 1
+                        }
                         Err(err) => {
                             errors += 1;
                             say(format!("error {i} lock {:?} {err}", err.kind()));
