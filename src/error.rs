@@ -121,10 +121,11 @@ pub(crate) enum Retry {
     /// pooled connection in time): a call that was sent may or may not have
     /// run; on a cluster a fresh slot map may find a promoted master.
     Unreachable,
-    /// No pooled connection was free in time while the pool had every
-    /// connection it may open: all were busy with this client's other
-    /// calls. Nothing was sent; at a call's deadline that is the
-    /// deadline's doing, not an outage's.
+    /// No pooled connection was free in time, and none failed to open:
+    /// the pool had every connection it may open, all busy with this
+    /// client's other calls, or it was still opening one (a loaded
+    /// machine, a slow handshake). Nothing was sent; at a call's deadline
+    /// that is the deadline's doing, not an outage's.
     PoolBusy,
 }
 
@@ -301,9 +302,8 @@ impl Error {
             || source.is::<r2d2::Error>()
     }
 
-    /// True when no pooled connection was free in time while the pool had
-    /// all its connections, busy with this client's other calls
-    /// ([`Retry::PoolBusy`]).
+    /// True when no pooled connection was free in time and none failed to
+    /// open ([`Retry::PoolBusy`]).
     pub(crate) fn is_pool_busy(&self) -> bool {
         self.retry == Retry::PoolBusy
     }
@@ -467,8 +467,8 @@ impl Error {
         Self::from_redis(err.into())
     }
 
-    /// No pooled connection in time; `busy`: the pool had every connection
-    /// it may open, all in use (see [`Retry::PoolBusy`]). Not a `From`
+    /// No pooled connection in time; `busy`: none failed to open (see
+    /// [`Retry::PoolBusy`]). Not a `From`
     /// impl, so that r2d2's error type stays out of fairlock's API.
     pub(crate) fn from_pool(err: r2d2::Error, busy: bool) -> Self {
         let message = "no redis connection could be had in time";

@@ -289,6 +289,50 @@ fn a_wait_that_finds_every_pooled_connection_busy_is_not_acquired_and_leaves_not
     }
 }
 
+/// A wait whose deadline passes while the pool is still opening the
+/// connection its request needs (a slow handshake, nothing failed) is not
+/// acquired either: a slow opening is not an outage. A new connection's
+/// `AUTH` takes the relay's 400 ms round trip; the pool's one open
+/// connection is kept busy, so the request needs a second.
+#[test]
+fn a_wait_whose_connection_is_still_being_opened_is_not_acquired_and_leaves_nothing() {
+    let password = "first-contact-opening";
+    let server = RedisServer::start_with(&["--requirepass", password]);
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(200));
+    let through_relay = format!("redis://default:{password}@127.0.0.1:{}", relay.port());
+    let operator = Client::open(&server.url_as("default", password)).unwrap();
+    for wait in [Duration::from_millis(20), Duration::from_millis(100)] {
+        // A client of its own each time: one connection open, a second one
+        // to open (the first wait's would be open by the second).
+        let client = Client::builder(&through_relay)
+            .pool_size(2)
+            .build()
+            .unwrap();
+        let name = format!("first-contact-opening-{}", wait.as_millis());
+        let busy = {
+            let mutex = client.fair_mutex(&name);
+            std::thread::spawn(move || mutex.is_locked())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let started = Instant::now();
+        let result = client.fair_mutex(&name).try_lock_for(wait);
+        let took = started.elapsed();
+        eprintln!("try_lock_for({wait:?}) while its connection opens: {took:?}: {result:?}");
+        assert!(
+            matches!(result, Ok(None)),
+            "try_lock_for({wait:?}): {result:?}"
+        );
+        assert!(took < wait + Duration::from_millis(300), "{took:?}");
+        assert!(!busy.join().unwrap().unwrap());
+        let mutex = operator.fair_mutex(&name);
+        assert!(
+            wait_until(Duration::from_secs(5), || !mutex.is_locked().unwrap()
+                && mutex.queue_len().unwrap() == 0),
+            "try_lock_for({wait:?}) left its call behind"
+        );
+    }
+}
+
 /// A TCP listener on a free port that answers every connection as `reply`
 /// says (`None`: accepts and never writes), until dropped; its thread and
 /// the connections' are joined then.

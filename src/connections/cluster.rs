@@ -15,7 +15,7 @@ use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, Result};
 
 use super::steady::Steady;
-use super::{invalid_url, open_info, pool_builder, pooled, quiet, Listen, Timeouts};
+use super::{invalid_url, open_info, pool_builder, pooled, quiet, LastOpen, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
 /// failover (`CLUSTERDOWN`, `TRYAGAIN`, `READONLY`, refused connections),
@@ -29,6 +29,8 @@ const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1000;
 /// The connections to a Redis Cluster.
 pub(super) struct Cluster {
     pool: r2d2::Pool<ClusterManager>,
+    /// Whether the pool's last attempt to open a connection failed.
+    last_open: LastOpen,
     /// The cluster client, for the watchdog's own connections.
     client: redis::cluster::ClusterClient,
     /// Cluster seed nodes: the first one's settings (scheme, credentials,
@@ -50,9 +52,11 @@ impl Cluster {
             client: client.clone(),
             generation: Arc::new(AtomicU64::new(0)),
         };
-        let pool = pool_builder(config).build_unchecked(manager);
+        let last_open = LastOpen::default();
+        let pool = pool_builder(config, &last_open).build_unchecked(manager);
         Ok(Cluster {
             pool,
+            last_open,
             client,
             seeds,
             timeouts: Timeouts::of(config),
@@ -67,13 +71,13 @@ impl Cluster {
         &self,
         timeout: Duration,
     ) -> Result<r2d2::PooledConnection<ClusterManager>> {
-        let mut conn = pooled(&self.pool, timeout)?;
+        let mut conn = pooled(&self.pool, &self.last_open, timeout)?;
         for _ in 0..self.pool.max_size() {
             if !conn.is_stale() {
                 break;
             }
             drop(conn);
-            conn = pooled(&self.pool, timeout)?;
+            conn = pooled(&self.pool, &self.last_open, timeout)?;
         }
         Ok(conn)
     }

@@ -27,6 +27,7 @@ pub(crate) mod caller;
 mod cluster;
 pub(crate) mod config;
 pub(crate) mod eviction;
+mod last_open;
 pub(crate) mod library;
 pub(crate) mod resp;
 pub(crate) mod scripts;
@@ -52,6 +53,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{check_subscribed, Route};
 
 use cluster::{Cluster, ClusterManager};
+use last_open::LastOpen;
 use sentinel::{Sentinel, SentinelManager};
 use single::{Single, SingleManager};
 use steady::Steady;
@@ -195,9 +197,13 @@ impl Backend {
     pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
         let timeout = timeout.min(self.connect_timeout);
         Ok(match &self.deployment {
-            Deployment::Single(single) => Conn::Single(pooled(&single.pool, timeout)?),
+            Deployment::Single(single) => {
+                Conn::Single(pooled(&single.pool, &single.last_open, timeout)?)
+            }
             Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
-            Deployment::Sentinel(sentinel) => Conn::Sentinel(pooled(&sentinel.pool, timeout)?),
+            Deployment::Sentinel(sentinel) => {
+                Conn::Sentinel(pooled(&sentinel.pool, &sentinel.last_open, timeout)?)
+            }
         })
     }
 
@@ -288,7 +294,10 @@ impl Backend {
     }
 }
 
-fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> {
+fn pool_builder<M: r2d2::ManageConnection<Error = Error>>(
+    config: &Config,
+    last_open: &LastOpen,
+) -> r2d2::Builder<M> {
     let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
         .num_threads(1)
         .thread_name_pattern("fairlock-pool")
@@ -310,21 +319,24 @@ fn pool_builder<M: r2d2::ManageConnection>(config: &Config) -> r2d2::Builder<M> 
         // connection tries again every 100 ms, so a call waiting for one
         // gets it within 100 ms of the server's return.
         .connection_timeout(Duration::from_millis(200))
-        // Nothing logged for each failed attempt: a call that needed one
-        // reports the cause.
-        .error_handler(Box::new(r2d2::NopErrorHandler))
+        // Nothing logged for each failed attempt (a call that needed one
+        // reports the cause); whether the last one failed is kept.
+        .error_handler(Box::new(last_open.clone()))
+        .connection_customizer(Box::new(last_open.clone()))
         .thread_pool(Arc::new(maintenance))
 }
 
 /// A connection of `pool` within `timeout`, or the pool's error.
 fn pooled<M: r2d2::ManageConnection>(
     pool: &r2d2::Pool<M>,
+    last_open: &LastOpen,
     timeout: Duration,
 ) -> Result<r2d2::PooledConnection<M>> {
     pool.get_timeout(timeout).map_err(|err| {
-        // Every connection the pool may open is open: none failed to
-        // connect, all were busy.
-        let busy = pool.state().connections == pool.max_size();
+        // Busy: every connection the pool may open is open and in use, or
+        // none of its attempts to open one failed (it was still opening
+        // one: a loaded machine, a slow handshake, not an outage).
+        let busy = pool.state().connections == pool.max_size() || !last_open.failed();
         Error::from_pool(err, busy)
     })
 }
