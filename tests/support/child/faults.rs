@@ -167,10 +167,10 @@ pub fn churn() {
                         }
                         Ok(None) => timeouts += 1,
                         // The deadline passed before the first request was
-                        // answered (the pool still opening a connection on
-                        // a loaded machine): `Connection` at the deadline,
-                        // as docs/failures.md says; it sent nothing, or
-                        // what it sent is abandoned, and leaves nothing.
+                        // answered (its reply late on a loaded machine):
+                        // `Connection` at the deadline, as docs/failures.md
+                        // says; what it sent is abandoned, and leaves
+                        // nothing.
                         Err(err) if err.is_connection() && asked.elapsed() >= patience => {
                             timeouts += 1
                         }
