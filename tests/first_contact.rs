@@ -262,31 +262,12 @@ fn a_wait_that_finds_every_pooled_connection_busy_is_not_acquired_and_leaves_not
     // it busy for 400 ms.
     let relay = Relay::with_delay(server.port(), Duration::from_millis(200));
     let client = Client::builder(&relay.url()).pool_size(1).build().unwrap();
-    let operator = server.client();
-    for wait in [Duration::from_millis(20), Duration::from_millis(100)] {
-        let name = format!("first-contact-pool-busy-{}", wait.as_millis());
-        let busy = {
-            let mutex = client.fair_mutex(&name);
-            std::thread::spawn(move || mutex.is_locked())
-        };
-        std::thread::sleep(Duration::from_millis(50));
-        let started = Instant::now();
-        let result = client.fair_mutex(&name).try_lock_for(wait);
-        let took = started.elapsed();
-        eprintln!("try_lock_for({wait:?}) with the one connection busy: {took:?}: {result:?}");
-        assert!(
-            matches!(result, Ok(None)),
-            "try_lock_for({wait:?}): {result:?}"
-        );
-        assert!(took < wait + Duration::from_millis(300), "{took:?}");
-        assert!(!busy.join().unwrap().unwrap());
-        let mutex = operator.fair_mutex(&name);
-        assert!(
-            wait_until(Duration::from_secs(5), || !mutex.is_locked().unwrap()
-                && mutex.queue_len().unwrap() == 0),
-            "try_lock_for({wait:?}) left its call behind"
-        );
-    }
+    timed_waits_with_no_connection_free_are_not_acquired(
+        || client.clone(),
+        &server.client(),
+        "pool-busy",
+        "with the one connection busy",
+    );
 }
 
 /// A wait whose deadline passes while the pool is still opening the
@@ -300,15 +281,34 @@ fn a_wait_whose_connection_is_still_being_opened_is_not_acquired_and_leaves_noth
     let server = RedisServer::start_with(&["--requirepass", password]);
     let relay = Relay::with_delay(server.port(), Duration::from_millis(200));
     let through_relay = format!("redis://default:{password}@127.0.0.1:{}", relay.port());
-    let operator = Client::open(&server.url_as("default", password)).unwrap();
+    // A client of its own for each wait: one connection open, a second one
+    // to open (the first wait's would be open by the second).
+    timed_waits_with_no_connection_free_are_not_acquired(
+        || {
+            Client::builder(&through_relay)
+                .pool_size(2)
+                .build()
+                .unwrap()
+        },
+        &Client::open(&server.url_as("default", password)).unwrap(),
+        "opening",
+        "while its connection opens",
+    );
+}
+
+/// `try_lock_for(20 ms)` and `(100 ms)` on a client from `client_for`,
+/// each while a status call of the same client keeps its one open pooled
+/// connection busy for a 400 ms round trip: `Ok(None)` by the deadline
+/// (+ 300 ms), and `operator` finds the lock free and nobody queued.
+fn timed_waits_with_no_connection_free_are_not_acquired(
+    client_for: impl Fn() -> Client,
+    operator: &Client,
+    name: &str,
+    while_what: &str,
+) {
     for wait in [Duration::from_millis(20), Duration::from_millis(100)] {
-        // A client of its own each time: one connection open, a second one
-        // to open (the first wait's would be open by the second).
-        let client = Client::builder(&through_relay)
-            .pool_size(2)
-            .build()
-            .unwrap();
-        let name = format!("first-contact-opening-{}", wait.as_millis());
+        let client = client_for();
+        let name = format!("first-contact-{name}-{}", wait.as_millis());
         let busy = {
             let mutex = client.fair_mutex(&name);
             std::thread::spawn(move || mutex.is_locked())
@@ -317,7 +317,7 @@ fn a_wait_whose_connection_is_still_being_opened_is_not_acquired_and_leaves_noth
         let started = Instant::now();
         let result = client.fair_mutex(&name).try_lock_for(wait);
         let took = started.elapsed();
-        eprintln!("try_lock_for({wait:?}) while its connection opens: {took:?}: {result:?}");
+        eprintln!("try_lock_for({wait:?}) {while_what}: {took:?}: {result:?}");
         assert!(
             matches!(result, Ok(None)),
             "try_lock_for({wait:?}): {result:?}"
