@@ -9,8 +9,8 @@
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry
---         "<owner> <call id> <lease ms> <fixed 0|1> <units>" (the call id
---         is the call id; its hold is "<owner> <call id> <units>")
+--         "<owner> <call id> <lease ms> <fixed 0|1> <units>" (its hold,
+--         if it got one, is "<owner> <call id> <units>")
 -- Returns 1 when the call's hold was given back, 2 when its queue entry
 --         was removed, 0 when it left nothing to undo (or was undone
 --         already, or its lease ran out).

@@ -7,7 +7,6 @@
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry "<owner> <call id> <lease ms> <fixed 0|1>"
---         (the call id is the call id)
 -- Returns 1 when the call's hold (one count of it) was given back, 2 when
 --         its queue entry was removed, 0 when it left nothing to undo.
 -- An election's script also says on the election's channel who it handed

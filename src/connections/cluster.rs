@@ -15,7 +15,7 @@ use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, Result};
 
 use super::steady::Steady;
-use super::{invalid_url, open_info, pool_builder, pooled, quiet, LastOpen, Listen, Timeouts};
+use super::{invalid_url, open_info, quiet, Listen, Pool, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
 /// failover (`CLUSTERDOWN`, `TRYAGAIN`, `READONLY`, refused connections),
@@ -28,9 +28,7 @@ const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1000;
 
 /// The connections to a Redis Cluster.
 pub(super) struct Cluster {
-    pool: r2d2::Pool<ClusterManager>,
-    /// Whether the pool's last attempt to open a connection failed.
-    last_open: LastOpen,
+    pool: Pool<ClusterManager>,
     /// The cluster client, for the watchdog's own connections.
     client: redis::cluster::ClusterClient,
     /// Cluster seed nodes: the first one's settings (scheme, credentials,
@@ -52,11 +50,9 @@ impl Cluster {
             client: client.clone(),
             generation: Arc::new(AtomicU64::new(0)),
         };
-        let last_open = LastOpen::default();
-        let pool = pool_builder(config, &last_open).build_unchecked(manager);
+        let pool = Pool::open(config, manager);
         Ok(Cluster {
             pool,
-            last_open,
             client,
             seeds,
             timeouts: Timeouts::of(config),
@@ -71,13 +67,13 @@ impl Cluster {
         &self,
         timeout: Duration,
     ) -> Result<r2d2::PooledConnection<ClusterManager>> {
-        let mut conn = pooled(&self.pool, &self.last_open, timeout)?;
+        let mut conn = self.pool.checkout(timeout)?;
         for _ in 0..self.pool.max_size() {
             if !conn.is_stale() {
                 break;
             }
             drop(conn);
-            conn = pooled(&self.pool, &self.last_open, timeout)?;
+            conn = self.pool.checkout(timeout)?;
         }
         Ok(conn)
     }

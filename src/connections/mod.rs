@@ -27,8 +27,8 @@ pub(crate) mod caller;
 mod cluster;
 pub(crate) mod config;
 pub(crate) mod eviction;
-mod last_open;
 pub(crate) mod library;
+mod pool;
 pub(crate) mod resp;
 pub(crate) mod scripts;
 mod sentinel;
@@ -38,7 +38,6 @@ pub(crate) mod steady;
 pub(crate) mod topology;
 pub(crate) mod warning;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::ConnectionLike;
@@ -53,7 +52,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{check_subscribed, Route};
 
 use cluster::{Cluster, ClusterManager};
-use last_open::LastOpen;
+use pool::Pool;
 use sentinel::{Sentinel, SentinelManager};
 use single::{Single, SingleManager};
 use steady::Steady;
@@ -197,13 +196,9 @@ impl Backend {
     pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
         let timeout = timeout.min(self.connect_timeout);
         Ok(match &self.deployment {
-            Deployment::Single(single) => {
-                Conn::Single(pooled(&single.pool, &single.last_open, timeout)?)
-            }
+            Deployment::Single(single) => Conn::Single(single.pool.checkout(timeout)?),
             Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
-            Deployment::Sentinel(sentinel) => {
-                Conn::Sentinel(pooled(&sentinel.pool, &sentinel.last_open, timeout)?)
-            }
+            Deployment::Sentinel(sentinel) => Conn::Sentinel(sentinel.pool.checkout(timeout)?),
         })
     }
 
@@ -292,53 +287,6 @@ impl Backend {
         check_subscribed(confirmation.map_err(Error::from_redis)?)?;
         Ok(conn)
     }
-}
-
-fn pool_builder<M: r2d2::ManageConnection<Error = Error>>(
-    config: &Config,
-    last_open: &LastOpen,
-) -> r2d2::Builder<M> {
-    let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
-        .num_threads(1)
-        .thread_name_pattern("fairlock-pool")
-        // Exit with the pool instead of lingering until the next reaper run.
-        .on_drop_behavior(scheduled_thread_pool::OnPoolDropBehavior::DiscardPendingScheduled)
-        .build();
-    r2d2::Pool::builder()
-        .max_size(config.pool_size)
-        .min_idle(config.min_idle)
-        .max_lifetime(config.max_lifetime)
-        .idle_timeout(config.idle_timeout)
-        // A PING per checkout would double the round trips of every call;
-        // broken connections are caught by has_broken and by the error path.
-        .test_on_check_out(false)
-        // Every checkout passes its own timeout; r2d2 reads this one only
-        // as twice its longest pause between connect attempts to a server
-        // that refused one (200 ms doubling up to 2.5 s with the default
-        // connect timeout, the lag after an outage): a pool with no live
-        // connection tries again every 100 ms, so a call waiting for one
-        // gets it within 100 ms of the server's return.
-        .connection_timeout(Duration::from_millis(200))
-        // Nothing logged for each failed attempt (a call that needed one
-        // reports the cause); whether the last one failed is kept.
-        .error_handler(Box::new(last_open.clone()))
-        .connection_customizer(Box::new(last_open.clone()))
-        .thread_pool(Arc::new(maintenance))
-}
-
-/// A connection of `pool` within `timeout`, or the pool's error.
-fn pooled<M: r2d2::ManageConnection>(
-    pool: &r2d2::Pool<M>,
-    last_open: &LastOpen,
-    timeout: Duration,
-) -> Result<r2d2::PooledConnection<M>> {
-    pool.get_timeout(timeout).map_err(|err| {
-        // Busy: every connection the pool may open is open and in use, or
-        // none of its attempts to open one failed (it was still opening
-        // one: a loaded machine, a slow handshake, not an outage).
-        let busy = pool.state().connections == pool.max_size() || !last_open.failed();
-        Error::from_pool(err, busy)
-    })
 }
 
 /// The timeouts a connection outside the pool is opened with.

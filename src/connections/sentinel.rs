@@ -13,13 +13,11 @@ use crate::connections::topology::MasterNode;
 use crate::error::{Error, ErrorKind, Result, Retry, SENTINEL_CREDENTIALS_REFUSED};
 
 use super::steady::{self, Steady};
-use super::{pool_builder, LastOpen, Timeouts};
+use super::{Pool, Timeouts};
 
 /// The connections to the master a set of Sentinels names.
 pub(super) struct Sentinel {
-    pub(super) pool: r2d2::Pool<SentinelManager>,
-    /// Whether the pool's last attempt to open a connection failed.
-    pub(super) last_open: LastOpen,
+    pub(super) pool: Pool<SentinelManager>,
     /// For the subscriber's and the watchdog's own connections.
     pub(super) manager: SentinelManager,
 }
@@ -48,13 +46,8 @@ impl Sentinel {
             client: Arc::new(Mutex::new(client)),
             timeouts: Timeouts::of(config),
         };
-        let last_open = LastOpen::default();
-        let pool = pool_builder(config, &last_open).build_unchecked(manager.clone());
-        Ok(Sentinel {
-            pool,
-            last_open,
-            manager,
-        })
+        let pool = Pool::open(config, manager.clone());
+        Ok(Sentinel { pool, manager })
     }
 }
 

@@ -4,13 +4,11 @@ use crate::connections::config::Config;
 use crate::error::{Error, Result};
 
 use super::steady::Steady;
-use super::{open_info, pool_builder, LastOpen, Timeouts};
+use super::{open_info, Pool, Timeouts};
 
 /// The connections to one server.
 pub(super) struct Single {
-    pub(super) pool: r2d2::Pool<SingleManager>,
-    /// Whether the pool's last attempt to open a connection failed.
-    pub(super) last_open: LastOpen,
+    pub(super) pool: Pool<SingleManager>,
     /// For the subscriber's and the watchdog's own connections.
     manager: SingleManager,
 }
@@ -21,13 +19,8 @@ impl Single {
             client: open_info(config, info)?,
             timeouts: Timeouts::of(config),
         };
-        let last_open = LastOpen::default();
-        let pool = pool_builder(config, &last_open).build_unchecked(manager.clone());
-        Ok(Single {
-            pool,
-            last_open,
-            manager,
-        })
+        let pool = Pool::open(config, manager.clone());
+        Ok(Single { pool, manager })
     }
 
     /// A new connection outside the pool, with the command timeouts set.
