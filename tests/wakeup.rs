@@ -202,8 +202,9 @@ fn a_waiter_of_the_releasing_client_wakes_from_the_release_reply() {
     assert!(late < Duration::from_secs(1), "waited {late:?}");
     join_within(waiter, Duration::from_secs(5), "waiter");
 
-    // Subscribed again: 50 same-client handoffs in a row, each woken twice
-    // (reply and message), give 50 guards with increasing tokens.
+    // Subscribed again: 50 same-client handoffs in a row, each woken by
+    // its release's reply alone (no message is sent for a grant that reply
+    // names), give 50 guards with increasing tokens.
     assert!(wait_until(Duration::from_secs(10), || pubsub_clients(
         &mut conn
     ) == 1));
@@ -224,4 +225,60 @@ fn a_waiter_of_the_releasing_client_wakes_from_the_release_reply() {
     assert_eq!(tokens.len(), 50);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
     assert!(!mutex.is_locked().unwrap());
+}
+
+/// A release that hands the lock to a waiter of its own client says so in
+/// its reply alone. When that reply is lost (the release timed out while
+/// Redis held writes back, and ran afterwards), the waiter still gets the
+/// lock at once: the client's waiters of a lock poll again when a call on
+/// it ends unanswered, and as its abandon is answered. The watchdog's
+/// heartbeat, the other way a waiter learns of a grant, is 100 s away.
+#[test]
+fn a_waiter_of_the_releasing_client_gets_the_lock_when_the_release_reply_is_lost() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(300))
+        .waiter_timeout(Duration::from_secs(300))
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("reply-lost");
+    let holder = mutex.lock().unwrap();
+    let (waiter, rx) = spawn_timed_waiter(client.fair_mutex("reply-lost"));
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+
+    let mut admin = server.conn();
+    let pause = Duration::from_millis(1000);
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(pause.as_millis() as u64)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
+    let paused = Instant::now();
+    let err = holder
+        .unlock()
+        .expect_err("the release's reply came in a pause");
+    assert!(err.is_timeout(), "{err}");
+    let granted = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the waiter got the lock");
+    let late = granted - (paused + pause);
+    eprintln!(
+        "same-client handoff after a lost reply: {:.0} ms after the pause",
+        ms(late)
+    );
+    assert!(
+        late < Duration::from_secs(5),
+        "waited {late:?} past the pause"
+    );
+    join_within(waiter, Duration::from_secs(5), "waiter");
+    assert!(wait_until(Duration::from_secs(5), || !mutex
+        .is_locked()
+        .unwrap()));
 }

@@ -184,8 +184,9 @@ end
 -- and the lease's end, within one watchdog period, a third of the lease at
 -- most), which a handoff would otherwise pay for with a read of the queue,
 -- a message and two thread wake-ups on every grant (cargo bench --bench
--- server_cost: 10% of a handoff's server work with 7 queued).
-local function hand_over(now_us, now_ms, last, mark)
+-- server_cost: 10% of a handoff's server work with 7 queued). `told`:
+-- the owner id of a caller whose reply names the grant (lib/messages.lua).
+local function hand_over(now_us, now_ms, last, mark, told)
   local head, deadline, owner, call, lease_s, fixed
   head, now_us, now_ms, deadline, owner, call, lease_s, fixed =
     pop_live_head(now_us, now_ms, split_entry)
@@ -202,7 +203,7 @@ local function hand_over(now_us, now_ms, last, mark)
   end
   local token, token_s = take(owner, ttl, now_us, call, last, mark,
     redis.call('EXISTS', QUEUE) == 1, px)
-  wake(owner, 'G ' .. call .. ' ' .. token_s .. ' ' .. ttl_s)
+  grant(owner, call, token_s, ttl_s, told)
   return owner, call, token, ttl, token_s, ttl_s
 end
 
@@ -242,9 +243,10 @@ end
 -- Frees the held lock (token `token`) for the next live waiter (the time
 -- may be nil: see hand_over), or records it free when nobody waits (an
 -- election then announces that the hold of `token` ended); either way
--- with `mark`, the call that freed it. Returns what hand_over returns.
-local function free_lock(now_us, now_ms, token, mark)
-  local owner, call, new_token, ttl, token_s, ttl_s = hand_over(now_us, now_ms, token, mark)
+-- with `mark`, the call that freed it; `told` as hand_over's. Returns
+-- what hand_over returns.
+local function free_lock(now_us, now_ms, token, mark, told)
+  local owner, call, new_token, ttl, token_s, ttl_s = hand_over(now_us, now_ms, token, mark, told)
   if not owner then
     write_free(token, mark, false)
     if ANNOUNCE then
@@ -259,11 +261,12 @@ end
 -- read_lock returned it, after the caller checked that `owner` holds it.
 -- Returns (true, holds left) when it counted one, (false, holds left) when
 -- that call holds nothing (given back already, or never counted); at 0
--- left the lock went on as free_lock says, whose results follow.
-local function give_back(owner, token, calls, mark, fence, call, waiters)
+-- left the lock went on as free_lock says (`told` as its), whose results
+-- follow.
+local function give_back(owner, token, calls, mark, fence, call, waiters, told)
   if calls == call then
     -- The one hold, the common case.
-    return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
+    return true, 0, free_lock(nil, nil, token, owner .. '#' .. call, told)
   end
   local kept, found = {}, false
   for id in string.gmatch(calls, '[^,]+') do
@@ -280,7 +283,7 @@ local function give_back(owner, token, calls, mark, fence, call, waiters)
     write_hold(token, owner, table.concat(kept, ','), mark, fence, nil, waiters)
     return true, #kept
   end
-  return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
+  return true, 0, free_lock(nil, nil, token, owner .. '#' .. call, told)
 end
 
 -- Removes `entry` from the queue; the lock goes to the next live waiter

@@ -230,6 +230,7 @@ impl Shared {
     /// an error, and it is dropped).
     pub(crate) fn abandon_answered(&self, entry: &Arc<ToAbandon>, sent: Instant, refused: bool) {
         self.abandons.answered(entry, sent, refused);
+        self.grants_unheard(&entry.call);
     }
 
     /// The shard channels' registry: the subscriber's (a caller only waits
@@ -282,6 +283,16 @@ impl Shared {
         self.abandons
             .add(call.clone(), self.config().command_timeout);
         self.nudge_watchdog();
+        self.grants_unheard(call);
+    }
+
+    /// A release or a downgrade tells a grant to a waiter of its own client
+    /// in its reply alone (lua/lib/messages.lua: wake). When a call's
+    /// outcome is unknown (its reply lost; it may yet run), this client's
+    /// waiters of its lock poll: at once, and again as each abandon of the
+    /// call is answered (by the last, a copy that ran late has run).
+    fn grants_unheard(&self, call: &Call) {
+        self.waiters.repoll_lock(call.keys.lock());
     }
 
     /// Abandons `call` now (Redis just answered), or later through the
