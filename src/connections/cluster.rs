@@ -201,13 +201,9 @@ pub(crate) struct ClusterConnection {
 }
 
 impl ClusterConnection {
-    pub(super) fn set_timeouts(&self, timeout: Duration) -> Result<()> {
-        self.conn
-            .set_read_timeout(Some(timeout))
-            .map_err(Error::from_redis)?;
-        self.conn
-            .set_write_timeout(Some(timeout))
-            .map_err(Error::from_redis)
+    pub(super) fn set_timeouts(&self, timeout: Duration) -> redis::RedisResult<()> {
+        self.conn.set_read_timeout(Some(timeout))?;
+        self.conn.set_write_timeout(Some(timeout))
     }
 
     fn is_stale(&self) -> bool {

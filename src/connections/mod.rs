@@ -78,9 +78,10 @@ impl Conn {
     /// pool.
     pub(crate) fn set_command_timeout(&mut self, timeout: Duration) -> Result<()> {
         match self {
-            Conn::Server(conn) => conn.conn.set_timeouts(timeout).map_err(Error::from_redis),
+            Conn::Server(conn) => conn.conn.set_timeouts(timeout),
             Conn::Cluster(conn) => conn.set_timeouts(timeout),
         }
+        .map_err(Error::from_redis)
     }
 
     /// Looks at the outcome of a call. A connection that met a demoted
@@ -151,8 +152,7 @@ enum Deployment {
 /// A client's connections to Redis.
 pub(crate) struct Backend {
     deployment: Deployment,
-    connect_timeout: Duration,
-    command_timeout: Duration,
+    timeouts: Timeouts,
 }
 
 impl Backend {
@@ -172,8 +172,7 @@ impl Backend {
         };
         Ok(Backend {
             deployment,
-            connect_timeout: config.connect_timeout,
-            command_timeout: config.command_timeout,
+            timeouts: Timeouts::of(config),
         })
     }
 
@@ -192,7 +191,7 @@ impl Backend {
     /// whichever is shorter (see [`Cluster::checkout`] for a cluster's
     /// stale connections), or the pool's error.
     pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
-        let timeout = timeout.min(self.connect_timeout);
+        let timeout = timeout.min(self.timeouts.connect);
         Ok(match &self.deployment {
             Deployment::Server(server) => Conn::Server(server.pool.checkout(timeout)?),
             Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
@@ -273,7 +272,7 @@ impl Backend {
         // subscriber reads as one (RESP3).
         let command = route.subscribe_command(channel).get_packed_command();
         let confirmation = steady::without_signals(|| {
-            steady::again(Some(self.command_timeout), || {
+            steady::again(Some(self.timeouts.command), || {
                 conn.send_packed_command(&command)?;
                 conn.recv_response()
             })
