@@ -211,12 +211,15 @@ impl ClusterConnection {
     }
 
     /// Makes every connection opened so far stale if `err` shows a node
-    /// could not be reached (see [`Conn::note`](super::Conn::note)).
-    pub(super) fn note(&mut self, err: &Error) {
+    /// could not be reached (see [`Conn::note`](super::Conn::note)); false:
+    /// a cluster connection is never demoted (a fresh slot map is the
+    /// caller's retry).
+    pub(super) fn note(&mut self, err: &Error) -> bool {
         // A slot being moved is no sign of a stale map.
         if err.is_connection() && !err.is_slot_moving() {
             self.generation.fetch_max(self.born + 1, Ordering::Relaxed);
         }
+        false
     }
 }
 

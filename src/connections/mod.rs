@@ -57,10 +57,12 @@ use pool::Pool;
 use server::{Master, Server, ServerManager};
 use steady::Steady;
 
-/// A pooled connection of any deployment; back to the pool on drop.
+/// A pooled connection of any deployment; back to the pool on drop. A
+/// server's is not boxed, which would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Conn {
     Server(r2d2::PooledConnection<ServerManager>),
-    /// Boxed: a cluster connection is several times larger than the other.
+    /// Boxed: a cluster connection is several times larger than a server's.
     Cluster(Box<r2d2::PooledConnection<ClusterManager>>),
 }
 
@@ -101,10 +103,7 @@ impl Conn {
         };
         let demoted = match self {
             Conn::Server(conn) => conn.note(err),
-            Conn::Cluster(conn) => {
-                conn.note(err);
-                false
-            }
+            Conn::Cluster(conn) => conn.note(err),
         };
         demoted || err.is_dropped_connection()
     }
@@ -146,7 +145,7 @@ pub(crate) type OwnConn = Box<dyn ConnectionLike + Send>;
 enum Deployment {
     /// One server, or the master Sentinels name.
     Server(Server),
-    Cluster(Cluster),
+    Cluster(Box<Cluster>),
 }
 
 /// A client's connections to Redis.
@@ -161,7 +160,9 @@ impl Backend {
         let deployment = match topology {
             Topology::Single(url) => server(Master::Fixed(open_info(config, quiet(&url)?)?)),
             Topology::Given(info) => server(Master::Fixed(open_info(config, *info)?)),
-            Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
+            Topology::Cluster(nodes) => {
+                Deployment::Cluster(Box::new(Cluster::open(config, &nodes)?))
+            }
             Topology::Sentinel {
                 sentinels,
                 master,
@@ -237,7 +238,7 @@ impl Backend {
     /// the Sentinels name now.
     pub(crate) fn own_connection(&self) -> Result<OwnConn> {
         Ok(match &self.deployment {
-            Deployment::Server(server) => Box::new(server.manager.connect()?),
+            Deployment::Server(server) => Box::new(server.manager.connection()?),
             Deployment::Cluster(cluster) => Box::new(cluster.own_connection()?),
         })
     }
@@ -257,7 +258,7 @@ impl Backend {
     /// answer is checked (see [`check_subscribed`](crate::protocol::check_subscribed)).
     pub(crate) fn subscription(&self, at: &Listen, channel: &str) -> Result<redis::Connection> {
         let mut conn = match &self.deployment {
-            Deployment::Server(server) => server.manager.connect(),
+            Deployment::Server(server) => server.manager.connection(),
             Deployment::Cluster(cluster) => cluster.subscriber_connection(at),
         }?
         .into_inner();

@@ -51,7 +51,7 @@ pub(crate) struct ServerManager {
 
 impl ServerManager {
     /// A new connection outside the pool, with the command timeouts set.
-    pub(super) fn connect(&self) -> Result<Steady> {
+    pub(super) fn connection(&self) -> Result<Steady> {
         match &*self.master {
             Master::Fixed(client) => self.timeouts.connect(client),
             Master::Named(sentinels) => {
@@ -88,7 +88,7 @@ impl r2d2::ManageConnection for ServerManager {
 
     fn connect(&self) -> Result<ServerConnection> {
         Ok(ServerConnection {
-            conn: ServerManager::connect(self)?,
+            conn: self.connection()?,
             demoted: matches!(*self.master, Master::Named(_)).then_some(false),
         })
     }

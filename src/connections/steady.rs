@@ -180,10 +180,8 @@ impl Steady {
     }
 
     fn timeout(&self) -> Option<Duration> {
-        match self.timeout_ns.load(Ordering::Relaxed) {
-            0 => None,
-            ns => Some(Duration::from_nanos(ns)),
-        }
+        let ns = self.timeout_ns.load(Ordering::Relaxed);
+        (ns > 0).then(|| Duration::from_nanos(ns))
     }
 
     /// Sends a request and reads its reply with no signal cutting them
