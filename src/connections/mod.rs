@@ -11,10 +11,9 @@
 //!   back for milliseconds; so the client listens on every node of the slot
 //!   map and reads each handoff on the node whose script published it.
 //! - Sentinel ([`server`] again, the Sentinels asked by [`sentinel`]): an
-//!   r2d2 pool of connections to the master the
-//!   Sentinels name when each connection is opened; connections to a dead or
-//!   demoted master are dropped from the pool, so the next ones reach its
-//!   successor. The Sentinels get credentials of their own
+//!   r2d2 pool of connections to the master the Sentinels name when each
+//!   connection is opened; connections to a dead or demoted master are
+//!   dropped from the pool, so the next ones reach its successor. The Sentinels get credentials of their own
 //!   (`sentinel_password`); the TLS certificates cover them and the master.
 //!
 //! The rest of the connections layer sits beside them: the settings
@@ -145,6 +144,7 @@ pub(crate) type OwnConn = Box<dyn ConnectionLike + Send>;
 enum Deployment {
     /// One server, or the master Sentinels name.
     Server(Server),
+    /// Boxed: several times larger than a server's.
     Cluster(Box<Cluster>),
 }
 
