@@ -298,9 +298,12 @@ impl Timeouts {
         }
     }
 
-    /// A new connection to `client`, with the command timeouts set.
+    /// A new connection to `client` within the connect timeout (again if a
+    /// signal cut it short), with the command timeouts set.
     fn connect(self, client: &redis::Client) -> Result<Steady> {
-        Steady::open(client, self.connect, self.command).map_err(Error::from_redis)
+        Steady::connect_to(client, Some(self.connect))
+            .and_then(|steady| steady.set_timeouts(self.command).map(|()| steady))
+            .map_err(Error::from_redis)
     }
 }
 
