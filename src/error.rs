@@ -293,13 +293,12 @@ impl Error {
     /// ```
     pub fn is_timeout(&self) -> bool {
         // A Redis call that timed out, or no pooled connection in time.
-        let Some(source) = self.source.as_deref() else {
-            return false;
-        };
-        source
-            .downcast_ref()
-            .is_some_and(redis::RedisError::is_timeout)
-            || source.is::<r2d2::Error>()
+        self.source.as_deref().is_some_and(|source| {
+            source
+                .downcast_ref()
+                .is_some_and(redis::RedisError::is_timeout)
+                || source.is::<r2d2::Error>()
+        })
     }
 
     /// True when no pooled connection was free in time and none failed to
