@@ -224,11 +224,8 @@ fn library_head(definitions: &[Definition]) -> String {
          local KEYS, ARGV\n",
     );
     head.push_str(&format!("local {}\n\n", names.join(", ")));
-    for definition in kept {
-        head.push_str(definition.library_text());
-        head.push('\n');
-    }
-    for definition in definitions.iter().filter(|d| is_function(&d.text)) {
+    let functions = definitions.iter().filter(|d| is_function(&d.text));
+    for definition in kept.into_iter().chain(functions) {
         head.push_str(definition.library_text());
         head.push('\n');
     }
@@ -321,7 +318,7 @@ fn split_lib(source: impl Fn(&str) -> String) -> Vec<Definition> {
         let mut text = String::new();
         // Each line with its number, from 1.
         let mut lines = lib.lines().zip(1..);
-        while let Some((line, n)) = lines.next() {
+        'lines: while let Some((line, n)) = lines.next() {
             if line.trim().is_empty() {
                 text.clear();
                 continue;
@@ -361,9 +358,7 @@ fn split_lib(source: impl Fn(&str) -> String) -> Vec<Definition> {
                     panic!("lua/{file} line {n}: the {which}'s {name} must follow the one {name}");
                 };
                 *slot = Some(version.to_owned());
-            }
-            if text.starts_with(LIBRARY) || text.starts_with(ELECTION) {
-                continue;
+                continue 'lines;
             }
             assert!(
                 definitions.iter().all(|known| known.name != name),

@@ -293,13 +293,12 @@ impl Error {
     /// ```
     pub fn is_timeout(&self) -> bool {
         // A Redis call that timed out, or no pooled connection in time.
-        let Some(source) = self.source.as_deref() else {
-            return false;
-        };
-        source
-            .downcast_ref()
-            .is_some_and(redis::RedisError::is_timeout)
-            || source.is::<r2d2::Error>()
+        self.source.as_deref().is_some_and(|source| {
+            source
+                .downcast_ref()
+                .is_some_and(redis::RedisError::is_timeout)
+                || source.is::<r2d2::Error>()
+        })
     }
 
     /// True when no pooled connection was free in time and none failed to
@@ -419,45 +418,34 @@ impl Error {
         if let Some((kind, message)) = server_codes::known(&err, code) {
             return Error::with_source(kind, message, err);
         }
-        let unavailable = err.is_io_error()
+        let retry = if matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
+            Retry::AfterSlotMove
+        } else if code == Some("READONLY") {
+            Retry::DemotedMaster
+        } else if err.is_connection_dropped() && !err.is_connection_refusal() {
+            Retry::OtherConnection
+        } else if err.is_io_error()
             || err.is_timeout()
-            || err.is_connection_dropped()
             || err.is_connection_refusal()
             || matches!(
                 err.kind(),
-                K::Server(
-                    S::BusyLoading
-                        | S::TryAgain
-                        | S::ClusterDown
-                        | S::MasterDown
-                        | S::ReadOnly
-                        | S::Moved
-                        | S::Ask
-                ) | K::ClusterConnectionNotFound
+                K::Server(S::BusyLoading | S::ClusterDown | S::MasterDown | S::ReadOnly)
+                    | K::ClusterConnectionNotFound
                     | K::MasterNameNotFoundBySentinel
             )
-            || code == Some("READONLY");
-        if unavailable {
-            let message = if err.is_timeout() {
-                "redis call timed out"
-            } else {
-                "redis is unreachable"
-            };
-            let retry = if matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
-                Retry::AfterSlotMove
-            } else if code == Some("READONLY") {
-                Retry::DemotedMaster
-            } else if err.is_connection_dropped() && !err.is_connection_refusal() {
-                Retry::OtherConnection
-            } else {
-                Retry::Unreachable
-            };
-            Error {
-                retry,
-                ..Error::with_source(ErrorKind::Connection, message, err)
-            }
+        {
+            Retry::Unreachable
         } else {
-            Error::with_source(ErrorKind::Server, "redis returned an error", err)
+            return Error::with_source(ErrorKind::Server, "redis returned an error", err);
+        };
+        let message = if err.is_timeout() {
+            "redis call timed out"
+        } else {
+            "redis is unreachable"
+        };
+        Error {
+            retry,
+            ..Error::with_source(ErrorKind::Connection, message, err)
         }
     }
 

@@ -201,13 +201,9 @@ pub(crate) struct ClusterConnection {
 }
 
 impl ClusterConnection {
-    pub(super) fn set_timeouts(&self, timeout: Duration) -> Result<()> {
-        self.conn
-            .set_read_timeout(Some(timeout))
-            .map_err(Error::from_redis)?;
-        self.conn
-            .set_write_timeout(Some(timeout))
-            .map_err(Error::from_redis)
+    pub(super) fn set_timeouts(&self, timeout: Duration) -> redis::RedisResult<()> {
+        self.conn.set_read_timeout(Some(timeout))?;
+        self.conn.set_write_timeout(Some(timeout))
     }
 
     fn is_stale(&self) -> bool {
@@ -215,12 +211,15 @@ impl ClusterConnection {
     }
 
     /// Makes every connection opened so far stale if `err` shows a node
-    /// could not be reached (see [`Conn::note`](super::Conn::note)).
-    pub(super) fn note(&mut self, err: &Error) {
+    /// could not be reached (see [`Conn::note`](super::Conn::note)); false:
+    /// a cluster connection is never demoted (a fresh slot map is the
+    /// caller's retry).
+    pub(super) fn note(&mut self, err: &Error) -> bool {
         // A slot being moved is no sign of a stale map.
         if err.is_connection() && !err.is_slot_moving() {
             self.generation.fetch_max(self.born + 1, Ordering::Relaxed);
         }
+        false
     }
 }
 

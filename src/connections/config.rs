@@ -282,11 +282,16 @@ pub(crate) fn check_identity(identity: &str) -> Result<()> {
 
 /// `Ok` when `value` is a lease or waiter timeout in `MIN_LEASE..=MAX_LEASE`.
 pub(crate) fn check_lease(what: &str, value: Duration) -> Result<()> {
-    if (MIN_LEASE..=MAX_LEASE).contains(&value) {
+    check_range(what, value, MIN_LEASE, MAX_LEASE)
+}
+
+/// `Ok` when `value` is in `min..=max`.
+fn check_range(what: &str, value: Duration, min: Duration, max: Duration) -> Result<()> {
+    if (min..=max).contains(&value) {
         return Ok(());
     }
     Err(Error::invalid_config(format!(
-        "{what} must be from {MIN_LEASE:?} to {MAX_LEASE:?}, got {value:?}"
+        "{what} must be from {min:?} to {max:?}, got {value:?}"
     )))
 }
 
@@ -457,12 +462,7 @@ impl Config {
         check_lease("waiter_timeout", self.waiter_timeout)?;
         self.clock_drift.validate()?;
         self.clock_drift.check_against("lease", self.lease)?;
-        if !(MIN_FENCE_LIFE..=MAX_LEASE).contains(&self.fence_life) {
-            return invalid(format!(
-                "fence_life must be from {MIN_FENCE_LIFE:?} to {MAX_LEASE:?}, got {:?}",
-                self.fence_life
-            ));
-        }
+        check_range("fence_life", self.fence_life, MIN_FENCE_LIFE, MAX_LEASE)?;
         if self.pool_size == 0 {
             return invalid("pool_size must be at least 1".to_owned());
         }

@@ -87,17 +87,14 @@ pub(crate) fn check(
         ) else {
             continue;
         };
-        match Eviction::parse(&info) {
-            Some(eviction) if eviction.may_evict() && require_noeviction => {
-                return Err(Error::invalid_config(eviction.describe(&node)));
-            }
-            Some(eviction) if eviction.may_evict() => {
-                let message = eviction.describe(&node);
-                let kind = ServerWarningKind::MayEvict;
-                warnings.push(ServerWarning::logged(kind, &node, message));
-            }
-            _ => {}
+        let Some(eviction) = Eviction::parse(&info).filter(Eviction::may_evict) else {
+            continue;
+        };
+        if require_noeviction {
+            return Err(Error::invalid_config(eviction.describe(&node)));
         }
+        let kind = ServerWarningKind::MayEvict;
+        warnings.push(ServerWarning::logged(kind, &node, eviction.describe(&node)));
     }
     Ok(warnings)
 }

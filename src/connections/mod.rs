@@ -1,19 +1,19 @@
 //! The connections of one client, whichever way Redis is deployed: a pool
 //! for the lock scripts and a way to open the subscriber's own connection.
-//! One module per deployment owns its pool's r2d2 manager and what is
+//! One module per kind of pool owns its r2d2 manager and what is
 //! specific to it; [`Backend`] dispatches to it.
 //!
-//! - One server ([`single`]): an r2d2 pool of `redis::Client` connections.
+//! - One server ([`server`]): an r2d2 pool of connections to it.
 //! - Redis Cluster ([`cluster`]): an r2d2 pool of the `redis` crate's sync
 //!   cluster connections, which route each script by its keys' slot and
 //!   follow `MOVED`/`ASK` and failovers. Classic `PUBLISH` reaches every
 //!   node of a cluster, but over the cluster bus, which holds small writes
 //!   back for milliseconds; so the client listens on every node of the slot
 //!   map and reads each handoff on the node whose script published it.
-//! - Sentinel ([`sentinel`]): an r2d2 pool of connections to the master the
-//!   Sentinels name when each connection is opened; connections to a dead or
-//!   demoted master are dropped from the pool, so the next ones reach its
-//!   successor. The Sentinels get credentials of their own
+//! - Sentinel ([`server`] again, the Sentinels asked by [`sentinel`]): an
+//!   r2d2 pool of connections to the master the Sentinels name when each
+//!   connection is opened; connections to a dead or demoted master are
+//!   dropped from the pool, so the next ones reach its successor. The Sentinels get credentials of their own
 //!   (`sentinel_password`); the TLS certificates cover them and the master.
 //!
 //! The rest of the connections layer sits beside them: the settings
@@ -32,7 +32,7 @@ mod pool;
 pub(crate) mod resp;
 pub(crate) mod scripts;
 mod sentinel;
-mod single;
+mod server;
 pub(crate) mod slot_map;
 pub(crate) mod steady;
 pub(crate) mod topology;
@@ -53,24 +53,23 @@ use crate::protocol::{check_subscribed, Route};
 
 use cluster::{Cluster, ClusterManager};
 use pool::Pool;
-use sentinel::{Sentinel, SentinelManager};
-use single::{Single, SingleManager};
+use server::{Master, Server, ServerManager};
 use steady::Steady;
 
-/// A pooled connection of any deployment; back to the pool on drop.
+/// A pooled connection of any deployment; back to the pool on drop. A
+/// server's is not boxed, which would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Conn {
-    Single(r2d2::PooledConnection<SingleManager>),
-    /// Boxed: a cluster connection is several times larger than the others.
+    Server(r2d2::PooledConnection<ServerManager>),
+    /// Boxed: a cluster connection is several times larger than a server's.
     Cluster(Box<r2d2::PooledConnection<ClusterManager>>),
-    Sentinel(r2d2::PooledConnection<SentinelManager>),
 }
 
 impl Conn {
     pub(crate) fn get(&mut self) -> &mut dyn ConnectionLike {
         match self {
-            Conn::Single(conn) => &mut **conn,
+            Conn::Server(conn) => &mut conn.conn,
             Conn::Cluster(conn) => &mut conn.conn,
-            Conn::Sentinel(conn) => &mut conn.conn,
         }
     }
 
@@ -79,12 +78,11 @@ impl Conn {
     /// puts back the command timeout before the connection goes back to the
     /// pool.
     pub(crate) fn set_command_timeout(&mut self, timeout: Duration) -> Result<()> {
-        let conn = match self {
-            Conn::Single(conn) => &**conn,
-            Conn::Cluster(conn) => return conn.set_timeouts(timeout),
-            Conn::Sentinel(conn) => &conn.conn,
-        };
-        conn.set_timeouts(timeout).map_err(Error::from_redis)
+        match self {
+            Conn::Server(conn) => conn.conn.set_timeouts(timeout),
+            Conn::Cluster(conn) => conn.set_timeouts(timeout),
+        }
+        .map_err(Error::from_redis)
     }
 
     /// Looks at the outcome of a call. A connection that met a demoted
@@ -103,12 +101,8 @@ impl Conn {
             return false;
         };
         let demoted = match self {
-            Conn::Single(_) => false,
-            Conn::Cluster(conn) => {
-                conn.note(err);
-                false
-            }
-            Conn::Sentinel(conn) => conn.note(err),
+            Conn::Server(conn) => conn.note(err),
+            Conn::Cluster(conn) => conn.note(err),
         };
         demoted || err.is_dropped_connection()
     }
@@ -148,34 +142,38 @@ pub(crate) type OwnConn = Box<dyn ConnectionLike + Send>;
 
 /// The connections of one deployment.
 enum Deployment {
-    Single(Single),
-    Cluster(Cluster),
-    Sentinel(Sentinel),
+    /// One server, or the master Sentinels name.
+    Server(Server),
+    /// Boxed: several times larger than a server's.
+    Cluster(Box<Cluster>),
 }
 
 /// A client's connections to Redis.
 pub(crate) struct Backend {
     deployment: Deployment,
-    connect_timeout: Duration,
-    command_timeout: Duration,
+    timeouts: Timeouts,
 }
 
 impl Backend {
     pub(crate) fn open(config: &Config, topology: Topology) -> Result<Backend> {
+        let server = |master| Deployment::Server(Server::open(config, master));
         let deployment = match topology {
-            Topology::Single(url) => Deployment::Single(Single::open(config, quiet(&url)?)?),
-            Topology::Given(info) => Deployment::Single(Single::open(config, *info)?),
-            Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
+            Topology::Single(url) => server(Master::Fixed(open_info(config, quiet(&url)?)?)),
+            Topology::Given(info) => server(Master::Fixed(open_info(config, *info)?)),
+            Topology::Cluster(nodes) => {
+                Deployment::Cluster(Box::new(Cluster::open(config, &nodes)?))
+            }
             Topology::Sentinel {
                 sentinels,
                 master,
                 node,
-            } => Deployment::Sentinel(Sentinel::open(config, sentinels, master, node)?),
+            } => server(Master::Named(
+                sentinel::client(config, sentinels, master, node)?.into(),
+            )),
         };
         Ok(Backend {
             deployment,
-            connect_timeout: config.connect_timeout,
-            command_timeout: config.command_timeout,
+            timeouts: Timeouts::of(config),
         })
     }
 
@@ -194,11 +192,10 @@ impl Backend {
     /// whichever is shorter (see [`Cluster::checkout`] for a cluster's
     /// stale connections), or the pool's error.
     pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
-        let timeout = timeout.min(self.connect_timeout);
+        let timeout = timeout.min(self.timeouts.connect);
         Ok(match &self.deployment {
-            Deployment::Single(single) => Conn::Single(single.pool.checkout(timeout)?),
+            Deployment::Server(server) => Conn::Server(server.pool.checkout(timeout)?),
             Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
-            Deployment::Sentinel(sentinel) => Conn::Sentinel(sentinel.pool.checkout(timeout)?),
         })
     }
 
@@ -216,20 +213,23 @@ impl Backend {
     pub(crate) fn listeners(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
         match &self.deployment {
             Deployment::Cluster(cluster) => cluster.listeners(map),
-            Deployment::Single(_) | Deployment::Sentinel(_) => Ok(vec![Listen::Main]),
+            Deployment::Server(_) => Ok(vec![Listen::Main]),
         }
     }
 
     /// A plain connection of the watchdog's own to one cluster node (see
     /// [`Cluster::node_connection`]).
     pub(crate) fn node_connection(&self, address: &Address) -> Result<Steady> {
-        let Deployment::Cluster(cluster) = &self.deployment else {
-            return Err(Error::new(
-                ErrorKind::Internal,
-                "a node connection off a cluster",
-            ));
-        };
-        cluster.node_connection(address)
+        self.cluster("a node connection off a cluster")?
+            .node_connection(address)
+    }
+
+    /// The cluster, for what only a cluster has (`what`: a bug elsewhere).
+    fn cluster(&self, what: &'static str) -> Result<&Cluster> {
+        match &self.deployment {
+            Deployment::Cluster(cluster) => Ok(cluster),
+            _ => Err(Error::new(ErrorKind::Internal, what)),
+        }
     }
 
     /// A new connection of the watchdog's own, outside the pool, so that
@@ -238,23 +238,18 @@ impl Backend {
     /// the Sentinels name now.
     pub(crate) fn own_connection(&self) -> Result<OwnConn> {
         Ok(match &self.deployment {
-            Deployment::Single(single) => Box::new(single.connection()?),
+            Deployment::Server(server) => Box::new(server.manager.connection()?),
             Deployment::Cluster(cluster) => Box::new(cluster.own_connection()?),
-            Deployment::Sentinel(sentinel) => Box::new(sentinel.manager.connect_master()?),
         })
     }
 
     /// A new connection of its own to the cluster node `node` for shard
     /// channels (a subscriber thread's), with the command timeouts set.
     pub(crate) fn shard_connection(&self, node: &Address) -> Result<redis::Connection> {
-        let Deployment::Cluster(cluster) = &self.deployment else {
-            return Err(Error::new(
-                ErrorKind::Internal,
-                "a shard channel off a cluster",
-            ));
-        };
-        let conn = cluster.subscriber_connection(&Listen::Shards(node.clone()))?;
-        Ok(conn.into_inner())
+        let cluster = self.cluster("a shard channel off a cluster")?;
+        Ok(cluster
+            .subscriber_connection(&Listen::Shards(node.clone()))?
+            .into_inner())
     }
 
     /// A new connection of its own (a subscriber thread's, a watch's), with
@@ -263,9 +258,8 @@ impl Backend {
     /// answer is checked (see [`check_subscribed`](crate::protocol::check_subscribed)).
     pub(crate) fn subscription(&self, at: &Listen, channel: &str) -> Result<redis::Connection> {
         let mut conn = match &self.deployment {
-            Deployment::Single(single) => single.connection(),
+            Deployment::Server(server) => server.manager.connection(),
             Deployment::Cluster(cluster) => cluster.subscriber_connection(at),
-            Deployment::Sentinel(sentinel) => sentinel.manager.connect_master(),
         }?
         .into_inner();
         let route = match at {
@@ -279,7 +273,7 @@ impl Backend {
         // subscriber reads as one (RESP3).
         let command = route.subscribe_command(channel).get_packed_command();
         let confirmation = steady::without_signals(|| {
-            steady::again(Some(self.command_timeout), || {
+            steady::again(Some(self.timeouts.command), || {
                 conn.send_packed_command(&command)?;
                 conn.recv_response()
             })
@@ -304,9 +298,12 @@ impl Timeouts {
         }
     }
 
-    /// A new connection to `client`, with the command timeouts set.
+    /// A new connection to `client` within the connect timeout (again if a
+    /// signal cut it short), with the command timeouts set.
     fn connect(self, client: &redis::Client) -> Result<Steady> {
-        Steady::open(client, self.connect, self.command).map_err(Error::from_redis)
+        Steady::connect_to(client, Some(self.connect))
+            .and_then(|steady| steady.set_timeouts(self.command).map(|()| steady))
+            .map_err(Error::from_redis)
     }
 }
 

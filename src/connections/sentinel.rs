@@ -1,54 +1,34 @@
-//! Sentinel: an r2d2 pool of connections to the master the Sentinels name
-//! when each connection is opened; connections to a dead or demoted master
-//! are dropped from the pool, so the next ones reach its successor.
+//! Sentinel: the client that asks the Sentinels which server is the
+//! master (with their own credentials, and the TLS certificates for them
+//! and the master), and that question asked at each connect (see
+//! [`Master::Named`](super::server::Master::Named)).
 
-use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-use redis::ConnectionLike;
 
 use crate::connections::config::Config;
 use crate::connections::topology::MasterNode;
-use crate::error::{Error, ErrorKind, Result, Retry, SENTINEL_CREDENTIALS_REFUSED};
+use crate::error::{Error, ErrorKind, Result, SENTINEL_CREDENTIALS_REFUSED};
 
-use super::steady::{self, Steady};
-use super::{Pool, Timeouts};
+use super::steady;
 
-/// The connections to the master a set of Sentinels names.
-pub(super) struct Sentinel {
-    pub(super) pool: Pool<SentinelManager>,
-    /// For the subscriber's and the watchdog's own connections.
-    pub(super) manager: SentinelManager,
-}
-
-impl Sentinel {
-    /// Asks `sentinels` for `master`, reached as `node` says; the
-    /// Sentinels with the client's `sentinel_username` and
-    /// `sentinel_password`, if any, and every TLS connection with its
-    /// certificates, if any.
-    pub(super) fn open(
-        config: &Config,
-        sentinels: Vec<String>,
-        master: String,
-        node: MasterNode,
-    ) -> Result<Sentinel> {
-        #[cfg(feature = "tls")]
-        let client = match config.tls_certificates()? {
-            Some(certificates) => {
-                with_certificates(config, &sentinels, &master, node, certificates)?
-            }
-            None => quiet_client(config, &sentinels, master, node)?,
-        };
-        #[cfg(not(feature = "tls"))]
-        let client = quiet_client(config, &sentinels, master, node)?;
-        let manager = SentinelManager {
-            client: Arc::new(Mutex::new(client)),
-            timeouts: Timeouts::of(config),
-        };
-        let pool = Pool::open(config, manager.clone());
-        Ok(Sentinel { pool, manager })
+/// The client that asks `sentinels` for `master`, reached as `node` says;
+/// the Sentinels with the client's `sentinel_username` and
+/// `sentinel_password`, if any, and every TLS connection with its
+/// certificates, if any.
+pub(super) fn client(
+    config: &Config,
+    sentinels: Vec<String>,
+    master: String,
+    node: MasterNode,
+) -> Result<SentinelClient> {
+    #[cfg(feature = "tls")]
+    if let Some(certificates) = config.tls_certificates()? {
+        return with_certificates(config, &sentinels, &master, node, certificates);
     }
+    quiet_client(config, &sentinels, master, node)
 }
 
 fn invalid_sentinel_url(err: redis::RedisError) -> Error {
@@ -92,7 +72,7 @@ fn quiet_client(
 /// master. The `redis` crate takes certificates for the master only
 /// through its `SentinelClientBuilder`, whose connections send `CLIENT
 /// SETINFO`; the pool's connections to the master are opened again
-/// without it (see [`SentinelManager::connect_master`]), but the one that
+/// without it (see [`master`]), but the one that
 /// checks the master's `ROLE` at each lookup, and those to the Sentinels,
 /// still send it (its answer is ignored; an ACL user without it sees a
 /// denial in `ACL LOG`).
@@ -157,67 +137,17 @@ fn master_node(node: MasterNode) -> SentinelNodeConnectionInfo {
     }
 }
 
-/// Opens connections to whichever server the Sentinels name as master now.
-#[derive(Clone)]
-pub(crate) struct SentinelManager {
-    client: Arc<Mutex<redis::sentinel::SentinelClient>>,
-    timeouts: Timeouts,
-}
-
-impl SentinelManager {
-    /// A new connection outside the pool to the master the Sentinels name
-    /// now, with the command timeouts set.
-    pub(super) fn connect_master(&self) -> Result<Steady> {
-        // Ask the Sentinels for the master's address (no signal cutting
-        // their answers short: `steady`), then connect to it, without
-        // `CLIENT SETINFO` whichever way the client was built.
-        let lookup = || self.client.lock().get_client();
-        let master = steady::again(Some(self.timeouts.connect), lookup)
-            .map_err(Error::from_redis)
-            .map_err(|err| match err.kind() {
-                ErrorKind::Auth => err.reworded(SENTINEL_CREDENTIALS_REFUSED),
-                _ => err,
-            })?;
-        let info = super::quiet_info(master.get_connection_info().clone());
-        self.timeouts
-            .connect(&redis::Client::open(info).map_err(Error::from_redis)?)
-    }
-}
-
-/// A connection to the master of the moment; `demoted` once it answered
-/// `READONLY` (it became a replica), so the pool lets it go.
-pub(crate) struct SentinelConnection {
-    pub(super) conn: Steady,
-    demoted: bool,
-}
-
-impl SentinelConnection {
-    /// Marks the connection demoted if `err` is `READONLY` (see
-    /// [`Conn::note`](super::Conn::note)); true when it is.
-    pub(super) fn note(&mut self, err: &Error) -> bool {
-        self.demoted |= err.retry() == Retry::DemotedMaster;
-        self.demoted
-    }
-}
-
-impl r2d2::ManageConnection for SentinelManager {
-    type Connection = SentinelConnection;
-    type Error = Error;
-
-    fn connect(&self) -> Result<SentinelConnection> {
-        Ok(SentinelConnection {
-            conn: self.connect_master()?,
-            demoted: false,
-        })
-    }
-
-    fn is_valid(&self, conn: &mut SentinelConnection) -> Result<()> {
-        redis::cmd("PING")
-            .query(&mut conn.conn)
-            .map_err(Error::from_redis)
-    }
-
-    fn has_broken(&self, conn: &mut SentinelConnection) -> bool {
-        conn.demoted || !conn.conn.is_open()
-    }
+/// The master the Sentinels name now (asked within `timeout`, no signal
+/// cutting their answers short: `steady`), to connect to without `CLIENT
+/// SETINFO` whichever way `client` was built.
+pub(super) fn master(client: &Mutex<SentinelClient>, timeout: Duration) -> Result<redis::Client> {
+    let lookup = || client.lock().get_client();
+    let master = steady::again(Some(timeout), lookup)
+        .map_err(Error::from_redis)
+        .map_err(|err| match err.kind() {
+            ErrorKind::Auth => err.reworded(SENTINEL_CREDENTIALS_REFUSED),
+            _ => err,
+        })?;
+    let info = super::quiet_info(master.get_connection_info().clone());
+    redis::Client::open(info).map_err(Error::from_redis)
 }

@@ -136,23 +136,13 @@ pub(crate) struct Steady {
 }
 
 impl Steady {
-    /// Connects to `client` within `connect_timeout`, again if a signal cut
-    /// the connect or its handshake short, with `command_timeout` as its
-    /// read and write timeout.
-    pub(crate) fn open(
-        client: &redis::Client,
-        connect_timeout: Duration,
-        command_timeout: Duration,
-    ) -> RedisResult<Steady> {
-        let steady = Steady::connect_to(client, Some(connect_timeout))?;
-        steady.set_timeouts(command_timeout)?;
-        Ok(steady)
-    }
-
     /// Connects to `client` within `timeout` (`None`: no limit), again if
     /// a signal cut the connect or its handshake short; no read or write
-    /// timeout set yet.
-    fn connect_to(client: &redis::Client, timeout: Option<Duration>) -> RedisResult<Steady> {
+    /// timeout set yet ([`set_timeouts`](Self::set_timeouts)).
+    pub(crate) fn connect_to(
+        client: &redis::Client,
+        timeout: Option<Duration>,
+    ) -> RedisResult<Steady> {
         let conn = without_signals(|| {
             again(timeout, || match timeout {
                 Some(timeout) => client.get_connection_with_timeout(timeout),
@@ -180,10 +170,8 @@ impl Steady {
     }
 
     fn timeout(&self) -> Option<Duration> {
-        match self.timeout_ns.load(Ordering::Relaxed) {
-            0 => None,
-            ns => Some(Duration::from_nanos(ns)),
-        }
+        let ns = self.timeout_ns.load(Ordering::Relaxed);
+        (ns > 0).then(|| Duration::from_nanos(ns))
     }
 
     /// Sends a request and reads its reply with no signal cutting them

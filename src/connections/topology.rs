@@ -151,7 +151,8 @@ impl Topology {
     /// `redis` crate cannot read counts as TLS: opening it reports why.
     #[cfg(feature = "tls")]
     pub(crate) fn uses_tls(&self) -> bool {
-        use redis::IntoConnectionInfo;
+        use redis::{ConnectionAddr, IntoConnectionInfo};
+        let is_tls = |addr: &ConnectionAddr| matches!(addr, ConnectionAddr::TcpTls { .. });
         let tls_url = |url: &str| {
             url.into_connection_info()
                 .map_or(true, |info| is_tls(info.addr()))
@@ -186,11 +187,6 @@ impl Topology {
         }
         Ok(Topology::Cluster(nodes.to_vec()))
     }
-}
-
-#[cfg(feature = "tls")]
-fn is_tls(addr: &redis::ConnectionAddr) -> bool {
-    matches!(addr, redis::ConnectionAddr::TcpTls { .. })
 }
 
 /// The URL with any password replaced by `***`, fit for logs and messages.

@@ -123,10 +123,7 @@ pub(super) fn known(
             );
             (ErrorKind::UpgradeRefused, message.into())
         }
-        _ => {
-            let (kind, message) = refusal(err, Some(code).filter(|c| !c.is_empty()))?;
-            (kind, message.into())
-        }
+        _ => return refusal(err, Some(code).filter(|c| !c.is_empty())),
     })
 }
 
@@ -168,18 +165,18 @@ const NO_SUCH_DATABASE: &str = "redis has no such database as the URL names (ret
 
 /// For an error no retry can mend (refused credentials, a denied command,
 /// a database number the server does not have), its kind and message.
-fn refusal(err: &redis::RedisError, code: Option<&str>) -> Option<(ErrorKind, &'static str)> {
+fn refusal(err: &redis::RedisError, code: Option<&str>) -> Option<(ErrorKind, Cow<'static, str>)> {
     if err.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(code, Some("WRONGPASS" | "NOAUTH"))
     {
-        Some((ErrorKind::Auth, CREDENTIALS_REFUSED))
+        Some((ErrorKind::Auth, CREDENTIALS_REFUSED.into()))
     } else if code == Some("NOPERM") {
-        Some((ErrorKind::Permission, PERMISSION_DENIED))
+        Some((ErrorKind::Permission, PERMISSION_DENIED.into()))
     } else {
         // The server's reply to a SELECT of a database it does not have
         // ("ERR DB index is out of range"), which the redis crate passes
         // on as the detail of its own error.
         let db = err.detail().is_some_and(|d| d.contains("DB index"));
-        db.then_some((ErrorKind::InvalidConfig, NO_SUCH_DATABASE))
+        db.then(|| (ErrorKind::InvalidConfig, NO_SUCH_DATABASE.into()))
     }
 }

@@ -30,9 +30,8 @@ impl Operation for Revoke {
     }
 
     fn parse(&self, reply: Value) -> Result<Revoked> {
-        let values = match reply {
-            Value::Array(values) => values,
-            other => return Err(refused(other)),
+        let Value::Array(values) = reply else {
+            return Err(refused(reply));
         };
         match values.as_slice() {
             [holds, up_to] => Ok(Revoked {
