@@ -100,7 +100,7 @@ impl Core {
             })?;
         scripts.load_all(&mut *first)?;
         let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
-        let reconnected = || observe::reconnected(observe::Reconnect::Pool);
+        let reconnected = || observe::reconnected("pool");
         let shared = Arc::new(Shared::new(Caller {
             config,
             backend,

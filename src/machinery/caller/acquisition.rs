@@ -17,7 +17,7 @@ use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::permits_seen::PermitsSeen;
 use crate::machinery::holds::{lease_lost, Hold, NewHold};
-use crate::machinery::observe::{self, Labels, Outcome};
+use crate::machinery::observe::{self, Labels};
 use crate::machinery::shared::Shared;
 use crate::protocol::{
     Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode,
@@ -101,10 +101,10 @@ impl Acquisition<'_> {
     ) -> Result<Option<Acquired>> {
         let waited = started.elapsed();
         let outcome = match &result {
-            Ok(Some(_)) => Outcome::Acquired,
-            Ok(None) if cancel.is_some_and(WaitCanceller::is_cancelled) => Outcome::Cancelled,
-            Ok(None) => Outcome::TimedOut,
-            Err(_) => Outcome::Failed,
+            Ok(Some(_)) => "acquired",
+            Ok(None) if cancel.is_some_and(WaitCanceller::is_cancelled) => "cancelled",
+            Ok(None) => "timed_out",
+            Err(_) => "failed",
         };
         observe::wait_ended(&self.labels(), outcome, waited);
         if let Ok(Some(got)) = &mut result {

@@ -110,7 +110,7 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
             "fairlock: wake-up subscription on {} is back",
             at.describe()
         );
-        observe::reconnected(observe::Reconnect::Subscriber);
+        observe::reconnected("subscriber");
         shared.missed_messages();
     }
     loop {
