@@ -84,7 +84,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn with_fixed_lease(&self, lease: Duration) -> Self {
-        self.with(self.settings.fixed_lease(lease))
+        self.with(LeasePolicy::Fixed(lease))
     }
 
     /// The same lock, each hold renewed for at most `max_hold` from its
@@ -109,7 +109,8 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn with_max_hold(&self, max_hold: Duration) -> Self {
-        self.with(self.settings.max_hold(max_hold))
+        let max_hold = Some(max_hold);
+        self.with(LeasePolicy::Renewed { max_hold })
     }
 
     /// The same lock, acquired by calls that are not bound to a thread:
@@ -127,7 +128,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn unbound(&self) -> FairLock<K, Unbound> {
-        self.with(self.settings.owned_as())
+        self.with(self.settings.policy)
     }
 
     /// The same lock, acquired by calls bound to their thread: re-entrant
@@ -143,10 +144,11 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn bound(&self) -> FairLock<K, Bound> {
-        self.with(self.settings.owned_as())
+        self.with(self.settings.policy)
     }
 
-    fn with<P: Ownership>(&self, settings: Settings<P>) -> FairLock<K, P> {
+    fn with<P: Ownership>(&self, policy: LeasePolicy) -> FairLock<K, P> {
+        let settings = self.settings.with(policy);
         FairLock::new(settings, self.target.clone(), self.kind.clone())
     }
 
@@ -330,20 +332,9 @@ impl<O: Ownership> Settings<O> {
         }
     }
 
-    /// The same settings, owned as `P`.
-    pub(crate) fn owned_as<P: Ownership>(&self) -> Settings<P> {
-        Settings::new(Arc::clone(&self.core), self.policy)
-    }
-
-    /// The same settings, with a fixed lease that no watchdog renews.
-    pub(crate) fn fixed_lease(&self, lease: Duration) -> Self {
-        Settings::new(Arc::clone(&self.core), LeasePolicy::Fixed(lease))
-    }
-
-    /// The same settings, each hold renewed for at most `max_hold`.
-    pub(crate) fn max_hold(&self, max_hold: Duration) -> Self {
-        let max_hold = Some(max_hold);
-        Settings::new(Arc::clone(&self.core), LeasePolicy::Renewed { max_hold })
+    /// The same client's settings, with `policy`, owned as `P`.
+    pub(crate) fn with<P: Ownership>(&self, policy: LeasePolicy) -> Settings<P> {
+        Settings::new(Arc::clone(&self.core), policy)
     }
 
     pub(crate) fn core(&self) -> &Core {
@@ -367,10 +358,9 @@ impl<O: Ownership> Settings<O> {
 
 impl<O: Ownership> std::fmt::Debug for Settings<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let unbound = O::UNBOUND;
         f.debug_struct("Settings")
             .field("lease", &self.policy)
-            .field("unbound", &unbound)
+            .field("unbound", &O::UNBOUND)
             .finish()
     }
 }
