@@ -51,7 +51,7 @@ use crate::protocol::{Ask, LockKind};
 pub struct FairLock<K: Kind, O: Ownership = <K as Kind>::Owner> {
     pub(crate) settings: Settings<O>,
     /// The lock's name and keys.
-    target: Target,
+    pub(crate) target: Target,
     pub(crate) kind: K,
 }
 
@@ -153,7 +153,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     }
 
     pub(crate) fn core(&self) -> &Core {
-        self.settings.core()
+        &self.settings.core
     }
 
     /// The lock's name.
@@ -165,7 +165,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        self.target().name()
+        self.target.name()
     }
 
     /// Which primitive it is: the mutex, the semaphore, the reader-writer
@@ -205,7 +205,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn status(&self, max: usize) -> Result<Status> {
-        Status::read(self.core(), self.target(), max)
+        Status::read(self.core(), &self.target, max)
     }
 
     /// True when anyone, anywhere, holds the lock (any hold: the mutex's
@@ -261,7 +261,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn force_unlock(&self) -> Result<bool> {
-        Ok(self.core().force_release(self.target())?.holds > 0)
+        Ok(self.core().force_release(&self.target)?.holds > 0)
     }
 
     /// Asks every current holder of the lock to let go, and returns how
@@ -290,12 +290,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn revoke(&self) -> Result<usize> {
-        self.core().revoke(self.target())
-    }
-
-    /// The lock's name and keys.
-    pub(crate) fn target(&self) -> &Target {
-        &self.target
+        self.core().revoke(&self.target)
     }
 
     /// One acquire call on this lock asking for `ask` under its settings,
@@ -307,7 +302,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
         tag: Option<&str>,
         wait: &Wait,
     ) -> Result<Option<Guard<H, O>>> {
-        self.settings.request(self.target(), ask, tag, wait)
+        self.settings.request(&self.target, ask, tag, wait)
     }
 }
 
@@ -317,7 +312,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
 /// nothing else, so this is their one common core.
 #[derive(Clone)]
 pub(crate) struct Settings<O> {
-    core: Arc<Core>,
+    pub(crate) core: Arc<Core>,
     pub(crate) policy: LeasePolicy,
     owner: PhantomData<O>,
 }
@@ -335,10 +330,6 @@ impl<O: Ownership> Settings<O> {
     /// The same client's settings, with `policy`, owned as `P`.
     pub(crate) fn with<P: Ownership>(&self, policy: LeasePolicy) -> Settings<P> {
         Settings::new(Arc::clone(&self.core), policy)
-    }
-
-    pub(crate) fn core(&self) -> &Core {
-        &self.core
     }
 
     /// One acquire call on `target` asking for `ask` under these settings,

@@ -140,7 +140,7 @@ impl<O: Ownership> FairMultiLock<O> {
     }
 
     fn and(mut self, name: &str, kind: LockKind, ask: Ask) -> Self {
-        let prefix = &self.settings.core().config().key_prefix;
+        let prefix = &self.settings.core.config().key_prefix;
         let target = Target::new(prefix, name, kind);
         self.parts.push((target, ask));
         self
