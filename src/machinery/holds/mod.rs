@@ -245,10 +245,12 @@ impl Hold {
         self.token.load(Ordering::Acquire)
     }
 
-    /// A change of its access (an upgrade, a downgrade) starts or ends:
-    /// see [`renewal_failed`](Self::renewal_failed).
-    pub(crate) fn set_changing(&self, changing: bool) {
-        self.changing.store(changing, Ordering::Release);
+    /// A change of its access (an upgrade, a downgrade) starts, and ends
+    /// when what this returns is dropped: see
+    /// [`renewal_failed`](Self::renewal_failed).
+    pub(crate) fn changing(&self) -> Changing<'_> {
+        self.changing.store(true, Ordering::Release);
+        Changing(self)
     }
 
     /// Redis says the hold is now `token`, exclusive or not: its upgrade or
@@ -451,6 +453,16 @@ impl Hold {
             let wake_at = deadline.map_or(next, |d| d.min(next));
             self.changed.wait_until(&mut state, wake_at);
         }
+    }
+}
+
+/// A change of a hold's access under way ([`Hold::changing`]): renewals
+/// that fail meanwhile may have named the token it replaces.
+pub(crate) struct Changing<'h>(&'h Hold);
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        self.0.changing.store(false, Ordering::Release);
     }
 }
 
