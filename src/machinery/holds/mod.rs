@@ -609,20 +609,13 @@ mod tests {
     /// A hold granted now for `lease_ms` with no clock-drift allowance,
     /// renewed for at most `max_hold_ms` if set.
     fn hold(lease_ms: u64, max_hold_ms: Option<u64>) -> Arc<Hold> {
-        let lease = Duration::from_millis(lease_ms);
-        let keys = Arc::new(crate::protocol::LockKeys::mutex("p", "n").unwrap());
+        let call = crate::machinery::test_call(1, "n");
         let granted = NewHold {
-            labels: Labels::new(keys.kind(), None),
-            call: Call {
-                keys,
-                owner: "c:1".into(),
-                id: 1,
-                lease: crate::protocol::Lease::Renewed(lease),
-                ask: crate::protocol::Ask::Mutex,
-            },
+            labels: Labels::new(call.keys.kind(), None),
+            call,
             token: 5,
             since: Instant::now(),
-            lease_left: lease,
+            lease_left: Duration::from_millis(lease_ms),
             max_hold: max_hold_ms.map(Duration::from_millis),
         };
         Arc::new(Hold::new(granted, NO_DRIFT))
