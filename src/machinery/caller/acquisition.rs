@@ -138,10 +138,7 @@ impl Acquisition<'_> {
         sent: Instant,
         replicated: Result<()>,
     ) -> Result<Acquired> {
-        if let Err(shortfall) = replicated {
-            self.shared.abandon_now(&waiter.call);
-            return Err(shortfall);
-        }
+        replicated.inspect_err(|_| self.shared.abandon_now(&waiter.call))?;
         let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
         Ok(self.hold(waiter, token, sent, lease_left))
     }
