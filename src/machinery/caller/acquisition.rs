@@ -60,12 +60,13 @@ pub(crate) struct Acquisition<'m> {
 }
 
 impl Acquisition<'_> {
-    /// Waits as `wait` says; the hold it got. A wait that cannot wait makes one attempt that never
-    /// queues (`try_lock`).
+    /// Waits as `wait` says; the hold it got, stamped with how long the
+    /// call waited, which is reported with how it ended. A wait that cannot
+    /// wait makes one attempt that never queues (`try_lock`).
     pub(crate) fn run(&self, wait: &Wait) -> Result<Option<Acquired>> {
         let started = Instant::now();
         let waiter = self.waiter();
-        let (result, cancel) = match wait.deadline() {
+        let (mut result, cancel) = match wait.deadline() {
             Err(NoWait) => match self.attempt(&waiter, Mode::Try, Limit::default()) {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
@@ -82,23 +83,6 @@ impl Acquisition<'_> {
                 (result, wait.canceller())
             }
         };
-        self.observed(started, result, cancel)
-    }
-
-    /// The labels of this lock's metrics (see [`observe`]).
-    fn labels(&self) -> Labels {
-        let named = self.shared.config().metrics_lock_names;
-        Labels::new(self.keys.kind(), named.then_some(self.target.name()))
-    }
-
-    /// Reports how the call that started at `started` ended, and stamps
-    /// its wait on what it got.
-    fn observed(
-        &self,
-        started: Instant,
-        mut result: Result<Option<Acquired>>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<Acquired>> {
         let waited = started.elapsed();
         let outcome = match &result {
             Ok(Some(_)) => "acquired",
@@ -111,6 +95,12 @@ impl Acquisition<'_> {
             got.waited = waited;
         }
         result
+    }
+
+    /// The labels of this lock's metrics (see [`observe`]).
+    fn labels(&self) -> Labels {
+        let named = self.shared.config().metrics_lock_names;
+        Labels::new(self.keys.kind(), named.then_some(self.target.name()))
     }
 
     /// A new call of this thread (or of its own, unbound) on this lock,
