@@ -239,7 +239,7 @@ pub use handles::builder::ClientBuilder;
 pub use handles::client::Client;
 pub use handles::kind;
 pub use handles::lease_signal::LeaseSignal;
-pub use handles::revocation_signal::{Revocation, RevocationSignal};
+pub use handles::revocation_signal::RevocationSignal;
 pub use handles::{
     AnyGuard, Bound, Election, FairLock, FairMultiLock, FairMutex, FairMutexGuard, FairRwLock,
     FairSemaphore, Guard, Holder, Leader, LeaderEvent, LeaderWatch, Leadership,
@@ -248,7 +248,7 @@ pub use handles::{
     MAX_PERMITS,
 };
 pub use machinery::caller::cancel::WaitCanceller;
-pub use machinery::holds::LeaseEnd;
+pub use machinery::holds::{LeaseEnd, Revocation};
 pub use protocol::keys::MAX_NAME_LEN;
 pub use protocol::HISTORY_LEN as ELECTION_HISTORY_LEN;
 pub use protocol::MAX_VALUE_LEN as MAX_ELECTION_VALUE_LEN;

@@ -363,7 +363,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn warnings(&self) -> &[ServerWarning] {
-        self.inner.warnings()
+        &self.inner.warnings
     }
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {

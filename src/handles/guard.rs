@@ -208,7 +208,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     #[doc(alias = "release")]
     #[doc(alias = "resign")]
     pub fn unlock(mut self) -> Result<()> {
-        self.hold.release()
+        self.hold.release(None)
     }
 
     /// The same hold as a guard of [`kind::Any`], to keep guards of several

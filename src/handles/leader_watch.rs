@@ -166,7 +166,7 @@ impl LeaderWatch {
     /// [`Election::watch`](crate::FairLock::watch)).
     pub(crate) fn start(election: Election) -> Result<LeaderWatch> {
         Ok(LeaderWatch {
-            subscription: election.core().watch(election.target())?,
+            subscription: election.core().watch(&election.target)?,
             election,
             known: None,
             pending: BTreeMap::new(),
@@ -235,8 +235,7 @@ impl LeaderWatch {
     /// lease that ran out left). The first read learns the state only.
     fn read(&mut self) -> Result<()> {
         let sent = Instant::now();
-        let (status, history) =
-            Status::read_election(self.election.core(), self.election.target())?;
+        let (status, history) = Status::read_election(self.election.core(), &self.election.target)?;
         let leader = status.holder().map(Leader::of);
         let last_term = status.last_fencing_token;
         // A lease that runs out says nothing: read again just after it

@@ -51,7 +51,7 @@ use crate::protocol::{Ask, LockKind};
 pub struct FairLock<K: Kind, O: Ownership = <K as Kind>::Owner> {
     pub(crate) settings: Settings<O>,
     /// The lock's name and keys.
-    target: Target,
+    pub(crate) target: Target,
     pub(crate) kind: K,
 }
 
@@ -84,7 +84,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn with_fixed_lease(&self, lease: Duration) -> Self {
-        self.with(self.settings.fixed_lease(lease))
+        self.with(LeasePolicy::Fixed(lease))
     }
 
     /// The same lock, each hold renewed for at most `max_hold` from its
@@ -109,7 +109,8 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn with_max_hold(&self, max_hold: Duration) -> Self {
-        self.with(self.settings.max_hold(max_hold))
+        let max_hold = Some(max_hold);
+        self.with(LeasePolicy::Renewed { max_hold })
     }
 
     /// The same lock, acquired by calls that are not bound to a thread:
@@ -127,7 +128,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn unbound(&self) -> FairLock<K, Unbound> {
-        self.with(self.settings.owned_as())
+        self.with(self.settings.policy)
     }
 
     /// The same lock, acquired by calls bound to their thread: re-entrant
@@ -143,15 +144,16 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn bound(&self) -> FairLock<K, Bound> {
-        self.with(self.settings.owned_as())
+        self.with(self.settings.policy)
     }
 
-    fn with<P: Ownership>(&self, settings: Settings<P>) -> FairLock<K, P> {
+    fn with<P: Ownership>(&self, policy: LeasePolicy) -> FairLock<K, P> {
+        let settings = self.settings.with(policy);
         FairLock::new(settings, self.target.clone(), self.kind.clone())
     }
 
     pub(crate) fn core(&self) -> &Core {
-        self.settings.core()
+        &self.settings.core
     }
 
     /// The lock's name.
@@ -163,7 +165,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        self.target().name()
+        self.target.name()
     }
 
     /// Which primitive it is: the mutex, the semaphore, the reader-writer
@@ -203,7 +205,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn status(&self, max: usize) -> Result<Status> {
-        Status::read(self.core(), self.target(), max)
+        Status::read(self.core(), &self.target, max)
     }
 
     /// True when anyone, anywhere, holds the lock (any hold: the mutex's
@@ -259,7 +261,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn force_unlock(&self) -> Result<bool> {
-        Ok(self.core().force_release(self.target())?.holds > 0)
+        Ok(self.core().force_release(&self.target)?.holds > 0)
     }
 
     /// Asks every current holder of the lock to let go, and returns how
@@ -288,12 +290,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn revoke(&self) -> Result<usize> {
-        self.core().revoke(self.target())
-    }
-
-    /// The lock's name and keys.
-    pub(crate) fn target(&self) -> &Target {
-        &self.target
+        self.core().revoke(&self.target)
     }
 
     /// One acquire call on this lock asking for `ask` under its settings,
@@ -305,7 +302,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
         tag: Option<&str>,
         wait: &Wait,
     ) -> Result<Option<Guard<H, O>>> {
-        self.settings.request(self.target(), ask, tag, wait)
+        self.settings.request(&self.target, ask, tag, wait)
     }
 }
 
@@ -315,7 +312,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
 /// nothing else, so this is their one common core.
 #[derive(Clone)]
 pub(crate) struct Settings<O> {
-    core: Arc<Core>,
+    pub(crate) core: Arc<Core>,
     pub(crate) policy: LeasePolicy,
     owner: PhantomData<O>,
 }
@@ -330,24 +327,9 @@ impl<O: Ownership> Settings<O> {
         }
     }
 
-    /// The same settings, owned as `P`.
-    pub(crate) fn owned_as<P: Ownership>(&self) -> Settings<P> {
-        Settings::new(Arc::clone(&self.core), self.policy)
-    }
-
-    /// The same settings, with a fixed lease that no watchdog renews.
-    pub(crate) fn fixed_lease(&self, lease: Duration) -> Self {
-        Settings::new(Arc::clone(&self.core), LeasePolicy::Fixed(lease))
-    }
-
-    /// The same settings, each hold renewed for at most `max_hold`.
-    pub(crate) fn max_hold(&self, max_hold: Duration) -> Self {
-        let max_hold = Some(max_hold);
-        Settings::new(Arc::clone(&self.core), LeasePolicy::Renewed { max_hold })
-    }
-
-    pub(crate) fn core(&self) -> &Core {
-        &self.core
+    /// The same client's settings, with `policy`, owned as `P`.
+    pub(crate) fn with<P: Ownership>(&self, policy: LeasePolicy) -> Settings<P> {
+        Settings::new(Arc::clone(&self.core), policy)
     }
 
     /// One acquire call on `target` asking for `ask` under these settings,
@@ -367,10 +349,9 @@ impl<O: Ownership> Settings<O> {
 
 impl<O: Ownership> std::fmt::Debug for Settings<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let unbound = O::UNBOUND;
         f.debug_struct("Settings")
             .field("lease", &self.policy)
-            .field("unbound", &unbound)
+            .field("unbound", &O::UNBOUND)
             .finish()
     }
 }

@@ -5,6 +5,7 @@
 //! deadlock, and each name stays FIFO. A call that gives up (timeout,
 //! cancellation, an error) releases what it took and leaves no queue entry.
 
+use std::cmp::Reverse;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -16,6 +17,7 @@ use crate::handles::semaphore::permits_ask;
 use crate::handles::AnyGuard;
 use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::Wait;
+use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::protocol::{Access, Ask, LockKind};
 
 /// Several locks taken together, all or none: mutexes by name, the reads
@@ -138,7 +140,7 @@ impl<O: Ownership> FairMultiLock<O> {
     }
 
     fn and(mut self, name: &str, kind: LockKind, ask: Ask) -> Self {
-        let prefix = &self.settings.core().config().key_prefix;
+        let prefix = &self.settings.core.config().key_prefix;
         let target = Target::new(prefix, name, kind);
         self.parts.push((target, ask));
         self
@@ -158,7 +160,7 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn with_fixed_lease(&self, lease: Duration) -> Self {
-        self.with(self.settings.fixed_lease(lease))
+        self.with(LeasePolicy::Fixed(lease))
     }
 
     /// The same set, every part renewed for at most `max_hold` from its
@@ -175,7 +177,8 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn with_max_hold(&self, max_hold: Duration) -> Self {
-        self.with(self.settings.max_hold(max_hold))
+        let max_hold = Some(max_hold);
+        self.with(LeasePolicy::Renewed { max_hold })
     }
 
     /// The same set, its parts taken by calls that are not bound to a
@@ -190,7 +193,7 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn unbound(&self) -> FairMultiLock<Unbound> {
-        self.with(self.settings.owned_as())
+        self.with(self.settings.policy)
     }
 
     /// The same set, its parts taken for the calling thread: re-entering
@@ -206,10 +209,11 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn bound(&self) -> FairMultiLock<Bound> {
-        self.with(self.settings.owned_as())
+        self.with(self.settings.policy)
     }
 
-    fn with<P: Ownership>(&self, settings: Settings<P>) -> FairMultiLock<P> {
+    fn with<P: Ownership>(&self, policy: LeasePolicy) -> FairMultiLock<P> {
+        let settings = self.settings.with(policy);
         let parts = self.parts.clone();
         FairMultiLock { settings, parts }
     }
@@ -328,15 +332,11 @@ impl<O: Ownership> FairMultiLock<O> {
                 "a multi-lock needs at least one name",
             ));
         }
-        let mut parts = Vec::with_capacity(self.parts.len());
-        for part in &self.parts {
-            parts.push((part.0.keys()?.lock(), part));
-        }
+        let mut parts = (self.parts.iter())
+            .map(|part| Ok((part.0.keys()?.lock(), part)))
+            .collect::<Result<Vec<_>>>()?;
         // Writes first among equal keys, so the merge below keeps them.
-        parts.sort_by(|a, b| {
-            let exclusive = |part: &(Target, Ask)| part.1.exclusive();
-            a.0.cmp(b.0).then(exclusive(b.1).cmp(&exclusive(a.1)))
-        });
+        parts.sort_by_key(|(key, (_, ask))| (*key, Reverse(ask.exclusive())));
         let mut ordered: Vec<(&str, &Target, Ask)> = Vec::with_capacity(parts.len());
         for (key, (target, ask)) in parts {
             let Some(kept) = ordered.last_mut().filter(|kept| kept.0 == key) else {

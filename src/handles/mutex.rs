@@ -200,7 +200,7 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// # Ok(()) }
     /// ```
     pub fn force_unlock_holder(&self) -> Result<Option<Participant>> {
-        let freed = self.core().force_release(self.target())?;
+        let freed = self.core().force_release(&self.target)?;
         Ok(freed.holder.map(Participant::new))
     }
 
@@ -245,7 +245,7 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// ```
     pub fn hold_count(&self) -> Result<u32> {
         // Only a hold this thread has a live guard of counts as its own.
-        let (owner, live) = self.core().thread_hold(self.target().keys()?);
+        let (owner, live) = self.core().thread_hold(self.target.keys()?);
         let status = self.status(1)?;
         let ours = status
             .holder()

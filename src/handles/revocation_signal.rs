@@ -8,20 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::machinery::holds::Hold;
-
-/// How a wait on a [`RevocationSignal`] ended. Non-exhaustive: a match
-/// needs a `_` arm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Revocation {
-    /// Someone asked the hold to let go: release it when you can. The
-    /// lease is still renewed meanwhile; nothing was taken away.
-    Requested,
-    /// The hold ended (released, or lost: see its
-    /// [`LeaseSignal`](crate::LeaseSignal)) without anyone asking.
-    HoldEnded,
-}
+use crate::machinery::holds::{Hold, Revocation};
 
 /// Tells a holder when someone asked its hold to let go: a revocation
 /// ([`FairLock::revoke`](crate::FairLock::revoke), `fairlock revoke NAME`)
@@ -91,11 +78,9 @@ impl RevocationSignal {
     /// # Ok(()) }
     /// ```
     pub fn wait(&self) -> Revocation {
-        let asked = self
-            .hold
+        self.hold
             .wait_revoked(None)
-            .expect("a wait without a deadline returns only at the end");
-        Self::of(asked)
+            .expect("a wait without a deadline returns only at the end")
     }
 
     /// As [`wait`](Self::wait), for at most `timeout`: `None` when neither
@@ -116,8 +101,7 @@ impl RevocationSignal {
     /// # Ok(()) }
     /// ```
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Revocation> {
-        let deadline = Instant::now().checked_add(timeout);
-        self.hold.wait_revoked(deadline).map(Self::of)
+        self.hold.wait_revoked(Instant::now().checked_add(timeout))
     }
 
     /// The fencing token of the hold this signal watches.
@@ -131,14 +115,6 @@ impl RevocationSignal {
     /// ```
     pub fn fencing_token(&self) -> u64 {
         self.hold.token()
-    }
-
-    fn of(asked: bool) -> Revocation {
-        if asked {
-            Revocation::Requested
-        } else {
-            Revocation::HoldEnded
-        }
     }
 }
 

@@ -140,7 +140,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// # Ok(()) }
     /// ```
     pub fn permits_in_force(&self) -> u32 {
-        (self.core().permits_in_force(self.target())).unwrap_or(self.kind.permits)
+        (self.core().permits_in_force(&self.target)).unwrap_or(self.kind.permits)
     }
 
     /// Waits as `wait` says for `n` permits at once, returned as one hold,
@@ -386,7 +386,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// ```
     pub fn set_permits(&self, permits: u32) -> Result<PermitsChange> {
         check_permits(permits)?;
-        let set = self.core().set_permits(self.target(), permits)?;
+        let set = self.core().set_permits(&self.target, permits)?;
         Ok(PermitsChange {
             previous: set.previous,
             permits,

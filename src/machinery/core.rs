@@ -44,7 +44,7 @@ pub(crate) struct Core {
     /// Joined when the client is dropped.
     pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
     /// What the start found wrong with the servers; never changed after.
-    pub(super) warnings: Vec<ServerWarning>,
+    pub(crate) warnings: Vec<ServerWarning>,
     /// Semaphores found with another number of permits in force (only
     /// callers read and write it: no background thread).
     pub(super) permits_seen: PermitsSeen,
@@ -100,7 +100,7 @@ impl Core {
             })?;
         scripts.load_all(&mut *first)?;
         let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
-        let reconnected = || observe::reconnected(observe::Reconnect::Pool);
+        let reconnected = || observe::reconnected("pool");
         let shared = Arc::new(Shared::new(Caller {
             config,
             backend,
@@ -209,11 +209,6 @@ impl Core {
         let route = self.shared.caller.scripts.route();
         let channel = route.election_channel(&self.config().key_prefix, target.keys()?);
         Subscription::open(&self.shared, route, channel)
-    }
-
-    /// What the client's start found wrong with its servers.
-    pub(crate) fn warnings(&self) -> &[ServerWarning] {
-        &self.warnings
     }
 
     /// The client's settings.

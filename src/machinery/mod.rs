@@ -12,3 +12,16 @@ pub(crate) mod observe;
 pub(crate) mod shared;
 pub(crate) mod subscriber;
 pub(crate) mod watchdog;
+
+/// Call `id` of the owner `c:<id>` on the mutex `name`, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_call(id: u64, name: &str) -> crate::protocol::Call {
+    use crate::protocol::{Ask, Call, Lease, LockKeys};
+    Call {
+        keys: std::sync::Arc::new(LockKeys::mutex("p", name).unwrap()),
+        owner: format!("c:{id}").into(),
+        id,
+        lease: Lease::Fixed(std::time::Duration::from_secs(1)),
+        ask: Ask::Mutex,
+    }
+}

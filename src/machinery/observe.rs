@@ -31,24 +31,6 @@ use metrics::{counter, gauge, histogram, Label};
 
 use crate::protocol::LockKind;
 
-/// How an acquire call ended, for `fairlock_wait_seconds`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Acquired,
-    TimedOut,
-    Cancelled,
-    Failed,
-}
-
-/// Which connection was made again, for `fairlock_reconnects_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reconnect {
-    /// A subscriber's pub/sub connection.
-    Subscriber,
-    /// A pooled connection the server had closed.
-    Pool,
-}
-
 /// The labels of one lock's metrics: its primitive, and its name when the
 /// client opted in (names can be unbounded). Empty without the `metrics`
 /// feature.
@@ -115,16 +97,11 @@ pub(crate) fn describe() {
     }
 }
 
-/// An acquire call of the lock `labels` names ended after `waited`.
-pub(crate) fn wait_ended(labels: &Labels, outcome: Outcome, waited: Duration) {
+/// An acquire call of the lock `labels` names ended after `waited`, as
+/// `outcome` says (`acquired`, `timed_out`, `cancelled` or `failed`).
+pub(crate) fn wait_ended(labels: &Labels, outcome: &'static str, waited: Duration) {
     #[cfg(feature = "metrics")]
     {
-        let outcome = match outcome {
-            Outcome::Acquired => "acquired",
-            Outcome::TimedOut => "timed_out",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Failed => "failed",
-        };
         let mut list = labels.list();
         list.push(Label::new("outcome", outcome));
         histogram!("fairlock_wait_seconds", list).record(waited.as_secs_f64());
@@ -168,16 +145,11 @@ pub(crate) fn waiting(labels: &Labels, delta: f64) {
     gauge!("fairlock_waiting_threads", labels.list()).increment(delta);
 }
 
-/// A connection was made again after the server closed one.
-pub(crate) fn reconnected(what: Reconnect) {
+/// A connection was made again after the server closed one: a
+/// `subscriber`'s pub/sub connection, or a `pool`ed one.
+pub(crate) fn reconnected(connection: &'static str) {
     #[cfg(feature = "metrics")]
-    {
-        let connection = match what {
-            Reconnect::Subscriber => "subscriber",
-            Reconnect::Pool => "pool",
-        };
-        counter!("fairlock_reconnects_total", "connection" => connection).increment(1);
-    }
+    counter!("fairlock_reconnects_total", "connection" => connection).increment(1);
 }
 
 /// The scripts were loaded again after the server lost them.

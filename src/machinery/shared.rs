@@ -39,8 +39,9 @@ pub(crate) struct Shared {
     holds: Holds,
     /// Calls whose outcome was never learned, for the watchdog to undo.
     abandons: Abandons,
-    /// The slots listened on with sharded pub/sub (see [`Shared::shards`]).
-    shards: Shards,
+    /// The slots listened on with sharded pub/sub: the subscriber's (a
+    /// caller only waits for its slot, with [`listen_at`](Self::listen_at)).
+    pub(crate) shards: Shards,
     /// The cluster's slot map as last read; `None` off a cluster.
     slot_map: Mutex<Option<Arc<SlotMap>>>,
     next_call_id: AtomicU64,
@@ -231,12 +232,6 @@ impl Shared {
     pub(crate) fn abandon_answered(&self, entry: &Arc<ToAbandon>, sent: Instant, refused: bool) {
         self.abandons.answered(entry, sent, refused);
         self.grants_unheard(&entry.call);
-    }
-
-    /// The shard channels' registry: the subscriber's (a caller only waits
-    /// for its slot, with [`listen_at`](Self::listen_at)).
-    pub(crate) fn shards(&self) -> &Shards {
-        &self.shards
     }
 
     /// The cluster's slot map as last read; `None` off a cluster or before

@@ -17,7 +17,7 @@ use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::permits_seen::PermitsSeen;
 use crate::machinery::holds::{lease_lost, Hold, NewHold};
-use crate::machinery::observe::{self, Labels, Outcome};
+use crate::machinery::observe::{self, Labels};
 use crate::machinery::shared::Shared;
 use crate::protocol::{
     Acquire, AcquireReply, Ask, Call, Cancel, CancelReply, Lease, LockKeys, Mode,
@@ -60,12 +60,13 @@ pub(crate) struct Acquisition<'m> {
 }
 
 impl Acquisition<'_> {
-    /// Waits as `wait` says; the hold it got. A wait that cannot wait makes one attempt that never
-    /// queues (`try_lock`).
+    /// Waits as `wait` says; the hold it got, stamped with how long the
+    /// call waited, which is reported with how it ended. A wait that cannot
+    /// wait makes one attempt that never queues (`try_lock`).
     pub(crate) fn run(&self, wait: &Wait) -> Result<Option<Acquired>> {
         let started = Instant::now();
         let waiter = self.waiter();
-        let (result, cancel) = match wait.deadline() {
+        let (mut result, cancel) = match wait.deadline() {
             Err(NoWait) => match self.attempt(&waiter, Mode::Try, Limit::default()) {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
@@ -82,35 +83,24 @@ impl Acquisition<'_> {
                 (result, wait.canceller())
             }
         };
-        self.observed(started, result, cancel)
-    }
-
-    /// The labels of this lock's metrics (see [`observe`]).
-    fn labels(&self) -> Labels {
-        let named = self.shared.config().metrics_lock_names;
-        Labels::new(self.keys.kind(), named.then_some(self.target.name()))
-    }
-
-    /// Reports how the call that started at `started` ended, and stamps
-    /// its wait on what it got.
-    fn observed(
-        &self,
-        started: Instant,
-        mut result: Result<Option<Acquired>>,
-        cancel: Option<&WaitCanceller>,
-    ) -> Result<Option<Acquired>> {
         let waited = started.elapsed();
         let outcome = match &result {
-            Ok(Some(_)) => Outcome::Acquired,
-            Ok(None) if cancel.is_some_and(WaitCanceller::is_cancelled) => Outcome::Cancelled,
-            Ok(None) => Outcome::TimedOut,
-            Err(_) => Outcome::Failed,
+            Ok(Some(_)) => "acquired",
+            Ok(None) if cancel.is_some_and(WaitCanceller::is_cancelled) => "cancelled",
+            Ok(None) => "timed_out",
+            Err(_) => "failed",
         };
         observe::wait_ended(&self.labels(), outcome, waited);
         if let Ok(Some(got)) = &mut result {
             got.waited = waited;
         }
         result
+    }
+
+    /// The labels of this lock's metrics (see [`observe`]).
+    fn labels(&self) -> Labels {
+        let named = self.shared.config().metrics_lock_names;
+        Labels::new(self.keys.kind(), named.then_some(self.target.name()))
     }
 
     /// A new call of this thread (or of its own, unbound) on this lock,
@@ -138,10 +128,7 @@ impl Acquisition<'_> {
         sent: Instant,
         replicated: Result<()>,
     ) -> Result<Acquired> {
-        if let Err(shortfall) = replicated {
-            self.shared.abandon_now(&waiter.call);
-            return Err(shortfall);
-        }
+        replicated.inspect_err(|_| self.shared.abandon_now(&waiter.call))?;
         let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
         Ok(self.hold(waiter, token, sent, lease_left))
     }

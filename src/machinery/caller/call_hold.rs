@@ -36,14 +36,10 @@ pub(crate) struct CallHold {
 
 impl CallHold {
     /// Releases the hold (once; later calls do nothing). Waiters of this
-    /// client that the release handed a hold to wake from its reply.
-    pub(crate) fn release(&mut self) -> Result<()> {
-        self.release_within(None)
-    }
-
-    /// As [`release`](Self::release); with a `budget`, the call waits no
-    /// longer than that all told, pool waits included (a drop).
-    fn release_within(&mut self, budget: Option<Duration>) -> Result<()> {
+    /// client that the release handed a hold to wake from its reply. With
+    /// a `budget`, the call waits no longer than that all told, pool waits
+    /// included (a drop).
+    pub(crate) fn release(&mut self, budget: Option<Duration>) -> Result<()> {
         if std::mem::replace(&mut self.released, true) {
             return Ok(());
         }
@@ -58,14 +54,10 @@ impl CallHold {
         };
         let limit = Limit::by(budget.map(|budget| Instant::now() + budget));
         let sent = shared.caller.call_write_limited(keys, &release, limit);
-        let (reply, replicated) = sent
-            .inspect_err(|_| {
-                // Not sent, or its reply lost: the watchdog gives the call
-                // back once Redis answers, so the hold does not wait out its
-                // lease.
-                shared.abandon_later(call);
-            })?
-            .into_parts();
+        // Not sent, or its reply lost: the watchdog gives the call back once
+        // Redis answers, so the hold does not wait out its lease.
+        let abandon = |_: &Error| shared.abandon_later(call);
+        let (reply, replicated) = sent.inspect_err(abandon)?.into_parts();
         match reply {
             ReleaseReply::Released { .. } => replicated,
             ReleaseReply::HandedOver(next) => {
@@ -90,7 +82,7 @@ impl Drop for CallHold {
     /// not go out by then the watchdog abandons it.
     fn drop(&mut self) {
         let budget = self.client.config().command_timeout;
-        if let Err(err) = self.release_within(Some(budget)) {
+        if let Err(err) = self.release(Some(budget)) {
             let call = &self.call;
             let what = call.ask.describe_on(call.keys.kind(), self.target.name());
             log::warn!("fairlock: releasing a {what} on drop failed: {err}");

@@ -14,28 +14,10 @@ use crate::machinery::caller::call_hold::CallHold;
 use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
 use crate::machinery::caller::wait::{NoWait, Wait};
 use crate::machinery::caller::waiters::{Grant, Waiter};
-use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
 use crate::protocol::{
     Access, Ask, Call, Downgrade, DowngradeReply, Mode, Upgrade, UpgradeReply, UpgradeStep,
 };
-
-/// A change of a hold's access under way: renewals that fail meanwhile may
-/// have named the token it replaces (see [`Hold::renewal_failed`]).
-struct Changing<'h>(&'h Hold);
-
-impl<'h> Changing<'h> {
-    fn new(hold: &'h Hold) -> Self {
-        hold.set_changing(true);
-        Changing(hold)
-    }
-}
-
-impl Drop for Changing<'_> {
-    fn drop(&mut self) {
-        self.0.set_changing(false);
-    }
-}
 
 impl CallHold {
     /// Upgrades this hold (an upgradable read) to the write, waiting as
@@ -55,7 +37,7 @@ impl CallHold {
                 ),
             ));
         }
-        let _changing = Changing::new(&self.hold);
+        let _changing = self.hold.changing();
         let claim = Call {
             ask: Ask::Upgrade,
             ..self.call.clone()
@@ -99,7 +81,7 @@ impl CallHold {
     /// it was.
     pub(crate) fn downgrade(&mut self, to: Access) -> Result<()> {
         let shared = &self.client.shared;
-        let _changing = Changing::new(&self.hold);
+        let _changing = self.hold.changing();
         let call = &self.call;
         let op = Downgrade {
             owner: &call.owner,

@@ -375,18 +375,7 @@ fn by_lock(mut all: Vec<Arc<Waiter>>) -> Vec<Vec<Arc<Waiter>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Ask, Lease, LockKeys};
-
-    /// Call `id` of `c:<id>` on the mutex `name`.
-    fn call(id: u64, name: &str) -> Call {
-        Call {
-            keys: Arc::new(LockKeys::mutex("p", name).unwrap()),
-            owner: format!("c:{id}").into(),
-            id,
-            lease: Lease::Fixed(Duration::from_secs(1)),
-            ask: Ask::Mutex,
-        }
-    }
+    use crate::machinery::test_call as call;
 
     fn waiter() -> Arc<Waiter> {
         Arc::new(Waiter::new(call(1, "n")))

@@ -81,13 +81,7 @@ mod tests {
     fn an_entry_retires_only_on_an_abandon_sent_after_its_linger() {
         let abandons = Abandons::default();
         let before = Instant::now();
-        let call = Call {
-            keys: Arc::new(crate::protocol::LockKeys::mutex("p", "n").unwrap()),
-            owner: "c:1".into(),
-            id: 7,
-            lease: crate::protocol::Lease::Renewed(Duration::from_secs(30)),
-            ask: crate::protocol::Ask::Mutex,
-        };
+        let call = crate::machinery::test_call(7, "n");
         abandons.add(call, Duration::from_secs(60));
         let entry = abandons.snapshot().pop().unwrap();
         abandons.answered(&entry, before, false);

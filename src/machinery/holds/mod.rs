@@ -61,6 +61,19 @@ pub enum LeaseEnd {
     MaxHold,
 }
 
+/// How a wait on a [`RevocationSignal`](crate::RevocationSignal) ended.
+/// Non-exhaustive: a match needs a `_` arm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Revocation {
+    /// Someone asked the hold to let go: release it when you can. The
+    /// lease is still renewed meanwhile; nothing was taken away.
+    Requested,
+    /// The hold ended (released, or lost: see its
+    /// [`LeaseSignal`](crate::LeaseSignal)) without anyone asking.
+    HoldEnded,
+}
+
 /// Why a hold that a call found gone was lost, when nothing else told
 /// this client why.
 pub(crate) const GONE: &str =
@@ -165,13 +178,16 @@ impl HoldState {
         }
     }
 
-    /// What a wait for a revocation returns, if it is over: true once the
-    /// hold was asked to let go, false once it ended (lost or released)
+    /// What a wait for a revocation returns, if it is over: requested once
+    /// the hold was asked to let go, else once it ended (lost or released)
     /// without being asked. A maximum hold reached is no end here: the
     /// hold may still be asked.
-    fn revocation(&self) -> Option<bool> {
-        let ended = matches!(self.end, Some(LeaseEnd::Lost | LeaseEnd::Released));
-        (self.revoked || ended).then_some(self.revoked)
+    fn revocation(&self) -> Option<Revocation> {
+        match self.end {
+            _ if self.revoked => Some(Revocation::Requested),
+            Some(LeaseEnd::Lost | LeaseEnd::Released) => Some(Revocation::HoldEnded),
+            _ => None,
+        }
     }
 
     /// The next moment `settle` may change the end.
@@ -229,10 +245,12 @@ impl Hold {
         self.token.load(Ordering::Acquire)
     }
 
-    /// A change of its access (an upgrade, a downgrade) starts or ends:
-    /// see [`renewal_failed`](Self::renewal_failed).
-    pub(crate) fn set_changing(&self, changing: bool) {
-        self.changing.store(changing, Ordering::Release);
+    /// A change of its access (an upgrade, a downgrade) starts, and ends
+    /// when what this returns is dropped: see
+    /// [`renewal_failed`](Self::renewal_failed).
+    pub(crate) fn changing(&self) -> Changing<'_> {
+        self.changing.store(true, Ordering::Release);
+        Changing(self)
     }
 
     /// Redis says the hold is now `token`, exclusive or not: its upgrade or
@@ -408,9 +426,9 @@ impl Hold {
         })
     }
 
-    /// Blocks until the hold is asked to let go (true), ends without being
-    /// asked (false), or `deadline` passes (`None`; no deadline: no limit).
-    pub(crate) fn wait_revoked(&self, deadline: Option<Instant>) -> Option<bool> {
+    /// Blocks until the hold is asked to let go, ends without being asked,
+    /// or `deadline` passes (`None`; no deadline: no limit).
+    pub(crate) fn wait_revoked(&self, deadline: Option<Instant>) -> Option<Revocation> {
         self.wait_for(deadline, HoldState::revocation)
     }
 
@@ -435,6 +453,16 @@ impl Hold {
             let wake_at = deadline.map_or(next, |d| d.min(next));
             self.changed.wait_until(&mut state, wake_at);
         }
+    }
+}
+
+/// A change of a hold's access under way ([`Hold::changing`]): renewals
+/// that fail meanwhile may have named the token it replaces.
+pub(crate) struct Changing<'h>(&'h Hold);
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        self.0.changing.store(false, Ordering::Release);
     }
 }
 
@@ -553,29 +581,24 @@ impl Holds {
     /// Tells every hold with live guards that the client's connection to
     /// Redis came back from a gap ([`Hold::note_gap`]).
     pub(crate) fn note_gap(&self) {
-        let holds: Vec<Arc<Hold>> = self
-            .by_lock
-            .lock()
-            .values()
-            .flatten()
-            .map(|r| Arc::clone(&r.hold))
-            .collect();
-        holds.iter().for_each(|hold| hold.note_gap());
+        self.all(|_| true).iter().for_each(|hold| hold.note_gap());
     }
 
     /// Every hold to renew now.
     pub(crate) fn snapshot(&self) -> Vec<Arc<Hold>> {
-        self.by_lock
-            .lock()
-            .values()
-            .flatten()
-            // A hold counted lost is still renewed while its guard lives:
-            // Redis may still have it (a renewal too few replicas saw, a
-            // partition that healed in time), and its owner may still be
-            // stopping; the guard's release frees it.
-            .filter(|r| r.renewed && r.hold.is_renewable())
-            .map(|r| Arc::clone(&r.hold))
-            .collect()
+        // A hold counted lost is still renewed while its guard lives:
+        // Redis may still have it (a renewal too few replicas saw, a
+        // partition that healed in time), and its owner may still be
+        // stopping; the guard's release frees it.
+        self.all(|r| r.renewed && r.hold.is_renewable())
+    }
+
+    /// Every hold with live guards that `keep` keeps, taken out of the
+    /// registry's lock.
+    fn all(&self, keep: impl Fn(&Registered) -> bool) -> Vec<Arc<Hold>> {
+        let by_lock = self.by_lock.lock();
+        let kept = by_lock.values().flatten().filter(|r| keep(r));
+        kept.map(|r| Arc::clone(&r.hold)).collect()
     }
 }
 
@@ -583,37 +606,28 @@ impl Holds {
 mod tests {
     use super::*;
 
-    /// A hold granted now for `lease_ms`, with no maximum hold.
-    fn hold(drift: ClockDrift, lease_ms: u64) -> Arc<Hold> {
-        hold_capped(drift, lease_ms, None)
-    }
-
-    /// A hold granted now for `lease_ms`, renewed for at most
-    /// `max_hold_ms` if set.
-    fn hold_capped(drift: ClockDrift, lease_ms: u64, max_hold_ms: Option<u64>) -> Arc<Hold> {
-        let lease = Duration::from_millis(lease_ms);
-        let keys = Arc::new(crate::protocol::LockKeys::mutex("p", "n").unwrap());
+    /// A hold granted now for `lease_ms` with no clock-drift allowance,
+    /// renewed for at most `max_hold_ms` if set.
+    fn hold(lease_ms: u64, max_hold_ms: Option<u64>) -> Arc<Hold> {
+        let call = crate::machinery::test_call(1, "n");
         let granted = NewHold {
-            labels: Labels::new(keys.kind(), None),
-            call: Call {
-                keys,
-                owner: "c:1".into(),
-                id: 1,
-                lease: crate::protocol::Lease::Renewed(lease),
-                ask: crate::protocol::Ask::Mutex,
-            },
+            labels: Labels::new(call.keys.kind(), None),
+            call,
             token: 5,
             since: Instant::now(),
-            lease_left: lease,
+            lease_left: Duration::from_millis(lease_ms),
             max_hold: max_hold_ms.map(Duration::from_millis),
         };
-        Arc::new(Hold::new(granted, drift))
+        Arc::new(Hold::new(granted, NO_DRIFT))
     }
 
-    /// A thread blocked on `h`'s end.
-    fn wait_in_thread(h: &Arc<Hold>) -> std::thread::JoinHandle<Option<LeaseEnd>> {
+    /// A thread blocked on `h`, waiting as `wait` does.
+    fn in_thread<T: Send + 'static>(
+        h: &Arc<Hold>,
+        wait: impl FnOnce(&Hold) -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
         let h = Arc::clone(h);
-        std::thread::spawn(move || h.wait_end(None))
+        std::thread::spawn(move || wait(&h))
     }
 
     const NO_DRIFT: ClockDrift = ClockDrift {
@@ -637,9 +651,9 @@ mod tests {
         // The lease (60 ms) is capped 20 ms after the maximum hold (40 ms),
         // as the watchdog's renewals cap it; the waiter's thread is held
         // off (the state's lock taken) until both have passed.
-        let h = hold_capped(NO_DRIFT, 60, Some(40));
+        let h = hold(60, Some(40));
         let busy = h.state.lock();
-        let waiter = wait_in_thread(&h);
+        let waiter = in_thread(&h, |h| h.wait_end(None));
         std::thread::sleep(Duration::from_millis(100));
         drop(busy);
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::MaxHold));
@@ -650,8 +664,8 @@ mod tests {
 
     #[test]
     fn a_loss_before_the_max_hold_is_reported_as_a_loss() {
-        let h = hold_capped(NO_DRIFT, 10_000, Some(200));
-        let waiter = wait_in_thread(&h);
+        let h = hold(10_000, Some(200));
+        let waiter = in_thread(&h, |h| h.wait_end(None));
         std::thread::sleep(Duration::from_millis(20));
         h.mark_lost("a test");
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Lost));
@@ -659,7 +673,7 @@ mod tests {
 
     #[test]
     fn a_lost_hold_stays_lost_after_a_late_renewal() {
-        let h = hold(NO_DRIFT, 20);
+        let h = hold(20, None);
         std::thread::sleep(Duration::from_millis(30));
         // Sent after the local end: it does not revive the hold.
         h.renewed(Instant::now(), Duration::from_secs(60));
@@ -669,7 +683,7 @@ mod tests {
 
     #[test]
     fn a_renewal_in_time_pushes_the_end_out() {
-        let h = hold(NO_DRIFT, 50);
+        let h = hold(50, None);
         h.renewed(Instant::now(), Duration::from_secs(60));
         std::thread::sleep(Duration::from_millis(60));
         assert!(!h.is_lost());
@@ -681,41 +695,41 @@ mod tests {
 
     #[test]
     fn a_revocation_wakes_its_waiter_and_leaves_the_hold_as_it_was() {
-        let h = hold(NO_DRIFT, 60_000);
-        let waiter = {
-            let h = Arc::clone(&h);
-            std::thread::spawn(move || h.wait_revoked(None))
-        };
+        let h = hold(60_000, None);
+        let waiter = in_thread(&h, |h| h.wait_revoked(None));
         std::thread::sleep(Duration::from_millis(20));
         assert!(!h.is_revoked());
         h.mark_revoked();
-        assert_eq!(waiter.join().unwrap(), Some(true));
+        assert_eq!(waiter.join().unwrap(), Some(Revocation::Requested));
         assert!(h.is_revoked());
         // Asked, not taken: the hold goes on until it is released.
         assert_eq!(h.end_as_of(Instant::now()), None);
         h.mark_released();
-        assert_eq!(h.wait_revoked(Some(Instant::now())), Some(true));
+        assert_eq!(
+            h.wait_revoked(Some(Instant::now())),
+            Some(Revocation::Requested)
+        );
 
         // A hold that ends unasked ends the wait; a maximum hold does not.
-        let capped = hold_capped(NO_DRIFT, 60_000, Some(1));
+        let capped = hold(60_000, Some(1));
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(capped.end_as_of(Instant::now()), Some(LeaseEnd::MaxHold));
         assert_eq!(capped.wait_revoked(Some(Instant::now())), None);
         capped.mark_released();
-        assert_eq!(capped.wait_revoked(None), Some(false));
+        assert_eq!(capped.wait_revoked(None), Some(Revocation::HoldEnded));
     }
 
     #[test]
     fn release_and_loss_wake_a_blocked_waiter_and_the_first_end_wins() {
-        let h = hold(NO_DRIFT, 60_000);
-        let waiter = wait_in_thread(&h);
+        let h = hold(60_000, None);
+        let waiter = in_thread(&h, |h| h.wait_end(None));
         std::thread::sleep(Duration::from_millis(20));
         h.mark_released();
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Released));
         h.mark_lost("a test"); // a release reply saying NotHeld, after the fact
         assert_eq!(h.end_as_of(Instant::now()), Some(LeaseEnd::Released));
 
-        let lost = hold(NO_DRIFT, 60_000);
+        let lost = hold(60_000, None);
         lost.mark_lost("a test");
         lost.mark_released();
         assert_eq!(lost.wait_end(None), Some(LeaseEnd::Lost));

@@ -110,7 +110,7 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
             "fairlock: wake-up subscription on {} is back",
             at.describe()
         );
-        observe::reconnected(observe::Reconnect::Subscriber);
+        observe::reconnected("subscriber");
         shared.missed_messages();
     }
     loop {
@@ -150,7 +150,7 @@ fn listen_shards(
     }
     let mut live = FxHashSet::default();
     let served = serve_shards(shared, node, &mut conn, &mut live);
-    shared.shards().lost(live);
+    shared.shards.lost(live);
     served
 }
 
@@ -171,7 +171,7 @@ fn serve_shards(
         if shared.is_stopping() {
             return Ok(());
         }
-        if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards().any_missing() {
+        if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards.any_missing() {
             map_read = Instant::now();
             if let Ok(Some(map)) = shared.refresh_slot_map() {
                 listen_on_new_nodes(shared, &map);
@@ -181,7 +181,7 @@ fn serve_shards(
         }
         let map = shared.slot_map();
         let serves = |slot| map.as_ref().and_then(|map| map.master_of(slot)) == Some(node);
-        for slot in shared.shards().to_subscribe(&asked, serves) {
+        for slot in shared.shards.to_subscribe(&asked, serves) {
             let channel = Route::Sharded.wake_channel(&prefix, slot, shared.client_id());
             let command = Route::Sharded.subscribe_command(&channel);
             conn.send_packed_command(&command.get_packed_command())
@@ -198,7 +198,7 @@ fn serve_shards(
             Push::Subscribed(channel) => {
                 let slot = hash_slot(&channel);
                 // Handoffs published in the gap were lost: everyone asks.
-                if live.insert(slot) && shared.shards().subscribed(slot) {
+                if live.insert(slot) && shared.shards.subscribed(slot) {
                     shared.missed_messages();
                 }
             }
@@ -206,7 +206,7 @@ fn serve_shards(
                 let slot = hash_slot(&channel);
                 asked.remove(&slot);
                 if live.remove(&slot) {
-                    shared.shards().lost([slot]);
+                    shared.shards.lost([slot]);
                 }
             }
             Push::Refused(err) => log::debug!("fairlock: a shard subscription at {node:?}: {err}"),
@@ -223,7 +223,7 @@ pub(crate) fn spawn(
     ready: Sender<Result<()>>,
 ) -> Result<JoinHandle<()>> {
     if let Listen::Shards(node) = &at {
-        shared.shards().needs_listener(node);
+        shared.shards.needs_listener(node);
     }
     spawn_named("fairlock-subscriber", shared, move |shared| {
         run(shared, &at, ready)
@@ -233,7 +233,7 @@ pub(crate) fn spawn(
 /// The listener threads started since the last call for nodes that
 /// joined the cluster later, for the client's drop to join.
 pub(crate) fn joined_later(shared: &Shared) -> Vec<JoinHandle<()>> {
-    shared.shards().take_threads()
+    shared.shards.take_threads()
 }
 
 /// Starts a listener thread for each node of `map` that has none, as the
@@ -242,7 +242,7 @@ pub(crate) fn joined_later(shared: &Shared) -> Vec<JoinHandle<()>> {
 /// otherwise be heard nowhere.
 fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
     for node in map.nodes() {
-        if !shared.shards().needs_listener(node) {
+        if !shared.shards.needs_listener(node) {
             continue;
         }
         log::info!(
@@ -254,7 +254,7 @@ fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
         // wait for their own (`Shards::listen`).
         let (ready, _) = std::sync::mpsc::channel();
         match spawn(shared, Listen::Shards(node.clone()), ready) {
-            Ok(thread) => shared.shards().keep_thread(thread),
+            Ok(thread) => shared.shards.keep_thread(thread),
             Err(err) => log::warn!("fairlock: no listener for {node:?}: {err}"),
         }
     }

@@ -168,13 +168,9 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
 }
 
 fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant) {
-    let HeartbeatReply {
-        pttl_ms,
-        last_token,
-        statuses,
-    } = reply;
+    let (pttl_ms, last_token) = (reply.pttl_ms, reply.last_token);
     let mut gone = Vec::new();
-    for (waiter, status) in waiters.iter().zip(statuses) {
+    for (waiter, status) in waiters.iter().zip(reply.statuses) {
         match status {
             WaiterStatus::Queued(position) => {
                 waiter.saw_queued(sent, last_token);
@@ -184,7 +180,7 @@ fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatRep
                 }
             }
             WaiterStatus::Owns(token) => {
-                let ttl = std::time::Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
+                let ttl = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
                 waiter.grant(Grant {
                     token,
                     since: sent,
