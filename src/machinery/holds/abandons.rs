@@ -25,6 +25,11 @@ pub(crate) struct ToAbandon {
     pub(crate) call: Call,
     /// A confirmation counts only for an abandon sent from then on.
     retire_from: Instant,
+    /// The request that failed was one whose reply alone names the grants
+    /// it made to this client's waiters (a release, a downgrade): each
+    /// answered abandon has the lock's waiters poll, so one that ran late
+    /// is found.
+    pub(crate) granting: bool,
 }
 
 /// The calls of one client still to abandon.
@@ -34,8 +39,8 @@ pub(crate) struct Abandons {
 }
 
 impl Abandons {
-    /// Records `call`, failed just now.
-    pub(crate) fn add(&self, call: Call, linger: Duration) {
+    /// Records `call`, failed just now (`granting`: see [`ToAbandon`]).
+    pub(crate) fn add(&self, call: Call, linger: Duration, granting: bool) {
         let retire_from = Instant::now() + linger;
         let mut pending = self.pending.lock();
         // A call failed twice (a request, then the leave after it) is one
@@ -44,7 +49,12 @@ impl Abandons {
             given.call.id == call.id && given.call.keys.lock() == call.keys.lock()
         };
         if let Some(given) = pending.iter_mut().find(|given| same(given)) {
-            *given = Arc::new(ToAbandon { call, retire_from });
+            let granting = granting || given.granting;
+            *given = Arc::new(ToAbandon {
+                call,
+                retire_from,
+                granting,
+            });
             return;
         }
         if pending.len() >= MAX_PENDING {
@@ -55,7 +65,11 @@ impl Abandons {
                 dropped.call.keys.lock()
             );
         }
-        pending.push(Arc::new(ToAbandon { call, retire_from }));
+        pending.push(Arc::new(ToAbandon {
+            call,
+            retire_from,
+            granting,
+        }));
     }
 
     /// Every call still to abandon.
@@ -82,7 +96,7 @@ mod tests {
         let abandons = Abandons::default();
         let before = Instant::now();
         let call = crate::machinery::test_call(7, "n");
-        abandons.add(call, Duration::from_secs(60));
+        abandons.add(call, Duration::from_secs(60), false);
         let entry = abandons.snapshot().pop().unwrap();
         abandons.answered(&entry, before, false);
         assert_eq!(abandons.snapshot().len(), 1, "too early to retire");
