@@ -546,17 +546,16 @@ fn main() {
     for (how, caller) in callers {
         for (kind, lock, handoff) in &locks {
             let label = format!("{how}-{}", kind.replace(' ', "-"));
-            let [uncontended, handoff, handoff_7, handoff_same] =
+            let [uncontended, handoff, handoff_7] =
                 cycles_of(&counted, n, &mut conn, caller, lock, *handoff, &label);
             cycles_json.push(format!(
-                "{{\"by\": \"{how}\", \"kind\": \"{kind}\", \"uncontended\": {uncontended:.0}, \"handoff\": {}, \"handoff_7\": {}, \"handoff_one_client\": {}, \"per_redisson\": {{\"uncontended\": {}, \"handoff\": {}}}}}",
+                "{{\"by\": \"{how}\", \"kind\": \"{kind}\", \"uncontended\": {uncontended:.0}, \"handoff\": {}, \"handoff_7\": {}, \"per_redisson\": {{\"uncontended\": {}, \"handoff\": {}}}}}",
                 number(handoff),
                 number(handoff_7),
-                number(handoff_same),
                 ratio(uncontended / redisson.uncontended),
                 ratio(handoff / redisson.handoff)
             ));
-            cycles.push((how, *kind, uncontended, handoff, handoff_7, handoff_same));
+            cycles.push((how, *kind, uncontended, handoff, handoff_7));
         }
     }
     // The mutex's floors (benches/floor/): its cycle's fast paths alone,
@@ -746,7 +745,7 @@ fn floor_of(
 fn print_cycles(
     unfair: f64,
     redisson: &RedissonCost,
-    cycles: &[(&str, &str, f64, f64, f64, f64)],
+    cycles: &[(&str, &str, f64, f64, f64)],
     floors: &[Floor],
 ) {
     let k = |x: f64| {
@@ -779,17 +778,16 @@ fn print_cycles(
         k(redisson.uncontended),
         k(redisson.handoff)
     );
-    for (how, kind, uncontended, handoff, handoff_7, handoff_same) in cycles {
+    for (how, kind, uncontended, handoff, handoff_7) in cycles {
         println!(
-            "  {:<40} {:>11} {:>9} {:>13} {:>13} {:>9} {:>17} {:>18}",
+            "  {:<40} {:>11} {:>9} {:>13} {:>13} {:>9} {:>17}",
             format!("fairlock {kind} ({how})"),
             k(*uncontended),
             k(*handoff),
             x(uncontended / redisson.uncontended),
             x(handoff / redisson.handoff),
             x(uncontended / unfair),
-            format!("{} (7 queued)", k(*handoff_7)),
-            format!("{} (one client)", k(*handoff_same))
+            format!("{} (7 queued)", k(*handoff_7))
         );
     }
     for f in floors {
@@ -938,10 +936,9 @@ impl Driven {
 /// Instructions in `call()` per uncontended cycle (take + release that
 /// frees) and per handoff cycle (release that hands over + arrival that
 /// queues), with one waiter queued and with seven (as when eight threads
-/// contend), and with one queued between threads of one client (whose
-/// grant the release's reply alone tells), as `caller` sends them to `lock`
-/// (the handoffs only where an arrival queues behind a holder: not for
-/// reads); the profile mode keeps their dumps as `<label>-<cycle>.cg`.
+/// contend), as `caller` sends them to `lock` (the handoffs only where an
+/// arrival queues behind a holder: not for reads); the profile mode keeps
+/// their dumps as `<label>-<cycle>.cg`.
 fn cycles_of(
     counted: &Counted,
     n: u64,
@@ -950,7 +947,7 @@ fn cycles_of(
     lock: &Driven,
     handoff: bool,
     label: &str,
-) -> [f64; 4] {
+) -> [f64; 3] {
     let _: () = redis::cmd("DEL").arg(&lock.keys).query(conn).unwrap();
     counted.keep_as(format!("{label}-uncontended"));
     let uncontended = counted.per_op(n, |i| {
@@ -962,23 +959,15 @@ fn cycles_of(
         );
     });
     if !handoff {
-        return [uncontended, f64::NAN, f64::NAN, f64::NAN];
+        return [uncontended, f64::NAN, f64::NAN];
     }
     // A holder and one waiter; each step hands over to the waiter and
     // queues a newcomer behind it.
     let token: i64 = redis::from_redis_value(lock.acquire(caller, conn, "h:1", 1)).unwrap();
     let mut holder = ("h:1".to_owned(), token, 1u64);
     assert_ne!(lock.acquire(caller, conn, "w:1", 2), redis::Value::Int(0));
-    let mut handoffs = [0.0; 3];
-    for (batch, handoff) in handoffs.iter_mut().enumerate() {
-        // 1 queued, 7 queued, then 1 queued of the holder's client.
-        let (depth, one_client) = [(1, false), (7, false), (1, true)][batch];
-        if one_client {
-            let _: () = redis::cmd("DEL").arg(&lock.keys).query(conn).unwrap();
-            let token: i64 = redis::from_redis_value(lock.acquire(caller, conn, "s:1", 1)).unwrap();
-            holder = ("s:1".to_owned(), token, 1u64);
-            assert_ne!(lock.acquire(caller, conn, "s:2", 2), redis::Value::Int(0));
-        }
+    let mut handoffs = [0.0; 2];
+    for (depth, handoff) in [1, 7].into_iter().zip(handoffs.iter_mut()) {
         // Six more waiters behind the one queued, for the second batch.
         for j in 1..depth {
             let owner = format!("q{j}:1");
@@ -987,12 +976,7 @@ fn cycles_of(
                 redis::Value::Int(0)
             );
         }
-        let name = if one_client {
-            "one-client".to_owned()
-        } else {
-            depth.to_string()
-        };
-        counted.keep_as(format!("{label}-handoff-{name}"));
+        counted.keep_as(format!("{label}-handoff-{depth}"));
         *handoff = counted.per_op(n, |i| {
             let (owner, token, id) = &holder;
             let reply: Vec<redis::Value> =
@@ -1001,17 +985,13 @@ fn cycles_of(
             let next_id: u64 = redis::from_redis_value(reply[1].clone()).unwrap();
             let next_token: i64 = redis::from_redis_value(reply[2].clone()).unwrap();
             holder = (next, next_token, next_id);
-            let newcomer = if one_client {
-                format!("s:{}", 1_000 + i)
-            } else {
-                format!("n{depth}-{i}:1")
-            };
+            let newcomer = format!("n{depth}-{i}:1");
             let queued: Vec<i64> =
                 redis::from_redis_value(lock.acquire(caller, conn, &newcomer, 1_000 + i)).unwrap();
             assert_eq!(queued[0], 0, "the newcomer queued");
         });
     }
-    [uncontended, handoffs[0], handoffs[1], handoffs[2]]
+    [uncontended, handoffs[0], handoffs[1]]
 }
 
 /// Redisson's fair lock by the same count: its cycles as fairlock's are

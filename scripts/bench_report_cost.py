@@ -72,8 +72,7 @@ def section(own, load):
                   and c.get("kind", "mutex") == "mutex"), None)
         ua, ub = after["unfair_cycle"], before and before["unfair_cycle"]
         for what, label in [("uncontended", "uncontended"), ("handoff", "handoff (1 queued)"),
-                            ("handoff_7", "handoff (7 queued, as when 8 threads contend)"),
-                            ("handoff_one_client", "handoff (1 queued) between threads of one client")]:
+                            ("handoff_7", "handoff (7 queued, as when 8 threads contend)")]:
             cb, ca = b and b.get(what), row.get(what)
             if ca is None:
                 continue

@@ -210,36 +210,6 @@ per_kind! {
         assert_eq!(s.holders(), [member(&w)]);
     }
 
-    /// A release that hands the lock to a waiter of its own client tells it
-    /// in its reply alone: no message wakes that client's subscriber for a
-    /// grant its reply names. A waiter of another client (whose id only
-    /// begins like the releaser's) still hears "G".
-    [mutex, semaphore, rwlock, election]
-    fn a_grant_named_in_the_release_reply_is_not_sent_to_the_same_client(k: LockKind) {
-        let mut s = k.lock("same-client");
-        let ask = k.all(1);
-        let a = s.take("a:1", 1, ask);
-        s.queue("a:2", 2, ask);
-        s.queue("ab:1", 3, ask);
-        let mut sub = s.server.conn();
-        let mut pubsub = subscribe(&mut sub);
-        let handed = s.handed(&a);
-        assert_eq!(
-            handed.iter().map(|h| (&h.owner[..], h.call)).collect::<Vec<_>>(),
-            [("a:2", 2)]
-        );
-        // The next release hands over to the other client: its message is
-        // the first one on any wake channel.
-        let next = s.handed(&handed[0]);
-        assert_eq!(next.len(), 1);
-        let (channel, payload) = message(&mut pubsub);
-        assert_eq!(channel, "fairlock:wake:ab");
-        assert!(
-            payload.starts_with(&format!("G 3 {} ", next[0].token)),
-            "{payload}"
-        );
-    }
-
     /// Acquire's ARGV after the common ones: owner, call, lease, capacity
     /// (the semaphore's permits, the rwlock's RW_CAPACITY), units (what
     /// this call takes: a read 1, a write all; it was the access, "r" or

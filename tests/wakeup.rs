@@ -202,9 +202,8 @@ fn a_waiter_of_the_releasing_client_wakes_from_the_release_reply() {
     assert!(late < Duration::from_secs(1), "waited {late:?}");
     join_within(waiter, Duration::from_secs(5), "waiter");
 
-    // Subscribed again: 50 same-client handoffs in a row, each woken by
-    // its release's reply alone (no message is sent for a grant that reply
-    // names), give 50 guards with increasing tokens.
+    // Subscribed again: 50 same-client handoffs in a row, each woken twice
+    // (reply and message), give 50 guards with increasing tokens.
     assert!(wait_until(Duration::from_secs(10), || pubsub_clients(
         &mut conn
     ) == 1));
@@ -227,12 +226,13 @@ fn a_waiter_of_the_releasing_client_wakes_from_the_release_reply() {
     assert!(!mutex.is_locked().unwrap());
 }
 
-/// A release that hands the lock to a waiter of its own client says so in
-/// its reply alone. When that reply is lost (the release timed out while
-/// Redis held writes back, and ran afterwards), the waiter still gets the
-/// lock at once: the client's waiters of a lock poll again when a call on
-/// it ends unanswered, and as its abandon is answered. The watchdog's
-/// heartbeat, the other way a waiter learns of a grant, is 100 s away.
+/// A waiter of the releasing client still gets the lock at once when the
+/// release's reply is lost (the release timed out while Redis held writes
+/// back, and ran afterwards): its grant message wakes it, not only the
+/// reply (sending that message to the releasing client too is what keeps
+/// it so: docs/performance.md, "A grant message to the releasing client").
+/// The watchdog's heartbeat, the other way a waiter learns of a grant, is
+/// 100 s away.
 #[test]
 fn a_waiter_of_the_releasing_client_gets_the_lock_when_the_release_reply_is_lost() {
     let _serial = serial();

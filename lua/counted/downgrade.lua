@@ -3,8 +3,8 @@
 -- atomically: nobody can write between the two, and the
 -- waiters at the head of the queue that fit beside what is left (the
 -- reads queued behind the write, an upgradable read among them if it
--- fits) are admitted in the same step, each told as a release tells
--- them.
+-- fits) are admitted in the same step, each with its "G" message, as a
+-- release admits them.
 --
 -- The hold takes a new token, max(last + 1, server clock in µs), as
 -- upgrade.lua's write does: every token names one access, so a resource
@@ -20,8 +20,8 @@
 --         read), fewer than it has
 -- Returns {token, lease ms left, owner1, call id1, token1, lease ms1,
 --         owner2, ...}: the hold's new token and its lease left, then the
---         waiters admitted (each also sent "G", but those of the caller's
---         client, which acts on this reply); the same call delivered again
+--         waiters admitted (each also sent "G"; a client may act on this
+--         reply first); the same call delivered again
 --         (the hold of that call found with those units) answers with the
 --         hold and admits nobody again; -1 when the call holds nothing
 --         live (its lease ran out, or force unlocked). A hold with no more
@@ -52,6 +52,6 @@ if units <= to or (units ~= 4294967295 and units ~= 2147483648) then
     .. ' units, not a write\'s or an upgradable read\'s above ' .. fmt(to))
 end
 local new_token, left = change_hold(meta, member, units, to, now_us, now_ms)
-local handed = pass_on(meta, now_us, now_ms, owner)
+local handed = pass_on(meta, now_us, now_ms)
 keep_anchor_counted(meta, now_ms)
 return with_grants({ tonumber(new_token), left }, handed)

@@ -13,8 +13,8 @@
 --         last release (later releases of others replace that mark)
 -- Returns 0 when released (or released already by this call) and nobody
 --         was admitted, {owner1, call id1, token1, lease ms1, owner2, ...}
---         for the waiters admitted (each also sent "G", but those of the
---         caller's client, which acts on this reply), or -1 when this
+--         for the waiters admitted (each also sent "G" as always; a client
+--         may act on this reply first), or -1 when this
 --         call holds no live hold with that token (the lease was lost);
 --         then nothing is changed.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
@@ -76,7 +76,7 @@ if not meta.waiters then
   return 0
 end
 
-local handed = pass_on(meta, now_us, now_ms, owner)
+local handed = pass_on(meta, now_us, now_ms)
 keep_anchor_counted(meta, now_ms)
 if #handed == 0 then
   return 0

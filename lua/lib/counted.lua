@@ -482,8 +482,8 @@ end
 -- "H <call id> 0", so that it asks at once and learns its hold is lost.
 -- Returns false, touching nothing, when the entry is no claim (a call of
 -- a semaphore's: the lock's meta key says which kind it is); the caller
--- forgot the entry already. `told` as admit_waiters'.
-local function settle_claim(meta, owner, call, now_us, now_ms, handed, told)
+-- forgot the entry already.
+local function settle_claim(meta, owner, call, now_us, now_ms, handed)
   if not string.match(META, '^[^{]*{%x+}:rwmeta:') then
     return false
   end
@@ -493,7 +493,7 @@ local function settle_claim(meta, owner, call, now_us, now_ms, handed, told)
     return true
   end
   local token, left = change_hold(meta, member, 2147483648, 4294967295, now_us, now_ms)
-  grant(owner, call, token, fmt(left), told)
+  wake(owner, 'G ' .. call .. ' ' .. token .. ' ' .. fmt(left))
   handed[#handed + 1] = { owner, tonumber(call), tonumber(token), left }
   return true
 end
@@ -510,9 +510,8 @@ end
 -- set_permits cut since it queued) leaves the queue, told "H <call id>
 -- -2", and is counted in `meta.refused`: O(log N) each, as it comes to the
 -- head, so nothing reads the queue beyond its head.
--- Returns the list of {owner, call id, token, ttl} admitted. `told`: the
--- owner id of a caller whose reply names the grants (grant).
-local function admit_waiters(meta, now_us, now_ms, stop, told)
+-- Returns the list of {owner, call id, token, ttl} admitted.
+local function admit_waiters(meta, now_us, now_ms, stop)
   local handed = {}
   while true do
     -- With no units held (and no entry to stop at) the head leaves the
@@ -553,7 +552,7 @@ local function admit_waiters(meta, now_us, now_ms, stop, told)
       end
       -- An upgrade's claim (its units no read or write asks for) is
       -- settled in place of a new hold.
-      if units ~= 2147483647 or not settle_claim(meta, owner, call, now_us, now_ms, handed, told) then
+      if units ~= 2147483647 or not settle_claim(meta, owner, call, now_us, now_ms, handed) then
         local ttl, ttl_s = tonumber(lease), lease
         if string.byte(lease, 1) == 48 then
           ttl_s = fmt(ttl)
@@ -565,7 +564,7 @@ local function admit_waiters(meta, now_us, now_ms, stop, told)
           end
         end
         local token, number = take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
-        grant(owner, call, token, ttl_s, told)
+        wake(owner, 'G ' .. call .. ' ' .. token .. ' ' .. ttl_s)
         handed[#handed + 1] = { owner, tonumber(call), number, ttl }
       end
     end
@@ -654,20 +653,20 @@ end
 -- queue that fit, as admit_waiters does (nobody when the meta is gone:
 -- the capacity is unknown until a caller names it). Returns the grants
 -- and the number of holds dropped; with any grant or drop, the caller
--- writes the meta (keep_anchor_counted). `told` as admit_waiters'.
-local function pass_on(meta, now_us, now_ms, told)
+-- writes the meta (keep_anchor_counted).
+local function pass_on(meta, now_us, now_ms)
   local dropped = drop_expired(meta, now_ms)
   if not meta.capacity then
     return {}, dropped
   end
-  return admit_waiters(meta, now_us, now_ms, nil, told), dropped
+  return admit_waiters(meta, now_us, now_ms, nil), dropped
 end
 
 -- `out` (a reply being built) followed by each grant of `handed` (as
 -- admit_waiters returns them), flattened: owner, call id, token, ttl.
 local function with_grants(out, handed)
-  for _, admitted in ipairs(handed) do
-    for _, part in ipairs(admitted) do
+  for _, grant in ipairs(handed) do
+    for _, part in ipairs(grant) do
       out[#out + 1] = part
     end
   end

@@ -1,7 +1,6 @@
 -- lib/messages.lua: what the scripts tell a client, on its channel
 -- (ARGV[1] .. its client id: wake), every message there is:
---   "G <call id> <token> <ttl ms>" = the lock was handed to you (grant;
---   not sent when the reply of the call that handed it goes to your client);
+--   "G <call id> <token> <ttl ms>" = the lock was handed to you;
 --   "H <call id> <pttl ms>" = you head the queue, lock expires in pttl
 --   (-2: poll now; set_permits.lua says so to a call it took out
 --   of the queue, whose poll then gets its error): sent when the head
@@ -34,23 +33,6 @@ local function wake(owner, message)
   local client = client_of(owner)
   if client then
     redis.call(publish_command(), WAKE_PREFIX .. client, message)
-  end
-end
-
--- Tells `owner` that its call `call` was handed the lock with `token` for
--- `ttl` ms ("G", each a string), as wake does, unless `told` (the owner
--- id of the caller whose reply names the grant: a release that hands
--- over, a downgrade that admits) is of the same client: that client acts
--- on the reply, and a message would only wake its subscriber thread to
--- find the waiter granted already. (A client that lost the reply has its
--- waiters of the lock poll.)
-local function grant(owner, call, token, ttl, told)
-  local client = client_of(owner)
-  -- (A plain find makes no string; 58 is ':'.)
-  if client and not (told and string.find(told, client, 1, true) == 1
-      and string.byte(told, #client + 1) == 58) then
-    redis.call(publish_command(), WAKE_PREFIX .. client,
-      'G ' .. call .. ' ' .. token .. ' ' .. ttl)
   end
 end
 

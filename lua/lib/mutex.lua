@@ -184,9 +184,8 @@ end
 -- and the lease's end, within one watchdog period, a third of the lease at
 -- most), which a handoff would otherwise pay for with a read of the queue,
 -- a message and two thread wake-ups on every grant (cargo bench --bench
--- server_cost: 10% of a handoff's server work with 7 queued). `told`:
--- the owner id of a caller whose reply names the grant (lib/messages.lua).
-local function hand_over(now_us, now_ms, last, mark, told)
+-- server_cost: 10% of a handoff's server work with 7 queued).
+local function hand_over(now_us, now_ms, last, mark)
   local head, deadline, owner, call, lease_s, fixed
   head, now_us, now_ms, deadline, owner, call, lease_s, fixed =
     pop_live_head(now_us, now_ms, split_entry)
@@ -203,7 +202,7 @@ local function hand_over(now_us, now_ms, last, mark, told)
   end
   local token, token_s = take(owner, ttl, now_us, call, last, mark,
     redis.call('EXISTS', QUEUE) == 1, px)
-  grant(owner, call, token_s, ttl_s, told)
+  wake(owner, 'G ' .. call .. ' ' .. token_s .. ' ' .. ttl_s)
   return owner, call, token, ttl, token_s, ttl_s
 end
 
@@ -243,10 +242,9 @@ end
 -- Frees the held lock (token `token`) for the next live waiter (the time
 -- may be nil: see hand_over), or records it free when nobody waits (an
 -- election then announces that the hold of `token` ended); either way
--- with `mark`, the call that freed it; `told` as hand_over's. Returns
--- what hand_over returns.
-local function free_lock(now_us, now_ms, token, mark, told)
-  local owner, call, new_token, ttl, token_s, ttl_s = hand_over(now_us, now_ms, token, mark, told)
+-- with `mark`, the call that freed it. Returns what hand_over returns.
+local function free_lock(now_us, now_ms, token, mark)
+  local owner, call, new_token, ttl, token_s, ttl_s = hand_over(now_us, now_ms, token, mark)
   if not owner then
     write_free(token, mark, false)
     if ANNOUNCE then
@@ -261,12 +259,11 @@ end
 -- read_lock returned it, after the caller checked that `owner` holds it.
 -- Returns (true, holds left) when it counted one, (false, holds left) when
 -- that call holds nothing (given back already, or never counted); at 0
--- left the lock went on as free_lock says (`told` as its), whose results
--- follow.
-local function give_back(owner, token, calls, mark, fence, call, waiters, told)
+-- left the lock went on as free_lock says, whose results follow.
+local function give_back(owner, token, calls, mark, fence, call, waiters)
   if calls == call then
     -- The one hold, the common case.
-    return true, 0, free_lock(nil, nil, token, owner .. '#' .. call, told)
+    return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
   end
   local kept, found = {}, false
   for id in string.gmatch(calls, '[^,]+') do
@@ -283,7 +280,7 @@ local function give_back(owner, token, calls, mark, fence, call, waiters, told)
     write_hold(token, owner, table.concat(kept, ','), mark, fence, nil, waiters)
     return true, #kept
   end
-  return true, 0, free_lock(nil, nil, token, owner .. '#' .. call, told)
+  return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
 end
 
 -- Removes `entry` from the queue; the lock goes to the next live waiter

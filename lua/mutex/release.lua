@@ -11,8 +11,8 @@
 --         (the lock key remembers the call that last freed it)
 -- Returns the holds still left (0 = released and freed), or
 --         {new owner id, its call id, its token, its lease ms} when the
---         lock was handed to a waiter (who is also sent "G" unless it is of
---         the caller's client, which acts on this reply), or -1 when the lock is not
+--         lock was handed to a waiter (who is also sent "G" as always; its
+--         client may act on this reply first), or -1 when the lock is not
 --         held by this owner with this token (the lease was lost); then
 --         nothing is changed.
 -- An election's script also says on the election's channel who it handed
@@ -56,7 +56,7 @@ if fence then
   pttl = redis.call('PTTL', LOCK)
   if pttl > fence + 0 then
     local next_owner, next_call, _, _, next_token, ttl =
-      free_lock(nil, nil, token, owner .. '#' .. call, owner)
+      free_lock(nil, nil, token, owner .. '#' .. call)
     return next_owner and { next_owner, next_call, next_token, ttl } or 0
   end
 end
@@ -67,5 +67,5 @@ if holder ~= owner or held ~= token then
   return split_mark(mark) == owner .. '#' .. call and 0 or -1
 end
 local _, left, next_owner, next_call, _, _, next_token, ttl =
-  give_back(owner, token, calls, mark, fence_ms, call, waiters, owner)
+  give_back(owner, token, calls, mark, fence_ms, call, waiters)
 return next_owner and { next_owner, next_call, next_token, ttl } or left

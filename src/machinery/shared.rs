@@ -231,9 +231,6 @@ impl Shared {
     /// an error, and it is dropped).
     pub(crate) fn abandon_answered(&self, entry: &Arc<ToAbandon>, sent: Instant, refused: bool) {
         self.abandons.answered(entry, sent, refused);
-        if entry.granting {
-            self.waiters.repoll_lock(entry.call.keys.lock());
-        }
     }
 
     /// The cluster's slot map as last read; `None` off a cluster or before
@@ -277,23 +274,8 @@ impl Shared {
     /// hold is not to be kept, as soon as Redis answers (see
     /// [`Abandons`]); the watchdog is nudged to try at once.
     pub(crate) fn abandon_later(&self, call: &Call) {
-        self.abandon_after(call, false);
-    }
-
-    /// As [`abandon_later`](Self::abandon_later), for a release or a
-    /// downgrade of `call`'s hold that went unanswered. Such a request
-    /// tells a grant to a waiter of its own client in its reply alone
-    /// (lua/lib/messages.lua: grant), so this client's waiters of the lock
-    /// poll: at once, and again as each abandon of the call is answered (by
-    /// the last, a copy that ran late has run).
-    pub(crate) fn abandon_unanswered_release(&self, call: &Call) {
-        self.abandon_after(call, true);
-        self.waiters.repoll_lock(call.keys.lock());
-    }
-
-    fn abandon_after(&self, call: &Call, granting: bool) {
-        let linger = self.config().command_timeout;
-        self.abandons.add(call.clone(), linger, granting);
+        self.abandons
+            .add(call.clone(), self.config().command_timeout);
         self.nudge_watchdog();
     }
 

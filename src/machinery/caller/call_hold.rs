@@ -55,9 +55,8 @@ impl CallHold {
         let limit = Limit::by(budget.map(|budget| Instant::now() + budget));
         let sent = shared.caller.call_write_limited(keys, &release, limit);
         // Not sent, or its reply lost: the watchdog gives the call back once
-        // Redis answers, so the hold does not wait out its lease, and this
-        // client's waiters of the lock ask whether it was handed to them.
-        let abandon = |_: &Error| shared.abandon_unanswered_release(call);
+        // Redis answers, so the hold does not wait out its lease.
+        let abandon = |_: &Error| shared.abandon_later(call);
         let (reply, replicated) = sent.inspect_err(abandon)?.into_parts();
         match reply {
             ReleaseReply::Released { .. } => replicated,

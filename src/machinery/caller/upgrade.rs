@@ -95,7 +95,7 @@ impl CallHold {
         };
         let (reply, replicated) = (shared.caller)
             .call_write(&call.keys, &op)
-            .inspect_err(|_| shared.abandon_unanswered_release(&downgraded))?
+            .inspect_err(|_| shared.abandon_later(&downgraded))?
             .into_parts();
         match reply {
             DowngradeReply::Downgraded { token, handed, .. } => {

@@ -314,17 +314,6 @@ impl Waiters {
         }
     }
 
-    /// Has every waiter of `lock` (a lock key) poll at once.
-    pub(crate) fn repoll_lock(&self, lock: &str) {
-        let of_lock: Vec<_> = (self.by_id.lock().values())
-            .filter(|waiter| waiter.call.keys.lock() == lock)
-            .cloned()
-            .collect();
-        for waiter in of_lock {
-            waiter.repoll();
-        }
-    }
-
     /// Waiters grouped by lock (by the lock key), for one heartbeat per
     /// lock, each group in the order its waiters joined the queue.
     pub(crate) fn by_lock(&self) -> Vec<Vec<Arc<Waiter>>> {

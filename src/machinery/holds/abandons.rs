@@ -25,11 +25,6 @@ pub(crate) struct ToAbandon {
     pub(crate) call: Call,
     /// A confirmation counts only for an abandon sent from then on.
     retire_from: Instant,
-    /// The request that failed was one whose reply alone names the grants
-    /// it made to this client's waiters (a release, a downgrade): each
-    /// answered abandon has the lock's waiters poll, so one that ran late
-    /// is found.
-    pub(crate) granting: bool,
 }
 
 /// The calls of one client still to abandon.
@@ -39,8 +34,8 @@ pub(crate) struct Abandons {
 }
 
 impl Abandons {
-    /// Records `call`, failed just now (`granting`: see [`ToAbandon`]).
-    pub(crate) fn add(&self, call: Call, linger: Duration, granting: bool) {
+    /// Records `call`, failed just now.
+    pub(crate) fn add(&self, call: Call, linger: Duration) {
         let retire_from = Instant::now() + linger;
         let mut pending = self.pending.lock();
         // A call failed twice (a request, then the leave after it) is one
@@ -49,12 +44,7 @@ impl Abandons {
             given.call.id == call.id && given.call.keys.lock() == call.keys.lock()
         };
         if let Some(given) = pending.iter_mut().find(|given| same(given)) {
-            let granting = granting || given.granting;
-            *given = Arc::new(ToAbandon {
-                call,
-                retire_from,
-                granting,
-            });
+            *given = Arc::new(ToAbandon { call, retire_from });
             return;
         }
         if pending.len() >= MAX_PENDING {
@@ -65,11 +55,7 @@ impl Abandons {
                 dropped.call.keys.lock()
             );
         }
-        pending.push(Arc::new(ToAbandon {
-            call,
-            retire_from,
-            granting,
-        }));
+        pending.push(Arc::new(ToAbandon { call, retire_from }));
     }
 
     /// Every call still to abandon.
@@ -96,7 +82,7 @@ mod tests {
         let abandons = Abandons::default();
         let before = Instant::now();
         let call = crate::machinery::test_call(7, "n");
-        abandons.add(call, Duration::from_secs(60), false);
+        abandons.add(call, Duration::from_secs(60));
         let entry = abandons.snapshot().pop().unwrap();
         abandons.answered(&entry, before, false);
         assert_eq!(abandons.snapshot().len(), 1, "too early to retire");
