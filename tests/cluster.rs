@@ -739,14 +739,7 @@ fn a_stalled_master_delays_no_renewal_or_heartbeat_on_the_other_masters() {
     assert_eq!(broken, None, "before the stall");
 
     // Stall A; two of X's threads keep calling try_lock on A's names.
-    let mut pauser = cluster.conn(stalled);
-    redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(STALL.as_millis() as u64)
-        .arg("ALL")
-        .query::<()>(&mut pauser)
-        .unwrap();
-    let paused = Instant::now();
+    let paused = pause_clients(&mut cluster.conn(stalled), "ALL", STALL);
     let busy_threads: Vec<_> = busy_names
         .iter()
         .map(|name| {

@@ -52,14 +52,7 @@ fn time_out_during_a_write_pause(
     what: &str,
     call: impl FnOnce() -> fairlock::Result<()>,
 ) -> Instant {
-    let mut admin = server.conn();
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(PAUSE.as_millis() as u64)
-        .arg("WRITE")
-        .query(&mut admin)
-        .unwrap();
-    let paused = Instant::now();
+    let paused = pause_clients(&mut server.conn(), "WRITE", PAUSE);
     let err = match call() {
         Ok(()) => panic!("{what} succeeded while Redis held every script back"),
         Err(err) => err,

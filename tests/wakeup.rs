@@ -7,8 +7,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fairlock_test_support::{
-    create_acl_user, join_within, kill_subscribers, ms, pubsub_clients, serial, wait_until,
-    RedisServer,
+    create_acl_user, join_within, kill_subscribers, ms, pause_clients, pubsub_clients, serial,
+    wait_until, RedisServer,
 };
 
 #[test]
@@ -252,15 +252,8 @@ fn a_waiter_of_the_releasing_client_gets_the_lock_when_the_release_reply_is_lost
         .unwrap()
         == 1));
 
-    let mut admin = server.conn();
     let pause = Duration::from_millis(1000);
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(pause.as_millis() as u64)
-        .arg("WRITE")
-        .query(&mut admin)
-        .unwrap();
-    let paused = Instant::now();
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
     let err = holder
         .unlock()
         .expect_err("the release's reply came in a pause");

@@ -602,14 +602,7 @@ fn f7_a_stalled_server_delays_try_lock_for_by_at_most_a_read_timeout() {
             (started.elapsed(), result)
         }
     };
-    let mut admin = server.conn();
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(3000)
-        .arg("ALL")
-        .query(&mut admin)
-        .unwrap();
-    let paused = Instant::now();
+    let paused = pause_clients(&mut server.conn(), "ALL", Duration::from_millis(3000));
     let inspecting = thread::spawn(observer);
     let patience = Duration::from_secs(1);
     let started = Instant::now();

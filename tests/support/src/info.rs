@@ -1,5 +1,8 @@
 //! What a server says about itself: `INFO` fields, `CLIENT LIST`
-//! subscribers, and keys without a TTL.
+//! subscribers, and keys without a TTL; and what a test makes it do to its
+//! clients (kill the subscribers, lose the scripts, pause).
+
+use std::time::{Duration, Instant};
 
 use crate::Dial;
 
@@ -92,6 +95,20 @@ pub fn kill_subscribers(conn: &mut redis::Connection) -> i64 {
         .arg("pubsub")
         .query(conn)
         .unwrap()
+}
+
+/// Holds back the server's clients for `length` (`CLIENT PAUSE`; `what`
+/// "WRITE" holds every script and write, "ALL" every command): a paused
+/// server, as a stalled process or a slow link looks to a client. Returns
+/// when the pause began.
+pub fn pause_clients(conn: &mut redis::Connection, what: &str, length: Duration) -> Instant {
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(length.as_millis() as u64)
+        .arg(what)
+        .query(conn)
+        .unwrap();
+    Instant::now()
 }
 
 /// One command on a fresh connection to `port` made by `dial`, as a
