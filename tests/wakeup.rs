@@ -79,6 +79,27 @@ fn spawn_timed_waiter(
     (waiter, rx)
 }
 
+/// Mutex `name` of `client` held, and a waiter of the same client queued
+/// behind (see [`spawn_timed_waiter`]).
+fn held_with_a_same_client_waiter(
+    client: &fairlock::Client,
+    name: &str,
+) -> (
+    fairlock::FairMutex,
+    fairlock::FairMutexGuard,
+    thread::JoinHandle<()>,
+    mpsc::Receiver<Instant>,
+) {
+    let mutex = client.fair_mutex(name);
+    let holder = mutex.lock().unwrap();
+    let (waiter, rx) = spawn_timed_waiter(client.fair_mutex(name));
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    (mutex, holder, waiter, rx)
+}
+
 #[test]
 fn a_waiter_whose_wake_message_was_lost_still_gets_the_lock_promptly() {
     let _serial = serial();
@@ -168,13 +189,7 @@ fn a_waiter_of_the_releasing_client_wakes_from_the_release_reply() {
             .waiter_timeout(Duration::from_secs(30))
             .build()
             .unwrap();
-    let mutex = client.fair_mutex("same-client");
-    let holder = mutex.lock().unwrap();
-    let (waiter, rx) = spawn_timed_waiter(client.fair_mutex("same-client"));
-    assert!(wait_until(Duration::from_secs(5), || mutex
-        .queue_len()
-        .unwrap()
-        == 1));
+    let (mutex, holder, waiter, rx) = held_with_a_same_client_waiter(&client, "same-client");
 
     let acl = |conn: &mut redis::Connection, rule: &str| {
         let () = redis::cmd("ACL")
@@ -244,13 +259,7 @@ fn a_waiter_of_the_releasing_client_gets_the_lock_when_the_release_reply_is_lost
         .command_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    let mutex = client.fair_mutex("reply-lost");
-    let holder = mutex.lock().unwrap();
-    let (waiter, rx) = spawn_timed_waiter(client.fair_mutex("reply-lost"));
-    assert!(wait_until(Duration::from_secs(5), || mutex
-        .queue_len()
-        .unwrap()
-        == 1));
+    let (mutex, holder, waiter, rx) = held_with_a_same_client_waiter(&client, "reply-lost");
 
     let pause = Duration::from_millis(1000);
     let paused = pause_clients(&mut server.conn(), "WRITE", pause);
