@@ -332,8 +332,8 @@ impl RedisCluster {
 
     /// Starts one more node, a master with no slots (as `redis-cli
     /// --cluster add-node` adds one to scale out), and has the cluster meet
-    /// it; waits until every live node knows every node and its links are
-    /// up. Its port. Plain TCP clusters only.
+    /// it; waits until every live node knows every node, its links are up
+    /// and it says `cluster_state:ok`. Its port. Plain TCP clusters only.
     pub fn add_node(&mut self) -> u16 {
         assert!(!self.dial.is_tls(), "add_node: a plain cluster only");
         let mut used = self.ports();
@@ -358,6 +358,15 @@ impl RedisCluster {
                     .find(|n| !n.connected || n.has_flag("handshake"))
                 {
                     return Err(format!("node {at}: {} not met yet", n.port));
+                }
+                // A master just started refuses writes (`CLUSTERDOWN`) for
+                // its first 2 s (Redis's writable delay), longer than a
+                // cluster client's retries may wait: an operator's tooling
+                // waits for it too before it moves slots there.
+                let info = query_string(&self.dial, at, &["CLUSTER", "INFO"])?;
+                let state = field(&info, "cluster_state").unwrap_or("(missing)");
+                if state != "ok" {
+                    return Err(format!("node {at}: cluster_state:{state}"));
                 }
             }
             Ok(())
