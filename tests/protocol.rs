@@ -259,7 +259,7 @@ per_kind! {
             (5, rest("0", "6e4", "first", "0"), "waiter timeout", false),
             (5, rest("0", "60000", "first", "x"), "live guard token", false),
             (5, rest("0", "60000", "first", "-1"), "guard", false),
-            (5, "0 60000 first".to_owned(), "ARGV[8]", false),
+            (5, "0 60000 first".to_owned(), "settings", false),
         ] {
             let mut bad = good.clone();
             if of_all {

@@ -97,19 +97,7 @@ if stored then
   end
 end
 
--- The rest, read with one match when it is well formed (fixed 0 or 1, a
--- mode of letters, a live token of digits); anything else is diagnosed
--- field by field.
-local fixed, waiter_timeout, mode, guard =
-  string.match(ARGV[8] or '', '^([01]) (%S*) (%l+) (%d+)$')
-if not fixed then
-  fixed, waiter_timeout, mode, guard = string.match(ARGV[8] or '', '^(%S*) (%S*) (%S*) (%S*)$')
-  if not fixed then
-    fail('ERR fairlock: ARGV[8] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>",'
-      .. ' got ' .. tostring(ARGV[8]))
-  end
-end
-waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
+local fixed, waiter_timeout, mode, guard = settings_arg(ARGV[8])
 local now_us, now_ms = server_time()
 local meta = read_meta(now_ms, true, stored or false)
 -- (A capacity as the meta writes it is the meta's number, one unit 1.)
@@ -117,15 +105,6 @@ local capacity = ARGV[6] == meta.capacity_s and not meta.set and meta.capacity
   or units_arg(ARGV[6], 'capacity')
 local units = ARGV[7] == '1' and 1 or ARGV[7] == ARGV[6] and capacity
   or units_arg(ARGV[7], 'units')
-if fixed ~= '0' and fixed ~= '1' then
-  fail('ERR fairlock: fixed must be 0 or 1')
-end
-if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
-  fail('ERR fairlock: mode must be try, first or poll, got ' .. tostring(mode))
-end
-if not string.find(guard, '^%d+$') then
-  fail('ERR fairlock: the live guard token must be a number or 0, got ' .. tostring(guard))
-end
 if units > capacity then
   fail('ERR fairlock: a call asks for ' .. fmt(units) .. ' units of ' .. fmt(capacity))
 end

@@ -109,7 +109,7 @@ local checked_lease_s = false
 -- with the fence life checked_px_fence, the PX of a hold of it:
 local checked_px_fence = false
 local checked_px = false
--- The mutex acquire's settings last read (settings_arg), and their parts:
+-- The acquire settings last read (settings_arg), and their parts:
 local checked_settings_in = false
 local checked_fixed = false
 local checked_timeout = false
@@ -193,16 +193,17 @@ local function fence_text()
   return checked_fence_s
 end
 
--- The mutex acquire's settings `value` (its ARGV[6]: "<fixed 0|1> <waiter
--- timeout ms> <mode> <live token>"), as fixed, waiter timeout (ms, as
--- ms_arg reads it), mode and live token; anything else stops the script
--- before it writes.
+-- An acquire call's settings `value` (the mutex's ARGV[6], the counted
+-- engine's ARGV[8]: "<fixed 0|1> <waiter timeout ms> <mode> <live guard
+-- token>"), as fixed, waiter timeout (ms, as ms_arg reads it), mode and
+-- live guard token (digits); anything else stops the script before it
+-- writes.
 local function read_settings(value)
   local fixed, waiter_timeout, mode, live_token =
     string.match(value or '', '^([01]) (%S*) (%S+) (%d+)$')
   if not fixed then
-    fail('ERR fairlock: ARGV[6] must be "<fixed 0|1> <waiter timeout ms> <mode> <live token>",'
-      .. ' got ' .. tostring(value))
+    fail('ERR fairlock: the acquire settings must be "<fixed 0|1> <waiter timeout ms> <mode>'
+      .. ' <live guard token>", got ' .. tostring(value))
   end
   waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
   if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
