@@ -14,8 +14,8 @@
 //! gets `FormatMismatch` from its unlock, upgrade and downgrade, and its
 //! renewals are refused, so it learns the lease is lost. Data from before
 //! data formats ("unversioned") is refused too, never taken for free. A
-//! mutex's lock key, the anchor whose format word stands for the queue's
-//! keys, outlives them, its lease unchanged.
+//! mutex's lock key and a counted lock's meta, the anchors whose format
+//! word stands for the queue's keys, outlive them, their leases unchanged.
 //!
 //! A third build (`fairlock_renumbered`, tests/renumbered/) differs from
 //! this one by its format number alone, so that a fast path that read a
@@ -487,6 +487,107 @@ fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
     waiter.join().unwrap();
 }
 
+/// The same for a counted lock, whose meta is its anchor: a semaphore of
+/// one permit and a rwlock's write, each held, then queued for by two
+/// calls that keep their entries longer than the lease and the fence life.
+/// The meta outlives the queue when the first waiter queues behind the
+/// lone hold (its lease unchanged), and again when that hold is handed
+/// to it with the second still queued (its lease what it asked for).
+#[test]
+fn a_counted_meta_outlives_its_queue_through_an_arrival_and_a_handoff() {
+    use fairlock::__test_support::{LockKeys, LockKind};
+    use fairlock::{AnyGuard, Client, Guard};
+
+    let server = RedisServer::start();
+    let client = |waiter_timeout| {
+        Client::builder(&server.url())
+            .lease(Duration::from_secs(2))
+            .waiter_timeout(waiter_timeout)
+            .fence_life(FENCE)
+            .build()
+            .unwrap()
+    };
+    let take = |client: &Client, kind: LockKind| -> AnyGuard {
+        let guard = match kind {
+            LockKind::Semaphore => client
+                .fair_semaphore("anchor-c", 1)
+                .acquire()
+                .map(Guard::into_any),
+            _ => client.fair_rwlock("anchor-c").write().map(Guard::into_any),
+        };
+        guard.unwrap()
+    };
+    let mut conn = server.conn();
+    for kind in [LockKind::Semaphore, LockKind::RwLock] {
+        let keys = LockKeys::of_kind("fairlock", "anchor-c", kind).unwrap().all;
+        let (queue, meta) = (keys[1].clone(), keys[3].clone());
+        let pttl = |key: &str, conn: &mut redis::Connection| -> i64 {
+            redis::cmd("PTTL").arg(key).query(conn).unwrap()
+        };
+        // The lone hold's lease left: the meta's PTTL less its fence ms.
+        let lease_left = |pttl: i64, conn: &mut redis::Connection| -> i64 {
+            let value: String = redis::cmd("GET").arg(&meta).query(conn).unwrap();
+            let fence = value.split(' ').nth(4).unwrap().trim_start_matches('+');
+            pttl - fence.parse::<i64>().unwrap()
+        };
+        let queued = |conn: &mut redis::Connection| -> i64 {
+            redis::cmd("ZCARD").arg(&queue).query(conn).unwrap()
+        };
+        let (a, b, c) = (
+            client(Duration::from_secs(1)),
+            client(Duration::from_secs(5)),
+            client(Duration::from_secs(5)),
+        );
+        let held = take(&a, kind);
+        let lease = lease_left(pttl(&meta, &mut conn), &mut conn);
+        let (granted_tx, granted) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let first = std::thread::spawn(move || {
+            let guard = take(&b, kind);
+            granted_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            guard.unlock().unwrap();
+        });
+        until(Duration::from_secs(3), "the first waiter queues", || {
+            (queued(&mut conn) == 1).then_some(())
+        });
+        let (meta_ttl, queue_ttl) = (pttl(&meta, &mut conn), pttl(&queue, &mut conn));
+        assert!(
+            queue_ttl > 3_000,
+            "{kind:?}: the queue lives {queue_ttl} ms"
+        );
+        assert!(
+            meta_ttl > queue_ttl,
+            "{kind:?}: meta {meta_ttl} ms, queue {queue_ttl} ms"
+        );
+        let left = lease_left(meta_ttl, &mut conn);
+        assert!(
+            left <= lease,
+            "{kind:?}: the lease grew from {lease} to {left} ms"
+        );
+        let second = std::thread::spawn(move || take(&c, kind).unlock().unwrap());
+        until(Duration::from_secs(3), "the second waiter queues", || {
+            (queued(&mut conn) == 2).then_some(())
+        });
+        held.unlock().unwrap();
+        granted.recv_timeout(Duration::from_secs(3)).unwrap();
+        assert_eq!(queued(&mut conn), 1, "{kind:?}: the second still waits");
+        let (meta_ttl, queue_ttl) = (pttl(&meta, &mut conn), pttl(&queue, &mut conn));
+        assert!(
+            meta_ttl > queue_ttl,
+            "{kind:?}: meta {meta_ttl} ms, queue {queue_ttl} ms after the handoff"
+        );
+        let left = lease_left(meta_ttl, &mut conn);
+        assert!(
+            (1..=2_000).contains(&left),
+            "{kind:?}: the handed lease is {left} ms"
+        );
+        release.send(()).unwrap();
+        first.join().unwrap();
+        second.join().unwrap();
+    }
+}
+
 /// Two builds that differ by their data format alone (this one and
 /// tests/renumbered/, `fairlock_renumbered`): every value one writes is
 /// the other's but for its first word, so a fast path that matched a
@@ -496,8 +597,9 @@ fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
 /// not show). Each fast path, both ways: the take of a free lock (a
 /// mutex's, an election's, a semaphore's and a rwlock's, for one unit and
 /// for all of them), a call that fits beside the counted engine's lone
-/// hold, and the release of a hold (a mutex's, an election's, a counted
-/// lone hold's: a permit, a read, a write) whose key the other build
+/// hold and one that would queue behind it, and the release of a hold (a
+/// mutex's, an election's, a counted lone hold's: a permit, a read, a
+/// write, and a permit with a waiter queued) whose key the other build
 /// wrote for that very hold: each refused with `FormatMismatch`, the key
 /// left as it was.
 mod format_number_alone {
@@ -695,6 +797,22 @@ mod format_number_alone {
                     });
                     read.unlock().unwrap();
 
+                    // A call that finds no room beside that lone hold and
+                    // would queue behind it.
+                    let permit = first.fair_semaphore("full", 1).acquire().unwrap();
+                    let s = other.fair_semaphore("full", 1);
+                    untouched(conn, LockKind::Semaphore, "full", || {
+                        refused("a permit behind a lone permit", s.try_acquire_for(wait));
+                    });
+                    permit.unlock().unwrap();
+                    let write = first.fair_rwlock("full").write().unwrap();
+                    let rw = other.fair_rwlock("full");
+                    untouched(conn, LockKind::RwLock, "full", || {
+                        refused("a read behind a lone write", rw.try_read_for(wait));
+                        refused("a write behind a lone write", rw.try_write_for(wait));
+                    });
+                    write.unlock().unwrap();
+
                     // The release of a hold whose key the first build wrote
                     // (the other build's own hold, its format word the
                     // first's).
@@ -724,6 +842,39 @@ mod format_number_alone {
                     untouched(conn, LockKind::RwLock, "release-write", || {
                         refused("a write's release", write.unlock());
                     });
+                    // And with a waiter queued (the meta's '+'), whom the
+                    // release would hand the lone hold.
+                    let permit = other.fair_semaphore("handoff", 1).acquire().unwrap();
+                    let waiter = {
+                        let s = other.fair_semaphore("handoff", 1);
+                        std::thread::spawn(move || {
+                            s.try_acquire_for(Duration::from_secs(3)).map(|_| ())
+                        })
+                    };
+                    let queue = fairlock::__test_support::LockKeys::of_kind(
+                        "fairlock",
+                        "handoff",
+                        LockKind::Semaphore,
+                    )
+                    .unwrap()
+                    .all[1]
+                        .clone();
+                    let mut queued = false;
+                    for _ in 0..150 {
+                        let n: i64 = redis::cmd("ZCARD").arg(&queue).query(conn).unwrap();
+                        queued = n == 1;
+                        if queued {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    assert!(queued, "the waiter did not queue");
+                    written_by_the_other(conn, LockKind::Semaphore, "handoff", from, to);
+                    untouched(conn, LockKind::Semaphore, "handoff", || {
+                        refused("a lone permit's release to a waiter", permit.unlock());
+                    });
+                    // (The waiter's next poll is refused too.)
+                    let _ = waiter.join().unwrap();
                 }
             }
         };

@@ -98,6 +98,41 @@ if stored then
 end
 
 local fixed, waiter_timeout, mode, guard = settings_arg(ARGV[8])
+
+-- Next most common: a live lone hold of another owner leaves no room for
+-- this call (the hold or the call takes every unit), the capacity this
+-- call's and not one set_permits set, no live token: queue (or poll)
+-- behind it as the slow path below would, the meta read with one match
+-- and no table built. The meta gets its '+', and a fence grown by as much
+-- as the queue keys' new TTL needs (keep_queued).
+if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
+    and string.find(name, '^%S+ %d+$') then
+  local head, capacity_s, last, holder, flag, fence, rest, units_s = string.match(stored,
+    '^(v@FORMAT@ (%d+) (%d+) (%S+)#%d+ )(%+?)(%d+)( (%d+) %S+)$')
+  if capacity_s == ARGV[6] and holder ~= owner
+      and (units_s == capacity_s or ARGV[7] == capacity_s) then
+    local pttl = redis.call('PTTL', META)
+    if pttl > fence + 0 then
+      local left = pttl - fence
+      if mode == 'try' then
+        return { 0, left, -1, tonumber(last) }
+      end
+      local _, now_ms = server_time()
+      local entry = name .. ' ' .. lease_text(lease) .. ' ' .. fixed .. ' ' .. ARGV[7]
+      local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, flag == '')
+      if flag == '' or queue_life then
+        local life = pttl
+        if queue_life and queue_life + FENCE_LIFE > life then
+          life = queue_life + FENCE_LIFE
+        end
+        local grown = math.max(FENCE_LIFE, life - left)
+        redis.call('SET', META, head .. '+' .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown))
+          .. rest, 'PX', fmt(left + grown))
+      end
+      return { 0, left, position, tonumber(last) }
+    end
+  end
+end
 local now_us, now_ms = server_time()
 local meta = read_meta(now_ms, true, stored or false)
 -- (A capacity as the meta writes it is the meta's number, one unit 1.)

@@ -19,7 +19,9 @@
 --         then nothing is changed.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
 -- waiters and expired holds); of a lone hold with nobody waiting GET, PTTL
--- and one SET, as the mutex's; of one of two or more holds GET, TIME,
+-- and one SET, as the mutex's; of a lone hold handed to a waiter that
+-- asks for every unit GET, PTTL, ZPOPMIN, TIME, ZSCORE, ZREM, the queue's
+-- PTTL, SET and PUBLISH, as the mutex's handoff; of one of two or more holds GET, TIME,
 -- ZRANGEBYSCORE, ZSCORE, ZREM and SET (the queue read only when the meta
 -- says waiters may be queued).
 
@@ -51,8 +53,65 @@ if stored then
   end
 end
 
-local now_us, now_ms = server_time()
-local meta = read_meta(now_ms, true, stored or false)
+-- Next most common: the lone hold of this call with '+' (waiters may be
+-- queued), its lease not run out, its capacity not one set_permits set,
+-- no revocation recorded: the next live waiter gets it when it asks for
+-- every unit (a semaphore's one permit, a write), as the slow path below
+-- would admit it, with the meta read by one find and one match and no
+-- table built; the queue's PTTL says whether waiters may be left, and how
+-- long the meta must outlive it. Any other head goes on below, popped.
+local popped = nil
+if stored and not pttl then
+  local at = string.find(stored, ' ' .. token .. ' ' .. owner .. '#' .. call .. ' +', 1, true)
+  local _, space, capacity_s = string.find(stored, '^v@FORMAT@ (%d+) ')
+  local fence, mark
+  if at and at == space then
+    fence, mark = string.match(stored, '^(%d+) %d+ (%S+)$', at + #token + #owner + #call + 5)
+  end
+  if mark and not string.find(mark, '^', 1, true) then
+    pttl = redis.call('PTTL', META)
+    if pttl > fence + 0 then
+      popped = { pop_live_head(nil, nil, split_counted_entry) }
+      local head, now_us, now_ms, deadline, next_owner, next_call, lease, fixed, units =
+        unpack(popped)
+      if not head then
+        redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' 0 ' .. token .. ' ' .. owner .. '#'
+          .. call, 'PX', fence_text())
+        return 0
+      end
+      if units == capacity_s then
+        local ttl, ttl_s = tonumber(lease), lease
+        if string.byte(lease, 1) == 48 then
+          ttl_s = fmt(ttl)
+        end
+        if fixed == '0' then
+          local bound = math.max(1, math.min(ttl, deadline - now_ms))
+          if bound ~= ttl then
+            ttl, ttl_s = bound, fmt(bound)
+          end
+        end
+        local number = math.max(token + 1, now_us)
+        local token_s = fmt(number)
+        local queue_ttl = redis.call('PTTL', QUEUE)
+        local grown = FENCE_LIFE + math.max(0, queue_ttl - ttl)
+        redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. token_s .. ' ' .. next_owner
+          .. '#' .. next_call .. (queue_ttl == -2 and ' ' or ' +')
+          .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown)) .. ' ' .. units .. ' ' .. owner .. '#'
+          .. call, 'PX', fmt(ttl + grown))
+        wake(next_owner, 'G ' .. next_call .. ' ' .. token_s .. ' ' .. ttl_s)
+        return { next_owner, tonumber(next_call), number, ttl }
+      end
+    end
+  end
+end
+
+local now_us, now_ms
+if popped then
+  now_us, now_ms = popped[2], popped[3]
+else
+  now_us, now_ms = server_time()
+end
+local meta = read_meta(now_ms, true, stored or false, pttl)
 -- (A hold found names a checked owner and call: they are checked only
 -- when none is.)
 local member, units = hold_by_token(meta, token, owner, call, now_ms)
@@ -76,7 +135,7 @@ if not meta.waiters then
   return 0
 end
 
-local handed = pass_on(meta, now_us, now_ms)
+local handed = pass_on(meta, now_us, now_ms, popped)
 keep_anchor_counted(meta, now_ms)
 if #handed == 0 then
   return 0

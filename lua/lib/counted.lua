@@ -141,12 +141,13 @@ end
 -- meta's PTTL `pttl` it keeps as read; nil otherwise, the holds then in the
 -- holders zset). `now_ms` is the server's time (a lone hold's end is read
 -- from the meta's PTTL), `stored` the meta's value when the caller read it
--- (false: gone). Numbers kept as the strings they were read as save
+-- (false: gone), `pttl` the meta's PTTL when the caller read it. Numbers
+-- kept as the strings they were read as save
 -- formatting them again (string.format costs about a third of a no-op
 -- EVALSHA). A value fairlock did not write stops the script before any
 -- write. The used units are live_used's unless `lazy` (a fast path that
 -- learns whether the holders key is there from its own reads).
-local function read_meta(now_ms, lazy, stored)
+local function read_meta(now_ms, lazy, stored, pttl)
   if stored == nil then
     stored = redis.call('GET', META)
   end
@@ -161,7 +162,7 @@ local function read_meta(now_ms, lazy, stored)
   if capacity then
     used, last = tonumber(units), token
     local fence_ms = tonumber(fence)
-    local pttl = redis.call('PTTL', META)
+    pttl = pttl or redis.call('PTTL', META)
     -- (No TTL: the hold is read as running a year.)
     local ends = pttl < 0 and now_ms + 31536000000 or now_ms + pttl - fence_ms
     lone = { owner = owner, call = call, units = used, units_s = units,
@@ -510,8 +511,10 @@ end
 -- set_permits cut since it queued) leaves the queue, told "H <call id>
 -- -2", and is counted in `meta.refused`: O(log N) each, as it comes to the
 -- head, so nothing reads the queue beyond its head.
+-- `popped_head`, when the caller popped the head already (as pop_live_head
+-- returns it, in a table) with no units held, stands for the first pop.
 -- Returns the list of {owner, call id, token, ttl} admitted.
-local function admit_waiters(meta, now_us, now_ms, stop)
+local function admit_waiters(meta, now_us, now_ms, stop, popped_head)
   local handed = {}
   while true do
     -- With no units held (and no entry to stop at) the head leaves the
@@ -519,7 +522,10 @@ local function admit_waiters(meta, now_us, now_ms, stop)
     -- are): it is popped (pop_live_head), else read where it stands.
     local popped = meta.used == 0 and not stop
     local head, deadline, owner, call, lease, fixed, units_s, _
-    if popped then
+    if popped and popped_head then
+      head, _, _, deadline, owner, call, lease, fixed, units_s = unpack(popped_head)
+      popped_head = nil
+    elseif popped then
       head, _, _, deadline, owner, call, lease, fixed, units_s =
         pop_live_head(now_us, now_ms, split_counted_entry)
     else
@@ -653,13 +659,13 @@ end
 -- queue that fit, as admit_waiters does (nobody when the meta is gone:
 -- the capacity is unknown until a caller names it). Returns the grants
 -- and the number of holds dropped; with any grant or drop, the caller
--- writes the meta (keep_anchor_counted).
-local function pass_on(meta, now_us, now_ms)
+-- writes the meta (keep_anchor_counted). `popped_head` as admit_waiters's.
+local function pass_on(meta, now_us, now_ms, popped_head)
   local dropped = drop_expired(meta, now_ms)
   if not meta.capacity then
     return {}, dropped
   end
-  return admit_waiters(meta, now_us, now_ms, nil), dropped
+  return admit_waiters(meta, now_us, now_ms, nil, popped_head), dropped
 end
 
 -- `out` (a reply being built) followed by each grant of `handed` (as
