@@ -80,16 +80,7 @@ if stored and not pttl then
         return 0
       end
       if units == capacity_s then
-        local ttl, ttl_s = tonumber(lease), lease
-        if string.byte(lease, 1) == 48 then
-          ttl_s = fmt(ttl)
-        end
-        if fixed == '0' then
-          local bound = math.max(1, math.min(ttl, deadline - now_ms))
-          if bound ~= ttl then
-            ttl, ttl_s = bound, fmt(bound)
-          end
-        end
+        local ttl, ttl_s = grant_lease(lease, fixed, deadline, now_ms)
         local number = math.max(token + 1, now_us)
         local token_s = fmt(number)
         local queue_ttl = redis.call('PTTL', QUEUE)

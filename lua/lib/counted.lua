@@ -499,6 +499,24 @@ local function settle_claim(meta, owner, call, now_us, now_ms, handed)
   return true
 end
 
+-- The lease, in ms and as written, of a grant to a queue entry whose
+-- lease is `lease` (as the entry wrote it): a watchdog-renewed one
+-- (`fixed` '0') lasts no longer than the entry's liveness `deadline`
+-- (server ms; `now_ms` now), as the mutex's hand_over bounds it.
+local function grant_lease(lease, fixed, deadline, now_ms)
+  local ttl, ttl_s = tonumber(lease), lease
+  if string.byte(lease, 1) == 48 then
+    ttl_s = fmt(ttl)
+  end
+  if fixed == '0' then
+    local bound = math.max(1, math.min(ttl, deadline - now_ms))
+    if bound ~= ttl then
+      ttl, ttl_s = bound, fmt(bound)
+    end
+  end
+  return ttl, ttl_s
+end
+
 -- Admits the live waiters at the head of the queue, in arrival order,
 -- while each one's units fit beside the used ones: a head that does not
 -- fit stops it, so no smaller call behind passes it. Stops at `stop` (an
@@ -559,16 +577,7 @@ local function admit_waiters(meta, now_us, now_ms, stop, popped_head)
       -- An upgrade's claim (its units no read or write asks for) is
       -- settled in place of a new hold.
       if units ~= 2147483647 or not settle_claim(meta, owner, call, now_us, now_ms, handed) then
-        local ttl, ttl_s = tonumber(lease), lease
-        if string.byte(lease, 1) == 48 then
-          ttl_s = fmt(ttl)
-        end
-        if fixed == '0' then
-          local bound = math.max(1, math.min(ttl, deadline - now_ms))
-          if bound ~= ttl then
-            ttl, ttl_s = bound, fmt(bound)
-          end
-        end
+        local ttl, ttl_s = grant_lease(lease, fixed, deadline, now_ms)
         local token, number = take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
         wake(owner, 'G ' .. call .. ' ' .. token .. ' ' .. ttl_s)
         handed[#handed + 1] = { owner, tonumber(call), number, ttl }
