@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fairlock::__test_support::{LockKind, Op, Script};
+use fairlock::__test_support::{words, LockKind, Op, Script};
 use fairlock_test_support::fake_queue::{self, ScriptedLock};
 use fairlock_test_support::RedisServer;
 
@@ -980,14 +980,16 @@ fn cycles_of(
         *handoff = counted.per_op(n, |i| {
             let (owner, token, id) = &holder;
             let reply: Vec<redis::Value> =
-                redis::from_redis_value(lock.release(caller, conn, owner, *token, *id)).unwrap();
+                redis::from_redis_value(words(lock.release(caller, conn, owner, *token, *id)))
+                    .unwrap();
             let next: String = redis::from_redis_value(reply[0].clone()).unwrap();
             let next_id: u64 = redis::from_redis_value(reply[1].clone()).unwrap();
             let next_token: i64 = redis::from_redis_value(reply[2].clone()).unwrap();
             holder = (next, next_token, next_id);
             let newcomer = format!("n{depth}-{i}:1");
             let queued: Vec<i64> =
-                redis::from_redis_value(lock.acquire(caller, conn, &newcomer, 1_000 + i)).unwrap();
+                redis::from_redis_value(words(lock.acquire(caller, conn, &newcomer, 1_000 + i)))
+                    .unwrap();
             assert_eq!(queued[0], 0, "the newcomer queued");
         });
     }

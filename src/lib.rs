@@ -261,8 +261,8 @@ pub use protocol::{Access, Capacity, LockKind, DATA_FORMAT};
 #[doc(hidden)]
 pub mod __test_support {
     pub use crate::protocol::{
-        check_value, election_channel, Abandon, AbandonReply, Access, Acquire, AcquireReply, Ask,
-        Cancel, CancelReply, Change, CommonArgs, Downgrade, DowngradeReply, ElectionMessage,
+        check_value, election_channel, words, Abandon, AbandonReply, Access, Acquire, AcquireReply,
+        Ask, Cancel, CancelReply, Change, CommonArgs, Downgrade, DowngradeReply, ElectionMessage,
         Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply, HolderReply, Lease,
         LockKeys, LockKind, Mode, Op, Operation, PermitsSet, QueueEntry, Release, ReleaseReply,
         Renew, RenewReply, Revoke, Revoked, Script, SetPermits, Status, StatusReply, Upgrade,

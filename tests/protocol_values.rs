@@ -256,6 +256,22 @@ fn replies_parse_into_acquired_or_waiting() {
     assert!(attempt().parse(ints(&[0, 1])).is_err());
     assert!(attempt().parse(ints(&[1, 99, 500, 5, 6])).is_err());
     assert!(attempt().parse(ints(&[1, 99, 500, -5])).is_err());
+    // The same words as one string (a call queued behind a hold), as the
+    // list reads.
+    let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+    assert_eq!(
+        attempt().parse(text("0 500 3 98")).unwrap(),
+        attempt().parse(ints(&[0, 500, 3, 98])).unwrap()
+    );
+    assert_eq!(
+        attempt().parse(text("0 -1 0 1795941367665862")).unwrap(),
+        attempt()
+            .parse(ints(&[0, -1, 0, 1_795_941_367_665_862]))
+            .unwrap()
+    );
+    for bad in ["0 500 3", "0 500 x 98", "0  500 3 98", ""] {
+        assert!(attempt().parse(text(bad)).is_err(), "{bad:?}");
+    }
 }
 
 // Heartbeat (src/protocol/heartbeat.rs)
@@ -333,6 +349,20 @@ fn replies_name_the_holds_left_or_every_waiter_handed_over() {
     assert!(op
         .parse(Value::Array(grant("c:2", 1)[..3].to_vec()))
         .is_err());
+    // One grant as one string (a lone hold handed over), as the list reads.
+    let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+    assert_eq!(
+        op.parse(text("c:2@node-7 1 11 500")).unwrap(),
+        ReleaseReply::HandedOver(vec![HandedOver {
+            owner: "c:2@node-7".into(),
+            call: 1,
+            token: 11,
+            ttl_ms: 500
+        }])
+    );
+    for bad in ["c:2 1 11", "c:2 x 11 500", "c:2 1 11 500 c:3"] {
+        assert!(op.parse(text(bad)).is_err(), "{bad:?}");
+    }
 }
 
 // Elections (src/protocol/election.rs)

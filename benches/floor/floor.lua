@@ -139,7 +139,7 @@ redis.register_function('floor_arrive', function(keys, args)
       redis.call('PEXPIRE', deadlines, life)
     end
   end
-  return { 0, pttl - fence, position, token }
+  return '0 ' .. (pttl - fence) .. ' ' .. position .. ' ' .. token
 end)
 
 redis.register_function('floor_hand_over', function(keys, args)
@@ -173,7 +173,7 @@ redis.register_function('floor_hand_over', function(keys, args)
     .. plus .. args[2] .. ' ' .. owner .. '#' .. call, 'PX', seen_px)
   redis.call('PUBLISH', args[1] .. string.match(next_owner, '^([^:]+):'),
     'G ' .. next_call .. ' ' .. next_token .. ' ' .. lease)
-  return { next_owner, next_call, next_token, lease }
+  return next_owner .. ' ' .. next_call .. ' ' .. next_token .. ' ' .. lease
 end)
 
 -- The same cycle and handoff in a layout fairlock does not use, to show
@@ -246,7 +246,7 @@ redis.register_function('floor_entries_arrive', function(keys, args)
       redis.call('PEXPIRE', queue, life)
     end
   end
-  return { 0, left, position, token }
+  return '0 ' .. left .. ' ' .. position .. ' ' .. token
 end)
 
 redis.register_function('floor_entries_hand_over', function(keys, args)
@@ -273,5 +273,5 @@ redis.register_function('floor_entries_hand_over', function(keys, args)
     .. plus .. owner .. '#' .. call, 'PX', lease)
   redis.call('PUBLISH', args[1] .. string.match(next_owner, '^([^:]+):'),
     'G ' .. next_call .. ' ' .. next_token .. ' ' .. lease)
-  return { next_owner, next_call, next_token, lease }
+  return next_owner .. ' ' .. next_call .. ' ' .. next_token .. ' ' .. lease
 end)

@@ -10,6 +10,8 @@
 //! (`Layout::Entries`), to show what a layout buys. (A directory module,
 //! so cargo does not take it for a bench target.)
 
+use fairlock::__test_support::words;
+
 /// The library's source.
 const SOURCE: &str = include_str!("floor.lua");
 
@@ -96,7 +98,8 @@ pub fn arrive(
         settings,
     ]
     .map(String::from);
-    let queued: Vec<i64> = fcall(conn, function, layout.keys(keys), &args);
+    let queued: Vec<i64> =
+        redis::from_redis_value(words(fcall(conn, function, layout.keys(keys), &args))).unwrap();
     assert_eq!(queued[0], 0, "the newcomer queued");
     queued[2]
 }
@@ -119,7 +122,8 @@ pub fn handoff(
     };
     let (owner, token, call) = &*holder;
     let args = ["fairlock:wake:", "600000", owner, token, call].map(String::from);
-    let grant: Vec<String> = fcall(conn, function, layout.keys(keys), &args);
+    let grant: Vec<String> =
+        redis::from_redis_value(words(fcall(conn, function, layout.keys(keys), &args))).unwrap();
     *holder = (grant[0].clone(), grant[2].clone(), grant[1].clone());
     arrive(conn, keys, layout, newcomer, id)
 }

@@ -25,7 +25,9 @@
 --         lease, {1, token, lock pttl ms} when it holds it otherwise (a
 --         handoff, a re-entry, a repeat), or
 --         {0, lock pttl ms, queue position, last token issued} when it does
---         not (position -1 for "try": not queued). A handoff message for
+--         not (position -1 for "try": not queued); behind another's hold,
+--         those four as one string, space-separated (cheaper for the
+--         server to reply with than a list: protocol::operation::words). A handoff message for
 --         this call carrying a token up to that last one is stale: that
 --         grant is over, as this call holds nothing now.
 -- An election's script also says on the election's channel who it gave
@@ -82,7 +84,7 @@ if holder and holder ~= owner then
   elseif not waiters then
     write_hold(token, holder, calls, mark, fence, nil, true, nil, fence_s)
   end
-  return { 0, left, position, token }
+  return '0 ' .. left .. ' ' .. position .. ' ' .. token
 end
 
 if holder == owner then

@@ -49,7 +49,7 @@ pub use format::DATA_FORMAT;
 pub use heartbeat::{Heartbeat, HeartbeatReply, WaiterStatus};
 pub use keys::{LockKeys, LockKind};
 pub use lease::Lease;
-pub use operation::{unexpected, CommonArgs, Operation, Script};
+pub use operation::{unexpected, words, CommonArgs, Operation, Script};
 pub use queue_entry::{Call, QueueEntry};
 pub use release::{Release, ReleaseReply};
 pub use renew::{Renew, RenewReply};

@@ -4,7 +4,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, refused, text, unexpected, Op, Operation};
+use crate::protocol::operation::{count, refused, text, unexpected, words, Op, Operation};
 
 /// The guard made by acquire call `call` of `owner` releases hold `token`.
 pub struct Release<'a> {
@@ -60,7 +60,7 @@ impl Operation for Release<'_> {
     }
 
     fn parse(&self, reply: Value) -> Result<ReleaseReply> {
-        match reply {
+        match words(reply) {
             Value::Int(left) if left >= 0 => Ok(ReleaseReply::Released {
                 left: u32::try_from(left).unwrap_or(u32::MAX),
             }),

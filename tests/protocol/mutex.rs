@@ -5,6 +5,7 @@
 //! key without a TTL.
 
 use super::driver::*;
+use fairlock::__test_support::words;
 
 /// The mutex engine's script of `op`.
 const fn mutex(op: Op) -> Script {
@@ -27,12 +28,13 @@ fn fixture(name: &str) -> Lock {
 
 /// The mutex's raw calls and its lock key read back.
 impl Lock {
-    /// A reply of integers; acquire's bare token (a free lock taken) reads
-    /// as its long form `[1, token]`.
+    /// A reply of integers, a list or one string of them (`words`);
+    /// acquire's bare token (a free lock taken) reads as its long form
+    /// `[1, token]`.
     fn ints(&mut self, body: Script, args: &[&str]) -> Vec<i64> {
         match self.eval(body, args).unwrap() {
             Value::Int(token) if body == ACQUIRE => vec![1, token],
-            reply => redis::from_redis_value(reply).unwrap(),
+            reply => redis::from_redis_value(words(reply)).unwrap(),
         }
     }
 
@@ -52,7 +54,7 @@ impl Lock {
     fn release_raw(&mut self, owner: &str, token: &str, call: &str) -> i64 {
         match self.eval(RELEASE, &[owner, token, call]).unwrap() {
             Value::Int(left) => left,
-            Value::Array(_) => 0,
+            Value::BulkString(_) => 0,
             other => panic!("release replied {other:?}"),
         }
     }
