@@ -61,8 +61,9 @@ end
 -- every unit (a semaphore's one permit, a write), as the slow path below
 -- would admit it, with the meta read by one find and one match and no
 -- table built; the queue's PTTL says whether waiters may be left, and how
--- long the meta must outlive it. Any other head goes on below, popped.
-local popped = nil
+-- long the meta must outlive it. Any other head goes on below, already
+-- popped (`popped_head`, as admit_waiters names it).
+local popped_head = nil
 if stored and not pttl then
   local at = string.find(stored, ' ' .. token .. ' ' .. owner .. '#' .. call .. ' +', 1, true)
   local _, space, capacity_s = string.find(stored, '^v@FORMAT@ (%d+) ')
@@ -73,9 +74,9 @@ if stored and not pttl then
   if mark and not string.find(mark, '^', 1, true) then
     pttl = redis.call('PTTL', META)
     if pttl > fence + 0 then
-      popped = { pop_live_head(nil, nil, split_counted_entry) }
+      popped_head = { pop_live_head(nil, nil, split_counted_entry) }
       local head, now_us, now_ms, deadline, next_owner, next_call, lease, fixed, units =
-        unpack(popped)
+        unpack(popped_head)
       if not head then
         redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' 0 ' .. token .. ' ' .. owner .. '#'
           .. call, 'PX', fence_text())
@@ -99,8 +100,8 @@ if stored and not pttl then
 end
 
 local now_us, now_ms
-if popped then
-  now_us, now_ms = popped[2], popped[3]
+if popped_head then
+  now_us, now_ms = popped_head[2], popped_head[3]
 else
   now_us, now_ms = server_time()
 end
@@ -128,7 +129,7 @@ if not meta.waiters then
   return 0
 end
 
-local handed = pass_on(meta, now_us, now_ms, popped)
+local handed = pass_on(meta, now_us, now_ms, popped_head)
 keep_anchor_counted(meta, now_ms)
 if #handed == 0 then
   return 0
