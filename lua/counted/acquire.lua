@@ -50,10 +50,10 @@
 --         holds one otherwise (handed over while queued, or a repeat), or
 --         {0, ms until the first live lease runs out (0: none live), queue
 --         position, last token issued} when it does not (position -1 for
---         "try": not queued; those four as one string, space-separated,
---         when it queues behind a lone hold: cheaper to reply with than a
---         list). A handoff message for this call carrying a
---         token up to that last one is stale. When set_permits set another
+--         "try": not queued; those four as one string when it queues
+--         behind a lone hold: lib/common.lua's waiting_reply). A handoff
+--         message for this call carrying a token up to that last one is
+--         stale. When set_permits set another
 --         number than ARGV[10], each reply is a list ending in it: {1,
 --         token, lease ms left, permits} for a hold (the token's too), {0,
 --         ..., last token issued, permits} otherwise; an equal number costs
@@ -131,7 +131,7 @@ if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
         redis.call('SET', META, head .. '+' .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown))
           .. rest, 'PX', fmt(left + grown))
       end
-      return '0 ' .. left .. ' ' .. position .. ' ' .. last
+      return waiting_reply(left, position, last)
     end
   end
 end

@@ -14,9 +14,8 @@
 -- Returns 0 when released (or released already by this call) and nobody
 --         was admitted, {owner1, call id1, token1, lease ms1, owner2, ...}
 --         for the waiters admitted (each also sent "G" as always; a client
---         may act on this reply first; one admitted to a lone hold's place,
---         as one string "<owner> <call id> <token> <lease ms>", cheaper to
---         reply with than a list), or -1 when this
+--         may act on this reply first; one admitted to a lone hold's place
+--         as one string, lib/common.lua's granted_reply), or -1 when this
 --         call holds no live hold with that token (the lease was lost);
 --         then nothing is changed.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
@@ -93,7 +92,7 @@ if stored and not pttl then
           .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown)) .. ' ' .. units .. ' ' .. owner .. '#'
           .. call, 'PX', fmt(ttl + grown))
         wake(next_owner, 'G ' .. next_call .. ' ' .. token_s .. ' ' .. ttl_s)
-        return next_owner .. ' ' .. next_call .. ' ' .. token_s .. ' ' .. ttl_s
+        return granted_reply(next_owner, next_call, token_s, ttl_s)
       end
     end
   end

@@ -48,6 +48,22 @@ local function fmt(n)
   return string.format('%d', n)
 end
 
+-- The reply of an acquire call that waits behind a hold: "0 <lease ms
+-- left> <queue position> <last token>", one string of words
+-- (protocol::operation::words), which Redis answers with for less work
+-- than a list. `last` is the token's digits as read (a number that large
+-- would print as 1.7e+15).
+local function waiting_reply(left, position, last)
+  return '0 ' .. left .. ' ' .. position .. ' ' .. last
+end
+
+-- The reply of a release that handed the lock over: "<owner> <call id>
+-- <token> <lease ms>" of the new holder, one string of words as
+-- waiting_reply's (`token` and `ttl` as strings).
+local function granted_reply(owner, call, token, ttl)
+  return owner .. ' ' .. call .. ' ' .. token .. ' ' .. ttl
+end
+
 -- Stops the script with the error reply `message` ("<CODE> <text>"). Redis
 -- 7.0 and later (which define redis.REDIS_VERSION) and Valkey reply with it
 -- as is. Redis 6.2's error handler fails on a table raised as an error (the

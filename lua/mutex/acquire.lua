@@ -26,10 +26,9 @@
 --         handoff, a re-entry, a repeat), or
 --         {0, lock pttl ms, queue position, last token issued} when it does
 --         not (position -1 for "try": not queued); behind another's hold,
---         those four as one string, space-separated (cheaper for the
---         server to reply with than a list: protocol::operation::words). A handoff message for
---         this call carrying a token up to that last one is stale: that
---         grant is over, as this call holds nothing now.
+--         those four as one string (lib/common.lua's waiting_reply). A
+--         handoff message for this call carrying a token up to that last
+--         one is stale: that grant is over, as this call holds nothing now.
 -- An election's script also says on the election's channel who it gave
 -- the lock to, whenever it takes or hands it over (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(log N) in the number of waiters N (amortised over dropped dead
@@ -84,7 +83,7 @@ if holder and holder ~= owner then
   elseif not waiters then
     write_hold(token, holder, calls, mark, fence, nil, true, nil, fence_s)
   end
-  return '0 ' .. left .. ' ' .. position .. ' ' .. token
+  return waiting_reply(left, position, token)
 end
 
 if holder == owner then

@@ -11,7 +11,7 @@
 --         (the lock key remembers the call that last freed it)
 -- Returns the holds still left (0 = released and freed), or
 --         "<new owner id> <its call id> <its token> <its lease ms>" (one
---         string: cheaper to reply with than a list) when the
+--         string: lib/common.lua's granted_reply) when the
 --         lock was handed to a waiter (who is also sent "G" as always; its
 --         client may act on this reply first), or -1 when the lock is not
 --         held by this owner with this token (the lease was lost); then
@@ -58,7 +58,7 @@ if fence then
   if pttl > fence + 0 then
     local next_owner, next_call, _, _, next_token, ttl =
       free_lock(nil, nil, token, owner .. '#' .. call)
-    return next_owner and (next_owner .. ' ' .. next_call .. ' ' .. next_token .. ' ' .. ttl) or 0
+    return next_owner and granted_reply(next_owner, next_call, next_token, ttl) or 0
   end
 end
 
@@ -69,4 +69,4 @@ if holder ~= owner or held ~= token then
 end
 local _, left, next_owner, next_call, _, _, next_token, ttl =
   give_back(owner, token, calls, mark, fence_ms, call, waiters)
-return next_owner and (next_owner .. ' ' .. next_call .. ' ' .. next_token .. ' ' .. ttl) or left
+return next_owner and granted_reply(next_owner, next_call, next_token, ttl) or left
