@@ -438,7 +438,9 @@ fn data_from_before_formats_is_refused_never_taken_for_free() {
 /// The anchor outlives every other key of its lock, so its format word
 /// stands for them: a mutex's queue kept longer than its lock key (a
 /// waiter timeout past the lease and the fence life) pushes the lock key
-/// out with it, the hold's lease unchanged (its fence grows instead).
+/// out with it, the hold's lease unchanged (its fence grows instead), when
+/// the first waiter queues and again when the hold is handed to it with a
+/// second still queued (the new hold's lease what it asked for).
 #[test]
 fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
     let server = RedisServer::start();
@@ -450,14 +452,19 @@ fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
             .build()
             .unwrap()
     };
-    let (a, b) = (
+    let (a, b, c) = (
         client(Duration::from_secs(1)),
+        client(Duration::from_secs(5)),
         client(Duration::from_secs(5)),
     );
     let held = a.fair_mutex("anchor").lock().unwrap();
     let lease = a.fair_mutex("anchor").remaining_lease().unwrap().unwrap();
+    let (granted_tx, granted) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
     let waiter = std::thread::spawn(move || {
         let guard = b.fair_mutex("anchor").lock().unwrap();
+        granted_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
         guard.unlock().unwrap();
     });
     let mut conn = server.conn();
@@ -483,8 +490,48 @@ fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
     );
     let left = a.fair_mutex("anchor").remaining_lease().unwrap().unwrap();
     assert!(left <= lease, "the lease grew from {lease:?} to {left:?}");
+    // A second waiter behind the first, then the hold handed to the first.
+    let second = std::thread::spawn(move || {
+        let guard = c.fair_mutex("anchor").lock().unwrap();
+        guard.unlock().unwrap();
+    });
+    until(Duration::from_secs(3), "the second waiter queues", || {
+        let queued: i64 = redis::cmd("ZCARD").arg(&queue).query(&mut conn).unwrap();
+        (queued == 2).then_some(())
+    });
     held.unlock().unwrap();
+    granted.recv_timeout(Duration::from_secs(3)).unwrap();
+    let (lock_ttl, queue_ttl) = (
+        pttl(&lock_key("anchor"), &mut conn),
+        pttl(&queue, &mut conn),
+    );
+    assert!(
+        queue_ttl > 3_000,
+        "the queue lives past lease and fence: {queue_ttl} ms"
+    );
+    assert!(
+        lock_ttl >= queue_ttl,
+        "after the handoff: lock key {lock_ttl} ms, queue {queue_ttl} ms"
+    );
+    let value: String = redis::cmd("GET")
+        .arg(lock_key("anchor"))
+        .query(&mut conn)
+        .unwrap();
+    let fence: i64 = value
+        .split(' ')
+        .nth(3)
+        .unwrap()
+        .trim_start_matches('+')
+        .parse()
+        .unwrap();
+    let left = lock_ttl - fence;
+    assert!(
+        (1_000..=2_000).contains(&left),
+        "the new hold's lease is the 2 s it asked for, less the time since: {left} ms ({value})"
+    );
+    release.send(()).unwrap();
     waiter.join().unwrap();
+    second.join().unwrap();
 }
 
 /// The same for a counted lock, whose meta is its anchor: a semaphore of

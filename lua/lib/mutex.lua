@@ -149,8 +149,11 @@ end
 -- increasing after the key is gone (or after Redis lost its data) unless
 -- the server clock steps back further.
 -- `mark` is kept, so that a repeat of the call that last freed the lock is
--- still known after later takes; `waiters` says whether the queue may hold
--- any (the caller knows).
+-- still known after later takes. `waiters` false: the caller knows nobody
+-- is queued; true: the queue's PTTL is read, which says whether anyone is
+-- (the new hold's '+') and how long the queue keys live: the fence grows
+-- by as much as they would outlive the key (keep_anchor's rule), so the
+-- lock key, whose format word stands for theirs, outlives them.
 -- An election announces its new leader (a repeat of the call that took
 -- it takes nothing, so it is announced once).
 local function take(owner, ttl, now_us, call, last, mark, waiters, px)
@@ -159,7 +162,16 @@ local function take(owner, ttl, now_us, call, last, mark, waiters, px)
     token = now_us
   end
   local token_s = fmt(token)
-  write_hold(token_s, owner, call, mark, FENCE_LIFE, ttl, waiters, px, fence_text())
+  local fence, fence_s = FENCE_LIFE, fence_text()
+  if waiters then
+    local queue_ttl = redis.call('PTTL', QUEUE)
+    waiters = queue_ttl ~= -2
+    if queue_ttl > ttl + fence then
+      fence = queue_ttl - ttl
+      fence_s, px = fmt(fence), fmt(queue_ttl)
+    end
+  end
+  write_hold(token_s, owner, call, mark, fence, ttl, waiters, px, fence_s)
   if ANNOUNCE then
     ANNOUNCE(token_s, owner, last)
   end
@@ -178,8 +190,8 @@ end
 -- watchdog-renewed grant lasts no longer than the waiter's own liveness
 -- deadline, so a waiter that died while queued holds the lock no longer
 -- than it would have held its place. Without a time given, TIME is read
--- only if someone waits. The new hold says whether waiters may be left
--- (the queue key, read before it is written). The next waiter is not told
+-- only if someone waits. The new hold says whether waiters may be left,
+-- and outlives them (take). The next waiter is not told
 -- it now heads the queue: its client's next heartbeat says so (position 0
 -- and the lease's end, within one watchdog period, a third of the lease at
 -- most), which a handoff would otherwise pay for with a read of the queue,
@@ -200,8 +212,7 @@ local function hand_over(now_us, now_ms, last, mark)
   else
     px = lease_px(lease_s)
   end
-  local token, token_s = take(owner, ttl, now_us, call, last, mark,
-    redis.call('EXISTS', QUEUE) == 1, px)
+  local token, token_s = take(owner, ttl, now_us, call, last, mark, true, px)
   wake(owner, 'G ' .. call .. ' ' .. token_s .. ' ' .. ttl_s)
   return owner, call, token, ttl, token_s, ttl_s
 end
