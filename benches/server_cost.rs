@@ -25,6 +25,9 @@
 //! Redisson's cycles are kept in `<dir>` (`<by>-<kind>-<cycle>.cg`), for
 //! `callgrind_annotate` to say where their instructions go
 //! (docs/performance.md, "Where the server's instructions go").
+//! With `FAIRLOCK_SERVER_COST_CYCLES=<prefix>` (say `FCALL-mutex`) it
+//! counts only the whole cycles whose label starts with it, prints them
+//! and writes nothing: a quick measure while a script changes.
 //!
 //! `cargo bench --bench server_cost` (needs `valgrind`; a minute or two)
 //! writes `target/fairlock-bench/server_cost.json`, which
@@ -49,6 +52,21 @@ mod redisson;
 
 /// Where the profile mode keeps its callgrind dumps (see the top).
 const PROFILE_ENV: &str = "FAIRLOCK_SERVER_COST_PROFILE";
+
+/// The settings every acquire of the bench sends (the mutex's ARGV[6], the
+/// counted engine's ARGV[8]): a fixed lease, a waiter timeout of 60 s (long
+/// enough for a batch under callgrind), first attempt, no live guard. A
+/// waiter timeout shorter than half the lease and fence life, as the
+/// client's defaults are (10 s against 30 s and 600 s), so the queue keys'
+/// TTL stays within the anchor's and no step grows it (one past it, as
+/// the 600 s this bench sent until the run of 2026-11-29, grows the
+/// anchor's fence at every arrival into an empty queue and every handoff
+/// with others queued: a path a client on the defaults never takes).
+const SETTINGS: &str = "1 60000 first 0";
+
+/// The quick mode (see the top): only the whole cycles whose label
+/// (`<EVALSHA|FCALL>-<kind>`) starts with this variable's value, printed.
+const CYCLES_ENV: &str = "FAIRLOCK_SERVER_COST_CYCLES";
 
 /// Operations per counted batch (and the warm-up before each batch).
 fn batch() -> u64 {
@@ -312,16 +330,9 @@ fn main() {
         }
         let _: redis::Value = inv.invoke(conn).unwrap();
     };
-    let acquire_args: Vec<String> = [
-        "fairlock:wake:",
-        "600000",
-        "c1:1",
-        "7",
-        "60000",
-        "1 600000 first 0",
-    ]
-    .map(String::from)
-    .to_vec();
+    let acquire_args: Vec<String> = ["fairlock:wake:", "600000", "c1:1", "7", "60000", SETTINGS]
+        .map(String::from)
+        .to_vec();
     let release_args: Vec<String> = ["fairlock:wake:", "600000", "c1:1", "1795728762856307", "7"]
         .map(String::from)
         .to_vec();
@@ -522,6 +533,23 @@ fn main() {
     match loaded {
         Ok(_) => callers.push(("FCALL", Caller::FCall)),
         Err(err) => eprintln!("server_cost: no FCALL rows: FUNCTION LOAD: {err}"),
+    }
+    if let Ok(only) = std::env::var(CYCLES_ENV) {
+        // The quick mode: the cycles whose label starts with `only`, and
+        // nothing else.
+        for (how, caller) in callers {
+            for (kind, lock, handoff) in &locks {
+                let label = format!("{how}-{}", kind.replace(' ', "-"));
+                if label.starts_with(&only) {
+                    let [uncontended, handoff, handoff_7] =
+                        cycles_of(&counted, n, &mut conn, caller, lock, *handoff, &label);
+                    println!(
+                        "{label}: uncontended {uncontended:.0}, handoff {handoff:.0}, 7 queued {handoff_7:.0}"
+                    );
+                }
+            }
+        }
+        return;
     }
     let redisson = redisson_cost(&counted, n, &mut conn);
     if !common::measuring() {
@@ -897,11 +925,7 @@ impl Driven {
         let Some([capacity, units]) = self.counted else {
             // The mutex's layout: the take's own three, then the rest as one.
             let mut args = common.to_vec();
-            args.extend([
-                id.to_string(),
-                "60000".to_owned(),
-                "1 600000 first 0".to_owned(),
-            ]);
+            args.extend([id.to_string(), "60000".to_owned(), SETTINGS.to_owned()]);
             return caller.run(conn, self.kind, Op::Acquire, &self.keys, &args);
         };
         // The counted layout: the take's own five, then the rest as one.
@@ -911,7 +935,7 @@ impl Driven {
             "60000".to_owned(),
             capacity.to_string(),
             units.to_string(),
-            "1 600000 first 0".to_owned(),
+            SETTINGS.to_owned(),
         ]);
         caller.run(conn, self.kind, Op::Acquire, &self.keys, &args)
     }

@@ -88,7 +88,7 @@ pub fn arrive(
         Layout::Entries => "floor_entries_arrive",
         _ => "floor_arrive",
     };
-    let settings = "1 600000 first 0";
+    let settings = super::SETTINGS;
     let args = [
         "fairlock:wake:",
         "600000",
@@ -144,7 +144,7 @@ pub fn cycle(conn: &mut redis::Connection, keys: &[String], layout: Layout, id: 
         Layout::Packed => strings(&[
             &format!("{owner}#{id} {fence}"),
             &(lease + 600_000).to_string(),
-            "fairlock:wake: 1 600000 first 0",
+            &format!("fairlock:wake: {}", super::SETTINGS),
         ]),
         _ => strings(&[
             "fairlock:wake:",
@@ -152,7 +152,7 @@ pub fn cycle(conn: &mut redis::Connection, keys: &[String], layout: Layout, id: 
             owner,
             &id_s,
             &lease.to_string(),
-            "1 600000 first 0",
+            super::SETTINGS,
         ]),
     };
     let token: i64 = fcall(conn, take, keys, &args);
