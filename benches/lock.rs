@@ -258,7 +258,8 @@ fn footprint(_: &mut Criterion) {
     );
 }
 
-/// Bytes of the queue and deadlines keys of lock `name` (MEMORY USAGE, every
+/// Bytes of the queue key of lock `name` (its entries and their deadlines:
+/// MEMORY USAGE, every
 /// element counted): what its queued waiters cost the server, without the
 /// connections a burst of waiting threads also opens.
 fn queue_bytes(conn: &mut redis::Connection, name: &str) -> i64 {

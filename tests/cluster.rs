@@ -501,7 +501,7 @@ fn a_slot_moving_to_another_master_keeps_the_hold_the_queue_and_the_order() {
         .unwrap()
         == 1));
     let keys = cluster.keys_in_slot(from, slot);
-    assert_eq!(keys.len(), 3, "lock, queue, deadlines: {keys:?}");
+    assert_eq!(keys.len(), 2, "lock, queue: {keys:?}");
     // This client's slot map predates the move. A call on a moving slot
     // retries for up to its command timeout.
     let prober = builder(&cluster)

@@ -774,7 +774,7 @@ fn a_watch_that_lost_its_messages_reports_every_change_from_the_history() {
     kill_subscriptions(&mut admin);
     let more = leaders_in_a_row(&election, kept + 3);
     let history_len: usize = redis::cmd("LLEN")
-        .arg(LockKeys::election("fairlock", "history").unwrap().all[3].as_str())
+        .arg(LockKeys::election("fairlock", "history").unwrap().all[2].as_str())
         .query(&mut admin)
         .unwrap();
     assert_eq!(history_len, kept, "the history is capped");

@@ -470,8 +470,7 @@ fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
     let mut conn = server.conn();
     let queue = lock_key("anchor").replacen(":lock:", ":queue:", 1);
     until(Duration::from_secs(3), "the waiter queues", || {
-        let queued: i64 = redis::cmd("ZCARD").arg(&queue).query(&mut conn).unwrap();
-        (queued == 1).then_some(())
+        (fairlock_test_support::fake_queue::queued_entries(&mut conn, &queue) == 1).then_some(())
     });
     let pttl = |key: &str, conn: &mut redis::Connection| -> i64 {
         redis::cmd("PTTL").arg(key).query(conn).unwrap()
@@ -496,8 +495,7 @@ fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
         guard.unlock().unwrap();
     });
     until(Duration::from_secs(3), "the second waiter queues", || {
-        let queued: i64 = redis::cmd("ZCARD").arg(&queue).query(&mut conn).unwrap();
-        (queued == 2).then_some(())
+        (fairlock_test_support::fake_queue::queued_entries(&mut conn, &queue) == 2).then_some(())
     });
     held.unlock().unwrap();
     granted.recv_timeout(Duration::from_secs(3)).unwrap();
@@ -567,7 +565,7 @@ fn a_counted_meta_outlives_its_queue_through_an_arrival_and_a_handoff() {
     let mut conn = server.conn();
     for kind in [LockKind::Semaphore, LockKind::RwLock] {
         let keys = LockKeys::of_kind("fairlock", "anchor-c", kind).unwrap().all;
-        let (queue, meta) = (keys[1].clone(), keys[3].clone());
+        let (queue, meta) = (keys[1].clone(), keys[2].clone());
         let pttl = |key: &str, conn: &mut redis::Connection| -> i64 {
             redis::cmd("PTTL").arg(key).query(conn).unwrap()
         };
@@ -577,8 +575,8 @@ fn a_counted_meta_outlives_its_queue_through_an_arrival_and_a_handoff() {
             let fence = value.split(' ').nth(4).unwrap().trim_start_matches('+');
             pttl - fence.parse::<i64>().unwrap()
         };
-        let queued = |conn: &mut redis::Connection| -> i64 {
-            redis::cmd("ZCARD").arg(&queue).query(conn).unwrap()
+        let queued = |conn: &mut redis::Connection| -> u64 {
+            fairlock_test_support::fake_queue::queued_entries(conn, &queue)
         };
         let (a, b, c) = (
             client(Duration::from_secs(1)),
@@ -659,7 +657,7 @@ mod format_number_alone {
         let keys = LockKeys::of_kind("fairlock", name, kind).unwrap();
         match kind {
             LockKind::Mutex | LockKind::Election => keys.all[0].clone(),
-            _ => keys.all[3].clone(),
+            _ => keys.all[2].clone(),
         }
     }
 
@@ -908,8 +906,8 @@ mod format_number_alone {
                         .clone();
                     let mut queued = false;
                     for _ in 0..150 {
-                        let n: i64 = redis::cmd("ZCARD").arg(&queue).query(conn).unwrap();
-                        queued = n == 1;
+                        queued =
+                            fairlock_test_support::fake_queue::queued_entries(conn, &queue) == 1;
                         if queued {
                             break;
                         }

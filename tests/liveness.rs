@@ -174,21 +174,26 @@ fn queue_len_reaches(mutex: &FairMutex, n: usize, timeout: Duration) -> bool {
     wait_until(timeout, || mutex.queue_len().unwrap() == n)
 }
 
-/// Entries left in the lock's queue and deadlines keys (absent = 0).
+/// Entries left in the lock's queue key (absent = none), each checked to
+/// have its liveness deadline beside it (`~<entry>`, lua/lib/queue.lua).
 fn raw_queue_entries(server: &RedisServer, name: &str) -> Vec<(String, usize)> {
     let mut conn = server.conn();
-    let mut found = Vec::new();
-    for (kind, count_cmd) in [("queue", "ZCARD"), ("deadlines", "ZCARD")] {
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("fairlock:*:{kind}:{name}"))
-            .query(&mut conn)
-            .unwrap();
-        for key in keys {
-            let n: usize = redis::cmd(count_cmd).arg(&key).query(&mut conn).unwrap();
-            found.push((key, n));
-        }
-    }
-    found
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("fairlock:*:queue:{name}"))
+        .query(&mut conn)
+        .unwrap();
+    keys.into_iter()
+        .map(|key| {
+            let members: usize = redis::cmd("ZCARD").arg(&key).query(&mut conn).unwrap();
+            let entries = fairlock_test_support::fake_queue::queued_entries(&mut conn, &key);
+            assert_eq!(
+                members,
+                2 * entries as usize,
+                "{key}: an entry without its deadline"
+            );
+            (key, entries as usize)
+        })
+        .collect()
 }
 
 /// Owner id and token of the current holder, read straight from Redis.

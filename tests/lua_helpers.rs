@@ -489,9 +489,9 @@ fn the_elections_scripts_are_the_mutexs_but_for_announce() {
             election_def
                 .as_deref()
                 .is_some_and(|d| d.contains("election:")
-                    && d.contains("'LPUSH', KEYS[4]")
+                    && d.contains("'LPUSH', KEYS[3]")
                     && d.contains(&format!(
-                        "'LTRIM', KEYS[4], 0, {})",
+                        "'LTRIM', KEYS[3], 0, {})",
                         fairlock::ELECTION_HISTORY_LEN - 1
                     ))),
             "{op:?}: {election_def:?}"

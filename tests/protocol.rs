@@ -279,8 +279,8 @@ per_kind! {
             assert_eq!(s.snapshot(), before, "{bad:?}");
         }
         // A meta key fairlock did not write.
-        s.conn.set::<_, _, ()>(&s.keys.all[3], "junk").unwrap();
-        s.conn.pexpire::<_, ()>(&s.keys.all[3], 60_000).unwrap();
+        s.conn.set::<_, _, ()>(&s.keys.all[2], "junk").unwrap();
+        s.conn.pexpire::<_, ()>(&s.keys.all[2], 60_000).unwrap();
         let before_junk = s.snapshot();
         let err = s
             .attempt_with("n:1", 2, Mode::First, one, 0, Lease::Renewed(LONG))
@@ -460,7 +460,7 @@ per_kind! {
             s.holds_pttl() > 50_000,
             "the key that keeps the hold outlives the new lease"
         );
-        assert!(s.pttl(3) > 50_000 + fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64);
+        assert!(s.pttl(2) > 50_000 + fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64);
         sleep(SHORT + Duration::from_millis(50));
         assert_eq!(s.holders(), [member(&a)], "renewed past its first lease");
         if k == LockKind::RwLock {
@@ -521,14 +521,13 @@ per_kind! {
         for (key, what) in [
             (0, "no holders, no holders key"),
             (1, "no queue"),
-            (2, "no deadlines"),
         ] {
             assert_eq!(s.pttl(key), -2, "{}: {what}", s.keys.all[key]);
         }
         let fence = fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64;
         // The freed meta keeps the TTL it had (the lease left and a fence
         // life) while that is at most two fence lives, as a mutex's key.
-        let meta = s.pttl(3);
+        let meta = s.pttl(2);
         assert!(meta > fence - 1000 && meta <= 2 * fence, "{meta}");
         // "<capacity> <used> <last token> <mark>": nothing held, the last
         // token and the release that freed it kept.
@@ -614,15 +613,21 @@ per_kind! {
             );
             assert_eq!(beat.last_token, a.token);
             assert!(beat.pttl_ms > 50_000, "a's lease: {}", beat.pttl_ms);
-            // The queue keys live past every deadline in them, a counted
-            // lock's meta past them (checked after every step).
+            // The queue key lives past every deadline in it (its members
+            // "~<entry>", scored 2^50 + the deadline), a counted lock's
+            // meta past it (checked after every step).
             let now = s.now_ms();
-            let deadlines: Vec<(String, i64)> =
-                s.conn.zrange_withscores(&s.keys.all[2], 0, -1).unwrap();
+            const BASE: i64 = 1 << 50;
+            let deadlines: Vec<(String, i64)> = s
+                .conn
+                .zrangebyscore_withscores(&s.keys.all[1], BASE, "+inf")
+                .unwrap();
             let most = timeout.as_millis() as i64;
-            for (_, deadline) in &deadlines {
-                assert!(*deadline > now && *deadline <= now + most, "{deadlines:?}");
-                assert!(s.pttl(1) >= deadline - now && s.pttl(2) >= deadline - now);
+            for (member, score) in &deadlines {
+                let deadline = score - BASE;
+                assert!(member.starts_with('~'), "{deadlines:?}");
+                assert!(deadline > now && deadline <= now + most, "{deadlines:?}");
+                assert!(s.pttl(1) >= deadline - now);
             }
         }
         // x sent none: its entry is gone, w's two kept their places.
@@ -919,7 +924,7 @@ per_kind! {
         // With nobody waiting, a given-back hold leaves the keys as a release.
         assert_eq!(s.abandon(entry("r:1", 4, one)), AbandonReply::Released);
         assert!(s.holders().is_empty());
-        for key in [0, 1, 2] {
+        for key in [0, 1] {
             assert_eq!(s.pttl(key), -2, "{}", s.keys.all[key]);
         }
         let meta = s.meta().unwrap();

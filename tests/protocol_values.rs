@@ -60,12 +60,12 @@ fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot(
     assert_eq!(mutex.kind(), LockKind::Mutex);
     assert_eq!(
         mutex.all,
-        ["lock", "queue", "deadlines"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["lock", "queue"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(sem.kind(), LockKind::Semaphore);
     assert_eq!(
         sem.all,
-        ["sem", "semq", "semd", "semmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["sem", "semq", "semmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(sem.slot, mutex.slot);
     assert!(sem.all.iter().all(|k| !mutex.all.contains(k)));
@@ -76,7 +76,7 @@ fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot(
 }
 
 #[test]
-fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_queue_keys_2nd_and_3rd() {
+fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_the_queue_2nd() {
     let mutex = LockKeys::mutex("p", "jobs").unwrap();
     let sem = LockKeys::semaphore("p", "jobs").unwrap();
     let rw = LockKeys::rwlock("p", "jobs").unwrap();
@@ -84,7 +84,7 @@ fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_queue_keys_2nd_and_3rd() {
     assert_eq!(rw.kind(), LockKind::RwLock);
     assert_eq!(
         rw.all,
-        ["rw", "rwq", "rwd", "rwmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["rw", "rwq", "rwmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(rw.slot, mutex.slot);
     assert!(rw
@@ -116,7 +116,7 @@ fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine(
     assert_eq!(election.kind(), LockKind::Election);
     assert_eq!(
         election.all,
-        ["elect", "electq", "electd", "electh"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["elect", "electq", "electh"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(election.slot, mutex.slot);
     for other in [&mutex, &sem, &rw] {

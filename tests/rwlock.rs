@@ -566,14 +566,13 @@ fn timeouts_and_cancellation_leave_nothing_behind() {
     let keys = rw_keys("leave");
     let mut conn = server.conn();
     let queued: i64 = conn.zcard(&keys.all[1]).unwrap();
-    let deadlines: i64 = conn.zcard(&keys.all[2]).unwrap();
-    assert_eq!((queued, deadlines), (0, 0), "entries left behind");
+    assert_eq!(queued, 0, "entries or deadlines left behind");
     drop(read);
     let holders: i64 = conn.zcard(&keys.all[0]).unwrap();
     assert_eq!(holders, 0, "holds left behind");
     // Nor a lone hold in the meta ("v<format> <capacity> <used> <last>[
     // <mark>]" without one).
-    let meta: Option<String> = conn.get(&keys.all[3]).unwrap();
+    let meta: Option<String> = conn.get(&keys.all[2]).unwrap();
     let fields = meta.as_deref().map_or(0, |m| m.split(' ').count());
     assert!(fields <= 5, "a hold left behind in the meta: {meta:?}");
     assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
@@ -661,7 +660,7 @@ fn every_key_has_a_ttl_while_held_and_waited_for_and_after() {
 }
 
 #[test]
-fn on_a_cluster_the_six_keys_share_a_slot_and_the_rwlock_works_on_every_master() {
+fn on_a_cluster_the_keys_share_a_slot_and_the_rwlock_works_on_every_master() {
     let _serial = serial();
     let cluster = RedisCluster::start();
     let (a, b) = (cluster.client(), cluster.client());
@@ -684,7 +683,7 @@ fn on_a_cluster_the_six_keys_share_a_slot_and_the_rwlock_works_on_every_master()
         // Held for writing and waited for: every key in use exists, on that
         // master alone (a lone write lives in the meta: the holders zset
         // comes in with a second hold).
-        let in_use = [1, 2, 3].map(|i| keys[i].clone());
+        let in_use = [1, 2].map(|i| keys[i].clone());
         cluster.assert_keys_only_on(master, slot, &in_use);
         let token = write.fencing_token();
         write.unlock().unwrap();

@@ -12,7 +12,7 @@
 //!
 //! What the server did is read with plain commands, never a script (which
 //! would reload the cache itself): the lock's expiry (`TIME` + `PTTL`), the
-//! waiters' deadlines (`ZRANGE ... WITHSCORES`), the loads the clients
+//! waiters' deadlines (`ZRANGEBYSCORE ... WITHSCORES` of the queue), the loads the clients
 //! sent (`SCRIPT LOAD` and `FUNCTION LOAD` in `INFO commandstats`) and
 //! `FUNCTION LIST`.
 
@@ -89,13 +89,18 @@ fn watchdog_round_after(
     let done = wait_until(RENEWED_WITHIN, || {
         let now = server_ms(conn);
         let pttl = lease_left_of(conn, &lock_key(name)).unwrap_or(-2);
-        let deadlines: Vec<(String, i64)> = redis::cmd("ZRANGE")
-            .arg(key("deadlines", name))
-            .arg(0)
-            .arg(-1)
+        // The deadlines: the queue's members scored 2^50 + the deadline
+        // (lua/lib/queue.lua).
+        let deadlines: Vec<(String, i64)> = redis::cmd("ZRANGEBYSCORE")
+            .arg(key("queue", name))
+            .arg(1_i64 << 50)
+            .arg("+inf")
             .arg("WITHSCORES")
-            .query(conn)
-            .unwrap();
+            .query::<Vec<(String, i64)>>(conn)
+            .unwrap()
+            .into_iter()
+            .map(|(member, score)| (member, score - (1 << 50)))
+            .collect();
         last = format!("now {now}, pttl {pttl}, deadlines {deadlines:?}, since {since_ms}");
         now + pttl >= since_ms + LEASE.as_millis() as i64
             && deadlines.len() == waiters

@@ -304,7 +304,7 @@ impl Scene {
                 pipe = redis::pipe();
             }
         }
-        let waiting: u64 = redis::cmd("ZCARD").arg(&keys.all[1]).query(conn).unwrap();
+        let waiting = fairlock_test_support::fake_queue::queued_entries(conn, &keys.all[1]);
         assert_eq!(waiting, queued, "{workload:?}: every waiter queued");
         Lock {
             keys,

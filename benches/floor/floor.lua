@@ -8,7 +8,7 @@
 -- release is known), the freed key's TTL kept when at most two fence
 -- lives. No other path, no argument check: not a lock, a measure.
 --
--- KEYS: lock, queue, deadlines (fairlock's three; only the lock is read).
+-- KEYS: lock, queue (fairlock's two; only the lock is read).
 -- floor_take, fairlock's arguments: ARGV wake prefix, fence ms, owner,
 --   call id, lease ms, settings (as fairlock's mutex acquire).
 -- floor_release, fairlock's arguments: ARGV wake prefix, fence ms, owner,
@@ -74,17 +74,21 @@ end)
 -- the lone hold of its call to the head of the queue, doing only what
 -- fairlock's do there, with every guarantee they keep: the holder's lease
 -- checked (PTTL above the fence) by both; the entry's liveness deadline
--- from the server's clock (TIME, the deadlines zset), FIFO by arrival
--- number, up to 16 dead entries pruned by each arrival into a queue, the
--- queue keys' TTL, the lock's '+'; the head's liveness checked and its
--- deadline dropped, a watchdog-renewed grant capped at that deadline, the
--- token the last + 1, the new hold's lease, its '+' while others wait, the
--- grant told on its client's channel. With fairlock's arguments (as its
+-- from the server's clock (TIME, "~<entry>" in the queue zset), FIFO by
+-- arrival number, up to 16 dead entries pruned by each arrival into a
+-- queue, the queue's TTL, the lock's '+'; the head's liveness checked and
+-- its deadline dropped, a watchdog-renewed grant capped at that deadline,
+-- the token the last + 1, the new hold's lease, its '+' while others wait,
+-- the lock key outliving the queue, the grant told on its client's
+-- channel. With fairlock's arguments (as its
 -- acquire and release), the waiter timeout read from the settings string
 -- once and kept as fairlock keeps it; fairlock's replies.
 
 local seen_settings, seen_timeout, seen_fixed = false, false, false
 local seen_lease, seen_fence, seen_px = false, false, false
+
+-- The queue's deadlines are scored 2^50 + the deadline (lua/lib/queue.lua).
+local BASE, BASE_TEXT, BELOW_BASE = 1125899906842624, '1125899906842624', '(1125899906842624'
 
 local function clock_ms()
   local t = redis.call('TIME')
@@ -92,7 +96,7 @@ local function clock_ms()
 end
 
 redis.register_function('floor_arrive', function(keys, args)
-  local lock, queue, deadlines = keys[1], keys[2], keys[3]
+  local lock, queue = keys[1], keys[2]
   local owner, call = args[3], args[4]
   if seen_settings ~= args[6] then
     seen_fixed, seen_timeout = string.match(args[6], '^([01]) (%d+) ')
@@ -107,15 +111,15 @@ redis.register_function('floor_arrive', function(keys, args)
   end
   local now = clock_ms()
   local entry = owner .. ' ' .. call .. ' ' .. args[5] .. ' ' .. seen_fixed
-  redis.call('ZADD', deadlines, string.format('%d', now + seen_timeout), entry)
+  local deadline = string.format('%d', BASE + now + seen_timeout)
   local position = 0
   local life = string.format('%d', 2 * seen_timeout)
   if plus == '' then
-    redis.call('ZADD', queue, '1', entry)
+    redis.call('ZADD', queue, '1', entry, deadline, '~' .. entry)
     redis.call('PEXPIRE', queue, life)
-    redis.call('PEXPIRE', deadlines, life)
-    -- The lock key outlives the queue keys (its format word stands for
-    -- theirs): its fence grows when their TTL is longer than its own.
+    -- The lock key outlives the queue key (its format word stands for
+    -- the queue's): its fence grows when the queue's TTL is longer than
+    -- its own.
     local at = string.find(stored, ' ', 5 + #token + #holder, true)
     local grow = 2 * seen_timeout - pttl
     if grow > 0 then
@@ -126,24 +130,30 @@ redis.register_function('floor_arrive', function(keys, args)
         'KEEPTTL')
     end
   else
-    local last = redis.call('ZRANGE', queue, '-1', '-1', 'WITHSCORES')[2]
+    redis.call('ZADD', queue, deadline, '~' .. entry)
+    local last = redis.call('ZRANGE', queue, BELOW_BASE, '-inf', 'BYSCORE', 'REV', 'LIMIT', '0', '1',
+      'WITHSCORES')[2]
     redis.call('ZADD', queue, 'NX', string.format('%d', (last or 0) + 1), entry)
-    position = redis.call('ZCARD', queue) - 1
-    local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', '(' .. now, 'LIMIT', '0', '16')
-    for _, gone in ipairs(dead) do
-      redis.call('ZREM', queue, gone)
-      redis.call('ZREM', deadlines, gone)
+    position = redis.call('ZRANK', queue, entry)
+    local dead = redis.call('ZRANGEBYSCORE', queue, BASE_TEXT,
+      '(' .. string.format('%d', BASE + now), 'LIMIT', '0', '16')
+    if #dead > 0 then
+      local gone = {}
+      for _, mark in ipairs(dead) do
+        gone[#gone + 1] = mark
+        gone[#gone + 1] = string.sub(mark, 2)
+      end
+      redis.call('ZREM', queue, unpack(gone))
     end
     if redis.call('PTTL', queue) < seen_timeout then
       redis.call('PEXPIRE', queue, life)
-      redis.call('PEXPIRE', deadlines, life)
     end
   end
   return '0 ' .. (pttl - fence) .. ' ' .. position .. ' ' .. token
 end)
 
 redis.register_function('floor_hand_over', function(keys, args)
-  local lock, queue, deadlines = keys[1], keys[2], keys[3]
+  local lock, queue = keys[1], keys[2]
   local owner, token, call = args[3], args[4], args[5]
   local stored = redis.call('GET', lock)
   local held = 'v@FORMAT@ ' .. token .. ' ' .. owner .. '#' .. call .. ' +'
@@ -155,22 +165,30 @@ redis.register_function('floor_hand_over', function(keys, args)
   end
   local head = redis.call('ZPOPMIN', queue)[1]
   local now = clock_ms()
-  local deadline = head and redis.call('ZSCORE', deadlines, head)
-  if not deadline or deadline + 0 < now then
+  local deadline = head and redis.call('ZSCORE', queue, '~' .. head)
+  deadline = deadline and deadline - BASE
+  if not deadline or deadline < now then
     return redis.error_reply('ERR floor: a handoff to a live head only')
   end
-  redis.call('ZREM', deadlines, head)
+  redis.call('ZREM', queue, '~' .. head)
   local next_owner, next_call, lease, fixed = string.match(head, '^(%S+) (%d+) (%d+) ([01])$')
   if fixed == '0' and deadline - now < lease + 0 then
     lease = string.format('%d', deadline - now)
   end
   local next_token = string.format('%d', token + 1)
-  local plus = redis.call('EXISTS', queue) == 1 and ' +' or ' '
+  -- The queue's PTTL: whether waiters are left, and how long the lock key
+  -- must outlive it.
+  local queue_ttl = redis.call('PTTL', queue)
+  local plus = queue_ttl ~= -2 and ' +' or ' '
   if seen_lease ~= lease or seen_fence ~= args[2] then
     seen_lease, seen_fence, seen_px = lease, args[2], string.format('%d', lease + args[2])
   end
+  local fence_s, px = args[2], seen_px
+  if queue_ttl > px + 0 then
+    fence_s, px = string.format('%d', queue_ttl - lease), string.format('%d', queue_ttl)
+  end
   redis.call('SET', lock, 'v@FORMAT@ ' .. next_token .. ' ' .. next_owner .. '#' .. next_call
-    .. plus .. args[2] .. ' ' .. owner .. '#' .. call, 'PX', seen_px)
+    .. plus .. fence_s .. ' ' .. owner .. '#' .. call, 'PX', px)
   redis.call('PUBLISH', args[1] .. string.match(next_owner, '^([^:]+):'),
     'G ' .. next_call .. ' ' .. next_token .. ' ' .. lease)
   return next_owner .. ' ' .. next_call .. ' ' .. next_token .. ' ' .. lease

@@ -35,19 +35,11 @@ pub enum Layout {
     Packed,
     /// fairlock's arguments on a layout it does not use: queue entries
     /// that carry their deadline, a hold's key that lives its lease
-    /// (floor.lua, `floor_entries_*`; the first two of the keys).
+    /// (floor.lua, `floor_entries_*`; fairlock's two keys).
     Entries,
 }
 
 impl Layout {
-    /// The keys of `keys` (fairlock's three) this layout's calls name.
-    fn keys(self, keys: &[String]) -> &[String] {
-        match self {
-            Layout::Entries => &keys[..2],
-            _ => keys,
-        }
-    }
-
     /// The lock key's value of a hold of `owner`'s call `id` with `token`,
     /// nobody queued, and its PX: what a take of this layout writes.
     pub fn held(self, token: i64, owner: &str, id: u64) -> (String, u64) {
@@ -99,7 +91,7 @@ pub fn arrive(
     ]
     .map(String::from);
     let queued: Vec<i64> =
-        redis::from_redis_value(words(fcall(conn, function, layout.keys(keys), &args))).unwrap();
+        redis::from_redis_value(words(fcall(conn, function, keys, &args))).unwrap();
     assert_eq!(queued[0], 0, "the newcomer queued");
     queued[2]
 }
@@ -123,7 +115,7 @@ pub fn handoff(
     let (owner, token, call) = &*holder;
     let args = ["fairlock:wake:", "600000", owner, token, call].map(String::from);
     let grant: Vec<String> =
-        redis::from_redis_value(words(fcall(conn, function, layout.keys(keys), &args))).unwrap();
+        redis::from_redis_value(words(fcall(conn, function, keys, &args))).unwrap();
     *holder = (grant[0].clone(), grant[2].clone(), grant[1].clone());
     arrive(conn, keys, layout, newcomer, id)
 }
@@ -137,7 +129,6 @@ pub fn cycle(conn: &mut redis::Connection, keys: &[String], layout: Layout, id: 
         Layout::Packed => ("floor_take_packed", "floor_release_packed"),
         Layout::Entries => ("floor_entries_take", "floor_entries_release"),
     };
-    let keys = layout.keys(keys);
     let strings = |parts: &[&str]| parts.iter().map(|p| p.to_string()).collect::<Vec<_>>();
     let id_s = id.to_string();
     let args = match layout {

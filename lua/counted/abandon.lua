@@ -5,7 +5,7 @@
 -- its queue entry removed. Idempotent: the client sends it until Redis
 -- answers.
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry

@@ -5,7 +5,7 @@
 -- not fit is never passed by a smaller call behind it; when a head is
 -- admitted, the calls right behind it that fit enter in the same step.
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
@@ -106,7 +106,7 @@ local fixed, waiter_timeout, mode, guard = settings_arg(ARGV[8])
 -- call's and not one set_permits set, no live token: queue (or poll)
 -- behind it as the slow path below would, the meta read with one match
 -- and no table built. The meta gets its '+', and a fence grown by as much
--- as the queue keys' new TTL needs (keep_queued).
+-- as the queue's new TTL needs (keep_queued).
 if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
     and string.find(name, '^%S+ %d+$') then
   local head, capacity_s, last, holder, flag, fence, rest, units_s = string.match(stored,

@@ -1,7 +1,7 @@
 -- counted/cancel.lua: leave a counted lock's queue (a timed-out or
 -- cancelled wait), leaving nothing behind.
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry

@@ -10,7 +10,7 @@
 -- upgrade.lua's write does: every token names one access, so a resource
 -- can tell the read from the write before it. Its call and lease end stay.
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id

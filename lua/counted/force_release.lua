@@ -1,7 +1,7 @@
 -- counted/force_release.lua: free every hold of a counted lock, whoever
 -- holds it, and admit the waiters at the head of the queue that fit.
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] call key "<client id>#<call id>": the meta remembers it with the

@@ -1,7 +1,7 @@
 -- counted/heartbeat.lua: keep one client's queued waiters on one counted
 -- lock alive (watchdog).
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] waiter timeout ms: new liveness deadline is server now + this
@@ -43,7 +43,7 @@ for i = 4, #ARGV do
   local owner, call, lease, fixed, units = parse_counted_entry(entry)
   local position = redis.call('ZRANK', QUEUE, entry)
   if position then
-    redis.call('ZADD', DEADLINES, 'XX', now_ms + waiter_timeout, entry)
+    redis.call('ZADD', QUEUE, 'XX', deadline_score(now_ms + waiter_timeout), '~' .. entry)
     queued = true
     out[#out + 1] = 0
     out[#out + 1] = position

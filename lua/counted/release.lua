@@ -2,7 +2,7 @@
 -- frees go to the live waiters at the head of the queue, in arrival order,
 -- as far as they fit.
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id

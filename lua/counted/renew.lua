@@ -1,7 +1,7 @@
 -- counted/renew.lua: extend a held lease of a counted lock (watchdog),
 -- only if that call still holds a live hold with that token.
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua; the queue keys are
+-- KEYS: holders, queue, meta (see lib/counted.lua; the queue is
 --       not used)
 -- ARGV[1] wake channel prefix (not read here: every call of a client
 --         starts with it)

@@ -2,7 +2,7 @@
 -- reader-writer lock) to let go. Nothing is freed: each holder decides
 -- when it releases.
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua; the queue keys are
+-- KEYS: holders, queue, meta (see lib/counted.lua; the queue is
 --       not used)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms (unused; kept for the common layout)

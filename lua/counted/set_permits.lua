@@ -14,7 +14,7 @@
 -- call's own permits say, while the meta lives (a fence life past the last
 -- holder and waiter); after that the next call's permits start it again.
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] permits: the new number, 1 .. 4294967295 (the client allows up

@@ -1,7 +1,7 @@
 -- counted/status.lua: read the whole picture of one counted lock for
 -- operators (changes nothing).
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix (unused)
 -- ARGV[2] fence life ms (unused)
 -- ARGV[3] most waiters to list, from the head of the queue
@@ -58,7 +58,7 @@ local out = {
   meta.capacity or 0,
   math.max(0, used),
   live,
-  redis.call('ZCOUNT', DEADLINES, fmt(now_ms), '+inf'),
+  redis.call('ZCOUNT', QUEUE, deadline_score(now_ms), '+inf'),
   tonumber(meta.last),
   #listed / 5,
 }
@@ -66,8 +66,8 @@ for _, part in ipairs(listed) do
   out[#out + 1] = part
 end
 if waiter_limit > 0 then
-  for _, entry in ipairs(redis.call('ZRANGE', QUEUE, 0, fmt(waiter_limit - 1))) do
-    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, entry) or '0') or 0
+  for _, entry in ipairs(queued_entries(waiter_limit)) do
+    local deadline = deadline_of(entry) or 0
     local owner, _, _, _, units = parse_counted_entry(entry)
     out[#out + 1] = owner or entry
     out[#out + 1] = units or 0

@@ -19,7 +19,7 @@
 -- it saw (reads' too) takes the write, and it can tell the write from the
 -- read that preceded it. The hold keeps its call and its lease end.
 --
--- KEYS: holders, queue, deadlines, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
@@ -107,10 +107,9 @@ if mode == 'try' then
 end
 if not queued then
   -- Ahead of every waiter: nobody queued passes an upgrade.
-  local first = redis.call('ZRANGE', QUEUE, 0, 0, 'WITHSCORES')[2]
-  redis.call('ZADD', QUEUE, (tonumber(first) or 1) - 1, claim)
+  redis.call('ZADD', QUEUE, fmt(first_number() - 1), claim)
 end
-redis.call('ZADD', DEADLINES, now_ms + waiter_timeout, claim)
+redis.call('ZADD', QUEUE, deadline_score(now_ms + waiter_timeout), '~' .. claim)
 local queue_life = keep_queue_for(waiter_timeout)
 if dropped > 0 then
   meta.waiters = true

@@ -33,9 +33,8 @@
 
 local LOCK = KEYS[1]
 local QUEUE = KEYS[2]
-local DEADLINES = KEYS[3]
 local HOLDERS = KEYS[1]
-local META = KEYS[4]
+local META = KEYS[3]
 local WAKE_PREFIX = ARGV[1]
 
 -- Integers as exact decimal strings (tostring would print 1.7e+15). '%d'
@@ -131,7 +130,7 @@ local checked_fixed = false
 local checked_timeout = false
 local checked_mode = false
 local checked_live = false
--- The queue keys' life last pushed out to (keep_queue_for), and as written:
+-- The queue key's life last pushed out to (keep_queue_for), and as written:
 local checked_life_ms = false
 local checked_life = false
 -- The wake prefix last read (wake), and the command that publishes on it:
@@ -244,7 +243,7 @@ local function settings_arg(value)
   return checked_fixed, checked_timeout, checked_mode, checked_live
 end
 
--- The life the queue keys are pushed out to, 2 * `ms`, as fmt writes it.
+-- The life the queue key is pushed out to, 2 * `ms`, as fmt writes it.
 local function queue_life_text(ms)
   return fmt(2 * ms)
 end

@@ -1,7 +1,7 @@
 -- lib/counted.lua: the counted engine, a semaphore's and a reader-writer
 -- lock's.
 -- Keys of one counted lock, a semaphore or a reader-writer lock (its own
--- keys, beside the mutex's of the same name; the queue keys in the same
+-- keys, beside the mutex's of the same name; the queue in the same
 -- places, so the queue steps below serve both engines). A hold is named
 -- "<owner> <call> <units>"; a lone hold (the only one) lives in the meta,
 -- like a mutex's holder in its lock key, and the holders zset comes into
@@ -14,10 +14,10 @@
 --                              names its hold for re-entry: ZRANGEBYSCORE
 --                              -token -token); lease ends are the scores
 --                              from 0 up, tokens the ones below 0
---   KEYS[2] queue, KEYS[3] deadlines, as a lock's, but each entry carries
+--   KEYS[2] queue, as a lock's, but each entry carries
 --                              the units it asks for as a fifth field
 --                              (parse_counted_entry)
---   KEYS[4] meta       string  "<capacity> <used> <last token> <mark or
+--   KEYS[3] meta       string  "<capacity> <used> <last token> <mark or
 --                              ->" (the anchor), after the format word
 --                              "v<format>", and " +" after it when
 --                              waiters may be queued; or with a lone hold
@@ -152,7 +152,7 @@ local function read_meta(now_ms, lazy, stored, pttl)
     stored = redis.call('GET', META)
   end
   if not stored then
-    -- (Whether anyone waits is not known: queue keys deleted by hand may
+    -- (Whether anyone waits is not known: a queue key deleted by hand may
     -- outlive it.)
     return { used = count_used(), last = '0', mark = '', waiters = true }
   end

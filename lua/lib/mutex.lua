@@ -27,13 +27,13 @@
 --                              (revoke.lua) asks the holds up to that token
 --                              to let go (the hold of the time; later ones
 --                              have larger tokens), or that word alone
---   KEYS[2], KEYS[3]: the queue (queue.lua)
+--   KEYS[2] queue (queue.lua)
 -- An election (the mutex's engine on keys of its own) also says on its
 -- channel "<token> <value> <owner>" when it grants its lock (value: what
 -- follows the first '@' in the owner id) and "resigned <token>" when a
 -- hold ends with nobody to hand it to (ANNOUNCE), and keeps each of those
--- changes in a fourth key of its own:
---   KEYS[4] history    list    "<last term before it> <message>", newest
+-- changes in a third key of its own:
+--   KEYS[3] history    list    "<last term before it> <message>", newest
 --                              first, the newest 16, kept a fence life
 --                              after the last change
 
@@ -53,7 +53,7 @@ local ANNOUNCE = nil
 -- "<key prefix>:{<tag>}:elect:<name>"; a key prefix holds no '{'; which,
 -- read from ARGV[1] as wake reads it, so that the election's scripts need no
 -- definition the mutex's lack) and keeps "<last> <message>" in its history
--- (KEYS[4], a list, newest first), `last` being the last term issued before the
+-- (KEYS[3], a list, newest first), `last` being the last term issued before the
 -- change: the newest 16 changes (fairlock::ELECTION_HISTORY_LEN), kept a
 -- fence life after the last one, so that a watcher that lost messages
 -- reads what it missed, and from `last` knows whether it missed more.
@@ -69,9 +69,9 @@ local function ANNOUNCE(token, owner, last)
   local publish = sharded and 'spublish' or 'publish'
   redis.pcall(publish, (string.gsub(LOCK, '^([^{]*)({%x+}:)elect:',
     sharded and '%1%2election:' or '%1election:', 1)), message)
-  redis.pcall('LPUSH', KEYS[4], string.format('%d', last) .. ' ' .. message)
-  redis.pcall('LTRIM', KEYS[4], 0, 15)
-  redis.pcall('PEXPIRE', KEYS[4], FENCE_LIFE)
+  redis.pcall('LPUSH', KEYS[3], string.format('%d', last) .. ' ' .. message)
+  redis.pcall('LTRIM', KEYS[3], 0, 15)
+  redis.pcall('PEXPIRE', KEYS[3], FENCE_LIFE)
 end
 
 -- The parts of the lock key's value `stored` (what GET gave: callers read
@@ -80,7 +80,7 @@ end
 -- when the lease ran out), the mark ('' when none), for a hold its fence
 -- ms and lease ms left (-1: no expiry), from `pttl` when the caller read
 -- the key's PTTL already, and whether waiters may be queued (the '+' of
--- the value; false when the key is gone: the queue keys never outlive it).
+-- the value; false when the key is gone: the queue never outlives it).
 -- A string of another format, or one fairlock did not write, stops the
 -- script before any write (fail).
 local function read_lock(stored, pttl)
@@ -151,9 +151,9 @@ end
 -- `mark` is kept, so that a repeat of the call that last freed the lock is
 -- still known after later takes. `waiters` false: the caller knows nobody
 -- is queued; true: the queue's PTTL is read, which says whether anyone is
--- (the new hold's '+') and how long the queue keys live: the fence grows
--- by as much as they would outlive the key (keep_anchor's rule), so the
--- lock key, whose format word stands for theirs, outlives them.
+-- (the new hold's '+') and how long the queue key lives: the fence grows
+-- by as much as it would outlive the lock key (keep_anchor's rule), so
+-- the lock key, whose format word stands for the queue's, outlives it.
 -- An election announces its new leader (a repeat of the call that took
 -- it takes nothing, so it is announced once).
 local function take(owner, ttl, now_us, call, last, mark, waiters, px)
@@ -219,7 +219,7 @@ end
 
 -- Keeps the mutex's lock key (the anchor, whose format word stands for
 -- the queue's keys too) marked as having waiters (the '+' its fast paths
--- look for) and, when `ms` is given (keep_queue_for pushed the queue keys
+-- look for) and, when `ms` is given (keep_queue_for pushed the queue key
 -- out to it), alive at least `ms`: a free key's TTL pushed out; a hold's
 -- fence grown by as much as its TTL, so its lease stays as it was.
 -- `stored` is the lock key's value if the caller has it, `pttl` its PTTL

@@ -1,11 +1,25 @@
 -- lib/queue.lua: the queue of a lock's waiting calls, kept the same way by
--- both engines, in the same places of their KEYS:
---   KEYS[2] queue      zset    entry -> arrival sequence number
---   KEYS[3] deadlines  zset    entry -> liveness deadline, server milliseconds
+-- both engines, in the same place of their KEYS:
+--   KEYS[2] queue  zset  entry -> arrival sequence number, and for each
+--                        entry "~<entry>" -> DEADLINE_BASE + its liveness
+--                        deadline, server milliseconds
+-- One key for both orders: every arrival number is below DEADLINE_BASE
+-- and every deadline above it, so the entries come first in the zset, in
+-- arrival order (ZRANK of an entry is its place in the queue), and the
+-- deadlines after them, soonest first (a ZRANGEBYSCORE finds the dead).
+-- A call joins, leaves and renews its place in one key, whose one TTL
+-- outlives every deadline in it.
 -- A mutex's queue entry is "<owner> <call id> <lease ms> <fixed 0|1>": the
 -- waiting call and the grant it gets, so a handoff reads one member (a
--- counted lock's carries its units as a fifth field: counted.lua). Each
--- step here is O(log N) in the N entries, amortised over dropped dead ones.
+-- counted lock's carries its units as a fifth field: counted.lua). An
+-- owner id starts with its client's hex id, so no entry starts with '~'.
+-- Each step here is O(log N) in the N entries, amortised over dropped dead
+-- ones.
+
+-- 2^50: above every arrival number, and with a deadline in ms added (about
+-- 2^41 now) still an integer a double holds exactly (below 2^53).
+local DEADLINE_BASE = 1125899906842624
+local DEADLINE_BASE_TEXT = '1125899906842624'
 
 -- A queue entry's parts as written (strings): owner id, call id, lease
 -- ms, fixed ('0' or '1'); nil for a member fairlock did not write.
@@ -30,18 +44,50 @@ local function entry_arg(value)
   return owner, call, ms_arg(lease, 'lease'), fixed
 end
 
--- Removes an entry from both queue structures.
-local function forget(entry)
-  redis.call('ZREM', QUEUE, entry)
-  redis.call('ZREM', DEADLINES, entry)
+-- A liveness deadline (server ms) as the queue scores it.
+local function deadline_score(deadline_ms)
+  return fmt(DEADLINE_BASE + deadline_ms)
 end
 
--- Drops up to 16 entries whose client stopped renewing them (O(log N) each).
+-- The liveness deadline of `entry` (server ms), or nil when it has none.
+local function deadline_of(entry)
+  local score = redis.call('ZSCORE', QUEUE, '~' .. entry)
+  return score and score - DEADLINE_BASE
+end
+
+-- The first `limit` entries of the queue, in order (their deadlines,
+-- after them in the zset, left out).
+local function queued_entries(limit)
+  return redis.call('ZRANGEBYSCORE', QUEUE, '-inf', '(' .. DEADLINE_BASE_TEXT, 'LIMIT', '0',
+    fmt(limit))
+end
+
+-- The arrival number of the first entry, or 1 when nobody is queued.
+local function first_number()
+  local first = redis.call('ZRANGE', QUEUE, '0', '0', 'WITHSCORES')
+  if first[1] and string.byte(first[1]) ~= 126 then
+    return first[2] + 0
+  end
+  return 1
+end
+
+-- Removes an entry and its deadline from the queue.
+local function forget(entry)
+  redis.call('ZREM', QUEUE, entry, '~' .. entry)
+end
+
+-- Drops up to 16 entries whose client stopped renewing them, in one ZREM
+-- (O(log N) each).
 local function prune(now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', DEADLINES, '-inf', '(' .. fmt(now_ms), 'LIMIT', '0',
-    '16')
-  for _, entry in ipairs(dead) do
-    forget(entry)
+  local dead = redis.call('ZRANGEBYSCORE', QUEUE, DEADLINE_BASE_TEXT,
+    '(' .. deadline_score(now_ms), 'LIMIT', '0', '16')
+  if #dead > 0 then
+    local members = {}
+    for _, mark in ipairs(dead) do
+      members[#members + 1] = mark
+      members[#members + 1] = string.sub(mark, 2)
+    end
+    redis.call('ZREM', QUEUE, unpack(members))
   end
 end
 
@@ -55,10 +101,11 @@ local function live_head(now_ms, parse)
   parse = parse or parse_entry
   while true do
     local head = redis.call('ZRANGE', QUEUE, '0', '0')[1]
-    if not head then
+    if not head or string.byte(head) == 126 then
+      -- No entry left ('~' = 126: a deadline first).
       return nil
     end
-    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
+    local deadline = deadline_of(head)
     if deadline and deadline >= now_ms then
       local owner, call, lease, fixed, units = parse(head)
       if owner then
@@ -79,14 +126,15 @@ end
 local function pop_live_head(now_us, now_ms, split)
   while true do
     local head = redis.call('ZPOPMIN', QUEUE)[1]
-    if not head then
+    if not head or string.byte(head) == 126 then
+      -- No entry left (a deadline popped has none to stand for).
       return nil
     end
     if not now_us then
       now_us, now_ms = server_time()
     end
-    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, head))
-    redis.call('ZREM', DEADLINES, head)
+    local deadline = deadline_of(head)
+    redis.call('ZREM', QUEUE, '~' .. head)
     if deadline and deadline >= now_ms then
       local owner, call, lease, fixed, units = split(head)
       if owner then
@@ -111,16 +159,14 @@ local function tell_head(now_ms, pttl, parse, head)
   end
 end
 
--- Queue keys outlive every liveness deadline in them. When the queue's TTL
--- falls under `ms`, both are pushed out to 2 * ms: one PTTL per call, and
--- two PEXPIREs about once per `ms`. Returns the new TTL when it pushed it.
--- `new`: the caller knows the queue keys were just made (no TTL yet).
+-- The queue key outlives every liveness deadline in it. When its TTL
+-- falls under `ms`, it is pushed out to 2 * ms: one PTTL per call, and a
+-- PEXPIRE about once per `ms`. Returns the new TTL when it pushed it.
+-- `new`: the caller knows the queue key was just made (no TTL yet).
 local function keep_queue_for(ms, new)
   local ttl = new and -1 or redis.call('PTTL', QUEUE)
   if ttl == -1 or (ttl >= 0 and ttl < ms) then
-    local life = queue_life_text(ms)
-    redis.call('PEXPIRE', QUEUE, life)
-    redis.call('PEXPIRE', DEADLINES, life)
+    redis.call('PEXPIRE', QUEUE, queue_life_text(ms))
     return 2 * ms
   end
 end
@@ -130,20 +176,39 @@ end
 -- position (0 = next) and, when the queue's TTL was pushed out, the new
 -- one. `mode` "poll" looks for the entry first. `empty`: the caller knows
 -- nobody is queued (a mutex's lock key without its '+'), so the entry
--- heads a queue it makes. The deadline is written before prune: were
--- prune to empty the deadlines zset first, the key would go with its TTL
--- and come back without one (the model test found it, tests/model.rs).
+-- heads a queue it makes, and it and its deadline are written by one
+-- ZADD. Otherwise the deadline is written (or renewed) first, then the
+-- entry, NX: an entry delivered again keeps its place. With k entries
+-- queued, each with its deadline (every step here writes and removes them
+-- in pairs), a new deadline makes 2k + 1 members, the last entry is at
+-- index k - 1 (one ZRANGE by index reads it) and the new entry's place is
+-- k: no search by score, which in a small zset (a listpack) reads every
+-- deadline from the end. A count that is not odd, or a member there that
+-- is not an entry, means the pairs are not whole (keys written by hand):
+-- then the last entry is searched by score.
 local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
-  redis.call('ZADD', DEADLINES, fmt(now_ms + waiter_timeout), entry)
+  local deadline = deadline_score(now_ms + waiter_timeout)
   if empty then
-    redis.call('ZADD', QUEUE, '1', entry)
+    redis.call('ZADD', QUEUE, '1', entry, deadline, '~' .. entry)
     return 0, keep_queue_for(waiter_timeout, true)
   end
-  local position = mode == 'poll' and redis.call('ZRANK', QUEUE, entry) or nil
+  local new = redis.call('ZADD', QUEUE, deadline, '~' .. entry) == 1
+  local position = (mode == 'poll' or not new) and redis.call('ZRANK', QUEUE, entry) or nil
   if not position then
-    local last = redis.call('ZRANGE', QUEUE, '-1', '-1', 'WITHSCORES')[2]
-    if redis.call('ZADD', QUEUE, 'NX', fmt((tonumber(last) or 0) + 1), entry) == 1 then
-      position = redis.call('ZCARD', QUEUE) - 1
+    local k = (redis.call('ZCARD', QUEUE) - 1) / 2
+    local at = k >= 1 and k % 1 == 0 and redis.call('ZRANGE', QUEUE, fmt(k - 1), fmt(k - 1),
+      'WITHSCORES')
+    local last = 0
+    if at and at[2] and string.byte(at[1]) ~= 126 and at[2] + 0 < DEADLINE_BASE then
+      last = at[2]
+    elseif k ~= 0 then
+      -- Not k entries each with its deadline: the last entry by score.
+      at = nil
+      last = redis.call('ZRANGE', QUEUE, '(' .. DEADLINE_BASE_TEXT, '-inf', 'BYSCORE', 'REV',
+        'LIMIT', '0', '1', 'WITHSCORES')[2] or 0
+    end
+    if redis.call('ZADD', QUEUE, 'NX', fmt(last + 1), entry) == 1 then
+      position = (at or k == 0) and k or redis.call('ZRANK', QUEUE, entry)
       -- Each arrival clears up to 16 dead entries: they go at least as
       -- fast as they come.
       prune(now_ms)

@@ -3,7 +3,7 @@
 -- or a release that could not be sent: whatever that call holds or queued
 -- is given back. Idempotent: the client sends it until Redis answers.
 --
--- KEYS: lock, queue, deadlines (see lib/mutex.lua)
+-- KEYS: lock, queue (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry "<owner> <call id> <lease ms> <fixed 0|1>"

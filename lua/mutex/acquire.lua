@@ -1,6 +1,6 @@
 -- mutex/acquire.lua: take the lock, re-enter it, or join (and stay in) its queue.
 --
--- KEYS: lock, queue, deadlines (see lib/mutex.lua)
+-- KEYS: lock, queue (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id "<client id>:<thread number or u<call>>[@<identity>]"
@@ -56,7 +56,7 @@ if stored then
     return token
   end
 elseif redis.call('EXISTS', QUEUE) == 0 then
-  -- No key: the lock is unused (its queue keys never outlive it, but for
+  -- No key: the lock is unused (its queue never outlives it, but for
   -- keys deleted by hand, which the EXISTS covers).
   return (take(owner, lease, server_time(), call, '0', '', false, px))
 end
@@ -74,7 +74,7 @@ if holder and holder ~= owner then
   local _, now_ms = server_time()
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, not waiters)
   -- The lock key says waiters may be queued ('+'), and outlives the
-  -- queue keys: when their new TTL is longer than the key's, the fence
+  -- queue: when its new TTL is longer than the key's, the fence
   -- grows by the difference, so the lease stays as it is (as keep_anchor
   -- does, from the parts read here).
   if queue_life and left ~= -1 and left + fence < queue_life then

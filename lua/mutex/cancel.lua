@@ -1,6 +1,6 @@
 -- mutex/cancel.lua: leave the queue (a timed-out try_lock_for), leaving nothing behind.
 --
--- KEYS: lock, queue, deadlines (see lib/mutex.lua)
+-- KEYS: lock, queue (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] the call's queue entry "<owner> <call id> <lease ms> <fixed 0|1>"

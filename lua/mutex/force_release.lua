@@ -1,6 +1,6 @@
 -- mutex/force_release.lua: free the lock whoever holds it and hand it to the next waiter.
 --
--- KEYS: lock, queue, deadlines (see lib/mutex.lua)
+-- KEYS: lock, queue (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] call key "<client id>#<call id>": the lock key remembers it, so

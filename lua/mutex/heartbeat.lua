@@ -1,6 +1,6 @@
 -- mutex/heartbeat.lua: keep one client's queued waiters on one lock alive (watchdog).
 --
--- KEYS: lock, queue, deadlines (see lib/mutex.lua)
+-- KEYS: lock, queue (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] waiter timeout ms: new liveness deadline is server now + this
@@ -38,7 +38,7 @@ for i = 4, #ARGV do
   local owner, call, lease, fixed = parse_entry(entry)
   local position = redis.call('ZRANK', QUEUE, entry)
   if position then
-    redis.call('ZADD', DEADLINES, 'XX', now_ms + waiter_timeout, entry)
+    redis.call('ZADD', QUEUE, 'XX', deadline_score(now_ms + waiter_timeout), '~' .. entry)
     queued = true
     out[#out + 1] = 0
     out[#out + 1] = position

@@ -1,6 +1,6 @@
 -- mutex/release.lua: give back one hold; at zero, hand the lock to the next live waiter.
 --
--- KEYS: lock, queue, deadlines (see lib/mutex.lua)
+-- KEYS: lock, queue (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id

@@ -1,7 +1,7 @@
 -- mutex/revoke.lua: ask the holder of the lock to let go. Nothing is freed:
 -- the holder decides when it releases.
 --
--- KEYS: lock, queue, deadlines (see lib/mutex.lua; the queue keys are not used)
+-- KEYS: lock, queue (see lib/mutex.lua; the queue is not used)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms (unused; kept for the common layout)
 -- Records the request in the lock key, as its mark's last word "^<token>"

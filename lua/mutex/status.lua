@@ -1,6 +1,6 @@
 -- mutex/status.lua: read the whole picture of one lock for operators (changes nothing).
 --
--- KEYS: lock, queue, deadlines (see lib/mutex.lua)
+-- KEYS: lock, queue (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix (unused)
 -- ARGV[2] fence life ms (unused)
 -- ARGV[3] most waiters to list, from the head of the queue (any larger
@@ -22,20 +22,20 @@ local out = { '', 0, 0, -2 }
 if holder then
   out = { holder, select(2, string.gsub(calls, ',', '')) + 1, tonumber(token), left }
 end
-out[5] = redis.call('ZCOUNT', DEADLINES, fmt(now_ms), '+inf')
+out[5] = redis.call('ZCOUNT', QUEUE, deadline_score(now_ms), '+inf')
 out[6] = tonumber(token)
 local limit = math.min(tonumber(ARGV[3]) or 0, 1000000000)
 if limit > 0 then
-  for _, entry in ipairs(redis.call('ZRANGE', QUEUE, 0, fmt(limit - 1))) do
-    local deadline = tonumber(redis.call('ZSCORE', DEADLINES, entry) or '0') or 0
+  for _, entry in ipairs(queued_entries(limit)) do
+    local deadline = deadline_of(entry) or 0
     out[#out + 1] = parse_entry(entry) or entry
     out[#out + 1] = deadline - now_ms
   end
 end
-if KEYS[4] then
+if KEYS[3] then
   -- A pcall: a user an older ACL line made, without LRANGE, still reads
   -- the election's state (and its watches say they may miss changes).
-  local history = redis.pcall('LRANGE', KEYS[4], 0, -1)
+  local history = redis.pcall('LRANGE', KEYS[3], 0, -1)
   out[#out + 1] = history.err and {} or history
 end
 return out

@@ -22,15 +22,15 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LockKind {
-    /// A fair mutex: keys lock, queue, deadlines.
+    /// A fair mutex: keys lock, queue.
     Mutex,
-    /// A fair semaphore: keys holders, queue, deadlines, meta.
+    /// A fair semaphore: keys holders, queue, meta.
     Semaphore,
-    /// A fair reader-writer lock: keys holders, queue, deadlines, meta (as
+    /// A fair reader-writer lock: keys holders, queue, meta (as
     /// a semaphore's: both run on the counted engine).
     RwLock,
     /// A leader election: a mutex's queue under keys of its own (elect,
-    /// electq, electd), run by the mutex's engine (its files assembled with
+    /// electq), run by the mutex's engine (its files assembled with
     /// the election's announcements: `Engine::Election`), and the history
     /// of its changes (electh).
     Election,
@@ -60,28 +60,29 @@ impl LockKind {
 /// braces the name contains, and different names spread over the slots. The
 /// full name follows the fixed-width part, so distinct names never share keys.
 ///
-/// A mutex has three keys (`lock`, `queue`, `deadlines`). A semaphore and
-/// a reader-writer lock have four each, laid out alike for the counted
+/// A mutex has two keys (`lock`, `queue`). A semaphore and a reader-writer
+/// lock have three each, laid out alike for the counted
 /// engine: holders (zset, two members per hold when two or more hold:
 /// `"<owner> <call> <units>"` -> lease end, server ms, and `"#<owner>
-/// <call> <units>"` -> minus its fencing token), queue and deadlines
-/// (entries as the mutex's with the units asked for as a fifth field) and
+/// <call> <units>"` -> minus its fencing token), queue (entries as the
+/// mutex's with the units asked for as a fifth field) and
 /// meta (string `"<capacity>
 /// <used> <last token>[ <mark>]"`, and with a lone hold `"<capacity>
 /// <used> <last token> <mark or -> <token> <lease end> <owner> <call>
 /// <units>"`: one hold lives in the meta alone, as a mutex's in its lock
-/// key); a semaphore's are `sem`, `semq`, `semd`, `semmeta`, a
-/// reader-writer lock's `rw`, `rwq`, `rwd`, `rwmeta`.
+/// key); a semaphore's are `sem`, `semq`, `semmeta`, a reader-writer
+/// lock's `rw`, `rwq`, `rwmeta`.
 /// An election is a mutex's queue in keys of its own: `elect`, `electq`,
-/// `electd`, laid out as the mutex's, and a fourth, `electh`, the list of
-/// its newest changes (lua/lib/mutex.lua: ANNOUNCE), which its status reads too.
-/// The queue keys are 2nd and 3rd in every kind, so lua/lib/queue.lua's
+/// laid out as the mutex's, and a third, `electh`, the list of its newest
+/// changes (lua/lib/mutex.lua: ANNOUNCE), which its status reads too.
+/// The queue (its entries in arrival order and their liveness deadlines,
+/// one zset: lua/lib/queue.lua) is 2nd in every kind, so lua/lib/queue.lua's
 /// steps serve both engines.
 #[derive(Debug)]
 pub struct LockKeys {
     /// Mutex and Election: lock (the hold, or the last token of a free
-    /// lock), queue, deadlines, and an election's history. Semaphore and
-    /// RwLock: holders, queue, deadlines, meta.
+    /// lock), queue, and an election's history. Semaphore and RwLock:
+    /// holders, queue, meta.
     pub all: Vec<String>,
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
@@ -119,10 +120,10 @@ impl LockKeys {
         let tag = &digest[..16];
         let key = |kind: &str| format!("{prefix}:{{{tag}}}:{kind}:{name}");
         let kinds: &[&str] = match kind {
-            LockKind::Mutex => &["lock", "queue", "deadlines"],
-            LockKind::Semaphore => &["sem", "semq", "semd", "semmeta"],
-            LockKind::RwLock => &["rw", "rwq", "rwd", "rwmeta"],
-            LockKind::Election => &["elect", "electq", "electd", "electh"],
+            LockKind::Mutex => &["lock", "queue"],
+            LockKind::Semaphore => &["sem", "semq", "semmeta"],
+            LockKind::RwLock => &["rw", "rwq", "rwmeta"],
+            LockKind::Election => &["elect", "electq", "electh"],
         };
         Ok(LockKeys {
             all: kinds.iter().map(|k| key(k)).collect(),

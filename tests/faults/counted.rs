@@ -72,8 +72,8 @@ impl Counted {
         }
     }
 
-    /// The four keys of lock `name` under the default prefix (holders,
-    /// queue, deadlines, meta; see src/protocol/keys.rs).
+    /// The three keys of lock `name` under the default prefix (holders,
+    /// queue, meta; see src/protocol/keys.rs).
     fn keys(self, name: &str) -> Vec<String> {
         LockKeys::of_kind("fairlock", name, self.lock_kind())
             .unwrap()
@@ -149,10 +149,13 @@ fn await_queue_len(lock: &Handle, n: usize, timeout: Duration) {
     );
 }
 
-/// Raw entries of the lock's queue and deadlines keys (0 when gone).
+/// Raw entries of the lock's queue key, and their liveness deadlines
+/// beside them (0 when gone; lua/lib/queue.lua).
 fn raw_queue_entries(conn: &mut redis::Connection, k: Counted, name: &str) -> (usize, usize) {
     let keys = k.keys(name);
-    (conn.zcard(&keys[1]).unwrap(), conn.zcard(&keys[2]).unwrap())
+    let members: usize = conn.zcard(&keys[1]).unwrap();
+    let entries = fairlock_test_support::fake_queue::queued_entries(conn, &keys[1]) as usize;
+    (entries, members - entries)
 }
 
 /// Every hold of the lock taken by the test, then waiter A (a thread), a
@@ -221,8 +224,8 @@ fn watch(signal: LeaseSignal) -> mpsc::Receiver<(LeaseEnd, Instant)> {
 }
 
 /// Members of the lock's holders (a hold, or the token beside it:
-/// "#<hold>"), queue and deadlines keys, and the meta's lone hold, that
-/// belong to `client`.
+/// "#<hold>") and queue (an entry, or its deadline: "~<entry>") keys, and
+/// the meta's lone hold, that belong to `client`.
 fn entries_of(
     conn: &mut redis::Connection,
     k: Counted,
@@ -232,11 +235,11 @@ fn entries_of(
     let keys = k.keys(name);
     let mine = |member: &String| {
         member
-            .trim_start_matches('#')
+            .trim_start_matches(['#', '~'])
             .starts_with(&format!("{}:", client.id()))
     };
     let mut found = Vec::new();
-    for key in &keys[..3] {
+    for key in &keys[..2] {
         let members: Vec<String> = conn.zrange(key, 0, -1).unwrap();
         found.extend(
             members
@@ -247,10 +250,10 @@ fn entries_of(
     }
     // "v<format> <capacity> <token> <owner>#<call> <fence ms> <units>
     // <mark>" with a lone hold.
-    let stored: Option<String> = conn.get(&keys[3]).unwrap();
+    let stored: Option<String> = conn.get(&keys[2]).unwrap();
     if let Some(lone) = stored.as_deref().and_then(|m| m.split(' ').nth(3)) {
         if mine(&lone.to_owned()) {
-            found.push(format!("{}: {}", keys[3], stored.as_deref().unwrap()));
+            found.push(format!("{}: {}", keys[2], stored.as_deref().unwrap()));
         }
     }
     found
@@ -596,7 +599,7 @@ counted! {
         lock.assert_free("after the churn");
         assert_eq!(keys_without_ttl(&mut conn, "fairlock:*"), Vec::<String>::new());
         let keys = k.keys(name);
-        for key in &keys[..3] {
+        for key in &keys[..2] {
             let exists: bool = conn.exists(key).unwrap();
             assert!(!exists, "{key} outlived every holder and waiter");
         }

@@ -33,10 +33,10 @@ pub struct Seen {
     pub holders: Vec<(String, f64)>,
     /// The queue's entries in order, with their liveness deadlines.
     pub queue: Vec<(String, i64)>,
-    /// KEYS[4] (a counted lock's meta) and its PTTL.
+    /// KEYS[3] (a counted lock's meta) and its PTTL.
     pub meta: Option<String>,
     pub meta_pttl: i64,
-    /// An election's history (KEYS[4]), newest first.
+    /// An election's history (KEYS[3]), newest first.
     pub history: Option<Vec<String>>,
 }
 
@@ -52,16 +52,25 @@ end
 local lock, holders, meta = false, {}, false
 if ARGV[1] == 'counted' then
   holders = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-  meta = redis.call('GET', KEYS[4])
+  meta = redis.call('GET', KEYS[3])
 else
   lock = redis.call('GET', KEYS[1])
 end
 local history = false
 if ARGV[1] == 'election' then
-  history = redis.call('LRANGE', KEYS[4], 0, -1)
+  history = redis.call('LRANGE', KEYS[3], 0, -1)
 end
-return { ttls, lock, holders, redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'),
-  redis.call('ZRANGE', KEYS[2], 0, -1), meta, history }
+-- The queue key: entries scored below 2^50, each entry's deadline as
+-- '~<entry>' scored 2^50 + the deadline (lua/lib/queue.lua).
+local base = 1125899906842624
+local deadlines = {}
+local marks = redis.call('ZRANGEBYSCORE', KEYS[2], base, '+inf', 'WITHSCORES')
+for i = 1, #marks, 2 do
+  deadlines[#deadlines + 1] = string.sub(marks[i], 2)
+  deadlines[#deadlines + 1] = string.format('%d', marks[i + 1] - base)
+end
+return { ttls, lock, holders, deadlines,
+  redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(1125899906842624'), meta, history }
 ";
 
 /// One lock of `kind` on a frozen-clock server.
@@ -214,7 +223,10 @@ fn read_seen(seen: Value, keys: &LockKeys) -> Seen {
     ) = redis::from_redis_value(seen).unwrap();
     let pttl = |key: &String| ttls.iter().find(|(k, _)| k == key).map_or(-2, |(_, t)| *t);
     let lock_pttl = pttl(&keys.all[0]);
-    let meta_pttl = keys.all.get(3).map_or(-2, pttl);
+    let meta_pttl = match keys.kind() {
+        LockKind::Semaphore | LockKind::RwLock => pttl(&keys.all[2]),
+        _ => -2,
+    };
     let queue = queue
         .into_iter()
         .map(|entry| {

@@ -367,7 +367,7 @@ impl Lock {
     pub fn lone(&mut self) -> Option<(String, u64, i64)> {
         let (parts, fence) = self.lone_parts()?;
         let (owner, call) = parts[2].rsplit_once('#').unwrap();
-        let pttl = self.pttl(3);
+        let pttl = self.pttl(2);
         let now = self.now_ms();
         Some((
             format!("{owner} {call} {}", parts[4]),
@@ -406,7 +406,7 @@ impl Lock {
                 let now = self.now_ms();
                 let _: () = self
                     .conn
-                    .pexpire(&self.keys.all[3], (fence + end - now).max(1))
+                    .pexpire(&self.keys.all[2], (fence + end - now).max(1))
                     .unwrap();
             }
             _ => {
@@ -475,7 +475,7 @@ impl Lock {
     /// lone hold, else the holders zset.
     pub fn holds_pttl(&mut self) -> i64 {
         if self.lone().is_some() {
-            self.pttl(3)
+            self.pttl(2)
         } else {
             self.pttl(0)
         }
@@ -521,14 +521,17 @@ impl Lock {
             .collect()
     }
 
-    /// The queue's entries, in order.
+    /// The queue's entries, in order (not their deadlines, scored after
+    /// them: lua/lib/queue.lua).
     pub fn queued(&mut self) -> Vec<String> {
-        self.conn.zrange(&self.keys.all[1], 0, -1).unwrap()
+        self.conn
+            .zrangebyscore(&self.keys.all[1], "-inf", "(1125899906842624")
+            .unwrap()
     }
 
     /// The meta's value without its data format word.
     pub fn meta(&mut self) -> Option<String> {
-        let stored: Option<String> = self.conn.get(&self.keys.all[3]).unwrap();
+        let stored: Option<String> = self.conn.get(&self.keys.all[2]).unwrap();
         stored.map(|m| unversioned(&m).to_owned())
     }
 
@@ -554,18 +557,16 @@ impl Lock {
             // The lock key, the anchor whose format word stands for the
             // queue's keys, lives as long as they do.
             let lock = self.pttl(0);
-            for key in [1, 2] {
-                let ttl = self.pttl(key);
-                assert!(
-                    ttl == -2 || (lock != -2 && (lock == -1 || ttl <= lock)),
-                    "{} lives {ttl} ms, the lock key {lock} ms",
-                    self.keys.all[key]
-                );
-            }
+            let ttl = self.pttl(1);
+            assert!(
+                ttl == -2 || (lock != -2 && (lock == -1 || ttl <= lock)),
+                "{} lives {ttl} ms, the lock key {lock} ms",
+                self.keys.all[1]
+            );
             return;
         }
-        let meta = self.pttl(3);
-        for key in [0, 1, 2] {
+        let meta = self.pttl(2);
+        for key in [0, 1] {
             let ttl = self.pttl(key);
             assert!(
                 ttl == -2 || ttl < meta,

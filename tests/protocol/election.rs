@@ -143,10 +143,16 @@ fn tour(k: LockKind) -> Vec<Step> {
     // A release finding only a dead waiter: its slower path frees it too.
     let e = s.take("e:u5@eps", 5, M);
     s.queue("f:u6@phi", 6, M);
-    let deadlines = s.keys.all[2].clone();
+    // Its deadline (in the queue key: "~<entry>" scored 2^50 + the
+    // deadline, lua/lib/queue.lua) long past.
+    let queue = s.keys.all[1].clone();
     let () = s
         .conn
-        .zadd(&deadlines, queued("f:u6@phi", 6, M), 0)
+        .zadd(
+            &queue,
+            format!("~{}", queued("f:u6@phi", 6, M)),
+            1_i64 << 50,
+        )
         .unwrap();
     step(&mut s, "a take", vec![leads(e.token, "e:u5@eps")]);
     assert_eq!(s.release(&e), RELEASED);

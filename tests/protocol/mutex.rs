@@ -200,7 +200,7 @@ fn a_call_is_abandoned_exactly_once_by_its_id() {
     assert_eq!(f.int(ABANDON, &["b:1 6 10000 0"]), 0);
     assert_eq!(f.int(ABANDON, &["b:1 7 10000 0"]), 2, "b's entry removed");
     let queued: i64 = f.conn.zcard(&f.keys.all[1]).unwrap();
-    assert_eq!(queued, 0);
+    assert_eq!(queued, 0, "no entry, no deadline");
     // The last count of a hold frees the lock for the next waiter.
     assert_eq!(f.acquire_raw("c:1", "first", "8", "0")[0], 0);
     assert_eq!(f.int(ABANDON, &["a:1 1 10000 0"]), 1);

@@ -16,6 +16,18 @@ use redis::Commands;
 
 use crate::RedisServer;
 
+/// The entries in the queue key `queue` (a lock's second key): the
+/// members scored below 2^50, not their liveness deadlines
+/// (lua/lib/queue.lua).
+pub fn queued_entries(conn: &mut redis::Connection, queue: &str) -> u64 {
+    redis::cmd("ZCOUNT")
+        .arg(queue)
+        .arg("-inf")
+        .arg("(1125899906842624")
+        .query(conn)
+        .unwrap()
+}
+
 /// The library's default key prefix.
 const PREFIX: &str = "fairlock";
 
@@ -161,8 +173,7 @@ impl ScriptedLock {
         if !pipe.is_empty() {
             pipe.query::<()>(conn).unwrap();
         }
-        let queued: u64 = conn.zcard(&self.keys[1]).unwrap();
-        assert_eq!(queued, count);
+        assert_eq!(queued_entries(conn, &self.keys[1]), count);
     }
 
     /// Runs release for `owner` holding `token`, taken by acquire call
@@ -249,8 +260,8 @@ pub fn lua_sources() -> Vec<(std::path::PathBuf, String)> {
         .collect()
 }
 
-/// Removes every hold of a counted lock (`keys`: holders, queue,
-/// deadlines, meta) by hand, as an operator would: the holders
+/// Removes every hold of a counted lock (`keys`: holders, queue, meta) by
+/// hand, as an operator would: the holders
 /// zset is deleted and a lone hold taken out of the meta ("<capacity>
 /// <token> <owner>#<call> [+]<fence ms> <units> <mark>" becomes
 /// "<capacity> <units> <token> <mark>[ +]": with no hold named, the
@@ -258,7 +269,7 @@ pub fn lua_sources() -> Vec<(std::path::PathBuf, String)> {
 /// removed from the meta (0 or 1).
 pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> usize {
     let () = redis::cmd("DEL").arg(&keys[0]).query(conn).unwrap();
-    let stored: Option<String> = conn.get(&keys[3]).unwrap();
+    let stored: Option<String> = conn.get(&keys[2]).unwrap();
     let Some(stored) = stored else {
         return 0;
     };
@@ -275,7 +286,7 @@ pub fn remove_counted_holds(conn: &mut redis::Connection, keys: &[String]) -> us
         fields[0], fields[4], fields[1], fields[5]
     );
     let () = redis::cmd("SET")
-        .arg(&keys[3])
+        .arg(&keys[2])
         .arg(versioned(&kept))
         .arg("KEEPTTL")
         .query(conn)
@@ -291,7 +302,7 @@ pub fn counted_lease_ends(conn: &mut redis::Connection, keys: &[String]) -> Vec<
         // Its lease ends its fence ms before the meta expires: read from
         // the key's absolute expiry, so two readings of a hold nobody
         // renewed agree to the ms.
-        return vec![(member, meta_expires_at(conn, &keys[3]) - fence)];
+        return vec![(member, meta_expires_at(conn, &keys[2]) - fence)];
     }
     let members: Vec<(String, i64)> = conn.zrange_withscores(&keys[0], 0, -1).unwrap();
     members
@@ -312,7 +323,7 @@ pub fn set_counted_lease_end(
     if let Some((lone, fence)) = lone_counted_hold(conn, keys) {
         if lone == member {
             let set: i64 = redis::cmd("PEXPIREAT")
-                .arg(&keys[3])
+                .arg(&keys[2])
                 .arg(end + fence)
                 .query(conn)
                 .unwrap();
@@ -327,7 +338,7 @@ pub fn set_counted_lease_end(
 /// <units>") and its fence ms ("<capacity> <token> <owner>#<call>
 /// [+]<fence ms> <units> <mark>").
 fn lone_counted_hold(conn: &mut redis::Connection, keys: &[String]) -> Option<(String, i64)> {
-    let stored: String = conn.get(&keys[3]).ok()?;
+    let stored: String = conn.get(&keys[2]).ok()?;
     let fields: Vec<&str> = unversioned(&stored).split(' ').collect();
     if fields.len() != 6 || !fields[2].contains('#') {
         return None;
