@@ -472,21 +472,24 @@ fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
     until(Duration::from_secs(3), "the waiter queues", || {
         (fairlock_test_support::fake_queue::queued_entries(&mut conn, &queue) == 1).then_some(())
     });
-    let pttl = |key: &str, conn: &mut redis::Connection| -> i64 {
-        redis::cmd("PTTL").arg(key).query(conn).unwrap()
+    // The lock key's TTL, checked to be at least the queue's, which lives
+    // past the lease and the fence life.
+    let outlives = |when: &str, conn: &mut redis::Connection| -> i64 {
+        let pttl = |key: &str, conn: &mut redis::Connection| -> i64 {
+            redis::cmd("PTTL").arg(key).query(conn).unwrap()
+        };
+        let (lock_ttl, queue_ttl) = (pttl(&lock_key("anchor"), conn), pttl(&queue, conn));
+        assert!(
+            queue_ttl > 3_000,
+            "{when}: the queue lives past lease and fence: {queue_ttl} ms"
+        );
+        assert!(
+            lock_ttl >= queue_ttl,
+            "{when}: lock key {lock_ttl} ms, queue {queue_ttl} ms"
+        );
+        lock_ttl
     };
-    let (lock_ttl, queue_ttl) = (
-        pttl(&lock_key("anchor"), &mut conn),
-        pttl(&queue, &mut conn),
-    );
-    assert!(
-        queue_ttl > 3_000,
-        "the queue lives past lease and fence: {queue_ttl} ms"
-    );
-    assert!(
-        lock_ttl >= queue_ttl,
-        "lock key {lock_ttl} ms, queue {queue_ttl} ms"
-    );
+    outlives("the first waiter queued", &mut conn);
     let left = a.fair_mutex("anchor").remaining_lease().unwrap().unwrap();
     assert!(left <= lease, "the lease grew from {lease:?} to {left:?}");
     // A second waiter behind the first, then the hold handed to the first.
@@ -499,18 +502,7 @@ fn a_mutex_lock_key_outlives_its_queue_and_the_lease_stays() {
     });
     held.unlock().unwrap();
     granted.recv_timeout(Duration::from_secs(3)).unwrap();
-    let (lock_ttl, queue_ttl) = (
-        pttl(&lock_key("anchor"), &mut conn),
-        pttl(&queue, &mut conn),
-    );
-    assert!(
-        queue_ttl > 3_000,
-        "the queue lives past lease and fence: {queue_ttl} ms"
-    );
-    assert!(
-        lock_ttl >= queue_ttl,
-        "after the handoff: lock key {lock_ttl} ms, queue {queue_ttl} ms"
-    );
+    let lock_ttl = outlives("after the handoff", &mut conn);
     let value: String = redis::cmd("GET")
         .arg(lock_key("anchor"))
         .query(&mut conn)
