@@ -587,6 +587,39 @@ per_kind! {
     }
 
     [mutex, semaphore, rwlock, election]
+    fn arrivals_alone_clear_dead_entries_as_fast_as_they_come(k: LockKind) {
+        let mut s = k.lock("prune");
+        let (one, all) = (k.one(1), k.all(1));
+        let _a = s.take("a:1", 1, all);
+        // Eight waiters whose client stopped beating: their deadlines (the
+        // queue's "~<entry>" members, scored 2^50 + the deadline) long past.
+        let dead: Vec<String> = (0..8u64)
+            .map(|i| {
+                let owner = format!("d{i}:1");
+                s.queue(&owner, 10 + i, one);
+                queued(&owner, 10 + i, one)
+            })
+            .collect();
+        let queue = s.keys.all[1].clone();
+        for entry in &dead {
+            let () = s.conn.zadd(&queue, format!("~{entry}"), 1_i64 << 50).unwrap();
+        }
+        // Four newcomers, and no heartbeat: the dead are gone with them.
+        for i in 0..4u64 {
+            s.queue(&format!("n{i}:1"), 20 + i, one);
+        }
+        let left = s.queued();
+        assert!(
+            left.iter().all(|e| e.starts_with('n')),
+            "dead entries left after four arrivals: {left:?}"
+        );
+        assert_eq!(left.len(), 4, "{left:?}");
+        let members: usize = s.conn.zcard(&queue).unwrap();
+        assert_eq!(members, 8, "each newcomer and its deadline: {left:?}");
+        s.assert_every_key_expires();
+    }
+
+    [mutex, semaphore, rwlock, election]
     fn heartbeats_keep_waiters_alive_and_push_every_ttl_while_the_unbeaten_are_dropped(
         k: LockKind,
     ) {

@@ -209,9 +209,11 @@ local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
     end
     if redis.call('ZADD', QUEUE, 'NX', fmt(last + 1), entry) == 1 then
       position = (at or k == 0) and k or redis.call('ZRANK', QUEUE, entry)
-      -- Each arrival clears up to 16 dead entries: they go at least as
-      -- fast as they come.
-      prune(now_ms)
+      -- Every fourth arrival clears up to 16 dead entries: they go at
+      -- least as fast as they come (and each heartbeat clears 16 more).
+      if (last + 1) % 4 == 0 then
+        prune(now_ms)
+      end
     else
       position = redis.call('ZRANK', QUEUE, entry)
     end
