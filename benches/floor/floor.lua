@@ -75,8 +75,8 @@ end)
 -- fairlock's do there, with every guarantee they keep: the holder's lease
 -- checked (PTTL above the fence) by both; the entry's liveness deadline
 -- from the server's clock (TIME, "~<entry>" in the queue zset), FIFO by
--- arrival number, up to 16 dead entries pruned by each arrival into a
--- queue, the queue's TTL, the lock's '+'; the head's liveness checked and
+-- arrival number, up to 16 dead entries pruned by every fourth arrival
+-- into a queue, the queue's TTL, the lock's '+'; the head's liveness checked and
 -- its deadline dropped, a watchdog-renewed grant capped at that deadline,
 -- the token the last + 1, the new hold's lease, its '+' while others wait,
 -- the lock key outliving the queue, the grant told on its client's
@@ -133,10 +133,11 @@ redis.register_function('floor_arrive', function(keys, args)
     redis.call('ZADD', queue, deadline, '~' .. entry)
     local last = redis.call('ZRANGE', queue, BELOW_BASE, '-inf', 'BYSCORE', 'REV', 'LIMIT', '0', '1',
       'WITHSCORES')[2]
-    redis.call('ZADD', queue, 'NX', string.format('%d', (last or 0) + 1), entry)
+    local number = (last or 0) + 1
+    redis.call('ZADD', queue, 'NX', string.format('%d', number), entry)
     position = redis.call('ZRANK', queue, entry)
-    local dead = redis.call('ZRANGEBYSCORE', queue, BASE_TEXT,
-      '(' .. string.format('%d', BASE + now), 'LIMIT', '0', '16')
+    local dead = number % 4 == 0 and redis.call('ZRANGEBYSCORE', queue, BASE_TEXT,
+      '(' .. string.format('%d', BASE + now), 'LIMIT', '0', '16') or {}
     if #dead > 0 then
       local gone = {}
       for _, mark in ipairs(dead) do
