@@ -77,6 +77,7 @@ mod rwlock;
 #[path = "protocol/semaphore.rs"]
 mod semaphore;
 
+use fairlock_test_support::DEADLINE_BASE;
 use std::time::Duration;
 
 use driver::*;
@@ -602,7 +603,7 @@ per_kind! {
             .collect();
         let queue = s.keys.all[1].clone();
         for entry in &dead {
-            let () = s.conn.zadd(&queue, format!("~{entry}"), 1_i64 << 50).unwrap();
+            let () = s.conn.zadd(&queue, format!("~{entry}"), DEADLINE_BASE).unwrap();
         }
         // Four newcomers, and no heartbeat: the dead are gone with them.
         for i in 0..4u64 {
@@ -650,14 +651,13 @@ per_kind! {
             // "~<entry>", scored 2^50 + the deadline), a counted lock's
             // meta past it (checked after every step).
             let now = s.now_ms();
-            const BASE: i64 = 1 << 50;
             let deadlines: Vec<(String, i64)> = s
                 .conn
-                .zrangebyscore_withscores(&s.keys.all[1], BASE, "+inf")
+                .zrangebyscore_withscores(&s.keys.all[1], DEADLINE_BASE, "+inf")
                 .unwrap();
             let most = timeout.as_millis() as i64;
             for (member, score) in &deadlines {
-                let deadline = score - BASE;
+                let deadline = score - DEADLINE_BASE;
                 assert!(member.starts_with('~'), "{deadlines:?}");
                 assert!(deadline > now && deadline <= now + most, "{deadlines:?}");
                 assert!(s.pttl(1) >= deadline - now);

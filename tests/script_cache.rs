@@ -93,13 +93,13 @@ fn watchdog_round_after(
         // (lua/lib/queue.lua).
         let deadlines: Vec<(String, i64)> = redis::cmd("ZRANGEBYSCORE")
             .arg(key("queue", name))
-            .arg(1_i64 << 50)
+            .arg(DEADLINE_BASE)
             .arg("+inf")
             .arg("WITHSCORES")
             .query::<Vec<(String, i64)>>(conn)
             .unwrap()
             .into_iter()
-            .map(|(member, score)| (member, score - (1 << 50)))
+            .map(|(member, score)| (member, score - DEADLINE_BASE))
             .collect();
         last = format!("now {now}, pttl {pttl}, deadlines {deadlines:?}, since {since_ms}");
         now + pttl >= since_ms + LEASE.as_millis() as i64

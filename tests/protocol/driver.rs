@@ -525,7 +525,11 @@ impl Lock {
     /// them: lua/lib/queue.lua).
     pub fn queued(&mut self) -> Vec<String> {
         self.conn
-            .zrangebyscore(&self.keys.all[1], "-inf", "(1125899906842624")
+            .zrangebyscore(
+                &self.keys.all[1],
+                "-inf",
+                format!("({}", fairlock_test_support::fake_queue::DEADLINE_BASE),
+            )
             .unwrap()
     }
 

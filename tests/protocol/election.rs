@@ -151,7 +151,7 @@ fn tour(k: LockKind) -> Vec<Step> {
         .zadd(
             &queue,
             format!("~{}", queued("f:u6@phi", 6, M)),
-            1_i64 << 50,
+            fairlock_test_support::fake_queue::DEADLINE_BASE,
         )
         .unwrap();
     step(&mut s, "a take", vec![leads(e.token, "e:u5@eps")]);

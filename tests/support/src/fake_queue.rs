@@ -16,14 +16,18 @@ use redis::Commands;
 
 use crate::RedisServer;
 
+/// Where a queue key's deadlines start (lua/lib/queue.lua's
+/// DEADLINE_BASE): an entry is scored below it by its arrival number, and
+/// `~<entry>` at it plus the entry's liveness deadline in server ms.
+pub const DEADLINE_BASE: i64 = 1 << 50;
+
 /// The entries in the queue key `queue` (a lock's second key): the
-/// members scored below 2^50, not their liveness deadlines
-/// (lua/lib/queue.lua).
+/// members scored below [`DEADLINE_BASE`], not their liveness deadlines.
 pub fn queued_entries(conn: &mut redis::Connection, queue: &str) -> u64 {
     redis::cmd("ZCOUNT")
         .arg(queue)
         .arg("-inf")
-        .arg("(1125899906842624")
+        .arg(format!("({DEADLINE_BASE}"))
         .query(conn)
         .unwrap()
 }
