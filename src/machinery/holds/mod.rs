@@ -136,12 +136,11 @@ struct HoldState {
     end: Option<LeaseEnd>,
     /// When the watchdog stops renewing it (`with_max_hold`), if ever.
     max_end: Option<Instant>,
-    /// When the hold was lost: its local count's end, or when Redis said so.
-    lost_at: Option<Instant>,
+    /// When the hold was lost (its local count's end, or when Redis said
+    /// so) and why, as the first who knew said it.
+    lost: Option<(Instant, &'static str)>,
     /// Someone asked the hold to let go (a revocation): never cleared.
     revoked: bool,
-    /// Why it was lost, as the first who knew said it.
-    lost_why: Option<&'static str>,
     /// When the client's connection to Redis came back from a gap while it
     /// was held, until a renewal sent after that confirms it: a loss found
     /// meanwhile is the server's (a restart, a failover).
@@ -154,8 +153,7 @@ impl HoldState {
     fn settle(&mut self, now: Instant) -> Option<LeaseEnd> {
         if matches!(self.end, None | Some(LeaseEnd::MaxHold)) && now >= self.expires_at {
             self.end = Some(LeaseEnd::Lost);
-            self.lost_at = Some(self.expires_at);
-            self.lost_why = Some(RAN_OUT);
+            self.lost = Some((self.expires_at, RAN_OUT));
         } else if self.end.is_none() && self.max_end.is_some_and(|end| now >= end) {
             self.end = Some(LeaseEnd::MaxHold);
         }
@@ -169,7 +167,7 @@ impl HoldState {
     /// busy machine may wake a waiter later than that).
     fn first_end_since(&self, started: Instant, end: LeaseEnd) -> LeaseEnd {
         let max_hold_first = self.max_end.is_some_and(|max_end| {
-            started < max_end && self.lost_at.is_some_and(|lost_at| max_end <= lost_at)
+            started < max_end && self.lost.is_some_and(|(lost_at, _)| max_end <= lost_at)
         });
         if end == LeaseEnd::Lost && max_hold_first {
             LeaseEnd::MaxHold
@@ -231,9 +229,8 @@ impl Hold {
                 expires_at: drift.local_end(granted.since, granted.lease_left),
                 end: None,
                 max_end: granted.max_hold.and_then(|max| granted_at.checked_add(max)),
-                lost_at: None,
+                lost: None,
                 revoked: false,
-                lost_why: None,
                 gap_at: None,
             }),
             changed: Condvar::new(),
@@ -328,8 +325,7 @@ impl Hold {
         let mut state = self.settled(Instant::now());
         if matches!(state.end, None | Some(LeaseEnd::MaxHold)) {
             state.end = Some(LeaseEnd::Lost);
-            state.lost_at = Some(Instant::now());
-            state.lost_why = Some(why);
+            state.lost = Some((Instant::now(), why));
             self.report_lost(why);
         }
         drop(state);
@@ -344,12 +340,7 @@ impl Hold {
             return;
         }
         drop(state);
-        log::info!(
-            "fairlock: asked to let go of {:?} (owner {}, token {})",
-            self.call.keys.lock(),
-            self.call.owner,
-            self.token()
-        );
+        log::info!("fairlock: asked to let go of {}", self.named());
         self.changed.notify_all();
     }
 
@@ -364,7 +355,7 @@ impl Hold {
     /// error of a call that finds it gone says.
     pub(crate) fn loss(&self) -> String {
         let state = self.settled(Instant::now());
-        let why = state.lost_why.unwrap_or(GONE);
+        let why = state.lost.map_or(GONE, |(_, why)| why);
         if state.revoked {
             format!("{why}; it had been revoked (asked to let go) before")
         } else {
@@ -393,12 +384,14 @@ impl Hold {
     /// owner) and counts the loss of this hold's lease: once per hold.
     fn report_lost(&self, why: &str) {
         observe::lease_lost(&self.labels);
-        log::warn!(
-            "fairlock: lease lost on {:?} (owner {}, token {}): {why}",
-            self.call.keys.lock(),
-            self.call.owner,
-            self.token()
-        );
+        log::warn!("fairlock: lease lost on {}: {why}", self.named());
+    }
+
+    /// The hold as a log line names it: its lock's key (which ends with
+    /// the lock's name), its owner and its token.
+    fn named(&self) -> String {
+        let (key, owner, token) = (self.call.keys.lock(), &self.call.owner, self.token());
+        format!("{key:?} (owner {owner}, token {token})")
     }
 
     /// A renewal sent at `sent` succeeded for `lease`. One sent after the
@@ -566,15 +559,7 @@ impl Holds {
     /// `up_to` (a revocation's or a force release's message: later holds
     /// are not the ones it speaks of), outside the registry's lock.
     pub(crate) fn each_up_to(&self, lock_key: &str, up_to: u64, tell: impl Fn(&Hold)) {
-        let by_lock = self.by_lock.lock();
-        let told: Vec<Arc<Hold>> = by_lock.get(lock_key).map_or_else(Vec::new, |holds| {
-            holds
-                .iter()
-                .filter(|r| r.hold.token() <= up_to)
-                .map(|r| Arc::clone(&r.hold))
-                .collect()
-        });
-        drop(by_lock);
+        let told = self.all(|r| r.hold.call.keys.lock() == lock_key && r.hold.token() <= up_to);
         told.iter().for_each(|hold| tell(hold));
     }
 
