@@ -62,7 +62,7 @@ impl Drop for Core {
                     log::error!("fairlock: a background thread panicked");
                 }
             }
-            threads = subscriber::joined_later(&self.shared);
+            threads = self.shared.shards.take_threads();
         }
     }
 }
@@ -238,9 +238,8 @@ impl Core {
         waiters: usize,
     ) -> Result<StatusReply> {
         let keys = target.keys()?;
-        let kind = keys.kind();
         let op = Status {
-            kind,
+            kind: keys.kind(),
             waiters,
             holders,
         };

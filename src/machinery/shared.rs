@@ -274,8 +274,7 @@ impl Shared {
     /// hold is not to be kept, as soon as Redis answers (see
     /// [`Abandons`]); the watchdog is nudged to try at once.
     pub(crate) fn abandon_later(&self, call: &Call) {
-        self.abandons
-            .add(call.clone(), self.config().command_timeout);
+        (self.abandons).add(call.clone(), self.config().command_timeout);
         self.nudge_watchdog();
     }
 
@@ -283,10 +282,8 @@ impl Shared {
     /// watchdog if that fails.
     pub(crate) fn abandon_now(&self, call: &Call) {
         if let Err(err) = self.caller.abandon(call) {
-            log::warn!(
-                "fairlock: abandoning call {} failed, the watchdog retries: {err}",
-                call.id
-            );
+            let id = call.id;
+            log::warn!("fairlock: abandoning call {id} failed, the watchdog retries: {err}");
             self.abandon_later(call);
         }
     }

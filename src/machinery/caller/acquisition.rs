@@ -183,8 +183,7 @@ impl Queued for Acquisition<'_> {
         let written = shared.caller.call_write_limited(&call.keys, &op, limit)?;
         let (reply, replicated) = written.into_parts();
         let fence = shared.config().fence_life;
-        self.permits_seen
-            .note(self.keys, self.ask.capacity(), reply.in_force(), fence);
+        (self.permits_seen).note(self.keys, self.ask.capacity(), reply.in_force(), fence);
         match reply {
             AcquireReply::Acquired { token, pttl_ms, .. } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated)
@@ -203,15 +202,14 @@ impl Queued for Acquisition<'_> {
     /// With `sync_replicas`, a shortfall gives the hold back at once.
     fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<Acquired> {
         let lost = || lease_lost(&waiter.call, self.target.name(), grant.token, GRANT_GONE);
-        if let Err(err) = confirm(self.shared, &waiter.call, grant.token, lost) {
+        confirm(self.shared, &waiter.call, grant.token, lost).inspect_err(|err| {
             if err.kind() == ErrorKind::NotReplicated {
                 self.shared.abandon_now(&waiter.call);
             }
             if !err.is_lease_lost() {
                 self.shared.abandon_later(&waiter.call);
             }
-            return Err(err);
-        }
+        })?;
         let got = self.hold(waiter, grant.token, grant.since, grant.ttl);
         observe::handed_over(&self.labels(), grant.delivered.elapsed());
         Ok(got)
@@ -251,9 +249,7 @@ impl Queued for Acquisition<'_> {
             self.shared.abandon_later(&waiter.call);
             return Err(err);
         }
-        match self.leave(waiter, Limit::default()) {
-            Ok(Some(guard)) => Ok(Some(guard)),
-            _ => Err(err),
-        }
+        let kept = self.leave(waiter, Limit::default()).ok().flatten();
+        kept.map(Some).ok_or(err)
     }
 }

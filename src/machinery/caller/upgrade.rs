@@ -129,9 +129,7 @@ impl Upgrader<'_> {
             waiter_timeout: self.shared.config().waiter_timeout,
             step,
         };
-        let (reply, replicated) = self
-            .shared
-            .caller
+        let (reply, replicated) = (self.shared.caller)
             .call_write_limited(&claim.keys, &op, limit)?
             .into_parts();
         match reply {

@@ -348,15 +348,12 @@ const REJOIN_STEP: Duration = Duration::from_secs(1);
 /// `all` grouped by lock, each group in the order its waiters joined the
 /// queue (those that never saw themselves queued last, by call id).
 fn by_lock(mut all: Vec<Arc<Waiter>>) -> Vec<Vec<Arc<Waiter>>> {
-    let place = |w: &Arc<Waiter>| {
+    all.sort_by_cached_key(|w| {
         let joined = w.state.lock().joined;
         (joined.is_none(), joined, w.call.id)
-    };
-    let mut keyed: Vec<_> = all.drain(..).map(|w| (place(&w), w)).collect();
-    keyed.sort_by(|(a_place, a), (b_place, b)| {
-        (a.call.keys.lock().cmp(b.call.keys.lock())).then(a_place.cmp(b_place))
     });
-    let all: Vec<Arc<Waiter>> = keyed.into_iter().map(|(_, w)| w).collect();
+    // Stable: each lock's waiters keep their order.
+    all.sort_by(|a, b| a.call.keys.lock().cmp(b.call.keys.lock()));
     let same_lock = |a: &Arc<Waiter>, b: &Arc<Waiter>| a.call.keys.lock() == b.call.keys.lock();
     all.chunk_by(same_lock).map(<[_]>::to_vec).collect()
 }

@@ -49,11 +49,8 @@ impl Abandons {
         }
         if pending.len() >= MAX_PENDING {
             let dropped = pending.remove(0);
-            log::warn!(
-                "fairlock: too many calls to abandon; dropped call {} on {:?}",
-                dropped.call.id,
-                dropped.call.keys.lock()
-            );
+            let (id, key) = (dropped.call.id, dropped.call.keys.lock());
+            log::warn!("fairlock: too many calls to abandon; dropped call {id} on {key:?}");
         }
         pending.push(Arc::new(ToAbandon { call, retire_from }));
     }

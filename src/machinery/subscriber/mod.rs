@@ -41,8 +41,7 @@ use crate::connections::steady::is_interrupted;
 use crate::connections::Listen;
 use crate::error::{Error, Result};
 use crate::machinery::observe;
-use crate::machinery::shared::spawn_named;
-use crate::machinery::shared::Shared;
+use crate::machinery::shared::{spawn_named, Shared};
 use crate::protocol::keys::hash_slot;
 use crate::protocol::{Push, Route, WakeMessage};
 
@@ -64,7 +63,7 @@ const MAP_READ_PERIOD: Duration = Duration::from_millis(250);
 /// outcome goes to `ready`; after a failed first try the thread keeps
 /// trying (the client gives up on it only if no thread could subscribe).
 pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) {
-    let mut ready = Some(ready);
+    let (mut ready, name) = (Some(ready), at.describe());
     let mut backoff = Duration::from_millis(50);
     while !shared.is_stopping() {
         let listened_since = Instant::now();
@@ -79,12 +78,9 @@ pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) 
             let _ = ready.send(Err(err));
         } else if backoff < MAX_BACKOFF || listened_since.elapsed() > MAX_BACKOFF {
             // Once per loss, not once per attempt while the server is away.
-            log::warn!(
-                "fairlock: wake-up subscription on {} lost, reconnecting: {err}",
-                at.describe()
-            );
+            log::warn!("fairlock: wake-up subscription on {name} lost, reconnecting: {err}");
         } else {
-            log::debug!("fairlock: still reconnecting to {}: {err}", at.describe());
+            log::debug!("fairlock: still reconnecting to {name}: {err}");
         }
         if shared.sleep_unless_stopping(backoff) {
             return;
@@ -106,10 +102,8 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
         let _ = ready.send(Ok(()));
     } else {
         // Handoffs published while we were away were lost: everyone asks.
-        log::info!(
-            "fairlock: wake-up subscription on {} is back",
-            at.describe()
-        );
+        let name = at.describe();
+        log::info!("fairlock: wake-up subscription on {name} is back");
         observe::reconnected("subscriber");
         shared.missed_messages();
     }
@@ -230,12 +224,6 @@ pub(crate) fn spawn(
     })
 }
 
-/// The listener threads started since the last call for nodes that
-/// joined the cluster later, for the client's drop to join.
-pub(crate) fn joined_later(shared: &Shared) -> Vec<JoinHandle<()>> {
-    shared.shards.take_threads()
-}
-
 /// Starts a listener thread for each node of `map` that has none, as the
 /// client's start does for every node: one that joined the cluster after
 /// the client started (masters added to scale out), whose slots would
@@ -245,11 +233,8 @@ fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
         if !shared.shards.needs_listener(node) {
             continue;
         }
-        log::info!(
-            "fairlock: listening on {}:{}, new in the cluster",
-            node.0,
-            node.1
-        );
+        let (host, port) = node;
+        log::info!("fairlock: listening on {host}:{port}, new in the cluster");
         // Nobody waits for its first subscription: the calls of its slots
         // wait for their own (`Shards::listen`).
         let (ready, _) = std::sync::mpsc::channel();

@@ -76,10 +76,7 @@ impl Shards {
     /// out of date: a failover, a slot moved).
     pub(crate) fn any_missing(&self) -> bool {
         let state = self.state.lock();
-        state
-            .wanted
-            .iter()
-            .any(|slot| !state.live.contains_key(slot))
+        (state.wanted.iter()).any(|slot| !state.live.contains_key(slot))
     }
 
     /// A connection confirmed `slot`; true when messages may have been lost

@@ -65,10 +65,8 @@ impl Subscription {
             }
             Ok(_) => Ok(reopened),
             Err(err) => {
-                log::info!(
-                    "fairlock: the watch of {:?} lost its subscription: {err}",
-                    self.channel
-                );
+                let channel = &self.channel;
+                log::info!("fairlock: the watch of {channel:?} lost its subscription: {err}");
                 self.conn = None;
                 Ok(true)
             }

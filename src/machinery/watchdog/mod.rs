@@ -29,8 +29,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::connections::slot_map::Address;
-use crate::machinery::shared::Shared;
-use crate::machinery::shared::{spawn_named, Batch};
+use crate::machinery::shared::{spawn_named, Batch, Shared};
 use conns::WatchdogConns;
 
 /// Rounds between two readings of the cluster's slot map, besides the ones

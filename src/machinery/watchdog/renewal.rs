@@ -30,14 +30,12 @@ pub(crate) fn run(
     let (conns, stale) = (&watchdog.conns, &watchdog.map_stale);
     if !batch.holds.is_empty() || !batch.groups.is_empty() {
         let sent = Instant::now();
-        match conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
+        let renewed = conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
             renew(shared, conn, batch)
-        }) {
-            Ok(replies) => apply(shared, batch, replies, sent),
-            // Without a confirmed renewal, a hold counts as lost once its
-            // last confirmed lease has run out (Hold::is_lost compares the time).
-            Err(err) => outcome = Err(err),
-        }
+        });
+        // Without a confirmed renewal, a hold counts as lost once its last
+        // confirmed lease has run out (Hold::is_lost compares the time).
+        outcome = renewed.map(|replies| apply(shared, batch, replies, sent));
     }
     for entry in &batch.abandons {
         let sent = Instant::now();
@@ -47,11 +45,8 @@ pub(crate) fn run(
             Ok(_) => shared.abandon_answered(entry, sent, false),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
             Err(err) => {
-                log::warn!(
-                    "fairlock: abandoning call {} on {:?} refused, dropped: {err}",
-                    entry.call.id,
-                    entry.call.keys.lock()
-                );
+                let (id, key) = (entry.call.id, entry.call.keys.lock());
+                log::warn!("fairlock: abandoning call {id} on {key:?} refused, dropped: {err}");
                 shared.abandon_answered(entry, sent, true);
             }
         }
@@ -78,9 +73,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         })
         .collect();
     let waiter_timeout = shared.config().waiter_timeout;
-    let beats: Vec<Heartbeat> = batch
-        .groups
-        .iter()
+    let beats: Vec<Heartbeat> = (batch.groups.iter())
         .map(|waiters| Heartbeat {
             waiter_timeout,
             waiters: waiters.iter().map(|waiter| waiter.call.entry()).collect(),
@@ -125,9 +118,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         renewed: (renewals.iter().zip(values))
             .map(|(r, value)| (r.parse(value), r.lease.unwrap_or_default(), r.token))
             .collect(),
-        heartbeats: beats
-            .iter()
-            .zip(heartbeat_values)
+        heartbeats: (beats.iter().zip(heartbeat_values))
             .map(|(beat, value)| beat.parse(value))
             .collect(),
         replicated,
@@ -139,8 +130,7 @@ fn redirection(value: &Value) -> Option<Error> {
     let Value::ServerError(err) = value else {
         return None;
     };
-    let err = Error::from_server(err.clone());
-    err.is_slot_moving().then_some(err)
+    Some(Error::from_server(err.clone())).filter(Error::is_slot_moving)
 }
 
 fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
