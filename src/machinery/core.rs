@@ -88,24 +88,17 @@ impl Core {
         let mut first = backend.own_connection().map_err(|err| {
             err.at_first_contact(&server, false, config.connect_timeout, "connect_timeout")
         })?;
-        redis::cmd("TIME")
-            .query::<Vec<String>>(&mut *first)
-            .map_err(|err| {
-                Error::from_redis(err).at_first_contact(
-                    &server,
-                    true,
-                    config.command_timeout,
-                    "command_timeout",
-                )
-            })?;
+        let time: redis::RedisResult<Vec<String>> = redis::cmd("TIME").query(&mut *first);
+        time.map_err(Error::from_redis).map_err(|err| {
+            err.at_first_contact(&server, true, config.command_timeout, "command_timeout")
+        })?;
         scripts.load_all(&mut *first)?;
         let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
-        let reconnected = || observe::reconnected("pool");
         let shared = Arc::new(Shared::new(Caller {
             config,
             backend,
             scripts,
-            reconnected,
+            reconnected: || observe::reconnected("pool"),
         }));
 
         // The subscription must be live before any waiter can queue, or the
@@ -140,10 +133,8 @@ impl Core {
         }
         let mut deadline =
             Instant::now() + shared.config().connect_timeout + shared.config().command_timeout;
-        let mut outcome = Err(Error::new(
-            ErrorKind::Connection,
-            "timed out subscribing to the wake-up channel",
-        ));
+        let timed_out = "timed out subscribing to the wake-up channel";
+        let mut outcome = Err(Error::new(ErrorKind::Connection, timed_out));
         for _ in &listeners {
             let left = deadline.saturating_duration_since(Instant::now());
             match ready_rx.recv_timeout(left) {

@@ -45,27 +45,24 @@ impl CallHold {
         }
         let shared = &self.client.shared;
         shared.unregister_hold(&self.hold);
-        let (call, token) = (&self.call, self.hold.token());
-        let keys = &call.keys;
+        let call = &self.call;
         let release = Release {
             owner: &call.owner,
-            token,
+            token: self.hold.token(),
             call: call.id,
         };
         let limit = Limit::by(budget.map(|budget| Instant::now() + budget));
-        let sent = shared.caller.call_write_limited(keys, &release, limit);
+        let sent = (shared.caller).call_write_limited(&call.keys, &release, limit);
         // Not sent, or its reply lost: the watchdog gives the call back once
         // Redis answers, so the hold does not wait out its lease.
         let abandon = |_: &Error| shared.abandon_later(call);
         let (reply, replicated) = sent.inspect_err(abandon)?.into_parts();
         match reply {
-            ReleaseReply::Released { .. } => replicated,
-            ReleaseReply::HandedOver(next) => {
-                shared.grant_own(&next);
-                replicated
-            }
-            ReleaseReply::NotHeld => Err(self.lost()),
+            ReleaseReply::Released { .. } => {}
+            ReleaseReply::HandedOver(next) => shared.grant_own(&next),
+            ReleaseReply::NotHeld => return Err(self.lost()),
         }
+        replicated
     }
 
     /// The hold was found gone (its lease ran out, a force unlock): marked

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::connections::caller::Limit;
 use crate::error::{Error, Result};
 use crate::machinery::caller::cancel::WaitCanceller;
-use crate::machinery::caller::waiters::{poll_time, Grant, Waiter, Wake};
+use crate::machinery::caller::waiters::{Grant, Waiter, Wake};
 use crate::machinery::shared::Shared;
 use crate::protocol::{Call, Mode, Renew};
 
@@ -114,15 +114,8 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Ok(Attempted::Got(got)) => break Ok(Some(got)),
             Ok(Attempted::Waiting(pttl_ms, position, last_token)) => {
                 outage = None;
-                if position.is_some() {
-                    waiter.saw_queued(sent, last_token);
-                    waiter.joined(sent);
-                }
-                // The head of the queue polls when the holder's lease would
-                // run out, the others wait to be told; a poll time set
-                // meanwhile by a message stands (see `Waiter::poll_by`).
-                if position == Some(0) {
-                    waiter.poll_by(poll_time(pttl_ms));
+                if let Some(position) = position {
+                    waiter.in_queue(sent, position, last_token, pttl_ms);
                 }
             }
             // A first request unanswered by then fails as when Redis cannot

@@ -14,7 +14,6 @@ use crate::machinery::caller::call_hold::CallHold;
 use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
 use crate::machinery::caller::wait::{NoWait, Wait};
 use crate::machinery::caller::waiters::{Grant, Waiter};
-use crate::machinery::shared::Shared;
 use crate::protocol::{
     Access, Ask, Call, Downgrade, DowngradeReply, Mode, Upgrade, UpgradeReply, UpgradeStep,
 };
@@ -43,7 +42,6 @@ impl CallHold {
             ..self.call.clone()
         };
         let upgrader = Upgrader {
-            shared,
             hold: self,
             claim: &claim,
         };
@@ -112,7 +110,6 @@ impl CallHold {
 /// One upgrade of one upgradable read: its claim is the waiting call (its
 /// hold's call id, asking for [`Ask::Upgrade`]).
 struct Upgrader<'a> {
-    shared: &'a Shared,
     hold: &'a CallHold,
     claim: &'a Call,
 }
@@ -120,16 +117,16 @@ struct Upgrader<'a> {
 impl Upgrader<'_> {
     /// The write's token if `step` upgraded, `Waiting` if it did not.
     fn send(&self, step: UpgradeStep, limit: Limit) -> Result<Attempted<u64>> {
-        let claim = self.claim;
+        let (shared, claim) = (&self.hold.client.shared, self.claim);
         let op = Upgrade {
             owner: &claim.owner,
             token: self.hold.hold.token(),
             call: claim.id,
             lease: claim.lease,
-            waiter_timeout: self.shared.config().waiter_timeout,
+            waiter_timeout: shared.config().waiter_timeout,
             step,
         };
-        let (reply, replicated) = (self.shared.caller)
+        let (reply, replicated) = (shared.caller)
             .call_write_limited(&claim.keys, &op, limit)?
             .into_parts();
         match reply {
@@ -161,7 +158,8 @@ impl Queued for Upgrader<'_> {
     }
 
     fn granted(&self, _waiter: &Waiter, grant: Grant) -> Result<u64> {
-        confirm(self.shared, self.claim, grant.token, || self.hold.lost())?;
+        let shared = &self.hold.client.shared;
+        confirm(shared, self.claim, grant.token, || self.hold.lost())?;
         Ok(grant.token)
     }
 

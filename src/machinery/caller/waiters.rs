@@ -106,6 +106,19 @@ impl Waiter {
         self.state.lock().joined.get_or_insert(sent);
     }
 
+    /// A request sent at `sent` found this waiter at `position` in its
+    /// queue, when `last_token` was the last fencing token issued and what
+    /// holds the lock had `pttl_ms` of lease left. The head of the queue
+    /// polls when that lease would run out, the others wait to be told; a
+    /// poll time set meanwhile by a message stands (see [`poll_by`](Self::poll_by)).
+    pub(crate) fn in_queue(&self, sent: Instant, position: u64, last_token: u64, pttl_ms: i64) {
+        self.saw_queued(sent, last_token);
+        self.joined(sent);
+        if position == 0 {
+            self.poll_by(poll_time(pttl_ms));
+        }
+    }
+
     /// One request of this wait came back (answered or failed).
     pub(crate) fn answered(&self) {
         self.state.lock().answers += 1;

@@ -11,7 +11,7 @@ use redis::{ConnectionLike, Value};
 
 use crate::connections::slot_map::Address;
 use crate::error::{Error, Result};
-use crate::machinery::caller::waiters::{poll_time, Grant, Waiter};
+use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::shared::Shared;
 use crate::machinery::watchdog::{Batch, Watchdog};
 use crate::protocol::{
@@ -162,13 +162,7 @@ fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatRep
     let mut gone = Vec::new();
     for (waiter, status) in waiters.iter().zip(reply.statuses) {
         match status {
-            WaiterStatus::Queued(position) => {
-                waiter.saw_queued(sent, last_token);
-                waiter.joined(sent);
-                if position == 0 {
-                    waiter.poll_by(poll_time(pttl_ms));
-                }
-            }
+            WaiterStatus::Queued(position) => waiter.in_queue(sent, position, last_token, pttl_ms),
             WaiterStatus::Owns(token) => {
                 let ttl = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
                 waiter.grant(Grant {
