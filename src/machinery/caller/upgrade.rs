@@ -52,24 +52,21 @@ impl CallHold {
                 wait_in_queue(&upgrader, shared, waiter, deadline, wait.canceller())
             }
         };
-        match got {
-            Ok(Some(token)) => {
-                self.hold.changed(token, true);
-                self.call.ask = Ask::RwLock(Access::Write);
-                Ok(true)
+        let got = got.inspect_err(|err| {
+            if !err.is_lease_lost() {
+                shared.abandon_later(&claim);
+                shared.abandon_later(&Call {
+                    ask: Ask::RwLock(Access::Write),
+                    ..claim.clone()
+                });
             }
-            Ok(None) => Ok(false),
-            Err(err) => {
-                if !err.is_lease_lost() {
-                    shared.abandon_later(&claim);
-                    shared.abandon_later(&Call {
-                        ask: Ask::RwLock(Access::Write),
-                        ..claim
-                    });
-                }
-                Err(err)
-            }
-        }
+        })?;
+        let Some(token) = got else {
+            return Ok(false);
+        };
+        self.hold.changed(token, true);
+        self.call.ask = Ask::RwLock(Access::Write);
+        Ok(true)
     }
 
     /// Downgrades this hold (a write, or an upgradable read) to `to`,
@@ -95,15 +92,13 @@ impl CallHold {
             .call_write(&call.keys, &op)
             .inspect_err(|_| shared.abandon_later(&downgraded))?
             .into_parts();
-        match reply {
-            DowngradeReply::Downgraded { token, handed, .. } => {
-                shared.grant_own(&handed);
-                self.hold.changed(token, false);
-                self.call = downgraded;
-                replicated
-            }
-            DowngradeReply::Lost => Err(self.lost()),
-        }
+        let DowngradeReply::Downgraded { token, handed, .. } = reply else {
+            return Err(self.lost());
+        };
+        shared.grant_own(&handed);
+        self.hold.changed(token, false);
+        self.call = downgraded;
+        replicated
     }
 }
 

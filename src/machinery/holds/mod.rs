@@ -335,11 +335,9 @@ impl Hold {
     /// Someone asked the hold to let go (a revocation's message, or a
     /// renewal's reply); said once, and kept.
     pub(crate) fn mark_revoked(&self) {
-        let mut state = self.state.lock();
-        if std::mem::replace(&mut state.revoked, true) {
+        if std::mem::replace(&mut self.state.lock().revoked, true) {
             return;
         }
-        drop(state);
         log::info!("fairlock: asked to let go of {}", self.named());
         self.changed.notify_all();
     }
@@ -404,9 +402,7 @@ impl Hold {
         let end = self.drift.local_end(sent, lease);
         state.expires_at = state.expires_at.max(end);
         // The server still had it after the gap: not lost with a restart.
-        if state.gap_at.is_some_and(|gap| sent >= gap) {
-            state.gap_at = None;
-        }
+        state.gap_at = state.gap_at.filter(|&gap| sent < gap);
     }
 
     /// Blocks until the hold ends or `deadline` passes (`None`: no limit);

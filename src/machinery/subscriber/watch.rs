@@ -57,19 +57,16 @@ impl Subscription {
             Route::Sharded => conn.recv_response().map(Push::parse),
         };
         match subscriber::read(read) {
-            Ok(Some(Push::Message(_))) => Ok(true),
+            Ok(Some(Push::Message(_))) => return Ok(true),
             // A shard channel's slot moved: subscribe at its new master.
-            Ok(Some(Push::Unsubscribed(_))) => {
-                self.conn = None;
-                Ok(true)
-            }
-            Ok(_) => Ok(reopened),
+            Ok(Some(Push::Unsubscribed(_))) => {}
+            Ok(_) => return Ok(reopened),
             Err(err) => {
                 let channel = &self.channel;
                 log::info!("fairlock: the watch of {channel:?} lost its subscription: {err}");
-                self.conn = None;
-                Ok(true)
             }
         }
+        self.conn = None;
+        Ok(true)
     }
 }
