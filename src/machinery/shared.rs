@@ -120,13 +120,14 @@ impl Shared {
     }
 
     /// Registers a guard on `hold` (renewed by the watchdog unless its
-    /// lease is fixed); a re-entrant guard joins the hold it re-entered. A
-    /// renewed hold granted with less lease left than two watchdog periods
-    /// has the watchdog renew it at once (a waiter whose heartbeats failed
-    /// during an outage gets a grant no longer than its liveness deadline).
-    pub(crate) fn register_hold(&self, hold: Hold, renewed: bool) -> Arc<Hold> {
-        let expires_at = hold.local_end();
-        let hold = self.holds.register(hold, renewed);
+    /// call's lease is fixed); a re-entrant guard joins the hold it
+    /// re-entered. A renewed hold granted with less lease left than two
+    /// watchdog periods has the watchdog renew it at once (a waiter whose
+    /// heartbeats failed during an outage gets a grant no longer than its
+    /// liveness deadline).
+    pub(crate) fn register_hold(&self, hold: Hold) -> Arc<Hold> {
+        let (expires_at, renewed) = (hold.local_end(), !hold.call.lease.is_fixed());
+        let hold = self.holds.register(hold);
         if renewed && expires_at < Instant::now() + 2 * self.config().watchdog_period() {
             self.nudge_watchdog();
         }

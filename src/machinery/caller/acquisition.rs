@@ -150,7 +150,7 @@ impl Acquisition<'_> {
             self.shared.config().clock_drift,
         );
         Acquired {
-            hold: self.shared.register_hold(hold, !self.lease.is_fixed()),
+            hold: self.shared.register_hold(hold),
             call: waiter.call.clone(),
             waited: Duration::ZERO,
         }

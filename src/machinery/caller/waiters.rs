@@ -299,16 +299,14 @@ impl Waiters {
                 _ => ordered.extend(group),
             }
         }
-        if ordered.is_empty() {
-            return;
-        }
         let mut rejoins = self.rejoins.lock();
         for waiter in ordered {
             if !rejoins.pending.iter().any(|p| p.call.id == waiter.call.id) {
                 rejoins.pending.push(waiter);
             }
         }
-        if rejoins.running {
+        // Work is pending only while a thread is at it, or now.
+        if rejoins.pending.is_empty() || rejoins.running {
             return;
         }
         let shared = Arc::clone(&self.rejoins);

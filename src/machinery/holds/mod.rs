@@ -284,10 +284,11 @@ impl Hold {
         state
     }
 
-    /// Whether the watchdog renews the hold: not past its maximum hold.
+    /// Whether the watchdog renews the hold: its lease is not fixed, and it
+    /// is not past its maximum hold.
     pub(crate) fn is_renewable(&self) -> bool {
         let now = Instant::now();
-        self.settled(now).max_end.is_none_or(|end| now < end)
+        !self.call.lease.is_fixed() && self.settled(now).max_end.is_none_or(|end| now < end)
     }
 
     /// The lease a renewal now asks for: `lease`, but no longer than this
@@ -455,12 +456,10 @@ impl Drop for Changing<'_> {
     }
 }
 
-/// One hold with live guards: how many share it, and whether the watchdog
-/// renews it (a fixed lease is not renewed).
+/// One hold with live guards, and how many share it.
 struct Registered {
     hold: Arc<Hold>,
     guards: usize,
-    renewed: bool,
 }
 
 /// A lock's key as [`Holds`] keys it: the hold's own `LockKeys`, hashed
@@ -499,7 +498,7 @@ pub(crate) struct Holds {
 impl Holds {
     /// Registers a guard on `hold`; a re-entrant guard joins the existing
     /// hold of the same lock and token.
-    pub(crate) fn register(&self, hold: Hold, renewed: bool) -> Arc<Hold> {
+    pub(crate) fn register(&self, hold: Hold) -> Arc<Hold> {
         let mut by_lock = self.by_lock.lock();
         let key = LockKey(Arc::clone(&hold.call.keys));
         let holds = by_lock.entry(key).or_default();
@@ -512,7 +511,6 @@ impl Holds {
         holds.push(Registered {
             hold: Arc::clone(&hold),
             guards: 1,
-            renewed,
         });
         hold
     }
@@ -571,7 +569,7 @@ impl Holds {
         // Redis may still have it (a renewal too few replicas saw, a
         // partition that healed in time), and its owner may still be
         // stopping; the guard's release frees it.
-        self.all(|r| r.renewed && r.hold.is_renewable())
+        self.all(|r| r.hold.is_renewable())
     }
 
     /// Every hold with live guards that `keep` keeps, taken out of the
