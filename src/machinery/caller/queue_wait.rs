@@ -126,13 +126,11 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 break queued.out_of_time(&waiter, err)
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
-                match retry_at(&mut outage, shared.config().outage_patience()) {
-                    Some(at) => {
-                        log::debug!("fairlock: waiting through an outage: {err}");
-                        waiter.poll_by(at);
-                    }
-                    None => break queued.failed(&waiter, err),
-                }
+                let Some(at) = retry_at(&mut outage, shared.config().outage_patience()) else {
+                    break queued.failed(&waiter, err);
+                };
+                log::debug!("fairlock: waiting through an outage: {err}");
+                waiter.poll_by(at);
             }
             Err(err) => break queued.failed(&waiter, err),
         }

@@ -305,7 +305,7 @@ impl Waiters {
                 rejoins.pending.push(waiter);
             }
         }
-        // Work is pending only while a thread is at it, or now.
+        // Nothing to rejoin, or a thread at it already (pending work always has one).
         if rejoins.pending.is_empty() || rejoins.running {
             return;
         }
