@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::protocol::Call;
 use rustc_hash::FxBuildHasher;
@@ -154,11 +154,23 @@ impl Waiter {
     /// waiter queued, not from now: a process that was paused with the
     /// message unread finds a grant that already ran out lost.
     pub(crate) fn grant_from_message(&self, token: u64, ttl: Duration) {
-        let mut state = self.state.lock();
+        let state = self.state.lock();
         if token <= state.stale_up_to {
             return; // read after a request found that grant over
         }
         let since = state.queued_as_of.unwrap_or_else(Instant::now);
+        self.granted(state, token, since, ttl);
+    }
+
+    /// Records that the lock was handed to this waiter with `token`, its
+    /// lease `ttl` counted from `since`, and wakes it.
+    pub(crate) fn grant(&self, token: u64, since: Instant, ttl: Duration) {
+        self.granted(self.state.lock(), token, since, ttl);
+    }
+
+    /// Records a grant, delivered now, in the waiter's `state` (locked by
+    /// whoever checked it may be recorded), and wakes the waiter.
+    fn granted(&self, mut state: MutexGuard<WaitState>, token: u64, since: Instant, ttl: Duration) {
         state.granted = Some(Grant {
             token,
             since,
@@ -166,12 +178,6 @@ impl Waiter {
             delivered: Instant::now(),
         });
         drop(state);
-        self.wakeup.notify_one();
-    }
-
-    /// Records that the lock was handed to this waiter and wakes it.
-    pub(crate) fn grant(&self, grant: Grant) {
-        self.state.lock().granted = Some(grant);
         self.wakeup.notify_one();
     }
 
@@ -389,12 +395,7 @@ mod tests {
         let granter = Arc::clone(&w);
         let handle = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
-            granter.grant(Grant {
-                token: 7,
-                since: Instant::now(),
-                ttl: Duration::ZERO,
-                delivered: Instant::now(),
-            });
+            granter.grant(7, Instant::now(), Duration::ZERO);
         });
         let woke = sleep_ms(&w, 10_000);
         handle.join().unwrap();

@@ -11,7 +11,7 @@ use redis::{ConnectionLike, Value};
 
 use crate::connections::slot_map::Address;
 use crate::error::{Error, Result};
-use crate::machinery::caller::waiters::{Grant, Waiter};
+use crate::machinery::caller::waiters::Waiter;
 use crate::machinery::shared::Shared;
 use crate::machinery::watchdog::{Batch, Watchdog};
 use crate::protocol::{
@@ -165,12 +165,7 @@ fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatRep
             WaiterStatus::Queued(position) => waiter.in_queue(sent, position, last_token, pttl_ms),
             WaiterStatus::Owns(token) => {
                 let ttl = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-                waiter.grant(Grant {
-                    token,
-                    since: sent,
-                    ttl,
-                    delivered: Instant::now(),
-                })
+                waiter.grant(token, sent, ttl);
             }
             WaiterStatus::Gone => {
                 // Dropped as dead (this client's heartbeats stopped reaching
