@@ -37,10 +37,7 @@ impl CallHold {
             ));
         }
         let _changing = self.hold.changing();
-        let claim = Call {
-            ask: Ask::Upgrade,
-            ..self.call.clone()
-        };
+        let claim = asking(&self.call, Ask::Upgrade);
         let upgrader = Upgrader {
             hold: self,
             claim: &claim,
@@ -55,10 +52,7 @@ impl CallHold {
         let got = got.inspect_err(|err| {
             if !err.is_lease_lost() {
                 shared.abandon_later(&claim);
-                shared.abandon_later(&Call {
-                    ask: Ask::RwLock(Access::Write),
-                    ..claim.clone()
-                });
+                shared.abandon_later(&asking(&claim, Ask::RwLock(Access::Write)));
             }
         })?;
         let Some(token) = got else {
@@ -84,10 +78,7 @@ impl CallHold {
             call: call.id,
             to,
         };
-        let downgraded = Call {
-            ask: Ask::RwLock(to),
-            ..call.clone()
-        };
+        let downgraded = asking(call, Ask::RwLock(to));
         let (reply, replicated) = (shared.caller)
             .call_write(&call.keys, &op)
             .inspect_err(|_| shared.abandon_later(&downgraded))?
@@ -99,6 +90,15 @@ impl CallHold {
         self.hold.changed(token, false);
         self.call = downgraded;
         replicated
+    }
+}
+
+/// The same call (its id, owner, lease and lock) asking for `ask`: what a
+/// change of access is named by, and what it leaves to abandon.
+fn asking(call: &Call, ask: Ask) -> Call {
+    Call {
+        ask,
+        ..call.clone()
     }
 }
 
