@@ -21,13 +21,15 @@
 //! made of (`building_blocks/`).
 //!
 //! With `FAIRLOCK_SERVER_COST_PROFILE=<dir>` the server's callgrind
-//! collects only inside `processCommand` and the dumps of the mutex's and
-//! Redisson's cycles are kept in `<dir>` (`<by>-<kind>-<cycle>.cg`), for
+//! collects only inside `processCommand` and the dumps of the mutex's,
+//! Redisson's and the floors' cycles are kept in `<dir>`
+//! (`<by>-<kind>-<cycle>.cg`, `floor-<layout>-<cycle>.cg`), for
 //! `callgrind_annotate` to say where their instructions go
 //! (docs/performance.md, "Where the server's instructions go").
 //! With `FAIRLOCK_SERVER_COST_CYCLES=<prefix>` (say `FCALL-mutex`) it
-//! counts only the whole cycles whose label starts with it, prints them
-//! and writes nothing: a quick measure while a script changes.
+//! counts only the whole cycles whose label starts with it (`floor-`:
+//! the floors', say `floor-Packed`), prints them and writes nothing: a
+//! quick measure while a script changes.
 //!
 //! `cargo bench --bench server_cost` (needs `valgrind`; a minute or two)
 //! writes `target/fairlock-bench/server_cost.json`, which
@@ -549,6 +551,32 @@ fn main() {
                 }
             }
         }
+        // The floors (`floor-Fairlocks`, `floor-Packed`, `floor-Entries`).
+        if only.starts_with("floor") && floor::load(&mut conn) {
+            let keys = fairlock::__test_support::LockKeys::of_kind(
+                "fairlock",
+                "bench:floor",
+                LockKind::Mutex,
+            )
+            .unwrap()
+            .all
+            .to_vec();
+            let layouts = [
+                floor::Layout::Fairlocks,
+                floor::Layout::Packed,
+                floor::Layout::Entries,
+            ];
+            for layout in layouts {
+                let label = format!("floor-{layout:?}");
+                if label.starts_with(&only) {
+                    let f = floor_of(&counted, n, &mut conn, &keys, "", layout);
+                    println!(
+                        "{label}: uncontended {:.0}, handoff {:.0}, 7 queued {:.0}",
+                        f.uncontended, f.handoff, f.handoff_7
+                    );
+                }
+            }
+        }
         return;
     }
     let redisson = redisson_cost(&counted, n, &mut conn);
@@ -728,6 +756,8 @@ fn floor_of(
         .query(conn)
         .unwrap();
     // Each take's token is the last one + 1, read from the key.
+    let label = format!("floor-{layout:?}");
+    counted.keep_as(format!("{label}-uncontended"));
     let uncontended = counted.per_op(n, |i| {
         let token = floor::cycle(conn, keys, layout, 10 + i);
         assert_eq!(token, last + 1, "tokens go up by one");
@@ -754,6 +784,7 @@ fn floor_of(
                 queued += 1;
                 floor::arrive(conn, keys, layout, &format!("q{queued}:1"), 100 + queued);
             }
+            counted.keep_as(format!("{label}-handoff-{depth}"));
             *handoff = counted.per_op(n, |i| {
                 let newcomer = format!("n{depth}-{i}:1");
                 let position =

@@ -27,7 +27,7 @@ pub fn load(conn: &mut redis::Connection) -> bool {
 }
 
 /// How a floor cycle's calls carry their arguments, and on which layout.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub enum Layout {
     /// As fairlock's client sends its mutex calls today.
     Fairlocks,
