@@ -8,7 +8,7 @@ use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::{Backend, Listen};
 use crate::error::{Error, Result, Retry};
-use crate::protocol::{Call, LockKeys, Operation, Route, SyncReplicas, Written};
+use crate::protocol::{Abandon, Call, LockKeys, Operation, Route, SyncReplicas, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -180,12 +180,11 @@ impl Caller {
         .map_err(|err| during::<O>(err, keys))
     }
 
-    /// Abandons `call` (`Abandon`) on a pooled connection.
+    /// Abandons `call` (`Abandon`) on a pooled connection; an error names
+    /// the lock, as every call's does.
     pub(crate) fn abandon(&self, call: &Call) -> Result<()> {
-        let limit = Limit::default();
-        self.through_slot_moves(limit, || {
-            self.with_connection(limit, |conn| self.scripts.abandon(conn, call))
-        })
+        let entry = call.entry();
+        self.call(&call.keys, &Abandon { entry }).map(drop)
     }
 
     /// A new connection of its own subscribed to `channel` as `route`

@@ -113,8 +113,8 @@ impl Conn {
 pub(crate) enum Listen {
     /// The one server, or the master the Sentinels name at each connect.
     Main,
-    /// One cluster node (boxed: a client is large, the others are empty).
-    Node(Box<redis::Client>),
+    /// One cluster node, reached as the seeds are.
+    Node(Address),
     /// Any reachable cluster seed, tried in turn (when the slot map could
     /// not be read): every node hears every `PUBLISH`, only later.
     AnySeed,
@@ -128,9 +128,8 @@ impl Listen {
     pub(crate) fn describe(&self) -> String {
         match self {
             Listen::Main => "the server".to_owned(),
-            Listen::Node(client) => client.get_connection_info().addr().to_string(),
             Listen::AnySeed => "a cluster seed node".to_owned(),
-            Listen::Shards((host, port)) => format!("{host}:{port}"),
+            Listen::Node((host, port)) | Listen::Shards((host, port)) => format!("{host}:{port}"),
         }
     }
 }
@@ -208,13 +207,15 @@ impl Backend {
 
     /// Where subscriber threads listen: one place, or on a cluster every
     /// node (masters and replicas) `map` names, so that a promoted replica
-    /// is already listened to. Nodes added later are heard through the
-    /// cluster bus.
+    /// is already listened to, or any seed when the map could not be read
+    /// or names none. Nodes added later are heard through the cluster bus.
     pub(crate) fn listeners(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
-        match &self.deployment {
-            Deployment::Cluster(cluster) => cluster.listeners(map),
-            Deployment::Server(_) => Ok(vec![Listen::Main]),
-        }
+        let nodes = map.map(SlotMap::nodes).unwrap_or_default();
+        Ok(match &self.deployment {
+            Deployment::Server(_) => vec![Listen::Main],
+            Deployment::Cluster(_) if nodes.is_empty() => vec![Listen::AnySeed],
+            Deployment::Cluster(_) => nodes.iter().cloned().map(Listen::Node).collect(),
+        })
     }
 
     /// A plain connection of the watchdog's own to one cluster node (see

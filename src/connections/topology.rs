@@ -127,24 +127,21 @@ impl Topology {
             ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. }
                 if host.is_empty() || *port == 0 =>
             {
-                Some("the host must not be empty nor the port 0")
+                "the host must not be empty nor the port 0"
             }
             ConnectionAddr::Unix(path) if path.as_os_str().is_empty() => {
-                Some("the Unix socket path must not be empty")
+                "the Unix socket path must not be empty"
             }
             addr if !addr.is_supported() => {
-                Some("this address needs a feature not enabled (TLS needs `tls`)")
+                "this address needs a feature not enabled (TLS needs `tls`)"
             }
-            _ if info.redis_settings().db() < 0 => Some("the database must not be negative"),
-            _ => None,
+            _ if info.redis_settings().db() < 0 => "the database must not be negative",
+            _ => return Ok(Topology::Given(Box::new(info.clone()))),
         };
-        match why {
-            Some(why) => Err(Error::invalid_config(format!(
-                "invalid redis connection info for {}: {why}",
-                info.addr()
-            ))),
-            None => Ok(Topology::Given(Box::new(info.clone()))),
-        }
+        Err(Error::invalid_config(format!(
+            "invalid redis connection info for {}: {why}",
+            info.addr()
+        )))
     }
 
     /// True when the connections to Redis use TLS (`rediss`). A URL the
