@@ -326,10 +326,8 @@ impl Error {
     /// The same error, its message naming the call it came from (`release
     /// of mutex "jobs": redis is unreachable: ...`).
     pub(crate) fn during(self, call: fmt::Arguments<'_>) -> Self {
-        Error {
-            message: format!("{call}: {}", self.message).into(),
-            ..self
-        }
+        let message = format!("{call}: {}", self.message);
+        self.reworded(message)
     }
 
     /// The same error saying `message` instead (the kind, the source and

@@ -29,8 +29,6 @@ const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1000;
 /// The connections to a Redis Cluster.
 pub(super) struct Cluster {
     pool: Pool<ClusterManager>,
-    /// The cluster client, for the watchdog's own connections.
-    client: redis::cluster::ClusterClient,
     /// Cluster seed nodes: the first one's settings (scheme, credentials,
     /// TLS) are used for every node the slot map names.
     seeds: Vec<redis::Client>,
@@ -64,13 +62,11 @@ impl Cluster {
         };
         let client = builder.build().map_err(invalid_url)?;
         let manager = ClusterManager {
-            client: client.clone(),
+            client,
             generation: Arc::new(AtomicU64::new(0)),
         };
-        let pool = Pool::open(config, manager);
         Ok(Cluster {
-            pool,
-            client,
+            pool: Pool::open(config, manager),
             seeds,
             timeouts: Timeouts::of(config),
             next_seed: Mutex::new(0),
@@ -104,7 +100,7 @@ impl Cluster {
     /// A connection of the watchdog's own to the cluster, with its own slot
     /// map.
     pub(super) fn own_connection(&self) -> Result<NodesConnection> {
-        self.client
+        (self.pool.manager.client)
             .get_generic_connection()
             .map_err(Error::from_redis)
     }
@@ -169,6 +165,7 @@ impl Cluster {
 pub(crate) type NodesConnection = redis::cluster::ClusterConnection<Steady>;
 
 /// Opens cluster connections, each with the slot map of its opening.
+#[derive(Clone)]
 pub(crate) struct ClusterManager {
     client: redis::cluster::ClusterClient,
     /// Connections opened before this generation are stale (see

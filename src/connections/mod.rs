@@ -53,7 +53,7 @@ use crate::protocol::{check_subscribed, Route};
 
 use cluster::{Cluster, ClusterManager};
 use pool::Pool;
-use server::{Master, Server, ServerManager};
+use server::{Master, ServerManager};
 use steady::Steady;
 
 /// A pooled connection of any deployment; back to the pool on drop. A
@@ -142,7 +142,7 @@ pub(crate) type OwnConn = Box<dyn ConnectionLike + Send>;
 /// The connections of one deployment.
 enum Deployment {
     /// One server, or the master Sentinels name.
-    Server(Server),
+    Server(Pool<ServerManager>),
     /// Boxed: several times larger than a server's.
     Cluster(Box<Cluster>),
 }
@@ -155,7 +155,7 @@ pub(crate) struct Backend {
 
 impl Backend {
     pub(crate) fn open(config: &Config, topology: Topology) -> Result<Backend> {
-        let server = |master| Deployment::Server(Server::open(config, master));
+        let server = |master| Deployment::Server(server::open(config, master));
         let deployment = match topology {
             Topology::Single(url) => server(Master::Fixed(open_info(config, quiet(&url)?)?)),
             Topology::Given(info) => server(Master::Fixed(open_info(config, *info)?)),
@@ -193,7 +193,7 @@ impl Backend {
     pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
         let timeout = timeout.min(self.timeouts.connect);
         Ok(match &self.deployment {
-            Deployment::Server(server) => Conn::Server(server.pool.checkout(timeout)?),
+            Deployment::Server(server) => Conn::Server(server.checkout(timeout)?),
             Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
         })
     }

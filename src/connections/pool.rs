@@ -16,11 +16,14 @@ use crate::error::{Error, Result};
 /// master Sentinels name).
 pub(super) struct Pool<M: r2d2::ManageConnection> {
     pool: r2d2::Pool<M>,
+    /// The pool's manager, for the connections opened outside it (the
+    /// subscribers', the watchdog's).
+    pub(super) manager: M,
     /// Whether the pool's last attempt to open a connection failed.
     last_open: LastOpen,
 }
 
-impl<M: r2d2::ManageConnection<Error = Error>> Pool<M> {
+impl<M: r2d2::ManageConnection<Error = Error> + Clone> Pool<M> {
     /// A pool of `manager`'s connections, opened as `config` says, none of
     /// them yet (the first checkouts open them).
     pub(super) fn open(config: &Config, manager: M) -> Pool<M> {
@@ -51,8 +54,12 @@ impl<M: r2d2::ManageConnection<Error = Error>> Pool<M> {
             .error_handler(Box::new(last_open.clone()))
             .connection_customizer(Box::new(last_open.clone()))
             .thread_pool(Arc::new(maintenance))
-            .build_unchecked(manager);
-        Pool { pool, last_open }
+            .build_unchecked(manager.clone());
+        Pool {
+            pool,
+            manager,
+            last_open,
+        }
     }
 
     /// A connection within `timeout`, or the pool's error.

@@ -15,14 +15,7 @@ use crate::error::{Error, Result, Retry};
 use super::steady::Steady;
 use super::{sentinel, Pool, Timeouts};
 
-/// The connections to one server, or to the master Sentinels name.
-pub(super) struct Server {
-    pub(super) pool: Pool<ServerManager>,
-    /// For the subscriber's and the watchdog's own connections.
-    pub(super) manager: ServerManager,
-}
-
-/// Where a [`Server`]'s connections go.
+/// Where the connections of [`open`] go.
 pub(super) enum Master {
     /// One server's address.
     Fixed(redis::Client),
@@ -30,15 +23,13 @@ pub(super) enum Master {
     Named(Mutex<SentinelClient>),
 }
 
-impl Server {
-    pub(super) fn open(config: &Config, master: Master) -> Server {
-        let manager = ServerManager {
-            master: Arc::new(master),
-            timeouts: Timeouts::of(config),
-        };
-        let pool = Pool::open(config, manager.clone());
-        Server { pool, manager }
-    }
+/// The pooled connections to one server, or to the master Sentinels name.
+pub(super) fn open(config: &Config, master: Master) -> Pool<ServerManager> {
+    let manager = ServerManager {
+        master: Arc::new(master),
+        timeouts: Timeouts::of(config),
+    };
+    Pool::open(config, manager)
 }
 
 /// Opens connections to the server (behind Sentinel, to the master of the

@@ -93,21 +93,17 @@ impl Topology {
                         .parse()
                         .map_err(|_| invalid("the database must be a number"))?,
                 };
-                let (username, password) = match userinfo.map(|u| u.split_once(':')) {
-                    None => (None, None),
-                    Some(Some((user, password))) => (
-                        Some(user.to_owned()).filter(|u| !u.is_empty()),
-                        Some(password.to_owned()),
-                    ),
-                    Some(None) => (None, userinfo.map(str::to_owned)),
-                };
+                // `user:password`, `:password`, or a lone password.
+                let (username, password) = userinfo
+                    .map(|u| u.split_once(':').unwrap_or(("", u)))
+                    .unzip();
                 Ok(Topology::Sentinel {
                     sentinels: hosts.iter().map(|h| node_url(h, false)).collect(),
                     master: master.to_owned(),
                     node: MasterNode {
                         tls: base == "rediss",
-                        username,
-                        password,
+                        username: username.filter(|u| !u.is_empty()).map(str::to_owned),
+                        password: password.map(str::to_owned),
                         db,
                     },
                 })
