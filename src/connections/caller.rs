@@ -64,10 +64,10 @@ impl Caller {
     /// Runs `call` on a pooled connection. A connection the server closed
     /// while it sat in the pool (restart, failover), or behind Sentinel one
     /// to a master demoted since, fails at once and leaves the pool (see
-    /// [`Conn::note`](crate::connections::Conn::note)); the call then goes out again on another one, at
+    /// [`Pooled::note`](crate::connections::pool::Pooled::note)); the call then goes out again on another one, at
     /// most once per pooled connection plus one.
     /// On a cluster, a call that could not reach a node goes out once more
-    /// on a connection with a fresh slot map (see [`Conn::note`](crate::connections::Conn::note)), so the
+    /// on a connection with a fresh slot map (see [`Pooled::note`](crate::connections::pool::Pooled::note)), so the
     /// first call after a failover finds the promoted replica.
     /// The scripts make a call delivered twice count once (call ids).
     /// With a [`Limit`], each pool wait and command timeout is capped by

@@ -3,19 +3,17 @@
 //! `MOVED`/`ASK` and failovers; a subscriber thread per node of the slot
 //! map, and plain connections to single nodes for the watchdog.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::{ConnectionAddr, ConnectionLike, ProtocolVersion};
+use redis::{ConnectionAddr, ProtocolVersion};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::Address;
 use crate::error::{Error, Result};
 
 use super::steady::Steady;
-use super::{invalid_url, open_info, quiet, Listen, Pool, Timeouts};
+use super::{invalid_url, open_info, quiet, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
 /// failover (`CLUSTERDOWN`, `TRYAGAIN`, `READONLY`, refused connections),
@@ -28,7 +26,8 @@ const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1000;
 
 /// The connections to a Redis Cluster.
 pub(super) struct Cluster {
-    pool: Pool<ClusterManager>,
+    /// The cluster client, for the pool's and the watchdog's connections.
+    pub(super) client: redis::cluster::ClusterClient,
     /// Cluster seed nodes: the first one's settings (scheme, credentials,
     /// TLS) are used for every node the slot map names.
     seeds: Vec<redis::Client>,
@@ -60,33 +59,12 @@ impl Cluster {
             Some(certificates) => builder.certs(certificates),
             None => builder,
         };
-        let client = builder.build().map_err(invalid_url)?;
-        let manager = ClusterManager {
-            client,
-            generation: Arc::new(AtomicU64::new(0)),
-        };
         Ok(Cluster {
-            pool: Pool::open(config, manager),
+            client: builder.build().map_err(invalid_url)?,
             seeds,
             timeouts: Timeouts::of(config),
             next_seed: Mutex::new(0),
         })
-    }
-
-    /// A pooled connection within `timeout`. Stale idle connections go
-    /// back (and are dropped) until a current one turns up; a new one reads
-    /// the slot map afresh.
-    pub(super) fn checkout(
-        &self,
-        timeout: Duration,
-    ) -> Result<r2d2::PooledConnection<ClusterManager>> {
-        for _ in 0..self.pool.max_size() {
-            let conn = self.pool.checkout(timeout)?;
-            if !conn.is_stale() {
-                return Ok(conn);
-            }
-        }
-        self.pool.checkout(timeout)
     }
 
     /// A plain connection of the watchdog's own to one cluster node, made
@@ -95,14 +73,6 @@ impl Cluster {
     /// delays it.
     pub(super) fn node_connection(&self, address: &Address) -> Result<Steady> {
         self.timeouts.connect(&self.node_client(address, None)?)
-    }
-
-    /// A connection of the watchdog's own to the cluster, with its own slot
-    /// map.
-    pub(super) fn own_connection(&self) -> Result<NodesConnection> {
-        (self.pool.manager.client)
-            .get_generic_connection()
-            .map_err(Error::from_redis)
     }
 
     /// A subscriber thread's connection to its node, or to any seed.
@@ -164,69 +134,9 @@ impl Cluster {
 /// `CLIENT SETINFO`) and not failed by a signal.
 pub(crate) type NodesConnection = redis::cluster::ClusterConnection<Steady>;
 
-/// Opens cluster connections, each with the slot map of its opening.
-#[derive(Clone)]
-pub(crate) struct ClusterManager {
-    client: redis::cluster::ClusterClient,
-    /// Connections opened before this generation are stale (see
-    /// [`Conn::note`](super::Conn::note)).
-    generation: Arc<AtomicU64>,
-}
-
-/// A cluster connection and the generation it was opened in.
-pub(crate) struct ClusterConnection {
-    pub(super) conn: NodesConnection,
-    born: u64,
-    generation: Arc<AtomicU64>,
-}
-
-impl ClusterConnection {
-    pub(super) fn set_timeouts(&self, timeout: Duration) -> redis::RedisResult<()> {
-        self.conn.set_read_timeout(Some(timeout))?;
-        self.conn.set_write_timeout(Some(timeout))
-    }
-
-    fn is_stale(&self) -> bool {
-        self.born < self.generation.load(Ordering::Relaxed)
-    }
-
-    /// Makes every connection opened so far stale if `err` shows a node
-    /// could not be reached (see [`Conn::note`](super::Conn::note)); false:
-    /// a cluster connection is never demoted (a fresh slot map is the
-    /// caller's retry).
-    pub(super) fn note(&mut self, err: &Error) -> bool {
-        // A slot being moved is no sign of a stale map.
-        if err.is_connection() && !err.is_slot_moving() {
-            self.generation.fetch_max(self.born + 1, Ordering::Relaxed);
-        }
-        false
-    }
-}
-
-impl r2d2::ManageConnection for ClusterManager {
-    type Connection = ClusterConnection;
-    type Error = Error;
-
-    fn connect(&self) -> Result<ClusterConnection> {
-        let born = self.generation.load(Ordering::Relaxed);
-        let conn = self
-            .client
-            .get_generic_connection()
-            .map_err(Error::from_redis)?;
-        Ok(ClusterConnection {
-            conn,
-            born,
-            generation: Arc::clone(&self.generation),
-        })
-    }
-
-    fn is_valid(&self, conn: &mut ClusterConnection) -> Result<()> {
-        redis::cmd("PING")
-            .query(&mut conn.conn)
-            .map_err(Error::from_redis)
-    }
-
-    fn has_broken(&self, conn: &mut ClusterConnection) -> bool {
-        conn.is_stale() || !conn.conn.is_open()
+impl super::Link for NodesConnection {
+    fn set_timeouts(&self, timeout: Duration) -> redis::RedisResult<()> {
+        self.set_read_timeout(Some(timeout))?;
+        self.set_write_timeout(Some(timeout))
     }
 }

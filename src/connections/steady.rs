@@ -139,7 +139,7 @@ pub(crate) struct Steady {
 impl Steady {
     /// Connects to `client` within `timeout` (`None`: no limit), again if
     /// a signal cut the connect or its handshake short; no read or write
-    /// timeout set yet ([`set_timeouts`](Self::set_timeouts)).
+    /// timeout set yet ([`Link::set_timeouts`](super::Link::set_timeouts)).
     pub(crate) fn connect_to(
         client: &redis::Client,
         timeout: Option<Duration>,
@@ -154,13 +154,6 @@ impl Steady {
             conn: worded(conn, timeout)?,
             timeout_ns: AtomicU64::new(0),
         })
-    }
-
-    /// Sets how long a request may wait to send and for its reply, repeats
-    /// after a signal included.
-    pub(crate) fn set_timeouts(&self, timeout: Duration) -> RedisResult<()> {
-        self.set_write_timeout(Some(timeout))?;
-        self.set_read_timeout(Some(timeout))
     }
 
     /// Sends a request and reads its reply with no signal cutting them
@@ -179,6 +172,14 @@ impl Steady {
     /// where they are made.
     pub(crate) fn into_inner(self) -> redis::Connection {
         self.conn
+    }
+}
+
+/// The timeouts bound a request's repeats after a signal too.
+impl super::Link for Steady {
+    fn set_timeouts(&self, timeout: Duration) -> RedisResult<()> {
+        self.set_write_timeout(Some(timeout))?;
+        self.set_read_timeout(Some(timeout))
     }
 }
 
