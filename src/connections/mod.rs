@@ -55,7 +55,7 @@ use crate::protocol::{check_subscribed, Route};
 
 use cluster::Cluster;
 use pool::{Conn, Manager, Pool};
-use server::{Master, ServerManager};
+use server::Master;
 use steady::Steady;
 
 /// Where one subscriber thread listens.
@@ -99,9 +99,8 @@ pub(crate) type OwnConn = Box<dyn Link>;
 /// How one deployment's connections are opened.
 enum Deployment {
     /// One server, or the master Sentinels name.
-    Server(ServerManager),
-    /// Boxed: several times larger than a server's.
-    Cluster(Box<Cluster>),
+    Server(Master),
+    Cluster(Cluster),
 }
 
 /// A client's connections to Redis.
@@ -114,13 +113,11 @@ pub(crate) struct Backend {
 
 impl Backend {
     pub(crate) fn open(config: &Config, topology: Topology) -> Result<Backend> {
-        let server = |master| Deployment::Server(ServerManager::new(config, master));
+        let server = Deployment::Server;
         let deployment = match topology {
             Topology::Single(url) => server(Master::Fixed(open_info(config, quiet(&url)?)?)),
             Topology::Given(info) => server(Master::Fixed(open_info(config, *info)?)),
-            Topology::Cluster(nodes) => {
-                Deployment::Cluster(Box::new(Cluster::open(config, &nodes)?))
-            }
+            Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
             Topology::Sentinel {
                 sentinels,
                 master,
@@ -130,10 +127,11 @@ impl Backend {
             )),
         };
         let deployment = Arc::new(deployment);
+        let timeouts = Timeouts::of(config);
         Ok(Backend {
-            pool: Pool::open(config, Manager::of(Arc::clone(&deployment))),
+            pool: Pool::open(config, Manager::of(Arc::clone(&deployment), timeouts)),
             deployment,
-            timeouts: Timeouts::of(config),
+            timeouts,
         })
     }
 
@@ -213,7 +211,7 @@ impl Backend {
     /// answer is checked (see [`check_subscribed`](crate::protocol::check_subscribed)).
     pub(crate) fn subscription(&self, at: &Listen, channel: &str) -> Result<redis::Connection> {
         let mut conn = match &*self.deployment {
-            Deployment::Server(server) => server.connection(),
+            Deployment::Server(master) => master.connect(self.timeouts),
             Deployment::Cluster(cluster) => cluster.subscriber_connection(at),
         }?
         .into_inner();

@@ -19,7 +19,8 @@ use redis::ConnectionLike;
 use crate::connections::config::Config;
 use crate::error::{Error, Result, Retry};
 
-use super::{Deployment, OwnConn};
+use super::server::Master;
+use super::{Deployment, OwnConn, Timeouts};
 
 /// A pooled connection of any deployment; back to the pool on drop.
 pub(crate) type Conn = r2d2::PooledConnection<Manager>;
@@ -106,30 +107,17 @@ impl Pool {
 #[derive(Clone)]
 pub(crate) struct Manager {
     deployment: Arc<Deployment>,
-    kind: Kind,
+    timeouts: Timeouts,
     /// Connections opened before this generation are stale (see
     /// [`Pooled::note`]).
     generation: Arc<AtomicU64>,
 }
 
-/// What a failed call tells of its connection (see [`Pooled::note`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Server,
-    Sentinel,
-    Cluster,
-}
-
 impl Manager {
-    pub(super) fn of(deployment: Arc<Deployment>) -> Manager {
-        let kind = match &*deployment {
-            Deployment::Server(server) if server.behind_sentinel() => Kind::Sentinel,
-            Deployment::Server(_) => Kind::Server,
-            Deployment::Cluster(_) => Kind::Cluster,
-        };
+    pub(super) fn of(deployment: Arc<Deployment>, timeouts: Timeouts) -> Manager {
         Manager {
             deployment,
-            kind,
+            timeouts,
             generation: Arc::default(),
         }
     }
@@ -139,24 +127,21 @@ impl Manager {
     /// cluster (with its own slot map).
     pub(super) fn open(&self) -> Result<OwnConn> {
         Ok(match &*self.deployment {
-            Deployment::Server(server) => Box::new(server.connection()?),
-            Deployment::Cluster(cluster) => Box::new(
-                cluster
-                    .client
-                    .get_generic_connection()
-                    .map_err(Error::from_redis)?,
-            ),
+            Deployment::Server(master) => Box::new(master.connect(self.timeouts)?),
+            Deployment::Cluster(cluster) => {
+                let conn = cluster.client.get_generic_connection();
+                Box::new(conn.map_err(Error::from_redis)?)
+            }
         })
     }
 }
 
-/// A pooled connection, the generation it was opened in, and whether it
-/// met a demoted master.
+/// A pooled connection, its manager, the generation it was opened in, and
+/// whether it met a demoted master.
 pub(crate) struct Pooled {
     link: OwnConn,
-    kind: Kind,
+    manager: Manager,
     born: u64,
-    generation: Arc<AtomicU64>,
     demoted: bool,
 }
 
@@ -191,10 +176,12 @@ impl Pooled {
         let Err(err) = result else {
             return false;
         };
-        match self.kind {
-            Kind::Sentinel => self.demoted |= err.retry() == Retry::DemotedMaster,
-            Kind::Cluster if err.is_connection() && !err.is_slot_moving() => {
-                self.generation.fetch_max(self.born + 1, Ordering::Relaxed);
+        match &*self.manager.deployment {
+            Deployment::Server(Master::Named(_)) => {
+                self.demoted |= err.retry() == Retry::DemotedMaster;
+            }
+            Deployment::Cluster(_) if err.is_connection() && !err.is_slot_moving() => {
+                (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);
             }
             _ => {}
         }
@@ -203,7 +190,7 @@ impl Pooled {
 
     /// Demoted, or opened before the pool's generation.
     fn is_stale(&self) -> bool {
-        self.demoted || self.born < self.generation.load(Ordering::Relaxed)
+        self.demoted || self.born < self.manager.generation.load(Ordering::Relaxed)
     }
 }
 
@@ -215,9 +202,8 @@ impl r2d2::ManageConnection for Manager {
         let born = self.generation.load(Ordering::Relaxed);
         Ok(Pooled {
             link: self.open()?,
-            kind: self.kind,
+            manager: self.clone(),
             born,
-            generation: Arc::clone(&self.generation),
             demoted: false,
         })
     }

@@ -4,18 +4,15 @@
 //! is opened, and one to a master demoted since is dropped from the pool,
 //! so the next ones reach its successor.
 
-use std::sync::Arc;
-
 use parking_lot::Mutex;
 use redis::sentinel::SentinelClient;
 
-use crate::connections::config::Config;
 use crate::error::Result;
 
 use super::steady::Steady;
 use super::{sentinel, Timeouts};
 
-/// Where a [`ServerManager`]'s connections go.
+/// Where the connections to one server go.
 pub(super) enum Master {
     /// One server's address.
     Fixed(redis::Client),
@@ -23,34 +20,14 @@ pub(super) enum Master {
     Named(Mutex<SentinelClient>),
 }
 
-/// Opens connections to the server (behind Sentinel, to the master of the
-/// moment), with the command timeouts set.
-#[derive(Clone)]
-pub(crate) struct ServerManager {
-    master: Arc<Master>,
-    timeouts: Timeouts,
-}
-
-impl ServerManager {
-    pub(super) fn new(config: &Config, master: Master) -> ServerManager {
-        ServerManager {
-            master: Arc::new(master),
-            timeouts: Timeouts::of(config),
-        }
-    }
-
-    /// True behind Sentinel, where a connection can meet a demoted master.
-    pub(super) fn behind_sentinel(&self) -> bool {
-        matches!(*self.master, Master::Named(_))
-    }
-
-    /// A new connection outside the pool, with the command timeouts set.
-    pub(super) fn connection(&self) -> Result<Steady> {
-        match &*self.master {
-            Master::Fixed(client) => self.timeouts.connect(client),
+impl Master {
+    /// A new connection to the server (behind Sentinel, to the master of
+    /// the moment) within `timeouts`, with the command timeouts set.
+    pub(super) fn connect(&self, timeouts: Timeouts) -> Result<Steady> {
+        match self {
+            Master::Fixed(client) => timeouts.connect(client),
             Master::Named(sentinels) => {
-                let client = sentinel::master(sentinels, self.timeouts.connect)?;
-                self.timeouts.connect(&client)
+                timeouts.connect(&sentinel::master(sentinels, timeouts.connect)?)
             }
         }
     }
