@@ -54,7 +54,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{check_subscribed, Route};
 
 use cluster::Cluster;
-use pool::{Conn, Manager, Pool};
+use pool::{Conn, Pool};
 use server::Master;
 use steady::Steady;
 
@@ -129,7 +129,7 @@ impl Backend {
         let deployment = Arc::new(deployment);
         let timeouts = Timeouts::of(config);
         Ok(Backend {
-            pool: Pool::open(config, Manager::of(Arc::clone(&deployment), timeouts)),
+            pool: Pool::open(config, Arc::clone(&deployment), timeouts),
             deployment,
             timeouts,
         })

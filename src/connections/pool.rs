@@ -37,9 +37,14 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// A pool of `manager`'s connections, opened as `config` says, none of
-    /// them yet (the first checkouts open them).
-    pub(super) fn open(config: &Config, manager: Manager) -> Pool {
+    /// A pool of connections to `deployment`, opened as `config` says,
+    /// none of them yet (the first checkouts open them).
+    pub(super) fn open(config: &Config, deployment: Arc<Deployment>, timeouts: Timeouts) -> Pool {
+        let manager = Manager {
+            deployment,
+            timeouts,
+            generation: Arc::default(),
+        };
         let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
             .num_threads(1)
             .thread_name_pattern("fairlock-pool")
@@ -114,14 +119,6 @@ pub(crate) struct Manager {
 }
 
 impl Manager {
-    pub(super) fn of(deployment: Arc<Deployment>, timeouts: Timeouts) -> Manager {
-        Manager {
-            deployment,
-            timeouts,
-            generation: Arc::default(),
-        }
-    }
-
     /// A new connection outside the pool, with the command timeouts set:
     /// to the server, to the master the Sentinels name now, or to the
     /// cluster (with its own slot map).
