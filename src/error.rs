@@ -190,10 +190,9 @@ impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
         // A cause that says no more than its kind: a connection error may be
         // retried, nothing else.
-        let retry = if kind == ErrorKind::Connection {
-            Retry::Unreachable
-        } else {
-            Retry::No
+        let retry = match kind {
+            ErrorKind::Connection => Retry::Unreachable,
+            _ => Retry::No,
         };
         Error {
             kind,
@@ -327,10 +326,8 @@ impl Error {
     /// The same error, its message naming the call it came from (`release
     /// of mutex "jobs": redis is unreachable: ...`).
     pub(crate) fn during(self, call: fmt::Arguments<'_>) -> Self {
-        Error {
-            message: format!("{call}: {}", self.message).into(),
-            ..self
-        }
+        let message = format!("{call}: {}", self.message);
+        self.reworded(message)
     }
 
     /// The same error saying `message` instead (the kind, the source and
@@ -356,40 +353,34 @@ impl Error {
         timeout: Duration,
         setting: &str,
     ) -> Self {
-        let redis = self
-            .source
-            .as_deref()
-            .and_then(|source| source.downcast_ref::<redis::RedisError>());
-        if redis.is_some_and(|err| err.kind() == redis::ErrorKind::Parse) {
-            return Error {
-                kind: ErrorKind::InvalidConfig,
-                retry: Retry::No,
-                message: format!(
-                    "what answers at {server} is not a redis server (its reply is not in \
-                     redis's protocol): check the URL's host and port"
-                )
-                .into(),
-                source_said: true,
-                ..self
-            };
-        }
-        if self.kind == ErrorKind::Connection && self.is_timeout() {
+        let not_redis = (self.source.as_deref())
+            .and_then(|source| source.downcast_ref::<redis::RedisError>())
+            .is_some_and(|err| err.kind() == redis::ErrorKind::Parse);
+        let (kind, retry, message) = if not_redis {
+            let message = format!(
+                "what answers at {server} is not a redis server (its reply is not in \
+                 redis's protocol): check the URL's host and port"
+            );
+            (ErrorKind::InvalidConfig, Retry::No, message)
+        } else if self.kind == ErrorKind::Connection && self.is_timeout() {
             let step = if replying {
                 "accepted the connection and sent no reply"
             } else {
                 "did not answer the connect or its handshake"
             };
-            return Error {
-                message: format!(
-                    "redis at {server} {step} within {} ms (the {setting})",
-                    timeout.as_millis()
-                )
-                .into(),
-                source_said: true,
-                ..self
-            };
+            let within = timeout.as_millis();
+            let message = format!("redis at {server} {step} within {within} ms (the {setting})");
+            (self.kind, self.retry, message)
+        } else {
+            return self;
+        };
+        Error {
+            kind,
+            retry,
+            message: message.into(),
+            source_said: true,
+            ..self
         }
-        self
     }
 
     /// True when a guard's hold was lost before it was released.
@@ -460,15 +451,10 @@ impl Error {
     /// impl, so that r2d2's error type stays out of fairlock's API.
     pub(crate) fn from_pool(err: r2d2::Error, busy: bool) -> Self {
         let message = "no redis connection could be had in time";
-        let retry = if busy {
-            Retry::PoolBusy
-        } else {
-            Retry::Unreachable
-        };
-        Error {
-            retry,
-            ..Error::with_source(ErrorKind::Connection, message, err)
-        }
+        let err = Error::with_source(ErrorKind::Connection, message, err);
+        // Unreachable, as any connection error, unless the pool was busy.
+        let retry = if busy { Retry::PoolBusy } else { err.retry };
+        Error { retry, ..err }
     }
 }
 
@@ -517,45 +503,42 @@ mod tests {
     #[test]
     fn only_what_a_later_retry_may_mend_is_retryable() {
         use ErrorKind as K;
-        let kinds = [
-            (K::InvalidName, false),
-            (K::InvalidConfig, false),
-            (K::Connection, true),
-            (K::Auth, false),
-            (K::Permission, false),
-            (K::LeaseLost, false),
-            (K::KeyConflict, false),
-            (K::NotReplicated, true),
-            (K::PermitsMismatch, false),
-            (K::PermitsExceeded, false),
-            (K::UpgradeRefused, false),
-            (K::FormatMismatch, false),
-            (K::Server, false),
-            (K::Internal, false),
-        ];
-        for (kind, retryable) in kinds {
-            let err = Error::new(kind, "a test");
-            assert_eq!(err.is_retryable(), retryable, "{kind:?}");
-            assert_eq!(err.is_connection(), kind == K::Connection, "{kind:?}");
-        }
-        // Every kind is listed: a new one must say whether it is retryable.
-        let listed = |kind: K| match kind {
+        // Exhaustive: a new kind must say whether it is retryable.
+        let retryable = |kind: K| match kind {
+            K::Connection | K::NotReplicated => true,
             K::InvalidName
             | K::InvalidConfig
-            | K::Connection
             | K::Auth
             | K::Permission
             | K::LeaseLost
             | K::KeyConflict
-            | K::NotReplicated
             | K::PermitsMismatch
             | K::PermitsExceeded
             | K::UpgradeRefused
             | K::FormatMismatch
             | K::Server
-            | K::Internal => (),
+            | K::Internal => false,
         };
-        kinds.iter().for_each(|(kind, _)| listed(*kind));
+        for kind in [
+            K::InvalidName,
+            K::InvalidConfig,
+            K::Connection,
+            K::Auth,
+            K::Permission,
+            K::LeaseLost,
+            K::KeyConflict,
+            K::NotReplicated,
+            K::PermitsMismatch,
+            K::PermitsExceeded,
+            K::UpgradeRefused,
+            K::FormatMismatch,
+            K::Server,
+            K::Internal,
+        ] {
+            let err = Error::new(kind, "a test");
+            assert_eq!(err.is_retryable(), retryable(kind), "{kind:?}");
+            assert_eq!(err.is_connection(), kind == K::Connection, "{kind:?}");
+        }
         // From the server's own words.
         assert!(!from_reply("WRONGPASS invalid username-password pair").is_retryable());
         assert!(!from_reply("NOPERM this user has no permissions").is_retryable());

@@ -8,7 +8,7 @@ use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::{Backend, Listen};
 use crate::error::{Error, Result, Retry};
-use crate::protocol::{Call, LockKeys, Operation, Route, SyncReplicas, Written};
+use crate::protocol::{Abandon, Call, LockKeys, Operation, Route, SyncReplicas, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -64,10 +64,10 @@ impl Caller {
     /// Runs `call` on a pooled connection. A connection the server closed
     /// while it sat in the pool (restart, failover), or behind Sentinel one
     /// to a master demoted since, fails at once and leaves the pool (see
-    /// [`Conn::note`](crate::connections::Conn::note)); the call then goes out again on another one, at
+    /// [`Pooled::note`](crate::connections::pool::Pooled::note)); the call then goes out again on another one, at
     /// most once per pooled connection plus one.
     /// On a cluster, a call that could not reach a node goes out once more
-    /// on a connection with a fresh slot map (see [`Conn::note`](crate::connections::Conn::note)), so the
+    /// on a connection with a fresh slot map (see [`Pooled::note`](crate::connections::pool::Pooled::note)), so the
     /// first call after a failover finds the promoted replica.
     /// The scripts make a call delivered twice count once (call ids).
     /// With a [`Limit`], each pool wait and command timeout is capped by
@@ -180,12 +180,11 @@ impl Caller {
         .map_err(|err| during::<O>(err, keys))
     }
 
-    /// Abandons `call` (`Abandon`) on a pooled connection.
+    /// Abandons `call` (`Abandon`) on a pooled connection; an error names
+    /// the lock, as every call's does.
     pub(crate) fn abandon(&self, call: &Call) -> Result<()> {
-        let limit = Limit::default();
-        self.through_slot_moves(limit, || {
-            self.with_connection(limit, |conn| self.scripts.abandon(conn, call))
-        })
+        let entry = call.entry();
+        self.call(&call.keys, &Abandon { entry }).map(drop)
     }
 
     /// A new connection of its own subscribed to `channel` as `route`

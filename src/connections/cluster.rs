@@ -3,19 +3,17 @@
 //! `MOVED`/`ASK` and failovers; a subscriber thread per node of the slot
 //! map, and plain connections to single nodes for the watchdog.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::{ConnectionAddr, ConnectionLike, ProtocolVersion};
+use redis::{ConnectionAddr, ProtocolVersion};
 
 use crate::connections::config::Config;
-use crate::connections::slot_map::{Address, SlotMap};
+use crate::connections::slot_map::Address;
 use crate::error::{Error, Result};
 
 use super::steady::Steady;
-use super::{invalid_url, open_info, quiet, Listen, Pool, Timeouts};
+use super::{invalid_url, open_info, quiet, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
 /// failover (`CLUSTERDOWN`, `TRYAGAIN`, `READONLY`, refused connections),
@@ -28,9 +26,8 @@ const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1000;
 
 /// The connections to a Redis Cluster.
 pub(super) struct Cluster {
-    pool: Pool<ClusterManager>,
-    /// The cluster client, for the watchdog's own connections.
-    client: redis::cluster::ClusterClient,
+    /// The cluster client, for the pool's and the watchdog's connections.
+    pub(super) client: redis::cluster::ClusterClient,
     /// Cluster seed nodes: the first one's settings (scheme, credentials,
     /// TLS) are used for every node the slot map names.
     seeds: Vec<redis::Client>,
@@ -41,53 +38,33 @@ pub(super) struct Cluster {
 
 impl Cluster {
     pub(super) fn open(config: &Config, nodes: &[String]) -> Result<Cluster> {
-        let seeds = nodes
+        // Seeds without `CLIENT SETINFO`; the node connections the cluster
+        // client opens are `Steady`, which sends none either.
+        let infos = nodes
             .iter()
-            .map(|url| open_info(config, quiet(url)?))
+            .map(|url| quiet(url))
             .collect::<Result<Vec<_>>>()?;
-        let client = open_cluster(config, nodes)?;
-        let manager = ClusterManager {
-            client: client.clone(),
-            generation: Arc::new(AtomicU64::new(0)),
+        let seeds = (infos.iter().cloned())
+            .map(|info| open_info(config, info))
+            .collect::<Result<Vec<_>>>()?;
+        let builder = redis::cluster::ClusterClientBuilder::new(infos)
+            .connection_timeout(config.connect_timeout)
+            .response_timeout(config.command_timeout)
+            .retries(CLUSTER_RETRIES)
+            .min_retry_wait(CLUSTER_MIN_RETRY_WAIT_MS)
+            .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
+            .retry_wait_formula(CLUSTER_MIN_RETRY_WAIT_MS, 2);
+        #[cfg(feature = "tls")]
+        let builder = match config.tls_certificates()? {
+            Some(certificates) => builder.certs(certificates),
+            None => builder,
         };
-        let pool = Pool::open(config, manager);
         Ok(Cluster {
-            pool,
-            client,
+            client: builder.build().map_err(invalid_url)?,
             seeds,
             timeouts: Timeouts::of(config),
             next_seed: Mutex::new(0),
         })
-    }
-
-    /// A pooled connection within `timeout`. Stale idle connections go
-    /// back (and are dropped) until a current one turns up; a new one reads
-    /// the slot map afresh.
-    pub(super) fn checkout(
-        &self,
-        timeout: Duration,
-    ) -> Result<r2d2::PooledConnection<ClusterManager>> {
-        let mut conn = self.pool.checkout(timeout)?;
-        for _ in 0..self.pool.max_size() {
-            if !conn.is_stale() {
-                break;
-            }
-            drop(conn);
-            conn = self.pool.checkout(timeout)?;
-        }
-        Ok(conn)
-    }
-
-    /// Every node (masters and replicas) `map` names, or any seed when the
-    /// map could not be read or names none.
-    pub(super) fn listeners(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
-        let Some(map) = map.filter(|map| !map.nodes().is_empty()) else {
-            return Ok(vec![Listen::AnySeed]);
-        };
-        map.nodes()
-            .iter()
-            .map(|address| Ok(Listen::Node(Box::new(self.node_client(address)?))))
-            .collect()
     }
 
     /// A plain connection of the watchdog's own to one cluster node, made
@@ -95,32 +72,19 @@ impl Cluster {
     /// opening it asks nothing of the other nodes, so a stalled node never
     /// delays it.
     pub(super) fn node_connection(&self, address: &Address) -> Result<Steady> {
-        self.timeouts.connect(&self.node_client(address)?)
-    }
-
-    /// A connection of the watchdog's own to the cluster, with its own slot
-    /// map.
-    pub(super) fn own_connection(&self) -> Result<NodesConnection> {
-        self.client
-            .get_generic_connection()
-            .map_err(Error::from_redis)
+        self.timeouts.connect(&self.node_client(address, None)?)
     }
 
     /// A subscriber thread's connection to its node, or to any seed.
     pub(super) fn subscriber_connection(&self, at: &Listen) -> Result<Steady> {
         match at {
-            Listen::Node(client) => self.timeouts.connect(client),
+            Listen::Node(node) => self.node_connection(node),
             // RESP3: shard messages, confirmations and `sunsubscribe` come
             // as pushes, which a read timed out before does not swallow
             // (the redis crate skips the next reply after one: RESP2).
-            Listen::Shards(node) => {
-                let client = self.node_client(node)?;
-                let info = client.get_connection_info().clone();
-                let settings = info.redis_settings().clone();
-                let info = info.set_redis_settings(settings.set_protocol(ProtocolVersion::RESP3));
-                self.timeouts
-                    .connect(&redis::Client::open(info).map_err(invalid_url)?)
-            }
+            Listen::Shards(node) => self
+                .timeouts
+                .connect(&self.node_client(node, Some(ProtocolVersion::RESP3))?),
             Listen::Main | Listen::AnySeed => self.any_seed(),
         }
     }
@@ -128,25 +92,28 @@ impl Cluster {
     /// A connection to the first reachable seed, starting after the last
     /// one used: if it died, the next reconnect tries the others first.
     fn any_seed(&self) -> Result<Steady> {
-        let seeds = &self.seeds;
         let mut next = self.next_seed.lock();
-        let mut last_error = None;
-        for i in 0..seeds.len() {
-            let at = (*next + i) % seeds.len();
-            match self.timeouts.connect(&seeds[at]) {
+        let mut last_error = Error::invalid_config("no cluster node");
+        for at in (*next..*next + self.seeds.len()).map(|i| i % self.seeds.len()) {
+            match self.timeouts.connect(&self.seeds[at]) {
                 Ok(conn) => {
                     *next = at + 1;
                     return Ok(conn);
                 }
-                Err(err) => last_error = Some(err),
+                Err(err) => last_error = err,
             }
         }
-        Err(last_error.unwrap_or_else(|| Error::invalid_config("no cluster node")))
+        Err(last_error)
     }
 
-    /// A client for the cluster node at `address`, made like the first seed.
-    fn node_client(&self, (host, port): &Address) -> Result<redis::Client> {
-        let info = self.seeds[0].get_connection_info();
+    /// A client for the cluster node at `address`, made like the first
+    /// seed, speaking `protocol` if given instead of the seed's.
+    fn node_client(
+        &self,
+        (host, port): &Address,
+        protocol: Option<ProtocolVersion>,
+    ) -> Result<redis::Client> {
+        let mut info = self.seeds[0].get_connection_info().clone();
         // The seed's address, its TLS settings kept, at this host and port.
         let mut addr = info.addr().clone();
         match &mut addr {
@@ -155,7 +122,11 @@ impl Cluster {
             } => (*h, *p) = (host.clone(), *port),
             _ => addr = ConnectionAddr::Tcp(host.clone(), *port),
         }
-        redis::Client::open(info.clone().set_addr(addr)).map_err(invalid_url)
+        if let Some(protocol) = protocol {
+            let settings = info.redis_settings().clone().set_protocol(protocol);
+            info = info.set_redis_settings(settings);
+        }
+        redis::Client::open(info.set_addr(addr)).map_err(invalid_url)
     }
 }
 
@@ -163,90 +134,9 @@ impl Cluster {
 /// `CLIENT SETINFO`) and not failed by a signal.
 pub(crate) type NodesConnection = redis::cluster::ClusterConnection<Steady>;
 
-fn open_cluster(config: &Config, nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
-    // Seeds without `CLIENT SETINFO`; the node connections the client
-    // opens are `Steady`, which sends none either.
-    let seeds = nodes
-        .iter()
-        .map(|url| quiet(url))
-        .collect::<Result<Vec<_>>>()?;
-    let builder = redis::cluster::ClusterClientBuilder::new(seeds)
-        .connection_timeout(config.connect_timeout)
-        .response_timeout(config.command_timeout)
-        .retries(CLUSTER_RETRIES)
-        .min_retry_wait(CLUSTER_MIN_RETRY_WAIT_MS)
-        .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
-        .retry_wait_formula(CLUSTER_MIN_RETRY_WAIT_MS, 2);
-    #[cfg(feature = "tls")]
-    let builder = match config.tls_certificates()? {
-        Some(certificates) => builder.certs(certificates),
-        None => builder,
-    };
-    builder.build().map_err(invalid_url)
-}
-
-/// Opens cluster connections, each with the slot map of its opening.
-pub(crate) struct ClusterManager {
-    client: redis::cluster::ClusterClient,
-    /// Connections opened before this generation are stale (see
-    /// [`Conn::note`](super::Conn::note)).
-    generation: Arc<AtomicU64>,
-}
-
-/// A cluster connection and the generation it was opened in.
-pub(crate) struct ClusterConnection {
-    pub(super) conn: NodesConnection,
-    born: u64,
-    generation: Arc<AtomicU64>,
-}
-
-impl ClusterConnection {
-    pub(super) fn set_timeouts(&self, timeout: Duration) -> redis::RedisResult<()> {
-        self.conn.set_read_timeout(Some(timeout))?;
-        self.conn.set_write_timeout(Some(timeout))
-    }
-
-    fn is_stale(&self) -> bool {
-        self.born < self.generation.load(Ordering::Relaxed)
-    }
-
-    /// Makes every connection opened so far stale if `err` shows a node
-    /// could not be reached (see [`Conn::note`](super::Conn::note)); false:
-    /// a cluster connection is never demoted (a fresh slot map is the
-    /// caller's retry).
-    pub(super) fn note(&mut self, err: &Error) -> bool {
-        // A slot being moved is no sign of a stale map.
-        if err.is_connection() && !err.is_slot_moving() {
-            self.generation.fetch_max(self.born + 1, Ordering::Relaxed);
-        }
-        false
-    }
-}
-
-impl r2d2::ManageConnection for ClusterManager {
-    type Connection = ClusterConnection;
-    type Error = Error;
-
-    fn connect(&self) -> Result<ClusterConnection> {
-        let born = self.generation.load(Ordering::Relaxed);
-        let conn = self
-            .client
-            .get_generic_connection()
-            .map_err(Error::from_redis)?;
-        Ok(ClusterConnection {
-            conn,
-            born,
-            generation: Arc::clone(&self.generation),
-        })
-    }
-
-    fn is_valid(&self, conn: &mut ClusterConnection) -> Result<()> {
-        redis::cmd("PING")
-            .query(&mut conn.conn)
-            .map_err(Error::from_redis)
-    }
-
-    fn has_broken(&self, conn: &mut ClusterConnection) -> bool {
-        conn.is_stale() || !conn.conn.is_open()
+impl super::Link for NodesConnection {
+    fn set_timeouts(&self, timeout: Duration) -> redis::RedisResult<()> {
+        self.set_read_timeout(Some(timeout))?;
+        self.set_write_timeout(Some(timeout))
     }
 }

@@ -1,7 +1,8 @@
 //! The connections of one client, whichever way Redis is deployed: a pool
 //! for the lock scripts and a way to open the subscriber's own connection.
-//! One module per kind of pool owns its r2d2 manager and what is
-//! specific to it; [`Backend`] dispatches to it.
+//! One module per deployment opens its connections and owns what is
+//! specific to it; one r2d2 pool ([`pool`]) keeps them, whichever the
+//! deployment, and [`Backend`] dispatches to the rest.
 //!
 //! - One server ([`server`]): an r2d2 pool of connections to it.
 //! - Redis Cluster ([`cluster`]): an r2d2 pool of the `redis` crate's sync
@@ -38,6 +39,7 @@ pub(crate) mod steady;
 pub(crate) mod topology;
 pub(crate) mod warning;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::ConnectionLike;
@@ -51,70 +53,18 @@ use crate::connections::topology::Topology;
 use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{check_subscribed, Route};
 
-use cluster::{Cluster, ClusterManager};
-use pool::Pool;
-use server::{Master, Server, ServerManager};
+use cluster::Cluster;
+use pool::{Conn, Pool};
+use server::Master;
 use steady::Steady;
-
-/// A pooled connection of any deployment; back to the pool on drop. A
-/// server's is not boxed, which would cost an allocation per call.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Conn {
-    Server(r2d2::PooledConnection<ServerManager>),
-    /// Boxed: a cluster connection is several times larger than a server's.
-    Cluster(Box<r2d2::PooledConnection<ClusterManager>>),
-}
-
-impl Conn {
-    pub(crate) fn get(&mut self) -> &mut dyn ConnectionLike {
-        match self {
-            Conn::Server(conn) => &mut conn.conn,
-            Conn::Cluster(conn) => &mut conn.conn,
-        }
-    }
-
-    /// Sets how long this connection waits to send a command and for its
-    /// reply: a guard's Drop caps it at what is left of its budget, then
-    /// puts back the command timeout before the connection goes back to the
-    /// pool.
-    pub(crate) fn set_command_timeout(&mut self, timeout: Duration) -> Result<()> {
-        match self {
-            Conn::Server(conn) => conn.conn.set_timeouts(timeout),
-            Conn::Cluster(conn) => conn.set_timeouts(timeout),
-        }
-        .map_err(Error::from_redis)
-    }
-
-    /// Looks at the outcome of a call. A connection that met a demoted
-    /// master (`READONLY`) is marked so the pool drops it instead of handing
-    /// it out again. A cluster call that could not reach a node makes every
-    /// cluster connection opened so far stale: their slot maps may point at
-    /// a dead master, and the `redis` crate refreshes a map only on a
-    /// redirection, which a dead node never sends.
-    ///
-    /// True when the call failed because of this connection and may go out
-    /// again on another: the server closed it (restart, failover), or,
-    /// behind Sentinel, it reaches a master demoted since (the script
-    /// stopped at its first write; a new connection finds the successor).
-    pub(crate) fn note<T>(&mut self, result: &Result<T>) -> bool {
-        let Err(err) = result else {
-            return false;
-        };
-        let demoted = match self {
-            Conn::Server(conn) => conn.note(err),
-            Conn::Cluster(conn) => conn.note(err),
-        };
-        demoted || err.is_dropped_connection()
-    }
-}
 
 /// Where one subscriber thread listens.
 #[derive(Clone)]
 pub(crate) enum Listen {
     /// The one server, or the master the Sentinels name at each connect.
     Main,
-    /// One cluster node (boxed: a client is large, the others are empty).
-    Node(Box<redis::Client>),
+    /// One cluster node, reached as the seeds are.
+    Node(Address),
     /// Any reachable cluster seed, tried in turn (when the slot map could
     /// not be read): every node hears every `PUBLISH`, only later.
     AnySeed,
@@ -128,41 +78,46 @@ impl Listen {
     pub(crate) fn describe(&self) -> String {
         match self {
             Listen::Main => "the server".to_owned(),
-            Listen::Node(client) => client.get_connection_info().addr().to_string(),
             Listen::AnySeed => "a cluster seed node".to_owned(),
-            Listen::Shards((host, port)) => format!("{host}:{port}"),
+            Listen::Node((host, port)) | Listen::Shards((host, port)) => format!("{host}:{port}"),
         }
     }
+}
+
+/// A connection fairlock sends requests on, pooled or its own: a
+/// [`Steady`] (to one server or node) or a cluster connection.
+pub(crate) trait Link: ConnectionLike + Send {
+    /// Sets how long a request may wait to send and for its reply.
+    fn set_timeouts(&self, timeout: Duration) -> redis::RedisResult<()>;
 }
 
 /// A connection outside the pool (see [`Backend::own_connection`]): to
 /// the one server, to the master of the moment behind Sentinel, to one
 /// cluster node, or a cluster connection of its own.
-pub(crate) type OwnConn = Box<dyn ConnectionLike + Send>;
+pub(crate) type OwnConn = Box<dyn Link>;
 
-/// The connections of one deployment.
+/// How one deployment's connections are opened.
 enum Deployment {
     /// One server, or the master Sentinels name.
-    Server(Server),
-    /// Boxed: several times larger than a server's.
-    Cluster(Box<Cluster>),
+    Server(Master),
+    Cluster(Cluster),
 }
 
 /// A client's connections to Redis.
 pub(crate) struct Backend {
-    deployment: Deployment,
+    /// Shared with the pool's manager.
+    deployment: Arc<Deployment>,
+    pool: Pool,
     timeouts: Timeouts,
 }
 
 impl Backend {
     pub(crate) fn open(config: &Config, topology: Topology) -> Result<Backend> {
-        let server = |master| Deployment::Server(Server::open(config, master));
+        let server = Deployment::Server;
         let deployment = match topology {
             Topology::Single(url) => server(Master::Fixed(open_info(config, quiet(&url)?)?)),
             Topology::Given(info) => server(Master::Fixed(open_info(config, *info)?)),
-            Topology::Cluster(nodes) => {
-                Deployment::Cluster(Box::new(Cluster::open(config, &nodes)?))
-            }
+            Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
             Topology::Sentinel {
                 sentinels,
                 master,
@@ -171,9 +126,12 @@ impl Backend {
                 sentinel::client(config, sentinels, master, node)?.into(),
             )),
         };
+        let deployment = Arc::new(deployment);
+        let timeouts = Timeouts::of(config);
         Ok(Backend {
+            pool: Pool::open(config, Arc::clone(&deployment), timeouts),
             deployment,
-            timeouts: Timeouts::of(config),
+            timeouts,
         })
     }
 
@@ -185,18 +143,14 @@ impl Backend {
 
     /// True on Redis Cluster, whose pipelines must stay in one slot.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.deployment, Deployment::Cluster(_))
+        matches!(*self.deployment, Deployment::Cluster(_))
     }
 
     /// A pooled connection within `timeout` or the connect timeout,
-    /// whichever is shorter (see [`Cluster::checkout`] for a cluster's
-    /// stale connections), or the pool's error.
+    /// whichever is shorter (see [`Pool::checkout`] for stale
+    /// connections), or the pool's error.
     pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
-        let timeout = timeout.min(self.timeouts.connect);
-        Ok(match &self.deployment {
-            Deployment::Server(server) => Conn::Server(server.pool.checkout(timeout)?),
-            Deployment::Cluster(cluster) => Conn::Cluster(Box::new(cluster.checkout(timeout)?)),
-        })
+        self.pool.checkout(timeout.min(self.timeouts.connect))
     }
 
     /// The cluster's slot map, read on a pooled connection (`None` off a
@@ -208,13 +162,15 @@ impl Backend {
 
     /// Where subscriber threads listen: one place, or on a cluster every
     /// node (masters and replicas) `map` names, so that a promoted replica
-    /// is already listened to. Nodes added later are heard through the
-    /// cluster bus.
+    /// is already listened to, or any seed when the map could not be read
+    /// or names none. Nodes added later are heard through the cluster bus.
     pub(crate) fn listeners(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
-        match &self.deployment {
-            Deployment::Cluster(cluster) => cluster.listeners(map),
-            Deployment::Server(_) => Ok(vec![Listen::Main]),
-        }
+        let nodes = map.map(SlotMap::nodes).unwrap_or_default();
+        Ok(match &*self.deployment {
+            Deployment::Server(_) => vec![Listen::Main],
+            Deployment::Cluster(_) if nodes.is_empty() => vec![Listen::AnySeed],
+            Deployment::Cluster(_) => nodes.iter().cloned().map(Listen::Node).collect(),
+        })
     }
 
     /// A plain connection of the watchdog's own to one cluster node (see
@@ -226,7 +182,7 @@ impl Backend {
 
     /// The cluster, for what only a cluster has (`what`: a bug elsewhere).
     fn cluster(&self, what: &'static str) -> Result<&Cluster> {
-        match &self.deployment {
+        match &*self.deployment {
             Deployment::Cluster(cluster) => Ok(cluster),
             _ => Err(Error::new(ErrorKind::Internal, what)),
         }
@@ -237,10 +193,7 @@ impl Backend {
     /// the server, to the cluster (with its own slot map), or to the master
     /// the Sentinels name now.
     pub(crate) fn own_connection(&self) -> Result<OwnConn> {
-        Ok(match &self.deployment {
-            Deployment::Server(server) => Box::new(server.manager.connection()?),
-            Deployment::Cluster(cluster) => Box::new(cluster.own_connection()?),
-        })
+        self.pool.manager.open()
     }
 
     /// A new connection of its own to the cluster node `node` for shard
@@ -257,8 +210,8 @@ impl Backend {
     /// at a [`Listen::Shards`] node): the server's
     /// answer is checked (see [`check_subscribed`](crate::protocol::check_subscribed)).
     pub(crate) fn subscription(&self, at: &Listen, channel: &str) -> Result<redis::Connection> {
-        let mut conn = match &self.deployment {
-            Deployment::Server(server) => server.manager.connection(),
+        let mut conn = match &*self.deployment {
+            Deployment::Server(master) => master.connect(self.timeouts),
             Deployment::Cluster(cluster) => cluster.subscriber_connection(at),
         }?
         .into_inner();

@@ -4,26 +4,47 @@
 //! pool that was busy or only slow to open one (no attempt failed), which
 //! at a call's deadline is the deadline's doing, not an outage
 //! (docs/failures.md).
+//!
+//! Whatever the deployment, a pooled connection is a [`Pooled`], which a
+//! failed call may leave stale so that the pool lets it go: behind
+//! Sentinel, one that met a demoted master; on a cluster, every one opened
+//! before a node was found unreachable.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::ConnectionLike;
+
 use crate::connections::config::Config;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Retry};
+
+use super::server::Master;
+use super::{Deployment, OwnConn, Timeouts};
+
+/// A pooled connection of any deployment; back to the pool on drop.
+pub(crate) type Conn = r2d2::PooledConnection<Manager>;
 
 /// The pooled connections of one deployment (one server, a cluster, the
 /// master Sentinels name).
-pub(super) struct Pool<M: r2d2::ManageConnection> {
-    pool: r2d2::Pool<M>,
+pub(super) struct Pool {
+    pool: r2d2::Pool<Manager>,
+    /// The pool's manager, for the connections opened outside it (the
+    /// watchdog's).
+    pub(super) manager: Manager,
     /// Whether the pool's last attempt to open a connection failed.
     last_open: LastOpen,
 }
 
-impl<M: r2d2::ManageConnection<Error = Error>> Pool<M> {
-    /// A pool of `manager`'s connections, opened as `config` says, none of
-    /// them yet (the first checkouts open them).
-    pub(super) fn open(config: &Config, manager: M) -> Pool<M> {
+impl Pool {
+    /// A pool of connections to `deployment`, opened as `config` says,
+    /// none of them yet (the first checkouts open them).
+    pub(super) fn open(config: &Config, deployment: Arc<Deployment>, timeouts: Timeouts) -> Pool {
+        let manager = Manager {
+            deployment,
+            timeouts,
+            generation: Arc::default(),
+        };
         let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
             .num_threads(1)
             .thread_name_pattern("fairlock-pool")
@@ -51,12 +72,28 @@ impl<M: r2d2::ManageConnection<Error = Error>> Pool<M> {
             .error_handler(Box::new(last_open.clone()))
             .connection_customizer(Box::new(last_open.clone()))
             .thread_pool(Arc::new(maintenance))
-            .build_unchecked(manager);
-        Pool { pool, last_open }
+            .build_unchecked(manager.clone());
+        Pool {
+            pool,
+            manager,
+            last_open,
+        }
     }
 
-    /// A connection within `timeout`, or the pool's error.
-    pub(super) fn checkout(&self, timeout: Duration) -> Result<r2d2::PooledConnection<M>> {
+    /// A connection within `timeout`, or the pool's error. Stale idle
+    /// connections go back (and are dropped) until a current one turns up;
+    /// a new one reads a cluster's slot map afresh.
+    pub(super) fn checkout(&self, timeout: Duration) -> Result<Conn> {
+        for _ in 0..self.pool.max_size() {
+            let conn = self.get(timeout)?;
+            if !conn.is_stale() {
+                return Ok(conn);
+            }
+        }
+        self.get(timeout)
+    }
+
+    fn get(&self, timeout: Duration) -> Result<Conn> {
         self.pool.get_timeout(timeout).map_err(|err| {
             // Busy: every connection the pool may open is open and in use,
             // or none of its attempts to open one failed (it was still
@@ -67,10 +104,115 @@ impl<M: r2d2::ManageConnection<Error = Error>> Pool<M> {
             Error::from_pool(err, busy)
         })
     }
+}
 
-    /// The most connections the pool opens.
-    pub(super) fn max_size(&self) -> u32 {
-        self.pool.max_size()
+/// Opens a deployment's pooled connections: to the server (behind
+/// Sentinel, the master of the moment), or cluster connections, each with
+/// the slot map of its opening.
+#[derive(Clone)]
+pub(crate) struct Manager {
+    deployment: Arc<Deployment>,
+    timeouts: Timeouts,
+    /// Connections opened before this generation are stale (see
+    /// [`Pooled::note`]).
+    generation: Arc<AtomicU64>,
+}
+
+impl Manager {
+    /// A new connection outside the pool, with the command timeouts set:
+    /// to the server, to the master the Sentinels name now, or to the
+    /// cluster (with its own slot map).
+    pub(super) fn open(&self) -> Result<OwnConn> {
+        Ok(match &*self.deployment {
+            Deployment::Server(master) => Box::new(master.connect(self.timeouts)?),
+            Deployment::Cluster(cluster) => {
+                let conn = cluster.client.get_generic_connection();
+                Box::new(conn.map_err(Error::from_redis)?)
+            }
+        })
+    }
+}
+
+/// A pooled connection, its manager, the generation it was opened in, and
+/// whether it met a demoted master.
+pub(crate) struct Pooled {
+    link: OwnConn,
+    manager: Manager,
+    born: u64,
+    demoted: bool,
+}
+
+impl Pooled {
+    pub(crate) fn get(&mut self) -> &mut dyn ConnectionLike {
+        &mut *self.link
+    }
+
+    /// Sets how long this connection waits to send a command and for its
+    /// reply: a guard's Drop caps it at what is left of its budget, then
+    /// puts back the command timeout before the connection goes back to the
+    /// pool.
+    pub(crate) fn set_command_timeout(&mut self, timeout: Duration) -> Result<()> {
+        self.link.set_timeouts(timeout).map_err(Error::from_redis)
+    }
+
+    /// Looks at the outcome of a call. A connection that met a demoted
+    /// master (`READONLY`) behind Sentinel is marked so the pool drops it
+    /// instead of handing it out again. A cluster call that could not reach
+    /// a node makes every cluster connection opened so far stale: their
+    /// slot maps may point at a dead master, and the `redis` crate
+    /// refreshes a map only on a redirection, which a dead node never
+    /// sends (a slot being moved is no sign of a stale map).
+    ///
+    /// True when the call failed because of this connection and may go out
+    /// again on another: the server closed it (restart, failover), or,
+    /// behind Sentinel, it reaches a master demoted since (the script
+    /// stopped at its first write; a new connection finds the successor).
+    /// A cluster connection is never demoted: a fresh slot map is the
+    /// caller's retry.
+    pub(crate) fn note<T>(&mut self, result: &Result<T>) -> bool {
+        let Err(err) = result else {
+            return false;
+        };
+        match &*self.manager.deployment {
+            Deployment::Server(Master::Named(_)) => {
+                self.demoted |= err.retry() == Retry::DemotedMaster;
+            }
+            Deployment::Cluster(_) if err.is_connection() && !err.is_slot_moving() => {
+                (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        self.demoted || err.is_dropped_connection()
+    }
+
+    /// Demoted, or opened before the pool's generation.
+    fn is_stale(&self) -> bool {
+        self.demoted || self.born < self.manager.generation.load(Ordering::Relaxed)
+    }
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Pooled;
+    type Error = Error;
+
+    fn connect(&self) -> Result<Pooled> {
+        let born = self.generation.load(Ordering::Relaxed);
+        Ok(Pooled {
+            link: self.open()?,
+            manager: self.clone(),
+            born,
+            demoted: false,
+        })
+    }
+
+    fn is_valid(&self, conn: &mut Pooled) -> Result<()> {
+        redis::cmd("PING")
+            .query(conn.get())
+            .map_err(Error::from_redis)
+    }
+
+    fn has_broken(&self, conn: &mut Pooled) -> bool {
+        conn.is_stale() || !conn.link.is_open()
     }
 }
 

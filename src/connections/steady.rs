@@ -34,6 +34,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use redis::cluster::Connect;
 use redis::{ConnectionLike, IntoConnectionInfo, RedisResult, Value};
 
 /// True for a read or write that a signal cut short (`EINTR`): the
@@ -138,7 +139,7 @@ pub(crate) struct Steady {
 impl Steady {
     /// Connects to `client` within `timeout` (`None`: no limit), again if
     /// a signal cut the connect or its handshake short; no read or write
-    /// timeout set yet ([`set_timeouts`](Self::set_timeouts)).
+    /// timeout set yet ([`Link::set_timeouts`](super::Link::set_timeouts)).
     pub(crate) fn connect_to(
         client: &redis::Client,
         timeout: Option<Duration>,
@@ -155,32 +156,14 @@ impl Steady {
         })
     }
 
-    /// Sets how long a request may wait to send and for its reply, repeats
-    /// after a signal included.
-    pub(crate) fn set_timeouts(&self, timeout: Duration) -> RedisResult<()> {
-        self.conn.set_read_timeout(Some(timeout))?;
-        self.conn.set_write_timeout(Some(timeout))?;
-        self.note_timeout(Some(timeout));
-        Ok(())
-    }
-
-    fn note_timeout(&self, timeout: Option<Duration>) {
-        let ns = timeout.map_or(0, |timeout| timeout.as_nanos().clamp(1, u64::MAX as u128));
-        self.timeout_ns.store(ns as u64, Ordering::Relaxed);
-    }
-
-    fn timeout(&self) -> Option<Duration> {
-        let ns = self.timeout_ns.load(Ordering::Relaxed);
-        (ns > 0).then(|| Duration::from_nanos(ns))
-    }
-
     /// Sends a request and reads its reply with no signal cutting them
     /// short, again if a stop did, within the timeout; a timeout in words.
     fn request<T>(
         &mut self,
         mut send: impl FnMut(&mut redis::Connection) -> RedisResult<T>,
     ) -> RedisResult<T> {
-        let timeout = self.timeout();
+        let ns = self.timeout_ns.load(Ordering::Relaxed);
+        let timeout = (ns > 0).then(|| Duration::from_nanos(ns));
         let result = without_signals(|| again(timeout, || send(&mut self.conn)));
         worded(result, timeout)
     }
@@ -189,6 +172,14 @@ impl Steady {
     /// where they are made.
     pub(crate) fn into_inner(self) -> redis::Connection {
         self.conn
+    }
+}
+
+/// The timeouts bound a request's repeats after a signal too.
+impl super::Link for Steady {
+    fn set_timeouts(&self, timeout: Duration) -> RedisResult<()> {
+        self.set_write_timeout(Some(timeout))?;
+        self.set_read_timeout(Some(timeout))
     }
 }
 
@@ -221,7 +212,7 @@ impl ConnectionLike for Steady {
 
 /// The node connections of fairlock's cluster connections (the redis
 /// crate's cluster client opens and drives them).
-impl redis::cluster::Connect for Steady {
+impl Connect for Steady {
     fn connect<T: IntoConnectionInfo>(info: T, timeout: Option<Duration>) -> RedisResult<Self> {
         // The cluster client drops the seeds' `skip_set_lib_name` on the
         // connections it opens to the nodes: set again here.
@@ -237,9 +228,11 @@ impl redis::cluster::Connect for Steady {
         self.conn.set_write_timeout(dur)
     }
 
+    /// Also bounds a request's repeats after a signal (see `request`).
     fn set_read_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
         self.conn.set_read_timeout(dur)?;
-        self.note_timeout(dur);
+        let ns = dur.map_or(0, |dur| dur.as_nanos().clamp(1, u64::MAX as u128));
+        self.timeout_ns.store(ns as u64, Ordering::Relaxed);
         Ok(())
     }
 

@@ -93,21 +93,17 @@ impl Topology {
                         .parse()
                         .map_err(|_| invalid("the database must be a number"))?,
                 };
-                let (username, password) = match userinfo.map(|u| u.split_once(':')) {
-                    None => (None, None),
-                    Some(Some((user, password))) => (
-                        Some(user.to_owned()).filter(|u| !u.is_empty()),
-                        Some(password.to_owned()),
-                    ),
-                    Some(None) => (None, userinfo.map(str::to_owned)),
-                };
+                // `user:password`, `:password`, or a lone password.
+                let (username, password) = userinfo
+                    .map(|u| u.split_once(':').unwrap_or(("", u)))
+                    .unzip();
                 Ok(Topology::Sentinel {
                     sentinels: hosts.iter().map(|h| node_url(h, false)).collect(),
                     master: master.to_owned(),
                     node: MasterNode {
                         tls: base == "rediss",
-                        username,
-                        password,
+                        username: username.filter(|u| !u.is_empty()).map(str::to_owned),
+                        password: password.map(str::to_owned),
                         db,
                     },
                 })
@@ -127,24 +123,21 @@ impl Topology {
             ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. }
                 if host.is_empty() || *port == 0 =>
             {
-                Some("the host must not be empty nor the port 0")
+                "the host must not be empty nor the port 0"
             }
             ConnectionAddr::Unix(path) if path.as_os_str().is_empty() => {
-                Some("the Unix socket path must not be empty")
+                "the Unix socket path must not be empty"
             }
             addr if !addr.is_supported() => {
-                Some("this address needs a feature not enabled (TLS needs `tls`)")
+                "this address needs a feature not enabled (TLS needs `tls`)"
             }
-            _ if info.redis_settings().db() < 0 => Some("the database must not be negative"),
-            _ => None,
+            _ if info.redis_settings().db() < 0 => "the database must not be negative",
+            _ => return Ok(Topology::Given(Box::new(info.clone()))),
         };
-        match why {
-            Some(why) => Err(Error::invalid_config(format!(
-                "invalid redis connection info for {}: {why}",
-                info.addr()
-            ))),
-            None => Ok(Topology::Given(Box::new(info.clone()))),
-        }
+        Err(Error::invalid_config(format!(
+            "invalid redis connection info for {}: {why}",
+            info.addr()
+        )))
     }
 
     /// True when the connections to Redis use TLS (`rediss`). A URL the

@@ -123,7 +123,19 @@ pub(super) fn known(
             );
             (ErrorKind::UpgradeRefused, message.into())
         }
-        _ => return refusal(err, Some(code).filter(|c| !c.is_empty())),
+        // Refusals no retry can mend: credentials, a denied command.
+        "WRONGPASS" | "NOAUTH" => (ErrorKind::Auth, CREDENTIALS_REFUSED.into()),
+        _ if err.kind() == redis::ErrorKind::AuthenticationFailed => {
+            (ErrorKind::Auth, CREDENTIALS_REFUSED.into())
+        }
+        "NOPERM" => (ErrorKind::Permission, PERMISSION_DENIED.into()),
+        // The server's reply to a SELECT of a database it does not have
+        // ("ERR DB index is out of range"), which the redis crate passes
+        // on as the detail of its own error.
+        _ if err.detail().is_some_and(|d| d.contains("DB index")) => {
+            (ErrorKind::InvalidConfig, NO_SUCH_DATABASE.into())
+        }
+        _ => return None,
     })
 }
 
@@ -162,21 +174,3 @@ const PERMISSION_DENIED: &str = "redis's ACL denies this client's user a command
 
 /// What the [`ErrorKind::InvalidConfig`] error of a bad database says.
 const NO_SUCH_DATABASE: &str = "redis has no such database as the URL names (retrying cannot help)";
-
-/// For an error no retry can mend (refused credentials, a denied command,
-/// a database number the server does not have), its kind and message.
-fn refusal(err: &redis::RedisError, code: Option<&str>) -> Option<(ErrorKind, Cow<'static, str>)> {
-    if err.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(code, Some("WRONGPASS" | "NOAUTH"))
-    {
-        Some((ErrorKind::Auth, CREDENTIALS_REFUSED.into()))
-    } else if code == Some("NOPERM") {
-        Some((ErrorKind::Permission, PERMISSION_DENIED.into()))
-    } else {
-        // The server's reply to a SELECT of a database it does not have
-        // ("ERR DB index is out of range"), which the redis crate passes
-        // on as the detail of its own error.
-        let db = err.detail().is_some_and(|d| d.contains("DB index"));
-        db.then(|| (ErrorKind::InvalidConfig, NO_SUCH_DATABASE.into()))
-    }
-}
