@@ -113,8 +113,7 @@ impl Operation for Acquire<'_> {
         );
         let mut args = vec![self.owner.to_owned(), self.call.to_string(), lease];
         if self.ask != Ask::Mutex {
-            args.push(self.ask.capacity().to_string());
-            args.push(self.ask.units().to_string());
+            args.extend([self.ask.capacity(), self.ask.units()].map(|n| n.to_string()));
         }
         args.push(rest);
         args

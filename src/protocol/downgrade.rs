@@ -8,7 +8,7 @@ use redis::Value;
 use crate::error::Result;
 use crate::protocol::operation::{count, refused, unexpected, Op, Operation};
 use crate::protocol::release::handed_over;
-use crate::protocol::{Access, Ask, HandedOver, LockKeys, LockKind};
+use crate::protocol::{Access, Ask, HandedOver, LockKind};
 
 /// Downgrade hold `token` that acquire call `call` of `owner` made, to
 /// `to` (a read or an upgradable read, less than it is).
@@ -43,11 +43,7 @@ pub enum DowngradeReply {
 impl Operation for Downgrade<'_> {
     type Reply = DowngradeReply;
     const OP: Op = Op::Downgrade;
-
-    fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
-        debug_assert_eq!(keys.kind(), LockKind::RwLock, "a downgrade of another kind");
-        &keys.all
-    }
+    const ONLY_ON: Option<LockKind> = Some(LockKind::RwLock);
 
     fn args(&self) -> Vec<String> {
         vec![

@@ -123,6 +123,10 @@ pub trait Operation {
     /// The operation, whose script follows from the lock's kind.
     const OP: Op;
 
+    /// The one kind of lock the operation is for (one of the counted
+    /// engine's own), checked in debug builds; `None`: every kind.
+    const ONLY_ON: Option<LockKind> = None;
+
     /// The script it runs on the lock `keys`.
     fn script(&self, keys: &LockKeys) -> Script {
         Script::of(keys.kind(), Self::OP)
@@ -130,6 +134,7 @@ pub trait Operation {
 
     /// KEYS: all the lock's keys unless the script needs fewer.
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
+        debug_assert!(Self::ONLY_ON.is_none_or(|only| only == keys.kind()));
         &keys.all
     }
 

@@ -9,7 +9,7 @@ use redis::Value;
 use crate::error::Result;
 use crate::protocol::acquire::{standing, AcquireReply};
 use crate::protocol::operation::{int_list, ms, unexpected, Op, Operation};
-use crate::protocol::{Lease, LockKeys, LockKind, Mode};
+use crate::protocol::{Lease, LockKind, Mode};
 
 /// What one upgrade attempt may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,11 +67,7 @@ pub enum UpgradeReply {
 impl Operation for Upgrade<'_> {
     type Reply = UpgradeReply;
     const OP: Op = Op::Upgrade;
-
-    fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
-        debug_assert_eq!(keys.kind(), LockKind::RwLock, "an upgrade of another kind");
-        &keys.all
-    }
+    const ONLY_ON: Option<LockKind> = Some(LockKind::RwLock);
 
     fn args(&self) -> Vec<String> {
         let [lease, fixed] = self.lease.args();
