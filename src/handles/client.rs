@@ -366,9 +366,8 @@ impl Client {
     }
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {
-        Ok(Client {
-            inner: Arc::new(Core::start(config, topology)?),
-        })
+        let inner = Arc::new(Core::start(config, topology)?);
+        Ok(Client { inner })
     }
 }
 

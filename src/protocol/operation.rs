@@ -73,10 +73,8 @@ impl Op {
 impl Script {
     /// The script of `op` for a lock of `kind`.
     pub fn of(kind: LockKind, op: Op) -> Script {
-        Script {
-            engine: Engine::of(kind),
-            op,
-        }
+        let engine = Engine::of(kind);
+        Script { engine, op }
     }
 
     /// Its place in [`Script::ALL`]: an operation only the counted engine

@@ -50,10 +50,8 @@ pub struct Written<R> {
 impl<R> Written<R> {
     /// `reply`, acknowledged by too few replicas when `shortfall` says so.
     pub fn new(reply: R, shortfall: Option<Error>) -> Self {
-        Written {
-            reply,
-            replicated: shortfall.map_or(Ok(()), Err),
-        }
+        let replicated = shortfall.map_or(Ok(()), Err);
+        Written { reply, replicated }
     }
 
     /// The reply, or [`ErrorKind::NotReplicated`] when too few replicas

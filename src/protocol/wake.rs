@@ -73,8 +73,7 @@ impl Route {
 static SLOT_TAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
     let mut tags = vec![String::new(); 16384];
     let mut missing = tags.len();
-    for n in 0u32.. {
-        let tag = n.to_string();
+    for tag in (0u32..).map(|n| n.to_string()) {
         let slot = &mut tags[usize::from(hash_slot(&tag))];
         if slot.is_empty() {
             *slot = tag;
