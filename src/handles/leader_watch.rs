@@ -71,11 +71,9 @@ pub enum LeaderEvent {
 impl std::fmt::Display for LeaderEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LeaderEvent::Leads(leader) => write!(
-                f,
-                "leader {} term {} ({})",
-                leader.value, leader.term, leader.who
-            ),
+            LeaderEvent::Leads(Leader {
+                value, term, who, ..
+            }) => write!(f, "leader {value} term {term} ({who})"),
             LeaderEvent::Vacant { ended: Some(term) } => write!(f, "vacant after term {term}"),
             LeaderEvent::Vacant { ended: None } => write!(f, "vacant"),
             LeaderEvent::Missed { after } => write!(f, "missed changes after term {after}"),

@@ -83,9 +83,7 @@ impl AcquireReply {
     /// A semaphore's number of permits in force, when it is not the call's.
     pub fn in_force(self) -> Option<u32> {
         match self {
-            AcquireReply::Acquired { in_force, .. } | AcquireReply::Waiting { in_force, .. } => {
-                in_force
-            }
+            Self::Acquired { in_force, .. } | Self::Waiting { in_force, .. } => in_force,
         }
     }
 }

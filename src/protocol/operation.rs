@@ -152,10 +152,8 @@ pub trait Operation {
 
 /// A reply no fairlock script gives.
 pub fn unexpected(what: &dyn std::fmt::Debug) -> Error {
-    Error::new(
-        ErrorKind::Server,
-        format!("unexpected reply from a fairlock script: {what:?}"),
-    )
+    let message = format!("unexpected reply from a fairlock script: {what:?}");
+    Error::new(ErrorKind::Server, message)
 }
 
 /// A reply no fairlock script gives, or the error an error reply is.

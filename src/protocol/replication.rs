@@ -23,14 +23,12 @@ impl SyncReplicas {
 
     /// [`ErrorKind::NotReplicated`] when `acknowledged` falls short.
     pub fn shortfall(self, acknowledged: i64) -> Option<Error> {
-        (acknowledged < i64::from(self.replicas)).then(|| {
-            Error::new(
-                ErrorKind::NotReplicated,
-                format!(
-                    "{acknowledged} of the {} replicas asked for acknowledged the write within {:?}",
-                    self.replicas, self.timeout
-                ),
-            )
+        let SyncReplicas { replicas, timeout } = self;
+        (acknowledged < i64::from(replicas)).then(|| {
+            let message = format!(
+                "{acknowledged} of the {replicas} replicas asked for acknowledged the write within {timeout:?}"
+            );
+            Error::new(ErrorKind::NotReplicated, message)
         })
     }
 }

@@ -54,13 +54,11 @@ impl LockKind {
     /// member fairlock did not write) and permits (a semaphore's; 1 for the
     /// other kinds, 0 for a foreign member).
     pub(crate) fn access_and_permits(self, units: u64) -> (Option<Access>, u32) {
+        let ours = units > 0;
         match self {
-            LockKind::RwLock => (
-                (units > 0).then(|| Ask::access_of(units)),
-                u32::from(units > 0),
-            ),
+            LockKind::RwLock => (ours.then(|| Ask::access_of(units)), u32::from(ours)),
             LockKind::Semaphore => (None, u32::try_from(units).unwrap_or(u32::MAX)),
-            LockKind::Mutex | LockKind::Election => (None, u32::from(units > 0)),
+            LockKind::Mutex | LockKind::Election => (None, u32::from(ours)),
         }
     }
 }
@@ -143,9 +141,7 @@ impl StatusReply {
         match (self.kind, self.capacity) {
             (LockKind::Mutex | LockKind::Election, _) => Capacity::One,
             (LockKind::RwLock, _) => Capacity::ReadersOrOneWriter,
-            (LockKind::Semaphore, Some(n)) => {
-                Capacity::Permits(u32::try_from(n).unwrap_or(u32::MAX))
-            }
+            (LockKind::Semaphore, Some(n)) => Capacity::Permits(n.try_into().unwrap_or(u32::MAX)),
             (LockKind::Semaphore, None) => Capacity::Unknown,
         }
     }
