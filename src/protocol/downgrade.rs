@@ -7,7 +7,7 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{count, refused, unexpected, Op, Operation};
-use crate::protocol::release::handed_over;
+use crate::protocol::release::{handed_over, hold_args};
 use crate::protocol::{Access, Ask, HandedOver, LockKind};
 
 /// Downgrade hold `token` that acquire call `call` of `owner` made, to
@@ -46,12 +46,9 @@ impl Operation for Downgrade<'_> {
     const ONLY_ON: Option<LockKind> = Some(LockKind::RwLock);
 
     fn args(&self) -> Vec<String> {
-        vec![
-            self.owner.to_owned(),
-            self.token.to_string(),
-            self.call.to_string(),
-            Ask::RwLock(self.to).units().to_string(),
-        ]
+        let mut args = hold_args(self.owner, self.token, self.call);
+        args.push(Ask::RwLock(self.to).units().to_string());
+        args
     }
 
     fn parse(&self, reply: Value) -> Result<DowngradeReply> {

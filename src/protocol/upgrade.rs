@@ -9,6 +9,7 @@ use redis::Value;
 use crate::error::Result;
 use crate::protocol::acquire::{standing, AcquireReply};
 use crate::protocol::operation::{int_list, ms, unexpected, Op, Operation};
+use crate::protocol::release::hold_args;
 use crate::protocol::{Lease, LockKind, Mode};
 
 /// What one upgrade attempt may do.
@@ -75,15 +76,9 @@ impl Operation for Upgrade<'_> {
             UpgradeStep::Attempt(mode) => mode.as_arg(),
             UpgradeStep::Withdraw => "cancel",
         };
-        vec![
-            self.owner.to_owned(),
-            self.token.to_string(),
-            self.call.to_string(),
-            lease,
-            fixed,
-            ms(self.waiter_timeout),
-            mode.to_owned(),
-        ]
+        let mut args = hold_args(self.owner, self.token, self.call);
+        args.extend([lease, fixed, ms(self.waiter_timeout), mode.to_owned()]);
+        args
     }
 
     fn parse(&self, reply: Value) -> Result<UpgradeReply> {
