@@ -287,17 +287,10 @@ pub mod __test_support {
     }
 }
 
-/// Compiles the README's examples as doctests, so they stay true.
+// Compiles the examples of the README, docs/cluster-and-sentinel.md and
+// docs/security.md as doctests, so they stay true.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
-
-/// Compiles the examples of docs/cluster-and-sentinel.md as doctests.
-#[cfg(doctest)]
 #[doc = include_str!("../docs/cluster-and-sentinel.md")]
-pub struct DocsClusterDoctests;
-
-/// Compiles the examples of docs/security.md as doctests.
-#[cfg(doctest)]
 #[doc = include_str!("../docs/security.md")]
-pub struct DocsSecurityDoctests;
+pub struct Doctests;

@@ -41,12 +41,8 @@ impl ClientBuilder {
 
     /// The defaults, connecting to `target`.
     pub(crate) fn of(target: Endpoint) -> Self {
-        ClientBuilder {
-            config: Config {
-                target,
-                ..Config::default()
-            },
-        }
+        let config = Config::default();
+        ClientBuilder { config }.with(|config| config.target = target)
     }
 
     /// Lease of a lock held through the watchdog: if this client stops

@@ -292,8 +292,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn force_unlock(&self, kind: LockKind, name: &str) -> Result<bool> {
-        let freed = self.inner.force_release(&self.target(name, kind))?;
-        Ok(freed.holds > 0)
+        Ok(self.inner.force_release(&self.target(name, kind))?.holds > 0)
     }
 
     /// Asks every current holder of the `kind` of lock called `name` to
@@ -367,9 +366,8 @@ impl Client {
     }
 
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {
-        Ok(Client {
-            inner: Arc::new(Core::start(config, topology)?),
-        })
+        let inner = Arc::new(Core::start(config, topology)?);
+        Ok(Client { inner })
     }
 }
 

@@ -60,10 +60,8 @@ type Marks<K, O> = (fn() -> K, <K as HoldKind>::Tie<O>);
 
 impl<K: HoldKind, O: Ownership> Guard<K, O> {
     pub(crate) fn new(hold: CallHold) -> Self {
-        Guard {
-            hold,
-            kind: PhantomData,
-        }
+        let kind = PhantomData;
+        Guard { hold, kind }
     }
 
     /// The name of the lock it holds.

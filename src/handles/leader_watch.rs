@@ -71,11 +71,9 @@ pub enum LeaderEvent {
 impl std::fmt::Display for LeaderEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LeaderEvent::Leads(leader) => write!(
-                f,
-                "leader {} term {} ({})",
-                leader.value, leader.term, leader.who
-            ),
+            LeaderEvent::Leads(Leader {
+                value, term, who, ..
+            }) => write!(f, "leader {value} term {term} ({who})"),
             LeaderEvent::Vacant { ended: Some(term) } => write!(f, "vacant after term {term}"),
             LeaderEvent::Vacant { ended: None } => write!(f, "vacant"),
             LeaderEvent::Missed { after } => write!(f, "missed changes after term {after}"),
@@ -245,62 +243,55 @@ impl LeaderWatch {
         }
         let recent = self.recently_read(sent);
         self.last_read = Some(sent);
-        let Some(known) = self.known else {
-            match leader {
-                Some(leader) => self.learn((leader.term, LEADS), LeaderEvent::Leads(leader)),
-                None => self.learn(
-                    (last_term.unwrap_or(0), VACANT),
-                    LeaderEvent::Vacant { ended: last_term },
-                ),
-            }
-            return Ok(());
-        };
-        let changes: Vec<(Order, LeaderEvent)> = history
-            .iter()
-            .map(LeaderEvent::of_change)
-            .filter(|(order, _)| *order > known)
-            .collect();
-        // Whether the first change the history holds after `known` is the
-        // one right after it: it followed the newest term the watch knew,
-        // or it followed none (the election's lock key was gone: nobody
-        // was granted it for a fence life) and the watch read the election
-        // less than half a fence life ago (a grant since would have kept
-        // the key). With no change in the history, nothing was granted
-        // since unless a term newer than `known`, or a key gone after a
-        // long absence, says otherwise.
-        let first = history.iter().find(|c| LeaderEvent::of_change(c).0 > known);
-        let linked = match first {
-            Some(change) => change.after == known.0 || (change.after == 0 && recent),
-            None => match last_term {
-                Some(term) => term <= known.0,
-                None => known.0 == 0 || recent,
-            },
-        };
-        if !linked {
-            let missed = LeaderEvent::Missed { after: known.0 };
-            match (changes.first(), last_term) {
-                (Some(((term, _), _)), _) => self.learn((*term, GAP), missed),
-                (None, Some(term)) => self.learn((term, GAP), missed),
-                (None, None) => {
-                    self.learn((known.0, GAP_AFTER), missed);
-                    let vacant = LeaderEvent::Vacant { ended: None };
-                    self.learn((known.0, VACANT_AFTER), vacant);
+        if let Some(known) = self.known {
+            let changes: Vec<(Order, LeaderEvent)> = history
+                .iter()
+                .map(LeaderEvent::of_change)
+                .filter(|(order, _)| *order > known)
+                .collect();
+            // Whether the first change the history holds after `known` is the
+            // one right after it: it followed the newest term the watch knew,
+            // or it followed none (the election's lock key was gone: nobody
+            // was granted it for a fence life) and the watch read the election
+            // less than half a fence life ago (a grant since would have kept
+            // the key). With no change in the history, nothing was granted
+            // since unless a term newer than `known`, or a key gone after a
+            // long absence, says otherwise.
+            let first = history.iter().find(|c| LeaderEvent::of_change(c).0 > known);
+            let linked = match first {
+                Some(change) => change.after == known.0 || (change.after == 0 && recent),
+                None => match last_term {
+                    Some(term) => term <= known.0,
+                    None => known.0 == 0 || recent,
+                },
+            };
+            if !linked {
+                let missed = LeaderEvent::Missed { after: known.0 };
+                match changes.first().map(|((term, _), _)| *term).or(last_term) {
+                    Some(term) => self.learn((term, GAP), missed),
+                    None => {
+                        self.learn((known.0, GAP_AFTER), missed);
+                        let vacant = LeaderEvent::Vacant { ended: None };
+                        self.learn((known.0, VACANT_AFTER), vacant);
+                    }
                 }
             }
-        }
-        for (order, event) in changes {
-            self.learn(order, event);
+            for (order, event) in changes {
+                self.learn(order, event);
+            }
         }
         match leader {
-            // The leader read now, with its lease, in place of its history
-            // entry.
+            // The leader read now, with its lease (in place of its history
+            // entry).
             Some(leader) => self.learn((leader.term, LEADS), LeaderEvent::Leads(leader)),
             None => {
-                // The lock key gone: the last term known ended.
-                let ended = last_term.unwrap_or(self.known.unwrap_or(known).0);
-                if ended > 0 {
-                    let event = LeaderEvent::Vacant { ended: Some(ended) };
-                    self.learn((ended, VACANT), event);
+                // The lock key gone: the last term known ended. A first read
+                // (nothing known yet) learns the vacancy, with a term or not.
+                let ended = last_term.or(self.known.map(|known| known.0));
+                let ended = ended.filter(|&term| term > 0);
+                if ended.is_some() || self.known.is_none() {
+                    let event = LeaderEvent::Vacant { ended };
+                    self.learn((ended.unwrap_or(0), VACANT), event);
                 }
             }
         }

@@ -253,11 +253,10 @@ impl<O: Ownership> FairMultiLock<O> {
         for (target, ask) in parts {
             // An error or a give-up drops `held`: each part taken so far is
             // released (its drop bounded by one command timeout).
-            let part = self.settings.request::<kind::Any>(target, ask, None, &wait);
-            match part? {
-                Some(part) => held.push(part),
-                None => return Ok(None),
-            }
+            let Some(part) = self.settings.request(target, ask, None, &wait)? else {
+                return Ok(None);
+            };
+            held.push(part);
         }
         Ok(Some(MultiGuard { parts: held }))
     }

@@ -181,8 +181,7 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// # Ok(()) }
     /// ```
     pub fn remaining_lease(&self) -> Result<Option<Duration>> {
-        let status = self.status(1)?;
-        Ok(status.holder().and_then(|holder| holder.remaining_lease))
+        Ok(self.status(1)?.holder().and_then(|h| h.remaining_lease))
     }
 
     /// As [`force_unlock`](FairLock::force_unlock), and says who held the

@@ -37,9 +37,8 @@ impl Participant {
     /// assert_eq!(who.to_string(), who.owner());
     /// ```
     pub fn new(owner: impl Into<String>) -> Self {
-        Participant {
-            owner: owner.into(),
-        }
+        let owner = owner.into();
+        Participant { owner }
     }
 
     /// The owner id as Redis keeps it: `<client id>:<thread number>` for a

@@ -190,26 +190,30 @@ impl Status {
 
     /// The public form of what a `status` script returned.
     fn from_reply(reply: StatusReply) -> Self {
+        let kind = reply.kind;
+        let holder = |holder| Holder::of(holder, kind);
+        let waiter = |waiter| QueuedWaiter::of(waiter, kind);
         Status {
-            kind: reply.kind,
+            kind,
             capacity: reply.admits(),
             available: reply.available(),
             write_held: reply.write_held(),
             holder_count: count(reply.live_holds),
             queue_len: count(reply.live_waiters),
             last_fencing_token: Some(reply.last_token).filter(|&token| token > 0),
-            holders: reply.holders.into_iter().map(Holder::of).collect(),
-            waiters: reply.waiters.into_iter().map(QueuedWaiter::of).collect(),
+            holders: reply.holders.into_iter().map(holder).collect(),
+            waiters: reply.waiters.into_iter().map(waiter).collect(),
         }
     }
 }
 
 impl Holder {
-    fn of(holder: HolderReply) -> Holder {
+    fn of(holder: HolderReply, kind: LockKind) -> Holder {
+        let (access, permits) = kind.access_and_permits(holder.units);
         Holder {
             who: Participant::new(holder.owner),
-            access: holder.access,
-            permits: holder.permits,
+            access,
+            permits,
             hold_count: holder.count,
             fencing_token: holder.token,
             remaining_lease: holder.lease_left_ms.and_then(millis),
@@ -218,11 +222,12 @@ impl Holder {
 }
 
 impl QueuedWaiter {
-    fn of(waiter: WaiterReply) -> QueuedWaiter {
+    fn of(waiter: WaiterReply, kind: LockKind) -> QueuedWaiter {
+        let (access, permits) = kind.access_and_permits(waiter.units);
         QueuedWaiter {
             who: Participant::new(waiter.owner),
-            access: waiter.access,
-            permits: waiter.permits,
+            access,
+            permits,
             liveness_left: millis(waiter.liveness_left_ms),
         }
     }

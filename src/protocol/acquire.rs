@@ -83,9 +83,7 @@ impl AcquireReply {
     /// A semaphore's number of permits in force, when it is not the call's.
     pub fn in_force(self) -> Option<u32> {
         match self {
-            AcquireReply::Acquired { in_force, .. } | AcquireReply::Waiting { in_force, .. } => {
-                in_force
-            }
+            Self::Acquired { in_force, .. } | Self::Waiting { in_force, .. } => in_force,
         }
     }
 }
@@ -113,8 +111,7 @@ impl Operation for Acquire<'_> {
         );
         let mut args = vec![self.owner.to_owned(), self.call.to_string(), lease];
         if self.ask != Ask::Mutex {
-            args.push(self.ask.capacity().to_string());
-            args.push(self.ask.units().to_string());
+            args.extend([self.ask.capacity(), self.ask.units()].map(|n| n.to_string()));
         }
         args.push(rest);
         args

@@ -141,29 +141,26 @@ impl Ask {
         !matches!(self, Ask::Permits { .. })
     }
 
-    /// What a hold of this call is, for messages: "mutex \"name\"",
-    /// "semaphore \"name\" permit", "rwlock \"name\" read hold", ...
+    /// What a hold of this call is, for messages: as
+    /// [`describe_on`](Self::describe_on) its own kind of lock.
     pub fn describe(self, name: &str) -> String {
-        match self {
-            Ask::Mutex => format!("mutex {name:?}"),
-            Ask::Permits { n: 1, .. } => format!("semaphore {name:?} permit"),
-            Ask::Permits { n, .. } => format!("semaphore {name:?} {n} permits"),
-            Ask::RwLock(Access::Read) => format!("rwlock {name:?} read hold"),
-            Ask::RwLock(Access::Write) => format!("rwlock {name:?} write hold"),
-            Ask::RwLock(Access::UpgradableRead) => {
-                format!("rwlock {name:?} upgradable read hold")
-            }
-            Ask::Upgrade => format!("rwlock {name:?} upgrade"),
-        }
+        self.describe_on(self.kind(), name)
     }
 
-    /// What a hold of this call on a lock of `kind` is, for messages: as
-    /// [`describe`](Self::describe), an election's "election \"name\"
-    /// leadership".
+    /// What a hold of this call on a lock of `kind` is, for messages:
+    /// "mutex \"name\"", "semaphore \"name\" permit", "rwlock \"name\" read
+    /// hold", ..., and an election's "election \"name\" leadership".
     pub fn describe_on(self, kind: LockKind, name: &str) -> String {
-        match kind {
-            LockKind::Election => format!("election {name:?} leadership"),
-            _ => self.describe(name),
+        let rwlock = |hold| format!("rwlock {name:?} {hold}");
+        match (kind, self) {
+            (LockKind::Election, _) => format!("election {name:?} leadership"),
+            (_, Ask::Mutex) => format!("mutex {name:?}"),
+            (_, Ask::Permits { n: 1, .. }) => format!("semaphore {name:?} permit"),
+            (_, Ask::Permits { n, .. }) => format!("semaphore {name:?} {n} permits"),
+            (_, Ask::RwLock(Access::Read)) => rwlock("read hold"),
+            (_, Ask::RwLock(Access::Write)) => rwlock("write hold"),
+            (_, Ask::RwLock(Access::UpgradableRead)) => rwlock("upgradable read hold"),
+            (_, Ask::Upgrade) => rwlock("upgrade"),
         }
     }
 

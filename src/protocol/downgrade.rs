@@ -7,8 +7,8 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{count, refused, unexpected, Op, Operation};
-use crate::protocol::release::handed_over;
-use crate::protocol::{Access, Ask, HandedOver, LockKeys, LockKind};
+use crate::protocol::release::{handed_over, hold_args};
+use crate::protocol::{Access, Ask, HandedOver, LockKind};
 
 /// Downgrade hold `token` that acquire call `call` of `owner` made, to
 /// `to` (a read or an upgradable read, less than it is).
@@ -43,19 +43,12 @@ pub enum DowngradeReply {
 impl Operation for Downgrade<'_> {
     type Reply = DowngradeReply;
     const OP: Op = Op::Downgrade;
-
-    fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
-        debug_assert_eq!(keys.kind(), LockKind::RwLock, "a downgrade of another kind");
-        &keys.all
-    }
+    const ONLY_ON: Option<LockKind> = Some(LockKind::RwLock);
 
     fn args(&self) -> Vec<String> {
-        vec![
-            self.owner.to_owned(),
-            self.token.to_string(),
-            self.call.to_string(),
-            Ask::RwLock(self.to).units().to_string(),
-        ]
+        let mut args = hold_args(self.owner, self.token, self.call);
+        args.push(Ask::RwLock(self.to).units().to_string());
+        args
     }
 
     fn parse(&self, reply: Value) -> Result<DowngradeReply> {

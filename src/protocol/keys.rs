@@ -166,17 +166,12 @@ pub fn hash_slot(key: &str) -> u16 {
 }
 
 fn validate_name(name: &str) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::new(ErrorKind::InvalidName, "lock name is empty"));
-    }
-    if name.len() > MAX_NAME_LEN {
-        return Err(Error::new(
-            ErrorKind::InvalidName,
-            format!(
-                "lock name is {} bytes long, more than the {MAX_NAME_LEN} allowed",
-                name.len()
-            ),
-        ));
-    }
-    Ok(())
+    let message = match name.len() {
+        0 => "lock name is empty".to_owned(),
+        len if len > MAX_NAME_LEN => {
+            format!("lock name is {len} bytes long, more than the {MAX_NAME_LEN} allowed")
+        }
+        _ => return Ok(()),
+    };
+    Err(Error::new(ErrorKind::InvalidName, message))
 }

@@ -73,10 +73,8 @@ impl Op {
 impl Script {
     /// The script of `op` for a lock of `kind`.
     pub fn of(kind: LockKind, op: Op) -> Script {
-        Script {
-            engine: Engine::of(kind),
-            op,
-        }
+        let engine = Engine::of(kind);
+        Script { engine, op }
     }
 
     /// Its place in [`Script::ALL`]: an operation only the counted engine
@@ -123,6 +121,10 @@ pub trait Operation {
     /// The operation, whose script follows from the lock's kind.
     const OP: Op;
 
+    /// The one kind of lock the operation is for (one of the counted
+    /// engine's own), checked in debug builds; `None`: every kind.
+    const ONLY_ON: Option<LockKind> = None;
+
     /// The script it runs on the lock `keys`.
     fn script(&self, keys: &LockKeys) -> Script {
         Script::of(keys.kind(), Self::OP)
@@ -130,6 +132,7 @@ pub trait Operation {
 
     /// KEYS: all the lock's keys unless the script needs fewer.
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
+        debug_assert!(Self::ONLY_ON.is_none_or(|only| only == keys.kind()));
         &keys.all
     }
 
@@ -149,10 +152,8 @@ pub trait Operation {
 
 /// A reply no fairlock script gives.
 pub fn unexpected(what: &dyn std::fmt::Debug) -> Error {
-    Error::new(
-        ErrorKind::Server,
-        format!("unexpected reply from a fairlock script: {what:?}"),
-    )
+    let message = format!("unexpected reply from a fairlock script: {what:?}");
+    Error::new(ErrorKind::Server, message)
 }
 
 /// A reply no fairlock script gives, or the error an error reply is.

@@ -52,11 +52,7 @@ impl Operation for Release<'_> {
     const OP: Op = Op::Release;
 
     fn args(&self) -> Vec<String> {
-        vec![
-            self.owner.to_owned(),
-            self.token.to_string(),
-            self.call.to_string(),
-        ]
+        hold_args(self.owner, self.token, self.call)
     }
 
     fn parse(&self, reply: Value) -> Result<ReleaseReply> {
@@ -71,6 +67,13 @@ impl Operation for Release<'_> {
             other => Err(refused(other)),
         }
     }
+}
+
+/// The hold that acquire call `call` of `owner` made, with fencing token
+/// `token`, as a release, an upgrade and a downgrade name it: their first
+/// three ARGV after the common ones.
+pub(crate) fn hold_args(owner: &str, token: u64, call: u64) -> Vec<String> {
+    vec![owner.to_owned(), token.to_string(), call.to_string()]
 }
 
 /// The grants a reply lists after its own fields, four items each (owner,

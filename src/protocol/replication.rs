@@ -23,14 +23,12 @@ impl SyncReplicas {
 
     /// [`ErrorKind::NotReplicated`] when `acknowledged` falls short.
     pub fn shortfall(self, acknowledged: i64) -> Option<Error> {
-        (acknowledged < i64::from(self.replicas)).then(|| {
-            Error::new(
-                ErrorKind::NotReplicated,
-                format!(
-                    "{acknowledged} of the {} replicas asked for acknowledged the write within {:?}",
-                    self.replicas, self.timeout
-                ),
-            )
+        let SyncReplicas { replicas, timeout } = self;
+        (acknowledged < i64::from(replicas)).then(|| {
+            let message = format!(
+                "{acknowledged} of the {replicas} replicas asked for acknowledged the write within {timeout:?}"
+            );
+            Error::new(ErrorKind::NotReplicated, message)
         })
     }
 }
@@ -50,10 +48,8 @@ pub struct Written<R> {
 impl<R> Written<R> {
     /// `reply`, acknowledged by too few replicas when `shortfall` says so.
     pub fn new(reply: R, shortfall: Option<Error>) -> Self {
-        Written {
-            reply,
-            replicated: shortfall.map_or(Ok(()), Err),
-        }
+        let replicated = shortfall.map_or(Ok(()), Err);
+        Written { reply, replicated }
     }
 
     /// The reply, or [`ErrorKind::NotReplicated`] when too few replicas

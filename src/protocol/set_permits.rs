@@ -6,7 +6,7 @@ use redis::Value;
 use crate::error::Result;
 use crate::protocol::operation::{count, refused, unexpected, Op, Operation};
 use crate::protocol::release::handed_over;
-use crate::protocol::HandedOver;
+use crate::protocol::{HandedOver, LockKind};
 
 /// Sets the semaphore's permits to `permits` (one round trip).
 pub struct SetPermits {
@@ -33,6 +33,7 @@ pub struct PermitsSet {
 impl Operation for SetPermits {
     type Reply = PermitsSet;
     const OP: Op = Op::SetPermits;
+    const ONLY_ON: Option<LockKind> = Some(LockKind::Semaphore);
 
     fn args(&self) -> Vec<String> {
         vec![self.permits.to_string()]

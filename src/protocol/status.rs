@@ -48,29 +48,27 @@ pub enum Capacity {
     Unknown,
 }
 
-/// What a hold or waiter of `units` on a lock of `kind` is: its access (a
-/// rwlock's; `None` for 0 units, a member fairlock did not write) and
-/// permits (a semaphore's; 1 for the other kinds, 0 for a foreign member).
-fn shape(kind: LockKind, units: u64) -> (Option<Access>, u32) {
-    match kind {
-        LockKind::RwLock => (
-            (units > 0).then(|| Ask::access_of(units)),
-            u32::from(units > 0),
-        ),
-        LockKind::Semaphore => (None, u32::try_from(units).unwrap_or(u32::MAX)),
-        LockKind::Mutex | LockKind::Election => (None, u32::from(units > 0)),
+impl LockKind {
+    /// What a hold or waiter of `units` on a lock of this kind is, as a
+    /// status lists it: its access (a rwlock's; `None` for 0 units, a
+    /// member fairlock did not write) and permits (a semaphore's; 1 for the
+    /// other kinds, 0 for a foreign member).
+    pub(crate) fn access_and_permits(self, units: u64) -> (Option<Access>, u32) {
+        let ours = units > 0;
+        match self {
+            LockKind::RwLock => (ours.then(|| Ask::access_of(units)), u32::from(ours)),
+            LockKind::Semaphore => (None, u32::try_from(units).unwrap_or(u32::MAX)),
+            LockKind::Mutex | LockKind::Election => (None, u32::from(ours)),
+        }
     }
 }
 
-/// A waiter of `units` on a lock of `kind`, from its `owner` and its
+/// A waiter of `units`, from its `owner` and its
 /// liveness `left` as a status reply lists them.
-fn waiter(kind: LockKind, owner: &Value, units: u64, left: &Value) -> Result<WaiterReply> {
-    let (access, permits) = shape(kind, units);
+fn waiter(owner: &Value, units: u64, left: &Value) -> Result<WaiterReply> {
     Ok(WaiterReply {
         owner: text(owner)?,
         units,
-        access,
-        permits,
         liveness_left_ms: int(left)?,
     })
 }
@@ -83,12 +81,10 @@ pub struct HolderReply {
     /// The acquire call that made it (a counted lock's; the mutex's hold
     /// is the thread's, whatever calls re-entered it).
     pub call: Option<u64>,
-    /// The units it takes (a mutex's: 1; a write: the rwlock's capacity).
+    /// The units it takes (a mutex's: 1; a write: the rwlock's capacity),
+    /// which say its access and permits
+    /// ([`LockKind::access_and_permits`]).
     pub units: u64,
-    /// A rwlock's hold: read or write.
-    pub access: Option<Access>,
-    /// The permits it takes: a semaphore's; 1 for the other kinds.
-    pub permits: u32,
     /// The thread's holds counted in it (a mutex's re-entries; 1 otherwise).
     pub count: u32,
     /// Its fencing token.
@@ -104,13 +100,10 @@ pub struct WaiterReply {
     /// The waiting thread's owner id (or the whole member, for one
     /// fairlock did not write).
     pub owner: String,
-    /// The units it asks for (0 for a member fairlock did not write).
+    /// The units it asks for (0 for a member fairlock did not write),
+    /// which say what it waits for and the permits it asks for
+    /// ([`LockKind::access_and_permits`]).
     pub units: u64,
-    /// What a rwlock's waiter waits for.
-    pub access: Option<Access>,
-    /// The permits it asks for: a semaphore's; 1 for the other kinds (0 for
-    /// a member fairlock did not write).
-    pub permits: u32,
     /// How long it keeps its place without a heartbeat, in ms (negative:
     /// a dead entry not dropped yet).
     pub liveness_left_ms: i64,
@@ -148,9 +141,7 @@ impl StatusReply {
         match (self.kind, self.capacity) {
             (LockKind::Mutex | LockKind::Election, _) => Capacity::One,
             (LockKind::RwLock, _) => Capacity::ReadersOrOneWriter,
-            (LockKind::Semaphore, Some(n)) => {
-                Capacity::Permits(u32::try_from(n).unwrap_or(u32::MAX))
-            }
+            (LockKind::Semaphore, Some(n)) => Capacity::Permits(n.try_into().unwrap_or(u32::MAX)),
             (LockKind::Semaphore, None) => Capacity::Unknown,
         }
     }
@@ -178,13 +169,12 @@ impl Operation for Status {
     const OP: Op = Op::Status;
 
     fn args(&self) -> Vec<String> {
-        let waiters = self.waiters.min(MAX_LISTED).to_string();
-        match Engine::of(self.kind) {
-            Engine::Mutex | Engine::Election => vec![waiters],
-            Engine::Counted => {
-                vec![waiters, self.holders.min(MAX_LISTED).to_string()]
-            }
+        let mut args = vec![self.waiters.min(MAX_LISTED).to_string()];
+        // The mutex's engine lists its one holder whatever was asked.
+        if Engine::of(self.kind) == Engine::Counted {
+            args.push(self.holders.min(MAX_LISTED).to_string());
         }
+        args
     }
 
     fn parse(&self, reply: Value) -> Result<StatusReply> {
@@ -218,14 +208,10 @@ impl Status {
         let holders = holders
             .chunks(5)
             .map(|h| {
-                let units = count(&h[2])?;
-                let (access, permits) = shape(self.kind, units);
                 Ok(HolderReply {
                     owner: text(&h[0])?,
                     call: Some(count(&h[1])?),
-                    units,
-                    access,
-                    permits,
+                    units: count(&h[2])?,
                     count: 1,
                     token: count(&h[3])?,
                     lease_left_ms: Some(int(&h[4])?),
@@ -234,7 +220,7 @@ impl Status {
             .collect::<Result<_>>()?;
         let waiters = waiters
             .chunks(3)
-            .map(|w| waiter(self.kind, &w[0], count(&w[1])?, &w[2]))
+            .map(|w| waiter(&w[0], count(&w[1])?, &w[2]))
             .collect::<Result<_>>()?;
         let capacity = count(&items[0])?;
         Ok(StatusReply {
@@ -280,8 +266,6 @@ fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
             owner,
             call: None,
             units: 1,
-            access: None,
-            permits: 1,
             count: u32::try_from(int(&items[1])?).unwrap_or(0),
             token: count(&items[2])?,
             lease_left_ms: (pttl != -1).then_some(pttl),
@@ -289,7 +273,7 @@ fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
     };
     let waiters = items[6..]
         .chunks(2)
-        .map(|pair| waiter(kind, &pair[0], 1, &pair[1]))
+        .map(|pair| waiter(&pair[0], 1, &pair[1]))
         .collect::<Result<_>>()?;
     Ok(StatusReply {
         capacity: Some(1),

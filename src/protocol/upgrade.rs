@@ -9,7 +9,8 @@ use redis::Value;
 use crate::error::Result;
 use crate::protocol::acquire::{standing, AcquireReply};
 use crate::protocol::operation::{int_list, ms, unexpected, Op, Operation};
-use crate::protocol::{Lease, LockKeys, LockKind, Mode};
+use crate::protocol::release::hold_args;
+use crate::protocol::{Lease, LockKind, Mode};
 
 /// What one upgrade attempt may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,11 +68,7 @@ pub enum UpgradeReply {
 impl Operation for Upgrade<'_> {
     type Reply = UpgradeReply;
     const OP: Op = Op::Upgrade;
-
-    fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
-        debug_assert_eq!(keys.kind(), LockKind::RwLock, "an upgrade of another kind");
-        &keys.all
-    }
+    const ONLY_ON: Option<LockKind> = Some(LockKind::RwLock);
 
     fn args(&self) -> Vec<String> {
         let [lease, fixed] = self.lease.args();
@@ -79,15 +76,9 @@ impl Operation for Upgrade<'_> {
             UpgradeStep::Attempt(mode) => mode.as_arg(),
             UpgradeStep::Withdraw => "cancel",
         };
-        vec![
-            self.owner.to_owned(),
-            self.token.to_string(),
-            self.call.to_string(),
-            lease,
-            fixed,
-            ms(self.waiter_timeout),
-            mode.to_owned(),
-        ]
+        let mut args = hold_args(self.owner, self.token, self.call);
+        args.extend([lease, fixed, ms(self.waiter_timeout), mode.to_owned()]);
+        args
     }
 
     fn parse(&self, reply: Value) -> Result<UpgradeReply> {

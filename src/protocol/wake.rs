@@ -73,8 +73,7 @@ impl Route {
 static SLOT_TAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
     let mut tags = vec![String::new(); 16384];
     let mut missing = tags.len();
-    for n in 0u32.. {
-        let tag = n.to_string();
+    for tag in (0u32..).map(|n| n.to_string()) {
         let slot = &mut tags[usize::from(hash_slot(&tag))];
         if slot.is_empty() {
             *slot = tag;
@@ -185,21 +184,19 @@ impl WakeMessage {
     /// Parses a payload; `None` for anything else.
     pub fn parse(payload: &[u8]) -> Option<WakeMessage> {
         let text = std::str::from_utf8(payload).ok()?;
-        if let Some((what, news)) = text
-            .split_once(' ')
-            .filter(|(what, _)| ["R", "L"].contains(what))
-        {
+        let mut fields = text.split(' ');
+        let kind = fields.next()?;
+        if let "R" | "L" = kind {
             // The lock key, last, may hold any character of a name.
+            let news = text.get(2..)?;
             let (up_to, lock_key) = news.split_once(' ').filter(|(_, key)| !key.is_empty())?;
             let (up_to, lock_key) = (up_to.parse().ok()?, lock_key.to_owned());
-            return Some(if what == "R" {
+            return Some(if kind == "R" {
                 WakeMessage::Revoke { up_to, lock_key }
             } else {
                 WakeMessage::Freed { up_to, lock_key }
             });
         }
-        let mut fields = text.split(' ');
-        let kind = fields.next()?;
         let numbers: Vec<i64> = fields.map(|n| n.parse().ok()).collect::<Option<_>>()?;
         match (kind, numbers.as_slice()) {
             ("G", &[call, token, ttl_ms]) => Some(WakeMessage::Granted {
