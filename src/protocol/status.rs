@@ -82,8 +82,7 @@ pub struct HolderReply {
     /// is the thread's, whatever calls re-entered it).
     pub call: Option<u64>,
     /// The units it takes (a mutex's: 1; a write: the rwlock's capacity),
-    /// which say its access and permits
-    /// ([`LockKind::access_and_permits`]).
+    /// from which a status works out its access and permits.
     pub units: u64,
     /// The thread's holds counted in it (a mutex's re-entries; 1 otherwise).
     pub count: u32,
@@ -101,8 +100,8 @@ pub struct WaiterReply {
     /// fairlock did not write).
     pub owner: String,
     /// The units it asks for (0 for a member fairlock did not write),
-    /// which say what it waits for and the permits it asks for
-    /// ([`LockKind::access_and_permits`]).
+    /// from which a status works out what it waits for and the permits it
+    /// asks for.
     pub units: u64,
     /// How long it keeps its place without a heartbeat, in ms (negative:
     /// a dead entry not dropped yet).
