@@ -164,13 +164,13 @@ impl Backend {
     /// node (masters and replicas) `map` names, so that a promoted replica
     /// is already listened to, or any seed when the map could not be read
     /// or names none. Nodes added later are heard through the cluster bus.
-    pub(crate) fn listeners(&self, map: Option<&SlotMap>) -> Result<Vec<Listen>> {
+    pub(crate) fn listeners(&self, map: Option<&SlotMap>) -> Vec<Listen> {
         let nodes = map.map(SlotMap::nodes).unwrap_or_default();
-        Ok(match &*self.deployment {
+        match &*self.deployment {
             Deployment::Server(_) => vec![Listen::Main],
             Deployment::Cluster(_) if nodes.is_empty() => vec![Listen::AnySeed],
             Deployment::Cluster(_) => nodes.iter().cloned().map(Listen::Node).collect(),
-        })
+        }
     }
 
     /// A plain connection of the watchdog's own to one cluster node (see

@@ -125,7 +125,7 @@ impl Core {
                 shared.caller.scripts.use_sharded();
                 Backend::shard_listeners(map)
             }
-            map => shared.caller.backend.listeners(map)?,
+            map => shared.caller.backend.listeners(map),
         };
         for at in &listeners {
             let subscriber = subscriber::spawn(&shared, at.clone(), ready_tx.clone())?;
