@@ -296,9 +296,7 @@ impl Shared {
     /// Sleeps up to `timeout`; returns true when the client is stopping.
     pub(crate) fn sleep_unless_stopping(&self, timeout: Duration) -> bool {
         let mut stopping = self.stopping.lock();
-        if !*stopping {
-            self.stop_signal.wait_for(&mut stopping, timeout);
-        }
+        (self.stop_signal).wait_while_for(&mut stopping, |stopping| !*stopping, timeout);
         *stopping
     }
 

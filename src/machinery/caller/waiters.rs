@@ -132,7 +132,6 @@ impl Waiter {
     /// Has this waiter poll at once, then waits until that poll was
     /// answered, the wait ended, or `step` passed.
     fn repoll_and_wait(&self, step: Duration) {
-        let until = Instant::now() + step;
         let mut state = self.state.lock();
         if state.ended {
             return;
@@ -140,11 +139,7 @@ impl Waiter {
         let before = state.answers;
         state.repoll = true;
         self.wakeup.notify_one();
-        while state.answers == before && !state.ended {
-            if self.progress.wait_until(&mut state, until).timed_out() {
-                return;
-            }
-        }
+        (self.progress).wait_while_for(&mut state, |s| s.answers == before && !s.ended, step);
     }
 
     /// A handoff message granted this waiter the lock with `token` for
