@@ -304,9 +304,8 @@ impl Shared {
     /// Returns true when the client is stopping.
     pub(crate) fn watchdog_sleep(&self, timeout: Duration) -> bool {
         let mut nudged = self.watchdog_nudged.lock();
-        if !*nudged && !self.is_stopping() {
-            self.watchdog_signal.wait_for(&mut nudged, timeout);
-        }
+        let idle = |nudged: &mut bool| !*nudged && !self.is_stopping();
+        (self.watchdog_signal).wait_while_for(&mut nudged, idle, timeout);
         *nudged = false;
         self.is_stopping()
     }
