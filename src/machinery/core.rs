@@ -14,8 +14,6 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-
 use crate::connections::caller::Caller;
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
@@ -42,7 +40,7 @@ use crate::protocol::{
 pub(crate) struct Core {
     pub(super) shared: Arc<Shared>,
     /// Joined when the client is dropped.
-    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(super) threads: Vec<JoinHandle<()>>,
     /// What the start found wrong with the servers; never changed after.
     pub(crate) warnings: Vec<ServerWarning>,
     /// Semaphores found with another number of permits in force (only
@@ -53,7 +51,7 @@ pub(crate) struct Core {
 impl Drop for Core {
     fn drop(&mut self) {
         self.shared.stop();
-        let mut threads: Vec<JoinHandle<()>> = self.threads.get_mut().drain(..).collect();
+        let mut threads = std::mem::take(&mut self.threads);
         // A listener may start one for a node that joined the cluster
         // until it sees the client stopping: joined until none is left.
         while !threads.is_empty() {
@@ -107,9 +105,9 @@ impl Core {
         // (every node hears every message), the others keep trying. With
         // sharded pub/sub a connection is enough: each call has its slot
         // subscribed before it is sent (`Shared::listen_at`).
-        let inner = Core {
+        let mut inner = Core {
             shared: Arc::clone(&shared),
-            threads: Mutex::default(),
+            threads: Vec::new(),
             warnings,
             permits_seen: PermitsSeen::default(),
         };
@@ -129,7 +127,7 @@ impl Core {
         };
         for at in &listeners {
             let subscriber = subscriber::spawn(&shared, at.clone(), ready_tx.clone())?;
-            inner.threads.lock().push(subscriber);
+            inner.threads.push(subscriber);
         }
         let mut deadline =
             Instant::now() + shared.config().connect_timeout + shared.config().command_timeout;
@@ -150,7 +148,7 @@ impl Core {
         }
         outcome?; // on error, dropping `inner` stops and joins the subscribers
         let watchdog = spawn_named("fairlock-watchdog", &shared, watchdog::run)?;
-        inner.threads.lock().push(watchdog);
+        inner.threads.push(watchdog);
         Ok(inner)
     }
 

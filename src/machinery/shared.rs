@@ -296,9 +296,7 @@ impl Shared {
     /// Sleeps up to `timeout`; returns true when the client is stopping.
     pub(crate) fn sleep_unless_stopping(&self, timeout: Duration) -> bool {
         let mut stopping = self.stopping.lock();
-        if !*stopping {
-            self.stop_signal.wait_for(&mut stopping, timeout);
-        }
+        (self.stop_signal).wait_while_for(&mut stopping, |stopping| !*stopping, timeout);
         *stopping
     }
 
@@ -306,9 +304,8 @@ impl Shared {
     /// Returns true when the client is stopping.
     pub(crate) fn watchdog_sleep(&self, timeout: Duration) -> bool {
         let mut nudged = self.watchdog_nudged.lock();
-        if !*nudged && !self.is_stopping() {
-            self.watchdog_signal.wait_for(&mut nudged, timeout);
-        }
+        let idle = |nudged: &mut bool| !*nudged && !self.is_stopping();
+        (self.watchdog_signal).wait_while_for(&mut nudged, idle, timeout);
         *nudged = false;
         self.is_stopping()
     }

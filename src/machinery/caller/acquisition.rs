@@ -66,7 +66,7 @@ impl Acquisition<'_> {
     pub(crate) fn run(&self, wait: &Wait) -> Result<Option<Acquired>> {
         let started = Instant::now();
         let waiter = self.waiter();
-        let (mut result, cancel) = match wait.deadline() {
+        let (result, cancel) = match wait.deadline() {
             Err(NoWait) => match self.attempt(&waiter, Mode::Try, Limit::default()) {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
@@ -91,10 +91,7 @@ impl Acquisition<'_> {
             Err(_) => "failed",
         };
         observe::wait_ended(&self.labels(), outcome, waited);
-        if let Ok(Some(got)) = &mut result {
-            got.waited = waited;
-        }
-        result
+        result.map(|got| got.map(|got| Acquired { waited, ..got }))
     }
 
     /// The labels of this lock's metrics (see [`observe`]).
@@ -138,17 +135,15 @@ impl Acquisition<'_> {
     /// counts from `since` (when a request that ran before the grant was
     /// sent) and lasts `lease_left` by Redis's clock.
     fn hold(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> Acquired {
-        let hold = Hold::new(
-            NewHold {
-                call: waiter.call.clone(),
-                token,
-                labels: self.labels(),
-                since,
-                lease_left,
-                max_hold: self.policy.max_hold(),
-            },
-            self.shared.config().clock_drift,
-        );
+        let granted = NewHold {
+            call: waiter.call.clone(),
+            token,
+            labels: self.labels(),
+            since,
+            lease_left,
+            max_hold: self.policy.max_hold(),
+        };
+        let hold = Hold::new(granted, self.shared.config().clock_drift);
         Acquired {
             hold: self.shared.register_hold(hold),
             call: waiter.call.clone(),

@@ -227,10 +227,8 @@ mod tests {
         assert_eq!(Wait::until(past).deadline(), Err(NoWait));
         let cancel = WaitCanceller::new();
         cancel.cancel();
-        assert_eq!(
-            Wait::forever().cancelled_by(&cancel).deadline(),
-            Err(NoWait)
-        );
+        let cancelled = Wait::forever().cancelled_by(&cancel);
+        assert_eq!(cancelled.deadline(), Err(NoWait));
     }
 
     #[test]

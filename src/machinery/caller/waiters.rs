@@ -95,9 +95,7 @@ impl Waiter {
         let mut state = self.state.lock();
         state.queued_as_of = Some(state.queued_as_of.map_or(sent, |known| known.max(sent)));
         state.stale_up_to = state.stale_up_to.max(last_token);
-        if state.granted.is_some_and(|g| g.token <= last_token) {
-            state.granted = None;
-        }
+        state.granted = state.granted.filter(|g| g.token > last_token);
     }
 
     /// A request sent at `sent` queued this waiter (or found it queued):
@@ -134,7 +132,6 @@ impl Waiter {
     /// Has this waiter poll at once, then waits until that poll was
     /// answered, the wait ended, or `step` passed.
     fn repoll_and_wait(&self, step: Duration) {
-        let until = Instant::now() + step;
         let mut state = self.state.lock();
         if state.ended {
             return;
@@ -142,11 +139,7 @@ impl Waiter {
         let before = state.answers;
         state.repoll = true;
         self.wakeup.notify_one();
-        while state.answers == before && !state.ended {
-            if self.progress.wait_until(&mut state, until).timed_out() {
-                return;
-            }
-        }
+        (self.progress).wait_while_for(&mut state, |s| s.answers == before && !s.ended, step);
     }
 
     /// A handoff message granted this waiter the lock with `token` for
@@ -485,11 +478,8 @@ mod tests {
         waiters.repoll_all();
         waiters.remove(1);
         assert_eq!(second.sleep(Some(Instant::now() + REJOIN_STEP)), Wake::Poll);
-        assert!(
-            started.elapsed() < REJOIN_STEP / 2,
-            "{:?}",
-            started.elapsed()
-        );
+        let took = started.elapsed();
+        assert!(took < REJOIN_STEP / 2, "{took:?}");
         second.answered();
         assert!(eventually(|| !waiters.rejoins.lock().running));
     }
@@ -520,16 +510,13 @@ mod tests {
         w.saw_queued(queued_at - Duration::from_secs(5), 2); // an older reply, read late
         std::thread::sleep(Duration::from_millis(30));
         w.grant_from_message(9, Duration::from_millis(20));
-        match w.sleep(None) {
-            Wake::Granted(grant) => {
-                assert_eq!(grant.since, queued_at);
-                assert!(
-                    grant.since + grant.ttl < Instant::now(),
-                    "read after the lease ran out"
-                );
-            }
-            other => panic!("{other:?}"),
-        }
+        let woke = w.sleep(None);
+        let Wake::Granted(grant) = woke else {
+            panic!("{woke:?}");
+        };
+        assert_eq!(grant.since, queued_at);
+        let lease_end = grant.since + grant.ttl;
+        assert!(lease_end < Instant::now(), "read after the lease ran out");
     }
 
     #[test]
@@ -543,9 +530,7 @@ mod tests {
         w.grant_from_message(5, Duration::from_secs(10));
         assert_eq!(sleep_ms(&w, 20), Wake::GaveUp);
         w.grant_from_message(7, Duration::from_secs(10));
-        assert!(matches!(
-            w.sleep(None),
-            Wake::Granted(Grant { token: 7, .. })
-        ));
+        let woke = w.sleep(None);
+        assert!(matches!(woke, Wake::Granted(Grant { token: 7, .. })));
     }
 }

@@ -37,9 +37,7 @@ impl LeasePolicy {
     pub(crate) fn lease(self, config: &Config) -> Result<Lease> {
         match self {
             LeasePolicy::Renewed { max_hold } => {
-                if let Some(max_hold) = max_hold {
-                    check_lease("a maximum hold", max_hold)?;
-                }
+                max_hold.map_or(Ok(()), |max| check_lease("a maximum hold", max))?;
                 Ok(Lease::Renewed(config.lease))
             }
             LeasePolicy::Fixed(lease) => {

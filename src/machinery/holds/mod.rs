@@ -296,11 +296,9 @@ impl Hold {
     /// allowance added), so the lock passes on when that is reached and the
     /// guard hears [`LeaseEnd::MaxHold`] just before its lease runs out.
     pub(crate) fn renewal_lease(&self, lease: Duration) -> Duration {
-        let Some(end) = self.state.lock().max_end else {
-            return lease;
-        };
-        let left = end.saturating_duration_since(Instant::now());
-        lease.min(self.drift.lease_lasting(left))
+        let max_end = self.state.lock().max_end;
+        let left = max_end.map(|end| end.saturating_duration_since(Instant::now()));
+        left.map_or(lease, |left| lease.min(self.drift.lease_lasting(left)))
     }
 
     /// When this client counts the lease as over, as of now.
@@ -666,10 +664,8 @@ mod tests {
         h.renewed(Instant::now(), Duration::from_secs(60));
         std::thread::sleep(Duration::from_millis(60));
         assert!(!h.is_lost());
-        assert_eq!(
-            h.wait_end(Some(Instant::now() + Duration::from_millis(5))),
-            None
-        );
+        let soon = Instant::now() + Duration::from_millis(5);
+        assert_eq!(h.wait_end(Some(soon)), None);
     }
 
     #[test]
@@ -684,10 +680,8 @@ mod tests {
         // Asked, not taken: the hold goes on until it is released.
         assert_eq!(h.end_as_of(Instant::now()), None);
         h.mark_released();
-        assert_eq!(
-            h.wait_revoked(Some(Instant::now())),
-            Some(Revocation::Requested)
-        );
+        let after = h.wait_revoked(Some(Instant::now()));
+        assert_eq!(after, Some(Revocation::Requested));
 
         // A hold that ends unasked ends the wait; a maximum hold does not.
         let capped = hold(60_000, Some(1));

@@ -8,7 +8,7 @@
 //! slot map names it.
 
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -46,17 +46,13 @@ impl Shards {
     /// master failed) or given up on is not waited for again, as its next
     /// subscription has every waiter poll once.
     pub(crate) fn listen(&self, slot: u16, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-
         let mut state = self.state.lock();
         state.wanted.insert(slot);
-        while !state.live.contains_key(&slot) && !state.known.contains(&slot) {
-            if self.confirmed.wait_until(&mut state, deadline).timed_out() {
-                log::warn!(
-                    "fairlock: not listening on slot {slot} yet, going on (its waiters poll)"
-                );
-                state.known.insert(slot);
-            }
+        let unheard = |s: &mut State| !s.live.contains_key(&slot) && !s.known.contains(&slot);
+        let waited = self.confirmed.wait_while_for(&mut state, unheard, timeout);
+        if waited.timed_out() {
+            log::warn!("fairlock: not listening on slot {slot} yet, going on (its waiters poll)");
+            state.known.insert(slot);
         }
     }
 

@@ -72,10 +72,9 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             lease: Some(hold.renewal_lease(shared.config().lease)),
         })
         .collect();
-    let waiter_timeout = shared.config().waiter_timeout;
     let beats: Vec<Heartbeat> = (batch.groups.iter())
         .map(|waiters| Heartbeat {
-            waiter_timeout,
+            waiter_timeout: shared.config().waiter_timeout,
             waiters: waiters.iter().map(|waiter| waiter.call.entry()).collect(),
         })
         .collect();
