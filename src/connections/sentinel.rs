@@ -1,7 +1,7 @@
 //! Sentinel: the client that asks the Sentinels which server is the
 //! master (with their own credentials, and the TLS certificates for them
 //! and the master), and that question asked at each connect (see
-//! [`Master::Named`](super::server::Master::Named)).
+//! [`Deployment::Sentinel`](super::Deployment::Sentinel)).
 
 use std::time::Duration;
 
