@@ -1,7 +1,8 @@
 //! The connections of one client, whichever way Redis is deployed: a pool
 //! for the lock scripts and a way to open the subscriber's own connection.
-//! One module per deployment opens its connections and owns what is
-//! specific to it; one r2d2 pool ([`pool`]) keeps them, whichever the
+//! [`Deployment`] says how each kind of deployment opens its connections
+//! (a module of its own for what is specific to a cluster or to
+//! Sentinels); one r2d2 pool ([`pool`]) keeps them, whichever the
 //! deployment, and [`Backend`] dispatches to the rest.
 //!
 //! - One server ([`Deployment::Server`]): an r2d2 pool of connections to it.
