@@ -357,18 +357,6 @@ impl ClockDrift {
             self.margin
         )))
     }
-
-    fn validate(&self) -> Result<()> {
-        // NaN and the infinities fall outside the range too.
-        if (0.0..=MAX_DRIFT_RATE).contains(&self.rate) && self.margin <= MAX_TIMEOUT {
-            return Ok(());
-        }
-        Err(Error::invalid_config(format!(
-            "clock_drift rate must be from 0 to {MAX_DRIFT_RATE} and margin at most \
-             {MAX_TIMEOUT:?}, got {} and {:?}",
-            self.rate, self.margin
-        )))
-    }
 }
 
 impl Config {
@@ -460,7 +448,14 @@ impl Config {
         let invalid = |message: String| Err(Error::invalid_config(message));
         check_lease("lease", self.lease)?;
         check_lease("waiter_timeout", self.waiter_timeout)?;
-        self.clock_drift.validate()?;
+        let ClockDrift { rate, margin } = self.clock_drift;
+        // NaN and the infinities fall outside the range too.
+        if !(0.0..=MAX_DRIFT_RATE).contains(&rate) || margin > MAX_TIMEOUT {
+            return invalid(format!(
+                "clock_drift rate must be from 0 to {MAX_DRIFT_RATE} and margin at most \
+                 {MAX_TIMEOUT:?}, got {rate} and {margin:?}"
+            ));
+        }
         self.clock_drift.check_against("lease", self.lease)?;
         check_range("fence_life", self.fence_life, MIN_FENCE_LIFE, MAX_LEASE)?;
         if self.pool_size == 0 {

@@ -23,16 +23,13 @@ struct Eviction {
 }
 
 impl Eviction {
-    /// Reads both from an `INFO memory` reply; `None` if either is missing.
+    /// Reads both from an `INFO memory` reply (as the redis crate's
+    /// `InfoDict` reads its `name:value` lines); `None` if either is missing.
     fn parse(info: &str) -> Option<Eviction> {
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
-        };
+        let info = redis::InfoDict::new(info);
         Some(Eviction {
-            policy: field("maxmemory_policy")?.to_owned(),
-            maxmemory: field("maxmemory")?.parse().ok()?,
+            policy: info.get("maxmemory_policy")?,
+            maxmemory: info.get("maxmemory")?,
         })
     }
 

@@ -1,17 +1,18 @@
 //! The connections of one client, whichever way Redis is deployed: a pool
 //! for the lock scripts and a way to open the subscriber's own connection.
-//! One module per deployment opens its connections and owns what is
-//! specific to it; one r2d2 pool ([`pool`]) keeps them, whichever the
+//! [`Deployment`] says how each kind of deployment opens its connections
+//! (a module of its own for what is specific to a cluster or to
+//! Sentinels); one r2d2 pool ([`pool`]) keeps them, whichever the
 //! deployment, and [`Backend`] dispatches to the rest.
 //!
-//! - One server ([`server`]): an r2d2 pool of connections to it.
+//! - One server ([`Deployment::Server`]): an r2d2 pool of connections to it.
 //! - Redis Cluster ([`cluster`]): an r2d2 pool of the `redis` crate's sync
 //!   cluster connections, which route each script by its keys' slot and
 //!   follow `MOVED`/`ASK` and failovers. Classic `PUBLISH` reaches every
 //!   node of a cluster, but over the cluster bus, which holds small writes
 //!   back for milliseconds; so the client listens on every node of the slot
 //!   map and reads each handoff on the node whose script published it.
-//! - Sentinel ([`server`] again, the Sentinels asked by [`sentinel`]): an
+//! - Sentinel ([`Deployment::Sentinel`], the Sentinels asked by [`sentinel`]): an
 //!   r2d2 pool of connections to the master the Sentinels name when each
 //!   connection is opened; connections to a dead or demoted master are
 //!   dropped from the pool, so the next ones reach its successor. The Sentinels get credentials of their own
@@ -33,15 +34,15 @@ mod pool;
 pub(crate) mod resp;
 pub(crate) mod scripts;
 mod sentinel;
-mod server;
 pub(crate) mod slot_map;
 pub(crate) mod steady;
 pub(crate) mod topology;
 pub(crate) mod warning;
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+use redis::sentinel::SentinelClient;
 use redis::ConnectionLike;
 /// What [`Client::builder_from`](crate::Client::builder_from) takes: the
 /// redis crate's connection settings in any of their forms.
@@ -54,8 +55,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{check_subscribed, Route};
 
 use cluster::Cluster;
-use pool::{Conn, Pool};
-use server::Master;
+use pool::{LastOpen, Manager};
 use steady::Steady;
 
 /// Where one subscriber thread listens.
@@ -98,41 +98,54 @@ pub(crate) type OwnConn = Box<dyn Link>;
 
 /// How one deployment's connections are opened.
 enum Deployment {
-    /// One server, or the master Sentinels name.
-    Server(Master),
+    /// One server's address.
+    Server(redis::Client),
+    /// Whichever server the Sentinels name as master at each connect: a
+    /// connection to a master demoted since is dropped from the pool, so
+    /// the next ones reach its successor.
+    Sentinel(Mutex<SentinelClient>),
     Cluster(Cluster),
 }
 
-/// A client's connections to Redis.
+impl Deployment {
+    /// A new connection within `timeouts`, with the command timeouts set:
+    /// to the server, to the master the Sentinels name now, or on a
+    /// cluster to the node `at` names (any seed for [`Listen::Main`]).
+    fn connect(&self, at: &Listen, timeouts: Timeouts) -> Result<Steady> {
+        match self {
+            Deployment::Server(client) => timeouts.connect(client),
+            Deployment::Sentinel(sentinels) => {
+                timeouts.connect(&sentinel::master(sentinels, timeouts.connect)?)
+            }
+            Deployment::Cluster(cluster) => cluster.subscriber_connection(at),
+        }
+    }
+}
+
+/// A client's connections to Redis: the pooled ones and the others (see
+/// [`pool`]).
 pub(crate) struct Backend {
-    /// Shared with the pool's manager.
-    deployment: Arc<Deployment>,
-    pool: Pool,
-    timeouts: Timeouts,
+    pool: r2d2::Pool<Manager>,
+    /// The pool's manager: the deployment and its timeouts, for the
+    /// connections opened outside the pool too.
+    manager: Manager,
+    /// Whether the pool's last attempt to open a connection failed.
+    last_open: LastOpen,
 }
 
 impl Backend {
     pub(crate) fn open(config: &Config, topology: Topology) -> Result<Backend> {
-        let server = Deployment::Server;
         let deployment = match topology {
-            Topology::Single(url) => server(Master::Fixed(open_info(config, quiet(&url)?)?)),
-            Topology::Given(info) => server(Master::Fixed(open_info(config, *info)?)),
+            Topology::Single(url) => Deployment::Server(open_info(config, quiet(&url)?)?),
+            Topology::Given(info) => Deployment::Server(open_info(config, *info)?),
             Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
             Topology::Sentinel {
                 sentinels,
                 master,
                 node,
-            } => server(Master::Named(
-                sentinel::client(config, sentinels, master, node)?.into(),
-            )),
+            } => Deployment::Sentinel(sentinel::client(config, sentinels, master, node)?.into()),
         };
-        let deployment = Arc::new(deployment);
-        let timeouts = Timeouts::of(config);
-        Ok(Backend {
-            pool: Pool::open(config, Arc::clone(&deployment), timeouts),
-            deployment,
-            timeouts,
-        })
+        Ok(Backend::pooled(config, deployment))
     }
 
     /// Where subscriber threads listen with sharded pub/sub: every node
@@ -143,14 +156,7 @@ impl Backend {
 
     /// True on Redis Cluster, whose pipelines must stay in one slot.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(*self.deployment, Deployment::Cluster(_))
-    }
-
-    /// A pooled connection within `timeout` or the connect timeout,
-    /// whichever is shorter (see [`Pool::checkout`] for stale
-    /// connections), or the pool's error.
-    pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
-        self.pool.checkout(timeout.min(self.timeouts.connect))
+        matches!(*self.manager.deployment, Deployment::Cluster(_))
     }
 
     /// The cluster's slot map, read on a pooled connection (`None` off a
@@ -166,8 +172,8 @@ impl Backend {
     /// or names none. Nodes added later are heard through the cluster bus.
     pub(crate) fn listeners(&self, map: Option<&SlotMap>) -> Vec<Listen> {
         let nodes = map.map(SlotMap::nodes).unwrap_or_default();
-        match &*self.deployment {
-            Deployment::Server(_) => vec![Listen::Main],
+        match &*self.manager.deployment {
+            Deployment::Server(_) | Deployment::Sentinel(_) => vec![Listen::Main],
             Deployment::Cluster(_) if nodes.is_empty() => vec![Listen::AnySeed],
             Deployment::Cluster(_) => nodes.iter().cloned().map(Listen::Node).collect(),
         }
@@ -182,7 +188,7 @@ impl Backend {
 
     /// The cluster, for what only a cluster has (`what`: a bug elsewhere).
     fn cluster(&self, what: &'static str) -> Result<&Cluster> {
-        match &*self.deployment {
+        match &*self.manager.deployment {
             Deployment::Cluster(cluster) => Ok(cluster),
             _ => Err(Error::new(ErrorKind::Internal, what)),
         }
@@ -193,7 +199,7 @@ impl Backend {
     /// the server, to the cluster (with its own slot map), or to the master
     /// the Sentinels name now.
     pub(crate) fn own_connection(&self) -> Result<OwnConn> {
-        self.pool.manager.open()
+        self.manager.open()
     }
 
     /// A new connection of its own to the cluster node `node` for shard
@@ -210,11 +216,9 @@ impl Backend {
     /// at a [`Listen::Shards`] node): the server's
     /// answer is checked (see [`check_subscribed`](crate::protocol::check_subscribed)).
     pub(crate) fn subscription(&self, at: &Listen, channel: &str) -> Result<redis::Connection> {
-        let mut conn = match &*self.deployment {
-            Deployment::Server(master) => master.connect(self.timeouts),
-            Deployment::Cluster(cluster) => cluster.subscriber_connection(at),
-        }?
-        .into_inner();
+        let mut conn = (self.manager.deployment)
+            .connect(at, self.manager.timeouts)?
+            .into_inner();
         let route = match at {
             Listen::Shards(_) => Route::Sharded,
             _ => Route::Classic,
@@ -226,7 +230,7 @@ impl Backend {
         // subscriber reads as one (RESP3).
         let command = route.subscribe_command(channel).get_packed_command();
         let confirmation = steady::without_signals(|| {
-            steady::again(Some(self.timeouts.command), || {
+            steady::again(Some(self.manager.timeouts.command), || {
                 conn.send_packed_command(&command)?;
                 conn.recv_response()
             })

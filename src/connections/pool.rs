@@ -19,30 +19,19 @@ use redis::ConnectionLike;
 use crate::connections::config::Config;
 use crate::error::{Error, Result, Retry};
 
-use super::server::Master;
-use super::{Deployment, OwnConn, Timeouts};
+use super::{Backend, Deployment, Listen, OwnConn, Timeouts};
 
 /// A pooled connection of any deployment; back to the pool on drop.
 pub(crate) type Conn = r2d2::PooledConnection<Manager>;
 
-/// The pooled connections of one deployment (one server, a cluster, the
-/// master Sentinels name).
-pub(super) struct Pool {
-    pool: r2d2::Pool<Manager>,
-    /// The pool's manager, for the connections opened outside it (the
-    /// watchdog's).
-    pub(super) manager: Manager,
-    /// Whether the pool's last attempt to open a connection failed.
-    last_open: LastOpen,
-}
-
-impl Pool {
-    /// A pool of connections to `deployment`, opened as `config` says,
-    /// none of them yet (the first checkouts open them).
-    pub(super) fn open(config: &Config, deployment: Arc<Deployment>, timeouts: Timeouts) -> Pool {
+impl Backend {
+    /// The connections of `deployment`, opened as `config` says: a pool,
+    /// none of its connections yet (the first checkouts open them), and
+    /// its manager for the connections opened outside it.
+    pub(super) fn pooled(config: &Config, deployment: Deployment) -> Backend {
         let manager = Manager {
-            deployment,
-            timeouts,
+            deployment: Arc::new(deployment),
+            timeouts: Timeouts::of(config),
             generation: Arc::default(),
         };
         let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
@@ -73,17 +62,19 @@ impl Pool {
             .connection_customizer(Box::new(last_open.clone()))
             .thread_pool(Arc::new(maintenance))
             .build_unchecked(manager.clone());
-        Pool {
+        Backend {
             pool,
             manager,
             last_open,
         }
     }
 
-    /// A connection within `timeout`, or the pool's error. Stale idle
-    /// connections go back (and are dropped) until a current one turns up;
-    /// a new one reads a cluster's slot map afresh.
-    pub(super) fn checkout(&self, timeout: Duration) -> Result<Conn> {
+    /// A pooled connection within `timeout` or the connect timeout,
+    /// whichever is shorter, or the pool's error. Stale idle connections
+    /// go back (and are dropped) until a current one turns up; a new one
+    /// reads a cluster's slot map afresh.
+    pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
+        let timeout = timeout.min(self.manager.timeouts.connect);
         for _ in 0..self.pool.max_size() {
             let conn = self.get(timeout)?;
             if !conn.is_stale() {
@@ -111,8 +102,8 @@ impl Pool {
 /// the slot map of its opening.
 #[derive(Clone)]
 pub(crate) struct Manager {
-    deployment: Arc<Deployment>,
-    timeouts: Timeouts,
+    pub(super) deployment: Arc<Deployment>,
+    pub(super) timeouts: Timeouts,
     /// Connections opened before this generation are stale (see
     /// [`Pooled::note`]).
     generation: Arc<AtomicU64>,
@@ -124,11 +115,11 @@ impl Manager {
     /// cluster (with its own slot map).
     pub(super) fn open(&self) -> Result<OwnConn> {
         Ok(match &*self.deployment {
-            Deployment::Server(master) => Box::new(master.connect(self.timeouts)?),
             Deployment::Cluster(cluster) => {
                 let conn = cluster.client.get_generic_connection();
                 Box::new(conn.map_err(Error::from_redis)?)
             }
+            server => Box::new(server.connect(&Listen::Main, self.timeouts)?),
         })
     }
 }
@@ -174,7 +165,7 @@ impl Pooled {
             return false;
         };
         match &*self.manager.deployment {
-            Deployment::Server(Master::Named(_)) => {
+            Deployment::Sentinel(_) => {
                 self.demoted |= err.retry() == Retry::DemotedMaster;
             }
             Deployment::Cluster(_) if err.is_connection() && !err.is_slot_moving() => {
@@ -219,7 +210,7 @@ impl r2d2::ManageConnection for Manager {
 /// Set by the pool when an attempt to open a connection fails, cleared when
 /// one succeeds; its clones share it.
 #[derive(Debug, Clone, Default)]
-struct LastOpen(Arc<AtomicBool>);
+pub(super) struct LastOpen(Arc<AtomicBool>);
 
 impl LastOpen {
     /// True when the pool's last attempt to open a connection failed.

@@ -1,7 +1,7 @@
 //! Sentinel: the client that asks the Sentinels which server is the
 //! master (with their own credentials, and the TLS certificates for them
 //! and the master), and that question asked at each connect (see
-//! [`Master::Named`](super::server::Master::Named)).
+//! [`Deployment::Sentinel`](super::Deployment::Sentinel)).
 
 use std::time::Duration;
 
@@ -17,7 +17,8 @@ use super::steady;
 /// The client that asks `sentinels` for `master`, reached as `node` says;
 /// the Sentinels with the client's `sentinel_username` and
 /// `sentinel_password`, if any, and every TLS connection with its
-/// certificates, if any.
+/// certificates, if any. Without certificates, no connection it opens, to
+/// a Sentinel or to the master, sends `CLIENT SETINFO` (see `quiet`).
 pub(super) fn client(
     config: &Config,
     sentinels: Vec<String>,
@@ -28,22 +29,6 @@ pub(super) fn client(
     if let Some(certificates) = config.tls_certificates()? {
         return with_certificates(config, &sentinels, &master, node, certificates);
     }
-    quiet_client(config, &sentinels, master, node)
-}
-
-fn invalid_sentinel_url(err: redis::RedisError) -> Error {
-    Error::with_source(ErrorKind::InvalidConfig, "invalid sentinel url", err)
-}
-
-/// The sentinel client when no TLS certificates are given: no connection
-/// it opens, to a Sentinel or to the master, sends `CLIENT SETINFO` (see
-/// `quiet`).
-fn quiet_client(
-    config: &Config,
-    sentinels: &[String],
-    master: String,
-    node: MasterNode,
-) -> Result<SentinelClient> {
     let sentinels = sentinels
         .iter()
         .map(|url| {
@@ -65,6 +50,10 @@ fn quiet_client(
         SentinelServerType::Master,
     )
     .map_err(invalid_sentinel_url)
+}
+
+fn invalid_sentinel_url(err: redis::RedisError) -> Error {
+    Error::with_source(ErrorKind::InvalidConfig, "invalid sentinel url", err)
 }
 
 /// The sentinel client when TLS certificates are given (a private root, a

@@ -36,17 +36,11 @@ impl SlotMap {
             return Err(unexpected(&slots));
         };
         let mut map = SlotMap::default();
-        for range in ranges {
-            let Value::Array(fields) = range else {
-                continue;
-            };
-            let bounds: Option<(u16, u16)> = first_two(&fields);
+        for fields in ranges.iter().filter_map(Value::as_sequence) {
+            let bounds: Option<(u16, u16)> = first_two(fields);
             let mut master = None;
-            for node in fields.into_iter().skip(2) {
-                let address: Option<Address> = match node {
-                    Value::Array(parts) => first_two(&parts),
-                    _ => None,
-                };
+            for node in fields.iter().skip(2) {
+                let address: Option<Address> = node.as_sequence().and_then(first_two);
                 let Some(address) = address.filter(|(host, _)| !host.is_empty()) else {
                     continue;
                 };

@@ -46,11 +46,9 @@ pub(crate) fn is_interrupted(err: &redis::RedisError) -> bool {
     let Some(source) = std::error::Error::source(err).filter(|_| err.is_io_error()) else {
         return false;
     };
-    let io = match source.downcast_ref::<Shared>() {
-        Some(shared) => shared.downcast_ref::<std::io::Error>(),
-        None => source.downcast_ref::<std::io::Error>(),
-    };
-    io.is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
+    let io = (source.downcast_ref::<Shared>())
+        .map_or_else(|| source.downcast_ref(), |shared| shared.downcast_ref());
+    io.is_some_and(|io: &std::io::Error| io.kind() == std::io::ErrorKind::Interrupted)
 }
 
 /// Runs `step` again while a signal cuts it short, for up to `timeout`

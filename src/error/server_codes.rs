@@ -74,11 +74,24 @@ pub(super) fn known(
             ErrorKind::KeyConflict,
             "a key of this lock holds data fairlock did not write; it was left untouched".into(),
         ),
-        // "FAIRLOCK_FORMAT <found> <mine> <key>" (lua/lib/common.lua's fail).
-        "FAIRLOCK_FORMAT" => (
-            ErrorKind::FormatMismatch,
-            format_mismatch(field(0)?, field(1)?, field(2).unwrap_or("?")).into(),
-        ),
+        // "FAIRLOCK_FORMAT <found> <mine> <key>" (lua/lib/common.lua's fail):
+        // the lock's key holds data format <found> ("unversioned": before
+        // formats), this build reads <mine>.
+        "FAIRLOCK_FORMAT" => {
+            let found = match field(0)? {
+                "unversioned" => "no data format (a fairlock from before data formats)".to_owned(),
+                n => format!("data format {n}"),
+            };
+            let message = format!(
+                "the lock's key {} holds {found}, and this fairlock reads and writes data \
+                 format {}: nothing was read or changed, and retrying will not help; every \
+                 client of one lock must use builds of one data format: finish the deploy, or \
+                 drain the lock first (docs/compatibility.md)",
+                field(2).unwrap_or("?"),
+                field(1)?
+            );
+            (ErrorKind::FormatMismatch, message.into())
+        }
         // "FAIRLOCK_PERMITS_MISMATCH <this call's> <the lock's> <fence ms>"
         // (lua/lib/counted.lua's check_capacity).
         "FAIRLOCK_PERMITS_MISMATCH" => {
@@ -137,22 +150,6 @@ pub(super) fn known(
         }
         _ => return None,
     })
-}
-
-/// The message for a script's FAIRLOCK_FORMAT error: the lock's `key`
-/// holds data format `found` ("unversioned": before formats), this build
-/// reads `mine`.
-fn format_mismatch(found: &str, mine: &str, key: &str) -> String {
-    let found = match found {
-        "unversioned" => "no data format (a fairlock from before data formats)".to_owned(),
-        n => format!("data format {n}"),
-    };
-    format!(
-        "the lock's key {key} holds {found}, and this fairlock reads and writes data format \
-         {mine}: nothing was read or changed, and retrying will not help; every client of one \
-         lock must use builds of one data format: finish the deploy, or drain the lock first \
-         (docs/compatibility.md)"
-    )
 }
 
 /// What an [`ErrorKind::Auth`] error says (behind Sentinel, see
