@@ -30,7 +30,10 @@
 //! before it: the library keeps the values of lua/lib/ that read neither
 //! KEYS nor ARGV from call to call (its `checked_` values), and only its
 //! versions read them (a check of an argument that did not change is
-//! not made again).
+//! not made again). A one-line definition may name a function of those
+//! before it (`local lease_text = fmt`, what EVALSHA runs: no closure of
+//! its own) where its library's version is a function: the library reads
+//! it as one.
 
 use std::env;
 use std::fs;
@@ -193,7 +196,8 @@ fn operations_rs(ops: &[String], every: usize, table: &[(&str, &str)]) -> String
 /// call at a time, so one call's values never meet another's), the
 /// election's versions when the call is an election's; any other one-line
 /// definition is set once, when Redis loads the library, and kept from
-/// call to call (lua/lib/common.lua's checked_ values). The caller puts the `#!lua name=...` line and
+/// call to call (lua/lib/common.lua's checked_ values); one whose
+/// library's version is a function is a function there. The caller puts the `#!lua name=...` line and
 /// `local PREFIX = '<function name prefix>'` in front (src/connections/
 /// library.rs: both follow from this text's hash).
 fn library_head(definitions: &[Definition]) -> String {
@@ -202,7 +206,7 @@ fn library_head(definitions: &[Definition]) -> String {
     // kept from one call to the next (lua/lib/common.lua's checked_ values).
     let (kept, values): (Vec<&Definition>, Vec<&Definition>) = definitions
         .iter()
-        .filter(|d| !is_function(&d.text))
+        .filter(|d| !is_function(d.library_text()))
         .partition(|d| d.election.is_none() && !reads_call(d.library_text()));
     let names: Vec<&str> = values.iter().map(|d| d.name.as_str()).collect();
     let mut head = format!(
@@ -211,7 +215,7 @@ fn library_head(definitions: &[Definition]) -> String {
          local KEYS, ARGV\nlocal {}\n\n",
         names.join(", ")
     );
-    let functions = definitions.iter().filter(|d| is_function(&d.text));
+    let functions = definitions.iter().filter(|d| is_function(d.library_text()));
     for definition in kept.into_iter().chain(functions) {
         head.push_str(definition.library_text());
         head.push('\n');

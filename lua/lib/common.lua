@@ -183,9 +183,7 @@ local function lease_px(lease_s)
 end
 
 -- The `lease` lease_arg read, as fmt writes it.
-local function lease_text(lease)
-  return fmt(lease)
-end
+local lease_text = fmt
 -- @library
 -- Once per lease (checked_lease_s).
 local function lease_text(lease)
@@ -228,9 +226,7 @@ local function read_settings(value)
 end
 
 -- read_settings(value).
-local function settings_arg(value)
-  return read_settings(value)
-end
+local settings_arg = read_settings
 -- @library
 -- Once per value in a row (checked_settings_in): a waiting call sends the
 -- same settings on each attempt, and a client's calls mostly the same.
