@@ -287,15 +287,3 @@ local function split_mark(mark)
   end
   return string.sub(mark, 1, space - 1), string.sub(mark, space + 1)
 end
-
--- A lock key's `mark` with its revocation word asking the holds up to
--- `token` to let go (revoke.lua), in place of any earlier one.
-local function with_revocation(mark, token)
-  local seen, detail = split_mark(mark)
-  if seen == '' then
-    return '^' .. token
-  elseif detail == '' then
-    return seen .. ' ^' .. token
-  end
-  return seen .. ' ' .. detail .. ' ^' .. token
-end
