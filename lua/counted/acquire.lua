@@ -312,7 +312,7 @@ if (head == nil or head == entry) and meta.used + units <= capacity then
   -- The calls right behind this one that fit enter with it.
   local behind = admit_waiters(meta, now_us, now_ms, nil)
   if head and #behind == 0 then
-    tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
+    tell_head(now_ms, first_lease_left(meta, now_ms), split_counted_entry)
   end
   keep_anchor_counted(meta, now_ms)
   return in_force and { 1, token, lease, in_force } or token

@@ -94,7 +94,7 @@ if meta.used == 2147483648 then
   local write_token, write_left = change_hold(meta, member, units, 4294967295, now_us, now_ms)
   if queued then
     -- The waiter behind the claim heads the queue now.
-    tell_head(now_ms, write_left, parse_counted_entry)
+    tell_head(now_ms, write_left, split_counted_entry)
   end
   keep_anchor_counted(meta, now_ms)
   return { 1, tonumber(write_token), write_left }

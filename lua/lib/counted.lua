@@ -695,6 +695,6 @@ local function leave_counted_queue(meta, entry, now_us, now_ms)
     keep_anchor_counted(meta, now_ms)
   end
   if #handed == 0 and was_head then
-    tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
+    tell_head(now_ms, first_lease_left(meta, now_ms), split_counted_entry)
   end
 end

@@ -304,7 +304,7 @@ local function leave_queue(entry, held, last, mark, left, now_us, now_ms)
   if not held then
     hand_over(now_us, now_ms, last, mark)
   elseif was_head then
-    tell_head(now_ms, left)
+    tell_head(now_ms, left, split_entry)
   end
 end
 

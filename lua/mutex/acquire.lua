@@ -108,16 +108,16 @@ end
 
 local now_us, now_ms = server_time()
 if not holder then
-  local head = live_head(now_ms)
+  local head = live_head(now_ms, split_entry)
   if head == nil or head == entry then
     local next_head = false
     if head then
       forget(entry)
-      next_head = live_head(now_ms) or false
+      next_head = live_head(now_ms, split_entry) or false
     end
     local taken = take(owner, lease, now_us, call, token, mark, next_head ~= false, px)
     if head then
-      tell_head(now_ms, lease, nil, next_head)
+      tell_head(now_ms, lease, split_entry, next_head)
     end
     return taken
   end
