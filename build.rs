@@ -275,14 +275,10 @@ fn is_function(text: &str) -> bool {
 /// it runs on a server out of memory too (`no-writes`), as its EVALSHA
 /// does.
 fn register(family: &str, op: &str, election: bool, file: &str, body: &str) -> String {
-    let flags = if op == "status" {
-        "{ 'no-writes' }"
-    } else {
-        "{}"
-    };
+    let flags = if op == "status" { " 'no-writes' " } else { "" };
     let mut text = format!(
         "-- lua/{file}\nredis.register_function({{\n  function_name = PREFIX .. '{family}_{op}',\n  \
-         flags = {flags},\n  callback = function(KEYS, ARGV)\n    begin(KEYS, ARGV, {election})\n"
+         flags = {{{flags}}},\n  callback = function(KEYS, ARGV)\n    begin(KEYS, ARGV, {election})\n"
     );
     text.extend(body.lines().flat_map(|line| [line, "\n"]));
     text.push_str("  end,\n})\n\n");
