@@ -405,16 +405,14 @@ end
 -- Gives call `call` of `owner` a hold of `units` for `ttl` ms; returns its
 -- token (a string), max(last + 1, server clock in µs), as the mutex's take
 -- does. The first hold is the meta's lone hold; a second one moves the
--- lone hold into the holders zset beside it. `units_s`, the units as
--- written, if the caller has them. The caller writes the meta
--- (keep_anchor_counted).
+-- lone hold into the holders zset beside it. `units_s` is the units as
+-- written. The caller writes the meta (keep_anchor_counted).
 local function take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
   local number = math.max(tonumber(meta.last) + 1, now_us)
   local token = fmt(number)
   local ends = now_ms + ttl
   meta.last = token
   local lone = meta.lone
-  units_s = units_s or fmt(units)
   if not lone and meta.used == 0 then
     meta.lone = { owner = owner, call = call, units = units, units_s = units_s, token = token,
       ends = ends }

@@ -136,6 +136,6 @@ if mode == 'try' then
 end
 local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
 if queue_life or not waiters then
-  keep_anchor(queue_life, stored, nil)
+  keep_anchor(queue_life, stored)
 end
 return { 0, left, position, token }
