@@ -496,12 +496,12 @@ end
 -- id> <token> <ttl>", its grant bounded by its liveness deadline as
 -- hand_over's; a new head left waiting learns it from its client's next
 -- heartbeat, as after hand_over, or hears "H" (as tell_head tells it) when
--- it heads the queue because a refused one left it. An upgrade's claim at the
--- head is settled in place. A
--- head that asks for more than the capacity (a semaphore whose number
--- set_permits cut since it queued) leaves the queue, told "H <call id>
--- -2", and is counted in `meta.refused`: O(log N) each, as it comes to the
--- head, so nothing reads the queue beyond its head.
+-- it heads the queue because a refused one left it. An upgrade's claim at
+-- the head is settled in place. A head that asks for more than the
+-- capacity (a semaphore whose number set_permits cut since it queued)
+-- leaves the queue, told "H <call id> -2", and is counted in
+-- `meta.refused`: O(log N) each, as it comes to the head, so nothing reads
+-- the queue beyond its head.
 -- `popped_head`, when the caller popped the head already (as pop_live_head
 -- returns it, in a table) with no units held, stands for the first pop.
 -- Returns the list of {owner, call id, token, ttl} admitted.
