@@ -99,9 +99,9 @@ if holder == owner then
     return { 1, token, extend_lease(lease, fence, left) }
   end
   -- An orphaned hold of this owner: free it (for the queue first) as its
-  -- lost call's give-back would, then ask like any newcomer.
-  local t_us, t_ms = server_time()
-  free_lock(t_us, t_ms, token, mark)
+  -- lost call's give-back would (TIME read only if someone waits), then
+  -- ask like any newcomer.
+  free_lock(nil, nil, token, mark)
   stored = redis.call('GET', LOCK)
   token, holder, calls, mark, fence, left, waiters = read_lock(stored)
 end
