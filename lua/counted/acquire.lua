@@ -293,15 +293,14 @@ if meta.used + units > capacity and dropped == 0 then
   return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }
 end
 
-local head = live_head(now_ms, parse_counted_entry)
+local head, _, _, _, _, _, head_units = live_head(now_ms, parse_counted_entry)
 local handed = {}
 if head and head ~= entry then
   -- The waiters ahead of this call go first, as far as they fit (a head
   -- that does not fit lets nobody in: a read behind a queued write).
-  local _, _, _, _, head_units = parse_counted_entry(head)
   if meta.used + head_units <= capacity then
     handed = admit_waiters(meta, now_us, now_ms, entry)
-    head = live_head(now_ms, parse_counted_entry)
+    head = live_head(now_ms, split_counted_entry)
   end
 end
 if (head == nil or head == entry) and meta.used + units <= capacity then
@@ -312,7 +311,7 @@ if (head == nil or head == entry) and meta.used + units <= capacity then
   -- The calls right behind this one that fit enter with it.
   local behind = admit_waiters(meta, now_us, now_ms, nil)
   if head and #behind == 0 then
-    tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
+    tell_head(now_ms, first_lease_left(meta, now_ms), split_counted_entry)
   end
   keep_anchor_counted(meta, now_ms)
   return in_force and { 1, token, lease, in_force } or token

@@ -27,19 +27,8 @@ if meta.lone then
   owners[1] = meta.lone.owner
   meta.lone = nil
 end
-while true do
-  local members = redis.call('ZRANGEBYSCORE', HOLDERS, 0, '+inf', 'LIMIT', 0, 100)
-  if #members == 0 then
-    break
-  end
-  local names = {}
-  for _, member in ipairs(members) do
-    names[#names + 1] = member
-    names[#names + 1] = '#' .. member
-    owners[#owners + 1] = parse_holder(member) or member
-  end
-  redis.call('ZREM', HOLDERS, unpack(names))
-end
+-- Then every hold of the holders zset, its owner listed.
+drop_expired(meta, now_ms, owners)
 meta.used = 0
 local holds = #owners
 tell_holders(owners, 'L', meta.last)

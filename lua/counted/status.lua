@@ -23,14 +23,17 @@ local _, now_ms = server_time()
 local meta = read_meta(now_ms)
 local waiter_limit = math.min(tonumber(ARGV[3]) or 0, 1000000000)
 local holder_limit = math.min(tonumber(ARGV[4]) or 0, 1000000000)
-local used, live, listed = meta.used, 0, {}
+local used, live = meta.used, 0
+-- The reply: its first six numbers, set below (capacity, used, live, waiters,
+-- last token, holders listed), then the holders listed, then the waiters.
+local out = { meta.capacity or 0, 0, 0, 0, tonumber(meta.last), 0 }
 local lone = meta.lone
 if lone then
   if lone.ends >= now_ms then
     live = 1
     if holder_limit > 0 then
-      listed = { lone.owner, tonumber(lone.call), lone.units, tonumber(lone.token),
-        lone.ends - now_ms }
+      out[7], out[8], out[9], out[10], out[11] = lone.owner, tonumber(lone.call), lone.units,
+        tonumber(lone.token), lone.ends - now_ms
     end
   else
     used = used - lone.units
@@ -46,25 +49,16 @@ else
       'LIMIT', 0, fmt(holder_limit))
     for i = 1, #holders, 2 do
       local owner, call, units = parse_holder(holders[i])
-      listed[#listed + 1] = owner or holders[i]
-      listed[#listed + 1] = tonumber(call) or 0
-      listed[#listed + 1] = units or 0
-      listed[#listed + 1] = -(tonumber(redis.call('ZSCORE', HOLDERS, '#' .. holders[i])) or 0)
-      listed[#listed + 1] = tonumber(holders[i + 1]) - now_ms
+      out[#out + 1] = owner or holders[i]
+      out[#out + 1] = tonumber(call) or 0
+      out[#out + 1] = units or 0
+      out[#out + 1] = -(tonumber(redis.call('ZSCORE', HOLDERS, '#' .. holders[i])) or 0)
+      out[#out + 1] = tonumber(holders[i + 1]) - now_ms
     end
   end
 end
-local out = {
-  meta.capacity or 0,
-  math.max(0, used),
-  live,
-  redis.call('ZCOUNT', QUEUE, deadline_score(now_ms), '+inf'),
-  tonumber(meta.last),
-  #listed / 5,
-}
-for _, part in ipairs(listed) do
-  out[#out + 1] = part
-end
+out[2], out[3], out[6] = math.max(0, used), live, (#out - 6) / 5
+out[4] = redis.call('ZCOUNT', QUEUE, deadline_score(now_ms), '+inf')
 if waiter_limit > 0 then
   for _, entry in ipairs(queued_entries(waiter_limit)) do
     local deadline = deadline_of(entry) or 0

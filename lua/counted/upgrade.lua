@@ -6,7 +6,7 @@
 -- at once when none is left, else its claim (the entry "<owner> <call>
 -- <lease ms> <fixed> 2147483647", the units a write takes beyond it) goes
 -- to the head of the queue, ahead of every waiter, so nobody queued can
--- pass it, and admit_waiters settles it (settle_claim) when the last of
+-- pass it, and admit_waiters settles it in place when the last of
 -- those reads is released or runs out, with the "G" message any waiter
 -- gets. It waits only for holds granted before it, never for a queued
 -- call (those wait behind it), so no deadlock can come of it; and only
@@ -94,7 +94,7 @@ if meta.used == 2147483648 then
   local write_token, write_left = change_hold(meta, member, units, 4294967295, now_us, now_ms)
   if queued then
     -- The waiter behind the claim heads the queue now.
-    tell_head(now_ms, write_left, parse_counted_entry)
+    tell_head(now_ms, write_left, split_counted_entry)
   end
   keep_anchor_counted(meta, now_ms)
   return { 1, tonumber(write_token), write_left }

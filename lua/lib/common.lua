@@ -183,9 +183,7 @@ local function lease_px(lease_s)
 end
 
 -- The `lease` lease_arg read, as fmt writes it.
-local function lease_text(lease)
-  return fmt(lease)
-end
+local lease_text = fmt
 -- @library
 -- Once per lease (checked_lease_s).
 local function lease_text(lease)
@@ -228,9 +226,7 @@ local function read_settings(value)
 end
 
 -- read_settings(value).
-local function settings_arg(value)
-  return read_settings(value)
-end
+local settings_arg = read_settings
 -- @library
 -- Once per value in a row (checked_settings_in): a waiting call sends the
 -- same settings on each attempt, and a client's calls mostly the same.
@@ -290,16 +286,4 @@ local function split_mark(mark)
     return mark, ''
   end
   return string.sub(mark, 1, space - 1), string.sub(mark, space + 1)
-end
-
--- A lock key's `mark` with its revocation word asking the holds up to
--- `token` to let go (revoke.lua), in place of any earlier one.
-local function with_revocation(mark, token)
-  local seen, detail = split_mark(mark)
-  if seen == '' then
-    return '^' .. token
-  elseif detail == '' then
-    return seen .. ' ^' .. token
-  end
-  return seen .. ' ' .. detail .. ' ^' .. token
 end

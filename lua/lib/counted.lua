@@ -107,18 +107,6 @@ local function counted_entry_arg(value)
   return owner, call, ms_arg(lease, 'lease'), fixed, units_arg(units, 'units')
 end
 
--- The units the holds in the holders zset take, counted one by one: only
--- when the meta is gone (deleted by hand) while holds are left. (Lease
--- ends are scores from 0 up, tokens below 0.)
-local function count_used()
-  local used = 0
-  for _, member in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, 0, '+inf')) do
-    local _, _, units = parse_holder(member)
-    used = used + (units or 0)
-  end
-  return used
-end
-
 -- The meta's used units made live: 0 when they count holds of the holders
 -- zset and that key is gone (deleted by hand, evicted), since those are
 -- holds nobody has, so the count follows the key and the lock stays
@@ -152,9 +140,17 @@ local function read_meta(now_ms, lazy, stored, pttl)
     stored = redis.call('GET', META)
   end
   if not stored then
+    -- The units the holds in the holders zset take, counted one by one:
+    -- only when the meta is gone (deleted by hand) while holds are left.
+    -- (Lease ends are scores from 0 up, tokens below 0.)
+    local used = 0
+    for _, member in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, 0, '+inf')) do
+      local _, _, units = parse_holder(member)
+      used = used + (units or 0)
+    end
     -- (Whether anyone waits is not known: a queue key deleted by hand may
     -- outlive it.)
-    return { used = count_used(), last = '0', mark = '', waiters = true }
+    return { used = used, last = '0', mark = '', waiters = true }
   end
   local capacity, token, owner, call, flag, fence, units, mark = string.match(stored,
     '^v@FORMAT@ (=?%d+) (%d+) (%S+)#(%d+) (%+?)(%d+) (%d+) (%S+)$')
@@ -367,9 +363,11 @@ end
 -- Drops every hold whose lease ran out, so that the used units count live
 -- holds only; returns how many it dropped (when any, the caller writes the
 -- meta: keep_anchor_counted). Each hold is dropped once: O(log N) amortised.
--- Only commands the ACL line of docs/security.md grants (no
--- ZREMRANGEBYSCORE).
-local function drop_expired(meta, now_ms)
+-- Given `owners` (a list), with no lone hold left (force_release.lua takes
+-- it itself), it drops every hold of the holders zset instead, live or
+-- not, and adds their owners to the list. Only commands the ACL line of
+-- docs/security.md grants (no ZREMRANGEBYSCORE).
+local function drop_expired(meta, now_ms, owners)
   local lone = meta.lone
   if lone then
     if lone.ends < now_ms then
@@ -379,22 +377,26 @@ local function drop_expired(meta, now_ms)
     end
     return 0
   end
-  if meta.used == 0 then
+  if meta.used == 0 and not owners then
     return 0
   end
+  local below = owners and '+inf' or '(' .. fmt(now_ms)
   local dropped = 0
   while true do
-    local dead = redis.call('ZRANGEBYSCORE', HOLDERS, 0, '(' .. fmt(now_ms), 'LIMIT', 0, 100)
+    local dead = redis.call('ZRANGEBYSCORE', HOLDERS, 0, below, 'LIMIT', 0, 100)
     if #dead == 0 then
       return dropped
     end
     dropped = dropped + #dead
     local members = {}
     for _, member in ipairs(dead) do
-      local _, _, units = parse_holder(member)
+      local owner, _, units = parse_holder(member)
       meta.used = math.max(0, meta.used - (units or 0))
       members[#members + 1] = member
       members[#members + 1] = '#' .. member
+      if owners then
+        owners[#owners + 1] = owner or member
+      end
     end
     redis.call('ZREM', HOLDERS, unpack(members))
   end
@@ -403,16 +405,14 @@ end
 -- Gives call `call` of `owner` a hold of `units` for `ttl` ms; returns its
 -- token (a string), max(last + 1, server clock in µs), as the mutex's take
 -- does. The first hold is the meta's lone hold; a second one moves the
--- lone hold into the holders zset beside it. `units_s`, the units as
--- written, if the caller has them. The caller writes the meta
--- (keep_anchor_counted).
+-- lone hold into the holders zset beside it. `units_s` is the units as
+-- written. The caller writes the meta (keep_anchor_counted).
 local function take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
   local number = math.max(tonumber(meta.last) + 1, now_us)
   local token = fmt(number)
   local ends = now_ms + ttl
   meta.last = token
   local lone = meta.lone
-  units_s = units_s or fmt(units)
   if not lone and meta.used == 0 then
     meta.lone = { owner = owner, call = call, units = units, units_s = units_s, token = token,
       ends = ends }
@@ -450,7 +450,7 @@ end
 -- or its name in the holders zset) of `units` the units `to` instead, in
 -- place, and a new token, max(last + 1, server clock in µs), as take_hold
 -- does: its owner, call and lease end stay. A reader-writer lock's upgrade
--- and downgrade (upgrade.lua, downgrade.lua, settle_claim). Returns the
+-- and downgrade (upgrade.lua, downgrade.lua, admit_waiters). Returns the
 -- new token (a string) and the lease ms left. The caller writes the meta
 -- (keep_anchor_counted).
 local function change_hold(meta, member, units, to, now_us, now_ms)
@@ -469,34 +469,6 @@ local function change_hold(meta, member, units, to, now_us, now_ms)
   redis.call('ZREM', HOLDERS, member, '#' .. member)
   redis.call('ZADD', HOLDERS, ends, renamed, '-' .. token, '#' .. renamed)
   return token, tonumber(ends) - now_ms
-end
-
--- Settles an upgrade's claim, which admit_waiters found at the head of the
--- queue with room for it: a reader-writer lock's queue entry of call
--- `call` of `owner` asking for 2147483647 units, what a write takes
--- beyond the upgradable read (2147483648 units) that call holds, so it
--- fits once the reads granted before it are gone (upgrade.lua queues it
--- ahead of everyone). The upgradable read becomes the write in place
--- (change_hold), its owner hears "G <call id> <token> <lease ms left>",
--- and the grant is added to `handed`; a claim whose upgradable read is
--- gone (its lease ran out, force unlocked) is dropped and its owner told
--- "H <call id> 0", so that it asks at once and learns its hold is lost.
--- Returns false, touching nothing, when the entry is no claim (a call of
--- a semaphore's: the lock's meta key says which kind it is); the caller
--- forgot the entry already.
-local function settle_claim(meta, owner, call, now_us, now_ms, handed)
-  if not string.match(META, '^[^{]*{%x+}:rwmeta:') then
-    return false
-  end
-  local member = owner .. ' ' .. call .. ' 2147483648'
-  if not hold_of(meta, member, now_ms) then
-    wake(owner, 'H ' .. call .. ' 0')
-    return true
-  end
-  local token, left = change_hold(meta, member, 2147483648, 4294967295, now_us, now_ms)
-  wake(owner, 'G ' .. call .. ' ' .. token .. ' ' .. fmt(left))
-  handed[#handed + 1] = { owner, tonumber(call), tonumber(token), left }
-  return true
 end
 
 -- The lease, in ms and as written, of a grant to a queue entry whose
@@ -524,11 +496,12 @@ end
 -- id> <token> <ttl>", its grant bounded by its liveness deadline as
 -- hand_over's; a new head left waiting learns it from its client's next
 -- heartbeat, as after hand_over, or hears "H" (as tell_head tells it) when
--- it heads the queue because a refused one left it. An upgrade's claim at the head is settled (settle_claim). A
--- head that asks for more than the capacity (a semaphore whose number
--- set_permits cut since it queued) leaves the queue, told "H <call id>
--- -2", and is counted in `meta.refused`: O(log N) each, as it comes to the
--- head, so nothing reads the queue beyond its head.
+-- it heads the queue because a refused one left it. An upgrade's claim at
+-- the head is settled in place. A head that asks for more than the
+-- capacity (a semaphore whose number set_permits cut since it queued)
+-- leaves the queue, told "H <call id> -2", and is counted in
+-- `meta.refused`: O(log N) each, as it comes to the head, so nothing reads
+-- the queue beyond its head.
 -- `popped_head`, when the caller popped the head already (as pop_live_head
 -- returns it, in a table) with no units held, stands for the first pop.
 -- Returns the list of {owner, call id, token, ttl} admitted.
@@ -574,9 +547,27 @@ local function admit_waiters(meta, now_us, now_ms, stop, popped_head)
       if not popped then
         forget(head)
       end
-      -- An upgrade's claim (its units no read or write asks for) is
-      -- settled in place of a new hold.
-      if units ~= 2147483647 or not settle_claim(meta, owner, call, now_us, now_ms, handed) then
+      if units == 2147483647 and string.match(META, '^[^{]*{%x+}:rwmeta:') then
+        -- An upgrade's claim (its units no read or write asks for, in a
+        -- reader-writer lock's queue: its meta key says which kind it is)
+        -- asks for what a write takes beyond the upgradable read
+        -- (2147483648 units) its call holds, so it fits once the reads
+        -- granted before it are gone (upgrade.lua queues it ahead of
+        -- everyone). It is settled in place of a new hold: the upgradable
+        -- read becomes the write in place (change_hold), its owner hears
+        -- "G <call id> <token> <lease ms left>"; a claim whose upgradable
+        -- read is gone (its lease ran out, force unlocked) is dropped and
+        -- its owner told "H <call id> 0", so that it asks at once and
+        -- learns its hold is lost.
+        local member = owner .. ' ' .. call .. ' 2147483648'
+        if hold_of(meta, member, now_ms) then
+          local token, left = change_hold(meta, member, 2147483648, 4294967295, now_us, now_ms)
+          wake(owner, 'G ' .. call .. ' ' .. token .. ' ' .. fmt(left))
+          handed[#handed + 1] = { owner, tonumber(call), tonumber(token), left }
+        else
+          wake(owner, 'H ' .. call .. ' 0')
+        end
+      else
         local ttl, ttl_s = grant_lease(lease, fixed, deadline, now_ms)
         local token, number = take_hold(meta, owner, call, units, ttl, now_us, now_ms, units_s)
         wake(owner, 'G ' .. call .. ' ' .. token .. ' ' .. ttl_s)
@@ -702,6 +693,6 @@ local function leave_counted_queue(meta, entry, now_us, now_ms)
     keep_anchor_counted(meta, now_ms)
   end
   if #handed == 0 and was_head then
-    tell_head(now_ms, first_lease_left(meta, now_ms), parse_counted_entry)
+    tell_head(now_ms, first_lease_left(meta, now_ms), split_counted_entry)
   end
 end

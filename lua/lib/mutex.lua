@@ -222,16 +222,14 @@ end
 -- look for) and, when `ms` is given (keep_queue_for pushed the queue key
 -- out to it), alive at least `ms`: a free key's TTL pushed out; a hold's
 -- fence grown by as much as its TTL, so its lease stays as it was.
--- `stored` is the lock key's value if the caller has it, `pttl` its PTTL
--- if read (-1: no expiry).
-local function keep_anchor(ms, stored, pttl)
+-- `stored` is the lock key's value if the caller has it.
+local function keep_anchor(ms, stored)
   stored = stored or redis.call('GET', LOCK)
   if not stored then
     return
   end
-  if ms and not pttl then
-    pttl = redis.call('PTTL', LOCK)
-  end
+  -- (-1: no expiry.)
+  local pttl = ms and redis.call('PTTL', LOCK)
   local grow = ms and pttl ~= -1 and pttl < ms
   local head, flag, fence, rest = string.match(stored, '^(v@FORMAT@ %d+ %S+ )(%+?)(%d+)( .*)$')
   if fence then
@@ -304,7 +302,7 @@ local function leave_queue(entry, held, last, mark, left, now_us, now_ms)
   if not held then
     hand_over(now_us, now_ms, last, mark)
   elseif was_head then
-    tell_head(now_ms, left)
+    tell_head(now_ms, left, split_entry)
   end
 end
 

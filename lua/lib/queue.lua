@@ -94,11 +94,10 @@ end
 -- The first queued entry that is still alive, its liveness deadline and
 -- its parts as `parse` reads them, or nil. Dead or foreign entries ahead of
 -- it are dropped; each entry is dropped once, so this is O(log N) amortised
--- per call. `parse` reads the entries (parse_entry when nil; a counted
--- lock's queue passes parse_counted_entry, or split_counted_entry for its
--- parts as written).
+-- per call. `parse` reads the entries: split_entry (a mutex's queue), or
+-- a counted lock's parse_counted_entry, or split_counted_entry for its
+-- parts as written.
 local function live_head(now_ms, parse)
-  parse = parse or parse_entry
   while true do
     local head = redis.call('ZRANGE', QUEUE, '0', '0')[1]
     if not head or string.byte(head) == 126 then
@@ -149,7 +148,6 @@ end
 -- `parse` as live_head's; `head`, when the caller just read it (false:
 -- nobody waits), saves reading it again.
 local function tell_head(now_ms, pttl, parse, head)
-  parse = parse or parse_entry
   if head == nil then
     head = live_head(now_ms, parse)
   end

@@ -99,25 +99,25 @@ if holder == owner then
     return { 1, token, extend_lease(lease, fence, left) }
   end
   -- An orphaned hold of this owner: free it (for the queue first) as its
-  -- lost call's give-back would, then ask like any newcomer.
-  local t_us, t_ms = server_time()
-  free_lock(t_us, t_ms, token, mark)
+  -- lost call's give-back would (TIME read only if someone waits), then
+  -- ask like any newcomer.
+  free_lock(nil, nil, token, mark)
   stored = redis.call('GET', LOCK)
   token, holder, calls, mark, fence, left, waiters = read_lock(stored)
 end
 
 local now_us, now_ms = server_time()
 if not holder then
-  local head = live_head(now_ms)
+  local head = live_head(now_ms, split_entry)
   if head == nil or head == entry then
     local next_head = false
     if head then
       forget(entry)
-      next_head = live_head(now_ms) or false
+      next_head = live_head(now_ms, split_entry) or false
     end
     local taken = take(owner, lease, now_us, call, token, mark, next_head ~= false, px)
     if head then
-      tell_head(now_ms, lease, nil, next_head)
+      tell_head(now_ms, lease, split_entry, next_head)
     end
     return taken
   end
@@ -136,6 +136,6 @@ if mode == 'try' then
 end
 local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
 if queue_life or not waiters then
-  keep_anchor(queue_life, stored, nil)
+  keep_anchor(queue_life, stored)
 end
 return { 0, left, position, token }

@@ -56,7 +56,7 @@ end
 if queued then
   local queue_life = keep_queue_for(waiter_timeout)
   if queue_life then
-    keep_anchor(queue_life, nil, nil)
+    keep_anchor(queue_life)
   end
 end
 out[1] = left or -2

@@ -18,6 +18,15 @@ local token, holder, calls, mark, fence, _, waiters = read_lock(redis.call('GET'
 if not holder then
   return { 0, 0 }
 end
-write_hold(token, holder, calls, with_revocation(mark, token), fence, nil, waiters)
+-- The mark with its revocation word, in place of any earlier one.
+local seen, detail = split_mark(mark)
+if seen == '' then
+  mark = '^' .. token
+elseif detail == '' then
+  mark = seen .. ' ^' .. token
+else
+  mark = seen .. ' ' .. detail .. ' ^' .. token
+end
+write_hold(token, holder, calls, mark, fence, nil, waiters)
 tell_holder(holder, 'R', token)
 return { 1, tonumber(token) }
