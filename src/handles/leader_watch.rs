@@ -241,8 +241,11 @@ impl LeaderWatch {
         if let Some(left) = leader.as_ref().and_then(|l| l.remaining_lease) {
             self.next_read = self.next_read.min(sent + left + LEASE_END_MARGIN);
         }
-        let recent = self.recently_read(sent);
-        self.last_read = Some(sent);
+        // Whether the last read was sent less than half a fence life before
+        // this one (half: the server's clock and this one's may run apart).
+        let half_fence_life = self.election.core().config().fence_life / 2;
+        let recent = (self.last_read.replace(sent))
+            .is_some_and(|last| sent.saturating_duration_since(last) < half_fence_life);
         if let Some(known) = self.known {
             let changes: Vec<(Order, LeaderEvent)> = history
                 .iter()
@@ -296,14 +299,6 @@ impl LeaderWatch {
             }
         }
         Ok(())
-    }
-
-    /// Whether the last read was sent less than half a fence life before
-    /// `now` (half: the server's clock and this one's may run apart).
-    fn recently_read(&self, now: Instant) -> bool {
-        let fence_life = self.election.core().config().fence_life;
-        self.last_read
-            .is_some_and(|last| now.saturating_duration_since(last) < fence_life / 2)
     }
 
     /// Adds `event` at `order` unless the watch knew of it already (one of
