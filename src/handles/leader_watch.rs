@@ -233,7 +233,12 @@ impl LeaderWatch {
     /// lease that ran out left). The first read learns the state only.
     fn read(&mut self) -> Result<()> {
         let sent = Instant::now();
-        let (status, history) = Status::read_election(self.election.core(), &self.election.target)?;
+        // Its status (its leader, no waiters) and its history of changes,
+        // oldest first, in one atomic step: the changes and the state they
+        // led to.
+        let mut reply = self.election.core().status(&self.election.target, 1, 0)?;
+        let history = std::mem::take(&mut reply.history);
+        let status = Status::from_reply(reply);
         let leader = status.holder().map(Leader::of);
         let last_term = status.last_fencing_token;
         // A lease that runs out says nothing: read again just after it
