@@ -435,7 +435,6 @@ fn election_messages_parse_back_and_nothing_else_does() {
 fn history_entries_are_a_message_after_the_term_before_it() {
     let grant = Change::parse(b"17 18 v c:u1@v").expect("a grant");
     assert_eq!(grant.after, 17);
-    assert_eq!(grant.term(), 18);
     assert_eq!(
         grant.message,
         ElectionMessage::Leads {
@@ -445,7 +444,8 @@ fn history_entries_are_a_message_after_the_term_before_it() {
         }
     );
     let resign = Change::parse(b"18 resigned 18").expect("a resignation");
-    assert_eq!((resign.after, resign.term()), (18, 18));
+    let resigned = ElectionMessage::Resigned { term: 18 };
+    assert_eq!((resign.after, resign.message), (18, resigned));
     // The first grant after the lock key was gone follows term 0.
     assert_eq!(Change::parse(b"0 19 v c:u2@v").map(|c| c.after), Some(0));
     for junk in [

@@ -233,7 +233,12 @@ impl LeaderWatch {
     /// lease that ran out left). The first read learns the state only.
     fn read(&mut self) -> Result<()> {
         let sent = Instant::now();
-        let (status, history) = Status::read_election(self.election.core(), &self.election.target)?;
+        // Its status (its leader, no waiters) and its history of changes,
+        // oldest first, in one atomic step: the changes and the state they
+        // led to.
+        let mut reply = self.election.core().status(&self.election.target, 1, 0)?;
+        let history = std::mem::take(&mut reply.history);
+        let status = Status::from_reply(reply);
         let leader = status.holder().map(Leader::of);
         let last_term = status.last_fencing_token;
         // A lease that runs out says nothing: read again just after it
@@ -241,8 +246,11 @@ impl LeaderWatch {
         if let Some(left) = leader.as_ref().and_then(|l| l.remaining_lease) {
             self.next_read = self.next_read.min(sent + left + LEASE_END_MARGIN);
         }
-        let recent = self.recently_read(sent);
-        self.last_read = Some(sent);
+        // Whether the last read was sent less than half a fence life before
+        // this one (half: the server's clock and this one's may run apart).
+        let half_fence_life = self.election.core().config().fence_life / 2;
+        let recent = (self.last_read.replace(sent))
+            .is_some_and(|last| sent.saturating_duration_since(last) < half_fence_life);
         if let Some(known) = self.known {
             let changes: Vec<(Order, LeaderEvent)> = history
                 .iter()
@@ -296,14 +304,6 @@ impl LeaderWatch {
             }
         }
         Ok(())
-    }
-
-    /// Whether the last read was sent less than half a fence life before
-    /// `now` (half: the server's clock and this one's may run apart).
-    fn recently_read(&self, now: Instant) -> bool {
-        let fence_life = self.election.core().config().fence_life;
-        self.last_read
-            .is_some_and(|last| now.saturating_duration_since(last) < fence_life / 2)
     }
 
     /// Adds `event` at `order` unless the watch knew of it already (one of

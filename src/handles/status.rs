@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::handles::participant::Participant;
 use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
-use crate::protocol::{Access, Capacity, Change, HolderReply, LockKind, StatusReply, WaiterReply};
+use crate::protocol::{Access, Capacity, HolderReply, LockKind, StatusReply, WaiterReply};
 
 /// One hold of a lock, as a status lists it, whatever the kind: the
 /// mutex's holder, a semaphore's permits, a reader-writer lock's read or
@@ -130,15 +130,6 @@ impl Status {
         Ok(Status::from_reply(core.status(target, max, max)?))
     }
 
-    /// Reads an election's status (its leader, no waiters) and its history
-    /// of changes, oldest first, in one atomic step: the changes and the
-    /// state they led to.
-    pub(crate) fn read_election(core: &Core, target: &Target) -> Result<(Status, Vec<Change>)> {
-        let mut reply = core.status(target, 1, 0)?;
-        let history = std::mem::take(&mut reply.history);
-        Ok((Status::from_reply(reply), history))
-    }
-
     /// The first holder by lease end (a mutex's or an election's only
     /// one), if any was listed.
     ///
@@ -189,7 +180,7 @@ impl Status {
     }
 
     /// The public form of what a `status` script returned.
-    fn from_reply(reply: StatusReply) -> Self {
+    pub(crate) fn from_reply(reply: StatusReply) -> Self {
         let kind = reply.kind;
         let holder = |holder| Holder::of(holder, kind);
         let waiter = |waiter| QueuedWaiter::of(waiter, kind);

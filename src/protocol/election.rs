@@ -126,12 +126,4 @@ impl Change {
         let message = ElectionMessage::parse(&entry[space + 1..])?;
         Some(Change { after, message })
     }
-
-    /// The term this change is about: the new leader's, or the one that
-    /// ended.
-    pub fn term(&self) -> u64 {
-        match self.message {
-            ElectionMessage::Leads { term, .. } | ElectionMessage::Resigned { term } => term,
-        }
-    }
 }

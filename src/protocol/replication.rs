@@ -16,9 +16,8 @@ pub struct SyncReplicas {
 impl SyncReplicas {
     /// The `WAIT` that makes a write count only once enough replicas have it.
     pub fn wait_command(self) -> redis::Cmd {
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(self.replicas).arg(self.timeout.as_millis() as u64);
-        cmd
+        let timeout_ms = self.timeout.as_millis() as u64;
+        redis::cmd("WAIT").arg(self.replicas).arg(timeout_ms).take()
     }
 
     /// [`ErrorKind::NotReplicated`] when `acknowledged` falls short.

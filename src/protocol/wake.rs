@@ -59,12 +59,11 @@ impl Route {
 
     /// The subscription to `channel`.
     pub fn subscribe_command(self, channel: &str) -> redis::Cmd {
-        let mut cmd = redis::cmd(match self {
+        let command = match self {
             Route::Classic => "SUBSCRIBE",
             Route::Sharded => "SSUBSCRIBE",
-        });
-        cmd.arg(channel);
-        cmd
+        };
+        redis::cmd(command).arg(channel).take()
     }
 }
 
@@ -176,9 +175,7 @@ impl WakeMessage {
     /// The `PUBLISH` of the stop message on a client's own wake `channel`,
     /// which gets its subscriber out of its blocking read at once.
     pub fn stop_command(channel: &str) -> redis::Cmd {
-        let mut cmd = redis::cmd("PUBLISH");
-        cmd.arg(channel).arg(WakeMessage::STOP);
-        cmd
+        redis::Cmd::publish(channel, WakeMessage::STOP)
     }
 
     /// Parses a payload; `None` for anything else.
