@@ -319,7 +319,7 @@ impl Client {
     }
 
     fn lock<K: kind::Kind, O: crate::Ownership>(&self, name: &str, kind: K) -> FairLock<K, O> {
-        let target = self.target(name, K::KIND);
+        let target = self.target(name, <K as kind::sealed::Kind>::KIND);
         FairLock::new(self.settings(), target, kind)
     }
 

@@ -243,7 +243,7 @@ impl<L: OneLock, O: Ownership> Guard<L, O> {
     /// ```
     pub fn lock_handle(&self) -> FairLock<L::Lock, O> {
         let (hold, call) = (&self.hold, &self.hold.call);
-        let kind = <L::Lock as kind::Kind>::of_hold(call.ask, &call.owner);
+        let kind = <L::Lock as kind::sealed::Kind>::of_hold(call.ask, &call.owner);
         let settings = Settings::new(hold.client.clone(), hold.policy);
         FairLock::new(settings, hold.target.clone(), kind)
     }

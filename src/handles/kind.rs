@@ -27,7 +27,6 @@
 use std::sync::Arc;
 
 use crate::handles::ownership::{Bound, Ownership, Unbound};
-use crate::protocol::{Ask, LockKind};
 
 /// The kinds of lock a [`FairLock`](crate::FairLock) can be, each a lock
 /// of one name: [`Mutex`], [`Semaphore`], [`RwLock`], [`Election`]. Every
@@ -45,7 +44,7 @@ use crate::protocol::{Ask, LockKind};
 /// println!("{} waiting", waiting(&client.fair_rwlock("catalog"))?);
 /// # Ok(()) }
 /// ```
-pub trait Kind: sealed::Sealed + Clone + std::fmt::Debug + Send + Sync + 'static {
+pub trait Kind: sealed::Kind + Clone + std::fmt::Debug + Send + Sync + 'static {
     /// The ownership of a lock of this kind whose type names none
     /// (`FairLock<K>`): [`Unbound`](crate::Unbound) for an [`Election`],
     /// [`Bound`](crate::Bound) for the others, by the one rule of
@@ -58,15 +57,6 @@ pub trait Kind: sealed::Sealed + Clone + std::fmt::Debug + Send + Sync + 'static
     /// same(None::<fairlock::FairLock<fairlock::kind::Mutex>>, None::<fairlock::FairMutex>);
     /// ```
     type Owner: Ownership;
-
-    /// The primitive, as the protocol names it.
-    #[doc(hidden)]
-    const KIND: LockKind;
-
-    /// The kind of the lock a hold of acquire call `ask` by `owner` is of
-    /// (what a guard's `lock_handle` returns).
-    #[doc(hidden)]
-    fn of_hold(ask: Ask, owner: &str) -> Self;
 }
 
 /// What a [`Guard`](crate::Guard) holds: a [`Mutex`]'s hold, a
@@ -219,33 +209,15 @@ pub enum Any {}
 
 impl Kind for Mutex {
     type Owner = Bound;
-    const KIND: LockKind = LockKind::Mutex;
-    fn of_hold(_: Ask, _: &str) -> Self {
-        Mutex(())
-    }
 }
 impl Kind for Semaphore {
     type Owner = Bound;
-    const KIND: LockKind = LockKind::Semaphore;
-    fn of_hold(ask: Ask, _: &str) -> Self {
-        let permits = ask.capacity();
-        Semaphore { permits }
-    }
 }
 impl Kind for RwLock {
     type Owner = Bound;
-    const KIND: LockKind = LockKind::RwLock;
-    fn of_hold(_: Ask, _: &str) -> Self {
-        RwLock(())
-    }
 }
 impl Kind for Election {
     type Owner = Unbound;
-    const KIND: LockKind = LockKind::Election;
-    fn of_hold(_: Ask, owner: &str) -> Self {
-        let value = crate::Participant::new(owner).identity().map(Into::into);
-        Election { value }
-    }
 }
 
 impl OneLock for Mutex {
@@ -296,11 +268,21 @@ impl HoldKind for Any {
     type Tie<O: Ownership> = O::Tie;
 }
 
-/// What keeps the kinds fairlock's own.
+/// What the kinds are to the rest of the crate, out of users' reach.
 pub(crate) mod sealed {
+    use crate::protocol::{Ask, LockKind};
+
     /// Implemented by fairlock's own kinds only: every public trait of
     /// [`kind`](super) requires it, so no other type can be one.
     pub trait Sealed {}
+
+    pub trait Kind: Sealed {
+        /// The primitive, as the protocol names it.
+        const KIND: LockKind;
+        /// The kind of the lock a hold of acquire call `ask` by `owner` is
+        /// of (what a guard's `lock_handle` returns).
+        fn of_hold(ask: Ask, owner: &str) -> Self;
+    }
 
     impl Sealed for super::Mutex {}
     impl Sealed for super::Semaphore {}
@@ -310,4 +292,31 @@ pub(crate) mod sealed {
     impl Sealed for super::Write {}
     impl Sealed for super::UpgradableRead {}
     impl Sealed for super::Any {}
+
+    impl Kind for super::Mutex {
+        const KIND: LockKind = LockKind::Mutex;
+        fn of_hold(_: Ask, _: &str) -> Self {
+            super::Mutex(())
+        }
+    }
+    impl Kind for super::Semaphore {
+        const KIND: LockKind = LockKind::Semaphore;
+        fn of_hold(ask: Ask, _: &str) -> Self {
+            let permits = ask.capacity();
+            super::Semaphore { permits }
+        }
+    }
+    impl Kind for super::RwLock {
+        const KIND: LockKind = LockKind::RwLock;
+        fn of_hold(_: Ask, _: &str) -> Self {
+            super::RwLock(())
+        }
+    }
+    impl Kind for super::Election {
+        const KIND: LockKind = LockKind::Election;
+        fn of_hold(_: Ask, owner: &str) -> Self {
+            let value = crate::Participant::new(owner).identity().map(Into::into);
+            super::Election { value }
+        }
+    }
 }

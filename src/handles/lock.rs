@@ -179,7 +179,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn lock_kind(&self) -> LockKind {
-        K::KIND
+        <K as crate::handles::kind::sealed::Kind>::KIND
     }
 
     /// Everything about the lock in one atomic read, whatever its kind:
