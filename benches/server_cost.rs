@@ -979,11 +979,13 @@ impl Driven {
         token: i64,
         id: u64,
     ) -> redis::Value {
-        let args: Vec<String> = ["fairlock:wake:", "600000", owner]
-            .map(String::from)
-            .into_iter()
-            .chain([token.to_string(), id.to_string()])
-            .collect();
+        let args = [
+            "fairlock:wake:",
+            "600000",
+            &format!("{owner}#{id}"),
+            &token.to_string(),
+        ]
+        .map(String::from);
         caller.run(conn, self.kind, Op::Release, &self.keys, &args)
     }
 }

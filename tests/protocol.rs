@@ -271,7 +271,7 @@ per_kind! {
             assert_eq!(s.snapshot(), before, "{bad:?}");
             assert!(err.to_string().contains(what), "{bad:?}: {err}");
         }
-        for bad in [["a 1", "5", "1"], ["a:1", "5", "x"]] {
+        for bad in [["a 1#1", "5"], ["a:1#x", "5"], ["a:1", "5"]] {
             assert!(s.eval(Script::of(k, Op::Release), &bad).is_err(), "{bad:?}");
             assert_eq!(s.snapshot(), before, "{bad:?}");
         }

@@ -314,7 +314,7 @@ fn replies_name_the_holds_left_or_every_waiter_handed_over() {
         token: 9,
         call: 4,
     };
-    assert_eq!(op.args(), ["c:1", "9", "4"]);
+    assert_eq!(op.args(), ["c:1#4", "9"]);
     assert_eq!(
         op.parse(Value::Int(2)).unwrap(),
         ReleaseReply::Released { left: 2 }

@@ -11,8 +11,8 @@
 -- KEYS: lock, queue (fairlock's two; only the lock is read).
 -- floor_take, fairlock's arguments: ARGV wake prefix, fence ms, owner,
 --   call id, lease ms, settings (as fairlock's mutex acquire).
--- floor_release, fairlock's arguments: ARGV wake prefix, fence ms, owner,
---   token, call id (as fairlock's mutex release).
+-- floor_release, fairlock's arguments: ARGV wake prefix, fence ms,
+--   "<owner>#<call id>", token (as fairlock's mutex release).
 -- floor_take_packed: ARGV "<owner>#<call> <fence ms>" (the hold as
 --   written), the PX (lease + fence ms), the rest of what a take that
 --   queues needs as one string (unread here).
@@ -57,8 +57,8 @@ redis.register_function('floor_take', function(keys, args)
 end)
 
 redis.register_function('floor_release', function(keys, args)
-  local held = 'v@FORMAT@ ' .. args[4] .. ' ' .. args[3] .. '#' .. args[5] .. ' ' .. args[2] .. ' '
-  return release(keys[1], held, 'v@FORMAT@ ' .. args[4] .. ' - ' .. args[3] .. '#' .. args[5], args[2])
+  local held = 'v@FORMAT@ ' .. args[4] .. ' ' .. args[3] .. ' ' .. args[2] .. ' '
+  return release(keys[1], held, 'v@FORMAT@ ' .. args[4] .. ' - ' .. args[3], args[2])
 end)
 
 redis.register_function('floor_take_packed', function(keys, args)
@@ -155,9 +155,9 @@ end)
 
 redis.register_function('floor_hand_over', function(keys, args)
   local lock, queue = keys[1], keys[2]
-  local owner, token, call = args[3], args[4], args[5]
+  local hold, token = args[3], args[4]
   local stored = redis.call('GET', lock)
-  local held = 'v@FORMAT@ ' .. token .. ' ' .. owner .. '#' .. call .. ' +'
+  local held = 'v@FORMAT@ ' .. token .. ' ' .. hold .. ' +'
   local fence = stored and string.find(stored, held, 1, true) == 1
     and string.match(stored, '^%d+', #held + 1)
   local pttl = fence and redis.call('PTTL', lock)
@@ -189,7 +189,7 @@ redis.register_function('floor_hand_over', function(keys, args)
     fence_s, px = string.format('%d', queue_ttl - lease), string.format('%d', queue_ttl)
   end
   redis.call('SET', lock, 'v@FORMAT@ ' .. next_token .. ' ' .. next_owner .. '#' .. next_call
-    .. plus .. fence_s .. ' ' .. owner .. '#' .. call, 'PX', px)
+    .. plus .. fence_s .. ' ' .. hold, 'PX', px)
   redis.call('PUBLISH', args[1] .. string.match(next_owner, '^([^:]+):'),
     'G ' .. next_call .. ' ' .. next_token .. ' ' .. lease)
   return next_owner .. ' ' .. next_call .. ' ' .. next_token .. ' ' .. lease
@@ -222,13 +222,12 @@ redis.register_function('floor_entries_take', function(keys, args)
 end)
 
 redis.register_function('floor_entries_release', function(keys, args)
-  local owner, token, call = args[3], args[4], args[5]
+  local hold, token = args[3], args[4]
   local stored = redis.call('GET', keys[1])
-  if not stored or string.find(stored, 'e@FORMAT@ ' .. token .. ' ' .. owner .. '#' .. call
-      .. ' - ', 1, true) ~= 1 then
+  if not stored or string.find(stored, 'e@FORMAT@ ' .. token .. ' ' .. hold .. ' - ', 1, true) ~= 1 then
     return -1
   end
-  redis.call('SET', keys[1], 'e@FORMAT@ ' .. token .. ' - ' .. owner .. '#' .. call, 'PX', args[2])
+  redis.call('SET', keys[1], 'e@FORMAT@ ' .. token .. ' - ' .. hold, 'PX', args[2])
   return 0
 end)
 
@@ -270,10 +269,9 @@ end)
 
 redis.register_function('floor_entries_hand_over', function(keys, args)
   local lock, queue = keys[1], keys[2]
-  local owner, token, call = args[3], args[4], args[5]
+  local hold, token = args[3], args[4]
   local stored = redis.call('GET', lock)
-  if not stored or string.find(stored, 'e@FORMAT@ ' .. token .. ' ' .. owner .. '#' .. call
-      .. ' + ', 1, true) ~= 1 then
+  if not stored or string.find(stored, 'e@FORMAT@ ' .. token .. ' ' .. hold .. ' + ', 1, true) ~= 1 then
     return -1
   end
   local head = redis.call('ZPOPMIN', queue)[1]
@@ -289,7 +287,7 @@ redis.register_function('floor_entries_hand_over', function(keys, args)
   local next_token = string.format('%d', token + 1)
   local plus = redis.call('EXISTS', queue) == 1 and ' + ' or ' - '
   redis.call('SET', lock, 'e@FORMAT@ ' .. next_token .. ' ' .. next_owner .. '#' .. next_call
-    .. plus .. owner .. '#' .. call, 'PX', lease)
+    .. plus .. hold, 'PX', lease)
   redis.call('PUBLISH', args[1] .. string.match(next_owner, '^([^:]+):'),
     'G ' .. next_call .. ' ' .. next_token .. ' ' .. lease)
   return next_owner .. ' ' .. next_call .. ' ' .. next_token .. ' ' .. lease

@@ -113,7 +113,13 @@ pub fn handoff(
         _ => "floor_hand_over",
     };
     let (owner, token, call) = &*holder;
-    let args = ["fairlock:wake:", "600000", owner, token, call].map(String::from);
+    let args = [
+        "fairlock:wake:",
+        "600000",
+        &format!("{owner}#{call}"),
+        token,
+    ]
+    .map(String::from);
     let grant: Vec<String> =
         redis::from_redis_value(words(fcall(conn, function, keys, &args))).unwrap();
     *holder = (grant[0].clone(), grant[2].clone(), grant[1].clone());
@@ -155,7 +161,7 @@ pub fn cycle(conn: &mut redis::Connection, keys: &[String], layout: Layout, id: 
             &format!("v{format} {token} - {owner}#{id}"),
             fence,
         ]),
-        _ => strings(&["fairlock:wake:", fence, owner, &token_s, &id_s]),
+        _ => strings(&["fairlock:wake:", fence, &format!("{owner}#{id}"), &token_s]),
     };
     let released: i64 = fcall(conn, release, keys, &args);
     assert_eq!(released, 0, "the floor's release freed its own hold");

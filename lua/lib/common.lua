@@ -99,6 +99,18 @@ local function ms_arg(value, what)
   return n
 end
 
+-- The hold a release names (ARGV: "<owner id>#<call id>", as the lock's
+-- value and its mark write it) as owner id and call id; anything else
+-- stops the script before it writes. Its fast paths find the hold as
+-- given and need no parts.
+local function hold_arg(value)
+  local owner, call = string.match(value or '', '^(%S+)#(%d+)$')
+  if not owner then
+    fail('ERR fairlock: a hold must be "<owner>#<call id>", got ' .. tostring(value))
+  end
+  return owner, call
+end
+
 -- What the checks of a call's arguments found, under the ARGV strings
 -- they read: a client sends the same fence life, lease and waiter timeout
 -- on every call. Only the Functions library (FCALL) reads these: it

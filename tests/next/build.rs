@@ -27,7 +27,7 @@ const PLANT: &[(&str, &str, &str)] = &[
         "elseif word == '=' then",
     ),
     ("mutex/acquire.lua", "(%d+) %- (.+)$", "(%d+) = (.+)$"),
-    ("mutex/release.lua", "' - ' .. owner", "' = ' .. owner"),
+    ("mutex/release.lua", "' - ' .. hold", "' = ' .. hold"),
 ];
 
 fn main() {

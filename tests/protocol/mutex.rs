@@ -52,7 +52,10 @@ impl Lock {
 
     /// release.lua's holds left (0 also when handed over), or -1.
     fn release_raw(&mut self, owner: &str, token: &str, call: &str) -> i64 {
-        match self.eval(RELEASE, &[owner, token, call]).unwrap() {
+        match self
+            .eval(RELEASE, &[&format!("{owner}#{call}"), token])
+            .unwrap()
+        {
             Value::Int(left) => left,
             Value::BulkString(_) => 0,
             other => panic!("release replied {other:?}"),
