@@ -213,6 +213,34 @@ fn a_call_is_abandoned_exactly_once_by_its_id() {
 }
 
 #[test]
+fn a_hold_whose_owner_id_holds_a_hash_is_released_call_by_call() {
+    // An election's owner id ends with its value, which may hold a '#': a
+    // release names the hold "<owner>#<call>", and its slow path (a
+    // re-entered hold) reads the owner up to the last '#'.
+    let mut f = fixture("hash-owner");
+    let owner = "c:1@v#2";
+    let token = f.acquire_raw(owner, "first", "1", "0")[1].to_string();
+    assert_eq!(
+        f.acquire_raw(owner, "first", "2", &token)[0],
+        1,
+        "re-entered"
+    );
+    assert_eq!(f.calls(), ["1", "2"]);
+    assert_eq!(f.release_raw(owner, &token, "1"), 1, "one hold left");
+    assert_eq!(f.holder().as_deref(), Some(owner));
+    assert_eq!(f.release_raw(owner, &token, "2"), 0);
+    assert_eq!(f.holder(), None);
+    assert_eq!(
+        f.release_raw(owner, &token, "2"),
+        0,
+        "a repeat answers as the first did"
+    );
+    // An owner whose id the first's begins with released nothing.
+    assert_eq!(f.release_raw("c:1@v", &token, "2"), -1);
+    f.assert_every_key_expires();
+}
+
+#[test]
 fn an_orphaned_hold_is_never_re_entered() {
     let mut f = fixture("orphan");
     let orphan = f.acquire_raw("a:1", "first", "1", "0")[1];
