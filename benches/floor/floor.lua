@@ -155,9 +155,9 @@ end)
 
 redis.register_function('floor_hand_over', function(keys, args)
   local lock, queue = keys[1], keys[2]
-  local hold, token = args[3], args[4]
+  local call_key, token = args[3], args[4]
   local stored = redis.call('GET', lock)
-  local held = 'v@FORMAT@ ' .. token .. ' ' .. hold .. ' +'
+  local held = 'v@FORMAT@ ' .. token .. ' ' .. call_key .. ' +'
   local fence = stored and string.find(stored, held, 1, true) == 1
     and string.match(stored, '^%d+', #held + 1)
   local pttl = fence and redis.call('PTTL', lock)
@@ -189,7 +189,7 @@ redis.register_function('floor_hand_over', function(keys, args)
     fence_s, px = string.format('%d', queue_ttl - lease), string.format('%d', queue_ttl)
   end
   redis.call('SET', lock, 'v@FORMAT@ ' .. next_token .. ' ' .. next_owner .. '#' .. next_call
-    .. plus .. fence_s .. ' ' .. hold, 'PX', px)
+    .. plus .. fence_s .. ' ' .. call_key, 'PX', px)
   redis.call('PUBLISH', args[1] .. string.match(next_owner, '^([^:]+):'),
     'G ' .. next_call .. ' ' .. next_token .. ' ' .. lease)
   return next_owner .. ' ' .. next_call .. ' ' .. next_token .. ' ' .. lease
@@ -222,12 +222,13 @@ redis.register_function('floor_entries_take', function(keys, args)
 end)
 
 redis.register_function('floor_entries_release', function(keys, args)
-  local hold, token = args[3], args[4]
+  local call_key, token = args[3], args[4]
   local stored = redis.call('GET', keys[1])
-  if not stored or string.find(stored, 'e@FORMAT@ ' .. token .. ' ' .. hold .. ' - ', 1, true) ~= 1 then
+  if not stored
+      or string.find(stored, 'e@FORMAT@ ' .. token .. ' ' .. call_key .. ' - ', 1, true) ~= 1 then
     return -1
   end
-  redis.call('SET', keys[1], 'e@FORMAT@ ' .. token .. ' - ' .. hold, 'PX', args[2])
+  redis.call('SET', keys[1], 'e@FORMAT@ ' .. token .. ' - ' .. call_key, 'PX', args[2])
   return 0
 end)
 
@@ -269,9 +270,10 @@ end)
 
 redis.register_function('floor_entries_hand_over', function(keys, args)
   local lock, queue = keys[1], keys[2]
-  local hold, token = args[3], args[4]
+  local call_key, token = args[3], args[4]
   local stored = redis.call('GET', lock)
-  if not stored or string.find(stored, 'e@FORMAT@ ' .. token .. ' ' .. hold .. ' + ', 1, true) ~= 1 then
+  if not stored
+      or string.find(stored, 'e@FORMAT@ ' .. token .. ' ' .. call_key .. ' + ', 1, true) ~= 1 then
     return -1
   end
   local head = redis.call('ZPOPMIN', queue)[1]
@@ -287,7 +289,7 @@ redis.register_function('floor_entries_hand_over', function(keys, args)
   local next_token = string.format('%d', token + 1)
   local plus = redis.call('EXISTS', queue) == 1 and ' + ' or ' - '
   redis.call('SET', lock, 'e@FORMAT@ ' .. next_token .. ' ' .. next_owner .. '#' .. next_call
-    .. plus .. hold, 'PX', lease)
+    .. plus .. call_key, 'PX', lease)
   redis.call('PUBLISH', args[1] .. string.match(next_owner, '^([^:]+):'),
     'G ' .. next_call .. ' ' .. next_token .. ' ' .. lease)
   return next_owner .. ' ' .. next_call .. ' ' .. next_token .. ' ' .. lease

@@ -5,12 +5,12 @@
 -- KEYS: holders, queue, meta (see lib/counted.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
--- ARGV[3] the hold released, "<owner id>#<call id>" as the meta writes it
---         (one argument: the fast paths find it as given): the call id is
---         the acquisition this release gives back, so that a release
---         delivered twice (a retry after a lost reply) counts once, and is
---         answered as the first was while the meta still names it as the
---         last release (later releases of others replace that mark)
+-- ARGV[3] call key "<owner id>#<call id>" of the acquisition this release
+--         gives back, as the meta names a lone hold (one argument: the
+--         fast paths find it as given), so that a release delivered twice
+--         (a retry after a lost reply) counts once, and is answered as the
+--         first was while the meta still names it as the last release
+--         (later releases of others replace that mark)
 -- ARGV[4] fencing token of the hold
 -- Returns 0 when released (or released already by this call) and nobody
 --         was admitted, {owner1, call id1, token1, lease ms1, owner2, ...}
@@ -27,7 +27,7 @@
 -- ZRANGEBYSCORE, ZSCORE, ZREM and SET (the queue read only when the meta
 -- says waiters may be queued).
 
-local hold, token = ARGV[3], ARGV[4]
+local call_key, token = ARGV[3], ARGV[4]
 local stored = redis.call('GET', META)
 -- The common case first: the lone hold of this call, its value "v<format>
 -- <capacity> <token> <owner>#<call> <fence ms> <units> <mark>" with this
@@ -39,11 +39,11 @@ local stored = redis.call('GET', META)
 -- is at most two fence lives: a SET without PX costs the server less.
 local pttl = nil
 if stored then
-  local at = string.find(stored, ' ' .. token .. ' ' .. hold .. ' ' .. ARGV[2] .. ' ', 1, true)
+  local at = string.find(stored, ' ' .. token .. ' ' .. call_key .. ' ' .. ARGV[2] .. ' ', 1, true)
   if at and string.find(stored, 'v@FORMAT@ ', 1, true) == 1 then
     pttl = redis.call('PTTL', META)
     if pttl > FENCE_LIFE then
-      local free = string.sub(stored, 1, at) .. '0 ' .. token .. ' ' .. hold
+      local free = string.sub(stored, 1, at) .. '0 ' .. token .. ' ' .. call_key
       if pttl <= 2 * FENCE_LIFE then
         redis.call('SET', META, free, 'KEEPTTL')
       else
@@ -64,11 +64,11 @@ end
 -- popped (`popped_head`, as admit_waiters names it).
 local popped_head = nil
 if stored and not pttl then
-  local at = string.find(stored, ' ' .. token .. ' ' .. hold .. ' +', 1, true)
+  local at = string.find(stored, ' ' .. token .. ' ' .. call_key .. ' +', 1, true)
   local _, space, capacity_s = string.find(stored, '^v@FORMAT@ (%d+) ')
   local fence, mark
   if at and at == space then
-    fence, mark = string.match(stored, '^(%d+) %d+ (%S+)$', at + #token + #hold + 4)
+    fence, mark = string.match(stored, '^(%d+) %d+ (%S+)$', at + #token + #call_key + 4)
   end
   if mark and not string.find(mark, '^', 1, true) then
     pttl = redis.call('PTTL', META)
@@ -77,8 +77,8 @@ if stored and not pttl then
       local head, now_us, now_ms, deadline, next_owner, next_call, lease, fixed, units =
         unpack(popped_head)
       if not head then
-        redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' 0 ' .. token .. ' ' .. hold, 'PX',
-          fence_text())
+        redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' 0 ' .. token .. ' ' .. call_key,
+          'PX', fence_text())
         return 0
       end
       if units == capacity_s then
@@ -89,8 +89,8 @@ if stored and not pttl then
         local grown = FENCE_LIFE + math.max(0, queue_ttl - ttl)
         redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. token_s .. ' ' .. next_owner
           .. '#' .. next_call .. (queue_ttl == -2 and ' ' or ' +')
-          .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown)) .. ' ' .. units .. ' ' .. hold, 'PX',
-          fmt(ttl + grown))
+          .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown)) .. ' ' .. units .. ' ' .. call_key,
+          'PX', fmt(ttl + grown))
         wake(next_owner, 'G ' .. next_call .. ' ' .. token_s .. ' ' .. ttl_s)
         return granted_reply(next_owner, next_call, token_s, ttl_s)
       end
@@ -105,10 +105,10 @@ else
   now_us, now_ms = server_time()
 end
 local meta = read_meta(now_ms, true, stored or false, pttl)
-local owner, call = hold_arg(hold)
+local owner, call = call_key_arg(call_key)
 local member, units = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
-  return meta.mark == hold and 0 or -1
+  return meta.mark == call_key and 0 or -1
 end
 give_back_counted(meta, member, units)
 if not meta.capacity then
@@ -116,7 +116,7 @@ if not meta.capacity then
   -- nobody is admitted here; waiters take theirs when they poll.
   return 0
 end
-meta.mark = hold
+meta.mark = call_key
 -- The common case first: nobody waiting (the meta says so). The meta
 -- already outlives the holds left by a fence life; with none left, it
 -- keeps a fence life. Otherwise the queue's head is read (an empty queue

@@ -99,14 +99,15 @@ local function ms_arg(value, what)
   return n
 end
 
--- The hold a release names (ARGV: "<owner id>#<call id>", as the lock's
--- value and its mark write it) as owner id and call id; anything else
--- stops the script before it writes. Its fast paths find the hold as
--- given and need no parts.
-local function hold_arg(value)
+-- The key of the acquire call a release gives back (ARGV: "<owner
+-- id>#<call id>", as a lock's value names its hold and its mark the call
+-- that freed it) as owner id and call id; anything else stops the script
+-- before it writes. The release's fast paths find the key as given and
+-- need no parts.
+local function call_key_arg(value)
   local owner, call = string.match(value or '', '^(%S+)#(%d+)$')
   if not owner then
-    fail('ERR fairlock: a hold must be "<owner>#<call id>", got ' .. tostring(value))
+    fail('ERR fairlock: a call key must be "<owner>#<call id>", got ' .. tostring(value))
   end
   return owner, call
 end

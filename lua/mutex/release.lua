@@ -3,12 +3,12 @@
 -- KEYS: lock, queue (see lib/mutex.lua)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
--- ARGV[3] the hold released, "<owner id>#<call id>" as the lock's value
---         and mark write it (one argument: the fast paths find it as
---         given): the call id is the acquisition this release gives back,
---         so that a release delivered twice (a retry after a lost reply)
---         counts once, and is answered as the first was even when that one
---         freed the lock (the lock key remembers the call that last freed it)
+-- ARGV[3] call key "<owner id>#<call id>" of the acquisition this release
+--         gives back, as the lock's value names its hold (one argument:
+--         the fast paths find it as given), so that a release delivered
+--         twice (a retry after a lost reply) counts once, and is answered
+--         as the first was even when that one freed the lock (the lock key
+--         remembers the call key that last freed it)
 -- ARGV[4] fencing token of the hold
 -- Returns the holds still left (0 = released and freed), or
 --         "<new owner id> <its call id> <its token> <its lease ms>" (one
@@ -22,7 +22,7 @@
 -- Cost: O(log N); with nobody waiting GET, PTTL and one SET (an
 -- election's: and one PUBLISH).
 
-local hold, token = ARGV[3], ARGV[4]
+local call_key, token = ARGV[3], ARGV[4]
 local stored = redis.call('GET', LOCK)
 -- The common case first: the only hold of this call, its value "v<format>
 -- <token> <owner>#<call> <fence ms> <mark>" with this client's fence life
@@ -31,11 +31,11 @@ local stored = redis.call('GET', LOCK)
 -- the lease left) while that is at most two fence lives: a SET without PX
 -- costs the server less.
 local pttl = nil
-if stored and string.find(stored, 'v@FORMAT@ ' .. token .. ' ' .. hold .. ' ' .. ARGV[2] .. ' ', 1,
-    true) == 1 then
+if stored and string.find(stored, 'v@FORMAT@ ' .. token .. ' ' .. call_key .. ' ' .. ARGV[2]
+    .. ' ', 1, true) == 1 then
   pttl = redis.call('PTTL', LOCK)
   if pttl > FENCE_LIFE then
-    local free = 'v@FORMAT@ ' .. token .. ' - ' .. hold
+    local free = 'v@FORMAT@ ' .. token .. ' - ' .. call_key
     if pttl <= 2 * FENCE_LIFE then
       redis.call('SET', LOCK, free, 'KEEPTTL')
     else
@@ -51,22 +51,22 @@ end
 -- Next most common: the only hold of this call with '+' (waiters may be
 -- queued), its lease not run out: the lock goes to the next live waiter,
 -- with no parse of the value but its fence.
-local fence = not pttl and stored and string.find(stored, 'v@FORMAT@ ' .. token .. ' ' .. hold
-  .. ' +', 1, true) == 1 and string.match(stored, '^%+(%d+) ', #token + #hold + 5 + #'@FORMAT@')
+local fence = not pttl and stored and string.find(stored, 'v@FORMAT@ ' .. token .. ' ' .. call_key
+  .. ' +', 1, true) == 1 and string.match(stored, '^%+(%d+) ', #token + #call_key + 5 + #'@FORMAT@')
 if fence then
   pttl = redis.call('PTTL', LOCK)
   if pttl > fence + 0 then
     local next_owner, next_call, _, _, next_token, ttl =
-      free_lock(nil, nil, token, hold)
+      free_lock(nil, nil, token, call_key)
     return next_owner and granted_reply(next_owner, next_call, next_token, ttl) or 0
   end
 end
 
 local held, holder, calls, mark, fence_ms, _, waiters = read_lock(stored, pttl)
-local owner, call = hold_arg(hold)
+local owner, call = call_key_arg(call_key)
 
 if holder ~= owner or held ~= token then
-  return split_mark(mark) == hold and 0 or -1
+  return split_mark(mark) == call_key and 0 or -1
 end
 local _, left, next_owner, next_call, _, _, next_token, ttl =
   give_back(owner, token, calls, mark, fence_ms, call, waiters)

@@ -51,9 +51,9 @@ impl Operation for Release<'_> {
     type Reply = ReleaseReply;
     const OP: Op = Op::Release;
 
-    /// The hold as its lock's value names it, `<owner>#<call>`, then the
-    /// token: the scripts' fast paths find that name as given, with no
-    /// string to build of its parts.
+    /// The acquire call's key, `<owner>#<call>` (as the lock's value names
+    /// its hold), then the token: the scripts' fast paths find that key as
+    /// given, with no string to build of its parts.
     fn args(&self) -> Vec<String> {
         vec![
             format!("{}#{}", self.owner, self.call),

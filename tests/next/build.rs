@@ -27,7 +27,11 @@ const PLANT: &[(&str, &str, &str)] = &[
         "elseif word == '=' then",
     ),
     ("mutex/acquire.lua", "(%d+) %- (.+)$", "(%d+) = (.+)$"),
-    ("mutex/release.lua", "' - ' .. hold", "' = ' .. hold"),
+    (
+        "mutex/release.lua",
+        "' - ' .. call_key",
+        "' = ' .. call_key",
+    ),
 ];
 
 fn main() {

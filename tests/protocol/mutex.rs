@@ -215,7 +215,7 @@ fn a_call_is_abandoned_exactly_once_by_its_id() {
 #[test]
 fn a_hold_whose_owner_id_holds_a_hash_is_released_call_by_call() {
     // An election's owner id ends with its value, which may hold a '#': a
-    // release names the hold "<owner>#<call>", and its slow path (a
+    // release names its call key "<owner>#<call>", and its slow path (a
     // re-entered hold) reads the owner up to the last '#'.
     let mut f = fixture("hash-owner");
     let owner = "c:1@v#2";
