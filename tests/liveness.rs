@@ -184,14 +184,21 @@ fn raw_queue_entries(server: &RedisServer, name: &str) -> Vec<(String, usize)> {
         .unwrap();
     keys.into_iter()
         .map(|key| {
-            let members: usize = redis::cmd("ZCARD").arg(&key).query(&mut conn).unwrap();
-            let entries = fairlock_test_support::fake_queue::queued_entries(&mut conn, &key);
-            assert_eq!(
-                members,
-                2 * entries as usize,
-                "{key}: an entry without its deadline"
-            );
-            (key, entries as usize)
+            // Both counts in one atomic step: a heartbeat may prune between
+            // two reads.
+            let below = format!("({}", fairlock_test_support::fake_queue::DEADLINE_BASE);
+            let (members, entries): (usize, usize) = redis::pipe()
+                .atomic()
+                .cmd("ZCARD")
+                .arg(&key)
+                .cmd("ZCOUNT")
+                .arg(&key)
+                .arg("-inf")
+                .arg(below)
+                .query(&mut conn)
+                .unwrap();
+            assert_eq!(members, 2 * entries, "{key}: an entry without its deadline");
+            (key, entries)
         })
         .collect()
 }

@@ -78,7 +78,7 @@ mod rwlock;
 mod semaphore;
 
 use fairlock_test_support::DEADLINE_BASE;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use driver::*;
 
@@ -490,6 +490,37 @@ per_kind! {
         }
         assert_eq!(s.release(&a), RELEASED);
         assert!(!s.renew(&a, Some(LONG)), "released");
+    }
+
+    /// A release its client vouches for (its own count of the lease has
+    /// time to spare) frees the lone hold it names without reading the
+    /// lease; one it does not vouch for ("check") reads it, and a hold
+    /// whose lease ran out at Redis (its key's TTL within the fence) is no
+    /// longer its own: nothing is written.
+    [mutex, semaphore, rwlock, election]
+    fn a_release_reads_the_lease_only_when_its_client_does_not_vouch_for_it(k: LockKind) {
+        let mut s = k.lock("vouched");
+        let (ask, _) = slots(k, 2);
+        let a = s.take("a:1", 1, ask);
+        let anchor = match k {
+            LockKind::Mutex | LockKind::Election => s.keys.all[0].clone(),
+            _ => s.keys.all[2].clone(),
+        };
+        let fence_ms = fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64;
+        s.conn.pexpire::<_, ()>(&anchor, fence_ms - 1_000).unwrap();
+        let release = |vouched_until| Release {
+            owner: &a.owner,
+            token: a.token,
+            call: a.call,
+            vouched_until,
+        };
+        let before = s.snapshot();
+        assert_eq!(s.run(&release(None)).unwrap(), ReleaseReply::NotHeld);
+        assert_eq!(s.snapshot(), before, "a checked release wrote");
+        let vouched = Some(Instant::now() + Duration::from_secs(60));
+        assert_eq!(s.run(&release(vouched)).unwrap(), RELEASED);
+        let b = s.take("b:1", 2, ask);
+        assert!(b.token > a.token, "{b:?} after {a:?}");
     }
 
     /// A hold's fixed lease runs out (a dead holder): the head's poll

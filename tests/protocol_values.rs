@@ -8,7 +8,7 @@
 //! keys of a lock share one hash tag, hence one cluster slot. Moved from the
 //! unit tests of `src/protocol/`; reached through `fairlock::__test_support`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fairlock::__test_support::{
     check_value, election_channel, Access, Acquire, AcquireReply, Ask, Change, ElectionMessage,
@@ -309,12 +309,18 @@ fn arguments_are_queue_entries_and_statuses_follow_their_order() {
 
 #[test]
 fn replies_name_the_holds_left_or_every_waiter_handed_over() {
-    let op = Release {
+    let mut op = Release {
         owner: "c:1",
         token: 9,
         call: 4,
+        vouched_until: None,
     };
+    // The lease is checked at Redis unless the caller vouches for it now.
+    assert_eq!(op.args(), ["c:1#4", "9", "check"]);
+    op.vouched_until = Some(Instant::now() + Duration::from_secs(60));
     assert_eq!(op.args(), ["c:1#4", "9"]);
+    op.vouched_until = Instant::now().checked_sub(Duration::from_millis(1));
+    assert_eq!(op.args(), ["c:1#4", "9", "check"]);
     assert_eq!(
         op.parse(Value::Int(2)).unwrap(),
         ReleaseReply::Released { left: 2 }

@@ -33,7 +33,7 @@
 //! the per-round ratios): flat, if the scripts are O(log N).
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use fairlock::__test_support::{
@@ -237,10 +237,21 @@ impl Scripts {
         }
     }
 
-    /// Releases `hold`; the reply.
+    /// Releases `hold`, its lease vouched for as a client on the defaults
+    /// sends it (no PTTL); the reply.
     fn release(&self, conn: &mut redis::Connection, keys: &LockKeys, hold: &Hold) -> ReleaseReply {
         let (owner, token, call) = (hold.owner.as_str(), hold.token, hold.call);
-        self.run(conn, keys, &Release { owner, token, call })
+        let vouched_until = Some(Instant::now() + Duration::from_secs(60));
+        self.run(
+            conn,
+            keys,
+            &Release {
+                owner,
+                token,
+                call,
+                vouched_until,
+            },
+        )
     }
 }
 

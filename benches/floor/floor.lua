@@ -3,10 +3,12 @@
 -- lock nobody waits for taken; its lone hold released) and every guarantee
 -- they keep: the format word, the waiters flag ('-': nobody queued), the
 -- fencing token (the last one + 1, kept in the key), the lease (PX: lease
--- + fence; a release checks PTTL > fence), the holder and call checked
--- before a release, the freeing call kept in the free value (a repeated
--- release is known), the freed key's TTL kept when at most two fence
--- lives. No other path, no argument check: not a lock, a measure.
+-- + fence; a release whose client vouches for the lease, as fairlock's
+-- does when its own count of it has time to spare, reads no PTTL), the
+-- holder and call checked before a release, the freeing call kept in the
+-- free value (a repeated release is known), the freed key's TTL kept (a
+-- lease of at most the fence life: at most two fence lives). No other
+-- path, no argument check: not a lock, a measure.
 --
 -- KEYS: lock, queue (fairlock's two; only the lock is read).
 -- floor_take, fairlock's arguments: ARGV wake prefix, fence ms, owner,
@@ -18,7 +20,7 @@
 --   queues needs as one string (unread here).
 -- floor_release_packed: ARGV "v<format> <token> <owner>#<call> <fence ms> "
 --   (the hold's value up to its mark), "v<format> <token> - <owner>#<call>" (the free
---   value), the fence ms.
+--   value).
 -- Each take returns the token, each release 0 (-1: not this hold).
 
 local function take(lock, hold, px)
@@ -35,19 +37,11 @@ local function take(lock, hold, px)
   return redis.error_reply('ERR floor: a free lock nobody waits for only')
 end
 
-local function release(lock, held, free, fence_s)
+local function release(lock, held, free)
   local stored = redis.call('GET', lock)
   if stored and string.find(stored, held, 1, true) == 1 then
-    local pttl = redis.call('PTTL', lock)
-    local fence = tonumber(fence_s)
-    if pttl > fence then
-      if pttl <= 2 * fence then
-        redis.call('SET', lock, free, 'KEEPTTL')
-      else
-        redis.call('SET', lock, free, 'PX', fence_s)
-      end
-      return 0
-    end
+    redis.call('SET', lock, free, 'KEEPTTL')
+    return 0
   end
   return -1
 end
@@ -58,7 +52,7 @@ end)
 
 redis.register_function('floor_release', function(keys, args)
   local held = 'v@FORMAT@ ' .. args[4] .. ' ' .. args[3] .. ' ' .. args[2] .. ' '
-  return release(keys[1], held, 'v@FORMAT@ ' .. args[4] .. ' - ' .. args[3], args[2])
+  return release(keys[1], held, 'v@FORMAT@ ' .. args[4] .. ' - ' .. args[3])
 end)
 
 redis.register_function('floor_take_packed', function(keys, args)
@@ -66,14 +60,15 @@ redis.register_function('floor_take_packed', function(keys, args)
 end)
 
 redis.register_function('floor_release_packed', function(keys, args)
-  return release(keys[1], args[1], args[2], args[3])
+  return release(keys[1], args[1], args[2])
 end)
 
 -- The floor of the handoff on the same keys and format: an arrival that
 -- queues behind a live hold of another owner, and a release that hands
 -- the lone hold of its call to the head of the queue, doing only what
 -- fairlock's do there, with every guarantee they keep: the holder's lease
--- checked (PTTL above the fence) by both; the entry's liveness deadline
+-- checked (PTTL above the fence) by the arrival, vouched for by the
+-- releasing client; the entry's liveness deadline
 -- from the server's clock (TIME, "~<entry>" in the queue zset), FIFO by
 -- arrival number, up to 16 dead entries pruned by every fourth arrival
 -- into a queue, the queue's TTL, the lock's '+'; the head's liveness checked and
@@ -160,8 +155,7 @@ redis.register_function('floor_hand_over', function(keys, args)
   local held = 'v@FORMAT@ ' .. token .. ' ' .. call_key .. ' +'
   local fence = stored and string.find(stored, held, 1, true) == 1
     and string.match(stored, '^%d+', #held + 1)
-  local pttl = fence and redis.call('PTTL', lock)
-  if not pttl or pttl <= fence + 0 then
+  if not fence then
     return -1
   end
   local head = redis.call('ZPOPMIN', queue)[1]

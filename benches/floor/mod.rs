@@ -159,7 +159,6 @@ pub fn cycle(conn: &mut redis::Connection, keys: &[String], layout: Layout, id: 
         Layout::Packed => strings(&[
             &format!("v{format} {token} {owner}#{id} {fence} "),
             &format!("v{format} {token} - {owner}#{id}"),
-            fence,
         ]),
         _ => strings(&["fairlock:wake:", fence, &format!("{owner}#{id}"), &token_s]),
     };

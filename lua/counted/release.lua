@@ -12,6 +12,9 @@
 --         first was while the meta still names it as the last release
 --         (later releases of others replace that mark)
 -- ARGV[4] fencing token of the hold
+-- ARGV[5] "check", or nothing, as for the mutex's release (mutex/release.lua):
+--         without it the client vouches for the lease of a lone hold found,
+--         which is freed with no PTTL
 -- Returns 0 when released (or released already by this call) and nobody
 --         was admitted, {owner1, call id1, token1, lease ms1, owner2, ...}
 --         for the waiters admitted (each also sent "G" as always; a client
@@ -20,19 +23,23 @@
 --         call holds no live hold with that token (the lease was lost);
 --         then nothing is changed.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
--- waiters and expired holds); of a lone hold with nobody waiting GET, PTTL
--- and one SET, as the mutex's; of a lone hold handed to a waiter that
--- asks for every unit GET, PTTL, ZPOPMIN, TIME, ZSCORE, ZREM, the queue's
--- PTTL, SET and PUBLISH, as the mutex's handoff; of one of two or more holds GET, TIME,
+-- waiters and expired holds); of a lone hold with nobody waiting GET and
+-- one SET, as the mutex's; of a lone hold handed to a waiter that asks for
+-- every unit GET, ZPOPMIN, TIME, ZSCORE, ZREM, the queue's PTTL, SET and
+-- PUBLISH, as the mutex's handoff (each with the meta's PTTL first when
+-- checked); of one of two or more holds GET, TIME,
 -- ZRANGEBYSCORE, ZSCORE, ZREM and SET (the queue read only when the meta
 -- says waiters may be queued).
 
-local call_key, token = ARGV[3], ARGV[4]
+local call_key, token, check = ARGV[3], ARGV[4], ARGV[5]
+if check and check ~= 'check' then
+  fail('ERR fairlock: a release\'s fifth argument must be "check" or none, got ' .. check)
+end
 local stored = redis.call('GET', META)
 -- The common case first: the lone hold of this call, its value "v<format>
 -- <capacity> <token> <owner>#<call> <fence ms> <units> <mark>" with this
 -- client's fence life and no '+' (nobody waits), its lease not run out
--- (PTTL above the fence): one plain find (the words before and after tell
+-- (vouched for, or PTTL above the fence): one plain find (the words before and after tell
 -- it from any other place in a value fairlock writes: "<owner>#<call>" is
 -- the only word with a '#' followed by a number and a space). The freed
 -- meta keeps the TTL it has (the fence life and the lease left) while that
@@ -41,10 +48,10 @@ local pttl = nil
 if stored then
   local at = string.find(stored, ' ' .. token .. ' ' .. call_key .. ' ' .. ARGV[2] .. ' ', 1, true)
   if at and string.find(stored, 'v@FORMAT@ ', 1, true) == 1 then
-    pttl = redis.call('PTTL', META)
-    if pttl > FENCE_LIFE then
+    pttl = check and redis.call('PTTL', META)
+    if not pttl or pttl > FENCE_LIFE then
       local free = string.sub(stored, 1, at) .. '0 ' .. token .. ' ' .. call_key
-      if pttl <= 2 * FENCE_LIFE then
+      if not pttl or pttl <= 2 * FENCE_LIFE then
         redis.call('SET', META, free, 'KEEPTTL')
       else
         redis.call('SET', META, free, 'PX', ARGV[2])
@@ -71,8 +78,8 @@ if stored and not pttl then
     fence, mark = string.match(stored, '^(%d+) %d+ (%S+)$', at + #token + #call_key + 4)
   end
   if mark and not string.find(mark, '^', 1, true) then
-    pttl = redis.call('PTTL', META)
-    if pttl > fence + 0 then
+    pttl = check and redis.call('PTTL', META)
+    if not pttl or pttl > fence + 0 then
       popped_head = { pop_live_head(nil, nil, split_counted_entry) }
       local head, now_us, now_ms, deadline, next_owner, next_call, lease, fixed, units =
         unpack(popped_head)

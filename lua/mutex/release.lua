@@ -10,6 +10,13 @@
 --         as the first was even when that one freed the lock (the lock key
 --         remembers the call key that last freed it)
 -- ARGV[4] fencing token of the hold
+-- ARGV[5] "check", or nothing: without it the client vouches that the
+--         hold's lease lasts until this call's reply has come back (by its
+--         own count, which ends before Redis's by the drift allowance), and
+--         that the lease is at most the fence life: a hold found is freed
+--         with no PTTL, keeping the TTL it has (its lease left and the
+--         fence, at most two fence lives). "check": the lease is read, and
+--         a hold whose lease ran out is not this release's (-1).
 -- Returns the holds still left (0 = released and freed), or
 --         "<new owner id> <its call id> <its token> <its lease ms>" (one
 --         string: lib/common.lua's granted_reply) when the
@@ -19,24 +26,27 @@
 --         nothing is changed.
 -- An election's script also says on the election's channel who it handed
 -- the lock to, or that the hold ended when it freed it (lib/mutex.lua: ANNOUNCE).
--- Cost: O(log N); with nobody waiting GET, PTTL and one SET (an
--- election's: and one PUBLISH).
+-- Cost: O(log N); with nobody waiting GET and one SET, and a PTTL when
+-- checked (an election's: and one PUBLISH).
 
-local call_key, token = ARGV[3], ARGV[4]
+local call_key, token, check = ARGV[3], ARGV[4], ARGV[5]
+if check and check ~= 'check' then
+  fail('ERR fairlock: a release\'s fifth argument must be "check" or none, got ' .. check)
+end
 local stored = redis.call('GET', LOCK)
 -- The common case first: the only hold of this call, its value "v<format>
 -- <token> <owner>#<call> <fence ms> <mark>" with this client's fence life
--- and no '+' (nobody waits), its lease not run out (PTTL above the fence):
--- one plain find. The freed key keeps the TTL it has (the fence life and
--- the lease left) while that is at most two fence lives: a SET without PX
--- costs the server less.
+-- and no '+' (nobody waits), its lease not run out (vouched for, or PTTL
+-- above the fence): one plain find. The freed key keeps the TTL it has
+-- (the fence life and the lease left) while that is at most two fence
+-- lives: a SET without PX costs the server less.
 local pttl = nil
 if stored and string.find(stored, 'v@FORMAT@ ' .. token .. ' ' .. call_key .. ' ' .. ARGV[2]
     .. ' ', 1, true) == 1 then
-  pttl = redis.call('PTTL', LOCK)
-  if pttl > FENCE_LIFE then
+  pttl = check and redis.call('PTTL', LOCK)
+  if not pttl or pttl > FENCE_LIFE then
     local free = 'v@FORMAT@ ' .. token .. ' - ' .. call_key
-    if pttl <= 2 * FENCE_LIFE then
+    if not pttl or pttl <= 2 * FENCE_LIFE then
       redis.call('SET', LOCK, free, 'KEEPTTL')
     else
       redis.call('SET', LOCK, free, 'PX', ARGV[2])
@@ -54,8 +64,8 @@ end
 local fence = not pttl and stored and string.find(stored, 'v@FORMAT@ ' .. token .. ' ' .. call_key
   .. ' +', 1, true) == 1 and string.match(stored, '^%+(%d+) ', #token + #call_key + 5 + #'@FORMAT@')
 if fence then
-  pttl = redis.call('PTTL', LOCK)
-  if pttl > fence + 0 then
+  pttl = check and redis.call('PTTL', LOCK)
+  if not pttl or pttl > fence + 0 then
     local next_owner, next_call, _, _, next_token, ttl =
       free_lock(nil, nil, token, call_key)
     return next_owner and granted_reply(next_owner, next_call, next_token, ttl) or 0

@@ -1,6 +1,8 @@
 //! `release.lua`: release one hold; the lock (or the units the hold
 //! frees) goes on to the next waiters.
 
+use std::time::Instant;
+
 use redis::Value;
 
 use crate::error::Result;
@@ -14,6 +16,13 @@ pub struct Release<'a> {
     pub token: u64,
     /// The id of the acquire call that made the guard.
     pub call: u64,
+    /// Until when the caller vouches for the hold's lease at Redis, its
+    /// reply's longest way back already taken off: a release sent before
+    /// then lets the script free a hold it finds without reading its lease
+    /// (no PTTL). `None`, or sent after it: the script checks the lease.
+    /// Only for a hold whose lease is at most the fence life, so the freed
+    /// key keeps at most two fence lives.
+    pub vouched_until: Option<Instant>,
 }
 
 /// What a release came to.
@@ -53,12 +62,19 @@ impl Operation for Release<'_> {
 
     /// The acquire call's key, `<owner>#<call>` (as the lock's value names
     /// its hold), then the token: the scripts' fast paths find that key as
-    /// given, with no string to build of its parts.
+    /// given, with no string to build of its parts. Then "check" unless
+    /// the lease is vouched for now: packed as it is sent, each attempt
+    /// decides anew.
     fn args(&self) -> Vec<String> {
-        vec![
-            format!("{}#{}", self.owner, self.call),
-            self.token.to_string(),
-        ]
+        let key = format!("{}#{}", self.owner, self.call);
+        let mut args = vec![key, self.token.to_string()];
+        if self
+            .vouched_until
+            .is_none_or(|until| Instant::now() >= until)
+        {
+            args.push("check".to_owned());
+        }
+        args
     }
 
     fn parse(&self, reply: Value) -> Result<ReleaseReply> {

@@ -303,6 +303,7 @@ impl<M: Machine> Run<M> {
                     owner: &owner,
                     token,
                     call: call.id,
+                    vouched_until: None,
                 });
                 let got = self.took(got)?;
                 self.model

@@ -235,6 +235,7 @@ impl Lock {
             owner: &hold.owner,
             token: hold.token,
             call: hold.call,
+            vouched_until: None,
         })
         .unwrap()
     }

@@ -50,6 +50,7 @@ impl CallHold {
             owner: &call.owner,
             token: self.hold.token(),
             call: call.id,
+            vouched_until: self.vouched_until(),
         };
         let limit = Limit::by(budget.map(|budget| Instant::now() + budget));
         let sent = (shared.caller).call_write_limited(&call.keys, &release, limit);
@@ -63,6 +64,19 @@ impl CallHold {
             ReleaseReply::NotHeld => return Err(self.lost()),
         }
         replicated
+    }
+
+    /// Until when this client vouches for the hold's lease at Redis, so
+    /// that its release reads no PTTL: its own count of the lease, less
+    /// twice the command timeout (the longest a reply may take, once more
+    /// if a signal cut a read short), for a lease of at most the fence life
+    /// (the freed key then keeps at most two fence lives, as the script's
+    /// check of the PTTL would have it).
+    fn vouched_until(&self) -> Option<Instant> {
+        let config = self.client.config();
+        let longest = self.call.lease.duration().max(config.lease);
+        let end = (longest <= config.fence_life).then(|| self.hold.vouched_until());
+        end.flatten()?.checked_sub(2 * config.command_timeout)
     }
 
     /// The hold was found gone (its lease ran out, a force unlock): marked
