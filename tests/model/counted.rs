@@ -694,6 +694,12 @@ impl Machine for Model {
             .map_or(0, |h| h.token)
     }
 
+    fn vouches(&self, call: &Call, token: u64, now: i64) -> bool {
+        let owner = call.owner();
+        (self.holds.iter())
+            .any(|h| h.owner == owner && h.call == call.id && h.token == token && h.end > now + 1)
+    }
+
     fn upgrade(
         &mut self,
         call: &Call,

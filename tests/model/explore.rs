@@ -3,7 +3,7 @@
 //! shrunk (delete chunks of steps, then single ones, while it still
 //! diverges) to a minimal sequence, printed with its seed.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fairlock::__test_support::{
     Abandon, AbandonReply, Acquire, AcquireReply, Cancel, CancelReply, ForceRelease, Freed,
@@ -161,6 +161,11 @@ pub trait Machine: Default {
     fn sync(&mut self, seen: &Seen, now: i64) -> Check;
     /// The token of `call`'s owner's live hold (0 when it holds none).
     fn held_token(&mut self, call: &Call, now: i64) -> u64;
+    /// Whether `call`'s client would vouch for the lease of its hold
+    /// `token` in a release at `now` (no PTTL read): the hold is this
+    /// call's and lives past `now` with time to spare, as a client's own
+    /// count of it would have it. Any other release says "check".
+    fn vouches(&self, call: &Call, token: u64, now: i64) -> bool;
     /// The largest token issued.
     fn last(&self) -> u64;
     /// Lease ends and deadlines, server ms (where the clock steps to).
@@ -299,11 +304,12 @@ impl<M: Machine> Run<M> {
             Step::Release { call, token } => {
                 let token = self.token(*token, call);
                 let owner = call.owner();
+                let vouched = self.model.vouches(call, token, now);
                 let got = self.srv.run(&Release {
                     owner: &owner,
                     token,
                     call: call.id,
-                    vouched_until: None,
+                    vouched_until: vouched.then(|| Instant::now() + Duration::from_secs(60)),
                 });
                 let got = self.took(got)?;
                 self.model

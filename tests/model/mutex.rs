@@ -624,6 +624,12 @@ impl Machine for Model {
         }
     }
 
+    fn vouches(&self, call: &Call, token: u64, now: i64) -> bool {
+        self.hold.as_ref().is_some_and(|h| {
+            h.owner == call.owner() && h.token == token && h.calls == [call.id] && h.end > now + 1
+        })
+    }
+
     fn last(&self) -> u64 {
         self.last
     }
