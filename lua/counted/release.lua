@@ -32,8 +32,8 @@
 -- says waiters may be queued).
 
 local call_key, token, check = ARGV[3], ARGV[4], ARGV[5]
-if check and check ~= 'check' then
-  fail('ERR fairlock: a release\'s fifth argument must be "check" or none, got ' .. check)
+if check then
+  lease_check_arg(check)
 end
 local stored = redis.call('GET', META)
 -- The common case first: the lone hold of this call, its value "v<format>

@@ -112,6 +112,16 @@ local function call_key_arg(value)
   return owner, call
 end
 
+-- A release's lease check (its ARGV[5], when given): "check", sent when
+-- the client does not vouch for the hold's lease, so the script reads its
+-- PTTL; anything else stops the script before it writes. (A release whose
+-- client vouches sends none, and calls nothing here.)
+local function lease_check_arg(value)
+  if value ~= 'check' then
+    fail('ERR fairlock: a release\'s lease check must be "check" or none, got ' .. value)
+  end
+end
+
 -- What the checks of a call's arguments found, under the ARGV strings
 -- they read: a client sends the same fence life, lease and waiter timeout
 -- on every call. Only the Functions library (FCALL) reads these: it

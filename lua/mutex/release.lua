@@ -30,8 +30,8 @@
 -- checked (an election's: and one PUBLISH).
 
 local call_key, token, check = ARGV[3], ARGV[4], ARGV[5]
-if check and check ~= 'check' then
-  fail('ERR fairlock: a release\'s fifth argument must be "check" or none, got ' .. check)
+if check then
+  lease_check_arg(check)
 end
 local stored = redis.call('GET', LOCK)
 -- The common case first: the only hold of this call, its value "v<format>

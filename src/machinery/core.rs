@@ -31,7 +31,7 @@ use crate::machinery::shared::{spawn_named, Shared};
 use crate::machinery::subscriber::watch::Subscription;
 use crate::machinery::{observe, subscriber, watchdog};
 use crate::protocol::{
-    Ask, ForceRelease, Freed, LockKeys, PermitsSet, Revoke, Revoked, SetPermits, Status,
+    owner, Ask, ForceRelease, Freed, LockKeys, PermitsSet, Revoke, Revoked, SetPermits, Status,
     StatusReply,
 };
 
@@ -240,7 +240,7 @@ impl Core {
     pub(crate) fn force_release(&self, target: &Target) -> Result<Freed> {
         // A call key, so that the call delivered twice frees the lock once.
         let shared = &self.shared;
-        let call_key = format!("{}#{}", shared.client_id(), shared.next_call_id());
+        let call_key = owner::call_key(shared.client_id(), shared.next_call_id());
         let op = ForceRelease { call_key };
         shared.caller.call_write(target.keys()?, &op)?.replicated()
     }

@@ -1,6 +1,7 @@
 //! Owner ids: who an acquire call is, as Redis records it in the queue and
 //! the holders and a status reports it; built and read here alone in Rust
-//! (`lua/lib/messages.lua` reads the client id and the suffix by the same grammar):
+//! (`lua/lib/messages.lua` reads the client id and the suffix by the same
+//! grammar), and the call keys made of them (`call_key`):
 //!
 //! ```text
 //! owner  = client ":" caller [ "@" suffix ]
@@ -18,6 +19,14 @@
 pub(crate) fn build(client: &str, kind: &str, number: &str, suffix: Option<&str>) -> String {
     let at = if suffix.is_some() { "@" } else { "" };
     [client, ":", kind, number, at, suffix.unwrap_or("")].concat()
+}
+
+/// A call's key, `<who>#<call>`: who made the call (an owner id, or for
+/// a force release the client id) and the call's id, as a lock's value
+/// names a hold and its mark the call that freed it (lua/lib/common.lua's
+/// `call_key_arg` reads it back).
+pub(crate) fn call_key(who: &str, call: u64) -> String {
+    format!("{who}#{call}")
 }
 
 /// The client id of `owner`: what comes before its first `:` (`None`

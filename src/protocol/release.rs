@@ -7,6 +7,7 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{count, refused, text, unexpected, words, Op, Operation};
+use crate::protocol::owner;
 
 /// The guard made by acquire call `call` of `owner` releases hold `token`.
 pub struct Release<'a> {
@@ -66,8 +67,10 @@ impl Operation for Release<'_> {
     /// the lease is vouched for now: packed as it is sent, each attempt
     /// decides anew.
     fn args(&self) -> Vec<String> {
-        let key = format!("{}#{}", self.owner, self.call);
-        let mut args = vec![key, self.token.to_string()];
+        let mut args = vec![
+            owner::call_key(self.owner, self.call),
+            self.token.to_string(),
+        ];
         if self
             .vouched_until
             .is_none_or(|until| Instant::now() >= until)

@@ -75,7 +75,7 @@ impl CallHold {
     fn vouched_until(&self) -> Option<Instant> {
         let config = self.client.config();
         let longest = self.call.lease.duration().max(config.lease);
-        let end = (longest <= config.fence_life).then(|| self.hold.vouched_until());
+        let end = (longest <= config.fence_life).then(|| self.hold.sure_end());
         end.flatten()?.checked_sub(2 * config.command_timeout)
     }
 

@@ -306,12 +306,12 @@ impl Hold {
         self.state.lock().expires_at
     }
 
-    /// Until when this client's count vouches for the lease at Redis
-    /// (its [`local_end`](Self::local_end), which runs out before Redis's
-    /// by the drift allowance): `None` once the hold is counted lost, or
-    /// with a maximum hold, whose last renewal may cut the lease at Redis
-    /// below an end counted before it.
-    pub(crate) fn vouched_until(&self) -> Option<Instant> {
+    /// The end of the lease as this client counts it
+    /// ([`local_end`](Self::local_end)), when that count surely ends
+    /// before Redis's (by the drift allowance): `None` once the hold is
+    /// counted lost, or with a maximum hold, whose last renewal may cut the
+    /// lease at Redis below an end counted before it.
+    pub(crate) fn sure_end(&self) -> Option<Instant> {
         let state = self.settled(Instant::now());
         let lost = state.end == Some(LeaseEnd::Lost);
         (!lost && state.max_end.is_none()).then_some(state.expires_at)
