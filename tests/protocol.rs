@@ -517,6 +517,16 @@ per_kind! {
         let before = s.snapshot();
         assert_eq!(s.run(&release(None)).unwrap(), ReleaseReply::NotHeld);
         assert_eq!(s.snapshot(), before, "a checked release wrote");
+        // A lease check that is neither "check" nor absent stops the
+        // release before it reads or writes (lease_check_arg).
+        let (key, token) = (format!("{}#{}", a.owner, a.call), a.token.to_string());
+        for odd in ["", "Check", "vouched"] {
+            let err = s
+                .eval(Script::of(k, Op::Release), &[key.as_str(), token.as_str(), odd])
+                .unwrap_err();
+            assert!(err.to_string().contains("lease check"), "{odd:?}: {err}");
+            assert_eq!(s.snapshot(), before, "{odd:?}");
+        }
         let vouched = Some(Instant::now() + Duration::from_secs(60));
         assert_eq!(s.run(&release(vouched)).unwrap(), RELEASED);
         let b = s.take("b:1", 2, ask);
