@@ -197,3 +197,61 @@ fn timed_waits_and_unlocks_keep_their_deadlines_while_the_server_is_stopped() {
     }
     drop(held);
 }
+
+/// A request that a stop and continue cut short goes out again and waits
+/// only for what is left of the command timeout: a request and its repeats
+/// take one timeout all told, so a reply read says the request ran within
+/// one timeout of its first sending (what a release whose client vouches
+/// for its lease counts on). A child's unlock goes out through a relay that
+/// holds it; half way through the child is stopped and continued: its
+/// unlock gives up one command timeout (1 s) after it started, not a whole
+/// timeout after the repeat (1.5 s).
+#[test]
+fn a_request_repeated_after_a_stop_takes_one_command_timeout_all_told() {
+    use fairlock_test_support::roles::lease_holder::{DRIFT, FIXED, LEASE_MS, URL};
+    const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let mut children = Children::new(CHILD);
+    // A fixed lease: no watchdog sends anything through the relay meanwhile.
+    let child = children.spawn(
+        "lease_holder",
+        &[
+            (URL, relay.url()),
+            (LEASE_MS, "30000".to_owned()),
+            (FIXED, "1".to_owned()),
+            (DRIFT, "default".to_owned()),
+        ],
+    );
+    children.expect_text(child, "ready", Duration::from_secs(20));
+    children.send(child, "lock repeated");
+    children.expect_prefix(child, "locked ", Duration::from_secs(20));
+
+    relay.stall();
+    let started = Instant::now();
+    children.send(child, "unlock");
+    assert!(
+        wait_until(Duration::from_secs(5), || relay.held_bytes() > 0),
+        "the unlock never went out"
+    );
+    thread::sleep((COMMAND_TIMEOUT / 2).saturating_sub(started.elapsed()));
+    send_signal(children.pid(child), "STOP");
+    send_signal(children.pid(child), "CONT");
+    let unlocked = children.expect_prefix(child, "unlocked ", Duration::from_secs(5));
+    let took = unlocked.at - started;
+    relay.resume();
+    eprintln!(
+        "deadlines: an unlock stopped and continued half way gave up after {:.0} ms ({})",
+        ms(took),
+        unlocked.text
+    );
+    assert_ne!(unlocked.words()[1], "ok", "the relay held the reply back");
+    assert!(
+        took >= COMMAND_TIMEOUT - Duration::from_millis(50),
+        "{took:?}"
+    );
+    assert!(
+        took < COMMAND_TIMEOUT + Duration::from_millis(250),
+        "the repeat waited a whole timeout of its own: {took:?}"
+    );
+}

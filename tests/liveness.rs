@@ -629,3 +629,56 @@ fn a_timed_out_try_lock_for_leaves_nothing_behind() {
     behind.release("the waiter behind");
     assert!(raw_queue_entries(&server, "patience").is_empty());
 }
+
+/// A release on the defaults vouches for the lease its client counts live,
+/// so its script reads no PTTL: after a take, and after a handoff, whose
+/// grant's lease is cut to the waiter's liveness deadline (at most the
+/// waiter timeout, 10 s, against the command timeout's 5 s that the client
+/// keeps in hand). Seen at Redis: with the lock key's TTL cut below its
+/// fence (what a lease that ran out there looks like to a release that
+/// checks), a vouched release still frees the hold. A client whose command
+/// timeout is longer than that lease does not vouch, and its release finds
+/// the lease lost.
+#[test]
+fn a_release_on_the_defaults_vouches_for_its_lease_after_a_take_and_after_a_handoff() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let key = fairlock_test_support::lock_key("vouched");
+    let fence_ms = fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64;
+    let mut cut = || {
+        let () = redis::cmd("PEXPIRE")
+            .arg(&key)
+            .arg(fence_ms - 1_000)
+            .query(&mut conn)
+            .unwrap();
+    };
+    let handed = |holder: &Client, waiter: &Client| {
+        let guard = holder.fair_mutex("vouched").lock().unwrap();
+        let mutex = waiter.fair_mutex("vouched");
+        let queued = mutex.unbound();
+        let waiting = thread::spawn(move || queued.lock().unwrap());
+        assert!(queue_len_reaches(&mutex, 1, Duration::from_secs(5)));
+        guard.unlock().unwrap();
+        join_within(waiting, Duration::from_secs(5), "the waiter")
+    };
+    // The library's defaults (the test clients' short leases leave the
+    // command timeout nothing to vouch with).
+    let defaults = || Client::open(&server.url()).unwrap();
+    let (a, b) = (defaults(), defaults());
+
+    let taken = a.fair_mutex("vouched").lock().unwrap();
+    cut();
+    taken.unlock().expect("a vouched release after a take");
+    let granted = handed(&a, &b);
+    cut();
+    granted.unlock().expect("a vouched release after a handoff");
+
+    let wary = Client::builder(&server.url())
+        .command_timeout(Duration::from_secs(15))
+        .build()
+        .unwrap();
+    let granted = handed(&a, &wary);
+    cut();
+    let err = granted.unlock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+}

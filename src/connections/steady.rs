@@ -19,7 +19,8 @@
 //!   library's load) would never get through;
 //! - what a blocked signal cannot prevent (a stop and continue, `SIGSTOP`
 //!   then `SIGCONT`, also ends a timed read with `EINTR`) is taken again,
-//!   within the request's timeout ([`again`]): a request goes out again on
+//!   within what is left of the request's timeout ([`again`], its reply
+//!   waited for no longer than that): a request goes out again on
 //!   the same connection (the redis crate skips the reply it did not read,
 //!   and every request fairlock sends counts once however often it is
 //!   delivered: call ids make a script's repeat answer as the first did,
@@ -155,14 +156,34 @@ impl Steady {
     }
 
     /// Sends a request and reads its reply with no signal cutting them
-    /// short, again if a stop did, within the timeout; a timeout in words.
+    /// short, again if a stop did, within the timeout all told: a repeat
+    /// waits for its reply only as long as is left of it, so a reply read
+    /// says the request ran within one timeout of its first sending (which
+    /// a release whose client vouches for its lease counts on:
+    /// `CallHold::vouched_until`); a timeout in words.
     fn request<T>(
         &mut self,
         mut send: impl FnMut(&mut redis::Connection) -> RedisResult<T>,
     ) -> RedisResult<T> {
         let ns = self.timeout_ns.load(Ordering::Relaxed);
         let timeout = (ns > 0).then(|| Duration::from_nanos(ns));
-        let result = without_signals(|| again(timeout, || send(&mut self.conn)));
+        let started = Instant::now();
+        let mut sent = 0;
+        let result = without_signals(|| {
+            again(timeout, || {
+                if let Some(timeout) = timeout.filter(|_| sent > 0) {
+                    let left = timeout.saturating_sub(started.elapsed());
+                    (self.conn).set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+                }
+                sent += 1;
+                send(&mut self.conn)
+            })
+        });
+        if sent > 1 {
+            // A socket that cannot take its timeout back is broken, and
+            // its next request fails.
+            let _ = self.conn.set_read_timeout(timeout);
+        }
         worded(result, timeout)
     }
 

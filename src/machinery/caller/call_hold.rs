@@ -68,15 +68,15 @@ impl CallHold {
 
     /// Until when this client vouches for the hold's lease at Redis, so
     /// that its release reads no PTTL: its own count of the lease, less
-    /// twice the command timeout (the longest a reply may take, once more
-    /// if a signal cut a read short), for a lease of at most the fence life
-    /// (the freed key then keeps at most two fence lives, as the script's
-    /// check of the PTTL would have it).
+    /// the command timeout (the longest a request and its reply may take,
+    /// repeats after a signal included: `connections::steady`), for a
+    /// lease of at most the fence life (the freed key then keeps at most
+    /// two fence lives, as the script's check of the PTTL would have it).
     fn vouched_until(&self) -> Option<Instant> {
         let config = self.client.config();
         let longest = self.call.lease.duration().max(config.lease);
         let end = (longest <= config.fence_life).then(|| self.hold.sure_end());
-        end.flatten()?.checked_sub(2 * config.command_timeout)
+        end.flatten()?.checked_sub(config.command_timeout)
     }
 
     /// The hold was found gone (its lease ran out, a force unlock): marked
