@@ -208,21 +208,13 @@ fn timed_waits_and_unlocks_keep_their_deadlines_while_the_server_is_stopped() {
 /// timeout after the repeat (1.5 s).
 #[test]
 fn a_request_repeated_after_a_stop_takes_one_command_timeout_all_told() {
-    use fairlock_test_support::roles::lease_holder::{DRIFT, FIXED, LEASE_MS, URL};
     const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
     let server = RedisServer::start();
     let relay = Relay::start(server.port());
     let mut children = Children::new(CHILD);
     // A fixed lease: no watchdog sends anything through the relay meanwhile.
-    let child = children.spawn(
-        "lease_holder",
-        &[
-            (URL, relay.url()),
-            (LEASE_MS, "30000".to_owned()),
-            (FIXED, "1".to_owned()),
-            (DRIFT, "default".to_owned()),
-        ],
-    );
+    let vars = fairlock_test_support::roles::lease_holder::vars(&relay.url(), 30_000, true);
+    let child = children.spawn("lease_holder", &vars);
     children.expect_text(child, "ready", Duration::from_secs(20));
     children.send(child, "lock repeated");
     children.expect_prefix(child, "locked ", Duration::from_secs(20));

@@ -20,7 +20,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, FairMutexGuard, LeaseEnd};
-use fairlock_test_support::roles::lease_holder::{DRIFT, FIXED, LEASE_MS, URL};
+use fairlock_test_support::roles::lease_holder;
 use fairlock_test_support::*;
 
 const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
@@ -95,12 +95,7 @@ struct InChild {
 impl InChild {
     fn spawn(url: &str, lease: Duration, fixed: bool, env: &[(&str, String)]) -> InChild {
         let mut children = Children::new(CHILD);
-        let mut vars = vec![
-            (URL, url.to_owned()),
-            (LEASE_MS, lease.as_millis().to_string()),
-            (FIXED, if fixed { "1" } else { "0" }.to_owned()),
-            (DRIFT, "default".to_owned()),
-        ];
+        let mut vars = lease_holder::vars(url, lease.as_millis(), fixed);
         vars.extend(env.iter().cloned());
         let child = children.spawn("lease_holder", &vars);
         children.expect_text(child, "ready", Duration::from_secs(20));

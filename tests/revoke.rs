@@ -583,12 +583,7 @@ fn a_holder_in_another_process_is_asked_within_a_round_trip() {
     // message.
     let child = children.spawn(
         "lease_holder",
-        &[
-            (lease_holder::URL, server.url()),
-            (lease_holder::LEASE_MS, "30000".into()),
-            (lease_holder::FIXED, "0".into()),
-            (lease_holder::DRIFT, "default".into()),
-        ],
+        &lease_holder::vars(&server.url(), 30_000, false),
     );
     let patience = Duration::from_secs(10);
     children.expect_text(child, "ready", patience);

@@ -4,9 +4,8 @@
 //! module names the variables, the keys a role writes and the settings of
 //! a role's client, for both sides, the random generator whose seed the
 //! test hands its children, and the two facts about a process that both
-//! sides read: its wall clock and its thread count. The binary
-//! includes this file by path (a binary of the root package cannot depend
-//! on this crate), so it uses nothing but std and fairlock.
+//! sides read: its wall clock and its thread count. The binary uses it
+//! from this crate, as the tests do.
 
 /// The "holder" role of tests/liveness.rs: it connects (waiter timeout
 /// 1 s, the lease in [`LEASE_MS`]), blocks in `lock()`, prints
@@ -47,6 +46,18 @@ pub mod lease_holder {
     /// "default", or "none" for `clock_drift(0.0, 0)` (a run that shows
     /// what the allowance buys).
     pub const DRIFT: &str = "LEASE_HOLDER_DRIFT";
+
+    /// The variables of a lease holder connected to `url` whose locks take
+    /// a lease of `lease_ms` (`fixed`: a fixed one), with the default
+    /// drift allowance.
+    pub fn vars(url: &str, lease_ms: u128, fixed: bool) -> Vec<(&'static str, String)> {
+        vec![
+            (URL, url.to_owned()),
+            (LEASE_MS, lease_ms.to_string()),
+            (FIXED, if fixed { "1" } else { "0" }.to_owned()),
+            (DRIFT, "default".to_owned()),
+        ]
+    }
 }
 
 /// The "candidate" role of tests/election.rs (tests/support/child/candidate.rs):
