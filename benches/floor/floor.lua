@@ -125,11 +125,10 @@ redis.register_function('floor_arrive', function(keys, args)
         'KEEPTTL')
     end
   else
-    redis.call('ZADD', queue, deadline, '~' .. entry)
     local last = redis.call('ZRANGE', queue, BELOW_BASE, '-inf', 'BYSCORE', 'REV', 'LIMIT', '0', '1',
       'WITHSCORES')[2]
     local number = (last or 0) + 1
-    redis.call('ZADD', queue, 'NX', string.format('%d', number), entry)
+    redis.call('ZADD', queue, 'NX', string.format('%d', number), entry, deadline, '~' .. entry)
     position = redis.call('ZRANK', queue, entry)
     local dead = number % 4 == 0 and redis.call('ZRANGEBYSCORE', queue, BASE_TEXT,
       '(' .. string.format('%d', BASE + now), 'LIMIT', '0', '16') or {}

@@ -172,28 +172,32 @@ end
 -- Queues `entry` (or finds it queued: a call delivered twice, or a poll)
 -- with a liveness deadline `waiter_timeout` ms from `now_ms`; returns its
 -- position (0 = next) and, when the queue's TTL was pushed out, the new
--- one. `mode` "poll" looks for the entry first. `empty`: the caller knows
--- nobody is queued (a mutex's lock key without its '+'), so the entry
--- heads a queue it makes, and it and its deadline are written by one
--- ZADD. Otherwise the deadline is written (or renewed) first, then the
--- entry, NX: an entry delivered again keeps its place. With k entries
--- queued, each with its deadline (every step here writes and removes them
--- in pairs), a new deadline makes 2k + 1 members, the last entry is at
+-- one. `mode` "poll" writes the deadline and looks for the entry first.
+-- `empty`: the caller knows nobody is queued (a mutex's lock key without
+-- its '+'), so the entry heads a queue it makes. Either way the entry and
+-- its deadline are written by one ZADD, NX: an entry delivered again
+-- keeps its place (and its deadline is then renewed on its own). With k
+-- entries queued, each with its deadline (every step here writes and
+-- removes them in pairs), the queue has 2k members, the last entry is at
 -- index k - 1 (one ZRANGE by index reads it) and the new entry's place is
 -- k: no search by score, which in a small zset (a listpack) reads every
--- deadline from the end. A count that is not odd, or a member there that
--- is not an entry, means the pairs are not whole (keys written by hand):
--- then the last entry is searched by score.
+-- deadline from the end. A count that is not even, or a member there that
+-- is not an entry, means the pairs are not whole (keys written by hand,
+-- or the deadline a poll wrote for an entry dropped meanwhile): then the
+-- last entry is searched by score.
 local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
   local deadline = deadline_score(now_ms + waiter_timeout)
   if empty then
     redis.call('ZADD', QUEUE, '1', entry, deadline, '~' .. entry)
     return 0, keep_queue_for(waiter_timeout, true)
   end
-  local new = redis.call('ZADD', QUEUE, deadline, '~' .. entry) == 1
-  local position = (mode == 'poll' or not new) and redis.call('ZRANK', QUEUE, entry) or nil
+  local position = nil
+  if mode == 'poll' then
+    redis.call('ZADD', QUEUE, deadline, '~' .. entry)
+    position = redis.call('ZRANK', QUEUE, entry)
+  end
   if not position then
-    local k = (redis.call('ZCARD', QUEUE) - 1) / 2
+    local k = redis.call('ZCARD', QUEUE) / 2
     local at = k >= 1 and k % 1 == 0 and redis.call('ZRANGE', QUEUE, fmt(k - 1), fmt(k - 1),
       'WITHSCORES')
     local last = 0
@@ -205,7 +209,7 @@ local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
       last = redis.call('ZRANGE', QUEUE, '(' .. DEADLINE_BASE_TEXT, '-inf', 'BYSCORE', 'REV',
         'LIMIT', '0', '1', 'WITHSCORES')[2] or 0
     end
-    if redis.call('ZADD', QUEUE, 'NX', fmt(last + 1), entry) == 1 then
+    if redis.call('ZADD', QUEUE, 'NX', fmt(last + 1), entry, deadline, '~' .. entry) == 2 then
       position = (at or k == 0) and k or redis.call('ZRANK', QUEUE, entry)
       -- Every fourth arrival clears up to 16 dead entries: they go at
       -- least as fast as they come (and each heartbeat clears 16 more).
@@ -213,6 +217,9 @@ local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
         prune(now_ms)
       end
     else
+      -- The entry, or its deadline, was there (a call delivered again):
+      -- it keeps its place, and its deadline is renewed.
+      redis.call('ZADD', QUEUE, deadline, '~' .. entry)
       position = redis.call('ZRANK', QUEUE, entry)
     end
   end
