@@ -16,11 +16,12 @@
 //! `<scenario>::<kind>`; what a scenario asks for, an ask of one unit or of
 //! all of them, follows from the kind): strict FIFO handoff, the grant
 //! reaching its waiter by message and by poll, `try` never ahead of a
-//! queued waiter, heartbeats that keep waiters and push every TTL while the
-//! unbeaten are dropped, and every key keeping a TTL through heartbeats,
-//! cancels and abandons in a mix, on all three kinds and on an election
-//! (the mutex's engine on an election's own keys); on the counted
-//! engine's two, increasing fencing tokens, repeats (first calls, queued
+//! queued waiter, an arrival under contention sending seven commands (the
+//! server's INFO commandstats), heartbeats that keep waiters and push
+//! every TTL while the unbeaten are dropped, and every key keeping a TTL
+//! through heartbeats, cancels and abandons in a mix, on all three kinds
+//! and on an election (the mutex's engine on an election's own keys); on
+//! the counted engine's two, increasing fencing tokens, repeats (first calls, queued
 //! calls, releases) that count once, renewals only of a live hold with its
 //! token, leases (fixed ones too) that run out by themselves and free their
 //! units for the head (its poll or anyone's heartbeat admits it and the
@@ -490,6 +491,48 @@ per_kind! {
         }
         assert_eq!(s.release(&a), RELEASED);
         assert!(!s.renew(&a, Some(LONG)), "released");
+    }
+
+    /// An arrival behind another's hold with a call queued already (every
+    /// arrival under contention) sends seven commands and no more: GET and
+    /// PTTL of the lock, TIME, the queue's ZCARD and ZRANGE (its last
+    /// entry, by index), one ZADD for its entry and its deadline, the
+    /// queue's PTTL. Counted by the server the script runs on (`INFO
+    /// commandstats`); its arrival number, 2, prunes nothing (every fourth
+    /// does).
+    [mutex, semaphore, rwlock, election]
+    fn an_arrival_behind_others_sends_seven_commands(k: LockKind) {
+        let mut s = k.lock("arrival-cost");
+        let (ask, _) = slots(k, 1);
+        s.take("a:1", 1, ask);
+        assert_eq!(s.queue("b:1", 2, ask), 0);
+        let arrival = Acquire {
+            ask,
+            owner: "c:1",
+            lease: Lease::Renewed(LONG),
+            waiter_timeout: LONG,
+            mode: Mode::First,
+            call: 3,
+            live_token: 0,
+        };
+        let (script, args) = (arrival.script(&s.keys), arrival.args_on(k));
+        let () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut s.conn).unwrap();
+        let reply = arrival.parse(s.eval(script, &args).unwrap()).unwrap();
+        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut s.conn).unwrap();
+        let mut sent: Vec<(String, u64)> = info
+            .lines()
+            .filter_map(|line| line.strip_prefix("cmdstat_")?.split_once(":calls="))
+            .map(|(command, rest)| (command.to_owned(), rest.split(',').next().unwrap().parse().unwrap()))
+            .filter(|(command, _)| !["evalsha", "eval", "config|resetstat"].contains(&command.as_str()))
+            .collect();
+        sent.sort();
+        let want = [("get", 1), ("pttl", 2), ("time", 1), ("zadd", 1), ("zcard", 1), ("zrange", 1)];
+        let want: Vec<(String, u64)> = want.iter().map(|&(c, n)| (c.to_owned(), n)).collect();
+        assert_eq!(sent, want);
+        match reply {
+            AcquireReply::Waiting { position, .. } => assert_eq!(position, Some(1)),
+            other => panic!("{other:?}"),
+        }
     }
 
     /// A release its client vouches for (its own count of the lease has
