@@ -13,26 +13,25 @@
 //! its script's header says.
 //!
 //! Written once and run for each kind they fit (a test per kind, named
-//! `<scenario>::<kind>`; what a scenario asks for, an ask of one unit or of
-//! all of them, follows from the kind): strict FIFO handoff, the grant
-//! reaching its waiter by message and by poll, `try` never ahead of a
-//! queued waiter, an arrival under contention sending seven commands (the
-//! server's INFO commandstats), heartbeats that keep waiters and push
-//! every TTL while the unbeaten are dropped, and every key keeping a TTL
-//! through heartbeats, cancels and abandons in a mix, on all three kinds
-//! and on an election (the mutex's engine on an election's own keys); on
-//! the counted engine's two, increasing fencing tokens, repeats (first calls, queued
-//! calls, releases) that count once, renewals only of a live hold with its
-//! token, leases (fixed ones too) that run out by themselves and free their
-//! units for the head (its poll or anyone's heartbeat admits it and the
-//! calls behind it that fit), heartbeats that keep a handed watchdog lease
-//! but leave a fixed one, cancels and abandons that leave nothing and let
-//! in whom they unblock (a cancel after a handoff keeps the hold), a force
-//! release that frees every hold once and admits the head, status (its
-//! shape, its bounds, changing nothing), a hold's units in the meta, bad
-//! input (arguments, queue entries, a meta fairlock did not write) refused
-//! before any write, keys that expire a fence life after the last holder,
-//! and the mutex, the semaphore and the rwlock of one name apart.
+//! `<scenario>::<kind>`; what a scenario asks for, an ask of one unit or of all
+//! of them, follows from the kind): strict FIFO handoff, the grant reaching its
+//! waiter by message and by poll, `try` never ahead of a queued waiter, an
+//! arrival under contention sending seven commands (the server's INFO
+//! commandstats), heartbeats that keep waiters and push every TTL while the
+//! unbeaten are dropped, and every key keeping a TTL through heartbeats,
+//! cancels and abandons in a mix, on all three kinds and on an election (the
+//! mutex's engine on an election's own keys); on the counted engine's two,
+//! increasing fencing tokens, repeats (first calls, queued calls, releases)
+//! that count once, renewals only of a live hold with its token, leases (fixed
+//! ones too) that run out by themselves and free their units for the head (its
+//! poll or anyone's heartbeat admits it and the calls behind it that fit),
+//! heartbeats that keep a handed watchdog lease but leave a fixed one, cancels
+//! and abandons that leave nothing and let in whom they unblock (a cancel after
+//! a handoff keeps the hold), a force release that frees every hold once and
+//! admits the head, status (its shape, its bounds, changing nothing), a hold's
+//! units in the meta, bad input (arguments, queue entries, a meta fairlock did
+//! not write) refused before any write, keys that expire a fence life after the
+//! last holder, and the mutex, the semaphore and the rwlock of one name apart.
 //!
 //! Each kind's own (protocol/mutex.rs, protocol/semaphore.rs,
 //! protocol/rwlock.rs, protocol/election.rs): an election's scripts
