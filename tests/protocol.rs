@@ -522,7 +522,9 @@ per_kind! {
             .lines()
             .filter_map(|line| line.strip_prefix("cmdstat_")?.split_once(":calls="))
             .map(|(command, rest)| (command.to_owned(), rest.split(',').next().unwrap().parse().unwrap()))
-            .filter(|(command, _)| !["evalsha", "eval", "config|resetstat"].contains(&command.as_str()))
+            // The script's own (Redis 6.2 counts CONFIG RESETSTAT as
+            // "config", later servers as "config|resetstat").
+            .filter(|(command, _)| !["evalsha", "config"].contains(&command.split('|').next().unwrap()))
             .collect();
         sent.sort();
         let want = [("get", 1), ("pttl", 2), ("time", 1), ("zadd", 1), ("zcard", 1), ("zrange", 1)];
