@@ -198,8 +198,8 @@ local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
   end
   if not position then
     local k = redis.call('ZCARD', QUEUE) / 2
-    local at = k >= 1 and k % 1 == 0 and redis.call('ZRANGE', QUEUE, fmt(k - 1), fmt(k - 1),
-      'WITHSCORES')
+    local index = k >= 1 and k % 1 == 0 and fmt(k - 1)
+    local at = index and redis.call('ZRANGE', QUEUE, index, index, 'WITHSCORES')
     local last = 0
     if at and at[2] and string.byte(at[1]) ~= 126 and at[2] + 0 < DEADLINE_BASE then
       last = at[2]
@@ -209,11 +209,12 @@ local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
       last = redis.call('ZRANGE', QUEUE, '(' .. DEADLINE_BASE_TEXT, '-inf', 'BYSCORE', 'REV',
         'LIMIT', '0', '1', 'WITHSCORES')[2] or 0
     end
-    if redis.call('ZADD', QUEUE, 'NX', fmt(last + 1), entry, deadline, '~' .. entry) == 2 then
+    local number = last + 1
+    if redis.call('ZADD', QUEUE, 'NX', fmt(number), entry, deadline, '~' .. entry) == 2 then
       position = (at or k == 0) and k or redis.call('ZRANK', QUEUE, entry)
       -- Every fourth arrival clears up to 16 dead entries: they go at
       -- least as fast as they come (and each heartbeat clears 16 more).
-      if (last + 1) % 4 == 0 then
+      if number % 4 == 0 then
         prune(now_ms)
       end
     else
