@@ -225,15 +225,14 @@ impl Backend {
         };
         // Sent and read apart: a `query` skips the RESP3 push that answers
         // an `SSUBSCRIBE`. No signal cuts it short (`steady`); if a stop
-        // does, it is sent again: the redis crate skips the first
-        // confirmation (RESP2), or the second comes as a push the
-        // subscriber reads as one (RESP3).
+        // does, it is sent again, within the command timeout all told: the
+        // redis crate skips the first confirmation (RESP2), or the second
+        // comes as a push the subscriber reads as one (RESP3).
         let command = route.subscribe_command(channel).get_packed_command();
-        let confirmation = steady::without_signals(|| {
-            steady::again(Some(self.manager.timeouts.command), || {
-                conn.send_packed_command(&command)?;
-                conn.recv_response()
-            })
+        let timeout = Some(self.manager.timeouts.command);
+        let confirmation = steady::request_on(&mut conn, timeout, |conn| {
+            conn.send_packed_command(&command)?;
+            conn.recv_response()
         });
         check_subscribed(confirmation.map_err(Error::from_redis)?)?;
         Ok(conn)

@@ -130,7 +130,7 @@ fn master_node(node: MasterNode) -> SentinelNodeConnectionInfo {
 /// cutting their answers short: `steady`), to connect to without `CLIENT
 /// SETINFO` whichever way `client` was built.
 pub(super) fn master(client: &Mutex<SentinelClient>, timeout: Duration) -> Result<redis::Client> {
-    let lookup = || client.lock().get_client();
+    let lookup = |_| client.lock().get_client();
     let master = steady::again(Some(timeout), lookup)
         .map_err(Error::from_redis)
         .map_err(|err| match err.kind() {

@@ -54,13 +54,22 @@ pub(crate) fn is_interrupted(err: &redis::RedisError) -> bool {
 
 /// Runs `step` again while a signal cuts it short, for up to `timeout`
 /// (`None`: for as long as signals keep coming); then fails as a timeout.
+/// Each attempt is given what is left of the timeout (at least 1 ms;
+/// `None` without one), so that a step that waits can wait no longer:
+/// the steps and their repeats take one timeout all told.
 pub(crate) fn again<T>(
     timeout: Option<Duration>,
-    mut step: impl FnMut() -> RedisResult<T>,
+    mut step: impl FnMut(Option<Duration>) -> RedisResult<T>,
 ) -> RedisResult<T> {
     let started = Instant::now();
+    let left = || {
+        timeout.map(|t| {
+            t.saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1))
+        })
+    };
     loop {
-        match step() {
+        match step(left()) {
             Err(err) if is_interrupted(&err) => {
                 if let Some(timeout) = timeout.filter(|timeout| started.elapsed() >= *timeout) {
                     return Err(timed_out(timeout));
@@ -69,6 +78,36 @@ pub(crate) fn again<T>(
             other => return other,
         }
     }
+}
+
+/// Sends a request on `conn` (whose read timeout is `timeout`) and reads
+/// its reply with no signal cutting them short, again if a stop did: a
+/// repeat waits for its reply only as long as is left of the timeout, so
+/// a reply read says the request ran within one timeout of its first
+/// sending (which a release whose client vouches for its lease counts on:
+/// `CallHold::vouched_until`). The read timeout is put back after a
+/// repeat.
+pub(crate) fn request_on<T>(
+    conn: &mut redis::Connection,
+    timeout: Option<Duration>,
+    mut send: impl FnMut(&mut redis::Connection) -> RedisResult<T>,
+) -> RedisResult<T> {
+    let mut sent = 0;
+    let result = without_signals(|| {
+        again(timeout, |left| {
+            if let Some(left) = left.filter(|_| sent > 0) {
+                conn.set_read_timeout(Some(left))?;
+            }
+            sent += 1;
+            send(conn)
+        })
+    });
+    if sent > 1 {
+        // A socket that cannot take its timeout back is broken, and its
+        // next request fails.
+        let _ = conn.set_read_timeout(timeout);
+    }
+    result
 }
 
 /// Runs `step` with the signals a program can handle blocked on this
@@ -144,8 +183,8 @@ impl Steady {
         timeout: Option<Duration>,
     ) -> RedisResult<Steady> {
         let conn = without_signals(|| {
-            again(timeout, || match timeout {
-                Some(timeout) => client.get_connection_with_timeout(timeout),
+            again(timeout, |left| match left {
+                Some(left) => client.get_connection_with_timeout(left),
                 None => client.get_connection(),
             })
         });
@@ -156,35 +195,15 @@ impl Steady {
     }
 
     /// Sends a request and reads its reply with no signal cutting them
-    /// short, again if a stop did, within the timeout all told: a repeat
-    /// waits for its reply only as long as is left of it, so a reply read
-    /// says the request ran within one timeout of its first sending (which
-    /// a release whose client vouches for its lease counts on:
-    /// `CallHold::vouched_until`); a timeout in words.
+    /// short, again if a stop did, within the timeout all told
+    /// ([`request_on`]); a timeout in words.
     fn request<T>(
         &mut self,
-        mut send: impl FnMut(&mut redis::Connection) -> RedisResult<T>,
+        send: impl FnMut(&mut redis::Connection) -> RedisResult<T>,
     ) -> RedisResult<T> {
         let ns = self.timeout_ns.load(Ordering::Relaxed);
         let timeout = (ns > 0).then(|| Duration::from_nanos(ns));
-        let started = Instant::now();
-        let mut sent = 0;
-        let result = without_signals(|| {
-            again(timeout, || {
-                if let Some(timeout) = timeout.filter(|_| sent > 0) {
-                    let left = timeout.saturating_sub(started.elapsed());
-                    (self.conn).set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
-                }
-                sent += 1;
-                send(&mut self.conn)
-            })
-        });
-        if sent > 1 {
-            // A socket that cannot take its timeout back is broken, and
-            // its next request fails.
-            let _ = self.conn.set_read_timeout(timeout);
-        }
-        worded(result, timeout)
+        worded(request_on(&mut self.conn, timeout, send), timeout)
     }
 
     /// The connection itself, for a subscription, whose reads are retried
@@ -279,7 +298,7 @@ mod tests {
             assert!(!is_interrupted(&io_error(kind)), "{kind:?}");
         }
         let mut cuts = 3;
-        let answer = again(Some(Duration::from_secs(5)), || {
+        let answer = again(Some(Duration::from_secs(5)), |_| {
             if cuts == 0 {
                 return Ok(7);
             }
@@ -292,7 +311,7 @@ mod tests {
     #[test]
     fn signals_that_never_stop_end_as_a_timeout_in_words() {
         let started = Instant::now();
-        let err = again::<()>(Some(Duration::from_millis(50)), || {
+        let err = again::<()>(Some(Duration::from_millis(50)), |_| {
             Err(io_error(std::io::ErrorKind::Interrupted))
         })
         .unwrap_err();
