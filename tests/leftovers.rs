@@ -1200,3 +1200,128 @@ fn every_key_expires_once_released_and_idle() {
         "after release"
     );
 }
+
+/// An upgrade whose reply is lost leaves three calls of one call id to
+/// undo: its claim, the write it may have become, and the upgradable read
+/// its guard could not release. Each is an entry or a hold of its own in
+/// Redis, so the client must undo each once Redis answers, not only the
+/// last it recorded. Here the upgrade went through (nobody else reads): a
+/// write left behind would hold the lock until its lease ran out (10 s).
+#[test]
+fn an_upgrade_whose_reply_is_lost_leaves_no_write_behind() {
+    upgrade_with_a_lost_reply(false);
+}
+
+/// As above, with another read held, so the upgrade's claim queues: the
+/// claim must go (with the read it belongs to) rather than hold every
+/// later call back until its waiter timeout (30 s here).
+#[test]
+fn an_upgrade_whose_reply_is_lost_leaves_no_claim_behind() {
+    upgrade_with_a_lost_reply(true);
+}
+
+/// As above, for a downgrade of a write to a read: the read it became
+/// must go as well as the write its guard could not release.
+#[test]
+fn a_downgrade_whose_reply_is_lost_leaves_no_read_behind() {
+    change_with_a_lost_reply("cut-downgrade", false, "Some(Read) held", |client, name| {
+        let write = client.fair_rwlock(name).write().unwrap();
+        Box::new(move || write.downgrade().map(drop))
+    });
+}
+
+/// Upgrades an upgradable read of a client behind a relay, `queued`
+/// behind another client's read or not.
+fn upgrade_with_a_lost_reply(queued: bool) {
+    let (name, effect) = match queued {
+        true => ("cut-claim", "Some(Write) queued"),
+        false => ("cut-upgrade", "Some(Write) held"),
+    };
+    change_with_a_lost_reply(name, queued, effect, |client, name| {
+        let upgradable = client.fair_rwlock(name).upgradable_read().unwrap();
+        Box::new(move || upgradable.upgrade().map(drop))
+    });
+}
+
+/// A change of access that fails.
+type Change<'a> = Box<dyn FnOnce() -> fairlock::Result<()> + 'a>;
+
+/// Makes the change `prepare` returns on the rwlock `name` of a client
+/// behind a relay (500 ms each way), another client's read held first if
+/// `queued`; cuts the link as soon as Redis shows the change's `effect`,
+/// while its reply is still in the relay, so that neither a withdrawal nor
+/// the guard's release reaches Redis; heals it, and checks that within 5 s
+/// nothing of the client's is left and a write is granted at once.
+fn change_with_a_lost_reply(
+    name: &str,
+    queued: bool,
+    effect: &str,
+    prepare: impl for<'c> FnOnce(&'c Client, &str) -> Change<'c>,
+) {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .lease(ORPHAN_LEASE)
+        .waiter_timeout(Duration::from_secs(30))
+        .command_timeout(Duration::from_secs(5))
+        .connect_timeout(CUT_CONNECT_TIMEOUT)
+        .build()
+        .expect("the client connects through the relay");
+    let observer = server.client();
+    let rwlock = observer.fair_rwlock(name);
+    let read = queued.then(|| rwlock.read().unwrap());
+    let change = prepare(&client, name);
+    let left_behind = || {
+        let status = observer.fair_rwlock(name).status(10).unwrap();
+        let holds = status.holders.iter().map(|h| (&h.who, h.access, "held"));
+        let waits = status.waiters.iter().map(|w| (&w.who, w.access, "queued"));
+        let ours = holds
+            .chain(waits)
+            .filter(|(who, ..)| who.client_id() == client.id());
+        ours.map(|(_, access, how)| format!("{access:?} {how}"))
+            .collect::<Vec<_>>()
+    };
+
+    relay.set_delay(Duration::from_millis(500));
+    let err = std::thread::scope(|scope| {
+        let cutter = scope.spawn(|| {
+            let seen = wait_until(Duration::from_secs(5), || {
+                left_behind().iter().any(|what| what == effect)
+            });
+            relay.cut();
+            seen
+        });
+        let changed = change();
+        let seen = cutter.join().unwrap();
+        assert!(seen, "Redis did not show {effect}: {:?}", left_behind());
+        changed.expect_err("the change succeeded though its reply was lost")
+    });
+    assert!(err.is_connection(), "a change over a cut link: {err:?}");
+    eprintln!(
+        "leftovers: while the link is cut the client left {:?}",
+        left_behind()
+    );
+    relay.set_delay(Duration::ZERO);
+    relay.heal();
+    let healed = Instant::now();
+
+    let undone = wait_until(Duration::from_secs(5), || left_behind().is_empty());
+    assert!(
+        undone,
+        "5 s after the link healed the lost change still left {:?}",
+        left_behind()
+    );
+    eprintln!(
+        "leftovers: nothing of the client's left {:.0} ms after the link healed",
+        ms(healed.elapsed())
+    );
+    drop(read);
+    let write = rwlock
+        .write_with(Wait::at_most(Duration::from_secs(5)))
+        .unwrap()
+        .expect("a write after the others left waited 5 s");
+    write.unlock().unwrap();
+    drop(client);
+    no_key_without_ttl(&server, "after the write released");
+}

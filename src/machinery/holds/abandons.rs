@@ -39,9 +39,12 @@ impl Abandons {
         let retire_from = Instant::now() + linger;
         let mut pending = self.pending.lock();
         // A call failed twice (a request, then the leave after it) is one
-        // abandon, counted from its last failure.
+        // abandon, counted from its last failure. The same call asking for
+        // something else is another: an upgrade leaves its claim, the write
+        // it may have become and the read it came from, each an entry or a
+        // hold of its own in Redis.
         let same = |given: &Arc<ToAbandon>| {
-            given.call.id == call.id && given.call.keys.lock() == call.keys.lock()
+            given.call.entry() == call.entry() && given.call.keys.lock() == call.keys.lock()
         };
         if let Some(given) = pending.iter_mut().find(|given| same(given)) {
             *given = Arc::new(ToAbandon { call, retire_from });
@@ -85,5 +88,26 @@ mod tests {
         assert_eq!(abandons.snapshot().len(), 1, "too early to retire");
         abandons.answered(&entry, Instant::now() + Duration::from_secs(61), false);
         assert!(abandons.snapshot().is_empty());
+    }
+
+    #[test]
+    fn a_call_is_abandoned_once_for_each_thing_it_asked_for() {
+        use crate::protocol::{Access, Ask, Call};
+        let abandons = Abandons::default();
+        let read = crate::machinery::test_call(7, "n");
+        let asking = |ask| Call {
+            ask,
+            ..read.clone()
+        };
+        let linger = Duration::from_secs(60);
+        abandons.add(asking(Ask::RwLock(Access::UpgradableRead)), linger);
+        abandons.add(asking(Ask::RwLock(Access::Write)), linger);
+        abandons.add(asking(Ask::RwLock(Access::UpgradableRead)), linger);
+        let asked: Vec<Ask> = abandons.snapshot().iter().map(|e| e.call.ask).collect();
+        let expected = [Access::UpgradableRead, Access::Write].map(Ask::RwLock);
+        assert_eq!(
+            asked, expected,
+            "one abandon per ask, the repeat counted once"
+        );
     }
 }
