@@ -110,11 +110,5 @@ if not queued then
   redis.call('ZADD', QUEUE, fmt(first_number() - 1), claim)
 end
 redis.call('ZADD', QUEUE, deadline_score(now_ms + waiter_timeout), '~' .. claim)
-local queue_life = keep_queue_for(waiter_timeout)
-if dropped > 0 then
-  meta.waiters = true
-  keep_anchor_counted(meta, now_ms)
-else
-  keep_queued(meta, queue_life, now_ms)
-end
+keep_queued(meta, keep_queue_for(waiter_timeout), now_ms, dropped > 0)
 return { 0, first_lease_left(meta, now_ms), 0, tonumber(meta.last) }
