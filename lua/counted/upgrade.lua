@@ -68,20 +68,19 @@ if held then
 end
 local queued = redis.call('ZSCORE', QUEUE, claim)
 local member, units = hold_by_token(meta, token, owner, call, now_ms)
-if not member then
-  if queued then
-    leave_counted_queue(meta, claim, now_us, now_ms)
-  end
-  return -1
-end
-if units ~= 2147483648 then
+if member and units ~= 2147483648 then
   fail('ERR fairlock: upgrade: the hold of token ' .. token .. ' takes ' .. fmt(units)
     .. ' units, not an upgradable read\'s 2147483648')
 end
+-- A claim queued is withdrawn when its upgradable read is gone, or when
+-- the call cancels.
+if queued and (not member or mode == 'cancel') then
+  leave_counted_queue(meta, claim, now_us, now_ms)
+end
+if not member then
+  return -1
+end
 if mode == 'cancel' then
-  if queued then
-    leave_counted_queue(meta, claim, now_us, now_ms)
-  end
   return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last) }
 end
 
