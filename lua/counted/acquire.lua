@@ -256,11 +256,7 @@ if held then
   -- twice. A poll keeps a short handed-over lease alive until its watchdog
   -- renews it.
   if mode == 'poll' then
-    local extended
-    left, extended = extend_lease_counted(meta, held_as, lease, fixed, left, now_ms)
-    if extended then
-      keep_anchor_counted(meta, now_ms)
-    end
+    left = extend_lease_counted(meta, held_as, lease, fixed, left, now_ms)
   end
   return { 1, tonumber(held), left, in_force }
 end

@@ -643,15 +643,19 @@ end
 
 -- Keeps a hold handed to a waiting call alive until its owner's watchdog
 -- renews it: a watchdog-renewed hold (`fixed` '0') of `member` with `left`
--- ms under its `lease` gets `lease` from now; a fixed one is left alone.
--- Returns the lease left now and whether it changed (the caller then
--- writes the meta and the keys' TTLs: keep_anchor_counted).
-local function extend_lease_counted(meta, member, lease, fixed, left, now_ms)
+-- ms under its `lease` gets `lease` from now, and the meta and the keys'
+-- TTLs are written (keep_anchor_counted) unless `deferred` (the caller
+-- writes them itself); a fixed one is left alone. Returns the lease left
+-- now and whether it changed.
+local function extend_lease_counted(meta, member, lease, fixed, left, now_ms, deferred)
   if fixed == '0' and left < lease then
     if meta.lone then
       meta.lone.ends = now_ms + lease
     else
       redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
+    end
+    if not deferred then
+      keep_anchor_counted(meta, now_ms)
     end
     return lease, true
   end
