@@ -255,7 +255,6 @@ local settings_arg = read_settings
 -- same settings on each attempt, and a client's calls mostly the same.
 local function settings_arg(value)
   if checked_settings_in ~= value then
-    checked_settings_in = false
     checked_fixed, checked_timeout, checked_mode, checked_live = read_settings(value)
     checked_settings_in = value
   end
