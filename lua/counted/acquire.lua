@@ -256,11 +256,7 @@ if held then
   -- twice. A poll keeps a short handed-over lease alive until its watchdog
   -- renews it.
   if mode == 'poll' then
-    local extended
-    left, extended = extend_lease_counted(meta, held_as, lease, fixed, left, now_ms)
-    if extended then
-      keep_anchor_counted(meta, now_ms)
-    end
+    left = extend_lease_counted(meta, held_as, lease, fixed, left, now_ms)
   end
   return { 1, tonumber(held), left, in_force }
 end
@@ -325,10 +321,5 @@ if mode == 'try' then
 end
 local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout,
   not meta.waiters and not fresh)
-if #handed > 0 or dropped > 0 or fresh then
-  meta.waiters = true
-  keep_anchor_counted(meta, now_ms)
-else
-  keep_queued(meta, queue_life, now_ms)
-end
+keep_queued(meta, queue_life, now_ms, #handed > 0 or dropped > 0 or fresh)
 return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }

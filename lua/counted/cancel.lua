@@ -25,11 +25,7 @@ local meta = read_meta(now_ms)
 local held, left = hold_of(meta, member, now_ms)
 if held then
   if meta.capacity then
-    local extended
-    left, extended = extend_lease_counted(meta, member, lease, fixed, left, now_ms)
-    if extended then
-      keep_anchor_counted(meta, now_ms)
-    end
+    left = extend_lease_counted(meta, member, lease, fixed, left, now_ms)
   end
   return { 1, tonumber(held), left }
 end

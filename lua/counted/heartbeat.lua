@@ -42,26 +42,26 @@ for i = 4, #ARGV do
   local entry = ARGV[i]
   local owner, call, lease, fixed, units = parse_counted_entry(entry)
   local position = redis.call('ZRANK', QUEUE, entry)
+  -- Its status and value (see the returns above): not queued nor holding
+  -- unless found so.
+  local status, value = -1, 0
   if position then
     redis.call('ZADD', QUEUE, 'XX', deadline_score(now_ms + waiter_timeout), '~' .. entry)
     queued = true
-    out[#out + 1] = 0
-    out[#out + 1] = position
+    status, value = 0, position
   else
     local member = owner .. ' ' .. call .. ' ' .. fmt(units)
     local held, left = hold_of(meta, member, now_ms)
     if held then
       if meta.capacity then
-        local _, extended = extend_lease_counted(meta, member, lease, fixed, left, now_ms)
+        local _, extended = extend_lease_counted(meta, member, lease, fixed, left, now_ms, true)
         written = written or extended
       end
-      out[#out + 1] = 1
-      out[#out + 1] = tonumber(held)
-    else
-      out[#out + 1] = -1
-      out[#out + 1] = 0
+      status, value = 1, tonumber(held)
     end
   end
+  out[#out + 1] = status
+  out[#out + 1] = value
 end
 if queued then
   keep_queue_for(waiter_timeout)

@@ -135,7 +135,4 @@ end
 
 local handed = pass_on(meta, now_us, now_ms, popped_head)
 keep_anchor_counted(meta, now_ms)
-if #handed == 0 then
-  return 0
-end
-return with_grants({}, handed)
+return #handed > 0 and with_grants({}, handed) or 0

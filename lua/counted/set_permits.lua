@@ -38,5 +38,4 @@ meta.capacity, meta.capacity_s, meta.set = permits, '=' .. fmt(permits), true
 
 local handed = pass_on(meta, now_us, now_ms)
 keep_anchor_counted(meta, now_ms)
-local refused = meta.refused or 0
-return with_grants({ previous, meta.used, refused }, handed)
+return with_grants({ previous, meta.used, meta.refused or 0 }, handed)

@@ -68,20 +68,19 @@ if held then
 end
 local queued = redis.call('ZSCORE', QUEUE, claim)
 local member, units = hold_by_token(meta, token, owner, call, now_ms)
-if not member then
-  if queued then
-    leave_counted_queue(meta, claim, now_us, now_ms)
-  end
-  return -1
-end
-if units ~= 2147483648 then
+if member and units ~= 2147483648 then
   fail('ERR fairlock: upgrade: the hold of token ' .. token .. ' takes ' .. fmt(units)
     .. ' units, not an upgradable read\'s 2147483648')
 end
+-- A claim queued is withdrawn when its upgradable read is gone, or when
+-- the call cancels.
+if queued and (not member or mode == 'cancel') then
+  leave_counted_queue(meta, claim, now_us, now_ms)
+end
+if not member then
+  return -1
+end
 if mode == 'cancel' then
-  if queued then
-    leave_counted_queue(meta, claim, now_us, now_ms)
-  end
   return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last) }
 end
 
@@ -110,11 +109,5 @@ if not queued then
   redis.call('ZADD', QUEUE, fmt(first_number() - 1), claim)
 end
 redis.call('ZADD', QUEUE, deadline_score(now_ms + waiter_timeout), '~' .. claim)
-local queue_life = keep_queue_for(waiter_timeout)
-if dropped > 0 then
-  meta.waiters = true
-  keep_anchor_counted(meta, now_ms)
-else
-  keep_queued(meta, queue_life, now_ms)
-end
+keep_queued(meta, keep_queue_for(waiter_timeout), now_ms, dropped > 0)
 return { 0, first_lease_left(meta, now_ms), 0, tonumber(meta.last) }

@@ -255,7 +255,6 @@ local settings_arg = read_settings
 -- same settings on each attempt, and a client's calls mostly the same.
 local function settings_arg(value)
   if checked_settings_in ~= value then
-    checked_settings_in = false
     checked_fixed, checked_timeout, checked_mode, checked_live = read_settings(value)
     checked_settings_in = value
   end
@@ -304,9 +303,7 @@ local function split_mark(mark)
     -- Its revocation word (revoke.lua) is no part of it.
     mark = string.match(mark, '^(.*) %^%d+$') or (string.match(mark, '^%^%d+$') and '') or mark
   end
-  local space = string.find(mark, ' ', 1, true)
-  if not space then
-    return mark, ''
-  end
-  return string.sub(mark, 1, space - 1), string.sub(mark, space + 1)
+  -- Split at its first space.
+  local seen, detail = string.match(mark, '^([^ ]*) (.*)$')
+  return seen or mark, detail or ''
 end

@@ -614,17 +614,20 @@ end
 -- After a call joined the queue (or a claim was queued): the meta says
 -- waiters may be queued, and when the queue's TTL was pushed out to
 -- `queue_life` ms, outlives it by a fence life; a lone hold's lease stays
--- as it was (its fence ms grow). Writes the meta only when either changes.
-local function keep_queued(meta, queue_life, now_ms)
-  if meta.waiters and not queue_life then
+-- as it was (its fence ms grow). Writes the meta only when either changes,
+-- or, whole with the keys' TTLs (keep_anchor_counted), when the caller
+-- `changed` more of it (holds granted or dropped, a meta made anew). The
+-- meta's capacity is known (its callers, acquire.lua and upgrade.lua, set
+-- it when the meta is gone).
+local function keep_queued(meta, queue_life, now_ms, changed)
+  if meta.waiters and not queue_life and not changed then
     return
   end
   meta.waiters = true
-  if not meta.capacity then
-    return
-  end
   local lone = meta.lone
-  if lone then
+  if changed then
+    keep_anchor_counted(meta, now_ms)
+  elseif lone then
     local left = math.max(0, lone.ends - now_ms)
     local life = left + (lone.fence or FENCE_LIFE)
     if queue_life and queue_life + FENCE_LIFE > life then
@@ -640,15 +643,19 @@ end
 
 -- Keeps a hold handed to a waiting call alive until its owner's watchdog
 -- renews it: a watchdog-renewed hold (`fixed` '0') of `member` with `left`
--- ms under its `lease` gets `lease` from now; a fixed one is left alone.
--- Returns the lease left now and whether it changed (the caller then
--- writes the meta and the keys' TTLs: keep_anchor_counted).
-local function extend_lease_counted(meta, member, lease, fixed, left, now_ms)
+-- ms under its `lease` gets `lease` from now, and the meta and the keys'
+-- TTLs are written (keep_anchor_counted) unless `deferred` (the caller
+-- writes them itself); a fixed one is left alone. Returns the lease left
+-- now and whether it changed.
+local function extend_lease_counted(meta, member, lease, fixed, left, now_ms, deferred)
   if fixed == '0' and left < lease then
     if meta.lone then
       meta.lone.ends = now_ms + lease
     else
       redis.call('ZADD', HOLDERS, 'XX', now_ms + lease, member)
+    end
+    if not deferred then
+      keep_anchor_counted(meta, now_ms)
     end
     return lease, true
   end

@@ -89,8 +89,8 @@ end
 if holder == owner then
   if counts_call(calls, call) then
     -- This very call holds it: handed over while it waited, or delivered twice.
-    if mode == 'poll' and fixed == '0' then
-      left = extend_lease(lease, fence, left)
+    if mode == 'poll' then
+      left = extend_lease(lease, fence, left, fixed)
     end
     return { 1, token, left }
   end

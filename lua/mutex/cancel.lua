@@ -17,9 +17,7 @@ local entry = ARGV[3]
 local owner, call, lease, fixed = entry_arg(entry)
 local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
 if holder == owner and counts_call(calls, call) then
-  if fixed == '0' then
-    left = extend_lease(lease, fence, left)
-  end
+  left = extend_lease(lease, fence, left, fixed)
   return { 1, tonumber(token), left }
 end
 local now_us, now_ms = server_time()

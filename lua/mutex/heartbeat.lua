@@ -37,21 +37,19 @@ for i = 4, #ARGV do
   local entry = ARGV[i]
   local owner, call, lease, fixed = parse_entry(entry)
   local position = redis.call('ZRANK', QUEUE, entry)
+  -- Its status and value (see the returns above): not queued nor holding
+  -- unless found so.
+  local status, value = -1, 0
   if position then
     redis.call('ZADD', QUEUE, 'XX', deadline_score(now_ms + waiter_timeout), '~' .. entry)
     queued = true
-    out[#out + 1] = 0
-    out[#out + 1] = position
+    status, value = 0, position
   elseif holder == owner and counts_call(calls, call) then
-    if fixed == '0' then
-      left = extend_lease(lease, fence, left)
-    end
-    out[#out + 1] = 1
-    out[#out + 1] = tonumber(token)
-  else
-    out[#out + 1] = -1
-    out[#out + 1] = 0
+    left = extend_lease(lease, fence, left, fixed)
+    status, value = 1, tonumber(token)
   end
+  out[#out + 1] = status
+  out[#out + 1] = value
 end
 if queued then
   local queue_life = keep_queue_for(waiter_timeout)

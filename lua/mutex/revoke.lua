@@ -20,13 +20,10 @@ if not holder then
 end
 -- The mark with its revocation word, in place of any earlier one.
 local seen, detail = split_mark(mark)
-if seen == '' then
-  mark = '^' .. token
-elseif detail == '' then
-  mark = seen .. ' ^' .. token
-else
-  mark = seen .. ' ' .. detail .. ' ^' .. token
+if seen ~= '' and detail ~= '' then
+  seen = seen .. ' ' .. detail
 end
+mark = seen == '' and '^' .. token or seen .. ' ^' .. token
 write_hold(token, holder, calls, mark, fence, nil, waiters)
 tell_holder(holder, 'R', token)
 return { 1, tonumber(token) }
