@@ -173,14 +173,6 @@ pub struct Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    /// A wait without a limit that returned without the lock: a bug.
-    pub(crate) fn unbounded_wait_ended() -> Self {
-        Error::new(
-            ErrorKind::Internal,
-            "a wait without a limit ended without the lock",
-        )
-    }
-
     /// A setting, a URL or an argument refused before any I/O
     /// ([`ErrorKind::InvalidConfig`]).
     pub(crate) fn invalid_config(message: impl Into<Cow<'static, str>>) -> Self {
