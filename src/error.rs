@@ -397,13 +397,12 @@ impl Error {
     /// the redis crate's error type stays out of fairlock's API.
     pub(crate) fn from_redis(err: redis::RedisError) -> Self {
         use redis::{ErrorKind as K, ServerErrorKind as S};
-        let code = code_of(&err);
-        if let Some((kind, message)) = server_codes::known(&err, code) {
+        if let Some((kind, message)) = server_codes::known(&err) {
             return Error::with_source(kind, message, err);
         }
         let retry = if matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
             Retry::AfterSlotMove
-        } else if code == Some("READONLY") {
+        } else if code_of(&err) == Some("READONLY") {
             Retry::DemotedMaster
         } else if err.is_connection_dropped() && !err.is_connection_refusal() {
             Retry::OtherConnection
