@@ -173,14 +173,6 @@ pub struct Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    /// A wait without a limit that returned without the lock: a bug.
-    pub(crate) fn unbounded_wait_ended() -> Self {
-        Error::new(
-            ErrorKind::Internal,
-            "a wait without a limit ended without the lock",
-        )
-    }
-
     /// A setting, a URL or an argument refused before any I/O
     /// ([`ErrorKind::InvalidConfig`]).
     pub(crate) fn invalid_config(message: impl Into<Cow<'static, str>>) -> Self {
@@ -405,13 +397,12 @@ impl Error {
     /// the redis crate's error type stays out of fairlock's API.
     pub(crate) fn from_redis(err: redis::RedisError) -> Self {
         use redis::{ErrorKind as K, ServerErrorKind as S};
-        let code = code_of(&err);
-        if let Some((kind, message)) = server_codes::known(&err, code) {
+        if let Some((kind, message)) = server_codes::known(&err) {
             return Error::with_source(kind, message, err);
         }
         let retry = if matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
             Retry::AfterSlotMove
-        } else if code == Some("READONLY") {
+        } else if code_of(&err) == Some("READONLY") {
             Retry::DemotedMaster
         } else if err.is_connection_dropped() && !err.is_connection_refusal() {
             Retry::OtherConnection

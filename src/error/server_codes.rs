@@ -56,13 +56,10 @@ fn after_code<'e>(err: &'e redis::RedisError, code: &str) -> &'e str {
     rest.rsplit_once(" script: ").map_or(rest, |(rest, _)| rest)
 }
 
-/// For an error code fairlock knows (`code`, as [`code_of`] reads it), its
+/// For an error whose code fairlock knows (as [`code_of`] reads it), its
 /// kind and what to say; `None` for any other error.
-pub(super) fn known(
-    err: &redis::RedisError,
-    code: Option<&str>,
-) -> Option<(ErrorKind, Cow<'static, str>)> {
-    let code = code.unwrap_or_default();
+pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, str>)> {
+    let code = code_of(err).unwrap_or_default();
     // Field `n` of the code's fields; the last one (a key) may hold spaces.
     let field = |n: usize| after_code(err, code).splitn(3, ' ').nth(n);
     let number =

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::handles::guard::Guard;
 use crate::handles::kind::{HoldKind, Kind};
 use crate::handles::ownership::{Bound, Ownership, Unbound};
@@ -356,7 +356,10 @@ impl<O: Ownership> std::fmt::Debug for Settings<O> {
     }
 }
 
-/// The guard of a wait that ends only with the lock.
+/// The guard of a wait that ends only with the lock (every way to wait
+/// as long as it takes, an upgrade's too); one that returned without it
+/// is a bug, an [`ErrorKind::Internal`].
 pub(crate) fn forever<T>(got: Result<Option<T>>) -> Result<T> {
-    got?.ok_or_else(Error::unbounded_wait_ended)
+    let ended = "a wait without a limit ended without the lock";
+    got?.ok_or_else(|| Error::new(ErrorKind::Internal, ended))
 }

@@ -249,16 +249,13 @@ impl<O: Ownership> FairMultiLock<O> {
     pub fn lock_with(&self, wait: impl Into<Wait>) -> Result<Option<MultiGuard<O>>> {
         let parts = self.ordered()?;
         let wait = wait.into().fixed_from_now();
-        let mut held = Vec::with_capacity(parts.len());
-        for (target, ask) in parts {
-            // An error or a give-up drops `held`: each part taken so far is
-            // released (its drop bounded by one command timeout).
-            let Some(part) = self.settings.request(target, ask, None, &wait)? else {
-                return Ok(None);
-            };
-            held.push(part);
-        }
-        Ok(Some(MultiGuard { parts: held }))
+        // Part after part, up to the first error or give-up, which drops
+        // the parts taken so far: each is released (its drop bounded by one
+        // command timeout).
+        let held = (parts.into_iter())
+            .map(|(target, ask)| self.settings.request(target, ask, None, &wait))
+            .collect::<Result<Option<_>>>()?;
+        Ok(held.map(|parts| MultiGuard { parts }))
     }
 
     /// Waits, part after part in the shared order, as long as it takes;

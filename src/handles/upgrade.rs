@@ -16,9 +16,10 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handles::guard::Guard;
 use crate::handles::kind;
+use crate::handles::lock::forever;
 use crate::handles::ownership::Ownership;
 use crate::handles::rwlock::{ReadGuard, UpgradableReadGuard, WriteGuard};
 use crate::machinery::caller::wait::Wait;
@@ -101,8 +102,8 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// # Ok(()) }
     /// ```
     pub fn upgrade(self) -> Result<WriteGuard<O>> {
-        self.upgrade_with(Wait::forever())?
-            .map_err(|_| Error::unbounded_wait_ended())
+        // A read given back (`Err`) by a wait without a limit is a bug.
+        forever(Ok(self.upgrade_with(Wait::forever())?.ok()))
     }
 
     /// Becomes the write only if no read granted before it is left (one
