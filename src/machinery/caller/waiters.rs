@@ -98,12 +98,6 @@ impl Waiter {
         state.granted = state.granted.filter(|g| g.token > last_token);
     }
 
-    /// A request sent at `sent` queued this waiter (or found it queued):
-    /// the first such one gives its place among the client's waiters.
-    pub(crate) fn joined(&self, sent: Instant) {
-        self.state.lock().joined.get_or_insert(sent);
-    }
-
     /// A request sent at `sent` found this waiter at `position` in its
     /// queue, when `last_token` was the last fencing token issued and what
     /// holds the lock had `pttl_ms` of lease left. The head of the queue
@@ -111,7 +105,9 @@ impl Waiter {
     /// poll time set meanwhile by a message stands (see [`poll_by`](Self::poll_by)).
     pub(crate) fn in_queue(&self, sent: Instant, position: u64, last_token: u64, pttl_ms: i64) {
         self.saw_queued(sent, last_token);
-        self.joined(sent);
+        // The first request that found it queued gives its place among the
+        // client's waiters.
+        self.state.lock().joined.get_or_insert(sent);
         if position == 0 {
             self.poll_by(poll_time(pttl_ms));
         }
@@ -439,7 +435,7 @@ mod tests {
         let base = Instant::now();
         for (id, joined_ms) in [(1, 10), (2, 20), (3, 0)] {
             let w = Arc::new(Waiter::new(call(id, "a")));
-            w.joined(base + Duration::from_millis(joined_ms));
+            w.state.lock().joined = Some(base + Duration::from_millis(joined_ms));
             waiters.insert(Arc::clone(&w));
             let polled = Arc::clone(&polled);
             threads.push(std::thread::spawn(move || {
@@ -468,8 +464,8 @@ mod tests {
         let base = Instant::now();
         let first = Arc::new(Waiter::new(call(1, "a")));
         let second = Arc::new(Waiter::new(call(2, "a")));
-        first.joined(base);
-        second.joined(base + Duration::from_millis(1));
+        first.state.lock().joined = Some(base);
+        second.state.lock().joined = Some(base + Duration::from_millis(1));
         waiters.insert(Arc::clone(&first));
         waiters.insert(Arc::clone(&second));
         // The first waiter's wait ends (granted by a message, say) and it
