@@ -158,9 +158,8 @@ impl Topology {
         }
     }
 
-    /// The topology a client's settings name: its URL, or the seed nodes
-    /// given to [`Client::cluster_builder`](crate::Client::cluster_builder).
-    /// The topology of a cluster given by its seed nodes' URLs.
+    /// The topology of a cluster given by its seed nodes' URLs (to
+    /// [`Client::cluster_builder`](crate::Client::cluster_builder)).
     pub(crate) fn of_cluster_nodes(nodes: &[String]) -> Result<Topology> {
         if nodes.is_empty() {
             return Err(Error::invalid_config(
