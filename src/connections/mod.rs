@@ -139,11 +139,9 @@ impl Backend {
             Topology::Single(url) => Deployment::Server(open_info(config, quiet(&url)?)?),
             Topology::Given(info) => Deployment::Server(open_info(config, *info)?),
             Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
-            Topology::Sentinel {
-                sentinels,
-                master,
-                node,
-            } => Deployment::Sentinel(sentinel::client(config, sentinels, master, node)?.into()),
+            Topology::Sentinel { sentinels, node } => {
+                Deployment::Sentinel(sentinel::client(config, sentinels, node)?.into())
+            }
         };
         Ok(Backend::pooled(config, deployment))
     }

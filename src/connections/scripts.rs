@@ -254,10 +254,9 @@ impl Scripts {
         // retry through a failover).
         let result = conn.req_packed_commands(&packed(), 0, commands);
         let lost_scripts = match &result {
-            Ok(replies) => replies.iter().any(|reply| match reply {
-                Value::ServerError(err) => lost(err.code(), err.details()),
-                _ => false,
-            }),
+            Ok(replies) => replies.iter().any(
+                |reply| matches!(reply, Value::ServerError(err) if lost(err.code(), err.details())),
+            ),
             Err(err) => lost(err.code().unwrap_or(""), err.detail()),
         };
         if !lost_scripts {

@@ -14,20 +14,19 @@ use crate::error::{Error, ErrorKind, Result, SENTINEL_CREDENTIALS_REFUSED};
 
 use super::steady;
 
-/// The client that asks `sentinels` for `master`, reached as `node` says;
-/// the Sentinels with the client's `sentinel_username` and
+/// The client that asks `sentinels` for the master `node` names, reached
+/// as `node` says; the Sentinels with the client's `sentinel_username` and
 /// `sentinel_password`, if any, and every TLS connection with its
 /// certificates, if any. Without certificates, no connection it opens, to
 /// a Sentinel or to the master, sends `CLIENT SETINFO` (see `quiet`).
 pub(super) fn client(
     config: &Config,
     sentinels: Vec<String>,
-    master: String,
     node: MasterNode,
 ) -> Result<SentinelClient> {
     #[cfg(feature = "tls")]
     if let Some(certificates) = config.tls_certificates()? {
-        return with_certificates(config, &sentinels, &master, node, certificates);
+        return with_certificates(config, &sentinels, node, certificates);
     }
     let sentinels = sentinels
         .iter()
@@ -45,7 +44,7 @@ pub(super) fn client(
         .collect::<Result<Vec<_>>>()?;
     SentinelClient::build(
         sentinels,
-        master,
+        node.name.clone(),
         Some(master_node(node)),
         SentinelServerType::Master,
     )
@@ -69,11 +68,10 @@ fn invalid_sentinel_url(err: redis::RedisError) -> Error {
 fn with_certificates(
     config: &Config,
     sentinels: &[String],
-    master: &str,
     node: MasterNode,
     certificates: redis::TlsCertificates,
 ) -> Result<SentinelClient> {
-    use redis::IntoConnectionInfo;
+    use redis::{sentinel::SentinelClientBuilder, IntoConnectionInfo};
     let addresses = sentinels
         .iter()
         .map(|url| {
@@ -82,12 +80,11 @@ fn with_certificates(
                 .map_err(invalid_sentinel_url)
         })
         .collect::<Result<Vec<_>>>()?;
-    let mut builder =
-        redis::sentinel::SentinelClientBuilder::new(addresses, master, SentinelServerType::Master)
-            .map_err(invalid_sentinel_url)?
-            .set_client_to_sentinel_certificates(certificates.clone())
-            .set_client_to_redis_certificates(certificates)
-            .set_client_to_redis_db(node.db);
+    let mut builder = SentinelClientBuilder::new(addresses, &node.name, SentinelServerType::Master)
+        .map_err(invalid_sentinel_url)?
+        .set_client_to_sentinel_certificates(certificates.clone())
+        .set_client_to_redis_certificates(certificates)
+        .set_client_to_redis_db(node.db);
     if node.tls {
         builder = builder.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
     }

@@ -24,15 +24,15 @@ pub(crate) enum Topology {
     Cluster(Vec<String>),
     Sentinel {
         sentinels: Vec<String>,
-        master: String,
         node: MasterNode,
     },
 }
 
-/// How to connect to the master a Sentinel URL names, as the URL says: with
-/// TLS if `tls`, the credentials and the database `db`.
+/// The master a Sentinel URL names, `name`, and how to connect to it, as
+/// the URL says: with TLS if `tls`, the credentials and the database `db`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MasterNode {
+    pub(crate) name: String,
     pub(crate) tls: bool,
     pub(crate) username: Option<String>,
     pub(crate) password: Option<String>,
@@ -99,8 +99,8 @@ impl Topology {
                     .unzip();
                 Ok(Topology::Sentinel {
                     sentinels: hosts.iter().map(|h| node_url(h, false)).collect(),
-                    master: master.to_owned(),
                     node: MasterNode {
+                        name: master.to_owned(),
                         tls: base == "rediss",
                         username: username.filter(|u| !u.is_empty()).map(str::to_owned),
                         password: password.map(str::to_owned),
@@ -158,9 +158,8 @@ impl Topology {
         }
     }
 
-    /// The topology a client's settings name: its URL, or the seed nodes
-    /// given to [`Client::cluster_builder`](crate::Client::cluster_builder).
-    /// The topology of a cluster given by its seed nodes' URLs.
+    /// The topology of a cluster given by its seed nodes' URLs (to
+    /// [`Client::cluster_builder`](crate::Client::cluster_builder)).
     pub(crate) fn of_cluster_nodes(nodes: &[String]) -> Result<Topology> {
         if nodes.is_empty() {
             return Err(Error::invalid_config(
@@ -281,20 +280,15 @@ mod tests {
     #[test]
     fn sentinel_urls_name_the_master_and_keep_credentials_for_it() {
         let url = "redis+sentinel://:pw@a:1,b:2/orders/3";
-        let Topology::Sentinel {
-            sentinels,
-            master,
-            node,
-        } = Topology::parse(url).unwrap()
-        else {
+        let Topology::Sentinel { sentinels, node } = Topology::parse(url).unwrap() else {
             panic!("not a sentinel url: {url}");
         };
         assert_eq!(sentinels, ["redis://a:1", "redis://b:2"]);
-        assert_eq!(master, "orders");
         let password = Some("pw".to_owned());
         assert_eq!(
             node,
             MasterNode {
+                name: "orders".to_owned(),
                 tls: false,
                 username: None,
                 password,

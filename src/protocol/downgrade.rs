@@ -61,11 +61,10 @@ impl Operation for Downgrade<'_> {
             [token, Value::Int(pttl)] => (count(token)?, *pttl),
             other => return Err(unexpected(&other)),
         };
-        let handed = handed_over(&items[2..])?;
         Ok(DowngradeReply::Downgraded {
             token,
             pttl_ms,
-            handed,
+            handed: handed_over(&items[2..])?,
         })
     }
 }

@@ -54,12 +54,11 @@ impl Operation for Heartbeat<'_> {
 
     fn parse(&self, reply: Value) -> Result<HeartbeatReply> {
         let items = int_list(reply)?;
-        let [pttl_ms, last_token, rest @ ..] = items.as_slice() else {
-            return Err(unexpected(&items));
+        // Two fields, then two per waiter sent.
+        let (pttl_ms, last_token, rest) = match items.as_slice() {
+            [pttl, last, rest @ ..] if rest.len() == 2 * self.waiters.len() => (*pttl, *last, rest),
+            _ => return Err(unexpected(&items)),
         };
-        if rest.len() != 2 * self.waiters.len() {
-            return Err(unexpected(&items));
-        }
         let statuses = rest
             .chunks(2)
             .map(|pair| match pair {
@@ -69,8 +68,8 @@ impl Operation for Heartbeat<'_> {
             })
             .collect();
         Ok(HeartbeatReply {
-            pttl_ms: *pttl_ms,
-            last_token: *last_token as u64,
+            pttl_ms,
+            last_token: last_token as u64,
             statuses,
         })
     }

@@ -35,11 +35,7 @@ impl Engine {
     /// Its scripts' folder of OUT_DIR, as build.rs names it (and the
     /// family's part of its functions' names in the library).
     pub fn folder(self) -> &'static str {
-        match self {
-            Engine::Mutex => "mutex",
-            Engine::Counted => "counted",
-            Engine::Election => "election",
-        }
+        FOLDERS[self as usize]
     }
 }
 
@@ -56,10 +52,10 @@ pub struct Script {
     pub op: Op,
 }
 
-// `Op`, its files' names, `Script::ALL` and the scripts' sources, which
-// build.rs derives from the files of lua/: every engine's operations
-// (the first `EVERY` of `Op`) for each of the `FAMILIES` engines in
-// `Engine`'s order, then the counted engine's own. Generated, and checked
+// `Op`, its files' names, the engines' folders, `Script::ALL` and the
+// scripts' sources, which build.rs derives from the files of lua/ (and its
+// `FAMILIES`): every engine's operations (the first `EVERY` of `Op`) for
+// each engine of `FOLDERS`, in `Engine`'s order, then the counted engine's own. Generated, and checked
 // in beside this file (the test below keeps it current).
 include!("operations.rs");
 
@@ -82,7 +78,7 @@ impl Script {
     pub fn index(self) -> usize {
         match self.op as usize {
             op if op < EVERY => self.engine as usize * EVERY + op,
-            op => FAMILIES * EVERY + (op - EVERY),
+            op => FOLDERS.len() * EVERY + (op - EVERY),
         }
     }
 
@@ -141,8 +137,7 @@ pub trait Operation {
 
     /// ARGV after the common arguments on a lock of `kind`: [`args`](Self::args)
     /// unless the kind's script takes fewer.
-    fn args_on(&self, kind: LockKind) -> Vec<String> {
-        let _ = kind;
+    fn args_on(&self, _kind: LockKind) -> Vec<String> {
         self.args()
     }
 

@@ -36,8 +36,9 @@ pub enum Op {
 const FILES: [&str; 12] = ["abandon", "acquire", "cancel", "force_release", "heartbeat", "release", "renew", "revoke", "status", "downgrade", "set_permits", "upgrade"];
 /// The operations every engine has: the first of `Op`.
 const EVERY: usize = 9;
-/// The families of scripts: every engine's operations come once for each.
-const FAMILIES: usize = 3;
+/// Each family's folder of OUT_DIR, in `Engine`'s order: every engine's
+/// operations come once for each.
+const FOLDERS: [&str; 3] = ["mutex", "counted", "election"];
 
 impl Script {
     /// Every script, e.g. to load them all at once.
