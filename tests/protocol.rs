@@ -577,6 +577,39 @@ per_kind! {
         assert!(b.token > a.token, "{b:?} after {a:?}");
     }
 
+    /// A release its client vouches for (no lease check) whose hold ran
+    /// out at Redis before it arrived (the request held up past the
+    /// lease), with a head queued that asks for less than every unit: the
+    /// release is not the hold's any more (NotHeld), and the head, which
+    /// its fast path took out of the queue to hand it the lock, is not
+    /// lost: it holds, the units the run-out hold left being free (before
+    /// the fix it neither held nor waited).
+    [semaphore, rwlock]
+    fn a_vouched_release_of_a_run_out_hold_keeps_the_head_it_took_out(k: LockKind) {
+        let mut s = k.lock("vouched-late");
+        let (one, all) = (k.one(2), k.all(2));
+        let a = s.take("a:1", 1, all);
+        assert_eq!(s.queue("w:1", 2, one), 0);
+        // a's lease ends at Redis (its meta's TTL within the fence).
+        let now = s.now_ms();
+        s.set_lease_end(&member(&a), now - 10);
+        let vouched = Some(Instant::now() + Duration::from_secs(60));
+        let got = s.run(&Release {
+            owner: &a.owner,
+            token: a.token,
+            call: a.call,
+            vouched_until: vouched,
+        });
+        assert_eq!(got.unwrap(), ReleaseReply::NotHeld);
+        let w = format!("w:1 2 {}", one.units());
+        let (holders, waiting) = (s.holders(), s.queued());
+        assert_eq!(
+            (holders, waiting),
+            (vec![w], vec![]),
+            "the head neither holds nor waits"
+        );
+    }
+
     /// A hold's fixed lease runs out (a dead holder): the head's poll
     /// takes all the units; the expired hold's token is gone with it.
     [semaphore, rwlock]
