@@ -610,6 +610,35 @@ per_kind! {
         );
     }
 
+    /// The lock key, which keeps the last token and says waiters are
+    /// queued, outlives the queue (docs/guarantees.md, "keys"): a force
+    /// release of a lock whose holder's lease ran out while a call waits
+    /// with a waiter timeout above half the fence life (its queue key lives
+    /// twice the waiter timeout) keeps it so, where it used to cut the key
+    /// to a fence life under the queue's.
+    [mutex, election]
+    fn a_force_release_of_a_run_out_hold_keeps_the_key_past_the_queue(k: LockKind) {
+        let mut s = k.lock("force-late");
+        s.take_fixed("a:1", 1, Ask::Mutex, SHORT);
+        s.waiter_timeout = fairlock::DEFAULT_FENCE_LIFE * 2;
+        assert_eq!(s.queue("w:1", 2, Ask::Mutex), 0);
+        assert!(s.pttl(0) >= s.pttl(1), "{} {}", s.pttl(0), s.pttl(1));
+        // a's lease runs out: its key's TTL is within its fence ms.
+        sleep(SHORT * 2);
+        assert!(s.holders().is_empty());
+        assert_eq!(s.force_release("f#1").holder, None);
+        let (lock, queue) = (s.pttl(0), s.pttl(1));
+        assert!(
+            lock >= queue,
+            "the lock key lives {lock} ms, the queue {queue} ms"
+        );
+        // The waiter still gets the lock, with a later token.
+        assert!(matches!(
+            s.attempt("w:1", 2, Mode::Poll, Ask::Mutex),
+            AcquireReply::Acquired { .. }
+        ));
+    }
+
     /// A hold's fixed lease runs out (a dead holder): the head's poll
     /// takes all the units; the expired hold's token is gone with it.
     [semaphore, rwlock]

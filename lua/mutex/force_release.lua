@@ -21,6 +21,10 @@ if seen == this_call then
 end
 if not holder then
   write_free(token, this_call, waiters)
+  if waiters then
+    -- A fence life may end before the queue's TTL: the key outlives it.
+    keep_anchor(redis.call('PTTL', QUEUE))
+  end
   return false
 end
 local now_us, now_ms = server_time()
