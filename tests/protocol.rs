@@ -639,6 +639,25 @@ per_kind! {
         ));
     }
 
+    /// A force release of a lock whose key is gone (unused for a fence
+    /// life, or never used) has nobody to free, and leaves tokens
+    /// increasing: the next hold's token is still above every token issued
+    /// before (the server clock's, once the key that kept the last one is
+    /// gone), where it used to write a free key with token 0, from which
+    /// the next take counted on: token 1.
+    [mutex, election]
+    fn a_force_release_of_a_lock_whose_key_is_gone_keeps_tokens_increasing(k: LockKind) {
+        let mut s = k.lock("force-gone");
+        let a = s.take("a:1", 1, Ask::Mutex);
+        assert_eq!(s.release(&a), ReleaseReply::Released { left: 0 });
+        // A fence life later: the key, and the last token it kept, gone.
+        let lock = s.keys.all[0].clone();
+        s.conn.del::<_, ()>(&lock).unwrap();
+        assert_eq!(s.force_release("f#1").holder, None);
+        let b = s.take("b:1", 2, Ask::Mutex);
+        assert!(b.token > a.token, "token {} after {}", b.token, a.token);
+    }
+
     /// A hold's fixed lease runs out (a dead holder): the head's poll
     /// takes all the units; the expired hold's token is gone with it.
     [semaphore, rwlock]
