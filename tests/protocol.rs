@@ -658,6 +658,31 @@ per_kind! {
         assert!(b.token > a.token, "token {} after {}", b.token, a.token);
     }
 
+    /// The meta outlives the holders key after every step (the driver
+    /// checks it after each): an abandon that gives back the one live hold
+    /// of the holders zset, beside a hold whose lease ran out and is not
+    /// dropped yet, leaves the meta a fence life, and the holders key the
+    /// TTL the given-back hold's lease had set (20 min here, past a fence
+    /// life of 10 min), where the meta used to go first.
+    [semaphore, rwlock]
+    fn an_abandon_beside_a_run_out_hold_keeps_the_meta_past_the_holders(k: LockKind) {
+        let mut s = k.lock("abandon-last");
+        let one = k.one(2);
+        let long = Lease::Renewed(fairlock::DEFAULT_FENCE_LIFE * 2);
+        let got = s.attempt_with("a:1", 1, Mode::First, one, 0, long).unwrap();
+        assert!(matches!(got, AcquireReply::Acquired { .. }), "{got:?}");
+        let b = s.take_fixed("b:1", 2, one, LONG);
+        // b's lease runs out; nothing drops it yet.
+        let now = s.now_ms();
+        s.set_lease_end(&member(&b), now - 10);
+        assert_eq!(
+            s.abandon(entry_with("a:1", 1, one, long)),
+            AbandonReply::Released
+        );
+        let (holders, meta) = (s.pttl(0), s.pttl(2));
+        assert!(holders == -2 || holders < meta, "holders {holders} ms, meta {meta} ms");
+    }
+
     /// A hold's fixed lease runs out (a dead holder): the head's poll
     /// takes all the units; the expired hold's token is gone with it.
     [semaphore, rwlock]
