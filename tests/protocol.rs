@@ -577,6 +577,112 @@ per_kind! {
         assert!(b.token > a.token, "{b:?} after {a:?}");
     }
 
+    /// A release its client vouches for (no lease check) whose hold ran
+    /// out at Redis before it arrived (the request held up past the
+    /// lease), with a head queued that asks for less than every unit: the
+    /// release is not the hold's any more (NotHeld), and the head, which
+    /// its fast path took out of the queue to hand it the lock, is not
+    /// lost: it holds, the units the run-out hold left being free (before
+    /// the fix it neither held nor waited).
+    [semaphore, rwlock]
+    fn a_vouched_release_of_a_run_out_hold_keeps_the_head_it_took_out(k: LockKind) {
+        let mut s = k.lock("vouched-late");
+        let (one, all) = (k.one(2), k.all(2));
+        let a = s.take("a:1", 1, all);
+        assert_eq!(s.queue("w:1", 2, one), 0);
+        // a's lease ends at Redis (its meta's TTL within the fence).
+        let now = s.now_ms();
+        s.set_lease_end(&member(&a), now - 10);
+        let vouched = Some(Instant::now() + Duration::from_secs(60));
+        let got = s.run(&Release {
+            owner: &a.owner,
+            token: a.token,
+            call: a.call,
+            vouched_until: vouched,
+        });
+        assert_eq!(got.unwrap(), ReleaseReply::NotHeld);
+        let w = format!("w:1 2 {}", one.units());
+        let (holders, waiting) = (s.holders(), s.queued());
+        assert_eq!(
+            (holders, waiting),
+            (vec![w], vec![]),
+            "the head neither holds nor waits"
+        );
+    }
+
+    /// The lock key, which keeps the last token and says waiters are
+    /// queued, outlives the queue (docs/guarantees.md, "keys"): a force
+    /// release of a lock whose holder's lease ran out while a call waits
+    /// with a waiter timeout above half the fence life (its queue key lives
+    /// twice the waiter timeout) keeps it so, where it used to cut the key
+    /// to a fence life under the queue's.
+    [mutex, election]
+    fn a_force_release_of_a_run_out_hold_keeps_the_key_past_the_queue(k: LockKind) {
+        let mut s = k.lock("force-late");
+        s.take_fixed("a:1", 1, Ask::Mutex, SHORT);
+        s.waiter_timeout = fairlock::DEFAULT_FENCE_LIFE * 2;
+        assert_eq!(s.queue("w:1", 2, Ask::Mutex), 0);
+        assert!(s.pttl(0) >= s.pttl(1), "{} {}", s.pttl(0), s.pttl(1));
+        // a's lease runs out: its key's TTL is within its fence ms.
+        sleep(SHORT * 2);
+        assert!(s.holders().is_empty());
+        assert_eq!(s.force_release("f#1").holder, None);
+        let (lock, queue) = (s.pttl(0), s.pttl(1));
+        assert!(
+            lock >= queue,
+            "the lock key lives {lock} ms, the queue {queue} ms"
+        );
+        // The waiter still gets the lock, with a later token.
+        assert!(matches!(
+            s.attempt("w:1", 2, Mode::Poll, Ask::Mutex),
+            AcquireReply::Acquired { .. }
+        ));
+    }
+
+    /// A force release of a lock whose key is gone (unused for a fence
+    /// life, or never used) has nobody to free, and leaves tokens
+    /// increasing: the next hold's token is still above every token issued
+    /// before (the server clock's, once the key that kept the last one is
+    /// gone), where it used to write a free key with token 0, from which
+    /// the next take counted on: token 1.
+    [mutex, election]
+    fn a_force_release_of_a_lock_whose_key_is_gone_keeps_tokens_increasing(k: LockKind) {
+        let mut s = k.lock("force-gone");
+        let a = s.take("a:1", 1, Ask::Mutex);
+        assert_eq!(s.release(&a), ReleaseReply::Released { left: 0 });
+        // A fence life later: the key, and the last token it kept, gone.
+        let lock = s.keys.all[0].clone();
+        s.conn.del::<_, ()>(&lock).unwrap();
+        assert_eq!(s.force_release("f#1").holder, None);
+        let b = s.take("b:1", 2, Ask::Mutex);
+        assert!(b.token > a.token, "token {} after {}", b.token, a.token);
+    }
+
+    /// The meta outlives the holders key after every step (the driver
+    /// checks it after each): an abandon that gives back the one live hold
+    /// of the holders zset, beside a hold whose lease ran out and is not
+    /// dropped yet, leaves the meta a fence life, and the holders key the
+    /// TTL the given-back hold's lease had set (20 min here, past a fence
+    /// life of 10 min), where the meta used to go first.
+    [semaphore, rwlock]
+    fn an_abandon_beside_a_run_out_hold_keeps_the_meta_past_the_holders(k: LockKind) {
+        let mut s = k.lock("abandon-last");
+        let one = k.one(2);
+        let long = Lease::Renewed(fairlock::DEFAULT_FENCE_LIFE * 2);
+        let got = s.attempt_with("a:1", 1, Mode::First, one, 0, long).unwrap();
+        assert!(matches!(got, AcquireReply::Acquired { .. }), "{got:?}");
+        let b = s.take_fixed("b:1", 2, one, LONG);
+        // b's lease runs out; nothing drops it yet.
+        let now = s.now_ms();
+        s.set_lease_end(&member(&b), now - 10);
+        assert_eq!(
+            s.abandon(entry_with("a:1", 1, one, long)),
+            AbandonReply::Released
+        );
+        let (holders, meta) = (s.pttl(0), s.pttl(2));
+        assert!(holders == -2 || holders < meta, "holders {holders} ms, meta {meta} ms");
+    }
+
     /// A hold's fixed lease runs out (a dead holder): the head's poll
     /// takes all the units; the expired hold's token is gone with it.
     [semaphore, rwlock]

@@ -21,7 +21,9 @@
 --         may act on this reply first; one admitted to a lone hold's place
 --         as one string, lib/common.lua's granted_reply), or -1 when this
 --         call holds no live hold with that token (the lease was lost);
---         then nothing is changed.
+--         then nothing is changed, but for a head that a release vouched
+--         for (no ARGV[5]) took out of the queue before it found the lone
+--         hold run out: that head is let in as the units allow.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
 -- waiters and expired holds); of a lone hold with nobody waiting GET and
 -- one SET, as the mutex's; of a lone hold handed to a waiter that asks for
@@ -114,25 +116,34 @@ end
 local meta = read_meta(now_ms, true, stored or false, pttl)
 local owner, call = call_key_arg(call_key)
 local member, units = hold_by_token(meta, token, owner, call, now_ms)
-if not member then
+if not member and not popped_head then
   return meta.mark == call_key and 0 or -1
 end
-give_back_counted(meta, member, units)
-if not meta.capacity then
-  -- The meta is gone (deleted by hand): the capacity is unknown, so
-  -- nobody is admitted here; waiters take theirs when they poll.
-  return 0
-end
-meta.mark = call_key
--- The common case first: nobody waiting (the meta says so). The meta
--- already outlives the holds left by a fence life; with none left, it
--- keeps a fence life. Otherwise the queue's head is read (an empty queue
--- drops the meta's '+').
-if not meta.waiters then
-  write_meta(meta, meta.used == 0 and FENCE_LIFE or nil, now_ms)
-  return 0
+-- (With no hold found after the fast path took the head out of the
+-- queue: the lone hold ran out at Redis after its client vouched for it,
+-- the release held up on its way. Not this release's (-1), but the head
+-- is let in below as the units allow.)
+if member then
+  give_back_counted(meta, member, units)
+  if not meta.capacity then
+    -- The meta is gone (deleted by hand): the capacity is unknown, so
+    -- nobody is admitted here; waiters take theirs when they poll.
+    return 0
+  end
+  meta.mark = call_key
+  -- The common case first: nobody waiting (the meta says so). The meta
+  -- already outlives the holds left by a fence life; with none left, it
+  -- keeps a fence life. Otherwise the queue's head is read (an empty queue
+  -- drops the meta's '+').
+  if not meta.waiters then
+    write_meta(meta, meta.used == 0 and FENCE_LIFE or nil, now_ms)
+    return 0
+  end
 end
 
 local handed = pass_on(meta, now_us, now_ms, popped_head)
 keep_anchor_counted(meta, now_ms)
+if not member then
+  return -1
+end
 return #handed > 0 and with_grants({}, handed) or 0

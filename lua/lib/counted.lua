@@ -595,6 +595,10 @@ local function keep_anchor_counted(meta, now_ms)
     if far and far >= now_ms then
       life = far - now_ms + 1
       redis.call('PEXPIRE', HOLDERS, fmt(life))
+    else
+      -- Only holds whose lease ran out are left (not dropped yet), under
+      -- the TTL a hold given back since had set: the meta outlives it.
+      life = math.max(0, redis.call('PTTL', HOLDERS))
     end
   end
   if meta.waiters then

@@ -14,13 +14,23 @@
 -- Cost: O(log N), and one PUBLISH.
 
 local this_call = 'F' .. ARGV[3]
-local token, holder, _, mark, _, _, waiters = read_lock(redis.call('GET', LOCK))
+local stored = redis.call('GET', LOCK)
+local token, holder, _, mark, _, _, waiters = read_lock(stored)
 local seen, detail = split_mark(mark)
 if seen == this_call then
   return detail ~= '' and detail
 end
+if not holder and not stored then
+  -- No key, no last token to keep: a free key written now would start
+  -- the next take's token from 0, so nothing is written.
+  return false
+end
 if not holder then
   write_free(token, this_call, waiters)
+  if waiters then
+    -- A fence life may end before the queue's TTL: the key outlives it.
+    keep_anchor(redis.call('PTTL', QUEUE))
+  end
   return false
 end
 local now_us, now_ms = server_time()
