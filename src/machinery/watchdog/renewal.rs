@@ -69,7 +69,8 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             owner: &hold.call.owner,
             token: hold.token(),
             call: hold.call.id,
-            lease: Some(hold.renewal_lease(shared.config().lease)),
+            // A hold not renewed (checked after a gap) keeps its lease.
+            lease: (hold.is_renewable()).then(|| hold.renewal_lease(shared.config().lease)),
         })
         .collect();
     let beats: Vec<Heartbeat> = (batch.groups.iter())
@@ -113,7 +114,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     }
     let heartbeat_values = values.split_off(renewals.len());
     Ok(Replies {
-        // (Each renewal here asks for a lease: `unwrap_or_default` never defaults.)
+        // (A hold only checked asks for no lease: zero pushes nothing out.)
         renewed: (renewals.iter().zip(values))
             .map(|(r, value)| (r.parse(value), r.lease.unwrap_or_default(), r.token))
             .collect(),
