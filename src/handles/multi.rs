@@ -251,12 +251,13 @@ impl<O: Ownership> FairMultiLock<O> {
         let wait = wait.into().fixed_from_now();
         let mut held = Vec::with_capacity(parts.len());
         for (target, ask) in parts {
-            // An error or a give-up drops `held`: each part taken so far is
-            // released (its drop bounded by one command timeout).
-            let Some(part) = self.settings.request(target, ask, None, &wait)? else {
-                return Ok(None);
-            };
-            held.push(part);
+            match self.settings.request(target, ask, None, &wait) {
+                Ok(Some(part)) => held.push(part),
+                got => {
+                    release_taken(held, &wait);
+                    return got.map(|_| None);
+                }
+            }
         }
         Ok(Some(MultiGuard { parts: held }))
     }
@@ -362,6 +363,27 @@ impl<O: Ownership> FairMultiLock<O> {
                 ask => Ok((target, ask)),
             })
             .collect()
+    }
+}
+
+/// Releases the parts a call took before it gave up or failed, the last
+/// taken first: with a deadline (or a cancel), by then and the grace the
+/// wait's own leave has, so that the call returns on time however slow or
+/// stalled the server is (what is not released by then the watchdog gives
+/// back once Redis answers); without one, each as its guard's drop (one
+/// command timeout at most).
+fn release_taken<O: Ownership>(held: Vec<AnyGuard<O>>, wait: &Wait) {
+    let end = wait.ends_by();
+    for mut part in held.into_iter().rev() {
+        let Some(end) = end else {
+            continue; // dropped
+        };
+        if let Err(err) = part.hold.release_by(end) {
+            let name = part.name();
+            log::warn!(
+                "fairlock: releasing the part {name:?} of a multi-lock that gave up failed: {err}"
+            );
+        }
     }
 }
 

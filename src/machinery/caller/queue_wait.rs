@@ -23,7 +23,7 @@ use crate::protocol::{Call, Mode, Renew};
 /// by its deadline plus this (and a request's [`REPLY_GRACE`]
 /// (crate::connections::caller) when one was in flight instead) whatever
 /// the server does.
-const LEAVE_GRACE: Duration = Duration::from_millis(50);
+pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
 /// When a waiting call whose requests have failed for want of Redis
 /// since `since` (set by the first) tries again, or `None` once that has
