@@ -215,11 +215,12 @@ impl LeaderWatch {
                 self.read_now = false;
                 self.next_read = now + every;
                 match self.read(deadline) {
-                    // Not read by the timeout (a stalled or slow server):
-                    // nothing seen in time, as a lock's wait that runs out;
-                    // the next call reads first.
+                    // Not answered by the timeout (a stalled or slow server;
+                    // the client's connections busy): nothing seen in time,
+                    // as a lock's wait that runs out; the next call reads
+                    // first. Redis unreachable is an error, as before.
                     Err(err)
-                        if (err.is_timeout() || err.is_pool_busy())
+                        if (err.is_reply_timeout() || err.is_pool_busy())
                             && deadline.is_some_and(|at| Instant::now() >= at) =>
                     {
                         self.read_now = true;
