@@ -292,6 +292,16 @@ impl Error {
         })
     }
 
+    /// True when a request went out and its reply did not come in time
+    /// (a stalled or slow server), not when no connection could be had.
+    pub(crate) fn is_reply_timeout(&self) -> bool {
+        (self.source.as_deref()).is_some_and(|source| {
+            source
+                .downcast_ref()
+                .is_some_and(redis::RedisError::is_timeout)
+        })
+    }
+
     /// True when no pooled connection was free in time and none failed to
     /// open ([`Retry::PoolBusy`]).
     pub(crate) fn is_pool_busy(&self) -> bool {

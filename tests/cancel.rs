@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use fairlock::{Wait, WaitCanceller};
-use fairlock_test_support::{join_within, wait_until, RedisServer};
+use fairlock_test_support::{join_within, ms, pause_clients, wait_until, RedisServer};
 
 #[test]
 fn a_cancelled_wait_leaves_the_queue_at_once_and_keeps_its_place_until_then() {
@@ -74,4 +74,57 @@ fn a_cancellable_wait_still_gets_the_lock_and_honours_its_timeout() {
     assert!(got.is_none());
     assert!(started.elapsed() >= Duration::from_millis(200));
     drop(guard);
+}
+
+/// A wait cancelled while Redis holds writes back (a stalled server)
+/// ends as one whose deadline passes in the same stall does: `Ok(None)`
+/// within the leave's 50 ms grace (a cancel is the deadline come early),
+/// its queue entry given back once Redis runs again.
+#[test]
+fn a_wait_cancelled_while_redis_stalls_returns_none_and_leaves_no_entry() {
+    let server = RedisServer::start();
+    let holder = server.client();
+    let mutex = holder.fair_mutex("cancel-stall");
+    let held = mutex.lock().unwrap();
+    let cancel = WaitCanceller::new();
+    let waiter = (server.builder())
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let (c, m) = (cancel.clone(), waiter.fair_mutex("cancel-stall"));
+    let blocked = std::thread::spawn(move || {
+        let got = m.lock_with(Wait::forever().cancelled_by(&c));
+        (got.map(|guard| guard.is_some()), Instant::now())
+    });
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+
+    let pause = Duration::from_millis(1000);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    let cancelled = Instant::now();
+    cancel.cancel();
+    let (got, returned) = join_within(blocked, Duration::from_secs(5), "cancelled wait");
+    let took = returned - cancelled;
+    eprintln!(
+        "cancel: a wait cancelled in a stall returned {got:?} after {:.0} ms",
+        ms(took)
+    );
+    assert!(
+        matches!(got, Ok(false)),
+        "a cancelled wait in a stall: {got:?}"
+    );
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    // Once writes resume, the entry it left is given back.
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 0));
+    eprintln!(
+        "cancel: its entry gone {:.0} ms after the pause",
+        ms(paused.elapsed().saturating_sub(pause))
+    );
+    held.unlock().unwrap();
+    assert!(!mutex.is_locked().unwrap(), "nobody was handed the lock");
 }

@@ -886,3 +886,48 @@ fn a_campaign_a_resign_and_a_drop_each_cost_the_client_one_command() {
     assert_eq!(grew(&script.to_lowercase()), 4);
     assert_eq!(grew("publish"), 4);
 }
+
+/// A watch's `next(timeout)` returns within its timeout (and a request's
+/// grace) when Redis stalls (`CLIENT PAUSE ALL`): its read of the election
+/// at the timeout is given up as a lock's wait is, `None` (nothing seen in
+/// time; the next call reads first), rather than failing after a command
+/// timeout (1 s here).
+#[test]
+fn a_watch_returns_by_its_timeout_while_redis_stalls() {
+    let server = RedisServer::start();
+    let client = (server.builder())
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let election = client.election("watched-in-a-stall");
+    let mut watch = election.watch().unwrap();
+    let first = watch.next(Duration::from_secs(5)).unwrap();
+    assert_eq!(first, Some(LeaderEvent::Vacant { ended: None }));
+    let timeout = Duration::from_millis(200);
+    let pause = Duration::from_millis(2000);
+    pause_clients(&mut server.conn(), "ALL", pause);
+    let started = Instant::now();
+    let got = watch.next(timeout);
+    let took = started.elapsed();
+    eprintln!(
+        "election: next({timeout:?}) in a stall: {got:?} after {:.0} ms",
+        ms(took)
+    );
+    assert!(
+        took <= timeout + Duration::from_millis(300),
+        "next({timeout:?}) took {took:?}: {got:?}"
+    );
+    assert!(matches!(got, Ok(None)), "{got:?}");
+    // Once the server runs again, the watch goes on.
+    thread::sleep(pause.saturating_sub(started.elapsed()));
+    let campaigner = election.with_value("after").campaign().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let leads = loop {
+        assert!(Instant::now() < deadline, "no leader seen after the stall");
+        if let Ok(Some(LeaderEvent::Leads(leader))) = watch.next(Duration::from_millis(500)) {
+            break leader;
+        }
+    };
+    assert_eq!(leads.value, "after");
+    drop(campaigner);
+}

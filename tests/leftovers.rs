@@ -1325,3 +1325,81 @@ fn change_with_a_lost_reply(
     drop(client);
     no_key_without_ttl(&server, "after the write released");
 }
+
+/// Under `sync_replicas` with no replica to acknowledge, an acquisition
+/// that took a free lock is rolled back as soon as its reply says too few
+/// replicas saw it, and `lock()` returns `NotReplicated` after one sync
+/// timeout: the call is given back once, with nothing more sent for it (a
+/// cancel of a queue entry it never had, carrying a `WAIT` of its own,
+/// made it two).
+#[test]
+fn a_lock_too_few_replicas_saw_fails_after_one_sync_timeout() {
+    let server = RedisServer::start();
+    let sync = Duration::from_millis(500);
+    let client = (server.builder())
+        .sync_replicas(1, sync)
+        .build()
+        .expect("the client connects");
+    let name = "unreplicated-take";
+    let started = Instant::now();
+    let err = client
+        .fair_mutex(name)
+        .lock()
+        .expect_err("no replica saw it");
+    let took = started.elapsed();
+    eprintln!(
+        "leftovers: lock() without a replica: {err} after {:.0} ms",
+        ms(took)
+    );
+    assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err:?}");
+    assert!(
+        took < sync + Duration::from_millis(400),
+        "{took:?} for one sync timeout of {sync:?}"
+    );
+    assert!(!server.client().fair_mutex(name).is_locked().unwrap());
+}
+
+/// The same for a lock handed over to a waiter: its confirmation (a
+/// renewal and a `WAIT`) finds too few replicas, and the grant is given
+/// back at once, once; the watchdog has nothing left to abandon for it
+/// (it abandoned it again, as if its outcome were unknown). Counted in
+/// script calls, the watchdog's own rounds 10 s and more apart.
+#[test]
+fn a_handoff_too_few_replicas_saw_is_given_back_once() {
+    let server = RedisServer::start();
+    let quiet = |builder: ClientBuilder| {
+        (builder.lease(Duration::from_secs(60)))
+            .waiter_timeout(Duration::from_secs(60))
+            .build()
+            .expect("the client connects")
+    };
+    let holder = quiet(server.builder());
+    let waiter = quiet(
+        (server.builder())
+            .sync_replicas(1, Duration::from_millis(200))
+            .command_timeout(Duration::from_millis(400)),
+    );
+    let name = "unreplicated-handoff";
+    let mutex = holder.fair_mutex(name);
+    let held = mutex.lock().unwrap();
+    let queued = waiter.fair_mutex(name);
+    let blocked = std::thread::spawn(move || queued.lock().map(drop));
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let mut conn = server.conn();
+    let before = script_calls(&mut conn);
+    held.unlock().unwrap();
+    let err = join_within(blocked, Duration::from_secs(5), "the waiter")
+        .expect_err("no replica saw the handoff");
+    assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err:?}");
+    // Long past the abandon's linger (the command timeout): anything the
+    // watchdog was asked to abandon has gone out.
+    std::thread::sleep(Duration::from_millis(1000));
+    let calls = script_calls(&mut conn) - before;
+    eprintln!("leftovers: a handoff without a replica: {calls} script calls from the release on");
+    // The release, the waiter's confirming renewal, its abandon.
+    assert_eq!(calls, 3, "script calls from the release on");
+    assert!(!mutex.is_locked().unwrap(), "the grant was given back");
+}

@@ -320,3 +320,75 @@ fn a_permits_part_excludes_what_does_not_fit_and_holds_nothing_when_refused() {
     let after: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
     assert_eq!(before.len(), after.len(), "a refused set wrote something");
 }
+
+/// A multi-lock's timed wait returns by its deadline (and the leave's and
+/// the releases' grace) whatever the server does: here writes are held
+/// back (`CLIENT PAUSE WRITE`) as its wait for its second part runs out,
+/// so neither that part's leave nor the release of the first part it took
+/// can be answered; what they leave the watchdog gives back once writes
+/// resume. Before, each part taken was released as a guard's drop is,
+/// waiting a command timeout (1 s here) each.
+#[test]
+fn a_multi_lock_that_times_out_in_a_stall_returns_by_its_deadline() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let other = server.client();
+    let client = (server.builder())
+        .command_timeout(Duration::from_secs(1))
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    // The part taken second, in the order every client takes them, is held.
+    let mut names = ["stall-x", "stall-y"];
+    let key = |name: &str| {
+        fairlock::__test_support::LockKeys::mutex("fairlock", name)
+            .unwrap()
+            .all[0]
+            .clone()
+    };
+    names.sort_by_key(|name| key(name));
+    let [first, second] = names;
+    let busy = other.fair_mutex(second).lock().unwrap();
+    let set = client.fair_multi_lock(names);
+    let patience = Duration::from_millis(1000);
+    let started = Instant::now();
+    let waiter = thread::spawn(move || {
+        let got = set.try_lock_for(patience).map(|guard| guard.is_some());
+        (got, Instant::now())
+    });
+    let queued = || other.fair_mutex(second).queue_len().unwrap() == 1;
+    assert!(
+        wait_until(Duration::from_secs(1), queued),
+        "the set did not queue"
+    );
+    let pause = Duration::from_millis(2500);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    let (got, returned) = join_within(waiter, Duration::from_secs(10), "the set's wait");
+    let took = returned - started;
+    eprintln!(
+        "multi_lock: try_lock_for({patience:?}) in a stall: {got:?} after {:.0} ms",
+        ms(took)
+    );
+    assert!(matches!(got, Ok(false)), "{got:?}");
+    assert!(
+        took <= patience + Duration::from_millis(300),
+        "returned {took:?} after a wait of {patience:?}"
+    );
+    // Once writes resume, the part taken and the queue entry are given back.
+    let free = || {
+        let held = other.fair_mutex(first).status(1).unwrap();
+        let queue = other.fair_mutex(second).status(1).unwrap();
+        let ours = |h: &fairlock::Holder| h.who.client_id() == client.id();
+        held.holder().is_none_or(|h| !ours(h)) && queue.queue_len == 0
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), free),
+        "the set left a part or an entry"
+    );
+    eprintln!(
+        "multi_lock: nothing left {:.0} ms after the pause",
+        ms(paused.elapsed().saturating_sub(pause))
+    );
+    drop(busy);
+}

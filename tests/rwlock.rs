@@ -1151,3 +1151,69 @@ fn the_lease_signal_max_hold_and_force_unlock_carry_across_each_change() {
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
     assert!(rw_other.try_write().unwrap().is_some());
 }
+
+/// An upgrade's timed wait returns by its deadline (and the grace of its
+/// withdrawal and of the release) when Redis holds writes back as it runs
+/// out: the withdrawal cannot be answered, so the upgrade fails
+/// (`Connection`) and its guard is released, within that grace, not a
+/// command timeout (1 s here) later; what it left the watchdog gives back
+/// once writes resume.
+#[test]
+fn an_upgrade_that_times_out_in_a_stall_returns_by_its_deadline() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let other = server.client();
+    let client = (server.builder())
+        .command_timeout(Duration::from_secs(1))
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let name = "upgrade-in-a-stall";
+    let rw = other.fair_rwlock(name);
+    let read = rw.read().unwrap();
+    let upgradable = client
+        .fair_rwlock(name)
+        .unbound()
+        .upgradable_read()
+        .unwrap();
+    let patience = Duration::from_millis(1000);
+    let started = Instant::now();
+    let waiter = thread::spawn(move || {
+        let got = upgradable.try_upgrade_for(patience);
+        (got.map(|got| got.is_ok()), Instant::now())
+    });
+    await_queue_len(&rw, 1);
+    let pause = Duration::from_millis(2500);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    let (got, returned) = join_within(waiter, Duration::from_secs(10), "the upgrade");
+    let took = returned - started;
+    eprintln!(
+        "rwlock: try_upgrade_for({patience:?}) in a stall: {got:?} after {:.0} ms",
+        ms(took)
+    );
+    assert!(
+        took <= patience + Duration::from_millis(300),
+        "returned {took:?} after a wait of {patience:?}: {got:?}"
+    );
+    assert!(got.is_err_and(|err| err.is_connection()));
+    // Once writes resume, nothing of the client's is left.
+    let left = || {
+        let status = rw.status(10).unwrap();
+        let ours = status
+            .holders
+            .iter()
+            .any(|h| h.who.client_id() == client.id());
+        ours || status.queue_len > 0
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || !left()),
+        "{:?}",
+        rw.status(10)
+    );
+    eprintln!(
+        "rwlock: nothing of the upgrade left {:.0} ms after the pause",
+        ms(paused.elapsed().saturating_sub(pause))
+    );
+    drop(read);
+}

@@ -284,3 +284,84 @@ fn a_waiter_of_the_releasing_client_gets_the_lock_when_the_release_reply_is_lost
         .is_locked()
         .unwrap()));
 }
+
+/// A permit handed to a waiter whose message is lost (its subscriber cut
+/// and refused, as above) is learned from the watchdog's heartbeat. The
+/// guard must count its own hold's lease (a fixed 20 s here), not the
+/// first lease of the semaphore to run out, another holder's (3 s): else
+/// it reports its lease lost while Redis still holds it for its own.
+#[test]
+fn a_permit_learned_from_a_heartbeat_counts_its_own_lease() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    create_acl_user(&mut conn, "pw");
+    // A watchdog period of 500 ms: the heartbeat comes well before the
+    // other holder's lease runs out (when the waiter would poll itself).
+    let client =
+        fairlock::Client::builder(&format!("redis://fairlock:pw@127.0.0.1:{}", server.port()))
+            .lease(Duration::from_secs(30))
+            .waiter_timeout(Duration::from_millis(1500))
+            .build()
+            .unwrap();
+    let other = server.client();
+    let name = "heartbeat-grant";
+    let semaphore = other.fair_semaphore(name, 2);
+    let short = (semaphore.with_fixed_lease(Duration::from_secs(3)).acquire()).unwrap();
+    let long = semaphore.acquire().unwrap();
+    let waiting =
+        (client.fair_semaphore(name, 2).unbound()).with_fixed_lease(Duration::from_secs(20));
+    let (tx, rx) = mpsc::channel();
+    let waiter = thread::spawn(move || {
+        let permit = waiting.acquire().unwrap();
+        tx.send(Instant::now()).unwrap();
+        permit
+    });
+    assert!(wait_until(Duration::from_secs(5), || semaphore
+        .queue_len()
+        .unwrap()
+        == 1));
+    let acl = |conn: &mut redis::Connection, rule: &str| {
+        let () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("fairlock")
+            .arg(rule)
+            .query(conn)
+            .unwrap();
+    };
+    acl(&mut conn, "-subscribe");
+    assert!(kill_subscribers(&mut conn) >= 1, "the clients' subscribers");
+    let denied = || denied_subscribes(&mut server.conn()) >= 1;
+    assert!(wait_until(Duration::from_secs(5), denied));
+
+    let released = Instant::now();
+    long.unlock().unwrap();
+    let granted = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the waiter got its permit");
+    let permit = join_within(waiter, Duration::from_secs(5), "waiter");
+    eprintln!(
+        "permit learned {:.0} ms after the release",
+        ms(granted - released)
+    );
+    assert!(
+        granted - released < Duration::from_millis(2500),
+        "not from the heartbeat (the waiter polled when the other lease ran out)"
+    );
+    // The other holder's lease runs out at Redis (after this client's
+    // count of it would have).
+    let theirs_gone = || semaphore.status(10).unwrap().holder_count == 1;
+    assert!(wait_until(Duration::from_secs(10), theirs_gone));
+    let status = semaphore.status(10).unwrap();
+    let ours = &status.holders[0];
+    assert_eq!(ours.who.client_id(), client.id(), "{status:?}");
+    let left = ours.remaining_lease.unwrap_or_default();
+    assert!(left > Duration::from_secs(10), "{status:?}");
+    assert!(
+        !permit.is_lease_lost(),
+        "the permit counted the other holder's lease: lost, while Redis holds it {left:?} more"
+    );
+    acl(&mut conn, "+subscribe");
+    permit.unlock().unwrap();
+    drop(short);
+}

@@ -138,8 +138,18 @@ impl Caller {
 
     /// Runs `op` on the lock `keys` on a pooled connection: one round trip.
     pub(crate) fn call<O: Operation>(&self, keys: &LockKeys, op: &O) -> Result<O::Reply> {
-        self.call_with(keys, op, None, Limit::default())?
-            .replicated()
+        self.call_limited(keys, op, Limit::default())
+    }
+
+    /// As [`call`](Self::call), within `limit` (an election watch's read,
+    /// kept to the watch's timeout).
+    pub(crate) fn call_limited<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+        limit: Limit,
+    ) -> Result<O::Reply> {
+        self.call_with(keys, op, None, limit)?.replicated()
     }
 
     /// Runs a writing `op`, still in one round trip: with

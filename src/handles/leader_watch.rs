@@ -184,7 +184,9 @@ impl LeaderWatch {
     /// # Errors
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// cannot be read or the subscription cannot be opened again (a later
-    /// call tries again, and misses nothing within the bound above).
+    /// call tries again, and misses nothing within the bound above). A
+    /// read a stalled server has not answered by the timeout (and 50 ms
+    /// of grace) is given up: `None`, and the next call reads first.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -212,7 +214,19 @@ impl LeaderWatch {
             if self.read_now || now >= self.next_read {
                 self.read_now = false;
                 self.next_read = now + every;
-                self.read()?;
+                match self.read(deadline) {
+                    // Not answered by the timeout (a stalled or slow server;
+                    // the client's connections busy): nothing seen in time,
+                    // as a lock's wait that runs out; the next call reads
+                    // first. Redis unreachable is an error, as before.
+                    Err(err)
+                        if (err.is_reply_timeout() || err.is_pool_busy())
+                            && deadline.is_some_and(|at| Instant::now() >= at) =>
+                    {
+                        self.read_now = true;
+                    }
+                    read => read?,
+                }
             }
             if let Some((_, event)) = self.pending.pop_first() {
                 return Ok(Some(event));
@@ -231,12 +245,16 @@ impl LeaderWatch {
     /// changes since the newest it knew of: those of the history, then
     /// the state they led to (a leader with its lease left, or a vacancy a
     /// lease that ran out left). The first read learns the state only.
-    fn read(&mut self) -> Result<()> {
+    /// Its reply is waited for until `deadline` (the caller's timeout),
+    /// or from now if that has passed, and a request's grace at most.
+    fn read(&mut self, deadline: Option<Instant>) -> Result<()> {
         let sent = Instant::now();
         // Its status (its leader, no waiters) and its history of changes,
         // oldest first, in one atomic step: the changes and the state they
         // led to.
-        let mut reply = self.election.core().status(&self.election.target, 1, 0)?;
+        let by = deadline.map(|at| at.max(sent));
+        let core = self.election.core();
+        let mut reply = core.status_by(&self.election.target, 1, 0, by)?;
         let history = std::mem::take(&mut reply.history);
         let status = Status::from_reply(reply);
         let leader = status.holder().map(Leader::of);

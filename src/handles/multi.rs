@@ -249,13 +249,17 @@ impl<O: Ownership> FairMultiLock<O> {
     pub fn lock_with(&self, wait: impl Into<Wait>) -> Result<Option<MultiGuard<O>>> {
         let parts = self.ordered()?;
         let wait = wait.into().fixed_from_now();
-        // Part after part, up to the first error or give-up, which drops
-        // the parts taken so far: each is released (its drop bounded by one
-        // command timeout).
-        let held = (parts.into_iter())
-            .map(|(target, ask)| self.settings.request(target, ask, None, &wait))
-            .collect::<Result<Option<_>>>()?;
-        Ok(held.map(|parts| MultiGuard { parts }))
+        let mut held = Vec::with_capacity(parts.len());
+        for (target, ask) in parts {
+            match self.settings.request(target, ask, None, &wait) {
+                Ok(Some(part)) => held.push(part),
+                got => {
+                    release_taken(held, &wait);
+                    return got.map(|_| None);
+                }
+            }
+        }
+        Ok(Some(MultiGuard { parts: held }))
     }
 
     /// Waits, part after part in the shared order, as long as it takes;
@@ -359,6 +363,27 @@ impl<O: Ownership> FairMultiLock<O> {
                 ask => Ok((target, ask)),
             })
             .collect()
+    }
+}
+
+/// Releases the parts a call took before it gave up or failed, the last
+/// taken first: with a deadline (or a cancel), by then and the grace the
+/// wait's own leave has, so that the call returns on time however slow or
+/// stalled the server is (what is not released by then the watchdog gives
+/// back once Redis answers); without one, each as its guard's drop (one
+/// command timeout at most).
+fn release_taken<O: Ownership>(held: Vec<AnyGuard<O>>, wait: &Wait) {
+    let end = wait.ends_by();
+    for mut part in held.into_iter().rev() {
+        let Some(end) = end else {
+            continue; // dropped
+        };
+        if let Err(err) = part.hold.release_by(end) {
+            let name = part.name();
+            log::warn!(
+                "fairlock: releasing the part {name:?} of a multi-lock that gave up failed: {err}"
+            );
+        }
     }
 }
 

@@ -77,10 +77,22 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
         mut self,
         wait: impl Into<Wait>,
     ) -> Result<std::result::Result<WriteGuard<O>, Self>> {
-        if self.hold.upgrade(&wait.into())? {
-            Ok(Ok(Guard::new(self.hold)))
-        } else {
-            Ok(Err(self))
+        let wait = wait.into().fixed_from_now();
+        match self.hold.upgrade(&wait) {
+            Ok(true) => Ok(Ok(Guard::new(self.hold))),
+            Ok(false) => Ok(Err(self)),
+            Err(err) => {
+                // Released by the wait's end and its leave's grace, if it
+                // has one, so that the call returns on time whatever the
+                // server does (the watchdog gives back what is not done by
+                // then); else as the guard's drop.
+                if let Some(end) = wait.ends_by() {
+                    if let Err(released) = self.hold.release_by(end) {
+                        log::warn!("fairlock: releasing a failed upgrade's read: {released}");
+                    }
+                }
+                Err(err)
+            }
         }
     }
 

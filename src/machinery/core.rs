@@ -14,7 +14,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::connections::caller::Caller;
+use crate::connections::caller::{Caller, Limit};
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::topology::Topology;
@@ -226,13 +226,28 @@ impl Core {
         holders: usize,
         waiters: usize,
     ) -> Result<StatusReply> {
+        self.status_by(target, holders, waiters, None)
+    }
+
+    /// As [`status`](Self::status), its reply waited for until `deadline`
+    /// (and a request's grace) at most, pool wait included, if given (an
+    /// election watch's read, kept to its timeout).
+    pub(crate) fn status_by(
+        &self,
+        target: &Target,
+        holders: usize,
+        waiters: usize,
+        deadline: Option<Instant>,
+    ) -> Result<StatusReply> {
         let keys = target.keys()?;
         let op = Status {
             kind: keys.kind(),
             waiters,
             holders,
         };
-        self.shared.caller.call(keys, &op)
+        self.shared
+            .caller
+            .call_limited(keys, &op, Limit::by(deadline))
     }
 
     /// Frees every hold of the lock, whoever holds it, and hands it on to

@@ -6,7 +6,7 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{int_list, ms, unexpected, Op, Operation};
-use crate::protocol::QueueEntry;
+use crate::protocol::{Ask, QueueEntry};
 
 /// The client's waiting calls on one lock (as queued) get a new liveness
 /// deadline of `waiter_timeout` from now; a lock whose holder vanished goes
@@ -40,6 +40,18 @@ pub struct HeartbeatReply {
     pub last_token: u64,
     /// One status per waiter, in the order sent.
     pub statuses: Vec<WaiterStatus>,
+}
+
+impl HeartbeatReply {
+    /// The lease left of the hold `entry` was found to own
+    /// ([`WaiterStatus::Owns`]), when the reply says it: a mutex's (or an
+    /// election's) `pttl_ms` is its one hold's; a counted lock's is the
+    /// first of its holds' leases to run out, maybe another's, so `None`
+    /// (the call's own poll names its lease).
+    pub fn lease_of(&self, entry: &QueueEntry) -> Option<Duration> {
+        (entry.ask == Ask::Mutex)
+            .then(|| Duration::from_millis(u64::try_from(self.pttl_ms).unwrap_or(0)))
+    }
 }
 
 impl Operation for Heartbeat<'_> {

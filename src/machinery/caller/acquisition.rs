@@ -71,7 +71,10 @@ impl Acquisition<'_> {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
                 Err(err) => {
-                    self.shared.abandon_later(&waiter.call);
+                    // (A hold too few replicas saw is given back already.)
+                    if err.kind() != ErrorKind::NotReplicated {
+                        self.shared.abandon_later(&waiter.call);
+                    }
                     (Err(err), None)
                 }
             },
@@ -200,8 +203,7 @@ impl Queued for Acquisition<'_> {
         confirm(self.shared, &waiter.call, grant.token, lost).inspect_err(|err| {
             if err.kind() == ErrorKind::NotReplicated {
                 self.shared.abandon_now(&waiter.call);
-            }
-            if !err.is_lease_lost() {
+            } else if !err.is_lease_lost() {
                 self.shared.abandon_later(&waiter.call);
             }
         })?;
@@ -238,10 +240,14 @@ impl Queued for Acquisition<'_> {
     /// Unreachable past the wait's patience: the call may still run (or
     /// have run) in Redis, so whatever it took or queued goes back once
     /// Redis answers. Answered with an error: it leaves the queue (or keeps
-    /// the lock, if it was handed over meanwhile).
+    /// the lock, if it was handed over meanwhile); a hold too few replicas
+    /// saw was given back already, and the call never queued.
     fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Acquired>> {
         if err.is_connection() {
             self.shared.abandon_later(&waiter.call);
+            return Err(err);
+        }
+        if err.kind() == ErrorKind::NotReplicated {
             return Err(err);
         }
         let kept = self.leave(waiter, Limit::default()).ok().flatten();

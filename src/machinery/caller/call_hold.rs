@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, Result};
+use crate::machinery::caller::queue_wait::LEAVE_GRACE;
 use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
@@ -40,6 +41,19 @@ impl CallHold {
     /// a `budget`, the call waits no longer than that all told, pool waits
     /// included (a drop).
     pub(crate) fn release(&mut self, budget: Option<Duration>) -> Result<()> {
+        self.release_within(Limit::by(budget.map(|budget| Instant::now() + budget)))
+    }
+
+    /// Releases the hold as [`release`](Self::release) does, all done by
+    /// the end of a wait (`end`: its deadline, or its cancel) and a leave's
+    /// grace ([`LEAVE_GRACE`]), pool wait included, as the wait's own leave
+    /// (a multi-lock whose wait ended: it returns on time): what is not
+    /// done by then the watchdog gives back.
+    pub(crate) fn release_by(&mut self, end: Instant) -> Result<()> {
+        self.release_within(Limit::within((end + LEAVE_GRACE).max(Instant::now())))
+    }
+
+    fn release_within(&mut self, limit: Limit) -> Result<()> {
         if std::mem::replace(&mut self.released, true) {
             return Ok(());
         }
@@ -52,7 +66,6 @@ impl CallHold {
             call: call.id,
             vouched_until: self.vouched_until(),
         };
-        let limit = Limit::by(budget.map(|budget| Instant::now() + budget));
         let sent = (shared.caller).call_write_limited(&call.keys, &release, limit);
         // Not sent, or its reply lost: the watchdog gives the call back once
         // Redis answers, so the hold does not wait out its lease.

@@ -23,7 +23,7 @@ use crate::protocol::{Call, Mode, Renew};
 /// by its deadline plus this (and a request's [`REPLY_GRACE`]
 /// (crate::connections::caller) when one was in flight instead) whatever
 /// the server does.
-const LEAVE_GRACE: Duration = Duration::from_millis(50);
+pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
 /// When a waiting call whose requests have failed for want of Redis
 /// since `since` (set by the first) tries again, or `None` once that has
@@ -139,12 +139,13 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Wake::Granted(grant) => break queued.granted(&waiter, grant).map(Some),
             Wake::Poll => {}
             Wake::GaveUp => {
-                // Past the deadline, leaving takes no longer than
-                // LEAVE_GRACE (a stalled server or an outage: the watchdog
-                // abandons the call once Redis answers).
+                // Past the deadline (or the cancel, a deadline come early),
+                // leaving takes no longer than LEAVE_GRACE (a stalled
+                // server or an outage: the watchdog abandons the call once
+                // Redis answers).
                 let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
                 break match queued.leave(&waiter, Limit::within(by + LEAVE_GRACE)) {
-                    Err(err) if out_of_time(&err, deadline) => queued.out_of_time(&waiter, err),
+                    Err(err) if out_of_time(&err, Some(by)) => queued.out_of_time(&waiter, err),
                     left => left,
                 };
             }

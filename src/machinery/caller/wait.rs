@@ -180,6 +180,20 @@ impl Wait {
         }
     }
 
+    /// When a call with this wait gives up at the latest: its deadline,
+    /// passed or not, or now once its canceller is cancelled (a cancel is
+    /// the deadline come early); `None` when it has neither.
+    pub(crate) fn ends_by(&self) -> Option<Instant> {
+        if self.canceller().is_some_and(WaitCanceller::is_cancelled) {
+            return Some(Instant::now());
+        }
+        match self.limit {
+            Limit::Until(deadline) => Some(deadline),
+            Limit::For(timeout) => Instant::now().checked_add(timeout),
+            Limit::Forever | Limit::NotAtAll => None,
+        }
+    }
+
     /// The same wait with its duration turned into a deadline from now, so
     /// that calls made one after another share it (a multi-lock's parts).
     pub(crate) fn fixed_from_now(&self) -> Wait {

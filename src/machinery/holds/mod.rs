@@ -291,6 +291,16 @@ impl Hold {
         !self.call.lease.is_fixed() && self.settled(now).max_end.is_none_or(|end| now < end)
     }
 
+    /// Whether the client's connection to Redis came back from a gap
+    /// since the hold's last confirmed renewal, and the hold is not known
+    /// to be over: the watchdog then checks it even when it does not renew
+    /// it (a fixed lease, a maximum hold reached), so that a hold the
+    /// server lost is told now, not when its lease would have run out.
+    pub(crate) fn is_unconfirmed_after_gap(&self) -> bool {
+        let state = self.settled(Instant::now());
+        state.gap_at.is_some() && !matches!(state.end, Some(LeaseEnd::Lost | LeaseEnd::Released))
+    }
+
     /// The lease a renewal now asks for: `lease`, but no longer than this
     /// client needs to count it up to the maximum hold (the drift
     /// allowance added), so the lock passes on when that is reached and the
@@ -404,15 +414,17 @@ impl Hold {
 
     /// A renewal sent at `sent` succeeded for `lease`. One sent after the
     /// lease had already run out by this client's count does not revive it.
+    /// (A check of a hold the watchdog does not renew succeeds for a
+    /// `lease` of zero: it pushes nothing out.)
     pub(crate) fn renewed(&self, sent: Instant, lease: Duration) {
         let mut state = self.settled(sent);
+        // The server still had it after the gap: not lost with a restart.
+        state.gap_at = state.gap_at.filter(|&gap| sent < gap);
         if state.end.is_some() {
             return;
         }
         let end = self.drift.local_end(sent, lease);
         state.expires_at = state.expires_at.max(end);
-        // The server still had it after the gap: not lost with a restart.
-        state.gap_at = state.gap_at.filter(|&gap| sent < gap);
     }
 
     /// Blocks until the hold ends or `deadline` passes (`None`: no limit);
@@ -572,13 +584,14 @@ impl Holds {
         self.all(|_| true).iter().for_each(|hold| hold.note_gap());
     }
 
-    /// Every hold to renew now.
+    /// Every hold to renew now, and every other one to check after a gap
+    /// ([`Hold::is_unconfirmed_after_gap`]).
     pub(crate) fn snapshot(&self) -> Vec<Arc<Hold>> {
         // A hold counted lost is still renewed while its guard lives:
         // Redis may still have it (a renewal too few replicas saw, a
         // partition that healed in time), and its owner may still be
         // stopping; the guard's release frees it.
-        self.all(|r| r.hold.is_renewable())
+        self.all(|r| r.hold.is_renewable() || r.hold.is_unconfirmed_after_gap())
     }
 
     /// Every hold with live guards that `keep` keeps, taken out of the

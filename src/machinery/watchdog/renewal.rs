@@ -69,7 +69,8 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             owner: &hold.call.owner,
             token: hold.token(),
             call: hold.call.id,
-            lease: Some(hold.renewal_lease(shared.config().lease)),
+            // A hold not renewed (checked after a gap) keeps its lease.
+            lease: (hold.is_renewable()).then(|| hold.renewal_lease(shared.config().lease)),
         })
         .collect();
     let beats: Vec<Heartbeat> = (batch.groups.iter())
@@ -113,7 +114,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     }
     let heartbeat_values = values.split_off(renewals.len());
     Ok(Replies {
-        // (Each renewal here asks for a lease: `unwrap_or_default` never defaults.)
+        // (A hold only checked asks for no lease: zero pushes nothing out.)
         renewed: (renewals.iter().zip(values))
             .map(|(r, value)| (r.parse(value), r.lease.unwrap_or_default(), r.token))
             .collect(),
@@ -159,13 +160,16 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
 fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant) {
     let (pttl_ms, last_token) = (reply.pttl_ms, reply.last_token);
     let mut gone = Vec::new();
-    for (waiter, status) in waiters.iter().zip(reply.statuses) {
+    for (waiter, status) in waiters.iter().zip(reply.statuses.iter().copied()) {
         match status {
             WaiterStatus::Queued(position) => waiter.in_queue(sent, position, last_token, pttl_ms),
-            WaiterStatus::Owns(token) => {
-                let ttl = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-                waiter.grant(token, sent, ttl);
-            }
+            WaiterStatus::Owns(token) => match reply.lease_of(&waiter.call.entry()) {
+                Some(ttl) => waiter.grant(token, sent, ttl),
+                // A counted lock's reply names the first lease of its holds
+                // to run out, maybe another's: the waiter asks again, and
+                // its poll's reply names its own hold's lease.
+                None => waiter.repoll(),
+            },
             WaiterStatus::Gone => {
                 // Dropped as dead (this client's heartbeats stopped reaching
                 // Redis for a waiter timeout), or not queued yet: it asks
