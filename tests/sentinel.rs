@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder, ErrorKind, LeaderEvent};
+use fairlock_test_support::relay::Relay;
 use fairlock_test_support::sentinel::SentinelSet;
 use fairlock_test_support::*;
 
@@ -321,4 +322,50 @@ fn sentinel_credentials_are_checked_before_any_io() {
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err:?}");
         assert!(started.elapsed() < Duration::from_millis(100), "{what}");
     }
+}
+
+/// A Sentinel that accepts and never answers (a stopped process, a link
+/// that stalls), first in the URL, neither holds up a client that the
+/// other Sentinels can serve nor blocks it for longer than its timeouts:
+/// the lookup asks the next one once the connect or command timeout has
+/// passed.
+#[test]
+fn a_stalled_sentinel_is_passed_over_within_the_timeouts() {
+    let _serial = serial();
+    let set = SentinelSet::start();
+    let first = set.sentinels()[0].port();
+    let relay = Relay::start(first);
+    relay.stall();
+    let url = set.url().replacen(
+        &format!("127.0.0.1:{first},"),
+        &format!("127.0.0.1:{},", relay.port()),
+        1,
+    );
+    let timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let building = std::thread::spawn(move || {
+        Client::builder(&url)
+            .connect_timeout(timeout)
+            .command_timeout(timeout)
+            .build()
+    });
+    let client = join_within(building, Duration::from_secs(10), "a client built")
+        .expect("the other sentinels name the master");
+    let took = started.elapsed();
+    eprintln!(
+        "sentinel: client built past a stalled sentinel in {:.0} ms",
+        ms(took)
+    );
+    // The lookups of the first connection, the pool's and the
+    // subscriber's each wait at most a command timeout for the stalled one.
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    let started = Instant::now();
+    let guard = client.fair_mutex("sentinel-stalled").lock().unwrap();
+    guard.unlock().unwrap();
+    eprintln!(
+        "sentinel: lock and unlock past a stalled sentinel in {:.0} ms",
+        ms(started.elapsed())
+    );
+    drop(client);
+    relay.resume();
 }
