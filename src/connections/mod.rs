@@ -224,7 +224,7 @@ impl Backend {
         // comes as a push the subscriber reads as one (RESP3).
         let command = route.subscribe_command(channel).get_packed_command();
         let timeout = Some(self.manager.timeouts.command);
-        let confirmation = steady::request_on(&mut conn, timeout, |conn| {
+        let confirmation = steady::request_on(&mut conn, timeout, |conn, _| {
             conn.send_packed_command(&command)?;
             conn.recv_response()
         });
