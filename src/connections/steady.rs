@@ -34,6 +34,7 @@
 //! A request still interrupted when its timeout has passed fails as a
 //! timeout ("no reply within ..."), never as an unreachable server.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -149,6 +150,30 @@ pub(crate) fn without_signals<T>(step: impl FnOnce() -> T) -> T {
     step()
 }
 
+thread_local! {
+    /// When the call this thread runs must have its reply ([`replied_by`]).
+    static REPLY_BY: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Runs `call` with every request it sends on this thread, on a
+/// [`Steady`], answered by `by` (`None`: as the timeouts say): a request
+/// waits no longer than what is left, and once nothing is left fails at
+/// once as a timeout, unsent. A cluster client sends a request that timed
+/// out again on its own, up to its retries, each with the whole read
+/// timeout the call set: against a node that answers nothing, a call
+/// with a deadline took one timeout for each.
+pub(crate) fn replied_by<T>(by: Option<Instant>, call: impl FnOnce() -> T) -> T {
+    /// Puts back the deadline before, also if `call` panics.
+    struct Restore(Option<Instant>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            REPLY_BY.set(self.0);
+        }
+    }
+    let _restore = Restore(REPLY_BY.replace(by));
+    call()
+}
+
 /// The least a read waits: a read timeout of zero is refused.
 const LEAST: Duration = Duration::from_millis(1);
 
@@ -259,8 +284,31 @@ impl Steady {
         send: impl FnMut(&mut redis::Connection, Option<Duration>) -> RedisResult<T>,
     ) -> RedisResult<T> {
         let ns = self.timeout_ns.load(Ordering::Relaxed);
-        let timeout = (ns > 0).then(|| Duration::from_nanos(ns));
-        worded(request_on(&mut self.conn, timeout, send), timeout)
+        let mut timeout = (ns > 0).then(|| Duration::from_nanos(ns));
+        // Within what is left of the call's time, if it has a deadline
+        // (`replied_by`); its timeout, in words, as the call set it.
+        let worded_as = timeout;
+        if let Some(by) = REPLY_BY.get() {
+            let left = by.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(timed_out(worded_as.unwrap_or(left)));
+            }
+            // Not for the first request of a call, whose timeout was
+            // just capped at what was left (no syscall on the fast path).
+            if timeout.is_none_or(|timeout| left + LEAST < timeout) {
+                self.conn.set_read_timeout(Some(left))?;
+                self.conn.set_write_timeout(Some(left))?;
+                timeout = Some(left);
+            }
+        }
+        let result = request_on(&mut self.conn, timeout, send);
+        if timeout != worded_as {
+            // A socket that cannot take its timeout back is broken, and
+            // its next request fails.
+            let _ = self.conn.set_read_timeout(worded_as);
+            let _ = self.conn.set_write_timeout(worded_as);
+        }
+        worded(result, worded_as)
     }
 
     /// The connection itself, for a subscription, whose reads are retried
