@@ -43,7 +43,8 @@ pub enum ErrorKind {
     /// Retrying cannot help.
     InvalidConfig,
     /// Redis could not be reached, or did not answer within the configured
-    /// timeouts: retrying later may succeed.
+    /// timeouts, or answered that it cannot serve now (`LOADING` its data,
+    /// `BUSY` running a long script): retrying later may succeed.
     Connection,
     /// Redis refused this client's credentials: a wrong user or password
     /// (`WRONGPASS`), or none given where the server asks for one
@@ -419,6 +420,9 @@ impl Error {
         } else if err.is_io_error()
             || err.is_timeout()
             || err.is_connection_refusal()
+            // A server busy running a (someone's) long script ran nothing:
+            // as a stalled one, which times out until it replies `BUSY`.
+            || code_of(&err) == Some("BUSY")
             || matches!(
                 err.kind(),
                 K::Server(S::BusyLoading | S::ClusterDown | S::MasterDown | S::ReadOnly)
@@ -544,6 +548,11 @@ mod tests {
         assert!(!from_reply("WRONGPASS invalid username-password pair").is_retryable());
         assert!(!from_reply("NOPERM this user has no permissions").is_retryable());
         assert!(from_reply("LOADING Redis is loading the dataset in memory").is_retryable());
+        let busy = from_reply(
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN \
+             NOSAVE.",
+        );
+        assert!(busy.is_retryable() && busy.retry() == Retry::Unreachable);
     }
 
     #[test]

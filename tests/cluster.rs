@@ -1136,3 +1136,35 @@ fn on_a_cluster_the_four_keys_share_a_slot_and_permits_work_on_every_master() {
         assert_eq!(sem.available().unwrap(), 2);
     }
 }
+
+/// A wait with a deadline keeps it on a cluster too: against a master
+/// that answers nothing (`CLIENT PAUSE ALL`), the cluster client sends a
+/// request that timed out again, up to 6 times, each with a whole
+/// timeout; a `try_lock_for(500 ms)` must still return by its deadline
+/// (plus the library's 50 ms and room for a busy machine), not after
+/// seven of them.
+#[test]
+fn a_wait_keeps_its_deadline_against_a_master_that_answers_nothing() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("paused-deadline");
+    let (&master, name) = per_master.iter().next().unwrap();
+    let client = stall_builder(&cluster).build().unwrap();
+    let mutex = client.fair_mutex(name);
+    mutex.lock().unwrap().unlock().unwrap();
+    let wait = Duration::from_millis(500);
+    let _paused = pause_clients(&mut cluster.conn(master), "ALL", Duration::from_secs(10));
+    let started = Instant::now();
+    let got = mutex.try_lock_for(wait).map(|guard| guard.is_some());
+    let took = started.elapsed();
+    eprintln!("cluster: try_lock_for({wait:?}) on a paused master: {got:?} after {took:?}");
+    assert_ne!(
+        got.as_ref().ok(),
+        Some(&true),
+        "the lock from a paused master"
+    );
+    assert!(
+        took < wait + Duration::from_millis(400),
+        "try_lock_for({wait:?}) returned after {took:?}"
+    );
+}

@@ -247,3 +247,92 @@ fn a_request_repeated_after_a_stop_takes_one_command_timeout_all_told() {
         "the repeat waited a whole timeout of its own: {took:?}"
     );
 }
+
+/// With `sync_replicas`, a write goes out with its `WAIT` in one pipeline
+/// of two requests. While the server is stopped, the call still waits one
+/// command timeout (or what is left of its deadline) for its replies all
+/// told, not one for each reply of the pipeline: an unlock gives up after
+/// the command timeout, a `try_lock_for` started in the stall by its
+/// deadline (and the watchdog's pipeline of renewals, one request per hold,
+/// after one timeout, not one per hold).
+#[test]
+fn a_pipeline_takes_one_command_timeout_all_told_while_the_server_is_stopped() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let port = server.port().to_string();
+    let _replica = RedisServer::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let mut conn = server.conn();
+    assert!(
+        wait_until(Duration::from_secs(10), || replicas_acknowledge(
+            &mut conn, 1
+        )),
+        "the replica never acknowledged a write"
+    );
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(10))
+        .command_timeout(COMMAND_TIMEOUT)
+        .connect_timeout(COMMAND_TIMEOUT)
+        .sync_replicas(1, Duration::from_millis(500))
+        .build()
+        .unwrap();
+    // The replica may still be catching up with the client's start (its
+    // library): an acquisition it did not acknowledge is rolled back.
+    let mutex = client.fair_mutex("pipeline-stopped");
+    let started = Instant::now();
+    let guard = loop {
+        match mutex.lock() {
+            Ok(guard) => break guard,
+            Err(err) if err.kind() == fairlock::ErrorKind::NotReplicated => {
+                assert!(started.elapsed() < Duration::from_secs(10), "{err:?}");
+            }
+            Err(err) => panic!("{err:?}"),
+        }
+    };
+    let waiting = client.fair_mutex("pipeline-stopped-wait");
+
+    let mut stopped = Stopped::stop(&server);
+    let started = Instant::now();
+    let unlocked = guard.unlock();
+    let unlock_took = started.elapsed();
+    let started = Instant::now();
+    let waited = waiting.try_lock_for(SHORT_WAIT).map(|got| got.is_some());
+    let wait_took = started.elapsed();
+    stopped.resume();
+    eprintln!(
+        "deadlines: with sync_replicas, stopped: unlock {:.0} ms ({unlocked:?}), \
+         try_lock_for({SHORT_WAIT:?}) {:.0} ms ({waited:?})",
+        ms(unlock_took),
+        ms(wait_took)
+    );
+    assert!(
+        unlocked.is_err(),
+        "the unlock went through a stopped server"
+    );
+    assert!(
+        unlock_took < COMMAND_TIMEOUT + OVER,
+        "the unlock waited a command timeout for each reply: {unlock_took:?}"
+    );
+    assert!(
+        wait_took < SHORT_WAIT + OVER,
+        "try_lock_for({SHORT_WAIT:?}) waited past its deadline for each reply: {wait_took:?}"
+    );
+    // The replies the stalled calls did not read are skipped: the same
+    // pooled connections read each later call's own.
+    for name in ["pipeline-stopped", "pipeline-stopped-wait"] {
+        let mutex = client.fair_mutex(name);
+        let guard = retry_while_unreachable(|| mutex.try_lock_for(Duration::from_secs(5)))
+            .expect("the lock is free once the stalled calls are undone");
+        assert!(mutex.is_locked().unwrap());
+        guard.unlock().unwrap();
+        assert!(!mutex.is_locked().unwrap());
+    }
+}

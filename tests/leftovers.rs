@@ -824,6 +824,91 @@ fn an_unlock_that_never_reached_redis_is_abandoned_once_redis_answers() {
     no_key_without_ttl(&server, "after the unlock abandoned");
 }
 
+/// The same, with the server busy running someone's long script when the
+/// link heals: the watchdog's abandon is refused with `BUSY` (the server
+/// ran nothing), which says no more than a stalled server would; the
+/// client must keep the abandon and try again once the script is over
+/// (killed here, once the relay has seen the watchdog send it twice, so
+/// that the first was refused), not drop it and leave the lock held
+/// until its 10 s lease runs out.
+#[test]
+fn an_abandon_refused_by_a_busy_server_is_tried_again() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::recording(server.port());
+    let client = client_through(&relay, ORPHAN_LEASE, Duration::from_secs(1));
+    let observer_client = server.client();
+    let observer = observer_client.fair_mutex("busy-abandon");
+    let guard = client.fair_mutex("busy-abandon").lock().unwrap();
+    unlock_over_a_cut_link(&relay, &client, guard, &observer);
+
+    // Busy: a script that runs until it is killed (20 s at most), and a
+    // busy reply after 100 ms of it.
+    let mut conn = server.conn();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("lua-time-limit")
+        .arg(100)
+        .query(&mut conn)
+        .unwrap();
+    let mut busy_conn = server.conn();
+    let busy = std::thread::spawn(move || {
+        redis::cmd("EVAL")
+            .arg(
+                "local s = redis.call('TIME') while true do \
+                 if redis.call('TIME')[1] - s[1] > 20 then return 1 end end",
+            )
+            .arg(0)
+            .query::<i64>(&mut busy_conn)
+    });
+    let refused = |conn: &mut redis::Connection| {
+        redis::cmd("PING")
+            .query::<String>(conn)
+            .is_err_and(|err| err.code() == Some("BUSY"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), || refused(&mut conn)),
+        "the server never replied BUSY"
+    );
+    let before = relay.sent().len();
+    let script = script_command();
+    relay.heal();
+    let sent = || {
+        relay.sent()[before..]
+            .iter()
+            .filter(|name| *name == script)
+            .count()
+    };
+    let twice = wait_until(Duration::from_secs(3), || sent() >= 2);
+    assert!(refused(&mut conn), "the script ended before it was killed");
+    let () = redis::cmd("SCRIPT").arg("KILL").query(&mut conn).unwrap();
+    let over = Instant::now();
+    let ended = join_within(busy, Duration::from_secs(5), "the busy script");
+    assert!(ended.is_err(), "the busy script was not killed: {ended:?}");
+    eprintln!(
+        "leftovers: {} {script}s sent while the server was busy (the second: {twice})",
+        sent()
+    );
+
+    let got = observer.try_lock_for(Duration::from_secs(3)).unwrap();
+    let took = over.elapsed();
+    let status = observer.status(10).unwrap();
+    eprintln!(
+        "leftovers: the other client's try_lock_for(3 s) returned {} {:.0} ms after the \
+         busy script was killed (watchdog period 333 ms, lease 10 s)",
+        if got.is_some() { "the lock" } else { "nothing" },
+        ms(took)
+    );
+    assert!(
+        got.is_some(),
+        "the abandon refused with BUSY was dropped: the lock is {}",
+        holder_named(&status, client.id(), "the client behind the relay")
+    );
+    drop(got);
+    drop(client);
+    no_key_without_ttl(&server, "after the abandon refused by a busy server");
+}
+
 /// A client dropped right after an `unlock()` that never reached Redis
 /// frees the lock as it stops: its watchdog gives the release back once
 /// before the drop returns. The watchdog period is 10 s (lease and waiter

@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ClientBuilder, ErrorKind, LeaderEvent};
+use fairlock_test_support::relay::Relay;
 use fairlock_test_support::sentinel::SentinelSet;
 use fairlock_test_support::*;
 
@@ -321,4 +322,110 @@ fn sentinel_credentials_are_checked_before_any_io() {
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err:?}");
         assert!(started.elapsed() < Duration::from_millis(100), "{what}");
     }
+}
+
+/// A Sentinel that accepts and never answers (a stopped process, a link
+/// that stalls), first in the URL, neither holds up a client that the
+/// other Sentinels can serve nor blocks it for longer than its timeouts:
+/// the lookup asks the next one once the connect or command timeout has
+/// passed.
+#[test]
+fn a_stalled_sentinel_is_passed_over_within_the_timeouts() {
+    let _serial = serial();
+    let set = SentinelSet::start();
+    let first = set.sentinels()[0].port();
+    let relay = Relay::start(first);
+    relay.stall();
+    let url = set.url().replacen(
+        &format!("127.0.0.1:{first},"),
+        &format!("127.0.0.1:{},", relay.port()),
+        1,
+    );
+    let timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let building = std::thread::spawn(move || {
+        Client::builder(&url)
+            .connect_timeout(timeout)
+            .command_timeout(timeout)
+            .build()
+    });
+    let client = join_within(building, Duration::from_secs(10), "a client built")
+        .expect("the other sentinels name the master");
+    let took = started.elapsed();
+    eprintln!(
+        "sentinel: client built past a stalled sentinel in {:.0} ms",
+        ms(took)
+    );
+    // The lookups of the first connection, the pool's and the
+    // subscriber's each wait at most a command timeout for the stalled one.
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    let started = Instant::now();
+    let guard = client.fair_mutex("sentinel-stalled").lock().unwrap();
+    guard.unlock().unwrap();
+    eprintln!(
+        "sentinel: lock and unlock past a stalled sentinel in {:.0} ms",
+        ms(started.elapsed())
+    );
+    drop(client);
+    relay.resume();
+}
+
+/// A master that stops answering (a stopped process, a partition), not
+/// one that dies: the Sentinels fail it over, and the client's calls must
+/// follow them to the new master once a call timed out on the old one,
+/// not go on timing out on pooled connections to it (which nothing closes
+/// and which never hear a `READONLY`) until the pool's 30 min lifetime
+/// ends them.
+#[test]
+fn calls_follow_a_failover_away_from_a_master_that_stopped_answering() {
+    let _serial = serial();
+    let set = SentinelSet::start();
+    let timeout = Duration::from_millis(500);
+    let client = Client::builder(&set.url())
+        .lease(Duration::from_secs(15))
+        .connect_timeout(timeout)
+        .command_timeout(timeout)
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("sentinel-stopped");
+    mutex.lock().unwrap().unlock().unwrap();
+
+    let old_master = set.master_port();
+    let server = (set.servers().iter())
+        .find(|server| server.port() == old_master)
+        .unwrap();
+    let pid = server.pid().expect("the master's pid");
+    send_signal(pid, "STOP");
+    let err = mutex.try_lock().map(|_| ()).unwrap_err();
+    eprintln!("sentinel: a call to the stopped master: {err}");
+    assert!(err.is_connection(), "{err:?}");
+    set.wait_for_failover(old_master, Duration::from_secs(30));
+    let failed_over = Instant::now();
+
+    let mut failures = Vec::new();
+    let guard = loop {
+        match mutex.try_lock() {
+            Ok(Some(guard)) => break guard,
+            Ok(None) => panic!("the lock is held on the new master"),
+            Err(err) if err.is_connection() && failed_over.elapsed() < Duration::from_secs(10) => {
+                failures.push(err.to_string());
+            }
+            Err(err) => {
+                send_signal(pid, "CONT");
+                panic!(
+                    "no call reached the new master within 10 s of the failover ({} failed, \
+                     the last: {err})",
+                    failures.len()
+                );
+            }
+        }
+    };
+    eprintln!(
+        "sentinel: a call reached the new master {:.0} ms after the failover, after {} \
+         failed: {failures:?}",
+        ms(failed_over.elapsed()),
+        failures.len()
+    );
+    guard.unlock().unwrap();
+    send_signal(pid, "CONT");
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
+use crate::connections::steady;
 use crate::connections::{Backend, Listen};
 use crate::error::{Error, Result, Retry};
 use crate::protocol::{Abandon, Call, LockKeys, Operation, Route, SyncReplicas, Written};
@@ -88,7 +89,9 @@ impl Caller {
             if let Some(left) = capped {
                 conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
             }
-            let result = call(conn.get());
+            // On a cluster, the client's own retries of a request that
+            // timed out keep to the deadline too.
+            let result = steady::replied_by(limit.reply_by, || call(conn.get()));
             let stale = conn.note(&result);
             if capped.is_some() && !stale {
                 // Back to the pool with the client's own timeout (a

@@ -41,8 +41,6 @@ pub(crate) mod warning;
 
 use std::time::Duration;
 
-use parking_lot::Mutex;
-use redis::sentinel::SentinelClient;
 use redis::ConnectionLike;
 /// What [`Client::builder_from`](crate::Client::builder_from) takes: the
 /// redis crate's connection settings in any of their forms.
@@ -103,7 +101,7 @@ enum Deployment {
     /// Whichever server the Sentinels name as master at each connect: a
     /// connection to a master demoted since is dropped from the pool, so
     /// the next ones reach its successor.
-    Sentinel(Mutex<SentinelClient>),
+    Sentinel(sentinel::Sentinels),
     Cluster(Cluster),
 }
 
@@ -114,9 +112,7 @@ impl Deployment {
     fn connect(&self, at: &Listen, timeouts: Timeouts) -> Result<Steady> {
         match self {
             Deployment::Server(client) => timeouts.connect(client),
-            Deployment::Sentinel(sentinels) => {
-                timeouts.connect(&sentinel::master(sentinels, timeouts.connect)?)
-            }
+            Deployment::Sentinel(sentinels) => timeouts.connect(&sentinels.master(timeouts)?),
             Deployment::Cluster(cluster) => cluster.subscriber_connection(at),
         }
     }
@@ -140,7 +136,7 @@ impl Backend {
             Topology::Given(info) => Deployment::Server(open_info(config, *info)?),
             Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
             Topology::Sentinel { sentinels, node } => {
-                Deployment::Sentinel(sentinel::client(config, sentinels, node)?.into())
+                Deployment::Sentinel(sentinel::client(config, sentinels, node)?)
             }
         };
         Ok(Backend::pooled(config, deployment))
@@ -228,7 +224,7 @@ impl Backend {
         // comes as a push the subscriber reads as one (RESP3).
         let command = route.subscribe_command(channel).get_packed_command();
         let timeout = Some(self.manager.timeouts.command);
-        let confirmation = steady::request_on(&mut conn, timeout, |conn| {
+        let confirmation = steady::request_on(&mut conn, timeout, |conn, _| {
             conn.send_packed_command(&command)?;
             conn.recv_response()
         });

@@ -105,7 +105,8 @@ pub(crate) struct Manager {
     pub(super) deployment: Arc<Deployment>,
     pub(super) timeouts: Timeouts,
     /// Connections opened before this generation are stale (see
-    /// [`Pooled::note`]).
+    /// [`Pooled::note`]): on a cluster, after a node could not be reached;
+    /// behind Sentinel, after a master did not answer in time.
     generation: Arc<AtomicU64>,
 }
 
@@ -148,8 +149,13 @@ impl Pooled {
 
     /// Looks at the outcome of a call. A connection that met a demoted
     /// master (`READONLY`) behind Sentinel is marked so the pool drops it
-    /// instead of handing it out again. A cluster call that could not reach
-    /// a node makes every cluster connection opened so far stale: their
+    /// instead of handing it out again; a call that got no reply in time
+    /// there makes every connection opened so far stale: the master may
+    /// have stopped answering and been failed over, and nothing else would
+    /// ever close a connection to it (a stopped master sends no
+    /// `READONLY`), so the next ones ask the Sentinels again. A cluster
+    /// call that could not reach a node makes every cluster connection
+    /// opened so far stale: their
     /// slot maps may point at a dead master, and the `redis` crate
     /// refreshes a map only on a redirection, which a dead node never
     /// sends (a slot being moved is no sign of a stale map).
@@ -167,6 +173,9 @@ impl Pooled {
         match &*self.manager.deployment {
             Deployment::Sentinel(_) => {
                 self.demoted |= err.retry() == Retry::DemotedMaster;
+                if err.retry() == Retry::Unreachable && err.is_timeout() {
+                    (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);
+                }
             }
             Deployment::Cluster(_) if err.is_connection() && !err.is_slot_moving() => {
                 (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);

@@ -1,33 +1,55 @@
-//! Sentinel: the client that asks the Sentinels which server is the
-//! master (with their own credentials, and the TLS certificates for them
-//! and the master), and that question asked at each connect (see
-//! [`Deployment::Sentinel`](super::Deployment::Sentinel)).
+//! Sentinel: the Sentinels asked which server is the master (with their
+//! own credentials, and the TLS certificates for them and the master), at
+//! each connect (see [`Deployment::Sentinel`](super::Deployment::Sentinel)),
+//! each of them and the master they name within the client's timeouts.
+//!
+//! The redis crate's Sentinel client opens its connections to the
+//! Sentinels and to the master with no timeout at all: a Sentinel or a
+//! master that accepts and never answers (a stopped process, a stalled
+//! link) held the lookup, and every connect waiting for it (the first
+//! one, the pool's, the watchdog's and the subscribers'), forever. So the
+//! question is asked here, as the redis crate asked it (`SENTINEL
+//! MASTERS`, then the named master's `ROLE`), on connections that keep
+//! the timeouts.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
-use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{ConnectionAddr, IntoConnectionInfo, RedisResult};
 
 use crate::connections::config::Config;
 use crate::connections::topology::MasterNode;
 use crate::error::{Error, ErrorKind, Result, SENTINEL_CREDENTIALS_REFUSED};
 
-use super::steady;
+use super::steady::Steady;
+use super::{Link, Timeouts};
 
-/// The client that asks `sentinels` for the master `node` names, reached
-/// as `node` says; the Sentinels with the client's `sentinel_username` and
-/// `sentinel_password`, if any, and every TLS connection with its
-/// certificates, if any. Without certificates, no connection it opens, to
-/// a Sentinel or to the master, sends `CLIENT SETINFO` (see `quiet`).
+/// The Sentinels of a deployment and how to reach the master they name.
+pub(super) struct Sentinels {
+    /// One client for each Sentinel, in the URL's order, with the
+    /// Sentinels' credentials (`sentinel_username`, `sentinel_password`)
+    /// and the TLS certificates, if any; none sends `CLIENT SETINFO`.
+    sentinels: Vec<redis::Client>,
+    /// The master's name, and how to connect to it (TLS, credentials,
+    /// database) once a Sentinel names its address.
+    node: MasterNode,
+    /// For the master's TLS certificates.
+    config: Config,
+    /// The Sentinel asked first: the last one that named the master, so
+    /// that a dead or stalled one ahead of it in the URL is passed over
+    /// once, not at every connect.
+    first: AtomicUsize,
+}
+
+/// The Sentinels `sentinels` (their URLs), asked for the master `node`
+/// names, reached as `node` says; the Sentinels with the client's
+/// `sentinel_username` and `sentinel_password`, if any, and every TLS
+/// connection with its certificates, if any. No connection to a Sentinel
+/// or to the master sends `CLIENT SETINFO` (see `quiet`).
 pub(super) fn client(
     config: &Config,
     sentinels: Vec<String>,
     node: MasterNode,
-) -> Result<SentinelClient> {
-    #[cfg(feature = "tls")]
-    if let Some(certificates) = config.tls_certificates()? {
-        return with_certificates(config, &sentinels, node, certificates);
-    }
+) -> Result<Sentinels> {
     let sentinels = sentinels
         .iter()
         .map(|url| {
@@ -39,101 +61,148 @@ pub(super) fn client(
             if let Some(password) = &config.sentinel_password {
                 settings = settings.set_password(password);
             }
-            Ok(info.set_redis_settings(settings))
+            super::open_info(config, info.set_redis_settings(settings))
         })
         .collect::<Result<Vec<_>>>()?;
-    SentinelClient::build(
+    if sentinels.is_empty() {
+        return Err(Error::invalid_config("a sentinel url names no sentinel"));
+    }
+    Ok(Sentinels {
         sentinels,
-        node.name.clone(),
-        Some(master_node(node)),
-        SentinelServerType::Master,
-    )
-    .map_err(invalid_sentinel_url)
+        node,
+        config: config.clone(),
+        first: AtomicUsize::new(0),
+    })
 }
 
-fn invalid_sentinel_url(err: redis::RedisError) -> Error {
-    Error::with_source(ErrorKind::InvalidConfig, "invalid sentinel url", err)
+impl Sentinels {
+    /// The master the Sentinels name now, to connect to without `CLIENT
+    /// SETINFO`: each Sentinel asked in turn (from the last one that
+    /// named it) until one names a master that says it is one (`ROLE`),
+    /// as the redis crate's Sentinel client asks. Each connection, to a
+    /// Sentinel or to the master, is opened within the connect timeout
+    /// and waits for each reply no longer than the command timeout, with
+    /// no signal cutting them short (`steady`): a Sentinel that does not
+    /// answer in time is passed over for the next one.
+    pub(super) fn master(&self, timeouts: Timeouts) -> Result<redis::Client> {
+        let count = self.sentinels.len();
+        let first = self.first.load(Ordering::Relaxed);
+        // An error met on a master a Sentinel named is the one to report,
+        // rather than another Sentinel's failure or not knowing the name.
+        let (mut master_err, mut last_err) = (None, None);
+        for at in (first..first + count).map(|i| i % count) {
+            let masters = match ask(&self.sentinels[at], timeouts, &masters_command()) {
+                Ok(masters) => masters,
+                Err(err) => {
+                    last_err = Some(sentinels_error(Error::from_redis(err)));
+                    continue;
+                }
+            };
+            match self.valid_master(masters, timeouts) {
+                Ok(Some(master)) => {
+                    self.first.store(at, Ordering::Relaxed);
+                    return Ok(master);
+                }
+                Ok(None) => {
+                    let unknown = (
+                        redis::ErrorKind::MasterNameNotFoundBySentinel,
+                        "Master with given name not found in sentinel",
+                    );
+                    last_err = Some(Error::from_redis(unknown.into()));
+                }
+                Err(err) => master_err = Some(sentinels_error(err)),
+            }
+        }
+        Err(master_err.or(last_err).expect("at least one sentinel"))
+    }
+
+    /// The first master of `masters` (a Sentinel's `SENTINEL MASTERS`)
+    /// that has the name, is not flagged down, and says it is master
+    /// (`ROLE`); `None` if none does.
+    fn valid_master(
+        &self,
+        masters: Vec<std::collections::HashMap<String, String>>,
+        timeouts: Timeouts,
+    ) -> Result<Option<redis::Client>> {
+        for master in masters {
+            let field = |name: &str| master.get(name).map(String::as_str);
+            let flags = field("flags").unwrap_or_default();
+            let named = field("name") == Some(self.node.name.as_str())
+                && flags.contains("master")
+                && !flags.contains("s_down")
+                && !flags.contains("o_down");
+            let (Some(ip), Some(Ok(port))) = (field("ip"), field("port").map(str::parse)) else {
+                continue;
+            };
+            if !named {
+                continue;
+            }
+            let client = super::open_info(&self.config, self.master_info(ip.to_owned(), port))?;
+            let role = ask::<redis::Role>(&client, timeouts, &redis::cmd("ROLE"));
+            if matches!(
+                role.map_err(Error::from_redis)?,
+                redis::Role::Primary { .. }
+            ) {
+                return Ok(Some(client));
+            }
+        }
+        Ok(None)
+    }
+
+    /// How to connect to the master at `host`:`port`, as the URL says
+    /// (TLS, credentials, database), without `CLIENT SETINFO`.
+    fn master_info(&self, host: String, port: u16) -> redis::ConnectionInfo {
+        let node = &self.node;
+        let addr = match node.tls {
+            true => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: false,
+                tls_params: None,
+            },
+            false => ConnectionAddr::Tcp(host, port),
+        };
+        let mut settings = redis::RedisConnectionInfo::default()
+            .set_db(node.db)
+            .set_skip_set_lib_name();
+        if let Some(username) = &node.username {
+            settings = settings.set_username(username);
+        }
+        if let Some(password) = &node.password {
+            settings = settings.set_password(password);
+        }
+        let info = addr
+            .into_connection_info()
+            .expect("an address is connection info");
+        info.set_redis_settings(settings)
+    }
 }
 
-/// The sentinel client when TLS certificates are given (a private root, a
-/// client certificate): the same certificates for the Sentinels and the
-/// master. The `redis` crate takes certificates for the master only
-/// through its `SentinelClientBuilder`, whose connections send `CLIENT
-/// SETINFO`; the pool's connections to the master are opened again
-/// without it (see [`master`]), but the one that
-/// checks the master's `ROLE` at each lookup, and those to the Sentinels,
-/// still send it (its answer is ignored; an ACL user without it sees a
-/// denial in `ACL LOG`).
-#[cfg(feature = "tls")]
-fn with_certificates(
-    config: &Config,
-    sentinels: &[String],
-    node: MasterNode,
-    certificates: redis::TlsCertificates,
-) -> Result<SentinelClient> {
-    use redis::{sentinel::SentinelClientBuilder, IntoConnectionInfo};
-    let addresses = sentinels
-        .iter()
-        .map(|url| {
-            let info = url.as_str().into_connection_info();
-            info.map(|info| info.addr().clone())
-                .map_err(invalid_sentinel_url)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut builder = SentinelClientBuilder::new(addresses, &node.name, SentinelServerType::Master)
-        .map_err(invalid_sentinel_url)?
-        .set_client_to_sentinel_certificates(certificates.clone())
-        .set_client_to_redis_certificates(certificates)
-        .set_client_to_redis_db(node.db);
-    if node.tls {
-        builder = builder.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
-    }
-    if let Some(username) = node.username {
-        builder = builder.set_client_to_redis_username(username);
-    }
-    if let Some(password) = node.password {
-        builder = builder.set_client_to_redis_password(password);
-    }
-    if let Some(username) = &config.sentinel_username {
-        builder = builder.set_client_to_sentinel_username(username);
-    }
-    if let Some(password) = &config.sentinel_password {
-        builder = builder.set_client_to_sentinel_password(password);
-    }
-    builder.build().map_err(invalid_sentinel_url)
-}
-
-/// How to connect to the master (see [`MasterNode`]), without `CLIENT
-/// SETINFO` (see `quiet`).
-fn master_node(node: MasterNode) -> SentinelNodeConnectionInfo {
-    let mut info = redis::RedisConnectionInfo::default()
-        .set_db(node.db)
-        .set_skip_set_lib_name();
-    if let Some(username) = node.username {
-        info = info.set_username(username);
-    }
-    if let Some(password) = node.password {
-        info = info.set_password(password);
-    }
-    let info = SentinelNodeConnectionInfo::default().set_redis_connection_info(info);
-    if node.tls {
-        info.set_tls_mode(redis::TlsMode::Secure)
-    } else {
-        info
+/// A refusal of the lookup's credentials named as such: the Sentinels',
+/// or the master's.
+fn sentinels_error(err: Error) -> Error {
+    match err.kind() {
+        ErrorKind::Auth => err.reworded(SENTINEL_CREDENTIALS_REFUSED),
+        _ => err,
     }
 }
 
-/// The master the Sentinels name now (asked within `timeout`, no signal
-/// cutting their answers short: `steady`), to connect to without `CLIENT
-/// SETINFO` whichever way `client` was built.
-pub(super) fn master(client: &Mutex<SentinelClient>, timeout: Duration) -> Result<redis::Client> {
-    let lookup = |_| client.lock().get_client();
-    let master = steady::again(Some(timeout), lookup)
-        .map_err(Error::from_redis)
-        .map_err(|err| match err.kind() {
-            ErrorKind::Auth => err.reworded(SENTINEL_CREDENTIALS_REFUSED),
-            _ => err,
-        })?;
-    let info = super::quiet_info(master.get_connection_info().clone());
-    redis::Client::open(info).map_err(Error::from_redis)
+/// `SENTINEL MASTERS`.
+fn masters_command() -> redis::Cmd {
+    let mut cmd = redis::cmd("SENTINEL");
+    cmd.arg("MASTERS");
+    cmd
+}
+
+/// `command`'s reply from the server `client` reaches, on a connection of
+/// its own opened within the connect timeout, the reply waited for no
+/// longer than the command timeout.
+fn ask<T: redis::FromRedisValue>(
+    client: &redis::Client,
+    timeouts: Timeouts,
+    command: &redis::Cmd,
+) -> RedisResult<T> {
+    let mut conn = Steady::connect_to(client, Some(timeouts.connect))?;
+    conn.set_timeouts(timeouts.command)?;
+    command.query(&mut conn)
 }

@@ -25,6 +25,8 @@
 //!   and every request fairlock sends counts once however often it is
 //!   delivered: call ids make a script's repeat answer as the first did,
 //!   the rest are reads, loads and subscriptions), a connect is made again;
+//! - a pipeline of several requests waits for all its replies within one
+//!   timeout ([`pipeline_on`]), as a single request waits for its one;
 //! - a subscriber's read, which waits for messages for as long as the
 //!   client lives, blocks nothing and is read again when a signal cuts it
 //!   short ([`is_interrupted`]).
@@ -32,6 +34,7 @@
 //! A request still interrupted when its timeout has passed fails as a
 //! timeout ("no reply within ..."), never as an unreachable server.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -85,12 +88,12 @@ pub(crate) fn again<T>(
 /// repeat waits for its reply only as long as is left of the timeout, so
 /// a reply read says the request ran within one timeout of its first
 /// sending (which a release whose client vouches for its lease counts on:
-/// `CallHold::vouched_until`). The read timeout is put back after a
-/// repeat.
+/// `CallHold::vouched_until`). `send` is given what is left of the
+/// timeout. The read timeout is put back after a repeat.
 pub(crate) fn request_on<T>(
     conn: &mut redis::Connection,
     timeout: Option<Duration>,
-    mut send: impl FnMut(&mut redis::Connection) -> RedisResult<T>,
+    mut send: impl FnMut(&mut redis::Connection, Option<Duration>) -> RedisResult<T>,
 ) -> RedisResult<T> {
     let mut sent = 0;
     let result = without_signals(|| {
@@ -99,7 +102,7 @@ pub(crate) fn request_on<T>(
                 conn.set_read_timeout(Some(left))?;
             }
             sent += 1;
-            send(conn)
+            send(conn, left)
         })
     });
     if sent > 1 {
@@ -145,6 +148,85 @@ pub(crate) fn without_signals<T>(step: impl FnOnce() -> T) -> T {
     }
     #[cfg(not(unix))]
     step()
+}
+
+thread_local! {
+    /// When the call this thread runs must have its reply ([`replied_by`]).
+    static REPLY_BY: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Runs `call` with every request it sends on this thread, on a
+/// [`Steady`], answered by `by` (`None`: as the timeouts say): a request
+/// waits no longer than what is left, and once nothing is left fails at
+/// once as a timeout, unsent. A cluster client sends a request that timed
+/// out again on its own, up to its retries, each with the whole read
+/// timeout the call set: against a node that answers nothing, a call
+/// with a deadline took one timeout for each.
+pub(crate) fn replied_by<T>(by: Option<Instant>, call: impl FnOnce() -> T) -> T {
+    /// Puts back the deadline before, also if `call` panics.
+    struct Restore(Option<Instant>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            REPLY_BY.set(self.0);
+        }
+    }
+    let _restore = Restore(REPLY_BY.replace(by));
+    call()
+}
+
+/// The least a read waits: a read timeout of zero is refused.
+const LEAST: Duration = Duration::from_millis(1);
+
+/// Sends the pipeline `cmd` on `conn` and reads its `count` replies (as
+/// the redis crate's `req_packed_commands`, which fairlock's pipelines
+/// call with no `offset`), waiting for them no longer than `timeout` all
+/// told: the crate's own loop waits a whole read timeout for each reply,
+/// so a stalled server held a pipeline (a write and its `WAIT`, the
+/// watchdog's renewals) one timeout per request. Once a read failed, each
+/// reply still to come is given 1 ms, so that the redis crate counts every
+/// one it did not read (as a read that timed out) and skips it before the
+/// next request's replies. The read timeout is `timeout` again after.
+fn pipeline_on(
+    conn: &mut redis::Connection,
+    cmd: &[u8],
+    count: usize,
+    timeout: Duration,
+) -> RedisResult<Vec<Value>> {
+    let by = Instant::now() + timeout;
+    conn.send_packed_command(cmd)?;
+    let (mut replies, mut failed) = (Vec::with_capacity(count), None);
+    // Replies read, or counted by the crate as not read.
+    let mut done = 0;
+    while done < count {
+        // The first reply waits as the socket says: `timeout`.
+        let wait = match failed {
+            Some(_) => Some(LEAST),
+            None if done == 0 => None,
+            None => Some(by.saturating_duration_since(Instant::now()).max(LEAST)),
+        };
+        if let Err(err) = wait.map_or(Ok(()), |wait| conn.set_read_timeout(Some(wait))) {
+            failed.get_or_insert(err);
+            break;
+        }
+        match conn.recv_response() {
+            // A RESP3 push between replies is not one of them.
+            Ok(Value::Push { .. }) => continue,
+            Ok(reply) if failed.is_none() => replies.push(reply),
+            Ok(_) => {}
+            Err(err) => {
+                failed.get_or_insert(err);
+            }
+        }
+        done += 1;
+    }
+    let put_back = match done > 1 || failed.is_some() {
+        true => conn.set_read_timeout(Some(timeout)),
+        false => Ok(()),
+    };
+    match failed {
+        Some(err) => Err(err),
+        None => put_back.map(|()| replies),
+    }
 }
 
 /// A timeout error, in words: what the socket's own says ("Resource
@@ -199,11 +281,34 @@ impl Steady {
     /// ([`request_on`]); a timeout in words.
     fn request<T>(
         &mut self,
-        send: impl FnMut(&mut redis::Connection) -> RedisResult<T>,
+        send: impl FnMut(&mut redis::Connection, Option<Duration>) -> RedisResult<T>,
     ) -> RedisResult<T> {
         let ns = self.timeout_ns.load(Ordering::Relaxed);
-        let timeout = (ns > 0).then(|| Duration::from_nanos(ns));
-        worded(request_on(&mut self.conn, timeout, send), timeout)
+        let mut timeout = (ns > 0).then(|| Duration::from_nanos(ns));
+        // Within what is left of the call's time, if it has a deadline
+        // (`replied_by`); its timeout, in words, as the call set it.
+        let worded_as = timeout;
+        if let Some(by) = REPLY_BY.get() {
+            let left = by.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(timed_out(worded_as.unwrap_or(left)));
+            }
+            // Not for the first request of a call, whose timeout was
+            // just capped at what was left (no syscall on the fast path).
+            if timeout.is_none_or(|timeout| left + LEAST < timeout) {
+                self.conn.set_read_timeout(Some(left))?;
+                self.conn.set_write_timeout(Some(left))?;
+                timeout = Some(left);
+            }
+        }
+        let result = request_on(&mut self.conn, timeout, send);
+        if timeout != worded_as {
+            // A socket that cannot take its timeout back is broken, and
+            // its next request fails.
+            let _ = self.conn.set_read_timeout(worded_as);
+            let _ = self.conn.set_write_timeout(worded_as);
+        }
+        worded(result, worded_as)
     }
 
     /// The connection itself, for a subscription, whose reads are retried
@@ -223,16 +328,21 @@ impl super::Link for Steady {
 
 impl ConnectionLike for Steady {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        self.request(|conn| conn.req_packed_command(cmd))
+        self.request(|conn, _| conn.req_packed_command(cmd))
     }
 
+    /// A pipeline of several requests waits for all its replies no longer
+    /// than the timeout ([`pipeline_on`]).
     fn req_packed_commands(
         &mut self,
         cmd: &[u8],
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        self.request(|conn| conn.req_packed_commands(cmd, offset, count))
+        self.request(|conn, left| match left {
+            Some(left) if offset == 0 && count > 1 => pipeline_on(conn, cmd, count, left),
+            _ => conn.req_packed_commands(cmd, offset, count),
+        })
     }
 
     fn get_db(&self) -> i64 {
