@@ -2,9 +2,10 @@
 //! fairlock's Functions library where the server took it (Redis 7.0 and
 //! later, Valkey: [`library`](super::library)), as EVALSHAs of each
 //! script's SHA where it did not (Redis 6.2, a user whose ACL refuses
-//! `FUNCTION LOAD` or `FCALL`); one reload path when the server lost its
-//! scripts or its library (restart, failover, new node, a flush); and the
-//! pipelines that carry a `WAIT` with a write.
+//! `FUNCTION LOAD`; a user who may load the library but not `FCALL` it
+//! gets `Permission` on every call, as the refusal says); one reload path
+//! when the server lost its scripts or its library (restart, failover, new
+//! node, a flush); and the pipelines that carry a `WAIT` with a write.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
