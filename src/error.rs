@@ -293,6 +293,18 @@ impl Error {
         })
     }
 
+    /// True when Redis refused the call before running any of it, for a
+    /// reason that passes: `OOM` (over its `maxmemory`) or `NOREPLICAS`
+    /// (fewer replicas than `min-replicas-to-write`). The call changed
+    /// nothing and may be sent again later; the kind stays
+    /// [`Server`](ErrorKind::Server), as a lock call refused so fails at once.
+    pub(crate) fn is_refused_for_now(&self) -> bool {
+        (self.source.as_deref())
+            .and_then(|source| source.downcast_ref::<redis::RedisError>())
+            .and_then(code_of)
+            .is_some_and(|code| matches!(code, "OOM" | "NOREPLICAS"))
+    }
+
     /// True when a request went out and its reply did not come in time
     /// (a stalled or slow server), not when no connection could be had.
     pub(crate) fn is_reply_timeout(&self) -> bool {
@@ -576,5 +588,15 @@ mod tests {
              -OOM command not allowed when used memory > 'maxmemory'.",
         );
         assert_eq!(oom.kind(), ErrorKind::Server);
+        assert!(oom.is_refused_for_now(), "{oom:?}");
+        for reply in [
+            "OOM command not allowed when used memory > 'maxmemory'.",
+            "NOREPLICAS Not enough good replicas to write.",
+        ] {
+            let err = from_reply(reply);
+            assert_eq!(err.kind(), ErrorKind::Server, "{reply}");
+            assert!(err.is_refused_for_now(), "{reply}");
+        }
+        assert!(!from_reply("ERR unknown command").is_refused_for_now());
     }
 }

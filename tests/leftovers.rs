@@ -824,6 +824,76 @@ fn an_unlock_that_never_reached_redis_is_abandoned_once_redis_answers() {
     no_key_without_ttl(&server, "after the unlock abandoned");
 }
 
+/// The same, with the server over its `maxmemory` (`noeviction`) when the
+/// link heals: the watchdog's abandon is refused with `OOM` before it runs
+/// (nothing changed), and the client must keep it and send it again once
+/// memory allows (the limit lifted here, once the relay has seen the
+/// watchdog send it twice, so that the first was refused), not drop it and
+/// leave the lock held until its 10 s lease runs out.
+#[test]
+fn an_abandon_refused_for_memory_is_tried_again() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::recording(server.port());
+    let client = client_through(&relay, ORPHAN_LEASE, Duration::from_secs(1));
+    let observer_client = server.client();
+    let observer = observer_client.fair_mutex("oom-abandon");
+    let guard = client.fair_mutex("oom-abandon").lock().unwrap();
+    unlock_over_a_cut_link(&relay, &client, guard, &observer);
+
+    let mut conn = server.conn();
+    let set = |conn: &mut redis::Connection, name: &str, value: &str| {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query(conn)
+            .unwrap();
+    };
+    set(&mut conn, "maxmemory-policy", "noeviction");
+    set(&mut conn, "maxmemory", "1");
+    let refused = redis::cmd("SET")
+        .arg("oom-probe")
+        .arg(1)
+        .query::<()>(&mut conn)
+        .is_err_and(|err| err.code() == Some("OOM"));
+    assert!(refused, "the server took a write over its maxmemory");
+    let before = relay.sent().len();
+    let script = script_command();
+    relay.heal();
+    let sent = || {
+        relay.sent()[before..]
+            .iter()
+            .filter(|name| *name == script)
+            .count()
+    };
+    let twice = wait_until(Duration::from_secs(3), || sent() >= 2);
+    set(&mut conn, "maxmemory", "0");
+    let lifted = Instant::now();
+    eprintln!(
+        "leftovers: {} {script}s sent while the server was over its maxmemory (the second: \
+         {twice})",
+        sent()
+    );
+    let got = observer.try_lock_for(Duration::from_secs(3)).unwrap();
+    let took = lifted.elapsed();
+    let status = observer.status(10).unwrap();
+    eprintln!(
+        "leftovers: the other client's try_lock_for(3 s) returned {} {:.0} ms after the \
+         limit was lifted (watchdog period 333 ms, lease 10 s)",
+        if got.is_some() { "the lock" } else { "nothing" },
+        ms(took)
+    );
+    assert!(
+        got.is_some(),
+        "the abandon refused with OOM was dropped: the lock is {}",
+        holder_named(&status, client.id(), "the client behind the relay")
+    );
+    drop(got);
+    drop(client);
+    no_key_without_ttl(&server, "after the abandon refused for memory");
+}
+
 /// The same, with the server busy running someone's long script when the
 /// link heals: the watchdog's abandon is refused with `BUSY` (the server
 /// ran nothing), which says no more than a stalled server would; the
