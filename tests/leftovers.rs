@@ -827,119 +827,98 @@ fn an_unlock_that_never_reached_redis_is_abandoned_once_redis_answers() {
 /// The same, with the server over its `maxmemory` (`noeviction`) when the
 /// link heals: the watchdog's abandon is refused with `OOM` before it runs
 /// (nothing changed), and the client must keep it and send it again once
-/// memory allows (the limit lifted here, once the relay has seen the
-/// watchdog send it twice, so that the first was refused), not drop it and
-/// leave the lock held until its 10 s lease runs out.
+/// memory allows (the limit lifted here), not drop it.
 #[test]
 fn an_abandon_refused_for_memory_is_tried_again() {
-    let _serial = serial();
-    let server = RedisServer::start();
-    let relay = Relay::recording(server.port());
-    let client = client_through(&relay, ORPHAN_LEASE, Duration::from_secs(1));
-    let observer_client = server.client();
-    let observer = observer_client.fair_mutex("oom-abandon");
-    let guard = client.fair_mutex("oom-abandon").lock().unwrap();
-    unlock_over_a_cut_link(&relay, &client, guard, &observer);
-
-    let mut conn = server.conn();
-    let set = |conn: &mut redis::Connection, name: &str, value: &str| {
-        let () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(name)
-            .arg(value)
-            .query(conn)
-            .unwrap();
-    };
-    set(&mut conn, "maxmemory-policy", "noeviction");
-    set(&mut conn, "maxmemory", "1");
-    let refused = redis::cmd("SET")
-        .arg("oom-probe")
-        .arg(1)
-        .query::<()>(&mut conn)
-        .is_err_and(|err| err.code() == Some("OOM"));
-    assert!(refused, "the server took a write over its maxmemory");
-    let before = relay.sent().len();
-    let script = script_command();
-    relay.heal();
-    let sent = || {
-        relay.sent()[before..]
-            .iter()
-            .filter(|name| *name == script)
-            .count()
-    };
-    let twice = wait_until(Duration::from_secs(3), || sent() >= 2);
-    set(&mut conn, "maxmemory", "0");
-    let lifted = Instant::now();
-    eprintln!(
-        "leftovers: {} {script}s sent while the server was over its maxmemory (the second: \
-         {twice})",
-        sent()
-    );
-    let got = observer.try_lock_for(Duration::from_secs(3)).unwrap();
-    let took = lifted.elapsed();
-    let status = observer.status(10).unwrap();
-    eprintln!(
-        "leftovers: the other client's try_lock_for(3 s) returned {} {:.0} ms after the \
-         limit was lifted (watchdog period 333 ms, lease 10 s)",
-        if got.is_some() { "the lock" } else { "nothing" },
-        ms(took)
-    );
-    assert!(
-        got.is_some(),
-        "the abandon refused with OOM was dropped: the lock is {}",
-        holder_named(&status, client.id(), "the client behind the relay")
-    );
-    drop(got);
-    drop(client);
-    no_key_without_ttl(&server, "after the abandon refused for memory");
+    abandon_refused_then_allowed("oom-abandon", "OOM", |server| {
+        let mut conn = server.conn();
+        let set = |conn: &mut redis::Connection, name: &str, value: &str| {
+            let () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query(conn)
+                .unwrap();
+        };
+        set(&mut conn, "maxmemory-policy", "noeviction");
+        set(&mut conn, "maxmemory", "1");
+        let refused = redis::cmd("SET")
+            .arg("oom-probe")
+            .arg(1)
+            .query::<()>(&mut conn)
+            .is_err_and(|err| err.code() == Some("OOM"));
+        assert!(refused, "the server took a write over its maxmemory");
+        Box::new(move || set(&mut conn, "maxmemory", "0"))
+    });
 }
 
 /// The same, with the server busy running someone's long script when the
 /// link heals: the watchdog's abandon is refused with `BUSY` (the server
 /// ran nothing), which says no more than a stalled server would; the
 /// client must keep the abandon and try again once the script is over
-/// (killed here, once the relay has seen the watchdog send it twice, so
-/// that the first was refused), not drop it and leave the lock held
-/// until its 10 s lease runs out.
+/// (killed here), not drop it.
 #[test]
 fn an_abandon_refused_by_a_busy_server_is_tried_again() {
+    abandon_refused_then_allowed("busy-abandon", "BUSY", |server| {
+        // Busy: a script that runs until it is killed (20 s at most), and
+        // a busy reply after 100 ms of it.
+        let mut conn = server.conn();
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("lua-time-limit")
+            .arg(100)
+            .query(&mut conn)
+            .unwrap();
+        let mut busy_conn = server.conn();
+        let busy = std::thread::spawn(move || {
+            redis::cmd("EVAL")
+                .arg(
+                    "local s = redis.call('TIME') while true do \
+                     if redis.call('TIME')[1] - s[1] > 20 then return 1 end end",
+                )
+                .arg(0)
+                .query::<i64>(&mut busy_conn)
+        });
+        let refused = |conn: &mut redis::Connection| {
+            redis::cmd("PING")
+                .query::<String>(conn)
+                .is_err_and(|err| err.code() == Some("BUSY"))
+        };
+        assert!(
+            wait_until(Duration::from_secs(5), || refused(&mut conn)),
+            "the server never replied BUSY"
+        );
+        Box::new(move || {
+            assert!(refused(&mut conn), "the script ended before it was killed");
+            let () = redis::cmd("SCRIPT").arg("KILL").query(&mut conn).unwrap();
+            let ended = join_within(busy, Duration::from_secs(5), "the busy script");
+            assert!(ended.is_err(), "the busy script was not killed: {ended:?}");
+        })
+    });
+}
+
+/// An `unlock()` on `name` that never reached Redis, and a server that
+/// refuses the watchdog's abandon with `code` when the link heals (for a
+/// reason that passes: `refuse` makes it so, and returns what ends it).
+/// Once the relay has seen the watchdog send the abandon twice, so that
+/// the first was refused, the refusal ends; the client must have kept the
+/// abandon and send it again, so another client gets the lock within 3 s,
+/// not when its 10 s lease runs out.
+fn abandon_refused_then_allowed(
+    name: &str,
+    code: &str,
+    refuse: impl FnOnce(&RedisServer) -> Box<dyn FnOnce()>,
+) {
     let _serial = serial();
     let server = RedisServer::start();
     let relay = Relay::recording(server.port());
     let client = client_through(&relay, ORPHAN_LEASE, Duration::from_secs(1));
     let observer_client = server.client();
-    let observer = observer_client.fair_mutex("busy-abandon");
-    let guard = client.fair_mutex("busy-abandon").lock().unwrap();
+    let observer = observer_client.fair_mutex(name);
+    let guard = client.fair_mutex(name).lock().unwrap();
     unlock_over_a_cut_link(&relay, &client, guard, &observer);
 
-    // Busy: a script that runs until it is killed (20 s at most), and a
-    // busy reply after 100 ms of it.
-    let mut conn = server.conn();
-    let () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lua-time-limit")
-        .arg(100)
-        .query(&mut conn)
-        .unwrap();
-    let mut busy_conn = server.conn();
-    let busy = std::thread::spawn(move || {
-        redis::cmd("EVAL")
-            .arg(
-                "local s = redis.call('TIME') while true do \
-                 if redis.call('TIME')[1] - s[1] > 20 then return 1 end end",
-            )
-            .arg(0)
-            .query::<i64>(&mut busy_conn)
-    });
-    let refused = |conn: &mut redis::Connection| {
-        redis::cmd("PING")
-            .query::<String>(conn)
-            .is_err_and(|err| err.code() == Some("BUSY"))
-    };
-    assert!(
-        wait_until(Duration::from_secs(5), || refused(&mut conn)),
-        "the server never replied BUSY"
-    );
+    let allow = refuse(&server);
     let before = relay.sent().len();
     let script = script_command();
     relay.heal();
@@ -950,33 +929,30 @@ fn an_abandon_refused_by_a_busy_server_is_tried_again() {
             .count()
     };
     let twice = wait_until(Duration::from_secs(3), || sent() >= 2);
-    assert!(refused(&mut conn), "the script ended before it was killed");
-    let () = redis::cmd("SCRIPT").arg("KILL").query(&mut conn).unwrap();
-    let over = Instant::now();
-    let ended = join_within(busy, Duration::from_secs(5), "the busy script");
-    assert!(ended.is_err(), "the busy script was not killed: {ended:?}");
+    allow();
+    let allowed = Instant::now();
     eprintln!(
-        "leftovers: {} {script}s sent while the server was busy (the second: {twice})",
+        "leftovers: {} {script}s sent while the server replied {code} (the second: {twice})",
         sent()
     );
 
     let got = observer.try_lock_for(Duration::from_secs(3)).unwrap();
-    let took = over.elapsed();
+    let took = allowed.elapsed();
     let status = observer.status(10).unwrap();
     eprintln!(
         "leftovers: the other client's try_lock_for(3 s) returned {} {:.0} ms after the \
-         busy script was killed (watchdog period 333 ms, lease 10 s)",
+         server stopped replying {code} (watchdog period 333 ms, lease 10 s)",
         if got.is_some() { "the lock" } else { "nothing" },
         ms(took)
     );
     assert!(
         got.is_some(),
-        "the abandon refused with BUSY was dropped: the lock is {}",
+        "the abandon refused with {code} was dropped: the lock is {}",
         holder_named(&status, client.id(), "the client behind the relay")
     );
     drop(got);
     drop(client);
-    no_key_without_ttl(&server, "after the abandon refused by a busy server");
+    no_key_without_ttl(&server, &format!("after the abandon refused with {code}"));
 }
 
 /// A client dropped right after an `unlock()` that never reached Redis

@@ -182,24 +182,10 @@ fn a_waiter_of_the_releasing_client_wakes_from_the_release_reply() {
     let _serial = serial();
     let server = RedisServer::start();
     let mut conn = server.conn();
-    create_acl_user(&mut conn, "pw");
-    let client =
-        fairlock::Client::builder(&format!("redis://fairlock:pw@127.0.0.1:{}", server.port()))
-            .lease(Duration::from_secs(30))
-            .waiter_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap();
+    let client = acl_client(&server, &mut conn, Duration::from_secs(30));
     let (mutex, holder, waiter, rx) = held_with_a_same_client_waiter(&client, "same-client");
 
-    let acl = |conn: &mut redis::Connection, rule: &str| {
-        let () = redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg("fairlock")
-            .arg(rule)
-            .query(conn)
-            .unwrap();
-    };
-    acl(&mut conn, "-subscribe");
+    set_acl(&mut conn, "-subscribe");
     assert_eq!(kill_subscribers(&mut conn), 1, "the client's subscriber");
     // Its tries to subscribe again are refused (and retried, 50 ms to 1 s
     // apart), so no message and no re-poll reaches the waiter: only the
@@ -210,7 +196,7 @@ fn a_waiter_of_the_releasing_client_wakes_from_the_release_reply() {
     holder.unlock().unwrap();
     let granted = rx.recv_timeout(Duration::from_secs(20));
     let still_down = pubsub_clients(&mut conn) == 0;
-    acl(&mut conn, "+subscribe");
+    set_acl(&mut conn, "+subscribe");
     let late = granted.expect("the waiter got the lock") - released;
     eprintln!("same-client handoff with no subscriber: {:.2} ms", ms(late));
     assert!(still_down, "the subscriber subscribed again meanwhile");
@@ -295,15 +281,9 @@ fn a_permit_learned_from_a_heartbeat_counts_its_own_lease() {
     let _serial = serial();
     let server = RedisServer::start();
     let mut conn = server.conn();
-    create_acl_user(&mut conn, "pw");
     // A watchdog period of 500 ms: the heartbeat comes well before the
     // other holder's lease runs out (when the waiter would poll itself).
-    let client =
-        fairlock::Client::builder(&format!("redis://fairlock:pw@127.0.0.1:{}", server.port()))
-            .lease(Duration::from_secs(30))
-            .waiter_timeout(Duration::from_millis(1500))
-            .build()
-            .unwrap();
+    let client = acl_client(&server, &mut conn, Duration::from_millis(1500));
     let other = server.client();
     let name = "heartbeat-grant";
     let semaphore = other.fair_semaphore(name, 2);
@@ -321,15 +301,7 @@ fn a_permit_learned_from_a_heartbeat_counts_its_own_lease() {
         .queue_len()
         .unwrap()
         == 1));
-    let acl = |conn: &mut redis::Connection, rule: &str| {
-        let () = redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg("fairlock")
-            .arg(rule)
-            .query(conn)
-            .unwrap();
-    };
-    acl(&mut conn, "-subscribe");
+    set_acl(&mut conn, "-subscribe");
     assert!(kill_subscribers(&mut conn) >= 1, "the clients' subscribers");
     let denied = || denied_subscribes(&mut server.conn()) >= 1;
     assert!(wait_until(Duration::from_secs(5), denied));
@@ -361,7 +333,33 @@ fn a_permit_learned_from_a_heartbeat_counts_its_own_lease() {
         !permit.is_lease_lost(),
         "the permit counted the other holder's lease: lost, while Redis holds it {left:?} more"
     );
-    acl(&mut conn, "+subscribe");
+    set_acl(&mut conn, "+subscribe");
     permit.unlock().unwrap();
     drop(short);
+}
+
+/// A client of `server` as the ACL user `fairlock` (made on `conn`), whose
+/// rules a test can then change ([`set_acl`]): a 30 s lease, and
+/// `waiter_timeout`.
+fn acl_client(
+    server: &RedisServer,
+    conn: &mut redis::Connection,
+    waiter_timeout: Duration,
+) -> fairlock::Client {
+    create_acl_user(conn, "pw");
+    fairlock::Client::builder(&format!("redis://fairlock:pw@127.0.0.1:{}", server.port()))
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(waiter_timeout)
+        .build()
+        .unwrap()
+}
+
+/// Adds `rule` to the ACL user `fairlock`'s (`-subscribe`, `+subscribe`).
+fn set_acl(conn: &mut redis::Connection, rule: &str) {
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("fairlock")
+        .arg(rule)
+        .query(conn)
+        .unwrap();
 }

@@ -367,23 +367,11 @@ impl<O: Ownership> FairMultiLock<O> {
 }
 
 /// Releases the parts a call took before it gave up or failed, the last
-/// taken first: with a deadline (or a cancel), by then and the grace the
-/// wait's own leave has, so that the call returns on time however slow or
-/// stalled the server is (what is not released by then the watchdog gives
-/// back once Redis answers); without one, each as its guard's drop (one
-/// command timeout at most).
+/// taken first, within the wait's end (`CallHold::release_after`);
+/// without one, each as its guard's drop.
 fn release_taken<O: Ownership>(held: Vec<AnyGuard<O>>, wait: &Wait) {
-    let end = wait.ends_by();
     for mut part in held.into_iter().rev() {
-        let Some(end) = end else {
-            continue; // dropped
-        };
-        if let Err(err) = part.hold.release_by(end) {
-            let name = part.name();
-            log::warn!(
-                "fairlock: releasing the part {name:?} of a multi-lock that gave up failed: {err}"
-            );
-        }
+        part.hold.release_after(wait);
     }
 }
 

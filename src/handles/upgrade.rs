@@ -82,15 +82,8 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
             Ok(true) => Ok(Ok(Guard::new(self.hold))),
             Ok(false) => Ok(Err(self)),
             Err(err) => {
-                // Released by the wait's end and its leave's grace, if it
-                // has one, so that the call returns on time whatever the
-                // server does (the watchdog gives back what is not done by
-                // then); else as the guard's drop.
-                if let Some(end) = wait.ends_by() {
-                    if let Err(released) = self.hold.release_by(end) {
-                        log::warn!("fairlock: releasing a failed upgrade's read: {released}");
-                    }
-                }
+                // The read, by the wait's end: the call returns on time.
+                self.hold.release_after(&wait);
                 Err(err)
             }
         }

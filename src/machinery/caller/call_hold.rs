@@ -11,6 +11,7 @@ use crate::connections::caller::Limit;
 use crate::error::{Error, Result};
 use crate::machinery::caller::queue_wait::LEAVE_GRACE;
 use crate::machinery::caller::target::Target;
+use crate::machinery::caller::wait::Wait;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{lease_lost, Hold, GONE};
@@ -44,13 +45,25 @@ impl CallHold {
         self.release_within(Limit::by(budget.map(|budget| Instant::now() + budget)))
     }
 
-    /// Releases the hold as [`release`](Self::release) does, all done by
-    /// the end of a wait (`end`: its deadline, or its cancel) and a leave's
-    /// grace ([`LEAVE_GRACE`]), pool wait included, as the wait's own leave
-    /// (a multi-lock whose wait ended: it returns on time): what is not
-    /// done by then the watchdog gives back.
-    pub(crate) fn release_by(&mut self, end: Instant) -> Result<()> {
-        self.release_within(Limit::within((end + LEAVE_GRACE).max(Instant::now())))
+    /// Releases a hold taken by a call whose `wait` then ended or failed
+    /// (a multi-lock's part taken before a later one gave up; the read of
+    /// an upgrade that failed), so that the call returns on time whatever
+    /// the server does: as [`release`](Self::release) does, all done by
+    /// the wait's end ([`Wait::ends_by`]: its deadline, or its cancel) and
+    /// a leave's grace ([`LEAVE_GRACE`]), pool wait included, as the wait's
+    /// own leave; what is not done by then the watchdog gives back. A wait
+    /// with no end leaves the hold to its guard's drop (one command timeout
+    /// at most). A failure is logged: the call has its own error to return.
+    pub(crate) fn release_after(&mut self, wait: &Wait) {
+        let Some(end) = wait.ends_by() else {
+            return;
+        };
+        let limit = Limit::within((end + LEAVE_GRACE).max(Instant::now()));
+        if let Err(err) = self.release_within(limit) {
+            let call = &self.hold.call;
+            let what = call.ask.describe_on(call.keys.kind(), call.keys.name());
+            log::warn!("fairlock: releasing the {what} of a call that gave up failed: {err}");
+        }
     }
 
     fn release_within(&mut self, limit: Limit) -> Result<()> {
