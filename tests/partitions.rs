@@ -6,7 +6,9 @@
 //! The partition is a [`Relay`] between the holder and Redis that stops
 //! passing bytes (`stall`: connections stay open, nothing passes, as when a
 //! link goes dark) or resets every connection (`cut`). The other client
-//! talks to Redis directly.
+//! talks to Redis directly. A relay re-pointed to another server stands
+//! for a DNS name that a failover moved, the connections opened before
+//! left on the old primary turned replica.
 //!
 //! The check is causal, not timed: the moment the other client's `lock()`
 //! returns, the test asks the holder whether its lease is lost (in this
@@ -429,4 +431,118 @@ fn a_black_holed_client_fails_fast_keeps_its_place_and_recovers() {
 #[test]
 fn a_client_whose_connections_are_reset_fails_fast_keeps_its_place_and_recovers() {
     cut_off_client(Partition::Reset);
+}
+
+/// `server`'s `INFO replication`.
+fn replication(server: &RedisServer) -> String {
+    redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// A managed Redis's failover behind one DNS name (the relay): the old
+/// primary hands over to its replica (`FAILOVER`) and turns replica of
+/// it, and the name moves to the new one. Connections opened before stay
+/// with the old primary, which refuses every write (`READONLY`) and closes
+/// nothing: a client's calls, its watchdog's renewals and its waiters'
+/// grants must move to the new primary, not fail on them until the pool's
+/// 30 min lifetime ends them.
+#[test]
+fn a_primary_turned_replica_behind_the_same_address_is_left_for_the_new_one() {
+    const LEASE: Duration = Duration::from_secs(3);
+    const POOL: u32 = 4;
+    let _serial = serial();
+    let (old, new) = (RedisServer::start(), RedisServer::start());
+    let relay = Relay::start(old.port());
+    // Every pooled connection opened at build, to the old primary.
+    let settings = || {
+        Client::builder(&relay.url())
+            .lease(LEASE)
+            .waiter_timeout(LEASE)
+            .pool_size(POOL)
+            .min_idle(Some(POOL))
+    };
+    let client = settings().build().unwrap();
+    let name = "failed-over";
+    let mutex = client.fair_mutex(name);
+    let guard = mutex.lock().unwrap();
+    let waiter = LockThread::lock(settings().build().unwrap().fair_mutex(name));
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+
+    let () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(old.port())
+        .query(&mut new.conn())
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || replication(&old)
+        .contains("state=online")));
+    let () = redis::cmd("FAILOVER").query(&mut old.conn()).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || {
+        replication(&old).contains("role:slave") && replication(&new).contains("role:master")
+    }));
+    relay.repoint(new.port());
+    let failed_over = Instant::now();
+    let mut admin = new.conn();
+    let since_ms = server_time_us(&mut admin) / 1000;
+
+    // Each call may fail once per connection pooled before (a clear
+    // `Connection` error with the server's `READONLY` words), then goes
+    // to the new primary.
+    let mut failures = Vec::new();
+    let mut first_ok = None;
+    for i in 0..2 * POOL + 2 {
+        match client.fair_mutex(&format!("after-{i}")).try_lock() {
+            Ok(Some(guard)) => {
+                first_ok.get_or_insert_with(|| failed_over.elapsed());
+                guard.unlock().unwrap();
+            }
+            Ok(None) => panic!("after-{i} is held"),
+            Err(err) => {
+                assert!(
+                    first_ok.is_none(),
+                    "a call failed after one succeeded: {err}"
+                );
+                let refused = err
+                    .to_string()
+                    .contains("write against a read only replica");
+                assert!(err.is_connection() && refused, "{err}");
+                failures.push(err.to_string());
+            }
+        }
+    }
+    assert!(
+        failures.len() <= POOL as usize,
+        "{} calls failed on {POOL} pooled connections: {failures:?}",
+        failures.len()
+    );
+
+    // The watchdog renews the hold on the new primary within its lease.
+    let renewed = wait_until(LEASE, || {
+        let now = server_time_us(&mut admin) / 1000;
+        let left = lease_left_of(&mut admin, &lock_key(name));
+        left.is_some_and(|left| now + left >= since_ms + LEASE.as_millis() as i64)
+    });
+    let renewed_after = failed_over.elapsed();
+    assert!(renewed, "no renewal on the new primary within {LEASE:?}");
+    assert!(!guard.is_lease_lost());
+
+    // The unlock hands the lock to the waiter.
+    let held_token = guard.fencing_token();
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (granted, token) = waiter.granted_within(Duration::from_secs(5), "the waiter");
+    assert!(token > held_token);
+    waiter.release("the waiter");
+    eprintln!(
+        "failover behind one address: first call through {:.0} ms after the move ({} failed: \
+         {failures:?}); renewed on the new primary {:.0} ms after; handoff {:.1} ms",
+        ms(first_ok.unwrap_or_default()),
+        failures.len(),
+        ms(renewed_after),
+        ms(granted.saturating_duration_since(released))
+    );
 }

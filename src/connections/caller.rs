@@ -63,8 +63,8 @@ pub(crate) struct Caller {
 
 impl Caller {
     /// Runs `call` on a pooled connection. A connection the server closed
-    /// while it sat in the pool (restart, failover), or behind Sentinel one
-    /// to a master demoted since, fails at once and leaves the pool (see
+    /// while it sat in the pool (restart, failover), or one to a master
+    /// demoted since (`READONLY`), fails at once and leaves the pool (see
     /// [`Pooled::note`](crate::connections::pool::Pooled::note)); the call then goes out again on another one, at
     /// most once per pooled connection plus one.
     /// On a cluster, a call that could not reach a node goes out once more

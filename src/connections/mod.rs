@@ -5,7 +5,9 @@
 //! Sentinels); one r2d2 pool ([`pool`]) keeps them, whichever the
 //! deployment, and [`Backend`] dispatches to the rest.
 //!
-//! - One server ([`Deployment::Server`]): an r2d2 pool of connections to it.
+//! - One server ([`Deployment::Server`]): an r2d2 pool of connections to it;
+//!   where a failover moves its address (a managed Redis's DNS name), a
+//!   connection to the master demoted since (`READONLY`) leaves the pool.
 //! - Redis Cluster ([`cluster`]): an r2d2 pool of the `redis` crate's sync
 //!   cluster connections, which route each script by its keys' slot and
 //!   follow `MOVED`/`ASK` and failovers. Classic `PUBLISH` reaches every

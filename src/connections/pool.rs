@@ -6,9 +6,10 @@
 //! (docs/failures.md).
 //!
 //! Whatever the deployment, a pooled connection is a [`Pooled`], which a
-//! failed call may leave stale so that the pool lets it go: behind
-//! Sentinel, one that met a demoted master; on a cluster, every one opened
-//! before a node was found unreachable.
+//! failed call may leave stale so that the pool lets it go: one that met a
+//! demoted master; behind Sentinel, every one opened before a call timed
+//! out; on a cluster, every one opened before a node was found
+//! unreachable.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -148,34 +149,32 @@ impl Pooled {
     }
 
     /// Looks at the outcome of a call. A connection that met a demoted
-    /// master (`READONLY`) behind Sentinel is marked so the pool drops it
-    /// instead of handing it out again; a call that got no reply in time
-    /// there makes every connection opened so far stale: the master may
-    /// have stopped answering and been failed over, and nothing else would
-    /// ever close a connection to it (a stopped master sends no
-    /// `READONLY`), so the next ones ask the Sentinels again. A cluster
-    /// call that could not reach a node makes every cluster connection
-    /// opened so far stale: their
-    /// slot maps may point at a dead master, and the `redis` crate
-    /// refreshes a map only on a redirection, which a dead node never
-    /// sends (a slot being moved is no sign of a stale map).
+    /// master (`READONLY`) is marked so the pool drops it instead of
+    /// handing it out again, whatever the deployment: behind Sentinel, and
+    /// behind one address that a failover moved (a managed Redis's DNS
+    /// name), where the old master, now a replica, closes nothing. Behind
+    /// Sentinel a call that got no reply in time makes every connection
+    /// opened so far stale: the master may have stopped answering and been
+    /// failed over, and nothing else would ever close a connection to it
+    /// (a stopped master sends no `READONLY`), so the next ones ask the
+    /// Sentinels again. A cluster call that could not reach a node makes
+    /// every cluster connection opened so far stale: their slot maps may
+    /// point at a dead master, and the `redis` crate refreshes a map only
+    /// on a redirection, which a dead node never sends (a slot being moved
+    /// is no sign of a stale map).
     ///
     /// True when the call failed because of this connection and may go out
-    /// again on another: the server closed it (restart, failover), or,
-    /// behind Sentinel, it reaches a master demoted since (the script
-    /// stopped at its first write; a new connection finds the successor).
-    /// A cluster connection is never demoted: a fresh slot map is the
-    /// caller's retry.
+    /// again on another: the server closed it (restart, failover), or it
+    /// reaches a master demoted since (the script stopped at its first
+    /// write; a new connection finds the successor).
     pub(crate) fn note<T>(&mut self, result: &Result<T>) -> bool {
         let Err(err) = result else {
             return false;
         };
+        self.demoted |= err.retry() == Retry::DemotedMaster;
         match &*self.manager.deployment {
-            Deployment::Sentinel(_) => {
-                self.demoted |= err.retry() == Retry::DemotedMaster;
-                if err.retry() == Retry::Unreachable && err.is_timeout() {
-                    (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);
-                }
+            Deployment::Sentinel(_) if err.retry() == Retry::Unreachable && err.is_timeout() => {
+                (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);
             }
             Deployment::Cluster(_) if err.is_connection() && !err.is_slot_moving() => {
                 (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);

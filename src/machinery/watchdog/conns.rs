@@ -10,7 +10,7 @@ use redis::ConnectionLike;
 
 use crate::connections::slot_map::Address;
 use crate::connections::{Backend, OwnConn};
-use crate::error::{Result, Retry};
+use crate::error::{Error, Result, Retry};
 
 /// Idle connections of the watchdog's own, reused round after round: by
 /// cluster master (a plain connection to that node), or `None` for the
@@ -23,8 +23,9 @@ pub(crate) struct WatchdogConns {
 impl WatchdogConns {
     /// Runs `call` on an idle connection to `node`, or on a new one. A
     /// connection that failed is dropped; a reused one that the server
-    /// closed while it sat idle (a restart) is replaced and the call sent
-    /// again once.
+    /// closed while it sat idle (a restart), or whose server was demoted
+    /// meanwhile (`READONLY`: a failover behind the same address), is
+    /// replaced and the call sent again once.
     pub(crate) fn with<T>(
         &self,
         backend: &Backend,
@@ -42,7 +43,9 @@ impl WatchdogConns {
         let reused = idle.is_some();
         let mut conn = idle.map_or_else(open, Ok)?;
         let mut result = call(&mut *conn);
-        if reused && matches!(&result, Err(err) if err.is_dropped_connection()) {
+        let stale =
+            |err: &Error| err.is_dropped_connection() || err.retry() == Retry::DemotedMaster;
+        if reused && result.as_ref().is_err_and(stale) {
             conn = open()?;
             result = call(&mut *conn);
         }

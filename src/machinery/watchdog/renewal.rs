@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionLike, Value};
 
 use crate::connections::slot_map::Address;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Retry};
 use crate::machinery::caller::waiters::Waiter;
 use crate::machinery::shared::Shared;
 use crate::machinery::watchdog::{Batch, Watchdog};
@@ -101,7 +101,9 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     };
     let mut values = shared.caller.scripts.query(pipe, conn)?;
     // A node that does not serve the slot (any more) answers with a
-    // redirection: the batch goes again through the cluster client.
+    // redirection: the batch goes again through the cluster client. A
+    // master demoted since (`READONLY`) fails the batch too, so that its
+    // connection is dropped and the batch goes to its successor.
     if let Some(moved) = values.iter().find_map(redirection) {
         return Err(moved);
     }
@@ -131,12 +133,14 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     })
 }
 
-/// The error of a reply that redirects to another node, if it is one.
+/// The error of a reply that redirects to another node or comes from a
+/// demoted master, if it is one.
 fn redirection(value: &Value) -> Option<Error> {
     let Value::ServerError(err) = value else {
         return None;
     };
-    Some(Error::from_server(err.clone())).filter(Error::is_slot_moving)
+    Some(Error::from_server(err.clone()))
+        .filter(|err| err.is_slot_moving() || err.retry() == Retry::DemotedMaster)
 }
 
 fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {

@@ -17,6 +17,10 @@
 //!   heal every new connection is accepted and closed at once. After the
 //!   heal new connections pass normally; severed ones stay closed.
 //!
+//! And a DNS name that a failover moves: [`repoint`](Relay::repoint) sends
+//! the connections accepted from then on to another server, the open ones
+//! staying with the one they reach.
+//!
 //! And a link's latency: [`set_delay`](Relay::set_delay) holds each chunk
 //! a fixed time in each direction (a ~1 ms round trip is `set_delay` of
 //! 500 µs), so a test or a bench can put fairlock on an emulated network
@@ -28,7 +32,7 @@
 
 use std::io::{ErrorKind as Io, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -51,7 +55,8 @@ pub struct Relay {
 }
 
 struct State {
-    upstream: u16,
+    /// The upstream port new connections are relayed to.
+    upstream: AtomicU16,
     /// What the relay does now; `changed` is signalled on every change.
     mode: Mutex<Mode>,
     changed: Condvar,
@@ -109,7 +114,7 @@ impl Relay {
             .expect("relay: non-blocking listener");
         let port = listener.local_addr().expect("relay: local address").port();
         let state = Arc::new(State {
-            upstream: upstream_port,
+            upstream: AtomicU16::new(upstream_port),
             mode: Mutex::new(Mode::default()),
             changed: Condvar::new(),
             closing: AtomicBool::new(false),
@@ -184,6 +189,13 @@ impl Relay {
     /// yet: the relay accepts every couple of milliseconds).
     pub fn heal(&self) {
         self.set_mode(|mode| mode.cut = false);
+    }
+
+    /// Relays the connections accepted from now on to
+    /// `127.0.0.1:<upstream_port>`, as a DNS name moved by a failover:
+    /// open ones stay with the server they reach.
+    pub fn repoint(&self, upstream_port: u16) {
+        self.state.upstream.store(upstream_port, SeqCst);
     }
 
     /// From now on each chunk read, either way, is delivered `one_way`
@@ -367,7 +379,7 @@ fn accept_loop(state: &Arc<State>, listener: TcpListener) {
 /// Connects `client` to the upstream server and starts its two pumps;
 /// `None` (the client closed) when the upstream server cannot be reached.
 fn open_link(state: &Arc<State>, client: TcpStream) -> Option<Link> {
-    let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], state.upstream));
+    let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], state.upstream.load(SeqCst)));
     let server = match TcpStream::connect_timeout(&upstream, UPSTREAM_CONNECT_TIMEOUT) {
         Ok(server) => server,
         Err(_) => {
