@@ -446,10 +446,10 @@ impl Error {
         } else {
             return Error::with_source(ErrorKind::Server, "redis returned an error", err);
         };
-        let message = if err.is_timeout() {
-            "redis call timed out"
-        } else {
-            "redis is unreachable"
+        let message = match retry {
+            _ if err.is_timeout() => "redis call timed out",
+            Retry::DemotedMaster => "redis answered as a replica (its master was demoted)",
+            _ => "redis is unreachable",
         };
         Error {
             retry,
@@ -581,6 +581,7 @@ mod tests {
             let err = from_reply(reply);
             assert_eq!(err.kind(), ErrorKind::Connection, "{reply}");
             assert_eq!(err.retry(), Retry::DemotedMaster, "{reply}");
+            assert!(err.to_string().contains("answered as a replica"), "{err}");
         }
         // Redis 6.2: refused for memory, not a demotion.
         let oom = from_reply(
