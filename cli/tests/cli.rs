@@ -13,7 +13,7 @@ use cli_support::{
     Scratch, BIN, PATIENCE,
 };
 use fairlock::Client;
-use fairlock_test_support::{join_within, wait_until, RedisServer, RefusedPort};
+use fairlock_test_support::{join_within, pause_clients, wait_until, RedisServer, RefusedPort};
 
 #[test]
 fn the_exit_code_passes_through_and_the_command_gets_the_token() {
@@ -488,6 +488,60 @@ fn the_command_gets_sigterm_when_fairlock_itself_is_killed() {
         wait_until(PATIENCE, || told.exists()),
         "the command was told that nobody holds the lock for it any more"
     );
+}
+
+/// The deathwatch's watcher process is reaped when it exits: no zombie
+/// child of fairlock while the command runs, nor after it while fairlock
+/// releases (held back here by a paused server for 1.5 s).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_watcher_process_leaves_no_zombie_behind() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("zombie");
+    let (ready, go) = (scratch.path("ready"), scratch.path("go"));
+    let script = format!(
+        "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
+        ready.display(),
+        go.display()
+    );
+    let mut run = Proc::spawn(fairlock(&server).args(["run", "zombie"]).args(sh(&script)));
+    assert!(wait_until(PATIENCE, || ready.exists()));
+    // Each child of fairlock: its name and state (Z: a zombie).
+    let pid = run.pid().to_string();
+    let children = || -> Vec<(String, String)> {
+        let stats = std::fs::read_dir("/proc").unwrap().flatten();
+        let stats = stats.filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok());
+        stats
+            .filter_map(|stat| {
+                let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+                let fields: Vec<&str> = rest.split(' ').collect();
+                (fields.get(1) == Some(&pid.as_str()))
+                    .then(|| (name.to_owned(), fields[0].to_owned()))
+            })
+            .collect()
+    };
+    // The watcher is a fork of fairlock's, so named.
+    let zombie = |(name, state): &(String, String)| name == "fairlock" && state == "Z";
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(500) {
+        seen.extend(children().into_iter().filter(zombie));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(seen.is_empty(), "while the command runs: {seen:?}");
+    pause_clients(&mut server.conn(), "WRITE", Duration::from_millis(1500));
+    std::fs::write(&go, "").unwrap();
+    let (mut releasing, mut seen) = (0, Vec::new());
+    while !run.has_exited() {
+        let kids = children();
+        releasing += usize::from(!kids.iter().any(|(name, _)| name == "sh"));
+        seen.extend(kids.into_iter().filter(zombie));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(releasing > 10, "looked {releasing} times while it released");
+    let zombies = seen.len();
+    eprintln!("watcher: a zombie in {zombies} of {releasing} looks while fairlock released");
+    assert_eq!(zombies, 0, "while fairlock releases");
 }
 
 #[test]
