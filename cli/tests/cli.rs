@@ -544,6 +544,78 @@ fn the_watcher_process_leaves_no_zombie_behind() {
     assert_eq!(zombies, 0, "while fairlock releases");
 }
 
+/// Every line fairlock writes may meet a closed pipe (`fairlock -v run
+/// ... 2>&1 | head -1`): Rust ignores SIGPIPE, so the write fails with
+/// EPIPE; the line is dropped, and each path exits with its documented
+/// code (not 101, a panic's), the command run and the lock released.
+#[test]
+fn a_closed_stdout_and_stderr_change_no_exit_code() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("closed");
+    let ran = scratch.path("ran");
+    let client = server.client();
+    let held = client.fair_mutex("held").lock().unwrap();
+    let refused = RefusedPort::new();
+    let (url, nobody) = (server.url(), refused.url());
+    let touch = format!("touch '{}'; exit 3", ran.display());
+    let cases: [(&str, &[&str], i32); 12] = [
+        (&url, &["-v", "run", "job", "--", "sh", "-c", &touch], 3),
+        (&url, &["-v", "elect", "boss", "--", "sh", "-c", &touch], 3),
+        (&url, &["run", "held", "-n", "true"], 75),
+        (
+            &url,
+            &[
+                "run",
+                "lost",
+                "--fixed-lease",
+                "100ms",
+                "--",
+                "sleep",
+                "0.5",
+            ],
+            70,
+        ),
+        (
+            &nobody,
+            &["--connect-timeout", "300ms", "run", "job", "true"],
+            69,
+        ),
+        (&url, &["run", "job", "--wait", "never", "true"], 2),
+        (&url, &["status", "held"], 0),
+        (&url, &["status", "held", "--json"], 0),
+        (&url, &["revoke", "held"], 0),
+        (&url, &["permits", "sem", "3"], 0),
+        (&url, &["unlock", "held", "--force"], 0),
+        (&url, &["--help"], 0),
+    ];
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        Stdio::from(writer)
+    };
+    let mut wrong = Vec::new();
+    for (url, args, expected) in cases {
+        let _ = std::fs::remove_file(&ran);
+        let mut cmd = Command::new(BIN);
+        cmd.env_remove("REDIS_URL").args(["--url", url]).args(args);
+        let out = output(cmd.stdout(closed()).stderr(closed()), PATIENCE);
+        let did_run = !args.contains(&"sh") || ran.exists();
+        if code(&out) != expected || !did_run {
+            wrong.push(format!("{args:?}: exit {}, ran: {did_run}", code(&out)));
+        }
+    }
+    drop(held);
+    for name in ["job", "lost", "held"] {
+        if client.fair_mutex(name).is_locked().unwrap() {
+            wrong.push(format!("{name} is still locked"));
+        }
+    }
+    if client.election("boss").leader().unwrap().is_some() {
+        wrong.push("boss still has a leader".to_owned());
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
 #[test]
 fn a_terminal_shows_the_live_waiting_line() {
     if Command::new("script").arg("--version").output().is_err() {
