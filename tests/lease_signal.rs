@@ -190,6 +190,56 @@ fn lost_with_a_restart(lease: LeasePolicy) {
     }
 }
 
+/// Holds of every kind force-released while their client's link to Redis
+/// is cut (the release's message never reaches it): once the link heals,
+/// each holder hears `Lost` and its unlock says a force release freed it,
+/// as the lock's mark records (before: "redis lost it", the reason for a
+/// server that lost its data, since the loss was found after a gap).
+#[test]
+fn a_force_release_during_a_gap_is_told_as_one_once_the_link_heals() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    // A watchdog round every 10 s: the heal's check is what finds them.
+    let client = Client::builder(&relay.url())
+        .lease(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let operator = server.client();
+    let mut holds = Vec::new();
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("forced-in-gap-{kind:?}");
+        let guard =
+            take::<fairlock::Bound>(&client, kind, &name, LeasePolicy::Client, Duration::ZERO)
+                .unwrap()
+                .expect("free");
+        holds.push((kind, name, watch(guard.lease_signal()), guard));
+    }
+    relay.cut();
+    for (kind, name, _, _) in &holds {
+        assert!(
+            operator.force_unlock(kind.lock_kind(), name).unwrap(),
+            "{kind:?}"
+        );
+    }
+    thread::sleep(Duration::from_millis(300));
+    relay.heal();
+    let healed = Instant::now();
+    for (kind, _, ended, guard) in holds {
+        let (end, at) = ended
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{kind:?}: not told within 5 s of the heal"));
+        let after = ms(at.saturating_duration_since(healed));
+        eprintln!("{kind:?}: {end:?} {after:.0} ms after the heal");
+        assert_eq!(end, LeaseEnd::Lost, "{kind:?}");
+        let text = guard.unlock().expect_err("force-released").to_string();
+        assert!(
+            text.contains("a force release (Client::force_unlock"),
+            "{kind:?}: {text}"
+        );
+    }
+}
+
 /// A fixed lease this client counted out, and a lock force-unlocked after
 /// a revocation: the unlock's error says which, as the client knows it.
 #[test]

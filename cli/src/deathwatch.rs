@@ -21,6 +21,9 @@ use std::process::Command;
 pub struct DeathWatch {
     #[cfg(target_os = "linux")]
     fd: std::os::fd::OwnedFd,
+    /// The watcher's: reaped by `done`, not left a zombie until fairlock exits.
+    #[cfg(target_os = "linux")]
+    pid: libc::pid_t,
 }
 
 impl DeathWatch {
@@ -42,11 +45,12 @@ impl DeathWatch {
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         // SAFETY: the forked child runs only `watch`, which calls only
         // async-signal-safe functions and never returns.
-        match unsafe { libc::fork() } {
+        let pid = match unsafe { libc::fork() } {
             -1 => return Err(std::io::Error::last_os_error()),
             0 => unsafe { watch(theirs.as_raw_fd(), ours.as_raw_fd()) },
-            _ => drop(theirs),
-        }
+            pid => pid,
+        };
+        drop(theirs);
         let fd = ours.as_raw_fd();
         // SAFETY: runs in the forked command before exec: getpid and send
         // are async-signal-safe; `fd` stays open in fairlock meanwhile.
@@ -57,7 +61,7 @@ impl DeathWatch {
                 Ok(())
             });
         }
-        Ok(DeathWatch { fd: ours })
+        Ok(DeathWatch { fd: ours, pid })
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -65,19 +69,22 @@ impl DeathWatch {
         Ok(DeathWatch {})
     }
 
-    /// The command was reaped (or never started): the watcher leaves it be.
+    /// The command was reaped (or never started): the watcher leaves it be,
+    /// and exits at once.
     pub fn done(self) {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
-            // SAFETY: a one-byte send on our own descriptor.
+            // SAFETY: a one-byte send on our own descriptor; a wait for
+            // our own child, which exits on reading it.
             unsafe {
                 libc::send(
                     self.fd.as_raw_fd(),
                     [1u8].as_ptr().cast(),
                     1,
                     libc::MSG_NOSIGNAL,
-                )
+                );
+                libc::waitpid(self.pid, std::ptr::null_mut(), 0);
             };
         }
     }

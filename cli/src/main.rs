@@ -22,6 +22,29 @@
 //!
 //! The `fairlock-cli` package of the workspace: `cargo install --path cli`.
 
+// std's `print!`, `println!` and `eprintln!` panic when the write fails:
+// a closed pipe (`fairlock -v run ... 2>&1 | head -1`) fails it with EPIPE,
+// as Rust ignores SIGPIPE, and the panic (exit 101) would end fairlock
+// before its command ran or its lock was released. These, in scope in
+// every module declared below, drop the text instead.
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::write_out(&mut std::io::stdout(), format_args!($($arg)*)) };
+}
+macro_rules! println {
+    ($($arg:tt)*) => { print!("{}\n", format_args!($($arg)*)) };
+}
+macro_rules! eprintln {
+    ($($arg:tt)*) => {
+        $crate::write_out(&mut std::io::stderr(), format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes `text` to `to`, ignoring a failure: the output of [`println!`]
+/// and [`eprintln!`].
+fn write_out(to: &mut dyn std::io::Write, text: std::fmt::Arguments<'_>) {
+    let _ = to.write_fmt(text);
+}
+
 mod changes;
 mod commands;
 mod deathwatch;

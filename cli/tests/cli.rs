@@ -13,7 +13,7 @@ use cli_support::{
     Scratch, BIN, PATIENCE,
 };
 use fairlock::Client;
-use fairlock_test_support::{join_within, wait_until, RedisServer, RefusedPort};
+use fairlock_test_support::{join_within, pause_clients, wait_until, RedisServer, RefusedPort};
 
 #[test]
 fn the_exit_code_passes_through_and_the_command_gets_the_token() {
@@ -488,6 +488,132 @@ fn the_command_gets_sigterm_when_fairlock_itself_is_killed() {
         wait_until(PATIENCE, || told.exists()),
         "the command was told that nobody holds the lock for it any more"
     );
+}
+
+/// The deathwatch's watcher process is reaped when it exits: no zombie
+/// child of fairlock while the command runs, nor after it while fairlock
+/// releases (held back here by a paused server for 1.5 s).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_watcher_process_leaves_no_zombie_behind() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("zombie");
+    let (ready, go) = (scratch.path("ready"), scratch.path("go"));
+    let script = format!(
+        "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
+        ready.display(),
+        go.display()
+    );
+    let mut run = Proc::spawn(fairlock(&server).args(["run", "zombie"]).args(sh(&script)));
+    assert!(wait_until(PATIENCE, || ready.exists()));
+    // Each child of fairlock: its name and state (Z: a zombie).
+    let pid = run.pid().to_string();
+    let children = || -> Vec<(String, String)> {
+        let stats = std::fs::read_dir("/proc").unwrap().flatten();
+        let stats = stats.filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok());
+        stats
+            .filter_map(|stat| {
+                let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+                let fields: Vec<&str> = rest.split(' ').collect();
+                (fields.get(1) == Some(&pid.as_str()))
+                    .then(|| (name.to_owned(), fields[0].to_owned()))
+            })
+            .collect()
+    };
+    // The watcher is a fork of fairlock's, so named.
+    let zombie = |(name, state): &(String, String)| name == "fairlock" && state == "Z";
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(500) {
+        seen.extend(children().into_iter().filter(zombie));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(seen.is_empty(), "while the command runs: {seen:?}");
+    pause_clients(&mut server.conn(), "WRITE", Duration::from_millis(1500));
+    std::fs::write(&go, "").unwrap();
+    let (mut releasing, mut seen) = (0, Vec::new());
+    while !run.has_exited() {
+        let kids = children();
+        releasing += usize::from(!kids.iter().any(|(name, _)| name == "sh"));
+        seen.extend(kids.into_iter().filter(zombie));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(releasing > 10, "looked {releasing} times while it released");
+    let zombies = seen.len();
+    eprintln!("watcher: a zombie in {zombies} of {releasing} looks while fairlock released");
+    assert_eq!(zombies, 0, "while fairlock releases");
+}
+
+/// Every line fairlock writes may meet a closed pipe (`fairlock -v run
+/// ... 2>&1 | head -1`): Rust ignores SIGPIPE, so the write fails with
+/// EPIPE; the line is dropped, and each path exits with its documented
+/// code (not 101, a panic's), the command run and the lock released.
+#[test]
+fn a_closed_stdout_and_stderr_change_no_exit_code() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("closed");
+    let ran = scratch.path("ran");
+    let client = server.client();
+    let held = client.fair_mutex("held").lock().unwrap();
+    let refused = RefusedPort::new();
+    let (url, nobody) = (server.url(), refused.url());
+    let touch = format!("touch '{}'; exit 3", ran.display());
+    let cases: [(&str, &[&str], i32); 12] = [
+        (&url, &["-v", "run", "job", "--", "sh", "-c", &touch], 3),
+        (&url, &["-v", "elect", "boss", "--", "sh", "-c", &touch], 3),
+        (&url, &["run", "held", "-n", "true"], 75),
+        (
+            &url,
+            &[
+                "run",
+                "lost",
+                "--fixed-lease",
+                "100ms",
+                "--",
+                "sleep",
+                "0.5",
+            ],
+            70,
+        ),
+        (
+            &nobody,
+            &["--connect-timeout", "300ms", "run", "job", "true"],
+            69,
+        ),
+        (&url, &["run", "job", "--wait", "never", "true"], 2),
+        (&url, &["status", "held"], 0),
+        (&url, &["status", "held", "--json"], 0),
+        (&url, &["revoke", "held"], 0),
+        (&url, &["permits", "sem", "3"], 0),
+        (&url, &["unlock", "held", "--force"], 0),
+        (&url, &["--help"], 0),
+    ];
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        Stdio::from(writer)
+    };
+    let mut wrong = Vec::new();
+    for (url, args, expected) in cases {
+        let _ = std::fs::remove_file(&ran);
+        let mut cmd = Command::new(BIN);
+        cmd.env_remove("REDIS_URL").args(["--url", url]).args(args);
+        let out = output(cmd.stdout(closed()).stderr(closed()), PATIENCE);
+        let did_run = !args.contains(&"sh") || ran.exists();
+        if code(&out) != expected || !did_run {
+            wrong.push(format!("{args:?}: exit {}, ran: {did_run}", code(&out)));
+        }
+    }
+    drop(held);
+    for name in ["job", "lost", "held"] {
+        if client.fair_mutex(name).is_locked().unwrap() {
+            wrong.push(format!("{name} is still locked"));
+        }
+    }
+    if client.election("boss").leader().unwrap().is_some() {
+        wrong.push("boss still has a leader".to_owned());
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 #[test]

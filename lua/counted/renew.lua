@@ -15,7 +15,10 @@
 -- Returns 1 when renewed, 2 when renewed and a revocation (revoke.lua)
 --         asks this hold to let go (the meta records one up to a token at
 --         least this hold's), 0 when this call holds no live hold with that
---         token (lease lost: run out, or given back).
+--         token (lease lost: run out, or given back), 3 when it holds none
+--         and the meta's mark says a force release freed every hold up to
+--         then (force_release.lua: "F<call key>/<holds>"), this one's token
+--         being no later than the last issued.
 -- Cost: O(log N) in holders: of a lone hold GET, TIME, PTTL, SET; of one
 -- of two or more holds GET, TIME, ZRANGEBYSCORE, ZSCORE, ZADD and up to
 -- two PTTLs and PEXPIREs (keys are only ever pushed further out).
@@ -29,7 +32,8 @@ local _, now_ms = server_time()
 local meta = read_meta(now_ms, true)
 local member = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
-  return 0
+  local forced = string.sub(meta.mark, 1, 1) == 'F' and tonumber(token) <= tonumber(meta.last)
+  return forced and 3 or 0
 end
 local renewed = meta.revoked and tonumber(meta.revoked) >= tonumber(token) and 2 or 1
 if meta.lone then

@@ -12,7 +12,9 @@
 -- Returns 1 when renewed, 2 when renewed and a revocation (revoke.lua)
 --         asks this hold to let go (the lock key's mark ends in "^<token>"
 --         with a token up to this hold's), 0 when the lock is no longer this
---         hold's (lease lost: taken by another, or run out).
+--         hold's (lease lost: taken by another, or run out), 3 when it is
+--         not and its mark says a force release freed this owner's hold
+--         (force_release.lua: "F<call key> <owner>").
 --         A lock key of another data format stops it with
 --         "FAIRLOCK_FORMAT ..." (lib/common.lua: fail).
 -- Cost: O(1): GET, PTTL and one write.
@@ -43,9 +45,8 @@ if stored and string.sub(stored, 1, #held_by) == held_by then
   return 1
 end
 
--- Not this hold's: lost, unless the key is of another format.
-if stored and not string.find(stored, '^v@FORMAT@ ') then
-  fail('WRONGTYPE the lock key holds a value fairlock did not write', stored, LOCK,
-    '^%d+ %S+ %S+ %S+')
-end
-return 0
+-- Not this hold's: lost, unless the key is of another format (read_lock
+-- stops it); the PTTL is not needed for the mark.
+local _, _, _, mark = read_lock(stored, -1)
+local seen, holder = split_mark(mark)
+return (string.sub(seen, 1, 1) == 'F' and holder == ARGV[3]) and 3 or 0

@@ -20,7 +20,7 @@ use crate::connections::slot_map::SlotMap;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::waiters::{poll_time, Waiter, Waiters};
 use crate::machinery::holds::abandons::{Abandons, ToAbandon};
-use crate::machinery::holds::{Hold, Holds};
+use crate::machinery::holds::{Hold, Holds, FORCE_RELEASED};
 use crate::machinery::subscriber::shards::Shards;
 use crate::protocol::{owner, Call, HandedOver, Route, WakeMessage};
 
@@ -63,10 +63,6 @@ thread_local! {
     static BOUND_OWNER: std::cell::RefCell<Option<Arc<str>>> =
         const { std::cell::RefCell::new(None) };
 }
-
-/// Why a hold told of a force release was lost.
-const FORCE_RELEASED: &str =
-    "a force release (Client::force_unlock, `fairlock unlock --force`) freed it";
 
 impl Shared {
     /// The state of a client just connected, with a random client id.

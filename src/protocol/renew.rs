@@ -33,12 +33,14 @@ pub enum RenewReply {
     Revoked,
     /// The hold is no longer this call's: the lease is lost.
     Lost,
+    /// Lost, and the lock's mark says a force release freed it.
+    ForceReleased,
 }
 
 impl RenewReply {
     /// Whether the hold was still this call's (and is renewed).
     pub fn is_held(self) -> bool {
-        self != RenewReply::Lost
+        matches!(self, RenewReply::Renewed | RenewReply::Revoked)
     }
 }
 
@@ -78,6 +80,7 @@ impl Operation for Renew<'_> {
             Value::Int(1) => Ok(RenewReply::Renewed),
             Value::Int(2) => Ok(RenewReply::Revoked),
             Value::Int(0) => Ok(RenewReply::Lost),
+            Value::Int(3) => Ok(RenewReply::ForceReleased),
             other => Err(refused(other)),
         }
     }

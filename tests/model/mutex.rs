@@ -41,6 +41,9 @@ pub struct Model {
     key: bool,
     /// The call that last freed the lock and its detail.
     mark: (String, String),
+    /// The hold the lock key names as of the last step, run out or not:
+    /// its token and owner.
+    named: Option<(u64, String)>,
     revoked: Option<u64>,
     /// A dead waiter that asked again this step: the server may have kept
     /// its place (not dropped yet) or queued it anew at the tail.
@@ -338,6 +341,13 @@ impl Model {
     ) -> Check {
         let revoked = self.revoked;
         let owner = call.owner();
+        // Unless the key names this hold (live or run out), its mark may
+        // say a force release freed this owner's hold.
+        let named = self
+            .named
+            .as_ref()
+            .is_some_and(|(t, o)| *t == token && *o == owner);
+        let forced = self.key && self.mark.0.starts_with('F') && self.mark.1 == owner;
         match self.live_hold(now) {
             Some(hold) if hold.owner == owner && hold.token == token => {
                 if let Some(lease) = lease {
@@ -349,6 +359,7 @@ impl Model {
                     expect(got, &RenewReply::Renewed)
                 }
             }
+            _ if forced && !named => expect(got, &RenewReply::ForceReleased),
             _ => expect(got, &RenewReply::Lost),
         }
     }
@@ -503,6 +514,7 @@ impl Model {
             return fail(format!("{key} has no TTL"));
         }
         self.key = seen.lock.is_some();
+        self.named = None;
         if !self.key {
             self.mark = Default::default();
             self.revoked = None;
@@ -512,6 +524,7 @@ impl Model {
             let parts: Vec<&str> = v.split(' ').collect();
             let (owner, calls) = parts.get(2)?.rsplit_once('#')?;
             let fence: i64 = parts.get(3)?.trim_start_matches('+').parse().ok()?;
+            self.named = Some((parts[1].parse().unwrap(), owner.to_owned()));
             (seen.lock_pttl > fence).then(|| {
                 (
                     parts[1].parse::<u64>().unwrap(),

@@ -87,6 +87,11 @@ pub(crate) fn lease_lost(call: &Call, name: &str, token: u64, why: &str) -> Erro
     Error::new(ErrorKind::LeaseLost, message)
 }
 
+/// Why a hold told of a force release (its message, or a renewal's reply)
+/// was lost.
+pub(crate) const FORCE_RELEASED: &str =
+    "a force release (Client::force_unlock, `fairlock unlock --force`) freed it";
+
 /// Why a hold whose lease this client counted out was lost.
 const RAN_OUT: &str = "its lease ran out before a renewal confirmed it (by this client's count: \
                        a stalled or unreachable redis, or a paused process)";
@@ -258,13 +263,15 @@ impl Hold {
         self.token.store(token, Ordering::Release);
     }
 
-    /// A renewal of `token` found the hold gone: lost, unless the hold
+    /// A renewal of `token` found the hold gone (`forced`: freed by a
+    /// force release, as the lock's mark said): lost, unless the hold
     /// changed since (its token is another) or a change is under way,
     /// which the renewal may have raced.
-    pub(crate) fn renewal_failed(&self, token: u64) {
+    pub(crate) fn renewal_failed(&self, token: u64, forced: bool) {
         if token == self.token() && !self.changing.load(Ordering::Acquire) {
             let gap = self.state.lock().gap_at.is_some();
-            self.mark_lost(if gap { SERVER_LOST_IT } else { GONE });
+            let why = if gap { SERVER_LOST_IT } else { GONE };
+            self.mark_lost(if forced { FORCE_RELEASED } else { why });
         }
     }
 

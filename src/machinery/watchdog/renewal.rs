@@ -155,7 +155,7 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
             // guard counts on: a failover could bring back the old expiry.
             Ok(reply) if reply.is_held() && replies.replicated => hold.renewed(sent, lease),
             Ok(reply) if reply.is_held() => {}
-            Ok(_) => hold.renewal_failed(token),
+            Ok(reply) => hold.renewal_failed(token, reply == RenewReply::ForceReleased),
             Err(err) => log::warn!("fairlock: renewal failed: {err}"),
         }
     }
