@@ -198,9 +198,9 @@ impl Queued for Acquisition<'_> {
     }
 
     /// With `sync_replicas`, a shortfall gives the hold back at once.
-    fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<Acquired> {
+    fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<Acquired> {
         let lost = || lease_lost(&waiter.call, self.target.name(), grant.token, GRANT_GONE);
-        confirm(self.shared, &waiter.call, grant.token, lost).inspect_err(|err| {
+        confirm(self.shared, &waiter.call, grant.token, lost, limit).inspect_err(|err| {
             if err.kind() == ErrorKind::NotReplicated {
                 self.shared.abandon_now(&waiter.call);
             } else if !err.is_lease_lost() {

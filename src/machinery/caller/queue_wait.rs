@@ -59,8 +59,9 @@ pub(crate) trait Queued {
     /// One request, in `mode` (one round trip), within `limit`.
     fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Self::Got>>;
 
-    /// What a grant (a push message, a release reply, a heartbeat) gives.
-    fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<Self::Got>;
+    /// What a grant (a push message, a release reply, a heartbeat) gives,
+    /// confirmed within `limit`.
+    fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<Self::Got>;
 
     /// Leaves the queue as the wait ends (its deadline, a cancel); what it
     /// got instead if it was granted in that last instant. Within `limit`.
@@ -136,7 +137,15 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         }
         mode = Mode::Poll;
         match waiter.sleep(deadline) {
-            Wake::Granted(grant) => break queued.granted(&waiter, grant).map(Some),
+            Wake::Granted(grant) => {
+                // Its confirmation (sync_replicas) keeps to the deadline too:
+                // one unanswered by then is given up as a parked wait is.
+                let by = deadline.map(|at| at.max(Instant::now()));
+                break match queued.granted(&waiter, grant, Limit::by(by)) {
+                    Err(err) if out_of_time(&err, by) => queued.out_of_time(&waiter, err),
+                    got => got.map(Some),
+                };
+            }
             Wake::Poll => {}
             Wake::GaveUp => {
                 // Past the deadline (or the cancel, a deadline come early),
@@ -157,13 +166,15 @@ pub(crate) fn wait_in_queue<Q: Queued>(
 
 /// With `sync_replicas`, makes sure enough replicas saw the handoff that
 /// granted `call` `token` before it returns: one renewal (a write, which
-/// leaves a fixed lease as it is) and a `WAIT`, in one round trip. The
-/// error `lost` makes when the hold is gone; a shortfall is the error.
+/// leaves a fixed lease as it is) and a `WAIT`, in one round trip, within
+/// `limit`. The error `lost` makes when the hold is gone; a shortfall is
+/// the error.
 pub(crate) fn confirm(
     shared: &Shared,
     call: &Call,
     token: u64,
     lost: impl FnOnce() -> Error,
+    limit: Limit,
 ) -> Result<()> {
     if shared.config().sync_replicas.is_none() {
         return Ok(());
@@ -175,7 +186,9 @@ pub(crate) fn confirm(
         // A fixed lease is written again as it is.
         lease: (!call.lease.is_fixed()).then(|| call.lease.duration()),
     };
-    let (renewed, replicated) = shared.caller.call_write(&call.keys, &op)?.into_parts();
+    let (renewed, replicated) = (shared.caller)
+        .call_write_limited(&call.keys, &op, limit)?
+        .into_parts();
     // Revoked already: the hold's first renewal says so again.
     if !renewed.is_held() {
         return Err(lost());
