@@ -411,3 +411,46 @@ fn a_grant_confirmed_for_sync_replicas_keeps_to_the_deadline() {
     assert!(matches!(got, Ok(false)), "{got:?}");
     assert!(free, "the hold handed to the call that gave up stayed");
 }
+
+/// A wait whose request Redis answered with an error (here the lock's key
+/// holds foreign data: `KeyConflict`) leaves the queue within its deadline,
+/// as one that runs out does. Through a relay that adds 400 ms each way,
+/// `try_lock_for(1 s)` got its error after one round trip (800 ms) and
+/// then waited a whole round trip more for its leave, bounded only by the
+/// command timeout; now the leave is given up at the deadline and a
+/// leave's grace, the rest left to the watchdog.
+#[test]
+fn a_leave_after_an_error_keeps_to_the_deadline() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .command_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let name = "left-in-time";
+    let mutex = client.fair_mutex(name);
+    let guard = mutex.lock().unwrap();
+    let mut conn = server.conn();
+    let keys: Vec<String> =
+        redis::Commands::keys(&mut conn, format!("fairlock:*:lock:{name}")).unwrap();
+    guard.unlock().unwrap();
+    let _: () = redis::Commands::set(&mut conn, &keys[0], "someone else's").unwrap();
+    relay.set_delay(Duration::from_millis(400));
+    let wait = Duration::from_secs(1);
+    let started = Instant::now();
+    let got = mutex.try_lock_for(wait);
+    let took = started.elapsed();
+    relay.set_delay(Duration::ZERO);
+    eprintln!(
+        "deadlines: try_lock_for({wait:?}) answered with an error, 800 ms round trips: \
+         {:?} after {:.0} ms",
+        got.as_ref().map(Option::is_some),
+        ms(took)
+    );
+    assert_eq!(got.unwrap_err().kind(), fairlock::ErrorKind::KeyConflict);
+    assert!(
+        took < wait + Duration::from_millis(300),
+        "try_lock_for({wait:?}) left the queue past its deadline: {took:?}"
+    );
+}

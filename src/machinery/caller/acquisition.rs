@@ -242,7 +242,7 @@ impl Queued for Acquisition<'_> {
     /// Redis answers. Answered with an error: it leaves the queue (or keeps
     /// the lock, if it was handed over meanwhile); a hold too few replicas
     /// saw was given back already, and the call never queued.
-    fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Acquired>> {
+    fn failed(&self, waiter: &Waiter, err: Error, limit: Limit) -> Result<Option<Acquired>> {
         if err.is_connection() {
             self.shared.abandon_later(&waiter.call);
             return Err(err);
@@ -250,7 +250,7 @@ impl Queued for Acquisition<'_> {
         if err.kind() == ErrorKind::NotReplicated {
             return Err(err);
         }
-        let kept = self.leave(waiter, Limit::default()).ok().flatten();
+        let kept = self.leave(waiter, limit).ok().flatten();
         kept.map(Some).ok_or(err)
     }
 }

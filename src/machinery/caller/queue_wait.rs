@@ -69,8 +69,9 @@ pub(crate) trait Queued {
 
     /// How the call ends after a request failed with `err` (Redis answered
     /// with an error, or could not be reached past the wait's patience):
-    /// whatever it may have left in Redis is abandoned.
-    fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>>;
+    /// whatever it may have left in Redis is abandoned; a leave of the
+    /// queue is kept to `limit` (the wait's end and [`LEAVE_GRACE`]).
+    fn failed(&self, waiter: &Waiter, err: Error, limit: Limit) -> Result<Option<Self::Got>>;
 
     /// How the call ends when its deadline passed while its request
     /// waited for a pooled connection that every other call of the client
@@ -78,7 +79,7 @@ pub(crate) trait Queued {
     /// come by then (a stalled or slow server): by default as after any
     /// failure.
     fn out_of_time(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>> {
-        self.failed(waiter, err)
+        self.failed(waiter, err, Limit::within(Instant::now() + LEAVE_GRACE))
     }
 }
 
@@ -103,6 +104,12 @@ pub(crate) fn wait_in_queue<Q: Queued>(
     }
     let mut mode = Mode::First;
     let mut outage = None;
+    // A leave after a failure keeps to the wait's end as one past it does.
+    let leave_by = || {
+        deadline.map_or(Limit::default(), |at| {
+            Limit::within(at.max(Instant::now()) + LEAVE_GRACE)
+        })
+    };
     let result = loop {
         let sent = Instant::now();
         if mode == Mode::First {
@@ -128,12 +135,12 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
                 let Some(at) = retry_at(&mut outage, shared.config().outage_patience()) else {
-                    break queued.failed(&waiter, err);
+                    break queued.failed(&waiter, err, leave_by());
                 };
                 log::debug!("fairlock: waiting through an outage: {err}");
                 waiter.poll_by(at);
             }
-            Err(err) => break queued.failed(&waiter, err),
+            Err(err) => break queued.failed(&waiter, err, leave_by()),
         }
         mode = Mode::Poll;
         match waiter.sleep(deadline) {

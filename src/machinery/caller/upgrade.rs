@@ -164,7 +164,7 @@ impl Queued for Upgrader<'_> {
     }
 
     /// The caller (`upgrade`) abandons what the claim may have left.
-    fn failed(&self, _waiter: &Waiter, err: Error) -> Result<Option<u64>> {
+    fn failed(&self, _waiter: &Waiter, err: Error, _: Limit) -> Result<Option<u64>> {
         Err(err)
     }
 }
