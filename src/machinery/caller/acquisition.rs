@@ -62,11 +62,15 @@ pub(crate) struct Acquisition<'m> {
 impl Acquisition<'_> {
     /// Waits as `wait` says; the hold it got, stamped with how long the
     /// call waited, which is reported with how it ended. A wait that cannot
-    /// wait makes one attempt that never queues (`try_lock`).
+    /// wait makes one attempt that never queues (`try_lock`). The lock's
+    /// slot is listened on first, within the deadline.
     pub(crate) fn run(&self, wait: &Wait) -> Result<Option<Acquired>> {
         let started = Instant::now();
         let waiter = self.waiter();
-        let (result, cancel) = match wait.deadline() {
+        let deadline = wait.deadline();
+        self.shared
+            .listen_at(self.keys.slot, deadline.ok().flatten());
+        let (result, cancel) = match deadline {
             Err(NoWait) => match self.attempt(&waiter, Mode::Try, Limit::default()) {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
