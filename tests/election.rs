@@ -979,7 +979,6 @@ fn a_watch_opening_its_subscription_again_returns_by_its_timeout() {
     let started = Instant::now();
     let got = watch.next(timeout);
     let took = started.elapsed();
-    relay.resume();
     eprintln!(
         "election: next({timeout:?}) opening its subscription again, unanswered: \
          {got:?} after {:.0} ms",
@@ -990,6 +989,16 @@ fn a_watch_opening_its_subscription_again_returns_by_its_timeout() {
         "next({timeout:?}) took {took:?}: {got:?}"
     );
     assert!(matches!(got, Ok(None)), "{got:?}");
+    // With more than a command timeout to wait, it fails as unanswered,
+    // naming the election.
+    let err = watch.next(Duration::from_secs(3)).unwrap_err();
+    relay.resume();
+    eprintln!("election: then next(3 s): {err}");
+    assert!(err.is_timeout(), "{err:?}");
+    assert!(
+        err.to_string().contains("election \"watch-reopened\""),
+        "{err}"
+    );
     // The next call opens it again, and the watch goes on.
     let campaigner = election.with_value("after").campaign().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -241,7 +241,11 @@ impl LeaderWatch {
             // next call, which then reads first.
             match self.subscription.receive(wait, deadline) {
                 Err(err) if given_up(&err) => {}
-                received => self.read_now |= received?,
+                Err(err) => {
+                    let name = self.election.name();
+                    return Err(err.during(format_args!("watch of election {name:?}")));
+                }
+                Ok(received) => self.read_now |= received,
             }
         }
     }
