@@ -1168,3 +1168,37 @@ fn a_wait_keeps_its_deadline_against_a_master_that_answers_nothing() {
         "try_lock_for({wait:?}) returned after {took:?}"
     );
 }
+
+/// With sharded pub/sub a call on a slot the client never used has that
+/// slot's channel subscribed before its request goes out (its first grant
+/// would be lost otherwise); that wait keeps to the call's deadline too.
+/// Against a master that answers nothing (`CLIENT PAUSE ALL`), a first
+/// `try_lock_for(500 ms)` there waited a whole command timeout (1 s) for
+/// the `SSUBSCRIBE` before its own deadline even began.
+#[test]
+fn a_first_wait_on_a_slot_keeps_its_deadline_while_its_channel_is_subscribed() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("paused-first");
+    let (&master, name) = per_master.iter().next().unwrap();
+    let client = stall_builder(&cluster).build().unwrap();
+    let mutex = client.fair_mutex(name);
+    let wait = Duration::from_millis(500);
+    let _paused = pause_clients(&mut cluster.conn(master), "ALL", Duration::from_secs(4));
+    let started = Instant::now();
+    let got = mutex.try_lock_for(wait).map(|guard| guard.is_some());
+    let took = started.elapsed();
+    eprintln!(
+        "cluster: a first try_lock_for({wait:?}) on a slot of a paused master: {got:?} after {:.0} ms",
+        ms(took)
+    );
+    assert_ne!(
+        got.as_ref().ok(),
+        Some(&true),
+        "the lock from a paused master"
+    );
+    assert!(
+        took < wait + Duration::from_millis(400),
+        "try_lock_for({wait:?}) returned after {took:?}"
+    );
+}

@@ -336,3 +336,121 @@ fn a_pipeline_takes_one_command_timeout_all_told_while_the_server_is_stopped() {
         assert!(!mutex.is_locked().unwrap());
     }
 }
+
+/// With `sync_replicas`, a call handed the lock while it waits confirms
+/// the grant (a renewal and its `WAIT`) within its deadline. Here the only
+/// replica is stopped after the call queued, so that `WAIT` runs its whole
+/// sync timeout (2.5 s): `try_lock_for(500 ms)` came back `NotReplicated`
+/// after it; now it comes back `None` by its deadline, and the hold it was
+/// handed goes back to the lock at once.
+#[test]
+fn a_grant_confirmed_for_sync_replicas_keeps_to_the_deadline() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let port = server.port().to_string();
+    let replica = RedisServer::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let mut conn = server.conn();
+    assert!(
+        wait_until(Duration::from_secs(10), || replicas_acknowledge(
+            &mut conn, 1
+        )),
+        "the replica never acknowledged a write"
+    );
+    let holder = server.client();
+    let waiting_client = (server.builder())
+        .command_timeout(Duration::from_secs(3))
+        .sync_replicas(1, Duration::from_millis(2500))
+        .build()
+        .unwrap();
+    let name = "confirmed-in-time";
+    let guard = holder.fair_mutex(name).lock().unwrap();
+    let waiting = waiting_client.fair_mutex(name);
+    let waiter = thread::spawn(move || {
+        let started = Instant::now();
+        let got = waiting.try_lock_for(SHORT_WAIT);
+        (started.elapsed(), got.map(|guard| guard.is_some()))
+    });
+    // Queued, its WAIT answered (the replica acknowledged what came after).
+    let queue = format!("fairlock:*:queue:{name}");
+    assert!(wait_until(Duration::from_secs(2), || {
+        !redis::Commands::keys::<_, Vec<String>>(&mut conn, &queue)
+            .unwrap()
+            .is_empty()
+    }));
+    assert!(wait_until(Duration::from_secs(10), || {
+        replicas_acknowledge(&mut conn, 1)
+    }));
+    let mut stopped = Stopped::stop(&replica);
+    guard.unlock().unwrap();
+    let (took, got) = waiter.join().unwrap();
+    let observer = holder.fair_mutex(name);
+    let freed = Instant::now();
+    let free = wait_until(Duration::from_secs(5), || {
+        observer.try_lock().unwrap().is_some()
+    });
+    let freed_after = freed.elapsed();
+    stopped.resume();
+    eprintln!(
+        "deadlines: try_lock_for({SHORT_WAIT:?}) handed the lock, its WAIT unanswered: \
+         {got:?} after {:.0} ms, the lock free again {:.0} ms later",
+        ms(took),
+        ms(freed_after)
+    );
+    assert!(
+        took < SHORT_WAIT + OVER,
+        "try_lock_for({SHORT_WAIT:?}) confirmed its grant past its deadline: {took:?} ({got:?})"
+    );
+    assert!(matches!(got, Ok(false)), "{got:?}");
+    assert!(free, "the hold handed to the call that gave up stayed");
+}
+
+/// A wait whose request Redis answered with an error (here the lock's key
+/// holds foreign data: `KeyConflict`) leaves the queue within its deadline,
+/// as one that runs out does. Through a relay that adds 400 ms each way,
+/// `try_lock_for(1 s)` got its error after one round trip (800 ms) and
+/// then waited a whole round trip more for its leave, bounded only by the
+/// command timeout; now the leave is given up at the deadline and a
+/// leave's grace, the rest left to the watchdog.
+#[test]
+fn a_leave_after_an_error_keeps_to_the_deadline() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .command_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let name = "left-in-time";
+    let mutex = client.fair_mutex(name);
+    let guard = mutex.lock().unwrap();
+    let mut conn = server.conn();
+    let keys: Vec<String> =
+        redis::Commands::keys(&mut conn, format!("fairlock:*:lock:{name}")).unwrap();
+    guard.unlock().unwrap();
+    let _: () = redis::Commands::set(&mut conn, &keys[0], "someone else's").unwrap();
+    relay.set_delay(Duration::from_millis(400));
+    let wait = Duration::from_secs(1);
+    let started = Instant::now();
+    let got = mutex.try_lock_for(wait);
+    let took = started.elapsed();
+    relay.set_delay(Duration::ZERO);
+    eprintln!(
+        "deadlines: try_lock_for({wait:?}) answered with an error, 800 ms round trips: \
+         {:?} after {:.0} ms",
+        got.as_ref().map(Option::is_some),
+        ms(took)
+    );
+    assert_eq!(got.unwrap_err().kind(), fairlock::ErrorKind::KeyConflict);
+    assert!(
+        took < wait + Duration::from_millis(300),
+        "try_lock_for({wait:?}) left the queue past its deadline: {took:?}"
+    );
+}

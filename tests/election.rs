@@ -931,3 +931,83 @@ fn a_watch_returns_by_its_timeout_while_redis_stalls() {
     assert_eq!(leads.value, "after");
     drop(campaigner);
 }
+
+/// A watch whose subscription broke opens it again within its call's
+/// timeout: the server answers the connections the client has (the
+/// election is read) but not the new one (a relay holds it), so the
+/// `SUBSCRIBE` went unanswered for a whole command timeout (`next(300 ms)`
+/// failed with `Connection` after 1 s); it is now given up as the read
+/// is, `None` by the timeout, and the next call opens it again.
+#[test]
+fn a_watch_opening_its_subscription_again_returns_by_its_timeout() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let election = client.election("watch-reopened");
+    let mut watch = election.watch().unwrap();
+    let first = watch.next(Duration::from_secs(5)).unwrap();
+    assert_eq!(first, Some(LeaderEvent::Vacant { ended: None }));
+    // The watch's connection is the newest subscribed one.
+    relay.stall_new();
+    let mut conn = server.conn();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut conn)
+        .unwrap();
+    let newest = (list.lines())
+        .filter_map(|line| {
+            line.strip_prefix("id=")?
+                .split(' ')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .expect("the watch's subscription");
+    let () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(newest)
+        .query(&mut conn)
+        .unwrap();
+    let timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let got = watch.next(timeout);
+    let took = started.elapsed();
+    eprintln!(
+        "election: next({timeout:?}) opening its subscription again, unanswered: \
+         {got:?} after {:.0} ms",
+        ms(took)
+    );
+    assert!(
+        took <= timeout + Duration::from_millis(300),
+        "next({timeout:?}) took {took:?}: {got:?}"
+    );
+    assert!(matches!(got, Ok(None)), "{got:?}");
+    // With more than a command timeout to wait, it fails as unanswered,
+    // naming the election.
+    let err = watch.next(Duration::from_secs(3)).unwrap_err();
+    relay.resume();
+    eprintln!("election: then next(3 s): {err}");
+    assert!(err.is_timeout(), "{err:?}");
+    assert!(
+        err.to_string().contains("election \"watch-reopened\""),
+        "{err}"
+    );
+    // The next call opens it again, and the watch goes on.
+    let campaigner = election.with_value("after").campaign().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let leads = loop {
+        assert!(Instant::now() < deadline, "no leader seen after the stall");
+        if let Ok(Some(LeaderEvent::Leads(leader))) = watch.next(Duration::from_millis(500)) {
+            break leader;
+        }
+    };
+    assert_eq!(leads.value, "after");
+    drop(campaigner);
+}

@@ -203,8 +203,14 @@ impl Caller {
     /// A new connection of its own subscribed to `channel` as `route`
     /// says: a classic one on a seed node of a cluster (every node hears
     /// every message), on the master behind Sentinel; a shard channel at
-    /// the master of its slot, as the cluster's slot map says now.
-    pub(crate) fn subscription(&self, route: Route, channel: &str) -> Result<redis::Connection> {
+    /// the master of its slot, as the cluster's slot map says now. Opened
+    /// and subscribed by `by` if given.
+    pub(crate) fn subscription(
+        &self,
+        route: Route,
+        channel: &str,
+        by: Option<Instant>,
+    ) -> Result<redis::Connection> {
         let at = match route {
             Route::Classic => Listen::Main,
             Route::Sharded => {
@@ -217,7 +223,7 @@ impl Caller {
                 Listen::Shards(master.clone())
             }
         };
-        self.backend.subscription(&at, channel)
+        self.backend.subscription(&at, channel, by)
     }
 }
 

@@ -41,7 +41,7 @@ pub(crate) mod steady;
 pub(crate) mod topology;
 pub(crate) mod warning;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::ConnectionLike;
 /// What [`Client::builder_from`](crate::Client::builder_from) takes: the
@@ -210,10 +210,17 @@ impl Backend {
     /// A new connection of its own (a subscriber thread's, a watch's), with
     /// the command timeouts set, subscribed to `channel` (a shard channel
     /// at a [`Listen::Shards`] node): the server's
-    /// answer is checked (see [`check_subscribed`](crate::protocol::check_subscribed)).
-    pub(crate) fn subscription(&self, at: &Listen, channel: &str) -> Result<redis::Connection> {
+    /// answer is checked (see [`check_subscribed`](crate::protocol::check_subscribed)),
+    /// all of it by `by` if given (a watch's call).
+    pub(crate) fn subscription(
+        &self,
+        at: &Listen,
+        channel: &str,
+        by: Option<Instant>,
+    ) -> Result<redis::Connection> {
+        let timeouts = || self.manager.timeouts.by(by);
         let mut conn = (self.manager.deployment)
-            .connect(at, self.manager.timeouts)?
+            .connect(at, timeouts())?
             .into_inner();
         let route = match at {
             Listen::Shards(_) => Route::Sharded,
@@ -225,7 +232,7 @@ impl Backend {
         // redis crate skips the first confirmation (RESP2), or the second
         // comes as a push the subscriber reads as one (RESP3).
         let command = route.subscribe_command(channel).get_packed_command();
-        let timeout = Some(self.manager.timeouts.command);
+        let timeout = Some(timeouts().command);
         let confirmation = steady::request_on(&mut conn, timeout, |conn, _| {
             conn.send_packed_command(&command)?;
             conn.recv_response()
@@ -247,6 +254,16 @@ impl Timeouts {
         Timeouts {
             connect: config.connect_timeout,
             command: config.command_timeout,
+        }
+    }
+
+    /// These timeouts, each cut to what is left until `by` (1 ms at least).
+    fn by(self, by: Option<Instant>) -> Timeouts {
+        let left = by.map(|at| at.saturating_duration_since(Instant::now()));
+        let cut = |t: Duration| left.map_or(t, |left| t.min(left.max(Duration::from_millis(1))));
+        Timeouts {
+            connect: cut(self.connect),
+            command: cut(self.command),
         }
     }
 

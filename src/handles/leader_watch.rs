@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::handles::election::{Election, Leader};
 use crate::handles::participant::Participant;
 use crate::handles::status::Status;
@@ -185,8 +185,9 @@ impl LeaderWatch {
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// cannot be read or the subscription cannot be opened again (a later
     /// call tries again, and misses nothing within the bound above). A
-    /// read a stalled server has not answered by the timeout (and 50 ms
-    /// of grace) is given up: `None`, and the next call reads first.
+    /// read, or a subscription opened again, that a stalled server has not
+    /// answered by the timeout (and 50 ms of grace) is given up: `None`,
+    /// and the next call tries again and reads first.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -209,22 +210,21 @@ impl LeaderWatch {
         let deadline = started.checked_add(timeout);
         let every = self.election.core().config().lease.min(timeout);
         self.next_read = self.next_read.min(started + every);
+        // Not answered by the timeout (a stalled or slow server; the
+        // client's connections busy): nothing seen in time, as a lock's
+        // wait that runs out. Redis unreachable is an error, as before.
+        let given_up = |err: &Error| {
+            (err.is_reply_timeout() || err.is_pool_busy())
+                && deadline.is_some_and(|at| Instant::now() >= at)
+        };
         loop {
             let now = Instant::now();
             if self.read_now || now >= self.next_read {
                 self.read_now = false;
                 self.next_read = now + every;
                 match self.read(deadline) {
-                    // Not answered by the timeout (a stalled or slow server;
-                    // the client's connections busy): nothing seen in time,
-                    // as a lock's wait that runs out; the next call reads
-                    // first. Redis unreachable is an error, as before.
-                    Err(err)
-                        if (err.is_reply_timeout() || err.is_pool_busy())
-                            && deadline.is_some_and(|at| Instant::now() >= at) =>
-                    {
-                        self.read_now = true;
-                    }
+                    // The next call reads first.
+                    Err(err) if given_up(&err) => self.read_now = true,
                     read => read?,
                 }
             }
@@ -237,7 +237,16 @@ impl LeaderWatch {
             }
             let until = deadline.map_or(self.next_read, |d| d.min(self.next_read));
             let wait = until.saturating_duration_since(now);
-            self.read_now |= self.subscription.receive(wait)?;
+            // A subscription not opened again in time is opened by the
+            // next call, which then reads first.
+            match self.subscription.receive(wait, deadline) {
+                Err(err) if given_up(&err) => {}
+                Err(err) => {
+                    let name = self.election.name();
+                    return Err(err.during(format_args!("watch of election {name:?}")));
+                }
+                Ok(received) => self.read_now |= received,
+            }
         }
     }
 

@@ -177,7 +177,6 @@ impl Core {
             unbound,
             owner_tag: tag,
         };
-        self.shared.listen_at(acquisition.keys.slot);
         let got = acquisition.run(wait)?;
         Ok(got.map(|Acquired { hold, call, waited }| CallHold {
             client: Arc::clone(self),

@@ -250,11 +250,16 @@ impl Shared {
 
     /// With sharded pub/sub, has the client listen on the channel of
     /// `slot` before a call there that may be woken is sent (its first
-    /// grant would be lost otherwise): waits up to the command timeout for
-    /// the slot's first subscription (see [`Shards::listen`]).
-    pub(crate) fn listen_at(&self, slot: u16) {
+    /// grant would be lost otherwise): waits up to the command timeout, and
+    /// not past the call's `deadline`, for the slot's first subscription
+    /// (see [`Shards::listen`]).
+    pub(crate) fn listen_at(&self, slot: u16, deadline: Option<Instant>) {
         if self.caller.scripts.route() == Route::Sharded {
-            self.shards.listen(slot, self.config().command_timeout);
+            let left = deadline.map_or(Duration::MAX, |at| {
+                at.saturating_duration_since(Instant::now())
+            });
+            self.shards
+                .listen(slot, left.min(self.config().command_timeout));
         }
     }
 

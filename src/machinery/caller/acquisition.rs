@@ -62,11 +62,15 @@ pub(crate) struct Acquisition<'m> {
 impl Acquisition<'_> {
     /// Waits as `wait` says; the hold it got, stamped with how long the
     /// call waited, which is reported with how it ended. A wait that cannot
-    /// wait makes one attempt that never queues (`try_lock`).
+    /// wait makes one attempt that never queues (`try_lock`). The lock's
+    /// slot is listened on first, within the deadline.
     pub(crate) fn run(&self, wait: &Wait) -> Result<Option<Acquired>> {
         let started = Instant::now();
         let waiter = self.waiter();
-        let (result, cancel) = match wait.deadline() {
+        let deadline = wait.deadline();
+        self.shared
+            .listen_at(self.keys.slot, deadline.ok().flatten());
+        let (result, cancel) = match deadline {
             Err(NoWait) => match self.attempt(&waiter, Mode::Try, Limit::default()) {
                 Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
                 Ok(Attempted::Waiting(..)) => (Ok(None), None),
@@ -198,9 +202,9 @@ impl Queued for Acquisition<'_> {
     }
 
     /// With `sync_replicas`, a shortfall gives the hold back at once.
-    fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<Acquired> {
+    fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<Acquired> {
         let lost = || lease_lost(&waiter.call, self.target.name(), grant.token, GRANT_GONE);
-        confirm(self.shared, &waiter.call, grant.token, lost).inspect_err(|err| {
+        confirm(self.shared, &waiter.call, grant.token, lost, limit).inspect_err(|err| {
             if err.kind() == ErrorKind::NotReplicated {
                 self.shared.abandon_now(&waiter.call);
             } else if !err.is_lease_lost() {
@@ -242,7 +246,7 @@ impl Queued for Acquisition<'_> {
     /// Redis answers. Answered with an error: it leaves the queue (or keeps
     /// the lock, if it was handed over meanwhile); a hold too few replicas
     /// saw was given back already, and the call never queued.
-    fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Acquired>> {
+    fn failed(&self, waiter: &Waiter, err: Error, limit: Limit) -> Result<Option<Acquired>> {
         if err.is_connection() {
             self.shared.abandon_later(&waiter.call);
             return Err(err);
@@ -250,7 +254,7 @@ impl Queued for Acquisition<'_> {
         if err.kind() == ErrorKind::NotReplicated {
             return Err(err);
         }
-        let kept = self.leave(waiter, Limit::default()).ok().flatten();
+        let kept = self.leave(waiter, limit).ok().flatten();
         kept.map(Some).ok_or(err)
     }
 }

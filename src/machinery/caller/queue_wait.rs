@@ -59,8 +59,9 @@ pub(crate) trait Queued {
     /// One request, in `mode` (one round trip), within `limit`.
     fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Self::Got>>;
 
-    /// What a grant (a push message, a release reply, a heartbeat) gives.
-    fn granted(&self, waiter: &Waiter, grant: Grant) -> Result<Self::Got>;
+    /// What a grant (a push message, a release reply, a heartbeat) gives,
+    /// confirmed within `limit`.
+    fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<Self::Got>;
 
     /// Leaves the queue as the wait ends (its deadline, a cancel); what it
     /// got instead if it was granted in that last instant. Within `limit`.
@@ -68,8 +69,9 @@ pub(crate) trait Queued {
 
     /// How the call ends after a request failed with `err` (Redis answered
     /// with an error, or could not be reached past the wait's patience):
-    /// whatever it may have left in Redis is abandoned.
-    fn failed(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>>;
+    /// whatever it may have left in Redis is abandoned; a leave of the
+    /// queue is kept to `limit` (the wait's end and [`LEAVE_GRACE`]).
+    fn failed(&self, waiter: &Waiter, err: Error, limit: Limit) -> Result<Option<Self::Got>>;
 
     /// How the call ends when its deadline passed while its request
     /// waited for a pooled connection that every other call of the client
@@ -77,7 +79,7 @@ pub(crate) trait Queued {
     /// come by then (a stalled or slow server): by default as after any
     /// failure.
     fn out_of_time(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>> {
-        self.failed(waiter, err)
+        self.failed(waiter, err, Limit::within(Instant::now() + LEAVE_GRACE))
     }
 }
 
@@ -102,6 +104,12 @@ pub(crate) fn wait_in_queue<Q: Queued>(
     }
     let mut mode = Mode::First;
     let mut outage = None;
+    // A leave after a failure keeps to the wait's end as one past it does.
+    let leave_by = || {
+        deadline.map_or(Limit::default(), |at| {
+            Limit::within(at.max(Instant::now()) + LEAVE_GRACE)
+        })
+    };
     let result = loop {
         let sent = Instant::now();
         if mode == Mode::First {
@@ -127,16 +135,24 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
                 let Some(at) = retry_at(&mut outage, shared.config().outage_patience()) else {
-                    break queued.failed(&waiter, err);
+                    break queued.failed(&waiter, err, leave_by());
                 };
                 log::debug!("fairlock: waiting through an outage: {err}");
                 waiter.poll_by(at);
             }
-            Err(err) => break queued.failed(&waiter, err),
+            Err(err) => break queued.failed(&waiter, err, leave_by()),
         }
         mode = Mode::Poll;
         match waiter.sleep(deadline) {
-            Wake::Granted(grant) => break queued.granted(&waiter, grant).map(Some),
+            Wake::Granted(grant) => {
+                // Its confirmation (sync_replicas) keeps to the deadline too:
+                // one unanswered by then is given up as a parked wait is.
+                let by = deadline.map(|at| at.max(Instant::now()));
+                break match queued.granted(&waiter, grant, Limit::by(by)) {
+                    Err(err) if out_of_time(&err, by) => queued.out_of_time(&waiter, err),
+                    got => got.map(Some),
+                };
+            }
             Wake::Poll => {}
             Wake::GaveUp => {
                 // Past the deadline (or the cancel, a deadline come early),
@@ -157,13 +173,15 @@ pub(crate) fn wait_in_queue<Q: Queued>(
 
 /// With `sync_replicas`, makes sure enough replicas saw the handoff that
 /// granted `call` `token` before it returns: one renewal (a write, which
-/// leaves a fixed lease as it is) and a `WAIT`, in one round trip. The
-/// error `lost` makes when the hold is gone; a shortfall is the error.
+/// leaves a fixed lease as it is) and a `WAIT`, in one round trip, within
+/// `limit`. The error `lost` makes when the hold is gone; a shortfall is
+/// the error.
 pub(crate) fn confirm(
     shared: &Shared,
     call: &Call,
     token: u64,
     lost: impl FnOnce() -> Error,
+    limit: Limit,
 ) -> Result<()> {
     if shared.config().sync_replicas.is_none() {
         return Ok(());
@@ -175,7 +193,9 @@ pub(crate) fn confirm(
         // A fixed lease is written again as it is.
         lease: (!call.lease.is_fixed()).then(|| call.lease.duration()),
     };
-    let (renewed, replicated) = shared.caller.call_write(&call.keys, &op)?.into_parts();
+    let (renewed, replicated) = (shared.caller)
+        .call_write_limited(&call.keys, &op, limit)?
+        .into_parts();
     // Revoked already: the hold's first renewal says so again.
     if !renewed.is_held() {
         return Err(lost());

@@ -152,9 +152,9 @@ impl Queued for Upgrader<'_> {
         self.send(UpgradeStep::Attempt(mode), limit)
     }
 
-    fn granted(&self, _waiter: &Waiter, grant: Grant) -> Result<u64> {
+    fn granted(&self, _waiter: &Waiter, grant: Grant, limit: Limit) -> Result<u64> {
         let shared = &self.hold.client.shared;
-        confirm(shared, self.claim, grant.token, || self.hold.lost())?;
+        confirm(shared, self.claim, grant.token, || self.hold.lost(), limit)?;
         Ok(grant.token)
     }
 
@@ -164,7 +164,7 @@ impl Queued for Upgrader<'_> {
     }
 
     /// The caller (`upgrade`) abandons what the claim may have left.
-    fn failed(&self, _waiter: &Waiter, err: Error) -> Result<Option<u64>> {
+    fn failed(&self, _waiter: &Waiter, err: Error, _: Limit) -> Result<Option<u64>> {
         Err(err)
     }
 }

@@ -94,7 +94,7 @@ pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) 
 /// outcome is told: a later one is a reconnect.
 fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
     let channel = shared.wake_channel();
-    let mut conn = shared.caller.backend.subscription(at, &channel)?;
+    let mut conn = shared.caller.backend.subscription(at, &channel, None)?;
     conn.set_read_timeout(Some(READ_TIMEOUT))
         .map_err(Error::from_redis)?;
     let mut pubsub = conn.as_pubsub();

@@ -4,7 +4,7 @@
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::machinery::shared::Shared;
@@ -23,7 +23,7 @@ pub(crate) struct Subscription {
 impl Subscription {
     /// Subscribes to `channel` over `route` on a connection of its own.
     pub(crate) fn open(shared: &Arc<Shared>, route: Route, channel: String) -> Result<Self> {
-        let conn = shared.caller.subscription(route, &channel)?;
+        let conn = shared.caller.subscription(route, &channel, None)?;
         Ok(Subscription {
             shared: Arc::clone(shared),
             channel,
@@ -33,14 +33,14 @@ impl Subscription {
     }
 
     /// Waits up to `wait` for a message, opening the subscription again
-    /// first if it broke. True when the election is to be read again: a
-    /// message came, or messages may have been lost (the subscription was
-    /// opened again, or broke).
-    pub(crate) fn receive(&mut self, wait: Duration) -> Result<bool> {
+    /// first if it broke (by `by`, the caller's deadline). True when the
+    /// election is to be read again: a message came, or messages may have
+    /// been lost (the subscription was opened again, or broke).
+    pub(crate) fn receive(&mut self, wait: Duration, by: Option<Instant>) -> Result<bool> {
         let (conn, reopened) = match &mut self.conn {
             Some(conn) => (conn, false),
             None => {
-                let conn = self.shared.caller.subscription(self.route, &self.channel)?;
+                let conn = (self.shared.caller).subscription(self.route, &self.channel, by)?;
                 (self.conn.insert(conn), true)
             }
         };

@@ -11,6 +11,9 @@
 //!   or a slow link. Every byte, both ways, on every connection (also ones
 //!   accepted during the stall) is held back, and delivered in order on
 //!   resume. Nothing is lost; the sockets stay open.
+//!   [`stall_new`](Relay::stall_new) holds back only the connections
+//!   accepted from then on: a server that answers a client's open
+//!   connections and no new one.
 //! - [`cut`](Relay::cut) / [`heal`](Relay::heal): a partition that loses
 //!   data. Every open connection is severed (both of its sockets shut
 //!   down, bytes held or in flight in the relay discarded), and until the
@@ -79,6 +82,8 @@ struct State {
 #[derive(Default, Clone, Copy)]
 struct Mode {
     stalled: bool,
+    /// Connections accepted while set are stalled ([`Relay::stall_new`]).
+    stall_new: bool,
     cut: bool,
 }
 
@@ -159,7 +164,15 @@ impl Relay {
 
     /// Delivers what was held back, in order, and everything after it.
     pub fn resume(&self) {
-        self.set_mode(|mode| mode.stalled = false);
+        self.set_mode(|mode| (mode.stalled, mode.stall_new) = (false, false));
+    }
+
+    /// From now on every connection accepted (not the open ones) is held
+    /// back as in a [`stall`](Self::stall), until [`resume`](Self::resume):
+    /// a server that answers the connections a client has and not a new
+    /// one (a subscription opened again).
+    pub fn stall_new(&self) {
+        self.set_mode(|mode| mode.stall_new = true);
     }
 
     /// A partition that loses data: every open connection is severed at
@@ -361,7 +374,7 @@ fn accept_loop(state: &Arc<State>, listener: TcpListener) {
             drop(client);
             continue;
         }
-        if let Some(link) = open_link(state, client) {
+        if let Some(link) = open_link(state, client, mode.stall_new) {
             let mut links = state.lock_links();
             // Forget connections that closed by themselves.
             let (done, open): (Vec<Link>, Vec<Link>) = std::mem::take(&mut *links)
@@ -378,7 +391,8 @@ fn accept_loop(state: &Arc<State>, listener: TcpListener) {
 
 /// Connects `client` to the upstream server and starts its two pumps;
 /// `None` (the client closed) when the upstream server cannot be reached.
-fn open_link(state: &Arc<State>, client: TcpStream) -> Option<Link> {
+/// A `held` link is stalled while the relay stalls new connections.
+fn open_link(state: &Arc<State>, client: TcpStream, held: bool) -> Option<Link> {
     let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], state.upstream.load(SeqCst)));
     let server = match TcpStream::connect_timeout(&upstream, UPSTREAM_CONNECT_TIMEOUT) {
         Ok(server) => server,
@@ -411,7 +425,7 @@ fn open_link(state: &Arc<State>, client: TcpStream) -> Option<Link> {
                 .name(format!("relay-{way}"))
                 .spawn(move || {
                     let record = way == "up" && reader_state.recording.load(SeqCst);
-                    pump(&reader_state, &reader_severed, from, chunks, record)
+                    pump(&reader_state, &reader_severed, from, chunks, record, held)
                 })
                 .expect("relay: spawn a pump"),
         );
@@ -445,6 +459,7 @@ fn pump(
     mut from: TcpStream,
     chunks: std::sync::mpsc::Sender<Chunk>,
     record: bool,
+    held: bool,
 ) {
     let stop = || severed.load(SeqCst) || state.closing();
     let mut buf = [0u8; 16 * 1024];
@@ -470,10 +485,11 @@ fn pump(
         }
         let read_at = std::time::Instant::now();
         let mut mode = state.lock_mode();
-        if mode.stalled {
+        let stalled = |mode: &Mode| mode.stalled || (held && mode.stall_new);
+        if stalled(&mode) {
             state.held_bytes.fetch_add(n as u64, SeqCst);
         }
-        while mode.stalled && !stop() {
+        while stalled(&mode) && !stop() {
             mode = state
                 .changed
                 .wait_timeout(mode, POLL)
