@@ -564,7 +564,7 @@ fn main() {
                 LockKind::Mutex,
             )
             .unwrap()
-            .all
+            .common()
             .to_vec();
             let layouts = [
                 floor::Layout::Fairlocks,
@@ -627,7 +627,7 @@ fn main() {
         let keys =
             fairlock::__test_support::LockKeys::of_kind("fairlock", "bench:floor", LockKind::Mutex)
                 .unwrap()
-                .all
+                .common()
                 .to_vec();
         [
             ("fairlock's arguments", floor::Layout::Fairlocks),
@@ -941,7 +941,7 @@ impl Driven {
     fn new(kind: LockKind, name: &str, counted: Option<[u64; 2]>) -> Driven {
         let keys = fairlock::__test_support::LockKeys::of_kind("fairlock", name, kind)
             .unwrap()
-            .all
+            .common()
             .to_vec();
         Driven {
             kind,

@@ -165,12 +165,16 @@ const NO_TOKEN_CHECK: Plant = (
     "if holder ~= owner then",
 );
 
+/// A force release that forgets its record: sent again, it frees whoever
+/// holds the lock since (both engines' scripts read it with this line).
+const NO_RECORD: Plant = ("local before = forced_before()", "local before = nil");
+
 /// An election that does not announce the end of a hold nobody takes over.
 const SILENT_RESIGN: Plant = ("ANNOUNCE(token, nil, token)", "");
 
 #[test]
 fn planted_bugs_in_the_mutex_engine_are_caught() {
-    for plant in [SKIP_HEAD, NO_TTL, NO_TOKEN_CHECK] {
+    for plant in [SKIP_HEAD, NO_TTL, NO_TOKEN_CHECK, NO_RECORD] {
         catch::<mutex::Model>(LockKind::Mutex, plant, PLANT_LIMIT);
     }
     catch::<mutex::Model>(LockKind::Election, SILENT_RESIGN, PLANT_LIMIT);
@@ -236,6 +240,7 @@ const CLAIM_AT_TAIL: Plant = (
 fn planted_bugs_in_the_counted_engine_are_caught() {
     catch::<counted::Model>(LockKind::Semaphore, OFF_BY_ONE, PLANT_LIMIT);
     catch::<counted::Model>(LockKind::RwLock, CLAIM_AT_TAIL, PLANT_LIMIT);
+    catch::<counted::Model>(LockKind::Semaphore, NO_RECORD, PLANT_LIMIT);
 }
 
 /// The model's own bug, found by a long run (seed 70): a dead waiter that

@@ -658,6 +658,45 @@ per_kind! {
         assert!(b.token > a.token, "token {} after {}", b.token, a.token);
     }
 
+    /// A force release sent again (its reply lost) after the lock moved
+    /// on, a release and a new take in between, answers as the first did
+    /// and frees nobody: whether the first handed a hold to a waiter (who
+    /// released; a third took the lock), found the lock free (taken and
+    /// released, then taken by another) or found no key at all. The
+    /// repeat used to free the third holder: the mark that told it apart,
+    /// in the lock key (a counted lock's meta), was the next release's.
+    [mutex, semaphore, rwlock, election]
+    fn a_force_release_sent_again_after_the_lock_moved_on_frees_nobody(k: LockKind) {
+        let mut s = k.lock("force-again");
+        let all = k.all(1);
+        let nothing = Freed {
+            holds: 0,
+            holder: None,
+        };
+        // No key yet: nothing to free; then a takes.
+        assert_eq!(s.force_release("f#1"), nothing);
+        let a = s.take("a:1", 1, all);
+        assert_eq!(s.force_release("f#1"), nothing, "the repeat");
+        assert_eq!(s.holders(), [member(&a)], "a still holds");
+        // a's hold, handed to b; b releases and c takes.
+        s.queue("b:1", 2, all);
+        let first = s.force_release("f#2");
+        assert_eq!(first.holds, 1);
+        let b = s.hold_of("b:1", 2, all);
+        assert_eq!(s.release(&b), RELEASED);
+        let c = s.take("c:1", 3, all);
+        assert_eq!(s.force_release("f#2"), first, "the repeat");
+        assert_eq!(s.holders(), [member(&c)], "c still holds");
+        // A free lock: taken by d and released, then taken by e.
+        assert_eq!(s.release(&c), RELEASED);
+        assert_eq!(s.force_release("f#3"), nothing);
+        let d = s.take("d:1", 4, all);
+        assert_eq!(s.release(&d), RELEASED);
+        let e = s.take("e:1", 5, all);
+        assert_eq!(s.force_release("f#3"), nothing, "the repeat");
+        assert_eq!(s.holders(), [member(&e)], "e still holds");
+    }
+
     /// The meta outlives the holders key after every step (the driver
     /// checks it after each): an abandon that gives back the one live hold
     /// of the holders zset, beside a hold whose lease ran out and is not

@@ -60,12 +60,12 @@ fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot(
     assert_eq!(mutex.kind(), LockKind::Mutex);
     assert_eq!(
         mutex.all,
-        ["lock", "queue"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["lock", "queue", "forced"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(sem.kind(), LockKind::Semaphore);
     assert_eq!(
         sem.all,
-        ["sem", "semq", "semmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["sem", "semq", "semmeta", "semforced"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(sem.slot, mutex.slot);
     assert!(sem.all.iter().all(|k| !mutex.all.contains(k)));
@@ -84,7 +84,7 @@ fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_the_queue_2nd() {
     assert_eq!(rw.kind(), LockKind::RwLock);
     assert_eq!(
         rw.all,
-        ["rw", "rwq", "rwmeta"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["rw", "rwq", "rwmeta", "rwforced"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(rw.slot, mutex.slot);
     assert!(rw
@@ -116,7 +116,7 @@ fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine(
     assert_eq!(election.kind(), LockKind::Election);
     assert_eq!(
         election.all,
-        ["elect", "electq", "electh"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["elect", "electq", "electh", "electforced"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(election.slot, mutex.slot);
     for other in [&mutex, &sem, &rw] {
@@ -483,7 +483,7 @@ fn the_mutex_sends_its_lock_key_and_no_call_a_counted_lock_all_its_keys_and_the_
     assert_eq!(op.keys(&mutex).len(), 1);
     assert_eq!(op.args_on(LockKind::Mutex), ["c:1", "9", "0"]);
     let sem = LockKeys::semaphore("p", "n").unwrap();
-    assert_eq!(op.keys(&sem), sem.all.as_slice());
+    assert_eq!(op.keys(&sem), sem.common());
     assert_eq!(op.args_on(LockKind::Semaphore), ["c:1", "9", "0", "4"]);
     assert_eq!(op.args_on(LockKind::RwLock), op.args());
     let election = LockKeys::election("p", "n").unwrap();
@@ -504,7 +504,7 @@ fn the_mutex_sends_its_lock_key_and_no_call_a_counted_lock_all_its_keys_and_the_
 fn a_revocation_takes_no_argument_and_says_how_many_holds_it_asked_up_to_which_token() {
     assert!(Revoke.args().is_empty());
     let sem = LockKeys::semaphore("p", "n").unwrap();
-    assert_eq!(Revoke.keys(&sem), sem.all.as_slice());
+    assert_eq!(Revoke.keys(&sem), sem.common());
     assert_eq!(
         Script::of(LockKind::Election, Op::Revoke).engine,
         Engine::Election

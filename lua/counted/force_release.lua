@@ -1,12 +1,13 @@
 -- counted/force_release.lua: free every hold of a counted lock, whoever
 -- holds it, and admit the waiters at the head of the queue that fit.
 --
--- KEYS: holders, queue, meta (see lib/counted.lua)
+-- KEYS: holders, queue, meta (see lib/counted.lua), this call's record
+--       (the last: lib/common.lua's record_forced)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
--- ARGV[3] call key "<client id>#<call id>": the meta remembers it with the
+-- ARGV[3] call key "<client id>#<call id>": the record keeps it with the
 --         holds it freed, so the same call delivered again answers as the
---         first did instead of freeing the waiters just admitted
+--         first did instead of freeing whoever holds the lock since
 -- Returns the number of live holds freed (0 when none was held). Each
 --         holding client is told at once, "L <last token> <holders key>" on
 --         its channel (its holds with tokens up to that one are gone), and
@@ -14,12 +15,11 @@
 -- Cost: O(H log N) for H holds, plus the admissions' O(log N) each, and a
 -- PUBLISH per holding client.
 
-local this_call = 'F' .. ARGV[3]
 local now_us, now_ms = server_time()
 local meta = read_meta(now_ms)
-local seen, freed = string.match(meta.mark, '^(%S+)/(%d+)$')
-if seen == this_call then
-  return tonumber(freed)
+local before = forced_before()
+if before then
+  return before + 0
 end
 drop_expired(meta, now_ms)
 local owners = {}
@@ -31,11 +31,14 @@ end
 drop_expired(meta, now_ms, owners)
 meta.used = 0
 local holds = #owners
+record_forced(holds)
 tell_holders(owners, 'L', meta.last)
 if not meta.capacity then
   return holds
 end
-meta.mark = this_call .. '/' .. holds
+-- The meta's mark says a force release freed the holds up to now: a
+-- renewal of one tells it (renew.lua).
+meta.mark = 'F' .. ARGV[3] .. '/' .. holds
 admit_waiters(meta, now_us, now_ms, nil)
 keep_anchor_counted(meta, now_ms)
 return holds

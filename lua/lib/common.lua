@@ -297,6 +297,30 @@ local function server_time()
   return us, (us - us % 1000) / 1000
 end
 
+-- What the force release of call key ARGV[3] answered, if it ran already
+-- (the same call delivered again after its reply was lost), as its record
+-- keeps it (record_forced); nil when not. A repeat answers with it and
+-- frees nothing, whoever took the lock since: the lock key's (the meta's)
+-- mark, which the next release overwrites, cannot tell it. The record is
+-- KEYS' last, given to the force release only, and read here rather than
+-- named once for every call (build.rs's library sets those up on each).
+local function forced_before()
+  local record = 'v@FORMAT@ ' .. ARGV[3] .. ' '
+  local seen = redis.call('GET', KEYS[#KEYS])
+  if seen and string.find(seen, record, 1, true) == 1 then
+    return string.sub(seen, #record + 1)
+  end
+end
+
+-- Records that the force release of call key ARGV[3] answered `answer`:
+-- "v<format> <call key> <answer>", kept a fence life, which the
+-- anchor the script then writes outlives (every write of it keeps it at
+-- least a fence life; with no anchor the record stands alone). Written
+-- before the anchor, so it never outlives it.
+local function record_forced(answer)
+  redis.call('SET', KEYS[#KEYS], 'v@FORMAT@ ' .. ARGV[3] .. ' ' .. answer, 'PX', fence_text())
+end
+
 -- The mark and detail of a lock key's mark ('' each when none).
 local function split_mark(mark)
   if string.find(mark, '^', 1, true) then

@@ -47,6 +47,8 @@
 --                              (be only that, with no mark): a revocation
 --                              (revoke.lua) asks the holds up to that
 --                              token to let go
+--   KEYS[4] the force release's record (common.lua: record_forced), given
+--           to it alone
 -- A call is admitted when it heads the queue (or nobody waits) and its
 -- units fit beside the held ones: that admission test is the only place
 -- where a semaphore and a reader-writer lock differ, and it is a number.

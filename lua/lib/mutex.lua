@@ -20,14 +20,18 @@
 --                              in the hold (the first and each re-entry),
 --                              after the last '#' (an owner id may hold
 --                              one);
---                              mark ("-" when none): "<the call that last
---                              freed the lock>[ <detail>]", so that the
---                              same call delivered again is known, and its
+--                              mark ("-" when none): "<the release call
+--                              that last freed the lock>" (a detail after
+--                              it from older builds' force releases is
+--                              kept), so that the same call delivered
+--                              again is known, and its
 --                              last word "^<token>" when a revocation
 --                              (revoke.lua) asks the holds up to that token
 --                              to let go (the hold of the time; later ones
 --                              have larger tokens), or that word alone
 --   KEYS[2] queue (queue.lua)
+--   last    the force release's record (common.lua: record_forced), given
+--           to it alone
 -- An election (the mutex's engine on keys of its own) also says on its
 -- channel "<token> <value> <owner>" when it grants its lock (value: what
 -- follows the first '@' in the owner id) and "resigned <token>" when a

@@ -1,11 +1,12 @@
 -- mutex/force_release.lua: free the lock whoever holds it and hand it to the next waiter.
 --
--- KEYS: lock, queue (see lib/mutex.lua)
+-- KEYS: lock, queue (an election's: and its history; see lib/mutex.lua),
+--       then this call's record (the last: lib/common.lua's record_forced)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
--- ARGV[3] call key "<client id>#<call id>": the lock key remembers it, so
---         the same call delivered again answers as the first did instead
---         of freeing the waiter that was just handed the lock
+-- ARGV[3] call key "<client id>#<call id>": the record keeps it with the
+--         answer, so the same call delivered again answers as the first
+--         did instead of freeing whoever holds the lock since
 -- Returns the owner id that held the lock, or false (nil) when it was free.
 -- The holder is told at once, "L <token> <lock key>" on its client's
 -- channel, and its renewals find the lock gone should the message be lost.
@@ -13,13 +14,16 @@
 -- the lock to, or that the hold ended when it freed it (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(log N), and one PUBLISH.
 
+-- The lock key's mark says which call freed whose hold ("F<call key>
+-- <holder>"): a renewal of that hold tells a force release (renew.lua).
 local this_call = 'F' .. ARGV[3]
 local stored = redis.call('GET', LOCK)
-local token, holder, _, mark, _, _, waiters = read_lock(stored)
-local seen, detail = split_mark(mark)
-if seen == this_call then
-  return detail ~= '' and detail
+local token, holder, _, _, _, _, waiters = read_lock(stored)
+local before = forced_before()
+if before then
+  return before ~= '-' and before
 end
+record_forced(holder or '-')
 if not holder and not stored then
   -- No key, no last token to keep: a free key written now would start
   -- the next take's token from 0, so nothing is written.

@@ -94,7 +94,7 @@ impl Operation for Acquire<'_> {
 
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
         debug_assert!(self.ask.fits(keys.kind()), "an ask of another kind of lock");
-        &keys.all
+        keys.common()
     }
 
     fn args(&self) -> Vec<String> {

@@ -5,6 +5,7 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{refused, text, Op, Operation};
+use crate::protocol::LockKeys;
 
 /// Frees the lock; `call_key` (`<client id>#<call id>`) makes a repeat of
 /// the same call answer as the first did.
@@ -26,6 +27,11 @@ pub struct Freed {
 impl Operation for ForceRelease {
     type Reply = Freed;
     const OP: Op = Op::ForceRelease;
+
+    /// Its record too, the last key.
+    fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
+        &keys.all
+    }
 
     fn args(&self) -> Vec<String> {
         vec![self.call_key.clone()]

@@ -22,17 +22,17 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LockKind {
-    /// A fair mutex: keys lock, queue.
+    /// A fair mutex: keys lock, queue (and forced, the force release's).
     Mutex,
-    /// A fair semaphore: keys holders, queue, meta.
+    /// A fair semaphore: keys holders, queue, meta (and semforced).
     Semaphore,
-    /// A fair reader-writer lock: keys holders, queue, meta (as
-    /// a semaphore's: both run on the counted engine).
+    /// A fair reader-writer lock: keys holders, queue, meta (and
+    /// rwforced), as a semaphore's: both run on the counted engine.
     RwLock,
     /// A leader election: a mutex's queue under keys of its own (elect,
     /// electq), run by the mutex's engine (its files assembled with
     /// the election's announcements: `Engine::Election`), and the history
-    /// of its changes (electh).
+    /// of its changes (electh; and electforced).
     Election,
 }
 
@@ -77,12 +77,16 @@ impl LockKind {
 /// changes (lua/lib/mutex.lua: ANNOUNCE), which its status reads too.
 /// The queue (its entries in arrival order and their liveness deadlines,
 /// one zset: lua/lib/queue.lua) is 2nd in every kind, so lua/lib/queue.lua's
-/// steps serve both engines.
+/// steps serve both engines. Last, every kind has the record of its last
+/// force release (`forced`, `semforced`, `rwforced`, `electforced`: its
+/// call key and answer, kept a fence life, so that the call delivered
+/// again answers the same and frees nobody), which only the force release
+/// is given ([`LockKeys::common`] are the others').
 #[derive(Debug)]
 pub struct LockKeys {
     /// Mutex and Election: lock (the hold, or the last token of a free
     /// lock), queue, and an election's history. Semaphore and RwLock:
-    /// holders, queue, meta.
+    /// holders, queue, meta. Then, last, the force release's record.
     pub all: Vec<String>,
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
@@ -120,16 +124,22 @@ impl LockKeys {
         let tag = &digest[..16];
         let key = |kind: &str| format!("{prefix}:{{{tag}}}:{kind}:{name}");
         let kinds: &[&str] = match kind {
-            LockKind::Mutex => &["lock", "queue"],
-            LockKind::Semaphore => &["sem", "semq", "semmeta"],
-            LockKind::RwLock => &["rw", "rwq", "rwmeta"],
-            LockKind::Election => &["elect", "electq", "electh"],
+            LockKind::Mutex => &["lock", "queue", "forced"],
+            LockKind::Semaphore => &["sem", "semq", "semmeta", "semforced"],
+            LockKind::RwLock => &["rw", "rwq", "rwmeta", "rwforced"],
+            LockKind::Election => &["elect", "electq", "electh", "electforced"],
         };
         Ok(LockKeys {
             all: kinds.iter().map(|k| key(k)).collect(),
             slot: hash_slot(tag),
             kind,
         })
+    }
+
+    /// The keys every script but the force release takes: all but the
+    /// last, the force release's record, which no fast path pays to send.
+    pub fn common(&self) -> &[String] {
+        &self.all[..self.all.len() - 1]
     }
 
     /// Which primitive these keys belong to.

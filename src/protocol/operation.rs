@@ -126,10 +126,11 @@ pub trait Operation {
         Script::of(keys.kind(), Self::OP)
     }
 
-    /// KEYS: all the lock's keys unless the script needs fewer.
+    /// KEYS: the lock's keys every script takes unless the script needs
+    /// fewer (or more: the force release).
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
         debug_assert!(Self::ONLY_ON.is_none_or(|only| only == keys.kind()));
-        &keys.all
+        keys.common()
     }
 
     /// ARGV after the common arguments, in the script's order.

@@ -52,7 +52,7 @@ impl Operation for Renew<'_> {
     fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
         match Engine::of(keys.kind()) {
             Engine::Mutex | Engine::Election => &keys.all[..1],
-            Engine::Counted => &keys.all,
+            Engine::Counted => keys.common(),
         }
     }
 

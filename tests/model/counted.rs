@@ -4,7 +4,8 @@
 //! calls with their units; admission in arrival order while the head's
 //! units fit beside the live ones, so no smaller call passes a head that
 //! does not fit; the capacity (set_permits fixes a semaphore's); the last
-//! release or force release (so a repeat answers as the first); a
+//! release and the last force release's record (so a repeat answers as the
+//! first, the record while the server keeps it); a
 //! revocation up to a token. A hold whose lease ran out is dropped at the
 //! next call that looks (the model keeps it until then: a call that does
 //! not fit and finds none to drop queues without admitting anyone).
@@ -46,6 +47,8 @@ pub struct Model {
     set: bool,
     last: u64,
     mark: String,
+    /// The last force release's call key and the holds it freed.
+    forced: Option<(String, u64)>,
     revoked: Option<u64>,
     /// Heads set_permits' admission refused in this step.
     refused: u64,
@@ -542,8 +545,8 @@ impl Machine for Model {
     }
 
     fn force_release(&mut self, key: &str, now: i64, got: &Freed) -> Check {
-        if let Some(freed) = self.mark.strip_prefix(&format!("F{key}/")) {
-            let holds = freed.parse().unwrap();
+        if let Some((_, holds)) = self.forced.as_ref().filter(|(k, _)| k == key) {
+            let holds = *holds;
             return expect(
                 got,
                 &Freed {
@@ -555,6 +558,7 @@ impl Machine for Model {
         self.drop_expired(now);
         let holds = self.holds.len() as u64;
         self.holds.clear();
+        self.forced = Some((key.to_owned(), holds));
         if self.capacity.is_some() {
             self.mark = format!("F{key}/{holds}");
             self.admit(now, None);
@@ -612,6 +616,13 @@ impl Machine for Model {
                 seen.meta_pttl
             ));
         }
+        if seen.forced != self.forced.is_some() {
+            if seen.forced {
+                return fail("a force release's record the model has none of".into());
+            }
+            // Its fence life is over.
+            self.forced = None;
+        }
         let Some(meta) = seen.meta.as_deref() else {
             // Nothing kept: the lock as new.
             if self.live(now).next().is_some() {
@@ -620,6 +631,7 @@ impl Machine for Model {
             *self = Model {
                 last: self.last,
                 queue: std::mem::take(&mut self.queue),
+                forced: self.forced.take(),
                 ..Model::default()
             };
             return sync_queue(&mut self.queue, self.revived.take(), seen, now);

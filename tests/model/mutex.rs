@@ -44,6 +44,8 @@ pub struct Model {
     /// The hold the lock key names as of the last step, run out or not:
     /// its token and owner.
     named: Option<(u64, String)>,
+    /// The last force release's call key and the holder it freed.
+    forced: Option<(String, Option<String>)>,
     revoked: Option<u64>,
     /// A dead waiter that asked again this step: the server may have kept
     /// its place (not dropped yet) or queued it anew at the tail.
@@ -459,13 +461,15 @@ impl Model {
     }
 
     fn do_force_release(&mut self, key: &str, now: i64, got: &Freed) -> Check {
-        let seen = format!("F{key}");
-        if self.key && self.mark.0 == seen {
-            let holder = Some(self.mark.1.clone()).filter(|d| !d.is_empty());
+        if let Some((_, holder)) = self.forced.as_ref().filter(|(k, _)| k == key) {
+            let holder = holder.clone();
             let holds = u64::from(holder.is_some());
             return expect(got, &Freed { holds, holder });
         }
-        match self.live_hold(now).map(|h| h.owner.clone()) {
+        let holder = self.live_hold(now).map(|h| h.owner.clone());
+        self.forced = Some((key.to_owned(), holder.clone()));
+        let seen = format!("F{key}");
+        match holder {
             None => {
                 self.mark = (seen, String::new());
                 self.revoked = None;
@@ -518,6 +522,18 @@ impl Model {
         if !self.key {
             self.mark = Default::default();
             self.revoked = None;
+        }
+        if seen.forced != self.forced.is_some() {
+            if seen.forced {
+                return fail("a force release's record the model has none of".into());
+            }
+            // Its fence life is over.
+            self.forced = None;
+        }
+        if let Some((key, ttl)) = seen.ttls.iter().find(|(k, ttl)| {
+            self.key && k.contains("forced:") && *ttl > seen.lock_pttl && seen.lock_pttl != -1
+        }) {
+            return fail(format!("{key} lives {ttl} ms, past the lock key's"));
         }
         let held = seen.lock.as_deref().and_then(|v| {
             // "v<format> <token> <owner>#<calls> [+]<fence ms> <mark>"

@@ -38,6 +38,8 @@ pub struct Seen {
     pub meta_pttl: i64,
     /// An election's history (KEYS[3]), newest first.
     pub history: Option<Vec<String>>,
+    /// Whether the force release's record (the last key) is there.
+    pub forced: bool,
 }
 
 /// Reads everything in one atomic step (KEYS is fine on a server that
@@ -223,6 +225,7 @@ fn read_seen(seen: Value, keys: &LockKeys) -> Seen {
     ) = redis::from_redis_value(seen).unwrap();
     let pttl = |key: &String| ttls.iter().find(|(k, _)| k == key).map_or(-2, |(_, t)| *t);
     let lock_pttl = pttl(&keys.all[0]);
+    let forced = pttl(&keys.all[keys.all.len() - 1]) != -2;
     let meta_pttl = match keys.kind() {
         LockKind::Semaphore | LockKind::RwLock => pttl(&keys.all[2]),
         _ => -2,
@@ -246,6 +249,7 @@ fn read_seen(seen: Value, keys: &LockKeys) -> Seen {
         meta,
         meta_pttl,
         history,
+        forced,
     }
 }
 

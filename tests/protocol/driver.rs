@@ -134,14 +134,15 @@ impl Lock {
     /// lock's kind, its keys and arguments; then checks every key expires.
     pub fn run<O: Operation>(&mut self, op: &O) -> fairlock::Result<O::Reply> {
         let keys = op.keys(&self.keys).to_vec();
+        assert!(self.keys.all.starts_with(&keys), "{keys:?}");
         if self.counted() {
-            assert_eq!(
-                keys, self.keys.all,
-                "every counted script takes all four keys"
-            );
-        } else {
-            assert!(self.keys.all.starts_with(&keys), "{keys:?}");
+            assert!(keys.len() >= 3, "every counted script takes its 3 keys");
         }
+        assert_eq!(
+            keys.len() == self.keys.all.len(),
+            O::OP == Op::ForceRelease,
+            "only the force release takes its record"
+        );
         let script = op.script(&self.keys);
         let engine = match self.kind() {
             LockKind::Mutex => Engine::Mutex,
@@ -294,9 +295,15 @@ impl Lock {
     }
 
     /// The hold of call `call` of `owner` for `ask`, its token read from
-    /// the lock's keys (a hold handed over, or taken by a re-entry).
+    /// the lock's keys (a hold handed over, or taken by a re-entry; a
+    /// mutex's: the holder's, whoever it is).
     pub fn hold_of(&mut self, owner: &str, call: u64, ask: Ask) -> Hold {
-        let token = self.token_of(&format!("{owner} {call} {}", ask.units()));
+        let token = if self.counted() {
+            self.token_of(&format!("{owner} {call} {}", ask.units()))
+        } else {
+            let (_, token, _) = holder_of(&mut self.conn, &self.keys.all[0]).unwrap();
+            token.parse().unwrap()
+        };
         hold(owner, call, ask, token)
     }
 
@@ -553,11 +560,18 @@ impl Lock {
         self.conn.pttl(&self.keys.all[key]).unwrap()
     }
 
-    /// Every key has a TTL; on a counted lock the meta outlives the
-    /// holders and the queue, and counts the holds' units.
+    /// Every key has a TTL; the anchor outlives the force release's
+    /// record, when there is an anchor; on a counted lock the meta outlives
+    /// the holders and the queue, and counts the holds' units.
     pub fn assert_every_key_expires(&mut self) {
         let left = keys_without_ttl(&mut self.conn, "fairlock:*");
         assert!(left.is_empty(), "keys without a TTL: {left:?}");
+        let anchor = self.pttl(if self.counted() { 2 } else { 0 });
+        let record = self.pttl(self.keys.all.len() - 1);
+        assert!(
+            anchor == -2 || record <= anchor,
+            "the record lives {record} ms, the anchor {anchor} ms"
+        );
         if !self.counted() {
             // The lock key, the anchor whose format word stands for the
             // queue's keys, lives as long as they do.

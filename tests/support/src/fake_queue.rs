@@ -104,7 +104,7 @@ impl ScriptedLock {
     pub fn new(_server: &RedisServer, name: &str) -> ScriptedLock {
         let keys = LockKeys::mutex(PREFIX, name).expect("a valid lock name");
         ScriptedLock {
-            keys: keys.all.to_vec(),
+            keys: keys.common().to_vec(),
             acquire: redis::Script::new(Script::of(LockKind::Mutex, Op::Acquire).source()),
             release: redis::Script::new(Script::of(LockKind::Mutex, Op::Release).source()),
         }
