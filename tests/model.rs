@@ -308,3 +308,32 @@ fn a_repeat_of_a_downgraded_call_takes_no_second_hold() {
     let mut run = Run::<counted::Model>::new(LockKind::RwLock, None);
     assert_eq!(run.replay(&steps), None);
 }
+
+/// Found by a long run (FAIRLOCK_MODEL_SEED=5001): a release of a lone
+/// hold hands the lock to a head that takes every unit (here a write) by
+/// its fast path, which reads nothing of the queue behind that head, so a
+/// dead waiter there stays queued until a later call drops it (as a
+/// mutex's handoff leaves it); the model dropped it at once.
+#[test]
+fn a_handoff_that_fills_the_lock_leaves_dead_waiters_behind_it() {
+    let call = |id, units| Call::new(id, LockKind::RwLock, units, RW_CAPACITY);
+    let acquire = |id, units, mode, timeout| Step::Acquire {
+        call: call(id, units),
+        mode,
+        guard: Token::Zero,
+        timeout,
+    };
+    let steps = [
+        acquire(317, RW_UPGRADABLE, Mode::Try, 2000),
+        acquire(301, RW_CAPACITY, Mode::Poll, 2000),
+        acquire(319, RW_UPGRADABLE, Mode::First, 3000),
+        Step::Clock(3001),
+        acquire(301, RW_CAPACITY, Mode::Poll, 2000),
+        Step::Release {
+            call: call(317, RW_UPGRADABLE),
+            token: Token::Held,
+        },
+    ];
+    let mut run = Run::<counted::Model>::new(LockKind::RwLock, None);
+    assert_eq!(run.replay(&steps), None);
+}

@@ -174,6 +174,13 @@ impl Model {
                 self.take(&head.call, ttl, now);
                 handed.push(head.call);
             }
+            // The lock filled (nobody else fits, and with no set_permits
+            // nobody is refused): a release's handoff stops here, reading
+            // nothing behind the head (lua/counted/release.lua), so dead
+            // waiters there stay until a later call drops them.
+            if !self.set && self.used() >= u64::from(capacity) {
+                break;
+            }
         }
         handed
     }
