@@ -248,19 +248,12 @@ fn a_request_repeated_after_a_stop_takes_one_command_timeout_all_told() {
     );
 }
 
-/// With `sync_replicas`, a write goes out with its `WAIT` in one pipeline
-/// of two requests. While the server is stopped, the call still waits one
-/// command timeout (or what is left of its deadline) for its replies all
-/// told, not one for each reply of the pipeline: an unlock gives up after
-/// the command timeout, a `try_lock_for` started in the stall by its
-/// deadline (and the watchdog's pipeline of renewals, one request per hold,
-/// after one timeout, not one per hold).
-#[test]
-fn a_pipeline_takes_one_command_timeout_all_told_while_the_server_is_stopped() {
-    let _serial = serial();
+/// A server, its one replica (diskless sync) and a connection to the
+/// server, once the replica has acknowledged a write.
+fn server_with_replica() -> (RedisServer, RedisServer, redis::Connection) {
     let server = RedisServer::start();
     let port = server.port().to_string();
-    let _replica = RedisServer::start_with(&[
+    let replica = RedisServer::start_with(&[
         "--replicaof",
         "127.0.0.1",
         &port,
@@ -276,6 +269,20 @@ fn a_pipeline_takes_one_command_timeout_all_told_while_the_server_is_stopped() {
         )),
         "the replica never acknowledged a write"
     );
+    (server, replica, conn)
+}
+
+/// With `sync_replicas`, a write goes out with its `WAIT` in one pipeline
+/// of two requests. While the server is stopped, the call still waits one
+/// command timeout (or what is left of its deadline) for its replies all
+/// told, not one for each reply of the pipeline: an unlock gives up after
+/// the command timeout, a `try_lock_for` started in the stall by its
+/// deadline (and the watchdog's pipeline of renewals, one request per hold,
+/// after one timeout, not one per hold).
+#[test]
+fn a_pipeline_takes_one_command_timeout_all_told_while_the_server_is_stopped() {
+    let _serial = serial();
+    let (server, _replica, _) = server_with_replica();
     let client = server
         .builder()
         .lease(Duration::from_secs(10))
@@ -346,24 +353,7 @@ fn a_pipeline_takes_one_command_timeout_all_told_while_the_server_is_stopped() {
 #[test]
 fn a_grant_confirmed_for_sync_replicas_keeps_to_the_deadline() {
     let _serial = serial();
-    let server = RedisServer::start();
-    let port = server.port().to_string();
-    let replica = RedisServer::start_with(&[
-        "--replicaof",
-        "127.0.0.1",
-        &port,
-        "--repl-diskless-sync",
-        "yes",
-        "--repl-diskless-sync-delay",
-        "0",
-    ]);
-    let mut conn = server.conn();
-    assert!(
-        wait_until(Duration::from_secs(10), || replicas_acknowledge(
-            &mut conn, 1
-        )),
-        "the replica never acknowledged a write"
-    );
+    let (server, replica, mut conn) = server_with_replica();
     let holder = server.client();
     let waiting_client = (server.builder())
         .command_timeout(Duration::from_secs(3))

@@ -887,6 +887,20 @@ fn a_campaign_a_resign_and_a_drop_each_cost_the_client_one_command() {
     assert_eq!(grew("publish"), 4);
 }
 
+/// A new leader campaigns, and `watch` sees it lead within 5 s.
+fn assert_watch_goes_on(election: &fairlock::Election, watch: &mut fairlock::LeaderWatch) {
+    let campaigner = election.with_value("after").campaign().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let leads = loop {
+        assert!(Instant::now() < deadline, "no leader seen after the stall");
+        if let Ok(Some(LeaderEvent::Leads(leader))) = watch.next(Duration::from_millis(500)) {
+            break leader;
+        }
+    };
+    assert_eq!(leads.value, "after");
+    drop(campaigner);
+}
+
 /// A watch's `next(timeout)` returns within its timeout (and a request's
 /// grace) when Redis stalls (`CLIENT PAUSE ALL`): its read of the election
 /// at the timeout is given up as a lock's wait is, `None` (nothing seen in
@@ -920,16 +934,7 @@ fn a_watch_returns_by_its_timeout_while_redis_stalls() {
     assert!(matches!(got, Ok(None)), "{got:?}");
     // Once the server runs again, the watch goes on.
     thread::sleep(pause.saturating_sub(started.elapsed()));
-    let campaigner = election.with_value("after").campaign().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let leads = loop {
-        assert!(Instant::now() < deadline, "no leader seen after the stall");
-        if let Ok(Some(LeaderEvent::Leads(leader))) = watch.next(Duration::from_millis(500)) {
-            break leader;
-        }
-    };
-    assert_eq!(leads.value, "after");
-    drop(campaigner);
+    assert_watch_goes_on(&election, &mut watch);
 }
 
 /// A watch whose subscription broke opens it again within its call's
@@ -1000,14 +1005,5 @@ fn a_watch_opening_its_subscription_again_returns_by_its_timeout() {
         "{err}"
     );
     // The next call opens it again, and the watch goes on.
-    let campaigner = election.with_value("after").campaign().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let leads = loop {
-        assert!(Instant::now() < deadline, "no leader seen after the stall");
-        if let Ok(Some(LeaderEvent::Leads(leader))) = watch.next(Duration::from_millis(500)) {
-            break leader;
-        }
-    };
-    assert_eq!(leads.value, "after");
-    drop(campaigner);
+    assert_watch_goes_on(&election, &mut watch);
 }
