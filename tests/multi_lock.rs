@@ -333,12 +333,7 @@ fn a_multi_lock_that_times_out_in_a_stall_returns_by_its_deadline() {
     let _serial = serial();
     let server = RedisServer::start();
     let other = server.client();
-    let client = (server.builder())
-        .command_timeout(Duration::from_secs(1))
-        .lease(Duration::from_secs(30))
-        .waiter_timeout(Duration::from_secs(1))
-        .build()
-        .unwrap();
+    let client = server.stall_client();
     // The part taken second, in the order every client takes them, is held.
     let mut names = ["stall-x", "stall-y"];
     let key = |name: &str| {

@@ -1163,12 +1163,7 @@ fn an_upgrade_that_times_out_in_a_stall_returns_by_its_deadline() {
     let _serial = serial();
     let server = RedisServer::start();
     let other = server.client();
-    let client = (server.builder())
-        .command_timeout(Duration::from_secs(1))
-        .lease(Duration::from_secs(30))
-        .waiter_timeout(Duration::from_secs(1))
-        .build()
-        .unwrap();
+    let client = server.stall_client();
     let name = "upgrade-in-a-stall";
     let rw = other.fair_rwlock(name);
     let read = rw.read().unwrap();

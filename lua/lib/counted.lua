@@ -36,7 +36,9 @@
 --                              all of which a write takes and one a read),
 --                              the units the holds take, the last token
 --                              issued, the "<owner>#<call>" of the last
---                              release; it outlives every holder and
+--                              release (a force release's: "F<call
+--                              key>/<holds>", which a renewal of a freed
+--                              hold reads); it outlives every holder and
 --                              waiter by the fence life. The '+' is set
 --                              whenever a call joins the queue and dropped
 --                              only where the queue is found empty, so a

@@ -20,11 +20,12 @@
 --                              in the hold (the first and each re-entry),
 --                              after the last '#' (an owner id may hold
 --                              one);
---                              mark ("-" when none): "<the release call
---                              that last freed the lock>" (a detail after
---                              it from older builds' force releases is
---                              kept), so that the same call delivered
---                              again is known, and its
+--                              mark ("-" when none): "<the call that last
+--                              freed the lock>[ <detail>]" (a force
+--                              release's: "F<call key> <holder>", which a
+--                              renewal of the freed hold reads), so that
+--                              the same release delivered again is known,
+--                              and its
 --                              last word "^<token>" when a revocation
 --                              (revoke.lua) asks the holds up to that token
 --                              to let go (the hold of the time; later ones

@@ -300,6 +300,16 @@ impl RedisServer {
             .expect("client connects to the test server")
     }
 
+    /// A client for a test that holds the server back: the test timings
+    /// with a 1 s command timeout, and a 30 s lease that no stall runs out.
+    pub fn stall_client(&self) -> Client {
+        self.builder()
+            .command_timeout(Duration::from_secs(1))
+            .lease(Duration::from_secs(30))
+            .build()
+            .expect("client connects to the test server")
+    }
+
     fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
         redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(1))
     }
