@@ -116,8 +116,12 @@ impl CallHold {
 
 impl Drop for CallHold {
     /// Releases within one command timeout, pool wait included; what did
-    /// not go out by then the watchdog abandons it.
+    /// not go out by then the watchdog abandons it. A forked child's copy
+    /// of the guard releases nothing: the hold is the parent's.
     fn drop(&mut self) {
+        if self.released || self.client.is_copy() {
+            return;
+        }
         let budget = self.client.config().command_timeout;
         if let Err(err) = self.release(Some(budget)) {
             let call = &self.call;
