@@ -186,7 +186,9 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Errors
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the lock
     /// was no longer this hold's (nothing was changed: another holder's
-    /// lock is never touched);
+    /// lock is never touched), or when this client had counted the hold
+    /// lost ([`is_lease_lost`](Self::is_lease_lost): its count ends before
+    /// Redis's, so what Redis still had of it is released);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// could not be reached (the client's watchdog gives the hold back as
     /// soon as Redis answers, or the lease runs out first); with
