@@ -30,7 +30,10 @@ use crate::machinery::caller::call_hold::CallHold;
 /// leaving the release to the watchdog); `unlock` reports what a drop
 /// cannot. The waiters a release admits get the lock at once. With
 /// re-entry, a thread's mutex is free only when every guard of the thread
-/// is gone.
+/// is gone. A guard never dropped (`std::mem::forget`, a reference cycle)
+/// keeps its hold, and its client, as a forgotten `std::sync::MutexGuard`
+/// keeps its mutex: the watchdog renews it for as long as the process
+/// runs; [`force_unlock`](crate::FairLock::force_unlock) frees it.
 ///
 /// A thread-bound ([`Bound`](crate::Bound)) guard of a re-entrant hold (a mutex's, a
 /// read, a write, a leadership) is `Sync` but not `Send`: it stays on the
