@@ -276,3 +276,46 @@ fn a_lost_holds_unlock_says_why_the_client_knows_it_was_lost() {
     assert!(text.contains("force release"), "{text}");
     assert!(text.contains("revoked"), "{text}");
 }
+
+/// A hold this client counted lost stays lost at its unlock, also when
+/// Redis still had it (this client's count of a lease ends before Redis's,
+/// by the drift allowance: here 1 s of a fixed 3 s lease, as a pause of
+/// the process or a partition that ended in that window would leave it):
+/// the unlock frees it and says `LeaseLost`, as `is_lease_lost()` and the
+/// signal did.
+#[test]
+fn a_hold_counted_lost_unlocks_as_lost_though_redis_still_had_it() {
+    let server = RedisServer::start();
+    let (lease, margin) = (Duration::from_secs(3), Duration::from_secs(1));
+    let client = server
+        .builder()
+        .lease(lease)
+        .clock_drift(0.0, margin)
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("counted-out").with_fixed_lease(lease);
+    let guard = mutex.lock().unwrap();
+    let signal = guard.lease_signal();
+    let taken = Instant::now();
+    assert_eq!(
+        signal.wait_timeout(Duration::from_secs(5)),
+        Some(LeaseEnd::Lost)
+    );
+    let counted = taken.elapsed();
+    let left = mutex.remaining_lease().unwrap();
+    let unlocked = guard.unlock().map_err(|err| err.kind());
+    eprintln!(
+        "counted lost {:.0} ms after the grant, Redis's lease {left:?} left; unlock {unlocked:?}",
+        ms(counted)
+    );
+    assert!(
+        left.is_some(),
+        "Redis's lease ran out too: not the case in question"
+    );
+    assert_eq!(unlocked, Err(ErrorKind::LeaseLost));
+    assert!(
+        !mutex.is_locked().unwrap(),
+        "the unlock left the hold in Redis"
+    );
+    assert_eq!(signal.ended(), Some(LeaseEnd::Lost));
+}

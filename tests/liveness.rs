@@ -17,7 +17,9 @@ use fairlock::{Client, ErrorKind, FairMutex};
 use fairlock_test_support::roles::holder::{
     LEASE_MS as CHILD_LEASE_MS, LOCKED as CHILD_LOCKED, NAME as CHILD_NAME, URL as CHILD_URL,
 };
-use fairlock_test_support::{holder_of, join_within, ms, serial, wait_until, RedisServer};
+use fairlock_test_support::{
+    holder_of, in_forked_child, join_within, ms, script_calls, serial, wait_until, RedisServer,
+};
 
 /// The child process binary (tests/support/child/), built for these tests.
 const CHILD: &str = env!("CARGO_BIN_EXE_fairlock-test-child");
@@ -681,4 +683,81 @@ fn a_release_on_the_defaults_vouches_for_its_lease_after_a_take_and_after_a_hand
     cut();
     let err = granted.unlock().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+}
+
+/// `calls` of `cmdstat_<command>` in `INFO commandstats` (0: none yet).
+fn command_calls(conn: &mut redis::Connection, command: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    let calls = info.lines().find_map(|l| l.strip_prefix(prefix.as_str()));
+    calls.map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// A process forked while it holds a lock (a pre-fork server, a test
+/// runner): the child's copies of the guard and the client are the
+/// parent's, and dropping them there (the child returning, unwinding)
+/// frees nothing and sends nothing on the sockets it shares with the
+/// parent; the parent keeps its hold, another client still waits for it,
+/// and the parent's unlock releases it.
+#[test]
+fn a_forked_childs_drop_of_a_guard_and_client_frees_nothing_of_the_parents() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    // A watchdog 20 s apart: no renewal of the parent's while the child runs.
+    let long = Duration::from_secs(60);
+    let client = server
+        .builder()
+        .lease(long)
+        .waiter_timeout(long)
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("forked");
+    let guard = mutex.lock().unwrap();
+    let token = guard.fencing_token();
+    let (scripts, publishes) = (script_calls(&mut conn), command_calls(&mut conn, "publish"));
+
+    // The child drops its copies of all three: the guard, then the client's
+    // last handles (so the client itself, its threads being the parent's).
+    let mut copies = Some((guard, mutex, client));
+    let parents = &mut copies;
+    let forked = Instant::now();
+    let exited = in_forked_child(Duration::from_secs(5), || {
+        let (guard, mutex, client) = parents.take().unwrap();
+        drop(guard);
+        drop((mutex, client));
+        0
+    });
+    let sent = script_calls(&mut conn) - scripts;
+    let published = command_calls(&mut conn, "publish") - publishes;
+    let (guard, mutex, client) = copies.unwrap();
+    let holder = raw_holder(&server, "forked");
+    let other = server.client();
+    let taken = other.fair_mutex("forked").try_lock().unwrap();
+    let lost = guard.is_lease_lost();
+    let unlocked = guard.unlock().map_err(|err| err.kind());
+    eprintln!(
+        "the child exited {exited:?} after {:.1} ms, sent {sent} scripts and {published} \
+         publishes; then the lock's holder {holder:?}, another client took it: {}, the \
+         parent's guard lost: {lost}, its unlock {unlocked:?}",
+        ms(forked.elapsed()),
+        taken.is_some(),
+    );
+    assert_eq!(
+        exited,
+        Some(0),
+        "the child's drops panicked (101) or hung (None)"
+    );
+    assert_eq!(
+        (sent, published),
+        (0, 0),
+        "the child's drops sent scripts, publishes"
+    );
+    let (owner, held) = holder.expect("the parent's hold was freed");
+    assert!(owner.starts_with(client.id()), "held by {owner}");
+    assert_eq!(held, token);
+    assert!(taken.is_none(), "another client took the parent's lock");
+    assert!(!lost);
+    assert_eq!(unlocked, Ok(()), "the parent's unlock");
+    assert!(!mutex.is_locked().unwrap());
 }

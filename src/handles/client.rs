@@ -32,7 +32,10 @@ use crate::protocol::LockKind;
 /// client's queued waiters alive, and a subscriber (`fairlock-subscriber`)
 /// on its own connection that wakes waiting threads (on Redis Cluster, one
 /// per node). All stop, and are joined, when the last `Client`, handle and
-/// guard of it are dropped.
+/// guard of it are dropped. A child process forked meanwhile has copies of
+/// them that stand for its parent's (the same connections, the same holds):
+/// dropped there, they send nothing and release nothing, and the parent
+/// keeps its holds; the child opens a client of its own.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {

@@ -30,7 +30,10 @@ use crate::machinery::caller::call_hold::CallHold;
 /// leaving the release to the watchdog); `unlock` reports what a drop
 /// cannot. The waiters a release admits get the lock at once. With
 /// re-entry, a thread's mutex is free only when every guard of the thread
-/// is gone.
+/// is gone. A guard never dropped (`std::mem::forget`, a reference cycle)
+/// keeps its hold, and its client, as a forgotten `std::sync::MutexGuard`
+/// keeps its mutex: the watchdog renews it for as long as the process
+/// runs; [`force_unlock`](crate::FairLock::force_unlock) frees it.
 ///
 /// A thread-bound ([`Bound`](crate::Bound)) guard of a re-entrant hold (a mutex's, a
 /// read, a write, a leadership) is `Sync` but not `Send`: it stays on the
@@ -186,7 +189,9 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// # Errors
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the lock
     /// was no longer this hold's (nothing was changed: another holder's
-    /// lock is never touched);
+    /// lock is never touched), or when this client had counted the hold
+    /// lost ([`is_lease_lost`](Self::is_lease_lost): its count ends before
+    /// Redis's, so what Redis still had of it is released);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// could not be reached (the client's watchdog gives the hold back as
     /// soon as Redis answers, or the lease runs out first); with

@@ -46,10 +46,18 @@ pub(crate) struct Core {
     /// Semaphores found with another number of permits in force (only
     /// callers read and write it: no background thread).
     pub(super) permits_seen: PermitsSeen,
+    /// The process that started it: a child forked since has a copy of
+    /// it, whose threads and holds are that process's (see [`Core::is_copy`]).
+    pid: u32,
 }
 
 impl Drop for Core {
     fn drop(&mut self) {
+        if self.is_copy() {
+            // The threads are not in this process: nothing to stop or join.
+            std::mem::forget(std::mem::take(&mut self.threads));
+            return;
+        }
         self.shared.stop();
         let mut threads = std::mem::take(&mut self.threads);
         // A listener may start one for a node that joined the cluster
@@ -110,6 +118,7 @@ impl Core {
             threads: Vec::new(),
             warnings,
             permits_seen: PermitsSeen::default(),
+            pid: std::process::id(),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
         let slot_map = shared.refresh_slot_map().unwrap_or_else(|err| {
@@ -197,6 +206,13 @@ impl Core {
         let route = self.shared.caller.scripts.route();
         let channel = route.election_channel(&self.config().key_prefix, target.keys()?);
         Subscription::open(&self.shared, route, channel)
+    }
+
+    /// Whether this is a forked child's copy of its parent's client: its
+    /// connections are the parent's sockets, its holds the parent's, so
+    /// dropping it or a guard of it there sends nothing and frees nothing.
+    pub(crate) fn is_copy(&self) -> bool {
+        std::process::id() != self.pid
     }
 
     /// The client's settings.

@@ -71,6 +71,9 @@ impl CallHold {
             return Ok(());
         }
         let shared = &self.client.shared;
+        // Counted lost, it stays lost: what Redis still has of it (its end
+        // there comes after this client's count) is freed all the same.
+        let counted_lost = self.hold.is_lost();
         shared.unregister_hold(&self.hold);
         let call = &self.call;
         let release = Release {
@@ -84,10 +87,11 @@ impl CallHold {
         // Redis answers, so the hold does not wait out its lease.
         let abandon = |_: &Error| shared.abandon_later(call);
         let (reply, replicated) = sent.inspect_err(abandon)?.into_parts();
-        match reply {
-            ReleaseReply::Released { .. } => {}
-            ReleaseReply::HandedOver(next) => shared.grant_own(&next),
-            ReleaseReply::NotHeld => return Err(self.lost()),
+        if let ReleaseReply::HandedOver(next) = &reply {
+            shared.grant_own(next);
+        }
+        if counted_lost || reply == ReleaseReply::NotHeld {
+            return Err(self.lost());
         }
         replicated
     }
@@ -116,8 +120,12 @@ impl CallHold {
 
 impl Drop for CallHold {
     /// Releases within one command timeout, pool wait included; what did
-    /// not go out by then the watchdog abandons it.
+    /// not go out by then the watchdog abandons it. A forked child's copy
+    /// of the guard releases nothing: the hold is the parent's.
     fn drop(&mut self) {
+        if self.released || self.client.is_copy() {
+            return;
+        }
         let budget = self.client.config().command_timeout;
         if let Err(err) = self.release(Some(budget)) {
             let call = &self.call;

@@ -1,7 +1,7 @@
 //! Test support for fairlock's integration tests and benches (a dev-only
 //! crate of the workspace, never published): real redis-servers, Redis
 //! Cluster and Sentinel topologies, child processes and what they agree on
-//! with their test, lock threads, a storm of signals, a TCP relay for network faults (which
+//! with their test, a fork of the test's own process, lock threads, a storm of signals, a TCP relay for network faults (which
 //! also records the commands its clients send), the Lua scripts driven directly, a
 //! server whose clock a test steps, the ACL user of docs/security.md, the
 //! one per-kind dispatch of the tests that do the same to every kind of
@@ -13,6 +13,7 @@ pub mod children;
 pub mod cluster;
 pub mod commands;
 pub mod fake_queue;
+pub mod fork;
 pub mod info;
 pub mod kinds;
 pub mod lock_threads;
@@ -32,6 +33,7 @@ pub use acl::*;
 pub use children::*;
 pub use cluster::*;
 pub use fake_queue::*;
+pub use fork::*;
 pub use info::*;
 pub use kinds::*;
 pub use lock_threads::*;
