@@ -1194,3 +1194,60 @@ fn paused_wait_keeps_its_deadline(prefix: &str, warm: bool, pause: Duration) {
         "try_lock_for({wait:?}) returned after {took:?}"
     );
 }
+
+/// A slot opened for a move (`SETSLOT IMPORTING`/`MIGRATING`, as
+/// `redis-cli --cluster reshard` does first) with every key of a lock still
+/// on the source: there a script runs, but each command in it is checked
+/// again, and one on a key the script itself emptied (the queue, once its
+/// last waiter was taken out) was refused with an error that stopped the
+/// script half-way. A release handing the lock to its last waiter must
+/// still reach it, and say it did: a mutex's, and a semaphore's held twice
+/// (with a lone hold, its holders key is missing, and a call whose keys the
+/// source has only some of is refused whole, `TRYAGAIN`, and retried).
+#[test]
+fn a_handoff_to_the_last_waiter_in_a_slot_opened_for_a_move_reaches_it() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let (a, b) = (cluster.client(), cluster.client());
+    let take = |client: &Client, name: &str, kind: LockKind| match kind {
+        LockKind::Mutex => client.fair_mutex(name).lock().map(Guard::into_any),
+        _ => client
+            .fair_semaphore(name, 2)
+            .acquire()
+            .map(Guard::into_any),
+    };
+    for kind in [LockKind::Mutex, LockKind::Semaphore] {
+        let name = format!("opened-{kind:?}");
+        let slot = slot_of(&lock_key(&name));
+        let from = cluster.master_for_slot(slot);
+        let to = cluster.masters().into_iter().find(|&m| m != from).unwrap();
+        let guard = take(&a, &name, kind).unwrap();
+        let _second = (kind == LockKind::Semaphore).then(|| take(&a, &name, kind).unwrap());
+        let waiter = {
+            let (b, name) = (b.clone(), name.clone());
+            LockThread::take(move || take(&b, &name, kind))
+        };
+        let queued = || a.status(kind, &name, 1).unwrap().queue_len == 1;
+        assert!(wait_until(Duration::from_secs(5), queued), "{kind:?}");
+        cluster.begin_slot_move(slot, from, to);
+        let released = Instant::now();
+        let unlocked = guard.unlock();
+        eprintln!("{kind:?} in a slot opened for a move: unlock {unlocked:?}");
+        let (granted, _) = waiter.granted_within(Duration::from_secs(3), &format!("{kind:?}"));
+        eprintln!(
+            "{kind:?}: the last waiter granted {:.1} ms after the unlock",
+            ms(granted - released)
+        );
+        assert_eq!(unlocked.map_err(|e| e.to_string()), Ok(()), "{kind:?}");
+        // Closed again, then released (a lone hold's lock has no queue key).
+        for port in [to, from] {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("STABLE")
+                .query(&mut cluster.conn(port))
+                .unwrap();
+        }
+        waiter.release(&format!("{kind:?}"));
+    }
+}
