@@ -190,6 +190,15 @@ impl Backend {
         }
     }
 
+    /// The pool's generation (see [`Pooled::note`](pool::Pooled::note)):
+    /// a connection opened before it changed may reach a master that
+    /// stopped answering, or one the Sentinels no longer name.
+    pub(crate) fn generation(&self) -> u64 {
+        self.manager
+            .generation
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A new connection of the watchdog's own, outside the pool, so that
     /// renewals never wait behind user calls for a pooled connection: to
     /// the server, to the cluster (with its own slot map), or to the master
