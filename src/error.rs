@@ -425,7 +425,8 @@ impl Error {
         }
         // (A script's command refused half-way on a slot being moved away,
         // "... non local key ...": see lua/lib/common.lua's `emptied`.)
-        let moving = err.detail().is_some_and(|d| d.contains("non local key"));
+        let moving = err.detail().is_some_and(|d| d.contains("non local key"))
+            || code_of(&err) == Some("TRYAGAIN"); // as `steady` returns it
         let retry = if moving || matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
             Retry::AfterSlotMove
         } else if code_of(&err) == Some("READONLY") {

@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fairlock::__test_support::LockKeys;
-use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex, Guard, LeaderEvent, LockKind};
+use fairlock::{Client, ClientBuilder, Error, ErrorKind, FairMutex, Guard, LeaderEvent, LockKind};
 use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
 use fairlock_test_support::*;
 
@@ -1250,4 +1250,42 @@ fn a_handoff_to_the_last_waiter_in_a_slot_opened_for_a_move_reaches_it() {
         }
         waiter.release(&format!("{kind:?}"));
     }
+}
+
+/// A call keeps its deadline while its slot is being moved: the source
+/// answers `TRYAGAIN` to a call naming a key it does not have (here the
+/// queue of a mutex nobody waits for), and the cluster client's own tries
+/// after it wait 100 ms to 1 s apart, whatever the deadline; an unlock
+/// keeps to its command timeout.
+#[test]
+fn a_wait_keeps_its_deadline_while_its_slot_is_being_moved() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let timeout = Duration::from_secs(1);
+    let build = || builder(&cluster).command_timeout(timeout).build().unwrap();
+    let name = "moving-deadline";
+    let slot = slot_of(&lock_key(name));
+    let from = cluster.master_for_slot(slot);
+    let to = cluster.masters().into_iter().find(|&m| m != from).unwrap();
+    let (mutex, other) = (build().fair_mutex(name), build().fair_mutex(name));
+    mutex.lock().unwrap().unlock().unwrap();
+    let guard = other.lock().unwrap();
+    cluster.begin_slot_move(slot, from, to);
+    for wait in [300, 500].map(Duration::from_millis) {
+        let started = Instant::now();
+        let got = mutex.try_lock_for(wait).map(|guard| guard.is_some());
+        let took = started.elapsed();
+        eprintln!("try_lock_for({wait:?}) in a slot being moved: {got:?} after {took:?}");
+        assert!(
+            got.as_ref().map_or_else(Error::is_connection, |held| !held),
+            "{got:?}"
+        );
+        assert!(took < wait + Duration::from_millis(100), "{took:?}");
+    }
+    let started = Instant::now();
+    let unlocked = guard.unlock();
+    let took = started.elapsed();
+    eprintln!("unlock in a slot being moved: {unlocked:?} after {took:?}");
+    assert!(unlocked.is_err_and(|e| e.is_connection()));
+    assert!(took < timeout + Duration::from_millis(200), "{took:?}");
 }
