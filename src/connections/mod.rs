@@ -190,13 +190,16 @@ impl Backend {
         }
     }
 
-    /// The pool's generation (see [`Pooled::note`](pool::Pooled::note)):
-    /// a connection opened before it changed may reach a master that
-    /// stopped answering, or one the Sentinels no longer name.
-    pub(crate) fn generation(&self) -> u64 {
-        self.manager
-            .generation
-            .load(std::sync::atomic::Ordering::Relaxed)
+    /// How many times the Sentinels named another master than before (0
+    /// elsewhere): a subscription opened before may be on a master that
+    /// stopped answering, which closes nothing.
+    pub(crate) fn master_moves(&self) -> u64 {
+        match &*self.manager.deployment {
+            Deployment::Sentinel(sentinels) => {
+                sentinels.moves.load(std::sync::atomic::Ordering::Relaxed)
+            }
+            _ => 0,
+        }
     }
 
     /// A new connection of the watchdog's own, outside the pool, so that

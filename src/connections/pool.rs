@@ -32,7 +32,7 @@ impl Backend {
     pub(super) fn pooled(config: &Config, deployment: Deployment) -> Backend {
         // Behind Sentinel, also moved on whenever they name another master.
         let generation = match &deployment {
-            Deployment::Sentinel(sentinels) => Arc::clone(&sentinels.moved),
+            Deployment::Sentinel(sentinels) => Arc::clone(&sentinels.generation),
             _ => Arc::default(),
         };
         let manager = Manager {
@@ -114,7 +114,7 @@ pub(crate) struct Manager {
     /// [`Pooled::note`]): on a cluster, after a node could not be reached;
     /// behind Sentinel, after a master did not answer in time, or once they
     /// name another master.
-    pub(super) generation: Arc<AtomicU64>,
+    generation: Arc<AtomicU64>,
 }
 
 impl Manager {

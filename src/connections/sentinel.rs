@@ -42,10 +42,11 @@ pub(super) struct Sentinels {
     /// once, not at every connect.
     first: AtomicUsize,
     /// The master named last, and how many times another was named since
-    /// the first (the pool's generation: connections to the one before
-    /// are stale, the subscriber's too).
+    /// the first; the pool's generation, moved on with it (connections to
+    /// the one before are stale).
     named: Mutex<Option<String>>,
-    pub(super) moved: Arc<AtomicU64>,
+    pub(super) moves: AtomicU64,
+    pub(super) generation: Arc<AtomicU64>,
 }
 
 /// The Sentinels `sentinels` (their URLs), asked for the master `node`
@@ -81,7 +82,8 @@ pub(super) fn client(
         config: config.clone(),
         first: AtomicUsize::new(0),
         named: Mutex::default(),
-        moved: Arc::default(),
+        moves: AtomicU64::new(0),
+        generation: Arc::default(),
     })
 }
 
@@ -117,7 +119,8 @@ impl Sentinels {
                         .replace(addr.to_string())
                         .is_some_and(|was| was != addr.to_string())
                     {
-                        self.moved.fetch_add(1, Ordering::Relaxed);
+                        self.moves.fetch_add(1, Ordering::Relaxed);
+                        self.generation.fetch_add(1, Ordering::Relaxed);
                     }
                     return Ok(master);
                 }

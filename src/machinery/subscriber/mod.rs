@@ -95,7 +95,7 @@ pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) 
 fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
     let (channel, backend) = (shared.wake_channel(), &shared.caller.backend);
     let mut conn = backend.subscription(at, &channel, None)?;
-    let born = backend.generation();
+    let moves = backend.master_moves();
     conn.set_read_timeout(Some(READ_TIMEOUT))
         .map_err(Error::from_redis)?;
     let mut pubsub = conn.as_pubsub();
@@ -113,10 +113,9 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
             return Ok(());
         }
         // Behind Sentinel a master that stopped answering closes nothing:
-        // once they name another, or a call got no reply in time (the
-        // pool's generation moved), the Sentinels are asked again.
-        if matches!(at, Listen::Main) && backend.generation() != born {
-            let message = "the master may have changed: asking the sentinels again";
+        // once they name another, it is left for the new one.
+        if backend.master_moves() != moves {
+            let message = "the sentinels named another master";
             return Err(Error::new(crate::ErrorKind::Connection, message));
         }
         if let Some(msg) = read(pubsub.get_message()).map_err(Error::from_redis)? {
