@@ -423,7 +423,11 @@ impl Error {
         if let Some((kind, message)) = server_codes::known(&err) {
             return Error::with_source(kind, message, err);
         }
-        let retry = if matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
+        // (A script's command refused half-way on a slot being moved away,
+        // "... non local key ...": see lua/lib/common.lua's `emptied`.)
+        let moving = err.detail().is_some_and(|d| d.contains("non local key"))
+            || code_of(&err) == Some("TRYAGAIN"); // as `steady` returns it
+        let retry = if moving || matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
             Retry::AfterSlotMove
         } else if code_of(&err) == Some("READONLY") {
             Retry::DemotedMaster

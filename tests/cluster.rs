@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fairlock::__test_support::LockKeys;
-use fairlock::{Client, ClientBuilder, ErrorKind, FairMutex, Guard, LeaderEvent, LockKind};
+use fairlock::{Client, ClientBuilder, Error, ErrorKind, FairMutex, Guard, LeaderEvent, LockKind};
 use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
 use fairlock_test_support::*;
 
@@ -1193,4 +1193,99 @@ fn paused_wait_keeps_its_deadline(prefix: &str, warm: bool, pause: Duration) {
         took < wait + Duration::from_millis(400),
         "try_lock_for({wait:?}) returned after {took:?}"
     );
+}
+
+/// A slot opened for a move (`SETSLOT IMPORTING`/`MIGRATING`, as
+/// `redis-cli --cluster reshard` does first) with every key of a lock still
+/// on the source: there a script runs, but each command in it is checked
+/// again, and one on a key the script itself emptied (the queue, once its
+/// last waiter was taken out) was refused with an error that stopped the
+/// script half-way. A release handing the lock to its last waiter must
+/// still reach it, and say it did: a mutex's, and a semaphore's held twice
+/// (with a lone hold, its holders key is missing, and a call whose keys the
+/// source has only some of is refused whole, `TRYAGAIN`, and retried).
+#[test]
+fn a_handoff_to_the_last_waiter_in_a_slot_opened_for_a_move_reaches_it() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let (a, b) = (cluster.client(), cluster.client());
+    let take = |client: &Client, name: &str, kind: LockKind| match kind {
+        LockKind::Mutex => client.fair_mutex(name).lock().map(Guard::into_any),
+        _ => client
+            .fair_semaphore(name, 2)
+            .acquire()
+            .map(Guard::into_any),
+    };
+    for kind in [LockKind::Mutex, LockKind::Semaphore] {
+        let name = format!("opened-{kind:?}");
+        let slot = slot_of(&lock_key(&name));
+        let from = cluster.master_for_slot(slot);
+        let to = cluster.masters().into_iter().find(|&m| m != from).unwrap();
+        let guard = take(&a, &name, kind).unwrap();
+        let _second = (kind == LockKind::Semaphore).then(|| take(&a, &name, kind).unwrap());
+        let waiter = {
+            let (b, name) = (b.clone(), name.clone());
+            LockThread::take(move || take(&b, &name, kind))
+        };
+        let queued = || a.status(kind, &name, 1).unwrap().queue_len == 1;
+        assert!(wait_until(Duration::from_secs(5), queued), "{kind:?}");
+        cluster.begin_slot_move(slot, from, to);
+        let released = Instant::now();
+        let unlocked = guard.unlock();
+        eprintln!("{kind:?} in a slot opened for a move: unlock {unlocked:?}");
+        let (granted, _) = waiter.granted_within(Duration::from_secs(3), &format!("{kind:?}"));
+        eprintln!(
+            "{kind:?}: the last waiter granted {:.1} ms after the unlock",
+            ms(granted - released)
+        );
+        assert_eq!(unlocked.map_err(|e| e.to_string()), Ok(()), "{kind:?}");
+        // Closed again, then released (a lone hold's lock has no queue key).
+        for port in [to, from] {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("STABLE")
+                .query(&mut cluster.conn(port))
+                .unwrap();
+        }
+        waiter.release(&format!("{kind:?}"));
+    }
+}
+
+/// A call keeps its deadline while its slot is being moved: the source
+/// answers `TRYAGAIN` to a call naming a key it does not have (here the
+/// queue of a mutex nobody waits for), and the cluster client's own tries
+/// after it wait 100 ms to 1 s apart, whatever the deadline; an unlock
+/// keeps to its command timeout.
+#[test]
+fn a_wait_keeps_its_deadline_while_its_slot_is_being_moved() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let timeout = Duration::from_secs(1);
+    let build = || builder(&cluster).command_timeout(timeout).build().unwrap();
+    let name = "moving-deadline";
+    let slot = slot_of(&lock_key(name));
+    let from = cluster.master_for_slot(slot);
+    let to = cluster.masters().into_iter().find(|&m| m != from).unwrap();
+    let (mutex, other) = (build().fair_mutex(name), build().fair_mutex(name));
+    mutex.lock().unwrap().unlock().unwrap();
+    let guard = other.lock().unwrap();
+    cluster.begin_slot_move(slot, from, to);
+    for wait in [300, 500].map(Duration::from_millis) {
+        let started = Instant::now();
+        let got = mutex.try_lock_for(wait).map(|guard| guard.is_some());
+        let took = started.elapsed();
+        eprintln!("try_lock_for({wait:?}) in a slot being moved: {got:?} after {took:?}");
+        assert!(
+            got.as_ref().map_or_else(Error::is_connection, |held| !held),
+            "{got:?}"
+        );
+        assert!(took < wait + Duration::from_millis(100), "{took:?}");
+    }
+    let started = Instant::now();
+    let unlocked = guard.unlock();
+    let took = started.elapsed();
+    eprintln!("unlock in a slot being moved: {unlocked:?} after {took:?}");
+    assert!(unlocked.is_err_and(|e| e.is_connection()));
+    assert!(took < timeout + Duration::from_millis(200), "{took:?}");
 }

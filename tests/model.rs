@@ -151,7 +151,7 @@ const PLANT_LIMIT: usize = 20_000;
 /// (a) A grant that skips the queue's head: a free lock goes to the last
 /// waiter instead of the first.
 const SKIP_HEAD: Plant = (
-    "local head = redis.call('ZPOPMIN', QUEUE)[1]",
+    "local head = (emptied('ZPOPMIN', QUEUE) or {})[1]",
     "local head = redis.call('ZREVRANGEBYSCORE', QUEUE, '(1125899906842624', '-inf', 'LIMIT', 0, 1)[1]; if head then redis.call('ZREM', QUEUE, head) end",
 );
 

@@ -429,3 +429,76 @@ fn calls_follow_a_failover_away_from_a_master_that_stopped_answering() {
     guard.unlock().unwrap();
     send_signal(pid, "CONT");
 }
+
+/// A master stopped (`SIGSTOP`) and failed over closes no connection, so a
+/// client's wake-up subscription to it hears nothing more while it stays
+/// stopped: every handoff would wait for its waiter's next heartbeat. A
+/// watchdog round (or a call) that got no reply in time has the
+/// subscriber ask the Sentinels again, as the pool does.
+#[test]
+fn wake_ups_follow_a_failover_away_from_a_master_that_stopped_answering() {
+    let _serial = serial();
+    let set = SentinelSet::start();
+    let timeout = Duration::from_millis(500);
+    // A watchdog round every 2 s; a lease that outlasts the failover.
+    let build = || {
+        Client::builder(&set.url())
+            .lease(Duration::from_secs(15))
+            .waiter_timeout(Duration::from_secs(6))
+            .connect_timeout(timeout)
+            .command_timeout(timeout)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (build(), build());
+    let name = "sentinel-stopped-wake";
+    let guard = a.fair_mutex(name).lock().unwrap();
+    let waiter = LockThread::lock(b.fair_mutex(name));
+    assert!(wait_until(Duration::from_secs(5), || a
+        .fair_mutex(name)
+        .queue_len()
+        .unwrap()
+        == 1));
+
+    let old_master = set.master_port();
+    let server = (set.servers().iter())
+        .find(|server| server.port() == old_master)
+        .unwrap();
+    let pid = server.pid().expect("the master's pid");
+    send_signal(pid, "STOP");
+    struct Cont(u32);
+    impl Drop for Cont {
+        fn drop(&mut self) {
+            send_signal(self.0, "CONT");
+        }
+    }
+    let _cont = Cont(pid);
+    set.wait_for_failover(old_master, Duration::from_secs(30));
+    let failed_over = Instant::now();
+    let new_master = set.master_port();
+    let channels = || -> Vec<String> {
+        redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg("fairlock:wake:*")
+            .query(&mut set.conn_to(new_master))
+            .unwrap()
+    };
+    let both = wait_until(Duration::from_secs(10), || channels().len() == 2);
+    eprintln!(
+        "sentinel: {} of 2 clients' wake-up channels subscribed on the new master {:.0} ms after \
+         the failover",
+        channels().len(),
+        ms(failed_over.elapsed())
+    );
+    assert!(
+        both,
+        "the wake-up subscriptions stayed on the stopped master"
+    );
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (granted, _) = waiter.granted_within(Duration::from_secs(5), "the waiter");
+    let took = granted.saturating_duration_since(released);
+    eprintln!("sentinel: handoff on the new master {:.1} ms", ms(took));
+    assert!(took < Duration::from_millis(500), "{took:?}: not woken");
+    waiter.release("the waiter");
+}

@@ -289,6 +289,23 @@ local function publish_command()
   return checked_publish
 end
 
+-- Redis command `...` on a key this script may have emptied (the queue,
+-- a counted lock's holders). On a cluster slot being moved away its old
+-- master refuses a script's command on a key it does not have, one the
+-- script deleted too ("... non local key ..."), and that refusal would stop
+-- the script half-way, what it wrote kept: it reads as the key gone (nil).
+-- Any other error is raised as redis.call raises it.
+local function emptied(...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err then
+    if string.find(reply.err, 'non local key', 1, true) then
+      return nil
+    end
+    return redis.call(...)
+  end
+  return reply
+end
+
 -- Server time as (microseconds, milliseconds). TIME's two strings are
 -- numbers to Lua's arithmetic, without a call to convert them.
 local function server_time()

@@ -387,7 +387,7 @@ local function drop_expired(meta, now_ms, owners)
   local below = owners and '+inf' or '(' .. fmt(now_ms)
   local dropped = 0
   while true do
-    local dead = redis.call('ZRANGEBYSCORE', HOLDERS, 0, below, 'LIMIT', 0, 100)
+    local dead = emptied('ZRANGEBYSCORE', HOLDERS, 0, below, 'LIMIT', 0, 100) or {}
     if #dead == 0 then
       return dropped
     end
@@ -606,7 +606,7 @@ local function keep_anchor_counted(meta, now_ms)
     end
   end
   if meta.waiters then
-    life = math.max(life, redis.call('PTTL', QUEUE))
+    life = math.max(life, emptied('PTTL', QUEUE) or -2)
   end
   write_meta(meta, life + FENCE_LIFE, now_ms)
 end

@@ -169,7 +169,7 @@ local function take(owner, ttl, now_us, call, last, mark, waiters, px)
   local token_s = fmt(token)
   local fence, fence_s = FENCE_LIFE, fence_text()
   if waiters then
-    local queue_ttl = redis.call('PTTL', QUEUE)
+    local queue_ttl = emptied('PTTL', QUEUE) or -2
     waiters = queue_ttl ~= -2
     if queue_ttl > ttl + fence then
       fence = queue_ttl - ttl

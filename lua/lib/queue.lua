@@ -79,8 +79,8 @@ end
 -- Drops up to 16 entries whose client stopped renewing them, in one ZREM
 -- (O(log N) each).
 local function prune(now_ms)
-  local dead = redis.call('ZRANGEBYSCORE', QUEUE, DEADLINE_BASE_TEXT,
-    '(' .. deadline_score(now_ms), 'LIMIT', '0', '16')
+  local dead = emptied('ZRANGEBYSCORE', QUEUE, DEADLINE_BASE_TEXT,
+    '(' .. deadline_score(now_ms), 'LIMIT', '0', '16') or {}
   if #dead > 0 then
     local members = {}
     for _, mark in ipairs(dead) do
@@ -99,7 +99,7 @@ end
 -- parts as written.
 local function live_head(now_ms, parse)
   while true do
-    local head = redis.call('ZRANGE', QUEUE, '0', '0')[1]
+    local head = (emptied('ZRANGE', QUEUE, '0', '0') or {})[1]
     if not head or string.byte(head) == 126 then
       -- No entry left ('~' = 126: a deadline first).
       return nil
@@ -124,7 +124,7 @@ end
 -- head leaves the queue whatever it asks.
 local function pop_live_head(now_us, now_ms, split)
   while true do
-    local head = redis.call('ZPOPMIN', QUEUE)[1]
+    local head = (emptied('ZPOPMIN', QUEUE) or {})[1]
     if not head or string.byte(head) == 126 then
       -- No entry left (a deadline popped has none to stand for).
       return nil

@@ -36,7 +36,7 @@ local queued = false
 for i = 4, #ARGV do
   local entry = ARGV[i]
   local owner, call, lease, fixed = parse_entry(entry)
-  local position = redis.call('ZRANK', QUEUE, entry)
+  local position = emptied('ZRANK', QUEUE, entry)
   -- Its status and value (see the returns above): not queued nor holding
   -- unless found so.
   local status, value = -1, 0

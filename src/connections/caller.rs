@@ -132,7 +132,8 @@ impl Caller {
             match call() {
                 Err(err) if err.is_slot_moving() && Instant::now() < give_up => {
                     log::debug!("fairlock: slot being moved, retrying: {err}");
-                    std::thread::sleep(SLOT_MOVE_RETRY_WAIT);
+                    let left = give_up.saturating_duration_since(Instant::now());
+                    std::thread::sleep(SLOT_MOVE_RETRY_WAIT.min(left));
                 }
                 other => return other,
             }

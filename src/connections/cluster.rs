@@ -16,7 +16,8 @@ use super::steady::Steady;
 use super::{invalid_url, open_info, quiet, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
-/// failover (`CLUSTERDOWN`, `TRYAGAIN`, `READONLY`, refused connections),
+/// failover (`CLUSTERDOWN`, `READONLY`, refused connections; a `TRYAGAIN`
+/// is the caller's to retry, within its deadline: `steady`),
 /// waiting 100 ms to 1 s between them: a call gives up after about 4 s of
 /// waits. Against a node that accepts but never answers, each attempt
 /// costs a command timeout, so such a call can take 7 of them; a call

@@ -190,6 +190,18 @@ impl Backend {
         }
     }
 
+    /// How many times the Sentinels named another master than before (0
+    /// elsewhere): a subscription opened before may be on a master that
+    /// stopped answering, which closes nothing.
+    pub(crate) fn master_moves(&self) -> u64 {
+        match &*self.manager.deployment {
+            Deployment::Sentinel(sentinels) => {
+                sentinels.moves.load(std::sync::atomic::Ordering::Relaxed)
+            }
+            _ => 0,
+        }
+    }
+
     /// A new connection of the watchdog's own, outside the pool, so that
     /// renewals never wait behind user calls for a pooled connection: to
     /// the server, to the cluster (with its own slot map), or to the master

@@ -8,8 +8,8 @@
 //! Whatever the deployment, a pooled connection is a [`Pooled`], which a
 //! failed call may leave stale so that the pool lets it go: one that met a
 //! demoted master; behind Sentinel, every one opened before a call timed
-//! out; on a cluster, every one opened before a node was found
-//! unreachable.
+//! out or they named another master; on a cluster, every one opened
+//! before a node was found unreachable.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,10 +30,15 @@ impl Backend {
     /// none of its connections yet (the first checkouts open them), and
     /// its manager for the connections opened outside it.
     pub(super) fn pooled(config: &Config, deployment: Deployment) -> Backend {
+        // Behind Sentinel, also moved on whenever they name another master.
+        let generation = match &deployment {
+            Deployment::Sentinel(sentinels) => Arc::clone(&sentinels.generation),
+            _ => Arc::default(),
+        };
         let manager = Manager {
             deployment: Arc::new(deployment),
             timeouts: Timeouts::of(config),
-            generation: Arc::default(),
+            generation,
         };
         let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
             .num_threads(1)
@@ -107,7 +112,8 @@ pub(crate) struct Manager {
     pub(super) timeouts: Timeouts,
     /// Connections opened before this generation are stale (see
     /// [`Pooled::note`]): on a cluster, after a node could not be reached;
-    /// behind Sentinel, after a master did not answer in time.
+    /// behind Sentinel, after a master did not answer in time, or once they
+    /// name another master.
     generation: Arc<AtomicU64>,
 }
 

@@ -12,7 +12,10 @@
 //! MASTERS`, then the named master's `ROLE`), on connections that keep
 //! the timeouts.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisResult};
 
@@ -38,6 +41,12 @@ pub(super) struct Sentinels {
     /// that a dead or stalled one ahead of it in the URL is passed over
     /// once, not at every connect.
     first: AtomicUsize,
+    /// The master named last, and how many times another was named since
+    /// the first; the pool's generation, moved on with it (connections to
+    /// the one before are stale).
+    named: Mutex<Option<String>>,
+    pub(super) moves: AtomicU64,
+    pub(super) generation: Arc<AtomicU64>,
 }
 
 /// The Sentinels `sentinels` (their URLs), asked for the master `node`
@@ -72,6 +81,9 @@ pub(super) fn client(
         node,
         config: config.clone(),
         first: AtomicUsize::new(0),
+        named: Mutex::default(),
+        moves: AtomicU64::new(0),
+        generation: Arc::default(),
     })
 }
 
@@ -101,6 +113,15 @@ impl Sentinels {
             match self.valid_master(masters, timeouts) {
                 Ok(Some(master)) => {
                     self.first.store(at, Ordering::Relaxed);
+                    let (addr, mut named) =
+                        (master.get_connection_info().addr(), self.named.lock());
+                    if named
+                        .replace(addr.to_string())
+                        .is_some_and(|was| was != addr.to_string())
+                    {
+                        self.moves.fetch_add(1, Ordering::Relaxed);
+                        self.generation.fetch_add(1, Ordering::Relaxed);
+                    }
                     return Ok(master);
                 }
                 Ok(None) => {

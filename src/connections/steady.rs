@@ -328,7 +328,8 @@ impl super::Link for Steady {
 
 impl ConnectionLike for Steady {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        self.request(|conn, _| conn.req_packed_command(cmd))
+        let reply = self.request(|conn, _| conn.req_packed_command(cmd))?;
+        try_again(&reply).map_or(Ok(reply), Err)
     }
 
     /// A pipeline of several requests waits for all its replies no longer
@@ -339,10 +340,11 @@ impl ConnectionLike for Steady {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        self.request(|conn, left| match left {
+        let replies = self.request(|conn, left| match left {
             Some(left) if offset == 0 && count > 1 => pipeline_on(conn, cmd, count, left),
             _ => conn.req_packed_commands(cmd, offset, count),
-        })
+        })?;
+        replies.iter().find_map(try_again).map_or(Ok(replies), Err)
     }
 
     fn get_db(&self) -> i64 {
@@ -355,6 +357,20 @@ impl ConnectionLike for Steady {
 
     fn is_open(&self) -> bool {
         self.conn.is_open()
+    }
+}
+
+/// A `TRYAGAIN` reply (a cluster slot being moved) as an error of that
+/// code which the cluster client does not try again itself: it would wait
+/// 100 ms to 1 s between its tries whatever a call's deadline; the caller
+/// tries again within it (`Caller`'s slot moves).
+fn try_again(reply: &Value) -> Option<redis::RedisError> {
+    match reply {
+        Value::ServerError(err) if err.kind() == Some(redis::ServerErrorKind::TryAgain) => {
+            let detail = err.details().map(str::to_owned);
+            Some(redis::make_extension_error(err.code().to_owned(), detail))
+        }
+        _ => None,
     }
 }
 

@@ -93,8 +93,9 @@ pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) 
 /// connection fails (Err). `ready` is there until the first subscription's
 /// outcome is told: a later one is a reconnect.
 fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
-    let channel = shared.wake_channel();
-    let mut conn = shared.caller.backend.subscription(at, &channel, None)?;
+    let (channel, backend) = (shared.wake_channel(), &shared.caller.backend);
+    let mut conn = backend.subscription(at, &channel, None)?;
+    let moves = backend.master_moves();
     conn.set_read_timeout(Some(READ_TIMEOUT))
         .map_err(Error::from_redis)?;
     let mut pubsub = conn.as_pubsub();
@@ -110,6 +111,12 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
     loop {
         if shared.is_stopping() {
             return Ok(());
+        }
+        // Behind Sentinel a master that stopped answering closes nothing:
+        // once they name another, it is left for the new one.
+        if backend.master_moves() != moves {
+            let message = "the sentinels named another master";
+            return Err(Error::new(crate::ErrorKind::Connection, message));
         }
         if let Some(msg) = read(pubsub.get_message()).map_err(Error::from_redis)? {
             dispatch(shared, msg.get_payload_bytes());
