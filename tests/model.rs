@@ -151,8 +151,8 @@ const PLANT_LIMIT: usize = 20_000;
 /// (a) A grant that skips the queue's head: a free lock goes to the last
 /// waiter instead of the first.
 const SKIP_HEAD: Plant = (
-    "local head = (emptied('ZPOPMIN', QUEUE) or {})[1]",
-    "local head = redis.call('ZREVRANGEBYSCORE', QUEUE, '(1125899906842624', '-inf', 'LIMIT', 0, 1)[1]; if head then redis.call('ZREM', QUEUE, head) end",
+    "local popped = redis.pcall('ZPOPMIN', QUEUE)",
+    "local popped = redis.call('ZREVRANGEBYSCORE', QUEUE, '(1125899906842624', '-inf', 'LIMIT', 0, 1); if popped[1] then redis.call('ZREM', QUEUE, popped[1]) end",
 );
 
 /// (c) A missing TTL on one key: the queue is never given one.

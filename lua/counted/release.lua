@@ -94,7 +94,10 @@ if stored and not pttl then
         local ttl, ttl_s = grant_lease(lease, fixed, deadline, now_ms)
         local number = math.max(token + 1, now_us)
         local token_s = fmt(number)
-        local queue_ttl = emptied('PTTL', QUEUE) or -2
+        local queue_ttl = redis.pcall('PTTL', QUEUE)
+        if type(queue_ttl) ~= 'number' then
+          queue_ttl = emptied('PTTL', QUEUE) or -2
+        end
         local grown = FENCE_LIFE + math.max(0, queue_ttl - ttl)
         redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. token_s .. ' ' .. next_owner
           .. '#' .. next_call .. (queue_ttl == -2 and ' ' or ' +')

@@ -294,7 +294,10 @@ end
 -- master refuses a script's command on a key it does not have, one the
 -- script deleted too ("... non local key ..."), and that refusal would stop
 -- the script half-way, what it wrote kept: it reads as the key gone (nil).
--- Any other error is raised as redis.call raises it.
+-- Any other error is raised as redis.call raises it. The handoff's own
+-- reads (pop_live_head's ZPOPMIN, the PTTL of the queue a grant reads) make
+-- the pcall themselves and come here only on an error: a call through here
+-- cost each handoff 1.3-1.5k instructions more (server_cost).
 local function emptied(...)
   local reply = redis.pcall(...)
   if type(reply) == 'table' and reply.err then

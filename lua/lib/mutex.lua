@@ -169,7 +169,10 @@ local function take(owner, ttl, now_us, call, last, mark, waiters, px)
   local token_s = fmt(token)
   local fence, fence_s = FENCE_LIFE, fence_text()
   if waiters then
-    local queue_ttl = emptied('PTTL', QUEUE) or -2
+    local queue_ttl = redis.pcall('PTTL', QUEUE)
+    if type(queue_ttl) ~= 'number' then
+      queue_ttl = emptied('PTTL', QUEUE) or -2
+    end
     waiters = queue_ttl ~= -2
     if queue_ttl > ttl + fence then
       fence = queue_ttl - ttl

@@ -124,7 +124,11 @@ end
 -- head leaves the queue whatever it asks.
 local function pop_live_head(now_us, now_ms, split)
   while true do
-    local head = (emptied('ZPOPMIN', QUEUE) or {})[1]
+    local popped = redis.pcall('ZPOPMIN', QUEUE)
+    if popped.err then
+      popped = emptied('ZPOPMIN', QUEUE) or {}
+    end
+    local head = popped[1]
     if not head or string.byte(head) == 126 then
       -- No entry left (a deadline popped has none to stand for).
       return nil
