@@ -1023,6 +1023,63 @@ fn a_max_hold_stops_the_command_of_every_kind_and_frees_the_lock() {
     assert_every_kind_free(&client, "bounded");
 }
 
+/// `--max-hold` shorter than the lease (30 s by default): the lock passes
+/// on within a watchdog period (1.7 s) of the maximum hold even if
+/// fairlock hangs (SIGSTOP) right after the grant, before any renewal, to
+/// a `--max-hold` waiter that then holds it as long as it needs.
+#[test]
+fn a_max_hold_shorter_than_the_lease_passes_the_lock_on_from_a_hung_holder() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("hung-max-hold");
+    // The holder's flags, and a waiter's it keeps out.
+    let kinds: [(&[&str], &[&str]); 4] = [
+        (&["--semaphore", "1"], &["--semaphore", "1"]),
+        (&["--read"], &["--write"]),
+        (&["--write"], &["--read"]),
+        (&[], &[]),
+    ];
+    for (i, (flags, waiting)) in kinds.into_iter().enumerate() {
+        let (ready, next) = (
+            scratch.path(&format!("r{i}")),
+            scratch.path(&format!("n{i}")),
+        );
+        let holder = Proc::spawn(
+            fairlock(&server)
+                .args(["run", "hung", "--max-hold", "1s"])
+                .args(flags)
+                .args(sh(&format!("touch {}; exec sleep 30", ready.display()))),
+        );
+        assert!(wait_until(PATIENCE, || ready.exists()), "{flags:?}");
+        holder.signal("STOP");
+        let hung = Instant::now();
+        let waiter = Proc::spawn(
+            fairlock(&server)
+                .args(["run", "hung", "--max-hold", "1s", "--wait", "8s"])
+                .args(waiting)
+                .args(sh(&format!("touch {}; sleep 0.3", next.display()))),
+        );
+        let bound = Duration::from_secs(9);
+        assert!(wait_until(bound, || next.exists() || hung.elapsed() > bound));
+        let passed = hung.elapsed();
+        let out = waiter.finish(PATIENCE);
+        eprintln!("{flags:?}: passed on {passed:?} after the holder hung");
+        let err = stderr(&out);
+        assert_eq!(
+            code(&out),
+            0,
+            "{flags:?}, passed on after {passed:?}: {err}"
+        );
+        // 1 s of maximum hold, a watchdog period, and a busy machine's margin.
+        assert!(
+            passed < Duration::from_millis(4500),
+            "{flags:?}: {passed:?}"
+        );
+        holder.signal("CONT");
+        let out = holder.finish(PATIENCE);
+        assert_eq!(code(&out), 70, "{flags:?}: {}", stderr(&out));
+    }
+}
+
 /// `--identity` (or `FAIRLOCK_IDENTITY`) names the caller in every
 /// status: JSON's "identity" and the text's "<identity> (client ...)",
 /// for each kind's holder.

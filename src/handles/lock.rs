@@ -92,8 +92,9 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// [`LeaseSignal`](crate::LeaseSignal) fires with
     /// [`LeaseEnd::MaxHold`](crate::LeaseEnd::MaxHold), and the lock passes
     /// on when the lease ends (the last renewal asks for no more than is
-    /// left of `max_hold`). A hold that cannot outlive its purpose, even if
-    /// its thread hangs. It replaces a [fixed lease](Self::with_fixed_lease)
+    /// left of `max_hold`, and the grant itself for no more than
+    /// `max_hold` and a watchdog period). A hold that cannot outlive its
+    /// purpose, even if its thread hangs. It replaces a [fixed lease](Self::with_fixed_lease)
     /// set before. Outside [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE),
     /// each acquiring call reports
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) before

@@ -100,7 +100,8 @@ pub struct RunArgs {
 
     /// Hold the lock for at most this long: then the watchdog stops
     /// renewing it, COMMAND is stopped (SIGTERM, then SIGKILL 5 s later)
-    /// and fairlock exits 70; the lock passes on by then even if this
+    /// and fairlock exits 70; the lock passes on by then (within a third
+    /// of the shorter of the lease and 5 s) even if this
     /// machine hangs. Unlike --fixed-lease, the lease is renewed until
     /// then, so a killed holder's lock still frees within one --lease. Not
     /// with --fixed-lease, which is its own maximum.
@@ -342,14 +343,17 @@ pub fn run_holding(
 
     // The lease signal wakes the main thread the moment the lock is lost:
     // at the guard's own end of the lease, before anyone else can take it.
+    // Its end is the first that came (a maximum hold even when the lease
+    // it capped has run out too by the time the main thread looks).
     let signal = guard.lease_signal();
-    let ended = signal.clone();
     let watcher = Arc::clone(&control);
-    std::thread::spawn(move || {
-        if matches!(signal.wait(), LeaseEnd::Lost | LeaseEnd::MaxHold) {
+    let mut ended = Some(std::thread::spawn(move || {
+        let end = signal.wait();
+        if matches!(end, LeaseEnd::Lost | LeaseEnd::MaxHold) {
             watcher.lease_lost();
         }
-    });
+        end
+    }));
     // The revocation signal, likewise, when someone asks us to let go.
     let revocation = guard.revocation_signal();
     let asked = Arc::clone(&control);
@@ -380,7 +384,8 @@ pub fn run_holding(
         }
         if !lost && (control.is_lease_lost() || guard.is_lease_lost()) {
             lost = true;
-            let over = ended.wait_timeout(Duration::ZERO) == Some(LeaseEnd::MaxHold)
+            let end = ended.take().and_then(|watcher| watcher.join().ok());
+            let over = end == Some(LeaseEnd::MaxHold)
                 || args.max_hold.is_some_and(|max| held_since.elapsed() >= max);
             gave_up = over;
             let stop = args.kill_on_loss || over;
