@@ -270,7 +270,8 @@ impl Connection {
         self.connect_leased(None)
     }
 
-    /// A client whose watchdog renews leases of `lease` (`--lease`), or
+    /// A client whose watchdog renews leases of `lease` (`--lease`; or
+    /// heartbeats the queued waits of `--fixed-lease`'s at its pace), or
     /// of the library's default.
     pub fn connect_leased(&self, lease: Option<Duration>) -> Result<Client, Failure> {
         let mut builder = Client::builder(&self.url)

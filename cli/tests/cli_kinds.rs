@@ -21,6 +21,7 @@ use cli_support::{
     Scratch, PATIENCE,
 };
 use fairlock::__test_support::LockKeys;
+use fairlock::LockKind;
 use fairlock_test_support::fake_queue::{counted_lease_ends, set_counted_lease_end};
 use fairlock_test_support::{wait_until, RedisServer};
 
@@ -310,6 +311,62 @@ fn a_fixed_lease_holds_every_kind_for_at_most_its_length() {
     }
     // Nothing was left held: every kind of the name is free again.
     assert_every_kind_free(&client, "fixed");
+}
+
+/// A `--fixed-lease` run that waited its turn holds for its length from
+/// the handoff, whatever the kind. It counts the grant from the last
+/// request that saw it queued (its own, or a heartbeat): those must come
+/// more often than its lease. Here the handoff comes 1.2 s after the
+/// waiter started, before the first heartbeat of a 30 s lease's client
+/// (1.7 s).
+#[test]
+fn a_queued_fixed_lease_is_not_lost_on_arrival() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let scratch = Scratch::new("queued-fixed-lease");
+    // The holder's flags, and a waiter's it keeps out.
+    let kinds: [(&[&str], &[&str], LockKind); 4] = [
+        (
+            &["--semaphore", "1"],
+            &["--semaphore", "1"],
+            LockKind::Semaphore,
+        ),
+        (&["--read"], &["--write"], LockKind::RwLock),
+        (&["--write"], &["--read"], LockKind::RwLock),
+        (&[], &[], LockKind::Mutex),
+    ];
+    for (i, (flags, waiting, kind)) in kinds.into_iter().enumerate() {
+        let (ready, go) = (
+            scratch.path(&format!("r{i}")),
+            scratch.path(&format!("g{i}")),
+        );
+        let script = format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.01; done",
+            ready.display(),
+            go.display()
+        );
+        let holder = Proc::spawn(
+            fairlock(&server)
+                .args(["run", "fq"])
+                .args(flags)
+                .args(sh(&script)),
+        );
+        assert!(wait_until(PATIENCE, || ready.exists()), "{flags:?}");
+        let started = Instant::now();
+        let waiter = Proc::spawn(
+            fairlock(&server)
+                .args(["run", "fq", "--fixed-lease", "500ms"])
+                .args(waiting)
+                .args(["--", "true"]),
+        );
+        let queued = || client.status(kind, "fq", 1).unwrap().queue_len == 1;
+        assert!(wait_until(PATIENCE, queued), "{waiting:?}");
+        std::thread::sleep(Duration::from_millis(1200).saturating_sub(started.elapsed()));
+        std::fs::write(&go, "").unwrap();
+        let out = waiter.finish(PATIENCE);
+        assert_eq!(code(&out), 0, "{waiting:?}: {}", stderr(&out));
+        assert_eq!(code(&holder.finish(PATIENCE)), 0, "{flags:?}");
+    }
 }
 
 /// `--lease D` is the lease the watchdog renews (etcdctl lock --ttl's

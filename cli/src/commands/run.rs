@@ -219,7 +219,9 @@ pub fn run_holding(
             anyhow!(err).context("cannot handle signals"),
         )
     })?;
-    let client = connection.connect_leased(args.lease)?;
+    // A fixed lease nobody renews still sets the heartbeats' pace while
+    // queued: a handoff is counted from the last one, which must be recent.
+    let client = connection.connect_leased(args.lease.or(args.fixed_lease))?;
     let lock = lock_of(&client, &args);
 
     // Wait for our turn, on this thread: the guard stays on the thread that took it.
