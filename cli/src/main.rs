@@ -70,7 +70,8 @@ use commands::{elect, permits, revoke, run, status, unlock};
 pub mod exit {
     use fairlock::ErrorKind;
 
-    /// Bad usage: an unknown option, a bad duration, lock name or identity.
+    /// Bad usage: an unknown option, a bad duration, lock name, identity or
+    /// key prefix.
     pub const USAGE: i32 = 2;
     /// Redis could not be reached or failed (EX_UNAVAILABLE): trying again
     /// later may succeed; nothing was run.
@@ -124,7 +125,7 @@ pub mod exit {
 pub const EXIT_CODES: &str = "\
 Exit codes of `fairlock run`:
   0-255  the command's own exit status, when it ran and held the lock throughout
-  2      bad usage: unknown option, bad duration, bad lock name or identity
+  2      bad usage: unknown option, bad duration, bad lock name, identity or key prefix
   69     Redis unreachable or failing: try again later (nothing was run)
   70     the lock was lost while the command ran (lease ran out, or unlock --force),
          or it reached its --max-hold (the command was stopped)
@@ -166,6 +167,7 @@ struct Cli {
         global = true,
         value_name = "PREFIX",
         default_value = "fairlock",
+        value_parser = key_prefix,
         display_order = 901
     )]
     key_prefix: String,
@@ -253,6 +255,16 @@ fn connect_timeout(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(timeout)
+}
+
+/// Parses `--key-prefix` as the library checks it: a usage error (2), not
+/// the library's InvalidConfig (78), which would blame the URL.
+fn key_prefix(text: &str) -> Result<String, String> {
+    if (1..=256).contains(&text.len()) && !text.contains(['{', '}']) {
+        Ok(text.to_owned())
+    } else {
+        Err("a key prefix must be 1 to 256 bytes, without '{' or '}'".to_owned())
+    }
 }
 
 /// Global settings every subcommand connects with.

@@ -412,6 +412,10 @@ fn bad_input_gives_a_one_line_error_and_exit_code_2() {
         &["run", "x", "-E", "256", "--", "true"],
         &["frobnicate"],
         &["status"],
+        // The key prefix is the command line's too, whatever the library
+        // calls it: not a URL to fix (78).
+        &["--key-prefix", "a{b}", "status", "x"],
+        &["--key-prefix", "", "run", "x", "--", "true"],
     ] {
         let out = output(fairlock(&server).args(args), PATIENCE);
         assert_one_line_error(&out, 2, &format!("{args:?}"));
