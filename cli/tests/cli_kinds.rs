@@ -880,6 +880,49 @@ fn a_lost_permit_or_rwlock_hold_is_reported_and_exits_70() {
     }
 }
 
+/// `unlock --force` and `revoke` of a lock of the name that nobody holds
+/// say which lock that was, and which other kind of the name is held and
+/// its flag: an operator who left out `--semaphore` does not take a
+/// stuck semaphore for free.
+#[test]
+fn unlock_and_revoke_of_a_free_kind_name_the_kinds_held_and_their_flags() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let permit = client.fair_semaphore("busy", 2).acquire().unwrap();
+    let read = client.fair_rwlock("busy").read().unwrap();
+    for args in [
+        &["unlock", "busy", "--force"][..],
+        &["revoke", "busy"],
+        &["unlock", "busy", "--force", "--election"],
+        &["revoke", "busy", "--mutex"],
+    ] {
+        let out = output(fairlock(&server).args(args), PATIENCE);
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        let said = stdout(&out);
+        let kind = if args.contains(&"--election") {
+            "election"
+        } else {
+            "mutex"
+        };
+        assert!(
+            said.contains(&format!("the {kind} \"busy\"")),
+            "{args:?}: {said}"
+        );
+        assert!(
+            said.contains("the semaphore \"busy\" (2 permits) is held: --semaphore")
+                && said.contains("the rwlock \"busy\" is held: --rwlock"),
+            "{args:?}: {said}"
+        );
+    }
+    // Every kind free: nothing more to say.
+    drop((permit, read));
+    let out = output(
+        fairlock(&server).args(["unlock", "busy", "--force"]),
+        PATIENCE,
+    );
+    assert!(!stdout(&out).contains("is held"), "{}", stdout(&out));
+}
+
 #[test]
 fn unlock_force_frees_every_hold_of_a_semaphore_or_a_rwlock_and_the_next_get_it() {
     let server = RedisServer::start();

@@ -92,7 +92,7 @@ impl StatusArgs {
 }
 
 /// Every kind of lock of a name, in the order `status` shows them.
-const KINDS: [LockKind; 4] = [
+pub const KINDS: [LockKind; 4] = [
     LockKind::Mutex,
     LockKind::Semaphore,
     LockKind::RwLock,
