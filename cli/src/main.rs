@@ -138,8 +138,8 @@ Exit codes of `fairlock run`:
          key under the key prefix (nothing was run)
   126    the command could not be executed
   127    the command was not found
-  128+N  the command died of signal N; or fairlock got SIGINT (130) or
-         SIGTERM (143) while waiting (nothing was run)
+  128+N  the command died of signal N; or fairlock got SIGINT (130),
+         SIGTERM (143), SIGHUP or SIGQUIT while waiting (nothing was run)
 `fairlock elect` exits as `run` (70: the leadership was lost);
 `elect --watch`, `status`, `unlock`, `revoke` and `permits` exit with 0, 2,
 69, 77 or 78.";

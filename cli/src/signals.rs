@@ -1,4 +1,4 @@
-//! SIGINT, SIGTERM and SIGHUP for `fairlock run`, handled on a thread of
+//! SIGINT, SIGTERM, SIGHUP and SIGQUIT for `fairlock run`, handled on a thread of
 //! their own (`fairlock-signals`), whatever the main thread is doing.
 //!
 //! - Connecting: exit at once with 128+N.
@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use fairlock::WaitCanceller;
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
@@ -41,7 +41,7 @@ enum Phase {
 
 struct State {
     phase: Phase,
-    /// The first of SIGINT, SIGTERM, SIGHUP received.
+    /// The first of SIGINT, SIGTERM, SIGHUP, SIGQUIT received.
     signal: Option<i32>,
     /// A SIGCHLD came since the main thread last looked.
     child_changed: bool,
@@ -66,7 +66,7 @@ pub enum SpawnError {
 }
 
 impl Control {
-    /// Takes over SIGINT, SIGTERM, SIGHUP and SIGCHLD and starts the thread
+    /// Takes over SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD and starts the thread
     /// that handles them.
     pub fn install() -> std::io::Result<Arc<Control>> {
         let control = Arc::new(Control {
@@ -80,7 +80,8 @@ impl Control {
             changed: Condvar::new(),
             canceller: WaitCanceller::new(),
         });
-        let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGCHLD])?;
+        let handled = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD];
+        let mut signals = SignalsInfo::<WithOrigin>::new(handled)?;
         let handler = Arc::clone(&control);
         std::thread::Builder::new()
             .name("fairlock-signals".into())
@@ -137,7 +138,7 @@ impl Control {
         self.state().phase = Phase::Waiting;
     }
 
-    /// Cancelled by the first SIGINT, SIGTERM or SIGHUP while waiting.
+    /// Cancelled by the first SIGINT, SIGTERM, SIGHUP or SIGQUIT while waiting.
     pub fn canceller(&self) -> &WaitCanceller {
         &self.canceller
     }

@@ -211,6 +211,38 @@ fn sigint_while_waiting_runs_nothing_and_exits_130() {
     assert!(!marker.exists());
 }
 
+/// SIGQUIT (`Ctrl-\`, a supervisor's stop signal) is handled as SIGTERM:
+/// while waiting, fairlock leaves the queue and exits 131, nothing run;
+/// while the command runs, it is passed on, and the lock released when
+/// the command ends (it killed fairlock, holding or queued, before).
+#[test]
+fn sigquit_leaves_the_queue_or_is_passed_to_the_command() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("quit");
+    let client = server.client();
+    let mutex = client.fair_mutex("quit");
+    let held = mutex.lock().unwrap();
+    let run = Proc::spawn(fairlock(&server).args(["run", "quit", "--", "true"]));
+    assert!(wait_until(PATIENCE, || mutex.queue_len().unwrap() == 1));
+    run.signal("QUIT");
+    let out = run.finish(PATIENCE);
+    assert_eq!(out.status.code(), Some(131), "{}", stderr(&out));
+    assert_eq!(mutex.queue_len().unwrap(), 0, "left the queue at once");
+    held.unlock().unwrap();
+
+    let ready = scratch.path("ready");
+    let script = format!(
+        "trap 'exit 42' QUIT; touch '{}'; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let run = Proc::spawn(fairlock(&server).args(["run", "quit"]).args(sh(&script)));
+    assert!(wait_until(PATIENCE, || ready.exists()));
+    run.signal("QUIT");
+    let out = run.finish(PATIENCE);
+    assert_eq!(out.status.code(), Some(42), "{}", stderr(&out));
+    assert!(!mutex.is_locked().unwrap(), "released");
+}
+
 #[test]
 fn a_lost_lease_is_reported_and_exits_70() {
     let server = RedisServer::start();

@@ -40,7 +40,7 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 /// while COMMAND runs (a watchdog renews its --lease, unless --fixed-lease) and
 /// released whenever COMMAND ends. COMMAND's exit status is fairlock's.
 /// COMMAND gets FAIRLOCK_TOKEN (the fencing token), FAIRLOCK_NAME and
-/// FAIRLOCK_CLIENT_ID in its environment. SIGINT, SIGTERM and SIGHUP are
+/// FAIRLOCK_CLIENT_ID in its environment. SIGINT, SIGTERM, SIGHUP and SIGQUIT are
 /// passed on to COMMAND (unless they came from the terminal, which
 /// already sent them to COMMAND too); while still waiting they end the
 /// wait with 128+N and nothing is run. When someone asks the holders of
