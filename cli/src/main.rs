@@ -188,7 +188,7 @@ struct Cli {
 
     /// Give up connecting to Redis after this long (default 5s; up to
     /// 24h): a refused port or an unreachable host fails within it
-    /// (exit 69).
+    /// (exit 69); a server that accepts and never answers, within 5s.
     #[arg(
         long,
         global = true,
