@@ -209,9 +209,10 @@ impl Control {
         self.changed.notify_all();
     }
 
-    /// Whether [`lease_lost`](Self::lease_lost) was called.
-    pub fn is_lease_lost(&self) -> bool {
-        self.state().lease_lost
+    /// Whether [`lease_lost`](Self::lease_lost) was called since the last
+    /// time this said so (a flag left set would end every sleep at once).
+    pub fn take_lease_lost(&self) -> bool {
+        std::mem::take(&mut self.state().lease_lost)
     }
 
     /// Called from the thread that waits on the revocation signal: someone

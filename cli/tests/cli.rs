@@ -243,6 +243,43 @@ fn sigquit_leaves_the_queue_or_is_passed_to_the_command() {
     assert!(!mutex.is_locked().unwrap(), "released");
 }
 
+/// A command let finish after its lock was lost keeps fairlock idle: it
+/// wakes for the command's end, not in a loop (it spun on the lost
+/// lease's flag, a core's worth, for as long as the command ran).
+#[test]
+fn a_lost_lease_leaves_fairlock_idle_while_the_command_finishes() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("idle-after-loss");
+    let (before, after) = (scratch.path("before"), scratch.path("after"));
+    // fairlock is the command's parent: its CPU ticks (utime + stime in
+    // /proc/PID/stat) over 2 s, from 0.5 s in, the lease lost at 0.3 s.
+    let script = format!(
+        "sleep 0.5; cat /proc/$PPID/stat > {}; sleep 2; cat /proc/$PPID/stat > {}",
+        before.display(),
+        after.display()
+    );
+    let out = output(
+        fairlock(&server)
+            .args(["run", "idle", "--fixed-lease", "300ms"])
+            .args(sh(&script)),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    let ticks = |path: &std::path::Path| -> u64 {
+        let stat = std::fs::read_to_string(path).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let busy = ticks(&after) - ticks(&before);
+    eprintln!("fairlock's CPU over 2 s after the loss: {busy} ticks (100 a second)");
+    assert!(busy < 20, "{busy} ticks of CPU in 2 s");
+}
+
 #[test]
 fn a_lost_lease_is_reported_and_exits_70() {
     let server = RedisServer::start();

@@ -384,7 +384,8 @@ pub fn run_holding(
                 }
             }
         }
-        if !lost && (control.is_lease_lost() || guard.is_lease_lost()) {
+        let told = control.take_lease_lost();
+        if !lost && (told || guard.is_lease_lost()) {
             lost = true;
             let end = ended.take().and_then(|watcher| watcher.join().ok());
             let over = end == Some(LeaseEnd::MaxHold)
