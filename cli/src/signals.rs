@@ -80,8 +80,8 @@ impl Control {
             changed: Condvar::new(),
             canceller: WaitCanceller::new(),
         });
-        let handled = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD];
-        let mut signals = SignalsInfo::<WithOrigin>::new(handled)?;
+        let handled = not_ignored(&[SIGINT, SIGTERM, SIGHUP, SIGQUIT]);
+        let mut signals = SignalsInfo::<WithOrigin>::new(handled.into_iter().chain([SIGCHLD]))?;
         let handler = Arc::clone(&control);
         std::thread::Builder::new()
             .name("fairlock-signals".into())
@@ -227,6 +227,24 @@ impl Control {
     pub fn take_revocation(&self) -> bool {
         std::mem::take(&mut self.state().revoked)
     }
+}
+
+/// Those of `signals` not ignored when fairlock started: one ignored then
+/// (`nohup`'s SIGHUP, a background job's SIGINT and SIGQUIT) stays so, for
+/// fairlock and for the command, which inherits an ignored signal (a
+/// handled one goes back to its default at exec).
+pub fn not_ignored(signals: &[i32]) -> Vec<i32> {
+    let ignored = |signal| {
+        // SAFETY: reads the signal's action, changes nothing.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        let read = unsafe { libc::sigaction(signal, std::ptr::null(), &mut action) };
+        read == 0 && action.sa_sigaction == libc::SIG_IGN
+    };
+    signals
+        .iter()
+        .copied()
+        .filter(|&signal| !ignored(signal))
+        .collect()
 }
 
 /// A signal as `--on-revoke` takes it: a name (`TERM`, `SIGTERM`, `INT`,

@@ -350,7 +350,7 @@ fn restore_terminal() {
 /// SIGINT and SIGTERM end the watch at once, with exit 0: the main thread
 /// may be blocked in a read of an unreachable Redis.
 pub(crate) fn stop_on_signals() -> std::io::Result<()> {
-    let mut signals = Signals::new([SIGINT, SIGTERM])?;
+    let mut signals = Signals::new(crate::signals::not_ignored(&[SIGINT, SIGTERM]))?;
     std::thread::Builder::new()
         .name("fairlock-signals".into())
         .spawn(move || {

@@ -280,6 +280,49 @@ fn a_lost_lease_leaves_fairlock_idle_while_the_command_finishes() {
     assert!(busy < 20, "{busy} ticks of CPU in 2 s");
 }
 
+/// A signal ignored when fairlock starts (`nohup`'s SIGHUP, a
+/// background job's SIGINT and SIGQUIT in a script) stays ignored: it
+/// ends no wait, and the command inherits the ignoring (fairlock's own
+/// handler, which exec resets to the default, took it away).
+#[test]
+fn signals_ignored_at_start_stay_ignored_for_fairlock_and_the_command() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mutex = client.fair_mutex("nohup");
+    let held = mutex.lock().unwrap();
+    // fairlock, started by a shell that ignores the three.
+    let ignoring = Proc::spawn(
+        Command::new("sh")
+            .args(["-c", "trap '' HUP INT QUIT; exec \"$@\"", "sh", BIN])
+            .args(["--url", &server.url(), "run", "nohup"])
+            .args(sh("grep SigIgn /proc/$$/status"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    assert!(wait_until(PATIENCE, || mutex.queue_len().unwrap() == 1));
+    ignoring.signal("HUP");
+    ignoring.signal("INT");
+    // Still queued once a status read after the signals: nothing ended it.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        mutex.queue_len().unwrap(),
+        1,
+        "the ignored signals ended the wait"
+    );
+    held.unlock().unwrap();
+    let out = ignoring.finish(PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mask = stdout(&out);
+    let mask = u64::from_str_radix(mask.trim().trim_start_matches("SigIgn:").trim(), 16).unwrap();
+    // SIGHUP 1, SIGINT 2, SIGQUIT 3: bits 0, 1 and 2.
+    assert_eq!(
+        mask & 0b111,
+        0b111,
+        "the command's ignored signals: {mask:#x}"
+    );
+}
+
 #[test]
 fn a_lost_lease_is_reported_and_exits_70() {
     let server = RedisServer::start();
