@@ -175,7 +175,7 @@ struct Cli {
     /// Who this caller is, shown with its hold and its wait in every
     /// status (`fairlock status`, the library's): 1 to 64 ASCII letters,
     /// digits and `. _ - / @ : +`, e.g. `cron@web-3`. Default: USER@HOST:PID
-    /// of this fairlock.
+    /// of this fairlock. (An `elect` candidate is named by its --value.)
     #[arg(
         long,
         global = true,
