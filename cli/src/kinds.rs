@@ -211,11 +211,13 @@ impl Lock {
 
     /// Who holds the lock now, as "client ID, token N" (with "(one of N
     /// holders)" for a lock of several holders, and the access of a
-    /// reader-writer lock's first holder by lease end); `None` if nobody
-    /// or unknown.
+    /// reader-writer lock's first other holder by lease end); `None` if
+    /// nobody else or unknown: not this client, which Redis may count a
+    /// holder a moment longer than it does itself.
     pub fn holder_now(&self) -> Option<String> {
-        let status = self.status(1).ok()?;
-        let holder = status.holder()?;
+        let status = self.status(2).ok()?;
+        let mine = self.client.id();
+        let holder = (status.holders.iter()).find(|h| h.who.client_id() != mine)?;
         let mut text = format!(
             "client {}, token {}",
             holder.who.client_id(),

@@ -70,7 +70,8 @@ use commands::{elect, permits, revoke, run, status, unlock};
 pub mod exit {
     use fairlock::ErrorKind;
 
-    /// Bad usage: an unknown option, a bad duration, lock name or identity.
+    /// Bad usage: an unknown option, a bad duration, lock name, identity or
+    /// key prefix.
     pub const USAGE: i32 = 2;
     /// Redis could not be reached or failed (EX_UNAVAILABLE): trying again
     /// later may succeed; nothing was run.
@@ -124,7 +125,7 @@ pub mod exit {
 pub const EXIT_CODES: &str = "\
 Exit codes of `fairlock run`:
   0-255  the command's own exit status, when it ran and held the lock throughout
-  2      bad usage: unknown option, bad duration, bad lock name or identity
+  2      bad usage: unknown option, bad duration, bad lock name, identity or key prefix
   69     Redis unreachable or failing: try again later (nothing was run)
   70     the lock was lost while the command ran (lease ran out, or unlock --force),
          or it reached its --max-hold (the command was stopped)
@@ -137,8 +138,8 @@ Exit codes of `fairlock run`:
          key under the key prefix (nothing was run)
   126    the command could not be executed
   127    the command was not found
-  128+N  the command died of signal N; or fairlock got SIGINT (130) or
-         SIGTERM (143) while waiting (nothing was run)
+  128+N  the command died of signal N; or fairlock got SIGINT (130),
+         SIGTERM (143), SIGHUP or SIGQUIT while waiting (nothing was run)
 `fairlock elect` exits as `run` (70: the leadership was lost);
 `elect --watch`, `status`, `unlock`, `revoke` and `permits` exit with 0, 2,
 69, 77 or 78.";
@@ -166,6 +167,7 @@ struct Cli {
         global = true,
         value_name = "PREFIX",
         default_value = "fairlock",
+        value_parser = key_prefix,
         display_order = 901
     )]
     key_prefix: String,
@@ -173,7 +175,7 @@ struct Cli {
     /// Who this caller is, shown with its hold and its wait in every
     /// status (`fairlock status`, the library's): 1 to 64 ASCII letters,
     /// digits and `. _ - / @ : +`, e.g. `cron@web-3`. Default: USER@HOST:PID
-    /// of this fairlock.
+    /// of this fairlock. (An `elect` candidate is named by its --value.)
     #[arg(
         long,
         global = true,
@@ -186,7 +188,7 @@ struct Cli {
 
     /// Give up connecting to Redis after this long (default 5s; up to
     /// 24h): a refused port or an unreachable host fails within it
-    /// (exit 69).
+    /// (exit 69); a server that accepts and never answers, within 5s.
     #[arg(
         long,
         global = true,
@@ -255,6 +257,16 @@ fn connect_timeout(text: &str) -> Result<Duration, String> {
     Ok(timeout)
 }
 
+/// Parses `--key-prefix` as the library checks it: a usage error (2), not
+/// the library's InvalidConfig (78), which would blame the URL.
+fn key_prefix(text: &str) -> Result<String, String> {
+    if (1..=256).contains(&text.len()) && !text.contains(['{', '}']) {
+        Ok(text.to_owned())
+    } else {
+        Err("a key prefix must be 1 to 256 bytes, without '{' or '}'".to_owned())
+    }
+}
+
 /// Global settings every subcommand connects with.
 pub struct Connection {
     pub url: String,
@@ -270,7 +282,8 @@ impl Connection {
         self.connect_leased(None)
     }
 
-    /// A client whose watchdog renews leases of `lease` (`--lease`), or
+    /// A client whose watchdog renews leases of `lease` (`--lease`; or
+    /// heartbeats the queued waits of `--fixed-lease`'s at its pace), or
     /// of the library's default.
     pub fn connect_leased(&self, lease: Option<Duration>) -> Result<Client, Failure> {
         let mut builder = Client::builder(&self.url)

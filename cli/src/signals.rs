@@ -1,4 +1,4 @@
-//! SIGINT, SIGTERM and SIGHUP for `fairlock run`, handled on a thread of
+//! SIGINT, SIGTERM, SIGHUP and SIGQUIT for `fairlock run`, handled on a thread of
 //! their own (`fairlock-signals`), whatever the main thread is doing.
 //!
 //! - Connecting: exit at once with 128+N.
@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use fairlock::WaitCanceller;
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
@@ -41,7 +41,7 @@ enum Phase {
 
 struct State {
     phase: Phase,
-    /// The first of SIGINT, SIGTERM, SIGHUP received.
+    /// The first of SIGINT, SIGTERM, SIGHUP, SIGQUIT received.
     signal: Option<i32>,
     /// A SIGCHLD came since the main thread last looked.
     child_changed: bool,
@@ -66,7 +66,7 @@ pub enum SpawnError {
 }
 
 impl Control {
-    /// Takes over SIGINT, SIGTERM, SIGHUP and SIGCHLD and starts the thread
+    /// Takes over SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD and starts the thread
     /// that handles them.
     pub fn install() -> std::io::Result<Arc<Control>> {
         let control = Arc::new(Control {
@@ -80,7 +80,8 @@ impl Control {
             changed: Condvar::new(),
             canceller: WaitCanceller::new(),
         });
-        let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGCHLD])?;
+        let handled = not_ignored(&[SIGINT, SIGTERM, SIGHUP, SIGQUIT]);
+        let mut signals = SignalsInfo::<WithOrigin>::new(handled.into_iter().chain([SIGCHLD]))?;
         let handler = Arc::clone(&control);
         std::thread::Builder::new()
             .name("fairlock-signals".into())
@@ -137,7 +138,7 @@ impl Control {
         self.state().phase = Phase::Waiting;
     }
 
-    /// Cancelled by the first SIGINT, SIGTERM or SIGHUP while waiting.
+    /// Cancelled by the first SIGINT, SIGTERM, SIGHUP or SIGQUIT while waiting.
     pub fn canceller(&self) -> &WaitCanceller {
         &self.canceller
     }
@@ -208,9 +209,10 @@ impl Control {
         self.changed.notify_all();
     }
 
-    /// Whether [`lease_lost`](Self::lease_lost) was called.
-    pub fn is_lease_lost(&self) -> bool {
-        self.state().lease_lost
+    /// Whether [`lease_lost`](Self::lease_lost) was called since the last
+    /// time this said so (a flag left set would end every sleep at once).
+    pub fn take_lease_lost(&self) -> bool {
+        std::mem::take(&mut self.state().lease_lost)
     }
 
     /// Called from the thread that waits on the revocation signal: someone
@@ -225,6 +227,24 @@ impl Control {
     pub fn take_revocation(&self) -> bool {
         std::mem::take(&mut self.state().revoked)
     }
+}
+
+/// Those of `signals` not ignored when fairlock started: one ignored then
+/// (`nohup`'s SIGHUP, a background job's SIGINT and SIGQUIT) stays so, for
+/// fairlock and for the command, which inherits an ignored signal (a
+/// handled one goes back to its default at exec).
+pub fn not_ignored(signals: &[i32]) -> Vec<i32> {
+    let ignored = |signal| {
+        // SAFETY: reads the signal's action, changes nothing.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        let read = unsafe { libc::sigaction(signal, std::ptr::null(), &mut action) };
+        read == 0 && action.sa_sigaction == libc::SIG_IGN
+    };
+    signals
+        .iter()
+        .copied()
+        .filter(|&signal| !ignored(signal))
+        .collect()
 }
 
 /// A signal as `--on-revoke` takes it: a name (`TERM`, `SIGTERM`, `INT`,

@@ -21,7 +21,6 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::anyhow;
 use fairlock::{Client, LockKind};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -30,7 +29,7 @@ use crate::changes::Shape;
 use crate::commands::status::{read, to_json, to_text, Report};
 use crate::duration::{self, human};
 use crate::terminal::{self, fit};
-use crate::{exit, exit_now, Failure};
+use crate::{exit_now, Failure};
 
 /// Shortest refresh accepted: each one is four status scripts (one a
 /// kind asked for).
@@ -121,12 +120,6 @@ pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
     let on_terminal = std::io::stdout().is_terminal();
     let first = read(client, name, watch.asked, watch.limit)
         .map_err(|err| Failure::redis(err, format!("cannot read the status of {name:?}")))?;
-    stop_on_signals().map_err(|err| {
-        Failure::new(
-            exit::UNAVAILABLE,
-            anyhow!(err).context("cannot handle signals"),
-        )
-    })?;
     let mut pending = Some(first);
     // The last good read, shown under the error while reads fail.
     let mut last_good: Option<(SystemTime, Report)> = None;
@@ -357,7 +350,7 @@ fn restore_terminal() {
 /// SIGINT and SIGTERM end the watch at once, with exit 0: the main thread
 /// may be blocked in a read of an unreachable Redis.
 pub(crate) fn stop_on_signals() -> std::io::Result<()> {
-    let mut signals = Signals::new([SIGINT, SIGTERM])?;
+    let mut signals = Signals::new(crate::signals::not_ignored(&[SIGINT, SIGTERM]))?;
     std::thread::Builder::new()
         .name("fairlock-signals".into())
         .spawn(move || {

@@ -211,6 +211,118 @@ fn sigint_while_waiting_runs_nothing_and_exits_130() {
     assert!(!marker.exists());
 }
 
+/// SIGQUIT (`Ctrl-\`, a supervisor's stop signal) is handled as SIGTERM:
+/// while waiting, fairlock leaves the queue and exits 131, nothing run;
+/// while the command runs, it is passed on, and the lock released when
+/// the command ends (it killed fairlock, holding or queued, before).
+#[test]
+fn sigquit_leaves_the_queue_or_is_passed_to_the_command() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("quit");
+    let client = server.client();
+    let mutex = client.fair_mutex("quit");
+    let held = mutex.lock().unwrap();
+    let run = Proc::spawn(fairlock(&server).args(["run", "quit", "--", "true"]));
+    assert!(wait_until(PATIENCE, || mutex.queue_len().unwrap() == 1));
+    run.signal("QUIT");
+    let out = run.finish(PATIENCE);
+    assert_eq!(out.status.code(), Some(131), "{}", stderr(&out));
+    assert_eq!(mutex.queue_len().unwrap(), 0, "left the queue at once");
+    held.unlock().unwrap();
+
+    let ready = scratch.path("ready");
+    let script = format!(
+        "trap 'exit 42' QUIT; touch '{}'; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let run = Proc::spawn(fairlock(&server).args(["run", "quit"]).args(sh(&script)));
+    assert!(wait_until(PATIENCE, || ready.exists()));
+    run.signal("QUIT");
+    let out = run.finish(PATIENCE);
+    assert_eq!(out.status.code(), Some(42), "{}", stderr(&out));
+    assert!(!mutex.is_locked().unwrap(), "released");
+}
+
+/// A command let finish after its lock was lost keeps fairlock idle: it
+/// wakes for the command's end, not in a loop (it spun on the lost
+/// lease's flag, a core's worth, for as long as the command ran).
+#[test]
+fn a_lost_lease_leaves_fairlock_idle_while_the_command_finishes() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("idle-after-loss");
+    let (before, after) = (scratch.path("before"), scratch.path("after"));
+    // fairlock is the command's parent: its CPU ticks (utime + stime in
+    // /proc/PID/stat) over 2 s, from 0.5 s in, the lease lost at 0.3 s.
+    let script = format!(
+        "sleep 0.5; cat /proc/$PPID/stat > {}; sleep 2; cat /proc/$PPID/stat > {}",
+        before.display(),
+        after.display()
+    );
+    let out = output(
+        fairlock(&server)
+            .args(["run", "idle", "--fixed-lease", "300ms"])
+            .args(sh(&script)),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    let ticks = |path: &std::path::Path| -> u64 {
+        let stat = std::fs::read_to_string(path).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let busy = ticks(&after) - ticks(&before);
+    eprintln!("fairlock's CPU over 2 s after the loss: {busy} ticks (100 a second)");
+    assert!(busy < 20, "{busy} ticks of CPU in 2 s");
+}
+
+/// A signal ignored when fairlock starts (`nohup`'s SIGHUP, a
+/// background job's SIGINT and SIGQUIT in a script) stays ignored: it
+/// ends no wait, and the command inherits the ignoring (fairlock's own
+/// handler, which exec resets to the default, took it away).
+#[test]
+fn signals_ignored_at_start_stay_ignored_for_fairlock_and_the_command() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mutex = client.fair_mutex("nohup");
+    let held = mutex.lock().unwrap();
+    // fairlock, started by a shell that ignores the three.
+    let ignoring = Proc::spawn(
+        Command::new("sh")
+            .args(["-c", "trap '' HUP INT QUIT; exec \"$@\"", "sh", BIN])
+            .args(["--url", &server.url(), "run", "nohup"])
+            .args(sh("grep SigIgn /proc/$$/status"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    assert!(wait_until(PATIENCE, || mutex.queue_len().unwrap() == 1));
+    ignoring.signal("HUP");
+    ignoring.signal("INT");
+    // Still queued once a status read after the signals: nothing ended it.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        mutex.queue_len().unwrap(),
+        1,
+        "the ignored signals ended the wait"
+    );
+    held.unlock().unwrap();
+    let out = ignoring.finish(PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mask = stdout(&out);
+    let mask = u64::from_str_radix(mask.trim().trim_start_matches("SigIgn:").trim(), 16).unwrap();
+    // SIGHUP 1, SIGINT 2, SIGQUIT 3: bits 0, 1 and 2.
+    assert_eq!(
+        mask & 0b111,
+        0b111,
+        "the command's ignored signals: {mask:#x}"
+    );
+}
+
 #[test]
 fn a_lost_lease_is_reported_and_exits_70() {
     let server = RedisServer::start();
@@ -412,6 +524,10 @@ fn bad_input_gives_a_one_line_error_and_exit_code_2() {
         &["run", "x", "-E", "256", "--", "true"],
         &["frobnicate"],
         &["status"],
+        // The key prefix is the command line's too, whatever the library
+        // calls it: not a URL to fix (78).
+        &["--key-prefix", "a{b}", "status", "x"],
+        &["--key-prefix", "", "run", "x", "--", "true"],
     ] {
         let out = output(fairlock(&server).args(args), PATIENCE);
         assert_one_line_error(&out, 2, &format!("{args:?}"));

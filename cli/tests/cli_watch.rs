@@ -306,3 +306,32 @@ fn a_terminal_gets_the_frame_redrawn_in_place() {
     );
     drop(guard);
 }
+
+/// SIGINT or SIGTERM ends a watch with exit 0 from its start: also while
+/// it connects to a server that does not answer (stopped by SIGSTOP: the
+/// handshake waits out the 5 s command timeout), as `elect --watch` does.
+#[test]
+fn a_signal_ends_a_watch_with_0_while_redis_does_not_answer() {
+    let server = RedisServer::start();
+    let pid = server.pid().expect("the server runs").to_string();
+    let kill = |signal: &str| {
+        let status = Command::new("kill").args([signal, &pid]).status();
+        assert!(status.unwrap().success());
+    };
+    for signal in ["TERM", "INT"] {
+        kill("-STOP");
+        let watch = Proc::spawn(fairlock(&server).args(["status", "stalled", "--watch"]));
+        std::thread::sleep(Duration::from_millis(500));
+        watch.signal(signal);
+        let signalled = Instant::now();
+        let out = watch.finish(PATIENCE);
+        let took = signalled.elapsed();
+        kill("-CONT");
+        eprintln!(
+            "SIG{signal} while connecting: {:?} after {took:?}",
+            out.status
+        );
+        assert_eq!(out.status.code(), Some(0), "SIG{signal}: {}", stderr(&out));
+        assert!(took < Duration::from_secs(2), "SIG{signal}: {took:?}");
+    }
+}

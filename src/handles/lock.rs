@@ -72,7 +72,12 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
     /// (30 ms to 365 days), each acquiring call reports
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) before
-    /// any I/O.
+    /// any I/O. A call that waited in the queue counts the lease of the
+    /// grant handed to it from the last request that saw it queued (the
+    /// watchdog heartbeats it every third of `min(lease, waiter_timeout)`
+    /// of the client): a fixed lease shorter than that may be counted out
+    /// on arrival, so give such a client a
+    /// [`lease`](crate::ClientBuilder::lease) no longer than it.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -92,8 +97,9 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// [`LeaseSignal`](crate::LeaseSignal) fires with
     /// [`LeaseEnd::MaxHold`](crate::LeaseEnd::MaxHold), and the lock passes
     /// on when the lease ends (the last renewal asks for no more than is
-    /// left of `max_hold`). A hold that cannot outlive its purpose, even if
-    /// its thread hangs. It replaces a [fixed lease](Self::with_fixed_lease)
+    /// left of `max_hold`, and the grant itself for no more than
+    /// `max_hold` and a watchdog period). A hold that cannot outlive its
+    /// purpose, even if its thread hangs. It replaces a [fixed lease](Self::with_fixed_lease)
     /// set before. Outside [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE),
     /// each acquiring call reports
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) before

@@ -7,7 +7,9 @@ pub mod run;
 pub mod status;
 pub mod unlock;
 
-use fairlock::LockKind;
+use std::fmt::Write as _;
+
+use fairlock::{Client, LockKind};
 
 /// The lock of NAME an operator's command (`unlock`, `revoke`) is on: the
 /// mutex, or the one its `--semaphore`, `--rwlock` or `--election` names
@@ -19,6 +21,23 @@ pub fn kind_of(semaphore: bool, rwlock: bool, election: bool) -> LockKind {
         (_, _, true) => LockKind::Election,
         _ => LockKind::Mutex,
     }
+}
+
+/// What `unlock` and `revoke` add when the `kind` of lock of `name` is not
+/// held: each other kind of the name that is, with its flag (`; the
+/// semaphore "jobs" (2 permits) is held: --semaphore`), so that a flag
+/// left out is not taken for a free lock.
+pub fn held_besides(client: &Client, kind: LockKind, name: &str) -> String {
+    let mut text = String::new();
+    for other in status::KINDS.into_iter().filter(|other| *other != kind) {
+        if let Ok(held) = client.status(other, name, 0) {
+            if held.holder_count > 0 {
+                let lock = status::lock_named(&held, name);
+                let _ = write!(text, "; {lock} is held: --{}", other.label());
+            }
+        }
+    }
+    text
 }
 
 /// Checks a lock name as the library will, so a bad one is a usage error.

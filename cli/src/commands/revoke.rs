@@ -55,7 +55,8 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
     let asked = revoke(&client, kind, name).map_err(failed)?;
     let lock = asked.lock;
     if asked.holds == 0 {
-        println!("fairlock: {lock} is not held; nobody to ask");
+        let besides = super::held_besides(&client, kind, name);
+        println!("fairlock: {lock} is not held; nobody to ask{besides}");
         return Ok(0);
     }
     // Read just before: a holder that came between the two calls is asked

@@ -40,7 +40,7 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 /// while COMMAND runs (a watchdog renews its --lease, unless --fixed-lease) and
 /// released whenever COMMAND ends. COMMAND's exit status is fairlock's.
 /// COMMAND gets FAIRLOCK_TOKEN (the fencing token), FAIRLOCK_NAME and
-/// FAIRLOCK_CLIENT_ID in its environment. SIGINT, SIGTERM and SIGHUP are
+/// FAIRLOCK_CLIENT_ID in its environment. SIGINT, SIGTERM, SIGHUP and SIGQUIT are
 /// passed on to COMMAND (unless they came from the terminal, which
 /// already sent them to COMMAND too); while still waiting they end the
 /// wait with 128+N and nothing is run. When someone asks the holders of
@@ -100,7 +100,8 @@ pub struct RunArgs {
 
     /// Hold the lock for at most this long: then the watchdog stops
     /// renewing it, COMMAND is stopped (SIGTERM, then SIGKILL 5 s later)
-    /// and fairlock exits 70; the lock passes on by then even if this
+    /// and fairlock exits 70; the lock passes on by then (within a third
+    /// of the shorter of the lease and 5 s) even if this
     /// machine hangs. Unlike --fixed-lease, the lease is renewed until
     /// then, so a killed holder's lock still frees within one --lease. Not
     /// with --fixed-lease, which is its own maximum.
@@ -218,7 +219,9 @@ pub fn run_holding(
             anyhow!(err).context("cannot handle signals"),
         )
     })?;
-    let client = connection.connect_leased(args.lease)?;
+    // A fixed lease nobody renews still sets the heartbeats' pace while
+    // queued: a handoff is counted from the last one, which must be recent.
+    let client = connection.connect_leased(args.lease.or(args.fixed_lease))?;
     let lock = lock_of(&client, &args);
 
     // Wait for our turn, on this thread: the guard stays on the thread that took it.
@@ -342,14 +345,17 @@ pub fn run_holding(
 
     // The lease signal wakes the main thread the moment the lock is lost:
     // at the guard's own end of the lease, before anyone else can take it.
+    // Its end is the first that came (a maximum hold even when the lease
+    // it capped has run out too by the time the main thread looks).
     let signal = guard.lease_signal();
-    let ended = signal.clone();
     let watcher = Arc::clone(&control);
-    std::thread::spawn(move || {
-        if matches!(signal.wait(), LeaseEnd::Lost | LeaseEnd::MaxHold) {
+    let mut ended = Some(std::thread::spawn(move || {
+        let end = signal.wait();
+        if matches!(end, LeaseEnd::Lost | LeaseEnd::MaxHold) {
             watcher.lease_lost();
         }
-    });
+        end
+    }));
     // The revocation signal, likewise, when someone asks us to let go.
     let revocation = guard.revocation_signal();
     let asked = Arc::clone(&control);
@@ -378,9 +384,11 @@ pub fn run_holding(
                 }
             }
         }
-        if !lost && (control.is_lease_lost() || guard.is_lease_lost()) {
+        let told = control.take_lease_lost();
+        if !lost && (told || guard.is_lease_lost()) {
             lost = true;
-            let over = ended.wait_timeout(Duration::ZERO) == Some(LeaseEnd::MaxHold)
+            let end = ended.take().and_then(|watcher| watcher.join().ok());
+            let over = end == Some(LeaseEnd::MaxHold)
                 || args.max_hold.is_some_and(|max| held_since.elapsed() >= max);
             gave_up = over;
             let stop = args.kill_on_loss || over;

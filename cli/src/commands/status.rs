@@ -92,7 +92,7 @@ impl StatusArgs {
 }
 
 /// Every kind of lock of a name, in the order `status` shows them.
-const KINDS: [LockKind; 4] = [
+pub const KINDS: [LockKind; 4] = [
     LockKind::Mutex,
     LockKind::Semaphore,
     LockKind::RwLock,
@@ -109,6 +109,13 @@ pub struct Report {
 pub fn exec(connection: &Connection, args: StatusArgs) -> Result<i32, Failure> {
     let name = args.name.as_str();
     let asked = args.asked();
+    if args.watch.is_some() {
+        // A signal ends a watch with 0 from its start, connecting included.
+        watch::stop_on_signals().map_err(|err| {
+            let why = anyhow::anyhow!(err).context("cannot handle signals");
+            Failure::new(crate::exit::UNAVAILABLE, why)
+        })?;
+    }
     let client = connection.connect()?;
     if let Some(interval) = args.watch {
         let watch = watch::Watch {

@@ -8,7 +8,7 @@ use clap::Args;
 use fairlock::{Client, LockKind, Status};
 
 use super::status::{lease_left, lock_named, who};
-use super::{kind_of, lock_name};
+use super::{held_besides, kind_of, lock_name};
 use crate::{exit, Connection, Failure};
 
 /// Free NAME whoever holds it (with --force), and say who held it.
@@ -73,7 +73,8 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
     // it was freed comes from the freeing script itself.
     let before = mutex.status(1).map_err(failed)?;
     let Some(freed) = mutex.force_unlock_holder().map_err(failed)? else {
-        println!("fairlock: {name:?} was not held; nothing to do");
+        let besides = held_besides(&client, LockKind::Mutex, name);
+        println!("fairlock: the mutex {name:?} was not held; nothing to do{besides}");
         return Ok(0);
     };
     let mut text = format!(
@@ -105,7 +106,8 @@ fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> fairlock::R
     let freed = client.force_unlock(kind, name)?;
     let lock = lock_named(&before, name);
     if !freed {
-        println!("fairlock: {lock} was not held; nothing to do");
+        let besides = held_besides(client, kind, name);
+        println!("fairlock: {lock} was not held; nothing to do{besides}");
         return Ok(0);
     }
     let holders: Vec<String> = before

@@ -36,10 +36,18 @@ impl LeasePolicy {
     /// any I/O.
     pub(crate) fn lease(self, config: &Config) -> Result<Lease> {
         match self {
-            LeasePolicy::Renewed { max_hold } => {
-                max_hold.map_or(Ok(()), |max| check_lease("a maximum hold", max))?;
-                Ok(Lease::Renewed(config.lease))
+            // The grant's own lease reaches no further than the maximum
+            // hold and a watchdog period (what a handed-over grant's count
+            // may start before it): a holder that hangs before any renewal
+            // passes the lock on by then, not a whole lease later.
+            LeasePolicy::Renewed {
+                max_hold: Some(max),
+            } => {
+                check_lease("a maximum hold", max)?;
+                let lasting = (config.clock_drift).lease_lasting(max + config.watchdog_period());
+                Ok(Lease::Renewed(config.lease.min(lasting)))
             }
+            LeasePolicy::Renewed { max_hold: None } => Ok(Lease::Renewed(config.lease)),
             LeasePolicy::Fixed(lease) => {
                 check_lease("a fixed lease", lease)?;
                 config.clock_drift.check_against("a fixed lease", lease)?;
