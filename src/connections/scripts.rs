@@ -14,7 +14,7 @@ use redis::{ConnectionLike, Script as RedisScript, Value};
 
 use crate::connections::library::LIBRARY;
 use crate::connections::resp::{self, Decimal};
-use crate::error::Result;
+use crate::error::{Result, Retry};
 use crate::protocol::{
     unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Route, Script, SyncReplicas,
     Written,
@@ -115,7 +115,9 @@ impl Scripts {
     /// server refuses it (no Functions before Redis 7.0, or an ACL user
     /// without `FUNCTION LOAD`), every script with `SCRIPT LOAD`, in one
     /// round trip on one server, one command each on a cluster connection
-    /// (which the cluster client sends to every node).
+    /// (which the cluster client sends to every node). A load refused for
+    /// now (`OOM`, `NOREPLICAS`, `LOADING`, `BUSY`) is the error, and calls
+    /// stay `FCALL`s.
     pub(crate) fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<()> {
         let loaded = redis::cmd("FUNCTION")
             .arg("LOAD")
@@ -127,13 +129,20 @@ impl Scripts {
                 self.functions.store(true, Ordering::Relaxed);
                 return Ok(());
             }
-            // A reply from the server: it has no Functions, or this user
-            // may not load them. Anything else (the connection) is an error.
-            Err(err) if err.code().is_some() => {
+            Err(err) => {
+                let (replied, err) = (err.code().is_some(), crate::Error::from_redis(err));
+                // A reply from the server: it has no Functions, or this user
+                // may not load them; unless it refused for now (over its
+                // maxmemory, too few replicas, loading, busy): it has them,
+                // and the next call that finds the library missing loads
+                // it. Anything else (the connection) is an error.
+                if !replied || err.is_refused_for_now() || err.retry() != Retry::No {
+                    self.functions.fetch_or(replied, Ordering::Relaxed);
+                    return Err(err);
+                }
                 log::debug!("fairlock: FUNCTION LOAD refused ({err}); calling scripts by EVALSHA");
                 self.functions.store(false, Ordering::Relaxed);
             }
-            Err(err) => return Err(crate::Error::from_redis(err)),
         }
         let mut pipe = redis::pipe();
         for kind in Script::ALL {
