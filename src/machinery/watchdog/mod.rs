@@ -25,6 +25,7 @@ mod renewal;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -49,7 +50,14 @@ pub(crate) struct Watchdog {
     refreshing: AtomicBool,
     /// Groups whose renewal thread is still running.
     in_flight: Mutex<HashSet<Group>>,
+    /// A hold not checked since the client's connection came back from a
+    /// gap got no answer (the server still loading its data, say): the
+    /// next round comes [`RECHECK`] later, not a period later.
+    recheck: AtomicBool,
 }
+
+/// As the subscriber and the waiters try again while Redis is away.
+const RECHECK: Duration = Duration::from_millis(100);
 
 /// Renewals that run on one thread: a master's slots, or one slot whose
 /// master the map does not know.
@@ -65,9 +73,14 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     let watchdog = Arc::new(Watchdog::default());
     let period = shared.config().watchdog_period();
     let mut round = 0u64;
-    while !shared.watchdog_sleep(period) {
+    let mut wait = period;
+    while !shared.watchdog_sleep(wait) {
         round += 1;
         tick(shared, &watchdog, round);
+        wait = match watchdog.recheck.swap(false, Ordering::Relaxed) {
+            true => RECHECK,
+            false => period,
+        };
     }
     abandon_before_stopping(shared, &watchdog);
 }
