@@ -160,27 +160,11 @@ fn fixed_lease_holds_lost_with_a_restart_are_told_as_soon_as_the_server_is_back(
 fn lost_with_a_restart(lease: LeasePolicy, loading: bool) {
     let _serial = serial();
     let mut server = match loading {
-        // 100 µs a key; clients are served every 2 MiB loaded.
-        true => RedisServer::start_with(&["--key-load-delay", "100"]),
+        true => RedisServer::start_with(&SLOW_LOADING),
         false => RedisServer::start(),
     };
     if loading {
-        // 10 000 keys of 1 KiB that do not compress: 10 MiB to load.
-        let mut fill = redis::pipe();
-        let mut x = 1u64;
-        for i in 0..10_000 {
-            let value: String = (0..64)
-                .map(|_| {
-                    x = x
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    format!("{:016x}", x >> 1)
-                })
-                .collect();
-            fill.set(format!("other:{i}"), value).ignore();
-        }
-        let () = fill.query(&mut server.conn()).unwrap();
-        let () = redis::cmd("SAVE").query(&mut server.conn()).unwrap();
+        server.save_a_slow_snapshot();
     }
     // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
     let client = server
