@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use log::Level;
 use redis::{ConnectionLike, Value};
 
 use crate::connections::slot_map::Address;
@@ -38,7 +39,8 @@ pub(crate) fn run(
         // Without a confirmed renewal, a hold counts as lost once its last
         // confirmed lease has run out (Hold::is_lost compares the time).
         let unchecked = |hold: &Arc<Hold>| hold.is_unconfirmed_after_gap();
-        let applied = renewed.map(|replies| apply(shared, batch, replies, sent));
+        let level = watchdog.level();
+        let applied = renewed.map(|replies| apply(shared, batch, replies, sent, level));
         // A hold not checked since a gap got no answer (the server loading
         // its data): checked again soon.
         if (applied.as_ref()).map_or_else(|_| batch.holds.iter().any(unchecked), |u| *u) {
@@ -154,7 +156,7 @@ fn redirection(value: &Value) -> Option<Error> {
 
 /// Applies the replies; true if a hold not checked since a gap got no
 /// answer (an error reply).
-fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) -> bool {
+fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level: Level) -> bool {
     let mut unanswered = false;
     for (hold, (renewed, lease, token)) in batch.holds.iter().zip(replies.renewed) {
         if let Ok(RenewReply::Revoked) = renewed {
@@ -169,7 +171,7 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) -> boo
             Ok(reply) if reply.is_held() => {}
             Ok(reply) => hold.renewal_failed(token, reply == RenewReply::ForceReleased),
             Err(err) => {
-                log::warn!("fairlock: renewal failed: {err}");
+                log::log!(level, "fairlock: renewal failed: {err}");
                 unanswered |= hold.is_unconfirmed_after_gap();
             }
         }
@@ -177,7 +179,7 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) -> boo
     for (waiters, reply) in batch.groups.iter().zip(replies.heartbeats) {
         match reply {
             Ok(reply) => apply_heartbeat(shared, waiters, reply, sent),
-            Err(err) => log::warn!("fairlock: heartbeat failed: {err}"),
+            Err(err) => log::log!(level, "fairlock: heartbeat failed: {err}"),
         }
     }
     unanswered
