@@ -359,7 +359,8 @@ impl Waiters {
 /// The rejoin thread's work: each lock's pending waiters in order, until
 /// none is left; a waiter that could not reach Redis, or whose poll got
 /// no answer within [`REJOIN_STEP`], holds back the ones after it, and
-/// they ask again in order ([`RETRY`] later when it could not reach it).
+/// they ask again in order, it first ([`RETRY`] later when it could not
+/// reach Redis).
 fn rejoin_pending(rejoins: &Mutex<Rejoins>) {
     loop {
         let batch = {
@@ -377,12 +378,8 @@ fn rejoin_pending(rejoins: &Mutex<Rejoins>) {
         for group in by_lock(batch) {
             let unreached = (group.iter())
                 .position(|waiter| !waiter.repoll_and_wait(REJOIN_STEP) || waiter.is_unreached());
-            held.extend(
-                unreached
-                    .map_or(&[][..], |at| &group[at + 1..])
-                    .iter()
-                    .cloned(),
-            );
+            // It and the ones after it (it may not have asked again yet).
+            held.extend(unreached.map_or(&[][..], |at| &group[at..]).iter().cloned());
         }
         let mut rejoins = rejoins.lock();
         for waiter in held {
