@@ -463,6 +463,10 @@ fn a_library_load_refused_for_memory_is_not_taken_for_a_server_without_functions
     let err = mutex.try_lock().expect_err("refused for memory");
     assert!(err.to_string().contains("OOM"), "{err}");
     let started = server.client();
+    // A status writes nothing: it runs over maxmemory too (by EVALSHA).
+    for client in [&running, &started] {
+        assert!(!client.fair_mutex("reload-oom").is_locked().unwrap());
+    }
     server.set_eviction("0", "noeviction");
     let before = evalsha_calls(&mut admin);
     for client in [&running, &started] {

@@ -90,11 +90,8 @@ impl Core {
         time.map_err(Error::from_redis).map_err(|err| {
             err.at_first_contact(&server, true, config.command_timeout, "command_timeout")
         })?;
-        match scripts.load_all(&mut *first) {
-            // Over its maxmemory, or too few replicas: the first call loads it.
-            Err(err) if err.is_refused_for_now() => log::debug!("fairlock: {err}"),
-            loaded => loaded?,
-        }
+        let later = scripts.load_all(&mut *first)?;
+        scripts.call_library(later);
         let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
         let shared = Arc::new(Shared::new(Caller {
             config,
