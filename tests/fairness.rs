@@ -8,7 +8,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock_test_support::{
-    assert_exclusive, join_within, ms, serial, wait_until, HoldLog, RedisServer, Span,
+    assert_exclusive, join_within, ms, serial, wait_until, HoldLog, RedisServer, Span, SLOW_LOADING,
 };
 
 /// Joins `handle` if it finishes by `deadline`; panics otherwise (never hangs).
@@ -520,9 +520,33 @@ fn five_hundred_threads_on_two_locks() {
 /// back), so they still get the lock in their arrival order.
 #[test]
 fn waiters_rejoin_a_queue_lost_with_a_restart_in_their_order() {
+    rejoin_after_a_restart(false);
+}
+
+/// The same with a server that comes back from an RDB snapshot taken
+/// before they queued, which it loads for about 1 s, answering `LOADING`
+/// meanwhile: a waiter whose poll could not reach Redis asks again in
+/// order too, none before the ones that joined ahead of it were answered
+/// (before: 1, 3, 2, 0, 4 and the like, each asking again on its own
+/// timer once the server had loaded its data).
+#[test]
+fn waiters_rejoin_a_queue_lost_with_a_restart_in_their_order_once_its_data_is_loaded() {
+    rejoin_after_a_restart(true);
+}
+
+/// Five waiters of one client queued behind another client's hold, the
+/// server killed and started again (after loading a snapshot taken before
+/// they queued, `loading`): they get the lock in their arrival order.
+fn rejoin_after_a_restart(loading: bool) {
     const WAITERS: usize = 5;
     let _serial = serial();
-    let mut server = RedisServer::start();
+    let mut server = match loading {
+        true => RedisServer::start_with(&SLOW_LOADING),
+        false => RedisServer::start(),
+    };
+    if loading {
+        server.save_a_slow_snapshot();
+    }
     let holders = server.client();
     let held = holders.fair_mutex("rejoin").lock().unwrap();
     let waiters = server.client();

@@ -1,5 +1,6 @@
 //! Fencing tokens: increasing from hold to hold across clients and across a
-//! restart that lost the data, and when the server's clock steps back: a token is
+//! restart that lost the data or kept it all (the AOF; not one from an older
+//! snapshot, which gives a token out again), and when the server's clock steps back: a token is
 //! last + 1 while the lock key keeps the last one (max(last + 1, server
 //! clock in µs) where a step reads the clock) and the clock when the key is
 //! gone, and the lock key keeps the last one
@@ -237,4 +238,47 @@ fn tokens_increase_across_clients_and_a_restart_that_lost_data() {
     }));
     let after = after.unwrap();
     assert!(after > last, "token {after} after restart not above {last}");
+}
+
+/// Tokens of `name` from `count` holds taken and released one after another.
+fn holds(client: &Client, name: &str, count: usize) -> Vec<u64> {
+    let mutex = client.fair_mutex(name);
+    (0..count)
+        .map(|_| mutex.lock().unwrap().fencing_token())
+        .collect()
+}
+
+/// The first token a lock of `name` gets once the server is back.
+fn first_after_restart(client: &Client, name: &str) -> u64 {
+    retry_while_unreachable(|| client.fair_mutex(name).lock()).fencing_token()
+}
+
+/// A server that comes back with its data keeps tokens increasing only if
+/// that data is all it had: from its AOF (every write is there before its
+/// reply, so a process killed loses none) the next token is above every
+/// earlier one; from an RDB snapshot taken before the last holds, the lock's
+/// key names an older last token, and the next hold gets again a token one
+/// of those holds had (what docs/guarantees.md says of a server that comes
+/// back with older data, and of a failover to a replica that lags).
+#[test]
+fn a_restart_keeps_tokens_increasing_from_the_aof_but_not_from_an_older_snapshot() {
+    let mut server = RedisServer::start_with(&["--appendonly", "yes"]);
+    let client = server.client();
+    let issued = holds(&client, "persisted", 3);
+    server.kill();
+    server.start_again();
+    let after = first_after_restart(&client, "persisted");
+    eprintln!("from the AOF: {after} after {issued:?}");
+    assert!(after > issued[2], "token {after} after {issued:?}");
+
+    let mut server = RedisServer::start();
+    let client = server.client();
+    let mut issued = holds(&client, "snapshot", 1);
+    let () = redis::cmd("SAVE").query(&mut server.conn()).unwrap();
+    issued.extend(holds(&client, "snapshot", 3));
+    server.kill();
+    server.start_again();
+    let after = first_after_restart(&client, "snapshot");
+    eprintln!("from an older snapshot: {after} after {issued:?}");
+    assert_eq!(after, issued[1], "the snapshot's last token + 1");
 }

@@ -95,11 +95,6 @@ impl Lock {
         &self.name
     }
 
-    /// What is asked for.
-    pub fn request(&self) -> Request {
-        self.request
-    }
-
     /// Which lock of the name the request is on.
     pub fn kind(&self) -> LockKind {
         match self.request {

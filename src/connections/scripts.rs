@@ -115,37 +115,49 @@ impl Scripts {
     /// server refuses it (no Functions before Redis 7.0, or an ACL user
     /// without `FUNCTION LOAD`), every script with `SCRIPT LOAD`, in one
     /// round trip on one server, one command each on a cluster connection
-    /// (which the cluster client sends to every node).
-    pub(crate) fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<()> {
+    /// (which the cluster client sends to every node). True when it refused
+    /// the library for now (`OOM`, `NOREPLICAS`): the call goes by EVALSHA,
+    /// and the caller has the later ones call the library again
+    /// ([`call_library`](Self::call_library)), which loads it once the
+    /// server takes it.
+    pub(crate) fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<bool> {
         let loaded = redis::cmd("FUNCTION")
             .arg("LOAD")
             .arg("REPLACE")
             .arg(&LIBRARY.source)
             .query::<String>(conn);
-        match loaded {
+        let later = match loaded {
             Ok(_) => {
                 self.functions.store(true, Ordering::Relaxed);
-                return Ok(());
+                return Ok(false);
             }
             // A reply from the server: it has no Functions, or this user
-            // may not load them. Anything else (the connection) is an error.
+            // may not load them, or not now (over its maxmemory, too few
+            // replicas). Anything else (the connection) is an error.
             Err(err) if err.code().is_some() => {
                 log::debug!("fairlock: FUNCTION LOAD refused ({err}); calling scripts by EVALSHA");
                 self.functions.store(false, Ordering::Relaxed);
+                matches!(err.code(), Some("OOM" | "NOREPLICAS"))
             }
             Err(err) => return Err(crate::Error::from_redis(err)),
-        }
+        };
         let mut pipe = redis::pipe();
         for kind in Script::ALL {
             pipe.cmd("SCRIPT").arg("LOAD").arg(kind.source()).ignore();
         }
         if conn.supports_pipelining() {
-            return pipe.query(conn).map_err(crate::Error::from_redis);
+            return (pipe.query::<()>(conn).map(|()| later)).map_err(crate::Error::from_redis);
         }
         for load in pipe.cmd_iter() {
             load.query::<()>(conn).map_err(crate::Error::from_redis)?;
         }
-        Ok(())
+        Ok(later)
+    }
+
+    /// Has calls call the library again if `later` (see
+    /// [`load_all`](Self::load_all)).
+    pub(crate) fn call_library(&self, later: bool) {
+        self.functions.fetch_or(later, Ordering::Relaxed);
     }
 
     /// The words of the call of `op` on the lock `keys`: an `FCALL` or an
@@ -265,9 +277,10 @@ impl Scripts {
         }
         log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT or FUNCTION FLUSH); loading them again");
         (self.reloaded)();
-        self.load_all(conn)?;
-        conn.req_packed_commands(&packed(), 0, commands)
-            .map_err(crate::Error::from_redis)
+        let later = self.load_all(conn)?;
+        let sent = conn.req_packed_commands(&packed(), 0, commands);
+        self.call_library(later);
+        sent.map_err(crate::Error::from_redis)
     }
 }
 

@@ -82,7 +82,8 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
 
     /// The fencing token of this hold: larger than the token of every
     /// earlier hold of this name, by any client, even across a Redis
-    /// restart that lost its data (re-entrant guards of a thread share
+    /// restart that lost all its data, but not one that brought back older
+    /// data (docs/guarantees.md; re-entrant guards of a thread share
     /// their outer guard's). Pass it to the resource you protect and have
     /// it reject writes carrying a smaller token than one it has seen.
     ///

@@ -98,7 +98,8 @@ impl Core {
         time.map_err(Error::from_redis).map_err(|err| {
             err.at_first_contact(&server, true, config.command_timeout, "command_timeout")
         })?;
-        scripts.load_all(&mut *first)?;
+        let later = scripts.load_all(&mut *first)?;
+        scripts.call_library(later);
         let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
         let shared = Arc::new(Shared::new(Caller {
             config,

@@ -218,6 +218,12 @@ impl Shared {
         }
     }
 
+    /// `waiter`'s poll could not reach Redis: it asks again in order (see
+    /// [`Waiters::retry_in_order`]).
+    pub(crate) fn retry_in_order(&self, waiter: &Arc<Waiter>) {
+        self.waiters.retry_in_order(waiter);
+    }
+
     /// The waiters a heartbeat found gone from their queue ask again, in
     /// the order they had (see [`Waiters::rejoin_in_order`]).
     pub(crate) fn rejoin_in_order(&self, gone: Vec<Arc<Waiter>>) {

@@ -439,7 +439,7 @@ pub fn run_holding(
     let held = held_since.elapsed();
 
     // Release, whatever the command did.
-    lost |= release(guard, &name, lost, &lock, &args);
+    lost |= release(guard, &name, lost, &lock);
     if lost {
         eprintln!(
             "fairlock: the command {}; exiting with {} because {} {}",
@@ -467,16 +467,18 @@ pub fn run_holding(
 }
 
 /// Releases the lock; true if that found it lost (and said so).
-fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock, args: &RunArgs) -> bool {
+fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
     match guard.unlock() {
         Ok(()) => false,
+        // The library's words say why, where the loss's first line guessed.
         Err(err) if err.is_lease_lost() => {
-            if !known_lost {
-                eprintln!(
-                    "fairlock: lost {} on {name} while the command ran: {}",
+            match known_lost {
+                true => eprintln!("fairlock: {err}"),
+                false => eprintln!(
+                    "fairlock: lost {} on {name} while the command ran: {err}{}",
                     lock.what(),
-                    why_lost(lock, args)
-                );
+                    held_now(lock)
+                ),
             }
             true
         }
@@ -491,17 +493,20 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock, args: &Ru
 
 /// Why the lease is gone, as far as can be told.
 fn why_lost(lock: &Lock, args: &RunArgs) -> String {
-    let mut why = match (args.fixed_lease, lock.request()) {
-        (Some(lease), _) => format!("its --fixed-lease of {} ran out", human(lease)),
-        (None, Request::Mutex) => {
-            "the lease was not renewed in time, or someone ran unlock --force".to_owned()
-        }
-        (None, _) => "the lease was not renewed in time".to_owned(),
+    let why = match args.fixed_lease {
+        Some(lease) => format!("its --fixed-lease of {} ran out", human(lease)),
+        None => "the lease was not renewed in time, someone ran unlock --force, or redis lost \
+                 its data"
+            .to_owned(),
     };
-    if let Some(holder) = lock.holder_now() {
-        why.push_str(&format!("; it is now held by {holder}"));
-    }
-    why
+    why + &held_now(lock)
+}
+
+/// "; it is now held by ..." when someone holds the lock now.
+fn held_now(lock: &Lock) -> String {
+    (lock.holder_now()).map_or_else(String::new, |holder| {
+        format!("; it is now held by {holder}")
+    })
 }
 
 /// The shell's convention: the exit status, or 128 + the signal that killed it.

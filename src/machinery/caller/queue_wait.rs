@@ -25,15 +25,12 @@ use crate::protocol::{Call, Mode, Renew};
 /// the server does.
 pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
-/// When a waiting call whose requests have failed for want of Redis
-/// since `since` (set by the first) tries again, or `None` once that has
-/// lasted `patience`. In 100 ms: each failed request already waited for a
-/// pooled connection (which the pool gets within 100 ms of the server's
-/// return), so a longer pause would only delay the recovery.
-fn retry_at(since: &mut Option<Instant>, patience: Duration) -> Option<Instant> {
+/// Whether a waiting call whose requests have failed for want of Redis
+/// since `since` (set by the first) tries again: not once that has lasted
+/// `patience`.
+fn tries_again(since: &mut Option<Instant>, patience: Duration) -> bool {
     let now = Instant::now();
-    (now.duration_since(*since.get_or_insert(now)) < patience)
-        .then(|| now + Duration::from_millis(100))
+    now.duration_since(*since.get_or_insert(now)) < patience
 }
 
 /// True when `err` is the deadline's doing: it passed while a request
@@ -117,7 +114,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             waiter.saw_queued(sent, 0);
         }
         let attempted = queued.attempt(&waiter, mode, Limit::by(deadline));
-        waiter.answered();
+        waiter.answered(!matches!(&attempted, Err(err) if err.is_connection()));
         match attempted {
             Ok(Attempted::Got(got)) => break Ok(Some(got)),
             Ok(Attempted::Waiting(pttl_ms, position, last_token)) => {
@@ -134,11 +131,11 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 break queued.out_of_time(&waiter, err)
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
-                let Some(at) = retry_at(&mut outage, shared.config().outage_patience()) else {
+                if !tries_again(&mut outage, shared.config().outage_patience()) {
                     break queued.failed(&waiter, err, leave_by());
-                };
+                }
                 log::debug!("fairlock: waiting through an outage: {err}");
-                waiter.poll_by(at);
+                shared.retry_in_order(&waiter);
             }
             Err(err) => break queued.failed(&waiter, err, leave_by()),
         }

@@ -61,6 +61,9 @@ struct WaitState {
     joined: Option<Instant>,
     /// Requests of this wait answered so far (or failed).
     answers: u64,
+    /// Its last request could not reach Redis: it asks again through a
+    /// rejoin in order ([`Waiters::retry_in_order`]).
+    unreached: bool,
     /// The wait is over (granted, given up, failed): a rejoin in order
     /// waits for it no longer.
     ended: bool,
@@ -113,10 +116,20 @@ impl Waiter {
         }
     }
 
-    /// One request of this wait came back (answered or failed).
-    pub(crate) fn answered(&self) {
-        self.state.lock().answers += 1;
+    /// One request of this wait came back (answered, or failed; `reached`:
+    /// not for want of Redis).
+    pub(crate) fn answered(&self, reached: bool) {
+        let mut state = self.state.lock();
+        state.answers += 1;
+        state.unreached = !reached;
+        drop(state);
         self.progress.notify_all();
+    }
+
+    /// Its last request could not reach Redis, and its wait goes on.
+    fn is_unreached(&self) -> bool {
+        let state = self.state.lock();
+        state.unreached && !state.ended
     }
 
     /// The wait is over.
@@ -126,16 +139,19 @@ impl Waiter {
     }
 
     /// Has this waiter poll at once, then waits until that poll was
-    /// answered, the wait ended, or `step` passed.
-    fn repoll_and_wait(&self, step: Duration) {
+    /// answered, the wait ended, or `step` passed; false then.
+    fn repoll_and_wait(&self, step: Duration) -> bool {
         let mut state = self.state.lock();
         if state.ended {
-            return;
+            return true;
         }
         let before = state.answers;
         state.repoll = true;
         self.wakeup.notify_one();
-        (self.progress).wait_while_for(&mut state, |s| s.answers == before && !s.ended, step);
+        let waiting = |s: &mut WaitState| s.answers == before && !s.ended;
+        !(self.progress)
+            .wait_while_for(&mut state, waiting, step)
+            .timed_out()
     }
 
     /// A handoff message granted this waiter the lock with `token` for
@@ -294,6 +310,19 @@ impl Waiters {
                 _ => ordered.extend(group),
             }
         }
+        self.rejoin(ordered);
+    }
+
+    /// Has `waiter`, whose poll could not reach Redis, ask again
+    /// [`RETRY`] later through the rejoin in order: none of its lock's
+    /// waiters that joined after it polls before it was answered, so a
+    /// queue lost with data the server is still loading (`LOADING`) is
+    /// joined again in order too.
+    pub(crate) fn retry_in_order(&self, waiter: &Arc<Waiter>) {
+        self.rejoin(vec![Arc::clone(waiter)]);
+    }
+
+    fn rejoin(&self, ordered: Vec<Arc<Waiter>>) {
         let mut rejoins = self.rejoins.lock();
         for waiter in ordered {
             if !rejoins.pending.iter().any(|p| p.call.id == waiter.call.id) {
@@ -314,7 +343,7 @@ impl Waiters {
                 log::warn!("fairlock: cannot start a thread to rejoin queues in order: {err}");
                 // Rejoined in any order rather than not at all.
                 for waiter in std::mem::take(&mut rejoins.pending) {
-                    waiter.repoll();
+                    waiter.poll_by(Instant::now() + RETRY);
                 }
             }
         }
@@ -328,7 +357,10 @@ impl Waiters {
 }
 
 /// The rejoin thread's work: each lock's pending waiters in order, until
-/// none is left.
+/// none is left; a waiter that could not reach Redis, or whose poll got
+/// no answer within [`REJOIN_STEP`], holds back the ones after it, and
+/// they ask again in order, it first ([`RETRY`] later when it could not
+/// reach Redis).
 fn rejoin_pending(rejoins: &Mutex<Rejoins>) {
     loop {
         let batch = {
@@ -339,16 +371,35 @@ fn rejoin_pending(rejoins: &Mutex<Rejoins>) {
             }
             std::mem::take(&mut rejoins.pending)
         };
-        for waiter in by_lock(batch).into_iter().flatten() {
-            waiter.repoll_and_wait(REJOIN_STEP);
+        if batch.iter().any(|waiter| waiter.is_unreached()) {
+            std::thread::sleep(RETRY);
+        }
+        let mut held = Vec::new();
+        for group in by_lock(batch) {
+            let unreached = (group.iter())
+                .position(|waiter| !waiter.repoll_and_wait(REJOIN_STEP) || waiter.is_unreached());
+            // It and the ones after it (it may not have asked again yet).
+            held.extend(unreached.map_or(&[][..], |at| &group[at..]).iter().cloned());
+        }
+        let mut rejoins = rejoins.lock();
+        for waiter in held {
+            if !rejoins.pending.iter().any(|p| p.call.id == waiter.call.id) {
+                rejoins.pending.push(waiter);
+            }
         }
     }
 }
 
+/// How long a waiter whose poll could not reach Redis waits before it
+/// asks again: each failed poll already waited for a pooled connection
+/// (which the pool gets within 100 ms of the server's return), so a longer
+/// pause would only delay the recovery.
+pub(crate) const RETRY: Duration = Duration::from_millis(100);
+
 /// How long a rejoin in order waits for one waiter's poll to be answered
-/// before it has the next one poll: far above a poll's round trip on a
-/// busy machine (so the order holds), short enough that a poll stuck on a
-/// stalled server holds the others back by no more than this.
+/// before it leaves that lock's waiters for its next pass: far above a
+/// poll's round trip on a busy machine, short enough that a poll stuck on
+/// a stalled server holds other locks' waiters back by no more than this.
 const REJOIN_STEP: Duration = Duration::from_secs(1);
 
 /// `all` grouped by lock, each group in the order its waiters joined the
@@ -444,7 +495,7 @@ mod tests {
                 // did not wait for this answer, the next would poll first.
                 std::thread::sleep(Duration::from_millis(30));
                 polled.lock().push(w.call.id);
-                w.answered();
+                w.answered(true);
             }));
         }
         waiters.repoll_all();
@@ -476,7 +527,7 @@ mod tests {
         assert_eq!(second.sleep(Some(Instant::now() + REJOIN_STEP)), Wake::Poll);
         let took = started.elapsed();
         assert!(took < REJOIN_STEP / 2, "{took:?}");
-        second.answered();
+        second.answered(true);
         assert!(eventually(|| !waiters.rejoins.lock().running));
     }
 

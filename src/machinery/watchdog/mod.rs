@@ -25,6 +25,7 @@ mod renewal;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -49,6 +50,26 @@ pub(crate) struct Watchdog {
     refreshing: AtomicBool,
     /// Groups whose renewal thread is still running.
     in_flight: Mutex<HashSet<Group>>,
+    /// A hold not checked since the client's connection came back from a
+    /// gap got no answer (the server still loading its data, say): the
+    /// next round comes [`RECHECK`] later, not a period later.
+    recheck: AtomicBool,
+    /// This round is such a recheck: what fails in it again is logged at
+    /// debug, not once every [`RECHECK`] as a warning.
+    rechecking: AtomicBool,
+}
+
+/// As the subscriber and the waiters try again while Redis is away.
+const RECHECK: Duration = Duration::from_millis(100);
+
+impl Watchdog {
+    /// The level of a failure's log line in this round (see `rechecking`).
+    pub(crate) fn level(&self) -> log::Level {
+        match self.rechecking.load(Ordering::Relaxed) {
+            true => log::Level::Debug,
+            false => log::Level::Warn,
+        }
+    }
 }
 
 /// Renewals that run on one thread: a master's slots, or one slot whose
@@ -65,9 +86,13 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     let watchdog = Arc::new(Watchdog::default());
     let period = shared.config().watchdog_period();
     let mut round = 0u64;
-    while !shared.watchdog_sleep(period) {
+    let mut wait = period;
+    while !shared.watchdog_sleep(wait) {
         round += 1;
         tick(shared, &watchdog, round);
+        let recheck = watchdog.recheck.swap(false, Ordering::Relaxed);
+        watchdog.rechecking.store(recheck, Ordering::Relaxed);
+        wait = if recheck { RECHECK } else { period };
     }
     abandon_before_stopping(shared, &watchdog);
 }
@@ -97,7 +122,7 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) {
     }
     if !shared.caller.backend.is_cluster() {
         if let Err(err) = renewal::run(shared, watchdog, &work, None) {
-            log::warn!("fairlock: watchdog round failed: {err}");
+            log::log!(watchdog.level(), "fairlock: watchdog round failed: {err}");
         }
         return;
     }

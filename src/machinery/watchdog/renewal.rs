@@ -4,14 +4,17 @@
 //! so user calls that hold every pooled connection (a slow or stalled
 //! server) never make a renewal wait for one.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use log::Level;
 use redis::{ConnectionLike, Value};
 
 use crate::connections::slot_map::Address;
 use crate::error::{Error, Result, Retry};
 use crate::machinery::caller::waiters::Waiter;
+use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
 use crate::machinery::watchdog::{Batch, Watchdog};
 use crate::protocol::{
@@ -35,7 +38,15 @@ pub(crate) fn run(
         });
         // Without a confirmed renewal, a hold counts as lost once its last
         // confirmed lease has run out (Hold::is_lost compares the time).
-        outcome = renewed.map(|replies| apply(shared, batch, replies, sent));
+        let unchecked = |hold: &Arc<Hold>| hold.is_unconfirmed_after_gap();
+        let level = watchdog.level();
+        let applied = renewed.map(|replies| apply(shared, batch, replies, sent, level));
+        // A hold not checked since a gap got no answer (the server loading
+        // its data): checked again soon.
+        if (applied.as_ref()).map_or_else(|_| batch.holds.iter().any(unchecked), |u| *u) {
+            watchdog.recheck.store(true, Ordering::Relaxed);
+        }
+        outcome = applied.map(drop);
     }
     for entry in &batch.abandons {
         let sent = Instant::now();
@@ -143,7 +154,10 @@ fn redirection(value: &Value) -> Option<Error> {
         .filter(|err| err.is_slot_moving() || err.retry() == Retry::DemotedMaster)
 }
 
-fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
+/// Applies the replies; true if a hold not checked since a gap got no
+/// answer (an error reply).
+fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level: Level) -> bool {
+    let mut unanswered = false;
     for (hold, (renewed, lease, token)) in batch.holds.iter().zip(replies.renewed) {
         if let Ok(RenewReply::Revoked) = renewed {
             // Asked to let go: said by the reply as well as by a message,
@@ -156,15 +170,19 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant) {
             Ok(reply) if reply.is_held() && replies.replicated => hold.renewed(sent, lease),
             Ok(reply) if reply.is_held() => {}
             Ok(reply) => hold.renewal_failed(token, reply == RenewReply::ForceReleased),
-            Err(err) => log::warn!("fairlock: renewal failed: {err}"),
+            Err(err) => {
+                log::log!(level, "fairlock: renewal failed: {err}");
+                unanswered |= hold.is_unconfirmed_after_gap();
+            }
         }
     }
     for (waiters, reply) in batch.groups.iter().zip(replies.heartbeats) {
         match reply {
             Ok(reply) => apply_heartbeat(shared, waiters, reply, sent),
-            Err(err) => log::warn!("fairlock: heartbeat failed: {err}"),
+            Err(err) => log::log!(level, "fairlock: heartbeat failed: {err}"),
         }
     }
+    unanswered
 }
 
 fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant) {

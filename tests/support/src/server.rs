@@ -69,6 +69,10 @@ pub fn server_is_valkey() -> bool {
     })
 }
 
+/// Arguments that have a server load each key of its data 100 µs (see
+/// [`RedisServer::save_a_slow_snapshot`]).
+pub const SLOW_LOADING: [&str; 2] = ["--key-load-delay", "100"];
+
 /// A redis-server owned by one test.
 pub struct RedisServer {
     child: Option<Child>,
@@ -330,6 +334,28 @@ impl RedisServer {
             .arg(policy)
             .query(&mut self.conn())
             .expect("CONFIG SET maxmemory");
+    }
+
+    /// Writes 10 000 keys of 1 KiB that do not compress and saves them
+    /// (`SAVE`): a server started with [`SLOW_LOADING`] loads them for about
+    /// 1 s on its next start, answering `LOADING` meanwhile (it serves
+    /// clients every 2 MiB loaded), as a server with a real dataset does.
+    pub fn save_a_slow_snapshot(&self) {
+        let mut fill = redis::pipe();
+        let mut x = 1u64;
+        for i in 0..10_000 {
+            let value: String = (0..64)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    format!("{:016x}", x >> 1)
+                })
+                .collect();
+            fill.set(format!("other:{i}"), value).ignore();
+        }
+        let () = fill.query(&mut self.conn()).unwrap();
+        let () = redis::cmd("SAVE").query(&mut self.conn()).unwrap();
     }
 
     /// Kills the server (SIGKILL) and waits for it; its data is lost.
