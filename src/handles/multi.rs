@@ -6,7 +6,7 @@
 //! cancellation, an error) releases what it took and leaves no queue entry.
 
 use std::cmp::Reverse;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
@@ -368,10 +368,10 @@ impl<O: Ownership> FairMultiLock<O> {
 
 /// Releases the parts a call took before it gave up or failed, the last
 /// taken first, within the wait's end (`CallHold::release_after`);
-/// without one, each as its guard's drop.
+/// without one, each within a command timeout, as its guard's drop.
 fn release_taken<O: Ownership>(held: Vec<AnyGuard<O>>, wait: &Wait) {
     for mut part in held.into_iter().rev() {
-        part.hold.release_after(wait);
+        part.hold.release_after(wait.ends_by(), Instant::now());
     }
 }
 
