@@ -444,3 +444,60 @@ fn a_leave_after_an_error_keeps_to_the_deadline() {
         "try_lock_for({wait:?}) left the queue past its deadline: {took:?}"
     );
 }
+
+/// Dropping a client stops its threads within about one command timeout
+/// however Redis stalls: the watchdog's round under way then (here the
+/// abandon of an unlock that failed in the stall) is its last try, not
+/// followed by another, and the stop's wake-up message waits no longer
+/// than its connection's checkout (200 ms). The link is held by a relay
+/// (no watchdog round but that abandon: lease and waiter timeout 30 s),
+/// and the client is dropped once the abandon went out. The last guard of
+/// a client (its handle dropped first) gives its release one command
+/// timeout and then stops the client: about one more.
+#[test]
+fn dropping_a_client_in_a_stall_takes_about_one_command_timeout() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let long = Duration::from_secs(30);
+    let client = || {
+        Client::builder(&relay.url())
+            .lease(long)
+            .waiter_timeout(long)
+            .command_timeout(COMMAND_TIMEOUT)
+            .connect_timeout(COMMAND_TIMEOUT)
+            .build()
+            .unwrap()
+    };
+    let unlocking = client();
+    let guard = unlocking.fair_mutex("stalled-drop").lock().unwrap();
+    let last = client().fair_mutex("stalled-last").lock().unwrap();
+    relay.stall();
+    assert!(
+        guard.unlock().is_err(),
+        "the unlock went through a stalled link"
+    );
+    let unlock_bytes = relay.held_bytes();
+    assert!(
+        wait_until(Duration::from_secs(5), || relay.held_bytes() > unlock_bytes),
+        "the watchdog never sent the abandon"
+    );
+    let started = Instant::now();
+    drop(unlocking);
+    let client_took = started.elapsed();
+    let started = Instant::now();
+    drop(last);
+    let last_took = started.elapsed();
+    relay.resume();
+    eprintln!(
+        "deadlines: in a stall, dropping a client whose abandon was under way took {:.0} ms, \
+         dropping the last guard of a client {:.0} ms (command timeout 1 s)",
+        ms(client_took),
+        ms(last_took)
+    );
+    assert!(
+        client_took < COMMAND_TIMEOUT + OVER,
+        "the stop waited for more than the round under way: {client_took:?}"
+    );
+    assert!(last_took < COMMAND_TIMEOUT * 2 + OVER, "{last_took:?}");
+}

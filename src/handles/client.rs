@@ -32,7 +32,9 @@ use crate::protocol::LockKind;
 /// client's queued waiters alive, and a subscriber (`fairlock-subscriber`)
 /// on its own connection that wakes waiting threads (on Redis Cluster, one
 /// per node). All stop, and are joined, when the last `Client`, handle and
-/// guard of it are dropped.
+/// guard of it are dropped: within about one command timeout while Redis
+/// does not answer (the watchdog's round under way, or its last try to
+/// give back a call that failed).
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {

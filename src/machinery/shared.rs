@@ -324,14 +324,18 @@ impl Shared {
         self.stop_signal.notify_all();
         self.nudge_watchdog();
         // Wakes the subscriber out of its blocking read at once; if Redis is
-        // gone, its read timeout gets it out instead (a shard listener's
-        // short one always: no PUBLISH, which a cluster copies to every node).
+        // gone or stalled, its read timeout gets it out instead (a shard
+        // listener's short one always: no PUBLISH, which a cluster copies
+        // to every node). Within that timeout: a stop waits for no more.
         if self.caller.scripts.route() == Route::Sharded {
             return;
         }
-        if let Ok(mut conn) = self.caller.backend.checkout(Duration::from_millis(200)) {
+        let within = Duration::from_millis(200);
+        if let Ok(mut conn) = self.caller.backend.checkout(within) {
             let stop = WakeMessage::stop_command(&self.wake_channel());
-            let _: redis::RedisResult<i64> = stop.query(conn.get());
+            if conn.set_command_timeout(within).is_ok() {
+                let _: redis::RedisResult<i64> = stop.query(conn.get());
+            }
         }
     }
 }
