@@ -501,3 +501,51 @@ fn dropping_a_client_in_a_stall_takes_about_one_command_timeout() {
     );
     assert!(last_took < COMMAND_TIMEOUT * 2 + OVER, "{last_took:?}");
 }
+
+/// A thread queued with no deadline waits through an outage for the
+/// client's patience (`waiter_timeout + connect_timeout`, 3 s here), then
+/// returns `Connection`: with Redis killed and not back, the head of the
+/// queue came back after 8.2 s (its first poll waited for a connection,
+/// and its patience counted from that poll's end, the last poll past it),
+/// and a waiter behind it never (it polls only when told, and nothing
+/// told it); now a heartbeat that cannot reach Redis has each waiter ask
+/// itself, and no poll waits past the patience's end.
+#[test]
+fn queued_waits_give_up_after_their_patience_when_redis_is_gone() {
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    let holder = server.client();
+    let waiting = server.client(); // waiter timeout 1 s, connect timeout 2 s
+    let patience = Duration::from_secs(3);
+    let name = "outage-patience";
+    let guard = holder.fair_mutex(name).lock().unwrap();
+    let mut waiters = Vec::new();
+    for n in 1..=2 {
+        let mutex = waiting.fair_mutex(name);
+        waiters.push(thread::spawn(move || {
+            (mutex.lock().map(drop), Instant::now())
+        }));
+        assert!(wait_until(Duration::from_secs(5), || {
+            holder.fair_mutex(name).queue_len().unwrap() == n
+        }));
+    }
+    let killed = Instant::now();
+    server.kill();
+    for (place, waiter) in waiters.into_iter().enumerate() {
+        let (got, at) = join_within(waiter, patience * 4, "a queued lock()");
+        let took = at - killed;
+        eprintln!(
+            "deadlines: the queued lock() at place {place} after Redis was killed: {:?} after \
+             {:.0} ms (patience {patience:?})",
+            got.as_ref().map_err(|err| err.to_string()),
+            ms(took)
+        );
+        assert!(got.is_err_and(|err| err.is_connection()), "place {place}");
+        // Its first poll within a watchdog period (333 ms), then its patience.
+        assert!(
+            took < patience + Duration::from_millis(900),
+            "place {place}: {took:?}"
+        );
+    }
+    drop(guard);
+}

@@ -26,13 +26,13 @@ use crate::protocol::{Call, Mode, Renew};
 pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
 /// When a waiting call whose requests have failed for want of Redis
-/// since `since` (set by the first) tries again, or `None` once that has
-/// lasted `patience`. In 100 ms: each failed request already waited for a
-/// pooled connection (which the pool gets within 100 ms of the server's
-/// return), so a longer pause would only delay the recovery.
-fn retry_at(since: &mut Option<Instant>, patience: Duration) -> Option<Instant> {
+/// since `since` (set by the first, sent at `sent`) tries again, or `None`
+/// once that has lasted `patience`. In 100 ms: each failed request already
+/// waited for a pooled connection (which the pool gets within 100 ms of
+/// the server's return), so a longer pause would only delay the recovery.
+fn retry_at(since: &mut Option<Instant>, sent: Instant, patience: Duration) -> Option<Instant> {
     let now = Instant::now();
-    (now.duration_since(*since.get_or_insert(now)) < patience)
+    (now.duration_since(*since.get_or_insert(sent)) < patience)
         .then(|| now + Duration::from_millis(100))
 }
 
@@ -116,7 +116,10 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        let attempted = queued.attempt(&waiter, mode, Limit::by(deadline));
+        // Through an outage, no request waits past the patience's end.
+        let patience_end = outage.map(|since| since + shared.config().outage_patience());
+        let by = deadline.into_iter().chain(patience_end).min();
+        let attempted = queued.attempt(&waiter, mode, Limit::by(by));
         waiter.answered();
         match attempted {
             Ok(Attempted::Got(got)) => break Ok(Some(got)),
@@ -134,7 +137,8 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 break queued.out_of_time(&waiter, err)
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
-                let Some(at) = retry_at(&mut outage, shared.config().outage_patience()) else {
+                let Some(at) = retry_at(&mut outage, sent, shared.config().outage_patience())
+                else {
                     break queued.failed(&waiter, err, leave_by());
                 };
                 log::debug!("fairlock: waiting through an outage: {err}");

@@ -36,6 +36,16 @@ pub(crate) fn run(
         // Without a confirmed renewal, a hold counts as lost once its last
         // confirmed lease has run out (Hold::is_lost compares the time).
         outcome = renewed.map(|replies| apply(shared, batch, replies, sent));
+        if outcome.as_ref().is_err_and(Error::is_connection) {
+            // Not heartbeated: each waiter asks itself, and gives up once
+            // Redis has been away for its patience (a waiter not at the
+            // head of its queue would otherwise wait for it forever).
+            batch
+                .groups
+                .iter()
+                .flatten()
+                .for_each(|waiter| waiter.repoll());
+        }
     }
     for entry in &batch.abandons {
         let sent = Instant::now();
