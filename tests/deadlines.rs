@@ -549,3 +549,61 @@ fn queued_waits_give_up_after_their_patience_when_redis_is_gone() {
     }
     drop(guard);
 }
+
+/// With `sync_replicas`, a hold too few replicas saw is given back at once
+/// (an abandon) before the call returns `NotReplicated`; in a wait with a
+/// deadline, that abandon keeps to the deadline too. Here there is no
+/// replica (every `WAIT` runs its sync timeout, 1 s), and Redis holds
+/// writes back from just after the acquisition ran: `try_lock_for(1.5 s)`
+/// waited a whole command timeout (3 s) more for the abandon; now it
+/// returns by its deadline and the watchdog gives the hold back once
+/// writes resume.
+#[test]
+fn a_hold_too_few_replicas_saw_is_given_back_within_the_deadline() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = server
+        .builder()
+        .command_timeout(Duration::from_secs(3))
+        .sync_replicas(1, Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let name = "unreplicated-in-a-stall";
+    let mutex = client.fair_mutex(name);
+    let wait = Duration::from_millis(1500);
+    let waiter = thread::spawn(move || {
+        let started = Instant::now();
+        let got = mutex.try_lock_for(wait);
+        (started.elapsed(), got.map(|guard| guard.is_some()))
+    });
+    let mut conn = server.conn();
+    let held = |conn: &mut redis::Connection| {
+        let keys: Vec<String> =
+            redis::Commands::keys(conn, format!("fairlock:*:lock:{name}")).unwrap();
+        !keys.is_empty()
+    };
+    assert!(wait_until(Duration::from_secs(1), || held(&mut conn)));
+    let pause = Duration::from_millis(4000);
+    let paused = pause_clients(&mut conn, "WRITE", pause);
+    let (took, got) = join_within(waiter, Duration::from_secs(10), "the wait");
+    eprintln!(
+        "deadlines: try_lock_for({wait:?}) too few replicas saw, writes held back: {got:?} \
+         after {:.0} ms",
+        ms(took)
+    );
+    assert_eq!(
+        got.as_ref().map_err(fairlock::Error::kind),
+        Err(fairlock::ErrorKind::NotReplicated)
+    );
+    assert!(took < wait + OVER, "{took:?}");
+    // Given back once writes resume.
+    let observer = server.client().fair_mutex(name);
+    assert!(
+        wait_until(Duration::from_secs(10), || !observer.is_locked().unwrap()),
+        "the hold stayed"
+    );
+    eprintln!(
+        "deadlines: the hold given back {:.0} ms after the pause",
+        ms(paused.elapsed().saturating_sub(pause))
+    );
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::connections::caller::Caller;
+use crate::connections::caller::{Caller, Limit};
 use crate::connections::config::Config;
 use crate::connections::resp::Decimal;
 use crate::connections::slot_map::SlotMap;
@@ -280,10 +280,11 @@ impl Shared {
         self.nudge_watchdog();
     }
 
-    /// Abandons `call` now (Redis just answered), or later through the
-    /// watchdog if that fails.
-    pub(crate) fn abandon_now(&self, call: &Call) {
-        if let Err(err) = self.caller.abandon(call) {
+    /// Abandons `call` now (Redis just answered), within `limit` (a
+    /// waiting call's deadline), or later through the watchdog if that
+    /// fails.
+    pub(crate) fn abandon_now(&self, call: &Call, limit: Limit) {
+        if let Err(err) = self.caller.abandon(call, limit) {
             let id = call.id;
             log::warn!("fairlock: abandoning call {id} failed, the watchdog retries: {err}");
             self.abandon_later(call);
