@@ -183,10 +183,11 @@ impl Caller {
         sync: Option<SyncReplicas>,
         limit: Limit,
     ) -> Result<Written<O::Reply>> {
-        self.through_slot_moves(limit, || {
+        let named = |err| during::<O>(err, keys);
+        let written = self.through_slot_moves(limit, || {
             self.with_connection(limit, |conn| self.scripts.run(conn, keys, op, sync))
-        })
-        .map_err(|err| during::<O>(err, keys))
+        });
+        written.map(|written| written.named(named)).map_err(named)
     }
 
     /// Abandons `call` (`Abandon`) on a pooled connection, within `limit`;
