@@ -377,8 +377,8 @@ fn release_taken<O: Ownership>(held: Vec<AnyGuard<O>>, wait: &Wait) {
 
 /// Every part of a [`FairMultiLock`], held together until
 /// [`unlock`](Self::unlock)ed or dropped (each part released best effort,
-/// as a guard's drop). `Send + Sync + 'static`: it may be released on any
-/// thread.
+/// as a guard's drop, all within one command timeout). `Send + Sync +
+/// 'static`: it may be released on any thread.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -528,8 +528,16 @@ impl<O: Ownership> Guard<kind::Any, O> {
 }
 
 impl<O: Ownership> Drop for MultiGuard<O> {
+    /// Every part, the last taken first, as unlock does, all within one
+    /// command timeout, as one guard's drop; the watchdog gives back what
+    /// is not released by then.
     fn drop(&mut self) {
-        // The last taken first, as unlock does.
-        self.parts.drain(..).rev().for_each(drop);
+        let Some(first) = self.parts.first() else {
+            return;
+        };
+        let end = Instant::now() + first.hold.client.config().command_timeout;
+        for mut part in self.parts.drain(..).rev() {
+            part.hold.release_after(Some(end), end);
+        }
     }
 }

@@ -61,7 +61,7 @@ impl CallHold {
         if let Err(err) = self.release_within(limit) {
             let call = &self.hold.call;
             let what = call.ask.describe_on(call.keys.kind(), call.keys.name());
-            log::warn!("fairlock: releasing the {what} of a call that gave up failed: {err}");
+            log::warn!("fairlock: releasing the {what} failed, the watchdog gives it back: {err}");
         }
     }
 
