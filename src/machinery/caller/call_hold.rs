@@ -57,12 +57,17 @@ impl CallHold {
     /// is logged: the call has its own error to return.
     pub(crate) fn release_after(&mut self, end: Option<Instant>, started: Instant) {
         let end = end.unwrap_or(started + self.client.config().command_timeout);
-        let limit = Limit::within((end + LEAVE_GRACE).max(Instant::now()));
-        if let Err(err) = self.release_within(limit) {
+        if let Err(err) = self.release_by((end + LEAVE_GRACE).max(Instant::now())) {
             let call = &self.hold.call;
             let what = call.ask.describe_on(call.keys.kind(), call.keys.name());
             log::warn!("fairlock: releasing the {what} failed, the watchdog gives it back: {err}");
         }
+    }
+
+    /// As [`release`](Self::release), all done by `end`, pool wait
+    /// included (the parts of a multi-lock, which share one timeout).
+    pub(crate) fn release_by(&mut self, end: Instant) -> Result<()> {
+        self.release_within(Limit::within(end))
     }
 
     fn release_within(&mut self, limit: Limit) -> Result<()> {
