@@ -116,8 +116,10 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        // Through an outage, no request waits past the patience's end.
-        let patience_end = outage.map(|since| since + shared.config().outage_patience());
+        // Through an outage (as far as this wait's requests or its
+        // heartbeats know), no request waits past the patience's end.
+        let since = outage.or(waiter.unheard_since());
+        let patience_end = since.map(|since| since + shared.config().outage_patience());
         let by = deadline.into_iter().chain(patience_end).min();
         let attempted = queued.attempt(&waiter, mode, Limit::by(by));
         waiter.answered();
@@ -137,7 +139,8 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 break queued.out_of_time(&waiter, err)
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
-                let Some(at) = retry_at(&mut outage, sent, shared.config().outage_patience())
+                let first = waiter.unheard_since().map_or(sent, |since| since.min(sent));
+                let Some(at) = retry_at(&mut outage, first, shared.config().outage_patience())
                 else {
                     break queued.failed(&waiter, err, leave_by());
                 };

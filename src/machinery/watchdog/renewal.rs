@@ -37,14 +37,10 @@ pub(crate) fn run(
         // confirmed lease has run out (Hold::is_lost compares the time).
         outcome = renewed.map(|replies| apply(shared, batch, replies, sent));
         if outcome.as_ref().is_err_and(Error::is_connection) {
-            // Not heartbeated: each waiter asks itself, and gives up once
-            // Redis has been away for its patience (a waiter not at the
-            // head of its queue would otherwise wait for it forever).
-            batch
-                .groups
-                .iter()
-                .flatten()
-                .for_each(|waiter| waiter.repoll());
+            // Not heartbeated: a waiter not at the head of its queue would
+            // otherwise wait for Redis forever.
+            let patience = shared.config().outage_patience();
+            (batch.groups.iter().flatten()).for_each(|waiter| waiter.unheard(sent, patience));
         }
     }
     for entry in &batch.abandons {
