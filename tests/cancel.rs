@@ -128,3 +128,69 @@ fn a_wait_cancelled_while_redis_stalls_returns_none_and_leaves_no_entry() {
     held.unlock().unwrap();
     assert!(!mutex.is_locked().unwrap(), "nobody was handed the lock");
 }
+
+/// A cancel ends the wait's sleep at once, not a request it has in
+/// flight: a waiter at the head of the queue polls when the holder's
+/// fixed lease ends, here while Redis holds writes back, and is cancelled
+/// once that poll waits at Redis; the wait returns `Ok(None)` when the
+/// poll fails at its command timeout (2 s here), as `WaitCanceller`'s doc
+/// says.
+#[test]
+fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
+    let server = RedisServer::start();
+    let holder = server.client();
+    let name = "cancel-in-flight";
+    let fixed = Duration::from_millis(500);
+    let held = holder
+        .fair_mutex(name)
+        .with_fixed_lease(fixed)
+        .lock()
+        .unwrap();
+    let cancel = WaitCanceller::new();
+    let command_timeout = Duration::from_secs(2);
+    // No watchdog round for 10 s: the poll is the one request in flight.
+    let waiter = (server.builder())
+        .command_timeout(command_timeout)
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let (c, m) = (cancel.clone(), waiter.fair_mutex(name));
+    let blocked = std::thread::spawn(move || {
+        let got = m.lock_with(Wait::forever().cancelled_by(&c));
+        (got.map(|guard| guard.is_some()), Instant::now())
+    });
+    let mutex = holder.fair_mutex(name);
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let mut conn = server.conn();
+    pause_clients(&mut conn, "WRITE", Duration::from_millis(4000));
+    let postponed = |conn: &mut redis::Connection| {
+        let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
+        let count = info
+            .lines()
+            .find_map(|l| l.strip_prefix("blocked_clients:"));
+        count.is_some_and(|count| count.trim() != "0")
+    };
+    assert!(
+        wait_until(Duration::from_secs(3), || postponed(&mut conn)),
+        "the head never polled"
+    );
+    let cancelled = Instant::now();
+    cancel.cancel();
+    let (got, returned) = join_within(blocked, Duration::from_secs(10), "cancelled wait");
+    let took = returned - cancelled;
+    eprintln!(
+        "cancel: a wait cancelled with its poll in flight in a stall returned {got:?} after \
+         {:.0} ms (command timeout {command_timeout:?})",
+        ms(took)
+    );
+    assert!(matches!(got, Ok(false)), "{got:?}");
+    assert!(
+        took < command_timeout + Duration::from_millis(300),
+        "{took:?}"
+    );
+    drop(held);
+}

@@ -444,3 +444,166 @@ fn a_leave_after_an_error_keeps_to_the_deadline() {
         "try_lock_for({wait:?}) left the queue past its deadline: {took:?}"
     );
 }
+
+/// Dropping a client stops its threads within about one command timeout
+/// however Redis stalls: the watchdog's round under way then (here the
+/// abandon of an unlock that failed in the stall) is its last try, not
+/// followed by another, and the stop's wake-up message waits no longer
+/// than its connection's checkout (200 ms). The link is held by a relay
+/// (no watchdog round but that abandon: lease and waiter timeout 30 s),
+/// and the client is dropped once the abandon went out. The last guard of
+/// a client (its handle dropped first) gives its release one command
+/// timeout and then stops the client: about one more.
+#[test]
+fn dropping_a_client_in_a_stall_takes_about_one_command_timeout() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let long = Duration::from_secs(30);
+    let client = || {
+        Client::builder(&relay.url())
+            .lease(long)
+            .waiter_timeout(long)
+            .command_timeout(COMMAND_TIMEOUT)
+            .connect_timeout(COMMAND_TIMEOUT)
+            .build()
+            .unwrap()
+    };
+    let unlocking = client();
+    let guard = unlocking.fair_mutex("stalled-drop").lock().unwrap();
+    let last = client().fair_mutex("stalled-last").lock().unwrap();
+    relay.stall();
+    assert!(
+        guard.unlock().is_err(),
+        "the unlock went through a stalled link"
+    );
+    let unlock_bytes = relay.held_bytes();
+    assert!(
+        wait_until(Duration::from_secs(5), || relay.held_bytes() > unlock_bytes),
+        "the watchdog never sent the abandon"
+    );
+    let started = Instant::now();
+    drop(unlocking);
+    let client_took = started.elapsed();
+    let started = Instant::now();
+    drop(last);
+    let last_took = started.elapsed();
+    relay.resume();
+    eprintln!(
+        "deadlines: in a stall, dropping a client whose abandon was under way took {:.0} ms, \
+         dropping the last guard of a client {:.0} ms (command timeout 1 s)",
+        ms(client_took),
+        ms(last_took)
+    );
+    assert!(
+        client_took < COMMAND_TIMEOUT + OVER,
+        "the stop waited for more than the round under way: {client_took:?}"
+    );
+    assert!(last_took < COMMAND_TIMEOUT * 2 + OVER, "{last_took:?}");
+}
+
+/// A thread queued with no deadline waits through an outage for the
+/// client's patience (`waiter_timeout + connect_timeout`, 3 s here), then
+/// returns `Connection`: with Redis killed and not back, the head of the
+/// queue came back after 8.2 s (its first poll waited for a connection,
+/// and its patience counted from that poll's end, the last poll past it),
+/// and a waiter behind it never (it polls only when told, and nothing
+/// told it); now a heartbeat that cannot reach Redis has each waiter ask
+/// itself, and no poll waits past the patience's end.
+#[test]
+fn queued_waits_give_up_after_their_patience_when_redis_is_gone() {
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    let holder = server.client();
+    let waiting = server.client(); // waiter timeout 1 s, connect timeout 2 s
+    let patience = Duration::from_secs(3);
+    let name = "outage-patience";
+    let guard = holder.fair_mutex(name).lock().unwrap();
+    let mut waiters = Vec::new();
+    for n in 1..=2 {
+        let mutex = waiting.fair_mutex(name);
+        waiters.push(thread::spawn(move || {
+            (mutex.lock().map(drop), Instant::now())
+        }));
+        assert!(wait_until(Duration::from_secs(5), || {
+            holder.fair_mutex(name).queue_len().unwrap() == n
+        }));
+    }
+    let killed = Instant::now();
+    server.kill();
+    for (place, waiter) in waiters.into_iter().enumerate() {
+        let (got, at) = join_within(waiter, patience * 4, "a queued lock()");
+        let took = at - killed;
+        eprintln!(
+            "deadlines: the queued lock() at place {place} after Redis was killed: {:?} after \
+             {:.0} ms (patience {patience:?})",
+            got.as_ref().map_err(|err| err.to_string()),
+            ms(took)
+        );
+        assert!(got.is_err_and(|err| err.is_connection()), "place {place}");
+        // Its first poll within a watchdog period (333 ms), then its patience.
+        assert!(
+            took < patience + Duration::from_millis(900),
+            "place {place}: {took:?}"
+        );
+    }
+    drop(guard);
+}
+
+/// With `sync_replicas`, a hold too few replicas saw is given back at once
+/// (an abandon) before the call returns `NotReplicated`; in a wait with a
+/// deadline, that abandon keeps to the deadline too. Here there is no
+/// replica (every `WAIT` runs its sync timeout, 1 s), and Redis holds
+/// writes back from just after the acquisition ran: `try_lock_for(1.5 s)`
+/// waited a whole command timeout (3 s) more for the abandon; now it
+/// returns by its deadline and the watchdog gives the hold back once
+/// writes resume.
+#[test]
+fn a_hold_too_few_replicas_saw_is_given_back_within_the_deadline() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = server
+        .builder()
+        .command_timeout(Duration::from_secs(3))
+        .sync_replicas(1, Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let name = "unreplicated-in-a-stall";
+    let mutex = client.fair_mutex(name);
+    let wait = Duration::from_millis(1500);
+    let waiter = thread::spawn(move || {
+        let started = Instant::now();
+        let got = mutex.try_lock_for(wait);
+        (started.elapsed(), got.map(|guard| guard.is_some()))
+    });
+    let mut conn = server.conn();
+    let held = |conn: &mut redis::Connection| {
+        let keys: Vec<String> =
+            redis::Commands::keys(conn, format!("fairlock:*:lock:{name}")).unwrap();
+        !keys.is_empty()
+    };
+    assert!(wait_until(Duration::from_secs(1), || held(&mut conn)));
+    let pause = Duration::from_millis(4000);
+    let paused = pause_clients(&mut conn, "WRITE", pause);
+    let (took, got) = join_within(waiter, Duration::from_secs(10), "the wait");
+    eprintln!(
+        "deadlines: try_lock_for({wait:?}) too few replicas saw, writes held back: {got:?} \
+         after {:.0} ms",
+        ms(took)
+    );
+    assert_eq!(
+        got.as_ref().map_err(fairlock::Error::kind),
+        Err(fairlock::ErrorKind::NotReplicated)
+    );
+    assert!(took < wait + OVER, "{took:?}");
+    // Given back once writes resume.
+    let observer = server.client().fair_mutex(name);
+    assert!(
+        wait_until(Duration::from_secs(10), || !observer.is_locked().unwrap()),
+        "the hold stayed"
+    );
+    eprintln!(
+        "deadlines: the hold given back {:.0} ms after the pause",
+        ms(paused.elapsed().saturating_sub(pause))
+    );
+}

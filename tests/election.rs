@@ -937,6 +937,34 @@ fn a_watch_returns_by_its_timeout_while_redis_stalls() {
     assert_watch_goes_on(&election, &mut watch);
 }
 
+/// A watch started while Redis holds every client back (`CLIENT PAUSE
+/// ALL`) cannot subscribe; its error names the election and the timeout in
+/// words, as every call's does (before: "redis call timed out", the source
+/// "Resource temporarily unavailable (os error 11)").
+#[test]
+fn a_watch_that_cannot_subscribe_in_a_stall_names_the_election() {
+    let server = RedisServer::start();
+    let client = server.stall_client();
+    let name = "watch-unsubscribed";
+    let election = client.election(name);
+    let _paused = pause_clients(&mut server.conn(), "ALL", Duration::from_millis(2000));
+    let started = Instant::now();
+    let Err(err) = election.watch() else {
+        panic!("a subscription in a stall");
+    };
+    let took = started.elapsed();
+    eprintln!(
+        "election: watch() in a stall: {err} after {:.0} ms",
+        ms(took)
+    );
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+    let text = err.to_string();
+    let named = format!("watch of election {name:?}: ");
+    assert!(text.starts_with(&named), "no {named:?} in {text:?}");
+    assert!(text.contains("no reply within 1000 ms"), "{text:?}");
+    assert!(took < Duration::from_millis(1400), "{took:?}");
+}
+
 /// A watch whose subscription broke opens it again within its call's
 /// timeout: the server answers the connections the client has (the
 /// election is read) but not the new one (a relay holds it), so the

@@ -472,6 +472,31 @@ fn a_socket_that_never_answers_is_a_timeout_in_words_naming_its_setting() {
     }
 }
 
+/// A server that answers reads but holds writes back (`CLIENT PAUSE
+/// WRITE`, as a managed failover does) when a client starts: its `TIME`
+/// is answered, the load of fairlock's scripts is not, and the error says
+/// so, naming the server, within the command timeout (before: "redis call
+/// timed out", nothing more).
+#[test]
+fn a_server_that_holds_the_scripts_load_back_is_named_in_the_error() {
+    let server = RedisServer::start();
+    let command = Duration::from_millis(700);
+    let _paused = pause_clients(&mut server.conn(), "WRITE", Duration::from_millis(3000));
+    let started = Instant::now();
+    let err = (server.builder())
+        .command_timeout(command)
+        .build()
+        .expect_err("the scripts are not loaded in a write pause");
+    let took = started.elapsed();
+    eprintln!("first_contact: a start in a write pause: {err} after {took:?}");
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+    let text = err.to_string();
+    let said = format!("loading fairlock's scripts at {}: ", server.url());
+    assert!(text.starts_with(&said), "no {said:?} in {text:?}");
+    assert!(text.contains("no reply within 700 ms"), "{text:?}");
+    assert!(took < command * 2, "{took:?}");
+}
+
 /// A server that may evict fairlock's keys (a memory
 /// limit and any policy but noeviction: every fairlock key has a TTL, so
 /// volatile-* reaches them too) is refused by a client that asks for it,

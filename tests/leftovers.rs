@@ -1490,6 +1490,41 @@ fn a_lock_too_few_replicas_saw_fails_after_one_sync_timeout() {
     assert!(!server.client().fair_mutex(name).is_locked().unwrap());
 }
 
+/// A shortfall of replicas is an error like any other: it names the call
+/// and the lock (docs/guarantees.md, "first contact"). It said only "0 of
+/// the 1 replicas asked for acknowledged the write within 200ms".
+#[test]
+fn an_error_for_too_few_replicas_names_the_call_and_the_lock() {
+    let server = RedisServer::start();
+    let client = (server.builder())
+        .sync_replicas(1, Duration::from_millis(200))
+        .build()
+        .expect("the client connects");
+    let name = "unreplicated-named";
+    let errors = [
+        ("acquire of mutex", client.fair_mutex(name).lock().map(drop)),
+        (
+            "force release of mutex",
+            client.fair_mutex(name).force_unlock().map(drop),
+        ),
+        (
+            "revoke of rwlock",
+            client.fair_rwlock(name).revoke().map(drop),
+        ),
+        (
+            "set permits of semaphore",
+            client.fair_semaphore(name, 2).set_permits(3).map(drop),
+        ),
+    ];
+    for (call, got) in errors {
+        let err = got.expect_err("no replica saw it");
+        eprintln!("leftovers: without a replica: {err}");
+        assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err:?}");
+        let named = format!("{call} {name:?}: ");
+        assert!(err.to_string().starts_with(&named), "{named} in {err}");
+    }
+}
+
 /// The same for a lock handed over to a waiter: its confirmation (a
 /// renewal and a `WAIT`) finds too few replicas, and the grant is given
 /// back at once, once; the watchdog has nothing left to abandon for it

@@ -387,3 +387,51 @@ fn a_multi_lock_that_times_out_in_a_stall_returns_by_its_deadline() {
     );
     drop(busy);
 }
+
+/// A multi-lock's guard dropped or unlocked while Redis holds writes back
+/// releases its parts within one command timeout all told (1 s here), as
+/// one guard does, not one for each part; what is not released by then
+/// the watchdog gives back once writes resume.
+#[test]
+fn a_multi_guard_dropped_in_a_stall_waits_one_command_timeout() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let other = server.client();
+    let client = server.stall_client();
+    let names = ["drop-stall-a", "drop-stall-b", "drop-stall-c"];
+    let guard = client.fair_multi_lock(names).lock().unwrap();
+    let unlocked = client.fair_multi_lock(names.map(|name| format!("{name}-u")));
+    let unlocked = unlocked.lock().unwrap();
+    let pause = Duration::from_millis(5000);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    let started = Instant::now();
+    drop(guard);
+    let took = started.elapsed();
+    let started = Instant::now();
+    let unlock = unlocked.unlock();
+    let unlock_took = started.elapsed();
+    eprintln!(
+        "multi_lock: a guard of {} parts in a stall: dropped {:.0} ms, unlocked {:.0} ms \
+         ({unlock:?}; command timeout 1 s)",
+        names.len(),
+        ms(took),
+        ms(unlock_took)
+    );
+    assert!(took < Duration::from_millis(1400), "{took:?}");
+    assert!(unlock_took < Duration::from_millis(1400), "{unlock_took:?}");
+    assert!(unlock.is_err_and(|err| err.is_connection()));
+    for name in names
+        .into_iter()
+        .flat_map(|name| [name.to_owned(), format!("{name}-u")])
+    {
+        let mutex = other.fair_mutex(&name);
+        assert!(
+            wait_until(Duration::from_secs(10), || !mutex.is_locked().unwrap()),
+            "{name} stayed held"
+        );
+    }
+    eprintln!(
+        "multi_lock: every part free {:.0} ms after the pause",
+        ms(paused.elapsed().saturating_sub(pause))
+    );
+}

@@ -1212,3 +1212,75 @@ fn an_upgrade_that_times_out_in_a_stall_returns_by_its_deadline() {
     );
     drop(read);
 }
+
+/// A change of access is one request: while Redis holds writes back
+/// (`CLIENT PAUSE WRITE`, longer than the command timeout), a downgrade of
+/// a write to a read or to an upgradable read, and a `try_upgrade`, each
+/// fail (`Connection`) within one command timeout (1 s here), not after
+/// another one spent releasing the guard they consume; what they leave
+/// the watchdog gives back once writes resume.
+#[test]
+fn a_change_of_access_in_a_stall_returns_within_a_command_timeout() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let other = server.client();
+    let client = server.stall_client();
+    let names = [
+        "downgrade-stall",
+        "downgrade-upgradable-stall",
+        "try-upgrade-stall",
+    ];
+    let rw = |name: &str| client.fair_rwlock(name).unbound();
+    let write = rw(names[0]).write().unwrap();
+    let write_too = rw(names[1]).write().unwrap();
+    let upgradable = rw(names[2]).upgradable_read().unwrap();
+    let pause = Duration::from_millis(3000);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    type Change = Box<dyn FnOnce() -> fairlock::Result<()> + Send>;
+    let changes: [(&str, Change); 3] = [
+        ("downgrade", Box::new(move || write.downgrade().map(drop))),
+        (
+            "downgrade_to_upgradable",
+            Box::new(move || write_too.downgrade_to_upgradable().map(drop)),
+        ),
+        (
+            "try_upgrade",
+            Box::new(move || upgradable.try_upgrade().map(drop)),
+        ),
+    ];
+    let running: Vec<_> = (changes.into_iter())
+        .map(|(what, change)| {
+            let started = Instant::now();
+            (what, thread::spawn(move || (change(), started.elapsed())))
+        })
+        .collect();
+    let ended: Vec<_> = (running.into_iter())
+        .map(|(what, change)| (what, join_within(change, Duration::from_secs(10), what)))
+        .collect();
+    for (what, (got, took)) in &ended {
+        eprintln!(
+            "rwlock: {what} in a stall: {got:?} after {:.0} ms",
+            ms(*took)
+        );
+    }
+    for (what, (got, took)) in ended {
+        assert!(
+            took <= Duration::from_millis(1300),
+            "{what} took {took:?} with a 1 s command timeout: {got:?}"
+        );
+        assert!(got.is_err_and(|err| err.is_connection()), "{what}");
+    }
+    // Once writes resume, nothing of the client's is left.
+    for name in names {
+        let observer = other.fair_rwlock(name);
+        assert!(
+            wait_until(Duration::from_secs(10), || !observer.is_locked().unwrap()),
+            "{name}: {:?}",
+            observer.status(10)
+        );
+    }
+    eprintln!(
+        "rwlock: nothing of the changes left {:.0} ms after the pause",
+        ms(paused.elapsed().saturating_sub(pause))
+    );
+}

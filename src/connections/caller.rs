@@ -140,13 +140,9 @@ impl Caller {
         }
     }
 
-    /// Runs `op` on the lock `keys` on a pooled connection: one round trip.
-    pub(crate) fn call<O: Operation>(&self, keys: &LockKeys, op: &O) -> Result<O::Reply> {
-        self.call_limited(keys, op, Limit::default())
-    }
-
-    /// As [`call`](Self::call), within `limit` (an election watch's read,
-    /// kept to the watch's timeout).
+    /// Runs `op` on the lock `keys` on a pooled connection, one round
+    /// trip, within `limit` (an election watch's read, kept to the watch's
+    /// timeout; an abandon, to a wait's deadline).
     pub(crate) fn call_limited<O: Operation>(
         &self,
         keys: &LockKeys,
@@ -188,17 +184,19 @@ impl Caller {
         sync: Option<SyncReplicas>,
         limit: Limit,
     ) -> Result<Written<O::Reply>> {
-        self.through_slot_moves(limit, || {
+        let named = |err| during::<O>(err, keys);
+        let written = self.through_slot_moves(limit, || {
             self.with_connection(limit, |conn| self.scripts.run(conn, keys, op, sync))
-        })
-        .map_err(|err| during::<O>(err, keys))
+        });
+        written.map(|written| written.named(named)).map_err(named)
     }
 
-    /// Abandons `call` (`Abandon`) on a pooled connection; an error names
-    /// the lock, as every call's does.
-    pub(crate) fn abandon(&self, call: &Call) -> Result<()> {
+    /// Abandons `call` (`Abandon`) on a pooled connection, within `limit`;
+    /// an error names the lock, as every call's does.
+    pub(crate) fn abandon(&self, call: &Call, limit: Limit) -> Result<()> {
         let entry = call.entry();
-        self.call(&call.keys, &Abandon { entry }).map(drop)
+        self.call_limited(&call.keys, &Abandon { entry }, limit)
+            .map(drop)
     }
 
     /// A new connection of its own subscribed to `channel` as `route`

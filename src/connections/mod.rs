@@ -249,7 +249,7 @@ impl Backend {
             conn.send_packed_command(&command)?;
             conn.recv_response()
         });
-        check_subscribed(confirmation.map_err(Error::from_redis)?)?;
+        check_subscribed(steady::worded(confirmation, timeout).map_err(Error::from_redis)?)?;
         Ok(conn)
     }
 }

@@ -237,7 +237,7 @@ fn timed_out(timeout: Duration) -> redis::RedisError {
 }
 
 /// `result`, a timeout in words if it is one (see [`timed_out`]).
-fn worded<T>(result: RedisResult<T>, timeout: Option<Duration>) -> RedisResult<T> {
+pub(crate) fn worded<T>(result: RedisResult<T>, timeout: Option<Duration>) -> RedisResult<T> {
     match (result, timeout) {
         (Err(err), Some(timeout)) if err.is_timeout() => Err(timed_out(timeout)),
         (result, _) => result,

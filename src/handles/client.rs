@@ -32,10 +32,12 @@ use crate::protocol::LockKind;
 /// client's queued waiters alive, and a subscriber (`fairlock-subscriber`)
 /// on its own connection that wakes waiting threads (on Redis Cluster, one
 /// per node). All stop, and are joined, when the last `Client`, handle and
-/// guard of it are dropped. A child process forked meanwhile has copies of
-/// them that stand for its parent's (the same connections, the same holds):
-/// dropped there, they send nothing and release nothing, and the parent
-/// keeps its holds; the child opens a client of its own.
+/// guard of it are dropped: within about one command timeout while Redis
+/// does not answer (the watchdog's round under way, or its last try to
+/// give back a call that failed). A child process forked meanwhile has
+/// copies of them that stand for its parent's (the same connections, the
+/// same holds): dropped there, they send nothing and release nothing, and
+/// the parent keeps its holds; the child opens a client of its own.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {

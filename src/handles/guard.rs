@@ -27,8 +27,10 @@ use crate::machinery::caller::call_hold::CallHold;
 ///
 /// Dropping it releases the hold best-effort (errors are logged, never
 /// panicked on, and the drop waits at most one command timeout before
-/// leaving the release to the watchdog); `unlock` reports what a drop
-/// cannot. The waiters a release admits get the lock at once. With
+/// leaving the release to the watchdog; the last guard of a client whose
+/// handles are gone stops the client too, about one more while Redis does
+/// not answer: see [`Client`](crate::Client)); `unlock` reports what a
+/// drop cannot. The waiters a release admits get the lock at once. With
 /// re-entry, a thread's mutex is free only when every guard of the thread
 /// is gone. A guard never dropped (`std::mem::forget`, a reference cycle)
 /// keeps its hold, and its client, as a forgotten `std::sync::MutexGuard`

@@ -163,8 +163,10 @@ impl LeaderWatch {
     /// A watch of `election`, subscribed to its channel (see
     /// [`Election::watch`](crate::FairLock::watch)).
     pub(crate) fn start(election: Election) -> Result<LeaderWatch> {
+        let named =
+            |err: Error| err.during(format_args!("watch of election {:?}", election.name()));
         Ok(LeaderWatch {
-            subscription: election.core().watch(&election.target)?,
+            subscription: election.core().watch(&election.target).map_err(named)?,
             election,
             known: None,
             pending: BTreeMap::new(),

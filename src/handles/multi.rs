@@ -6,7 +6,7 @@
 //! cancellation, an error) releases what it took and leaves no queue entry.
 
 use std::cmp::Reverse;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::handles::guard::Guard;
@@ -368,17 +368,17 @@ impl<O: Ownership> FairMultiLock<O> {
 
 /// Releases the parts a call took before it gave up or failed, the last
 /// taken first, within the wait's end (`CallHold::release_after`);
-/// without one, each as its guard's drop.
+/// without one, each within a command timeout, as its guard's drop.
 fn release_taken<O: Ownership>(held: Vec<AnyGuard<O>>, wait: &Wait) {
     for mut part in held.into_iter().rev() {
-        part.hold.release_after(wait);
+        part.hold.release_after(wait.ends_by(), Instant::now());
     }
 }
 
 /// Every part of a [`FairMultiLock`], held together until
-/// [`unlock`](Self::unlock)ed or dropped (each part released best effort,
-/// as a guard's drop). `Send + Sync + 'static`: it may be released on any
-/// thread.
+/// [`unlock`](Self::unlock)ed or dropped (every part released best effort,
+/// all within one command timeout, as one guard's drop). `Send + Sync +
+/// 'static`: it may be released on any thread.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -476,8 +476,9 @@ impl<O: Ownership> MultiGuard<O> {
         self.parts.iter().any(Guard::is_revoked)
     }
 
-    /// Releases every part, the last taken first; reports the first error
-    /// after trying them all.
+    /// Releases every part, the last taken first, all within one command
+    /// timeout (the watchdog gives back what is not released by then);
+    /// reports the first error after trying them all.
     ///
     /// # Errors
     /// As [`Guard::unlock`], for any part.
@@ -490,9 +491,19 @@ impl<O: Ownership> MultiGuard<O> {
     /// # Ok(()) }
     /// ```
     pub fn unlock(mut self) -> Result<()> {
-        // Every part, the last taken first; the first error is reported.
-        let unlocked = self.parts.drain(..).rev().map(Guard::unlock);
-        unlocked.fold(Ok(()), Result::and)
+        self.release_parts()
+    }
+
+    /// Releases every part, the last taken first, all within one command
+    /// timeout, as one guard; what is not released by then the watchdog
+    /// gives back. The first error, after trying them all.
+    fn release_parts(&mut self) -> Result<()> {
+        let Some(first) = self.parts.first() else {
+            return Ok(());
+        };
+        let end = Instant::now() + first.hold.client.config().command_timeout;
+        let released = (self.parts.drain(..).rev()).map(|mut part| part.hold.release_by(end));
+        released.fold(Ok(()), Result::and)
     }
 }
 
@@ -528,8 +539,10 @@ impl<O: Ownership> Guard<kind::Any, O> {
 }
 
 impl<O: Ownership> Drop for MultiGuard<O> {
+    /// As unlock does; an error is logged.
     fn drop(&mut self) {
-        // The last taken first, as unlock does.
-        self.parts.drain(..).rev().for_each(drop);
+        if let Err(err) = self.release_parts() {
+            log::warn!("fairlock: releasing a multi-lock on drop failed: {err}");
+        }
     }
 }

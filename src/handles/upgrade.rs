@@ -14,7 +14,7 @@
 //! names one access, so a fenced resource can tell a write from the read
 //! that preceded it (and a downgraded read from the write before it).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::handles::guard::Guard;
@@ -77,13 +77,14 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
         mut self,
         wait: impl Into<Wait>,
     ) -> Result<std::result::Result<WriteGuard<O>, Self>> {
-        let wait = wait.into().fixed_from_now();
+        let (started, wait) = (Instant::now(), wait.into().fixed_from_now());
         match self.hold.upgrade(&wait) {
             Ok(true) => Ok(Ok(Guard::new(self.hold))),
             Ok(false) => Ok(Err(self)),
             Err(err) => {
-                // The read, by the wait's end: the call returns on time.
-                self.hold.release_after(&wait);
+                // The read, by the wait's end (a try's: one command timeout
+                // from its start): the call returns on time.
+                self.hold.release_after(wait.ends_by(), started);
                 Err(err)
             }
         }

@@ -98,7 +98,9 @@ impl Core {
         time.map_err(Error::from_redis).map_err(|err| {
             err.at_first_contact(&server, true, config.command_timeout, "command_timeout")
         })?;
-        let later = scripts.load_all(&mut *first)?;
+        let loading =
+            |err: Error| err.during(format_args!("loading fairlock's scripts at {server}"));
+        let later = scripts.load_all(&mut *first).map_err(loading)?;
         scripts.call_library(later);
         let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
         let shared = Arc::new(Shared::new(Caller {

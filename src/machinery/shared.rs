@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::connections::caller::Caller;
+use crate::connections::caller::{Caller, Limit};
 use crate::connections::config::Config;
 use crate::connections::resp::Decimal;
 use crate::connections::slot_map::SlotMap;
@@ -286,10 +286,11 @@ impl Shared {
         self.nudge_watchdog();
     }
 
-    /// Abandons `call` now (Redis just answered), or later through the
-    /// watchdog if that fails.
-    pub(crate) fn abandon_now(&self, call: &Call) {
-        if let Err(err) = self.caller.abandon(call) {
+    /// Abandons `call` now (Redis just answered), within `limit` (a
+    /// waiting call's deadline), or later through the watchdog if that
+    /// fails.
+    pub(crate) fn abandon_now(&self, call: &Call, limit: Limit) {
+        if let Err(err) = self.caller.abandon(call, limit) {
             let id = call.id;
             log::warn!("fairlock: abandoning call {id} failed, the watchdog retries: {err}");
             self.abandon_later(call);
@@ -330,14 +331,18 @@ impl Shared {
         self.stop_signal.notify_all();
         self.nudge_watchdog();
         // Wakes the subscriber out of its blocking read at once; if Redis is
-        // gone, its read timeout gets it out instead (a shard listener's
-        // short one always: no PUBLISH, which a cluster copies to every node).
+        // gone or stalled, its read timeout gets it out instead (a shard
+        // listener's short one always: no PUBLISH, which a cluster copies
+        // to every node). Within that timeout: a stop waits for no more.
         if self.caller.scripts.route() == Route::Sharded {
             return;
         }
-        if let Ok(mut conn) = self.caller.backend.checkout(Duration::from_millis(200)) {
+        let within = Duration::from_millis(200);
+        if let Ok(mut conn) = self.caller.backend.checkout(within) {
             let stop = WakeMessage::stop_command(&self.wake_channel());
-            let _: redis::RedisResult<i64> = stop.query(conn.get());
+            if conn.set_command_timeout(within).is_ok() {
+                let _: redis::RedisResult<i64> = stop.query(conn.get());
+            }
         }
     }
 }

@@ -57,6 +57,12 @@ impl<R> Written<R> {
         self.replicated.map(|()| self.reply)
     }
 
+    /// The same, a shortfall's error as `named` words it (naming the call).
+    pub fn named(self, named: impl FnOnce(Error) -> Error) -> Self {
+        let replicated = self.replicated.map_err(named);
+        Written { replicated, ..self }
+    }
+
     /// The reply, and whether the write was replicated as asked.
     pub fn into_parts(self) -> (R, crate::error::Result<()>) {
         (self.reply, self.replicated)

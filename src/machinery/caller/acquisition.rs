@@ -123,7 +123,7 @@ impl Acquisition<'_> {
 
     /// The hold this call was answered with (the request sent at `sent`,
     /// `pttl_ms` of lease left then), unless too few replicas saw it: then
-    /// it is abandoned.
+    /// it is abandoned, within the request's `limit`.
     fn acquired(
         &self,
         waiter: &Waiter,
@@ -131,8 +131,9 @@ impl Acquisition<'_> {
         pttl_ms: i64,
         sent: Instant,
         replicated: Result<()>,
+        limit: Limit,
     ) -> Result<Acquired> {
-        replicated.inspect_err(|_| self.shared.abandon_now(&waiter.call))?;
+        replicated.inspect_err(|_| self.shared.abandon_now(&waiter.call, limit))?;
         let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
         Ok(self.hold(waiter, token, sent, lease_left))
     }
@@ -188,7 +189,7 @@ impl Queued for Acquisition<'_> {
         (self.permits_seen).note(self.keys, self.ask.capacity(), reply.in_force(), fence);
         match reply {
             AcquireReply::Acquired { token, pttl_ms, .. } => self
-                .acquired(waiter, token, pttl_ms, sent, replicated)
+                .acquired(waiter, token, pttl_ms, sent, replicated, limit)
                 .map(Attempted::Got),
             // A queue entry too few replicas saw costs at most its place
             // after a failover; the wait goes on.
@@ -206,7 +207,7 @@ impl Queued for Acquisition<'_> {
         let lost = || lease_lost(&waiter.call, self.target.name(), grant.token, GRANT_GONE);
         confirm(self.shared, &waiter.call, grant.token, lost, limit).inspect_err(|err| {
             if err.kind() == ErrorKind::NotReplicated {
-                self.shared.abandon_now(&waiter.call);
+                self.shared.abandon_now(&waiter.call, limit);
             } else if !err.is_lease_lost() {
                 self.shared.abandon_later(&waiter.call);
             }
@@ -228,7 +229,7 @@ impl Queued for Acquisition<'_> {
             .into_parts();
         match reply {
             CancelReply::Kept { token, pttl_ms } => self
-                .acquired(waiter, token, pttl_ms, sent, replicated)
+                .acquired(waiter, token, pttl_ms, sent, replicated, limit)
                 .map(Some),
             CancelReply::Left => Ok(None),
         }

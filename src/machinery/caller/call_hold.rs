@@ -11,7 +11,6 @@ use crate::connections::caller::Limit;
 use crate::error::{Error, Result};
 use crate::machinery::caller::queue_wait::LEAVE_GRACE;
 use crate::machinery::caller::target::Target;
-use crate::machinery::caller::wait::Wait;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{lease_lost, Hold, GONE};
@@ -45,25 +44,30 @@ impl CallHold {
         self.release_within(Limit::by(budget.map(|budget| Instant::now() + budget)))
     }
 
-    /// Releases a hold taken by a call whose `wait` then ended or failed
-    /// (a multi-lock's part taken before a later one gave up; the read of
-    /// an upgrade that failed), so that the call returns on time whatever
-    /// the server does: as [`release`](Self::release) does, all done by
-    /// the wait's end ([`Wait::ends_by`]: its deadline, or its cancel) and
-    /// a leave's grace ([`LEAVE_GRACE`]), pool wait included, as the wait's
-    /// own leave; what is not done by then the watchdog gives back. A wait
-    /// with no end leaves the hold to its guard's drop (one command timeout
-    /// at most). A failure is logged: the call has its own error to return.
-    pub(crate) fn release_after(&mut self, wait: &Wait) {
-        let Some(end) = wait.ends_by() else {
-            return;
-        };
-        let limit = Limit::within((end + LEAVE_GRACE).max(Instant::now()));
-        if let Err(err) = self.release_within(limit) {
+    /// Releases a hold taken by a call that then ended or failed (a
+    /// multi-lock's part taken before a later one gave up; the read of an
+    /// upgrade, the hold of a downgrade that failed), so that the call
+    /// returns on time whatever the server does: as
+    /// [`release`](Self::release) does, all done by `end` (its wait's:
+    /// `Wait::ends_by`, its deadline or its cancel) or, with none, one
+    /// command timeout from `started` (a change of access is one request:
+    /// the call and this release take one timeout all told), and a leave's
+    /// grace ([`LEAVE_GRACE`]), pool wait included, as the wait's own
+    /// leave; what is not done by then the watchdog gives back. A failure
+    /// is logged: the call has its own error to return.
+    pub(crate) fn release_after(&mut self, end: Option<Instant>, started: Instant) {
+        let end = end.unwrap_or(started + self.client.config().command_timeout);
+        if let Err(err) = self.release_by((end + LEAVE_GRACE).max(Instant::now())) {
             let call = &self.hold.call;
             let what = call.ask.describe_on(call.keys.kind(), call.keys.name());
-            log::warn!("fairlock: releasing the {what} of a call that gave up failed: {err}");
+            log::warn!("fairlock: releasing the {what} failed, the watchdog gives it back: {err}");
         }
+    }
+
+    /// As [`release`](Self::release), all done by `end`, pool wait
+    /// included (the parts of a multi-lock, which share one timeout).
+    pub(crate) fn release_by(&mut self, end: Instant) -> Result<()> {
+        self.release_within(Limit::within(end))
     }
 
     fn release_within(&mut self, limit: Limit) -> Result<()> {

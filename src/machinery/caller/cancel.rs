@@ -13,7 +13,9 @@ use crate::machinery::caller::waiters::Waiter;
 /// (a service's wait usually has both, and the two end it the same way).
 /// Such a wait returns `Ok(None)` soon after [`cancel`](Self::cancel),
 /// having left the queue as a timed-out `try_lock_for` does (or returns
-/// the guard, if the lock was handed over in that instant). Cancelling is
+/// the guard, if the lock was handed over in that instant): at once from
+/// its sleep, and once its request is over when one is in flight (a poll
+/// that a stalled server holds fails at the command timeout). Cancelling is
 /// final: a later wait with the same canceller does not wait, it only
 /// takes the lock if that needs no waiting, as
 /// [`FairMutex::try_lock`](crate::FairMutex::try_lock). One canceller may

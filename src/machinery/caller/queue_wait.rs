@@ -26,11 +26,11 @@ use crate::protocol::{Call, Mode, Renew};
 pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
 /// Whether a waiting call whose requests have failed for want of Redis
-/// since `since` (set by the first) tries again: not once that has lasted
-/// `patience`.
-fn tries_again(since: &mut Option<Instant>, patience: Duration) -> bool {
+/// since `since` (set by the first, sent at `sent`) tries again: not once
+/// that has lasted `patience`.
+fn tries_again(since: &mut Option<Instant>, sent: Instant, patience: Duration) -> bool {
     let now = Instant::now();
-    now.duration_since(*since.get_or_insert(now)) < patience
+    now.duration_since(*since.get_or_insert(sent)) < patience
 }
 
 /// True when `err` is the deadline's doing: it passed while a request
@@ -113,7 +113,12 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             // Any handoff comes after this request has queued the waiter.
             waiter.saw_queued(sent, 0);
         }
-        let attempted = queued.attempt(&waiter, mode, Limit::by(deadline));
+        // Through an outage (as far as this wait's requests or its
+        // heartbeats know), no request waits past the patience's end.
+        let since = outage.or(waiter.unheard_since());
+        let patience_end = since.map(|since| since + shared.config().outage_patience());
+        let by = deadline.into_iter().chain(patience_end).min();
+        let attempted = queued.attempt(&waiter, mode, Limit::by(by));
         waiter.answered(!matches!(&attempted, Err(err) if err.is_connection()));
         match attempted {
             Ok(Attempted::Got(got)) => break Ok(Some(got)),
@@ -131,7 +136,8 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 break queued.out_of_time(&waiter, err)
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
-                if !tries_again(&mut outage, shared.config().outage_patience()) {
+                let first = waiter.unheard_since().map_or(sent, |since| since.min(sent));
+                if !tries_again(&mut outage, first, shared.config().outage_patience()) {
                     break queued.failed(&waiter, err, leave_by());
                 }
                 log::debug!("fairlock: waiting through an outage: {err}");

@@ -7,6 +7,7 @@
 //! a loss.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
@@ -65,10 +66,16 @@ impl CallHold {
 
     /// Downgrades this hold (a write, or an upgradable read) to `to`,
     /// admitting the waiters that fit in the same step (this client's wake
-    /// from the reply). On a connection error the downgraded hold is
-    /// abandoned once Redis answers; the caller's guard abandons the hold as
-    /// it was.
+    /// from the reply). On an error the hold is released within one command
+    /// timeout of the call's start (`release_after`), and on a connection
+    /// error the downgraded hold is abandoned once Redis answers.
     pub(crate) fn downgrade(&mut self, to: Access) -> Result<()> {
+        let started = Instant::now();
+        let downgraded = self.change_access(to);
+        downgraded.inspect_err(|_| self.release_after(None, started))
+    }
+
+    fn change_access(&mut self, to: Access) -> Result<()> {
         let shared = &self.client.shared;
         let _changing = self.hold.changing();
         let call = &self.call;

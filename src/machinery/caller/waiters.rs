@@ -67,6 +67,9 @@ struct WaitState {
     /// The wait is over (granted, given up, failed): a rejoin in order
     /// waits for it no longer.
     ended: bool,
+    /// Send time of the first of the watchdog's heartbeats in a row that
+    /// could not reach Redis (see [`Waiter::unheard`]).
+    unheard_since: Option<Instant>,
 }
 
 /// One blocked call waiting for one lock.
@@ -96,6 +99,7 @@ impl Waiter {
     /// far is over (it would hold the lock otherwise).
     pub(crate) fn saw_queued(&self, sent: Instant, last_token: u64) {
         let mut state = self.state.lock();
+        state.unheard_since = None;
         state.queued_as_of = Some(state.queued_as_of.map_or(sent, |known| known.max(sent)));
         state.stale_up_to = state.stale_up_to.max(last_token);
         state.granted = state.granted.filter(|g| g.token > last_token);
@@ -196,6 +200,24 @@ impl Waiter {
             drop(state);
             self.wakeup.notify_one();
         }
+    }
+
+    /// A heartbeat of this waiter sent at `sent` could not reach Redis.
+    /// Once none has for `patience` (the waiter's own requests count from
+    /// the first), it asks itself, so that a waiter told nothing (not the
+    /// head of its queue) ends its wait too; before that it stays parked,
+    /// and rejoins in order when Redis is back.
+    pub(crate) fn unheard(&self, sent: Instant, patience: Duration) {
+        let since = *self.state.lock().unheard_since.get_or_insert(sent);
+        if since.elapsed() >= patience {
+            self.repoll();
+        }
+    }
+
+    /// Since when Redis could not be reached for this waiter, as far as
+    /// its heartbeats know.
+    pub(crate) fn unheard_since(&self) -> Option<Instant> {
+        self.state.lock().unheard_since
     }
 
     /// Asks the waiter to poll Redis at once.

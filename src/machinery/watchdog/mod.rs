@@ -89,7 +89,11 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     let mut wait = period;
     while !shared.watchdog_sleep(wait) {
         round += 1;
-        tick(shared, &watchdog, round);
+        // A round that could not reach Redis and ran into the stop was
+        // the last try: dropping the client waits for no other.
+        if !tick(shared, &watchdog, round) && shared.is_stopping() {
+            return;
+        }
         let recheck = watchdog.recheck.swap(false, Ordering::Relaxed);
         watchdog.rechecking.store(recheck, Ordering::Relaxed);
         wait = if recheck { RECHECK } else { period };
@@ -100,7 +104,8 @@ pub(crate) fn run(shared: &Arc<Shared>) {
 /// The client is going away with calls still to abandon (an unlock that
 /// failed just before the client was dropped): one last try each, on this
 /// thread, stopping at the first that cannot reach Redis, so that dropping
-/// a client waits at most about one command timeout for it.
+/// a client waits at most about one command timeout for it (the round
+/// under way when it stopped, or this).
 fn abandon_before_stopping(shared: &Shared, watchdog: &Watchdog) {
     for entry in shared.round().abandons {
         let batch = Batch {
@@ -114,17 +119,19 @@ fn abandon_before_stopping(shared: &Shared, watchdog: &Watchdog) {
     }
 }
 
-/// One round: everything to renew, heartbeat or abandon now.
-fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) {
+/// One round: everything to renew, heartbeat or abandon now. False when
+/// it could not reach Redis (on one server; a cluster's run on threads).
+fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
     let work = shared.round();
     if work.holds.is_empty() && work.groups.is_empty() && work.abandons.is_empty() {
-        return;
+        return true;
     }
     if !shared.caller.backend.is_cluster() {
-        if let Err(err) = renewal::run(shared, watchdog, &work, None) {
+        let ran = renewal::run(shared, watchdog, &work, None);
+        let failed = ran.inspect_err(|err| {
             log::log!(watchdog.level(), "fairlock: watchdog round failed: {err}");
-        }
-        return;
+        });
+        return !failed.is_err_and(|err| err.is_connection());
     }
     let mut by_slot: HashMap<u16, Batch> = HashMap::new();
     for hold in work.holds {
@@ -175,6 +182,7 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) {
     {
         refresh_slot_map(shared, watchdog);
     }
+    true
 }
 
 /// Reads the slot map again ([`Shared::refresh_slot_map`]), on a thread of

@@ -47,6 +47,12 @@ pub(crate) fn run(
             watchdog.recheck.store(true, Ordering::Relaxed);
         }
         outcome = applied.map(drop);
+        if outcome.as_ref().is_err_and(Error::is_connection) {
+            // Not heartbeated: a waiter not at the head of its queue would
+            // otherwise wait for Redis forever.
+            let patience = shared.config().outage_patience();
+            (batch.groups.iter().flatten()).for_each(|waiter| waiter.unheard(sent, patience));
+        }
     }
     for entry in &batch.abandons {
         let sent = Instant::now();
