@@ -108,8 +108,9 @@ fn the_readme_acl_line_allows_every_command_the_library_sends() {
         "{line}"
     );
     // Commands the scripts call (a pcall's too: an election's history
-    // write is best effort, yet wanted): in Redis 7 they run under the
-    // caller's ACL.
+    // write is best effort, yet wanted; and what they call through
+    // lib/common.lua's `emptied`, whose own pcall names none): in Redis 7
+    // they run under the caller's ACL.
     let mut needed: Vec<String> = Vec::new();
     let sources = lua_sources();
     assert_eq!(
@@ -119,13 +120,16 @@ fn the_readme_acl_line_allows_every_command_the_library_sends() {
     );
     for (_, code) in &sources {
         let calls = code.split("redis.call(").skip(1);
-        for call in calls.chain(code.split("redis.pcall(").skip(1)) {
+        let pcalls = code.split("redis.pcall(").skip(1);
+        for call in calls.chain(pcalls).chain(code.split("emptied(").skip(1)) {
             let command: String = call
                 .trim_start_matches(['\'', '"'])
                 .chars()
                 .take_while(char::is_ascii_alphabetic)
                 .collect();
-            needed.push(command.to_lowercase());
+            if !command.is_empty() {
+                needed.push(command.to_lowercase());
+            }
         }
     }
     // Commands the client sends itself (its scripts as the library's
