@@ -390,12 +390,7 @@ fn calls_follow_a_failover_away_from_a_master_that_stopped_answering() {
     let mutex = client.fair_mutex("sentinel-stopped");
     mutex.lock().unwrap().unlock().unwrap();
 
-    let old_master = set.master_port();
-    let server = (set.servers().iter())
-        .find(|server| server.port() == old_master)
-        .unwrap();
-    let pid = server.pid().expect("the master's pid");
-    send_signal(pid, "STOP");
+    let (old_master, stopped) = set.stop_master();
     let err = mutex.try_lock().map(|_| ()).unwrap_err();
     eprintln!("sentinel: a call to the stopped master: {err}");
     assert!(err.is_connection(), "{err:?}");
@@ -411,7 +406,6 @@ fn calls_follow_a_failover_away_from_a_master_that_stopped_answering() {
                 failures.push(err.to_string());
             }
             Err(err) => {
-                send_signal(pid, "CONT");
                 panic!(
                     "no call reached the new master within 10 s of the failover ({} failed, \
                      the last: {err})",
@@ -427,7 +421,7 @@ fn calls_follow_a_failover_away_from_a_master_that_stopped_answering() {
         failures.len()
     );
     guard.unlock().unwrap();
-    send_signal(pid, "CONT");
+    drop(stopped);
 }
 
 /// A master stopped (`SIGSTOP`) and failed over closes no connection, so a
@@ -460,19 +454,7 @@ fn wake_ups_follow_a_failover_away_from_a_master_that_stopped_answering() {
         .unwrap()
         == 1));
 
-    let old_master = set.master_port();
-    let server = (set.servers().iter())
-        .find(|server| server.port() == old_master)
-        .unwrap();
-    let pid = server.pid().expect("the master's pid");
-    send_signal(pid, "STOP");
-    struct Cont(u32);
-    impl Drop for Cont {
-        fn drop(&mut self) {
-            send_signal(self.0, "CONT");
-        }
-    }
-    let _cont = Cont(pid);
+    let (old_master, _stopped) = set.stop_master();
     set.wait_for_failover(old_master, Duration::from_secs(30));
     let failed_over = Instant::now();
     let new_master = set.master_port();

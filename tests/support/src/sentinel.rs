@@ -393,6 +393,19 @@ impl SentinelSet {
         (port, at)
     }
 
+    /// Stops the master (`SIGSTOP`: it keeps its connections open and
+    /// answers nothing, as a hung host does) until the returned guard is
+    /// dropped, which continues it; returns its port too.
+    pub fn stop_master(&self) -> (u16, StoppedMaster) {
+        let port = self.master_port();
+        let server = (self.servers.iter())
+            .find(|s| s.port() == port)
+            .unwrap_or_else(|| panic!("the reported master {port} is none of the servers"));
+        let pid = server.pid().expect("the master's pid");
+        crate::send_signal(pid, "STOP");
+        (port, StoppedMaster(pid))
+    }
+
     /// Waits until every live sentinel reports the other server as master
     /// and that server says `role:master`; returns the time this took from
     /// the call. Panics past `timeout` with the sentinels' logs.
@@ -433,5 +446,15 @@ impl SentinelSet {
             );
         }
         called.elapsed()
+    }
+}
+
+/// A master [`SentinelSet::stop_master`] stopped: continued (`SIGCONT`)
+/// when dropped, a test's panic included.
+pub struct StoppedMaster(u32);
+
+impl Drop for StoppedMaster {
+    fn drop(&mut self) {
+        crate::send_signal(self.0, "CONT");
     }
 }
