@@ -26,9 +26,10 @@
 // a closed pipe (`fairlock -v run ... 2>&1 | head -1`) fails it with EPIPE,
 // as Rust ignores SIGPIPE, and the panic (exit 101) would end fairlock
 // before its command ran or its lock was released. These, in scope in
-// every module declared below, drop the text instead.
+// every module declared below, drop the text instead; stdout's other
+// failures are kept for the exit (`output_failed`).
 macro_rules! print {
-    ($($arg:tt)*) => { $crate::write_out(&mut std::io::stdout(), format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::write_stdout(format_args!($($arg)*)) };
 }
 macro_rules! println {
     ($($arg:tt)*) => { print!("{}\n", format_args!($($arg)*)) };
@@ -39,10 +40,49 @@ macro_rules! eprintln {
     };
 }
 
-/// Writes `text` to `to`, ignoring a failure: the output of [`println!`]
-/// and [`eprintln!`].
+/// Writes `text` to `to`, ignoring a failure: the output of [`eprintln!`].
 fn write_out(to: &mut dyn std::io::Write, text: std::fmt::Arguments<'_>) {
     let _ = to.write_fmt(text);
+}
+
+/// Writes `text` to stdout: the output of [`println!`].
+fn write_stdout(text: std::fmt::Arguments<'_>) {
+    if let Err(err) = std::io::Write::write_fmt(&mut std::io::stdout(), text) {
+        output_failed(&err);
+    }
+}
+
+/// The first failure to write stdout that was not a closed pipe (a full
+/// disk, an I/O error): what `status`, `unlock`, `revoke` and `permits`
+/// answer is their output, so they exit with [`exit::IO_ERROR`] for it. A
+/// reader that went away (`| head -1`) fails nothing.
+static OUTPUT_FAILURE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Keeps `err`, a failure to write stdout, for the exit (`OUTPUT_FAILURE`).
+pub fn output_failed(err: &std::io::Error) {
+    if err.kind() != std::io::ErrorKind::BrokenPipe {
+        let mut failure = OUTPUT_FAILURE.lock().unwrap_or_else(|p| p.into_inner());
+        failure.get_or_insert_with(|| err.to_string());
+    }
+}
+
+/// `code`, or [`exit::IO_ERROR`] (said on stderr) when it is 0 and stdout,
+/// flushed here, could not be written.
+fn with_output_checked(code: i32) -> i32 {
+    if let Err(err) = std::io::Write::flush(&mut std::io::stdout()) {
+        output_failed(&err);
+    }
+    let failure = OUTPUT_FAILURE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    match failure {
+        Some(err) if code == 0 => {
+            eprintln!("fairlock: error: cannot write the output: {err}");
+            exit::IO_ERROR
+        }
+        _ => code,
+    }
 }
 
 mod changes;
@@ -79,6 +119,10 @@ pub mod exit {
     /// The lock was lost while the command ran (lease ran out, or someone
     /// ran `unlock --force`).
     pub const LEASE_LOST: i32 = 70;
+    /// `status`, `unlock`, `revoke` or `permits` could not write its
+    /// answer to stdout (EX_IOERR: a full disk, an I/O error; not a reader
+    /// that went away).
+    pub const IO_ERROR: i32 = 74;
     /// `--wait` ran out (EX_TEMPFAIL: try again later); nothing was run.
     /// `-E/--conflict-exit-code` changes it.
     pub const TIMED_OUT: u8 = 75;
@@ -142,7 +186,8 @@ Exit codes of `fairlock run`:
          SIGTERM (143), SIGHUP or SIGQUIT while waiting (nothing was run)
 `fairlock elect` exits as `run` (70: the leadership was lost);
 `elect --watch`, `status`, `unlock`, `revoke` and `permits` exit with 0, 2,
-69, 77 or 78.";
+69, 77 or 78; the last four with 74 when they cannot write their answer
+(a full disk; not a reader that went away).";
 
 /// flock(1) for a fleet of machines: run a command only when it is this
 /// caller's turn on a named lock in Redis, in arrival order.
@@ -405,6 +450,7 @@ fn main() {
         connect_timeout: cli.connect_timeout,
     };
     let verbose = cli.verbose;
+    let answers = !matches!(cli.command, Command::Run(_) | Command::Elect(_));
     let result = match cli.command {
         Command::Run(args) => run::exec(&connection, args, verbose),
         Command::Status(args) => status::exec(&connection, args),
@@ -414,6 +460,7 @@ fn main() {
         Command::Permits(args) => permits::exec(&connection, args),
     };
     match result {
+        Ok(code) if answers => exit_now(with_output_checked(code)),
         Ok(code) => exit_now(code),
         Err(failure) => {
             progress::clear_any();

@@ -202,8 +202,11 @@ pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
             }
         };
         if let Some(text) = text {
-            if show(&text, on_terminal).is_err() {
-                break; // stdout is gone: nobody is watching any more
+            if let Err(err) = show(&text, on_terminal) {
+                // Nobody is watching any more (or, but for a closed pipe,
+                // the exit says it could not write: crate::output_failed).
+                crate::output_failed(&err);
+                break;
             }
         }
         reads += 1;
