@@ -761,3 +761,61 @@ fn a_forked_childs_drop_of_a_guard_and_client_frees_nothing_of_the_parents() {
     assert_eq!(unlocked, Ok(()), "the parent's unlock");
     assert!(!mutex.is_locked().unwrap());
 }
+
+/// A child forked while the parent holds a lock that calls the client it
+/// inherited (a lock, a status, an unlock of the parent's guard) is
+/// refused (`InvalidConfig`, the error saying to build a client of its
+/// own) and sends nothing: a request on the parent's pooled sockets would
+/// mix with the parent's requests and replies. The parent goes on as if
+/// nothing happened.
+#[test]
+fn a_forked_child_that_calls_its_parents_client_is_refused_and_sends_nothing() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let long = Duration::from_secs(60);
+    let client = server
+        .builder()
+        .lease(long)
+        .waiter_timeout(long)
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("forked-calls");
+    let guard = mutex.lock().unwrap();
+    let scripts = script_calls(&mut conn);
+    let mut copies = Some(guard);
+    let parents = &mut copies;
+    let exited = in_forked_child(Duration::from_secs(5), || {
+        let refused = |err: fairlock::Error| {
+            err.kind() == ErrorKind::InvalidConfig && err.to_string().contains("forked")
+        };
+        let other = client.fair_mutex("forked-other");
+        let calls = [
+            other.try_lock().map(drop).map_err(refused),
+            mutex.status(1).map(drop).map_err(refused),
+            parents.take().unwrap().unlock().map_err(refused),
+        ];
+        if calls.iter().all(|call| *call == Err(true)) {
+            0
+        } else {
+            eprintln!("the child's calls: {calls:?}");
+            1
+        }
+    });
+    let sent = script_calls(&mut conn) - scripts;
+    assert_eq!(
+        exited,
+        Some(0),
+        "a child's call was not refused, or it hung"
+    );
+    assert_eq!(sent, 0, "the child's calls sent scripts");
+    let guard = copies.unwrap();
+    assert!(!guard.is_lease_lost());
+    assert!(mutex.is_locked().unwrap());
+    guard.unlock().unwrap();
+    assert!(client
+        .fair_mutex("forked-other")
+        .try_lock()
+        .unwrap()
+        .is_some());
+}

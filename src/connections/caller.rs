@@ -8,7 +8,7 @@ use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::steady;
 use crate::connections::{Backend, Listen};
-use crate::error::{Error, Result, Retry};
+use crate::error::{Error, ErrorKind, Result, Retry};
 use crate::protocol::{Abandon, Call, LockKeys, Operation, Route, SyncReplicas, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
@@ -59,9 +59,21 @@ pub(crate) struct Caller {
     /// Told of each call sent again on another pooled connection (for the
     /// machinery's metrics).
     pub(crate) reconnected: fn(),
+    /// The process that built the client (`std::process::id`): a child
+    /// forked since has a copy of it, whose connections are its parent's
+    /// sockets ([`Caller::is_copy`]).
+    pub(crate) pid: u32,
 }
 
 impl Caller {
+    /// Whether this is a forked child's copy of its parent's client: its
+    /// pooled connections are the parent's sockets (a request sent on one
+    /// would mix with the parent's), its threads are not in this process,
+    /// its holds are the parent's.
+    pub(crate) fn is_copy(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
     /// Runs `call` on a pooled connection. A connection the server closed
     /// while it sat in the pool (restart, failover), or one to a master
     /// demoted since (`READONLY`), fails at once and leaves the pool (see
@@ -78,6 +90,16 @@ impl Caller {
         limit: Limit,
         mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
     ) -> Result<T> {
+        if self.is_copy() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "this client was built by process {}, and this is a child it forked: its \
+                     connections are the parent's; build a client of the child's own",
+                    self.pid
+                ),
+            ));
+        }
         let left = |at: Instant| at.saturating_duration_since(Instant::now());
         let mut stale_retries = self.config.pool_size + 1;
         let mut fresh_map_retry = true;

@@ -37,7 +37,9 @@ use crate::protocol::LockKind;
 /// give back a call that failed). A child process forked meanwhile has
 /// copies of them that stand for its parent's (the same connections, the
 /// same holds): dropped there, they send nothing and release nothing, and
-/// the parent keeps its holds; the child opens a client of its own.
+/// the parent keeps its holds; called there, they fail with
+/// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) and send
+/// nothing. The child builds a client of its own.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {

@@ -46,9 +46,6 @@ pub(crate) struct Core {
     /// Semaphores found with another number of permits in force (only
     /// callers read and write it: no background thread).
     pub(super) permits_seen: PermitsSeen,
-    /// The process that started it: a child forked since has a copy of
-    /// it, whose threads and holds are that process's (see [`Core::is_copy`]).
-    pid: u32,
 }
 
 impl Drop for Core {
@@ -108,6 +105,7 @@ impl Core {
             backend,
             scripts,
             reconnected: || observe::reconnected("pool"),
+            pid: std::process::id(),
         }));
 
         // The subscription must be live before any waiter can queue, or the
@@ -121,7 +119,6 @@ impl Core {
             threads: Vec::new(),
             warnings,
             permits_seen: PermitsSeen::default(),
-            pid: std::process::id(),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
         let slot_map = shared.refresh_slot_map().unwrap_or_else(|err| {
@@ -211,11 +208,11 @@ impl Core {
         Subscription::open(&self.shared, route, channel)
     }
 
-    /// Whether this is a forked child's copy of its parent's client: its
-    /// connections are the parent's sockets, its holds the parent's, so
-    /// dropping it or a guard of it there sends nothing and frees nothing.
+    /// Whether this is a forked child's copy of its parent's client
+    /// ([`Caller::is_copy`]): dropping it or a guard of it there sends
+    /// nothing and frees nothing, and every call fails.
     pub(crate) fn is_copy(&self) -> bool {
-        std::process::id() != self.pid
+        self.shared.caller.is_copy()
     }
 
     /// The client's settings.
