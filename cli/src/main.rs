@@ -53,9 +53,10 @@ fn write_stdout(text: std::fmt::Arguments<'_>) {
 }
 
 /// The first failure to write stdout that was not a closed pipe (a full
-/// disk, an I/O error): what `status`, `unlock`, `revoke` and `permits`
-/// answer is their output, so they exit with [`exit::IO_ERROR`] for it. A
-/// reader that went away (`| head -1`) fails nothing.
+/// disk, an I/O error): what `status`, `unlock`, `revoke`, `permits` and
+/// `elect --watch` answer is their output, so they exit with
+/// [`exit::IO_ERROR`] for it. A reader that went away (`| head -1`) fails
+/// nothing.
 static OUTPUT_FAILURE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 /// Keeps `err`, a failure to write stdout, for the exit (`OUTPUT_FAILURE`).
@@ -119,8 +120,8 @@ pub mod exit {
     /// The lock was lost while the command ran (lease ran out, or someone
     /// ran `unlock --force`).
     pub const LEASE_LOST: i32 = 70;
-    /// `status`, `unlock`, `revoke` or `permits` could not write its
-    /// answer to stdout (EX_IOERR: a full disk, an I/O error; not a reader
+    /// `status`, `unlock`, `revoke`, `permits` or `elect --watch` could
+    /// not write its answer to stdout (EX_IOERR: a full disk, an I/O error; not a reader
     /// that went away).
     pub const IO_ERROR: i32 = 74;
     /// `--wait` ran out (EX_TEMPFAIL: try again later); nothing was run.
@@ -186,8 +187,8 @@ Exit codes of `fairlock run`:
          SIGTERM (143), SIGHUP or SIGQUIT while waiting (nothing was run)
 `fairlock elect` exits as `run` (70: the leadership was lost);
 `elect --watch`, `status`, `unlock`, `revoke` and `permits` exit with 0, 2,
-69, 77 or 78; the last four with 74 when they cannot write their answer
-(a full disk; not a reader that went away).";
+69, 77 or 78; or 74 when they cannot write their answer (a full disk;
+not a reader that went away).";
 
 /// flock(1) for a fleet of machines: run a command only when it is this
 /// caller's turn on a named lock in Redis, in arrival order.
@@ -450,7 +451,13 @@ fn main() {
         connect_timeout: cli.connect_timeout,
     };
     let verbose = cli.verbose;
-    let answers = !matches!(cli.command, Command::Run(_) | Command::Elect(_));
+    // Whether the output is the answer: not for a command run under the
+    // lock, whose own status is passed on.
+    let answers = match &cli.command {
+        Command::Run(_) => false,
+        Command::Elect(args) => args.watch,
+        _ => true,
+    };
     let result = match cli.command {
         Command::Run(args) => run::exec(&connection, args, verbose),
         Command::Status(args) => status::exec(&connection, args),

@@ -441,16 +441,20 @@ fn a_server_that_may_evict_is_warned_of_once_on_stderr() {
 /// What a status answers is its output: written where it cannot be (a full
 /// disk, here /dev/full: ENOSPC), it exits with 74 (EX_IOERR) and says
 /// why on stderr, where it exited 0 with nothing written, so a script
-/// that saved it went on with an empty file. A reader that went away (a
-/// closed pipe) is no failure of the status (docs/failures.md).
+/// that saved it went on with an empty file. So does `elect --watch`,
+/// whose lines are its answer. A reader that went away (a closed pipe) is
+/// no failure (docs/failures.md).
 #[test]
 fn a_status_that_cannot_write_its_output_exits_with_74() {
     let server = RedisServer::start();
-    let guard = server.client().fair_mutex("full").lock().unwrap();
+    let client = server.client();
+    let guard = client.fair_mutex("full").lock().unwrap();
+    let leadership = client.election("full").campaign().unwrap();
     for args in [
         &["status", "full"][..],
         &["status", "full", "--json"],
         &["status", "full", "--watch", "--count", "1"],
+        &["elect", "full", "--watch"],
     ] {
         let full = std::fs::OpenOptions::new()
             .write(true)
@@ -464,5 +468,5 @@ fn a_status_that_cannot_write_its_output_exits_with_74() {
             "{args:?}: {said}"
         );
     }
-    drop(guard);
+    drop((guard, leadership));
 }

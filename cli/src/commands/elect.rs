@@ -206,8 +206,11 @@ fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32,
         };
         // Locked per line: a signal's exit flushes stdout too.
         let mut out = std::io::stdout().lock();
-        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-            return Ok(0); // stdout closed: nobody reads any more
+        if let Err(err) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+            // Nobody reads any more (or, but for a closed pipe, the exit
+            // says it could not write: crate::output_failed).
+            crate::output_failed(&err);
+            return Ok(0);
         }
         printed = true;
     }
