@@ -693,6 +693,14 @@ fn command_calls(conn: &mut redis::Connection, command: &str) -> i64 {
     calls.map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
 }
 
+/// The client of a parent that forks: its watchdog runs 20 s apart, so
+/// nothing of the parent's is renewed while the child runs.
+fn parent_client(server: &RedisServer) -> Client {
+    let long = Duration::from_secs(60);
+    let builder = server.builder().lease(long).waiter_timeout(long);
+    builder.build().unwrap()
+}
+
 /// A process forked while it holds a lock (a pre-fork server, a test
 /// runner): the child's copies of the guard and the client are the
 /// parent's, and dropping them there (the child returning, unwinding)
@@ -704,14 +712,7 @@ fn a_forked_childs_drop_of_a_guard_and_client_frees_nothing_of_the_parents() {
     let _serial = serial();
     let server = RedisServer::start();
     let mut conn = server.conn();
-    // A watchdog 20 s apart: no renewal of the parent's while the child runs.
-    let long = Duration::from_secs(60);
-    let client = server
-        .builder()
-        .lease(long)
-        .waiter_timeout(long)
-        .build()
-        .unwrap();
+    let client = parent_client(&server);
     let mutex = client.fair_mutex("forked");
     let guard = mutex.lock().unwrap();
     let token = guard.fencing_token();
@@ -773,13 +774,7 @@ fn a_forked_child_that_calls_its_parents_client_is_refused_and_sends_nothing() {
     let _serial = serial();
     let server = RedisServer::start();
     let mut conn = server.conn();
-    let long = Duration::from_secs(60);
-    let client = server
-        .builder()
-        .lease(long)
-        .waiter_timeout(long)
-        .build()
-        .unwrap();
+    let client = parent_client(&server);
     let mutex = client.fair_mutex("forked-calls");
     let guard = mutex.lock().unwrap();
     let scripts = script_calls(&mut conn);
