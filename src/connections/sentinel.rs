@@ -113,12 +113,9 @@ impl Sentinels {
             match self.valid_master(masters, timeouts) {
                 Ok(Some(master)) => {
                     self.first.store(at, Ordering::Relaxed);
-                    let (addr, mut named) =
-                        (master.get_connection_info().addr(), self.named.lock());
-                    if named
-                        .replace(addr.to_string())
-                        .is_some_and(|was| was != addr.to_string())
-                    {
+                    let addr = master.get_connection_info().addr().to_string();
+                    let before = self.named.lock().replace(addr.clone());
+                    if before.is_some_and(|was| was != addr) {
                         self.moves.fetch_add(1, Ordering::Relaxed);
                         self.generation.fetch_add(1, Ordering::Relaxed);
                     }

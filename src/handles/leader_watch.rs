@@ -159,14 +159,18 @@ pub struct LeaderWatch {
     last_read: Option<Instant>,
 }
 
+/// `err` of a watch of `election`, saying so.
+fn watching(election: &Election, err: Error) -> Error {
+    err.during(format_args!("watch of election {:?}", election.name()))
+}
+
 impl LeaderWatch {
     /// A watch of `election`, subscribed to its channel (see
     /// [`Election::watch`](crate::FairLock::watch)).
     pub(crate) fn start(election: Election) -> Result<LeaderWatch> {
-        let named =
-            |err: Error| err.during(format_args!("watch of election {:?}", election.name()));
+        let subscription = election.core().watch(&election.target);
         Ok(LeaderWatch {
-            subscription: election.core().watch(&election.target).map_err(named)?,
+            subscription: subscription.map_err(|err| watching(&election, err))?,
             election,
             known: None,
             pending: BTreeMap::new(),
@@ -243,10 +247,7 @@ impl LeaderWatch {
             // next call, which then reads first.
             match self.subscription.receive(wait, deadline) {
                 Err(err) if given_up(&err) => {}
-                Err(err) => {
-                    let name = self.election.name();
-                    return Err(err.during(format_args!("watch of election {name:?}")));
-                }
+                Err(err) => return Err(watching(&self.election, err)),
                 Ok(received) => self.read_now |= received,
             }
         }

@@ -293,6 +293,18 @@ struct Rejoins {
     running: bool,
 }
 
+impl Rejoins {
+    /// Has `waiters` rejoin, in their order, after those pending; each
+    /// pending once.
+    fn add(&mut self, waiters: Vec<Arc<Waiter>>) {
+        for waiter in waiters {
+            if !self.pending.iter().any(|p| p.call.id == waiter.call.id) {
+                self.pending.push(waiter);
+            }
+        }
+    }
+}
+
 impl Waiters {
     pub(crate) fn insert(&self, waiter: Arc<Waiter>) {
         self.by_id.lock().insert(waiter.call.id, waiter);
@@ -346,11 +358,7 @@ impl Waiters {
 
     fn rejoin(&self, ordered: Vec<Arc<Waiter>>) {
         let mut rejoins = self.rejoins.lock();
-        for waiter in ordered {
-            if !rejoins.pending.iter().any(|p| p.call.id == waiter.call.id) {
-                rejoins.pending.push(waiter);
-            }
-        }
+        rejoins.add(ordered);
         // Nothing to rejoin, or a thread at it already (pending work always has one).
         if rejoins.pending.is_empty() || rejoins.running {
             return;
@@ -403,12 +411,7 @@ fn rejoin_pending(rejoins: &Mutex<Rejoins>) {
             // It and the ones after it (it may not have asked again yet).
             held.extend(unreached.map_or(&[][..], |at| &group[at..]).iter().cloned());
         }
-        let mut rejoins = rejoins.lock();
-        for waiter in held {
-            if !rejoins.pending.iter().any(|p| p.call.id == waiter.call.id) {
-                rejoins.pending.push(waiter);
-            }
-        }
+        rejoins.lock().add(held);
     }
 }
 
