@@ -338,3 +338,76 @@ fn a_hold_counted_lost_unlocks_as_lost_though_redis_still_had_it() {
     );
     assert_eq!(signal.ended(), Some(LeaseEnd::Lost));
 }
+
+/// A reader-writer hold this client counted lost while Redis still had it
+/// (as above: 1 s of a fixed 3 s lease) stays lost through a change of its
+/// access: an upgrade and a downgrade say `LeaseLost`, as its unlock
+/// would, and free it, rather than make a write or a read of it that is
+/// lost from the start.
+#[test]
+fn a_hold_counted_lost_is_not_upgraded_or_downgraded() {
+    let server = RedisServer::start();
+    let (lease, margin) = (Duration::from_secs(3), Duration::from_secs(1));
+    let client = server
+        .builder()
+        .lease(lease)
+        .clock_drift(0.0, margin)
+        .build()
+        .unwrap();
+    let up = client.fair_rwlock("counted-out-up").with_fixed_lease(lease);
+    let down = client
+        .fair_rwlock("counted-out-down")
+        .with_fixed_lease(lease);
+    let upgradable = up.upgradable_read().unwrap();
+    let write = down.write().unwrap();
+    for signal in [upgradable.lease_signal(), write.lease_signal()] {
+        assert_eq!(
+            signal.wait_timeout(Duration::from_secs(5)),
+            Some(LeaseEnd::Lost)
+        );
+    }
+    assert!(
+        up.is_locked().unwrap() && down.is_locked().unwrap(),
+        "not the case in question"
+    );
+    let upgraded = upgradable
+        .try_upgrade()
+        .map(|got| got.is_ok())
+        .map_err(|err| err.kind());
+    let downgraded = write.downgrade().map(drop).map_err(|err| err.kind());
+    eprintln!(
+        "counted lost with Redis's lease left: upgrade {upgraded:?}, downgrade {downgraded:?}"
+    );
+    assert_eq!(upgraded, Err(ErrorKind::LeaseLost));
+    assert_eq!(downgraded, Err(ErrorKind::LeaseLost));
+    assert!(
+        !up.is_locked().unwrap() && !down.is_locked().unwrap(),
+        "a hold was left in Redis"
+    );
+
+    // Counted lost while its upgrade waits for another client's read: the
+    // read released then (with 1 s of the upgradable read's lease left at
+    // Redis) hands it the write, which the upgrade does not keep.
+    let waited = (client
+        .fair_rwlock("counted-out-waiting")
+        .with_fixed_lease(lease))
+    .unbound();
+    let upgradable = waited.upgradable_read().unwrap();
+    let other = server.client();
+    let read = other.fair_rwlock("counted-out-waiting").read().unwrap();
+    let signal = upgradable.lease_signal();
+    let upgrading = thread::spawn(move || {
+        let got = upgradable.upgrade_with(fairlock::Wait::at_most(Duration::from_secs(5)));
+        got.map(|got| got.is_ok()).map_err(|err| err.kind())
+    });
+    assert_eq!(
+        signal.wait_timeout(Duration::from_secs(5)),
+        Some(LeaseEnd::Lost)
+    );
+    assert_eq!(waited.queue_len().unwrap(), 1, "the upgrade's claim waits");
+    read.unlock().unwrap();
+    let upgraded = upgrading.join().unwrap();
+    eprintln!("counted lost while its upgrade waited: {upgraded:?}");
+    assert_eq!(upgraded, Err(ErrorKind::LeaseLost));
+    assert!(!waited.is_locked().unwrap(), "the write was left in Redis");
+}

@@ -474,10 +474,17 @@ fn the_mutex_sends_its_lock_key_and_no_call_a_counted_lock_all_its_keys_and_the_
     let op = Renew {
         owner: "c:1",
         token: 9,
+        first: 9,
         call: 4,
         lease: None,
     };
     assert_eq!(op.args(), ["c:1", "9", "0", "4"]);
+    // A hold whose access changed names the token it was granted with too.
+    let changed = Renew { first: 7, ..op };
+    assert_eq!(
+        changed.args_on(LockKind::RwLock),
+        ["c:1", "9", "0", "4", "7"]
+    );
     // The mutex names a hold by its owner and token: no call id.
     let mutex = LockKeys::mutex("p", "n").unwrap();
     assert_eq!(op.keys(&mutex).len(), 1);

@@ -608,3 +608,77 @@ fn a_holder_in_another_process_is_asked_within_a_round_trip() {
     // The message's path: the child's renewals are 10 s apart.
     assert!(*delays.last().unwrap() < 1000.0, "{delays:?}");
 }
+
+/// A reader-writer lock's hold asked to let go keeps being asked through a
+/// change of its access (a downgrade, an upgrade) that gives it a new,
+/// larger token, also when the request's message never reached its client:
+/// the hold was present when the request reached Redis, so its next
+/// renewal says so. Renewals every second (a 3 s lease): each change comes
+/// a few ms after its `revoke()`, before any renewal, and the signal is
+/// waited for over three renewals.
+#[test]
+fn a_hold_asked_to_let_go_is_still_asked_after_a_change_of_its_access() {
+    let server = RedisServer::start();
+    // As in the lost-message test above: the holder's subscription is
+    // closed and refused, so only its renewals can tell it.
+    let mut admin = server.conn();
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "deaf", "on", ">deaf", "~*", "&*", "+@all"][..])
+        .query(&mut admin)
+        .unwrap();
+    let holder = Client::builder(&server.url_as("deaf", "deaf"))
+        .lease(Duration::from_secs(3))
+        .waiter_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let operator = quiet_client(&server);
+    let write = holder.fair_rwlock("changed-down").write().unwrap();
+    let upgradable = holder.fair_rwlock("changed-up").upgradable_read().unwrap();
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "deaf", "resetchannels"][..])
+        .query(&mut admin)
+        .unwrap();
+    let channel = format!("fairlock:wake:{}", holder.id());
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            let numsub: (String, i64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query(&mut admin)
+                .unwrap();
+            numsub.1 == 0
+        }),
+        "the holder's subscription is closed"
+    );
+
+    let asked = |name: &str| operator.revoke(LockKind::RwLock, name).unwrap();
+    let heard = |signal: RevocationSignal, what: &str, sent: Instant| {
+        let (outcome, at) = watch(signal)
+            .recv_timeout(Duration::from_secs(4))
+            .unwrap_or_else(|_| panic!("{what}: not asked {:?} after revoke()", sent.elapsed()));
+        assert_eq!(outcome, Revocation::Requested, "{what}");
+        eprintln!("{what}: asked {:?} after revoke()", at.duration_since(sent));
+    };
+
+    let sent = Instant::now();
+    assert_eq!(asked("changed-down"), 1);
+    let read = write.downgrade().unwrap();
+    heard(
+        read.revocation_signal(),
+        "a write downgraded to a read",
+        sent,
+    );
+
+    let sent = Instant::now();
+    assert_eq!(asked("changed-up"), 1);
+    let Ok(upgraded) = upgradable.try_upgrade().unwrap() else {
+        panic!("no read beside it")
+    };
+    heard(
+        upgraded.revocation_signal(),
+        "an upgradable read upgraded",
+        sent,
+    );
+    read.unlock().unwrap();
+    upgraded.unlock().unwrap();
+}

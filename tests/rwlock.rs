@@ -1284,3 +1284,40 @@ fn a_change_of_access_in_a_stall_returns_within_a_command_timeout() {
         ms(paused.elapsed().saturating_sub(pause))
     );
 }
+
+/// A thread that holds an upgradable read and asks for another is refused
+/// (`UpgradeRefused`, nothing written), as one that holds a read is: only
+/// one upgradable read is held at a time. Two held at once take more units
+/// than the lock has, so they read as a write: every reader of every
+/// client was kept out, though upgradable reads share with reads.
+#[test]
+fn an_upgradable_read_asked_again_by_its_thread_is_refused_and_readers_still_share() {
+    let server = RedisServer::start();
+    let (client, other) = (server.client(), server.client());
+    let rw = client.fair_rwlock("upgradable-twice");
+    let reader = other.fair_rwlock("upgradable-twice");
+    let upgradable = rw.upgradable_read().unwrap();
+    // (Kept until the end, if granted.)
+    let second = rw.try_upgradable_read();
+    let status = rw.status(10).unwrap();
+    let read = reader.try_read().unwrap();
+    let again = second
+        .as_ref()
+        .map(Option::is_some)
+        .map_err(|err| err.kind());
+    eprintln!(
+        "a second upgradable read of the thread: {again:?}; {} holders, write held: {}; \
+         another client's try_read: {}",
+        status.holder_count,
+        status.is_write_held(),
+        if read.is_some() { "in" } else { "kept out" }
+    );
+    assert_eq!(again, Err(ErrorKind::UpgradeRefused));
+    assert_eq!((status.holder_count, status.is_write_held()), (1, false));
+    assert!(
+        read.is_some(),
+        "a reader was kept out by an upgradable read"
+    );
+    drop((read, upgradable, second));
+    assert_eq!(rw.status(10).unwrap().holder_count, 0);
+}

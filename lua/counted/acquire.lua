@@ -40,7 +40,8 @@
 --         the call is granted at once (a reader-writer lock's read in
 --         read, read in write, write in write: even past queued waiters,
 --         or the thread would wait for itself); asking for more units than
---         that hold has is refused with the error reply
+--         that hold has (or for an upgradable read beside its upgradable
+--         read) is refused with the error reply
 --         "FAIRLOCK_UPGRADE_REFUSED <owner> <its read's token> <write |
 --         upgradable>", nothing written. A token of
 --         no live hold of this owner is ignored. A semaphore sends "0".
@@ -243,7 +244,8 @@ live_used(meta)
 local reenter = false
 if guard ~= '0' then
   local _, held_units = hold_by_token(meta, guard, owner, nil, now_ms)
-  if held_units and held_units < units then
+  -- (An upgradable read beside its own upgradable read too: one at a time.)
+  if held_units and (held_units < units or units == 2147483648 and held_units == units) then
     fail('FAIRLOCK_UPGRADE_REFUSED ' .. owner .. ' ' .. guard .. ' '
       .. (units == capacity and 'write' or 'upgradable'))
   end

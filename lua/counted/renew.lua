@@ -12,6 +12,9 @@
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
 -- ARGV[6] call id of the acquisition that made the hold
+-- ARGV[7] the token the hold was granted with, when a change of its access
+--         (upgrade.lua, downgrade.lua) gave it another since: a revocation
+--         recorded up to that one asks it
 -- Returns 1 when renewed, 2 when renewed and a revocation (revoke.lua)
 --         asks this hold to let go (the meta records one up to a token at
 --         least this hold's), 0 when this call holds no live hold with that
@@ -35,7 +38,7 @@ if not member then
   local forced = string.sub(meta.mark, 1, 1) == 'F' and tonumber(token) <= tonumber(meta.last)
   return forced and 3 or 0
 end
-local renewed = meta.revoked and tonumber(meta.revoked) >= tonumber(token) and 2 or 1
+local renewed = meta.revoked and tonumber(meta.revoked) >= tonumber(ARGV[7] or token) and 2 or 1
 if meta.lone then
   if lease ~= '0' then
     meta.lone.ends = now_ms + lease

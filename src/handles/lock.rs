@@ -279,8 +279,8 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// every permit and every read and write hold, the leader.
     ///
     /// The request covers the holds present when it reaches Redis (those
-    /// whose fencing tokens are up to the last one issued), never a later
-    /// one: it is recorded beside them, and each holder hears of it from
+    /// whose fencing tokens are up to the last one issued, also after an
+    /// upgrade or downgrade gives one a larger token), never a later one: it is recorded beside them, and each holder hears of it from
     /// a push message to its client (one round trip after this call, plus
     /// delivery) or, if that is lost, from its next renewal's reply. One
     /// round trip; it adds none to any other call.

@@ -320,7 +320,8 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
     /// # Errors
     /// As [`read_with`](Self::read_with), and (thread-bound)
     /// [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused) when
-    /// this thread holds the lock for reading only (nothing is written).
+    /// this thread holds the lock for reading only, an upgradable read
+    /// included (nothing is written).
     ///
     /// ```no_run
     /// use std::time::Duration;

@@ -51,7 +51,8 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// # Errors
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the
     /// upgradable read was no longer held (its lease ran out, a force
-    /// unlock);
+    /// unlock) or this client counted it lost
+    /// ([`is_lease_lost`](Guard::is_lease_lost));
     /// [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused)
     /// (thread-bound) when this thread holds other guards of the lock: the
     /// upgrade would wait for them (nothing is written);
@@ -203,7 +204,8 @@ impl<O: Ownership> Guard<kind::Write, O> {
     ///
     /// # Errors
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the write
-    /// was no longer held (nothing was changed);
+    /// was no longer held or this client counted it lost
+    /// ([`is_lease_lost`](Guard::is_lease_lost)) (nothing was changed);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection),
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated); on
     /// every error the hold is released (the guard is consumed).

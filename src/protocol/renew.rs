@@ -19,6 +19,9 @@ pub struct Renew<'a> {
     pub token: u64,
     /// The id of the acquire call that made the hold.
     pub call: u64,
+    /// The token the hold was granted with (`token` until a change of its
+    /// access): a revocation up to it asks the hold.
+    pub first: u64,
     /// The lease to set; `None` writes the hold again as it is, so that a
     /// `WAIT` after it covers the handoff that made it.
     pub lease: Option<Duration>,
@@ -57,12 +60,17 @@ impl Operation for Renew<'_> {
     }
 
     fn args(&self) -> Vec<String> {
-        vec![
+        let mut args = vec![
             self.owner.to_owned(),
             self.token.to_string(),
             self.lease.map_or_else(|| "0".to_owned(), ms),
             self.call.to_string(),
-        ]
+        ];
+        // (Only a counted hold changes its token: a mutex's never sends it.)
+        if self.first != self.token {
+            args.push(self.first.to_string());
+        }
+        args
     }
 
     /// The mutex's renewal (an election's too) names the hold by its

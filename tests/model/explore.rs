@@ -322,6 +322,7 @@ impl<M: Machine> Run<M> {
                 let got = self.srv.run(&Renew {
                     owner: &owner,
                     token,
+                    first: token,
                     call: call.id,
                     lease: lease.map(|ms| Duration::from_millis(ms as u64)),
                 });

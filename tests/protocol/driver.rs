@@ -311,6 +311,7 @@ impl Lock {
         self.run(&Renew {
             owner: &hold.owner,
             token: hold.token,
+            first: hold.token,
             call: hold.call,
             lease,
         })

@@ -17,6 +17,7 @@ fn renewal(s: &mut Lock, hold: &Hold, lease: Option<Duration>) -> RenewReply {
     s.run(&Renew {
         owner: &hold.owner,
         token: hold.token,
+        first: hold.token,
         call: hold.call,
         lease,
     })

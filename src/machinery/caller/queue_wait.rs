@@ -192,6 +192,7 @@ pub(crate) fn confirm(
     let op = Renew {
         owner: &call.owner,
         token,
+        first: token,
         call: call.id,
         // A fixed lease is written again as it is.
         lease: (!call.lease.is_fixed()).then(|| call.lease.duration()),

@@ -27,6 +27,11 @@ impl CallHold {
     /// caller's guard abandons the read.
     pub(crate) fn upgrade(&mut self, wait: &Wait) -> Result<bool> {
         let shared = &self.client.shared;
+        // Counted lost, it stays lost: no write is made of it (nor kept,
+        // when it was counted lost while the upgrade waited).
+        if self.hold.is_lost() {
+            return Err(self.lost());
+        }
         if shared.held_by(self.call.keys.lock(), &self.call.owner).0 > 1 {
             return Err(Error::new(
                 ErrorKind::UpgradeRefused,
@@ -61,6 +66,9 @@ impl CallHold {
         };
         self.hold.changed(token, true);
         self.call.ask = Ask::RwLock(Access::Write);
+        if self.hold.is_lost() {
+            return Err(self.lost());
+        }
         Ok(true)
     }
 
@@ -77,6 +85,9 @@ impl CallHold {
 
     fn change_access(&mut self, to: Access) -> Result<()> {
         let shared = &self.client.shared;
+        if self.hold.is_lost() {
+            return Err(self.lost());
+        }
         let _changing = self.hold.changing();
         let call = &self.call;
         let op = Downgrade {

@@ -111,6 +111,10 @@ pub(crate) struct Hold {
     /// Its fencing token: a reader-writer lock's upgrade or downgrade
     /// gives the same hold a new one ([`changed`](Self::changed)).
     token: AtomicU64,
+    /// The token it was granted with: a revocation or a force release up
+    /// to a token asks or frees it when this is up to it, whatever its
+    /// access became since.
+    pub(crate) first_token: u64,
     /// Whether the hold excludes every other (a mutex's, a rwlock's write):
     /// a thread re-enters a rwlock through its write hold when it has one.
     exclusive: AtomicBool,
@@ -226,6 +230,7 @@ impl Hold {
             exclusive: AtomicBool::new(granted.call.ask.exclusive()),
             call: granted.call,
             token: AtomicU64::new(granted.token),
+            first_token: granted.token,
             changing: AtomicBool::new(false),
             labels: granted.labels,
             granted_at,
@@ -577,11 +582,12 @@ impl Holds {
         (own.count(), newest.map_or(0, |(_, token)| token))
     }
 
-    /// Runs `tell` on this client's holds of `lock_key` with tokens up to
-    /// `up_to` (a revocation's or a force release's message: later holds
-    /// are not the ones it speaks of), outside the registry's lock.
+    /// Runs `tell` on this client's holds of `lock_key` granted with tokens
+    /// up to `up_to` (a revocation's or a force release's message: later
+    /// holds are not the ones it speaks of, whatever token a change of
+    /// access gave one since), outside the registry's lock.
     pub(crate) fn each_up_to(&self, lock_key: &str, up_to: u64, tell: impl Fn(&Hold)) {
-        let told = self.all(|r| r.hold.call.keys.lock() == lock_key && r.hold.token() <= up_to);
+        let told = self.all(|r| r.hold.call.keys.lock() == lock_key && r.hold.first_token <= up_to);
         told.iter().for_each(|hold| tell(hold));
     }
 

@@ -91,6 +91,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         .map(|hold| Renew {
             owner: &hold.call.owner,
             token: hold.token(),
+            first: hold.first_token,
             call: hold.call.id,
             // A hold not renewed (checked after a gap) keeps its lease.
             lease: (hold.is_renewable()).then(|| hold.renewal_lease(shared.config().lease)),
