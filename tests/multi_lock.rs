@@ -5,13 +5,15 @@
 //! overlap on a name; a multi-lock that times out or is refused leaves no
 //! hold and no queue entry; rwlock reads share and writes exclude inside
 //! sets; a semaphore's permits part excludes what does not fit and holds
-//! nothing when refused; each part's fencing token is there; bad input is
+//! nothing when refused; each part's fencing token is there; a part lost
+//! while the set waits for a later one fails the call; bad input is
 //! refused before any I/O. (On a 3-master cluster: tests/cluster.rs.)
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Access, Client, ErrorKind};
+use fairlock::__test_support::LockKeys;
+use fairlock::{Access, Client, ErrorKind, LockKind};
 use fairlock_test_support::*;
 
 /// A small xorshift generator: each worker its own seed, no dependency.
@@ -434,4 +436,70 @@ fn a_multi_guard_dropped_in_a_stall_waits_one_command_timeout() {
         "multi_lock: every part free {:.0} ms after the pause",
         ms(paused.elapsed().saturating_sub(pause))
     );
+}
+
+/// A part the set took, lost while the set waits for a later one, is not
+/// returned as held: the call fails `LeaseLost`, naming that part, and
+/// gives back the parts it holds. Once force-released (another client
+/// then takes it), and once by its fixed lease running out during the
+/// wait.
+#[test]
+fn a_part_lost_while_the_set_waits_for_a_later_one_fails_the_call() {
+    let server = RedisServer::start();
+    let (client, other, third) = (server.client(), server.client(), server.client());
+    // The two names in the order every client takes them (their keys').
+    let mut names = ["lost-p", "lost-q"];
+    names.sort_by_key(|name| LockKeys::mutex("fairlock", name).unwrap().all[0].clone());
+    let [first, second] = names;
+    for fixed in [None, Some(Duration::from_millis(300))] {
+        let busy = other.fair_mutex(second).lock().unwrap();
+        let set = client.fair_multi_lock(names);
+        let set = fixed.map_or(set.clone(), |lease| set.with_fixed_lease(lease));
+        let started = Instant::now();
+        let waiting = thread::spawn(move || set.try_lock_for(Duration::from_secs(10)));
+        let queued = wait_until(Duration::from_secs(5), || {
+            other.fair_mutex(second).queue_len().unwrap() == 1
+        });
+        assert!(queued, "the set holds {first} and waits for {second}");
+        assert!(client.fair_mutex(first).is_locked().unwrap());
+        let taken = match fixed {
+            // Force-released, and taken by another client; its holder's
+            // client is told by a message within about a millisecond.
+            None => {
+                assert!(third.force_unlock(LockKind::Mutex, first).unwrap());
+                let taken = third.fair_mutex(first).try_lock().unwrap();
+                thread::sleep(Duration::from_millis(100));
+                taken
+            }
+            // Its fixed lease runs out while the set waits.
+            Some(lease) => {
+                let left = (started + lease + Duration::from_millis(200))
+                    .saturating_duration_since(Instant::now());
+                thread::sleep(left);
+                None
+            }
+        };
+        drop(busy);
+        let got = join_within(waiting, Duration::from_secs(5), "the set");
+        let err = match got {
+            Err(err) => err,
+            Ok(got) => {
+                let lost = got.as_ref().map(|guard| guard.is_lease_lost());
+                panic!("fixed lease {fixed:?}: the set returned a guard (lost: {lost:?}) while {first} was lost")
+            }
+        };
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+        assert!(err.to_string().contains(first), "{err}");
+        let status = client.fair_mutex(second).status(1).unwrap();
+        assert!(
+            status.holder().is_none() && status.queue_len == 0,
+            "{second} given back"
+        );
+        assert_eq!(
+            taken.is_some(),
+            third.fair_mutex(first).is_locked().unwrap()
+        );
+        drop(taken);
+        eprintln!("multi-lock: a part lost while waiting (fixed lease {fixed:?}): {err}");
+    }
 }

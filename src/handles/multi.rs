@@ -230,8 +230,10 @@ impl<O: Ownership> FairMultiLock<O> {
     /// empty set (or a bad lease),
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
     /// name: both before any I/O.
-    /// Otherwise as [`FairMutex::lock_with`](crate::FairMutex::lock_with);
-    /// the parts taken so far are released first.
+    /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost), naming it,
+    /// for a part lost while the set waited for a later one. Otherwise as
+    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with); the parts
+    /// taken so far are released first.
     ///
     /// ```no_run
     /// use fairlock::Wait;
@@ -258,6 +260,13 @@ impl<O: Ownership> FairMultiLock<O> {
                     return got.map(|_| None);
                 }
             }
+        }
+        // A part lost while the set waited for a later one (its fixed lease
+        // or maximum hold ran out, a force release) is not held: all or none.
+        if let Some(lost) = held.iter().find(|part| part.is_lease_lost()) {
+            let err = lost.hold.lost();
+            release_taken(held, &wait);
+            return Err(err.during(format_args!("acquire of a multi-lock")));
         }
         Ok(Some(MultiGuard { parts: held }))
     }
