@@ -10,7 +10,7 @@
 //! campaigns of one thread queue behind each other, a change that
 //! published nothing is still seen by a watch, and one that lost its
 //! messages reports every change from the election's history or says it
-//! missed some).
+//! missed some, and one whose read failed reads first on its next call).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -1034,4 +1034,47 @@ fn a_watch_opening_its_subscription_again_returns_by_its_timeout() {
     );
     // The next call opens it again, and the watch goes on.
     assert_watch_goes_on(&election, &mut watch);
+}
+
+/// A read that failed (no reply within the command timeout, the call's own
+/// timeout far off) after a message said the election changed: the next
+/// call reads first, as the error says it tries again, and returns the
+/// change at once; it waited for its periodic read before (here the
+/// call's 2 s timeout).
+#[test]
+fn a_watch_whose_read_failed_reads_first_on_its_next_call() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let watcher = Client::builder(&relay.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let mut watch = watcher.election("read-failed").watch().unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        watch.next(wait).unwrap(),
+        Some(LeaderEvent::Vacant { ended: None })
+    );
+    // Each way 400 ms: the message comes, the read it starts gets no reply
+    // within the command timeout.
+    relay.set_delay(Duration::from_millis(400));
+    let client = server.client();
+    let leading = client
+        .election("read-failed")
+        .with_value("new")
+        .campaign()
+        .unwrap();
+    let err = watch.next(wait).unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    relay.set_delay(Duration::ZERO);
+    let started = Instant::now();
+    let seen = watch.next(Duration::from_secs(2)).unwrap();
+    let took = started.elapsed();
+    eprintln!(
+        "election: after a read that failed ({err}), the next call returned {seen:?} after {:.0} ms",
+        ms(took)
+    );
+    let seen = leader_of(seen);
+    assert_eq!((seen.term, seen.value.as_str()), (leading.term(), "new"));
+    assert!(took < Duration::from_millis(500), "seen after {took:?}");
 }

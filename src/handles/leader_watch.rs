@@ -152,7 +152,7 @@ pub struct LeaderWatch {
     /// Events learned of and not returned yet, in order.
     pending: BTreeMap<Order, LeaderEvent>,
     /// Read the election before waiting again (first call, a message, a
-    /// subscription opened again).
+    /// subscription opened again, a read that failed).
     read_now: bool,
     next_read: Instant,
     /// When the last read that succeeded was sent.
@@ -228,10 +228,12 @@ impl LeaderWatch {
             if self.read_now || now >= self.next_read {
                 self.read_now = false;
                 self.next_read = now + every;
-                match self.read(deadline) {
-                    // The next call reads first.
-                    Err(err) if given_up(&err) => self.read_now = true,
-                    read => read?,
+                // Failed or given up: the next call reads first.
+                if let Err(err) = self.read(deadline) {
+                    self.read_now = true;
+                    if !given_up(&err) {
+                        return Err(err);
+                    }
                 }
             }
             if let Some((_, event)) = self.pending.pop_first() {
