@@ -1078,3 +1078,34 @@ fn a_watch_whose_read_failed_reads_first_on_its_next_call() {
     assert_eq!((seen.term, seen.value.as_str()), (leading.term(), "new"));
     assert!(took < Duration::from_millis(500), "seen after {took:?}");
 }
+
+/// A bound election: a leading thread's second campaign with its value
+/// leads at once, with the same term (one candidate); with another value
+/// it is another candidate, queued behind the first until its timeout, and
+/// leaves the queue (the doc said every campaign of the thread led at once).
+#[test]
+fn a_bound_thread_is_one_candidate_per_value() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("bound-values").bound();
+    let first = election.with_value("a").campaign().unwrap();
+    let again = election
+        .with_value("a")
+        .try_campaign()
+        .unwrap()
+        .expect("re-entered");
+    assert_eq!((again.term(), again.value()), (first.term(), "a"));
+    let started = Instant::now();
+    let wait = Duration::from_millis(300);
+    let other = election.with_value("b").try_campaign_for(wait).unwrap();
+    assert!(other.is_none(), "another value waits behind the first");
+    assert!(started.elapsed() >= wait);
+    assert_eq!(queue_len(&client, "bound-values"), 0, "and left the queue");
+    drop((again, first));
+    let next = election
+        .with_value("b")
+        .try_campaign()
+        .unwrap()
+        .expect("free");
+    assert_eq!(next.value(), "b");
+}
