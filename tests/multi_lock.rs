@@ -6,7 +6,8 @@
 //! hold and no queue entry; rwlock reads share and writes exclude inside
 //! sets; a semaphore's permits part excludes what does not fit and holds
 //! nothing when refused; each part's fencing token is there; a part lost
-//! while the set waits for a later one fails the call; bad input is
+//! while the set waits for a later one fails the call; one that fails in
+//! a stall releases its parts within one command timeout; bad input is
 //! refused before any I/O. (On a 3-master cluster: tests/cluster.rs.)
 
 use std::thread;
@@ -501,5 +502,61 @@ fn a_part_lost_while_the_set_waits_for_a_later_one_fails_the_call() {
         );
         drop(taken);
         eprintln!("multi-lock: a part lost while waiting (fixed lease {fixed:?}): {err}");
+    }
+}
+
+/// A `lock()` (no deadline) of five mutexes, queued for the last (another
+/// client holds it) when its client's link stalls: once the queued part
+/// gives up (`Connection`, after its patience), the four parts taken are
+/// released within one command timeout all told, as a guard's drop, not
+/// one each; the watchdog gives back what is left once the link is back.
+#[test]
+fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_timeout() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let command_timeout = Duration::from_millis(500);
+    let client = Client::builder(&relay.url())
+        .command_timeout(command_timeout)
+        .connect_timeout(command_timeout)
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let other = server.client();
+    let mut names: Vec<String> = (0..5).map(|i| format!("stall-part-{i}")).collect();
+    names.sort_by_key(|name| LockKeys::mutex("fairlock", name).unwrap().all[0].clone());
+    let last = names[4].clone();
+    let busy = other.fair_mutex(&last).lock().unwrap();
+    let set = client.fair_multi_lock(names.iter().map(String::as_str));
+    let locking = thread::spawn(move || {
+        let got = set.lock();
+        (Instant::now(), got)
+    });
+    let queued = wait_until(Duration::from_secs(5), || {
+        other.fair_mutex(&last).queue_len().unwrap() == 1
+    });
+    assert!(queued, "the set waits for {last}, holding the others");
+    relay.stall();
+    let stalled = Instant::now();
+    let (returned, got) = join_within(locking, Duration::from_secs(30), "the set");
+    let took = returned - stalled;
+    relay.resume();
+    let err = got.unwrap_err();
+    eprintln!(
+        "multi_lock: lock() of 5 in a stall failed {:.0} ms after it began: {err}",
+        ms(took)
+    );
+    assert!(err.is_connection(), "{err:?}");
+    // The queued part gives up about 2 s into the stall (its patience,
+    // waiter timeout + connect timeout, from its first failed heartbeat);
+    // then one command timeout and a leave's grace for the four releases.
+    assert!(took < Duration::from_millis(3300), "{took:?}");
+    drop(busy);
+    for name in &names {
+        let mutex = other.fair_mutex(name);
+        let free = wait_until(Duration::from_secs(10), || {
+            !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0
+        });
+        assert!(free, "{name} left held or queued");
     }
 }

@@ -377,10 +377,11 @@ impl<O: Ownership> FairMultiLock<O> {
 
 /// Releases the parts a call took before it gave up or failed, the last
 /// taken first, within the wait's end (`CallHold::release_after`);
-/// without one, each within a command timeout, as its guard's drop.
+/// without one, all within one command timeout, as a guard's drop.
 fn release_taken<O: Ownership>(held: Vec<AnyGuard<O>>, wait: &Wait) {
+    let now = Instant::now();
     for mut part in held.into_iter().rev() {
-        part.hold.release_after(wait.ends_by(), Instant::now());
+        part.hold.release_after(wait.ends_by(), now);
     }
 }
 
