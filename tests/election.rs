@@ -10,7 +10,8 @@
 //! campaigns of one thread queue behind each other, a change that
 //! published nothing is still seen by a watch, and one that lost its
 //! messages reports every change from the election's history or says it
-//! missed some, and one whose read failed reads first on its next call).
+//! missed some, one whose read failed reads first on its next call, and
+//! one after a restart from an older snapshot says it missed changes).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -1108,4 +1109,60 @@ fn a_bound_thread_is_one_candidate_per_value() {
         .unwrap()
         .expect("free");
     assert_eq!(next.value(), "b");
+}
+
+/// A server that comes back with older data (a restart from an RDB
+/// snapshot taken before the last terms) gives out again terms a watch has
+/// seen: the watch says it missed changes, then reports the leaders of
+/// the election as it is now, rather than nothing until the terms pass
+/// the newest it knew.
+#[test]
+fn a_watch_after_a_restart_from_an_older_snapshot_says_so_and_goes_on() {
+    let mut server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("snapshot");
+    let mut watch = election.watch().unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(watch.next(wait).unwrap(), vacant_none());
+    let mut terms = Vec::new();
+    for value in ["a", "b", "c"] {
+        let leading = election.with_value(value).campaign().unwrap();
+        terms.push(leading.term());
+        leading.unlock().unwrap();
+        if value == "a" {
+            let () = redis::cmd("SAVE").query(&mut server.conn()).unwrap();
+        }
+    }
+    for term in &terms {
+        assert_eq!(leader_of(watch.next(wait).unwrap()).term, *term);
+        assert_eq!(watch.next(wait).unwrap(), vacant(*term));
+    }
+    server.kill();
+    server.start_again();
+    let again = retry_while_unreachable(|| election.with_value("d").try_campaign());
+    let again = again.expect("nobody leads");
+    assert_eq!(again.term(), terms[1], "a term given out again");
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < wait {
+        match watch.next(Duration::from_millis(500)) {
+            Ok(Some(LeaderEvent::Leads(leader))) if leader.value == "d" => {
+                seen.push(format!("leads d term {}", leader.term));
+                break;
+            }
+            Ok(Some(event)) => seen.push(event.to_string()),
+            Ok(None) | Err(_) => {}
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            format!("missed changes after term {}", terms[2]),
+            format!("leads d term {}", terms[1])
+        ]
+    );
+}
+
+fn vacant_none() -> Option<LeaderEvent> {
+    Some(LeaderEvent::Vacant { ended: None })
 }

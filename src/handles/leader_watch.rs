@@ -59,9 +59,11 @@ pub enum LeaderEvent {
     /// than [`ELECTION_HISTORY_LEN`](crate::ELECTION_HISTORY_LEN) changes
     /// happened while it could not read the election (its connection
     /// lost, its caller away), or it was away longer than half the fence
-    /// life across a vacancy longer than the fence life. Leaders may have
-    /// come and gone unreported; the events that follow go on from what
-    /// it read.
+    /// life across a vacancy longer than the fence life, or the election's
+    /// terms went back below `after` (Redis came back with older data: a
+    /// restart from an older snapshot, a failover to a replica that
+    /// lagged). Leaders may have come and gone unreported; the events that
+    /// follow go on from what it read.
     Missed {
         /// The newest term the watch knew of before the gap.
         after: u64,
@@ -283,6 +285,20 @@ impl LeaderWatch {
         let half_fence_life = self.election.core().config().fence_life / 2;
         let recent = (self.last_read.replace(sent))
             .is_some_and(|last| sent.saturating_duration_since(last) < half_fence_life);
+        // Terms gone back (Redis came back with older data): once all before
+        // is returned, a gap, and the state now as a first read learns it.
+        if let Some(known) = self
+            .known
+            .filter(|known| last_term.is_some_and(|term| term < known.0))
+        {
+            self.read_now = !self.pending.is_empty();
+            if self.read_now {
+                return Ok(());
+            }
+            self.pending
+                .insert((0, GAP), LeaderEvent::Missed { after: known.0 });
+            self.known = None;
+        }
         if let Some(known) = self.known {
             let changes: Vec<(Order, LeaderEvent)> = history
                 .iter()
