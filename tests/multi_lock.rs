@@ -7,14 +7,15 @@
 //! sets; a semaphore's permits part excludes what does not fit and holds
 //! nothing when refused; each part's fencing token is there; a part lost
 //! while the set waits for a later one fails the call; one that fails in
-//! a stall releases its parts within one command timeout; bad input is
+//! a stall releases its parts within one command timeout, one cancelled
+//! in a stall within the cancel's grace; bad input is
 //! refused before any I/O. (On a 3-master cluster: tests/cluster.rs.)
 
 use std::thread;
 use std::time::{Duration, Instant};
 
 use fairlock::__test_support::LockKeys;
-use fairlock::{Access, Client, ErrorKind, LockKind};
+use fairlock::{Access, Client, ErrorKind, LockKind, Wait, WaitCanceller};
 use fairlock_test_support::*;
 
 /// A small xorshift generator: each worker its own seed, no dependency.
@@ -559,4 +560,56 @@ fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_time
         });
         assert!(free, "{name} left held or queued");
     }
+}
+
+/// A multi-lock of eight mutexes, queued for the last, cancelled while
+/// Redis holds writes back (`CLIENT PAUSE WRITE`, command timeout 1 s):
+/// `None` within a leave's grace or two of the cancel, its leave and the
+/// seven releases sharing the cancel's grace (each had one of its own), as
+/// a timed-out one's share its deadline; all given back once writes resume.
+#[test]
+fn a_multi_lock_cancelled_in_a_stall_returns_within_the_cancels_grace() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = server.stall_client();
+    let other = server.client();
+    let mut names: Vec<String> = (0..8).map(|i| format!("cancel-part-{i}")).collect();
+    names.sort_by_key(|name| LockKeys::mutex("fairlock", name).unwrap().all[0].clone());
+    let last = names[7].clone();
+    let busy = other.fair_mutex(&last).lock().unwrap();
+    let set = client.fair_multi_lock(names.iter().map(String::as_str));
+    let cancel = WaitCanceller::new();
+    let wait = Wait::forever().cancelled_by(&cancel);
+    let locking = thread::spawn(move || {
+        let got = set.lock_with(wait);
+        (Instant::now(), got.map(|guard| guard.is_some()))
+    });
+    let queued = wait_until(Duration::from_secs(5), || {
+        other.fair_mutex(&last).queue_len().unwrap() == 1
+    });
+    assert!(queued, "the set waits for {last}, holding the others");
+    let pause = Duration::from_millis(3000);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    cancel.cancel();
+    let cancelled = Instant::now();
+    let (returned, got) = join_within(locking, Duration::from_secs(10), "the set");
+    let took = returned - cancelled;
+    eprintln!(
+        "multi_lock: 8 parts cancelled in a stall: {got:?} after {:.0} ms",
+        ms(took)
+    );
+    assert!(matches!(got, Ok(false)), "{got:?}");
+    assert!(took < Duration::from_millis(250), "{took:?}");
+    drop(busy);
+    for name in &names {
+        let mutex = other.fair_mutex(name);
+        let free = wait_until(Duration::from_secs(10), || {
+            !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0
+        });
+        assert!(free, "{name} left held or queued");
+    }
+    eprintln!(
+        "multi_lock: every part free {:.0} ms after the pause",
+        ms(paused.elapsed().saturating_sub(pause))
+    );
 }

@@ -376,12 +376,13 @@ impl<O: Ownership> FairMultiLock<O> {
 }
 
 /// Releases the parts a call took before it gave up or failed, the last
-/// taken first, within the wait's end (`CallHold::release_after`);
-/// without one, all within one command timeout, as a guard's drop.
+/// taken first, all within the wait's end (`CallHold::release_after`; a
+/// cancel's: now); without one, all within one command timeout, as a
+/// guard's drop.
 fn release_taken<O: Ownership>(held: Vec<AnyGuard<O>>, wait: &Wait) {
-    let now = Instant::now();
+    let (end, now) = (wait.ends_by(), Instant::now());
     for mut part in held.into_iter().rev() {
-        part.hold.release_after(wait.ends_by(), now);
+        part.hold.release_after(end, now);
     }
 }
 
