@@ -11,7 +11,8 @@
 //! published nothing is still seen by a watch, and one that lost its
 //! messages reports every change from the election's history or says it
 //! missed some, one whose read failed reads first on its next call, and
-//! one after a restart from an older snapshot says it missed changes).
+//! one after a restart from an older snapshot, or away across one that
+//! lost the data, says it missed changes).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -1165,4 +1166,52 @@ fn a_watch_after_a_restart_from_an_older_snapshot_says_so_and_goes_on() {
 
 fn vacant_none() -> Option<LeaderEvent> {
     Some(LeaderEvent::Vacant { ended: None })
+}
+
+/// A watch whose caller is away while the leader it last read resigns, the
+/// next leads, and Redis restarts empty (no persistence) before another
+/// leads: the first change the history then holds follows no term (the
+/// lock key was gone), which a fence life would explain only if nobody had
+/// held the election since the watch's last read; it saw a leader then, so
+/// it says it missed changes rather than going on as if nothing had come
+/// between.
+#[test]
+fn a_watch_away_across_a_restart_that_lost_the_data_says_it_missed_changes() {
+    let mut server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("lost-data");
+    let mut watch = election.watch().unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(watch.next(wait).unwrap(), vacant_none());
+    let first = election.with_value("a").campaign().unwrap();
+    let a = leader_of(watch.next(wait).unwrap());
+    assert!(a.remaining_lease.is_some(), "read leading");
+    // The caller away: the leader resigns, another leads, Redis restarts
+    // empty, a third leads.
+    first.unlock().unwrap();
+    let second = election.with_value("b").campaign().unwrap();
+    server.restart();
+    let third = retry_while_unreachable(|| election.with_value("c").try_campaign());
+    let third = third.expect("nobody leads after the restart");
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < wait {
+        match watch.next(Duration::from_millis(500)) {
+            Ok(Some(LeaderEvent::Leads(leader))) if leader.value == "c" => {
+                seen.push(format!("leads c term {}", leader.term));
+                break;
+            }
+            Ok(Some(event)) => seen.push(event.to_string()),
+            Ok(None) | Err(_) => {}
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            format!("missed changes after term {}", a.term),
+            format!("leads c term {}", third.term())
+        ],
+        "b led term {} unreported",
+        second.term()
+    );
 }

@@ -59,8 +59,9 @@ pub enum LeaderEvent {
     /// than [`ELECTION_HISTORY_LEN`](crate::ELECTION_HISTORY_LEN) changes
     /// happened while it could not read the election (its connection
     /// lost, its caller away), or it was away longer than half the fence
-    /// life across a vacancy longer than the fence life, or the election's
-    /// terms went back below `after` (Redis came back with older data: a
+    /// life across a vacancy longer than the fence life, or Redis lost its
+    /// data since the watch last read a leader, or the election's terms
+    /// went back below `after` (Redis came back with older data: a
     /// restart from an older snapshot, a failover to a replica that
     /// lagged). Leaders may have come and gone unreported; the events that
     /// follow go on from what it read.
@@ -157,8 +158,9 @@ pub struct LeaderWatch {
     /// subscription opened again, a read that failed).
     read_now: bool,
     next_read: Instant,
-    /// When the last read that succeeded was sent.
-    last_read: Option<Instant>,
+    /// When the last read that succeeded was sent, and whether it read a
+    /// leader (whose lock key then lives a fence life at least).
+    last_read: Option<(Instant, bool)>,
 }
 
 /// `err` of a watch of `election`, saying so.
@@ -281,10 +283,13 @@ impl LeaderWatch {
             self.next_read = self.next_read.min(sent + left + LEASE_END_MARGIN);
         }
         // Whether the last read was sent less than half a fence life before
-        // this one (half: the server's clock and this one's may run apart).
+        // this one (half: the server's clock and this one's may run apart)
+        // and read no leader: the lock key may have run out since.
         let half_fence_life = self.election.core().config().fence_life / 2;
-        let recent = (self.last_read.replace(sent))
-            .is_some_and(|last| sent.saturating_duration_since(last) < half_fence_life);
+        let recent =
+            (self.last_read.replace((sent, leader.is_some()))).is_some_and(|(last, led)| {
+                !led && sent.saturating_duration_since(last) < half_fence_life
+            });
         // Terms gone back (Redis came back with older data): once all before
         // is returned, a gap, and the state now as a first read learns it.
         if let Some(known) = self
@@ -309,10 +314,11 @@ impl LeaderWatch {
             // one right after it: it followed the newest term the watch knew,
             // or it followed none (the election's lock key was gone: nobody
             // was granted it for a fence life) and the watch read the election
-            // less than half a fence life ago (a grant since would have kept
-            // the key). With no change in the history, nothing was granted
-            // since unless a term newer than `known`, or a key gone after a
-            // long absence, says otherwise.
+            // vacant less than half a fence life ago (a grant since would
+            // have kept the key; a key gone that had a leader then was lost
+            // with Redis's data). With no change in the history, nothing was
+            // granted since unless a term newer than `known`, or a key gone
+            // after a long absence or a leader, says otherwise.
             let first = history.iter().find(|c| LeaderEvent::of_change(c).0 > known);
             let linked = match first {
                 Some(change) => change.after == known.0 || (change.after == 0 && recent),
