@@ -320,6 +320,10 @@ fn a_permits_part_excludes_what_does_not_fit_and_holds_nothing_when_refused() {
     ] {
         let err = set.try_lock().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        assert!(
+            err.to_string().contains("semaphore \"s\""),
+            "names its part: {err}"
+        );
     }
     let after: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
     assert_eq!(before.len(), after.len(), "a refused set wrote something");

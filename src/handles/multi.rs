@@ -368,7 +368,8 @@ impl<O: Ownership> FairMultiLock<O> {
         ordered
             .into_iter()
             .map(|(_, target, ask)| match ask {
-                Ask::Permits { n, of } => Ok((target, permits_ask(n, of)?)),
+                Ask::Permits { n, of } => (permits_ask(n, of).map(|ask| (target, ask)))
+                    .map_err(|err| err.during(format_args!("the semaphore {:?}", target.name()))),
                 ask => Ok((target, ask)),
             })
             .collect()
