@@ -12,7 +12,8 @@
 //! messages reports every change from the election's history or says it
 //! missed some, one whose read failed reads first on its next call, and
 //! one after a restart from an older snapshot, or away across one that
-//! lost the data, says it missed changes).
+//! lost the data, says it missed changes, and one returns what it learned
+//! while Redis is away).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -1214,4 +1215,37 @@ fn a_watch_away_across_a_restart_that_lost_the_data_says_it_missed_changes() {
         "b led term {} unreported",
         second.term()
     );
+}
+
+/// Changes a watch has learned and not returned yet come out while Redis
+/// is away: its reads wait until they are all returned, rather than
+/// failing each call that found a read due with `Connection`.
+#[test]
+fn a_watch_returns_what_it_learned_while_redis_is_away() {
+    let mut server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("learned");
+    let mut watch = election.watch().unwrap();
+    let step = Duration::from_millis(200);
+    assert_eq!(watch.next(step).unwrap(), vacant_none());
+    // Three leaders in a row while the caller is away, then a vacancy.
+    let terms = leaders_in_a_row(&election, 3);
+    assert_eq!(leader_of(watch.next(step).unwrap()).term, terms[0]);
+    server.kill();
+    let mut rest = Vec::new();
+    for _ in 0..3 {
+        // Past the watch's periodic read (every min(lease, 200 ms)).
+        thread::sleep(step + Duration::from_millis(50));
+        rest.push(match watch.next(step) {
+            Ok(Some(LeaderEvent::Leads(leader))) => format!("leads {}", leader.term),
+            Ok(event) => format!("{event:?}"),
+            Err(err) => err.to_string(),
+        });
+    }
+    let expected = [
+        format!("leads {}", terms[1]),
+        format!("leads {}", terms[2]),
+        format!("{:?}", vacant(terms[2])),
+    ];
+    assert_eq!(rest, expected);
 }

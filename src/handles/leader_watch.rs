@@ -228,8 +228,9 @@ impl LeaderWatch {
                 && deadline.is_some_and(|at| Instant::now() >= at)
         };
         loop {
+            // What it learned comes first, whatever Redis does meanwhile.
             let now = Instant::now();
-            if self.read_now || now >= self.next_read {
+            if self.pending.is_empty() && (self.read_now || now >= self.next_read) {
                 self.read_now = false;
                 self.next_read = now + every;
                 // Failed or given up: the next call reads first.
@@ -290,16 +291,12 @@ impl LeaderWatch {
             (self.last_read.replace((sent, leader.is_some()))).is_some_and(|(last, led)| {
                 !led && sent.saturating_duration_since(last) < half_fence_life
             });
-        // Terms gone back (Redis came back with older data): once all before
-        // is returned, a gap, and the state now as a first read learns it.
+        // Terms gone back (Redis came back with older data): a gap, and the
+        // state now as a first read learns it (nothing is pending: `next`).
         if let Some(known) = self
             .known
             .filter(|known| last_term.is_some_and(|term| term < known.0))
         {
-            self.read_now = !self.pending.is_empty();
-            if self.read_now {
-                return Ok(());
-            }
             self.pending
                 .insert((0, GAP), LeaderEvent::Missed { after: known.0 });
             self.known = None;
