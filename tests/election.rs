@@ -12,8 +12,8 @@
 //! messages reports every change from the election's history or says it
 //! missed some, one whose read failed reads first on its next call, and
 //! one after a restart from an older snapshot, or away across one that
-//! lost the data, says it missed changes, and one returns what it learned
-//! while Redis is away).
+//! lost the data, or past a vacancy the history dropped, says it missed
+//! changes, and one returns what it learned while Redis is away).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -1248,4 +1248,44 @@ fn a_watch_returns_what_it_learned_while_redis_is_away() {
         format!("{:?}", vacant(terms[2])),
     ];
     assert_eq!(rest, expected);
+}
+
+/// A watch that read a leader, then seventeen changes while it could not
+/// read: the leader resigns with nobody waiting (a vacancy), then eight
+/// candidates each lead and resign alone. The history keeps the newest
+/// sixteen, which begin with a leader following the term the watch knew:
+/// a handover would look the same, so the vacancy trimmed away must not
+/// be skipped silently: the watch says it missed changes.
+#[test]
+fn a_watch_that_missed_a_vacancy_trimmed_from_the_history_says_so() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut admin = server.conn();
+    let election = client.election("trimmed");
+    let mut watch = election.watch().unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(watch.next(wait).unwrap(), vacant_none());
+    let first = election.with_value("first").campaign().unwrap();
+    assert_eq!(leader_of(watch.next(wait).unwrap()).term, first.term());
+    kill_subscriptions(&mut admin);
+    let known = first.term();
+    first.unlock().unwrap();
+    let mut terms = Vec::new();
+    for i in 0..8 {
+        let leading = election.with_value(&format!("v{i}")).campaign().unwrap();
+        terms.push(leading.term());
+        leading.unlock().unwrap();
+    }
+    let event = watch.next(wait).unwrap();
+    assert_eq!(
+        event,
+        Some(LeaderEvent::Missed { after: known }),
+        "17 changes after term {known}"
+    );
+    // Then the sixteen the history holds, in order.
+    for term in terms {
+        assert_eq!(leader_of(watch.next(wait).unwrap()).term, term);
+        assert_eq!(watch.next(wait).unwrap(), vacant(term));
+    }
+    assert_eq!(watch.next(Duration::from_millis(100)).unwrap(), None);
 }

@@ -14,7 +14,7 @@ use crate::handles::election::{Election, Leader};
 use crate::handles::participant::Participant;
 use crate::handles::status::Status;
 use crate::machinery::subscriber::watch::Subscription;
-use crate::protocol::{Change, ElectionMessage};
+use crate::protocol::{Change, ElectionMessage, HISTORY_LEN};
 
 /// How long after the leader's lease would run out a watch reads the
 /// election again, to see the vacancy a lease that ran out leaves.
@@ -58,7 +58,10 @@ pub enum LeaderEvent {
     /// The watch could not read every change after term `after`: more
     /// than [`ELECTION_HISTORY_LEN`](crate::ELECTION_HISTORY_LEN) changes
     /// happened while it could not read the election (its connection
-    /// lost, its caller away), or it was away longer than half the fence
+    /// lost, its caller away; or exactly that many after the leader of
+    /// `after`, the oldest the history holds being the next leader: a
+    /// handover, or a vacancy between that the history dropped, which the
+    /// watch cannot tell apart), or it was away longer than half the fence
     /// life across a vacancy longer than the fence life, or Redis lost its
     /// data since the watch last read a leader, or the election's terms
     /// went back below `after` (Redis came back with older data: a
@@ -317,13 +320,20 @@ impl LeaderWatch {
             // granted since unless a term newer than `known`, or a key gone
             // after a long absence or a leader, says otherwise.
             let first = history.iter().find(|c| LeaderEvent::of_change(c).0 > known);
-            let linked = match first {
-                Some(change) => change.after == known.0 || (change.after == 0 && recent),
-                None => match last_term {
-                    Some(term) => term <= known.0,
-                    None => known.0 == 0 || recent,
-                },
-            };
+            // A leader after the one known, oldest in a full history: a
+            // handover, or a vacancy between trimmed away; it cannot tell.
+            let trimmed = known.1 == LEADS
+                && history.len() >= HISTORY_LEN
+                && (history.first().map(|c| LeaderEvent::of_change(c).0))
+                    .is_some_and(|(term, what)| what == LEADS && term > known.0);
+            let linked = !trimmed
+                && match first {
+                    Some(change) => change.after == known.0 || (change.after == 0 && recent),
+                    None => match last_term {
+                        Some(term) => term <= known.0,
+                        None => known.0 == 0 || recent,
+                    },
+                };
             if !linked {
                 let missed = LeaderEvent::Missed { after: known.0 };
                 match changes.first().map(|((term, _), _)| *term).or(last_term) {
