@@ -397,6 +397,9 @@ fn leader_values_status_and_invalid_values() {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad:?}");
     }
+    // A bad name: the watch too, as its doc says.
+    let err = client.election("").watch().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidName, "{err}");
     assert_eq!(script_calls(&mut conn), scripts_before, "no script ran");
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
     assert!(keys.is_empty(), "no key written: {keys:?}");

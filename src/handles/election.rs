@@ -254,6 +254,8 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// hears every message); behind Sentinel, on the master.
     ///
     /// # Errors
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
+    /// name, before any I/O;
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when the
     /// subscription cannot be opened.
     ///
