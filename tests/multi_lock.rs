@@ -552,6 +552,12 @@ fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_time
         ms(took)
     );
     assert!(err.is_connection(), "{err:?}");
+    // It says why it gave up: its patience, not a request's last moment.
+    assert!(
+        err.to_string()
+            .contains("gave up after 1.5s with no answer"),
+        "{err}"
+    );
     // The queued part gives up about 2 s into the stall (its patience,
     // waiter timeout + connect timeout, from its first failed heartbeat);
     // then one command timeout and a leave's grace for the four releases.
