@@ -35,8 +35,9 @@ use crate::protocol::{check_value, owner, Ask};
 /// one [value](FairLock::with_value) one candidate (a second campaign of a
 /// leading thread with its value leads at once, with the same term; with
 /// another value it is another candidate, queued behind the first, so a
-/// [`campaign`](FairLock::campaign) there waits for ever). The election of a name is apart from the mutex, the
-/// semaphore and the reader-writer lock of that name; what every lock has
+/// [`campaign`](FairLock::campaign) there waits for ever). The election of
+/// a name is apart from the mutex, the semaphore and the reader-writer
+/// lock of that name; what every lock has
 /// ([`status`](FairLock::status), [`force_unlock`](FairLock::force_unlock),
 /// [`with_max_hold`](FairLock::with_max_hold), ...) an election has too.
 ///
