@@ -158,7 +158,7 @@ pub struct LeaderWatch {
     /// Events learned of and not returned yet, in order.
     pending: BTreeMap<Order, LeaderEvent>,
     /// Read the election before waiting again (first call, a message, a
-    /// subscription opened again, a read that failed).
+    /// subscription opened again, a read Redis did not answer).
     read_now: bool,
     next_read: Instant,
     /// When the last read that succeeded was sent, and whether it read a
@@ -236,9 +236,10 @@ impl LeaderWatch {
             if self.pending.is_empty() && (self.read_now || now >= self.next_read) {
                 self.read_now = false;
                 self.next_read = now + every;
-                // Failed or given up: the next call reads first.
+                // Unanswered or unreachable (given up too): the next call
+                // reads first.
                 if let Err(err) = self.read(deadline) {
-                    self.read_now = true;
+                    self.read_now = err.is_connection();
                     if !given_up(&err) {
                         return Err(err);
                     }
