@@ -10,7 +10,10 @@
 //! campaigns of one thread queue behind each other, a change that
 //! published nothing is still seen by a watch, and one that lost its
 //! messages reports every change from the election's history or says it
-//! missed some).
+//! missed some, one whose read failed reads first on its next call, and
+//! one after a restart from an older snapshot, or away across one that
+//! lost the data, or past a vacancy the history dropped, says it missed
+//! changes, and one returns what it learned while Redis is away).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -394,6 +397,9 @@ fn leader_values_status_and_invalid_values() {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad:?}");
     }
+    // A bad name: the watch too, as its doc says.
+    let err = client.election("").watch().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidName, "{err}");
     assert_eq!(script_calls(&mut conn), scripts_before, "no script ran");
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
     assert!(keys.is_empty(), "no key written: {keys:?}");
@@ -1034,4 +1040,255 @@ fn a_watch_opening_its_subscription_again_returns_by_its_timeout() {
     );
     // The next call opens it again, and the watch goes on.
     assert_watch_goes_on(&election, &mut watch);
+}
+
+/// A read that failed (no reply within the command timeout, the call's own
+/// timeout far off) after a message said the election changed: the next
+/// call reads first, as the error says it tries again, and returns the
+/// change at once; it waited for its periodic read before (here the
+/// call's 2 s timeout).
+#[test]
+fn a_watch_whose_read_failed_reads_first_on_its_next_call() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let watcher = Client::builder(&relay.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let mut watch = watcher.election("read-failed").watch().unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(
+        watch.next(wait).unwrap(),
+        Some(LeaderEvent::Vacant { ended: None })
+    );
+    // Each way 400 ms: the message comes, the read it starts gets no reply
+    // within the command timeout.
+    relay.set_delay(Duration::from_millis(400));
+    let client = server.client();
+    let leading = client
+        .election("read-failed")
+        .with_value("new")
+        .campaign()
+        .unwrap();
+    let err = watch.next(wait).unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    relay.set_delay(Duration::ZERO);
+    let started = Instant::now();
+    let seen = watch.next(Duration::from_secs(2)).unwrap();
+    let took = started.elapsed();
+    eprintln!(
+        "election: after a read that failed ({err}), the next call returned {seen:?} after {:.0} ms",
+        ms(took)
+    );
+    let seen = leader_of(seen);
+    assert_eq!((seen.term, seen.value.as_str()), (leading.term(), "new"));
+    assert!(took < Duration::from_millis(500), "seen after {took:?}");
+}
+
+/// A bound election: a leading thread's second campaign with its value
+/// leads at once, with the same term (one candidate); with another value
+/// it is another candidate, queued behind the first until its timeout, and
+/// leaves the queue (the doc said every campaign of the thread led at once).
+#[test]
+fn a_bound_thread_is_one_candidate_per_value() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("bound-values").bound();
+    let first = election.with_value("a").campaign().unwrap();
+    let again = election
+        .with_value("a")
+        .try_campaign()
+        .unwrap()
+        .expect("re-entered");
+    assert_eq!((again.term(), again.value()), (first.term(), "a"));
+    let started = Instant::now();
+    let wait = Duration::from_millis(300);
+    let other = election.with_value("b").try_campaign_for(wait).unwrap();
+    assert!(other.is_none(), "another value waits behind the first");
+    assert!(started.elapsed() >= wait);
+    assert_eq!(queue_len(&client, "bound-values"), 0, "and left the queue");
+    drop((again, first));
+    let next = election
+        .with_value("b")
+        .try_campaign()
+        .unwrap()
+        .expect("free");
+    assert_eq!(next.value(), "b");
+}
+
+/// A server that comes back with older data (a restart from an RDB
+/// snapshot taken before the last terms) gives out again terms a watch has
+/// seen: the watch says it missed changes, then reports the leaders of
+/// the election as it is now, rather than nothing until the terms pass
+/// the newest it knew.
+#[test]
+fn a_watch_after_a_restart_from_an_older_snapshot_says_so_and_goes_on() {
+    let mut server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("snapshot");
+    let mut watch = election.watch().unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(watch.next(wait).unwrap(), vacant_none());
+    let mut terms = Vec::new();
+    for value in ["a", "b", "c"] {
+        let leading = election.with_value(value).campaign().unwrap();
+        terms.push(leading.term());
+        leading.unlock().unwrap();
+        if value == "a" {
+            let () = redis::cmd("SAVE").query(&mut server.conn()).unwrap();
+        }
+    }
+    for term in &terms {
+        assert_eq!(leader_of(watch.next(wait).unwrap()).term, *term);
+        assert_eq!(watch.next(wait).unwrap(), vacant(*term));
+    }
+    server.kill();
+    server.start_again();
+    let again = retry_while_unreachable(|| election.with_value("d").try_campaign());
+    let again = again.expect("nobody leads");
+    assert_eq!(again.term(), terms[1], "a term given out again");
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < wait {
+        match watch.next(Duration::from_millis(500)) {
+            Ok(Some(LeaderEvent::Leads(leader))) if leader.value == "d" => {
+                seen.push(format!("leads d term {}", leader.term));
+                break;
+            }
+            Ok(Some(event)) => seen.push(event.to_string()),
+            Ok(None) | Err(_) => {}
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            format!("missed changes after term {}", terms[2]),
+            format!("leads d term {}", terms[1])
+        ]
+    );
+}
+
+fn vacant_none() -> Option<LeaderEvent> {
+    Some(LeaderEvent::Vacant { ended: None })
+}
+
+/// A watch whose caller is away while the leader it last read resigns, the
+/// next leads, and Redis restarts empty (no persistence) before another
+/// leads: the first change the history then holds follows no term (the
+/// lock key was gone), which a fence life would explain only if nobody had
+/// held the election since the watch's last read; it saw a leader then, so
+/// it says it missed changes rather than going on as if nothing had come
+/// between.
+#[test]
+fn a_watch_away_across_a_restart_that_lost_the_data_says_it_missed_changes() {
+    let mut server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("lost-data");
+    let mut watch = election.watch().unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(watch.next(wait).unwrap(), vacant_none());
+    let first = election.with_value("a").campaign().unwrap();
+    let a = leader_of(watch.next(wait).unwrap());
+    assert!(a.remaining_lease.is_some(), "read leading");
+    // The caller away: the leader resigns, another leads, Redis restarts
+    // empty, a third leads.
+    first.unlock().unwrap();
+    let second = election.with_value("b").campaign().unwrap();
+    server.restart();
+    let third = retry_while_unreachable(|| election.with_value("c").try_campaign());
+    let third = third.expect("nobody leads after the restart");
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < wait {
+        match watch.next(Duration::from_millis(500)) {
+            Ok(Some(LeaderEvent::Leads(leader))) if leader.value == "c" => {
+                seen.push(format!("leads c term {}", leader.term));
+                break;
+            }
+            Ok(Some(event)) => seen.push(event.to_string()),
+            Ok(None) | Err(_) => {}
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            format!("missed changes after term {}", a.term),
+            format!("leads c term {}", third.term())
+        ],
+        "b led term {} unreported",
+        second.term()
+    );
+}
+
+/// Changes a watch has learned and not returned yet come out while Redis
+/// is away: its reads wait until they are all returned, rather than
+/// failing each call that found a read due with `Connection`.
+#[test]
+fn a_watch_returns_what_it_learned_while_redis_is_away() {
+    let mut server = RedisServer::start();
+    let client = server.client();
+    let election = client.election("learned");
+    let mut watch = election.watch().unwrap();
+    let step = Duration::from_millis(200);
+    assert_eq!(watch.next(step).unwrap(), vacant_none());
+    // Three leaders in a row while the caller is away, then a vacancy.
+    let terms = leaders_in_a_row(&election, 3);
+    assert_eq!(leader_of(watch.next(step).unwrap()).term, terms[0]);
+    server.kill();
+    let mut rest = Vec::new();
+    for _ in 0..3 {
+        // Past the watch's periodic read (every min(lease, 200 ms)).
+        thread::sleep(step + Duration::from_millis(50));
+        rest.push(match watch.next(step) {
+            Ok(Some(LeaderEvent::Leads(leader))) => format!("leads {}", leader.term),
+            Ok(event) => format!("{event:?}"),
+            Err(err) => err.to_string(),
+        });
+    }
+    let expected = [
+        format!("leads {}", terms[1]),
+        format!("leads {}", terms[2]),
+        format!("{:?}", vacant(terms[2])),
+    ];
+    assert_eq!(rest, expected);
+}
+
+/// A watch that read a leader, then seventeen changes while it could not
+/// read: the leader resigns with nobody waiting (a vacancy), then eight
+/// candidates each lead and resign alone. The history keeps the newest
+/// sixteen, which begin with a leader following the term the watch knew:
+/// a handover would look the same, so the vacancy trimmed away must not
+/// be skipped silently: the watch says it missed changes.
+#[test]
+fn a_watch_that_missed_a_vacancy_trimmed_from_the_history_says_so() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut admin = server.conn();
+    let election = client.election("trimmed");
+    let mut watch = election.watch().unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(watch.next(wait).unwrap(), vacant_none());
+    let first = election.with_value("first").campaign().unwrap();
+    assert_eq!(leader_of(watch.next(wait).unwrap()).term, first.term());
+    kill_subscriptions(&mut admin);
+    let known = first.term();
+    first.unlock().unwrap();
+    let mut terms = Vec::new();
+    for i in 0..8 {
+        let leading = election.with_value(&format!("v{i}")).campaign().unwrap();
+        terms.push(leading.term());
+        leading.unlock().unwrap();
+    }
+    let event = watch.next(wait).unwrap();
+    assert_eq!(
+        event,
+        Some(LeaderEvent::Missed { after: known }),
+        "17 changes after term {known}"
+    );
+    // Then the sixteen the history holds, in order.
+    for term in terms {
+        assert_eq!(leader_of(watch.next(wait).unwrap()).term, term);
+        assert_eq!(watch.next(wait).unwrap(), vacant(term));
+    }
+    assert_eq!(watch.next(Duration::from_millis(100)).unwrap(), None);
 }

@@ -5,13 +5,17 @@
 //! overlap on a name; a multi-lock that times out or is refused leaves no
 //! hold and no queue entry; rwlock reads share and writes exclude inside
 //! sets; a semaphore's permits part excludes what does not fit and holds
-//! nothing when refused; each part's fencing token is there; bad input is
+//! nothing when refused; each part's fencing token is there; a part lost
+//! while the set waits for a later one fails the call; one that fails in
+//! a stall releases its parts within one command timeout, one cancelled
+//! in a stall within the cancel's grace; bad input is
 //! refused before any I/O. (On a 3-master cluster: tests/cluster.rs.)
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Access, Client, ErrorKind};
+use fairlock::__test_support::LockKeys;
+use fairlock::{Access, Client, ErrorKind, LockKind, Wait, WaitCanceller};
 use fairlock_test_support::*;
 
 /// A small xorshift generator: each worker its own seed, no dependency.
@@ -316,6 +320,10 @@ fn a_permits_part_excludes_what_does_not_fit_and_holds_nothing_when_refused() {
     ] {
         let err = set.try_lock().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        assert!(
+            err.to_string().contains("semaphore \"s\""),
+            "names its part: {err}"
+        );
     }
     let after: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
     assert_eq!(before.len(), after.len(), "a refused set wrote something");
@@ -429,6 +437,186 @@ fn a_multi_guard_dropped_in_a_stall_waits_one_command_timeout() {
             wait_until(Duration::from_secs(10), || !mutex.is_locked().unwrap()),
             "{name} stayed held"
         );
+    }
+    eprintln!(
+        "multi_lock: every part free {:.0} ms after the pause",
+        ms(paused.elapsed().saturating_sub(pause))
+    );
+}
+
+/// A part the set took, lost while the set waits for a later one, is not
+/// returned as held: the call fails `LeaseLost`, naming that part, and
+/// gives back the parts it holds. Once force-released (another client
+/// then takes it), and once by its fixed lease running out during the
+/// wait.
+#[test]
+fn a_part_lost_while_the_set_waits_for_a_later_one_fails_the_call() {
+    let server = RedisServer::start();
+    let (client, other, third) = (server.client(), server.client(), server.client());
+    // The two names in the order every client takes them (their keys').
+    let mut names = ["lost-p", "lost-q"];
+    names.sort_by_key(|name| LockKeys::mutex("fairlock", name).unwrap().all[0].clone());
+    let [first, second] = names;
+    for fixed in [None, Some(Duration::from_millis(300))] {
+        let busy = other.fair_mutex(second).lock().unwrap();
+        let set = client.fair_multi_lock(names);
+        let set = fixed.map_or(set.clone(), |lease| set.with_fixed_lease(lease));
+        let started = Instant::now();
+        let waiting = thread::spawn(move || set.try_lock_for(Duration::from_secs(10)));
+        let queued = wait_until(Duration::from_secs(5), || {
+            other.fair_mutex(second).queue_len().unwrap() == 1
+        });
+        assert!(queued, "the set holds {first} and waits for {second}");
+        assert!(client.fair_mutex(first).is_locked().unwrap());
+        let taken = match fixed {
+            // Force-released, and taken by another client; its holder's
+            // client is told by a message within about a millisecond.
+            None => {
+                assert!(third.force_unlock(LockKind::Mutex, first).unwrap());
+                let taken = third.fair_mutex(first).try_lock().unwrap();
+                thread::sleep(Duration::from_millis(100));
+                taken
+            }
+            // Its fixed lease runs out while the set waits.
+            Some(lease) => {
+                let left = (started + lease + Duration::from_millis(200))
+                    .saturating_duration_since(Instant::now());
+                thread::sleep(left);
+                None
+            }
+        };
+        drop(busy);
+        let got = join_within(waiting, Duration::from_secs(5), "the set");
+        let err = match got {
+            Err(err) => err,
+            Ok(got) => {
+                let lost = got.as_ref().map(|guard| guard.is_lease_lost());
+                panic!("fixed lease {fixed:?}: the set returned a guard (lost: {lost:?}) while {first} was lost")
+            }
+        };
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+        assert!(err.to_string().contains(first), "{err}");
+        let status = client.fair_mutex(second).status(1).unwrap();
+        assert!(
+            status.holder().is_none() && status.queue_len == 0,
+            "{second} given back"
+        );
+        assert_eq!(
+            taken.is_some(),
+            third.fair_mutex(first).is_locked().unwrap()
+        );
+        drop(taken);
+        eprintln!("multi-lock: a part lost while waiting (fixed lease {fixed:?}): {err}");
+    }
+}
+
+/// A `lock()` (no deadline) of five mutexes, queued for the last (another
+/// client holds it) when its client's link stalls: once the queued part
+/// gives up (`Connection`, after its patience), the four parts taken are
+/// released within one command timeout all told, as a guard's drop, not
+/// one each; the watchdog gives back what is left once the link is back.
+#[test]
+fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_timeout() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let command_timeout = Duration::from_millis(500);
+    let client = Client::builder(&relay.url())
+        .command_timeout(command_timeout)
+        .connect_timeout(command_timeout)
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let other = server.client();
+    let mut names: Vec<String> = (0..5).map(|i| format!("stall-part-{i}")).collect();
+    names.sort_by_key(|name| LockKeys::mutex("fairlock", name).unwrap().all[0].clone());
+    let last = names[4].clone();
+    let busy = other.fair_mutex(&last).lock().unwrap();
+    let set = client.fair_multi_lock(names.iter().map(String::as_str));
+    let locking = thread::spawn(move || {
+        let got = set.lock();
+        (Instant::now(), got)
+    });
+    let queued = wait_until(Duration::from_secs(5), || {
+        other.fair_mutex(&last).queue_len().unwrap() == 1
+    });
+    assert!(queued, "the set waits for {last}, holding the others");
+    relay.stall();
+    let stalled = Instant::now();
+    let (returned, got) = join_within(locking, Duration::from_secs(30), "the set");
+    let took = returned - stalled;
+    relay.resume();
+    let err = got.unwrap_err();
+    eprintln!(
+        "multi_lock: lock() of 5 in a stall failed {:.0} ms after it began: {err}",
+        ms(took)
+    );
+    assert!(err.is_connection(), "{err:?}");
+    // It says why it gave up: its patience, not a request's last moment.
+    assert!(
+        err.to_string()
+            .contains("gave up after 1.5s with no answer"),
+        "{err}"
+    );
+    // The queued part gives up about 2 s into the stall (its patience,
+    // waiter timeout + connect timeout, from its first failed heartbeat);
+    // then one command timeout and a leave's grace for the four releases.
+    assert!(took < Duration::from_millis(3300), "{took:?}");
+    drop(busy);
+    for name in &names {
+        let mutex = other.fair_mutex(name);
+        let free = wait_until(Duration::from_secs(10), || {
+            !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0
+        });
+        assert!(free, "{name} left held or queued");
+    }
+}
+
+/// A multi-lock of eight mutexes, queued for the last, cancelled while
+/// Redis holds writes back (`CLIENT PAUSE WRITE`, command timeout 1 s):
+/// `None` within a leave's grace or two of the cancel, its leave and the
+/// seven releases sharing the cancel's grace (each had one of its own), as
+/// a timed-out one's share its deadline; all given back once writes resume.
+#[test]
+fn a_multi_lock_cancelled_in_a_stall_returns_within_the_cancels_grace() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = server.stall_client();
+    let other = server.client();
+    let mut names: Vec<String> = (0..8).map(|i| format!("cancel-part-{i}")).collect();
+    names.sort_by_key(|name| LockKeys::mutex("fairlock", name).unwrap().all[0].clone());
+    let last = names[7].clone();
+    let busy = other.fair_mutex(&last).lock().unwrap();
+    let set = client.fair_multi_lock(names.iter().map(String::as_str));
+    let cancel = WaitCanceller::new();
+    let wait = Wait::forever().cancelled_by(&cancel);
+    let locking = thread::spawn(move || {
+        let got = set.lock_with(wait);
+        (Instant::now(), got.map(|guard| guard.is_some()))
+    });
+    let queued = wait_until(Duration::from_secs(5), || {
+        other.fair_mutex(&last).queue_len().unwrap() == 1
+    });
+    assert!(queued, "the set waits for {last}, holding the others");
+    let pause = Duration::from_millis(3000);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    cancel.cancel();
+    let cancelled = Instant::now();
+    let (returned, got) = join_within(locking, Duration::from_secs(10), "the set");
+    let took = returned - cancelled;
+    eprintln!(
+        "multi_lock: 8 parts cancelled in a stall: {got:?} after {:.0} ms",
+        ms(took)
+    );
+    assert!(matches!(got, Ok(false)), "{got:?}");
+    assert!(took < Duration::from_millis(250), "{took:?}");
+    drop(busy);
+    for name in &names {
+        let mutex = other.fair_mutex(name);
+        let free = wait_until(Duration::from_secs(10), || {
+            !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0
+        });
+        assert!(free, "{name} left held or queued");
     }
     eprintln!(
         "multi_lock: every part free {:.0} ms after the pause",

@@ -31,10 +31,13 @@ use crate::protocol::{check_value, owner, Ask};
 /// Made by [`Client::election`](crate::Client::election); cheap to clone,
 /// `Send + Sync`. Unbound by [default](crate::Ownership#which-is-the-default): each campaign is a candidate of its
 /// own, whatever thread makes it, and its leadership may move to any
-/// thread; [`bound`](FairLock::bound) makes campaigns of one thread one
-/// candidate (a second campaign of a leading thread leads at once, with
-/// the same term). The election of a name is apart from the mutex, the
-/// semaphore and the reader-writer lock of that name; what every lock has
+/// thread; [`bound`](FairLock::bound) makes campaigns of one thread with
+/// one [value](FairLock::with_value) one candidate (a second campaign of a
+/// leading thread with its value leads at once, with the same term; with
+/// another value it is another candidate, queued behind the first, so a
+/// [`campaign`](FairLock::campaign) there waits for ever). The election of
+/// a name is apart from the mutex, the semaphore and the reader-writer
+/// lock of that name; what every lock has
 /// ([`status`](FairLock::status), [`force_unlock`](FairLock::force_unlock),
 /// [`with_max_hold`](FairLock::with_max_hold), ...) an election has too.
 ///
@@ -252,6 +255,8 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// hears every message); behind Sentinel, on the master.
     ///
     /// # Errors
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
+    /// name, before any I/O;
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when the
     /// subscription cannot be opened.
     ///

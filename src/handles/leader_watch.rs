@@ -14,7 +14,7 @@ use crate::handles::election::{Election, Leader};
 use crate::handles::participant::Participant;
 use crate::handles::status::Status;
 use crate::machinery::subscriber::watch::Subscription;
-use crate::protocol::{Change, ElectionMessage};
+use crate::protocol::{Change, ElectionMessage, HISTORY_LEN};
 
 /// How long after the leader's lease would run out a watch reads the
 /// election again, to see the vacancy a lease that ran out leaves.
@@ -58,10 +58,16 @@ pub enum LeaderEvent {
     /// The watch could not read every change after term `after`: more
     /// than [`ELECTION_HISTORY_LEN`](crate::ELECTION_HISTORY_LEN) changes
     /// happened while it could not read the election (its connection
-    /// lost, its caller away), or it was away longer than half the fence
-    /// life across a vacancy longer than the fence life. Leaders may have
-    /// come and gone unreported; the events that follow go on from what
-    /// it read.
+    /// lost, its caller away; or exactly that many after the leader of
+    /// `after`, the oldest the history holds being the next leader: a
+    /// handover, or a vacancy between that the history dropped, which the
+    /// watch cannot tell apart), or it was away longer than half the fence
+    /// life across a vacancy longer than the fence life, or Redis lost its
+    /// data since the watch last read a leader, or the election's terms
+    /// went back below `after` (Redis came back with older data: a
+    /// restart from an older snapshot, a failover to a replica that
+    /// lagged). Leaders may have come and gone unreported; the events that
+    /// follow go on from what it read.
     Missed {
         /// The newest term the watch knew of before the gap.
         after: u64,
@@ -152,11 +158,12 @@ pub struct LeaderWatch {
     /// Events learned of and not returned yet, in order.
     pending: BTreeMap<Order, LeaderEvent>,
     /// Read the election before waiting again (first call, a message, a
-    /// subscription opened again).
+    /// subscription opened again, a read Redis did not answer).
     read_now: bool,
     next_read: Instant,
-    /// When the last read that succeeded was sent.
-    last_read: Option<Instant>,
+    /// When the last read that succeeded was sent, and whether it read a
+    /// leader (whose lock key then lives a fence life at least).
+    last_read: Option<(Instant, bool)>,
 }
 
 /// `err` of a watch of `election`, saying so.
@@ -224,14 +231,18 @@ impl LeaderWatch {
                 && deadline.is_some_and(|at| Instant::now() >= at)
         };
         loop {
+            // What it learned comes first, whatever Redis does meanwhile.
             let now = Instant::now();
-            if self.read_now || now >= self.next_read {
+            if self.pending.is_empty() && (self.read_now || now >= self.next_read) {
                 self.read_now = false;
                 self.next_read = now + every;
-                match self.read(deadline) {
-                    // The next call reads first.
-                    Err(err) if given_up(&err) => self.read_now = true,
-                    read => read?,
+                // Unanswered or unreachable (given up too): the next call
+                // reads first.
+                if let Err(err) = self.read(deadline) {
+                    self.read_now = err.is_connection();
+                    if !given_up(&err) {
+                        return Err(err);
+                    }
                 }
             }
             if let Some((_, event)) = self.pending.pop_first() {
@@ -277,10 +288,23 @@ impl LeaderWatch {
             self.next_read = self.next_read.min(sent + left + LEASE_END_MARGIN);
         }
         // Whether the last read was sent less than half a fence life before
-        // this one (half: the server's clock and this one's may run apart).
+        // this one (half: the server's clock and this one's may run apart)
+        // and read no leader: the lock key may have run out since.
         let half_fence_life = self.election.core().config().fence_life / 2;
-        let recent = (self.last_read.replace(sent))
-            .is_some_and(|last| sent.saturating_duration_since(last) < half_fence_life);
+        let recent =
+            (self.last_read.replace((sent, leader.is_some()))).is_some_and(|(last, led)| {
+                !led && sent.saturating_duration_since(last) < half_fence_life
+            });
+        // Terms gone back (Redis came back with older data): a gap, and the
+        // state now as a first read learns it (nothing is pending: `next`).
+        if let Some(known) = self
+            .known
+            .filter(|known| last_term.is_some_and(|term| term < known.0))
+        {
+            self.pending
+                .insert((0, GAP), LeaderEvent::Missed { after: known.0 });
+            self.known = None;
+        }
         if let Some(known) = self.known {
             let changes: Vec<(Order, LeaderEvent)> = history
                 .iter()
@@ -291,18 +315,26 @@ impl LeaderWatch {
             // one right after it: it followed the newest term the watch knew,
             // or it followed none (the election's lock key was gone: nobody
             // was granted it for a fence life) and the watch read the election
-            // less than half a fence life ago (a grant since would have kept
-            // the key). With no change in the history, nothing was granted
-            // since unless a term newer than `known`, or a key gone after a
-            // long absence, says otherwise.
+            // vacant less than half a fence life ago (a grant since would
+            // have kept the key; a key gone that had a leader then was lost
+            // with Redis's data). With no change in the history, nothing was
+            // granted since unless a term newer than `known`, or a key gone
+            // after a long absence or a leader, says otherwise.
             let first = history.iter().find(|c| LeaderEvent::of_change(c).0 > known);
-            let linked = match first {
-                Some(change) => change.after == known.0 || (change.after == 0 && recent),
-                None => match last_term {
-                    Some(term) => term <= known.0,
-                    None => known.0 == 0 || recent,
-                },
-            };
+            // A leader after the one known, oldest in a full history: a
+            // handover, or a vacancy between trimmed away; it cannot tell.
+            let trimmed = known.1 == LEADS
+                && history.len() >= HISTORY_LEN
+                && (history.first().map(|c| LeaderEvent::of_change(c).0))
+                    .is_some_and(|(term, what)| what == LEADS && term > known.0);
+            let linked = !trimmed
+                && match first {
+                    Some(change) => change.after == known.0 || (change.after == 0 && recent),
+                    None => match last_term {
+                        Some(term) => term <= known.0,
+                        None => known.0 == 0 || recent,
+                    },
+                };
             if !linked {
                 let missed = LeaderEvent::Missed { after: known.0 };
                 match changes.first().map(|((term, _), _)| *term).or(last_term) {

@@ -230,8 +230,10 @@ impl<O: Ownership> FairMultiLock<O> {
     /// empty set (or a bad lease),
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
     /// name: both before any I/O.
-    /// Otherwise as [`FairMutex::lock_with`](crate::FairMutex::lock_with);
-    /// the parts taken so far are released first.
+    /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost), naming it,
+    /// for a part lost while the set waited for a later one. Otherwise as
+    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with); the parts
+    /// taken so far are released first.
     ///
     /// ```no_run
     /// use fairlock::Wait;
@@ -258,6 +260,13 @@ impl<O: Ownership> FairMultiLock<O> {
                     return got.map(|_| None);
                 }
             }
+        }
+        // A part lost while the set waited for a later one (its fixed lease
+        // or maximum hold ran out, a force release) is not held: all or none.
+        if let Some(lost) = held.iter().find(|part| part.is_lease_lost()) {
+            let err = lost.hold.lost();
+            release_taken(held, &wait);
+            return Err(err.during(format_args!("acquire of a multi-lock")));
         }
         Ok(Some(MultiGuard { parts: held }))
     }
@@ -359,7 +368,8 @@ impl<O: Ownership> FairMultiLock<O> {
         ordered
             .into_iter()
             .map(|(_, target, ask)| match ask {
-                Ask::Permits { n, of } => Ok((target, permits_ask(n, of)?)),
+                Ask::Permits { n, of } => (permits_ask(n, of).map(|ask| (target, ask)))
+                    .map_err(|err| err.during(format_args!("the semaphore {:?}", target.name()))),
                 ask => Ok((target, ask)),
             })
             .collect()
@@ -367,11 +377,13 @@ impl<O: Ownership> FairMultiLock<O> {
 }
 
 /// Releases the parts a call took before it gave up or failed, the last
-/// taken first, within the wait's end (`CallHold::release_after`);
-/// without one, each within a command timeout, as its guard's drop.
+/// taken first, all within the wait's end (`CallHold::release_after`; a
+/// cancel's: now); without one, all within one command timeout, as a
+/// guard's drop.
 fn release_taken<O: Ownership>(held: Vec<AnyGuard<O>>, wait: &Wait) {
+    let (end, now) = (wait.ends_by(), Instant::now());
     for mut part in held.into_iter().rev() {
-        part.hold.release_after(wait.ends_by(), Instant::now());
+        part.hold.release_after(end, now);
     }
 }
 

@@ -137,8 +137,13 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             }
             Err(err) if err.is_connection() && mode == Mode::Poll => {
                 let first = waiter.unheard_since().map_or(sent, |since| since.min(sent));
-                if !tries_again(&mut outage, first, shared.config().outage_patience()) {
-                    break queued.failed(&waiter, err, leave_by());
+                let patience = shared.config().outage_patience();
+                if !tries_again(&mut outage, first, patience) {
+                    let why = format_args!(
+                        "a queued call gave up after {patience:?} with no answer from redis (its \
+                         patience: waiter_timeout + connect_timeout); its last request"
+                    );
+                    break queued.failed(&waiter, err.during(why), leave_by());
                 }
                 log::debug!("fairlock: waiting through an outage: {err}");
                 shared.retry_in_order(&waiter);
