@@ -365,11 +365,12 @@ fn shown_url(url: &str) -> String {
 }
 
 /// Ends the process with `code`. Whichever thread calls it first wins; a
-/// second caller blocks until the process is gone.
+/// second caller blocks until the process is gone. Stdout is flushed by
+/// `process::exit` only if no other thread holds it: one blocked writing
+/// to a reader that stopped reading would block the exit too.
 pub fn exit_now(code: i32) -> ! {
     static EXITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _only_one = EXITING.lock();
-    let _ = std::io::Write::flush(&mut std::io::stdout());
     std::process::exit(code)
 }
 

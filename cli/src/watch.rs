@@ -351,14 +351,19 @@ fn restore_terminal() {
 }
 
 /// SIGINT and SIGTERM end the watch at once, with exit 0: the main thread
-/// may be blocked in a read of an unreachable Redis.
+/// may be blocked in a read of an unreachable Redis, or in a write to a
+/// reader that stopped reading.
 pub(crate) fn stop_on_signals() -> std::io::Result<()> {
     let mut signals = Signals::new(crate::signals::not_ignored(&[SIGINT, SIGTERM]))?;
     std::thread::Builder::new()
         .name("fairlock-signals".into())
         .spawn(move || {
             if signals.forever().next().is_some() {
-                restore_terminal();
+                // Only a terminal has a cursor to show; elsewhere a write
+                // blocked on a full pipe may hold OUTPUT.
+                if std::io::stdout().is_terminal() {
+                    restore_terminal();
+                }
                 exit_now(0);
             }
         })?;

@@ -335,3 +335,48 @@ fn a_signal_ends_a_watch_with_0_while_redis_does_not_answer() {
         assert!(took < Duration::from_secs(2), "SIG{signal}: {took:?}");
     }
 }
+
+/// SIGTERM ends a watch with 0 also while its output cannot be written: a
+/// reader that stopped reading (a stalled log shipper, a stopped pager)
+/// leaves the pipe full and the watch blocked in its write, holding
+/// stdout. `status --watch` (text and --json) and `elect --watch` alike.
+#[test]
+fn a_signal_ends_a_watch_whose_reader_stopped_reading() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let server = RedisServer::start();
+    for args in [
+        &["status", "stuck", "--watch", "100ms"][..],
+        &["status", "stuck", "--watch", "100ms", "--json"],
+        &["elect", "stuck", "--watch"],
+    ] {
+        // A pipe of one page, filled: the watch's first write blocks.
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let fd = writer.as_raw_fd();
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        unsafe {
+            libc::fcntl(fd, libc::F_SETPIPE_SZ, 4096);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+        while writer.write(&[b'x'; 512]).is_ok() {}
+        unsafe { libc::fcntl(fd, libc::F_SETFL, flags) };
+        let watch = Proc::spawn(fairlock(&server).args(args).stdout(Stdio::from(writer)));
+        let wchan = format!("/proc/{}/wchan", watch.pid());
+        assert!(
+            wait_until(PATIENCE, || read(Path::new(&wchan)).contains("pipe_write")),
+            "{args:?} blocked in its write: {:?}",
+            read(Path::new(&wchan))
+        );
+        watch.signal("TERM");
+        let signalled = Instant::now();
+        let out = watch.finish(Duration::from_secs(5));
+        let took = signalled.elapsed();
+        eprintln!(
+            "{args:?}: SIGTERM in a blocked write: {:?} after {took:?}",
+            out.status
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(took < Duration::from_secs(2), "{args:?}: {took:?}");
+        drop(reader);
+    }
+}
