@@ -1,12 +1,13 @@
 //! `fairlock status NAME --watch [INTERVAL]`: the status read again every
 //! INTERVAL, for an operator chasing a stuck job.
 //!
-//! - On a terminal (stdout is one) the view is redrawn in place every
+//! - On a terminal (stdout is one; not with `--json`) the view is redrawn in place every
 //!   INTERVAL, under a header saying when and what last changed, so the
 //!   leases and liveness can be seen ticking down.
 //! - Elsewhere (a pipe, a log file) a timestamped block is printed only
 //!   when something changed (a holder, the queue, the last token): a log
-//!   of a quiet lock stays short. With `--json`, one object per line.
+//!   of a quiet lock stays short. With `--json`, one object per line
+//!   (a terminal too).
 //! - A failed read says so once (in the frame on a terminal, else one line
 //!   on stderr), retries with a growing delay, and says when it is back.
 //!   Only the very first read failing is an error (69, 77 or 78), as for
@@ -117,7 +118,8 @@ impl Outage {
 /// Watches until a signal, `--count` reads, or stdout closing; exit code 0.
 pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
     let name = watch.name;
-    let on_terminal = std::io::stdout().is_terminal();
+    // --json is JSON wherever it goes, a terminal too.
+    let on_terminal = std::io::stdout().is_terminal() && !watch.json;
     let first = read(client, name, watch.asked, watch.limit)
         .map_err(|err| Failure::redis(err, format!("cannot read the status of {name:?}")))?;
     let mut pending = Some(first);

@@ -307,6 +307,45 @@ fn a_terminal_gets_the_frame_redrawn_in_place() {
     drop(guard);
 }
 
+/// `--json` is JSON on a terminal too (a program reading through a pty:
+/// `ssh -t`, `docker exec -t`, expect), as `status --json` and `elect
+/// --watch --json` are: one object per change, no frame, no escape.
+#[test]
+fn json_on_a_terminal_is_json_not_a_frame() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
+        return;
+    }
+    let server = RedisServer::start();
+    let guard = server.client().fair_mutex("shown").lock().unwrap();
+    let inner = format!(
+        "'{BIN}' --url '{}' status shown --watch 100ms --count 3 --json",
+        server.url()
+    );
+    let out = output(
+        Command::new("script")
+            .args(["-qfec", &inner, "/dev/null"])
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    let shown = stdout(&out);
+    assert_eq!(code(&out), 0, "{shown:?}");
+    let objects: Vec<serde_json::Value> = (shown.lines())
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("JSON: {shown:?}")))
+        .collect();
+    assert_eq!(
+        objects.len(),
+        1,
+        "one read printed, nothing changed: {shown:?}"
+    );
+    let holder = &objects[0]["mutex"]["holders"][0];
+    assert_eq!(holder["fencing_token"], guard.fencing_token(), "{shown:?}");
+    assert!(objects[0]["time_ms"].is_u64(), "{shown:?}");
+}
+
 /// SIGINT or SIGTERM ends a watch with exit 0 from its start: also while
 /// it connects to a server that does not answer (stopped by SIGSTOP: the
 /// handshake waits out the 5 s command timeout), as `elect --watch` does.
