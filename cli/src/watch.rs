@@ -115,7 +115,8 @@ impl Outage {
     }
 }
 
-/// Watches until a signal, `--count` reads, or stdout closing; exit code 0.
+/// Watches until a signal, `--count` reads, or stdout's reader going away
+/// (seen at once: [`stop_on_signals`]); exit code 0.
 pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
     let name = watch.name;
     // --json is JSON wherever it goes, a terminal too.
@@ -354,8 +355,28 @@ fn restore_terminal() {
 
 /// SIGINT and SIGTERM end the watch at once, with exit 0: the main thread
 /// may be blocked in a read of an unreachable Redis, or in a write to a
-/// reader that stopped reading.
+/// reader that stopped reading. So does stdout's reader going away (`|
+/// head -1`), though a quiet lock gives the watch nothing to write.
 pub(crate) fn stop_on_signals() -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("fairlock-reader".into())
+        .spawn(|| {
+            // Only an error or a hang-up is asked for: what poll says of a
+            // pipe whose reader closed it (a file or /dev/null: never).
+            let mut out = libc::pollfd {
+                fd: libc::STDOUT_FILENO,
+                events: 0,
+                revents: 0,
+            };
+            // SAFETY: one pollfd, owned here.
+            while unsafe { libc::poll(&mut out, 1, -1) } < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+            }
+            if out.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+                exit_now(0);
+            }
+        })?;
     let mut signals = Signals::new(crate::signals::not_ignored(&[SIGINT, SIGTERM]))?;
     std::thread::Builder::new()
         .name("fairlock-signals".into())

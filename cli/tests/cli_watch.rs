@@ -419,3 +419,35 @@ fn a_signal_ends_a_watch_whose_reader_stopped_reading() {
         drop(reader);
     }
 }
+
+/// A reader that went away (`| head -1`) ends a watch with 0 at once,
+/// though a quiet lock gives it nothing more to write (it ran on, the
+/// pipeline with it, until the next change): `status --watch` and `elect
+/// --watch` alike.
+#[test]
+fn a_watch_ends_when_its_reader_goes_away_though_nothing_changes() {
+    use std::io::BufRead;
+    let server = RedisServer::start();
+    for args in [
+        &["status", "quiet", "--watch", "100ms", "--json"][..],
+        &["elect", "quiet", "--watch"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        let mut watch = Proc::spawn(fairlock(&server).args(args).stdout(Stdio::from(writer)));
+        let mut first = String::new();
+        std::io::BufReader::new(reader)
+            .read_line(&mut first)
+            .unwrap();
+        // The reader is gone with the BufReader: as `head -1` exits.
+        let gone = Instant::now();
+        assert!(!watch.has_exited(), "{args:?}: a watch runs on: {first}");
+        let out = watch.finish(Duration::from_secs(5));
+        let took = gone.elapsed();
+        eprintln!(
+            "{args:?}: reader gone after {first:?}: {:?} after {took:?}",
+            out.status
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(took < Duration::from_secs(2), "{args:?}: {took:?}");
+    }
+}
