@@ -159,6 +159,68 @@ fn json_watch_prints_one_object_per_line_per_change() {
     }
 }
 
+/// Beyond `--limit`, the holders listed are those whose lease ends first,
+/// which renewals change: a log of a quiet semaphore watched with `--limit
+/// 1` gets no block when another holder comes to be listed (it got one
+/// each time, saying falsely that a holder came and another went), and a
+/// holder that goes is said by the number held.
+#[test]
+fn holders_beyond_the_limit_renewing_are_no_change() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("watch-limit");
+    let out = scratch.path("out");
+    let client = |lease| {
+        let builder = fairlock::Client::builder(&server.url());
+        builder.lease(lease).build().unwrap()
+    };
+    let semaphore = |client: &fairlock::Client| client.fair_semaphore("pool", 2);
+    // A renewed lease of 2 s is listed first, until the fixed 5 s one
+    // runs down below it.
+    let renewed = client(Duration::from_secs(2));
+    let fixed = client(Duration::from_secs(30));
+    let a = semaphore(&renewed).acquire().unwrap();
+    let b = (semaphore(&fixed).with_fixed_lease(Duration::from_secs(5)))
+        .acquire()
+        .unwrap();
+    let listed = || {
+        fixed
+            .status(fairlock::LockKind::Semaphore, "pool", 1)
+            .unwrap()
+            .holders[0]
+            .who
+            .client_id()
+            .to_owned()
+    };
+    assert_eq!(listed(), renewed.id());
+    let args = ["100ms", "--semaphore", "--limit", "1"];
+    let watch = watcher(&server, &scratch, "pool", &args);
+    assert!(
+        await_blocks(&out, 1)[0].contains("2 held"),
+        "{:?}",
+        read(&out)
+    );
+    assert!(
+        wait_until(PATIENCE, || listed() == fixed.id()),
+        "listed in turn"
+    );
+    let mut conn = server.conn();
+    let before = script_calls(&mut conn);
+    assert!(wait_until(PATIENCE, || script_calls(&mut conn) >= before + 3));
+    assert_eq!(
+        blocks(&out).len(),
+        1,
+        "no change, no block: {:?}",
+        read(&out)
+    );
+    drop(b);
+    let gone = await_blocks(&out, 2);
+    assert!(gone[1].contains("changed: semaphore: 1 held"), "{gone:?}");
+    assert!(!gone[1].contains("new holder"), "{gone:?}");
+    watch.signal("TERM");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+    drop(a);
+}
+
 /// `--count N` counts reads, printed or not: a quiet lock watched into a
 /// pipe ends after N reads, N-1 intervals (it counted printed changes,
 /// so with nothing changing it never ended).
