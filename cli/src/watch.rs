@@ -222,7 +222,7 @@ pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
     Ok(0)
 }
 
-fn failed_reads(n: u32) -> String {
+pub(crate) fn failed_reads(n: u32) -> String {
     match n {
         1 => "1 failed read".to_owned(),
         n => format!("{n} failed reads"),

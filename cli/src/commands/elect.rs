@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::anyhow;
 use clap::Args;
@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::lock_name;
 use super::run::{self, OnRevoke, RunArgs};
-use crate::duration;
+use crate::duration::{self, human};
 use crate::kinds::{Lease, Lock};
 use crate::{exit, identity, watch, Connection, Failure, EXIT_CODES};
 
@@ -171,8 +171,8 @@ pub fn exec(connection: &Connection, args: ElectArgs, verbose: bool) -> Result<i
 
 /// Prints every change of the election's leader until a signal (exit 0)
 /// or stdout closing (exit 0). Only a failure before the first line is an
-/// error (69, 77 or 78, by its kind); later ones are said on stderr and
-/// tried again.
+/// error (69, 77 or 78, by its kind); later ones are tried again, the
+/// first said on stderr, and so is Redis answering again.
 fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32, Failure> {
     watch::stop_on_signals().map_err(|err| {
         Failure::new(
@@ -187,15 +187,37 @@ fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32,
         .watch()
         .map_err(|err| Failure::redis(err, doing()))?;
     let mut printed = false;
+    // Since when and how many times the watch failed: said once, and its end.
+    let mut outage: Option<(Instant, u32)> = None;
     loop {
-        let event = match watch.next(WATCH_WAIT) {
-            Ok(Some(event)) => event,
-            Ok(None) => continue,
+        // While failing, a short wait: an answer again ends the outage.
+        let wait = if outage.is_some() {
+            WATCH_RETRY
+        } else {
+            WATCH_WAIT
+        };
+        let event = match watch.next(wait) {
             Err(err) if !printed => return Err(Failure::redis(err, doing())),
             Err(err) => {
-                eprintln!("fairlock: warning: {}: {err}; trying again", doing());
+                let (_, failures) = outage.get_or_insert_with(|| {
+                    eprintln!("fairlock: warning: {}: {err}; trying again", doing());
+                    (Instant::now(), 0)
+                });
+                *failures += 1;
                 std::thread::sleep(WATCH_RETRY);
                 continue;
+            }
+            Ok(event) => {
+                if let Some((since, failures)) = outage.take() {
+                    let (after, failed) = (human(since.elapsed()), watch::failed_reads(failures));
+                    eprintln!(
+                        "fairlock: {name:?}: Redis answers again, after {after} and {failed}"
+                    );
+                }
+                match event {
+                    Some(event) => event,
+                    None => continue,
+                }
             }
         };
         let now = SystemTime::now();
