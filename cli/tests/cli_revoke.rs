@@ -192,3 +192,31 @@ fn elect_passes_a_revocation_of_the_leadership_to_its_command() {
         stdout(&status)
     );
 }
+
+/// More holders than the 100 named (a semaphore of many permits): `revoke`
+/// and `unlock --force` say how many more they asked or freed. `revoke`
+/// called them holders "that came after the last read", which they were
+/// not; `unlock` said nothing of them.
+#[test]
+fn holders_beyond_those_named_are_counted_as_more() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let semaphore = client.fair_semaphore("many", 200);
+    let guards: Vec<_> = (0..103).map(|_| semaphore.acquire().unwrap()).collect();
+    for args in [
+        &["revoke", "many", "--semaphore"][..],
+        &["unlock", "many", "--force", "--semaphore"],
+    ] {
+        let out = output(fairlock(&server).args(args), PATIENCE);
+        let said = stdout(&out);
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        eprintln!("{args:?}: ...{}", &said[said.len().saturating_sub(120)..]);
+        assert_eq!(said.matches(" (token ").count(), 100, "{args:?}: {said}");
+        assert!(!said.contains("came after"), "{args:?}: {said}");
+        assert!(
+            said.trim_end().ends_with(", and 3 more"),
+            "{args:?}: {said}"
+        );
+    }
+    drop(guards);
+}

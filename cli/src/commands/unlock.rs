@@ -110,11 +110,14 @@ fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> fairlock::R
         println!("fairlock: {lock} was not held; nothing to do{besides}");
         return Ok(0);
     }
-    let holders: Vec<String> = before
+    let mut holders: Vec<String> = before
         .holders
         .iter()
         .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
         .collect();
+    if (1..before.holder_count).contains(&holders.len()) {
+        holders.push(format!("and {} more", before.holder_count - holders.len()));
+    }
     println!(
         "fairlock: unlocked {lock}; it was held by {}",
         if holders.is_empty() {
