@@ -14,8 +14,8 @@
 //!   `status`: a watch that never saw the lock is most likely a wrong URL.
 //! - `--count N` ends it after N reads (one every INTERVAL), whatever they
 //!   printed: a quiet lock's watch into a pipe ends too.
-//! - SIGINT or SIGTERM ends it with exit 0 at once, even in the middle of
-//!   a read, the cursor shown again.
+//! - SIGINT or SIGTERM (or SIGHUP, SIGQUIT) ends it with exit 0 at once,
+//!   even in the middle of a read, the cursor shown again.
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fairlock::{Client, LockKind};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::changes::Shape;
@@ -353,7 +353,8 @@ fn restore_terminal() {
     }
 }
 
-/// SIGINT and SIGTERM end the watch at once, with exit 0: the main thread
+/// SIGINT and SIGTERM (SIGHUP and SIGQUIT too, as `run` takes them) end
+/// the watch at once, with exit 0, the cursor shown again: the main thread
 /// may be blocked in a read of an unreachable Redis, or in a write to a
 /// reader that stopped reading. So does stdout's reader going away (`|
 /// head -1`), though a quiet lock gives the watch nothing to write.
@@ -377,7 +378,8 @@ pub(crate) fn stop_on_signals() -> std::io::Result<()> {
                 exit_now(0);
             }
         })?;
-    let mut signals = Signals::new(crate::signals::not_ignored(&[SIGINT, SIGTERM]))?;
+    let ends = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+    let mut signals = Signals::new(crate::signals::not_ignored(&ends))?;
     std::thread::Builder::new()
         .name("fairlock-signals".into())
         .spawn(move || {

@@ -513,3 +513,66 @@ fn a_watch_ends_when_its_reader_goes_away_though_nothing_changes() {
         assert!(took < Duration::from_secs(2), "{args:?}: {took:?}");
     }
 }
+
+/// SIGQUIT (Ctrl-\ at the terminal) and SIGHUP end a watch as SIGINT and
+/// SIGTERM do, exit 0, the cursor shown again: they killed it (131, 129;
+/// a core dump where enabled), leaving the terminal's cursor hidden.
+/// `status --watch` on a terminal, and `elect --watch`.
+#[test]
+fn sigquit_and_sighup_end_a_watch_with_0_and_the_cursor_shown() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
+        return;
+    }
+    let server = RedisServer::start();
+    let scratch = Scratch::new("watch-quit");
+    let mut conn = server.conn();
+    for signal in ["QUIT", "HUP"] {
+        let pid_file = scratch.path(&format!("pid-{signal}"));
+        let inner = format!(
+            "echo $$ > '{}'; exec '{BIN}' --url '{}' status shown --watch 100ms",
+            pid_file.display(),
+            server.url()
+        );
+        let before = script_calls(&mut conn);
+        let watch = Proc::spawn(
+            Command::new("script")
+                .args(["-qfec", &format!("sh -c \"{inner}\""), "/dev/null"])
+                .env_remove("REDIS_URL")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
+        // Reading: its signal handling is set up (before it connects).
+        assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before));
+        let pid = cli_support::read_pid(&pid_file).expect("the watch's pid");
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status();
+        assert!(sent.unwrap().success());
+        let out = watch.finish(PATIENCE);
+        let shown = stdout(&out);
+        eprintln!(
+            "SIG{signal}: {:?}, ends {:?}",
+            out.status,
+            &shown[shown.len().saturating_sub(20)..]
+        );
+        assert_eq!(code(&out), 0, "SIG{signal}: {shown:?}");
+        assert!(
+            shown.trim_end().ends_with("\x1b[?25h"),
+            "SIG{signal}: cursor shown: {shown:?}"
+        );
+
+        let watch = Proc::spawn(fairlock(&server).args(["elect", "quit", "--watch"]));
+        let before = script_calls(&mut conn);
+        assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before));
+        watch.signal(signal);
+        let out = watch.finish(PATIENCE);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "elect --watch, SIG{signal}: {:?}",
+            out.status
+        );
+    }
+}

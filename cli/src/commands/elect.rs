@@ -38,7 +38,7 @@ const WATCH_RETRY: Duration = Duration::from_secs(1);
 ///
 /// With --watch, prints each new leader and each vacancy as one line
 /// (the first: who leads now), every change in order, until SIGINT or
-/// SIGTERM (exit 0).
+/// SIGTERM (SIGHUP, SIGQUIT) (exit 0).
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct ElectArgs {

@@ -63,7 +63,7 @@ pub struct StatusArgs {
     /// a terminal the view is redrawn in place, with what changed; else a
     /// timestamped block is printed each time the holders or the queue
     /// change (with --json, one JSON object per line, on a terminal too).
-    /// SIGINT or SIGTERM stops it (exit 0).
+    /// SIGINT or SIGTERM (SIGHUP, SIGQUIT) stops it (exit 0).
     #[arg(
         long,
         value_name = "INTERVAL",
