@@ -497,12 +497,11 @@ fn a_watch_ends_when_its_reader_goes_away_though_nothing_changes() {
         let (reader, writer) = std::io::pipe().unwrap();
         let mut watch = Proc::spawn(fairlock(&server).args(args).stdout(Stdio::from(writer)));
         let mut first = String::new();
-        std::io::BufReader::new(reader)
-            .read_line(&mut first)
-            .unwrap();
-        // The reader is gone with the BufReader: as `head -1` exits.
-        let gone = Instant::now();
+        let mut reader = std::io::BufReader::new(reader);
+        reader.read_line(&mut first).unwrap();
         assert!(!watch.has_exited(), "{args:?}: a watch runs on: {first}");
+        drop(reader); // as `head -1` exits
+        let gone = Instant::now();
         let out = watch.finish(Duration::from_secs(5));
         let took = gone.elapsed();
         eprintln!(
@@ -543,8 +542,9 @@ fn sigquit_and_sighup_end_a_watch_with_0_and_the_cursor_shown() {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped()),
         );
-        // Reading: its signal handling is set up (before it connects).
-        assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before));
+        // Its second read begun (four status scripts a read): the first
+        // frame is shown, the cursor hidden.
+        assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before + 4));
         let pid = cli_support::read_pid(&pid_file).expect("the watch's pid");
         let sent = Command::new("kill")
             .args([&format!("-{signal}"), &pid])
