@@ -704,6 +704,31 @@ mod tests {
         );
     }
 
+    /// `elect --watch` campaigns for nothing: every flag of a campaign is
+    /// a usage error with it, `-q` and `-E` too (they were taken and
+    /// ignored, as if they meant something there).
+    #[test]
+    fn elect_watch_refuses_every_flag_of_a_campaign() {
+        for flag in [
+            &["-q"][..],
+            &["-E", "3"],
+            &["--value", "v"],
+            &["-n"],
+            &["--wait", "1s"],
+            &["--lease", "1s"],
+            &["--kill-on-loss"],
+            &["--on-revoke", "INT"],
+        ] {
+            let args = ["fairlock", "elect", "n", "--watch"];
+            let err = Cli::try_parse_from(args.iter().chain(flag)).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{flag:?}"
+            );
+        }
+    }
+
     #[test]
     fn passwords_are_redacted() {
         assert_eq!(

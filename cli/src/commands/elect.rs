@@ -87,7 +87,7 @@ pub struct ElectArgs {
     pub max_hold: Option<Duration>,
 
     /// Exit code when --wait or -n runs out.
-    #[arg(short = 'E', long, value_name = "CODE", default_value_t = exit::TIMED_OUT)]
+    #[arg(short = 'E', long, value_name = "CODE", default_value_t = exit::TIMED_OUT, conflicts_with = "watch")]
     pub conflict_exit_code: u8,
 
     /// Stop COMMAND (SIGTERM, then SIGKILL 5 s later) as soon as the
@@ -102,7 +102,7 @@ pub struct ElectArgs {
     pub on_revoke: OnRevoke,
 
     /// No live waiting line and no notice when --wait runs out.
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "watch")]
     pub quiet: bool,
 
     /// The command to run while leading, and its arguments (after `--`).
