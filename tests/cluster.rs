@@ -1289,3 +1289,44 @@ fn a_wait_keeps_its_deadline_while_its_slot_is_being_moved() {
     assert!(unlocked.is_err_and(|e| e.is_connection()));
     assert!(took < timeout + Duration::from_millis(200), "{took:?}");
 }
+
+/// A password the cluster refuses is `Auth` at the start, as on one server
+/// (tests/first_contact.rs), and as `fairlock` exits 77 for it: the cluster
+/// client names each node's refusal only in its text, "failed to connect
+/// to each cluster node", which read as an outage (`Connection`: retried,
+/// and exit 69, "redis is unreachable"). A refused port stays
+/// `Connection`.
+#[test]
+fn a_wrong_password_on_a_cluster_is_an_auth_error_not_an_outage() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let wrong = cluster.url().replacen("://", "://:wrong@", 1);
+    let started = Instant::now();
+    let err = Client::builder(&wrong)
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_err();
+    let took = started.elapsed();
+    eprintln!("wrong password: {:?} after {took:?}: {err}", err.kind());
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(!err.is_connection() && !err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("credentials"), "{err}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    // None given where every node asks for one (NOAUTH); the right one.
+    for port in cluster.ports() {
+        let set: () = redis::cmd("CONFIG")
+            .arg(&["SET", "requirepass", "s3cret"][..])
+            .query(&mut cluster.conn(port))
+            .unwrap();
+        set
+    }
+    let err = Client::open(&cluster.url()).unwrap_err();
+    eprintln!("no password: {:?}: {err}", err.kind());
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(err.to_string().contains("NOAUTH"), "{err}");
+    Client::open(&cluster.url().replacen("://", "://:s3cret@", 1)).unwrap();
+    let refused = RefusedPort::new();
+    let url = format!("redis+cluster://127.0.0.1:{}", refused.port());
+    let err = Client::open(&url).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+}

@@ -23,7 +23,8 @@ struct Section {
     /// the free mutex, or because it was asked for).
     in_use: bool,
     /// Sorted by token: a semaphore's and an rwlock's holders are listed
-    /// by lease end, an order every renewal may change.
+    /// by lease end, an order every renewal may change. None when not
+    /// all are listed (`--limit`): which are, renewals change too.
     holders: Vec<Hold>,
     holder_count: usize,
     /// In queue order, which is the order they will be served in.
@@ -102,6 +103,9 @@ impl Section {
             })
             .collect();
         holders.sort_by_key(|h| h.token);
+        if holders.len() < status.holder_count {
+            holders.clear();
+        }
         Section {
             kind: status.kind,
             in_use: in_use(status),
@@ -146,15 +150,17 @@ impl Section {
     fn changes_since(&self, then: &Section, said: &mut Vec<String>) {
         let label = self.label();
         let same = |a: &Hold, b: &Hold| a.who == b.who && a.token == b.token;
-        let new: Vec<&Hold> = self
-            .holders
-            .iter()
-            .filter(|h| !then.holders.iter().any(|t| same(h, t)))
+        // Beyond --limit only the number held says who came or went.
+        let listed = |s: &Section| s.holders.len() == s.holder_count;
+        let unlisted = !(listed(self) && listed(then));
+        if unlisted && self.holder_count != then.holder_count {
+            said.push(format!("{label}{} held", self.holder_count));
+        }
+        let new: Vec<&Hold> = (self.holders.iter())
+            .filter(|h| !unlisted && !then.holders.iter().any(|t| same(h, t)))
             .collect();
-        let gone: Vec<&Hold> = then
-            .holders
-            .iter()
-            .filter(|t| !self.holders.iter().any(|h| same(h, t)))
+        let gone: Vec<&Hold> = (then.holders.iter())
+            .filter(|t| !unlisted && !self.holders.iter().any(|h| same(h, t)))
             .collect();
         match new.as_slice() {
             [] => {}

@@ -365,11 +365,12 @@ fn shown_url(url: &str) -> String {
 }
 
 /// Ends the process with `code`. Whichever thread calls it first wins; a
-/// second caller blocks until the process is gone.
+/// second caller blocks until the process is gone. Stdout is flushed by
+/// `process::exit` only if no other thread holds it: one blocked writing
+/// to a reader that stopped reading would block the exit too.
 pub fn exit_now(code: i32) -> ! {
     static EXITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _only_one = EXITING.lock();
-    let _ = std::io::Write::flush(&mut std::io::stdout());
     std::process::exit(code)
 }
 
@@ -701,6 +702,31 @@ mod tests {
             cli.unwrap().connect_timeout,
             Some(Duration::from_millis(250))
         );
+    }
+
+    /// `elect --watch` campaigns for nothing: every flag of a campaign is
+    /// a usage error with it, `-q` and `-E` too (they were taken and
+    /// ignored, as if they meant something there).
+    #[test]
+    fn elect_watch_refuses_every_flag_of_a_campaign() {
+        for flag in [
+            &["-q"][..],
+            &["-E", "3"],
+            &["--value", "v"],
+            &["-n"],
+            &["--wait", "1s"],
+            &["--lease", "1s"],
+            &["--kill-on-loss"],
+            &["--on-revoke", "INT"],
+        ] {
+            let args = ["fairlock", "elect", "n", "--watch"];
+            let err = Cli::try_parse_from(args.iter().chain(flag)).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{flag:?}"
+            );
+        }
     }
 
     #[test]

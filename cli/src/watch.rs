@@ -1,20 +1,21 @@
 //! `fairlock status NAME --watch [INTERVAL]`: the status read again every
 //! INTERVAL, for an operator chasing a stuck job.
 //!
-//! - On a terminal (stdout is one) the view is redrawn in place every
+//! - On a terminal (stdout is one; not with `--json`) the view is redrawn in place every
 //!   INTERVAL, under a header saying when and what last changed, so the
 //!   leases and liveness can be seen ticking down.
 //! - Elsewhere (a pipe, a log file) a timestamped block is printed only
 //!   when something changed (a holder, the queue, the last token): a log
-//!   of a quiet lock stays short. With `--json`, one object per line.
+//!   of a quiet lock stays short. With `--json`, one object per line
+//!   (a terminal too).
 //! - A failed read says so once (in the frame on a terminal, else one line
 //!   on stderr), retries with a growing delay, and says when it is back.
 //!   Only the very first read failing is an error (69, 77 or 78), as for
 //!   `status`: a watch that never saw the lock is most likely a wrong URL.
 //! - `--count N` ends it after N reads (one every INTERVAL), whatever they
 //!   printed: a quiet lock's watch into a pipe ends too.
-//! - SIGINT or SIGTERM ends it with exit 0 at once, even in the middle of
-//!   a read, the cursor shown again.
+//! - SIGINT or SIGTERM (or SIGHUP, SIGQUIT) ends it with exit 0 at once,
+//!   even in the middle of a read, the cursor shown again.
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
@@ -22,7 +23,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fairlock::{Client, LockKind};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::changes::Shape;
@@ -114,10 +115,12 @@ impl Outage {
     }
 }
 
-/// Watches until a signal, `--count` reads, or stdout closing; exit code 0.
+/// Watches until a signal, `--count` reads, or stdout's reader going away
+/// (seen at once: [`stop_on_signals`]); exit code 0.
 pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
     let name = watch.name;
-    let on_terminal = std::io::stdout().is_terminal();
+    // --json is JSON wherever it goes, a terminal too.
+    let on_terminal = std::io::stdout().is_terminal() && !watch.json;
     let first = read(client, name, watch.asked, watch.limit)
         .map_err(|err| Failure::redis(err, format!("cannot read the status of {name:?}")))?;
     let mut pending = Some(first);
@@ -219,7 +222,7 @@ pub fn exec(client: &Client, watch: &Watch<'_>) -> Result<i32, Failure> {
     Ok(0)
 }
 
-fn failed_reads(n: u32) -> String {
+pub(crate) fn failed_reads(n: u32) -> String {
     match n {
         1 => "1 failed read".to_owned(),
         n => format!("{n} failed reads"),
@@ -350,15 +353,42 @@ fn restore_terminal() {
     }
 }
 
-/// SIGINT and SIGTERM end the watch at once, with exit 0: the main thread
-/// may be blocked in a read of an unreachable Redis.
+/// SIGINT and SIGTERM (SIGHUP and SIGQUIT too, as `run` takes them) end
+/// the watch at once, with exit 0, the cursor shown again: the main thread
+/// may be blocked in a read of an unreachable Redis, or in a write to a
+/// reader that stopped reading. So does stdout's reader going away (`|
+/// head -1`), though a quiet lock gives the watch nothing to write.
 pub(crate) fn stop_on_signals() -> std::io::Result<()> {
-    let mut signals = Signals::new(crate::signals::not_ignored(&[SIGINT, SIGTERM]))?;
+    std::thread::Builder::new()
+        .name("fairlock-reader".into())
+        .spawn(|| {
+            // Only an error or a hang-up is asked for: what poll says of a
+            // pipe whose reader closed it (a file or /dev/null: never).
+            let mut out = libc::pollfd {
+                fd: libc::STDOUT_FILENO,
+                events: 0,
+                revents: 0,
+            };
+            // SAFETY: one pollfd, owned here.
+            while unsafe { libc::poll(&mut out, 1, -1) } < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+            }
+            if out.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+                exit_now(0);
+            }
+        })?;
+    let ends = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+    let mut signals = Signals::new(crate::signals::not_ignored(&ends))?;
     std::thread::Builder::new()
         .name("fairlock-signals".into())
         .spawn(move || {
             if signals.forever().next().is_some() {
-                restore_terminal();
+                // Only a terminal has a cursor to show; elsewhere a write
+                // blocked on a full pipe may hold OUTPUT.
+                if std::io::stdout().is_terminal() {
+                    restore_terminal();
+                }
                 exit_now(0);
             }
         })?;

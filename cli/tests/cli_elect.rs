@@ -344,3 +344,35 @@ fn a_killed_leaders_command_gets_sigterm_once() {
         "SIGTERMs per round: {counts:?}"
     );
 }
+
+/// A Redis outage after the first line is said once on stderr, and so is
+/// its end, as `status --watch` says them (cli_watch.rs): `elect --watch`
+/// said a warning per failed attempt, about one a second, and never that
+/// Redis answered again.
+#[test]
+fn a_watchs_outage_is_said_once_and_so_is_its_end() {
+    let mut server = RedisServer::start();
+    let scratch = Scratch::new("elect-outage");
+    let (out, err) = (scratch.path("out"), scratch.path("err"));
+    let watch = Proc::spawn(
+        fairlock(&server)
+            .args(["elect", "outage", "--watch"])
+            .stdout(Stdio::from(File::create(&out).unwrap()))
+            .stderr(Stdio::from(File::create(&err).unwrap())),
+    );
+    lines(&out, 1);
+    server.kill();
+    let said = || std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(wait_until(PATIENCE, || !said().is_empty()), "said");
+    // Several attempts fail meanwhile.
+    std::thread::sleep(Duration::from_secs(4));
+    server.start_again();
+    let back = wait_until(PATIENCE, || said().contains("answers again"));
+    let said = said();
+    eprintln!("{said}");
+    assert!(back, "its end is said: {said}");
+    assert_eq!(said.lines().count(), 2, "{said}");
+    assert!(said.lines().all(|l| l.starts_with("fairlock: ")), "{said}");
+    watch.signal("TERM");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+}

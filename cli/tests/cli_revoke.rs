@@ -192,3 +192,85 @@ fn elect_passes_a_revocation_of_the_leadership_to_its_command() {
         stdout(&status)
     );
 }
+
+/// More holders than the 100 named (a semaphore of many permits): `revoke`
+/// and `unlock --force` say how many more they asked or freed. `revoke`
+/// called them holders "that came after the last read", which they were
+/// not; `unlock` said nothing of them.
+#[test]
+fn holders_beyond_those_named_are_counted_as_more() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let semaphore = client.fair_semaphore("many", 200);
+    let guards: Vec<_> = (0..103).map(|_| semaphore.acquire().unwrap()).collect();
+    for args in [
+        &["revoke", "many", "--semaphore"][..],
+        &["unlock", "many", "--force", "--semaphore"],
+    ] {
+        let out = output(fairlock(&server).args(args), PATIENCE);
+        let said = stdout(&out);
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        eprintln!("{args:?}: ...{}", &said[said.len().saturating_sub(120)..]);
+        assert_eq!(said.matches(" (token ").count(), 100, "{args:?}: {said}");
+        assert!(!said.contains("came after"), "{args:?}: {said}");
+        assert!(
+            said.trim_end().ends_with(", and 3 more"),
+            "{args:?}: {said}"
+        );
+    }
+    drop(guards);
+}
+
+/// An `unlock --force` whose reply never came (Redis held the write back
+/// past the command timeout, then ran it) may have freed the lock: its
+/// error says so and to look before trying again, since a repeat frees
+/// whoever holds it next. It said only "timed out" (exit 69, "try again
+/// later"), though the lock was freed.
+#[test]
+fn an_unlock_whose_reply_never_came_says_it_may_have_freed_the_lock() {
+    use fairlock_test_support::relay::Relay;
+    use std::time::{Duration, Instant};
+    let server = RedisServer::start();
+    let holder = server.client();
+    let guard = holder.fair_mutex("stuck").lock().unwrap();
+    let relay = Relay::recording(server.port());
+    relay.set_delay(Duration::from_millis(500));
+    let unlock = Proc::spawn(
+        std::process::Command::new(cli_support::BIN)
+            .env_remove("REDIS_URL")
+            .args(["--url", &relay.url(), "unlock", "stuck", "--force"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
+    // Its status read, then the force release read by the relay, which
+    // hands it to Redis 500 ms later: writes are held back by then.
+    let scripts = || {
+        relay
+            .sent()
+            .iter()
+            .filter(|c| ["FCALL", "EVALSHA"].contains(&c.as_str()))
+            .count()
+    };
+    let forcing = || scripts() >= 2;
+    assert!(wait_until(PATIENCE, forcing), "{:?}", relay.sent());
+    let paused = Instant::now();
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "8000", "WRITE"][..])
+        .query(&mut server.conn())
+        .unwrap();
+    let out = unlock.finish(PATIENCE);
+    let err = stderr(&out);
+    eprintln!("after {:?}: {:?} {err}", paused.elapsed(), out.status);
+    assert_eq!(code(&out), 69, "{err}");
+    assert!(
+        wait_until(PATIENCE, || holder
+            .status(fairlock::LockKind::Mutex, "stuck", 1)
+            .unwrap()
+            .holder_count
+            == 0),
+        "freed all the same"
+    );
+    assert!(err.contains("may have"), "{err}");
+    assert!(err.contains("see `fairlock status \"stuck\"`"), "{err}");
+    drop(guard);
+}

@@ -159,6 +159,68 @@ fn json_watch_prints_one_object_per_line_per_change() {
     }
 }
 
+/// Beyond `--limit`, the holders listed are those whose lease ends first,
+/// which renewals change: a log of a quiet semaphore watched with `--limit
+/// 1` gets no block when another holder comes to be listed (it got one
+/// each time, saying falsely that a holder came and another went), and a
+/// holder that goes is said by the number held.
+#[test]
+fn holders_beyond_the_limit_renewing_are_no_change() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("watch-limit");
+    let out = scratch.path("out");
+    let client = |lease| {
+        let builder = fairlock::Client::builder(&server.url());
+        builder.lease(lease).build().unwrap()
+    };
+    let semaphore = |client: &fairlock::Client| client.fair_semaphore("pool", 2);
+    // A renewed lease of 2 s is listed first, until the fixed 5 s one
+    // runs down below it.
+    let renewed = client(Duration::from_secs(2));
+    let fixed = client(Duration::from_secs(30));
+    let a = semaphore(&renewed).acquire().unwrap();
+    let b = (semaphore(&fixed).with_fixed_lease(Duration::from_secs(5)))
+        .acquire()
+        .unwrap();
+    let listed = || {
+        fixed
+            .status(fairlock::LockKind::Semaphore, "pool", 1)
+            .unwrap()
+            .holders[0]
+            .who
+            .client_id()
+            .to_owned()
+    };
+    assert_eq!(listed(), renewed.id());
+    let args = ["100ms", "--semaphore", "--limit", "1"];
+    let watch = watcher(&server, &scratch, "pool", &args);
+    assert!(
+        await_blocks(&out, 1)[0].contains("2 held"),
+        "{:?}",
+        read(&out)
+    );
+    assert!(
+        wait_until(PATIENCE, || listed() == fixed.id()),
+        "listed in turn"
+    );
+    let mut conn = server.conn();
+    let before = script_calls(&mut conn);
+    assert!(wait_until(PATIENCE, || script_calls(&mut conn) >= before + 3));
+    assert_eq!(
+        blocks(&out).len(),
+        1,
+        "no change, no block: {:?}",
+        read(&out)
+    );
+    drop(b);
+    let gone = await_blocks(&out, 2);
+    assert!(gone[1].contains("changed: semaphore: 1 held"), "{gone:?}");
+    assert!(!gone[1].contains("new holder"), "{gone:?}");
+    watch.signal("TERM");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+    drop(a);
+}
+
 /// `--count N` counts reads, printed or not: a quiet lock watched into a
 /// pipe ends after N reads, N-1 intervals (it counted printed changes,
 /// so with nothing changing it never ended).
@@ -307,6 +369,45 @@ fn a_terminal_gets_the_frame_redrawn_in_place() {
     drop(guard);
 }
 
+/// `--json` is JSON on a terminal too (a program reading through a pty:
+/// `ssh -t`, `docker exec -t`, expect), as `status --json` and `elect
+/// --watch --json` are: one object per change, no frame, no escape.
+#[test]
+fn json_on_a_terminal_is_json_not_a_frame() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
+        return;
+    }
+    let server = RedisServer::start();
+    let guard = server.client().fair_mutex("shown").lock().unwrap();
+    let inner = format!(
+        "'{BIN}' --url '{}' status shown --watch 100ms --count 3 --json",
+        server.url()
+    );
+    let out = output(
+        Command::new("script")
+            .args(["-qfec", &inner, "/dev/null"])
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    let shown = stdout(&out);
+    assert_eq!(code(&out), 0, "{shown:?}");
+    let objects: Vec<serde_json::Value> = (shown.lines())
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("JSON: {shown:?}")))
+        .collect();
+    assert_eq!(
+        objects.len(),
+        1,
+        "one read printed, nothing changed: {shown:?}"
+    );
+    let holder = &objects[0]["mutex"]["holders"][0];
+    assert_eq!(holder["fencing_token"], guard.fencing_token(), "{shown:?}");
+    assert!(objects[0]["time_ms"].is_u64(), "{shown:?}");
+}
+
 /// SIGINT or SIGTERM ends a watch with exit 0 from its start: also while
 /// it connects to a server that does not answer (stopped by SIGSTOP: the
 /// handshake waits out the 5 s command timeout), as `elect --watch` does.
@@ -333,5 +434,145 @@ fn a_signal_ends_a_watch_with_0_while_redis_does_not_answer() {
         );
         assert_eq!(out.status.code(), Some(0), "SIG{signal}: {}", stderr(&out));
         assert!(took < Duration::from_secs(2), "SIG{signal}: {took:?}");
+    }
+}
+
+/// SIGTERM ends a watch with 0 also while its output cannot be written: a
+/// reader that stopped reading (a stalled log shipper, a stopped pager)
+/// leaves the pipe full and the watch blocked in its write, holding
+/// stdout. `status --watch` (text and --json) and `elect --watch` alike.
+#[test]
+fn a_signal_ends_a_watch_whose_reader_stopped_reading() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let server = RedisServer::start();
+    for args in [
+        &["status", "stuck", "--watch", "100ms"][..],
+        &["status", "stuck", "--watch", "100ms", "--json"],
+        &["elect", "stuck", "--watch"],
+    ] {
+        // A pipe of one page, filled: the watch's first write blocks.
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let fd = writer.as_raw_fd();
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        unsafe {
+            libc::fcntl(fd, libc::F_SETPIPE_SZ, 4096);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+        while writer.write(&[b'x'; 512]).is_ok() {}
+        unsafe { libc::fcntl(fd, libc::F_SETFL, flags) };
+        let watch = Proc::spawn(fairlock(&server).args(args).stdout(Stdio::from(writer)));
+        let wchan = format!("/proc/{}/wchan", watch.pid());
+        assert!(
+            wait_until(PATIENCE, || read(Path::new(&wchan)).contains("pipe_write")),
+            "{args:?} blocked in its write: {:?}",
+            read(Path::new(&wchan))
+        );
+        watch.signal("TERM");
+        let signalled = Instant::now();
+        let out = watch.finish(Duration::from_secs(5));
+        let took = signalled.elapsed();
+        eprintln!(
+            "{args:?}: SIGTERM in a blocked write: {:?} after {took:?}",
+            out.status
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(took < Duration::from_secs(2), "{args:?}: {took:?}");
+        drop(reader);
+    }
+}
+
+/// A reader that went away (`| head -1`) ends a watch with 0 at once,
+/// though a quiet lock gives it nothing more to write (it ran on, the
+/// pipeline with it, until the next change): `status --watch` and `elect
+/// --watch` alike.
+#[test]
+fn a_watch_ends_when_its_reader_goes_away_though_nothing_changes() {
+    use std::io::BufRead;
+    let server = RedisServer::start();
+    for args in [
+        &["status", "quiet", "--watch", "100ms", "--json"][..],
+        &["elect", "quiet", "--watch"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        let mut watch = Proc::spawn(fairlock(&server).args(args).stdout(Stdio::from(writer)));
+        let mut first = String::new();
+        let mut reader = std::io::BufReader::new(reader);
+        reader.read_line(&mut first).unwrap();
+        assert!(!watch.has_exited(), "{args:?}: a watch runs on: {first}");
+        drop(reader); // as `head -1` exits
+        let gone = Instant::now();
+        let out = watch.finish(Duration::from_secs(5));
+        let took = gone.elapsed();
+        eprintln!(
+            "{args:?}: reader gone after {first:?}: {:?} after {took:?}",
+            out.status
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(took < Duration::from_secs(2), "{args:?}: {took:?}");
+    }
+}
+
+/// SIGQUIT (Ctrl-\ at the terminal) and SIGHUP end a watch as SIGINT and
+/// SIGTERM do, exit 0, the cursor shown again: they killed it (131, 129;
+/// a core dump where enabled), leaving the terminal's cursor hidden.
+/// `status --watch` on a terminal, and `elect --watch`.
+#[test]
+fn sigquit_and_sighup_end_a_watch_with_0_and_the_cursor_shown() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
+        return;
+    }
+    let server = RedisServer::start();
+    let scratch = Scratch::new("watch-quit");
+    let mut conn = server.conn();
+    for signal in ["QUIT", "HUP"] {
+        let pid_file = scratch.path(&format!("pid-{signal}"));
+        let inner = format!(
+            "echo $$ > '{}'; exec '{BIN}' --url '{}' status shown --watch 100ms",
+            pid_file.display(),
+            server.url()
+        );
+        let before = script_calls(&mut conn);
+        let watch = Proc::spawn(
+            Command::new("script")
+                .args(["-qfec", &format!("sh -c \"{inner}\""), "/dev/null"])
+                .env_remove("REDIS_URL")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
+        // Its second read begun (four status scripts a read): the first
+        // frame is shown, the cursor hidden.
+        assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before + 4));
+        let pid = cli_support::read_pid(&pid_file).expect("the watch's pid");
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status();
+        assert!(sent.unwrap().success());
+        let out = watch.finish(PATIENCE);
+        let shown = stdout(&out);
+        eprintln!(
+            "SIG{signal}: {:?}, ends {:?}",
+            out.status,
+            &shown[shown.len().saturating_sub(20)..]
+        );
+        assert_eq!(code(&out), 0, "SIG{signal}: {shown:?}");
+        assert!(
+            shown.trim_end().ends_with("\x1b[?25h"),
+            "SIG{signal}: cursor shown: {shown:?}"
+        );
+
+        let watch = Proc::spawn(fairlock(&server).args(["elect", "quit", "--watch"]));
+        let before = script_calls(&mut conn);
+        assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before));
+        watch.signal(signal);
+        let out = watch.finish(PATIENCE);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "elect --watch, SIG{signal}: {:?}",
+            out.status
+        );
     }
 }

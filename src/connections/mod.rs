@@ -210,6 +210,27 @@ impl Backend {
         self.manager.open()
     }
 
+    /// The first connection, as [`own_connection`](Self::own_connection).
+    /// The cluster client names each node's refusal only in its text
+    /// ("failed to connect to each cluster node"): when it failed before
+    /// any node could time out, a seed's own connection says whether the
+    /// credentials or the database were refused, rather than an outage.
+    pub(crate) fn first_connection(&self) -> Result<OwnConn> {
+        let started = Instant::now();
+        self.own_connection().map_err(|err| {
+            let quick = started.elapsed() < self.manager.timeouts.connect;
+            let Some(cluster) = self.cluster("").ok().filter(|_| quick) else {
+                return err;
+            };
+            let time = |mut seed: Steady| redis::cmd("TIME").query::<()>(&mut seed);
+            let seed = cluster.subscriber_connection(&Listen::AnySeed);
+            match seed.and_then(|seed| time(seed).map_err(Error::from_redis)) {
+                Err(refused) if !refused.is_connection() => refused,
+                _ => err,
+            }
+        })
+    }
+
     /// A new connection of its own to the cluster node `node` for shard
     /// channels (a subscriber thread's), with the command timeouts set.
     pub(crate) fn shard_connection(&self, node: &Address) -> Result<redis::Connection> {

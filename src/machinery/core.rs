@@ -88,7 +88,7 @@ impl Core {
         // Something that answers, but not as Redis, or does not answer at
         // all, is named as such in one line (`Error::at_first_contact`).
         let server = config.target.describe();
-        let mut first = backend.own_connection().map_err(|err| {
+        let mut first = backend.first_connection().map_err(|err| {
             err.at_first_contact(&server, false, config.connect_timeout, "connect_timeout")
         })?;
         let time: redis::RedisResult<Vec<String>> = redis::cmd("TIME").query(&mut *first);

@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::anyhow;
 use clap::Args;
@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::lock_name;
 use super::run::{self, OnRevoke, RunArgs};
-use crate::duration;
+use crate::duration::{self, human};
 use crate::kinds::{Lease, Lock};
 use crate::{exit, identity, watch, Connection, Failure, EXIT_CODES};
 
@@ -38,7 +38,7 @@ const WATCH_RETRY: Duration = Duration::from_secs(1);
 ///
 /// With --watch, prints each new leader and each vacancy as one line
 /// (the first: who leads now), every change in order, until SIGINT or
-/// SIGTERM (exit 0).
+/// SIGTERM (SIGHUP, SIGQUIT) (exit 0).
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct ElectArgs {
@@ -87,7 +87,7 @@ pub struct ElectArgs {
     pub max_hold: Option<Duration>,
 
     /// Exit code when --wait or -n runs out.
-    #[arg(short = 'E', long, value_name = "CODE", default_value_t = exit::TIMED_OUT)]
+    #[arg(short = 'E', long, value_name = "CODE", default_value_t = exit::TIMED_OUT, conflicts_with = "watch")]
     pub conflict_exit_code: u8,
 
     /// Stop COMMAND (SIGTERM, then SIGKILL 5 s later) as soon as the
@@ -102,7 +102,7 @@ pub struct ElectArgs {
     pub on_revoke: OnRevoke,
 
     /// No live waiting line and no notice when --wait runs out.
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "watch")]
     pub quiet: bool,
 
     /// The command to run while leading, and its arguments (after `--`).
@@ -171,8 +171,8 @@ pub fn exec(connection: &Connection, args: ElectArgs, verbose: bool) -> Result<i
 
 /// Prints every change of the election's leader until a signal (exit 0)
 /// or stdout closing (exit 0). Only a failure before the first line is an
-/// error (69, 77 or 78, by its kind); later ones are said on stderr and
-/// tried again.
+/// error (69, 77 or 78, by its kind); later ones are tried again, the
+/// first said on stderr, and so is Redis answering again.
 fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32, Failure> {
     watch::stop_on_signals().map_err(|err| {
         Failure::new(
@@ -187,15 +187,37 @@ fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32,
         .watch()
         .map_err(|err| Failure::redis(err, doing()))?;
     let mut printed = false;
+    // Since when and how many times the watch failed: said once, and its end.
+    let mut outage: Option<(Instant, u32)> = None;
     loop {
-        let event = match watch.next(WATCH_WAIT) {
-            Ok(Some(event)) => event,
-            Ok(None) => continue,
+        // While failing, a short wait: an answer again ends the outage.
+        let wait = if outage.is_some() {
+            WATCH_RETRY
+        } else {
+            WATCH_WAIT
+        };
+        let event = match watch.next(wait) {
             Err(err) if !printed => return Err(Failure::redis(err, doing())),
             Err(err) => {
-                eprintln!("fairlock: warning: {}: {err}; trying again", doing());
+                let (_, failures) = outage.get_or_insert_with(|| {
+                    eprintln!("fairlock: warning: {}: {err}; trying again", doing());
+                    (Instant::now(), 0)
+                });
+                *failures += 1;
                 std::thread::sleep(WATCH_RETRY);
                 continue;
+            }
+            Ok(event) => {
+                if let Some((since, failures)) = outage.take() {
+                    let (after, failed) = (human(since.elapsed()), watch::failed_reads(failures));
+                    eprintln!(
+                        "fairlock: {name:?}: Redis answers again, after {after} and {failed}"
+                    );
+                }
+                match event {
+                    Some(event) => event,
+                    None => continue,
+                }
             }
         };
         let now = SystemTime::now();

@@ -59,14 +59,11 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
         println!("fairlock: {lock} is not held; nobody to ask{besides}");
         return Ok(0);
     }
-    // Read just before: a holder that came between the two calls is asked
-    // too, and counted as such.
+    // Read just before, at most LISTED: one beyond them, or that came
+    // between the two calls, is asked too, and counted.
     let mut named = asked.holders;
     if named.len() < asked.holds {
-        named.push(format!(
-            "{} that came after the last read",
-            plural(asked.holds - named.len(), "holder")
-        ));
+        named.push(format!("and {} more", asked.holds - named.len()));
     }
     println!(
         "fairlock: asked {} of {lock} to let go: {}",

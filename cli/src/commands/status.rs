@@ -25,7 +25,8 @@ use crate::{watch, Connection, Failure};
 /// write, or its permits), the waiters in order.
 ///
 /// With --watch, keeps showing it: redrawn in place on a terminal, else a
-/// block (and NDJSON line with --json) each time it changes. Ctrl-C stops.
+/// block each time it changes; with --json, an NDJSON line each time it
+/// changes, wherever it goes. Ctrl-C stops.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Name of the lock.
@@ -61,8 +62,8 @@ pub struct StatusArgs {
     /// Keep watching, reading every INTERVAL (100ms to 1h; default 1s): on
     /// a terminal the view is redrawn in place, with what changed; else a
     /// timestamped block is printed each time the holders or the queue
-    /// change (with --json, one JSON object per line). SIGINT or SIGTERM
-    /// stops it (exit 0).
+    /// change (with --json, one JSON object per line, on a terminal too).
+    /// SIGINT or SIGTERM (SIGHUP, SIGQUIT) stops it (exit 0).
     #[arg(
         long,
         value_name = "INTERVAL",

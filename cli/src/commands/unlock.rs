@@ -66,13 +66,13 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
     let failed = |err| Failure::redis(err, format!("cannot unlock {name:?}"));
     let kind = kind_of(args.semaphore, args.rwlock, args.election);
     if kind != LockKind::Mutex {
-        return unlock_every_hold(&client, kind, name).map_err(failed);
+        return unlock_every_hold(&client, kind, name);
     }
     let mutex = client.fair_mutex(name);
     // Read just before, for the token and lease; who held it at the moment
     // it was freed comes from the freeing script itself.
     let before = mutex.status(1).map_err(failed)?;
-    let Some(freed) = mutex.force_unlock_holder().map_err(failed)? else {
+    let Some(freed) = mutex.force_unlock_holder().map_err(|e| unsure(e, name))? else {
         let besides = held_besides(&client, LockKind::Mutex, name);
         println!("fairlock: the mutex {name:?} was not held; nothing to do{besides}");
         return Ok(0);
@@ -101,20 +101,24 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
 /// Frees every hold of the `kind` of lock `name` (a semaphore's, a
 /// reader-writer lock's, an election's) and says whose they were, as read
 /// just before.
-fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> fairlock::Result<i32> {
-    let before = client.status(kind, name, LISTED)?;
-    let freed = client.force_unlock(kind, name)?;
+fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> Result<i32, Failure> {
+    let failed = |err| Failure::redis(err, format!("cannot unlock {name:?}"));
+    let before = client.status(kind, name, LISTED).map_err(failed)?;
+    let freed = (client.force_unlock(kind, name)).map_err(|e| unsure(e, name))?;
     let lock = lock_named(&before, name);
     if !freed {
         let besides = held_besides(client, kind, name);
         println!("fairlock: {lock} was not held; nothing to do{besides}");
         return Ok(0);
     }
-    let holders: Vec<String> = before
+    let mut holders: Vec<String> = before
         .holders
         .iter()
         .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
         .collect();
+    if (1..before.holder_count).contains(&holders.len()) {
+        holders.push(format!("and {} more", before.holder_count - holders.len()));
+    }
     println!(
         "fairlock: unlocked {lock}; it was held by {}",
         if holders.is_empty() {
@@ -128,3 +132,17 @@ fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> fairlock::R
 
 /// Most holders named.
 const LISTED: usize = 100;
+
+/// The force release's own failure: one whose reply never came may have
+/// freed the lock, and a repeat would free whoever holds it next.
+fn unsure(err: fairlock::Error, name: &str) -> Failure {
+    let doing = format!("cannot unlock {name:?}");
+    let mut failure = Failure::redis(err, &doing);
+    if failure.code == exit::UNAVAILABLE {
+        failure.error = anyhow::anyhow!(
+            "{}; it may have been freed all the same: see `fairlock status {name:?}` before trying again",
+            failure.error
+        );
+    }
+    failure
+}
