@@ -184,7 +184,8 @@ impl Topology {
 /// The URL with any password replaced by `***`, fit for logs and messages.
 ///
 /// The same rule the client applies to its own `Debug` output and errors:
-/// in `user:password@host` the password goes; a lone `secret@host` is
+/// in `user:password@host` (up to the last `@`, whatever the password
+/// holds) the password goes; a lone `secret@host` is
 /// taken as the password (as a `redis+sentinel://` URL is read), so all of
 /// it goes; so does the value of a `pass=` (or `password=`) query
 /// parameter, where a Unix socket URL carries its password. Text without
@@ -201,6 +202,8 @@ impl Topology {
 /// assert_eq!(redact_url("redis://:secret@host"), "redis://:***@host");
 /// assert_eq!(redact_url("redis://secret@host"), "redis://***@host");
 /// assert_eq!(redact_url("redis://host:6379"), "redis://host:6379");
+/// // A password written as it is, `?` and `/` included.
+/// assert_eq!(redact_url("redis+sentinel://:a?b/c@h:1/m"), "redis+sentinel://:***@h:1/m");
 /// assert_eq!(
 ///     redact_url("redis+unix:///run/redis.sock?db=2&user=u&pass=secret"),
 ///     "redis+unix:///run/redis.sock?db=2&user=u&pass=***"
@@ -210,20 +213,24 @@ pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
+    // The userinfo ends at the last `@`, looked for before the query: a
+    // password written as it is may hold a `?` (a Sentinel URL's is read
+    // so). A Unix socket URL has none (its path follows `://`).
+    let (userinfo, rest) = match rest.rsplit_once('@') {
+        Some((userinfo, host)) if !rest.starts_with('/') => match userinfo.split_once(':') {
+            Some((user, _password)) => (format!("{user}:***@"), host),
+            None if userinfo.is_empty() => ("@".to_owned(), host),
+            // redis://secret@host: a lone userinfo is taken as the password.
+            None => ("***@".to_owned(), host),
+        },
+        _ => (String::new(), rest),
+    };
     // A Unix socket URL carries its password in the query: `?pass=secret`.
     let (rest, query) = match rest.split_once('?') {
         Some((rest, query)) => (rest, format!("?{}", redact_query(query))),
         None => (rest, String::new()),
     };
-    let Some((userinfo, host)) = rest.rsplit_once('@') else {
-        return format!("{scheme}://{rest}{query}");
-    };
-    match userinfo.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{host}{query}"),
-        None if userinfo.is_empty() => format!("{scheme}://{rest}{query}"),
-        // redis://secret@host: a lone userinfo is taken as the password.
-        None => format!("{scheme}://***@{host}{query}"),
-    }
+    format!("{scheme}://{userinfo}{rest}{query}")
 }
 
 /// A URL query with the value of every `pass` or `password` replaced.
