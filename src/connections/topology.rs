@@ -93,7 +93,13 @@ impl Topology {
                         .parse()
                         .map_err(|_| invalid("the database must be a number"))?,
                 };
-                // `user:password`, `:password`, or a lone password.
+                // `user:password`, `:password`, or a lone password, each
+                // percent-decoded as the redis crate decodes a `redis://` URL's.
+                let decoded = |part: &str| {
+                    let part = percent_encoding::percent_decode_str(part).decode_utf8();
+                    part.map(String::from)
+                        .map_err(|_| invalid("the credentials are not UTF-8 once decoded"))
+                };
                 let (username, password) = userinfo
                     .map(|u| u.split_once(':').unwrap_or(("", u)))
                     .unzip();
@@ -102,8 +108,11 @@ impl Topology {
                     node: MasterNode {
                         name: master.to_owned(),
                         tls: base == "rediss",
-                        username: username.filter(|u| !u.is_empty()).map(str::to_owned),
-                        password: password.map(str::to_owned),
+                        username: username
+                            .filter(|u| !u.is_empty())
+                            .map(decoded)
+                            .transpose()?,
+                        password: password.map(decoded).transpose()?,
                         db,
                     },
                 })
