@@ -360,7 +360,8 @@ impl Error {
     /// [`ErrorKind::InvalidConfig`] (the URL names the wrong port: retrying
     /// the same address meets the same service), in one line; a timeout
     /// says which step got no reply and within how long (`timeout`, which
-    /// the setting `setting` sets). Any other error is as it was.
+    /// the setting `setting` sets). Any other error says it was met
+    /// connecting to `server`.
     pub(crate) fn at_first_contact(
         self,
         server: &str,
@@ -387,7 +388,7 @@ impl Error {
             let message = format!("redis at {server} {step} within {within} ms (the {setting})");
             (self.kind, self.retry, message)
         } else {
-            return self;
+            return self.during(format_args!("connecting to {server}"));
         };
         Error {
             kind,

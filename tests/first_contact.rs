@@ -59,6 +59,70 @@ fn a_wrong_password_is_an_auth_error_at_once_that_is_not_retried() {
     );
 }
 
+/// Every error of a first contact names the server it was met at, its
+/// password redacted: a program with several Redis servers (or a log of
+/// many services) can tell which one refused. Before, only the timeouts
+/// and a server that is not Redis did: a refused port said "redis is
+/// unreachable: Connection refused (os error 111)", and nothing more.
+#[test]
+fn every_first_contact_error_names_the_server_without_its_password() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let port = server.port();
+    let refused = RefusedPort::new();
+    let closing = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closing_port = closing.local_addr().unwrap().port();
+    std::thread::spawn(move || closing.incoming().for_each(drop));
+    for (what, url, at) in [
+        (
+            "refused port",
+            refused.url().replace("//", "//:hunter2@"),
+            refused.port(),
+        ),
+        (
+            "closed at once",
+            format!("redis://127.0.0.1:{closing_port}"),
+            closing_port,
+        ),
+        (
+            "wrong password",
+            format!("redis://:hunter2@127.0.0.1:{port}"),
+            port,
+        ),
+        (
+            "unknown database",
+            format!("redis://:s3cret@127.0.0.1:{port}/99"),
+            port,
+        ),
+        (
+            "sentinel refused",
+            format!("redis+sentinel://:hunter2@127.0.0.1:{}/m", refused.port()),
+            refused.port(),
+        ),
+    ] {
+        let (err, took) = refused_with(&url);
+        let text = err.to_string();
+        eprintln!("{what}: {:?} after {took:?}: {text}", err.kind());
+        assert!(took < REPORTED_WITHIN, "{what}: {took:?}");
+        assert!(
+            text.contains(&format!("127.0.0.1:{at}")),
+            "{what}: no server in {text:?}"
+        );
+        for shown in [text, format!("{err:?}")] {
+            assert!(
+                !shown.contains("hunter2") && !shown.contains("s3cret"),
+                "{what}: {shown}"
+            );
+        }
+    }
+}
+
+/// As [`refused`], with a short connect timeout.
+fn refused_with(url: &str) -> (fairlock::Error, Duration) {
+    let started = Instant::now();
+    let builder = Client::builder(url).connect_timeout(Duration::from_millis(500));
+    (builder.build().expect_err(url), started.elapsed())
+}
+
 #[test]
 fn an_unknown_database_is_a_config_error_at_once_naming_the_servers_refusal() {
     let server = RedisServer::start();
