@@ -453,7 +453,10 @@ impl Error {
         };
         let message = match retry {
             _ if err.is_timeout() => "redis call timed out",
-            Retry::DemotedMaster => "redis answered as a replica (its master was demoted)",
+            Retry::DemotedMaster => {
+                "redis answered as a read-only replica (a master demoted since, or a URL that \
+                 names a replica)"
+            }
             _ => "redis is unreachable",
         };
         Error {
@@ -586,7 +589,10 @@ mod tests {
             let err = from_reply(reply);
             assert_eq!(err.kind(), ErrorKind::Connection, "{reply}");
             assert_eq!(err.retry(), Retry::DemotedMaster, "{reply}");
-            assert!(err.to_string().contains("answered as a replica"), "{err}");
+            assert!(
+                err.to_string().contains("answered as a read-only replica"),
+                "{err}"
+            );
         }
         // Redis 6.2: refused for memory, not a demotion.
         let oom = from_reply(

@@ -123,6 +123,48 @@ fn refused_with(url: &str) -> (fairlock::Error, Duration) {
     (builder.build().expect_err(url), started.elapsed())
 }
 
+/// A read-only replica given as the URL (fairlock writes with every
+/// call): on Redis 7.0 and later (and Valkey) the start's `FUNCTION LOAD`
+/// is refused (`READONLY`), and the build fails at once, naming the server
+/// and what answered; before, that refusal only moved the client to
+/// EVALSHA, the build succeeded, and every call then failed saying "its
+/// master was demoted". Redis 6.2 loads its scripts on a replica: its
+/// calls say what answered. `Connection` (may be retried): behind a name a
+/// failover moves, the master answers there again.
+#[test]
+fn a_read_only_replica_as_the_url_is_named_at_once() {
+    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut conn = replica.conn();
+    assert!(wait_until(Duration::from_secs(10), || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut conn)
+            .unwrap();
+        info.contains("master_link_status:up")
+    }));
+    let started = Instant::now();
+    let built = Client::open(&replica.url());
+    let took = started.elapsed();
+    let err = match built {
+        Err(err) => err,
+        Ok(client) if server_version().0 < 7 => client
+            .fair_mutex("replica")
+            .try_lock()
+            .expect_err("a replica"),
+        Ok(_) => panic!("built on a read-only replica, in {took:?}"),
+    };
+    let text = err.to_string();
+    eprintln!("replica: {:?} after {took:?}: {text}", err.kind());
+    assert!(took < REPORTED_WITHIN, "{took:?}");
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+    assert!(text.contains("read-only replica"), "{text}");
+    if server_version().0 >= 7 {
+        assert!(text.contains(&replica.url()), "{text}");
+    }
+}
+
 #[test]
 fn an_unknown_database_is_a_config_error_at_once_naming_the_servers_refusal() {
     let server = RedisServer::start();
