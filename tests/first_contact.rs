@@ -68,6 +68,21 @@ fn a_wrong_password_is_an_auth_error_at_once_that_is_not_retried() {
 fn every_first_contact_error_names_the_server_without_its_password() {
     let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
     let port = server.port();
+    let mut admin = fairlock_test_support::server::try_conn_as(port, Some("s3cret")).unwrap();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&[
+            "deaf",
+            "on",
+            ">s3cret",
+            "~*",
+            "&*",
+            "+@all",
+            "-subscribe",
+            "-ssubscribe",
+        ])
+        .query(&mut admin)
+        .unwrap();
     let refused = RefusedPort::new();
     let closing = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let closing_port = closing.local_addr().unwrap().port();
@@ -91,6 +106,12 @@ fn every_first_contact_error_names_the_server_without_its_password() {
         (
             "unknown database",
             format!("redis://:s3cret@127.0.0.1:{port}/99"),
+            port,
+        ),
+        // Its wake-up channel's `SUBSCRIBE` refused by its ACL.
+        (
+            "no subscribe",
+            format!("redis://deaf:s3cret@127.0.0.1:{port}"),
             port,
         ),
         (
