@@ -358,7 +358,9 @@ impl Error {
     /// first request, `replying`), as a newcomer reads it: something that
     /// answers but not in Redis's protocol is
     /// [`ErrorKind::InvalidConfig`] (the URL names the wrong port: retrying
-    /// the same address meets the same service), in one line; a timeout
+    /// the same address meets the same service), in one line, as is one
+    /// that does not know a command of the start (a Sentinel, or a data
+    /// server where the URL says Sentinel); a timeout
     /// says which step got no reply and within how long (`timeout`, which
     /// the setting `setting` sets). Any other error says it was met
     /// connecting to `server`.
@@ -369,13 +371,24 @@ impl Error {
         timeout: Duration,
         setting: &str,
     ) -> Self {
-        let not_redis = (self.source.as_deref())
-            .and_then(|source| source.downcast_ref::<redis::RedisError>())
-            .is_some_and(|err| err.kind() == redis::ErrorKind::Parse);
+        let redis_err =
+            (self.source.as_deref()).and_then(|source| source.downcast_ref::<redis::RedisError>());
+        let not_redis = redis_err.is_some_and(|err| err.kind() == redis::ErrorKind::Parse);
+        // A Sentinel at a `redis://` URL, a data server at a Sentinel one.
+        let unknown = redis_err
+            .and_then(redis::RedisError::detail)
+            .filter(|detail| detail.starts_with("unknown command"));
         let (kind, retry, message) = if not_redis {
             let message = format!(
                 "what answers at {server} is not a redis server (its reply is not in \
                  redis's protocol): check the URL's host and port"
+            );
+            (ErrorKind::InvalidConfig, Retry::No, message)
+        } else if let Some(detail) = unknown {
+            let message = format!(
+                "what answers at {server} is not the server the URL says ({}): check the \
+                 URL's scheme and port (redis+sentinel:// for Sentinels)",
+                detail.trim_end_matches([' ', ',', ':'])
             );
             (ErrorKind::InvalidConfig, Retry::No, message)
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, ServerWarningKind};
+use fairlock_test_support::sentinel::SentinelSet;
 use fairlock_test_support::*;
 
 /// How soon a refusal must be reported (the target is 100 ms on loopback;
@@ -71,16 +72,7 @@ fn every_first_contact_error_names_the_server_without_its_password() {
     let mut admin = fairlock_test_support::server::try_conn_as(port, Some("s3cret")).unwrap();
     let () = redis::cmd("ACL")
         .arg("SETUSER")
-        .arg(&[
-            "deaf",
-            "on",
-            ">s3cret",
-            "~*",
-            "&*",
-            "+@all",
-            "-subscribe",
-            "-ssubscribe",
-        ])
+        .arg(&["deaf", "on", ">s3cret", "~*", "&*", "+@all", "-subscribe"])
         .query(&mut admin)
         .unwrap();
     let refused = RefusedPort::new();
@@ -551,6 +543,41 @@ fn an_http_server_on_the_port_is_named_in_one_line_as_not_redis() {
         assert!(!err.is_retryable() && !err.is_connection(), "{what}");
         // The redis crate's own words stay the source, for a program that wants them.
         assert!(std::error::Error::source(&err).is_some(), "{what}");
+    }
+}
+
+/// A URL whose scheme and port do not match (a `redis://` URL naming a
+/// Sentinel's port, a `redis+sentinel://` one naming a data server): what
+/// answers is not the server the URL says, so the start fails at once with
+/// `InvalidConfig` naming it and the command it does not know, as for any
+/// server that is not Redis; before, `Server` ("redis returned an error:
+/// ResponseError: unknown command 'TIME'").
+#[test]
+fn a_url_whose_port_is_not_the_kind_of_server_it_says_is_invalid_config() {
+    let set = SentinelSet::start();
+    let sentinel = set.sentinel_urls()[0].clone();
+    let data = set.servers()[0].port();
+    for (url, at) in [
+        (sentinel.clone(), sentinel.replace("redis://", "")),
+        (
+            format!("redis+sentinel://127.0.0.1:{data}/m"),
+            format!("127.0.0.1:{data}"),
+        ),
+    ] {
+        let (err, took) = refused(&url);
+        let text = err.to_string();
+        check(
+            &url,
+            &err,
+            took,
+            ErrorKind::InvalidConfig,
+            "unknown command",
+        );
+        assert!(
+            text.contains(&at) && text.contains("check the URL"),
+            "{text}"
+        );
+        assert!(!err.is_retryable(), "{url}");
     }
 }
 
