@@ -294,15 +294,16 @@ impl Error {
     }
 
     /// True when Redis refused the call before running any of it, for a
-    /// reason that passes: `OOM` (over its `maxmemory`) or `NOREPLICAS`
-    /// (fewer replicas than `min-replicas-to-write`). The call changed
+    /// reason that passes: `OOM` (over its `maxmemory`), `NOREPLICAS`
+    /// (fewer replicas than `min-replicas-to-write`) or `MISCONF` (its last
+    /// snapshot failed, `stop-writes-on-bgsave-error`). The call changed
     /// nothing and may be sent again later; the kind stays
     /// [`Server`](ErrorKind::Server), as a lock call refused so fails at once.
     pub(crate) fn is_refused_for_now(&self) -> bool {
         (self.source.as_deref())
             .and_then(|source| source.downcast_ref::<redis::RedisError>())
             .and_then(code_of)
-            .is_some_and(|code| matches!(code, "OOM" | "NOREPLICAS"))
+            .is_some_and(|code| matches!(code, "OOM" | "NOREPLICAS" | "MISCONF"))
     }
 
     /// True when a request went out and its reply did not come in time
