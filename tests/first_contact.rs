@@ -626,6 +626,34 @@ fn a_socket_that_never_answers_is_a_timeout_in_words_naming_its_setting() {
     }
 }
 
+/// A cluster seed that accepts and never answers: the redis crate's
+/// cluster client reads the `PING` it sends each node it opens before it
+/// sets its own read timeout, so `build` never returned (the test gave up
+/// after 5 s); it now fails within the connect timeout, `Connection`.
+#[test]
+fn a_cluster_seed_that_never_answers_fails_the_build_within_the_connect_timeout() {
+    let silent = Impostor::start(None);
+    let connect = Duration::from_millis(400);
+    let url = format!("redis+cluster://127.0.0.1:{}", silent.port);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        let built = Client::builder(&url)
+            .connect_timeout(connect)
+            .command_timeout(Duration::from_millis(700))
+            .build();
+        let _ = tx.send(built.map(drop));
+    });
+    let built = rx.recv_timeout(Duration::from_secs(5));
+    let took = started.elapsed();
+    let err = built
+        .unwrap_or_else(|_| panic!("build had not returned after {took:?}"))
+        .expect_err("nothing answers");
+    eprintln!("silent cluster seed: {took:?}: {err}");
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+    assert!(took < connect + Duration::from_secs(1), "{took:?}");
+}
+
 /// A server that answers reads but holds writes back (`CLIENT PAUSE
 /// WRITE`, as a managed failover does) when a client starts: its `TIME`
 /// is answered, the load of fairlock's scripts is not, and the error says
