@@ -294,15 +294,16 @@ impl Error {
     }
 
     /// True when Redis refused the call before running any of it, for a
-    /// reason that passes: `OOM` (over its `maxmemory`) or `NOREPLICAS`
-    /// (fewer replicas than `min-replicas-to-write`). The call changed
+    /// reason that passes: `OOM` (over its `maxmemory`), `NOREPLICAS`
+    /// (fewer replicas than `min-replicas-to-write`) or `MISCONF` (its last
+    /// snapshot failed, `stop-writes-on-bgsave-error`). The call changed
     /// nothing and may be sent again later; the kind stays
     /// [`Server`](ErrorKind::Server), as a lock call refused so fails at once.
     pub(crate) fn is_refused_for_now(&self) -> bool {
         (self.source.as_deref())
             .and_then(|source| source.downcast_ref::<redis::RedisError>())
             .and_then(code_of)
-            .is_some_and(|code| matches!(code, "OOM" | "NOREPLICAS"))
+            .is_some_and(|code| matches!(code, "OOM" | "NOREPLICAS" | "MISCONF"))
     }
 
     /// True when a request went out and its reply did not come in time
@@ -358,9 +359,12 @@ impl Error {
     /// first request, `replying`), as a newcomer reads it: something that
     /// answers but not in Redis's protocol is
     /// [`ErrorKind::InvalidConfig`] (the URL names the wrong port: retrying
-    /// the same address meets the same service), in one line; a timeout
+    /// the same address meets the same service), in one line, as is one
+    /// that does not know a command of the start (a Sentinel, or a data
+    /// server where the URL says Sentinel); a timeout
     /// says which step got no reply and within how long (`timeout`, which
-    /// the setting `setting` sets). Any other error is as it was.
+    /// the setting `setting` sets). Any other error says it was met
+    /// connecting to `server`.
     pub(crate) fn at_first_contact(
         self,
         server: &str,
@@ -368,13 +372,24 @@ impl Error {
         timeout: Duration,
         setting: &str,
     ) -> Self {
-        let not_redis = (self.source.as_deref())
-            .and_then(|source| source.downcast_ref::<redis::RedisError>())
-            .is_some_and(|err| err.kind() == redis::ErrorKind::Parse);
+        let redis_err =
+            (self.source.as_deref()).and_then(|source| source.downcast_ref::<redis::RedisError>());
+        let not_redis = redis_err.is_some_and(|err| err.kind() == redis::ErrorKind::Parse);
+        // A Sentinel at a `redis://` URL, a data server at a Sentinel one.
+        let unknown = redis_err
+            .and_then(redis::RedisError::detail)
+            .filter(|detail| detail.starts_with("unknown command"));
         let (kind, retry, message) = if not_redis {
             let message = format!(
                 "what answers at {server} is not a redis server (its reply is not in \
                  redis's protocol): check the URL's host and port"
+            );
+            (ErrorKind::InvalidConfig, Retry::No, message)
+        } else if let Some(detail) = unknown {
+            let message = format!(
+                "what answers at {server} is not the server the URL says ({}): check the \
+                 URL's scheme and port (redis+sentinel:// for Sentinels)",
+                detail.trim_end_matches([' ', ',', ':'])
             );
             (ErrorKind::InvalidConfig, Retry::No, message)
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {
@@ -387,7 +402,7 @@ impl Error {
             let message = format!("redis at {server} {step} within {within} ms (the {setting})");
             (self.kind, self.retry, message)
         } else {
-            return self;
+            return self.during(format_args!("connecting to {server}"));
         };
         Error {
             kind,
@@ -452,7 +467,10 @@ impl Error {
         };
         let message = match retry {
             _ if err.is_timeout() => "redis call timed out",
-            Retry::DemotedMaster => "redis answered as a replica (its master was demoted)",
+            Retry::DemotedMaster => {
+                "redis answered as a read-only replica (a master demoted since, or a URL that \
+                 names a replica)"
+            }
             _ => "redis is unreachable",
         };
         Error {
@@ -585,7 +603,10 @@ mod tests {
             let err = from_reply(reply);
             assert_eq!(err.kind(), ErrorKind::Connection, "{reply}");
             assert_eq!(err.retry(), Retry::DemotedMaster, "{reply}");
-            assert!(err.to_string().contains("answered as a replica"), "{err}");
+            assert!(
+                err.to_string().contains("answered as a read-only replica"),
+                "{err}"
+            );
         }
         // Redis 6.2: refused for memory, not a demotion.
         let oom = from_reply(

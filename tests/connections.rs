@@ -314,6 +314,37 @@ fn idle_timeout_and_max_lifetime_close_pooled_connections() {
         .unwrap();
 }
 
+/// A pool size beyond any server's connections: r2d2 reserves room for
+/// every connection of the pool as it is made (and again at each of its
+/// 30 s looks), so `pool_size(u32::MAX)` asked for 721 GB and aborted the
+/// process ("memory allocation of ... bytes failed"). Above 10 000
+/// (Redis's default `maxclients`) it is `InvalidConfig`, before any I/O;
+/// run in a forked child, which an abort ends without the test binary.
+#[test]
+fn a_pool_size_beyond_any_server_is_invalid_config_not_an_abort() {
+    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    let code = fork::in_forked_child(Duration::from_secs(20), move || {
+        for size in [u32::MAX, 10_001] {
+            let started = Instant::now();
+            let Err(err) = Client::builder(&nobody).pool_size(size).build() else {
+                return 2;
+            };
+            eprintln!("pool_size {size}: {err}");
+            if err.kind() != ErrorKind::InvalidConfig
+                || started.elapsed() > Duration::from_millis(500)
+            {
+                return 3;
+            }
+        }
+        0
+    });
+    assert_eq!(
+        code,
+        Some(0),
+        "the child aborted (None) or saw no InvalidConfig"
+    );
+}
+
 #[test]
 fn pool_settings_out_of_bounds_are_invalid_config_before_any_io() {
     let nobody = format!("redis://127.0.0.1:{}", free_port());

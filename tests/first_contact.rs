@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, ServerWarningKind};
+use fairlock_test_support::sentinel::SentinelSet;
 use fairlock_test_support::*;
 
 /// How soon a refusal must be reported (the target is 100 ms on loopback;
@@ -57,6 +58,124 @@ fn a_wrong_password_is_an_auth_error_at_once_that_is_not_retried() {
         !err.to_string().to_lowercase().contains("sentinel"),
         "{err}"
     );
+}
+
+/// Every error of a first contact names the server it was met at, its
+/// password redacted: a program with several Redis servers (or a log of
+/// many services) can tell which one refused. Before, only the timeouts
+/// and a server that is not Redis did: a refused port said "redis is
+/// unreachable: Connection refused (os error 111)", and nothing more.
+#[test]
+fn every_first_contact_error_names_the_server_without_its_password() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let port = server.port();
+    let mut admin = fairlock_test_support::server::try_conn_as(port, Some("s3cret")).unwrap();
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&["deaf", "on", ">s3cret", "~*", "&*", "+@all", "-subscribe"])
+        .query(&mut admin)
+        .unwrap();
+    let refused = RefusedPort::new();
+    let closing = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closing_port = closing.local_addr().unwrap().port();
+    std::thread::spawn(move || closing.incoming().for_each(drop));
+    for (what, url, at) in [
+        (
+            "refused port",
+            refused.url().replace("//", "//:hunter2@"),
+            refused.port(),
+        ),
+        (
+            "closed at once",
+            format!("redis://127.0.0.1:{closing_port}"),
+            closing_port,
+        ),
+        (
+            "wrong password",
+            format!("redis://:hunter2@127.0.0.1:{port}"),
+            port,
+        ),
+        (
+            "unknown database",
+            format!("redis://:s3cret@127.0.0.1:{port}/99"),
+            port,
+        ),
+        // Its wake-up channel's `SUBSCRIBE` refused by its ACL.
+        (
+            "no subscribe",
+            format!("redis://deaf:s3cret@127.0.0.1:{port}"),
+            port,
+        ),
+        (
+            "sentinel refused",
+            format!("redis+sentinel://:hunter2@127.0.0.1:{}/m", refused.port()),
+            refused.port(),
+        ),
+    ] {
+        let (err, took) = refused_with(&url);
+        let text = err.to_string();
+        eprintln!("{what}: {:?} after {took:?}: {text}", err.kind());
+        assert!(took < REPORTED_WITHIN, "{what}: {took:?}");
+        assert!(
+            text.contains(&format!("127.0.0.1:{at}")),
+            "{what}: no server in {text:?}"
+        );
+        for shown in [text, format!("{err:?}")] {
+            assert!(
+                !shown.contains("hunter2") && !shown.contains("s3cret"),
+                "{what}: {shown}"
+            );
+        }
+    }
+}
+
+/// As [`refused`], with a short connect timeout.
+fn refused_with(url: &str) -> (fairlock::Error, Duration) {
+    let started = Instant::now();
+    let builder = Client::builder(url).connect_timeout(Duration::from_millis(500));
+    (builder.build().expect_err(url), started.elapsed())
+}
+
+/// A read-only replica given as the URL (fairlock writes with every
+/// call): on Redis 7.0 and later (and Valkey) the start's `FUNCTION LOAD`
+/// is refused (`READONLY`), and the build fails at once, naming the server
+/// and what answered; before, that refusal only moved the client to
+/// EVALSHA, the build succeeded, and every call then failed saying "its
+/// master was demoted". Redis 6.2 loads its scripts on a replica: its
+/// calls say what answered. `Connection` (may be retried): behind a name a
+/// failover moves, the master answers there again.
+#[test]
+fn a_read_only_replica_as_the_url_is_named_at_once() {
+    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut conn = replica.conn();
+    assert!(wait_until(Duration::from_secs(10), || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut conn)
+            .unwrap();
+        info.contains("master_link_status:up")
+    }));
+    let started = Instant::now();
+    let built = Client::open(&replica.url());
+    let took = started.elapsed();
+    let err = match built {
+        Err(err) => err,
+        Ok(client) if server_version().0 < 7 => client
+            .fair_mutex("replica")
+            .try_lock()
+            .expect_err("a replica"),
+        Ok(_) => panic!("built on a read-only replica, in {took:?}"),
+    };
+    let text = err.to_string();
+    eprintln!("replica: {:?} after {took:?}: {text}", err.kind());
+    assert!(took < REPORTED_WITHIN, "{took:?}");
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+    assert!(text.contains("read-only replica"), "{text}");
+    if server_version().0 >= 7 {
+        assert!(text.contains(&replica.url()), "{text}");
+    }
 }
 
 #[test]
@@ -427,6 +546,41 @@ fn an_http_server_on_the_port_is_named_in_one_line_as_not_redis() {
     }
 }
 
+/// A URL whose scheme and port do not match (a `redis://` URL naming a
+/// Sentinel's port, a `redis+sentinel://` one naming a data server): what
+/// answers is not the server the URL says, so the start fails at once with
+/// `InvalidConfig` naming it and the command it does not know, as for any
+/// server that is not Redis; before, `Server` ("redis returned an error:
+/// ResponseError: unknown command 'TIME'").
+#[test]
+fn a_url_whose_port_is_not_the_kind_of_server_it_says_is_invalid_config() {
+    let set = SentinelSet::start();
+    let sentinel = set.sentinel_urls()[0].clone();
+    let data = set.servers()[0].port();
+    for (url, at) in [
+        (sentinel.clone(), sentinel.replace("redis://", "")),
+        (
+            format!("redis+sentinel://127.0.0.1:{data}/m"),
+            format!("127.0.0.1:{data}"),
+        ),
+    ] {
+        let (err, took) = refused(&url);
+        let text = err.to_string();
+        check(
+            &url,
+            &err,
+            took,
+            ErrorKind::InvalidConfig,
+            "unknown command",
+        );
+        assert!(
+            text.contains(&at) && text.contains("check the URL"),
+            "{text}"
+        );
+        assert!(!err.is_retryable(), "{url}");
+    }
+}
+
 /// A socket that accepts and never answers: the start fails when the
 /// first request's reply has not come within the command timeout, in one
 /// line that says so and names the setting (before: "Resource temporarily
@@ -470,6 +624,34 @@ fn a_socket_that_never_answers_is_a_timeout_in_words_naming_its_setting() {
         assert!(took >= within, "{auth:?}: {took:?}");
         assert!(took < within + Duration::from_secs(1), "{auth:?}: {took:?}");
     }
+}
+
+/// A cluster seed that accepts and never answers: the redis crate's
+/// cluster client reads the `PING` it sends each node it opens before it
+/// sets its own read timeout, so `build` never returned (the test gave up
+/// after 5 s); it now fails within the connect timeout, `Connection`.
+#[test]
+fn a_cluster_seed_that_never_answers_fails_the_build_within_the_connect_timeout() {
+    let silent = Impostor::start(None);
+    let connect = Duration::from_millis(400);
+    let url = format!("redis+cluster://127.0.0.1:{}", silent.port);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        let built = Client::builder(&url)
+            .connect_timeout(connect)
+            .command_timeout(Duration::from_millis(700))
+            .build();
+        let _ = tx.send(built.map(drop));
+    });
+    let built = rx.recv_timeout(Duration::from_secs(5));
+    let took = started.elapsed();
+    let err = built
+        .unwrap_or_else(|_| panic!("build had not returned after {took:?}"))
+        .expect_err("nothing answers");
+    eprintln!("silent cluster seed: {took:?}: {err}");
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+    assert!(took < connect + Duration::from_secs(1), "{took:?}");
 }
 
 /// A server that answers reads but holds writes back (`CLIENT PAUSE

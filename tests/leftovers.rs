@@ -852,6 +852,57 @@ fn an_abandon_refused_for_memory_is_tried_again() {
     });
 }
 
+/// The same, with the server refusing writes because its last snapshot
+/// failed (`MISCONF`: `stop-writes-on-bgsave-error`, a full or broken
+/// disk): refused before anything ran, as `OOM` is, the abandon must be
+/// kept until the server takes writes again (here the setting turned off),
+/// not dropped.
+#[test]
+fn an_abandon_refused_for_a_failed_snapshot_is_tried_again() {
+    abandon_refused_then_allowed("misconf-abandon", "MISCONF", |server| {
+        let mut conn = server.conn();
+        let config = |conn: &mut redis::Connection, name: &str| -> String {
+            let got: Vec<String> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg(name)
+                .query(conn)
+                .unwrap();
+            got[1].clone()
+        };
+        // The snapshot cannot take its file's name: a directory has it.
+        let file =
+            std::path::Path::new(&config(&mut conn, "dir")).join(config(&mut conn, "dbfilename"));
+        let _ = std::fs::remove_file(&file);
+        std::fs::create_dir_all(file.join("taken")).unwrap();
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("save")
+            .arg("3600 1")
+            .query(&mut conn)
+            .unwrap();
+        let () = redis::cmd("BGSAVE").query(&mut conn).unwrap();
+        let refused = |conn: &mut redis::Connection| {
+            redis::cmd("SET")
+                .arg("misconf-probe")
+                .arg(1)
+                .query::<()>(conn)
+                .is_err_and(|err| err.code() == Some("MISCONF"))
+        };
+        assert!(
+            wait_until(Duration::from_secs(5), || refused(&mut conn)),
+            "the failed snapshot did not stop writes"
+        );
+        Box::new(move || {
+            let () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("stop-writes-on-bgsave-error")
+                .arg("no")
+                .query(&mut conn)
+                .unwrap();
+        })
+    });
+}
+
 /// The same, with the server busy running someone's long script when the
 /// link heals: the watchdog's abandon is refused with `BUSY` (the server
 /// ran nothing), which says no more than a stalled server would; the

@@ -479,3 +479,57 @@ fn a_library_load_refused_for_memory_is_not_taken_for_a_server_without_functions
     assert_eq!(evalshas, 0, "the clients call EVALSHA, not the library");
     assert!(has_library(&mut admin));
 }
+
+/// The same for a client started while the server refuses writes after a
+/// failed snapshot (`MISCONF`, `stop-writes-on-bgsave-error`): its
+/// `FUNCTION LOAD` is refused for now, not for good; once the server takes
+/// writes, the client loads the library and calls it. Before, it called
+/// EVALSHA for good.
+#[test]
+fn a_library_load_refused_after_a_failed_snapshot_is_not_taken_for_a_server_without_functions() {
+    if !calls_functions() {
+        return; // Redis 6.2: EVALSHA is the only way
+    }
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    let config = |conn: &mut redis::Connection, name: &str| -> String {
+        let got: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query(conn)
+            .unwrap();
+        got[1].clone()
+    };
+    // The snapshot cannot take its file's name: a directory has it.
+    let dir = std::path::PathBuf::from(config(&mut admin, "dir"));
+    std::fs::create_dir_all(dir.join(config(&mut admin, "dbfilename")).join("taken")).unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("save")
+        .arg("3600 1")
+        .query(&mut admin)
+        .unwrap();
+    let () = redis::cmd("BGSAVE").query(&mut admin).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || {
+        let refused = redis::cmd("SET")
+            .arg("misconf-probe")
+            .arg(1)
+            .query::<()>(&mut admin);
+        refused.is_err_and(|err| err.code() == Some("MISCONF"))
+    }));
+    let started = server.client();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("stop-writes-on-bgsave-error")
+        .arg("no")
+        .query(&mut admin)
+        .unwrap();
+    let before = evalsha_calls(&mut admin);
+    for _ in 0..5 {
+        drop(started.fair_mutex("reload-misconf").lock().unwrap());
+    }
+    let evalshas = evalsha_calls(&mut admin) - before;
+    eprintln!("after writes were allowed: {evalshas} EVALSHA calls in 5 lock cycles");
+    assert_eq!(evalshas, 0, "the client calls EVALSHA, not the library");
+    assert!(has_library(&mut admin));
+}

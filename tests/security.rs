@@ -9,7 +9,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, Guard, Wait, WaitCanceller};
+use fairlock::{redact_url, Client, ErrorKind, Guard, Wait, WaitCanceller};
 use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
 use fairlock_test_support::sentinel::SentinelSet;
 use fairlock_test_support::server::try_conn;
@@ -454,6 +454,37 @@ fn credentials_in_the_url_authenticate_and_never_show_up_in_errors_or_debug_outp
             assert!(!text.contains("hunter2"), "password shown: {text}");
         }
     }
+}
+
+/// A password written as it is, with a `?` in it (a Sentinel URL's
+/// credentials are fairlock's to read, and take it so): redaction took the
+/// `?` for the start of a query and showed the URL whole, password and
+/// all, in `Debug`, in the errors that name the URL, and in the command's
+/// messages (`redact_url`).
+#[test]
+fn a_password_with_a_question_mark_never_shows() {
+    for url in [
+        "redis://:hunter2?x@127.0.0.1:1",
+        "redis://fairlock:hunter2?x@127.0.0.1:1/0",
+        "redis+cluster://fairlock:hunter2?x@127.0.0.1:1,127.0.0.1:2",
+        "redis+sentinel://:hunter2?x@127.0.0.1:1/fairlock-master",
+        // No master name: the error quotes the URL.
+        "redis+sentinel://fairlock:hunter2?x@127.0.0.1:1",
+    ] {
+        let builder = Client::builder(url).connect_timeout(Duration::from_millis(200));
+        let mut shown = vec![redact_url(url), format!("{builder:?}")];
+        if let Err(err) = builder.build() {
+            shown.extend([err.to_string(), format!("{err:?}")]);
+        }
+        for text in shown {
+            assert!(!text.contains("hunter2"), "{url}: password shown: {text}");
+        }
+    }
+    let unix = "redis+unix:///run/a@b.sock?user=u&pass=hunter2";
+    assert_eq!(
+        redact_url(unix),
+        "redis+unix:///run/a@b.sock?user=u&pass=***"
+    );
 }
 
 #[test]

@@ -286,6 +286,44 @@ fn sentinels_with_a_password_serve_only_a_client_that_has_it_also_across_a_failo
         .unwrap();
 }
 
+/// The master's credentials in a Sentinel URL, reserved characters
+/// percent-encoded as in any `redis://` URL (docs/security.md says to):
+/// they were sent as written, `%40` and all, so the master refused them
+/// (`Auth`); they are decoded now, as the redis crate decodes a
+/// `redis://` URL's.
+#[test]
+fn a_sentinel_urls_percent_encoded_password_reaches_the_master_decoded() {
+    let _serial = serial();
+    let set = SentinelSet::start();
+    let password = "p@ss:w/rd%#?&=s3cret";
+    for server in set.servers() {
+        let () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("fairlock-data")
+            .arg(&["on", &format!(">{password}"), "~*", "&*", "+@all"])
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    let encoded: String = password
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' | '~' => c.to_string(),
+            other => format!("%{:02X}", other as u32),
+        })
+        .collect();
+    let url = set.url().replacen(
+        "redis+sentinel://",
+        &format!("redis+sentinel://fairlock-data:{encoded}@"),
+        1,
+    );
+    let client = Client::builder(&url)
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_or_else(|err| panic!("{:?}: {err}", err.kind()));
+    let mutex = client.fair_mutex("sentinel-encoded");
+    mutex.lock().unwrap().unlock().unwrap();
+}
+
 #[test]
 fn sentinel_credentials_are_checked_before_any_io() {
     // No server listens on these ports: each refusal comes from build's

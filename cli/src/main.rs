@@ -342,9 +342,16 @@ impl Connection {
         if let Some(lease) = lease {
             builder = builder.lease(lease);
         }
-        let client = builder
-            .build()
-            .map_err(|err| Failure::redis(err, format!("cannot use {}", shown_url(&self.url))))?;
+        let client = builder.build().map_err(|err| {
+            // The library names the server it met an error at, not a setting
+            // it refused before any I/O.
+            let shown = shown_url(&self.url);
+            let named = err.to_string().contains(&shown);
+            Failure::redis(
+                err,
+                format!("cannot use {}", if named { "redis" } else { &shown }),
+            )
+        })?;
         // What the client found wrong with its servers, once, whether or
         // not the library's log is shown (`StderrLogger` leaves it out).
         for warning in client.warnings() {

@@ -458,8 +458,13 @@ impl Config {
         }
         self.clock_drift.check_against("lease", self.lease)?;
         check_range("fence_life", self.fence_life, MIN_FENCE_LIFE, MAX_LEASE)?;
-        if self.pool_size == 0 {
-            return invalid("pool_size must be at least 1".to_owned());
+        // r2d2 reserves room for the whole pool as it is made: a size no
+        // server takes (Redis's default `maxclients`) could abort the process.
+        if !(1..=10_000).contains(&self.pool_size) {
+            return invalid(format!(
+                "pool_size must be from 1 to 10000, got {}",
+                self.pool_size
+            ));
         }
         if let Some(min_idle) = self.min_idle.filter(|&n| n > self.pool_size) {
             return invalid(format!(

@@ -116,10 +116,11 @@ impl Scripts {
     /// without `FUNCTION LOAD`), every script with `SCRIPT LOAD`, in one
     /// round trip on one server, one command each on a cluster connection
     /// (which the cluster client sends to every node). True when it refused
-    /// the library for now (`OOM`, `NOREPLICAS`): the call goes by EVALSHA,
+    /// the library for now (`OOM`, `NOREPLICAS`, `MISCONF`): the call goes by EVALSHA,
     /// and the caller has the later ones call the library again
     /// ([`call_library`](Self::call_library)), which loads it once the
-    /// server takes it.
+    /// server takes it. A read-only replica's refusal is an error: no call
+    /// could write there.
     pub(crate) fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<bool> {
         let loaded = redis::cmd("FUNCTION")
             .arg("LOAD")
@@ -133,11 +134,12 @@ impl Scripts {
             }
             // A reply from the server: it has no Functions, or this user
             // may not load them, or not now (over its maxmemory, too few
-            // replicas). Anything else (the connection) is an error.
-            Err(err) if err.code().is_some() => {
+            // replicas, a failed snapshot). Anything else (the connection, a read-only
+            // replica, where no call could write) is an error.
+            Err(err) if err.code().is_some_and(|code| code != "READONLY") => {
                 log::debug!("fairlock: FUNCTION LOAD refused ({err}); calling scripts by EVALSHA");
                 self.functions.store(false, Ordering::Relaxed);
-                matches!(err.code(), Some("OOM" | "NOREPLICAS"))
+                matches!(err.code(), Some("OOM" | "NOREPLICAS" | "MISCONF"))
             }
             Err(err) => return Err(crate::Error::from_redis(err)),
         };

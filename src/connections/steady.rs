@@ -381,7 +381,11 @@ impl Connect for Steady {
         // The cluster client drops the seeds' `skip_set_lib_name` on the
         // connections it opens to the nodes: set again here.
         let client = redis::Client::open(super::quiet_info(info.into_connection_info()?))?;
-        Steady::connect_to(&client, timeout)
+        // Its first `PING` is read before the cluster client sets its own
+        // timeout: within the connect timeout, not for ever.
+        let steady = Steady::connect_to(&client, timeout)?;
+        Connect::set_read_timeout(&steady, timeout)?;
+        Ok(steady)
     }
 
     fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {

@@ -93,7 +93,13 @@ impl Topology {
                         .parse()
                         .map_err(|_| invalid("the database must be a number"))?,
                 };
-                // `user:password`, `:password`, or a lone password.
+                // `user:password`, `:password`, or a lone password, each
+                // percent-decoded as the redis crate decodes a `redis://` URL's.
+                let decoded = |part: &str| {
+                    let part = percent_encoding::percent_decode_str(part).decode_utf8();
+                    part.map(String::from)
+                        .map_err(|_| invalid("the credentials are not UTF-8 once decoded"))
+                };
                 let (username, password) = userinfo
                     .map(|u| u.split_once(':').unwrap_or(("", u)))
                     .unzip();
@@ -102,8 +108,11 @@ impl Topology {
                     node: MasterNode {
                         name: master.to_owned(),
                         tls: base == "rediss",
-                        username: username.filter(|u| !u.is_empty()).map(str::to_owned),
-                        password: password.map(str::to_owned),
+                        username: username
+                            .filter(|u| !u.is_empty())
+                            .map(decoded)
+                            .transpose()?,
+                        password: password.map(decoded).transpose()?,
                         db,
                     },
                 })
@@ -184,7 +193,8 @@ impl Topology {
 /// The URL with any password replaced by `***`, fit for logs and messages.
 ///
 /// The same rule the client applies to its own `Debug` output and errors:
-/// in `user:password@host` the password goes; a lone `secret@host` is
+/// in `user:password@host` (up to the last `@`, whatever the password
+/// holds) the password goes; a lone `secret@host` is
 /// taken as the password (as a `redis+sentinel://` URL is read), so all of
 /// it goes; so does the value of a `pass=` (or `password=`) query
 /// parameter, where a Unix socket URL carries its password. Text without
@@ -201,6 +211,8 @@ impl Topology {
 /// assert_eq!(redact_url("redis://:secret@host"), "redis://:***@host");
 /// assert_eq!(redact_url("redis://secret@host"), "redis://***@host");
 /// assert_eq!(redact_url("redis://host:6379"), "redis://host:6379");
+/// // A password written as it is, `?` and `/` included.
+/// assert_eq!(redact_url("redis+sentinel://:a?b/c@h:1/m"), "redis+sentinel://:***@h:1/m");
 /// assert_eq!(
 ///     redact_url("redis+unix:///run/redis.sock?db=2&user=u&pass=secret"),
 ///     "redis+unix:///run/redis.sock?db=2&user=u&pass=***"
@@ -210,20 +222,24 @@ pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
+    // The userinfo ends at the last `@`, looked for before the query: a
+    // password written as it is may hold a `?` (a Sentinel URL's is read
+    // so). A Unix socket URL has none (its path follows `://`).
+    let (userinfo, rest) = match rest.rsplit_once('@') {
+        Some((userinfo, host)) if !rest.starts_with('/') => match userinfo.split_once(':') {
+            Some((user, _password)) => (format!("{user}:***@"), host),
+            None if userinfo.is_empty() => ("@".to_owned(), host),
+            // redis://secret@host: a lone userinfo is taken as the password.
+            None => ("***@".to_owned(), host),
+        },
+        _ => (String::new(), rest),
+    };
     // A Unix socket URL carries its password in the query: `?pass=secret`.
     let (rest, query) = match rest.split_once('?') {
         Some((rest, query)) => (rest, format!("?{}", redact_query(query))),
         None => (rest, String::new()),
     };
-    let Some((userinfo, host)) = rest.rsplit_once('@') else {
-        return format!("{scheme}://{rest}{query}");
-    };
-    match userinfo.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{host}{query}"),
-        None if userinfo.is_empty() => format!("{scheme}://{rest}{query}"),
-        // redis://secret@host: a lone userinfo is taken as the password.
-        None => format!("{scheme}://***@{host}{query}"),
-    }
+    format!("{scheme}://{userinfo}{rest}{query}")
 }
 
 /// A URL query with the value of every `pass` or `password` replaced.

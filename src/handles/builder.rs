@@ -82,7 +82,9 @@ impl ClientBuilder {
     }
 
     /// Most pooled connections open at once. Waiting threads hold none.
-    /// Defaults to 16.
+    /// Defaults to 16; from 1 to 10 000 (Redis's default `maxclients`),
+    /// else [`ErrorKind::InvalidConfig`] at [`build`](Self::build), before
+    /// any I/O.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {

@@ -81,7 +81,8 @@ impl Client {
     ///   Cluster (any reachable nodes as seeds; the rest are discovered);
     /// - `redis+sentinel://host:port,host:port,.../master-name[/db]` for the
     ///   master a set of Sentinels names, followed across failovers
-    ///   (`user:password@` before the first host is for the master).
+    ///   (`user:password@` before the first host is for the master,
+    ///   percent-encoded as in a `redis://` URL).
     ///
     /// `rediss` instead of `redis` in any of them means TLS (feature `tls`).
     ///

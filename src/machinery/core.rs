@@ -155,7 +155,8 @@ impl Core {
                 Err(_) => break,
             }
         }
-        outcome?; // on error, dropping `inner` stops and joins the subscribers
+        // On error, dropping `inner` stops and joins the subscribers.
+        outcome.map_err(|err| err.during(format_args!("subscribing at {server}")))?;
         let watchdog = spawn_named("fairlock-watchdog", &shared, watchdog::run)?;
         inner.threads.push(watchdog);
         Ok(inner)

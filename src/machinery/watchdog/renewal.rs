@@ -61,8 +61,8 @@ pub(crate) fn run(
         }) {
             Ok(_) => shared.abandon_answered(entry, sent, false),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
-            // Refused before it ran (over maxmemory, too few replicas):
-            // kept, and sent again next round.
+            // Refused before it ran (over maxmemory, too few replicas, a
+            // failed snapshot): kept, and sent again next round.
             Err(err) if err.is_refused_for_now() => {
                 let (id, key) = (entry.call.id, entry.call.keys.lock());
                 log::debug!("fairlock: abandoning call {id} on {key:?} refused for now: {err}");
