@@ -496,6 +496,9 @@ fn a_part_lost_while_the_set_waits_for_a_later_one_fails_the_call() {
         };
         assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
         assert!(err.to_string().contains(first), "{err}");
+        // Nothing is held: the same call again takes the set (no holder's
+        // lost lease behind it), so the error says it may be retried.
+        assert!(err.is_retryable(), "fixed lease {fixed:?}: {err}");
         let status = client.fair_mutex(second).status(1).unwrap();
         assert!(
             status.holder().is_none() && status.queue_len == 0,
@@ -506,6 +509,8 @@ fn a_part_lost_while_the_set_waits_for_a_later_one_fails_the_call() {
             third.fair_mutex(first).is_locked().unwrap()
         );
         drop(taken);
+        let again = client.fair_multi_lock(names).try_lock().unwrap();
+        assert!(again.is_some(), "the set, retried, is taken");
         eprintln!("multi-lock: a part lost while waiting (fixed lease {fixed:?}): {err}");
     }
 }

@@ -231,7 +231,9 @@ impl<O: Ownership> FairMultiLock<O> {
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
     /// name: both before any I/O.
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost), naming it,
-    /// for a part lost while the set waited for a later one. Otherwise as
+    /// for a part lost while the set waited for a later one: retryable
+    /// ([`is_retryable`](crate::Error::is_retryable)), as every part is
+    /// given back and taking the set again may succeed. Otherwise as
     /// [`FairMutex::lock_with`](crate::FairMutex::lock_with); the parts
     /// taken so far are released first.
     ///
@@ -266,7 +268,8 @@ impl<O: Ownership> FairMultiLock<O> {
         if let Some(lost) = held.iter().find(|part| part.is_lease_lost()) {
             let err = lost.hold.lost();
             release_taken(held, &wait);
-            return Err(err.during(format_args!("acquire of a multi-lock")));
+            let err = err.during(format_args!("acquire of a multi-lock"));
+            return Err(err.worth_calling_again());
         }
         Ok(Some(MultiGuard { parts: held }))
     }
