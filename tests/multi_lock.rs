@@ -628,3 +628,33 @@ fn a_multi_lock_cancelled_in_a_stall_returns_within_the_cancels_grace() {
         ms(paused.elapsed().saturating_sub(pause))
     );
 }
+
+/// A set that takes the mutex, the rwlock and the semaphore of one name
+/// holds three locks, each counting its own tokens: `fencing_token(name)`
+/// cannot say which the caller means, so it says none; each part's own is
+/// in `parts()`, told apart by its kind.
+#[test]
+fn a_name_taken_as_locks_of_several_kinds_has_no_single_token() {
+    let server = RedisServer::start();
+    let client = server.client();
+    // The mutex "x" taken before, so its tokens run ahead of the others'.
+    drop(client.fair_mutex("x").lock().unwrap());
+    let set = (client.fair_multi_lock(["x", "y"]))
+        .and_read("x")
+        .and_permits("x", 3, 1);
+    let guard = set.lock().unwrap();
+    assert_eq!(guard.parts().len(), 4);
+    assert!(guard.fencing_token("y").is_some(), "a name of one part");
+    let token = guard.fencing_token("x");
+    assert_eq!(token, None, "three locks named x: the token of which?");
+    let mut kinds = Vec::new();
+    for part in guard.parts().iter().filter(|part| part.name() == "x") {
+        let status = client.status(part.lock_kind(), "x", 1).unwrap();
+        assert_eq!(status.last_fencing_token, Some(part.fencing_token()));
+        kinds.push(part.lock_kind());
+    }
+    kinds.sort_by_key(|kind| format!("{kind:?}"));
+    let all = [LockKind::Mutex, LockKind::RwLock, LockKind::Semaphore];
+    assert_eq!(kinds, all);
+    guard.unlock().unwrap();
+}

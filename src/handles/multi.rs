@@ -437,8 +437,11 @@ impl<O: Ownership> MultiGuard<O> {
         &self.parts
     }
 
-    /// The fencing token of the part `name` (a mutex's, or a rwlock's
-    /// read or write), if the set has one of that name.
+    /// The fencing token of the part `name` (a mutex's, a rwlock's read or
+    /// write, a semaphore's permits), if the set has one part of that
+    /// name. `None` as well when it has several (the mutex and the rwlock
+    /// of one name are two locks, each counting its own tokens): find each
+    /// in [`parts`](Self::parts) by its [`lock_kind`](Guard::lock_kind).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -451,10 +454,9 @@ impl<O: Ownership> MultiGuard<O> {
     /// # Ok(()) }
     /// ```
     pub fn fencing_token(&self, name: &str) -> Option<u64> {
-        self.parts
-            .iter()
-            .find(|part| part.name() == name)
-            .map(Guard::fencing_token)
+        let mut named = self.parts.iter().filter(|part| part.name() == name);
+        let part = named.next()?;
+        named.next().is_none().then(|| part.fencing_token())
     }
 
     /// True once any part's lease is known to be gone.
@@ -537,6 +539,23 @@ impl<O: Ownership> Guard<kind::Any, O> {
     /// ```
     pub fn access(&self) -> Option<Access> {
         self.hold.call.ask.access()
+    }
+
+    /// The kind of lock it holds: the parts of a multi-lock that names
+    /// one name as locks of several kinds are told apart by it.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_multi_lock(["a"]).and_read("a").lock()?;
+    /// for part in guard.parts() {
+    ///     println!("{:?} a: token {}", part.lock_kind(), part.fencing_token());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_kind(&self) -> LockKind {
+        let keys = self.hold.target.keys();
+        keys.map_or(self.hold.call.ask.kind(), |keys| keys.kind())
     }
 
     /// The permits a semaphore's hold takes; 1 for a hold of another kind.
