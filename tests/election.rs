@@ -1251,6 +1251,12 @@ fn a_watch_returns_what_it_learned_while_redis_is_away() {
         format!("{:?}", vacant(terms[2])),
     ];
     assert_eq!(rest, expected);
+    // Nothing learned is left: the next call's read fails, and its error
+    // names the call made, the watch's next, not a status call.
+    let err = watch.next(step).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    let named = "watch of election \"learned\": ";
+    assert!(err.to_string().starts_with(named), "{err}");
 }
 
 /// A watch that read a leader, then seventeen changes while it could not

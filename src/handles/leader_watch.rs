@@ -244,7 +244,7 @@ impl LeaderWatch {
                 if let Err(err) = self.read(deadline) {
                     self.read_now = err.is_connection();
                     if !given_up(&err) {
-                        return Err(err);
+                        return Err(watching(&self.election, err));
                     }
                 }
             }
