@@ -128,6 +128,9 @@ pub(crate) enum Retry {
     /// machine, a slow handshake). Nothing was sent; at a call's deadline
     /// that is the deadline's doing, not an outage's.
     PoolBusy,
+    /// The call failed with nothing held or queued, and the same call may
+    /// succeed now: a multi-lock's part lost while the set waited.
+    Call,
 }
 
 /// The error type of every fallible fairlock call.
@@ -228,7 +231,8 @@ impl Error {
     /// denied command ([`ErrorKind::Permission`]), a bad URL, database or
     /// something other than Redis at the address
     /// ([`ErrorKind::InvalidConfig`]), a lost hold
-    /// ([`ErrorKind::LeaseLost`]), another build's data
+    /// ([`ErrorKind::LeaseLost`], but for a multi-lock's part lost while
+    /// the set waited: the call gave back every part), another build's data
     /// ([`ErrorKind::FormatMismatch`]), and every other kind.
     ///
     /// The predicate to branch a retry on; [`is_connection`](Self::is_connection)
@@ -251,6 +255,7 @@ impl Error {
     /// ```
     pub fn is_retryable(&self) -> bool {
         matches!(self.kind, ErrorKind::Connection | ErrorKind::NotReplicated)
+            || self.retry == Retry::Call
     }
 
     /// True when Redis could not be reached, or did not answer in time
@@ -344,6 +349,13 @@ impl Error {
     pub(crate) fn during(self, call: fmt::Arguments<'_>) -> Self {
         let message = format!("{call}: {}", self.message);
         self.reworded(message)
+    }
+
+    /// The same error, from a call that holds nothing: the call may be
+    /// made again ([`is_retryable`](Self::is_retryable)).
+    pub(crate) fn worth_calling_again(self) -> Self {
+        let retry = Retry::Call;
+        Error { retry, ..self }
     }
 
     /// The same error saying `message` instead (the kind, the source and

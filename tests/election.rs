@@ -1251,6 +1251,12 @@ fn a_watch_returns_what_it_learned_while_redis_is_away() {
         format!("{:?}", vacant(terms[2])),
     ];
     assert_eq!(rest, expected);
+    // Nothing learned is left: the next call's read fails, and its error
+    // names the call made, the watch's next, not a status call.
+    let err = watch.next(step).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    let named = "watch of election \"learned\": ";
+    assert!(err.to_string().starts_with(named), "{err}");
 }
 
 /// A watch that read a leader, then seventeen changes while it could not
@@ -1291,4 +1297,58 @@ fn a_watch_that_missed_a_vacancy_trimmed_from_the_history_says_so() {
         assert_eq!(watch.next(wait).unwrap(), vacant(term));
     }
     assert_eq!(watch.next(Duration::from_millis(100)).unwrap(), None);
+}
+
+/// A watch away while a leader came and went and the election's keys then
+/// ran out (a fence life of 1 s after), then the next leads: a watch whose
+/// client has the candidates' fence life says it missed changes before
+/// the next leader. One whose client keeps fence keys longer (the default
+/// 10 min) takes its read of 1 s before as recent, so the vacancy as one
+/// the keys outlived, and reports the next leader alone, as the docs say
+/// (its client's fence life is the one it judges by).
+#[test]
+fn a_watch_judges_an_absence_by_its_clients_fence_life() {
+    let server = RedisServer::start();
+    let fence_life = Duration::from_secs(1);
+    let candidates = server.builder().fence_life(fence_life).build().unwrap();
+    let election = candidates.election("fences");
+    let keys = LockKeys::election("fairlock", "fences").unwrap().all;
+    let wait = Duration::from_secs(5);
+    let watchers = [(server.builder().fence_life(fence_life), true)];
+    for (watcher, says_missed) in watchers.into_iter().chain([(server.builder(), false)]) {
+        let mut watch = watcher.build().unwrap().election("fences").watch().unwrap();
+        let first = watch.next(wait).unwrap();
+        assert!(
+            matches!(first, Some(LeaderEvent::Vacant { .. })),
+            "{first:?}"
+        );
+        let first = election.with_value("a").campaign().unwrap();
+        let a = leader_of(watch.next(wait).unwrap());
+        first.unlock().unwrap();
+        assert_eq!(watch.next(wait).unwrap(), vacant(a.term));
+        // The caller away: b leads and resigns, the election's keys run
+        // out (a fence life after), c leads.
+        let second = election.with_value("b").campaign().unwrap();
+        let b = second.term();
+        second.unlock().unwrap();
+        let gone = wait_until(wait, || {
+            let count: usize = (redis::cmd("EXISTS").arg(&keys))
+                .query(&mut server.conn())
+                .unwrap();
+            count == 0
+        });
+        assert!(gone, "the election's keys ran out");
+        let third = election.with_value("c").campaign().unwrap();
+        let mut seen = Vec::new();
+        while let Some(event) = watch.next(Duration::from_millis(500)).unwrap() {
+            seen.push(event);
+        }
+        let c = leader_of(seen.last().cloned()).term;
+        assert_eq!(c, third.term());
+        drop(third);
+        eprintln!("election: b led term {b}, unseen; the watch then said {seen:?}");
+        let missed = LeaderEvent::Missed { after: a.term };
+        assert_eq!(seen.len(), 1 + usize::from(says_missed), "{seen:?}");
+        assert_eq!(seen[0] == missed, says_missed, "{seen:?}");
+    }
 }

@@ -496,6 +496,9 @@ fn a_part_lost_while_the_set_waits_for_a_later_one_fails_the_call() {
         };
         assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
         assert!(err.to_string().contains(first), "{err}");
+        // Nothing is held: the same call again takes the set (no holder's
+        // lost lease behind it), so the error says it may be retried.
+        assert!(err.is_retryable(), "fixed lease {fixed:?}: {err}");
         let status = client.fair_mutex(second).status(1).unwrap();
         assert!(
             status.holder().is_none() && status.queue_len == 0,
@@ -506,6 +509,8 @@ fn a_part_lost_while_the_set_waits_for_a_later_one_fails_the_call() {
             third.fair_mutex(first).is_locked().unwrap()
         );
         drop(taken);
+        let again = client.fair_multi_lock(names).try_lock().unwrap();
+        assert!(again.is_some(), "the set, retried, is taken");
         eprintln!("multi-lock: a part lost while waiting (fixed lease {fixed:?}): {err}");
     }
 }
@@ -622,4 +627,34 @@ fn a_multi_lock_cancelled_in_a_stall_returns_within_the_cancels_grace() {
         "multi_lock: every part free {:.0} ms after the pause",
         ms(paused.elapsed().saturating_sub(pause))
     );
+}
+
+/// A set that takes the mutex, the rwlock and the semaphore of one name
+/// holds three locks, each counting its own tokens: `fencing_token(name)`
+/// cannot say which the caller means, so it says none; each part's own is
+/// in `parts()`, told apart by its kind.
+#[test]
+fn a_name_taken_as_locks_of_several_kinds_has_no_single_token() {
+    let server = RedisServer::start();
+    let client = server.client();
+    // The mutex "x" taken before, so its tokens run ahead of the others'.
+    drop(client.fair_mutex("x").lock().unwrap());
+    let set = (client.fair_multi_lock(["x", "y"]))
+        .and_read("x")
+        .and_permits("x", 3, 1);
+    let guard = set.lock().unwrap();
+    assert_eq!(guard.parts().len(), 4);
+    assert!(guard.fencing_token("y").is_some(), "a name of one part");
+    let token = guard.fencing_token("x");
+    assert_eq!(token, None, "three locks named x: the token of which?");
+    let mut kinds = Vec::new();
+    for part in guard.parts().iter().filter(|part| part.name() == "x") {
+        let status = client.status(part.lock_kind(), "x", 1).unwrap();
+        assert_eq!(status.last_fencing_token, Some(part.fencing_token()));
+        kinds.push(part.lock_kind());
+    }
+    kinds.sort_by_key(|kind| format!("{kind:?}"));
+    let all = [LockKind::Mutex, LockKind::RwLock, LockKind::Semaphore];
+    assert_eq!(kinds, all);
+    guard.unlock().unwrap();
 }

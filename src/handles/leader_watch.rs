@@ -62,7 +62,10 @@ pub enum LeaderEvent {
     /// `after`, the oldest the history holds being the next leader: a
     /// handover, or a vacancy between that the history dropped, which the
     /// watch cannot tell apart), or it was away longer than half the fence
-    /// life across a vacancy longer than the fence life, or Redis lost its
+    /// life across a vacancy longer than the fence life (its own client's
+    /// [`fence_life`](crate::ClientBuilder::fence_life): a watch whose
+    /// client's is longer than a candidate's may take such an absence for
+    /// a vacancy the keys outlived, and miss a leader unsaid), or Redis lost its
     /// data since the watch last read a leader, or the election's terms
     /// went back below `after` (Redis came back with older data: a
     /// restart from an older snapshot, a failover to a replica that
@@ -241,7 +244,7 @@ impl LeaderWatch {
                 if let Err(err) = self.read(deadline) {
                     self.read_now = err.is_connection();
                     if !given_up(&err) {
-                        return Err(err);
+                        return Err(watching(&self.election, err));
                     }
                 }
             }

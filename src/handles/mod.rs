@@ -53,7 +53,7 @@ pub use status::{Holder, QueuedWaiter, Status};
 /// into one with [`Guard::into_any`].
 ///
 /// Its own methods: [`access`](#method.access),
-/// [`num_permits`](#method.num_permits).
+/// [`num_permits`](#method.num_permits), [`lock_kind`](#method.lock_kind).
 ///
 /// What every guard has: [`name`](#method.name),
 /// [`fencing_token`](#method.fencing_token), [`waited`](#method.waited),

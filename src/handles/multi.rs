@@ -231,7 +231,9 @@ impl<O: Ownership> FairMultiLock<O> {
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
     /// name: both before any I/O.
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost), naming it,
-    /// for a part lost while the set waited for a later one. Otherwise as
+    /// for a part lost while the set waited for a later one: retryable
+    /// ([`is_retryable`](crate::Error::is_retryable)), as every part is
+    /// given back and taking the set again may succeed. Otherwise as
     /// [`FairMutex::lock_with`](crate::FairMutex::lock_with); the parts
     /// taken so far are released first.
     ///
@@ -266,7 +268,8 @@ impl<O: Ownership> FairMultiLock<O> {
         if let Some(lost) = held.iter().find(|part| part.is_lease_lost()) {
             let err = lost.hold.lost();
             release_taken(held, &wait);
-            return Err(err.during(format_args!("acquire of a multi-lock")));
+            let err = err.during(format_args!("acquire of a multi-lock"));
+            return Err(err.worth_calling_again());
         }
         Ok(Some(MultiGuard { parts: held }))
     }
@@ -434,8 +437,11 @@ impl<O: Ownership> MultiGuard<O> {
         &self.parts
     }
 
-    /// The fencing token of the part `name` (a mutex's, or a rwlock's
-    /// read or write), if the set has one of that name.
+    /// The fencing token of the part `name` (a mutex's, a rwlock's read or
+    /// write, a semaphore's permits), if the set has one part of that
+    /// name. `None` as well when it has several (the mutex and the rwlock
+    /// of one name are two locks, each counting its own tokens): find each
+    /// in [`parts`](Self::parts) by its [`lock_kind`](Guard::lock_kind).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -448,10 +454,9 @@ impl<O: Ownership> MultiGuard<O> {
     /// # Ok(()) }
     /// ```
     pub fn fencing_token(&self, name: &str) -> Option<u64> {
-        self.parts
-            .iter()
-            .find(|part| part.name() == name)
-            .map(Guard::fencing_token)
+        let mut named = self.parts.iter().filter(|part| part.name() == name);
+        let part = named.next()?;
+        named.next().is_none().then(|| part.fencing_token())
     }
 
     /// True once any part's lease is known to be gone.
@@ -534,6 +539,23 @@ impl<O: Ownership> Guard<kind::Any, O> {
     /// ```
     pub fn access(&self) -> Option<Access> {
         self.hold.call.ask.access()
+    }
+
+    /// The kind of lock it holds: the parts of a multi-lock that names
+    /// one name as locks of several kinds are told apart by it.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_multi_lock(["a"]).and_read("a").lock()?;
+    /// for part in guard.parts() {
+    ///     println!("{:?} a: token {}", part.lock_kind(), part.fencing_token());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_kind(&self) -> LockKind {
+        let keys = self.hold.target.keys();
+        keys.map_or(self.hold.call.ask.kind(), |keys| keys.kind())
     }
 
     /// The permits a semaphore's hold takes; 1 for a hold of another kind.
