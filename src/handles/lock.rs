@@ -283,7 +283,9 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// one: it is recorded beside them, and each holder hears of it from
     /// a push message to its client (one round trip after this call, plus
     /// delivery) or, if that is lost, from its next renewal's reply. One
-    /// round trip; it adds none to any other call.
+    /// round trip; it adds none to any other call. The request sent again
+    /// (its reply lost, the process stopped and continued) answers as it
+    /// first did and asks nobody else.
     ///
     /// # Errors
     /// As [`status`](Self::status).
