@@ -209,6 +209,41 @@ fn lost_with_a_restart(lease: LeasePolicy, loading: bool) {
     }
 }
 
+/// Holds of every kind unlocked at once after the server restarted empty,
+/// before anything else told their client (its subscriber's reconnection,
+/// the watchdog's check that follows it): each unlock finds the lock's key
+/// gone, and says that redis lost the hold, not that its lease ran out
+/// there or a force release freed it (neither leaves the key gone while
+/// this client still counts the lease).
+#[test]
+fn an_unlock_right_after_an_empty_restart_says_redis_lost_the_hold() {
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(60))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut holds = Vec::new();
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("unlocked-after-restart-{kind:?}");
+        let guard =
+            take::<fairlock::Bound>(&client, kind, &name, LeasePolicy::Client, Duration::ZERO)
+                .unwrap()
+                .expect("free");
+        holds.push((kind, guard));
+    }
+    server.restart();
+    for (kind, guard) in holds {
+        let err = guard.unlock().expect_err("lost with the restart");
+        eprintln!("{kind:?}: {err}");
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{kind:?}: {err}");
+        assert!(err.to_string().contains("redis lost it"), "{kind:?}: {err}");
+    }
+}
+
 /// Holds of every kind force-released while their client's link to Redis
 /// is cut (the release's message never reaches it): once the link heals,
 /// each holder hears `Lost` and its unlock says a force release freed it,

@@ -328,6 +328,7 @@ fn replies_name_the_holds_left_or_every_waiter_handed_over() {
         ReleaseReply::Released { left: 2 }
     );
     assert_eq!(op.parse(Value::Int(-1)).unwrap(), ReleaseReply::NotHeld);
+    assert_eq!(op.parse(Value::Int(-2)).unwrap(), ReleaseReply::Gone);
     let grant = |owner: &str, id: i64| {
         [
             Value::BulkString(owner.as_bytes().to_vec()),

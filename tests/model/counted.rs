@@ -424,7 +424,16 @@ impl Machine for Model {
             if self.mark == format!("{owner}#{}", call.id) {
                 return expect(got, &ReleaseReply::Released { left: 0 });
             }
-            return expect(got, &ReleaseReply::NotHeld);
+            // (No capacity known: no meta.)
+            let gone = self.capacity.is_none();
+            return expect(
+                got,
+                &if gone {
+                    ReleaseReply::Gone
+                } else {
+                    ReleaseReply::NotHeld
+                },
+            );
         };
         self.holds.remove(i);
         self.mark = format!("{owner}#{}", call.id);

@@ -330,7 +330,14 @@ impl Model {
         if self.key && self.mark.0 == format!("{}#{}", call.owner(), call.id) {
             return expect(got, &ReleaseReply::Released { left: 0 });
         }
-        expect(got, &ReleaseReply::NotHeld)
+        expect(
+            got,
+            &if self.key {
+                ReleaseReply::NotHeld
+            } else {
+                ReleaseReply::Gone
+            },
+        )
     }
 
     fn do_renew(

@@ -96,6 +96,12 @@ pub(crate) const FORCE_RELEASED: &str =
 const RAN_OUT: &str = "its lease ran out before a renewal confirmed it (by this client's count: \
                        a stalled or unreachable redis, or a paused process)";
 
+/// Why a hold was lost whose release found the lock's keys gone while this
+/// client still counted its lease (which, and a fence life after, the keys
+/// outlive).
+pub(crate) const KEYS_GONE: &str = "redis lost it: its keys were gone before its lease ran out (a \
+                                    restart or a failover without its data, or a flush)";
+
 /// Why a hold found gone after the client's connection to Redis came back
 /// from a gap was lost.
 const SERVER_LOST_IT: &str = "redis lost it: it was gone when this client's connection to redis \
@@ -375,12 +381,12 @@ impl Hold {
         self.state.lock().gap_at = Some(Instant::now());
     }
 
-    /// Why the hold was lost, as far as this client knows (`GONE` when
+    /// Why the hold was lost, as far as this client knows (`unknown` when
     /// nothing told it), and whether it had been revoked before: what the
     /// error of a call that finds it gone says.
-    pub(crate) fn loss(&self) -> String {
+    pub(crate) fn loss(&self, unknown: &'static str) -> String {
         let state = self.settled(Instant::now());
-        let why = state.lost.map_or(GONE, |(_, why)| why);
+        let why = state.lost.map_or(unknown, |(_, why)| why);
         if state.revoked {
             format!("{why}; it had been revoked (asked to let go) before")
         } else {
