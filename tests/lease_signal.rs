@@ -373,3 +373,55 @@ fn a_hold_counted_lost_unlocks_as_lost_though_redis_still_had_it() {
     );
     assert_eq!(signal.ended(), Some(LeaseEnd::Lost));
 }
+
+/// A call with a fixed lease of 300 ms that waited in the queue behind
+/// another holder for longer than its lease (here 1 s) gets a hold it can
+/// use: its client's count of the handed-over lease does not start from
+/// its first request (the watchdog's heartbeats of a client of the
+/// defaults are 3.3 s apart; here 10 s), so the guard is not lost on
+/// arrival, its lease signal fires at the end of its lease, and the next
+/// waiter holds then.
+#[test]
+fn a_short_fixed_lease_handed_over_after_a_long_wait_is_not_lost_on_arrival() {
+    let server = RedisServer::start();
+    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
+    let client = || {
+        (server.builder())
+            .lease(Duration::from_secs(60))
+            .waiter_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (client(), client());
+    let held = holder.fair_mutex("short").lock().unwrap();
+    const FIXED: Duration = Duration::from_millis(300);
+    let waiting = thread::spawn(move || {
+        let guard = waiter
+            .fair_mutex("short")
+            .unbound()
+            .with_fixed_lease(FIXED)
+            .lock()
+            .unwrap();
+        (guard.is_lease_lost(), Instant::now(), guard)
+    });
+    assert!(wait_until(Duration::from_secs(5), || holder
+        .fair_mutex("short")
+        .queue_len()
+        .unwrap()
+        == 1));
+    thread::sleep(Duration::from_secs(1));
+    let handed = Instant::now();
+    held.unlock().unwrap();
+    let (lost_on_arrival, got, guard) = join_within(waiting, Duration::from_secs(5), "the waiter");
+    let ended = watch(guard.lease_signal());
+    let (end, at) = ended.recv_timeout(Duration::from_secs(5)).unwrap();
+    eprintln!(
+        "fixed lease {FIXED:?} after a 1 s wait: got {:.1} ms after the handoff, lost on arrival: \
+         {lost_on_arrival}, {end:?} {:.0} ms after the handoff",
+        ms(got - handed),
+        ms(at - handed)
+    );
+    assert!(!lost_on_arrival, "lost on arrival");
+    assert_eq!(end, LeaseEnd::Lost);
+    assert!(at - handed >= FIXED / 2, "{:?}", at - handed);
+}
