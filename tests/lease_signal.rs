@@ -425,3 +425,31 @@ fn a_short_fixed_lease_handed_over_after_a_long_wait_is_not_lost_on_arrival() {
     assert_eq!(end, LeaseEnd::Lost);
     assert!(at - handed >= FIXED / 2, "{:?}", at - handed);
 }
+
+/// Holds of every kind whose keys a `FLUSHALL` deleted (no connection
+/// dropped: nothing tells the client of a gap): the watchdog's next
+/// renewal finds each key gone and the hold is told lost as one redis lost,
+/// not as a lease run out there or a force release, in its unlock's error.
+#[test]
+fn a_hold_whose_keys_were_flushed_is_told_lost_as_one_redis_lost() {
+    let server = RedisServer::start();
+    // A watchdog round every 100 ms.
+    let client = client(&server, Duration::from_millis(300));
+    let mut holds = Vec::new();
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("flushed-{kind:?}");
+        let guard =
+            take::<fairlock::Bound>(&client, kind, &name, LeasePolicy::Client, Duration::ZERO)
+                .unwrap()
+                .expect("free");
+        holds.push((kind, watch(guard.lease_signal()), guard));
+    }
+    let () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    for (kind, ended, guard) in holds {
+        let (end, _) = ended.recv_timeout(Duration::from_secs(5)).expect("told");
+        assert_eq!(end, LeaseEnd::Lost, "{kind:?}");
+        let err = guard.unlock().expect_err("lost with the flush");
+        eprintln!("{kind:?}: {err}");
+        assert!(err.to_string().contains("redis lost it"), "{kind:?}: {err}");
+    }
+}

@@ -498,7 +498,8 @@ fn the_mutex_sends_its_lock_key_and_no_call_a_counted_lock_all_its_keys_and_the_
     assert!(RenewReply::Revoked.is_held() && !RenewReply::Lost.is_held());
     assert_eq!(op.parse(Value::Int(3)).unwrap(), RenewReply::ForceReleased);
     assert!(!RenewReply::ForceReleased.is_held());
-    assert!(op.parse(Value::Int(4)).is_err());
+    assert_eq!(op.parse(Value::Int(4)).unwrap(), RenewReply::Gone);
+    assert!(op.parse(Value::Int(5)).is_err());
 }
 
 // Revoke (src/protocol/revoke.rs)

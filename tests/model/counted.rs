@@ -468,6 +468,7 @@ impl Machine for Model {
             None if self.mark.starts_with('F') && token <= self.last => {
                 expect(got, &RenewReply::ForceReleased)
             }
+            None if self.capacity.is_none() => expect(got, &RenewReply::Gone),
             None => expect(got, &RenewReply::Lost),
             Some(hold) => {
                 if let Some(lease) = lease {

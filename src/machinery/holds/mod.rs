@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::connections::config::ClockDrift;
 use crate::error::{Error, ErrorKind};
 use crate::machinery::observe::{self, Labels};
-use crate::protocol::{Call, LockKeys};
+use crate::protocol::{Call, LockKeys, RenewReply};
 use rustc_hash::FxBuildHasher;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
@@ -269,15 +269,19 @@ impl Hold {
         self.token.store(token, Ordering::Release);
     }
 
-    /// A renewal of `token` found the hold gone (`forced`: freed by a
-    /// force release, as the lock's mark said): lost, unless the hold
-    /// changed since (its token is another) or a change is under way,
-    /// which the renewal may have raced.
-    pub(crate) fn renewal_failed(&self, token: u64, forced: bool) {
+    /// A renewal of `token` found the hold gone (`reply`: freed by a
+    /// force release, as the lock's mark said; its keys gone): lost, unless
+    /// the hold changed since (its token is another) or a change is under
+    /// way, which the renewal may have raced.
+    pub(crate) fn renewal_failed(&self, token: u64, reply: RenewReply) {
         if token == self.token() && !self.changing.load(Ordering::Acquire) {
             let gap = self.state.lock().gap_at.is_some();
-            let why = if gap { SERVER_LOST_IT } else { GONE };
-            self.mark_lost(if forced { FORCE_RELEASED } else { why });
+            self.mark_lost(match reply {
+                RenewReply::ForceReleased => FORCE_RELEASED,
+                _ if gap => SERVER_LOST_IT,
+                RenewReply::Gone => KEYS_GONE,
+                _ => GONE,
+            });
         }
     }
 
