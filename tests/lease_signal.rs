@@ -209,6 +209,41 @@ fn lost_with_a_restart(lease: LeasePolicy, loading: bool) {
     }
 }
 
+/// Holds of every kind unlocked at once after the server restarted empty,
+/// before anything else told their client (its subscriber's reconnection,
+/// the watchdog's check that follows it): each unlock finds the lock's key
+/// gone, and says that redis lost the hold, not that its lease ran out
+/// there or a force release freed it (neither leaves the key gone while
+/// this client still counts the lease).
+#[test]
+fn an_unlock_right_after_an_empty_restart_says_redis_lost_the_hold() {
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(60))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut holds = Vec::new();
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("unlocked-after-restart-{kind:?}");
+        let guard =
+            take::<fairlock::Bound>(&client, kind, &name, LeasePolicy::Client, Duration::ZERO)
+                .unwrap()
+                .expect("free");
+        holds.push((kind, guard));
+    }
+    server.restart();
+    for (kind, guard) in holds {
+        let err = guard.unlock().expect_err("lost with the restart");
+        eprintln!("{kind:?}: {err}");
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{kind:?}: {err}");
+        assert!(err.to_string().contains("redis lost it"), "{kind:?}: {err}");
+    }
+}
+
 /// Holds of every kind force-released while their client's link to Redis
 /// is cut (the release's message never reaches it): once the link heals,
 /// each holder hears `Lost` and its unlock says a force release freed it,
@@ -410,4 +445,84 @@ fn a_hold_counted_lost_is_not_upgraded_or_downgraded() {
     eprintln!("counted lost while its upgrade waited: {upgraded:?}");
     assert_eq!(upgraded, Err(ErrorKind::LeaseLost));
     assert!(!waited.is_locked().unwrap(), "the write was left in Redis");
+}
+
+/// A call with a fixed lease of 300 ms that waited in the queue behind
+/// another holder for longer than its lease (here 1 s) gets a hold it can
+/// use: its client's count of the handed-over lease does not start from
+/// its first request (the watchdog's heartbeats of a client of the
+/// defaults are 3.3 s apart; here 10 s), so the guard is not lost on
+/// arrival, its lease signal fires at the end of its lease, and the next
+/// waiter holds then.
+#[test]
+fn a_short_fixed_lease_handed_over_after_a_long_wait_is_not_lost_on_arrival() {
+    let server = RedisServer::start();
+    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
+    let client = || {
+        (server.builder())
+            .lease(Duration::from_secs(60))
+            .waiter_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (client(), client());
+    let held = holder.fair_mutex("short").lock().unwrap();
+    const FIXED: Duration = Duration::from_millis(300);
+    let waiting = thread::spawn(move || {
+        let guard = waiter
+            .fair_mutex("short")
+            .unbound()
+            .with_fixed_lease(FIXED)
+            .lock()
+            .unwrap();
+        (guard.is_lease_lost(), Instant::now(), guard)
+    });
+    assert!(wait_until(Duration::from_secs(5), || holder
+        .fair_mutex("short")
+        .queue_len()
+        .unwrap()
+        == 1));
+    thread::sleep(Duration::from_secs(1));
+    let handed = Instant::now();
+    held.unlock().unwrap();
+    let (lost_on_arrival, got, guard) = join_within(waiting, Duration::from_secs(5), "the waiter");
+    let ended = watch(guard.lease_signal());
+    let (end, at) = ended.recv_timeout(Duration::from_secs(5)).unwrap();
+    eprintln!(
+        "fixed lease {FIXED:?} after a 1 s wait: got {:.1} ms after the handoff, lost on arrival: \
+         {lost_on_arrival}, {end:?} {:.0} ms after the handoff",
+        ms(got - handed),
+        ms(at - handed)
+    );
+    assert!(!lost_on_arrival, "lost on arrival");
+    assert_eq!(end, LeaseEnd::Lost);
+    assert!(at - handed >= FIXED / 2, "{:?}", at - handed);
+}
+
+/// Holds of every kind whose keys a `FLUSHALL` deleted (no connection
+/// dropped: nothing tells the client of a gap): the watchdog's next
+/// renewal finds each key gone and the hold is told lost as one redis lost,
+/// not as a lease run out there or a force release, in its unlock's error.
+#[test]
+fn a_hold_whose_keys_were_flushed_is_told_lost_as_one_redis_lost() {
+    let server = RedisServer::start();
+    // A watchdog round every 100 ms.
+    let client = client(&server, Duration::from_millis(300));
+    let mut holds = Vec::new();
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("flushed-{kind:?}");
+        let guard =
+            take::<fairlock::Bound>(&client, kind, &name, LeasePolicy::Client, Duration::ZERO)
+                .unwrap()
+                .expect("free");
+        holds.push((kind, watch(guard.lease_signal()), guard));
+    }
+    let () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    for (kind, ended, guard) in holds {
+        let (end, _) = ended.recv_timeout(Duration::from_secs(5)).expect("told");
+        assert_eq!(end, LeaseEnd::Lost, "{kind:?}");
+        let err = guard.unlock().expect_err("lost with the flush");
+        eprintln!("{kind:?}: {err}");
+        assert!(err.to_string().contains("redis lost it"), "{kind:?}: {err}");
+    }
 }

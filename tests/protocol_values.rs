@@ -60,12 +60,13 @@ fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot(
     assert_eq!(mutex.kind(), LockKind::Mutex);
     assert_eq!(
         mutex.all,
-        ["lock", "queue", "forced"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["lock", "queue", "revoked", "forced"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(sem.kind(), LockKind::Semaphore);
     assert_eq!(
         sem.all,
-        ["sem", "semq", "semmeta", "semforced"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["sem", "semq", "semmeta", "semrevoked", "semforced"]
+            .map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(sem.slot, mutex.slot);
     assert!(sem.all.iter().all(|k| !mutex.all.contains(k)));
@@ -84,7 +85,7 @@ fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_the_queue_2nd() {
     assert_eq!(rw.kind(), LockKind::RwLock);
     assert_eq!(
         rw.all,
-        ["rw", "rwq", "rwmeta", "rwforced"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["rw", "rwq", "rwmeta", "rwrevoked", "rwforced"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(rw.slot, mutex.slot);
     assert!(rw
@@ -116,7 +117,8 @@ fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine(
     assert_eq!(election.kind(), LockKind::Election);
     assert_eq!(
         election.all,
-        ["elect", "electq", "electh", "electforced"].map(|k| format!("p:{{{tag}}}:{k}:jobs"))
+        ["elect", "electq", "electh", "electrevoked", "electforced"]
+            .map(|k| format!("p:{{{tag}}}:{k}:jobs"))
     );
     assert_eq!(election.slot, mutex.slot);
     for other in [&mutex, &sem, &rw] {
@@ -326,6 +328,7 @@ fn replies_name_the_holds_left_or_every_waiter_handed_over() {
         ReleaseReply::Released { left: 2 }
     );
     assert_eq!(op.parse(Value::Int(-1)).unwrap(), ReleaseReply::NotHeld);
+    assert_eq!(op.parse(Value::Int(-2)).unwrap(), ReleaseReply::Gone);
     let grant = |owner: &str, id: i64| {
         [
             Value::BulkString(owner.as_bytes().to_vec()),
@@ -502,41 +505,44 @@ fn the_mutex_sends_its_lock_key_and_no_call_a_counted_lock_all_its_keys_and_the_
     assert!(RenewReply::Revoked.is_held() && !RenewReply::Lost.is_held());
     assert_eq!(op.parse(Value::Int(3)).unwrap(), RenewReply::ForceReleased);
     assert!(!RenewReply::ForceReleased.is_held());
-    assert!(op.parse(Value::Int(4)).is_err());
+    assert_eq!(op.parse(Value::Int(4)).unwrap(), RenewReply::Gone);
+    assert!(op.parse(Value::Int(5)).is_err());
 }
 
 // Revoke (src/protocol/revoke.rs)
 
 #[test]
-fn a_revocation_takes_no_argument_and_says_how_many_holds_it_asked_up_to_which_token() {
-    assert!(Revoke.args().is_empty());
+fn a_revocation_takes_its_call_key_and_says_how_many_holds_it_asked_up_to_which_token() {
+    let op = Revoke {
+        call_key: "c#1".to_owned(),
+    };
+    assert_eq!(op.args(), ["c#1"]);
     let sem = LockKeys::semaphore("p", "n").unwrap();
-    assert_eq!(Revoke.keys(&sem), sem.common());
+    assert_eq!(op.keys(&sem).len(), sem.common().len() + 1);
+    assert!(op.keys(&sem).last().unwrap().contains(":semrevoked:"));
     assert_eq!(
         Script::of(LockKind::Election, Op::Revoke).engine,
         Engine::Election
     );
     assert_eq!(
-        Revoke
-            .parse(Value::Array(vec![
-                Value::Int(3),
-                Value::Int(1795377959667025)
-            ]))
-            .unwrap(),
+        op.parse(Value::Array(vec![
+            Value::Int(3),
+            Value::Int(1795377959667025)
+        ]))
+        .unwrap(),
         Revoked {
             holds: 3,
             up_to: 1795377959667025
         }
     );
     assert_eq!(
-        Revoke
-            .parse(Value::Array(vec![Value::Int(0), Value::Int(0)]))
+        op.parse(Value::Array(vec![Value::Int(0), Value::Int(0)]))
             .unwrap()
             .holds,
         0
     );
-    assert!(Revoke.parse(Value::Array(vec![Value::Int(1)])).is_err());
-    assert!(Revoke.parse(Value::Int(1)).is_err());
+    assert!(op.parse(Value::Array(vec![Value::Int(1)])).is_err());
+    assert!(op.parse(Value::Int(1)).is_err());
 }
 
 // Status (src/protocol/status.rs)

@@ -8,6 +8,7 @@
 //! (`Client::force_unlock` and `Client::revoke`) reaches the lock of that
 //! kind only, and refuses a bad name.
 
+use redis::Commands;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -681,4 +682,70 @@ fn a_hold_asked_to_let_go_is_still_asked_after_a_change_of_its_access() {
     );
     read.unlock().unwrap();
     upgraded.unlock().unwrap();
+}
+
+/// A revoke that a stop and continue cut short goes out again (the same
+/// request on the same connection, `connections/steady.rs`), after its
+/// first delivery asked the holder of then: the repeat must not ask the
+/// holder of now. A child's `revoke()` goes out through a relay that holds
+/// it; the child is stopped, the relay lets the request through (the holder
+/// a is asked, the reply waits in the stopped child's socket), a releases
+/// and b takes; the child is continued.
+#[test]
+fn a_revoke_sent_again_after_a_stop_does_not_ask_the_next_holder() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let holders = quiet_client(&server);
+    let mut children = Children::new(env!("CARGO_BIN_EXE_fairlock-test-child"));
+    // A fixed lease: the child sends nothing through the relay but its revoke.
+    let child = children.spawn(
+        "lease_holder",
+        &lease_holder::vars(&relay.url(), 30_000, true),
+    );
+    let patience = Duration::from_secs(10);
+    children.expect_text(child, "ready", patience);
+    let a = holders.fair_mutex("again").lock().unwrap();
+
+    relay.stall();
+    children.send(child, "revoke again");
+    assert!(
+        wait_until(patience, || relay.held_bytes() > 0),
+        "the revoke never went out"
+    );
+    let pid = children.pid(child);
+    let stopped = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+    };
+    send_signal(pid, "STOP");
+    assert!(wait_until(patience, stopped), "the child never stopped");
+    relay.resume();
+    assert_eq!(
+        a.revocation_signal().wait_timeout(patience),
+        Some(Revocation::Requested),
+        "the revoke's first delivery asks a"
+    );
+    a.unlock().unwrap();
+    let b = holders.fair_mutex("again").lock().unwrap();
+    send_signal(pid, "CONT");
+    let asked = children.expect_prefix(child, "asked ", patience);
+    let lock_key = fairlock::__test_support::LockKeys::mutex("fairlock", "again").unwrap();
+    let mark: String = server.conn().get(lock_key.lock()).unwrap();
+    eprintln!(
+        "revoke: stopped and continued after the lock moved on: {}, b's lock key {mark:?}",
+        asked.text
+    );
+    assert_eq!(asked.text, "asked 1", "it asked a");
+    assert!(
+        !mark.contains('^'),
+        "the repeat asked b (token {}): {mark:?}",
+        b.fencing_token()
+    );
+    assert_eq!(
+        b.revocation_signal()
+            .wait_timeout(Duration::from_millis(500)),
+        None
+    );
+    b.unlock().unwrap();
 }

@@ -7,6 +7,7 @@
 use fairlock::{Capacity, LockKind, Status};
 
 use crate::commands::status::{hold_detail, in_use, waiter_text, who, Report};
+use crate::kinds::plural;
 
 /// A lock's status without its clocks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,7 +224,7 @@ impl Section {
         }
         if self.capacity != then.capacity {
             if let Capacity::Permits(permits) = self.capacity {
-                said.push(format!("{label}{permits} permits"));
+                said.push(format!("{label}{}", plural(permits as usize, "permit")));
             }
         }
     }
@@ -318,6 +319,19 @@ mod tests {
             ]
         );
         assert_eq!(before.changes_since(&now), ["rwlock: no longer in use"]);
+    }
+
+    /// A change of permits says their number, "1 permit" in the singular.
+    #[test]
+    fn a_change_of_permits_says_their_number() {
+        let with = |permits| Shape {
+            sections: vec![Section {
+                capacity: Capacity::Permits(permits),
+                ..held(LockKind::Semaphore, "")
+            }],
+        };
+        assert_eq!(with(1).changes_since(&with(2)), ["semaphore: 1 permit"]);
+        assert_eq!(with(3).changes_since(&with(1)), ["semaphore: 3 permits"]);
     }
 
     /// The free mutex `status` shows when nothing of the name is in use

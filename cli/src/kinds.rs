@@ -205,10 +205,10 @@ impl Lock {
     }
 
     /// Who holds the lock now, as "client ID, token N" (with "(one of N
-    /// holders)" for a lock of several holders, and the access of a
-    /// reader-writer lock's first other holder by lease end); `None` if
-    /// nobody else or unknown: not this client, which Redis may count a
-    /// holder a moment longer than it does itself.
+    /// holders)", or "(the only holder)", for a lock of several holders,
+    /// and the access of a reader-writer lock's first other holder by
+    /// lease end); `None` if nobody else or unknown: not this client,
+    /// which Redis may count a holder a moment longer than it does itself.
     pub fn holder_now(&self) -> Option<String> {
         let status = self.status(2).ok()?;
         let mine = self.client.id();
@@ -222,10 +222,11 @@ impl Lock {
             let access = holder
                 .access
                 .map_or_else(String::new, |access| format!("{}, ", access_word(access)));
-            text.push_str(&format!(
-                " ({access}one of {} holders)",
-                status.holder_count
-            ));
+            let of = match status.holder_count {
+                1 => "the only holder".to_owned(),
+                n => format!("one of {n} holders"),
+            };
+            text.push_str(&format!(" ({access}{of})"));
         }
         Some(text)
     }
@@ -243,15 +244,23 @@ pub struct Verbs {
     pub token: &'static str,
 }
 
+/// "1 holder", "3 holders".
+pub fn plural(n: usize, what: &str) -> String {
+    match n {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    }
+}
+
 /// A semaphore's permits as every line that names it says them: "3
 /// permits" when `in_force` is the number `asked`, else "4 permits in
 /// force, not 3".
 pub fn permits_text(in_force: u32, asked: u32) -> String {
-    let plural = if in_force == 1 { "" } else { "s" };
+    let permits = plural(in_force as usize, "permit");
     if in_force == asked {
-        format!("{in_force} permit{plural}")
+        permits
     } else {
-        format!("{in_force} permit{plural} in force, not {asked}")
+        format!("{permits} in force, not {asked}")
     }
 }
 

@@ -18,7 +18,7 @@ use cli_support::{
     BIN, PATIENCE,
 };
 use fairlock::LockKind;
-use fairlock_test_support::{lock_key, wait_until, RedisServer, RefusedPort};
+use fairlock_test_support::{lock_key, wait_until, RedisServer, RefusedPort, Relay};
 
 /// Runs `fairlock run NAME <flags>`, which prints its token; the kind of
 /// lock of NAME whose last token that is.
@@ -502,4 +502,41 @@ fn every_line_that_names_a_semaphore_says_the_permits_in_force() {
     ] {
         assert!(said.contains(line), "{line} in {said}");
     }
+}
+
+/// The line that names who holds a lock of several holders now counts
+/// them in the singular too: "(the only holder)", not "(one of 1
+/// holders)". `run --semaphore 2` through a relay; with the relay stalled
+/// its permit is force-released and another client takes one; resumed,
+/// the run hears that its permit was lost and names the one holder.
+#[test]
+fn a_lost_permit_names_the_only_holder_in_the_singular() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let scratch = Scratch::new("only-holder");
+    let ready = scratch.path("ready");
+    let run = Proc::spawn(
+        Command::new(BIN)
+            .env_remove("REDIS_URL")
+            .args(["--url", &relay.url(), "run", "pool", "--semaphore", "2"])
+            .args(sh(&format!("touch {}; sleep 2", ready.display())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    assert!(
+        wait_until(PATIENCE, || ready.exists()),
+        "the run never started"
+    );
+    relay.stall();
+    let client = server.client();
+    assert!(client.force_unlock(LockKind::Semaphore, "pool").unwrap());
+    let permit = client.fair_semaphore("pool", 2).acquire().unwrap();
+    relay.resume();
+    let out = run.finish(PATIENCE);
+    let err = stderr(&out);
+    eprintln!("{err}");
+    assert_eq!(code(&out), 70, "{err}");
+    let now = format!("token {} (the only holder)", permit.fencing_token());
+    assert!(err.contains(&now), "{err}");
 }

@@ -1,8 +1,9 @@
 -- counted/force_release.lua: free every hold of a counted lock, whoever
 -- holds it, and admit the waiters at the head of the queue that fit.
 --
--- KEYS: holders, queue, meta (see lib/counted.lua), this call's record
---       (the last: lib/common.lua's record_forced)
+-- KEYS: holders, queue, meta (see lib/counted.lua), the revoke's record
+--       (not used), this call's record (the last: lib/common.lua's
+--       record_forced)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] call key "<client id>#<call id>": the record keeps it with the

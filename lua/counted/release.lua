@@ -20,8 +20,9 @@
 --         for the waiters admitted (each also sent "G" as always; a client
 --         may act on this reply first; one admitted to a lone hold's place
 --         as one string, lib/common.lua's granted_reply), or -1 when this
---         call holds no live hold with that token (the lease was lost);
---         then nothing is changed, but for a head that a release vouched
+--         call holds no live hold with that token (the lease was lost), -2
+--         when the meta is gone too (the server lost it, as the mutex's
+--         -2); then nothing is changed, but for a head that a release vouched
 --         for (no ARGV[5]) took out of the queue before it found the lone
 --         hold run out: that head is let in as the units allow.
 -- Cost: O(log N) in waiters and holders (amortised over dropped dead
@@ -120,7 +121,7 @@ local meta = read_meta(now_ms, true, stored or false, pttl)
 local owner, call = call_key_arg(call_key)
 local member, units = hold_by_token(meta, token, owner, call, now_ms)
 if not member and not popped_head then
-  return meta.mark == call_key and 0 or -1
+  return meta.mark == call_key and 0 or (stored and -1 or -2)
 end
 -- (With no hold found after the fast path took the head out of the
 -- queue: the lone hold ran out at Redis after its client vouched for it,

@@ -21,7 +21,8 @@
 --         token (lease lost: run out, or given back), 3 when it holds none
 --         and the meta's mark says a force release freed every hold up to
 --         then (force_release.lua: "F<call key>/<holds>"), this one's token
---         being no later than the last issued.
+--         being no later than the last issued, 4 when it holds none and the
+--         meta is gone (the server lost it, as release.lua's -2).
 -- Cost: O(log N) in holders: of a lone hold GET, TIME, PTTL, SET; of one
 -- of two or more holds GET, TIME, ZRANGEBYSCORE, ZSCORE, ZADD and up to
 -- two PTTLs and PEXPIREs (keys are only ever pushed further out).
@@ -36,7 +37,7 @@ local meta = read_meta(now_ms, true)
 local member = hold_by_token(meta, token, owner, call, now_ms)
 if not member then
   local forced = string.sub(meta.mark, 1, 1) == 'F' and tonumber(token) <= tonumber(meta.last)
-  return forced and 3 or 0
+  return forced and 3 or (meta.capacity and 0 or 4)
 end
 local renewed = meta.revoked and tonumber(meta.revoked) >= tonumber(ARGV[7] or token) and 2 or 1
 if meta.lone then

@@ -317,13 +317,16 @@ local function server_time()
   return us, (us - us % 1000) / 1000
 end
 
--- What the force release of call key ARGV[3] answered, if it ran already
--- (the same call delivered again after its reply was lost), as its record
--- keeps it (record_forced); nil when not. A repeat answers with it and
--- frees nothing, whoever took the lock since: the lock key's (the meta's)
+-- What the force release or the revoke of call key ARGV[3] answered, if
+-- it ran already (the same call delivered again after its reply was lost,
+-- or sent again after a stop: connections/steady.rs), as its record keeps
+-- it (record_forced); nil when not. A repeat answers with it and frees or
+-- asks nothing, whoever took the lock since: the lock key's (the meta's)
 -- mark, which the next release overwrites, cannot tell it. The record is
--- KEYS' last, given to the force release only, and read here rather than
--- named once for every call (build.rs's library sets those up on each).
+-- KEYS' last, given to that script only (the force release's and the
+-- revoke's are two keys: neither overwrites the other's), and read here
+-- rather than named once for every call (build.rs's library sets those up
+-- on each).
 local function forced_before()
   local record = 'v@FORMAT@ ' .. ARGV[3] .. ' '
   local seen = redis.call('GET', KEYS[#KEYS])
@@ -332,13 +335,29 @@ local function forced_before()
   end
 end
 
--- Records that the force release of call key ARGV[3] answered `answer`:
--- "v<format> <call key> <answer>", kept a fence life, which the
--- anchor the script then writes outlives (every write of it keeps it at
--- least a fence life; with no anchor the record stands alone). Written
--- before the anchor, so it never outlives it.
-local function record_forced(answer)
-  redis.call('SET', KEYS[#KEYS], 'v@FORMAT@ ' .. ARGV[3] .. ' ' .. answer, 'PX', fence_text())
+-- Records that the call of key ARGV[3] answered `answer`: "v<format>
+-- <call key> <answer>", kept `px` ms, else a fence life, which the
+-- anchor the force release then writes outlives (every write of it keeps
+-- it at least a fence life; with no anchor the record stands alone).
+-- Written before the anchor, so it never outlives it.
+local function record_forced(answer, px)
+  redis.call('SET', KEYS[#KEYS], 'v@FORMAT@ ' .. ARGV[3] .. ' ' .. answer, 'PX', px or fence_text())
+end
+
+-- A revoke's reply, {holds asked, up to token}, recorded (record_forced)
+-- for no longer than `anchor` lives (the lock key, the meta; a fence life
+-- without one): its repeat answers the same and asks nobody
+-- (revoked_before).
+local function answer_revoke(anchor, holds, up_to)
+  local pttl = redis.call('PTTL', anchor)
+  record_forced(holds .. ' ' .. up_to, pttl > 0 and pttl < FENCE_LIFE and fmt(pttl) or nil)
+  return { holds, tonumber(up_to) }
+end
+
+-- The reply of the revoke of call key ARGV[3] if it ran already, else nil.
+local function revoked_before()
+  local holds, up_to = string.match(forced_before() or '', '^(%d+) (%d+)$')
+  return holds and { tonumber(holds), tonumber(up_to) }
 end
 
 -- The mark and detail of a lock key's mark ('' each when none).

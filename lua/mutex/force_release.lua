@@ -1,7 +1,8 @@
 -- mutex/force_release.lua: free the lock whoever holds it and hand it to the next waiter.
 --
 -- KEYS: lock, queue (an election's: and its history; see lib/mutex.lua),
---       then this call's record (the last: lib/common.lua's record_forced)
+--       the revoke's record (not used), then this call's record (the
+--       last: lib/common.lua's record_forced)
 -- ARGV[1] wake channel prefix
 -- ARGV[2] fence life ms
 -- ARGV[3] call key "<client id>#<call id>": the record keeps it with the

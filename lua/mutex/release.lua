@@ -22,7 +22,9 @@
 --         string: lib/common.lua's granted_reply) when the
 --         lock was handed to a waiter (who is also sent "G" as always; its
 --         client may act on this reply first), or -1 when the lock is not
---         held by this owner with this token (the lease was lost); then
+--         held by this owner with this token (the lease was lost), -2 when
+--         the lock key is gone (the server lost it: its lease and a fence
+--         life after cannot have run out while its client counts it); then
 --         nothing is changed.
 -- An election's script also says on the election's channel who it handed
 -- the lock to, or that the hold ended when it freed it (lib/mutex.lua: ANNOUNCE).
@@ -76,7 +78,7 @@ local held, holder, calls, mark, fence_ms, _, waiters = read_lock(stored, pttl)
 local owner, call = call_key_arg(call_key)
 
 if holder ~= owner or held ~= token then
-  return split_mark(mark) == call_key and 0 or -1
+  return split_mark(mark) == call_key and 0 or (stored and -1 or -2)
 end
 local _, left, next_owner, next_call, _, _, next_token, ttl =
   give_back(owner, token, calls, mark, fence_ms, call, waiters)

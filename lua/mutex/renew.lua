@@ -14,7 +14,8 @@
 --         with a token up to this hold's), 0 when the lock is no longer this
 --         hold's (lease lost: taken by another, or run out), 3 when it is
 --         not and its mark says a force release freed this owner's hold
---         (force_release.lua: "F<call key> <owner>").
+--         (force_release.lua: "F<call key> <owner>"), 4 when the lock key
+--         is gone (the server lost it, as release.lua's -2).
 --         A lock key of another data format stops it with
 --         "FAIRLOCK_FORMAT ..." (lib/common.lua: fail).
 -- Cost: O(1): GET, PTTL and one write.
@@ -49,4 +50,4 @@ end
 -- stops it); the PTTL is not needed for the mark.
 local _, _, _, mark = read_lock(stored, -1)
 local seen, holder = split_mark(mark)
-return (string.sub(seen, 1, 1) == 'F' and holder == ARGV[3]) and 3 or 0
+return (string.sub(seen, 1, 1) == 'F' and holder == ARGV[3]) and 3 or (stored and 0 or 4)

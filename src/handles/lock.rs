@@ -75,9 +75,9 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// any I/O. A call that waited in the queue counts the lease of the
     /// grant handed to it from the last request that saw it queued (the
     /// watchdog heartbeats it every third of `min(lease, waiter_timeout)`
-    /// of the client): a fixed lease shorter than that may be counted out
-    /// on arrival, so give such a client a
-    /// [`lease`](crate::ClientBuilder::lease) no longer than it.
+    /// of the client; a call whose fixed lease is shorter than that asks
+    /// again itself every third of its lease), so at least about two
+    /// thirds of the lease are left when the grant arrives.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -283,7 +283,9 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// upgrade or downgrade gives one a larger token), never a later one: it is recorded beside them, and each holder hears of it from
     /// a push message to its client (one round trip after this call, plus
     /// delivery) or, if that is lost, from its next renewal's reply. One
-    /// round trip; it adds none to any other call.
+    /// round trip; it adds none to any other call. The request sent again
+    /// (its reply lost, the process stopped and continued) answers as it
+    /// first did and asks nobody else.
     ///
     /// # Errors
     /// As [`status`](Self::status).

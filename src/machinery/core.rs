@@ -279,7 +279,12 @@ impl Core {
     /// Asks every hold of the lock present now to let go; frees nothing.
     /// Returns how many holds it asked.
     pub(crate) fn revoke(&self, target: &Target) -> Result<usize> {
-        let written = self.shared.caller.call_write(target.keys()?, &Revoke)?;
+        // A call key, so that the call delivered twice asks no later hold.
+        let shared = &self.shared;
+        let call_key = owner::call_key(shared.client_id(), shared.next_call_id());
+        let written = shared
+            .caller
+            .call_write(target.keys()?, &Revoke { call_key })?;
         let revoked: Revoked = written.replicated()?;
         Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
     }

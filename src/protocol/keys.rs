@@ -22,17 +22,19 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LockKind {
-    /// A fair mutex: keys lock, queue (and forced, the force release's).
+    /// A fair mutex: keys lock, queue (and revoked and forced, the revoke's
+    /// and the force release's records).
     Mutex,
-    /// A fair semaphore: keys holders, queue, meta (and semforced).
+    /// A fair semaphore: keys holders, queue, meta (and semrevoked,
+    /// semforced).
     Semaphore,
     /// A fair reader-writer lock: keys holders, queue, meta (and
-    /// rwforced), as a semaphore's: both run on the counted engine.
+    /// rwrevoked, rwforced), as a semaphore's: both run on the counted engine.
     RwLock,
     /// A leader election: a mutex's queue under keys of its own (elect,
     /// electq), run by the mutex's engine (its files assembled with
     /// the election's announcements: `Engine::Election`), and the history
-    /// of its changes (electh; and electforced).
+    /// of its changes (electh; and electrevoked, electforced).
     Election,
 }
 
@@ -78,15 +80,18 @@ impl LockKind {
 /// The queue (its entries in arrival order and their liveness deadlines,
 /// one zset: lua/lib/queue.lua) is 2nd in every kind, so lua/lib/queue.lua's
 /// steps serve both engines. Last, every kind has the record of its last
-/// force release (`forced`, `semforced`, `rwforced`, `electforced`: its
-/// call key and answer, kept a fence life, so that the call delivered
-/// again answers the same and frees nobody), which only the force release
-/// is given ([`LockKeys::common`] are the others').
+/// revoke (`revoked`, `semrevoked`, `rwrevoked`, `electrevoked`) and then
+/// of its last force release (`forced`, `semforced`, `rwforced`,
+/// `electforced`): the call's key and answer, kept a fence life at most,
+/// so that the call delivered again answers the same and asks or frees
+/// nobody; each is given to its own script only ([`LockKeys::common`] are
+/// the others').
 #[derive(Debug)]
 pub struct LockKeys {
     /// Mutex and Election: lock (the hold, or the last token of a free
     /// lock), queue, and an election's history. Semaphore and RwLock:
-    /// holders, queue, meta. Then, last, the force release's record.
+    /// holders, queue, meta. Then the revoke's record and, last, the force
+    /// release's.
     pub all: Vec<String>,
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
@@ -124,10 +129,10 @@ impl LockKeys {
         let tag = &digest[..16];
         let key = |kind: &str| format!("{prefix}:{{{tag}}}:{kind}:{name}");
         let kinds: &[&str] = match kind {
-            LockKind::Mutex => &["lock", "queue", "forced"],
-            LockKind::Semaphore => &["sem", "semq", "semmeta", "semforced"],
-            LockKind::RwLock => &["rw", "rwq", "rwmeta", "rwforced"],
-            LockKind::Election => &["elect", "electq", "electh", "electforced"],
+            LockKind::Mutex => &["lock", "queue", "revoked", "forced"],
+            LockKind::Semaphore => &["sem", "semq", "semmeta", "semrevoked", "semforced"],
+            LockKind::RwLock => &["rw", "rwq", "rwmeta", "rwrevoked", "rwforced"],
+            LockKind::Election => &["elect", "electq", "electh", "electrevoked", "electforced"],
         };
         Ok(LockKeys {
             all: kinds.iter().map(|k| key(k)).collect(),
@@ -136,10 +141,10 @@ impl LockKeys {
         })
     }
 
-    /// The keys every script but the force release takes: all but the
-    /// last, the force release's record, which no fast path pays to send.
+    /// The keys every script but the force release and the revoke takes:
+    /// all but the last two, their records, which no fast path pays to send.
     pub fn common(&self) -> &[String] {
-        &self.all[..self.all.len() - 1]
+        &self.all[..self.all.len() - 2]
     }
 
     /// Which primitive these keys belong to.

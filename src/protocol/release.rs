@@ -41,6 +41,9 @@ pub enum ReleaseReply {
     HandedOver(Vec<HandedOver>),
     /// The lock is not this hold's any more: nothing was changed.
     NotHeld,
+    /// As `NotHeld`, the lock's key (a counted lock's meta) gone: the
+    /// server lost it (a restart or a failover without its data, a flush).
+    Gone,
 }
 
 /// A waiter a release handed the lock to, as its "G" message names it:
@@ -85,6 +88,7 @@ impl Operation for Release<'_> {
             Value::Int(left) if left >= 0 => Ok(ReleaseReply::Released {
                 left: u32::try_from(left).unwrap_or(u32::MAX),
             }),
+            Value::Int(-2) => Ok(ReleaseReply::Gone),
             Value::Int(_) => Ok(ReleaseReply::NotHeld),
             Value::Array(items) if !items.is_empty() && items.len().is_multiple_of(4) => {
                 handed_over(&items).map(ReleaseReply::HandedOver)

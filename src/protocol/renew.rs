@@ -38,6 +38,9 @@ pub enum RenewReply {
     Lost,
     /// Lost, and the lock's mark says a force release freed it.
     ForceReleased,
+    /// Lost, the lock's key (a counted lock's meta) gone: the server lost
+    /// it (a restart or a failover without its data, a flush).
+    Gone,
 }
 
 impl RenewReply {
@@ -89,6 +92,7 @@ impl Operation for Renew<'_> {
             Value::Int(2) => Ok(RenewReply::Revoked),
             Value::Int(0) => Ok(RenewReply::Lost),
             Value::Int(3) => Ok(RenewReply::ForceReleased),
+            Value::Int(4) => Ok(RenewReply::Gone),
             other => Err(refused(other)),
         }
     }

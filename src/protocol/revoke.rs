@@ -5,12 +5,17 @@ use redis::Value;
 
 use crate::error::Result;
 use crate::protocol::operation::{count, refused, unexpected, Op, Operation};
+use crate::protocol::LockKeys;
 
 /// Asks every hold of the lock present now to let go: the request is
 /// recorded beside the holds (up to the last token issued), each holder's
 /// renewals report it, and each holding client is sent `R <token> <lock
-/// key>` at once.
-pub struct Revoke;
+/// key>` at once. `call_key` (`<client id>#<call id>`) makes a repeat of
+/// the same call answer as the first did and ask nobody.
+pub struct Revoke {
+    /// This call's key.
+    pub call_key: String,
+}
 
 /// What a revocation asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,8 +30,13 @@ impl Operation for Revoke {
     type Reply = Revoked;
     const OP: Op = Op::Revoke;
 
+    /// Its record too, the last key (the force release's left out).
+    fn keys<'k>(&self, keys: &'k LockKeys) -> &'k [String] {
+        &keys.all[..keys.all.len() - 1]
+    }
+
     fn args(&self) -> Vec<String> {
-        Vec::new()
+        vec![self.call_key.clone()]
     }
 
     fn parse(&self, reply: Value) -> Result<Revoked> {

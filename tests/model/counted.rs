@@ -424,7 +424,16 @@ impl Machine for Model {
             if self.mark == format!("{owner}#{}", call.id) {
                 return expect(got, &ReleaseReply::Released { left: 0 });
             }
-            return expect(got, &ReleaseReply::NotHeld);
+            // (No capacity known: no meta.)
+            let gone = self.capacity.is_none();
+            return expect(
+                got,
+                &if gone {
+                    ReleaseReply::Gone
+                } else {
+                    ReleaseReply::NotHeld
+                },
+            );
         };
         self.holds.remove(i);
         self.mark = format!("{owner}#{}", call.id);
@@ -459,6 +468,7 @@ impl Machine for Model {
             None if self.mark.starts_with('F') && token <= self.last => {
                 expect(got, &RenewReply::ForceReleased)
             }
+            None if self.capacity.is_none() => expect(got, &RenewReply::Gone),
             None => expect(got, &RenewReply::Lost),
             Some(hold) => {
                 if let Some(lease) = lease {

@@ -183,6 +183,8 @@ pub struct Run<M: Machine> {
     tokens: Vec<u64>,
     /// The keys as read right after the step's script.
     seen: Option<Seen>,
+    /// The last revoke's call key and reply, while its record lives.
+    revoked: Option<(String, Revoked)>,
 }
 
 /// A divergence: the steps up to it, and what it was.
@@ -211,6 +213,7 @@ impl<M: Machine> Run<M> {
             model: M::default(),
             tokens: Vec::new(),
             seen: None,
+            revoked: None,
         }
     }
 
@@ -219,6 +222,7 @@ impl<M: Machine> Run<M> {
         self.srv.reset();
         self.model = M::default();
         self.tokens.clear();
+        self.revoked = None;
     }
 
     fn token(&mut self, token: Token, call: &Call) -> u64 {
@@ -384,12 +388,21 @@ impl<M: Machine> Run<M> {
                     .force_release(&key, now, &got)
                     .map_err(|e| format!("{e}; got {got:?}"))
             }
-            Step::Revoke => {
-                let got = self.srv.run(&Revoke);
+            Step::Revoke(n) => {
+                let call_key = format!("r#{n}");
+                let got = self.srv.run(&Revoke {
+                    call_key: call_key.clone(),
+                });
                 let got = self.took(got)?;
-                self.model
-                    .revoke(now, &got)
-                    .map_err(|e| format!("{e}; got {got:?}"))
+                // A repeat answers from the record, asking nobody.
+                match self.revoked.as_ref().filter(|(k, _)| *k == call_key) {
+                    Some((_, first)) if *first == got => Ok(()),
+                    Some((_, first)) => Err(format!("the repeat of {first:?}")),
+                    None => self.model.revoke(now, &got),
+                }
+                .map_err(|e| format!("{e}; got {got:?}"))?;
+                self.revoked = Some((call_key, got));
+                Ok(())
             }
             Step::SetPermits(permits) => {
                 let got = self.srv.run(&SetPermits { permits: *permits });
@@ -447,6 +460,12 @@ impl<M: Machine> Run<M> {
             None => self.srv.observe(),
         };
         self.model.sync(&seen, self.srv.now)?;
+        if !seen.revoked {
+            // Its life (its anchor's) is over.
+            self.revoked = None;
+        } else if self.revoked.is_none() {
+            return Err("a revoke's record the model has none of".into());
+        }
         let last = self.model.last();
         if self.tokens.last().is_none_or(|t| *t < last) {
             self.tokens.push(last);
@@ -639,7 +658,10 @@ impl Gen {
                 }
                 Step::ForceRelease(*force)
             }
-            74..=75 => Step::Revoke,
+            74..=75 => {
+                *force += 1;
+                Step::Revoke(*force)
+            }
             76..=80 if self.kind == LockKind::RwLock => {
                 // Mostly a recent upgradable read's call, its hold's token.
                 let upgradable: Vec<&Call> = steps
@@ -697,7 +719,7 @@ impl Gen {
                 .rev()
                 .find(|s| !matches!(s, Step::Clock(_)))
                 .cloned()
-                .unwrap_or(Step::Revoke),
+                .unwrap_or(Step::Revoke(0)),
         }
     }
 }

@@ -330,7 +330,14 @@ impl Model {
         if self.key && self.mark.0 == format!("{}#{}", call.owner(), call.id) {
             return expect(got, &ReleaseReply::Released { left: 0 });
         }
-        expect(got, &ReleaseReply::NotHeld)
+        expect(
+            got,
+            &if self.key {
+                ReleaseReply::NotHeld
+            } else {
+                ReleaseReply::Gone
+            },
+        )
     }
 
     fn do_renew(
@@ -350,6 +357,7 @@ impl Model {
             .as_ref()
             .is_some_and(|(t, o)| *t == token && *o == owner);
         let forced = self.key && self.mark.0.starts_with('F') && self.mark.1 == owner;
+        let key = self.key;
         match self.live_hold(now) {
             Some(hold) if hold.owner == owner && hold.token == token => {
                 if let Some(lease) = lease {
@@ -362,6 +370,7 @@ impl Model {
                 }
             }
             _ if forced && !named => expect(got, &RenewReply::ForceReleased),
+            _ if !key => expect(got, &RenewReply::Gone),
             _ => expect(got, &RenewReply::Lost),
         }
     }

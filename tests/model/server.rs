@@ -40,6 +40,8 @@ pub struct Seen {
     pub history: Option<Vec<String>>,
     /// Whether the force release's record (the last key) is there.
     pub forced: bool,
+    /// Whether the revoke's record (the key before) is there.
+    pub revoked: bool,
 }
 
 /// Reads everything in one atomic step (KEYS is fine on a server that
@@ -226,6 +228,7 @@ fn read_seen(seen: Value, keys: &LockKeys) -> Seen {
     let pttl = |key: &String| ttls.iter().find(|(k, _)| k == key).map_or(-2, |(_, t)| *t);
     let lock_pttl = pttl(&keys.all[0]);
     let forced = pttl(&keys.all[keys.all.len() - 1]) != -2;
+    let revoked = pttl(&keys.all[keys.all.len() - 2]) != -2;
     let meta_pttl = match keys.kind() {
         LockKind::Semaphore | LockKind::RwLock => pttl(&keys.all[2]),
         _ => -2,
@@ -250,6 +253,7 @@ fn read_seen(seen: Value, keys: &LockKeys) -> Seen {
         meta_pttl,
         history,
         forced,
+        revoked,
     }
 }
 

@@ -117,7 +117,7 @@ pub enum Step {
     Cancel(Call),
     Abandon(Call),
     ForceRelease(u64),
-    Revoke,
+    Revoke(u64),
     SetPermits(u32),
     /// An upgrade of `call`'s upgradable read: an attempt in `mode`, or
     /// (None) the claim withdrawn.

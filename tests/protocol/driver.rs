@@ -251,7 +251,7 @@ impl Lock {
                 assert_eq!(left, 0, "a counted hold is one call: none left");
                 Vec::new()
             }
-            ReleaseReply::NotHeld => panic!("{hold:?} was not held"),
+            ReleaseReply::NotHeld | ReleaseReply::Gone => panic!("{hold:?} was not held"),
         }
     }
 

@@ -7,6 +7,7 @@
 //! a release or a force release delivered twice count once work beside it,
 //! and the record goes with the last hold.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fairlock::__test_support::{RenewReply, Revoke, Revoked};
@@ -24,8 +25,15 @@ fn renewal(s: &mut Lock, hold: &Hold, lease: Option<Duration>) -> RenewReply {
     .unwrap()
 }
 
+/// A revoke of a call of its own.
 fn revoke(s: &mut Lock) -> Revoked {
-    s.run(&Revoke).unwrap()
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    revoke_as(s, &format!("r#{}", CALLS.fetch_add(1, Ordering::Relaxed)))
+}
+
+fn revoke_as(s: &mut Lock, call_key: &str) -> Revoked {
+    let call_key = call_key.to_owned();
+    s.run(&Revoke { call_key }).unwrap()
 }
 
 /// Holds asked are renewed and told so; the others are renewed.
@@ -124,5 +132,39 @@ fn a_revocation_asks_the_holds_of_its_time_and_no_later_one() {
             let d = s.take("d:1", 4, one);
             assert_asked(&mut s, &[], &[&d]);
         }
+    }
+}
+
+/// A revoke delivered again after the lock moved on (its reply lost, or
+/// sent again after a stop) answers as the first did and asks nobody: the
+/// record of its own (not the force release's, which a revoke must not
+/// overwrite while that call's repeat may still come) says it ran.
+#[test]
+fn a_revoke_sent_again_after_the_lock_moved_on_asks_nobody() {
+    for kind in [
+        LockKind::Mutex,
+        LockKind::Election,
+        LockKind::Semaphore,
+        LockKind::RwLock,
+    ] {
+        let mut s = kind.lock("revoke-again");
+        let all = kind.all(1);
+        // Free: nobody asked; then a takes, and the repeat asks nobody.
+        let none = Revoked { holds: 0, up_to: 0 };
+        assert_eq!(revoke_as(&mut s, "r#1"), none, "{kind:?}");
+        let a = s.take("a:1", 1, all);
+        assert_eq!(revoke_as(&mut s, "r#1"), none, "{kind:?}: the repeat");
+        assert_asked(&mut s, &[], &[&a]);
+        // a asked; a force release between the revoke and its repeat
+        // (each keeps its record); b takes.
+        let first = revoke_as(&mut s, "r#2");
+        assert_eq!(first.holds, 1, "{kind:?}");
+        let freed = s.force_release("f#1");
+        assert_eq!(freed.holds, 1, "{kind:?}");
+        let b = s.take("b:1", 2, all);
+        assert_eq!(revoke_as(&mut s, "r#2"), first, "{kind:?}: the repeat");
+        assert_eq!(s.force_release("f#1"), freed, "{kind:?}: the repeat");
+        assert_asked(&mut s, &[], &[&b]);
+        assert_eq!(s.holders(), [member(&b)], "{kind:?}: b still holds");
     }
 }

@@ -814,7 +814,7 @@ fn a_force_release_frees_every_hold_once_and_admits_the_waiters_that_fit() {
     // call's record (delivered again, it frees nobody who took it since).
     assert_eq!(s.force_release("op:1#1"), freed(0));
     let written: Vec<String> = s.snapshot().into_iter().map(|(key, _)| key).collect();
-    assert_eq!(written, [s.keys.all[3].clone()]);
+    assert_eq!(written, [s.keys.all[4].clone()]);
     let a = s.take("a:1", 1, permits(1, N));
     let b = s.take("b:1", 2, permits(2, N));
     let c = s.take("c:1", 3, permits(1, N));

@@ -8,6 +8,7 @@ use fairlock::PermitsChange;
 
 use super::lock_name;
 use super::run::permits;
+use crate::kinds::plural;
 use crate::{Connection, Failure};
 
 /// Set the number of permits of the semaphore NAME to N, for every user.
@@ -48,7 +49,7 @@ fn describe(name: &str, change: &PermitsChange) -> String {
     let permits = change.permits;
     let mut text = format!(
         "fairlock: the semaphore {name:?} has {} now",
-        counted(permits as usize, "permit")
+        plural(permits as usize, "permit")
     );
     match change.previous {
         Some(before) if before == permits => text.push_str(" (unchanged)"),
@@ -65,23 +66,15 @@ fn describe(name: &str, change: &PermitsChange) -> String {
         let _ = write!(
             text,
             "; admitted {}",
-            counted(change.admitted, "waiting call")
+            plural(change.admitted, "waiting call")
         );
     }
     if change.refused > 0 {
         let _ = write!(
             text,
             "; refused {} that asked for more",
-            counted(change.refused, "waiting call")
+            plural(change.refused, "waiting call")
         );
     }
     text
-}
-
-/// "1 permit", "2 permits".
-fn counted(n: usize, what: &str) -> String {
-    match n {
-        1 => format!("1 {what}"),
-        n => format!("{n} {what}s"),
-    }
 }

@@ -7,6 +7,7 @@ use fairlock::{Client, LockKind};
 
 use super::status::{lock_named, who};
 use super::{kind_of, lock_name};
+use crate::kinds::plural;
 use crate::{Connection, Failure};
 
 /// Ask the holders of NAME to let go; they decide when (nothing is freed).
@@ -98,13 +99,4 @@ fn revoke(client: &Client, kind: LockKind, name: &str) -> fairlock::Result<Asked
         holders,
         holds,
     })
-}
-
-/// "1 holder", "3 holders".
-fn plural(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
 }

@@ -13,7 +13,7 @@ use crate::machinery::caller::queue_wait::LEAVE_GRACE;
 use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
-use crate::machinery::holds::{lease_lost, Hold, GONE};
+use crate::machinery::holds::{lease_lost, Hold, GONE, KEYS_GONE};
 use crate::protocol::{Call, Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
@@ -94,8 +94,9 @@ impl CallHold {
         if let ReleaseReply::HandedOver(next) = &reply {
             shared.grant_own(next);
         }
-        if counted_lost || reply == ReleaseReply::NotHeld {
-            return Err(self.lost());
+        if counted_lost || matches!(reply, ReleaseReply::NotHeld | ReleaseReply::Gone) {
+            let gone = reply == ReleaseReply::Gone;
+            return Err(self.lost_as(if gone { KEYS_GONE } else { GONE }));
         }
         replicated
     }
@@ -116,8 +117,13 @@ impl CallHold {
     /// The hold was found gone (its lease ran out, a force unlock): marked
     /// lost, and the error that says so, and why when this client knows.
     pub(crate) fn lost(&self) -> Error {
-        self.hold.mark_lost(GONE);
-        let why = self.hold.loss();
+        self.lost_as(GONE)
+    }
+
+    /// As [`lost`](Self::lost), `why` when nothing told this client else.
+    fn lost_as(&self, why: &'static str) -> Error {
+        self.hold.mark_lost(why);
+        let why = self.hold.loss(why);
         lease_lost(&self.call, self.target.name(), self.hold.token(), &why)
     }
 }

@@ -126,6 +126,13 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 outage = None;
                 if let Some(position) = position {
                     waiter.in_queue(sent, position, last_token, pttl_ms);
+                    // A fixed lease shorter than the heartbeats see to is
+                    // asked about every third of it: a lease handed over
+                    // counts from the last request that saw it queued.
+                    let third = waiter.call.lease.duration() / 3;
+                    if waiter.call.lease.is_fixed() && third < shared.config().watchdog_period() {
+                        waiter.poll_by(sent + third);
+                    }
                 }
             }
             // A first request unanswered by then fails as when Redis cannot

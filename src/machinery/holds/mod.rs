@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::connections::config::ClockDrift;
 use crate::error::{Error, ErrorKind};
 use crate::machinery::observe::{self, Labels};
-use crate::protocol::{Call, LockKeys};
+use crate::protocol::{Call, LockKeys, RenewReply};
 use rustc_hash::FxBuildHasher;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
@@ -95,6 +95,12 @@ pub(crate) const FORCE_RELEASED: &str =
 /// Why a hold whose lease this client counted out was lost.
 const RAN_OUT: &str = "its lease ran out before a renewal confirmed it (by this client's count: \
                        a stalled or unreachable redis, or a paused process)";
+
+/// Why a hold was lost whose release found the lock's keys gone while this
+/// client still counted its lease (which, and a fence life after, the keys
+/// outlive).
+pub(crate) const KEYS_GONE: &str = "redis lost it: its keys were gone before its lease ran out (a \
+                                    restart or a failover without its data, or a flush)";
 
 /// Why a hold found gone after the client's connection to Redis came back
 /// from a gap was lost.
@@ -268,15 +274,19 @@ impl Hold {
         self.token.store(token, Ordering::Release);
     }
 
-    /// A renewal of `token` found the hold gone (`forced`: freed by a
-    /// force release, as the lock's mark said): lost, unless the hold
-    /// changed since (its token is another) or a change is under way,
-    /// which the renewal may have raced.
-    pub(crate) fn renewal_failed(&self, token: u64, forced: bool) {
+    /// A renewal of `token` found the hold gone (`reply`: freed by a
+    /// force release, as the lock's mark said; its keys gone): lost, unless
+    /// the hold changed since (its token is another) or a change is under
+    /// way, which the renewal may have raced.
+    pub(crate) fn renewal_failed(&self, token: u64, reply: RenewReply) {
         if token == self.token() && !self.changing.load(Ordering::Acquire) {
             let gap = self.state.lock().gap_at.is_some();
-            let why = if gap { SERVER_LOST_IT } else { GONE };
-            self.mark_lost(if forced { FORCE_RELEASED } else { why });
+            self.mark_lost(match reply {
+                RenewReply::ForceReleased => FORCE_RELEASED,
+                _ if gap => SERVER_LOST_IT,
+                RenewReply::Gone => KEYS_GONE,
+                _ => GONE,
+            });
         }
     }
 
@@ -380,12 +390,12 @@ impl Hold {
         self.state.lock().gap_at = Some(Instant::now());
     }
 
-    /// Why the hold was lost, as far as this client knows (`GONE` when
+    /// Why the hold was lost, as far as this client knows (`unknown` when
     /// nothing told it), and whether it had been revoked before: what the
     /// error of a call that finds it gone says.
-    pub(crate) fn loss(&self) -> String {
+    pub(crate) fn loss(&self, unknown: &'static str) -> String {
         let state = self.settled(Instant::now());
-        let why = state.lost.map_or(GONE, |(_, why)| why);
+        let why = state.lost.map_or(unknown, |(_, why)| why);
         if state.revoked {
             format!("{why}; it had been revoked (asked to let go) before")
         } else {

@@ -176,7 +176,7 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level:
             // guard counts on: a failover could bring back the old expiry.
             Ok(reply) if reply.is_held() && replies.replicated => hold.renewed(sent, lease),
             Ok(reply) if reply.is_held() => {}
-            Ok(reply) => hold.renewal_failed(token, reply == RenewReply::ForceReleased),
+            Ok(reply) => hold.renewal_failed(token, reply),
             Err(err) => {
                 log::log!(level, "fairlock: renewal failed: {err}");
                 unanswered |= hold.is_unconfirmed_after_gap();

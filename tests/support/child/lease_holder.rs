@@ -63,6 +63,10 @@ pub fn lease_holder() {
                 };
                 say(format!("unlocked {outcome}"));
             }
+            ["revoke", name] => match client.fair_mutex(name).revoke() {
+                Ok(asked) => say(format!("asked {asked}")),
+                Err(err) => say(format!("asked {:?}", err.kind())),
+            },
             other => panic!("child: unknown command {other:?}"),
         }
     }

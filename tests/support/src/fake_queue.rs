@@ -198,7 +198,7 @@ impl ScriptedLock {
         match op.parse(reply).unwrap() {
             ReleaseReply::Released { left } => i64::from(left),
             ReleaseReply::HandedOver(_) => 0,
-            ReleaseReply::NotHeld => -1,
+            ReleaseReply::NotHeld | ReleaseReply::Gone => -1,
         }
     }
 

@@ -34,7 +34,8 @@ pub mod holder {
 ///
 /// Commands: `lock <name>` → `locked <token>`; `lost?` → `lost true|false`
 /// (the guard's `is_lease_lost()` at that moment); `unlock` →
-/// `unlocked ok|<error kind>`. Whenever a held lease's signal fires, the
+/// `unlocked ok|<error kind>`; `revoke <name>` → `asked <holds>|<error
+/// kind>` (the mutex's `revoke()`). Whenever a held lease's signal fires, the
 /// child says `ended lost|released <token>` from the signal's own thread,
 /// and `revoked <token>` when a revocation asks its hold to let go
 /// (tests/revoke.rs).
