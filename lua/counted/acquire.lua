@@ -40,10 +40,10 @@
 --         the call is granted at once (a reader-writer lock's read in
 --         read, read in write, write in write: even past queued waiters,
 --         or the thread would wait for itself); asking for more units than
---         that hold has (or for an upgradable read beside its upgradable
---         read) is refused with the error reply
---         "FAIRLOCK_UPGRADE_REFUSED <owner> <its read's token> <write |
---         upgradable>", nothing written. A token of
+--         that hold has (or for an upgradable read beside any hold) is
+--         refused with the error reply "FAIRLOCK_UPGRADE_REFUSED <owner>
+--         <its hold's token> <asked: write | upgradable> <held: read |
+--         upgradable | write>", nothing written. A token of
 --         no live hold of this owner is ignored. A semaphore sends "0".
 -- Returns token (an integer) when this call took a hold with its lease
 --         (every hold, first or re-entered, gets its own token, max(last +
@@ -244,10 +244,12 @@ live_used(meta)
 local reenter = false
 if guard ~= '0' then
   local _, held_units = hold_by_token(meta, guard, owner, nil, now_ms)
-  -- (An upgradable read beside its own upgradable read too: one at a time.)
-  if held_units and (held_units < units or units == 2147483648 and held_units == units) then
+  -- (An upgradable read beside any hold of its thread too: one at a time,
+  -- and a write downgraded beside it would make two.)
+  if held_units and (held_units < units or units == 2147483648) then
     fail('FAIRLOCK_UPGRADE_REFUSED ' .. owner .. ' ' .. guard .. ' '
-      .. (units == capacity and 'write' or 'upgradable'))
+      .. (units == capacity and 'write ' or 'upgradable ')
+      .. (held_units == 1 and 'read' or held_units == capacity and 'write' or 'upgradable'))
   end
   reenter = held_units ~= nil
 end
