@@ -1380,3 +1380,38 @@ fn a_second_upgradable_read_through_a_write_of_the_thread_is_refused() {
     drop((second, write));
     assert_eq!(rw.status(10).unwrap().holder_count, 0);
 }
+
+/// A change of access that fails because the hold is gone (force
+/// unlocked) says `LeaseLost`, and its release of the hold, which finds it
+/// freed already, logs nothing: it used to warn that the watchdog would
+/// give back a hold nobody had.
+#[test]
+fn a_change_of_access_on_a_freed_hold_logs_no_give_back() {
+    crate::semaphore::warnings("");
+    let server = RedisServer::start();
+    let (client, admin) = (server.client(), server.client());
+    let rw = client.fair_rwlock("changed-when-freed");
+    let write = rw.write().unwrap();
+    let upgradable = client
+        .fair_rwlock("changed-when-freed-2")
+        .upgradable_read()
+        .unwrap();
+    assert!(admin
+        .fair_rwlock("changed-when-freed")
+        .force_unlock()
+        .unwrap());
+    assert!(admin
+        .fair_rwlock("changed-when-freed-2")
+        .force_unlock()
+        .unwrap());
+    let down = write.downgrade().map(|_| ()).map_err(|e| e.kind());
+    let up = upgradable.try_upgrade().map(|_| ()).map_err(|e| e.kind());
+    let mut said = crate::semaphore::warnings("changed-when-freed");
+    said.retain(|line| line.contains("gives it back"));
+    eprintln!("downgrade: {down:?}, upgrade: {up:?}; warnings: {said:?}");
+    assert_eq!(
+        (down, up),
+        (Err(ErrorKind::LeaseLost), Err(ErrorKind::LeaseLost))
+    );
+    assert!(said.is_empty(), "{said:?}");
+}

@@ -537,7 +537,7 @@ fn handles_with_different_permits_get_a_permits_mismatch() {
 
 /// The library's warnings in this test process that name `needle` (a
 /// logger of the process, installed by the first call).
-fn warnings(needle: &str) -> Vec<String> {
+pub(crate) fn warnings(needle: &str) -> Vec<String> {
     struct Capture(Mutex<Vec<String>>);
     impl log::Log for Capture {
         fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
