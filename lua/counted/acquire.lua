@@ -23,7 +23,10 @@
 --         once set_permits.lua set a semaphore's permits they are the
 --         count whatever this says, and a call for more units than they
 --         are gets "FAIRLOCK_PERMITS_EXCEEDED <asked> <set>", nothing written
---         (unless this call holds them already: it answers with its hold)
+--         but its queue entry, if any (unless this call holds them already:
+--         it answers with its hold); a poll of a call refused so while it
+--         was queued (its entry gone, its deadline left and not passed)
+--         gets "FAIRLOCK_PERMITS_REFUSED <asked>", its deadline removed
 -- ARGV[7] units: what this call asks for, 1 .. capacity (a read 1, a
 --         write the capacity)
 -- ARGV[8] what only a lock that is held, or that someone waits for, needs,
@@ -159,6 +162,10 @@ if meta.set and units > meta.capacity and hold_of_call(meta, owner, call, units,
   -- more than set_permits has set since: it answers with its hold below.
   capacity = meta.capacity
 else
+  if meta.set and units > meta.capacity then
+    -- Refused below: its place and its refusal's record (below) go.
+    forget(name .. ' ' .. lease .. ' ' .. fixed .. ' ' .. units_s)
+  end
   capacity = check_capacity(capacity, meta, units)
 end
 -- The number in force when it is not this call's (set_permits set it), or
@@ -263,6 +270,17 @@ if held then
     left = extend_lease_counted(meta, held_as, lease, fixed, left, now_ms)
   end
   return { 1, tonumber(held), left, in_force }
+end
+if mode == 'poll' then
+  -- Refused while queued (admit_waiters: set_permits cut the number below
+  -- its units), its deadline left as the record: told so, even after a
+  -- raise, rather than queued again at the back.
+  local entry = name .. ' ' .. lease .. ' ' .. fixed .. ' ' .. units_s
+  local at = redis.call('ZMSCORE', QUEUE, entry, '~' .. entry)
+  if not at[1] and at[2] and tonumber(at[2]) >= tonumber(deadline_score(now_ms)) then
+    forget(entry)
+    fail('FAIRLOCK_PERMITS_REFUSED ' .. units_s)
+  end
 end
 
 local dropped = drop_expired(meta, now_ms)

@@ -117,6 +117,17 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
             );
             (ErrorKind::PermitsExceeded, message.into())
         }
+        // "FAIRLOCK_PERMITS_REFUSED <asked>" (counted/acquire.lua: a poll
+        // of a call refused while it waited).
+        "FAIRLOCK_PERMITS_REFUSED" => {
+            let message = format!(
+                "this call, queued for {} permits, was refused when set_permits cut the \
+                 semaphore's number below that (it may have been raised since); it left the \
+                 queue and holds nothing: ask again",
+                number(0)?
+            );
+            (ErrorKind::PermitsExceeded, message.into())
+        }
         // "FAIRLOCK_UPGRADE_REFUSED <owner> <hold's token> <asked: write |
         // upgradable | downgrade> <held: read | upgradable | write>"
         // (counted/acquire.lua, counted/downgrade.lua).
