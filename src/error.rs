@@ -73,8 +73,10 @@ pub enum ErrorKind {
     /// A call asks for more permits than its semaphore has now, since
     /// [`FairSemaphore::set_permits`](crate::FairSemaphore::set_permits)
     /// changed their number: it could never be admitted, so it is refused
-    /// (a call already queued is taken out of the queue and told). Nothing
-    /// is held; the message names both numbers.
+    /// (a call already queued is taken out of the queue and told, even
+    /// when the number was raised again before it heard). Nothing is held;
+    /// the message names both numbers (or, for a call refused while queued,
+    /// the permits it asked for).
     PermitsExceeded,
     /// A thread that holds a reader-writer lock for reading (and not for
     /// writing) asked to write it (or, holding a read, for an upgradable

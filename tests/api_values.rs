@@ -193,6 +193,16 @@ fn a_refused_upgrade_is_its_own_kind_as_every_version_words_it() {
         assert!(err.to_string().contains("release its read guards"), "{err}");
         assert!(err.to_string().contains("(owner c:1, token 7)"), "{err}");
     }
+    // A thread that holds an upgradable read is told to upgrade it.
+    let err = from_reply("FAIRLOCK_UPGRADE_REFUSED c:1 7 write upgradable script: f, on @x:1.");
+    assert!(
+        err.to_string().contains("upgrade that read instead"),
+        "{err}"
+    );
+    assert!(
+        !err.to_string().contains("take an upgradable read"),
+        "{err}"
+    );
     assert_eq!(
         from_reply("ERR fairlock: mode must be try, first or poll").kind(),
         ErrorKind::Server

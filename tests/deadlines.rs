@@ -250,7 +250,7 @@ fn a_request_repeated_after_a_stop_takes_one_command_timeout_all_told() {
 
 /// A server, its one replica (diskless sync) and a connection to the
 /// server, once the replica has acknowledged a write.
-fn server_with_replica() -> (RedisServer, RedisServer, redis::Connection) {
+pub(crate) fn server_with_replica() -> (RedisServer, RedisServer, redis::Connection) {
     let server = RedisServer::start();
     let port = server.port().to_string();
     let replica = RedisServer::start_with(&[

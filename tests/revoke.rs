@@ -749,3 +749,53 @@ fn a_revoke_sent_again_after_a_stop_does_not_ask_the_next_holder() {
     );
     b.unlock().unwrap();
 }
+
+/// With `sync_replicas`, a waiter handed the lock confirms the grant by a
+/// renewal before it returns; a `revoke()` that reached Redis after the
+/// handoff and before that renewal is said by its reply, which was
+/// ignored: the message had come before the hold was the client's, so a
+/// hold nobody renews (a fixed lease) never heard of it. The waiter's link
+/// is slowed (300 ms each way, a relay) so the revocation lands between
+/// the two, its message is handled while the renewal is on its way.
+#[test]
+fn a_grant_confirmed_for_sync_replicas_hears_a_revocation_its_renewal_reports() {
+    let _serial = serial();
+    let (server, _replica, _) = crate::deadlines::server_with_replica();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(300));
+    let waiting_client = Client::builder(&relay.url())
+        .command_timeout(Duration::from_secs(5))
+        .sync_replicas(1, Duration::from_millis(2000))
+        .build()
+        .unwrap();
+    let (holder, operator) = (server.client(), server.client());
+    let name = "confirmed-then-revoked";
+    let held = holder.fair_mutex(name).lock().unwrap();
+    let waiting = waiting_client
+        .fair_mutex(name)
+        .with_fixed_lease(Duration::from_secs(30));
+    let ((tx, rx), (done, finish)) = (mpsc::channel(), mpsc::channel::<()>());
+    let waiter = thread::spawn(move || {
+        let guard = waiting.lock().unwrap();
+        let _ = tx.send(guard.revocation_signal());
+        let _ = finish.recv_timeout(Duration::from_secs(20));
+        guard.unlock().unwrap();
+    });
+    let mutex = holder.fair_mutex(name);
+    assert!(
+        wait_until(Duration::from_secs(10), || mutex.queue_len().unwrap() == 1),
+        "the waiter never queued"
+    );
+    held.unlock().unwrap();
+    // Handed over at Redis; the confirming renewal is 300 ms away at least.
+    assert_eq!(operator.fair_mutex(name).revoke().unwrap(), 1);
+    let signal = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let returned = Instant::now();
+    let heard = signal.wait_timeout(Duration::from_secs(3));
+    eprintln!(
+        "revoked between the handoff and its confirmation: {heard:?} {:.0} ms after lock() returned",
+        ms(returned.elapsed())
+    );
+    let _ = done.send(());
+    waiter.join().unwrap();
+    assert_eq!(heard, Some(Revocation::Requested));
+}

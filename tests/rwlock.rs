@@ -1321,3 +1321,97 @@ fn an_upgradable_read_asked_again_by_its_thread_is_refused_and_readers_still_sha
     drop((read, upgradable, second));
     assert_eq!(rw.status(10).unwrap().holder_count, 0);
 }
+
+/// Only one upgradable read is held at a time, whatever the path to a
+/// second: an upgradable read asked by a thread that holds the write (a
+/// re-entry) is refused, and so is a write's downgrade to one beside
+/// another write of its thread (write in write): at Redis, before anything
+/// changes, its write released (the guard consumed), the other kept, which
+/// then becomes the upgradable read. Either way the readers share again
+/// once the writes are gone.
+#[test]
+fn a_second_upgradable_read_through_a_write_of_the_thread_is_refused() {
+    let server = RedisServer::start();
+    let (client, other) = (server.client(), server.client());
+    let rw = client.fair_rwlock("upgradable-in-write");
+    let reader = other.fair_rwlock("upgradable-in-write");
+    let shown = |what: &str| {
+        let status = rw.status(10).unwrap();
+        let read = reader.try_read().unwrap();
+        eprintln!(
+            "{what}: {} holders, write held: {}; another client's try_read: {}",
+            status.holder_count,
+            status.is_write_held(),
+            if read.is_some() { "in" } else { "kept out" }
+        );
+        (status.holder_count, status.is_write_held(), read.is_some())
+    };
+    // An upgradable read inside the write, the write then downgraded.
+    let write = rw.write().unwrap();
+    let inside = rw.try_upgradable_read();
+    let inside_kind = inside.as_ref().map(Option::is_some).map_err(|e| e.kind());
+    let down = write.downgrade_to_upgradable().unwrap();
+    eprintln!("an upgradable read inside the write: {inside_kind:?}");
+    let first = shown("then the write downgraded to upgradable");
+    drop((inside, down));
+    assert_eq!(rw.status(10).unwrap().holder_count, 0);
+    // Two writes of the thread, both downgraded to upgradable.
+    let (one, two) = (rw.write().unwrap(), rw.write().unwrap());
+    let second = two.downgrade_to_upgradable();
+    let one = one.downgrade_to_upgradable().unwrap();
+    let second_kind = second.as_ref().map(|_| ()).map_err(|e| e.kind());
+    eprintln!(
+        "the inner write downgraded to upgradable: {second_kind:?} {}",
+        second
+            .as_ref()
+            .err()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    );
+    let then = shown("then the outer one");
+    assert_eq!(inside_kind, Err(ErrorKind::UpgradeRefused));
+    assert_eq!(first, (1, false, true));
+    assert_eq!(second_kind, Err(ErrorKind::UpgradeRefused));
+    assert_eq!(then, (1, false, true));
+    let write = one
+        .try_upgrade()
+        .unwrap()
+        .expect("the kept upgradable read upgrades");
+    drop((second, write));
+    assert_eq!(rw.status(10).unwrap().holder_count, 0);
+}
+
+/// A change of access that fails because the hold is gone (force
+/// unlocked) says `LeaseLost`, and its release of the hold, which finds it
+/// freed already, logs nothing: it used to warn that the watchdog would
+/// give back a hold nobody had.
+#[test]
+fn a_change_of_access_on_a_freed_hold_logs_no_give_back() {
+    crate::semaphore::warnings("");
+    let server = RedisServer::start();
+    let (client, admin) = (server.client(), server.client());
+    let rw = client.fair_rwlock("changed-when-freed");
+    let write = rw.write().unwrap();
+    let upgradable = client
+        .fair_rwlock("changed-when-freed-2")
+        .upgradable_read()
+        .unwrap();
+    assert!(admin
+        .fair_rwlock("changed-when-freed")
+        .force_unlock()
+        .unwrap());
+    assert!(admin
+        .fair_rwlock("changed-when-freed-2")
+        .force_unlock()
+        .unwrap());
+    let down = write.downgrade().map(|_| ()).map_err(|e| e.kind());
+    let up = upgradable.try_upgrade().map(|_| ()).map_err(|e| e.kind());
+    let mut said = crate::semaphore::warnings("changed-when-freed");
+    said.retain(|line| line.contains("gives it back"));
+    eprintln!("downgrade: {down:?}, upgrade: {up:?}; warnings: {said:?}");
+    assert_eq!(
+        (down, up),
+        (Err(ErrorKind::LeaseLost), Err(ErrorKind::LeaseLost))
+    );
+    assert!(said.is_empty(), "{said:?}");
+}

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use fairlock::{Capacity, Client, ErrorKind, FairSemaphore, SemaphorePermit, Wait, WaitCanceller};
 use fairlock_test_support::{
     info_field, join_within, script_calls, serial, wait_until, Held, HolderChild, RedisServer,
+    Relay,
 };
 use redis::Commands;
 
@@ -537,7 +538,7 @@ fn handles_with_different_permits_get_a_permits_mismatch() {
 
 /// The library's warnings in this test process that name `needle` (a
 /// logger of the process, installed by the first call).
-fn warnings(needle: &str) -> Vec<String> {
+pub(crate) fn warnings(needle: &str) -> Vec<String> {
     struct Capture(Mutex<Vec<String>>);
     impl log::Log for Capture {
         fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
@@ -1079,4 +1080,59 @@ fn a_queued_call_for_more_than_a_shrink_leaves_gets_permits_exceeded_at_once() {
     assert_eq!(err.kind(), ErrorKind::InvalidName, "{err}");
     let mut conn = server.conn();
     assert_eq!(keys_without_ttl(&mut conn), Vec::<String>::new());
+}
+
+/// A queued call refused by a shrink (it asks for more than the number
+/// set) whose poll comes only after a second `set_permits` raised the
+/// number again is told it was refused (`PermitsExceeded`): it used to be
+/// queued again at the back, behind the calls that had queued after it,
+/// and so got neither the error nor its place. Its client's link is slowed
+/// (300 ms each way, a relay), so its poll lands after the raise.
+#[test]
+fn a_call_refused_by_a_shrink_and_polling_after_a_raise_is_told_not_queued_at_the_back() {
+    let server = RedisServer::start();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(300));
+    let slow_link = Client::builder(&relay.url())
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(30))
+        .command_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let (admin, others) = (server.client(), server.client());
+    let sem = admin.fair_semaphore("shrunk-then-raised", 4);
+    sem.set_permits(4).unwrap();
+    let all = sem.acquire_many(4).unwrap();
+    let (big_release, release) = mpsc::channel();
+    let (big, big_got) = spawn_asker(
+        slow_link.fair_semaphore("shrunk-then-raised", 4),
+        4,
+        release,
+    );
+    await_queue_len(&sem, 1);
+    let (small_release, release) = mpsc::channel();
+    let (small, small_got) =
+        spawn_asker(others.fair_semaphore("shrunk-then-raised", 4), 1, release);
+    await_queue_len(&sem, 2);
+    let shrunk = sem.set_permits(3).unwrap();
+    let raised = sem.set_permits(4).unwrap();
+    assert_eq!((shrunk.refused, raised.admitted), (1, 0));
+    // The refused call's poll (600 ms round trip) comes after the raise.
+    let big_answer = big_got.recv_timeout(Duration::from_secs(3));
+    let queued = sem.queue_len().unwrap();
+    all.unlock().unwrap();
+    let small_answer = small_got.recv_timeout(Duration::from_secs(5)).unwrap();
+    let big_answer = big_answer
+        .or_else(|_| big_got.recv_timeout(Duration::from_millis(500)))
+        .map(|(answer, _)| answer);
+    eprintln!(
+        "refused by the shrink, polled after the raise: {:?}; queued then: {queued}; \
+         after the 4 came back, the call behind it: {:?}",
+        big_answer, small_answer.0
+    );
+    drop((big_release, small_release));
+    join_within(small, Duration::from_secs(5), "the small call");
+    assert_eq!(big_answer, Ok(Err(ErrorKind::PermitsExceeded)));
+    assert_eq!(queued, 1, "only the call behind it waits");
+    join_within(big, Duration::from_secs(5), "the refused call");
+    assert_eq!(sem.status(10).unwrap().queue_len, 0);
 }

@@ -23,7 +23,10 @@
 --         once set_permits.lua set a semaphore's permits they are the
 --         count whatever this says, and a call for more units than they
 --         are gets "FAIRLOCK_PERMITS_EXCEEDED <asked> <set>", nothing written
---         (unless this call holds them already: it answers with its hold)
+--         but its queue entry, if any (unless this call holds them already:
+--         it answers with its hold); a poll of a call refused so while it
+--         was queued (its entry gone, its deadline left and not passed)
+--         gets "FAIRLOCK_PERMITS_REFUSED <asked>", its deadline removed
 -- ARGV[7] units: what this call asks for, 1 .. capacity (a read 1, a
 --         write the capacity)
 -- ARGV[8] what only a lock that is held, or that someone waits for, needs,
@@ -40,10 +43,10 @@
 --         the call is granted at once (a reader-writer lock's read in
 --         read, read in write, write in write: even past queued waiters,
 --         or the thread would wait for itself); asking for more units than
---         that hold has (or for an upgradable read beside its upgradable
---         read) is refused with the error reply
---         "FAIRLOCK_UPGRADE_REFUSED <owner> <its read's token> <write |
---         upgradable>", nothing written. A token of
+--         that hold has (or for an upgradable read beside any hold) is
+--         refused with the error reply "FAIRLOCK_UPGRADE_REFUSED <owner>
+--         <its hold's token> <asked: write | upgradable> <held: read |
+--         upgradable | write>", nothing written. A token of
 --         no live hold of this owner is ignored. A semaphore sends "0".
 -- Returns token (an integer) when this call took a hold with its lease
 --         (every hold, first or re-entered, gets its own token, max(last +
@@ -159,6 +162,10 @@ if meta.set and units > meta.capacity and hold_of_call(meta, owner, call, units,
   -- more than set_permits has set since: it answers with its hold below.
   capacity = meta.capacity
 else
+  if meta.set and units > meta.capacity then
+    -- Refused below: its place and its refusal's record (below) go.
+    forget(name .. ' ' .. lease .. ' ' .. fixed .. ' ' .. units_s)
+  end
   capacity = check_capacity(capacity, meta, units)
 end
 -- The number in force when it is not this call's (set_permits set it), or
@@ -244,10 +251,12 @@ live_used(meta)
 local reenter = false
 if guard ~= '0' then
   local _, held_units = hold_by_token(meta, guard, owner, nil, now_ms)
-  -- (An upgradable read beside its own upgradable read too: one at a time.)
-  if held_units and (held_units < units or units == 2147483648 and held_units == units) then
+  -- (An upgradable read beside any hold of its thread too: one at a time,
+  -- and a write downgraded beside it would make two.)
+  if held_units and (held_units < units or units == 2147483648) then
     fail('FAIRLOCK_UPGRADE_REFUSED ' .. owner .. ' ' .. guard .. ' '
-      .. (units == capacity and 'write' or 'upgradable'))
+      .. (units == capacity and 'write ' or 'upgradable ')
+      .. (held_units == 1 and 'read' or held_units == capacity and 'write' or 'upgradable'))
   end
   reenter = held_units ~= nil
 end
@@ -261,6 +270,17 @@ if held then
     left = extend_lease_counted(meta, held_as, lease, fixed, left, now_ms)
   end
   return { 1, tonumber(held), left, in_force }
+end
+if mode == 'poll' then
+  -- Refused while queued (admit_waiters: set_permits cut the number below
+  -- its units), its deadline left as the record: told so, even after a
+  -- raise, rather than queued again at the back.
+  local entry = name .. ' ' .. lease .. ' ' .. fixed .. ' ' .. units_s
+  local at = redis.call('ZMSCORE', QUEUE, entry, '~' .. entry)
+  if not at[1] and at[2] and tonumber(at[2]) >= tonumber(deadline_score(now_ms)) then
+    forget(entry)
+    fail('FAIRLOCK_PERMITS_REFUSED ' .. units_s)
+  end
 end
 
 local dropped = drop_expired(meta, now_ms)

@@ -26,7 +26,11 @@
 --         hold and admits nobody again; -1 when the call holds nothing
 --         live (its lease ran out, or force unlocked). A hold with no more
 --         units than it would keep, or another count, stops the script
---         with "ERR fairlock: downgrade: ...", nothing written.
+--         with "ERR fairlock: downgrade: ...", nothing written; a write
+--         made an upgradable read beside another hold of 2^31 units or
+--         more (an upgradable read or a write its thread re-entered) with
+--         "FAIRLOCK_UPGRADE_REFUSED <owner> <token> downgrade upgradable",
+--         nothing written.
 -- Cost: one round trip, O(log N) in waiters and holders (amortised over
 -- dropped dead waiters and expired holds), plus the admissions' O(log N)
 -- each.
@@ -50,6 +54,12 @@ end
 if units <= to or (units ~= 4294967295 and units ~= 2147483648) then
   fail('ERR fairlock: downgrade: the hold of token ' .. token .. ' takes ' .. fmt(units)
     .. ' units, not a write\'s or an upgradable read\'s above ' .. fmt(to))
+end
+-- Only one upgradable read at a time: a write beside another hold of
+-- 2^31 units or more (its thread's upgradable read or write, re-entered)
+-- is not made one.
+if to == 2147483648 and meta.used - units >= to then
+  fail('FAIRLOCK_UPGRADE_REFUSED ' .. owner .. ' ' .. token .. ' downgrade upgradable')
 end
 local new_token, left = change_hold(meta, member, units, to, now_us, now_ms)
 local handed = pass_on(meta, now_us, now_ms)

@@ -9,7 +9,10 @@
 -- reaches the head (at once when it heads it: admit_waiters) and told
 -- "H <call id> -2" (poll now), and its poll gets the error reply
 -- "FAIRLOCK_PERMITS_EXCEEDED ..." (check_capacity), as does every
--- later call asking for more; it holds nobody back meanwhile. The meta records the number as set
+-- later call asking for more; it holds nobody back meanwhile. Its
+-- deadline stays in the queue as the record of the refusal, so a poll
+-- that comes after a later raise gets "FAIRLOCK_PERMITS_REFUSED <units>"
+-- (acquire.lua) instead of a new place at the back. The meta records the number as set
 -- ("=<permits>"): from then on it is the semaphore's number whatever a
 -- call's own permits say, while the meta lives (a fence life past the last
 -- holder and waiter); after that the next call's permits start it again.

@@ -536,9 +536,12 @@ local function admit_waiters(meta, now_us, now_ms, stop, popped_head)
     if units > meta.capacity and head ~= stop then
       -- A call for more than a number set_permits set since it queued: it
       -- can never be admitted, so it leaves the queue as it reaches the
-      -- head, told to poll ("H <call id> -2"), which answers the error.
-      if not popped then
-        forget(head)
+      -- head, told to poll ("H <call id> -2"), which answers the error;
+      -- its deadline stays as the record of the refusal (acquire.lua).
+      if popped then
+        redis.call('ZADD', QUEUE, deadline_score(deadline), '~' .. head)
+      else
+        redis.call('ZREM', QUEUE, head)
       end
       wake(owner, 'H ' .. call .. ' -2')
       meta.refused = (meta.refused or 0) + 1

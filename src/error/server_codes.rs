@@ -117,20 +117,45 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
             );
             (ErrorKind::PermitsExceeded, message.into())
         }
-        // "FAIRLOCK_UPGRADE_REFUSED <owner> <read's token> <write |
-        // upgradable>" (counted/acquire.lua).
-        "FAIRLOCK_UPGRADE_REFUSED" => {
-            let asked = match field(2) {
-                Some("upgradable") => "asked for an upgradable read",
-                _ => "asked to write",
-            };
+        // "FAIRLOCK_PERMITS_REFUSED <asked>" (counted/acquire.lua: a poll
+        // of a call refused while it waited).
+        "FAIRLOCK_PERMITS_REFUSED" => {
             let message = format!(
-                "this thread holds the rwlock for reading (owner {}, token {}) and {asked}: \
-                 release its read guards first, or take an upgradable read and \
-                 upgrade it (waiting would deadlock); nothing was changed",
-                field(0)?,
-                number(1)?
+                "this call, queued for {} permits, was refused when set_permits cut the \
+                 semaphore's number below that (it may have been raised since); it left the \
+                 queue and holds nothing: ask again",
+                number(0)?
             );
+            (ErrorKind::PermitsExceeded, message.into())
+        }
+        // "FAIRLOCK_UPGRADE_REFUSED <owner> <hold's token> <asked: write |
+        // upgradable | downgrade> <held: read | upgradable | write>"
+        // (counted/acquire.lua, counted/downgrade.lua).
+        "FAIRLOCK_UPGRADE_REFUSED" => {
+            let (owner, token) = (field(0)?, number(1)?);
+            let asked = field(2).map_or(("", ""), |f| f.split_once(' ').unwrap_or((f, "")));
+            let message = match asked {
+                ("downgrade", _) => format!(
+                    "this thread holds an upgradable read (or another write) of the rwlock beside \
+                     the write of token {token} (owner {owner}), and only one upgradable read is \
+                     held at a time: the write was released, its other guards are kept"
+                ),
+                ("write", "upgradable") => format!(
+                    "this thread holds an upgradable read (owner {owner}, token {token}) and asked \
+                     to write: upgrade that read instead, its other guards released first \
+                     (waiting would deadlock); nothing was changed"
+                ),
+                ("write", _) => format!(
+                    "this thread holds the rwlock for reading (owner {owner}, token {token}) and \
+                     asked to write: release its read guards first, or take an upgradable read \
+                     and upgrade it (waiting would deadlock); nothing was changed"
+                ),
+                _ => format!(
+                    "this thread holds the rwlock (owner {owner}, token {token}) and asked for an \
+                     upgradable read: only one is held at a time, and none beside a hold of its \
+                     thread; release its guards first; nothing was changed"
+                ),
+            };
             (ErrorKind::UpgradeRefused, message.into())
         }
         // Refusals no retry can mend: credentials, a denied command.

@@ -320,8 +320,9 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
     /// # Errors
     /// As [`read_with`](Self::read_with), and (thread-bound)
     /// [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused) when
-    /// this thread holds the lock for reading only, an upgradable read
-    /// included (nothing is written).
+    /// this thread holds the lock (a read, an upgradable read or the write:
+    /// one upgradable read at a time, and a write downgraded beside it
+    /// would make two) (nothing is written).
     ///
     /// ```no_run
     /// use std::time::Duration;

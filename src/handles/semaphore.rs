@@ -348,7 +348,9 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     ///   the queue as it reaches its head (in this step when it heads it;
     ///   it holds nobody back meanwhile), woken, and returns
     ///   [`ErrorKind::PermitsExceeded`](crate::ErrorKind::PermitsExceeded),
-    ///   as does every later call asking for more.
+    ///   as does every later call asking for more (also when another
+    ///   change raised the number again before its poll: it is told, not
+    ///   queued again behind the calls that came after it).
     ///
     /// The number set is the semaphore's whatever the handles' own
     /// [`permits`](Self::permits) say: a handle configured with another

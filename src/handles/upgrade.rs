@@ -231,7 +231,12 @@ impl<O: Ownership> Guard<kind::Write, O> {
     /// ([`upgrade`](Guard::upgrade)) with nobody writing in between.
     ///
     /// # Errors
-    /// As [`downgrade`](Self::downgrade).
+    /// As [`downgrade`](Self::downgrade), and
+    /// [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused)
+    /// when this thread holds another write of the lock (write in write):
+    /// only one upgradable read is held at a time, and the other write
+    /// could be made a second. Nothing is changed at Redis; this write is
+    /// released (the guard consumed), the thread's other guards kept.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {

@@ -52,6 +52,9 @@ pub struct Model {
     revoked: Option<u64>,
     /// Heads set_permits' admission refused in this step.
     refused: u64,
+    /// Calls refused so, with their liveness deadlines: a poll of one not
+    /// queued again is told, while its deadline lasts.
+    refusals: Vec<(Call, i64)>,
     /// The last token a reply told while grants of this step wait to be
     /// read back (their tokens must come up to it).
     pending_last: Option<u64>,
@@ -144,7 +147,8 @@ impl Model {
             };
             let is_stop = stop == Some(&head.call);
             if head.call.units() > capacity && !is_stop {
-                self.queue.remove(0);
+                let w = self.queue.remove(0);
+                self.refusals.push((w.call, w.deadline));
                 self.refused += 1;
             } else if is_stop || self.used() + u64::from(head.call.units()) > u64::from(capacity) {
                 break;
@@ -261,6 +265,8 @@ impl Model {
                 fail("a try queued".into())
             };
         }
+        // (A refusal's record is its deadline: the entry's own again.)
+        self.refusals.retain(|(c, _)| c != call);
         let i = self.index(call).unwrap_or_else(|| {
             self.queue.push(Waiter {
                 call: call.clone(),
@@ -312,10 +318,28 @@ impl Machine for Model {
             .filter(|c| self.set && *c != call.ask_capacity())
     }
 
-    fn refuses(&mut self, call: &Call, now: i64) -> bool {
-        self.set
-            && self.capacity.is_some_and(|c| call.units() > c)
-            && self.hold_of_call(call, now).is_none()
+    fn refuses(&mut self, call: &Call, mode: Mode, now: i64) -> bool {
+        if self.hold_of_call(call, now).is_some() {
+            return false;
+        }
+        if self.set && self.capacity.is_some_and(|c| call.units() > c) {
+            // Its place and its refusal's record go.
+            self.queue.retain(|w| w.call != *call);
+            self.refusals.retain(|(c, _)| c != call);
+            return true;
+        }
+        let queued = self.index(call).is_some();
+        let told = self
+            .refusals
+            .iter()
+            .position(|(c, d)| c == call && *d >= now);
+        match told {
+            Some(i) if mode == Mode::Poll && !queued => {
+                self.refusals.remove(i);
+                true
+            }
+            _ => false,
+        }
     }
 
     fn acquire(
@@ -533,6 +557,7 @@ impl Machine for Model {
         if let Some(i) = self.index(call) {
             self.queue.remove(i);
         }
+        self.refusals.retain(|(c, _)| c != call);
         self.prune(now);
         self.pass_on(now);
         expect(got, &CancelReply::Left)

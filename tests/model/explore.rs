@@ -124,7 +124,7 @@ pub trait Machine: Default {
     fn revoke(&mut self, now: i64, got: &Revoked) -> Check;
     /// Whether an acquire of `call` at `now` is refused with an error (more
     /// units than set_permits left, and no hold of the call to answer with).
-    fn refuses(&mut self, _call: &Call, _now: i64) -> bool {
+    fn refuses(&mut self, _call: &Call, _mode: Mode, _now: i64) -> bool {
         false
     }
     /// The number of permits in force an acquire of `call` is told: a
@@ -268,7 +268,7 @@ impl<M: Machine> Run<M> {
                 });
                 // More units than set_permits left: refused, nothing written
                 // (unless the call holds them already: it answers with them).
-                let refused = self.model.refuses(call, now);
+                let refused = self.model.refuses(call, *mode, now);
                 match self.took(got) {
                     Err(_) if refused => Ok(()),
                     Ok(got) if refused => Err(format!("expected a refusal; got {got:?}")),

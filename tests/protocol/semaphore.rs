@@ -915,6 +915,19 @@ fn set_permits_admits_those_that_now_fit_in_order_and_refuses_those_that_never_w
     assert!(message().starts_with("fairlock:wake:d H 4 "));
     assert_eq!(s.holders(), ["a:1 1 2", "b:1 2 1"]);
     assert_eq!(s.queued(), ["d:1 4 60000 0 1"]);
+    // C's queue deadline, the record of its refusal, goes at its poll.
+    let poll = s.attempt_with(
+        "c:1",
+        3,
+        Mode::Poll,
+        permits(2, OF),
+        0,
+        Lease::Renewed(LONG),
+    );
+    assert_eq!(
+        poll.unwrap_err().kind(),
+        fairlock::ErrorKind::PermitsExceeded
+    );
     let before = s.snapshot();
     for (owner, call) in [("c:1", 3), ("n:1", 9)] {
         for mode in [Mode::Try, Mode::First, Mode::Poll] {

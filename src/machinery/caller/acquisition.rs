@@ -205,14 +205,18 @@ impl Queued for Acquisition<'_> {
     /// With `sync_replicas`, a shortfall gives the hold back at once.
     fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<Acquired> {
         let lost = || lease_lost(&waiter.call, self.target.name(), grant.token, GRANT_GONE);
-        confirm(self.shared, &waiter.call, grant.token, lost, limit).inspect_err(|err| {
-            if err.kind() == ErrorKind::NotReplicated {
-                self.shared.abandon_now(&waiter.call, limit);
-            } else if !err.is_lease_lost() {
-                self.shared.abandon_later(&waiter.call);
-            }
-        })?;
+        let revoked =
+            confirm(self.shared, &waiter.call, grant.token, lost, limit).inspect_err(|err| {
+                if err.kind() == ErrorKind::NotReplicated {
+                    self.shared.abandon_now(&waiter.call, limit);
+                } else if !err.is_lease_lost() {
+                    self.shared.abandon_later(&waiter.call);
+                }
+            })?;
         let got = self.hold(waiter, grant.token, grant.since, grant.ttl);
+        if revoked {
+            got.hold.mark_revoked();
+        }
         observe::handed_over(&self.labels(), grant.delivered.elapsed());
         Ok(got)
     }

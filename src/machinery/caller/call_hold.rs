@@ -54,10 +54,12 @@ impl CallHold {
     /// the call and this release take one timeout all told), and a leave's
     /// grace ([`LEAVE_GRACE`]), pool wait included, as the wait's own
     /// leave; what is not done by then the watchdog gives back. A failure
-    /// is logged: the call has its own error to return.
+    /// is logged, but for a hold found gone (nothing left to give back):
+    /// the call has its own error to return.
     pub(crate) fn release_after(&mut self, end: Option<Instant>, started: Instant) {
         let end = end.unwrap_or(started + self.client.config().command_timeout);
-        if let Err(err) = self.release_by((end + LEAVE_GRACE).max(Instant::now())) {
+        let released = self.release_by((end + LEAVE_GRACE).max(Instant::now()));
+        if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
             let call = &self.hold.call;
             let what = call.ask.describe_on(call.keys.kind(), call.keys.name());
             log::warn!("fairlock: releasing the {what} failed, the watchdog gives it back: {err}");

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::machinery::caller::cancel::WaitCanceller;
 use crate::machinery::caller::waiters::{Grant, Waiter, Wake};
 use crate::machinery::shared::Shared;
-use crate::protocol::{Call, Mode, Renew};
+use crate::protocol::{Call, Mode, Renew, RenewReply};
 
 /// How long past its deadline a waiting call may take to leave the queue,
 /// a pooled connection and the reply included (see [`Limit::within`]):
@@ -190,16 +190,17 @@ pub(crate) fn wait_in_queue<Q: Queued>(
 /// granted `call` `token` before it returns: one renewal (a write, which
 /// leaves a fixed lease as it is) and a `WAIT`, in one round trip, within
 /// `limit`. The error `lost` makes when the hold is gone; a shortfall is
-/// the error.
+/// the error. True when the renewal says a revocation asks the hold to let
+/// go: its message may have come before the hold was this client's.
 pub(crate) fn confirm(
     shared: &Shared,
     call: &Call,
     token: u64,
     lost: impl FnOnce() -> Error,
     limit: Limit,
-) -> Result<()> {
+) -> Result<bool> {
     if shared.config().sync_replicas.is_none() {
-        return Ok(());
+        return Ok(false);
     }
     let op = Renew {
         owner: &call.owner,
@@ -212,9 +213,8 @@ pub(crate) fn confirm(
     let (renewed, replicated) = (shared.caller)
         .call_write_limited(&call.keys, &op, limit)?
         .into_parts();
-    // Revoked already: the hold's first renewal says so again.
     if !renewed.is_held() {
         return Err(lost());
     }
-    replicated
+    replicated.map(|()| renewed == RenewReply::Revoked)
 }

@@ -172,7 +172,9 @@ impl Queued for Upgrader<'_> {
 
     fn granted(&self, _waiter: &Waiter, grant: Grant, limit: Limit) -> Result<u64> {
         let shared = &self.hold.client.shared;
-        confirm(shared, self.claim, grant.token, || self.hold.lost(), limit)?;
+        if confirm(shared, self.claim, grant.token, || self.hold.lost(), limit)? {
+            self.hold.hold.mark_revoked();
+        }
         Ok(grant.token)
     }
 
