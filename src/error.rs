@@ -36,7 +36,8 @@ pub enum ErrorKind {
     /// A client setting or URL was rejected: before any I/O (a scheme that
     /// is not Redis's, a bad setting), or at the first connection (a
     /// database number the server does not have, or something other than
-    /// Redis answering at the URL's address), or the server's
+    /// Redis answering at the URL's address, a plain Redis where a
+    /// `redis+sentinel` URL names a Sentinel), or the server's
     /// own settings are ones the client was told to refuse (an evicting
     /// `maxmemory-policy` with
     /// [`require_noeviction`](crate::ClientBuilder::require_noeviction)).

@@ -167,6 +167,22 @@ fn a_sentinel_url_naming_an_unknown_master_is_a_clear_error() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
+#[test]
+fn a_sentinel_url_naming_a_plain_redis_is_a_configuration_error() {
+    let server = RedisServer::start();
+    let url = format!("redis+sentinel://127.0.0.1:{}/mymaster", server.port());
+    let started = Instant::now();
+    let err = Client::builder(&url).build().unwrap_err();
+    eprintln!(
+        "sentinel url to a plain redis: {err} ({:.0} ms)",
+        ms(started.elapsed())
+    );
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+    assert!(!err.is_retryable(), "{err:?}");
+    let address = format!("127.0.0.1:{} is not a sentinel", server.port());
+    assert!(err.to_string().contains(&address), "{err}");
+}
+
 /// The Sentinels' own password in these tests; the data servers' user has
 /// another (`DATA_PASSWORD`), and neither is sent where the other belongs.
 const SENTINEL_PASSWORD: &str = "sentinel-s3cret";

@@ -105,6 +105,19 @@ impl Sentinels {
         for at in (first..first + count).map(|i| i % count) {
             let masters = match ask(&self.sentinels[at], timeouts, &masters_command()) {
                 Ok(masters) => masters,
+                // A server that does not know the command is no Sentinel.
+                Err(err)
+                    if err
+                        .detail()
+                        .is_some_and(|d| d.starts_with("unknown command")) =>
+                {
+                    let addr = self.sentinels[at].get_connection_info().addr();
+                    last_err = Some(Error::invalid_config(format!(
+                        "{addr} is not a sentinel (it does not know SENTINEL MASTERS): \
+                         a redis+sentinel URL names the Sentinels, not the master"
+                    )));
+                    continue;
+                }
                 Err(err) => {
                     last_err = Some(sentinels_error(Error::from_redis(err)));
                     continue;
