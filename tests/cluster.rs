@@ -1330,3 +1330,34 @@ fn a_wrong_password_on_a_cluster_is_an_auth_error_not_an_outage() {
     let err = Client::open(&url).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
 }
+
+/// A `redis+cluster` URL naming a server not in cluster mode, or a lone
+/// cluster node with no slots (a cluster not set up yet): the cluster
+/// client's "No connections found" read as an outage (exit 69), though
+/// the server answered.
+#[test]
+fn a_cluster_url_naming_no_cluster_or_one_without_slots_says_so() {
+    let plain = RedisServer::start();
+    let url = format!("redis+cluster://127.0.0.1:{}", plain.port());
+    let started = Instant::now();
+    let err = Client::open(&url).unwrap_err();
+    eprintln!(
+        "plain server: {:?} after {:?}: {err}",
+        err.kind(),
+        started.elapsed()
+    );
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(!err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("not in cluster mode"), "{err}");
+    let lone = RedisServer::start_with_bus(&["--cluster-enabled", "yes"]);
+    let url = format!("redis+cluster://127.0.0.1:{}", lone.port());
+    let started = Instant::now();
+    let err = Client::open(&url).unwrap_err();
+    eprintln!(
+        "no slots: {:?} after {:?}: {err}",
+        err.kind(),
+        started.elapsed()
+    );
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    assert!(err.to_string().contains("no slots assigned"), "{err}");
+}

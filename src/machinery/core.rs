@@ -88,11 +88,13 @@ impl Core {
         // Something that answers, but not as Redis, or does not answer at
         // all, is named as such in one line (`Error::at_first_contact`).
         let server = config.target.describe();
+        let started = std::time::Instant::now();
         let mut first = backend.first_connection().map_err(|err| {
             err.at_first_contact(&server, false, config.connect_timeout, "connect_timeout")
         })?;
         let time: redis::RedisResult<Vec<String>> = redis::cmd("TIME").query(&mut *first);
         time.map_err(Error::from_redis).map_err(|err| {
+            let err = backend.first_failure(err, started);
             err.at_first_contact(&server, true, config.command_timeout, "command_timeout")
         })?;
         let loading =
