@@ -1361,3 +1361,57 @@ fn a_cluster_url_naming_no_cluster_or_one_without_slots_says_so() {
     assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
     assert!(err.to_string().contains("no slots assigned"), "{err}");
 }
+
+/// A lone cluster node that never met a peer, every slot its own (a
+/// developer's one-node cluster): its `CLUSTER SLOTS` names itself with an
+/// empty host, so the slot map named no node and no shard listener was
+/// started: the client failed at once, "timed out subscribing to the
+/// wake-up channel". It listens on the seed, and a waiter is woken.
+#[test]
+fn a_lone_cluster_node_that_met_no_peer_serves_and_wakes_waiters() {
+    let node =
+        RedisServer::start_with_bus(&["--cluster-enabled", "yes", "--cluster-node-timeout", "500"]);
+    let mut conn = node.conn();
+    redis::cmd("CLUSTER")
+        .arg(&["ADDSLOTSRANGE", "0", "16383"][..])
+        .query::<()>(&mut conn)
+        .or_else(|_| {
+            let slots: Vec<u16> = (0..16384).collect();
+            redis::cmd("CLUSTER")
+                .arg("ADDSLOTS")
+                .arg(slots)
+                .query::<()>(&mut conn)
+        })
+        .unwrap();
+    let ok = wait_until(Duration::from_secs(20), || {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+        info.contains("cluster_state:ok")
+    });
+    assert!(ok, "the lone node never reported cluster_state:ok");
+    let url = format!("redis+cluster://127.0.0.1:{}", node.port());
+    let started = Instant::now();
+    let client = Client::open(&url);
+    eprintln!(
+        "lone node: {:?} after {:?}",
+        client.as_ref().err(),
+        started.elapsed()
+    );
+    let client = client.unwrap();
+    let mutex = client.fair_mutex("lone");
+    let guard = mutex.lock().unwrap();
+    let waiter = thread::spawn(move || {
+        let started = Instant::now();
+        let guard = mutex.try_lock_for(Duration::from_secs(10)).unwrap();
+        (guard.is_some(), started.elapsed())
+    });
+    let queued = wait_until(Duration::from_secs(5), || {
+        client.fair_mutex("lone").queue_len().unwrap() == 1
+    });
+    assert!(queued, "the waiter never queued");
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (got, _) = waiter.join().unwrap();
+    let woken = released.elapsed();
+    eprintln!("lone node: the waiter got the lock {woken:?} after the release");
+    assert!(got && woken < Duration::from_secs(2), "{woken:?}");
+}

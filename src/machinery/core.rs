@@ -128,9 +128,10 @@ impl Core {
             None
         });
         // Sharded pub/sub where the cluster has it (it took the Functions
-        // library: Redis 7.0 and later, Valkey) and its slot map is known.
+        // library: Redis 7.0 and later, Valkey) and its slot map names a
+        // node (a lone node that met no peer names itself by no host).
         let listeners = match slot_map.as_deref() {
-            Some(map) if shared.caller.scripts.calls_functions() => {
+            Some(map) if shared.caller.scripts.calls_functions() && !map.nodes().is_empty() => {
                 shared.caller.scripts.use_sharded();
                 Backend::shard_listeners(map)
             }
