@@ -99,7 +99,7 @@ mod watch;
 
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use fairlock::{Client, MAX_TIMEOUT};
 
 use commands::{elect, permits, revoke, run, status, unlock};
@@ -427,7 +427,15 @@ fn one_line(error: &anyhow::Error) -> String {
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    // An empty variable is as unset, as most Unix tools take one.
+    let mut command = Cli::command();
+    for (arg, var) in [("url", "REDIS_URL"), ("identity", "FAIRLOCK_IDENTITY")] {
+        if std::env::var_os(var).is_some_and(|value| value.is_empty()) {
+            command = command.mut_arg(arg, |arg| arg.env(None));
+        }
+    }
+    let parsed = command.try_get_matches();
+    let cli = match parsed.and_then(|matches| Cli::from_arg_matches(&matches)) {
         Ok(cli) => cli,
         Err(err) => {
             use clap::error::ErrorKind as K;

@@ -586,6 +586,35 @@ fn the_url_comes_from_redis_url_when_not_given() {
         .is_some());
 }
 
+/// An empty `REDIS_URL` or `FAIRLOCK_IDENTITY` is as unset, as most Unix
+/// tools take an empty variable: before, the first was `cannot use ""`
+/// (exit 78, the variable not named), the second a usage error (exit 2).
+#[test]
+fn empty_environment_variables_are_as_unset() {
+    let server = RedisServer::start();
+    let out = output(
+        fairlock(&server)
+            .env("FAIRLOCK_IDENTITY", "")
+            .args(["run", "empty-env", "--", "true"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "FAIRLOCK_IDENTITY=: {}", stderr(&out));
+    // The default URL, then: whatever answers at 127.0.0.1:6379 (most
+    // likely nothing, exit 69 naming it), never `""`.
+    let out = output(
+        Command::new(BIN)
+            .env("REDIS_URL", "")
+            .args(["status", "empty-env", "--connect-timeout", "300ms"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    let err = stderr(&out);
+    eprintln!("REDIS_URL=: exit {}: {err}", code(&out));
+    assert!(!err.contains("\"\""), "{err}");
+    assert!(code(&out) == 0 || err.contains("127.0.0.1:6379"), "{err}");
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn the_command_gets_sigterm_when_fairlock_itself_is_killed() {
