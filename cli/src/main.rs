@@ -445,7 +445,15 @@ fn main() {
             ) {
                 err.exit();
             }
-            let first = first_paragraph(&err.to_string());
+            let mut first = first_paragraph(&err.to_string());
+            // An over-long value (a lock name of 64 KiB) is cut to its start.
+            use clap::error::{ContextKind, ContextValue};
+            if let Some(ContextValue::String(value)) = err.get(ContextKind::InvalidValue) {
+                if let Some((cut, _)) = value.char_indices().nth(60).filter(|_| value.len() > 80) {
+                    let short = format!("{}... ({} bytes)", &value[..cut], value.len());
+                    first = first.replacen(value.as_str(), &short, 1);
+                }
+            }
             eprintln!("fairlock: error: {first} (see fairlock --help)");
             exit_now(exit::USAGE);
         }

@@ -586,6 +586,23 @@ fn the_url_comes_from_redis_url_when_not_given() {
         .is_some());
 }
 
+/// A lock name over the library's limit (or any over-long value) is cut in
+/// the usage error: its first bytes and its length, not 64 KiB in one line.
+#[test]
+fn an_over_long_lock_name_is_cut_in_its_usage_error() {
+    let server = RedisServer::start();
+    let name = "n".repeat(fairlock::MAX_NAME_LEN + 1);
+    let out = output(
+        fairlock(&server).args(["run", &name, "--", "true"]),
+        PATIENCE,
+    );
+    let err = stderr(&out);
+    eprintln!("an over-long name: {} bytes of error: {err}", err.len());
+    assert_one_line_error(&out, 2, "an over-long name");
+    assert!(err.len() < 300, "{} bytes: {}", err.len(), &err[..300]);
+    assert!(err.contains("65537 bytes"), "{err}");
+}
+
 /// An empty `REDIS_URL` or `FAIRLOCK_IDENTITY` is as unset, as most Unix
 /// tools take an empty variable: before, the first was `cannot use ""`
 /// (exit 78, the variable not named), the second a usage error (exit 2).
