@@ -454,7 +454,10 @@ impl Error {
         };
         let message = match retry {
             _ if err.is_timeout() => "redis call timed out",
-            Retry::DemotedMaster => "redis answered as a replica (its master was demoted)",
+            Retry::DemotedMaster => {
+                "redis answered as a replica (a master demoted by a failover, or a URL that \
+                 names a replica: fairlock writes, so it needs the master's address)"
+            }
             _ => "redis is unreachable",
         };
         Error {

@@ -615,3 +615,21 @@ fn unreachable_redis_is_a_connection_error_within_the_connect_timeout() {
         assert!(started.elapsed() < Duration::from_millis(500) + Duration::from_secs(1));
     }
 }
+
+/// A URL that names a replica: every write is refused `READONLY`, which
+/// said "its master was demoted", as if a failover were under way, with
+/// no word of the address. It names both causes now.
+#[test]
+fn a_url_naming_a_replica_says_the_server_is_a_replica() {
+    let master = RedisServer::start();
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let client = Client::open(&replica.url()).unwrap();
+    let err = client.fair_mutex("replica").try_lock().unwrap_err();
+    eprintln!("a replica's URL: {:?}: {err}", err.kind());
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    assert!(
+        err.to_string().contains("a URL that names a replica"),
+        "{err}"
+    );
+}
