@@ -386,7 +386,15 @@ impl Error {
                 "did not answer the connect or its handshake"
             };
             let within = timeout.as_millis();
-            let message = format!("redis at {server} {step} within {within} ms (the {setting})");
+            // A TLS client's handshake is read by a plain port as a command never ended.
+            let tls = ["rediss", "valkeys"].iter().any(|s| server.starts_with(s));
+            let plain = if tls {
+                " (or the port does not speak TLS)"
+            } else {
+                ""
+            };
+            let message =
+                format!("redis at {server} {step}{plain} within {within} ms (the {setting})");
             (self.kind, self.retry, message)
         } else {
             return self;
