@@ -38,7 +38,8 @@ pub enum ErrorKind {
     /// database number the server does not have, or something other than
     /// Redis answering at the URL's address, a plain Redis where a
     /// `redis+sentinel` URL names a Sentinel, a server not in cluster mode
-    /// where a `redis+cluster` URL names a cluster node), or the server's
+    /// where a `redis+cluster` URL names a cluster node), or at a call (a
+    /// cluster node answering `MOVED` to a plain URL), or the server's
     /// own settings are ones the client was told to refuse (an evicting
     /// `maxmemory-policy` with
     /// [`require_noeviction`](crate::ClientBuilder::require_noeviction)).

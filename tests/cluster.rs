@@ -1415,3 +1415,43 @@ fn a_lone_cluster_node_that_met_no_peer_serves_and_wakes_waiters() {
     eprintln!("lone node: the waiter got the lock {woken:?} after the release");
     assert!(got && woken < Duration::from_secs(2), "{woken:?}");
 }
+
+/// A plain `redis://` URL naming one node of a cluster: the client starts,
+/// but a lock whose slot another master serves is answered `MOVED`, which
+/// was retried as a slot being moved until the call's time ran out: 5 s
+/// (the command timeout) for `try_lock`, "redis is unreachable: Moved",
+/// and a `try_lock_for`'s whole wait, "no reply within 1 ms". Now a
+/// configuration error at once, naming the URL to use.
+#[test]
+fn a_plain_url_naming_a_cluster_node_is_a_configuration_error_at_once() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let port = cluster.masters()[0];
+    let client = Client::open(&format!("redis://127.0.0.1:{port}")).unwrap();
+    let names = cluster.one_name_per_master("plain");
+    let (_, elsewhere) = names.iter().find(|(master, _)| **master != port).unwrap();
+    let mutex = client.fair_mutex(elsewhere);
+    for (what, wait) in [("try_lock", None), ("try_lock_for(2s)", Some(2))] {
+        let started = Instant::now();
+        let err = match wait {
+            None => mutex.try_lock().map(|_| ()).unwrap_err(),
+            Some(s) => mutex
+                .try_lock_for(Duration::from_secs(s))
+                .map(|_| ())
+                .unwrap_err(),
+        };
+        let took = started.elapsed();
+        eprintln!(
+            "plain URL to a cluster node: {what}: {:?} after {took:?}: {err}",
+            err.kind()
+        );
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err}");
+        assert!(
+            err.to_string().contains("redis+cluster://"),
+            "{what}: {err}"
+        );
+        assert!(took < Duration::from_millis(500), "{what}: {took:?}");
+    }
+    let (_, here) = names.iter().find(|(master, _)| **master == port).unwrap();
+    assert!(client.fair_mutex(here).try_lock().unwrap().is_some());
+}
