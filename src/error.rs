@@ -36,7 +36,10 @@ pub enum ErrorKind {
     /// A client setting or URL was rejected: before any I/O (a scheme that
     /// is not Redis's, a bad setting), or at the first connection (a
     /// database number the server does not have, or something other than
-    /// Redis answering at the URL's address), or the server's
+    /// Redis answering at the URL's address, a plain Redis where a
+    /// `redis+sentinel` URL names a Sentinel, a server not in cluster mode
+    /// where a `redis+cluster` URL names a cluster node), or at a call (a
+    /// cluster node answering `MOVED` to a plain URL), or the server's
     /// own settings are ones the client was told to refuse (an evicting
     /// `maxmemory-policy` with
     /// [`require_noeviction`](crate::ClientBuilder::require_noeviction)).
@@ -413,7 +416,15 @@ impl Error {
                 "did not answer the connect or its handshake"
             };
             let within = timeout.as_millis();
-            let message = format!("redis at {server} {step} within {within} ms (the {setting})");
+            // A TLS client's handshake is read by a plain port as a command never ended.
+            let tls = ["rediss", "valkeys"].iter().any(|s| server.starts_with(s));
+            let plain = if tls {
+                " (or the port does not speak TLS)"
+            } else {
+                ""
+            };
+            let message =
+                format!("redis at {server} {step}{plain} within {within} ms (the {setting})");
             (self.kind, self.retry, message)
         } else {
             return self.during(format_args!("connecting to {server}"));
@@ -482,8 +493,8 @@ impl Error {
         let message = match retry {
             _ if err.is_timeout() => "redis call timed out",
             Retry::DemotedMaster => {
-                "redis answered as a read-only replica (a master demoted since, or a URL that \
-                 names a replica)"
+                "redis answered as a read-only replica (a master demoted by a failover, or a URL \
+                 that names a replica: fairlock writes, so it needs the master's address)"
             }
             _ => "redis is unreachable",
         };

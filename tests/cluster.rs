@@ -1331,3 +1331,128 @@ fn a_wrong_password_on_a_cluster_is_an_auth_error_not_an_outage() {
     let err = Client::open(&url).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
 }
+
+/// A `redis+cluster` URL naming a server not in cluster mode, or a lone
+/// cluster node with no slots (a cluster not set up yet): the cluster
+/// client's "No connections found" read as an outage (exit 69), though
+/// the server answered.
+#[test]
+fn a_cluster_url_naming_no_cluster_or_one_without_slots_says_so() {
+    let plain = RedisServer::start();
+    let url = format!("redis+cluster://127.0.0.1:{}", plain.port());
+    let started = Instant::now();
+    let err = Client::open(&url).unwrap_err();
+    eprintln!(
+        "plain server: {:?} after {:?}: {err}",
+        err.kind(),
+        started.elapsed()
+    );
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+    assert!(!err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("not in cluster mode"), "{err}");
+    let lone = RedisServer::start_with_bus(&["--cluster-enabled", "yes"]);
+    let url = format!("redis+cluster://127.0.0.1:{}", lone.port());
+    let started = Instant::now();
+    let err = Client::open(&url).unwrap_err();
+    eprintln!(
+        "no slots: {:?} after {:?}: {err}",
+        err.kind(),
+        started.elapsed()
+    );
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    assert!(err.to_string().contains("no slots assigned"), "{err}");
+}
+
+/// A lone cluster node that never met a peer, every slot its own (a
+/// developer's one-node cluster): its `CLUSTER SLOTS` names itself with an
+/// empty host, so the slot map named no node and no shard listener was
+/// started: the client failed at once, "timed out subscribing to the
+/// wake-up channel". It listens on the seed, and a waiter is woken.
+#[test]
+fn a_lone_cluster_node_that_met_no_peer_serves_and_wakes_waiters() {
+    let node =
+        RedisServer::start_with_bus(&["--cluster-enabled", "yes", "--cluster-node-timeout", "500"]);
+    let mut conn = node.conn();
+    redis::cmd("CLUSTER")
+        .arg(&["ADDSLOTSRANGE", "0", "16383"][..])
+        .query::<()>(&mut conn)
+        .or_else(|_| {
+            let slots: Vec<u16> = (0..16384).collect();
+            redis::cmd("CLUSTER")
+                .arg("ADDSLOTS")
+                .arg(slots)
+                .query::<()>(&mut conn)
+        })
+        .unwrap();
+    let ok = wait_until(Duration::from_secs(20), || {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+        info.contains("cluster_state:ok")
+    });
+    assert!(ok, "the lone node never reported cluster_state:ok");
+    let url = format!("redis+cluster://127.0.0.1:{}", node.port());
+    let started = Instant::now();
+    let client = Client::open(&url);
+    eprintln!(
+        "lone node: {:?} after {:?}",
+        client.as_ref().err(),
+        started.elapsed()
+    );
+    let client = client.unwrap();
+    let mutex = client.fair_mutex("lone");
+    let guard = mutex.lock().unwrap();
+    let waiter = thread::spawn(move || {
+        let started = Instant::now();
+        let guard = mutex.try_lock_for(Duration::from_secs(10)).unwrap();
+        (guard.is_some(), started.elapsed())
+    });
+    let queued = wait_until(Duration::from_secs(5), || {
+        client.fair_mutex("lone").queue_len().unwrap() == 1
+    });
+    assert!(queued, "the waiter never queued");
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (got, _) = waiter.join().unwrap();
+    let woken = released.elapsed();
+    eprintln!("lone node: the waiter got the lock {woken:?} after the release");
+    assert!(got && woken < Duration::from_secs(2), "{woken:?}");
+}
+
+/// A plain `redis://` URL naming one node of a cluster: the client starts,
+/// but a lock whose slot another master serves is answered `MOVED`, which
+/// was retried as a slot being moved until the call's time ran out: 5 s
+/// (the command timeout) for `try_lock`, "redis is unreachable: Moved",
+/// and a `try_lock_for`'s whole wait, "no reply within 1 ms". Now a
+/// configuration error at once, naming the URL to use.
+#[test]
+fn a_plain_url_naming_a_cluster_node_is_a_configuration_error_at_once() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let port = cluster.masters()[0];
+    let client = Client::open(&format!("redis://127.0.0.1:{port}")).unwrap();
+    let names = cluster.one_name_per_master("plain");
+    let (_, elsewhere) = names.iter().find(|(master, _)| **master != port).unwrap();
+    let mutex = client.fair_mutex(elsewhere);
+    for (what, wait) in [("try_lock", None), ("try_lock_for(2s)", Some(2))] {
+        let started = Instant::now();
+        let err = match wait {
+            None => mutex.try_lock().map(|_| ()).unwrap_err(),
+            Some(s) => mutex
+                .try_lock_for(Duration::from_secs(s))
+                .map(|_| ())
+                .unwrap_err(),
+        };
+        let took = started.elapsed();
+        eprintln!(
+            "plain URL to a cluster node: {what}: {:?} after {took:?}: {err}",
+            err.kind()
+        );
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err}");
+        assert!(
+            err.to_string().contains("redis+cluster://"),
+            "{what}: {err}"
+        );
+        assert!(took < Duration::from_millis(500), "{what}: {took:?}");
+    }
+    let (_, here) = names.iter().find(|(master, _)| **master == port).unwrap();
+    assert!(client.fair_mutex(here).try_lock().unwrap().is_some());
+}

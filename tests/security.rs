@@ -661,6 +661,31 @@ mod tls {
         assert_eq!(port[1], "0");
     }
 
+    /// A `rediss` URL to a plain port: the server reads the TLS handshake
+    /// as a command never ended and answers nothing. The timeout's error
+    /// said only "accepted the connection and sent no reply", as for a
+    /// stalled server; it now says the port may not speak TLS.
+    #[test]
+    fn a_tls_url_to_a_plain_port_says_the_port_may_not_speak_tls() {
+        let files = TlsFiles::generate();
+        let server = RedisServer::start();
+        let started = Instant::now();
+        let err = Client::builder(&format!("rediss://127.0.0.1:{}", server.port()))
+            .tls_root_cert_pem(files.ca_pem())
+            .connect_timeout(Duration::from_secs(1))
+            .command_timeout(Duration::from_secs(1))
+            .build()
+            .unwrap_err();
+        let took = started.elapsed();
+        eprintln!(
+            "TLS to a plain port: {:?} after {took:?}: {err}",
+            err.kind()
+        );
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+        assert!(err.to_string().contains("does not speak TLS"), "{err}");
+        assert!(took < Duration::from_secs(4), "{took:?}");
+    }
+
     #[test]
     fn an_untrusted_certificate_or_a_plaintext_client_is_refused_within_the_connect_timeout() {
         let files = TlsFiles::generate();

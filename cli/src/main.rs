@@ -99,7 +99,7 @@ mod watch;
 
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use fairlock::{Client, MAX_TIMEOUT};
 
 use commands::{elect, permits, revoke, run, status, unlock};
@@ -434,7 +434,15 @@ fn one_line(error: &anyhow::Error) -> String {
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    // An empty variable is as unset, as most Unix tools take one.
+    let mut command = Cli::command();
+    for (arg, var) in [("url", "REDIS_URL"), ("identity", "FAIRLOCK_IDENTITY")] {
+        if std::env::var_os(var).is_some_and(|value| value.is_empty()) {
+            command = command.mut_arg(arg, |arg| arg.env(None));
+        }
+    }
+    let parsed = command.try_get_matches();
+    let cli = match parsed.and_then(|matches| Cli::from_arg_matches(&matches)) {
         Ok(cli) => cli,
         Err(err) => {
             use clap::error::ErrorKind as K;
@@ -444,7 +452,15 @@ fn main() {
             ) {
                 err.exit();
             }
-            let first = first_paragraph(&err.to_string());
+            let mut first = first_paragraph(&err.to_string());
+            // An over-long value (a lock name of 64 KiB) is cut to its start.
+            use clap::error::{ContextKind, ContextValue};
+            if let Some(ContextValue::String(value)) = err.get(ContextKind::InvalidValue) {
+                if let Some((cut, _)) = value.char_indices().nth(60).filter(|_| value.len() > 80) {
+                    let short = format!("{}... ({} bytes)", &value[..cut], value.len());
+                    first = first.replacen(value.as_str(), &short, 1);
+                }
+            }
             eprintln!("fairlock: error: {first} (see fairlock --help)");
             exit_now(exit::USAGE);
         }

@@ -586,6 +586,52 @@ fn the_url_comes_from_redis_url_when_not_given() {
         .is_some());
 }
 
+/// A lock name over the library's limit (or any over-long value) is cut in
+/// the usage error: its first bytes and its length, not 64 KiB in one line.
+#[test]
+fn an_over_long_lock_name_is_cut_in_its_usage_error() {
+    let server = RedisServer::start();
+    let name = "n".repeat(fairlock::MAX_NAME_LEN + 1);
+    let out = output(
+        fairlock(&server).args(["run", &name, "--", "true"]),
+        PATIENCE,
+    );
+    let err = stderr(&out);
+    eprintln!("an over-long name: {} bytes of error: {err}", err.len());
+    assert_one_line_error(&out, 2, "an over-long name");
+    assert!(err.len() < 300, "{} bytes: {}", err.len(), &err[..300]);
+    assert!(err.contains("65537 bytes"), "{err}");
+}
+
+/// An empty `REDIS_URL` or `FAIRLOCK_IDENTITY` is as unset, as most Unix
+/// tools take an empty variable: before, the first was `cannot use ""`
+/// (exit 78, the variable not named), the second a usage error (exit 2).
+#[test]
+fn empty_environment_variables_are_as_unset() {
+    let server = RedisServer::start();
+    let out = output(
+        fairlock(&server)
+            .env("FAIRLOCK_IDENTITY", "")
+            .args(["run", "empty-env", "--", "true"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "FAIRLOCK_IDENTITY=: {}", stderr(&out));
+    // The default URL, then: whatever answers at 127.0.0.1:6379 (most
+    // likely nothing, exit 69 naming it), never `""`.
+    let out = output(
+        Command::new(BIN)
+            .env("REDIS_URL", "")
+            .args(["status", "empty-env", "--connect-timeout", "300ms"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    let err = stderr(&out);
+    eprintln!("REDIS_URL=: exit {}: {err}", code(&out));
+    assert!(!err.contains("\"\""), "{err}");
+    assert!(code(&out) == 0 || err.contains("127.0.0.1:6379"), "{err}");
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn the_command_gets_sigterm_when_fairlock_itself_is_killed() {

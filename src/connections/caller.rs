@@ -152,6 +152,14 @@ impl Caller {
         let give_up = limit.reply_by.map_or(give_up, |at| at.min(give_up));
         loop {
             match call() {
+                // Off a cluster, a `MOVED` is a URL that names a cluster node.
+                Err(err) if err.is_slot_moving() && !self.backend.is_cluster() => {
+                    let said = std::error::Error::source(&err).map(ToString::to_string);
+                    return Err(Error::invalid_config(format!(
+                        "the URL names a Redis Cluster node ({}): use a redis+cluster:// URL",
+                        said.unwrap_or_else(|| err.to_string())
+                    )));
+                }
                 Err(err) if err.is_slot_moving() && Instant::now() < give_up => {
                     log::debug!("fairlock: slot being moved, retrying: {err}");
                     let left = give_up.saturating_duration_since(Instant::now());

@@ -210,25 +210,45 @@ impl Backend {
         self.manager.open()
     }
 
-    /// The first connection, as [`own_connection`](Self::own_connection).
-    /// The cluster client names each node's refusal only in its text
-    /// ("failed to connect to each cluster node"): when it failed before
-    /// any node could time out, a seed's own connection says whether the
-    /// credentials or the database were refused, rather than an outage.
+    /// The first connection, as [`own_connection`](Self::own_connection),
+    /// its error as [`first_failure`](Self::first_failure) says it.
     pub(crate) fn first_connection(&self) -> Result<OwnConn> {
         let started = Instant::now();
-        self.own_connection().map_err(|err| {
-            let quick = started.elapsed() < self.manager.timeouts.connect;
-            let Some(cluster) = self.cluster("").ok().filter(|_| quick) else {
-                return err;
-            };
-            let time = |mut seed: Steady| redis::cmd("TIME").query::<()>(&mut seed);
-            let seed = cluster.subscriber_connection(&Listen::AnySeed);
-            match seed.and_then(|seed| time(seed).map_err(Error::from_redis)) {
-                Err(refused) if !refused.is_connection() => refused,
-                _ => err,
+        (self.own_connection()).map_err(|err| self.first_failure(err, started))
+    }
+
+    /// `err`, met by the first connection or its first command (started
+    /// at `started`), said better. The cluster client names each node's
+    /// refusal only in its text ("failed to connect to each cluster
+    /// node"), and a seed not in cluster mode or with no slots as "No
+    /// connections found": when it failed before any node could time out,
+    /// a seed's own connection says whether the credentials or the
+    /// database were refused, or the seed is no cluster node or has no
+    /// slots (`CLUSTER SLOTS`), rather than an outage.
+    pub(crate) fn first_failure(&self, err: Error, started: Instant) -> Error {
+        let quick = started.elapsed() < self.manager.timeouts.connect;
+        let Some(cluster) = self.cluster("").ok().filter(|_| quick) else {
+            return err;
+        };
+        let slots = |mut seed: Steady| {
+            let cmd = redis::cmd("CLUSTER").arg("SLOTS").clone();
+            cmd.query::<Vec<redis::Value>>(&mut seed)
+        };
+        let seed = cluster.subscriber_connection(&Listen::AnySeed);
+        match seed.and_then(|seed| slots(seed).map_err(Error::from_redis)) {
+            Err(no) if no.to_string().contains("cluster support disabled") => {
+                Error::invalid_config(
+                    "a redis+cluster URL names a server not in cluster mode (its cluster \
+                     support is disabled): use a redis:// URL",
+                )
             }
-        })
+            Err(refused) if !refused.is_connection() => refused,
+            Ok(slots) if slots.is_empty() => Error::new(
+                ErrorKind::Connection,
+                "the cluster node has no slots assigned (a lone node that met no peer?): the cluster is not set up yet",
+            ),
+            _ => err,
+        }
     }
 
     /// A new connection of its own to the cluster node `node` for shard

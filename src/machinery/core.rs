@@ -88,11 +88,13 @@ impl Core {
         // Something that answers, but not as Redis, or does not answer at
         // all, is named as such in one line (`Error::at_first_contact`).
         let server = config.target.describe();
+        let started = std::time::Instant::now();
         let mut first = backend.first_connection().map_err(|err| {
             err.at_first_contact(&server, false, config.connect_timeout, "connect_timeout")
         })?;
         let time: redis::RedisResult<Vec<String>> = redis::cmd("TIME").query(&mut *first);
         time.map_err(Error::from_redis).map_err(|err| {
+            let err = backend.first_failure(err, started);
             err.at_first_contact(&server, true, config.command_timeout, "command_timeout")
         })?;
         let loading =
@@ -126,9 +128,10 @@ impl Core {
             None
         });
         // Sharded pub/sub where the cluster has it (it took the Functions
-        // library: Redis 7.0 and later, Valkey) and its slot map is known.
+        // library: Redis 7.0 and later, Valkey) and its slot map names a
+        // node (a lone node that met no peer names itself by no host).
         let listeners = match slot_map.as_deref() {
-            Some(map) if shared.caller.scripts.calls_functions() => {
+            Some(map) if shared.caller.scripts.calls_functions() && !map.nodes().is_empty() => {
                 shared.caller.scripts.use_sharded();
                 Backend::shard_listeners(map)
             }
