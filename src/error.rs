@@ -362,15 +362,15 @@ impl Error {
     /// the same address meets the same service), in one line, as is one
     /// that does not know a command of the start (a Sentinel, or a data
     /// server where the URL says Sentinel); a timeout
-    /// says which step got no reply and within how long (`timeout`, which
-    /// the setting `setting` sets). Any other error says it was met
-    /// connecting to `server`.
+    /// says which step got no reply and within how long: a reply's
+    /// (`steady`'s "no reply within"), the connect timeout's or the
+    /// command timeout's as its figure says, else the connect's. Any other
+    /// error says it was met connecting to `server`.
     pub(crate) fn at_first_contact(
         self,
         server: &str,
-        replying: bool,
-        timeout: Duration,
-        setting: &str,
+        connect: Duration,
+        command: Duration,
     ) -> Self {
         let redis_err =
             (self.source.as_deref()).and_then(|source| source.downcast_ref::<redis::RedisError>());
@@ -393,12 +393,20 @@ impl Error {
             );
             (ErrorKind::InvalidConfig, Retry::No, message)
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {
-            let step = if replying {
-                "accepted the connection and sent no reply"
-            } else {
-                "did not answer the connect or its handshake"
+            let said = self.source.as_ref().map(ToString::to_string);
+            let said = said.as_deref().unwrap_or("");
+            let ms = |timeout: Duration| format!("no reply within {} ms", timeout.as_millis());
+            let replied = "accepted the connection and sent no reply";
+            let (step, within, setting) = match said.contains("no reply within") {
+                true if said.contains(&ms(command)) => (replied, command, "command_timeout"),
+                true => (replied, connect, "connect_timeout"),
+                false => (
+                    "did not answer the connect or its handshake",
+                    connect,
+                    "connect_timeout",
+                ),
             };
-            let within = timeout.as_millis();
+            let within = within.as_millis();
             let message = format!("redis at {server} {step} within {within} ms (the {setting})");
             (self.kind, self.retry, message)
         } else {

@@ -586,12 +586,15 @@ fn a_url_whose_port_is_not_the_kind_of_server_it_says_is_invalid_config() {
 /// line that says so and names the setting (before: "Resource temporarily
 /// unavailable (os error 11)", or "redis call timed out"), and it may be
 /// retried. With a password the handshake is what gets no reply, within
-/// the connect timeout.
+/// the connect timeout. A Sentinel that never answers `SENTINEL MASTERS`
+/// is a command timeout too (before: named the connect timeout, 400 ms,
+/// though the 700 ms command timeout had fired).
 #[test]
 fn a_socket_that_never_answers_is_a_timeout_in_words_naming_its_setting() {
     let silent = Impostor::start(None);
     let connect = Duration::from_millis(400);
     let command = Duration::from_millis(700);
+    let sentinel = format!("redis+sentinel://127.0.0.1:{}/m", silent.port);
     for (auth, within, said) in [
         (
             "",
@@ -603,9 +606,18 @@ fn a_socket_that_never_answers_is_a_timeout_in_words_naming_its_setting() {
             connect,
             "did not answer the connect or its handshake within 400 ms (the connect_timeout)",
         ),
+        (
+            "sentinel",
+            command,
+            "accepted the connection and sent no reply within 700 ms (the command_timeout)",
+        ),
     ] {
         let started = Instant::now();
-        let err = Client::builder(&silent.url(auth))
+        let url = match auth {
+            "sentinel" => sentinel.clone(),
+            _ => silent.url(auth),
+        };
+        let err = Client::builder(&url)
             .connect_timeout(connect)
             .command_timeout(command)
             .build()

@@ -232,7 +232,13 @@ fn pipeline_on(
 /// A timeout error, in words: what the socket's own says ("Resource
 /// temporarily unavailable") is no help to a reader.
 fn timed_out(timeout: Duration) -> redis::RedisError {
-    let words = format!("no reply within {} ms", timeout.as_millis());
+    not_within("no reply", timeout)
+}
+
+/// A timeout error: `what` came not within `timeout` (a connect's, "not
+/// connected", told from a reply's by `Error::at_first_contact`).
+fn not_within(what: &str, timeout: Duration) -> redis::RedisError {
+    let words = format!("{what} within {} ms", timeout.as_millis());
     std::io::Error::new(std::io::ErrorKind::TimedOut, words).into()
 }
 
@@ -270,8 +276,12 @@ impl Steady {
                 None => client.get_connection(),
             })
         });
+        let conn = conn.map_err(|err| match timeout {
+            Some(timeout) if err.is_timeout() => not_within("not connected", timeout),
+            _ => err,
+        });
         Ok(Steady {
-            conn: worded(conn, timeout)?,
+            conn: conn?,
             timeout_ns: AtomicU64::new(0),
         })
     }
