@@ -82,6 +82,11 @@ impl ClientBuilder {
     }
 
     /// Most pooled connections open at once. Waiting threads hold none.
+    /// A call waits for a pooled connection at most the
+    /// [connect timeout](Self::connect_timeout): with every one in use
+    /// that long, it fails, [`ErrorKind::Connection`], "no redis
+    /// connection could be had in time", nothing sent (retryable); a timed
+    /// wait whose deadline comes first is not acquired.
     /// Defaults to 16; from 1 to 10 000 (Redis's default `maxclients`),
     /// else [`ErrorKind::InvalidConfig`] at [`build`](Self::build), before
     /// any I/O.
