@@ -90,7 +90,7 @@ pub enum ErrorKind {
     /// client of one lock must use builds of one format (docs/compatibility.md).
     FormatMismatch,
     /// Redis answered with an error fairlock has no kind for (an `OOM`
-    /// refusal, a script's error), or with a reply it cannot read; the
+    /// refusal, retryable, a script's error), or with a reply it cannot read; the
     /// message carries the server's words. An ACL's refusal is
     /// [`Permission`](Self::Permission), something other than Redis at the
     /// address [`InvalidConfig`](Self::InvalidConfig).
@@ -223,7 +223,10 @@ impl Error {
     /// True when the same call, sent again later, may succeed: Redis was
     /// unreachable or too slow ([`ErrorKind::Connection`]), or too few
     /// replicas acknowledged a write in time ([`ErrorKind::NotReplicated`]:
-    /// nothing is held, and the replicas may catch up). False for what
+    /// nothing is held, and the replicas may catch up), or Redis refused
+    /// it before running it for a reason that passes (a
+    /// [`Server`](ErrorKind::Server) error of code `OOM`, `MISCONF` or
+    /// `NOREPLICAS`: nothing changed). False for what
     /// retrying cannot mend: refused credentials ([`ErrorKind::Auth`]), a
     /// denied command ([`ErrorKind::Permission`]), a bad URL, database or
     /// something other than Redis at the address
@@ -251,6 +254,7 @@ impl Error {
     /// ```
     pub fn is_retryable(&self) -> bool {
         matches!(self.kind, ErrorKind::Connection | ErrorKind::NotReplicated)
+            || self.is_refused_for_now()
     }
 
     /// True when Redis could not be reached, or did not answer in time
@@ -297,7 +301,7 @@ impl Error {
     /// reason that passes: `OOM` (over its `maxmemory`), `NOREPLICAS`
     /// (fewer replicas than `min-replicas-to-write`) or `MISCONF` (its last
     /// snapshot failed, `stop-writes-on-bgsave-error`). The call changed
-    /// nothing and may be sent again later; the kind stays
+    /// nothing and may be sent again later (`is_retryable`); the kind stays
     /// [`Server`](ErrorKind::Server), as a lock call refused so fails at once.
     pub(crate) fn is_refused_for_now(&self) -> bool {
         (self.source.as_deref())
@@ -356,7 +360,7 @@ impl Error {
     }
 
     /// The error of a client's first connection to `server` (or of its
-    /// first request, `replying`), as a newcomer reads it: something that
+    /// first request), as a newcomer reads it: something that
     /// answers but not in Redis's protocol is
     /// [`ErrorKind::InvalidConfig`] (the URL names the wrong port: retrying
     /// the same address meets the same service), in one line, as is one
@@ -471,7 +475,15 @@ impl Error {
         {
             Retry::Unreachable
         } else {
-            return Error::with_source(ErrorKind::Server, "redis returned an error", err);
+            let refused = Error::with_source(ErrorKind::Server, "", err);
+            let message = match refused.is_refused_for_now() {
+                true => {
+                    "redis refused the call before running it, nothing changed (try again once \
+                         this passes)"
+                }
+                false => "redis returned an error",
+            };
+            return refused.reworded(message);
         };
         let message = match retry {
             _ if err.is_timeout() => "redis call timed out",
