@@ -48,7 +48,8 @@ impl ClientBuilder {
     /// Lease of a lock held through the watchdog: if this client stops
     /// renewing (process killed, network cut), the lock frees this long after
     /// the last renewal. Renewed every third of `min(lease, waiter_timeout)`.
-    /// Defaults to 30 s; at least 30 ms.
+    /// Defaults to 30 s; from [`MIN_LEASE`] (30 ms) to [`MAX_LEASE`] (365
+    /// days), else [`ErrorKind::InvalidConfig`] at [`build`](Self::build).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -167,8 +168,9 @@ impl ClientBuilder {
     }
 
     /// Start of every key and channel this client uses, e.g. for an ACL rule
-    /// `~fairlock:* &fairlock:*`. Must not contain `{` or `}`.
-    /// Defaults to `"fairlock"`.
+    /// `~fairlock:* &fairlock:*`. 1 to 256 bytes, without `{` or `}`, else
+    /// [`ErrorKind::InvalidConfig`] at [`build`](Self::build). Defaults to
+    /// `"fairlock"`.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -182,8 +184,8 @@ impl ClientBuilder {
         self.with(|config| config.key_prefix = key_prefix.into())
     }
 
-    /// How long to wait for a connection to Redis. Defaults to 5 s; at most
-    /// [`MAX_TIMEOUT`] (24 hours).
+    /// How long to wait for a connection to Redis. Defaults to 5 s; above
+    /// zero and at most [`MAX_TIMEOUT`] (24 hours).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -204,7 +206,8 @@ impl ClientBuilder {
     /// A call that fails this way may still run in Redis later (a paused
     /// server resumes it); the client then abandons whatever it took or
     /// queued as soon as Redis answers again (see
-    /// docs/failures.md). Defaults to 5 s; at most [`MAX_TIMEOUT`] (24 hours).
+    /// docs/failures.md). Defaults to 5 s; above zero and at most
+    /// [`MAX_TIMEOUT`] (24 hours).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -489,7 +492,8 @@ impl ClientBuilder {
     /// evict; [`ErrorKind::Auth`] for refused
     /// credentials, [`ErrorKind::Permission`] for a command the user's ACL
     /// denies; [`ErrorKind::Connection`] when Redis cannot be reached
-    /// within the connect timeout. The first connection is opened
+    /// within the connect timeout, or does not answer within the command
+    /// timeout (the message names the one). The first connection is opened
     /// directly, so each is reported as soon as it is known (a refused
     /// port at once), its cause in the message.
     ///
