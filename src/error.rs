@@ -95,7 +95,7 @@ pub enum ErrorKind {
     /// client of one lock must use builds of one format (docs/compatibility.md).
     FormatMismatch,
     /// Redis answered with an error fairlock has no kind for (an `OOM`
-    /// refusal, a script's error), or with a reply it cannot read; the
+    /// refusal, retryable, a script's error), or with a reply it cannot read; the
     /// message carries the server's words. An ACL's refusal is
     /// [`Permission`](Self::Permission), something other than Redis at the
     /// address [`InvalidConfig`](Self::InvalidConfig).
@@ -231,7 +231,10 @@ impl Error {
     /// True when the same call, sent again later, may succeed: Redis was
     /// unreachable or too slow ([`ErrorKind::Connection`]), or too few
     /// replicas acknowledged a write in time ([`ErrorKind::NotReplicated`]:
-    /// nothing is held, and the replicas may catch up). False for what
+    /// nothing is held, and the replicas may catch up), or Redis refused
+    /// it before running it for a reason that passes (a
+    /// [`Server`](ErrorKind::Server) error of code `OOM`, `MISCONF` or
+    /// `NOREPLICAS`: nothing changed). False for what
     /// retrying cannot mend: refused credentials ([`ErrorKind::Auth`]), a
     /// denied command ([`ErrorKind::Permission`]), a bad URL, database or
     /// something other than Redis at the address
@@ -261,6 +264,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(self.kind, ErrorKind::Connection | ErrorKind::NotReplicated)
             || self.retry == Retry::Call
+            || self.is_refused_for_now()
     }
 
     /// True when Redis could not be reached, or did not answer in time
@@ -307,7 +311,7 @@ impl Error {
     /// reason that passes: `OOM` (over its `maxmemory`), `NOREPLICAS`
     /// (fewer replicas than `min-replicas-to-write`) or `MISCONF` (its last
     /// snapshot failed, `stop-writes-on-bgsave-error`). The call changed
-    /// nothing and may be sent again later; the kind stays
+    /// nothing and may be sent again later (`is_retryable`); the kind stays
     /// [`Server`](ErrorKind::Server), as a lock call refused so fails at once.
     pub(crate) fn is_refused_for_now(&self) -> bool {
         (self.source.as_deref())
@@ -373,21 +377,21 @@ impl Error {
     }
 
     /// The error of a client's first connection to `server` (or of its
-    /// first request, `replying`), as a newcomer reads it: something that
+    /// first request), as a newcomer reads it: something that
     /// answers but not in Redis's protocol is
     /// [`ErrorKind::InvalidConfig`] (the URL names the wrong port: retrying
     /// the same address meets the same service), in one line, as is one
     /// that does not know a command of the start (a Sentinel, or a data
     /// server where the URL says Sentinel); a timeout
-    /// says which step got no reply and within how long (`timeout`, which
-    /// the setting `setting` sets). Any other error says it was met
-    /// connecting to `server`.
+    /// says which step got no reply and within how long: a reply's
+    /// (`steady`'s "no reply within"), the connect timeout's or the
+    /// command timeout's as its figure says, else the connect's. Any other
+    /// error says it was met connecting to `server`.
     pub(crate) fn at_first_contact(
         self,
         server: &str,
-        replying: bool,
-        timeout: Duration,
-        setting: &str,
+        connect: Duration,
+        command: Duration,
     ) -> Self {
         let redis_err =
             (self.source.as_deref()).and_then(|source| source.downcast_ref::<redis::RedisError>());
@@ -410,12 +414,20 @@ impl Error {
             );
             (ErrorKind::InvalidConfig, Retry::No, message)
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {
-            let step = if replying {
-                "accepted the connection and sent no reply"
-            } else {
-                "did not answer the connect or its handshake"
+            let said = self.source.as_ref().map(ToString::to_string);
+            let said = said.as_deref().unwrap_or("");
+            let ms = |timeout: Duration| format!("no reply within {} ms", timeout.as_millis());
+            let replied = "accepted the connection and sent no reply";
+            let (step, within, setting) = match said.contains("no reply within") {
+                true if said.contains(&ms(command)) => (replied, command, "command_timeout"),
+                true => (replied, connect, "connect_timeout"),
+                false => (
+                    "did not answer the connect or its handshake",
+                    connect,
+                    "connect_timeout",
+                ),
             };
-            let within = timeout.as_millis();
+            let within = within.as_millis();
             // A TLS client's handshake is read by a plain port as a command never ended.
             let tls = ["rediss", "valkeys"].iter().any(|s| server.starts_with(s));
             let plain = if tls {
@@ -488,7 +500,15 @@ impl Error {
         {
             Retry::Unreachable
         } else {
-            return Error::with_source(ErrorKind::Server, "redis returned an error", err);
+            let refused = Error::with_source(ErrorKind::Server, "", err);
+            let message = match refused.is_refused_for_now() {
+                true => {
+                    "redis refused the call before running it, nothing changed (try again once \
+                         this passes)"
+                }
+                false => "redis returned an error",
+            };
+            return refused.reworded(message);
         };
         let message = match retry {
             _ if err.is_timeout() => "redis call timed out",

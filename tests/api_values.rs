@@ -264,6 +264,7 @@ fn bad_settings_are_invalid_config() {
         rejected(b().pool_size(0)),
         rejected(b().key_prefix("")),
         rejected(b().key_prefix("a{b")),
+        rejected(b().key_prefix("p".repeat(257))),
         rejected(b().connect_timeout(Duration::ZERO)),
         rejected(b().command_timeout(Duration::ZERO)),
         rejected(b().sync_replicas(0, Duration::from_millis(100))),

@@ -607,3 +607,29 @@ fn a_hold_too_few_replicas_saw_is_given_back_within_the_deadline() {
         ms(paused.elapsed().saturating_sub(pause))
     );
 }
+
+/// `sync_replicas(1, 600 ms)` under a 700 ms command timeout, no replica,
+/// over a link with a 200 ms round trip: the `WAIT` rightly takes its
+/// 600 ms, and its reply comes after the command timeout. The lock call
+/// must say what happened, `NotReplicated`, not `Connection` (before: a
+/// "no reply within 700 ms" after 700 ms).
+#[test]
+fn a_wait_for_replicas_near_the_command_timeout_over_a_slow_link_says_not_replicated() {
+    let server = RedisServer::start();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(100));
+    let client = Client::builder(&relay.url())
+        .command_timeout(Duration::from_millis(700))
+        .sync_replicas(1, Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("sync-slow-link");
+    for _ in 0..2 {
+        let started = Instant::now();
+        let err = mutex.lock().map(drop).expect_err("no replica acknowledges");
+        let took = started.elapsed();
+        eprintln!("deadlines: sync 600 ms, command 700 ms, 200 ms round trip: {took:?}: {err}");
+        assert_eq!(err.kind(), fairlock::ErrorKind::NotReplicated, "{err:?}");
+        assert!(took < Duration::from_millis(2000), "{took:?}");
+    }
+    assert!(!mutex.is_locked().unwrap(), "the rolled back hold is left");
+}

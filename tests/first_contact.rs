@@ -391,6 +391,52 @@ fn a_wait_that_finds_every_pooled_connection_busy_is_not_acquired_and_leaves_not
     );
 }
 
+/// `pool_size(1)` and six threads locking over a slow link (a 400 ms
+/// round trip): a call finds no pooled connection free within its connect
+/// timeout (500 ms) and fails, `Connection`, "no redis connection could be
+/// had in time", naming its call, after that timeout, as `pool_size`'s
+/// doc says.
+#[test]
+fn a_call_that_gets_no_pooled_connection_within_the_connect_timeout_says_so() {
+    let server = RedisServer::start();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(200));
+    let connect = Duration::from_millis(500);
+    let client = Client::builder(&relay.url())
+        .pool_size(1)
+        .connect_timeout(connect)
+        .command_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let threads: Vec<_> = (0..6)
+        .map(|i| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let got = client.fair_mutex(&format!("pool-one-{i}")).lock();
+                let took = started.elapsed();
+                (took, got.and_then(|guard| guard.unlock()))
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let failed: Vec<_> = results.iter().filter(|(_, r)| r.is_err()).collect();
+    for (took, result) in &results {
+        eprintln!("pool_size(1), 6 threads: {took:?}: {result:?}");
+    }
+    assert!(!failed.is_empty(), "every call had a connection in time");
+    for (took, result) in failed {
+        let err = result.as_ref().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("no redis connection could be had in time"),
+            "{text}"
+        );
+        assert!(text.contains("pool-one-"), "{text}");
+        assert!(*took >= connect && *took < connect * 3, "{took:?}");
+    }
+}
+
 /// A wait whose deadline passes while the pool is still opening the
 /// connection its request needs (a slow handshake, nothing failed) is not
 /// acquired either: a slow opening is not an outage. A new connection's
@@ -588,12 +634,15 @@ fn a_url_whose_port_is_not_the_kind_of_server_it_says_is_invalid_config() {
 /// line that says so and names the setting (before: "Resource temporarily
 /// unavailable (os error 11)", or "redis call timed out"), and it may be
 /// retried. With a password the handshake is what gets no reply, within
-/// the connect timeout.
+/// the connect timeout. A Sentinel that never answers `SENTINEL MASTERS`
+/// is a command timeout too (before: named the connect timeout, 400 ms,
+/// though the 700 ms command timeout had fired).
 #[test]
 fn a_socket_that_never_answers_is_a_timeout_in_words_naming_its_setting() {
     let silent = Impostor::start(None);
     let connect = Duration::from_millis(400);
     let command = Duration::from_millis(700);
+    let sentinel = format!("redis+sentinel://127.0.0.1:{}/m", silent.port);
     for (auth, within, said) in [
         (
             "",
@@ -605,9 +654,18 @@ fn a_socket_that_never_answers_is_a_timeout_in_words_naming_its_setting() {
             connect,
             "did not answer the connect or its handshake within 400 ms (the connect_timeout)",
         ),
+        (
+            "sentinel",
+            command,
+            "accepted the connection and sent no reply within 700 ms (the command_timeout)",
+        ),
     ] {
         let started = Instant::now();
-        let err = Client::builder(&silent.url(auth))
+        let url = match auth {
+            "sentinel" => sentinel.clone(),
+            _ => silent.url(auth),
+        };
+        let err = Client::builder(&url)
             .connect_timeout(connect)
             .command_timeout(command)
             .build()

@@ -1620,3 +1620,41 @@ fn a_handoff_too_few_replicas_saw_is_given_back_once() {
     assert_eq!(calls, 3, "script calls from the release on");
     assert!(!mutex.is_locked().unwrap(), "the grant was given back");
 }
+
+/// A lock call Redis refuses before running it, for a reason that passes
+/// (`OOM`: over its `maxmemory` with `noeviction`; `NOREPLICAS`: fewer
+/// replicas than `min-replicas-to-write`): nothing changed, and the same
+/// call sent again once the condition passes succeeds, so `is_retryable`
+/// says so (its doc: "the same call, sent again later, may succeed";
+/// before: false), the kind stays `Server` with the server's words, and
+/// the retry takes the lock.
+#[test]
+fn a_lock_call_refused_for_now_is_retryable_and_a_retry_takes_the_lock() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut conn = server.conn();
+    let set = |conn: &mut redis::Connection, name: &str, value: &str| {
+        let () = (redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
+            .query(conn)
+            .unwrap();
+    };
+    set(&mut conn, "maxmemory-policy", "noeviction");
+    for (code, name, value, lifted) in [
+        ("OOM", "maxmemory", "1", "0"),
+        ("NOREPLICAS", "min-replicas-to-write", "1", "0"),
+    ] {
+        set(&mut conn, name, value);
+        let mutex = client.fair_mutex("refused-for-now");
+        let err = mutex.lock().map(drop).expect_err("refused");
+        eprintln!(
+            "leftovers: a lock refused with {code}: retryable {}: {err}",
+            err.is_retryable()
+        );
+        assert_eq!(err.kind(), ErrorKind::Server, "{err:?}");
+        assert!(err.to_string().contains(code), "{err}");
+        assert!(err.is_retryable(), "{code}: {err:?}");
+        set(&mut conn, name, lifted);
+        assert!(!mutex.is_locked().unwrap(), "{code}: the refused call held");
+        mutex.lock().unwrap().unlock().unwrap();
+    }
+}

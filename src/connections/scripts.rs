@@ -9,6 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use redis::{ConnectionLike, Script as RedisScript, Value};
 
@@ -216,7 +217,9 @@ impl Scripts {
             packed
         };
         let commands = 1 + usize::from(sync.is_some());
-        let mut replies = self.query_packed(packed, commands, conn)?.into_iter();
+        let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
+        let replies = super::steady::waiting(wait, || self.query_packed(packed, commands, conn));
+        let mut replies = replies?.into_iter();
         let reply = match replies.next() {
             Some(Value::ServerError(err)) => return Err(crate::Error::from_server(err)),
             Some(reply) => op.parse(reply)?,

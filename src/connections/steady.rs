@@ -174,6 +174,23 @@ pub(crate) fn replied_by<T>(by: Option<Instant>, call: impl FnOnce() -> T) -> T 
     call()
 }
 
+thread_local! {
+    /// How much longer a pipeline's replies after its first may take
+    /// ([`waiting`]).
+    static WAITING: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+}
+
+/// Runs `call` with the replies after the first of each pipeline it sends
+/// on this thread given `wait` more than the timeout, within the call's
+/// deadline if any: a `WAIT` for replicas of that timeout among them
+/// rightly replies that much later (`sync_replicas`).
+pub(crate) fn waiting<T>(wait: Duration, call: impl FnOnce() -> T) -> T {
+    let before = WAITING.replace(wait);
+    let result = call();
+    WAITING.set(before);
+    result
+}
+
 /// The least a read waits: a read timeout of zero is refused.
 const LEAST: Duration = Duration::from_millis(1);
 
@@ -186,6 +203,7 @@ const LEAST: Duration = Duration::from_millis(1);
 /// reply still to come is given 1 ms, so that the redis crate counts every
 /// one it did not read (as a read that timed out) and skips it before the
 /// next request's replies. The read timeout is `timeout` again after.
+/// The replies after the first may take [`waiting`]'s time more.
 fn pipeline_on(
     conn: &mut redis::Connection,
     cmd: &[u8],
@@ -193,6 +211,10 @@ fn pipeline_on(
     timeout: Duration,
 ) -> RedisResult<Vec<Value>> {
     let by = Instant::now() + timeout;
+    let later = by + WAITING.get();
+    let by = REPLY_BY
+        .get()
+        .map_or(later, |deadline| later.min(deadline.max(by)));
     conn.send_packed_command(cmd)?;
     let (mut replies, mut failed) = (Vec::with_capacity(count), None);
     // Replies read, or counted by the crate as not read.
@@ -232,7 +254,13 @@ fn pipeline_on(
 /// A timeout error, in words: what the socket's own says ("Resource
 /// temporarily unavailable") is no help to a reader.
 fn timed_out(timeout: Duration) -> redis::RedisError {
-    let words = format!("no reply within {} ms", timeout.as_millis());
+    not_within("no reply", timeout)
+}
+
+/// A timeout error: `what` came not within `timeout` (a connect's, "not
+/// connected", told from a reply's by `Error::at_first_contact`).
+fn not_within(what: &str, timeout: Duration) -> redis::RedisError {
+    let words = format!("{what} within {} ms", timeout.as_millis());
     std::io::Error::new(std::io::ErrorKind::TimedOut, words).into()
 }
 
@@ -270,8 +298,12 @@ impl Steady {
                 None => client.get_connection(),
             })
         });
+        let conn = conn.map_err(|err| match timeout {
+            Some(timeout) if err.is_timeout() => not_within("not connected", timeout),
+            _ => err,
+        });
         Ok(Steady {
-            conn: worded(conn, timeout)?,
+            conn: conn?,
             timeout_ns: AtomicU64::new(0),
         })
     }

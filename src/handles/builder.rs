@@ -48,7 +48,8 @@ impl ClientBuilder {
     /// Lease of a lock held through the watchdog: if this client stops
     /// renewing (process killed, network cut), the lock frees this long after
     /// the last renewal. Renewed every third of `min(lease, waiter_timeout)`.
-    /// Defaults to 30 s; at least 30 ms.
+    /// Defaults to 30 s; from [`MIN_LEASE`] (30 ms) to [`MAX_LEASE`] (365
+    /// days), else [`ErrorKind::InvalidConfig`] at [`build`](Self::build).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -82,6 +83,11 @@ impl ClientBuilder {
     }
 
     /// Most pooled connections open at once. Waiting threads hold none.
+    /// A call waits for a pooled connection at most the
+    /// [connect timeout](Self::connect_timeout): with every one in use
+    /// that long, it fails, [`ErrorKind::Connection`], "no redis
+    /// connection could be had in time", nothing sent (retryable); a timed
+    /// wait whose deadline comes first is not acquired.
     /// Defaults to 16; from 1 to 10 000 (Redis's default `maxclients`),
     /// else [`ErrorKind::InvalidConfig`] at [`build`](Self::build), before
     /// any I/O.
@@ -162,8 +168,9 @@ impl ClientBuilder {
     }
 
     /// Start of every key and channel this client uses, e.g. for an ACL rule
-    /// `~fairlock:* &fairlock:*`. Must not contain `{` or `}`.
-    /// Defaults to `"fairlock"`.
+    /// `~fairlock:* &fairlock:*`. 1 to 256 bytes, without `{` or `}`, else
+    /// [`ErrorKind::InvalidConfig`] at [`build`](Self::build). Defaults to
+    /// `"fairlock"`.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -177,8 +184,8 @@ impl ClientBuilder {
         self.with(|config| config.key_prefix = key_prefix.into())
     }
 
-    /// How long to wait for a connection to Redis. Defaults to 5 s; at most
-    /// [`MAX_TIMEOUT`] (24 hours).
+    /// How long to wait for a connection to Redis. Defaults to 5 s; above
+    /// zero and at most [`MAX_TIMEOUT`] (24 hours).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -199,7 +206,8 @@ impl ClientBuilder {
     /// A call that fails this way may still run in Redis later (a paused
     /// server resumes it); the client then abandons whatever it took or
     /// queued as soon as Redis answers again (see
-    /// docs/failures.md). Defaults to 5 s; at most [`MAX_TIMEOUT`] (24 hours).
+    /// docs/failures.md). Defaults to 5 s; above zero and at most
+    /// [`MAX_TIMEOUT`] (24 hours).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -342,7 +350,10 @@ impl ClientBuilder {
     /// This is not consensus: a write acknowledged by a replica can still be
     /// lost if that replica is not the one promoted, and Redis replication
     /// stays asynchronous for everything else. `timeout` must be below the
-    /// command timeout. Off by default.
+    /// command timeout. A write's reply is waited for a command timeout,
+    /// its `WAIT`'s `timeout` more (within a call's deadline): a shortfall
+    /// over a slow link is still `NotReplicated`, not `Connection`. Off by
+    /// default.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -481,7 +492,8 @@ impl ClientBuilder {
     /// evict; [`ErrorKind::Auth`] for refused
     /// credentials, [`ErrorKind::Permission`] for a command the user's ACL
     /// denies; [`ErrorKind::Connection`] when Redis cannot be reached
-    /// within the connect timeout. The first connection is opened
+    /// within the connect timeout, or does not answer within the command
+    /// timeout (the message names the one). The first connection is opened
     /// directly, so each is reported as soon as it is known (a refused
     /// port at once), its cause in the message.
     ///

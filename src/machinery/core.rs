@@ -89,14 +89,13 @@ impl Core {
         // all, is named as such in one line (`Error::at_first_contact`).
         let server = config.target.describe();
         let started = std::time::Instant::now();
-        let mut first = backend.first_connection().map_err(|err| {
-            err.at_first_contact(&server, false, config.connect_timeout, "connect_timeout")
-        })?;
+        let first_contact = |err: Error| {
+            err.at_first_contact(&server, config.connect_timeout, config.command_timeout)
+        };
+        let mut first = backend.first_connection().map_err(first_contact)?;
         let time: redis::RedisResult<Vec<String>> = redis::cmd("TIME").query(&mut *first);
-        time.map_err(Error::from_redis).map_err(|err| {
-            let err = backend.first_failure(err, started);
-            err.at_first_contact(&server, true, config.command_timeout, "command_timeout")
-        })?;
+        time.map_err(Error::from_redis)
+            .map_err(|err| first_contact(backend.first_failure(err, started)))?;
         let loading =
             |err: Error| err.during(format_args!("loading fairlock's scripts at {server}"));
         let later = scripts.load_all(&mut *first).map_err(loading)?;

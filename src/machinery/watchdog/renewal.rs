@@ -117,7 +117,9 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         }
         pipe
     };
-    let mut values = shared.caller.scripts.query(pipe, conn)?;
+    let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
+    let query = || shared.caller.scripts.query(pipe, conn);
+    let mut values = crate::connections::steady::waiting(wait, query)?;
     // A node that does not serve the slot (any more) answers with a
     // redirection: the batch goes again through the cluster client. A
     // master demoted since (`READONLY`) fails the batch too, so that its
