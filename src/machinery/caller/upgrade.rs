@@ -30,7 +30,7 @@ impl CallHold {
         // Counted lost, it stays lost: no write is made of it (nor kept,
         // when it was counted lost while the upgrade waited).
         if self.hold.is_lost() {
-            return Err(self.lost());
+            return Err(self.release_lost());
         }
         if shared.held_by(self.call.keys.lock(), &self.call.owner).0 > 1 {
             return Err(Error::new(
@@ -66,8 +66,9 @@ impl CallHold {
         };
         self.hold.changed(token, true);
         self.call.ask = Ask::RwLock(Access::Write);
+        drop(_changing);
         if self.hold.is_lost() {
-            return Err(self.lost());
+            return Err(self.release_lost());
         }
         Ok(true)
     }
@@ -83,11 +84,19 @@ impl CallHold {
         downgraded.inspect_err(|_| self.release_after(None, started))
     }
 
+    /// A hold this client counted lost is not changed: it is released now,
+    /// as its unlock would release it, and the unlock's error is the
+    /// call's (`LeaseLost`, or what Redis answered instead: another
+    /// build's data format, say).
+    fn release_lost(&mut self) -> Error {
+        self.release(None).err().unwrap_or_else(|| self.lost())
+    }
+
     fn change_access(&mut self, to: Access) -> Result<()> {
-        let shared = &self.client.shared;
         if self.hold.is_lost() {
-            return Err(self.lost());
+            return Err(self.release_lost());
         }
+        let shared = &self.client.shared;
         let _changing = self.hold.changing();
         let call = &self.call;
         let op = Downgrade {
