@@ -1091,6 +1091,83 @@ fn a_master_that_joins_after_the_clients_started_is_listened_on() {
     );
 }
 
+/// A master that left the cluster (scaled in: its slots moved away, then
+/// the node stopped) has its listener thread end: the node is named by
+/// no slot map any more. Before, that thread tried to connect to the
+/// gone address ten times a second for the client's life, and one more
+/// such thread stayed behind per node a long-lived client ever saw
+/// leave (nodes replaced on new addresses over months).
+#[test]
+fn the_listener_of_a_master_that_left_the_cluster_ends() {
+    let _serial = serial();
+    let mut cluster = RedisCluster::start();
+    let client = builder(&cluster).build().unwrap();
+    let name = "scaled-in";
+    let slot = slot_of(&lock_key(name));
+    let from = cluster.master_for_slot(slot);
+    let joined = cluster.add_node();
+    cluster.begin_slot_move(slot, from, joined);
+    cluster.finish_slot_move(slot, from, joined);
+    // A handoff on the joined master: the client listens there.
+    let handoff = |what: &str| {
+        let mutex = client.fair_mutex(name);
+        let guard = mutex.lock().unwrap();
+        let next = LockThread::lock(client.fair_mutex(name));
+        assert!(wait_until(Duration::from_secs(10), || mutex
+            .queue_len()
+            .unwrap()
+            == 1));
+        let released = Instant::now();
+        guard.unlock().unwrap();
+        let (granted, _) = next.granted_within(Duration::from_secs(15), what);
+        next.release(what);
+        granted.saturating_duration_since(released)
+    };
+    let there = handoff("the waiter on the joined master");
+    assert!(there < Duration::from_secs(1), "{there:?}");
+    // Scaled in: the slot and its keys back where they were, the node
+    // (kept a master with no slots, not made a replica) stopped.
+    let _: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg(&["SET", "cluster-allow-replica-migration", "no"])
+        .query(&mut cluster.conn(joined));
+    cluster.begin_slot_move(slot, joined, from);
+    for key in cluster.keys_in_slot(joined, slot) {
+        cluster.migrate_key(joined, from, &key);
+    }
+    cluster.finish_slot_move(slot, joined, from);
+    let back = handoff("the waiter back on its first master");
+    assert!(back < Duration::from_secs(1), "{back:?}");
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
+        .arg("NOSAVE")
+        .query(&mut cluster.conn(joined));
+    // Whatever now listens on the gone node's address counts the
+    // connections the client still opens to it.
+    let bind = || std::net::TcpListener::bind(("127.0.0.1", joined)).ok();
+    let mut listener = None;
+    assert!(wait_until(Duration::from_secs(10), || {
+        listener = bind();
+        listener.is_some()
+    }));
+    let listener = listener.unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let (started, mut last, mut tries) = (Instant::now(), Instant::now(), 0);
+    while last.elapsed() < Duration::from_secs(2) && started.elapsed() < Duration::from_secs(20) {
+        if listener.accept().is_ok() {
+            (last, tries) = (Instant::now(), tries + 1);
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!(
+        "a master gone from the cluster: {tries} connections to its address in {:?}",
+        started.elapsed()
+    );
+    assert!(
+        last.elapsed() >= Duration::from_secs(2),
+        "{tries} connections to a node gone from the cluster in {:?}, and still coming",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn on_a_cluster_the_five_keys_share_a_slot_and_permits_work_on_every_master() {
     let _serial = serial();

@@ -74,6 +74,12 @@ pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) 
         let Err(err) = listened else {
             return;
         };
+        if let Listen::Shards(node) = at {
+            if shared.shards.left(node, shared.slot_map().as_deref()) {
+                log::info!("fairlock: {name} left the cluster, no longer listened on: {err}");
+                return;
+            }
+        }
         if let Some(ready) = ready.take() {
             let _ = ready.send(Err(err));
         } else if backoff < MAX_BACKOFF || listened_since.elapsed() > MAX_BACKOFF {

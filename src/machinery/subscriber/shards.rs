@@ -5,7 +5,7 @@
 //! may publish only in its keys' slot), and kept: at most the slots the
 //! client used, 16384. And the nodes that have a listener: one that joins
 //! the cluster later (masters added to scale out) gets its own once the
-//! slot map names it.
+//! slot map names it, and one that left has its listener end.
 
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::connections::slot_map::Address;
+use crate::connections::slot_map::{Address, SlotMap};
 
 /// Which slots are wanted and which are listened on now.
 #[derive(Default)]
@@ -90,9 +90,21 @@ impl Shards {
         self.listened.lock().insert(node.clone())
     }
 
-    /// Keeps the thread started for a node that joined later.
+    /// Whether `node`, whose connection failed, left the cluster: `map`
+    /// names it no more. Its listener then ends (a thread retrying a gone
+    /// address for the client's life, one per node that ever left), and
+    /// another starts if a later map names it again.
+    pub(crate) fn left(&self, node: &Address, map: Option<&SlotMap>) -> bool {
+        let left = map.is_some_and(|map| !map.nodes().contains(node));
+        left && self.listened.lock().remove(node)
+    }
+
+    /// Keeps the thread started for a node that joined later (dropping
+    /// those of nodes that left since).
     pub(crate) fn keep_thread(&self, thread: JoinHandle<()>) {
-        self.joined_later.lock().push(thread);
+        let mut threads = self.joined_later.lock();
+        threads.retain(|thread| !thread.is_finished());
+        threads.push(thread);
     }
 
     /// The threads started for nodes that joined later, to join.
