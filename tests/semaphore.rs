@@ -1136,3 +1136,52 @@ fn a_call_refused_by_a_shrink_and_polling_after_a_raise_is_told_not_queued_at_th
     join_within(big, Duration::from_secs(5), "the refused call");
     assert_eq!(sem.status(10).unwrap().queue_len, 0);
 }
+
+/// A permit's release in a child process stopped (`SIGSTOP`) after its
+/// request left and before it read the reply, another holder releasing
+/// meanwhile; then continued (`SIGCONT`), so the request goes out again:
+/// the repeat is answered as the first was, and `unlock()` says `Ok`, not
+/// `LeaseLost` for a release that worked.
+#[test]
+fn a_permit_release_sent_again_after_a_stop_and_another_release_says_ok() {
+    use fairlock_test_support::{roles::lease_holder, send_signal, Children};
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let holders = server.client();
+    let mut children = Children::new(CHILD);
+    // A fixed lease: the child sends nothing through the relay but its release.
+    let child = children.spawn(
+        "lease_holder",
+        &lease_holder::vars(&relay.url(), 30_000, true),
+    );
+    let patience = Duration::from_secs(10);
+    children.expect_text(child, "ready", patience);
+    children.send(child, "permit again 2");
+    children.expect_prefix(child, "locked ", patience);
+    let semaphore = holders.fair_semaphore("again", 2);
+    let other = semaphore.acquire().unwrap();
+
+    relay.stall();
+    children.send(child, "unlock");
+    assert!(
+        wait_until(patience, || relay.held_bytes() > 0),
+        "the release never went out"
+    );
+    let pid = children.pid(child);
+    let stopped = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+    };
+    send_signal(pid, "STOP");
+    assert!(wait_until(patience, stopped), "the child never stopped");
+    relay.resume();
+    assert!(
+        wait_until(patience, || semaphore.available().unwrap() == 1),
+        "the first delivery never released"
+    );
+    other.unlock().unwrap();
+    send_signal(pid, "CONT");
+    let said = children.expect_prefix(child, "unlocked ", patience);
+    assert_eq!(said.text, "unlocked ok");
+}

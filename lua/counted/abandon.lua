@@ -28,7 +28,7 @@ local meta = read_meta(now_ms)
 local held = hold_of(meta, member, now_ms)
 if held then
   give_back_counted(meta, member, units)
-  meta.mark = owner .. '#' .. call
+  meta.mark = remember(owner .. '#' .. call, meta.mark)
 elseif not redis.call('ZSCORE', QUEUE, entry) then
   return 0
 end

@@ -9,8 +9,11 @@
 --         gives back, as the meta names a lone hold (one argument: the
 --         fast paths find it as given), so that a release delivered twice
 --         (a retry after a lost reply) counts once, and is answered as the
---         first was while the meta still names it as the last release
---         (later releases of others replace that mark)
+--         first was while the meta still names it among its last releases:
+--         up to 7 releases of others may come in between, while a hold is
+--         left beside the other holds (a lone hold's fast paths name their
+--         own release alone, as the mutex's, at no cost: so after a lone
+--         hold taken since was released, the repeat is told as not held)
 -- ARGV[4] fencing token of the hold
 -- ARGV[5] "check", or nothing, as for the mutex's release (mutex/release.lua):
 --         without it the client vouches for the lease of a lone hold found,
@@ -121,7 +124,8 @@ local meta = read_meta(now_ms, true, stored or false, pttl)
 local owner, call = call_key_arg(call_key)
 local member, units = hold_by_token(meta, token, owner, call, now_ms)
 if not member and not popped_head then
-  return meta.mark == call_key and 0 or (stored and -1 or -2)
+  local marks = ',' .. meta.mark .. ','
+  return string.find(marks, ',' .. call_key .. ',', 1, true) and 0 or (stored and -1 or -2)
 end
 -- (With no hold found after the fast path took the head out of the
 -- queue: the lone hold ran out at Redis after its client vouched for it,
@@ -134,7 +138,7 @@ if member then
     -- nobody is admitted here; waiters take theirs when they poll.
     return 0
   end
-  meta.mark = call_key
+  meta.mark = remember(call_key, meta.mark)
   -- The common case first: nobody waiting (the meta says so). The meta
   -- already outlives the holds left by a fence life; with none left, it
   -- keeps a fence life. Otherwise the queue's head is read (an empty queue

@@ -36,7 +36,8 @@
 --                              all of which a write takes and one a read),
 --                              the units the holds take, the last token
 --                              issued, the "<owner>#<call>" of the last
---                              release (a force release's: "F<call
+--                              releases, up to 8, newest first, joined by
+--                              ',' (remember; a force release's: "F<call
 --                              key>/<holds>", which a renewal of a freed
 --                              hold reads); it outlives every holder and
 --                              waiter by the fence life. The '+' is set
@@ -238,6 +239,26 @@ local function write_meta(meta, life, now_ms)
   else
     redis.call('SET', META, value, 'KEEPTTL')
   end
+end
+
+-- The meta's mark after a release (or an abandon) of call `call_key`: that
+-- key before the last of `old` (the marks, newest first, joined by ','; ''
+-- or '-' when none; a revocation's "^<token>" after them dropped), at most
+-- 8 in all, so that a release delivered again after up to 7 releases of
+-- others answers as released (release.lua).
+local function remember(call_key, old)
+  old = string.match(old, '^[^%^]*')
+  if old == '' or old == '-' then
+    return call_key
+  end
+  local list, at = call_key .. ',' .. old, 0
+  for _ = 1, 8 do
+    at = string.find(list, ',', at + 1, true)
+    if not at then
+      return list
+    end
+  end
+  return string.sub(list, 1, at - 1)
 end
 
 -- Stops the script, before it writes, when this call's `capacity` is not

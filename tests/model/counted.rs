@@ -47,6 +47,11 @@ pub struct Model {
     set: bool,
     last: u64,
     mark: String,
+    /// Whether the last keys read kept a lone hold in the meta, and whether
+    /// the mark must name every release remembered (one given back from
+    /// the holders zset, or abandoned, takes no lone hold's fast path).
+    lone: bool,
+    exact: bool,
     /// The last force release's call key and the holds it freed.
     forced: Option<(String, u64)>,
     revoked: Option<u64>,
@@ -79,6 +84,18 @@ fn member(call: &Call) -> String {
 }
 
 impl Model {
+    /// A release's (an abandon's) call key before the last marks: the
+    /// last 8, newest first (lib/counted.lua's remember).
+    fn remember(&mut self, key: String) {
+        let old = std::mem::take(&mut self.mark);
+        let kept = old.split(',').filter(|m| !m.is_empty());
+        self.mark = std::iter::once(key)
+            .chain(kept.map(str::to_owned))
+            .take(8)
+            .collect::<Vec<_>>()
+            .join(",");
+    }
+
     fn used(&self) -> u64 {
         self.holds.iter().map(|h| u64::from(h.units)).sum()
     }
@@ -445,7 +462,7 @@ impl Machine for Model {
         let Some(i) = self.holds.iter().position(|h| {
             h.end >= now && h.token == token && h.owner == owner && h.call == call.id
         }) else {
-            if self.mark == format!("{owner}#{}", call.id) {
+            if format!(",{},", self.mark).contains(&format!(",{owner}#{},", call.id)) {
                 return expect(got, &ReleaseReply::Released { left: 0 });
             }
             // (No capacity known: no meta.)
@@ -460,7 +477,8 @@ impl Machine for Model {
             );
         };
         self.holds.remove(i);
-        self.mark = format!("{owner}#{}", call.id);
+        self.remember(format!("{owner}#{}", call.id));
+        self.exact = !self.lone;
         if self.queue.is_empty() {
             return expect(got, &ReleaseReply::Released { left: 0 });
         }
@@ -571,7 +589,8 @@ impl Machine for Model {
             .position(|h| h.end >= now && h.name() == name)
         {
             self.holds.remove(i);
-            self.mark = format!("{}#{}", call.owner(), call.id);
+            self.remember(format!("{}#{}", call.owner(), call.id));
+            self.exact = true;
             if !self.queue.is_empty() {
                 self.pass_on(now);
             }
@@ -742,6 +761,17 @@ impl Machine for Model {
                 self.last
             ));
         }
+        // The mark names the last releases, newest first: all the model
+        // remembers, or (a lone hold's fast paths) fewer, never another.
+        let word = parts[if lone { 6 } else { 4 }];
+        let mark = word.split('^').next().unwrap().trim_start_matches('-');
+        let ends = self.mark.strip_prefix(mark);
+        let cut = !ends.is_some_and(|r| r.is_empty() || (r.starts_with(',') && !self.exact));
+        if mark.is_empty() != self.mark.is_empty() || cut {
+            return fail(format!("the meta's mark {mark}, the model's {}", self.mark));
+        }
+        self.mark = mark.to_owned();
+        (self.lone, self.exact) = (lone, false);
         sync_queue(&mut self.queue, self.revived.take(), seen, now)
     }
 

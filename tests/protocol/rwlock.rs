@@ -33,6 +33,36 @@ fn readers_share() {
     assert_eq!(s.holders().len(), 4);
 }
 
+/// A read's or a write's release delivered again after another release
+/// came in between is answered as the first was, not as a lease lost.
+#[test]
+fn a_release_delivered_again_after_another_release_counts_once() {
+    let mut s = rw("release-again");
+    let a = s.take("a:1", 1, READ);
+    let b = s.take("b:1", 2, READ);
+    s.queue("w:1", 3, WRITE);
+    assert_eq!(s.release(&a), RELEASED);
+    let w = s.handed(&b);
+    assert_eq!(owners(&w), ["w:1"]);
+    assert_eq!(s.release(&a), RELEASED, "a's repeat after b's release");
+    s.queue("r:1", 4, READ);
+    let r = s.handed(&w[0]);
+    assert_eq!(owners(&r), ["r:1"]);
+    assert_eq!(
+        s.release(&b),
+        RELEASED,
+        "b's repeat after the write's release"
+    );
+    let _q = s.take("q:1", 5, READ);
+    assert_eq!(s.release(&r[0]), RELEASED);
+    assert_eq!(
+        s.release(&w[0]),
+        RELEASED,
+        "the write's repeat after r's release"
+    );
+    assert_eq!(s.holders(), ["q:1 5 1"]);
+}
+
 #[test]
 fn a_writer_waits_for_the_readers_ahead_then_excludes_all() {
     let mut s = rw("writer");

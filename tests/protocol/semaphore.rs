@@ -184,6 +184,44 @@ fn a_release_delivered_twice_counts_once() {
     assert_eq!(s.release(&other_call), ReleaseReply::NotHeld);
 }
 
+/// A release delivered again after other releases came in between (a
+/// stop of the caller's process, a Cluster client's own retry) is answered
+/// as the first was, not as a lease lost, while the meta names it among
+/// the last 8 releases.
+#[test]
+fn a_release_delivered_again_after_other_releases_counts_once() {
+    let mut s = sem("release-again-later");
+    let a = s.take("a:1", 1, permits(1, 3));
+    let b = s.take("b:1", 2, permits(1, 3));
+    let c = s.take("c:1", 3, permits(1, 3));
+    assert_eq!(s.release(&a), RELEASED);
+    assert_eq!(s.release(&b), RELEASED);
+    assert_eq!(s.release(&a), RELEASED, "a's repeat after b's release");
+    assert_eq!(s.holders(), ["c:1 3 1"]);
+    assert_eq!(s.release(&c), RELEASED);
+    assert_eq!(s.release(&b), RELEASED, "b's repeat after c's release");
+    assert_eq!(s.release(&a), RELEASED, "a's repeat after c's release");
+    // The last 8: a repeat after 7 others counts once, after 8 it is not
+    // told from a hold lost.
+    let mut n = sem("release-again-bound");
+    let _kept = n.take("k:1", 1, permits(1, 2));
+    let first = n.take("a:1", 2, permits(1, 2));
+    assert_eq!(n.release(&first), RELEASED);
+    for i in 3..=10 {
+        let other = n.take(&format!("o{i}:1"), i, permits(1, 2));
+        assert_eq!(n.release(&other), RELEASED);
+        let again = if i < 10 {
+            RELEASED
+        } else {
+            ReleaseReply::NotHeld
+        };
+        assert_eq!(n.release(&first), again, "after {} others", i - 2);
+    }
+    // Never released: still a lease lost.
+    let never = Hold { call: 99, ..first };
+    assert_eq!(n.release(&never), ReleaseReply::NotHeld);
+}
+
 #[test]
 fn the_readme_acl_user_runs_every_semaphore_script() {
     let mut s = sem("acl");

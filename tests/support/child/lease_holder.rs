@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fairlock::{Client, FairMutexGuard, LeaseEnd, Revocation};
+use fairlock::{Client, FairMutexGuard, LeaseEnd, Revocation, SemaphorePermit};
 
 use crate::roles::lease_holder::{DRIFT, FIXED, LEASE_MS, URL};
 use crate::{child_arg, child_commands, say};
@@ -22,6 +22,7 @@ pub fn lease_holder() {
     let client = builder.build().expect("child: client connects");
     let commands = child_commands();
     let mut guard: Option<FairMutexGuard> = None;
+    let mut permit: Option<SemaphorePermit> = None;
     say("ready");
     for line in commands {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -52,12 +53,25 @@ pub fn lease_holder() {
                 say(format!("locked {}", taken.fencing_token()));
                 guard = Some(taken);
             }
+            ["permit", name, permits] => {
+                let semaphore = client.fair_semaphore(name, permits.parse().unwrap());
+                let taken = semaphore
+                    .with_fixed_lease(lease)
+                    .acquire()
+                    .expect("child: permit");
+                say(format!("locked {}", taken.fencing_token()));
+                permit = Some(taken);
+            }
             ["lost?"] => {
                 let lost = guard.as_ref().is_some_and(FairMutexGuard::is_lease_lost);
                 say(format!("lost {lost}"));
             }
             ["unlock"] => {
-                let outcome = match guard.take().map(FairMutexGuard::unlock) {
+                let unlocked = match permit.take() {
+                    Some(permit) => Some(permit.unlock()),
+                    None => guard.take().map(FairMutexGuard::unlock),
+                };
+                let outcome = match unlocked {
                     Some(Err(err)) => format!("{:?}", err.kind()),
                     _ => "ok".to_owned(),
                 };

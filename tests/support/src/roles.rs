@@ -32,7 +32,9 @@ pub mod holder {
 /// takes locks on command and reports when its lease signal fires, so a
 /// test can run the holder with slowed clocks (libfaketime).
 ///
-/// Commands: `lock <name>` → `locked <token>`; `lost?` → `lost true|false`
+/// Commands: `lock <name>` → `locked <token>`; `permit <name> <permits>`
+/// → `locked <token>` (a permit of that semaphore, a fixed lease of
+/// LEASE_MS); `lost?` → `lost true|false`
 /// (the guard's `is_lease_lost()` at that moment); `unlock` →
 /// `unlocked ok|<error kind>`; `revoke <name>` → `asked <holds>|<error
 /// kind>` (the mutex's `revoke()`). Whenever a held lease's signal fires, the
