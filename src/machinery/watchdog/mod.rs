@@ -57,6 +57,9 @@ pub(crate) struct Watchdog {
     /// This round is such a recheck: what fails in it again is logged at
     /// debug, not once every [`RECHECK`] as a warning.
     rechecking: AtomicBool,
+    /// Where rounds failed last time (the server, or a cluster group):
+    /// the next failures there are logged at debug, not once a round.
+    failing: Mutex<HashSet<Option<Group>>>,
 }
 
 /// As the subscriber and the waiters try again while Redis is away.
@@ -68,6 +71,34 @@ impl Watchdog {
         match self.rechecking.load(Ordering::Relaxed) {
             true => log::Level::Debug,
             false => log::Level::Warn,
+        }
+    }
+
+    /// Logs how a round on `on` (`None`: the one server) went: a failure
+    /// at warn the first time in a row (see `level`), then at debug; the
+    /// first success after a warning at info.
+    fn said(&self, shared: &Shared, on: Option<Group>, ran: &crate::error::Result<()>) {
+        let (id, mut failing) = (shared.client_id(), self.failing.lock());
+        let at = (on.as_ref()).map_or(String::new(), |group| format!(" on {group:?}"));
+        match ran {
+            Err(err) => {
+                let level = match failing.contains(&on) {
+                    true => log::Level::Debug,
+                    false => self.level(),
+                };
+                if level == log::Level::Warn {
+                    failing.insert(on);
+                }
+                log::log!(
+                    level,
+                    "fairlock: client {id}'s watchdog round{at} failed: {err}; \
+                    leases are not renewed nor waiters' places kept until a round succeeds"
+                );
+            }
+            Ok(()) if failing.remove(&on) => {
+                log::info!("fairlock: client {id}'s watchdog round{at} succeeded again");
+            }
+            Ok(()) => {}
         }
     }
 }
@@ -128,10 +159,8 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
     }
     if !shared.caller.backend.is_cluster() {
         let ran = renewal::run(shared, watchdog, &work, None);
-        let failed = ran.inspect_err(|err| {
-            log::log!(watchdog.level(), "fairlock: watchdog round failed: {err}");
-        });
-        return !failed.is_err_and(|err| err.is_connection());
+        watchdog.said(shared, None, &ran);
+        return !ran.is_err_and(|err| err.is_connection());
     }
     let mut by_slot: HashMap<u16, Batch> = HashMap::new();
     for hold in work.holds {
@@ -163,12 +192,14 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
                 Group::Master(address) => Some(address),
                 Group::Slot(_) => None,
             };
+            let mut ran = Ok(());
             for batch in &batches {
                 if let Err(err) = renewal::run(worker, &own, batch, node) {
-                    log::warn!("fairlock: watchdog round on {done:?} failed: {err}");
                     own.map_stale.store(true, Ordering::Relaxed);
+                    ran = Err(err);
                 }
             }
+            own.said(worker, Some(done.clone()), &ran);
             own.in_flight.lock().remove(&done);
         });
         if let Err(err) = spawned {
