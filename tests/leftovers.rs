@@ -1611,6 +1611,9 @@ fn a_handoff_too_few_replicas_saw_is_given_back_once() {
     let err = join_within(blocked, Duration::from_secs(5), "the waiter")
         .expect_err("no replica saw the handoff");
     assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err:?}");
+    // Named as the call the program made, not the renewal it sent.
+    let named = format!("acquire of mutex {name:?}: ");
+    assert!(err.to_string().starts_with(&named), "{named} in {err}");
     // Long past the abandon's linger (the command timeout): anything the
     // watchdog was asked to abandon has gone out.
     std::thread::sleep(Duration::from_millis(1000));
