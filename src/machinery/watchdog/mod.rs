@@ -30,6 +30,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::connections::slot_map::Address;
+use crate::error::Error;
 use crate::machinery::shared::{spawn_named, Batch, Shared};
 use conns::WatchdogConns;
 
@@ -60,6 +61,9 @@ pub(crate) struct Watchdog {
     /// Where rounds failed last time (the server, or a cluster group):
     /// the next failures there are logged at debug, not once a round.
     failing: Mutex<HashSet<Option<Group>>>,
+    /// Nodes (`None`: the one server) whose last renewals too few
+    /// replicas acknowledged (with `sync_replicas`): said once while it lasts.
+    short: Mutex<HashSet<Option<Address>>>,
 }
 
 /// As the subscriber and the waiters try again while Redis is away.
@@ -71,6 +75,29 @@ impl Watchdog {
         match self.rechecking.load(Ordering::Relaxed) {
             true => log::Level::Debug,
             false => log::Level::Warn,
+        }
+    }
+
+    /// Logs that too few replicas acknowledged a round's renewals on
+    /// `node` (`short`), at warn the first time in a row, or that enough
+    /// did again, at info.
+    pub(crate) fn replicas_short(
+        &self,
+        shared: &Shared,
+        node: Option<&Address>,
+        short: Option<&Error>,
+    ) {
+        let (id, mut nodes) = (shared.client_id(), self.short.lock());
+        match short {
+            Some(err) if nodes.insert(node.cloned()) => log::warn!(
+                "fairlock: client {id}'s renewals are not counted while too few \
+                 replicas acknowledge them: {err}"
+            ),
+            Some(err) => log::debug!("fairlock: renewals not counted: {err}"),
+            None if nodes.remove(&node.cloned()) => log::info!(
+                "fairlock: client {id}'s renewals are acknowledged by enough replicas again"
+            ),
+            None => {}
         }
     }
 
