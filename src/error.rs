@@ -360,6 +360,13 @@ impl Error {
         self.reworded(message)
     }
 
+    /// The same error, its call named `now` where it said `was` (a step
+    /// taken for another call: a handoff's confirming renewal).
+    pub(crate) fn renamed(self, was: &str, now: &str) -> Self {
+        let message = self.message.replacen(was, now, 1);
+        self.reworded(message)
+    }
+
     /// The same error, from a call that holds nothing: the call may be
     /// made again ([`is_retryable`](Self::is_retryable)).
     pub(crate) fn worth_calling_again(self) -> Self {

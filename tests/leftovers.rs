@@ -1611,6 +1611,9 @@ fn a_handoff_too_few_replicas_saw_is_given_back_once() {
     let err = join_within(blocked, Duration::from_secs(5), "the waiter")
         .expect_err("no replica saw the handoff");
     assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err:?}");
+    // Named as the call the program made, not the renewal it sent.
+    let named = format!("acquire of mutex {name:?}: ");
+    assert!(err.to_string().starts_with(&named), "{named} in {err}");
     // Long past the abandon's linger (the command timeout): anything the
     // watchdog was asked to abandon has gone out.
     std::thread::sleep(Duration::from_millis(1000));
@@ -1657,4 +1660,43 @@ fn a_lock_call_refused_for_now_is_retryable_and_a_retry_takes_the_lock() {
         assert!(!mutex.is_locked().unwrap(), "{code}: the refused call held");
         mutex.lock().unwrap().unlock().unwrap();
     }
+}
+
+/// Under `sync_replicas`, renewals too few replicas acknowledge (the
+/// replica gone) are said at warn once, naming the client, not once a
+/// round (every 200 ms here), nor for rounds of heartbeats alone.
+#[test]
+fn renewals_too_few_replicas_saw_are_warned_of_once() {
+    crate::semaphore::warnings("");
+    let server = RedisServer::start();
+    let port = server.port().to_string();
+    let mut replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut conn = server.conn();
+    assert!(wait_until(Duration::from_secs(10), || {
+        replicas_acknowledge(&mut conn, 1)
+    }));
+    let client = (server.builder())
+        .lease(Duration::from_millis(600))
+        .waiter_timeout(Duration::from_millis(600))
+        .sync_replicas(1, Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("renewals-short");
+    let guard = mutex.lock().unwrap();
+    let waiter = {
+        let mutex = mutex.clone();
+        std::thread::spawn(move || mutex.try_lock_for(Duration::from_secs(3)).map(drop))
+    };
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .status(1)
+        .is_ok_and(|s| s.queue_len == 1)));
+    replica.kill();
+    assert!(wait_until(Duration::from_secs(5), || guard.is_lease_lost()));
+    // Ten rounds or more after the lease was lost.
+    std::thread::sleep(Duration::from_secs(2));
+    let said = crate::semaphore::warnings(&format!("client {}'s renewals", client.id()));
+    assert_eq!(said.len(), 1, "{said:#?}");
+    drop(guard);
+    let handed = join_within(waiter, Duration::from_secs(10), "the waiter");
+    assert_eq!(handed.map_err(|e| e.kind()), Err(ErrorKind::NotReplicated));
 }

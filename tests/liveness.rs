@@ -490,6 +490,35 @@ fn force_unlocked_guard_reports_lease_lost_and_its_unlock_touches_nothing() {
     assert!(!b.is_locked().unwrap());
 }
 
+/// A lost lease is warned of once: the guard dropped after it releases
+/// nothing (nothing was left to release) and says no "release failed".
+#[test]
+fn a_guard_dropped_after_its_lease_was_lost_warns_nothing_more() {
+    crate::semaphore::warnings("");
+    let server = RedisServer::start();
+    let client = server.client();
+    let guard = client.fair_mutex("forced-then-dropped").lock().unwrap();
+    let operator = server.client().fair_mutex("forced-then-dropped");
+    assert!(operator.force_unlock().unwrap());
+    assert!(wait_until(Duration::from_secs(5), || guard.is_lease_lost()));
+    drop(guard);
+    assert!(!operator.is_locked().unwrap());
+    let said = crate::semaphore::warnings("forced-then-dropped");
+    assert_eq!(said.len(), 1, "{said:#?}");
+    assert!(said[0].contains("lease lost on"), "{said:?}");
+    // A multi-lock's part likewise.
+    let multi = client
+        .fair_multi_lock(["multi-forced-then-dropped"])
+        .lock()
+        .unwrap();
+    let operator = server.client().fair_mutex("multi-forced-then-dropped");
+    assert!(operator.force_unlock().unwrap());
+    assert!(wait_until(Duration::from_secs(5), || multi.is_lease_lost()));
+    drop(multi);
+    let said = crate::semaphore::warnings("multi-forced-then-dropped");
+    assert_eq!(said.len(), 1, "{said:#?}");
+}
+
 #[test]
 fn an_expired_fixed_lease_reports_lease_lost_and_its_unlock_touches_nothing() {
     let _serial = serial();

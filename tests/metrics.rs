@@ -270,6 +270,31 @@ fn the_semaphore_and_the_rwlock_are_labelled_by_primitive() {
     assert_eq!(Of::now("r-kind").gauge("fairlock_held_locks"), 0.0);
 }
 
+/// An upgrade waiting for the reads beside it waits in the queue (its
+/// claim at the head): a waiting thread, as an acquire call's wait is.
+#[test]
+fn an_upgrade_that_waits_counts_as_a_waiting_thread() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = named(&server);
+    let rw = client.fair_rwlock("r-upgrade");
+    let upgradable = rw.unbound().upgradable_read().unwrap();
+    let read = named(&server).fair_rwlock("r-upgrade").read().unwrap();
+    let upgrader = thread::spawn(move || upgradable.upgrade().unwrap());
+    assert!(wait_until(Duration::from_secs(5), || {
+        rw.status(1).unwrap().queue_len == 1
+    }));
+    let waiting = Of::now("r-upgrade").gauge("fairlock_waiting_threads");
+    read.unlock().unwrap();
+    let write = join_within(upgrader, Duration::from_secs(5), "the upgrade");
+    assert_eq!(
+        waiting, 1.0,
+        "the upgrade's wait, while its claim was queued"
+    );
+    assert_eq!(Of::now("r-upgrade").gauge("fairlock_waiting_threads"), 0.0);
+    drop(write);
+}
+
 #[test]
 fn names_are_labels_only_when_the_client_opts_in() {
     let _serial = serial();

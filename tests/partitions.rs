@@ -548,3 +548,40 @@ fn a_primary_turned_replica_behind_the_same_address_is_left_for_the_new_one() {
         ms(granted.saturating_duration_since(released))
     );
 }
+
+/// A watchdog that cannot reach Redis says so at warn once for the
+/// outage, naming its client, not once a round (every 100 ms here) while
+/// its hold's lease runs out and its waiter rides the outage out.
+#[test]
+fn an_outage_is_warned_of_once_not_every_watchdog_round() {
+    crate::semaphore::warnings("");
+    let mut server = RedisServer::start();
+    let client = (server.builder())
+        .lease(Duration::from_millis(300))
+        .waiter_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("outage-said-once");
+    let guard = mutex.lock().unwrap();
+    let waiter = {
+        let mutex = mutex.clone();
+        thread::spawn(move || {
+            mutex
+                .try_lock_for(Duration::from_secs(3))
+                .map(|g| g.is_some())
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .status(1)
+        .is_ok_and(|s| s.queue_len == 1)));
+    server.kill();
+    assert!(wait_until(Duration::from_secs(5), || guard.is_lease_lost()));
+    // Ten rounds or more after the lease ran out.
+    thread::sleep(Duration::from_secs(1));
+    let said = crate::semaphore::warnings(&format!("client {}'s watchdog round", client.id()));
+    assert_eq!(said.len(), 1, "{said:#?}");
+    assert!(said[0].contains("until a round succeeds"), "{said:?}");
+    drop(guard);
+    let waited = join_within(waiter, Duration::from_secs(10), "the waiter");
+    assert!(waited.is_err(), "{waited:?}");
+}

@@ -573,9 +573,14 @@ impl<O: Ownership> Guard<kind::Any, O> {
 }
 
 impl<O: Ownership> Drop for MultiGuard<O> {
-    /// As unlock does; an error is logged.
+    /// As unlock does; an error is logged, but for a part found gone (its
+    /// loss was logged).
     fn drop(&mut self) {
-        if let Err(err) = self.release_parts() {
+        if let Some(err) = self
+            .release_parts()
+            .err()
+            .filter(|err| !err.is_lease_lost())
+        {
             log::warn!("fairlock: releasing a multi-lock on drop failed: {err}");
         }
     }

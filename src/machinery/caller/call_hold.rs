@@ -132,14 +132,16 @@ impl CallHold {
 
 impl Drop for CallHold {
     /// Releases within one command timeout, pool wait included; what did
-    /// not go out by then the watchdog abandons it. A forked child's copy
-    /// of the guard releases nothing: the hold is the parent's.
+    /// not go out by then the watchdog abandons it. A failure is logged,
+    /// but for a hold found gone (its loss was logged). A forked child's
+    /// copy of the guard releases nothing: the hold is the parent's.
     fn drop(&mut self) {
         if self.released || self.client.is_copy() {
             return;
         }
         let budget = self.client.config().command_timeout;
-        if let Err(err) = self.release(Some(budget)) {
+        let released = self.release(Some(budget));
+        if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
             let call = &self.call;
             let what = call.ask.describe_on(call.keys.kind(), self.target.name());
             log::warn!("fairlock: releasing a {what} on drop failed: {err}");

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::machinery::caller::cancel::WaitCanceller;
 use crate::machinery::caller::waiters::{Grant, Waiter, Wake};
 use crate::machinery::shared::Shared;
-use crate::protocol::{Call, Mode, Renew, RenewReply};
+use crate::protocol::{Ask, Call, Mode, Renew, RenewReply};
 
 /// How long past its deadline a waiting call may take to leave the queue,
 /// a pooled connection and the reply included (see [`Limit::within`]):
@@ -210,11 +210,21 @@ pub(crate) fn confirm(
         // A fixed lease is written again as it is.
         lease: (!call.lease.is_fixed()).then(|| call.lease.duration()),
     };
+    // Its errors name the call it confirms, not the renewal it sends.
+    let call_name = if call.ask == Ask::Upgrade {
+        "upgrade of"
+    } else {
+        "acquire of"
+    };
+    let named = |err: Error| err.renamed("renew of", call_name);
     let (renewed, replicated) = (shared.caller)
-        .call_write_limited(&call.keys, &op, limit)?
+        .call_write_limited(&call.keys, &op, limit)
+        .map_err(named)?
         .into_parts();
     if !renewed.is_held() {
         return Err(lost());
     }
-    replicated.map(|()| renewed == RenewReply::Revoked)
+    replicated
+        .map_err(named)
+        .map(|()| renewed == RenewReply::Revoked)
 }

@@ -15,6 +15,7 @@ use crate::machinery::caller::call_hold::CallHold;
 use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
 use crate::machinery::caller::wait::{NoWait, Wait};
 use crate::machinery::caller::waiters::{Grant, Waiter};
+use crate::machinery::observe;
 use crate::protocol::{
     Access, Ask, Call, Downgrade, DowngradeReply, Mode, Upgrade, UpgradeReply, UpgradeStep,
 };
@@ -52,7 +53,10 @@ impl CallHold {
             Err(NoWait) => upgrader.settle(UpgradeStep::Attempt(Mode::Try), Limit::default()),
             Ok(deadline) => {
                 let waiter = Arc::new(Waiter::new(claim.clone()));
-                wait_in_queue(&upgrader, shared, waiter, deadline, wait.canceller())
+                observe::waiting(&self.hold.labels, 1.0);
+                let got = wait_in_queue(&upgrader, shared, waiter, deadline, wait.canceller());
+                observe::waiting(&self.hold.labels, -1.0);
+                got
             }
         };
         let got = got.inspect_err(|err| {

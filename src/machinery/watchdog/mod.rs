@@ -30,6 +30,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::connections::slot_map::Address;
+use crate::error::Error;
 use crate::machinery::shared::{spawn_named, Batch, Shared};
 use conns::WatchdogConns;
 
@@ -57,6 +58,12 @@ pub(crate) struct Watchdog {
     /// This round is such a recheck: what fails in it again is logged at
     /// debug, not once every [`RECHECK`] as a warning.
     rechecking: AtomicBool,
+    /// Where rounds failed last time (the server, or a cluster group):
+    /// the next failures there are logged at debug, not once a round.
+    failing: Mutex<HashSet<Option<Group>>>,
+    /// Nodes (`None`: the one server) whose last renewals too few
+    /// replicas acknowledged (with `sync_replicas`): said once while it lasts.
+    short: Mutex<HashSet<Option<Address>>>,
 }
 
 /// As the subscriber and the waiters try again while Redis is away.
@@ -68,6 +75,57 @@ impl Watchdog {
         match self.rechecking.load(Ordering::Relaxed) {
             true => log::Level::Debug,
             false => log::Level::Warn,
+        }
+    }
+
+    /// Logs that too few replicas acknowledged a round's renewals on
+    /// `node` (`short`), at warn the first time in a row, or that enough
+    /// did again, at info.
+    pub(crate) fn replicas_short(
+        &self,
+        shared: &Shared,
+        node: Option<&Address>,
+        short: Option<&Error>,
+    ) {
+        let (id, mut nodes) = (shared.client_id(), self.short.lock());
+        match short {
+            Some(err) if nodes.insert(node.cloned()) => log::warn!(
+                "fairlock: client {id}'s renewals are not counted while too few \
+                 replicas acknowledge them: {err}"
+            ),
+            Some(err) => log::debug!("fairlock: renewals not counted: {err}"),
+            None if nodes.remove(&node.cloned()) => log::info!(
+                "fairlock: client {id}'s renewals are acknowledged by enough replicas again"
+            ),
+            None => {}
+        }
+    }
+
+    /// Logs how a round on `on` (`None`: the one server) went: a failure
+    /// at warn the first time in a row (see `level`), then at debug; the
+    /// first success after a warning at info.
+    fn said(&self, shared: &Shared, on: Option<Group>, ran: &crate::error::Result<()>) {
+        let (id, mut failing) = (shared.client_id(), self.failing.lock());
+        let at = (on.as_ref()).map_or(String::new(), |group| format!(" on {group:?}"));
+        match ran {
+            Err(err) => {
+                let level = match failing.contains(&on) {
+                    true => log::Level::Debug,
+                    false => self.level(),
+                };
+                if level == log::Level::Warn {
+                    failing.insert(on);
+                }
+                log::log!(
+                    level,
+                    "fairlock: client {id}'s watchdog round{at} failed: {err}; \
+                    leases are not renewed nor waiters' places kept until a round succeeds"
+                );
+            }
+            Ok(()) if failing.remove(&on) => {
+                log::info!("fairlock: client {id}'s watchdog round{at} succeeded again");
+            }
+            Ok(()) => {}
         }
     }
 }
@@ -128,10 +186,8 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
     }
     if !shared.caller.backend.is_cluster() {
         let ran = renewal::run(shared, watchdog, &work, None);
-        let failed = ran.inspect_err(|err| {
-            log::log!(watchdog.level(), "fairlock: watchdog round failed: {err}");
-        });
-        return !failed.is_err_and(|err| err.is_connection());
+        watchdog.said(shared, None, &ran);
+        return !ran.is_err_and(|err| err.is_connection());
     }
     let mut by_slot: HashMap<u16, Batch> = HashMap::new();
     for hold in work.holds {
@@ -163,12 +219,14 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
                 Group::Master(address) => Some(address),
                 Group::Slot(_) => None,
             };
+            let mut ran = Ok(());
             for batch in &batches {
                 if let Err(err) = renewal::run(worker, &own, batch, node) {
-                    log::warn!("fairlock: watchdog round on {done:?} failed: {err}");
                     own.map_stale.store(true, Ordering::Relaxed);
+                    ran = Err(err);
                 }
             }
+            own.said(worker, Some(done.clone()), &ran);
             own.in_flight.lock().remove(&done);
         });
         if let Err(err) = spawned {

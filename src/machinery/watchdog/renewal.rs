@@ -36,6 +36,9 @@ pub(crate) fn run(
         let renewed = conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
             renew(shared, conn, batch)
         });
+        if let (Ok(replies), false) = (&renewed, batch.holds.is_empty()) {
+            watchdog.replicas_short(shared, node, replies.replicated.as_ref().err());
+        }
         // Without a confirmed renewal, a hold counts as lost once its last
         // confirmed lease has run out (Hold::is_lost compares the time).
         let unchecked = |hold: &Arc<Hold>| hold.is_unconfirmed_after_gap();
@@ -83,7 +86,7 @@ struct Replies {
     /// Each hold's renewal, the lease it asked for and the token it named.
     renewed: Vec<(Result<RenewReply>, Duration, u64)>,
     heartbeats: Vec<Result<HeartbeatReply>>,
-    replicated: bool,
+    replicated: Result<()>,
 }
 
 fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
@@ -128,12 +131,9 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         return Err(moved);
     }
     let replicated = match sync {
-        None => true,
+        None => Ok(()),
         Some(sync) => match values.pop() {
-            Some(Value::Int(acknowledged)) => sync
-                .shortfall(acknowledged)
-                .inspect(|err| log::warn!("fairlock: renewals not counted: {err}"))
-                .is_none(),
+            Some(Value::Int(acknowledged)) => sync.shortfall(acknowledged).map_or(Ok(()), Err),
             other => return Err(unexpected(&other)),
         },
     };
@@ -176,7 +176,7 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level:
         match renewed {
             // A renewal too few replicas saw does not extend the lease the
             // guard counts on: a failover could bring back the old expiry.
-            Ok(reply) if reply.is_held() && replies.replicated => hold.renewed(sent, lease),
+            Ok(reply) if reply.is_held() && replies.replicated.is_ok() => hold.renewed(sent, lease),
             Ok(reply) if reply.is_held() => {}
             Ok(reply) => hold.renewal_failed(token, reply),
             Err(err) => {
