@@ -478,8 +478,11 @@ fn dropping_a_client_in_a_stall_takes_about_one_command_timeout() {
         "the unlock went through a stalled link"
     );
     let unlock_bytes = relay.held_bytes();
+    // (Only the moment to drop: Redis is stalled, so no bound holds when
+    // the abandon goes out; under a CPU hog with the suite beside it, it
+    // once took over 5 s.)
     assert!(
-        wait_until(Duration::from_secs(5), || relay.held_bytes() > unlock_bytes),
+        wait_until(Duration::from_secs(15), || relay.held_bytes() > unlock_bytes),
         "the watchdog never sent the abandon"
     );
     let started = Instant::now();
