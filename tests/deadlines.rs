@@ -482,7 +482,8 @@ fn dropping_a_client_in_a_stall_takes_about_one_command_timeout() {
     // the abandon goes out; under a CPU hog with the suite beside it, it
     // once took over 5 s.)
     assert!(
-        wait_until(Duration::from_secs(15), || relay.held_bytes() > unlock_bytes),
+        wait_until(Duration::from_secs(15), || relay.held_bytes()
+            > unlock_bytes),
         "the watchdog never sent the abandon"
     );
     let started = Instant::now();
