@@ -60,10 +60,35 @@ pub(crate) struct Watchdog {
     rechecking: AtomicBool,
     /// Where rounds failed last time (the server, or a cluster group):
     /// the next failures there are logged at debug, not once a round.
-    failing: Mutex<HashSet<Option<Group>>>,
+    failing: Streaks<Option<Group>>,
     /// Nodes (`None`: the one server) whose last renewals too few
     /// replicas acknowledged (with `sync_replicas`): said once while it lasts.
-    short: Mutex<HashSet<Option<Address>>>,
+    short: Streaks<Option<Address>>,
+}
+
+/// Where a trouble was said at warn and its end not yet (a server, a
+/// cluster group, a node): while it lasts it is said at debug, and its
+/// end once, at info.
+struct Streaks<K>(Mutex<HashSet<K>>);
+
+impl<K> Default for Streaks<K> {
+    fn default() -> Self {
+        Streaks(Mutex::new(HashSet::new()))
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Streaks<K> {
+    /// The trouble happened at `key` again: true when it begins there
+    /// now, and is to be said at warn (only when `warn`: a recheck's
+    /// failure begins nothing).
+    fn began(&self, key: K, warn: bool) -> bool {
+        warn && self.0.lock().insert(key)
+    }
+
+    /// All went well at `key`: true when that ends a trouble said there.
+    fn ended(&self, key: &K) -> bool {
+        self.0.lock().remove(key)
+    }
 }
 
 /// As the subscriber and the waiters try again while Redis is away.
@@ -87,14 +112,14 @@ impl Watchdog {
         node: Option<&Address>,
         short: Option<&Error>,
     ) {
-        let (id, mut nodes) = (shared.client_id(), self.short.lock());
+        let (id, node) = (shared.client_id(), node.cloned());
         match short {
-            Some(err) if nodes.insert(node.cloned()) => log::warn!(
+            Some(err) if self.short.began(node.clone(), true) => log::warn!(
                 "fairlock: client {id}'s renewals are not counted while too few \
                  replicas acknowledge them: {err}"
             ),
             Some(err) => log::debug!("fairlock: renewals not counted: {err}"),
-            None if nodes.remove(&node.cloned()) => log::info!(
+            None if self.short.ended(&node) => log::info!(
                 "fairlock: client {id}'s renewals are acknowledged by enough replicas again"
             ),
             None => {}
@@ -105,24 +130,22 @@ impl Watchdog {
     /// at warn the first time in a row (see `level`), then at debug; the
     /// first success after a warning at info.
     fn said(&self, shared: &Shared, on: Option<Group>, ran: &crate::error::Result<()>) {
-        let (id, mut failing) = (shared.client_id(), self.failing.lock());
+        let id = shared.client_id();
         let at = (on.as_ref()).map_or(String::new(), |group| format!(" on {group:?}"));
         match ran {
             Err(err) => {
-                let level = match failing.contains(&on) {
-                    true => log::Level::Debug,
-                    false => self.level(),
+                let warn = self.level() == log::Level::Warn;
+                let level = match self.failing.began(on, warn) {
+                    true => log::Level::Warn,
+                    false => log::Level::Debug,
                 };
-                if level == log::Level::Warn {
-                    failing.insert(on);
-                }
                 log::log!(
                     level,
                     "fairlock: client {id}'s watchdog round{at} failed: {err}; \
                     leases are not renewed nor waiters' places kept until a round succeeds"
                 );
             }
-            Ok(()) if failing.remove(&on) => {
+            Ok(()) if self.failing.ended(&on) => {
                 log::info!("fairlock: client {id}'s watchdog round{at} succeeded again");
             }
             Ok(()) => {}
