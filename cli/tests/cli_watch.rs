@@ -536,7 +536,12 @@ fn sigquit_and_sighup_end_a_watch_with_0_and_the_cursor_shown() {
         let before = script_calls(&mut conn);
         let watch = Proc::spawn(
             Command::new("script")
-                .args(["-qfec", &format!("sh -c \"{inner}\""), "/dev/null"])
+                // script(1) runs `inner` with `$SHELL -c` (sh where SHELL is
+                // unset, as in CI): its `$$` is that shell, which `exec`
+                // makes the watch. Nested in another `sh -c`, the `$$` was
+                // the outer shell's, which dash keeps as a parent: the
+                // signal killed it, not the watch (exit 131).
+                .args(["-qfec", &inner, "/dev/null"])
                 .env_remove("REDIS_URL")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
