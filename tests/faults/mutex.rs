@@ -4,7 +4,7 @@
 //! unreachable server, mutual exclusion under churn with a killed process,
 //! and no leaks, and a waiter that reads its handoff only after the lease
 //! it was handed ran out (its bytes held back by a relay, or the process
-//! stopped by SIGSTOP). Every wait is bounded; each test prints what it
+//! stopped by SIGSTOP), or only seems to have (f12b). Every wait is bounded; each test prints what it
 //! measured.
 //!
 //! Child processes are the test support's `fairlock-test-child` binary run
@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use fairlock::{Client, ErrorKind, FairMutex};
 use fairlock_test_support::roles::faults::{
-    counter_key, fast, log_key, DURATION_MS, LEASE, NAME, PAUSED_WAITER_LEASE, SEED, THREADS, URL,
-    WAITER_TIMEOUT,
+    counter_key, fast, log_key, DURATION_MS, FIXED_LEASE_MS, LEASE, NAME, PAUSED_WAITER_LEASE,
+    SEED, THREADS, URL, WAITER_TIMEOUT, WAITER_TIMEOUT_MS,
 };
 use fairlock_test_support::roles::Rng;
 use fairlock_test_support::*;
@@ -914,22 +914,25 @@ fn f10_fifty_clients_created_and_dropped_leak_no_thread_connection_or_key() {
 // 11: a waiter whose handoff message is read after its lease ran out.
 
 /// A waiter whose handoff message is read only after the handed-over lease
-/// ran out finds the lease already lost. The child queues behind client P
-/// (lock call with a fixed 600 ms lease, so no watchdog renewal hides
-/// anything) and connects through a relay; right after a heartbeat of the
-/// child, the relay stalls every byte to and from the child for 1.5 s,
-/// as a GC pause, swapping or a stalled network would, and P unlocks: the
-/// release hands the lock to the child (inside its liveness deadline) and
-/// publishes `G <call id> <token> 600`, which waits in the relay. The
-/// lease runs out on the server and client Q takes the lock. When the
-/// bytes flow again the child reads its grant 1.5 s late. Counting the
-/// grant from when the message is read (as fairlock once did) made the
-/// child believe it held for 600 ms more, beside Q; counted from the send
-/// time of the last request that saw the waiter still queued, it is lost
-/// on arrival. The child's unlock must then report `LeaseLost` and leave
-/// Q's hold alone. f12 does the same with a real SIGSTOP of the child.
+/// ran out is not handed a hold already lost: it asks Redis, finds the
+/// grant over, queues again, and gets the lock, live, after the client
+/// that took it meanwhile. The child queues behind client P (lock call
+/// with a fixed 600 ms lease, so no watchdog renewal hides anything) and
+/// connects through a relay; right after a heartbeat of the child, the
+/// relay stalls every byte to and from the child for 1.5 s, as a GC pause,
+/// swapping or a stalled network would, and P unlocks: the release hands
+/// the lock to the child (inside its liveness deadline) and publishes
+/// `G <call id> <token> 600`, which waits in the relay. The lease runs out
+/// on the server and client Q takes the lock. When the bytes flow again
+/// the child reads its grant 1.5 s late. Counting the grant from when the
+/// message is read (as fairlock once did) made the child believe it held
+/// for 600 ms more, beside Q; counted from the send time of the last
+/// request that saw the waiter still queued, it is over on arrival, and
+/// the lock call must not return it (it once did, as a guard already lost,
+/// which a caller that does not look runs its critical section with). Q's
+/// hold is left alone. f12 does the same with a real SIGSTOP of the child.
 #[test]
-fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
+fn f11_a_waiter_paused_past_its_grant_queues_again_and_gets_a_live_hold() {
     let _serial = serial();
     let server = RedisServer::start();
     let relay = Relay::start(server.port());
@@ -944,31 +947,26 @@ fn f11_a_waiter_paused_past_its_grant_finds_the_lease_already_lost() {
     relay.resume();
     let resumed_at = Instant::now();
 
-    scene.finish(handover, |handover, granted, unlocked| {
+    scene.finish(handover, |handover, requeued_at| {
         eprintln!(
             "f11: child stalled with {:.0} ms of liveness left and handed the lock (token \
              {}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms into the stall; another \
              client got the lock {:.0} ms after the handoff; stall {:.0} ms ({} bytes held); \
-             {:.1} ms after the stall ({:.0} ms after the handoff) the child said {:?}, then {:?}",
+             the child was queued again {:.1} ms after the stall",
             ms(handover.liveness_left),
             handover.token,
             ms(handover.at - stalled_at),
             ms(handover.next_took),
             ms(resumed_at - stalled_at),
             relay.held_bytes(),
-            ms(granted.at - resumed_at),
-            ms(granted.at - handover.at),
-            granted.text,
-            unlocked
+            ms(requeued_at - resumed_at),
         )
     });
 }
 
-/// The setting of f11 and f12: client P holds the lock (a long lease, so
-/// the child, head of the queue, schedules no poll of its own that could
-/// come due while it hears nothing, and the grant message is all it acts
-/// on); a "paused_waiter" child, connecting to `child_url`, is queued and
-/// was just heartbeated; client Q will take the lock once the child's
+/// The setting of f11, f12 and f12b: client P holds the lock (a long
+/// lease); a "paused_waiter" child, connecting to `child_url`, is queued
+/// and was just heartbeated; client Q will take the lock once the child's
 /// grant lapses.
 struct LateGrantScene {
     _first_client: Client,
@@ -995,6 +993,16 @@ struct Handover {
 
 impl LateGrantScene {
     fn start(server: &RedisServer, child_url: String, name: &str) -> LateGrantScene {
+        LateGrantScene::start_with(server, child_url, name, &[])
+    }
+
+    /// The same, the child's environment with `more` too.
+    fn start_with(
+        server: &RedisServer,
+        child_url: String,
+        name: &str,
+        more: &[(&str, String)],
+    ) -> LateGrantScene {
         let first_client = fast(&server.url())
             .lease(Duration::from_secs(30))
             .build()
@@ -1004,7 +1012,8 @@ impl LateGrantScene {
         let next_client = fast(&server.url()).build().unwrap();
         let next = next_client.fair_mutex(name);
         let mut children = Children::new(CHILD);
-        let vars = [(URL, child_url), (NAME, name.to_owned())];
+        let mut vars = vec![(URL, child_url), (NAME, name.to_owned())];
+        vars.extend(more.iter().cloned());
         let child = children.spawn("paused_waiter", &vars);
         let child_id = children.expect_prefix(child, "ready", STARTUP).words()[1].to_owned();
         let liveness_left = await_fresh_head(&first, &child_id);
@@ -1026,7 +1035,7 @@ impl LateGrantScene {
     fn hand_over(&mut self) -> Handover {
         self.first_guard.take().expect("P holds").unlock().unwrap();
         let at = Instant::now();
-        let token = handed_token_of(&self.first, &self.child_id);
+        let token = handed_token_of(&self.first, &self.child_id, PAUSED_WAITER_LEASE);
         let next_guard = self
             .next
             .try_lock_for(Duration::from_secs(3))
@@ -1041,17 +1050,18 @@ impl LateGrantScene {
         }
     }
 
-    /// Once the child hears again: reports what it said (`report`), then
-    /// asserts it never believed it held beside Q.
-    fn finish(mut self, handover: Handover, report: impl FnOnce(&Handover, &Event, &str)) {
-        let outcome =
-            late_grant_outcome(&mut self.children, self.child, &self.child_id, &self.next);
-        let (granted, unlocked) = outcome.said(self.child);
-        report(&handover, &granted, &unlocked);
-        assert_the_late_grant_is_lost(
+    /// Once the child hears again: it must not return from its lock call
+    /// with the grant that ran out (its caller would run beside Q) but ask
+    /// Redis, find it lost and queue again (`report` is told when it was
+    /// seen queued); then it waits its turn behind Q, and its fresh grant
+    /// is valid.
+    fn finish(mut self, handover: Handover, report: impl FnOnce(&Handover, Instant)) {
+        let requeued_at =
+            await_requeued(&mut self.children, self.child, &self.child_id, &self.next);
+        report(&handover, requeued_at);
+        assert_the_late_child_waits_its_turn(
             &mut self.children,
             self.child,
-            outcome,
             &self.next_client,
             &self.next,
             handover,
@@ -1084,7 +1094,7 @@ fn await_fresh_head(first: &FairMutex, child_id: &str) -> Duration {
 
 /// The token of the hold `first`'s unlock just handed to the child
 /// `child_id`, which cannot answer (stalled or stopped).
-fn handed_token_of(first: &FairMutex, child_id: &str) -> u64 {
+fn handed_token_of(first: &FairMutex, child_id: &str, lease: Duration) -> u64 {
     let handed = first.status(10).unwrap();
     let holder = handed
         .holder()
@@ -1096,120 +1106,54 @@ fn handed_token_of(first: &FairMutex, child_id: &str) -> u64 {
         "handed to someone else: {handed:?}"
     );
     assert!(
-        holder
-            .remaining_lease
-            .is_some_and(|left| left <= PAUSED_WAITER_LEASE),
+        holder.remaining_lease.is_some_and(|left| left <= lease),
         "{handed:?}"
     );
     holder.fencing_token
 }
 
-/// What a waiter whose grant lapsed while it heard nothing did once it
-/// heard again. Either it read the grant first (and must find it lost), or
-/// a re-poll answered first (its heartbeat found it gone, it queued again
-/// and learned the last token issued): then the stale grant is dropped and
-/// it waits on, behind the real holder. Both are right; neither may believe
-/// it holds.
-enum LateGrant {
-    Read { granted: Event, unlocked: Event },
-    Requeued { seen_at: Instant },
-}
-
-impl LateGrant {
-    /// What the child said, for the report: its grant and its unlock, or
-    /// stand-ins when it queued again.
-    fn said(&self, child: usize) -> (Event, String) {
-        match self {
-            LateGrant::Read { granted, unlocked } => (granted.clone(), unlocked.text.clone()),
-            LateGrant::Requeued { seen_at } => (
-                Event {
-                    child,
-                    at: *seen_at,
-                    text: "nothing: its stale grant was dropped and it queued again".to_owned(),
-                },
-                "(still waiting)".to_owned(),
-            ),
-        }
-    }
-}
-
-/// Waits up to 10 s for the child to report its grant, or to show up queued
-/// again behind the real holder.
-fn late_grant_outcome(
+/// Waits up to 10 s for the child, whose grant lapsed while it heard
+/// nothing, to show up queued again behind the real holder; fails if its
+/// lock call returns first (a hold already lost, or an error).
+fn await_requeued(
     children: &mut Children,
     child: usize,
     child_id: &str,
     next: &FairMutex,
-) -> LateGrant {
-    let mut outcome = None;
-    let decided = wait_until(Duration::from_secs(10), || {
-        let said = children.take_ready(|e| {
+) -> Instant {
+    let mut returned = Vec::new();
+    let queued = wait_until(Duration::from_secs(10), || {
+        returned = children.take_ready(|e| {
             e.child == child && (e.text.starts_with("granted ") || e.text.starts_with("lock error"))
         });
-        if let Some(granted) = said.into_iter().next() {
-            let unlocked = children.expect_prefix(child, "unlocked", Duration::from_secs(10));
-            outcome = Some(LateGrant::Read { granted, unlocked });
-            return true;
-        }
-        let queued = next
-            .status(10)
-            .is_ok_and(|s| s.waiters.iter().any(|w| w.who.client_id() == child_id));
-        if queued {
-            outcome = Some(LateGrant::Requeued {
-                seen_at: Instant::now(),
-            });
-        }
-        queued
+        returned.is_empty()
+            && next
+                .status(10)
+                .is_ok_and(|s| s.waiters.iter().any(|w| w.who.client_id() == child_id))
     });
     assert!(
-        decided,
-        "the child neither reported its grant nor queued again within 10 s"
+        returned.is_empty(),
+        "the child's lock call returned while another client held the lock: {returned:?}"
     );
-    outcome.expect("decided")
+    assert!(queued, "the child did not queue again within 10 s");
+    Instant::now()
 }
 
-/// The end of f11 and f12: a child that read its grant (`handover.token`)
-/// must report it lost and its unlock `LeaseLost`; one that queued again
-/// gets a fresh, valid grant after Q; either way Q keeps the lock,
-/// untouched by the late child.
-fn assert_the_late_grant_is_lost(
+/// The end of f11 and f12: Q keeps the lock, untouched by the late child;
+/// once Q unlocks, the child gets a fresh grant (a larger token), valid,
+/// and its unlock is `Ok`.
+fn assert_the_late_child_waits_its_turn(
     children: &mut Children,
     child: usize,
-    outcome: LateGrant,
     next_client: &Client,
     next: &FairMutex,
     handover: Handover,
 ) {
     let Handover {
-        at: handed_at,
         token: handed_token,
         next_guard,
-        next_took,
         ..
     } = handover;
-    if let LateGrant::Read { granted, unlocked } = &outcome {
-        let words = granted.words();
-        assert_eq!(
-            words[0], "granted",
-            "the child's lock call failed: {granted:?}"
-        );
-        assert_eq!(
-            words[1].parse::<u64>().unwrap(),
-            handed_token,
-            "the child reported another grant"
-        );
-        assert_eq!(
-            words[2],
-            "lost=true",
-            "the child read its grant {:.0} ms after the handoff, past its {PAUSED_WAITER_LEASE:?} \
-             lease and {:.0} ms after another client took the lock, yet believes it holds",
-            ms(granted.at - handed_at),
-            ms(granted.at - handed_at - next_took)
-        );
-        assert_eq!(unlocked.text, "unlocked LeaseLost");
-    }
-
-    // The real holder keeps the lock, untouched by the late child.
     let status = next.status(10).unwrap();
     let holder = status.holder().cloned().expect("still held");
     assert_eq!(holder.who.client_id(), next_client.id(), "{status:?}");
@@ -1218,14 +1162,11 @@ fn assert_the_late_grant_is_lost(
     assert!(!next_guard.is_lease_lost());
     let next_token = next_guard.fencing_token();
     next_guard.unlock().unwrap();
-    if let LateGrant::Requeued { .. } = outcome {
-        // Queued again: it gets a fresh grant after the real holder, valid.
-        let granted = children.expect_prefix(child, "granted ", Duration::from_secs(10));
-        let words = granted.words();
-        assert!(words[1].parse::<u64>().unwrap() > next_token, "{granted:?}");
-        assert_eq!(words[2], "lost=false", "{granted:?}");
-        children.expect_text(child, "unlocked ok", Duration::from_secs(10));
-    }
+    let granted = children.expect_prefix(child, "granted ", Duration::from_secs(10));
+    let words = granted.words();
+    assert!(words[1].parse::<u64>().unwrap() > next_token, "{granted:?}");
+    assert_eq!(words[2], "lost=false", "{granted:?}");
+    children.expect_text(child, "unlocked ok", Duration::from_secs(10));
     assert!(children
         .wait_exit(child, Duration::from_secs(10), true)
         .success());
@@ -1256,8 +1197,8 @@ fn signal_and_await_state(pid: u32, signal: &str) -> Instant {
 }
 
 /// A waiter process stopped by SIGSTOP with its handoff message unread, and
-/// continued after the handed-over lease ran out, finds the lease already
-/// lost. The "paused_waiter" child queues behind client P (lock call with a
+/// continued after the handed-over lease ran out, queues again as in f11.
+/// The "paused_waiter" child queues behind client P (lock call with a
 /// fixed 600 ms lease, so no watchdog renewal hides anything); right after
 /// a heartbeat of the child it is stopped with SIGSTOP and P unlocks: the
 /// release hands the lock to the child (inside its liveness deadline) and
@@ -1266,12 +1207,12 @@ fn signal_and_await_state(pid: u32, signal: &str) -> Instant {
 /// lock; 1.5 s after the stop the child gets SIGCONT. Its subscriber's
 /// timed read, cut short by the stop (EINTR), must read on rather than drop
 /// the subscription with the message in it, and the grant must count from
-/// the send time of the last request that saw the child queued (its latest
-/// heartbeat), not from when the message is read: otherwise the child
-/// believes it holds for 600 ms more, beside Q. The child's unlock must then
-/// report `LeaseLost` and leave Q's hold alone.
+/// the send time of the last request that saw the child queued, not from
+/// when the message is read: otherwise the child believes it holds for
+/// 600 ms more, beside Q. Counted out, the grant is not returned: the
+/// child asks Redis, queues again and gets the lock after Q.
 #[test]
-fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost() {
+fn f12_a_waiter_stopped_by_sigstop_past_its_grant_queues_again_and_gets_a_live_hold() {
     let _serial = serial();
     let server = RedisServer::start();
     let mut scene = LateGrantScene::start(&server, server.url(), "f12");
@@ -1292,21 +1233,69 @@ fn f12_a_waiter_stopped_by_sigstop_past_its_grant_finds_the_lease_already_lost()
     );
     let continued_at = signal_and_await_state(child_pid, "CONT");
 
-    scene.finish(handover, |handover, granted, unlocked| {
+    scene.finish(handover, |handover, requeued_at| {
         eprintln!(
             "f12: child stopped with {:.0} ms of liveness left and handed the lock (token \
              {}, fixed lease {PAUSED_WAITER_LEASE:?}) {:.1} ms after SIGSTOP; another \
-             client got the lock {:.0} ms after the handoff; stopped {:.0} ms; {:.1} ms after \
-             SIGCONT ({:.0} ms after the handoff) the child said {:?}, then {:?}",
+             client got the lock {:.0} ms after the handoff; stopped {:.0} ms; the child \
+             was queued again {:.1} ms after SIGCONT",
             ms(handover.liveness_left),
             handover.token,
             ms(handover.at - stopped_at),
             ms(handover.next_took),
             ms(continued_at - stopped_at),
-            ms(granted.at - continued_at),
-            ms(granted.at - handover.at),
-            granted.text,
-            unlocked
+            ms(requeued_at - continued_at),
         )
     });
+}
+
+/// A waiter stopped by SIGSTOP for longer than its fixed lease, and handed
+/// the lock just before SIGCONT, holds it. Its grant counts from the last
+/// request that saw it queued (a heartbeat before the stop: a fixed lease
+/// of 1 s, a third of it no shorter than the heartbeats' 333 ms, polls on
+/// no schedule of its own), so the message, read on SIGCONT, looks run
+/// out, yet Redis gave the lease a moment ago. The waiter asks Redis
+/// instead of returning a hold counted lost: its caller gets the lock with
+/// the lease Redis has, and its unlock is `Ok`. (Before, the lock call
+/// returned a guard already lost and its unlock said `LeaseLost`, while
+/// the lock was the child's at Redis for most of a second.)
+#[test]
+fn f12b_a_waiter_stopped_past_its_lease_and_handed_the_lock_as_it_resumes_holds_it() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let lease = Duration::from_secs(1);
+    let more = [
+        (FIXED_LEASE_MS, lease.as_millis().to_string()),
+        // Its queue entry outlives the stop.
+        (WAITER_TIMEOUT_MS, "10000".to_owned()),
+    ];
+    let mut scene = LateGrantScene::start_with(&server, server.url(), "f12b", &more);
+    let child_pid = scene.children.pid(scene.child);
+
+    let stopped_at = signal_and_await_state(child_pid, "STOP");
+    thread::sleep(
+        (stopped_at + lease + Duration::from_millis(100)).saturating_duration_since(Instant::now()),
+    );
+    scene.first_guard.take().expect("P holds").unlock().unwrap();
+    let handed_at = Instant::now();
+    let token = handed_token_of(&scene.first, &scene.child_id, lease);
+    let continued_at = signal_and_await_state(child_pid, "CONT");
+    let child = scene.child;
+    let granted = (scene.children).expect_prefix(child, "granted ", Duration::from_secs(10));
+    let unlocked = (scene.children).expect_prefix(child, "unlocked", Duration::from_secs(10));
+    eprintln!(
+        "f12b: handed the lock {:.0} ms after SIGSTOP, SIGCONT {:.1} ms later; the child \
+         said {:?} {:.1} ms after SIGCONT, then {:?}",
+        ms(handed_at - stopped_at),
+        ms(continued_at - handed_at),
+        granted.text,
+        ms(granted.at - continued_at),
+        unlocked.text
+    );
+    assert_eq!(granted.text, format!("granted {token} lost=false"));
+    assert_eq!(unlocked.text, "unlocked ok");
+    assert!(scene
+        .children
+        .wait_exit(child, Duration::from_secs(10), true)
+        .success());
 }

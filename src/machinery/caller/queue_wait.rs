@@ -159,6 +159,25 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         }
         mode = Mode::Poll;
         match waiter.sleep(deadline) {
+            // A grant this process counts out before it is used: its lease
+            // counts from the last request that saw the waiter queued, and
+            // that request may have been answered late (a stall, a pause).
+            // Redis says, in one poll, whether the call holds the lock (its
+            // lease as Redis has it) or lost the grant and queued again:
+            // a caller is never handed a hold already lost.
+            Wake::Granted(grant)
+                if shared
+                    .config()
+                    .clock_drift
+                    .local_end(grant.since, grant.ttl)
+                    <= Instant::now() =>
+            {
+                log::debug!(
+                    "fairlock: a grant of {:?} (token {}) was counted out on arrival; asking redis",
+                    waiter.call.keys.name(),
+                    grant.token
+                );
+            }
             Wake::Granted(grant) => {
                 // Its confirmation (sync_replicas) keeps to the deadline too:
                 // one unanswered by then is given up as a parked wait is.

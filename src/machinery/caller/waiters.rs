@@ -161,7 +161,8 @@ impl Waiter {
     /// A handoff message granted this waiter the lock with `token` for
     /// `ttl`. The lease is counted from the last request that saw the
     /// waiter queued, not from now: a process that was paused with the
-    /// message unread finds a grant that already ran out lost.
+    /// message unread finds a grant that already ran out counted out (and
+    /// asks Redis before it returns anything: `wait_in_queue`).
     pub(crate) fn grant_from_message(&self, token: u64, ttl: Duration) {
         let state = self.state.lock();
         if token <= state.stale_up_to {

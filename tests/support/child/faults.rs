@@ -11,7 +11,8 @@ use fairlock::{Client, FairMutex};
 use redis::Commands;
 
 use crate::roles::faults::{
-    counter_key, fast, log_key, DURATION_MS, NAME, PAUSED_WAITER_LEASE, SEED, THREADS, URL,
+    counter_key, fast, log_key, DURATION_MS, FIXED_LEASE_MS, NAME, PAUSED_WAITER_LEASE, SEED,
+    THREADS, URL, WAITER_TIMEOUT, WAITER_TIMEOUT_MS,
 };
 use crate::roles::{thread_count, wall_clock_ms, Rng};
 use crate::timing::wait_until;
@@ -242,10 +243,16 @@ pub fn leak() {
 /// waits for stdin to close.
 pub fn paused_waiter() {
     let commands = child_commands();
-    let client = child_client();
+    let ms_or = |name: &str, default: Duration| {
+        std::env::var(name).map_or(default, |_| Duration::from_millis(child_arg(name)))
+    };
+    let client = fast(&child_arg::<String>(URL))
+        .waiter_timeout(ms_or(WAITER_TIMEOUT_MS, WAITER_TIMEOUT))
+        .build()
+        .expect("child: client connects");
     let mutex = client
         .fair_mutex(&child_arg::<String>(NAME))
-        .with_fixed_lease(PAUSED_WAITER_LEASE);
+        .with_fixed_lease(ms_or(FIXED_LEASE_MS, PAUSED_WAITER_LEASE));
     say(format!("ready {}", client.id()));
     let waiting = thread::spawn(move || match mutex.lock() {
         Ok(guard) => {

@@ -92,6 +92,11 @@ pub mod faults {
     pub const THREADS: &str = "FAULTS_THREADS";
     pub const DURATION_MS: &str = "FAULTS_DURATION_MS";
     pub const SEED: &str = "FAULTS_SEED";
+    /// The "paused_waiter" child's fixed lease and its client's waiter
+    /// timeout, in ms, where a test sets them (else [`PAUSED_WAITER_LEASE`]
+    /// and [`WAITER_TIMEOUT`]).
+    pub const FIXED_LEASE_MS: &str = "FAULTS_FIXED_LEASE_MS";
+    pub const WAITER_TIMEOUT_MS: &str = "FAULTS_WAITER_TIMEOUT_MS";
 
     /// Lease and waiter timeout of every client in these tests.
     pub const LEASE: Duration = Duration::from_secs(1);
