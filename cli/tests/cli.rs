@@ -381,6 +381,62 @@ fn a_lost_lease_is_reported_and_exits_70() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--kill-on-loss` stops the command at its lease's end when this
+/// machine's link to Redis stalls (a partition: the lock's most likely
+/// loss), while another client takes the lock: the SIGTERM does not wait
+/// for the message's read of the new holder, which waits out the stall.
+#[test]
+fn kill_on_loss_stops_the_command_at_once_in_a_stall() {
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let scratch = Scratch::new("kill-in-stall");
+    let (began, termed) = (scratch.path("began"), scratch.path("termed"));
+    let script = format!(
+        "trap 'date +%s%N > {}; kill $!; exit 143' TERM; touch {}; sleep 30 & wait",
+        termed.display(),
+        began.display()
+    );
+    let run = Proc::spawn(
+        Command::new(BIN)
+            .env_remove("REDIS_URL")
+            .args(["--url", &relay.url(), "run", "stalled", "--lease", "1s"])
+            .args(["--kill-on-loss"])
+            .args(sh(&script))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    assert!(wait_until(PATIENCE, || began.exists()));
+    let now_ms = || {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since.unwrap().as_secs_f64() * 1e3
+    };
+    let client = server.client();
+    let stalled_at = now_ms();
+    relay.stall();
+    let other = client.fair_mutex("stalled").lock().unwrap();
+    let other_ms = now_ms() - stalled_at;
+    assert!(wait_until(PATIENCE, || termed.exists()));
+    let read = std::fs::read_to_string(&termed).unwrap();
+    let term_ms = read.trim().parse::<f64>().unwrap() / 1e6 - stalled_at;
+    eprintln!(
+        "link stalled (lease 1 s): another client held the lock after {other_ms:.0} ms, \
+         the command got SIGTERM after {term_ms:.0} ms"
+    );
+    relay.resume();
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("stopping the command"),
+        "{}",
+        stderr(&out)
+    );
+    other.unlock().unwrap();
+    let why = format!("SIGTERM {term_ms:.0} ms after the stall, the other's hold {other_ms:.0} ms");
+    assert!(term_ms < 2500.0 && term_ms < other_ms + 500.0, "{why}");
+}
+
 #[test]
 fn status_json_shows_the_holder_the_queue_in_order_and_the_token() {
     let server = RedisServer::start();
