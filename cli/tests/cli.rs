@@ -243,6 +243,65 @@ fn sigquit_leaves_the_queue_or_is_passed_to_the_command() {
     assert!(!mutex.is_locked().unwrap(), "released");
 }
 
+/// fairlock leading the session of its terminal (`ssh -t host fairlock
+/// run ...`, `setsid`): the terminal's hangup (the ssh link gone) sends
+/// SIGHUP to fairlock alone, not to the command in the foreground group,
+/// so fairlock passes it on, as a SIGHUP from `kill`: the command ends and
+/// the lock is released, not held for as long as the command runs on.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_hangup_of_the_terminal_fairlock_leads_reaches_the_command() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    let server = RedisServer::start();
+    let scratch = Scratch::new("hangup");
+    let (ready, hung_up) = (scratch.path("ready"), scratch.path("hung-up"));
+    // SAFETY: a new pseudo-terminal: its master, then its slave opened.
+    let (master, slave) = unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(master >= 0 && libc::grantpt(master) == 0 && libc::unlockpt(master) == 0);
+        let slave = libc::open(
+            libc::ptsname(master),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        assert!(slave >= 0);
+        (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave))
+    };
+    let script = format!(
+        "trap 'touch {}; exit 1' HUP; touch {}; while :; do sleep 0.05; done",
+        hung_up.display(),
+        ready.display()
+    );
+    let mut cmd = Command::new(BIN);
+    cmd.env_remove("REDIS_URL")
+        .args(["--url", &server.url(), "run", "hangup"])
+        .args(sh(&script))
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave));
+    // SAFETY: setsid and ioctl are async-signal-safe: fairlock leads a
+    // session whose controlling terminal is the slave, its stdin.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            libc::ioctl(0, libc::TIOCSCTTY, 0);
+            Ok(())
+        });
+    }
+    let run = Proc::spawn(&mut cmd);
+    drop(cmd); // its copies of the slave
+    assert!(wait_until(PATIENCE, || ready.exists()));
+    let hung = Instant::now();
+    drop(master);
+    let told = wait_until(Duration::from_secs(5), || hung_up.exists());
+    assert!(told, "the command never heard of the hangup (5 s)");
+    eprintln!("hangup: the command's trap ran after {:?}", hung.elapsed());
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 1, "the command's trap ran");
+    let mutex = server.client().fair_mutex("hangup");
+    assert!(!mutex.is_locked().unwrap(), "released");
+}
+
 /// A command let finish after its lock was lost keeps fairlock idle: it
 /// wakes for the command's end, not in a loop (it spun on the lost
 /// lease's flag, a core's worth, for as long as the command ran).
