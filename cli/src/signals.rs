@@ -11,7 +11,9 @@
 //!   lock is released; exit with 128+N.
 //! - Running: the signal is passed on to the command, unless the kernel
 //!   sent it (Ctrl-C, a terminal hangup), because the kernel sent it to the
-//!   whole foreground process group, the command included. fairlock then
+//!   whole foreground process group, the command included; but a hangup
+//!   reaches a session's leader alone, so it is passed on when fairlock
+//!   leads its session. fairlock then
 //!   waits for the command, releases the lock and exits with its status.
 //!
 //! SIGCHLD only wakes the main thread, which then reaps the command at once.
@@ -122,7 +124,8 @@ impl Control {
                 self.canceller.cancel();
             }
             Phase::Abandoning => exit_now(exit::SIGNAL_BASE + first),
-            Phase::Running(pid) if !from_kernel => {
+            // A terminal's hangup goes to the leader of its session alone.
+            Phase::Running(pid) if !from_kernel || (signal == SIGHUP && leads_session()) => {
                 // SAFETY: plain syscall; `pid` is our unreaped child while the
                 // phase says Running (reaping changes the phase under this lock).
                 unsafe { libc::kill(pid, signal) };
@@ -245,6 +248,12 @@ pub fn not_ignored(signals: &[i32]) -> Vec<i32> {
         .copied()
         .filter(|&signal| !ignored(signal))
         .collect()
+}
+
+/// Whether fairlock leads its session (`ssh -t host fairlock ...`, `setsid`).
+fn leads_session() -> bool {
+    // SAFETY: plain syscalls.
+    unsafe { libc::getsid(0) == libc::getpid() }
 }
 
 /// A signal as `--on-revoke` takes it: a name (`TERM`, `SIGTERM`, `INT`,

@@ -243,6 +243,65 @@ fn sigquit_leaves_the_queue_or_is_passed_to_the_command() {
     assert!(!mutex.is_locked().unwrap(), "released");
 }
 
+/// fairlock leading the session of its terminal (`ssh -t host fairlock
+/// run ...`, `setsid`): the terminal's hangup (the ssh link gone) sends
+/// SIGHUP to fairlock alone, not to the command in the foreground group,
+/// so fairlock passes it on, as a SIGHUP from `kill`: the command ends and
+/// the lock is released, not held for as long as the command runs on.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_hangup_of_the_terminal_fairlock_leads_reaches_the_command() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    let server = RedisServer::start();
+    let scratch = Scratch::new("hangup");
+    let (ready, hung_up) = (scratch.path("ready"), scratch.path("hung-up"));
+    // SAFETY: a new pseudo-terminal: its master, then its slave opened.
+    let (master, slave) = unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(master >= 0 && libc::grantpt(master) == 0 && libc::unlockpt(master) == 0);
+        let slave = libc::open(
+            libc::ptsname(master),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        assert!(slave >= 0);
+        (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave))
+    };
+    let script = format!(
+        "trap 'touch {}; exit 1' HUP; touch {}; while :; do sleep 0.05; done",
+        hung_up.display(),
+        ready.display()
+    );
+    let mut cmd = Command::new(BIN);
+    cmd.env_remove("REDIS_URL")
+        .args(["--url", &server.url(), "run", "hangup"])
+        .args(sh(&script))
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave));
+    // SAFETY: setsid and ioctl are async-signal-safe: fairlock leads a
+    // session whose controlling terminal is the slave, its stdin.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            libc::ioctl(0, libc::TIOCSCTTY, 0);
+            Ok(())
+        });
+    }
+    let run = Proc::spawn(&mut cmd);
+    drop(cmd); // its copies of the slave
+    assert!(wait_until(PATIENCE, || ready.exists()));
+    let hung = Instant::now();
+    drop(master);
+    let told = wait_until(Duration::from_secs(5), || hung_up.exists());
+    assert!(told, "the command never heard of the hangup (5 s)");
+    eprintln!("hangup: the command's trap ran after {:?}", hung.elapsed());
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 1, "the command's trap ran");
+    let mutex = server.client().fair_mutex("hangup");
+    assert!(!mutex.is_locked().unwrap(), "released");
+}
+
 /// A command let finish after its lock was lost keeps fairlock idle: it
 /// wakes for the command's end, not in a loop (it spun on the lost
 /// lease's flag, a core's worth, for as long as the command ran).
@@ -379,6 +438,62 @@ fn a_lost_lease_is_reported_and_exits_70() {
         "SIGTERM came {ran_ms} ms after the command began"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--kill-on-loss` stops the command at its lease's end when this
+/// machine's link to Redis stalls (a partition: the lock's most likely
+/// loss), while another client takes the lock: the SIGTERM does not wait
+/// for the message's read of the new holder, which waits out the stall.
+#[test]
+fn kill_on_loss_stops_the_command_at_once_in_a_stall() {
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let scratch = Scratch::new("kill-in-stall");
+    let (began, termed) = (scratch.path("began"), scratch.path("termed"));
+    let script = format!(
+        "trap 'date +%s%N > {}; kill $!; exit 143' TERM; touch {}; sleep 30 & wait",
+        termed.display(),
+        began.display()
+    );
+    let run = Proc::spawn(
+        Command::new(BIN)
+            .env_remove("REDIS_URL")
+            .args(["--url", &relay.url(), "run", "stalled", "--lease", "1s"])
+            .args(["--kill-on-loss"])
+            .args(sh(&script))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    assert!(wait_until(PATIENCE, || began.exists()));
+    let now_ms = || {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since.unwrap().as_secs_f64() * 1e3
+    };
+    let client = server.client();
+    let stalled_at = now_ms();
+    relay.stall();
+    let other = client.fair_mutex("stalled").lock().unwrap();
+    let other_ms = now_ms() - stalled_at;
+    assert!(wait_until(PATIENCE, || termed.exists()));
+    let read = std::fs::read_to_string(&termed).unwrap();
+    let term_ms = read.trim().parse::<f64>().unwrap() / 1e6 - stalled_at;
+    eprintln!(
+        "link stalled (lease 1 s): another client held the lock after {other_ms:.0} ms, \
+         the command got SIGTERM after {term_ms:.0} ms"
+    );
+    relay.resume();
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("stopping the command"),
+        "{}",
+        stderr(&out)
+    );
+    other.unlock().unwrap();
+    let why = format!("SIGTERM {term_ms:.0} ms after the stall, the other's hold {other_ms:.0} ms");
+    assert!(term_ms < 2500.0 && term_ms < other_ms + 500.0, "{why}");
 }
 
 #[test]

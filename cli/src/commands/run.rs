@@ -392,6 +392,12 @@ pub fn run_holding(
                 || args.max_hold.is_some_and(|max| held_since.elapsed() >= max);
             gave_up = over;
             let stop = args.kill_on_loss || over;
+            if stop {
+                // Before the message: its read of the new holder may wait
+                // out the stall that lost the lock.
+                control.kill_child(libc::SIGTERM);
+                kill_at = Some(Instant::now() + KILL_GRACE);
+            }
             eprintln!(
                 "fairlock: {} {} on {name} while the command runs: {}; {}",
                 if over { "gave up" } else { "lost" },
@@ -410,10 +416,6 @@ pub fn run_holding(
                     "letting it finish"
                 }
             );
-            if stop {
-                control.kill_child(libc::SIGTERM);
-                kill_at = Some(Instant::now() + KILL_GRACE);
-            }
         }
         if control.take_revocation() {
             let OnRevoke(signal) = args.on_revoke;
