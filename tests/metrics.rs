@@ -154,6 +154,33 @@ fn an_acquisition_and_its_hold_are_counted_timed_and_gauged() {
     assert_eq!(after.counter("fairlock_leases_lost_total", &[]), 0);
 }
 
+/// A re-entry joins its thread's hold: `fairlock_acquisitions_total`
+/// counts holds taken, one here, as `fairlock_held_locks` and
+/// `fairlock_hold_seconds` do; its call's wait is timed all the same.
+#[test]
+fn a_re_entry_is_no_acquisition() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = named(&server);
+    let mutex = client.fair_mutex("m-reenter");
+    let outer = mutex.lock().unwrap();
+    let inner = mutex.lock().unwrap();
+    let held = Of::now("m-reenter");
+    let acquired = [("primitive", "mutex"), ("outcome", "acquired")];
+    assert_eq!(held.samples("fairlock_wait_seconds", &acquired).len(), 2);
+    assert_eq!(held.gauge("fairlock_held_locks"), 1.0);
+    assert_eq!(
+        held.counter("fairlock_acquisitions_total", &[("primitive", "mutex")]),
+        1,
+        "the re-entry counted as an acquisition"
+    );
+    inner.unlock().unwrap();
+    outer.unlock().unwrap();
+    let after = Of::now("m-reenter");
+    let hold = after.samples("fairlock_hold_seconds", &[("primitive", "mutex")]);
+    assert_eq!(hold.len(), 1);
+}
+
 #[test]
 fn a_wait_that_times_out_or_is_cancelled_counts_as_such_and_a_handoff_is_timed() {
     let _serial = serial();

@@ -141,7 +141,15 @@ impl View {
     /// so the first is the next to come back if nobody releases one.
     pub fn of(status: &Status, client_id: &str) -> View {
         View {
-            place: place(status.waiters.iter().map(|w| &w.who), client_id),
+            // Among those in line: a dead entry ahead is not.
+            place: place(
+                status
+                    .waiters
+                    .iter()
+                    .filter(|w| w.liveness_left.is_some())
+                    .map(|w| &w.who),
+                client_id,
+            ),
             queue_len: status.queue_len,
             cut: status.queue_len > status.waiters.len(),
             holders: status.holder_count,

@@ -470,3 +470,63 @@ fn a_status_that_cannot_write_its_output_exits_with_74() {
     }
     drop((guard, leadership));
 }
+
+/// A waiter whose client died keeps its entry until something drops it (a
+/// heartbeat of another waiter, a handoff): `status` lists it where it is,
+/// marked dead and not numbered, for it is not in line; the live waiter
+/// behind it is next (position 1 of the 1 `queue_len` counts).
+#[test]
+fn a_dead_entry_ahead_is_marked_and_not_numbered() {
+    use std::time::Duration;
+    let server = RedisServer::start();
+    let client = server.client();
+    let mutex = client.fair_mutex("dead-head");
+    let held = mutex.lock().unwrap();
+    let dying = Proc::spawn(fairlock(&server).args(["run", "dead-head", "--", "true"]));
+    assert!(wait_until(PATIENCE, || mutex.queue_len().unwrap() == 1));
+    drop(dying); // SIGKILL: its entry outlives it by its 5 s waiter timeout
+                 // A live waiter behind it, whose heartbeats (every 20 s) drop no dead
+                 // entry while the test reads.
+    let patient = server
+        .builder()
+        .lease(Duration::from_secs(60))
+        .waiter_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let live = std::thread::spawn(move || patient.fair_mutex("dead-head").lock().map(drop));
+    let read = || client.status(LockKind::Mutex, "dead-head", 10).unwrap();
+    assert!(
+        wait_until(PATIENCE, || {
+            let status = read();
+            status.waiters.len() == 2 && status.waiters[0].liveness_left.is_none()
+        }),
+        "the dead entry ahead of a live one: {:?}",
+        read()
+    );
+
+    let json = status_json(&server, "dead-head");
+    let queue = &json["mutex"]["queue"];
+    assert_eq!(json["mutex"]["queue_len"], 1, "{json}");
+    assert_eq!(queue[0]["liveness_left_ms"], Value::Null, "{json}");
+    assert_eq!(queue[0]["position"], Value::Null, "the dead entry: {json}");
+    assert_eq!(queue[1]["position"], 1, "the live one is next: {json}");
+    let out = output(fairlock(&server).args(["status", "dead-head"]), PATIENCE);
+    let text = stdout(&out);
+    let queued: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("  queue:"))
+        .take(3)
+        .collect();
+    assert_eq!(queued.first(), Some(&"  queue:    1 waiting"), "{text}");
+    assert!(
+        queued[1].starts_with("       - ") && queued[1].ends_with(" (dead, not dropped yet)"),
+        "{text}"
+    );
+    assert!(
+        queued[2].starts_with("      1. ") && queued[2].contains("keeps its place"),
+        "{text}"
+    );
+
+    held.unlock().unwrap();
+    live.join().unwrap().unwrap();
+}

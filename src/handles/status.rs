@@ -113,7 +113,9 @@ pub struct Status {
     pub holders: Vec<Holder>,
     /// Live holds in total (may exceed `holders.len()`).
     pub holder_count: usize,
-    /// The first queued waiters, in the order they will get the lock.
+    /// The first queued waiters, in the order they will get the lock, and
+    /// among them, where it is, any dead entry not yet dropped (its
+    /// `liveness_left` `None`), which will not.
     pub waiters: Vec<QueuedWaiter>,
     /// Live waiters queued in total (may exceed `waiters.len()`).
     pub queue_len: usize,

@@ -15,7 +15,8 @@
 //! - `fairlock_handoff_seconds` (histogram): from this client learning that
 //!   a waiter was handed the lock (a push message, or a release reply) to
 //!   the waiter's call returning with it;
-//! - `fairlock_acquisitions_total`, `fairlock_leases_lost_total` (counters);
+//! - `fairlock_acquisitions_total` (counter): holds taken (a re-entry joins
+//!   one), `fairlock_leases_lost_total` (counter);
 //! - `fairlock_waiting_threads`, `fairlock_held_locks` (gauges);
 //! - `fairlock_reconnects_total` (counter, `connection`: `subscriber` or
 //!   `pool`) and `fairlock_script_reloads_total` (counter), without the
@@ -105,9 +106,6 @@ pub(crate) fn wait_ended(labels: &Labels, outcome: &'static str, waited: Duratio
         let mut list = labels.list();
         list.push(Label::new("outcome", outcome));
         histogram!("fairlock_wait_seconds", list).record(waited.as_secs_f64());
-        if outcome == "acquired" {
-            counter!("fairlock_acquisitions_total", labels.list()).increment(1);
-        }
     }
 }
 
@@ -118,10 +116,13 @@ pub(crate) fn handed_over(labels: &Labels, latency: Duration) {
     histogram!("fairlock_handoff_seconds", labels.list()).record(latency.as_secs_f64());
 }
 
-/// A hold got its first guard.
+/// A hold got its first guard (a re-entry's joins a hold: no acquisition).
 pub(crate) fn hold_began(labels: &Labels) {
     #[cfg(feature = "metrics")]
-    gauge!("fairlock_held_locks", labels.list()).increment(1.0);
+    {
+        counter!("fairlock_acquisitions_total", labels.list()).increment(1);
+        gauge!("fairlock_held_locks", labels.list()).increment(1.0);
+    }
 }
 
 /// A hold's last guard went, `held` after its grant.

@@ -309,19 +309,23 @@ fn queue_text(out: &mut String, indent: &str, waiters: &[QueuedWaiter], queue_le
         return;
     }
     let _ = writeln!(out, "{label:<12}{queue_len} waiting");
-    for (i, waiter) in waiters.iter().enumerate() {
-        let liveness = match waiter.liveness_left {
-            Some(left) => format!("keeps its place {} without a heartbeat", human(left)),
-            None => "dead, not dropped yet".to_owned(),
+    // Only the live are in line: a dead entry is shown, not numbered.
+    let mut listed_live = 0;
+    for waiter in waiters {
+        let (place, liveness) = match waiter.liveness_left {
+            Some(left) => {
+                listed_live += 1;
+                let keeps = format!("keeps its place {} without a heartbeat", human(left));
+                (format!("{listed_live}."), keeps)
+            }
+            None => ("-".to_owned(), "dead, not dropped yet".to_owned()),
         };
         let _ = writeln!(
             out,
-            "{indent}  {:>3}. {} ({liveness})",
-            i + 1,
+            "{indent}  {place:>4} {} ({liveness})",
             waiter_text(waiter)
         );
     }
-    let listed_live = waiters.iter().filter(|w| w.liveness_left.is_some()).count();
     if queue_len > listed_live {
         let _ = writeln!(
             out,
@@ -390,13 +394,14 @@ fn lock_json(status: &Status) -> Value {
             holder
         })
         .collect();
+    let mut live = 0;
     let queue: Vec<Value> = status
         .waiters
         .iter()
-        .enumerate()
-        .map(|(i, w)| {
+        .map(|w| {
+            live += usize::from(w.liveness_left.is_some());
             let mut waiter = json!({
-                "position": i + 1,
+                "position": w.liveness_left.map(|_| live),
                 "client_id": w.who.client_id(),
                 "thread": w.who.thread(),
                 "identity": w.who.identity(),

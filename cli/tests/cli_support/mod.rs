@@ -31,7 +31,21 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// With SIGINT, SIGQUIT, SIGTERM and SIGHUP at their defaults, however
+    /// the tests were started (a background job's SIGINT and SIGQUIT are
+    /// ignored, and so would be the child's): a test that wants one
+    /// ignored says so in its command (`trap ''`).
     pub fn spawn(cmd: &mut Command) -> Proc {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+        unsafe {
+            cmd.pre_exec(|| {
+                for signal in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP] {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+                Ok(())
+            });
+        }
         Proc {
             child: Some(cmd.spawn().expect("fairlock starts")),
         }
