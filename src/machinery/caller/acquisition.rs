@@ -134,8 +134,7 @@ impl Acquisition<'_> {
         limit: Limit,
     ) -> Result<Acquired> {
         replicated.inspect_err(|_| self.shared.abandon_now(&waiter.call, limit))?;
-        let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-        Ok(self.hold(waiter, token, sent, lease_left))
+        Ok(self.hold(waiter, token, sent, lease_ms(pttl_ms)))
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
@@ -160,12 +159,21 @@ impl Acquisition<'_> {
     }
 }
 
+/// A lease left of `pttl_ms` as Redis answered it (none if negative).
+fn lease_ms(pttl_ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0))
+}
+
 impl Queued for Acquisition<'_> {
     type Got = Acquired;
 
-    /// One run of the acquire script: the hold when acquired.
+    /// One run of the acquire script: the hold when acquired. A hold whose
+    /// reply came after its lease ran out by this client's count (counted
+    /// from the send: a stalled link, a paused process) is asked about once
+    /// more, a repeat of the same call: Redis answers with the lease it has
+    /// (or takes, queues or refuses anew if it was lost), so a caller is
+    /// never handed a hold already lost that Redis gave it a moment ago.
     fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Acquired>> {
-        let sent = Instant::now();
         let (shared, call) = (self.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::held_by`); a semaphore's calls never re-enter.
@@ -183,22 +191,33 @@ impl Queued for Acquisition<'_> {
             call: call.id,
             live_token,
         };
-        let written = shared.caller.call_write_limited(&call.keys, &op, limit)?;
-        let (reply, replicated) = written.into_parts();
-        let fence = shared.config().fence_life;
-        (self.permits_seen).note(self.keys, self.ask.capacity(), reply.in_force(), fence);
-        match reply {
-            AcquireReply::Acquired { token, pttl_ms, .. } => self
-                .acquired(waiter, token, pttl_ms, sent, replicated, limit)
-                .map(Attempted::Got),
-            // A queue entry too few replicas saw costs at most its place
-            // after a failover; the wait goes on.
-            AcquireReply::Waiting {
-                pttl_ms,
-                position,
-                last_token,
-                ..
-            } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
+        let (drift, mut ask_again) = (shared.config().clock_drift, true);
+        loop {
+            let sent = Instant::now();
+            let written = shared.caller.call_write_limited(&call.keys, &op, limit)?;
+            let (reply, replicated) = written.into_parts();
+            let fence = shared.config().fence_life;
+            (self.permits_seen).note(self.keys, self.ask.capacity(), reply.in_force(), fence);
+            return match reply {
+                // Counted out on arrival: asked once more.
+                AcquireReply::Acquired { pttl_ms, .. }
+                    if std::mem::take(&mut ask_again)
+                        && drift.local_end(sent, lease_ms(pttl_ms)) <= Instant::now() =>
+                {
+                    continue
+                }
+                AcquireReply::Acquired { token, pttl_ms, .. } => self
+                    .acquired(waiter, token, pttl_ms, sent, replicated, limit)
+                    .map(Attempted::Got),
+                // A queue entry too few replicas saw costs at most its place
+                // after a failover; the wait goes on.
+                AcquireReply::Waiting {
+                    pttl_ms,
+                    position,
+                    last_token,
+                    ..
+                } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
+            };
         }
     }
 
