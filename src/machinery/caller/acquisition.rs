@@ -150,9 +150,15 @@ impl Acquisition<'_> {
             lease_left,
             max_hold: self.policy.max_hold(),
         };
-        let hold = Hold::new(granted, self.shared.config().clock_drift);
+        let hold = self
+            .shared
+            .register_hold(Hold::new(granted, self.shared.config().clock_drift));
+        // A re-entry's grant is the hold's too: it grows the lease at
+        // Redis to the call's, a fixed one too (the count of a new hold
+        // stays as it is).
+        hold.renewed(since, lease_left);
         Acquired {
-            hold: self.shared.register_hold(hold),
+            hold,
             call: waiter.call.clone(),
             waited: Duration::ZERO,
         }
