@@ -75,3 +75,43 @@ fn a_reentry_that_grows_a_fixed_lease_is_counted_as_redis_has_it() {
     outer.unlock().unwrap();
     assert!(!mutex.is_locked().unwrap());
 }
+
+/// A thread whose guard was counted lost (a fixed lease counted with a
+/// drift allowance of 20%, so Redis holds it a fifth of the lease longer)
+/// and that locks again before dropping it gets a new, live hold with a
+/// new token, not a second guard of the hold it counted lost. (Before, the
+/// lock call re-entered that hold: it returned a guard already lost, with
+/// the old token, and grew the lease at Redis of a hold both guards said
+/// was gone.)
+#[test]
+fn a_lock_of_a_thread_whose_guard_was_counted_lost_takes_a_new_hold() {
+    let server = RedisServer::start();
+    let client = (server.builder())
+        .clock_drift(0.2, Duration::ZERO)
+        .build()
+        .unwrap();
+    let lease = Duration::from_secs(2);
+    let mutex = client
+        .fair_mutex("reentry-after-loss")
+        .with_fixed_lease(lease);
+    let first = mutex.lock().unwrap();
+    assert!(wait_until(lease, || first.is_lease_lost()));
+    let left = mutex.remaining_lease().unwrap();
+    let again = mutex.lock().unwrap();
+    let status = mutex.status(1).unwrap();
+    let held = status.holder().map(|holder| holder.fencing_token);
+    eprintln!(
+        "counted lost with {left:?} left at redis; locked again: token {} (the lost one {}), \
+         lost={}, redis holds token {held:?}",
+        again.fencing_token(),
+        first.fencing_token(),
+        again.is_lease_lost()
+    );
+    assert!(left.is_some(), "redis had let go already: {left:?}");
+    assert!(!again.is_lease_lost(), "returned a guard already lost");
+    assert!(again.fencing_token() > first.fencing_token());
+    assert_eq!(held, Some(again.fencing_token()));
+    again.unlock().unwrap();
+    let err = first.unlock().unwrap_err();
+    assert_eq!(err.kind(), fairlock::ErrorKind::LeaseLost, "{err}");
+}

@@ -579,14 +579,16 @@ impl Holds {
     /// How many holds of `lock_key` by `owner` have live guards (an
     /// upgrade of a thread that holds others would wait for itself), and
     /// the token of its newest exclusive one, else of its newest shared
-    /// one, else 0 (no token is 0): a rwlock's write in write and read in
-    /// write re-enter through the write hold; a write asked over reads only
-    /// names a read, which the script refuses.
+    /// one, else 0 (no token is 0), of those not counted lost (re-entered,
+    /// a hold counted lost would be returned lost): a rwlock's write in
+    /// write and read in write re-enter through the write hold; a write
+    /// asked over reads only names a read, which the script refuses.
     pub(crate) fn held_by(&self, lock_key: &str, owner: &str) -> (usize, u64) {
         let by_lock = self.by_lock.lock();
         let own =
             (by_lock.get(lock_key).into_iter().flatten()).filter(|r| *r.hold.call.owner == *owner);
         let newest = (own.clone())
+            .filter(|r| !r.hold.is_lost())
             .map(|r| (r.hold.exclusive.load(Ordering::Acquire), r.hold.token()))
             .max();
         (own.count(), newest.map_or(0, |(_, token)| token))
