@@ -111,7 +111,9 @@ fn a_lock_of_a_thread_whose_guard_was_counted_lost_takes_a_new_hold() {
     assert!(!again.is_lease_lost(), "returned a guard already lost");
     assert!(again.fencing_token() > first.fencing_token());
     assert_eq!(held, Some(again.fencing_token()));
-    again.unlock().unwrap();
+    // The lost guard's unlock leaves the new hold alone.
     let err = first.unlock().unwrap_err();
     assert_eq!(err.kind(), fairlock::ErrorKind::LeaseLost, "{err}");
+    assert_eq!(mutex.hold_count().unwrap(), 1);
+    again.unlock().unwrap();
 }
