@@ -170,6 +170,12 @@ impl Shared {
                 (self.holds).each_up_to(&lock_key, up_to, Hold::mark_revoked);
             }
             WakeMessage::Freed { up_to, lock_key } => {
+                // Waiters first: a hold registered after it is found freed
+                // by its waiter, one before by the holds' turn.
+                self.waiters
+                    .of_lock(&lock_key)
+                    .iter()
+                    .for_each(|w| w.freed(up_to));
                 (self.holds).each_up_to(&lock_key, up_to, |hold| hold.mark_lost(FORCE_RELEASED));
             }
             WakeMessage::Stop => {}

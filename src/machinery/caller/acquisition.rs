@@ -16,7 +16,7 @@ use crate::machinery::caller::wait::{NoWait, Wait};
 use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::permits_seen::PermitsSeen;
-use crate::machinery::holds::{lease_lost, Hold, NewHold};
+use crate::machinery::holds::{lease_lost, Hold, NewHold, FORCE_RELEASED};
 use crate::machinery::observe::{self, Labels};
 use crate::machinery::shared::Shared;
 use crate::protocol::{
@@ -157,6 +157,10 @@ impl Acquisition<'_> {
         // Redis to the call's, a fixed one too (the count of a new hold
         // stays as it is).
         hold.renewed(since, lease_left);
+        // Its force release's message may have come before it was a hold.
+        if waiter.was_freed(token) {
+            hold.mark_lost(FORCE_RELEASED);
+        }
         Acquired {
             hold,
             call: waiter.call.clone(),
