@@ -166,12 +166,16 @@ impl Shared {
                     waiter.poll_by(poll_time(pttl_ms));
                 }
             }
+            // Waiters first: a hold registered after it is told by its
+            // waiter, one before by the holds' turn.
             WakeMessage::Revoke { up_to, lock_key } => {
+                self.waiters
+                    .of_lock(&lock_key)
+                    .iter()
+                    .for_each(|w| w.revoked(up_to));
                 (self.holds).each_up_to(&lock_key, up_to, Hold::mark_revoked);
             }
             WakeMessage::Freed { up_to, lock_key } => {
-                // Waiters first: a hold registered after it is found freed
-                // by its waiter, one before by the holds' turn.
                 self.waiters
                     .of_lock(&lock_key)
                     .iter()

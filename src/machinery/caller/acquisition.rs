@@ -157,9 +157,14 @@ impl Acquisition<'_> {
         // Redis to the call's, a fixed one too (the count of a new hold
         // stays as it is).
         hold.renewed(since, lease_left);
-        // Its force release's message may have come before it was a hold.
-        if waiter.was_freed(token) {
+        // A force release's or a revocation's message may have come
+        // before it was a hold.
+        let (freed, revoked) = waiter.told(token);
+        if freed {
             hold.mark_lost(FORCE_RELEASED);
+        }
+        if revoked {
+            hold.mark_revoked();
         }
         Acquired {
             hold,

@@ -55,8 +55,10 @@ struct WaitState {
     /// The last fencing token issued when such a request ran: a handoff
     /// message with a token up to it tells of a grant that is over.
     stale_up_to: u64,
-    /// A force release freed the lock's holds up to this token.
+    /// A force release freed the lock's holds up to this token; a
+    /// revocation asked those up to this one to let go.
     freed_up_to: u64,
+    revoked_up_to: u64,
     /// Send time of the first request that found this waiter queued: its
     /// place among this client's waiters of the lock, for a rejoin in
     /// order ([`Waiters::rejoin_in_order`]).
@@ -177,8 +179,7 @@ impl Waiter {
     /// A force release's message: the lock's holds with tokens up to
     /// `up_to` were freed. A grant up to it not taken yet is over (the
     /// waiter asks again); one taken is lost once its hold is registered
-    /// ([`was_freed`](Self::was_freed)), whose holds the message may have
-    /// missed.
+    /// ([`told`](Self::told)), whose holds the message may have missed.
     pub(crate) fn freed(&self, up_to: u64) {
         let mut state = self.state.lock();
         state.freed_up_to = state.freed_up_to.max(up_to);
@@ -189,9 +190,18 @@ impl Waiter {
         }
     }
 
-    /// Whether a force release freed the hold `token` of this call.
-    pub(crate) fn was_freed(&self, token: u64) -> bool {
-        token <= self.state.lock().freed_up_to
+    /// A revocation's message: the lock's holds with tokens up to `up_to`
+    /// are asked to let go, one this call registers after it too.
+    pub(crate) fn revoked(&self, up_to: u64) {
+        let mut state = self.state.lock();
+        state.revoked_up_to = state.revoked_up_to.max(up_to);
+    }
+
+    /// Whether a force release freed the hold `token` of this call, and
+    /// whether a revocation asked it to let go.
+    pub(crate) fn told(&self, token: u64) -> (bool, bool) {
+        let state = self.state.lock();
+        (token <= state.freed_up_to, token <= state.revoked_up_to)
     }
 
     /// Records that the lock was handed to this waiter with `token`, its
