@@ -21,7 +21,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, FairMutexGuard, LeaseEnd};
+use fairlock::{Bound, Client, ErrorKind, FairMutexGuard, LeaseEnd, Wait};
 use fairlock_test_support::roles::lease_holder;
 use fairlock_test_support::*;
 
@@ -584,4 +584,65 @@ fn an_outage_is_warned_of_once_not_every_watchdog_round() {
     drop(guard);
     let waited = join_within(waiter, Duration::from_secs(10), "the waiter");
     assert!(waited.is_err(), "{waited:?}");
+}
+
+/// A take whose request a stalled link holds back longer than its fixed
+/// lease, and which takes the free lock once the bytes flow, is returned
+/// live: its lease counts from the request's send time, so its reply
+/// arrives counted out, yet Redis gave the lease a moment ago. The call
+/// asks Redis once more (the same call, answered as a repeat) and returns
+/// the hold with the lease Redis has, for every kind, a waiting call's
+/// first request (`lock`) as a `try_lock`. (Before, it returned a guard
+/// already lost, whose unlock said `LeaseLost`, while the lock was the
+/// caller's at Redis for most of its lease.)
+#[test]
+fn a_take_answered_after_its_fixed_lease_would_have_run_out_is_returned_live() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url()).build().unwrap();
+    let observer = server.client();
+    let lease = Duration::from_millis(600);
+    let stall = Duration::from_millis(900);
+    let mut wrong = Vec::new();
+    for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
+        for (how, wait) in [("lock", Wait::forever()), ("try_lock", Wait::not_at_all())] {
+            let name = format!("late-take-{kind:?}-{how}");
+            let fixed = LeasePolicy::Fixed(lease);
+            // The client's connection and subscription are open first.
+            let warm = take::<Bound>(&client, kind, &name, fixed, Wait::forever());
+            warm.unwrap().expect("free").unlock().unwrap();
+            let held = relay.held_bytes();
+            relay.stall();
+            let started = Instant::now();
+            let (lost, token, unlocked, returned, status) = thread::scope(|s| {
+                let taker = s.spawn(|| {
+                    let guard = take::<Bound>(&client, kind, &name, fixed, wait.clone())
+                        .unwrap()
+                        .expect("the lock is free");
+                    let returned = started.elapsed();
+                    let status = observer.status(kind.lock_kind(), &name, 1).unwrap();
+                    let (lost, token) = (guard.is_lease_lost(), guard.fencing_token());
+                    (lost, token, guard.unlock(), returned, status)
+                });
+                assert!(
+                    wait_until(Duration::from_secs(5), || relay.held_bytes() > held),
+                    "the take did not reach the relay"
+                );
+                thread::sleep(stall.saturating_sub(started.elapsed()));
+                relay.resume();
+                taker.join().unwrap()
+            });
+            eprintln!(
+                "{kind:?} {how}: fixed lease {lease:?}, request held {stall:?}; returned after \
+                 {:.0} ms, lost={lost}, unlock {unlocked:?}; redis: {:?}",
+                ms(returned),
+                status.holder()
+            );
+            let held = status.holder().map(|holder| holder.fencing_token);
+            if lost || held != Some(token) || unlocked.is_err() {
+                wrong.push(format!("{kind:?} {how}: lost={lost}, {unlocked:?}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "guards returned already lost: {wrong:#?}");
 }

@@ -799,3 +799,130 @@ fn a_grant_confirmed_for_sync_replicas_hears_a_revocation_its_renewal_reports() 
     waiter.join().unwrap();
     assert_eq!(heard, Some(Revocation::Requested));
 }
+
+/// A waiter handed the lock while its link is stalled, whose hold an
+/// operator force-unlocks before the link is back (another client then
+/// takes the lock), reads the handoff and the force unlock's message one
+/// right after the other: its lock call must not return a guard that
+/// believes it holds (a fixed lease: no renewal would tell it later). It
+/// queues again (the message came before it took the grant) or returns a
+/// guard that says it was lost (after). Which one is a race: 8 rounds.
+/// (Before, a message read before the grant's hold was registered was
+/// lost, and the guard held on beside the other client: 3 rounds of 8.)
+#[test]
+fn a_force_unlock_read_with_the_handoff_it_undid_is_not_lost() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    force_unlock_racing_a_handoff(&server, &relay, Client::builder(&relay.url()), "");
+}
+
+/// The same with `sync_replicas`, whose confirmation of the grant finds it
+/// freed: the lock call, which waits as long as it takes, asks Redis and
+/// queues again rather than failing. (Before: `LeaseLost` from `lock()`,
+/// "gone by the time the call confirmed it", in 4–7 rounds of 8.)
+#[test]
+fn a_grant_confirmed_for_sync_replicas_and_found_force_unlocked_queues_again() {
+    let (server, _replica, _) = crate::deadlines::server_with_replica();
+    let relay = Relay::start(server.port());
+    let builder = Client::builder(&relay.url()).sync_replicas(1, Duration::from_secs(1));
+    force_unlock_racing_a_handoff(&server, &relay, builder, "-sync");
+}
+
+/// 8 rounds of the force unlock racing a handoff to a waiter of a client
+/// from `builder`, which connects through `relay`.
+fn force_unlock_racing_a_handoff(
+    server: &RedisServer,
+    relay: &Relay,
+    builder: fairlock::ClientBuilder,
+    tag: &str,
+) {
+    let waiting = (builder.lease(Duration::from_secs(30)))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let (holder, operator) = (quiet_client(server), quiet_client(server));
+    let mut outcomes = Vec::new();
+    for round in 0..8 {
+        let name = format!("force-unlock-racing-a-handoff{tag}-{round}");
+        let first = holder.fair_mutex(&name).lock().unwrap();
+        let mutex = (waiting.fair_mutex(&name).unbound()).with_fixed_lease(Duration::from_secs(10));
+        let waiter = thread::spawn(move || mutex.lock());
+        let watched = operator.fair_mutex(&name);
+        let queued = || watched.queue_len().unwrap() == 1;
+        assert!(wait_until(Duration::from_secs(5), queued));
+        relay.stall();
+        first.unlock().unwrap();
+        let handed = watched.status(1).unwrap().holder().cloned();
+        let handed = handed.expect("handed over");
+        assert_eq!(handed.who.client_id(), waiting.id());
+        assert!(watched.force_unlock().unwrap());
+        let next = watched
+            .try_lock()
+            .unwrap()
+            .expect("free after the force unlock");
+        relay.resume();
+        // It returns, or queues again behind the other client, which then
+        // lets go.
+        let over = wait_until(Duration::from_secs(5), || waiter.is_finished() || queued());
+        assert!(over, "the waiter neither returned nor queued again");
+        let (next_token, returned) = (next.fencing_token(), waiter.is_finished());
+        if !returned {
+            next.unlock().unwrap();
+        }
+        let how = if returned { "returned" } else { "queued again" };
+        match join_within(waiter, Duration::from_secs(10), "the waiter") {
+            Ok(guard) => {
+                // The force unlock's message may be read just after.
+                let lost = wait_until(Duration::from_secs(1), || guard.is_lease_lost());
+                let ok = lost || guard.fencing_token() > next_token;
+                outcomes.push(format!("{how}, lost={lost}, ok={ok}"));
+            }
+            Err(err) => outcomes.push(format!("{how}, {:?}, ok=false", err.kind())),
+        }
+    }
+    eprintln!("{outcomes:#?}");
+    assert!(
+        outcomes.iter().all(|o| o.ends_with("ok=true")),
+        "a lock call failed, or its guard believed it held beside another client"
+    );
+}
+
+/// As the force unlock above, a revocation that asks a hold handed to a
+/// waiter while its link is stalled, read together with the handoff: the
+/// waiter's guard hears it (a fixed lease: no renewal would tell it
+/// later), whether the message came before its hold was registered or
+/// after. 8 rounds. (Before, one read before was lost: 3 rounds of 8.)
+#[test]
+fn a_revocation_read_with_the_handoff_it_asks_is_heard() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let waiting = Client::builder(&relay.url())
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let (holder, operator) = (quiet_client(&server), quiet_client(&server));
+    let mut heard = Vec::new();
+    for round in 0..8 {
+        let name = format!("revoke-racing-a-handoff-{round}");
+        let first = holder.fair_mutex(&name).lock().unwrap();
+        let mutex = (waiting.fair_mutex(&name).unbound()).with_fixed_lease(Duration::from_secs(10));
+        let waiter = thread::spawn(move || mutex.lock().unwrap());
+        let watched = operator.fair_mutex(&name);
+        assert!(wait_until(Duration::from_secs(5), || watched
+            .queue_len()
+            .unwrap()
+            == 1));
+        relay.stall();
+        first.unlock().unwrap();
+        let handed = watched.status(1).unwrap().holder().cloned();
+        assert_eq!(handed.expect("handed over").who.client_id(), waiting.id());
+        assert_eq!(watched.revoke().unwrap(), 1);
+        relay.resume();
+        let guard = join_within(waiter, Duration::from_secs(10), "the waiter");
+        heard.push(wait_until(Duration::from_secs(1), || guard.is_revoked()));
+        guard.unlock().unwrap();
+    }
+    eprintln!("revocation heard: {heard:?}");
+    assert!(heard.iter().all(|&h| h), "a revocation was never heard");
+}

@@ -206,7 +206,8 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// True when the calling thread (through this client) holds the lock:
     /// by a thread-bound call, of this handle or of its
     /// [`bound`](FairLock::bound) twin (an unbound acquisition belongs to
-    /// no thread, so it never counts).
+    /// no thread, so it never counts, nor does a hold its guards count
+    /// lost, which a lock call does not re-enter).
     ///
     /// # Errors
     /// As [`status`](FairLock::status).

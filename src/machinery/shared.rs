@@ -166,10 +166,20 @@ impl Shared {
                     waiter.poll_by(poll_time(pttl_ms));
                 }
             }
+            // Waiters first: a hold registered after it is told by its
+            // waiter, one before by the holds' turn.
             WakeMessage::Revoke { up_to, lock_key } => {
+                self.waiters
+                    .of_lock(&lock_key)
+                    .iter()
+                    .for_each(|w| w.revoked(up_to));
                 (self.holds).each_up_to(&lock_key, up_to, Hold::mark_revoked);
             }
             WakeMessage::Freed { up_to, lock_key } => {
+                self.waiters
+                    .of_lock(&lock_key)
+                    .iter()
+                    .for_each(|w| w.freed(up_to));
                 (self.holds).each_up_to(&lock_key, up_to, |hold| hold.mark_lost(FORCE_RELEASED));
             }
             WakeMessage::Stop => {}

@@ -16,7 +16,7 @@ use crate::machinery::caller::wait::{NoWait, Wait};
 use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::permits_seen::PermitsSeen;
-use crate::machinery::holds::{lease_lost, Hold, NewHold};
+use crate::machinery::holds::{lease_lost, Hold, NewHold, FORCE_RELEASED};
 use crate::machinery::observe::{self, Labels};
 use crate::machinery::shared::Shared;
 use crate::protocol::{
@@ -134,8 +134,7 @@ impl Acquisition<'_> {
         limit: Limit,
     ) -> Result<Acquired> {
         replicated.inspect_err(|_| self.shared.abandon_now(&waiter.call, limit))?;
-        let lease_left = Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0));
-        Ok(self.hold(waiter, token, sent, lease_left))
+        Ok(self.hold(waiter, token, sent, lease_ms(pttl_ms)))
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
@@ -151,21 +150,45 @@ impl Acquisition<'_> {
             lease_left,
             max_hold: self.policy.max_hold(),
         };
-        let hold = Hold::new(granted, self.shared.config().clock_drift);
+        let hold = self
+            .shared
+            .register_hold(Hold::new(granted, self.shared.config().clock_drift));
+        // A re-entry's grant is the hold's too: it grows the lease at
+        // Redis to the call's, a fixed one too (the count of a new hold
+        // stays as it is).
+        hold.renewed(since, lease_left);
+        // A force release's or a revocation's message may have come
+        // before it was a hold.
+        let (freed, revoked) = waiter.told(token);
+        if freed {
+            hold.mark_lost(FORCE_RELEASED);
+        }
+        if revoked {
+            hold.mark_revoked();
+        }
         Acquired {
-            hold: self.shared.register_hold(hold),
+            hold,
             call: waiter.call.clone(),
             waited: Duration::ZERO,
         }
     }
 }
 
+/// A lease left of `pttl_ms` as Redis answered it (none if negative).
+fn lease_ms(pttl_ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0))
+}
+
 impl Queued for Acquisition<'_> {
     type Got = Acquired;
 
-    /// One run of the acquire script: the hold when acquired.
+    /// One run of the acquire script: the hold when acquired. A hold whose
+    /// reply came after its lease ran out by this client's count (counted
+    /// from the send: a stalled link, a paused process) is asked about once
+    /// more, a repeat of the same call: Redis answers with the lease it has
+    /// (or takes, queues or refuses anew if it was lost), so a caller is
+    /// never handed a hold already lost that Redis gave it a moment ago.
     fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Acquired>> {
-        let sent = Instant::now();
         let (shared, call) = (self.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::held_by`); a semaphore's calls never re-enter.
@@ -183,22 +206,33 @@ impl Queued for Acquisition<'_> {
             call: call.id,
             live_token,
         };
-        let written = shared.caller.call_write_limited(&call.keys, &op, limit)?;
-        let (reply, replicated) = written.into_parts();
-        let fence = shared.config().fence_life;
-        (self.permits_seen).note(self.keys, self.ask.capacity(), reply.in_force(), fence);
-        match reply {
-            AcquireReply::Acquired { token, pttl_ms, .. } => self
-                .acquired(waiter, token, pttl_ms, sent, replicated, limit)
-                .map(Attempted::Got),
-            // A queue entry too few replicas saw costs at most its place
-            // after a failover; the wait goes on.
-            AcquireReply::Waiting {
-                pttl_ms,
-                position,
-                last_token,
-                ..
-            } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
+        let (drift, mut ask_again) = (shared.config().clock_drift, true);
+        loop {
+            let sent = Instant::now();
+            let written = shared.caller.call_write_limited(&call.keys, &op, limit)?;
+            let (reply, replicated) = written.into_parts();
+            let fence = shared.config().fence_life;
+            (self.permits_seen).note(self.keys, self.ask.capacity(), reply.in_force(), fence);
+            return match reply {
+                // Counted out on arrival: asked once more.
+                AcquireReply::Acquired { pttl_ms, .. }
+                    if std::mem::take(&mut ask_again)
+                        && drift.local_end(sent, lease_ms(pttl_ms)) <= Instant::now() =>
+                {
+                    continue
+                }
+                AcquireReply::Acquired { token, pttl_ms, .. } => self
+                    .acquired(waiter, token, pttl_ms, sent, replicated, limit)
+                    .map(Attempted::Got),
+                // A queue entry too few replicas saw costs at most its place
+                // after a failover; the wait goes on.
+                AcquireReply::Waiting {
+                    pttl_ms,
+                    position,
+                    last_token,
+                    ..
+                } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
+            };
         }
     }
 

@@ -55,6 +55,10 @@ struct WaitState {
     /// The last fencing token issued when such a request ran: a handoff
     /// message with a token up to it tells of a grant that is over.
     stale_up_to: u64,
+    /// A force release freed the lock's holds up to this token; a
+    /// revocation asked those up to this one to let go.
+    freed_up_to: u64,
+    revoked_up_to: u64,
     /// Send time of the first request that found this waiter queued: its
     /// place among this client's waiters of the lock, for a rejoin in
     /// order ([`Waiters::rejoin_in_order`]).
@@ -170,6 +174,34 @@ impl Waiter {
         }
         let since = state.queued_as_of.unwrap_or_else(Instant::now);
         self.granted(state, token, since, ttl);
+    }
+
+    /// A force release's message: the lock's holds with tokens up to
+    /// `up_to` were freed. A grant up to it not taken yet is over (the
+    /// waiter asks again); one taken is lost once its hold is registered
+    /// ([`told`](Self::told)), whose holds the message may have missed.
+    pub(crate) fn freed(&self, up_to: u64) {
+        let mut state = self.state.lock();
+        state.freed_up_to = state.freed_up_to.max(up_to);
+        if state.granted.take_if(|g| g.token <= up_to).is_some() {
+            state.repoll = true;
+            drop(state);
+            self.wakeup.notify_one();
+        }
+    }
+
+    /// A revocation's message: the lock's holds with tokens up to `up_to`
+    /// are asked to let go, one this call registers after it too.
+    pub(crate) fn revoked(&self, up_to: u64) {
+        let mut state = self.state.lock();
+        state.revoked_up_to = state.revoked_up_to.max(up_to);
+    }
+
+    /// Whether a force release freed the hold `token` of this call, and
+    /// whether a revocation asked it to let go.
+    pub(crate) fn told(&self, token: u64) -> (bool, bool) {
+        let state = self.state.lock();
+        (token <= state.freed_up_to, token <= state.revoked_up_to)
     }
 
     /// Records that the lock was handed to this waiter with `token`, its
@@ -320,6 +352,13 @@ impl Waiters {
 
     pub(crate) fn get(&self, id: u64) -> Option<Arc<Waiter>> {
         self.by_id.lock().get(&id).cloned()
+    }
+
+    /// Every waiter of the lock `lock_key`.
+    pub(crate) fn of_lock(&self, lock_key: &str) -> Vec<Arc<Waiter>> {
+        let by_id = self.by_id.lock();
+        let of = by_id.values().filter(|w| w.call.keys.lock() == lock_key);
+        of.cloned().collect()
     }
 
     /// Wakes every waiter to poll: messages may have been missed, and

@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::connections::config::ClockDrift;
 use crate::error::{Error, ErrorKind};
 use crate::machinery::observe::{self, Labels};
-use crate::protocol::{Call, LockKeys, RenewReply};
+use crate::protocol::{Ask, Call, LockKeys, RenewReply};
 use rustc_hash::FxBuildHasher;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
@@ -579,14 +579,18 @@ impl Holds {
     /// How many holds of `lock_key` by `owner` have live guards (an
     /// upgrade of a thread that holds others would wait for itself), and
     /// the token of its newest exclusive one, else of its newest shared
-    /// one, else 0 (no token is 0): a rwlock's write in write and read in
-    /// write re-enter through the write hold; a write asked over reads only
-    /// names a read, which the script refuses.
+    /// one, else 0 (no token is 0), but a mutex's counted lost (re-entered,
+    /// it would be returned lost; Redis gives it back instead): a rwlock's
+    /// write in write and read in write re-enter through the write hold
+    /// (each re-entry a hold of its own, which a thread whose hold was
+    /// counted lost gets rather than waiting for itself); a write asked
+    /// over reads only names a read, which the script refuses.
     pub(crate) fn held_by(&self, lock_key: &str, owner: &str) -> (usize, u64) {
         let by_lock = self.by_lock.lock();
         let own =
             (by_lock.get(lock_key).into_iter().flatten()).filter(|r| *r.hold.call.owner == *owner);
         let newest = (own.clone())
+            .filter(|r| r.hold.call.ask != Ask::Mutex || !r.hold.is_lost())
             .map(|r| (r.hold.exclusive.load(Ordering::Acquire), r.hold.token()))
             .max();
         (own.count(), newest.map_or(0, |(_, token)| token))
