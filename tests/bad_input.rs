@@ -625,3 +625,57 @@ fn foreign_data_under_a_lock_key_is_reported_and_left_alone() {
     assert_eq!(kept, vec!["theirs".to_string()]);
     let _: () = conn.del(&key).unwrap();
 }
+
+/// The records a revoke and a force release keep of their answer (the
+/// last two keys of every kind) are the lock's keys too: someone else's
+/// string there is a `KeyConflict` naming the lock, and is left as it was
+/// (it was overwritten with the record, and given a TTL, before).
+#[test]
+fn foreign_data_under_a_revoke_or_force_record_is_a_key_conflict_and_stays_untouched() {
+    use fairlock::{__test_support::LockKeys, LockKind};
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let mut conn = server.conn();
+    let kinds = [
+        LockKind::Mutex,
+        LockKind::Semaphore,
+        LockKind::RwLock,
+        LockKind::Election,
+    ];
+    let mut changed = Vec::new();
+    for kind in kinds {
+        for record in ["revoke", "force release"] {
+            let name = format!("{}-{}", kind.label(), record.replace(' ', "-"));
+            let keys = LockKeys::of_kind("fairlock", &name, kind).unwrap();
+            let key = &keys.all[keys.all.len() - if record == "revoke" { 2 } else { 1 }];
+            let _: () = conn.set(key, "theirs").unwrap();
+            let before = dump(&mut conn, key);
+            let guard = match kind {
+                LockKind::Mutex => {
+                    Box::new(a.fair_mutex(&name).lock().unwrap()) as Box<dyn std::any::Any>
+                }
+                LockKind::Semaphore => Box::new(a.fair_semaphore(&name, 2).acquire().unwrap()),
+                LockKind::RwLock => Box::new(a.fair_rwlock(&name).read().unwrap()),
+                _ => Box::new(a.election(&name).campaign().unwrap()),
+            };
+            let result = match record {
+                "revoke" => b.revoke(kind, &name).map(drop),
+                _ => b.force_unlock(kind, &name).map(drop),
+            };
+            drop(guard);
+            let after = dump(&mut conn, key);
+            if after != before || result.is_ok() {
+                changed.push(format!("{record} of {} {name}: {result:?}", kind.label()));
+                continue;
+            }
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::KeyConflict, "{err:?}");
+            assert!(!err.is_retryable(), "{err:?}");
+            let said = err.to_string();
+            let call = format!("{record} of {} {name:?}: ", kind.label());
+            assert!(said.starts_with(&call), "{said}");
+            assert!(said.contains("left untouched"), "{said}");
+        }
+    }
+    assert!(changed.is_empty(), "records overwritten: {changed:#?}");
+}
