@@ -679,3 +679,50 @@ fn foreign_data_under_a_revoke_or_force_record_is_a_key_conflict_and_stays_untou
     }
     assert!(changed.is_empty(), "records overwritten: {changed:#?}");
 }
+
+/// An election's history (`electh`) is best effort: each change is
+/// pushed by a `pcall`, which someone else's string there refuses. The
+/// leadership changes still happen, and the string keeps its value and
+/// its TTL (none): it was given a fence life's TTL by every change before.
+#[test]
+fn foreign_data_under_an_election_history_stays_untouched() {
+    use fairlock::{__test_support::LockKeys, LockKind};
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let mut conn = server.conn();
+    let name = "history-taken";
+    let key = &LockKeys::of_kind("fairlock", name, LockKind::Election)
+        .unwrap()
+        .all[2];
+    let _: () = conn.set(key, "theirs").unwrap();
+    let before = dump(&mut conn, key);
+    // A leader, a handoff to a queued candidate, a revoke, a force release.
+    let first = a.election(name).campaign().unwrap();
+    let (led, done) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let second = {
+        let election = b.election(name);
+        std::thread::spawn(move || {
+            let lead = election.campaign().unwrap();
+            led.0.send(lead.term()).unwrap();
+            let _ = done.1.recv(); // leads until force-released
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || {
+        a.election(name).status(1).unwrap().queue_len == 1
+    }));
+    first.unlock().unwrap();
+    let term = led.1.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        a.election(name).leader().unwrap().map(|l| l.term),
+        Some(term)
+    );
+    assert_eq!(a.revoke(LockKind::Election, name).unwrap(), 1);
+    assert!(a.force_unlock(LockKind::Election, name).unwrap());
+    done.0.send(()).unwrap();
+    join_within(second, Duration::from_secs(5), "the second candidate");
+    assert_eq!(
+        dump(&mut conn, key),
+        before,
+        "the history's foreign string was changed"
+    );
+}
