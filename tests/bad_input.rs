@@ -726,3 +726,66 @@ fn foreign_data_under_an_election_history_stays_untouched() {
         "the history's foreign string was changed"
     );
 }
+
+/// A fixed lease or maximum hold out of range, or a bad election value,
+/// refused before any I/O, names the call and the lock, as every message
+/// does (it named neither before).
+#[test]
+fn a_refused_lease_or_value_names_the_call_and_the_lock() {
+    let server = RedisServer::start();
+    let c = server.client();
+    let zero = Duration::ZERO;
+    let refused = [
+        (
+            "mutex",
+            c.fair_mutex("jobs")
+                .with_fixed_lease(zero)
+                .try_lock()
+                .map(drop),
+        ),
+        (
+            "mutex",
+            c.fair_mutex("jobs")
+                .with_max_hold(zero)
+                .try_lock()
+                .map(drop),
+        ),
+        (
+            "rwlock",
+            c.fair_rwlock("jobs")
+                .with_fixed_lease(zero)
+                .try_read()
+                .map(drop),
+        ),
+        (
+            "semaphore",
+            c.fair_semaphore("jobs", 2)
+                .with_fixed_lease(zero)
+                .try_acquire()
+                .map(drop),
+        ),
+        (
+            "election",
+            c.election("jobs")
+                .with_fixed_lease(zero)
+                .try_campaign()
+                .map(drop),
+        ),
+        (
+            "election",
+            c.election("jobs")
+                .with_value("a b")
+                .try_campaign()
+                .map(drop),
+        ),
+    ];
+    for (kind, result) in refused {
+        let err = result.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+        let said = err.to_string();
+        assert!(
+            said.starts_with(&format!("acquire of {kind} \"jobs\": ")),
+            "{said}"
+        );
+    }
+}
