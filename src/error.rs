@@ -47,7 +47,8 @@ pub enum ErrorKind {
     InvalidConfig,
     /// Redis could not be reached, or did not answer within the configured
     /// timeouts, or answered that it cannot serve now (`LOADING` its data,
-    /// `BUSY` running a long script): retrying later may succeed.
+    /// `BUSY` running a long script, a new connection over its
+    /// `maxclients`): retrying later may succeed.
     Connection,
     /// Redis refused this client's credentials: a wrong user or password
     /// (`WRONGPASS`), or none given where the server asks for one
@@ -486,6 +487,9 @@ impl Error {
         // "... non local key ...": see lua/lib/common.lua's `emptied`.)
         let moving = err.detail().is_some_and(|d| d.contains("non local key"))
             || code_of(&err) == Some("TRYAGAIN"); // as `steady` returns it
+
+        // A new connection refused, nothing sent: the server is at its maxclients.
+        let full = (err.detail()).is_some_and(|d| d.starts_with("max number of clients"));
         let retry = if moving || matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
             Retry::AfterSlotMove
         } else if code_of(&err) == Some("READONLY") {
@@ -498,6 +502,7 @@ impl Error {
             // A server busy running a (someone's) long script ran nothing:
             // as a stalled one, which times out until it replies `BUSY`.
             || code_of(&err) == Some("BUSY")
+            || full
             || matches!(
                 err.kind(),
                 K::Server(S::BusyLoading | S::ClusterDown | S::MasterDown | S::ReadOnly)
@@ -519,6 +524,9 @@ impl Error {
         };
         let message = match retry {
             _ if err.is_timeout() => "redis call timed out",
+            _ if full => {
+                "redis has all the clients its maxclients allows (try again once some leave)"
+            }
             Retry::DemotedMaster => {
                 "redis answered as a read-only replica (a master demoted by a failover, or a URL \
                  that names a replica: fairlock writes, so it needs the master's address)"

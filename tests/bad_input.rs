@@ -625,3 +625,167 @@ fn foreign_data_under_a_lock_key_is_reported_and_left_alone() {
     assert_eq!(kept, vec!["theirs".to_string()]);
     let _: () = conn.del(&key).unwrap();
 }
+
+/// The records a revoke and a force release keep of their answer (the
+/// last two keys of every kind) are the lock's keys too: someone else's
+/// string there is a `KeyConflict` naming the lock, and is left as it was
+/// (it was overwritten with the record, and given a TTL, before).
+#[test]
+fn foreign_data_under_a_revoke_or_force_record_is_a_key_conflict_and_stays_untouched() {
+    use fairlock::{__test_support::LockKeys, LockKind};
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let mut conn = server.conn();
+    let kinds = [
+        LockKind::Mutex,
+        LockKind::Semaphore,
+        LockKind::RwLock,
+        LockKind::Election,
+    ];
+    let mut changed = Vec::new();
+    for kind in kinds {
+        for record in ["revoke", "force release"] {
+            let name = format!("{}-{}", kind.label(), record.replace(' ', "-"));
+            let keys = LockKeys::of_kind("fairlock", &name, kind).unwrap();
+            let key = &keys.all[keys.all.len() - if record == "revoke" { 2 } else { 1 }];
+            let _: () = conn.set(key, "theirs").unwrap();
+            let before = dump(&mut conn, key);
+            let guard = match kind {
+                LockKind::Mutex => {
+                    Box::new(a.fair_mutex(&name).lock().unwrap()) as Box<dyn std::any::Any>
+                }
+                LockKind::Semaphore => Box::new(a.fair_semaphore(&name, 2).acquire().unwrap()),
+                LockKind::RwLock => Box::new(a.fair_rwlock(&name).read().unwrap()),
+                _ => Box::new(a.election(&name).campaign().unwrap()),
+            };
+            let result = match record {
+                "revoke" => b.revoke(kind, &name).map(drop),
+                _ => b.force_unlock(kind, &name).map(drop),
+            };
+            drop(guard);
+            let after = dump(&mut conn, key);
+            if after != before || result.is_ok() {
+                changed.push(format!("{record} of {} {name}: {result:?}", kind.label()));
+                continue;
+            }
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::KeyConflict, "{err:?}");
+            assert!(!err.is_retryable(), "{err:?}");
+            let said = err.to_string();
+            let call = format!("{record} of {} {name:?}: ", kind.label());
+            assert!(said.starts_with(&call), "{said}");
+            assert!(said.contains("left untouched"), "{said}");
+        }
+    }
+    assert!(changed.is_empty(), "records overwritten: {changed:#?}");
+}
+
+/// An election's history (`electh`) is best effort: each change is
+/// pushed by a `pcall`, which someone else's string there refuses. The
+/// leadership changes still happen, and the string keeps its value and
+/// its TTL (none): it was given a fence life's TTL by every change before.
+#[test]
+fn foreign_data_under_an_election_history_stays_untouched() {
+    use fairlock::{__test_support::LockKeys, LockKind};
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let mut conn = server.conn();
+    let name = "history-taken";
+    let key = &LockKeys::of_kind("fairlock", name, LockKind::Election)
+        .unwrap()
+        .all[2];
+    let _: () = conn.set(key, "theirs").unwrap();
+    let before = dump(&mut conn, key);
+    // A leader, a handoff to a queued candidate, a revoke, a force release.
+    let first = a.election(name).campaign().unwrap();
+    let (led, done) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let second = {
+        let election = b.election(name);
+        std::thread::spawn(move || {
+            let lead = election.campaign().unwrap();
+            led.0.send(lead.term()).unwrap();
+            let _ = done.1.recv(); // leads until force-released
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || {
+        a.election(name).status(1).unwrap().queue_len == 1
+    }));
+    first.unlock().unwrap();
+    let term = led.1.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        a.election(name).leader().unwrap().map(|l| l.term),
+        Some(term)
+    );
+    assert_eq!(a.revoke(LockKind::Election, name).unwrap(), 1);
+    assert!(a.force_unlock(LockKind::Election, name).unwrap());
+    done.0.send(()).unwrap();
+    join_within(second, Duration::from_secs(5), "the second candidate");
+    assert_eq!(
+        dump(&mut conn, key),
+        before,
+        "the history's foreign string was changed"
+    );
+}
+
+/// A fixed lease or maximum hold out of range, or a bad election value,
+/// refused before any I/O, names the call and the lock, as every message
+/// does (it named neither before).
+#[test]
+fn a_refused_lease_or_value_names_the_call_and_the_lock() {
+    let server = RedisServer::start();
+    let c = server.client();
+    let zero = Duration::ZERO;
+    let refused = [
+        (
+            "mutex",
+            c.fair_mutex("jobs")
+                .with_fixed_lease(zero)
+                .try_lock()
+                .map(drop),
+        ),
+        (
+            "mutex",
+            c.fair_mutex("jobs")
+                .with_max_hold(zero)
+                .try_lock()
+                .map(drop),
+        ),
+        (
+            "rwlock",
+            c.fair_rwlock("jobs")
+                .with_fixed_lease(zero)
+                .try_read()
+                .map(drop),
+        ),
+        (
+            "semaphore",
+            c.fair_semaphore("jobs", 2)
+                .with_fixed_lease(zero)
+                .try_acquire()
+                .map(drop),
+        ),
+        (
+            "election",
+            c.election("jobs")
+                .with_fixed_lease(zero)
+                .try_campaign()
+                .map(drop),
+        ),
+        (
+            "election",
+            c.election("jobs")
+                .with_value("a b")
+                .try_campaign()
+                .map(drop),
+        ),
+    ];
+    for (kind, result) in refused {
+        let err = result.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+        let said = err.to_string();
+        assert!(
+            said.starts_with(&format!("acquire of {kind} \"jobs\": ")),
+            "{said}"
+        );
+    }
+}

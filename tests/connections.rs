@@ -372,3 +372,39 @@ fn pool_settings_out_of_bounds_are_invalid_config_before_any_io() {
         assert!(started.elapsed() < Duration::from_millis(500));
     }
 }
+
+/// A server at its `maxclients` refuses a new connection with `ERR max
+/// number of clients reached` before anything is sent: that passes once
+/// clients leave, so it is a retryable `Connection` error (it was a
+/// `Server` error, not retryable, before), at the start and at a call
+/// that needs a new pooled connection, and the call works once there is
+/// room.
+#[test]
+fn a_server_at_its_maxclients_is_a_retryable_connection_error() {
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    // No idle pooled connection: the call opens one.
+    let client = timings(server.builder()).min_idle(Some(0)).build().unwrap();
+    let set_max = |admin: &mut redis::Connection, n: i64| {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxclients")
+            .arg(n)
+            .query(admin)
+            .unwrap();
+    };
+    set_max(&mut admin, 1); // those connected stay
+    let started = Instant::now();
+    let build = timings(server.builder()).build().map(drop).unwrap_err();
+    let m = client.fair_mutex("full");
+    let call = m.try_lock().map(drop).unwrap_err();
+    let took = started.elapsed();
+    set_max(&mut admin, 10000);
+    eprintln!("refused in {took:?}: {build}; {call}");
+    for err in [&build, &call] {
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err:?}");
+        assert!(err.is_retryable(), "{err:?}");
+        assert!(err.to_string().contains("maxclients"), "{err}");
+    }
+    assert!(retry_while_unreachable(|| m.try_lock()).is_some());
+}

@@ -421,6 +421,40 @@ fn a_user_without_functions_runs_every_call_by_evalsha() {
     );
 }
 
+/// A command a script runs that the user's ACL lacks (an ACL line older
+/// than the scripts, one rule left out) is refused inside the script with
+/// an `ERR`, not a `NOPERM`, in each version's words: it is a
+/// `Permission` error all the same, not retryable, naming the call and the
+/// lock (it was a `Server` error, "redis returned an error", before).
+#[test]
+fn a_command_a_script_may_not_run_is_a_permission_error() {
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user(&mut admin, "no-set");
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("fairlock")
+        .arg("-set")
+        .query(&mut admin)
+        .unwrap();
+    let client = Client::builder(&server.url_as("fairlock", "no-set"))
+        .build()
+        .unwrap();
+    let err = client.fair_mutex("denied").try_lock().unwrap_err();
+    let said = err.to_string();
+    eprintln!("{said}");
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err:?}");
+    assert!(!err.is_retryable(), "{err:?}");
+    assert!(
+        said.starts_with("acquire of mutex \"denied\": redis's ACL denies"),
+        "{said}"
+    );
+    assert!(
+        acl_denials(&mut admin).len() == 1,
+        "the server logged the denial"
+    );
+}
+
 #[test]
 fn credentials_in_the_url_authenticate_and_never_show_up_in_errors_or_debug_output() {
     let server = RedisServer::start();

@@ -1185,3 +1185,32 @@ fn a_permit_release_sent_again_after_a_stop_and_another_release_says_ok() {
     let said = children.expect_prefix(child, "unlocked ", patience);
     assert_eq!(said.text, "unlocked ok");
 }
+
+/// A number of permits refused before any I/O (0, more than the
+/// semaphore's, a semaphore of 0) names the call and the semaphore, as
+/// every message does, and a multi-lock's did already; it named neither
+/// before.
+#[test]
+fn refused_permits_name_the_call_and_the_semaphore() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let gpus = client.fair_semaphore("gpus", 2);
+    let refused = [
+        ("acquire", gpus.try_acquire_many(0).map(drop)),
+        ("acquire", gpus.try_acquire_many(3).map(drop)),
+        (
+            "acquire",
+            client.fair_semaphore("gpus", 0).try_acquire().map(drop),
+        ),
+        ("set permits", gpus.set_permits(0).map(drop)),
+    ];
+    for (call, result) in refused {
+        let err = result.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+        let said = err.to_string();
+        assert!(
+            said.starts_with(&format!("{call} of semaphore \"gpus\": ")),
+            "{said}"
+        );
+    }
+}

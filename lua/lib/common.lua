@@ -326,10 +326,13 @@ end
 -- KEYS' last, given to that script only (the force release's and the
 -- revoke's are two keys: neither overwrites the other's), and read here
 -- rather than named once for every call (build.rs's library sets those up
--- on each).
+-- on each). A value no fairlock wrote stops the script before any write.
 local function forced_before()
   local record = 'v@FORMAT@ ' .. ARGV[3] .. ' '
   local seen = redis.call('GET', KEYS[#KEYS])
+  if seen and not string.find(seen, '^v%d+ ') then
+    fail('WRONGTYPE the record key holds a value fairlock did not write')
+  end
   if seen and string.find(seen, record, 1, true) == 1 then
     return string.sub(seen, #record + 1)
   end

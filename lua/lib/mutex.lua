@@ -65,7 +65,8 @@ local ANNOUNCE = nil
 -- O(1): LPUSH, an LTRIM that drops at most one entry, PEXPIRE. Each is a
 -- pcall: one the caller's ACL user may not make (a channel it is not
 -- granted, a list command an older ACL line lacks) fails alone and the
--- step it tells of stands; a message lost is read from the history, and a
+-- step it tells of stands (a history key that is not a list, someone
+-- else's, is left untouched: no LTRIM or PEXPIRE after a failed LPUSH); a message lost is read from the history, and a
 -- change the history lacks makes a watcher say it missed some.
 local function ANNOUNCE(token, owner, last)
   local message = owner and (token .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner)
@@ -74,9 +75,10 @@ local function ANNOUNCE(token, owner, last)
   local publish = sharded and 'spublish' or 'publish'
   redis.pcall(publish, (string.gsub(LOCK, '^([^{]*)({%x+}:)elect:',
     sharded and '%1%2election:' or '%1election:', 1)), message)
-  redis.pcall('LPUSH', KEYS[3], string.format('%d', last) .. ' ' .. message)
-  redis.pcall('LTRIM', KEYS[3], 0, 15)
-  redis.pcall('PEXPIRE', KEYS[3], FENCE_LIFE)
+  if type(redis.pcall('LPUSH', KEYS[3], string.format('%d', last) .. ' ' .. message)) == 'number' then
+    redis.pcall('LTRIM', KEYS[3], 0, 15)
+    redis.pcall('PEXPIRE', KEYS[3], FENCE_LIFE)
+  end
 end
 
 -- The parts of the lock key's value `stored` (what GET gave: callers read

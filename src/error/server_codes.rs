@@ -164,6 +164,14 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
             (ErrorKind::Auth, CREDENTIALS_REFUSED.into())
         }
         "NOPERM" => (ErrorKind::Permission, PERMISSION_DENIED.into()),
+        // A command a script runs denied: ERR, in words of each version's
+        // own (7.0 and 6.2; 7.2 and later, Valkey).
+        _ if err.detail().is_some_and(|d| {
+            d.contains("user executing the script can't run") || d.contains("ACL failure in script")
+        }) =>
+        {
+            (ErrorKind::Permission, PERMISSION_DENIED.into())
+        }
         // The server's reply to a SELECT of a database it does not have
         // ("ERR DB index is out of range"), which the redis crate passes
         // on as the detail of its own error.

@@ -261,8 +261,7 @@ impl Client {
     /// without knowing its number of permits, which the status reports.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
-    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+    /// As [`FairLock::status`].
     ///
     /// ```no_run
     /// use fairlock::{Capacity, LockKind};
@@ -288,7 +287,7 @@ impl Client {
     /// # Errors
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for an
     /// empty or oversized name, before any I/O (retrying does not help);
-    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+    /// otherwise as [`FairLock::status`].
     ///
     /// ```no_run
     /// use fairlock::LockKind;

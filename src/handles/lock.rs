@@ -197,7 +197,10 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
-    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection);
+    /// [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict) and
+    /// [`ErrorKind::FormatMismatch`](crate::ErrorKind::FormatMismatch) for
+    /// someone else's data, or another build's, at the lock's keys.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {

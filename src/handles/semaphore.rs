@@ -183,7 +183,14 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
         n: u32,
         wait: impl Into<Wait>,
     ) -> Result<Option<SemaphorePermit<O>>> {
-        self.request(permits_ask(n, self.kind.permits)?, None, &wait.into())
+        let ask = permits_ask(n, self.kind.permits).map_err(|err| self.named("acquire", err))?;
+        self.request(ask, None, &wait.into())
+    }
+
+    /// `err`, refused before any I/O, naming `call` of this semaphore, as
+    /// every error does.
+    fn named(&self, call: &str, err: Error) -> Error {
+        err.during(format_args!("{call} of semaphore {:?}", self.name()))
     }
 
     /// One permit, waiting as `wait` says:
@@ -387,7 +394,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// # Ok(()) }
     /// ```
     pub fn set_permits(&self, permits: u32) -> Result<PermitsChange> {
-        check_permits(permits)?;
+        check_permits(permits).map_err(|err| self.named("set permits", err))?;
         let set = self.core().set_permits(&self.target, permits)?;
         Ok(PermitsChange {
             previous: set.previous,

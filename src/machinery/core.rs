@@ -178,14 +178,18 @@ impl Core {
         tag: Option<&str>,
         wait: &Wait,
     ) -> Result<Option<CallHold>> {
+        let keys = target.keys()?;
+        let (kind, name) = (keys.kind().label(), keys.name());
+        let lease = (policy.lease(self.config()))
+            .map_err(|err| err.during(format_args!("acquire of {kind} {name:?}")))?;
         let acquisition = Acquisition {
             shared: &self.shared,
             permits_seen: &self.permits_seen,
             target,
-            keys: target.keys()?,
+            keys,
             ask,
             policy,
-            lease: policy.lease(self.config())?,
+            lease,
             unbound,
             owner_tag: tag,
         };
