@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, FairMutex, MAX_NAME_LEN};
+use fairlock::{Client, ErrorKind, FairMutex, LockKind, MAX_NAME_LEN};
 use fairlock_test_support::*;
 use redis::Commands;
 
@@ -624,4 +624,58 @@ fn foreign_data_under_a_lock_key_is_reported_and_left_alone() {
     let kept: Vec<String> = conn.lrange(&key, 0, -1).unwrap();
     assert_eq!(kept, vec!["theirs".to_string()]);
     let _: () = conn.del(&key).unwrap();
+}
+
+/// The force release's and the revoke's records (the keys of a lock that
+/// only those two calls read and write) holding another program's string:
+/// the call says `KeyConflict` and writes nothing, neither the record nor
+/// the lock, as for foreign data under any other key of the lock.
+#[test]
+fn foreign_data_under_a_lock_s_record_keys_is_a_key_conflict_and_stays_untouched() {
+    let server = RedisServer::start();
+    let a = server.client();
+    let b = server.client();
+    let mut conn = server.conn();
+    let kinds = [
+        (LockKind::Mutex, "lock", ""),
+        (LockKind::Semaphore, "semmeta", "sem"),
+        (LockKind::RwLock, "rwmeta", "rw"),
+    ];
+    let mut outcomes = Vec::new();
+    for (kind, anchor, short) in kinds {
+        for record in ["forced", "revoked"] {
+            let name = format!("record-{short}{record}");
+            let key = key_of(&format!("{short}{record}"), &name);
+            let _: () = conn.set(&key, "theirs").unwrap();
+            let held: Box<dyn std::any::Any> = match kind {
+                LockKind::Mutex => Box::new(a.fair_mutex(&name).try_lock().unwrap().unwrap()),
+                LockKind::Semaphore => {
+                    Box::new(a.fair_semaphore(&name, 2).try_acquire().unwrap().unwrap())
+                }
+                _ => Box::new(a.fair_rwlock(&name).try_write().unwrap().unwrap()),
+            };
+            let anchor_key = key_of(anchor, &name);
+            let hold: String = conn.get(&anchor_key).unwrap();
+            let result = if record == "forced" {
+                b.force_unlock(kind, &name).map(|freed| freed as usize)
+            } else {
+                b.revoke(kind, &name)
+            };
+            let kept: (String, i64) = (conn.get(&key).unwrap(), conn.pttl(&key).unwrap());
+            let anchor_now: String = conn.get(&anchor_key).unwrap();
+            outcomes.push(format!(
+                "{kind:?} {record}: {:?}, record {kept:?}",
+                result.as_ref().map_err(|e| e.kind())
+            ));
+            assert_eq!(
+                result.as_ref().map_err(|e| e.kind()).err(),
+                Some(ErrorKind::KeyConflict),
+                "{kind:?} {record}: {result:?}; {outcomes:?}"
+            );
+            assert_eq!(kept, ("theirs".to_owned(), -1), "{outcomes:?}");
+            assert_eq!(anchor_now, hold, "{kind:?} {record}: the lock was written");
+            drop(held);
+        }
+    }
+    eprintln!("{outcomes:?}");
 }

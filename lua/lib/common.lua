@@ -333,6 +333,11 @@ local function forced_before()
   if seen and string.find(seen, record, 1, true) == 1 then
     return string.sub(seen, #record + 1)
   end
+  -- Another program's value is left as it is, as under any key of the lock.
+  if seen and string.find(seen, '^v@FORMAT@ ') ~= 1 then
+    fail('WRONGTYPE the record key holds a value fairlock did not write', seen, KEYS[#KEYS],
+      '^v%d+ ')
+  end
 end
 
 -- Records that the call of key ARGV[3] answered `answer`: "v<format>
