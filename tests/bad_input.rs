@@ -679,3 +679,35 @@ fn foreign_data_under_a_lock_s_record_keys_is_a_key_conflict_and_stays_untouched
     }
     eprintln!("{outcomes:?}");
 }
+
+/// Another program's value of another type under an election's history
+/// key: a campaign, a leader's read and a resignation work, and leave it
+/// as it was, with no TTL given to it.
+#[test]
+fn foreign_data_under_an_election_s_history_stays_untouched() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut conn = server.conn();
+    let foreign: [&[&str]; 4] = [
+        &["SET", "theirs"],
+        &["HSET", "f", "theirs"],
+        &["SADD", "theirs"],
+        &["ZADD", "1", "theirs"],
+    ];
+    for write in foreign {
+        let name = format!("history-{}", write[0]);
+        let key = key_of("electh", &name);
+        let _: () = redis::cmd(write[0])
+            .arg(&key)
+            .arg(&write[1..])
+            .query(&mut conn)
+            .unwrap();
+        let before = dump(&mut conn, &key);
+        let election = client.election(&name).with_value("v1");
+        let leadership = election.campaign_with(Duration::from_secs(1)).unwrap();
+        assert!(election.leader().unwrap().is_some());
+        leadership.expect("it leads").unlock().unwrap();
+        let after = dump(&mut conn, &key);
+        assert_eq!(after, before, "{write:?}: PTTL {} after", after.1);
+    }
+}
