@@ -711,3 +711,71 @@ fn foreign_data_under_an_election_s_history_stays_untouched() {
         assert_eq!(after, before, "{write:?}: PTTL {} after", after.1);
     }
 }
+
+/// Another program's sorted set where a lock keeps its queue (every kind)
+/// or a counted lock its holders: fairlock's calls on the lock say
+/// `KeyConflict` and leave its members as they were, rather than drop
+/// them as entries of waiters gone.
+#[test]
+fn a_foreign_sorted_set_under_a_queue_or_holders_key_stays_untouched() {
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let mut conn = server.conn();
+    let kinds = [
+        (LockKind::Mutex, "queue"),
+        (LockKind::Election, "electq"),
+        (LockKind::Semaphore, "semq"),
+        (LockKind::Semaphore, "sem"),
+        (LockKind::RwLock, "rwq"),
+    ];
+    let mut outcomes = Vec::new();
+    for (kind, key_kind) in kinds {
+        let name = format!("sorted-{key_kind}");
+        let key = key_of(key_kind, &name);
+        let _: () = conn
+            .zadd_multiple(&key, &[(1, "theirs"), (2, "other")])
+            .unwrap();
+        let before = dump(&mut conn, &key);
+        let kinds = |r: Result<bool, fairlock::Error>| r.map_err(|e| e.kind());
+        let wait = Duration::from_millis(200);
+        let results = match kind {
+            LockKind::Mutex => [
+                kinds(a.fair_mutex(&name).try_lock().map(|g| g.is_some())),
+                kinds(b.fair_mutex(&name).try_lock_for(wait).map(|g| g.is_some())),
+            ],
+            LockKind::Election => [
+                kinds(a.election(&name).campaign_with(wait).map(|l| l.is_some())),
+                kinds(b.election(&name).campaign_with(wait).map(|l| l.is_some())),
+            ],
+            LockKind::Semaphore => [
+                kinds(
+                    a.fair_semaphore(&name, 1)
+                        .try_acquire()
+                        .map(|g| g.is_some()),
+                ),
+                kinds(
+                    b.fair_semaphore(&name, 1)
+                        .try_acquire_for(wait)
+                        .map(|g| g.is_some()),
+                ),
+            ],
+            _ => [
+                kinds(a.fair_rwlock(&name).try_write().map(|g| g.is_some())),
+                kinds(
+                    b.fair_rwlock(&name)
+                        .try_write_for(wait)
+                        .map(|g| g.is_some()),
+                ),
+            ],
+        };
+        let members: Vec<String> = conn.zrange(&key, 0, -1).unwrap_or_default();
+        outcomes.push(format!("{key_kind}: {results:?}, left {members:?}"));
+        assert_eq!(
+            results,
+            [Err(ErrorKind::KeyConflict), Err(ErrorKind::KeyConflict)],
+            "{outcomes:?}"
+        );
+        assert_eq!(dump(&mut conn, &key), before, "{outcomes:?}");
+    }
+    eprintln!("{outcomes:?}");
+}
