@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, FairMutex, MAX_NAME_LEN};
+use fairlock::{Client, ErrorKind, FairMutex, LockKind, MAX_NAME_LEN};
 use fairlock_test_support::*;
 use redis::Commands;
 
@@ -625,7 +625,6 @@ fn foreign_data_under_a_lock_key_is_reported_and_left_alone() {
     assert_eq!(kept, vec!["theirs".to_string()]);
     let _: () = conn.del(&key).unwrap();
 }
-
 /// The records a revoke and a force release keep of their answer (the
 /// last two keys of every kind) are the lock's keys too: someone else's
 /// string there is a `KeyConflict` naming the lock, and is left as it was
@@ -678,53 +677,6 @@ fn foreign_data_under_a_revoke_or_force_record_is_a_key_conflict_and_stays_untou
         }
     }
     assert!(changed.is_empty(), "records overwritten: {changed:#?}");
-}
-
-/// An election's history (`electh`) is best effort: each change is
-/// pushed by a `pcall`, which someone else's string there refuses. The
-/// leadership changes still happen, and the string keeps its value and
-/// its TTL (none): it was given a fence life's TTL by every change before.
-#[test]
-fn foreign_data_under_an_election_history_stays_untouched() {
-    use fairlock::{__test_support::LockKeys, LockKind};
-    let server = RedisServer::start();
-    let (a, b) = (server.client(), server.client());
-    let mut conn = server.conn();
-    let name = "history-taken";
-    let key = &LockKeys::of_kind("fairlock", name, LockKind::Election)
-        .unwrap()
-        .all[2];
-    let _: () = conn.set(key, "theirs").unwrap();
-    let before = dump(&mut conn, key);
-    // A leader, a handoff to a queued candidate, a revoke, a force release.
-    let first = a.election(name).campaign().unwrap();
-    let (led, done) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
-    let second = {
-        let election = b.election(name);
-        std::thread::spawn(move || {
-            let lead = election.campaign().unwrap();
-            led.0.send(lead.term()).unwrap();
-            let _ = done.1.recv(); // leads until force-released
-        })
-    };
-    assert!(wait_until(Duration::from_secs(5), || {
-        a.election(name).status(1).unwrap().queue_len == 1
-    }));
-    first.unlock().unwrap();
-    let term = led.1.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert_eq!(
-        a.election(name).leader().unwrap().map(|l| l.term),
-        Some(term)
-    );
-    assert_eq!(a.revoke(LockKind::Election, name).unwrap(), 1);
-    assert!(a.force_unlock(LockKind::Election, name).unwrap());
-    done.0.send(()).unwrap();
-    join_within(second, Duration::from_secs(5), "the second candidate");
-    assert_eq!(
-        dump(&mut conn, key),
-        before,
-        "the history's foreign string was changed"
-    );
 }
 
 /// A fixed lease or maximum hold out of range, or a bad election value,
@@ -788,4 +740,104 @@ fn a_refused_lease_or_value_names_the_call_and_the_lock() {
             "{said}"
         );
     }
+}
+
+/// Another program's value of another type under an election's history
+/// key: a campaign, a leader's read and a resignation work, and leave it
+/// as it was, with no TTL given to it.
+#[test]
+fn foreign_data_under_an_election_s_history_stays_untouched() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut conn = server.conn();
+    let foreign: [&[&str]; 4] = [
+        &["SET", "theirs"],
+        &["HSET", "f", "theirs"],
+        &["SADD", "theirs"],
+        &["ZADD", "1", "theirs"],
+    ];
+    for write in foreign {
+        let name = format!("history-{}", write[0]);
+        let key = key_of("electh", &name);
+        let _: () = redis::cmd(write[0])
+            .arg(&key)
+            .arg(&write[1..])
+            .query(&mut conn)
+            .unwrap();
+        let before = dump(&mut conn, &key);
+        let election = client.election(&name).with_value("v1");
+        let leadership = election.campaign_with(Duration::from_secs(1)).unwrap();
+        assert!(election.leader().unwrap().is_some());
+        leadership.expect("it leads").unlock().unwrap();
+        let after = dump(&mut conn, &key);
+        assert_eq!(after, before, "{write:?}: PTTL {} after", after.1);
+    }
+}
+
+/// Another program's sorted set where a lock keeps its queue (every kind)
+/// or a counted lock its holders: fairlock's calls on the lock say
+/// `KeyConflict` and leave its members as they were, rather than drop
+/// them as entries of waiters gone.
+#[test]
+fn a_foreign_sorted_set_under_a_queue_or_holders_key_stays_untouched() {
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let mut conn = server.conn();
+    let kinds = [
+        (LockKind::Mutex, "queue"),
+        (LockKind::Election, "electq"),
+        (LockKind::Semaphore, "semq"),
+        (LockKind::Semaphore, "sem"),
+        (LockKind::RwLock, "rwq"),
+    ];
+    let mut outcomes = Vec::new();
+    for (kind, key_kind) in kinds {
+        let name = format!("sorted-{key_kind}");
+        let key = key_of(key_kind, &name);
+        let _: () = conn
+            .zadd_multiple(&key, &[(1, "theirs"), (2, "other")])
+            .unwrap();
+        let before = dump(&mut conn, &key);
+        let kinds = |r: Result<bool, fairlock::Error>| r.map_err(|e| e.kind());
+        let wait = Duration::from_millis(200);
+        let results = match kind {
+            LockKind::Mutex => [
+                kinds(a.fair_mutex(&name).try_lock().map(|g| g.is_some())),
+                kinds(b.fair_mutex(&name).try_lock_for(wait).map(|g| g.is_some())),
+            ],
+            LockKind::Election => [
+                kinds(a.election(&name).campaign_with(wait).map(|l| l.is_some())),
+                kinds(b.election(&name).campaign_with(wait).map(|l| l.is_some())),
+            ],
+            LockKind::Semaphore => [
+                kinds(
+                    a.fair_semaphore(&name, 1)
+                        .try_acquire()
+                        .map(|g| g.is_some()),
+                ),
+                kinds(
+                    b.fair_semaphore(&name, 1)
+                        .try_acquire_for(wait)
+                        .map(|g| g.is_some()),
+                ),
+            ],
+            _ => [
+                kinds(a.fair_rwlock(&name).try_write().map(|g| g.is_some())),
+                kinds(
+                    b.fair_rwlock(&name)
+                        .try_write_for(wait)
+                        .map(|g| g.is_some()),
+                ),
+            ],
+        };
+        let members: Vec<String> = conn.zrange(&key, 0, -1).unwrap_or_default();
+        outcomes.push(format!("{key_kind}: {results:?}, left {members:?}"));
+        assert_eq!(
+            results,
+            [Err(ErrorKind::KeyConflict), Err(ErrorKind::KeyConflict)],
+            "{outcomes:?}"
+        );
+        assert_eq!(dump(&mut conn, &key), before, "{outcomes:?}");
+    }
+    eprintln!("{outcomes:?}");
 }

@@ -14,6 +14,8 @@
 //! counts with it, so a freed lock's key lives that much longer, and a hold
 //! whose lease ran out less than the step ago is held again until the
 //! clock is back past its end (by then the clock alone is past its token).
+//! A step forward ends a hold at Redis early, before its holder's next
+//! renewal tells it.
 
 use std::time::{Duration, Instant};
 
@@ -281,4 +283,117 @@ fn a_restart_keeps_tokens_increasing_from_the_aof_but_not_from_an_older_snapshot
     let after = first_after_restart(&client, "snapshot");
     eprintln!("from an older snapshot: {after} after {issued:?}");
     assert_eq!(after, issued[1], "the snapshot's last token + 1");
+}
+
+/// A step forward of the server's clock ends every lease and liveness
+/// deadline at Redis early by as much: a hold with less of its lease left
+/// than the step is over at once, and the next waiter may take the lock
+/// before the holder's next renewal tells it (its token still larger);
+/// the waiters, their deadlines passed too, rejoin in their order. The
+/// step comes just after the holder's renewal (a 9 s lease, renewed every
+/// 3 s), the waiters heartbeating every 0.67 s.
+#[test]
+fn a_step_forward_ends_a_hold_at_redis_before_its_holder_knows() {
+    let mut clocked = ClockedServer::start();
+    let mut conn = clocked.server.conn();
+    let build = |secs: u64| {
+        let time = Duration::from_secs(secs);
+        let builder = clocked.server.builder().lease(time).waiter_timeout(time);
+        builder.build().expect("client connects")
+    };
+    let waiters: Vec<Client> = (0..3).map(|_| build(2)).collect();
+    let holder = build(9);
+    let (name, key) = ("fence-forward", lock_key("fence-forward"));
+    let guard = holder.fair_mutex(name).lock().unwrap();
+    let signal = guard.lease_signal();
+    let (sent, got) = std::sync::mpsc::channel();
+    let mut threads = Vec::new();
+    for (i, client) in waiters.iter().enumerate() {
+        let (mutex, sent) = (client.fair_mutex(name), sent.clone());
+        threads.push(std::thread::spawn(move || {
+            let guard = mutex.lock().unwrap();
+            sent.send((i, Instant::now(), guard.fencing_token()))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+        }));
+        let observer = holder.fair_mutex(name);
+        assert!(wait_until(Duration::from_secs(5), || observer
+            .queue_len()
+            .unwrap()
+            == i + 1));
+    }
+    // Just after a renewal: the key's PTTL goes up.
+    let mut last: i64 = conn.pttl(&key).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || {
+        let pttl: i64 = conn.pttl(&key).unwrap();
+        std::mem::replace(&mut last, pttl) + 1000 < pttl
+    }));
+    clocked.set_offset(10);
+    let stepped = Instant::now();
+    let lost = signal.wait_timeout(Duration::from_secs(5));
+    let lost_after = stepped.elapsed();
+    for thread in threads {
+        join_within(thread, Duration::from_secs(5), "a waiter");
+    }
+    let held: Vec<_> = got.try_iter().collect();
+    let order: Vec<usize> = held.iter().map(|(i, _, _)| *i).collect();
+    let first_after = held[0].1 - stepped;
+    eprintln!(
+        "step +10 s: the first waiter held {first_after:?} after it, the holder heard \
+         {lost:?} {lost_after:?} after it; order {order:?}"
+    );
+    assert_eq!(lost, Some(fairlock::LeaseEnd::Lost));
+    assert!(lost_after < Duration::from_millis(4500), "{lost_after:?}");
+    assert!(
+        first_after < lost_after,
+        "{first_after:?} vs {lost_after:?}"
+    );
+    assert_eq!(order, vec![0, 1, 2]);
+    assert!(held
+        .iter()
+        .all(|(_, _, token)| *token > guard.fencing_token()));
+    assert!(held.windows(2).all(|w| w[0].2 < w[1].2));
+}
+
+/// The same for a fixed lease of 4 s, which no renewal checks: its holder
+/// hears `Lost` at its own count's end, the waiter holding long before.
+#[test]
+fn a_step_forward_ends_a_fixed_lease_at_redis_before_its_own_end() {
+    let mut clocked = ClockedServer::start();
+    let build = |secs: u64| {
+        let time = Duration::from_secs(secs);
+        let builder = clocked.server.builder().lease(time).waiter_timeout(time);
+        builder.build().expect("client connects")
+    };
+    let (waiter, holder) = (build(2), build(9));
+    let name = "fence-forward-fixed";
+    let fixed = holder
+        .fair_mutex(name)
+        .with_fixed_lease(Duration::from_secs(4));
+    let guard = fixed.lock().unwrap();
+    let signal = guard.lease_signal();
+    let mutex = waiter.fair_mutex(name);
+    let waiting = std::thread::spawn(move || {
+        let guard = mutex.lock().unwrap();
+        (Instant::now(), guard.fencing_token())
+    });
+    assert!(wait_until(Duration::from_secs(5), || holder
+        .fair_mutex(name)
+        .queue_len()
+        .unwrap()
+        == 1));
+    clocked.set_offset(10);
+    let stepped = Instant::now();
+    let lost = signal.wait_timeout(Duration::from_secs(10));
+    let lost_after = stepped.elapsed();
+    let (held_at, token) = join_within(waiting, Duration::from_secs(5), "the waiter");
+    let held_after = held_at - stepped;
+    eprintln!(
+        "step +10 s, fixed lease 4 s: the waiter held {held_after:?} after it, the holder \
+         heard {lost:?} {lost_after:?} after it"
+    );
+    assert_eq!(lost, Some(fairlock::LeaseEnd::Lost));
+    assert!(held_after < lost_after, "{held_after:?} vs {lost_after:?}");
+    assert!(lost_after > Duration::from_secs(3), "{lost_after:?}");
+    assert!(token > guard.fencing_token());
 }

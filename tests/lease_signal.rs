@@ -526,3 +526,54 @@ fn a_hold_whose_keys_were_flushed_is_told_lost_as_one_redis_lost() {
         assert!(err.to_string().contains("redis lost it"), "{kind:?}: {err}");
     }
 }
+
+/// Holds of every kind whose keys the server evicted (a memory limit with
+/// `allkeys-random`, reached by a write; no connection dropped): the
+/// watchdog's next renewal finds each key gone, and the error names an
+/// eviction among the causes, not only a restart, a failover or a flush.
+#[test]
+fn a_hold_whose_keys_were_evicted_is_told_lost_naming_an_eviction() {
+    let server = RedisServer::start();
+    // A watchdog round every 100 ms.
+    let client = client(&server, Duration::from_millis(300));
+    let mut holds = Vec::new();
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("evicted-{kind:?}");
+        let guard =
+            take::<fairlock::Bound>(&client, kind, &name, LeasePolicy::Client, Duration::ZERO)
+                .unwrap()
+                .expect("free");
+        holds.push((kind, watch(guard.lease_signal()), guard));
+    }
+    let mut conn = server.conn();
+    // One setting a CONFIG SET, as Redis 6.2 takes them.
+    let set = |key: &str, value: &str| {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(key)
+            .arg(value)
+            .query(&mut server.conn())
+            .unwrap();
+    };
+    set("maxmemory-policy", "allkeys-random");
+    set("maxmemory", "1");
+    // The write evicts every key, then is refused (OOM): nothing fits.
+    let _ = redis::cmd("SET")
+        .arg("filler")
+        .arg("x")
+        .query::<()>(&mut conn);
+    let evicted = Instant::now();
+    set("maxmemory", "0");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("fairlock:*")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(keys, Vec::<String>::new(), "not all evicted");
+    for (kind, ended, guard) in holds {
+        let (end, at) = ended.recv_timeout(Duration::from_secs(5)).expect("told");
+        assert_eq!(end, LeaseEnd::Lost, "{kind:?}");
+        let err = guard.unlock().expect_err("lost with the eviction");
+        eprintln!("{kind:?}: told {:.1} ms after: {err}", ms(at - evicted));
+        assert!(err.to_string().contains("an eviction"), "{kind:?}: {err}");
+    }
+}

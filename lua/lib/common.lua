@@ -330,11 +330,13 @@ end
 local function forced_before()
   local record = 'v@FORMAT@ ' .. ARGV[3] .. ' '
   local seen = redis.call('GET', KEYS[#KEYS])
-  if seen and not string.find(seen, '^v%d+ ') then
-    fail('WRONGTYPE the record key holds a value fairlock did not write')
-  end
   if seen and string.find(seen, record, 1, true) == 1 then
     return string.sub(seen, #record + 1)
+  end
+  -- Another program's value is left as it is, as under any key of the lock.
+  if seen and string.find(seen, '^v@FORMAT@ ') ~= 1 then
+    fail('WRONGTYPE the record key holds a value fairlock did not write', seen, KEYS[#KEYS],
+      '^v%d+ ')
   end
 end
 

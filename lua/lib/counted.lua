@@ -151,7 +151,10 @@ local function read_meta(now_ms, lazy, stored, pttl)
     local used = 0
     for _, member in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, 0, '+inf')) do
       local _, _, units = parse_holder(member)
-      used = used + (units or 0)
+      if not units then
+        fail('WRONGTYPE the holders key holds a member fairlock did not write')
+      end
+      used = used + units
     end
     -- (Whether anyone waits is not known: a queue key deleted by hand may
     -- outlive it.)

@@ -65,9 +65,11 @@ local ANNOUNCE = nil
 -- O(1): LPUSH, an LTRIM that drops at most one entry, PEXPIRE. Each is a
 -- pcall: one the caller's ACL user may not make (a channel it is not
 -- granted, a list command an older ACL line lacks) fails alone and the
--- step it tells of stands (a history key that is not a list, someone
--- else's, is left untouched: no LTRIM or PEXPIRE after a failed LPUSH); a message lost is read from the history, and a
--- change the history lacks makes a watcher say it missed some.
+-- step it tells of stands (an LPUSH refused, for that or because the key
+-- holds another program's value of another type, skips the trim and the
+-- expiry: that value is left as it was); a message lost is read from the
+-- history, and a change the history lacks makes a watcher say it missed
+-- some.
 local function ANNOUNCE(token, owner, last)
   local message = owner and (token .. ' ' .. (string.match(owner, '@(.*)$') or '') .. ' ' .. owner)
     or ('resigned ' .. token)

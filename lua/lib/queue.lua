@@ -92,11 +92,12 @@ local function prune(now_ms)
 end
 
 -- The first queued entry that is still alive, its liveness deadline and
--- its parts as `parse` reads them, or nil. Dead or foreign entries ahead of
--- it are dropped; each entry is dropped once, so this is O(log N) amortised
--- per call. `parse` reads the entries: split_entry (a mutex's queue), or
--- a counted lock's parse_counted_entry, or split_counted_entry for its
--- parts as written.
+-- its parts as `parse` reads them, or nil. Dead entries ahead of it are
+-- dropped; each entry is dropped once, so this is O(log N) amortised per
+-- call. A member `parse` cannot read (another program's sorted set at the
+-- queue's key) stops the script (fail), left as it was. `parse` reads the
+-- entries: split_entry (a mutex's queue), or a counted lock's
+-- parse_counted_entry, or split_counted_entry for its parts as written.
 local function live_head(now_ms, parse)
   while true do
     local head = (emptied('ZRANGE', QUEUE, '0', '0') or {})[1]
@@ -105,19 +106,20 @@ local function live_head(now_ms, parse)
       return nil
     end
     local deadline = deadline_of(head)
+    local owner, call, lease, fixed, units = parse(head)
+    if not owner then
+      fail('WRONGTYPE the queue key holds a member fairlock did not write')
+    end
     if deadline and deadline >= now_ms then
-      local owner, call, lease, fixed, units = parse(head)
-      if owner then
-        return head, deadline, owner, call, lease, fixed, units
-      end
+      return head, deadline, owner, call, lease, fixed, units
     end
     forget(head)
   end
 end
 
 -- Takes the first live entry out of the queue (ZPOPMIN, its deadline
--- dropped with it), dropping dead or foreign ones ahead of it as
--- live_head does: returns it, the server time (read here, and only when
+-- dropped with it), dropping dead ones ahead of it as live_head does (a
+-- member it cannot read is put back, and the script stopped): returns it, the server time (read here, and only when
 -- an entry is there, when `now_us` is nil), its liveness deadline and its
 -- parts as `split` reads them (split_entry, or split_counted_entry for a
 -- counted lock's), or nil when none is left. For a caller that knows the
@@ -133,16 +135,18 @@ local function pop_live_head(now_us, now_ms, split)
       -- No entry left (a deadline popped has none to stand for).
       return nil
     end
+    local owner, call, lease, fixed, units = split(head)
+    if not owner then
+      redis.call('ZADD', QUEUE, popped[2], head)
+      fail('WRONGTYPE the queue key holds a member fairlock did not write')
+    end
     if not now_us then
       now_us, now_ms = server_time()
     end
     local deadline = deadline_of(head)
     redis.call('ZREM', QUEUE, '~' .. head)
     if deadline and deadline >= now_ms then
-      local owner, call, lease, fixed, units = split(head)
-      if owner then
-        return head, now_us, now_ms, deadline, owner, call, lease, fixed, units
-      end
+      return head, now_us, now_ms, deadline, owner, call, lease, fixed, units
     end
   end
 end

@@ -42,7 +42,8 @@ pub enum ReleaseReply {
     /// The lock is not this hold's any more: nothing was changed.
     NotHeld,
     /// As `NotHeld`, the lock's key (a counted lock's meta) gone: the
-    /// server lost it (a restart or a failover without its data, a flush).
+    /// server lost it (a restart or a failover without its data, a flush,
+    /// an eviction).
     Gone,
 }
 

@@ -100,7 +100,8 @@ const RAN_OUT: &str = "its lease ran out before a renewal confirmed it (by this 
 /// client still counted its lease (which, and a fence life after, the keys
 /// outlive).
 pub(crate) const KEYS_GONE: &str = "redis lost it: its keys were gone before its lease ran out (a \
-                                    restart or a failover without its data, or a flush)";
+                                    restart or a failover without its data, a flush, or an \
+                                    eviction: see docs/failures.md)";
 
 /// Why a hold found gone after the client's connection to Redis came back
 /// from a gap was lost.
