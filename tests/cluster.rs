@@ -1533,3 +1533,72 @@ fn a_plain_url_naming_a_cluster_node_is_a_configuration_error_at_once() {
     let (_, here) = names.iter().find(|(master, _)| **master == port).unwrap();
     assert!(client.fair_mutex(here).try_lock().unwrap().is_some());
 }
+
+/// A master that stops answering (`CLIENT PAUSE ALL`) costs only the calls
+/// on its own slots. A call there that timed out made every pooled cluster
+/// connection stale, and opening a new one waits for the stalled node too
+/// (the redis crate pings every node of the slot map as it opens one),
+/// longer than the connect timeout a call waits for a connection: the
+/// client's calls on the healthy masters failed with `Connection` while
+/// the stall lasted.
+#[test]
+fn a_call_timed_out_on_a_stalled_master_costs_the_other_masters_nothing() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("stalled-calls");
+    let mut masters: Vec<u16> = per_master.keys().copied().collect();
+    masters.sort_unstable();
+    let (stalled, healthy) = (masters[0], masters[1]);
+    let timeout = Duration::from_millis(500);
+    // Idle connections open from the start, for the calls of both threads.
+    let builder = stall_builder(&cluster)
+        .command_timeout(timeout)
+        .min_idle(Some(4));
+    let client = builder.build().unwrap();
+    let on_stalled = client.fair_mutex(&per_master[&stalled]);
+    let on_healthy = client.fair_mutex(&per_master[&healthy]);
+    on_stalled.lock().unwrap().unlock().unwrap();
+    on_healthy.lock().unwrap().unlock().unwrap();
+    let _paused = pause_clients(&mut cluster.conn(stalled), "ALL", Duration::from_secs(8));
+    let started = Instant::now();
+    let err = on_stalled.is_locked().unwrap_err();
+    let stalled_took = started.elapsed();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    // Another thread keeps timing out there while this one calls on the
+    // healthy master.
+    let (mut failed, mut slowest) = (Vec::new(), Duration::ZERO);
+    let done = AtomicBool::new(false);
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let _ = on_stalled.try_lock_for(Duration::from_millis(200));
+            }
+        });
+        for _ in 0..10 {
+            thread::sleep(Duration::from_millis(200));
+            let started = Instant::now();
+            let got = on_healthy.try_lock().map(|guard| guard.map(Guard::unlock));
+            if !matches!(got, Ok(Some(Ok(())))) {
+                failed.push(format!("{got:?}"));
+            }
+            slowest = slowest.max(started.elapsed());
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    eprintln!(
+        "cluster: a call on a stalled master failed after {:.0} ms; then {} of 10 calls on a \
+         healthy master failed, the slowest took {:.0} ms; the first failure: {:?}",
+        ms(stalled_took),
+        failed.len(),
+        ms(slowest),
+        failed.first()
+    );
+    assert!(
+        failed.is_empty(),
+        "calls on a healthy master failed: {failed:?}"
+    );
+    assert!(
+        slowest < timeout,
+        "a call on a healthy master took {slowest:?}"
+    );
+}

@@ -79,8 +79,9 @@ impl Caller {
     /// demoted since (`READONLY`), fails at once and leaves the pool (see
     /// [`Pooled::note`](crate::connections::pool::Pooled::note)); the call then goes out again on another one, at
     /// most once per pooled connection plus one.
-    /// On a cluster, a call that could not reach a node goes out once more
-    /// on a connection with a fresh slot map (see [`Pooled::note`](crate::connections::pool::Pooled::note)), so the
+    /// On a cluster, a call that could not reach a node (not one that timed
+    /// out) goes out once more on a connection with a fresh slot map (see
+    /// [`Pooled::note`](crate::connections::pool::Pooled::note)), so the
     /// first call after a failover finds the promoted replica.
     /// The scripts make a call delivered twice count once (call ids).
     /// With a [`Limit`], each pool wait and command timeout is capped by
@@ -127,8 +128,12 @@ impl Caller {
                     log::debug!("fairlock: retrying on another connection: {err}");
                     (self.reconnected)();
                 }
+                // (Not after a timeout: the node stalled, and no map is made stale.)
                 Err(err)
-                    if fresh_map_retry && err.retry() != Retry::No && self.backend.is_cluster() =>
+                    if fresh_map_retry
+                        && err.retry() != Retry::No
+                        && !err.is_timeout()
+                        && self.backend.is_cluster() =>
                 {
                     fresh_map_retry = false;
                     log::debug!("fairlock: retrying with a fresh cluster slot map: {err}");

@@ -204,7 +204,11 @@ fn abandon_before_stopping(shared: &Shared, watchdog: &Watchdog) {
 /// it could not reach Redis (on one server; a cluster's run on threads).
 fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
     let work = shared.round();
-    if work.holds.is_empty() && work.groups.is_empty() && work.abandons.is_empty() {
+    if shared.caller.backend.stalled() {
+        watchdog.map_stale.store(true, Ordering::Relaxed);
+    }
+    let stale = watchdog.map_stale.load(Ordering::Relaxed);
+    if work.holds.is_empty() && work.groups.is_empty() && work.abandons.is_empty() && !stale {
         return true;
     }
     if !shared.caller.backend.is_cluster() {
