@@ -1602,3 +1602,42 @@ fn a_call_timed_out_on_a_stalled_master_costs_the_other_masters_nothing() {
         "a call on a healthy master took {slowest:?}"
     );
 }
+
+/// A call with no deadline on a master that answers nothing (`CLIENT PAUSE
+/// ALL`) returns within its command timeout, as on one server: the cluster
+/// client sent a request that timed out again on its own, up to 6 times,
+/// each with the whole timeout.
+#[test]
+fn a_call_without_a_deadline_on_a_stalled_master_keeps_to_its_command_timeout() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("stalled-timeout");
+    let (&master, name) = per_master.iter().next().unwrap();
+    let timeout = Duration::from_millis(500);
+    let client = stall_builder(&cluster)
+        .command_timeout(timeout)
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex(name);
+    mutex.lock().unwrap().unlock().unwrap();
+    let _paused = pause_clients(&mut cluster.conn(master), "ALL", Duration::from_secs(4));
+    let mut took = Vec::new();
+    for call in ["status", "try_lock", "force_unlock"] {
+        let started = Instant::now();
+        let err = match call {
+            "status" => mutex.status(1).map(drop),
+            "try_lock" => mutex.try_lock().map(drop),
+            _ => mutex.force_unlock().map(drop),
+        };
+        took.push((call, started.elapsed()));
+        let err = err.expect_err("an answer from a paused master");
+        assert_eq!(err.kind(), ErrorKind::Connection, "{call}: {err}");
+    }
+    eprintln!("cluster: calls on a paused master, command timeout {timeout:?}: {took:?}");
+    for (call, took) in took {
+        assert!(
+            took < timeout + Duration::from_millis(300),
+            "{call} took {took:?}"
+        );
+    }
+}

@@ -220,8 +220,16 @@ impl Caller {
         limit: Limit,
     ) -> Result<Written<O::Reply>> {
         let named = |err| during::<O>(err, keys);
+        // On a cluster, a request that timed out is not sent again past a
+        // command timeout (and the `WAIT`'s), deadline or not.
+        let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
+        let cap = self.config.command_timeout + wait;
+        let by =
+            || (limit.reply_by).or_else(|| self.backend.is_cluster().then(|| Instant::now() + cap));
         let written = self.through_slot_moves(limit, || {
-            self.with_connection(limit, |conn| self.scripts.run(conn, keys, op, sync))
+            self.with_connection(limit, |conn| {
+                steady::replied_by(by(), || self.scripts.run(conn, keys, op, sync))
+            })
         });
         written.map(|written| written.named(named)).map_err(named)
     }
