@@ -1641,3 +1641,97 @@ fn a_call_without_a_deadline_on_a_stalled_master_keeps_to_its_command_timeout() 
         );
     }
 }
+
+/// A master that stops answering (`SIGSTOP`) and is failed over closes no
+/// connection and says no `sunsubscribe`: a promoted replica that the
+/// client had no listener on (here, not yet in the slot map when the
+/// clients started) got none, so its slots' wake-ups were heard nowhere
+/// and each handoff there waited for the waiter to poll.
+#[test]
+fn wake_ups_follow_a_failover_away_from_a_master_that_stopped_answering() {
+    if server_version().0 < 7 {
+        return; // Classic `PUBLISH` (Redis 6.2) reaches every node.
+    }
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("stopped-wake");
+    let (&master, name) = per_master.iter().next().unwrap();
+    let build = || {
+        let builder = stall_builder(&cluster).connect_timeout(Duration::from_millis(500));
+        let builder = builder.command_timeout(Duration::from_millis(500));
+        builder
+            .lease(Duration::from_secs(15))
+            .waiter_timeout(Duration::from_secs(15))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiting) = (build(), build());
+    let mutex = holder.fair_mutex(name);
+    let held = mutex.lock().unwrap();
+    let waiter = LockThread::lock(waiting.fair_mutex(name));
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let replica = cluster.replica_of(master);
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut cluster.conn(master))
+        .unwrap();
+    let pid = info
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap()
+        .trim();
+    /// Continues the stopped master, also if the test fails.
+    struct Stopped<'p>(&'p str);
+    impl Drop for Stopped<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill")
+                .args(["-CONT", self.0])
+                .status();
+        }
+    }
+    assert!(std::process::Command::new("kill")
+        .args(["-STOP", pid])
+        .status()
+        .unwrap()
+        .success());
+    let _stopped = Stopped(pid);
+    let is_master = || {
+        let role: Vec<redis::Value> = redis::cmd("ROLE")
+            .query(&mut cluster.conn(replica))
+            .unwrap();
+        matches!(&role[0], redis::Value::BulkString(role) if role == b"master")
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), is_master),
+        "replica not promoted"
+    );
+    let promoted = Instant::now();
+    let channels = || {
+        let cmd = redis::cmd("PUBSUB").arg("SHARDCHANNELS").clone();
+        cmd.query::<Vec<String>>(&mut cluster.conn(replica))
+            .unwrap()
+            .len()
+    };
+    let moved = wait_until(Duration::from_secs(20), || channels() == 2);
+    let after = promoted.elapsed();
+    // A pooled connection that reaches the new master, opened first (each
+    // new one waits for the stopped node as the cluster client opens it).
+    assert!(retry_while_unreachable(|| mutex.is_locked()));
+    let released = Instant::now();
+    held.unlock().unwrap();
+    let (granted, _) = waiter.granted_within(Duration::from_secs(20), "the waiter");
+    eprintln!(
+        "cluster: a stopped master failed over: both clients' wake channels on the new master: \
+         {moved} ({:.0} ms after the promotion); handoff {:.1} ms after the unlock",
+        ms(after),
+        ms(granted - released)
+    );
+    waiter.release("the waiter");
+    assert!(
+        moved,
+        "the wake-up channels did not move to the new master within 20 s"
+    );
+}
