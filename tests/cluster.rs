@@ -1533,3 +1533,205 @@ fn a_plain_url_naming_a_cluster_node_is_a_configuration_error_at_once() {
     let (_, here) = names.iter().find(|(master, _)| **master == port).unwrap();
     assert!(client.fair_mutex(here).try_lock().unwrap().is_some());
 }
+
+/// A master that stops answering (`CLIENT PAUSE ALL`) costs only the calls
+/// on its own slots. A call there that timed out made every pooled cluster
+/// connection stale, and opening a new one waits for the stalled node too
+/// (the redis crate pings every node of the slot map as it opens one),
+/// longer than the connect timeout a call waits for a connection: the
+/// client's calls on the healthy masters failed with `Connection` while
+/// the stall lasted.
+#[test]
+fn a_call_timed_out_on_a_stalled_master_costs_the_other_masters_nothing() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("stalled-calls");
+    let mut masters: Vec<u16> = per_master.keys().copied().collect();
+    masters.sort_unstable();
+    let (stalled, healthy) = (masters[0], masters[1]);
+    let timeout = Duration::from_millis(500);
+    // Idle connections open from the start, for the calls of both threads.
+    let builder = stall_builder(&cluster)
+        .command_timeout(timeout)
+        .min_idle(Some(4));
+    let client = builder.build().unwrap();
+    let on_stalled = client.fair_mutex(&per_master[&stalled]);
+    let on_healthy = client.fair_mutex(&per_master[&healthy]);
+    on_stalled.lock().unwrap().unlock().unwrap();
+    on_healthy.lock().unwrap().unlock().unwrap();
+    let _paused = pause_clients(&mut cluster.conn(stalled), "ALL", Duration::from_secs(8));
+    let started = Instant::now();
+    let err = on_stalled.is_locked().unwrap_err();
+    let stalled_took = started.elapsed();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    // Another thread keeps timing out there while this one calls on the
+    // healthy master.
+    let (mut failed, mut slowest) = (Vec::new(), Duration::ZERO);
+    let done = AtomicBool::new(false);
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let _ = on_stalled.try_lock_for(Duration::from_millis(200));
+            }
+        });
+        for _ in 0..10 {
+            thread::sleep(Duration::from_millis(200));
+            let started = Instant::now();
+            let got = on_healthy.try_lock().map(|guard| guard.map(Guard::unlock));
+            if !matches!(got, Ok(Some(Ok(())))) {
+                failed.push(format!("{got:?}"));
+            }
+            slowest = slowest.max(started.elapsed());
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    eprintln!(
+        "cluster: a call on a stalled master failed after {:.0} ms; then {} of 10 calls on a \
+         healthy master failed, the slowest took {:.0} ms; the first failure: {:?}",
+        ms(stalled_took),
+        failed.len(),
+        ms(slowest),
+        failed.first()
+    );
+    assert!(
+        failed.is_empty(),
+        "calls on a healthy master failed: {failed:?}"
+    );
+    assert!(
+        slowest < timeout,
+        "a call on a healthy master took {slowest:?}"
+    );
+}
+
+/// A call with no deadline on a master that answers nothing (`CLIENT PAUSE
+/// ALL`) returns within its command timeout, as on one server: the cluster
+/// client sent a request that timed out again on its own, up to 6 times,
+/// each with the whole timeout.
+#[test]
+fn a_call_without_a_deadline_on_a_stalled_master_keeps_to_its_command_timeout() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("stalled-timeout");
+    let (&master, name) = per_master.iter().next().unwrap();
+    let timeout = Duration::from_millis(500);
+    let client = stall_builder(&cluster)
+        .command_timeout(timeout)
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex(name);
+    mutex.lock().unwrap().unlock().unwrap();
+    let _paused = pause_clients(&mut cluster.conn(master), "ALL", Duration::from_secs(4));
+    let mut took = Vec::new();
+    for call in ["status", "try_lock", "force_unlock"] {
+        let started = Instant::now();
+        let err = match call {
+            "status" => mutex.status(1).map(drop),
+            "try_lock" => mutex.try_lock().map(drop),
+            _ => mutex.force_unlock().map(drop),
+        };
+        took.push((call, started.elapsed()));
+        let err = err.expect_err("an answer from a paused master");
+        assert_eq!(err.kind(), ErrorKind::Connection, "{call}: {err}");
+    }
+    eprintln!("cluster: calls on a paused master, command timeout {timeout:?}: {took:?}");
+    for (call, took) in took {
+        assert!(
+            took < timeout + Duration::from_millis(300),
+            "{call} took {took:?}"
+        );
+    }
+}
+
+/// A master that stops answering (`SIGSTOP`) and is failed over closes no
+/// connection and says no `sunsubscribe`: a promoted replica that the
+/// client had no listener on (here, not yet in the slot map when the
+/// clients started) got none, so its slots' wake-ups were heard nowhere
+/// and each handoff there waited for the waiter to poll.
+#[test]
+fn wake_ups_follow_a_failover_away_from_a_master_that_stopped_answering() {
+    if server_version().0 < 7 {
+        return; // Classic `PUBLISH` (Redis 6.2) reaches every node.
+    }
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("stopped-wake");
+    let (&master, name) = per_master.iter().next().unwrap();
+    let build = || {
+        let builder = stall_builder(&cluster).connect_timeout(Duration::from_millis(500));
+        let builder = builder.command_timeout(Duration::from_millis(500));
+        builder
+            .lease(Duration::from_secs(15))
+            .waiter_timeout(Duration::from_secs(15))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiting) = (build(), build());
+    let mutex = holder.fair_mutex(name);
+    let held = mutex.lock().unwrap();
+    let waiter = LockThread::lock(waiting.fair_mutex(name));
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let replica = cluster.replica_of(master);
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut cluster.conn(master))
+        .unwrap();
+    let pid = info
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap()
+        .trim();
+    /// Continues the stopped master, also if the test fails.
+    struct Stopped<'p>(&'p str);
+    impl Drop for Stopped<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill")
+                .args(["-CONT", self.0])
+                .status();
+        }
+    }
+    assert!(std::process::Command::new("kill")
+        .args(["-STOP", pid])
+        .status()
+        .unwrap()
+        .success());
+    let _stopped = Stopped(pid);
+    let is_master = || {
+        let role: Vec<redis::Value> = redis::cmd("ROLE")
+            .query(&mut cluster.conn(replica))
+            .unwrap();
+        matches!(&role[0], redis::Value::BulkString(role) if role == b"master")
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), is_master),
+        "replica not promoted"
+    );
+    let promoted = Instant::now();
+    let channels = || {
+        let cmd = redis::cmd("PUBSUB").arg("SHARDCHANNELS").clone();
+        cmd.query::<Vec<String>>(&mut cluster.conn(replica))
+            .unwrap()
+            .len()
+    };
+    let moved = wait_until(Duration::from_secs(20), || channels() == 2);
+    let after = promoted.elapsed();
+    // A pooled connection that reaches the new master, opened first (each
+    // new one waits for the stopped node as the cluster client opens it).
+    assert!(retry_while_unreachable(|| mutex.is_locked()));
+    let released = Instant::now();
+    held.unlock().unwrap();
+    let (granted, _) = waiter.granted_within(Duration::from_secs(20), "the waiter");
+    eprintln!(
+        "cluster: a stopped master failed over: both clients' wake channels on the new master: \
+         {moved} ({:.0} ms after the promotion); handoff {:.1} ms after the unlock",
+        ms(after),
+        ms(granted - released)
+    );
+    waiter.release("the waiter");
+    assert!(
+        moved,
+        "the wake-up channels did not move to the new master within 20 s"
+    );
+}

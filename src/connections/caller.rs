@@ -79,8 +79,9 @@ impl Caller {
     /// demoted since (`READONLY`), fails at once and leaves the pool (see
     /// [`Pooled::note`](crate::connections::pool::Pooled::note)); the call then goes out again on another one, at
     /// most once per pooled connection plus one.
-    /// On a cluster, a call that could not reach a node goes out once more
-    /// on a connection with a fresh slot map (see [`Pooled::note`](crate::connections::pool::Pooled::note)), so the
+    /// On a cluster, a call that could not reach a node (not one that timed
+    /// out) goes out once more on a connection with a fresh slot map (see
+    /// [`Pooled::note`](crate::connections::pool::Pooled::note)), so the
     /// first call after a failover finds the promoted replica.
     /// The scripts make a call delivered twice count once (call ids).
     /// With a [`Limit`], each pool wait and command timeout is capped by
@@ -127,8 +128,12 @@ impl Caller {
                     log::debug!("fairlock: retrying on another connection: {err}");
                     (self.reconnected)();
                 }
+                // (Not after a timeout: the node stalled, and no map is made stale.)
                 Err(err)
-                    if fresh_map_retry && err.retry() != Retry::No && self.backend.is_cluster() =>
+                    if fresh_map_retry
+                        && err.retry() != Retry::No
+                        && !err.is_timeout()
+                        && self.backend.is_cluster() =>
                 {
                     fresh_map_retry = false;
                     log::debug!("fairlock: retrying with a fresh cluster slot map: {err}");
@@ -215,8 +220,16 @@ impl Caller {
         limit: Limit,
     ) -> Result<Written<O::Reply>> {
         let named = |err| during::<O>(err, keys);
+        // On a cluster, a request that timed out is not sent again past a
+        // command timeout (and the `WAIT`'s), deadline or not.
+        let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
+        let cap = self.config.command_timeout + wait;
+        let by =
+            || (limit.reply_by).or_else(|| self.backend.is_cluster().then(|| Instant::now() + cap));
         let written = self.through_slot_moves(limit, || {
-            self.with_connection(limit, |conn| self.scripts.run(conn, keys, op, sync))
+            self.with_connection(limit, |conn| {
+                steady::replied_by(by(), || self.scripts.run(conn, keys, op, sync))
+            })
         });
         written.map(|written| written.named(named)).map_err(named)
     }

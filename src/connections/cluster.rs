@@ -19,9 +19,9 @@ use super::{invalid_url, open_info, quiet, Listen, Timeouts};
 /// failover (`CLUSTERDOWN`, `READONLY`, refused connections; a `TRYAGAIN`
 /// is the caller's to retry, within its deadline: `steady`),
 /// waiting 100 ms to 1 s between them: a call gives up after about 4 s of
-/// waits. Against a node that accepts but never answers, each attempt
-/// costs a command timeout, so such a call can take 7 of them; a call
-/// with a deadline, what is left of it all told (`steady::replied_by`).
+/// waits. Against a node that accepts but never answers, a call stops at
+/// its first command timeout (and its `WAIT`'s, with `sync_replicas`) or
+/// its deadline, all tries told (`steady::replied_by`).
 const CLUSTER_RETRIES: u32 = 6;
 const CLUSTER_MIN_RETRY_WAIT_MS: u64 = 100;
 const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1000;

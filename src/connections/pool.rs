@@ -9,7 +9,8 @@
 //! failed call may leave stale so that the pool lets it go: one that met a
 //! demoted master; behind Sentinel, every one opened before a call timed
 //! out or they named another master; on a cluster, every one opened
-//! before a node was found unreachable.
+//! before a node was found unreachable (not one that only stalled) or a
+//! slot map named another master.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,6 +40,7 @@ impl Backend {
             deployment: Arc::new(deployment),
             timeouts: Timeouts::of(config),
             generation,
+            stalled: Arc::default(),
         };
         let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
             .num_threads(1)
@@ -90,6 +92,18 @@ impl Backend {
         self.get(timeout)
     }
 
+    /// Makes every connection opened so far stale (a slot map that names
+    /// another master than before: one that stalled was failed over).
+    pub(crate) fn renew_all(&self) {
+        self.manager.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether a cluster call timed out since last asked: the slot map is
+    /// to be read again, in case a stalled master was failed over.
+    pub(crate) fn stalled(&self) -> bool {
+        self.manager.stalled.swap(false, Ordering::Relaxed)
+    }
+
     fn get(&self, timeout: Duration) -> Result<Conn> {
         self.pool.get_timeout(timeout).map_err(|err| {
             // Busy: every connection the pool may open is open and in use,
@@ -115,6 +129,9 @@ pub(crate) struct Manager {
     /// behind Sentinel, after a master did not answer in time, or once they
     /// name another master.
     generation: Arc<AtomicU64>,
+    /// Set when a cluster call timed out, for the watchdog to read the
+    /// slot map again ([`Backend::stalled`]).
+    stalled: Arc<AtomicBool>,
 }
 
 impl Manager {
@@ -167,7 +184,12 @@ impl Pooled {
     /// every cluster connection opened so far stale: their slot maps may
     /// point at a dead master, and the `redis` crate refreshes a map only
     /// on a redirection, which a dead node never sends (a slot being moved
-    /// is no sign of a stale map).
+    /// is no sign of a stale map). One that timed out makes none stale: a
+    /// new one would wait for the stalled node too (the `redis` crate pings
+    /// every node as it opens one), longer than a call waits for one, so the
+    /// calls on the other masters would fail; the watchdog reads the slot
+    /// map again instead, and one that names another master makes them all
+    /// stale ([`Backend::renew_all`]).
     ///
     /// True when the call failed because of this connection and may go out
     /// again on another: the server closed it (restart, failover), or it
@@ -181,6 +203,11 @@ impl Pooled {
         match &*self.manager.deployment {
             Deployment::Sentinel(_) if err.retry() == Retry::Unreachable && err.is_timeout() => {
                 (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);
+            }
+            // A node that stalled keeps them (a new one waits for it too)
+            // until a slot map names another master ([`Backend::renew_all`]).
+            Deployment::Cluster(_) if err.is_timeout() => {
+                self.manager.stalled.store(true, Ordering::Relaxed);
             }
             Deployment::Cluster(_) if err.is_connection() && !err.is_slot_moving() => {
                 (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);

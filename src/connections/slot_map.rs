@@ -63,6 +63,14 @@ impl SlotMap {
         &self.nodes
     }
 
+    /// Each range of slots with its master.
+    pub(crate) fn masters(&self) -> Vec<(u16, u16, &Address)> {
+        let ranges = self.ranges.iter();
+        ranges
+            .map(|&(first, last, at)| (first, last, &self.nodes[at]))
+            .collect()
+    }
+
     /// The master serving `slot`, if the map knows it.
     pub(crate) fn master_of(&self, slot: u16) -> Option<&Address> {
         self.ranges

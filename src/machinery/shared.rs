@@ -255,11 +255,16 @@ impl Shared {
     /// Reads the cluster's slot map again and keeps it, for every thread
     /// that goes by slot (the watchdog groups renewals by master, a shard
     /// listener subscribes the slots its node masters): the one place it is
-    /// written. `Ok(None)` off a cluster.
+    /// written. `Ok(None)` off a cluster. A map that names another master
+    /// of a slot than before makes every pooled connection stale (their
+    /// maps may send calls to a master that stalled and was failed over).
     pub(crate) fn refresh_slot_map(&self) -> Result<Option<Arc<SlotMap>>> {
         let map = self.caller.backend.slot_map().transpose()?.map(Arc::new);
-        if map.is_some() {
-            *self.slot_map.lock() = map.clone();
+        if let Some(new) = &map {
+            let old = self.slot_map.lock().replace(Arc::clone(new));
+            if old.is_some_and(|old| old.masters() != new.masters()) {
+                self.caller.backend.renew_all();
+            }
         }
         Ok(map)
     }

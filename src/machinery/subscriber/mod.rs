@@ -241,7 +241,7 @@ pub(crate) fn spawn(
 /// client's start does for every node: one that joined the cluster after
 /// the client started (masters added to scale out), whose slots would
 /// otherwise be heard nowhere.
-fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
+pub(crate) fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
     for node in map.nodes() {
         if !shared.shards.needs_listener(node) {
             continue;

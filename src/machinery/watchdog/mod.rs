@@ -32,6 +32,7 @@ use parking_lot::Mutex;
 use crate::connections::slot_map::Address;
 use crate::error::Error;
 use crate::machinery::shared::{spawn_named, Batch, Shared};
+use crate::protocol::Route;
 use conns::WatchdogConns;
 
 /// Rounds between two readings of the cluster's slot map, besides the ones
@@ -204,7 +205,11 @@ fn abandon_before_stopping(shared: &Shared, watchdog: &Watchdog) {
 /// it could not reach Redis (on one server; a cluster's run on threads).
 fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
     let work = shared.round();
-    if work.holds.is_empty() && work.groups.is_empty() && work.abandons.is_empty() {
+    if shared.caller.backend.stalled() {
+        watchdog.map_stale.store(true, Ordering::Relaxed);
+    }
+    let stale = watchdog.map_stale.load(Ordering::Relaxed);
+    if work.holds.is_empty() && work.groups.is_empty() && work.abandons.is_empty() && !stale {
         return true;
     }
     if !shared.caller.backend.is_cluster() {
@@ -275,9 +280,17 @@ fn refresh_slot_map(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>) {
     watchdog.map_stale.store(false, Ordering::Relaxed);
     let own = Arc::clone(watchdog);
     let spawned = spawn_named("fairlock-renew", shared, move |worker| {
-        if let Err(err) = worker.refresh_slot_map() {
-            log::debug!("fairlock: cannot read the slot map: {err}");
-            own.map_stale.store(true, Ordering::Relaxed);
+        match worker.refresh_slot_map() {
+            // A master new to the client (a replica promoted by the failover
+            // of one that stopped, which said no `sunsubscribe`) is listened on.
+            Ok(Some(map)) if worker.caller.scripts.route() == Route::Sharded => {
+                crate::machinery::subscriber::listen_on_new_nodes(worker, &map);
+            }
+            Ok(_) => {}
+            Err(err) => {
+                log::debug!("fairlock: cannot read the slot map: {err}");
+                own.map_stale.store(true, Ordering::Relaxed);
+            }
         }
         own.refreshing.store(false, Ordering::Release);
     });
