@@ -58,6 +58,11 @@ pub(crate) fn run(
         }
     }
     for entry in &batch.abandons {
+        // Redis cannot be reached: the rest wait for the next round (each
+        // would wait a command timeout, and so would a client's drop).
+        if outcome.as_ref().is_err_and(Error::is_connection) {
+            break;
+        }
         let sent = Instant::now();
         match conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
             shared.caller.scripts.abandon(conn, &entry.call)
