@@ -506,6 +506,51 @@ fn dropping_a_client_in_a_stall_takes_about_one_command_timeout() {
     assert!(last_took < COMMAND_TIMEOUT * 2 + OVER, "{last_took:?}");
 }
 
+/// The same with several calls to abandon: three unlocks fail while the
+/// link is cut (at once), then the link stalls (new connections too). The
+/// watchdog's round stops at the first abandon that cannot reach Redis,
+/// so the round under way when the client is dropped is one command
+/// timeout, not one for each call still to abandon.
+#[test]
+fn dropping_a_client_with_several_abandons_in_a_stall_takes_about_one_command_timeout() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .lease(Duration::from_secs(3))
+        .command_timeout(COMMAND_TIMEOUT)
+        .connect_timeout(COMMAND_TIMEOUT)
+        .build()
+        .unwrap();
+    let guards: Vec<_> = (0..3)
+        .map(|i| client.fair_mutex(&format!("abandons-{i}")).lock().unwrap())
+        .collect();
+    relay.cut();
+    for guard in guards {
+        assert!(guard.unlock().is_err(), "an unlock went through a cut link");
+    }
+    relay.stall();
+    relay.heal();
+    // The moment to drop: a round's first abandon went out into the stall.
+    assert!(
+        wait_until(Duration::from_secs(15), || relay.held_bytes() > 0),
+        "the watchdog never sent an abandon"
+    );
+    let started = Instant::now();
+    drop(client);
+    let took = started.elapsed();
+    relay.resume();
+    eprintln!(
+        "deadlines: in a stall, dropping a client with three abandons pending took {:.0} ms \
+         (command timeout 1 s)",
+        ms(took)
+    );
+    assert!(
+        took < COMMAND_TIMEOUT + OVER,
+        "the stop waited for an abandon after the round could not reach redis: {took:?}"
+    );
+}
+
 /// A thread queued with no deadline waits through an outage for the
 /// client's patience (`waiter_timeout + connect_timeout`, 3 s here), then
 /// returns `Connection`: with Redis killed and not back, the head of the

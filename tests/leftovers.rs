@@ -824,6 +824,51 @@ fn an_unlock_that_never_reached_redis_is_abandoned_once_redis_answers() {
     no_key_without_ttl(&server, "after the unlock abandoned");
 }
 
+/// Many calls to give back do not hold the watchdog's renewals back: forty
+/// unlocks fail while the link is cut, and it heals with an 80 ms round
+/// trip. The round that gives them back sends them all at once (one round
+/// trip, as the renewals), so a hold kept meanwhile (lease 2 s, renewed
+/// every 667 ms) keeps its lease; sent one by one, the round took forty
+/// round trips (3.2 s) and the kept hold was lost.
+#[test]
+fn many_abandons_over_a_slow_link_do_not_hold_renewals_back() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = client_through(&relay, Duration::from_secs(2), Duration::from_secs(2));
+    let kept = client.fair_mutex("kept").lock().unwrap();
+    let names: Vec<String> = (0..40).map(|i| format!("given-back-{i}")).collect();
+    let guards: Vec<_> = (names.iter())
+        .map(|name| client.fair_mutex(name).lock().unwrap())
+        .collect();
+    relay.set_delay(Duration::from_millis(40));
+    relay.cut();
+    let cut = Instant::now();
+    for guard in guards {
+        assert!(guard.unlock().is_err(), "an unlock went through a cut link");
+    }
+    relay.heal();
+    let healed = cut.elapsed();
+    let signal = kept.lease_signal();
+    let ended = signal.wait_timeout(Duration::from_secs(4));
+    let observer = server.client();
+    let freed = wait_until(Duration::from_secs(5), || {
+        (names.iter()).all(|name| !observer.fair_mutex(name).is_locked().unwrap())
+    });
+    eprintln!(
+        "leftovers: 40 unlocks failed in {:.0} ms of a cut, then an 80 ms round trip: the kept \
+         hold {:?} 4 s on (lease 2 s); the 40 given back: {freed}",
+        ms(healed),
+        ended
+    );
+    assert_eq!(
+        ended, None,
+        "the kept hold ended while calls were given back"
+    );
+    assert!(freed, "the failed unlocks were not given back");
+    kept.unlock().unwrap();
+}
+
 /// The same, with the server over its `maxmemory` (`noeviction`) when the
 /// link heals: the watchdog's abandon is refused with `OOM` before it runs
 /// (nothing changed), and the client must keep it and send it again once

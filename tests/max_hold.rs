@@ -196,6 +196,68 @@ fn a_hold_released_before_its_max_hold_ends_released_and_a_bound_guard_is_signal
     );
 }
 
+/// A thread's re-entry of its mutex joins the hold it re-enters, and so
+/// does not stretch that hold's lease at Redis: a hold past its maximum
+/// hold, or with a fixed lease, re-entered before it runs out is passed on
+/// when its own lease ends, not a whole new lease after the re-entry.
+#[test]
+fn a_re_entry_does_not_stretch_a_max_hold_or_a_fixed_lease() {
+    let server = RedisServer::start();
+    // Renewals every 100 ms; a grant's or a re-entry's lease 600 ms.
+    let holder = server
+        .builder()
+        .lease(Duration::from_millis(600))
+        .waiter_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let waiter = server.client();
+    let end = Duration::from_millis(900);
+    let bound = end + Duration::from_millis(300);
+    for fixed in [false, true] {
+        let name = format!("re-entered-{fixed}");
+        let mutex = match fixed {
+            false => holder.fair_mutex(&name).with_max_hold(end),
+            true => holder.fair_mutex(&name).with_fixed_lease(end),
+        };
+        let guard = mutex.lock().unwrap();
+        let granted = Instant::now();
+        let (tx, rx) = mpsc::channel();
+        let (waiter_client, waiter_name) = (waiter.clone(), name.clone());
+        let queued = thread::spawn(move || {
+            let got = waiter_client.fair_mutex(&waiter_name).unbound().lock();
+            tx.send(Instant::now()).unwrap();
+            got.unwrap().unlock().unwrap();
+        });
+        // Past the maximum hold (no renewal any more), or well before the
+        // fixed lease's end: the re-entry.
+        if fixed {
+            thread::sleep(Duration::from_millis(500));
+        } else {
+            let signal = guard.lease_signal();
+            let ended = signal.wait_timeout(Duration::from_secs(5));
+            assert_eq!(ended, Some(LeaseEnd::MaxHold));
+        }
+        let again = mutex.lock().unwrap();
+        let reentered = granted.elapsed();
+        let got = rx.recv_timeout(Duration::from_secs(10)).expect("passed on");
+        let passed_on = got.saturating_duration_since(granted);
+        eprintln!(
+            "max_hold: re-entered at {:.0} ms (fixed lease: {fixed}), the waiter had the lock \
+             at {:.0} ms (its end {:.0} ms)",
+            ms(reentered),
+            ms(passed_on),
+            ms(end)
+        );
+        assert!(
+            passed_on < bound,
+            "fixed lease {fixed}: passed on at {passed_on:?}: the re-entry at {reentered:?} \
+             stretched the hold past its end"
+        );
+        drop((again, guard));
+        join_within(queued, Duration::from_secs(10), "the waiter");
+    }
+}
+
 #[test]
 fn a_max_hold_out_of_bounds_is_refused_before_any_io() {
     let server = RedisServer::start();

@@ -320,9 +320,8 @@ end
 
 -- Keeps a handed-over lease alive until the owner's watchdog renews it:
 -- `left` ms (-1: no expiry) become at least `lease`, unless `fixed` is '1'
--- (a fixed lease, which no watchdog renews, is left alone; a re-entry
--- gives none: the hold's lease grows to the new call's); returns the lease
--- left now. `fence` as read_lock returned it.
+-- (a fixed lease, which no watchdog renews, is left alone); returns the
+-- lease left now. `fence` as read_lock returned it.
 local function extend_lease(lease, fence, left, fixed)
   if fixed ~= '1' and left ~= -1 and left < lease then
     redis.call('PEXPIRE', LOCK, fmt(lease + fence))

@@ -95,8 +95,10 @@ if holder == owner then
     return { 1, token, left }
   end
   if token == live_token then
+    -- A re-entry joins the hold, its lease as it is: one past its maximum
+    -- hold, or fixed, runs out when it would have.
     write_hold(token, owner, calls .. ',' .. call, mark, fence, nil, waiters)
-    return { 1, token, extend_lease(lease, fence, left) }
+    return { 1, token, left }
   end
   -- An orphaned hold of this owner: free it (for the queue first) as its
   -- lost call's give-back would (TIME read only if someone waits), then

@@ -14,8 +14,9 @@
 --   1, token     the lock was handed to this wait (its call is counted in
 --                the hold); a watchdog-renewed lease is kept at its lease
 --  -1, 0         not queued and not holding (evicted or never queued)
--- A hold of the same owner made by another call is never extended here: a
--- heartbeat still in flight must not stretch a fixed lease taken since.
+-- A hold of the same owner made by another call is never extended here
+-- (nor by a re-entry's call counted in it): a heartbeat still in flight
+-- must not stretch a fixed lease taken since, or a maximum hold.
 -- An election's script also says on the election's channel who it handed
 -- the lock to (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(k log N) for k waiters of this client.
@@ -45,7 +46,11 @@ for i = 4, #ARGV do
     queued = true
     status, value = 0, position
   elseif holder == owner and counts_call(calls, call) then
-    left = extend_lease(lease, fence, left, fixed)
+    -- (Only the call that made the hold, its first: a re-entry's joins the
+    -- hold's lease as it is, past a maximum hold too.)
+    if string.find(calls .. ',', call .. ',', 1, true) == 1 then
+      left = extend_lease(lease, fence, left, fixed)
+    end
     status, value = 1, tonumber(token)
   end
   out[#out + 1] = status

@@ -17,8 +17,7 @@ use crate::connections::library::LIBRARY;
 use crate::connections::resp::{self, Decimal};
 use crate::error::Result;
 use crate::protocol::{
-    unexpected, Abandon, Call, CommonArgs, LockKeys, Operation, Route, Script, SyncReplicas,
-    Written,
+    unexpected, CommonArgs, LockKeys, Operation, Route, Script, SyncReplicas, Written,
 };
 
 /// Every script of the crate with its SHA-1, hashed once per process (the
@@ -232,14 +231,6 @@ impl Scripts {
             (Some(_), other) => return Err(unexpected(&other)),
         };
         Ok(Written::new(reply, shortfall))
-    }
-
-    /// Gives back `call` (idempotent: exactly that call's hold or queue
-    /// entry, once).
-    pub(crate) fn abandon(&self, conn: &mut dyn ConnectionLike, call: &Call) -> Result<()> {
-        let entry = call.entry();
-        self.run(conn, &call.keys, &Abandon { entry }, None)
-            .map(drop)
     }
 
     /// Sends the pipeline `pipe` builds and returns its replies; if the

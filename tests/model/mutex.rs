@@ -208,9 +208,9 @@ impl Model {
                 );
             }
             if guard == hold.token {
+                // A re-entry joins the hold, its lease as it is.
                 hold.calls.push(call.id);
-                let left = Self::extend(hold, lease, now);
-                let token = hold.token;
+                let (left, token) = (hold.end - now, hold.token);
                 return expect(
                     got,
                     &AcquireReply::Acquired {
@@ -401,7 +401,8 @@ impl Model {
             }
             match self.hold.as_mut() {
                 Some(hold) if hold.owner == call.owner() && hold.calls.contains(&call.id) => {
-                    if !call.fixed() {
+                    // Only the call that made the hold: a re-entry's joins it.
+                    if !call.fixed() && hold.calls[0] == call.id {
                         Self::extend(hold, call.lease(), now);
                     }
                     statuses.push(WaiterStatus::Owns(hold.token));

@@ -4,12 +4,13 @@
 //! [`renewal`](crate::machinery::watchdog::renewal)).
 //!
 //! On one server (or behind Sentinel) a round is one pipelined round trip on
-//! the watchdog's own connection. On Redis Cluster the work is split by
-//! slot (a pipeline goes to one node) and the slots are grouped by the
-//! master serving them; each master's group runs on a thread of its own,
-//! and a group still running from an earlier round is skipped, so a master
-//! that accepts but never answers (a stall costs several command timeouts
-//! per call) holds back only its own renewals, never another master's.
+//! the watchdog's own connection (and one more for calls to abandon). On
+//! Redis Cluster the work is split by slot (a pipeline goes to one node)
+//! and the slots are grouped by the master serving them; each master's
+//! group runs on a thread of its own, and a group still running from an
+//! earlier round is skipped, so a master that accepts but never answers (a
+//! stall costs several command timeouts per call) holds back only its own
+//! renewals, never another master's.
 //!
 //! What it keeps for itself, its connections (`conns`) and its rounds by
 //! master ([`Watchdog`]), no other thread sees; the slot map it groups

@@ -18,7 +18,7 @@ use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
 use crate::machinery::watchdog::{Batch, Watchdog};
 use crate::protocol::{
-    unexpected, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
+    unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
 };
 
 /// Runs one batch (on `node`, the master of its slot as the slot map says,
@@ -57,21 +57,49 @@ pub(crate) fn run(
             (batch.groups.iter().flatten()).for_each(|waiter| waiter.unheard(sent, patience));
         }
     }
-    for entry in &batch.abandons {
-        let sent = Instant::now();
-        match conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
-            shared.caller.scripts.abandon(conn, &entry.call)
-        }) {
+    // Redis cannot be reached: they wait for the next round (they would
+    // wait a command timeout, and so would a client's drop).
+    if batch.abandons.is_empty() || outcome.as_ref().is_err_and(Error::is_connection) {
+        return outcome;
+    }
+    // All in one pipeline: many calls to give back cost one round trip, and
+    // hold the next round's renewals back no longer than that.
+    let ops: Vec<Abandon> = (batch.abandons.iter())
+        .map(|given| Abandon {
+            entry: given.call.entry(),
+        })
+        .collect();
+    let pipe = || {
+        let mut pipe = redis::pipe();
+        for (entry, op) in batch.abandons.iter().zip(&ops) {
+            pipe.add_command(shared.caller.scripts.command(&entry.call.keys, op));
+        }
+        pipe
+    };
+    let sent = Instant::now();
+    let replies = conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
+        let values = shared.caller.scripts.query(pipe, conn)?;
+        values.iter().find_map(redirection).map_or(Ok(values), Err)
+    });
+    let values = match replies {
+        Ok(values) => values,
+        Err(err) => return outcome.and(Err(err)),
+    };
+    for ((entry, op), value) in batch.abandons.iter().zip(&ops).zip(values) {
+        let parsed = match value {
+            Value::ServerError(err) => Err(Error::from_server(err)),
+            value => op.parse(value),
+        };
+        let (id, key) = (entry.call.id, entry.call.keys.lock());
+        match parsed {
             Ok(_) => shared.abandon_answered(entry, sent, false),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
             // Refused before it ran (over maxmemory, too few replicas, a
             // failed snapshot): kept, and sent again next round.
             Err(err) if err.is_refused_for_now() => {
-                let (id, key) = (entry.call.id, entry.call.keys.lock());
                 log::debug!("fairlock: abandoning call {id} on {key:?} refused for now: {err}");
             }
             Err(err) => {
-                let (id, key) = (entry.call.id, entry.call.keys.lock());
                 log::warn!("fairlock: abandoning call {id} on {key:?} refused, dropped: {err}");
                 shared.abandon_answered(entry, sent, true);
             }
