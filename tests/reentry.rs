@@ -38,44 +38,6 @@ fn a_second_lock_of_the_holding_thread_gives_a_guard_with_the_same_token() {
     assert_eq!(mutex.remaining_lease().unwrap(), None);
 }
 
-/// A re-entry of a hold with a fixed lease grows its lease at Redis to the
-/// new call's (the re-entry's own grant), and the thread's guards count it
-/// so: they do not say lost while Redis still holds the lock for them.
-/// (Before, the guards kept the first grant's count: lost and `LeaseLost`
-/// 400 ms before Redis freed the lock, which the unlock then released.)
-#[test]
-fn a_reentry_that_grows_a_fixed_lease_is_counted_as_redis_has_it() {
-    let server = RedisServer::start();
-    let client = server.client();
-    let lease = Duration::from_millis(800);
-    let mutex = client.fair_mutex("reentrant-fixed").with_fixed_lease(lease);
-    let outer = mutex.lock().unwrap();
-    let granted = Instant::now();
-    std::thread::sleep(Duration::from_millis(400));
-    let inner = mutex.lock().unwrap();
-    let reentered = Instant::now();
-    assert_eq!(inner.fencing_token(), outer.fencing_token());
-    let grown = mutex.remaining_lease().unwrap().expect("held");
-    // Past the first grant's lease, well inside the re-entry's.
-    std::thread::sleep((granted + lease + Duration::from_millis(100)) - Instant::now());
-    let left = mutex.remaining_lease().unwrap();
-    let lost = (outer.is_lease_lost(), inner.is_lease_lost());
-    eprintln!(
-        "re-entered {:.0} ms after the grant, lease left at redis then {grown:?}; {:.0} ms \
-         after the grant: redis {left:?} left, guards lost {lost:?}",
-        ms(reentered - granted),
-        ms(granted.elapsed())
-    );
-    assert!(
-        left.is_some_and(|left| left > Duration::from_millis(100)),
-        "{left:?}"
-    );
-    assert_eq!(lost, (false, false));
-    inner.unlock().unwrap();
-    outer.unlock().unwrap();
-    assert!(!mutex.is_locked().unwrap());
-}
-
 /// A thread whose guard was counted lost (a fixed lease counted with a
 /// drift allowance of 20%, so Redis holds it a fifth of the lease longer)
 /// and that locks again before dropping it gets a new, live hold with a

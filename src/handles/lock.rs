@@ -65,12 +65,10 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     }
 
     /// The same lock, its holds taken with a fixed `lease` that no watchdog
-    /// renews: each ends by itself `lease` after it was granted, or after
-    /// the last re-entry of a mutex's hold by its thread, which grants the
-    /// same hold again (it may be released before). It replaces a
-    /// [maximum hold](Self::with_max_hold) set before (a fixed lease is its
-    /// own maximum); a `with_max_hold` after it goes back to a renewed
-    /// lease. Outside
+    /// renews: each ends by itself `lease` after it was granted (it may be
+    /// released before). It replaces a [maximum hold](Self::with_max_hold)
+    /// set before (a fixed lease is its own maximum); a `with_max_hold`
+    /// after it goes back to a renewed lease. Outside
     /// [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE)
     /// (30 ms to 365 days), each acquiring call reports
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) before

@@ -153,10 +153,6 @@ impl Acquisition<'_> {
         let hold = self
             .shared
             .register_hold(Hold::new(granted, self.shared.config().clock_drift));
-        // A re-entry's grant is the hold's too: it grows the lease at
-        // Redis to the call's, a fixed one too (the count of a new hold
-        // stays as it is).
-        hold.renewed(since, lease_left);
         // A force release's or a revocation's message may have come
         // before it was a hold.
         let (freed, revoked) = waiter.told(token);
