@@ -234,8 +234,11 @@ impl<O: Ownership> FairMultiLock<O> {
     /// for a part lost while the set waited for a later one: retryable
     /// ([`is_retryable`](crate::Error::is_retryable)), as every part is
     /// given back and taking the set again may succeed. Otherwise as
-    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with); the parts
-    /// taken so far are released first.
+    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with), and what a
+    /// part's own call returns (a semaphore part's
+    /// [`ErrorKind::PermitsMismatch`](crate::ErrorKind::PermitsMismatch) or
+    /// [`ErrorKind::PermitsExceeded`](crate::ErrorKind::PermitsExceeded));
+    /// the parts taken so far are released first.
     ///
     /// ```no_run
     /// use fairlock::Wait;
