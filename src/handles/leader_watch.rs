@@ -171,7 +171,8 @@ pub struct LeaderWatch {
 
 /// `err` of a watch of `election`, saying so.
 fn watching(election: &Election, err: Error) -> Error {
-    err.during(format_args!("watch of election {:?}", election.name()))
+    let name = crate::protocol::keys::shown(election.name());
+    err.during(format_args!("watch of election {name}"))
 }
 
 impl LeaderWatch {

@@ -348,7 +348,7 @@ impl<O: Ownership> FairMultiLock<O> {
             ));
         }
         let mut parts = (self.parts.iter())
-            .map(|part| Ok((part.0.keys()?.lock(), part)))
+            .map(|part| Ok((part.0.keys_for("acquire")?.lock(), part)))
             .collect::<Result<Vec<_>>>()?;
         // Writes first among equal keys, so the merge below keeps them.
         parts.sort_by_key(|(key, (_, ask))| (*key, Reverse(ask.exclusive())));

@@ -250,7 +250,7 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// ```
     pub fn hold_count(&self) -> Result<u32> {
         // Only a hold this thread has a live guard of counts as its own.
-        let (owner, live) = self.core().thread_hold(self.target.keys()?);
+        let (owner, live) = self.core().thread_hold(self.target.keys_for("status")?);
         let status = self.status(1)?;
         let ours = status
             .holder()
