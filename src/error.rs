@@ -313,7 +313,8 @@ impl Error {
     /// (fewer replicas than `min-replicas-to-write`) or `MISCONF` (its last
     /// snapshot failed, `stop-writes-on-bgsave-error`). The call changed
     /// nothing and may be sent again later (`is_retryable`); the kind stays
-    /// [`Server`](ErrorKind::Server), as a lock call refused so fails at once.
+    /// [`Server`](ErrorKind::Server), as a lock call refused so fails at once
+    /// (a queued call's poll rides it out as an outage, queue_wait.rs).
     pub(crate) fn is_refused_for_now(&self) -> bool {
         (self.source.as_deref())
             .and_then(|source| source.downcast_ref::<redis::RedisError>())

@@ -841,3 +841,70 @@ fn a_foreign_sorted_set_under_a_queue_or_holders_key_stays_untouched() {
     }
     eprintln!("{outcomes:?}");
 }
+
+#[test]
+fn a_refused_name_names_the_call_and_the_kind() {
+    let server = RedisServer::start();
+    let c = server.client();
+    let long = "x".repeat(MAX_NAME_LEN + 1);
+    let (mut named, mut total) = (0, 0);
+    for name in [String::new(), long] {
+        let shown = format!("{:?}", &name[..name.len().min(64)]);
+        let calls: Vec<(&str, &str, fairlock::Result<()>)> = vec![
+            ("acquire", "mutex", c.fair_mutex(&name).try_lock().map(drop)),
+            (
+                "acquire",
+                "semaphore",
+                c.fair_semaphore(&name, 2).try_acquire().map(drop),
+            ),
+            (
+                "acquire",
+                "rwlock",
+                c.fair_rwlock(&name).try_read().map(drop),
+            ),
+            (
+                "acquire",
+                "election",
+                c.election(&name).try_campaign().map(drop),
+            ),
+            ("status", "mutex", c.fair_mutex(&name).is_locked().map(drop)),
+            ("status", "election", c.election(&name).leader().map(drop)),
+            (
+                "force release",
+                "rwlock",
+                c.fair_rwlock(&name).force_unlock().map(drop),
+            ),
+            (
+                "revoke",
+                "semaphore",
+                c.fair_semaphore(&name, 2).revoke().map(drop),
+            ),
+            (
+                "set permits",
+                "semaphore",
+                c.fair_semaphore(&name, 2).set_permits(3).map(drop),
+            ),
+            ("watch", "election", c.election(&name).watch().map(drop)),
+            (
+                "acquire",
+                "mutex",
+                c.fair_multi_lock(["a", &name]).try_lock().map(drop),
+            ),
+        ];
+        for (call, kind, result) in calls {
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidName, "{err:?}");
+            let said = err.to_string();
+            total += 1;
+            if said.starts_with(&format!("{call} of {kind} {shown}")) && said.len() < 300 {
+                named += 1;
+            } else {
+                eprintln!("{call} of {kind}: {}", &said[..said.len().min(120)]);
+            }
+        }
+    }
+    assert_eq!(
+        named, total,
+        "errors naming the call, the kind and the name (cut)"
+    );
+}

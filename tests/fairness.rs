@@ -8,7 +8,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock_test_support::{
-    assert_exclusive, join_within, ms, serial, wait_until, HoldLog, RedisServer, Span, SLOW_LOADING,
+    assert_exclusive, join_within, ms, serial, server_version, wait_until, HoldLog, RedisServer,
+    Span, SLOW_LOADING,
 };
 
 /// Joins `handle` if it finishes by `deadline`; panics otherwise (never hangs).
@@ -580,5 +581,169 @@ fn rejoin_after_a_restart(loading: bool) {
         order,
         (0..WAITERS).collect::<Vec<_>>(),
         "the order they arrived in"
+    );
+}
+
+/// Redis's count of the calls it refused with `OOM` (`INFO errorstats`).
+fn refused_for_memory(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("errorstats").query(conn).unwrap();
+    (info.lines())
+        .find_map(|line| line.strip_prefix("errorstat_OOM:count="))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// Two waiters queued behind a hold of a 1 s fixed lease, the server over
+/// its `maxmemory` (`noeviction`) when the lease runs out: the head's poll
+/// is refused `OOM` before it runs (nothing changed; retryable, as an
+/// outage). The waiters must ride it out as they ride out an outage, their
+/// places kept, asking again 100 ms apart (as through an outage), and get
+/// the lock in their order once memory allows (the limit lifted here), not
+/// fail at once and give their places up.
+#[test]
+fn queued_waiters_ride_out_a_server_refusing_writes_for_memory() {
+    if server_version().0 < 7 {
+        // Redis 6.2 checks a script's memory at its first write only, and
+        // the poll's first (a ZREM, not refused for memory) lets it run.
+        eprintln!("skipped: redis 6.2 does not refuse this poll for memory");
+        return;
+    }
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holders = server.client();
+    let fixed = Duration::from_secs(1);
+    let held = (holders.fair_mutex("oom-queue").with_fixed_lease(fixed))
+        .lock()
+        .unwrap();
+    // Queue entries that outlive the refusal (their heartbeats are refused too).
+    let waiters = (server.builder())
+        .waiter_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for arrival in 0..2 {
+        let (mutex, order) = (waiters.fair_mutex("oom-queue"), Arc::clone(&order));
+        threads.push(thread::spawn(move || {
+            let guard = mutex.lock().map_err(|err| format!("{err}"))?;
+            order.lock().unwrap().push((arrival, Instant::now()));
+            thread::sleep(Duration::from_millis(20));
+            guard.unlock().map_err(|err| format!("{err}"))
+        }));
+        let queued = || holders.fair_mutex("oom-queue").queue_len().unwrap() == arrival + 1;
+        assert!(
+            wait_until(Duration::from_secs(5), queued),
+            "waiter {arrival} queued"
+        );
+    }
+    let mut conn = server.conn();
+    let set = |conn: &mut redis::Connection, name: &str, value: &str| {
+        let () = (redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
+            .query(conn)
+            .unwrap();
+    };
+    set(&mut conn, "maxmemory-policy", "noeviction");
+    set(&mut conn, "maxmemory", "1");
+    let probe = redis::cmd("SET")
+        .arg("oom-probe")
+        .arg(1)
+        .query::<()>(&mut conn);
+    assert!(
+        probe.is_err_and(|err| err.code() == Some("OOM")),
+        "over maxmemory"
+    );
+    // The hold's lease runs out, and the head of the queue asks Redis for
+    // the lock: refused. Then a few more refusals (its asks again, 100 ms
+    // apart, once this is fixed) before memory allows.
+    let before = refused_for_memory(&mut conn);
+    let refused = || refused_for_memory(&mut server.conn()) > before;
+    assert!(
+        wait_until(Duration::from_secs(5), refused),
+        "the head's poll refused"
+    );
+    let first = refused_for_memory(&mut conn);
+    let _ = wait_until(Duration::from_secs(2), || {
+        refused_for_memory(&mut server.conn()) >= first + 3
+    });
+    let refusals = refused_for_memory(&mut conn) - before;
+    set(&mut conn, "maxmemory", "0");
+    let lifted = Instant::now();
+    let deadline = lifted + Duration::from_secs(10);
+    let results: Vec<_> = (threads.into_iter())
+        .map(|thread| join_by(thread, deadline, "a waiter"))
+        .collect();
+    drop(held);
+    let order = order.lock().unwrap().clone();
+    eprintln!(
+        "{refusals} refused for memory; then {:?}, the lock went to {:?}, {:.0} ms after the limit was lifted",
+        results,
+        order.iter().map(|(arrival, _)| arrival).collect::<Vec<_>>(),
+        order.first().map_or(f64::NAN, |(_, at)| ms(at.duration_since(lifted))),
+    );
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(
+        order
+            .iter()
+            .map(|(arrival, _)| *arrival)
+            .collect::<Vec<_>>(),
+        [0, 1],
+        "the order they arrived in"
+    );
+}
+
+/// The same refusal lasting: the queued call gives up after its outage
+/// patience (waiter_timeout + connect_timeout: 3 s here), `Server`,
+/// retryable, saying so, and leaves nothing in the queue or held once
+/// memory allows again.
+#[test]
+fn a_queued_call_refused_for_memory_gives_up_after_its_patience_and_leaves_the_queue() {
+    if server_version().0 < 7 {
+        // Redis 6.2 checks a script's memory at its first write only, and
+        // the poll's first (a ZREM, not refused for memory) lets it run.
+        eprintln!("skipped: redis 6.2 does not refuse this poll for memory");
+        return;
+    }
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holders = server.client();
+    let fixed = Duration::from_secs(1);
+    let held = (holders.fair_mutex("oom-patience").with_fixed_lease(fixed))
+        .lock()
+        .unwrap();
+    let waiters = server.client();
+    let mutex = waiters.fair_mutex("oom-patience");
+    let started = Instant::now();
+    let waiter = thread::spawn(move || mutex.lock().map(drop));
+    let queued = || holders.fair_mutex("oom-patience").queue_len().unwrap() == 1;
+    assert!(wait_until(Duration::from_secs(5), queued), "queued");
+    let mut conn = server.conn();
+    for (name, value) in [("maxmemory-policy", "noeviction"), ("maxmemory", "1")] {
+        let () = (redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
+            .query(&mut conn)
+            .unwrap();
+    }
+    let err = join_within(waiter, Duration::from_secs(10), "the waiter").unwrap_err();
+    let took = started.elapsed();
+    let () = (redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0"))
+        .query(&mut conn)
+        .unwrap();
+    eprintln!("gave up after {:.0} ms: {err}", ms(took));
+    assert_eq!(err.kind(), fairlock::ErrorKind::Server, "{err}");
+    assert!(
+        err.is_retryable() && err.to_string().contains("gave up after 3s"),
+        "{err}"
+    );
+    // The lease's 1 s, then the patience's 3 s.
+    assert!(
+        took > Duration::from_millis(3500) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    drop(held);
+    let gone = || {
+        let status = holders.fair_mutex("oom-patience").status(10).unwrap();
+        status.queue_len == 0 && status.holder().is_none()
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), gone),
+        "nothing left queued or held"
     );
 }

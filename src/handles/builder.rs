@@ -493,7 +493,9 @@ impl ClientBuilder {
     /// credentials, [`ErrorKind::Permission`] for a command the user's ACL
     /// denies; [`ErrorKind::Connection`] when Redis cannot be reached
     /// within the connect timeout, or does not answer within the command
-    /// timeout (the message names the one). The first connection is opened
+    /// timeout (the message names the one); [`ErrorKind::Server`] for a
+    /// refusal fairlock has no kind for; [`ErrorKind::Internal`] when a
+    /// thread cannot start. The first connection is opened
     /// directly, so each is reported as soon as it is known (a refused
     /// port at once), its cause in the message.
     ///

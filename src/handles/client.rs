@@ -287,7 +287,7 @@ impl Client {
     /// # Errors
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for an
     /// empty or oversized name, before any I/O (retrying does not help);
-    /// otherwise as [`FairLock::status`].
+    /// otherwise as [`FairLock::force_unlock`].
     ///
     /// ```no_run
     /// use fairlock::LockKind;

@@ -151,9 +151,10 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// # Errors
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) for a
     /// bad [value](Self::with_value) (or lease), before any I/O;
-    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
-    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) as
-    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with).
+    /// otherwise as [`FairMutex::lock_with`](crate::FairMutex::lock_with)
+    /// ([`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) before any
+    /// I/O, then `Connection`, `Auth`, `Permission`, `KeyConflict`,
+    /// `FormatMismatch`, `Server`, `NotReplicated`, `Internal`).
     ///
     /// ```no_run
     /// use fairlock::Wait;
@@ -233,8 +234,10 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// The leader now, if any: one status read, no campaign.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
-    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection).
+    /// As [`status`](crate::FairLock::status)
+    /// ([`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) before any
+    /// I/O, then `Connection`, `Auth`, `Permission`, `KeyConflict`,
+    /// `FormatMismatch`, `Server`).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -259,7 +262,11 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
     /// name, before any I/O;
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when the
-    /// subscription cannot be opened.
+    /// subscription cannot be opened; otherwise as
+    /// [`leader`](Self::leader) (`Auth`, `Permission`, `KeyConflict`,
+    /// `FormatMismatch`, `Server`), and
+    /// [`ErrorKind::Internal`](crate::ErrorKind::Internal) when the
+    /// subscriber thread cannot start.
     ///
     /// ```no_run
     /// use std::time::Duration;

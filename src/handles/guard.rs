@@ -202,7 +202,9 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when the
     /// release happened on the master but too few replicas acknowledged it
     /// (after a failover the lock may then stay taken until this hold's
-    /// lease runs out).
+    /// lease runs out); otherwise the kinds of
+    /// [`status`](crate::FairLock::status) (`Auth`, `Permission`,
+    /// `KeyConflict`, `FormatMismatch`, `Server`).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {

@@ -171,7 +171,8 @@ pub struct LeaderWatch {
 
 /// `err` of a watch of `election`, saying so.
 fn watching(election: &Election, err: Error) -> Error {
-    err.during(format_args!("watch of election {:?}", election.name()))
+    let name = crate::protocol::keys::shown(election.name());
+    err.during(format_args!("watch of election {name}"))
 }
 
 impl LeaderWatch {
@@ -200,7 +201,10 @@ impl LeaderWatch {
     /// # Errors
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// cannot be read or the subscription cannot be opened again (a later
-    /// call tries again, and misses nothing within the bound above). A
+    /// call tries again, and misses nothing within the bound above);
+    /// otherwise the kinds of
+    /// [`status`](crate::FairLock::status) (`Auth`, `Permission`,
+    /// `KeyConflict`, `FormatMismatch`, `Server`). A
     /// read, or a subscription opened again, that a stalled server has not
     /// answered by the timeout (and 50 ms of grace) is given up: `None`,
     /// and the next call tries again and reads first.

@@ -194,11 +194,20 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// and the last fencing token. Writes nothing; O(log N + max).
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
-    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection);
+    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for an
+    /// empty or oversized name, before any I/O; then what any call that
+    /// reaches Redis may return:
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) (retryable)
+    /// when Redis cannot be reached, does not answer in time or cannot
+    /// serve now; [`ErrorKind::Auth`](crate::ErrorKind::Auth) when a new
+    /// connection's credentials are refused;
+    /// [`ErrorKind::Permission`](crate::ErrorKind::Permission) when an ACL
+    /// denies a command, key or channel;
     /// [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict) and
     /// [`ErrorKind::FormatMismatch`](crate::ErrorKind::FormatMismatch) for
-    /// someone else's data, or another build's, at the lock's keys.
+    /// someone else's data, or another build's, at the lock's keys;
+    /// [`ErrorKind::Server`](crate::ErrorKind::Server) for a refusal
+    /// fairlock has no kind for (`OOM`, `MISCONF`, a script's error).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -259,7 +268,10 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// operators clearing a lock a stuck process keeps renewing.
     ///
     /// # Errors
-    /// As [`status`](Self::status).
+    /// As [`status`](Self::status); with
+    /// [`sync_replicas`](crate::ClientBuilder::sync_replicas),
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when
+    /// the change was made on the master but too few replicas saw it.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -291,7 +303,10 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// first did and asks nobody else.
     ///
     /// # Errors
-    /// As [`status`](Self::status).
+    /// As [`status`](Self::status); with
+    /// [`sync_replicas`](crate::ClientBuilder::sync_replicas),
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when
+    /// the change was made on the master but too few replicas saw it.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {

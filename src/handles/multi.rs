@@ -234,8 +234,11 @@ impl<O: Ownership> FairMultiLock<O> {
     /// for a part lost while the set waited for a later one: retryable
     /// ([`is_retryable`](crate::Error::is_retryable)), as every part is
     /// given back and taking the set again may succeed. Otherwise as
-    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with); the parts
-    /// taken so far are released first.
+    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with), and what a
+    /// part's own call returns (a semaphore part's
+    /// [`ErrorKind::PermitsMismatch`](crate::ErrorKind::PermitsMismatch) or
+    /// [`ErrorKind::PermitsExceeded`](crate::ErrorKind::PermitsExceeded));
+    /// the parts taken so far are released first.
     ///
     /// ```no_run
     /// use fairlock::Wait;
@@ -345,7 +348,7 @@ impl<O: Ownership> FairMultiLock<O> {
             ));
         }
         let mut parts = (self.parts.iter())
-            .map(|part| Ok((part.0.keys()?.lock(), part)))
+            .map(|part| Ok((part.0.keys_for("acquire")?.lock(), part)))
             .collect::<Result<Vec<_>>>()?;
         // Writes first among equal keys, so the merge below keeps them.
         parts.sort_by_key(|(key, (_, ask))| (*key, Reverse(ask.exclusive())));

@@ -79,9 +79,14 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// # Errors
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) (a bad
-    /// fixed lease or maximum hold), both before any I/O;
-    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
-    /// fails while waiting; [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict).
+    /// fixed lease or maximum hold), both before any I/O; the kinds of
+    /// [`status`](FairLock::status) (`Connection`, `Auth`, `Permission`,
+    /// `KeyConflict`, `FormatMismatch`, `Server`); with
+    /// [`sync_replicas`](crate::ClientBuilder::sync_replicas),
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) (what
+    /// was taken is given back first);
+    /// [`ErrorKind::Internal`](crate::ErrorKind::Internal) when a
+    /// background thread cannot start (or for a fairlock bug).
     /// A call that fails after it was sent may still have taken effect in
     /// Redis (a timeout, a connection lost mid-call): whatever it took or
     /// queued is abandoned by the client (released, or taken out of the
@@ -245,7 +250,7 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// ```
     pub fn hold_count(&self) -> Result<u32> {
         // Only a hold this thread has a live guard of counts as its own.
-        let (owner, live) = self.core().thread_hold(self.target.keys()?);
+        let (owner, live) = self.core().thread_hold(self.target.keys_for("status")?);
         let status = self.status(1)?;
         let ours = status
             .holder()

@@ -155,13 +155,12 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
     /// instant, the guard is returned instead.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
-    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) (a bad
-    /// fixed lease or maximum hold), before any I/O;
-    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
-    /// fails while waiting; [`ErrorKind::KeyConflict`](crate::ErrorKind::KeyConflict).
-    /// As with [`FairMutex::lock_with`](crate::FairMutex::lock_with),
-    /// whatever a call that failed after it was sent took or queued is
+    /// As [`FairMutex::lock_with`](crate::FairMutex::lock_with)
+    /// ([`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) before
+    /// any I/O, then `Connection`, `Auth`, `Permission`, `KeyConflict`,
+    /// `FormatMismatch`, `Server`, `NotReplicated`, `Internal`), and as
+    /// there whatever a call that failed after it was sent took or queued is
     /// abandoned (released, or taken out of the queue).
     ///
     /// ```no_run

@@ -160,9 +160,13 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// or more than [`permits`](Self::permits), before any I/O;
     /// [`ErrorKind::PermitsMismatch`](crate::ErrorKind::PermitsMismatch)
     /// when the semaphore is in use with another number of permits (nothing
-    /// is written); [`ErrorKind::Connection`](crate::ErrorKind::Connection)
-    /// when Redis fails while waiting. As with
-    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with), whatever a
+    /// is written);
+    /// [`ErrorKind::PermitsExceeded`](crate::ErrorKind::PermitsExceeded)
+    /// when [`set_permits`](Self::set_permits) left fewer than `n` (also
+    /// for a call already queued); otherwise as
+    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with) (`Connection`,
+    /// `Auth`, `Permission`, `KeyConflict`, `FormatMismatch`, `Server`,
+    /// `NotReplicated`, `Internal`). As there, whatever a
     /// call that failed after it was sent took or queued is abandoned
     /// (released, or taken out of the queue).
     ///

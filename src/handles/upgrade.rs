@@ -59,7 +59,10 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// fails (a claim already made rides out an outage as a queued call
     /// does); with [`sync_replicas`](crate::ClientBuilder::sync_replicas),
-    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated). On
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated);
+    /// otherwise the kinds of
+    /// [`status`](crate::FairLock::status) (`Auth`, `Permission`,
+    /// `KeyConflict`, `FormatMismatch`, `Server`). On
     /// every error the hold is released (the guard is consumed).
     ///
     /// ```no_run
@@ -164,7 +167,10 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// # Errors
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost),
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection),
-    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated); on
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated);
+    /// otherwise the kinds of
+    /// [`status`](crate::FairLock::status) (`Auth`, `Permission`,
+    /// `KeyConflict`, `FormatMismatch`, `Server`); on
     /// every error the hold is released.
     ///
     /// ```no_run
@@ -207,7 +213,10 @@ impl<O: Ownership> Guard<kind::Write, O> {
     /// was no longer held or this client counted it lost
     /// ([`is_lease_lost`](Guard::is_lease_lost)) (nothing was changed);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection),
-    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated); on
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated);
+    /// otherwise the kinds of
+    /// [`status`](crate::FairLock::status) (`Auth`, `Permission`,
+    /// `KeyConflict`, `FormatMismatch`, `Server`); on
     /// every error the hold is released (the guard is consumed).
     ///
     /// ```no_run

@@ -178,7 +178,7 @@ impl Core {
         tag: Option<&str>,
         wait: &Wait,
     ) -> Result<Option<CallHold>> {
-        let keys = target.keys()?;
+        let keys = target.keys_for("acquire")?;
         let (kind, name) = (keys.kind().label(), keys.name());
         let lease = (policy.lease(self.config()))
             .map_err(|err| err.during(format_args!("acquire of {kind} {name:?}")))?;
@@ -261,7 +261,7 @@ impl Core {
         waiters: usize,
         deadline: Option<Instant>,
     ) -> Result<StatusReply> {
-        let keys = target.keys()?;
+        let keys = target.keys_for("status")?;
         let op = Status {
             kind: keys.kind(),
             waiters,
@@ -279,7 +279,10 @@ impl Core {
         let shared = &self.shared;
         let call_key = owner::call_key(shared.client_id(), shared.next_call_id());
         let op = ForceRelease { call_key };
-        shared.caller.call_write(target.keys()?, &op)?.replicated()
+        shared
+            .caller
+            .call_write(target.keys_for("force release")?, &op)?
+            .replicated()
     }
 
     /// Asks every hold of the lock present now to let go; frees nothing.
@@ -290,7 +293,7 @@ impl Core {
         let call_key = owner::call_key(shared.client_id(), shared.next_call_id());
         let written = shared
             .caller
-            .call_write(target.keys()?, &Revoke { call_key })?;
+            .call_write(target.keys_for("revoke")?, &Revoke { call_key })?;
         let revoked: Revoked = written.replicated()?;
         Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
     }
@@ -306,7 +309,10 @@ impl Core {
     /// client's waiters it admits wake from the reply.
     pub(crate) fn set_permits(&self, target: &Target, permits: u32) -> Result<PermitsSet> {
         let op = SetPermits { permits };
-        let written = self.shared.caller.call_write(target.keys()?, &op)?;
+        let written = self
+            .shared
+            .caller
+            .call_write(target.keys_for("set permits")?, &op)?;
         let (set, replicated) = written.into_parts();
         self.shared.grant_own(&set.admitted);
         replicated.map(|()| set)

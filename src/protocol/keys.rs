@@ -180,6 +180,14 @@ pub fn hash_slot(key: &str) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes()) % 16384
 }
 
+/// `name` quoted and escaped as every message shows a name, cut after 64
+/// characters (an oversized one runs to 64 KiB).
+pub(crate) fn shown(name: &str) -> String {
+    let cut: String = name.chars().take(64).collect();
+    let more = if cut.len() < name.len() { "..." } else { "" };
+    format!("{cut:?}{more}")
+}
+
 fn validate_name(name: &str) -> Result<()> {
     let message = match name.len() {
         0 => "lock name is empty".to_owned(),

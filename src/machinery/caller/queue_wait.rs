@@ -85,9 +85,9 @@ pub(crate) trait Queued {
 /// registered before its first request reaches Redis, so that no handoff
 /// message can arrive for an id nobody listens to, and forgotten once the
 /// wait ends. A first request fails at once when Redis is unreachable; a
-/// queued call rides out a restart or a failover for the client's outage
-/// patience, as its place (or a new one) is still there when Redis is
-/// back.
+/// queued call rides out a restart or a failover (or a refusal that
+/// passes, `OOM`) for the client's outage patience, as its place (or a
+/// new one) is still there when Redis is back.
 pub(crate) fn wait_in_queue<Q: Queued>(
     queued: &Q,
     shared: &Shared,
@@ -119,7 +119,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         let patience_end = since.map(|since| since + shared.config().outage_patience());
         let by = deadline.into_iter().chain(patience_end).min();
         let attempted = queued.attempt(&waiter, mode, Limit::by(by));
-        waiter.answered(!matches!(&attempted, Err(err) if err.is_connection()));
+        waiter.answered(
+            !matches!(&attempted, Err(err) if err.is_connection() || err.is_refused_for_now()),
+        );
         match attempted {
             Ok(Attempted::Got(got)) => break Ok(Some(got)),
             Ok(Attempted::Waiting(pttl_ms, position, last_token)) => {
@@ -142,13 +144,15 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             {
                 break queued.out_of_time(&waiter, err)
             }
-            Err(err) if err.is_connection() && mode == Mode::Poll => {
+            // A refusal that passes (`OOM`, `MISCONF`, `NOREPLICAS`: nothing
+            // ran) is ridden out as an outage is, the place kept.
+            Err(err) if (err.is_connection() || err.is_refused_for_now()) && mode == Mode::Poll => {
                 let first = waiter.unheard_since().map_or(sent, |since| since.min(sent));
                 let patience = shared.config().outage_patience();
                 if !tries_again(&mut outage, first, patience) {
                     let why = format_args!(
-                        "a queued call gave up after {patience:?} with no answer from redis (its \
-                         patience: waiter_timeout + connect_timeout); its last request"
+                        "a queued call gave up after {patience:?} with redis unreachable or refusing \
+                         it (its patience: waiter_timeout + connect_timeout); its last request"
                     );
                     break queued.failed(&waiter, err.during(why), leave_by());
                 }

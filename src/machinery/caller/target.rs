@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::protocol::keys::shown;
 use crate::protocol::{LockKeys, LockKind};
 
 /// A lock's name and keys. Cheap to clone: a handle, every guard and every
@@ -11,6 +12,7 @@ use crate::protocol::{LockKeys, LockKind};
 #[derive(Clone)]
 pub struct Target {
     name: Arc<str>,
+    kind: LockKind,
     keys: std::result::Result<Arc<LockKeys>, Arc<Error>>,
 }
 
@@ -19,6 +21,7 @@ impl Target {
     pub(crate) fn new(prefix: &str, name: &str, kind: LockKind) -> Self {
         Target {
             name: name.into(),
+            kind,
             keys: LockKeys::of_kind(prefix, name, kind)
                 .map(Arc::new)
                 .map_err(Arc::new),
@@ -32,6 +35,13 @@ impl Target {
     /// The keys, or why the name is invalid.
     pub(crate) fn keys(&self) -> Result<&Arc<LockKeys>> {
         self.keys.as_ref().map_err(|err| Error::clone(err))
+    }
+
+    /// As [`keys`](Self::keys), an invalid name told as `call` of this
+    /// lock: `acquire of mutex "": lock name is empty`.
+    pub(crate) fn keys_for(&self, call: &str) -> Result<&Arc<LockKeys>> {
+        let (kind, name) = (self.kind.label(), &self.name);
+        (self.keys()).map_err(|err| err.during(format_args!("{call} of {kind} {}", shown(name))))
     }
 }
 
