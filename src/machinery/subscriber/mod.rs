@@ -19,7 +19,9 @@
 //! (a lost one is found at the next renewal as well); `S`
 //! asks the thread to notice that the client is stopping.
 //! Messages published while the connection is down are lost, so after every
-//! reconnect (every subscription of a slot again) all waiters poll once.
+//! reconnect (every subscription of a slot again) all waiters poll once; a
+//! wake channel's connection quiet for a watchdog period has the server
+//! confirm its subscription, so one that died without a word is opened again.
 //!
 //! Its one read ([`read`]: a read that timed out or that a signal cut
 //! short is read again) serves the wake channel, the shard channels and
@@ -105,6 +107,7 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
     conn.set_read_timeout(Some(READ_TIMEOUT))
         .map_err(Error::from_redis)?;
     let mut pubsub = conn.as_pubsub();
+    let (quiet, mut heard) = (shared.config().watchdog_period(), Instant::now());
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
     } else {
@@ -124,7 +127,21 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
             let message = "the sentinels named another master";
             return Err(Error::new(crate::ErrorKind::Connection, message));
         }
+        // Quiet for a watchdog period, the server is asked to confirm the
+        // subscription (a SUBSCRIBE again): a link that died without a word
+        // (a NAT or load balancer that forgot the idle connection, a server
+        // gone silent) is otherwise never noticed, the client deaf for good.
+        if heard.elapsed() >= quiet {
+            let timeout = Some(shared.config().command_timeout);
+            let confirmed =
+                (pubsub.set_read_timeout(timeout)).and_then(|()| pubsub.subscribe(&channel));
+            // Put back first: a connection given up is left within it.
+            (pubsub.set_read_timeout(Some(READ_TIMEOUT)).and(confirmed))
+                .map_err(Error::from_redis)?;
+            heard = Instant::now();
+        }
         if let Some(msg) = read(pubsub.get_message()).map_err(Error::from_redis)? {
+            heard = Instant::now();
             dispatch(shared, msg.get_payload_bytes());
         }
     }
