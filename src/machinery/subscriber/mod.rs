@@ -20,8 +20,8 @@
 //! asks the thread to notice that the client is stopping.
 //! Messages published while the connection is down are lost, so after every
 //! reconnect (every subscription of a slot again) all waiters poll once; a
-//! wake channel's connection quiet for a watchdog period has the server
-//! confirm its subscription, so one that died without a word is opened again.
+//! connection quiet for a watchdog period has the server confirm its
+//! subscriptions, so one that died without a word is opened again.
 //!
 //! Its one read ([`read`]: a read that timed out or that a signal cut
 //! short is read again) serves the wake channel, the shard channels and
@@ -188,12 +188,25 @@ fn serve_shards(
     conn: &mut redis::Connection,
     live: &mut FxHashSet<u16>,
 ) -> Result<()> {
-    let prefix = shared.config().wake_prefix();
+    let (config, mut heard, mut probed) = (shared.config(), Instant::now(), false);
+    let (prefix, quiet) = (config.wake_prefix(), config.watchdog_period());
     let mut asked = FxHashSet::default();
     let mut map_read = Instant::now();
     loop {
         if shared.is_stopping() {
             return Ok(());
+        }
+        // Quiet for a watchdog period, its live slots are subscribed again
+        // (as `listen` confirms its channel): no answer within the command
+        // timeout, the link died without a word.
+        if heard.elapsed() >= quiet && !live.is_empty() {
+            if heard.elapsed() >= quiet + config.command_timeout {
+                let message = "the shard subscriptions were not confirmed in time";
+                return Err(Error::new(crate::ErrorKind::Connection, message));
+            }
+            if !std::mem::replace(&mut probed, true) {
+                asked.retain(|slot| !live.contains(slot));
+            }
         }
         if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards.any_missing() {
             map_read = Instant::now();
@@ -217,6 +230,7 @@ fn serve_shards(
         let Some(value) = read(conn.recv_response()).map_err(Error::from_redis)? else {
             continue;
         };
+        (heard, probed) = (Instant::now(), false);
         match Push::parse(value) {
             Push::Message(payload) => dispatch(shared, &payload),
             Push::Subscribed(channel) => {
