@@ -1735,3 +1735,73 @@ fn wake_ups_follow_a_failover_away_from_a_master_that_stopped_answering() {
         "the wake-up channels did not move to the new master within 20 s"
     );
 }
+
+/// A shard listener whose link died without a word (a NAT or a load
+/// balancer forgot the idle connection: the node dropped it, the client
+/// reads nothing, not even its end, until it sends) subscribes its slots
+/// again: quiet for a watchdog period (1 s here), it asks the node to
+/// confirm them. The node is reached through a relay (its announced
+/// port). Before, the slot stayed unsubscribed for the client's life,
+/// each handoff in it waiting for a heartbeat.
+#[test]
+fn a_shard_subscription_whose_link_died_silently_is_opened_again() {
+    if server_version() < (7, 0, 0) {
+        return; // no sharded pub/sub
+    }
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let name = "forgotten-shard";
+    let slot = slot_of(&lock_key(name));
+    let master = cluster.master_for_slot(slot);
+    let relay = Relay::start(master);
+    let announce = |port: u16| {
+        let _: () = redis::cmd("CONFIG")
+            .arg(&["SET", "cluster-announce-port", &port.to_string()])
+            .query(&mut cluster.conn(master))
+            .unwrap();
+    };
+    announce(relay.port());
+    // Every node names the relay's port for the master.
+    let announced = || {
+        cluster.ports().iter().all(|&p| {
+            let nodes: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut cluster.conn(p))
+                .unwrap();
+            nodes.contains(&format!(":{}@", relay.port()))
+        })
+    };
+    assert!(wait_until(Duration::from_secs(10), announced));
+    let client = Client::builder(&cluster.url())
+        .lease(Duration::from_secs(3))
+        .waiter_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    drop(client.fair_mutex(name).lock().unwrap());
+    let tag = (0u32..)
+        .map(|n| n.to_string())
+        .find(|t| slot_of(&format!("{{{t}}}")) == slot)
+        .unwrap();
+    let channel = format!("fairlock:wake:{{{tag}}}:{}", client.id());
+    let mut conn = cluster.conn(master);
+    let mut subscribed = || {
+        let counts: (String, i64) = (redis::cmd("PUBSUB").arg("SHARDNUMSUB").arg(&channel))
+            .query(&mut conn)
+            .unwrap();
+        counts.1 == 1
+    };
+    assert!(wait_until(Duration::from_secs(5), &mut subscribed));
+    relay.forget();
+    assert!(wait_until(Duration::from_secs(5), || !subscribed()));
+    let forgotten = Instant::now();
+    let back = wait_until(Duration::from_secs(8), &mut subscribed);
+    eprintln!(
+        "shard channel subscribed again: {back}, {:.0} ms after the link was forgotten",
+        forgotten.elapsed().as_secs_f64() * 1000.0
+    );
+    announce(master);
+    assert!(
+        back,
+        "not subscribed again within 8 s (watchdog period 1 s)"
+    );
+}

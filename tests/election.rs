@@ -1352,3 +1352,65 @@ fn a_watch_judges_an_absence_by_its_clients_fence_life() {
         assert_eq!(seen[0] == missed, says_missed, "{seen:?}");
     }
 }
+
+/// A watch whose subscription's link died without a word (a NAT or a
+/// load balancer forgot the idle connection: the server dropped it, the
+/// client reads nothing, not even its end, until it sends) is opened
+/// again, so a new leader is heard of at once: quiet for a watchdog period
+/// (1 s here), the watch asks the server to confirm its subscription.
+/// Before, it stayed deaf, each change learned at its periodic read
+/// (every `min(lease, timeout)`: 10 s here).
+#[test]
+fn a_watch_whose_link_died_silently_subscribes_again() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let name = "silent";
+    let mut watch = client.election(name).watch().unwrap();
+    let _ = watch.next(Duration::from_millis(100)).unwrap();
+    let mut conn = server.conn();
+    let mut subscribed = || {
+        let counts: (String, i64) = (redis::cmd("PUBSUB").arg("NUMSUB"))
+            .arg(format!("fairlock:election:{name}"))
+            .query(&mut conn)
+            .unwrap();
+        counts.1 == 1
+    };
+    relay.forget();
+    assert!(wait_until(Duration::from_secs(5), || !subscribed()));
+    let forgotten = Instant::now();
+    let (tx, rx) = mpsc::channel();
+    let watcher = thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until {
+            if let Some(LeaderEvent::Leads(leader)) = watch.next(Duration::from_secs(10)).unwrap() {
+                tx.send((Instant::now(), leader.value)).unwrap();
+                return;
+            }
+        }
+    });
+    let back = wait_until(Duration::from_secs(6), &mut subscribed);
+    eprintln!(
+        "watch subscribed again: {back}, {:.0} ms after the link was forgotten",
+        forgotten.elapsed().as_secs_f64() * 1000.0
+    );
+    let other = server.client();
+    let leadership = other.election(name).with_value("next").campaign().unwrap();
+    let led = Instant::now();
+    let (heard, value) = rx.recv_timeout(Duration::from_secs(25)).unwrap();
+    let late = heard.saturating_duration_since(led);
+    eprintln!("new leader heard {late:?} after it led");
+    assert_eq!(value, "next");
+    assert!(
+        back,
+        "not subscribed again within 6 s (watchdog period 1 s)"
+    );
+    assert!(late < Duration::from_millis(500), "{late:?}");
+    join_within(watcher, Duration::from_secs(5), "watcher");
+    drop(leadership);
+}

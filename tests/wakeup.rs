@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use fairlock_test_support::{
     create_acl_user, join_within, kill_subscribers, ms, pause_clients, pubsub_clients, serial,
-    wait_until, RedisServer,
+    wait_until, RedisServer, Relay,
 };
 
 #[test]
@@ -157,6 +157,61 @@ fn a_waiter_whose_wake_message_was_lost_still_gets_the_lock_promptly() {
     assert!(granted - released < Duration::from_millis(500));
     join_within(waiter, Duration::from_secs(5), "waiter");
     assert!(!waiter_id.is_empty());
+}
+
+/// A subscription whose link died without a word (a NAT or a load
+/// balancer forgot the idle connection: the server dropped it, the client
+/// reads nothing, not even its end, until it sends) is found out and
+/// opened again, so handoffs are pushed again: the subscriber, quiet for
+/// a watchdog period (1 s here), asks the server to confirm it. Before,
+/// nothing was ever sent on it: the client stayed deaf for its life, each
+/// handoff waiting for a heartbeat.
+#[test]
+fn a_subscription_whose_link_died_silently_is_opened_again() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = (fairlock::Client::builder(&relay.url()))
+        .lease(Duration::from_secs(3))
+        .waiter_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let channel = format!("fairlock:wake:{}", client.id());
+    let mut conn = server.conn();
+    let mut subscribed = || {
+        let counts: (String, i64) = (redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel))
+            .query(&mut conn)
+            .unwrap();
+        counts.1 == 1
+    };
+    assert!(subscribed());
+    relay.forget();
+    assert!(wait_until(Duration::from_secs(5), || !subscribed()));
+    let forgotten = Instant::now();
+    let back = wait_until(Duration::from_secs(6), &mut subscribed);
+    eprintln!(
+        "subscribed again: {back}, {:.0} ms after the link was forgotten",
+        ms(forgotten.elapsed())
+    );
+    assert!(
+        back,
+        "not subscribed again within 6 s (watchdog period 1 s)"
+    );
+    // Handoffs are pushed again.
+    let other = server.client();
+    let mutex = other.fair_mutex("forgotten");
+    let holder = mutex.lock().unwrap();
+    let (waiter, rx) = spawn_timed_waiter(client.fair_mutex("forgotten"));
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let released = Instant::now();
+    holder.unlock().unwrap();
+    let granted = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    eprintln!("handoff after it: {:.1} ms", ms(granted - released));
+    assert!(granted - released < Duration::from_millis(300));
+    join_within(waiter, Duration::from_secs(5), "waiter");
 }
 
 /// SUBSCRIBE calls the server denied so far (its ACL LOG).

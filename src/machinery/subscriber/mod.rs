@@ -19,7 +19,9 @@
 //! (a lost one is found at the next renewal as well); `S`
 //! asks the thread to notice that the client is stopping.
 //! Messages published while the connection is down are lost, so after every
-//! reconnect (every subscription of a slot again) all waiters poll once.
+//! reconnect (every subscription of a slot again) all waiters poll once; a
+//! connection quiet for a watchdog period has the server confirm its
+//! subscriptions, so one that died without a word is opened again.
 //!
 //! Its one read ([`read`]: a read that timed out or that a signal cut
 //! short is read again) serves the wake channel, the shard channels and
@@ -105,6 +107,7 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
     conn.set_read_timeout(Some(READ_TIMEOUT))
         .map_err(Error::from_redis)?;
     let mut pubsub = conn.as_pubsub();
+    let (quiet, mut heard) = (shared.config().watchdog_period(), Instant::now());
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
     } else {
@@ -124,7 +127,21 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
             let message = "the sentinels named another master";
             return Err(Error::new(crate::ErrorKind::Connection, message));
         }
+        // Quiet for a watchdog period, the server is asked to confirm the
+        // subscription (a SUBSCRIBE again): a link that died without a word
+        // (a NAT or load balancer that forgot the idle connection, a server
+        // gone silent) is otherwise never noticed, the client deaf for good.
+        if heard.elapsed() >= quiet {
+            let timeout = Some(shared.config().command_timeout);
+            let confirmed =
+                (pubsub.set_read_timeout(timeout)).and_then(|()| pubsub.subscribe(&channel));
+            // Put back first: a connection given up is left within it.
+            (pubsub.set_read_timeout(Some(READ_TIMEOUT)).and(confirmed))
+                .map_err(Error::from_redis)?;
+            heard = Instant::now();
+        }
         if let Some(msg) = read(pubsub.get_message()).map_err(Error::from_redis)? {
+            heard = Instant::now();
             dispatch(shared, msg.get_payload_bytes());
         }
     }
@@ -171,12 +188,25 @@ fn serve_shards(
     conn: &mut redis::Connection,
     live: &mut FxHashSet<u16>,
 ) -> Result<()> {
-    let prefix = shared.config().wake_prefix();
+    let (config, mut heard, mut probed) = (shared.config(), Instant::now(), false);
+    let (prefix, quiet) = (config.wake_prefix(), config.watchdog_period());
     let mut asked = FxHashSet::default();
     let mut map_read = Instant::now();
     loop {
         if shared.is_stopping() {
             return Ok(());
+        }
+        // Quiet for a watchdog period, its live slots are subscribed again
+        // (as `listen` confirms its channel): no answer within the command
+        // timeout, the link died without a word.
+        if heard.elapsed() >= quiet && !live.is_empty() {
+            if heard.elapsed() >= quiet + config.command_timeout {
+                let message = "the shard subscriptions were not confirmed in time";
+                return Err(Error::new(crate::ErrorKind::Connection, message));
+            }
+            if !std::mem::replace(&mut probed, true) {
+                asked.retain(|slot| !live.contains(slot));
+            }
         }
         if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards.any_missing() {
             map_read = Instant::now();
@@ -200,6 +230,7 @@ fn serve_shards(
         let Some(value) = read(conn.recv_response()).map_err(Error::from_redis)? else {
             continue;
         };
+        (heard, probed) = (Instant::now(), false);
         match Push::parse(value) {
             Push::Message(payload) => dispatch(shared, &payload),
             Push::Subscribed(channel) => {

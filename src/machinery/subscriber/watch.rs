@@ -18,6 +18,8 @@ pub(crate) struct Subscription {
     route: Route,
     /// `None` after it broke, until opened again.
     conn: Option<redis::Connection>,
+    /// When it was opened or last read something.
+    heard: Instant,
 }
 
 impl Subscription {
@@ -29,34 +31,61 @@ impl Subscription {
             channel,
             route,
             conn: Some(conn),
+            heard: Instant::now(),
         })
     }
 
     /// Waits up to `wait` for a message, opening the subscription again
     /// first if it broke (by `by`, the caller's deadline). True when the
     /// election is to be read again: a message came, or messages may have
-    /// been lost (the subscription was opened again, or broke).
+    /// been lost (the subscription was opened again, or broke). Quiet for
+    /// a watchdog period, it has the server confirm the subscription (a
+    /// subscription again, as the wake channel's does), within the command
+    /// timeout and `by`: one whose link died without a word (a NAT that
+    /// forgot it) is opened again.
     pub(crate) fn receive(&mut self, wait: Duration, by: Option<Instant>) -> Result<bool> {
         let (conn, reopened) = match &mut self.conn {
             Some(conn) => (conn, false),
             None => {
                 let conn = (self.shared.caller).subscription(self.route, &self.channel, by)?;
+                self.heard = Instant::now();
                 (self.conn.insert(conn), true)
             }
         };
-        conn.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+        let (config, now) = (self.shared.config(), Instant::now());
+        let probe_at = self.heard + config.watchdog_period();
+        let (probe, wait) = match probe_at.checked_duration_since(now) {
+            Some(quiet) if !quiet.is_zero() => (false, wait.min(quiet)),
+            _ => (
+                true,
+                by.map_or(Duration::MAX, |by| by.saturating_duration_since(now)),
+            ),
+        };
+        let wait = wait.clamp(Duration::from_millis(1), config.command_timeout);
+        conn.set_read_timeout(Some(wait))
             .map_err(Error::from_redis)?;
+        let command = self.route.subscribe_command(&self.channel);
+        let sent = probe.then(|| conn.send_packed_command(&command.get_packed_command()));
         // A classic channel's connection (RESP2) is read as a `PubSub`, whose
         // drop is skipped (dropping one unsubscribes); a read of its own that
         // timed out would have the redis crate skip the next message. A
         // shard channel's (RESP3) is read as it comes: its `sunsubscribe`
-        // says the slot moved.
-        let read = match self.route {
-            Route::Classic => (ManuallyDrop::new(conn.as_pubsub()).get_message())
+        // says the slot moved. A confirmation is read as it comes too (a
+        // timeout then gives the connection up).
+        let read = sent.unwrap_or(Ok(())).and_then(|()| match self.route {
+            Route::Classic if !probe => (ManuallyDrop::new(conn.as_pubsub()).get_message())
                 .map(|msg| Push::Message(msg.get_payload_bytes().to_vec())),
-            Route::Sharded => conn.recv_response().map(Push::parse),
+            _ => conn.recv_response().map(Push::parse),
+        });
+        let read = if probe {
+            read.map(Some)
+        } else {
+            subscriber::read(read)
         };
-        match subscriber::read(read) {
+        if let Ok(Some(_)) = read {
+            self.heard = Instant::now();
+        }
+        match read {
             Ok(Some(Push::Message(_))) => return Ok(true),
             // A shard channel's slot moved: subscribe at its new master.
             Ok(Some(Push::Unsubscribed(_))) => {}

@@ -20,6 +20,10 @@
 //!   heal every new connection is accepted and closed at once. After the
 //!   heal new connections pass normally; severed ones stay closed.
 //!
+//! And a NAT or load balancer that forgot idle flows: [`forget`](Relay::forget)
+//! closes the open connections at the server and leaves the client's side
+//! open and silent until the client sends something (then it is closed).
+//!
 //! And a DNS name that a failover moves: [`repoint`](Relay::repoint) sends
 //! the connections accepted from then on to another server, the open ones
 //! staying with the one they reach.
@@ -93,6 +97,8 @@ struct Link {
     sockets: [TcpStream; 2],
     /// Set when the link is severed: a pump then drops what it holds.
     severed: Arc<AtomicBool>,
+    /// Set when the link is forgotten ([`Relay::forget`]).
+    forgotten: Arc<AtomicBool>,
     pumps: Vec<JoinHandle<()>>,
 }
 
@@ -202,6 +208,18 @@ impl Relay {
     /// yet: the relay accepts every couple of milliseconds).
     pub fn heal(&self) {
         self.set_mode(|mode| mode.cut = false);
+    }
+
+    /// A NAT or load balancer that forgot the flows open now (an idle
+    /// timeout): each open connection is closed at the server, its client
+    /// reads nothing more, not even its end, until it sends something,
+    /// which closes it (the reset a forgotten flow gets). New connections
+    /// pass.
+    pub fn forget(&self) {
+        for link in self.state.lock_links().iter() {
+            link.forgotten.store(true, SeqCst);
+            let _ = link.sockets[1].shutdown(Shutdown::Both);
+        }
     }
 
     /// Relays the connections accepted from now on to
@@ -412,6 +430,7 @@ fn open_link(state: &Arc<State>, client: TcpStream, held: bool) -> Option<Link> 
     setup(&server).expect("relay: set up the upstream socket");
     let clone = |s: &TcpStream| s.try_clone().expect("relay: clone a socket");
     let severed = Arc::new(AtomicBool::new(false));
+    let forgotten = Arc::new(AtomicBool::new(false));
     let ways = [
         ("up", clone(&client), clone(&server)),
         ("down", clone(&server), clone(&client)),
@@ -420,26 +439,30 @@ fn open_link(state: &Arc<State>, client: TcpStream, held: bool) -> Option<Link> 
     for (way, from, to) in ways {
         let (chunks, due) = std::sync::mpsc::channel();
         let (reader_state, reader_severed) = (Arc::clone(state), Arc::clone(&severed));
+        let reader_forgotten = Arc::clone(&forgotten);
         pumps.push(
             std::thread::Builder::new()
                 .name(format!("relay-{way}"))
                 .spawn(move || {
                     let record = way == "up" && reader_state.recording.load(SeqCst);
-                    pump(&reader_state, &reader_severed, from, chunks, record, held)
+                    let flags = [&*reader_severed, &*reader_forgotten];
+                    pump(&reader_state, flags, from, chunks, record, held)
                 })
                 .expect("relay: spawn a pump"),
         );
         let (state, severed) = (Arc::clone(state), Arc::clone(&severed));
+        let forgotten = Arc::clone(&forgotten);
         pumps.push(
             std::thread::Builder::new()
                 .name(format!("relay-{way}-out"))
-                .spawn(move || deliver(&state, &severed, due, to))
+                .spawn(move || deliver(&state, [&*severed, &*forgotten], due, to))
                 .expect("relay: spawn a pump"),
         );
     }
     Some(Link {
         sockets: [client, server],
         severed,
+        forgotten,
         pumps,
     })
 }
@@ -452,10 +475,11 @@ type Chunk = (std::time::Instant, Vec<u8>);
 /// time. A chunk read during a stall waits for the stall to end; a chunk
 /// held when the link is severed is dropped. At the end `from` is shut
 /// down; [`deliver`] shuts the other socket down once it wrote what was
-/// read, so the other direction stops too.
+/// read, so the other direction stops too. On a forgotten link (`severed`,
+/// `forgotten`) the first bytes read end it.
 fn pump(
     state: &State,
-    severed: &AtomicBool,
+    [severed, forgotten]: [&AtomicBool; 2],
     mut from: TcpStream,
     chunks: std::sync::mpsc::Sender<Chunk>,
     record: bool,
@@ -473,6 +497,9 @@ fn pump(
             }
             Err(_) => break,
         };
+        if forgotten.load(SeqCst) {
+            break;
+        }
         if record {
             // Each whole command read, before it is passed on (so a reply
             // never comes before its command is recorded).
@@ -507,14 +534,15 @@ fn pump(
 }
 
 /// Writes each chunk to `to` at its delivery time, in order, until the
-/// reader is done or the link is severed or the relay closes.
+/// reader is done or the link is severed or forgotten (`to` then left
+/// open) or the relay closes.
 fn deliver(
     state: &State,
-    severed: &AtomicBool,
+    [severed, forgotten]: [&AtomicBool; 2],
     due: std::sync::mpsc::Receiver<Chunk>,
     mut to: TcpStream,
 ) {
-    let stop = || severed.load(SeqCst) || state.closing();
+    let stop = || severed.load(SeqCst) || forgotten.load(SeqCst) || state.closing();
     loop {
         let (at, bytes) = match due.recv_timeout(POLL) {
             Ok(chunk) => chunk,
@@ -529,5 +557,7 @@ fn deliver(
             break;
         }
     }
-    let _ = to.shutdown(Shutdown::Both);
+    if !forgotten.load(SeqCst) {
+        let _ = to.shutdown(Shutdown::Both);
+    }
 }
