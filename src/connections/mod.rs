@@ -279,20 +279,31 @@ impl Backend {
             Listen::Shards(_) => Route::Sharded,
             _ => Route::Classic,
         };
-        // Sent and read apart: a `query` skips the RESP3 push that answers
-        // an `SSUBSCRIBE`. No signal cuts it short (`steady`); if a stop
-        // does, it is sent again, within the command timeout all told: the
-        // redis crate skips the first confirmation (RESP2), or the second
-        // comes as a push the subscriber reads as one (RESP3).
-        let command = route.subscribe_command(channel).get_packed_command();
-        let timeout = Some(timeouts().command);
-        let confirmation = steady::request_on(&mut conn, timeout, |conn, _| {
-            conn.send_packed_command(&command)?;
-            conn.recv_response()
-        });
-        check_subscribed(steady::worded(confirmation, timeout).map_err(Error::from_redis)?)?;
+        subscribe_on(&mut conn, route, channel, Some(timeouts().command))?;
         Ok(conn)
     }
+}
+
+/// Subscribes `conn` to `channel` by `route` and reads the server's
+/// confirmation within `timeout` (the connection's read timeout): a
+/// subscription opened, or one confirmed again while its link is quiet.
+/// Sent and read apart: a `query` skips the RESP3 push that answers an
+/// `SSUBSCRIBE`. No signal cuts it short (`steady`); if a stop does, it is
+/// sent again, within the timeout all told: the redis crate skips the
+/// first confirmation (RESP2), or the second comes as a push the
+/// subscriber reads as one (RESP3).
+pub(crate) fn subscribe_on(
+    conn: &mut redis::Connection,
+    route: Route,
+    channel: &str,
+    timeout: Option<Duration>,
+) -> Result<()> {
+    let command = route.subscribe_command(channel).get_packed_command();
+    let confirmation = steady::request_on(conn, timeout, |conn, _| {
+        conn.send_packed_command(&command)?;
+        conn.recv_response()
+    });
+    check_subscribed(steady::worded(confirmation, timeout).map_err(Error::from_redis)?)
 }
 
 /// The timeouts a connection outside the pool is opened with.

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashSet;
 
 use crate::connections::slot_map::{Address, SlotMap};
-use crate::connections::steady::is_interrupted;
+use crate::connections::steady::{self, is_interrupted};
 use crate::connections::Listen;
 use crate::error::{Error, Result};
 use crate::machinery::observe;
@@ -132,9 +132,12 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
         // (a NAT or load balancer that forgot the idle connection, a server
         // gone silent) is otherwise never noticed, the client deaf for good.
         if heard.elapsed() >= quiet {
+            // Read again if a signal cuts it short, within the timeout.
             let timeout = Some(shared.config().command_timeout);
-            let confirmed =
-                (pubsub.set_read_timeout(timeout)).and_then(|()| pubsub.subscribe(&channel));
+            let confirmed = steady::again(timeout, |left| {
+                pubsub.set_read_timeout(left)?;
+                pubsub.subscribe(&channel)
+            });
             // Put back first: a connection given up is left within it.
             (pubsub.set_read_timeout(Some(READ_TIMEOUT)).and(confirmed))
                 .map_err(Error::from_redis)?;

@@ -6,6 +6,7 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::connections;
 use crate::error::{Error, Result};
 use crate::machinery::shared::Shared;
 use crate::machinery::subscriber;
@@ -64,24 +65,28 @@ impl Subscription {
         let wait = wait.clamp(Duration::from_millis(1), config.command_timeout);
         conn.set_read_timeout(Some(wait))
             .map_err(Error::from_redis)?;
-        let command = self.route.subscribe_command(&self.channel);
-        let sent = probe.then(|| conn.send_packed_command(&command.get_packed_command()));
+        if probe {
+            // The server confirms the subscription (as it opened it), or the
+            // connection is given up and opened again.
+            let channel = &self.channel;
+            if let Err(err) = connections::subscribe_on(conn, self.route, channel, Some(wait)) {
+                log::info!("fairlock: the watch of {channel:?} was not confirmed: {err}");
+                self.conn = None;
+                return Ok(true);
+            }
+            self.heard = Instant::now();
+            return Ok(reopened);
+        }
         // A classic channel's connection (RESP2) is read as a `PubSub`, whose
         // drop is skipped (dropping one unsubscribes); a read of its own that
         // timed out would have the redis crate skip the next message. A
         // shard channel's (RESP3) is read as it comes: its `sunsubscribe`
-        // says the slot moved. A confirmation is read as it comes too (a
-        // timeout then gives the connection up).
-        let read = sent.unwrap_or(Ok(())).and_then(|()| match self.route {
-            Route::Classic if !probe => (ManuallyDrop::new(conn.as_pubsub()).get_message())
+        // says the slot moved.
+        let read = subscriber::read(match self.route {
+            Route::Classic => (ManuallyDrop::new(conn.as_pubsub()).get_message())
                 .map(|msg| Push::Message(msg.get_payload_bytes().to_vec())),
-            _ => conn.recv_response().map(Push::parse),
+            Route::Sharded => conn.recv_response().map(Push::parse),
         });
-        let read = if probe {
-            read.map(Some)
-        } else {
-            subscriber::read(read)
-        };
         if let Ok(Some(_)) = read {
             self.heard = Instant::now();
         }
