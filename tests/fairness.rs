@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use fairlock_test_support::{
     assert_exclusive, join_within, ms, serial, server_version, wait_until, HoldLog, RedisServer,
-    Span, SLOW_LOADING,
+    Relay, Span, SLOW_LOADING,
 };
 
 /// Joins `handle` if it finishes by `deadline`; panics otherwise (never hangs).
@@ -709,7 +709,15 @@ fn a_queued_call_refused_for_memory_gives_up_after_its_patience_and_leaves_the_q
     let held = (holders.fair_mutex("oom-patience").with_fixed_lease(fixed))
         .lock()
         .unwrap();
-    let waiters = server.client();
+    // The waiter's link stalls before the patience ends: its last poll is
+    // cut short by the patience's end (as a slow reply on a busy machine
+    // is), and the error still names the refusal, not "no reply".
+    let relay = Relay::start(server.port());
+    let waiters = (fairlock::Client::builder(&relay.url()))
+        .waiter_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
     let mutex = waiters.fair_mutex("oom-patience");
     let started = Instant::now();
     let waiter = thread::spawn(move || mutex.lock().map(drop));
@@ -721,15 +729,24 @@ fn a_queued_call_refused_for_memory_gives_up_after_its_patience_and_leaves_the_q
             .query(&mut conn)
             .unwrap();
     }
+    // Refused from the lease's end (1 s) on; patience ends at 4 s; a poll
+    // sent into the stall at 3.2 s waits past it (command timeout 1.5 s).
+    thread::sleep(Duration::from_millis(3200).saturating_sub(started.elapsed()));
+    relay.stall();
     let err = join_within(waiter, Duration::from_secs(10), "the waiter").unwrap_err();
     let took = started.elapsed();
+    relay.resume();
     let () = (redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0"))
         .query(&mut conn)
         .unwrap();
     eprintln!("gave up after {:.0} ms: {err}", ms(took));
     assert_eq!(err.kind(), fairlock::ErrorKind::Server, "{err}");
+    let said = err.to_string();
     assert!(
-        err.is_retryable() && err.to_string().contains("gave up after 3s"),
+        err.is_retryable()
+            && said.contains("gave up after 3s")
+            && said.contains("its last request had no reply by then")
+            && said.contains("OOM"),
         "{err}"
     );
     // The lease's 1 s, then the patience's 3 s.

@@ -101,6 +101,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
     }
     let mut mode = Mode::First;
     let mut outage = None;
+    // What the outage last said (a refusal, an unreachable server): a
+    // request the patience's own end cut short says nothing of Redis.
+    let mut cause: Option<Error> = None;
     // A leave after a failure keeps to the wait's end as one past it does.
     let leave_by = || {
         deadline.map_or(Limit::default(), |at| {
@@ -125,7 +128,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         match attempted {
             Ok(Attempted::Got(got)) => break Ok(Some(got)),
             Ok(Attempted::Waiting(pttl_ms, position, last_token)) => {
-                outage = None;
+                (outage, cause) = (None, None);
                 if let Some(position) = position {
                     waiter.in_queue(sent, position, last_token, pttl_ms);
                     // A fixed lease shorter than the heartbeats see to is
@@ -149,14 +152,27 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Err(err) if (err.is_connection() || err.is_refused_for_now()) && mode == Mode::Poll => {
                 let first = waiter.unheard_since().map_or(sent, |since| since.min(sent));
                 let patience = shared.config().outage_patience();
+                // A request that timed out as the patience ended was cut
+                // short by it: what Redis said before is the outage's cause.
+                let ran_out = patience_end.is_some_and(|end| Instant::now() >= end);
+                let said = cause.take().filter(|_| err.is_timeout() && ran_out);
                 if !tries_again(&mut outage, first, patience) {
-                    let why = format_args!(
+                    let gave_up = format!(
                         "a queued call gave up after {patience:?} with redis unreachable or refusing \
-                         it (its patience: waiter_timeout + connect_timeout); its last request"
+                         it (its patience: waiter_timeout + connect_timeout)"
                     );
-                    break queued.failed(&waiter, err.during(why), leave_by());
+                    // What is left in Redis is dealt with as the last request's
+                    // error says (a timeout's call may have run).
+                    break match (queued.failed(&waiter, err, leave_by()), said) {
+                        (Err(_), Some(said)) => Err(said.during(format_args!(
+                            "{gave_up}; its last request had no reply by then, the one before it"
+                        ))),
+                        (ended, _) => ended
+                            .map_err(|err| err.during(format_args!("{gave_up}; its last request"))),
+                    };
                 }
                 log::debug!("fairlock: waiting through an outage: {err}");
+                cause = Some(err);
                 shared.retry_in_order(&waiter);
             }
             Err(err) => break queued.failed(&waiter, err, leave_by()),
