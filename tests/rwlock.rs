@@ -1073,18 +1073,22 @@ fn the_lease_signal_max_hold_and_force_unlock_carry_across_each_change() {
     let rw_other = other.fair_rwlock("carry");
 
     // The watchdog renews the hold under each of its tokens, and the lease
-    // signal taken from the upgradable read fires only at the end.
-    let upgradable = rw.upgradable_read().unwrap();
+    // signal taken from the upgradable read fires only at the end: two
+    // leases pass under each. A lease of 450 ms (renewed every 150 ms): a
+    // 150 ms one lost its hold to a busy machine's scheduling once.
+    let renewed = Duration::from_millis(450);
+    let renewing = server.builder().lease(renewed).build().unwrap();
+    let upgradable = renewing.fair_rwlock("carry").upgradable_read().unwrap();
     let signal = upgradable.lease_signal();
     let write = upgradable.upgrade().unwrap();
-    thread::sleep(3 * lease);
+    thread::sleep(2 * renewed);
     assert!(!write.is_lease_lost());
     assert_eq!(signal.ended(), None);
     let status = rw_other.status(10).unwrap();
     assert_eq!(status.holders[0].fencing_token, write.fencing_token());
     assert_eq!(status.holders[0].access, Some(fairlock::Access::Write));
     let read = write.downgrade().unwrap();
-    thread::sleep(3 * lease);
+    thread::sleep(2 * renewed);
     assert!(!read.is_lease_lost());
     assert_eq!(signal.ended(), None);
     assert_eq!(signal.fencing_token(), read.fencing_token());
