@@ -528,6 +528,10 @@ impl Error {
             _ if full => {
                 "redis has all the clients its maxclients allows (try again once some leave)"
             }
+            Retry::AfterSlotMove => {
+                "the lock's cluster slot is being moved between masters (nothing ran; it can once \
+                 the move ends)"
+            }
             Retry::DemotedMaster => {
                 "redis answered as a read-only replica (a master demoted by a failover, or a URL \
                  that names a replica: fairlock writes, so it needs the master's address)"

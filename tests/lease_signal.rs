@@ -496,7 +496,11 @@ fn a_short_fixed_lease_handed_over_after_a_long_wait_is_not_lost_on_arrival() {
     );
     assert!(!lost_on_arrival, "lost on arrival");
     assert_eq!(end, LeaseEnd::Lost);
-    assert!(at - handed >= FIXED / 2, "{:?}", at - handed);
+    // The lease counts from the last poll that saw the call queued, one
+    // every third of it (100 ms) when on time; a busy machine's late poll
+    // starts it earlier (128 ms after the handoff once), never at the first
+    // request a second before (lost on arrival).
+    assert!(at - handed >= FIXED / 4, "{:?}", at - handed);
 }
 
 /// Holds of every kind whose keys a `FLUSHALL` deleted (no connection

@@ -169,6 +169,11 @@ impl Caller {
                     log::debug!("fairlock: slot being moved, retrying: {err}");
                     let left = give_up.saturating_duration_since(Instant::now());
                     std::thread::sleep(SLOT_MOVE_RETRY_WAIT.min(left));
+                    // No time left to ask again: what Redis said is the
+                    // answer (nothing ran), not an unsent request's timeout.
+                    if Instant::now() >= give_up {
+                        return Err(err);
+                    }
                 }
                 other => return other,
             }
