@@ -219,42 +219,36 @@ fn library_head(definitions: &[Definition]) -> String {
     );
     let functions = definitions.iter().filter(|d| is_function(d.library_text()));
     for definition in kept.into_iter().chain(functions) {
-        head.push_str(definition.library_text());
+        head += definition.library_text();
         head.push('\n');
     }
-    // A value whose election's version is a function (ANNOUNCE): that
-    // function once, as `<NAME>_election`, which `begin` gives the value.
-    for value in &values {
-        if let Some(version) = value.election.as_deref().filter(|v| is_function(v)) {
-            // (split_lib read it as `local function <name>(`.)
-            let name = &value.name;
-            let from = format!("local function {name}(");
-            head.push_str(&version.replacen(&from, &format!("local function {name}_election("), 1));
-            head.push('\n');
-        }
-    }
-    head.push_str("-- Sets the values lua/lib/'s one-line definitions give, for one call.\n");
-    head.push_str("local function begin(keys, argv, election)\n  KEYS, ARGV = keys, argv\n");
+    let mut begin = "-- Sets the values lua/lib/'s one-line definitions give, for one call.\n\
+                     local function begin(keys, argv, election)\n  KEYS, ARGV = keys, argv\n"
+        .to_owned();
     let assignment = |text: &str| {
         let line = text.lines().find(|l| l.starts_with("local ")).unwrap();
         line.trim_start_matches("local ").to_owned()
     };
     for value in values {
-        let election = match &value.election {
-            Some(version) if is_function(version) => format!("{0} = {0}_election", value.name),
-            Some(version) => assignment(version),
-            None => {
-                head.push_str(&format!("  {}\n", assignment(value.library_text())));
-                continue;
-            }
+        let (name, plain) = (&value.name, assignment(value.library_text()));
+        let Some(version) = &value.election else {
+            begin += &format!("  {plain}\n");
+            continue;
         };
-        let plain = assignment(&value.text);
-        head.push_str(&format!(
-            "  if election then\n    {election}\n  else\n    {plain}\n  end\n"
-        ));
+        // A value whose election's version is a function (ANNOUNCE): that
+        // function once, as `<NAME>_election`, which `begin` gives the value
+        // (split_lib read it as `local function <name>(`).
+        let election = if is_function(version) {
+            let from = format!("local function {name}(");
+            head += &version.replacen(&from, &format!("local function {name}_election("), 1);
+            head.push('\n');
+            format!("{name} = {name}_election")
+        } else {
+            assignment(version)
+        };
+        begin += &format!("  if election then\n    {election}\n  else\n    {plain}\n  end\n");
     }
-    head.push_str("end\n\n");
-    head
+    head + &begin + "end\n\n"
 }
 
 /// Whether the Lua `code` reads a call's arguments (`KEYS`, `ARGV`).
