@@ -307,12 +307,9 @@ fn split_lib(source: impl Fn(&str) -> String) -> Vec<Definition> {
                 continue;
             }
             let name = if let Some(rest) = line.strip_prefix("local function ") {
-                for (line, _) in lines.by_ref() {
-                    text.extend([line, "\n"]);
-                    if line == "end" {
-                        break;
-                    }
-                }
+                let body = lines.by_ref().take_while(|(line, _)| *line != "end");
+                text.extend(body.flat_map(|(line, _)| [line, "\n"]));
+                text.push_str("end\n");
                 rest.split('(').next()
             } else {
                 line.strip_prefix("local ")
@@ -407,11 +404,8 @@ fn statements(body: &str) -> Vec<String> {
     let mut cuts = vec![0];
     for (n, line) in lines.iter().enumerate().skip(1) {
         if starts(line) {
-            let mut cut = n;
-            while cut > 0 && lines[cut - 1].starts_with("--") {
-                cut -= 1;
-            }
-            cuts.push(cut.max(cuts[cuts.len() - 1]));
+            let comments = lines[..n].iter().rev().take_while(|l| l.starts_with("--"));
+            cuts.push((n - comments.count()).max(cuts[cuts.len() - 1]));
         }
     }
     cuts.push(lines.len());
