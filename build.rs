@@ -219,42 +219,36 @@ fn library_head(definitions: &[Definition]) -> String {
     );
     let functions = definitions.iter().filter(|d| is_function(d.library_text()));
     for definition in kept.into_iter().chain(functions) {
-        head.push_str(definition.library_text());
+        head += definition.library_text();
         head.push('\n');
     }
-    // A value whose election's version is a function (ANNOUNCE): that
-    // function once, as `<NAME>_election`, which `begin` gives the value.
-    for value in &values {
-        if let Some(version) = value.election.as_deref().filter(|v| is_function(v)) {
-            // (split_lib read it as `local function <name>(`.)
-            let name = &value.name;
-            let from = format!("local function {name}(");
-            head.push_str(&version.replacen(&from, &format!("local function {name}_election("), 1));
-            head.push('\n');
-        }
-    }
-    head.push_str("-- Sets the values lua/lib/'s one-line definitions give, for one call.\n");
-    head.push_str("local function begin(keys, argv, election)\n  KEYS, ARGV = keys, argv\n");
+    let mut begin = "-- Sets the values lua/lib/'s one-line definitions give, for one call.\n\
+                     local function begin(keys, argv, election)\n  KEYS, ARGV = keys, argv\n"
+        .to_owned();
     let assignment = |text: &str| {
         let line = text.lines().find(|l| l.starts_with("local ")).unwrap();
         line.trim_start_matches("local ").to_owned()
     };
     for value in values {
-        let election = match &value.election {
-            Some(version) if is_function(version) => format!("{0} = {0}_election", value.name),
-            Some(version) => assignment(version),
-            None => {
-                head.push_str(&format!("  {}\n", assignment(value.library_text())));
-                continue;
-            }
+        let (name, plain) = (&value.name, assignment(value.library_text()));
+        let Some(version) = &value.election else {
+            begin += &format!("  {plain}\n");
+            continue;
         };
-        let plain = assignment(&value.text);
-        head.push_str(&format!(
-            "  if election then\n    {election}\n  else\n    {plain}\n  end\n"
-        ));
+        // A value whose election's version is a function (ANNOUNCE): that
+        // function once, as `<NAME>_election`, which `begin` gives the value
+        // (split_lib read it as `local function <name>(`).
+        let election = if is_function(version) {
+            let from = format!("local function {name}(");
+            head += &version.replacen(&from, &format!("local function {name}_election("), 1);
+            head.push('\n');
+            format!("{name} = {name}_election")
+        } else {
+            assignment(version)
+        };
+        begin += &format!("  if election then\n    {election}\n  else\n    {plain}\n  end\n");
     }
-    head.push_str("end\n\n");
-    head
+    head + &begin + "end\n\n"
 }
 
 /// Whether the Lua `code` reads a call's arguments (`KEYS`, `ARGV`).
@@ -313,12 +307,9 @@ fn split_lib(source: impl Fn(&str) -> String) -> Vec<Definition> {
                 continue;
             }
             let name = if let Some(rest) = line.strip_prefix("local function ") {
-                for (line, _) in lines.by_ref() {
-                    text.extend([line, "\n"]);
-                    if line == "end" {
-                        break;
-                    }
-                }
+                let body = lines.by_ref().take_while(|(line, _)| *line != "end");
+                text.extend(body.flat_map(|(line, _)| [line, "\n"]));
+                text.push_str("end\n");
                 rest.split('(').next()
             } else {
                 line.strip_prefix("local ")
@@ -413,11 +404,8 @@ fn statements(body: &str) -> Vec<String> {
     let mut cuts = vec![0];
     for (n, line) in lines.iter().enumerate().skip(1) {
         if starts(line) {
-            let mut cut = n;
-            while cut > 0 && lines[cut - 1].starts_with("--") {
-                cut -= 1;
-            }
-            cuts.push(cut.max(cuts[cuts.len() - 1]));
+            let comments = lines[..n].iter().rev().take_while(|l| l.starts_with("--"));
+            cuts.push((n - comments.count()).max(cuts[cuts.len() - 1]));
         }
     }
     cuts.push(lines.len());

@@ -300,12 +300,7 @@ impl Error {
     /// ```
     pub fn is_timeout(&self) -> bool {
         // A Redis call that timed out, or no pooled connection in time.
-        self.source.as_deref().is_some_and(|source| {
-            source
-                .downcast_ref()
-                .is_some_and(redis::RedisError::is_timeout)
-                || source.is::<r2d2::Error>()
-        })
+        self.is_reply_timeout() || (self.source.as_deref()).is_some_and(|s| s.is::<r2d2::Error>())
     }
 
     /// True when Redis refused the call before running any of it, for a
@@ -316,20 +311,19 @@ impl Error {
     /// [`Server`](ErrorKind::Server), as a lock call refused so fails at once
     /// (a queued call's poll rides it out as an outage, queue_wait.rs).
     pub(crate) fn is_refused_for_now(&self) -> bool {
-        (self.source.as_deref())
-            .and_then(|source| source.downcast_ref::<redis::RedisError>())
-            .and_then(code_of)
+        (self.redis_error().and_then(code_of))
             .is_some_and(|code| matches!(code, "OOM" | "NOREPLICAS" | "MISCONF"))
     }
 
     /// True when a request went out and its reply did not come in time
     /// (a stalled or slow server), not when no connection could be had.
     pub(crate) fn is_reply_timeout(&self) -> bool {
-        (self.source.as_deref()).is_some_and(|source| {
-            source
-                .downcast_ref()
-                .is_some_and(redis::RedisError::is_timeout)
-        })
+        self.redis_error().is_some_and(|err| err.is_timeout())
+    }
+
+    /// The cause, when it is a redis error.
+    fn redis_error(&self) -> Option<&redis::RedisError> {
+        self.source.as_deref()?.downcast_ref()
     }
 
     /// True when no pooled connection was free in time and none failed to
@@ -341,12 +335,6 @@ impl Error {
     /// What this error says about sending the call again.
     pub(crate) fn retry(&self) -> Retry {
         self.retry
-    }
-
-    /// True when the connection was found closed by the server, not
-    /// refused (see [`Retry::OtherConnection`]).
-    pub(crate) fn is_dropped_connection(&self) -> bool {
-        self.retry == Retry::OtherConnection
     }
 
     /// True when the call's cluster slot was being moved (see
@@ -402,8 +390,7 @@ impl Error {
         connect: Duration,
         command: Duration,
     ) -> Self {
-        let redis_err =
-            (self.source.as_deref()).and_then(|source| source.downcast_ref::<redis::RedisError>());
+        let redis_err = self.redis_error();
         let not_redis = redis_err.is_some_and(|err| err.kind() == redis::ErrorKind::Parse);
         // A Sentinel at a `redis://` URL, a data server at a Sentinel one.
         let unknown = redis_err
@@ -423,8 +410,7 @@ impl Error {
             );
             (ErrorKind::InvalidConfig, Retry::No, message)
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {
-            let said = self.source.as_ref().map(ToString::to_string);
-            let said = said.as_deref().unwrap_or("");
+            let said = (self.source.as_ref()).map_or(String::new(), |s| s.to_string());
             let ms = |timeout: Duration| format!("no reply within {} ms", timeout.as_millis());
             let replied = "accepted the connection and sent no reply";
             let (step, within, setting) = match said.contains("no reply within") {
@@ -438,12 +424,10 @@ impl Error {
             };
             let within = within.as_millis();
             // A TLS client's handshake is read by a plain port as a command never ended.
-            let tls = ["rediss", "valkeys"].iter().any(|s| server.starts_with(s));
-            let plain = if tls {
-                " (or the port does not speak TLS)"
-            } else {
-                ""
-            };
+            let tls = ["rediss", "valkeys"]
+                .iter()
+                .find(|s| server.starts_with(**s));
+            let plain = tls.map_or("", |_| " (or the port does not speak TLS)");
             let message =
                 format!("redis at {server} {step}{plain} within {within} ms (the {setting})");
             (self.kind, self.retry, message)
@@ -453,9 +437,8 @@ impl Error {
         Error {
             kind,
             retry,
-            message: message.into(),
             source_said: true,
-            ..self
+            ..self.reworded(message)
         }
     }
 
@@ -513,15 +496,14 @@ impl Error {
         {
             Retry::Unreachable
         } else {
-            let refused = Error::with_source(ErrorKind::Server, "", err);
-            let message = match refused.is_refused_for_now() {
-                true => {
+            let refused = Error::with_source(ErrorKind::Server, "redis returned an error", err);
+            return match refused.is_refused_for_now() {
+                true => refused.reworded(
                     "redis refused the call before running it, nothing changed (try again once \
-                         this passes)"
-                }
-                false => "redis returned an error",
+                     this passes)",
+                ),
+                false => refused,
             };
-            return refused.reworded(message);
         };
         let message = match retry {
             _ if err.is_timeout() => "redis call timed out",

@@ -373,13 +373,9 @@ impl Config {
         if self.tls_root_cert.is_none() && self.tls_client_cert.is_none() {
             return Ok(None);
         }
-        if let Some(root) = &self.tls_root_cert {
-            if !root
-                .windows(27)
-                .any(|w| w == b"-----BEGIN CERTIFICATE-----")
-            {
-                return invalid("tls_root_cert_pem holds no PEM certificate");
-            }
+        let no_pem = |pem: &[u8]| !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----");
+        if self.tls_root_cert.as_deref().is_some_and(no_pem) {
+            return invalid("tls_root_cert_pem holds no PEM certificate");
         }
         if let Some(client) = &self.tls_client_cert {
             let chain = CertificateDer::pem_slice_iter(&client.client_cert)

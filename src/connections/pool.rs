@@ -214,7 +214,7 @@ impl Pooled {
             }
             _ => {}
         }
-        self.demoted || err.is_dropped_connection()
+        self.demoted || err.retry() == Retry::OtherConnection
     }
 
     /// Demoted, or opened before the pool's generation.

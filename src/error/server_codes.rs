@@ -60,10 +60,10 @@ fn after_code<'e>(err: &'e redis::RedisError, code: &str) -> &'e str {
 /// kind and what to say; `None` for any other error.
 pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, str>)> {
     let code = code_of(err).unwrap_or_default();
+    let detail = err.detail().unwrap_or_default();
     // Field `n` of the code's fields; the last one (a key) may hold spaces.
     let field = |n: usize| after_code(err, code).splitn(3, ' ').nth(n);
-    let number =
-        |n: usize| field(n).filter(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()));
+    let number = |n: usize| field(n)?.parse::<u64>().ok();
     Some(match code {
         // Scripts read every key before writing it, so they stopped here
         // before touching the foreign value.
@@ -92,7 +92,7 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
         // "FAIRLOCK_PERMITS_MISMATCH <this call's> <the lock's> <fence ms>"
         // (lua/lib/counted.lua's check_capacity).
         "FAIRLOCK_PERMITS_MISMATCH" => {
-            let fence = match number(2).and_then(|ms| ms.parse().ok()) {
+            let fence = match number(2) {
                 Some(ms) => format!("{:?} (the fence life)", Duration::from_millis(ms)),
                 None => "the fence life".to_owned(),
             };
@@ -166,18 +166,18 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
         "NOPERM" => (ErrorKind::Permission, PERMISSION_DENIED.into()),
         // A command a script runs denied: ERR, in words of each version's
         // own (7.0 and 6.2; 7.2 and later, Valkey).
-        _ if err.detail().is_some_and(|d| {
-            d.contains("user executing the script can't run") || d.contains("ACL failure in script")
-        }) =>
+        _ if detail.contains("user executing the script can't run")
+            || detail.contains("ACL failure in script") =>
         {
             (ErrorKind::Permission, PERMISSION_DENIED.into())
         }
         // The server's reply to a SELECT of a database it does not have
         // ("ERR DB index is out of range"), which the redis crate passes
         // on as the detail of its own error.
-        _ if err.detail().is_some_and(|d| d.contains("DB index")) => {
-            (ErrorKind::InvalidConfig, NO_SUCH_DATABASE.into())
-        }
+        _ if detail.contains("DB index") => (
+            ErrorKind::InvalidConfig,
+            "redis has no such database as the URL names (retrying cannot help)".into(),
+        ),
         _ => return None,
     })
 }
@@ -198,6 +198,3 @@ pub(crate) const SENTINEL_CREDENTIALS_REFUSED: &str =
 /// What an [`ErrorKind::Permission`] error says.
 const PERMISSION_DENIED: &str = "redis's ACL denies this client's user a command or key \
                                  fairlock needs (see docs/security.md: retrying cannot help)";
-
-/// What the [`ErrorKind::InvalidConfig`] error of a bad database says.
-const NO_SUCH_DATABASE: &str = "redis has no such database as the URL names (retrying cannot help)";

@@ -44,7 +44,7 @@ impl WatchdogConns {
         let mut conn = idle.map_or_else(open, Ok)?;
         let mut result = call(&mut *conn);
         let stale =
-            |err: &Error| err.is_dropped_connection() || err.retry() == Retry::DemotedMaster;
+            |err: &Error| matches!(err.retry(), Retry::OtherConnection | Retry::DemotedMaster);
         if reused && result.as_ref().is_err_and(stale) {
             conn = open()?;
             result = call(&mut *conn);
