@@ -332,7 +332,8 @@ impl Client {
 
     /// A new handle's settings: a renewed lease, no maximum hold.
     fn settings<O: crate::Ownership>(&self) -> Settings<O> {
-        Settings::new(Arc::clone(&self.inner), LeasePolicy::default())
+        let renewed = LeasePolicy::Renewed { max_hold: None };
+        Settings::new(Arc::clone(&self.inner), renewed)
     }
 
     /// This client's random id, the first part of every owner id it uses.

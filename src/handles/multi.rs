@@ -557,8 +557,7 @@ impl<O: Ownership> Guard<kind::Any, O> {
     /// # Ok(()) }
     /// ```
     pub fn lock_kind(&self) -> LockKind {
-        let keys = self.hold.target.keys();
-        keys.map_or(self.hold.call.ask.kind(), |keys| keys.kind())
+        self.hold.call.keys.kind()
     }
 
     /// The permits a semaphore's hold takes; 1 for a hold of another kind.

@@ -23,13 +23,6 @@ pub(crate) enum LeasePolicy {
     Fixed(Duration),
 }
 
-impl Default for LeasePolicy {
-    /// The client's lease, renewed for as long as a guard lives.
-    fn default() -> Self {
-        LeasePolicy::Renewed { max_hold: None }
-    }
-}
-
 impl LeasePolicy {
     /// The lease an acquisition takes under this policy with the client's
     /// settings; a lease or maximum hold out of bounds is an error before
