@@ -184,8 +184,26 @@ impl Status {
     /// The public form of what a `status` script returned.
     pub(crate) fn from_reply(reply: StatusReply) -> Self {
         let kind = reply.kind;
-        let holder = |holder| Holder::of(holder, kind);
-        let waiter = |waiter| QueuedWaiter::of(waiter, kind);
+        let holder = |holder: HolderReply| {
+            let (access, permits) = kind.access_and_permits(holder.units);
+            Holder {
+                who: Participant::new(holder.owner),
+                access,
+                permits,
+                hold_count: holder.count,
+                fencing_token: holder.token,
+                remaining_lease: holder.lease_left_ms.and_then(millis),
+            }
+        };
+        let waiter = |waiter: WaiterReply| {
+            let (access, permits) = kind.access_and_permits(waiter.units);
+            QueuedWaiter {
+                who: Participant::new(waiter.owner),
+                access,
+                permits,
+                liveness_left: millis(waiter.liveness_left_ms),
+            }
+        };
         Status {
             kind,
             capacity: reply.admits(),
@@ -196,32 +214,6 @@ impl Status {
             last_fencing_token: Some(reply.last_token).filter(|&token| token > 0),
             holders: reply.holders.into_iter().map(holder).collect(),
             waiters: reply.waiters.into_iter().map(waiter).collect(),
-        }
-    }
-}
-
-impl Holder {
-    fn of(holder: HolderReply, kind: LockKind) -> Holder {
-        let (access, permits) = kind.access_and_permits(holder.units);
-        Holder {
-            who: Participant::new(holder.owner),
-            access,
-            permits,
-            hold_count: holder.count,
-            fencing_token: holder.token,
-            remaining_lease: holder.lease_left_ms.and_then(millis),
-        }
-    }
-}
-
-impl QueuedWaiter {
-    fn of(waiter: WaiterReply, kind: LockKind) -> QueuedWaiter {
-        let (access, permits) = kind.access_and_permits(waiter.units);
-        QueuedWaiter {
-            who: Participant::new(waiter.owner),
-            access,
-            permits,
-            liveness_left: millis(waiter.liveness_left_ms),
         }
     }
 }
