@@ -677,13 +677,15 @@ mod tests {
 
     #[test]
     fn a_waiter_woken_after_both_ends_hears_the_max_hold_that_came_first() {
-        // The lease (60 ms) is capped 20 ms after the maximum hold (40 ms),
-        // as the watchdog's renewals cap it; the waiter's thread is held
-        // off (the state's lock taken) until both have passed.
-        let h = hold(60, Some(40));
+        // The lease (300 ms) is capped 100 ms after the maximum hold (200
+        // ms), as the watchdog's renewals cap it; the waiter's thread is
+        // held off (the state's lock taken) until both have passed. It
+        // must start its wait before the maximum hold: 200 ms for a busy
+        // machine to start a thread (40 ms once did not do).
+        let h = hold(300, Some(200));
         let busy = h.state.lock();
         let waiter = in_thread(&h, |h| h.wait_end(None));
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(500));
         drop(busy);
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::MaxHold));
         // A look after both ends is told the truth: the lease ran out.
@@ -712,9 +714,9 @@ mod tests {
 
     #[test]
     fn a_renewal_in_time_pushes_the_end_out() {
-        let h = hold(50, None);
+        let h = hold(200, None);
         h.renewed(Instant::now(), Duration::from_secs(60));
-        std::thread::sleep(Duration::from_millis(60));
+        std::thread::sleep(Duration::from_millis(250));
         assert!(!h.is_lost());
         let soon = Instant::now() + Duration::from_millis(5);
         assert_eq!(h.wait_end(Some(soon)), None);
