@@ -195,20 +195,12 @@ impl Caller {
     /// Runs a writing `op`, still in one round trip: with
     /// [`sync_replicas`](crate::ClientBuilder::sync_replicas) set, a `WAIT` rides
     /// in the same pipeline and a shortfall ([`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated))
-    /// comes back with the reply.
+    /// comes back with the reply. Within `limit` (a waiting call's request
+    /// kept to its deadline; a guard's drop, which never holds its thread
+    /// longer than one command timeout, pool waits included, and on any
+    /// error hands the call to the watchdog; the default: the client's
+    /// timeouts).
     pub(crate) fn call_write<O: Operation>(
-        &self,
-        keys: &LockKeys,
-        op: &O,
-    ) -> Result<Written<O::Reply>> {
-        self.call_write_limited(keys, op, Limit::default())
-    }
-
-    /// As [`call_write`](Self::call_write), within `limit` (a waiting
-    /// call's request kept to its deadline; a guard's drop, which never
-    /// holds its thread longer than one command timeout, pool waits
-    /// included, and on any error hands the call to the watchdog).
-    pub(crate) fn call_write_limited<O: Operation>(
         &self,
         keys: &LockKeys,
         op: &O,

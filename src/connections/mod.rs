@@ -144,12 +144,6 @@ impl Backend {
         Ok(Backend::pooled(config, deployment))
     }
 
-    /// Where subscriber threads listen with sharded pub/sub: every node
-    /// `map` names (a replica's thread subscribes once it is promoted).
-    pub(crate) fn shard_listeners(map: &SlotMap) -> Vec<Listen> {
-        map.nodes().iter().cloned().map(Listen::Shards).collect()
-    }
-
     /// True on Redis Cluster, whose pipelines must stay in one slot.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(*self.manager.deployment, Deployment::Cluster(_))
@@ -208,13 +202,6 @@ impl Backend {
     /// the Sentinels name now.
     pub(crate) fn own_connection(&self) -> Result<OwnConn> {
         self.manager.open()
-    }
-
-    /// The first connection, as [`own_connection`](Self::own_connection),
-    /// its error as [`first_failure`](Self::first_failure) says it.
-    pub(crate) fn first_connection(&self) -> Result<OwnConn> {
-        let started = Instant::now();
-        (self.own_connection()).map_err(|err| self.first_failure(err, started))
     }
 
     /// `err`, met by the first connection or its first command (started

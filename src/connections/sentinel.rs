@@ -103,7 +103,8 @@ impl Sentinels {
         // rather than another Sentinel's failure or not knowing the name.
         let (mut master_err, mut last_err) = (None, None);
         for at in (first..first + count).map(|i| i % count) {
-            let masters = match ask(&self.sentinels[at], timeouts, &masters_command()) {
+            let masters_command = redis::cmd("SENTINEL").arg("MASTERS").clone();
+            let masters = match ask(&self.sentinels[at], timeouts, &masters_command) {
                 Ok(masters) => masters,
                 Err(err) => {
                     last_err = Some(sentinels_error(Error::from_redis(err)));
@@ -157,10 +158,7 @@ impl Sentinels {
             }
             let client = super::open_info(&self.config, self.master_info(ip.to_owned(), port))?;
             let role = ask::<redis::Role>(&client, timeouts, &redis::cmd("ROLE"));
-            if matches!(
-                role.map_err(Error::from_redis)?,
-                redis::Role::Primary { .. }
-            ) {
+            if let redis::Role::Primary { .. } = role.map_err(Error::from_redis)? {
                 return Ok(Some(client));
             }
         }
@@ -203,13 +201,6 @@ fn sentinels_error(err: Error) -> Error {
         ErrorKind::Auth => err.reworded(SENTINEL_CREDENTIALS_REFUSED),
         _ => err,
     }
-}
-
-/// `SENTINEL MASTERS`.
-fn masters_command() -> redis::Cmd {
-    let mut cmd = redis::cmd("SENTINEL");
-    cmd.arg("MASTERS");
-    cmd
 }
 
 /// `command`'s reply from the server `client` reaches, on a connection of

@@ -129,7 +129,7 @@ impl Status {
     /// Reads the status of `target`, listing at most `max` holders and
     /// `max` waiters.
     pub(crate) fn read(core: &Core, target: &Target, max: usize) -> Result<Status> {
-        Ok(Status::from_reply(core.status(target, max, max)?))
+        Ok(Status::from_reply(core.status_by(target, max, max, None)?))
     }
 
     /// The first holder by lease end (a mutex's or an election's only

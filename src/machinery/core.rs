@@ -19,7 +19,7 @@ use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::topology::Topology;
 use crate::connections::warning::ServerWarning;
-use crate::connections::{eviction, Backend};
+use crate::connections::{eviction, Backend, Listen};
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::acquisition::{Acquired, Acquisition};
 use crate::machinery::caller::call_hold::CallHold;
@@ -88,14 +88,16 @@ impl Core {
         // Something that answers, but not as Redis, or does not answer at
         // all, is named as such in one line (`Error::at_first_contact`).
         let server = config.target.describe();
-        let started = std::time::Instant::now();
+        // The first connection's or its first command's error, as
+        // `first_failure` says it.
+        let started = Instant::now();
         let first_contact = |err: Error| {
+            let err = backend.first_failure(err, started);
             err.at_first_contact(&server, config.connect_timeout, config.command_timeout)
         };
-        let mut first = backend.first_connection().map_err(first_contact)?;
+        let mut first = backend.own_connection().map_err(first_contact)?;
         let time: redis::RedisResult<Vec<String>> = redis::cmd("TIME").query(&mut *first);
-        time.map_err(Error::from_redis)
-            .map_err(|err| first_contact(backend.first_failure(err, started)))?;
+        time.map_err(Error::from_redis).map_err(first_contact)?;
         let loading =
             |err: Error| err.during(format_args!("loading fairlock's scripts at {server}"));
         let later = scripts.load_all(&mut *first).map_err(loading)?;
@@ -128,11 +130,13 @@ impl Core {
         });
         // Sharded pub/sub where the cluster has it (it took the Functions
         // library: Redis 7.0 and later, Valkey) and its slot map names a
-        // node (a lone node that met no peer names itself by no host).
+        // node (a lone node that met no peer names itself by no host): on
+        // every node the map names (a replica's thread subscribes once it
+        // is promoted).
         let listeners = match slot_map.as_deref() {
             Some(map) if shared.caller.scripts.calls_functions() && !map.nodes().is_empty() => {
                 shared.caller.scripts.use_sharded();
-                Backend::shard_listeners(map)
+                map.nodes().iter().cloned().map(Listen::Shards).collect()
             }
             map => shared.caller.backend.listeners(map),
         };
@@ -241,19 +245,9 @@ impl Core {
     }
 
     /// Reads `target`'s status, listing at most `holders` holders and
-    /// `waiters` waiters (an election's history with it).
-    pub(crate) fn status(
-        &self,
-        target: &Target,
-        holders: usize,
-        waiters: usize,
-    ) -> Result<StatusReply> {
-        self.status_by(target, holders, waiters, None)
-    }
-
-    /// As [`status`](Self::status), its reply waited for until `deadline`
-    /// (and a request's grace) at most, pool wait included, if given (an
-    /// election watch's read, kept to its timeout).
+    /// `waiters` waiters (an election's history with it), its reply waited
+    /// for until `deadline` (and a request's grace) at most, pool wait
+    /// included, if given (an election watch's read, kept to its timeout).
     pub(crate) fn status_by(
         &self,
         target: &Target,
@@ -281,7 +275,7 @@ impl Core {
         let op = ForceRelease { call_key };
         shared
             .caller
-            .call_write(target.keys_for("force release")?, &op)?
+            .call_write(target.keys_for("force release")?, &op, Limit::default())?
             .replicated()
     }
 
@@ -291,9 +285,11 @@ impl Core {
         // A call key, so that the call delivered twice asks no later hold.
         let shared = &self.shared;
         let call_key = owner::call_key(shared.client_id(), shared.next_call_id());
-        let written = shared
-            .caller
-            .call_write(target.keys_for("revoke")?, &Revoke { call_key })?;
+        let written = shared.caller.call_write(
+            target.keys_for("revoke")?,
+            &Revoke { call_key },
+            Limit::default(),
+        )?;
         let revoked: Revoked = written.replicated()?;
         Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
     }
@@ -309,10 +305,11 @@ impl Core {
     /// client's waiters it admits wake from the reply.
     pub(crate) fn set_permits(&self, target: &Target, permits: u32) -> Result<PermitsSet> {
         let op = SetPermits { permits };
-        let written = self
-            .shared
-            .caller
-            .call_write(target.keys_for("set permits")?, &op)?;
+        let written = self.shared.caller.call_write(
+            target.keys_for("set permits")?,
+            &op,
+            Limit::default(),
+        )?;
         let (set, replicated) = written.into_parts();
         self.shared.grant_own(&set.admitted);
         replicated.map(|()| set)

@@ -205,7 +205,7 @@ impl Queued for Acquisition<'_> {
         let (drift, mut ask_again) = (shared.config().clock_drift, true);
         loop {
             let sent = Instant::now();
-            let written = shared.caller.call_write_limited(&call.keys, &op, limit)?;
+            let written = shared.caller.call_write(&call.keys, &op, limit)?;
             let (reply, replicated) = written.into_parts();
             let fence = shared.config().fence_life;
             (self.permits_seen).note(self.keys, self.ask.capacity(), reply.in_force(), fence);
@@ -258,7 +258,7 @@ impl Queued for Acquisition<'_> {
         let entry = waiter.call.entry();
         let sent = Instant::now();
         let (reply, replicated) = (self.shared.caller)
-            .call_write_limited(&waiter.call.keys, &Cancel { entry }, limit)
+            .call_write(&waiter.call.keys, &Cancel { entry }, limit)
             .inspect_err(|_| self.shared.abandon_later(&waiter.call))?
             .into_parts();
         match reply {

@@ -88,7 +88,7 @@ impl CallHold {
             call: call.id,
             vouched_until: self.vouched_until(),
         };
-        let sent = (shared.caller).call_write_limited(&call.keys, &release, limit);
+        let sent = (shared.caller).call_write(&call.keys, &release, limit);
         // Not sent, or its reply lost: the watchdog gives the call back once
         // Redis answers, so the hold does not wait out its lease.
         let abandon = |_: &Error| shared.abandon_later(call);

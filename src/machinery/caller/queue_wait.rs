@@ -25,14 +25,6 @@ use crate::protocol::{Ask, Call, Mode, Renew, RenewReply};
 /// the server does.
 pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
-/// Whether a waiting call whose requests have failed for want of Redis
-/// since `since` (set by the first, sent at `sent`) tries again: not once
-/// that has lasted `patience`.
-fn tries_again(since: &mut Option<Instant>, sent: Instant, patience: Duration) -> bool {
-    let now = Instant::now();
-    now.duration_since(*since.get_or_insert(sent)) < patience
-}
-
 /// True when `err` is the deadline's doing: it passed while a request
 /// waited for a pooled connection or for its reply.
 fn out_of_time(err: &Error, deadline: Option<Instant>) -> bool {
@@ -156,7 +148,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // short by it: what Redis said before is the outage's cause.
                 let ran_out = patience_end.is_some_and(|end| Instant::now() >= end);
                 let said = cause.take().filter(|_| err.is_timeout() && ran_out);
-                if !tries_again(&mut outage, first, patience) {
+                // Requests failing for want of Redis since the first (set
+                // once) try again until that has lasted the patience.
+                if outage.get_or_insert(first).elapsed() >= patience {
                     let gave_up = format!(
                         "a queued call gave up after {patience:?} with redis unreachable or refusing \
                          it (its patience: waiter_timeout + connect_timeout)"
@@ -261,7 +255,7 @@ pub(crate) fn confirm(
     };
     let named = |err: Error| err.renamed("renew of", call_name);
     let (renewed, replicated) = (shared.caller)
-        .call_write_limited(&call.keys, &op, limit)
+        .call_write(&call.keys, &op, limit)
         .map_err(named)?
         .into_parts();
     if !renewed.is_held() {

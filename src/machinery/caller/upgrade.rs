@@ -111,7 +111,7 @@ impl CallHold {
         };
         let downgraded = asking(call, Ask::RwLock(to));
         let (reply, replicated) = (shared.caller)
-            .call_write(&call.keys, &op)
+            .call_write(&call.keys, &op, Limit::default())
             .inspect_err(|_| shared.abandon_later(&downgraded))?
             .into_parts();
         let DowngradeReply::Downgraded { token, handed, .. } = reply else {
@@ -153,7 +153,7 @@ impl Upgrader<'_> {
             step,
         };
         let (reply, replicated) = (shared.caller)
-            .call_write_limited(&claim.keys, &op, limit)?
+            .call_write(&claim.keys, &op, limit)?
             .into_parts();
         match reply {
             UpgradeReply::Upgraded { token, .. } => replicated.map(|()| Attempted::Got(token)),
