@@ -17,14 +17,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use redis::{ConnectionAddr, IntoConnectionInfo, RedisResult};
+use redis::{ConnectionAddr, IntoConnectionInfo};
 
 use crate::connections::config::Config;
 use crate::connections::topology::MasterNode;
 use crate::error::{Error, ErrorKind, Result, SENTINEL_CREDENTIALS_REFUSED};
 
-use super::steady::Steady;
-use super::{Link, Timeouts};
+use super::Timeouts;
 
 /// The Sentinels of a deployment and how to reach the master they name.
 pub(super) struct Sentinels {
@@ -107,7 +106,7 @@ impl Sentinels {
             let masters = match ask(&self.sentinels[at], timeouts, &masters_command) {
                 Ok(masters) => masters,
                 Err(err) => {
-                    last_err = Some(sentinels_error(Error::from_redis(err)));
+                    last_err = Some(sentinels_error(err));
                     continue;
                 }
             };
@@ -158,7 +157,7 @@ impl Sentinels {
             }
             let client = super::open_info(&self.config, self.master_info(ip.to_owned(), port))?;
             let role = ask::<redis::Role>(&client, timeouts, &redis::cmd("ROLE"));
-            if let redis::Role::Primary { .. } = role.map_err(Error::from_redis)? {
+            if let redis::Role::Primary { .. } = role? {
                 return Ok(Some(client));
             }
         }
@@ -210,8 +209,7 @@ fn ask<T: redis::FromRedisValue>(
     client: &redis::Client,
     timeouts: Timeouts,
     command: &redis::Cmd,
-) -> RedisResult<T> {
-    let mut conn = Steady::connect_to(client, Some(timeouts.connect))?;
-    conn.set_timeouts(timeouts.command)?;
-    command.query(&mut conn)
+) -> Result<T> {
+    let mut conn = timeouts.connect(client)?;
+    command.query(&mut conn).map_err(Error::from_redis)
 }
