@@ -1230,10 +1230,13 @@ fn a_watch_returns_what_it_learned_while_redis_is_away() {
     let election = client.election("learned");
     let mut watch = election.watch().unwrap();
     let step = Duration::from_millis(200);
-    assert_eq!(watch.next(step).unwrap(), vacant_none());
+    // The reads it must make are given 2 s (a read given 200 ms was given
+    // up, `None`, on a busy machine): each returns once it is answered.
+    let read = Duration::from_secs(2);
+    assert_eq!(watch.next(read).unwrap(), vacant_none());
     // Three leaders in a row while the caller is away, then a vacancy.
     let terms = leaders_in_a_row(&election, 3);
-    assert_eq!(leader_of(watch.next(step).unwrap()).term, terms[0]);
+    assert_eq!(leader_of(watch.next(read).unwrap()).term, terms[0]);
     server.kill();
     let mut rest = Vec::new();
     for _ in 0..3 {
@@ -1252,8 +1255,19 @@ fn a_watch_returns_what_it_learned_while_redis_is_away() {
     ];
     assert_eq!(rest, expected);
     // Nothing learned is left: the next call's read fails, and its error
-    // names the call made, the watch's next, not a status call.
-    let err = watch.next(step).unwrap_err();
+    // names the call made, the watch's next, not a status call. A read
+    // whose pool opened no connection, nor failed to, in its 200 ms (a
+    // busy machine) is given up as documented (`None`, nothing known):
+    // the first of up to three calls that fails.
+    let mut calls = Vec::new();
+    let err = loop {
+        match watch.next(step) {
+            Err(err) => break err,
+            Ok(event) if calls.len() < 2 => calls.push(event),
+            Ok(event) => panic!("no read failed in three calls: {calls:?}, {event:?}"),
+        }
+    };
+    assert!(calls.iter().all(Option::is_none), "{calls:?}");
     assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
     let named = "watch of election \"learned\": ";
     assert!(err.to_string().starts_with(named), "{err}");
