@@ -16,6 +16,18 @@ use fairlock_test_support::server::try_conn;
 use fairlock_test_support::*;
 
 const LEASE: Duration = Duration::from_secs(1);
+/// The lease and waiter timeout of the TLS tests that hold past their
+/// lease: a client's watchdog opens its own connection at its first round,
+/// and a handshake took over a second on a busy machine (a hold of a 1 s
+/// lease was lost after 958 ms, no renewal through). Each hold lasts
+/// [`past`] it.
+const TLS_LEASE: Duration = Duration::from_secs(2);
+
+/// How long a test holds to see its lease renewed: past the lease by a
+/// quarter of it (a renewal every third).
+fn past(lease: Duration) -> Duration {
+    lease + lease / 4
+}
 
 /// The lease and waiter timeout of a waiter whose fallbacks are slow:
 /// its client's watchdog (whose heartbeat would find the lock handed over)
@@ -395,7 +407,7 @@ fn a_user_without_functions_runs_every_call_by_evalsha() {
             .unwrap()
     };
     let (a, b) = (build(), build());
-    hold_and_hand_over(&a, &b, "no-functions");
+    hold_and_hand_over(&a, &b, "no-functions", LEASE);
     let sem = a.fair_semaphore("no-functions-sem", 2);
     let permit = sem.acquire().unwrap();
     assert_eq!(sem.available().unwrap(), 1);
@@ -657,8 +669,8 @@ mod tls {
         assert!(url.starts_with("rediss://"));
         let builder = || {
             Client::builder(&url)
-                .lease(LEASE)
-                .waiter_timeout(LEASE)
+                .lease(TLS_LEASE)
+                .waiter_timeout(TLS_LEASE)
                 .tls_root_cert_pem(files.ca_pem())
         };
         let a = builder().build().expect("a TLS client");
@@ -670,7 +682,7 @@ mod tls {
             .queue_len()
             .unwrap()
             == 1));
-        std::thread::sleep(LEASE + LEASE / 2);
+        std::thread::sleep(past(TLS_LEASE));
         assert!(!guard.is_lease_lost());
         let released = Instant::now();
         guard.unlock().unwrap();
@@ -786,7 +798,9 @@ mod tls {
         let files = TlsFiles::generate();
         let server = RedisServer::start_tls_auth(&files, true);
         let stranger = TlsFiles::generate();
-        let connect_timeout = Duration::from_secs(1);
+        // Time for the handshake to reach the server's check of the
+        // certificate on a busy machine (one timed out at 1 s before).
+        let connect_timeout = Duration::from_secs(3);
         for (what, builder) in [
             (
                 "no client certificate",
@@ -849,8 +863,8 @@ mod tls {
         );
         let builder = || {
             Client::builder(&url)
-                .lease(LEASE)
-                .waiter_timeout(LEASE)
+                .lease(TLS_LEASE)
+                .waiter_timeout(TLS_LEASE)
                 .connect_timeout(Duration::from_secs(1))
                 .tls_root_cert_pem(files.ca_pem())
                 .sentinel_password("sent-s3cret")
@@ -875,7 +889,7 @@ mod tls {
             ms(started.elapsed())
         );
         let b = with_cert().build().unwrap();
-        hold_and_hand_over(&a, &b, "mtls-sentinel");
+        hold_and_hand_over(&a, &b, "mtls-sentinel", TLS_LEASE);
 
         // Without the client certificate, the Sentinel refuses at once.
         let (err, took, chain) = failed_build(builder(), Duration::from_secs(1));
@@ -906,8 +920,8 @@ mod tls {
         let connect_timeout = Duration::from_secs(1);
         let builder = || {
             Client::builder(&url)
-                .lease(LEASE)
-                .waiter_timeout(LEASE)
+                .lease(TLS_LEASE)
+                .waiter_timeout(TLS_LEASE)
                 .connect_timeout(connect_timeout)
                 .command_timeout(connect_timeout)
                 .tls_root_cert_pem(files.ca_pem())
@@ -938,7 +952,7 @@ mod tls {
             })
             .collect();
         // Held past their lease: only renewals keep them.
-        std::thread::sleep(LEASE + LEASE / 2);
+        std::thread::sleep(past(TLS_LEASE));
         for (master, name, m, guard) in held {
             assert!(
                 !guard.is_lease_lost(),
@@ -1135,8 +1149,9 @@ fn acl_denials_on(ports: &[u16]) -> Vec<String> {
 }
 
 /// As the ACL user: hold `name` past two watchdog rounds with a waiter of
-/// client `b` queued (renew + heartbeat), then hand it over.
-fn hold_and_hand_over(a: &Client, b: &Client, name: &str) {
+/// client `b` queued (renew + heartbeat), then hand it over; `lease` is
+/// both clients' lease and waiter timeout.
+fn hold_and_hand_over(a: &Client, b: &Client, name: &str, lease: Duration) {
     let m = a.fair_mutex(name);
     let guard = m.lock().unwrap();
     let waiter = LockThread::lock(b.fair_mutex(name));
@@ -1144,7 +1159,7 @@ fn hold_and_hand_over(a: &Client, b: &Client, name: &str) {
         .queue_len()
         .unwrap()
         == 1));
-    std::thread::sleep(LEASE + LEASE / 2);
+    std::thread::sleep(past(lease));
     assert!(!guard.is_lease_lost(), "renewals denied?");
     assert_eq!(m.queue_len().unwrap(), 1, "heartbeats denied?");
     guard.unlock().unwrap();
@@ -1178,7 +1193,7 @@ fn the_readme_acl_additions_suffice_on_a_cluster_with_sync_replicas() {
     let b = builder().build().unwrap();
     let names = cluster.one_name_per_master("acl");
     for name in names.values() {
-        hold_and_hand_over(&a, &b, name);
+        hold_and_hand_over(&a, &b, name, LEASE);
     }
     // A first acquisition while its (empty) slot moves: the source answers
     // ASK, followed with ASKING.
@@ -1234,7 +1249,7 @@ fn the_readme_acl_additions_suffice_behind_sentinel_across_a_failover() {
         .build()
         .unwrap_or_else(|e| panic!("{e:?}; denials: {:?}", acl_denials_on(&ports)));
     let b = builder().build().unwrap();
-    hold_and_hand_over(&a, &b, "acl-sentinel");
+    hold_and_hand_over(&a, &b, "acl-sentinel", LEASE);
     let (old_master, _) = set.kill_master();
     set.wait_for_failover(old_master, Duration::from_secs(20));
     // The promoted replica has no replica of its own: writes report
