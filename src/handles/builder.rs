@@ -104,15 +104,16 @@ impl ClientBuilder {
         self.with(|config| config.pool_size = pool_size)
     }
 
-    /// Idle connections the pool keeps open, opened as the client is built
-    /// and again whenever fewer are open (as r2d2's `min_idle`). `None`
+    /// Idle connections the pool keeps open, opened in the background from
+    /// when the client is built (`build` waits for the first connection
+    /// only) and again whenever fewer are open (as r2d2's `min_idle`). `None`
     /// keeps [`pool_size`](Self::pool_size) connections open. Defaults to
     /// `Some(1)`; more than `pool_size` is [`ErrorKind::InvalidConfig`] at
     /// [`build`](Self::build), before any I/O.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
-    /// // Four connections ready before the first lock call.
+    /// // Four connections kept ready, opened as the client starts.
     /// let client = fairlock::Client::builder("redis://127.0.0.1:6379")
     ///     .pool_size(8)
     ///     .min_idle(Some(4))
