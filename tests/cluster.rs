@@ -1735,8 +1735,13 @@ fn wake_ups_follow_a_failover_away_from_a_master_that_stopped_answering() {
     let moved = wait_until(Duration::from_secs(20), || channels() == 2);
     let after = promoted.elapsed();
     // A pooled connection that reaches the new master, opened first (each
-    // new one waits for the stopped node as the cluster client opens it).
+    // new one waits for the stopped node as the cluster client opens it),
+    // for each client: the waiter's unlock below failed once without one
+    // ("no redis connection could be had in time", a quiet CI run).
     assert!(retry_while_unreachable(|| mutex.is_locked()));
+    assert!(retry_while_unreachable(|| waiting
+        .fair_mutex(name)
+        .is_locked()));
     let released = Instant::now();
     held.unlock().unwrap();
     let (granted, _) = waiter.granted_within(Duration::from_secs(20), "the waiter");
