@@ -10,8 +10,13 @@
 --                              it had (or gone). A "+" before the fence ms
 --                              (free: "+" for "-") says waiters may be
 --                              queued: it is set whenever a call joins the
---                              queue and dropped only where the queue is
---                              found empty, so a lock key without it has
+--                              queue and on every hold a release hands
+--                              over (the next arrival then writes no SET
+--                              to put it back, for a ZCARD; the new
+--                              holder's release with nobody queued takes
+--                              the '+' path once), and dropped only where
+--                              the queue is found empty, so a lock key
+--                              without it has
 --                              nobody queued and its fast paths (a free
 --                              lock taken, a lone hold released) read no
 --                              queue key. token: the
@@ -159,8 +164,9 @@ end
 -- the server clock steps back further.
 -- `mark` is kept, so that a repeat of the call that last freed the lock is
 -- still known after later takes. `waiters` false: the caller knows nobody
--- is queued; true: the queue's PTTL is read, which says whether anyone is
--- (the new hold's '+') and how long the queue key lives: the fence grows
+-- is queued; true: the new hold gets its '+' (waiters may be queued: the
+-- caller handed it over, or knows a live waiter is left), and the queue's
+-- PTTL is read, which says how long the queue key lives: the fence grows
 -- by as much as it would outlive the lock key (keep_anchor's rule), so
 -- the lock key, whose format word stands for the queue's, outlives it.
 -- An election announces its new leader (a repeat of the call that took
@@ -177,7 +183,6 @@ local function take(owner, ttl, now_us, call, last, mark, waiters, px)
     if type(queue_ttl) ~= 'number' then
       queue_ttl = emptied('PTTL', QUEUE) or -2
     end
-    waiters = queue_ttl ~= -2
     if queue_ttl > ttl + fence then
       fence = queue_ttl - ttl
       fence_s, px = fmt(fence), fmt(queue_ttl)
@@ -202,8 +207,10 @@ end
 -- watchdog-renewed grant lasts no longer than the waiter's own liveness
 -- deadline, so a waiter that died while queued holds the lock no longer
 -- than it would have held its place. Without a time given, TIME is read
--- only if someone waits. The new hold says whether waiters may be left,
--- and outlives them (take). The next waiter is not told
+-- only if someone waits. The new hold says waiters may be left (its '+',
+-- whether or not any are: the next arrival finds the '+' in place, where
+-- a hold without it cost that arrival a SET of the lock key), and
+-- outlives them (take). The next waiter is not told
 -- it now heads the queue: its client's next heartbeat says so (position 0
 -- and the lease's end, within one watchdog period, a third of the lease at
 -- most), which a handoff would otherwise pay for with a read of the queue,

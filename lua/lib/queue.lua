@@ -182,7 +182,8 @@ end
 -- position (0 = next) and, when the queue's TTL was pushed out, the new
 -- one. `mode` "poll" writes the deadline and looks for the entry first.
 -- `empty`: the caller knows nobody is queued (a mutex's lock key without
--- its '+'), so the entry heads a queue it makes. Either way the entry and
+-- its '+'), so the entry heads a queue it makes; so does a queue whose
+-- ZCARD is 0 (no TTL to read: the key is made here). Either way the entry and
 -- its deadline are written by one ZADD, NX: an entry delivered again
 -- keeps its place (and its deadline is then renewed on its own). With k
 -- entries queued, each with its deadline (every step here writes and
@@ -195,17 +196,17 @@ end
 -- last entry is searched by score.
 local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
   local deadline = deadline_score(now_ms + waiter_timeout)
-  if empty then
-    redis.call('ZADD', QUEUE, '1', entry, deadline, '~' .. entry)
-    return 0, keep_queue_for(waiter_timeout, true)
-  end
   local position = nil
-  if mode == 'poll' then
+  if not empty and mode == 'poll' then
     redis.call('ZADD', QUEUE, deadline, '~' .. entry)
     position = redis.call('ZRANK', QUEUE, entry)
   end
+  local k = not empty and not position and redis.call('ZCARD', QUEUE) / 2
+  if empty or k == 0 then
+    redis.call('ZADD', QUEUE, '1', entry, deadline, '~' .. entry)
+    return 0, keep_queue_for(waiter_timeout, true)
+  end
   if not position then
-    local k = redis.call('ZCARD', QUEUE) / 2
     local index = k >= 1 and k % 1 == 0 and fmt(k - 1)
     local at = index and redis.call('ZRANGE', QUEUE, index, index, 'WITHSCORES')
     local last = 0
