@@ -122,6 +122,15 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Ok(Attempted::Waiting(pttl_ms, position, last_token)) => {
                 (outage, cause) = (None, None);
                 if let Some(position) = position {
+                    if mode == Mode::First {
+                        // On the caller's thread, once Redis has queued the
+                        // call (the soak tells arrival order by it).
+                        log::trace!(
+                            "fairlock: queued at position {position} (call {} on {:?})",
+                            waiter.call.id,
+                            waiter.call.keys.name()
+                        );
+                    }
                     waiter.in_queue(sent, position, last_token, pttl_ms);
                     // A fixed lease shorter than the heartbeats see to is
                     // asked about every third of it: a lease handed over
