@@ -4,11 +4,15 @@
 //! [`MAX_HOLD_MS`] ms, and write to the test's protected resource while
 //! holding (each write after a check and some work), until the parent says
 //! `stop`. Line formats: see
-//! `roles::soak`.
+//! `roles::soak`. When a call's first request has queued it in Redis, the
+//! library says so on the caller's thread (a trace line, `fairlock: queued
+//! ...`): the logger here notes that moment for the call, which the test
+//! takes as the latest its call could have reached Redis.
 //!
 //! Its own stdin handling instead of `child_commands`: a soak may run for
 //! longer than that one's two-minute limit.
 
+use std::cell::Cell;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -35,6 +39,8 @@ pub fn soak() {
         default_hook(info);
         std::process::exit(101);
     }));
+    log::set_logger(&QueuedAt).expect("soak child: the one logger");
+    log::set_max_level(log::LevelFilter::Trace);
     let max_life = Duration::from_millis(child_arg(MAX_LIFE_MS));
     thread::spawn(move || {
         thread::sleep(max_life);
@@ -92,6 +98,32 @@ pub fn soak() {
     drop(mutexes);
     drop(client);
     say(format!("done {}", calls.load(SeqCst)));
+}
+
+thread_local! {
+    /// When the library said this thread's current call was queued
+    /// ([`mono_ns`]), if it did.
+    static QUEUED: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// The logger that notes [`QUEUED`]; every other line is dropped.
+struct QueuedAt;
+
+impl log::Log for QueuedAt {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() == log::Level::Trace && metadata.target().starts_with("fairlock")
+    }
+
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata())
+            && record.args().to_string().starts_with("fairlock: queued ")
+        {
+            let now = mono_ns();
+            QUEUED.with(|queued| queued.set(Some(queued.get().unwrap_or(now))));
+        }
+    }
+
+    fn flush(&self) {}
 }
 
 /// One thread that cancels waits when their moment comes, so a cancelled
@@ -156,6 +188,7 @@ impl Thread {
         let (name, mutex) =
             self.mutexes[self.rng.below(self.mutexes.len() as u64) as usize].clone();
         let roll = self.rng.below(100);
+        QUEUED.with(|queued| queued.set(None));
         let t0 = mono_ns();
         let (mode, result) = if roll < 60 {
             ("lock", mutex.lock().map(Some))
@@ -171,13 +204,16 @@ impl Thread {
             )
         };
         let t1 = mono_ns();
+        let queued = QUEUED
+            .with(Cell::get)
+            .map_or("-".to_owned(), |tq| tq.to_string());
         let i = self.index;
         match result {
             Ok(Some(guard)) => {
                 let token = guard.fencing_token();
                 let lost = self.hold(&name, guard, t0, t1);
                 say(format!(
-                    "acq {i} {name} {mode} {t0} {t1} ok {token} {}",
+                    "acq {i} {name} {mode} {t0} {t1} ok {token} {} {queued}",
                     u8::from(lost)
                 ));
             }
@@ -187,11 +223,13 @@ impl Thread {
                 } else {
                     "timeout"
                 };
-                say(format!("acq {i} {name} {mode} {t0} {t1} {outcome} - 0"));
+                say(format!(
+                    "acq {i} {name} {mode} {t0} {t1} {outcome} - 0 {queued}"
+                ));
             }
             Err(err) => {
                 say(format!(
-                    "acq {i} {name} {mode} {t0} {t1} {:?} - 0",
+                    "acq {i} {name} {mode} {t0} {t1} {:?} - 0 {queued}",
                     err.kind()
                 ));
                 // Redis is away (restart, partition): do not spin.

@@ -133,10 +133,11 @@ pub mod faults {
 /// `t1`, which found the hold not lost (`is_lease_lost()` false) just
 /// after `t` and then did some work before writing.
 /// Events on stdout: `ready <pid>`, then per acquire call `acq <thread>
-/// <name> <mode> <t0> <t1> <outcome> <token or -> <lost 0|1>` once it is
-/// over (modes `lock`, `try`, `cancel`; outcomes `ok`, `timeout`,
-/// `cancelled` or an error kind), and `done <calls>` when it stops. All
-/// times are [`mono_ns`].
+/// <name> <mode> <t0> <t1> <outcome> <token or -> <lost 0|1> <tq or ->`
+/// once it is over (modes `lock`, `try`, `cancel`; outcomes `ok`,
+/// `timeout`, `cancelled` or an error kind; `tq`: when its first request's
+/// reply said Redis had queued it, `-` if none did), and `done <calls>`
+/// when it stops. All times are [`mono_ns`].
 pub mod soak {
     use std::time::Duration;
 
