@@ -625,51 +625,11 @@ mod tests {
             assert_eq!(err.is_retryable(), retryable(kind), "{kind:?}");
             assert_eq!(err.is_connection(), kind == K::Connection, "{kind:?}");
         }
-        // From the server's own words.
-        assert!(!from_reply("WRONGPASS invalid username-password pair").is_retryable());
-        assert!(!from_reply("NOPERM this user has no permissions").is_retryable());
-        assert!(from_reply("LOADING Redis is loading the dataset in memory").is_retryable());
+        // From the server's own words (more in tests/api_values.rs).
         let busy = from_reply(
             "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN \
              NOSAVE.",
         );
         assert!(busy.is_retryable() && busy.retry() == Retry::Unreachable);
-    }
-
-    #[test]
-    fn a_write_refused_by_a_replica_inside_a_script_is_a_demoted_master_on_every_version() {
-        for reply in [
-            // Redis 7.0+ and Valkey 8
-            "READONLY You can't write against a read only replica. script: \
-             e91400d7df4ac365ee130fc418c8c4183dac4414, on @user_script:242.",
-            // Redis 6.2
-            "ERR Error running script (call to f_e91400d7df4ac365ee130fc418c8c4183dac4414): \
-             @user_script:242: @user_script: 242: -READONLY You can't write against a read \
-             only replica.",
-        ] {
-            let err = from_reply(reply);
-            assert_eq!(err.kind(), ErrorKind::Connection, "{reply}");
-            assert_eq!(err.retry(), Retry::DemotedMaster, "{reply}");
-            assert!(
-                err.to_string().contains("answered as a read-only replica"),
-                "{err}"
-            );
-        }
-        // Redis 6.2: refused for memory, not a demotion.
-        let oom = from_reply(
-            "ERR Error running script (call to f_a7f3): @user_script:1: @user_script: 1: \
-             -OOM command not allowed when used memory > 'maxmemory'.",
-        );
-        assert_eq!(oom.kind(), ErrorKind::Server);
-        assert!(oom.is_refused_for_now(), "{oom:?}");
-        for reply in [
-            "OOM command not allowed when used memory > 'maxmemory'.",
-            "NOREPLICAS Not enough good replicas to write.",
-        ] {
-            let err = from_reply(reply);
-            assert_eq!(err.kind(), ErrorKind::Server, "{reply}");
-            assert!(err.is_refused_for_now(), "{reply}");
-        }
-        assert!(!from_reply("ERR unknown command").is_refused_for_now());
     }
 }

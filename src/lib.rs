@@ -285,6 +285,11 @@ pub mod __test_support {
     pub fn error_from_redis(err: redis::RedisError) -> crate::Error {
         crate::Error::from_redis(err)
     }
+
+    /// Where the locks of `url` live, as `Debug` writes the parsed topology.
+    pub fn topology_of(url: &str) -> crate::Result<String> {
+        crate::connections::topology::Topology::parse(url).map(|t| format!("{t:?}"))
+    }
 }
 
 // Compiles the examples of the README, docs/cluster-and-sentinel.md and

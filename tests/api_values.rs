@@ -11,7 +11,7 @@
 use std::error::Error as StdError;
 use std::time::Duration;
 
-use fairlock::__test_support::error_from_redis;
+use fairlock::__test_support::{error_from_redis, topology_of};
 use fairlock::{
     redact_url, AnyGuard, Client, ClientBuilder, Error, ErrorKind, FairMutex, FairMutexGuard,
     FairRwLock, FairSemaphore, ReadGuard, SemaphorePermit, Unbound, WriteGuard, MAX_LEASE,
@@ -111,6 +111,63 @@ fn from_reply(resp: &str) -> Error {
         Ok(redis::Value::ServerError(err)) => error_from_redis(redis::RedisError::from(err)),
         other => panic!("not an error reply: {other:?}"),
     }
+}
+
+#[test]
+fn what_a_retry_may_mend_is_retryable_as_the_server_words_it() {
+    assert!(!from_reply("WRONGPASS invalid username-password pair").is_retryable());
+    assert!(!from_reply("NOPERM this user has no permissions").is_retryable());
+    assert!(from_reply("LOADING Redis is loading the dataset in memory").is_retryable());
+}
+
+/// A refusal for now (`OOM`, `NOREPLICAS`, `MISCONF`) is a `Server` error
+/// that says so, and the only `Server` error `from_redis` makes retryable.
+fn refused_for_now(err: &Error) -> bool {
+    let said = err
+        .to_string()
+        .starts_with("redis refused the call before running it");
+    assert_eq!(said, err.is_retryable(), "{err}");
+    said
+}
+
+#[test]
+fn a_write_refused_by_a_replica_inside_a_script_is_a_demoted_master_on_every_version() {
+    for reply in [
+        // Redis 7.0+ and Valkey 8
+        "READONLY You can't write against a read only replica. script: \
+         e91400d7df4ac365ee130fc418c8c4183dac4414, on @user_script:242.",
+        // Redis 6.2
+        "ERR Error running script (call to f_e91400d7df4ac365ee130fc418c8c4183dac4414): \
+         @user_script:242: @user_script: 242: -READONLY You can't write against a read \
+         only replica.",
+    ] {
+        let err = from_reply(reply);
+        assert_eq!(err.kind(), ErrorKind::Connection, "{reply}");
+        // The words of a demoted master's error alone (`Retry::DemotedMaster`).
+        assert!(
+            err.to_string().contains("answered as a read-only replica"),
+            "{err}"
+        );
+        assert!(err.is_retryable(), "{err}");
+    }
+    // Redis 6.2: refused for memory, not a demotion.
+    let oom = from_reply(
+        "ERR Error running script (call to f_a7f3): @user_script:1: @user_script: 1: \
+         -OOM command not allowed when used memory > 'maxmemory'.",
+    );
+    assert_eq!(oom.kind(), ErrorKind::Server);
+    assert!(refused_for_now(&oom), "{oom:?}");
+    for reply in [
+        "OOM command not allowed when used memory > 'maxmemory'.",
+        "NOREPLICAS Not enough good replicas to write.",
+    ] {
+        let err = from_reply(reply);
+        assert_eq!(err.kind(), ErrorKind::Server, "{reply}");
+        assert!(refused_for_now(&err), "{reply}");
+    }
+    let unknown = from_reply("ERR unknown command");
+    assert_eq!(unknown.kind(), ErrorKind::Server);
+    assert!(!refused_for_now(&unknown));
 }
 
 #[test]
@@ -300,4 +357,39 @@ fn malformed_urls_are_invalid_config() {
         let err = rejected(Client::builder(url));
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}: {err}");
     }
+}
+
+/// What `url` parses to (src/connections/topology.rs), as `Debug` writes it.
+fn topology(url: &str) -> String {
+    topology_of(url).unwrap_or_else(|err| panic!("{url}: {err}"))
+}
+
+#[test]
+fn plain_urls_stay_as_they_are() {
+    assert_eq!(topology("redis://h:1/2"), r#"Single("redis://h:1/2")"#);
+}
+
+#[test]
+fn unix_socket_urls_are_one_server_and_never_cluster_seeds() {
+    for url in ["redis+unix:///tmp/r.sock?db=1", "unix:///tmp/r.sock"] {
+        assert_eq!(topology(url), format!("Single({url:?})"));
+    }
+    let err = rejected(Client::cluster_builder(["unix:///tmp/r.sock"]));
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+}
+
+#[test]
+fn cluster_urls_list_every_seed_with_the_credentials() {
+    assert_eq!(
+        topology("rediss+cluster://u:p@a:1, b:2,c:3"),
+        r#"Cluster(["rediss://u:p@a:1", "rediss://u:p@b:2", "rediss://u:p@c:3"])"#
+    );
+}
+
+#[test]
+fn sentinel_urls_name_the_master_and_keep_credentials_for_it() {
+    assert_eq!(
+        topology("redis+sentinel://:pw@a:1,b:2/orders/3"),
+        r#"Sentinel { sentinels: ["redis://a:1", "redis://b:2"], node: MasterNode { name: "orders", tls: false, username: None, password: Some("pw"), db: 3 } }"#
+    );
 }
