@@ -286,6 +286,13 @@ pub mod __test_support {
         crate::Error::from_redis(err)
     }
 
+    /// `before`, then the command `args` (its name first) as a call packs it.
+    pub fn packed_command(before: &[u8], args: &[&[u8]]) -> Vec<u8> {
+        let mut out = before.to_vec();
+        crate::connections::resp::write_command(&mut out, args.iter().copied());
+        out
+    }
+
     /// Where the locks of `url` live, as `Debug` writes the parsed topology.
     pub fn topology_of(url: &str) -> crate::Result<String> {
         crate::connections::topology::Topology::parse(url).map(|t| format!("{t:?}"))

@@ -5,8 +5,10 @@
 //! an ask's units and capacity are what the counted engine expects, every
 //! wake message the scripts publish parses (and nothing else does), an
 //! election's values follow their rule and its messages parse back, and all
-//! keys of a lock share one hash tag, hence one cluster slot. Moved from the
-//! unit tests of `src/protocol/`; reached through `fairlock::__test_support`.
+//! keys of a lock share one hash tag, hence one cluster slot; a call's
+//! bytes are the redis crate's, packed once. Moved from the unit tests of
+//! `src/protocol/` and `src/connections/resp.rs`; reached through
+//! `fairlock::__test_support`.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +17,7 @@ use fairlock::__test_support::{
     Engine, HandedOver, Heartbeat, Lease, LockKeys, LockKind, Mode, Op, Operation, QueueEntry,
     Release, ReleaseReply, Renew, Script, Status, WaiterStatus, WakeMessage, RW_CAPACITY,
 };
-use fairlock::__test_support::{RenewReply, Revoke, Revoked};
+use fairlock::__test_support::{packed_command, RenewReply, Revoke, Revoked};
 use fairlock::{ErrorKind, MAX_ELECTION_VALUE_LEN, MAX_NAME_LEN};
 use redis::Value;
 
@@ -104,6 +106,15 @@ fn a_scripts_index_is_its_place_in_all() {
     // The call runner finds a script's hash by this index.
     for (at, script) in Script::ALL.iter().enumerate() {
         assert_eq!(script.index(), at, "{script:?}");
+    }
+    // An operation only the counted engine has is its script whatever the
+    // engine asked.
+    for engine in [Engine::Mutex, Engine::Election] {
+        let op = Op::Upgrade;
+        assert_eq!(
+            Script { engine, op }.source(),
+            Script::of(LockKind::RwLock, op).source()
+        );
     }
 }
 
@@ -664,4 +675,35 @@ fn anything_else_is_ignored() {
     ] {
         assert_eq!(WakeMessage::parse(junk), None, "{junk:?}");
     }
+}
+
+/// The bytes the redis crate packs for the same arguments.
+fn crate_packed(args: &[&[u8]]) -> Vec<u8> {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).unwrap());
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.get_packed_command()
+}
+
+#[test]
+fn a_call_packs_the_bytes_the_redis_crate_packs_in_a_buffer_sized_once() {
+    let long = vec![b'x'; 12_345];
+    let cases: [&[&[u8]]; 5] = [
+        &[b"PING"],
+        &[b"EVALSHA", b"0123456789abcdef", b"3", b"k:1", b"", b"v"],
+        &[b"SET", b"key", &long, b"PX", b"30000"],
+        &[
+            b"X", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"10", b"11",
+        ],
+        &[b"Y".as_slice(); 120],
+    ];
+    for args in cases {
+        let out = packed_command(b"before", args);
+        assert_eq!(&out[..6], b"before");
+        assert_eq!(out[6..], crate_packed(args)[..]);
+    }
+    // The size is reserved exactly once.
+    let out = packed_command(b"", &[b"EVALSHA", b"abc", b"0"]);
+    assert_eq!(out.len(), out.capacity());
 }

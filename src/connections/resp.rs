@@ -91,43 +91,6 @@ impl Decimal {
 mod tests {
     use super::*;
 
-    /// The bytes the redis crate packs for the same arguments.
-    fn crate_packed(args: &[&[u8]]) -> Vec<u8> {
-        let mut cmd = redis::cmd(std::str::from_utf8(args[0]).unwrap());
-        for arg in &args[1..] {
-            cmd.arg(*arg);
-        }
-        cmd.get_packed_command()
-    }
-
-    #[test]
-    fn packs_the_bytes_the_redis_crate_packs() {
-        let long = vec![b'x'; 12_345];
-        let cases: [&[&[u8]]; 5] = [
-            &[b"PING"],
-            &[b"EVALSHA", b"0123456789abcdef", b"3", b"k:1", b"", b"v"],
-            &[b"SET", b"key", &long, b"PX", b"30000"],
-            &[
-                b"X", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"10", b"11",
-            ],
-            &[b"Y".as_slice(); 120],
-        ];
-        for args in cases {
-            let mut out = b"before".to_vec();
-            write_command(&mut out, args.iter().copied());
-            assert_eq!(&out[..6], b"before");
-            assert_eq!(out[6..], crate_packed(args)[..]);
-        }
-    }
-
-    #[test]
-    fn the_size_is_reserved_exactly_once() {
-        let args: [&[u8]; 3] = [b"EVALSHA", b"abc", b"0"];
-        let mut out = Vec::new();
-        write_command(&mut out, args.iter().copied());
-        assert_eq!(out.len(), out.capacity());
-    }
-
     #[test]
     fn decimals_of_every_width() {
         for n in [0, 9, 10, 99, 100, 65_535, u64::MAX] {

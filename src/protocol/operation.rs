@@ -210,8 +210,6 @@ pub fn ms(duration: std::time::Duration) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     /// What build.rs generates from the files of lua/ this build.
     const GENERATED: &str = include_str!(concat!(env!("OUT_DIR"), "/operations.rs"));
 
@@ -226,21 +224,5 @@ mod tests {
             "src/protocol/operations.rs is not what build.rs generates from lua/ now: \
              FAIRLOCK_BLESS=1 cargo test --lib script_table writes it anew"
         );
-    }
-
-    #[test]
-    fn every_script_has_its_place_in_the_table() {
-        for (place, script) in Script::ALL.iter().enumerate() {
-            assert_eq!(script.index(), place, "{script:?}");
-        }
-        // An operation only the counted engine has is its script whatever
-        // the engine asked.
-        for engine in [Engine::Mutex, Engine::Election] {
-            let op = Op::Upgrade;
-            assert_eq!(
-                Script { engine, op }.source(),
-                Script::of(LockKind::RwLock, op).source()
-            );
-        }
     }
 }
