@@ -293,6 +293,17 @@ pub mod __test_support {
         out
     }
 
+    /// How many nodes a `CLUSTER SLOTS` reply names, and the master of
+    /// each slot of `slots` it names.
+    pub fn slot_masters(
+        reply: redis::Value,
+        slots: &[u16],
+    ) -> crate::Result<(usize, Vec<Option<crate::connections::slot_map::Address>>)> {
+        let map = crate::connections::slot_map::SlotMap::parse(reply)?;
+        let masters = slots.iter().map(|&slot| map.master_of(slot).cloned());
+        Ok((map.nodes().len(), masters.collect()))
+    }
+
     /// Where the locks of `url` live, as `Debug` writes the parsed topology.
     pub fn topology_of(url: &str) -> crate::Result<String> {
         crate::connections::topology::Topology::parse(url).map(|t| format!("{t:?}"))

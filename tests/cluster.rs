@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::__test_support::LockKeys;
+use fairlock::__test_support::{slot_masters, LockKeys};
 use fairlock::{Client, ClientBuilder, Error, ErrorKind, FairMutex, Guard, LeaderEvent, LockKind};
 use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
 use fairlock_test_support::*;
@@ -1830,4 +1830,43 @@ fn a_shard_subscription_whose_link_died_silently_is_opened_again() {
         back,
         "not subscribed again within 8 s (watchdog period 1 s)"
     );
+}
+
+/// A `CLUSTER SLOTS` node entry.
+fn slots_node(host: &str, port: i64) -> redis::Value {
+    redis::Value::Array(vec![
+        redis::Value::BulkString(host.as_bytes().to_vec()),
+        redis::Value::Int(port),
+        redis::Value::BulkString(b"id".to_vec()),
+    ])
+}
+
+/// A `CLUSTER SLOTS` entry: the slots `first..=last` and their nodes,
+/// the master first.
+fn slots_range(first: i64, last: i64, nodes: [redis::Value; 2]) -> redis::Value {
+    let mut range = vec![redis::Value::Int(first), redis::Value::Int(last)];
+    range.extend(nodes);
+    redis::Value::Array(range)
+}
+
+/// The slot map's reading of `CLUSTER SLOTS` (src/connections/slot_map.rs),
+/// without a cluster: a node without a host is no node.
+#[test]
+fn masters_are_the_first_node_of_each_range() {
+    let slots = redis::Value::Array(vec![
+        slots_range(
+            0,
+            8000,
+            [slots_node("10.0.0.1", 7000), slots_node("10.0.0.2", 7001)],
+        ),
+        slots_range(
+            8001,
+            16383,
+            [slots_node("10.0.0.2", 7001), slots_node("", 7005)],
+        ),
+    ]);
+    let (nodes, masters) = slot_masters(slots, &[0, 8001, 16383]).unwrap();
+    assert_eq!(nodes, 2);
+    let (a, b) = (("10.0.0.1".to_owned(), 7000), ("10.0.0.2".to_owned(), 7001));
+    assert_eq!(masters, [Some(a), Some(b.clone()), Some(b)]);
 }

@@ -31,7 +31,7 @@ impl SlotMap {
         SlotMap::parse(slots)
     }
 
-    fn parse(slots: Value) -> Result<SlotMap> {
+    pub(crate) fn parse(slots: Value) -> Result<SlotMap> {
         let Value::Array(ranges) = slots else {
             return Err(unexpected(&slots));
         };
@@ -84,38 +84,4 @@ impl SlotMap {
 /// first and last slot, a node's host and port).
 fn first_two<T: redis::FromRedisValue>(fields: &[Value]) -> Option<T> {
     redis::from_redis_value(Value::Array(fields.get(..2)?.to_vec())).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(host: &str, port: i64) -> Value {
-        Value::Array(vec![
-            Value::BulkString(host.as_bytes().to_vec()),
-            Value::Int(port),
-            Value::BulkString(b"id".to_vec()),
-        ])
-    }
-
-    /// A `CLUSTER SLOTS` entry: the slots `first..=last` and their nodes,
-    /// the master first.
-    fn range(first: i64, last: i64, nodes: [Value; 2]) -> Value {
-        let mut range = vec![Value::Int(first), Value::Int(last)];
-        range.extend(nodes);
-        Value::Array(range)
-    }
-
-    #[test]
-    fn masters_are_the_first_node_of_each_range() {
-        let slots = Value::Array(vec![
-            range(0, 8000, [node("10.0.0.1", 7000), node("10.0.0.2", 7001)]),
-            range(8001, 16383, [node("10.0.0.2", 7001), node("", 7005)]),
-        ]);
-        let map = SlotMap::parse(slots).unwrap();
-        assert_eq!(map.nodes().len(), 2);
-        assert_eq!(map.master_of(0), Some(&("10.0.0.1".to_owned(), 7000)));
-        assert_eq!(map.master_of(8001), Some(&("10.0.0.2".to_owned(), 7001)));
-        assert_eq!(map.master_of(16383), Some(&("10.0.0.2".to_owned(), 7001)));
-    }
 }
