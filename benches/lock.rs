@@ -263,7 +263,9 @@ fn footprint(_: &mut Criterion) {
 /// element counted): what its queued waiters cost the server, without the
 /// connections a burst of waiting threads also opens.
 fn queue_bytes(conn: &mut redis::Connection, name: &str) -> i64 {
-    let keys = fairlock::__test_support::LockKeys::mutex("fairlock", name).unwrap();
+    let keys =
+        fairlock::__test_support::LockKeys::of_kind("fairlock", name, fairlock::LockKind::Mutex)
+            .unwrap();
     keys.all[1..]
         .iter()
         .map(|key| {

@@ -786,7 +786,12 @@ fn a_watch_that_lost_its_messages_reports_every_change_from_the_history() {
     kill_subscriptions(&mut admin);
     let more = leaders_in_a_row(&election, kept + 3);
     let history_len: usize = redis::cmd("LLEN")
-        .arg(LockKeys::election("fairlock", "history").unwrap().all[2].as_str())
+        .arg(
+            LockKeys::of_kind("fairlock", "history", fairlock::LockKind::Election)
+                .unwrap()
+                .all[2]
+                .as_str(),
+        )
         .query(&mut admin)
         .unwrap();
     assert_eq!(history_len, kept, "the history is capped");
@@ -1326,7 +1331,9 @@ fn a_watch_judges_an_absence_by_its_clients_fence_life() {
     let fence_life = Duration::from_secs(1);
     let candidates = server.builder().fence_life(fence_life).build().unwrap();
     let election = candidates.election("fences");
-    let keys = LockKeys::election("fairlock", "fences").unwrap().all;
+    let keys = LockKeys::of_kind("fairlock", "fences", fairlock::LockKind::Election)
+        .unwrap()
+        .all;
     let wait = Duration::from_secs(5);
     let watchers = [(server.builder().fence_life(fence_life), true)];
     for (watcher, says_missed) in watchers.into_iter().chain([(server.builder(), false)]) {

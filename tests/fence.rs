@@ -37,7 +37,10 @@ fn client(server: &RedisServer, fence_life: Duration) -> Client {
 
 /// The lock key of `name` under the default prefix.
 fn lock_key(name: &str) -> String {
-    LockKeys::mutex("fairlock", name).unwrap().all[0].clone()
+    LockKeys::of_kind("fairlock", name, fairlock::LockKind::Mutex)
+        .unwrap()
+        .all[0]
+        .clone()
 }
 
 /// Locks and unlocks `name`; returns the token.

@@ -345,7 +345,7 @@ fn a_multi_lock_that_times_out_in_a_stall_returns_by_its_deadline() {
     // The part taken second, in the order every client takes them, is held.
     let mut names = ["stall-x", "stall-y"];
     let key = |name: &str| {
-        fairlock::__test_support::LockKeys::mutex("fairlock", name)
+        fairlock::__test_support::LockKeys::of_kind("fairlock", name, LockKind::Mutex)
             .unwrap()
             .all[0]
             .clone()
@@ -455,7 +455,12 @@ fn a_part_lost_while_the_set_waits_for_a_later_one_fails_the_call() {
     let (client, other, third) = (server.client(), server.client(), server.client());
     // The two names in the order every client takes them (their keys').
     let mut names = ["lost-p", "lost-q"];
-    names.sort_by_key(|name| LockKeys::mutex("fairlock", name).unwrap().all[0].clone());
+    names.sort_by_key(|name| {
+        LockKeys::of_kind("fairlock", name, LockKind::Mutex)
+            .unwrap()
+            .all[0]
+            .clone()
+    });
     let [first, second] = names;
     for fixed in [None, Some(Duration::from_millis(300))] {
         let busy = other.fair_mutex(second).lock().unwrap();
@@ -534,7 +539,12 @@ fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_time
         .unwrap();
     let other = server.client();
     let mut names: Vec<String> = (0..5).map(|i| format!("stall-part-{i}")).collect();
-    names.sort_by_key(|name| LockKeys::mutex("fairlock", name).unwrap().all[0].clone());
+    names.sort_by_key(|name| {
+        LockKeys::of_kind("fairlock", name, LockKind::Mutex)
+            .unwrap()
+            .all[0]
+            .clone()
+    });
     let last = names[4].clone();
     let busy = other.fair_mutex(&last).lock().unwrap();
     let set = client.fair_multi_lock(names.iter().map(String::as_str));
@@ -589,7 +599,12 @@ fn a_multi_lock_cancelled_in_a_stall_returns_within_the_cancels_grace() {
     let client = server.stall_client();
     let other = server.client();
     let mut names: Vec<String> = (0..8).map(|i| format!("cancel-part-{i}")).collect();
-    names.sort_by_key(|name| LockKeys::mutex("fairlock", name).unwrap().all[0].clone());
+    names.sort_by_key(|name| {
+        LockKeys::of_kind("fairlock", name, LockKind::Mutex)
+            .unwrap()
+            .all[0]
+            .clone()
+    });
     let last = names[7].clone();
     let busy = other.fair_mutex(&last).lock().unwrap();
     let set = client.fair_multi_lock(names.iter().map(String::as_str));

@@ -38,7 +38,7 @@ fn hash_tag(key: &str) -> &str {
 #[test]
 fn all_keys_of_a_lock_share_a_tag_whatever_the_name() {
     for name in ["orders:42", "{x}", "}{", "a{b}c", "名前 \n\0", "{}"] {
-        let keys = LockKeys::mutex("fairlock", name).unwrap();
+        let keys = LockKeys::of_kind("fairlock", name, LockKind::Mutex).unwrap();
         let tag = hash_tag(&keys.all[0]);
         assert_eq!(tag.len(), 16, "{name:?}");
         assert!(keys.all.iter().all(|k| hash_tag(k) == tag), "{name:?}");
@@ -47,8 +47,8 @@ fn all_keys_of_a_lock_share_a_tag_whatever_the_name() {
 
 #[test]
 fn distinct_names_get_distinct_keys() {
-    let a = LockKeys::mutex("p", "a:lock:b").unwrap();
-    let b = LockKeys::mutex("p", "a").unwrap();
+    let a = LockKeys::of_kind("p", "a:lock:b", LockKind::Mutex).unwrap();
+    let b = LockKeys::of_kind("p", "a", LockKind::Mutex).unwrap();
     for ka in &a.all {
         assert!(!b.all.contains(ka));
     }
@@ -56,8 +56,8 @@ fn distinct_names_get_distinct_keys() {
 
 #[test]
 fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot() {
-    let mutex = LockKeys::mutex("p", "jobs").unwrap();
-    let sem = LockKeys::semaphore("p", "jobs").unwrap();
+    let mutex = LockKeys::of_kind("p", "jobs", LockKind::Mutex).unwrap();
+    let sem = LockKeys::of_kind("p", "jobs", LockKind::Semaphore).unwrap();
     let tag = hash_tag(&mutex.all[0]).to_owned();
     assert_eq!(mutex.kind(), LockKind::Mutex);
     assert_eq!(
@@ -73,16 +73,18 @@ fn the_mutex_keeps_its_keys_and_a_semaphore_of_the_name_has_its_own_in_the_slot(
     assert_eq!(sem.slot, mutex.slot);
     assert!(sem.all.iter().all(|k| !mutex.all.contains(k)));
     assert_eq!(
-        LockKeys::semaphore("p", "").unwrap_err().kind(),
+        LockKeys::of_kind("p", "", LockKind::Semaphore)
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidName
     );
 }
 
 #[test]
 fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_the_queue_2nd() {
-    let mutex = LockKeys::mutex("p", "jobs").unwrap();
-    let sem = LockKeys::semaphore("p", "jobs").unwrap();
-    let rw = LockKeys::rwlock("p", "jobs").unwrap();
+    let mutex = LockKeys::of_kind("p", "jobs", LockKind::Mutex).unwrap();
+    let sem = LockKeys::of_kind("p", "jobs", LockKind::Semaphore).unwrap();
+    let rw = LockKeys::of_kind("p", "jobs", LockKind::RwLock).unwrap();
     let tag = hash_tag(&mutex.all[0]).to_owned();
     assert_eq!(rw.kind(), LockKind::RwLock);
     assert_eq!(
@@ -96,7 +98,9 @@ fn a_rwlock_of_the_name_has_its_own_keys_in_the_slot_the_queue_2nd() {
         .all(|k| !mutex.all.contains(k) && !sem.all.contains(k)));
     assert_eq!(rw.lock(), rw.all[0]);
     assert_eq!(
-        LockKeys::rwlock("p", "").unwrap_err().kind(),
+        LockKeys::of_kind("p", "", LockKind::RwLock)
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidName
     );
 }
@@ -120,10 +124,10 @@ fn a_scripts_index_is_its_place_in_all() {
 
 #[test]
 fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine() {
-    let mutex = LockKeys::mutex("p", "jobs").unwrap();
-    let sem = LockKeys::semaphore("p", "jobs").unwrap();
-    let rw = LockKeys::rwlock("p", "jobs").unwrap();
-    let election = LockKeys::election("p", "jobs").unwrap();
+    let mutex = LockKeys::of_kind("p", "jobs", LockKind::Mutex).unwrap();
+    let sem = LockKeys::of_kind("p", "jobs", LockKind::Semaphore).unwrap();
+    let rw = LockKeys::of_kind("p", "jobs", LockKind::RwLock).unwrap();
+    let election = LockKeys::of_kind("p", "jobs", LockKind::Election).unwrap();
     let tag = hash_tag(&mutex.all[0]).to_owned();
     assert_eq!(election.kind(), LockKind::Election);
     assert_eq!(
@@ -145,17 +149,23 @@ fn an_election_of_the_name_has_a_mutexs_keys_of_its_own_run_by_the_mutex_engine(
     assert!(!Ask::RwLock(Access::Write).fits(LockKind::Election));
     assert_eq!(LockKind::Election.label(), "election");
     assert_eq!(
-        LockKeys::election("p", "").unwrap_err().kind(),
+        LockKeys::of_kind("p", "", LockKind::Election)
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidName
     );
 }
 
 #[test]
 fn empty_and_oversized_names_are_invalid() {
-    let kind = |n: &str| LockKeys::mutex("p", n).unwrap_err().kind();
+    let kind = |n: &str| {
+        LockKeys::of_kind("p", n, LockKind::Mutex)
+            .unwrap_err()
+            .kind()
+    };
     assert_eq!(kind(""), ErrorKind::InvalidName);
     assert_eq!(kind(&"x".repeat(MAX_NAME_LEN + 1)), ErrorKind::InvalidName);
-    assert!(LockKeys::mutex("p", &"x".repeat(MAX_NAME_LEN)).is_ok());
+    assert!(LockKeys::of_kind("p", &"x".repeat(MAX_NAME_LEN), LockKind::Mutex).is_ok());
 }
 
 // Asks (src/protocol/ask.rs)
@@ -500,14 +510,14 @@ fn the_mutex_sends_its_lock_key_and_no_call_a_counted_lock_all_its_keys_and_the_
         ["c:1", "9", "0", "4", "7"]
     );
     // The mutex names a hold by its owner and token: no call id.
-    let mutex = LockKeys::mutex("p", "n").unwrap();
+    let mutex = LockKeys::of_kind("p", "n", LockKind::Mutex).unwrap();
     assert_eq!(op.keys(&mutex).len(), 1);
     assert_eq!(op.args_on(LockKind::Mutex), ["c:1", "9", "0"]);
-    let sem = LockKeys::semaphore("p", "n").unwrap();
+    let sem = LockKeys::of_kind("p", "n", LockKind::Semaphore).unwrap();
     assert_eq!(op.keys(&sem), sem.common());
     assert_eq!(op.args_on(LockKind::Semaphore), ["c:1", "9", "0", "4"]);
     assert_eq!(op.args_on(LockKind::RwLock), op.args());
-    let election = LockKeys::election("p", "n").unwrap();
+    let election = LockKeys::of_kind("p", "n", LockKind::Election).unwrap();
     assert_eq!(op.keys(&election), &election.all[..1]);
     assert_eq!(op.args_on(LockKind::Election), ["c:1", "9", "0"]);
     assert_eq!(op.parse(Value::Int(1)).unwrap(), RenewReply::Renewed);
@@ -528,7 +538,7 @@ fn a_revocation_takes_its_call_key_and_says_how_many_holds_it_asked_up_to_which_
         call_key: "c#1".to_owned(),
     };
     assert_eq!(op.args(), ["c#1"]);
-    let sem = LockKeys::semaphore("p", "n").unwrap();
+    let sem = LockKeys::of_kind("p", "n", LockKind::Semaphore).unwrap();
     assert_eq!(op.keys(&sem).len(), sem.common().len() + 1);
     assert!(op.keys(&sem).last().unwrap().contains(":semrevoked:"));
     assert_eq!(

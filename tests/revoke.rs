@@ -730,7 +730,8 @@ fn a_revoke_sent_again_after_a_stop_does_not_ask_the_next_holder() {
     let b = holders.fair_mutex("again").lock().unwrap();
     send_signal(pid, "CONT");
     let asked = children.expect_prefix(child, "asked ", patience);
-    let lock_key = fairlock::__test_support::LockKeys::mutex("fairlock", "again").unwrap();
+    let lock_key =
+        fairlock::__test_support::LockKeys::of_kind("fairlock", "again", LockKind::Mutex).unwrap();
     let mark: String = server.conn().get(lock_key.lock()).unwrap();
     eprintln!(
         "revoke: stopped and continued after the lock moved on: {}, b's lock key {mark:?}",

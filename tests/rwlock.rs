@@ -29,7 +29,7 @@ fn keys_without_ttl(conn: &mut redis::Connection) -> Vec<String> {
 
 /// The rwlock `name`'s keys under the default prefix.
 fn rw_keys(name: &str) -> LockKeys {
-    LockKeys::rwlock("fairlock", name).unwrap()
+    LockKeys::of_kind("fairlock", name, fairlock::LockKind::RwLock).unwrap()
 }
 
 /// Waits (at most 5 s) until `rw` has `n` live waiters queued.

@@ -98,8 +98,8 @@ impl Workload {
 
     fn keys(self, name: &str) -> LockKeys {
         match self {
-            Workload::Semaphore => LockKeys::semaphore(PREFIX, name),
-            _ => LockKeys::rwlock(PREFIX, name),
+            Workload::Semaphore => LockKeys::of_kind(PREFIX, name, LockKind::Semaphore),
+            _ => LockKeys::of_kind(PREFIX, name, LockKind::RwLock),
         }
         .expect("a valid lock name")
     }

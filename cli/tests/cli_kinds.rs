@@ -747,7 +747,7 @@ fn a_killed_holders_permit_comes_back_after_its_lease_and_the_next_runs() {
     // Nobody renews it any more (the CLI's lease is the library's default,
     // 30 s, renewed every 1.7 s): two renewal periods later its lease end
     // has not moved, and it is still held.
-    let keys = LockKeys::semaphore("fairlock", "dead")
+    let keys = LockKeys::of_kind("fairlock", "dead", LockKind::Semaphore)
         .unwrap()
         .all
         .to_vec();

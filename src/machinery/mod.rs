@@ -16,9 +16,9 @@ pub(crate) mod watchdog;
 /// Call `id` of the owner `c:<id>` on the mutex `name`, for unit tests.
 #[cfg(test)]
 pub(crate) fn test_call(id: u64, name: &str) -> crate::protocol::Call {
-    use crate::protocol::{Ask, Call, Lease, LockKeys};
+    use crate::protocol::{Ask, Call, Lease, LockKeys, LockKind};
     Call {
-        keys: std::sync::Arc::new(LockKeys::mutex("p", name).unwrap()),
+        keys: std::sync::Arc::new(LockKeys::of_kind("p", name, LockKind::Mutex).unwrap()),
         owner: format!("c:{id}").into(),
         id,
         lease: Lease::Fixed(std::time::Duration::from_secs(1)),

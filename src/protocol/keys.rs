@@ -99,30 +99,8 @@ pub struct LockKeys {
 }
 
 impl LockKeys {
-    /// The keys of the mutex `name` under `prefix`; an empty or oversized
-    /// name is [`ErrorKind::InvalidName`].
-    pub fn mutex(prefix: &str, name: &str) -> Result<Self> {
-        Self::of_kind(prefix, name, LockKind::Mutex)
-    }
-
-    /// The keys of the semaphore `name` under `prefix` (see [`LockKeys::mutex`]).
-    pub fn semaphore(prefix: &str, name: &str) -> Result<Self> {
-        Self::of_kind(prefix, name, LockKind::Semaphore)
-    }
-
-    /// The keys of the reader-writer lock `name` under `prefix` (see
-    /// [`LockKeys::mutex`]).
-    pub fn rwlock(prefix: &str, name: &str) -> Result<Self> {
-        Self::of_kind(prefix, name, LockKind::RwLock)
-    }
-
-    /// The keys of the election `name` under `prefix` (see
-    /// [`LockKeys::mutex`]).
-    pub fn election(prefix: &str, name: &str) -> Result<Self> {
-        Self::of_kind(prefix, name, LockKind::Election)
-    }
-
-    /// The keys of the `kind` of lock called `name` under `prefix`.
+    /// The keys of the `kind` of lock called `name` under `prefix`; an
+    /// empty or oversized name is [`ErrorKind::InvalidName`].
     pub fn of_kind(prefix: &str, name: &str, kind: LockKind) -> Result<Self> {
         validate_name(name)?;
         let digest = sha1_smol::Sha1::from(name).digest().to_string();

@@ -102,7 +102,7 @@ impl ScriptedLock {
     /// The keys of `name` (the library's own [`LockKeys`]); the server is
     /// only where the lock lives.
     pub fn new(_server: &RedisServer, name: &str) -> ScriptedLock {
-        let keys = LockKeys::mutex(PREFIX, name).expect("a valid lock name");
+        let keys = LockKeys::of_kind(PREFIX, name, LockKind::Mutex).expect("a valid lock name");
         ScriptedLock {
             keys: keys.common().to_vec(),
             acquire: redis::Script::new(Script::of(LockKind::Mutex, Op::Acquire).source()),
