@@ -13,41 +13,24 @@ use redis::{ConnectionLike, FromRedisValue, Value};
 use crate::connections::warning::{ServerWarning, ServerWarningKind};
 use crate::error::{Error, Result};
 
-/// What the server's `INFO memory` says about eviction.
-#[derive(Debug, PartialEq, Eq)]
-struct Eviction {
-    /// `maxmemory_policy`.
-    policy: String,
-    /// `maxmemory` in bytes: 0 is no limit, so nothing is ever evicted.
-    maxmemory: u64,
-}
-
-impl Eviction {
-    /// Reads both from an `INFO memory` reply (as the redis crate's
-    /// `InfoDict` reads its `name:value` lines); `None` if either is missing.
-    fn parse(info: &str) -> Option<Eviction> {
-        let info = redis::InfoDict::new(info);
-        Some(Eviction {
-            policy: info.get("maxmemory_policy")?,
-            maxmemory: info.get("maxmemory")?,
-        })
-    }
-
-    /// Whether the server may evict a key with a TTL.
-    fn may_evict(&self) -> bool {
-        self.maxmemory > 0 && self.policy != "noeviction"
-    }
-
-    /// What a warning or an error says.
-    fn describe(&self, server: &str) -> String {
+/// What a warning or an error says of the server at `server` whose `INFO
+/// memory` reply is `info`, when it may evict a key with a TTL: it has a
+/// `maxmemory` (0 is no limit, so nothing is ever evicted) and a
+/// `maxmemory_policy` other than `noeviction`. `None` when it may not, or
+/// either field is missing (each read by its whole name, as the redis
+/// crate's `InfoDict` reads the reply's `name:value` lines).
+fn may_evict(server: &str, info: &str) -> Option<String> {
+    let info = redis::InfoDict::new(info);
+    let (policy, maxmemory): (String, u64) =
+        (info.get("maxmemory_policy")?, info.get("maxmemory")?);
+    (maxmemory > 0 && policy != "noeviction").then(|| {
         format!(
-            "redis at {server} may evict fairlock's keys (maxmemory-policy {}, maxmemory {} \
-             bytes; every fairlock key has a TTL, so volatile-* policies reach them too): under \
-             memory pressure a held lock can vanish and another client take it while its \
-             holder still works; set maxmemory-policy noeviction (docs/failures.md)",
-            self.policy, self.maxmemory
+            "redis at {server} may evict fairlock's keys (maxmemory-policy {policy}, maxmemory \
+             {maxmemory} bytes; every fairlock key has a TTL, so volatile-* policies reach them \
+             too): under memory pressure a held lock can vanish and another client take it \
+             while its holder still works; set maxmemory-policy noeviction (docs/failures.md)"
         )
-    }
+    })
 }
 
 /// Reads the server's eviction settings on `conn` (on a cluster, every
@@ -84,14 +67,17 @@ pub(crate) fn check(
         ) else {
             continue;
         };
-        let Some(eviction) = Eviction::parse(&info).filter(Eviction::may_evict) else {
+        let Some(message) = may_evict(&node, &info) else {
             continue;
         };
         if require_noeviction {
-            return Err(Error::invalid_config(eviction.describe(&node)));
+            return Err(Error::invalid_config(message));
         }
-        let kind = ServerWarningKind::MayEvict;
-        warnings.push(ServerWarning::logged(kind, &node, eviction.describe(&node)));
+        warnings.push(ServerWarning::logged(
+            ServerWarningKind::MayEvict,
+            &node,
+            message,
+        ));
     }
     Ok(warnings)
 }
@@ -105,6 +91,9 @@ mod tests {
     /// `a_server_that_may_evict_is_refused_when_the_client_requires_noeviction`.
     #[test]
     fn a_field_is_read_by_its_whole_name_and_a_missing_one_reads_as_nothing() {
-        assert_eq!(Eviction::parse("maxmemory_human:1\r\n"), None);
+        assert_eq!(
+            may_evict("s", "maxmemory_human:1\r\nmaxmemory_policy:allkeys-lru\r\n"),
+            None
+        );
     }
 }
