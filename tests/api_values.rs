@@ -1,7 +1,9 @@
 //! The public API's values without a server: handles, guards, permits
 //! and errors cross threads (`Send`/`Sync`); an error keeps its message and
 //! its cause, and the Redis error replies of every server version map to
-//! their kinds (key conflict, permits mismatch, refused upgrade); a URL's
+//! their kinds (key conflict, permits mismatch, refused upgrade) and to
+//! whether a retry may mend them; a URL's topology (one server, a cluster's
+//! seeds, a Sentinel's master) is read as written; a URL's
 //! password never reaches `Debug` output; and settings or URLs out of
 //! bounds make `ClientBuilder::build` fail with `InvalidConfig` before any
 //! connection is tried; so does a client identity out of bounds. Unbound

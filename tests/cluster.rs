@@ -3,7 +3,9 @@
 //! guarantees hold (an election's campaign, handover and watch on every
 //! master too; a semaphore's five keys in one slot, its permits on every
 //! master), a master failing over loses no replicated acquisition,
-//! and a slot moving to another master keeps its lock's hold and queue.
+//! and a slot moving to another master keeps its lock's hold and queue; and,
+//! without a cluster, the slot map's reading of `CLUSTER SLOTS` (moved from
+//! the unit tests of `src/connections/slot_map.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
