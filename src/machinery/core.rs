@@ -31,8 +31,8 @@ use crate::machinery::shared::{spawn_named, Shared};
 use crate::machinery::subscriber::watch::Subscription;
 use crate::machinery::{observe, subscriber, watchdog};
 use crate::protocol::{
-    owner, Ask, ForceRelease, Freed, LockKeys, PermitsSet, Revoke, Revoked, SetPermits, Status,
-    StatusReply,
+    owner, Ask, ForceRelease, Freed, LockKeys, Operation, PermitsSet, Revoke, Revoked, SetPermits,
+    Status, StatusReply, Written,
 };
 
 /// A client's core: its shared state and its background threads, which
@@ -269,29 +269,36 @@ impl Core {
     /// Frees every hold of the lock, whoever holds it, and hands it on to
     /// the queue in the same step.
     pub(crate) fn force_release(&self, target: &Target) -> Result<Freed> {
-        // A call key, so that the call delivered twice frees the lock once.
-        let shared = &self.shared;
-        let call_key = owner::call_key(shared.client_id(), shared.next_call_id());
-        let op = ForceRelease { call_key };
-        shared
-            .caller
-            .call_write(target.keys_for("force release")?, &op, Limit::default())?
-            .replicated()
+        let op = ForceRelease {
+            call_key: self.call_key(),
+        };
+        self.write(target, "force release", &op)?.replicated()
     }
 
     /// Asks every hold of the lock present now to let go; frees nothing.
     /// Returns how many holds it asked.
     pub(crate) fn revoke(&self, target: &Target) -> Result<usize> {
-        // A call key, so that the call delivered twice asks no later hold.
-        let shared = &self.shared;
-        let call_key = owner::call_key(shared.client_id(), shared.next_call_id());
-        let written = shared.caller.call_write(
-            target.keys_for("revoke")?,
-            &Revoke { call_key },
-            Limit::default(),
-        )?;
-        let revoked: Revoked = written.replicated()?;
+        let op = Revoke {
+            call_key: self.call_key(),
+        };
+        let revoked: Revoked = self.write(target, "revoke", &op)?.replicated()?;
         Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
+    }
+
+    /// A new call key of this client: an admin call that carries one,
+    /// delivered twice, acts once (frees the lock once, asks no later hold).
+    fn call_key(&self) -> String {
+        owner::call_key(self.shared.client_id(), self.shared.next_call_id())
+    }
+
+    /// Runs the write `op` (the admin call `what`) on `target`'s lock.
+    fn write<O: Operation>(
+        &self,
+        target: &Target,
+        what: &str,
+        op: &O,
+    ) -> Result<Written<O::Reply>> {
+        (self.shared.caller).call_write(target.keys_for(what)?, op, Limit::default())
     }
 
     /// The number of permits in force on the semaphore `target` as this
@@ -304,12 +311,7 @@ impl Core {
     /// Sets a semaphore's number of permits for every client; this
     /// client's waiters it admits wake from the reply.
     pub(crate) fn set_permits(&self, target: &Target, permits: u32) -> Result<PermitsSet> {
-        let op = SetPermits { permits };
-        let written = self.shared.caller.call_write(
-            target.keys_for("set permits")?,
-            &op,
-            Limit::default(),
-        )?;
+        let written = self.write(target, "set permits", &SetPermits { permits })?;
         let (set, replicated) = written.into_parts();
         self.shared.grant_own(&set.admitted);
         replicated.map(|()| set)

@@ -45,11 +45,10 @@ pub(crate) struct Shared {
     /// The cluster's slot map as last read; `None` off a cluster.
     slot_map: Mutex<Option<Arc<SlotMap>>>,
     next_call_id: AtomicU64,
-    stopping: Mutex<bool>,
-    stop_signal: Condvar,
-    /// Set to have the watchdog run a round now (see [`Shared::nudge_watchdog`]).
-    watchdog_nudged: Mutex<bool>,
-    watchdog_signal: Condvar,
+    /// Whether the client is stopping, and whether the watchdog is to run
+    /// a round now ([`Shared::nudge_watchdog`]); `signal` tells of both.
+    stop_nudge: Mutex<(bool, bool)>,
+    signal: Condvar,
 }
 
 thread_local! {
@@ -76,10 +75,8 @@ impl Shared {
             shards: Shards::default(),
             slot_map: Mutex::default(),
             next_call_id: AtomicU64::new(1),
-            stopping: Mutex::new(false),
-            stop_signal: Condvar::new(),
-            watchdog_nudged: Mutex::new(false),
-            watchdog_signal: Condvar::new(),
+            stop_nudge: Mutex::default(),
+            signal: Condvar::new(),
         }
     }
 
@@ -147,7 +144,7 @@ impl Shared {
     /// finds it gone, or granted already with the same token.
     fn grant_waiter(&self, call_id: u64, token: u64, ttl_ms: u64) {
         if let Some(waiter) = self.waiters.get(call_id) {
-            waiter.grant_from_message(token, Duration::from_millis(ttl_ms));
+            waiter.grant(token, None, Duration::from_millis(ttl_ms));
         }
     }
 
@@ -166,24 +163,25 @@ impl Shared {
                     waiter.poll_by(poll_time(pttl_ms));
                 }
             }
-            // Waiters first: a hold registered after it is told by its
-            // waiter, one before by the holds' turn.
             WakeMessage::Revoke { up_to, lock_key } => {
-                self.waiters
-                    .of_lock(&lock_key)
-                    .iter()
-                    .for_each(|w| w.revoked(up_to));
-                (self.holds).each_up_to(&lock_key, up_to, Hold::mark_revoked);
+                self.tell(&lock_key, up_to, Waiter::revoked, Hold::mark_revoked);
             }
             WakeMessage::Freed { up_to, lock_key } => {
-                self.waiters
-                    .of_lock(&lock_key)
-                    .iter()
-                    .for_each(|w| w.freed(up_to));
-                (self.holds).each_up_to(&lock_key, up_to, |hold| hold.mark_lost(FORCE_RELEASED));
+                self.tell(&lock_key, up_to, Waiter::freed, |h| {
+                    h.mark_lost(FORCE_RELEASED)
+                });
             }
             WakeMessage::Stop => {}
         }
+    }
+
+    /// Tells the waiters of `lock_key` (`waiter`) and then its holds
+    /// granted with tokens up to `up_to` (`hold`) of a revocation or a force
+    /// release: a hold registered after it is told by its waiter, one before
+    /// by the holds' turn.
+    fn tell(&self, lock_key: &str, up_to: u64, waiter: fn(&Waiter, u64), hold: impl Fn(&Hold)) {
+        (self.waiters.of_lock(lock_key).iter()).for_each(|w| waiter(w, up_to));
+        self.holds.each_up_to(lock_key, up_to, hold);
     }
 
     /// Messages may have been lost (a subscription is back after a gap,
@@ -313,38 +311,31 @@ impl Shared {
     }
 
     pub(crate) fn is_stopping(&self) -> bool {
-        *self.stopping.lock()
+        self.stop_nudge.lock().0
     }
 
-    /// Sleeps up to `timeout`; returns true when the client is stopping.
-    pub(crate) fn sleep_unless_stopping(&self, timeout: Duration) -> bool {
-        let mut stopping = self.stopping.lock();
-        (self.stop_signal).wait_while_for(&mut stopping, |stopping| !*stopping, timeout);
-        *stopping
-    }
-
-    /// The watchdog's sleep: up to `timeout`, or until nudged or stopping.
-    /// Returns true when the client is stopping.
-    pub(crate) fn watchdog_sleep(&self, timeout: Duration) -> bool {
-        let mut nudged = self.watchdog_nudged.lock();
-        let idle = |nudged: &mut bool| !*nudged && !self.is_stopping();
-        (self.watchdog_signal).wait_while_for(&mut nudged, idle, timeout);
-        *nudged = false;
-        self.is_stopping()
+    /// Sleeps up to `timeout`, or until the client stops or, for the
+    /// `watchdog`, until nudged (the nudge taken); true when the client is
+    /// stopping.
+    pub(crate) fn sleep(&self, timeout: Duration, watchdog: bool) -> bool {
+        let mut state = self.stop_nudge.lock();
+        let idle = |&mut (stopping, nudged): &mut (bool, bool)| !(stopping || watchdog && nudged);
+        self.signal.wait_while_for(&mut state, idle, timeout);
+        state.1 &= !watchdog;
+        state.0
     }
 
     /// Has the watchdog renew at once, e.g. a hold granted with less lease
     /// left than two watchdog periods (a waiter whose heartbeats failed
     /// during an outage gets a grant no longer than its liveness deadline).
     pub(crate) fn nudge_watchdog(&self) {
-        *self.watchdog_nudged.lock() = true;
-        self.watchdog_signal.notify_one();
+        self.stop_nudge.lock().1 = true;
+        self.signal.notify_all();
     }
 
     pub(super) fn stop(&self) {
-        *self.stopping.lock() = true;
-        self.stop_signal.notify_all();
-        self.nudge_watchdog();
+        self.stop_nudge.lock().0 = true;
+        self.signal.notify_all();
         // Wakes the subscriber out of its blocking read at once; if Redis is
         // gone or stalled, its read timeout gets it out instead (a shard
         // listener's short one always: no PUBLISH, which a cluster copies

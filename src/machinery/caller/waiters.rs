@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex};
 
 use crate::protocol::Call;
 use rustc_hash::FxBuildHasher;
@@ -162,18 +162,27 @@ impl Waiter {
             .timed_out()
     }
 
-    /// A handoff message granted this waiter the lock with `token` for
-    /// `ttl`. The lease is counted from the last request that saw the
-    /// waiter queued, not from now: a process that was paused with the
-    /// message unread finds a grant that already ran out counted out (and
-    /// asks Redis before it returns anything: `wait_in_queue`).
-    pub(crate) fn grant_from_message(&self, token: u64, ttl: Duration) {
-        let state = self.state.lock();
-        if token <= state.stale_up_to {
+    /// The lock was handed to this waiter with `token` for `ttl`, counted
+    /// from `since` (a heartbeat's send time); wakes it. A handoff message's
+    /// (`since`: `None`) counts from the last request that saw the waiter
+    /// queued, not from now: a process that was paused with the message
+    /// unread finds a grant that already ran out counted out (and asks Redis
+    /// before it returns anything: `wait_in_queue`).
+    pub(crate) fn grant(&self, token: u64, since: Option<Instant>, ttl: Duration) {
+        let mut state = self.state.lock();
+        if since.is_none() && token <= state.stale_up_to {
             return; // read after a request found that grant over
         }
-        let since = state.queued_as_of.unwrap_or_else(Instant::now);
-        self.granted(state, token, since, ttl);
+        let since = since.or(state.queued_as_of).unwrap_or_else(Instant::now);
+        let delivered = Instant::now();
+        state.granted = Some(Grant {
+            token,
+            since,
+            ttl,
+            delivered,
+        });
+        drop(state);
+        self.wakeup.notify_one();
     }
 
     /// A force release's message: the lock's holds with tokens up to
@@ -202,25 +211,6 @@ impl Waiter {
     pub(crate) fn told(&self, token: u64) -> (bool, bool) {
         let state = self.state.lock();
         (token <= state.freed_up_to, token <= state.revoked_up_to)
-    }
-
-    /// Records that the lock was handed to this waiter with `token`, its
-    /// lease `ttl` counted from `since`, and wakes it.
-    pub(crate) fn grant(&self, token: u64, since: Instant, ttl: Duration) {
-        self.granted(self.state.lock(), token, since, ttl);
-    }
-
-    /// Records a grant, delivered now, in the waiter's `state` (locked by
-    /// whoever checked it may be recorded), and wakes the waiter.
-    fn granted(&self, mut state: MutexGuard<WaitState>, token: u64, since: Instant, ttl: Duration) {
-        state.granted = Some(Grant {
-            token,
-            since,
-            ttl,
-            delivered: Instant::now(),
-        });
-        drop(state);
-        self.wakeup.notify_one();
     }
 
     /// Asks the waiter to poll Redis no later than `at`; an earlier poll
@@ -500,7 +490,7 @@ mod tests {
         let granter = Arc::clone(&w);
         let handle = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
-            granter.grant(7, Instant::now(), Duration::ZERO);
+            granter.grant(7, Some(Instant::now()), Duration::ZERO);
         });
         let woke = sleep_ms(&w, 10_000);
         handle.join().unwrap();
@@ -621,7 +611,7 @@ mod tests {
         w.saw_queued(queued_at, 3);
         w.saw_queued(queued_at - Duration::from_secs(5), 2); // an older reply, read late
         std::thread::sleep(Duration::from_millis(30));
-        w.grant_from_message(9, Duration::from_millis(20));
+        w.grant(9, None, Duration::from_millis(20));
         let woke = w.sleep(None);
         let Wake::Granted(grant) = woke else {
             panic!("{woke:?}");
@@ -637,11 +627,11 @@ mod tests {
         w.saw_queued(Instant::now(), 0);
         // Granted token 5, then a poll found the waiter queued again when
         // token 6 had been issued: grant 5 is over, read before or after.
-        w.grant_from_message(5, Duration::from_secs(10));
+        w.grant(5, None, Duration::from_secs(10));
         w.saw_queued(Instant::now(), 6);
-        w.grant_from_message(5, Duration::from_secs(10));
+        w.grant(5, None, Duration::from_secs(10));
         assert_eq!(sleep_ms(&w, 20), Wake::GaveUp);
-        w.grant_from_message(7, Duration::from_secs(10));
+        w.grant(7, None, Duration::from_secs(10));
         let woke = w.sleep(None);
         assert!(matches!(woke, Wake::Granted(Grant { token: 7, .. })));
     }

@@ -90,7 +90,7 @@ pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) 
         } else {
             log::debug!("fairlock: still reconnecting to {name}: {err}");
         }
-        if shared.sleep_unless_stopping(backoff) {
+        if shared.sleep(backoff, false) {
             return;
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -170,7 +170,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     let period = shared.config().watchdog_period();
     let mut round = 0u64;
     let mut wait = period;
-    while !shared.watchdog_sleep(wait) {
+    while !shared.sleep(wait, true) {
         round += 1;
         // A round that could not reach Redis and ran into the stop was
         // the last try: dropping the client waits for no other.

@@ -229,7 +229,7 @@ fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatRep
         match status {
             WaiterStatus::Queued(position) => waiter.in_queue(sent, position, last_token, pttl_ms),
             WaiterStatus::Owns(token) => match reply.lease_of(&waiter.call.entry()) {
-                Some(ttl) => waiter.grant(token, sent, ttl),
+                Some(ttl) => waiter.grant(token, Some(sent), ttl),
                 // A counted lock's reply names the first lease of its holds
                 // to run out, maybe another's: the waiter asks again, and
                 // its poll's reply names its own hold's lease.
