@@ -194,3 +194,54 @@ fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
     );
     drop(held);
 }
+
+/// A wait that cannot wait at all (not at all, at most zero, until an
+/// instant passed, or with its canceller cancelled already) makes one
+/// attempt that never queues: `None` at once on a held lock, the lock when
+/// it is free. A wait with time left waits, and a duration too long for an
+/// `Instant` to hold is no limit (the wait does not end at once).
+#[test]
+fn a_wait_that_cannot_wait_makes_one_attempt_and_one_with_time_left_waits() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (server.client(), server.client());
+    let cancelled = WaitCanceller::new();
+    cancelled.cancel();
+    let past = Instant::now() - Duration::from_millis(1);
+    let cannot_wait = || {
+        [
+            Wait::not_at_all(),
+            Wait::at_most(Duration::ZERO),
+            Wait::until(past),
+            Wait::forever().cancelled_by(&cancelled),
+        ]
+    };
+    let mutex = waiter.fair_mutex("cannot-wait");
+    for wait in cannot_wait() {
+        let guard = mutex.lock_with(wait.clone()).unwrap();
+        guard.expect("free: one attempt takes it").unlock().unwrap();
+    }
+    let held = holder.fair_mutex("cannot-wait").lock().unwrap();
+    for wait in cannot_wait() {
+        let started = Instant::now();
+        assert!(mutex.lock_with(wait.clone()).unwrap().is_none(), "{wait:?}");
+        assert!(started.elapsed() < Duration::from_secs(1), "{wait:?}");
+        assert_eq!(mutex.queue_len().unwrap(), 0, "{wait:?}: never queued");
+    }
+    held.unlock().unwrap();
+    // Time left: it waits, and gets the lock released meanwhile.
+    for wait in [
+        Wait::at_most(Duration::from_secs(5)),
+        Wait::at_most(Duration::MAX),
+    ] {
+        let held = holder.fair_mutex("cannot-wait").unbound().lock().unwrap();
+        let (releaser, started) = (Duration::from_millis(300), Instant::now());
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(releaser);
+            held.unlock().unwrap();
+        });
+        let guard = mutex.lock_with(wait.clone()).unwrap().expect("waited");
+        assert!(started.elapsed() >= releaser, "{wait:?}");
+        guard.unlock().unwrap();
+        release.join().unwrap();
+    }
+}

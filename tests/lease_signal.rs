@@ -88,7 +88,9 @@ fn a_force_unlock_is_signalled_within_one_watchdog_period() {
         assert_eq!(end, LeaseEnd::Lost);
         assert!(guard.is_lease_lost());
         delays.push(ms(at.saturating_duration_since(forced)));
+        let signal = guard.lease_signal();
         assert!(guard.unlock().unwrap_err().is_lease_lost());
+        assert_eq!(signal.ended(), Some(LeaseEnd::Lost), "the first end stays");
     }
     delays.sort_by(f64::total_cmp);
     eprintln!("force_unlock → signal (ms), watchdog period 100 ms: {delays:.1?}");

@@ -196,6 +196,28 @@ fn a_hold_released_before_its_max_hold_ends_released_and_a_bound_guard_is_signal
     );
 }
 
+/// A hold lost before its maximum hold (a force unlock) is told lost, not
+/// as its maximum hold, to a watcher blocked before either.
+#[test]
+fn a_hold_lost_before_its_max_hold_is_signalled_lost() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mutex = client
+        .fair_mutex("lost-first")
+        .with_max_hold(Duration::from_secs(2));
+    let guard = mutex.lock().unwrap();
+    let signal = guard.lease_signal();
+    let watcher = thread::spawn(move || signal.wait());
+    thread::sleep(Duration::from_millis(20));
+    assert!(server
+        .client()
+        .fair_mutex("lost-first")
+        .force_unlock()
+        .unwrap());
+    assert_eq!(watcher.join().unwrap(), LeaseEnd::Lost);
+    assert!(guard.unlock().unwrap_err().is_lease_lost());
+}
+
 /// A thread's re-entry of its mutex joins the hold it re-enters, and so
 /// does not stretch that hold's lease at Redis: a hold past its maximum
 /// hold, or with a fixed lease, re-entered before it runs out is passed on

@@ -927,3 +927,45 @@ fn a_revocation_read_with_the_handoff_it_asks_is_heard() {
     eprintln!("revocation heard: {heard:?}");
     assert!(heard.iter().all(|&h| h), "a revocation was never heard");
 }
+
+/// A revocation signal's wait ends when the hold is asked to let go, and
+/// stays ended so after the hold is released; the hold goes on meanwhile
+/// (asked, not taken). Unasked, the hold's end ends the wait
+/// (`HoldEnded`), and its maximum hold does not: it may still be asked.
+#[test]
+fn a_revocation_signal_ends_when_asked_or_when_the_hold_ends_not_at_its_max_hold() {
+    let server = RedisServer::start();
+    let client = quiet_client(&server);
+    let mutex = client.fair_mutex("signal-ends");
+    let guard = mutex.lock().unwrap();
+    let (signal, lease) = (guard.revocation_signal(), guard.lease_signal());
+    let watcher = watch(guard.revocation_signal());
+    thread::sleep(Duration::from_millis(20));
+    assert!(!signal.is_revoked());
+    assert_eq!(mutex.revoke().unwrap(), 1);
+    let (outcome, _) = watcher.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(outcome, Revocation::Requested);
+    assert!(signal.is_revoked());
+    assert_eq!(lease.ended(), None, "asked, not taken");
+    guard.unlock().unwrap();
+    assert_eq!(
+        signal.wait_timeout(Duration::ZERO),
+        Some(Revocation::Requested)
+    );
+
+    let capped = (client.fair_mutex("signal-capped"))
+        .with_max_hold(Duration::from_millis(100))
+        .lock()
+        .unwrap();
+    let signal = capped.revocation_signal();
+    assert_eq!(
+        capped.lease_signal().wait_timeout(Duration::from_secs(5)),
+        Some(fairlock::LeaseEnd::MaxHold)
+    );
+    assert_eq!(signal.wait_timeout(Duration::ZERO), None, "a max hold");
+    let watcher = watch(capped.revocation_signal());
+    thread::sleep(Duration::from_millis(20));
+    capped.unlock().unwrap();
+    let (outcome, _) = watcher.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(outcome, Revocation::HoldEnded);
+}

@@ -228,38 +228,3 @@ impl From<Instant> for Wait {
         Wait::until(deadline)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_wait_that_cannot_wait_makes_one_attempt() {
-        assert_eq!(Wait::not_at_all().deadline(), Err(NoWait));
-        assert_eq!(Wait::at_most(Duration::ZERO).deadline(), Err(NoWait));
-        let past = Instant::now() - Duration::from_millis(1);
-        assert_eq!(Wait::until(past).deadline(), Err(NoWait));
-        let cancel = WaitCanceller::new();
-        cancel.cancel();
-        let cancelled = Wait::forever().cancelled_by(&cancel);
-        assert_eq!(cancelled.deadline(), Err(NoWait));
-    }
-
-    #[test]
-    fn a_wait_with_time_left_has_a_deadline() {
-        assert_eq!(Wait::forever().deadline(), Ok(None));
-        let deadline = Wait::at_most(Duration::from_secs(5)).deadline().unwrap();
-        let left = deadline.unwrap().duration_since(Instant::now());
-        assert!(left <= Duration::from_secs(5) && left > Duration::from_secs(4));
-        assert_eq!(Wait::at_most(Duration::MAX).deadline(), Ok(None));
-    }
-
-    #[test]
-    fn a_duration_fixed_from_now_is_shared_by_later_calls() {
-        let wait = Wait::at_most(Duration::from_secs(5)).fixed_from_now();
-        let first = wait.deadline().unwrap();
-        std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(wait.deadline().unwrap(), first);
-        assert!(Wait::not_at_all().fixed_from_now().deadline().is_err());
-    }
-}

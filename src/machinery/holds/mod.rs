@@ -694,71 +694,17 @@ mod tests {
     }
 
     #[test]
-    fn a_loss_before_the_max_hold_is_reported_as_a_loss() {
-        let h = hold(10_000, Some(200));
-        let waiter = in_thread(&h, |h| h.wait_end(None));
-        std::thread::sleep(Duration::from_millis(20));
-        h.mark_lost("a test");
-        assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Lost));
-    }
-
-    #[test]
-    fn a_lost_hold_stays_lost_after_a_late_renewal() {
+    fn the_first_end_stays_after_a_late_renewal_or_a_late_loss() {
         let h = hold(20, None);
         std::thread::sleep(Duration::from_millis(30));
         // Sent after the local end: it does not revive the hold.
         h.renewed(Instant::now(), Duration::from_secs(60));
         assert!(h.is_lost());
         assert_eq!(h.wait_end(Some(Instant::now())), Some(LeaseEnd::Lost));
-    }
-
-    #[test]
-    fn a_renewal_in_time_pushes_the_end_out() {
-        let h = hold(200, None);
-        h.renewed(Instant::now(), Duration::from_secs(60));
-        std::thread::sleep(Duration::from_millis(250));
-        assert!(!h.is_lost());
-        let soon = Instant::now() + Duration::from_millis(5);
-        assert_eq!(h.wait_end(Some(soon)), None);
-    }
-
-    #[test]
-    fn a_revocation_wakes_its_waiter_and_leaves_the_hold_as_it_was() {
-        let h = hold(60_000, None);
-        let waiter = in_thread(&h, |h| h.wait_revoked(None));
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(!h.is_revoked());
-        h.mark_revoked();
-        assert_eq!(waiter.join().unwrap(), Some(Revocation::Requested));
-        assert!(h.is_revoked());
-        // Asked, not taken: the hold goes on until it is released.
-        assert_eq!(h.end_as_of(Instant::now()), None);
-        h.mark_released();
-        let after = h.wait_revoked(Some(Instant::now()));
-        assert_eq!(after, Some(Revocation::Requested));
-
-        // A hold that ends unasked ends the wait; a maximum hold does not.
-        let capped = hold(60_000, Some(1));
-        std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(capped.end_as_of(Instant::now()), Some(LeaseEnd::MaxHold));
-        assert_eq!(capped.wait_revoked(Some(Instant::now())), None);
-        capped.mark_released();
-        assert_eq!(capped.wait_revoked(None), Some(Revocation::HoldEnded));
-    }
-
-    #[test]
-    fn release_and_loss_wake_a_blocked_waiter_and_the_first_end_wins() {
-        let h = hold(60_000, None);
-        let waiter = in_thread(&h, |h| h.wait_end(None));
-        std::thread::sleep(Duration::from_millis(20));
-        h.mark_released();
-        assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Released));
-        h.mark_lost("a test"); // a release reply saying NotHeld, after the fact
-        assert_eq!(h.end_as_of(Instant::now()), Some(LeaseEnd::Released));
-
-        let lost = hold(60_000, None);
-        lost.mark_lost("a test");
-        lost.mark_released();
-        assert_eq!(lost.wait_end(None), Some(LeaseEnd::Lost));
+        // A release reply saying NotHeld, after the fact: still released.
+        let released = hold(60_000, None);
+        released.mark_released();
+        released.mark_lost("a test");
+        assert_eq!(released.end_as_of(Instant::now()), Some(LeaseEnd::Released));
     }
 }
