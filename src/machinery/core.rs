@@ -27,9 +27,10 @@ use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::Wait;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::permits_seen::PermitsSeen;
+use crate::machinery::observe::{self, Labels};
 use crate::machinery::shared::{spawn_named, Shared};
 use crate::machinery::subscriber::watch::Subscription;
-use crate::machinery::{observe, subscriber, watchdog};
+use crate::machinery::{subscriber, watchdog};
 use crate::protocol::{
     owner, Ask, ForceRelease, Freed, LockKeys, Operation, PermitsSet, Revoke, Revoked, SetPermits,
     Status, StatusReply, Written,
@@ -186,6 +187,7 @@ impl Core {
         let (kind, name) = (keys.kind().label(), keys.name());
         let lease = (policy.lease(self.config()))
             .map_err(|err| err.during(format_args!("acquire of {kind} {name:?}")))?;
+        let named = self.config().metrics_lock_names;
         let acquisition = Acquisition {
             shared: &self.shared,
             permits_seen: &self.permits_seen,
@@ -196,6 +198,7 @@ impl Core {
             lease,
             unbound,
             owner_tag: tag,
+            labels: Labels::new(keys.kind(), named.then_some(target.name())),
         };
         let got = acquisition.run(wait)?;
         Ok(got.map(|Acquired { hold, call, waited }| CallHold {

@@ -12,7 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::cancel::WaitCanceller;
 use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
 use crate::machinery::caller::target::Target;
-use crate::machinery::caller::wait::{NoWait, Wait};
+use crate::machinery::caller::wait::Wait;
 use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::permits_seen::PermitsSeen;
@@ -57,6 +57,8 @@ pub(crate) struct Acquisition<'m> {
     /// What the owner id carries after `@` instead of the client's
     /// identity (an election candidate's value).
     pub(crate) owner_tag: Option<&'m str>,
+    /// The labels of this lock's metrics (see [`observe`]).
+    pub(crate) labels: Labels,
 }
 
 impl Acquisition<'_> {
@@ -70,41 +72,26 @@ impl Acquisition<'_> {
         let deadline = wait.deadline();
         self.shared
             .listen_at(self.keys.slot, deadline.ok().flatten());
-        let (result, cancel) = match deadline {
-            Err(NoWait) => match self.attempt(&waiter, Mode::Try, Limit::default()) {
-                Ok(Attempted::Got(got)) => (Ok(Some(got)), None),
-                Ok(Attempted::Waiting(..)) => (Ok(None), None),
-                Err(err) => {
-                    // (A hold too few replicas saw is given back already.)
-                    if err.kind() != ErrorKind::NotReplicated {
-                        self.shared.abandon_later(&waiter.call);
-                    }
-                    (Err(err), None)
-                }
-            },
-            Ok(deadline) => {
-                let labels = self.labels();
-                observe::waiting(&labels, 1.0);
-                let result = wait_in_queue(self, self.shared, waiter, deadline, wait.canceller());
-                observe::waiting(&labels, -1.0);
-                (result, wait.canceller())
+        // A try's call, which may have run when it failed.
+        let tried = deadline.is_err().then(|| waiter.call.clone());
+        let result = wait_in_queue(self, self.shared, waiter, deadline, wait, &self.labels);
+        // (A hold too few replicas saw is given back already.)
+        if let (Some(call), Err(err)) = (&tried, &result) {
+            if err.kind() != ErrorKind::NotReplicated {
+                self.shared.abandon_later(call);
             }
-        };
+        }
         let waited = started.elapsed();
+        let cancelled =
+            tried.is_none() && wait.canceller().is_some_and(WaitCanceller::is_cancelled);
         let outcome = match &result {
             Ok(Some(_)) => "acquired",
-            Ok(None) if cancel.is_some_and(WaitCanceller::is_cancelled) => "cancelled",
+            Ok(None) if cancelled => "cancelled",
             Ok(None) => "timed_out",
             Err(_) => "failed",
         };
-        observe::wait_ended(&self.labels(), outcome, waited);
+        observe::wait_ended(&self.labels, outcome, waited);
         result.map(|got| got.map(|got| Acquired { waited, ..got }))
-    }
-
-    /// The labels of this lock's metrics (see [`observe`]).
-    fn labels(&self) -> Labels {
-        let named = self.shared.config().metrics_lock_names;
-        Labels::new(self.keys.kind(), named.then_some(self.target.name()))
     }
 
     /// A new call of this thread (or of its own, unbound) on this lock,
@@ -145,7 +132,7 @@ impl Acquisition<'_> {
         let granted = NewHold {
             call: waiter.call.clone(),
             token,
-            labels: self.labels(),
+            labels: self.labels.clone(),
             since,
             lease_left,
             max_hold: self.policy.max_hold(),
@@ -247,7 +234,7 @@ impl Queued for Acquisition<'_> {
         if revoked {
             got.hold.mark_revoked();
         }
-        observe::handed_over(&self.labels(), grant.delivered.elapsed());
+        observe::handed_over(&self.labels, grant.delivered.elapsed());
         Ok(got)
     }
 

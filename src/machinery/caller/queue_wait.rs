@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, Result};
-use crate::machinery::caller::cancel::WaitCanceller;
+use crate::machinery::caller::wait::{NoWait, Wait};
 use crate::machinery::caller::waiters::{Grant, Waiter, Wake};
+use crate::machinery::observe::{self, Labels};
 use crate::machinery::shared::Shared;
 use crate::protocol::{Ask, Call, Mode, Renew, RenewReply};
 
@@ -73,7 +74,9 @@ pub(crate) trait Queued {
 }
 
 /// Waits in the queue until `queued` gets what it asks for, its `deadline`
-/// passes (`None`: no limit) or `cancel` is cancelled. The waiter is
+/// (`wait`'s, `None`: no limit) passes or `wait`'s canceller is cancelled,
+/// counted in the metrics of the lock `labels` names; a wait that cannot
+/// wait ([`NoWait`]) makes one attempt that never queues. The waiter is
 /// registered before its first request reaches Redis, so that no handoff
 /// message can arrive for an id nobody listens to, and forgotten once the
 /// wait ends. A first request fails at once when Redis is unreachable; a
@@ -84,11 +87,19 @@ pub(crate) fn wait_in_queue<Q: Queued>(
     queued: &Q,
     shared: &Shared,
     waiter: Arc<Waiter>,
-    deadline: Option<Instant>,
-    cancel: Option<&WaitCanceller>,
+    deadline: std::result::Result<Option<Instant>, NoWait>,
+    wait: &Wait,
+    labels: &Labels,
 ) -> Result<Option<Q::Got>> {
+    let Ok(deadline) = deadline else {
+        return match queued.attempt(&waiter, Mode::Try, Limit::default())? {
+            Attempted::Got(got) => Ok(Some(got)),
+            Attempted::Waiting(..) => Ok(None),
+        };
+    };
     shared.park(Arc::clone(&waiter));
-    if let Some(cancel) = cancel {
+    observe::waiting(labels, 1.0);
+    if let Some(cancel) = wait.canceller() {
         cancel.watch(&waiter);
     }
     let mut mode = Mode::First;
@@ -229,6 +240,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         }
     };
     shared.unpark(waiter.call.id);
+    observe::waiting(labels, -1.0);
     result
 }
 

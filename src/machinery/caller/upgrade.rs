@@ -13,9 +13,8 @@ use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::call_hold::CallHold;
 use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
-use crate::machinery::caller::wait::{NoWait, Wait};
+use crate::machinery::caller::wait::Wait;
 use crate::machinery::caller::waiters::{Grant, Waiter};
-use crate::machinery::observe;
 use crate::protocol::{
     Access, Ask, Call, Downgrade, DowngradeReply, Mode, Upgrade, UpgradeReply, UpgradeStep,
 };
@@ -49,16 +48,9 @@ impl CallHold {
             hold: self,
             claim: &claim,
         };
-        let got = match wait.deadline() {
-            Err(NoWait) => upgrader.settle(UpgradeStep::Attempt(Mode::Try), Limit::default()),
-            Ok(deadline) => {
-                let waiter = Arc::new(Waiter::new(claim.clone()));
-                observe::waiting(&self.hold.labels, 1.0);
-                let got = wait_in_queue(&upgrader, shared, waiter, deadline, wait.canceller());
-                observe::waiting(&self.hold.labels, -1.0);
-                got
-            }
-        };
+        let waiter = Arc::new(Waiter::new(claim.clone()));
+        let labels = &self.hold.labels;
+        let got = wait_in_queue(&upgrader, shared, waiter, wait.deadline(), wait, labels);
         let got = got.inspect_err(|err| {
             if !err.is_lease_lost() {
                 shared.abandon_later(&claim);
