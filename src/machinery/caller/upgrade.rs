@@ -157,14 +157,6 @@ impl Upgrader<'_> {
             UpgradeReply::Lost => Err(self.hold.lost()),
         }
     }
-
-    /// The write's token if `step` upgraded, `None` if it did not.
-    fn settle(&self, step: UpgradeStep, limit: Limit) -> Result<Option<u64>> {
-        match self.send(step, limit)? {
-            Attempted::Got(token) => Ok(Some(token)),
-            Attempted::Waiting(..) => Ok(None),
-        }
-    }
 }
 
 /// The claim waits in the queue as an acquisition does (at its head).
@@ -185,7 +177,10 @@ impl Queued for Upgrader<'_> {
 
     /// Withdrawn, unless it was settled in that last instant.
     fn leave(&self, _waiter: &Waiter, limit: Limit) -> Result<Option<u64>> {
-        self.settle(UpgradeStep::Withdraw, limit)
+        match self.send(UpgradeStep::Withdraw, limit)? {
+            Attempted::Got(token) => Ok(Some(token)),
+            Attempted::Waiting(..) => Ok(None),
+        }
     }
 
     /// The caller (`upgrade`) abandons what the claim may have left.
