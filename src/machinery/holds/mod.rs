@@ -694,6 +694,16 @@ mod tests {
     }
 
     #[test]
+    fn a_max_hold_does_not_end_a_wait_for_a_revocation_and_the_holds_end_does() {
+        let capped = hold(60_000, Some(1));
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(capped.end_as_of(Instant::now()), Some(LeaseEnd::MaxHold));
+        assert_eq!(capped.wait_revoked(Some(Instant::now())), None);
+        capped.mark_released();
+        assert_eq!(capped.wait_revoked(None), Some(Revocation::HoldEnded));
+    }
+
+    #[test]
     fn the_first_end_stays_after_a_late_renewal_or_a_late_loss() {
         let h = hold(20, None);
         std::thread::sleep(Duration::from_millis(30));
