@@ -148,10 +148,15 @@ impl Shared {
         }
     }
 
-    /// Hands a wake message to what it names: a grant or the head of the
-    /// queue to its waiter, a revocation or a force release to the holds
-    /// of its lock with tokens up to the one it names.
-    pub(crate) fn deliver(&self, message: WakeMessage) {
+    /// Hands a wake message (`payload`, as a subscription read it) to what
+    /// it names: a grant or the head of the queue to its waiter, a
+    /// revocation or a force release to the holds of its lock with tokens
+    /// up to the one it names.
+    pub(crate) fn deliver(&self, payload: &[u8]) {
+        let Some(message) = WakeMessage::parse(payload) else {
+            let text = String::from_utf8_lossy(payload);
+            return log::debug!("fairlock: ignoring wake message {text:?}");
+        };
         match message {
             WakeMessage::Granted {
                 call,

@@ -45,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::machinery::observe;
 use crate::machinery::shared::{spawn_named, Shared};
 use crate::protocol::keys::hash_slot;
-use crate::protocol::{Push, Route, WakeMessage};
+use crate::protocol::{Push, Route};
 
 /// How long a read blocks before the thread checks whether to stop.
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
@@ -145,7 +145,7 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
         }
         if let Some(msg) = read(pubsub.get_message()).map_err(Error::from_redis)? {
             heard = Instant::now();
-            dispatch(shared, msg.get_payload_bytes());
+            shared.deliver(msg.get_payload_bytes());
         }
     }
 }
@@ -235,7 +235,7 @@ fn serve_shards(
         };
         (heard, probed) = (Instant::now(), false);
         match Push::parse(value) {
-            Push::Message(payload) => dispatch(shared, &payload),
+            Push::Message(payload) => shared.deliver(&payload),
             Push::Subscribed(channel) => {
                 let slot = hash_slot(&channel);
                 // Handoffs published in the gap were lost: everyone asks.
@@ -289,15 +289,5 @@ pub(crate) fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
             Ok(thread) => shared.shards.keep_thread(thread),
             Err(err) => log::warn!("fairlock: no listener for {node:?}: {err}"),
         }
-    }
-}
-
-fn dispatch(shared: &Shared, payload: &[u8]) {
-    match WakeMessage::parse(payload) {
-        Some(message) => shared.deliver(message),
-        None => log::debug!(
-            "fairlock: ignoring wake message {:?}",
-            String::from_utf8_lossy(payload)
-        ),
     }
 }
