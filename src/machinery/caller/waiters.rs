@@ -485,6 +485,31 @@ mod tests {
     }
 
     #[test]
+    fn a_grant_from_another_thread_wakes_the_sleeper() {
+        let w = waiter();
+        let granter = Arc::clone(&w);
+        let handle = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            granter.grant(7, Some(Instant::now()), Duration::ZERO);
+        });
+        let woke = sleep_ms(&w, 10_000);
+        handle.join().unwrap();
+        assert!(matches!(woke, Wake::Granted(Grant { token: 7, .. })));
+    }
+
+    #[test]
+    fn sleep_honours_the_deadline_and_the_poll_time() {
+        let w = waiter();
+        let start = Instant::now();
+        assert_eq!(sleep_ms(&w, 30), Wake::GaveUp);
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        w.poll_by(poll_time(20));
+        assert_eq!(sleep_ms(&w, 10_000), Wake::Poll);
+        w.repoll();
+        assert_eq!(w.sleep(None), Wake::Poll);
+    }
+
+    #[test]
     fn waiters_of_one_lock_share_a_group_whatever_handle_they_came_through() {
         let waiters = Waiters::default();
         for (id, name) in [(1, "a"), (2, "b"), (3, "a"), (4, "a")] {
@@ -569,6 +594,14 @@ mod tests {
         waiters.repoll_all();
         assert!(!waiters.rejoins.lock().running);
         assert_eq!(sleep_ms(&lone, 0), Wake::Poll);
+    }
+
+    #[test]
+    fn a_lock_without_expiry_is_not_polled_in_a_tight_loop() {
+        let now = Instant::now();
+        assert!(poll_time(-1) >= now + NO_EXPIRY_POLL);
+        assert!(poll_time(-2) <= Instant::now());
+        assert!(poll_time(5) >= now + Duration::from_millis(6));
     }
 
     #[test]

@@ -89,4 +89,25 @@ mod tests {
         abandons.answered(&entry, Instant::now() + Duration::from_secs(61), false);
         assert!(abandons.snapshot().is_empty());
     }
+
+    #[test]
+    fn a_call_is_abandoned_once_for_each_thing_it_asked_for() {
+        use crate::protocol::{Access, Ask, Call};
+        let abandons = Abandons::default();
+        let read = crate::machinery::test_call(7, "n");
+        let asking = |ask| Call {
+            ask,
+            ..read.clone()
+        };
+        let linger = Duration::from_secs(60);
+        abandons.add(asking(Ask::RwLock(Access::UpgradableRead)), linger);
+        abandons.add(asking(Ask::RwLock(Access::Write)), linger);
+        abandons.add(asking(Ask::RwLock(Access::UpgradableRead)), linger);
+        let asked: Vec<Ask> = abandons.snapshot().iter().map(|e| e.call.ask).collect();
+        let expected = [Access::UpgradableRead, Access::Write].map(Ask::RwLock);
+        assert_eq!(
+            asked, expected,
+            "one abandon per ask, the repeat counted once"
+        );
+    }
 }

@@ -704,6 +704,16 @@ mod tests {
     }
 
     #[test]
+    fn a_renewal_in_time_pushes_the_end_out() {
+        let h = hold(200, None);
+        h.renewed(Instant::now(), Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(250));
+        assert!(!h.is_lost());
+        let soon = Instant::now() + Duration::from_millis(5);
+        assert_eq!(h.wait_end(Some(soon)), None);
+    }
+
+    #[test]
     fn the_first_end_stays_after_a_late_renewal_or_a_late_loss() {
         let h = hold(20, None);
         std::thread::sleep(Duration::from_millis(30));
