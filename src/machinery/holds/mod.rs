@@ -435,19 +435,19 @@ impl Hold {
         format!("{key:?} (owner {owner}, token {token})")
     }
 
-    /// A renewal sent at `sent` succeeded for `lease`. One sent after the
-    /// lease had already run out by this client's count does not revive it.
-    /// (A check of a hold the watchdog does not renew succeeds for a
-    /// `lease` of zero: it pushes nothing out.)
+    /// A renewal sent at `sent` succeeded for `lease`: the server set the
+    /// lease to `lease` from when it ran, shorter too (the last renewal
+    /// before a maximum hold asks only for what is left of it), and it is
+    /// counted so. One sent after the lease had already run out by this
+    /// client's count does not revive it. (A check of a hold the watchdog
+    /// does not renew succeeds for a `lease` of zero: it sets nothing.)
     pub(crate) fn renewed(&self, sent: Instant, lease: Duration) {
         let mut state = self.settled(sent);
         // The server still had it after the gap: not lost with a restart.
         state.gap_at = state.gap_at.filter(|&gap| sent < gap);
-        if state.end.is_some() {
-            return;
+        if state.end.is_none() && !lease.is_zero() {
+            state.expires_at = self.drift.local_end(sent, lease);
         }
-        let end = self.drift.local_end(sent, lease);
-        state.expires_at = state.expires_at.max(end);
     }
 
     /// Blocks until the hold ends or `deadline` passes (`None`: no limit);
@@ -701,6 +701,21 @@ mod tests {
         assert_eq!(capped.wait_revoked(Some(Instant::now())), None);
         capped.mark_released();
         assert_eq!(capped.wait_revoked(None), Some(Revocation::HoldEnded));
+    }
+
+    #[test]
+    fn a_renewal_capped_by_the_max_hold_shortens_the_count() {
+        // Granted for 450 ms with a maximum hold of 400: the renewal 150
+        // ms in asks the server for the 250 ms left and it ends the lease
+        // then, so the count does too (it kept the grant's 450 ms, a hold
+        // the server had passed on still counted as held).
+        let h = hold(450, Some(400));
+        let sent = Instant::now();
+        h.renewed(sent, Duration::from_millis(250));
+        assert_eq!(h.local_end(), sent + Duration::from_millis(250));
+        // A check (no lease asked) leaves the count as it was.
+        h.renewed(Instant::now(), Duration::ZERO);
+        assert_eq!(h.local_end(), sent + Duration::from_millis(250));
     }
 
     #[test]
