@@ -218,6 +218,50 @@ fn a_hold_lost_before_its_max_hold_is_signalled_lost() {
     assert!(guard.unlock().unwrap_err().is_lease_lost());
 }
 
+/// The renewal that asks for what is left of a maximum hold counts its
+/// lease from when it asked, however late it goes out: a watchdog that
+/// opens its connection first (here across a 40 ms link, whose `SELECT`
+/// takes 80 ms) still counts the hold up to the maximum hold, so a lease
+/// signal waited on from before it (as `fairlock run --max-hold` waits)
+/// hears `MaxHold`, then `Lost` when the lease runs out. Counted from
+/// before the connection, the hold was counted out 80 ms before its
+/// maximum hold and heard as `Lost`: the command ran on (a hang).
+#[test]
+fn a_renewal_capped_by_the_max_hold_counts_to_it_however_late_it_goes_out() {
+    let server = RedisServer::start();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(40));
+    // Renewals every 400 ms: the grant's lease (the 250 ms maximum hold
+    // and a period) is shorter than two periods, so the watchdog renews
+    // it at once, on a connection of its own it opens then, and not again.
+    let max_hold = Duration::from_millis(250);
+    for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
+        // A client each: its watchdog has no connection yet.
+        let client = Client::builder(&format!("{}/1", relay.url()))
+            .lease(Duration::from_millis(1500))
+            .waiter_timeout(Duration::from_millis(1200))
+            .build()
+            .unwrap();
+        let name = format!("late-capped-{kind:?}");
+        let guard = take(&client, kind, &name, Some(max_hold), Duration::from_secs(5))
+            .unwrap()
+            .expect("free");
+        let granted = Instant::now();
+        let end = guard.lease_signal().wait_timeout(Duration::from_secs(5));
+        let at = granted.elapsed();
+        assert_eq!(end, Some(LeaseEnd::MaxHold), "{kind:?} at {at:?}");
+        assert!(
+            at + Duration::from_millis(20) >= max_hold,
+            "{kind:?}: {at:?}"
+        );
+        assert!(
+            wait_until(Duration::from_secs(1), || guard.is_lease_lost()),
+            "{kind:?}: never counted lost"
+        );
+        let err = guard.unlock().expect_err("the hold is gone");
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{kind:?}: {err}");
+    }
+}
+
 /// A thread's re-entry of its mutex joins the hold it re-enters, and so
 /// does not stretch that hold's lease at Redis: a hold past its maximum
 /// hold, or with a fixed lease, re-entered before it runs out is passed on

@@ -142,9 +142,9 @@ pub(crate) struct Hold {
 }
 
 struct HoldState {
-    /// When this client counts the lease as over: pushed out by each
-    /// renewal, counted from when the confirming request was sent, less
-    /// the clock-drift allowance.
+    /// When this client counts the lease as over: set by each renewal,
+    /// counted from when it asked for its lease (before its request was
+    /// sent), less the clock-drift allowance.
     expires_at: Instant,
     /// Never cleared: a hold that was lost stays lost even if a late
     /// renewal succeeds. Only a maximum hold reached may end later as lost
@@ -324,13 +324,16 @@ impl Hold {
         state.gap_at.is_some() && !matches!(state.end, Some(LeaseEnd::Lost | LeaseEnd::Released))
     }
 
-    /// The lease a renewal now asks for: `lease`, but no longer than this
-    /// client needs to count it up to the maximum hold (the drift
-    /// allowance added), so the lock passes on when that is reached and the
-    /// guard hears [`LeaseEnd::MaxHold`] just before its lease runs out.
-    pub(crate) fn renewal_lease(&self, lease: Duration) -> Duration {
+    /// The lease a renewal asked at `asked` requests: `lease`, but no
+    /// longer than this client needs to count it from `asked` up to the
+    /// maximum hold (the drift allowance added), so the lock passes on when
+    /// that is reached and the guard hears [`LeaseEnd::MaxHold`] just before
+    /// its lease runs out. Its count ([`renewed`](Self::renewed)) must start
+    /// at the same `asked`: counted from earlier (a connection opened in
+    /// between), it would end before the maximum hold, heard as a loss.
+    pub(crate) fn renewal_lease(&self, asked: Instant, lease: Duration) -> Duration {
         let max_end = self.state.lock().max_end;
-        let left = max_end.map(|end| end.saturating_duration_since(Instant::now()));
+        let left = max_end.map(|end| end.saturating_duration_since(asked));
         left.map_or(lease, |left| lease.min(self.drift.lease_lasting(left)))
     }
 
@@ -435,19 +438,26 @@ impl Hold {
         format!("{key:?} (owner {owner}, token {token})")
     }
 
-    /// A renewal sent at `sent` succeeded for `lease`: the server set the
-    /// lease to `lease` from when it ran, shorter too (the last renewal
-    /// before a maximum hold asks only for what is left of it), and it is
-    /// counted so. One sent after the lease had already run out by this
-    /// client's count does not revive it. (A check of a hold the watchdog
-    /// does not renew succeeds for a `lease` of zero: it sets nothing.)
-    pub(crate) fn renewed(&self, sent: Instant, lease: Duration) {
-        let mut state = self.settled(sent);
+    /// A renewal asked at `asked` (its request went out after) succeeded
+    /// for `lease`: the server set the lease to `lease` from when it ran,
+    /// shorter too (the last renewal before a maximum hold asks only for
+    /// what is left of it), and it is counted so, from `asked`. One asked
+    /// after the lease had already run out by this client's count does not
+    /// revive it. (A check of a hold the watchdog does not renew succeeds
+    /// for a `lease` of zero: it sets nothing.)
+    pub(crate) fn renewed(&self, asked: Instant, lease: Duration) {
+        let mut state = self.settled(asked);
         // The server still had it after the gap: not lost with a restart.
-        state.gap_at = state.gap_at.filter(|&gap| sent < gap);
-        if state.end.is_none() && !lease.is_zero() {
-            state.expires_at = self.drift.local_end(sent, lease);
+        state.gap_at = state.gap_at.filter(|&gap| asked < gap);
+        if state.end.is_some() || lease.is_zero() {
+            return;
         }
+        let end = self.drift.local_end(asked, lease);
+        if end < state.expires_at {
+            // Sooner than a waiter may sleep to: it counts again.
+            self.changed.notify_all();
+        }
+        state.expires_at = end;
     }
 
     /// Blocks until the hold ends or `deadline` passes (`None`: no limit);
@@ -705,17 +715,36 @@ mod tests {
 
     #[test]
     fn a_renewal_capped_by_the_max_hold_shortens_the_count() {
-        // Granted for 450 ms with a maximum hold of 400: the renewal 150
-        // ms in asks the server for the 250 ms left and it ends the lease
-        // then, so the count does too (it kept the grant's 450 ms, a hold
-        // the server had passed on still counted as held).
-        let h = hold(450, Some(400));
-        let sent = Instant::now();
-        h.renewed(sent, Duration::from_millis(250));
-        assert_eq!(h.local_end(), sent + Duration::from_millis(250));
+        // Granted for 1 000 ms with a maximum hold of 900: a renewal asks
+        // the server for what is left of the 900 and it ends the lease
+        // then, so the count does too (it kept the grant's 1 000 ms, a hold
+        // the server had passed on still counted as held), and no sooner,
+        // however late after its ask the request goes out (counted from
+        // before the ask, it ended before the maximum hold: heard as a
+        // loss, `fairlock run --max-hold` let its command run on).
+        let h = hold(1_000, Some(900));
+        let max_end = h.state.lock().max_end.unwrap();
+        let asked = Instant::now();
+        let lease = h.renewal_lease(asked, Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20)); // its connection opens
+        h.renewed(asked, lease);
+        let end = h.local_end();
+        assert!(end >= max_end && end < max_end + Duration::from_millis(5));
         // A check (no lease asked) leaves the count as it was.
         h.renewed(Instant::now(), Duration::ZERO);
-        assert_eq!(h.local_end(), sent + Duration::from_millis(250));
+        assert_eq!(h.local_end(), end);
+    }
+
+    #[test]
+    fn a_renewal_that_shortens_the_count_wakes_its_waiters_to_it() {
+        let h = hold(2_000, None);
+        let waiter = in_thread(&h, |h| h.wait_end(None));
+        std::thread::sleep(Duration::from_millis(50));
+        let asked = Instant::now();
+        h.renewed(asked, Duration::from_millis(100));
+        assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::Lost));
+        let woken = asked.elapsed();
+        assert!(woken < Duration::from_secs(1), "woken {woken:?} after");
     }
 
     #[test]

@@ -111,6 +111,8 @@ pub(crate) fn run(
 /// The batch's replies, parsed: one per hold, one per waiter group, and
 /// whether enough replicas acknowledged them (with `sync_replicas`).
 struct Replies {
+    /// When the renewals' leases were asked: each counts from there.
+    asked: Instant,
     /// Each hold's renewal, the lease it asked for and the token it named.
     renewed: Vec<(Result<RenewReply>, Duration, u64)>,
     heartbeats: Vec<Result<HeartbeatReply>>,
@@ -118,6 +120,11 @@ struct Replies {
 }
 
 fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
+    // The leases count from here, not from before the connection was had
+    // (opened, maybe): the one capped by a maximum hold asks for what is
+    // left of it from here, and counted from earlier would end before it.
+    let asked = Instant::now();
+    let lease = shared.config().lease;
     let renewals: Vec<Renew> = (batch.holds.iter())
         .map(|hold| Renew {
             owner: &hold.call.owner,
@@ -125,7 +132,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             first: hold.first_token,
             call: hold.call.id,
             // A hold not renewed (checked after a gap) keeps its lease.
-            lease: (hold.is_renewable()).then(|| hold.renewal_lease(shared.config().lease)),
+            lease: (hold.is_renewable()).then(|| hold.renewal_lease(asked, lease)),
         })
         .collect();
     let beats: Vec<Heartbeat> = (batch.groups.iter())
@@ -170,6 +177,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     }
     let heartbeat_values = values.split_off(renewals.len());
     Ok(Replies {
+        asked,
         // (A hold only checked asks for no lease: zero pushes nothing out.)
         renewed: (renewals.iter().zip(values))
             .map(|(r, value)| (r.parse(value), r.lease.unwrap_or_default(), r.token))
@@ -204,7 +212,9 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level:
         match renewed {
             // A renewal too few replicas saw does not extend the lease the
             // guard counts on: a failover could bring back the old expiry.
-            Ok(reply) if reply.is_held() && replies.replicated.is_ok() => hold.renewed(sent, lease),
+            Ok(reply) if reply.is_held() && replies.replicated.is_ok() => {
+                hold.renewed(replies.asked, lease)
+            }
             Ok(reply) if reply.is_held() => {}
             Ok(reply) => hold.renewal_failed(token, reply),
             Err(err) => {
