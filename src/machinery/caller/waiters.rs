@@ -410,9 +410,14 @@ impl Waiters {
     }
 
     /// Waiters grouped by lock (by the lock key), for one heartbeat per
-    /// lock, each group in the order its waiters joined the queue.
+    /// lock, each group in the order its waiters joined the queue. A waiter
+    /// whose first request has not come back is left out: a heartbeat
+    /// that ran before that request would find it not queued yet and have
+    /// it ask again (and say it lost its place) for nothing.
     pub(crate) fn by_lock(&self) -> Vec<Vec<Arc<Waiter>>> {
-        by_lock(self.by_id.lock().values().cloned().collect())
+        let map = self.by_id.lock();
+        let asked = map.values().filter(|w| w.state.lock().answers > 0);
+        by_lock(asked.cloned().collect())
     }
 }
 
@@ -513,11 +518,23 @@ mod tests {
     fn waiters_of_one_lock_share_a_group_whatever_handle_they_came_through() {
         let waiters = Waiters::default();
         for (id, name) in [(1, "a"), (2, "b"), (3, "a"), (4, "a")] {
-            waiters.insert(Arc::new(Waiter::new(call(id, name))));
+            let waiter = Arc::new(Waiter::new(call(id, name)));
+            waiter.answered(true);
+            waiters.insert(waiter);
         }
         let mut sizes: Vec<usize> = waiters.by_lock().iter().map(Vec::len).collect();
         sizes.sort_unstable();
         assert_eq!(sizes, [1, 3]);
+    }
+
+    #[test]
+    fn a_waiter_is_heartbeaten_once_its_first_request_has_come_back() {
+        let waiters = Waiters::default();
+        let w = waiter();
+        waiters.insert(Arc::clone(&w));
+        assert!(waiters.by_lock().is_empty(), "heartbeaten before it asked");
+        w.answered(false);
+        assert_eq!(waiters.by_lock().len(), 1);
     }
 
     /// Waits up to 5 s for `cond`.
