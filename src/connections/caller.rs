@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::steady;
-use crate::connections::{Backend, Listen};
+use crate::connections::Backend;
 use crate::error::{Error, ErrorKind, Result, Retry};
-use crate::protocol::{Abandon, Call, LockKeys, Operation, Route, SyncReplicas, Written};
+use crate::protocol::{Abandon, Call, LockKeys, Operation, SyncReplicas, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
@@ -237,32 +237,6 @@ impl Caller {
         let entry = call.entry();
         self.call_limited(&call.keys, &Abandon { entry }, limit)
             .map(drop)
-    }
-
-    /// A new connection of its own subscribed to `channel` as `route`
-    /// says: a classic one on a seed node of a cluster (every node hears
-    /// every message), on the master behind Sentinel; a shard channel at
-    /// the master of its slot, as the cluster's slot map says now. Opened
-    /// and subscribed by `by` if given.
-    pub(crate) fn subscription(
-        &self,
-        route: Route,
-        channel: &str,
-        by: Option<Instant>,
-    ) -> Result<redis::Connection> {
-        let at = match route {
-            Route::Classic => Listen::Main,
-            Route::Sharded => {
-                let map = self.backend.slot_map().transpose()?.unwrap_or_default();
-                let slot = crate::protocol::keys::hash_slot(channel);
-                let master = map.master_of(slot).ok_or_else(|| {
-                    let message = format!("no master serves slot {slot} (try again)");
-                    Error::new(crate::ErrorKind::Connection, message)
-                })?;
-                Listen::Shards(master.clone())
-            }
-        };
-        self.backend.subscription(&at, channel, by)
     }
 }
 
