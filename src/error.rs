@@ -381,8 +381,8 @@ impl Error {
     /// that does not know a command of the start (a Sentinel, or a data
     /// server where the URL says Sentinel); a timeout
     /// says which step got no reply and within how long: a reply's
-    /// (`steady`'s "no reply within"), the connect timeout's or the
-    /// command timeout's as its figure says, else the connect's. Any other
+    /// (`steady::NotWithin`), the connect timeout's or the command
+    /// timeout's as its timeout is, else the connect's. Any other
     /// error says it was met connecting to `server`.
     pub(crate) fn at_first_contact(
         self,
@@ -410,13 +410,12 @@ impl Error {
             );
             (ErrorKind::InvalidConfig, Retry::No, message)
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {
-            let said = (self.source.as_ref()).map_or(String::new(), |s| s.to_string());
-            let ms = |timeout: Duration| format!("no reply within {} ms", timeout.as_millis());
+            let waited = redis_err.and_then(crate::connections::steady::not_within_of);
             let replied = "accepted the connection and sent no reply";
-            let (step, within, setting) = match said.contains("no reply within") {
-                true if said.contains(&ms(command)) => (replied, command, "command_timeout"),
-                true => (replied, connect, "connect_timeout"),
-                false => (
+            let (step, within, setting) = match waited.filter(|waited| waited.reply) {
+                Some(waited) if waited.timeout == command => (replied, command, "command_timeout"),
+                Some(_) => (replied, connect, "connect_timeout"),
+                None => (
                     "did not answer the connect or its handshake",
                     connect,
                     "connect_timeout",
