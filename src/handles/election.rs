@@ -173,7 +173,8 @@ impl<O: Ownership> FairLock<kind::Election, O> {
         let value = self.value();
         check_value(&value)
             .map_err(|err| err.during(format_args!("acquire of election {:?}", self.name())))?;
-        self.request(Ask::Mutex, Some(&value), &wait.into())
+        self.settings
+            .request(&self.target, Ask::Mutex, Some(&value), &wait.into())
     }
 
     /// Waits in the election's queue, as long as it takes, and returns once

@@ -318,18 +318,6 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     pub fn revoke(&self) -> Result<usize> {
         self.core().revoke(&self.target)
     }
-
-    /// One acquire call on this lock asking for `ask` under its settings,
-    /// its unbound owner id tagged with `tag` (an election's value),
-    /// waiting as `wait` says; the guard of what it got.
-    pub(crate) fn request<H: HoldKind>(
-        &self,
-        ask: Ask,
-        tag: Option<&str>,
-        wait: &Wait,
-    ) -> Result<Option<Guard<H, O>>> {
-        self.settings.request(&self.target, ask, tag, wait)
-    }
 }
 
 /// What every lock handle has, a multi-lock's too: the client's core,

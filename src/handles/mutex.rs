@@ -109,7 +109,8 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// # Ok(()) }
     /// ```
     pub fn lock_with(&self, wait: impl Into<Wait>) -> Result<Option<FairMutexGuard<O>>> {
-        self.request(Ask::Mutex, None, &wait.into())
+        self.settings
+            .request(&self.target, Ask::Mutex, None, &wait.into())
     }
 
     /// Waits in FIFO order, as long as it takes, and returns the guard:

@@ -175,7 +175,8 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
     /// # Ok(()) }
     /// ```
     pub fn read_with(&self, wait: impl Into<Wait>) -> Result<Option<ReadGuard<O>>> {
-        self.request(Ask::RwLock(Access::Read), None, &wait.into())
+        self.settings
+            .request(&self.target, Ask::RwLock(Access::Read), None, &wait.into())
     }
 
     /// Waits as `wait` says to write, in FIFO order: the general form of
@@ -198,7 +199,8 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
     /// # Ok(()) }
     /// ```
     pub fn write_with(&self, wait: impl Into<Wait>) -> Result<Option<WriteGuard<O>>> {
-        self.request(Ask::RwLock(Access::Write), None, &wait.into())
+        self.settings
+            .request(&self.target, Ask::RwLock(Access::Write), None, &wait.into())
     }
 
     /// Waits in FIFO order, as long as it takes, and returns a read guard.
@@ -338,7 +340,8 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
         &self,
         wait: impl Into<Wait>,
     ) -> Result<Option<UpgradableReadGuard<O>>> {
-        self.request(Ask::RwLock(Access::UpgradableRead), None, &wait.into())
+        let ask = Ask::RwLock(Access::UpgradableRead);
+        self.settings.request(&self.target, ask, None, &wait.into())
     }
 
     /// Waits in FIFO order, as long as it takes, and returns an upgradable

@@ -188,7 +188,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
         wait: impl Into<Wait>,
     ) -> Result<Option<SemaphorePermit<O>>> {
         let ask = permits_ask(n, self.kind.permits).map_err(|err| self.named("acquire", err))?;
-        self.request(ask, None, &wait.into())
+        self.settings.request(&self.target, ask, None, &wait.into())
     }
 
     /// `err`, refused before any I/O, naming `call` of this semaphore, as
@@ -398,7 +398,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// # Ok(()) }
     /// ```
     pub fn set_permits(&self, permits: u32) -> Result<PermitsChange> {
-        check_permits(permits).map_err(|err| self.named("set permits", err))?;
+        permits_ask(1, permits).map_err(|err| self.named("set permits", err))?;
         let set = self.core().set_permits(&self.target, permits)?;
         Ok(PermitsChange {
             previous: set.previous,
@@ -459,27 +459,18 @@ impl<O: Ownership> Guard<kind::Semaphore, O> {
     }
 }
 
-/// A semaphore's number of permits out of `1..=MAX_PERMITS` is
-/// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before
-/// any I/O.
-fn check_permits(permits: u32) -> Result<()> {
-    if !(1..=MAX_PERMITS).contains(&permits) {
-        return Err(Error::invalid_config(format!(
-            "a semaphore's permits must be from 1 to {MAX_PERMITS}, got {permits}"
-        )));
-    }
-    Ok(())
-}
-
 /// What a call for `n` of a semaphore's `permits` asks for; either out of
-/// bounds is [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig),
-/// before any I/O.
+/// bounds (`permits` out of `1..=MAX_PERMITS`, then `n` out of
+/// `1..=permits`) is
+/// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before
+/// any I/O. `set_permits` checks its number as a call for one of it.
 pub(crate) fn permits_ask(n: u32, permits: u32) -> Result<Ask> {
-    check_permits(permits)?;
-    if !(1..=permits).contains(&n) {
-        return Err(Error::invalid_config(format!(
-            "a call may take from 1 to the semaphore's {permits} permits, asked for {n}"
-        )));
-    }
-    Ok(Ask::Permits { n, of: permits })
+    let error = if !(1..=MAX_PERMITS).contains(&permits) {
+        format!("a semaphore's permits must be from 1 to {MAX_PERMITS}, got {permits}")
+    } else if !(1..=permits).contains(&n) {
+        format!("a call may take from 1 to the semaphore's {permits} permits, asked for {n}")
+    } else {
+        return Ok(Ask::Permits { n, of: permits });
+    };
+    Err(Error::invalid_config(error))
 }
