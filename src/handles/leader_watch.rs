@@ -80,9 +80,7 @@ pub enum LeaderEvent {
 impl std::fmt::Display for LeaderEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LeaderEvent::Leads(Leader {
-                value, term, who, ..
-            }) => write!(f, "leader {value} term {term} ({who})"),
+            LeaderEvent::Leads(l) => write!(f, "leader {} term {} ({})", l.value, l.term, l.who),
             LeaderEvent::Vacant { ended: Some(term) } => write!(f, "vacant after term {term}"),
             LeaderEvent::Vacant { ended: None } => write!(f, "vacant"),
             LeaderEvent::Missed { after } => write!(f, "missed changes after term {after}"),
@@ -313,10 +311,11 @@ impl LeaderWatch {
             self.known = None;
         }
         if let Some(known) = self.known {
-            let changes: Vec<(Order, LeaderEvent)> = history
-                .iter()
-                .map(LeaderEvent::of_change)
-                .filter(|(order, _)| *order > known)
+            // Each with the term before it, in the history's order.
+            let changes: Vec<(Order, LeaderEvent, u64)> = (history.iter())
+                .map(|change| (LeaderEvent::of_change(change), change.after))
+                .map(|((order, event), after)| (order, event, after))
+                .filter(|(order, ..)| *order > known)
                 .collect();
             // Whether the first change the history holds after `known` is the
             // one right after it: it followed the newest term the watch knew,
@@ -327,7 +326,6 @@ impl LeaderWatch {
             // with Redis's data). With no change in the history, nothing was
             // granted since unless a term newer than `known`, or a key gone
             // after a long absence or a leader, says otherwise.
-            let first = history.iter().find(|c| LeaderEvent::of_change(c).0 > known);
             // A leader after the one known, oldest in a full history: a
             // handover, or a vacancy between trimmed away; it cannot tell.
             let trimmed = known.1 == LEADS
@@ -335,8 +333,8 @@ impl LeaderWatch {
                 && (history.first().map(|c| LeaderEvent::of_change(c).0))
                     .is_some_and(|(term, what)| what == LEADS && term > known.0);
             let linked = !trimmed
-                && match first {
-                    Some(change) => change.after == known.0 || (change.after == 0 && recent),
+                && match changes.first() {
+                    Some(&(.., after)) => after == known.0 || (after == 0 && recent),
                     None => match last_term {
                         Some(term) => term <= known.0,
                         None => known.0 == 0 || recent,
@@ -344,7 +342,7 @@ impl LeaderWatch {
                 };
             if !linked {
                 let missed = LeaderEvent::Missed { after: known.0 };
-                match changes.first().map(|((term, _), _)| *term).or(last_term) {
+                match changes.first().map(|&((term, _), ..)| term).or(last_term) {
                     Some(term) => self.learn((term, GAP), missed),
                     None => {
                         self.learn((known.0, GAP_AFTER), missed);
@@ -353,7 +351,7 @@ impl LeaderWatch {
                     }
                 }
             }
-            for (order, event) in changes {
+            for (order, event, _) in changes {
                 self.learn(order, event);
             }
         }

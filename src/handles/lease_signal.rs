@@ -75,9 +75,8 @@ impl LeaseSignal {
     /// # Ok(()) }
     /// ```
     pub fn wait(&self) -> LeaseEnd {
-        self.hold
-            .wait_end(None)
-            .expect("a wait without a deadline returns only at the end")
+        let end = self.hold.wait_end(None);
+        end.expect("a wait without a deadline returns only at the end")
     }
 
     /// Blocks until the hold ends or `timeout` passes: `Some(end)` when it

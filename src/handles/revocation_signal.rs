@@ -78,9 +78,8 @@ impl RevocationSignal {
     /// # Ok(()) }
     /// ```
     pub fn wait(&self) -> Revocation {
-        self.hold
-            .wait_revoked(None)
-            .expect("a wait without a deadline returns only at the end")
+        let revoked = self.hold.wait_revoked(None);
+        revoked.expect("a wait without a deadline returns only at the end")
     }
 
     /// As [`wait`](Self::wait), for at most `timeout`: `None` when neither
