@@ -233,9 +233,7 @@ impl Client {
         S: AsRef<str>,
     {
         let set = FairMultiLock::new(self.settings());
-        names
-            .into_iter()
-            .fold(set, |set, name| set.and_mutex(name.as_ref()))
+        (names.into_iter()).fold(set, |set, name| set.and_mutex(name.as_ref()))
     }
 
     /// A handle to the leader election `name`: candidates campaign with a

@@ -295,19 +295,14 @@ impl LeaderWatch {
         // Whether the last read was sent less than half a fence life before
         // this one (half: the server's clock and this one's may run apart)
         // and read no leader: the lock key may have run out since.
-        let half_fence_life = self.election.core().config().fence_life / 2;
-        let recent =
-            (self.last_read.replace((sent, leader.is_some()))).is_some_and(|(last, led)| {
-                !led && sent.saturating_duration_since(last) < half_fence_life
-            });
+        // (Instants subtract saturating at zero.)
+        let half_fence_life = core.config().fence_life / 2;
+        let last_read = self.last_read.replace((sent, leader.is_some()));
+        let recent = last_read.is_some_and(|(last, led)| !led && sent - last < half_fence_life);
         // Terms gone back (Redis came back with older data): a gap, and the
         // state now as a first read learns it (nothing is pending: `next`).
-        if let Some(known) = self
-            .known
-            .filter(|known| last_term.is_some_and(|term| term < known.0))
-        {
-            self.pending
-                .insert((0, GAP), LeaderEvent::Missed { after: known.0 });
+        if let Some((after, _)) = self.known.filter(|k| last_term.is_some_and(|t| t < k.0)) {
+            self.pending.insert((0, GAP), LeaderEvent::Missed { after });
             self.known = None;
         }
         if let Some(known) = self.known {

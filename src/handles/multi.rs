@@ -342,10 +342,9 @@ impl<O: Ownership> FairMultiLock<O> {
     /// summed), each checked (a semaphore's permits and `n`, before any
     /// I/O).
     fn ordered(&self) -> Result<Vec<(&Target, Ask)>> {
+        let empty = "a multi-lock needs at least one name";
         if self.parts.is_empty() {
-            return Err(Error::invalid_config(
-                "a multi-lock needs at least one name",
-            ));
+            return Err(Error::invalid_config(empty));
         }
         let mut parts = (self.parts.iter())
             .map(|part| Ok((part.0.keys_for("acquire")?.lock(), part)))
@@ -371,8 +370,7 @@ impl<O: Ownership> FairMultiLock<O> {
                 kept.2 = Ask::Permits { n, of };
             }
         }
-        ordered
-            .into_iter()
+        (ordered.into_iter())
             .map(|(_, target, ask)| match ask {
                 Ask::Permits { n, of } => (permits_ask(n, of).map(|ask| (target, ask)))
                     .map_err(|err| err.during(format_args!("the semaphore {:?}", target.name()))),
@@ -578,11 +576,8 @@ impl<O: Ownership> Drop for MultiGuard<O> {
     /// As unlock does; an error is logged, but for a part found gone (its
     /// loss was logged).
     fn drop(&mut self) {
-        if let Some(err) = self
-            .release_parts()
-            .err()
-            .filter(|err| !err.is_lease_lost())
-        {
+        let err = self.release_parts().err();
+        if let Some(err) = err.filter(|err| !err.is_lease_lost()) {
             log::warn!("fairlock: releasing a multi-lock on drop failed: {err}");
         }
     }

@@ -14,6 +14,7 @@
 //! names one access, so a fenced resource can tell a write from the read
 //! that preceded it (and a downgraded read from the write before it).
 
+use std::result::Result as StdResult;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
@@ -77,10 +78,7 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn upgrade_with(
-        mut self,
-        wait: impl Into<Wait>,
-    ) -> Result<std::result::Result<WriteGuard<O>, Self>> {
+    pub fn upgrade_with(mut self, wait: impl Into<Wait>) -> Result<StdResult<WriteGuard<O>, Self>> {
         let (started, wait) = (Instant::now(), wait.into().fixed_from_now());
         match self.hold.upgrade(&wait) {
             Ok(true) => Ok(Ok(Guard::new(self.hold))),
@@ -132,7 +130,7 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_upgrade(self) -> Result<std::result::Result<WriteGuard<O>, Self>> {
+    pub fn try_upgrade(self) -> Result<StdResult<WriteGuard<O>, Self>> {
         self.upgrade_with(Wait::not_at_all())
     }
 
@@ -152,10 +150,7 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_upgrade_for(
-        self,
-        timeout: Duration,
-    ) -> Result<std::result::Result<WriteGuard<O>, Self>> {
+    pub fn try_upgrade_for(self, timeout: Duration) -> Result<StdResult<WriteGuard<O>, Self>> {
         self.upgrade_with(Wait::at_most(timeout))
     }
 
