@@ -524,9 +524,7 @@ mod tests {
     fn defaults_are_valid() {
         let url = Endpoint::Url("redis://x".to_owned());
         ClientBuilder::of(url).config.validate().unwrap();
-        assert_eq!(
-            Config::default().watchdog_period(),
-            Duration::from_secs(10) / 3
-        );
+        let period = Config::default().watchdog_period();
+        assert_eq!(period, Duration::from_secs(10) / 3);
     }
 }

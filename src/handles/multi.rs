@@ -85,7 +85,7 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn and_mutex(self, name: &str) -> Self {
-        self.and(name, LockKind::Mutex, Ask::Mutex)
+        self.and(name, Ask::Mutex)
     }
 
     /// The same set and a read of the reader-writer lock `name` (shared
@@ -101,7 +101,7 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn and_read(self, name: &str) -> Self {
-        self.and(name, LockKind::RwLock, Ask::RwLock(Access::Read))
+        self.and(name, Ask::RwLock(Access::Read))
     }
 
     /// The same set and a write of the reader-writer lock `name`.
@@ -115,7 +115,7 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn and_write(self, name: &str) -> Self {
-        self.and(name, LockKind::RwLock, Ask::RwLock(Access::Write))
+        self.and(name, Ask::RwLock(Access::Write))
     }
 
     /// The same set and `n` permits of the semaphore `name` of `permits`
@@ -136,12 +136,12 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn and_permits(self, name: &str, permits: u32, n: u32) -> Self {
-        self.and(name, LockKind::Semaphore, Ask::Permits { n, of: permits })
+        self.and(name, Ask::Permits { n, of: permits })
     }
 
-    fn and(mut self, name: &str, kind: LockKind, ask: Ask) -> Self {
+    fn and(mut self, name: &str, ask: Ask) -> Self {
         let prefix = &self.settings.core.config().key_prefix;
-        let target = Target::new(prefix, name, kind);
+        let target = Target::new(prefix, name, ask.kind());
         self.parts.push((target, ask));
         self
     }

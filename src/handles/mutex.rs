@@ -252,10 +252,8 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     pub fn hold_count(&self) -> Result<u32> {
         // Only a hold this thread has a live guard of counts as its own.
         let (owner, live) = self.core().thread_hold(self.target.keys_for("status")?);
-        let status = self.status(1)?;
-        let ours = status
-            .holder()
-            .filter(|h| h.who.owner() == &*owner && h.fencing_token == live);
+        let holder = self.status(1)?.holders.into_iter().next();
+        let ours = holder.filter(|h| h.who.owner() == &*owner && h.fencing_token == live);
         Ok(ours.map_or(0, |holder| holder.hold_count))
     }
 }
