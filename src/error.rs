@@ -394,8 +394,8 @@ impl Error {
         let not_redis = redis_err.is_some_and(|err| err.kind() == redis::ErrorKind::Parse);
         // A Sentinel at a `redis://` URL, a data server at a Sentinel one.
         let unknown = redis_err
-            .and_then(redis::RedisError::detail)
-            .filter(|detail| detail.starts_with("unknown command"));
+            .filter(|err| server_codes::is_unknown_command(err))
+            .and_then(redis::RedisError::detail);
         let (kind, retry, message) = if not_redis {
             let message = format!(
                 "what answers at {server} is not a redis server (its reply is not in \
@@ -466,13 +466,8 @@ impl Error {
         if let Some((kind, message)) = server_codes::known(&err) {
             return Error::with_source(kind, message, err);
         }
-        // (A script's command refused half-way on a slot being moved away,
-        // "... non local key ...": see lua/lib/common.lua's `emptied`.)
-        let moving = err.detail().is_some_and(|d| d.contains("non local key"))
-            || code_of(&err) == Some("TRYAGAIN"); // as `steady` returns it
-
-        // A new connection refused, nothing sent: the server is at its maxclients.
-        let full = (err.detail()).is_some_and(|d| d.starts_with("max number of clients"));
+        let moving = server_codes::is_slot_moving(&err);
+        let full = server_codes::is_at_maxclients(&err);
         let retry = if moving || matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
             Retry::AfterSlotMove
         } else if code_of(&err) == Some("READONLY") {

@@ -18,6 +18,27 @@ pub(super) fn code_of(err: &redis::RedisError) -> Option<&str> {
     }
 }
 
+/// True for a server that does not know a command fairlock starts with (a
+/// Sentinel asked as a data server, a data server asked as a Sentinel).
+pub(super) fn is_unknown_command(err: &redis::RedisError) -> bool {
+    err.detail()
+        .is_some_and(|detail| detail.starts_with("unknown command"))
+}
+
+/// True for a call on a slot being moved away: `TRYAGAIN` (as `steady`
+/// returns it), or a script's command refused half-way on a key no longer
+/// here ("... non local key ...": see lua/lib/common.lua's `emptied`).
+pub(super) fn is_slot_moving(err: &redis::RedisError) -> bool {
+    err.detail().is_some_and(|d| d.contains("non local key")) || code_of(err) == Some("TRYAGAIN")
+}
+
+/// True for a new connection refused before anything was sent: the server
+/// is at its `maxclients`.
+pub(super) fn is_at_maxclients(err: &redis::RedisError) -> bool {
+    err.detail()
+        .is_some_and(|d| d.starts_with("max number of clients"))
+}
+
 /// The code of the error a script raised, from Redis 6.2's wording of it:
 /// `Error running script (call to f_<sha>): @user_script:<line>: <error>`,
 /// where `<error>` is what the script raised (`WRONGTYPE the fence key
