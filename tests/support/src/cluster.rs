@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::info::{field, info_replication, query_string, replica_acknowledges};
 use crate::timing::{poll, START_TIMEOUT};
-use crate::{free_port, private_dir, Dial, RedisServer};
+use crate::{free_port, on_a_free_port, private_dir, Dial, RedisServer};
 
 /// One line of `CLUSTER NODES`.
 #[derive(Debug, Clone)]
@@ -137,22 +137,26 @@ fn start_node(used: &mut Vec<u16>, extra: &[String], tls: bool) -> (RedisServer,
     ];
     args.extend(extra.iter().map(String::as_str));
     let (node, bus_port) = if bus_port_option {
-        let bus_port = loop {
-            let port = free_port();
-            if !used.contains(&port) {
-                break port;
-            }
-        };
-        used.push(bus_port);
-        let bus = bus_port.to_string();
-        args.extend(["--cluster-port", &bus]);
-        (RedisServer::start_configured(&args, tls), bus_port)
+        // A fresh bus port for each attempt: one free when probed may be
+        // taken (by any socket's ephemeral port) before the node binds it.
+        on_a_free_port("a cluster node", |port| {
+            let bus_port = loop {
+                let bus = free_port();
+                if !used.contains(&bus) && bus != port {
+                    break bus;
+                }
+            };
+            let bus = bus_port.to_string();
+            let mut args = args.clone();
+            args.extend(["--cluster-port", &bus]);
+            RedisServer::try_start_on(port, &args, tls).map(|node| (node, bus_port))
+        })
     } else {
         let node = RedisServer::start_with_bus(&args);
         let bus_port = node.port() + 10000;
         (node, bus_port)
     };
-    used.push(node.port());
+    used.extend([node.port(), bus_port]);
     (node, bus_port)
 }
 

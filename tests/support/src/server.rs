@@ -184,10 +184,16 @@ impl RedisServer {
     /// As [`start_with`](Self::start_with); a `tls` server is checked for
     /// readiness without a TLS client (see `launch`) and has `rediss` URLs.
     pub(crate) fn start_configured(extra: &[&str], tls: bool) -> RedisServer {
-        let binary = server_binary();
-        on_a_free_port("redis-server", |port| {
-            Self::spawn(&binary, port, extra, tls, &[])
-        })
+        on_a_free_port("redis-server", |port| Self::try_start_on(port, extra, tls))
+    }
+
+    /// One attempt of [`start_configured`](Self::start_configured) on `port`.
+    pub(crate) fn try_start_on(
+        port: u16,
+        extra: &[&str],
+        tls: bool,
+    ) -> Result<RedisServer, String> {
+        Self::spawn(&server_binary(), port, extra, tls, &[])
     }
 
     /// Starts a server on `port` (e.g. again after [`kill`](Self::kill)).
