@@ -81,13 +81,6 @@ struct Definition {
     library: Option<String>,
 }
 
-impl Definition {
-    /// Its text in the Functions library.
-    fn library_text(&self) -> &str {
-        self.library.as_deref().unwrap_or(&self.text)
-    }
-}
-
 fn main() {
     let lua = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("lua");
     // A directory: Cargo reruns this when any file under it changes.
@@ -203,13 +196,17 @@ fn operations_rs(ops: &[String], every: usize, table: &[(&str, &str)]) -> String
 /// `local PREFIX = '<function name prefix>'` in front (src/connections/
 /// library.rs: both follow from this text's hash).
 fn library_head(definitions: &[Definition]) -> String {
+    /// A definition's text in the Functions library.
+    fn library_text(d: &Definition) -> &str {
+        d.library.as_deref().unwrap_or(&d.text)
+    }
     // A value read from neither KEYS nor ARGV, with no election's version,
     // is the library's own: set once, where Redis loads the library, and
     // kept from one call to the next (lua/lib/common.lua's checked_ values).
     let (kept, values): (Vec<&Definition>, Vec<&Definition>) = definitions
         .iter()
-        .filter(|d| !is_function(d.library_text()))
-        .partition(|d| d.election.is_none() && !reads_call(d.library_text()));
+        .filter(|d| !is_function(library_text(d)))
+        .partition(|d| d.election.is_none() && !reads_call(library_text(d)));
     let names: Vec<&str> = values.iter().map(|d| d.name.as_str()).collect();
     let mut head = format!(
         "-- fairlock's scripts as one Redis Functions library, assembled by build.rs from\n\
@@ -217,9 +214,9 @@ fn library_head(definitions: &[Definition]) -> String {
          local KEYS, ARGV\nlocal {}\n\n",
         names.join(", ")
     );
-    let functions = definitions.iter().filter(|d| is_function(d.library_text()));
+    let functions = definitions.iter().filter(|d| is_function(library_text(d)));
     for definition in kept.into_iter().chain(functions) {
-        head += definition.library_text();
+        head += library_text(definition);
         head.push('\n');
     }
     let mut begin = "-- Sets the values lua/lib/'s one-line definitions give, for one call.\n\
@@ -230,7 +227,7 @@ fn library_head(definitions: &[Definition]) -> String {
         line.trim_start_matches("local ").to_owned()
     };
     for value in values {
-        let (name, plain) = (&value.name, assignment(value.library_text()));
+        let (name, plain) = (&value.name, assignment(library_text(value)));
         let Some(version) = &value.election else {
             begin += &format!("  {plain}\n");
             continue;
