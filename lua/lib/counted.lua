@@ -328,12 +328,8 @@ local function hold_of_call(meta, owner, call, units, now_ms)
     return nil
   end
   local name = owner .. ' ' .. call .. ' '
-  local names = { fmt(units) }
-  if units == 2147483648 then
-    names = { '2147483648', '4294967295', '1' }
-  elseif units == 4294967295 then
-    names = { '4294967295', '2147483648', '1' }
-  end
+  local names = units == 2147483648 and { '2147483648', '4294967295', '1' }
+    or units == 4294967295 and { '4294967295', '2147483648', '1' } or { fmt(units) }
   for _, as in ipairs(names) do
     local held, left = hold_of(meta, name .. as, now_ms)
     if held then
