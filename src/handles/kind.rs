@@ -272,10 +272,8 @@ impl HoldKind for Any {
 pub(crate) mod sealed {
     use crate::protocol::{Ask, LockKind};
 
-    /// Implemented by fairlock's own kinds and ownerships only: every
-    /// public trait of [`kind`](super), and
-    /// [`Ownership`](crate::Ownership), requires it, so no other type can
-    /// be one.
+    /// Implemented by fairlock's own kinds only: every public trait of
+    /// [`kind`](super) requires it, so no other type can be one.
     pub trait Sealed {}
 
     pub trait Kind: Sealed {
@@ -294,8 +292,6 @@ pub(crate) mod sealed {
     impl Sealed for super::Write {}
     impl Sealed for super::UpgradableRead {}
     impl Sealed for super::Any {}
-    impl Sealed for crate::Bound {}
-    impl Sealed for crate::Unbound {}
 
     impl Kind for super::Mutex {
         const KIND: LockKind = LockKind::Mutex;

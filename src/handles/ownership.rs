@@ -4,8 +4,6 @@
 
 use std::marker::PhantomData;
 
-use crate::handles::kind::sealed;
-
 /// Who owns the holds a lock's acquisitions take: [`Bound`] (the thread
 /// that asked: re-entrant where the kind is, its guard stays on that
 /// thread) or [`Unbound`] (each acquisition owns itself: never re-entered,
@@ -120,4 +118,10 @@ impl Ownership for Bound {
 impl Ownership for Unbound {
     const UNBOUND: bool = true;
     type Tie = ();
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Bound {}
+    impl Sealed for super::Unbound {}
 }
