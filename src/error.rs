@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub(crate) mod not_within;
 mod server_codes;
 
 use server_codes::code_of;
@@ -381,7 +382,7 @@ impl Error {
     /// that does not know a command of the start (a Sentinel, or a data
     /// server where the URL says Sentinel); a timeout
     /// says which step got no reply and within how long: a reply's
-    /// (`steady::NotWithin`), the connect timeout's or the command
+    /// (`not_within::NotWithin`), the connect timeout's or the command
     /// timeout's as its timeout is, else the connect's. Any other
     /// error says it was met connecting to `server`.
     pub(crate) fn at_first_contact(
@@ -410,7 +411,7 @@ impl Error {
             );
             (ErrorKind::InvalidConfig, Retry::No, message)
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {
-            let waited = redis_err.and_then(crate::connections::steady::not_within_of);
+            let waited = redis_err.and_then(not_within::not_within_of);
             let replied = "accepted the connection and sent no reply";
             let (step, within, setting) = match waited.filter(|waited| waited.reply) {
                 Some(waited) if waited.timeout == command => (replied, command, "command_timeout"),

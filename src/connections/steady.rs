@@ -41,49 +41,12 @@ use std::time::{Duration, Instant};
 use redis::cluster::Connect;
 use redis::{ConnectionLike, IntoConnectionInfo, RedisResult, Value};
 
+use crate::error::not_within::{io_error, NotWithin};
+
 /// True for a read or write that a signal cut short (`EINTR`): the
 /// connection is fine and the same step can be taken again.
 pub(crate) fn is_interrupted(err: &redis::RedisError) -> bool {
     io_error(err).is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
-}
-
-/// The I/O error `err` stands for, if it is one.
-fn io_error(err: &redis::RedisError) -> Option<&std::io::Error> {
-    // The redis crate keeps an I/O error behind an `Arc<dyn Error>`, which
-    // `source()` gives as such.
-    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
-    let source = std::error::Error::source(err).filter(|_| err.is_io_error())?;
-    (source.downcast_ref::<Shared>())
-        .map_or_else(|| source.downcast_ref(), |shared| shared.downcast_ref())
-}
-
-/// A timeout of a request or a connect made here: what was waited for and
-/// how long, read by type (`Error::at_first_contact` names the setting
-/// from it), said in words ("no reply within 50 ms"): what the socket's
-/// own says ("Resource temporarily unavailable") is no help to a reader.
-#[derive(Debug)]
-pub(crate) struct NotWithin {
-    /// A reply did not come (else: the connect did not).
-    pub(crate) reply: bool,
-    pub(crate) timeout: Duration,
-}
-
-impl std::fmt::Display for NotWithin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let what = if self.reply {
-            "no reply"
-        } else {
-            "not connected"
-        };
-        write!(f, "{what} within {} ms", self.timeout.as_millis())
-    }
-}
-
-impl std::error::Error for NotWithin {}
-
-/// The timeout made here that `err` is, if it is one.
-pub(crate) fn not_within_of(err: &redis::RedisError) -> Option<&NotWithin> {
-    io_error(err)?.get_ref()?.downcast_ref()
 }
 
 /// Runs `step` again while a signal cuts it short, for up to `timeout`
