@@ -25,8 +25,8 @@ use crate::machinery::subscriber::shards::Shards;
 use crate::protocol::{owner, Call, HandedOver, Route, WakeMessage};
 
 /// State shared by the core and the background threads. The threads hold
-/// only this, never the [`Core`](crate::machinery::core::Core), so
-/// they never keep the client alive.
+/// only this, never the client's `Core`, so they never keep the client
+/// alive.
 pub(crate) struct Shared {
     /// The settings, connections and scripts, and the call path over them.
     pub(super) caller: Caller,
