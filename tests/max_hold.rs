@@ -124,6 +124,13 @@ fn past_its_max_hold_a_hold_is_signalled_no_longer_renewed_and_passed_on() {
         assert_eq!(signal.wait_timeout(Duration::ZERO), Some(LeaseEnd::Lost));
         let err = guard.unlock().expect_err("the hold is gone");
         assert_eq!(err.kind(), ErrorKind::LeaseLost, "{kind:?}: {err}");
+        // It says why: the maximum hold its owner set, not a fault of the
+        // server or of the process.
+        let words = err.to_string();
+        assert!(
+            words.contains("maximum hold") && !words.contains("stalled"),
+            "{kind:?}: {words}"
+        );
         join_within(queued, Duration::from_secs(10), "the waiter");
     }
 }

@@ -1198,7 +1198,7 @@ fn a_max_hold_shorter_than_the_lease_passes_the_lock_on_from_a_hung_holder() {
         let hung = Instant::now();
         let waiter = Proc::spawn(
             fairlock(&server)
-                .args(["run", "hung", "--max-hold", "1s", "--wait", "8s"])
+                .args(["run", "hung", "--max-hold", "10s", "--wait", "8s"])
                 .args(waiting)
                 .args(sh(&format!("touch {}; sleep 0.3", next.display()))),
         );

@@ -440,8 +440,14 @@ pub fn run_holding(
     let code = exit_code(status);
     let held = held_since.elapsed();
 
-    // Release, whatever the command did.
-    lost |= release(guard, &name, lost, &lock);
+    // Release, whatever the command did. A command that ended as its
+    // maximum hold did leaves a hold given up, not one lost: the lease
+    // signal, which the release ends, says which came first.
+    let found_lost = release(guard, &name, lost, &lock);
+    if found_lost && !lost {
+        gave_up = ended.take().and_then(|watcher| watcher.join().ok()) == Some(LeaseEnd::MaxHold);
+    }
+    lost |= found_lost;
     if lost {
         eprintln!(
             "fairlock: the command {}; exiting with {} because {} {}",

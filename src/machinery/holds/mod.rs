@@ -96,6 +96,12 @@ pub(crate) const FORCE_RELEASED: &str =
 const RAN_OUT: &str = "its lease ran out before a renewal confirmed it (by this client's count: \
                        a stalled or unreachable redis, or a paused process)";
 
+/// Why a hold was lost whose lease ran out after its maximum hold, when
+/// the watchdog no longer renewed it: an end its owner asked for, not a
+/// fault.
+const PAST_MAX_HOLD: &str = "it reached its maximum hold (with_max_hold, `--max-hold`), after \
+                             which its lease was not renewed and ran out";
+
 /// Why a hold was lost whose release found the lock's keys gone while this
 /// client still counted its lease (which, and a fence life after, the keys
 /// outlive).
@@ -169,7 +175,13 @@ impl HoldState {
     fn settle(&mut self, now: Instant) -> Option<LeaseEnd> {
         if matches!(self.end, None | Some(LeaseEnd::MaxHold)) && now >= self.expires_at {
             self.end = Some(LeaseEnd::Lost);
-            self.lost = Some((self.expires_at, RAN_OUT));
+            let capped = self
+                .max_end
+                .is_some_and(|max_end| max_end <= self.expires_at);
+            self.lost = Some((
+                self.expires_at,
+                if capped { PAST_MAX_HOLD } else { RAN_OUT },
+            ));
         } else if self.end.is_none() && self.max_end.is_some_and(|end| now >= end) {
             self.end = Some(LeaseEnd::MaxHold);
         }
@@ -299,8 +311,8 @@ impl Hold {
         let mut state = self.state.lock();
         let before = state.end;
         if state.settle(now) != before {
-            if state.end == Some(LeaseEnd::Lost) {
-                self.report_lost(RAN_OUT);
+            if let (Some(LeaseEnd::Lost), Some((_, why))) = (state.end, state.lost) {
+                self.report_lost(why);
             }
             self.changed.notify_all();
         }
