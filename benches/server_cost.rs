@@ -28,7 +28,8 @@
 //! (docs/performance.md, "Where the server's instructions go").
 //! With `FAIRLOCK_SERVER_COST_CYCLES=<prefix>` (say `FCALL-mutex`) it
 //! counts only the whole cycles whose label starts with it (`floor-`:
-//! the floors', say `floor-Packed`), prints them and writes nothing: a
+//! the floors', say `floor-Packed`; several prefixes comma-separated, say
+//! `FCALL-mutex,floor-`, in one run), prints them and writes nothing: a
 //! quick measure while a script changes.
 //!
 //! `cargo bench --bench server_cost` (needs `valgrind`; a minute or two)
@@ -71,7 +72,8 @@ const PROFILE_ENV: &str = "FAIRLOCK_SERVER_COST_PROFILE";
 const SETTINGS: &str = "0 60000 first 0";
 
 /// The quick mode (see the top): only the whole cycles whose label
-/// (`<EVALSHA|FCALL>-<kind>`) starts with this variable's value, printed.
+/// (`<EVALSHA|FCALL>-<kind>`, `floor-<layout>`) starts with one of this
+/// variable's comma-separated values, printed.
 const CYCLES_ENV: &str = "FAIRLOCK_SERVER_COST_CYCLES";
 
 /// Operations per counted batch (and the warm-up before each batch).
@@ -542,12 +544,14 @@ fn main() {
         Err(err) => eprintln!("server_cost: no FCALL rows: FUNCTION LOAD: {err}"),
     }
     if let Ok(only) = std::env::var(CYCLES_ENV) {
-        // The quick mode: the cycles whose label starts with `only`, and
-        // nothing else.
+        // The quick mode: the cycles whose label starts with one of the
+        // prefixes, and nothing else.
+        let prefixes: Vec<&str> = only.split(',').collect();
+        let wanted = |label: &str| prefixes.iter().any(|p| label.starts_with(p));
         for (how, caller) in callers {
             for (kind, lock, handoff) in &locks {
                 let label = format!("{how}-{}", kind.replace(' ', "-"));
-                if label.starts_with(&only) {
+                if wanted(&label) {
                     let [uncontended, handoff, handoff_7] =
                         cycles_of(&counted, n, &mut conn, caller, lock, *handoff, &label);
                     println!(
@@ -556,8 +560,9 @@ fn main() {
                 }
             }
         }
-        // The floors (`floor-Fairlocks`, `floor-Packed`, `floor-Entries`).
-        if only.starts_with("floor") && floor::load(&mut conn) {
+        // The floors (`floor-Fairlocks`, `floor-Packed`, `floor-Entries`,
+        // `floor-Scored`).
+        if prefixes.iter().any(|p| p.starts_with("floor")) && floor::load(&mut conn) {
             let keys = fairlock::__test_support::LockKeys::of_kind(
                 "fairlock",
                 "bench:floor",
@@ -570,14 +575,15 @@ fn main() {
                 floor::Layout::Fairlocks,
                 floor::Layout::Packed,
                 floor::Layout::Entries,
+                floor::Layout::Scored,
             ];
             for layout in layouts {
                 let label = format!("floor-{layout:?}");
-                if label.starts_with(&only) {
+                if wanted(&label) {
                     let f = floor_of(&counted, n, &mut conn, &keys, "", layout);
                     println!(
-                        "{label}: uncontended {:.0}, handoff {:.0}, 7 queued {:.0}",
-                        f.uncontended, f.handoff, f.handoff_7
+                        "{label}: uncontended {:.0}, handoff {:.0}, 7 queued {:.0}, heartbeat {:.0}",
+                        f.uncontended, f.handoff, f.handoff_7, f.heartbeat
                     );
                 }
             }
@@ -622,7 +628,8 @@ fn main() {
     // The mutex's floors (benches/floor/): its cycle's fast paths alone,
     // with fairlock's arguments and with them packed, and its handoff's
     // arrival and release alone (1 and 7 queued); then both on a layout
-    // fairlock does not use.
+    // fairlock does not use, and the handoff on a third (deadlines in the
+    // queue entries' scores).
     let floors: Vec<Floor> = if floor::load(&mut conn) {
         let keys =
             fairlock::__test_support::LockKeys::of_kind("fairlock", "bench:floor", LockKind::Mutex)
@@ -635,6 +642,10 @@ fn main() {
             (
                 "another layout: deadlines in the entries",
                 floor::Layout::Entries,
+            ),
+            (
+                "a third layout: deadlines in the entries' scores",
+                floor::Layout::Scored,
             ),
         ]
         .into_iter()
@@ -688,11 +699,12 @@ fn main() {
         floors
             .iter()
             .map(|f| format!(
-                "{{\"layout\": \"{}\", \"uncontended\": {:.0}, \"handoff\": {}, \"handoff_7\": {}}}",
+                "{{\"layout\": \"{}\", \"uncontended\": {:.0}, \"handoff\": {}, \"handoff_7\": {}, \"heartbeat\": {}}}",
                 f.what,
                 f.uncontended,
                 number(f.handoff),
-                number(f.handoff_7)
+                number(f.handoff_7),
+                number(f.heartbeat)
             ))
             .collect::<Vec<_>>()
             .join(", "),
@@ -727,18 +739,22 @@ fn ratio(x: f64) -> String {
 
 /// The cycles' table: each kind's cycles by each caller beside Redisson's
 /// and the unfair cycle, with fairlock / Redisson and fairlock / unfair.
-/// A floor measured (benches/floor/): what its layout is, its cycle and
-/// its handoff with 1 and 7 queued (NaN where it has none).
+/// A floor measured (benches/floor/): what its layout is, its cycle, its
+/// handoff with 1 and 7 queued, and a queued waiter's heartbeat (NaN where
+/// it has none).
 struct Floor {
     what: &'static str,
     uncontended: f64,
     handoff: f64,
     handoff_7: f64,
+    heartbeat: f64,
 }
 
 /// Counts the floor of `layout` on `keys`: the uncontended cycle, and
 /// but for the packed arguments (a cycle only) the handoff with one
-/// waiter queued and with seven, as `cycles_of` drives fairlock's.
+/// waiter queued and with seven, as `cycles_of` drives fairlock's; then,
+/// where the layout can renew an entry, the heartbeat of the last of the
+/// seven.
 fn floor_of(
     counted: &Counted,
     n: u64,
@@ -769,6 +785,7 @@ fn floor_of(
         last = token;
     });
     let mut handoffs = [f64::NAN; 2];
+    let mut heartbeat = f64::NAN;
     if !matches!(layout, floor::Layout::Packed) {
         // A holder and one waiter, as cycles_of starts them.
         let token = last + 1;
@@ -797,12 +814,21 @@ fn floor_of(
                 assert_eq!(position, depth as i64 - 1, "the queue stays {depth} long");
             });
         }
+        if !matches!(layout, floor::Layout::Entries) {
+            // The last newcomer queued (per_op ran 2n steps), the last of seven.
+            let entry = format!("n7-{}:1 {} 60000 0", 2 * n - 1, 1_000 + 2 * n - 1);
+            counted.keep_as(format!("{label}-heartbeat"));
+            heartbeat = counted.per_op(n, |_| {
+                assert_eq!(floor::heartbeat(conn, keys, layout, &entry), 6);
+            });
+        }
     }
     Floor {
         what,
         uncontended,
         handoff: handoffs[0],
         handoff_7: handoffs[1],
+        heartbeat,
     }
 }
 
@@ -865,6 +891,13 @@ fn print_cycles(
             x(f.uncontended / unfair),
             format!("{} (7 queued)", k(f.handoff_7))
         );
+        if !f.heartbeat.is_nan() {
+            println!(
+                "  {:<40} {:>11}",
+                "  its heartbeat (1 of 7 waiters)",
+                k(f.heartbeat)
+            );
+        }
     }
     println!("  Redisson's steps:");
     for (path, whole, sent) in &redisson.steps {

@@ -7,8 +7,10 @@
 //! release compares and writes). What fairlock spends above the first is
 //! its Lua; what the first spends above the second, its arguments'
 //! layout. Beside them the same floors on a layout fairlock does not use
-//! (`Layout::Entries`), to show what a layout buys. (A directory module,
-//! so cargo does not take it for a bench target.)
+//! (`Layout::Entries`), to show what a layout buys, and the handoff on one
+//! whose queue entries carry their deadline in their score
+//! (`Layout::Scored`). (A directory module, so cargo does not take it for a
+//! bench target.)
 
 use fairlock::__test_support::words;
 
@@ -37,6 +39,10 @@ pub enum Layout {
     /// that carry their deadline, a hold's key that lives its lease
     /// (floor.lua, `floor_entries_*`; fairlock's two keys).
     Entries,
+    /// fairlock's arguments, lock key and queue entries, each entry's
+    /// liveness deadline in its score beside its arrival number
+    /// (floor.lua, `floor_scored_*`; its cycle is `Fairlocks`').
+    Scored,
 }
 
 impl Layout {
@@ -68,7 +74,7 @@ fn fcall<T: redis::FromRedisValue>(
 }
 
 /// Call `id` of `newcomer` queues behind the holder of `keys` in `layout`
-/// (`Fairlocks` or `Entries`); returns its position.
+/// (not `Packed`); returns its position.
 pub fn arrive(
     conn: &mut redis::Connection,
     keys: &[String],
@@ -78,6 +84,7 @@ pub fn arrive(
 ) -> i64 {
     let function = match layout {
         Layout::Entries => "floor_entries_arrive",
+        Layout::Scored => "floor_scored_arrive",
         _ => "floor_arrive",
     };
     let settings = super::SETTINGS;
@@ -96,8 +103,8 @@ pub fn arrive(
     queued[2]
 }
 
-/// One step of the floor's handoff on `keys` in `layout` (`Fairlocks` or
-/// `Entries`): the lone hold of `holder` (owner, token, call id) goes to
+/// One step of the floor's handoff on `keys` in `layout` (not `Packed`):
+/// the lone hold of `holder` (owner, token, call id) goes to
 /// the head of the queue, whose (owner, token, call id) it becomes, then
 /// call `id` of `newcomer` queues behind it (returns its position).
 pub fn handoff(
@@ -110,6 +117,7 @@ pub fn handoff(
 ) -> i64 {
     let function = match layout {
         Layout::Entries => "floor_entries_hand_over",
+        Layout::Scored => "floor_scored_hand_over",
         _ => "floor_hand_over",
     };
     let (owner, token, call) = &*holder;
@@ -126,12 +134,32 @@ pub fn handoff(
     arrive(conn, keys, layout, newcomer, id)
 }
 
+/// The heartbeat of the queued `entry` ("<owner> <call id> <lease ms>
+/// <fixed>") behind the live hold of `keys` in `layout` (`Fairlocks` or
+/// `Scored`: the layout of entries carrying their deadline cannot renew
+/// one); returns its position.
+pub fn heartbeat(
+    conn: &mut redis::Connection,
+    keys: &[String],
+    layout: Layout,
+    entry: &str,
+) -> i64 {
+    let function = match layout {
+        Layout::Scored => "floor_scored_heartbeat",
+        _ => "floor_heartbeat",
+    };
+    let args = ["fairlock:wake:", "600000", "60000", entry].map(String::from);
+    let beat: Vec<i64> = fcall(conn, function, keys, &args);
+    assert_eq!(beat[2], 0, "still queued");
+    beat[3]
+}
+
 /// One cycle on the free lock `keys` (fairlock's three keys of a mutex):
 /// call `id` of owner `c1:1` takes it and releases it. Returns the token.
 pub fn cycle(conn: &mut redis::Connection, keys: &[String], layout: Layout, id: u64) -> i64 {
     let (owner, fence, lease) = ("c1:1", "600000", 60_000u64);
     let (take, release) = match layout {
-        Layout::Fairlocks => ("floor_take", "floor_release"),
+        Layout::Fairlocks | Layout::Scored => ("floor_take", "floor_release"),
         Layout::Packed => ("floor_take_packed", "floor_release_packed"),
         Layout::Entries => ("floor_entries_take", "floor_entries_release"),
     };
