@@ -5,7 +5,7 @@ Reads criterion's estimates (<target>/criterion/<group>/<bench>/new/
 estimates.json, median per iteration; <target> is $CARGO_TARGET_DIR or
 target/) and the figures the benches write themselves:
 target/fairlock-bench/*.json from the loopback runs, target/fairlock-bench/
-link/*.json from the runs on an emulated link, and benchmarks/before-issue12/
+link/*.json from the runs on an emulated link, and benchmarks/before-42f1eee/
 breakdown.json (scripts/bench-before) for the "before" column of server
 time. The semaphore's and rwlock's section is bench_report_kinds.py's, the
 server work per fast path (instructions) bench_report_cost.py's, the opening
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CRITERION = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target") / "criterion"
 OWN = ROOT / "target" / "fairlock-bench"
 LINK = OWN / "link"
-BEFORE = ROOT / "benchmarks" / "before-issue12" / "breakdown.json"
+BEFORE = ROOT / "benchmarks" / "before-42f1eee" / "breakdown.json"
 NA = "n/a"
 
 

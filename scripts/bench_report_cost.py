@@ -3,14 +3,14 @@
 Reads target/fairlock-bench/server_cost.json, which `cargo bench --bench
 server_cost` writes (redis-server under callgrind: instructions inside
 Redis's call(), what INFO commandstats times, per operation), and
-benchmarks/before-issue29/server_cost.json, the same bench run on the
+benchmarks/before-fd397f8/server_cost.json, the same bench run on the
 commit before the scripts' second performance pass (the before column). Either may be
 missing: its figures read n/a.
 """
 from pathlib import Path
 
 NA = "n/a"
-BEFORE = Path(__file__).resolve().parent.parent / "benchmarks" / "before-issue29" / "server_cost.json"
+BEFORE = Path(__file__).resolve().parent.parent / "benchmarks" / "before-fd397f8" / "server_cost.json"
 PARTS = [("call", "the call with its KEYS and ARGV"),
          ("prelude", "prelude: helper closures and argument checks"),
          ("commands", "its commands alone"),
