@@ -1834,6 +1834,108 @@ fn a_shard_subscription_whose_link_died_silently_is_opened_again() {
     );
 }
 
+/// A watch whose shard subscription broke opens it again within its
+/// call's timeout on a cluster too: the election's master answers the
+/// connections the client has (the election is read) but not a new one (a
+/// relay at its announced port holds it back), and the client's connect
+/// and command timeouts are far longer than the call's. The cluster opened
+/// the subscription within the client's own timeouts, not the call's: a
+/// `next(300 ms)` waited out the whole connect timeout (5 s) for the new
+/// connection's `HELLO`.
+#[test]
+fn a_watch_opening_its_shard_subscription_again_keeps_its_deadline() {
+    if server_version() < (7, 0, 0) {
+        return; // no sharded pub/sub: a classic channel, on a seed
+    }
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let name = "watch-reopened-shard";
+    let master = cluster.master_for_slot(slot_of(&lock_key(name)));
+    let relay = Relay::start(master);
+    let announce = |port: u16| {
+        let _: () = redis::cmd("CONFIG")
+            .arg(&["SET", "cluster-announce-port", &port.to_string()])
+            .query(&mut cluster.conn(master))
+            .unwrap();
+    };
+    announce(relay.port());
+    // Every node names the relay's port for the master.
+    let announced = || {
+        cluster.ports().iter().all(|&p| {
+            let nodes: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut cluster.conn(p))
+                .unwrap();
+            nodes.contains(&format!(":{}@", relay.port()))
+        })
+    };
+    assert!(wait_until(Duration::from_secs(10), announced));
+    let slow = Duration::from_secs(5);
+    let client = Client::builder(&cluster.url())
+        .connect_timeout(slow)
+        .command_timeout(slow)
+        .build()
+        .unwrap();
+    let election = client.election(name);
+    let mut watch = election.watch().unwrap();
+    let first = watch.next(Duration::from_secs(5)).unwrap();
+    assert_eq!(first, Some(LeaderEvent::Vacant { ended: None }));
+    // The watch's connection (through the relay) is the newest shard
+    // subscription on the master.
+    relay.stall_new();
+    let mut conn = cluster.conn(master);
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut conn)
+        .unwrap();
+    let newest = (list.lines())
+        .filter(|line| line.contains(" ssub=1 "))
+        .filter_map(|line| {
+            line.strip_prefix("id=")?
+                .split(' ')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .expect("the watch's subscription");
+    let () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(newest)
+        .query(&mut conn)
+        .unwrap();
+    let timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let got = watch.next(timeout);
+    let took = started.elapsed();
+    relay.resume();
+    eprintln!(
+        "cluster: next({timeout:?}) opening its shard subscription again, unanswered, \
+         connect and command timeouts {slow:?}: {got:?} after {:.0} ms",
+        ms(took)
+    );
+    announce(master);
+    assert!(
+        took <= timeout + Duration::from_millis(700),
+        "next({timeout:?}) took {took:?}: {got:?}"
+    );
+    assert!(matches!(got, Ok(None)), "{got:?}");
+    // The next calls open it again, and the watch goes on.
+    let campaigner = election.with_value("after").campaign().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let leads = loop {
+        assert!(Instant::now() < deadline, "no leader seen after the stall");
+        if let Ok(Some(LeaderEvent::Leads(leader))) = watch.next(Duration::from_millis(500)) {
+            break leader;
+        }
+    };
+    assert_eq!(leads.value, "after");
+    drop(campaigner);
+}
+
 /// A `CLUSTER SLOTS` node entry.
 fn slots_node(host: &str, port: i64) -> redis::Value {
     redis::Value::Array(vec![

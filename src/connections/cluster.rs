@@ -33,7 +33,6 @@ pub(super) struct Cluster {
     /// Cluster seed nodes: the first one's settings (scheme, credentials,
     /// TLS) are used for every node the slot map names.
     seeds: Vec<redis::Client>,
-    timeouts: Timeouts,
     /// Seed to try first for the next subscription.
     next_seed: Mutex<usize>,
 }
@@ -64,40 +63,42 @@ impl Cluster {
         Ok(Cluster {
             client: builder.build().map_err(invalid_url)?,
             seeds,
-            timeouts: Timeouts::of(config),
             next_seed: Mutex::new(0),
         })
     }
 
-    /// A plain connection of the watchdog's own to one cluster node, made
-    /// like the seeds' (credentials, TLS), with the command timeouts set:
-    /// opening it asks nothing of the other nodes, so a stalled node never
-    /// delays it.
-    pub(super) fn node_connection(&self, address: &Address) -> Result<Steady> {
-        self.timeouts.connect(&self.node_client(address, None)?)
+    /// A plain connection to one cluster node (the watchdog's own, a
+    /// subscriber thread's), made like the seeds' (credentials, TLS),
+    /// within `timeouts` (the caller's, cut to its deadline if it has one)
+    /// and with their command timeouts set: opening it asks nothing of the
+    /// other nodes, so a stalled node never delays it.
+    pub(super) fn node_connection(&self, address: &Address, timeouts: Timeouts) -> Result<Steady> {
+        timeouts.connect(&self.node_client(address, None)?)
     }
 
-    /// A subscriber thread's connection to its node, or to any seed.
-    pub(super) fn subscriber_connection(&self, at: &Listen) -> Result<Steady> {
+    /// A subscriber thread's or a watch's connection to its node, or to
+    /// any seed, within `timeouts`.
+    pub(super) fn subscriber_connection(&self, at: &Listen, timeouts: Timeouts) -> Result<Steady> {
         match at {
-            Listen::Node(node) => self.node_connection(node),
+            Listen::Node(node) => self.node_connection(node, timeouts),
             // RESP3: shard messages, confirmations and `sunsubscribe` come
             // as pushes, which a read timed out before does not swallow
             // (the redis crate skips the next reply after one: RESP2).
-            Listen::Shards(node) => self
-                .timeouts
-                .connect(&self.node_client(node, Some(ProtocolVersion::RESP3))?),
-            Listen::Main | Listen::AnySeed => self.any_seed(),
+            Listen::Shards(node) => {
+                timeouts.connect(&self.node_client(node, Some(ProtocolVersion::RESP3))?)
+            }
+            Listen::Main | Listen::AnySeed => self.any_seed(timeouts),
         }
     }
 
-    /// A connection to the first reachable seed, starting after the last
-    /// one used: if it died, the next reconnect tries the others first.
-    fn any_seed(&self) -> Result<Steady> {
+    /// A connection to the first reachable seed within `timeouts` each,
+    /// starting after the last one used: if it died, the next reconnect
+    /// tries the others first.
+    fn any_seed(&self, timeouts: Timeouts) -> Result<Steady> {
         let mut next = self.next_seed.lock();
         let mut last_error = Error::invalid_config("no cluster node");
         for at in (*next..*next + self.seeds.len()).map(|i| i % self.seeds.len()) {
-            match self.timeouts.connect(&self.seeds[at]) {
+            match timeouts.connect(&self.seeds[at]) {
                 Ok(conn) => {
                     *next = at + 1;
                     return Ok(conn);

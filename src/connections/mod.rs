@@ -115,7 +115,7 @@ impl Deployment {
         match self {
             Deployment::Server(client) => timeouts.connect(client),
             Deployment::Sentinel(sentinels) => timeouts.connect(&sentinels.master(timeouts)?),
-            Deployment::Cluster(cluster) => cluster.subscriber_connection(at),
+            Deployment::Cluster(cluster) => cluster.subscriber_connection(at, timeouts),
         }
     }
 }
@@ -173,7 +173,7 @@ impl Backend {
     /// [`Cluster::node_connection`]).
     pub(crate) fn node_connection(&self, address: &Address) -> Result<Steady> {
         self.cluster("a node connection off a cluster")?
-            .node_connection(address)
+            .node_connection(address, self.manager.timeouts)
     }
 
     /// The cluster, for what only a cluster has (`what`: a bug elsewhere).
@@ -221,7 +221,7 @@ impl Backend {
             let cmd = redis::cmd("CLUSTER").arg("SLOTS").clone();
             cmd.query::<Vec<redis::Value>>(&mut seed)
         };
-        let seed = cluster.subscriber_connection(&Listen::AnySeed);
+        let seed = cluster.subscriber_connection(&Listen::AnySeed, self.manager.timeouts);
         match seed.and_then(|seed| slots(seed).map_err(Error::from_redis)) {
             Err(no) if no.to_string().contains("cluster support disabled") => {
                 Error::invalid_config(
@@ -243,7 +243,7 @@ impl Backend {
     pub(crate) fn shard_connection(&self, node: &Address) -> Result<redis::Connection> {
         let cluster = self.cluster("a shard channel off a cluster")?;
         Ok(cluster
-            .subscriber_connection(&Listen::Shards(node.clone()))?
+            .subscriber_connection(&Listen::Shards(node.clone()), self.manager.timeouts)?
             .into_inner())
     }
 
