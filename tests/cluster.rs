@@ -1911,18 +1911,41 @@ fn a_watch_opening_its_shard_subscription_again_keeps_its_deadline() {
     let started = Instant::now();
     let got = watch.next(timeout);
     let took = started.elapsed();
-    relay.resume();
     eprintln!(
         "cluster: next({timeout:?}) opening its shard subscription again, unanswered, \
          connect and command timeouts {slow:?}: {got:?} after {:.0} ms",
         ms(took)
     );
+    // The next call opens it again at once, first reading the slot map
+    // afresh, which every node now holds back (`CLIENT PAUSE ALL`): that
+    // read kept to the client's command timeout (and the cluster client's
+    // retries of it), not the call's.
+    let pause = Duration::from_secs(2);
+    let paused = (cluster.ports().into_iter())
+        .map(|port| pause_clients(&mut cluster.conn(port), "ALL", pause))
+        .min()
+        .unwrap();
+    let started = Instant::now();
+    let again = watch.next(timeout);
+    let took_again = started.elapsed();
+    eprintln!(
+        "cluster: then next({timeout:?}) reading the slot map on paused nodes: {again:?} after \
+         {:.0} ms",
+        ms(took_again)
+    );
+    thread::sleep(pause.saturating_sub(paused.elapsed()));
+    relay.resume();
     announce(master);
     assert!(
         took <= timeout + Duration::from_millis(700),
         "next({timeout:?}) took {took:?}: {got:?}"
     );
     assert!(matches!(got, Ok(None)), "{got:?}");
+    assert!(
+        took_again <= timeout + Duration::from_millis(700),
+        "next({timeout:?}) on paused nodes took {took_again:?}: {again:?}"
+    );
+    assert!(matches!(again, Ok(None)), "{again:?}");
     // The next calls open it again, and the watch goes on.
     let campaigner = election.with_value("after").campaign().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);

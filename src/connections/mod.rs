@@ -150,10 +150,14 @@ impl Backend {
     }
 
     /// The cluster's slot map, read on a pooled connection (`None` off a
-    /// cluster).
-    pub(crate) fn slot_map(&self) -> Option<Result<SlotMap>> {
-        self.is_cluster()
-            .then(|| SlotMap::read(self.checkout(Duration::MAX)?.get()))
+    /// cluster), the wait for one and the reply by `by` if given (a
+    /// watch's call): the node asked may be one that stalled.
+    pub(crate) fn slot_map(&self, by: Option<Instant>) -> Option<Result<SlotMap>> {
+        let read = || {
+            let mut conn = self.checkout(self.manager.timeouts.by(by).connect)?;
+            steady::replied_by(by, || SlotMap::read(conn.get()))
+        };
+        self.is_cluster().then(read)
     }
 
     /// Where subscriber threads listen: one place, or on a cluster every

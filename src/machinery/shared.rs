@@ -261,8 +261,9 @@ impl Shared {
     /// written. `Ok(None)` off a cluster. A map that names another master
     /// of a slot than before makes every pooled connection stale (their
     /// maps may send calls to a master that stalled and was failed over).
-    pub(crate) fn refresh_slot_map(&self) -> Result<Option<Arc<SlotMap>>> {
-        let map = self.caller.backend.slot_map().transpose()?.map(Arc::new);
+    /// Read by `by` if given (a watch's call).
+    pub(crate) fn refresh_slot_map(&self, by: Option<Instant>) -> Result<Option<Arc<SlotMap>>> {
+        let map = self.caller.backend.slot_map(by).transpose()?.map(Arc::new);
         if let Some(new) = &map {
             let old = self.slot_map.lock().replace(Arc::clone(new));
             if old.is_some_and(|old| old.masters() != new.masters()) {
