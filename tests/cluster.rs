@@ -1697,30 +1697,7 @@ fn wake_ups_follow_a_failover_away_from_a_master_that_stopped_answering() {
         .unwrap()
         == 1));
     let replica = cluster.replica_of(master);
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut cluster.conn(master))
-        .unwrap();
-    let pid = info
-        .lines()
-        .find_map(|l| l.strip_prefix("process_id:"))
-        .unwrap()
-        .trim();
-    /// Continues the stopped master, also if the test fails.
-    struct Stopped<'p>(&'p str);
-    impl Drop for Stopped<'_> {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("kill")
-                .args(["-CONT", self.0])
-                .status();
-        }
-    }
-    assert!(std::process::Command::new("kill")
-        .args(["-STOP", pid])
-        .status()
-        .unwrap()
-        .success());
-    let _stopped = Stopped(pid);
+    let _stopped = stop_node(&cluster, master);
     let is_master = || {
         let role: Vec<redis::Value> = redis::cmd("ROLE")
             .query(&mut cluster.conn(replica))
@@ -1957,6 +1934,120 @@ fn a_watch_opening_its_shard_subscription_again_keeps_its_deadline() {
     };
     assert_eq!(leads.value, "after");
     drop(campaigner);
+}
+
+/// Continues a stopped node (`SIGCONT`), also if the test fails.
+struct Stopped(String);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0])
+            .status();
+    }
+}
+
+/// Stops the node on `port` (`SIGSTOP`: its connections stay open and
+/// new ones are accepted, but it answers nothing) until the guard drops.
+fn stop_node(cluster: &RedisCluster, port: u16) -> Stopped {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut cluster.conn(port))
+        .unwrap();
+    let pid = (info.lines())
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    Stopped(pid)
+}
+
+/// A seed that stopped answering (`SIGSTOP`: its port accepts, it answers
+/// nothing; here a master failed over since) delays no new connection once
+/// the client read a slot map without it. The cluster client opens each
+/// connection at the first seed that answers a `PING`, in the URL's order:
+/// with the stopped node first, each new one waited out a connect timeout
+/// (500 ms) for it, as long as a call waits for one. Once the client read
+/// the map that names the promoted replica (here, as a watch opens) and
+/// replaced every connection, the next calls, on the healthy masters too,
+/// failed ("no redis connection could be had in time") until the pool had
+/// opened new ones. The map's masters are now tried first.
+#[test]
+fn a_stopped_seed_delays_no_connection_once_the_map_is_read() {
+    if server_version().0 < 7 {
+        return; // a watch reads the map only for a shard channel
+    }
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("stopped-seed");
+    let mut masters: Vec<u16> = per_master.keys().copied().collect();
+    masters.sort_unstable();
+    let stopped = masters[0];
+    let replica = cluster.replica_of(stopped);
+    let healthy: Vec<&String> = masters[1..].iter().map(|m| &per_master[m]).collect();
+    let others: Vec<u16> = (cluster.ports().into_iter())
+        .filter(|&p| p != stopped)
+        .collect();
+    let seeds: Vec<String> = (std::iter::once(&stopped).chain(&others))
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let timeout = Duration::from_millis(500);
+    let client = Client::builder(&format!("redis+cluster://{}", seeds.join(",")))
+        .connect_timeout(timeout)
+        .command_timeout(timeout)
+        .build()
+        .unwrap();
+    // Only the healthy masters' slots are used.
+    for name in &healthy {
+        client.fair_mutex(name).lock().unwrap().unlock().unwrap();
+    }
+    let _stopped = stop_node(&cluster, stopped);
+    // Every other node has the replica master the stopped one's slots.
+    let promoted = || {
+        others.iter().all(|&port| {
+            let ranges: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query(&mut cluster.conn(port))
+                .unwrap();
+            // Each node of each range: [host, port, id, ...].
+            let ports: Vec<i64> = (ranges.iter().flat_map(|range| &range[2..]))
+                .filter_map(|node| match node {
+                    redis::Value::Array(fields) => match fields.get(1) {
+                        Some(redis::Value::Int(port)) => Some(*port),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect();
+            !ports.contains(&i64::from(stopped)) && ports.contains(&i64::from(replica))
+        })
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), promoted),
+        "replica {replica} not promoted"
+    );
+    // A watch of an election on a healthy master reads the map: it names
+    // another master, and every pooled connection is replaced.
+    let _watch = client.election(healthy[0]).watch().unwrap();
+    let mut outcomes = Vec::new();
+    for i in 0..6 {
+        let started = Instant::now();
+        let got = client.fair_mutex(healthy[i % 2]).is_locked().map(drop);
+        outcomes.push((ms(started.elapsed()) as u64, got.map_err(|e| e.to_string())));
+    }
+    let failed: Vec<_> = outcomes.iter().filter(|(_, got)| got.is_err()).collect();
+    let slowest = outcomes.iter().map(|(took, _)| *took).max().unwrap();
+    eprintln!(
+        "cluster: the first seed stopped (master {stopped}, failed over), the map read: calls \
+         on the healthy masters (ms, outcome): {outcomes:?}"
+    );
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(slowest < 250, "a call took {slowest} ms");
 }
 
 /// A `CLUSTER SLOTS` node entry.

@@ -3,10 +3,12 @@
 //! `MOVED`/`ASK` and failovers; a subscriber thread per node of the slot
 //! map, and plain connections to single nodes for the watchdog.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::{ConnectionAddr, ProtocolVersion};
+use redis::cluster::ClusterClient;
+use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::Address;
@@ -28,8 +30,11 @@ const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1000;
 
 /// The connections to a Redis Cluster.
 pub(super) struct Cluster {
-    /// The cluster client, for the pool's and the watchdog's connections.
-    pub(super) client: redis::cluster::ClusterClient,
+    /// The cluster client, for the pool's and the watchdog's connections
+    /// (see [`Cluster::reseed`]).
+    client: Mutex<Arc<ClusterClient>>,
+    /// The seeds' connection settings, as the URL gives them.
+    infos: Vec<ConnectionInfo>,
     /// Cluster seed nodes: the first one's settings (scheme, credentials,
     /// TLS) are used for every node the slot map names.
     seeds: Vec<redis::Client>,
@@ -48,23 +53,36 @@ impl Cluster {
         let seeds = (infos.iter().cloned())
             .map(|info| open_info(config, info))
             .collect::<Result<Vec<_>>>()?;
-        let builder = redis::cluster::ClusterClientBuilder::new(infos)
-            .connection_timeout(config.connect_timeout)
-            .response_timeout(config.command_timeout)
-            .retries(CLUSTER_RETRIES)
-            .min_retry_wait(CLUSTER_MIN_RETRY_WAIT_MS)
-            .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
-            .retry_wait_formula(CLUSTER_MIN_RETRY_WAIT_MS, 2);
-        #[cfg(feature = "tls")]
-        let builder = match config.tls_certificates()? {
-            Some(certificates) => builder.certs(certificates),
-            None => builder,
-        };
         Ok(Cluster {
-            client: builder.build().map_err(invalid_url)?,
+            client: Mutex::new(Arc::new(cluster_client(config, infos.clone())?)),
+            infos,
             seeds,
             next_seed: Mutex::new(0),
         })
+    }
+
+    /// The cluster client as it is now.
+    pub(super) fn client(&self) -> Arc<ClusterClient> {
+        Arc::clone(&self.client.lock())
+    }
+
+    /// Has the cluster client open its connections at the first of
+    /// `masters` (a slot map's, just read) that answers, then of the seeds.
+    /// It opens each at the first of its nodes that answers a `PING`, in
+    /// their order: a seed that stopped (a master that accepts and never
+    /// answers, failed over since) cost every new connection a connect
+    /// timeout, as long as a call waits for one, so the first calls after
+    /// the failover failed.
+    pub(super) fn reseed(&self, config: &Config, masters: &[&Address]) -> Result<()> {
+        let masters = masters.iter().map(|address| {
+            let client = self.node_client(address, None)?;
+            Ok(client.get_connection_info().clone())
+        });
+        let nodes = masters
+            .chain(self.infos.iter().cloned().map(Ok))
+            .collect::<Result<Vec<_>>>()?;
+        *self.client.lock() = Arc::new(cluster_client(config, nodes)?);
+        Ok(())
     }
 
     /// A plain connection to one cluster node (the watchdog's own, a
@@ -131,6 +149,24 @@ impl Cluster {
         }
         redis::Client::open(info.set_addr(addr)).map_err(invalid_url)
     }
+}
+
+/// A cluster client that opens its connections at the first of `nodes`
+/// that answers.
+fn cluster_client(config: &Config, nodes: Vec<ConnectionInfo>) -> Result<ClusterClient> {
+    let builder = redis::cluster::ClusterClientBuilder::new(nodes)
+        .connection_timeout(config.connect_timeout)
+        .response_timeout(config.command_timeout)
+        .retries(CLUSTER_RETRIES)
+        .min_retry_wait(CLUSTER_MIN_RETRY_WAIT_MS)
+        .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
+        .retry_wait_formula(CLUSTER_MIN_RETRY_WAIT_MS, 2);
+    #[cfg(feature = "tls")]
+    let builder = match config.tls_certificates()? {
+        Some(certificates) => builder.certs(certificates),
+        None => builder,
+    };
+    builder.build().map_err(invalid_url)
 }
 
 /// A cluster connection whose node connections are [`Steady`]: quiet (no

@@ -103,7 +103,7 @@ enum Deployment {
     /// Whichever server the Sentinels name as master at each connect: a
     /// connection to a master demoted since is dropped from the pool, so
     /// the next ones reach its successor.
-    Sentinel(sentinel::Sentinels),
+    Sentinel(Box<sentinel::Sentinels>),
     Cluster(Cluster),
 }
 
@@ -138,7 +138,7 @@ impl Backend {
             Topology::Given(info) => Deployment::Server(open_info(config, *info)?),
             Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
             Topology::Sentinel { sentinels, node } => {
-                Deployment::Sentinel(sentinel::client(config, sentinels, node)?)
+                Deployment::Sentinel(Box::new(sentinel::client(config, sentinels, node)?))
             }
         };
         Ok(Backend::pooled(config, deployment))
@@ -171,6 +171,21 @@ impl Backend {
             Deployment::Cluster(_) if nodes.is_empty() => vec![Listen::AnySeed],
             Deployment::Cluster(_) => nodes.iter().cloned().map(Listen::Node).collect(),
         }
+    }
+
+    /// Has a cluster's new connections opened at the masters `map` names
+    /// first (see [`Cluster::reseed`]); nothing elsewhere.
+    pub(crate) fn reseed(&self, config: &Config, map: &SlotMap) -> Result<()> {
+        let Deployment::Cluster(cluster) = &*self.manager.deployment else {
+            return Ok(());
+        };
+        let mut masters: Vec<&Address> = Vec::new();
+        for (_, _, master) in map.masters() {
+            if !masters.contains(&master) {
+                masters.push(master);
+            }
+        }
+        cluster.reseed(config, &masters)
     }
 
     /// A plain connection of the watchdog's own to one cluster node (see
