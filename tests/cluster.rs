@@ -1697,30 +1697,7 @@ fn wake_ups_follow_a_failover_away_from_a_master_that_stopped_answering() {
         .unwrap()
         == 1));
     let replica = cluster.replica_of(master);
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut cluster.conn(master))
-        .unwrap();
-    let pid = info
-        .lines()
-        .find_map(|l| l.strip_prefix("process_id:"))
-        .unwrap()
-        .trim();
-    /// Continues the stopped master, also if the test fails.
-    struct Stopped<'p>(&'p str);
-    impl Drop for Stopped<'_> {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("kill")
-                .args(["-CONT", self.0])
-                .status();
-        }
-    }
-    assert!(std::process::Command::new("kill")
-        .args(["-STOP", pid])
-        .status()
-        .unwrap()
-        .success());
-    let _stopped = Stopped(pid);
+    let _stopped = stop_node(&cluster, master);
     let is_master = || {
         let role: Vec<redis::Value> = redis::cmd("ROLE")
             .query(&mut cluster.conn(replica))
@@ -1832,6 +1809,245 @@ fn a_shard_subscription_whose_link_died_silently_is_opened_again() {
         back,
         "not subscribed again within 8 s (watchdog period 1 s)"
     );
+}
+
+/// A watch whose shard subscription broke opens it again within its
+/// call's timeout on a cluster too: the election's master answers the
+/// connections the client has (the election is read) but not a new one (a
+/// relay at its announced port holds it back), and the client's connect
+/// and command timeouts are far longer than the call's. The cluster opened
+/// the subscription within the client's own timeouts, not the call's: a
+/// `next(300 ms)` waited out the whole connect timeout (5 s) for the new
+/// connection's `HELLO`.
+#[test]
+fn a_watch_opening_its_shard_subscription_again_keeps_its_deadline() {
+    if server_version() < (7, 0, 0) {
+        return; // no sharded pub/sub: a classic channel, on a seed
+    }
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let name = "watch-reopened-shard";
+    let master = cluster.master_for_slot(slot_of(&lock_key(name)));
+    let relay = Relay::start(master);
+    let announce = |port: u16| {
+        let _: () = redis::cmd("CONFIG")
+            .arg(&["SET", "cluster-announce-port", &port.to_string()])
+            .query(&mut cluster.conn(master))
+            .unwrap();
+    };
+    announce(relay.port());
+    // Every node names the relay's port for the master.
+    let announced = || {
+        cluster.ports().iter().all(|&p| {
+            let nodes: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut cluster.conn(p))
+                .unwrap();
+            nodes.contains(&format!(":{}@", relay.port()))
+        })
+    };
+    assert!(wait_until(Duration::from_secs(10), announced));
+    let slow = Duration::from_secs(5);
+    let client = Client::builder(&cluster.url())
+        .connect_timeout(slow)
+        .command_timeout(slow)
+        .build()
+        .unwrap();
+    let election = client.election(name);
+    let mut watch = election.watch().unwrap();
+    let first = watch.next(Duration::from_secs(5)).unwrap();
+    assert_eq!(first, Some(LeaderEvent::Vacant { ended: None }));
+    // The watch's connection (through the relay) is the newest shard
+    // subscription on the master.
+    relay.stall_new();
+    let mut conn = cluster.conn(master);
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut conn)
+        .unwrap();
+    let newest = (list.lines())
+        .filter(|line| line.contains(" ssub=1 "))
+        .filter_map(|line| {
+            line.strip_prefix("id=")?
+                .split(' ')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .expect("the watch's subscription");
+    let () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(newest)
+        .query(&mut conn)
+        .unwrap();
+    let timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let got = watch.next(timeout);
+    let took = started.elapsed();
+    eprintln!(
+        "cluster: next({timeout:?}) opening its shard subscription again, unanswered, \
+         connect and command timeouts {slow:?}: {got:?} after {:.0} ms",
+        ms(took)
+    );
+    // The next call opens it again at once, first reading the slot map
+    // afresh, which every node now holds back (`CLIENT PAUSE ALL`): that
+    // read kept to the client's command timeout (and the cluster client's
+    // retries of it), not the call's.
+    let pause = Duration::from_secs(2);
+    let paused = (cluster.ports().into_iter())
+        .map(|port| pause_clients(&mut cluster.conn(port), "ALL", pause))
+        .min()
+        .unwrap();
+    let started = Instant::now();
+    let again = watch.next(timeout);
+    let took_again = started.elapsed();
+    eprintln!(
+        "cluster: then next({timeout:?}) reading the slot map on paused nodes: {again:?} after \
+         {:.0} ms",
+        ms(took_again)
+    );
+    thread::sleep(pause.saturating_sub(paused.elapsed()));
+    relay.resume();
+    announce(master);
+    assert!(
+        took <= timeout + Duration::from_millis(700),
+        "next({timeout:?}) took {took:?}: {got:?}"
+    );
+    assert!(matches!(got, Ok(None)), "{got:?}");
+    assert!(
+        took_again <= timeout + Duration::from_millis(700),
+        "next({timeout:?}) on paused nodes took {took_again:?}: {again:?}"
+    );
+    assert!(matches!(again, Ok(None)), "{again:?}");
+    // The next calls open it again, and the watch goes on.
+    let campaigner = election.with_value("after").campaign().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let leads = loop {
+        assert!(Instant::now() < deadline, "no leader seen after the stall");
+        if let Ok(Some(LeaderEvent::Leads(leader))) = watch.next(Duration::from_millis(500)) {
+            break leader;
+        }
+    };
+    assert_eq!(leads.value, "after");
+    drop(campaigner);
+}
+
+/// Continues a stopped node (`SIGCONT`), also if the test fails.
+struct Stopped(String);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0])
+            .status();
+    }
+}
+
+/// Stops the node on `port` (`SIGSTOP`: its connections stay open and
+/// new ones are accepted, but it answers nothing) until the guard drops.
+fn stop_node(cluster: &RedisCluster, port: u16) -> Stopped {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut cluster.conn(port))
+        .unwrap();
+    let pid = (info.lines())
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    Stopped(pid)
+}
+
+/// A seed that stopped answering (`SIGSTOP`: its port accepts, it answers
+/// nothing; here a master failed over since) delays no new connection once
+/// the client read a slot map without it. The cluster client opens each
+/// connection at the first seed that answers a `PING`, in the URL's order:
+/// with the stopped node first, each new one waited out a connect timeout
+/// (500 ms) for it, as long as a call waits for one. Once the client read
+/// the map that names the promoted replica (here, as a watch opens) and
+/// replaced every connection, the next calls, on the healthy masters too,
+/// failed ("no redis connection could be had in time") until the pool had
+/// opened new ones. The map's masters are now tried first.
+#[test]
+fn a_stopped_seed_delays_no_connection_once_the_map_is_read() {
+    if server_version().0 < 7 {
+        return; // a watch reads the map only for a shard channel
+    }
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("stopped-seed");
+    let mut masters: Vec<u16> = per_master.keys().copied().collect();
+    masters.sort_unstable();
+    let stopped = masters[0];
+    let replica = cluster.replica_of(stopped);
+    let healthy: Vec<&String> = masters[1..].iter().map(|m| &per_master[m]).collect();
+    let others: Vec<u16> = (cluster.ports().into_iter())
+        .filter(|&p| p != stopped)
+        .collect();
+    let seeds: Vec<String> = (std::iter::once(&stopped).chain(&others))
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let timeout = Duration::from_millis(500);
+    let client = Client::builder(&format!("redis+cluster://{}", seeds.join(",")))
+        .connect_timeout(timeout)
+        .command_timeout(timeout)
+        .build()
+        .unwrap();
+    // Only the healthy masters' slots are used.
+    for name in &healthy {
+        client.fair_mutex(name).lock().unwrap().unlock().unwrap();
+    }
+    let _stopped = stop_node(&cluster, stopped);
+    // Every other node has the replica master the stopped one's slots.
+    let promoted = || {
+        others.iter().all(|&port| {
+            let ranges: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query(&mut cluster.conn(port))
+                .unwrap();
+            // Each node of each range: [host, port, id, ...].
+            let ports: Vec<i64> = (ranges.iter().flat_map(|range| &range[2..]))
+                .filter_map(|node| match node {
+                    redis::Value::Array(fields) => match fields.get(1) {
+                        Some(redis::Value::Int(port)) => Some(*port),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect();
+            !ports.contains(&i64::from(stopped)) && ports.contains(&i64::from(replica))
+        })
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), promoted),
+        "replica {replica} not promoted"
+    );
+    // A watch of an election on a healthy master reads the map: it names
+    // another master, and every pooled connection is replaced.
+    let _watch = client.election(healthy[0]).watch().unwrap();
+    let mut outcomes = Vec::new();
+    for i in 0..6 {
+        let started = Instant::now();
+        let got = client.fair_mutex(healthy[i % 2]).is_locked().map(drop);
+        outcomes.push((ms(started.elapsed()) as u64, got.map_err(|e| e.to_string())));
+    }
+    let failed: Vec<_> = outcomes.iter().filter(|(_, got)| got.is_err()).collect();
+    let slowest = outcomes.iter().map(|(took, _)| *took).max().unwrap();
+    eprintln!(
+        "cluster: the first seed stopped (master {stopped}, failed over), the map read: calls \
+         on the healthy masters (ms, outcome): {outcomes:?}"
+    );
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(slowest < 250, "a call took {slowest} ms");
 }
 
 /// A `CLUSTER SLOTS` node entry.

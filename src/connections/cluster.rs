@@ -3,10 +3,12 @@
 //! `MOVED`/`ASK` and failovers; a subscriber thread per node of the slot
 //! map, and plain connections to single nodes for the watchdog.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::{ConnectionAddr, ProtocolVersion};
+use redis::cluster::ClusterClient;
+use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::Address;
@@ -28,12 +30,14 @@ const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1000;
 
 /// The connections to a Redis Cluster.
 pub(super) struct Cluster {
-    /// The cluster client, for the pool's and the watchdog's connections.
-    pub(super) client: redis::cluster::ClusterClient,
+    /// The cluster client, for the pool's and the watchdog's connections
+    /// (see [`Cluster::reseed`]).
+    client: Mutex<Arc<ClusterClient>>,
+    /// The seeds' connection settings, as the URL gives them.
+    infos: Vec<ConnectionInfo>,
     /// Cluster seed nodes: the first one's settings (scheme, credentials,
     /// TLS) are used for every node the slot map names.
     seeds: Vec<redis::Client>,
-    timeouts: Timeouts,
     /// Seed to try first for the next subscription.
     next_seed: Mutex<usize>,
 }
@@ -49,55 +53,70 @@ impl Cluster {
         let seeds = (infos.iter().cloned())
             .map(|info| open_info(config, info))
             .collect::<Result<Vec<_>>>()?;
-        let builder = redis::cluster::ClusterClientBuilder::new(infos)
-            .connection_timeout(config.connect_timeout)
-            .response_timeout(config.command_timeout)
-            .retries(CLUSTER_RETRIES)
-            .min_retry_wait(CLUSTER_MIN_RETRY_WAIT_MS)
-            .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
-            .retry_wait_formula(CLUSTER_MIN_RETRY_WAIT_MS, 2);
-        #[cfg(feature = "tls")]
-        let builder = match config.tls_certificates()? {
-            Some(certificates) => builder.certs(certificates),
-            None => builder,
-        };
         Ok(Cluster {
-            client: builder.build().map_err(invalid_url)?,
+            client: Mutex::new(Arc::new(cluster_client(config, infos.clone())?)),
+            infos,
             seeds,
-            timeouts: Timeouts::of(config),
             next_seed: Mutex::new(0),
         })
     }
 
-    /// A plain connection of the watchdog's own to one cluster node, made
-    /// like the seeds' (credentials, TLS), with the command timeouts set:
-    /// opening it asks nothing of the other nodes, so a stalled node never
-    /// delays it.
-    pub(super) fn node_connection(&self, address: &Address) -> Result<Steady> {
-        self.timeouts.connect(&self.node_client(address, None)?)
+    /// The cluster client as it is now.
+    pub(super) fn client(&self) -> Arc<ClusterClient> {
+        Arc::clone(&self.client.lock())
     }
 
-    /// A subscriber thread's connection to its node, or to any seed.
-    pub(super) fn subscriber_connection(&self, at: &Listen) -> Result<Steady> {
+    /// Has the cluster client open its connections at the first of
+    /// `masters` (a slot map's, just read) that answers, then of the seeds.
+    /// It opens each at the first of its nodes that answers a `PING`, in
+    /// their order: a seed that stopped (a master that accepts and never
+    /// answers, failed over since) cost every new connection a connect
+    /// timeout, as long as a call waits for one, so the first calls after
+    /// the failover failed.
+    pub(super) fn reseed(&self, config: &Config, masters: &[&Address]) -> Result<()> {
+        let masters = masters.iter().map(|address| {
+            let client = self.node_client(address, None)?;
+            Ok(client.get_connection_info().clone())
+        });
+        let nodes = masters
+            .chain(self.infos.iter().cloned().map(Ok))
+            .collect::<Result<Vec<_>>>()?;
+        *self.client.lock() = Arc::new(cluster_client(config, nodes)?);
+        Ok(())
+    }
+
+    /// A plain connection to one cluster node (the watchdog's own, a
+    /// subscriber thread's), made like the seeds' (credentials, TLS),
+    /// within `timeouts` (the caller's, cut to its deadline if it has one)
+    /// and with their command timeouts set: opening it asks nothing of the
+    /// other nodes, so a stalled node never delays it.
+    pub(super) fn node_connection(&self, address: &Address, timeouts: Timeouts) -> Result<Steady> {
+        timeouts.connect(&self.node_client(address, None)?)
+    }
+
+    /// A subscriber thread's or a watch's connection to its node, or to
+    /// any seed, within `timeouts`.
+    pub(super) fn subscriber_connection(&self, at: &Listen, timeouts: Timeouts) -> Result<Steady> {
         match at {
-            Listen::Node(node) => self.node_connection(node),
+            Listen::Node(node) => self.node_connection(node, timeouts),
             // RESP3: shard messages, confirmations and `sunsubscribe` come
             // as pushes, which a read timed out before does not swallow
             // (the redis crate skips the next reply after one: RESP2).
-            Listen::Shards(node) => self
-                .timeouts
-                .connect(&self.node_client(node, Some(ProtocolVersion::RESP3))?),
-            Listen::Main | Listen::AnySeed => self.any_seed(),
+            Listen::Shards(node) => {
+                timeouts.connect(&self.node_client(node, Some(ProtocolVersion::RESP3))?)
+            }
+            Listen::Main | Listen::AnySeed => self.any_seed(timeouts),
         }
     }
 
-    /// A connection to the first reachable seed, starting after the last
-    /// one used: if it died, the next reconnect tries the others first.
-    fn any_seed(&self) -> Result<Steady> {
+    /// A connection to the first reachable seed within `timeouts` each,
+    /// starting after the last one used: if it died, the next reconnect
+    /// tries the others first.
+    fn any_seed(&self, timeouts: Timeouts) -> Result<Steady> {
         let mut next = self.next_seed.lock();
         let mut last_error = Error::invalid_config("no cluster node");
         for at in (*next..*next + self.seeds.len()).map(|i| i % self.seeds.len()) {
-            match self.timeouts.connect(&self.seeds[at]) {
+            match timeouts.connect(&self.seeds[at]) {
                 Ok(conn) => {
                     *next = at + 1;
                     return Ok(conn);
@@ -130,6 +149,24 @@ impl Cluster {
         }
         redis::Client::open(info.set_addr(addr)).map_err(invalid_url)
     }
+}
+
+/// A cluster client that opens its connections at the first of `nodes`
+/// that answers.
+fn cluster_client(config: &Config, nodes: Vec<ConnectionInfo>) -> Result<ClusterClient> {
+    let builder = redis::cluster::ClusterClientBuilder::new(nodes)
+        .connection_timeout(config.connect_timeout)
+        .response_timeout(config.command_timeout)
+        .retries(CLUSTER_RETRIES)
+        .min_retry_wait(CLUSTER_MIN_RETRY_WAIT_MS)
+        .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
+        .retry_wait_formula(CLUSTER_MIN_RETRY_WAIT_MS, 2);
+    #[cfg(feature = "tls")]
+    let builder = match config.tls_certificates()? {
+        Some(certificates) => builder.certs(certificates),
+        None => builder,
+    };
+    builder.build().map_err(invalid_url)
 }
 
 /// A cluster connection whose node connections are [`Steady`]: quiet (no

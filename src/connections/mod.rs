@@ -103,7 +103,7 @@ enum Deployment {
     /// Whichever server the Sentinels name as master at each connect: a
     /// connection to a master demoted since is dropped from the pool, so
     /// the next ones reach its successor.
-    Sentinel(sentinel::Sentinels),
+    Sentinel(Box<sentinel::Sentinels>),
     Cluster(Cluster),
 }
 
@@ -115,7 +115,7 @@ impl Deployment {
         match self {
             Deployment::Server(client) => timeouts.connect(client),
             Deployment::Sentinel(sentinels) => timeouts.connect(&sentinels.master(timeouts)?),
-            Deployment::Cluster(cluster) => cluster.subscriber_connection(at),
+            Deployment::Cluster(cluster) => cluster.subscriber_connection(at, timeouts),
         }
     }
 }
@@ -138,7 +138,7 @@ impl Backend {
             Topology::Given(info) => Deployment::Server(open_info(config, *info)?),
             Topology::Cluster(nodes) => Deployment::Cluster(Cluster::open(config, &nodes)?),
             Topology::Sentinel { sentinels, node } => {
-                Deployment::Sentinel(sentinel::client(config, sentinels, node)?)
+                Deployment::Sentinel(Box::new(sentinel::client(config, sentinels, node)?))
             }
         };
         Ok(Backend::pooled(config, deployment))
@@ -150,10 +150,14 @@ impl Backend {
     }
 
     /// The cluster's slot map, read on a pooled connection (`None` off a
-    /// cluster).
-    pub(crate) fn slot_map(&self) -> Option<Result<SlotMap>> {
-        self.is_cluster()
-            .then(|| SlotMap::read(self.checkout(Duration::MAX)?.get()))
+    /// cluster), the wait for one and the reply by `by` if given (a
+    /// watch's call): the node asked may be one that stalled.
+    pub(crate) fn slot_map(&self, by: Option<Instant>) -> Option<Result<SlotMap>> {
+        let read = || {
+            let mut conn = self.checkout(self.manager.timeouts.by(by).connect)?;
+            steady::replied_by(by, || SlotMap::read(conn.get()))
+        };
+        self.is_cluster().then(read)
     }
 
     /// Where subscriber threads listen: one place, or on a cluster every
@@ -169,11 +173,26 @@ impl Backend {
         }
     }
 
+    /// Has a cluster's new connections opened at the masters `map` names
+    /// first (see [`Cluster::reseed`]); nothing elsewhere.
+    pub(crate) fn reseed(&self, config: &Config, map: &SlotMap) -> Result<()> {
+        let Deployment::Cluster(cluster) = &*self.manager.deployment else {
+            return Ok(());
+        };
+        let mut masters: Vec<&Address> = Vec::new();
+        for (_, _, master) in map.masters() {
+            if !masters.contains(&master) {
+                masters.push(master);
+            }
+        }
+        cluster.reseed(config, &masters)
+    }
+
     /// A plain connection of the watchdog's own to one cluster node (see
     /// [`Cluster::node_connection`]).
     pub(crate) fn node_connection(&self, address: &Address) -> Result<Steady> {
         self.cluster("a node connection off a cluster")?
-            .node_connection(address)
+            .node_connection(address, self.manager.timeouts)
     }
 
     /// The cluster, for what only a cluster has (`what`: a bug elsewhere).
@@ -221,7 +240,7 @@ impl Backend {
             let cmd = redis::cmd("CLUSTER").arg("SLOTS").clone();
             cmd.query::<Vec<redis::Value>>(&mut seed)
         };
-        let seed = cluster.subscriber_connection(&Listen::AnySeed);
+        let seed = cluster.subscriber_connection(&Listen::AnySeed, self.manager.timeouts);
         match seed.and_then(|seed| slots(seed).map_err(Error::from_redis)) {
             Err(no) if no.to_string().contains("cluster support disabled") => {
                 Error::invalid_config(
@@ -243,7 +262,7 @@ impl Backend {
     pub(crate) fn shard_connection(&self, node: &Address) -> Result<redis::Connection> {
         let cluster = self.cluster("a shard channel off a cluster")?;
         Ok(cluster
-            .subscriber_connection(&Listen::Shards(node.clone()))?
+            .subscriber_connection(&Listen::Shards(node.clone()), self.manager.timeouts)?
             .into_inner())
     }
 

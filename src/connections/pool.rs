@@ -141,7 +141,7 @@ impl Manager {
     pub(super) fn open(&self) -> Result<OwnConn> {
         Ok(match &*self.deployment {
             Deployment::Cluster(cluster) => {
-                let conn = cluster.client.get_generic_connection();
+                let conn = cluster.client().get_generic_connection();
                 Box::new(conn.map_err(Error::from_redis)?)
             }
             server => Box::new(server.connect(&Listen::Main, self.timeouts)?),

@@ -260,12 +260,23 @@ impl Shared {
     /// listener subscribes the slots its node masters): the one place it is
     /// written. `Ok(None)` off a cluster. A map that names another master
     /// of a slot than before makes every pooled connection stale (their
-    /// maps may send calls to a master that stalled and was failed over).
-    pub(crate) fn refresh_slot_map(&self) -> Result<Option<Arc<SlotMap>>> {
-        let map = self.caller.backend.slot_map().transpose()?.map(Arc::new);
+    /// maps may send calls to a master that stalled and was failed over),
+    /// and the first map, or one that names other masters, has the new
+    /// connections opened at its masters first (`Backend::reseed`).
+    /// Read by `by` if given (a watch's call).
+    pub(crate) fn refresh_slot_map(&self, by: Option<Instant>) -> Result<Option<Arc<SlotMap>>> {
+        let map = self.caller.backend.slot_map(by).transpose()?.map(Arc::new);
         if let Some(new) = &map {
             let old = self.slot_map.lock().replace(Arc::clone(new));
-            if old.is_some_and(|old| old.masters() != new.masters()) {
+            let moved = old
+                .as_ref()
+                .is_some_and(|old| old.masters() != new.masters());
+            if old.is_none() || moved {
+                if let Err(err) = self.caller.backend.reseed(&self.caller.config, new) {
+                    log::debug!("fairlock: new connections still open at the seeds: {err}");
+                }
+            }
+            if moved {
                 self.caller.backend.renew_all();
             }
         }
