@@ -2047,7 +2047,9 @@ fn a_stopped_seed_delays_no_connection_once_the_map_is_read() {
          on the healthy masters (ms, outcome): {outcomes:?}"
     );
     assert!(failed.is_empty(), "{failed:?}");
-    assert!(slowest < 250, "a call took {slowest} ms");
+    // 1-3 ms here; a stopped seed tried first costs the whole 500 ms
+    // connect timeout, so 400 ms leaves a busy machine its margin.
+    assert!(slowest < 400, "a call took {slowest} ms");
 }
 
 /// A `CLUSTER SLOTS` node entry.
