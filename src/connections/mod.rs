@@ -49,7 +49,7 @@ use redis::ConnectionLike;
 pub(crate) use redis::IntoConnectionInfo;
 
 use crate::connections::config::Config;
-use crate::connections::slot_map::{Address, SlotMap};
+use crate::connections::slot_map::{Address, MapReader, SlotMap};
 use crate::connections::topology::Topology;
 use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{check_subscribed, Route};
@@ -129,6 +129,8 @@ pub(crate) struct Backend {
     manager: Manager,
     /// Whether the pool's last attempt to open a connection failed.
     last_open: LastOpen,
+    /// A cluster's slot map reads, off the pool.
+    map_reader: MapReader,
 }
 
 impl Backend {
@@ -149,11 +151,15 @@ impl Backend {
         matches!(*self.manager.deployment, Deployment::Cluster(_))
     }
 
-    /// The cluster's slot map, read on a pooled connection (`None` off a
+    /// The cluster's slot map, read off the pool on a connection of its
+    /// own to a node, `near` first if given ([`MapReader`]; `None` off a
     /// cluster).
-    pub(crate) fn slot_map(&self) -> Option<Result<SlotMap>> {
-        self.is_cluster()
-            .then(|| SlotMap::read(self.checkout(Duration::MAX)?.get()))
+    pub(crate) fn slot_map(&self, near: Option<&Address>) -> Option<Result<SlotMap>> {
+        let cluster = self.cluster("").ok()?;
+        Some(self.map_reader.read(near, |at| match at {
+            Some(node) => cluster.node_connection(node),
+            None => cluster.subscriber_connection(&Listen::AnySeed),
+        }))
     }
 
     /// Where subscriber threads listen: one place, or on a cluster every

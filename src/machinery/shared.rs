@@ -16,7 +16,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::connections::caller::{Caller, Limit};
 use crate::connections::config::Config;
 use crate::connections::resp::Decimal;
-use crate::connections::slot_map::SlotMap;
+use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::waiters::{poll_time, Waiter, Waiters};
 use crate::machinery::holds::abandons::{Abandons, ToAbandon};
@@ -261,8 +261,15 @@ impl Shared {
     /// written. `Ok(None)` off a cluster. A map that names another master
     /// of a slot than before makes every pooled connection stale (their
     /// maps may send calls to a master that stalled and was failed over).
-    pub(crate) fn refresh_slot_map(&self) -> Result<Option<Arc<SlotMap>>> {
-        let map = self.caller.backend.slot_map().transpose()?.map(Arc::new);
+    /// Asked of the node `near` first if given (a subscriber's own node: a
+    /// stalled one does not hold back the thread that listens on another).
+    pub(crate) fn refresh_slot_map(&self, near: Option<&Address>) -> Result<Option<Arc<SlotMap>>> {
+        let map = self
+            .caller
+            .backend
+            .slot_map(near)
+            .transpose()?
+            .map(Arc::new);
         if let Some(new) = &map {
             let old = self.slot_map.lock().replace(Arc::clone(new));
             if old.is_some_and(|old| old.masters() != new.masters()) {
