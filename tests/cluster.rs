@@ -2090,3 +2090,121 @@ fn masters_are_the_first_node_of_each_range() {
     let (a, b) = (("10.0.0.1".to_owned(), 7000), ("10.0.0.2".to_owned(), 7001));
     assert_eq!(masters, [Some(a), Some(b.clone()), Some(b)]);
 }
+
+/// Latency distribution of `samples`, for the logs: count, p50, p99, max.
+fn latencies(samples: &mut [Duration]) -> String {
+    samples.sort_unstable();
+    let at = |q: f64| ms(samples[((samples.len() - 1) as f64 * q) as usize]);
+    let (p50, p99, max) = (at(0.5), at(0.99), at(1.0));
+    format!(
+        "{} samples: p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms",
+        samples.len()
+    )
+}
+
+/// While a master stalls, and two threads of a client keep calling on it,
+/// calls on a healthy master cost what they cost before, from that client
+/// and from another: reading a lock's status, and a waiter's wake-up when
+/// its holder (a third client) lets go. The client's threads that read the
+/// slot map (a subscriber's, the watchdog's) read it off the pool, so no
+/// pooled connection waits on the stalled node for them (a call waited for
+/// one up to a command timeout).
+#[test]
+fn a_stalled_master_costs_nothing_to_calls_on_the_other_masters() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("stallcost");
+    let mut masters: Vec<u16> = per_master.keys().copied().collect();
+    masters.sort_unstable();
+    let (stalled, healthy) = (masters[0], masters[1]);
+    let healthy_name = per_master[&healthy].clone();
+    let busy_names: Vec<String> = (0..1000)
+        .map(|i| format!("stallcost-busy-{i}"))
+        .filter(|n| cluster.master_for_slot(slot_of(&lock_key(n))) == stalled)
+        .take(2)
+        .collect();
+    // X calls on both masters; Y, on the healthy one only; W holds the
+    // healthy master's lock that X and Y wait for in turn.
+    let x = stall_builder(&cluster).min_idle(Some(4)).build().unwrap();
+    let y = stall_builder(&cluster).build().unwrap();
+    let w = stall_builder(&cluster).build().unwrap();
+    let held = w.fair_mutex(&healthy_name);
+    // One round: a status read by each, then each waits for W's hold and
+    // is woken (the time from W's unlock to the grant).
+    let round = |status: &mut [Vec<Duration>; 2], wake: &mut [Vec<Duration>; 2]| {
+        for (i, client) in [&x, &y].into_iter().enumerate() {
+            let mutex = client.fair_mutex(&healthy_name);
+            let started = Instant::now();
+            mutex.status(10).unwrap();
+            status[i].push(started.elapsed());
+            let guard = held.lock().unwrap();
+            let waiter = thread::spawn(move || {
+                let guard = mutex.lock().unwrap();
+                let granted = Instant::now();
+                guard.unlock().unwrap();
+                granted
+            });
+            let observed = w.fair_mutex(&healthy_name);
+            assert!(
+                wait_until(Duration::from_secs(5), || {
+                    observed.status(10).is_ok_and(|s| s.queue_len == 1)
+                }),
+                "the waiter never queued"
+            );
+            let released = Instant::now();
+            guard.unlock().unwrap();
+            wake[i].push(join_within(waiter, Duration::from_secs(10), "a waiter") - released);
+        }
+    };
+    let (mut status_before, mut wake_before) = Default::default();
+    for _ in 0..20 {
+        round(&mut status_before, &mut wake_before);
+    }
+    let paused = pause_clients(&mut cluster.conn(stalled), "ALL", STALL);
+    let busy: Vec<_> = busy_names
+        .iter()
+        .map(|name| {
+            let mutex = x.fair_mutex(name);
+            thread::spawn(move || {
+                while paused.elapsed() < STALL {
+                    let _ = mutex.try_lock();
+                }
+            })
+        })
+        .collect();
+    let (mut status_during, mut wake_during) = Default::default();
+    while paused.elapsed() < STALL - Duration::from_secs(1) {
+        round(&mut status_during, &mut wake_during);
+    }
+    for thread in busy {
+        join_within(thread, Duration::from_secs(20), "a try_lock thread");
+    }
+    let mut worst = Duration::ZERO;
+    for (i, who) in ["X (also on the stalled master)", "Y"]
+        .into_iter()
+        .enumerate()
+    {
+        for (what, before, during) in [
+            ("status", &mut status_before[i], &mut status_during[i]),
+            ("wake-up", &mut wake_before[i], &mut wake_during[i]),
+        ] {
+            eprintln!(
+                "stallcost: {who} {what} before the stall: {}",
+                latencies(before)
+            );
+            eprintln!(
+                "stallcost: {who} {what} during the stall: {}",
+                latencies(during)
+            );
+            worst = worst.max(*during.last().unwrap());
+        }
+    }
+    // A few ms each (up to 120 ms with a CPU hog); before, up to the
+    // command timeout (1 s), waiting for a pooled connection that a slot
+    // map read held on the stalled node.
+    assert!(
+        worst < Duration::from_millis(400),
+        "a call took {:.0} ms",
+        ms(worst)
+    );
+}

@@ -49,7 +49,7 @@ use redis::ConnectionLike;
 pub(crate) use redis::IntoConnectionInfo;
 
 use crate::connections::config::Config;
-use crate::connections::slot_map::{Address, SlotMap};
+use crate::connections::slot_map::{Address, MapReader, SlotMap};
 use crate::connections::topology::Topology;
 use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{check_subscribed, Route};
@@ -129,6 +129,8 @@ pub(crate) struct Backend {
     manager: Manager,
     /// Whether the pool's last attempt to open a connection failed.
     last_open: LastOpen,
+    /// A cluster's slot map reads, off the pool.
+    map_reader: MapReader,
 }
 
 impl Backend {
@@ -149,15 +151,23 @@ impl Backend {
         matches!(*self.manager.deployment, Deployment::Cluster(_))
     }
 
-    /// The cluster's slot map, read on a pooled connection (`None` off a
-    /// cluster), the wait for one and the reply by `by` if given (a
-    /// watch's call): the node asked may be one that stalled.
-    pub(crate) fn slot_map(&self, by: Option<Instant>) -> Option<Result<SlotMap>> {
-        let read = || {
-            let mut conn = self.checkout(self.manager.timeouts.by(by).connect)?;
-            steady::replied_by(by, || SlotMap::read(conn.get()))
-        };
-        self.is_cluster().then(read)
+    /// The cluster's slot map, read off the pool on a connection of its
+    /// own to a node, `near` first if given ([`MapReader`]; `None` off a
+    /// cluster), each connect and the reply by `by` if given (a watch's
+    /// call): the node asked may be one that stalled.
+    pub(crate) fn slot_map(
+        &self,
+        near: Option<&Address>,
+        by: Option<Instant>,
+    ) -> Option<Result<SlotMap>> {
+        let cluster = self.cluster("").ok()?;
+        let timeouts = || self.manager.timeouts.by(by);
+        Some(steady::replied_by(by, || {
+            self.map_reader.read(near, |at| match at {
+                Some(node) => cluster.node_connection(node, timeouts()),
+                None => cluster.subscriber_connection(&Listen::AnySeed, timeouts()),
+            })
+        }))
     }
 
     /// Where subscriber threads listen: one place, or on a cluster every

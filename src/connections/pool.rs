@@ -74,6 +74,7 @@ impl Backend {
             pool,
             manager,
             last_open,
+            map_reader: Default::default(),
         }
     }
 

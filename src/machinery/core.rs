@@ -125,7 +125,7 @@ impl Core {
             permits_seen: PermitsSeen::default(),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
-        let slot_map = shared.refresh_slot_map(None).unwrap_or_else(|err| {
+        let slot_map = shared.refresh_slot_map(None, None).unwrap_or_else(|err| {
             log::warn!("fairlock: cannot read the cluster's nodes, listening on a seed: {err}");
             None
         });

@@ -16,7 +16,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::connections::caller::{Caller, Limit};
 use crate::connections::config::Config;
 use crate::connections::resp::Decimal;
-use crate::connections::slot_map::SlotMap;
+use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::waiters::{poll_time, Waiter, Waiters};
 use crate::machinery::holds::abandons::{Abandons, ToAbandon};
@@ -263,9 +263,20 @@ impl Shared {
     /// maps may send calls to a master that stalled and was failed over),
     /// and the first map, or one that names other masters, has the new
     /// connections opened at its masters first (`Backend::reseed`).
-    /// Read by `by` if given (a watch's call).
-    pub(crate) fn refresh_slot_map(&self, by: Option<Instant>) -> Result<Option<Arc<SlotMap>>> {
-        let map = self.caller.backend.slot_map(by).transpose()?.map(Arc::new);
+    /// Asked of the node `near` first if given (a subscriber's own node: a
+    /// stalled one does not hold back the thread that listens on another),
+    /// by `by` if given (a watch's call).
+    pub(crate) fn refresh_slot_map(
+        &self,
+        near: Option<&Address>,
+        by: Option<Instant>,
+    ) -> Result<Option<Arc<SlotMap>>> {
+        let map = self
+            .caller
+            .backend
+            .slot_map(near, by)
+            .transpose()?
+            .map(Arc::new);
         if let Some(new) = &map {
             let old = self.slot_map.lock().replace(Arc::clone(new));
             let moved = old

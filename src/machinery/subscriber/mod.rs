@@ -213,7 +213,7 @@ fn serve_shards(
         }
         if map_read.elapsed() >= MAP_READ_PERIOD && shared.shards.any_missing() {
             map_read = Instant::now();
-            if let Ok(Some(map)) = shared.refresh_slot_map(None) {
+            if let Ok(Some(map)) = shared.refresh_slot_map(Some(node), None) {
                 listen_on_new_nodes(shared, &map);
             }
             // Those refused (a MOVED) are asked again where the map says.

@@ -26,7 +26,7 @@ fn subscribe(
     let at = match route {
         Route::Classic => Listen::Main,
         Route::Sharded => {
-            let map = shared.refresh_slot_map(by)?.unwrap_or_default();
+            let map = shared.refresh_slot_map(None, by)?.unwrap_or_default();
             let slot = crate::protocol::keys::hash_slot(channel);
             let master = map.master_of(slot).ok_or_else(|| {
                 let message = format!("no master serves slot {slot} (try again)");

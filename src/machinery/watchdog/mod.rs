@@ -281,7 +281,7 @@ fn refresh_slot_map(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>) {
     watchdog.map_stale.store(false, Ordering::Relaxed);
     let own = Arc::clone(watchdog);
     let spawned = spawn_named("fairlock-renew", shared, move |worker| {
-        match worker.refresh_slot_map(None) {
+        match worker.refresh_slot_map(None, None) {
             // A master new to the client (a replica promoted by the failover
             // of one that stopped, which said no `sunsubscribe`) is listened on.
             Ok(Some(map)) if worker.caller.scripts.route() == Route::Sharded => {
