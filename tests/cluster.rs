@@ -1759,24 +1759,9 @@ fn a_shard_subscription_whose_link_died_silently_is_opened_again() {
     let slot = slot_of(&lock_key(name));
     let master = cluster.master_for_slot(slot);
     let relay = Relay::start(master);
-    let announce = |port: u16| {
-        let _: () = redis::cmd("CONFIG")
-            .arg(&["SET", "cluster-announce-port", &port.to_string()])
-            .query(&mut cluster.conn(master))
-            .unwrap();
-    };
-    announce(relay.port());
+    announce_port(&cluster, master, relay.port());
     // Every node names the relay's port for the master.
-    let announced = || {
-        cluster.ports().iter().all(|&p| {
-            let nodes: String = redis::cmd("CLUSTER")
-                .arg("NODES")
-                .query(&mut cluster.conn(p))
-                .unwrap();
-            nodes.contains(&format!(":{}@", relay.port()))
-        })
-    };
-    assert!(wait_until(Duration::from_secs(10), announced));
+    await_announced(&cluster, master, relay.port());
     let client = Client::builder(&cluster.url())
         .lease(Duration::from_secs(3))
         .waiter_timeout(Duration::from_secs(3))
@@ -1804,7 +1789,7 @@ fn a_shard_subscription_whose_link_died_silently_is_opened_again() {
         "shard channel subscribed again: {back}, {:.0} ms after the link was forgotten",
         forgotten.elapsed().as_secs_f64() * 1000.0
     );
-    announce(master);
+    announce_port(&cluster, master, master);
     assert!(
         back,
         "not subscribed again within 8 s (watchdog period 1 s)"
@@ -1829,24 +1814,9 @@ fn a_watch_opening_its_shard_subscription_again_keeps_its_deadline() {
     let name = "watch-reopened-shard";
     let master = cluster.master_for_slot(slot_of(&lock_key(name)));
     let relay = Relay::start(master);
-    let announce = |port: u16| {
-        let _: () = redis::cmd("CONFIG")
-            .arg(&["SET", "cluster-announce-port", &port.to_string()])
-            .query(&mut cluster.conn(master))
-            .unwrap();
-    };
-    announce(relay.port());
+    announce_port(&cluster, master, relay.port());
     // Every node names the relay's port for the master.
-    let announced = || {
-        cluster.ports().iter().all(|&p| {
-            let nodes: String = redis::cmd("CLUSTER")
-                .arg("NODES")
-                .query(&mut cluster.conn(p))
-                .unwrap();
-            nodes.contains(&format!(":{}@", relay.port()))
-        })
-    };
-    assert!(wait_until(Duration::from_secs(10), announced));
+    await_announced(&cluster, master, relay.port());
     let slow = Duration::from_secs(5);
     let client = Client::builder(&cluster.url())
         .connect_timeout(slow)
@@ -1860,30 +1830,7 @@ fn a_watch_opening_its_shard_subscription_again_keeps_its_deadline() {
     // The watch's connection (through the relay) is the newest shard
     // subscription on the master.
     relay.stall_new();
-    let mut conn = cluster.conn(master);
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query(&mut conn)
-        .unwrap();
-    let newest = (list.lines())
-        .filter(|line| line.contains(" ssub=1 "))
-        .filter_map(|line| {
-            line.strip_prefix("id=")?
-                .split(' ')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .max()
-        .expect("the watch's subscription");
-    let () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("ID")
-        .arg(newest)
-        .query(&mut conn)
-        .unwrap();
+    kill_newest_subscriber(&mut cluster.conn(master), |line| line.contains(" ssub=1 "));
     let timeout = Duration::from_millis(300);
     let started = Instant::now();
     let got = watch.next(timeout);
@@ -1912,7 +1859,7 @@ fn a_watch_opening_its_shard_subscription_again_keeps_its_deadline() {
     );
     thread::sleep(pause.saturating_sub(paused.elapsed()));
     relay.resume();
-    announce(master);
+    announce_port(&cluster, master, master);
     assert!(
         took <= timeout + Duration::from_millis(700),
         "next({timeout:?}) took {took:?}: {got:?}"
@@ -2206,5 +2153,31 @@ fn a_stalled_master_costs_nothing_to_calls_on_the_other_masters() {
         worst < Duration::from_millis(400),
         "a call took {:.0} ms",
         ms(worst)
+    );
+}
+
+/// Has `master` name `port` as its own (`cluster-announce-port`: a relay's,
+/// or its own again).
+fn announce_port(cluster: &RedisCluster, master: u16, port: u16) {
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "cluster-announce-port", &port.to_string()])
+        .query(&mut cluster.conn(master))
+        .unwrap();
+}
+
+/// Waits until every node names `port` for `master`.
+fn await_announced(cluster: &RedisCluster, master: u16, port: u16) {
+    let announced = || {
+        cluster.ports().iter().all(|&p| {
+            let nodes: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut cluster.conn(p))
+                .unwrap();
+            nodes.contains(&format!(":{port}@"))
+        })
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), announced),
+        "port {port} never named for master {master}"
     );
 }

@@ -997,28 +997,7 @@ fn a_watch_opening_its_subscription_again_returns_by_its_timeout() {
     // The watch's connection is the newest subscribed one.
     relay.stall_new();
     let mut conn = server.conn();
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query(&mut conn)
-        .unwrap();
-    let newest = (list.lines())
-        .filter_map(|line| {
-            line.strip_prefix("id=")?
-                .split(' ')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .max()
-        .expect("the watch's subscription");
-    let () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("ID")
-        .arg(newest)
-        .query(&mut conn)
-        .unwrap();
+    kill_newest_subscriber(&mut conn, |_| true);
     let timeout = Duration::from_millis(300);
     let started = Instant::now();
     let got = watch.next(timeout);

@@ -111,6 +111,35 @@ pub fn pause_clients(conn: &mut redis::Connection, what: &str, length: Duration)
     Instant::now()
 }
 
+/// Kills the newest pub/sub connection of `conn`'s server among those
+/// whose `CLIENT LIST` line `pick` keeps (say a shard subscription's,
+/// " ssub=1 "), as a link that died looks to its client.
+pub fn kill_newest_subscriber(conn: &mut redis::Connection, pick: impl Fn(&str) -> bool) {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(conn)
+        .unwrap();
+    let newest = (list.lines())
+        .filter(|line| pick(line))
+        .filter_map(|line| {
+            line.strip_prefix("id=")?
+                .split(' ')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .expect("a pub/sub connection");
+    let () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(newest)
+        .query(conn)
+        .unwrap();
+}
+
 /// One command on a fresh connection to `port` made by `dial`, as a
 /// string reply.
 pub(crate) fn query_string(dial: &Dial, port: u16, args: &[&str]) -> Result<String, String> {
