@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::ConnectionLike;
 
@@ -80,17 +80,20 @@ impl Backend {
 
     /// A pooled connection within `timeout` or the connect timeout,
     /// whichever is shorter, or the pool's error. Stale idle connections
-    /// go back (and are dropped) until a current one turns up; a new one
-    /// reads a cluster's slot map afresh.
+    /// go back (and are dropped) until a current one turns up, each wait
+    /// for one within what is left of that time (a stale one handed over
+    /// after a wait does not start the count again); a new one reads a
+    /// cluster's slot map afresh.
     pub(crate) fn checkout(&self, timeout: Duration) -> Result<Conn> {
-        let timeout = timeout.min(self.manager.timeouts.connect);
+        let end = Instant::now() + timeout.min(self.manager.timeouts.connect);
+        let left = || end.saturating_duration_since(Instant::now());
         for _ in 0..self.pool.max_size() {
-            let conn = self.get(timeout)?;
+            let conn = self.get(left())?;
             if !conn.is_stale() {
                 return Ok(conn);
             }
         }
-        self.get(timeout)
+        self.get(left())
     }
 
     /// Makes every connection opened so far stale (a slot map that names
