@@ -32,6 +32,7 @@ mod cluster;
 pub(crate) mod config;
 pub(crate) mod eviction;
 pub(crate) mod library;
+pub(crate) mod own_conns;
 mod pool;
 pub(crate) mod resp;
 pub(crate) mod scripts;

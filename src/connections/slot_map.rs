@@ -7,7 +7,9 @@
 use parking_lot::Mutex;
 use redis::{ConnectionLike, Value};
 
+use crate::connections::own_conns::OwnConns;
 use crate::connections::steady::Steady;
+use crate::connections::OwnConn;
 use crate::error::{Error, Result};
 use crate::protocol::unexpected;
 
@@ -83,83 +85,56 @@ impl SlotMap {
 }
 
 /// Reads the slot map off the pool, on a plain connection of its own to
-/// one node, kept for the next read (one per node at most: a subscriber
-/// asks its own). A read sent on a pooled cluster
-/// connection goes to any node: to a stalled one, it held the pooled
-/// connection for a command timeout, and the calls on the other masters
-/// waited for one (a new one waits for every node). A connection that
-/// fails a read is dropped and its node tried last; a read tries at most
-/// two connections (the last one a seed's), so a stalled node costs the
-/// reading thread (a subscriber, the watchdog) a command timeout, and the
-/// calls nothing.
+/// one node, kept for the next read ([`OwnConns`]: a subscriber asks its
+/// own node). A read sent on a pooled cluster connection goes to any
+/// node: to a stalled one, it held the pooled connection for a command
+/// timeout, and the calls on the other masters waited for one (a new one
+/// waits for every node). A node that fails a read is asked last; a read
+/// tries at most two nodes (a seed when none is known), so a stalled node
+/// costs the reading thread (a subscriber, the watchdog) a command
+/// timeout, and the calls nothing.
 #[derive(Default)]
 pub(crate) struct MapReader {
-    /// The connections maps were read on, each with its node (`None`: a
-    /// seed); taken out for a read, so that readers never wait for each
-    /// other (one that finds none opens its own).
-    kept: Mutex<Vec<(Option<Address>, Steady)>>,
+    /// The connections maps were read on, by node (`None`: a seed).
+    conns: OwnConns,
     /// The nodes of the last map read, the one that answered first, those
     /// that failed a read last.
     nodes: Mutex<Vec<Address>>,
 }
 
 impl MapReader {
-    /// The map, read on a kept connection (to `near`, when given),
-    /// else on one that `open` makes to `near`, else to the first of the
-    /// nodes, else to any seed (`None`).
+    /// The map, read at `near` if given, else at the first of the nodes
+    /// (a seed when none is known: `None`), on a kept connection or one
+    /// that `open` makes; after a failure, at the next node.
     pub(crate) fn read(
         &self,
         near: Option<&Address>,
         open: impl Fn(Option<&Address>) -> Result<Steady>,
     ) -> Result<SlotMap> {
-        let read = |at: Option<Address>, conn: Result<Steady>| match conn
-            .and_then(|mut conn| SlotMap::read(&mut conn).map(|map| (map, conn)))
-        {
-            Ok((map, conn)) => Ok(self.keep(map, at, conn)),
-            Err(err) => Err(self.failed(at, err)),
-        };
-        let kept = {
-            let mut kept = self.kept.lock();
-            let fits = kept
-                .iter()
-                .position(|(at, _)| near.is_none() || at.as_ref() == near);
-            fits.map(|at| kept.swap_remove(at))
-        };
-        // Two tries at most: the kept connection or one to `near`, the
-        // first node (read after a failure: that node went last), a seed.
-        let mut tries = 2;
-        let mut failed = None;
-        let first_try = match (kept, near) {
-            (Some((at, conn)), _) => Some((at, Ok(conn))),
-            (None, Some(node)) => Some((Some(node.clone()), open(Some(node)))),
-            (None, None) => None,
-        };
-        if let Some((at, conn)) = first_try {
-            tries -= 1;
-            match read(at, conn) {
-                Ok(map) => return Ok(map),
-                Err(err) => failed = Some(err),
+        let read_at = |at: Option<Address>| {
+            let open = || Ok(Box::new(open(at.as_ref())?) as OwnConn);
+            match self
+                .conns
+                .with(at.as_ref(), open, |conn| SlotMap::read(conn))
+            {
+                Ok(map) => Ok(self.keep(map, at)),
+                Err(err) => Err(self.failed(at, err)),
             }
-        }
-        let first = self.nodes.lock().first().cloned();
-        if let Some(node) = first {
-            tries -= 1;
-            match read(Some(node.clone()), open(Some(&node))) {
-                Ok(map) => return Ok(map),
-                Err(err) => failed = Some(err),
+        };
+        let first = near.cloned().or_else(|| self.nodes.lock().first().cloned());
+        match read_at(first.clone()) {
+            Err(_) if first.is_some() => {
+                let next = self.nodes.lock().first().cloned();
+                read_at(next.filter(|next| Some(next) != first.as_ref()))
             }
-        }
-        match failed {
-            Some(err) if tries == 0 => Err(err),
-            _ => read(None, open(None)),
+            read => read,
         }
     }
 
-    /// Keeps `conn` (unless another reader kept one to `at` meanwhile, or
-    /// the map names no node: a node out of the cluster), none to a node
-    /// the map does not name, and the map's nodes in their order before,
-    /// new ones next, `at` first.
-    fn keep(&self, map: SlotMap, at: Option<Address>, conn: Steady) -> SlotMap {
+    /// Keeps the map's nodes in their order before, new ones next, `at`
+    /// (which answered) first, and connections to those nodes only (none
+    /// to a node out of the cluster).
+    fn keep(&self, map: SlotMap, at: Option<Address>) -> SlotMap {
         let mut nodes = self.nodes.lock();
         nodes.retain(|node| map.nodes.contains(node) && Some(node) != at.as_ref());
         let new: Vec<Address> = (map.nodes.iter())
@@ -167,14 +142,10 @@ impl MapReader {
             .cloned()
             .collect();
         nodes.extend(new);
-        if let Some(at) = at.clone().filter(|at| map.nodes.contains(at)) {
+        if let Some(at) = at.filter(|at| map.nodes.contains(at)) {
             nodes.insert(0, at);
         }
-        let mut kept = self.kept.lock();
-        kept.retain(|(at, _)| at.as_ref().is_none_or(|at| map.nodes.contains(at)));
-        if !map.nodes.is_empty() && kept.iter().all(|(kept, _)| *kept != at) {
-            kept.push((at, conn));
-        }
+        self.conns.retain(|node| map.nodes.contains(node));
         map
     }
 

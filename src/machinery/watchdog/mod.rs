@@ -30,11 +30,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::connections::own_conns::OwnConns;
 use crate::connections::slot_map::Address;
 use crate::error::Error;
 use crate::machinery::shared::{spawn_named, Batch, Shared};
 use crate::protocol::Route;
-use conns::WatchdogConns;
 
 /// Rounds between two readings of the cluster's slot map, besides the ones
 /// an error asks for.
@@ -45,7 +45,7 @@ const SLOT_MAP_ROUNDS: u64 = 64;
 #[derive(Default)]
 pub(crate) struct Watchdog {
     /// Its own connections (renewals never wait for the pool).
-    conns: WatchdogConns,
+    conns: OwnConns,
     /// Set when a node did not answer for its slots as the slot map said:
     /// the map is read again.
     map_stale: AtomicBool,

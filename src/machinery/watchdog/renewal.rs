@@ -16,6 +16,7 @@ use crate::error::{Error, Result, Retry};
 use crate::machinery::caller::waiters::Waiter;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
+use crate::machinery::watchdog::conns::with_node_or_cluster;
 use crate::machinery::watchdog::{Batch, Watchdog};
 use crate::protocol::{
     unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
@@ -33,7 +34,7 @@ pub(crate) fn run(
     let (conns, stale) = (&watchdog.conns, &watchdog.map_stale);
     if !batch.holds.is_empty() || !batch.groups.is_empty() {
         let sent = Instant::now();
-        let renewed = conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
+        let renewed = with_node_or_cluster(conns, &shared.caller.backend, node, stale, |conn| {
             renew(shared, conn, batch)
         });
         if let (Ok(replies), false) = (&renewed, batch.holds.is_empty()) {
@@ -77,7 +78,7 @@ pub(crate) fn run(
         pipe
     };
     let sent = Instant::now();
-    let replies = conns.with_node_or_cluster(&shared.caller.backend, node, stale, |conn| {
+    let replies = with_node_or_cluster(conns, &shared.caller.backend, node, stale, |conn| {
         let values = shared.caller.scripts.query(pipe, conn)?;
         values.iter().find_map(redirection).map_or(Ok(values), Err)
     });

@@ -1,0 +1,59 @@
+//! Connections of the client's own, outside the pool, kept idle by node
+//! between uses: the watchdog's (so that user calls holding every pooled
+//! connection never make a renewal wait for one) and the slot map
+//! reader's (so that a map read sent to a stalled node holds no pooled
+//! connection).
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+use redis::ConnectionLike;
+
+use crate::connections::slot_map::Address;
+use crate::connections::OwnConn;
+use crate::error::{Error, Result, Retry};
+
+/// Idle connections, by cluster node (a plain connection to that node),
+/// or `None` for one that is not a node's (the deployment's own kind, or
+/// a seed): each taken out for a use, so that users never wait for each
+/// other (one that finds none opens its own).
+#[derive(Default)]
+pub(crate) struct OwnConns {
+    idle: Mutex<HashMap<Option<Address>, Vec<OwnConn>>>,
+}
+
+impl OwnConns {
+    /// Runs `call` on an idle connection kept for `node`, or on a new one
+    /// that `open` makes. A connection that failed is dropped; a reused
+    /// one that the server closed while it sat idle (a restart), or whose
+    /// server was demoted meanwhile (`READONLY`: a failover behind the
+    /// same address), is replaced and the call sent again once.
+    pub(crate) fn with<T>(
+        &self,
+        node: Option<&Address>,
+        open: impl Fn() -> Result<OwnConn>,
+        mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
+    ) -> Result<T> {
+        let key = node.cloned();
+        let idle = self.idle.lock().get_mut(&key).and_then(Vec::pop);
+        let reused = idle.is_some();
+        let mut conn = idle.map_or_else(&open, Ok)?;
+        let mut result = call(&mut *conn);
+        let stale =
+            |err: &Error| matches!(err.retry(), Retry::OtherConnection | Retry::DemotedMaster);
+        if reused && result.as_ref().is_err_and(stale) {
+            conn = open()?;
+            result = call(&mut *conn);
+        }
+        if !matches!(&result, Err(err) if err.is_connection()) {
+            self.idle.lock().entry(key).or_default().push(conn);
+        }
+        result
+    }
+
+    /// Drops the idle connections of the nodes that `keep` refuses (nodes
+    /// a slot map no longer names).
+    pub(crate) fn retain(&self, keep: impl Fn(&Address) -> bool) {
+        (self.idle.lock()).retain(|node, _| node.as_ref().is_none_or(&keep));
+    }
+}
