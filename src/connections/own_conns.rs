@@ -5,36 +5,42 @@
 //! connection).
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use parking_lot::Mutex;
 use redis::ConnectionLike;
 
-use crate::connections::slot_map::Address;
 use crate::connections::OwnConn;
 use crate::error::{Error, Result, Retry};
 
-/// Idle connections, by cluster node (a plain connection to that node),
-/// or `None` for one that is not a node's (the deployment's own kind, or
+/// Idle connections, by where they lead `K` (its users': a cluster node,
+/// or `None` for one that is not a node's: the deployment's own kind, or
 /// a seed): each taken out for a use, so that users never wait for each
 /// other (one that finds none opens its own).
-#[derive(Default)]
-pub(crate) struct OwnConns {
-    idle: Mutex<HashMap<Option<Address>, Vec<OwnConn>>>,
+pub(crate) struct OwnConns<K> {
+    idle: Mutex<HashMap<K, Vec<OwnConn>>>,
 }
 
-impl OwnConns {
-    /// Runs `call` on an idle connection kept for `node`, or on a new one
+impl<K> Default for OwnConns<K> {
+    fn default() -> Self {
+        OwnConns {
+            idle: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone> OwnConns<K> {
+    /// Runs `call` on an idle connection kept for `key`, or on a new one
     /// that `open` makes. A connection that failed is dropped; a reused
     /// one that the server closed while it sat idle (a restart), or whose
     /// server was demoted meanwhile (`READONLY`: a failover behind the
     /// same address), is replaced and the call sent again once.
     pub(crate) fn with<T>(
         &self,
-        node: Option<&Address>,
+        key: K,
         open: impl Fn() -> Result<OwnConn>,
         mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<T> {
-        let key = node.cloned();
         let idle = self.idle.lock().get_mut(&key).and_then(Vec::pop);
         let reused = idle.is_some();
         let mut conn = idle.map_or_else(&open, Ok)?;
@@ -51,9 +57,9 @@ impl OwnConns {
         result
     }
 
-    /// Drops the idle connections of the nodes that `keep` refuses (nodes
+    /// Drops the idle connections of the keys that `keep` refuses (nodes
     /// a slot map no longer names).
-    pub(crate) fn retain(&self, keep: impl Fn(&Address) -> bool) {
-        (self.idle.lock()).retain(|node, _| node.as_ref().is_none_or(&keep));
+    pub(crate) fn retain(&self, keep: impl Fn(&K) -> bool) {
+        self.idle.lock().retain(|key, _| keep(key));
     }
 }

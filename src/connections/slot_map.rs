@@ -96,7 +96,7 @@ impl SlotMap {
 #[derive(Default)]
 pub(crate) struct MapReader {
     /// The connections maps were read on, by node (`None`: a seed).
-    conns: OwnConns,
+    conns: OwnConns<Option<Address>>,
     /// The nodes of the last map read, the one that answered first, those
     /// that failed a read last.
     nodes: Mutex<Vec<Address>>,
@@ -115,7 +115,7 @@ impl MapReader {
             let open = || Ok(Box::new(open(at.as_ref())?) as OwnConn);
             match self
                 .conns
-                .with(at.as_ref(), open, |conn| SlotMap::read(conn))
+                .with(at.clone(), open, |conn| SlotMap::read(conn))
             {
                 Ok(map) => Ok(self.keep(map, at)),
                 Err(err) => Err(self.failed(at, err)),
@@ -145,7 +145,7 @@ impl MapReader {
         if let Some(at) = at.filter(|at| map.nodes.contains(at)) {
             nodes.insert(0, at);
         }
-        self.conns.retain(|node| map.nodes.contains(node));
+        (self.conns).retain(|node| node.as_ref().is_none_or(|node| map.nodes.contains(node)));
         map
     }
 

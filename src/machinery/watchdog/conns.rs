@@ -18,14 +18,14 @@ use crate::error::{Result, Retry};
 /// the slot is served elsewhere: then the slot map is stale, and `stale`
 /// is set.
 pub(crate) fn with_node_or_cluster<T>(
-    conns: &OwnConns,
+    conns: &OwnConns<Option<Address>>,
     backend: &Backend,
     node: Option<&Address>,
     stale: &AtomicBool,
     mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
 ) -> Result<T> {
     if node.is_some() {
-        match conns.with(node, open(backend, node), &mut call) {
+        match conns.with(node.cloned(), open(backend, node), &mut call) {
             Err(err) if err.retry() != Retry::No => {
                 log::debug!("fairlock: renewing through the cluster client: {err}");
                 stale.store(true, Ordering::Relaxed);

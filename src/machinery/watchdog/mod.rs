@@ -45,7 +45,7 @@ const SLOT_MAP_ROUNDS: u64 = 64;
 #[derive(Default)]
 pub(crate) struct Watchdog {
     /// Its own connections (renewals never wait for the pool).
-    conns: OwnConns,
+    conns: OwnConns<Option<Address>>,
     /// Set when a node did not answer for its slots as the slot map said:
     /// the map is read again.
     map_stale: AtomicBool,
