@@ -131,7 +131,7 @@ pub(crate) struct Backend {
     /// Whether the pool's last attempt to open a connection failed.
     last_open: LastOpen,
     /// A cluster's slot map reads, off the pool.
-    map_reader: MapReader,
+    map_reader: MapReader<Steady>,
 }
 
 impl Backend {

@@ -8,20 +8,18 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 use parking_lot::Mutex;
-use redis::ConnectionLike;
 
-use crate::connections::OwnConn;
 use crate::error::{Error, Result, Retry};
 
-/// Idle connections, by where they lead `K` (its users': a cluster node,
+/// Idle connections `C`, by where they lead `K` (its users': a cluster node,
 /// or `None` for one that is not a node's: the deployment's own kind, or
 /// a seed): each taken out for a use, so that users never wait for each
 /// other (one that finds none opens its own).
-pub(crate) struct OwnConns<K> {
-    idle: Mutex<HashMap<K, Vec<OwnConn>>>,
+pub(crate) struct OwnConns<K, C> {
+    idle: Mutex<HashMap<K, Vec<C>>>,
 }
 
-impl<K> Default for OwnConns<K> {
+impl<K, C> Default for OwnConns<K, C> {
     fn default() -> Self {
         OwnConns {
             idle: Mutex::new(HashMap::new()),
@@ -29,7 +27,7 @@ impl<K> Default for OwnConns<K> {
     }
 }
 
-impl<K: Hash + Eq + Clone> OwnConns<K> {
+impl<K: Hash + Eq + Clone, C> OwnConns<K, C> {
     /// Runs `call` on an idle connection kept for `key`, or on a new one
     /// that `open` makes. A connection that failed is dropped; a reused
     /// one that the server closed while it sat idle (a restart), or whose
@@ -38,18 +36,18 @@ impl<K: Hash + Eq + Clone> OwnConns<K> {
     pub(crate) fn with<T>(
         &self,
         key: K,
-        open: impl Fn() -> Result<OwnConn>,
-        mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
+        open: impl Fn() -> Result<C>,
+        mut call: impl FnMut(&mut C) -> Result<T>,
     ) -> Result<T> {
         let idle = self.idle.lock().get_mut(&key).and_then(Vec::pop);
         let reused = idle.is_some();
         let mut conn = idle.map_or_else(&open, Ok)?;
-        let mut result = call(&mut *conn);
+        let mut result = call(&mut conn);
         let stale =
             |err: &Error| matches!(err.retry(), Retry::OtherConnection | Retry::DemotedMaster);
         if reused && result.as_ref().is_err_and(stale) {
             conn = open()?;
-            result = call(&mut *conn);
+            result = call(&mut conn);
         }
         if !matches!(&result, Err(err) if err.is_connection()) {
             self.idle.lock().entry(key).or_default().push(conn);

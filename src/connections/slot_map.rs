@@ -8,8 +8,6 @@ use parking_lot::Mutex;
 use redis::{ConnectionLike, Value};
 
 use crate::connections::own_conns::OwnConns;
-use crate::connections::steady::Steady;
-use crate::connections::OwnConn;
 use crate::error::{Error, Result};
 use crate::protocol::unexpected;
 
@@ -93,26 +91,34 @@ impl SlotMap {
 /// tries at most two nodes (a seed when none is known), so a stalled node
 /// costs the reading thread (a subscriber, the watchdog) a command
 /// timeout, and the calls nothing.
-#[derive(Default)]
-pub(crate) struct MapReader {
+pub(crate) struct MapReader<C> {
     /// The connections maps were read on, by node (`None`: a seed).
-    conns: OwnConns<Option<Address>>,
+    conns: OwnConns<Option<Address>, C>,
     /// The nodes of the last map read, the one that answered first, those
     /// that failed a read last.
     nodes: Mutex<Vec<Address>>,
 }
 
-impl MapReader {
+impl<C> Default for MapReader<C> {
+    fn default() -> Self {
+        MapReader {
+            conns: OwnConns::default(),
+            nodes: Mutex::default(),
+        }
+    }
+}
+
+impl<C: ConnectionLike> MapReader<C> {
     /// The map, read at `near` if given, else at the first of the nodes
     /// (a seed when none is known: `None`), on a kept connection or one
     /// that `open` makes; after a failure, at the next node.
     pub(crate) fn read(
         &self,
         near: Option<&Address>,
-        open: impl Fn(Option<&Address>) -> Result<Steady>,
+        open: impl Fn(Option<&Address>) -> Result<C>,
     ) -> Result<SlotMap> {
         let read_at = |at: Option<Address>| {
-            let open = || Ok(Box::new(open(at.as_ref())?) as OwnConn);
+            let open = || open(at.as_ref());
             match self
                 .conns
                 .with(at.clone(), open, |conn| SlotMap::read(conn))

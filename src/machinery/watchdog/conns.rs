@@ -18,14 +18,14 @@ use crate::error::{Result, Retry};
 /// the slot is served elsewhere: then the slot map is stale, and `stale`
 /// is set.
 pub(crate) fn with_node_or_cluster<T>(
-    conns: &OwnConns<Option<Address>>,
+    conns: &OwnConns<Option<Address>, OwnConn>,
     backend: &Backend,
     node: Option<&Address>,
     stale: &AtomicBool,
     mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
 ) -> Result<T> {
     if node.is_some() {
-        match conns.with(node.cloned(), open(backend, node), &mut call) {
+        match conns.with(node.cloned(), open(backend, node), |conn| call(&mut **conn)) {
             Err(err) if err.retry() != Retry::No => {
                 log::debug!("fairlock: renewing through the cluster client: {err}");
                 stale.store(true, Ordering::Relaxed);
@@ -33,7 +33,7 @@ pub(crate) fn with_node_or_cluster<T>(
             other => return other,
         }
     }
-    conns.with(None, open(backend, None), call)
+    conns.with(None, open(backend, None), |conn| call(&mut **conn))
 }
 
 /// Opens a connection to `node`, or of the deployment's own kind.

@@ -32,6 +32,7 @@ use parking_lot::Mutex;
 
 use crate::connections::own_conns::OwnConns;
 use crate::connections::slot_map::Address;
+use crate::connections::OwnConn;
 use crate::error::Error;
 use crate::machinery::shared::{spawn_named, Batch, Shared};
 use crate::protocol::Route;
@@ -45,7 +46,7 @@ const SLOT_MAP_ROUNDS: u64 = 64;
 #[derive(Default)]
 pub(crate) struct Watchdog {
     /// Its own connections (renewals never wait for the pool).
-    conns: OwnConns<Option<Address>>,
+    conns: OwnConns<Option<Address>, OwnConn>,
     /// Set when a node did not answer for its slots as the slot map said:
     /// the map is read again.
     map_stale: AtomicBool,
