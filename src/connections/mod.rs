@@ -161,7 +161,9 @@ impl Backend {
         near: Option<&Address>,
         by: Option<Instant>,
     ) -> Option<Result<SlotMap>> {
-        let cluster = self.cluster("").ok()?;
+        let Deployment::Cluster(cluster) = &*self.manager.deployment else {
+            return None;
+        };
         let timeouts = || self.manager.timeouts.by(by);
         Some(steady::replied_by(by, || {
             self.map_reader.read(near, |at| match at {
