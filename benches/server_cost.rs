@@ -66,9 +66,11 @@ const PROFILE_ENV: &str = "FAIRLOCK_SERVER_COST_PROFILE";
 /// waiter timeout shorter than half the lease and fence life, as the
 /// client's defaults are (10 s against 30 s and 600 s), so the queue keys'
 /// TTL stays within the anchor's and no step grows it (one past it, as
-/// the 600 s this bench sent until the run of 2026-11-29, grows the
+/// the 600 s this bench sent until the run of 2026-11-29, grew the
 /// anchor's fence at every arrival into an empty queue and every handoff
-/// with others queued: a path a client on the defaults never takes).
+/// with others queued until 2026-11-30, when the mutex's queue key came to
+/// be pushed out no further than the anchor where that covers the waiter
+/// timeout: a path a client on the defaults never takes).
 const SETTINGS: &str = "0 60000 first 0";
 
 /// The quick mode (see the top): only the whole cycles whose label

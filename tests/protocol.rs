@@ -515,26 +515,55 @@ per_kind! {
             call: 3,
             live_token: 0,
         };
-        let (script, args) = (arrival.script(&s.keys), arrival.args_on(k));
-        let () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut s.conn).unwrap();
-        let reply = arrival.parse(s.eval(script, &args).unwrap()).unwrap();
-        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut s.conn).unwrap();
-        let mut sent: Vec<(String, u64)> = info
-            .lines()
-            .filter_map(|line| line.strip_prefix("cmdstat_")?.split_once(":calls="))
-            .map(|(command, rest)| (command.to_owned(), rest.split(',').next().unwrap().parse().unwrap()))
-            // The script's own (Redis 6.2 counts CONFIG RESETSTAT as
-            // "config", later servers as "config|resetstat").
-            .filter(|(command, _)| !["evalsha", "config"].contains(&command.split('|').next().unwrap()))
-            .collect();
-        sent.sort();
+        let (reply, sent) = commands_sent(&mut s, k, &arrival);
         let want = [("get", 1), ("pttl", 2), ("time", 1), ("zadd", 1), ("zcard", 1), ("zrange", 1)];
-        let want: Vec<(String, u64)> = want.iter().map(|&(c, n)| (c.to_owned(), n)).collect();
-        assert_eq!(sent, want);
+        assert_eq!(sent, want.map(|(c, n)| (c.to_owned(), n)));
         match reply {
             AcquireReply::Waiting { position, .. } => assert_eq!(position, Some(1)),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// An arrival into the empty queue behind a hold that was handed over
+    /// (which keeps its '+': waiters may be queued) with a waiter timeout
+    /// over half the lease and fence life, yet within them, sends six
+    /// commands: GET and PTTL of the lock key, TIME, ZCARD, ZADD and the
+    /// new queue's PEXPIRE. The queue then lives as long as the lock key
+    /// and no longer, so the lock key, which must outlive it, needs no SET
+    /// to grow (it did: seven commands, and a handoff with others queued
+    /// grew the new hold's fence every time).
+    [mutex, election]
+    fn an_arrival_into_an_empty_queue_with_a_long_waiter_timeout_sends_six_commands(
+        k: LockKind,
+    ) {
+        let mut s = k.lock("long-waiter-timeout");
+        let (ask, _) = slots(k, 1);
+        let a = s.take("a:1", 1, ask);
+        assert_eq!(s.queue("b:1", 2, ask), 0);
+        assert_eq!(s.handed(&a).len(), 1, "b holds; the queue is empty");
+        let fence_ms = fairlock::DEFAULT_FENCE_LIFE.as_millis() as u64;
+        let arrival = Acquire {
+            ask,
+            owner: "c:1",
+            lease: Lease::Renewed(LONG),
+            waiter_timeout: Duration::from_millis(fence_ms),
+            mode: Mode::First,
+            call: 3,
+            live_token: 0,
+        };
+        let lock_value: String = s.conn.get(&s.keys.all[0]).unwrap();
+        let (reply, sent) = commands_sent(&mut s, k, &arrival);
+        let want = [("get", 1), ("pexpire", 1), ("pttl", 1), ("time", 1), ("zadd", 1), ("zcard", 1)];
+        assert_eq!(sent, want.map(|(c, n)| (c.to_owned(), n)));
+        assert!(matches!(reply, AcquireReply::Waiting { position: Some(0), .. }), "{reply:?}");
+        let after: String = s.conn.get(&s.keys.all[0]).unwrap();
+        assert_eq!(after, lock_value, "the lock key is as it was");
+        let (lock_ttl, queue_ttl) = (s.pttl(0), s.pttl(1));
+        assert!(
+            queue_ttl >= fence_ms as i64 && queue_ttl <= lock_ttl,
+            "the queue outlives its entry's deadline and not the lock key: {queue_ttl} ms, \
+             the lock key {lock_ttl} ms"
+        );
     }
 
     /// A release its client vouches for (its own count of the lease has
@@ -1472,4 +1501,39 @@ per_kind! {
         s.release(&w);
         assert_eq!(s.meta_used(), Some(0));
     }
+}
+
+/// What `acquire` replied, run alone with the server's command counts reset
+/// before it, and the commands its script sent (`INFO commandstats`),
+/// sorted by name: the script's own call and the reset left out.
+fn commands_sent(
+    s: &mut Lock,
+    k: LockKind,
+    acquire: &Acquire,
+) -> (AcquireReply, Vec<(String, u64)>) {
+    let (script, args) = (acquire.script(&s.keys), acquire.args_on(k));
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut s.conn)
+        .unwrap();
+    let reply = acquire.parse(s.eval(script, &args).unwrap()).unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut s.conn)
+        .unwrap();
+    let mut sent: Vec<(String, u64)> = info
+        .lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_")?.split_once(":calls="))
+        .map(|(command, rest)| {
+            (
+                command.to_owned(),
+                rest.split(',').next().unwrap().parse().unwrap(),
+            )
+        })
+        // The script's own (Redis 6.2 counts CONFIG RESETSTAT as "config",
+        // later servers as "config|resetstat").
+        .filter(|(command, _)| !["evalsha", "config"].contains(&command.split('|').next().unwrap()))
+        .collect();
+    sent.sort();
+    (reply, sent)
 }

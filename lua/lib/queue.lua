@@ -169,9 +169,18 @@ end
 -- falls under `ms`, it is pushed out to 2 * ms: one PTTL per call, and a
 -- PEXPIRE about once per `ms`. Returns the new TTL when it pushed it.
 -- `new`: the caller knows the queue key was just made (no TTL yet).
-local function keep_queue_for(ms, new)
+-- `anchor_ttl`: the lock key's TTL, when the caller read it; the queue is
+-- then pushed out no further than it when that is at least `ms`, so the
+-- lock key, which must outlive the queue, need not grow (a waiter timeout
+-- over half the lease and fence life would otherwise cost the lock key a
+-- SET on an arrival into an empty queue).
+local function keep_queue_for(ms, new, anchor_ttl)
   local ttl = new and -1 or redis.call('PTTL', QUEUE)
   if ttl == -1 or (ttl >= 0 and ttl < ms) then
+    if anchor_ttl and anchor_ttl >= ms and anchor_ttl < 2 * ms then
+      redis.call('PEXPIRE', QUEUE, fmt(anchor_ttl))
+      return anchor_ttl
+    end
     redis.call('PEXPIRE', QUEUE, queue_life_text(ms))
     return 2 * ms
   end
@@ -193,8 +202,8 @@ end
 -- deadline from the end. A count that is not even, or a member there that
 -- is not an entry, means the pairs are not whole (keys written by hand,
 -- or the deadline a poll wrote for an entry dropped meanwhile): then the
--- last entry is searched by score.
-local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
+-- last entry is searched by score. `anchor_ttl` as keep_queue_for's.
+local function join_queue(entry, mode, now_ms, waiter_timeout, empty, anchor_ttl)
   local deadline = deadline_score(now_ms + waiter_timeout)
   local position = nil
   if not empty and mode == 'poll' then
@@ -204,7 +213,7 @@ local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
   local k = not empty and not position and redis.call('ZCARD', QUEUE) / 2
   if empty or k == 0 then
     redis.call('ZADD', QUEUE, '1', entry, deadline, '~' .. entry)
-    return 0, keep_queue_for(waiter_timeout, true)
+    return 0, keep_queue_for(waiter_timeout, true, anchor_ttl)
   end
   if not position then
     local index = k >= 1 and k % 1 == 0 and fmt(k - 1)
@@ -233,5 +242,5 @@ local function join_queue(entry, mode, now_ms, waiter_timeout, empty)
       position = redis.call('ZRANK', QUEUE, entry)
     end
   end
-  return position, keep_queue_for(waiter_timeout)
+  return position, keep_queue_for(waiter_timeout, false, anchor_ttl)
 end

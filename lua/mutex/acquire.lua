@@ -77,11 +77,13 @@ if holder and holder ~= owner then
     return { 0, left, -1, token }
   end
   local _, now_ms = server_time()
-  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, not waiters)
+  local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, not waiters,
+    left ~= -1 and left + fence or nil)
   -- The lock key says waiters may be queued ('+'), and outlives the
-  -- queue: when its new TTL is longer than the key's, the fence
-  -- grows by the difference, so the lease stays as it is (as keep_anchor
-  -- does, from the parts read here).
+  -- queue: join_queue keeps the queue's new TTL within the key's where
+  -- that covers the waiter timeout; when it is longer, the fence grows
+  -- by the difference, so the lease stays as it is (as keep_anchor does,
+  -- from the parts read here).
   if queue_life and left ~= -1 and left + fence < queue_life then
     write_hold(token, holder, calls, mark, queue_life - left, left, true,
       queue_life_text(waiter_timeout))
