@@ -104,7 +104,7 @@ pub fn build(lua: &Path, format: u32) {
     let definitions = split_lib(source);
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     fs::write(out.join("format.rs"), format!("{format}\n")).expect("writing OUT_DIR/format.rs");
-    let mut library = library_head(&definitions);
+    let (mut library, prologues) = library_head(&definitions);
     let families = FAMILIES
         .iter()
         .flat_map(|&family| every.iter().map(move |op| (family, op)));
@@ -117,7 +117,13 @@ pub fn build(lua: &Path, format: u32) {
         let path = out.join(family).join(format!("{op}.lua"));
         fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
         fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
-        library.push_str(&register(family, op, election, &file, &body));
+        library.push_str(&register(
+            family,
+            op,
+            &prologues[election as usize],
+            &file,
+            &body,
+        ));
     }
     fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");
     let rs = operations_rs(&ops, every.len(), &table);
@@ -183,20 +189,23 @@ fn operations_rs(ops: &[String], every: usize, table: &[(&str, &str)]) -> String
     )
 }
 
-/// The Redis Functions library's body, up to its functions: every
-/// definition of lua/lib/ once, at the library's top level, so that Redis
-/// builds each helper's closure once, when it loads the library, instead
-/// of on every call. The one-line definitions of lua/lib/ that read a
-/// call's KEYS or ARGV (or have an election's version) are locals of the
-/// library that `begin` sets at the start of every call (Redis runs one
-/// call at a time, so one call's values never meet another's), the
-/// election's versions when the call is an election's; any other one-line
+/// The Redis Functions library's body, up to its functions, and the
+/// prologues its functions start with (a mutex's or a counted lock's, an
+/// election's): every definition of lua/lib/ once, at the library's top
+/// level, so that Redis builds each helper's closure once, when it loads
+/// the library, instead of on every call. The one-line definitions of
+/// lua/lib/ that read a call's KEYS or ARGV (or have an election's
+/// version) are locals of the library that the prologue sets at the start
+/// of every call (Redis runs one call at a time, so one call's values
+/// never meet another's), the election's versions in an election's; it is
+/// written into each function, not called, as a Lua call costs about 0.3k
+/// instructions (`cargo bench --bench server_cost`); any other one-line
 /// definition is set once, when Redis loads the library, and kept from
 /// call to call (lua/lib/common.lua's checked_ values); one whose
 /// library's version is a function is a function there. The caller puts the `#!lua name=...` line and
 /// `local PREFIX = '<function name prefix>'` in front (src/connections/
 /// library.rs: both follow from this text's hash).
-fn library_head(definitions: &[Definition]) -> String {
+fn library_head(definitions: &[Definition]) -> (String, [String; 2]) {
     /// A definition's text in the Functions library.
     fn library_text(d: &Definition) -> &str {
         d.library.as_deref().unwrap_or(&d.text)
@@ -220,9 +229,10 @@ fn library_head(definitions: &[Definition]) -> String {
         head += library_text(definition);
         head.push('\n');
     }
-    let mut begin = "-- Sets the values lua/lib/'s one-line definitions give, for one call.\n\
-                     local function begin(keys, argv, election)\n  KEYS, ARGV = keys, argv\n"
-        .to_owned();
+    // The callback's arguments are `keys` and `argv`: the prologue sets the
+    // library's KEYS and ARGV, which lua/lib/'s helpers read, from them.
+    let start = "    KEYS, ARGV = keys, argv\n".to_owned();
+    let mut prologues = [start.clone(), start];
     let assignment = |text: &str| {
         let line = text.lines().find(|l| l.starts_with("local ")).unwrap();
         line.trim_start_matches("local ").to_owned()
@@ -230,11 +240,14 @@ fn library_head(definitions: &[Definition]) -> String {
     for value in values {
         let (name, plain) = (&value.name, assignment(library_text(value)));
         let Some(version) = &value.election else {
-            begin += &format!("  {plain}\n");
+            for prologue in &mut prologues {
+                *prologue += &format!("    {plain}\n");
+            }
             continue;
         };
         // A value whose election's version is a function (ANNOUNCE): that
-        // function once, as `<NAME>_election`, which `begin` gives the value
+        // function once, as `<NAME>_election`, which the election's
+        // prologue gives the value
         // (split_lib read it as `local function <name>(`).
         let election = if is_function(version) {
             let from = format!("local function {name}(");
@@ -244,9 +257,10 @@ fn library_head(definitions: &[Definition]) -> String {
         } else {
             assignment(version)
         };
-        begin += &format!("  if election then\n    {election}\n  else\n    {plain}\n  end\n");
+        prologues[0] += &format!("    {plain}\n");
+        prologues[1] += &format!("    {election}\n");
     }
-    head + &begin + "end\n\n"
+    (head, prologues)
 }
 
 /// Whether the Lua `code` reads a call's arguments (`KEYS`, `ARGV`).
@@ -263,16 +277,16 @@ fn is_function(text: &str) -> bool {
     text.lines().any(|l| l.starts_with("local function "))
 }
 
-/// The registration of one operation's function in the library: its file's
-/// body (every helper is the library's)
-/// as the function, named `<PREFIX><family>_<op>`. Status only reads, so
+/// The registration of one operation's function in the library: the
+/// `prologue` (library_head's), then its file's body (every helper is the
+/// library's) as the function, named `<PREFIX><family>_<op>`. Status only reads, so
 /// it runs on a server out of memory too (`no-writes`), as its EVALSHA
 /// does.
-fn register(family: &str, op: &str, election: bool, file: &str, body: &str) -> String {
+fn register(family: &str, op: &str, prologue: &str, file: &str, body: &str) -> String {
     let flags = if op == "status" { " 'no-writes' " } else { "" };
     let mut text = format!(
         "-- lua/{file}\nredis.register_function({{\n  function_name = PREFIX .. '{family}_{op}',\n  \
-         flags = {{{flags}}},\n  callback = function(KEYS, ARGV)\n    begin(KEYS, ARGV, {election})\n"
+         flags = {{{flags}}},\n  callback = function(keys, argv)\n{prologue}    local KEYS, ARGV = keys, argv\n"
     );
     text.extend(body.lines().flat_map(|line| [line, "\n"]));
     text.push_str("  end,\n})\n\n");

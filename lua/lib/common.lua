@@ -174,7 +174,7 @@ end
 -- wrote it, freed or run out (the client's fence_life).
 local FENCE_LIFE = ms_arg(ARGV[2], 'fence life')
 -- @library
-local FENCE_LIFE = fence_life(ARGV[2])
+local FENCE_LIFE = checked_fence_in == ARGV[2] and checked_fence or fence_life(ARGV[2])
 
 -- The lease `value` (an ARGV string) as ms_arg reads it, and the PX of a
 -- hold with that lease: lease + FENCE_LIFE, as a string for SET.
