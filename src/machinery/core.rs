@@ -191,7 +191,6 @@ impl Core {
         let acquisition = Acquisition {
             shared: &self.shared,
             permits_seen: &self.permits_seen,
-            target,
             keys,
             ask,
             policy,

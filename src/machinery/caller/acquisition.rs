@@ -11,7 +11,6 @@ use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::cancel::WaitCanceller;
 use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
-use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::Wait;
 use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::holds::lease_policy::LeasePolicy;
@@ -38,14 +37,13 @@ pub(crate) struct Acquired {
     pub(crate) waited: Duration,
 }
 
-/// One acquisition of one lock (`target`) asking for `ask` under a lease
+/// One acquisition of one lock (its `keys`) asking for `ask` under a lease
 /// policy, owned by its thread or by itself. The algorithm is the same for
 /// every kind; the protocol values follow from `ask`.
 pub(crate) struct Acquisition<'m> {
     pub(crate) shared: &'m Shared,
     /// The core's record of the permits in force its calls saw.
     pub(crate) permits_seen: &'m PermitsSeen,
-    pub(crate) target: &'m Target,
     pub(crate) keys: &'m Arc<LockKeys>,
     pub(crate) ask: Ask,
     pub(crate) policy: LeasePolicy,
@@ -221,7 +219,7 @@ impl Queued for Acquisition<'_> {
 
     /// With `sync_replicas`, a shortfall gives the hold back at once.
     fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<Acquired> {
-        let lost = || lease_lost(&waiter.call, self.target.name(), grant.token, GRANT_GONE);
+        let lost = || lease_lost(&waiter.call, grant.token, GRANT_GONE);
         let revoked =
             confirm(self.shared, &waiter.call, grant.token, lost, limit).inspect_err(|err| {
                 if err.kind() == ErrorKind::NotReplicated {

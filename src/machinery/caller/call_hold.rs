@@ -126,7 +126,7 @@ impl CallHold {
     fn lost_as(&self, why: &'static str) -> Error {
         self.hold.mark_lost(why);
         let why = self.hold.loss(why);
-        lease_lost(&self.call, self.target.name(), self.hold.token(), &why)
+        lease_lost(&self.call, self.hold.token(), &why)
     }
 }
 

@@ -66,7 +66,7 @@ struct WaitState {
     /// Requests of this wait answered so far (or failed).
     answers: u64,
     /// Its last request could not reach Redis: it asks again through a
-    /// rejoin in order ([`Waiters::retry_in_order`]).
+    /// rejoin in order ([`Waiters::rejoin`]).
     unreached: bool,
     /// The wait is over (granted, given up, failed): a rejoin in order
     /// waits for it no longer.
@@ -377,16 +377,10 @@ impl Waiters {
         self.rejoin(ordered);
     }
 
-    /// Has `waiter`, whose poll could not reach Redis, ask again
-    /// [`RETRY`] later through the rejoin in order: none of its lock's
-    /// waiters that joined after it polls before it was answered, so a
-    /// queue lost with data the server is still loading (`LOADING`) is
-    /// joined again in order too.
-    pub(crate) fn retry_in_order(&self, waiter: &Arc<Waiter>) {
-        self.rejoin(vec![Arc::clone(waiter)]);
-    }
-
-    fn rejoin(&self, ordered: Vec<Arc<Waiter>>) {
+    /// Has `ordered` poll through the rejoin in order, after those pending
+    /// (one waiter whose poll could not reach Redis, say: see
+    /// [`Shared::retry_in_order`](crate::machinery::shared::Shared::retry_in_order)).
+    pub(crate) fn rejoin(&self, ordered: Vec<Arc<Waiter>>) {
         let mut rejoins = self.rejoins.lock();
         rejoins.add(ordered);
         // Nothing to rejoin, or a thread at it already (pending work always has one).

@@ -79,10 +79,10 @@ pub enum Revocation {
 pub(crate) const GONE: &str =
     "redis says it is no longer this hold's (its lease ran out there, or a force release freed it)";
 
-/// The error of `call`'s hold of the lock `name`, granted with `token`,
-/// found gone, for the reason `why`.
-pub(crate) fn lease_lost(call: &Call, name: &str, token: u64, why: &str) -> Error {
-    let what = call.ask.describe_on(call.keys.kind(), name);
+/// The error of `call`'s hold of its lock (named by its keys), granted
+/// with `token`, found gone, for the reason `why`.
+pub(crate) fn lease_lost(call: &Call, token: u64, why: &str) -> Error {
+    let what = call.ask.describe_on(call.keys.kind(), call.keys.name());
     let message = format!("{what} (token {token}) was no longer held: {why}");
     Error::new(ErrorKind::LeaseLost, message)
 }

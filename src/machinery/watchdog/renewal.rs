@@ -86,13 +86,10 @@ pub(crate) fn run(
         Ok(values) => values,
         Err(err) => return outcome.and(Err(err)),
     };
+    // (`parse` makes an error reply the error it says.)
     for ((entry, op), value) in batch.abandons.iter().zip(&ops).zip(values) {
-        let parsed = match value {
-            Value::ServerError(err) => Err(Error::from_server(err)),
-            value => op.parse(value),
-        };
         let (id, key) = (entry.call.id, entry.call.keys.lock());
-        match parsed {
+        match op.parse(value) {
             Ok(_) => shared.abandon_answered(entry, sent, false),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
             // Refused before it ran (over maxmemory, too few replicas, a
