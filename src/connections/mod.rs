@@ -56,7 +56,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{check_subscribed, Route};
 
 use cluster::Cluster;
-use pool::{LastOpen, Manager};
+use pool::Manager;
 use steady::Steady;
 
 /// Where one subscriber thread listens.
@@ -128,8 +128,6 @@ pub(crate) struct Backend {
     /// The pool's manager: the deployment and its timeouts, for the
     /// connections opened outside the pool too.
     manager: Manager,
-    /// Whether the pool's last attempt to open a connection failed.
-    last_open: LastOpen,
     /// A cluster's slot map reads, off the pool.
     map_reader: MapReader<Steady>,
 }
