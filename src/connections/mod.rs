@@ -330,13 +330,6 @@ struct Timeouts {
 }
 
 impl Timeouts {
-    fn of(config: &Config) -> Timeouts {
-        Timeouts {
-            connect: config.connect_timeout,
-            command: config.command_timeout,
-        }
-    }
-
     /// These timeouts, each cut to what is left until `by` (1 ms at least).
     fn by(self, by: Option<Instant>) -> Timeouts {
         let left = by.map(|at| at.saturating_duration_since(Instant::now()));

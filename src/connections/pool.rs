@@ -38,7 +38,10 @@ impl Backend {
         };
         let manager = Manager {
             deployment: Arc::new(deployment),
-            timeouts: Timeouts::of(config),
+            timeouts: Timeouts {
+                connect: config.connect_timeout,
+                command: config.command_timeout,
+            },
             generation,
             stalled: Arc::default(),
             open_failed: Arc::default(),
