@@ -10,7 +10,7 @@ pub(crate) mod not_within;
 mod server_codes;
 
 use server_codes::code_of;
-pub(crate) use server_codes::SENTINEL_CREDENTIALS_REFUSED;
+pub(crate) use server_codes::{refused_for_now, SENTINEL_CREDENTIALS_REFUSED};
 
 /// What went wrong, coarse enough to branch on. Non-exhaustive: a match
 /// needs a `_` arm.
@@ -312,8 +312,7 @@ impl Error {
     /// [`Server`](ErrorKind::Server), as a lock call refused so fails at once
     /// (a queued call's poll rides it out as an outage, queue_wait.rs).
     pub(crate) fn is_refused_for_now(&self) -> bool {
-        (self.redis_error().and_then(code_of))
-            .is_some_and(|code| matches!(code, "OOM" | "NOREPLICAS" | "MISCONF"))
+        (self.redis_error().and_then(code_of)).is_some_and(refused_for_now)
     }
 
     /// True when a request went out and its reply did not come in time
@@ -467,21 +466,29 @@ impl Error {
         if let Some((kind, message)) = server_codes::known(&err) {
             return Error::with_source(kind, message, err);
         }
-        let moving = server_codes::is_slot_moving(&err);
-        let full = server_codes::is_at_maxclients(&err);
-        let retry = if moving || matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved)) {
-            Retry::AfterSlotMove
+        // What a retry does and what to say, decided together.
+        let (retry, message) = if server_codes::is_slot_moving(&err) {
+            let message = "the lock's cluster slot is being moved between masters (nothing \
+                           ran; it can once the move ends)";
+            (Retry::AfterSlotMove, message)
         } else if code_of(&err) == Some("READONLY") {
-            Retry::DemotedMaster
+            let message = "redis answered as a read-only replica (a master demoted by a \
+                           failover, or a URL that names a replica: fairlock writes, so it \
+                           needs the master's address)";
+            (Retry::DemotedMaster, message)
         } else if err.is_connection_dropped() && !err.is_connection_refusal() {
-            Retry::OtherConnection
+            (Retry::OtherConnection, "redis is unreachable")
+        } else if err.is_timeout() {
+            (Retry::Unreachable, "redis call timed out")
+        } else if server_codes::is_at_maxclients(&err) {
+            let message =
+                "redis has all the clients its maxclients allows (try again once some leave)";
+            (Retry::Unreachable, message)
         } else if err.is_io_error()
-            || err.is_timeout()
             || err.is_connection_refusal()
             // A server busy running a (someone's) long script ran nothing:
             // as a stalled one, which times out until it replies `BUSY`.
             || code_of(&err) == Some("BUSY")
-            || full
             || matches!(
                 err.kind(),
                 K::Server(S::BusyLoading | S::ClusterDown | S::MasterDown | S::ReadOnly)
@@ -489,31 +496,16 @@ impl Error {
                     | K::MasterNameNotFoundBySentinel
             )
         {
-            Retry::Unreachable
+            (Retry::Unreachable, "redis is unreachable")
         } else {
             let refused = Error::with_source(ErrorKind::Server, "redis returned an error", err);
             return match refused.is_refused_for_now() {
                 true => refused.reworded(
-                    "redis refused the call before running it, nothing changed (try again once \
-                     this passes)",
+                    "redis refused the call before running it, nothing changed (try again \
+                     once this passes)",
                 ),
                 false => refused,
             };
-        };
-        let message = match retry {
-            _ if err.is_timeout() => "redis call timed out",
-            _ if full => {
-                "redis has all the clients its maxclients allows (try again once some leave)"
-            }
-            Retry::AfterSlotMove => {
-                "the lock's cluster slot is being moved between masters (nothing ran; it can once \
-                 the move ends)"
-            }
-            Retry::DemotedMaster => {
-                "redis answered as a read-only replica (a master demoted by a failover, or a URL \
-                 that names a replica: fairlock writes, so it needs the master's address)"
-            }
-            _ => "redis is unreachable",
         };
         Error {
             retry,

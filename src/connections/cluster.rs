@@ -85,28 +85,22 @@ impl Cluster {
         Ok(())
     }
 
-    /// A plain connection to one cluster node (the watchdog's own, a
-    /// subscriber thread's), made like the seeds' (credentials, TLS),
-    /// within `timeouts` (the caller's, cut to its deadline if it has one)
-    /// and with their command timeouts set: opening it asks nothing of the
+    /// A plain connection of its own to the cluster node `at` names (the
+    /// watchdog's, a subscriber thread's, a watch's, a slot map read's), or
+    /// to any seed, made like the seeds' (credentials, TLS), within
+    /// `timeouts` (the caller's, cut to its deadline if it has one) and
+    /// with their command timeouts set: opening it asks nothing of the
     /// other nodes, so a stalled node never delays it.
-    pub(super) fn node_connection(&self, address: &Address, timeouts: Timeouts) -> Result<Steady> {
-        timeouts.connect(&self.node_client(address, None)?)
-    }
-
-    /// A subscriber thread's or a watch's connection to its node, or to
-    /// any seed, within `timeouts`.
-    pub(super) fn subscriber_connection(&self, at: &Listen, timeouts: Timeouts) -> Result<Steady> {
-        match at {
-            Listen::Node(node) => self.node_connection(node, timeouts),
+    pub(super) fn connection(&self, at: &Listen, timeouts: Timeouts) -> Result<Steady> {
+        let (node, protocol) = match at {
+            Listen::Node(node) => (node, None),
             // RESP3: shard messages, confirmations and `sunsubscribe` come
             // as pushes, which a read timed out before does not swallow
             // (the redis crate skips the next reply after one: RESP2).
-            Listen::Shards(node) => {
-                timeouts.connect(&self.node_client(node, Some(ProtocolVersion::RESP3))?)
-            }
-            Listen::Main | Listen::AnySeed => self.any_seed(timeouts),
-        }
+            Listen::Shards(node) => (node, Some(ProtocolVersion::RESP3)),
+            Listen::Main | Listen::AnySeed => return self.any_seed(timeouts),
+        };
+        timeouts.connect(&self.node_client(node, protocol)?)
     }
 
     /// A connection to the first reachable seed within `timeouts` each,

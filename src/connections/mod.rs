@@ -56,7 +56,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{check_subscribed, Route};
 
 use cluster::Cluster;
-use pool::{LastOpen, Manager};
+use pool::Manager;
 use steady::Steady;
 
 /// Where one subscriber thread listens.
@@ -116,7 +116,7 @@ impl Deployment {
         match self {
             Deployment::Server(client) => timeouts.connect(client),
             Deployment::Sentinel(sentinels) => timeouts.connect(&sentinels.master(timeouts)?),
-            Deployment::Cluster(cluster) => cluster.subscriber_connection(at, timeouts),
+            Deployment::Cluster(cluster) => cluster.connection(at, timeouts),
         }
     }
 }
@@ -128,8 +128,6 @@ pub(crate) struct Backend {
     /// The pool's manager: the deployment and its timeouts, for the
     /// connections opened outside the pool too.
     manager: Manager,
-    /// Whether the pool's last attempt to open a connection failed.
-    last_open: LastOpen,
     /// A cluster's slot map reads, off the pool.
     map_reader: MapReader<Steady>,
 }
@@ -166,9 +164,9 @@ impl Backend {
         };
         let timeouts = || self.manager.timeouts.by(by);
         Some(steady::replied_by(by, || {
-            self.map_reader.read(near, |at| match at {
-                Some(node) => cluster.node_connection(node, timeouts()),
-                None => cluster.subscriber_connection(&Listen::AnySeed, timeouts()),
+            self.map_reader.read(near, |at| {
+                let at = at.cloned().map_or(Listen::AnySeed, Listen::Node);
+                cluster.connection(&at, timeouts())
             })
         }))
     }
@@ -202,10 +200,10 @@ impl Backend {
     }
 
     /// A plain connection of the watchdog's own to one cluster node (see
-    /// [`Cluster::node_connection`]).
+    /// [`Cluster::connection`]).
     pub(crate) fn node_connection(&self, address: &Address) -> Result<Steady> {
-        self.cluster("a node connection off a cluster")?
-            .node_connection(address, self.manager.timeouts)
+        let at = Listen::Node(address.clone());
+        (self.cluster("a node connection off a cluster")?).connection(&at, self.manager.timeouts)
     }
 
     /// The cluster, for what only a cluster has (`what`: a bug elsewhere).
@@ -253,7 +251,7 @@ impl Backend {
             let cmd = redis::cmd("CLUSTER").arg("SLOTS").clone();
             cmd.query::<Vec<redis::Value>>(&mut seed)
         };
-        let seed = cluster.subscriber_connection(&Listen::AnySeed, self.manager.timeouts);
+        let seed = cluster.connection(&Listen::AnySeed, self.manager.timeouts);
         match seed.and_then(|seed| slots(seed).map_err(Error::from_redis)) {
             Err(no) if no.to_string().contains("cluster support disabled") => {
                 Error::invalid_config(
@@ -273,10 +271,9 @@ impl Backend {
     /// A new connection of its own to the cluster node `node` for shard
     /// channels (a subscriber thread's), with the command timeouts set.
     pub(crate) fn shard_connection(&self, node: &Address) -> Result<redis::Connection> {
+        let at = Listen::Shards(node.clone());
         let cluster = self.cluster("a shard channel off a cluster")?;
-        Ok(cluster
-            .subscriber_connection(&Listen::Shards(node.clone()), self.manager.timeouts)?
-            .into_inner())
+        Ok(cluster.connection(&at, self.manager.timeouts)?.into_inner())
     }
 
     /// A new connection of its own (a subscriber thread's, a watch's), with
@@ -333,13 +330,6 @@ struct Timeouts {
 }
 
 impl Timeouts {
-    fn of(config: &Config) -> Timeouts {
-        Timeouts {
-            connect: config.connect_timeout,
-            command: config.command_timeout,
-        }
-    }
-
     /// These timeouts, each cut to what is left until `by` (1 ms at least).
     fn by(self, by: Option<Instant>) -> Timeouts {
         let left = by.map(|at| at.saturating_duration_since(Instant::now()));

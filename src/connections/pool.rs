@@ -38,9 +38,13 @@ impl Backend {
         };
         let manager = Manager {
             deployment: Arc::new(deployment),
-            timeouts: Timeouts::of(config),
+            timeouts: Timeouts {
+                connect: config.connect_timeout,
+                command: config.command_timeout,
+            },
             generation,
             stalled: Arc::default(),
+            open_failed: Arc::default(),
         };
         let maintenance = scheduled_thread_pool::ScheduledThreadPool::builder()
             .num_threads(1)
@@ -48,7 +52,6 @@ impl Backend {
             // Exit with the pool instead of lingering until the next reaper run.
             .on_drop_behavior(scheduled_thread_pool::OnPoolDropBehavior::DiscardPendingScheduled)
             .build();
-        let last_open = LastOpen::default();
         let pool = r2d2::Pool::builder()
             .max_size(config.pool_size)
             .min_idle(config.min_idle)
@@ -65,15 +68,14 @@ impl Backend {
             // gets it within 100 ms of the server's return.
             .connection_timeout(Duration::from_millis(200))
             // Nothing logged for each failed attempt (a call that needed one
-            // reports the cause); whether the last one failed is kept.
-            .error_handler(Box::new(last_open.clone()))
-            .connection_customizer(Box::new(last_open.clone()))
+            // reports the cause); whether the last one failed is kept
+            // (`Manager::open_failed`).
+            .error_handler(Box::new(r2d2::NopErrorHandler))
             .thread_pool(Arc::new(maintenance))
             .build_unchecked(manager.clone());
         Backend {
             pool,
             manager,
-            last_open,
             map_reader: Default::default(),
         }
     }
@@ -114,8 +116,8 @@ impl Backend {
             // or none of its attempts to open one failed (it was still
             // opening one: a loaded machine, a slow handshake, not an
             // outage).
-            let busy =
-                self.pool.state().connections == self.pool.max_size() || !self.last_open.failed();
+            let failed = self.manager.open_failed.load(Ordering::Relaxed);
+            let busy = self.pool.state().connections == self.pool.max_size() || !failed;
             Error::from_pool(err, busy)
         })
     }
@@ -136,6 +138,9 @@ pub(crate) struct Manager {
     /// Set when a cluster call timed out, for the watchdog to read the
     /// slot map again ([`Backend::stalled`]).
     stalled: Arc<AtomicBool>,
+    /// Whether the pool's last attempt to open a connection failed (set
+    /// when one fails, cleared when one succeeds).
+    open_failed: Arc<AtomicBool>,
 }
 
 impl Manager {
@@ -233,8 +238,10 @@ impl r2d2::ManageConnection for Manager {
 
     fn connect(&self) -> Result<Pooled> {
         let born = self.generation.load(Ordering::Relaxed);
+        let link = self.open();
+        self.open_failed.store(link.is_err(), Ordering::Relaxed);
         Ok(Pooled {
-            link: self.open()?,
+            link: link?,
             manager: self.clone(),
             born,
             demoted: false,
@@ -249,33 +256,5 @@ impl r2d2::ManageConnection for Manager {
 
     fn has_broken(&self, conn: &mut Pooled) -> bool {
         conn.is_stale() || !conn.link.is_open()
-    }
-}
-
-/// Set by the pool when an attempt to open a connection fails, cleared when
-/// one succeeds; its clones share it.
-#[derive(Debug, Clone, Default)]
-pub(super) struct LastOpen(Arc<AtomicBool>);
-
-impl LastOpen {
-    /// True when the pool's last attempt to open a connection failed.
-    fn failed(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-/// Told of each failed attempt (nothing is logged: a call that needed the
-/// connection reports the cause).
-impl r2d2::HandleError<Error> for LastOpen {
-    fn handle_error(&self, _: Error) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Told of each connection opened.
-impl<C> r2d2::CustomizeConnection<C, Error> for LastOpen {
-    fn on_acquire(&self, _: &mut C) -> Result<()> {
-        self.0.store(false, Ordering::Relaxed);
-        Ok(())
     }
 }

@@ -139,7 +139,7 @@ impl Scripts {
             Err(err) if err.code().is_some_and(|code| code != "READONLY") => {
                 log::debug!("fairlock: FUNCTION LOAD refused ({err}); calling scripts by EVALSHA");
                 self.functions.store(false, Ordering::Relaxed);
-                matches!(err.code(), Some("OOM" | "NOREPLICAS" | "MISCONF"))
+                err.code().is_some_and(crate::error::refused_for_now)
             }
             Err(err) => return Err(crate::Error::from_redis(err)),
         };

@@ -69,7 +69,7 @@ pub(crate) fn again<T>(
         match step(left()) {
             Err(err) if is_interrupted(&err) => {
                 if let Some(timeout) = timeout.filter(|timeout| started.elapsed() >= *timeout) {
-                    return Err(timed_out(timeout));
+                    return Err(not_within(true, timeout));
                 }
             }
             other => return other,
@@ -245,20 +245,16 @@ fn pipeline_on(
     }
 }
 
-/// A reply's timeout error ([`NotWithin`]).
-fn timed_out(timeout: Duration) -> redis::RedisError {
-    not_within(true, timeout)
-}
-
-/// A timeout error: a reply (`reply`) or a connect came not within `timeout`.
+/// A timeout error ([`NotWithin`]): a reply (`reply`) or a connect came
+/// not within `timeout`.
 fn not_within(reply: bool, timeout: Duration) -> redis::RedisError {
     std::io::Error::new(std::io::ErrorKind::TimedOut, NotWithin { reply, timeout }).into()
 }
 
-/// `result`, a timeout in words if it is one (see [`timed_out`]).
+/// `result`, a timeout in words if it is one (see [`not_within`]).
 pub(crate) fn worded<T>(result: RedisResult<T>, timeout: Option<Duration>) -> RedisResult<T> {
     match (result, timeout) {
-        (Err(err), Some(timeout)) if err.is_timeout() => Err(timed_out(timeout)),
+        (Err(err), Some(timeout)) if err.is_timeout() => Err(not_within(true, timeout)),
         (result, _) => result,
     }
 }
@@ -314,7 +310,7 @@ impl Steady {
         if let Some(by) = REPLY_BY.get() {
             let left = by.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(timed_out(worded_as.unwrap_or(left)));
+                return Err(not_within(true, worded_as.unwrap_or(left)));
             }
             // Not for the first request of a call, whose timeout was
             // just capped at what was left (no syscall on the fast path).

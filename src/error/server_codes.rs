@@ -18,6 +18,13 @@ pub(super) fn code_of(err: &redis::RedisError) -> Option<&str> {
     }
 }
 
+/// True for the code of a refusal that passes, the call not run: `OOM`
+/// (over its `maxmemory`), `NOREPLICAS` (fewer replicas than
+/// `min-replicas-to-write`), `MISCONF` (its last snapshot failed).
+pub(crate) fn refused_for_now(code: &str) -> bool {
+    matches!(code, "OOM" | "NOREPLICAS" | "MISCONF")
+}
+
 /// True for a server that does not know a command fairlock starts with (a
 /// Sentinel asked as a data server, a data server asked as a Sentinel).
 pub(super) fn is_unknown_command(err: &redis::RedisError) -> bool {
@@ -26,10 +33,14 @@ pub(super) fn is_unknown_command(err: &redis::RedisError) -> bool {
 }
 
 /// True for a call on a slot being moved away: `TRYAGAIN` (as `steady`
-/// returns it), or a script's command refused half-way on a key no longer
-/// here ("... non local key ...": see lua/lib/common.lua's `emptied`).
+/// returns it), an `ASK` or `MOVED` not followed, or a script's command
+/// refused half-way on a key no longer here ("... non local key ...": see
+/// lua/lib/common.lua's `emptied`).
 pub(super) fn is_slot_moving(err: &redis::RedisError) -> bool {
-    err.detail().is_some_and(|d| d.contains("non local key")) || code_of(err) == Some("TRYAGAIN")
+    use redis::{ErrorKind as K, ServerErrorKind as S};
+    err.detail().is_some_and(|d| d.contains("non local key"))
+        || code_of(err) == Some("TRYAGAIN")
+        || matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved))
 }
 
 /// True for a new connection refused before anything was sent: the server

@@ -6,7 +6,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, refused, unexpected, Op, Operation};
+use crate::protocol::operation::{count, list, unexpected, Op, Operation};
 use crate::protocol::release::{handed_over, hold_args};
 use crate::protocol::{Access, Ask, HandedOver, LockKind};
 
@@ -52,11 +52,10 @@ impl Operation for Downgrade<'_> {
     }
 
     fn parse(&self, reply: Value) -> Result<DowngradeReply> {
-        let items = match reply {
-            Value::Int(-1) => return Ok(DowngradeReply::Lost),
-            Value::Array(items) if items.len() >= 2 && items.len() % 4 == 2 => items,
-            other => return Err(refused(other)),
-        };
+        if let Value::Int(-1) = reply {
+            return Ok(DowngradeReply::Lost);
+        }
+        let items = list(reply, |n| n >= 2 && n % 4 == 2)?;
         let (token, pttl_ms) = match &items[..2] {
             [token, Value::Int(pttl)] => (count(token)?, *pttl),
             other => return Err(unexpected(&other)),

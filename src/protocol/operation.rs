@@ -160,6 +160,15 @@ pub(crate) fn refused(reply: Value) -> Error {
     }
 }
 
+/// A reply that is a list whose length `fits` (an error reply is the
+/// error).
+pub(crate) fn list(reply: Value, fits: impl Fn(usize) -> bool) -> Result<Vec<Value>> {
+    match reply {
+        Value::Array(items) if fits(items.len()) => Ok(items),
+        other => Err(refused(other)),
+    }
+}
+
 /// A reply made only of integers (an error reply is the error): a list,
 /// or one string of them separated by spaces ([`words`]). A fencing token
 /// may come as the digits a script read from the lock: a Lua string costs

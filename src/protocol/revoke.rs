@@ -4,7 +4,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, refused, unexpected, Op, Operation};
+use crate::protocol::operation::{count, list, Op, Operation};
 use crate::protocol::LockKeys;
 
 /// Asks every hold of the lock present now to let go: the request is
@@ -40,15 +40,10 @@ impl Operation for Revoke {
     }
 
     fn parse(&self, reply: Value) -> Result<Revoked> {
-        let Value::Array(values) = reply else {
-            return Err(refused(reply));
-        };
-        match values.as_slice() {
-            [holds, up_to] => Ok(Revoked {
-                holds: count(holds)?,
-                up_to: count(up_to)?,
-            }),
-            _ => Err(unexpected(&values)),
-        }
+        let values = list(reply, |n| n == 2)?;
+        Ok(Revoked {
+            holds: count(&values[0])?,
+            up_to: count(&values[1])?,
+        })
     }
 }

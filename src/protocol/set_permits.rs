@@ -4,7 +4,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, refused, unexpected, Op, Operation};
+use crate::protocol::operation::{count, list, unexpected, Op, Operation};
 use crate::protocol::release::handed_over;
 use crate::protocol::{HandedOver, LockKind};
 
@@ -40,10 +40,7 @@ impl Operation for SetPermits {
     }
 
     fn parse(&self, reply: Value) -> Result<PermitsSet> {
-        let items = match reply {
-            Value::Array(items) if items.len() >= 3 && items.len() % 4 == 3 => items,
-            other => return Err(refused(other)),
-        };
+        let items = list(reply, |n| n >= 3 && n % 4 == 3)?;
         let previous = u32::try_from(count(&items[0])?).map_err(|_| unexpected(&items[0]))?;
         let admitted = handed_over(&items[3..])?;
         Ok(PermitsSet {

@@ -3,7 +3,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, int, refused, text, unexpected, Engine, Op, Operation};
+use crate::protocol::operation::{count, int, list, text, unexpected, Engine, Op, Operation};
 use crate::protocol::{Access, Ask, Change, LockKind};
 
 /// Reads the status of a lock of `kind`, listing at most `waiters` queued
@@ -177,10 +177,7 @@ impl Operation for Status {
     }
 
     fn parse(&self, reply: Value) -> Result<StatusReply> {
-        let items = match reply {
-            Value::Array(items) if items.len() >= 6 => items,
-            other => return Err(refused(other)),
-        };
+        let items = list(reply, |n| n >= 6)?;
         match Engine::of(self.kind) {
             Engine::Mutex | Engine::Election => parse_mutex(&items, self.kind),
             Engine::Counted => self.parse_counted(&items),
