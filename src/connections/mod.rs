@@ -253,12 +253,6 @@ impl Backend {
         };
         let seed = cluster.connection(&Listen::AnySeed, self.manager.timeouts);
         match seed.and_then(|seed| slots(seed).map_err(Error::from_redis)) {
-            Err(no) if no.to_string().contains("cluster support disabled") => {
-                Error::invalid_config(
-                    "a redis+cluster URL names a server not in cluster mode (its cluster \
-                     support is disabled): use a redis:// URL",
-                )
-            }
             Err(refused) if !refused.is_connection() => refused,
             Ok(slots) if slots.is_empty() => Error::new(
                 ErrorKind::Connection,

@@ -210,6 +210,14 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
             ErrorKind::InvalidConfig,
             "redis has no such database as the URL names (retrying cannot help)".into(),
         ),
+        // A CLUSTER command sent to a server not in cluster mode ("ERR This
+        // instance has cluster support disabled").
+        _ if detail.contains("cluster support disabled") => (
+            ErrorKind::InvalidConfig,
+            "a redis+cluster URL names a server not in cluster mode (its cluster support is \
+             disabled): use a redis:// URL"
+                .into(),
+        ),
         _ => return None,
     })
 }
