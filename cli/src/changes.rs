@@ -185,7 +185,8 @@ impl Section {
                 said.push(format!("{label}{} now {}", hold.who, hold.detail));
             }
         }
-        if self.holders.is_empty() && !then.holders.is_empty() {
+        // By the number held: beyond --limit no holder is listed.
+        if self.holder_count == 0 && then.holder_count > 0 {
             said.push(format!("{label}free"));
         }
         let seen_token = |token| self.holders.iter().any(|h| Some(h.token) == token);

@@ -581,3 +581,43 @@ fn sigquit_and_sighup_end_a_watch_with_0_and_the_cursor_shown() {
         );
     }
 }
+
+/// A semaphore watched with `--limit 1` that goes from one holder (listed)
+/// to two (beyond the limit, so none listed) is held by two: the block
+/// says so, and not that it is free (it said "semaphore: free" beside
+/// "semaphore: 2 held", as if the holders listed were all there were).
+#[test]
+fn holders_beyond_the_limit_coming_are_not_a_free_lock() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("watch-limit-free");
+    let out = scratch.path("out");
+    let client = server.client();
+    let semaphore = client.fair_semaphore("pool", 2);
+    let a = semaphore.acquire().unwrap();
+    let args = ["100ms", "--semaphore", "--limit", "1"];
+    let watch = watcher(&server, &scratch, "pool", &args);
+    let first = await_blocks(&out, 1);
+    assert!(first[0].contains("1 held"), "{first:?}");
+    let b = semaphore.acquire().unwrap();
+    let both = await_blocks(&out, 2);
+    assert!(both[1].contains("changed: semaphore: 2 held"), "{both:?}");
+    let said = both[1].lines().find(|l| l.starts_with("changed:")).unwrap();
+    assert!(!said.contains("free"), "{both:?}");
+    // Both gone (one by one, or between two reads): the last block says
+    // the semaphore is free, from two holders beyond the limit too.
+    drop((a, b));
+    assert!(
+        wait_until(PATIENCE, || blocks(&out)
+            .last()
+            .is_some_and(|block| block.contains("0 held, 2 free"))),
+        "{:?}",
+        read(&out)
+    );
+    let freed = blocks(&out);
+    assert!(
+        freed.last().unwrap().contains("semaphore: free"),
+        "{freed:?}"
+    );
+    watch.signal("TERM");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+}
