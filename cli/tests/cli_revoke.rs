@@ -274,3 +274,41 @@ fn an_unlock_whose_reply_never_came_says_it_may_have_freed_the_lock() {
     assert!(err.contains("see `fairlock status \"stuck\"`"), "{err}");
     drop(guard);
 }
+
+/// A holder that came between `revoke`'s read of the holders and its
+/// revocation is asked too (the lock was free at the read): `revoke` says
+/// so, as `unlock --force` does of such a holder. It said "asked 1 holder
+/// ... to let go: and 1 more", naming nobody before its "more".
+#[test]
+fn a_holder_that_came_after_the_read_is_said_to_have() {
+    use fairlock_test_support::relay::Relay;
+    use fairlock_test_support::script_calls;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let server = RedisServer::start();
+    let holder = server.client();
+    let mut conn = server.conn();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(300));
+    let before = script_calls(&mut conn);
+    let revoke = Proc::spawn(
+        Command::new(cli_support::BIN)
+            .env_remove("REDIS_URL")
+            .args(["--url", &relay.url(), "revoke", "late"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    // Its read of the holders (its first script) ran at Redis: its
+    // revocation comes 600 ms later at the least, its reply and its
+    // request each 300 ms on the way.
+    assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before));
+    let guard = holder.fair_mutex("late").lock().unwrap();
+    let out = revoke.finish(PATIENCE);
+    let said = stdout(&out);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(wait_until(PATIENCE, || guard.is_revoked()), "asked: {said}");
+    assert_eq!(
+        said.trim_end(),
+        "fairlock: asked 1 holder of the mutex \"late\" to let go: a holder that came after the last read",
+    );
+    drop(guard);
+}

@@ -61,9 +61,15 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
         return Ok(0);
     }
     // Read just before, at most LISTED: one beyond them, or that came
-    // between the two calls, is asked too, and counted.
+    // between the two calls, is asked too, and counted; with none read
+    // (the lock was free then), every one asked came after the read.
     let mut named = asked.holders;
-    if named.len() < asked.holds {
+    if named.is_empty() {
+        named.push(match asked.holds {
+            1 => "a holder that came after the last read".to_owned(),
+            n => format!("{n} holders that came after the last read"),
+        });
+    } else if named.len() < asked.holds {
         named.push(format!("and {} more", asked.holds - named.len()));
     }
     println!(
