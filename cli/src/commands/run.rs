@@ -503,9 +503,10 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
 fn why_lost(lock: &Lock, args: &RunArgs, held: Duration) -> String {
     let why = match args.fixed_lease {
         // A queued run's fixed lease counts from its last heartbeat before
-        // the handoff, at most a third of it earlier: one gone within half
-        // of it did not run out, it was taken away.
-        Some(lease) if held >= lease / 2 => {
+        // the handoff, at most a third of it earlier, and its grant's reply
+        // takes a round trip more: one gone within a third of it did not
+        // run out, it was taken away.
+        Some(lease) if held >= lease / 3 => {
             format!("its --fixed-lease of {} ran out", human(lease))
         }
         Some(_) => "someone ran unlock --force, or redis lost its data".to_owned(),
