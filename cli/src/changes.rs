@@ -185,7 +185,8 @@ impl Section {
                 said.push(format!("{label}{} now {}", hold.who, hold.detail));
             }
         }
-        if self.holders.is_empty() && !then.holders.is_empty() {
+        // By the number held: beyond --limit no holder is listed.
+        if self.holder_count == 0 && then.holder_count > 0 {
             said.push(format!("{label}free"));
         }
         let seen_token = |token| self.holders.iter().any(|h| Some(h.token) == token);
@@ -195,16 +196,22 @@ impl Section {
                 said.push(format!("{label}last token now {token}"));
             }
         }
-        let joined = self
-            .queue
-            .iter()
-            .filter(|q| !then.queue.iter().any(|t| t.who == q.who))
-            .count();
-        let left = then
-            .queue
-            .iter()
+        let gone: Vec<&Queued> = (then.queue.iter())
             .filter(|t| !self.queue.iter().any(|q| q.who == t.who))
-            .count();
+            .collect();
+        let left = gone.len();
+        // Waiters join at the tail: behind a list cut by --limit, one newly
+        // listed may only have moved up. Then those who joined are those
+        // waiting now beyond those of before still waiting.
+        let listed_live = then.queue.iter().filter(|t| !t.dead).count();
+        let joined = if listed_live < then.queue_len {
+            let left_live = gone.iter().filter(|t| !t.dead).count();
+            (self.queue_len).saturating_sub(then.queue_len.saturating_sub(left_live))
+        } else {
+            (self.queue.iter())
+                .filter(|q| !then.queue.iter().any(|t| t.who == q.who))
+                .count()
+        };
         if joined > 0 || left > 0 || self.queue_len != then.queue_len {
             let mut parts = Vec::new();
             if joined > 0 {
@@ -289,6 +296,32 @@ mod tests {
         assert_eq!(
             free.changes_since(&now),
             ["client b thread 1 no longer holds it (token 8)", "free"]
+        );
+    }
+
+    /// Beyond `--limit` a waiter newly listed may have moved up, not
+    /// joined: who joined is counted from the numbers waiting.
+    #[test]
+    fn a_queue_cut_by_the_limit_counts_who_joined_by_the_numbers() {
+        let cut = |listed: &str, waiting: usize| {
+            let mut shape = mutex(Some(("a:1", 7)), &[listed]);
+            shape.sections[0].queue_len = waiting;
+            shape
+        };
+        // b got the lock, c moved up: nobody joined.
+        assert_eq!(
+            cut("c:1", 2).changes_since(&cut("b:1", 3)),
+            ["queue: 1 left, 2 waiting"]
+        );
+        // b got it and e came behind d: one joined.
+        assert_eq!(
+            cut("c:1", 3).changes_since(&cut("b:1", 3)),
+            ["queue: 1 joined, 1 left, 3 waiting"]
+        );
+        // Nobody left the part listed, two came.
+        assert_eq!(
+            cut("b:1", 5).changes_since(&cut("b:1", 3)),
+            ["queue: 2 joined, 5 waiting"]
         );
     }
 

@@ -1340,3 +1340,35 @@ fn permits_sets_the_number_admits_and_refuses_waiters_and_says_so() {
         fairlock::Capacity::Permits(1)
     );
 }
+
+/// A `--fixed-lease` hold taken away long before its lease could run out
+/// (`unlock --force` a moment after the grant) is not said to have run
+/// out: the first line names what can take it away early, the release's
+/// the library's words for what did. It said "its --fixed-lease of 1h00m
+/// ran out" with 59 minutes of it left.
+#[test]
+fn a_fixed_lease_taken_early_is_not_said_to_have_run_out() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["run", "taken", "--fixed-lease", "1h", "--kill-on-loss"])
+            .args(sh("exec sleep 30")),
+    );
+    let held = || client.fair_mutex("taken").is_locked().unwrap();
+    assert!(wait_until(PATIENCE, held), "granted");
+    let unlock = output(
+        fairlock(&server).args(["unlock", "taken", "--force"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&unlock), 0, "{}", stderr(&unlock));
+    let out = run.finish(PATIENCE);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 70, "{err}");
+    assert!(
+        err.contains("lost the lock on \"taken\" while the command runs: someone ran unlock --force, or redis lost its data"),
+        "{err}"
+    );
+    assert!(!err.contains("ran out"), "{err}");
+    assert!(err.contains("a force release"), "{err}");
+}

@@ -274,3 +274,96 @@ fn an_unlock_whose_reply_never_came_says_it_may_have_freed_the_lock() {
     assert!(err.contains("see `fairlock status \"stuck\"`"), "{err}");
     drop(guard);
 }
+
+/// A holder that came between `revoke`'s read of the holders and its
+/// revocation is asked too (the lock was free at the read): `revoke` says
+/// so, as `unlock --force` does of such a holder. It said "asked 1 holder
+/// ... to let go: and 1 more", naming nobody before its "more".
+#[test]
+fn a_holder_that_came_after_the_read_is_said_to_have() {
+    use fairlock_test_support::relay::Relay;
+    use fairlock_test_support::script_calls;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let server = RedisServer::start();
+    let holder = server.client();
+    let mut conn = server.conn();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(300));
+    let before = script_calls(&mut conn);
+    let revoke = Proc::spawn(
+        Command::new(cli_support::BIN)
+            .env_remove("REDIS_URL")
+            .args(["--url", &relay.url(), "revoke", "late"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    // Its read of the holders (its first script) ran at Redis: its
+    // revocation comes 600 ms later at the least, its reply and its
+    // request each 300 ms on the way.
+    assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before));
+    let guard = holder.fair_mutex("late").lock().unwrap();
+    let out = revoke.finish(PATIENCE);
+    let said = stdout(&out);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(wait_until(PATIENCE, || guard.is_revoked()), "asked: {said}");
+    assert_eq!(
+        said.trim_end(),
+        "fairlock: asked 1 holder of the mutex \"late\" to let go: a holder that came after the last read",
+    );
+    drop(guard);
+}
+
+/// A holder that let go between `revoke`'s read of the holders and its
+/// revocation is not asked: `revoke` does not say it asked each holder it
+/// read, only how many it asked, of those. It said "asked 1 holder of the
+/// semaphore ... to let go: A (token ...), B (token ...)", naming two.
+#[test]
+fn a_holder_gone_before_the_revocation_is_not_said_asked() {
+    use fairlock_test_support::relay::Relay;
+    use fairlock_test_support::script_calls;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let server = RedisServer::start();
+    // Fixed leases: no renewal runs a script the test would take for
+    // `revoke`'s read.
+    let (one, other) = (server.client(), server.client());
+    let hold = |client: &fairlock::Client| {
+        let semaphore = client.fair_semaphore("gone", 2);
+        semaphore
+            .with_fixed_lease(Duration::from_secs(60))
+            .acquire()
+            .unwrap()
+    };
+    let (stays, goes) = (hold(&one), hold(&other));
+    let mut conn = server.conn();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(300));
+    let before = script_calls(&mut conn);
+    let revoke = Proc::spawn(
+        Command::new(cli_support::BIN)
+            .env_remove("REDIS_URL")
+            .args(["--url", &relay.url(), "revoke", "gone", "--semaphore"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    // Its read of the holders ran at Redis; its revocation comes 600 ms
+    // later at the least.
+    assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before));
+    let gone_token = goes.fencing_token();
+    goes.unlock().unwrap();
+    let out = revoke.finish(PATIENCE);
+    let said = stdout(&out);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(wait_until(PATIENCE, || stays.is_revoked()), "asked: {said}");
+    assert!(
+        said.starts_with(
+            "fairlock: asked 1 holder of the semaphore \"gone\" (2 permits) to let go, of the 2 read just before: "
+        ),
+        "{said}"
+    );
+    assert!(said.contains(&format!("(token {gone_token})")), "{said}");
+    assert!(
+        said.contains(&format!("(token {})", stays.fencing_token())),
+        "{said}"
+    );
+    drop(stays);
+}

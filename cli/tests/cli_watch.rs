@@ -581,3 +581,83 @@ fn sigquit_and_sighup_end_a_watch_with_0_and_the_cursor_shown() {
         );
     }
 }
+
+/// A semaphore watched with `--limit 1` that goes from one holder (listed)
+/// to two (beyond the limit, so none listed) is held by two: the block
+/// says so, and not that it is free (it said "semaphore: free" beside
+/// "semaphore: 2 held", as if the holders listed were all there were).
+#[test]
+fn holders_beyond_the_limit_coming_are_not_a_free_lock() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("watch-limit-free");
+    let out = scratch.path("out");
+    let client = server.client();
+    let semaphore = client.fair_semaphore("pool", 2);
+    let a = semaphore.acquire().unwrap();
+    let args = ["100ms", "--semaphore", "--limit", "1"];
+    let watch = watcher(&server, &scratch, "pool", &args);
+    let first = await_blocks(&out, 1);
+    assert!(first[0].contains("1 held"), "{first:?}");
+    let b = semaphore.acquire().unwrap();
+    let both = await_blocks(&out, 2);
+    assert!(both[1].contains("changed: semaphore: 2 held"), "{both:?}");
+    let said = both[1].lines().find(|l| l.starts_with("changed:")).unwrap();
+    assert!(!said.contains("free"), "{both:?}");
+    // Both gone (one by one, or between two reads): the last block says
+    // the semaphore is free, from two holders beyond the limit too.
+    drop((a, b));
+    assert!(
+        wait_until(PATIENCE, || blocks(&out)
+            .last()
+            .is_some_and(|block| block.contains("0 held, 2 free"))),
+        "{:?}",
+        read(&out)
+    );
+    let freed = blocks(&out);
+    assert!(
+        freed.last().unwrap().contains("semaphore: free"),
+        "{freed:?}"
+    );
+    watch.signal("TERM");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+}
+
+/// A queue watched with `--limit 1` moves up: when the head waiter gets
+/// the lock, the next one comes into the part listed. Nobody joined, and
+/// the block says only who left (it said "queue: 1 joined, 1 left, 2
+/// waiting", taking the waiter that moved up for one that came).
+#[test]
+fn waiters_moving_up_into_the_limit_did_not_join() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("watch-limit-queue");
+    let out = scratch.path("out");
+    let client = server.client();
+    let guard = client.fair_mutex("line").lock().unwrap();
+    let queued = |n: usize| {
+        let status = client
+            .status(fairlock::LockKind::Mutex, "line", 10)
+            .unwrap();
+        status.queue_len == n
+    };
+    let mut waiters = Vec::new();
+    for n in 1..=3 {
+        waiters.push(Proc::spawn(
+            fairlock(&server).args(["run", "line", "--", "sleep", "30"]),
+        ));
+        assert!(wait_until(PATIENCE, || queued(n)), "waiter {n} queued");
+    }
+    let watch = watcher(&server, &scratch, "line", &["100ms", "--limit", "1"]);
+    let first = await_blocks(&out, 1);
+    assert!(first[0].contains("queue:    3 waiting"), "{first:?}");
+    guard.unlock().unwrap();
+    let moved = await_blocks(&out, 2);
+    let said = moved[1]
+        .lines()
+        .find(|l| l.starts_with("changed:"))
+        .unwrap();
+    assert!(said.contains("queue: 1 left, 2 waiting"), "{moved:?}");
+    assert!(!said.contains("joined"), "{moved:?}");
+    watch.signal("TERM");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+    drop(waiters);
+}

@@ -61,13 +61,24 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
         return Ok(0);
     }
     // Read just before, at most LISTED: one beyond them, or that came
-    // between the two calls, is asked too, and counted.
+    // between the two calls, is asked too, and counted; with none read
+    // (the lock was free then), every one asked came after the read. Fewer
+    // asked than read: some let go between the two calls, and which the
+    // revocation's count does not say.
     let mut named = asked.holders;
-    if named.len() < asked.holds {
+    let mut of = String::new();
+    if named.is_empty() {
+        named.push(match asked.holds {
+            1 => "a holder that came after the last read".to_owned(),
+            n => format!("{n} holders that came after the last read"),
+        });
+    } else if named.len() < asked.holds {
         named.push(format!("and {} more", asked.holds - named.len()));
+    } else if named.len() > asked.holds {
+        of = format!(", of the {} read just before", named.len());
     }
     println!(
-        "fairlock: asked {} of {lock} to let go: {}",
+        "fairlock: asked {} of {lock} to let go{of}: {}",
         plural(asked.holds, "holder"),
         named.join(", ")
     );

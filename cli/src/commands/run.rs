@@ -408,7 +408,7 @@ pub fn run_holding(
                         human(args.max_hold.unwrap_or_default())
                     )
                 } else {
-                    why_lost(&lock, &args)
+                    why_lost(&lock, &args, held_since.elapsed())
                 },
                 if stop {
                     "stopping the command"
@@ -499,10 +499,17 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
     }
 }
 
-/// Why the lease is gone, as far as can be told.
-fn why_lost(lock: &Lock, args: &RunArgs) -> String {
+/// Why the lease is gone, as far as can be told, `held` after the grant.
+fn why_lost(lock: &Lock, args: &RunArgs, held: Duration) -> String {
     let why = match args.fixed_lease {
-        Some(lease) => format!("its --fixed-lease of {} ran out", human(lease)),
+        // A queued run's fixed lease counts from its last heartbeat before
+        // the handoff, at most a third of it earlier, and its grant's reply
+        // takes a round trip more: one gone within a third of it did not
+        // run out, it was taken away.
+        Some(lease) if held >= lease / 3 => {
+            format!("its --fixed-lease of {} ran out", human(lease))
+        }
+        Some(_) => "someone ran unlock --force, or redis lost its data".to_owned(),
         None => "the lease was not renewed in time, someone ran unlock --force, or redis lost \
                  its data"
             .to_owned(),
