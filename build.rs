@@ -125,6 +125,14 @@ pub fn build(lua: &Path, format: u32) {
             &body,
         ));
     }
+    // A function that does nothing: a client calls it at its start to learn
+    // whether the server has the library already (src/connections/scripts.rs:
+    // `find_library`), rather than send the library every time.
+    library.push_str(
+        "-- Called at a client's start: the library is loaded.\nredis.register_function({\n  \
+         function_name = PREFIX .. 'loaded',\n  flags = { 'no-writes' },\n  \
+         callback = function()\n    return 1\n  end,\n})\n",
+    );
     fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");
     let rs = operations_rs(&ops, every.len(), &table);
     fs::write(out.join("operations.rs"), rs).expect("writing OUT_DIR/operations.rs");

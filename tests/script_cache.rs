@@ -533,3 +533,70 @@ fn a_library_load_refused_after_a_failed_snapshot_is_not_taken_for_a_server_with
     assert_eq!(evalshas, 0, "the client calls EVALSHA, not the library");
     assert!(has_library(&mut admin));
 }
+
+/// The `FCALL` calls the server has run (`INFO commandstats`).
+fn fcalls(conn: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_fcall:calls="))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// A client starting on a server that has its library already does not
+/// load it again (at every start it sent the whole library, about 180 KB,
+/// which took the server's one thread about 2 ms to load): the first
+/// client loads it, the next ones only call the function that does
+/// nothing and go on calling the library; after `FUNCTION FLUSH` the next
+/// start loads it again.
+#[test]
+fn a_client_starting_where_its_library_is_loaded_does_not_load_it_again() {
+    if !calls_functions() {
+        eprintln!("skipped: the server has no Functions (every client calls EVALSHA)");
+        return;
+    }
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let first = Client::open(&server.url()).unwrap();
+    assert!(has_library(&mut conn));
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut conn)
+        .unwrap();
+    let later: Vec<Client> = (0..3)
+        .map(|_| Client::open(&server.url()).unwrap())
+        .collect();
+    assert_eq!(
+        reloads(&mut conn),
+        0,
+        "a client found the library and loaded it again"
+    );
+    assert_eq!(
+        fcalls(&mut conn),
+        3,
+        "one call of the library at each start"
+    );
+    for client in later.iter().chain([&first]) {
+        client.fair_mutex("found").lock().unwrap().unlock().unwrap();
+    }
+    assert!(
+        fcalls(&mut conn) >= 3 + 4 * 2,
+        "every lock and unlock by FCALL"
+    );
+    let () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut conn)
+        .unwrap();
+    let after_flush = Client::open(&server.url()).unwrap();
+    assert_eq!(
+        reloads(&mut conn),
+        1,
+        "a start where the library is gone loads it"
+    );
+    assert!(has_library(&mut conn));
+    after_flush
+        .fair_mutex("found")
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+}

@@ -22,6 +22,9 @@ const BODY: &str = include_str!(concat!(env!("OUT_DIR"), "/library.lua"));
 pub(crate) struct Library {
     pub(crate) source: String,
     names: Vec<String>,
+    /// The function that does nothing, which a client's start calls to
+    /// find the library loaded (`Scripts::find_library`).
+    pub(crate) loaded: String,
 }
 
 impl Library {
@@ -41,5 +44,6 @@ pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             .iter()
             .map(|s| format!("{prefix}{}_{}", s.engine.folder(), s.op.file()))
             .collect(),
+        loaded: format!("{prefix}loaded"),
     }
 });

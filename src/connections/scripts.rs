@@ -20,6 +20,19 @@ use crate::protocol::{
     unexpected, CommonArgs, LockKeys, Operation, Route, Script, SyncReplicas, Written,
 };
 
+/// What a client's start found of the library on the server
+/// ([`Scripts::find_library`]).
+pub(crate) enum Found {
+    /// The calls call it.
+    Loaded,
+    /// It is not loaded there: [`Scripts::load_all`] loads it.
+    Missing,
+    /// This client cannot call it (no Functions before Redis 7.0, or an
+    /// ACL user without `FCALL`): the calls go by EVALSHA, their scripts
+    /// loaded by [`Scripts::load_scripts`].
+    NotCallable,
+}
+
 /// Every script of the crate with its SHA-1, hashed once per process (the
 /// sources are the same for every client: a client's start, which tests
 /// and short-lived commands do often, hashes nothing), in the order of
@@ -109,6 +122,34 @@ impl Scripts {
         self.functions.load(Ordering::Relaxed)
     }
 
+    /// At a client's start: whether the server has the library already,
+    /// found by calling its function that does nothing (`loaded`) on
+    /// `conn`, so that a client of a server that has it sends nothing more
+    /// (the library is 180 KB, and loading it takes the server about 2 ms,
+    /// a write). Any other error is the call's: `conn` answered already
+    /// (a server with no `FCALL`, as before Redis 7.0, says so: `unknown
+    /// command`).
+    pub(crate) fn find_library(&self, conn: &mut dyn ConnectionLike) -> Result<Found> {
+        let called = redis::cmd("FCALL")
+            .arg(&LIBRARY.loaded)
+            .arg(0)
+            .query::<i64>(conn);
+        let Err(err) = called else {
+            self.functions.store(true, Ordering::Relaxed);
+            return Ok(Found::Loaded);
+        };
+        let detail = err.detail().unwrap_or_default();
+        if err.code() == Some("ERR") && detail.starts_with("Function not found") {
+            return Ok(Found::Missing);
+        }
+        if err.code() == Some("NOPERM") || detail.starts_with("unknown command") {
+            log::debug!("fairlock: FCALL refused ({err}); calling scripts by EVALSHA");
+            self.functions.store(false, Ordering::Relaxed);
+            return Ok(Found::NotCallable);
+        }
+        Err(crate::Error::from_redis(err))
+    }
+
     /// Loads the scripts so that later calls find them: the library with
     /// `FUNCTION LOAD REPLACE` (the same text under the same name replaces
     /// nothing; a cluster client sends it to every master), or, where the
@@ -143,17 +184,24 @@ impl Scripts {
             }
             Err(err) => return Err(crate::Error::from_redis(err)),
         };
+        self.load_scripts(conn).map(|()| later)
+    }
+
+    /// Loads every script with `SCRIPT LOAD`, for calls by EVALSHA: in one
+    /// round trip on one server, one command each on a cluster connection
+    /// (which the cluster client sends to every node).
+    pub(crate) fn load_scripts(&self, conn: &mut dyn ConnectionLike) -> Result<()> {
         let mut pipe = redis::pipe();
         for kind in Script::ALL {
             pipe.cmd("SCRIPT").arg("LOAD").arg(kind.source()).ignore();
         }
         if conn.supports_pipelining() {
-            return (pipe.query::<()>(conn).map(|()| later)).map_err(crate::Error::from_redis);
+            return pipe.query::<()>(conn).map_err(crate::Error::from_redis);
         }
         for load in pipe.cmd_iter() {
             load.query::<()>(conn).map_err(crate::Error::from_redis)?;
         }
-        Ok(later)
+        Ok(())
     }
 
     /// Has calls call the library again if `later` (see
