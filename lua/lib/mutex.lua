@@ -226,7 +226,7 @@ local function hand_over(now_us, now_ms, last, mark)
   local ttl = lease_s + 0
   local ttl_s, px = lease_s, nil
   if fixed == '0' and deadline - now_ms < ttl then
-    ttl = math.max(1, deadline - now_ms)
+    ttl = deadline > now_ms and deadline - now_ms or 1
     ttl_s = fmt(ttl)
   else
     px = lease_px(lease_s)
