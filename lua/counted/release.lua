@@ -86,7 +86,7 @@ if stored and not pttl then
   if mark and not string.find(mark, '^', 1, true) then
     pttl = check and redis.call('PTTL', META)
     if not pttl or pttl > fence + 0 then
-      local head, now_us, now_ms, deadline, next_owner, next_call, lease, fixed, units =
+      local head, now_us, now_ms, deadline, next_owner, next_call, lease, fixed, units, now_text =
         pop_live_head(nil, nil, split_counted_entry)
       if not head then
         redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' 0 ' .. token .. ' ' .. call_key,
@@ -96,7 +96,7 @@ if stored and not pttl then
       if units == capacity_s then
         local ttl, ttl_s = grant_lease(lease, fixed, deadline, now_ms)
         local number = now_us > token + 1 and now_us or token + 1
-        local token_s = fmt(number)
+        local token_s = number == now_us and now_text or fmt(number)
         local queue_ttl = redis.pcall('PTTL', QUEUE)
         if type(queue_ttl) ~= 'number' then
           queue_ttl = emptied('PTTL', QUEUE) or -2

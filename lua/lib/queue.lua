@@ -123,9 +123,11 @@ end
 -- member it cannot read is put back, and the script stopped): returns it, the server time (read here, and only when
 -- an entry is there, when `now_us` is nil), its liveness deadline and its
 -- parts as `split` reads them (split_entry, or split_counted_entry for a
--- counted lock's), or nil when none is left. For a caller that knows the
--- head leaves the queue whatever it asks.
+-- counted lock's), then the µs read here as fmt writes them when
+-- server_time gives them (else false or nil), or nil when none is left.
+-- For a caller that knows the head leaves the queue whatever it asks.
 local function pop_live_head(now_us, now_ms, split)
+  local now_text
   while true do
     local popped = redis.pcall('ZPOPMIN', QUEUE)
     if popped.err then
@@ -145,13 +147,13 @@ local function pop_live_head(now_us, now_ms, split)
       fail('WRONGTYPE the queue key holds a member fairlock did not write')
     end
     if not now_us then
-      now_us, now_ms = server_time()
+      now_us, now_ms, now_text = server_time(true)
     end
     local deadline = redis.call('ZSCORE', QUEUE, '~' .. head)
     redis.call('ZREM', QUEUE, '~' .. head)
     deadline = deadline and deadline - DEADLINE_BASE
     if deadline and deadline >= now_ms then
-      return head, now_us, now_ms, deadline, owner, call, lease, fixed, units
+      return head, now_us, now_ms, deadline, owner, call, lease, fixed, units, now_text
     end
   end
 end
