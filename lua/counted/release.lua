@@ -98,7 +98,8 @@ if stored and not pttl then
         local number = now_us > token + 1 and now_us or token + 1
         local token_s = number == now_us and now_text or fmt(number)
         local queue_ttl = redis.pcall('PTTL', QUEUE)
-        if type(queue_ttl) ~= 'number' then
+        -- (-2: the pop took the last waiter; then no type() to call.)
+        if queue_ttl ~= -2 and type(queue_ttl) ~= 'number' then
           queue_ttl = emptied('PTTL', QUEUE) or -2
         end
         local grown = queue_ttl > ttl and FENCE_LIFE + queue_ttl - ttl or FENCE_LIFE

@@ -181,7 +181,8 @@ local function take(owner, ttl, now_us, call, last, mark, waiters, px, now_text)
   local fence, fence_s = FENCE_LIFE, fence_text()
   if waiters then
     local queue_ttl = redis.pcall('PTTL', QUEUE)
-    if type(queue_ttl) ~= 'number' then
+    -- (-2: the pop took the last waiter; then no type() to call.)
+    if queue_ttl ~= -2 and type(queue_ttl) ~= 'number' then
       queue_ttl = emptied('PTTL', QUEUE) or -2
     end
     if queue_ttl > ttl + fence then
