@@ -131,7 +131,7 @@ if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
         if queue_life and queue_life + FENCE_LIFE > life then
           life = queue_life + FENCE_LIFE
         end
-        local grown = math.max(FENCE_LIFE, life - left)
+        local grown = life - left > FENCE_LIFE and life - left or FENCE_LIFE
         redis.call('SET', META, head .. '+' .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown))
           .. rest, 'PX', fmt(left + grown))
       end

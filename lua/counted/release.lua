@@ -86,9 +86,8 @@ if stored and not pttl then
   if mark and not string.find(mark, '^', 1, true) then
     pttl = check and redis.call('PTTL', META)
     if not pttl or pttl > fence + 0 then
-      popped_head = { pop_live_head(nil, nil, split_counted_entry) }
-      local head, now_us, now_ms, deadline, next_owner, next_call, lease, fixed, units =
-        unpack(popped_head)
+      local head, now_us, now_ms, deadline, next_owner, next_call, lease, fixed, units, now_text =
+        pop_live_head(nil, nil, split_counted_entry)
       if not head then
         redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' 0 ' .. token .. ' ' .. call_key,
           'PX', fence_text())
@@ -96,13 +95,14 @@ if stored and not pttl then
       end
       if units == capacity_s then
         local ttl, ttl_s = grant_lease(lease, fixed, deadline, now_ms)
-        local number = math.max(token + 1, now_us)
-        local token_s = fmt(number)
+        local number = now_us > token + 1 and now_us or token + 1
+        local token_s = number == now_us and now_text or fmt(number)
         local queue_ttl = redis.pcall('PTTL', QUEUE)
-        if type(queue_ttl) ~= 'number' then
+        -- (-2: the pop took the last waiter; then no type() to call.)
+        if queue_ttl ~= -2 and type(queue_ttl) ~= 'number' then
           queue_ttl = emptied('PTTL', QUEUE) or -2
         end
-        local grown = FENCE_LIFE + math.max(0, queue_ttl - ttl)
+        local grown = queue_ttl > ttl and FENCE_LIFE + queue_ttl - ttl or FENCE_LIFE
         redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. token_s .. ' ' .. next_owner
           .. '#' .. next_call .. (queue_ttl == -2 and ' ' or ' +')
           .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown)) .. ' ' .. units .. ' ' .. call_key,
@@ -110,6 +110,7 @@ if stored and not pttl then
         wake(next_owner, 'G ' .. next_call .. ' ' .. token_s .. ' ' .. ttl_s)
         return granted_reply(next_owner, next_call, token_s, ttl_s)
       end
+      popped_head = { head, now_us, now_ms, deadline, next_owner, next_call, lease, fixed, units }
     end
   end
 end

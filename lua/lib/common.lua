@@ -51,9 +51,10 @@ end
 -- left> <queue position> <last token>", one string of words
 -- (protocol::operation::words), which Redis answers with for less work
 -- than a list. `last` is the token's digits as read (a number that large
--- would print as 1.7e+15).
+-- would print as 1.7e+15). The head's place, the most common, is written
+-- as a constant: a number Lua turns into text costs a sprintf (2k).
 local function waiting_reply(left, position, last)
-  return '0 ' .. left .. ' ' .. position .. ' ' .. last
+  return '0 ' .. left .. ' ' .. (position == 0 and '0' or position) .. ' ' .. last
 end
 
 -- The reply of a release that handed the lock over: "<owner> <call id>
@@ -275,20 +276,6 @@ local function queue_life_text(ms)
   return checked_life
 end
 
--- The command that publishes on the wake prefix's channels (see wake).
-local function publish_command()
-  return string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
-end
--- @library
--- Once per wake prefix in a row (checked_wake_in).
-local function publish_command()
-  if checked_wake_in ~= WAKE_PREFIX then
-    checked_publish = string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
-    checked_wake_in = WAKE_PREFIX
-  end
-  return checked_publish
-end
-
 -- Redis command `...` on a key this script may have emptied (the queue,
 -- a counted lock's holders). On a cluster slot being moved away its old
 -- master refuses a script's command on a key it does not have, one the
@@ -309,12 +296,15 @@ local function emptied(...)
   return reply
 end
 
--- Server time as (microseconds, milliseconds). TIME's two strings are
--- numbers to Lua's arithmetic, without a call to convert them.
-local function server_time()
+-- Server time as (microseconds, milliseconds), and given `text`, the
+-- microseconds as fmt writes them when TIME's second has six digits of
+-- them (else false): a grant's token, which is that time mostly, then
+-- costs no sprintf. TIME's two strings are numbers to Lua's arithmetic,
+-- without a call to convert them.
+local function server_time(text)
   local t = redis.call('TIME')
   local us = t[1] * 1000000 + t[2]
-  return us, (us - us % 1000) / 1000
+  return us, (us - us % 1000) / 1000, text and #t[2] == 6 and t[1] .. t[2]
 end
 
 -- What the force release or the revoke of call key ARGV[3] answered, if

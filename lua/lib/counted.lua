@@ -88,10 +88,10 @@ end
 
 -- A counted queue entry's parts as written (strings): owner id, call id,
 -- lease ms, fixed ('0' or '1'), units; nil for a member fairlock did not
--- write. The mutex's 4-field entries are not counted entries (nor the
--- other way round).
+-- write, a deadline's among them (queue.lua: split_entry). The mutex's
+-- 4-field entries are not counted entries (nor the other way round).
 local function split_counted_entry(entry)
-  return string.match(entry, '^(%S+) (%d+) (%d+) ([01]) (%d+)$')
+  return string.match(entry, '^([^~%s]%S*) (%d+) (%d+) ([01]) (%d+)$')
 end
 
 -- A counted queue entry's parts, its lease ms and units as numbers.
@@ -500,15 +500,12 @@ end
 -- (`fixed` '0') lasts no longer than the entry's liveness `deadline`
 -- (server ms; `now_ms` now), as the mutex's hand_over bounds it.
 local function grant_lease(lease, fixed, deadline, now_ms)
-  local ttl, ttl_s = tonumber(lease), lease
-  if string.byte(lease, 1) == 48 then
+  local ttl, ttl_s = lease + 0, lease
+  if fixed == '0' and deadline - now_ms < ttl then
+    ttl = deadline > now_ms and deadline - now_ms or 1
     ttl_s = fmt(ttl)
-  end
-  if fixed == '0' then
-    local bound = math.max(1, math.min(ttl, deadline - now_ms))
-    if bound ~= ttl then
-      ttl, ttl_s = bound, fmt(bound)
-    end
+  elseif string.byte(lease, 1) == 48 then
+    ttl_s = fmt(ttl)
   end
   return ttl, ttl_s
 end

@@ -27,12 +27,25 @@ end
 -- Redis Cluster of 7.0 or later) names shard channels, for SPUBLISH, which
 -- keeps a message on the lock's shard; one without ("<key prefix>:wake:",
 -- a key prefix holds no '{') classic ones, for PUBLISH, which a cluster
--- copies to every node. Decided here (publish_command), not per call:
--- only a call that wakes someone pays for it.
+-- copies to every node. Decided here, not per call: only a call that
+-- wakes someone pays for it.
 local function wake(owner, message)
   local client = client_of(owner)
   if client then
-    redis.call(publish_command(), WAKE_PREFIX .. client, message)
+    redis.call(string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH',
+      WAKE_PREFIX .. client, message)
+  end
+end
+-- @library
+-- Decided once per wake prefix in a row (checked_wake_in).
+local function wake(owner, message)
+  if checked_wake_in ~= WAKE_PREFIX then
+    checked_publish = string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+    checked_wake_in = WAKE_PREFIX
+  end
+  local client = client_of(owner)
+  if client then
+    redis.call(checked_publish, WAKE_PREFIX .. client, message)
   end
 end
 

@@ -170,17 +170,19 @@ end
 -- by as much as it would outlive the lock key (keep_anchor's rule), so
 -- the lock key, whose format word stands for the queue's, outlives it.
 -- An election announces its new leader (a repeat of the call that took
--- it takes nothing, so it is announced once).
-local function take(owner, ttl, now_us, call, last, mark, waiters, px)
+-- it takes nothing, so it is announced once). `now_text`, when the caller
+-- has it: `now_us` as fmt writes it (pop_live_head).
+local function take(owner, ttl, now_us, call, last, mark, waiters, px, now_text)
   local token = last + 1
   if now_us > token then
     token = now_us
   end
-  local token_s = fmt(token)
+  local token_s = token == now_us and now_text or fmt(token)
   local fence, fence_s = FENCE_LIFE, fence_text()
   if waiters then
     local queue_ttl = redis.pcall('PTTL', QUEUE)
-    if type(queue_ttl) ~= 'number' then
+    -- (-2: the pop took the last waiter; then no type() to call.)
+    if queue_ttl ~= -2 and type(queue_ttl) ~= 'number' then
       queue_ttl = emptied('PTTL', QUEUE) or -2
     end
     if queue_ttl > ttl + fence then
@@ -217,21 +219,20 @@ end
 -- a message and two thread wake-ups on every grant (cargo bench --bench
 -- server_cost: 10% of a handoff's server work with 7 queued).
 local function hand_over(now_us, now_ms, last, mark)
-  local head, deadline, owner, call, lease_s, fixed
-  head, now_us, now_ms, deadline, owner, call, lease_s, fixed =
+  local head, deadline, owner, call, lease_s, fixed, _, now_text
+  head, now_us, now_ms, deadline, owner, call, lease_s, fixed, _, now_text =
     pop_live_head(now_us, now_ms, split_entry)
   if not head then
     return nil
   end
-  local ttl = lease_s + 0
-  local ttl_s, px = lease_s, nil
+  local ttl, ttl_s, px = lease_s + 0, lease_s, nil
   if fixed == '0' and deadline - now_ms < ttl then
-    ttl = math.max(1, deadline - now_ms)
+    ttl = deadline > now_ms and deadline - now_ms or 1
     ttl_s = fmt(ttl)
   else
     px = lease_px(lease_s)
   end
-  local token, token_s = take(owner, ttl, now_us, call, last, mark, true, px)
+  local token, token_s = take(owner, ttl, now_us, call, last, mark, true, px, now_text)
   wake(owner, 'G ' .. call .. ' ' .. token_s .. ' ' .. ttl_s)
   return owner, call, token, ttl, token_s, ttl_s
 end

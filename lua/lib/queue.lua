@@ -22,9 +22,10 @@ local DEADLINE_BASE = 1125899906842624
 local DEADLINE_BASE_TEXT = '1125899906842624'
 
 -- A queue entry's parts as written (strings): owner id, call id, lease
--- ms, fixed ('0' or '1'); nil for a member fairlock did not write.
+-- ms, fixed ('0' or '1'); nil for a member fairlock did not write, a
+-- deadline's among them (no owner id starts with its '~').
 local function split_entry(entry)
-  return string.match(entry, '^(%S+) (%d+) (%d+) ([01])$')
+  return string.match(entry, '^([^~%s]%S*) (%d+) (%d+) ([01])$')
 end
 
 -- A queue entry's parts, its lease ms a number.
@@ -46,7 +47,7 @@ end
 
 -- A liveness deadline (server ms) as the queue scores it.
 local function deadline_score(deadline_ms)
-  return fmt(DEADLINE_BASE + deadline_ms)
+  return string.format('%d', DEADLINE_BASE + deadline_ms)
 end
 
 -- The liveness deadline of `entry` (server ms), or nil when it has none.
@@ -122,31 +123,37 @@ end
 -- member it cannot read is put back, and the script stopped): returns it, the server time (read here, and only when
 -- an entry is there, when `now_us` is nil), its liveness deadline and its
 -- parts as `split` reads them (split_entry, or split_counted_entry for a
--- counted lock's), or nil when none is left. For a caller that knows the
--- head leaves the queue whatever it asks.
+-- counted lock's), then the µs read here as fmt writes them when
+-- server_time gives them (else false or nil), or nil when none is left.
+-- For a caller that knows the head leaves the queue whatever it asks.
 local function pop_live_head(now_us, now_ms, split)
+  local now_text
   while true do
     local popped = redis.pcall('ZPOPMIN', QUEUE)
     if popped.err then
       popped = emptied('ZPOPMIN', QUEUE) or {}
     end
     local head = popped[1]
-    if not head or string.byte(head) == 126 then
-      -- No entry left (a deadline popped has none to stand for).
+    if not head then
       return nil
     end
     local owner, call, lease, fixed, units = split(head)
     if not owner then
+      if string.byte(head) == 126 then
+        -- No entry left (a deadline popped has none to stand for).
+        return nil
+      end
       redis.call('ZADD', QUEUE, popped[2], head)
       fail('WRONGTYPE the queue key holds a member fairlock did not write')
     end
     if not now_us then
-      now_us, now_ms = server_time()
+      now_us, now_ms, now_text = server_time(true)
     end
-    local deadline = deadline_of(head)
+    local deadline = redis.call('ZSCORE', QUEUE, '~' .. head)
     redis.call('ZREM', QUEUE, '~' .. head)
+    deadline = deadline and deadline - DEADLINE_BASE
     if deadline and deadline >= now_ms then
-      return head, now_us, now_ms, deadline, owner, call, lease, fixed, units
+      return head, now_us, now_ms, deadline, owner, call, lease, fixed, units, now_text
     end
   end
 end
@@ -218,10 +225,9 @@ local function join_queue(entry, mode, now_ms, waiter_timeout, empty, anchor_ttl
   if not position then
     local index = k >= 1 and k % 1 == 0 and fmt(k - 1)
     local at = index and redis.call('ZRANGE', QUEUE, index, index, 'WITHSCORES')
-    local last = 0
-    if at and at[2] and string.byte(at[1]) ~= 126 and at[2] + 0 < DEADLINE_BASE then
-      last = at[2]
-    elseif k ~= 0 then
+    -- (Its score read as a number once.)
+    local last = at and at[2] and string.byte(at[1]) ~= 126 and at[2] + 0
+    if not last or last >= DEADLINE_BASE then
       -- Not k entries each with its deadline: the last entry by score.
       at = nil
       last = redis.call('ZRANGE', QUEUE, '(' .. DEADLINE_BASE_TEXT, '-inf', 'BYSCORE', 'REV',
