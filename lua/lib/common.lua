@@ -157,9 +157,9 @@ local checked_live = false
 -- The queue key's life last pushed out to (keep_queue_for), and as written:
 local checked_life_ms = false
 local checked_life = false
--- The wake prefix last read (wake), and the command that publishes on it:
+-- The wake prefix last read (wake), and whether it names shard channels:
 local checked_wake_in = false
-local checked_publish = false
+local checked_sharded = false
 
 -- The fence life ARGV[2] in ms, as ms_arg reads it, once per value in a
 -- row (checked_fence_in; the library's FENCE_LIFE).

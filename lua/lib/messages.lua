@@ -31,21 +31,24 @@ end
 -- wakes someone pays for it.
 local function wake(owner, message)
   local client = client_of(owner)
-  if client then
-    redis.call(string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH',
-      WAKE_PREFIX .. client, message)
+  if client and string.find(WAKE_PREFIX, '{', 1, true) then
+    redis.call('SPUBLISH', WAKE_PREFIX .. client, message)
+  elseif client then
+    redis.call('PUBLISH', WAKE_PREFIX .. client, message)
   end
 end
 -- @library
 -- Decided once per wake prefix in a row (checked_wake_in).
 local function wake(owner, message)
   if checked_wake_in ~= WAKE_PREFIX then
-    checked_publish = string.find(WAKE_PREFIX, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+    checked_sharded = string.find(WAKE_PREFIX, '{', 1, true) ~= nil
     checked_wake_in = WAKE_PREFIX
   end
   local client = client_of(owner)
-  if client then
-    redis.call(checked_publish, WAKE_PREFIX .. client, message)
+  if client and checked_sharded then
+    redis.call('SPUBLISH', WAKE_PREFIX .. client, message)
+  elseif client then
+    redis.call('PUBLISH', WAKE_PREFIX .. client, message)
   end
 end
 
