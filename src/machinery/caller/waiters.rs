@@ -378,8 +378,8 @@ impl Waiters {
     }
 
     /// Has `ordered` poll through the rejoin in order, after those pending
-    /// (one waiter whose poll could not reach Redis, say: see
-    /// [`Shared::retry_in_order`](crate::machinery::shared::Shared::retry_in_order)).
+    /// (one waiter whose poll could not reach Redis, for instance:
+    /// `Shared::retry_in_order`).
     pub(crate) fn rejoin(&self, ordered: Vec<Arc<Waiter>>) {
         let mut rejoins = self.rejoins.lock();
         rejoins.add(ordered);
