@@ -177,16 +177,20 @@ end
 -- PEXPIRE about once per `ms`. Returns the new TTL when it pushed it.
 -- `new`: the caller knows the queue key was just made (no TTL yet).
 -- `anchor_ttl`: the lock key's TTL, when the caller read it; the queue is
--- then pushed out no further than it when that is at least `ms`, so the
--- lock key, which must outlive the queue, need not grow (a waiter timeout
--- over half the lease and fence life would otherwise cost the lock key a
--- SET on an arrival into an empty queue).
+-- then pushed out no further than a second less (a PEXPIRE counts from a
+-- later reading of the clock than the PTTL before it in the same script:
+-- with the whole TTL the queue outlived the lock key by 1 ms in a CI run)
+-- when that is at least `ms`, so the lock key, which must outlive the
+-- queue, need not grow (a waiter timeout over half the lease and fence
+-- life would otherwise cost the lock key a SET on an arrival into an
+-- empty queue).
 local function keep_queue_for(ms, new, anchor_ttl)
   local ttl = new and -1 or redis.call('PTTL', QUEUE)
   if ttl == -1 or (ttl >= 0 and ttl < ms) then
-    if anchor_ttl and anchor_ttl >= ms and anchor_ttl < 2 * ms then
-      redis.call('PEXPIRE', QUEUE, fmt(anchor_ttl))
-      return anchor_ttl
+    local life = anchor_ttl and anchor_ttl - 1000
+    if life and life >= ms and life < 2 * ms then
+      redis.call('PEXPIRE', QUEUE, fmt(life))
+      return life
     end
     redis.call('PEXPIRE', QUEUE, queue_life_text(ms))
     return 2 * ms

@@ -80,10 +80,10 @@ if holder and holder ~= owner then
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, not waiters,
     left ~= -1 and left + fence or nil)
   -- The lock key says waiters may be queued ('+'), and outlives the
-  -- queue: join_queue keeps the queue's new TTL within the key's where
-  -- that covers the waiter timeout; when it is longer, the fence grows
-  -- by the difference, so the lease stays as it is (as keep_anchor does,
-  -- from the parts read here).
+  -- queue: join_queue keeps the queue's new TTL a second within the
+  -- key's where that covers the waiter timeout; when it is longer, the
+  -- fence grows by the difference, so the lease stays as it is (as
+  -- keep_anchor does, from the parts read here).
   if queue_life and left ~= -1 and left + fence < queue_life then
     write_hold(token, holder, calls, mark, queue_life - left, left, true,
       queue_life_text(waiter_timeout))
