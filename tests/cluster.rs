@@ -1871,16 +1871,7 @@ fn a_watch_opening_its_shard_subscription_again_keeps_its_deadline() {
     );
     assert!(matches!(again, Ok(None)), "{again:?}");
     // The next calls open it again, and the watch goes on.
-    let campaigner = election.with_value("after").campaign().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let leads = loop {
-        assert!(Instant::now() < deadline, "no leader seen after the stall");
-        if let Ok(Some(LeaderEvent::Leads(leader))) = watch.next(Duration::from_millis(500)) {
-            break leader;
-        }
-    };
-    assert_eq!(leads.value, "after");
-    drop(campaigner);
+    crate::election::assert_watch_goes_on(&election, &mut watch);
 }
 
 /// Continues a stopped node (`SIGCONT`), also if the test fails.

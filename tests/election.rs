@@ -899,7 +899,10 @@ fn a_campaign_a_resign_and_a_drop_each_cost_the_client_one_command() {
 }
 
 /// A new leader campaigns, and `watch` sees it lead within 5 s.
-fn assert_watch_goes_on(election: &fairlock::Election, watch: &mut fairlock::LeaderWatch) {
+pub(crate) fn assert_watch_goes_on(
+    election: &fairlock::Election,
+    watch: &mut fairlock::LeaderWatch,
+) {
     let campaigner = election.with_value("after").campaign().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let leads = loop {

@@ -275,35 +275,46 @@ fn an_unlock_whose_reply_never_came_says_it_may_have_freed_the_lock() {
     drop(guard);
 }
 
+/// `fairlock revoke <args>` started through a relay that adds 300 ms each
+/// way, once its read of the holders (its first script) ran at Redis: its
+/// revocation comes 600 ms later at the least, its reply and its request
+/// each 300 ms on the way. The relay, to be kept while it runs, and it.
+fn revoke_after_its_read(
+    server: &RedisServer,
+    args: &[&str],
+) -> (fairlock_test_support::relay::Relay, Proc) {
+    use fairlock_test_support::script_calls;
+    use std::process::{Command, Stdio};
+    let relay = fairlock_test_support::relay::Relay::with_delay(
+        server.port(),
+        std::time::Duration::from_millis(300),
+    );
+    let mut conn = server.conn();
+    let before = script_calls(&mut conn);
+    let revoke = Proc::spawn(
+        Command::new(cli_support::BIN)
+            .env_remove("REDIS_URL")
+            .args(["--url", &relay.url(), "revoke"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    // (Its start's call that finds the library loaded runs first, where
+    // the server has Functions.)
+    let start = i64::from(fairlock_test_support::script_command() == "FCALL");
+    assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before + start));
+    (relay, revoke)
+}
+
 /// A holder that came between `revoke`'s read of the holders and its
 /// revocation is asked too (the lock was free at the read): `revoke` says
 /// so, as `unlock --force` does of such a holder. It said "asked 1 holder
 /// ... to let go: and 1 more", naming nobody before its "more".
 #[test]
 fn a_holder_that_came_after_the_read_is_said_to_have() {
-    use fairlock_test_support::relay::Relay;
-    use fairlock_test_support::script_calls;
-    use std::process::{Command, Stdio};
-    use std::time::Duration;
     let server = RedisServer::start();
     let holder = server.client();
-    let mut conn = server.conn();
-    let relay = Relay::with_delay(server.port(), Duration::from_millis(300));
-    let before = script_calls(&mut conn);
-    let revoke = Proc::spawn(
-        Command::new(cli_support::BIN)
-            .env_remove("REDIS_URL")
-            .args(["--url", &relay.url(), "revoke", "late"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-    );
-    // Its read of the holders (its first script) ran at Redis: its
-    // revocation comes 600 ms later at the least, its reply and its
-    // request each 300 ms on the way.
-    // (Its start's call that finds the library loaded runs first, where
-    // the server has Functions.)
-    let start = i64::from(fairlock_test_support::script_command() == "FCALL");
-    assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before + start));
+    let (_relay, revoke) = revoke_after_its_read(&server, &["late"]);
     let guard = holder.fair_mutex("late").lock().unwrap();
     let out = revoke.finish(PATIENCE);
     let said = stdout(&out);
@@ -322,9 +333,6 @@ fn a_holder_that_came_after_the_read_is_said_to_have() {
 /// semaphore ... to let go: A (token ...), B (token ...)", naming two.
 #[test]
 fn a_holder_gone_before_the_revocation_is_not_said_asked() {
-    use fairlock_test_support::relay::Relay;
-    use fairlock_test_support::script_calls;
-    use std::process::{Command, Stdio};
     use std::time::Duration;
     let server = RedisServer::start();
     // Fixed leases: no renewal runs a script the test would take for
@@ -338,22 +346,7 @@ fn a_holder_gone_before_the_revocation_is_not_said_asked() {
             .unwrap()
     };
     let (stays, goes) = (hold(&one), hold(&other));
-    let mut conn = server.conn();
-    let relay = Relay::with_delay(server.port(), Duration::from_millis(300));
-    let before = script_calls(&mut conn);
-    let revoke = Proc::spawn(
-        Command::new(cli_support::BIN)
-            .env_remove("REDIS_URL")
-            .args(["--url", &relay.url(), "revoke", "gone", "--semaphore"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-    );
-    // Its read of the holders ran at Redis; its revocation comes 600 ms
-    // later at the least.
-    // (Its start's call that finds the library loaded runs first, where
-    // the server has Functions.)
-    let start = i64::from(fairlock_test_support::script_command() == "FCALL");
-    assert!(wait_until(PATIENCE, || script_calls(&mut conn) > before + start));
+    let (_relay, revoke) = revoke_after_its_read(&server, &["gone", "--semaphore"]);
     let gone_token = goes.fencing_token();
     goes.unlock().unwrap();
     let out = revoke.finish(PATIENCE);
