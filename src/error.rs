@@ -10,7 +10,7 @@ pub(crate) mod not_within;
 mod server_codes;
 
 use server_codes::code_of;
-pub(crate) use server_codes::{refused_for_now, SENTINEL_CREDENTIALS_REFUSED};
+pub(crate) use server_codes::{is_unknown_command, refused_for_now, SENTINEL_CREDENTIALS_REFUSED};
 
 /// What went wrong, coarse enough to branch on. Non-exhaustive: a match
 /// needs a `_` arm.

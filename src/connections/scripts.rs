@@ -138,11 +138,10 @@ impl Scripts {
             self.functions.store(true, Ordering::Relaxed);
             return Ok(Found::Loaded);
         };
-        let detail = err.detail().unwrap_or_default();
-        if err.code() == Some("ERR") && detail.starts_with("Function not found") {
+        if err.code().is_some_and(|code| lost(code, err.detail())) {
             return Ok(Found::Missing);
         }
-        if err.code() == Some("NOPERM") || detail.starts_with("unknown command") {
+        if err.code() == Some("NOPERM") || crate::error::is_unknown_command(&err) {
             log::debug!("fairlock: FCALL refused ({err}); calling scripts by EVALSHA");
             self.functions.store(false, Ordering::Relaxed);
             return Ok(Found::NotCallable);

@@ -27,7 +27,7 @@ pub(crate) fn refused_for_now(code: &str) -> bool {
 
 /// True for a server that does not know a command fairlock starts with (a
 /// Sentinel asked as a data server, a data server asked as a Sentinel).
-pub(super) fn is_unknown_command(err: &redis::RedisError) -> bool {
+pub(crate) fn is_unknown_command(err: &redis::RedisError) -> bool {
     err.detail()
         .is_some_and(|detail| detail.starts_with("unknown command"))
 }
