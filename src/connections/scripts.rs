@@ -75,6 +75,15 @@ impl ScriptCall<'_> {
     }
 }
 
+/// How one attempt calls the scripts: by `FCALL` or by EVALSHA. It is the
+/// client's way ([`Scripts::calls_functions`]) but for the attempt sent
+/// again after a reload the server refused for now, which goes by EVALSHA
+/// alone.
+#[derive(Clone, Copy)]
+pub(crate) struct CallsBy {
+    functions: bool,
+}
+
 /// The scripts as one client runs them (by their function names in the
 /// library, or by their hashes, [`HASHED`]), with the two arguments every
 /// call of this client starts with.
@@ -156,10 +165,13 @@ impl Scripts {
     /// without `FUNCTION LOAD`), every script with `SCRIPT LOAD`, in one
     /// round trip on one server, one command each on a cluster connection
     /// (which the cluster client sends to every node). True when it refused
-    /// the library for now (`OOM`, `NOREPLICAS`, `MISCONF`): the call goes by EVALSHA,
-    /// and the caller has the later ones call the library again
+    /// the library for now (`OOM`, `NOREPLICAS`, `MISCONF`): the caller's
+    /// own call goes by EVALSHA, and the later ones call the library again
     /// ([`call_library`](Self::call_library)), which loads it once the
-    /// server takes it. A read-only replica's refusal is an error: no call
+    /// server takes it. A refusal for now leaves the other threads' calls
+    /// as they were: a reload by one thread (the watchdog's) that straddles
+    /// the moment the server takes writes again must not send theirs by
+    /// EVALSHA meanwhile. A read-only replica's refusal is an error: no call
     /// could write there.
     pub(crate) fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<bool> {
         let loaded = redis::cmd("FUNCTION")
@@ -178,8 +190,11 @@ impl Scripts {
             // replica, where no call could write) is an error.
             Err(err) if err.code().is_some_and(|code| code != "READONLY") => {
                 log::debug!("fairlock: FUNCTION LOAD refused ({err}); calling scripts by EVALSHA");
-                self.functions.store(false, Ordering::Relaxed);
-                err.code().is_some_and(crate::error::refused_for_now)
+                let for_now = err.code().is_some_and(crate::error::refused_for_now);
+                if !for_now {
+                    self.functions.store(false, Ordering::Relaxed);
+                }
+                for_now
             }
             Err(err) => return Err(crate::Error::from_redis(err)),
         };
@@ -211,11 +226,16 @@ impl Scripts {
 
     /// The words of the call of `op` on the lock `keys`: an `FCALL` or an
     /// EVALSHA, as the scripts were loaded.
-    fn call_words<'a, O: Operation>(&'a self, keys: &'a LockKeys, op: &O) -> ScriptCall<'a> {
+    fn call_words<'a, O: Operation>(
+        &'a self,
+        keys: &'a LockKeys,
+        op: &O,
+        by: CallsBy,
+    ) -> ScriptCall<'a> {
         let (script, args) = (op.script(keys), op.args_on(keys.kind()));
         let keys_slot = keys.slot;
         let keys = op.keys(keys);
-        let (command, script): (&'static [u8], &str) = if self.calls_functions() {
+        let (command, script): (&'static [u8], &str) = if by.functions {
             (b"FCALL", LIBRARY.function(script))
         } else {
             (b"EVALSHA", HASHED[script.index()].get_hash())
@@ -232,12 +252,11 @@ impl Scripts {
     }
 
     /// The call of `op` on the lock `keys` as a command (for a pipeline of
-    /// several calls: the watchdog's).
-    pub(crate) fn command<O: Operation>(&self, keys: &LockKeys, op: &O) -> redis::Cmd {
-        // Every word, the command's name first, from one reading of how
-        // scripts are called.
+    /// several calls: the watchdog's), called `by` as the attempt that
+    /// builds it calls the scripts ([`query`](Self::query)).
+    pub(crate) fn command<O: Operation>(&self, keys: &LockKeys, op: &O, by: CallsBy) -> redis::Cmd {
         let mut cmd = redis::Cmd::new();
-        for word in self.call_words(keys, op).words() {
+        for word in self.call_words(keys, op, by).words() {
             cmd.arg(word);
         }
         cmd
@@ -254,9 +273,9 @@ impl Scripts {
         op: &O,
         sync: Option<SyncReplicas>,
     ) -> Result<Written<O::Reply>> {
-        let packed = || {
+        let packed = |by| {
             let mut packed = Vec::new();
-            resp::write_command(&mut packed, self.call_words(keys, op).words());
+            resp::write_command(&mut packed, self.call_words(keys, op, by).words());
             if let Some(sync) = sync {
                 sync.wait_command().write_packed_command(&mut packed);
             }
@@ -283,23 +302,31 @@ impl Scripts {
     /// Sends the pipeline `pipe` builds and returns its replies; if the
     /// server lost the scripts or the library, loads them again and sends
     /// it once more, built again (the reload may have changed how scripts
-    /// are called: a server failed over to may refuse Functions). A
+    /// are called: a server failed over to may refuse Functions; one that
+    /// refuses the library for now takes this attempt by EVALSHA). A
     /// pipeline on a cluster connection goes to the node of its first
     /// command's slot: all of its commands must be for one slot.
     pub(crate) fn query(
         &self,
-        pipe: impl Fn() -> redis::Pipeline,
+        pipe: impl Fn(CallsBy) -> redis::Pipeline,
         conn: &mut dyn ConnectionLike,
     ) -> Result<Vec<Value>> {
-        let commands = pipe().len();
-        self.query_packed(|| pipe().get_packed_pipeline(), commands, conn)
+        let commands = pipe(self.calls_by()).len();
+        self.query_packed(|by| pipe(by).get_packed_pipeline(), commands, conn)
+    }
+
+    /// How the calls go now: as this client calls the scripts.
+    fn calls_by(&self) -> CallsBy {
+        CallsBy {
+            functions: self.calls_functions(),
+        }
     }
 
     /// As [`query`](Self::query), for `commands` commands that `packed`
     /// packs (again after a reload).
     fn query_packed(
         &self,
-        packed: impl Fn() -> Vec<u8>,
+        packed: impl Fn(CallsBy) -> Vec<u8>,
         commands: usize,
         conn: &mut dyn ConnectionLike,
     ) -> Result<Vec<Value>> {
@@ -308,7 +335,7 @@ impl Scripts {
         // sends them whole to the node of the first command's slot (and turns
         // an error reply into an `Err`, so that it can follow a `MOVED` or
         // retry through a failover).
-        let result = conn.req_packed_commands(&packed(), 0, commands);
+        let result = conn.req_packed_commands(&packed(self.calls_by()), 0, commands);
         let lost_scripts = match &result {
             Ok(replies) => replies.iter().any(
                 |reply| matches!(reply, Value::ServerError(err) if lost(err.code(), err.details())),
@@ -321,7 +348,11 @@ impl Scripts {
         log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT or FUNCTION FLUSH); loading them again");
         (self.reloaded)();
         let later = self.load_all(conn)?;
-        let sent = conn.req_packed_commands(&packed(), 0, commands);
+        let by = match later {
+            true => CallsBy { functions: false },
+            false => self.calls_by(),
+        };
+        let sent = conn.req_packed_commands(&packed(by), 0, commands);
         self.call_library(later);
         sent.map_err(crate::Error::from_redis)
     }

@@ -70,10 +70,10 @@ pub(crate) fn run(
             entry: given.call.entry(),
         })
         .collect();
-    let pipe = || {
+    let pipe = |by| {
         let mut pipe = redis::pipe();
         for (entry, op) in batch.abandons.iter().zip(&ops) {
-            pipe.add_command(shared.caller.scripts.command(&entry.call.keys, op));
+            pipe.add_command(shared.caller.scripts.command(&entry.call.keys, op, by));
         }
         pipe
     };
@@ -140,13 +140,18 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         })
         .collect();
     let sync = shared.config().sync_replicas;
-    let pipe = || {
+    let pipe = |by| {
         let mut pipe = redis::pipe();
         for (hold, renewal) in batch.holds.iter().zip(&renewals) {
-            pipe.add_command(shared.caller.scripts.command(&hold.call.keys, renewal));
+            pipe.add_command(shared.caller.scripts.command(&hold.call.keys, renewal, by));
         }
         for (waiters, beat) in batch.groups.iter().zip(&beats) {
-            pipe.add_command(shared.caller.scripts.command(&waiters[0].call.keys, beat));
+            pipe.add_command(
+                shared
+                    .caller
+                    .scripts
+                    .command(&waiters[0].call.keys, beat, by),
+            );
         }
         if let Some(sync) = sync {
             pipe.add_command(sync.wait_command());
