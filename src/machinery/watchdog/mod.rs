@@ -72,13 +72,8 @@ pub(crate) struct Watchdog {
 /// Where a trouble was said at warn and its end not yet (a server, a
 /// cluster group, a node): while it lasts it is said at debug, and its
 /// end once, at info.
+#[derive(Default)]
 struct Streaks<K>(Mutex<HashSet<K>>);
-
-impl<K> Default for Streaks<K> {
-    fn default() -> Self {
-        Streaks(Mutex::new(HashSet::new()))
-    }
-}
 
 impl<K: std::hash::Hash + Eq> Streaks<K> {
     /// The trouble happened at `key` again: true when it begins there
