@@ -290,13 +290,8 @@ impl Scripts {
             Some(reply) => op.parse(reply)?,
             None => return Err(unexpected(&"no reply")),
         };
-        let shortfall = match (sync, replies.next()) {
-            (None, _) => None,
-            (Some(sync), Some(Value::Int(acknowledged))) => sync.shortfall(acknowledged),
-            (Some(_), Some(Value::ServerError(err))) => return Err(crate::Error::from_server(err)),
-            (Some(_), other) => return Err(unexpected(&other)),
-        };
-        Ok(Written::new(reply, shortfall))
+        let shortfall = sync.map(|sync| sync.shortfall(replies.next()));
+        Ok(Written::new(reply, shortfall.transpose()?.flatten()))
     }
 
     /// Sends the pipeline `pipe` builds and returns its replies; if the

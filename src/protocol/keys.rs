@@ -1,5 +1,7 @@
 //! Lock names and the Redis keys that hold one lock's state.
 
+use std::sync::Arc;
+
 use crate::error::{Error, ErrorKind, Result};
 
 /// Longest lock name accepted, in bytes (64 KiB).
@@ -96,6 +98,9 @@ pub struct LockKeys {
     /// The Redis Cluster slot of all of them (CRC16 of the tag, as Redis has it).
     pub slot: u16,
     kind: LockKind,
+    /// The first of `all` ([`lock`](Self::lock)), shared: the holds
+    /// registry keys its entries by it without copying it.
+    pub(crate) lock: Arc<str>,
 }
 
 impl LockKeys {
@@ -112,8 +117,10 @@ impl LockKeys {
             LockKind::RwLock => &["rw", "rwq", "rwmeta", "rwrevoked", "rwforced"],
             LockKind::Election => &["elect", "electq", "electh", "electrevoked", "electforced"],
         };
+        let all: Vec<String> = kinds.iter().map(|k| key(k)).collect();
         Ok(LockKeys {
-            all: kinds.iter().map(|k| key(k)).collect(),
+            lock: all[0].as_str().into(),
+            all,
             slot: hash_slot(tag),
             kind,
         })
@@ -135,7 +142,7 @@ impl LockKeys {
     /// Unique per lock and kind, so the client's registries key their
     /// entries by it.
     pub fn lock(&self) -> &str {
-        &self.all[0]
+        &self.lock
     }
 
     /// The lock's name, as the keys end with it (after the tag's `}:` and

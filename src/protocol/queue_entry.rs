@@ -65,4 +65,9 @@ impl Call {
             ask: self.ask,
         }
     }
+
+    /// What a hold of the call is, for messages (see [`Ask::describe_on`]).
+    pub fn describe(&self) -> String {
+        self.ask.describe_on(self.keys.kind(), self.keys.name())
+    }
 }

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind};
+use redis::Value;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::protocol::unexpected;
 
 /// How many replicas must acknowledge each write, and for how long to wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,15 +23,22 @@ impl SyncReplicas {
         redis::cmd("WAIT").arg(self.replicas).arg(timeout_ms).take()
     }
 
-    /// [`ErrorKind::NotReplicated`] when `acknowledged` falls short.
-    pub fn shortfall(self, acknowledged: i64) -> Option<Error> {
+    /// [`ErrorKind::NotReplicated`] when the number its `WAIT` answered
+    /// (`reply`) falls short; the error Redis answered instead, or one for
+    /// a reply that is no number (or none).
+    pub fn shortfall(self, reply: Option<Value>) -> Result<Option<Error>> {
+        let acknowledged = match reply {
+            Some(Value::Int(acknowledged)) => acknowledged,
+            Some(Value::ServerError(err)) => return Err(Error::from_server(err)),
+            other => return Err(unexpected(&other)),
+        };
         let SyncReplicas { replicas, timeout } = self;
-        (acknowledged < i64::from(replicas)).then(|| {
+        Ok((acknowledged < i64::from(replicas)).then(|| {
             let message = format!(
                 "{acknowledged} of the {replicas} replicas asked for acknowledged the write within {timeout:?}"
             );
             Error::new(ErrorKind::NotReplicated, message)
-        })
+        }))
     }
 }
 

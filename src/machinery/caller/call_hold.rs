@@ -60,8 +60,7 @@ impl CallHold {
         let end = end.unwrap_or(started + self.client.config().command_timeout);
         let released = self.release_by((end + LEAVE_GRACE).max(Instant::now()));
         if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
-            let call = &self.hold.call;
-            let what = call.ask.describe_on(call.keys.kind(), call.keys.name());
+            let what = self.hold.call.describe();
             log::warn!("fairlock: releasing the {what} failed, the watchdog gives it back: {err}");
         }
     }
@@ -142,8 +141,7 @@ impl Drop for CallHold {
         let budget = self.client.config().command_timeout;
         let released = self.release(Some(budget));
         if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
-            let call = &self.call;
-            let what = call.ask.describe_on(call.keys.kind(), self.target.name());
+            let what = self.call.describe();
             log::warn!("fairlock: releasing a {what} on drop failed: {err}");
         }
     }

@@ -8,9 +8,7 @@ pub(crate) mod abandons;
 pub(crate) mod lease_policy;
 pub(crate) mod permits_seen;
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +18,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::connections::config::ClockDrift;
 use crate::error::{Error, ErrorKind};
 use crate::machinery::observe::{self, Labels};
-use crate::protocol::{Ask, Call, LockKeys, RenewReply};
+use crate::protocol::{Ask, Call, RenewReply};
 use rustc_hash::FxBuildHasher;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
@@ -82,8 +80,10 @@ pub(crate) const GONE: &str =
 /// The error of `call`'s hold of its lock (named by its keys), granted
 /// with `token`, found gone, for the reason `why`.
 pub(crate) fn lease_lost(call: &Call, token: u64, why: &str) -> Error {
-    let what = call.ask.describe_on(call.keys.kind(), call.keys.name());
-    let message = format!("{what} (token {token}) was no longer held: {why}");
+    let message = format!(
+        "{} (token {token}) was no longer held: {why}",
+        call.describe()
+    );
     Error::new(ErrorKind::LeaseLost, message)
 }
 
@@ -528,37 +528,12 @@ struct Registered {
     guards: usize,
 }
 
-/// A lock's key as [`Holds`] keys it: the hold's own `LockKeys`, hashed
-/// and compared as its lock key, so that a lookup takes the key as a `&str`
-/// and registering a hold copies no string.
-struct LockKey(Arc<LockKeys>);
-
-impl Hash for LockKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.lock().hash(state);
-    }
-}
-
-impl PartialEq for LockKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.lock() == other.0.lock()
-    }
-}
-
-impl Eq for LockKey {}
-
-impl Borrow<str> for LockKey {
-    fn borrow(&self) -> &str {
-        self.0.lock()
-    }
-}
-
 /// The holds of one client that have live guards, by lock key. They are
 /// what the watchdog renews, and the only holds a thread may re-enter: a
 /// hold in Redis with no live guard here is an orphan (see acquire.lua).
 #[derive(Default)]
 pub(crate) struct Holds {
-    by_lock: Mutex<HashMap<LockKey, Vec<Registered>, FxBuildHasher>>,
+    by_lock: Mutex<HashMap<Arc<str>, Vec<Registered>, FxBuildHasher>>,
 }
 
 impl Holds {
@@ -566,7 +541,7 @@ impl Holds {
     /// hold of the same lock and token.
     pub(crate) fn register(&self, hold: Hold) -> Arc<Hold> {
         let mut by_lock = self.by_lock.lock();
-        let key = LockKey(Arc::clone(&hold.call.keys));
+        let key = Arc::clone(&hold.call.keys.lock);
         let holds = by_lock.entry(key).or_default();
         if let Some(known) = holds.iter_mut().find(|r| r.hold.token() == hold.token()) {
             known.guards += 1;

@@ -72,25 +72,23 @@ pub(crate) struct Watchdog {
 /// Where a trouble was said at warn and its end not yet (a server, a
 /// cluster group, a node): while it lasts it is said at debug, and its
 /// end once, at info.
+#[derive(Default)]
 struct Streaks<K>(Mutex<HashSet<K>>);
 
-impl<K> Default for Streaks<K> {
-    fn default() -> Self {
-        Streaks(Mutex::new(HashSet::new()))
-    }
-}
-
-impl<K: std::hash::Hash + Eq> Streaks<K> {
-    /// The trouble happened at `key` again: true when it begins there
-    /// now, and is to be said at warn (only when `warn`: a recheck's
-    /// failure begins nothing).
-    fn began(&self, key: K, warn: bool) -> bool {
-        warn && self.0.lock().insert(key)
-    }
-
-    /// All went well at `key`: true when that ends a trouble said there.
-    fn ended(&self, key: &K) -> bool {
-        self.0.lock().remove(key)
+impl<K: std::hash::Hash + Eq + Clone> Streaks<K> {
+    /// Says how it went at `key`: a `trouble` at warn when it begins
+    /// there (only when `warn`: a recheck's failure begins nothing), then
+    /// at debug while it lasts; all going well again, once at info
+    /// (`over`), when a trouble was said there.
+    fn say(&self, key: K, trouble: Option<String>, warn: bool, over: impl FnOnce() -> String) {
+        match trouble {
+            Some(said) if warn && self.0.lock().insert(key.clone()) => {
+                log::warn!("fairlock: {said}")
+            }
+            Some(said) => log::debug!("fairlock: {said}"),
+            None if self.0.lock().remove(&key) => log::info!("fairlock: {}", over()),
+            None => {}
+        }
     }
 }
 
@@ -115,18 +113,15 @@ impl Watchdog {
         node: Option<&Address>,
         short: Option<&Error>,
     ) {
-        let (id, node) = (shared.client_id(), node.cloned());
-        match short {
-            Some(err) if self.short.began(node.clone(), true) => log::warn!(
-                "fairlock: client {id}'s renewals are not counted while too few \
-                 replicas acknowledge them: {err}"
-            ),
-            Some(err) => log::debug!("fairlock: renewals not counted: {err}"),
-            None if self.short.ended(&node) => log::info!(
-                "fairlock: client {id}'s renewals are acknowledged by enough replicas again"
-            ),
-            None => {}
-        }
+        let id = shared.client_id();
+        let said = short.map(|err| {
+            format!(
+                "client {id}'s renewals are not counted while too few replicas acknowledge \
+                 them: {err}"
+            )
+        });
+        let over = || format!("client {id}'s renewals are acknowledged by enough replicas again");
+        self.short.say(node.cloned(), said, true, over);
     }
 
     /// Logs how a round on `on` (`None`: the one server) went: a failure
@@ -135,24 +130,15 @@ impl Watchdog {
     fn said(&self, shared: &Shared, on: Option<Group>, ran: &crate::error::Result<()>) {
         let id = shared.client_id();
         let at = (on.as_ref()).map_or(String::new(), |group| format!(" on {group:?}"));
-        match ran {
-            Err(err) => {
-                let warn = self.level() == log::Level::Warn;
-                let level = match self.failing.began(on, warn) {
-                    true => log::Level::Warn,
-                    false => log::Level::Debug,
-                };
-                log::log!(
-                    level,
-                    "fairlock: client {id}'s watchdog round{at} failed: {err}; \
-                    leases are not renewed nor waiters' places kept until a round succeeds"
-                );
-            }
-            Ok(()) if self.failing.ended(&on) => {
-                log::info!("fairlock: client {id}'s watchdog round{at} succeeded again");
-            }
-            Ok(()) => {}
-        }
+        let failed = ran.as_ref().err().map(|err| {
+            format!(
+                "client {id}'s watchdog round{at} failed: {err}; leases are not renewed nor \
+                 waiters' places kept until a round succeeds"
+            )
+        });
+        let over = || format!("client {id}'s watchdog round{at} succeeded again");
+        self.failing
+            .say(on, failed, self.level() == log::Level::Warn, over);
     }
 }
 

@@ -168,13 +168,8 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
     if let Some(moved) = values.iter().find_map(redirection) {
         return Err(moved);
     }
-    let replicated = match sync {
-        None => Ok(()),
-        Some(sync) => match values.pop() {
-            Some(Value::Int(acknowledged)) => sync.shortfall(acknowledged).map_or(Ok(()), Err),
-            other => return Err(unexpected(&other)),
-        },
-    };
+    let shortfall = sync.map(|sync| sync.shortfall(values.pop())).transpose()?;
+    let replicated = shortfall.flatten().map_or(Ok(()), Err);
     if values.len() != renewals.len() + beats.len() {
         return Err(unexpected(&values.len()));
     }
