@@ -156,7 +156,10 @@ const SKIP_HEAD: Plant = (
 );
 
 /// (c) A missing TTL on one key: the queue is never given one.
-const NO_TTL: Plant = ("redis.call('PEXPIRE', QUEUE, queue_life_text(ms))", "");
+const NO_TTL: Plant = (
+    "redis.call('PEXPIRE', QUEUE, covered and room < 2 * ms and fmt(room) or queue_life_text(ms))",
+    "",
+);
 
 /// (d) A release that does not check the token: any hold of the owner
 /// goes, whatever token the release names.

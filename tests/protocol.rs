@@ -566,6 +566,125 @@ per_kind! {
         );
     }
 
+    /// An arrival behind a hold and a waiter, with a waiter timeout whose
+    /// twice passes what the anchor (a mutex's lock key, a counted lock's
+    /// meta, which outlives the queue by a fence life) covers, yet within
+    /// it (long_waiter_timeout), while the queue lives less than that
+    /// timeout (the first waiter's is 10 s): the queue is pushed out no
+    /// further than the anchor covers, and the anchor is left as it was.
+    /// Eight commands on every kind: GET and PTTL of the anchor, TIME,
+    /// ZCARD, ZRANGE, ZADD, the queue's PTTL and PEXPIRE (the counted
+    /// engine sent a SET of the meta too, growing its fence to cover a
+    /// queue of twice the timeout). Both waiters keep their places.
+    [mutex, semaphore, rwlock, election]
+    fn an_arrival_with_a_long_waiter_timeout_leaves_the_anchor_as_it_was(k: LockKind) {
+        let mut s = k.lock("long-arrival");
+        let (ask, _) = slots(k, 1);
+        let a = s.take("a:1", 1, ask);
+        s.waiter_timeout = Duration::from_secs(10);
+        assert_eq!(s.queue("b:1", 2, ask), 0);
+        let timeout = long_waiter_timeout(k);
+        let arrival = Acquire {
+            ask,
+            owner: "c:1",
+            lease: Lease::Renewed(LONG),
+            waiter_timeout: timeout,
+            mode: Mode::First,
+            call: 3,
+            live_token: 0,
+        };
+        let (anchor, value, ttl) = anchor_of(&mut s);
+        let (reply, sent) = commands_sent(&mut s, k, &arrival);
+        let want = [
+            ("get", 1),
+            ("pexpire", 1),
+            ("pttl", 2),
+            ("time", 1),
+            ("zadd", 1),
+            ("zcard", 1),
+            ("zrange", 1),
+        ];
+        assert_eq!(sent, want.map(|(c, n)| (c.to_owned(), n)));
+        assert!(matches!(reply, AcquireReply::Waiting { position: Some(1), .. }), "{reply:?}");
+        assert_queue_within_anchor(&mut s, timeout, anchor, &value, ttl);
+        assert_eq!(owners(&s.handed(&a)), ["b:1"]);
+        let b = s.hold_of("b:1", 2, ask);
+        assert_eq!(owners(&s.handed(&b)), ["c:1"]);
+    }
+
+    /// A heartbeat with a long waiter timeout (long_waiter_timeout) of a
+    /// waiter queued with a short one, behind a hold: the queue is pushed
+    /// out no further than the anchor covers, and the anchor is left as it
+    /// was (the mutex's lock key grew to twice the timeout, by a GET, a
+    /// PTTL and a SET: eight commands now, eleven before; the counted
+    /// engine's meta by a fence grown). The waiter keeps its place, and
+    /// gets the lock next.
+    [mutex, semaphore, rwlock, election]
+    fn a_heartbeat_with_a_long_waiter_timeout_leaves_the_anchor_as_it_was(k: LockKind) {
+        let mut s = k.lock("long-heartbeat");
+        let (ask, _) = slots(k, 1);
+        let a = s.take("a:1", 1, ask);
+        s.waiter_timeout = Duration::from_secs(10);
+        assert_eq!(s.queue("b:1", 2, ask), 0);
+        let timeout = long_waiter_timeout(k);
+        let (anchor, value, ttl) = anchor_of(&mut s);
+        let heartbeat = Heartbeat {
+            waiter_timeout: timeout,
+            waiters: vec![entry("b:1", 2, ask)],
+        };
+        let (beat, sent) = commands_sent(&mut s, k, &heartbeat);
+        assert_eq!(beat.statuses, [WaiterStatus::Queued(0)]);
+        if anchor == 0 {
+            // TIME, the prune's ZRANGEBYSCORE, the lock key's GET and
+            // PTTL, ZRANK, ZADD, the queue's PTTL and PEXPIRE: no GET,
+            // PTTL and SET of the lock key after them.
+            let want = [
+                ("get", 1),
+                ("pexpire", 1),
+                ("pttl", 2),
+                ("time", 1),
+                ("zadd", 1),
+                ("zrangebyscore", 1),
+                ("zrank", 1),
+            ];
+            assert_eq!(sent, want.map(|(c, n)| (c.to_owned(), n)));
+        }
+        assert_queue_within_anchor(&mut s, timeout, anchor, &value, ttl);
+        assert_eq!(owners(&s.handed(&a)), ["b:1"]);
+    }
+
+    /// An arrival with a long waiter timeout (long_waiter_timeout) at a
+    /// lock whose fixed lease ran out, a waiter queued: the waiter gets
+    /// the lock, the arrival heads the queue made anew, which is pushed
+    /// out no further than the new hold's anchor covers (a lease and a
+    /// fence life), so that anchor is not grown past it (it was, to twice
+    /// the timeout; the counted engine's a fence life past that).
+    [mutex, semaphore, rwlock, election]
+    fn an_arrival_after_a_handoff_with_a_long_waiter_timeout_keeps_the_anchor_to_the_hold(
+        k: LockKind,
+    ) {
+        let mut s = k.lock("long-handoff");
+        let (ask, _) = slots(k, 1);
+        s.take_fixed("a:1", 1, ask, SHORT);
+        assert_eq!(s.queue("b:1", 2, ask), 0);
+        sleep(SHORT + Duration::from_millis(50));
+        let timeout = long_waiter_timeout(k);
+        s.waiter_timeout = timeout;
+        match s.attempt("c:1", 3, Mode::First, ask) {
+            AcquireReply::Waiting { position, .. } => assert_eq!(position, Some(0)),
+            other => panic!("{other:?}"),
+        }
+        let b = s.hold_of("b:1", 2, ask);
+        let fence = fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64;
+        let (anchor, value, ttl) = anchor_of(&mut s);
+        assert!(
+            ttl <= LONG.as_millis() as i64 + fence,
+            "the anchor lives {ttl} ms: {value}"
+        );
+        assert_queue_within_anchor(&mut s, timeout, anchor, &value, ttl);
+        assert_eq!(owners(&s.handed(&b)), ["c:1"]);
+    }
+
     /// A release its client vouches for (its own count of the lease has
     /// time to spare) frees the lone hold it names without reading the
     /// lease; one it does not vouch for ("check") reads it, and a hold
@@ -1503,20 +1622,20 @@ per_kind! {
     }
 }
 
-/// What `acquire` replied, run alone with the server's command counts reset
+/// What `op` replied, run alone with the server's command counts reset
 /// before it, and the commands its script sent (`INFO commandstats`),
 /// sorted by name: the script's own call and the reset left out.
-fn commands_sent(
+fn commands_sent<O: Operation>(
     s: &mut Lock,
     k: LockKind,
-    acquire: &Acquire,
-) -> (AcquireReply, Vec<(String, u64)>) {
-    let (script, args) = (acquire.script(&s.keys), acquire.args_on(k));
+    op: &O,
+) -> (O::Reply, Vec<(String, u64)>) {
+    let (script, args) = (op.script(&s.keys), op.args_on(k));
     let () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query(&mut s.conn)
         .unwrap();
-    let reply = acquire.parse(s.eval(script, &args).unwrap()).unwrap();
+    let reply = op.parse(s.eval(script, &args).unwrap()).unwrap();
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(&mut s.conn)
@@ -1530,10 +1649,66 @@ fn commands_sent(
                 rest.split(',').next().unwrap().parse().unwrap(),
             )
         })
-        // The script's own (Redis 6.2 counts CONFIG RESETSTAT as "config",
-        // later servers as "config|resetstat").
-        .filter(|(command, _)| !["evalsha", "config"].contains(&command.split('|').next().unwrap()))
+        // The script's own call, its SCRIPT LOAD when it is the first of
+        // its script (eval_on) and the reset (Redis 6.2 counts CONFIG
+        // RESETSTAT as "config", later servers as "config|resetstat").
+        .filter(|(command, _)| {
+            !["evalsha", "script", "config"].contains(&command.split('|').next().unwrap())
+        })
         .collect();
     sent.sort();
     (reply, sent)
+}
+
+/// A waiter timeout whose twice passes what the anchor of a hold with a
+/// lease of LONG covers, yet within it: a mutex's lock key lives the lease
+/// and the fence life (660 s), and the queue may live that long; a counted
+/// lock's meta outlives the queue by a fence life, so the queue may live
+/// the lease (60 s).
+fn long_waiter_timeout(k: LockKind) -> Duration {
+    match k {
+        LockKind::Mutex | LockKind::Election => fairlock::DEFAULT_FENCE_LIFE,
+        _ => Duration::from_secs(45),
+    }
+}
+
+/// The anchor's place in the lock's keys (a mutex's lock key, a counted
+/// lock's meta), its value and its PTTL.
+fn anchor_of(s: &mut Lock) -> (usize, String, i64) {
+    let anchor = match s.kind() {
+        LockKind::Mutex | LockKind::Election => 0,
+        _ => 2,
+    };
+    let value: String = s.conn.get(&s.keys.all[anchor]).unwrap();
+    (anchor, value, s.pttl(anchor))
+}
+
+/// The anchor holds `value` still and lives no longer than the `ttl` it
+/// had, and the queue lives past a deadline `timeout` from now (within a
+/// second of this check) but within what the anchor covers: its TTL, less
+/// a fence life on a counted lock.
+fn assert_queue_within_anchor(
+    s: &mut Lock,
+    timeout: Duration,
+    anchor: usize,
+    value: &str,
+    ttl: i64,
+) {
+    let after: String = s.conn.get(&s.keys.all[anchor]).unwrap();
+    assert_eq!(after, value, "the anchor is as it was");
+    let (anchor_ttl, queue_ttl) = (s.pttl(anchor), s.pttl(1));
+    let covered = if anchor == 0 {
+        anchor_ttl
+    } else {
+        anchor_ttl - fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64
+    };
+    // (A few ms for a PX counted from a later clock reading than its PTTL.)
+    assert!(
+        anchor_ttl <= ttl + 10,
+        "the anchor grew: {anchor_ttl} ms, {ttl} before"
+    );
+    assert!(
+        queue_ttl >= timeout.as_millis() as i64 - 1000 && queue_ttl <= covered,
+        "the queue lives {queue_ttl} ms, the anchor covers {covered} ms"
+    );
 }

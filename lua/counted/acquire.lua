@@ -125,7 +125,10 @@ if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
       end
       local _, now_ms = server_time()
       local entry = name .. ' ' .. lease_text(lease) .. ' ' .. fixed .. ' ' .. ARGV[7]
-      local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, flag == '')
+      -- (The meta outlives the queue by a fence life: its TTL less that
+      -- caps the queue's, as queue_cap says.)
+      local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, flag == '',
+        pttl - FENCE_LIFE)
       if flag == '' or queue_life then
         local life = pttl
         if queue_life and queue_life + FENCE_LIFE > life then
@@ -308,7 +311,7 @@ if meta.used + units > capacity and dropped == 0 then
     return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last), in_force }
   end
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout,
-    not meta.waiters and not fresh)
+    not meta.waiters and not fresh, queue_cap(meta, now_ms))
   keep_queued(meta, queue_life, now_ms)
   return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }
 end
@@ -344,6 +347,6 @@ if mode == 'try' then
   return { 0, first_lease_left(meta, now_ms), -1, tonumber(meta.last), in_force }
 end
 local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout,
-  not meta.waiters and not fresh)
+  not meta.waiters and not fresh, queue_cap(meta, now_ms))
 keep_queued(meta, queue_life, now_ms, #handed > 0 or dropped > 0 or fresh)
 return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }

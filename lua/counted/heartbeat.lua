@@ -64,7 +64,7 @@ for i = 4, #ARGV do
   out[#out + 1] = value
 end
 if queued then
-  keep_queue_for(waiter_timeout)
+  keep_queue_for(waiter_timeout, false, queue_cap(meta, now_ms))
 end
 if meta.capacity and (written or queued) then
   keep_anchor_counted(meta, now_ms)

@@ -109,5 +109,6 @@ if not queued then
   redis.call('ZADD', QUEUE, fmt(first_number() - 1), claim)
 end
 redis.call('ZADD', QUEUE, deadline_score(now_ms + waiter_timeout), '~' .. claim)
-keep_queued(meta, keep_queue_for(waiter_timeout), now_ms, dropped > 0)
+local queue_life = keep_queue_for(waiter_timeout, false, queue_cap(meta, now_ms))
+keep_queued(meta, queue_life, now_ms, dropped > 0)
 return { 0, first_lease_left(meta, now_ms), 0, tonumber(meta.last) }

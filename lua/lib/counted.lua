@@ -639,6 +639,18 @@ local function outlive(key, ms)
   end
 end
 
+-- The longest the queue may live without the meta growing, for
+-- keep_queue_for: the meta outlives the queue by a fence life, and a lone
+-- hold's lives its lease and fence ms (at least a fence life: write_meta),
+-- so its lease left and the fence ms past a fence life; nil beside other
+-- holds, whose meta TTL is not read (nor for a meta without one).
+local function queue_cap(meta, now_ms)
+  local lone = meta.lone
+  if lone and lone.pttl ~= -1 then
+    return lone.ends - now_ms + (lone.fence or FENCE_LIFE) - FENCE_LIFE
+  end
+end
+
 -- After a call joined the queue (or a claim was queued): the meta says
 -- waiters may be queued, and when the queue's TTL was pushed out to
 -- `queue_life` ms, outlives it by a fence life; a lone hold's lease stays

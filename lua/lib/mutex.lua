@@ -240,8 +240,9 @@ end
 -- Keeps the mutex's lock key (the anchor, whose format word stands for
 -- the queue's keys too) marked as having waiters (the '+' its fast paths
 -- look for) and, when `ms` is given (keep_queue_for pushed the queue key
--- out to it), alive at least `ms`: a free key's TTL pushed out; a hold's
--- fence grown by as much as its TTL, so its lease stays as it was.
+-- out to it, past what the caller knew the key covers), alive at least
+-- `ms`: a free key's TTL pushed out; a hold's fence grown by as much as
+-- its TTL, so its lease stays as it was.
 -- `stored` is the lock key's value if the caller has it.
 local function keep_anchor(ms, stored)
   stored = stored or redis.call('GET', LOCK)

@@ -174,36 +174,38 @@ end
 
 -- The queue key outlives every liveness deadline in it. When its TTL
 -- falls under `ms`, it is pushed out to 2 * ms: one PTTL per call, and a
--- PEXPIRE about once per `ms`. Returns the new TTL when it pushed it.
--- `new`: the caller knows the queue key was just made (no TTL yet).
--- `anchor_ttl`: the lock key's TTL, when the caller read it; the queue is
--- then pushed out no further than a second less (a PEXPIRE counts from a
--- later reading of the clock than the PTTL before it in the same script:
--- with the whole TTL the queue outlived the lock key by 1 ms in a CI run)
--- when that is at least `ms`, so the lock key, which must outlive the
--- queue, need not grow (a waiter timeout over half the lease and fence
--- life would otherwise cost the lock key a SET on an arrival into an
--- empty queue).
-local function keep_queue_for(ms, new, anchor_ttl)
+-- PEXPIRE about once per `ms`. `new`: the caller knows the queue key was
+-- just made (no TTL yet). `cap`, when the caller knows it: the longest the
+-- queue may live without its anchor having to grow (a mutex's lock key
+-- outlives the queue: its TTL; a counted lock's meta outlives it by a
+-- fence life: its TTL less that, queue_cap). The one rule every call site
+-- follows: where 2 * ms would pass `cap` less a second (a PEXPIRE counts
+-- from a later reading of the clock than the PTTL the caller read `cap`
+-- from: with no second the queue outlived the lock key by 1 ms in a CI
+-- run) and that still covers `ms`, the queue is pushed out to it instead,
+-- so a long waiter timeout costs the anchor no write. Returns the new TTL
+-- only when it pushed it and it is not known to be within `cap`: the
+-- caller's anchor must then cover it.
+local function keep_queue_for(ms, new, cap)
   local ttl = new and -1 or redis.call('PTTL', QUEUE)
   if ttl == -1 or (ttl >= 0 and ttl < ms) then
-    local life = anchor_ttl and anchor_ttl - 1000
-    if life and life >= ms and life < 2 * ms then
-      redis.call('PEXPIRE', QUEUE, fmt(life))
-      return life
+    local room = cap and cap - 1000
+    local covered = room and room >= ms
+    redis.call('PEXPIRE', QUEUE, covered and room < 2 * ms and fmt(room) or queue_life_text(ms))
+    if not covered then
+      return 2 * ms
     end
-    redis.call('PEXPIRE', QUEUE, queue_life_text(ms))
-    return 2 * ms
   end
 end
 
 -- Queues `entry` (or finds it queued: a call delivered twice, or a poll)
 -- with a liveness deadline `waiter_timeout` ms from `now_ms`; returns its
--- position (0 = next) and, when the queue's TTL was pushed out, the new
--- one. `mode` "poll" writes the deadline and looks for the entry first.
--- `empty`: the caller knows nobody is queued (a mutex's lock key without
--- its '+'), so the entry heads a queue it makes; so does a queue whose
--- ZCARD is 0 (no TTL to read: the key is made here). Either way the entry and
+-- position (0 = next) and what keep_queue_for returns (the queue's new
+-- TTL, when the anchor must cover it). `mode` "poll" writes the deadline
+-- and looks for the entry first. `empty`: the caller knows nobody is
+-- queued (a mutex's lock key without its '+'), so the entry heads a queue
+-- it makes; so does a queue whose ZCARD is 0 (no TTL to read: the key is
+-- made here). Either way the entry and
 -- its deadline are written by one ZADD, NX: an entry delivered again
 -- keeps its place (and its deadline is then renewed on its own). With k
 -- entries queued, each with its deadline (every step here writes and
@@ -213,8 +215,8 @@ end
 -- deadline from the end. A count that is not even, or a member there that
 -- is not an entry, means the pairs are not whole (keys written by hand,
 -- or the deadline a poll wrote for an entry dropped meanwhile): then the
--- last entry is searched by score. `anchor_ttl` as keep_queue_for's.
-local function join_queue(entry, mode, now_ms, waiter_timeout, empty, anchor_ttl)
+-- last entry is searched by score. `cap` as keep_queue_for's.
+local function join_queue(entry, mode, now_ms, waiter_timeout, empty, cap)
   local deadline = deadline_score(now_ms + waiter_timeout)
   local position = nil
   if not empty and mode == 'poll' then
@@ -224,7 +226,7 @@ local function join_queue(entry, mode, now_ms, waiter_timeout, empty, anchor_ttl
   local k = not empty and not position and redis.call('ZCARD', QUEUE) / 2
   if empty or k == 0 then
     redis.call('ZADD', QUEUE, '1', entry, deadline, '~' .. entry)
-    return 0, keep_queue_for(waiter_timeout, true, anchor_ttl)
+    return 0, keep_queue_for(waiter_timeout, true, cap)
   end
   if not position then
     local index = k >= 1 and k % 1 == 0 and fmt(k - 1)
@@ -252,5 +254,5 @@ local function join_queue(entry, mode, now_ms, waiter_timeout, empty, anchor_ttl
       position = redis.call('ZRANK', QUEUE, entry)
     end
   end
-  return position, keep_queue_for(waiter_timeout, false, anchor_ttl)
+  return position, keep_queue_for(waiter_timeout, false, cap)
 end

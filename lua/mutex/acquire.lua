@@ -80,10 +80,10 @@ if holder and holder ~= owner then
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, not waiters,
     left ~= -1 and left + fence or nil)
   -- The lock key says waiters may be queued ('+'), and outlives the
-  -- queue: join_queue keeps the queue's new TTL a second within the
-  -- key's where that covers the waiter timeout; when it is longer, the
-  -- fence grows by the difference, so the lease stays as it is (as
-  -- keep_anchor does, from the parts read here).
+  -- queue: join_queue keeps the queue within the key's TTL where that
+  -- covers the waiter timeout (keep_queue_for); when its new TTL is
+  -- longer, the fence grows by the difference, so the lease stays as it
+  -- is (as keep_anchor does, from the parts read here).
   if queue_life and left ~= -1 and left + fence < queue_life then
     write_hold(token, holder, calls, mark, queue_life - left, left, true,
       queue_life_text(waiter_timeout))
@@ -133,17 +133,19 @@ if not holder then
   -- Free but a live waiter was first: it gets the lock, not the caller.
   local _, _, handed, ttl = hand_over(now_us, now_ms, token, mark)
   if handed then
-    token, left = fmt(handed), ttl
-    -- The caller queues below, which the new hold must say (keep_anchor
-    -- reads it again).
-    stored, waiters = nil, false
+    -- The new hold has its '+' (hand_over) and lives its lease and at
+    -- least a fence life (take): the queue may live that long.
+    token, left, fence = fmt(handed), ttl, FENCE_LIFE
+    stored, waiters = nil, true
   end
 end
 
 if mode == 'try' then
   return { 0, left, -1, token }
 end
-local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout)
+-- (As behind another's hold above: the lock key's TTL caps the queue's.)
+local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout, false,
+  left and left ~= -1 and left + fence or nil)
 if queue_life or not waiters then
   keep_anchor(queue_life, stored)
 end

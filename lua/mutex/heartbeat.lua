@@ -57,7 +57,10 @@ for i = 4, #ARGV do
   out[#out + 1] = value
 end
 if queued then
-  local queue_life = keep_queue_for(waiter_timeout)
+  -- The lock key's TTL caps the queue's, as an arrival's (keep_queue_for):
+  -- the lock key grows only for a queue it does not cover.
+  local queue_life = keep_queue_for(waiter_timeout, false,
+    holder and left ~= -1 and left + fence or nil)
   if queue_life then
     keep_anchor(queue_life)
   end
