@@ -62,15 +62,16 @@ const PROFILE_ENV: &str = "FAIRLOCK_SERVER_COST_PROFILE";
 /// liveness deadline, as it does theirs: a fixed lease, which this bench
 /// sent until 2026-11-29, skips that step and cost a handoff 1.7% less), a
 /// waiter timeout of 60 s (long enough for a batch under callgrind), first
-/// attempt, no live guard. A
-/// waiter timeout shorter than half the lease and fence life, as the
-/// client's defaults are (10 s against 30 s and 600 s), so the queue keys'
-/// TTL stays within the anchor's and no step grows it (one past it, as
-/// the 600 s this bench sent until the run of 2026-11-29, grew the
-/// anchor's fence at every arrival into an empty queue and every handoff
-/// with others queued until 2026-11-30, when the mutex's queue key came to
-/// be pushed out no further than the anchor where that covers the waiter
-/// timeout: a path a client on the defaults never takes).
+/// attempt, no live guard. The waiter timeout is shorter than half the
+/// lease and fence life, as the client's defaults are (10 s against 30 s
+/// and 600 s), so the mutex's queue key stays within its anchor's TTL and
+/// no step grows the anchor. A counted lock's meta, which outlives its
+/// queue by a fence life, still has its fence grown on the handoff rows, in
+/// the write that path makes anyway (no command more). Until the run of
+/// 2026-11-29 this bench sent 600 s, past that half, which grew the
+/// mutex's anchor at every arrival into an empty queue and every handoff
+/// with others queued (since 2026-11-30 the queue key is pushed out no
+/// further than its anchor where that covers the waiter timeout).
 const SETTINGS: &str = "0 60000 first 0";
 
 /// The quick mode (see the top): only the whole cycles whose label
