@@ -496,6 +496,69 @@ fn kill_on_loss_stops_the_command_at_once_in_a_stall() {
     assert!(term_ms < 2500.0 && term_ms < other_ms + 500.0, "{why}");
 }
 
+/// `run --wait 2s` queued when its link to Redis stalls (a relay holds
+/// every byte) gives up by its deadline, says so, and exits at once with
+/// 75: its client's threads, whose last tries wait a command timeout for
+/// a reply in the stall, do not hold the exit back (it came 5 s after the
+/// line). What the wait left queued, a waiter that sends no heartbeat
+/// any more, Redis drops within its waiter timeout (5 s) once the link
+/// flows again.
+#[test]
+fn a_wait_given_up_in_a_stall_exits_at_once() {
+    use fairlock::LockKind;
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let scratch = Scratch::new("wait-in-stall");
+    let err = scratch.path("err");
+    let client = server.client();
+    let held = client.fair_mutex("stalled-wait").lock().unwrap();
+    let queued = || {
+        client
+            .status(LockKind::Mutex, "stalled-wait", 10)
+            .unwrap()
+            .queue_len
+    };
+    let mut run = Proc::spawn(
+        Command::new(BIN)
+            .env_remove("REDIS_URL")
+            .args(["--url", &relay.url(), "run", "stalled-wait", "--wait", "2s"])
+            .args(["--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(&err).unwrap())),
+    );
+    assert!(wait_until(PATIENCE, || queued() == 1), "queued");
+    relay.stall();
+    let said = || std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(
+        wait_until(PATIENCE, || said().contains("gave up")),
+        "{}",
+        said()
+    );
+    let gave_up = Instant::now();
+    let exited = wait_until(PATIENCE, || run.has_exited());
+    let exit = gave_up.elapsed();
+    eprintln!("exited {exit:?} after saying: {}", said());
+    assert!(exited, "{}", said());
+    assert!(
+        exit < Duration::from_secs(1),
+        "exited {exit:?} after it gave up"
+    );
+    let out = run.finish(PATIENCE);
+    assert_eq!(code(&out), 75, "{}", said());
+    relay.resume();
+    let resumed = Instant::now();
+    assert!(wait_until(PATIENCE, || queued() == 0), "left queued");
+    let unqueued = resumed.elapsed();
+    eprintln!("unqueued {unqueued:?} after the link flowed again");
+    assert!(
+        unqueued < Duration::from_millis(6500),
+        "unqueued after {unqueued:?}"
+    );
+    held.unlock().unwrap();
+}
+
 #[test]
 fn status_json_shows_the_holder_the_queue_in_order_and_the_token() {
     let server = RedisServer::start();
