@@ -559,6 +559,48 @@ fn a_wait_given_up_in_a_stall_exits_at_once() {
     held.unlock().unwrap();
 }
 
+/// A release that fails (Redis holds writes back past the command
+/// timeout: `CLIENT PAUSE 6500 WRITE` as the command ends) is given back
+/// as fairlock exits, Redis answering by then: the lock is free when the
+/// pause ends, not when its lease (30 s) runs out, and the warning says
+/// what happens (it said "it frees when its lease runs out").
+#[test]
+fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
+    use fairlock::LockKind;
+    let server = RedisServer::start();
+    let scratch = Scratch::new("failed-release");
+    let go = scratch.path("go");
+    let client = server.client();
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let run = Proc::spawn(fairlock(&server).args(["run", "paused"]).args(sh(&script)));
+    let holders = || {
+        client
+            .status(LockKind::Mutex, "paused", 1)
+            .unwrap()
+            .holder_count
+    };
+    assert!(wait_until(PATIENCE, || holders() == 1), "held");
+    let pause = Duration::from_millis(6500);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    std::fs::write(&go, "").unwrap();
+    let out = run.finish(PATIENCE);
+    let said = stderr(&out);
+    let exited = paused.elapsed();
+    assert_eq!(code(&out), 0, "{said}");
+    assert!(said.contains("cannot release"), "{said}");
+    assert!(wait_until(PATIENCE, || holders() == 0), "freed");
+    let freed = paused.elapsed().saturating_sub(pause);
+    eprintln!("exited {exited:?} into the pause, free {freed:?} after it: {said}");
+    assert!(
+        freed < Duration::from_secs(2),
+        "free {freed:?} after the pause"
+    );
+    assert!(
+        said.contains("fairlock gives it back as it exits if Redis answers"),
+        "{said}"
+    );
+}
+
 #[test]
 fn status_json_shows_the_holder_the_queue_in_order_and_the_token() {
     let server = RedisServer::start();

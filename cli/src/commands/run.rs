@@ -536,9 +536,16 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
             }
             true
         }
+        // The client gave the hold to its watchdog, whose last round, as
+        // the client is dropped (`close`), gives it back if Redis answers
+        // within about a command timeout; a release that reached Redis
+        // late frees it too.
         Err(err) => {
             eprintln!(
-                "fairlock: warning: cannot release {name} ({err}); it frees when its lease runs out"
+                "fairlock: warning: cannot release {name} ({err}); fairlock gives it back as it \
+                 exits if Redis answers within {}, else it frees when Redis runs the release \
+                 late or its lease runs out",
+                human(crate::COMMAND_TIMEOUT)
             );
             false
         }
