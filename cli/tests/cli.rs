@@ -601,6 +601,65 @@ fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
     );
 }
 
+/// `run` queued with no `--wait` when its link to Redis stalls for good
+/// gives up once its heartbeats and requests got no reply for its
+/// patience (waiter timeout + connect timeout, 10 s), exit 69, and the
+/// error says for how long Redis answered nothing: it quoted the timeout
+/// of its last request, sent once the patience was over and given 1 ms
+/// ("no reply within 1 ms").
+#[test]
+fn a_wait_that_outlives_its_patience_in_a_stall_says_how_long_redis_was_silent() {
+    use fairlock::LockKind;
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let scratch = Scratch::new("patience-in-stall");
+    let err = scratch.path("err");
+    // A holder whose lease outlasts the stall: the waiter, at the head,
+    // has no reason to ask Redis itself until its patience is over.
+    let client = (server.builder().lease(Duration::from_secs(60)).build()).unwrap();
+    let held = client.fair_mutex("silent").lock().unwrap();
+    let queued = || {
+        client
+            .status(LockKind::Mutex, "silent", 10)
+            .unwrap()
+            .queue_len
+    };
+    // The default lease (30 s): heartbeats 10 s apart, the second to fail
+    // finds the patience over, and the waiter asks Redis itself then.
+    let run = Proc::spawn(
+        Command::new(BIN)
+            .env_remove("REDIS_URL")
+            .args(["--url", &relay.url(), "run", "silent"])
+            .args(["--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(&err).unwrap())),
+    );
+    assert!(wait_until(PATIENCE, || queued() == 1), "queued");
+    let stalled = Instant::now();
+    relay.stall();
+    let out = run.finish(Duration::from_secs(60));
+    let took = stalled.elapsed();
+    let said = std::fs::read_to_string(&err).unwrap();
+    eprintln!("exited {took:?} into the stall: {said}");
+    assert_eq!(code(&out), 69, "{said}");
+    assert!(said.contains("gave up after 10s"), "{said}");
+    // No figure it gives of Redis's silence is a request's time cut
+    // short: each is a whole timeout at least.
+    let figures: Vec<u64> = said
+        .split(" ms")
+        .filter_map(|before| before.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert!(!figures.is_empty(), "a figure in ms: {said}");
+    assert!(
+        figures.iter().all(|ms| *ms >= 1000),
+        "{figures:?} ms: {said}"
+    );
+    relay.resume();
+    held.unlock().unwrap();
+}
+
 #[test]
 fn status_json_shows_the_holder_the_queue_in_order_and_the_token() {
     let server = RedisServer::start();
