@@ -364,6 +364,16 @@ impl Error {
         Error { retry, ..self }
     }
 
+    /// The same error, its source's words left out (`source()` still
+    /// gives them): a timeout's figure that says nothing of Redis (a
+    /// request given only what was left of its call's time).
+    pub(crate) fn without_its_figure(self) -> Self {
+        Error {
+            source_said: true,
+            ..self
+        }
+    }
+
     /// The same error saying `message` instead (the kind, the source and
     /// what a retry does stay).
     pub(crate) fn reworded(self, message: impl Into<Cow<'static, str>>) -> Self {

@@ -313,6 +313,12 @@ fn key_prefix(text: &str) -> Result<String, String> {
     }
 }
 
+/// The library's command timeout, which every client of fairlock keeps
+/// (its default, set explicitly so that what is counted on it holds).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+/// The library's connect timeout, when `--connect-timeout` is not given.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Global settings every subcommand connects with.
 pub struct Connection {
     pub url: String,
@@ -324,6 +330,13 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// The least a request that timed out had waited: for a pooled
+    /// connection (the connect timeout) or for its reply (the command
+    /// timeout).
+    pub fn least_timeout(&self) -> Duration {
+        (self.connect_timeout.unwrap_or(CONNECT_TIMEOUT)).min(COMMAND_TIMEOUT)
+    }
+
     pub fn connect(&self) -> Result<Client, Failure> {
         self.connect_leased(None)
     }
@@ -335,7 +348,8 @@ impl Connection {
         let mut builder = Client::builder(&self.url)
             .key_prefix(self.key_prefix.clone())
             .identity(self.identity.clone())
-            .waiter_timeout(run::WAITER_TIMEOUT);
+            .waiter_timeout(run::WAITER_TIMEOUT)
+            .command_timeout(COMMAND_TIMEOUT);
         if let Some(timeout) = self.connect_timeout {
             builder = builder.connect_timeout(timeout);
         }

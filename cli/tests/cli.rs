@@ -496,6 +496,185 @@ fn kill_on_loss_stops_the_command_at_once_in_a_stall() {
     assert!(term_ms < 2500.0 && term_ms < other_ms + 500.0, "{why}");
 }
 
+/// `run --wait 2s` queued when its link to Redis stalls (a relay holds
+/// every byte) gives up by its deadline, says so, and exits at once with
+/// 75: its client's threads, whose last tries wait a command timeout for
+/// a reply in the stall, do not hold the exit back (it came 5 s after the
+/// line). What the wait left queued, a waiter that sends no heartbeat
+/// any more, Redis drops within its waiter timeout (5 s) once the link
+/// flows again.
+#[test]
+fn a_wait_given_up_in_a_stall_exits_at_once() {
+    use fairlock::LockKind;
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let client = server.client();
+    for attempt in 0..ATTEMPTS {
+        let name = format!("stalled-wait{attempt}");
+        let relay = Relay::start(server.port());
+        let scratch = Scratch::new(&format!("wait-in-stall{attempt}"));
+        let err = scratch.path("err");
+        let held = client.fair_mutex(&name).lock().unwrap();
+        let queued = || client.status(LockKind::Mutex, &name, 10).unwrap().queue_len;
+        let mut run = Proc::spawn(
+            Command::new(BIN)
+                .env_remove("REDIS_URL")
+                .args(["--url", &relay.url(), "run", &name, "--wait", "2s"])
+                .args(["--", "true"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::from(std::fs::File::create(&err).unwrap())),
+        );
+        assert!(wait_until(PATIENCE, || queued() == 1), "queued");
+        relay.stall();
+        let said = || std::fs::read_to_string(&err).unwrap_or_default();
+        let ended = || said().contains("gave up") || run.has_exited();
+        assert!(wait_until(PATIENCE, ended), "{}", said());
+        if !said().contains("gave up") {
+            eprintln!("attempt {attempt}: {CAUGHT_THE_REPLY}: {}", said());
+            relay.resume();
+            held.unlock().unwrap();
+            continue;
+        }
+        let gave_up = Instant::now();
+        let exited = wait_until(PATIENCE, || run.has_exited());
+        let exit = gave_up.elapsed();
+        eprintln!("exited {exit:?} after saying: {}", said());
+        assert!(exited, "{}", said());
+        assert!(
+            exit < Duration::from_secs(1),
+            "exited {exit:?} after it gave up"
+        );
+        let out = run.finish(PATIENCE);
+        assert_eq!(code(&out), 75, "{}", said());
+        relay.resume();
+        let resumed = Instant::now();
+        assert!(wait_until(PATIENCE, || queued() == 0), "left queued");
+        let unqueued = resumed.elapsed();
+        eprintln!("unqueued {unqueued:?} after the link flowed again");
+        assert!(
+            unqueued < Duration::from_millis(6500),
+            "unqueued after {unqueued:?}"
+        );
+        held.unlock().unwrap();
+        return;
+    }
+    panic!("{CAUGHT_THE_REPLY}, {ATTEMPTS} times in a row");
+}
+
+/// How often a test of a stall under a queued `run` sets it up: Redis
+/// shows the entry queued before the reply that queued it has passed the
+/// relay, so a stall may catch that reply (on a busy machine, once in a
+/// few runs), and the run's first request fails, which is another case.
+const ATTEMPTS: usize = 4;
+const CAUGHT_THE_REPLY: &str = "the stall caught the reply that queued it";
+
+/// A release that fails (Redis holds writes back past the command
+/// timeout: `CLIENT PAUSE 6500 WRITE` as the command ends) is given back
+/// as fairlock exits, Redis answering by then: the lock is free when the
+/// pause ends, not when its lease (30 s) runs out, and the warning says
+/// what happens (it said "it frees when its lease runs out").
+#[test]
+fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
+    use fairlock::LockKind;
+    let server = RedisServer::start();
+    let scratch = Scratch::new("failed-release");
+    let go = scratch.path("go");
+    let client = server.client();
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let run = Proc::spawn(fairlock(&server).args(["run", "paused"]).args(sh(&script)));
+    let holders = || {
+        client
+            .status(LockKind::Mutex, "paused", 1)
+            .unwrap()
+            .holder_count
+    };
+    assert!(wait_until(PATIENCE, || holders() == 1), "held");
+    let pause = Duration::from_millis(6500);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    std::fs::write(&go, "").unwrap();
+    let out = run.finish(PATIENCE);
+    let said = stderr(&out);
+    let exited = paused.elapsed();
+    assert_eq!(code(&out), 0, "{said}");
+    assert!(said.contains("cannot release"), "{said}");
+    assert!(wait_until(PATIENCE, || holders() == 0), "freed");
+    let freed = paused.elapsed().saturating_sub(pause);
+    eprintln!("exited {exited:?} into the pause, free {freed:?} after it: {said}");
+    assert!(
+        freed < Duration::from_secs(2),
+        "free {freed:?} after the pause"
+    );
+    assert!(
+        said.contains("fairlock gives it back as it exits if Redis answers"),
+        "{said}"
+    );
+}
+
+/// `run` queued with no `--wait` when its link to Redis stalls for good
+/// gives up once its heartbeats and requests got no reply for its
+/// patience (waiter timeout + connect timeout, 10 s), exit 69, and the
+/// error says for how long Redis answered nothing: it quoted the timeout
+/// of its last request, sent once the patience was over and given 1 ms
+/// ("no reply within 1 ms").
+#[test]
+fn a_wait_that_outlives_its_patience_in_a_stall_says_how_long_redis_was_silent() {
+    use fairlock::LockKind;
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    // A holder whose lease outlasts the stall: the waiter, at the head,
+    // has no reason to ask Redis itself until its patience is over.
+    let client = (server.builder().lease(Duration::from_secs(60)).build()).unwrap();
+    for attempt in 0..ATTEMPTS {
+        let name = format!("silent{attempt}");
+        let relay = Relay::start(server.port());
+        let scratch = Scratch::new(&format!("patience-in-stall{attempt}"));
+        let err = scratch.path("err");
+        let held = client.fair_mutex(&name).lock().unwrap();
+        let queued = || client.status(LockKind::Mutex, &name, 10).unwrap().queue_len;
+        // The default lease (30 s): heartbeats 10 s apart, the second to
+        // fail finds the patience over, and the waiter asks Redis itself then.
+        let run = Proc::spawn(
+            Command::new(BIN)
+                .env_remove("REDIS_URL")
+                .args(["--url", &relay.url(), "run", &name])
+                .args(["--", "true"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::from(std::fs::File::create(&err).unwrap())),
+        );
+        assert!(wait_until(PATIENCE, || queued() == 1), "queued");
+        let stalled = Instant::now();
+        relay.stall();
+        let out = run.finish(Duration::from_secs(60));
+        let took = stalled.elapsed();
+        let said = std::fs::read_to_string(&err).unwrap();
+        eprintln!("exited {took:?} into the stall: {said}");
+        assert_eq!(code(&out), 69, "{said}");
+        relay.resume();
+        if !said.contains("queued call gave up") {
+            eprintln!("attempt {attempt}: {CAUGHT_THE_REPLY}");
+            held.unlock().unwrap();
+            continue;
+        }
+        assert!(said.contains("gave up after 10s"), "{said}");
+        // No figure it gives of Redis's silence is a request's time cut
+        // short: each is a whole timeout at least.
+        let figures: Vec<u64> = said
+            .split(" ms")
+            .filter_map(|before| before.rsplit(' ').next()?.parse().ok())
+            .collect();
+        assert!(!figures.is_empty(), "a figure in ms: {said}");
+        assert!(
+            figures.iter().all(|ms| *ms >= 1000),
+            "{figures:?} ms: {said}"
+        );
+        held.unlock().unwrap();
+        return;
+    }
+    panic!("{CAUGHT_THE_REPLY}, {ATTEMPTS} times in a row");
+}
+
 #[test]
 fn status_json_shows_the_holder_the_queue_in_order_and_the_token() {
     let server = RedisServer::start();

@@ -376,3 +376,44 @@ fn a_watchs_outage_is_said_once_and_so_is_its_end() {
     watch.signal("TERM");
     assert_eq!(code(&watch.finish(PATIENCE)), 0);
 }
+
+/// The end of a watch's outage says how long Redis was away: from the
+/// failed read's start, not from its failure, which came a connect
+/// timeout later (5 s): a 6 s outage was said as "after 2.0s".
+#[test]
+fn a_watchs_outage_is_said_with_its_whole_length() {
+    let mut server = RedisServer::start();
+    let scratch = Scratch::new("elect-outage-length");
+    let (out, err) = (scratch.path("out"), scratch.path("err"));
+    let watch = Proc::spawn(
+        fairlock(&server)
+            .args(["elect", "outage-length", "--watch"])
+            .stdout(Stdio::from(File::create(&out).unwrap()))
+            .stderr(Stdio::from(File::create(&err).unwrap())),
+    );
+    lines(&out, 1);
+    let killed = Instant::now();
+    server.kill();
+    let said = || std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(wait_until(PATIENCE, || !said().is_empty()), "said");
+    // Away 6 s in all, from the kill.
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(killed.elapsed()));
+    server.start_again();
+    let away = killed.elapsed();
+    let back = wait_until(PATIENCE, || said().contains("answers again"));
+    let said = said();
+    assert!(back, "its end is said: {said}");
+    let after = said
+        .split("answers again, after ")
+        .nth(1)
+        .and_then(|rest| rest.split('s').next())
+        .and_then(|secs| secs.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("a length in seconds: {said}"));
+    eprintln!("away {away:?}; said: {said}");
+    assert!(
+        after >= away.as_secs_f64() - 0.3 && after <= away.as_secs_f64() + 3.0,
+        "away {away:?}, said after {after}s: {said}"
+    );
+    watch.signal("TERM");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+}

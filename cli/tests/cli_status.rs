@@ -530,3 +530,62 @@ fn a_dead_entry_ahead_is_marked_and_not_numbered() {
     held.unlock().unwrap();
     live.join().unwrap().unwrap();
 }
+
+/// `--limit 0` lists no holder and no waiter of any kind, and still says
+/// how many hold and wait: the library's status lists a mutex's and an
+/// election's one holder whatever the limit, and `status` printed it.
+#[test]
+fn a_limit_of_zero_lists_no_holder_and_no_waiter_of_any_kind() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let name = "limit0";
+    // A holder and a waiter of each kind, each a `fairlock` of its own.
+    let kinds: [(LockKind, &[&str]); 4] = [
+        (LockKind::Mutex, &["run", name]),
+        (LockKind::Semaphore, &["run", name, "--semaphore", "1"]),
+        (LockKind::RwLock, &["run", name, "--write"]),
+        (LockKind::Election, &["elect", name]),
+    ];
+    let mut procs = Vec::new();
+    for (kind, args) in kinds {
+        let status = || client.status(kind, name, 10).unwrap();
+        procs.push(Proc::spawn(
+            fairlock(&server).args(args).args(["--", "sleep", "60"]),
+        ));
+        assert!(
+            wait_until(PATIENCE, || status().holder_count == 1),
+            "{kind:?} held"
+        );
+        procs.push(Proc::spawn(
+            fairlock(&server).args(args).args(["--", "true"]),
+        ));
+        assert!(
+            wait_until(PATIENCE, || status().queue_len == 1),
+            "{kind:?} queued"
+        );
+    }
+
+    let out = output(
+        fairlock(&server).args(["status", name, "--limit", "0"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(!text.contains("holder:"), "no holder listed: {text}");
+    assert!(!text.contains(" 1. "), "no waiter listed: {text}");
+    let more = text.matches("... and 1 more (see --limit)").count();
+    assert_eq!(
+        more, 8,
+        "a holder and a waiter of each kind counted: {text}"
+    );
+    assert_eq!(text.matches("queue:    1 waiting").count(), 4, "{text}");
+
+    let json = status_json_of(&server, name, &["--limit", "0"]);
+    for kind in KINDS {
+        let lock = &json[kind.label()];
+        assert_eq!(lock["holders"], Value::Array(vec![]), "{kind:?}: {json}");
+        assert_eq!(lock["queue"], Value::Array(vec![]), "{kind:?}: {json}");
+        assert_eq!(lock["holder_count"], 1, "{kind:?}: {json}");
+        assert_eq!(lock["queue_len"], 1, "{kind:?}: {json}");
+    }
+}

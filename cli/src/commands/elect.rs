@@ -196,12 +196,21 @@ fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32,
         } else {
             WATCH_WAIT
         };
+        let asked = Instant::now();
         let event = match watch.next(wait) {
             Err(err) if !printed => return Err(Failure::redis(err, doing())),
             Err(err) => {
                 let (_, failures) = outage.get_or_insert_with(|| {
                     eprintln!("fairlock: warning: {}: {err}; trying again", doing());
-                    (Instant::now(), 0)
+                    // Since the failed read began: one that timed out had
+                    // waited its timeout (a pooled connection's or its
+                    // reply's), within this call.
+                    let now = Instant::now();
+                    let waited = match err.is_timeout() {
+                        true => connection.least_timeout(),
+                        false => Duration::ZERO,
+                    };
+                    (now.checked_sub(waited).map_or(asked, |at| at.max(asked)), 0)
                 });
                 *failures += 1;
                 std::thread::sleep(WATCH_RETRY);

@@ -223,7 +223,52 @@ pub fn run_holding(
     // queued: a handoff is counted from the last one, which must be recent.
     let client = connection.connect_leased(args.lease.or(args.fixed_lease))?;
     let lock = lock_of(&client, &args);
+    let mut held = false;
+    let result = wait_and_run(&control, &client, &lock, args, verbose, &mut held);
+    // Once it held the lock, a release that failed is given back by the
+    // client's drop, if Redis answers by then: waited for, as the warning
+    // says. A wait that ended without it (given up, interrupted, failed)
+    // exits at once, as asked: what it left queued is a waiter that
+    // sends no heartbeat, whose entry Redis drops within WAITER_TIMEOUT.
+    close(client, lock, (!held).then_some(CLOSE_GRACE));
+    result
+}
 
+/// How long fairlock's exit waits for its client to stop after a wait
+/// that ended without the lock: its watchdog's last round waits up to a
+/// command timeout for a reply when Redis does not answer (a stalled
+/// link); the exit does not.
+const CLOSE_GRACE: Duration = Duration::from_millis(300);
+
+/// Drops `client` (its last handles, `lock`'s with it), waiting for its
+/// threads to stop for `grace` at most (`None`: for as long as that takes,
+/// about a command timeout at most).
+fn close(client: fairlock::Client, lock: Lock, grace: Option<Duration>) {
+    let Some(grace) = grace else {
+        return drop((lock, client));
+    };
+    let (stopped, stop) = std::sync::mpsc::channel();
+    let closing = std::thread::Builder::new()
+        .name("fairlock-close".into())
+        .spawn(move || {
+            drop((lock, client));
+            let _ = stopped.send(());
+        });
+    if closing.is_ok() {
+        let _ = stop.recv_timeout(grace);
+    }
+}
+
+/// [`run_holding`] once connected, with its `client` and `lock`; `held`
+/// is set once the lock was had.
+fn wait_and_run(
+    control: &Arc<Control>,
+    client: &fairlock::Client,
+    lock: &Lock,
+    args: RunArgs,
+    verbose: bool,
+    held: &mut bool,
+) -> Result<i32, Failure> {
     // Wait for our turn, on this thread: the guard stays on the thread that took it.
     let started = Instant::now();
     control.waiting();
@@ -248,6 +293,7 @@ pub fn run_holding(
     // reply found.
     let name = lock.describe();
     let interrupted = control.acquired();
+    *held = matches!(outcome, Ok(Some(_)));
     let guard = match (outcome, interrupted) {
         (Ok(Some(guard)), Some(signal)) => {
             let released = guard.unlock().is_ok();
@@ -348,7 +394,7 @@ pub fn run_holding(
     // Its end is the first that came (a maximum hold even when the lease
     // it capped has run out too by the time the main thread looks).
     let signal = guard.lease_signal();
-    let watcher = Arc::clone(&control);
+    let watcher = Arc::clone(control);
     let mut ended = Some(std::thread::spawn(move || {
         let end = signal.wait();
         if matches!(end, LeaseEnd::Lost | LeaseEnd::MaxHold) {
@@ -358,7 +404,7 @@ pub fn run_holding(
     }));
     // The revocation signal, likewise, when someone asks us to let go.
     let revocation = guard.revocation_signal();
-    let asked = Arc::clone(&control);
+    let asked = Arc::clone(control);
     std::thread::spawn(move || {
         if revocation.wait() == Revocation::Requested {
             asked.revoked();
@@ -408,7 +454,7 @@ pub fn run_holding(
                         human(args.max_hold.unwrap_or_default())
                     )
                 } else {
-                    why_lost(&lock, &args, held_since.elapsed())
+                    why_lost(lock, &args, held_since.elapsed())
                 },
                 if stop {
                     "stopping the command"
@@ -443,7 +489,7 @@ pub fn run_holding(
     // Release, whatever the command did. A command that ended as its
     // maximum hold did leaves a hold given up, not one lost: the lease
     // signal, which the release ends, says which came first.
-    let found_lost = release(guard, &name, lost, &lock);
+    let found_lost = release(guard, &name, lost, lock);
     if found_lost && !lost {
         gave_up = ended.take().and_then(|watcher| watcher.join().ok()) == Some(LeaseEnd::MaxHold);
     }
@@ -490,9 +536,16 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
             }
             true
         }
+        // The client gave the hold to its watchdog, whose last round, as
+        // the client is dropped (`close`), gives it back if Redis answers
+        // within about a command timeout; a release that reached Redis
+        // late frees it too.
         Err(err) => {
             eprintln!(
-                "fairlock: warning: cannot release {name} ({err}); it frees when its lease runs out"
+                "fairlock: warning: cannot release {name} ({err}); fairlock gives it back as it \
+                 exits if Redis answers within {}, else it frees when Redis runs the release \
+                 late or its lease runs out",
+                human(crate::COMMAND_TIMEOUT)
             );
             false
         }

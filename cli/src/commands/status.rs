@@ -140,7 +140,8 @@ pub fn exec(connection: &Connection, args: StatusArgs) -> Result<i32, Failure> {
 }
 
 /// Reads the kinds `asked` of the name, or (none asked) every kind and
-/// keeps those in use, or the mutex when none is.
+/// keeps those in use, or the mutex when none is; each listing at most
+/// `limit` holders and `limit` waiters.
 pub fn read(
     client: &fairlock::Client,
     name: &str,
@@ -152,7 +153,13 @@ pub fn read(
         .filter(|kind| asked.is_empty() || asked.contains(kind));
     let mut locks = Vec::new();
     for kind in kinds {
-        locks.push(client.status(kind, name, limit)?);
+        let mut status = client.status(kind, name, limit)?;
+        // The library lists a lock's one holder (a mutex's, an election's)
+        // whatever `limit` says: at most `limit` are shown, as of the
+        // others, the counts saying how many there are.
+        status.holders.truncate(limit);
+        status.waiters.truncate(limit);
+        locks.push(status);
     }
     if asked.is_empty() {
         let mutex = locks[0].clone();

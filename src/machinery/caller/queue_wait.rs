@@ -167,10 +167,12 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // A request that timed out as the patience ended was cut
                 // short by it: what Redis said before is the outage's cause.
                 let ran_out = patience_end.is_some_and(|end| Instant::now() >= end);
-                let said = cause.take().filter(|_| err.is_timeout() && ran_out);
+                let cut_short = err.is_timeout() && ran_out;
+                let said = cause.take().filter(|_| cut_short);
                 // Requests failing for want of Redis since the first (set
                 // once) try again until that has lasted the patience.
-                if outage.get_or_insert(first).elapsed() >= patience {
+                let unanswered = outage.get_or_insert(first).elapsed();
+                if unanswered >= patience {
                     let gave_up = format!(
                         "a queued call gave up after {patience:?} with redis unreachable or refusing \
                          it (its patience: waiter_timeout + connect_timeout)"
@@ -181,6 +183,16 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                         (Err(_), Some(said)) => Err(said.during(format_args!(
                             "{gave_up}; its last request had no reply by then, the one before it"
                         ))),
+                        // Only its heartbeats failed before: the request, sent
+                        // as the patience they used up ended, had what was left
+                        // of it (1 ms), a figure that says nothing of Redis.
+                        (Err(err), None) if cut_short => {
+                            Err(err.without_its_figure().during(format_args!(
+                                "{gave_up}; nothing it sent had a reply for {} ms, its last \
+                                 request none by then",
+                                unanswered.as_millis()
+                            )))
+                        }
                         (ended, _) => ended
                             .map_err(|err| err.during(format_args!("{gave_up}; its last request"))),
                     };
