@@ -2,8 +2,9 @@
 //! fairlock's Functions library where the server took it (Redis 7.0 and
 //! later, Valkey: [`library`](super::library)), as EVALSHAs of each
 //! script's SHA where it did not (Redis 6.2, a user whose ACL refuses
-//! `FUNCTION LOAD`; a user who may load the library but not `FCALL` it
-//! gets `Permission` on every call, as the refusal says); one reload path
+//! `FCALL`, or `FUNCTION LOAD` on a server without the library: a
+//! client's start calls the library first, [`Scripts::find_library`],
+//! and loads it only where it is missing); one reload path
 //! when the server lost its scripts or its library (restart, failover, new
 //! node, a flush); and the pipelines that carry a `WAIT` with a write.
 
