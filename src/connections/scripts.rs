@@ -89,7 +89,7 @@ pub(crate) struct CallsBy {
 /// library, or by their hashes, [`HASHED`]), with the two arguments every
 /// call of this client starts with.
 pub(crate) struct Scripts {
-    /// ARGV[1], ARGV[2] of every script (see [`CommonArgs`]).
+    /// `ARGV[1]`, `ARGV[2]` of every script (see [`CommonArgs`]).
     common: [String; 2],
     /// Told each time the scripts are loaded again (the client's metrics).
     reloaded: fn(),
