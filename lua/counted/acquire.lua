@@ -13,7 +13,8 @@
 --         messages; the hold is "<owner> <call id> <units>", so a call
 --         delivered twice (a retry after a lost reply) or handed the hold
 --         while queued answers with its hold instead of taking a second one
--- ARGV[5] lease ms: the hold's lease when this call gets it (1 .. MAX_MS)
+-- ARGV[5] lease ms: the hold's lease when this call gets it (1 .. 365 days
+--         in ms: lib/common.lua's ms_arg)
 -- ARGV[6] capacity: the units there are (a semaphore's permits N; a
 --         reader-writer lock's RW_CAPACITY), 1 .. 4294967295; a call whose
 --         capacity is not the one the lock has (its meta key, kept a fence
@@ -33,7 +34,8 @@
 --         as one string (so that the common take carries fewer arguments):
 --         "<fixed> <waiter timeout ms> <mode> <live token>":
 --         fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it;
---         waiter timeout: liveness deadline of a queued entry (1 .. MAX_MS);
+--         waiter timeout: liveness deadline of a queued entry (1 .. 365
+--         days in ms);
 --         mode: "try"   never queue (try_acquire, try_read, try_write);
 --               "first" first attempt of a waiting call: take or queue;
 --               "poll"  later attempt of a queued call;

@@ -8,7 +8,8 @@
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
 -- ARGV[4] fencing token of the hold
--- ARGV[5] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
+-- ARGV[5] lease ms to set (1 .. 365 days in ms: lib/common.lua's ms_arg);
+--         "0" leaves the lease as it is and
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
 -- ARGV[6] call id of the acquisition that made the hold

@@ -50,7 +50,9 @@
 --                              (be only that, with no mark): a revocation
 --                              (revoke.lua) asks the holds up to that
 --                              token to let go
---   KEYS[4] the force release's record (common.lua: record_forced), given
+--   KEYS[4] the revoke's record (common.lua: answer_revoke), given to
+--           revoke.lua and force_release.lua alone
+--   KEYS[5] the force release's record (common.lua: record_forced), given
 --           to it alone
 -- A call is admitted when it heads the queue (or nobody waits) and its
 -- units fit beside the held ones: that admission test is the only place

@@ -36,6 +36,8 @@
 --                              to let go (the hold of the time; later ones
 --                              have larger tokens), or that word alone
 --   KEYS[2] queue (queue.lua)
+--   then    the revoke's record (common.lua: answer_revoke), given to
+--           revoke.lua and force_release.lua alone
 --   last    the force release's record (common.lua: record_forced), given
 --           to it alone
 -- An election (the mutex's engine on keys of its own) also says on its

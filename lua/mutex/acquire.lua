@@ -8,12 +8,14 @@
 --         messages and counted in the hold's calls, so that a call
 --         delivered twice (a retry after a lost reply) takes, re-enters or
 --         queues once, and can be given back by its id (abandon.lua)
--- ARGV[5] lease ms: the lock's TTL when this owner gets it (1 .. MAX_MS)
+-- ARGV[5] lease ms: the lock's TTL when this owner gets it (1 .. 365 days
+--         in ms: lib/common.lua's ms_arg)
 -- ARGV[6] what only a lock that is not free, or that someone waits for,
 --         needs, as one string (so that the common take carries fewer
 --         arguments): "<fixed> <waiter timeout ms> <mode> <live token>":
 --         fixed: "1" = fixed lease (no watchdog), "0" = watchdog renews it;
---         waiter timeout: liveness deadline of a queued entry (1 .. MAX_MS);
+--         waiter timeout: liveness deadline of a queued entry (1 .. 365
+--         days in ms);
 --         mode: "try"   never queue (try_lock);
 --               "first" first attempt of a waiting call: re-enter or queue;
 --               "poll"  later attempt of a queued call;

@@ -8,7 +8,8 @@
 --         queued it: "<owner> <call id> <lease ms> <fixed 0|1>"
 -- Also hands a lock whose holder vanished to its first live waiter, so no
 -- waiter depends on a message to learn that the lock came free.
--- Returns {lock pttl ms (after any extension), last token issued,
+-- Returns {lock pttl ms (after any extension; -1: no expiry, -2: free),
+--          last token issued,
 --          status1, value1, status2, value2, ...} per entry:
 --   0, position  still queued (deadline renewed)
 --   1, token     the lock was handed to this wait (its call is counted in

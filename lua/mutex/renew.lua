@@ -6,7 +6,8 @@
 -- ARGV[3] owner id
 -- ARGV[4] fencing token of the hold (the hold is named by its owner and
 --         token: a counted lock's renewal also takes the call id)
--- ARGV[5] lease ms to set (1 .. MAX_MS); "0" leaves the lease as it is and
+-- ARGV[5] lease ms to set (1 .. 365 days in ms: lib/common.lua's ms_arg);
+--         "0" leaves the lease as it is and
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
 -- Returns 1 when renewed, 2 when renewed and a revocation (revoke.lua)

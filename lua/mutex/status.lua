@@ -11,7 +11,7 @@
 --          waiter1 owner id, ms of liveness left 1, waiter2, ms left 2, ...}
 -- listing at most ARGV[3] queued waiters in order; a negative "ms left"
 -- marks a dead entry that has not been dropped yet. An election's (given
--- its fourth key, the history) adds its history's entries, newest first,
+-- its third key, the history) adds its history's entries, newest first,
 -- as one last element, so that a watch reads the changes and the state
 -- they led to in one atomic step.
 -- Cost: O(log N + listed), and an election's history: at most 16 entries.

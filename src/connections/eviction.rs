@@ -35,10 +35,10 @@ fn may_evict(server: &str, info: &str) -> Option<String> {
 
 /// Reads the server's eviction settings on `conn` (on a cluster, every
 /// master's) and returns a warning for each that may evict (or, with
-/// `require_noeviction`, fails with [`ErrorKind::InvalidConfig`]). A user
+/// `require_noeviction`, fails with [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)). A user
 /// whose ACL does not grant `INFO memory` skips the check with a warning
 /// that it could not be made (or, with `require_noeviction`, fails with
-/// [`ErrorKind::Permission`]); an answer without the fields says nothing.
+/// [`ErrorKind::Permission`](crate::ErrorKind::Permission)); an answer without the fields says nothing.
 pub(crate) fn check(
     conn: &mut dyn ConnectionLike,
     server: &str,

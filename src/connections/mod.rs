@@ -24,8 +24,9 @@
 //! ([`config`]), where the locks live as the URL says ([`topology`]), a
 //! cluster's slot map ([`slot_map`]), running the protocol's scripts on a
 //! connection ([`scripts`], each call packed in one buffer by [`resp`]), what a
-//! client found wrong with its servers ([`eviction`], [`warning`]), and what fairlock reports about itself
-//! ([`observe`]).
+//! client found wrong with its servers ([`eviction`], [`warning`]); what
+//! fairlock reports about itself is the machinery's `observe`, which this
+//! layer tells of a reload or a reconnect through hooks.
 
 pub(crate) mod caller;
 mod cluster;

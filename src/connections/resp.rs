@@ -1,8 +1,8 @@
 //! Packing a command in RESP straight into one buffer, sized once.
 //!
-//! Every lock call is one EVALSHA of a dozen short arguments. The redis
-//! crate's `Cmd` copies them into a buffer of its own (growing it argument
-//! by argument) and its `Pipeline` copies them once more into the bytes it
+//! Every lock call is one FCALL (or EVALSHA) of a dozen short arguments.
+//! The redis crate's `Cmd` copies them into a buffer of its own (growing it
+//! argument by argument) and its `Pipeline` copies them once more into the bytes it
 //! sends; for a call that costs Redis a few microseconds, that was a
 //! quarter of the client's instructions. Here the arguments' sizes are
 //! added up first and each byte is written once, into a buffer that never

@@ -2,8 +2,9 @@
 //! fairlock's Functions library where the server took it (Redis 7.0 and
 //! later, Valkey: [`library`](super::library)), as EVALSHAs of each
 //! script's SHA where it did not (Redis 6.2, a user whose ACL refuses
-//! `FUNCTION LOAD`; a user who may load the library but not `FCALL` it
-//! gets `Permission` on every call, as the refusal says); one reload path
+//! `FCALL`, or `FUNCTION LOAD` on a server without the library: a
+//! client's start calls the library first, [`Scripts::find_library`],
+//! and loads it only where it is missing); one reload path
 //! when the server lost its scripts or its library (restart, failover, new
 //! node, a flush); and the pipelines that carry a `WAIT` with a write.
 
@@ -88,7 +89,7 @@ pub(crate) struct CallsBy {
 /// library, or by their hashes, [`HASHED`]), with the two arguments every
 /// call of this client starts with.
 pub(crate) struct Scripts {
-    /// ARGV[1], ARGV[2] of every script (see [`CommonArgs`]).
+    /// `ARGV[1]`, `ARGV[2]` of every script (see [`CommonArgs`]).
     common: [String; 2],
     /// Told each time the scripts are loaded again (the client's metrics).
     reloaded: fn(),

@@ -78,7 +78,7 @@ fn after_line(text: &str) -> Option<&str> {
 
 /// The text after `code` in `err`'s reply, on every version: after the
 /// code (Redis 7.0 and later: the detail; 6.2: after the code inside its
-/// script error), up to the " script: <name>, on @user_function:<line>."
+/// script error), up to the `" script: <name>, on @user_function:<line>."`
 /// that Redis 7.0 and later end a script's error with.
 fn after_code<'e>(err: &'e redis::RedisError, code: &str) -> &'e str {
     let detail = err.detail().unwrap_or_default();

@@ -72,8 +72,8 @@ impl Drop for Core {
 }
 
 impl Core {
-    /// Connects as `config` and `topology` say, loads the scripts and
-    /// starts the threads; returns once this client can be woken (a
+    /// Connects as `config` and `topology` say, finds the scripts on the
+    /// server (loading them where they are missing) and starts the threads; returns once this client can be woken (a
     /// subscription is live).
     pub(crate) fn start(config: Config, topology: Topology) -> Result<Core> {
         let backend = Backend::open(&config, topology)?;

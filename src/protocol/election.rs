@@ -2,8 +2,10 @@
 //! keys of its own: [`LockKind::Election`](crate::protocol::LockKind)):
 //! the values candidates campaign with, which ride in their owner ids
 //! (`<client id>:u<call>@<value>`), and the messages on the election's
-//! channel, `<key prefix>:election:<name>`, which tell watchers to read
-//! the leader again. The election's scripts publish them (lua/lib/mutex.lua:
+//! channel, `<key prefix>:election:<name>` (with sharded pub/sub
+//! `<key prefix>:{<tag>}:election:<name>`, in its keys' slot:
+//! [`Route`](crate::protocol::Route)), which tell watchers to read the
+//! leader again. The election's scripts publish them (lua/lib/mutex.lua:
 //! `ANNOUNCE`), in the call that grants or frees the election's lock, and
 //! keep the newest [`HISTORY_LEN`] of them in the election's history, each
 //! with the last term issued before it ([`Change`]), which its status

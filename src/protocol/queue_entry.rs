@@ -1,6 +1,7 @@
-//! How the queue stores one waiting call: its member in both queue sorted
-//! sets, which carries the grant the call gets, so a handoff reads one
-//! member instead of three structures.
+//! How the queue stores one waiting call: its member in the queue's one
+//! sorted set (scored by arrival, and again after a `~` by its liveness
+//! deadline), which carries the grant the call gets, so a handoff reads
+//! one member instead of three structures.
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,7 +1,10 @@
-//! The acquire algorithm of one call on one lock: attempt, wait in the
-//! queue (parked, holding no connection), ride out an outage, leave the
-//! queue on timeout or cancellation, confirm a handoff with
-//! `sync_replicas`. Every failure after a request may have reached Redis
+//! The acquire algorithm of one call on one lock: what an attempt sends
+//! (`Acquire`) and makes of its reply, the hold it registers, how it leaves
+//! the queue (`Cancel`) on timeout or cancellation and what a grant or a
+//! failure comes to; the wait itself (parked, holding no connection,
+//! riding out an outage, a handoff confirmed with `sync_replicas`) is
+//! [`queue_wait`](crate::machinery::caller::queue_wait)'s, over its
+//! [`Queued`] trait. Every failure after a request may have reached Redis
 //! has the call abandoned (see [`abandons`](crate::machinery::holds::abandons)).
 
 use std::sync::Arc;

@@ -21,8 +21,8 @@ use crate::protocol::{Ask, Call, Mode, Renew, RenewReply};
 /// How long past its deadline a waiting call may take to leave the queue,
 /// a pooled connection and the reply included (see [`Limit::within`]):
 /// what is not done by then is abandoned later, so a timed wait returns
-/// by its deadline plus this (and a request's [`REPLY_GRACE`]
-/// (crate::connections::caller) when one was in flight instead) whatever
+/// by its deadline plus this (and a request's `REPLY_GRACE`,
+/// connections/caller.rs, when one was in flight instead) whatever
 /// the server does.
 pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
