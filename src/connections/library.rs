@@ -2,8 +2,9 @@
 //! Valkey): loaded once per server with `FUNCTION LOAD`, each operation
 //! then called with `FCALL`. Its helpers are built once, when the server
 //! loads it, where an EVALSHA builds the closures its path needs on every
-//! call (`cargo bench --bench server_cost`: 6-8% of the server's
-//! instructions per cycle).
+//! call (`cargo bench --bench server_cost` on 2026-11-30: a mutex's
+//! cycle 75.5k instructions by FCALL, 96.0k by EVALSHA; a handoff 196.5k
+//! and 250.5k).
 //!
 //! The library and its functions are named after a hash of its text, so
 //! that clients of different fairlock versions on one server each call
