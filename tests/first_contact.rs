@@ -137,12 +137,14 @@ fn refused_with(url: &str) -> (fairlock::Error, Duration) {
 }
 
 /// A read-only replica given as the URL (fairlock writes with every
-/// call): on Redis 7.0 and later (and Valkey) the start's `FUNCTION LOAD`
-/// is refused (`READONLY`), and the build fails at once, naming the server
+/// call): on Redis 7.0 and later (and Valkey), where the replica lacks the
+/// library (its master never loaded it, as here), the start's `FUNCTION
+/// LOAD` is refused (`READONLY`), and the build fails at once, naming the server
 /// and what answered; before, that refusal only moved the client to
 /// EVALSHA, the build succeeded, and every call then failed saying "its
-/// master was demoted". Redis 6.2 loads its scripts on a replica: its
-/// calls say what answered. `Connection` (may be retried): behind a name a
+/// master was demoted". Redis 6.2 loads its scripts on a replica, and a
+/// replica that has the library from its master passes the start's probe:
+/// their calls say what answered (docs/failures.md). `Connection` (may be retried): behind a name a
 /// failover moves, the master answers there again.
 #[test]
 fn a_read_only_replica_as_the_url_is_named_at_once() {
