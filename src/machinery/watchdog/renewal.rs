@@ -167,6 +167,9 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         None => Ok(()),
         Some(sync) => match values.pop() {
             Some(Value::Int(acknowledged)) => sync.shortfall(acknowledged).map_or(Ok(()), Err),
+            // Refused (`LOADING`, an ACL's `NOPERM`): what Redis said, as
+            // a lock call's `WAIT` says it.
+            Some(Value::ServerError(err)) => return Err(Error::from_server(err)),
             other => return Err(unexpected(&other)),
         },
     };
