@@ -8,8 +8,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock_test_support::{
-    assert_exclusive, join_within, ms, serial, server_version, wait_until, HoldLog, RedisServer,
-    Relay, Span, SLOW_LOADING,
+    assert_exclusive, create_acl_user, join_within, ms, serial, server_version, wait_until,
+    HoldLog, RedisServer, Relay, Span, SLOW_LOADING,
 };
 
 /// Joins `handle` if it finishes by `deadline`; panics otherwise (never hangs).
@@ -855,5 +855,73 @@ fn a_call_queued_behind_the_head_gives_up_after_its_patience_when_its_heartbeats
     assert!(
         wait_until(Duration::from_secs(5), gone),
         "nothing left queued or held"
+    );
+}
+
+/// Two calls queued when Redis starts refusing this client's calls for
+/// good (an ACL change takes the lock's keys from its user): the head's
+/// poll fails with what Redis said (`Permission`); the call behind it asks
+/// only when told, and its heartbeats are refused the same way (a reply of
+/// the watchdog's pipeline). It must not wait for as long as the refusal
+/// lasts: its client has it ask, and it fails as the head did (before, it
+/// still waited 10 s in, and would have for good).
+#[test]
+fn a_call_queued_behind_the_head_whose_heartbeats_are_refused_for_good_ends_saying_why() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user(&mut admin, "refused-for-good");
+    let holders = server.client();
+    let fixed = Duration::from_secs(1);
+    let held = (holders.fair_mutex("refused-behind").with_fixed_lease(fixed))
+        .lock()
+        .unwrap();
+    let waiters = fairlock::Client::builder(&server.url_as("fairlock", "refused-for-good"))
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let calls: Vec<_> = (1..=2)
+        .map(|queued| {
+            let mutex = waiters.fair_mutex("refused-behind");
+            let call = thread::spawn(move || mutex.lock().map(drop));
+            let seen = || holders.fair_mutex("refused-behind").queue_len().unwrap() == queued;
+            assert!(wait_until(Duration::from_secs(5), seen), "queued");
+            call
+        })
+        .collect();
+    let keys = |rule: &str| {
+        let () = (redis::cmd("ACL").arg("SETUSER").arg("fairlock").arg(rule))
+            .query(&mut server.conn())
+            .unwrap();
+    };
+    keys("resetkeys");
+    let refused = Instant::now();
+    let ended = wait_until(Duration::from_secs(10), || {
+        calls.iter().all(|call| call.is_finished())
+    });
+    let took = refused.elapsed();
+    keys("~fairlock:*");
+    let outcomes: Vec<_> = (calls.into_iter())
+        .map(|call| join_within(call, Duration::from_secs(10), "a queued call"))
+        .collect();
+    for (place, outcome) in outcomes.iter().enumerate() {
+        let said = outcome.as_ref().map_err(ToString::to_string);
+        eprintln!("queued {place}: {said:?}");
+    }
+    assert!(
+        ended,
+        "a queued call still waited {took:?} into the refusal: {outcomes:?}"
+    );
+    eprintln!("both ended {:.0} ms after the refusals began", ms(took));
+    for outcome in outcomes {
+        let err = outcome.expect_err("refused throughout");
+        assert_eq!(err.kind(), fairlock::ErrorKind::Permission, "{err}");
+    }
+    drop(held);
+    let next = holders.fair_mutex("refused-behind");
+    let taken = next.try_lock_for(Duration::from_secs(5)).unwrap();
+    assert!(
+        taken.is_some(),
+        "the lock is taken again once its waiters are gone"
     );
 }

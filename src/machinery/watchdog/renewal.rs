@@ -237,6 +237,11 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level:
                     waiters
                         .iter()
                         .for_each(|waiter| waiter.unheard(sent, patience));
+                } else {
+                    // Refused otherwise (an ACL, another program's data
+                    // under a key): each asks, and ends with what Redis
+                    // says if its own request is refused too.
+                    waiters.iter().for_each(|waiter| waiter.repoll());
                 }
             }
         }
