@@ -8,8 +8,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use fairlock_test_support::{
-    assert_exclusive, join_within, ms, serial, server_version, wait_until, HoldLog, RedisServer,
-    Relay, Span, SLOW_LOADING,
+    assert_exclusive, create_acl_user, join_within, ms, serial, server_version, wait_until,
+    HoldLog, RedisServer, Relay, Span, SLOW_LOADING,
 };
 
 /// Joins `handle` if it finishes by `deadline`; panics otherwise (never hangs).
@@ -735,9 +735,11 @@ fn a_queued_call_refused_for_memory_gives_up_after_its_patience_and_leaves_the_q
             .query(&mut conn)
             .unwrap();
     }
-    // Refused from the lease's end (1 s) on; patience ends at 4 s; a poll
-    // sent into the stall at 3.2 s waits past it (command timeout 1.5 s).
-    thread::sleep(Duration::from_millis(3200).saturating_sub(started.elapsed()));
+    // Its heartbeats refused from now on, its polls from the lease's end
+    // (1 s) on; patience ends 3 s after its first refused heartbeat (a
+    // watchdog period, 333 ms, at most); a poll sent into the stall at
+    // 2.8 s waits past it (command timeout 1.5 s).
+    thread::sleep(Duration::from_millis(2800).saturating_sub(started.elapsed()));
     relay.stall();
     let err = join_within(waiter, Duration::from_secs(10), "the waiter").unwrap_err();
     let took = started.elapsed();
@@ -755,9 +757,11 @@ fn a_queued_call_refused_for_memory_gives_up_after_its_patience_and_leaves_the_q
             && said.contains("OOM"),
         "{err}"
     );
-    // The lease's 1 s, then the patience's 3 s.
+    // The patience's 3 s, from its first refused heartbeat (a watchdog
+    // period into the refusal) or, at the latest, its first refused poll
+    // (the lease's end, 1 s).
     assert!(
-        took > Duration::from_millis(3500) && took < Duration::from_secs(6),
+        took > Duration::from_millis(3000) && took < Duration::from_secs(6),
         "{took:?}"
     );
     drop(held);
@@ -768,5 +772,156 @@ fn a_queued_call_refused_for_memory_gives_up_after_its_patience_and_leaves_the_q
     assert!(
         wait_until(Duration::from_secs(5), gone),
         "nothing left queued or held"
+    );
+}
+
+/// The same refusal lasting, with a second call queued behind the first:
+/// not the head, it asks only when told, and the heartbeats that keep its
+/// place are refused too (`OOM`, each reply of the watchdog's pipeline).
+/// Its patience counts from its first refused heartbeat, as from a
+/// heartbeat that cannot reach Redis: it gives up as the head does (both
+/// within about 3 s, the patience, of the refusals' start), rather than
+/// wait for as long as the refusal lasts (before: it still waited 10 s
+/// in, and would have for good), and nothing is left once memory allows.
+#[test]
+fn a_call_queued_behind_the_head_gives_up_after_its_patience_when_its_heartbeats_are_refused() {
+    if server_version().0 < 7 {
+        eprintln!("skipped: redis 6.2 does not refuse this poll for memory");
+        return;
+    }
+    let _serial = serial();
+    let server = RedisServer::start();
+    let holders = server.client();
+    let fixed = Duration::from_secs(1);
+    let held = (holders.fair_mutex("oom-behind").with_fixed_lease(fixed))
+        .lock()
+        .unwrap();
+    // Heartbeats every 333 ms (min(lease 2 s, waiter timeout 1 s) / 3);
+    // patience 3 s.
+    let waiters = (server.builder())
+        .waiter_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let calls: Vec<_> = (1..=2)
+        .map(|queued| {
+            let mutex = waiters.fair_mutex("oom-behind");
+            let call = thread::spawn(move || mutex.lock().map(drop));
+            let seen = || holders.fair_mutex("oom-behind").queue_len().unwrap() == queued;
+            assert!(wait_until(Duration::from_secs(5), seen), "queued");
+            call
+        })
+        .collect();
+    let mut conn = server.conn();
+    for (name, value) in [("maxmemory-policy", "noeviction"), ("maxmemory", "1")] {
+        let () = (redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
+            .query(&mut conn)
+            .unwrap();
+    }
+    let refused = Instant::now();
+    let ended = wait_until(Duration::from_secs(10), || {
+        calls.iter().all(|call| call.is_finished())
+    });
+    let took = refused.elapsed();
+    let () = (redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0"))
+        .query(&mut conn)
+        .unwrap();
+    let outcomes: Vec<_> = (calls.into_iter())
+        .map(|call| join_within(call, Duration::from_secs(10), "a queued call"))
+        .collect();
+    for (place, outcome) in outcomes.iter().enumerate() {
+        let said = outcome.as_ref().map_err(ToString::to_string);
+        eprintln!("queued {place}: {said:?}");
+    }
+    assert!(
+        ended,
+        "a queued call still waited {took:?} into the refusal: {outcomes:?}"
+    );
+    eprintln!("both gave up {:.0} ms after the refusals began", ms(took));
+    for outcome in outcomes {
+        let err = outcome.expect_err("refused throughout");
+        assert_eq!(err.kind(), fairlock::ErrorKind::Server, "{err}");
+        assert!(
+            err.is_retryable() && err.to_string().contains("gave up after 3s"),
+            "{err}"
+        );
+    }
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    drop(held);
+    let gone = || {
+        let status = holders.fair_mutex("oom-behind").status(10).unwrap();
+        status.queue_len == 0 && status.holder().is_none()
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), gone),
+        "nothing left queued or held"
+    );
+}
+
+/// Two calls queued when Redis starts refusing this client's calls for
+/// good (an ACL change takes the lock's keys from its user): the head's
+/// poll fails with what Redis said (`Permission`); the call behind it asks
+/// only when told, and its heartbeats are refused the same way (a reply of
+/// the watchdog's pipeline). It must not wait for as long as the refusal
+/// lasts: its client has it ask, and it fails as the head did (before, it
+/// still waited 10 s in, and would have for good).
+#[test]
+fn a_call_queued_behind_the_head_whose_heartbeats_are_refused_for_good_ends_saying_why() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user(&mut admin, "refused-for-good");
+    let holders = server.client();
+    let fixed = Duration::from_secs(1);
+    let held = (holders.fair_mutex("refused-behind").with_fixed_lease(fixed))
+        .lock()
+        .unwrap();
+    let waiters = fairlock::Client::builder(&server.url_as("fairlock", "refused-for-good"))
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let calls: Vec<_> = (1..=2)
+        .map(|queued| {
+            let mutex = waiters.fair_mutex("refused-behind");
+            let call = thread::spawn(move || mutex.lock().map(drop));
+            let seen = || holders.fair_mutex("refused-behind").queue_len().unwrap() == queued;
+            assert!(wait_until(Duration::from_secs(5), seen), "queued");
+            call
+        })
+        .collect();
+    let keys = |rule: &str| {
+        let () = (redis::cmd("ACL").arg("SETUSER").arg("fairlock").arg(rule))
+            .query(&mut server.conn())
+            .unwrap();
+    };
+    keys("resetkeys");
+    let refused = Instant::now();
+    let ended = wait_until(Duration::from_secs(10), || {
+        calls.iter().all(|call| call.is_finished())
+    });
+    let took = refused.elapsed();
+    keys("~fairlock:*");
+    let outcomes: Vec<_> = (calls.into_iter())
+        .map(|call| join_within(call, Duration::from_secs(10), "a queued call"))
+        .collect();
+    for (place, outcome) in outcomes.iter().enumerate() {
+        let said = outcome.as_ref().map_err(ToString::to_string);
+        eprintln!("queued {place}: {said:?}");
+    }
+    assert!(
+        ended,
+        "a queued call still waited {took:?} into the refusal: {outcomes:?}"
+    );
+    eprintln!("both ended {:.0} ms after the refusals began", ms(took));
+    for outcome in outcomes {
+        let err = outcome.expect_err("refused throughout");
+        assert_eq!(err.kind(), fairlock::ErrorKind::Permission, "{err}");
+    }
+    drop(held);
+    let next = holders.fair_mutex("refused-behind");
+    let taken = next.try_lock_for(Duration::from_secs(5)).unwrap();
+    assert!(
+        taken.is_some(),
+        "the lock is taken again once its waiters are gone"
     );
 }

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, LeaseEnd, LeaseSignal};
+use fairlock::{Client, ErrorKind, LeaseEnd, LeaseSignal, LockKind};
 use fairlock_test_support::*;
 
 /// A thread blocked on `signal`: reports how it ended and when.
@@ -447,6 +447,98 @@ fn a_hold_counted_lost_is_not_upgraded_or_downgraded() {
     eprintln!("counted lost while its upgrade waited: {upgraded:?}");
     assert_eq!(upgraded, Err(ErrorKind::LeaseLost));
     assert!(!waited.is_locked().unwrap(), "the write was left in Redis");
+}
+
+/// A change of access answered after its client counted the hold lost (a
+/// slow link: 1.5 s each way, sent as soon as the hold was taken, a fixed
+/// 3 s lease counted lost after 2 s by an allowance of 1 s) ran at Redis
+/// while Redis still had the hold, so Redis changed it; the hold stays
+/// lost all the same, as one counted lost before the call: each change
+/// (a write's downgrade to a read and to an upgradable read, an
+/// upgradable read's downgrade and its upgrade) says `LeaseLost` and
+/// frees what Redis has, rather than return a guard lost from the start.
+#[test]
+fn a_change_of_access_answered_after_the_hold_was_counted_lost_says_lease_lost() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let (lease, margin) = (Duration::from_secs(3), Duration::from_secs(1));
+    let one_way = Duration::from_millis(1500);
+    let client = Client::builder(&relay.url())
+        .lease(lease)
+        .clock_drift(0.0, margin)
+        .command_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    // What a change returned, and when (before its guard is dropped).
+    type Change = Box<dyn FnOnce() -> (fairlock::Result<()>, Instant) + Send>;
+    let rwlock = |name: &str| client.fair_rwlock(name).with_fixed_lease(lease).unbound();
+    let mut changes: Vec<(&str, LeaseSignal, Change)> = Vec::new();
+    let write = rwlock("late-write-to-read").write().unwrap();
+    let signal = write.lease_signal();
+    let change: Change = Box::new(move || returned(write.downgrade()));
+    changes.push(("late-write-to-read", signal, change));
+    let write = rwlock("late-write-to-upgradable").write().unwrap();
+    let signal = write.lease_signal();
+    let change: Change = Box::new(move || returned(write.downgrade_to_upgradable()));
+    changes.push(("late-write-to-upgradable", signal, change));
+    let upgradable = rwlock("late-upgradable-to-read").upgradable_read().unwrap();
+    let signal = upgradable.lease_signal();
+    let change: Change = Box::new(move || returned(upgradable.downgrade()));
+    changes.push(("late-upgradable-to-read", signal, change));
+    let upgradable = rwlock("late-upgrade").upgradable_read().unwrap();
+    let signal = upgradable.lease_signal();
+    let change: Change = Box::new(move || {
+        let upgraded = upgradable.try_upgrade();
+        let upgraded =
+            upgraded.map(|got| got.expect("nobody else reads: the upgrade needs no wait"));
+        returned(upgraded)
+    });
+    changes.push(("late-upgrade", signal, change));
+
+    relay.set_delay(one_way);
+    let running: Vec<_> = (changes.into_iter())
+        .map(|(name, signal, change)| {
+            let ended = watch(signal);
+            let changing = thread::spawn(change);
+            (name, ended, changing)
+        })
+        .collect();
+    let observer = server.client();
+    let mut outcomes = Vec::new();
+    for (name, ended, changing) in running {
+        let (changed, returned) = join_within(changing, Duration::from_secs(15), name);
+        let (end, lost_at) = ended.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(end, LeaseEnd::Lost, "{name}");
+        let status = observer.status(LockKind::RwLock, name, 10).unwrap();
+        eprintln!(
+            "{name}: {:?}, returned {:.0} ms after the hold was counted lost; left in Redis: {:?}",
+            changed.as_ref().map_err(|err| err.kind()),
+            ms(returned.saturating_duration_since(lost_at)),
+            (status.holders.iter())
+                .map(|h| h.access)
+                .collect::<Vec<_>>()
+        );
+        assert!(lost_at < returned, "{name}: not the case in question");
+        outcomes.push((
+            name,
+            changed.map_err(|err| err.kind()),
+            status.holders.len(),
+        ));
+    }
+    for (name, changed, left) in outcomes {
+        assert_eq!(
+            changed,
+            Err(ErrorKind::LeaseLost),
+            "{name}: returned a lost guard"
+        );
+        assert_eq!(left, 0, "{name}: a hold was left in Redis");
+    }
+}
+
+/// What a call returned (its guard dropped) and when it returned.
+fn returned<T>(got: fairlock::Result<T>) -> (fairlock::Result<()>, Instant) {
+    let at = Instant::now();
+    (got.map(drop), at)
 }
 
 /// A call with a fixed lease of 300 ms that waited in the queue behind

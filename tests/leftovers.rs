@@ -1748,3 +1748,45 @@ fn renewals_too_few_replicas_saw_are_warned_of_once() {
     let handed = join_within(waiter, Duration::from_secs(10), "the waiter");
     assert_eq!(handed.map_err(|e| e.kind()), Err(ErrorKind::NotReplicated));
 }
+
+/// With `sync_replicas` the watchdog's round carries a `WAIT` after its
+/// renewals. A `WAIT` Redis refuses (here an ACL that no longer lets the
+/// client's user run it) fails the round as what Redis said, a
+/// `Permission` refusal, as a lock call's refused `WAIT` does, not as "an
+/// unexpected reply from a fairlock script" (the same for a `LOADING`,
+/// which is then a `Connection` error, as the round's waiters count it).
+#[test]
+fn a_watchdog_round_whose_wait_is_refused_says_what_redis_said() {
+    crate::semaphore::warnings("");
+    let (server, _replica, mut admin) = crate::deadlines::server_with_replica();
+    create_acl_user(&mut admin, "wait-refused");
+    let allow = |rule: &str| {
+        let () = (redis::cmd("ACL").arg("SETUSER").arg("fairlock").arg(rule))
+            .query(&mut server.conn())
+            .unwrap();
+    };
+    // docs/security.md: sync_replicas needs `WAIT` too.
+    allow("+wait");
+    let client = Client::builder(&server.url_as("fairlock", "wait-refused"))
+        .lease(Duration::from_millis(600))
+        .waiter_timeout(Duration::from_millis(600))
+        .sync_replicas(1, Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let guard = client.fair_mutex("wait-refused").lock().unwrap();
+    allow("-wait");
+    let round = format!("client {}'s watchdog round", client.id());
+    let said = || crate::semaphore::warnings(&round);
+    assert!(
+        wait_until(Duration::from_secs(5), || !said().is_empty()),
+        "no round failed"
+    );
+    let said = said();
+    eprintln!("{said:#?}");
+    assert!(
+        said[0].contains("ACL denies") && !said[0].contains("unexpected reply"),
+        "{said:#?}"
+    );
+    allow("+wait");
+    drop(guard);
+}

@@ -21,7 +21,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Bound, Client, ErrorKind, FairMutexGuard, LeaseEnd, Wait};
+use fairlock::{Bound, Client, ErrorKind, FairMutexGuard, LeaseEnd, LockKind, Wait};
 use fairlock_test_support::roles::lease_holder;
 use fairlock_test_support::*;
 
@@ -651,6 +651,89 @@ fn a_take_answered_after_its_fixed_lease_would_have_run_out_is_returned_live() {
             if lost || held != Some(token) || unlocked.is_err() {
                 wrong.push(format!("{kind:?} {how}: lost={lost}, {unlocked:?}"));
             }
+        }
+    }
+    assert!(wrong.is_empty(), "guards returned already lost: {wrong:#?}");
+}
+
+/// With `sync_replicas`, a waiter handed the lock confirms the grant (a
+/// renewal and a `WAIT`) before it returns. Over a slow link (1.6 s each
+/// way, a lease of 4 s) that confirmation comes back after the grant's
+/// count ran out (it counts from the last request that saw the waiter
+/// queued, or from the heartbeat that found it holding), though Redis ran
+/// it with the hold still the waiter's: the call must not return that
+/// guard already lost. It asks Redis once more, as for a grant counted out
+/// on arrival, and returns the hold with the lease Redis has or, its
+/// lease over, takes the lock anew; either way live, and the hold Redis
+/// has. (Before, the renewed one was returned lost, its unlock
+/// `LeaseLost`, while Redis held it for the waiter.)
+#[test]
+fn a_grant_confirmed_after_its_count_ran_out_is_returned_live() {
+    let _serial = serial();
+    let (server, _replica, _) = crate::deadlines::server_with_replica();
+    let relay = Relay::start(server.port());
+    let lease = Duration::from_secs(4);
+    let one_way = Duration::from_millis(1600);
+    let client = Client::builder(&relay.url())
+        .lease(lease)
+        .waiter_timeout(Duration::from_secs(30))
+        .command_timeout(Duration::from_secs(10))
+        .sync_replicas(1, Duration::from_secs(2))
+        .build()
+        .unwrap();
+    // The holder's lease outlasts the test: the waiters poll only when told.
+    let holder = (server.builder().lease(Duration::from_secs(60)))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let observer = server.client();
+    let cases = [
+        ("late-confirm-renewed", LeasePolicy::Client),
+        ("late-confirm-fixed", LeasePolicy::Fixed(lease)),
+    ];
+    let held: Vec<_> = (cases.iter())
+        .map(|(name, _)| holder.fair_mutex(name).lock().unwrap())
+        .collect();
+    let outcomes = thread::scope(|s| {
+        let waiters: Vec<_> = (cases.iter())
+            .map(|&(name, policy)| {
+                let (client, observer) = (&client, &observer);
+                s.spawn(move || {
+                    let guard = take::<Bound>(client, Kind::Mutex, name, policy, Wait::forever())
+                        .unwrap()
+                        .expect("a wait without a limit");
+                    let returned = Instant::now();
+                    let (lost, token) = (guard.is_lease_lost(), guard.fencing_token());
+                    let at_redis = observer.status(LockKind::Mutex, name, 1).unwrap();
+                    let at_redis = at_redis.holder().map(|holder| holder.fencing_token);
+                    (name, returned, lost, token, at_redis, guard.unlock())
+                })
+            })
+            .collect();
+        for (name, _) in &cases {
+            let queued = || observer.fair_mutex(name).queue_len().unwrap() == 1;
+            assert!(
+                wait_until(Duration::from_secs(5), queued),
+                "{name} never queued"
+            );
+        }
+        relay.set_delay(one_way);
+        let handed = Instant::now();
+        held.into_iter().for_each(|guard| guard.unlock().unwrap());
+        (waiters.into_iter())
+            .map(|waiter| (handed, waiter.join().unwrap()))
+            .collect::<Vec<_>>()
+    });
+    let mut wrong = Vec::new();
+    for (handed, (name, returned, lost, token, at_redis, unlocked)) in outcomes {
+        eprintln!(
+            "{name}: returned {:.0} ms after the handoff, lost={lost}, token {token}, redis's \
+             holder {at_redis:?}, unlock {:?}",
+            ms(returned.duration_since(handed)),
+            unlocked.as_ref().map_err(|err| err.kind())
+        );
+        if lost || at_redis != Some(token) || unlocked.is_err() {
+            wrong.push(format!("{name}: lost={lost}, {unlocked:?}"));
         }
     }
     assert!(wrong.is_empty(), "guards returned already lost: {wrong:#?}");

@@ -206,7 +206,9 @@ impl<O: Ownership> Guard<kind::Write, O> {
     /// # Errors
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the write
     /// was no longer held or this client counted it lost
-    /// ([`is_lease_lost`](Guard::is_lease_lost)) (nothing was changed);
+    /// ([`is_lease_lost`](Guard::is_lease_lost)), before the call or by the
+    /// time its reply came (no read is made of it; what Redis still had of
+    /// it is freed);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection),
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated);
     /// otherwise the kinds of

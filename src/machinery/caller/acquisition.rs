@@ -220,7 +220,11 @@ impl Queued for Acquisition<'_> {
         }
     }
 
-    /// With `sync_replicas`, a shortfall gives the hold back at once.
+    /// With `sync_replicas`, a shortfall gives the hold back at once, and a
+    /// grant whose confirmation came back after this process counts it out
+    /// (a slow link) is not returned: it is gone as far as the call knows
+    /// (`LeaseLost`), so the call asks Redis once more, as for a grant
+    /// counted out on arrival (`wait_in_queue`).
     fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<Acquired> {
         let lost = || lease_lost(&waiter.call, grant.token, GRANT_GONE);
         let revoked =
@@ -231,6 +235,10 @@ impl Queued for Acquisition<'_> {
                     self.shared.abandon_later(&waiter.call);
                 }
             })?;
+        let drift = self.shared.config().clock_drift;
+        if drift.local_end(grant.since, grant.ttl) <= Instant::now() {
+            return Err(lost());
+        }
         let got = self.hold(waiter, grant.token, grant.since, grant.ttl);
         if revoked {
             got.hold.mark_revoked();

@@ -230,9 +230,10 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 let by = deadline.map(|at| at.max(Instant::now()));
                 break match queued.granted(&waiter, grant, Limit::by(by)) {
                     Err(err) if out_of_time(&err, by) => queued.out_of_time(&waiter, err),
-                    // Gone before it was confirmed (a force release): the
-                    // call asks Redis, and queues again, as a grant lost
-                    // on arrival does.
+                    // Gone before it was confirmed (a force release), or
+                    // counted out by the time its confirmation came back:
+                    // the call asks Redis, and queues again if it lost it,
+                    // as a grant counted out on arrival does.
                     Err(err) if err.is_lease_lost() => continue,
                     got => got.map(Some),
                 };

@@ -71,7 +71,9 @@ impl CallHold {
 
     /// Downgrades this hold (a write, or an upgradable read) to `to`,
     /// admitting the waiters that fit in the same step (this client's wake
-    /// from the reply). On an error the hold is released within one command
+    /// from the reply). A hold counted lost, before the call or by the time
+    /// its reply came, is not downgraded: `LeaseLost`, and what Redis has
+    /// of it is freed. On an error the hold is released within one command
     /// timeout of the call's start (`release_after`), and on a connection
     /// error the downgraded hold is abandoned once Redis answers.
     pub(crate) fn downgrade(&mut self, to: Access) -> Result<()> {
@@ -112,6 +114,13 @@ impl CallHold {
         shared.grant_own(&handed);
         self.hold.changed(token, false);
         self.call = downgraded;
+        drop(_changing);
+        // Counted lost while the change was under way (its reply came
+        // after this client's count of the lease ran out), it stays lost:
+        // no read is made of it, as none is of a hold counted lost before.
+        if self.hold.is_lost() {
+            return Err(self.release_lost());
+        }
         replicated
     }
 }

@@ -224,7 +224,23 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level:
     for (waiters, reply) in batch.groups.iter().zip(replies.heartbeats) {
         match reply {
             Ok(reply) => apply_heartbeat(shared, waiters, reply, sent),
-            Err(err) => log::log!(level, "fairlock: heartbeat failed: {err}"),
+            Err(err) => {
+                log::log!(level, "fairlock: heartbeat failed: {err}");
+                // Refused for want of Redis (`LOADING`) or for a while
+                // (`OOM`), as when the round could not reach it: a waiter
+                // not at the head would otherwise wait as long as that lasts.
+                if err.is_connection() || err.is_refused_for_now() {
+                    let patience = shared.config().outage_patience();
+                    waiters
+                        .iter()
+                        .for_each(|waiter| waiter.unheard(sent, patience));
+                } else {
+                    // Refused otherwise (an ACL, another program's data
+                    // under a key): each asks, and ends with what Redis
+                    // says if its own request is refused too.
+                    waiters.iter().for_each(|waiter| waiter.repoll());
+                }
+            }
         }
     }
     unanswered
