@@ -869,6 +869,45 @@ fn many_abandons_over_a_slow_link_do_not_hold_renewals_back() {
     kept.unlock().unwrap();
 }
 
+/// A client dropped with many calls still to give back gives them back in
+/// one round trip (per slot on a cluster), not one each: twenty unlocks
+/// fail while the link is cut, the link heals with a 200 ms round trip,
+/// and the client is dropped before its watchdog's next round (lease 30 s:
+/// a round every 10 s). Sent one by one, the drop took twenty round trips
+/// (about 4 s).
+#[test]
+fn a_client_dropped_with_many_calls_to_give_back_gives_them_back_at_once() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = client_through(&relay, Duration::from_secs(30), Duration::from_secs(10));
+    let names: Vec<String> = (0..20).map(|i| format!("dropped-{i}")).collect();
+    let guards: Vec<_> = (names.iter())
+        .map(|name| client.fair_mutex(name).lock().unwrap())
+        .collect();
+    relay.set_delay(Duration::from_millis(100));
+    relay.cut();
+    for guard in guards {
+        assert!(guard.unlock().is_err(), "an unlock went through a cut link");
+    }
+    relay.heal();
+    let dropping = Instant::now();
+    drop(client);
+    let dropped = dropping.elapsed();
+    let observer = server.client();
+    let freed = (names.iter()).all(|name| !observer.fair_mutex(name).is_locked().unwrap());
+    eprintln!(
+        "leftovers: a client dropped with 20 calls to give back over a 200 ms round trip took \
+         {:.0} ms; all given back: {freed}",
+        ms(dropped)
+    );
+    assert!(freed, "the drop did not give the failed unlocks back");
+    assert!(
+        dropped < Duration::from_millis(1500),
+        "the drop took {dropped:?}: a round trip per call to give back"
+    );
+}
+
 /// The same, with the server over its `maxmemory` (`noeviction`) when the
 /// link heals: the watchdog's abandon is refused with `OOM` before it runs
 /// (nothing changed), and the client must keep it and send it again once

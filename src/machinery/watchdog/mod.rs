@@ -172,21 +172,46 @@ pub(crate) fn run(shared: &Arc<Shared>) {
 }
 
 /// The client is going away with calls still to abandon (an unlock that
-/// failed just before the client was dropped): one last try each, on this
-/// thread, stopping at the first that cannot reach Redis, so that dropping
-/// a client waits at most about one command timeout for it (the round
-/// under way when it stopped, or this).
+/// failed just before the client was dropped): one last try, on this
+/// thread, all of them in one pipeline (one per slot on a cluster, whose
+/// pipelines go to one slot's node), stopping at the first that cannot
+/// reach Redis, so that dropping a client waits at most about one command
+/// timeout for it (the round under way when it stopped, or this), and one
+/// round trip where Redis answers, however many calls there are.
 fn abandon_before_stopping(shared: &Shared, watchdog: &Watchdog) {
-    for entry in shared.round().abandons {
-        let batch = Batch {
-            abandons: vec![entry],
-            ..Batch::default()
-        };
-        if let Err(err) = renewal::run(shared, watchdog, &batch, None) {
+    let work = Batch {
+        abandons: shared.round().abandons,
+        ..Batch::default()
+    };
+    let batches = match shared.caller.backend.is_cluster() {
+        true => by_slot(work).into_values().collect(),
+        false => vec![work],
+    };
+    for batch in batches.iter().filter(|batch| !batch.abandons.is_empty()) {
+        if let Err(err) = renewal::run(shared, watchdog, batch, None) {
             log::warn!("fairlock: client stopped with calls not abandoned: {err}");
             return;
         }
     }
+}
+
+/// `work` split by the slot of each call's lock: a cluster's pipeline
+/// goes whole to one slot's node.
+fn by_slot(work: Batch) -> HashMap<u16, Batch> {
+    let mut by_slot: HashMap<u16, Batch> = HashMap::new();
+    for hold in work.holds {
+        let slot = hold.call.keys.slot;
+        by_slot.entry(slot).or_default().holds.push(hold);
+    }
+    for group in work.groups {
+        let slot = group[0].call.keys.slot;
+        by_slot.entry(slot).or_default().groups.push(group);
+    }
+    for entry in work.abandons {
+        let slot = entry.call.keys.slot;
+        by_slot.entry(slot).or_default().abandons.push(entry);
+    }
+    by_slot
 }
 
 /// One round: everything to renew, heartbeat or abandon now. False when
@@ -205,22 +230,9 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
         watchdog.said(shared, None, &ran);
         return !ran.is_err_and(|err| err.is_connection());
     }
-    let mut by_slot: HashMap<u16, Batch> = HashMap::new();
-    for hold in work.holds {
-        let slot = hold.call.keys.slot;
-        by_slot.entry(slot).or_default().holds.push(hold);
-    }
-    for group in work.groups {
-        let slot = group[0].call.keys.slot;
-        by_slot.entry(slot).or_default().groups.push(group);
-    }
-    for entry in work.abandons {
-        let slot = entry.call.keys.slot;
-        by_slot.entry(slot).or_default().abandons.push(entry);
-    }
     let map = shared.slot_map();
     let mut by_master: HashMap<Group, Vec<Batch>> = HashMap::new();
-    for (slot, batch) in by_slot {
+    for (slot, batch) in by_slot(work) {
         let master = map.as_ref().and_then(|map| map.master_of(slot));
         let group = master.map_or(Group::Slot(slot), |master| Group::Master(master.clone()));
         by_master.entry(group).or_default().push(batch);
