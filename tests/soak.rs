@@ -34,7 +34,10 @@
 //!   that did not arrive in that order. Pairs are eligible only if from 1 s
 //!   before A's call to the end of both calls there was no restart, script
 //!   flush or subscriber kill, and neither worker was partitioned, stopped
-//!   or killed: those take a queue apart, and it re-forms by the next poll.
+//!   or killed, nor starved (a worker says when it was not scheduled for
+//!   over 250 ms, an overloaded machine: its heartbeats may then come too
+//!   late for its waiters to stay queued, which the liveness rule allows):
+//!   those take a queue apart, and it re-forms by the next poll.
 //!   The number of eligible pairs is reported so that the 0 means
 //!   something, and so is the number of pairs left out because B's call
 //!   began after A's but before A was known queued (their order at Redis
@@ -133,6 +136,8 @@ fn soak() {
 
     let events = fleet.children.take_ready(|_| true);
     let calls = parse_calls(&events);
+    let mut chaos = chaos;
+    chaos.extend(parse_starved(&events));
     let ledger = resource.finish();
     let summary = Summary::new(&calls, &ledger, &chaos);
     let elapsed = began.elapsed();
@@ -463,6 +468,10 @@ enum Kind {
     Pause,
     /// One worker SIGKILLed (a replacement is started).
     KillWorker,
+    /// One worker not scheduled for over 250 ms, as it saw itself (a
+    /// machine overloaded by other work, not the soak's doing): its
+    /// heartbeats may have come too late for its waiters to stay queued.
+    Starved,
 }
 
 impl Kind {
@@ -576,6 +585,7 @@ fn run_chaos(
                 fleet.spawn();
                 Some(victim)
             }
+            Kind::Starved => unreachable!("seen by the workers, never scheduled"),
         };
         let to = if kind == Kind::KillWorker {
             u64::MAX
@@ -618,6 +628,27 @@ struct Call {
     lost: bool,
     /// When its first request's reply said Redis had queued it.
     queued: Option<u64>,
+}
+
+/// The spans in which a worker saw itself starved (`starved <from> <to>`).
+fn parse_starved(events: &[Event]) -> Vec<Chaos> {
+    (events.iter())
+        .filter(|e| e.text.starts_with("starved "))
+        .map(|e| {
+            let w = e.words();
+            let number = |s: &str| -> u64 {
+                s.parse()
+                    .unwrap_or_else(|err| panic!("{:?}: {err}", e.text))
+            };
+            assert_eq!(w.len(), 3, "bad event {:?}", e.text);
+            Chaos {
+                kind: Kind::Starved,
+                worker: Some(e.child),
+                from: number(w[1]),
+                to: number(w[2]),
+            }
+        })
+        .collect()
 }
 
 fn parse_calls(events: &[Event]) -> Vec<Call> {

@@ -47,6 +47,7 @@ pub fn soak() {
         eprintln!("soak child: lived {max_life:?}, exiting");
         std::process::exit(3);
     });
+    spawn_starvation_watch();
     let threads: u64 = child_arg(THREADS);
     let seed: u64 = child_arg(SEED);
     let worker: u64 = child_arg(WORKER);
@@ -124,6 +125,31 @@ impl log::Log for QueuedAt {
     }
 
     fn flush(&self) {}
+}
+
+/// How much later than asked this process's threads may wake before it
+/// says so (`starved <from> <to>`): a worker not scheduled for that long
+/// (an overloaded machine) may send its waiters' heartbeats too late for
+/// them to stay queued (waiter timeout 1 s, a heartbeat every third of it),
+/// which the soak's FIFO check must not count against the library.
+const STARVED: Duration = Duration::from_millis(250);
+
+/// A thread that sleeps 20 ms at a time and says when it woke more than
+/// [`STARVED`] late.
+fn spawn_starvation_watch() {
+    let nap = Duration::from_millis(20);
+    let late = (nap + STARVED).as_nanos() as u64;
+    thread::Builder::new()
+        .name("soak-starved".to_owned())
+        .spawn(move || loop {
+            let before = mono_ns();
+            thread::sleep(nap);
+            let after = mono_ns();
+            if after - before > late {
+                say(format!("starved {before} {after}"));
+            }
+        })
+        .expect("soak child: spawn the starvation watch");
 }
 
 /// One thread that cancels waits when their moment comes, so a cancelled
