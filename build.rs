@@ -127,10 +127,13 @@ pub fn build(lua: &Path, format: u32) {
     }
     // A function that does nothing: a client calls it at its start to learn
     // whether the server has the library already (src/connections/scripts.rs:
-    // `find_library`), rather than send the library every time.
+    // `find_library`), rather than send the library every time. Not flagged
+    // `no-writes`, so that a read-only replica refuses it (`READONLY`) as it
+    // would the library's load: a URL naming a replica fails the start;
+    // `allow-oom`, as a start over `maxmemory` must still work.
     library.push_str(
         "-- Called at a client's start: the library is loaded.\nredis.register_function({\n  \
-         function_name = PREFIX .. 'loaded',\n  flags = { 'no-writes' },\n  \
+         function_name = PREFIX .. 'loaded',\n  flags = { 'allow-oom' },\n  \
          callback = function()\n    return 1\n  end,\n})\n",
     );
     fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");

@@ -137,17 +137,36 @@ fn refused_with(url: &str) -> (fairlock::Error, Duration) {
 }
 
 /// A read-only replica given as the URL (fairlock writes with every
-/// call): on Redis 7.0 and later (and Valkey), where the replica lacks the
-/// library (its master never loaded it, as here), the start's `FUNCTION
-/// LOAD` is refused (`READONLY`), and the build fails at once, naming the server
+/// call): on Redis 7.0 and later (and Valkey) the start's `FUNCTION LOAD`
+/// is refused (`READONLY`), and the build fails at once, naming the server
 /// and what answered; before, that refusal only moved the client to
 /// EVALSHA, the build succeeded, and every call then failed saying "its
-/// master was demoted". Redis 6.2 loads its scripts on a replica, and a
-/// replica that has the library from its master passes the start's probe:
-/// their calls say what answered (docs/failures.md). `Connection` (may be retried): behind a name a
+/// master was demoted". Redis 6.2 loads its scripts on a replica: its
+/// calls say what answered. `Connection` (may be retried): behind a name a
 /// failover moves, the master answers there again.
 #[test]
 fn a_read_only_replica_as_the_url_is_named_at_once() {
+    assert_replica_named_at_once(false);
+}
+
+/// The same where the replica has the library from its master (a client
+/// of the master loaded it first, as in any fleet): the start finds it
+/// there and loads nothing, and its probe, a function Redis counts as a
+/// write, is refused (`READONLY`) as the load was. Before, the probe was
+/// flagged `no-writes`: the build succeeded on the replica and only the
+/// calls failed.
+#[test]
+fn a_read_only_replica_with_the_library_as_the_url_is_named_at_once() {
+    if server_version().0 < 7 {
+        return; // Redis 6.2: no library, the case above
+    }
+    assert_replica_named_at_once(true);
+}
+
+/// Starts a master and its replica (the master's library loaded first if
+/// `with_library`, and seen on the replica), then a client on the replica:
+/// it must fail at once, naming the replica.
+fn assert_replica_named_at_once(with_library: bool) {
     let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let port = master.port().to_string();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
@@ -159,6 +178,14 @@ fn a_read_only_replica_as_the_url_is_named_at_once() {
             .unwrap();
         info.contains("master_link_status:up")
     }));
+    if with_library {
+        drop(master.client());
+        assert!(wait_until(Duration::from_secs(10), || {
+            let libraries: Vec<redis::Value> =
+                redis::cmd("FUNCTION").arg("LIST").query(&mut conn).unwrap();
+            !libraries.is_empty()
+        }));
+    }
     let started = Instant::now();
     let built = Client::open(&replica.url());
     let took = started.elapsed();

@@ -138,16 +138,33 @@ impl Scripts {
     /// (the library is 180 KB, and loading it takes the server about 2 ms,
     /// a write). Any other error is the call's: `conn` answered already
     /// (a server with no `FCALL`, as before Redis 7.0, says so: `unknown
-    /// command`).
-    pub(crate) fn find_library(&self, conn: &mut dyn ConnectionLike) -> Result<Found> {
+    /// command`; a read-only replica refuses the function, which Redis
+    /// counts as a write: `READONLY`, the URL names a replica). Refusals
+    /// that come once Redis has found the function say it is there: a
+    /// write refused for now (`MISCONF`, `NOREPLICAS`), and on a cluster
+    /// `READONLY` (a keyless call goes to any node, a replica among them,
+    /// which has its master's library).
+    pub(crate) fn find_library(
+        &self,
+        conn: &mut dyn ConnectionLike,
+        on_cluster: bool,
+    ) -> Result<Found> {
         let called = redis::cmd("FCALL")
             .arg(&LIBRARY.loaded)
             .arg(0)
             .query::<i64>(conn);
-        let Err(err) = called else {
+        let loaded = || {
             self.functions.store(true, Ordering::Relaxed);
-            return Ok(Found::Loaded);
+            Ok(Found::Loaded)
         };
+        let Err(err) = called else {
+            return loaded();
+        };
+        let found_then_refused =
+            |code: &str| crate::error::refused_for_now(code) || (on_cluster && code == "READONLY");
+        if err.code().is_some_and(found_then_refused) {
+            return loaded();
+        }
         if err.code().is_some_and(|code| lost(code, err.detail())) {
             return Ok(Found::Missing);
         }

@@ -101,7 +101,7 @@ impl Core {
         time.map_err(Error::from_redis).map_err(first_contact)?;
         let loading =
             |err: Error| err.during(format_args!("loading fairlock's scripts at {server}"));
-        match scripts.find_library(&mut *first).map_err(loading)? {
+        match (scripts.find_library(&mut *first, backend.is_cluster())).map_err(loading)? {
             Found::Loaded => {}
             Found::Missing => {
                 let later = scripts.load_all(&mut *first).map_err(loading)?;
