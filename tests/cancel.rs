@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use fairlock::{Wait, WaitCanceller};
+use fairlock::{Client, Wait, WaitCanceller};
+use fairlock_test_support::relay::Relay;
 use fairlock_test_support::{join_within, ms, pause_clients, wait_until, RedisServer};
 
 #[test]
@@ -193,6 +194,62 @@ fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
         "{took:?}"
     );
     drop(held);
+}
+
+/// A wait cancelled as the lock is handed to it leaves the queue, and
+/// Redis answers that it holds the lock instead. Over a link whose round
+/// trip (36 ms here) outlasts what is left of a short lease (45 ms, less
+/// the 18 ms the leave took to reach Redis) the hold is counted out by the
+/// time that reply comes: the wait ends without it (`None`, the hold given
+/// back), never with a guard lost from the start, as a grant or an attempt
+/// counted out on arrival is never handed over. Three rounds: the cancel
+/// follows the release at once, before the handoff's message (18 ms on
+/// the way) can reach the waiter.
+#[test]
+fn a_cancel_answered_with_a_hold_counted_out_on_arrival_returns_none() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let name = "cancel-counted-out";
+    let holder = server.client();
+    let mutex = holder.fair_mutex(name);
+    // Heartbeats every 15 ms: a fixed lease of 45 ms is not polled for.
+    let lease = Duration::from_millis(45);
+    let waiter = Client::builder(&relay.url()).lease(lease).build().unwrap();
+    relay.set_delay(Duration::from_millis(18));
+    for round in 0..3 {
+        let held = mutex.lock().unwrap();
+        let cancel = WaitCanceller::new();
+        let m = waiter.fair_mutex(name).with_fixed_lease(lease);
+        let c = cancel.clone();
+        let blocked = std::thread::spawn(move || {
+            let got = m.lock_with(Wait::forever().cancelled_by(&c));
+            got.map(|guard| guard.map(|guard| guard.is_lease_lost()))
+        });
+        assert!(wait_until(Duration::from_secs(5), || mutex
+            .queue_len()
+            .unwrap()
+            == 1));
+        // Redis hands the lock to the waiter as it releases it.
+        held.unlock().unwrap();
+        let cancelled = Instant::now();
+        cancel.cancel();
+        let got = join_within(blocked, Duration::from_secs(5), "cancelled wait");
+        eprintln!(
+            "cancel: round {round}: a wait cancelled as it was handed the lock returned \
+             {got:?} (Some(lost?)) after {:.0} ms",
+            ms(cancelled.elapsed())
+        );
+        assert!(
+            matches!(got, Ok(None) | Ok(Some(false))),
+            "round {round}: a guard lost from the start: {got:?}"
+        );
+        // What it was handed goes back (or, taken, was released).
+        assert!(
+            wait_until(Duration::from_secs(5), || !mutex.is_locked().unwrap()),
+            "round {round}: the lock stayed held"
+        );
+        assert_eq!(mutex.queue_len().unwrap(), 0, "round {round}");
+    }
 }
 
 /// A wait that cannot wait at all (not at all, at most zero, until an

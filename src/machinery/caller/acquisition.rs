@@ -248,8 +248,12 @@ impl Queued for Acquisition<'_> {
     }
 
     /// Removes the waiter's queue entry; returns the hold instead if the
-    /// lock had been handed over already. If that fails, the watchdog
-    /// abandons the call later (it may have been handed the lock meanwhile).
+    /// lock had been handed over already, unless its reply came after this
+    /// client counts that lease out (a short lease over a slow link): the
+    /// wait ends without it, as after a grant counted out on arrival, and
+    /// the hold goes back once Redis answers. If the request fails, the
+    /// watchdog abandons the call later (it may have been handed the lock
+    /// meanwhile).
     fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<Acquired>> {
         let entry = waiter.call.entry();
         let sent = Instant::now();
@@ -257,7 +261,15 @@ impl Queued for Acquisition<'_> {
             .call_write(&waiter.call.keys, &Cancel { entry }, limit)
             .inspect_err(|_| self.shared.abandon_later(&waiter.call))?
             .into_parts();
+        let drift = self.shared.config().clock_drift;
         match reply {
+            // Counted out on arrival: never handed to the caller lost.
+            CancelReply::Kept { pttl_ms, .. }
+                if drift.local_end(sent, lease_ms(pttl_ms)) <= Instant::now() =>
+            {
+                self.shared.abandon_later(&waiter.call);
+                Ok(None)
+            }
             CancelReply::Kept { token, pttl_ms } => self
                 .acquired(waiter, token, pttl_ms, sent, replicated, limit)
                 .map(Some),
