@@ -606,6 +606,182 @@ fn a_slot_moving_to_another_master_keeps_the_hold_the_queue_and_the_order() {
     waiter.release("the waiter across the move");
 }
 
+/// Two locks of one client in one slot, the slot opened for a move and
+/// only the first lock's keys moved: the watchdog's pipeline for that slot
+/// holds one renewal the source answers (`ASK` for the other) and one the
+/// target answers only after `ASKING`, which covers one command. Both
+/// holds must still be renewed while the slot stays split.
+#[test]
+fn two_holds_in_a_slot_split_by_a_move_are_both_renewed() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let a = "split-a";
+    let slot = cluster.key_slot(&lock_key(a));
+    let b = (0..)
+        .map(|i| format!("split-b-{i}"))
+        .find(|n| slot_of(&lock_key(n)) == slot)
+        .unwrap();
+    let from = cluster.master_for_slot(slot);
+    let to = cluster.masters().into_iter().find(|&m| m != from).unwrap();
+    let lease = Duration::from_secs(2);
+    let client = builder(&cluster).lease(lease).build().unwrap();
+    let (mutex_a, mutex_b) = (client.fair_mutex(a), client.fair_mutex(&b));
+    let guard_a = mutex_a.lock().unwrap();
+    let guard_b = mutex_b.lock().unwrap();
+    let tag = |name: &str| {
+        let key = lock_key(name);
+        key[key.find('{').unwrap()..=key.find('}').unwrap()].to_owned()
+    };
+    let keys_a: Vec<String> = (cluster.keys_in_slot(from, slot).into_iter())
+        .filter(|k| k.contains(&tag(a)))
+        .collect();
+    assert!(keys_a.contains(&lock_key(a)), "{keys_a:?}");
+
+    cluster.begin_slot_move(slot, from, to);
+    for key in &keys_a {
+        cluster.migrate_key(from, to, key);
+    }
+    assert!(cluster.keys_in_slot(from, slot).contains(&lock_key(&b)));
+    // Three leases split: only renewals that reach both nodes keep both.
+    let split = Instant::now();
+    while split.elapsed() < 3 * lease {
+        thread::sleep(Duration::from_millis(100));
+        let (on_from, on_to) = (
+            cluster.keys_in_slot(from, slot),
+            cluster.keys_in_slot(to, slot),
+        );
+        assert!(
+            on_to.contains(&lock_key(a)) && on_from.contains(&lock_key(&b)),
+            "a hold expired in Redis {:.0} ms into the split: on {from} {on_from:?}, on {to} \
+             {on_to:?}",
+            ms(split.elapsed())
+        );
+        for (guard, name) in [(&guard_a, a), (&guard_b, b.as_str())] {
+            assert!(
+                !guard.is_lease_lost(),
+                "{name} reported lost {:.0} ms into the split, its keys still in Redis",
+                ms(split.elapsed())
+            );
+        }
+    }
+    eprintln!(
+        "slot {slot} split between {from} and {to} for {:.0} ms: both holds renewed",
+        ms(split.elapsed())
+    );
+    for key in cluster.keys_in_slot(from, slot) {
+        cluster.migrate_key(from, to, &key);
+    }
+    cluster.finish_slot_move(slot, from, to);
+    guard_a.unlock().unwrap();
+    guard_b.unlock().unwrap();
+    assert!(!mutex_a.is_locked().unwrap() && !mutex_b.is_locked().unwrap());
+}
+
+/// Two unlocks that failed (their nodes paused past the command timeout)
+/// on two queued-for locks of one slot whose keys a move has split between
+/// two masters: the watchdog gives both back while the slot stays split,
+/// and each lock goes to its waiter, not only once the move ends or the
+/// holds' leases run out.
+#[test]
+fn two_unlocks_lost_in_a_slot_split_by_a_move_are_both_given_back() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let a = "given-a";
+    let slot = cluster.key_slot(&lock_key(a));
+    let b = (0..)
+        .map(|i| format!("given-b-{i}"))
+        .find(|n| slot_of(&lock_key(n)) == slot)
+        .unwrap();
+    let from = cluster.master_for_slot(slot);
+    let to = cluster.masters().into_iter().find(|&m| m != from).unwrap();
+    // A long lease: the holds end by being given back, not by running out.
+    let client = builder(&cluster)
+        .lease(Duration::from_secs(30))
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let guard_a = client.fair_mutex(a).lock().unwrap();
+    let guard_b = client.fair_mutex(&b).lock().unwrap();
+    // Waiters whose places outlast the pause below.
+    let others = builder(&cluster)
+        .waiter_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let waiter_a = LockThread::lock(others.fair_mutex(a));
+    let waiter_b = LockThread::lock(others.fair_mutex(&b));
+    let tag = |name: &str| {
+        let key = lock_key(name);
+        key[key.find('{').unwrap()..=key.find('}').unwrap()].to_owned()
+    };
+    let keys_of = |name: &str| -> Vec<String> {
+        (cluster.keys_in_slot(from, slot).into_iter())
+            .filter(|k| k.contains(&tag(name)))
+            .collect()
+    };
+    assert!(wait_until(Duration::from_secs(5), || keys_of(a).len() == 2
+        && keys_of(&b).len() == 2));
+    cluster.begin_slot_move(slot, from, to);
+    for key in keys_of(a) {
+        cluster.migrate_key(from, to, &key);
+    }
+
+    for port in [from, to] {
+        pause_clients(&mut cluster.conn(port), "WRITE", Duration::from_secs(30));
+    }
+    // The one whose keys stayed first: its abandon leads the pipeline.
+    for guard in [guard_b, guard_a] {
+        let unlocked = guard.unlock();
+        assert!(unlocked.is_err(), "{unlocked:?}");
+    }
+    for port in [from, to] {
+        let () = redis::cmd("CLIENT")
+            .arg("UNPAUSE")
+            .query(&mut cluster.conn(port))
+            .unwrap();
+    }
+    let unpaused = Instant::now();
+    // Read where it lives now, the slot still being moved (`ASKING`).
+    let mut target = cluster.conn(to);
+    let mut holder_of_a = || -> Option<String> {
+        let () = redis::cmd("ASKING").query(&mut target).unwrap();
+        redis::cmd("GET")
+            .arg(lock_key(a))
+            .query(&mut target)
+            .unwrap()
+    };
+    let held = holder_of_a().expect("the lock moved is held");
+    waiter_b.granted_within(
+        Duration::from_secs(8),
+        "the waiter of the lock left on the source",
+    );
+    // The moved lock's waiter cannot hear of its grant before the move
+    // ends (its queue key gone, every call on the lock is `TRYAGAIN`): the
+    // hold given back is read in Redis.
+    let given_back = wait_until(Duration::from_secs(8), || {
+        holder_of_a() != Some(held.clone())
+    });
+    let took = unpaused.elapsed();
+    assert!(
+        given_back,
+        "the unlock lost on the moved lock not given back {:.0} ms after the nodes answered \
+         again: still {held:?}",
+        ms(took)
+    );
+    assert!(keys_of(&b).contains(&lock_key(&b)), "the slot stayed split");
+    eprintln!(
+        "two unlocks lost in slot {slot} split between {from} and {to}: both given back \
+         {:.0} ms after the nodes answered again",
+        ms(took)
+    );
+    for key in cluster.keys_in_slot(from, slot) {
+        cluster.migrate_key(from, to, &key);
+    }
+    cluster.finish_slot_move(slot, from, to);
+    waiter_a.granted_within(Duration::from_secs(10), "the waiter of the lock moved");
+    waiter_a.release("the waiter of the lock moved");
+    waiter_b.release("the waiter of the lock left on the source");
+}
+
 /// How long the stall test pauses one master (`CLIENT PAUSE ... ALL`).
 const STALL: Duration = Duration::from_secs(12);
 

@@ -37,6 +37,12 @@ pub(crate) fn run(
         let renewed = with_node_or_cluster(conns, &shared.caller.backend, node, stale, |conn| {
             renew(shared, conn, batch)
         });
+        let renewed = match renewed {
+            Err(err) if splits(shared, &err, batch.holds.len() + batch.groups.len()) => {
+                Ok(renew_one_by_one(shared, watchdog, batch))
+            }
+            renewed => renewed,
+        };
         if let (Ok(replies), false) = (&renewed, batch.holds.is_empty()) {
             watchdog.replicas_short(shared, node, replies.replicated.as_ref().err());
         }
@@ -82,16 +88,39 @@ pub(crate) fn run(
         let values = shared.caller.scripts.query(pipe, conn)?;
         values.iter().find_map(redirection).map_or(Ok(values), Err)
     });
-    let values = match replies {
-        Ok(values) => values,
+    let values: Vec<Result<Value>> = match replies {
+        Ok(values) => values.into_iter().map(Ok).collect(),
+        // Each alone, as the renewals above.
+        Err(err) if splits(shared, &err, batch.abandons.len()) => (batch.abandons.iter())
+            .zip(&ops)
+            .map(|(entry, op)| {
+                let one = |by| {
+                    let mut pipe = redis::pipe();
+                    pipe.add_command(shared.caller.scripts.command(&entry.call.keys, op, by));
+                    pipe
+                };
+                let backend = &shared.caller.backend;
+                with_node_or_cluster(conns, backend, None, stale, |conn| {
+                    let mut values = shared.caller.scripts.query(one, conn)?;
+                    values.pop().ok_or_else(|| unexpected(&values.len()))
+                })
+            })
+            .collect(),
         Err(err) => return outcome.and(Err(err)),
     };
     // (`parse` makes an error reply the error it says.)
     for ((entry, op), value) in batch.abandons.iter().zip(&ops).zip(values) {
         let (id, key) = (entry.call.id, entry.call.keys.lock());
-        match op.parse(value) {
+        match value.and_then(|value| op.parse(value)) {
             Ok(_) => shared.abandon_answered(entry, sent, false),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
+            // Its slot still moving: kept, and sent again next round.
+            Err(err) if err.is_slot_moving() => {
+                log::debug!(
+                    "fairlock: abandoning call {id} on {key:?} waits for a slot move: {err}"
+                );
+                outcome = outcome.and(Err(err));
+            }
             // Refused before it ran (over maxmemory, too few replicas, a
             // failed snapshot): kept, and sent again next round.
             Err(err) if err.is_refused_for_now() => {
@@ -104,6 +133,63 @@ pub(crate) fn run(
         }
     }
     outcome
+}
+
+/// Whether a batch of `commands` commands that failed with `err` goes
+/// again one command at a time: on a cluster whose slot is being moved
+/// (`ASK`, `TRYAGAIN`, `MOVED` after the cluster client's own retries).
+/// Its pipeline goes whole to one node, but the keys of its locks may be
+/// split between the two nodes of the move, and the `ASKING` the cluster
+/// client sends before following an `ASK` covers only the first command
+/// of the pipeline: the others were refused (`MOVED` back), so the whole
+/// batch failed round after round while the move lasted, renewals Redis
+/// had applied included, and a hold still in Redis was reported lost.
+fn splits(shared: &Shared, err: &Error, commands: usize) -> bool {
+    commands > 1 && err.is_slot_moving() && shared.caller.backend.is_cluster()
+}
+
+/// The batch's renewals and heartbeats, each in a pipeline of its own
+/// through the cluster client (see [`splits`]); one that fails has its
+/// error as its reply. The leases count from before the first was asked.
+fn renew_one_by_one(shared: &Shared, watchdog: &Watchdog, batch: &Batch) -> Replies {
+    let (conns, stale) = (&watchdog.conns, &watchdog.map_stale);
+    let backend = &shared.caller.backend;
+    let mut all = Replies {
+        asked: Instant::now(),
+        renewed: Vec::new(),
+        heartbeats: Vec::new(),
+        replicated: Ok(()),
+    };
+    let alone = |one: &Batch| {
+        with_node_or_cluster(conns, backend, None, stale, |conn| renew(shared, conn, one))
+    };
+    for hold in &batch.holds {
+        let one = Batch {
+            holds: vec![Arc::clone(hold)],
+            ..Batch::default()
+        };
+        match alone(&one) {
+            Ok(mut replies) => {
+                all.renewed.append(&mut replies.renewed);
+                all.replicated = all.replicated.and(replies.replicated);
+            }
+            Err(err) => all.renewed.push((Err(err), Duration::ZERO, hold.token())),
+        }
+    }
+    for group in &batch.groups {
+        let one = Batch {
+            groups: vec![group.clone()],
+            ..Batch::default()
+        };
+        match alone(&one) {
+            Ok(mut replies) => {
+                all.heartbeats.append(&mut replies.heartbeats);
+                all.replicated = all.replicated.and(replies.replicated);
+            }
+            Err(err) => all.heartbeats.push(Err(err)),
+        }
+    }
+    all
 }
 
 /// The batch's replies, parsed: one per hold, one per waiter group, and
