@@ -335,6 +335,13 @@ impl ClockDrift {
         since + length.saturating_sub(self.allowance(length))
     }
 
+    /// Whether a lease of `length` from `since` is over by this process's
+    /// count already: a hold counted out on arrival (a reply that came
+    /// late), which is never handed to a caller.
+    pub(crate) fn is_over(&self, since: Instant, length: Duration) -> bool {
+        self.local_end(since, length) <= Instant::now()
+    }
+
     /// The shortest lease this process counts as lasting at least `local`:
     /// what a renewal asks for so that the guard's own count reaches a
     /// moment `local` away (see [`local_end`](Self::local_end)).

@@ -200,8 +200,7 @@ impl Queued for Acquisition<'_> {
             return match reply {
                 // Counted out on arrival: asked once more.
                 AcquireReply::Acquired { pttl_ms, .. }
-                    if std::mem::take(&mut ask_again)
-                        && drift.local_end(sent, lease_ms(pttl_ms)) <= Instant::now() =>
+                    if std::mem::take(&mut ask_again) && drift.is_over(sent, lease_ms(pttl_ms)) =>
                 {
                     continue
                 }
@@ -236,7 +235,7 @@ impl Queued for Acquisition<'_> {
                 }
             })?;
         let drift = self.shared.config().clock_drift;
-        if drift.local_end(grant.since, grant.ttl) <= Instant::now() {
+        if drift.is_over(grant.since, grant.ttl) {
             return Err(lost());
         }
         let got = self.hold(waiter, grant.token, grant.since, grant.ttl);
@@ -264,9 +263,7 @@ impl Queued for Acquisition<'_> {
         let drift = self.shared.config().clock_drift;
         match reply {
             // Counted out on arrival: never handed to the caller lost.
-            CancelReply::Kept { pttl_ms, .. }
-                if drift.local_end(sent, lease_ms(pttl_ms)) <= Instant::now() =>
-            {
+            CancelReply::Kept { pttl_ms, .. } if drift.is_over(sent, lease_ms(pttl_ms)) => {
                 self.shared.abandon_later(&waiter.call);
                 Ok(None)
             }

@@ -211,13 +211,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             // Redis says, in one poll, whether the call holds the lock (its
             // lease as Redis has it) or lost the grant and queued again:
             // a caller is never handed a hold already lost.
-            Wake::Granted(grant)
-                if shared
-                    .config()
-                    .clock_drift
-                    .local_end(grant.since, grant.ttl)
-                    <= Instant::now() =>
-            {
+            Wake::Granted(grant) if shared.config().clock_drift.is_over(grant.since, grant.ttl) => {
                 log::debug!(
                     "fairlock: a grant of {:?} (token {}) was counted out on arrival; asking redis",
                     waiter.call.keys.name(),
