@@ -76,34 +76,34 @@ pub(crate) fn run(
             entry: given.call.entry(),
         })
         .collect();
-    let pipe = |by| {
-        let mut pipe = redis::pipe();
-        for (entry, op) in batch.abandons.iter().zip(&ops) {
-            pipe.add_command(shared.caller.scripts.command(&entry.call.keys, op, by));
-        }
-        pipe
+    // The abandons `which` as one pipeline, sent to `node` (or through the
+    // cluster client); a node that answers with a redirection fails it.
+    let backend = &shared.caller.backend;
+    let send = |which: std::ops::Range<usize>, node| {
+        let pipe = |by| {
+            let mut pipe = redis::pipe();
+            for (entry, op) in batch.abandons[which.clone()]
+                .iter()
+                .zip(&ops[which.clone()])
+            {
+                pipe.add_command(shared.caller.scripts.command(&entry.call.keys, op, by));
+            }
+            pipe
+        };
+        with_node_or_cluster(conns, backend, node, stale, |conn| {
+            let values = shared.caller.scripts.query(pipe, conn)?;
+            values.iter().find_map(redirection).map_or(Ok(values), Err)
+        })
     };
     let sent = Instant::now();
-    let replies = with_node_or_cluster(conns, &shared.caller.backend, node, stale, |conn| {
-        let values = shared.caller.scripts.query(pipe, conn)?;
-        values.iter().find_map(redirection).map_or(Ok(values), Err)
-    });
+    let replies = send(0..ops.len(), node);
     let values: Vec<Result<Value>> = match replies {
         Ok(values) => values.into_iter().map(Ok).collect(),
         // Each alone, as the renewals above.
-        Err(err) if splits(shared, &err, batch.abandons.len()) => (batch.abandons.iter())
-            .zip(&ops)
-            .map(|(entry, op)| {
-                let one = |by| {
-                    let mut pipe = redis::pipe();
-                    pipe.add_command(shared.caller.scripts.command(&entry.call.keys, op, by));
-                    pipe
-                };
-                let backend = &shared.caller.backend;
-                with_node_or_cluster(conns, backend, None, stale, |conn| {
-                    let mut values = shared.caller.scripts.query(one, conn)?;
-                    values.pop().ok_or_else(|| unexpected(&values.len()))
-                })
+        Err(err) if splits(shared, &err, batch.abandons.len()) => (0..ops.len())
+            .map(|i| {
+                let mut values = send(i..i + 1, None)?;
+                values.pop().ok_or_else(|| unexpected(&values.len()))
             })
             .collect(),
         Err(err) => return outcome.and(Err(err)),
