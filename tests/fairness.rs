@@ -775,6 +775,50 @@ fn a_queued_call_refused_for_memory_gives_up_after_its_patience_and_leaves_the_q
     );
 }
 
+/// Two lock calls of `waiters` on `name`, each seen queued in Redis
+/// (behind `holders`' hold) before the next starts.
+fn two_queued(
+    waiters: &fairlock::Client,
+    holders: &fairlock::Client,
+    name: &str,
+) -> Vec<JoinHandle<fairlock::Result<()>>> {
+    (1..=2)
+        .map(|queued| {
+            let mutex = waiters.fair_mutex(name);
+            let call = thread::spawn(move || mutex.lock().map(drop));
+            let seen = || holders.fair_mutex(name).queue_len().unwrap() == queued;
+            assert!(wait_until(Duration::from_secs(5), seen), "queued");
+            call
+        })
+        .collect()
+}
+
+/// Has Redis refuse the waiters' requests (`refuse`) while `calls` wait,
+/// waits 10 s at most for them all to end, lifts the refusal (`lift`), and
+/// returns whether they had ended, how long into the refusal, and each
+/// call's outcome.
+fn end_in_refusal(
+    calls: Vec<JoinHandle<fairlock::Result<()>>>,
+    refuse: impl FnOnce(),
+    lift: impl FnOnce(),
+) -> (bool, Duration, Vec<fairlock::Result<()>>) {
+    refuse();
+    let refused = Instant::now();
+    let ended = wait_until(Duration::from_secs(10), || {
+        calls.iter().all(|call| call.is_finished())
+    });
+    let took = refused.elapsed();
+    lift();
+    let outcomes: Vec<_> = (calls.into_iter())
+        .map(|call| join_within(call, Duration::from_secs(10), "a queued call"))
+        .collect();
+    for (place, outcome) in outcomes.iter().enumerate() {
+        let said = outcome.as_ref().map_err(ToString::to_string);
+        eprintln!("queued {place}: {said:?}");
+    }
+    (ended, took, outcomes)
+}
+
 /// The same refusal lasting, with a second call queued behind the first:
 /// not the head, it asks only when told, and the heartbeats that keep its
 /// place are refused too (`OOM`, each reply of the watchdog's pipeline).
@@ -803,36 +847,17 @@ fn a_call_queued_behind_the_head_gives_up_after_its_patience_when_its_heartbeats
         .connect_timeout(Duration::from_secs(2))
         .build()
         .unwrap();
-    let calls: Vec<_> = (1..=2)
-        .map(|queued| {
-            let mutex = waiters.fair_mutex("oom-behind");
-            let call = thread::spawn(move || mutex.lock().map(drop));
-            let seen = || holders.fair_mutex("oom-behind").queue_len().unwrap() == queued;
-            assert!(wait_until(Duration::from_secs(5), seen), "queued");
-            call
-        })
-        .collect();
-    let mut conn = server.conn();
-    for (name, value) in [("maxmemory-policy", "noeviction"), ("maxmemory", "1")] {
+    let calls = two_queued(&waiters, &holders, "oom-behind");
+    let config = |name: &str, value: &str| {
         let () = (redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
-            .query(&mut conn)
+            .query(&mut server.conn())
             .unwrap();
-    }
-    let refused = Instant::now();
-    let ended = wait_until(Duration::from_secs(10), || {
-        calls.iter().all(|call| call.is_finished())
-    });
-    let took = refused.elapsed();
-    let () = (redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0"))
-        .query(&mut conn)
-        .unwrap();
-    let outcomes: Vec<_> = (calls.into_iter())
-        .map(|call| join_within(call, Duration::from_secs(10), "a queued call"))
-        .collect();
-    for (place, outcome) in outcomes.iter().enumerate() {
-        let said = outcome.as_ref().map_err(ToString::to_string);
-        eprintln!("queued {place}: {said:?}");
-    }
+    };
+    let refuse = || {
+        config("maxmemory-policy", "noeviction");
+        config("maxmemory", "1");
+    };
+    let (ended, took, outcomes) = end_in_refusal(calls, refuse, || config("maxmemory", "0"));
     assert!(
         ended,
         "a queued call still waited {took:?} into the refusal: {outcomes:?}"
@@ -880,34 +905,14 @@ fn a_call_queued_behind_the_head_whose_heartbeats_are_refused_for_good_ends_sayi
         .waiter_timeout(Duration::from_secs(1))
         .build()
         .unwrap();
-    let calls: Vec<_> = (1..=2)
-        .map(|queued| {
-            let mutex = waiters.fair_mutex("refused-behind");
-            let call = thread::spawn(move || mutex.lock().map(drop));
-            let seen = || holders.fair_mutex("refused-behind").queue_len().unwrap() == queued;
-            assert!(wait_until(Duration::from_secs(5), seen), "queued");
-            call
-        })
-        .collect();
+    let calls = two_queued(&waiters, &holders, "refused-behind");
     let keys = |rule: &str| {
         let () = (redis::cmd("ACL").arg("SETUSER").arg("fairlock").arg(rule))
             .query(&mut server.conn())
             .unwrap();
     };
-    keys("resetkeys");
-    let refused = Instant::now();
-    let ended = wait_until(Duration::from_secs(10), || {
-        calls.iter().all(|call| call.is_finished())
-    });
-    let took = refused.elapsed();
-    keys("~fairlock:*");
-    let outcomes: Vec<_> = (calls.into_iter())
-        .map(|call| join_within(call, Duration::from_secs(10), "a queued call"))
-        .collect();
-    for (place, outcome) in outcomes.iter().enumerate() {
-        let said = outcome.as_ref().map_err(ToString::to_string);
-        eprintln!("queued {place}: {said:?}");
-    }
+    let (ended, took, outcomes) =
+        end_in_refusal(calls, || keys("resetkeys"), || keys("~fairlock:*"));
     assert!(
         ended,
         "a queued call still waited {took:?} into the refusal: {outcomes:?}"
