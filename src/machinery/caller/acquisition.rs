@@ -69,22 +69,28 @@ impl Acquisition<'_> {
     /// slot is listened on first, within the deadline.
     pub(crate) fn run(&self, wait: &Wait) -> Result<Option<Acquired>> {
         let started = Instant::now();
-        let waiter = self.waiter();
+        // A new call of this thread (or of its own, unbound) on this lock.
+        let (shared, id) = (self.shared, self.shared.next_call_id());
+        let call = Call {
+            keys: Arc::clone(self.keys),
+            owner: shared.owner_id(self.unbound.then_some(id), self.owner_tag),
+            id,
+            lease: self.lease,
+            ask: self.ask,
+        };
         let deadline = wait.deadline();
-        self.shared
-            .listen_at(self.keys.slot, deadline.ok().flatten());
-        // A try's call, which may have run when it failed.
-        let tried = deadline.is_err().then(|| waiter.call.clone());
-        let result = wait_in_queue(self, self.shared, waiter, deadline, wait, &self.labels);
-        // (A hold too few replicas saw is given back already.)
-        if let (Some(call), Err(err)) = (&tried, &result) {
-            if err.kind() != ErrorKind::NotReplicated {
-                self.shared.abandon_later(call);
-            }
+        shared.listen_at(self.keys.slot, deadline.ok().flatten());
+        let waiter = Arc::new(Waiter::new(call.clone()));
+        let result = wait_in_queue(self, shared, waiter, deadline, wait, &self.labels);
+        // A try's call may have run when it failed (a hold too few replicas
+        // saw is given back already).
+        let failed = |err: &Error| err.kind() != ErrorKind::NotReplicated;
+        if deadline.is_err() && result.as_ref().is_err_and(failed) {
+            shared.abandon_later(&call);
         }
         let waited = started.elapsed();
         let cancelled =
-            tried.is_none() && wait.canceller().is_some_and(WaitCanceller::is_cancelled);
+            deadline.is_ok() && wait.canceller().is_some_and(WaitCanceller::is_cancelled);
         let outcome = match &result {
             Ok(Some(_)) => "acquired",
             Ok(None) if cancelled => "cancelled",
@@ -92,21 +98,7 @@ impl Acquisition<'_> {
             Err(_) => "failed",
         };
         observe::wait_ended(&self.labels, outcome, waited);
-        result.map(|got| got.map(|got| Acquired { waited, ..got }))
-    }
-
-    /// A new call of this thread (or of its own, unbound) on this lock,
-    /// with its own call id.
-    fn waiter(&self) -> Arc<Waiter> {
-        let shared = &self.shared;
-        let id = shared.next_call_id();
-        Arc::new(Waiter::new(Call {
-            keys: Arc::clone(self.keys),
-            owner: shared.owner_id(self.unbound.then_some(id), self.owner_tag),
-            id,
-            lease: self.lease,
-            ask: self.ask,
-        }))
+        Ok(result?.map(|hold| Acquired { hold, call, waited }))
     }
 
     /// The hold this call was answered with (the request sent at `sent`,
@@ -120,7 +112,7 @@ impl Acquisition<'_> {
         sent: Instant,
         replicated: Result<()>,
         limit: Limit,
-    ) -> Result<Acquired> {
+    ) -> Result<Arc<Hold>> {
         replicated.inspect_err(|_| self.shared.abandon_now(&waiter.call, limit))?;
         Ok(self.hold(waiter, token, sent, lease_ms(pttl_ms)))
     }
@@ -129,7 +121,7 @@ impl Acquisition<'_> {
     /// lease is fixed). The lease
     /// counts from `since` (when a request that ran before the grant was
     /// sent) and lasts `lease_left` by Redis's clock.
-    fn hold(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> Acquired {
+    fn hold(&self, waiter: &Waiter, token: u64, since: Instant, lease_left: Duration) -> Arc<Hold> {
         let granted = NewHold {
             call: waiter.call.clone(),
             token,
@@ -150,11 +142,7 @@ impl Acquisition<'_> {
         if revoked {
             hold.mark_revoked();
         }
-        Acquired {
-            hold,
-            call: waiter.call.clone(),
-            waited: Duration::ZERO,
-        }
+        hold
     }
 }
 
@@ -164,7 +152,7 @@ fn lease_ms(pttl_ms: i64) -> Duration {
 }
 
 impl Queued for Acquisition<'_> {
-    type Got = Acquired;
+    type Got = Arc<Hold>;
 
     /// One run of the acquire script: the hold when acquired. A hold whose
     /// reply came after its lease ran out by this client's count (counted
@@ -172,15 +160,12 @@ impl Queued for Acquisition<'_> {
     /// more, a repeat of the same call: Redis answers with the lease it has
     /// (or takes, queues or refuses anew if it was lost), so a caller is
     /// never handed a hold already lost that Redis gave it a moment ago.
-    fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Acquired>> {
+    fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<Arc<Hold>>> {
         let (shared, call) = (self.shared, &waiter.call);
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::held_by`); a semaphore's calls never re-enter.
-        let live_token = if self.ask.reentrant() && !self.unbound {
-            shared.held_by(call.keys.lock(), &call.owner).1
-        } else {
-            0
-        };
+        let reenters = self.ask.reentrant() && !self.unbound;
+        let live_token = reenters.then(|| shared.held_by(call.keys.lock(), &call.owner).1);
         let op = Acquire {
             ask: self.ask,
             owner: &call.owner,
@@ -188,7 +173,7 @@ impl Queued for Acquisition<'_> {
             waiter_timeout: shared.config().waiter_timeout,
             mode,
             call: call.id,
-            live_token,
+            live_token: live_token.unwrap_or(0),
         };
         let (drift, mut ask_again) = (shared.config().clock_drift, true);
         loop {
@@ -224,7 +209,7 @@ impl Queued for Acquisition<'_> {
     /// (a slow link) is not returned: it is gone as far as the call knows
     /// (`LeaseLost`), so the call asks Redis once more, as for a grant
     /// counted out on arrival (`wait_in_queue`).
-    fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<Acquired> {
+    fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<Arc<Hold>> {
         let lost = || lease_lost(&waiter.call, grant.token, GRANT_GONE);
         let revoked =
             confirm(self.shared, &waiter.call, grant.token, lost, limit).inspect_err(|err| {
@@ -238,12 +223,12 @@ impl Queued for Acquisition<'_> {
         if drift.is_over(grant.since, grant.ttl) {
             return Err(lost());
         }
-        let got = self.hold(waiter, grant.token, grant.since, grant.ttl);
+        let hold = self.hold(waiter, grant.token, grant.since, grant.ttl);
         if revoked {
-            got.hold.mark_revoked();
+            hold.mark_revoked();
         }
         observe::handed_over(&self.labels, grant.delivered.elapsed());
-        Ok(got)
+        Ok(hold)
     }
 
     /// Removes the waiter's queue entry; returns the hold instead if the
@@ -253,7 +238,7 @@ impl Queued for Acquisition<'_> {
     /// the hold goes back once Redis answers. If the request fails, the
     /// watchdog abandons the call later (it may have been handed the lock
     /// meanwhile).
-    fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<Acquired>> {
+    fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<Arc<Hold>>> {
         let entry = waiter.call.entry();
         let sent = Instant::now();
         let (reply, replicated) = (self.shared.caller)
@@ -276,7 +261,7 @@ impl Queued for Acquisition<'_> {
 
     /// Not acquired in time, as a wait that ran out while parked: whatever
     /// a request of the call took or queued goes back once Redis answers.
-    fn out_of_time(&self, waiter: &Waiter, _: Error) -> Result<Option<Acquired>> {
+    fn out_of_time(&self, waiter: &Waiter, _: Error) -> Result<Option<Arc<Hold>>> {
         self.shared.abandon_later(&waiter.call);
         Ok(None)
     }
@@ -286,7 +271,7 @@ impl Queued for Acquisition<'_> {
     /// Redis answers. Answered with an error: it leaves the queue (or keeps
     /// the lock, if it was handed over meanwhile); a hold too few replicas
     /// saw was given back already, and the call never queued.
-    fn failed(&self, waiter: &Waiter, err: Error, limit: Limit) -> Result<Option<Acquired>> {
+    fn failed(&self, waiter: &Waiter, err: Error, limit: Limit) -> Result<Option<Arc<Hold>>> {
         if err.is_connection() {
             self.shared.abandon_later(&waiter.call);
             return Err(err);

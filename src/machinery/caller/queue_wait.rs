@@ -276,12 +276,10 @@ pub(crate) fn confirm(
         lease: (!call.lease.is_fixed()).then(|| call.lease.duration()),
     };
     // Its errors name the call it confirms, not the renewal it sends.
-    let call_name = if call.ask == Ask::Upgrade {
-        "upgrade of"
-    } else {
-        "acquire of"
+    let named = |err: Error| match call.ask {
+        Ask::Upgrade => err.renamed("renew of", "upgrade of"),
+        _ => err.renamed("renew of", "acquire of"),
     };
-    let named = |err: Error| err.renamed("renew of", call_name);
     let (renewed, replicated) = (shared.caller)
         .call_write(&call.keys, &op, limit)
         .map_err(named)?

@@ -26,12 +26,10 @@ impl CallHold {
     /// left (its claim, the write) is abandoned once Redis answers; the
     /// caller's guard abandons the read.
     pub(crate) fn upgrade(&mut self, wait: &Wait) -> Result<bool> {
-        let shared = &self.client.shared;
         // Counted lost, it stays lost: no write is made of it (nor kept,
         // when it was counted lost while the upgrade waited).
-        if self.hold.is_lost() {
-            return Err(self.release_lost());
-        }
+        self.unless_lost()?;
+        let shared = &self.client.shared;
         if shared.held_by(self.call.keys.lock(), &self.call.owner).0 > 1 {
             return Err(Error::new(
                 ErrorKind::UpgradeRefused,
@@ -44,13 +42,9 @@ impl CallHold {
         }
         let _changing = self.hold.changing();
         let claim = asking(&self.call, Ask::Upgrade);
-        let upgrader = Upgrader {
-            hold: self,
-            claim: &claim,
-        };
         let waiter = Arc::new(Waiter::new(claim.clone()));
         let labels = &self.hold.labels;
-        let got = wait_in_queue(&upgrader, shared, waiter, wait.deadline(), wait, labels);
+        let got = wait_in_queue(&*self, shared, waiter, wait.deadline(), wait, labels);
         let got = got.inspect_err(|err| {
             if !err.is_lease_lost() {
                 shared.abandon_later(&claim);
@@ -63,10 +57,7 @@ impl CallHold {
         self.hold.changed(token, true);
         self.call.ask = Ask::RwLock(Access::Write);
         drop(_changing);
-        if self.hold.is_lost() {
-            return Err(self.release_lost());
-        }
-        Ok(true)
+        self.unless_lost().map(|()| true)
     }
 
     /// Downgrades this hold (a write, or an upgradable read) to `to`,
@@ -86,14 +77,15 @@ impl CallHold {
     /// as its unlock would release it, and the unlock's error is the
     /// call's (`LeaseLost`, or what Redis answered instead: another
     /// build's data format, say).
-    fn release_lost(&mut self) -> Error {
-        self.release(None).err().unwrap_or_else(|| self.lost())
+    fn unless_lost(&mut self) -> Result<()> {
+        if !self.hold.is_lost() {
+            return Ok(());
+        }
+        Err(self.release(None).err().unwrap_or_else(|| self.lost()))
     }
 
     fn change_access(&mut self, to: Access) -> Result<()> {
-        if self.hold.is_lost() {
-            return Err(self.release_lost());
-        }
+        self.unless_lost()?;
         let shared = &self.client.shared;
         let _changing = self.hold.changing();
         let call = &self.call;
@@ -118,36 +110,22 @@ impl CallHold {
         // Counted lost while the change was under way (its reply came
         // after this client's count of the lease ran out), it stays lost:
         // no read is made of it, as none is of a hold counted lost before.
-        if self.hold.is_lost() {
-            return Err(self.release_lost());
-        }
-        replicated
+        self.unless_lost().and(replicated)
     }
-}
 
-/// The same call (its id, owner, lease and lock) asking for `ask`: what a
-/// change of access is named by, and what it leaves to abandon.
-fn asking(call: &Call, ask: Ask) -> Call {
-    Call {
-        ask,
-        ..call.clone()
-    }
-}
-
-/// One upgrade of one upgradable read: its claim is the waiting call (its
-/// hold's call id, asking for [`Ask::Upgrade`]).
-struct Upgrader<'a> {
-    hold: &'a CallHold,
-    claim: &'a Call,
-}
-
-impl Upgrader<'_> {
-    /// The write's token if `step` upgraded, `Waiting` if it did not.
-    fn send(&self, step: UpgradeStep, limit: Limit) -> Result<Attempted<u64>> {
-        let (shared, claim) = (&self.hold.client.shared, self.claim);
+    /// One request of this hold's upgrade claim (`claim`: its call asking
+    /// for [`Ask::Upgrade`]): the write's token if `step` upgraded,
+    /// `Waiting` if it did not.
+    fn upgrade_step(
+        &self,
+        claim: &Call,
+        step: UpgradeStep,
+        limit: Limit,
+    ) -> Result<Attempted<u64>> {
+        let shared = &self.client.shared;
         let op = Upgrade {
             owner: &claim.owner,
-            token: self.hold.hold.token(),
+            token: self.hold.token(),
             call: claim.id,
             lease: claim.lease,
             waiter_timeout: shared.config().waiter_timeout,
@@ -163,30 +141,40 @@ impl Upgrader<'_> {
                 position,
                 last_token,
             } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
-            UpgradeReply::Lost => Err(self.hold.lost()),
+            UpgradeReply::Lost => Err(self.lost()),
         }
     }
 }
 
-/// The claim waits in the queue as an acquisition does (at its head).
-impl Queued for Upgrader<'_> {
+/// The same call (its id, owner, lease and lock) asking for `ask`: what a
+/// change of access is named by, and what it leaves to abandon.
+fn asking(call: &Call, ask: Ask) -> Call {
+    Call {
+        ask,
+        ..call.clone()
+    }
+}
+
+/// An upgrade's claim (the waiter's call) waits in the queue as an
+/// acquisition does (at its head).
+impl Queued for CallHold {
     type Got = u64;
 
-    fn attempt(&self, _waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<u64>> {
-        self.send(UpgradeStep::Attempt(mode), limit)
+    fn attempt(&self, waiter: &Waiter, mode: Mode, limit: Limit) -> Result<Attempted<u64>> {
+        self.upgrade_step(&waiter.call, UpgradeStep::Attempt(mode), limit)
     }
 
-    fn granted(&self, _waiter: &Waiter, grant: Grant, limit: Limit) -> Result<u64> {
-        let shared = &self.hold.client.shared;
-        if confirm(shared, self.claim, grant.token, || self.hold.lost(), limit)? {
-            self.hold.hold.mark_revoked();
+    fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<u64> {
+        let shared = &self.client.shared;
+        if confirm(shared, &waiter.call, grant.token, || self.lost(), limit)? {
+            self.hold.mark_revoked();
         }
         Ok(grant.token)
     }
 
     /// Withdrawn, unless it was settled in that last instant.
-    fn leave(&self, _waiter: &Waiter, limit: Limit) -> Result<Option<u64>> {
-        match self.send(UpgradeStep::Withdraw, limit)? {
+    fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<u64>> {
+        match self.upgrade_step(&waiter.call, UpgradeStep::Withdraw, limit)? {
             Attempted::Got(token) => Ok(Some(token)),
             Attempted::Waiting(..) => Ok(None),
         }

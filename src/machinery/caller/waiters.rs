@@ -157,9 +157,8 @@ impl Waiter {
         state.repoll = true;
         self.wakeup.notify_one();
         let waiting = |s: &mut WaitState| s.answers == before && !s.ended;
-        !(self.progress)
-            .wait_while_for(&mut state, waiting, step)
-            .timed_out()
+        let waited = self.progress.wait_while_for(&mut state, waiting, step);
+        !waited.timed_out()
     }
 
     /// The lock was handed to this waiter with `token` for `ttl`, counted
@@ -346,17 +345,20 @@ impl Waiters {
 
     /// Every waiter of the lock `lock_key`.
     pub(crate) fn of_lock(&self, lock_key: &str) -> Vec<Arc<Waiter>> {
+        self.all(|w| w.call.keys.lock() == lock_key)
+    }
+
+    /// Every waiter that `keep` keeps, taken out of the registry's lock.
+    fn all(&self, keep: impl Fn(&Waiter) -> bool) -> Vec<Arc<Waiter>> {
         let by_id = self.by_id.lock();
-        let of = by_id.values().filter(|w| w.call.keys.lock() == lock_key);
-        of.cloned().collect()
+        by_id.values().filter(|w| keep(w)).cloned().collect()
     }
 
     /// Wakes every waiter to poll: messages may have been missed, and
     /// queues may have been lost with the server's data (see
     /// [`rejoin_in_order`](Self::rejoin_in_order)).
     pub(crate) fn repoll_all(&self) {
-        let all: Vec<_> = self.by_id.lock().values().cloned().collect();
-        self.rejoin_in_order(all);
+        self.rejoin_in_order(self.all(|_| true));
     }
 
     /// Has `waiters` poll, those of one lock one after another in the order
@@ -409,9 +411,7 @@ impl Waiters {
     /// that ran before that request would find it not queued yet and have
     /// it ask again (and say it lost its place) for nothing.
     pub(crate) fn by_lock(&self) -> Vec<Vec<Arc<Waiter>>> {
-        let map = self.by_id.lock();
-        let asked = map.values().filter(|w| w.state.lock().answers > 0);
-        by_lock(asked.cloned().collect())
+        by_lock(self.all(|w| w.state.lock().answers > 0))
     }
 }
 

@@ -80,10 +80,8 @@ pub(crate) const GONE: &str =
 /// The error of `call`'s hold of its lock (named by its keys), granted
 /// with `token`, found gone, for the reason `why`.
 pub(crate) fn lease_lost(call: &Call, token: u64, why: &str) -> Error {
-    let message = format!(
-        "{} (token {token}) was no longer held: {why}",
-        call.describe()
-    );
+    let what = call.describe();
+    let message = format!("{what} (token {token}) was no longer held: {why}");
     Error::new(ErrorKind::LeaseLost, message)
 }
 
@@ -175,13 +173,9 @@ impl HoldState {
     fn settle(&mut self, now: Instant) -> Option<LeaseEnd> {
         if matches!(self.end, None | Some(LeaseEnd::MaxHold)) && now >= self.expires_at {
             self.end = Some(LeaseEnd::Lost);
-            let capped = self
-                .max_end
-                .is_some_and(|max_end| max_end <= self.expires_at);
-            self.lost = Some((
-                self.expires_at,
-                if capped { PAST_MAX_HOLD } else { RAN_OUT },
-            ));
+            let capped = self.max_end.is_some_and(|end| end <= self.expires_at);
+            let why = if capped { PAST_MAX_HOLD } else { RAN_OUT };
+            self.lost = Some((self.expires_at, why));
         } else if self.end.is_none() && self.max_end.is_some_and(|end| now >= end) {
             self.end = Some(LeaseEnd::MaxHold);
         }
