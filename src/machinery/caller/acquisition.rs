@@ -130,9 +130,8 @@ impl Acquisition<'_> {
             lease_left,
             max_hold: self.policy.max_hold(),
         };
-        let hold = self
-            .shared
-            .register_hold(Hold::new(granted, self.shared.config().clock_drift));
+        let drift = self.shared.config().clock_drift;
+        let hold = self.shared.register_hold(Hold::new(granted, drift));
         // A force release's or a revocation's message may have come
         // before it was a hold.
         let (freed, revoked) = waiter.told(token);

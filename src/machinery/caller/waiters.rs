@@ -460,11 +460,9 @@ const REJOIN_STEP: Duration = Duration::from_secs(1);
 /// queue (those that never saw themselves queued last, by call id).
 fn by_lock(mut all: Vec<Arc<Waiter>>) -> Vec<Vec<Arc<Waiter>>> {
     all.sort_by_cached_key(|w| {
-        let joined = w.state.lock().joined;
-        (joined.is_none(), joined, w.call.id)
+        let (lock, joined) = (Arc::clone(&w.call.keys.lock), w.state.lock().joined);
+        (lock, joined.is_none(), joined, w.call.id)
     });
-    // Stable: each lock's waiters keep their order.
-    all.sort_by(|a, b| a.call.keys.lock().cmp(b.call.keys.lock()));
     let same_lock = |a: &Arc<Waiter>, b: &Arc<Waiter>| a.call.keys.lock() == b.call.keys.lock();
     all.chunk_by(same_lock).map(<[_]>::to_vec).collect()
 }
