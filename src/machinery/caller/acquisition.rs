@@ -80,8 +80,7 @@ impl Acquisition<'_> {
         };
         let deadline = wait.deadline();
         shared.listen_at(self.keys.slot, deadline.ok().flatten());
-        let waiter = Arc::new(Waiter::new(call.clone()));
-        let result = wait_in_queue(self, shared, waiter, deadline, wait, &self.labels);
+        let result = wait_in_queue(self, shared, call.clone(), deadline, wait, &self.labels);
         // A try's call may have run when it failed (a hold too few replicas
         // saw is given back already).
         let failed = |err: &Error| err.kind() != ErrorKind::NotReplicated;

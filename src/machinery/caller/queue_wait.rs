@@ -76,7 +76,8 @@ pub(crate) trait Queued {
 /// Waits in the queue until `queued` gets what it asks for, its `deadline`
 /// (`wait`'s, `None`: no limit) passes or `wait`'s canceller is cancelled,
 /// counted in the metrics of the lock `labels` names; a wait that cannot
-/// wait ([`NoWait`]) makes one attempt that never queues. The waiter is
+/// wait ([`NoWait`]) makes one attempt that never queues. The waiter of
+/// `call` is
 /// registered before its first request reaches Redis, so that no handoff
 /// message can arrive for an id nobody listens to, and forgotten once the
 /// wait ends. A first request fails at once when Redis is unreachable; a
@@ -86,11 +87,12 @@ pub(crate) trait Queued {
 pub(crate) fn wait_in_queue<Q: Queued>(
     queued: &Q,
     shared: &Shared,
-    waiter: Arc<Waiter>,
+    call: Call,
     deadline: std::result::Result<Option<Instant>, NoWait>,
     wait: &Wait,
     labels: &Labels,
 ) -> Result<Option<Q::Got>> {
+    let waiter = Arc::new(Waiter::new(call));
     let Ok(deadline) = deadline else {
         return match queued.attempt(&waiter, Mode::Try, Limit::default())? {
             Attempted::Got(got) => Ok(Some(got)),

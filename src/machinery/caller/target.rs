@@ -19,12 +19,11 @@ pub struct Target {
 impl Target {
     /// The `kind` of lock called `name`, its keys under `prefix`.
     pub(crate) fn new(prefix: &str, name: &str, kind: LockKind) -> Self {
+        let keys = LockKeys::of_kind(prefix, name, kind);
         Target {
             name: name.into(),
             kind,
-            keys: LockKeys::of_kind(prefix, name, kind)
-                .map(Arc::new)
-                .map_err(Arc::new),
+            keys: keys.map(Arc::new).map_err(Arc::new),
         }
     }
 

@@ -6,7 +6,6 @@
 //! new fencing token, and a renewal that raced the change is not taken for
 //! a loss.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use crate::connections::caller::Limit;
@@ -42,9 +41,8 @@ impl CallHold {
         }
         let _changing = self.hold.changing();
         let claim = asking(&self.call, Ask::Upgrade);
-        let waiter = Arc::new(Waiter::new(claim.clone()));
         let labels = &self.hold.labels;
-        let got = wait_in_queue(&*self, shared, waiter, wait.deadline(), wait, labels);
+        let got = wait_in_queue(&*self, shared, claim.clone(), wait.deadline(), wait, labels);
         let got = got.inspect_err(|err| {
             if !err.is_lease_lost() {
                 shared.abandon_later(&claim);
