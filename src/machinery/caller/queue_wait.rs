@@ -138,10 +138,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                     if mode == Mode::First {
                         // On the caller's thread, once Redis has queued the
                         // call (the soak tells arrival order by it).
+                        let (id, name) = (waiter.call.id, waiter.call.keys.name());
                         log::trace!(
-                            "fairlock: queued at position {position} (call {} on {:?})",
-                            waiter.call.id,
-                            waiter.call.keys.name()
+                            "fairlock: queued at position {position} (call {id} on {name:?})"
                         );
                     }
                     waiter.in_queue(sent, position, last_token, pttl_ms);

@@ -30,14 +30,12 @@ impl CallHold {
         self.unless_lost()?;
         let shared = &self.client.shared;
         if shared.held_by(self.call.keys.lock(), &self.call.owner).0 > 1 {
-            return Err(Error::new(
-                ErrorKind::UpgradeRefused,
-                format!(
-                    "this thread holds other guards of rwlock {:?} beside its upgradable read: \
-                     the upgrade would wait for them; release them first (nothing was changed)",
-                    self.target.name()
-                ),
-            ));
+            let name = self.target.name();
+            let message = format!(
+                "this thread holds other guards of rwlock {name:?} beside its upgradable read: the \
+                 upgrade would wait for them; release them first (nothing was changed)"
+            );
+            return Err(Error::new(ErrorKind::UpgradeRefused, message));
         }
         let _changing = self.hold.changing();
         let claim = asking(&self.call, Ask::Upgrade);
@@ -67,8 +65,8 @@ impl CallHold {
     /// error the downgraded hold is abandoned once Redis answers.
     pub(crate) fn downgrade(&mut self, to: Access) -> Result<()> {
         let started = Instant::now();
-        let downgraded = self.change_access(to);
-        downgraded.inspect_err(|_| self.release_after(None, started))
+        self.change_access(to)
+            .inspect_err(|_| self.release_after(None, started))
     }
 
     /// A hold this client counted lost is not changed: it is released now,

@@ -191,10 +191,9 @@ impl HoldState {
         let max_hold_first = self.max_end.is_some_and(|max_end| {
             started < max_end && self.lost.is_some_and(|(lost_at, _)| max_end <= lost_at)
         });
-        if end == LeaseEnd::Lost && max_hold_first {
-            LeaseEnd::MaxHold
-        } else {
-            end
+        match end {
+            LeaseEnd::Lost if max_hold_first => LeaseEnd::MaxHold,
+            end => end,
         }
     }
 
