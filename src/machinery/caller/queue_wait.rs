@@ -77,13 +77,12 @@ pub(crate) trait Queued {
 /// (`wait`'s, `None`: no limit) passes or `wait`'s canceller is cancelled,
 /// counted in the metrics of the lock `labels` names; a wait that cannot
 /// wait ([`NoWait`]) makes one attempt that never queues. The waiter of
-/// `call` is
-/// registered before its first request reaches Redis, so that no handoff
-/// message can arrive for an id nobody listens to, and forgotten once the
-/// wait ends. A first request fails at once when Redis is unreachable; a
-/// queued call rides out a restart or a failover (or a refusal that
-/// passes, `OOM`) for the client's outage patience, as its place (or a
-/// new one) is still there when Redis is back.
+/// `call` is registered before its first request reaches Redis, so that no
+/// handoff message can arrive for an id nobody listens to, and forgotten
+/// once the wait ends. A first request fails at once when Redis is
+/// unreachable; a queued call rides out a restart or a failover (or a
+/// refusal that passes, `OOM`) for the client's outage patience, as its
+/// place (or a new one) is still there when Redis is back.
 pub(crate) fn wait_in_queue<Q: Queued>(
     queued: &Q,
     shared: &Shared,

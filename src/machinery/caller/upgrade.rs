@@ -65,8 +65,8 @@ impl CallHold {
     /// error the downgraded hold is abandoned once Redis answers.
     pub(crate) fn downgrade(&mut self, to: Access) -> Result<()> {
         let started = Instant::now();
-        self.change_access(to)
-            .inspect_err(|_| self.release_after(None, started))
+        let downgraded = self.change_access(to);
+        downgraded.inspect_err(|_| self.release_after(None, started))
     }
 
     /// A hold this client counted lost is not changed: it is released now,
