@@ -177,7 +177,7 @@ impl Queued for Acquisition<'_> {
         // Re-entry needs a live guard of this thread, its exclusive one
         // first (see `Holds::held_by`); a semaphore's calls never re-enter.
         let live_token = if self.ask.reentrant() && !self.unbound {
-            shared.held_by(call.keys.lock(), &call.owner).1
+            shared.holds.held_by(call.keys.lock(), &call.owner).1
         } else {
             0
         };

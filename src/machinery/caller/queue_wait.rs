@@ -97,7 +97,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Attempted::Waiting(..) => Ok(None),
         };
     };
-    shared.park(Arc::clone(&waiter));
+    shared.waiters.insert(Arc::clone(&waiter));
     observe::waiting(labels, 1.0);
     if let Some(cancel) = wait.canceller() {
         cancel.watch(&waiter);
@@ -246,7 +246,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             }
         }
     };
-    shared.unpark(waiter.call.id);
+    shared.waiters.remove(waiter.call.id);
     observe::waiting(labels, -1.0);
     result
 }

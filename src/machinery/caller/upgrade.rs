@@ -32,7 +32,8 @@ impl CallHold {
         if self.hold.is_lost() {
             return Err(self.release_lost());
         }
-        if shared.held_by(self.call.keys.lock(), &self.call.owner).0 > 1 {
+        let (held, _) = (shared.holds).held_by(self.call.keys.lock(), &self.call.owner);
+        if held > 1 {
             return Err(Error::new(
                 ErrorKind::UpgradeRefused,
                 format!(

@@ -4,6 +4,7 @@
 //! so user calls that hold every pooled connection (a slow or stalled
 //! server) never make a renewal wait for one.
 
+use std::slice;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,7 +36,7 @@ pub(crate) fn run(
     if !batch.holds.is_empty() || !batch.groups.is_empty() {
         let sent = Instant::now();
         let renewed = with_node_or_cluster(conns, &shared.caller.backend, node, stale, |conn| {
-            renew(shared, conn, batch)
+            renew(shared, conn, &batch.holds, &batch.groups)
         });
         let renewed = match renewed {
             Err(err) if splits(shared, &err, batch.holds.len() + batch.groups.len()) => {
@@ -112,7 +113,7 @@ pub(crate) fn run(
     for ((entry, op), value) in batch.abandons.iter().zip(&ops).zip(values) {
         let (id, key) = (entry.call.id, entry.call.keys.lock());
         match value.and_then(|value| op.parse(value)) {
-            Ok(_) => shared.abandon_answered(entry, sent, false),
+            Ok(_) => shared.abandons.answered(entry, sent, false),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
             // Its slot still moving: kept, and sent again next round.
             Err(err) if err.is_slot_moving() => {
@@ -128,7 +129,7 @@ pub(crate) fn run(
             }
             Err(err) => {
                 log::warn!("fairlock: abandoning call {id} on {key:?} refused, dropped: {err}");
-                shared.abandon_answered(entry, sent, true);
+                shared.abandons.answered(entry, sent, true);
             }
         }
     }
@@ -153,40 +154,27 @@ fn splits(shared: &Shared, err: &Error, commands: usize) -> bool {
 /// error as its reply. The leases count from before the first was asked.
 fn renew_one_by_one(shared: &Shared, watchdog: &Watchdog, batch: &Batch) -> Replies {
     let (conns, stale) = (&watchdog.conns, &watchdog.map_stale);
-    let backend = &shared.caller.backend;
     let mut all = Replies {
         asked: Instant::now(),
         renewed: Vec::new(),
         heartbeats: Vec::new(),
         replicated: Ok(()),
     };
-    let alone = |one: &Batch| {
-        with_node_or_cluster(conns, backend, None, stale, |conn| renew(shared, conn, one))
-    };
-    for hold in &batch.holds {
-        let one = Batch {
-            holds: vec![Arc::clone(hold)],
-            ..Batch::default()
-        };
-        match alone(&one) {
-            Ok(mut replies) => {
-                all.renewed.append(&mut replies.renewed);
-                all.replicated = all.replicated.and(replies.replicated);
+    let holds = (batch.holds.iter()).map(|hold| (slice::from_ref(hold), &[][..]));
+    let groups = (batch.groups.iter()).map(|group| (&[][..], slice::from_ref(group)));
+    for (holds, groups) in holds.chain(groups) {
+        let backend = &shared.caller.backend;
+        let one = with_node_or_cluster(conns, backend, None, stale, |conn| {
+            renew(shared, conn, holds, groups)
+        });
+        match (one, holds.first()) {
+            (Ok(mut one), _) => {
+                all.renewed.append(&mut one.renewed);
+                all.heartbeats.append(&mut one.heartbeats);
+                all.replicated = all.replicated.and(one.replicated);
             }
-            Err(err) => all.renewed.push((Err(err), Duration::ZERO, hold.token())),
-        }
-    }
-    for group in &batch.groups {
-        let one = Batch {
-            groups: vec![group.clone()],
-            ..Batch::default()
-        };
-        match alone(&one) {
-            Ok(mut replies) => {
-                all.heartbeats.append(&mut replies.heartbeats);
-                all.replicated = all.replicated.and(replies.replicated);
-            }
-            Err(err) => all.heartbeats.push(Err(err)),
+            (Err(err), Some(hold)) => all.renewed.push((Err(err), Duration::ZERO, hold.token())),
+            (Err(err), None) => all.heartbeats.push(Err(err)),
         }
     }
     all
@@ -203,13 +191,19 @@ struct Replies {
     replicated: Result<()>,
 }
 
-fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
+/// Renews `holds` and heartbeats `groups` in one pipeline on `conn`.
+fn renew(
+    shared: &Shared,
+    conn: &mut dyn ConnectionLike,
+    holds: &[Arc<Hold>],
+    groups: &[Vec<Arc<Waiter>>],
+) -> Result<Replies> {
     // The leases count from here, not from before the connection was had
     // (opened, maybe): the one capped by a maximum hold asks for what is
     // left of it from here, and counted from earlier would end before it.
     let asked = Instant::now();
     let lease = shared.config().lease;
-    let renewals: Vec<Renew> = (batch.holds.iter())
+    let renewals: Vec<Renew> = (holds.iter())
         .map(|hold| Renew {
             owner: &hold.call.owner,
             token: hold.token(),
@@ -219,25 +213,20 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             lease: (hold.is_renewable()).then(|| hold.renewal_lease(asked, lease)),
         })
         .collect();
-    let beats: Vec<Heartbeat> = (batch.groups.iter())
+    let beats: Vec<Heartbeat> = (groups.iter())
         .map(|waiters| Heartbeat {
             waiter_timeout: shared.config().waiter_timeout,
             waiters: waiters.iter().map(|waiter| waiter.call.entry()).collect(),
         })
         .collect();
-    let sync = shared.config().sync_replicas;
+    let (sync, scripts) = (shared.config().sync_replicas, &shared.caller.scripts);
     let pipe = |by| {
         let mut pipe = redis::pipe();
-        for (hold, renewal) in batch.holds.iter().zip(&renewals) {
-            pipe.add_command(shared.caller.scripts.command(&hold.call.keys, renewal, by));
+        for (hold, renewal) in holds.iter().zip(&renewals) {
+            pipe.add_command(scripts.command(&hold.call.keys, renewal, by));
         }
-        for (waiters, beat) in batch.groups.iter().zip(&beats) {
-            pipe.add_command(
-                shared
-                    .caller
-                    .scripts
-                    .command(&waiters[0].call.keys, beat, by),
-            );
+        for (waiters, beat) in groups.iter().zip(&beats) {
+            pipe.add_command(scripts.command(&waiters[0].call.keys, beat, by));
         }
         if let Some(sync) = sync {
             pipe.add_command(sync.wait_command());
@@ -245,7 +234,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         pipe
     };
     let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
-    let query = || shared.caller.scripts.query(pipe, conn);
+    let query = || scripts.query(pipe, conn);
     let mut values = crate::connections::steady::waiting(wait, query)?;
     // A node that does not serve the slot (any more) answers with a
     // redirection: the batch goes again through the cluster client. A
@@ -361,5 +350,5 @@ fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatRep
     }
     // Those that lost their place (a queue lost with the server's data)
     // join again in the order they had.
-    shared.rejoin_in_order(gone);
+    shared.waiters.rejoin_in_order(gone);
 }
