@@ -244,27 +244,21 @@ impl Shared {
         near: Option<&Address>,
         by: Option<Instant>,
     ) -> Result<Option<Arc<SlotMap>>> {
-        let map = self
-            .caller
-            .backend
-            .slot_map(near, by)
-            .transpose()?
-            .map(Arc::new);
-        if let Some(new) = &map {
-            let old = self.slot_map.lock().replace(Arc::clone(new));
-            let moved = old
-                .as_ref()
-                .is_some_and(|old| old.masters() != new.masters());
-            if old.is_none() || moved {
-                if let Err(err) = self.caller.backend.reseed(&self.caller.config, new) {
-                    log::debug!("fairlock: new connections still open at the seeds: {err}");
-                }
-            }
-            if moved {
-                self.caller.backend.renew_all();
+        let Some(new) = self.caller.backend.slot_map(near, by) else {
+            return Ok(None);
+        };
+        let new = Arc::new(new?);
+        let old = self.slot_map.lock().replace(Arc::clone(&new));
+        let moved = (old.as_ref()).is_some_and(|old| old.masters() != new.masters());
+        if old.is_none() || moved {
+            if let Err(err) = self.caller.backend.reseed(&self.caller.config, &new) {
+                log::debug!("fairlock: new connections still open at the seeds: {err}");
             }
         }
-        Ok(map)
+        if moved {
+            self.caller.backend.renew_all();
+        }
+        Ok(Some(new))
     }
 
     /// With sharded pub/sub, has the client listen on the channel of
@@ -274,11 +268,9 @@ impl Shared {
     /// (see [`Shards::listen`]).
     pub(crate) fn listen_at(&self, slot: u16, deadline: Option<Instant>) {
         if self.caller.scripts.route() == Route::Sharded {
-            let left = deadline.map_or(Duration::MAX, |at| {
-                at.saturating_duration_since(Instant::now())
-            });
-            self.shards
-                .listen(slot, left.min(self.config().command_timeout));
+            let timeout = self.config().command_timeout;
+            let left = deadline.map_or(timeout, |at| at.saturating_duration_since(Instant::now()));
+            self.shards.listen(slot, left.min(timeout));
         }
     }
 

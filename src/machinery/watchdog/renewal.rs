@@ -17,7 +17,6 @@ use crate::error::{Error, Result, Retry};
 use crate::machinery::caller::waiters::Waiter;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
-use crate::machinery::watchdog::conns::with_node_or_cluster;
 use crate::machinery::watchdog::{Batch, Watchdog};
 use crate::protocol::{
     unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
@@ -32,10 +31,9 @@ pub(crate) fn run(
     node: Option<&Address>,
 ) -> Result<()> {
     let mut outcome = Ok(());
-    let (conns, stale) = (&watchdog.conns, &watchdog.map_stale);
     if !batch.holds.is_empty() || !batch.groups.is_empty() {
         let sent = Instant::now();
-        let renewed = with_node_or_cluster(conns, &shared.caller.backend, node, stale, |conn| {
+        let renewed = watchdog.with_conn(shared, node, |conn| {
             renew(shared, conn, &batch.holds, &batch.groups)
         });
         let renewed = match renewed {
@@ -79,7 +77,6 @@ pub(crate) fn run(
         .collect();
     // The abandons `which` as one pipeline, sent to `node` (or through the
     // cluster client); a node that answers with a redirection fails it.
-    let backend = &shared.caller.backend;
     let send = |which: std::ops::Range<usize>, node| {
         let pipe = |by| {
             let mut pipe = redis::pipe();
@@ -91,7 +88,7 @@ pub(crate) fn run(
             }
             pipe
         };
-        with_node_or_cluster(conns, backend, node, stale, |conn| {
+        watchdog.with_conn(shared, node, |conn| {
             let values = shared.caller.scripts.query(pipe, conn)?;
             values.iter().find_map(redirection).map_or(Ok(values), Err)
         })
@@ -153,7 +150,6 @@ fn splits(shared: &Shared, err: &Error, commands: usize) -> bool {
 /// through the cluster client (see [`splits`]); one that fails has its
 /// error as its reply. The leases count from before the first was asked.
 fn renew_one_by_one(shared: &Shared, watchdog: &Watchdog, batch: &Batch) -> Replies {
-    let (conns, stale) = (&watchdog.conns, &watchdog.map_stale);
     let mut all = Replies {
         asked: Instant::now(),
         renewed: Vec::new(),
@@ -163,10 +159,7 @@ fn renew_one_by_one(shared: &Shared, watchdog: &Watchdog, batch: &Batch) -> Repl
     let holds = (batch.holds.iter()).map(|hold| (slice::from_ref(hold), &[][..]));
     let groups = (batch.groups.iter()).map(|group| (&[][..], slice::from_ref(group)));
     for (holds, groups) in holds.chain(groups) {
-        let backend = &shared.caller.backend;
-        let one = with_node_or_cluster(conns, backend, None, stale, |conn| {
-            renew(shared, conn, holds, groups)
-        });
+        let one = watchdog.with_conn(shared, None, |conn| renew(shared, conn, holds, groups));
         match (one, holds.first()) {
             (Ok(mut one), _) => {
                 all.renewed.append(&mut one.renewed);
