@@ -157,16 +157,14 @@ impl Core {
         let mut outcome = Err(Error::new(ErrorKind::Connection, timed_out));
         for _ in &listeners {
             let left = deadline.saturating_duration_since(Instant::now());
-            match ready_rx.recv_timeout(left) {
-                Ok(Ok(())) => {
-                    outcome = Ok(());
-                    // A slow node costs a later fast path, not the start.
-                    deadline = deadline.min(Instant::now() + Duration::from_millis(500));
-                }
-                Ok(Err(err)) if outcome.is_err() => outcome = Err(err),
-                Ok(Err(_)) => {}
-                Err(_) => break,
+            let Ok(ready) = ready_rx.recv_timeout(left) else {
+                break;
+            };
+            if ready.is_ok() {
+                // A slow node costs a later fast path, not the start.
+                deadline = deadline.min(Instant::now() + Duration::from_millis(500));
             }
+            outcome = outcome.or(ready);
         }
         // On error, dropping `inner` stops and joins the subscribers.
         outcome.map_err(|err| err.during(format_args!("subscribing at {server}")))?;
