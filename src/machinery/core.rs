@@ -148,8 +148,7 @@ impl Core {
             map => shared.caller.backend.listeners(map),
         };
         for at in &listeners {
-            let subscriber = subscriber::spawn(&shared, at.clone(), ready_tx.clone())?;
-            inner.threads.push(subscriber);
+            (inner.threads).push(subscriber::spawn(&shared, at.clone(), ready_tx.clone())?);
         }
         let mut deadline =
             Instant::now() + shared.config().connect_timeout + shared.config().command_timeout;
@@ -168,8 +167,7 @@ impl Core {
         }
         // On error, dropping `inner` stops and joins the subscribers.
         outcome.map_err(|err| err.during(format_args!("subscribing at {server}")))?;
-        let watchdog = spawn_named("fairlock-watchdog", &shared, watchdog::run)?;
-        inner.threads.push(watchdog);
+        (inner.threads).push(spawn_named("fairlock-watchdog", &shared, watchdog::run)?);
         Ok(inner)
     }
 

@@ -78,12 +78,10 @@ pub(crate) fn run(
     // The abandons `which` as one pipeline, sent to `node` (or through the
     // cluster client); a node that answers with a redirection fails it.
     let send = |which: std::ops::Range<usize>, node| {
+        let (given, ops) = (&batch.abandons[which.clone()], &ops[which]);
         let pipe = |by| {
             let mut pipe = redis::pipe();
-            for (entry, op) in batch.abandons[which.clone()]
-                .iter()
-                .zip(&ops[which.clone()])
-            {
+            for (entry, op) in given.iter().zip(ops) {
                 pipe.add_command(shared.caller.scripts.command(&entry.call.keys, op, by));
             }
             pipe
@@ -299,9 +297,7 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level:
                 // not at the head would otherwise wait as long as that lasts.
                 if err.is_connection() || err.is_refused_for_now() {
                     let patience = shared.config().outage_patience();
-                    waiters
-                        .iter()
-                        .for_each(|waiter| waiter.unheard(sent, patience));
+                    (waiters.iter()).for_each(|waiter| waiter.unheard(sent, patience));
                 } else {
                     // Refused otherwise (an ACL, another program's data
                     // under a key): each asks, and ends with what Redis
