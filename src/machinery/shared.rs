@@ -212,16 +212,6 @@ impl Shared {
         }
     }
 
-    /// `waiter`'s poll could not reach Redis: it asks again
-    /// [`RETRY`](crate::machinery::caller::waiters::RETRY) later through
-    /// the rejoin in order ([`Waiters::rejoin`]): none of its lock's
-    /// waiters that joined after it polls before it was answered, so a
-    /// queue lost with data the server is still loading (`LOADING`) is
-    /// joined again in order too.
-    pub(crate) fn retry_in_order(&self, waiter: &Arc<Waiter>) {
-        self.waiters.rejoin(vec![Arc::clone(waiter)]);
-    }
-
     /// The cluster's slot map as last read; `None` off a cluster or before
     /// a first read.
     pub(crate) fn slot_map(&self) -> Option<Arc<SlotMap>> {

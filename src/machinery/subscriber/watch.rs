@@ -80,18 +80,16 @@ impl Subscription {
             }
         };
         let (config, now) = (self.shared.config(), Instant::now());
-        let probe_at = self.heard + config.watchdog_period();
-        let (probe, wait) = match probe_at.checked_duration_since(now) {
-            Some(quiet) if !quiet.is_zero() => (false, wait.min(quiet)),
-            _ => (
-                true,
-                by.map_or(Duration::MAX, |by| by.saturating_duration_since(now)),
-            ),
+        // Until the probe is due; once due, the probe's answer is waited for.
+        let quiet = (self.heard + config.watchdog_period()).saturating_duration_since(now);
+        let wait = match quiet.is_zero() {
+            true => by.map_or(Duration::MAX, |by| by.saturating_duration_since(now)),
+            false => wait.min(quiet),
         };
         let wait = wait.clamp(Duration::from_millis(1), config.command_timeout);
         conn.set_read_timeout(Some(wait))
             .map_err(Error::from_redis)?;
-        if probe {
+        if quiet.is_zero() {
             // The server confirms the subscription (as it opened it), or the
             // connection is given up and opened again.
             let channel = &self.channel;
