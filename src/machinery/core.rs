@@ -148,8 +148,7 @@ impl Core {
             map => shared.caller.backend.listeners(map),
         };
         for at in &listeners {
-            let subscriber = subscriber::spawn(&shared, at.clone(), ready_tx.clone())?;
-            inner.threads.push(subscriber);
+            (inner.threads).push(subscriber::spawn(&shared, at.clone(), ready_tx.clone())?);
         }
         let mut deadline =
             Instant::now() + shared.config().connect_timeout + shared.config().command_timeout;
@@ -157,21 +156,18 @@ impl Core {
         let mut outcome = Err(Error::new(ErrorKind::Connection, timed_out));
         for _ in &listeners {
             let left = deadline.saturating_duration_since(Instant::now());
-            match ready_rx.recv_timeout(left) {
-                Ok(Ok(())) => {
-                    outcome = Ok(());
-                    // A slow node costs a later fast path, not the start.
-                    deadline = deadline.min(Instant::now() + Duration::from_millis(500));
-                }
-                Ok(Err(err)) if outcome.is_err() => outcome = Err(err),
-                Ok(Err(_)) => {}
-                Err(_) => break,
+            let Ok(ready) = ready_rx.recv_timeout(left) else {
+                break;
+            };
+            if ready.is_ok() {
+                // A slow node costs a later fast path, not the start.
+                deadline = deadline.min(Instant::now() + Duration::from_millis(500));
             }
+            outcome = outcome.or(ready);
         }
         // On error, dropping `inner` stops and joins the subscribers.
         outcome.map_err(|err| err.during(format_args!("subscribing at {server}")))?;
-        let watchdog = spawn_named("fairlock-watchdog", &shared, watchdog::run)?;
-        inner.threads.push(watchdog);
+        (inner.threads).push(spawn_named("fairlock-watchdog", &shared, watchdog::run)?);
         Ok(inner)
     }
 
@@ -248,7 +244,7 @@ impl Core {
     /// that a live guard stands for (0: none).
     pub(crate) fn thread_hold(&self, keys: &LockKeys) -> (Arc<str>, u64) {
         let owner = self.shared.owner_id(None, None);
-        let (_, live) = self.shared.held_by(keys.lock(), &owner);
+        let (_, live) = self.shared.holds.held_by(keys.lock(), &owner);
         (owner, live)
     }
 

@@ -98,7 +98,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Attempted::Waiting(..) => Ok(None),
         };
     };
-    shared.park(Arc::clone(&waiter));
+    shared.waiters.insert(Arc::clone(&waiter));
     observe::waiting(labels, 1.0);
     if let Some(cancel) = wait.canceller() {
         cancel.watch(&waiter);
@@ -199,7 +199,12 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 }
                 log::debug!("fairlock: waiting through an outage: {err}");
                 cause = Some(err);
-                shared.retry_in_order(&waiter);
+                // It asks again `RETRY` later through the rejoin in order:
+                // none of its lock's waiters that joined after it polls
+                // before it was answered, so a queue lost with data the
+                // server is still loading (`LOADING`) is joined again in
+                // order too.
+                shared.waiters.rejoin(vec![Arc::clone(&waiter)]);
             }
             Err(err) => break queued.failed(&waiter, err, leave_by()),
         }
@@ -246,7 +251,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             }
         }
     };
-    shared.unpark(waiter.call.id);
+    shared.waiters.remove(waiter.call.id);
     observe::waiting(labels, -1.0);
     result
 }

@@ -381,7 +381,7 @@ impl Waiters {
 
     /// Has `ordered` poll through the rejoin in order, after those pending
     /// (one waiter whose poll could not reach Redis, for instance:
-    /// `Shared::retry_in_order`).
+    /// `queue_wait`'s wait through an outage).
     pub(crate) fn rejoin(&self, ordered: Vec<Arc<Waiter>>) {
         let mut rejoins = self.rejoins.lock();
         rejoins.add(ordered);

@@ -12,32 +12,6 @@ use crate::machinery::shared::Shared;
 use crate::machinery::subscriber;
 use crate::protocol::{Push, Route};
 
-/// A new connection of its own subscribed to `channel` as `route` says: a
-/// classic one on a seed node of a cluster (every node hears every
-/// message), on the master behind Sentinel; a shard channel at the master
-/// of its slot, as the cluster's slot map says now (read again and kept,
-/// the one slot map the client has). Opened and subscribed by `by` if given.
-fn subscribe(
-    shared: &Shared,
-    route: Route,
-    channel: &str,
-    by: Option<Instant>,
-) -> Result<redis::Connection> {
-    let at = match route {
-        Route::Classic => Listen::Main,
-        Route::Sharded => {
-            let map = shared.refresh_slot_map(None, by)?.unwrap_or_default();
-            let slot = crate::protocol::keys::hash_slot(channel);
-            let master = map.master_of(slot).ok_or_else(|| {
-                let message = format!("no master serves slot {slot} (try again)");
-                Error::new(crate::ErrorKind::Connection, message)
-            })?;
-            Listen::Shards(master.clone())
-        }
-    };
-    shared.caller.backend.subscription(&at, channel, by)
-}
-
 /// A subscription to one election's channel.
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
@@ -52,14 +26,38 @@ pub(crate) struct Subscription {
 impl Subscription {
     /// Subscribes to `channel` over `route` on a connection of its own.
     pub(crate) fn open(shared: &Arc<Shared>, route: Route, channel: String) -> Result<Self> {
-        let conn = subscribe(shared, route, &channel, None)?;
-        Ok(Subscription {
+        let mut watch = Subscription {
             shared: Arc::clone(shared),
             channel,
             route,
-            conn: Some(conn),
+            conn: None,
             heard: Instant::now(),
-        })
+        };
+        watch.conn = Some(watch.subscribe(None)?);
+        watch.heard = Instant::now();
+        Ok(watch)
+    }
+
+    /// A new connection of its own subscribed to its channel as its route
+    /// says: a classic one on a seed node of a cluster (every node hears
+    /// every message), on the master behind Sentinel; a shard channel at
+    /// the master of its slot, as the cluster's slot map says now (read
+    /// again and kept, the one slot map the client has). Opened and
+    /// subscribed by `by` if given.
+    fn subscribe(&self, by: Option<Instant>) -> Result<redis::Connection> {
+        let at = match self.route {
+            Route::Classic => Listen::Main,
+            Route::Sharded => {
+                let map = self.shared.refresh_slot_map(None, by)?.unwrap_or_default();
+                let slot = crate::protocol::keys::hash_slot(&self.channel);
+                let master = map.master_of(slot).ok_or_else(|| {
+                    let message = format!("no master serves slot {slot} (try again)");
+                    Error::new(crate::ErrorKind::Connection, message)
+                })?;
+                Listen::Shards(master.clone())
+            }
+        };
+        (self.shared.caller.backend).subscription(&at, &self.channel, by)
     }
 
     /// Waits up to `wait` for a message, opening the subscription again
@@ -74,24 +72,22 @@ impl Subscription {
         let (conn, reopened) = match &mut self.conn {
             Some(conn) => (conn, false),
             None => {
-                let conn = subscribe(&self.shared, self.route, &self.channel, by)?;
+                let conn = self.subscribe(by)?;
                 self.heard = Instant::now();
                 (self.conn.insert(conn), true)
             }
         };
         let (config, now) = (self.shared.config(), Instant::now());
-        let probe_at = self.heard + config.watchdog_period();
-        let (probe, wait) = match probe_at.checked_duration_since(now) {
-            Some(quiet) if !quiet.is_zero() => (false, wait.min(quiet)),
-            _ => (
-                true,
-                by.map_or(Duration::MAX, |by| by.saturating_duration_since(now)),
-            ),
+        // Until the probe is due; once due, the probe's answer is waited for.
+        let quiet = (self.heard + config.watchdog_period()).saturating_duration_since(now);
+        let wait = match quiet.is_zero() {
+            true => by.map_or(Duration::MAX, |by| by.saturating_duration_since(now)),
+            false => wait.min(quiet),
         };
         let wait = wait.clamp(Duration::from_millis(1), config.command_timeout);
         conn.set_read_timeout(Some(wait))
             .map_err(Error::from_redis)?;
-        if probe {
+        if quiet.is_zero() {
             // The server confirms the subscription (as it opened it), or the
             // connection is given up and opened again.
             let channel = &self.channel;

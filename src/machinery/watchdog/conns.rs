@@ -1,39 +1,43 @@
-//! The watchdog's own connections ([`OwnConns`]), outside the user pool,
+//! The watchdog's own connections (an
+//! [`OwnConns`](crate::connections::own_conns::OwnConns)), outside the user pool,
 //! so that user calls holding every pooled connection (a slow or stalled
 //! server) never make a renewal wait for one: by cluster master (a plain
 //! connection to that node), or `None` for the deployment's own kind (the
 //! server, the Sentinels' master, the cluster), reused round after round.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use redis::ConnectionLike;
 
-use crate::connections::own_conns::OwnConns;
 use crate::connections::slot_map::Address;
 use crate::connections::{Backend, OwnConn};
 use crate::error::{Result, Retry};
+use crate::machinery::shared::Shared;
+use crate::machinery::watchdog::Watchdog;
 
-/// Runs `call` on one of `conns` to `node` if given, or of the
-/// deployment's own kind when the node is unknown, unreachable, or says
-/// the slot is served elsewhere: then the slot map is stale, and `stale`
-/// is set.
-pub(crate) fn with_node_or_cluster<T>(
-    conns: &OwnConns<Option<Address>, OwnConn>,
-    backend: &Backend,
-    node: Option<&Address>,
-    stale: &AtomicBool,
-    mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
-) -> Result<T> {
-    if node.is_some() {
-        match conns.with(node.cloned(), open(backend, node), |conn| call(&mut **conn)) {
-            Err(err) if err.retry() != Retry::No => {
-                log::debug!("fairlock: renewing through the cluster client: {err}");
-                stale.store(true, Ordering::Relaxed);
+impl Watchdog {
+    /// Runs `call` on one of its connections to `node` if given, or of the
+    /// deployment's own kind when the node is unknown, unreachable, or
+    /// says the slot is served elsewhere: then the slot map is stale
+    /// (`map_stale` is set).
+    pub(super) fn with_conn<T>(
+        &self,
+        shared: &Shared,
+        node: Option<&Address>,
+        mut call: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
+    ) -> Result<T> {
+        let (conns, backend) = (&self.conns, &shared.caller.backend);
+        if node.is_some() {
+            match conns.with(node.cloned(), open(backend, node), |conn| call(&mut **conn)) {
+                Err(err) if err.retry() != Retry::No => {
+                    log::debug!("fairlock: renewing through the cluster client: {err}");
+                    self.map_stale.store(true, Ordering::Relaxed);
+                }
+                other => return other,
             }
-            other => return other,
         }
+        conns.with(None, open(backend, None), |conn| call(&mut **conn))
     }
-    conns.with(None, open(backend, None), |conn| call(&mut **conn))
 }
 
 /// Opens a connection to `node`, or of the deployment's own kind.

@@ -4,6 +4,7 @@
 //! so user calls that hold every pooled connection (a slow or stalled
 //! server) never make a renewal wait for one.
 
+use std::slice;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,6 @@ use crate::error::{Error, Result, Retry};
 use crate::machinery::caller::waiters::Waiter;
 use crate::machinery::holds::Hold;
 use crate::machinery::shared::Shared;
-use crate::machinery::watchdog::conns::with_node_or_cluster;
 use crate::machinery::watchdog::{Batch, Watchdog};
 use crate::protocol::{
     unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
@@ -31,11 +31,10 @@ pub(crate) fn run(
     node: Option<&Address>,
 ) -> Result<()> {
     let mut outcome = Ok(());
-    let (conns, stale) = (&watchdog.conns, &watchdog.map_stale);
     if !batch.holds.is_empty() || !batch.groups.is_empty() {
         let sent = Instant::now();
-        let renewed = with_node_or_cluster(conns, &shared.caller.backend, node, stale, |conn| {
-            renew(shared, conn, batch)
+        let renewed = watchdog.with_conn(shared, node, |conn| {
+            renew(shared, conn, &batch.holds, &batch.groups)
         });
         let renewed = match renewed {
             Err(err) if splits(shared, &err, batch.holds.len() + batch.groups.len()) => {
@@ -78,19 +77,16 @@ pub(crate) fn run(
         .collect();
     // The abandons `which` as one pipeline, sent to `node` (or through the
     // cluster client); a node that answers with a redirection fails it.
-    let backend = &shared.caller.backend;
     let send = |which: std::ops::Range<usize>, node| {
+        let (given, ops) = (&batch.abandons[which.clone()], &ops[which]);
         let pipe = |by| {
             let mut pipe = redis::pipe();
-            for (entry, op) in batch.abandons[which.clone()]
-                .iter()
-                .zip(&ops[which.clone()])
-            {
+            for (entry, op) in given.iter().zip(ops) {
                 pipe.add_command(shared.caller.scripts.command(&entry.call.keys, op, by));
             }
             pipe
         };
-        with_node_or_cluster(conns, backend, node, stale, |conn| {
+        watchdog.with_conn(shared, node, |conn| {
             let values = shared.caller.scripts.query(pipe, conn)?;
             values.iter().find_map(redirection).map_or(Ok(values), Err)
         })
@@ -112,7 +108,7 @@ pub(crate) fn run(
     for ((entry, op), value) in batch.abandons.iter().zip(&ops).zip(values) {
         let (id, key) = (entry.call.id, entry.call.keys.lock());
         match value.and_then(|value| op.parse(value)) {
-            Ok(_) => shared.abandon_answered(entry, sent, false),
+            Ok(_) => shared.abandons.answered(entry, sent, false),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
             // Its slot still moving: kept, and sent again next round.
             Err(err) if err.is_slot_moving() => {
@@ -128,7 +124,7 @@ pub(crate) fn run(
             }
             Err(err) => {
                 log::warn!("fairlock: abandoning call {id} on {key:?} refused, dropped: {err}");
-                shared.abandon_answered(entry, sent, true);
+                shared.abandons.answered(entry, sent, true);
             }
         }
     }
@@ -152,41 +148,24 @@ fn splits(shared: &Shared, err: &Error, commands: usize) -> bool {
 /// through the cluster client (see [`splits`]); one that fails has its
 /// error as its reply. The leases count from before the first was asked.
 fn renew_one_by_one(shared: &Shared, watchdog: &Watchdog, batch: &Batch) -> Replies {
-    let (conns, stale) = (&watchdog.conns, &watchdog.map_stale);
-    let backend = &shared.caller.backend;
     let mut all = Replies {
         asked: Instant::now(),
         renewed: Vec::new(),
         heartbeats: Vec::new(),
         replicated: Ok(()),
     };
-    let alone = |one: &Batch| {
-        with_node_or_cluster(conns, backend, None, stale, |conn| renew(shared, conn, one))
-    };
-    for hold in &batch.holds {
-        let one = Batch {
-            holds: vec![Arc::clone(hold)],
-            ..Batch::default()
-        };
-        match alone(&one) {
-            Ok(mut replies) => {
-                all.renewed.append(&mut replies.renewed);
-                all.replicated = all.replicated.and(replies.replicated);
+    let holds = (batch.holds.iter()).map(|hold| (slice::from_ref(hold), &[][..]));
+    let groups = (batch.groups.iter()).map(|group| (&[][..], slice::from_ref(group)));
+    for (holds, groups) in holds.chain(groups) {
+        let one = watchdog.with_conn(shared, None, |conn| renew(shared, conn, holds, groups));
+        match (one, holds.first()) {
+            (Ok(mut one), _) => {
+                all.renewed.append(&mut one.renewed);
+                all.heartbeats.append(&mut one.heartbeats);
+                all.replicated = all.replicated.and(one.replicated);
             }
-            Err(err) => all.renewed.push((Err(err), Duration::ZERO, hold.token())),
-        }
-    }
-    for group in &batch.groups {
-        let one = Batch {
-            groups: vec![group.clone()],
-            ..Batch::default()
-        };
-        match alone(&one) {
-            Ok(mut replies) => {
-                all.heartbeats.append(&mut replies.heartbeats);
-                all.replicated = all.replicated.and(replies.replicated);
-            }
-            Err(err) => all.heartbeats.push(Err(err)),
+            (Err(err), Some(hold)) => all.renewed.push((Err(err), Duration::ZERO, hold.token())),
+            (Err(err), None) => all.heartbeats.push(Err(err)),
         }
     }
     all
@@ -203,13 +182,19 @@ struct Replies {
     replicated: Result<()>,
 }
 
-fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Result<Replies> {
+/// Renews `holds` and heartbeats `groups` in one pipeline on `conn`.
+fn renew(
+    shared: &Shared,
+    conn: &mut dyn ConnectionLike,
+    holds: &[Arc<Hold>],
+    groups: &[Vec<Arc<Waiter>>],
+) -> Result<Replies> {
     // The leases count from here, not from before the connection was had
     // (opened, maybe): the one capped by a maximum hold asks for what is
     // left of it from here, and counted from earlier would end before it.
     let asked = Instant::now();
     let lease = shared.config().lease;
-    let renewals: Vec<Renew> = (batch.holds.iter())
+    let renewals: Vec<Renew> = (holds.iter())
         .map(|hold| Renew {
             owner: &hold.call.owner,
             token: hold.token(),
@@ -219,25 +204,20 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
             lease: (hold.is_renewable()).then(|| hold.renewal_lease(asked, lease)),
         })
         .collect();
-    let beats: Vec<Heartbeat> = (batch.groups.iter())
+    let beats: Vec<Heartbeat> = (groups.iter())
         .map(|waiters| Heartbeat {
             waiter_timeout: shared.config().waiter_timeout,
             waiters: waiters.iter().map(|waiter| waiter.call.entry()).collect(),
         })
         .collect();
-    let sync = shared.config().sync_replicas;
+    let (sync, scripts) = (shared.config().sync_replicas, &shared.caller.scripts);
     let pipe = |by| {
         let mut pipe = redis::pipe();
-        for (hold, renewal) in batch.holds.iter().zip(&renewals) {
-            pipe.add_command(shared.caller.scripts.command(&hold.call.keys, renewal, by));
+        for (hold, renewal) in holds.iter().zip(&renewals) {
+            pipe.add_command(scripts.command(&hold.call.keys, renewal, by));
         }
-        for (waiters, beat) in batch.groups.iter().zip(&beats) {
-            pipe.add_command(
-                shared
-                    .caller
-                    .scripts
-                    .command(&waiters[0].call.keys, beat, by),
-            );
+        for (waiters, beat) in groups.iter().zip(&beats) {
+            pipe.add_command(scripts.command(&waiters[0].call.keys, beat, by));
         }
         if let Some(sync) = sync {
             pipe.add_command(sync.wait_command());
@@ -245,7 +225,7 @@ fn renew(shared: &Shared, conn: &mut dyn ConnectionLike, batch: &Batch) -> Resul
         pipe
     };
     let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
-    let query = || shared.caller.scripts.query(pipe, conn);
+    let query = || scripts.query(pipe, conn);
     let mut values = crate::connections::steady::waiting(wait, query)?;
     // A node that does not serve the slot (any more) answers with a
     // redirection: the batch goes again through the cluster client. A
@@ -317,9 +297,7 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level:
                 // not at the head would otherwise wait as long as that lasts.
                 if err.is_connection() || err.is_refused_for_now() {
                     let patience = shared.config().outage_patience();
-                    waiters
-                        .iter()
-                        .for_each(|waiter| waiter.unheard(sent, patience));
+                    (waiters.iter()).for_each(|waiter| waiter.unheard(sent, patience));
                 } else {
                     // Refused otherwise (an ACL, another program's data
                     // under a key): each asks, and ends with what Redis
@@ -361,5 +339,5 @@ fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatRep
     }
     // Those that lost their place (a queue lost with the server's data)
     // join again in the order they had.
-    shared.rejoin_in_order(gone);
+    shared.waiters.rejoin_in_order(gone);
 }
