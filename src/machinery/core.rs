@@ -244,7 +244,7 @@ impl Core {
     /// that a live guard stands for (0: none).
     pub(crate) fn thread_hold(&self, keys: &LockKeys) -> (Arc<str>, u64) {
         let owner = self.shared.owner_id(None, None);
-        let (_, live) = self.shared.holds.held_by(keys.lock(), &owner);
+        let (_, live) = self.shared.held_by(keys.lock(), &owner);
         (owner, live)
     }
 

@@ -1,12 +1,10 @@
 //! What every thread of a client shares: the struct the core, the callers
 //! and the two background threads hold, the stop and nudge signals, the
 //! cluster's slot map (one copy, one refresh: [`Shared::refresh_slot_map`]),
-//! and the registries of waiters, holds, calls to abandon and shard
-//! channels. A step on one registry alone is that registry's own method
-//! (a caller parks in `waiters`, a guard's end unregisters from `holds`);
-//! what spans several, or needs the client's settings, is a method below,
-//! named for what it does (a message grants, the watchdog takes a round's
-//! work, a call is abandoned later).
+//! and the registries of waiters, holds and calls to abandon, private here:
+//! every thread reaches them through the methods below, named for what it
+//! does (a caller parks, a message grants, the watchdog takes a round's
+//! work), the subscriber alone its own registry of shard channels.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,12 +33,12 @@ pub(crate) struct Shared {
     /// Random id of this client, the first part of its owner ids.
     client_id: String,
     /// The threads parked in a queue, by call id.
-    pub(crate) waiters: Waiters,
+    waiters: Waiters,
     /// Every hold with live guards: what the watchdog renews and what a
     /// thread may re-enter.
-    pub(crate) holds: Holds,
+    holds: Holds,
     /// Calls whose outcome was never learned, for the watchdog to undo.
-    pub(crate) abandons: Abandons,
+    abandons: Abandons,
     /// The slots listened on with sharded pub/sub: the subscriber's (a
     /// caller only waits for its slot, with [`listen_at`](Self::listen_at)).
     pub(crate) shards: Shards,
@@ -202,6 +200,27 @@ impl Shared {
         self.nudge_watchdog();
     }
 
+    /// Stops renewing `hold` (its last guard released it or let it go).
+    pub(crate) fn unregister_hold(&self, hold: &Hold) {
+        self.holds.unregister(hold);
+    }
+
+    /// How many holds of `lock_key` `owner` has with live guards, and the
+    /// token a re-entry names (0: none; see [`Holds::held_by`]).
+    pub(crate) fn held_by(&self, lock_key: &str, owner: &str) -> (usize, u64) {
+        self.holds.held_by(lock_key, owner)
+    }
+
+    /// Parks `waiter` where messages and heartbeats find it by call id.
+    pub(crate) fn park(&self, waiter: Arc<Waiter>) {
+        self.waiters.insert(waiter);
+    }
+
+    /// Forgets the waiter of call `call_id`: its wait is over.
+    pub(crate) fn unpark(&self, call_id: u64) {
+        self.waiters.remove(call_id);
+    }
+
     /// A round's work for the watchdog: every hold, the waiters of each
     /// lock, the calls still to abandon.
     pub(crate) fn round(&self) -> Batch {
@@ -210,6 +229,34 @@ impl Shared {
             groups: self.waiters.by_lock(),
             abandons: self.abandons.snapshot(),
         }
+    }
+
+    /// The calls still to abandon (what a client going away tries once
+    /// more).
+    pub(crate) fn abandons_left(&self) -> Vec<Arc<ToAbandon>> {
+        self.abandons.snapshot()
+    }
+
+    /// `waiter`'s poll could not reach Redis: it asks again
+    /// [`RETRY`](crate::machinery::caller::waiters::RETRY) later through
+    /// the rejoin in order ([`Waiters::rejoin`]): none of its lock's
+    /// waiters that joined after it polls before it was answered, so a
+    /// queue lost with data the server is still loading (`LOADING`) is
+    /// joined again in order too.
+    pub(crate) fn retry_in_order(&self, waiter: &Arc<Waiter>) {
+        self.waiters.rejoin(vec![Arc::clone(waiter)]);
+    }
+
+    /// The waiters a heartbeat found gone from their queue ask again, in
+    /// the order they had (see [`Waiters::rejoin_in_order`]).
+    pub(crate) fn rejoin_in_order(&self, gone: Vec<Arc<Waiter>>) {
+        self.waiters.rejoin_in_order(gone);
+    }
+
+    /// Redis answered an abandon of `entry` sent at `sent` (`refused`: with
+    /// an error, and it is dropped).
+    pub(crate) fn abandon_answered(&self, entry: &Arc<ToAbandon>, sent: Instant, refused: bool) {
+        self.abandons.answered(entry, sent, refused);
     }
 
     /// The cluster's slot map as last read; `None` off a cluster or before

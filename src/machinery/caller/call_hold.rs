@@ -79,7 +79,7 @@ impl CallHold {
         // Counted lost, it stays lost: what Redis still has of it (its end
         // there comes after this client's count) is freed all the same.
         let counted_lost = self.hold.is_lost();
-        shared.holds.unregister(&self.hold);
+        shared.unregister_hold(&self.hold);
         let call = &self.call;
         let release = Release {
             owner: &call.owner,

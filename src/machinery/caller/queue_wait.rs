@@ -98,7 +98,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Attempted::Waiting(..) => Ok(None),
         };
     };
-    shared.waiters.insert(Arc::clone(&waiter));
+    shared.park(Arc::clone(&waiter));
     observe::waiting(labels, 1.0);
     if let Some(cancel) = wait.canceller() {
         cancel.watch(&waiter);
@@ -199,12 +199,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 }
                 log::debug!("fairlock: waiting through an outage: {err}");
                 cause = Some(err);
-                // It asks again `RETRY` later through the rejoin in order:
-                // none of its lock's waiters that joined after it polls
-                // before it was answered, so a queue lost with data the
-                // server is still loading (`LOADING`) is joined again in
-                // order too.
-                shared.waiters.rejoin(vec![Arc::clone(&waiter)]);
+                shared.retry_in_order(&waiter);
             }
             Err(err) => break queued.failed(&waiter, err, leave_by()),
         }
@@ -251,7 +246,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             }
         }
     };
-    shared.waiters.remove(waiter.call.id);
+    shared.unpark(waiter.call.id);
     observe::waiting(labels, -1.0);
     result
 }

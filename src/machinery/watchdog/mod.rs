@@ -180,7 +180,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
 /// round trip where Redis answers, however many calls there are.
 fn abandon_before_stopping(shared: &Shared, watchdog: &Watchdog) {
     let work = Batch {
-        abandons: shared.abandons.snapshot(),
+        abandons: shared.abandons_left(),
         ..Batch::default()
     };
     let batches = match shared.caller.backend.is_cluster() {

@@ -108,7 +108,7 @@ pub(crate) fn run(
     for ((entry, op), value) in batch.abandons.iter().zip(&ops).zip(values) {
         let (id, key) = (entry.call.id, entry.call.keys.lock());
         match value.and_then(|value| op.parse(value)) {
-            Ok(_) => shared.abandons.answered(entry, sent, false),
+            Ok(_) => shared.abandon_answered(entry, sent, false),
             Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
             // Its slot still moving: kept, and sent again next round.
             Err(err) if err.is_slot_moving() => {
@@ -124,7 +124,7 @@ pub(crate) fn run(
             }
             Err(err) => {
                 log::warn!("fairlock: abandoning call {id} on {key:?} refused, dropped: {err}");
-                shared.abandons.answered(entry, sent, true);
+                shared.abandon_answered(entry, sent, true);
             }
         }
     }
@@ -339,5 +339,5 @@ fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatRep
     }
     // Those that lost their place (a queue lost with the server's data)
     // join again in the order they had.
-    shared.waiters.rejoin_in_order(gone);
+    shared.rejoin_in_order(gone);
 }
