@@ -245,13 +245,8 @@ fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
     if !items.len().is_multiple_of(2) {
         return Err(unexpected(&items));
     }
-    let history = history
-        .iter()
-        .rev()
-        .filter_map(|entry| match entry {
-            Value::BulkString(entry) => Change::parse(entry),
-            _ => None,
-        })
+    let history = (history.iter().rev())
+        .filter_map(|entry| Change::parse(text(entry).ok()?.as_bytes()))
         .collect();
     let owner = text(&items[0])?;
     let holders = if owner.is_empty() {
