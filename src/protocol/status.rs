@@ -201,19 +201,17 @@ impl Status {
         if !waiters.len().is_multiple_of(3) {
             return Err(unexpected(&items));
         }
-        let holders = holders
-            .chunks(5)
-            .map(|h| {
-                Ok(HolderReply {
-                    owner: text(&h[0])?,
-                    call: Some(count(&h[1])?),
-                    units: count(&h[2])?,
-                    count: 1,
-                    token: count(&h[3])?,
-                    lease_left_ms: Some(int(&h[4])?),
-                })
+        let holder = |h: &[Value]| {
+            Ok(HolderReply {
+                owner: text(&h[0])?,
+                call: Some(count(&h[1])?),
+                units: count(&h[2])?,
+                count: 1,
+                token: count(&h[3])?,
+                lease_left_ms: Some(int(&h[4])?),
             })
-            .collect::<Result<_>>()?;
+        };
+        let holders = holders.chunks(5).map(holder).collect::<Result<_>>()?;
         let waiters = waiters
             .chunks(3)
             .map(|w| waiter(&w[0], count(&w[1])?, &w[2]))
