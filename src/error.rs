@@ -359,28 +359,24 @@ impl Error {
 
     /// The same error, from a call that holds nothing: the call may be
     /// made again ([`is_retryable`](Self::is_retryable)).
-    pub(crate) fn worth_calling_again(self) -> Self {
-        let retry = Retry::Call;
-        Error { retry, ..self }
+    pub(crate) fn worth_calling_again(mut self) -> Self {
+        self.retry = Retry::Call;
+        self
     }
 
     /// The same error, its source's words left out (`source()` still
     /// gives them): a timeout's figure that says nothing of Redis (a
     /// request given only what was left of its call's time).
-    pub(crate) fn without_its_figure(self) -> Self {
-        Error {
-            source_said: true,
-            ..self
-        }
+    pub(crate) fn without_its_figure(mut self) -> Self {
+        self.source_said = true;
+        self
     }
 
     /// The same error saying `message` instead (the kind, the source and
     /// what a retry does stay).
-    pub(crate) fn reworded(self, message: impl Into<Cow<'static, str>>) -> Self {
-        Error {
-            message: message.into(),
-            ..self
-        }
+    pub(crate) fn reworded(mut self, message: impl Into<Cow<'static, str>>) -> Self {
+        self.message = message.into();
+        self
     }
 
     /// The error of a client's first connection to `server` (or of its
@@ -406,19 +402,17 @@ impl Error {
         let unknown = redis_err
             .filter(|err| server_codes::is_unknown_command(err))
             .and_then(redis::RedisError::detail);
-        let (kind, retry, message) = if not_redis {
-            let message = format!(
+        let message = if not_redis {
+            format!(
                 "what answers at {server} is not a redis server (its reply is not in \
                  redis's protocol): check the URL's host and port"
-            );
-            (ErrorKind::InvalidConfig, Retry::No, message)
+            )
         } else if let Some(detail) = unknown {
-            let message = format!(
+            format!(
                 "what answers at {server} is not the server the URL says ({}): check the \
                  URL's scheme and port (redis+sentinel:// for Sentinels)",
                 detail.trim_end_matches([' ', ',', ':'])
-            );
-            (ErrorKind::InvalidConfig, Retry::No, message)
+            )
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {
             let waited = redis_err.and_then(not_within::not_within_of);
             let replied = "accepted the connection and sent no reply";
@@ -439,15 +433,14 @@ impl Error {
             let plain = tls.map_or("", |_| " (or the port does not speak TLS)");
             let message =
                 format!("redis at {server} {step}{plain} within {within} ms (the {setting})");
-            (self.kind, self.retry, message)
+            return self.reworded(message).without_its_figure();
         } else {
             return self.during(format_args!("connecting to {server}"));
         };
+        // Retrying the same address meets the same service.
         Error {
-            kind,
-            retry,
-            source_said: true,
-            ..self.reworded(message)
+            source: self.source,
+            ..Error::invalid_config(message).without_its_figure()
         }
     }
 
@@ -508,14 +501,13 @@ impl Error {
         {
             (Retry::Unreachable, "redis is unreachable")
         } else {
-            let refused = Error::with_source(ErrorKind::Server, "redis returned an error", err);
-            return match refused.is_refused_for_now() {
-                true => refused.reworded(
-                    "redis refused the call before running it, nothing changed (try again \
-                     once this passes)",
-                ),
-                false => refused,
+            let message = if code_of(&err).is_some_and(refused_for_now) {
+                "redis refused the call before running it, nothing changed (try again once \
+                 this passes)"
+            } else {
+                "redis returned an error"
             };
+            return Error::with_source(ErrorKind::Server, message, err);
         };
         Error {
             retry,

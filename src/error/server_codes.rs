@@ -96,6 +96,13 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
     // Field `n` of the code's fields; the last one (a key) may hold spaces.
     let field = |n: usize| after_code(err, code).splitn(3, ' ').nth(n);
     let number = |n: usize| field(n)?.parse::<u64>().ok();
+    let auth_failed = matches!(code, "WRONGPASS" | "NOAUTH")
+        || err.kind() == redis::ErrorKind::AuthenticationFailed;
+    // NOPERM, or a command a script runs denied: ERR, in words of each
+    // version's own (7.0 and 6.2; 7.2 and later, Valkey).
+    let denied = code == "NOPERM"
+        || detail.contains("user executing the script can't run")
+        || detail.contains("ACL failure in script");
     Some(match code {
         // Scripts read every key before writing it, so they stopped here
         // before touching the foreign value.
@@ -191,18 +198,8 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
             (ErrorKind::UpgradeRefused, message.into())
         }
         // Refusals no retry can mend: credentials, a denied command.
-        "WRONGPASS" | "NOAUTH" => (ErrorKind::Auth, CREDENTIALS_REFUSED.into()),
-        _ if err.kind() == redis::ErrorKind::AuthenticationFailed => {
-            (ErrorKind::Auth, CREDENTIALS_REFUSED.into())
-        }
-        "NOPERM" => (ErrorKind::Permission, PERMISSION_DENIED.into()),
-        // A command a script runs denied: ERR, in words of each version's
-        // own (7.0 and 6.2; 7.2 and later, Valkey).
-        _ if detail.contains("user executing the script can't run")
-            || detail.contains("ACL failure in script") =>
-        {
-            (ErrorKind::Permission, PERMISSION_DENIED.into())
-        }
+        _ if auth_failed => (ErrorKind::Auth, CREDENTIALS_REFUSED.into()),
+        _ if denied => (ErrorKind::Permission, PERMISSION_DENIED.into()),
         // The server's reply to a SELECT of a database it does not have
         // ("ERR DB index is out of range"), which the redis crate passes
         // on as the detail of its own error.

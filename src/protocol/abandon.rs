@@ -3,7 +3,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{refused, Op, Operation};
+use crate::protocol::operation::{coded, Op, Operation};
 use crate::protocol::QueueEntry;
 
 /// Undoes whatever the call `entry` names holds or queued, once: its hold
@@ -32,12 +32,9 @@ impl Operation for Abandon<'_> {
         vec![self.entry.to_string()]
     }
 
+    /// 0: nothing to undo, 1: released, 2: left the queue.
     fn parse(&self, reply: Value) -> Result<AbandonReply> {
-        match reply {
-            Value::Int(1) => Ok(AbandonReply::Released),
-            Value::Int(2) => Ok(AbandonReply::LeftQueue),
-            Value::Int(0) => Ok(AbandonReply::Nothing),
-            other => Err(refused(other)),
-        }
+        use AbandonReply as R;
+        coded(reply, [R::Nothing, R::Released, R::LeftQueue])
     }
 }

@@ -103,12 +103,8 @@ impl Operation for Acquire<'_> {
         // a counted lock's capacity and units); the rest travels as one
         // string, read when the lock is held or someone waits
         // (lua/mutex/acquire.lua, lua/counted/acquire.lua).
-        let rest = format!(
-            "{fixed} {} {} {}",
-            ms(self.waiter_timeout),
-            self.mode.as_arg(),
-            self.live_token
-        );
+        let (timeout, mode) = (ms(self.waiter_timeout), self.mode.as_arg());
+        let rest = format!("{fixed} {timeout} {mode} {}", self.live_token);
         let mut args = vec![self.owner.to_owned(), self.call.to_string(), lease];
         if self.ask != Ask::Mutex {
             args.extend([self.ask.capacity(), self.ask.units()].map(|n| n.to_string()));

@@ -6,7 +6,7 @@
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{count, list, unexpected, Op, Operation};
+use crate::protocol::operation::{count, int, list, Op, Operation};
 use crate::protocol::release::{handed_over, hold_args};
 use crate::protocol::{Access, Ask, HandedOver, LockKind};
 
@@ -56,13 +56,9 @@ impl Operation for Downgrade<'_> {
             return Ok(DowngradeReply::Lost);
         }
         let items = list(reply, |n| n >= 2 && n % 4 == 2)?;
-        let (token, pttl_ms) = match &items[..2] {
-            [token, Value::Int(pttl)] => (count(token)?, *pttl),
-            other => return Err(unexpected(&other)),
-        };
         Ok(DowngradeReply::Downgraded {
-            token,
-            pttl_ms,
+            token: count(&items[0])?,
+            pttl_ms: int(&items[1])?,
             handed: handed_over(&items[2..])?,
         })
     }

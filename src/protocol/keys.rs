@@ -148,10 +148,8 @@ impl LockKeys {
     /// The lock's name, as the keys end with it (after the tag's `}:` and
     /// the kind's key name), for messages.
     pub fn name(&self) -> &str {
-        let after_tag = self.lock().split_once("}:").map_or("", |(_, rest)| rest);
-        after_tag
-            .split_once(':')
-            .map_or(after_tag, |(_, name)| name)
+        let (_, rest) = self.lock().split_once("}:").unwrap_or_default();
+        rest.split_once(':').map_or(rest, |(_, name)| name)
     }
 }
 

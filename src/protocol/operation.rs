@@ -169,15 +169,21 @@ pub(crate) fn list(reply: Value, fits: impl Fn(usize) -> bool) -> Result<Vec<Val
     }
 }
 
+/// A reply that is one of a script's codes, 0 to N - 1, read as `meanings`
+/// names them in order (an error reply is the error).
+pub(crate) fn coded<T: Copy, const N: usize>(reply: Value, meanings: [T; N]) -> Result<T> {
+    match reply {
+        Value::Int(code) if (0..N as i64).contains(&code) => Ok(meanings[code as usize]),
+        other => Err(refused(other)),
+    }
+}
+
 /// A reply made only of integers (an error reply is the error): a list,
 /// or one string of them separated by spaces ([`words`]). A fencing token
 /// may come as the digits a script read from the lock: a Lua string costs
 /// the server less to reply with than a Lua number made of it.
 pub fn int_list(value: Value) -> Result<Vec<i64>> {
-    match words(value) {
-        Value::Array(items) => items.iter().map(int).collect(),
-        other => Err(refused(other)),
-    }
+    list(words(value), |_| true)?.iter().map(int).collect()
 }
 
 /// A reply a script made one string of space-separated words, as the list

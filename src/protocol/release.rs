@@ -71,14 +71,12 @@ impl Operation for Release<'_> {
     /// the lease is vouched for now: packed as it is sent, each attempt
     /// decides anew.
     fn args(&self) -> Vec<String> {
-        let mut args = vec![
-            owner::call_key(self.owner, self.call),
-            self.token.to_string(),
-        ];
-        if self
+        let check = self
             .vouched_until
-            .is_none_or(|until| Instant::now() >= until)
-        {
+            .is_none_or(|until| Instant::now() >= until);
+        let key = owner::call_key(self.owner, self.call);
+        let mut args = vec![key, self.token.to_string()];
+        if check {
             args.push("check".to_owned());
         }
         args

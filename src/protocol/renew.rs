@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::Result;
-use crate::protocol::operation::{ms, refused, Engine, Op, Operation};
+use crate::protocol::operation::{coded, ms, Engine, Op, Operation};
 use crate::protocol::{LockKeys, LockKind};
 
 /// Renew hold `token` of `owner`, made by acquire call `call` (a counted
@@ -86,14 +86,12 @@ impl Operation for Renew<'_> {
         args
     }
 
+    /// 0: lost, 1: renewed, 2: revoked, 3: force-released, 4: gone.
     fn parse(&self, reply: Value) -> Result<RenewReply> {
-        match reply {
-            Value::Int(1) => Ok(RenewReply::Renewed),
-            Value::Int(2) => Ok(RenewReply::Revoked),
-            Value::Int(0) => Ok(RenewReply::Lost),
-            Value::Int(3) => Ok(RenewReply::ForceReleased),
-            Value::Int(4) => Ok(RenewReply::Gone),
-            other => Err(refused(other)),
-        }
+        use RenewReply as R;
+        coded(
+            reply,
+            [R::Lost, R::Renewed, R::Revoked, R::ForceReleased, R::Gone],
+        )
     }
 }

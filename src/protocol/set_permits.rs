@@ -42,12 +42,11 @@ impl Operation for SetPermits {
     fn parse(&self, reply: Value) -> Result<PermitsSet> {
         let items = list(reply, |n| n >= 3 && n % 4 == 3)?;
         let previous = u32::try_from(count(&items[0])?).map_err(|_| unexpected(&items[0]))?;
-        let admitted = handed_over(&items[3..])?;
         Ok(PermitsSet {
             previous: (previous > 0).then_some(previous),
             in_use: count(&items[1])?,
             refused: count(&items[2])?,
-            admitted,
+            admitted: handed_over(&items[3..])?,
         })
     }
 }

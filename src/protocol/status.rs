@@ -201,19 +201,17 @@ impl Status {
         if !waiters.len().is_multiple_of(3) {
             return Err(unexpected(&items));
         }
-        let holders = holders
-            .chunks(5)
-            .map(|h| {
-                Ok(HolderReply {
-                    owner: text(&h[0])?,
-                    call: Some(count(&h[1])?),
-                    units: count(&h[2])?,
-                    count: 1,
-                    token: count(&h[3])?,
-                    lease_left_ms: Some(int(&h[4])?),
-                })
+        let holder = |h: &[Value]| {
+            Ok(HolderReply {
+                owner: text(&h[0])?,
+                call: Some(count(&h[1])?),
+                units: count(&h[2])?,
+                count: 1,
+                token: count(&h[3])?,
+                lease_left_ms: Some(int(&h[4])?),
             })
-            .collect::<Result<_>>()?;
+        };
+        let holders = holders.chunks(5).map(holder).collect::<Result<_>>()?;
         let waiters = waiters
             .chunks(3)
             .map(|w| waiter(&w[0], count(&w[1])?, &w[2]))
@@ -245,13 +243,8 @@ fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
     if !items.len().is_multiple_of(2) {
         return Err(unexpected(&items));
     }
-    let history = history
-        .iter()
-        .rev()
-        .filter_map(|entry| match entry {
-            Value::BulkString(entry) => Change::parse(entry),
-            _ => None,
-        })
+    let history = (history.iter().rev())
+        .filter_map(|entry| Change::parse(text(entry).ok()?.as_bytes()))
         .collect();
     let owner = text(&items[0])?;
     let holders = if owner.is_empty() {

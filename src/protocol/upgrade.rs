@@ -86,21 +86,20 @@ impl Operation for Upgrade<'_> {
             return Ok(UpgradeReply::Lost);
         }
         let items = int_list(reply)?;
-        match standing(&items) {
-            Some(AcquireReply::Acquired { token, pttl_ms, .. }) => {
-                Ok(UpgradeReply::Upgraded { token, pttl_ms })
+        Ok(match standing(&items).ok_or_else(|| unexpected(&items))? {
+            AcquireReply::Acquired { token, pttl_ms, .. } => {
+                UpgradeReply::Upgraded { token, pttl_ms }
             }
-            Some(AcquireReply::Waiting {
+            AcquireReply::Waiting {
                 pttl_ms,
                 position,
                 last_token,
                 ..
-            }) => Ok(UpgradeReply::Waiting {
+            } => UpgradeReply::Waiting {
                 pttl_ms,
                 position,
                 last_token,
-            }),
-            None => Err(unexpected(&items)),
-        }
+            },
+        })
     }
 }

@@ -106,21 +106,20 @@ impl Push {
     pub fn parse(value: Value) -> Push {
         // RESP2 arrays start with the kind; RESP3 pushes carry it apart.
         let (kind, items) = match value {
-            Value::Array(items) => match items.split_first() {
-                Some((Value::BulkString(kind), rest)) => (kind.clone(), rest.to_vec()),
-                _ => return Push::Other,
-            },
-            Value::Push { kind, data } => (kind.to_string().into_bytes(), data),
+            Value::Array(mut items) if !items.is_empty() => (items.remove(0), items),
+            Value::Push { kind, data } => (Value::BulkString(kind.to_string().into()), data),
             Value::ServerError(err) => return Push::Refused(Error::from_server(err)),
             _ => return Push::Other,
         };
-        let mut items = items.into_iter();
-        let (Some(Value::BulkString(channel)), third) = (items.next(), items.next()) else {
+        let (Value::BulkString(kind), [Value::BulkString(channel), rest @ ..]) = (kind, &items[..])
+        else {
             return Push::Other;
         };
-        let channel = || String::from_utf8_lossy(&channel).into_owned();
-        match (kind.as_slice(), third) {
-            (b"message" | b"smessage", Some(Value::BulkString(payload))) => Push::Message(payload),
+        let channel = || String::from_utf8_lossy(channel).into_owned();
+        match (&kind[..], rest) {
+            (b"message" | b"smessage", [Value::BulkString(payload), ..]) => {
+                Push::Message(payload.clone())
+            }
             (b"subscribe" | b"ssubscribe", _) => Push::Subscribed(channel()),
             (b"sunsubscribe", _) => Push::Unsubscribed(channel()),
             _ => Push::Other,
