@@ -125,11 +125,10 @@ pub fn build(lua: &Path, format: u32) {
     // `no-writes`, so that a read-only replica refuses it (`READONLY`) as it
     // would the library's load: a URL naming a replica fails the start;
     // `allow-oom`, as a start over `maxmemory` must still work.
-    library.push_str(
+    library +=
         "-- Called at a client's start: the library is loaded.\nredis.register_function({\n  \
-         function_name = PREFIX .. 'loaded',\n  flags = { 'allow-oom' },\n  \
-         callback = function()\n    return 1\n  end,\n})\n",
-    );
+        function_name = PREFIX .. 'loaded',\n  flags = { 'allow-oom' },\n  \
+        callback = function()\n    return 1\n  end,\n})\n";
     fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");
     let rs = operations_rs(&ops, every.len(), &table);
     fs::write(out.join("operations.rs"), rs).expect("writing OUT_DIR/operations.rs");
@@ -161,10 +160,8 @@ fn operations_rs(ops: &[String], every: usize, table: &[((&str, &str, bool), &st
         let words = name.split('_').map(|w| w[..1].to_uppercase() + &w[1..]);
         words.collect()
     };
-    let variants: String = ops
-        .iter()
-        .map(|op| format!("    /// `{op}.lua`\n    {},\n", camel(op)))
-        .collect();
+    let variant = |op: &String| format!("    /// `{op}.lua`\n    {},\n", camel(op));
+    let variants: String = ops.iter().map(variant).collect();
     let (mut scripts, mut sources) = (String::new(), String::new());
     for ((family, ..), op) in table {
         let (engine, variant) = (camel(family), camel(op));
