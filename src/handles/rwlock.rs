@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::handles::guard::Guard;
-use crate::handles::kind::{self, OneLock};
+use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Bound, Ownership};
 use crate::machinery::caller::wait::Wait;
@@ -403,23 +403,14 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
     }
 }
 
-// Every hold of a reader-writer lock (a read, an upgradable read, the
-// write), written once; `R`: an alias's page (rustdoc sorts its blocks by
-// their headers) lists it after the kind's own methods.
-impl<R: OneLock<Lock = kind::RwLock>, O: Ownership> Guard<R, O> {
-    /// The hold's access: a read, an upgradable read or the write.
+impl<O: Ownership> Guard<kind::Read, O> {
+    /// The hold's access: a read.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let read = client.fair_rwlock("catalog").read()?;
     /// assert_eq!(read.access(), Some(fairlock::Access::Read));
-    /// drop(read);
-    /// let read = client.fair_rwlock("catalog").upgradable_read()?;
-    /// assert_eq!(read.access(), Some(fairlock::Access::UpgradableRead));
-    /// drop(read);
-    /// let write = client.fair_rwlock("catalog").write()?;
-    /// assert_eq!(write.access(), Some(fairlock::Access::Write));
     /// # Ok(()) }
     /// ```
     pub fn access(&self) -> Option<Access> {

@@ -180,6 +180,19 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
         self.hold.downgrade(Access::Read)?;
         Ok(Guard::new(self.hold))
     }
+
+    /// The hold's access: an upgradable read.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let read = client.fair_rwlock("catalog").upgradable_read()?;
+    /// assert_eq!(read.access(), Some(fairlock::Access::UpgradableRead));
+    /// # Ok(()) }
+    /// ```
+    pub fn access(&self) -> Option<Access> {
+        self.hold.call.ask.access()
+    }
 }
 
 impl<O: Ownership> Guard<kind::Write, O> {
@@ -243,5 +256,18 @@ impl<O: Ownership> Guard<kind::Write, O> {
     pub fn downgrade_to_upgradable(mut self) -> Result<UpgradableReadGuard<O>> {
         self.hold.downgrade(Access::UpgradableRead)?;
         Ok(Guard::new(self.hold))
+    }
+
+    /// The hold's access: the write.
+    ///
+    /// ```no_run
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let write = client.fair_rwlock("catalog").write()?;
+    /// assert_eq!(write.access(), Some(fairlock::Access::Write));
+    /// # Ok(()) }
+    /// ```
+    pub fn access(&self) -> Option<Access> {
+        self.hold.call.ask.access()
     }
 }
