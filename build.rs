@@ -100,30 +100,24 @@ pub fn build(lua: &Path, format: u32) {
         counted.into_iter().partition(|op| every.contains(op));
     assert_eq!(shared, every, "lua/counted/ lacks a file of lua/mutex/");
     let ops = [&every[..], &own[..]].concat();
-    let mut table = Vec::new();
     let definitions = split_lib(source);
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     fs::write(out.join("format.rs"), format!("{format}\n")).expect("writing OUT_DIR/format.rs");
     let (mut library, prologues) = library_head(&definitions);
     let families = FAMILIES
         .iter()
-        .flat_map(|&family| every.iter().map(move |op| (family, op)));
-    let only = own.iter().map(|op| (FAMILIES[1], op));
-    for ((family, folder, election), op) in families.chain(only) {
-        table.push((family, op.as_str()));
+        .flat_map(|&family| every.iter().map(move |op| (family, op.as_str())));
+    let only = own.iter().map(|op| (FAMILIES[1], op.as_str()));
+    let table: Vec<_> = families.chain(only).collect();
+    for &((family, folder, election), op) in &table {
         let file = format!("{folder}/{op}.lua");
         let body = source(&file);
         let script = assemble(&definitions, election, &file, &body);
         let path = out.join(family).join(format!("{op}.lua"));
         fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
         fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
-        library.push_str(&register(
-            family,
-            op,
-            &prologues[election as usize],
-            &file,
-            &body,
-        ));
+        let prologue = &prologues[election as usize];
+        library += &register(family, op, prologue, &file, &body);
     }
     // A function that does nothing: a client calls it at its start to learn
     // whether the server has the library already (src/connections/scripts.rs:
@@ -131,11 +125,10 @@ pub fn build(lua: &Path, format: u32) {
     // `no-writes`, so that a read-only replica refuses it (`READONLY`) as it
     // would the library's load: a URL naming a replica fails the start;
     // `allow-oom`, as a start over `maxmemory` must still work.
-    library.push_str(
+    library +=
         "-- Called at a client's start: the library is loaded.\nredis.register_function({\n  \
-         function_name = PREFIX .. 'loaded',\n  flags = { 'allow-oom' },\n  \
-         callback = function()\n    return 1\n  end,\n})\n",
-    );
+        function_name = PREFIX .. 'loaded',\n  flags = { 'allow-oom' },\n  \
+        callback = function()\n    return 1\n  end,\n})\n";
     fs::write(out.join("library.lua"), library).expect("writing OUT_DIR/library.lua");
     let rs = operations_rs(&ops, every.len(), &table);
     fs::write(out.join("operations.rs"), rs).expect("writing OUT_DIR/operations.rs");
@@ -162,17 +155,15 @@ fn operations(lua: &Path, folder: &str) -> Vec<String> {
 /// `every` of them every engine's), their files' names (`FILES`), and
 /// `Script::ALL` and the sources, one per (family, operation) of `table`,
 /// in its order.
-fn operations_rs(ops: &[String], every: usize, table: &[(&str, &str)]) -> String {
+fn operations_rs(ops: &[String], every: usize, table: &[((&str, &str, bool), &str)]) -> String {
     let camel = |name: &str| -> String {
         let words = name.split('_').map(|w| w[..1].to_uppercase() + &w[1..]);
         words.collect()
     };
-    let variants: String = ops
-        .iter()
-        .map(|op| format!("    /// `{op}.lua`\n    {},\n", camel(op)))
-        .collect();
+    let variant = |op: &String| format!("    /// `{op}.lua`\n    {},\n", camel(op));
+    let variants: String = ops.iter().map(variant).collect();
     let (mut scripts, mut sources) = (String::new(), String::new());
-    for (family, op) in table {
+    for ((family, ..), op) in table {
         let (engine, variant) = (camel(family), camel(op));
         scripts += &format!("        Script {{ engine: Engine::{engine}, op: Op::{variant} }},\n");
         sources +=
@@ -250,23 +241,19 @@ fn library_head(definitions: &[Definition]) -> (String, [String; 2]) {
     };
     for value in values {
         let (name, plain) = (&value.name, assignment(library_text(value)));
-        let Some(version) = &value.election else {
-            for prologue in &mut prologues {
-                *prologue += &format!("    {plain}\n");
+        let election = match &value.election {
+            None => plain.clone(),
+            // A value whose election's version is a function (ANNOUNCE):
+            // that function once, as `<NAME>_election`, which the
+            // election's prologue gives the value (split_lib read it as
+            // `local function <name>(`).
+            Some(version) if is_function(version) => {
+                let from = format!("local function {name}(");
+                head += &version.replacen(&from, &format!("local function {name}_election("), 1);
+                head.push('\n');
+                format!("{name} = {name}_election")
             }
-            continue;
-        };
-        // A value whose election's version is a function (ANNOUNCE): that
-        // function once, as `<NAME>_election`, which the election's
-        // prologue gives the value
-        // (split_lib read it as `local function <name>(`).
-        let election = if is_function(version) {
-            let from = format!("local function {name}(");
-            head += &version.replacen(&from, &format!("local function {name}_election("), 1);
-            head.push('\n');
-            format!("{name} = {name}_election")
-        } else {
-            assignment(version)
+            Some(version) => assignment(version),
         };
         prologues[0] += &format!("    {plain}\n");
         prologues[1] += &format!("    {election}\n");

@@ -171,8 +171,7 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// ```
     pub fn campaign_with(&self, wait: impl Into<Wait>) -> Result<Option<Leadership<O>>> {
         let value = self.value();
-        check_value(&value)
-            .map_err(|err| err.during(format_args!("acquire of election {:?}", self.name())))?;
+        check_value(&value).map_err(|err| self.named("acquire", err))?;
         self.settings
             .request(&self.target, Ask::Mutex, Some(&value), &wait.into())
     }

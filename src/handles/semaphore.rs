@@ -191,12 +191,6 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
         self.settings.request(&self.target, ask, None, &wait.into())
     }
 
-    /// `err`, refused before any I/O, naming `call` of this semaphore, as
-    /// every error does.
-    fn named(&self, call: &str, err: Error) -> Error {
-        err.during(format_args!("{call} of semaphore {:?}", self.name()))
-    }
-
     /// One permit, waiting as `wait` says:
     /// [`acquire_many_with`](Self::acquire_many_with)`(1, wait)`.
     ///
