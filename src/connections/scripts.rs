@@ -76,15 +76,6 @@ impl ScriptCall<'_> {
     }
 }
 
-/// How one attempt calls the scripts: by `FCALL` or by EVALSHA. It is the
-/// client's way ([`Scripts::calls_functions`]) but for the attempt sent
-/// again after a reload the server refused for now, which goes by EVALSHA
-/// alone.
-#[derive(Clone, Copy)]
-pub(crate) struct CallsBy {
-    functions: bool,
-}
-
 /// The scripts as one client runs them (by their function names in the
 /// library, or by their hashes, [`HASHED`]), with the two arguments every
 /// call of this client starts with.
@@ -153,27 +144,22 @@ impl Scripts {
             .arg(&LIBRARY.loaded)
             .arg(0)
             .query::<i64>(conn);
-        let loaded = || {
-            self.functions.store(true, Ordering::Relaxed);
-            Ok(Found::Loaded)
-        };
-        let Err(err) = called else {
-            return loaded();
-        };
         let found_then_refused =
             |code: &str| crate::error::refused_for_now(code) || (on_cluster && code == "READONLY");
-        if err.code().is_some_and(found_then_refused) {
-            return loaded();
-        }
-        if err.code().is_some_and(|code| lost(code, err.detail())) {
-            return Ok(Found::Missing);
-        }
-        if err.code() == Some("NOPERM") || crate::error::is_unknown_command(&err) {
-            log::debug!("fairlock: FCALL refused ({err}); calling scripts by EVALSHA");
-            self.functions.store(false, Ordering::Relaxed);
-            return Ok(Found::NotCallable);
-        }
-        Err(crate::Error::from_redis(err))
+        let found = match called {
+            Ok(_) => Found::Loaded,
+            Err(err) if err.code().is_some_and(found_then_refused) => Found::Loaded,
+            Err(err) if err.code().is_some_and(|code| lost(code, err.detail())) => Found::Missing,
+            Err(err) if err.code() == Some("NOPERM") || crate::error::is_unknown_command(&err) => {
+                log::debug!("fairlock: FCALL refused ({err}); calling scripts by EVALSHA");
+                Found::NotCallable
+            }
+            Err(err) => return Err(crate::Error::from_redis(err)),
+        };
+        // A start's `Scripts` calls by EVALSHA until found otherwise.
+        self.functions
+            .store(matches!(found, Found::Loaded), Ordering::Relaxed);
+        Ok(found)
     }
 
     /// Loads the scripts so that later calls find them: the library with
@@ -242,18 +228,20 @@ impl Scripts {
         self.functions.fetch_or(later, Ordering::Relaxed);
     }
 
-    /// The words of the call of `op` on the lock `keys`: an `FCALL` or an
-    /// EVALSHA, as the scripts were loaded.
+    /// The words of the call of `op` on the lock `keys`: an `FCALL` if
+    /// `by_fcall`, else an EVALSHA. An attempt calls as the client does
+    /// ([`calls_functions`](Self::calls_functions)) but the one sent again
+    /// after a reload the server refused for now, which goes by EVALSHA.
     fn call_words<'a, O: Operation>(
         &'a self,
         keys: &'a LockKeys,
         op: &O,
-        by: CallsBy,
+        by_fcall: bool,
     ) -> ScriptCall<'a> {
         let (script, args) = (op.script(keys), op.args_on(keys.kind()));
         let keys_slot = keys.slot;
         let keys = op.keys(keys);
-        let (command, script): (&'static [u8], &str) = if by.functions {
+        let (command, script): (&'static [u8], &str) = if by_fcall {
             (b"FCALL", LIBRARY.function(script))
         } else {
             (b"EVALSHA", HASHED[script.index()].get_hash())
@@ -270,11 +258,16 @@ impl Scripts {
     }
 
     /// The call of `op` on the lock `keys` as a command (for a pipeline of
-    /// several calls: the watchdog's), called `by` as the attempt that
-    /// builds it calls the scripts ([`query`](Self::query)).
-    pub(crate) fn command<O: Operation>(&self, keys: &LockKeys, op: &O, by: CallsBy) -> redis::Cmd {
+    /// several calls: the watchdog's), by `FCALL` if `by_fcall`, as the
+    /// attempt that builds it calls the scripts ([`query`](Self::query)).
+    pub(crate) fn command<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+        by_fcall: bool,
+    ) -> redis::Cmd {
         let mut cmd = redis::Cmd::new();
-        for word in self.call_words(keys, op, by).words() {
+        for word in self.call_words(keys, op, by_fcall).words() {
             cmd.arg(word);
         }
         cmd
@@ -291,9 +284,9 @@ impl Scripts {
         op: &O,
         sync: Option<SyncReplicas>,
     ) -> Result<Written<O::Reply>> {
-        let packed = |by| {
+        let packed = |by_fcall| {
             let mut packed = Vec::new();
-            resp::write_command(&mut packed, self.call_words(keys, op, by).words());
+            resp::write_command(&mut packed, self.call_words(keys, op, by_fcall).words());
             if let Some(sync) = sync {
                 sync.wait_command().write_packed_command(&mut packed);
             }
@@ -312,7 +305,7 @@ impl Scripts {
         Ok(Written::new(reply, shortfall.transpose()?.flatten()))
     }
 
-    /// Sends the pipeline `pipe` builds and returns its replies; if the
+    /// Sends the pipeline `pipe` builds (by `FCALL` if told so) and returns its replies; if the
     /// server lost the scripts or the library, loads them again and sends
     /// it once more, built again (the reload may have changed how scripts
     /// are called: a server failed over to may refuse Functions; one that
@@ -321,25 +314,22 @@ impl Scripts {
     /// command's slot: all of its commands must be for one slot.
     pub(crate) fn query(
         &self,
-        pipe: impl Fn(CallsBy) -> redis::Pipeline,
+        pipe: impl Fn(bool) -> redis::Pipeline,
         conn: &mut dyn ConnectionLike,
     ) -> Result<Vec<Value>> {
-        let commands = pipe(self.calls_by()).len();
-        self.query_packed(|by| pipe(by).get_packed_pipeline(), commands, conn)
-    }
-
-    /// How the calls go now: as this client calls the scripts.
-    fn calls_by(&self) -> CallsBy {
-        CallsBy {
-            functions: self.calls_functions(),
-        }
+        let commands = pipe(self.calls_functions()).len();
+        self.query_packed(
+            |by_fcall| pipe(by_fcall).get_packed_pipeline(),
+            commands,
+            conn,
+        )
     }
 
     /// As [`query`](Self::query), for `commands` commands that `packed`
     /// packs (again after a reload).
     fn query_packed(
         &self,
-        packed: impl Fn(CallsBy) -> Vec<u8>,
+        packed: impl Fn(bool) -> Vec<u8>,
         commands: usize,
         conn: &mut dyn ConnectionLike,
     ) -> Result<Vec<Value>> {
@@ -348,7 +338,7 @@ impl Scripts {
         // sends them whole to the node of the first command's slot (and turns
         // an error reply into an `Err`, so that it can follow a `MOVED` or
         // retry through a failover).
-        let result = conn.req_packed_commands(&packed(self.calls_by()), 0, commands);
+        let result = conn.req_packed_commands(&packed(self.calls_functions()), 0, commands);
         let lost_scripts = match &result {
             Ok(replies) => replies.iter().any(
                 |reply| matches!(reply, Value::ServerError(err) if lost(err.code(), err.details())),
@@ -361,11 +351,8 @@ impl Scripts {
         log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT or FUNCTION FLUSH); loading them again");
         (self.reloaded)();
         let later = self.load_all(conn)?;
-        let by = match later {
-            true => CallsBy { functions: false },
-            false => self.calls_by(),
-        };
-        let sent = conn.req_packed_commands(&packed(by), 0, commands);
+        let by_fcall = !later && self.calls_functions();
+        let sent = conn.req_packed_commands(&packed(by_fcall), 0, commands);
         self.call_library(later);
         sent.map_err(crate::Error::from_redis)
     }
