@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::cluster::ClusterClient;
-use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
+use redis::{ConnectionInfo, ProtocolVersion};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::Address;
 use crate::error::{Error, Result};
 
 use super::steady::Steady;
-use super::{invalid_url, open_info, quiet, Listen, Timeouts};
+use super::{at_address, invalid_url, open_info, quiet, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
 /// failover (`CLUSTERDOWN`, `READONLY`, refused connections; a `TRYAGAIN`
@@ -128,20 +128,13 @@ impl Cluster {
         (host, port): &Address,
         protocol: Option<ProtocolVersion>,
     ) -> Result<redis::Client> {
-        let mut info = self.seeds[0].get_connection_info().clone();
-        // The seed's address, its TLS settings kept, at this host and port.
-        let mut addr = info.addr().clone();
-        match &mut addr {
-            ConnectionAddr::TcpTls {
-                host: h, port: p, ..
-            } => (*h, *p) = (host.clone(), *port),
-            _ => addr = ConnectionAddr::Tcp(host.clone(), *port),
-        }
+        let seed = self.seeds[0].get_connection_info().clone();
+        let mut info = at_address(seed, host.clone(), *port);
         if let Some(protocol) = protocol {
             let settings = info.redis_settings().clone().set_protocol(protocol);
             info = info.set_redis_settings(settings);
         }
-        redis::Client::open(info.set_addr(addr)).map_err(invalid_url)
+        redis::Client::open(info).map_err(invalid_url)
     }
 }
 

@@ -43,12 +43,13 @@ pub(crate) mod steady;
 pub(crate) mod topology;
 pub(crate) mod warning;
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use redis::ConnectionLike;
 /// What [`Client::builder_from`](crate::Client::builder_from) takes: the
 /// redis crate's connection settings in any of their forms.
 pub(crate) use redis::IntoConnectionInfo;
+use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, MapReader, SlotMap};
@@ -220,9 +221,7 @@ impl Backend {
     /// stopped answering, which closes nothing.
     pub(crate) fn master_moves(&self) -> u64 {
         match &*self.manager.deployment {
-            Deployment::Sentinel(sentinels) => {
-                sentinels.moves.load(std::sync::atomic::Ordering::Relaxed)
-            }
+            Deployment::Sentinel(sentinels) => sentinels.moves.load(Ordering::Relaxed),
             _ => 0,
         }
     }
@@ -249,13 +248,13 @@ impl Backend {
             return err;
         };
         let slots = |mut seed: Steady| {
-            let cmd = redis::cmd("CLUSTER").arg("SLOTS").clone();
-            cmd.query::<Vec<redis::Value>>(&mut seed)
+            let slots = redis::cmd("CLUSTER").arg("SLOTS").query(&mut seed);
+            slots.map_err(Error::from_redis)
         };
         let seed = cluster.connection(&Listen::AnySeed, self.manager.timeouts);
-        match seed.and_then(|seed| slots(seed).map_err(Error::from_redis)) {
+        match seed.and_then(slots).map(|slots: Vec<redis::Value>| slots.is_empty()) {
             Err(refused) if !refused.is_connection() => refused,
-            Ok(slots) if slots.is_empty() => Error::new(
+            Ok(true) => Error::new(
                 ErrorKind::Connection,
                 "the cluster node has no slots assigned (a lone node that met no peer?): the cluster is not set up yet",
             ),
@@ -344,6 +343,18 @@ impl Timeouts {
     }
 }
 
+/// `info` at `host`:`port`, its TLS settings kept (a `rediss` one's).
+fn at_address(info: ConnectionInfo, host: String, port: u16) -> ConnectionInfo {
+    let mut addr = info.addr().clone();
+    match &mut addr {
+        ConnectionAddr::TcpTls {
+            host: h, port: p, ..
+        } => (*h, *p) = (host, port),
+        _ => addr = ConnectionAddr::Tcp(host, port),
+    }
+    info.set_addr(addr)
+}
+
 fn invalid_url(err: redis::RedisError) -> Error {
     let message = "invalid redis url (a scheme fairlock takes is redis, rediss, valkey, \
                    valkeys, unix, redis+unix, redis+cluster or redis+sentinel)";
@@ -353,7 +364,7 @@ fn invalid_url(err: redis::RedisError) -> Error {
 /// The `redis::Client` of one server's connection settings (a node's URL
 /// through [`quiet`]); a TLS root given to the builder covers it. Its
 /// connections send no `CLIENT SETINFO` (see [`quiet`]).
-fn open_info(config: &Config, info: redis::ConnectionInfo) -> Result<redis::Client> {
+fn open_info(config: &Config, info: ConnectionInfo) -> Result<redis::Client> {
     let info = quiet_info(info);
     #[cfg(feature = "tls")]
     if let Some(certificates) = config.tls_certificates()? {
@@ -368,12 +379,12 @@ fn open_info(config: &Config, info: redis::ConnectionInfo) -> Result<redis::Clie
 /// sends at connect by default: its answer is ignored, and Redis 6.2, 7.2+
 /// and Valkey log the least-privilege user's denial of it in `ACL LOG` on
 /// every connect (Redis 7.0 refuses the rule that would allow it).
-fn quiet(url: &str) -> Result<redis::ConnectionInfo> {
+fn quiet(url: &str) -> Result<ConnectionInfo> {
     Ok(quiet_info(url.into_connection_info().map_err(invalid_url)?))
 }
 
 /// As [`quiet`], for connection settings already parsed or given.
-fn quiet_info(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
+fn quiet_info(info: ConnectionInfo) -> ConnectionInfo {
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
     info.set_redis_settings(settings)
 }
