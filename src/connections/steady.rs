@@ -235,14 +235,11 @@ fn pipeline_on(
         }
         done += 1;
     }
-    let put_back = match done > 1 || failed.is_some() {
-        true => conn.set_read_timeout(Some(timeout)),
-        false => Ok(()),
-    };
-    match failed {
-        Some(err) => Err(err),
-        None => put_back.map(|()| replies),
+    if done > 1 || failed.is_some() {
+        let put_back = conn.set_read_timeout(Some(timeout));
+        failed = failed.or(put_back.err());
     }
+    failed.map_or(Ok(replies), Err)
 }
 
 /// A timeout error ([`NotWithin`]): a reply (`reply`) or a connect came
