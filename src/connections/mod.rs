@@ -149,7 +149,15 @@ impl Backend {
 
     /// True on Redis Cluster, whose pipelines must stay in one slot.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(*self.manager.deployment, Deployment::Cluster(_))
+        self.cluster().is_some()
+    }
+
+    /// The cluster, for what only a cluster has.
+    fn cluster(&self) -> Option<&Cluster> {
+        match &*self.manager.deployment {
+            Deployment::Cluster(cluster) => Some(cluster),
+            _ => None,
+        }
     }
 
     /// The cluster's slot map, read off the pool on a connection of its
@@ -161,9 +169,7 @@ impl Backend {
         near: Option<&Address>,
         by: Option<Instant>,
     ) -> Option<Result<SlotMap>> {
-        let Deployment::Cluster(cluster) = &*self.manager.deployment else {
-            return None;
-        };
+        let cluster = self.cluster()?;
         let timeouts = || self.manager.timeouts.by(by);
         Some(steady::replied_by(by, || {
             self.map_reader.read(near, |at| {
@@ -189,7 +195,7 @@ impl Backend {
     /// Has a cluster's new connections opened at the masters `map` names
     /// first (see [`Cluster::reseed`]); nothing elsewhere.
     pub(crate) fn reseed(&self, config: &Config, map: &SlotMap) -> Result<()> {
-        let Deployment::Cluster(cluster) = &*self.manager.deployment else {
+        let Some(cluster) = self.cluster() else {
             return Ok(());
         };
         let mut masters: Vec<&Address> = Vec::new();
@@ -205,15 +211,7 @@ impl Backend {
     /// [`Cluster::connection`]).
     pub(crate) fn node_connection(&self, address: &Address) -> Result<Steady> {
         let at = Listen::Node(address.clone());
-        (self.cluster("a node connection off a cluster")?).connection(&at, self.manager.timeouts)
-    }
-
-    /// The cluster, for what only a cluster has (`what`: a bug elsewhere).
-    fn cluster(&self, what: &'static str) -> Result<&Cluster> {
-        match &*self.manager.deployment {
-            Deployment::Cluster(cluster) => Ok(cluster),
-            _ => Err(Error::new(ErrorKind::Internal, what)),
-        }
+        self.manager.deployment.connect(&at, self.manager.timeouts)
     }
 
     /// How many times the Sentinels named another master than before (0
@@ -244,7 +242,7 @@ impl Backend {
     /// slots (`CLUSTER SLOTS`), rather than an outage.
     pub(crate) fn first_failure(&self, err: Error, started: Instant) -> Error {
         let quick = started.elapsed() < self.manager.timeouts.connect;
-        let Some(cluster) = self.cluster("").ok().filter(|_| quick) else {
+        let Some(cluster) = self.cluster().filter(|_| quick) else {
             return err;
         };
         let slots = |mut seed: Steady| {
@@ -266,8 +264,7 @@ impl Backend {
     /// channels (a subscriber thread's), with the command timeouts set.
     pub(crate) fn shard_connection(&self, node: &Address) -> Result<redis::Connection> {
         let at = Listen::Shards(node.clone());
-        let cluster = self.cluster("a shard channel off a cluster")?;
-        Ok(cluster.connection(&at, self.manager.timeouts)?.into_inner())
+        Ok((self.manager.deployment.connect(&at, self.manager.timeouts))?.into_inner())
     }
 
     /// A new connection of its own (a subscriber thread's, a watch's), with
