@@ -112,9 +112,7 @@ impl Caller {
             if let Some(left) = capped {
                 conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
             }
-            // On a cluster, the client's own retries of a request that
-            // timed out keep to the deadline too.
-            let result = steady::replied_by(limit.reply_by, || call(conn.get()));
+            let result = call(conn.get());
             let stale = conn.note(&result);
             if capped.is_some() && !stale {
                 // Back to the pool with the client's own timeout (a
@@ -217,8 +215,9 @@ impl Caller {
         limit: Limit,
     ) -> Result<Written<O::Reply>> {
         let named = |err| during::<O>(err, keys);
-        // On a cluster, a request that timed out is not sent again past a
-        // command timeout (and the `WAIT`'s), deadline or not.
+        // On a cluster, the client's own retries of a request that timed
+        // out keep to the deadline, and go not past a command timeout (and
+        // the `WAIT`'s) without one.
         let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
         let cap = self.config.command_timeout + wait;
         let by =

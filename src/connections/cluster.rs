@@ -3,6 +3,7 @@
 //! `MOVED`/`ASK` and failovers; a subscriber thread per node of the slot
 //! map, and plain connections to single nodes for the watchdog.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use redis::cluster::ClusterClient;
 use redis::{ConnectionInfo, ProtocolVersion};
 
 use crate::connections::config::Config;
-use crate::connections::slot_map::Address;
+use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, Result};
 
 use super::steady::Steady;
@@ -66,15 +67,18 @@ impl Cluster {
         Arc::clone(&self.client.lock())
     }
 
-    /// Has the cluster client open its connections at the first of
-    /// `masters` (a slot map's, just read) that answers, then of the seeds.
-    /// It opens each at the first of its nodes that answers a `PING`, in
-    /// their order: a seed that stopped (a master that accepts and never
-    /// answers, failed over since) cost every new connection a connect
-    /// timeout, as long as a call waits for one, so the first calls after
-    /// the failover failed.
-    pub(super) fn reseed(&self, config: &Config, masters: &[&Address]) -> Result<()> {
-        let masters = masters.iter().map(|address| {
+    /// Has the cluster client open its connections at the first of the
+    /// masters of `map` (a slot map just read) that answers, then of the
+    /// seeds. It opens each at the first of its nodes that answers a
+    /// `PING`, in their order: a seed that stopped (a master that accepts
+    /// and never answers, failed over since) cost every new connection a
+    /// connect timeout, as long as a call waits for one, so the first calls
+    /// after the failover failed.
+    pub(super) fn reseed(&self, config: &Config, map: &SlotMap) -> Result<()> {
+        // Each master once, in the map's order.
+        let mut seen = HashSet::new();
+        let masters = (map.masters().into_iter()).filter(|&(_, _, master)| seen.insert(master));
+        let masters = masters.map(|(_, _, address)| {
             let client = self.node_client(address, None)?;
             Ok(client.get_connection_info().clone())
         });

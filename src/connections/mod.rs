@@ -195,16 +195,7 @@ impl Backend {
     /// Has a cluster's new connections opened at the masters `map` names
     /// first (see [`Cluster::reseed`]); nothing elsewhere.
     pub(crate) fn reseed(&self, config: &Config, map: &SlotMap) -> Result<()> {
-        let Some(cluster) = self.cluster() else {
-            return Ok(());
-        };
-        let mut masters: Vec<&Address> = Vec::new();
-        for (_, _, master) in map.masters() {
-            if !masters.contains(&master) {
-                masters.push(master);
-            }
-        }
-        cluster.reseed(config, &masters)
+        (self.cluster()).map_or(Ok(()), |cluster| cluster.reseed(config, map))
     }
 
     /// A plain connection of the watchdog's own to one cluster node (see
