@@ -3,7 +3,7 @@
 //! later, Valkey: [`library`](super::library)), as EVALSHAs of each
 //! script's SHA where it did not (Redis 6.2, a user whose ACL refuses
 //! `FCALL`, or `FUNCTION LOAD` on a server without the library: a
-//! client's start calls the library first, [`Scripts::find_library`],
+//! client's start calls the library first, [`Scripts::find_or_load`],
 //! and loads it only where it is missing); one reload path
 //! when the server lost its scripts or its library (restart, failover, new
 //! node, a flush); and the pipelines that carry a `WAIT` with a write.
@@ -20,19 +20,6 @@ use crate::error::Result;
 use crate::protocol::{
     unexpected, CommonArgs, LockKeys, Operation, Route, Script, SyncReplicas, Written,
 };
-
-/// What a client's start found of the library on the server
-/// ([`Scripts::find_library`]).
-pub(crate) enum Found {
-    /// The calls call it.
-    Loaded,
-    /// It is not loaded there: [`Scripts::load_all`] loads it.
-    Missing,
-    /// This client cannot call it (no Functions before Redis 7.0, or an
-    /// ACL user without `FCALL`): the calls go by EVALSHA, their scripts
-    /// loaded by [`Scripts::load_scripts`].
-    NotCallable,
-}
 
 /// Every script of the crate with its SHA-1, hashed once per process (the
 /// sources are the same for every client: a client's start, which tests
@@ -123,11 +110,16 @@ impl Scripts {
         self.functions.load(Ordering::Relaxed)
     }
 
-    /// At a client's start: whether the server has the library already,
-    /// found by calling its function that does nothing (`loaded`) on
-    /// `conn`, so that a client of a server that has it sends nothing more
-    /// (the library is 180 KB, and loading it takes the server about 2 ms,
-    /// a write). Any other error is the call's: `conn` answered already
+    /// At a client's start: finds the library on the server, or loads
+    /// what this client calls where it is missing. Whether the server has
+    /// it already is found by calling its function that does nothing
+    /// (`loaded`) on `conn`, so that a client of a server that has it sends
+    /// nothing more (the library is 180 KB, and loading it takes the server
+    /// about 2 ms, a write): where it is missing it is loaded
+    /// ([`load_all`](Self::load_all)); where this client cannot call it
+    /// (no `FCALL` before Redis 7.0, or an ACL user without it) the calls
+    /// go by EVALSHA, their scripts loaded ([`load_scripts`](Self::load_scripts)).
+    /// Any other error is the call's: `conn` answered already
     /// (a server with no `FCALL`, as before Redis 7.0, says so: `unknown
     /// command`; a read-only replica refuses the function, which Redis
     /// counts as a write: `READONLY`, the URL names a replica). Refusals
@@ -135,31 +127,33 @@ impl Scripts {
     /// write refused for now (`MISCONF`, `NOREPLICAS`), and on a cluster
     /// `READONLY` (a keyless call goes to any node, a replica among them,
     /// which has its master's library).
-    pub(crate) fn find_library(
+    pub(crate) fn find_or_load(
         &self,
         conn: &mut dyn ConnectionLike,
         on_cluster: bool,
-    ) -> Result<Found> {
+    ) -> Result<()> {
         let called = redis::cmd("FCALL")
             .arg(&LIBRARY.loaded)
             .arg(0)
             .query::<i64>(conn);
         let found_then_refused =
             |code: &str| crate::error::refused_for_now(code) || (on_cluster && code == "READONLY");
-        let found = match called {
-            Ok(_) => Found::Loaded,
-            Err(err) if err.code().is_some_and(found_then_refused) => Found::Loaded,
-            Err(err) if err.code().is_some_and(|code| lost(code, err.detail())) => Found::Missing,
+        match called {
+            Err(err) if err.code().is_some_and(|code| lost(code, err.detail())) => {
+                let later = self.load_all(conn)?;
+                self.call_library(later);
+            }
             Err(err) if err.code() == Some("NOPERM") || crate::error::is_unknown_command(&err) => {
                 log::debug!("fairlock: FCALL refused ({err}); calling scripts by EVALSHA");
-                Found::NotCallable
+                self.load_scripts(conn)?;
             }
-            Err(err) => return Err(crate::Error::from_redis(err)),
-        };
-        // A start's `Scripts` calls by EVALSHA until found otherwise.
-        self.functions
-            .store(matches!(found, Found::Loaded), Ordering::Relaxed);
-        Ok(found)
+            Err(err) if !err.code().is_some_and(found_then_refused) => {
+                return Err(crate::Error::from_redis(err));
+            }
+            // Found (or found, then refused for now): the calls call it.
+            _ => self.functions.store(true, Ordering::Relaxed),
+        }
+        Ok(())
     }
 
     /// Loads the scripts so that later calls find them: the library with
@@ -208,7 +202,7 @@ impl Scripts {
     /// Loads every script with `SCRIPT LOAD`, for calls by EVALSHA: in one
     /// round trip on one server, one command each on a cluster connection
     /// (which the cluster client sends to every node).
-    pub(crate) fn load_scripts(&self, conn: &mut dyn ConnectionLike) -> Result<()> {
+    fn load_scripts(&self, conn: &mut dyn ConnectionLike) -> Result<()> {
         let mut pipe = redis::pipe();
         for kind in Script::ALL {
             pipe.cmd("SCRIPT").arg("LOAD").arg(kind.source()).ignore();
