@@ -8,7 +8,7 @@ use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::steady;
 use crate::connections::Backend;
-use crate::error::{Error, ErrorKind, Result, Retry};
+use crate::error::{Error, Result, Retry};
 use crate::protocol::{Abandon, Call, LockKeys, Operation, SyncReplicas, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
@@ -92,14 +92,11 @@ impl Caller {
         mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
     ) -> Result<T> {
         if self.is_copy() {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!(
-                    "this client was built by process {}, and this is a child it forked: its \
-                     connections are the parent's; build a client of the child's own",
-                    self.pid
-                ),
-            ));
+            return Err(Error::invalid_config(format!(
+                "this client was built by process {}, and this is a child it forked: its \
+                 connections are the parent's; build a client of the child's own",
+                self.pid
+            )));
         }
         let left = |at: Instant| at.saturating_duration_since(Instant::now());
         let mut stale_retries = self.config.pool_size + 1;
