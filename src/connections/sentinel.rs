@@ -62,14 +62,11 @@ pub(super) fn client(
 ) -> Result<Sentinels> {
     let infos = (sentinels.iter().map(|url| super::quiet(url))).collect::<Result<Vec<_>>>()?;
     let settings = redis::RedisConnectionInfo::default().set_db(node.db);
-    let settings = with_credentials(settings, &node.username, &node.password);
     let master = infos[0].clone().set_redis_settings(settings);
+    let master = with_credentials(master, &node.username, &node.password);
+    let (username, password) = (&config.sentinel_username, &config.sentinel_password);
     let sentinels = (infos.into_iter())
-        .map(|info| {
-            let (username, password) = (&config.sentinel_username, &config.sentinel_password);
-            let settings = with_credentials(info.redis_settings().clone(), username, password);
-            super::open_info(config, info.set_redis_settings(settings))
-        })
+        .map(|info| super::open_info(config, with_credentials(info, username, password)))
         .collect::<Result<Vec<_>>>()?;
     Ok(Sentinels {
         sentinels,
@@ -83,19 +80,20 @@ pub(super) fn client(
     })
 }
 
-/// `settings` with the user and the password given, if any.
+/// `info` with the user and the password given, if any.
 fn with_credentials(
-    mut settings: redis::RedisConnectionInfo,
+    info: redis::ConnectionInfo,
     username: &Option<String>,
     password: &Option<String>,
-) -> redis::RedisConnectionInfo {
+) -> redis::ConnectionInfo {
+    let mut settings = info.redis_settings().clone();
     if let Some(username) = username {
         settings = settings.set_username(username);
     }
     if let Some(password) = password {
         settings = settings.set_password(password);
     }
-    settings
+    info.set_redis_settings(settings)
 }
 
 impl Sentinels {
