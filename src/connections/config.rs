@@ -29,15 +29,16 @@ impl Endpoint {
     pub(crate) fn describe(&self) -> String {
         match self {
             Endpoint::Url(url) => redact_url(url),
-            Endpoint::ClusterNodes(nodes) => nodes
-                .iter()
-                .map(|n| redact_url(n))
-                .collect::<Vec<_>>()
-                .join(","),
+            Endpoint::ClusterNodes(nodes) => redact_urls(nodes).join(","),
             Endpoint::Info(Ok(info)) => info.addr().to_string(),
             Endpoint::Info(Err(why)) => why.clone(),
         }
     }
+}
+
+/// Each of `urls` without its password.
+fn redact_urls(urls: &[String]) -> Vec<String> {
+    urls.iter().map(|url| redact_url(url)).collect()
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -46,7 +47,7 @@ impl std::fmt::Debug for Endpoint {
             Endpoint::Url(url) => f.debug_tuple("Url").field(&redact_url(url)).finish(),
             Endpoint::ClusterNodes(nodes) => f
                 .debug_tuple("ClusterNodes")
-                .field(&nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>())
+                .field(&redact_urls(nodes))
                 .finish(),
             Endpoint::Info(Ok(info)) => {
                 let settings = info.redis_settings();

@@ -241,6 +241,7 @@ impl Backend {
             slots.map_err(Error::from_redis)
         };
         let seed = cluster.connection(&Listen::AnySeed, self.manager.timeouts);
+        // `Ok(true)`: the seed answered, with no slots.
         match seed.and_then(slots).map(|slots: Vec<redis::Value>| slots.is_empty()) {
             Err(refused) if !refused.is_connection() => refused,
             Ok(true) => Error::new(

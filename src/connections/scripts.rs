@@ -171,7 +171,7 @@ impl Scripts {
     /// the moment the server takes writes again must not send theirs by
     /// EVALSHA meanwhile. A read-only replica's refusal is an error: no call
     /// could write there.
-    pub(crate) fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<bool> {
+    fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<bool> {
         let loaded = redis::cmd("FUNCTION")
             .arg("LOAD")
             .arg("REPLACE")
@@ -218,7 +218,7 @@ impl Scripts {
 
     /// Has calls call the library again if `later` (see
     /// [`load_all`](Self::load_all)).
-    pub(crate) fn call_library(&self, later: bool) {
+    fn call_library(&self, later: bool) {
         self.functions.fetch_or(later, Ordering::Relaxed);
     }
 
