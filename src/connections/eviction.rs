@@ -65,16 +65,13 @@ pub(crate) fn check(
         let message = may_evict(&node, &String::from_redis_value(info).ok()?)?;
         Some((node, message))
     };
+    let kind = ServerWarningKind::MayEvict;
     (answers.into_iter().filter_map(evicting))
         .map(|(node, message)| {
             if require_noeviction {
                 return Err(Error::invalid_config(message));
             }
-            Ok(ServerWarning::logged(
-                ServerWarningKind::MayEvict,
-                &node,
-                message,
-            ))
+            Ok(ServerWarning::logged(kind, &node, message))
         })
         .collect()
 }
