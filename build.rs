@@ -121,7 +121,7 @@ pub fn build(lua: &Path, format: u32) {
     }
     // A function that does nothing: a client calls it at its start to learn
     // whether the server has the library already (src/connections/scripts.rs:
-    // `find_library`), rather than send the library every time. Not flagged
+    // `find_or_load`), rather than send the library every time. Not flagged
     // `no-writes`, so that a read-only replica refuses it (`READONLY`) as it
     // would the library's load: a URL naming a replica fails the start;
     // `allow-oom`, as a start over `maxmemory` must still work.

@@ -8,7 +8,7 @@ use crate::connections::config::Config;
 use crate::connections::scripts::Scripts;
 use crate::connections::steady;
 use crate::connections::Backend;
-use crate::error::{Error, ErrorKind, Result, Retry};
+use crate::error::{Error, Result, Retry};
 use crate::protocol::{Abandon, Call, LockKeys, Operation, SyncReplicas, Written};
 
 /// Pause between calls on a cluster slot that is being moved.
@@ -92,14 +92,11 @@ impl Caller {
         mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
     ) -> Result<T> {
         if self.is_copy() {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!(
-                    "this client was built by process {}, and this is a child it forked: its \
-                     connections are the parent's; build a client of the child's own",
-                    self.pid
-                ),
-            ));
+            return Err(Error::invalid_config(format!(
+                "this client was built by process {}, and this is a child it forked: its \
+                 connections are the parent's; build a client of the child's own",
+                self.pid
+            )));
         }
         let left = |at: Instant| at.saturating_duration_since(Instant::now());
         let mut stale_retries = self.config.pool_size + 1;
@@ -112,9 +109,7 @@ impl Caller {
             if let Some(left) = capped {
                 conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
             }
-            // On a cluster, the client's own retries of a request that
-            // timed out keep to the deadline too.
-            let result = steady::replied_by(limit.reply_by, || call(conn.get()));
+            let result = call(conn.get());
             let stale = conn.note(&result);
             if capped.is_some() && !stale {
                 // Back to the pool with the client's own timeout (a
@@ -217,8 +212,9 @@ impl Caller {
         limit: Limit,
     ) -> Result<Written<O::Reply>> {
         let named = |err| during::<O>(err, keys);
-        // On a cluster, a request that timed out is not sent again past a
-        // command timeout (and the `WAIT`'s), deadline or not.
+        // On a cluster, the client's own retries of a request that timed
+        // out keep to the deadline, and go not past a command timeout (and
+        // the `WAIT`'s) without one.
         let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
         let cap = self.config.command_timeout + wait;
         let by =

@@ -3,19 +3,20 @@
 //! `MOVED`/`ASK` and failovers; a subscriber thread per node of the slot
 //! map, and plain connections to single nodes for the watchdog.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use redis::cluster::ClusterClient;
-use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
+use redis::{ConnectionInfo, ProtocolVersion};
 
 use crate::connections::config::Config;
-use crate::connections::slot_map::Address;
+use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, Result};
 
 use super::steady::Steady;
-use super::{invalid_url, open_info, quiet, Listen, Timeouts};
+use super::{at_address, invalid_url, open_info, quiet, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
 /// failover (`CLUSTERDOWN`, `READONLY`, refused connections; a `TRYAGAIN`
@@ -66,15 +67,18 @@ impl Cluster {
         Arc::clone(&self.client.lock())
     }
 
-    /// Has the cluster client open its connections at the first of
-    /// `masters` (a slot map's, just read) that answers, then of the seeds.
-    /// It opens each at the first of its nodes that answers a `PING`, in
-    /// their order: a seed that stopped (a master that accepts and never
-    /// answers, failed over since) cost every new connection a connect
-    /// timeout, as long as a call waits for one, so the first calls after
-    /// the failover failed.
-    pub(super) fn reseed(&self, config: &Config, masters: &[&Address]) -> Result<()> {
-        let masters = masters.iter().map(|address| {
+    /// Has the cluster client open its connections at the first of the
+    /// masters of `map` (a slot map just read) that answers, then of the
+    /// seeds. It opens each at the first of its nodes that answers a
+    /// `PING`, in their order: a seed that stopped (a master that accepts
+    /// and never answers, failed over since) cost every new connection a
+    /// connect timeout, as long as a call waits for one, so the first calls
+    /// after the failover failed.
+    pub(super) fn reseed(&self, config: &Config, map: &SlotMap) -> Result<()> {
+        // Each master once, in the map's order.
+        let mut seen = HashSet::new();
+        let masters = (map.masters().into_iter()).filter(|&(_, _, master)| seen.insert(master));
+        let masters = masters.map(|(_, _, address)| {
             let client = self.node_client(address, None)?;
             Ok(client.get_connection_info().clone())
         });
@@ -128,20 +132,13 @@ impl Cluster {
         (host, port): &Address,
         protocol: Option<ProtocolVersion>,
     ) -> Result<redis::Client> {
-        let mut info = self.seeds[0].get_connection_info().clone();
-        // The seed's address, its TLS settings kept, at this host and port.
-        let mut addr = info.addr().clone();
-        match &mut addr {
-            ConnectionAddr::TcpTls {
-                host: h, port: p, ..
-            } => (*h, *p) = (host.clone(), *port),
-            _ => addr = ConnectionAddr::Tcp(host.clone(), *port),
-        }
+        let seed = self.seeds[0].get_connection_info().clone();
+        let mut info = at_address(seed, host.clone(), *port);
         if let Some(protocol) = protocol {
             let settings = info.redis_settings().clone().set_protocol(protocol);
             info = info.set_redis_settings(settings);
         }
-        redis::Client::open(info.set_addr(addr)).map_err(invalid_url)
+        redis::Client::open(info).map_err(invalid_url)
     }
 }
 

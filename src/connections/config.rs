@@ -1,5 +1,6 @@
 //! Client settings: their defaults, their bounds and their validation.
 
+use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
 /// The certificate and key a client presents, as the redis crate takes them.
@@ -28,15 +29,16 @@ impl Endpoint {
     pub(crate) fn describe(&self) -> String {
         match self {
             Endpoint::Url(url) => redact_url(url),
-            Endpoint::ClusterNodes(nodes) => nodes
-                .iter()
-                .map(|n| redact_url(n))
-                .collect::<Vec<_>>()
-                .join(","),
+            Endpoint::ClusterNodes(nodes) => redact_urls(nodes).join(","),
             Endpoint::Info(Ok(info)) => info.addr().to_string(),
             Endpoint::Info(Err(why)) => why.clone(),
         }
     }
+}
+
+/// Each of `urls` without its password.
+fn redact_urls(urls: &[String]) -> Vec<String> {
+    urls.iter().map(|url| redact_url(url)).collect()
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -45,7 +47,7 @@ impl std::fmt::Debug for Endpoint {
             Endpoint::Url(url) => f.debug_tuple("Url").field(&redact_url(url)).finish(),
             Endpoint::ClusterNodes(nodes) => f
                 .debug_tuple("ClusterNodes")
-                .field(&nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>())
+                .field(&redact_urls(nodes))
                 .finish(),
             Endpoint::Info(Ok(info)) => {
                 let settings = info.redis_settings();
@@ -286,8 +288,8 @@ pub(crate) fn check_lease(what: &str, value: Duration) -> Result<()> {
 }
 
 /// `Ok` when `value` is in `min..=max`.
-fn check_range(what: &str, value: Duration, min: Duration, max: Duration) -> Result<()> {
-    if (min..=max).contains(&value) {
+fn check_range<T: PartialOrd + Debug>(what: &str, value: T, min: T, max: T) -> Result<()> {
+    if min <= value && value <= max {
         return Ok(());
     }
     Err(Error::invalid_config(format!(
@@ -463,12 +465,7 @@ impl Config {
         check_range("fence_life", self.fence_life, MIN_FENCE_LIFE, MAX_LEASE)?;
         // r2d2 reserves room for the whole pool as it is made: a size no
         // server takes (Redis's default `maxclients`) could abort the process.
-        if !(1..=10_000).contains(&self.pool_size) {
-            return invalid(format!(
-                "pool_size must be from 1 to 10000, got {}",
-                self.pool_size
-            ));
-        }
+        check_range("pool_size", self.pool_size, 1, 10_000)?;
         if let Some(min_idle) = self.min_idle.filter(|&n| n > self.pool_size) {
             return invalid(format!(
                 "min_idle must be at most pool_size ({}), got {min_idle}",

@@ -59,27 +59,21 @@ pub(crate) fn check(
         }
         Err(err) => return Err(Error::from_redis(err)),
     };
-    let mut warnings = Vec::new();
-    for (node, info) in answers {
-        let (Ok(node), Ok(info)) = (
-            String::from_redis_value(node),
-            String::from_redis_value(info),
-        ) else {
-            continue;
-        };
-        let Some(message) = may_evict(&node, &info) else {
-            continue;
-        };
-        if require_noeviction {
-            return Err(Error::invalid_config(message));
-        }
-        warnings.push(ServerWarning::logged(
-            ServerWarningKind::MayEvict,
-            &node,
-            message,
-        ));
-    }
-    Ok(warnings)
+    // Each node's answer that says it may evict, with the node's address.
+    let evicting = |(node, info)| {
+        let node = String::from_redis_value(node).ok()?;
+        let message = may_evict(&node, &String::from_redis_value(info).ok()?)?;
+        Some((node, message))
+    };
+    let kind = ServerWarningKind::MayEvict;
+    (answers.into_iter().filter_map(evicting))
+        .map(|(node, message)| {
+            if require_noeviction {
+                return Err(Error::invalid_config(message));
+            }
+            Ok(ServerWarning::logged(kind, &node, message))
+        })
+        .collect()
 }
 
 #[cfg(test)]

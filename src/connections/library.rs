@@ -24,7 +24,7 @@ pub(crate) struct Library {
     pub(crate) source: String,
     names: Vec<String>,
     /// The function that does nothing, which a client's start calls to
-    /// find the library loaded (`Scripts::find_library`).
+    /// find the library loaded (`Scripts::find_or_load`).
     pub(crate) loaded: String,
 }
 

@@ -43,12 +43,13 @@ pub(crate) mod steady;
 pub(crate) mod topology;
 pub(crate) mod warning;
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use redis::ConnectionLike;
 /// What [`Client::builder_from`](crate::Client::builder_from) takes: the
 /// redis crate's connection settings in any of their forms.
 pub(crate) use redis::IntoConnectionInfo;
+use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, MapReader, SlotMap};
@@ -148,7 +149,15 @@ impl Backend {
 
     /// True on Redis Cluster, whose pipelines must stay in one slot.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(*self.manager.deployment, Deployment::Cluster(_))
+        self.cluster().is_some()
+    }
+
+    /// The cluster, for what only a cluster has.
+    fn cluster(&self) -> Option<&Cluster> {
+        match &*self.manager.deployment {
+            Deployment::Cluster(cluster) => Some(cluster),
+            _ => None,
+        }
     }
 
     /// The cluster's slot map, read off the pool on a connection of its
@@ -160,9 +169,7 @@ impl Backend {
         near: Option<&Address>,
         by: Option<Instant>,
     ) -> Option<Result<SlotMap>> {
-        let Deployment::Cluster(cluster) = &*self.manager.deployment else {
-            return None;
-        };
+        let cluster = self.cluster()?;
         let timeouts = || self.manager.timeouts.by(by);
         Some(steady::replied_by(by, || {
             self.map_reader.read(near, |at| {
@@ -188,31 +195,14 @@ impl Backend {
     /// Has a cluster's new connections opened at the masters `map` names
     /// first (see [`Cluster::reseed`]); nothing elsewhere.
     pub(crate) fn reseed(&self, config: &Config, map: &SlotMap) -> Result<()> {
-        let Deployment::Cluster(cluster) = &*self.manager.deployment else {
-            return Ok(());
-        };
-        let mut masters: Vec<&Address> = Vec::new();
-        for (_, _, master) in map.masters() {
-            if !masters.contains(&master) {
-                masters.push(master);
-            }
-        }
-        cluster.reseed(config, &masters)
+        (self.cluster()).map_or(Ok(()), |cluster| cluster.reseed(config, map))
     }
 
     /// A plain connection of the watchdog's own to one cluster node (see
     /// [`Cluster::connection`]).
     pub(crate) fn node_connection(&self, address: &Address) -> Result<Steady> {
         let at = Listen::Node(address.clone());
-        (self.cluster("a node connection off a cluster")?).connection(&at, self.manager.timeouts)
-    }
-
-    /// The cluster, for what only a cluster has (`what`: a bug elsewhere).
-    fn cluster(&self, what: &'static str) -> Result<&Cluster> {
-        match &*self.manager.deployment {
-            Deployment::Cluster(cluster) => Ok(cluster),
-            _ => Err(Error::new(ErrorKind::Internal, what)),
-        }
+        self.manager.deployment.connect(&at, self.manager.timeouts)
     }
 
     /// How many times the Sentinels named another master than before (0
@@ -220,9 +210,7 @@ impl Backend {
     /// stopped answering, which closes nothing.
     pub(crate) fn master_moves(&self) -> u64 {
         match &*self.manager.deployment {
-            Deployment::Sentinel(sentinels) => {
-                sentinels.moves.load(std::sync::atomic::Ordering::Relaxed)
-            }
+            Deployment::Sentinel(sentinels) => sentinels.moves.load(Ordering::Relaxed),
             _ => 0,
         }
     }
@@ -245,17 +233,18 @@ impl Backend {
     /// slots (`CLUSTER SLOTS`), rather than an outage.
     pub(crate) fn first_failure(&self, err: Error, started: Instant) -> Error {
         let quick = started.elapsed() < self.manager.timeouts.connect;
-        let Some(cluster) = self.cluster("").ok().filter(|_| quick) else {
+        let Some(cluster) = self.cluster().filter(|_| quick) else {
             return err;
         };
         let slots = |mut seed: Steady| {
-            let cmd = redis::cmd("CLUSTER").arg("SLOTS").clone();
-            cmd.query::<Vec<redis::Value>>(&mut seed)
+            let slots = redis::cmd("CLUSTER").arg("SLOTS").query(&mut seed);
+            slots.map_err(Error::from_redis)
         };
         let seed = cluster.connection(&Listen::AnySeed, self.manager.timeouts);
-        match seed.and_then(|seed| slots(seed).map_err(Error::from_redis)) {
+        // `Ok(true)`: the seed answered, with no slots.
+        match seed.and_then(slots).map(|slots: Vec<redis::Value>| slots.is_empty()) {
             Err(refused) if !refused.is_connection() => refused,
-            Ok(slots) if slots.is_empty() => Error::new(
+            Ok(true) => Error::new(
                 ErrorKind::Connection,
                 "the cluster node has no slots assigned (a lone node that met no peer?): the cluster is not set up yet",
             ),
@@ -267,8 +256,7 @@ impl Backend {
     /// channels (a subscriber thread's), with the command timeouts set.
     pub(crate) fn shard_connection(&self, node: &Address) -> Result<redis::Connection> {
         let at = Listen::Shards(node.clone());
-        let cluster = self.cluster("a shard channel off a cluster")?;
-        Ok(cluster.connection(&at, self.manager.timeouts)?.into_inner())
+        Ok((self.manager.deployment.connect(&at, self.manager.timeouts))?.into_inner())
     }
 
     /// A new connection of its own (a subscriber thread's, a watch's), with
@@ -344,6 +332,18 @@ impl Timeouts {
     }
 }
 
+/// `info` at `host`:`port`, its TLS settings kept (a `rediss` one's).
+fn at_address(info: ConnectionInfo, host: String, port: u16) -> ConnectionInfo {
+    let mut addr = info.addr().clone();
+    match &mut addr {
+        ConnectionAddr::TcpTls {
+            host: h, port: p, ..
+        } => (*h, *p) = (host, port),
+        _ => addr = ConnectionAddr::Tcp(host, port),
+    }
+    info.set_addr(addr)
+}
+
 fn invalid_url(err: redis::RedisError) -> Error {
     let message = "invalid redis url (a scheme fairlock takes is redis, rediss, valkey, \
                    valkeys, unix, redis+unix, redis+cluster or redis+sentinel)";
@@ -353,7 +353,7 @@ fn invalid_url(err: redis::RedisError) -> Error {
 /// The `redis::Client` of one server's connection settings (a node's URL
 /// through [`quiet`]); a TLS root given to the builder covers it. Its
 /// connections send no `CLIENT SETINFO` (see [`quiet`]).
-fn open_info(config: &Config, info: redis::ConnectionInfo) -> Result<redis::Client> {
+fn open_info(config: &Config, info: ConnectionInfo) -> Result<redis::Client> {
     let info = quiet_info(info);
     #[cfg(feature = "tls")]
     if let Some(certificates) = config.tls_certificates()? {
@@ -368,12 +368,12 @@ fn open_info(config: &Config, info: redis::ConnectionInfo) -> Result<redis::Clie
 /// sends at connect by default: its answer is ignored, and Redis 6.2, 7.2+
 /// and Valkey log the least-privilege user's denial of it in `ACL LOG` on
 /// every connect (Redis 7.0 refuses the rule that would allow it).
-fn quiet(url: &str) -> Result<redis::ConnectionInfo> {
+fn quiet(url: &str) -> Result<ConnectionInfo> {
     Ok(quiet_info(url.into_connection_info().map_err(invalid_url)?))
 }
 
 /// As [`quiet`], for connection settings already parsed or given.
-fn quiet_info(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
+fn quiet_info(info: ConnectionInfo) -> ConnectionInfo {
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
     info.set_redis_settings(settings)
 }

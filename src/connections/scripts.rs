@@ -3,7 +3,7 @@
 //! later, Valkey: [`library`](super::library)), as EVALSHAs of each
 //! script's SHA where it did not (Redis 6.2, a user whose ACL refuses
 //! `FCALL`, or `FUNCTION LOAD` on a server without the library: a
-//! client's start calls the library first, [`Scripts::find_library`],
+//! client's start calls the library first, [`Scripts::find_or_load`],
 //! and loads it only where it is missing); one reload path
 //! when the server lost its scripts or its library (restart, failover, new
 //! node, a flush); and the pipelines that carry a `WAIT` with a write.
@@ -20,19 +20,6 @@ use crate::error::Result;
 use crate::protocol::{
     unexpected, CommonArgs, LockKeys, Operation, Route, Script, SyncReplicas, Written,
 };
-
-/// What a client's start found of the library on the server
-/// ([`Scripts::find_library`]).
-pub(crate) enum Found {
-    /// The calls call it.
-    Loaded,
-    /// It is not loaded there: [`Scripts::load_all`] loads it.
-    Missing,
-    /// This client cannot call it (no Functions before Redis 7.0, or an
-    /// ACL user without `FCALL`): the calls go by EVALSHA, their scripts
-    /// loaded by [`Scripts::load_scripts`].
-    NotCallable,
-}
 
 /// Every script of the crate with its SHA-1, hashed once per process (the
 /// sources are the same for every client: a client's start, which tests
@@ -74,15 +61,6 @@ impl ScriptCall<'_> {
         let args = self.args.iter().map(String::as_bytes);
         head.into_iter().chain(keys).chain(common).chain(args)
     }
-}
-
-/// How one attempt calls the scripts: by `FCALL` or by EVALSHA. It is the
-/// client's way ([`Scripts::calls_functions`]) but for the attempt sent
-/// again after a reload the server refused for now, which goes by EVALSHA
-/// alone.
-#[derive(Clone, Copy)]
-pub(crate) struct CallsBy {
-    functions: bool,
 }
 
 /// The scripts as one client runs them (by their function names in the
@@ -132,11 +110,16 @@ impl Scripts {
         self.functions.load(Ordering::Relaxed)
     }
 
-    /// At a client's start: whether the server has the library already,
-    /// found by calling its function that does nothing (`loaded`) on
-    /// `conn`, so that a client of a server that has it sends nothing more
-    /// (the library is 180 KB, and loading it takes the server about 2 ms,
-    /// a write). Any other error is the call's: `conn` answered already
+    /// At a client's start: finds the library on the server, or loads
+    /// what this client calls where it is missing. Whether the server has
+    /// it already is found by calling its function that does nothing
+    /// (`loaded`) on `conn`, so that a client of a server that has it sends
+    /// nothing more (the library is 180 KB, and loading it takes the server
+    /// about 2 ms, a write): where it is missing it is loaded
+    /// ([`load_all`](Self::load_all)); where this client cannot call it
+    /// (no `FCALL` before Redis 7.0, or an ACL user without it) the calls
+    /// go by EVALSHA, their scripts loaded ([`load_scripts`](Self::load_scripts)).
+    /// Any other error is the call's: `conn` answered already
     /// (a server with no `FCALL`, as before Redis 7.0, says so: `unknown
     /// command`; a read-only replica refuses the function, which Redis
     /// counts as a write: `READONLY`, the URL names a replica). Refusals
@@ -144,36 +127,33 @@ impl Scripts {
     /// write refused for now (`MISCONF`, `NOREPLICAS`), and on a cluster
     /// `READONLY` (a keyless call goes to any node, a replica among them,
     /// which has its master's library).
-    pub(crate) fn find_library(
+    pub(crate) fn find_or_load(
         &self,
         conn: &mut dyn ConnectionLike,
         on_cluster: bool,
-    ) -> Result<Found> {
+    ) -> Result<()> {
         let called = redis::cmd("FCALL")
             .arg(&LIBRARY.loaded)
             .arg(0)
             .query::<i64>(conn);
-        let loaded = || {
-            self.functions.store(true, Ordering::Relaxed);
-            Ok(Found::Loaded)
-        };
-        let Err(err) = called else {
-            return loaded();
-        };
         let found_then_refused =
             |code: &str| crate::error::refused_for_now(code) || (on_cluster && code == "READONLY");
-        if err.code().is_some_and(found_then_refused) {
-            return loaded();
+        match called {
+            Err(err) if err.code().is_some_and(|code| lost(code, err.detail())) => {
+                let later = self.load_all(conn)?;
+                self.call_library(later);
+            }
+            Err(err) if err.code() == Some("NOPERM") || crate::error::is_unknown_command(&err) => {
+                log::debug!("fairlock: FCALL refused ({err}); calling scripts by EVALSHA");
+                self.load_scripts(conn)?;
+            }
+            Err(err) if !err.code().is_some_and(found_then_refused) => {
+                return Err(crate::Error::from_redis(err));
+            }
+            // Found (or found, then refused for now): the calls call it.
+            _ => self.functions.store(true, Ordering::Relaxed),
         }
-        if err.code().is_some_and(|code| lost(code, err.detail())) {
-            return Ok(Found::Missing);
-        }
-        if err.code() == Some("NOPERM") || crate::error::is_unknown_command(&err) {
-            log::debug!("fairlock: FCALL refused ({err}); calling scripts by EVALSHA");
-            self.functions.store(false, Ordering::Relaxed);
-            return Ok(Found::NotCallable);
-        }
-        Err(crate::Error::from_redis(err))
+        Ok(())
     }
 
     /// Loads the scripts so that later calls find them: the library with
@@ -191,7 +171,7 @@ impl Scripts {
     /// the moment the server takes writes again must not send theirs by
     /// EVALSHA meanwhile. A read-only replica's refusal is an error: no call
     /// could write there.
-    pub(crate) fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<bool> {
+    fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<bool> {
         let loaded = redis::cmd("FUNCTION")
             .arg("LOAD")
             .arg("REPLACE")
@@ -222,7 +202,7 @@ impl Scripts {
     /// Loads every script with `SCRIPT LOAD`, for calls by EVALSHA: in one
     /// round trip on one server, one command each on a cluster connection
     /// (which the cluster client sends to every node).
-    pub(crate) fn load_scripts(&self, conn: &mut dyn ConnectionLike) -> Result<()> {
+    fn load_scripts(&self, conn: &mut dyn ConnectionLike) -> Result<()> {
         let mut pipe = redis::pipe();
         for kind in Script::ALL {
             pipe.cmd("SCRIPT").arg("LOAD").arg(kind.source()).ignore();
@@ -238,22 +218,24 @@ impl Scripts {
 
     /// Has calls call the library again if `later` (see
     /// [`load_all`](Self::load_all)).
-    pub(crate) fn call_library(&self, later: bool) {
+    fn call_library(&self, later: bool) {
         self.functions.fetch_or(later, Ordering::Relaxed);
     }
 
-    /// The words of the call of `op` on the lock `keys`: an `FCALL` or an
-    /// EVALSHA, as the scripts were loaded.
+    /// The words of the call of `op` on the lock `keys`: an `FCALL` if
+    /// `by_fcall`, else an EVALSHA. An attempt calls as the client does
+    /// ([`calls_functions`](Self::calls_functions)) but the one sent again
+    /// after a reload the server refused for now, which goes by EVALSHA.
     fn call_words<'a, O: Operation>(
         &'a self,
         keys: &'a LockKeys,
         op: &O,
-        by: CallsBy,
+        by_fcall: bool,
     ) -> ScriptCall<'a> {
         let (script, args) = (op.script(keys), op.args_on(keys.kind()));
         let keys_slot = keys.slot;
         let keys = op.keys(keys);
-        let (command, script): (&'static [u8], &str) = if by.functions {
+        let (command, script): (&'static [u8], &str) = if by_fcall {
             (b"FCALL", LIBRARY.function(script))
         } else {
             (b"EVALSHA", HASHED[script.index()].get_hash())
@@ -270,11 +252,16 @@ impl Scripts {
     }
 
     /// The call of `op` on the lock `keys` as a command (for a pipeline of
-    /// several calls: the watchdog's), called `by` as the attempt that
-    /// builds it calls the scripts ([`query`](Self::query)).
-    pub(crate) fn command<O: Operation>(&self, keys: &LockKeys, op: &O, by: CallsBy) -> redis::Cmd {
+    /// several calls: the watchdog's), by `FCALL` if `by_fcall`, as the
+    /// attempt that builds it calls the scripts ([`query`](Self::query)).
+    pub(crate) fn command<O: Operation>(
+        &self,
+        keys: &LockKeys,
+        op: &O,
+        by_fcall: bool,
+    ) -> redis::Cmd {
         let mut cmd = redis::Cmd::new();
-        for word in self.call_words(keys, op, by).words() {
+        for word in self.call_words(keys, op, by_fcall).words() {
             cmd.arg(word);
         }
         cmd
@@ -291,9 +278,9 @@ impl Scripts {
         op: &O,
         sync: Option<SyncReplicas>,
     ) -> Result<Written<O::Reply>> {
-        let packed = |by| {
+        let packed = |by_fcall| {
             let mut packed = Vec::new();
-            resp::write_command(&mut packed, self.call_words(keys, op, by).words());
+            resp::write_command(&mut packed, self.call_words(keys, op, by_fcall).words());
             if let Some(sync) = sync {
                 sync.wait_command().write_packed_command(&mut packed);
             }
@@ -312,7 +299,7 @@ impl Scripts {
         Ok(Written::new(reply, shortfall.transpose()?.flatten()))
     }
 
-    /// Sends the pipeline `pipe` builds and returns its replies; if the
+    /// Sends the pipeline `pipe` builds (by `FCALL` if told so) and returns its replies; if the
     /// server lost the scripts or the library, loads them again and sends
     /// it once more, built again (the reload may have changed how scripts
     /// are called: a server failed over to may refuse Functions; one that
@@ -321,25 +308,22 @@ impl Scripts {
     /// command's slot: all of its commands must be for one slot.
     pub(crate) fn query(
         &self,
-        pipe: impl Fn(CallsBy) -> redis::Pipeline,
+        pipe: impl Fn(bool) -> redis::Pipeline,
         conn: &mut dyn ConnectionLike,
     ) -> Result<Vec<Value>> {
-        let commands = pipe(self.calls_by()).len();
-        self.query_packed(|by| pipe(by).get_packed_pipeline(), commands, conn)
-    }
-
-    /// How the calls go now: as this client calls the scripts.
-    fn calls_by(&self) -> CallsBy {
-        CallsBy {
-            functions: self.calls_functions(),
-        }
+        let commands = pipe(self.calls_functions()).len();
+        self.query_packed(
+            |by_fcall| pipe(by_fcall).get_packed_pipeline(),
+            commands,
+            conn,
+        )
     }
 
     /// As [`query`](Self::query), for `commands` commands that `packed`
     /// packs (again after a reload).
     fn query_packed(
         &self,
-        packed: impl Fn(CallsBy) -> Vec<u8>,
+        packed: impl Fn(bool) -> Vec<u8>,
         commands: usize,
         conn: &mut dyn ConnectionLike,
     ) -> Result<Vec<Value>> {
@@ -348,7 +332,7 @@ impl Scripts {
         // sends them whole to the node of the first command's slot (and turns
         // an error reply into an `Err`, so that it can follow a `MOVED` or
         // retry through a failover).
-        let result = conn.req_packed_commands(&packed(self.calls_by()), 0, commands);
+        let result = conn.req_packed_commands(&packed(self.calls_functions()), 0, commands);
         let lost_scripts = match &result {
             Ok(replies) => replies.iter().any(
                 |reply| matches!(reply, Value::ServerError(err) if lost(err.code(), err.details())),
@@ -361,11 +345,8 @@ impl Scripts {
         log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT or FUNCTION FLUSH); loading them again");
         (self.reloaded)();
         let later = self.load_all(conn)?;
-        let by = match later {
-            true => CallsBy { functions: false },
-            false => self.calls_by(),
-        };
-        let sent = conn.req_packed_commands(&packed(by), 0, commands);
+        let by_fcall = !later && self.calls_functions();
+        let sent = conn.req_packed_commands(&packed(by_fcall), 0, commands);
         self.call_library(later);
         sent.map_err(crate::Error::from_redis)
     }

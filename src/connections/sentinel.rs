@@ -17,8 +17,6 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use redis::{ConnectionAddr, IntoConnectionInfo};
-
 use crate::connections::config::Config;
 use crate::connections::topology::MasterNode;
 use crate::error::{Error, ErrorKind, Result, SENTINEL_CREDENTIALS_REFUSED};
@@ -31,9 +29,12 @@ pub(super) struct Sentinels {
     /// Sentinels' credentials (`sentinel_username`, `sentinel_password`)
     /// and the TLS certificates, if any; none sends `CLIENT SETINFO`.
     sentinels: Vec<redis::Client>,
-    /// The master's name, and how to connect to it (TLS, credentials,
-    /// database) once a Sentinel names its address.
-    node: MasterNode,
+    /// The master's name.
+    name: String,
+    /// How to connect to the master once a Sentinel names its address: as
+    /// to the Sentinels (TLS or not), with the URL's credentials and
+    /// database.
+    master: redis::ConnectionInfo,
     /// For the master's TLS certificates.
     config: Config,
     /// The Sentinel asked first: the last one that named the master, so
@@ -48,42 +49,51 @@ pub(super) struct Sentinels {
     pub(super) generation: Arc<AtomicU64>,
 }
 
-/// The Sentinels `sentinels` (their URLs), asked for the master `node`
-/// names, reached as `node` says; the Sentinels with the client's
-/// `sentinel_username` and `sentinel_password`, if any, and every TLS
-/// connection with its certificates, if any. No connection to a Sentinel
-/// or to the master sends `CLIENT SETINFO` (see `quiet`).
+/// The Sentinels `sentinels` (their URLs, one at least, as the URL's
+/// parse makes sure), asked for the master `node` names, reached as `node`
+/// says; the Sentinels with the client's `sentinel_username` and
+/// `sentinel_password`, if any, and every TLS connection with its
+/// certificates, if any. No connection to a Sentinel or to the master
+/// sends `CLIENT SETINFO` (see `quiet`).
 pub(super) fn client(
     config: &Config,
     sentinels: Vec<String>,
     node: MasterNode,
 ) -> Result<Sentinels> {
-    let sentinels = sentinels
-        .iter()
-        .map(|url| {
-            let info = super::quiet(url)?;
-            let mut settings = info.redis_settings().clone();
-            if let Some(username) = &config.sentinel_username {
-                settings = settings.set_username(username);
-            }
-            if let Some(password) = &config.sentinel_password {
-                settings = settings.set_password(password);
-            }
-            super::open_info(config, info.set_redis_settings(settings))
-        })
+    let infos = (sentinels.iter().map(|url| super::quiet(url))).collect::<Result<Vec<_>>>()?;
+    let settings = redis::RedisConnectionInfo::default().set_db(node.db);
+    let master = infos[0].clone().set_redis_settings(settings);
+    let master = with_credentials(master, &node.username, &node.password);
+    let (username, password) = (&config.sentinel_username, &config.sentinel_password);
+    let sentinels = (infos.into_iter())
+        .map(|info| super::open_info(config, with_credentials(info, username, password)))
         .collect::<Result<Vec<_>>>()?;
-    if sentinels.is_empty() {
-        return Err(Error::invalid_config("a sentinel url names no sentinel"));
-    }
     Ok(Sentinels {
         sentinels,
-        node,
+        name: node.name,
+        master,
         config: config.clone(),
         first: AtomicUsize::new(0),
         named: Mutex::default(),
         moves: AtomicU64::new(0),
         generation: Arc::default(),
     })
+}
+
+/// `info` with the user and the password given, if any.
+fn with_credentials(
+    info: redis::ConnectionInfo,
+    username: &Option<String>,
+    password: &Option<String>,
+) -> redis::ConnectionInfo {
+    let mut settings = info.redis_settings().clone();
+    if let Some(username) = username {
+        settings = settings.set_username(username);
+    }
+    if let Some(password) = password {
+        settings = settings.set_password(password);
+    }
+    info.set_redis_settings(settings)
 }
 
 impl Sentinels {
@@ -102,16 +112,11 @@ impl Sentinels {
         // rather than another Sentinel's failure or not knowing the name.
         let (mut master_err, mut last_err) = (None, None);
         for at in (first..first + count).map(|i| i % count) {
-            let masters_command = redis::cmd("SENTINEL").arg("MASTERS").clone();
-            let masters = match ask(&self.sentinels[at], timeouts, &masters_command) {
-                Ok(masters) => masters,
-                Err(err) => {
-                    last_err = Some(sentinels_error(err));
-                    continue;
-                }
-            };
-            match self.valid_master(masters, timeouts) {
-                Ok(Some(master)) => {
+            let sentinel = &self.sentinels[at];
+            let masters = ask(sentinel, timeouts, redis::cmd("SENTINEL").arg("MASTERS"));
+            match masters.map(|masters| self.valid_master(masters, timeouts)) {
+                Err(err) => last_err = Some(sentinels_error(err)),
+                Ok(Ok(Some(master))) => {
                     self.first.store(at, Ordering::Relaxed);
                     let addr = master.get_connection_info().addr().to_string();
                     let before = self.named.lock().replace(addr.clone());
@@ -121,14 +126,14 @@ impl Sentinels {
                     }
                     return Ok(master);
                 }
-                Ok(None) => {
+                Ok(Ok(None)) => {
                     let unknown = (
                         redis::ErrorKind::MasterNameNotFoundBySentinel,
                         "Master with given name not found in sentinel",
                     );
                     last_err = Some(Error::from_redis(unknown.into()));
                 }
-                Err(err) => master_err = Some(sentinels_error(err)),
+                Ok(Err(err)) => master_err = Some(sentinels_error(err)),
             }
         }
         Err(master_err.or(last_err).expect("at least one sentinel"))
@@ -145,51 +150,22 @@ impl Sentinels {
         for master in masters {
             let field = |name: &str| master.get(name).map(String::as_str);
             let flags = field("flags").unwrap_or_default();
-            let named = field("name") == Some(self.node.name.as_str())
+            let named = field("name") == Some(self.name.as_str())
                 && flags.contains("master")
                 && !flags.contains("s_down")
                 && !flags.contains("o_down");
-            let (Some(ip), Some(Ok(port))) = (field("ip"), field("port").map(str::parse)) else {
+            let address = (field("ip"), field("port").map(str::parse));
+            let (true, (Some(ip), Some(Ok(port)))) = (named, address) else {
                 continue;
             };
-            if !named {
-                continue;
-            }
-            let client = super::open_info(&self.config, self.master_info(ip.to_owned(), port))?;
+            let info = super::at_address(self.master.clone(), ip.to_owned(), port);
+            let client = super::open_info(&self.config, info)?;
             let role = ask::<redis::Role>(&client, timeouts, &redis::cmd("ROLE"));
             if let redis::Role::Primary { .. } = role? {
                 return Ok(Some(client));
             }
         }
         Ok(None)
-    }
-
-    /// How to connect to the master at `host`:`port`, as the URL says
-    /// (TLS, credentials, database), without `CLIENT SETINFO`.
-    fn master_info(&self, host: String, port: u16) -> redis::ConnectionInfo {
-        let node = &self.node;
-        let addr = match node.tls {
-            true => ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure: false,
-                tls_params: None,
-            },
-            false => ConnectionAddr::Tcp(host, port),
-        };
-        let mut settings = redis::RedisConnectionInfo::default()
-            .set_db(node.db)
-            .set_skip_set_lib_name();
-        if let Some(username) = &node.username {
-            settings = settings.set_username(username);
-        }
-        if let Some(password) = &node.password {
-            settings = settings.set_password(password);
-        }
-        let info = addr
-            .into_connection_info()
-            .expect("an address is connection info");
-        info.set_redis_settings(settings)
     }
 }
 

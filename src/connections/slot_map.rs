@@ -142,14 +142,11 @@ impl<C: ConnectionLike> MapReader<C> {
     /// to a node out of the cluster).
     fn keep(&self, map: SlotMap, at: Option<Address>) -> SlotMap {
         let mut nodes = self.nodes.lock();
-        nodes.retain(|node| map.nodes.contains(node) && Some(node) != at.as_ref());
-        let new: Vec<Address> = (map.nodes.iter())
-            .filter(|node| !nodes.contains(node) && Some(*node) != at.as_ref())
-            .cloned()
-            .collect();
-        nodes.extend(new);
-        if let Some(at) = at.filter(|at| map.nodes.contains(at)) {
-            nodes.insert(0, at);
+        let before = std::mem::take(&mut *nodes);
+        for node in at.iter().chain(&before).chain(&map.nodes) {
+            if map.nodes.contains(node) && !nodes.contains(node) {
+                nodes.push(node.clone());
+            }
         }
         (self.conns).retain(|node| node.as_ref().is_none_or(|node| map.nodes.contains(node)));
         map

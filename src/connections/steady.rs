@@ -147,6 +147,9 @@ pub(crate) fn without_signals<T>(step: impl FnOnce() -> T) -> T {
 thread_local! {
     /// When the call this thread runs must have its reply ([`replied_by`]).
     static REPLY_BY: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// How much longer a pipeline's replies after its first may take
+    /// ([`waiting`]).
+    static WAITING: Cell<Duration> = const { Cell::new(Duration::ZERO) };
 }
 
 /// Runs `call` with every request it sends on this thread, on a
@@ -166,12 +169,6 @@ pub(crate) fn replied_by<T>(by: Option<Instant>, call: impl FnOnce() -> T) -> T 
     }
     let _restore = Restore(REPLY_BY.replace(by));
     call()
-}
-
-thread_local! {
-    /// How much longer a pipeline's replies after its first may take
-    /// ([`waiting`]).
-    static WAITING: Cell<Duration> = const { Cell::new(Duration::ZERO) };
 }
 
 /// Runs `call` with the replies after the first of each pipeline it sends
@@ -235,14 +232,11 @@ fn pipeline_on(
         }
         done += 1;
     }
-    let put_back = match done > 1 || failed.is_some() {
-        true => conn.set_read_timeout(Some(timeout)),
-        false => Ok(()),
-    };
-    match failed {
-        Some(err) => Err(err),
-        None => put_back.map(|()| replies),
+    if done > 1 || failed.is_some() {
+        let put_back = conn.set_read_timeout(Some(timeout));
+        failed = failed.or(put_back.err());
     }
+    failed.map_or(Ok(replies), Err)
 }
 
 /// A timeout error ([`NotWithin`]): a reply (`reply`) or a connect came

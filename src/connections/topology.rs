@@ -68,18 +68,18 @@ impl Topology {
                 "every node must be written host:port, separated by commas",
             ));
         }
-        let node_url = |host: &str, with_credentials: bool| match userinfo {
-            Some(userinfo) if with_credentials => format!("{base}://{userinfo}@{host}"),
-            _ => format!("{base}://{host}"),
+        // Each node's own URL, with `userinfo` if given.
+        let node_urls = |userinfo: Option<&str>| -> Vec<String> {
+            let at = userinfo.map_or(String::new(), |userinfo| format!("{userinfo}@"));
+            let urls = hosts.iter().map(|host| format!("{base}://{at}{host}"));
+            urls.collect()
         };
         match kind {
             "cluster" => {
                 if path.is_some_and(|p| !p.is_empty() && p != "0") {
                     return Err(invalid("Redis Cluster has only database 0"));
                 }
-                Ok(Topology::Cluster(
-                    hosts.iter().map(|h| node_url(h, true)).collect(),
-                ))
+                Ok(Topology::Cluster(node_urls(userinfo)))
             }
             "sentinel" => {
                 let mut parts = path.unwrap_or("").split('/');
@@ -104,7 +104,7 @@ impl Topology {
                     .map(|u| u.split_once(':').unwrap_or(("", u)))
                     .unzip();
                 Ok(Topology::Sentinel {
-                    sentinels: hosts.iter().map(|h| node_url(h, false)).collect(),
+                    sentinels: node_urls(None),
                     node: MasterNode {
                         name: master.to_owned(),
                         tls: base == "rediss",

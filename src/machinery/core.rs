@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::{Caller, Limit};
 use crate::connections::config::Config;
-use crate::connections::scripts::{Found, Scripts};
+use crate::connections::scripts::Scripts;
 use crate::connections::topology::Topology;
 use crate::connections::warning::ServerWarning;
 use crate::connections::{eviction, Backend, Listen};
@@ -101,14 +101,7 @@ impl Core {
         time.map_err(Error::from_redis).map_err(first_contact)?;
         let loading =
             |err: Error| err.during(format_args!("loading fairlock's scripts at {server}"));
-        match (scripts.find_library(&mut *first, backend.is_cluster())).map_err(loading)? {
-            Found::Loaded => {}
-            Found::Missing => {
-                let later = scripts.load_all(&mut *first).map_err(loading)?;
-                scripts.call_library(later);
-            }
-            Found::NotCallable => scripts.load_scripts(&mut *first).map_err(loading)?,
-        }
+        (scripts.find_or_load(&mut *first, backend.is_cluster())).map_err(loading)?;
         let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
         let shared = Arc::new(Shared::new(Caller {
             config,
