@@ -162,16 +162,23 @@ end
 local units_s = (ARGV[7] == '1' or ARGV[7] == meta.capacity_s) and ARGV[7]
   or string.match(ARGV[7], '^[1-9]%d*$') or fmt(units)
 local asked = capacity
-if meta.set and units > meta.capacity and hold_of_call(meta, owner, call, units, now_ms) then
-  -- This call holds (delivered again, or handed its hold while it waited)
-  -- more than set_permits has set since: it answers with its hold below.
-  capacity = meta.capacity
-else
-  if meta.set and units > meta.capacity then
-    -- Refused below: its place and its refusal's record (below) go.
+if meta.set then
+  -- Once set_permits set them, the meta's permits are the semaphore's
+  -- whatever the call says, and a call for more units than they are is
+  -- refused (it would never be admitted): its place and its refusal's
+  -- record (below) go. Unless this call holds already (delivered again,
+  -- or handed its hold while it waited): it answers with its hold below.
+  if units > meta.capacity and not hold_of_call(meta, owner, call, units, now_ms) then
     forget(name .. ' ' .. lease .. ' ' .. fixed .. ' ' .. units_s)
+    fail('FAIRLOCK_PERMITS_EXCEEDED ' .. fmt(units) .. ' ' .. fmt(meta.capacity))
   end
-  capacity = check_capacity(capacity, meta, units)
+  capacity = meta.capacity
+elseif meta.capacity and meta.capacity ~= capacity then
+  -- This call's capacity is not the lock's: two clients that disagree on a
+  -- semaphore's permits get an error, before any write, instead of
+  -- admitting more holders than either meant.
+  fail('FAIRLOCK_PERMITS_MISMATCH ' .. fmt(capacity) .. ' ' .. fmt(meta.capacity) .. ' '
+    .. fmt(FENCE_LIFE))
 end
 -- The number in force when it is not this call's (set_permits set it), or
 -- nil: put at the end of every reply, where a nil ends a table as if absent.
@@ -318,7 +325,7 @@ if meta.used + units > capacity and dropped == 0 then
   return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }
 end
 
-local head, _, _, _, _, _, head_units = live_head(now_ms, parse_counted_entry)
+local head, _, _, _, _, _, head_units = live_head(now_ms, split_counted_entry)
 local handed = {}
 if head and head ~= entry then
   -- The waiters ahead of this call go first, as far as they fit (a head

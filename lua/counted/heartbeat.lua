@@ -37,32 +37,18 @@ local handed, dropped = pass_on(meta, now_us, now_ms)
 local written = #handed > 0 or dropped > 0
 
 local out = { 0, tonumber(meta.last) }
-local queued = false
-for i = 4, #ARGV do
-  local entry = ARGV[i]
-  local owner, call, lease, fixed, units = parse_counted_entry(entry)
-  local position = emptied('ZRANK', QUEUE, entry)
-  -- Its status and value (see the returns above): not queued nor holding
-  -- unless found so.
-  local status, value = -1, 0
-  if position then
-    redis.call('ZADD', QUEUE, 'XX', deadline_score(now_ms + waiter_timeout), '~' .. entry)
-    queued = true
-    status, value = 0, position
-  else
-    local member = owner .. ' ' .. call .. ' ' .. fmt(units)
-    local held, left = hold_of(meta, member, now_ms)
-    if held then
-      if meta.capacity then
-        local _, extended = extend_lease_counted(meta, member, lease, fixed, left, now_ms, true)
-        written = written or extended
-      end
-      status, value = 1, tonumber(held)
-    end
+-- An entry not queued holds when its call's hold is live: handed over
+-- while it waited (its lease kept alive, the meta written below).
+local queued = renew_entries(out, deadline_score(now_ms + waiter_timeout), function(entry)
+  local owner, call, lease, fixed, units = split_counted_entry(entry)
+  local member = owner .. ' ' .. call .. ' ' .. fmt(units)
+  local held, left = hold_of(meta, member, now_ms)
+  if held and meta.capacity then
+    local _, extended = extend_lease_counted(meta, member, lease + 0, fixed, left, now_ms, true)
+    written = written or extended
   end
-  out[#out + 1] = status
-  out[#out + 1] = value
-end
+  return held and tonumber(held)
+end)
 if queued then
   keep_queue_for(waiter_timeout, false, queue_cap(meta, now_ms))
 end

@@ -29,11 +29,9 @@ local _, now_ms = server_time()
 local meta = read_meta(now_ms)
 local owners = {}
 local lone = meta.lone
-if lone then
-  if lone.ends >= now_ms then
-    owners[1] = lone.owner
-  end
-elseif meta.used > 0 then
+if lone and lone.ends >= now_ms then
+  owners[1] = lone.owner
+elseif not lone and meta.used > 0 then
   -- Lease ends are the scores from 0 up; the live ones from now.
   for _, member in ipairs(redis.call('ZRANGEBYSCORE', HOLDERS, fmt(now_ms), '+inf')) do
     local owner = parse_holder(member)

@@ -8,7 +8,7 @@
 -- asks for more than the new number is taken out of the queue as it
 -- reaches the head (at once when it heads it: admit_waiters) and told
 -- "H <call id> -2" (poll now), and its poll gets the error reply
--- "FAIRLOCK_PERMITS_EXCEEDED ..." (check_capacity), as does every
+-- "FAIRLOCK_PERMITS_EXCEEDED ..." (acquire.lua), as does every
 -- later call asking for more; it holds nobody back meanwhile. Its
 -- deadline stays in the queue as the record of the refusal, so a poll
 -- that comes after a later raise gets "FAIRLOCK_PERMITS_REFUSED <units>"

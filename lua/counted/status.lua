@@ -21,7 +21,6 @@
 
 local _, now_ms = server_time()
 local meta = read_meta(now_ms)
-local waiter_limit = math.min(tonumber(ARGV[3]) or 0, 1000000000)
 local holder_limit = math.min(tonumber(ARGV[4]) or 0, 1000000000)
 local used, live = meta.used, 0
 -- The reply: its first six numbers, set below (capacity, used, live, waiters,
@@ -59,13 +58,5 @@ else
 end
 out[2], out[3], out[6] = math.max(0, used), live, (#out - 6) / 5
 out[4] = redis.call('ZCOUNT', QUEUE, deadline_score(now_ms), '+inf')
-if waiter_limit > 0 then
-  for _, entry in ipairs(queued_entries(waiter_limit)) do
-    local deadline = deadline_of(entry) or 0
-    local owner, _, _, _, units = parse_counted_entry(entry)
-    out[#out + 1] = owner or entry
-    out[#out + 1] = units or 0
-    out[#out + 1] = deadline - now_ms
-  end
-end
+list_waiters(out, ARGV[3], now_ms, split_counted_entry)
 return out

@@ -164,10 +164,8 @@ local checked_sharded = false
 -- The fence life ARGV[2] in ms, as ms_arg reads it, once per value in a
 -- row (checked_fence_in; the library's FENCE_LIFE).
 local function fence_life(value)
-  if checked_fence_in ~= value then
-    checked_fence = ms_arg(value, 'fence life')
-    checked_fence_in, checked_fence_s = value, false
-  end
+  checked_fence = ms_arg(value, 'fence life')
+  checked_fence_in, checked_fence_s = value, false
   return checked_fence
 end
 
@@ -195,10 +193,9 @@ local function lease_arg(value)
 end
 
 -- The PX lease_arg gave for a lease written `lease_s` (in a queue entry),
--- or nil: then the caller works it out.
-local function lease_px(lease_s)
-  return nil
-end
+-- or nil: then the caller works it out. A script run by EVALSHA keeps
+-- none (nil: no closure built, and none called).
+local lease_px = nil
 -- @library
 local function lease_px(lease_s)
   if checked_lease_in == lease_s and checked_px_fence == FENCE_LIFE then
@@ -355,7 +352,8 @@ local function revoked_before()
   return holds and { tonumber(holds), tonumber(up_to) }
 end
 
--- The mark and detail of a lock key's mark ('' each when none).
+-- The mark and detail of a lock key's mark ('' each when none), and the
+-- two as one, the mark without its revocation word.
 local function split_mark(mark)
   if string.find(mark, '^', 1, true) then
     -- Its revocation word (revoke.lua) is no part of it.
@@ -363,5 +361,5 @@ local function split_mark(mark)
   end
   -- Split at its first space.
   local seen, detail = string.match(mark, '^([^ ]*) (.*)$')
-  return seen or mark, detail or ''
+  return seen or mark, detail or '', mark
 end

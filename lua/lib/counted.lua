@@ -16,7 +16,7 @@
 --                              from 0 up, tokens the ones below 0
 --   KEYS[2] queue, as a lock's, but each entry carries
 --                              the units it asks for as a fifth field
---                              (parse_counted_entry)
+--                              (split_counted_entry)
 --   KEYS[3] meta       string  "<capacity> <used> <last token> <mark or
 --                              ->" (the anchor), after the format word
 --                              "v<format>", and " +" after it when
@@ -96,17 +96,11 @@ local function split_counted_entry(entry)
   return string.match(entry, '^([^~%s]%S*) (%d+) (%d+) ([01]) (%d+)$')
 end
 
--- A counted queue entry's parts, its lease ms and units as numbers.
-local function parse_counted_entry(entry)
-  local owner, call, lease, fixed, units = split_counted_entry(entry)
-  return owner, call, tonumber(lease), fixed, tonumber(units)
-end
-
--- A counted queue entry given in ARGV, as parse_counted_entry reads it,
--- its lease and units checked; anything else stops the script before it
--- writes.
+-- A counted queue entry given in ARGV, as split_counted_entry reads it,
+-- its lease and units checked (numbers); anything else stops the script
+-- before it writes.
 local function counted_entry_arg(value)
-  local owner, call, lease, fixed, units = parse_counted_entry(value)
+  local owner, call, lease, fixed, units = split_counted_entry(value)
   if not owner then
     fail('ERR fairlock: a queue entry must be "<owner> <call id> <lease ms> <fixed 0|1>'
       .. ' <units>", got ' .. value)
@@ -264,28 +258,6 @@ local function remember(call_key, old)
     end
   end
   return string.sub(list, 1, at - 1)
-end
-
--- Stops the script, before it writes, when this call's `capacity` is not
--- the lock's (the `meta`'s, nil when not set): two clients that disagree
--- on a semaphore's permits get an error instead of admitting more holders
--- than either meant. Once set_permits set them, the meta's permits are
--- the semaphore's whatever the call says, and a call for more `units`
--- than they are is refused (it would never be admitted). Returns the
--- capacity to admit by.
-local function check_capacity(capacity, meta, units)
-  local stored = meta.capacity
-  if meta.set then
-    if units > stored then
-      fail('FAIRLOCK_PERMITS_EXCEEDED ' .. fmt(units) .. ' ' .. fmt(stored))
-    end
-    return stored
-  end
-  if stored and stored ~= capacity then
-    fail('FAIRLOCK_PERMITS_MISMATCH ' .. fmt(capacity) .. ' ' .. fmt(stored) .. ' '
-      .. fmt(FENCE_LIFE))
-  end
-  return capacity
 end
 
 -- The name "<owner> <call> <units>" of the meta's lone hold.
@@ -670,12 +642,8 @@ local function keep_queued(meta, queue_life, now_ms, changed)
   if changed then
     keep_anchor_counted(meta, now_ms)
   elseif lone then
-    local left = math.max(0, lone.ends - now_ms)
-    local life = left + (lone.fence or FENCE_LIFE)
-    if queue_life and queue_life + FENCE_LIFE > life then
-      life = queue_life + FENCE_LIFE
-    end
-    write_meta(meta, life, now_ms)
+    local held = math.max(0, lone.ends - now_ms) + (lone.fence or FENCE_LIFE)
+    write_meta(meta, math.max(held, queue_life and queue_life + FENCE_LIFE or 0), now_ms)
   elseif queue_life then
     write_meta(meta, math.max(redis.call('PTTL', META), queue_life + FENCE_LIFE), now_ms)
   else

@@ -52,23 +52,18 @@ local function wake(owner, message)
   end
 end
 
--- Tells the holds of `owner`'s client on this lock (KEYS[1]: a lock key,
--- or a counted lock's holders) whose tokens are up to `token` what became
--- of them: `what` 'R' asks them to let go (a revocation), 'L' says they
+-- Tells the holds of each client among `owners` on this lock (KEYS[1]: a
+-- lock key, or a counted lock's holders) whose tokens are up to `token`
+-- what became of them, once per client (its holds of this lock hear it
+-- together): `what` 'R' asks them to let go (a revocation), 'L' says they
 -- were freed (a force release).
-local function tell_holder(owner, what, token)
-  wake(owner, what .. ' ' .. token .. ' ' .. KEYS[1])
-end
-
--- tell_holder once to each client among `owners` (its holds of this lock
--- hear it together).
 local function tell_holders(owners, what, token)
   local told = {}
   for _, owner in ipairs(owners) do
     local client = client_of(owner) or owner
     if not told[client] then
       told[client] = true
-      tell_holder(owner, what, token)
+      wake(owner, what .. ' ' .. token .. ' ' .. KEYS[1])
     end
   end
 end

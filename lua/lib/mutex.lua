@@ -232,7 +232,7 @@ local function hand_over(now_us, now_ms, last, mark)
     ttl = deadline > now_ms and deadline - now_ms or 1
     ttl_s = fmt(ttl)
   else
-    px = lease_px(lease_s)
+    px = lease_px and lease_px(lease_s)
   end
   local token, token_s = take(owner, ttl, now_us, call, last, mark, true, px, now_text)
   wake(owner, 'G ' .. call .. ' ' .. token_s .. ' ' .. ttl_s)
@@ -254,20 +254,17 @@ local function keep_anchor(ms, stored)
   -- (-1: no expiry.)
   local pttl = ms and redis.call('PTTL', LOCK)
   local grow = ms and pttl ~= -1 and pttl < ms
+  -- A hold's '+' goes before its fence ms; a free lock's takes the place
+  -- of its '-', and it has no fence to grow.
   local head, flag, fence, rest = string.match(stored, '^(v@FORMAT@ %d+ %S+ )(%+?)(%d+)( .*)$')
-  if fence then
-    if grow then
-      redis.call('SET', LOCK, head .. '+' .. fmt(fence + ms - pttl) .. rest, 'PX', fmt(ms))
-    elseif flag == '' then
-      redis.call('SET', LOCK, head .. '+' .. fence .. rest, 'KEEPTTL')
-    end
-    return
+  if not fence then
+    head, flag, rest = string.match(stored, '^(v@FORMAT@ %d+ )([-+])( .*)$')
   end
-  local token, word, mark = string.match(stored, '^v@FORMAT@ (%d+) ([-+]) (.*)$')
   if grow then
-    redis.call('SET', LOCK, 'v@FORMAT@ ' .. token .. ' + ' .. mark, 'PX', fmt(ms))
-  elseif word == '-' then
-    redis.call('SET', LOCK, 'v@FORMAT@ ' .. token .. ' + ' .. mark, 'KEEPTTL')
+    fence = fence and fmt(fence + ms - pttl) or ''
+    redis.call('SET', LOCK, head .. '+' .. fence .. rest, 'PX', fmt(ms))
+  elseif flag ~= '+' then
+    redis.call('SET', LOCK, head .. '+' .. (fence or '') .. rest, 'KEEPTTL')
   end
 end
 
@@ -293,24 +290,23 @@ end
 -- that call holds nothing (given back already, or never counted); at 0
 -- left the lock went on as free_lock says, whose results follow.
 local function give_back(owner, token, calls, mark, fence, call, waiters)
-  if calls == call then
-    -- The one hold, the common case.
-    return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
-  end
-  local kept, found = {}, false
-  for id in string.gmatch(calls, '[^,]+') do
-    if id == call and not found then
-      found = true
-    else
-      kept[#kept + 1] = id
+  -- Re-entries counted too: this call's count goes, the others keep it.
+  if calls ~= call then
+    local kept, found = {}, false
+    for id in string.gmatch(calls, '[^,]+') do
+      if id == call and not found then
+        found = true
+      else
+        kept[#kept + 1] = id
+      end
     end
-  end
-  if not found then
-    return false, #kept
-  end
-  if #kept > 0 then
-    write_hold(token, owner, table.concat(kept, ','), mark, fence, nil, waiters)
-    return true, #kept
+    if not found then
+      return false, #kept
+    end
+    if #kept > 0 then
+      write_hold(token, owner, table.concat(kept, ','), mark, fence, nil, waiters)
+      return true, #kept
+    end
   end
   return true, 0, free_lock(nil, nil, token, owner .. '#' .. call)
 end

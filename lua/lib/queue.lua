@@ -28,16 +28,10 @@ local function split_entry(entry)
   return string.match(entry, '^([^~%s]%S*) (%d+) (%d+) ([01])$')
 end
 
--- A queue entry's parts, its lease ms a number.
-local function parse_entry(entry)
-  local owner, call, lease, fixed = split_entry(entry)
-  return owner, call, tonumber(lease), fixed
-end
-
--- A queue entry given in ARGV, as parse_entry reads it, its lease checked;
--- anything else stops the script before it writes.
+-- A queue entry given in ARGV, as split_entry reads it, its lease checked
+-- (a number); anything else stops the script before it writes.
 local function entry_arg(value)
-  local owner, call, lease, fixed = parse_entry(value)
+  local owner, call, lease, fixed = split_entry(value)
   if not owner then
     fail('ERR fairlock: a queue entry must be "<owner> <call id> <lease ms> <fixed 0|1>", got '
       .. value)
@@ -56,11 +50,25 @@ local function deadline_of(entry)
   return score and score - DEADLINE_BASE
 end
 
--- The first `limit` entries of the queue, in order (their deadlines,
--- after them in the zset, left out).
-local function queued_entries(limit)
-  return redis.call('ZRANGEBYSCORE', QUEUE, '-inf', '(' .. DEADLINE_BASE_TEXT, 'LIMIT', '0',
-    fmt(limit))
+-- Appends to `out` the first `limit` (an ARGV string; any number past the
+-- queue's length lists it all) waiters of the queue, in order, each as its
+-- owner id (the entry when `split`, split_entry or a counted lock's
+-- split_counted_entry, cannot read it), a counted entry's units, and its
+-- ms of liveness left (negative: a dead entry not dropped yet). Their
+-- deadlines, after them in the zset, are left out of the range.
+local function list_waiters(out, limit, now_ms, split)
+  limit = math.min(tonumber(limit) or 0, 1000000000)
+  if limit > 0 then
+    for _, entry in ipairs(redis.call('ZRANGEBYSCORE', QUEUE, '-inf',
+        '(' .. DEADLINE_BASE_TEXT, 'LIMIT', '0', fmt(limit))) do
+      local owner, _, _, _, units = split(entry)
+      out[#out + 1] = owner or entry
+      if split ~= split_entry then
+        out[#out + 1] = tonumber(units) or 0
+      end
+      out[#out + 1] = (deadline_of(entry) or 0) - now_ms
+    end
+  end
 end
 
 -- The arrival number of the first entry, or 1 when nobody is queued.
@@ -97,8 +105,8 @@ end
 -- dropped; each entry is dropped once, so this is O(log N) amortised per
 -- call. A member `parse` cannot read (another program's sorted set at the
 -- queue's key) stops the script (fail), left as it was. `parse` reads the
--- entries: split_entry (a mutex's queue), or a counted lock's
--- parse_counted_entry, or split_counted_entry for its parts as written.
+-- entries as written: split_entry (a mutex's queue), or a counted lock's
+-- split_counted_entry.
 local function live_head(now_ms, parse)
   while true do
     local head = (emptied('ZRANGE', QUEUE, '0', '0') or {})[1]
@@ -156,6 +164,30 @@ local function pop_live_head(now_us, now_ms, split)
       return head, now_us, now_ms, deadline, owner, call, lease, fixed, units, now_text
     end
   end
+end
+
+-- A heartbeat's step for each of its queue entries (ARGV[4] on, checked
+-- already): a queued one gets its liveness deadline renewed, to `deadline`
+-- (a score: deadline_score); for one not queued, `held(entry)` gives the
+-- token (a number) of the hold its call was handed, or nil. Appends each
+-- one's status and value to `out` (0 and its position, 1 and that token,
+-- -1 and 0: neither; heartbeat.lua) and returns whether any is queued.
+local function renew_entries(out, deadline, held)
+  local queued = false
+  for i = 4, #ARGV do
+    local entry = ARGV[i]
+    local position = emptied('ZRANK', QUEUE, entry)
+    local token = nil
+    if position then
+      redis.call('ZADD', QUEUE, 'XX', deadline, '~' .. entry)
+      queued = true
+    else
+      token = held(entry)
+    end
+    out[#out + 1] = position and 0 or token and 1 or -1
+    out[#out + 1] = position or token or 0
+  end
+  return queued
 end
 
 -- Tells the (new) head of the queue that the current lease runs out in

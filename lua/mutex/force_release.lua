@@ -25,20 +25,19 @@ if before then
   return before ~= '-' and before
 end
 record_forced(holder or '-')
-if not holder and not stored then
-  -- No key, no last token to keep: a free key written now would start
-  -- the next take's token from 0, so nothing is written.
-  return false
-end
+-- With no key, no last token to keep: a free key written then would start
+-- the next take's token from 0, so nothing is written.
 if not holder then
-  write_free(token, this_call, waiters)
-  if waiters then
-    -- A fence life may end before the queue's TTL: the key outlives it.
-    keep_anchor(redis.call('PTTL', QUEUE))
+  if stored then
+    write_free(token, this_call, waiters)
+    if waiters then
+      -- A fence life may end before the queue's TTL: the key outlives it.
+      keep_anchor(redis.call('PTTL', QUEUE))
+    end
   end
   return false
 end
 local now_us, now_ms = server_time()
 free_lock(now_us, now_ms, token, this_call .. ' ' .. holder)
-tell_holder(holder, 'L', token)
+tell_holders({ holder }, 'L', token)
 return holder

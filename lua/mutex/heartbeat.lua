@@ -34,29 +34,19 @@ if not holder and hand_over(now_us, now_ms, token, mark) then
 end
 
 local out = { 0, tonumber(token) }
-local queued = false
-for i = 4, #ARGV do
-  local entry = ARGV[i]
-  local owner, call, lease, fixed = parse_entry(entry)
-  local position = emptied('ZRANK', QUEUE, entry)
-  -- Its status and value (see the returns above): not queued nor holding
-  -- unless found so.
-  local status, value = -1, 0
-  if position then
-    redis.call('ZADD', QUEUE, 'XX', deadline_score(now_ms + waiter_timeout), '~' .. entry)
-    queued = true
-    status, value = 0, position
-  elseif holder == owner and counts_call(calls, call) then
-    -- (Only the call that made the hold, its first: a re-entry's joins the
-    -- hold's lease as it is, past a maximum hold too.)
+-- An entry not queued holds when the hold counts its call: handed over
+-- while it waited.
+local queued = renew_entries(out, deadline_score(now_ms + waiter_timeout), function(entry)
+  local owner, call, lease, fixed = split_entry(entry)
+  if holder == owner and counts_call(calls, call) then
+    -- (Only the call that made the hold, its first, keeps it alive: a
+    -- re-entry's joins the hold's lease as it is, past a maximum hold too.)
     if string.find(calls .. ',', call .. ',', 1, true) == 1 then
-      left = extend_lease(lease, fence, left, fixed)
+      left = extend_lease(lease + 0, fence, left, fixed)
     end
-    status, value = 1, tonumber(token)
+    return tonumber(token)
   end
-  out[#out + 1] = status
-  out[#out + 1] = value
-end
+end)
 if queued then
   -- The lock key's TTL caps the queue's, as an arrival's (keep_queue_for):
   -- the lock key grows only for a queue it does not cover.

@@ -29,11 +29,8 @@ if not holder then
   return answer_revoke(LOCK, 0, 0)
 end
 -- The mark with its revocation word, in place of any earlier one.
-local seen, detail = split_mark(mark)
-if seen ~= '' and detail ~= '' then
-  seen = seen .. ' ' .. detail
-end
-mark = seen == '' and '^' .. token or seen .. ' ^' .. token
+local _, _, bare = split_mark(mark)
+mark = bare == '' and '^' .. token or bare .. ' ^' .. token
 write_hold(token, holder, calls, mark, fence, nil, waiters)
-tell_holder(holder, 'R', token)
+tell_holders({ holder }, 'R', token)
 return answer_revoke(LOCK, 1, token)

@@ -18,20 +18,12 @@
 
 local _, now_ms = server_time()
 local token, holder, calls, _, _, left = read_lock(redis.call('GET', LOCK))
-local out = { '', 0, 0, -2 }
-if holder then
-  out = { holder, select(2, string.gsub(calls, ',', '')) + 1, tonumber(token), left }
-end
+-- (The hold count: its calls, one more than their commas.)
+local out = holder and { holder, select(2, string.gsub(calls, ',', '')) + 1, tonumber(token), left }
+  or { '', 0, 0, -2 }
 out[5] = redis.call('ZCOUNT', QUEUE, deadline_score(now_ms), '+inf')
 out[6] = tonumber(token)
-local limit = math.min(tonumber(ARGV[3]) or 0, 1000000000)
-if limit > 0 then
-  for _, entry in ipairs(queued_entries(limit)) do
-    local deadline = deadline_of(entry) or 0
-    out[#out + 1] = parse_entry(entry) or entry
-    out[#out + 1] = deadline - now_ms
-  end
-end
+list_waiters(out, ARGV[3], now_ms, split_entry)
 if KEYS[3] then
   -- A pcall: a user an older ACL line made, without LRANGE, still reads
   -- the election's state (and its watches say they may miss changes).

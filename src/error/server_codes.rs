@@ -129,7 +129,7 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
             (ErrorKind::FormatMismatch, message.into())
         }
         // "FAIRLOCK_PERMITS_MISMATCH <this call's> <the lock's> <fence ms>"
-        // (lua/lib/counted.lua's check_capacity).
+        // (lua/counted/acquire.lua's check of the capacity).
         "FAIRLOCK_PERMITS_MISMATCH" => {
             let fence = match number(2) {
                 Some(ms) => format!("{:?} (the fence life)", Duration::from_millis(ms)),
@@ -146,7 +146,7 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
             );
             (ErrorKind::PermitsMismatch, message.into())
         }
-        // "FAIRLOCK_PERMITS_EXCEEDED <asked> <set>" (check_capacity).
+        // "FAIRLOCK_PERMITS_EXCEEDED <asked> <set>" (lua/counted/acquire.lua).
         "FAIRLOCK_PERMITS_EXCEEDED" => {
             let message = format!(
                 "this call asks for {} permits and the semaphore has {} now (its number was \

@@ -20,12 +20,7 @@ const PLANT: &[(&str, &str, &str)] = &[
         "(waiters and ' + ' or ' = ')",
     ),
     ("lib/mutex.lua", "(%d+) ([-+]) (.+)$", "(%d+) ([=+]) (.+)$"),
-    ("lib/mutex.lua", "(%d+) ([-+]) (.*)$", "(%d+) ([=+]) (.*)$"),
-    (
-        "lib/mutex.lua",
-        "elseif word == '-' then",
-        "elseif word == '=' then",
-    ),
+    ("lib/mutex.lua", "%d+ )([-+])( .*)$", "%d+ )([=+])( .*)$"),
     ("mutex/acquire.lua", "(%d+) %- (.+)$", "(%d+) = (.+)$"),
     (
         "mutex/release.lua",
