@@ -494,7 +494,7 @@ impl Error {
             || code_of(&err) == Some("BUSY")
             || matches!(
                 err.kind(),
-                K::Server(S::BusyLoading | S::ClusterDown | S::MasterDown | S::ReadOnly)
+                K::Server(S::BusyLoading | S::ClusterDown | S::MasterDown)
                     | K::ClusterConnectionNotFound
                     | K::MasterNameNotFoundBySentinel
             )

@@ -40,7 +40,7 @@ pub(super) fn is_slot_moving(err: &redis::RedisError) -> bool {
     use redis::{ErrorKind as K, ServerErrorKind as S};
     err.detail().is_some_and(|d| d.contains("non local key"))
         || code_of(err) == Some("TRYAGAIN")
-        || matches!(err.kind(), K::Server(S::TryAgain | S::Ask | S::Moved))
+        || matches!(err.kind(), K::Server(S::Ask | S::Moved))
 }
 
 /// True for a new connection refused before anything was sent: the server
