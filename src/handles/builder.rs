@@ -3,13 +3,6 @@
 use std::time::Duration;
 
 use crate::connections::config::{ClockDrift, Config, Endpoint};
-#[cfg(doc)]
-use crate::connections::config::{
-    DEFAULT_FENCE_LIFE, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, MAX_LEASE, MAX_TIMEOUT,
-    MIN_FENCE_LIFE, MIN_LEASE, MIN_POOL_DURATION,
-};
-#[cfg(doc)]
-use crate::error::ErrorKind;
 use crate::error::Result;
 use crate::handles::client::Client;
 use crate::protocol::SyncReplicas;
@@ -45,11 +38,13 @@ impl ClientBuilder {
         ClientBuilder { config }.with(|config| config.target = target)
     }
 
-    /// Lease of a lock held through the watchdog: if this client stops
-    /// renewing (process killed, network cut), the lock frees this long after
-    /// the last renewal. Renewed every third of `min(lease, waiter_timeout)`.
-    /// Defaults to 30 s; from [`MIN_LEASE`] (30 ms) to [`MAX_LEASE`] (365
-    /// days), else [`ErrorKind::InvalidConfig`] at [`build`](Self::build).
+    /// Lease of a lock held through the watchdog: if this client stops renewing
+    /// (process killed, network cut), the lock frees this long after the last
+    /// renewal. Renewed every third of `min(lease, waiter_timeout)`. Defaults
+    /// to 30 s; from [`MIN_LEASE`](crate::MIN_LEASE) (30 ms) to
+    /// [`MAX_LEASE`](crate::MAX_LEASE) (365 days), else
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) at
+    /// [`build`](Self::build).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -67,7 +62,7 @@ impl ClientBuilder {
     /// How long a queued waiter keeps its place after its client went
     /// silent. Live waiters are heartbeated by the watchdog and never lose
     /// their place, however long they wait. Defaults to 10 s; from
-    /// [`MIN_LEASE`] (30 ms) to [`MAX_LEASE`] (365 days).
+    /// [`MIN_LEASE`](crate::MIN_LEASE) (30 ms) to [`MAX_LEASE`](crate::MAX_LEASE) (365 days).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -82,15 +77,15 @@ impl ClientBuilder {
         self.with(|config| config.waiter_timeout = waiter_timeout)
     }
 
-    /// Most pooled connections open at once. Waiting threads hold none.
-    /// A call waits for a pooled connection at most the
-    /// [connect timeout](Self::connect_timeout): with every one in use
-    /// that long, it fails, [`ErrorKind::Connection`], "no redis
-    /// connection could be had in time", nothing sent (retryable); a timed
-    /// wait whose deadline comes first is not acquired.
-    /// Defaults to 16; from 1 to 10 000 (Redis's default `maxclients`),
-    /// else [`ErrorKind::InvalidConfig`] at [`build`](Self::build), before
-    /// any I/O.
+    /// Most pooled connections open at once. Waiting threads hold none. A call
+    /// waits for a pooled connection at most the
+    /// [connect timeout](Self::connect_timeout): with every one in use that
+    /// long, it fails, [`ErrorKind::Connection`](crate::ErrorKind::Connection), "no
+    /// redis connection could be had in time", nothing sent (retryable); a
+    /// timed wait whose deadline comes first is not acquired. Defaults to 16;
+    /// from 1 to 10 000 (Redis's default `maxclients`), else
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) at
+    /// [`build`](Self::build), before any I/O.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -104,11 +99,12 @@ impl ClientBuilder {
         self.with(|config| config.pool_size = pool_size)
     }
 
-    /// Idle connections the pool keeps open, opened in the background from
-    /// when the client is built (`build` waits for the first connection
-    /// only) and again whenever fewer are open (as r2d2's `min_idle`). `None`
-    /// keeps [`pool_size`](Self::pool_size) connections open. Defaults to
-    /// `Some(1)`; more than `pool_size` is [`ErrorKind::InvalidConfig`] at
+    /// Idle connections the pool keeps open, opened in the background from when
+    /// the client is built (`build` waits for the first connection only) and
+    /// again whenever fewer are open (as r2d2's `min_idle`). `None` keeps
+    /// [`pool_size`](Self::pool_size) connections open. Defaults to `Some(1)`;
+    /// more than `pool_size` is
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) at
     /// [`build`](Self::build), before any I/O.
     ///
     /// ```no_run
@@ -125,13 +121,15 @@ impl ClientBuilder {
         self.with(|config| config.min_idle = min_idle)
     }
 
-    /// How long a pooled connection lives at most: older ones are closed
-    /// (and replaced up to [`min_idle`](Self::min_idle)) when the pool
-    /// next looks, every 30 s; a connection in use is closed once it is
-    /// back. `None` keeps them for ever. Defaults to
-    /// [`DEFAULT_MAX_LIFETIME`] (30 minutes, r2d2's); from
-    /// [`MIN_POOL_DURATION`] (1 s) to [`MAX_TIMEOUT`] (24 hours), else
-    /// [`ErrorKind::InvalidConfig`] at [`build`](Self::build).
+    /// How long a pooled connection lives at most: older ones are closed (and
+    /// replaced up to [`min_idle`](Self::min_idle)) when the pool next looks,
+    /// every 30 s; a connection in use is closed once it is back. `None` keeps
+    /// them for ever. Defaults to
+    /// [`DEFAULT_MAX_LIFETIME`](crate::DEFAULT_MAX_LIFETIME) (30 minutes,
+    /// r2d2's); from [`MIN_POOL_DURATION`](crate::MIN_POOL_DURATION) (1 s) to
+    /// [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (24 hours), else
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) at
+    /// [`build`](Self::build).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -147,12 +145,14 @@ impl ClientBuilder {
         self.with(|config| config.max_lifetime = max_lifetime)
     }
 
-    /// How long a pooled connection may stay idle: idle longer, it is
-    /// closed (and replaced up to [`min_idle`](Self::min_idle)) when the
-    /// pool next looks, every 30 s. `None` keeps idle connections open.
-    /// Defaults to [`DEFAULT_IDLE_TIMEOUT`] (10 minutes, r2d2's); from
-    /// [`MIN_POOL_DURATION`] (1 s) to [`MAX_TIMEOUT`] (24 hours), else
-    /// [`ErrorKind::InvalidConfig`] at [`build`](Self::build).
+    /// How long a pooled connection may stay idle: idle longer, it is closed
+    /// (and replaced up to [`min_idle`](Self::min_idle)) when the pool next
+    /// looks, every 30 s. `None` keeps idle connections open. Defaults to
+    /// [`DEFAULT_IDLE_TIMEOUT`](crate::DEFAULT_IDLE_TIMEOUT) (10 minutes,
+    /// r2d2's); from [`MIN_POOL_DURATION`](crate::MIN_POOL_DURATION) (1 s) to
+    /// [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (24 hours), else
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) at
+    /// [`build`](Self::build).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -170,8 +170,8 @@ impl ClientBuilder {
 
     /// Start of every key and channel this client uses, e.g. for an ACL rule
     /// `~fairlock:* &fairlock:*`. 1 to 256 bytes, without `{` or `}`, else
-    /// [`ErrorKind::InvalidConfig`] at [`build`](Self::build). Defaults to
-    /// `"fairlock"`.
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) at
+    /// [`build`](Self::build). Defaults to `"fairlock"`.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -186,7 +186,7 @@ impl ClientBuilder {
     }
 
     /// How long to wait for a connection to Redis. Defaults to 5 s; above
-    /// zero and at most [`MAX_TIMEOUT`] (24 hours).
+    /// zero and at most [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (24 hours).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -202,13 +202,13 @@ impl ClientBuilder {
     }
 
     /// How long one Redis call may take before it fails as
-    /// [`ErrorKind::Connection`]. On a cluster, a lock call whose slot is
-    /// being moved to another master is retried for this long too.
-    /// A call that fails this way may still run in Redis later (a paused
-    /// server resumes it); the client then abandons whatever it took or
-    /// queued as soon as Redis answers again (see
-    /// docs/failures.md). Defaults to 5 s; above zero and at most
-    /// [`MAX_TIMEOUT`] (24 hours).
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection). On a cluster, a
+    /// lock call whose slot is being moved to another master is retried for
+    /// this long too. A call that fails this way may still run in Redis later
+    /// (a paused server resumes it); the client then abandons whatever it took
+    /// or queued as soon as Redis answers again (see docs/failures.md).
+    /// Defaults to 5 s; above zero and at most
+    /// [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (24 hours).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -229,9 +229,10 @@ impl ClientBuilder {
     /// the system roots. Needs the `tls` feature.
     ///
     /// # Errors
-    /// [`build`](Self::build) returns [`ErrorKind::InvalidConfig`], before
-    /// any I/O, when `pem` holds no PEM certificate or the URL does not
-    /// use TLS.
+    /// [`build`](Self::build) returns
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before
+    /// any I/O, when `pem` holds no PEM certificate or the URL does not use
+    /// TLS.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -262,9 +263,10 @@ impl ClientBuilder {
     /// it sees a denial in `ACL LOG`); the pool's connections do not.
     ///
     /// # Errors
-    /// [`build`](Self::build) returns [`ErrorKind::InvalidConfig`], before
-    /// any I/O, when `cert` holds no PEM certificate, `key` no PEM private
-    /// key, or the URL does not use TLS.
+    /// [`build`](Self::build) returns
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before
+    /// any I/O, when `cert` holds no PEM certificate, `key` no PEM private key,
+    /// or the URL does not use TLS.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -296,11 +298,12 @@ impl ClientBuilder {
     /// host); neither is sent to the other. Off by default.
     ///
     /// # Errors
-    /// [`build`](Self::build) returns [`ErrorKind::InvalidConfig`], before
-    /// any I/O, for an empty password or a URL other than
-    /// `redis+sentinel://` (or `rediss+sentinel://`). A wrong or missing
-    /// password fails the build at once with [`ErrorKind::Auth`], its
-    /// message naming the Sentinel's refusal.
+    /// [`build`](Self::build) returns
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before
+    /// any I/O, for an empty password or a URL other than `redis+sentinel://`
+    /// (or `rediss+sentinel://`). A wrong or missing password fails the build
+    /// at once with [`ErrorKind::Auth`](crate::ErrorKind::Auth), its message
+    /// naming the Sentinel's refusal.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -322,7 +325,8 @@ impl ClientBuilder {
     /// Without it, the password goes to the Sentinels' `default` user.
     ///
     /// # Errors
-    /// [`build`](Self::build) returns [`ErrorKind::InvalidConfig`], before
+    /// [`build`](Self::build) returns
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before
     /// any I/O, for an empty user, a user without a
     /// [`sentinel_password`](Self::sentinel_password), or a URL other than
     /// `redis+sentinel://`.
@@ -340,12 +344,13 @@ impl ClientBuilder {
         self.with(|config| config.sentinel_username = Some(username.into()))
     }
 
-    /// Makes every lock write (acquire, renew, release, cancel, force
-    /// unlock) wait until at least `replicas` replicas of the master that
-    /// ran it acknowledged it (Redis `WAIT`, in the same round trip), for at
-    /// most `timeout`. A shortfall is a failure: an acquisition is rolled
-    /// back and reported as [`ErrorKind::NotReplicated`], a renewal does not
-    /// count, a release reports it. So a failover right after `lock()`
+    /// Makes every lock write (acquire, renew, release, cancel, force unlock)
+    /// wait until at least `replicas` replicas of the master that ran it
+    /// acknowledged it (Redis `WAIT`, in the same round trip), for at most
+    /// `timeout`. A shortfall is a failure: an acquisition is rolled back and
+    /// reported as
+    /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated), a renewal
+    /// does not count, a release reports it. So a failover right after `lock()`
     /// returned cannot promote a replica that never saw the acquisition.
     ///
     /// This is not consensus: a write acknowledged by a replica can still be
@@ -370,16 +375,16 @@ impl ClientBuilder {
         self.with(|config| config.sync_replicas = Some(SyncReplicas { replicas, timeout }))
     }
 
-    /// How much of every lease the client keeps in reserve against clocks
-    /// that drift apart: a guard counts its lease as over `rate` of it plus
-    /// `margin` before the time Redis was asked to keep it. On one machine
-    /// a holder cut off from Redis already learns of the loss before anyone
-    /// else can take the lock (the lease counts from when the confirming
-    /// request was sent); the allowance keeps that true when the holder's
-    /// clock runs up to `rate` slower than the server's, as between
-    /// machines. Defaults to 1% + 2 ms (Redlock's figures); `rate` may be
-    /// 0 to 0.25, and the allowance must leave two thirds of the lease
-    /// (and of any fixed lease), else [`ErrorKind::InvalidConfig`].
+    /// How much of every lease the client keeps in reserve against clocks that
+    /// drift apart: a guard counts its lease as over `rate` of it plus `margin`
+    /// before the time Redis was asked to keep it. On one machine a holder cut
+    /// off from Redis already learns of the loss before anyone else can take
+    /// the lock (the lease counts from when the confirming request was sent);
+    /// the allowance keeps that true when the holder's clock runs up to `rate`
+    /// slower than the server's, as between machines. Defaults to 1% + 2 ms
+    /// (Redlock's figures); `rate` may be 0 to 0.25, and the allowance must
+    /// leave two thirds of the lease (and of any fixed lease), else
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -395,15 +400,16 @@ impl ClientBuilder {
     }
 
     /// How long a lock's fence key, which keeps its last fencing token,
-    /// outlives its last write (a take or a release). Tokens are the larger
-    /// of the last one + 1 and the server clock in microseconds, so once
-    /// the fence is gone the clock alone keeps them increasing; the fence
-    /// covers a server clock that steps back (or a failover to a server
-    /// whose clock is behind) by less than this. Each name locked in the
-    /// last `fence_life` keeps one small key (about 244 bytes, as measured in BENCHMARKS.md:
-    /// some 41 MB for a million distinct names an hour at the default).
-    /// Defaults to [`DEFAULT_FENCE_LIFE`] (10 minutes); from
-    /// [`MIN_FENCE_LIFE`] (1 s) to [`MAX_LEASE`] (365 days).
+    /// outlives its last write (a take or a release). Tokens are the larger of
+    /// the last one + 1 and the server clock in microseconds, so once the fence
+    /// is gone the clock alone keeps them increasing; the fence covers a server
+    /// clock that steps back (or a failover to a server whose clock is behind)
+    /// by less than this. Each name locked in the last `fence_life` keeps one
+    /// small key (about 244 bytes, as measured in BENCHMARKS.md: some 41 MB for
+    /// a million distinct names an hour at the default). Defaults to
+    /// [`DEFAULT_FENCE_LIFE`](crate::DEFAULT_FENCE_LIFE) (10 minutes); from
+    /// [`MIN_FENCE_LIFE`](crate::MIN_FENCE_LIFE) (1 s) to
+    /// [`MAX_LEASE`](crate::MAX_LEASE) (365 days).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -460,16 +466,17 @@ impl ClientBuilder {
     }
 
     /// Refuses to start against a server that may evict fairlock's keys:
-    /// `build` fails with [`ErrorKind::InvalidConfig`] when the server has
-    /// a memory limit (`maxmemory`) and a `maxmemory-policy` other than
-    /// `noeviction` (every fairlock key has a TTL, so the `volatile-*`
-    /// policies reach them too: under memory pressure a held lock can
-    /// vanish and another client take it). Without it (the default) the
-    /// client logs a warning once at start instead. Either way the policy
-    /// is read once, at start, with `INFO memory` (docs/security.md's ACL
-    /// line grants it); on a cluster, from every master. A user
-    /// whose ACL does not grant it skips the check, or with this setting
-    /// fails with [`ErrorKind::Permission`].
+    /// `build` fails with
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) when the
+    /// server has a memory limit (`maxmemory`) and a `maxmemory-policy` other
+    /// than `noeviction` (every fairlock key has a TTL, so the `volatile-*`
+    /// policies reach them too: under memory pressure a held lock can vanish
+    /// and another client take it). Without it (the default) the client logs a
+    /// warning once at start instead. Either way the policy is read once, at
+    /// start, with `INFO memory` (docs/security.md's ACL line grants it); on a
+    /// cluster, from every master. A user whose ACL does not grant it skips the
+    /// check, or with this setting fails with
+    /// [`ErrorKind::Permission`](crate::ErrorKind::Permission).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -487,18 +494,20 @@ impl ClientBuilder {
     /// subscriber threads.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidConfig`] for a bad setting or URL, a
-    /// database the server does not have, or, with
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) for a bad
+    /// setting or URL, a database the server does not have, or, with
     /// [`require_noeviction`](Self::require_noeviction), a server that may
-    /// evict; [`ErrorKind::Auth`] for refused
-    /// credentials, [`ErrorKind::Permission`] for a command the user's ACL
-    /// denies; [`ErrorKind::Connection`] when Redis cannot be reached
-    /// within the connect timeout, or does not answer within the command
-    /// timeout (the message names the one); [`ErrorKind::Server`] for a
-    /// refusal fairlock has no kind for; [`ErrorKind::Internal`] when a
-    /// thread cannot start. The first connection is opened
-    /// directly, so each is reported as soon as it is known (a refused
-    /// port at once), its cause in the message.
+    /// evict; [`ErrorKind::Auth`](crate::ErrorKind::Auth) for refused
+    /// credentials, [`ErrorKind::Permission`](crate::ErrorKind::Permission) for
+    /// a command the user's ACL denies;
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
+    /// cannot be reached within the connect timeout, or does not answer within
+    /// the command timeout (the message names the one);
+    /// [`ErrorKind::Server`](crate::ErrorKind::Server) for a refusal fairlock
+    /// has no kind for; [`ErrorKind::Internal`](crate::ErrorKind::Internal)
+    /// when a thread cannot start. The first connection is opened directly, so
+    /// each is reported as soon as it is known (a refused port at once), its
+    /// cause in the message.
     ///
     /// A bad setting is refused before any I/O (this runs without a server):
     ///
