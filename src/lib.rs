@@ -235,18 +235,8 @@ pub use connections::config::{
 pub use connections::topology::redact_url;
 pub use connections::warning::{ServerWarning, ServerWarningKind, SERVER_WARNING_TARGET};
 pub use error::{Error, ErrorKind, Result};
-pub use handles::builder::ClientBuilder;
-pub use handles::client::Client;
-pub use handles::kind;
-pub use handles::lease_signal::LeaseSignal;
-pub use handles::revocation_signal::RevocationSignal;
-pub use handles::{
-    AnyGuard, Bound, Election, FairLock, FairMultiLock, FairMutex, FairMutexGuard, FairRwLock,
-    FairSemaphore, Guard, Holder, Leader, LeaderEvent, LeaderWatch, Leadership,
-    MoveOnlyWithUnbound, MultiGuard, Ownership, Participant, PermitsChange, QueuedWaiter,
-    ReadGuard, SemaphorePermit, Status, Unbound, UpgradableReadGuard, Wait, WriteGuard,
-    MAX_PERMITS,
-};
+// The client, the handles, their guards and the kinds: handles/mod.rs's list.
+pub use handles::*;
 pub use machinery::caller::cancel::WaitCanceller;
 pub use machinery::holds::{LeaseEnd, Revocation};
 pub use protocol::keys::MAX_NAME_LEN;

@@ -3,12 +3,12 @@
 //! kind's requests in a file of its own, the election's watch and the status
 //! every kind shares: types over the machinery's core, which runs them.
 
-pub(crate) mod builder;
-pub(crate) mod client;
+mod builder;
+mod client;
 pub mod kind;
-pub(crate) mod lease_signal;
+mod lease_signal;
 mod participant;
-pub(crate) mod revocation_signal;
+mod revocation_signal;
 mod status;
 
 // Rustdoc lists a type's `impl` blocks in the order of these modules: what
@@ -36,15 +36,20 @@ mod leader_watch;
 
 mod multi;
 
+// What the crate exports of this layer (lib.rs re-exports all of it).
 pub use crate::machinery::caller::wait::Wait;
+pub use builder::ClientBuilder;
+pub use client::Client;
 pub use election::{Election, Leader, Leadership};
 pub use guard::Guard;
 pub use leader_watch::{LeaderEvent, LeaderWatch};
+pub use lease_signal::LeaseSignal;
 pub use lock::FairLock;
 pub use multi::{FairMultiLock, MultiGuard};
 pub use mutex::{FairMutex, FairMutexGuard};
 pub use ownership::{Bound, MoveOnlyWithUnbound, Ownership, Unbound};
 pub use participant::Participant;
+pub use revocation_signal::RevocationSignal;
 pub use rwlock::{FairRwLock, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use semaphore::{FairSemaphore, PermitsChange, SemaphorePermit, MAX_PERMITS};
 pub use status::{Holder, QueuedWaiter, Status};
