@@ -250,15 +250,7 @@ pub use protocol::{Access, Capacity, LockKind, DATA_FORMAT};
 /// release. Re-exports only: it adds no code to a user's build.
 #[doc(hidden)]
 pub mod __test_support {
-    pub use crate::protocol::{
-        check_value, election_channel, words, Abandon, AbandonReply, Access, Acquire, AcquireReply,
-        Ask, Cancel, CancelReply, Change, CommonArgs, Downgrade, DowngradeReply, ElectionMessage,
-        Engine, ForceRelease, Freed, HandedOver, Heartbeat, HeartbeatReply, HolderReply, Lease,
-        LockKeys, LockKind, Mode, Op, Operation, PermitsSet, QueueEntry, Release, ReleaseReply,
-        Renew, RenewReply, Revoke, Revoked, Script, SetPermits, Status, StatusReply, Upgrade,
-        UpgradeReply, UpgradeStep, WaiterReply, WaiterStatus, WakeMessage, RW_CAPACITY,
-        RW_UPGRADABLE, RW_UPGRADE_CLAIM,
-    };
+    pub use crate::protocol::*;
 
     /// fairlock's Functions library as `FUNCTION LOAD` takes it.
     pub fn library_source() -> &'static str {

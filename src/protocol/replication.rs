@@ -12,7 +12,9 @@ use crate::protocol::unexpected;
 /// How many replicas must acknowledge each write, and for how long to wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyncReplicas {
+    /// The replicas that must acknowledge each write.
     pub replicas: u32,
+    /// How long a write waits for them.
     pub timeout: Duration,
 }
 
