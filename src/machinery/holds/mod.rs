@@ -181,41 +181,6 @@ impl HoldState {
         }
         self.end
     }
-
-    /// The end a wait that began at `started` reports: the first one that
-    /// came while it waited. A maximum hold reached before the lease ran
-    /// out is reported as such even to a waiter woken after both (the lease
-    /// is capped at the maximum hold, so the two are moments apart, and a
-    /// busy machine may wake a waiter later than that).
-    fn first_end_since(&self, started: Instant, end: LeaseEnd) -> LeaseEnd {
-        let max_hold_first = self.max_end.is_some_and(|max_end| {
-            started < max_end && self.lost.is_some_and(|(lost_at, _)| max_end <= lost_at)
-        });
-        match end {
-            LeaseEnd::Lost if max_hold_first => LeaseEnd::MaxHold,
-            end => end,
-        }
-    }
-
-    /// What a wait for a revocation returns, if it is over: requested once
-    /// the hold was asked to let go, else once it ended (lost or released)
-    /// without being asked. A maximum hold reached is no end here: the
-    /// hold may still be asked.
-    fn revocation(&self) -> Option<Revocation> {
-        match self.end {
-            _ if self.revoked => Some(Revocation::Requested),
-            Some(LeaseEnd::Lost | LeaseEnd::Released) => Some(Revocation::HoldEnded),
-            _ => None,
-        }
-    }
-
-    /// The next moment `settle` may change the end.
-    fn next_change(&self) -> Instant {
-        match (self.end, self.max_end) {
-            (None, Some(max_end)) => max_end.min(self.expires_at),
-            _ => self.expires_at,
-        }
-    }
 }
 
 /// What a hold is made of: the grant an acquire call got, as this client
@@ -467,18 +432,34 @@ impl Hold {
 
     /// Blocks until the hold ends or `deadline` passes (`None`: no limit);
     /// returns the end, or `None` at the deadline. A lease whose local
-    /// count runs out wakes the caller at that moment.
+    /// count runs out wakes the caller at that moment. The end is the first
+    /// that came while it waited: a maximum hold reached before the lease
+    /// ran out is reported as such even to a waiter woken after both (the
+    /// lease is capped at the maximum hold, so the two are moments apart,
+    /// and a busy machine may wake a waiter later than that).
     pub(crate) fn wait_end(&self, deadline: Option<Instant>) -> Option<LeaseEnd> {
         let started = Instant::now();
         self.wait_for(deadline, |state| {
-            state.end.map(|end| state.first_end_since(started, end))
+            let max_hold_first = state.max_end.is_some_and(|max_end| {
+                started < max_end && state.lost.is_some_and(|(lost_at, _)| max_end <= lost_at)
+            });
+            match state.end? {
+                LeaseEnd::Lost if max_hold_first => Some(LeaseEnd::MaxHold),
+                end => Some(end),
+            }
         })
     }
 
-    /// Blocks until the hold is asked to let go, ends without being asked,
-    /// or `deadline` passes (`None`; no deadline: no limit).
+    /// Blocks until the hold is asked to let go (`Requested`), ends without
+    /// being asked (lost or released: `HoldEnded`; a maximum hold reached
+    /// is no end here, the hold may still be asked), or `deadline` passes
+    /// (`None`: no limit).
     pub(crate) fn wait_revoked(&self, deadline: Option<Instant>) -> Option<Revocation> {
-        self.wait_for(deadline, HoldState::revocation)
+        self.wait_for(deadline, |state| match state.end {
+            _ if state.revoked => Some(Revocation::Requested),
+            Some(LeaseEnd::Lost | LeaseEnd::Released) => Some(Revocation::HoldEnded),
+            _ => None,
+        })
     }
 
     /// Blocks until `look` finds what it waits for in the settled state,
@@ -498,7 +479,11 @@ impl Hold {
             if deadline.is_some_and(|d| now >= d) {
                 return None;
             }
-            let next = state.next_change();
+            // The next moment `settle` may change the end.
+            let next = match (state.end, state.max_end) {
+                (None, Some(max_end)) => max_end.min(state.expires_at),
+                _ => state.expires_at,
+            };
             let wake_at = deadline.map_or(next, |d| d.min(next));
             self.changed.wait_until(&mut state, wake_at);
         }
