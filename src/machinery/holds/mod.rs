@@ -364,17 +364,20 @@ impl Hold {
         self.state.lock().gap_at = Some(Instant::now());
     }
 
-    /// Why the hold was lost, as far as this client knows (`unknown` when
-    /// nothing told it), and whether it had been revoked before: what the
-    /// error of a call that finds it gone says.
-    pub(crate) fn loss(&self, unknown: &'static str) -> String {
+    /// Marks the hold lost (`why`, when nothing told this client else) and
+    /// returns the error of `call` (a guard's) finding it gone: why it was
+    /// lost as far as this client knows, and whether it had been revoked
+    /// before.
+    pub(crate) fn lost(&self, call: &Call, why: &'static str) -> Error {
+        self.mark_lost(why);
         let state = self.settled(Instant::now());
-        let why = state.lost.map_or(unknown, |(_, why)| why);
-        if state.revoked {
+        let why = state.lost.map_or(why, |(_, why)| why);
+        let why = if state.revoked {
             format!("{why}; it had been revoked (asked to let go) before")
         } else {
             why.to_owned()
-        }
+        };
+        lease_lost(call, self.token(), &why)
     }
 
     /// Whether someone asked the hold to let go.
