@@ -9,7 +9,7 @@ pub(crate) mod lease_policy;
 pub(crate) mod permits_seen;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -135,6 +135,9 @@ pub(crate) struct Hold {
     changing: AtomicBool,
     /// Its metrics' labels (nothing without the `metrics` feature).
     pub(crate) labels: Labels,
+    /// How many live guards stand for it (re-entries of a thread's hold
+    /// share it), counted under the lock of the registry ([`Holds`]).
+    guards: AtomicUsize,
     /// When this client got it (the acquire call's answer or wake-up): hold
     /// time counts from here to its last guard's release. (Its lease counts
     /// from earlier, a request sent before the grant.)
@@ -210,6 +213,7 @@ impl Hold {
             first_token: granted.token,
             changing: AtomicBool::new(false),
             labels: granted.labels,
+            guards: AtomicUsize::new(1),
             granted_at,
             drift,
             state: Mutex::new(HoldState {
@@ -503,18 +507,12 @@ impl Drop for Changing<'_> {
     }
 }
 
-/// One hold with live guards, and how many share it.
-struct Registered {
-    hold: Arc<Hold>,
-    guards: usize,
-}
-
 /// The holds of one client that have live guards, by lock key. They are
 /// what the watchdog renews, and the only holds a thread may re-enter: a
 /// hold in Redis with no live guard here is an orphan (see acquire.lua).
 #[derive(Default)]
 pub(crate) struct Holds {
-    by_lock: Mutex<HashMap<Arc<str>, Vec<Registered>, FxBuildHasher>>,
+    by_lock: Mutex<HashMap<Arc<str>, Vec<Arc<Hold>>, FxBuildHasher>>,
 }
 
 impl Holds {
@@ -524,16 +522,13 @@ impl Holds {
         let mut by_lock = self.by_lock.lock();
         let key = Arc::clone(&hold.call.keys.lock);
         let holds = by_lock.entry(key).or_default();
-        if let Some(known) = holds.iter_mut().find(|r| r.hold.token() == hold.token()) {
-            known.guards += 1;
-            return Arc::clone(&known.hold);
+        if let Some(known) = holds.iter().find(|h| h.token() == hold.token()) {
+            known.guards.fetch_add(1, Ordering::Relaxed);
+            return Arc::clone(known);
         }
         let hold = Arc::new(hold);
         observe::hold_began(&hold.labels);
-        holds.push(Registered {
-            hold: Arc::clone(&hold),
-            guards: 1,
-        });
+        holds.push(Arc::clone(&hold));
         hold
     }
 
@@ -544,10 +539,9 @@ impl Holds {
         let Some(holds) = by_lock.get_mut(hold.call.keys.lock()) else {
             return;
         };
-        if let Some(at) = holds.iter().position(|r| r.hold.token() == hold.token()) {
-            holds[at].guards -= 1;
-            if holds[at].guards == 0 {
-                holds.swap_remove(at).hold.mark_released();
+        if let Some(at) = holds.iter().position(|h| h.token() == hold.token()) {
+            if holds[at].guards.fetch_sub(1, Ordering::Relaxed) == 1 {
+                holds.swap_remove(at).mark_released();
             }
         }
         if holds.is_empty() {
@@ -566,11 +560,10 @@ impl Holds {
     /// over reads only names a read, which the script refuses.
     pub(crate) fn held_by(&self, lock_key: &str, owner: &str) -> (usize, u64) {
         let by_lock = self.by_lock.lock();
-        let own =
-            (by_lock.get(lock_key).into_iter().flatten()).filter(|r| *r.hold.call.owner == *owner);
+        let own = (by_lock.get(lock_key).into_iter().flatten()).filter(|h| *h.call.owner == *owner);
         let newest = (own.clone())
-            .filter(|r| r.hold.call.ask != Ask::Mutex || !r.hold.is_lost())
-            .map(|r| (r.hold.exclusive.load(Ordering::Acquire), r.hold.token()))
+            .filter(|h| h.call.ask != Ask::Mutex || !h.is_lost())
+            .map(|h| (h.exclusive.load(Ordering::Acquire), h.token()))
             .max();
         (own.count(), newest.map_or(0, |(_, token)| token))
     }
@@ -580,7 +573,7 @@ impl Holds {
     /// holds are not the ones it speaks of, whatever token a change of
     /// access gave one since), outside the registry's lock.
     pub(crate) fn each_up_to(&self, lock_key: &str, up_to: u64, tell: impl Fn(&Hold)) {
-        let told = self.all(|r| r.hold.call.keys.lock() == lock_key && r.hold.first_token <= up_to);
+        let told = self.all(|h| h.call.keys.lock() == lock_key && h.first_token <= up_to);
         told.iter().for_each(|hold| tell(hold));
     }
 
@@ -597,15 +590,15 @@ impl Holds {
         // Redis may still have it (a renewal too few replicas saw, a
         // partition that healed in time), and its owner may still be
         // stopping; the guard's release frees it.
-        self.all(|r| r.hold.is_renewable() || r.hold.is_unconfirmed_after_gap())
+        self.all(|h| h.is_renewable() || h.is_unconfirmed_after_gap())
     }
 
     /// Every hold with live guards that `keep` keeps, taken out of the
     /// registry's lock.
-    fn all(&self, keep: impl Fn(&Registered) -> bool) -> Vec<Arc<Hold>> {
+    fn all(&self, keep: impl Fn(&Hold) -> bool) -> Vec<Arc<Hold>> {
         let by_lock = self.by_lock.lock();
         let kept = by_lock.values().flatten().filter(|r| keep(r));
-        kept.map(|r| Arc::clone(&r.hold)).collect()
+        kept.cloned().collect()
     }
 }
 
