@@ -13,7 +13,7 @@ use crate::machinery::caller::queue_wait::LEAVE_GRACE;
 use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
-use crate::machinery::holds::{lease_lost, Hold, GONE, KEYS_GONE};
+use crate::machinery::holds::{Hold, GONE, KEYS_GONE};
 use crate::protocol::{Call, Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
@@ -97,7 +97,7 @@ impl CallHold {
         }
         if counted_lost || matches!(reply, ReleaseReply::NotHeld | ReleaseReply::Gone) {
             let gone = reply == ReleaseReply::Gone;
-            return Err(self.lost_as(if gone { KEYS_GONE } else { GONE }));
+            return Err(self.hold.lost(call, if gone { KEYS_GONE } else { GONE }));
         }
         replicated
     }
@@ -118,14 +118,7 @@ impl CallHold {
     /// The hold was found gone (its lease ran out, a force unlock): marked
     /// lost, and the error that says so, and why when this client knows.
     pub(crate) fn lost(&self) -> Error {
-        self.lost_as(GONE)
-    }
-
-    /// As [`lost`](Self::lost), `why` when nothing told this client else.
-    fn lost_as(&self, why: &'static str) -> Error {
-        self.hold.mark_lost(why);
-        let why = self.hold.loss(why);
-        lease_lost(&self.call, self.hold.token(), &why)
+        self.hold.lost(&self.call, GONE)
     }
 }
 

@@ -165,24 +165,18 @@ impl Wait {
     /// The wait of a call starting now: its deadline (`None`: none), or
     /// [`NoWait`] when it cannot wait at all.
     pub(crate) fn deadline(&self) -> Result<Option<Instant>, NoWait> {
-        if self.canceller().is_some_and(WaitCanceller::is_cancelled) {
-            return Err(NoWait);
-        }
-        let now = Instant::now();
         match self.limit {
-            Limit::Forever => Ok(None),
-            Limit::NotAtAll => Err(NoWait),
-            Limit::For(timeout) if timeout.is_zero() => Err(NoWait),
-            // A timeout past what an Instant holds is no limit.
-            Limit::For(timeout) => Ok(now.checked_add(timeout)),
-            Limit::Until(deadline) if deadline <= now => Err(NoWait),
-            Limit::Until(deadline) => Ok(Some(deadline)),
+            _ if self.canceller().is_some_and(WaitCanceller::is_cancelled) => Err(NoWait),
+            Limit::NotAtAll | Limit::For(Duration::ZERO) => Err(NoWait),
+            Limit::Until(deadline) if deadline <= Instant::now() => Err(NoWait),
+            _ => Ok(self.ends_by()),
         }
     }
 
     /// When a call with this wait gives up at the latest: its deadline,
     /// passed or not, or now once its canceller is cancelled (a cancel is
-    /// the deadline come early); `None` when it has neither.
+    /// the deadline come early); `None` when it has neither (a timeout past
+    /// what an Instant holds is no limit).
     pub(crate) fn ends_by(&self) -> Option<Instant> {
         if self.canceller().is_some_and(WaitCanceller::is_cancelled) {
             return Some(Instant::now());

@@ -44,8 +44,8 @@ pub(crate) enum Wake {
 #[derive(Debug, Default)]
 struct WaitState {
     granted: Option<Grant>,
+    /// When to poll Redis next (now or past: at once).
     poll_at: Option<Instant>,
-    repoll: bool,
     cancelled: bool,
     /// Send time of the latest request known to have found this waiter
     /// still queued (its first attempt, a later attempt, a heartbeat): any
@@ -82,10 +82,10 @@ pub(crate) struct Waiter {
     /// it), its lease may be fixed (the watchdog must not extend it).
     pub(crate) call: Call,
     state: Mutex<WaitState>,
-    wakeup: Condvar,
-    /// Tells a rejoin in order that a request of this wait was answered
-    /// or that the wait ended.
-    progress: Condvar,
+    /// Tells the waiting thread of a grant, a poll time or a cancel, and a
+    /// rejoin in order that a request of this wait was answered or that
+    /// the wait ended.
+    changed: Condvar,
 }
 
 impl Waiter {
@@ -93,8 +93,7 @@ impl Waiter {
         Waiter {
             call,
             state: Mutex::new(WaitState::default()),
-            wakeup: Condvar::new(),
-            progress: Condvar::new(),
+            changed: Condvar::new(),
         }
     }
 
@@ -131,7 +130,7 @@ impl Waiter {
         state.answers += 1;
         state.unreached = !reached;
         drop(state);
-        self.progress.notify_all();
+        self.changed.notify_all();
     }
 
     /// Its last request could not reach Redis, and its wait goes on.
@@ -143,7 +142,7 @@ impl Waiter {
     /// The wait is over.
     fn end(&self) {
         self.state.lock().ended = true;
-        self.progress.notify_all();
+        self.changed.notify_all();
     }
 
     /// Has this waiter poll at once, then waits until that poll was
@@ -154,10 +153,10 @@ impl Waiter {
             return true;
         }
         let before = state.answers;
-        state.repoll = true;
-        self.wakeup.notify_one();
+        state.poll_at = Some(Instant::now());
+        self.changed.notify_all();
         let waiting = |s: &mut WaitState| s.answers == before && !s.ended;
-        let waited = self.progress.wait_while_for(&mut state, waiting, step);
+        let waited = self.changed.wait_while_for(&mut state, waiting, step);
         !waited.timed_out()
     }
 
@@ -181,7 +180,7 @@ impl Waiter {
             delivered,
         });
         drop(state);
-        self.wakeup.notify_one();
+        self.changed.notify_all();
     }
 
     /// A force release's message: the lock's holds with tokens up to
@@ -192,9 +191,8 @@ impl Waiter {
         let mut state = self.state.lock();
         state.freed_up_to = state.freed_up_to.max(up_to);
         if state.granted.take_if(|g| g.token <= up_to).is_some() {
-            state.repoll = true;
             drop(state);
-            self.wakeup.notify_one();
+            self.repoll();
         }
     }
 
@@ -220,7 +218,7 @@ impl Waiter {
         if state.poll_at.is_none_or(|current| at < current) {
             state.poll_at = Some(at);
             drop(state);
-            self.wakeup.notify_one();
+            self.changed.notify_all();
         }
     }
 
@@ -244,14 +242,13 @@ impl Waiter {
 
     /// Asks the waiter to poll Redis at once.
     pub(crate) fn repoll(&self) {
-        self.state.lock().repoll = true;
-        self.wakeup.notify_one();
+        self.poll_by(Instant::now());
     }
 
     /// Ends the wait as if its deadline had passed (see `WaitCanceller`).
     pub(crate) fn cancel(&self) {
         self.state.lock().cancelled = true;
-        self.wakeup.notify_one();
+        self.changed.notify_all();
     }
 
     /// Sleeps until granted, asked to poll, or `deadline`.
@@ -260,9 +257,6 @@ impl Waiter {
         loop {
             if let Some(grant) = state.granted.take() {
                 return Wake::Granted(grant);
-            }
-            if std::mem::take(&mut state.repoll) {
-                return Wake::Poll;
             }
             let now = Instant::now();
             if state.poll_at.is_some_and(|at| at <= now) {
@@ -273,8 +267,8 @@ impl Waiter {
                 return Wake::GaveUp;
             }
             match state.poll_at.into_iter().chain(deadline).min() {
-                Some(at) => _ = self.wakeup.wait_until(&mut state, at),
-                None => self.wakeup.wait(&mut state),
+                Some(at) => _ = self.changed.wait_until(&mut state, at),
+                None => self.changed.wait(&mut state),
             }
         }
     }

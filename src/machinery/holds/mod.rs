@@ -9,7 +9,7 @@ pub(crate) mod lease_policy;
 pub(crate) mod permits_seen;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -135,6 +135,9 @@ pub(crate) struct Hold {
     changing: AtomicBool,
     /// Its metrics' labels (nothing without the `metrics` feature).
     pub(crate) labels: Labels,
+    /// How many live guards stand for it (re-entries of a thread's hold
+    /// share it), counted under the lock of the registry ([`Holds`]).
+    guards: AtomicUsize,
     /// When this client got it (the acquire call's answer or wake-up): hold
     /// time counts from here to its last guard's release. (Its lease counts
     /// from earlier, a request sent before the grant.)
@@ -181,41 +184,6 @@ impl HoldState {
         }
         self.end
     }
-
-    /// The end a wait that began at `started` reports: the first one that
-    /// came while it waited. A maximum hold reached before the lease ran
-    /// out is reported as such even to a waiter woken after both (the lease
-    /// is capped at the maximum hold, so the two are moments apart, and a
-    /// busy machine may wake a waiter later than that).
-    fn first_end_since(&self, started: Instant, end: LeaseEnd) -> LeaseEnd {
-        let max_hold_first = self.max_end.is_some_and(|max_end| {
-            started < max_end && self.lost.is_some_and(|(lost_at, _)| max_end <= lost_at)
-        });
-        match end {
-            LeaseEnd::Lost if max_hold_first => LeaseEnd::MaxHold,
-            end => end,
-        }
-    }
-
-    /// What a wait for a revocation returns, if it is over: requested once
-    /// the hold was asked to let go, else once it ended (lost or released)
-    /// without being asked. A maximum hold reached is no end here: the
-    /// hold may still be asked.
-    fn revocation(&self) -> Option<Revocation> {
-        match self.end {
-            _ if self.revoked => Some(Revocation::Requested),
-            Some(LeaseEnd::Lost | LeaseEnd::Released) => Some(Revocation::HoldEnded),
-            _ => None,
-        }
-    }
-
-    /// The next moment `settle` may change the end.
-    fn next_change(&self) -> Instant {
-        match (self.end, self.max_end) {
-            (None, Some(max_end)) => max_end.min(self.expires_at),
-            _ => self.expires_at,
-        }
-    }
 }
 
 /// What a hold is made of: the grant an acquire call got, as this client
@@ -245,6 +213,7 @@ impl Hold {
             first_token: granted.token,
             changing: AtomicBool::new(false),
             labels: granted.labels,
+            guards: AtomicUsize::new(1),
             granted_at,
             drift,
             state: Mutex::new(HoldState {
@@ -399,17 +368,20 @@ impl Hold {
         self.state.lock().gap_at = Some(Instant::now());
     }
 
-    /// Why the hold was lost, as far as this client knows (`unknown` when
-    /// nothing told it), and whether it had been revoked before: what the
-    /// error of a call that finds it gone says.
-    pub(crate) fn loss(&self, unknown: &'static str) -> String {
+    /// Marks the hold lost (`why`, when nothing told this client else) and
+    /// returns the error of `call` (a guard's) finding it gone: why it was
+    /// lost as far as this client knows, and whether it had been revoked
+    /// before.
+    pub(crate) fn lost(&self, call: &Call, why: &'static str) -> Error {
+        self.mark_lost(why);
         let state = self.settled(Instant::now());
-        let why = state.lost.map_or(unknown, |(_, why)| why);
-        if state.revoked {
+        let why = state.lost.map_or(why, |(_, why)| why);
+        let why = if state.revoked {
             format!("{why}; it had been revoked (asked to let go) before")
         } else {
             why.to_owned()
-        }
+        };
+        lease_lost(call, self.token(), &why)
     }
 
     /// Whether someone asked the hold to let go.
@@ -467,18 +439,34 @@ impl Hold {
 
     /// Blocks until the hold ends or `deadline` passes (`None`: no limit);
     /// returns the end, or `None` at the deadline. A lease whose local
-    /// count runs out wakes the caller at that moment.
+    /// count runs out wakes the caller at that moment. The end is the first
+    /// that came while it waited: a maximum hold reached before the lease
+    /// ran out is reported as such even to a waiter woken after both (the
+    /// lease is capped at the maximum hold, so the two are moments apart,
+    /// and a busy machine may wake a waiter later than that).
     pub(crate) fn wait_end(&self, deadline: Option<Instant>) -> Option<LeaseEnd> {
         let started = Instant::now();
         self.wait_for(deadline, |state| {
-            state.end.map(|end| state.first_end_since(started, end))
+            let max_hold_first = state.max_end.is_some_and(|max_end| {
+                started < max_end && state.lost.is_some_and(|(lost_at, _)| max_end <= lost_at)
+            });
+            match state.end? {
+                LeaseEnd::Lost if max_hold_first => Some(LeaseEnd::MaxHold),
+                end => Some(end),
+            }
         })
     }
 
-    /// Blocks until the hold is asked to let go, ends without being asked,
-    /// or `deadline` passes (`None`; no deadline: no limit).
+    /// Blocks until the hold is asked to let go (`Requested`), ends without
+    /// being asked (lost or released: `HoldEnded`; a maximum hold reached
+    /// is no end here, the hold may still be asked), or `deadline` passes
+    /// (`None`: no limit).
     pub(crate) fn wait_revoked(&self, deadline: Option<Instant>) -> Option<Revocation> {
-        self.wait_for(deadline, HoldState::revocation)
+        self.wait_for(deadline, |state| match state.end {
+            _ if state.revoked => Some(Revocation::Requested),
+            Some(LeaseEnd::Lost | LeaseEnd::Released) => Some(Revocation::HoldEnded),
+            _ => None,
+        })
     }
 
     /// Blocks until `look` finds what it waits for in the settled state,
@@ -498,7 +486,11 @@ impl Hold {
             if deadline.is_some_and(|d| now >= d) {
                 return None;
             }
-            let next = state.next_change();
+            // The next moment `settle` may change the end.
+            let next = match (state.end, state.max_end) {
+                (None, Some(max_end)) => max_end.min(state.expires_at),
+                _ => state.expires_at,
+            };
             let wake_at = deadline.map_or(next, |d| d.min(next));
             self.changed.wait_until(&mut state, wake_at);
         }
@@ -515,18 +507,12 @@ impl Drop for Changing<'_> {
     }
 }
 
-/// One hold with live guards, and how many share it.
-struct Registered {
-    hold: Arc<Hold>,
-    guards: usize,
-}
-
 /// The holds of one client that have live guards, by lock key. They are
 /// what the watchdog renews, and the only holds a thread may re-enter: a
 /// hold in Redis with no live guard here is an orphan (see acquire.lua).
 #[derive(Default)]
 pub(crate) struct Holds {
-    by_lock: Mutex<HashMap<Arc<str>, Vec<Registered>, FxBuildHasher>>,
+    by_lock: Mutex<HashMap<Arc<str>, Vec<Arc<Hold>>, FxBuildHasher>>,
 }
 
 impl Holds {
@@ -536,16 +522,13 @@ impl Holds {
         let mut by_lock = self.by_lock.lock();
         let key = Arc::clone(&hold.call.keys.lock);
         let holds = by_lock.entry(key).or_default();
-        if let Some(known) = holds.iter_mut().find(|r| r.hold.token() == hold.token()) {
-            known.guards += 1;
-            return Arc::clone(&known.hold);
+        if let Some(known) = holds.iter().find(|h| h.token() == hold.token()) {
+            known.guards.fetch_add(1, Ordering::Relaxed);
+            return Arc::clone(known);
         }
         let hold = Arc::new(hold);
         observe::hold_began(&hold.labels);
-        holds.push(Registered {
-            hold: Arc::clone(&hold),
-            guards: 1,
-        });
+        holds.push(Arc::clone(&hold));
         hold
     }
 
@@ -556,10 +539,9 @@ impl Holds {
         let Some(holds) = by_lock.get_mut(hold.call.keys.lock()) else {
             return;
         };
-        if let Some(at) = holds.iter().position(|r| r.hold.token() == hold.token()) {
-            holds[at].guards -= 1;
-            if holds[at].guards == 0 {
-                holds.swap_remove(at).hold.mark_released();
+        if let Some(at) = holds.iter().position(|h| h.token() == hold.token()) {
+            if holds[at].guards.fetch_sub(1, Ordering::Relaxed) == 1 {
+                holds.swap_remove(at).mark_released();
             }
         }
         if holds.is_empty() {
@@ -578,11 +560,10 @@ impl Holds {
     /// over reads only names a read, which the script refuses.
     pub(crate) fn held_by(&self, lock_key: &str, owner: &str) -> (usize, u64) {
         let by_lock = self.by_lock.lock();
-        let own =
-            (by_lock.get(lock_key).into_iter().flatten()).filter(|r| *r.hold.call.owner == *owner);
+        let own = (by_lock.get(lock_key).into_iter().flatten()).filter(|h| *h.call.owner == *owner);
         let newest = (own.clone())
-            .filter(|r| r.hold.call.ask != Ask::Mutex || !r.hold.is_lost())
-            .map(|r| (r.hold.exclusive.load(Ordering::Acquire), r.hold.token()))
+            .filter(|h| h.call.ask != Ask::Mutex || !h.is_lost())
+            .map(|h| (h.exclusive.load(Ordering::Acquire), h.token()))
             .max();
         (own.count(), newest.map_or(0, |(_, token)| token))
     }
@@ -592,7 +573,7 @@ impl Holds {
     /// holds are not the ones it speaks of, whatever token a change of
     /// access gave one since), outside the registry's lock.
     pub(crate) fn each_up_to(&self, lock_key: &str, up_to: u64, tell: impl Fn(&Hold)) {
-        let told = self.all(|r| r.hold.call.keys.lock() == lock_key && r.hold.first_token <= up_to);
+        let told = self.all(|h| h.call.keys.lock() == lock_key && h.first_token <= up_to);
         told.iter().for_each(|hold| tell(hold));
     }
 
@@ -609,15 +590,15 @@ impl Holds {
         // Redis may still have it (a renewal too few replicas saw, a
         // partition that healed in time), and its owner may still be
         // stopping; the guard's release frees it.
-        self.all(|r| r.hold.is_renewable() || r.hold.is_unconfirmed_after_gap())
+        self.all(|h| h.is_renewable() || h.is_unconfirmed_after_gap())
     }
 
     /// Every hold with live guards that `keep` keeps, taken out of the
     /// registry's lock.
-    fn all(&self, keep: impl Fn(&Registered) -> bool) -> Vec<Arc<Hold>> {
+    fn all(&self, keep: impl Fn(&Hold) -> bool) -> Vec<Arc<Hold>> {
         let by_lock = self.by_lock.lock();
         let kept = by_lock.values().flatten().filter(|r| keep(r));
-        kept.map(|r| Arc::clone(&r.hold)).collect()
+        kept.cloned().collect()
     }
 }
 
