@@ -66,20 +66,19 @@ fn send(
             // Without a confirmed renewal, a hold counts as lost once its
             // last confirmed lease has run out (Hold::is_lost compares the
             // time). One not checked since a gap got no answer (the server
-            // loading its data): checked again soon.
-            let unchecked =
-                |work: &&Work| matches!(work, Work::Renew(hold) if hold.is_unconfirmed_after_gap());
-            if work.iter().any(unchecked) {
-                watchdog.recheck.store(true, Ordering::Relaxed);
-            }
-            if err.is_connection() {
-                // Not heartbeated: a waiter not at the head of its queue
-                // would otherwise wait for Redis forever.
-                let patience = shared.config().outage_patience();
-                for work in work {
-                    if let Work::Heartbeat(waiters) = work {
-                        (waiters.iter()).for_each(|waiter| waiter.unheard(sent, patience));
+            // loading its data): checked again soon. Not heartbeated for
+            // want of Redis, a waiter not at the head of its queue would
+            // otherwise wait for Redis forever.
+            let patience = shared.config().outage_patience();
+            for work in work {
+                match work {
+                    Work::Renew(hold) if hold.is_unconfirmed_after_gap() => {
+                        watchdog.recheck.store(true, Ordering::Relaxed)
                     }
+                    Work::Heartbeat(waiters) if err.is_connection() => {
+                        (waiters.iter()).for_each(|waiter| waiter.unheard(sent, patience))
+                    }
+                    _ => {}
                 }
             }
             return Err(err);
