@@ -266,18 +266,16 @@ impl Core {
     /// Frees every hold of the lock, whoever holds it, and hands it on to
     /// the queue in the same step.
     pub(crate) fn force_release(&self, target: &Target) -> Result<Freed> {
-        let op = ForceRelease {
-            call_key: self.call_key(),
-        };
+        let call_key = self.call_key();
+        let op = ForceRelease { call_key };
         self.write(target, "force release", &op)?.replicated()
     }
 
     /// Asks every hold of the lock present now to let go; frees nothing.
     /// Returns how many holds it asked.
     pub(crate) fn revoke(&self, target: &Target) -> Result<usize> {
-        let op = Revoke {
-            call_key: self.call_key(),
-        };
+        let call_key = self.call_key();
+        let op = Revoke { call_key };
         let revoked: Revoked = self.write(target, "revoke", &op)?.replicated()?;
         Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
     }

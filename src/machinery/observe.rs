@@ -38,28 +38,17 @@ use crate::protocol::LockKind;
 #[derive(Debug, Clone)]
 pub(crate) struct Labels {
     #[cfg(feature = "metrics")]
-    primitive: &'static str,
-    #[cfg(feature = "metrics")]
-    name: Option<std::sync::Arc<str>>,
+    list: Vec<Label>,
 }
 
 impl Labels {
     pub(crate) fn new(kind: LockKind, name: Option<&str>) -> Self {
         Labels {
             #[cfg(feature = "metrics")]
-            primitive: kind.label(),
-            #[cfg(feature = "metrics")]
-            name: name.map(Into::into),
+            list: std::iter::once(Label::new("primitive", kind.label()))
+                .chain(name.map(|name| Label::new("name", name.to_owned())))
+                .collect(),
         }
-    }
-
-    #[cfg(feature = "metrics")]
-    fn list(&self) -> Vec<Label> {
-        let mut labels = vec![Label::new("primitive", self.primitive)];
-        if let Some(name) = &self.name {
-            labels.push(Label::new("name", name.to_string()));
-        }
-        labels
     }
 }
 
@@ -103,7 +92,7 @@ pub(crate) fn describe() {
 pub(crate) fn wait_ended(labels: &Labels, outcome: &'static str, waited: Duration) {
     #[cfg(feature = "metrics")]
     {
-        let mut list = labels.list();
+        let mut list = labels.list.clone();
         list.push(Label::new("outcome", outcome));
         histogram!("fairlock_wait_seconds", list).record(waited.as_secs_f64());
     }
@@ -113,15 +102,15 @@ pub(crate) fn wait_ended(labels: &Labels, outcome: &'static str, waited: Duratio
 /// grant.
 pub(crate) fn handed_over(labels: &Labels, latency: Duration) {
     #[cfg(feature = "metrics")]
-    histogram!("fairlock_handoff_seconds", labels.list()).record(latency.as_secs_f64());
+    histogram!("fairlock_handoff_seconds", labels.list.clone()).record(latency.as_secs_f64());
 }
 
 /// A hold got its first guard (a re-entry's joins a hold: no acquisition).
 pub(crate) fn hold_began(labels: &Labels) {
     #[cfg(feature = "metrics")]
     {
-        counter!("fairlock_acquisitions_total", labels.list()).increment(1);
-        gauge!("fairlock_held_locks", labels.list()).increment(1.0);
+        counter!("fairlock_acquisitions_total", labels.list.clone()).increment(1);
+        gauge!("fairlock_held_locks", labels.list.clone()).increment(1.0);
     }
 }
 
@@ -129,21 +118,21 @@ pub(crate) fn hold_began(labels: &Labels) {
 pub(crate) fn hold_ended(labels: &Labels, held: Duration) {
     #[cfg(feature = "metrics")]
     {
-        histogram!("fairlock_hold_seconds", labels.list()).record(held.as_secs_f64());
-        gauge!("fairlock_held_locks", labels.list()).decrement(1.0);
+        histogram!("fairlock_hold_seconds", labels.list.clone()).record(held.as_secs_f64());
+        gauge!("fairlock_held_locks", labels.list.clone()).decrement(1.0);
     }
 }
 
 /// A hold's lease was found lost (once per hold).
 pub(crate) fn lease_lost(labels: &Labels) {
     #[cfg(feature = "metrics")]
-    counter!("fairlock_leases_lost_total", labels.list()).increment(1);
+    counter!("fairlock_leases_lost_total", labels.list.clone()).increment(1);
 }
 
 /// A thread started (`+1.0`) or stopped (`-1.0`) waiting in a queue.
 pub(crate) fn waiting(labels: &Labels, delta: f64) {
     #[cfg(feature = "metrics")]
-    gauge!("fairlock_waiting_threads", labels.list()).increment(delta);
+    gauge!("fairlock_waiting_threads", labels.list.clone()).increment(delta);
 }
 
 /// A connection was made again after the server closed one: a

@@ -222,13 +222,12 @@ impl Shared {
     }
 
     /// A round's work for the watchdog: every hold, the waiters of each
-    /// lock, the calls still to abandon.
-    pub(crate) fn round(&self) -> Batch {
-        Batch {
-            holds: self.holds.snapshot(),
-            groups: self.waiters.by_lock(),
-            abandons: self.abandons.snapshot(),
-        }
+    /// lock, the calls still to abandon, in that order.
+    pub(crate) fn round(&self) -> Vec<Work> {
+        let holds = self.holds.snapshot().into_iter().map(Work::Renew);
+        let groups = self.waiters.by_lock().into_iter().map(Work::Heartbeat);
+        let abandons = self.abandons.snapshot().into_iter().map(Work::Abandon);
+        holds.chain(groups).chain(abandons).collect()
     }
 
     /// The calls still to abandon (what a client going away tries once
@@ -382,14 +381,23 @@ impl Shared {
     }
 }
 
-/// Renewals, heartbeats and abandons: a round's ([`Shared::round`]), or
-/// one slot's of it on a cluster (a pipeline goes to a single node).
-#[derive(Default)]
-pub(crate) struct Batch {
-    pub(crate) holds: Vec<Arc<Hold>>,
-    /// Waiters of one lock each.
-    pub(crate) groups: Vec<Vec<Arc<Waiter>>>,
-    pub(crate) abandons: Vec<Arc<ToAbandon>>,
+/// One call of a watchdog round ([`Shared::round`]).
+pub(crate) enum Work {
+    Renew(Arc<Hold>),
+    /// Heartbeat the waiters of one lock.
+    Heartbeat(Vec<Arc<Waiter>>),
+    Abandon(Arc<ToAbandon>),
+}
+
+impl Work {
+    /// The call whose lock it is for (a heartbeat's first waiter's).
+    pub(crate) fn call(&self) -> &Call {
+        match self {
+            Work::Renew(hold) => &hold.call,
+            Work::Heartbeat(waiters) => &waiters[0].call,
+            Work::Abandon(given) => &given.call,
+        }
+    }
 }
 
 /// Starts a named background thread that holds only the shared state.

@@ -33,8 +33,7 @@ use parking_lot::Mutex;
 use crate::connections::own_conns::OwnConns;
 use crate::connections::slot_map::Address;
 use crate::connections::OwnConn;
-use crate::error::Error;
-use crate::machinery::shared::{spawn_named, Batch, Shared};
+use crate::machinery::shared::{spawn_named, Shared, Work};
 use crate::protocol::Route;
 
 /// Rounds between two readings of the cluster's slot map, besides the ones
@@ -104,26 +103,6 @@ impl Watchdog {
         }
     }
 
-    /// Logs that too few replicas acknowledged a round's renewals on
-    /// `node` (`short`), at warn the first time in a row, or that enough
-    /// did again, at info.
-    pub(crate) fn replicas_short(
-        &self,
-        shared: &Shared,
-        node: Option<&Address>,
-        short: Option<&Error>,
-    ) {
-        let id = shared.client_id();
-        let said = short.map(|err| {
-            format!(
-                "client {id}'s renewals are not counted while too few replicas acknowledge \
-                 them: {err}"
-            )
-        });
-        let over = || format!("client {id}'s renewals are acknowledged by enough replicas again");
-        self.short.say(node.cloned(), said, true, over);
-    }
-
     /// Logs how a round on `on` (`None`: the one server) went: a failure
     /// at warn the first time in a row (see `level`), then at debug; the
     /// first success after a warning at info.
@@ -179,15 +158,12 @@ pub(crate) fn run(shared: &Arc<Shared>) {
 /// timeout for it (the round under way when it stopped, or this), and one
 /// round trip where Redis answers, however many calls there are.
 fn abandon_before_stopping(shared: &Shared, watchdog: &Watchdog) {
-    let work = Batch {
-        abandons: shared.abandons_left(),
-        ..Batch::default()
-    };
+    let work = shared.abandons_left().into_iter().map(Work::Abandon);
     let batches = match shared.caller.backend.is_cluster() {
-        true => by_slot(work).into_values().collect(),
-        false => vec![work],
+        true => by_slot(work.collect()).into_values().collect(),
+        false => vec![work.collect()],
     };
-    for batch in batches.iter().filter(|batch| !batch.abandons.is_empty()) {
+    for batch in batches.iter().filter(|batch| !batch.is_empty()) {
         if let Err(err) = renewal::run(shared, watchdog, batch, None) {
             log::warn!("fairlock: client stopped with calls not abandoned: {err}");
             return;
@@ -197,19 +173,10 @@ fn abandon_before_stopping(shared: &Shared, watchdog: &Watchdog) {
 
 /// `work` split by the slot of each call's lock: a cluster's pipeline
 /// goes whole to one slot's node.
-fn by_slot(work: Batch) -> HashMap<u16, Batch> {
-    let mut by_slot: HashMap<u16, Batch> = HashMap::new();
-    for hold in work.holds {
-        let slot = hold.call.keys.slot;
-        by_slot.entry(slot).or_default().holds.push(hold);
-    }
-    for group in work.groups {
-        let slot = group[0].call.keys.slot;
-        by_slot.entry(slot).or_default().groups.push(group);
-    }
-    for entry in work.abandons {
-        let slot = entry.call.keys.slot;
-        by_slot.entry(slot).or_default().abandons.push(entry);
+fn by_slot(work: Vec<Work>) -> HashMap<u16, Vec<Work>> {
+    let mut by_slot: HashMap<u16, Vec<Work>> = HashMap::new();
+    for work in work {
+        by_slot.entry(work.call().keys.slot).or_default().push(work);
     }
     by_slot
 }
@@ -222,7 +189,7 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
         watchdog.map_stale.store(true, Ordering::Relaxed);
     }
     let stale = watchdog.map_stale.load(Ordering::Relaxed);
-    if work.holds.is_empty() && work.groups.is_empty() && work.abandons.is_empty() && !stale {
+    if work.is_empty() && !stale {
         return true;
     }
     if !shared.caller.backend.is_cluster() {
@@ -231,7 +198,7 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
         return !ran.is_err_and(|err| err.is_connection());
     }
     let map = shared.slot_map();
-    let mut by_master: HashMap<Group, Vec<Batch>> = HashMap::new();
+    let mut by_master: HashMap<Group, Vec<Vec<Work>>> = HashMap::new();
     for (slot, batch) in by_slot(work) {
         let master = map.as_ref().and_then(|map| map.master_of(slot));
         let group = master.map_or(Group::Slot(slot), |master| Group::Master(master.clone()));

@@ -2,24 +2,28 @@
 //! leases, heartbeat queued waiters, abandon calls whose outcome was never
 //! learned. It runs on connections of the watchdog's own, outside the pool,
 //! so user calls that hold every pooled connection (a slow or stalled
-//! server) never make a renewal wait for one.
+//! server) never make a renewal wait for one. The three are sent and read
+//! one same way ([`exchange`]), each reply applied by its kind ([`apply`]).
 
 use std::slice;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::Level;
-use redis::{ConnectionLike, Value};
+use redis::Value;
 
+use crate::connections::scripts::Scripts;
 use crate::connections::slot_map::Address;
+use crate::connections::steady;
 use crate::error::{Error, Result, Retry};
 use crate::machinery::caller::waiters::Waiter;
+use crate::machinery::holds::abandons::ToAbandon;
 use crate::machinery::holds::Hold;
-use crate::machinery::shared::Shared;
-use crate::machinery::watchdog::{Batch, Watchdog};
+use crate::machinery::shared::{Shared, Work};
+use crate::machinery::watchdog::Watchdog;
 use crate::protocol::{
-    unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, WaiterStatus,
+    unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, SyncReplicas,
+    WaiterStatus,
 };
 
 /// Runs one batch (on `node`, the master of its slot as the slot map says,
@@ -27,108 +31,198 @@ use crate::protocol::{
 pub(crate) fn run(
     shared: &Shared,
     watchdog: &Watchdog,
-    batch: &Batch,
+    batch: &[Work],
     node: Option<&Address>,
 ) -> Result<()> {
+    let (abandons, renewals): (Vec<&Work>, Vec<&Work>) =
+        (batch.iter()).partition(|work| matches!(work, Work::Abandon(_)));
     let mut outcome = Ok(());
-    if !batch.holds.is_empty() || !batch.groups.is_empty() {
-        let sent = Instant::now();
-        let renewed = watchdog.with_conn(shared, node, |conn| {
-            renew(shared, conn, &batch.holds, &batch.groups)
-        });
-        let renewed = match renewed {
-            Err(err) if splits(shared, &err, batch.holds.len() + batch.groups.len()) => {
-                Ok(renew_one_by_one(shared, watchdog, batch))
-            }
-            renewed => renewed,
-        };
-        if let (Ok(replies), false) = (&renewed, batch.holds.is_empty()) {
-            watchdog.replicas_short(shared, node, replies.replicated.as_ref().err());
-        }
-        // Without a confirmed renewal, a hold counts as lost once its last
-        // confirmed lease has run out (Hold::is_lost compares the time).
-        let unchecked = |hold: &Arc<Hold>| hold.is_unconfirmed_after_gap();
-        let level = watchdog.level();
-        let applied = renewed.map(|replies| apply(shared, batch, replies, sent, level));
-        // A hold not checked since a gap got no answer (the server loading
-        // its data): checked again soon.
-        if (applied.as_ref()).map_or_else(|_| batch.holds.iter().any(unchecked), |u| *u) {
-            watchdog.recheck.store(true, Ordering::Relaxed);
-        }
-        outcome = applied.map(drop);
-        if outcome.as_ref().is_err_and(Error::is_connection) {
-            // Not heartbeated: a waiter not at the head of its queue would
-            // otherwise wait for Redis forever.
-            let patience = shared.config().outage_patience();
-            (batch.groups.iter().flatten()).for_each(|waiter| waiter.unheard(sent, patience));
-        }
-    }
-    // Redis cannot be reached: they wait for the next round (they would
-    // wait a command timeout, and so would a client's drop).
-    if batch.abandons.is_empty() || outcome.as_ref().is_err_and(Error::is_connection) {
-        return outcome;
-    }
-    // All in one pipeline: many calls to give back cost one round trip, and
-    // hold the next round's renewals back no longer than that.
-    let ops: Vec<Abandon> = (batch.abandons.iter())
-        .map(|given| Abandon {
-            entry: given.call.entry(),
-        })
-        .collect();
-    // The abandons `which` as one pipeline, sent to `node` (or through the
-    // cluster client); a node that answers with a redirection fails it.
-    let send = |which: std::ops::Range<usize>, node| {
-        let (given, ops) = (&batch.abandons[which.clone()], &ops[which]);
-        let pipe = |by| {
-            let mut pipe = redis::pipe();
-            for (entry, op) in given.iter().zip(ops) {
-                pipe.add_command(shared.caller.scripts.command(&entry.call.keys, op, by));
-            }
-            pipe
-        };
-        watchdog.with_conn(shared, node, |conn| {
-            let values = shared.caller.scripts.query(pipe, conn)?;
-            values.iter().find_map(redirection).map_or(Ok(values), Err)
-        })
-    };
-    let sent = Instant::now();
-    let replies = send(0..ops.len(), node);
-    let values: Vec<Result<Value>> = match replies {
-        Ok(values) => values.into_iter().map(Ok).collect(),
-        // Each alone, as the renewals above.
-        Err(err) if splits(shared, &err, batch.abandons.len()) => (0..ops.len())
-            .map(|i| {
-                let mut values = send(i..i + 1, None)?;
-                values.pop().ok_or_else(|| unexpected(&values.len()))
-            })
-            .collect(),
-        Err(err) => return outcome.and(Err(err)),
-    };
-    // (`parse` makes an error reply the error it says.)
-    for ((entry, op), value) in batch.abandons.iter().zip(&ops).zip(values) {
-        let (id, key) = (entry.call.id, entry.call.keys.lock());
-        match value.and_then(|value| op.parse(value)) {
-            Ok(_) => shared.abandon_answered(entry, sent, false),
-            Err(err) if err.is_connection() => outcome = outcome.and(Err(err)),
-            // Its slot still moving: kept, and sent again next round.
-            Err(err) if err.is_slot_moving() => {
-                log::debug!(
-                    "fairlock: abandoning call {id} on {key:?} waits for a slot move: {err}"
-                );
-                outcome = outcome.and(Err(err));
-            }
-            // Refused before it ran (over maxmemory, too few replicas, a
-            // failed snapshot): kept, and sent again next round.
-            Err(err) if err.is_refused_for_now() => {
-                log::debug!("fairlock: abandoning call {id} on {key:?} refused for now: {err}");
-            }
-            Err(err) => {
-                log::warn!("fairlock: abandoning call {id} on {key:?} refused, dropped: {err}");
-                shared.abandon_answered(entry, sent, true);
-            }
+    // The renewals and heartbeats in one pipeline, then the abandons in
+    // another: many calls to give back cost one round trip, and hold the
+    // next round's renewals back no longer than that. Once Redis cannot be
+    // reached, they wait for the next round (they would wait a command
+    // timeout, and so would a client's drop).
+    for (work, sync) in [(renewals, shared.config().sync_replicas), (abandons, None)] {
+        if !work.is_empty() && !outcome.as_ref().is_err_and(Error::is_connection) {
+            outcome = outcome.and(send(shared, watchdog, &work, node, sync));
         }
     }
     outcome
+}
+
+/// Sends `work` (see [`exchange`]) and applies the replies. Returns the
+/// first error: the pipeline's, or an abandon's to send again.
+fn send(
+    shared: &Shared,
+    watchdog: &Watchdog,
+    work: &[&Work],
+    node: Option<&Address>,
+    sync: Option<SyncReplicas>,
+) -> Result<()> {
+    let sent = Instant::now();
+    let (replies, replicated) = match exchange(shared, watchdog, work, node, sync) {
+        Ok(exchanged) => exchanged,
+        Err(err) => {
+            // Without a confirmed renewal, a hold counts as lost once its
+            // last confirmed lease has run out (Hold::is_lost compares the
+            // time). One not checked since a gap got no answer (the server
+            // loading its data): checked again soon. Not heartbeated for
+            // want of Redis, a waiter not at the head of its queue would
+            // otherwise wait for Redis forever.
+            let patience = shared.config().outage_patience();
+            for work in work {
+                match work {
+                    Work::Renew(hold) if hold.is_unconfirmed_after_gap() => {
+                        watchdog.recheck.store(true, Ordering::Relaxed)
+                    }
+                    Work::Heartbeat(waiters) if err.is_connection() => {
+                        (waiters.iter()).for_each(|waiter| waiter.unheard(sent, patience))
+                    }
+                    _ => {}
+                }
+            }
+            return Err(err);
+        }
+    };
+    // Too few replicas acknowledged the renewals on `node`: said at warn
+    // the first time in a row, and once at info when enough do again.
+    if work.iter().any(|work| matches!(work, Work::Renew(_))) {
+        let id = shared.client_id();
+        let said = replicated.as_ref().err().map(|err| {
+            format!(
+                "client {id}'s renewals are not counted while too few replicas acknowledge \
+                 them: {err}"
+            )
+        });
+        let over = || format!("client {id}'s renewals are acknowledged by enough replicas again");
+        watchdog.short.say(node.cloned(), said, true, over);
+    }
+    let applied = (replies.into_iter())
+        .map(|(call, reply)| apply(shared, watchdog, call, reply, replicated.is_ok(), sent));
+    applied.fold(Ok(()), Result::and)
+}
+
+/// One script call of a round as it was sent, with what it is for.
+enum Sent<'a> {
+    /// A hold's renewal, asked at that instant: its lease counts from there.
+    Renew(&'a Hold, Renew<'a>, Instant),
+    /// A heartbeat of one lock's waiters.
+    Heartbeat(&'a [Arc<Waiter>], Heartbeat<'a>),
+    Abandon(&'a Arc<ToAbandon>, Abandon<'a>),
+}
+
+impl<'a> Sent<'a> {
+    /// The call that does `work`, asked at `asked`.
+    fn of(shared: &Shared, work: &'a Work, asked: Instant) -> Sent<'a> {
+        match work {
+            Work::Renew(hold) => {
+                let renewal = Renew {
+                    owner: &hold.call.owner,
+                    token: hold.token(),
+                    first: hold.first_token,
+                    call: hold.call.id,
+                    // A hold not renewed (checked after a gap) keeps its lease.
+                    lease: (hold.is_renewable())
+                        .then(|| hold.renewal_lease(asked, shared.config().lease)),
+                };
+                Sent::Renew(hold, renewal, asked)
+            }
+            Work::Heartbeat(waiters) => {
+                let beat = Heartbeat {
+                    waiter_timeout: shared.config().waiter_timeout,
+                    waiters: waiters.iter().map(|waiter| waiter.call.entry()).collect(),
+                };
+                Sent::Heartbeat(waiters, beat)
+            }
+            Work::Abandon(given) => {
+                let entry = given.call.entry();
+                Sent::Abandon(given, Abandon { entry })
+            }
+        }
+    }
+
+    fn command(&self, scripts: &Scripts, by_fcall: bool) -> redis::Cmd {
+        match self {
+            Sent::Renew(hold, op, _) => scripts.command(&hold.call.keys, op, by_fcall),
+            Sent::Heartbeat(waiters, op) => scripts.command(&waiters[0].call.keys, op, by_fcall),
+            Sent::Abandon(given, op) => scripts.command(&given.call.keys, op, by_fcall),
+        }
+    }
+}
+
+/// Each call as sent with its reply, and whether enough replicas
+/// acknowledged them (with `sync_replicas`).
+type Exchanged<'a> = (Vec<(Sent<'a>, Result<Value>)>, Result<()>);
+
+/// Sends the calls that do `work` as one pipeline on `node`'s connection
+/// (see [`Watchdog::with_conn`]), with a `WAIT` for `sync`'s replicas after
+/// them if given; or, when a slot moves (see [`splits`]), each in a
+/// pipeline of its own through the cluster client, one that fails having
+/// its error as its reply.
+fn exchange<'a>(
+    shared: &Shared,
+    watchdog: &Watchdog,
+    work: &[&'a Work],
+    node: Option<&Address>,
+    sync: Option<SyncReplicas>,
+) -> Result<Exchanged<'a>> {
+    let scripts = &shared.caller.scripts;
+    let pipeline = |work: &[&'a Work], node| -> Result<Exchanged<'a>> {
+        watchdog.with_conn(shared, node, |conn| {
+            // The leases count from here, not from before the connection
+            // was had (opened, maybe): the one capped by a maximum hold
+            // asks for what is left of it from here, and counted from
+            // earlier would end before it.
+            let asked = Instant::now();
+            let calls: Vec<Sent> = (work.iter())
+                .map(|work| Sent::of(shared, work, asked))
+                .collect();
+            let pipe = |by_fcall| {
+                let mut pipe = redis::pipe();
+                for call in &calls {
+                    pipe.add_command(call.command(scripts, by_fcall));
+                }
+                if let Some(sync) = sync {
+                    pipe.add_command(sync.wait_command());
+                }
+                pipe
+            };
+            let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
+            let mut values = steady::waiting(wait, || scripts.query(pipe, conn))?;
+            // A node that does not serve the slot (any more) answers with a
+            // redirection: the batch goes again through the cluster client.
+            // A master demoted since (`READONLY`) fails the batch too, so
+            // that its connection is dropped and the batch goes to its
+            // successor.
+            if let Some(moved) = values.iter().find_map(redirection) {
+                return Err(moved);
+            }
+            let shortfall = sync.map(|sync| sync.shortfall(values.pop())).transpose()?;
+            if values.len() != calls.len() {
+                return Err(unexpected(&values.len()));
+            }
+            let replies = calls.into_iter().zip(values.into_iter().map(Ok)).collect();
+            Ok((replies, shortfall.flatten().map_or(Ok(()), Err)))
+        })
+    };
+    let exchanged = pipeline(work, node);
+    if !exchanged
+        .as_ref()
+        .is_err_and(|err| splits(shared, err, work.len()))
+    {
+        return exchanged;
+    }
+    let (mut replies, mut replicated) = (Vec::new(), Ok(()));
+    for one in work {
+        match pipeline(slice::from_ref(one), None) {
+            Ok((mut reply, enough)) => {
+                replies.append(&mut reply);
+                replicated = replicated.and(enough);
+            }
+            Err(err) => replies.push((Sent::of(shared, one, Instant::now()), Err(err))),
+        }
+    }
+    Ok((replies, replicated))
 }
 
 /// Whether a batch of `commands` commands that failed with `err` goes
@@ -144,115 +238,6 @@ fn splits(shared: &Shared, err: &Error, commands: usize) -> bool {
     commands > 1 && err.is_slot_moving() && shared.caller.backend.is_cluster()
 }
 
-/// The batch's renewals and heartbeats, each in a pipeline of its own
-/// through the cluster client (see [`splits`]); one that fails has its
-/// error as its reply. The leases count from before the first was asked.
-fn renew_one_by_one(shared: &Shared, watchdog: &Watchdog, batch: &Batch) -> Replies {
-    let mut all = Replies {
-        asked: Instant::now(),
-        renewed: Vec::new(),
-        heartbeats: Vec::new(),
-        replicated: Ok(()),
-    };
-    let holds = (batch.holds.iter()).map(|hold| (slice::from_ref(hold), &[][..]));
-    let groups = (batch.groups.iter()).map(|group| (&[][..], slice::from_ref(group)));
-    for (holds, groups) in holds.chain(groups) {
-        let one = watchdog.with_conn(shared, None, |conn| renew(shared, conn, holds, groups));
-        match (one, holds.first()) {
-            (Ok(mut one), _) => {
-                all.renewed.append(&mut one.renewed);
-                all.heartbeats.append(&mut one.heartbeats);
-                all.replicated = all.replicated.and(one.replicated);
-            }
-            (Err(err), Some(hold)) => all.renewed.push((Err(err), Duration::ZERO, hold.token())),
-            (Err(err), None) => all.heartbeats.push(Err(err)),
-        }
-    }
-    all
-}
-
-/// The batch's replies, parsed: one per hold, one per waiter group, and
-/// whether enough replicas acknowledged them (with `sync_replicas`).
-struct Replies {
-    /// When the renewals' leases were asked: each counts from there.
-    asked: Instant,
-    /// Each hold's renewal, the lease it asked for and the token it named.
-    renewed: Vec<(Result<RenewReply>, Duration, u64)>,
-    heartbeats: Vec<Result<HeartbeatReply>>,
-    replicated: Result<()>,
-}
-
-/// Renews `holds` and heartbeats `groups` in one pipeline on `conn`.
-fn renew(
-    shared: &Shared,
-    conn: &mut dyn ConnectionLike,
-    holds: &[Arc<Hold>],
-    groups: &[Vec<Arc<Waiter>>],
-) -> Result<Replies> {
-    // The leases count from here, not from before the connection was had
-    // (opened, maybe): the one capped by a maximum hold asks for what is
-    // left of it from here, and counted from earlier would end before it.
-    let asked = Instant::now();
-    let lease = shared.config().lease;
-    let renewals: Vec<Renew> = (holds.iter())
-        .map(|hold| Renew {
-            owner: &hold.call.owner,
-            token: hold.token(),
-            first: hold.first_token,
-            call: hold.call.id,
-            // A hold not renewed (checked after a gap) keeps its lease.
-            lease: (hold.is_renewable()).then(|| hold.renewal_lease(asked, lease)),
-        })
-        .collect();
-    let beats: Vec<Heartbeat> = (groups.iter())
-        .map(|waiters| Heartbeat {
-            waiter_timeout: shared.config().waiter_timeout,
-            waiters: waiters.iter().map(|waiter| waiter.call.entry()).collect(),
-        })
-        .collect();
-    let (sync, scripts) = (shared.config().sync_replicas, &shared.caller.scripts);
-    let pipe = |by| {
-        let mut pipe = redis::pipe();
-        for (hold, renewal) in holds.iter().zip(&renewals) {
-            pipe.add_command(scripts.command(&hold.call.keys, renewal, by));
-        }
-        for (waiters, beat) in groups.iter().zip(&beats) {
-            pipe.add_command(scripts.command(&waiters[0].call.keys, beat, by));
-        }
-        if let Some(sync) = sync {
-            pipe.add_command(sync.wait_command());
-        }
-        pipe
-    };
-    let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
-    let query = || scripts.query(pipe, conn);
-    let mut values = crate::connections::steady::waiting(wait, query)?;
-    // A node that does not serve the slot (any more) answers with a
-    // redirection: the batch goes again through the cluster client. A
-    // master demoted since (`READONLY`) fails the batch too, so that its
-    // connection is dropped and the batch goes to its successor.
-    if let Some(moved) = values.iter().find_map(redirection) {
-        return Err(moved);
-    }
-    let shortfall = sync.map(|sync| sync.shortfall(values.pop())).transpose()?;
-    let replicated = shortfall.flatten().map_or(Ok(()), Err);
-    if values.len() != renewals.len() + beats.len() {
-        return Err(unexpected(&values.len()));
-    }
-    let heartbeat_values = values.split_off(renewals.len());
-    Ok(Replies {
-        asked,
-        // (A hold only checked asks for no lease: zero pushes nothing out.)
-        renewed: (renewals.iter().zip(values))
-            .map(|(r, value)| (r.parse(value), r.lease.unwrap_or_default(), r.token))
-            .collect(),
-        heartbeats: (beats.iter().zip(heartbeat_values))
-            .map(|(beat, value)| beat.parse(value))
-            .collect(),
-        replicated,
-    })
-}
-
 /// The error of a reply that redirects to another node or comes from a
 /// demoted master, if it is one.
 fn redirection(value: &Value) -> Option<Error> {
@@ -263,32 +248,45 @@ fn redirection(value: &Value) -> Option<Error> {
         .filter(|err| err.is_slot_moving() || err.retry() == Retry::DemotedMaster)
 }
 
-/// Applies the replies; true if a hold not checked since a gap got no
-/// answer (an error reply).
-fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level: Level) -> bool {
-    let mut unanswered = false;
-    for (hold, (renewed, lease, token)) in batch.holds.iter().zip(replies.renewed) {
-        if let Ok(RenewReply::Revoked) = renewed {
-            // Asked to let go: said by the reply as well as by a message,
-            // so a lost message is made up for here.
-            hold.mark_revoked();
-        }
-        match renewed {
-            // A renewal too few replicas saw does not extend the lease the
-            // guard counts on: a failover could bring back the old expiry.
-            Ok(reply) if reply.is_held() && replies.replicated.is_ok() => {
-                hold.renewed(replies.asked, lease)
+/// Applies one call's reply (a renewal counts only if enough replicas
+/// acknowledged the batch: `replicated`). An error for an abandon to send
+/// again: Redis not reached, its slot still moving.
+fn apply(
+    shared: &Shared,
+    watchdog: &Watchdog,
+    call: Sent,
+    reply: Result<Value>,
+    replicated: bool,
+    sent: Instant,
+) -> Result<()> {
+    let level = watchdog.level();
+    match call {
+        Sent::Renew(hold, op, asked) => match reply.and_then(|value| op.parse(value)) {
+            Ok(reply) => {
+                if reply == RenewReply::Revoked {
+                    // Asked to let go: said by the reply as well as by a
+                    // message, so a lost message is made up for here.
+                    hold.mark_revoked();
+                }
+                // A renewal too few replicas saw does not extend the lease
+                // the guard counts on: a failover could bring back the old
+                // expiry. (A hold only checked asks for no lease: zero
+                // pushes nothing out.)
+                match reply.is_held() {
+                    true if replicated => hold.renewed(asked, op.lease.unwrap_or_default()),
+                    true => {}
+                    false => hold.renewal_failed(op.token, reply),
+                }
             }
-            Ok(reply) if reply.is_held() => {}
-            Ok(reply) => hold.renewal_failed(token, reply),
             Err(err) => {
                 log::log!(level, "fairlock: renewal failed: {err}");
-                unanswered |= hold.is_unconfirmed_after_gap();
+                // Not checked since a gap and no answer: checked again soon.
+                if hold.is_unconfirmed_after_gap() {
+                    watchdog.recheck.store(true, Ordering::Relaxed);
+                }
             }
-        }
-    }
-    for (waiters, reply) in batch.groups.iter().zip(replies.heartbeats) {
-        match reply {
+        },
+        Sent::Heartbeat(waiters, op) => match reply.and_then(|value| op.parse(value)) {
             Ok(reply) => apply_heartbeat(shared, waiters, reply, sent),
             Err(err) => {
                 log::log!(level, "fairlock: heartbeat failed: {err}");
@@ -305,9 +303,33 @@ fn apply(shared: &Shared, batch: &Batch, replies: Replies, sent: Instant, level:
                     waiters.iter().for_each(|waiter| waiter.repoll());
                 }
             }
+        },
+        Sent::Abandon(given, op) => {
+            let (id, key) = (given.call.id, given.call.keys.lock());
+            // (`parse` makes an error reply the error it says.)
+            match reply.and_then(|value| op.parse(value)) {
+                Ok(_) => shared.abandon_answered(given, sent, false),
+                Err(err) if err.is_connection() => return Err(err),
+                // Its slot still moving: kept, and sent again next round.
+                Err(err) if err.is_slot_moving() => {
+                    log::debug!(
+                        "fairlock: abandoning call {id} on {key:?} waits for a slot move: {err}"
+                    );
+                    return Err(err);
+                }
+                // Refused before it ran (over maxmemory, too few replicas, a
+                // failed snapshot): kept, and sent again next round.
+                Err(err) if err.is_refused_for_now() => {
+                    log::debug!("fairlock: abandoning call {id} on {key:?} refused for now: {err}");
+                }
+                Err(err) => {
+                    log::warn!("fairlock: abandoning call {id} on {key:?} refused, dropped: {err}");
+                    shared.abandon_answered(given, sent, true);
+                }
+            }
         }
     }
-    unanswered
+    Ok(())
 }
 
 fn apply_heartbeat(shared: &Shared, waiters: &[Arc<Waiter>], reply: HeartbeatReply, sent: Instant) {
