@@ -287,7 +287,10 @@ pub(crate) fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
         let (ready, _) = std::sync::mpsc::channel();
         match spawn(shared, Listen::Shards(node.clone()), ready) {
             Ok(thread) => shared.shards.keep_thread(thread),
-            Err(err) => log::warn!("fairlock: no listener for {node:?}: {err}"),
+            Err(err) => {
+                log::warn!("fairlock: no listener for {node:?} yet: {err}");
+                shared.shards.no_listener(node);
+            }
         }
     }
 }

@@ -90,6 +90,12 @@ impl Shards {
         self.listened.lock().insert(node.clone())
     }
 
+    /// `node`'s listener could not be started: the next slot map that
+    /// names it tries again.
+    pub(crate) fn no_listener(&self, node: &Address) {
+        self.listened.lock().remove(node);
+    }
+
     /// Whether `node`, whose connection failed, left the cluster: `map`
     /// names it no more. Its listener then ends (a thread retrying a gone
     /// address for the client's life, one per node that ever left), and
