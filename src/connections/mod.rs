@@ -131,7 +131,7 @@ pub(crate) struct Backend {
     /// connections opened outside the pool too.
     manager: Manager,
     /// A cluster's slot map reads, off the pool.
-    map_reader: MapReader<Steady>,
+    map_reader: MapReader,
 }
 
 impl Backend {
