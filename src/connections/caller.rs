@@ -83,6 +83,11 @@ impl Caller {
     /// out) goes out once more on a connection with a fresh slot map (see
     /// [`Pooled::note`](crate::connections::pool::Pooled::note)), so the
     /// first call after a failover finds the promoted replica.
+    /// While its lock's cluster slot is being moved between masters, the
+    /// call goes out again, for up to `command_timeout`: the script did not
+    /// run, and a move usually ends within the cluster client's own
+    /// retries (about 0.3-4 s of waits). The watchdog does not wait here:
+    /// it renews again next period, and must not hold back other slots.
     /// The scripts make a call delivered twice count once (call ids).
     /// With a [`Limit`], each pool wait and command timeout is capped by
     /// the time left.
@@ -99,8 +104,11 @@ impl Caller {
             )));
         }
         let left = |at: Instant| at.saturating_duration_since(Instant::now());
-        let mut stale_retries = self.config.pool_size + 1;
-        let mut fresh_map_retry = true;
+        let give_up = Instant::now() + self.config.command_timeout;
+        let give_up = limit.reply_by.map_or(give_up, |at| at.min(give_up));
+        // Counted afresh after each wait for a slot move, as for a new call.
+        let retries = || (self.config.pool_size + 1, true);
+        let (mut stale_retries, mut fresh_map_retry) = retries();
         loop {
             let mut conn =
                 (self.backend).checkout(limit.checkout_by.map_or(Duration::MAX, left))?;
@@ -133,25 +141,6 @@ impl Caller {
                     fresh_map_retry = false;
                     log::debug!("fairlock: retrying with a fresh cluster slot map: {err}");
                 }
-                other => return other,
-            }
-        }
-    }
-
-    /// Runs `call` again while its lock's cluster slot is being moved
-    /// between masters, for up to `command_timeout`: the script did not
-    /// run, and a move usually ends within the cluster client's own
-    /// retries (about 0.3-4 s of waits). The watchdog does not wait here:
-    /// it renews again next period, and must not hold back other slots.
-    fn through_slot_moves<T>(
-        &self,
-        limit: Limit,
-        mut call: impl FnMut() -> Result<T>,
-    ) -> Result<T> {
-        let give_up = Instant::now() + self.config.command_timeout;
-        let give_up = limit.reply_by.map_or(give_up, |at| at.min(give_up));
-        loop {
-            match call() {
                 // Off a cluster, a `MOVED` is a URL that names a cluster node.
                 Err(err) if err.is_slot_moving() && !self.backend.is_cluster() => {
                     let said = std::error::Error::source(&err).map(ToString::to_string);
@@ -162,13 +151,13 @@ impl Caller {
                 }
                 Err(err) if err.is_slot_moving() && Instant::now() < give_up => {
                     log::debug!("fairlock: slot being moved, retrying: {err}");
-                    let left = give_up.saturating_duration_since(Instant::now());
-                    std::thread::sleep(SLOT_MOVE_RETRY_WAIT.min(left));
+                    std::thread::sleep(SLOT_MOVE_RETRY_WAIT.min(left(give_up)));
                     // No time left to ask again: what Redis said is the
                     // answer (nothing ran), not an unsent request's timeout.
                     if Instant::now() >= give_up {
                         return Err(err);
                     }
+                    (stale_retries, fresh_map_retry) = retries();
                 }
                 other => return other,
             }
@@ -219,10 +208,8 @@ impl Caller {
         let cap = self.config.command_timeout + wait;
         let by =
             || (limit.reply_by).or_else(|| self.backend.is_cluster().then(|| Instant::now() + cap));
-        let written = self.through_slot_moves(limit, || {
-            self.with_connection(limit, |conn| {
-                steady::replied_by(by(), || self.scripts.run(conn, keys, op, sync))
-            })
+        let written = self.with_connection(limit, |conn| {
+            steady::replied_by(by(), || self.scripts.run(conn, keys, op, sync))
         });
         written.map(|written| written.named(named)).map_err(named)
     }

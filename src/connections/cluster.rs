@@ -78,13 +78,8 @@ impl Cluster {
         // Each master once, in the map's order.
         let mut seen = HashSet::new();
         let masters = (map.masters().into_iter()).filter(|&(_, _, master)| seen.insert(master));
-        let masters = masters.map(|(_, _, address)| {
-            let client = self.node_client(address, None)?;
-            Ok(client.get_connection_info().clone())
-        });
-        let nodes = masters
-            .chain(self.infos.iter().cloned().map(Ok))
-            .collect::<Result<Vec<_>>>()?;
+        let masters = masters.map(|(_, _, address)| self.node_info(address));
+        let nodes = masters.chain(self.infos.iter().cloned()).collect();
         *self.client.lock() = Arc::new(cluster_client(config, nodes)?);
         Ok(())
     }
@@ -96,15 +91,19 @@ impl Cluster {
     /// with their command timeouts set: opening it asks nothing of the
     /// other nodes, so a stalled node never delays it.
     pub(super) fn connection(&self, at: &Listen, timeouts: Timeouts) -> Result<Steady> {
-        let (node, protocol) = match at {
-            Listen::Node(node) => (node, None),
+        let info = match at {
+            Listen::Node(node) => self.node_info(node),
             // RESP3: shard messages, confirmations and `sunsubscribe` come
             // as pushes, which a read timed out before does not swallow
             // (the redis crate skips the next reply after one: RESP2).
-            Listen::Shards(node) => (node, Some(ProtocolVersion::RESP3)),
+            Listen::Shards(node) => {
+                let info = self.node_info(node);
+                let settings = info.redis_settings().clone();
+                info.set_redis_settings(settings.set_protocol(ProtocolVersion::RESP3))
+            }
             Listen::Main | Listen::AnySeed => return self.any_seed(timeouts),
         };
-        timeouts.connect(&self.node_client(node, protocol)?)
+        timeouts.connect(&redis::Client::open(info).map_err(invalid_url)?)
     }
 
     /// A connection to the first reachable seed within `timeouts` each,
@@ -125,20 +124,11 @@ impl Cluster {
         Err(last_error)
     }
 
-    /// A client for the cluster node at `address`, made like the first
-    /// seed, speaking `protocol` if given instead of the seed's.
-    fn node_client(
-        &self,
-        (host, port): &Address,
-        protocol: Option<ProtocolVersion>,
-    ) -> Result<redis::Client> {
+    /// The connection settings of the cluster node at `address`: the first
+    /// seed's (credentials, TLS).
+    fn node_info(&self, (host, port): &Address) -> ConnectionInfo {
         let seed = self.seeds[0].get_connection_info().clone();
-        let mut info = at_address(seed, host.clone(), *port);
-        if let Some(protocol) = protocol {
-            let settings = info.redis_settings().clone().set_protocol(protocol);
-            info = info.set_redis_settings(settings);
-        }
-        redis::Client::open(info).map_err(invalid_url)
+        at_address(seed, host.clone(), *port)
     }
 }
 

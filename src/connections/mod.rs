@@ -131,7 +131,7 @@ pub(crate) struct Backend {
     /// connections opened outside the pool too.
     manager: Manager,
     /// A cluster's slot map reads, off the pool.
-    map_reader: MapReader<Steady>,
+    map_reader: MapReader,
 }
 
 impl Backend {
@@ -198,11 +198,11 @@ impl Backend {
         (self.cluster()).map_or(Ok(()), |cluster| cluster.reseed(config, map))
     }
 
-    /// A plain connection of the watchdog's own to one cluster node (see
-    /// [`Cluster::connection`]).
-    pub(crate) fn node_connection(&self, address: &Address) -> Result<Steady> {
-        let at = Listen::Node(address.clone());
-        self.manager.deployment.connect(&at, self.manager.timeouts)
+    /// A new connection of its own to where `at` says, with the command
+    /// timeouts set: the watchdog's to one cluster node, a subscriber
+    /// thread's to one for shard channels (see [`Cluster::connection`]).
+    pub(crate) fn connection(&self, at: &Listen) -> Result<Steady> {
+        self.manager.deployment.connect(at, self.manager.timeouts)
     }
 
     /// How many times the Sentinels named another master than before (0
@@ -250,13 +250,6 @@ impl Backend {
             ),
             _ => err,
         }
-    }
-
-    /// A new connection of its own to the cluster node `node` for shard
-    /// channels (a subscriber thread's), with the command timeouts set.
-    pub(crate) fn shard_connection(&self, node: &Address) -> Result<redis::Connection> {
-        let at = Listen::Shards(node.clone());
-        Ok((self.manager.deployment.connect(&at, self.manager.timeouts))?.into_inner())
     }
 
     /// A new connection of its own (a subscriber thread's, a watch's), with

@@ -140,8 +140,9 @@ impl Scripts {
             |code: &str| crate::error::refused_for_now(code) || (on_cluster && code == "READONLY");
         match called {
             Err(err) if err.code().is_some_and(|code| lost(code, err.detail())) => {
-                let later = self.load_all(conn)?;
-                self.call_library(later);
+                // Calls call the library again if refused for now.
+                self.functions
+                    .fetch_or(self.load_all(conn)?, Ordering::Relaxed);
             }
             Err(err) if err.code() == Some("NOPERM") || crate::error::is_unknown_command(&err) => {
                 log::debug!("fairlock: FCALL refused ({err}); calling scripts by EVALSHA");
@@ -165,8 +166,8 @@ impl Scripts {
     /// (which the cluster client sends to every node). True when it refused
     /// the library for now (`OOM`, `NOREPLICAS`, `MISCONF`): the caller's
     /// own call goes by EVALSHA, and the later ones call the library again
-    /// ([`call_library`](Self::call_library)), which loads it once the
-    /// server takes it. A refusal for now leaves the other threads' calls
+    /// (the caller sets `functions`), which loads it once the server takes
+    /// it. A refusal for now leaves the other threads' calls
     /// as they were: a reload by one thread (the watchdog's) that straddles
     /// the moment the server takes writes again must not send theirs by
     /// EVALSHA meanwhile. A read-only replica's refusal is an error: no call
@@ -214,12 +215,6 @@ impl Scripts {
             load.query::<()>(conn).map_err(crate::Error::from_redis)?;
         }
         Ok(())
-    }
-
-    /// Has calls call the library again if `later` (see
-    /// [`load_all`](Self::load_all)).
-    fn call_library(&self, later: bool) {
-        self.functions.fetch_or(later, Ordering::Relaxed);
     }
 
     /// The words of the call of `op` on the lock `keys`: an `FCALL` if
@@ -347,7 +342,7 @@ impl Scripts {
         let later = self.load_all(conn)?;
         let by_fcall = !later && self.calls_functions();
         let sent = conn.req_packed_commands(&packed(by_fcall), 0, commands);
-        self.call_library(later);
+        self.functions.fetch_or(later, Ordering::Relaxed);
         sent.map_err(crate::Error::from_redis)
     }
 }

@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 use redis::{ConnectionLike, Value};
 
 use crate::connections::own_conns::OwnConns;
+use crate::connections::steady::Steady;
 use crate::error::{Error, Result};
 use crate::protocol::unexpected;
 
@@ -91,31 +92,23 @@ impl SlotMap {
 /// tries at most two nodes (a seed when none is known), so a stalled node
 /// costs the reading thread (a subscriber, the watchdog) a command
 /// timeout, and the calls nothing.
-pub(crate) struct MapReader<C> {
+#[derive(Default)]
+pub(crate) struct MapReader {
     /// The connections maps were read on, by node (`None`: a seed).
-    conns: OwnConns<Option<Address>, C>,
+    conns: OwnConns<Option<Address>, Steady>,
     /// The nodes of the last map read, the one that answered first, those
     /// that failed a read last.
     nodes: Mutex<Vec<Address>>,
 }
 
-impl<C> Default for MapReader<C> {
-    fn default() -> Self {
-        MapReader {
-            conns: OwnConns::default(),
-            nodes: Mutex::default(),
-        }
-    }
-}
-
-impl<C: ConnectionLike> MapReader<C> {
+impl MapReader {
     /// The map, read at `near` if given, else at the first of the nodes
     /// (a seed when none is known: `None`), on a kept connection or one
     /// that `open` makes; after a failure, at the next node.
     pub(crate) fn read(
         &self,
         near: Option<&Address>,
-        open: impl Fn(Option<&Address>) -> Result<C>,
+        open: impl Fn(Option<&Address>) -> Result<Steady>,
     ) -> Result<SlotMap> {
         let read_at = |at: Option<Address>| {
             let open = || open(at.as_ref());

@@ -35,7 +35,6 @@
 //! timeout ("no reply within ..."), never as an unreachable server.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::cluster::Connect;
@@ -259,10 +258,9 @@ pub(crate) fn worded<T>(result: RedisResult<T>, timeout: Option<Duration>) -> Re
 /// node connection of its cluster connections.
 pub(crate) struct Steady {
     conn: redis::Connection,
-    /// The read timeout set on the connection, in ns (0: none), which
-    /// bounds a request's repeats too. An atomic, as the cluster client
-    /// sets it through `&self`.
-    timeout_ns: AtomicU64,
+    /// The read timeout set on the connection, which bounds a request's
+    /// repeats too. A cell, as the cluster client sets it through `&self`.
+    timeout: Cell<Option<Duration>>,
 }
 
 impl Steady {
@@ -285,7 +283,7 @@ impl Steady {
         });
         Ok(Steady {
             conn: conn?,
-            timeout_ns: AtomicU64::new(0),
+            timeout: Cell::new(None),
         })
     }
 
@@ -296,8 +294,7 @@ impl Steady {
         &mut self,
         send: impl FnMut(&mut redis::Connection, Option<Duration>) -> RedisResult<T>,
     ) -> RedisResult<T> {
-        let ns = self.timeout_ns.load(Ordering::Relaxed);
-        let mut timeout = (ns > 0).then(|| Duration::from_nanos(ns));
+        let mut timeout = self.timeout.get();
         // Within what is left of the call's time, if it has a deadline
         // (`replied_by`); its timeout, in words, as the call set it.
         let worded_as = timeout;
@@ -412,8 +409,7 @@ impl Connect for Steady {
     /// Also bounds a request's repeats after a signal (see `request`).
     fn set_read_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
         self.conn.set_read_timeout(dur)?;
-        let ns = dur.map_or(0, |dur| dur.as_nanos().clamp(1, u64::MAX as u128));
-        self.timeout_ns.store(ns as u64, Ordering::Relaxed);
+        self.timeout.set(dur);
         Ok(())
     }
 

@@ -169,7 +169,8 @@ fn listen_shards(
     node: &Address,
     ready: &mut Option<Sender<Result<()>>>,
 ) -> Result<()> {
-    let mut conn = shared.caller.backend.shard_connection(node)?;
+    let at = Listen::Shards(node.clone());
+    let mut conn = shared.caller.backend.connection(&at)?.into_inner();
     conn.set_read_timeout(Some(SHARD_READ_TIMEOUT))
         .map_err(Error::from_redis)?;
     if let Some(ready) = ready.take() {

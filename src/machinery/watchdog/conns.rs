@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use redis::ConnectionLike;
 
 use crate::connections::slot_map::Address;
-use crate::connections::{Backend, OwnConn};
+use crate::connections::{Backend, Listen, OwnConn};
 use crate::error::{Result, Retry};
 use crate::machinery::shared::Shared;
 use crate::machinery::watchdog::Watchdog;
@@ -43,7 +43,7 @@ impl Watchdog {
 /// Opens a connection to `node`, or of the deployment's own kind.
 fn open<'a>(backend: &'a Backend, node: Option<&'a Address>) -> impl Fn() -> Result<OwnConn> + 'a {
     move || match node {
-        Some(address) => Ok(Box::new(backend.node_connection(address)?)),
+        Some(node) => Ok(Box::new(backend.connection(&Listen::Node(node.clone()))?)),
         None => backend.own_connection(),
     }
 }
