@@ -294,13 +294,6 @@ end
 -- so that a call delivered again after its hold changed answers with that
 -- hold instead of taking a second one. nil when it holds nothing live.
 local function hold_of_call(meta, owner, call, units, now_ms)
-  local lone = meta.lone
-  if lone then
-    if lone.owner == owner and lone.call == call and lone.ends >= now_ms then
-      return lone.token, lone.ends - now_ms, lone_name(lone)
-    end
-    return nil
-  end
   local name = owner .. ' ' .. call .. ' '
   local names = units == 2147483648 and { '2147483648', '4294967295', '1' }
     or units == 4294967295 and { '4294967295', '2147483648', '1' } or { fmt(units) }
@@ -369,8 +362,7 @@ local function drop_expired(meta, now_ms, owners)
   local lone = meta.lone
   if lone then
     if lone.ends < now_ms then
-      meta.lone = nil
-      meta.used = math.max(0, meta.used - lone.units)
+      give_back_counted(meta, lone, lone.units)
       return 1
     end
     return 0
