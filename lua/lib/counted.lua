@@ -250,14 +250,8 @@ local function remember(call_key, old)
   if old == '' or old == '-' then
     return call_key
   end
-  local list, at = call_key .. ',' .. old, 0
-  for _ = 1, 8 do
-    at = string.find(list, ',', at + 1, true)
-    if not at then
-      return list
-    end
-  end
-  return string.sub(list, 1, at - 1)
+  -- The first key, then up to 7 more, each after its ','.
+  return string.match(call_key .. ',' .. old, '^[^,]*' .. string.rep(',?[^,]*', 7))
 end
 
 -- The name "<owner> <call> <units>" of the meta's lone hold.
