@@ -20,8 +20,7 @@ if holder == owner and give_back(owner, token, calls, mark, fence, call, waiters
   return 1
 end
 if redis.call('ZSCORE', QUEUE, entry) then
-  local now_us, now_ms = server_time()
-  leave_queue(entry, holder, token, mark, left, now_us, now_ms)
+  leave_queue(entry, holder, token, mark, left)
   return 2
 end
 return 0

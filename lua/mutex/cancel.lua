@@ -20,6 +20,5 @@ if holder == owner and counts_call(calls, call) then
   left = extend_lease(lease, fence, left, fixed)
   return { 1, tonumber(token), left }
 end
-local now_us, now_ms = server_time()
-leave_queue(entry, holder, token, mark, left, now_us, now_ms)
+leave_queue(entry, holder, token, mark, left)
 return { 0 }
