@@ -641,10 +641,11 @@ end
 -- renews it: a watchdog-renewed hold (`fixed` '0') of `member` with `left`
 -- ms under its `lease` gets `lease` from now, and the meta and the keys'
 -- TTLs are written (keep_anchor_counted) unless `deferred` (the caller
--- writes them itself); a fixed one is left alone. Returns the lease left
--- now and whether it changed.
+-- writes them itself); a fixed one is left alone, and so is every hold
+-- while the meta is gone (its capacity unknown, the meta is not written).
+-- Returns the lease left now and whether it changed.
 local function extend_lease_counted(meta, member, lease, fixed, left, now_ms, deferred)
-  if fixed == '0' and left < lease then
+  if fixed == '0' and left < lease and meta.capacity then
     if meta.lone then
       meta.lone.ends = now_ms + lease
     else
