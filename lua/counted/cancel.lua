@@ -18,7 +18,7 @@
 -- waiters and expired holds).
 
 local entry = ARGV[3]
-local owner, call, lease, fixed, units = counted_entry_arg(entry)
+local owner, call, lease, fixed, units = entry_arg(entry, split_counted_entry)
 local member = owner .. ' ' .. call .. ' ' .. fmt(units)
 local now_us, now_ms = server_time()
 local meta = read_meta(now_ms)

@@ -28,7 +28,7 @@
 
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
-  counted_entry_arg(ARGV[i])
+  entry_arg(ARGV[i], split_counted_entry)
 end
 local now_us, now_ms = server_time()
 prune(now_ms)

@@ -58,18 +58,6 @@
 -- units fit beside the held ones: that admission test is the only place
 -- where a semaphore and a reader-writer lock differ, and it is a number.
 
--- `value` (an ARGV string of decimal digits, as ms_arg reads one) as a whole
--- number of units from 1 to 4294967295 (a capacity or what a call asks
--- for); anything else stops the script before it writes.
-local function units_arg(value, what)
-  local n = string.find(value or '', '^%d+$') and tonumber(value)
-  if not n or n < 1 or n > 4294967295 then
-    fail('ERR fairlock: ' .. what .. ' must be a whole number from 1 to 4294967295, got '
-      .. tostring(value))
-  end
-  return n
-end
-
 -- Checks the owner and call (ARGV strings) that name a hold "<owner>
 -- <call> <units>": an owner with a space or a call that is not a number
 -- stops the script before it writes, since either would make the hold's
@@ -90,22 +78,11 @@ end
 
 -- A counted queue entry's parts as written (strings): owner id, call id,
 -- lease ms, fixed ('0' or '1'), units; nil for a member fairlock did not
--- write, a deadline's among them (queue.lua: split_entry). The mutex's
--- 4-field entries are not counted entries (nor the other way round).
+-- write, a deadline's among them (queue.lua: split_entry; entry_arg checks
+-- one given in ARGV). The mutex's 4-field entries are not counted entries
+-- (nor the other way round).
 local function split_counted_entry(entry)
   return string.match(entry, '^([^~%s]%S*) (%d+) (%d+) ([01]) (%d+)$')
-end
-
--- A counted queue entry given in ARGV, as split_counted_entry reads it,
--- its lease and units checked (numbers); anything else stops the script
--- before it writes.
-local function counted_entry_arg(value)
-  local owner, call, lease, fixed, units = split_counted_entry(value)
-  if not owner then
-    fail('ERR fairlock: a queue entry must be "<owner> <call id> <lease ms> <fixed 0|1>'
-      .. ' <units>", got ' .. value)
-  end
-  return owner, call, ms_arg(lease, 'lease'), fixed, units_arg(units, 'units')
 end
 
 -- The meta's used units made live: 0 when they count holds of the holders

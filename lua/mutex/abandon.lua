@@ -14,7 +14,7 @@
 -- Cost: O(log N).
 
 local entry = ARGV[3]
-local owner, call = entry_arg(entry)
+local owner, call = entry_arg(entry, split_entry)
 local token, holder, calls, mark, fence, left, waiters = read_lock(redis.call('GET', LOCK))
 if holder == owner and give_back(owner, token, calls, mark, fence, call, waiters) then
   return 1

@@ -14,7 +14,7 @@
 -- Cost: O(log N).
 
 local entry = ARGV[3]
-local owner, call, lease, fixed = entry_arg(entry)
+local owner, call, lease, fixed = entry_arg(entry, split_entry)
 local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
 if holder == owner and counts_call(calls, call) then
   left = extend_lease(lease, fence, left, fixed)
