@@ -759,6 +759,25 @@ per_kind! {
         );
     }
 
+    /// A meta deleted by hand while two holds are left in the holders zset
+    /// and a call waits: an arrival that finds no room queues, and writes
+    /// the meta anew (the holds' units, the capacity, outliving the holders
+    /// and the queue), as an arrival that queues after admitting or
+    /// dropping holds always did; `run` checks the keys after it. It used
+    /// to leave the meta gone when the queue's TTL needed no push.
+    [semaphore, rwlock]
+    fn an_arrival_that_queues_writes_a_meta_deleted_by_hand_anew(k: LockKind) {
+        let mut s = k.lock("meta-gone");
+        let (one, all) = (k.one(2), k.all(2));
+        s.take("a:1", 1, one);
+        s.take("b:1", 2, one);
+        assert_eq!(s.queue("c:1", 3, all), 0);
+        let meta = s.keys.all[2].clone();
+        s.conn.del::<_, ()>(&meta).unwrap();
+        assert_eq!(s.queue("d:1", 4, all), 1);
+        assert_eq!(s.meta_used(), Some(2), "the meta counts the two holds");
+    }
+
     /// The lock key, which keeps the last token and says waiters are
     /// queued, outlives the queue (docs/guarantees.md, "keys"): a force
     /// release of a lock whose holder's lease ran out while a call waits

@@ -21,7 +21,7 @@
 -- builds none of the queue's steps.
 
 local entry = ARGV[3]
-local owner, call, _, _, units = counted_entry_arg(entry)
+local owner, call, _, _, units = entry_arg(entry, split_counted_entry)
 local member = owner .. ' ' .. call .. ' ' .. fmt(units)
 local now_us, now_ms = server_time()
 local meta = read_meta(now_ms)

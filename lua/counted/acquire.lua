@@ -321,7 +321,8 @@ if meta.used + units > capacity and dropped == 0 then
   end
   local position, queue_life = join_queue(entry, mode, now_ms, waiter_timeout,
     not meta.waiters and not fresh, queue_cap(meta, now_ms))
-  keep_queued(meta, queue_life, now_ms)
+  -- (A meta made anew is written whole, as on every path that queues.)
+  keep_queued(meta, queue_life, now_ms, fresh)
   return { 0, first_lease_left(meta, now_ms), position, tonumber(meta.last), in_force }
 end
 

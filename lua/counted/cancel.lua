@@ -18,15 +18,13 @@
 -- waiters and expired holds).
 
 local entry = ARGV[3]
-local owner, call, lease, fixed, units = counted_entry_arg(entry)
+local owner, call, lease, fixed, units = entry_arg(entry, split_counted_entry)
 local member = owner .. ' ' .. call .. ' ' .. fmt(units)
 local now_us, now_ms = server_time()
 local meta = read_meta(now_ms)
 local held, left = hold_of(meta, member, now_ms)
 if held then
-  if meta.capacity then
-    left = extend_lease_counted(meta, member, lease, fixed, left, now_ms)
-  end
+  left = extend_lease_counted(meta, member, lease, fixed, left, now_ms)
   return { 1, tonumber(held), left }
 end
 

@@ -28,7 +28,7 @@
 
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
-  counted_entry_arg(ARGV[i])
+  entry_arg(ARGV[i], split_counted_entry)
 end
 local now_us, now_ms = server_time()
 prune(now_ms)
@@ -43,7 +43,7 @@ local queued = renew_entries(out, deadline_score(now_ms + waiter_timeout), funct
   local owner, call, lease, fixed, units = split_counted_entry(entry)
   local member = owner .. ' ' .. call .. ' ' .. fmt(units)
   local held, left = hold_of(meta, member, now_ms)
-  if held and meta.capacity then
+  if held then
     local _, extended = extend_lease_counted(meta, member, lease + 0, fixed, left, now_ms, true)
     written = written or extended
   end

@@ -100,6 +100,18 @@ local function ms_arg(value, what)
   return n
 end
 
+-- `value` (an ARGV string of decimal digits, as ms_arg reads one) as a whole
+-- number of units from 1 to 4294967295 (a capacity or what a call asks
+-- for); anything else stops the script before it writes.
+local function units_arg(value, what)
+  local n = string.find(value or '', '^%d+$') and tonumber(value)
+  if not n or n < 1 or n > 4294967295 then
+    fail('ERR fairlock: ' .. what .. ' must be a whole number from 1 to 4294967295, got '
+      .. tostring(value))
+  end
+  return n
+end
+
 -- The key of the acquire call a release gives back (ARGV: "<owner
 -- id>#<call id>", as a lock's value names its hold and its mark the call
 -- that freed it) as owner id and call id; anything else stops the script

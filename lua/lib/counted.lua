@@ -58,18 +58,6 @@
 -- units fit beside the held ones: that admission test is the only place
 -- where a semaphore and a reader-writer lock differ, and it is a number.
 
--- `value` (an ARGV string of decimal digits, as ms_arg reads one) as a whole
--- number of units from 1 to 4294967295 (a capacity or what a call asks
--- for); anything else stops the script before it writes.
-local function units_arg(value, what)
-  local n = string.find(value or '', '^%d+$') and tonumber(value)
-  if not n or n < 1 or n > 4294967295 then
-    fail('ERR fairlock: ' .. what .. ' must be a whole number from 1 to 4294967295, got '
-      .. tostring(value))
-  end
-  return n
-end
-
 -- Checks the owner and call (ARGV strings) that name a hold "<owner>
 -- <call> <units>": an owner with a space or a call that is not a number
 -- stops the script before it writes, since either would make the hold's
@@ -90,22 +78,11 @@ end
 
 -- A counted queue entry's parts as written (strings): owner id, call id,
 -- lease ms, fixed ('0' or '1'), units; nil for a member fairlock did not
--- write, a deadline's among them (queue.lua: split_entry). The mutex's
--- 4-field entries are not counted entries (nor the other way round).
+-- write, a deadline's among them (queue.lua: split_entry; entry_arg checks
+-- one given in ARGV). The mutex's 4-field entries are not counted entries
+-- (nor the other way round).
 local function split_counted_entry(entry)
   return string.match(entry, '^([^~%s]%S*) (%d+) (%d+) ([01]) (%d+)$')
-end
-
--- A counted queue entry given in ARGV, as split_counted_entry reads it,
--- its lease and units checked (numbers); anything else stops the script
--- before it writes.
-local function counted_entry_arg(value)
-  local owner, call, lease, fixed, units = split_counted_entry(value)
-  if not owner then
-    fail('ERR fairlock: a queue entry must be "<owner> <call id> <lease ms> <fixed 0|1>'
-      .. ' <units>", got ' .. value)
-  end
-  return owner, call, ms_arg(lease, 'lease'), fixed, units_arg(units, 'units')
 end
 
 -- The meta's used units made live: 0 when they count holds of the holders
@@ -250,14 +227,8 @@ local function remember(call_key, old)
   if old == '' or old == '-' then
     return call_key
   end
-  local list, at = call_key .. ',' .. old, 0
-  for _ = 1, 8 do
-    at = string.find(list, ',', at + 1, true)
-    if not at then
-      return list
-    end
-  end
-  return string.sub(list, 1, at - 1)
+  -- The first key, then up to 7 more, each after its ','.
+  return string.match(call_key .. ',' .. old, '^[^,]*' .. string.rep(',?[^,]*', 7))
 end
 
 -- The name "<owner> <call> <units>" of the meta's lone hold.
@@ -294,13 +265,6 @@ end
 -- so that a call delivered again after its hold changed answers with that
 -- hold instead of taking a second one. nil when it holds nothing live.
 local function hold_of_call(meta, owner, call, units, now_ms)
-  local lone = meta.lone
-  if lone then
-    if lone.owner == owner and lone.call == call and lone.ends >= now_ms then
-      return lone.token, lone.ends - now_ms, lone_name(lone)
-    end
-    return nil
-  end
   local name = owner .. ' ' .. call .. ' '
   local names = units == 2147483648 and { '2147483648', '4294967295', '1' }
     or units == 4294967295 and { '4294967295', '2147483648', '1' } or { fmt(units) }
@@ -369,8 +333,7 @@ local function drop_expired(meta, now_ms, owners)
   local lone = meta.lone
   if lone then
     if lone.ends < now_ms then
-      meta.lone = nil
-      meta.used = math.max(0, meta.used - lone.units)
+      give_back_counted(meta, lone, lone.units)
       return 1
     end
     return 0
@@ -655,10 +618,11 @@ end
 -- renews it: a watchdog-renewed hold (`fixed` '0') of `member` with `left`
 -- ms under its `lease` gets `lease` from now, and the meta and the keys'
 -- TTLs are written (keep_anchor_counted) unless `deferred` (the caller
--- writes them itself); a fixed one is left alone. Returns the lease left
--- now and whether it changed.
+-- writes them itself); a fixed one is left alone, and so is every hold
+-- while the meta is gone (its capacity unknown, the meta is not written).
+-- Returns the lease left now and whether it changed.
 local function extend_lease_counted(meta, member, lease, fixed, left, now_ms, deferred)
-  if fixed == '0' and left < lease then
+  if fixed == '0' and left < lease and meta.capacity then
     if meta.lone then
       meta.lone.ends = now_ms + lease
     else

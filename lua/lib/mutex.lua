@@ -313,8 +313,10 @@ end
 
 -- Removes `entry` from the queue; the lock goes to the next live waiter
 -- if it is free (`held` false; `last`, `mark` and the lease ms `left` as
--- read_lock gave them), and a new head learns of it.
-local function leave_queue(entry, held, last, mark, left, now_us, now_ms)
+-- read_lock gave them), and a new head learns of it. Reads the server's
+-- time.
+local function leave_queue(entry, held, last, mark, left)
+  local now_us, now_ms = server_time()
   local was_head = redis.call('ZRANK', QUEUE, entry) == 0
   forget(entry)
   prune(now_ms)

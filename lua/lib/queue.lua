@@ -28,15 +28,17 @@ local function split_entry(entry)
   return string.match(entry, '^([^~%s]%S*) (%d+) (%d+) ([01])$')
 end
 
--- A queue entry given in ARGV, as split_entry reads it, its lease checked
--- (a number); anything else stops the script before it writes.
-local function entry_arg(value)
-  local owner, call, lease, fixed = split_entry(value)
+-- A queue entry given in ARGV, as `split` reads it (split_entry, or a
+-- counted lock's split_counted_entry, whose entries carry units), its
+-- lease and units checked (numbers); anything else stops the script before
+-- it writes.
+local function entry_arg(value, split)
+  local owner, call, lease, fixed, units = split(value)
   if not owner then
-    fail('ERR fairlock: a queue entry must be "<owner> <call id> <lease ms> <fixed 0|1>", got '
-      .. value)
+    fail('ERR fairlock: a queue entry must be "<owner> <call id> <lease ms> <fixed 0|1>'
+      .. (split == split_entry and '' or ' <units>') .. '", got ' .. value)
   end
-  return owner, call, ms_arg(lease, 'lease'), fixed
+  return owner, call, ms_arg(lease, 'lease'), fixed, units and units_arg(units, 'units')
 end
 
 -- A liveness deadline (server ms) as the queue scores it.

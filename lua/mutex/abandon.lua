@@ -14,14 +14,13 @@
 -- Cost: O(log N).
 
 local entry = ARGV[3]
-local owner, call = entry_arg(entry)
+local owner, call = entry_arg(entry, split_entry)
 local token, holder, calls, mark, fence, left, waiters = read_lock(redis.call('GET', LOCK))
 if holder == owner and give_back(owner, token, calls, mark, fence, call, waiters) then
   return 1
 end
 if redis.call('ZSCORE', QUEUE, entry) then
-  local now_us, now_ms = server_time()
-  leave_queue(entry, holder, token, mark, left, now_us, now_ms)
+  leave_queue(entry, holder, token, mark, left)
   return 2
 end
 return 0

@@ -14,12 +14,11 @@
 -- Cost: O(log N).
 
 local entry = ARGV[3]
-local owner, call, lease, fixed = entry_arg(entry)
+local owner, call, lease, fixed = entry_arg(entry, split_entry)
 local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
 if holder == owner and counts_call(calls, call) then
   left = extend_lease(lease, fence, left, fixed)
   return { 1, tonumber(token), left }
 end
-local now_us, now_ms = server_time()
-leave_queue(entry, holder, token, mark, left, now_us, now_ms)
+leave_queue(entry, holder, token, mark, left)
 return { 0 }

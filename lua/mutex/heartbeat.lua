@@ -24,7 +24,7 @@
 
 local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
-  entry_arg(ARGV[i])
+  entry_arg(ARGV[i], split_entry)
 end
 local now_us, now_ms = server_time()
 prune(now_ms)
