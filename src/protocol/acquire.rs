@@ -127,11 +127,12 @@ impl Operation for Acquire<'_> {
     }
 }
 
-/// A call's standing as an acquire script lists it: `{1, token, lease ms
-/// left}` when it holds, `{0, holder's lease ms left, position or -1, last
-/// token issued}` when it waits, either ending in a semaphore's number of permits in force when
+/// A call's standing as an acquire script (or an upgrade's, which waits
+/// as a call does) lists it: `{1, token, lease ms left}` when it holds,
+/// `{0, holder's lease ms left, position or -1, last token issued}` when it
+/// waits, either ending in a semaphore's number of permits in force when
 /// it is not the call's own; `None` for any other list.
-fn standing(items: &[i64]) -> Option<AcquireReply> {
+pub(crate) fn standing(items: &[i64]) -> Option<AcquireReply> {
     let in_force = |rest: &[i64]| match rest {
         [] => Some(None),
         [n] => u32::try_from(*n).ok().map(Some),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::Result;
+use crate::protocol::acquire::{standing, AcquireReply};
 use crate::protocol::operation::{int_list, ms, unexpected, Op, Operation};
 use crate::protocol::release::hold_args;
 use crate::protocol::{Lease, LockKind, Mode};
@@ -80,25 +81,25 @@ impl Operation for Upgrade<'_> {
         args
     }
 
-    /// `-1`: lost; else a standing as an acquire's (`{1, token, lease ms
-    /// left}` upgraded, `{0, lease ms left, position or -1, last token}`
-    /// waiting), which never names a semaphore's permits.
     fn parse(&self, reply: Value) -> Result<UpgradeReply> {
         if let Value::Int(-1) = reply {
             return Ok(UpgradeReply::Lost);
         }
         let items = int_list(reply)?;
-        match *items.as_slice() {
-            [1, token, pttl_ms] => Ok(UpgradeReply::Upgraded {
-                token: token as u64,
+        Ok(match standing(&items).ok_or_else(|| unexpected(&items))? {
+            AcquireReply::Acquired { token, pttl_ms, .. } => {
+                UpgradeReply::Upgraded { token, pttl_ms }
+            }
+            AcquireReply::Waiting {
                 pttl_ms,
-            }),
-            [0, pttl_ms, position, last_token] => Ok(UpgradeReply::Waiting {
+                position,
+                last_token,
+                ..
+            } => UpgradeReply::Waiting {
                 pttl_ms,
-                position: u64::try_from(position).ok(),
-                last_token: last_token as u64,
-            }),
-            _ => Err(unexpected(&items)),
-        }
+                position,
+                last_token,
+            },
+        })
     }
 }
