@@ -72,6 +72,7 @@ fn build_examples() -> HashMap<String, PathBuf> {
         let set_by_cargo = (key.starts_with("CARGO_")
             && !key.starts_with("CARGO_HOME")
             && !key.starts_with("CARGO_TARGET_DIR")
+            && !key.starts_with("CARGO_INCREMENTAL")
             && !key.starts_with("CARGO_BUILD_")
             && !key.starts_with("CARGO_NET_")
             && !key.starts_with("CARGO_REGISTRIES_"))
