@@ -188,7 +188,7 @@ impl Children {
         let proc = &mut self.procs[child];
         let at = Instant::now();
         let _ = proc.child.kill();
-        let status = proc.child.wait().expect("reap the child");
+        let status = reap(&mut proc.child).expect("reap the child");
         proc.reaped = true;
         assert!(
             !status.success(),
@@ -202,6 +202,7 @@ impl Children {
     pub fn exited(&mut self, child: usize) -> Option<std::process::ExitStatus> {
         let proc = &mut self.procs[child];
         let status = proc.child.try_wait().expect("wait for the child")?;
+        remove_faketime_shm(proc.child.id());
         proc.reaped = true;
         Some(status)
     }
@@ -221,12 +222,13 @@ impl Children {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = proc.child.try_wait().expect("wait for the child") {
+                remove_faketime_shm(proc.child.id());
                 proc.reaped = true;
                 return status;
             }
             if Instant::now() >= deadline {
                 let _ = proc.child.kill();
-                let _ = proc.child.wait();
+                let _ = reap(&mut proc.child);
                 proc.reaped = true;
                 panic!("child {child} did not exit within {timeout:?}");
             }
@@ -241,7 +243,7 @@ impl Drop for Children {
             proc.stdin = None;
             if !proc.reaped {
                 let _ = proc.child.kill();
-                let _ = proc.child.wait();
+                let _ = reap(&mut proc.child);
             }
             // The pipe closed with the process: the reader ends at once.
             if let Some(reader) = proc.reader.take() {
@@ -255,6 +257,13 @@ impl Drop for Children {
 /// (scripts/ensure-redis installs it): `LD_PRELOAD` it into a child with
 /// `FAKETIME` set to shift or slow down the child's clocks.
 pub fn libfaketime() -> String {
+    // What processes killed by SIGKILL left, in this run or an earlier one
+    // (a test process killed, a child not reaped by this support): a
+    // libfaketime process that is given one of their pids fails to start
+    // ("shm_open failed: File exists"), once in a few CI runs with a few
+    // hundred such files left.
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(remove_faketime_shm_of_gone_processes);
     let mut candidates = vec![PathBuf::from("/usr/lib/faketime")];
     if let Ok(dirs) = std::fs::read_dir("/usr/lib") {
         candidates.extend(dirs.filter_map(|d| Some(d.ok()?.path().join("faketime"))));
@@ -268,6 +277,14 @@ pub fn libfaketime() -> String {
         .into_owned()
 }
 
+/// Waits for `child` to end and reaps it, then removes what libfaketime
+/// left for it (a child killed by SIGKILL leaves it: `remove_faketime_shm`).
+fn reap(child: &mut Child) -> std::io::Result<std::process::ExitStatus> {
+    let status = child.wait();
+    remove_faketime_shm(child.id());
+    status
+}
+
 /// Removes the shared memory and semaphore libfaketime keeps for process
 /// `pid` (`/dev/shm/faketime_shm_<pid>`, `/dev/shm/sem.faketime_sem_<pid>`),
 /// which a process that exits normally removes itself but a SIGKILLed one
@@ -279,6 +296,27 @@ pub fn remove_faketime_shm(pid: u32) {
         format!("sem.faketime_sem_{pid}"),
     ] {
         let _ = std::fs::remove_file(std::path::Path::new("/dev/shm").join(name));
+    }
+}
+
+/// Removes libfaketime's shared memory and semaphore of every process that
+/// is gone (no /proc/<pid>): a process that exits removes its own, so those
+/// are what a SIGKILL left behind.
+fn remove_faketime_shm_of_gone_processes() {
+    let Ok(files) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    for file in files.filter_map(Result::ok) {
+        let name = file.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix("faketime_shm_")
+            .or_else(|| name.strip_prefix("sem.faketime_sem_"))
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if !std::path::Path::new("/proc").join(pid.to_string()).exists() {
+                remove_faketime_shm(pid);
+            }
+        }
     }
 }
 
@@ -399,7 +437,7 @@ impl HolderChild {
     pub fn kill(&mut self) -> Instant {
         let at = Instant::now();
         let _ = self.child.kill();
-        let status = self.child.wait().expect("reap the child");
+        let status = reap(&mut self.child).expect("reap the child");
         assert!(!status.success(), "the child exited by itself: {status}");
         if let Some(reader) = self.reader.take() {
             // The pipe closed with the process: the reader ends at once.
@@ -413,7 +451,7 @@ impl Drop for HolderChild {
     fn drop(&mut self) {
         if self.reader.is_some() {
             let _ = self.child.kill();
-            let _ = self.child.wait();
+            let _ = reap(&mut self.child);
             if let Some(reader) = self.reader.take() {
                 let _ = reader.join();
             }
