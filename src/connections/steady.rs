@@ -115,8 +115,8 @@ pub(crate) fn without_signals<T>(step: impl FnOnce() -> T) -> T {
     {
         // SAFETY: sigset_t values initialised by sigfillset/sigemptyset;
         // pthread_sigmask changes this thread's mask only, and the old one
-        // is put back before returning (a panic in `step` unwinds past it,
-        // as every request here returns its errors instead).
+        // is put back when `step` returns or panics (a caller that catches
+        // the panic keeps its signals).
         unsafe {
             let mut blocked: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut blocked);
@@ -134,9 +134,9 @@ pub(crate) fn without_signals<T>(step: impl FnOnce() -> T) -> T {
             let mut before: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut before);
             libc::pthread_sigmask(libc::SIG_BLOCK, &blocked, &mut before);
-            let outcome = step();
-            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
-            outcome
+            then_always(step, || {
+                libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+            })
         }
     }
     #[cfg(not(unix))]
@@ -159,14 +159,23 @@ thread_local! {
 /// timeout the call set: against a node that answers nothing, a call
 /// with a deadline took one timeout for each.
 pub(crate) fn replied_by<T>(by: Option<Instant>, call: impl FnOnce() -> T) -> T {
-    /// Puts back the deadline before, also if `call` panics.
-    struct Restore(Option<Instant>);
-    impl Drop for Restore {
+    let before = REPLY_BY.replace(by);
+    then_always(call, || REPLY_BY.set(before))
+}
+
+/// Runs `call`, then `undo`, also when `call` panics: what a call sets on
+/// its thread (a deadline, a signal mask) is put back for a caller that
+/// catches the panic.
+fn then_always<T>(call: impl FnOnce() -> T, undo: impl FnOnce()) -> T {
+    struct Undo<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Undo<F> {
         fn drop(&mut self) {
-            REPLY_BY.set(self.0);
+            if let Some(undo) = self.0.take() {
+                undo();
+            }
         }
     }
-    let _restore = Restore(REPLY_BY.replace(by));
+    let _undo = Undo(Some(undo));
     call()
 }
 
@@ -176,9 +185,7 @@ pub(crate) fn replied_by<T>(by: Option<Instant>, call: impl FnOnce() -> T) -> T 
 /// rightly replies that much later (`sync_replicas`).
 pub(crate) fn waiting<T>(wait: Duration, call: impl FnOnce() -> T) -> T {
     let before = WAITING.replace(wait);
-    let result = call();
-    WAITING.set(before);
-    result
+    then_always(call, || WAITING.set(before))
 }
 
 /// The least a read waits: a read timeout of zero is refused.
@@ -457,5 +464,45 @@ mod tests {
         assert!(started.elapsed() >= Duration::from_millis(50));
         assert!(err.is_timeout(), "{err}");
         assert!(err.to_string().contains("no reply within 50 ms"), "{err}");
+    }
+
+    /// This thread's signal mask.
+    #[cfg(unix)]
+    fn blocked_now() -> Vec<bool> {
+        // SAFETY: a sigset_t initialised by sigemptyset, filled by
+        // pthread_sigmask with this thread's mask (no change asked).
+        unsafe {
+            let mut now: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut now);
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
+            (1..32)
+                .map(|signal| libc::sigismember(&now, signal) == 1)
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_call_that_panics_leaves_its_thread_as_it_found_it() {
+        let by = Instant::now() + Duration::from_secs(60);
+        let panicked = std::panic::catch_unwind(|| {
+            replied_by(Some(by), || {
+                waiting(Duration::from_secs(9), || {
+                    without_signals(|| panic!("a bug"))
+                })
+            })
+        });
+        assert!(panicked.is_err());
+        assert_eq!(REPLY_BY.get(), None);
+        assert_eq!(WAITING.get(), Duration::ZERO);
+        #[cfg(unix)]
+        {
+            let before = blocked_now();
+            assert!(
+                !before[libc::SIGINT as usize - 1],
+                "SIGINT is not blocked here"
+            );
+            let _ = std::panic::catch_unwind(|| without_signals(|| panic!("a bug")));
+            assert_eq!(blocked_now(), before, "the signal mask is put back");
+        }
     }
 }
