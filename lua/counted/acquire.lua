@@ -74,8 +74,9 @@
 -- TIME, PTTL, ZADD, PEXPIRE (only when the holders' TTL must grow) and
 -- SET (and EXISTS of the queue, each, when the meta says waiters may be
 -- queued); a call that finds no room beside a lone hold, which only
--- queues: GET, PTTL, TIME and join_queue's five, or when the meta says
--- nobody waits its four and a SET of the meta (ZSCORE and two
+-- queues: GET, PTTL, TIME and join_queue's five (behind a hold handed
+-- over, into the queue it emptied: ZCARD, ZADD, PEXPIRE), or when the
+-- meta says nobody waits its four and a SET of the meta (ZSCORE and two
 -- ZRANGEBYSCOREs more beside two or more holds); one that fits behind a
 -- queued head that does not (a read behind a queued write): GET, TIME,
 -- EXISTS, ZRANGE, ZSCORE and join_queue's five.
