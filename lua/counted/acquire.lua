@@ -116,8 +116,8 @@ local fixed, waiter_timeout, mode, guard = settings_arg(ARGV[8])
 -- as the queue's new TTL needs (keep_queued).
 if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
     and string.find(name, '^%S+ %d+$') then
-  local head, capacity_s, last, holder, flag, fence, rest, units_s = string.match(stored,
-    '^(v@FORMAT@ (%d+) (%d+) (%S+)#%d+ )(%+?)(%d+)( (%d+) %S+)$')
+  local capacity_s, last, holder, at, flag, fence, rest, units_s = string.match(stored,
+    '^v@FORMAT@ (%d+) (%d+) (%S+)#%d+ ()(%+?)(%d+)() (%d+) %S+$')
   if capacity_s == ARGV[6] and holder ~= owner
       and (units_s == capacity_s or ARGV[7] == capacity_s) then
     local pttl = redis.call('PTTL', META)
@@ -138,8 +138,9 @@ if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
           life = queue_life + FENCE_LIFE
         end
         local grown = life - left > FENCE_LIFE and life - left or FENCE_LIFE
-        redis.call('SET', META, head .. '+' .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown))
-          .. rest, 'PX', fmt(left + grown))
+        redis.call('SET', META, string.sub(stored, 1, at - 1) .. '+'
+          .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown)) .. string.sub(stored, rest),
+          'PX', fmt(left + grown))
       end
       return waiting_reply(left, position, last)
     end
