@@ -121,8 +121,8 @@ if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
   if capacity_s == ARGV[6] and holder ~= owner
       and (units_s == capacity_s or ARGV[7] == capacity_s) then
     local pttl = redis.call('PTTL', META)
-    if pttl > fence + 0 then
-      local left = pttl - fence
+    local left = pttl - fence
+    if left > 0 then
       if mode == 'try' then
         return { 0, left, -1, tonumber(last) }
       end
