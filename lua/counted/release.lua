@@ -103,11 +103,11 @@ if stored and not pttl then
         if queue_ttl == -2 then
           -- The pop took the last waiter (then no type() to call). The new
           -- hold keeps its '+', as a mutex's handed-over hold does, and the
-          -- meta outlives by a fence life the queue the next arrival makes
-          -- if its waiter timeout is the head's (keep_queue_for: twice the
-          -- timeout, of which the head's liveness left is at most one), so
+          -- meta outlives by a fence life the queue that an arrival with
+          -- the head's waiter timeout (its liveness left at least) makes
+          -- during the new lease (keep_queue_for: twice that timeout), so
           -- that arrival writes no meta.
-          queue_ttl = 2 * (deadline - now_ms)
+          queue_ttl = ttl + 2 * (deadline - now_ms)
         elseif type(queue_ttl) ~= 'number' then
           queue_ttl = emptied('PTTL', QUEUE) or -2
         end
