@@ -97,8 +97,9 @@ if stored and not pttl then
       end
       if units == capacity_s then
         local ttl, ttl_s = grant_lease(lease, fixed, deadline, now_ms)
-        local number = now_us > token + 1 and now_us or token + 1
-        local token_s = number == now_us and now_text or fmt(number)
+        -- (The clock's digits past the token's, as many: read as text.)
+        local token_s = now_text and #now_text == #token and now_text > token and now_text
+          or fmt(now_us > token + 1 and now_us or token + 1)
         local queue_ttl = redis.pcall('PTTL', QUEUE)
         if queue_ttl == -2 then
           -- The pop took the last waiter (then no type() to call). The new
