@@ -566,6 +566,40 @@ per_kind! {
         );
     }
 
+    /// An arrival into the queue a handoff emptied, with the waiter timeout
+    /// of the waiter handed the hold, sends six commands on every kind:
+    /// GET and PTTL of the anchor, TIME, ZCARD, ZADD and the new queue's
+    /// PEXPIRE. The hold handed over keeps its '+' and an anchor that
+    /// covers that queue (a counted lock's meta was written without the
+    /// '+' and with a fence life alone, so the arrival wrote it again: a
+    /// SET where the ZCARD is now).
+    [mutex, semaphore, rwlock, election]
+    fn an_arrival_after_a_handoff_that_emptied_the_queue_sends_six_commands(k: LockKind) {
+        let mut s = k.lock("arrival-after-handoff");
+        let (ask, _) = slots(k, 1);
+        let a = s.take("a:1", 1, ask);
+        assert_eq!(s.queue("b:1", 2, ask), 0);
+        assert_eq!(owners(&s.handed(&a)), ["b:1"], "the queue is empty");
+        let arrival = Acquire {
+            ask,
+            owner: "c:1",
+            lease: Lease::Renewed(LONG),
+            waiter_timeout: s.waiter_timeout,
+            mode: Mode::First,
+            call: 3,
+            live_token: 0,
+        };
+        let (anchor, value, ttl) = anchor_of(&mut s);
+        let (reply, sent) = commands_sent(&mut s, k, &arrival);
+        let want = [("get", 1), ("pexpire", 1), ("pttl", 1), ("time", 1), ("zadd", 1), ("zcard", 1)];
+        assert_eq!(sent, want.map(|(c, n)| (c.to_owned(), n)));
+        assert!(matches!(reply, AcquireReply::Waiting { position: Some(0), .. }), "{reply:?}");
+        let timeout = s.waiter_timeout;
+        assert_queue_within_anchor(&mut s, timeout, anchor, &value, ttl);
+        let b = s.hold_of("b:1", 2, ask);
+        assert_eq!(owners(&s.handed(&b)), ["c:1"]);
+    }
+
     /// An arrival behind a hold and a waiter, with a waiter timeout whose
     /// twice passes what the anchor (a mutex's lock key, a counted lock's
     /// meta, which outlives the queue by a fence life) covers, yet within

@@ -74,8 +74,9 @@
 -- TIME, PTTL, ZADD, PEXPIRE (only when the holders' TTL must grow) and
 -- SET (and EXISTS of the queue, each, when the meta says waiters may be
 -- queued); a call that finds no room beside a lone hold, which only
--- queues: GET, PTTL, TIME and join_queue's five, or when the meta says
--- nobody waits its four and a SET of the meta (ZSCORE and two
+-- queues: GET, PTTL, TIME and join_queue's five (behind a hold handed
+-- over, into the queue it emptied: ZCARD, ZADD, PEXPIRE), or when the
+-- meta says nobody waits its four and a SET of the meta (ZSCORE and two
 -- ZRANGEBYSCOREs more beside two or more holds); one that fits behind a
 -- queued head that does not (a read behind a queued write): GET, TIME,
 -- EXISTS, ZRANGE, ZSCORE and join_queue's five.
@@ -115,13 +116,13 @@ local fixed, waiter_timeout, mode, guard = settings_arg(ARGV[8])
 -- as the queue's new TTL needs (keep_queued).
 if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
     and string.find(name, '^%S+ %d+$') then
-  local head, capacity_s, last, holder, flag, fence, rest, units_s = string.match(stored,
-    '^(v@FORMAT@ (%d+) (%d+) (%S+)#%d+ )(%+?)(%d+)( (%d+) %S+)$')
+  local capacity_s, last, holder, at, flag, fence, rest, units_s = string.match(stored,
+    '^v@FORMAT@ (%d+) (%d+) (%S+)#%d+ ()(%+?)(%d+)() (%d+) %S+$')
   if capacity_s == ARGV[6] and holder ~= owner
       and (units_s == capacity_s or ARGV[7] == capacity_s) then
     local pttl = redis.call('PTTL', META)
-    if pttl > fence + 0 then
-      local left = pttl - fence
+    local left = pttl - fence
+    if left > 0 then
       if mode == 'try' then
         return { 0, left, -1, tonumber(last) }
       end
@@ -137,8 +138,9 @@ if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
           life = queue_life + FENCE_LIFE
         end
         local grown = life - left > FENCE_LIFE and life - left or FENCE_LIFE
-        redis.call('SET', META, head .. '+' .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown))
-          .. rest, 'PX', fmt(left + grown))
+        redis.call('SET', META, string.sub(stored, 1, at - 1) .. '+'
+          .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown)) .. string.sub(stored, rest),
+          'PX', fmt(left + grown))
       end
       return waiting_reply(left, position, last)
     end

@@ -32,8 +32,10 @@
 -- waiters and expired holds); of a lone hold with nobody waiting GET and
 -- one SET, as the mutex's; of a lone hold handed to a waiter that asks for
 -- every unit GET, ZPOPMIN, TIME, ZSCORE, ZREM, the queue's PTTL, SET and
--- PUBLISH, as the mutex's handoff (each with the meta's PTTL first when
--- checked); of one of two or more holds GET, TIME,
+-- PUBLISH, as the mutex's handoff (the new hold always with its '+'; each
+-- with the meta's PTTL first when checked); with the '+' and nobody queued
+-- (the first release after a handoff nobody joined since) GET, ZPOPMIN and
+-- SET, as the mutex's; of one of two or more holds GET, TIME,
 -- ZRANGEBYSCORE, ZSCORE, ZREM and SET (the queue read only when the meta
 -- says waiters may be queued).
 
@@ -72,7 +74,7 @@ end
 -- no revocation recorded: the next live waiter gets it when it asks for
 -- every unit (a semaphore's one permit, a write), as the slow path below
 -- would admit it, with the meta read by one find and one match and no
--- table built; the queue's PTTL says whether waiters may be left, and how
+-- table built; the new hold keeps the '+', and the queue's PTTL says how
 -- long the meta must outlive it. Any other head goes on below, already
 -- popped (`popped_head`, as admit_waiters names it).
 local popped_head = nil
@@ -95,16 +97,24 @@ if stored and not pttl then
       end
       if units == capacity_s then
         local ttl, ttl_s = grant_lease(lease, fixed, deadline, now_ms)
-        local number = now_us > token + 1 and now_us or token + 1
-        local token_s = number == now_us and now_text or fmt(number)
+        -- (The clock's digits past the token's, as many: read as text.)
+        local token_s = now_text and #now_text == #token and now_text > token and now_text
+          or fmt(now_us > token + 1 and now_us or token + 1)
         local queue_ttl = redis.pcall('PTTL', QUEUE)
-        -- (-2: the pop took the last waiter; then no type() to call.)
-        if queue_ttl ~= -2 and type(queue_ttl) ~= 'number' then
+        if queue_ttl == -2 then
+          -- The pop took the last waiter (then no type() to call). The new
+          -- hold keeps its '+', as a mutex's handed-over hold does, and the
+          -- meta outlives by a fence life the queue that an arrival with
+          -- the head's waiter timeout (its liveness left at least) makes
+          -- during the new lease (keep_queue_for: twice that timeout), so
+          -- that arrival writes no meta.
+          queue_ttl = ttl + 2 * (deadline - now_ms)
+        elseif type(queue_ttl) ~= 'number' then
           queue_ttl = emptied('PTTL', QUEUE) or -2
         end
         local grown = queue_ttl > ttl and FENCE_LIFE + queue_ttl - ttl or FENCE_LIFE
         redis.call('SET', META, 'v@FORMAT@ ' .. capacity_s .. ' ' .. token_s .. ' ' .. next_owner
-          .. '#' .. next_call .. (queue_ttl == -2 and ' ' or ' +')
+          .. '#' .. next_call .. ' +'
           .. (grown == FENCE_LIFE and ARGV[2] or fmt(grown)) .. ' ' .. units .. ' ' .. call_key,
           'PX', fmt(ttl + grown))
         wake(next_owner, 'G ' .. next_call .. ' ' .. token_s .. ' ' .. ttl_s)

@@ -41,7 +41,8 @@
 --                              key>/<holds>", which a renewal of a freed
 --                              hold reads); it outlives every holder and
 --                              waiter by the fence life. The '+' is set
---                              whenever a call joins the queue and dropped
+--                              whenever a call joins the queue (a lone
+--                              hold handed over keeps it) and dropped
 --                              only where the queue is found empty, so a
 --                              meta without it has nobody queued and its
 --                              fast paths (a free lock taken, a lone hold
