@@ -556,6 +556,33 @@ fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_time
         other.fair_mutex(&last).queue_len().unwrap() == 1
     });
     assert!(queued, "the set waits for {last}, holding the others");
+    // The set's client has its reply (Redis queued it, the reply may still
+    // be in the relay) once it heartbeats the waiter, which it does only
+    // after that reply: a stall before it would fail the first request,
+    // not test a queued wait's patience.
+    let queue = LockKeys::of_kind("fairlock", &last, LockKind::Mutex)
+        .unwrap()
+        .all[1]
+        .clone();
+    let mut conn = server.conn();
+    let mut deadline = || -> Vec<i64> {
+        redis::cmd("ZRANGEBYSCORE")
+            .arg(&queue)
+            .arg(DEADLINE_BASE)
+            .arg("+inf")
+            .arg("WITHSCORES")
+            .query::<Vec<(String, i64)>>(&mut conn)
+            .unwrap()
+            .into_iter()
+            .map(|(_, score)| score)
+            .collect()
+    };
+    let first = deadline();
+    let beaten = wait_until(Duration::from_secs(5), || deadline() != first);
+    assert!(
+        beaten,
+        "the set's client heartbeats its queued part ({first:?})"
+    );
     relay.stall();
     let stalled = Instant::now();
     let (returned, got) = join_within(locking, Duration::from_secs(30), "the set");
