@@ -63,8 +63,24 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
-/// Settings of one client, fixed when it is built.
+/// A setting that `Debug` shows as `Some(***)` or `None`: a password, or a
+/// PEM certificate or key (bytes no one reads in a log, a key no one should).
 #[derive(Clone)]
+pub(crate) struct Hidden<T>(pub(crate) Option<T>);
+
+impl<T> Debug for Hidden<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Some(***)"
+        } else {
+            "None"
+        })
+    }
+}
+
+/// Settings of one client, fixed when it is built; its `Debug` hides the
+/// secrets ([`Hidden`], [`Endpoint`]'s).
+#[derive(Clone, Debug)]
 pub(crate) struct Config {
     pub(crate) target: Endpoint,
     pub(crate) lease: Duration,
@@ -82,16 +98,16 @@ pub(crate) struct Config {
     /// PEM root certificate(s) that `rediss://` servers must chain to;
     /// `None` means the system's roots.
     #[cfg(feature = "tls")]
-    pub(crate) tls_root_cert: Option<Vec<u8>>,
+    pub(crate) tls_root_cert: Hidden<Vec<u8>>,
     /// PEM certificate (chain) and private key this client presents to
     /// `rediss://` servers that ask for one (mutual TLS).
     #[cfg(feature = "tls")]
-    pub(crate) tls_client_cert: Option<ClientTlsConfig>,
+    pub(crate) tls_client_cert: Hidden<ClientTlsConfig>,
     /// The user the Sentinels themselves are asked for (`AUTH`), if any.
     pub(crate) sentinel_username: Option<String>,
     /// The password the Sentinels themselves require (`requirepass`), if
     /// any; the master's own credentials come from the URL.
-    pub(crate) sentinel_password: Option<String>,
+    pub(crate) sentinel_password: Hidden<String>,
     /// Replicas that must acknowledge every lock write (`WAIT`), if any.
     pub(crate) sync_replicas: Option<SyncReplicas>,
     /// How much sooner than Redis this client counts a lease as over.
@@ -122,11 +138,11 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(5),
             command_timeout: Duration::from_secs(5),
             #[cfg(feature = "tls")]
-            tls_root_cert: None,
+            tls_root_cert: Hidden(None),
             #[cfg(feature = "tls")]
-            tls_client_cert: None,
+            tls_client_cert: Hidden(None),
             sentinel_username: None,
-            sentinel_password: None,
+            sentinel_password: Hidden(None),
             sync_replicas: None,
             clock_drift: ClockDrift::default(),
             fence_life: DEFAULT_FENCE_LIFE,
@@ -134,33 +150,6 @@ impl Default for Config {
             identity: None,
             require_noeviction: false,
         }
-    }
-}
-
-impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
-            .field("target", &self.target)
-            .field("lease", &self.lease)
-            .field("waiter_timeout", &self.waiter_timeout)
-            .field("pool_size", &self.pool_size)
-            .field("min_idle", &self.min_idle)
-            .field("max_lifetime", &self.max_lifetime)
-            .field("idle_timeout", &self.idle_timeout)
-            .field("key_prefix", &self.key_prefix)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("command_timeout", &self.command_timeout)
-            .field("sync_replicas", &self.sync_replicas)
-            .field("clock_drift", &self.clock_drift)
-            .field("fence_life", &self.fence_life)
-            .field("identity", &self.identity)
-            .field("require_noeviction", &self.require_noeviction)
-            .field("sentinel_username", &self.sentinel_username)
-            .field(
-                "sentinel_password",
-                &self.sentinel_password.as_ref().map(|_| "***"),
-            )
-            .finish_non_exhaustive()
     }
 }
 
@@ -378,15 +367,16 @@ impl Config {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-        let invalid = |message: &str| Err(Error::invalid_config(message.to_owned()));
-        if self.tls_root_cert.is_none() && self.tls_client_cert.is_none() {
+        let invalid = |message: &'static str| Err(Error::invalid_config(message));
+        let (Hidden(root), Hidden(client)) = (&self.tls_root_cert, &self.tls_client_cert);
+        if root.is_none() && client.is_none() {
             return Ok(None);
         }
         let no_pem = |pem: &[u8]| !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----");
-        if self.tls_root_cert.as_deref().is_some_and(no_pem) {
+        if root.as_deref().is_some_and(no_pem) {
             return invalid("tls_root_cert_pem holds no PEM certificate");
         }
-        if let Some(client) = &self.tls_client_cert {
+        if let Some(client) = client {
             let chain = CertificateDer::pem_slice_iter(&client.client_cert)
                 .collect::<std::result::Result<Vec<_>, _>>();
             if !chain.is_ok_and(|chain| !chain.is_empty()) {
@@ -397,8 +387,8 @@ impl Config {
             }
         }
         Ok(Some(redis::TlsCertificates {
-            client_tls: self.tls_client_cert.clone(),
-            root_cert: self.tls_root_cert.clone(),
+            client_tls: client.clone(),
+            root_cert: root.clone(),
         }))
     }
 
@@ -406,7 +396,7 @@ impl Config {
     /// password that is not empty, a user only beside a password, and
     /// both only for a `redis+sentinel://` URL (where else would they go).
     fn check_sentinel_auth(&self, topology: &Topology) -> Result<()> {
-        let why = match (&self.sentinel_username, &self.sentinel_password) {
+        let why = match (&self.sentinel_username, &self.sentinel_password.0) {
             (None, None) => return Ok(()),
             _ if !matches!(topology, Topology::Sentinel { .. }) => {
                 "sentinel_password and sentinel_username need a redis+sentinel:// url"
@@ -455,44 +445,27 @@ impl Config {
         check_lease("waiter_timeout", self.waiter_timeout)?;
         let ClockDrift { rate, margin } = self.clock_drift;
         // NaN and the infinities fall outside the range too.
-        if !(0.0..=MAX_DRIFT_RATE).contains(&rate) || margin > MAX_TIMEOUT {
-            return invalid(format!(
-                "clock_drift rate must be from 0 to {MAX_DRIFT_RATE} and margin at most \
-                 {MAX_TIMEOUT:?}, got {rate} and {margin:?}"
-            ));
-        }
+        check_range("clock_drift rate", rate, 0.0, MAX_DRIFT_RATE)?;
+        check_range("clock_drift margin", margin, Duration::ZERO, MAX_TIMEOUT)?;
         self.clock_drift.check_against("lease", self.lease)?;
         check_range("fence_life", self.fence_life, MIN_FENCE_LIFE, MAX_LEASE)?;
         // r2d2 reserves room for the whole pool as it is made: a size no
         // server takes (Redis's default `maxclients`) could abort the process.
         check_range("pool_size", self.pool_size, 1, 10_000)?;
-        if let Some(min_idle) = self.min_idle.filter(|&n| n > self.pool_size) {
-            return invalid(format!(
-                "min_idle must be at most pool_size ({}), got {min_idle}",
-                self.pool_size
-            ));
+        if let Some(min_idle) = self.min_idle {
+            check_range("min_idle (at most pool_size)", min_idle, 0, self.pool_size)?;
         }
         for (what, value) in [
-            ("max_lifetime", self.max_lifetime),
-            ("idle_timeout", self.idle_timeout),
+            ("max_lifetime (or None)", self.max_lifetime),
+            ("idle_timeout (or None)", self.idle_timeout),
         ] {
-            if let Some(value) = value.filter(|v| !(MIN_POOL_DURATION..=MAX_TIMEOUT).contains(v)) {
-                return invalid(format!(
-                    "{what} must be from {MIN_POOL_DURATION:?} to {MAX_TIMEOUT:?} (or None), \
-                     got {value:?}"
-                ));
+            if let Some(value) = value {
+                check_range(what, value, MIN_POOL_DURATION, MAX_TIMEOUT)?;
             }
         }
-        for (what, value) in [
-            ("connect_timeout", self.connect_timeout),
-            ("command_timeout", self.command_timeout),
-        ] {
-            if value.is_zero() || value > MAX_TIMEOUT {
-                return invalid(format!(
-                    "{what} must be above zero and at most {MAX_TIMEOUT:?}, got {value:?}"
-                ));
-            }
-        }
+        let least = Duration::from_nanos(1);
+        check_range("connect_timeout", self.connect_timeout, least, MAX_TIMEOUT)?;
+        check_range("command_timeout", self.command_timeout, least, MAX_TIMEOUT)?;
         if let Some(sync) = self.sync_replicas {
             if sync.replicas == 0 {
                 return invalid("sync_replicas needs at least 1 replica".to_owned());
@@ -526,9 +499,7 @@ impl Config {
             ));
         }
         let prefix = &self.key_prefix;
-        if prefix.is_empty() || prefix.len() > 256 {
-            return invalid("key_prefix must be 1 to 256 bytes long".to_owned());
-        }
+        check_range("key_prefix's length in bytes", prefix.len(), 1, 256)?;
         if prefix.contains(['{', '}']) {
             // A brace would become the cluster hash tag and split a lock's keys over slots.
             return invalid(format!(

@@ -67,11 +67,9 @@ pub(crate) fn check(
     };
     let kind = ServerWarningKind::MayEvict;
     (answers.into_iter().filter_map(evicting))
-        .map(|(node, message)| {
-            if require_noeviction {
-                return Err(Error::invalid_config(message));
-            }
-            Ok(ServerWarning::logged(kind, &node, message))
+        .map(|(node, message)| match require_noeviction {
+            true => Err(Error::invalid_config(message)),
+            false => Ok(ServerWarning::logged(kind, &node, message)),
         })
         .collect()
 }

@@ -64,7 +64,7 @@ pub(super) fn client(
     let settings = redis::RedisConnectionInfo::default().set_db(node.db);
     let master = infos[0].clone().set_redis_settings(settings);
     let master = with_credentials(master, &node.username, &node.password);
-    let (username, password) = (&config.sentinel_username, &config.sentinel_password);
+    let (username, password) = (&config.sentinel_username, &config.sentinel_password.0);
     let sentinels = (infos.into_iter())
         .map(|info| super::open_info(config, with_credentials(info, username, password)))
         .collect::<Result<Vec<_>>>()?;

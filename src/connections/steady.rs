@@ -58,12 +58,7 @@ pub(crate) fn again<T>(
     mut step: impl FnMut(Option<Duration>) -> RedisResult<T>,
 ) -> RedisResult<T> {
     let started = Instant::now();
-    let left = || {
-        timeout.map(|t| {
-            t.saturating_sub(started.elapsed())
-                .max(Duration::from_millis(1))
-        })
-    };
+    let left = || timeout.map(|t| t.saturating_sub(started.elapsed()).max(LEAST));
     loop {
         match step(left()) {
             Err(err) if is_interrupted(&err) => {

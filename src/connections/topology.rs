@@ -87,12 +87,9 @@ impl Topology {
                 if master.is_empty() {
                     return Err(invalid("a sentinel url ends with /<master name>"));
                 }
-                let db = match parts.next() {
-                    None | Some("") => 0,
-                    Some(db) => db
-                        .parse()
-                        .map_err(|_| invalid("the database must be a number"))?,
-                };
+                let db = (parts.next().filter(|db| !db.is_empty()))
+                    .map_or(Ok(0), str::parse)
+                    .map_err(|_| invalid("the database must be a number"))?;
                 // `user:password`, `:password`, or a lone password, each
                 // percent-decoded as the redis crate decodes a `redis://` URL's.
                 let decoded = |part: &str| {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::connections::config::{ClockDrift, Config, Endpoint};
+use crate::connections::config::{ClockDrift, Config, Endpoint, Hidden};
 use crate::error::Result;
 use crate::handles::client::Client;
 use crate::protocol::SyncReplicas;
@@ -246,7 +246,7 @@ impl ClientBuilder {
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_cert_pem(self, pem: impl Into<Vec<u8>>) -> Self {
-        self.with(|config| config.tls_root_cert = Some(pem.into()))
+        self.with(|config| config.tls_root_cert = Hidden(Some(pem.into())))
     }
 
     /// Presents the PEM certificate (chain) `cert` and its PEM private key
@@ -284,10 +284,10 @@ impl ClientBuilder {
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_client_cert_pem(self, cert: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
         self.with(|config| {
-            config.tls_client_cert = Some(crate::connections::config::ClientTlsConfig {
+            config.tls_client_cert = Hidden(Some(crate::connections::config::ClientTlsConfig {
                 client_cert: cert.into(),
                 client_key: key.into(),
-            })
+            }))
         })
     }
 
@@ -317,7 +317,7 @@ impl ClientBuilder {
     /// # Ok(()) }
     /// ```
     pub fn sentinel_password(self, password: impl Into<String>) -> Self {
-        self.with(|config| config.sentinel_password = Some(password.into()))
+        self.with(|config| config.sentinel_password = Hidden(Some(password.into())))
     }
 
     /// The ACL user the Sentinels themselves are asked for, with
