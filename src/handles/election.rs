@@ -15,8 +15,7 @@ use crate::handles::kind;
 use crate::handles::leader_watch::LeaderWatch;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Ownership, Unbound};
-use crate::handles::participant::Participant;
-use crate::handles::status::Holder;
+use crate::handles::status::{Holder, Participant};
 use crate::machinery::caller::wait::Wait;
 use crate::protocol::{check_value, owner, Ask};
 

@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::handles::kind::{self, HoldKind, OneLock};
-use crate::handles::lease_signal::LeaseSignal;
 use crate::handles::lock::{FairLock, Settings};
 use crate::handles::ownership::Ownership;
-use crate::handles::revocation_signal::RevocationSignal;
+use crate::handles::signals::{LeaseSignal, RevocationSignal};
 use crate::machinery::caller::call_hold::CallHold;
 
 /// One hold of kind `K` ([`kind::Mutex`], [`kind::Semaphore`]'s permits,

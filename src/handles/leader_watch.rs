@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::handles::election::{Election, Leader};
-use crate::handles::participant::Participant;
-use crate::handles::status::Status;
+use crate::handles::status::{Participant, Status};
 use crate::machinery::subscriber::watch::Subscription;
 use crate::protocol::{Change, ElectionMessage, HISTORY_LEN};
 

@@ -6,9 +6,7 @@
 mod builder;
 mod client;
 pub mod kind;
-mod lease_signal;
-mod participant;
-mod revocation_signal;
+mod signals;
 mod status;
 
 // Rustdoc lists a type's `impl` blocks in the order of these modules: what
@@ -43,16 +41,14 @@ pub use client::Client;
 pub use election::{Election, Leader, Leadership};
 pub use guard::Guard;
 pub use leader_watch::{LeaderEvent, LeaderWatch};
-pub use lease_signal::LeaseSignal;
 pub use lock::FairLock;
 pub use multi::{FairMultiLock, MultiGuard};
 pub use mutex::{FairMutex, FairMutexGuard};
 pub use ownership::{Bound, MoveOnlyWithUnbound, Ownership, Unbound};
-pub use participant::Participant;
-pub use revocation_signal::RevocationSignal;
 pub use rwlock::{FairRwLock, ReadGuard, UpgradableReadGuard, WriteGuard};
 pub use semaphore::{FairSemaphore, PermitsChange, SemaphorePermit, MAX_PERMITS};
-pub use status::{Holder, QueuedWaiter, Status};
+pub use signals::{LeaseSignal, RevocationSignal};
+pub use status::{Holder, Participant, QueuedWaiter, Status};
 
 /// A guard of any kind of hold: a multi-lock's parts, or any guard made
 /// into one with [`Guard::into_any`].

@@ -9,7 +9,7 @@ use crate::handles::guard::Guard;
 use crate::handles::kind;
 use crate::handles::lock::{forever, FairLock};
 use crate::handles::ownership::{Bound, Ownership};
-use crate::handles::participant::Participant;
+use crate::handles::status::Participant;
 use crate::machinery::caller::wait::Wait;
 use crate::protocol::Ask;
 
