@@ -347,34 +347,29 @@ impl<O: Ownership> FairMultiLock<O> {
             return Err(Error::invalid_config(empty));
         }
         let mut parts = (self.parts.iter())
-            .map(|part| Ok((part.0.keys_for("acquire")?.lock(), part)))
+            .map(|(target, ask)| Ok((target.keys_for("acquire")?.lock(), target, *ask)))
             .collect::<Result<Vec<_>>>()?;
-        // Writes first among equal keys, so the merge below keeps them.
-        parts.sort_by_key(|(key, (_, ask))| (*key, Reverse(ask.exclusive())));
-        let mut ordered: Vec<(&str, &Target, Ask)> = Vec::with_capacity(parts.len());
-        for (key, (target, ask)) in parts {
-            let Some(kept) = ordered.last_mut().filter(|kept| kept.0 == key) else {
-                ordered.push((key, target, *ask));
-                continue;
-            };
-            // The same lock again: a write is kept over a read; a
-            // semaphore's permits add up.
-            if let (Ask::Permits { n: had, of: was }, Ask::Permits { n, of }) = (kept.2, *ask) {
-                if was != of {
-                    return Err(Error::invalid_config(format!(
-                        "the semaphore {:?} is named with {was} and with {of} permits",
-                        target.name()
-                    )));
+        // Writes first among equal keys, so that each lock's first part is
+        // the one kept.
+        parts.sort_by_key(|&(key, _, ask)| (key, Reverse(ask.exclusive())));
+        // Each lock once: a write is kept over a read; a semaphore's permits
+        // add up, checked as one call's.
+        (parts.chunk_by(|a, b| a.0 == b.0))
+            .map(|same| match same[0] {
+                (_, target, Ask::Permits { of, .. }) => {
+                    let name = target.name();
+                    let asks = same.iter().map(|part| part.2);
+                    if let Some(other) = asks.clone().map(Ask::capacity).find(|&n| n != of) {
+                        let message = format!(
+                            "the semaphore {name:?} is named with {of} and with {other} permits"
+                        );
+                        return Err(Error::invalid_config(message));
+                    }
+                    let n = asks.map(Ask::permits).fold(0, u32::saturating_add);
+                    let named = |err: Error| err.during(format_args!("the semaphore {name:?}"));
+                    Ok((target, permits_ask(n, of).map_err(named)?))
                 }
-                let n = had.saturating_add(n);
-                kept.2 = Ask::Permits { n, of };
-            }
-        }
-        (ordered.into_iter())
-            .map(|(_, target, ask)| match ask {
-                Ask::Permits { n, of } => (permits_ask(n, of).map(|ask| (target, ask)))
-                    .map_err(|err| err.during(format_args!("the semaphore {:?}", target.name()))),
-                ask => Ok((target, ask)),
+                (_, target, ask) => Ok((target, ask)),
             })
             .collect()
     }
