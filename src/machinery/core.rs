@@ -21,7 +21,7 @@ use crate::connections::topology::Topology;
 use crate::connections::warning::ServerWarning;
 use crate::connections::{eviction, Backend, Listen};
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::caller::acquisition::{Acquired, Acquisition};
+use crate::machinery::caller::acquisition::Acquisition;
 use crate::machinery::caller::call_hold::CallHold;
 use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::Wait;
@@ -195,7 +195,7 @@ impl Core {
             labels: Labels::new(keys.kind(), named.then_some(target.name())),
         };
         let got = acquisition.run(wait)?;
-        Ok(got.map(|Acquired { hold, call, waited }| CallHold {
+        Ok(got.map(|(hold, call, waited)| CallHold {
             client: Arc::clone(self),
             target: target.clone(),
             policy,

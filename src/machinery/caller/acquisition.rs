@@ -29,17 +29,6 @@ use crate::protocol::{
 const GRANT_GONE: &str = "it was handed to this call and gone by the time the call confirmed it \
                           (its lease ran out meanwhile, or a force release freed it)";
 
-/// What an acquisition got: its hold, registered (shared with the
-/// thread's other guards of it when the call re-entered it), the call that
-/// made it, and how long the call waited. Not released on drop: the core
-/// wraps it in the `CallHold` a guard releases as soon as it is returned.
-#[must_use]
-pub(crate) struct Acquired {
-    pub(crate) hold: Arc<Hold>,
-    pub(crate) call: Call,
-    pub(crate) waited: Duration,
-}
-
 /// One acquisition of one lock (its `keys`) asking for `ask` under a lease
 /// policy, owned by its thread or by itself. The algorithm is the same for
 /// every kind; the protocol values follow from `ask`.
@@ -63,11 +52,14 @@ pub(crate) struct Acquisition<'m> {
 }
 
 impl Acquisition<'_> {
-    /// Waits as `wait` says; the hold it got, stamped with how long the
-    /// call waited, which is reported with how it ended. A wait that cannot
-    /// wait makes one attempt that never queues (`try_lock`). The lock's
-    /// slot is listened on first, within the deadline.
-    pub(crate) fn run(&self, wait: &Wait) -> Result<Option<Acquired>> {
+    /// Waits as `wait` says; what it got: its hold, registered (shared
+    /// with the thread's other guards of it when the call re-entered it),
+    /// the call that made it, and how long the call waited, which is
+    /// reported with how it ended. Not released on drop: the core wraps it
+    /// at once in the `CallHold` a guard releases. A wait that cannot wait
+    /// makes one attempt that never queues (`try_lock`). The lock's slot is
+    /// listened on first, within the deadline.
+    pub(crate) fn run(&self, wait: &Wait) -> Result<Option<(Arc<Hold>, Call, Duration)>> {
         let started = Instant::now();
         // A new call of this thread (or of its own, unbound) on this lock.
         let (shared, id) = (self.shared, self.shared.next_call_id());
@@ -97,7 +89,7 @@ impl Acquisition<'_> {
             Err(_) => "failed",
         };
         observe::wait_ended(&self.labels, outcome, waited);
-        Ok(result?.map(|hold| Acquired { hold, call, waited }))
+        Ok(result?.map(|hold| (hold, call, waited)))
     }
 
     /// The hold this call was answered with (the request sent at `sent`,
