@@ -330,13 +330,11 @@ end
 
 local head, _, _, _, _, _, head_units = live_head(now_ms, split_counted_entry)
 local handed = {}
-if head and head ~= entry then
-  -- The waiters ahead of this call go first, as far as they fit (a head
-  -- that does not fit lets nobody in: a read behind a queued write).
-  if meta.used + head_units <= capacity then
-    handed = admit_waiters(meta, now_us, now_ms, entry)
-    head = live_head(now_ms, split_counted_entry)
-  end
+-- The waiters ahead of this call go first, as far as they fit (a head that
+-- does not fit lets nobody in: a read behind a queued write).
+if head and head ~= entry and meta.used + head_units <= capacity then
+  handed = admit_waiters(meta, now_us, now_ms, entry)
+  head = live_head(now_ms, split_counted_entry)
 end
 if (head == nil or head == entry) and meta.used + units <= capacity then
   if head then
