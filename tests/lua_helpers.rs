@@ -288,12 +288,15 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
         defined.sort();
         defined
     };
-    assert_eq!(defined(&source[..renewed.end]), ["LOCK", "fail", "ms_arg"]);
+    assert_eq!(
+        defined(&source[..renewed.end]),
+        ["LOCK", "fail", "whole_arg"]
+    );
     // Past it, a hold found gone reads the lock key's mark, which tells a
     // force release.
     assert_eq!(
         defined(source),
-        ["LOCK", "fail", "ms_arg", "read_lock", "split_mark"]
+        ["LOCK", "fail", "read_lock", "split_mark", "whole_arg"]
     );
     // The fast paths of acquire and release (a free lock or permit
     // nobody waits for), and of the rwlock's cancel (a hold kept) and
@@ -304,11 +307,14 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
     for (script, fast) in [
         (
             mutex(Op::Acquire),
-            ["fail", "ms_arg", "server_time", "take"].as_slice(),
+            ["fail", "whole_arg", "server_time", "take"].as_slice(),
         ),
-        (mutex(Op::Release), ["fail", "ms_arg"].as_slice()),
-        (counted(Op::Acquire), ["fail", "ms_arg", "fmt"].as_slice()),
-        (counted(Op::Release), ["fail", "ms_arg"].as_slice()),
+        (mutex(Op::Release), ["fail", "whole_arg"].as_slice()),
+        (
+            counted(Op::Acquire),
+            ["fail", "whole_arg", "fmt"].as_slice(),
+        ),
+        (counted(Op::Release), ["fail", "whole_arg"].as_slice()),
         (
             counted(Op::Cancel),
             [
@@ -390,11 +396,11 @@ fn the_check_sees_a_helper_missing_or_unused() {
     assert!(has(unused.clone(), "leave_queue is defined and never used"));
     assert!(!unused
         .iter()
-        .any(|p| p.starts_with("ms_arg") || p.starts_with("fail ")));
+        .any(|p| p.starts_with("whole_arg") || p.starts_with("fail ")));
     // Its own file alone calls a helper nobody defined.
     let renew = own_file(Script::of(LockKind::Mutex, Op::Renew));
     let bare = problems(renew, &own_from(renew, 0));
-    assert!(has(bare, "ms_arg is used, never defined"));
+    assert!(has(bare, "whole_arg is used, never defined"));
     // A name in a comment or a string is no use of it.
     let quoted = "local function fmt(n)\nend\n-- fmt(1)\nreturn 'fmt(2)'\n";
     assert!(has(

@@ -14,7 +14,7 @@
 --         delivered twice (a retry after a lost reply) or handed the hold
 --         while queued answers with its hold instead of taking a second one
 -- ARGV[5] lease ms: the hold's lease when this call gets it (1 .. 365 days
---         in ms: lib/common.lua's ms_arg)
+--         in ms: lib/common.lua's whole_arg)
 -- ARGV[6] capacity: the units there are (a semaphore's permits N; a
 --         reader-writer lock's RW_CAPACITY), 1 .. 4294967295; a call whose
 --         capacity is not the one the lock has (its meta key, kept a fence
@@ -150,9 +150,9 @@ local now_us, now_ms = server_time()
 local meta = read_meta(now_ms, true, stored or false)
 -- (A capacity as the meta writes it is the meta's number, one unit 1.)
 local capacity = ARGV[6] == meta.capacity_s and not meta.set and meta.capacity
-  or units_arg(ARGV[6], 'capacity')
+  or whole_arg(ARGV[6], 'capacity', 'units')
 local units = ARGV[7] == '1' and 1 or ARGV[7] == ARGV[6] and capacity
-  or units_arg(ARGV[7], 'units')
+  or whole_arg(ARGV[7], 'units', 'units')
 if units > capacity then
   fail('ERR fairlock: a call asks for ' .. fmt(units) .. ' units of ' .. fmt(capacity))
 end
@@ -330,13 +330,11 @@ end
 
 local head, _, _, _, _, _, head_units = live_head(now_ms, split_counted_entry)
 local handed = {}
-if head and head ~= entry then
-  -- The waiters ahead of this call go first, as far as they fit (a head
-  -- that does not fit lets nobody in: a read behind a queued write).
-  if meta.used + head_units <= capacity then
-    handed = admit_waiters(meta, now_us, now_ms, entry)
-    head = live_head(now_ms, split_counted_entry)
-  end
+-- The waiters ahead of this call go first, as far as they fit (a head that
+-- does not fit lets nobody in: a read behind a queued write).
+if head and head ~= entry and meta.used + head_units <= capacity then
+  handed = admit_waiters(meta, now_us, now_ms, entry)
+  head = live_head(now_ms, split_counted_entry)
 end
 if (head == nil or head == entry) and meta.used + units <= capacity then
   if head then

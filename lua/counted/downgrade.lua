@@ -36,7 +36,7 @@
 -- each.
 
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
-local to = units_arg(ARGV[6], 'units kept')
+local to = whole_arg(ARGV[6], 'units kept', 'units')
 holder_arg(owner, call)
 if to ~= 1 and to ~= 2147483648 then
   fail('ERR fairlock: downgrade: a hold keeps 1 or 2147483648 units, got ' .. ARGV[6])

@@ -26,7 +26,7 @@
 -- Cost: O(k log N) for k waiters of this client (amortised over dropped
 -- dead waiters and expired holds).
 
-local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
+local waiter_timeout = whole_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
   entry_arg(ARGV[i], split_counted_entry)
 end

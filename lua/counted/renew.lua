@@ -8,7 +8,7 @@
 -- ARGV[2] fence life ms
 -- ARGV[3] owner id
 -- ARGV[4] fencing token of the hold
--- ARGV[5] lease ms to set (1 .. 365 days in ms: lib/common.lua's ms_arg);
+-- ARGV[5] lease ms to set (1 .. 365 days in ms: lib/common.lua's whole_arg);
 --         "0" leaves the lease as it is and
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
@@ -30,7 +30,7 @@
 
 local owner, token, lease, call = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if lease ~= '0' then
-  lease = ms_arg(lease, 'lease')
+  lease = whole_arg(lease, 'lease')
 end
 holder_arg(owner, call)
 local _, now_ms = server_time()

@@ -32,7 +32,7 @@
 -- hold expired, in waiters and holders; it reads no more of the queue
 -- than the heads it admits or refuses.
 
-local permits = units_arg(ARGV[3], 'permits')
+local permits = whole_arg(ARGV[3], 'permits', 'units')
 local now_us, now_ms = server_time()
 prune(now_ms)
 local meta = read_meta(now_ms)

@@ -46,8 +46,8 @@
 -- dropped dead waiters and expired holds).
 
 local owner, token, call = ARGV[3], ARGV[4], ARGV[5]
-local lease, fixed = ms_arg(ARGV[6], 'lease'), ARGV[7]
-local waiter_timeout, mode = ms_arg(ARGV[8], 'waiter timeout'), ARGV[9]
+local lease, fixed = whole_arg(ARGV[6], 'lease'), ARGV[7]
+local waiter_timeout, mode = whole_arg(ARGV[8], 'waiter timeout'), ARGV[9]
 holder_arg(owner, call)
 if fixed ~= '0' and fixed ~= '1' then
   fail('ERR fairlock: fixed must be 0 or 1')

@@ -81,33 +81,22 @@ local function fail(message, stored, key, before)
   if found and found ~= '@FORMAT@' then
     message = 'FAIRLOCK_FORMAT ' .. found .. ' @FORMAT@ ' .. key
   end
-  if redis.REDIS_VERSION then
-    error({ err = message })
-  end
-  error(message, 0)
+  error(redis.REDIS_VERSION and { err = message } or message, 0)
 end
 
 -- `value` (an ARGV string of decimal digits: not an exponent, hex or spaces,
--- which tonumber would take) as a whole number of ms from 1 to 365 days (the
--- client's MAX_LEASE); anything else stops the script before it writes, so
--- no failing PX can leave a key without a TTL behind a write.
-local function ms_arg(value, what)
+-- which tonumber would take) as a whole number of ms from 1 to 365 days
+-- (the client's MAX_LEASE), or given `units` ('units'), of units from 1 to
+-- 4294967295 (a capacity or what a call asks for); anything else stops the
+-- script before it writes, so no failing PX can leave a key without a TTL
+-- behind a write. The units' bound is tested first: ms below it (most
+-- leases, fence lives and timeouts) cost one test, as with a bound of
+-- their own.
+local function whole_arg(value, what, units)
   local n = string.find(value or '', '^%d+$') and tonumber(value)
-  if not n or n < 1 or n > 31536000000 then
-    fail('ERR fairlock: ' .. what .. ' must be a whole number of ms from 1 to 31536000000, got '
-      .. tostring(value))
-  end
-  return n
-end
-
--- `value` (an ARGV string of decimal digits, as ms_arg reads one) as a whole
--- number of units from 1 to 4294967295 (a capacity or what a call asks
--- for); anything else stops the script before it writes.
-local function units_arg(value, what)
-  local n = string.find(value or '', '^%d+$') and tonumber(value)
-  if not n or n < 1 or n > 4294967295 then
-    fail('ERR fairlock: ' .. what .. ' must be a whole number from 1 to 4294967295, got '
-      .. tostring(value))
+  if not n or n < 1 or n > 4294967295 and (units or n > 31536000000) then
+    local range = units and 'number from 1 to 4294967295' or 'number of ms from 1 to 31536000000'
+    fail('ERR fairlock: ' .. what .. ' must be a whole ' .. range .. ', got ' .. tostring(value))
   end
   return n
 end
@@ -147,13 +136,13 @@ end
 -- only what a pure function of those strings gives, so a call reads the
 -- same from them as it would work out. The fence life last read:
 local checked_fence_in = false
--- as ms_arg read it:
+-- as whole_arg read it:
 local checked_fence = false
 -- and as fmt writes that (fence_text; false until asked):
 local checked_fence_s = false
 -- The lease last read (lease_arg):
 local checked_lease_in = false
--- as ms_arg read it:
+-- as whole_arg read it:
 local checked_lease = false
 -- and as fmt writes that (lease_text; false until asked):
 local checked_lease_s = false
@@ -173,31 +162,31 @@ local checked_life = false
 local checked_wake_in = false
 local checked_sharded = false
 
--- The fence life ARGV[2] in ms, as ms_arg reads it, once per value in a
+-- The fence life ARGV[2] in ms, as whole_arg reads it, once per value in a
 -- row (checked_fence_in; the library's FENCE_LIFE).
 local function fence_life(value)
-  checked_fence = ms_arg(value, 'fence life')
+  checked_fence = whole_arg(value, 'fence life')
   checked_fence_in, checked_fence_s = value, false
   return checked_fence
 end
 
 -- How long a lock's key (its last token and mark) outlives the hold that
 -- wrote it, freed or run out (the client's fence_life).
-local FENCE_LIFE = ms_arg(ARGV[2], 'fence life')
+local FENCE_LIFE = whole_arg(ARGV[2], 'fence life')
 -- @library
 local FENCE_LIFE = checked_fence_in == ARGV[2] and checked_fence or fence_life(ARGV[2])
 
--- The lease `value` (an ARGV string) as ms_arg reads it, and the PX of a
+-- The lease `value` (an ARGV string) as whole_arg reads it, and the PX of a
 -- hold with that lease: lease + FENCE_LIFE, as a string for SET.
 local function lease_arg(value)
-  local lease = ms_arg(value, 'lease')
+  local lease = whole_arg(value, 'lease')
   return lease, fmt(lease + FENCE_LIFE)
 end
 -- @library
 -- Worked out once per lease and fence life in a row (checked_lease_in).
 local function lease_arg(value)
   if checked_lease_in ~= value or checked_px_fence ~= FENCE_LIFE then
-    local lease = ms_arg(value, 'lease')
+    local lease = whole_arg(value, 'lease')
     checked_lease, checked_px = lease, fmt(lease + FENCE_LIFE)
     checked_lease_in, checked_px_fence, checked_lease_s = value, FENCE_LIFE, false
   end
@@ -220,9 +209,7 @@ local lease_text = fmt
 -- @library
 -- Once per lease (checked_lease_s).
 local function lease_text(lease)
-  if not checked_lease_s then
-    checked_lease_s = fmt(lease)
-  end
+  checked_lease_s = checked_lease_s or fmt(lease)
   return checked_lease_s
 end
 
@@ -233,15 +220,13 @@ end
 -- @library
 -- Once per fence life (checked_fence_s).
 local function fence_text()
-  if not checked_fence_s then
-    checked_fence_s = fmt(FENCE_LIFE)
-  end
+  checked_fence_s = checked_fence_s or fmt(FENCE_LIFE)
   return checked_fence_s
 end
 
 -- An acquire call's settings `value` (the mutex's ARGV[6], the counted
 -- engine's ARGV[8]: "<fixed 0|1> <waiter timeout ms> <mode> <live guard
--- token>"), as fixed, waiter timeout (ms, as ms_arg reads it), mode and
+-- token>"), as fixed, waiter timeout (ms, as whole_arg reads it), mode and
 -- live guard token (digits); anything else stops the script before it
 -- writes.
 local function read_settings(value)
@@ -251,7 +236,7 @@ local function read_settings(value)
     fail('ERR fairlock: the acquire settings must be "<fixed 0|1> <waiter timeout ms> <mode>'
       .. ' <live guard token>", got ' .. tostring(value))
   end
-  waiter_timeout = ms_arg(waiter_timeout, 'waiter timeout')
+  waiter_timeout = whole_arg(waiter_timeout, 'waiter timeout')
   if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' then
     fail('ERR fairlock: mode must be try, first or poll, got ' .. mode)
   end

@@ -38,7 +38,7 @@ local function entry_arg(value, split)
     fail('ERR fairlock: a queue entry must be "<owner> <call id> <lease ms> <fixed 0|1>'
       .. (split == split_entry and '' or ' <units>') .. '", got ' .. value)
   end
-  return owner, call, ms_arg(lease, 'lease'), fixed, units and units_arg(units, 'units')
+  return owner, call, whole_arg(lease, 'lease'), fixed, units and whole_arg(units, 'units', 'units')
 end
 
 -- A liveness deadline (server ms) as the queue scores it.

@@ -9,7 +9,7 @@
 --         delivered twice (a retry after a lost reply) takes, re-enters or
 --         queues once, and can be given back by its id (abandon.lua)
 -- ARGV[5] lease ms: the lock's TTL when this owner gets it (1 .. 365 days
---         in ms: lib/common.lua's ms_arg)
+--         in ms: lib/common.lua's whole_arg)
 -- ARGV[6] what only a lock that is not free, or that someone waits for,
 --         needs, as one string (so that the common take carries fewer
 --         arguments): "<fixed> <waiter timeout ms> <mode> <live token>":

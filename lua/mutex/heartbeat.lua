@@ -22,7 +22,7 @@
 -- the lock to (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(k log N) for k waiters of this client.
 
-local waiter_timeout = ms_arg(ARGV[3], 'waiter timeout')
+local waiter_timeout = whole_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
   entry_arg(ARGV[i], split_entry)
 end

@@ -6,7 +6,7 @@
 -- ARGV[3] owner id
 -- ARGV[4] fencing token of the hold (the hold is named by its owner and
 --         token: a counted lock's renewal also takes the call id)
--- ARGV[5] lease ms to set (1 .. 365 days in ms: lib/common.lua's ms_arg);
+-- ARGV[5] lease ms to set (1 .. 365 days in ms: lib/common.lua's whole_arg);
 --         "0" leaves the lease as it is and
 --         only writes the hold again, so that a WAIT after it covers the
 --         handoff that made this hold (sync_replicas with a fixed lease)
@@ -22,7 +22,7 @@
 -- Cost: O(1): GET, PTTL and one write.
 
 if ARGV[5] ~= '0' then
-  ms_arg(ARGV[5], 'lease')
+  whole_arg(ARGV[5], 'lease')
 end
 local stored = redis.call('GET', LOCK)
 local held_by = 'v@FORMAT@ ' .. ARGV[4] .. ' ' .. ARGV[3] .. '#'
