@@ -225,7 +225,7 @@ impl Caller {
 
 /// `err` naming the operation `O` on the lock `keys` it came from: `release
 /// of mutex "jobs": ...`, the name quoted as every message quotes one.
-fn during<O: Operation>(err: Error, keys: &LockKeys) -> Error {
+pub(crate) fn during<O: Operation>(err: Error, keys: &LockKeys) -> Error {
     let op = O::OP.file().replace('_', " ");
     let (kind, name) = (keys.kind().label(), keys.name());
     err.during(format_args!("{op} of {kind} {name:?}"))

@@ -165,10 +165,18 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 let first = waiter.unheard_since().map_or(sent, |since| since.min(sent));
                 let patience = shared.config().outage_patience();
                 // A request that timed out as the patience ended was cut
-                // short by it: what Redis said before is the outage's cause.
+                // short by it: what Redis said before (to this wait's
+                // requests, else to its refused heartbeats) is the outage's
+                // cause.
                 let ran_out = patience_end.is_some_and(|end| Instant::now() >= end);
                 let cut_short = err.is_timeout() && ran_out;
-                let said = cause.take().filter(|_| cut_short);
+                let said = (cause.take().map(|said| (said, "the one before it")))
+                    .or_else(|| {
+                        waiter
+                            .heartbeats_refused_as()
+                            .map(|said| (said, "its heartbeats before it"))
+                    })
+                    .filter(|_| cut_short);
                 // Requests failing for want of Redis since the first (set
                 // once) try again until that has lasted the patience.
                 let unanswered = outage.get_or_insert(first).elapsed();
@@ -180,12 +188,13 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                     // What is left in Redis is dealt with as the last request's
                     // error says (a timeout's call may have run).
                     break match (queued.failed(&waiter, err, leave_by()), said) {
-                        (Err(_), Some(said)) => Err(said.during(format_args!(
-                            "{gave_up}; its last request had no reply by then, the one before it"
+                        (Err(_), Some((said, before))) => Err(said.during(format_args!(
+                            "{gave_up}; its last request had no reply by then, {before}"
                         ))),
-                        // Only its heartbeats failed before: the request, sent
-                        // as the patience they used up ended, had what was left
-                        // of it (1 ms), a figure that says nothing of Redis.
+                        // Only its heartbeats failed before, none refused: the
+                        // request, sent as the patience they used up ended, had
+                        // what was left of it (1 ms), a figure that says nothing
+                        // of Redis.
                         (Err(err), None) if cut_short => {
                             Err(err.without_its_figure().during(format_args!(
                                 "{gave_up}; nothing it sent had a reply for {} ms, its last \

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::error::Error;
 use crate::protocol::Call;
 use rustc_hash::FxBuildHasher;
 
@@ -74,6 +75,10 @@ struct WaitState {
     /// Send time of the first of the watchdog's heartbeats in a row that
     /// could not reach Redis (see [`Waiter::unheard`]).
     unheard_since: Option<Instant>,
+    /// What Redis said to the last of those heartbeats it refused for a
+    /// while (`OOM`): the outage's cause when the wait's own last request
+    /// has no reply in time.
+    refused_as: Option<Error>,
 }
 
 /// One blocked call waiting for one lock.
@@ -102,7 +107,7 @@ impl Waiter {
     /// far is over (it would hold the lock otherwise).
     pub(crate) fn saw_queued(&self, sent: Instant, last_token: u64) {
         let mut state = self.state.lock();
-        state.unheard_since = None;
+        (state.unheard_since, state.refused_as) = (None, None);
         state.queued_as_of = Some(state.queued_as_of.map_or(sent, |known| known.max(sent)));
         state.stale_up_to = state.stale_up_to.max(last_token);
         state.granted = state.granted.filter(|g| g.token > last_token);
@@ -222,13 +227,19 @@ impl Waiter {
         }
     }
 
-    /// A heartbeat of this waiter sent at `sent` could not reach Redis.
-    /// Once none has for `patience` (the waiter's own requests count from
-    /// the first), it asks itself, so that a waiter told nothing (not the
-    /// head of its queue) ends its wait too; before that it stays parked,
-    /// and rejoins in order when Redis is back.
-    pub(crate) fn unheard(&self, sent: Instant, patience: Duration) {
-        let since = *self.state.lock().unheard_since.get_or_insert(sent);
+    /// A heartbeat of this waiter sent at `sent` could not reach Redis,
+    /// or was refused for a while (`err`). Once none has for `patience`
+    /// (the waiter's own requests count from the first), it asks itself,
+    /// so that a waiter told nothing (not the head of its queue) ends its
+    /// wait too; before that it stays parked, and rejoins in order when
+    /// Redis is back.
+    pub(crate) fn unheard(&self, sent: Instant, patience: Duration, err: &Error) {
+        let mut state = self.state.lock();
+        let since = *state.unheard_since.get_or_insert(sent);
+        if err.is_refused_for_now() {
+            state.refused_as = Some(err.clone());
+        }
+        drop(state);
         if since.elapsed() >= patience {
             self.repoll();
         }
@@ -238,6 +249,12 @@ impl Waiter {
     /// its heartbeats know.
     pub(crate) fn unheard_since(&self) -> Option<Instant> {
         self.state.lock().unheard_since
+    }
+
+    /// What Redis said to the last of its heartbeats since then that it
+    /// refused (`OOM`), if it refused any.
+    pub(crate) fn heartbeats_refused_as(&self) -> Option<Error> {
+        self.state.lock().refused_as.clone()
     }
 
     /// Asks the waiter to poll Redis at once.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::connections::caller::during;
 use crate::connections::scripts::Scripts;
 use crate::connections::slot_map::Address;
 use crate::connections::steady;
@@ -76,7 +77,7 @@ fn send(
                         watchdog.recheck.store(true, Ordering::Relaxed)
                     }
                     Work::Heartbeat(waiters) if err.is_connection() => {
-                        (waiters.iter()).for_each(|waiter| waiter.unheard(sent, patience))
+                        (waiters.iter()).for_each(|waiter| waiter.unheard(sent, patience, &err))
                     }
                     _ => {}
                 }
@@ -279,6 +280,7 @@ fn apply(
                 }
             }
             Err(err) => {
+                let err = during::<Renew>(err, &hold.call.keys);
                 log::log!(level, "fairlock: renewal failed: {err}");
                 // Not checked since a gap and no answer: checked again soon.
                 if hold.is_unconfirmed_after_gap() {
@@ -289,13 +291,17 @@ fn apply(
         Sent::Heartbeat(waiters, op) => match reply.and_then(|value| op.parse(value)) {
             Ok(reply) => apply_heartbeat(shared, waiters, reply, sent),
             Err(err) => {
+                let err = match waiters.first() {
+                    Some(waiter) => during::<Heartbeat>(err, &waiter.call.keys),
+                    None => err,
+                };
                 log::log!(level, "fairlock: heartbeat failed: {err}");
                 // Refused for want of Redis (`LOADING`) or for a while
                 // (`OOM`), as when the round could not reach it: a waiter
                 // not at the head would otherwise wait as long as that lasts.
                 if err.is_connection() || err.is_refused_for_now() {
                     let patience = shared.config().outage_patience();
-                    (waiters.iter()).for_each(|waiter| waiter.unheard(sent, patience));
+                    (waiters.iter()).for_each(|waiter| waiter.unheard(sent, patience, &err));
                 } else {
                     // Refused otherwise (an ACL, another program's data
                     // under a key): each asks, and ends with what Redis
