@@ -509,14 +509,33 @@ impl<O: Ownership> MultiGuard<O> {
 
     /// Releases every part, the last taken first, all within one command
     /// timeout, as one guard; what is not released by then the watchdog
-    /// gives back. The first error, after trying them all.
+    /// gives back. The first error, after trying them all: a part sent
+    /// after others and cut short by the timeout they share says so, not
+    /// its own figure (what was left of it), which says nothing of Redis.
     fn release_parts(&mut self) -> Result<()> {
         let Some(first) = self.parts.first() else {
             return Ok(());
         };
-        let end = Instant::now() + first.hold.client.config().command_timeout;
-        let released = (self.parts.drain(..).rev()).map(|mut part| part.hold.release_by(end));
-        released.fold(Ok(()), Result::and)
+        let (parts, timeout) = (self.parts.len(), first.hold.client.config().command_timeout);
+        let end = Instant::now() + timeout;
+        let (mut released, mut failed) = (0, None);
+        for (tried, mut part) in self.parts.drain(..).rev().enumerate() {
+            match part.hold.release_by(end) {
+                Ok(()) => released += 1,
+                Err(err) => failed = failed.or(Some((tried, err))),
+            }
+        }
+        match failed {
+            None => Ok(()),
+            Some((tried, err)) if tried > 0 && err.is_timeout() && Instant::now() >= end => {
+                Err(err.without_its_figure().during(format_args!(
+                    "unlock of a multi-lock of {parts} parts: its releases had one command \
+                     timeout ({timeout:?}) all told, {released} released by then, the watchdog \
+                     gives back the rest once redis answers; the first not released"
+                )))
+            }
+            Some((_, err)) => Err(err),
+        }
     }
 }
 
