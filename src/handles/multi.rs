@@ -255,12 +255,30 @@ impl<O: Ownership> FairMultiLock<O> {
     /// ```
     pub fn lock_with(&self, wait: impl Into<Wait>) -> Result<Option<MultiGuard<O>>> {
         let parts = self.ordered()?;
+        let (started, count) = (Instant::now(), parts.len());
         let wait = wait.into().fixed_from_now();
-        let mut held = Vec::with_capacity(parts.len());
+        let end = wait.ends_by();
+        let mut held = Vec::with_capacity(count);
         for (target, ask) in parts {
             match self.settings.request(target, ask, None, &wait) {
                 Ok(Some(part)) => held.push(part),
                 got => {
+                    // A later part's request cut short by the set's end had
+                    // only what was left of it: its figure says nothing of
+                    // Redis.
+                    let ended = end.is_some_and(|end| Instant::now() >= end);
+                    let got = got.map_err(|err| match held.len() {
+                        taken @ 1.. if ended && err.is_timeout() => {
+                            err.without_its_figure().during(format_args!(
+                                "acquire of a multi-lock of {count} parts: its wait ended {} ms \
+                                 in while the request for part {} had no reply ({taken} taken \
+                                 before it given back)",
+                                end.map_or(0, |end| end.duration_since(started).as_millis()),
+                                taken + 1
+                            ))
+                        }
+                        _ => err,
+                    });
                     release_taken(held, &wait);
                     return got.map(|_| None);
                 }
