@@ -376,6 +376,33 @@ fn a_hold_counted_lost_unlocks_as_lost_though_redis_still_had_it() {
     assert_eq!(signal.ended(), Some(LeaseEnd::Lost));
 }
 
+/// A hold of a fixed lease (never renewed) held past it: its unlock says
+/// `LeaseLost` and why, its fixed lease ran out, not that no renewal
+/// confirmed it in time (before: "its lease ran out before a renewal
+/// confirmed it (... a stalled or unreachable redis, or a paused
+/// process)", for a lease that no renewal was ever sent for, and a Redis
+/// that answered all along).
+#[test]
+fn a_fixed_lease_held_past_its_end_is_lost_saying_it_ran_out() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let mutex = client
+        .fair_mutex("fixed-held-past")
+        .with_fixed_lease(Duration::from_millis(300));
+    let guard = mutex.lock().unwrap();
+    let lost = wait_until(Duration::from_secs(5), || guard.is_lease_lost());
+    assert!(lost, "counted lost");
+    let err = guard.unlock().expect_err("held past its fixed lease");
+    eprintln!("unlock of a fixed lease held past its end: {err}");
+    let said = err.to_string();
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    assert!(
+        said.contains("its lease ran out: a fixed lease, never renewed")
+            && !said.contains("renewal confirmed"),
+        "{err}"
+    );
+}
+
 /// A reader-writer hold this client counted lost while Redis still had it
 /// (as above: 1 s of a fixed 3 s lease) stays lost through a change of its
 /// access: an upgrade and a downgrade say `LeaseLost`, as its unlock

@@ -451,6 +451,114 @@ fn a_multi_guard_dropped_in_a_stall_waits_one_command_timeout() {
     );
 }
 
+/// A multi-lock's guard unlocked over a slow link (150 ms each way,
+/// command timeout 1 s): each release is answered in about 300 ms, so the
+/// parts released last find the one command timeout they share over. The
+/// error says that: the timeout shared, how many parts were released by
+/// then, and that the watchdog gives back the rest; not the figure of a
+/// part sent with what was left of it, which says nothing of Redis
+/// (before: "release of mutex ...: redis call timed out: no reply within
+/// 97 ms", though Redis answered every release it had time for in 300 ms).
+#[test]
+fn a_multi_guard_unlocked_over_a_slow_link_says_its_releases_shared_one_timeout() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let other = server.client();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let names = ["slow-a", "slow-b", "slow-c", "slow-d", "slow-e"];
+    let guard = client.fair_multi_lock(names).lock().unwrap();
+    relay.set_delay(Duration::from_millis(150));
+    let started = Instant::now();
+    let err = guard
+        .unlock()
+        .expect_err("five releases of 300 ms each in 1 s");
+    let took = started.elapsed();
+    relay.set_delay(Duration::ZERO);
+    eprintln!(
+        "multi_lock: unlocked over a slow link after {:.0} ms: {err}",
+        ms(took)
+    );
+    let said = err.to_string();
+    assert!(err.is_connection() && err.is_retryable(), "{err}");
+    assert!(
+        said.contains("unlock of a multi-lock of 5 parts")
+            && said.contains("released by then")
+            && said.contains("the watchdog gives back the rest"),
+        "{err}"
+    );
+    assert!(!said.contains("no reply within"), "{err}");
+    assert!(took < Duration::from_millis(1400), "{took:?}");
+    for name in names {
+        let mutex = other.fair_mutex(name);
+        assert!(
+            wait_until(Duration::from_secs(5), || !mutex.is_locked().unwrap()),
+            "{name} stayed held"
+        );
+    }
+}
+
+/// A multi-lock's `try_lock_for(1 s)` of five free mutexes over a slow
+/// link (150 ms each way, command timeout 1 s): each part is answered in
+/// about 300 ms, so the set's wait ends while the request for a later part
+/// has had only what was left of it. The error (`Connection`: nothing is
+/// known of that part) says that the set's wait ended, which part was
+/// asked for and that the parts taken are given back; not that part's
+/// figure, which says nothing of Redis (before: "acquire of mutex ...:
+/// redis call timed out: no reply within 147 ms", though Redis answered
+/// every request in 300 ms).
+#[test]
+fn a_multi_lock_whose_wait_ends_over_a_slow_link_says_its_wait_ended() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let other = server.client();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let names = [
+        "slow-take-a",
+        "slow-take-b",
+        "slow-take-c",
+        "slow-take-d",
+        "slow-take-e",
+    ];
+    let set = client.fair_multi_lock(names);
+    relay.set_delay(Duration::from_millis(150));
+    let started = Instant::now();
+    let got = set.try_lock_for(Duration::from_secs(1));
+    let took = started.elapsed();
+    relay.set_delay(Duration::ZERO);
+    let err = got
+        .map(|guard| guard.is_some())
+        .expect_err("five requests of 300 ms in 1 s");
+    eprintln!(
+        "multi_lock: try_lock_for(1s) over a slow link after {:.0} ms: {err}",
+        ms(took)
+    );
+    let said = err.to_string();
+    assert!(err.is_connection() && err.is_retryable(), "{err}");
+    assert!(
+        said.contains("acquire of a multi-lock of 5 parts: its wait ended")
+            && said.contains("given back"),
+        "{err}"
+    );
+    assert!(!said.contains("no reply within"), "{err}");
+    assert!(took < Duration::from_millis(1400), "{took:?}");
+    for name in names {
+        let mutex = other.fair_mutex(name);
+        let free = || !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0;
+        assert!(
+            wait_until(Duration::from_secs(5), free),
+            "{name} stayed held"
+        );
+    }
+}
+
 /// A part the set took, lost while the set waits for a later one, is not
 /// returned as held: the call fails `LeaseLost`, naming that part, and
 /// gives back the parts it holds. Once force-released (another client

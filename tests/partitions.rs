@@ -738,3 +738,64 @@ fn a_grant_confirmed_after_its_count_ran_out_is_returned_live() {
     }
     assert!(wrong.is_empty(), "guards returned already lost: {wrong:#?}");
 }
+
+/// A hold its client counted lost while its link is stalled (its lease
+/// ran out with no renewal answered), unlocked while the link is still
+/// stalled: the unlock says `LeaseLost` (the hold is gone; writes made
+/// after its loss must be undone), as its documentation says of a hold
+/// counted lost, not the release's own timeout, a `Connection` error that
+/// reads as a hold not yet given back. What Redis still has of it is given
+/// back once the link flows.
+#[test]
+fn an_unlock_of_a_hold_counted_lost_in_a_stall_says_its_lease_was_lost() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .lease(Duration::from_secs(1))
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let guard = client.fair_mutex("lost-in-a-stall").lock().unwrap();
+    relay.stall();
+    let lost = wait_until(Duration::from_secs(5), || guard.is_lease_lost());
+    assert!(lost, "counted lost in the stall");
+    let err = guard.unlock().expect_err("counted lost");
+    relay.resume();
+    eprintln!("partitions: unlock of a hold counted lost in a stall: {err}");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    let mutex = server.client().fair_mutex("lost-in-a-stall");
+    assert!(
+        wait_until(Duration::from_secs(5), || !mutex.is_locked().unwrap()),
+        "given back once the link flows"
+    );
+}
+
+/// The same with the release refused rather than cut off: Redis over its
+/// `maxmemory` (`noeviction`) when the unlock of a hold of a fixed lease,
+/// counted lost, is sent. `LeaseLost`, not the refusal (`Server`,
+/// "try again once this passes", of a hold that is gone).
+#[test]
+fn an_unlock_of_a_hold_counted_lost_refused_for_memory_says_its_lease_was_lost() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let client = server.client();
+    let mutex = client
+        .fair_mutex("lost-and-refused")
+        .with_fixed_lease(Duration::from_millis(500));
+    let guard = mutex.lock().unwrap();
+    let config = |name: &str, value: &str| {
+        let () = (redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
+            .query(&mut server.conn())
+            .unwrap();
+    };
+    config("maxmemory-policy", "noeviction");
+    config("maxmemory", "1");
+    let lost = wait_until(Duration::from_secs(5), || guard.is_lease_lost());
+    let unlocked = guard.unlock();
+    config("maxmemory", "0");
+    assert!(lost, "counted lost");
+    let err = unlocked.expect_err("counted lost");
+    eprintln!("partitions: unlock of a hold counted lost, refused for memory: {err}");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+}

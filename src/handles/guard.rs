@@ -193,7 +193,8 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// was no longer this hold's (nothing was changed: another holder's
     /// lock is never touched), or when this client had counted the hold
     /// lost ([`is_lease_lost`](Self::is_lease_lost): its count ends before
-    /// Redis's, so what Redis still had of it is released);
+    /// Redis's, so what Redis still had of it is released; also when that
+    /// release fails, which the watchdog then retries);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// could not be reached (the client's watchdog gives the hold back as
     /// soon as Redis answers, or the lease runs out first); with

@@ -255,12 +255,30 @@ impl<O: Ownership> FairMultiLock<O> {
     /// ```
     pub fn lock_with(&self, wait: impl Into<Wait>) -> Result<Option<MultiGuard<O>>> {
         let parts = self.ordered()?;
+        let (started, count) = (Instant::now(), parts.len());
         let wait = wait.into().fixed_from_now();
-        let mut held = Vec::with_capacity(parts.len());
+        let end = wait.ends_by();
+        let mut held = Vec::with_capacity(count);
         for (target, ask) in parts {
             match self.settings.request(target, ask, None, &wait) {
                 Ok(Some(part)) => held.push(part),
                 got => {
+                    // A later part's request cut short by the set's end had
+                    // only what was left of it: its figure says nothing of
+                    // Redis.
+                    let ended = end.is_some_and(|end| Instant::now() >= end);
+                    let got = got.map_err(|err| match held.len() {
+                        taken @ 1.. if ended && err.is_timeout() => {
+                            err.without_its_figure().during(format_args!(
+                                "acquire of a multi-lock of {count} parts: its wait ended {} ms \
+                                 in while the request for part {} had no reply ({taken} taken \
+                                 before it given back)",
+                                end.map_or(0, |end| end.duration_since(started).as_millis()),
+                                taken + 1
+                            ))
+                        }
+                        _ => err,
+                    });
                     release_taken(held, &wait);
                     return got.map(|_| None);
                 }
@@ -509,14 +527,33 @@ impl<O: Ownership> MultiGuard<O> {
 
     /// Releases every part, the last taken first, all within one command
     /// timeout, as one guard; what is not released by then the watchdog
-    /// gives back. The first error, after trying them all.
+    /// gives back. The first error, after trying them all: a part sent
+    /// after others and cut short by the timeout they share says so, not
+    /// its own figure (what was left of it), which says nothing of Redis.
     fn release_parts(&mut self) -> Result<()> {
         let Some(first) = self.parts.first() else {
             return Ok(());
         };
-        let end = Instant::now() + first.hold.client.config().command_timeout;
-        let released = (self.parts.drain(..).rev()).map(|mut part| part.hold.release_by(end));
-        released.fold(Ok(()), Result::and)
+        let (parts, timeout) = (self.parts.len(), first.hold.client.config().command_timeout);
+        let end = Instant::now() + timeout;
+        let (mut released, mut failed) = (0, None);
+        for (tried, mut part) in self.parts.drain(..).rev().enumerate() {
+            match part.hold.release_by(end) {
+                Ok(()) => released += 1,
+                Err(err) => failed = failed.or(Some((tried, err))),
+            }
+        }
+        match failed {
+            None => Ok(()),
+            Some((tried, err)) if tried > 0 && err.is_timeout() && Instant::now() >= end => {
+                Err(err.without_its_figure().during(format_args!(
+                    "unlock of a multi-lock of {parts} parts: its releases had one command \
+                     timeout ({timeout:?}) all told, {released} released by then, the watchdog \
+                     gives back the rest once redis answers; the first not released"
+                )))
+            }
+            Some((_, err)) => Err(err),
+        }
     }
 }
 

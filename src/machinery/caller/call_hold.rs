@@ -91,7 +91,20 @@ impl CallHold {
         // Not sent, or its reply lost: the watchdog gives the call back once
         // Redis answers, so the hold does not wait out its lease.
         let abandon = |_: &Error| shared.abandon_later(call);
-        let (reply, replicated) = sent.inspect_err(abandon)?.into_parts();
+        let (reply, replicated) = match sent.inspect_err(abandon) {
+            Ok(written) => written.into_parts(),
+            // Counted lost, it is lost whatever its release met (a stall,
+            // a refusal): that is what the caller must hear.
+            Err(err) if counted_lost => {
+                let lost = self.hold.lost(call, GONE);
+                let message = format!(
+                    "{lost}; its release failed too, and the watchdog gives back what redis \
+                     still has of it: {err}"
+                );
+                return Err(lost.reworded(message));
+            }
+            Err(err) => return Err(err),
+        };
         if let ReleaseReply::HandedOver(next) = &reply {
             shared.grant_own(next);
         }

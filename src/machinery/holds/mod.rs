@@ -94,6 +94,11 @@ pub(crate) const FORCE_RELEASED: &str =
 const RAN_OUT: &str = "its lease ran out before a renewal confirmed it (by this client's count: \
                        a stalled or unreachable redis, or a paused process)";
 
+/// Why a hold of a fixed lease, which is never renewed, was lost once
+/// this client counted it out: no renewal was ever due, nor Redis at fault.
+const FIXED_RAN_OUT: &str = "its lease ran out: a fixed lease, never renewed, that the hold \
+                             outlasted (by this client's count)";
+
 /// Why a hold was lost whose lease ran out after its maximum hold, when
 /// the watchdog no longer renewed it: an end its owner asked for, not a
 /// fault.
@@ -171,13 +176,18 @@ struct HoldState {
 }
 
 impl HoldState {
-    /// The end, if any; a lease whose local count ran out is lost from now
-    /// on, and one past its maximum hold is no longer renewed.
-    fn settle(&mut self, now: Instant) -> Option<LeaseEnd> {
+    /// The end, if any; a lease (`fixed`: never renewed) whose local count
+    /// ran out is lost from now on, and one past its maximum hold is no
+    /// longer renewed.
+    fn settle(&mut self, now: Instant, fixed: bool) -> Option<LeaseEnd> {
         if matches!(self.end, None | Some(LeaseEnd::MaxHold)) && now >= self.expires_at {
             self.end = Some(LeaseEnd::Lost);
             let capped = self.max_end.is_some_and(|end| end <= self.expires_at);
-            let why = if capped { PAST_MAX_HOLD } else { RAN_OUT };
+            let why = match (capped, fixed) {
+                (true, _) => PAST_MAX_HOLD,
+                (false, true) => FIXED_RAN_OUT,
+                (false, false) => RAN_OUT,
+            };
             self.lost = Some((self.expires_at, why));
         } else if self.end.is_none() && self.max_end.is_some_and(|end| now >= end) {
             self.end = Some(LeaseEnd::MaxHold);
@@ -272,7 +282,7 @@ impl Hold {
     fn settled(&self, now: Instant) -> MutexGuard<'_, HoldState> {
         let mut state = self.state.lock();
         let before = state.end;
-        if state.settle(now) != before {
+        if state.settle(now, self.call.lease.is_fixed()) != before {
             if let (Some(LeaseEnd::Lost), Some((_, why))) = (state.end, state.lost) {
                 self.report_lost(why);
             }
