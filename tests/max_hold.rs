@@ -233,26 +233,35 @@ fn a_hold_lost_before_its_max_hold_is_signalled_lost() {
 /// hears `MaxHold`, then `Lost` when the lease runs out. Counted from
 /// before the connection, the hold was counted out 80 ms before its
 /// maximum hold and heard as `Lost`: the command ran on (a hang).
+///
+/// The test's thread must start waiting before the maximum hold: one
+/// that starts after it hears the end as of then, `Lost`. With a 250 ms
+/// maximum hold, a thread kept off a busy machine's CPU that long after
+/// its grant failed so ("Read at 54ms": `Lost`); at 900 ms the bug it
+/// names still ends the count 80 ms early, and is still heard as `Lost`.
 #[test]
 fn a_renewal_capped_by_the_max_hold_counts_to_it_however_late_it_goes_out() {
     let server = RedisServer::start();
     let relay = Relay::with_delay(server.port(), Duration::from_millis(40));
-    // Renewals every 400 ms: the grant's lease (the 250 ms maximum hold
-    // and a period) is shorter than two periods, so the watchdog renews
-    // it at once, on a connection of its own it opens then, and not again.
-    let max_hold = Duration::from_millis(250);
+    // Renewals every 1 s: the grant's lease (the 900 ms maximum hold and
+    // a period) is shorter than two periods, so the watchdog renews it at
+    // once, on a connection of its own it opens then, and not again.
+    let max_hold = Duration::from_millis(900);
     for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
         // A client each: its watchdog has no connection yet.
         let client = Client::builder(&format!("{}/1", relay.url()))
-            .lease(Duration::from_millis(1500))
-            .waiter_timeout(Duration::from_millis(1200))
+            .lease(Duration::from_secs(3))
+            .waiter_timeout(Duration::from_secs(3))
             .build()
             .unwrap();
         let name = format!("late-capped-{kind:?}");
+        let asked = Instant::now();
         let guard = take(&client, kind, &name, Some(max_hold), Duration::from_secs(5))
             .unwrap()
             .expect("free");
-        let granted = Instant::now();
+        // When the call returned with its grant: not when this thread,
+        // maybe kept off the CPU meanwhile, goes on.
+        let granted = asked + guard.waited();
         let end = guard.lease_signal().wait_timeout(Duration::from_secs(5));
         let at = granted.elapsed();
         assert_eq!(end, Some(LeaseEnd::MaxHold), "{kind:?} at {at:?}");
