@@ -141,7 +141,12 @@ fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
     let server = RedisServer::start();
     let holder = server.client();
     let name = "cancel-in-flight";
-    let fixed = Duration::from_millis(500);
+    // The head polls when this lease ends, which must come after the pause
+    // below: the lease outlasts what the setup (a client built, a waiter
+    // queued) may take on a busy machine. At 500 ms, a setup kept off the
+    // CPU longer had the poll go out before the pause, the waiter took the
+    // lock and nothing was ever in flight ("the head never polled").
+    let fixed = Duration::from_millis(1500);
     let held = holder
         .fair_mutex(name)
         .with_fixed_lease(fixed)
@@ -167,7 +172,15 @@ fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
         .unwrap()
         == 1));
     let mut conn = server.conn();
-    pause_clients(&mut conn, "WRITE", Duration::from_millis(4000));
+    // The poll, at the lease's end, waits at Redis for its command timeout,
+    // within the pause: it ends at most `fixed + command_timeout` after
+    // the pause began, a second before the pause does.
+    let pause = fixed + command_timeout + Duration::from_secs(1);
+    pause_clients(&mut conn, "WRITE", pause);
+    assert!(
+        !held.is_lease_lost(),
+        "the setup outlasted the holder's fixed lease: the head may have polled before the pause"
+    );
     let postponed = |conn: &mut redis::Connection| {
         let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
         let count = info
@@ -176,7 +189,7 @@ fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
         count.is_some_and(|count| count.trim() != "0")
     };
     assert!(
-        wait_until(Duration::from_secs(3), || postponed(&mut conn)),
+        wait_until(fixed + Duration::from_secs(1), || postponed(&mut conn)),
         "the head never polled"
     );
     let cancelled = Instant::now();

@@ -41,20 +41,23 @@ fn take(
 #[test]
 fn past_its_max_hold_a_hold_is_signalled_no_longer_renewed_and_passed_on() {
     let server = RedisServer::start();
-    // The watchdog renews every min(lease, waiter_timeout)/3 = 100 ms, the
-    // renewals from 400 ms on asking only for what is left of the maximum
-    // hold (plus the clock-drift allowance, a few ms). The last one comes
-    // within a period before the maximum hold: had it asked for the whole
-    // lease, the hold would run to between max_hold - period + lease
-    // (1 400 ms) and max_hold + lease (1 500 ms).
-    let lease = Duration::from_millis(600);
+    // The watchdog renews every min(lease, waiter_timeout)/3 = 100 ms, each
+    // renewal asking only for what is left of the maximum hold (plus the
+    // clock-drift allowance, a few ms), less than the lease. The last one
+    // comes within a period before the maximum hold: had it asked for the
+    // whole lease, the hold would run to between max_hold - period + lease
+    // (2 800 ms) and max_hold + lease (2 900 ms). The lease is that long so
+    // that a busy machine's lateness (a signal heard 450 ms late, with a
+    // 600 ms lease whose bug began at 1 400 ms) stays far below it.
+    let lease = Duration::from_secs(2);
     let waiter_timeout = Duration::from_millis(300);
     let period = lease.min(waiter_timeout) / 3;
     let max_hold = Duration::from_millis(900);
     // Past the maximum hold by a renewal period and a generous margin for a
     // busy machine, and still below what a lease-long last renewal gives.
-    let passed_on_by = max_hold + period + Duration::from_millis(200);
-    assert!(passed_on_by < max_hold - period + lease);
+    let late = Duration::from_millis(800);
+    let passed_on_by = max_hold + period + late;
+    assert!(passed_on_by + period < max_hold - period + lease);
     let holder = server
         .builder()
         .lease(lease)
@@ -64,10 +67,13 @@ fn past_its_max_hold_a_hold_is_signalled_no_longer_renewed_and_passed_on() {
     let waiter = server.client();
     for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
         let name = format!("max-hold-{kind:?}");
+        let asked = Instant::now();
         let guard = take(&holder, kind, &name, Some(max_hold), Duration::from_secs(5))
             .unwrap()
             .expect("free");
-        let granted = Instant::now();
+        // When the call returned with its grant: not when this thread,
+        // maybe kept off the CPU meanwhile, goes on.
+        let granted = asked + guard.waited();
         let signal = guard.lease_signal();
         let (tx, rx) = mpsc::channel();
         let (waiter_client, waiter_name) = (waiter.clone(), name.clone());
@@ -98,8 +104,7 @@ fn past_its_max_hold_a_hold_is_signalled_no_longer_renewed_and_passed_on() {
             ms(passed_on_by)
         );
         assert!(
-            signalled + Duration::from_millis(20) >= max_hold
-                && signalled <= max_hold + Duration::from_millis(300),
+            signalled + Duration::from_millis(20) >= max_hold && signalled <= max_hold + late,
             "{kind:?}: signalled at {signalled:?}"
         );
         // Never before the maximum hold; at it give or take the watchdog's
@@ -233,26 +238,35 @@ fn a_hold_lost_before_its_max_hold_is_signalled_lost() {
 /// hears `MaxHold`, then `Lost` when the lease runs out. Counted from
 /// before the connection, the hold was counted out 80 ms before its
 /// maximum hold and heard as `Lost`: the command ran on (a hang).
+///
+/// The test's thread must start waiting before the maximum hold: one
+/// that starts after it hears the end as of then, `Lost`. With a 250 ms
+/// maximum hold, a thread kept off a busy machine's CPU that long after
+/// its grant failed so ("Read at 54ms": `Lost`); at 900 ms the bug it
+/// names still ends the count 80 ms early, and is still heard as `Lost`.
 #[test]
 fn a_renewal_capped_by_the_max_hold_counts_to_it_however_late_it_goes_out() {
     let server = RedisServer::start();
     let relay = Relay::with_delay(server.port(), Duration::from_millis(40));
-    // Renewals every 400 ms: the grant's lease (the 250 ms maximum hold
-    // and a period) is shorter than two periods, so the watchdog renews
-    // it at once, on a connection of its own it opens then, and not again.
-    let max_hold = Duration::from_millis(250);
+    // Renewals every 1 s: the grant's lease (the 900 ms maximum hold and
+    // a period) is shorter than two periods, so the watchdog renews it at
+    // once, on a connection of its own it opens then, and not again.
+    let max_hold = Duration::from_millis(900);
     for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
         // A client each: its watchdog has no connection yet.
         let client = Client::builder(&format!("{}/1", relay.url()))
-            .lease(Duration::from_millis(1500))
-            .waiter_timeout(Duration::from_millis(1200))
+            .lease(Duration::from_secs(3))
+            .waiter_timeout(Duration::from_secs(3))
             .build()
             .unwrap();
         let name = format!("late-capped-{kind:?}");
+        let asked = Instant::now();
         let guard = take(&client, kind, &name, Some(max_hold), Duration::from_secs(5))
             .unwrap()
             .expect("free");
-        let granted = Instant::now();
+        // When the call returned with its grant: not when this thread,
+        // maybe kept off the CPU meanwhile, goes on.
+        let granted = asked + guard.waited();
         let end = guard.lease_signal().wait_timeout(Duration::from_secs(5));
         let at = granted.elapsed();
         assert_eq!(end, Some(LeaseEnd::MaxHold), "{kind:?} at {at:?}");
