@@ -140,6 +140,10 @@ pub(crate) enum Retry {
     Call,
 }
 
+/// What a refusal that passes (`Error::is_refused_for_now`) says of its
+/// call, but for one that consumed its guard (`Error::of_a_consumed_guard`).
+const TRY_AGAIN: &str = "nothing changed (try again once this passes)";
+
 /// The error type of every fallible fairlock call.
 ///
 /// The underlying cause, when there is one (a `redis::RedisError`, an
@@ -372,6 +376,17 @@ impl Error {
         self
     }
 
+    /// The same error, of a call that consumed its guard (an unlock, a
+    /// change of access): a refusal that passes changed nothing at Redis,
+    /// yet there is no call left to send again, and the hold is given back
+    /// all the same (`Guard::unlock`'s errors).
+    pub(crate) fn of_a_consumed_guard(self) -> Self {
+        let given_back = "nothing changed yet, the guard is consumed and its hold given back \
+                          all the same (by the watchdog once redis accepts it, or at its \
+                          lease's end)";
+        self.renamed(TRY_AGAIN, given_back)
+    }
+
     /// The same error saying `message` instead (the kind, the source and
     /// what a retry does stay).
     pub(crate) fn reworded(mut self, message: impl Into<Cow<'static, str>>) -> Self {
@@ -501,11 +516,10 @@ impl Error {
         {
             (Retry::Unreachable, "redis is unreachable")
         } else {
-            let message = if code_of(&err).is_some_and(refused_for_now) {
-                "redis refused the call before running it, nothing changed (try again once \
-                 this passes)"
+            let message: Cow<_> = if code_of(&err).is_some_and(refused_for_now) {
+                format!("redis refused the call before running it, {TRY_AGAIN}").into()
             } else {
-                "redis returned an error"
+                "redis returned an error".into()
             };
             return Error::with_source(ErrorKind::Server, message, err);
         };

@@ -1752,6 +1752,78 @@ fn a_lock_call_refused_for_now_is_retryable_and_a_retry_takes_the_lock() {
     }
 }
 
+/// A call that consumes its guard (a mutex's unlock, a write's downgrade,
+/// a multi-lock's unlock, an upgradable read's upgrade), refused by Redis for a reason that
+/// passes (`OOM`: over its `maxmemory`, `noeviction`), says what becomes
+/// of the hold: given back all the same, by the watchdog once Redis
+/// accepts it; not "try again once this passes" (before), which a caller
+/// whose guard is gone cannot do, and which reads as if the hold were
+/// still its own. Each lock is free within 3 s of the limit lifted (the
+/// watchdog's round is a third of the 1 s lease).
+#[test]
+fn a_call_that_consumes_its_guard_refused_for_now_says_its_hold_is_given_back() {
+    type Consume = Box<dyn FnOnce() -> fairlock::Result<()>>;
+    let server = RedisServer::start();
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let mut conn = server.conn();
+    let set = |conn: &mut redis::Connection, name: &str, value: &str| {
+        let () = (redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
+            .query(conn)
+            .unwrap();
+    };
+    set(&mut conn, "maxmemory-policy", "noeviction");
+    let (mutex, rwlock) = (
+        client.fair_mutex("consumed"),
+        client.fair_rwlock("consumed"),
+    );
+    let unlock = mutex.lock().unwrap();
+    let write = rwlock.write().unwrap();
+    let set_of_two = client.fair_multi_lock(["consumed-a", "consumed-b"]);
+    let both = set_of_two.lock().unwrap();
+    let cases: [(&str, Consume); 3] = [
+        ("an unlock", Box::new(move || unlock.unlock())),
+        ("a downgrade", Box::new(move || write.downgrade().map(drop))),
+        ("a multi-lock's unlock", Box::new(move || both.unlock())),
+    ];
+    let upgradable = client.fair_rwlock("consumed-upgradable");
+    let mut consumed = Vec::new();
+    for (what, consume) in cases {
+        set(&mut conn, "maxmemory", "1");
+        consumed.push((what, consume()));
+        set(&mut conn, "maxmemory", "0");
+    }
+    let read = upgradable.upgradable_read().unwrap();
+    set(&mut conn, "maxmemory", "1");
+    consumed.push(("an upgrade", read.upgrade().map(drop)));
+    set(&mut conn, "maxmemory", "0");
+    for (what, got) in consumed {
+        let err = got.expect_err(what);
+        eprintln!("leftovers: {what} refused for memory: {err}");
+        assert_eq!(err.kind(), ErrorKind::Server, "{what}: {err:?}");
+        let said = err.to_string();
+        assert!(said.contains("OOM"), "{what}: {said}");
+        assert!(!said.contains("try again"), "{what}: {said}");
+        assert!(said.contains("given back"), "{what}: {said}");
+    }
+    let free = || {
+        let parts = ["consumed-a", "consumed-b"].map(|name| client.fair_mutex(name));
+        !(mutex.is_locked().unwrap()
+            || rwlock.is_locked().unwrap()
+            || upgradable.is_locked().unwrap()
+            || parts.iter().any(|part| part.is_locked().unwrap()))
+    };
+    let lifted = Instant::now();
+    assert!(wait_until(Duration::from_secs(3), free), "not given back");
+    eprintln!(
+        "leftovers: every lock free {:?} after the last lift",
+        lifted.elapsed()
+    );
+}
+
 /// Under `sync_replicas`, renewals too few replicas acknowledge (the
 /// replica gone) are said at warn once, naming the client, not once a
 /// round (every 200 ms here, each waiting up to 250 ms for the replica:

@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::handles::kind::{self, HoldKind, OneLock};
 use crate::handles::lock::{FairLock, Settings};
 use crate::handles::ownership::Ownership;
@@ -204,7 +204,10 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// (after a failover the lock may then stay taken until this hold's
     /// lease runs out); otherwise the kinds of
     /// [`status`](crate::FairLock::status) (`Auth`, `Permission`,
-    /// `KeyConflict`, `FormatMismatch`, `Server`).
+    /// `KeyConflict`, `FormatMismatch`, `Server`). A release Redis refused
+    /// for a reason that passes (`OOM`, `MISCONF`, `NOREPLICAS`) changed
+    /// nothing yet; the watchdog gives the hold back once Redis accepts it,
+    /// as after a connection error.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -216,7 +219,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     #[doc(alias = "release")]
     #[doc(alias = "resign")]
     pub fn unlock(mut self) -> Result<()> {
-        self.hold.release(None)
+        self.hold.release(None).map_err(Error::of_a_consumed_guard)
     }
 
     /// The same hold as a guard of [`kind::Any`], to keep guards of several

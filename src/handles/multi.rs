@@ -522,7 +522,7 @@ impl<O: Ownership> MultiGuard<O> {
     /// # Ok(()) }
     /// ```
     pub fn unlock(mut self) -> Result<()> {
-        self.release_parts()
+        self.release_parts().map_err(Error::of_a_consumed_guard)
     }
 
     /// Releases every part, the last taken first, all within one command

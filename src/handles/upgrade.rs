@@ -87,7 +87,7 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
                 // The read, by the wait's end (a try's: one command timeout
                 // from its start): the call returns on time.
                 self.hold.release_after(wait.ends_by(), started);
-                Err(err)
+                Err(err.of_a_consumed_guard())
             }
         }
     }

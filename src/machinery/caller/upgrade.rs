@@ -66,7 +66,10 @@ impl CallHold {
     pub(crate) fn downgrade(&mut self, to: Access) -> Result<()> {
         let started = Instant::now();
         let downgraded = self.change_access(to);
-        downgraded.inspect_err(|_| self.release_after(None, started))
+        downgraded.map_err(|err| {
+            self.release_after(None, started);
+            err.of_a_consumed_guard()
+        })
     }
 
     /// A hold this client counted lost is not changed: it is released now,
