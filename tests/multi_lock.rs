@@ -559,6 +559,64 @@ fn a_multi_lock_whose_wait_ends_over_a_slow_link_says_its_wait_ended() {
     }
 }
 
+/// A multi-lock's wait cancelled while the reply to its first part's
+/// request is on its way (a slow link: 200 ms each way, command timeout
+/// 2 s; the cancel as soon as Redis holds that part) ends there: the part
+/// taken is given back and the call returns `None` once that reply is in,
+/// asking for no later part. Before, each later part was still asked for
+/// once, a round trip each, and the cancelled call returned the whole set
+/// held, 0.8 s after the cancel.
+#[test]
+fn a_multi_lock_cancelled_during_a_parts_request_asks_for_no_later_part() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let other = server.client();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let names = ["cancelled-a", "cancelled-b", "cancelled-c"];
+    let set = client.fair_multi_lock(names);
+    let cancel = WaitCanceller::new();
+    // A pooled connection open before the link slows: the first part's
+    // request is one round trip.
+    assert!(!client.fair_mutex(names[0]).is_locked().unwrap());
+    relay.set_delay(Duration::from_millis(200));
+    let taking = {
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            let got = set.lock_with(Wait::forever().cancelled_by(&cancel));
+            (got.map(|guard| guard.is_some()), Instant::now())
+        })
+    };
+    let first = other.fair_mutex(names[0]);
+    assert!(wait_until(Duration::from_secs(5), || first
+        .is_locked()
+        .unwrap()));
+    let cancelled = Instant::now();
+    cancel.cancel();
+    let (got, ended) = join_within(taking, Duration::from_secs(10), "the set's call");
+    relay.set_delay(Duration::ZERO);
+    let took = ended.duration_since(cancelled);
+    eprintln!("multi_lock: cancelled during its first part's request: {got:?}, {took:?} after");
+    assert_eq!(
+        got.unwrap(),
+        false,
+        "the cancelled call returned the set held"
+    );
+    // Its reply 200 ms after the cancel; each later part's, 400 ms more.
+    assert!(took < Duration::from_millis(700), "{took:?}");
+    for name in names {
+        let mutex = other.fair_mutex(name);
+        let free = || !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0;
+        assert!(
+            wait_until(Duration::from_secs(5), free),
+            "{name} stayed held"
+        );
+    }
+}
+
 /// A part the set took, lost while the set waits for a later one, is not
 /// returned as held: the call fails `LeaseLost`, naming that part, and
 /// gives back the parts it holds. Once force-released (another client

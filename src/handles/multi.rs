@@ -223,7 +223,9 @@ impl<O: Ownership> FairMultiLock<O> {
     /// `Ok(None)` when the wait ended first: the parts taken so far are
     /// released and the waiting one leaves its queue before it returns,
     /// so nothing is left held or queued. A duration counts for the whole
-    /// set, from the call's start.
+    /// set, from the call's start; a wait that ends while a part's request
+    /// is out asks for no later part (one that cannot wait at all, as
+    /// `try_lock`'s, tries each part once).
     ///
     /// # Errors
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) for an
@@ -257,9 +259,16 @@ impl<O: Ownership> FairMultiLock<O> {
         let parts = self.ordered()?;
         let (started, count) = (Instant::now(), parts.len());
         let wait = wait.into().fixed_from_now();
-        let end = wait.ends_by();
+        let (end, could_wait) = (wait.ends_by(), wait.deadline().is_ok());
         let mut held = Vec::with_capacity(count);
         for (target, ask) in parts {
+            // A wait that ended (its deadline, its cancel) while a part's
+            // request was out asks for no later part: one try each is for a
+            // set that could not wait from the start.
+            if could_wait && !held.is_empty() && wait.deadline().is_err() {
+                release_taken(held, &wait);
+                return Ok(None);
+            }
             match self.settings.request(target, ask, None, &wait) {
                 Ok(Some(part)) => held.push(part),
                 got => {
