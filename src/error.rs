@@ -305,7 +305,9 @@ impl Error {
     /// ```
     pub fn is_timeout(&self) -> bool {
         // A Redis call that timed out, or no pooled connection in time.
-        self.is_reply_timeout() || (self.source.as_deref()).is_some_and(|s| s.is::<r2d2::Error>())
+        self.is_reply_timeout()
+            || self.is_pool_busy()
+            || (self.source.as_deref()).is_some_and(|s| s.is::<r2d2::Error>())
     }
 
     /// True when Redis refused the call before running any of it, for a
@@ -533,6 +535,17 @@ impl Error {
     /// [`from_redis`](Self::from_redis) reads it.
     pub(crate) fn from_server(err: redis::ServerError) -> Self {
         Self::from_redis(err.into())
+    }
+
+    /// A pooled connection had only once the call's time was up: as a
+    /// pool wait that ran out ([`Retry::PoolBusy`]), and nothing was sent.
+    pub(crate) fn connection_too_late() -> Self {
+        let message = "no redis connection could be had in time (one came only once the \
+                       call's time was up; nothing was sent)";
+        Error {
+            retry: Retry::PoolBusy,
+            ..Error::new(ErrorKind::Connection, message)
+        }
     }
 
     /// No pooled connection in time; `busy`: none failed to open (see

@@ -17,8 +17,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    assert_one_line_error, code, fairlock, output, read_pid, sh, status_json, stderr, stdout, Proc,
-    Scratch, PATIENCE,
+    assert_one_line_error, code, fairlock, output, read_pid, sh, status_json, stderr, stdout,
+    steady_client, Proc, Scratch, PATIENCE,
 };
 use fairlock::__test_support::LockKeys;
 use fairlock::LockKind;
@@ -106,7 +106,7 @@ fn permits_2_runs_at_most_two_commands_at_once_in_arrival_order() {
     let server = RedisServer::start();
     let scratch = Scratch::new("permits");
     let log = scratch.path("log");
-    let client = server.client();
+    let client = steady_client(&server);
     let sem = client.fair_semaphore("pool", 2);
     let held = [sem.acquire().unwrap(), sem.acquire().unwrap()];
 
@@ -1277,7 +1277,7 @@ fn an_identity_names_the_holder_in_status_text_and_json() {
 #[test]
 fn permits_sets_the_number_admits_and_refuses_waiters_and_says_so() {
     let server = RedisServer::start();
-    let (holder, other) = (server.client(), server.client());
+    let (holder, other) = (steady_client(&server), steady_client(&server));
     let sem = holder.fair_semaphore("jobs", 1);
     let held = sem.acquire().unwrap();
     let waiting = other.fair_semaphore("jobs", 1);

@@ -104,7 +104,8 @@ impl Caller {
             )));
         }
         let left = |at: Instant| at.saturating_duration_since(Instant::now());
-        let give_up = Instant::now() + self.config.command_timeout;
+        let began = Instant::now();
+        let give_up = began + self.config.command_timeout;
         let give_up = limit.reply_by.map_or(give_up, |at| at.min(give_up));
         // Counted afresh after each wait for a slot move, as for a new call.
         let retries = || (self.config.pool_size + 1, true);
@@ -112,6 +113,15 @@ impl Caller {
         loop {
             let mut conn =
                 (self.backend).checkout(limit.checkout_by.map_or(Duration::MAX, left))?;
+            // Had only once the call's time was up, which it was not when
+            // the call began (a checkout woken late on a busy machine): a
+            // request sent now has no time for its reply, and its timeout
+            // would say nothing of Redis. Nothing is sent, as when the pool
+            // wait runs out. (A call given no time at all, a release's last
+            // try, still goes out with 1 ms.)
+            if (limit.reply_by).is_some_and(|at| at > began && Instant::now() >= at) {
+                return Err(Error::connection_too_late());
+            }
             let timeout = self.config.command_timeout;
             let capped = (limit.reply_by.map(left)).filter(|left| *left < timeout);
             if let Some(left) = capped {

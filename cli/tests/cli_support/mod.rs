@@ -25,6 +25,19 @@ pub fn fairlock(server: &RedisServer) -> Command {
     cmd
 }
 
+/// A client whose holds and queued calls outlast a loaded machine's
+/// pauses (a 30 s lease, a 10 s waiter timeout; the tests' others are 2 s
+/// and 1 s), for a test whose subject is the command's waiting on them,
+/// not their leases: a hold lost to a starved watchdog lets a command in
+/// that the test expects to wait.
+pub fn steady_client(server: &RedisServer) -> fairlock::Client {
+    (server.builder())
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(10))
+        .build()
+        .expect("client connects to the test server")
+}
+
 /// A running `fairlock`, killed and reaped on drop.
 pub struct Proc {
     child: Option<Child>,
