@@ -1769,13 +1769,10 @@ fn a_call_that_consumes_its_guard_refused_for_now_says_its_hold_is_given_back() 
         .lease(Duration::from_secs(1))
         .build()
         .unwrap();
-    let mut conn = server.conn();
-    let set = |conn: &mut redis::Connection, name: &str, value: &str| {
-        let () = (redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
-            .query(conn)
-            .unwrap();
-    };
-    set(&mut conn, "maxmemory-policy", "noeviction");
+    let (over, under) = (
+        || server.set_eviction("1", "noeviction"),
+        || server.set_eviction("0", "noeviction"),
+    );
     let (mutex, rwlock) = (
         client.fair_mutex("consumed"),
         client.fair_rwlock("consumed"),
@@ -1792,14 +1789,14 @@ fn a_call_that_consumes_its_guard_refused_for_now_says_its_hold_is_given_back() 
     let upgradable = client.fair_rwlock("consumed-upgradable");
     let mut consumed = Vec::new();
     for (what, consume) in cases {
-        set(&mut conn, "maxmemory", "1");
+        over();
         consumed.push((what, consume()));
-        set(&mut conn, "maxmemory", "0");
+        under();
     }
     let read = upgradable.upgradable_read().unwrap();
-    set(&mut conn, "maxmemory", "1");
+    over();
     consumed.push(("an upgrade", read.upgrade().map(drop)));
-    set(&mut conn, "maxmemory", "0");
+    under();
     for (what, got) in consumed {
         let err = got.expect_err(what);
         eprintln!("leftovers: {what} refused for memory: {err}");

@@ -462,13 +462,7 @@ fn a_multi_guard_dropped_in_a_stall_waits_one_command_timeout() {
 #[test]
 fn a_multi_guard_unlocked_over_a_slow_link_says_its_releases_shared_one_timeout() {
     let _serial = serial();
-    let server = RedisServer::start();
-    let other = server.client();
-    let relay = Relay::start(server.port());
-    let client = Client::builder(&relay.url())
-        .command_timeout(Duration::from_secs(1))
-        .build()
-        .unwrap();
+    let (_server, other, relay, client) = over_a_relay(Duration::from_secs(1));
     let names = ["slow-a", "slow-b", "slow-c", "slow-d", "slow-e"];
     let guard = client.fair_multi_lock(names).lock().unwrap();
     relay.set_delay(Duration::from_millis(150));
@@ -492,10 +486,30 @@ fn a_multi_guard_unlocked_over_a_slow_link_says_its_releases_shared_one_timeout(
     );
     assert!(!said.contains("no reply within"), "{err}");
     assert!(took < Duration::from_millis(1400), "{took:?}");
+    assert_free_within_5s(&other, &names);
+}
+
+/// A server, a client of it, and a client of it through a relay (a link
+/// a test can slow or cut) with `command_timeout`.
+fn over_a_relay(command_timeout: Duration) -> (RedisServer, Client, Relay, Client) {
+    let server = RedisServer::start();
+    let other = server.client();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .command_timeout(command_timeout)
+        .build()
+        .unwrap();
+    (server, other, relay, client)
+}
+
+/// Each of `names` is free, nothing held or queued, within 5 s (the
+/// watchdog's give-backs included), as `other` reads it.
+fn assert_free_within_5s(other: &Client, names: &[&str]) {
     for name in names {
         let mutex = other.fair_mutex(name);
+        let free = || !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0;
         assert!(
-            wait_until(Duration::from_secs(5), || !mutex.is_locked().unwrap()),
+            wait_until(Duration::from_secs(5), free),
             "{name} stayed held"
         );
     }
@@ -513,13 +527,7 @@ fn a_multi_guard_unlocked_over_a_slow_link_says_its_releases_shared_one_timeout(
 #[test]
 fn a_multi_lock_whose_wait_ends_over_a_slow_link_says_its_wait_ended() {
     let _serial = serial();
-    let server = RedisServer::start();
-    let other = server.client();
-    let relay = Relay::start(server.port());
-    let client = Client::builder(&relay.url())
-        .command_timeout(Duration::from_secs(1))
-        .build()
-        .unwrap();
+    let (_server, other, relay, client) = over_a_relay(Duration::from_secs(1));
     let names = [
         "slow-take-a",
         "slow-take-b",
@@ -549,14 +557,7 @@ fn a_multi_lock_whose_wait_ends_over_a_slow_link_says_its_wait_ended() {
     );
     assert!(!said.contains("no reply within"), "{err}");
     assert!(took < Duration::from_millis(1400), "{took:?}");
-    for name in names {
-        let mutex = other.fair_mutex(name);
-        let free = || !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0;
-        assert!(
-            wait_until(Duration::from_secs(5), free),
-            "{name} stayed held"
-        );
-    }
+    assert_free_within_5s(&other, &names);
 }
 
 /// A multi-lock's wait cancelled while the reply to its first part's
@@ -569,13 +570,7 @@ fn a_multi_lock_whose_wait_ends_over_a_slow_link_says_its_wait_ended() {
 #[test]
 fn a_multi_lock_cancelled_during_a_parts_request_asks_for_no_later_part() {
     let _serial = serial();
-    let server = RedisServer::start();
-    let other = server.client();
-    let relay = Relay::start(server.port());
-    let client = Client::builder(&relay.url())
-        .command_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
+    let (_server, other, relay, client) = over_a_relay(Duration::from_secs(2));
     let names = ["cancelled-a", "cancelled-b", "cancelled-c"];
     let set = client.fair_multi_lock(names);
     let cancel = WaitCanceller::new();
@@ -600,21 +595,10 @@ fn a_multi_lock_cancelled_during_a_parts_request_asks_for_no_later_part() {
     relay.set_delay(Duration::ZERO);
     let took = ended.duration_since(cancelled);
     eprintln!("multi_lock: cancelled during its first part's request: {got:?}, {took:?} after");
-    assert_eq!(
-        got.unwrap(),
-        false,
-        "the cancelled call returned the set held"
-    );
+    assert!(!got.unwrap(), "the cancelled call returned the set held");
     // Its reply 200 ms after the cancel; each later part's, 400 ms more.
     assert!(took < Duration::from_millis(700), "{took:?}");
-    for name in names {
-        let mutex = other.fair_mutex(name);
-        let free = || !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0;
-        assert!(
-            wait_until(Duration::from_secs(5), free),
-            "{name} stayed held"
-        );
-    }
+    assert_free_within_5s(&other, &names);
 }
 
 /// A part the set took, lost while the set waits for a later one, is not

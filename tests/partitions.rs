@@ -784,16 +784,10 @@ fn an_unlock_of_a_hold_counted_lost_refused_for_memory_says_its_lease_was_lost()
         .fair_mutex("lost-and-refused")
         .with_fixed_lease(Duration::from_millis(500));
     let guard = mutex.lock().unwrap();
-    let config = |name: &str, value: &str| {
-        let () = (redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
-            .query(&mut server.conn())
-            .unwrap();
-    };
-    config("maxmemory-policy", "noeviction");
-    config("maxmemory", "1");
+    server.set_eviction("1", "noeviction");
     let lost = wait_until(Duration::from_secs(5), || guard.is_lease_lost());
     let unlocked = guard.unlock();
-    config("maxmemory", "0");
+    server.set_eviction("0", "noeviction");
     assert!(lost, "counted lost");
     let err = unlocked.expect_err("counted lost");
     eprintln!("partitions: unlock of a hold counted lost, refused for memory: {err}");
