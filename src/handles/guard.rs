@@ -194,7 +194,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// lock is never touched), or when this client had counted the hold
     /// lost ([`is_lease_lost`](Self::is_lease_lost): its count ends before
     /// Redis's, so what Redis still had of it is released; also when that
-    /// release fails, which the watchdog then retries);
+    /// release meets an outage, and the watchdog then retries it);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// could not be reached (the client's watchdog gives the hold back as
     /// soon as Redis answers, or the lease runs out first); with

@@ -93,9 +93,11 @@ impl CallHold {
         let abandon = |_: &Error| shared.abandon_later(call);
         let (reply, replicated) = match sent.inspect_err(abandon) {
             Ok(written) => written.into_parts(),
-            // Counted lost, it is lost whatever its release met (a stall,
-            // a refusal): that is what the caller must hear.
-            Err(err) if counted_lost => {
+            // Counted lost, it is lost whatever outage its release met (a
+            // stall, a refusal that passes): that is what the caller must
+            // hear. What Redis answered otherwise (another build's data, an
+            // ACL) is the answer, as for a hold not counted lost.
+            Err(err) if counted_lost && (err.is_connection() || err.is_refused_for_now()) => {
                 let lost = self.hold.lost(call, GONE);
                 let message = format!(
                     "{lost}; its release failed too, and the watchdog gives back what redis \
