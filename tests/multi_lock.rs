@@ -759,8 +759,10 @@ fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_time
     );
     // The queued part gives up about 2 s into the stall (its patience,
     // waiter timeout + connect timeout, from its first failed heartbeat);
-    // then one command timeout and a leave's grace for the four releases.
-    assert!(took < Duration::from_millis(3300), "{took:?}");
+    // then one command timeout and a leave's grace for the four releases:
+    // 2.45 s with both cores busy, 4.4 s or more with a command timeout
+    // each, past 3.3 s once on a machine loaded thrice over.
+    assert!(took < Duration::from_millis(3900), "{took:?}");
     drop(busy);
     for name in &names {
         let mutex = other.fair_mutex(name);
