@@ -211,6 +211,71 @@ fn sigint_while_waiting_runs_nothing_and_exits_130() {
     assert!(!marker.exists());
 }
 
+/// SIGINT while queued, its link to Redis cut (a relay): the wait ends and
+/// nothing runs (130), but leaving the queue fails, so the entry stays
+/// until Redis drops it (the waiter timeout, 5 s): the line says so, and
+/// not that it left the queue, which `status` would belie (it said "left
+/// the queue, nothing was run", the entry still queued, gone 4.5-5.0 s
+/// later).
+#[test]
+fn sigint_while_waiting_cut_off_says_it_could_not_leave_the_queue() {
+    use fairlock::LockKind;
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let client = server.client();
+    for attempt in 0..ATTEMPTS {
+        let name = format!("cut-wait{attempt}");
+        let relay = Relay::start(server.port());
+        let held = client.fair_mutex(&name).lock().unwrap();
+        let queued = || client.status(LockKind::Mutex, &name, 10).unwrap().queue_len;
+        let run = Proc::spawn(
+            Command::new(BIN)
+                .env_remove("REDIS_URL")
+                .args(["--url", &relay.url(), "run", &name, "--", "true"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
+        assert!(wait_until(PATIENCE, || queued() == 1), "queued");
+        relay.cut();
+        run.signal("INT");
+        let out = run.finish(PATIENCE);
+        let said = stderr(&out);
+        if code(&out) == 69 {
+            eprintln!("attempt {attempt}: {CAUGHT_THE_REPLY}: {said}");
+            held.unlock().unwrap();
+            continue;
+        }
+        let left = queued();
+        assert_eq!(code(&out), 130, "{said}");
+        assert!(
+            said.contains("interrupted by SIGINT while waiting"),
+            "{said}"
+        );
+        assert!(
+            !said.contains("left the queue"),
+            "said it left the queue, {left} still queued: {said}"
+        );
+        // The leave failed (Redis unreachable), or, on a busy machine, was
+        // never sent (its pooled connection came past its 50 ms): either
+        // way the line says how long the entry may stay.
+        assert!(
+            said.contains("drops its entry within 5.0s")
+                || said.contains("drops the entry within 5.0s"),
+            "{said}"
+        );
+        // As said: Redis drops the entry within its waiter timeout.
+        let exited = Instant::now();
+        assert!(wait_until(PATIENCE, || queued() == 0), "left queued");
+        let gone = exited.elapsed();
+        eprintln!("{left} queued at the exit, gone {gone:?} after it: {said}");
+        assert!(gone < Duration::from_millis(6500), "gone after {gone:?}");
+        held.unlock().unwrap();
+        return;
+    }
+    panic!("{CAUGHT_THE_REPLY}, {ATTEMPTS} times in a row");
+}
+
 /// SIGQUIT (`Ctrl-\`, a supervisor's stop signal) is handled as SIGTERM:
 /// while waiting, fairlock leaves the queue and exits 131, nothing run;
 /// while the command runs, it is passed on, and the lock released when

@@ -304,10 +304,28 @@ fn wait_and_run(
             );
             return Ok(exit::SIGNAL_BASE + signal);
         }
-        (_, Some(signal)) => {
+        // Its leave of the queue may not have reached Redis: one whose
+        // pooled connection came too late on a busy machine sends nothing
+        // (the library's `Ok(None)` then says only that nothing was had),
+        // and one that failed (Redis unreachable) is an error. What it
+        // left is a waiter that sends no heartbeat, which Redis drops
+        // within the waiter timeout (a grant of that moment with it, whose
+        // lease its liveness bounds).
+        (Ok(None), Some(signal)) => {
             eprintln!(
-                "fairlock: interrupted by {} while waiting for {name}; left the queue, nothing was run",
-                signals::name(signal)
+                "fairlock: interrupted by {} while waiting for {name}; gave up its place in the \
+                 queue (if Redis did not hear of it, it drops the entry within {}), nothing was run",
+                signals::name(signal),
+                human(WAITER_TIMEOUT)
+            );
+            return Ok(exit::SIGNAL_BASE + signal);
+        }
+        (Err(err), Some(signal)) => {
+            eprintln!(
+                "fairlock: interrupted by {} while waiting for {name}; could not leave the queue \
+                 ({err}): Redis drops its entry within {} (the waiter timeout); nothing was run",
+                signals::name(signal),
+                human(WAITER_TIMEOUT)
             );
             return Ok(exit::SIGNAL_BASE + signal);
         }
