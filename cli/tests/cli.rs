@@ -676,6 +676,102 @@ fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
     );
 }
 
+/// A signal after the grant and before the command starts (fairlock held
+/// there by its `-v` line, written to a full pipe), then Redis holding
+/// writes back past the command timeout (`CLIENT PAUSE 6500 WRITE`): the
+/// command is not run (143) and the release fails, which fairlock says, as
+/// it does after a command, and does not claim it released the lock (it
+/// said "released \"held-then-signalled\", nothing was run", no warning).
+/// The lock is given back as fairlock exits, once Redis answers.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_signal_before_the_command_starts_says_a_release_that_failed() {
+    use fairlock::LockKind;
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let server = RedisServer::start();
+    let client = server.client();
+    let scratch = Scratch::new("held-then-signalled");
+    let (fifo, ran) = (scratch.path("stderr"), scratch.path("ran"));
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a new FIFO at a path of our own.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let open = |write: bool, flags: i32| {
+        (std::fs::OpenOptions::new().read(!write).write(write))
+            .custom_flags(flags)
+            .open(&fifo)
+            .unwrap()
+    };
+    let mut reader = open(false, libc::O_NONBLOCK);
+    // Filled through an open file of its own, not blocking, so that
+    // fairlock's (blocking) finds the pipe full and waits in its write.
+    let mut filler = open(true, libc::O_NONBLOCK);
+    let mut filled = 0;
+    loop {
+        match filler.write(&[b'.'; 4096]) {
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(err) => panic!("filling the pipe: {err}"),
+        }
+    }
+    drop(filler);
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["-v", "run", "held-then-signalled", "--", "touch"])
+            .arg(&ran)
+            .stderr(open(true, 0)),
+    );
+    let holders = || {
+        client
+            .status(LockKind::Mutex, "held-then-signalled", 1)
+            .unwrap()
+            .holder_count
+    };
+    // Held, and its "acquired" line waits for room in the pipe (its main
+    // thread blocked in a write to it), past the grant, the command not
+    // started.
+    assert!(wait_until(PATIENCE, || holders() == 1), "held");
+    let wchan = format!("/proc/{0}/task/{0}/wchan", run.pid());
+    let blocked = || std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("pipe_write"));
+    assert!(wait_until(PATIENCE, blocked), "blocked writing its -v line");
+    run.signal("TERM");
+    let pause = Duration::from_millis(6500);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    // SAFETY: clears O_NONBLOCK on our own descriptor: reads wait now.
+    unsafe {
+        use std::os::fd::AsRawFd;
+        let flags = libc::fcntl(reader.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(reader.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+    }
+    let reading = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        reader.read_to_end(&mut all).unwrap();
+        all
+    });
+    let out = run.finish(PATIENCE);
+    let all = join_within(reading, PATIENCE, "stderr read to its end");
+    let said = String::from_utf8_lossy(&all[filled..]).into_owned();
+    let exited = paused.elapsed();
+    eprintln!("exited {exited:?} into the pause: {said}");
+    assert_eq!(code(&out), 143, "{said}");
+    assert!(!ran.exists(), "the command was not run");
+    assert!(
+        said.contains("interrupted by SIGTERM before the command started"),
+        "{said}"
+    );
+    assert!(
+        said.contains("cannot release") && !said.contains("released"),
+        "a release that failed is said, not claimed done: {said}"
+    );
+    // Given back as fairlock exited, once Redis answered.
+    assert!(wait_until(PATIENCE, || holders() == 0), "freed");
+    let freed = paused.elapsed().saturating_sub(pause);
+    assert!(
+        freed < Duration::from_secs(2),
+        "free {freed:?} after the pause"
+    );
+}
+
 /// `run` queued with no `--wait` when its link to Redis stalls for good
 /// gives up once its heartbeats and requests got no reply for its
 /// patience (waiter timeout + connect timeout, 10 s), exit 69, and the

@@ -296,7 +296,7 @@ fn wait_and_run(
     *held = matches!(outcome, Ok(Some(_)));
     let guard = match (outcome, interrupted) {
         (Ok(Some(guard)), Some(signal)) => {
-            let released = guard.unlock().is_ok();
+            let released = give_back(guard, &name);
             eprintln!(
                 "fairlock: interrupted by {} while waiting for {name}; {}nothing was run",
                 signals::name(signal),
@@ -375,7 +375,7 @@ fn wait_and_run(
     let deathwatch = match deathwatch {
         Ok(deathwatch) => deathwatch,
         Err(failure) => {
-            let _ = guard.unlock();
+            give_back(guard, &name);
             return Err(failure);
         }
     };
@@ -384,16 +384,21 @@ fn wait_and_run(
         Ok(child) => child,
         Err(SpawnError::Interrupted(signal)) => {
             deathwatch.done();
-            let _ = guard.unlock();
+            let released = give_back(guard, &name);
             eprintln!(
-                "fairlock: interrupted by {} before the command started; released {name}, nothing was run",
-                signals::name(signal)
+                "fairlock: interrupted by {} before the command started; {}nothing was run",
+                signals::name(signal),
+                if released {
+                    format!("released {name}, ")
+                } else {
+                    String::new()
+                }
             );
             return Ok(exit::SIGNAL_BASE + signal);
         }
         Err(SpawnError::Io(err)) => {
             deathwatch.done();
-            let _ = guard.unlock();
+            give_back(guard, &name);
             let code = if err.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
             } else {
@@ -538,6 +543,33 @@ fn wait_and_run(
     Ok(code)
 }
 
+/// Releases a lock held for a command that was not run; true if it was
+/// released. A release that fails says so, as `release` does: a lost
+/// hold in the library's words, another failure with what becomes of it.
+fn give_back(guard: AnyGuard, name: &str) -> bool {
+    match guard.unlock() {
+        Ok(()) => true,
+        Err(err) if err.is_lease_lost() => {
+            eprintln!("fairlock: {err}");
+            false
+        }
+        Err(err) => {
+            cannot_release(name, &err);
+            false
+        }
+    }
+}
+
+/// The warning of a release that failed other than as a lost hold.
+fn cannot_release(name: &str, err: &fairlock::Error) {
+    eprintln!(
+        "fairlock: warning: cannot release {name} ({err}); fairlock gives it back as it \
+         exits if Redis answers within {}, else it frees when Redis runs the release \
+         late or its lease runs out",
+        human(crate::COMMAND_TIMEOUT)
+    );
+}
+
 /// Releases the lock; true if that found it lost (and said so).
 fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
     match guard.unlock() {
@@ -559,12 +591,7 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
         // within about a command timeout; a release that reached Redis
         // late frees it too.
         Err(err) => {
-            eprintln!(
-                "fairlock: warning: cannot release {name} ({err}); fairlock gives it back as it \
-                 exits if Redis answers within {}, else it frees when Redis runs the release \
-                 late or its lease runs out",
-                human(crate::COMMAND_TIMEOUT)
-            );
+            cannot_release(name, &err);
             false
         }
     }
