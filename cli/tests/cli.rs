@@ -686,40 +686,18 @@ fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_signal_before_the_command_starts_says_a_release_that_failed() {
+    use cli_support::FullPipe;
     use fairlock::LockKind;
-    use std::io::{Read, Write};
-    use std::os::unix::fs::OpenOptionsExt;
     let server = RedisServer::start();
     let client = server.client();
     let scratch = Scratch::new("held-then-signalled");
-    let (fifo, ran) = (scratch.path("stderr"), scratch.path("ran"));
-    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a new FIFO at a path of our own.
-    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
-    let open = |write: bool, flags: i32| {
-        (std::fs::OpenOptions::new().read(!write).write(write))
-            .custom_flags(flags)
-            .open(&fifo)
-            .unwrap()
-    };
-    let mut reader = open(false, libc::O_NONBLOCK);
-    // Filled through an open file of its own, not blocking, so that
-    // fairlock's (blocking) finds the pipe full and waits in its write.
-    let mut filler = open(true, libc::O_NONBLOCK);
-    let mut filled = 0;
-    loop {
-        match filler.write(&[b'.'; 4096]) {
-            Ok(n) => filled += n,
-            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(err) => panic!("filling the pipe: {err}"),
-        }
-    }
-    drop(filler);
+    let ran = scratch.path("ran");
+    let pipe = FullPipe::new(&scratch);
     let run = Proc::spawn(
         fairlock(&server)
             .args(["-v", "run", "held-then-signalled", "--", "touch"])
             .arg(&ran)
-            .stderr(open(true, 0)),
+            .stderr(pipe.writer()),
     );
     let holders = || {
         client
@@ -731,26 +709,19 @@ fn a_signal_before_the_command_starts_says_a_release_that_failed() {
     // thread blocked in a write to it), past the grant, the command not
     // started.
     assert!(wait_until(PATIENCE, || holders() == 1), "held");
-    let wchan = format!("/proc/{0}/task/{0}/wchan", run.pid());
-    let blocked = || std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("pipe_write"));
+    let blocked = || FullPipe::blocks(run.pid());
     assert!(wait_until(PATIENCE, blocked), "blocked writing its -v line");
+    let sleeps = FullPipe::signal_thread_sleeps(run.pid());
     run.signal("TERM");
+    // Handled (a busy machine may run the signal thread late) before the
+    // line goes through and the command would start.
+    let handled = || FullPipe::signal_thread_sleeps(run.pid()) > sleeps;
+    assert!(wait_until(PATIENCE, handled), "the signal handled");
     let pause = Duration::from_millis(6500);
     let paused = pause_clients(&mut server.conn(), "WRITE", pause);
-    // SAFETY: clears O_NONBLOCK on our own descriptor: reads wait now.
-    unsafe {
-        use std::os::fd::AsRawFd;
-        let flags = libc::fcntl(reader.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(reader.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
-    }
-    let reading = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        reader.read_to_end(&mut all).unwrap();
-        all
-    });
+    let reading = pipe.read_all();
     let out = run.finish(PATIENCE);
-    let all = join_within(reading, PATIENCE, "stderr read to its end");
-    let said = String::from_utf8_lossy(&all[filled..]).into_owned();
+    let said = join_within(reading, PATIENCE, "stderr read to its end");
     let exited = paused.elapsed();
     eprintln!("exited {exited:?} into the pause: {said}");
     assert_eq!(code(&out), 143, "{said}");
