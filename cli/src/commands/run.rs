@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use clap::{ArgGroup, Args};
-use fairlock::{AnyGuard, LeaseEnd, Revocation, Wait, MAX_LEASE, MAX_PERMITS, MIN_LEASE};
+use fairlock::{AnyGuard, LeaseEnd, LockKind, Revocation, Wait, MAX_LEASE, MAX_PERMITS, MIN_LEASE};
 
 use super::lock_name;
 use crate::deathwatch::DeathWatch;
@@ -300,7 +300,12 @@ fn wait_and_run(
             eprintln!(
                 "fairlock: interrupted by {} while waiting for {name}; {}nothing was run",
                 signals::name(signal),
-                if released { "released it, " } else { "" }
+                // "released it", "resigned": the words of -v.
+                match (released, lock.kind()) {
+                    (false, _) => "",
+                    (true, LockKind::Election) => "resigned, ",
+                    (true, _) => "released it, ",
+                }
             );
             return Ok(exit::SIGNAL_BASE + signal);
         }
@@ -389,7 +394,7 @@ fn wait_and_run(
                 "fairlock: interrupted by {} before the command started; {}nothing was run",
                 signals::name(signal),
                 if released {
-                    format!("released {name}, ")
+                    format!("{} {name}, ", lock.verbs().ended)
                 } else {
                     String::new()
                 }
