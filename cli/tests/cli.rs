@@ -638,7 +638,8 @@ const CAUGHT_THE_REPLY: &str = "the stall caught the reply that queued it";
 /// timeout: `CLIENT PAUSE 6500 WRITE` as the command ends) is given back
 /// as fairlock exits, Redis answering by then: the lock is free when the
 /// pause ends, not when its lease (30 s) runs out, and the warning says
-/// what happens (it said "it frees when its lease runs out").
+/// what happens (it said "it frees when its lease runs out"); `-v` does
+/// not say it released it.
 #[test]
 fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
     use fairlock::LockKind;
@@ -647,7 +648,11 @@ fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
     let go = scratch.path("go");
     let client = server.client();
     let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
-    let run = Proc::spawn(fairlock(&server).args(["run", "paused"]).args(sh(&script)));
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["-v", "run", "paused"])
+            .args(sh(&script)),
+    );
     let holders = || {
         client
             .status(LockKind::Mutex, "paused", 1)
@@ -674,6 +679,10 @@ fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
         said.contains("fairlock gives it back as it exits if Redis answers"),
         "{said}"
     );
+    // -v's last line claims no release after it (it said "released
+    // \"paused\" after holding it ...").
+    assert!(!said.contains("released \"paused\""), "{said}");
+    assert!(said.contains("(not released: see the warning)"), "{said}");
 }
 
 /// A signal after the grant and before the command starts (fairlock held

@@ -517,7 +517,8 @@ fn wait_and_run(
     // Release, whatever the command did. A command that ended as its
     // maximum hold did leaves a hold given up, not one lost: the lease
     // signal, which the release ends, says which came first.
-    let found_lost = release(guard, &name, lost, lock);
+    let released = release(guard, &name, lost, lock);
+    let found_lost = released == Released::Lost;
     if found_lost && !lost {
         gave_up = ended.take().and_then(|watcher| watcher.join().ok()) == Some(LeaseEnd::MaxHold);
     }
@@ -536,7 +537,7 @@ fn wait_and_run(
         );
         return Ok(exit::LEASE_LOST);
     }
-    if verbose {
+    if verbose && released == Released::Yes {
         eprintln!(
             "fairlock: {} {name} after {} it {}; the command {}",
             verbs.ended,
@@ -544,8 +545,27 @@ fn wait_and_run(
             human(held),
             describe(status)
         );
+    } else if verbose {
+        // Not released: the warning said what becomes of it.
+        eprintln!(
+            "fairlock: {} {name} for {} (not {}: see the warning); the command {}",
+            verbs.holding,
+            human(held),
+            verbs.ended,
+            describe(status)
+        );
     }
     Ok(code)
+}
+
+/// What a release after the command came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Released {
+    Yes,
+    /// It found the hold lost (and said so).
+    Lost,
+    /// It failed otherwise (and warned).
+    Failed,
 }
 
 /// Releases a lock held for a command that was not run; true if it was
@@ -575,10 +595,10 @@ fn cannot_release(name: &str, err: &fairlock::Error) {
     );
 }
 
-/// Releases the lock; true if that found it lost (and said so).
-fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
+/// Releases the lock after the command; a lost hold or a failure is said.
+fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> Released {
     match guard.unlock() {
-        Ok(()) => false,
+        Ok(()) => Released::Yes,
         // The library's words say why, where the loss's first line guessed.
         Err(err) if err.is_lease_lost() => {
             match known_lost {
@@ -589,7 +609,7 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
                     held_now(lock)
                 ),
             }
-            true
+            Released::Lost
         }
         // The client gave the hold to its watchdog, whose last round, as
         // the client is dropped (`close`), gives it back if Redis answers
@@ -597,7 +617,7 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
         // late frees it too.
         Err(err) => {
             cannot_release(name, &err);
-            false
+            Released::Failed
         }
     }
 }
