@@ -1,5 +1,6 @@
-//! Durations on the command line (`500ms`, `10s`, `1.5s`, `5m`, `2h`) and
-//! in messages (`850ms`, `4.2s`, `4m05s`, `1h02m`).
+//! Durations on the command line (`500ms`, `10s`, `1.5s`, `5m`, `2h`,
+//! `4m05s`) and in messages (`850ms`, `4.2s`, `4m05s`, `1h02m`), each form
+//! taken where the other is written.
 
 use std::time::Duration;
 
@@ -14,33 +15,56 @@ const UNITS: [(&str, f64); 4] = [
 /// Longest duration accepted: a year is longer than any sane wait or lease.
 const MAX: Duration = Duration::from_secs(366 * 24 * 3600);
 
-/// Parses a number with a unit: `500ms`, `10s`, `1.5s`, `5m`, `2h`.
+/// Parses a number with a unit: `500ms`, `10s`, `1.5s`, `5m`, `2h`; or
+/// several, largest unit first, as [`human`] writes them (`4m05s`,
+/// `1h02m`, `1h30m15s`): a duration fairlock prints is one it takes.
 /// A bare number is refused (seconds or milliseconds? say which).
 pub fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    if number.is_empty() {
-        return Err(format!(
-            "{text:?} is not a duration (write e.g. 500ms, 10s, 5m or 2h)"
-        ));
+    let mut rest = text;
+    let mut ms = 0.0;
+    // The units taken so far come before this one in UNITS' order, reversed.
+    let mut smallest: Option<usize> = None;
+    loop {
+        let split = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(split);
+        if number.is_empty() {
+            return Err(format!(
+                "{text:?} is not a duration (write e.g. 500ms, 10s, 5m or 2h)"
+            ));
+        }
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("{number:?} is not a number (write e.g. 500ms, 10s, 1.5s)"))?;
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        if unit.is_empty() {
+            return Err(format!(
+                "{text:?} has no unit (write {number}s for seconds, {number}ms for milliseconds)"
+            ));
+        }
+        let Some(index) = UNITS.iter().position(|(name, _)| *name == unit) else {
+            return Err(format!(
+                "unknown unit {unit:?} in {text:?} (use ms, s, m or h)"
+            ));
+        };
+        if smallest.is_some_and(|before| index >= before) {
+            return Err(format!(
+                "{text:?} is not a duration (several parts go from the largest unit down, \
+                 each once: e.g. 1h30m, 4m05s)"
+            ));
+        }
+        smallest = Some(index);
+        ms += value * UNITS[index].1;
+        if next.is_empty() {
+            break;
+        }
+        rest = next;
     }
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{number:?} is not a number (write e.g. 500ms, 10s, 1.5s)"))?;
-    if unit.is_empty() {
-        return Err(format!(
-            "{text:?} has no unit (write {number}s for seconds, {number}ms for milliseconds)"
-        ));
-    }
-    let Some(&(_, ms_per_unit)) = UNITS.iter().find(|(name, _)| *name == unit) else {
-        return Err(format!(
-            "unknown unit {unit:?} in {text:?} (use ms, s, m or h)"
-        ));
-    };
-    let ms = value * ms_per_unit;
     if !ms.is_finite() || ms > MAX.as_millis() as f64 {
         return Err(format!("{text:?} is too long (a year at most)"));
     }
@@ -76,6 +100,30 @@ mod tests {
         assert_eq!(parse("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse("0s"), Ok(Duration::ZERO));
         assert_eq!(parse(" 7s "), Ok(Duration::from_secs(7)));
+        assert_eq!(parse("5m30s"), Ok(Duration::from_secs(330)));
+        assert_eq!(parse("1h02m"), Ok(Duration::from_secs(3_720)));
+        assert_eq!(parse("1h30m15s"), Ok(Duration::from_secs(5_415)));
+        assert_eq!(parse("1s500ms"), Ok(Duration::from_millis(1_500)));
+    }
+
+    /// Every duration a message says is one an option takes as written.
+    #[test]
+    fn what_human_writes_parses_back() {
+        for ms in [
+            0, 1, 850, 999, 1_000, 4_240, 59_949, 60_000, 245_000, 3_599_000,
+        ]
+        .into_iter()
+        .chain([3_600_000, 3_720_000, 86_400_000, 365 * 86_400_000])
+        {
+            let shown = human(Duration::from_millis(ms));
+            let back = parse(&shown).unwrap_or_else(|err| panic!("{ms} ms as {shown:?}: {err}"));
+            // Seconds are shown to a tenth and minutes and hours whole.
+            let slack = Duration::from_millis(if ms < 60_000 { 50 } else { 60_000 });
+            assert!(
+                back.abs_diff(Duration::from_millis(ms)) <= slack,
+                "{ms} ms as {shown:?} read back as {back:?}"
+            );
+        }
     }
 
     #[test]
@@ -88,6 +136,10 @@ mod tests {
             ("5 s", "unknown unit"),
             ("-1s", "not a duration"),
             ("1.2.3s", "not a number"),
+            ("5s5m", "largest unit down"),
+            ("5m5m", "largest unit down"),
+            ("5m30", "has no unit"),
+            ("1e3s", "unknown unit"),
             ("9999999999h", "too long"),
         ] {
             let err = parse(text).unwrap_err();

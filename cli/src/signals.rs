@@ -4,8 +4,9 @@
 //! - Connecting: exit at once with 128+N.
 //! - Waiting (the main thread is blocked in its request, whose `Wait` this
 //!   thread's `WaitCanceller` ends): the wait is cancelled, which removes
-//!   the queue entry; the main thread then exits with 128+N and runs
-//!   nothing (releasing the lock first if it was handed over in that very
+//!   the queue entry (or, when Redis cannot be told, leaves it for Redis to
+//!   drop within the waiter timeout, as the message says); the main thread
+//!   then exits with 128+N and runs nothing (releasing the lock first if it was handed over in that very
 //!   moment). A second signal exits at once.
 //! - Holding, before the command started: the command is not started; the
 //!   lock is released; exit with 128+N.

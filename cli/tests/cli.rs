@@ -211,6 +211,71 @@ fn sigint_while_waiting_runs_nothing_and_exits_130() {
     assert!(!marker.exists());
 }
 
+/// SIGINT while queued, its link to Redis cut (a relay): the wait ends and
+/// nothing runs (130), but leaving the queue fails, so the entry stays
+/// until Redis drops it (the waiter timeout, 5 s): the line says so, and
+/// not that it left the queue, which `status` would belie (it said "left
+/// the queue, nothing was run", the entry still queued, gone 4.5-5.0 s
+/// later).
+#[test]
+fn sigint_while_waiting_cut_off_says_it_could_not_leave_the_queue() {
+    use fairlock::LockKind;
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let client = server.client();
+    for attempt in 0..ATTEMPTS {
+        let name = format!("cut-wait{attempt}");
+        let relay = Relay::start(server.port());
+        let held = client.fair_mutex(&name).lock().unwrap();
+        let queued = || client.status(LockKind::Mutex, &name, 10).unwrap().queue_len;
+        let run = Proc::spawn(
+            Command::new(BIN)
+                .env_remove("REDIS_URL")
+                .args(["--url", &relay.url(), "run", &name, "--", "true"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
+        assert!(wait_until(PATIENCE, || queued() == 1), "queued");
+        relay.cut();
+        run.signal("INT");
+        let out = run.finish(PATIENCE);
+        let said = stderr(&out);
+        if code(&out) == 69 {
+            eprintln!("attempt {attempt}: {CAUGHT_THE_REPLY}: {said}");
+            held.unlock().unwrap();
+            continue;
+        }
+        let left = queued();
+        assert_eq!(code(&out), 130, "{said}");
+        assert!(
+            said.contains("interrupted by SIGINT while waiting"),
+            "{said}"
+        );
+        assert!(
+            !said.contains("left the queue"),
+            "said it left the queue, {left} still queued: {said}"
+        );
+        // The leave failed (Redis unreachable), or, on a busy machine, was
+        // never sent (its pooled connection came past its 50 ms): either
+        // way the line says how long the entry may stay.
+        assert!(
+            said.contains("drops its entry within 5.0s")
+                || said.contains("drops the entry within 5.0s"),
+            "{said}"
+        );
+        // As said: Redis drops the entry within its waiter timeout.
+        let exited = Instant::now();
+        assert!(wait_until(PATIENCE, || queued() == 0), "left queued");
+        let gone = exited.elapsed();
+        eprintln!("{left} queued at the exit, gone {gone:?} after it: {said}");
+        assert!(gone < Duration::from_millis(6500), "gone after {gone:?}");
+        held.unlock().unwrap();
+        return;
+    }
+    panic!("{CAUGHT_THE_REPLY}, {ATTEMPTS} times in a row");
+}
+
 /// SIGQUIT (`Ctrl-\`, a supervisor's stop signal) is handled as SIGTERM:
 /// while waiting, fairlock leaves the queue and exits 131, nothing run;
 /// while the command runs, it is passed on, and the lock released when
@@ -573,7 +638,8 @@ const CAUGHT_THE_REPLY: &str = "the stall caught the reply that queued it";
 /// timeout: `CLIENT PAUSE 6500 WRITE` as the command ends) is given back
 /// as fairlock exits, Redis answering by then: the lock is free when the
 /// pause ends, not when its lease (30 s) runs out, and the warning says
-/// what happens (it said "it frees when its lease runs out").
+/// what happens (it said "it frees when its lease runs out"); `-v` does
+/// not say it released it.
 #[test]
 fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
     use fairlock::LockKind;
@@ -582,7 +648,11 @@ fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
     let go = scratch.path("go");
     let client = server.client();
     let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
-    let run = Proc::spawn(fairlock(&server).args(["run", "paused"]).args(sh(&script)));
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["-v", "run", "paused"])
+            .args(sh(&script)),
+    );
     let holders = || {
         client
             .status(LockKind::Mutex, "paused", 1)
@@ -608,6 +678,77 @@ fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
     assert!(
         said.contains("fairlock gives it back as it exits if Redis answers"),
         "{said}"
+    );
+    // -v's last line claims no release after it (it said "released
+    // \"paused\" after holding it ...").
+    assert!(!said.contains("released \"paused\""), "{said}");
+    assert!(said.contains("(not released: see the warning)"), "{said}");
+}
+
+/// A signal after the grant and before the command starts (fairlock held
+/// there by its `-v` line, written to a full pipe), then Redis holding
+/// writes back past the command timeout (`CLIENT PAUSE 6500 WRITE`): the
+/// command is not run (143) and the release fails, which fairlock says, as
+/// it does after a command, and does not claim it released the lock (it
+/// said "released \"held-then-signalled\", nothing was run", no warning).
+/// The lock is given back as fairlock exits, once Redis answers.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_signal_before_the_command_starts_says_a_release_that_failed() {
+    use cli_support::FullPipe;
+    use fairlock::LockKind;
+    let server = RedisServer::start();
+    let client = server.client();
+    let scratch = Scratch::new("held-then-signalled");
+    let ran = scratch.path("ran");
+    let pipe = FullPipe::new(&scratch);
+    let run = Proc::spawn(
+        fairlock(&server)
+            .args(["-v", "run", "held-then-signalled", "--", "touch"])
+            .arg(&ran)
+            .stderr(pipe.writer()),
+    );
+    let holders = || {
+        client
+            .status(LockKind::Mutex, "held-then-signalled", 1)
+            .unwrap()
+            .holder_count
+    };
+    // Held, and its "acquired" line waits for room in the pipe (its main
+    // thread blocked in a write to it), past the grant, the command not
+    // started.
+    assert!(wait_until(PATIENCE, || holders() == 1), "held");
+    let blocked = || FullPipe::blocks(run.pid());
+    assert!(wait_until(PATIENCE, blocked), "blocked writing its -v line");
+    let sleeps = FullPipe::signal_thread_sleeps(run.pid());
+    run.signal("TERM");
+    // Handled (a busy machine may run the signal thread late) before the
+    // line goes through and the command would start.
+    let handled = || FullPipe::signal_thread_sleeps(run.pid()) > sleeps;
+    assert!(wait_until(PATIENCE, handled), "the signal handled");
+    let pause = Duration::from_millis(6500);
+    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+    let reading = pipe.read_all();
+    let out = run.finish(PATIENCE);
+    let said = join_within(reading, PATIENCE, "stderr read to its end");
+    let exited = paused.elapsed();
+    eprintln!("exited {exited:?} into the pause: {said}");
+    assert_eq!(code(&out), 143, "{said}");
+    assert!(!ran.exists(), "the command was not run");
+    assert!(
+        said.contains("interrupted by SIGTERM before the command started"),
+        "{said}"
+    );
+    assert!(
+        said.contains("cannot release") && !said.contains("released"),
+        "a release that failed is said, not claimed done: {said}"
+    );
+    // Given back as fairlock exited, once Redis answered.
+    assert!(wait_until(PATIENCE, || holders() == 0), "freed");
+    let freed = paused.elapsed().saturating_sub(pause);
+    assert!(
+        freed < Duration::from_secs(2),
+        "free {freed:?} after the pause"
     );
 }
 

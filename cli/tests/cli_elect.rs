@@ -417,3 +417,55 @@ fn a_watchs_outage_is_said_with_its_whole_length() {
     watch.signal("TERM");
     assert_eq!(code(&watch.finish(PATIENCE)), 0);
 }
+
+/// A candidate stopped after it leads and before its command starts (held
+/// there by its `-v` line, written to a full pipe) says it resigned, the
+/// word of its `-v` lines ("leads", "resigned"), not that it released the
+/// lock (it said "released \"stopped-leader\" (election)"); the election
+/// is vacant at once.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_leader_stopped_before_its_command_says_it_resigned() {
+    use cli_support::FullPipe;
+    use fairlock::LockKind;
+    use fairlock_test_support::join_within;
+    let server = RedisServer::start();
+    let client = server.client();
+    let scratch = Scratch::new("stopped-leader");
+    let ran = scratch.path("ran");
+    let pipe = FullPipe::new(&scratch);
+    let elect = Proc::spawn(
+        fairlock(&server)
+            .args(["-v", "elect", "stopped-leader", "--", "touch"])
+            .arg(&ran)
+            .stderr(pipe.writer()),
+    );
+    let leaders = || {
+        (client.status(LockKind::Election, "stopped-leader", 1))
+            .unwrap()
+            .holder_count
+    };
+    assert!(wait_until(PATIENCE, || leaders() == 1), "leads");
+    let blocked = || FullPipe::blocks(elect.pid());
+    assert!(wait_until(PATIENCE, blocked), "blocked writing its -v line");
+    let sleeps = FullPipe::signal_thread_sleeps(elect.pid());
+    elect.signal("TERM");
+    // Handled (a busy machine may run the signal thread late) before the
+    // line goes through and the command would start.
+    let handled = || FullPipe::signal_thread_sleeps(elect.pid()) > sleeps;
+    assert!(wait_until(PATIENCE, handled), "the signal handled");
+    let reading = pipe.read_all();
+    let out = elect.finish(PATIENCE);
+    let said = join_within(reading, PATIENCE, "stderr read to its end");
+    assert_eq!(code(&out), 143, "{said}");
+    assert!(!ran.exists(), "the command was not run");
+    assert!(
+        said.contains(
+            "interrupted by SIGTERM before the command started; resigned \"stopped-leader\" \
+             (election), nothing was run"
+        ),
+        "{said}"
+    );
+    assert!(!said.contains("released"), "{said}");
+    assert_eq!(leaders(), 0, "vacant when it exits: {said}");
+}

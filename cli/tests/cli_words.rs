@@ -540,3 +540,60 @@ fn a_lost_permit_names_the_only_holder_in_the_singular() {
     let now = format!("token {} (the only holder)", permit.fencing_token());
     assert!(err.contains(&now), "{err}");
 }
+
+/// A duration fairlock writes is one it takes: the bounds a refusal names
+/// (`--watch`'s "from 100ms to 1h00m") and the forms every message uses
+/// (`4m05s`, `1h02m`) are accepted as written by every duration option
+/// (they were refused: `unknown unit "h00m" in "1h00m"`, exit 2).
+#[test]
+fn the_durations_fairlock_writes_are_ones_it_takes() {
+    let server = RedisServer::start();
+    let out = output(
+        fairlock(&server).args(["status", "words", "--watch", "50ms"]),
+        PATIENCE,
+    );
+    let said = stderr(&out);
+    assert_one_line_error(&out, 2, "an interval too short");
+    let bounds = said
+        .split("must be from ")
+        .nth(1)
+        .and_then(|rest| rest.split(" (see").next())
+        .unwrap_or_else(|| panic!("no bounds named: {said}"));
+    for bound in bounds.split(" to ") {
+        let out = output(
+            fairlock(&server).args(["status", "words", "--watch", bound, "--count", "1"]),
+            PATIENCE,
+        );
+        assert_eq!(code(&out), 0, "--watch {bound} ({said}): {}", stderr(&out));
+    }
+    for (flag, written) in [
+        ("--wait", "4m05s"),
+        ("--lease", "1m30s"),
+        ("--max-hold", "1h02m"),
+        ("--fixed-lease", "2m00s"),
+    ] {
+        let out = output(
+            fairlock(&server).args(["run", "words", flag, written, "--", "true"]),
+            PATIENCE,
+        );
+        assert_eq!(code(&out), 0, "{flag} {written}: {}", stderr(&out));
+    }
+    let out = output(
+        fairlock(&server).args(["--connect-timeout", "1m30s", "status", "words"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "--connect-timeout 1m30s: {}", stderr(&out));
+    // Largest unit first, each once; a bare number still says its unit.
+    for bad in ["30s1m", "1m1m", "1m30"] {
+        let out = output(
+            fairlock(&server).args(["run", "words", "--wait", bad, "--", "true"]),
+            PATIENCE,
+        );
+        assert_one_line_error(&out, 2, bad);
+        assert!(
+            stderr(&out).contains(bad),
+            "names {bad:?}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use clap::{ArgGroup, Args};
-use fairlock::{AnyGuard, LeaseEnd, Revocation, Wait, MAX_LEASE, MAX_PERMITS, MIN_LEASE};
+use fairlock::{AnyGuard, LeaseEnd, LockKind, Revocation, Wait, MAX_LEASE, MAX_PERMITS, MIN_LEASE};
 
 use super::lock_name;
 use crate::deathwatch::DeathWatch;
@@ -296,18 +296,41 @@ fn wait_and_run(
     *held = matches!(outcome, Ok(Some(_)));
     let guard = match (outcome, interrupted) {
         (Ok(Some(guard)), Some(signal)) => {
-            let released = guard.unlock().is_ok();
+            let released = give_back(guard, &name);
             eprintln!(
                 "fairlock: interrupted by {} while waiting for {name}; {}nothing was run",
                 signals::name(signal),
-                if released { "released it, " } else { "" }
+                // "released it", "resigned": the words of -v.
+                match (released, lock.kind()) {
+                    (false, _) => "",
+                    (true, LockKind::Election) => "resigned, ",
+                    (true, _) => "released it, ",
+                }
             );
             return Ok(exit::SIGNAL_BASE + signal);
         }
-        (_, Some(signal)) => {
+        // Its leave of the queue may not have reached Redis: one whose
+        // pooled connection came too late on a busy machine sends nothing
+        // (the library's `Ok(None)` then says only that nothing was had),
+        // and one that failed (Redis unreachable) is an error. What it
+        // left is a waiter that sends no heartbeat, which Redis drops
+        // within the waiter timeout (a grant of that moment with it, whose
+        // lease its liveness bounds).
+        (Ok(None), Some(signal)) => {
             eprintln!(
-                "fairlock: interrupted by {} while waiting for {name}; left the queue, nothing was run",
-                signals::name(signal)
+                "fairlock: interrupted by {} while waiting for {name}; gave up its place in the \
+                 queue (if Redis did not hear of it, it drops the entry within {}), nothing was run",
+                signals::name(signal),
+                human(WAITER_TIMEOUT)
+            );
+            return Ok(exit::SIGNAL_BASE + signal);
+        }
+        (Err(err), Some(signal)) => {
+            eprintln!(
+                "fairlock: interrupted by {} while waiting for {name}; could not leave the queue \
+                 ({err}): Redis drops its entry within {} (the waiter timeout); nothing was run",
+                signals::name(signal),
+                human(WAITER_TIMEOUT)
             );
             return Ok(exit::SIGNAL_BASE + signal);
         }
@@ -357,7 +380,7 @@ fn wait_and_run(
     let deathwatch = match deathwatch {
         Ok(deathwatch) => deathwatch,
         Err(failure) => {
-            let _ = guard.unlock();
+            give_back(guard, &name);
             return Err(failure);
         }
     };
@@ -366,16 +389,21 @@ fn wait_and_run(
         Ok(child) => child,
         Err(SpawnError::Interrupted(signal)) => {
             deathwatch.done();
-            let _ = guard.unlock();
+            let released = give_back(guard, &name);
             eprintln!(
-                "fairlock: interrupted by {} before the command started; released {name}, nothing was run",
-                signals::name(signal)
+                "fairlock: interrupted by {} before the command started; {}nothing was run",
+                signals::name(signal),
+                if released {
+                    format!("{} {name}, ", lock.verbs().ended)
+                } else {
+                    String::new()
+                }
             );
             return Ok(exit::SIGNAL_BASE + signal);
         }
         Err(SpawnError::Io(err)) => {
             deathwatch.done();
-            let _ = guard.unlock();
+            give_back(guard, &name);
             let code = if err.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
             } else {
@@ -489,7 +517,8 @@ fn wait_and_run(
     // Release, whatever the command did. A command that ended as its
     // maximum hold did leaves a hold given up, not one lost: the lease
     // signal, which the release ends, says which came first.
-    let found_lost = release(guard, &name, lost, lock);
+    let released = release(guard, &name, lost, lock);
+    let found_lost = released == Released::Lost;
     if found_lost && !lost {
         gave_up = ended.take().and_then(|watcher| watcher.join().ok()) == Some(LeaseEnd::MaxHold);
     }
@@ -508,7 +537,7 @@ fn wait_and_run(
         );
         return Ok(exit::LEASE_LOST);
     }
-    if verbose {
+    if verbose && released == Released::Yes {
         eprintln!(
             "fairlock: {} {name} after {} it {}; the command {}",
             verbs.ended,
@@ -516,14 +545,60 @@ fn wait_and_run(
             human(held),
             describe(status)
         );
+    } else if verbose {
+        // Not released: the warning said what becomes of it.
+        eprintln!(
+            "fairlock: {} {name} for {} (not {}: see the warning); the command {}",
+            verbs.holding,
+            human(held),
+            verbs.ended,
+            describe(status)
+        );
     }
     Ok(code)
 }
 
-/// Releases the lock; true if that found it lost (and said so).
-fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
+/// What a release after the command came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Released {
+    Yes,
+    /// It found the hold lost (and said so).
+    Lost,
+    /// It failed otherwise (and warned).
+    Failed,
+}
+
+/// Releases a lock held for a command that was not run; true if it was
+/// released. A release that fails says so, as `release` does: a lost
+/// hold in the library's words, another failure with what becomes of it.
+fn give_back(guard: AnyGuard, name: &str) -> bool {
     match guard.unlock() {
-        Ok(()) => false,
+        Ok(()) => true,
+        Err(err) if err.is_lease_lost() => {
+            eprintln!("fairlock: {err}");
+            false
+        }
+        Err(err) => {
+            cannot_release(name, &err);
+            false
+        }
+    }
+}
+
+/// The warning of a release that failed other than as a lost hold.
+fn cannot_release(name: &str, err: &fairlock::Error) {
+    eprintln!(
+        "fairlock: warning: cannot release {name} ({err}); fairlock gives it back as it \
+         exits if Redis answers within {}, else it frees when Redis runs the release \
+         late or its lease runs out",
+        human(crate::COMMAND_TIMEOUT)
+    );
+}
+
+/// Releases the lock after the command; a lost hold or a failure is said.
+fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> Released {
+    match guard.unlock() {
+        Ok(()) => Released::Yes,
         // The library's words say why, where the loss's first line guessed.
         Err(err) if err.is_lease_lost() => {
             match known_lost {
@@ -534,20 +609,15 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> bool {
                     held_now(lock)
                 ),
             }
-            true
+            Released::Lost
         }
         // The client gave the hold to its watchdog, whose last round, as
         // the client is dropped (`close`), gives it back if Redis answers
         // within about a command timeout; a release that reached Redis
         // late frees it too.
         Err(err) => {
-            eprintln!(
-                "fairlock: warning: cannot release {name} ({err}); fairlock gives it back as it \
-                 exits if Redis answers within {}, else it frees when Redis runs the release \
-                 late or its lease runs out",
-                human(crate::COMMAND_TIMEOUT)
-            );
-            false
+            cannot_release(name, &err);
+            Released::Failed
         }
     }
 }

@@ -161,3 +161,98 @@ pub fn assert_one_line_error(out: &Output, exit_code: i32, what: &str) {
     assert_eq!(err.lines().count(), 1, "{what}: one line: {err:?}");
     assert!(err.starts_with("fairlock: error: "), "{what}: {err:?}");
 }
+
+/// A FIFO given to a `fairlock` as its stderr, full before it writes: its
+/// first line (`-v`'s "acquired" or "leads") blocks it past the grant and
+/// before the command starts, until [`read_all`](Self::read_all) reads.
+#[cfg(target_os = "linux")]
+pub struct FullPipe {
+    path: PathBuf,
+    reader: std::fs::File,
+    /// The bytes written before, not fairlock's.
+    filled: usize,
+}
+
+#[cfg(target_os = "linux")]
+impl FullPipe {
+    pub fn new(scratch: &Scratch) -> FullPipe {
+        use std::io::Write;
+        let path = scratch.path("stderr");
+        let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a new FIFO at a path of our own.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let reader = FullPipe::open(&path, false, libc::O_NONBLOCK);
+        // Filled through an open file of its own, not blocking, so that
+        // fairlock's (blocking) finds the pipe full and waits in its write.
+        let mut filler = FullPipe::open(&path, true, libc::O_NONBLOCK);
+        let mut filled = 0;
+        loop {
+            match filler.write(&[b'.'; 4096]) {
+                Ok(n) => filled += n,
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(err) => panic!("filling the pipe: {err}"),
+            }
+        }
+        FullPipe {
+            path,
+            reader,
+            filled,
+        }
+    }
+
+    fn open(path: &Path, write: bool, flags: i32) -> std::fs::File {
+        use std::os::unix::fs::OpenOptionsExt;
+        (std::fs::OpenOptions::new().read(!write).write(write))
+            .custom_flags(flags)
+            .open(path)
+            .unwrap()
+    }
+
+    /// A blocking end to write to: the child's stderr.
+    pub fn writer(&self) -> Stdio {
+        Stdio::from(FullPipe::open(&self.path, true, 0))
+    }
+
+    /// Whether `pid`'s main thread is blocked writing to a full pipe.
+    pub fn blocks(pid: u32) -> bool {
+        let wchan = format!("/proc/{pid}/task/{pid}/wchan");
+        std::fs::read_to_string(wchan).is_ok_and(|w| w.contains("pipe_write"))
+    }
+
+    /// How many times `pid`'s signal thread (`fairlock-signals`) went to
+    /// sleep: once more than before a signal, it has handled it (a thread
+    /// that wakes runs its handling through before it sleeps again).
+    pub fn signal_thread_sleeps(pid: u32) -> u64 {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        for task in tasks.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.starts_with("fairlock-signal") {
+                let status = std::fs::read_to_string(task.path().join("status")).unwrap();
+                let line = (status.lines())
+                    .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
+                    .expect("a thread's status counts its sleeps");
+                return line.trim().parse().unwrap();
+            }
+        }
+        panic!("fairlock {pid} has no signal thread");
+    }
+
+    /// Reads on a thread until every writer is gone; what they wrote.
+    pub fn read_all(self) -> std::thread::JoinHandle<String> {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let FullPipe {
+            mut reader, filled, ..
+        } = self;
+        // SAFETY: clears O_NONBLOCK on our own descriptor: reads wait now.
+        unsafe {
+            let flags = libc::fcntl(reader.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(reader.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+        std::thread::spawn(move || {
+            let mut all = Vec::new();
+            reader.read_to_end(&mut all).unwrap();
+            String::from_utf8_lossy(&all[filled..]).into_owned()
+        })
+    }
+}
