@@ -68,11 +68,15 @@ pub fn interval(text: &str) -> Result<Duration, String> {
     Ok(interval)
 }
 
-/// Parses `--count`: a whole number, 1 or more.
+/// Parses `--count`: a whole number from 1 to `u64::MAX` (a larger one
+/// is refused as out of range, not as no number).
 pub fn count(text: &str) -> Result<u64, String> {
     match text.parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err("the count must be a whole number, 1 or more".to_owned()),
+        _ => Err(format!(
+            "the count must be a whole number from 1 to {}",
+            u64::MAX
+        )),
     }
 }
 

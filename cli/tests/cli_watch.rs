@@ -296,6 +296,7 @@ fn a_bad_interval_or_count_is_one_line_and_exit_2() {
         &["--watch", "soon"],
         &["--watch", "5"],
         &["--watch", "1s", "--count", "0"],
+        &["--watch", "1s", "--count", "99999999999999999999"],
         &["--count", "3"],
     ] {
         let out = output(
@@ -311,6 +312,22 @@ fn a_bad_interval_or_count_is_one_line_and_exit_2() {
     );
     assert!(
         stderr(&out).contains("from 100ms to 1h"),
+        "{}",
+        stderr(&out)
+    );
+    // A count past u64 is out of range, not "no whole number".
+    let out = output(
+        fairlock(&server).args([
+            "status",
+            "bad",
+            "--watch",
+            "--count",
+            "99999999999999999999",
+        ]),
+        PATIENCE,
+    );
+    assert!(
+        stderr(&out).contains("from 1 to 18446744073709551615"),
         "{}",
         stderr(&out)
     );
