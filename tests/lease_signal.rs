@@ -702,3 +702,86 @@ fn a_hold_whose_keys_were_evicted_is_told_lost_naming_an_eviction() {
         assert!(err.to_string().contains("an eviction"), "{kind:?}: {err}");
     }
 }
+
+/// A reader-writer lock's holds whose keys Redis lost (a restart without
+/// its data; a `FLUSHALL`), changed at once, before the watchdog (10 s
+/// apart) finds them gone: a write's downgrade to a read and to an
+/// upgradable read, an upgradable read's downgrade and its `try_upgrade`,
+/// and an upgrade that waits for another client's read across the restart.
+/// Each says `LeaseLost` naming redis as what lost the hold, as the unlock
+/// of such a hold does, not that its lease ran out there or a force release
+/// freed it (neither leaves the lock's keys gone while this client still
+/// counts its lease).
+#[test]
+fn a_change_of_access_of_a_hold_redis_lost_says_redis_lost_it() {
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(60))
+        .waiter_timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let other = server.client();
+    type Change = Box<dyn FnOnce() -> fairlock::Result<()> + Send>;
+    for lost_with in ["a restart", "a flush"] {
+        let rwlock = |name: &str| client.fair_rwlock(name).unbound();
+        let changes: Vec<(&str, Change)> = vec![
+            ("downgrade", {
+                let write = rwlock("lost-downgrade").write().unwrap();
+                Box::new(move || write.downgrade().map(drop))
+            }),
+            ("downgrade_to_upgradable", {
+                let write = rwlock("lost-to-upgradable").write().unwrap();
+                Box::new(move || write.downgrade_to_upgradable().map(drop))
+            }),
+            ("an upgradable read's downgrade", {
+                let upgradable = rwlock("lost-upgradable-down").upgradable_read().unwrap();
+                Box::new(move || upgradable.downgrade().map(drop))
+            }),
+            ("try_upgrade", {
+                let upgradable = rwlock("lost-try-upgrade").upgradable_read().unwrap();
+                Box::new(move || upgradable.try_upgrade().map(|got| assert!(got.is_ok())))
+            }),
+        ];
+        // An upgrade waiting for another client's read when Redis loses both.
+        let read = other.fair_rwlock("lost-waiting").read().unwrap();
+        let upgradable = rwlock("lost-waiting").upgradable_read().unwrap();
+        let waiting = thread::spawn(move || {
+            let got = upgradable.upgrade_with(fairlock::Wait::at_most(Duration::from_secs(20)));
+            got.map(|got| assert!(got.is_err(), "upgraded"))
+        });
+        let queued = || other.fair_rwlock("lost-waiting").queue_len().unwrap() == 1;
+        assert!(
+            wait_until(Duration::from_secs(5), queued),
+            "the claim waits"
+        );
+        match lost_with {
+            "a restart" => server.restart(),
+            _ => redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap(),
+        }
+        let mut said = Vec::new();
+        for (what, change) in changes {
+            said.push((what, change().expect_err("its hold is gone")));
+        }
+        let waited = join_within(waiting, Duration::from_secs(25), "the waiting upgrade");
+        said.push(("a waiting upgrade", waited.expect_err("its hold is gone")));
+        for (what, err) in &said {
+            eprintln!("{what} after {lost_with}: {err}");
+        }
+        for (what, err) in said {
+            assert_eq!(
+                err.kind(),
+                ErrorKind::LeaseLost,
+                "{what}, {lost_with}: {err}"
+            );
+            assert!(
+                err.to_string().contains("redis lost it"),
+                "{what}, {lost_with}: {err}"
+            );
+        }
+        drop(read);
+    }
+}

@@ -57,11 +57,30 @@ impl CallHold {
     /// is logged, but for a hold found gone (nothing left to give back):
     /// the call has its own error to return.
     pub(crate) fn release_after(&mut self, end: Option<Instant>, started: Instant) {
-        let end = end.unwrap_or(started + self.client.config().command_timeout);
-        let released = self.release_by((end + LEAVE_GRACE).max(Instant::now()));
+        let released = self.release_by(self.released_by(end, started));
         if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
             let what = self.hold.call.describe();
             log::warn!("fairlock: releasing the {what} failed, the watchdog gives it back: {err}");
+        }
+    }
+
+    /// When [`release_after`](Self::release_after) gives up: `end` (or one
+    /// command timeout from `started`) and a leave's grace, or now.
+    fn released_by(&self, end: Option<Instant>, started: Instant) -> Instant {
+        let end = end.unwrap_or(started + self.client.config().command_timeout);
+        (end + LEAVE_GRACE).max(Instant::now())
+    }
+
+    /// Redis said the hold is gone (a change of its access found it so,
+    /// without saying why): it is released now, within what
+    /// [`release_after`](Self::release_after) allows, and that release's
+    /// answer says why, as an unlock's does (its keys gone: redis lost it,
+    /// a restart, a flush, an eviction); else the error of a hold found
+    /// gone ([`lost`](Self::lost)).
+    pub(crate) fn found_gone(&mut self, end: Option<Instant>, started: Instant) -> Error {
+        match self.release_by(self.released_by(end, started)) {
+            Err(err) if err.is_lease_lost() => err,
+            _ => self.lost(),
         }
     }
 
