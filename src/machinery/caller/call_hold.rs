@@ -84,6 +84,25 @@ impl CallHold {
         }
     }
 
+    /// `err` of a call on the hold (`what`: an upgrade, a downgrade) that
+    /// met an outage (Redis unreachable or stalled, or refusing for now)
+    /// when this client had counted the hold lost by then: the loss is the
+    /// caller's error (`LeaseLost`), as an unlock's is, naming what the
+    /// call met; the watchdog gives back what Redis still has. Any other
+    /// error as it is.
+    pub(crate) fn lost_meanwhile(&self, err: Error, what: &str) -> Error {
+        let outage = err.is_connection() || err.is_refused_for_now();
+        if !outage || !self.hold.is_lost() {
+            return err;
+        }
+        let lost = self.lost();
+        let message = format!(
+            "{lost}; its {what} failed too, and the watchdog gives back what redis still has \
+             of it: {err}"
+        );
+        lost.reworded(message)
+    }
+
     /// As [`release`](Self::release), all done by `end`, pool wait
     /// included (the parts of a multi-lock, which share one timeout).
     pub(crate) fn release_by(&mut self, end: Instant) -> Result<()> {

@@ -51,9 +51,12 @@ impl CallHold {
                 drop(_changing);
                 return Err(self.found_gone(wait.ends_by(), started));
             }
-            got => got.inspect_err(|_| {
+            // Counted lost by the time it failed (an outage it rode out for
+            // its patience), the loss is what the caller hears.
+            got => got.map_err(|err| {
                 shared.abandon_later(&claim);
                 shared.abandon_later(&asking(&claim, Ask::RwLock(Access::Write)));
+                self.lost_meanwhile(err, "upgrade")
             })?,
         };
         let Some(token) = got else {
@@ -106,7 +109,10 @@ impl CallHold {
         let downgraded = asking(call, Ask::RwLock(to));
         let (reply, replicated) = (shared.caller)
             .call_write(&call.keys, &op, Limit::default())
-            .inspect_err(|_| shared.abandon_later(&downgraded))?
+            .map_err(|err| {
+                shared.abandon_later(&downgraded);
+                self.lost_meanwhile(err, "downgrade")
+            })?
             .into_parts();
         let DowngradeReply::Downgraded { token, handed, .. } = reply else {
             // Released, the release says why.
