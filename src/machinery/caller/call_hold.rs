@@ -14,7 +14,7 @@ use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Hold, GONE, KEYS_GONE};
-use crate::protocol::{Call, Release, ReleaseReply};
+use crate::protocol::{Call, Release, ReleaseReply, Renew, RenewReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
@@ -101,6 +101,47 @@ impl CallHold {
              of it: {err}"
         );
         lost.reworded(message)
+    }
+
+    /// A hold not confirmed since the client's connection to Redis came
+    /// back from a gap ([`Hold::is_unconfirmed_after_gap`]) is asked about
+    /// once now (a renewal that leaves its lease as it is, as the
+    /// watchdog's check after a gap), by `end` (a wait's end, or now if
+    /// that has passed) and a leave's grace, or within one command timeout
+    /// without one: one Redis lost with its data (a restart, a failover) is
+    /// counted lost at once, not when the watchdog's check comes back. Any
+    /// other hold sends nothing.
+    pub(crate) fn check_after_gap(&self, end: Option<Instant>) -> Result<()> {
+        let hold = &self.hold;
+        if !hold.is_unconfirmed_after_gap() {
+            return Ok(());
+        }
+        let limit = end.map_or(Limit::default(), |end| {
+            Limit::within(end.max(Instant::now()) + LEAVE_GRACE)
+        });
+        let call = &hold.call;
+        let op = Renew {
+            owner: &call.owner,
+            token: hold.token(),
+            first: hold.first_token,
+            call: call.id,
+            lease: None,
+        };
+        let asked = Instant::now();
+        let shared = &self.client.shared;
+        let (reply, _) = shared
+            .caller
+            .call_write(&call.keys, &op, limit)?
+            .into_parts();
+        if reply == RenewReply::Revoked {
+            hold.mark_revoked();
+        }
+        match reply.is_held() {
+            // A check: no lease counted anew, the gap confirmed over.
+            true => hold.renewed(asked, Duration::ZERO),
+            false => hold.renewal_failed(op.token, reply),
+        }
+        Ok(())
     }
 
     /// As [`release`](Self::release), all done by `end`, pool wait
