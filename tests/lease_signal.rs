@@ -726,29 +726,52 @@ fn a_change_of_access_of_a_hold_redis_lost_says_redis_lost_it() {
         .unwrap();
     let other = server.client();
     type Change = Box<dyn FnOnce() -> fairlock::Result<()> + Send>;
+    // A change, and its hold's lease signal.
+    fn change<G>(
+        guard: G,
+        signal: LeaseSignal,
+        change: fn(G) -> fairlock::Result<()>,
+    ) -> (LeaseSignal, Change)
+    where
+        G: Send + 'static,
+    {
+        (signal, Box::new(move || change(guard)))
+    }
     for lost_with in ["a restart", "a flush"] {
         let rwlock = |name: &str| client.fair_rwlock(name).unbound();
-        let changes: Vec<(&str, Change)> = vec![
+        let write = |name| {
+            let write = rwlock(name).write().unwrap();
+            (write.lease_signal(), write)
+        };
+        let upgradable = |name| {
+            let upgradable = rwlock(name).upgradable_read().unwrap();
+            (upgradable.lease_signal(), upgradable)
+        };
+        let changes: Vec<(&str, (LeaseSignal, Change))> = vec![
             ("downgrade", {
-                let write = rwlock("lost-downgrade").write().unwrap();
-                Box::new(move || write.downgrade().map(drop))
+                let (signal, guard) = write("lost-downgrade");
+                change(guard, signal, |write| write.downgrade().map(drop))
             }),
             ("downgrade_to_upgradable", {
-                let write = rwlock("lost-to-upgradable").write().unwrap();
-                Box::new(move || write.downgrade_to_upgradable().map(drop))
+                let (signal, guard) = write("lost-to-upgradable");
+                change(guard, signal, |write| {
+                    write.downgrade_to_upgradable().map(drop)
+                })
             }),
             ("an upgradable read's downgrade", {
-                let upgradable = rwlock("lost-upgradable-down").upgradable_read().unwrap();
-                Box::new(move || upgradable.downgrade().map(drop))
+                let (signal, guard) = upgradable("lost-upgradable-down");
+                change(guard, signal, |read| read.downgrade().map(drop))
             }),
             ("try_upgrade", {
-                let upgradable = rwlock("lost-try-upgrade").upgradable_read().unwrap();
-                Box::new(move || upgradable.try_upgrade().map(|got| assert!(got.is_ok())))
+                let (signal, guard) = upgradable("lost-try-upgrade");
+                change(guard, signal, |read| {
+                    read.try_upgrade().map(|got| assert!(got.is_ok()))
+                })
             }),
         ];
         // An upgrade waiting for another client's read when Redis loses both.
         let read = other.fair_rwlock("lost-waiting").read().unwrap();
-        let upgradable = rwlock("lost-waiting").upgradable_read().unwrap();
+        let (waiting_signal, upgradable) = upgradable("lost-waiting");
         let waiting = thread::spawn(move || {
             let got = upgradable.upgrade_with(fairlock::Wait::at_most(Duration::from_secs(20)));
             got.map(|got| assert!(got.is_err(), "upgraded"))
@@ -763,15 +786,22 @@ fn a_change_of_access_of_a_hold_redis_lost_says_redis_lost_it() {
             _ => redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap(),
         }
         let mut said = Vec::new();
-        for (what, change) in changes {
-            said.push((what, change().expect_err("its hold is gone")));
+        for (what, (signal, change)) in changes {
+            said.push((
+                what,
+                change().expect_err("its hold is gone"),
+                signal.ended(),
+            ));
         }
         let waited = join_within(waiting, Duration::from_secs(25), "the waiting upgrade");
-        said.push(("a waiting upgrade", waited.expect_err("its hold is gone")));
-        for (what, err) in &said {
-            eprintln!("{what} after {lost_with}: {err}");
+        let err = waited.expect_err("its hold is gone");
+        said.push(("a waiting upgrade", err, waiting_signal.ended()));
+        for (what, err, ended) in &said {
+            eprintln!("{what} after {lost_with}: {err} (its lease signal: {ended:?})");
         }
-        for (what, err) in said {
+        for (what, err, ended) in said {
+            // Redis said it was gone before it was released.
+            assert_eq!(ended, Some(LeaseEnd::Lost), "{what}, {lost_with}");
             assert_eq!(
                 err.kind(),
                 ErrorKind::LeaseLost,

@@ -72,16 +72,17 @@ impl CallHold {
     }
 
     /// Redis said the hold is gone (a change of its access found it so,
-    /// without saying why): it is released now, within what
-    /// [`release_after`](Self::release_after) allows, and that release's
-    /// answer says why, as an unlock's does (its keys gone: redis lost it,
-    /// a restart, a flush, an eviction); else the error of a hold found
-    /// gone ([`lost`](Self::lost)).
+    /// without saying why): Redis is asked why (as a renewal would be: a
+    /// force release, its keys gone, the server's data lost across a gap)
+    /// and the hold is counted lost with that reason (else the one of a
+    /// hold found gone, [`lost`](Self::lost)), then released; both within
+    /// what [`release_after`](Self::release_after) allows. The error says
+    /// why.
     pub(crate) fn found_gone(&mut self, end: Option<Instant>, started: Instant) -> Error {
-        match self.release_by(self.released_by(end, started)) {
-            Err(err) if err.is_lease_lost() => err,
-            _ => self.lost(),
-        }
+        let _ = self.check(Limit::within(self.released_by(end, started)));
+        let lost = self.lost();
+        self.release_after(end, started);
+        lost
     }
 
     /// `err` of a call on the hold (`what`: an upgrade, a downgrade) that
@@ -112,13 +113,22 @@ impl CallHold {
     /// counted lost at once, not when the watchdog's check comes back. Any
     /// other hold sends nothing.
     pub(crate) fn check_after_gap(&self, end: Option<Instant>) -> Result<()> {
-        let hold = &self.hold;
-        if !hold.is_unconfirmed_after_gap() {
+        if !self.hold.is_unconfirmed_after_gap() {
             return Ok(());
         }
         let limit = end.map_or(Limit::default(), |end| {
             Limit::within(end.max(Instant::now()) + LEAVE_GRACE)
         });
+        self.check(limit)
+    }
+
+    /// Asks Redis whether the hold is still this call's, within `limit`,
+    /// as the watchdog's check after a gap does (a renewal that leaves its
+    /// lease as it is), and counts what it says: still held, the gap
+    /// confirmed over (no lease counted anew); gone, the hold lost with
+    /// the reason the reply gives ([`Hold::renewal_failed`]).
+    fn check(&self, limit: Limit) -> Result<()> {
+        let (hold, shared) = (&self.hold, &self.client.shared);
         let call = &hold.call;
         let op = Renew {
             owner: &call.owner,
@@ -128,16 +138,12 @@ impl CallHold {
             lease: None,
         };
         let asked = Instant::now();
-        let shared = &self.client.shared;
-        let (reply, _) = shared
-            .caller
-            .call_write(&call.keys, &op, limit)?
-            .into_parts();
+        let written = shared.caller.call_write(&call.keys, &op, limit)?;
+        let (reply, _) = written.into_parts();
         if reply == RenewReply::Revoked {
             hold.mark_revoked();
         }
         match reply.is_held() {
-            // A check: no lease counted anew, the gap confirmed over.
             true => hold.renewed(asked, Duration::ZERO),
             false => hold.renewal_failed(op.token, reply),
         }
