@@ -14,7 +14,7 @@ use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Hold, GONE, KEYS_GONE};
-use crate::protocol::{Call, Release, ReleaseReply, Renew, RenewReply};
+use crate::protocol::{Call, Release, ReleaseReply, Renew};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
@@ -140,13 +140,7 @@ impl CallHold {
         let asked = Instant::now();
         let written = shared.caller.call_write(&call.keys, &op, limit)?;
         let (reply, _) = written.into_parts();
-        if reply == RenewReply::Revoked {
-            hold.mark_revoked();
-        }
-        match reply.is_held() {
-            true => hold.renewed(asked, Duration::ZERO),
-            false => hold.renewal_failed(op.token, reply),
-        }
+        hold.renewal_answered(op.token, reply, asked, Some(Duration::ZERO));
         Ok(())
     }
 
