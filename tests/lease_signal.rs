@@ -702,3 +702,116 @@ fn a_hold_whose_keys_were_evicted_is_told_lost_naming_an_eviction() {
         assert!(err.to_string().contains("an eviction"), "{kind:?}: {err}");
     }
 }
+
+/// A reader-writer lock's holds whose keys Redis lost (a restart without
+/// its data; a `FLUSHALL`), changed at once, before the watchdog (10 s
+/// apart) finds them gone: a write's downgrade to a read and to an
+/// upgradable read, an upgradable read's downgrade and its `try_upgrade`,
+/// and an upgrade that waits for another client's read across the restart.
+/// Each says `LeaseLost` naming redis as what lost the hold, as the unlock
+/// of such a hold does, not that its lease ran out there or a force release
+/// freed it (neither leaves the lock's keys gone while this client still
+/// counts its lease).
+#[test]
+fn a_change_of_access_of_a_hold_redis_lost_says_redis_lost_it() {
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
+    let client = server
+        .builder()
+        .lease(Duration::from_secs(60))
+        .waiter_timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let other = server.client();
+    type Change = Box<dyn FnOnce() -> fairlock::Result<()> + Send>;
+    // A change, and its hold's lease signal.
+    fn change<G>(
+        guard: G,
+        signal: LeaseSignal,
+        change: fn(G) -> fairlock::Result<()>,
+    ) -> (LeaseSignal, Change)
+    where
+        G: Send + 'static,
+    {
+        (signal, Box::new(move || change(guard)))
+    }
+    for lost_with in ["a restart", "a flush"] {
+        let rwlock = |name: &str| client.fair_rwlock(name).unbound();
+        let write = |name| {
+            let write = rwlock(name).write().unwrap();
+            (write.lease_signal(), write)
+        };
+        let upgradable = |name| {
+            let upgradable = rwlock(name).upgradable_read().unwrap();
+            (upgradable.lease_signal(), upgradable)
+        };
+        let changes: Vec<(&str, (LeaseSignal, Change))> = vec![
+            ("downgrade", {
+                let (signal, guard) = write("lost-downgrade");
+                change(guard, signal, |write| write.downgrade().map(drop))
+            }),
+            ("downgrade_to_upgradable", {
+                let (signal, guard) = write("lost-to-upgradable");
+                change(guard, signal, |write| {
+                    write.downgrade_to_upgradable().map(drop)
+                })
+            }),
+            ("an upgradable read's downgrade", {
+                let (signal, guard) = upgradable("lost-upgradable-down");
+                change(guard, signal, |read| read.downgrade().map(drop))
+            }),
+            ("try_upgrade", {
+                let (signal, guard) = upgradable("lost-try-upgrade");
+                change(guard, signal, |read| {
+                    read.try_upgrade().map(|got| assert!(got.is_ok()))
+                })
+            }),
+        ];
+        // An upgrade waiting for another client's read when Redis loses both.
+        let read = other.fair_rwlock("lost-waiting").read().unwrap();
+        let (waiting_signal, upgradable) = upgradable("lost-waiting");
+        let waiting = thread::spawn(move || {
+            let got = upgradable.upgrade_with(fairlock::Wait::at_most(Duration::from_secs(20)));
+            got.map(|got| assert!(got.is_err(), "upgraded"))
+        });
+        let queued = || other.fair_rwlock("lost-waiting").queue_len().unwrap() == 1;
+        assert!(
+            wait_until(Duration::from_secs(5), queued),
+            "the claim waits"
+        );
+        match lost_with {
+            "a restart" => server.restart(),
+            _ => redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap(),
+        }
+        let mut said = Vec::new();
+        for (what, (signal, change)) in changes {
+            said.push((
+                what,
+                change().expect_err("its hold is gone"),
+                signal.ended(),
+            ));
+        }
+        let waited = join_within(waiting, Duration::from_secs(25), "the waiting upgrade");
+        let err = waited.expect_err("its hold is gone");
+        said.push(("a waiting upgrade", err, waiting_signal.ended()));
+        for (what, err, ended) in &said {
+            eprintln!("{what} after {lost_with}: {err} (its lease signal: {ended:?})");
+        }
+        for (what, err, ended) in said {
+            // Redis said it was gone before it was released.
+            assert_eq!(ended, Some(LeaseEnd::Lost), "{what}, {lost_with}");
+            assert_eq!(
+                err.kind(),
+                ErrorKind::LeaseLost,
+                "{what}, {lost_with}: {err}"
+            );
+            assert!(
+                err.to_string().contains("redis lost it"),
+                "{what}, {lost_with}: {err}"
+            );
+        }
+        drop(read);
+    }
+}

@@ -859,3 +859,75 @@ fn a_name_taken_as_locks_of_several_kinds_has_no_single_token() {
     assert_eq!(kinds, all);
     guard.unlock().unwrap();
 }
+
+/// A multi-lock queued for its last part (another client's write) when
+/// Redis restarts without its data: the part it holds is lost with the
+/// data, and the one it waits for is granted at once once the server is
+/// back (its holder is gone too). The set is not returned as held: the
+/// part Redis lost is asked about before the call returns (the client
+/// noted the gap), and the call fails `LeaseLost`, retryable, naming it,
+/// every part given back. Its client holds two thousand other locks, as a
+/// busy service's may: the watchdog's check of every hold after the gap is
+/// one pipeline of them all, which the set's last grant beat every time
+/// (the set returned held, its part lost at Redis and not known lost).
+#[test]
+fn a_multi_lock_queued_across_a_restart_that_lost_its_data_returns_no_part_redis_lost() {
+    const OTHER_HOLDS: usize = 2000;
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    let other = server.client();
+    let client = (server.builder())
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let holds: Vec<_> = (0..OTHER_HOLDS)
+        .map(|i| {
+            client
+                .fair_mutex(&format!("busy-{i}"))
+                .unbound()
+                .lock()
+                .unwrap()
+        })
+        .collect();
+    // The mutex comes first in the shared order, the write second.
+    let names = ("restart-a", "restart-w");
+    let key = |name, kind| LockKeys::of_kind("fairlock", name, kind).unwrap().all[0].clone();
+    assert!(key(names.0, LockKind::Mutex) < key(names.1, LockKind::RwLock));
+    let set = client.fair_multi_lock([names.0]).and_write(names.1);
+    let blocker = other.fair_rwlock(names.1).write().unwrap();
+    let waiting = thread::spawn(move || set.lock());
+    let queued = || other.fair_rwlock(names.1).queue_len().unwrap() == 1;
+    assert!(wait_until(Duration::from_secs(5), queued), "the set waits");
+    server.kill();
+    thread::sleep(Duration::from_millis(500));
+    server.start_again();
+    let got = join_within(waiting, Duration::from_secs(10), "the set");
+    let err = match got {
+        Err(err) => err,
+        Ok(guard) => {
+            let lost: Vec<_> = (guard.parts().iter())
+                .map(|part| (part.name().to_owned(), part.is_lease_lost()))
+                .collect();
+            panic!("the set was returned held after the restart; its parts lost: {lost:?}");
+        }
+    };
+    eprintln!("multi-lock queued across a restart: {err}");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    assert!(err.is_retryable(), "{err}");
+    assert!(err.to_string().contains(names.0), "{err}");
+    assert!(err.to_string().contains("redis lost it"), "{err}");
+    drop(blocker);
+    assert_free_within_5s(&other, &[names.0]);
+    let write = other.fair_rwlock(names.1);
+    let free = || {
+        let status = write.status(1).unwrap();
+        status.holder_count == 0 && status.queue_len == 0
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), free),
+        "the write given back"
+    );
+    let again = (client.fair_multi_lock([names.0]).and_write(names.1)).try_lock();
+    assert!(again.unwrap().is_some(), "the set, retried, is taken");
+    drop(holds);
+}

@@ -793,3 +793,68 @@ fn an_unlock_of_a_hold_counted_lost_refused_for_memory_says_its_lease_was_lost()
     eprintln!("partitions: unlock of a hold counted lost, refused for memory: {err}");
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
 }
+
+/// A rwlock's hold its client counts lost while the call that changes its
+/// access is held up by a stalled link (lease 1 s, renewals unanswered): a
+/// write's `downgrade()` whose request gets no reply (command timeout 2 s),
+/// and an `upgrade()` waiting for another client's read, which rides the
+/// stall out for its patience (waiter timeout + connect timeout, 2 s). Each
+/// says `LeaseLost`, as the unlock of a hold counted lost does (and as its
+/// documentation says of a hold this client counted lost), naming what the
+/// call met, not that call's `Connection` error, retryable, for a hold
+/// already gone. What Redis still has is given back once the link flows.
+#[test]
+fn a_change_of_access_of_a_hold_counted_lost_in_a_stall_says_its_lease_was_lost() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .lease(Duration::from_secs(1))
+        .waiter_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let other = server.client();
+    let rwlock = |name: &str| client.fair_rwlock(name).unbound();
+    let write = rwlock("lost-downgrading").write().unwrap();
+    let read = other.fair_rwlock("lost-upgrading").read().unwrap();
+    let upgradable = rwlock("lost-upgrading").upgradable_read().unwrap();
+    let signals = [write.lease_signal(), upgradable.lease_signal()];
+    let upgrading = thread::spawn(move || upgradable.upgrade().map(drop));
+    let queued = || other.fair_rwlock("lost-upgrading").queue_len().unwrap() == 1;
+    assert!(
+        wait_until(Duration::from_secs(5), queued),
+        "the claim waits"
+    );
+    relay.stall();
+    let downgraded = write.downgrade().map(drop);
+    let upgraded = join_within(upgrading, Duration::from_secs(10), "the upgrade");
+    for signal in signals {
+        assert_eq!(
+            signal.ended(),
+            Some(LeaseEnd::Lost),
+            "counted lost in the stall"
+        );
+    }
+    relay.resume();
+    drop(read);
+    for (what, got) in [("downgrade", downgraded), ("upgrade", upgraded)] {
+        let err = got.expect_err("counted lost");
+        eprintln!("partitions: {what} of a hold counted lost in a stall: {err}");
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{what}: {err}");
+        assert!(!err.is_retryable(), "{what}: {err}");
+        assert!(err.to_string().contains("failed too"), "{what}: {err}");
+    }
+    for name in ["lost-downgrading", "lost-upgrading"] {
+        let rwlock = other.fair_rwlock(name);
+        let free = || {
+            let status = rwlock.status(1).unwrap();
+            status.holder_count == 0 && status.queue_len == 0
+        };
+        assert!(
+            wait_until(Duration::from_secs(5), free),
+            "{name} given back"
+        );
+    }
+}

@@ -233,7 +233,9 @@ impl<O: Ownership> FairMultiLock<O> {
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
     /// name: both before any I/O.
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost), naming it,
-    /// for a part lost while the set waited for a later one: retryable
+    /// for a part lost while the set waited for a later one (a part taken
+    /// before the client's connection to Redis came back from a gap, a
+    /// restart say, is asked about before the call returns): retryable
     /// ([`is_retryable`](crate::Error::is_retryable)), as every part is
     /// given back and taking the set again may succeed. Otherwise as
     /// [`FairMutex::lock_with`](crate::FairMutex::lock_with), and what a
@@ -293,8 +295,18 @@ impl<O: Ownership> FairMultiLock<O> {
                 }
             }
         }
+        // A part taken before the client's connection to Redis came back
+        // from a gap (a restart, a failover) and not confirmed since may
+        // have been lost with the server's data: asked about now, not left
+        // to the watchdog's check, which a set granted its last part at once
+        // by the same server may beat.
+        if let Some(err) = (held.iter()).find_map(|part| part.hold.check_after_gap(end).err()) {
+            release_taken(held, &wait);
+            return Err(err);
+        }
         // A part lost while the set waited for a later one (its fixed lease
-        // or maximum hold ran out, a force release) is not held: all or none.
+        // or maximum hold ran out, a force release, the server's data) is
+        // not held: all or none.
         if let Some(lost) = held.iter().find(|part| part.is_lease_lost()) {
             let err = lost.hold.lost();
             release_taken(held, &wait);

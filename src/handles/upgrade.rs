@@ -53,7 +53,8 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the
     /// upgradable read was no longer held (its lease ran out, a force
     /// unlock) or this client counted it lost
-    /// ([`is_lease_lost`](Guard::is_lease_lost));
+    /// ([`is_lease_lost`](Guard::is_lease_lost)), also by the time an
+    /// outage the upgrade met ended it (the message names the outage);
     /// [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused)
     /// (thread-bound) when this thread holds other guards of the lock: the
     /// upgrade would wait for them (nothing is written);
@@ -207,8 +208,8 @@ impl<O: Ownership> Guard<kind::Write, O> {
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the write
     /// was no longer held or this client counted it lost
     /// ([`is_lease_lost`](Guard::is_lease_lost)), before the call or by the
-    /// time its reply came (no read is made of it; what Redis still had of
-    /// it is freed);
+    /// time its reply came, or by the time it failed for want of Redis (no
+    /// read is made of it; what Redis still had of it is freed);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection),
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated);
     /// otherwise the kinds of

@@ -14,7 +14,7 @@ use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Hold, GONE, KEYS_GONE};
-use crate::protocol::{Call, Release, ReleaseReply};
+use crate::protocol::{Call, Release, ReleaseReply, Renew};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
@@ -57,12 +57,91 @@ impl CallHold {
     /// is logged, but for a hold found gone (nothing left to give back):
     /// the call has its own error to return.
     pub(crate) fn release_after(&mut self, end: Option<Instant>, started: Instant) {
-        let end = end.unwrap_or(started + self.client.config().command_timeout);
-        let released = self.release_by((end + LEAVE_GRACE).max(Instant::now()));
+        let released = self.release_by(self.released_by(end, started));
         if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
             let what = self.hold.call.describe();
             log::warn!("fairlock: releasing the {what} failed, the watchdog gives it back: {err}");
         }
+    }
+
+    /// When [`release_after`](Self::release_after) gives up: `end` (or one
+    /// command timeout from `started`) and a leave's grace, or now.
+    fn released_by(&self, end: Option<Instant>, started: Instant) -> Instant {
+        let end = end.unwrap_or(started + self.client.config().command_timeout);
+        (end + LEAVE_GRACE).max(Instant::now())
+    }
+
+    /// Redis said the hold is gone (a change of its access found it so,
+    /// without saying why): Redis is asked why (as a renewal would be: a
+    /// force release, its keys gone, the server's data lost across a gap)
+    /// and the hold is counted lost with that reason (else the one of a
+    /// hold found gone, [`lost`](Self::lost)), then released; both within
+    /// what [`release_after`](Self::release_after) allows. The error says
+    /// why.
+    pub(crate) fn found_gone(&mut self, end: Option<Instant>, started: Instant) -> Error {
+        let _ = self.check(Limit::within(self.released_by(end, started)));
+        let lost = self.lost();
+        self.release_after(end, started);
+        lost
+    }
+
+    /// `err` of a call on the hold (`what`: an upgrade, a downgrade) that
+    /// met an outage (Redis unreachable or stalled, or refusing for now)
+    /// when this client had counted the hold lost by then: the loss is the
+    /// caller's error (`LeaseLost`), as an unlock's is, naming what the
+    /// call met; the watchdog gives back what Redis still has. Any other
+    /// error as it is.
+    pub(crate) fn lost_meanwhile(&self, err: Error, what: &str) -> Error {
+        let outage = err.is_connection() || err.is_refused_for_now();
+        if !outage || !self.hold.is_lost() {
+            return err;
+        }
+        let lost = self.lost();
+        let message = format!(
+            "{lost}; its {what} failed too, and the watchdog gives back what redis still has \
+             of it: {err}"
+        );
+        lost.reworded(message)
+    }
+
+    /// A hold not confirmed since the client's connection to Redis came
+    /// back from a gap ([`Hold::is_unconfirmed_after_gap`]) is asked about
+    /// once now (a renewal that leaves its lease as it is, as the
+    /// watchdog's check after a gap), by `end` (a wait's end, or now if
+    /// that has passed) and a leave's grace, or within one command timeout
+    /// without one: one Redis lost with its data (a restart, a failover) is
+    /// counted lost at once, not when the watchdog's check comes back. Any
+    /// other hold sends nothing.
+    pub(crate) fn check_after_gap(&self, end: Option<Instant>) -> Result<()> {
+        if !self.hold.is_unconfirmed_after_gap() {
+            return Ok(());
+        }
+        let limit = end.map_or(Limit::default(), |end| {
+            Limit::within(end.max(Instant::now()) + LEAVE_GRACE)
+        });
+        self.check(limit)
+    }
+
+    /// Asks Redis whether the hold is still this call's, within `limit`,
+    /// as the watchdog's check after a gap does (a renewal that leaves its
+    /// lease as it is), and counts what it says: still held, the gap
+    /// confirmed over (no lease counted anew); gone, the hold lost with
+    /// the reason the reply gives ([`Hold::renewal_failed`]).
+    fn check(&self, limit: Limit) -> Result<()> {
+        let (hold, shared) = (&self.hold, &self.client.shared);
+        let call = &hold.call;
+        let op = Renew {
+            owner: &call.owner,
+            token: hold.token(),
+            first: hold.first_token,
+            call: call.id,
+            lease: None,
+        };
+        let asked = Instant::now();
+        let written = shared.caller.call_write(&call.keys, &op, limit)?;
+        let (reply, _) = written.into_parts();
+        hold.renewal_answered(op.token, reply, asked, Some(Duration::ZERO));
+        Ok(())
     }
 
     /// As [`release`](Self::release), all done by `end`, pool wait

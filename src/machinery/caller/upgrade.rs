@@ -14,6 +14,7 @@ use crate::machinery::caller::call_hold::CallHold;
 use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
 use crate::machinery::caller::wait::Wait;
 use crate::machinery::caller::waiters::{Grant, Waiter};
+use crate::machinery::holds::{lease_lost, GONE};
 use crate::protocol::{
     Access, Ask, Call, Downgrade, DowngradeReply, Mode, Upgrade, UpgradeReply, UpgradeStep,
 };
@@ -21,10 +22,12 @@ use crate::protocol::{
 impl CallHold {
     /// Upgrades this hold (an upgradable read) to the write, waiting as
     /// `wait` says; false when the wait ended first (the claim withdrawn).
-    /// On an error other than a lost lease, whatever the upgrade may have
-    /// left (its claim, the write) is abandoned once Redis answers; the
-    /// caller's guard abandons the read.
+    /// A read Redis found gone is released here, and that release's answer
+    /// says why ([`found_gone`](CallHold::found_gone)). On any other error,
+    /// whatever the upgrade may have left (its claim, the write) is
+    /// abandoned once Redis answers; the caller's guard abandons the read.
     pub(crate) fn upgrade(&mut self, wait: &Wait) -> Result<bool> {
+        let started = Instant::now();
         // Counted lost, it stays lost: no write is made of it (nor kept,
         // when it was counted lost while the upgrade waited).
         self.unless_lost()?;
@@ -41,12 +44,21 @@ impl CallHold {
         let claim = asking(&self.call, Ask::Upgrade);
         let labels = &self.hold.labels;
         let got = wait_in_queue(&*self, shared, claim.clone(), wait.deadline(), wait, labels);
-        let got = got.inspect_err(|err| {
-            if !err.is_lease_lost() {
+        let got = match got {
+            // Redis found the upgradable read gone (its claim withdrawn
+            // with it): released, the release says why.
+            Err(err) if err.is_lease_lost() => {
+                drop(_changing);
+                return Err(self.found_gone(wait.ends_by(), started));
+            }
+            // Counted lost by the time it failed (an outage it rode out for
+            // its patience), the loss is what the caller hears.
+            got => got.map_err(|err| {
                 shared.abandon_later(&claim);
                 shared.abandon_later(&asking(&claim, Ask::RwLock(Access::Write)));
-            }
-        })?;
+                self.lost_meanwhile(err, "upgrade")
+            })?,
+        };
         let Some(token) = got else {
             return Ok(false);
         };
@@ -65,7 +77,7 @@ impl CallHold {
     /// error the downgraded hold is abandoned once Redis answers.
     pub(crate) fn downgrade(&mut self, to: Access) -> Result<()> {
         let started = Instant::now();
-        let downgraded = self.change_access(to);
+        let downgraded = self.change_access(to, started);
         downgraded.map_err(|err| {
             self.release_after(None, started);
             err.of_a_consumed_guard()
@@ -83,7 +95,7 @@ impl CallHold {
         Err(self.release(None).err().unwrap_or_else(|| self.lost()))
     }
 
-    fn change_access(&mut self, to: Access) -> Result<()> {
+    fn change_access(&mut self, to: Access, started: Instant) -> Result<()> {
         self.unless_lost()?;
         let shared = &self.client.shared;
         let _changing = self.hold.changing();
@@ -97,10 +109,15 @@ impl CallHold {
         let downgraded = asking(call, Ask::RwLock(to));
         let (reply, replicated) = (shared.caller)
             .call_write(&call.keys, &op, Limit::default())
-            .inspect_err(|_| shared.abandon_later(&downgraded))?
+            .map_err(|err| {
+                shared.abandon_later(&downgraded);
+                self.lost_meanwhile(err, "downgrade")
+            })?
             .into_parts();
         let DowngradeReply::Downgraded { token, handed, .. } = reply else {
-            return Err(self.lost());
+            // Released, the release says why.
+            drop(_changing);
+            return Err(self.found_gone(None, started));
         };
         shared.grant_own(&handed);
         self.hold.changed(token, false);
@@ -140,7 +157,9 @@ impl CallHold {
                 position,
                 last_token,
             } => Ok(Attempted::Waiting(pttl_ms, position, last_token)),
-            UpgradeReply::Lost => Err(self.lost()),
+            // Not marked lost here: the caller (`upgrade`) releases the
+            // hold, and that release says why it was lost.
+            UpgradeReply::Lost => Err(lease_lost(&self.call, self.hold.token(), GONE)),
         }
     }
 }

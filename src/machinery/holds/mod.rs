@@ -259,6 +259,30 @@ impl Hold {
         self.token.store(token, Ordering::Release);
     }
 
+    /// What a renewal of `token` asked at `asked` was told: asked to let
+    /// go (said by the reply as well as by a message, so a lost message is
+    /// made up for); still held, its lease counted anew for `lease`
+    /// ([`renewed`](Self::renewed); `None`: not counted, as too few
+    /// replicas acknowledged it and a failover could bring back the old
+    /// expiry); gone, lost with the reply's reason
+    /// ([`renewal_failed`](Self::renewal_failed)).
+    pub(crate) fn renewal_answered(
+        &self,
+        token: u64,
+        reply: RenewReply,
+        asked: Instant,
+        lease: Option<Duration>,
+    ) {
+        if reply == RenewReply::Revoked {
+            self.mark_revoked();
+        }
+        match (reply.is_held(), lease) {
+            (true, Some(lease)) => self.renewed(asked, lease),
+            (true, None) => {}
+            (false, _) => self.renewal_failed(token, reply),
+        }
+    }
+
     /// A renewal of `token` found the hold gone (`reply`: freed by a
     /// force release, as the lock's mark said; its keys gone): lost, unless
     /// the hold changed since (its token is another) or a change is under

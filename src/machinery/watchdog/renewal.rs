@@ -23,8 +23,7 @@ use crate::machinery::holds::Hold;
 use crate::machinery::shared::{Shared, Work};
 use crate::machinery::watchdog::Watchdog;
 use crate::protocol::{
-    unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, RenewReply, SyncReplicas,
-    WaiterStatus,
+    unexpected, Abandon, Heartbeat, HeartbeatReply, Operation, Renew, SyncReplicas, WaiterStatus,
 };
 
 /// Runs one batch (on `node`, the master of its slot as the slot map says,
@@ -263,21 +262,12 @@ fn apply(
     let level = watchdog.level();
     match call {
         Sent::Renew(hold, op, asked) => match reply.and_then(|value| op.parse(value)) {
+            // A renewal too few replicas saw does not extend the lease the
+            // guard counts on. (A hold only checked asks for no lease: zero
+            // pushes nothing out.)
             Ok(reply) => {
-                if reply == RenewReply::Revoked {
-                    // Asked to let go: said by the reply as well as by a
-                    // message, so a lost message is made up for here.
-                    hold.mark_revoked();
-                }
-                // A renewal too few replicas saw does not extend the lease
-                // the guard counts on: a failover could bring back the old
-                // expiry. (A hold only checked asks for no lease: zero
-                // pushes nothing out.)
-                match reply.is_held() {
-                    true if replicated => hold.renewed(asked, op.lease.unwrap_or_default()),
-                    true => {}
-                    false => hold.renewal_failed(op.token, reply),
-                }
+                let lease = replicated.then(|| op.lease.unwrap_or_default());
+                hold.renewal_answered(op.token, reply, asked, lease);
             }
             Err(err) => {
                 let err = during::<Renew>(err, &hold.call.keys);
