@@ -931,3 +931,87 @@ fn a_multi_lock_queued_across_a_restart_that_lost_its_data_returns_no_part_redis
     assert!(again.unwrap().is_some(), "the set, retried, is taken");
     drop(holds);
 }
+
+/// A `lock()` of two mutexes on a fixed lease (800 ms), holding the first
+/// and queued for the second (another client holds it) when its client's
+/// link stalls: the first part's lease runs out during the stall, and the
+/// queued part gives up after its patience (1.5 s). The call fails
+/// `LeaseLost` naming the part lost while the set waited, as `lock_with`'s
+/// doc says, saying what the wait met too; the parts are given back once
+/// the link is back. Before, it failed `Connection`, the lost part
+/// unnamed.
+#[test]
+fn a_part_lost_while_the_set_waits_through_a_stall_fails_the_call_lease_lost() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let command_timeout = Duration::from_millis(500);
+    let client = Client::builder(&relay.url())
+        .command_timeout(command_timeout)
+        .connect_timeout(command_timeout)
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let other = server.client();
+    let mut names = ["stall-lost-a".to_owned(), "stall-lost-b".to_owned()];
+    names.sort_by_key(|name| {
+        LockKeys::of_kind("fairlock", name, LockKind::Mutex)
+            .unwrap()
+            .all[0]
+            .clone()
+    });
+    let [first, last] = names.clone();
+    let busy = other.fair_mutex(&last).lock().unwrap();
+    let set = (client.fair_multi_lock(names.iter().map(String::as_str)))
+        .with_fixed_lease(Duration::from_millis(800));
+    let locking = thread::spawn(move || set.lock());
+    let queue = LockKeys::of_kind("fairlock", &last, LockKind::Mutex)
+        .unwrap()
+        .all[1]
+        .clone();
+    let mut conn = server.conn();
+    let mut queued = || -> Vec<i64> {
+        redis::cmd("ZRANGEBYSCORE")
+            .arg(&queue)
+            .arg(DEADLINE_BASE)
+            .arg("+inf")
+            .arg("WITHSCORES")
+            .query::<Vec<(String, i64)>>(&mut conn)
+            .unwrap()
+            .into_iter()
+            .map(|(_, score)| score)
+            .collect()
+    };
+    assert!(wait_until(Duration::from_secs(5), || queued().len() == 1));
+    // Its client has the reply that queued it once a heartbeat moved the
+    // entry's deadline (a heartbeat follows that reply).
+    let first_seen = queued();
+    let beaten = wait_until(Duration::from_secs(5), || queued() != first_seen);
+    assert!(beaten, "the set's client heartbeats its queued part");
+    relay.stall();
+    let got = join_within(locking, Duration::from_secs(30), "the set");
+    relay.resume();
+    let err = match got {
+        Err(err) => err,
+        Ok(guard) => panic!("the set was returned held: {:?}", guard.is_lease_lost()),
+    };
+    eprintln!("multi_lock: a part lost while the set waited through a stall: {err}");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+    assert!(
+        err.to_string().contains(&first),
+        "names the lost part: {err}"
+    );
+    assert!(
+        err.to_string().contains("unreachable"),
+        "says what the wait met: {err}"
+    );
+    assert!(err.is_retryable(), "{err}");
+    drop(busy);
+    for name in &names {
+        let mutex = other.fair_mutex(name);
+        let free = wait_until(Duration::from_secs(10), || {
+            !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0
+        });
+        assert!(free, "{name} left held or queued");
+    }
+}

@@ -235,7 +235,8 @@ impl<O: Ownership> FairMultiLock<O> {
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost), naming it,
     /// for a part lost while the set waited for a later one (a part taken
     /// before the client's connection to Redis came back from a gap, a
-    /// restart say, is asked about before the call returns): retryable
+    /// restart say, is asked about before the call returns; a wait that
+    /// gave up in an outage meanwhile is said with the loss): retryable
     /// ([`is_retryable`](crate::Error::is_retryable)), as every part is
     /// given back and taking the set again may succeed. Otherwise as
     /// [`FairMutex::lock_with`](crate::FairMutex::lock_with), and what a
@@ -290,6 +291,15 @@ impl<O: Ownership> FairMultiLock<O> {
                         }
                         _ => err,
                     });
+                    // A part lost meanwhile is what the caller hears when
+                    // the wait met an outage (as an upgrade's loss is), the
+                    // outage said with it.
+                    let got = got.map_err(|err| match held.iter().find(|p| p.is_lease_lost()) {
+                        Some(lost) => part_lost(
+                            (lost.hold).lost_meanwhile(err, "multi-lock's wait for a later part"),
+                        ),
+                        None => err,
+                    });
                     release_taken(held, &wait);
                     return got.map(|_| None);
                 }
@@ -308,10 +318,9 @@ impl<O: Ownership> FairMultiLock<O> {
         // or maximum hold ran out, a force release, the server's data) is
         // not held: all or none.
         if let Some(lost) = held.iter().find(|part| part.is_lease_lost()) {
-            let err = lost.hold.lost();
+            let err = part_lost(lost.hold.lost());
             release_taken(held, &wait);
-            let err = err.during(format_args!("acquire of a multi-lock"));
-            return Err(err.worth_calling_again());
+            return Err(err);
         }
         Ok(Some(MultiGuard { parts: held }))
     }
@@ -412,6 +421,17 @@ impl<O: Ownership> FairMultiLock<O> {
             })
             .collect()
     }
+}
+
+/// The error of a multi-lock's call that lost a part while it waited for a
+/// later one, when `err` is that loss (`LeaseLost`, naming the part): said
+/// of the set, and worth calling again, as every part is given back.
+fn part_lost(err: Error) -> Error {
+    if !err.is_lease_lost() {
+        return err;
+    }
+    err.during(format_args!("acquire of a multi-lock"))
+        .worth_calling_again()
 }
 
 /// Releases the parts a call took before it gave up or failed, the last
