@@ -815,3 +815,75 @@ fn a_change_of_access_of_a_hold_redis_lost_says_redis_lost_it() {
         drop(read);
     }
 }
+
+/// An upgrade waiting for another client's read when the lock's keys are
+/// deleted (a `FLUSHALL`, an eviction of every key; no connection dropped),
+/// its client's watchdog renewing every 100 ms: the upgrade fails
+/// `LeaseLost` within a second (94-97 ms), naming redis as what lost the
+/// read (its keys gone), as an unlock of it would, not the generic "no
+/// longer this hold's". (Only the holders key evicted, the meta kept, the
+/// renewal cannot tell that from a lease run out there: the generic reason.)
+#[test]
+fn an_upgrade_waiting_while_its_read_is_deleted_says_redis_lost_it() {
+    let server = RedisServer::start();
+    // A watchdog round every 100 ms.
+    let client = client(&server, Duration::from_millis(300));
+    let other = server.client();
+    for lost_with in ["a flush", "an eviction"] {
+        let name = format!("upgrade-deleted-{}", lost_with.len());
+        let read = other.fair_rwlock(&name).read().unwrap();
+        let upgradable = client
+            .fair_rwlock(&name)
+            .unbound()
+            .upgradable_read()
+            .unwrap();
+        let signal = upgradable.lease_signal();
+        let waiting = thread::spawn(move || {
+            let got = upgradable.upgrade_with(fairlock::Wait::at_most(Duration::from_secs(20)));
+            (got.map(|got| got.is_ok()), Instant::now())
+        });
+        let queued = || other.fair_rwlock(&name).queue_len().unwrap() == 1;
+        assert!(
+            wait_until(Duration::from_secs(5), queued),
+            "the claim waits"
+        );
+        // Heartbeats of the claim and renewals of the read go on meanwhile.
+        thread::sleep(Duration::from_millis(300));
+        let set = |key: &str, value: &str| {
+            let () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(key)
+                .arg(value)
+                .query(&mut server.conn())
+                .unwrap();
+        };
+        let deleted = Instant::now();
+        match lost_with {
+            "a flush" => redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap(),
+            _ => {
+                set("maxmemory-policy", "allkeys-random");
+                set("maxmemory", "1");
+                let _ = redis::cmd("SET")
+                    .arg("filler")
+                    .arg("x")
+                    .query::<()>(&mut server.conn());
+                set("maxmemory", "0");
+            }
+        }
+        let (got, at) = join_within(waiting, Duration::from_secs(25), "the waiting upgrade");
+        let err = got.expect_err("its read is gone");
+        eprintln!(
+            "upgrade waiting through {lost_with}: {:.0} ms after: {err} ({:?})",
+            ms(at - deleted),
+            signal.ended()
+        );
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{lost_with}: {err}");
+        assert!(
+            err.to_string().contains("redis lost it"),
+            "{lost_with}: {err}"
+        );
+        assert!(at - deleted < Duration::from_secs(1), "{:?}", at - deleted);
+        assert_eq!(signal.ended(), Some(LeaseEnd::Lost), "{lost_with}");
+        drop(read);
+    }
+}
