@@ -502,6 +502,23 @@ fn over_a_relay(command_timeout: Duration) -> (RedisServer, Client, Relay, Clien
     (server, other, relay, client)
 }
 
+/// A server, a relay to it, a client over the relay whose queued calls
+/// give up after 1.5 s of silence (waiter timeout 1 s + connect timeout
+/// 500 ms; command timeout 500 ms), and another client on the server.
+fn patient_for_1_5s_over_a_relay() -> (RedisServer, Relay, Client, Client) {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let command_timeout = Duration::from_millis(500);
+    let client = Client::builder(&relay.url())
+        .command_timeout(command_timeout)
+        .connect_timeout(command_timeout)
+        .waiter_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let other = server.client();
+    (server, relay, client, other)
+}
+
 /// Waits (5 s each) until the mutex `name` has one waiter and that waiter
 /// was heartbeated (its deadline score moved): its client then has the
 /// reply that queued it (Redis queued it, the reply may still be in a
@@ -714,16 +731,7 @@ fn a_part_lost_while_the_set_waits_for_a_later_one_fails_the_call() {
 #[test]
 fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_timeout() {
     let _serial = serial();
-    let server = RedisServer::start();
-    let relay = Relay::start(server.port());
-    let command_timeout = Duration::from_millis(500);
-    let client = Client::builder(&relay.url())
-        .command_timeout(command_timeout)
-        .connect_timeout(command_timeout)
-        .waiter_timeout(Duration::from_secs(1))
-        .build()
-        .unwrap();
-    let other = server.client();
+    let (server, relay, client, other) = patient_for_1_5s_over_a_relay();
     let mut names: Vec<String> = (0..5).map(|i| format!("stall-part-{i}")).collect();
     names.sort_by_key(|name| {
         LockKeys::of_kind("fairlock", name, LockKind::Mutex)
@@ -948,16 +956,7 @@ fn a_multi_lock_queued_across_a_restart_that_lost_its_data_returns_no_part_redis
 #[test]
 fn a_part_lost_while_the_set_waits_through_a_stall_fails_the_call_lease_lost() {
     let _serial = serial();
-    let server = RedisServer::start();
-    let relay = Relay::start(server.port());
-    let command_timeout = Duration::from_millis(500);
-    let client = Client::builder(&relay.url())
-        .command_timeout(command_timeout)
-        .connect_timeout(command_timeout)
-        .waiter_timeout(Duration::from_secs(1))
-        .build()
-        .unwrap();
-    let other = server.client();
+    let (server, relay, client, other) = patient_for_1_5s_over_a_relay();
     let mut names = ["stall-lost-a".to_owned(), "stall-lost-b".to_owned()];
     names.sort_by_key(|name| {
         LockKeys::of_kind("fairlock", name, LockKind::Mutex)
