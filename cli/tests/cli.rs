@@ -718,14 +718,7 @@ fn a_signal_before_the_command_starts_says_a_release_that_failed() {
     // thread blocked in a write to it), past the grant, the command not
     // started.
     assert!(wait_until(PATIENCE, || holders() == 1), "held");
-    let blocked = || FullPipe::blocks(run.pid());
-    assert!(wait_until(PATIENCE, blocked), "blocked writing its -v line");
-    let sleeps = FullPipe::signal_thread_sleeps(run.pid());
-    run.signal("TERM");
-    // Handled (a busy machine may run the signal thread late) before the
-    // line goes through and the command would start.
-    let handled = || FullPipe::signal_thread_sleeps(run.pid()) > sleeps;
-    assert!(wait_until(PATIENCE, handled), "the signal handled");
+    pipe.signal_while_blocked(&run, "TERM");
     let pause = Duration::from_millis(6500);
     let paused = pause_clients(&mut server.conn(), "WRITE", pause);
     let reading = pipe.read_all();

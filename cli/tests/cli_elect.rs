@@ -446,14 +446,7 @@ fn a_leader_stopped_before_its_command_says_it_resigned() {
             .holder_count
     };
     assert!(wait_until(PATIENCE, || leaders() == 1), "leads");
-    let blocked = || FullPipe::blocks(elect.pid());
-    assert!(wait_until(PATIENCE, blocked), "blocked writing its -v line");
-    let sleeps = FullPipe::signal_thread_sleeps(elect.pid());
-    elect.signal("TERM");
-    // Handled (a busy machine may run the signal thread late) before the
-    // line goes through and the command would start.
-    let handled = || FullPipe::signal_thread_sleeps(elect.pid()) > sleeps;
-    assert!(wait_until(PATIENCE, handled), "the signal handled");
+    pipe.signal_while_blocked(&elect, "TERM");
     let reading = pipe.read_all();
     let out = elect.finish(PATIENCE);
     let said = join_within(reading, PATIENCE, "stderr read to its end");

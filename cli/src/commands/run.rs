@@ -296,7 +296,7 @@ fn wait_and_run(
     *held = matches!(outcome, Ok(Some(_)));
     let guard = match (outcome, interrupted) {
         (Ok(Some(guard)), Some(signal)) => {
-            let released = give_back(guard, &name);
+            let released = give_back(guard, &name, lock);
             eprintln!(
                 "fairlock: interrupted by {} while waiting for {name}; {}nothing was run",
                 signals::name(signal),
@@ -380,7 +380,7 @@ fn wait_and_run(
     let deathwatch = match deathwatch {
         Ok(deathwatch) => deathwatch,
         Err(failure) => {
-            give_back(guard, &name);
+            give_back(guard, &name, lock);
             return Err(failure);
         }
     };
@@ -389,7 +389,7 @@ fn wait_and_run(
         Ok(child) => child,
         Err(SpawnError::Interrupted(signal)) => {
             deathwatch.done();
-            let released = give_back(guard, &name);
+            let released = give_back(guard, &name, lock);
             eprintln!(
                 "fairlock: interrupted by {} before the command started; {}nothing was run",
                 signals::name(signal),
@@ -403,7 +403,7 @@ fn wait_and_run(
         }
         Err(SpawnError::Io(err)) => {
             deathwatch.done();
-            give_back(guard, &name);
+            give_back(guard, &name, lock);
             let code = if err.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
             } else {
@@ -569,33 +569,15 @@ enum Released {
 }
 
 /// Releases a lock held for a command that was not run; true if it was
-/// released. A release that fails says so, as `release` does: a lost
-/// hold in the library's words, another failure with what becomes of it.
-fn give_back(guard: AnyGuard, name: &str) -> bool {
-    match guard.unlock() {
-        Ok(()) => true,
-        Err(err) if err.is_lease_lost() => {
-            eprintln!("fairlock: {err}");
-            false
-        }
-        Err(err) => {
-            cannot_release(name, &err);
-            false
-        }
-    }
+/// released. A failure is said as `release` says it, a lost hold in the
+/// library's words alone (no command ran while it was lost).
+fn give_back(guard: AnyGuard, name: &str, lock: &Lock) -> bool {
+    release(guard, name, true, lock) == Released::Yes
 }
 
-/// The warning of a release that failed other than as a lost hold.
-fn cannot_release(name: &str, err: &fairlock::Error) {
-    eprintln!(
-        "fairlock: warning: cannot release {name} ({err}); fairlock gives it back as it \
-         exits if Redis answers within {}, else it frees when Redis runs the release \
-         late or its lease runs out",
-        human(crate::COMMAND_TIMEOUT)
-    );
-}
-
-/// Releases the lock after the command; a lost hold or a failure is said.
+/// Releases the lock after the command; a lost hold or a failure is said
+/// (`known_lost`: the loss was said already, or no command ran, so the
+/// library's words alone).
 fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> Released {
     match guard.unlock() {
         Ok(()) => Released::Yes,
@@ -616,7 +598,12 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> Releas
         // within about a command timeout; a release that reached Redis
         // late frees it too.
         Err(err) => {
-            cannot_release(name, &err);
+            eprintln!(
+                "fairlock: warning: cannot release {name} ({err}); fairlock gives it back as it \
+                 exits if Redis answers within {}, else it frees when Redis runs the release \
+                 late or its lease runs out",
+                human(crate::COMMAND_TIMEOUT)
+            );
             Released::Failed
         }
     }

@@ -237,6 +237,19 @@ impl FullPipe {
         panic!("fairlock {pid} has no signal thread");
     }
 
+    /// Once `run`'s main thread is blocked writing to this pipe (past its
+    /// grant, its command not started), sends it `signal` and waits until
+    /// its signal thread has handled it (a busy machine may run that thread
+    /// late), before the pipe drains and the command would start.
+    pub fn signal_while_blocked(&self, run: &Proc, signal: &str) {
+        let blocked = || FullPipe::blocks(run.pid());
+        assert!(wait_until(PATIENCE, blocked), "blocked writing its -v line");
+        let sleeps = FullPipe::signal_thread_sleeps(run.pid());
+        run.signal(signal);
+        let handled = || FullPipe::signal_thread_sleeps(run.pid()) > sleeps;
+        assert!(wait_until(PATIENCE, handled), "the signal handled");
+    }
+
     /// Reads on a thread until every writer is gone; what they wrote.
     pub fn read_all(self) -> std::thread::JoinHandle<String> {
         use std::io::Read;
