@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, LeaseEnd, LeaseSignal, LockKind};
+use fairlock::{Client, ClientBuilder, ErrorKind, LeaseEnd, LeaseSignal, LockKind};
 use fairlock_test_support::*;
 
 /// A thread blocked on `signal`: reports how it ended and when.
@@ -168,13 +168,7 @@ fn lost_with_a_restart(lease: LeasePolicy, loading: bool) {
     if loading {
         server.save_a_slow_snapshot();
     }
-    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
-    let client = server
-        .builder()
-        .lease(Duration::from_secs(60))
-        .waiter_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let client = watchdog_every_10s(&server).build().unwrap();
     let mut holds = Vec::new();
     for kind in Kind::EXCLUSIVE {
         let name = format!("restarted-{kind:?}");
@@ -221,13 +215,7 @@ fn lost_with_a_restart(lease: LeasePolicy, loading: bool) {
 fn an_unlock_right_after_an_empty_restart_says_redis_lost_the_hold() {
     let _serial = serial();
     let mut server = RedisServer::start();
-    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
-    let client = server
-        .builder()
-        .lease(Duration::from_secs(60))
-        .waiter_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let client = watchdog_every_10s(&server).build().unwrap();
     let mut holds = Vec::new();
     for kind in Kind::EXCLUSIVE {
         let name = format!("unlocked-after-restart-{kind:?}");
@@ -578,14 +566,7 @@ fn returned<T>(got: fairlock::Result<T>) -> (fairlock::Result<()>, Instant) {
 #[test]
 fn a_short_fixed_lease_handed_over_after_a_long_wait_is_not_lost_on_arrival() {
     let server = RedisServer::start();
-    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
-    let client = || {
-        (server.builder())
-            .lease(Duration::from_secs(60))
-            .waiter_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap()
-    };
+    let client = || watchdog_every_10s(&server).build().unwrap();
     let (holder, waiter) = (client(), client());
     let held = holder.fair_mutex("short").lock().unwrap();
     const FIXED: Duration = Duration::from_millis(300);
@@ -716,11 +697,7 @@ fn a_hold_whose_keys_were_evicted_is_told_lost_naming_an_eviction() {
 fn a_change_of_access_of_a_hold_redis_lost_says_redis_lost_it() {
     let _serial = serial();
     let mut server = RedisServer::start();
-    // A watchdog round every 10 s: min(lease, waiter timeout) / 3.
-    let client = server
-        .builder()
-        .lease(Duration::from_secs(60))
-        .waiter_timeout(Duration::from_secs(30))
+    let client = (watchdog_every_10s(&server))
         .connect_timeout(Duration::from_secs(5))
         .build()
         .unwrap();
@@ -886,4 +863,13 @@ fn an_upgrade_waiting_while_its_read_is_deleted_says_redis_lost_it() {
         assert_eq!(signal.ended(), Some(LeaseEnd::Lost), "{lost_with}");
         drop(read);
     }
+}
+
+/// A client of `server` whose watchdog comes every 10 s (min(lease, waiter
+/// timeout) / 3: lease 60 s, waiter timeout 30 s), so that a call, not the
+/// watchdog, is first to find what became of a hold.
+fn watchdog_every_10s(server: &RedisServer) -> ClientBuilder {
+    (server.builder())
+        .lease(Duration::from_secs(60))
+        .waiter_timeout(Duration::from_secs(30))
 }
