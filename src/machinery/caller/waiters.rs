@@ -72,6 +72,10 @@ struct WaitState {
     /// The wait is over (granted, given up, failed): a rejoin in order
     /// waits for it no longer.
     ended: bool,
+    /// It gave up (its deadline, a cancel) and leaves the queue: no more
+    /// heartbeats, so that a leave that could not be answered in time is
+    /// undone by the watchdog's abandon at once, not behind them.
+    leaving: bool,
     /// Send time of the first of the watchdog's heartbeats in a row that
     /// could not reach Redis (see [`Waiter::unheard`]).
     unheard_since: Option<Instant>,
@@ -281,6 +285,7 @@ impl Waiter {
                 return Wake::Poll;
             }
             if state.cancelled || deadline.is_some_and(|at| at <= now) {
+                state.leaving = true;
                 return Wake::GaveUp;
             }
             match state.poll_at.into_iter().chain(deadline).min() {
@@ -420,9 +425,13 @@ impl Waiters {
     /// lock, each group in the order its waiters joined the queue. A waiter
     /// whose first request has not come back is left out: a heartbeat
     /// that ran before that request would find it not queued yet and have
-    /// it ask again (and say it lost its place) for nothing.
+    /// it ask again (and say it lost its place) for nothing. So is one
+    /// that gave up and is leaving.
     pub(crate) fn by_lock(&self) -> Vec<Vec<Arc<Waiter>>> {
-        by_lock(self.all(|w| w.state.lock().answers > 0))
+        by_lock(self.all(|w| {
+            let state = w.state.lock();
+            state.answers > 0 && !state.leaving
+        }))
     }
 }
 
@@ -531,13 +540,17 @@ mod tests {
     }
 
     #[test]
-    fn a_waiter_is_heartbeaten_once_its_first_request_has_come_back() {
+    fn a_waiter_is_heartbeaten_from_its_first_answer_until_it_gives_up() {
         let waiters = Waiters::default();
         let w = waiter();
         waiters.insert(Arc::clone(&w));
         assert!(waiters.by_lock().is_empty(), "heartbeaten before it asked");
         w.answered(false);
         assert_eq!(waiters.by_lock().len(), 1);
+        // Given up (a cancel, a deadline), it leaves: no more heartbeats.
+        w.cancel();
+        assert_eq!(w.sleep(None), Wake::GaveUp);
+        assert!(waiters.by_lock().is_empty(), "heartbeaten as it left");
     }
 
     /// Waits up to 5 s for `cond`.
