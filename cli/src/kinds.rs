@@ -131,12 +131,14 @@ impl Lock {
             Request::Leader => Verbs {
                 began: "leads",
                 ended: "resigned",
+                end: "resign from",
                 holding: "leading",
                 token: "term",
             },
             _ => Verbs {
                 began: "acquired",
                 ended: "released",
+                end: "release",
                 holding: "holding",
                 token: "token",
             },
@@ -238,6 +240,8 @@ pub struct Verbs {
     pub began: &'static str,
     /// "released", "resigned".
     pub ended: &'static str,
+    /// What ending it is called where it failed: "release", "resign from".
+    pub end: &'static str,
     /// "holding", "leading".
     pub holding: &'static str,
     /// What its fencing token is called: "token", "term".

@@ -639,50 +639,56 @@ const CAUGHT_THE_REPLY: &str = "the stall caught the reply that queued it";
 /// as fairlock exits, Redis answering by then: the lock is free when the
 /// pause ends, not when its lease (30 s) runs out, and the warning says
 /// what happens (it said "it frees when its lease runs out"); `-v` does
-/// not say it released it.
+/// not say it released it. `elect` says it in its own words: it cannot
+/// resign (it said "cannot release").
 #[test]
 fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
     use fairlock::LockKind;
     let server = RedisServer::start();
     let scratch = Scratch::new("failed-release");
-    let go = scratch.path("go");
     let client = server.client();
-    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
-    let run = Proc::spawn(
-        fairlock(&server)
-            .args(["-v", "run", "paused"])
-            .args(sh(&script)),
-    );
-    let holders = || {
-        client
-            .status(LockKind::Mutex, "paused", 1)
-            .unwrap()
-            .holder_count
-    };
-    assert!(wait_until(PATIENCE, || holders() == 1), "held");
-    let pause = Duration::from_millis(6500);
-    let paused = pause_clients(&mut server.conn(), "WRITE", pause);
-    std::fs::write(&go, "").unwrap();
-    let out = run.finish(PATIENCE);
-    let said = stderr(&out);
-    let exited = paused.elapsed();
-    assert_eq!(code(&out), 0, "{said}");
-    assert!(said.contains("cannot release"), "{said}");
-    assert!(wait_until(PATIENCE, || holders() == 0), "freed");
-    let freed = paused.elapsed().saturating_sub(pause);
-    eprintln!("exited {exited:?} into the pause, free {freed:?} after it: {said}");
-    assert!(
-        freed < Duration::from_secs(2),
-        "free {freed:?} after the pause"
-    );
-    assert!(
-        said.contains("fairlock gives it back as it exits if Redis answers"),
-        "{said}"
-    );
-    // -v's last line claims no release after it (it said "released
-    // \"paused\" after holding it ...").
-    assert!(!said.contains("released \"paused\""), "{said}");
-    assert!(said.contains("(not released: see the warning)"), "{said}");
+    let kinds = [
+        ("run", LockKind::Mutex, "release", "released"),
+        ("elect", LockKind::Election, "resign from", "resigned"),
+    ];
+    for (command, kind, end, ended) in kinds {
+        let go = scratch.path(command);
+        let name = format!("paused-{command}");
+        let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+        let run = Proc::spawn(
+            fairlock(&server)
+                .args(["-v", command, &name])
+                .args(sh(&script)),
+        );
+        let holders = || client.status(kind, &name, 1).unwrap().holder_count;
+        assert!(wait_until(PATIENCE, || holders() == 1), "held");
+        let pause = Duration::from_millis(6500);
+        let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+        std::fs::write(&go, "").unwrap();
+        let out = run.finish(PATIENCE);
+        let said = stderr(&out);
+        let exited = paused.elapsed();
+        assert_eq!(code(&out), 0, "{said}");
+        assert!(said.contains(&format!("cannot {end} \"{name}\"")), "{said}");
+        assert!(wait_until(PATIENCE, || holders() == 0), "freed");
+        let freed = paused.elapsed().saturating_sub(pause);
+        eprintln!("{command}: exited {exited:?} into the pause, free {freed:?} after it: {said}");
+        assert!(
+            freed < Duration::from_secs(2),
+            "free {freed:?} after the pause"
+        );
+        assert!(
+            said.contains("fairlock gives it back as it exits if Redis answers"),
+            "{said}"
+        );
+        // -v's last line claims no release after it (it said "released
+        // \"paused\" after holding it ...").
+        assert!(!said.contains(&format!("{ended} \"{name}\"")), "{said}");
+        assert!(
+            said.contains(&format!("(not {ended}: see the warning)")),
+            "{said}"
+        );
+    }
 }
 
 /// A signal after the grant and before the command starts (fairlock held

@@ -599,9 +599,10 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> Releas
         // late frees it too.
         Err(err) => {
             eprintln!(
-                "fairlock: warning: cannot release {name} ({err}); fairlock gives it back as it \
+                "fairlock: warning: cannot {} {name} ({err}); fairlock gives it back as it \
                  exits if Redis answers within {}, else it frees when Redis runs the release \
                  late or its lease runs out",
+                lock.verbs().end,
                 human(crate::COMMAND_TIMEOUT)
             );
             Released::Failed
