@@ -6,8 +6,8 @@
 
 use fairlock::{Capacity, LockKind, Status};
 
-use crate::commands::status::{hold_detail, in_use, waiter_text, who, Report};
 use crate::kinds::plural;
+use crate::report::{hold_detail, in_use, waiter_text, who, Report};
 
 /// A lock's status without its clocks.
 #[derive(Debug, Clone, PartialEq, Eq)]

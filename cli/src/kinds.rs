@@ -13,8 +13,6 @@ use fairlock::{
     Wait,
 };
 
-use crate::progress::View;
-
 /// What `run` asks for of the lock NAME.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Request {
@@ -42,17 +40,6 @@ pub enum Lease {
     Fixed(Duration),
     /// Renewed for at most this long from the grant (`--max-hold`).
     MaxHold(Duration),
-}
-
-impl Lease {
-    /// The lease `run`'s (and `elect`'s) arguments ask for.
-    pub fn of(args: &crate::commands::run::RunArgs) -> Lease {
-        match (args.fixed_lease, args.max_hold) {
-            (Some(lease), _) => Lease::Fixed(lease),
-            (None, Some(max_hold)) => Lease::MaxHold(max_hold),
-            (None, None) => Lease::Renewed,
-        }
-    }
 }
 
 /// What `run` waits for: one request on the lock NAME, held with a lease.
@@ -198,12 +185,6 @@ impl Lock {
     /// holders and `max` waiters.
     pub fn status(&self, max: usize) -> Result<Status> {
         self.client.status(self.kind(), &self.name, max)
-    }
-
-    /// Where `client_id` waits and how long the holders have left, for
-    /// the waiting line (reading at most `max` waiters).
-    pub fn view(&self, max: usize, client_id: &str) -> Result<View> {
-        Ok(View::of(&self.status(max)?, client_id))
     }
 
     /// Who holds the lock now, as "client ID, token N" (with "(one of N

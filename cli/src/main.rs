@@ -93,6 +93,7 @@ mod duration;
 mod identity;
 mod kinds;
 mod progress;
+mod report;
 mod signals;
 mod terminal;
 mod watch;

@@ -101,7 +101,8 @@ pub fn start(watch: Watch) -> Arc<LiveLine> {
     let spawned = std::thread::Builder::new()
         .name("fairlock-progress".into())
         .spawn(move || loop {
-            let view = watch.lock.view(MAX_LISTED, &watch.client_id);
+            let view =
+                (watch.lock.status(MAX_LISTED)).map(|status| View::of(&status, &watch.client_id));
             let now = Instant::now();
             let text = render(
                 watch.lock.name(),

@@ -27,8 +27,8 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::changes::Shape;
-use crate::commands::status::{read, to_json, to_text, Report};
 use crate::duration::{self, human};
+use crate::report::{read, to_json, to_text, Report};
 use crate::terminal::{self, fit};
 use crate::{exit_now, Failure};
 

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::lock_name;
 use super::run::{self, OnRevoke, RunArgs};
 use crate::duration::{self, human};
-use crate::kinds::{Lease, Lock};
+use crate::kinds::Lock;
 use crate::{exit, identity, watch, Connection, Failure, EXIT_CODES};
 
 /// How long one wait of `--watch` for a change lasts before it waits
@@ -165,7 +165,7 @@ pub fn exec(connection: &Connection, args: ElectArgs, verbose: bool) -> Result<i
         command: args.command,
     };
     run::run_holding(connection, run, verbose, |client, run| {
-        Lock::election(client, &run.name, &value, Lease::of(run))
+        Lock::election(client, &run.name, &value, run.lease())
     })
 }
 

@@ -29,10 +29,13 @@ pub fn kind_of(semaphore: bool, rwlock: bool, election: bool) -> LockKind {
 /// left out is not taken for a free lock.
 pub fn held_besides(client: &Client, kind: LockKind, name: &str) -> String {
     let mut text = String::new();
-    for other in status::KINDS.into_iter().filter(|other| *other != kind) {
+    for other in crate::report::KINDS
+        .into_iter()
+        .filter(|other| *other != kind)
+    {
         if let Ok(held) = client.status(other, name, 0) {
             if held.holder_count > 0 {
-                let lock = status::lock_named(&held, name);
+                let lock = crate::report::lock_named(&held, name);
                 let _ = write!(text, "; {lock} is held: --{}", other.label());
             }
         }

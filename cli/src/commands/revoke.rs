@@ -5,9 +5,9 @@
 use clap::Args;
 use fairlock::{Client, LockKind};
 
-use super::status::{lock_named, who};
 use super::{kind_of, lock_name};
 use crate::kinds::plural;
+use crate::report::{lock_named, who};
 use crate::{Connection, Failure};
 
 /// Ask the holders of NAME to let go; they decide when (nothing is freed).

@@ -139,6 +139,17 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+impl RunArgs {
+    /// The lease its options ask for (`elect`'s too).
+    pub fn lease(&self) -> Lease {
+        match (self.fixed_lease, self.max_hold) {
+            (Some(lease), _) => Lease::Fixed(lease),
+            (None, Some(max_hold)) => Lease::MaxHold(max_hold),
+            (None, None) => Lease::Renewed,
+        }
+    }
+}
+
 /// Parses `--lease`, `--fixed-lease` and `--max-hold`: a duration within
 /// the library's MIN_LEASE..=MAX_LEASE.
 pub fn lease(text: &str) -> Result<Duration, String> {
@@ -185,7 +196,7 @@ fn lock_of(client: &fairlock::Client, args: &RunArgs) -> Lock {
     } else {
         Request::Mutex
     };
-    Lock::new(client, &args.name, request, Lease::of(args))
+    Lock::new(client, &args.name, request, args.lease())
 }
 
 /// Runs the command holding the lock; its exit code, or fairlock's own.

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use clap::Args;
 use fairlock::{Client, LockKind, Status};
 
-use super::status::{lease_left, lock_named, who};
 use super::{held_besides, kind_of, lock_name};
+use crate::report::{lease_left, lock_named, who};
 use crate::{exit, Connection, Failure};
 
 /// Free NAME whoever holds it (with --force), and say who held it.
