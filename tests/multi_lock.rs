@@ -782,7 +782,9 @@ fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_time
         let free = wait_until(Duration::from_secs(10), || {
             !mutex.is_locked().unwrap() && mutex.queue_len().unwrap() == 0
         });
-        assert!(free, "{name} left held or queued");
+        // What is left says which call kept it: its holder and lease, or
+        // its queue entries and their liveness.
+        assert!(free, "{name} left held or queued: {:?}", mutex.status(10));
     }
 }
 
