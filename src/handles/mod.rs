@@ -26,8 +26,6 @@ mod semaphore;
 
 mod rwlock;
 
-mod upgrade;
-
 mod election;
 
 mod leader_watch;
