@@ -28,17 +28,14 @@ mod rwlock;
 
 mod election;
 
-mod leader_watch;
-
 mod multi;
 
 // What the crate exports of this layer (lib.rs re-exports all of it).
 pub use crate::machinery::caller::wait::Wait;
 pub use builder::ClientBuilder;
 pub use client::Client;
-pub use election::{Election, Leader, Leadership};
+pub use election::{Election, Leader, LeaderEvent, LeaderWatch, Leadership};
 pub use guard::Guard;
-pub use leader_watch::{LeaderEvent, LeaderWatch};
 pub use lock::FairLock;
 pub use multi::{FairMultiLock, MultiGuard};
 pub use mutex::{FairMutex, FairMutexGuard};
