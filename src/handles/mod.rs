@@ -3,7 +3,6 @@
 //! kind's requests in a file of its own, the election's watch and the status
 //! every kind shares: types over the machinery's core, which runs them.
 
-mod builder;
 mod client;
 pub mod kind;
 mod signals;
@@ -32,8 +31,7 @@ mod multi;
 
 // What the crate exports of this layer (lib.rs re-exports all of it).
 pub use crate::machinery::caller::wait::Wait;
-pub use builder::ClientBuilder;
-pub use client::Client;
+pub use client::{Client, ClientBuilder};
 pub use election::{Election, Leader, LeaderEvent, LeaderWatch, Leadership};
 pub use guard::Guard;
 pub use lock::FairLock;
