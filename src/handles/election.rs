@@ -20,9 +20,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::handles::guard::Guard;
 use crate::handles::kind;
-use crate::handles::lock::{forever, FairLock};
+use crate::handles::lock::{forever, FairLock, Guard};
 use crate::handles::ownership::{Ownership, Unbound};
 use crate::handles::status::{Holder, Participant, Status};
 use crate::machinery::caller::wait::Wait;

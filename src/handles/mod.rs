@@ -15,8 +15,6 @@ mod status;
 // rustfmt sorts a group by name.
 mod lock;
 
-mod guard;
-
 mod ownership;
 
 mod mutex;
@@ -33,8 +31,7 @@ mod multi;
 pub use crate::machinery::caller::wait::Wait;
 pub use client::{Client, ClientBuilder};
 pub use election::{Election, Leader, LeaderEvent, LeaderWatch, Leadership};
-pub use guard::Guard;
-pub use lock::FairLock;
+pub use lock::{FairLock, Guard};
 pub use multi::{FairMultiLock, MultiGuard};
 pub use mutex::{FairMutex, FairMutexGuard};
 pub use ownership::{Bound, MoveOnlyWithUnbound, Ownership, Unbound};

@@ -9,9 +9,8 @@ use std::cmp::Reverse;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::handles::guard::Guard;
 use crate::handles::kind;
-use crate::handles::lock::{forever, Settings};
+use crate::handles::lock::{forever, Guard, Settings};
 use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::handles::semaphore::permits_ask;
 use crate::handles::AnyGuard;

@@ -21,9 +21,8 @@ use std::result::Result as StdResult;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::handles::guard::Guard;
 use crate::handles::kind;
-use crate::handles::lock::{forever, FairLock};
+use crate::handles::lock::{forever, FairLock, Guard};
 use crate::handles::ownership::{Bound, Ownership};
 use crate::machinery::caller::wait::Wait;
 use crate::protocol::{Access, Ask};
