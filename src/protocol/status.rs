@@ -194,13 +194,10 @@ fn parse_counted(items: &[Value], kind: LockKind, asked: usize) -> Result<Status
     // asked for), of five fields each; the waiters have three each.
     let listed = count(&items[5])? as usize;
     let rest = &items[6..];
-    if listed > asked || rest.len() / 5 < listed {
+    if listed > asked || rest.len() / 5 < listed || !(rest.len() - 5 * listed).is_multiple_of(3) {
         return Err(unexpected(&items));
     }
     let (holders, waiters) = rest.split_at(5 * listed);
-    if !waiters.len().is_multiple_of(3) {
-        return Err(unexpected(&items));
-    }
     let holder = |h: &[Value]| {
         Ok(HolderReply {
             owner: text(&h[0])?,
