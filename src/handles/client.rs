@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connections::config::{ClockDrift, Config, Endpoint, Hidden};
-use crate::connections::topology::Topology;
 use crate::connections::warning::ServerWarning;
 use crate::connections::IntoConnectionInfo;
 use crate::error::Result;
@@ -370,11 +369,6 @@ impl Client {
     /// ```
     pub fn warnings(&self) -> &[ServerWarning] {
         &self.inner.warnings
-    }
-
-    pub(crate) fn start(config: Config, topology: Topology) -> Result<Client> {
-        let inner = Arc::new(Core::start(config, topology)?);
-        Ok(Client { inner })
     }
 }
 
@@ -901,7 +895,8 @@ impl ClientBuilder {
     /// ```
     pub fn build(self) -> Result<Client> {
         let topology = self.config.validate()?;
-        Client::start(self.config, topology)
+        let inner = Arc::new(Core::start(self.config, topology)?);
+        Ok(Client { inner })
     }
 }
 
