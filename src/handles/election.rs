@@ -6,18 +6,27 @@
 //! election's channel when a candidate leads and when a leader resigns,
 //! for [watchers](crate::LeaderWatch), in the same call that made the
 //! change.
+//!
+//! Then `LeaderWatch`: every change of an election's leader (each new
+//! leader, each vacancy), in order, from the election's history of changes
+//! and its state, read in one step whenever a message on its channel says
+//! it changed, just after the leader's lease would run out, and at least
+//! every `min(lease, timeout)` (a lease that ran out says nothing). The
+//! history (lua/lib/mutex.lua: `ANNOUNCE`) links each change to the last
+//! term before it, so a watch that lost messages knows what it missed, and
+//! when it cannot know, says so.
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use crate::error::Result;
-use crate::handles::guard::Guard;
+use crate::error::{Error, Result};
 use crate::handles::kind;
-use crate::handles::leader_watch::LeaderWatch;
-use crate::handles::lock::{forever, FairLock};
+use crate::handles::lock::{forever, FairLock, Guard};
 use crate::handles::ownership::{Ownership, Unbound};
-use crate::handles::status::{Holder, Participant};
+use crate::handles::status::{Holder, Participant, Status};
 use crate::machinery::caller::wait::Wait;
-use crate::protocol::{check_value, owner, Ask};
+use crate::machinery::subscriber::watch::Subscription;
+use crate::protocol::{check_value, owner, Ask, Change, ElectionMessage, HISTORY_LEN};
 
 /// A leader election named by a string: candidates
 /// [campaign](FairLock::campaign) and lead one at a time, in the order
@@ -354,5 +363,378 @@ impl Leader {
             remaining_lease: holder.remaining_lease,
             who: holder.who.clone(),
         }
+    }
+}
+
+/// How long after the leader's lease would run out a watch reads the
+/// election again, to see the vacancy a lease that ran out leaves.
+const LEASE_END_MARGIN: Duration = Duration::from_millis(10);
+
+/// One change of an election's leader, as a [`LeaderWatch`] reports it.
+/// Displayed as one line: `leader <value> term <term> (<owner id>)`,
+/// `vacant after term <term>` (or `vacant`), `missed changes after term
+/// <term>`.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use fairlock::LeaderEvent;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let mut watch = client.election("scheduler").watch()?;
+/// match watch.next(Duration::from_secs(5))? {
+///     Some(LeaderEvent::Leads(leader)) => println!("{} leads", leader.value),
+///     Some(LeaderEvent::Vacant { ended }) => println!("nobody leads (last term {ended:?})"),
+///     Some(LeaderEvent::Missed { after }) => println!("lost track after term {after}"),
+///     Some(other) => println!("{other}"),
+///     None => println!("no change in 5 s"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum LeaderEvent {
+    /// A candidate leads, from its term on.
+    Leads(Leader),
+    /// Nobody leads: the leader of term `ended` resigned, its call was
+    /// abandoned or it was force-released with nobody waiting, or its lease
+    /// ran out.
+    /// `None` only as a watch's first event, when the election has no
+    /// term on record (nobody led it within the
+    /// [fence life](crate::ClientBuilder::fence_life)).
+    Vacant {
+        /// The term that ended.
+        ended: Option<u64>,
+    },
+    /// The watch could not read every change after term `after`: more
+    /// than [`ELECTION_HISTORY_LEN`](crate::ELECTION_HISTORY_LEN) changes
+    /// happened while it could not read the election (its connection
+    /// lost, its caller away; or exactly that many after the leader of
+    /// `after`, the oldest the history holds being the next leader: a
+    /// handover, or a vacancy between that the history dropped, which the
+    /// watch cannot tell apart), or it was away longer than half the fence
+    /// life across a vacancy longer than the fence life (its own client's
+    /// [`fence_life`](crate::ClientBuilder::fence_life): a watch whose
+    /// client's is longer than a candidate's may take such an absence for
+    /// a vacancy the keys outlived, and miss a leader unsaid), or Redis lost its
+    /// data since the watch last read a leader, or the election's terms
+    /// went back below `after` (Redis came back with older data: a
+    /// restart from an older snapshot, a failover to a replica that
+    /// lagged). Leaders may have come and gone unreported; the events that
+    /// follow go on from what it read.
+    Missed {
+        /// The newest term the watch knew of before the gap.
+        after: u64,
+    },
+}
+
+impl std::fmt::Display for LeaderEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeaderEvent::Leads(l) => write!(f, "leader {} term {} ({})", l.value, l.term, l.who),
+            LeaderEvent::Vacant { ended: Some(term) } => write!(f, "vacant after term {term}"),
+            LeaderEvent::Vacant { ended: None } => write!(f, "vacant"),
+            LeaderEvent::Missed { after } => write!(f, "missed changes after term {after}"),
+        }
+    }
+}
+
+/// Where an event stands in an election's order of changes: its term,
+/// then a gap before it, the leader of that term, the vacancy after it.
+/// (After the vacancy: a gap the watch found after the newest term it
+/// knew, with the election's lock key gone, and the vacancy it read then.)
+type Order = (u64, u8);
+const GAP: u8 = 0;
+const LEADS: u8 = 1;
+const VACANT: u8 = 2;
+const GAP_AFTER: u8 = 3;
+const VACANT_AFTER: u8 = 4;
+
+impl LeaderEvent {
+    /// An entry of the election's history as an event.
+    fn of_change(change: &Change) -> (Order, LeaderEvent) {
+        match &change.message {
+            ElectionMessage::Leads { term, value, owner } => (
+                (*term, LEADS),
+                LeaderEvent::Leads(Leader {
+                    value: value.clone(),
+                    term: *term,
+                    who: Participant::new(owner.clone()),
+                    remaining_lease: None,
+                }),
+            ),
+            ElectionMessage::Resigned { term } => {
+                ((*term, VACANT), LeaderEvent::Vacant { ended: Some(*term) })
+            }
+        }
+    }
+}
+
+/// A watch on an election's leaders, made by [`Election::watch`]: each
+/// [`next`](Self::next) returns the next change, a [`LeaderEvent`], in
+/// the order of terms. It reads the election (its state and its history
+/// of changes, in one step) when a message on the election's channel says
+/// it changed, just after the leader's lease would run out, and at least
+/// every `min(lease, timeout)` of its call in any case, so that a change
+/// that said nothing (a leader whose lease ran out, a message lost) is
+/// still seen; the history gives it the leaders that
+/// came and went between two reads, and tells it when it cannot have them
+/// all ([`LeaderEvent::Missed`]). Its connection closes when it is
+/// dropped.
+///
+/// It misses nothing while at most
+/// [`ELECTION_HISTORY_LEN`](crate::ELECTION_HISTORY_LEN) changes happen
+/// between two of its reads: a lost subscription is opened again by the
+/// next call, which reads the election at once. A vacancy that no script
+/// saw (a lease that ran out) is reported when a read finds it; a watch
+/// that did not read while it lasted reports the next leader after the
+/// last one.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # fn main() -> fairlock::Result<()> {
+/// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+/// let mut watch = client.election("scheduler").watch()?;
+/// if let Some(event) = watch.next(Duration::from_secs(5))? {
+///     println!("{event}");
+/// }
+/// # Ok(()) }
+/// ```
+pub struct LeaderWatch {
+    election: Election,
+    /// The election's channel, which says when to read it again.
+    subscription: Subscription,
+    /// The newest change learned of, returned or pending; `None` before
+    /// the first read.
+    known: Option<Order>,
+    /// Events learned of and not returned yet, in order.
+    pending: BTreeMap<Order, LeaderEvent>,
+    /// Read the election before waiting again (first call, a message, a
+    /// subscription opened again, a read Redis did not answer).
+    read_now: bool,
+    next_read: Instant,
+    /// When the last read that succeeded was sent, and whether it read a
+    /// leader (whose lock key then lives a fence life at least).
+    last_read: Option<(Instant, bool)>,
+}
+
+/// `err` of a watch of `election`, saying so.
+fn watching(election: &Election, err: Error) -> Error {
+    let name = crate::protocol::keys::shown(election.name());
+    err.during(format_args!("watch of election {name}"))
+}
+
+impl LeaderWatch {
+    /// A watch of `election`, subscribed to its channel (see
+    /// [`Election::watch`](crate::FairLock::watch)).
+    pub(crate) fn start(election: Election) -> Result<LeaderWatch> {
+        let subscription = election.core().watch(&election.target);
+        Ok(LeaderWatch {
+            subscription: subscription.map_err(|err| watching(&election, err))?,
+            election,
+            known: None,
+            pending: BTreeMap::new(),
+            read_now: true,
+            next_read: Instant::now(),
+            last_read: None,
+        })
+    }
+
+    /// Returns the next change: a new leader, a vacancy, or a gap the
+    /// watch could not fill (the first call: the state now, its leader or
+    /// its vacancy), waiting up to `timeout` for one; `None` at timeout.
+    /// Changes come in order, each once: a watch that missed messages, or
+    /// whose caller was busy, returns every change since, in order, from
+    /// the election's history.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
+    /// cannot be read or the subscription cannot be opened again (a later
+    /// call tries again, and misses nothing within the bound above);
+    /// otherwise the kinds of
+    /// [`status`](crate::FairLock::status) (`Auth`, `Permission`,
+    /// `KeyConflict`, `FormatMismatch`, `Server`). A
+    /// read, or a subscription opened again, that a stalled server has not
+    /// answered by the timeout (and 50 ms of grace) is given up: `None`,
+    /// and the next call tries again and reads first.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use fairlock::LeaderEvent;
+    /// # fn main() -> fairlock::Result<()> {
+    /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
+    /// let mut watch = client.election("scheduler").watch()?;
+    /// loop {
+    ///     match watch.next(Duration::from_secs(30))? {
+    ///         Some(LeaderEvent::Leads(leader)) => println!("term {}: {}", leader.term, leader.value),
+    ///         Some(event) => println!("{event}"),
+    ///         None => println!("no change in 30 s"),
+    ///     }
+    /// #   break;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<LeaderEvent>> {
+        let started = Instant::now();
+        let deadline = started.checked_add(timeout);
+        let every = self.election.core().config().lease.min(timeout);
+        self.next_read = self.next_read.min(started + every);
+        // Not answered by the timeout (a stalled or slow server; the
+        // client's connections busy): nothing seen in time, as a lock's
+        // wait that runs out. Redis unreachable is an error, as before.
+        let given_up = |err: &Error| {
+            (err.is_reply_timeout() || err.is_pool_busy())
+                && deadline.is_some_and(|at| Instant::now() >= at)
+        };
+        loop {
+            // What it learned comes first, whatever Redis does meanwhile.
+            let now = Instant::now();
+            if self.pending.is_empty() && (self.read_now || now >= self.next_read) {
+                self.read_now = false;
+                self.next_read = now + every;
+                // Unanswered or unreachable (given up too): the next call
+                // reads first.
+                if let Err(err) = self.read(deadline) {
+                    self.read_now = err.is_connection();
+                    if !given_up(&err) {
+                        return Err(watching(&self.election, err));
+                    }
+                }
+            }
+            if let Some((_, event)) = self.pending.pop_first() {
+                return Ok(Some(event));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                return Ok(None);
+            }
+            let until = deadline.map_or(self.next_read, |d| d.min(self.next_read));
+            let wait = until.saturating_duration_since(now);
+            // A subscription not opened again in time is opened by the
+            // next call, which then reads first.
+            match self.subscription.receive(wait, deadline) {
+                Err(err) if given_up(&err) => {}
+                Err(err) => return Err(watching(&self.election, err)),
+                Ok(received) => self.read_now |= received,
+            }
+        }
+    }
+
+    /// Reads the election's state and history in one step, and learns the
+    /// changes since the newest it knew of: those of the history, then
+    /// the state they led to (a leader with its lease left, or a vacancy a
+    /// lease that ran out left). The first read learns the state only.
+    /// Its reply is waited for until `deadline` (the caller's timeout),
+    /// or from now if that has passed, and a request's grace at most.
+    fn read(&mut self, deadline: Option<Instant>) -> Result<()> {
+        let sent = Instant::now();
+        // Its status (its leader, no waiters) and its history of changes,
+        // oldest first, in one atomic step: the changes and the state they
+        // led to.
+        let by = deadline.map(|at| at.max(sent));
+        let core = self.election.core();
+        let mut reply = core.status_by(&self.election.target, 1, 0, by)?;
+        let history = std::mem::take(&mut reply.history);
+        let status = Status::from_reply(reply);
+        let leader = status.holder().map(Leader::of);
+        let last_term = status.last_fencing_token;
+        // A lease that runs out says nothing: read again just after it
+        // would (a renewed one is found renewed, and read again later).
+        if let Some(left) = leader.as_ref().and_then(|l| l.remaining_lease) {
+            self.next_read = self.next_read.min(sent + left + LEASE_END_MARGIN);
+        }
+        // Whether the last read was sent less than half a fence life before
+        // this one (half: the server's clock and this one's may run apart)
+        // and read no leader: the lock key may have run out since.
+        // (Instants subtract saturating at zero.)
+        let half_fence_life = core.config().fence_life / 2;
+        let last_read = self.last_read.replace((sent, leader.is_some()));
+        let recent = last_read.is_some_and(|(last, led)| !led && sent - last < half_fence_life);
+        // Terms gone back (Redis came back with older data): a gap, and the
+        // state now as a first read learns it (nothing is pending: `next`).
+        if let Some((after, _)) = self.known.filter(|k| last_term.is_some_and(|t| t < k.0)) {
+            self.pending.insert((0, GAP), LeaderEvent::Missed { after });
+            self.known = None;
+        }
+        if let Some(known) = self.known {
+            // Each with the term before it, in the history's order.
+            let changes: Vec<(Order, LeaderEvent, u64)> = (history.iter())
+                .map(|change| (LeaderEvent::of_change(change), change.after))
+                .map(|((order, event), after)| (order, event, after))
+                .filter(|(order, ..)| *order > known)
+                .collect();
+            // Whether the first change the history holds after `known` is the
+            // one right after it: it followed the newest term the watch knew,
+            // or it followed none (the election's lock key was gone: nobody
+            // was granted it for a fence life) and the watch read the election
+            // vacant less than half a fence life ago (a grant since would
+            // have kept the key; a key gone that had a leader then was lost
+            // with Redis's data). With no change in the history, nothing was
+            // granted since unless a term newer than `known`, or a key gone
+            // after a long absence or a leader, says otherwise.
+            // A leader after the one known, oldest in a full history: a
+            // handover, or a vacancy between trimmed away; it cannot tell.
+            let trimmed = known.1 == LEADS
+                && history.len() >= HISTORY_LEN
+                && (history.first().map(|c| LeaderEvent::of_change(c).0))
+                    .is_some_and(|(term, what)| what == LEADS && term > known.0);
+            let linked = !trimmed
+                && match changes.first() {
+                    Some(&(.., after)) => after == known.0 || (after == 0 && recent),
+                    None => match last_term {
+                        Some(term) => term <= known.0,
+                        None => known.0 == 0 || recent,
+                    },
+                };
+            if !linked {
+                let missed = LeaderEvent::Missed { after: known.0 };
+                match changes.first().map(|&((term, _), ..)| term).or(last_term) {
+                    Some(term) => self.learn((term, GAP), missed),
+                    None => {
+                        self.learn((known.0, GAP_AFTER), missed);
+                        let vacant = LeaderEvent::Vacant { ended: None };
+                        self.learn((known.0, VACANT_AFTER), vacant);
+                    }
+                }
+            }
+            for (order, event, _) in changes {
+                self.learn(order, event);
+            }
+        }
+        match leader {
+            // The leader read now, with its lease (in place of its history
+            // entry).
+            Some(leader) => self.learn((leader.term, LEADS), LeaderEvent::Leads(leader)),
+            None => {
+                // The lock key gone: the last term known ended. A first read
+                // (nothing known yet) learns the vacancy, with a term or not.
+                let ended = last_term.or(self.known.map(|known| known.0));
+                let ended = ended.filter(|&term| term > 0);
+                if ended.is_some() || self.known.is_none() {
+                    let event = LeaderEvent::Vacant { ended };
+                    self.learn((ended.unwrap_or(0), VACANT), event);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `event` at `order` unless the watch knew of it already (one of
+    /// the same order learned in the same read gives way to it).
+    fn learn(&mut self, order: Order, event: LeaderEvent) {
+        let known = |known| order < known || (order == known && !self.pending.contains_key(&order));
+        if self.known.is_some_and(known) {
+            return;
+        }
+        self.pending.insert(order, event);
+        self.known = Some(self.known.map_or(order, |known| known.max(order)));
+    }
+}
+
+impl std::fmt::Debug for LeaderWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderWatch")
+            .field("name", &self.election.name())
+            .field("known", &self.known)
+            .finish_non_exhaustive()
     }
 }

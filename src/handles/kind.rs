@@ -220,11 +220,10 @@ impl Kind for Election {
     type Owner = Unbound;
 }
 
-impl OneLock for Mutex {
-    type Lock = Mutex;
-}
-impl OneLock for Semaphore {
-    type Lock = Semaphore;
+// A kind that is also a hold (a mutex's, a semaphore's, an election's) is
+// a hold of its own kind of lock; a rwlock's holds are reads and writes.
+impl<K: Kind + HoldKind> OneLock for K {
+    type Lock = K;
 }
 impl OneLock for Read {
     type Lock = RwLock;
@@ -234,9 +233,6 @@ impl OneLock for Write {
 }
 impl OneLock for UpgradableRead {
     type Lock = RwLock;
-}
-impl OneLock for Election {
-    type Lock = Election;
 }
 
 impl HoldKind for Mutex {

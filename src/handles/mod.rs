@@ -3,7 +3,6 @@
 //! kind's requests in a file of its own, the election's watch and the status
 //! every kind shares: types over the machinery's core, which runs them.
 
-mod builder;
 mod client;
 pub mod kind;
 mod signals;
@@ -16,8 +15,6 @@ mod status;
 // rustfmt sorts a group by name.
 mod lock;
 
-mod guard;
-
 mod ownership;
 
 mod mutex;
@@ -26,22 +23,15 @@ mod semaphore;
 
 mod rwlock;
 
-mod upgrade;
-
 mod election;
-
-mod leader_watch;
 
 mod multi;
 
 // What the crate exports of this layer (lib.rs re-exports all of it).
 pub use crate::machinery::caller::wait::Wait;
-pub use builder::ClientBuilder;
-pub use client::Client;
-pub use election::{Election, Leader, Leadership};
-pub use guard::Guard;
-pub use leader_watch::{LeaderEvent, LeaderWatch};
-pub use lock::FairLock;
+pub use client::{Client, ClientBuilder};
+pub use election::{Election, Leader, LeaderEvent, LeaderWatch, Leadership};
+pub use lock::{FairLock, Guard};
 pub use multi::{FairMultiLock, MultiGuard};
 pub use mutex::{FairMutex, FairMutexGuard};
 pub use ownership::{Bound, MoveOnlyWithUnbound, Ownership, Unbound};

@@ -9,9 +9,8 @@ use std::cmp::Reverse;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::handles::guard::Guard;
 use crate::handles::kind;
-use crate::handles::lock::{forever, Settings};
+use crate::handles::lock::{forever, Guard, Settings};
 use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::handles::semaphore::permits_ask;
 use crate::handles::AnyGuard;
@@ -310,15 +309,12 @@ impl<O: Ownership> FairMultiLock<O> {
         // have been lost with the server's data: asked about now, not left
         // to the watchdog's check, which a set granted its last part at once
         // by the same server may beat.
-        if let Some(err) = (held.iter()).find_map(|part| part.hold.check_after_gap(end).err()) {
-            release_taken(held, &wait);
-            return Err(err);
-        }
-        // A part lost while the set waited for a later one (its fixed lease
-        // or maximum hold ran out, a force release, the server's data) is
-        // not held: all or none.
-        if let Some(lost) = held.iter().find(|part| part.is_lease_lost()) {
-            let err = part_lost(lost.hold.lost());
+        let gap = (held.iter()).find_map(|part| part.hold.check_after_gap(end).err());
+        // Then a part lost while the set waited for a later one (its fixed
+        // lease or maximum hold ran out, a force release, the server's data)
+        // is not held: all or none. Either gives every part back.
+        let lost = || held.iter().find(|part| part.is_lease_lost());
+        if let Some(err) = gap.or_else(|| lost().map(|part| part_lost(part.hold.lost()))) {
             release_taken(held, &wait);
             return Err(err);
         }

@@ -5,9 +5,8 @@
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::handles::guard::Guard;
 use crate::handles::kind;
-use crate::handles::lock::{forever, FairLock};
+use crate::handles::lock::{forever, FairLock, Guard};
 use crate::handles::ownership::{Bound, Ownership};
 use crate::handles::status::Participant;
 use crate::machinery::caller::wait::Wait;

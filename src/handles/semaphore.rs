@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::handles::guard::Guard;
 use crate::handles::kind;
-use crate::handles::lock::{forever, FairLock};
+use crate::handles::lock::{forever, FairLock, Guard};
 use crate::handles::ownership::{Bound, Ownership};
 use crate::machinery::caller::wait::Wait;
 use crate::protocol::Ask;

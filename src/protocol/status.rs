@@ -180,55 +180,51 @@ impl Operation for Status {
         let items = list(reply, |n| n >= 6)?;
         match Engine::of(self.kind) {
             Engine::Mutex | Engine::Election => parse_mutex(&items, self.kind),
-            Engine::Counted => self.parse_counted(&items),
+            Engine::Counted => parse_counted(&items, self.kind, self.holders),
         }
     }
 }
 
-impl Status {
-    /// `counted/status.lua`'s reply: capacity, used, live holds, live
-    /// waiters, last token, holds listed, then the holds (owner, call,
-    /// units, token, lease left) and the waiters (owner, units, left).
-    fn parse_counted(&self, items: &[Value]) -> Result<StatusReply> {
-        // The sixth field is the number of holds listed (at most as many as
-        // asked for), of five fields each; the waiters have three each.
-        let listed = count(&items[5])? as usize;
-        let rest = &items[6..];
-        if listed > self.holders || rest.len() / 5 < listed {
-            return Err(unexpected(&items));
-        }
-        let (holders, waiters) = rest.split_at(5 * listed);
-        if !waiters.len().is_multiple_of(3) {
-            return Err(unexpected(&items));
-        }
-        let holder = |h: &[Value]| {
-            Ok(HolderReply {
-                owner: text(&h[0])?,
-                call: Some(count(&h[1])?),
-                units: count(&h[2])?,
-                count: 1,
-                token: count(&h[3])?,
-                lease_left_ms: Some(int(&h[4])?),
-            })
-        };
-        let holders = holders.chunks(5).map(holder).collect::<Result<_>>()?;
-        let waiters = waiters
-            .chunks(3)
-            .map(|w| waiter(&w[0], count(&w[1])?, &w[2]))
-            .collect::<Result<_>>()?;
-        let capacity = count(&items[0])?;
-        Ok(StatusReply {
-            capacity: (capacity > 0).then_some(capacity),
-            kind: self.kind,
-            used: count(&items[1])?,
-            live_holds: count(&items[2])?,
-            live_waiters: count(&items[3])?,
-            last_token: count(&items[4])?,
-            holders,
-            waiters,
-            history: Vec::new(),
-        })
+/// `counted/status.lua`'s reply, `asked` holds asked for: capacity, used,
+/// live holds, live waiters, last token, holds listed, then the holds
+/// (owner, call, units, token, lease left) and the waiters (owner, units,
+/// left).
+fn parse_counted(items: &[Value], kind: LockKind, asked: usize) -> Result<StatusReply> {
+    // The sixth field is the number of holds listed (at most as many as
+    // asked for), of five fields each; the waiters have three each.
+    let listed = count(&items[5])? as usize;
+    let rest = &items[6..];
+    if listed > asked || rest.len() / 5 < listed || !(rest.len() - 5 * listed).is_multiple_of(3) {
+        return Err(unexpected(&items));
     }
+    let (holders, waiters) = rest.split_at(5 * listed);
+    let holder = |h: &[Value]| {
+        Ok(HolderReply {
+            owner: text(&h[0])?,
+            call: Some(count(&h[1])?),
+            units: count(&h[2])?,
+            count: 1,
+            token: count(&h[3])?,
+            lease_left_ms: Some(int(&h[4])?),
+        })
+    };
+    let holders = holders.chunks(5).map(holder).collect::<Result<_>>()?;
+    let waiters = waiters
+        .chunks(3)
+        .map(|w| waiter(&w[0], count(&w[1])?, &w[2]))
+        .collect::<Result<_>>()?;
+    let capacity = count(&items[0])?;
+    Ok(StatusReply {
+        capacity: (capacity > 0).then_some(capacity),
+        kind,
+        used: count(&items[1])?,
+        live_holds: count(&items[2])?,
+        live_waiters: count(&items[3])?,
+        last_token: count(&items[4])?,
+        holders,
+        waiters,
+        history: Vec::new(),
+    })
 }
 
 /// The mutex's `status.lua` reply: holder (or ""), hold count, token, lease
