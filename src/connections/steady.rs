@@ -113,17 +113,10 @@ pub(crate) fn without_signals<T>(step: impl FnOnce() -> T) -> T {
         // is put back when `step` returns or panics (a caller that catches
         // the panic keeps its signals).
         unsafe {
+            use libc::{SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGSYS, SIGTRAP};
             let mut blocked: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut blocked);
-            for fault in [
-                libc::SIGSEGV,
-                libc::SIGBUS,
-                libc::SIGFPE,
-                libc::SIGILL,
-                libc::SIGTRAP,
-                libc::SIGSYS,
-                libc::SIGABRT,
-            ] {
+            for fault in [SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT] {
                 libc::sigdelset(&mut blocked, fault);
             }
             let mut before: libc::sigset_t = std::mem::zeroed();
@@ -162,16 +155,9 @@ pub(crate) fn replied_by<T>(by: Option<Instant>, call: impl FnOnce() -> T) -> T 
 /// its thread (a deadline, a signal mask) is put back for a caller that
 /// catches the panic.
 fn then_always<T>(call: impl FnOnce() -> T, undo: impl FnOnce()) -> T {
-    struct Undo<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Undo<F> {
-        fn drop(&mut self) {
-            if let Some(undo) = self.0.take() {
-                undo();
-            }
-        }
-    }
-    let _undo = Undo(Some(undo));
-    call()
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
+    undo();
+    result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// Runs `call` with the replies after the first of each pipeline it sends
