@@ -174,9 +174,7 @@ impl Scripts {
     /// could write there.
     fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<bool> {
         let loaded = redis::cmd("FUNCTION")
-            .arg("LOAD")
-            .arg("REPLACE")
-            .arg(&LIBRARY.source)
+            .arg(&["LOAD", "REPLACE", &LIBRARY.source])
             .query::<String>(conn);
         let later = match loaded {
             Ok(_) => {

@@ -409,6 +409,7 @@ impl Connect for Steady {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::ErrorKind::{ConnectionReset, Interrupted, TimedOut, WouldBlock};
 
     fn io_error(kind: std::io::ErrorKind) -> redis::RedisError {
         std::io::Error::from(kind).into()
@@ -416,12 +417,8 @@ mod tests {
 
     #[test]
     fn only_an_interrupted_step_is_taken_again() {
-        assert!(is_interrupted(&io_error(std::io::ErrorKind::Interrupted)));
-        for kind in [
-            std::io::ErrorKind::WouldBlock,
-            std::io::ErrorKind::TimedOut,
-            std::io::ErrorKind::ConnectionReset,
-        ] {
+        assert!(is_interrupted(&io_error(Interrupted)));
+        for kind in [WouldBlock, TimedOut, ConnectionReset] {
             assert!(!is_interrupted(&io_error(kind)), "{kind:?}");
         }
         let mut cuts = 3;
@@ -430,7 +427,7 @@ mod tests {
                 return Ok(7);
             }
             cuts -= 1;
-            Err(io_error(std::io::ErrorKind::Interrupted))
+            Err(io_error(Interrupted))
         });
         assert_eq!(answer.unwrap(), 7);
     }
@@ -439,7 +436,7 @@ mod tests {
     fn signals_that_never_stop_end_as_a_timeout_in_words() {
         let started = Instant::now();
         let err = again::<()>(Some(Duration::from_millis(50)), |_| {
-            Err(io_error(std::io::ErrorKind::Interrupted))
+            Err(io_error(Interrupted))
         })
         .unwrap_err();
         assert!(started.elapsed() >= Duration::from_millis(50));
