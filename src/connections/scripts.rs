@@ -209,10 +209,8 @@ impl Scripts {
         if conn.supports_pipelining() {
             return pipe.query::<()>(conn).map_err(crate::Error::from_redis);
         }
-        for load in pipe.cmd_iter() {
-            load.query::<()>(conn).map_err(crate::Error::from_redis)?;
-        }
-        Ok(())
+        let loaded = pipe.cmd_iter().try_for_each(|load| load.query(conn));
+        loaded.map_err(crate::Error::from_redis)
     }
 
     /// The words of the call of `op` on the lock `keys`: an `FCALL` if
