@@ -188,9 +188,8 @@ impl Scripts {
             Err(err) if err.code().is_some_and(|code| code != "READONLY") => {
                 log::debug!("fairlock: FUNCTION LOAD refused ({err}); calling scripts by EVALSHA");
                 let for_now = err.code().is_some_and(crate::error::refused_for_now);
-                if !for_now {
-                    self.functions.store(false, Ordering::Relaxed);
-                }
+                // Calls go by EVALSHA from now on, unless refused for now.
+                self.functions.fetch_and(for_now, Ordering::Relaxed);
                 for_now
             }
             Err(err) => return Err(crate::Error::from_redis(err)),

@@ -213,9 +213,7 @@ fn pipeline_on(
             Ok(Value::Push { .. }) => continue,
             Ok(reply) if failed.is_none() => replies.push(reply),
             Ok(_) => {}
-            Err(err) => {
-                failed.get_or_insert(err);
-            }
+            Err(err) => failed = failed.or(Some(err)),
         }
         done += 1;
     }
