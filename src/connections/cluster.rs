@@ -47,10 +47,7 @@ impl Cluster {
     pub(super) fn open(config: &Config, nodes: &[String]) -> Result<Cluster> {
         // Seeds without `CLIENT SETINFO`; the node connections the cluster
         // client opens are `Steady`, which sends none either.
-        let infos = nodes
-            .iter()
-            .map(|url| quiet(url))
-            .collect::<Result<Vec<_>>>()?;
+        let infos = (nodes.iter().map(|url| quiet(url))).collect::<Result<Vec<_>>>()?;
         let seeds = (infos.iter().cloned())
             .map(|info| open_info(config, info))
             .collect::<Result<Vec<_>>>()?;

@@ -70,11 +70,7 @@ pub(crate) struct Hidden<T>(pub(crate) Option<T>);
 
 impl<T> Debug for Hidden<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Some(***)"
-        } else {
-            "None"
-        })
+        f.write_str(self.0.as_ref().map_or("None", |_| "Some(***)"))
     }
 }
 

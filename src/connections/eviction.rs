@@ -59,19 +59,18 @@ pub(crate) fn check(
         }
         Err(err) => return Err(Error::from_redis(err)),
     };
-    // Each node's answer that says it may evict, with the node's address.
+    // Each node's answer that says it may evict: a warning about the node
+    // (its address), or the error.
+    let kind = ServerWarningKind::MayEvict;
     let evicting = |(node, info)| {
         let node = String::from_redis_value(node).ok()?;
         let message = may_evict(&node, &String::from_redis_value(info).ok()?)?;
-        Some((node, message))
-    };
-    let kind = ServerWarningKind::MayEvict;
-    (answers.into_iter().filter_map(evicting))
-        .map(|(node, message)| match require_noeviction {
+        Some(match require_noeviction {
             true => Err(Error::invalid_config(message)),
             false => Ok(ServerWarning::logged(kind, &node, message)),
         })
-        .collect()
+    };
+    answers.into_iter().filter_map(evicting).collect()
 }
 
 #[cfg(test)]

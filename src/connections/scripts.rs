@@ -174,9 +174,7 @@ impl Scripts {
     /// could write there.
     fn load_all(&self, conn: &mut dyn ConnectionLike) -> Result<bool> {
         let loaded = redis::cmd("FUNCTION")
-            .arg("LOAD")
-            .arg("REPLACE")
-            .arg(&LIBRARY.source)
+            .arg(&["LOAD", "REPLACE", &LIBRARY.source])
             .query::<String>(conn);
         let later = match loaded {
             Ok(_) => {
@@ -190,9 +188,8 @@ impl Scripts {
             Err(err) if err.code().is_some_and(|code| code != "READONLY") => {
                 log::debug!("fairlock: FUNCTION LOAD refused ({err}); calling scripts by EVALSHA");
                 let for_now = err.code().is_some_and(crate::error::refused_for_now);
-                if !for_now {
-                    self.functions.store(false, Ordering::Relaxed);
-                }
+                // Calls go by EVALSHA from now on, unless refused for now.
+                self.functions.fetch_and(for_now, Ordering::Relaxed);
                 for_now
             }
             Err(err) => return Err(crate::Error::from_redis(err)),
@@ -211,10 +208,8 @@ impl Scripts {
         if conn.supports_pipelining() {
             return pipe.query::<()>(conn).map_err(crate::Error::from_redis);
         }
-        for load in pipe.cmd_iter() {
-            load.query::<()>(conn).map_err(crate::Error::from_redis)?;
-        }
-        Ok(())
+        let loaded = pipe.cmd_iter().try_for_each(|load| load.query(conn));
+        loaded.map_err(crate::Error::from_redis)
     }
 
     /// The words of the call of `op` on the lock `keys`: an `FCALL` if

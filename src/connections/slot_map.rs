@@ -112,10 +112,7 @@ impl MapReader {
     ) -> Result<SlotMap> {
         let read_at = |at: Option<Address>| {
             let open = || open(at.as_ref());
-            match self
-                .conns
-                .with(at.clone(), open, |conn| SlotMap::read(conn))
-            {
+            match (self.conns).with(at.clone(), open, |conn| SlotMap::read(conn)) {
                 Ok(map) => Ok(self.keep(map, at)),
                 Err(err) => Err(self.failed(at, err)),
             }

@@ -113,17 +113,10 @@ pub(crate) fn without_signals<T>(step: impl FnOnce() -> T) -> T {
         // is put back when `step` returns or panics (a caller that catches
         // the panic keeps its signals).
         unsafe {
+            use libc::{SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGSYS, SIGTRAP};
             let mut blocked: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut blocked);
-            for fault in [
-                libc::SIGSEGV,
-                libc::SIGBUS,
-                libc::SIGFPE,
-                libc::SIGILL,
-                libc::SIGTRAP,
-                libc::SIGSYS,
-                libc::SIGABRT,
-            ] {
+            for fault in [SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT] {
                 libc::sigdelset(&mut blocked, fault);
             }
             let mut before: libc::sigset_t = std::mem::zeroed();
@@ -162,16 +155,9 @@ pub(crate) fn replied_by<T>(by: Option<Instant>, call: impl FnOnce() -> T) -> T 
 /// its thread (a deadline, a signal mask) is put back for a caller that
 /// catches the panic.
 fn then_always<T>(call: impl FnOnce() -> T, undo: impl FnOnce()) -> T {
-    struct Undo<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Undo<F> {
-        fn drop(&mut self) {
-            if let Some(undo) = self.0.take() {
-                undo();
-            }
-        }
-    }
-    let _undo = Undo(Some(undo));
-    call()
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
+    undo();
+    result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// Runs `call` with the replies after the first of each pipeline it sends
@@ -227,9 +213,7 @@ fn pipeline_on(
             Ok(Value::Push { .. }) => continue,
             Ok(reply) if failed.is_none() => replies.push(reply),
             Ok(_) => {}
-            Err(err) => {
-                failed.get_or_insert(err);
-            }
+            Err(err) => failed = failed.or(Some(err)),
         }
         done += 1;
     }
@@ -423,6 +407,7 @@ impl Connect for Steady {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::ErrorKind::{ConnectionReset, Interrupted, TimedOut, WouldBlock};
 
     fn io_error(kind: std::io::ErrorKind) -> redis::RedisError {
         std::io::Error::from(kind).into()
@@ -430,12 +415,8 @@ mod tests {
 
     #[test]
     fn only_an_interrupted_step_is_taken_again() {
-        assert!(is_interrupted(&io_error(std::io::ErrorKind::Interrupted)));
-        for kind in [
-            std::io::ErrorKind::WouldBlock,
-            std::io::ErrorKind::TimedOut,
-            std::io::ErrorKind::ConnectionReset,
-        ] {
+        assert!(is_interrupted(&io_error(Interrupted)));
+        for kind in [WouldBlock, TimedOut, ConnectionReset] {
             assert!(!is_interrupted(&io_error(kind)), "{kind:?}");
         }
         let mut cuts = 3;
@@ -444,7 +425,7 @@ mod tests {
                 return Ok(7);
             }
             cuts -= 1;
-            Err(io_error(std::io::ErrorKind::Interrupted))
+            Err(io_error(Interrupted))
         });
         assert_eq!(answer.unwrap(), 7);
     }
@@ -453,7 +434,7 @@ mod tests {
     fn signals_that_never_stop_end_as_a_timeout_in_words() {
         let started = Instant::now();
         let err = again::<()>(Some(Duration::from_millis(50)), |_| {
-            Err(io_error(std::io::ErrorKind::Interrupted))
+            Err(io_error(Interrupted))
         })
         .unwrap_err();
         assert!(started.elapsed() >= Duration::from_millis(50));
