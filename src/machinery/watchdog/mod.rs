@@ -26,7 +26,7 @@ mod renewal;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -139,8 +139,15 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     while !shared.sleep(wait, true) {
         round += 1;
         // A round that could not reach Redis and ran into the stop was
-        // the last try: dropping the client waits for no other.
-        if !tick(shared, &watchdog, round) && shared.is_stopping() {
+        // the last try: dropping the client waits for no other. Unless it
+        // failed at once (a refused connection), which says nothing of
+        // Redis by the time of the stop (a link back since): one more try
+        // then keeps the drop within about one command timeout still.
+        let began = Instant::now();
+        if !tick(shared, &watchdog, round)
+            && shared.is_stopping()
+            && began.elapsed() >= shared.config().command_timeout / 2
+        {
             return;
         }
         let recheck = watchdog.recheck.swap(false, Ordering::Relaxed);
