@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cli_support::{
-    assert_one_line_error, code, fairlock, output, read_pid, sh, status_json, stderr, stdout, Proc,
-    Scratch, BIN, PATIENCE,
+    assert_one_line_error, code, fairlock, fairlock_at, output, read_pid, sh, status_json, stderr,
+    stdout, Proc, Scratch, BIN, PATIENCE,
 };
 use fairlock::Client;
 use fairlock_test_support::{join_within, pause_clients, wait_until, RedisServer, RefusedPort};
@@ -228,14 +228,7 @@ fn sigint_while_waiting_cut_off_says_it_could_not_leave_the_queue() {
         let relay = Relay::start(server.port());
         let held = client.fair_mutex(&name).lock().unwrap();
         let queued = || client.status(LockKind::Mutex, &name, 10).unwrap().queue_len;
-        let run = Proc::spawn(
-            Command::new(BIN)
-                .env_remove("REDIS_URL")
-                .args(["--url", &relay.url(), "run", &name, "--", "true"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped()),
-        );
+        let run = Proc::spawn(fairlock_at(&relay.url()).args(["run", &name, "--", "true"]));
         assert!(wait_until(PATIENCE, || queued() == 1), "queued");
         relay.cut();
         run.signal("INT");
@@ -522,14 +515,9 @@ fn kill_on_loss_stops_the_command_at_once_in_a_stall() {
         began.display()
     );
     let run = Proc::spawn(
-        Command::new(BIN)
-            .env_remove("REDIS_URL")
-            .args(["--url", &relay.url(), "run", "stalled", "--lease", "1s"])
-            .args(["--kill-on-loss"])
-            .args(sh(&script))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
+        fairlock_at(&relay.url())
+            .args(["run", "stalled", "--lease", "1s", "--kill-on-loss"])
+            .args(sh(&script)),
     );
     assert!(wait_until(PATIENCE, || began.exists()));
     let now_ms = || {
@@ -582,12 +570,8 @@ fn a_wait_given_up_in_a_stall_exits_at_once() {
         let held = client.fair_mutex(&name).lock().unwrap();
         let queued = || client.status(LockKind::Mutex, &name, 10).unwrap().queue_len;
         let mut run = Proc::spawn(
-            Command::new(BIN)
-                .env_remove("REDIS_URL")
-                .args(["--url", &relay.url(), "run", &name, "--wait", "2s"])
-                .args(["--", "true"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
+            fairlock_at(&relay.url())
+                .args(["run", &name, "--wait", "2s", "--", "true"])
                 .stderr(Stdio::from(std::fs::File::create(&err).unwrap())),
         );
         assert!(wait_until(PATIENCE, || queued() == 1), "queued");
@@ -775,12 +759,8 @@ fn a_wait_that_outlives_its_patience_in_a_stall_says_how_long_redis_was_silent()
         // The default lease (30 s): heartbeats 10 s apart, the second to
         // fail finds the patience over, and the waiter asks Redis itself then.
         let run = Proc::spawn(
-            Command::new(BIN)
-                .env_remove("REDIS_URL")
-                .args(["--url", &relay.url(), "run", &name])
-                .args(["--", "true"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
+            fairlock_at(&relay.url())
+                .args(["run", &name, "--", "true"])
                 .stderr(Stdio::from(std::fs::File::create(&err).unwrap())),
         );
         assert!(wait_until(PATIENCE, || queued() == 1), "queued");
@@ -1300,14 +1280,7 @@ fn sigint_racing_a_grant_over_a_slow_link_leaves_the_lock_free() {
         let mutex = client.fair_mutex(&name);
         let held = mutex.lock().unwrap();
         let queued = || client.status(LockKind::Mutex, &name, 10).unwrap().queue_len;
-        let run = Proc::spawn(
-            Command::new(BIN)
-                .env_remove("REDIS_URL")
-                .args(["--url", &relay.url(), "run", &name, "--", "true"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped()),
-        );
+        let run = Proc::spawn(fairlock_at(&relay.url()).args(["run", &name, "--", "true"]));
         assert!(wait_until(PATIENCE, || queued() == 1), "queued");
         held.unlock().unwrap();
         run.signal("INT");

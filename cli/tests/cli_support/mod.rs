@@ -15,10 +15,15 @@ pub const PATIENCE: Duration = Duration::from_secs(15);
 
 /// A `fairlock` command against `server`, not reading the caller's environment.
 pub fn fairlock(server: &RedisServer) -> Command {
+    fairlock_at(&server.url())
+}
+
+/// `fairlock --url URL` (a relay's, say), as [`fairlock`].
+pub fn fairlock_at(url: &str) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.env_remove("REDIS_URL")
         .arg("--url")
-        .arg(server.url())
+        .arg(url)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
