@@ -5,9 +5,11 @@
 //! it late), and a release that could not be sent leaves the hold behind.
 //! Each such call is recorded here by its call id and abandoned by the
 //! watchdog with `abandon.lua` (idempotent: exactly that call's hold count
-//! or queue entry) as soon as Redis answers. An entry stays until a
-//! abandon sent at least `linger` after the failure was confirmed, so a
-//! copy of the call that reaches Redis late is undone too.
+//! or queue entry) as soon as Redis answers. An entry stays until an
+//! abandon sent at least `linger` after the failure was confirmed, and
+//! after the first abandon Redis answered, is answered: a copy of the call
+//! that reaches Redis late (sent before the failure, held by a slow link,
+//! or by a stall that ends as Redis answers again) is undone too.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,8 +25,21 @@ const MAX_PENDING: usize = 10_000;
 /// One call to abandon.
 pub(crate) struct ToAbandon {
     pub(crate) call: Call,
-    /// A confirmation counts only for an abandon sent from then on.
-    retire_from: Instant,
+    linger: Duration,
+    /// A confirmation counts only for an abandon sent from then on; moved
+    /// to a linger past the first abandon answered, if later (`answered`).
+    retire_from: Mutex<(Instant, bool)>,
+}
+
+impl ToAbandon {
+    fn new(call: Call, linger: Duration) -> Arc<ToAbandon> {
+        let retire_from = Mutex::new((Instant::now() + linger, false));
+        Arc::new(ToAbandon {
+            call,
+            linger,
+            retire_from,
+        })
+    }
 }
 
 /// The calls of one client still to abandon.
@@ -36,7 +51,6 @@ pub(crate) struct Abandons {
 impl Abandons {
     /// Records `call`, failed just now.
     pub(crate) fn add(&self, call: Call, linger: Duration) {
-        let retire_from = Instant::now() + linger;
         let mut pending = self.pending.lock();
         // A call failed twice (a request, then the leave after it) is one
         // abandon, counted from its last failure. The same call asking for
@@ -47,7 +61,7 @@ impl Abandons {
             given.call.entry() == call.entry() && given.call.keys.lock() == call.keys.lock()
         };
         if let Some(given) = pending.iter_mut().find(|given| same(given)) {
-            *given = Arc::new(ToAbandon { call, retire_from });
+            *given = ToAbandon::new(call, linger);
             return;
         }
         if pending.len() >= MAX_PENDING {
@@ -55,7 +69,7 @@ impl Abandons {
             let (id, key) = (dropped.call.id, dropped.call.keys.lock());
             log::warn!("fairlock: too many calls to abandon; dropped call {id} on {key:?}");
         }
-        pending.push(Arc::new(ToAbandon { call, retire_from }));
+        pending.push(ToAbandon::new(call, linger));
     }
 
     /// Every call still to abandon.
@@ -65,10 +79,18 @@ impl Abandons {
 
     /// Redis answered an abandon of `entry` sent at `sent`: it retires if
     /// the abandon was sent after its linger, or was `refused` (an error:
-    /// it is dropped).
+    /// it is dropped). The first answer too early to retire it moves its
+    /// linger to count from that abandon: copies of the call that a stall
+    /// held reach Redis as it answers again, maybe after that abandon.
     pub(crate) fn answered(&self, entry: &Arc<ToAbandon>, sent: Instant, refused: bool) {
-        if refused || sent >= entry.retire_from {
-            self.pending.lock().retain(|e| !Arc::ptr_eq(e, entry));
+        let mut retire_from = entry.retire_from.lock();
+        match *retire_from {
+            (from, _) if refused || sent >= from => {
+                drop(retire_from);
+                self.pending.lock().retain(|e| !Arc::ptr_eq(e, entry));
+            }
+            (from, false) => *retire_from = (from.max(sent + entry.linger), true),
+            (_, true) => {}
         }
     }
 }
@@ -87,6 +109,28 @@ mod tests {
         abandons.answered(&entry, before, false);
         assert_eq!(abandons.snapshot().len(), 1, "too early to retire");
         abandons.answered(&entry, Instant::now() + Duration::from_secs(61), false);
+        assert!(abandons.snapshot().is_empty());
+    }
+
+    #[test]
+    fn the_first_answer_too_early_to_retire_an_entry_counts_its_linger_again() {
+        let abandons = Abandons::default();
+        let linger = Duration::from_secs(60);
+        abandons.add(crate::machinery::test_call(7, "n"), linger);
+        let entry = abandons.snapshot().pop().unwrap();
+        // Redis answers for the first time 50 s in (an outage): a copy of
+        // the call held meanwhile may still reach it, so one more abandon
+        // a linger later retires it, not the next one.
+        let first = Instant::now() + Duration::from_secs(50);
+        abandons.answered(&entry, first, false);
+        abandons.answered(&entry, first + Duration::from_secs(20), false);
+        assert_eq!(
+            abandons.snapshot().len(),
+            1,
+            "retired within a linger of the first answer"
+        );
+        // Later answers move it no further.
+        abandons.answered(&entry, first + linger, false);
         assert!(abandons.snapshot().is_empty());
     }
 
