@@ -245,7 +245,7 @@ impl Hold {
 
     /// A change of its access (an upgrade, a downgrade) starts, and ends
     /// when what this returns is dropped: see
-    /// [`renewal_failed`](Self::renewal_failed).
+    /// [`renewal_answered`](Self::renewal_answered).
     pub(crate) fn changing(&self) -> Changing<'_> {
         self.changing.store(true, Ordering::Release);
         Changing(self)
@@ -264,8 +264,10 @@ impl Hold {
     /// made up for); still held, its lease counted anew for `lease`
     /// ([`renewed`](Self::renewed); `None`: not counted, as too few
     /// replicas acknowledged it and a failover could bring back the old
-    /// expiry); gone, lost with the reply's reason
-    /// ([`renewal_failed`](Self::renewal_failed)).
+    /// expiry); gone (freed by a force release, as the lock's mark said;
+    /// its keys gone), lost with the reply's reason, unless the hold
+    /// changed since (its token is another) or a change is under way, which
+    /// the renewal may have raced.
     pub(crate) fn renewal_answered(
         &self,
         token: u64,
@@ -279,23 +281,16 @@ impl Hold {
         match (reply.is_held(), lease) {
             (true, Some(lease)) => self.renewed(asked, lease),
             (true, None) => {}
-            (false, _) => self.renewal_failed(token, reply),
-        }
-    }
-
-    /// A renewal of `token` found the hold gone (`reply`: freed by a
-    /// force release, as the lock's mark said; its keys gone): lost, unless
-    /// the hold changed since (its token is another) or a change is under
-    /// way, which the renewal may have raced.
-    pub(crate) fn renewal_failed(&self, token: u64, reply: RenewReply) {
-        if token == self.token() && !self.changing.load(Ordering::Acquire) {
-            let gap = self.state.lock().gap_at.is_some();
-            self.mark_lost(match reply {
-                RenewReply::ForceReleased => FORCE_RELEASED,
-                _ if gap => SERVER_LOST_IT,
-                RenewReply::Gone => KEYS_GONE,
-                _ => GONE,
-            });
+            (false, _) if token != self.token() || self.changing.load(Ordering::Acquire) => {}
+            (false, _) => {
+                let gap = self.state.lock().gap_at.is_some();
+                self.mark_lost(match reply {
+                    RenewReply::ForceReleased => FORCE_RELEASED,
+                    _ if gap => SERVER_LOST_IT,
+                    RenewReply::Gone => KEYS_GONE,
+                    _ => GONE,
+                })
+            }
         }
     }
 
@@ -357,8 +352,7 @@ impl Hold {
     /// lease at Redis below an end counted before it.
     pub(crate) fn sure_end(&self) -> Option<Instant> {
         let state = self.settled(Instant::now());
-        let lost = state.end == Some(LeaseEnd::Lost);
-        (!lost && state.max_end.is_none()).then_some(state.expires_at)
+        (state.end != Some(LeaseEnd::Lost) && state.max_end.is_none()).then_some(state.expires_at)
     }
 
     /// Lost when Redis said so, or when no renewal confirmed it in time.
