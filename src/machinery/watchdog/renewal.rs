@@ -281,10 +281,7 @@ fn apply(
         Sent::Heartbeat(waiters, op) => match reply.and_then(|value| op.parse(value)) {
             Ok(reply) => apply_heartbeat(shared, waiters, reply, sent),
             Err(err) => {
-                let err = match waiters.first() {
-                    Some(waiter) => during::<Heartbeat>(err, &waiter.call.keys),
-                    None => err,
-                };
+                let err = during::<Heartbeat>(err, &waiters[0].call.keys);
                 log::log!(level, "fairlock: heartbeat failed: {err}");
                 // Refused for want of Redis (`LOADING`) or for a while
                 // (`OOM`), as when the round could not reach it: a waiter
