@@ -258,9 +258,7 @@ impl Core {
             waiters,
             holders,
         };
-        self.shared
-            .caller
-            .call_limited(keys, &op, Limit::by(deadline))
+        (self.shared.caller).call_limited(keys, &op, Limit::by(deadline))
     }
 
     /// Frees every hold of the lock, whoever holds it, and hands it on to

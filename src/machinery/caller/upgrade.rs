@@ -147,9 +147,8 @@ impl CallHold {
             waiter_timeout: shared.config().waiter_timeout,
             step,
         };
-        let (reply, replicated) = (shared.caller)
-            .call_write(&claim.keys, &op, limit)?
-            .into_parts();
+        let written = (shared.caller).call_write(&claim.keys, &op, limit)?;
+        let (reply, replicated) = written.into_parts();
         match reply {
             UpgradeReply::Upgraded { token, .. } => replicated.map(|()| Attempted::Got(token)),
             UpgradeReply::Waiting {

@@ -116,8 +116,7 @@ impl Watchdog {
             )
         });
         let over = || format!("client {id}'s watchdog round{at} succeeded again");
-        self.failing
-            .say(on, failed, self.level() == log::Level::Warn, over);
+        (self.failing).say(on, failed, self.level() == log::Level::Warn, over);
     }
 }
 

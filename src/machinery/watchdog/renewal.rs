@@ -206,10 +206,7 @@ fn exchange<'a>(
         })
     };
     let exchanged = pipeline(work, node);
-    if !exchanged
-        .as_ref()
-        .is_err_and(|err| splits(shared, err, work.len()))
-    {
+    if !(exchanged.as_ref()).is_err_and(|err| splits(shared, err, work.len())) {
         return exchanged;
     }
     let (mut replies, mut replicated) = (Vec::new(), Ok(()));
