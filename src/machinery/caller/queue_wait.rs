@@ -300,7 +300,6 @@ pub(crate) fn confirm(
     if !renewed.is_held() {
         return Err(lost());
     }
-    replicated
-        .map_err(named)
-        .map(|()| renewed == RenewReply::Revoked)
+    replicated.map_err(named)?;
+    Ok(renewed == RenewReply::Revoked)
 }
