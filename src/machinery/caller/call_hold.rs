@@ -14,7 +14,7 @@ use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Hold, GONE, KEYS_GONE};
-use crate::protocol::{Call, Release, ReleaseReply, Renew};
+use crate::protocol::{Call, Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
@@ -126,16 +126,9 @@ impl CallHold {
     /// the reason the reply gives ([`Hold::renewal_answered`]).
     fn check(&self, limit: Limit) -> Result<()> {
         let (hold, shared) = (&self.hold, &self.client.shared);
-        let call = &hold.call;
-        let op = Renew {
-            owner: &call.owner,
-            token: hold.token(),
-            first: hold.first_token,
-            call: call.id,
-            lease: None,
-        };
+        let op = hold.renewal(None);
         let asked = Instant::now();
-        let written = shared.caller.call_write(&call.keys, &op, limit)?;
+        let written = shared.caller.call_write(&hold.call.keys, &op, limit)?;
         let (reply, _) = written.into_parts();
         hold.renewal_answered(op.token, reply, asked, Some(Duration::ZERO));
         Ok(())

@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::connections::config::ClockDrift;
 use crate::error::{Error, ErrorKind};
 use crate::machinery::observe::{self, Labels};
-use crate::protocol::{Ask, Call, RenewReply};
+use crate::protocol::{Ask, Call, Renew, RenewReply};
 use rustc_hash::FxBuildHasher;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
@@ -241,6 +241,18 @@ impl Hold {
     /// Its fencing token, as of its last change.
     pub(crate) fn token(&self) -> u64 {
         self.token.load(Ordering::Acquire)
+    }
+
+    /// A renewal of it as it is now (its token), asking for `lease`
+    /// (`None`: the hold written again as it is, a check).
+    pub(crate) fn renewal(&self, lease: Option<Duration>) -> Renew<'_> {
+        Renew {
+            owner: &self.call.owner,
+            token: self.token(),
+            first: self.first_token,
+            call: self.call.id,
+            lease,
+        }
     }
 
     /// A change of its access (an upgrade, a downgrade) starts, and ends

@@ -116,15 +116,9 @@ impl<'a> Sent<'a> {
     fn of(shared: &Shared, work: &'a Work, asked: Instant) -> Sent<'a> {
         match work {
             Work::Renew(hold) => {
-                let renewal = Renew {
-                    owner: &hold.call.owner,
-                    token: hold.token(),
-                    first: hold.first_token,
-                    call: hold.call.id,
-                    // A hold not renewed (checked after a gap) keeps its lease.
-                    lease: (hold.is_renewable())
-                        .then(|| hold.renewal_lease(asked, shared.config().lease)),
-                };
+                // A hold not renewed (checked after a gap) keeps its lease.
+                let lease = hold.renewal_lease(asked, shared.config().lease);
+                let renewal = hold.renewal(hold.is_renewable().then_some(lease));
                 Sent::Renew(hold, renewal, asked)
             }
             Work::Heartbeat(waiters) => {
