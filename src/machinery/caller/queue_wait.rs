@@ -174,12 +174,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // cause.
                 let ran_out = patience_end.is_some_and(|end| Instant::now() >= end);
                 let cut_short = err.is_timeout() && ran_out;
+                let refused = waiter.heartbeats_refused_as();
                 let said = (cause.take().map(|said| (said, "the one before it")))
-                    .or_else(|| {
-                        waiter
-                            .heartbeats_refused_as()
-                            .map(|said| (said, "its heartbeats before it"))
-                    })
+                    .or(refused.map(|said| (said, "its heartbeats before it")))
                     .filter(|_| cut_short);
                 // Requests failing for want of Redis since the first (set
                 // once) try again until that has lasted the patience.
