@@ -661,13 +661,10 @@ mod tests {
         Arc::new(Hold::new(granted, NO_DRIFT))
     }
 
-    /// A thread blocked on `h`, waiting as `wait` does.
-    fn in_thread<T: Send + 'static>(
-        h: &Arc<Hold>,
-        wait: impl FnOnce(&Hold) -> T + Send + 'static,
-    ) -> std::thread::JoinHandle<T> {
+    /// A thread blocked on `h` until it ends.
+    fn end_in_thread(h: &Arc<Hold>) -> std::thread::JoinHandle<Option<LeaseEnd>> {
         let h = Arc::clone(h);
-        std::thread::spawn(move || wait(&h))
+        std::thread::spawn(move || h.wait_end(None))
     }
 
     const NO_DRIFT: ClockDrift = ClockDrift {
@@ -695,7 +692,7 @@ mod tests {
         // machine to start a thread (40 ms once did not do).
         let h = hold(300, Some(200));
         let busy = h.state.lock();
-        let waiter = in_thread(&h, |h| h.wait_end(None));
+        let waiter = end_in_thread(&h);
         std::thread::sleep(Duration::from_millis(500));
         drop(busy);
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::MaxHold));
@@ -739,7 +736,7 @@ mod tests {
     #[test]
     fn a_renewal_that_shortens_the_count_wakes_its_waiters_to_it() {
         let h = hold(2_000, None);
-        let waiter = in_thread(&h, |h| h.wait_end(None));
+        let waiter = end_in_thread(&h);
         std::thread::sleep(Duration::from_millis(50));
         let asked = Instant::now();
         h.renewed(asked, Duration::from_millis(100));
