@@ -284,14 +284,9 @@ impl Core {
         owner::call_key(self.shared.client_id(), self.shared.next_call_id())
     }
 
-    /// Runs the write `op` (the admin call `what`) on `target`'s lock.
-    fn write<O: Operation>(
-        &self,
-        target: &Target,
-        what: &str,
-        op: &O,
-    ) -> Result<Written<O::Reply>> {
-        (self.shared.caller).call_write(target.keys_for(what)?, op, Limit::default())
+    /// Runs the write `op` (the admin call `what`) on `lock`.
+    fn write<O: Operation>(&self, lock: &Target, what: &str, op: &O) -> Result<Written<O::Reply>> {
+        (self.shared.caller).call_write(lock.keys_for(what)?, op, Limit::default())
     }
 
     /// The number of permits in force on the semaphore `target` as this
