@@ -175,27 +175,6 @@ struct HoldState {
     gap_at: Option<Instant>,
 }
 
-impl HoldState {
-    /// The end, if any; a lease (`fixed`: never renewed) whose local count
-    /// ran out is lost from now on, and one past its maximum hold is no
-    /// longer renewed.
-    fn settle(&mut self, now: Instant, fixed: bool) -> Option<LeaseEnd> {
-        if matches!(self.end, None | Some(LeaseEnd::MaxHold)) && now >= self.expires_at {
-            self.end = Some(LeaseEnd::Lost);
-            let capped = self.max_end.is_some_and(|end| end <= self.expires_at);
-            let why = match (capped, fixed) {
-                (true, _) => PAST_MAX_HOLD,
-                (false, true) => FIXED_RAN_OUT,
-                (false, false) => RAN_OUT,
-            };
-            self.lost = Some((self.expires_at, why));
-        } else if self.end.is_none() && self.max_end.is_some_and(|end| now >= end) {
-            self.end = Some(LeaseEnd::MaxHold);
-        }
-        self.end
-    }
-}
-
 /// What a hold is made of: the grant an acquire call got, as this client
 /// learned it.
 pub(crate) struct NewHold {
@@ -308,15 +287,25 @@ impl Hold {
 
     /// The hold's state, settled as of `now`: whoever looks first (a
     /// guard, a lease signal, the watchdog) finds a lease whose local count
-    /// ran out lost, and that loss is reported once, there, and wakes the
-    /// threads waiting for the end.
+    /// ran out lost from then on (why: its maximum hold, a fixed lease that
+    /// is never renewed, or no renewal in time), and that loss is reported
+    /// once, there; one past its maximum hold is no longer renewed. Either
+    /// end wakes the threads waiting for it.
     fn settled(&self, now: Instant) -> MutexGuard<'_, HoldState> {
         let mut state = self.state.lock();
-        let before = state.end;
-        if state.settle(now, self.call.lease.is_fixed()) != before {
-            if let (Some(LeaseEnd::Lost), Some((_, why))) = (state.end, state.lost) {
-                self.report_lost(why);
-            }
+        if matches!(state.end, None | Some(LeaseEnd::MaxHold)) && now >= state.expires_at {
+            state.end = Some(LeaseEnd::Lost);
+            let capped = state.max_end.is_some_and(|end| end <= state.expires_at);
+            let why = match (capped, self.call.lease.is_fixed()) {
+                (true, _) => PAST_MAX_HOLD,
+                (false, true) => FIXED_RAN_OUT,
+                (false, false) => RAN_OUT,
+            };
+            state.lost = Some((state.expires_at, why));
+            self.report_lost(why);
+            self.changed.notify_all();
+        } else if state.end.is_none() && state.max_end.is_some_and(|end| now >= end) {
+            state.end = Some(LeaseEnd::MaxHold);
             self.changed.notify_all();
         }
         state
@@ -526,7 +515,7 @@ impl Hold {
             if deadline.is_some_and(|d| now >= d) {
                 return None;
             }
-            // The next moment `settle` may change the end.
+            // The next moment `settled` may change the end.
             let next = match (state.end, state.max_end) {
                 (None, Some(max_end)) => max_end.min(state.expires_at),
                 _ => state.expires_at,
