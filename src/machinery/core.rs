@@ -99,9 +99,8 @@ impl Core {
         let mut first = backend.own_connection().map_err(first_contact)?;
         let time: redis::RedisResult<Vec<String>> = redis::cmd("TIME").query(&mut *first);
         time.map_err(Error::from_redis).map_err(first_contact)?;
-        let loading =
-            |err: Error| err.during(format_args!("loading fairlock's scripts at {server}"));
-        (scripts.find_or_load(&mut *first, backend.is_cluster())).map_err(loading)?;
+        let loaded = scripts.find_or_load(&mut *first, backend.is_cluster());
+        loaded.map_err(|err| err.during(format_args!("loading fairlock's scripts at {server}")))?;
         let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
         let shared = Arc::new(Shared::new(Caller {
             config,
