@@ -368,7 +368,7 @@ impl Hold {
 
     /// Redis said the lock is no longer this hold's; `why` (e.g. [`GONE`])
     /// for the log and for the error of a later call on the hold
-    /// ([`loss`](Self::loss)).
+    /// ([`lost`](Self::lost)).
     pub(crate) fn mark_lost(&self, why: &'static str) {
         // A lease this client counted out first was lost that way.
         let mut state = self.settled(Instant::now());
