@@ -193,8 +193,7 @@ impl Core {
             owner_tag: tag,
             labels: Labels::new(keys.kind(), named.then_some(target.name())),
         };
-        let got = acquisition.run(wait)?;
-        Ok(got.map(|(hold, call, waited)| CallHold {
+        Ok(acquisition.run(wait)?.map(|(hold, call, waited)| CallHold {
             client: Arc::clone(self),
             target: target.clone(),
             policy,

@@ -208,8 +208,7 @@ impl Drop for CallHold {
         if self.released || self.client.is_copy() {
             return;
         }
-        let budget = self.client.config().command_timeout;
-        let released = self.release(Some(budget));
+        let released = self.release(Some(self.client.config().command_timeout));
         if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
             let what = self.call.describe();
             log::warn!("fairlock: releasing a {what} on drop failed: {err}");

@@ -549,8 +549,7 @@ impl Holds {
     /// hold of the same lock and token.
     pub(crate) fn register(&self, hold: Hold) -> Arc<Hold> {
         let mut by_lock = self.by_lock.lock();
-        let key = Arc::clone(&hold.call.keys.lock);
-        let holds = by_lock.entry(key).or_default();
+        let holds = by_lock.entry(Arc::clone(&hold.call.keys.lock)).or_default();
         if let Some(known) = holds.iter().find(|h| h.token() == hold.token()) {
             known.guards.fetch_add(1, Ordering::Relaxed);
             return Arc::clone(known);

@@ -187,8 +187,7 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
     if shared.caller.backend.stalled() {
         watchdog.map_stale.store(true, Ordering::Relaxed);
     }
-    let stale = watchdog.map_stale.load(Ordering::Relaxed);
-    if work.is_empty() && !stale {
+    if work.is_empty() && !watchdog.map_stale.load(Ordering::Relaxed) {
         return true;
     }
     if !shared.caller.backend.is_cluster() {
