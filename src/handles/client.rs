@@ -330,7 +330,7 @@ impl Client {
 
     /// A new handle's settings: a renewed lease, no maximum hold.
     fn settings<O: crate::Ownership>(&self) -> Settings<O> {
-        let renewed = LeasePolicy::Renewed { max_hold: None };
+        let renewed = LeasePolicy::Renewed(None);
         Settings::new(Arc::clone(&self.inner), renewed)
     }
 

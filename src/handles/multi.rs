@@ -177,7 +177,7 @@ impl<O: Ownership> FairMultiLock<O> {
     /// ```
     pub fn with_max_hold(&self, max_hold: Duration) -> Self {
         let max_hold = Some(max_hold);
-        self.with(LeasePolicy::Renewed { max_hold })
+        self.with(LeasePolicy::Renewed(max_hold))
     }
 
     /// The same set, its parts taken by calls that are not bound to a

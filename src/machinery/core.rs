@@ -99,9 +99,8 @@ impl Core {
         let mut first = backend.own_connection().map_err(first_contact)?;
         let time: redis::RedisResult<Vec<String>> = redis::cmd("TIME").query(&mut *first);
         time.map_err(Error::from_redis).map_err(first_contact)?;
-        let loading =
-            |err: Error| err.during(format_args!("loading fairlock's scripts at {server}"));
-        (scripts.find_or_load(&mut *first, backend.is_cluster())).map_err(loading)?;
+        let loaded = scripts.find_or_load(&mut *first, backend.is_cluster());
+        loaded.map_err(|err| err.during(format_args!("loading fairlock's scripts at {server}")))?;
         let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
         let shared = Arc::new(Shared::new(Caller {
             config,
@@ -194,8 +193,7 @@ impl Core {
             owner_tag: tag,
             labels: Labels::new(keys.kind(), named.then_some(target.name())),
         };
-        let got = acquisition.run(wait)?;
-        Ok(got.map(|(hold, call, waited)| CallHold {
+        Ok(acquisition.run(wait)?.map(|(hold, call, waited)| CallHold {
             client: Arc::clone(self),
             target: target.clone(),
             policy,
@@ -258,9 +256,7 @@ impl Core {
             waiters,
             holders,
         };
-        self.shared
-            .caller
-            .call_limited(keys, &op, Limit::by(deadline))
+        (self.shared.caller).call_limited(keys, &op, Limit::by(deadline))
     }
 
     /// Frees every hold of the lock, whoever holds it, and hands it on to
@@ -286,14 +282,9 @@ impl Core {
         owner::call_key(self.shared.client_id(), self.shared.next_call_id())
     }
 
-    /// Runs the write `op` (the admin call `what`) on `target`'s lock.
-    fn write<O: Operation>(
-        &self,
-        target: &Target,
-        what: &str,
-        op: &O,
-    ) -> Result<Written<O::Reply>> {
-        (self.shared.caller).call_write(target.keys_for(what)?, op, Limit::default())
+    /// Runs the write `op` (the admin call `what`) on `lock`.
+    fn write<O: Operation>(&self, lock: &Target, what: &str, op: &O) -> Result<Written<O::Reply>> {
+        (self.shared.caller).call_write(lock.keys_for(what)?, op, Limit::default())
     }
 
     /// The number of permits in force on the semaphore `target` as this

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, Result};
-use crate::machinery::caller::queue_wait::LEAVE_GRACE;
+use crate::machinery::caller::queue_wait::{leave_within, LEAVE_GRACE};
 use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Hold, GONE, KEYS_GONE};
-use crate::protocol::{Call, Release, ReleaseReply, Renew};
+use crate::protocol::{Call, Release, ReleaseReply};
 
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
@@ -85,12 +85,12 @@ impl CallHold {
         lost
     }
 
-    /// `err` of a call on the hold (`what`: an upgrade, a downgrade) that
-    /// met an outage (Redis unreachable or stalled, or refusing for now)
-    /// when this client had counted the hold lost by then: the loss is the
-    /// caller's error (`LeaseLost`), as an unlock's is, naming what the
-    /// call met; the watchdog gives back what Redis still has. Any other
-    /// error as it is.
+    /// `err` of a call on the hold (`what`: an upgrade, a downgrade, its
+    /// release) that met an outage (Redis unreachable or stalled, or
+    /// refusing for now) when this client had counted the hold lost by
+    /// then: the loss is the caller's error (`LeaseLost`), as an unlock's
+    /// is, naming what the call met; the watchdog gives back what Redis
+    /// still has. Any other error as it is.
     pub(crate) fn lost_meanwhile(&self, err: Error, what: &str) -> Error {
         let outage = err.is_connection() || err.is_refused_for_now();
         if !outage || !self.hold.is_lost() {
@@ -116,29 +116,19 @@ impl CallHold {
         if !self.hold.is_unconfirmed_after_gap() {
             return Ok(());
         }
-        let limit = end.map_or(Limit::default(), |end| {
-            Limit::within(end.max(Instant::now()) + LEAVE_GRACE)
-        });
-        self.check(limit)
+        self.check(leave_within(end))
     }
 
     /// Asks Redis whether the hold is still this call's, within `limit`,
     /// as the watchdog's check after a gap does (a renewal that leaves its
     /// lease as it is), and counts what it says: still held, the gap
     /// confirmed over (no lease counted anew); gone, the hold lost with
-    /// the reason the reply gives ([`Hold::renewal_failed`]).
+    /// the reason the reply gives ([`Hold::renewal_answered`]).
     fn check(&self, limit: Limit) -> Result<()> {
         let (hold, shared) = (&self.hold, &self.client.shared);
-        let call = &hold.call;
-        let op = Renew {
-            owner: &call.owner,
-            token: hold.token(),
-            first: hold.first_token,
-            call: call.id,
-            lease: None,
-        };
+        let op = hold.renewal(None);
         let asked = Instant::now();
-        let written = shared.caller.call_write(&call.keys, &op, limit)?;
+        let written = shared.caller.call_write(&hold.call.keys, &op, limit)?;
         let (reply, _) = written.into_parts();
         hold.renewal_answered(op.token, reply, asked, Some(Duration::ZERO));
         Ok(())
@@ -176,14 +166,7 @@ impl CallHold {
             // stall, a refusal that passes): that is what the caller must
             // hear. What Redis answered otherwise (another build's data, an
             // ACL) is the answer, as for a hold not counted lost.
-            Err(err) if counted_lost && (err.is_connection() || err.is_refused_for_now()) => {
-                let lost = self.hold.lost(call, GONE);
-                let message = format!(
-                    "{lost}; its release failed too, and the watchdog gives back what redis \
-                     still has of it: {err}"
-                );
-                return Err(lost.reworded(message));
-            }
+            Err(err) if counted_lost => return Err(self.lost_meanwhile(err, "release")),
             Err(err) => return Err(err),
         };
         if let ReleaseReply::HandedOver(next) = &reply {
@@ -225,8 +208,7 @@ impl Drop for CallHold {
         if self.released || self.client.is_copy() {
             return;
         }
-        let budget = self.client.config().command_timeout;
-        let released = self.release(Some(budget));
+        let released = self.release(Some(self.client.config().command_timeout));
         if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
             let what = self.call.describe();
             log::warn!("fairlock: releasing a {what} on drop failed: {err}");

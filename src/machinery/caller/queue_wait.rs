@@ -26,6 +26,16 @@ use crate::protocol::{Ask, Call, Mode, Renew, RenewReply};
 /// the server does.
 pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
+/// The limit of a call that ends a wait ending by `end`, or now if that
+/// has passed (a leave after a failure keeps to the wait's end as one past
+/// it does; a check after a gap): that and [`LEAVE_GRACE`]; none without
+/// an end.
+pub(super) fn leave_within(end: Option<Instant>) -> Limit {
+    end.map_or(Limit::default(), |end| {
+        Limit::within(end.max(Instant::now()) + LEAVE_GRACE)
+    })
+}
+
 /// True when `err` is the deadline's doing: it passed while a request
 /// waited for a pooled connection or for its reply.
 fn out_of_time(err: &Error, deadline: Option<Instant>) -> bool {
@@ -108,12 +118,6 @@ pub(crate) fn wait_in_queue<Q: Queued>(
     // What the outage last said (a refusal, an unreachable server): a
     // request the patience's own end cut short says nothing of Redis.
     let mut cause: Option<Error> = None;
-    // A leave after a failure keeps to the wait's end as one past it does.
-    let leave_by = || {
-        deadline.map_or(Limit::default(), |at| {
-            Limit::within(at.max(Instant::now()) + LEAVE_GRACE)
-        })
-    };
     let result = loop {
         let sent = Instant::now();
         if mode == Mode::First {
@@ -170,12 +174,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // cause.
                 let ran_out = patience_end.is_some_and(|end| Instant::now() >= end);
                 let cut_short = err.is_timeout() && ran_out;
+                let refused = waiter.heartbeats_refused_as();
                 let said = (cause.take().map(|said| (said, "the one before it")))
-                    .or_else(|| {
-                        waiter
-                            .heartbeats_refused_as()
-                            .map(|said| (said, "its heartbeats before it"))
-                    })
+                    .or(refused.map(|said| (said, "its heartbeats before it")))
                     .filter(|_| cut_short);
                 // Requests failing for want of Redis since the first (set
                 // once) try again until that has lasted the patience.
@@ -187,7 +188,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                     );
                     // What is left in Redis is dealt with as the last request's
                     // error says (a timeout's call may have run).
-                    break match (queued.failed(&waiter, err, leave_by()), said) {
+                    break match (queued.failed(&waiter, err, leave_within(deadline)), said) {
                         (Err(_), Some((said, before))) => Err(said.during(format_args!(
                             "{gave_up}; its last request had no reply by then, {before}"
                         ))),
@@ -210,7 +211,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 cause = Some(err);
                 shared.retry_in_order(&waiter);
             }
-            Err(err) => break queued.failed(&waiter, err, leave_by()),
+            Err(err) => break queued.failed(&waiter, err, leave_within(deadline)),
         }
         mode = Mode::Poll;
         match waiter.sleep(deadline) {
@@ -296,7 +297,6 @@ pub(crate) fn confirm(
     if !renewed.is_held() {
         return Err(lost());
     }
-    replicated
-        .map_err(named)
-        .map(|()| renewed == RenewReply::Revoked)
+    replicated.map_err(named)?;
+    Ok(renewed == RenewReply::Revoked)
 }

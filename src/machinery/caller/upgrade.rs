@@ -77,8 +77,7 @@ impl CallHold {
     /// error the downgraded hold is abandoned once Redis answers.
     pub(crate) fn downgrade(&mut self, to: Access) -> Result<()> {
         let started = Instant::now();
-        let downgraded = self.change_access(to, started);
-        downgraded.map_err(|err| {
+        self.change_access(to, started).map_err(|err| {
             self.release_after(None, started);
             err.of_a_consumed_guard()
         })
@@ -147,9 +146,8 @@ impl CallHold {
             waiter_timeout: shared.config().waiter_timeout,
             step,
         };
-        let (reply, replicated) = (shared.caller)
-            .call_write(&claim.keys, &op, limit)?
-            .into_parts();
+        let written = (shared.caller).call_write(&claim.keys, &op, limit)?;
+        let (reply, replicated) = written.into_parts();
         match reply {
             UpgradeReply::Upgraded { token, .. } => replicated.map(|()| Attempted::Got(token)),
             UpgradeReply::Waiting {

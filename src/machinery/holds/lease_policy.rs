@@ -12,12 +12,9 @@ use crate::protocol::Lease;
 /// `with_fixed_lease` and `with_max_hold` decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LeasePolicy {
-    /// The client's lease, renewed while a guard lives, for at most
-    /// `max_hold` from the grant when set.
-    Renewed {
-        /// The longest a hold is renewed for.
-        max_hold: Option<Duration>,
-    },
+    /// The client's lease, renewed while a guard lives, for at most this
+    /// long from the grant (the maximum hold) when set.
+    Renewed(Option<Duration>),
     /// A lease nobody renews: the hold ends by itself this long after its
     /// grant.
     Fixed(Duration),
@@ -33,14 +30,12 @@ impl LeasePolicy {
             // hold and a watchdog period (what a handed-over grant's count
             // may start before it): a holder that hangs before any renewal
             // passes the lock on by then, not a whole lease later.
-            LeasePolicy::Renewed {
-                max_hold: Some(max),
-            } => {
+            LeasePolicy::Renewed(Some(max)) => {
                 check_lease("a maximum hold", max)?;
                 let lasting = (config.clock_drift).lease_lasting(max + config.watchdog_period());
                 Ok(Lease::Renewed(config.lease.min(lasting)))
             }
-            LeasePolicy::Renewed { max_hold: None } => Ok(Lease::Renewed(config.lease)),
+            LeasePolicy::Renewed(None) => Ok(Lease::Renewed(config.lease)),
             LeasePolicy::Fixed(lease) => {
                 check_lease("a fixed lease", lease)?;
                 config.clock_drift.check_against("a fixed lease", lease)?;
@@ -52,7 +47,7 @@ impl LeasePolicy {
     /// The longest a hold is renewed for, if capped.
     pub(crate) fn max_hold(self) -> Option<Duration> {
         match self {
-            LeasePolicy::Renewed { max_hold } => max_hold,
+            LeasePolicy::Renewed(max_hold) => max_hold,
             LeasePolicy::Fixed(_) => None,
         }
     }

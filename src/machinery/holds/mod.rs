@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::connections::config::ClockDrift;
 use crate::error::{Error, ErrorKind};
 use crate::machinery::observe::{self, Labels};
-use crate::protocol::{Ask, Call, RenewReply};
+use crate::protocol::{Ask, Call, Renew, RenewReply};
 use rustc_hash::FxBuildHasher;
 
 /// How a hold ended, as its [`LeaseSignal`](crate::LeaseSignal) reports it.
@@ -175,27 +175,6 @@ struct HoldState {
     gap_at: Option<Instant>,
 }
 
-impl HoldState {
-    /// The end, if any; a lease (`fixed`: never renewed) whose local count
-    /// ran out is lost from now on, and one past its maximum hold is no
-    /// longer renewed.
-    fn settle(&mut self, now: Instant, fixed: bool) -> Option<LeaseEnd> {
-        if matches!(self.end, None | Some(LeaseEnd::MaxHold)) && now >= self.expires_at {
-            self.end = Some(LeaseEnd::Lost);
-            let capped = self.max_end.is_some_and(|end| end <= self.expires_at);
-            let why = match (capped, fixed) {
-                (true, _) => PAST_MAX_HOLD,
-                (false, true) => FIXED_RAN_OUT,
-                (false, false) => RAN_OUT,
-            };
-            self.lost = Some((self.expires_at, why));
-        } else if self.end.is_none() && self.max_end.is_some_and(|end| now >= end) {
-            self.end = Some(LeaseEnd::MaxHold);
-        }
-        self.end
-    }
-}
-
 /// What a hold is made of: the grant an acquire call got, as this client
 /// learned it.
 pub(crate) struct NewHold {
@@ -243,9 +222,21 @@ impl Hold {
         self.token.load(Ordering::Acquire)
     }
 
+    /// A renewal of it as it is now (its token), asking for `lease`
+    /// (`None`: the hold written again as it is, a check).
+    pub(crate) fn renewal(&self, lease: Option<Duration>) -> Renew<'_> {
+        Renew {
+            owner: &self.call.owner,
+            token: self.token(),
+            first: self.first_token,
+            call: self.call.id,
+            lease,
+        }
+    }
+
     /// A change of its access (an upgrade, a downgrade) starts, and ends
     /// when what this returns is dropped: see
-    /// [`renewal_failed`](Self::renewal_failed).
+    /// [`renewal_answered`](Self::renewal_answered).
     pub(crate) fn changing(&self) -> Changing<'_> {
         self.changing.store(true, Ordering::Release);
         Changing(self)
@@ -264,8 +255,10 @@ impl Hold {
     /// made up for); still held, its lease counted anew for `lease`
     /// ([`renewed`](Self::renewed); `None`: not counted, as too few
     /// replicas acknowledged it and a failover could bring back the old
-    /// expiry); gone, lost with the reply's reason
-    /// ([`renewal_failed`](Self::renewal_failed)).
+    /// expiry); gone (freed by a force release, as the lock's mark said;
+    /// its keys gone), lost with the reply's reason, unless the hold
+    /// changed since (its token is another) or a change is under way, which
+    /// the renewal may have raced.
     pub(crate) fn renewal_answered(
         &self,
         token: u64,
@@ -279,37 +272,40 @@ impl Hold {
         match (reply.is_held(), lease) {
             (true, Some(lease)) => self.renewed(asked, lease),
             (true, None) => {}
-            (false, _) => self.renewal_failed(token, reply),
-        }
-    }
-
-    /// A renewal of `token` found the hold gone (`reply`: freed by a
-    /// force release, as the lock's mark said; its keys gone): lost, unless
-    /// the hold changed since (its token is another) or a change is under
-    /// way, which the renewal may have raced.
-    pub(crate) fn renewal_failed(&self, token: u64, reply: RenewReply) {
-        if token == self.token() && !self.changing.load(Ordering::Acquire) {
-            let gap = self.state.lock().gap_at.is_some();
-            self.mark_lost(match reply {
-                RenewReply::ForceReleased => FORCE_RELEASED,
-                _ if gap => SERVER_LOST_IT,
-                RenewReply::Gone => KEYS_GONE,
-                _ => GONE,
-            });
+            (false, _) if token != self.token() || self.changing.load(Ordering::Acquire) => {}
+            (false, _) => {
+                let gap = self.state.lock().gap_at.is_some();
+                self.mark_lost(match reply {
+                    RenewReply::ForceReleased => FORCE_RELEASED,
+                    _ if gap => SERVER_LOST_IT,
+                    RenewReply::Gone => KEYS_GONE,
+                    _ => GONE,
+                })
+            }
         }
     }
 
     /// The hold's state, settled as of `now`: whoever looks first (a
     /// guard, a lease signal, the watchdog) finds a lease whose local count
-    /// ran out lost, and that loss is reported once, there, and wakes the
-    /// threads waiting for the end.
+    /// ran out lost from then on (why: its maximum hold, a fixed lease that
+    /// is never renewed, or no renewal in time), and that loss is reported
+    /// once, there; one past its maximum hold is no longer renewed. Either
+    /// end wakes the threads waiting for it.
     fn settled(&self, now: Instant) -> MutexGuard<'_, HoldState> {
         let mut state = self.state.lock();
-        let before = state.end;
-        if state.settle(now, self.call.lease.is_fixed()) != before {
-            if let (Some(LeaseEnd::Lost), Some((_, why))) = (state.end, state.lost) {
-                self.report_lost(why);
-            }
+        if matches!(state.end, None | Some(LeaseEnd::MaxHold)) && now >= state.expires_at {
+            state.end = Some(LeaseEnd::Lost);
+            let capped = state.max_end.is_some_and(|end| end <= state.expires_at);
+            let why = match (capped, self.call.lease.is_fixed()) {
+                (true, _) => PAST_MAX_HOLD,
+                (false, true) => FIXED_RAN_OUT,
+                (false, false) => RAN_OUT,
+            };
+            state.lost = Some((state.expires_at, why));
+            self.report_lost(why);
+            self.changed.notify_all();
+        } else if state.end.is_none() && state.max_end.is_some_and(|end| now >= end) {
+            state.end = Some(LeaseEnd::MaxHold);
             self.changed.notify_all();
         }
         state
@@ -357,8 +353,7 @@ impl Hold {
     /// lease at Redis below an end counted before it.
     pub(crate) fn sure_end(&self) -> Option<Instant> {
         let state = self.settled(Instant::now());
-        let lost = state.end == Some(LeaseEnd::Lost);
-        (!lost && state.max_end.is_none()).then_some(state.expires_at)
+        (state.end != Some(LeaseEnd::Lost) && state.max_end.is_none()).then_some(state.expires_at)
     }
 
     /// Lost when Redis said so, or when no renewal confirmed it in time.
@@ -373,7 +368,7 @@ impl Hold {
 
     /// Redis said the lock is no longer this hold's; `why` (e.g. [`GONE`])
     /// for the log and for the error of a later call on the hold
-    /// ([`loss`](Self::loss)).
+    /// ([`lost`](Self::lost)).
     pub(crate) fn mark_lost(&self, why: &'static str) {
         // A lease this client counted out first was lost that way.
         let mut state = self.settled(Instant::now());
@@ -520,7 +515,7 @@ impl Hold {
             if deadline.is_some_and(|d| now >= d) {
                 return None;
             }
-            // The next moment `settle` may change the end.
+            // The next moment `settled` may change the end.
             let next = match (state.end, state.max_end) {
                 (None, Some(max_end)) => max_end.min(state.expires_at),
                 _ => state.expires_at,
@@ -554,8 +549,7 @@ impl Holds {
     /// hold of the same lock and token.
     pub(crate) fn register(&self, hold: Hold) -> Arc<Hold> {
         let mut by_lock = self.by_lock.lock();
-        let key = Arc::clone(&hold.call.keys.lock);
-        let holds = by_lock.entry(key).or_default();
+        let holds = by_lock.entry(Arc::clone(&hold.call.keys.lock)).or_default();
         if let Some(known) = holds.iter().find(|h| h.token() == hold.token()) {
             known.guards.fetch_add(1, Ordering::Relaxed);
             return Arc::clone(known);
@@ -655,13 +649,10 @@ mod tests {
         Arc::new(Hold::new(granted, NO_DRIFT))
     }
 
-    /// A thread blocked on `h`, waiting as `wait` does.
-    fn in_thread<T: Send + 'static>(
-        h: &Arc<Hold>,
-        wait: impl FnOnce(&Hold) -> T + Send + 'static,
-    ) -> std::thread::JoinHandle<T> {
+    /// A thread blocked on `h` until it ends.
+    fn end_in_thread(h: &Arc<Hold>) -> std::thread::JoinHandle<Option<LeaseEnd>> {
         let h = Arc::clone(h);
-        std::thread::spawn(move || wait(&h))
+        std::thread::spawn(move || h.wait_end(None))
     }
 
     const NO_DRIFT: ClockDrift = ClockDrift {
@@ -689,7 +680,7 @@ mod tests {
         // machine to start a thread (40 ms once did not do).
         let h = hold(300, Some(200));
         let busy = h.state.lock();
-        let waiter = in_thread(&h, |h| h.wait_end(None));
+        let waiter = end_in_thread(&h);
         std::thread::sleep(Duration::from_millis(500));
         drop(busy);
         assert_eq!(waiter.join().unwrap(), Some(LeaseEnd::MaxHold));
@@ -733,7 +724,7 @@ mod tests {
     #[test]
     fn a_renewal_that_shortens_the_count_wakes_its_waiters_to_it() {
         let h = hold(2_000, None);
-        let waiter = in_thread(&h, |h| h.wait_end(None));
+        let waiter = end_in_thread(&h);
         std::thread::sleep(Duration::from_millis(50));
         let asked = Instant::now();
         h.renewed(asked, Duration::from_millis(100));

@@ -104,8 +104,7 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
     let (channel, backend) = (shared.wake_channel(), &shared.caller.backend);
     let mut conn = backend.subscription(at, &channel, None)?;
     let moves = backend.master_moves();
-    conn.set_read_timeout(Some(READ_TIMEOUT))
-        .map_err(Error::from_redis)?;
+    (conn.set_read_timeout(Some(READ_TIMEOUT))).map_err(Error::from_redis)?;
     let mut pubsub = conn.as_pubsub();
     let (quiet, mut heard) = (shared.config().watchdog_period(), Instant::now());
     if let Some(ready) = ready.take() {
@@ -171,8 +170,7 @@ fn listen_shards(
 ) -> Result<()> {
     let at = Listen::Shards(node.clone());
     let mut conn = shared.caller.backend.connection(&at)?.into_inner();
-    conn.set_read_timeout(Some(SHARD_READ_TIMEOUT))
-        .map_err(Error::from_redis)?;
+    (conn.set_read_timeout(Some(SHARD_READ_TIMEOUT))).map_err(Error::from_redis)?;
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
     }
@@ -225,8 +223,7 @@ fn serve_shards(
         for slot in shared.shards.to_subscribe(&asked, serves) {
             let channel = Route::Sharded.wake_channel(&prefix, slot, shared.client_id());
             let command = Route::Sharded.subscribe_command(&channel);
-            conn.send_packed_command(&command.get_packed_command())
-                .map_err(Error::from_redis)?;
+            (conn.send_packed_command(&command.get_packed_command())).map_err(Error::from_redis)?;
             asked.insert(slot);
         }
         // RESP3: a read given up (timed out, or cut short by a signal)

@@ -101,8 +101,7 @@ impl Shards {
     /// address for the client's life, one per node that ever left), and
     /// another starts if a later map names it again.
     pub(crate) fn left(&self, node: &Address, map: Option<&SlotMap>) -> bool {
-        let left = map.is_some_and(|map| !map.nodes().contains(node));
-        left && self.listened.lock().remove(node)
+        map.is_some_and(|map| !map.nodes().contains(node)) && self.listened.lock().remove(node)
     }
 
     /// Keeps the thread started for a node that joined later (dropping

@@ -85,8 +85,7 @@ impl Subscription {
             false => wait.min(quiet),
         };
         let wait = wait.clamp(Duration::from_millis(1), config.command_timeout);
-        conn.set_read_timeout(Some(wait))
-            .map_err(Error::from_redis)?;
+        (conn.set_read_timeout(Some(wait))).map_err(Error::from_redis)?;
         if quiet.is_zero() {
             // The server confirms the subscription (as it opened it), or the
             // connection is given up and opened again.

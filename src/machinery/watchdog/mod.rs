@@ -116,8 +116,7 @@ impl Watchdog {
             )
         });
         let over = || format!("client {id}'s watchdog round{at} succeeded again");
-        self.failing
-            .say(on, failed, self.level() == log::Level::Warn, over);
+        (self.failing).say(on, failed, self.level() == log::Level::Warn, over);
     }
 }
 
@@ -195,8 +194,7 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
     if shared.caller.backend.stalled() {
         watchdog.map_stale.store(true, Ordering::Relaxed);
     }
-    let stale = watchdog.map_stale.load(Ordering::Relaxed);
-    if work.is_empty() && !stale {
+    if work.is_empty() && !watchdog.map_stale.load(Ordering::Relaxed) {
         return true;
     }
     if !shared.caller.backend.is_cluster() {

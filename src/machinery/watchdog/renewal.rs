@@ -116,15 +116,9 @@ impl<'a> Sent<'a> {
     fn of(shared: &Shared, work: &'a Work, asked: Instant) -> Sent<'a> {
         match work {
             Work::Renew(hold) => {
-                let renewal = Renew {
-                    owner: &hold.call.owner,
-                    token: hold.token(),
-                    first: hold.first_token,
-                    call: hold.call.id,
-                    // A hold not renewed (checked after a gap) keeps its lease.
-                    lease: (hold.is_renewable())
-                        .then(|| hold.renewal_lease(asked, shared.config().lease)),
-                };
+                // A hold not renewed (checked after a gap) keeps its lease.
+                let lease = hold.renewal_lease(asked, shared.config().lease);
+                let renewal = hold.renewal(hold.is_renewable().then_some(lease));
                 Sent::Renew(hold, renewal, asked)
             }
             Work::Heartbeat(waiters) => {
@@ -206,10 +200,7 @@ fn exchange<'a>(
         })
     };
     let exchanged = pipeline(work, node);
-    if !exchanged
-        .as_ref()
-        .is_err_and(|err| splits(shared, err, work.len()))
-    {
+    if !(exchanged.as_ref()).is_err_and(|err| splits(shared, err, work.len())) {
         return exchanged;
     }
     let (mut replies, mut replicated) = (Vec::new(), Ok(()));
@@ -281,10 +272,7 @@ fn apply(
         Sent::Heartbeat(waiters, op) => match reply.and_then(|value| op.parse(value)) {
             Ok(reply) => apply_heartbeat(shared, waiters, reply, sent),
             Err(err) => {
-                let err = match waiters.first() {
-                    Some(waiter) => during::<Heartbeat>(err, &waiter.call.keys),
-                    None => err,
-                };
+                let err = during::<Heartbeat>(err, &waiters[0].call.keys);
                 log::log!(level, "fairlock: heartbeat failed: {err}");
                 // Refused for want of Redis (`LOADING`) or for a while
                 // (`OOM`), as when the round could not reach it: a waiter
