@@ -529,8 +529,11 @@ fn kill_on_loss_stops_the_command_at_once_in_a_stall() {
     relay.stall();
     let other = client.fair_mutex("stalled").lock().unwrap();
     let other_ms = now_ms() - stalled_at;
-    assert!(wait_until(PATIENCE, || termed.exists()));
-    let read = std::fs::read_to_string(&termed).unwrap();
+    // The shell makes the file before `date` writes to it: read once
+    // its line is whole.
+    let line = || std::fs::read_to_string(&termed).unwrap_or_default();
+    assert!(wait_until(PATIENCE, || line().ends_with('\n')));
+    let read = line();
     let term_ms = read.trim().parse::<f64>().unwrap() / 1e6 - stalled_at;
     eprintln!(
         "link stalled (lease 1 s): another client held the lock after {other_ms:.0} ms, \
