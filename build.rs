@@ -228,8 +228,7 @@ fn library_head(definitions: &[Definition]) -> (String, [String; 2]) {
     );
     let functions = definitions.iter().filter(|d| is_function(library_text(d)));
     for definition in kept.into_iter().chain(functions) {
-        head += library_text(definition);
-        head.push('\n');
+        head += &format!("{}\n", library_text(definition));
     }
     // The callback's arguments are `keys` and `argv`: the prologue sets the
     // library's KEYS and ARGV, which lua/lib/'s helpers read, from them.
@@ -282,13 +281,12 @@ fn is_function(text: &str) -> bool {
 /// does.
 fn register(family: &str, op: &str, prologue: &str, file: &str, body: &str) -> String {
     let flags = if op == "status" { " 'no-writes' " } else { "" };
-    let mut text = format!(
+    let body: String = body.lines().flat_map(|line| [line, "\n"]).collect();
+    format!(
         "-- lua/{file}\nredis.register_function({{\n  function_name = PREFIX .. '{family}_{op}',\n  \
-         flags = {{{flags}}},\n  callback = function(keys, argv)\n{prologue}    local KEYS, ARGV = keys, argv\n"
-    );
-    text.extend(body.lines().flat_map(|line| [line, "\n"]));
-    text.push_str("  end,\n})\n\n");
-    text
+         flags = {{{flags}}},\n  callback = function(keys, argv)\n{prologue}    local KEYS, ARGV = keys, argv\n\
+         {body}  end,\n}})\n\n"
+    )
 }
 
 fn read(path: &Path) -> String {
