@@ -445,8 +445,7 @@ fn lib_names_in(definitions: &[Definition], code: &str, itself: Option<&str>) ->
 /// and tests/lua_helpers.rs, which reads Lua fully, fails the build's
 /// scripts on that (as on a helper missed after a `--` inside a string).
 fn code_only(src: &str) -> String {
-    let lines = src
-        .lines()
-        .map(|line| line.split("--").next().unwrap_or(""));
-    lines.flat_map(|line| [line, "\n"]).collect()
+    src.lines()
+        .flat_map(|line| [line.split("--").next().unwrap_or(""), "\n"])
+        .collect()
 }
