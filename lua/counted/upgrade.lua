@@ -87,12 +87,10 @@ end
 local dropped = drop_expired(meta, now_ms)
 if meta.used == 2147483648 then
   -- Alone (the reads granted before it are gone): the write, now.
-  if queued then
-    forget(claim)
-  end
   local write_token, write_left = change_hold(meta, member, units, 4294967295, now_us, now_ms)
   if queued then
-    -- The waiter behind the claim heads the queue now.
+    -- The claim goes: the waiter behind it heads the queue now.
+    forget(claim)
     tell_head(now_ms, write_left, split_counted_entry)
   end
   keep_anchor_counted(meta, now_ms)
