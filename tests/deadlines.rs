@@ -682,3 +682,75 @@ fn a_wait_for_replicas_near_the_command_timeout_over_a_slow_link_says_not_replic
     }
     assert!(!mutex.is_locked().unwrap(), "the rolled back hold is left");
 }
+
+/// A wait whose deadline passes while its poll is on a slow link (a relay,
+/// 200 ms each way): the head of the queue polls as the holder's fixed
+/// lease runs out, and that poll takes the lock at Redis after the wait
+/// has ended (`None`, its reply not waited for past the request's grace).
+/// The watchdog gives that hold back at once: its abandon is the round's
+/// only message, reaching Redis a one-way trip after the wait returned.
+/// Before, the waiter was still heartbeaten in the round the abandon
+/// nudged (it was forgotten only after the abandon was asked for), and
+/// the abandon waited for that heartbeat's round trip: the lock held
+/// 0.6 s after the wait returned in 1 to 3 rounds of 11 (3 runs of 3).
+/// The watchdog's period (40 s) brings no round of its own.
+#[test]
+fn a_wait_that_ends_with_its_poll_in_flight_has_the_lock_it_took_given_back_at_once() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let other = server.client();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(200));
+    let waiter = Client::builder(&relay.url())
+        .lease(Duration::from_secs(120))
+        .waiter_timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let fixed = Duration::from_millis(1500);
+    let mut late = Vec::new();
+    for round in 0..10 {
+        let name = format!("poll-in-flight-{round}");
+        let mutex = other.fair_mutex(&name);
+        let held = mutex.with_fixed_lease(fixed).lock().unwrap();
+        let lease_end = Instant::now() + fixed;
+        // The head polls when the reply to its first request says the
+        // lease ends (a one-way trip late, 200 ms): the poll is out from
+        // then until a round trip later, past this deadline.
+        let m = waiter.fair_mutex(&name);
+        let blocked = thread::spawn(move || {
+            let got = m.lock_with(fairlock::Wait::until(
+                lease_end + Duration::from_millis(300),
+            ));
+            (got.map(|guard| guard.is_some()), Instant::now())
+        });
+        let (got, returned) = join_within(blocked, Duration::from_secs(10), "the wait");
+        assert!(matches!(got, Ok(false)), "round {round}: {got:?}");
+        let ours = || {
+            let status = mutex.status(10).unwrap();
+            status
+                .holders
+                .iter()
+                .any(|h| h.who.client_id() == waiter.id())
+        };
+        assert!(
+            wait_until(Duration::from_secs(2), ours),
+            "round {round}: the poll did not take the lock after the wait ended"
+        );
+        assert!(
+            wait_until(Duration::from_secs(40), || !ours()),
+            "round {round}: never given back"
+        );
+        let after = returned.elapsed();
+        eprintln!(
+            "deadlines: round {round}: given back {:.0} ms after the wait returned",
+            ms(after)
+        );
+        if after > Duration::from_millis(450) {
+            late.push((round, after));
+        }
+        let _ = held.unlock();
+    }
+    assert!(
+        late.is_empty(),
+        "held past a one-way trip after the wait: {late:?}"
+    );
+}

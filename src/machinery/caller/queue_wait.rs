@@ -161,7 +161,11 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Err(err)
                 if out_of_time(&err, deadline) && (mode == Mode::Poll || err.is_pool_busy()) =>
             {
-                break queued.out_of_time(&waiter, err)
+                // Heartbeated no more: the abandon goes first (a poll whose
+                // reply the deadline did not wait for may have taken the
+                // lock).
+                waiter.give_up();
+                break queued.out_of_time(&waiter, err);
             }
             // A refusal that passes (`OOM`, `MISCONF`, `NOREPLICAS`: nothing
             // ran) is ridden out as an outage is, the place kept.
@@ -182,6 +186,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // once) try again until that has lasted the patience.
                 let unanswered = outage.get_or_insert(first).elapsed();
                 if unanswered >= patience {
+                    waiter.give_up();
                     let gave_up = format!(
                         "a queued call gave up after {patience:?} with redis unreachable or refusing \
                          it (its patience: waiter_timeout + connect_timeout)"
@@ -211,7 +216,10 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 cause = Some(err);
                 shared.retry_in_order(&waiter);
             }
-            Err(err) => break queued.failed(&waiter, err, leave_within(deadline)),
+            Err(err) => {
+                waiter.give_up();
+                break queued.failed(&waiter, err, leave_within(deadline));
+            }
         }
         mode = Mode::Poll;
         match waiter.sleep(deadline) {
@@ -233,7 +241,10 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // one unanswered by then is given up as a parked wait is.
                 let by = deadline.map(|at| at.max(Instant::now()));
                 break match queued.granted(&waiter, grant, Limit::by(by)) {
-                    Err(err) if out_of_time(&err, by) => queued.out_of_time(&waiter, err),
+                    Err(err) if out_of_time(&err, by) => {
+                        waiter.give_up();
+                        queued.out_of_time(&waiter, err)
+                    }
                     // Gone before it was confirmed (a force release), or
                     // counted out by the time its confirmation came back:
                     // the call asks Redis, and queues again if it lost it,

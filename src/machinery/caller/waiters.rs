@@ -72,9 +72,12 @@ struct WaitState {
     /// The wait is over (granted, given up, failed): a rejoin in order
     /// waits for it no longer.
     ended: bool,
-    /// It gave up (its deadline, a cancel) and leaves the queue: no more
-    /// heartbeats, so that a leave that could not be answered in time is
-    /// undone by the watchdog's abandon at once, not behind them.
+    /// It gave up (its deadline, a cancel) and leaves the queue, or its
+    /// wait ends without what it asked for (its deadline passed with a
+    /// request in flight, a failure): no more heartbeats, so that what
+    /// the call may have left (a grant that raced its leave, a poll that
+    /// took the lock after the wait ended) is undone by the watchdog's
+    /// abandon at once, not behind them.
     leaving: bool,
     /// Send time of the first of the watchdog's heartbeats in a row that
     /// could not reach Redis (see [`Waiter::unheard`]).
@@ -264,6 +267,13 @@ impl Waiter {
     /// Asks the waiter to poll Redis at once.
     pub(crate) fn repoll(&self) {
         self.poll_by(Instant::now());
+    }
+
+    /// The wait ends without what it asked for, its last request unanswered
+    /// in time or failed: it is heartbeaten no more (see `leaving`), before
+    /// the watchdog is asked to abandon what the call may have left.
+    pub(crate) fn give_up(&self) {
+        self.state.lock().leaving = true;
     }
 
     /// Ends the wait as if its deadline had passed (see `WaitCanceller`).
@@ -551,6 +561,17 @@ mod tests {
         w.cancel();
         assert_eq!(w.sleep(None), Wake::GaveUp);
         assert!(waiters.by_lock().is_empty(), "heartbeaten as it left");
+        // So is one whose wait ends otherwise (a deadline with a request
+        // out, a failure): no more heartbeats from then.
+        let other = Arc::new(Waiter::new(call(2, "b")));
+        waiters.insert(Arc::clone(&other));
+        other.answered(true);
+        assert_eq!(waiters.by_lock().len(), 1);
+        other.give_up();
+        assert!(
+            waiters.by_lock().is_empty(),
+            "heartbeaten as its wait ended"
+        );
     }
 
     /// Waits up to 5 s for `cond`.
