@@ -186,7 +186,6 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // once) try again until that has lasted the patience.
                 let unanswered = outage.get_or_insert(first).elapsed();
                 if unanswered >= patience {
-                    waiter.give_up();
                     let gave_up = format!(
                         "a queued call gave up after {patience:?} with redis unreachable or refusing \
                          it (its patience: waiter_timeout + connect_timeout)"
@@ -216,10 +215,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 cause = Some(err);
                 shared.retry_in_order(&waiter);
             }
-            Err(err) => {
-                waiter.give_up();
-                break queued.failed(&waiter, err, leave_within(deadline));
-            }
+            Err(err) => break queued.failed(&waiter, err, leave_within(deadline)),
         }
         mode = Mode::Poll;
         match waiter.sleep(deadline) {

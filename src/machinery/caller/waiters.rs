@@ -73,8 +73,8 @@ struct WaitState {
     /// waits for it no longer.
     ended: bool,
     /// It gave up (its deadline, a cancel) and leaves the queue, or its
-    /// wait ends without what it asked for (its deadline passed with a
-    /// request in flight, a failure): no more heartbeats, so that what
+    /// deadline ended it with a request in flight: no more heartbeats, so
+    /// that what
     /// the call may have left (a grant that raced its leave, a poll that
     /// took the lock after the wait ended) is undone by the watchdog's
     /// abandon at once, not behind them.
@@ -269,8 +269,8 @@ impl Waiter {
         self.poll_by(Instant::now());
     }
 
-    /// The wait ends without what it asked for, its last request unanswered
-    /// in time or failed: it is heartbeaten no more (see `leaving`), before
+    /// The wait ends without what it asked for, its deadline past with a
+    /// request in flight: it is heartbeaten no more (see `leaving`), before
     /// the watchdog is asked to abandon what the call may have left.
     pub(crate) fn give_up(&self) {
         self.state.lock().leaving = true;
@@ -561,8 +561,8 @@ mod tests {
         w.cancel();
         assert_eq!(w.sleep(None), Wake::GaveUp);
         assert!(waiters.by_lock().is_empty(), "heartbeaten as it left");
-        // So is one whose wait ends otherwise (a deadline with a request
-        // out, a failure): no more heartbeats from then.
+        // So is one whose deadline ends it with a request out: no more
+        // heartbeats from then.
         let other = Arc::new(Waiter::new(call(2, "b")));
         waiters.insert(Arc::clone(&other));
         other.answered(true);
