@@ -462,3 +462,54 @@ fn a_leader_stopped_before_its_command_says_it_resigned() {
     assert!(!said.contains("released"), "{said}");
     assert_eq!(leaders(), 0, "vacant when it exits: {said}");
 }
+
+/// A watch whose link stalls (a relay holds every byte: Redis answers
+/// nothing) says its outage once, and its end only once Redis answers
+/// again. Its retries, each given up at its own 1 s deadline, came back
+/// empty, which it took for an answer: "Redis answers again" every 7 s
+/// while nothing answered (4 times in 40 s of a stall), each followed
+/// by the warning again.
+#[test]
+fn a_watch_in_a_stall_says_redis_answers_again_only_when_it_does() {
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let scratch = Scratch::new("elect-stall");
+    let (out, err) = (scratch.path("out"), scratch.path("err"));
+    // A leader of a 1 s lease (renewed, not through the relay): the watch
+    // reads again just after each end of it would come, about every 1 s.
+    let client = (server.builder())
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let leadership = client.election("stalled").campaign().unwrap();
+    let watch = Proc::spawn(
+        cli_support::fairlock_at(&relay.url())
+            .args(["elect", "stalled", "--watch"])
+            .stdout(Stdio::from(File::create(&out).unwrap()))
+            .stderr(Stdio::from(File::create(&err).unwrap())),
+    );
+    lines(&out, 1);
+    relay.stall();
+    let said = || std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(
+        wait_until(PATIENCE, || !said().is_empty()),
+        "the outage said"
+    );
+    // Its retries fail meanwhile (a read of 5 s each, a second apart).
+    std::thread::sleep(Duration::from_secs(15));
+    let during = said();
+    relay.resume();
+    let back = wait_until(PATIENCE, || said().contains("answers again"));
+    let said = said();
+    eprintln!("{said}");
+    assert!(
+        !during.contains("answers again") && during.lines().count() == 1,
+        "nothing answered during the stall: {during}"
+    );
+    assert!(back, "its end is said: {said}");
+    assert_eq!(said.lines().count(), 2, "{said}");
+    watch.signal("INT");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+    leadership.unlock().unwrap();
+}

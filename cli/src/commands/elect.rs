@@ -182,8 +182,8 @@ fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32,
     })?;
     let client = connection.connect()?;
     let doing = || format!("watching the election {name:?} failed");
-    let mut watch = client
-        .election(name)
+    let election = client.election(name);
+    let mut watch = election
         .watch()
         .map_err(|err| Failure::redis(err, doing()))?;
     let mut printed = false;
@@ -213,6 +213,16 @@ fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32,
                     (now.checked_sub(waited).map_or(asked, |at| at.max(asked)), 0)
                 });
                 *failures += 1;
+                std::thread::sleep(WATCH_RETRY);
+                continue;
+            }
+            // A retry whose read a stalled server left unanswered by its
+            // deadline comes back empty, as one that found no change
+            // does: Redis answers again only if a read of it now does.
+            Ok(None) if outage.is_some() && election.leader().is_err() => {
+                if let Some((_, failures)) = outage.as_mut() {
+                    *failures += 1;
+                }
                 std::thread::sleep(WATCH_RETRY);
                 continue;
             }
