@@ -513,3 +513,63 @@ fn a_watch_in_a_stall_says_redis_answers_again_only_when_it_does() {
     assert_eq!(code(&watch.finish(PATIENCE)), 0);
     leadership.unlock().unwrap();
 }
+
+/// A leader whose leadership is taken away while its command runs (a
+/// force unlock, another candidate waiting) names the new leader in the
+/// words of its `-v` lines: "it is now led by client C, term T". It said
+/// "it is now held by client C, token T", a lock's words, in the line
+/// that says the leadership was lost.
+#[test]
+fn a_lost_leadership_names_the_new_leader_and_its_term() {
+    use fairlock::LockKind;
+    let server = RedisServer::start();
+    let client = server.client();
+    let leaders = || {
+        (client.status(LockKind::Election, "taken", 1))
+            .unwrap()
+            .holder_count
+    };
+    let elect = Proc::spawn(fairlock(&server).args([
+        "elect",
+        "taken",
+        "--kill-on-loss",
+        "--",
+        "sleep",
+        "30",
+    ]));
+    assert!(wait_until(PATIENCE, || leaders() == 1), "leads");
+    let other = server.client();
+    let election = other.election("taken").with_value("web-2:80");
+    let next = std::thread::spawn(move || election.campaign().unwrap());
+    let queued = || {
+        client
+            .status(LockKind::Election, "taken", 1)
+            .unwrap()
+            .queue_len
+    };
+    assert!(
+        wait_until(PATIENCE, || queued() == 1),
+        "the next candidate waits"
+    );
+    assert!(client.force_unlock(LockKind::Election, "taken").unwrap());
+    let next = next.join().unwrap();
+    let out = elect.finish(PATIENCE);
+    let said = stderr(&out);
+    assert_eq!(code(&out), 70, "{said}");
+    let lost = (said.lines())
+        .find(|line| line.starts_with("fairlock: lost the leadership on \"taken\""))
+        .unwrap_or_else(|| panic!("the loss said: {said}"));
+    assert!(
+        lost.contains(&format!(
+            "; it is now led by client {}, term {}; stopping the command",
+            other.id(),
+            next.term()
+        )),
+        "{lost}"
+    );
+    assert!(
+        !lost.contains("held by") && !lost.contains("token"),
+        "{lost}"
+    );
+    next.unlock().unwrap();
+}
