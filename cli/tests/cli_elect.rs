@@ -573,3 +573,42 @@ fn a_lost_leadership_names_the_new_leader_and_its_term() {
     );
     next.unlock().unwrap();
 }
+
+/// A candidate waiting on a terminal sees its live line in the election's
+/// words: "leader's lease 1.9s left", as its other lines say "leads" and
+/// "term". It said "holder's lease", a lock's words (and "lock being
+/// handed over" for the leadership being handed over).
+#[test]
+fn a_terminal_shows_the_leaders_lease_while_a_candidate_waits() {
+    use std::process::Command;
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
+        return;
+    }
+    let server = RedisServer::start();
+    let client = server.client();
+    let leadership = client.election("shown").campaign().unwrap();
+    let inner = format!(
+        "'{}' --url '{}' elect shown --wait 1s -- true",
+        cli_support::BIN,
+        server.url()
+    );
+    let out = output(
+        Command::new("script")
+            .args(["-qfec", &inner, "/dev/null"])
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    let shown = stdout(&out);
+    assert_eq!(code(&out), 75, "{shown}");
+    assert!(
+        shown.contains("waiting for \"shown\": position 1 of 1, waited"),
+        "{shown:?}"
+    );
+    assert!(shown.contains(" of 1.0s, leader's lease"), "{shown:?}");
+    assert!(!shown.contains("holder's"), "{shown:?}");
+    leadership.unlock().unwrap();
+}
