@@ -612,3 +612,55 @@ fn a_terminal_shows_the_leaders_lease_while_a_candidate_waits() {
     assert!(!shown.contains("holder's"), "{shown:?}");
     leadership.unlock().unwrap();
 }
+
+/// A watch whose subscription was killed while the server answers the
+/// connections a client has and no new one (a relay holds back the new
+/// ones) cannot subscribe again: it says so once, and its end only once
+/// it can. Its retries, each given up at its 1 s deadline, came back
+/// empty while a read on the open connections got its reply: "Redis
+/// answers again" every 7 s, each followed by the warning again, while
+/// the watch could not subscribe.
+#[test]
+fn a_watch_that_cannot_subscribe_again_says_redis_answers_only_once_it_can() {
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let scratch = Scratch::new("elect-stall-new");
+    let (out, err) = (scratch.path("out"), scratch.path("err"));
+    // A leader of a 1 s lease, so that the watch reads about every 1 s.
+    let client = (server.builder())
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let leadership = client.election("resubscribe").campaign().unwrap();
+    let watch = Proc::spawn(
+        cli_support::fairlock_at(&relay.url())
+            .args(["elect", "resubscribe", "--watch"])
+            .stdout(Stdio::from(File::create(&out).unwrap()))
+            .stderr(Stdio::from(File::create(&err).unwrap())),
+    );
+    lines(&out, 1);
+    relay.stall_new();
+    let killed = fairlock_test_support::kill_subscribers(&mut server.conn());
+    assert!(killed >= 1, "the watch's subscription killed");
+    let said = || std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(
+        wait_until(PATIENCE, || !said().is_empty()),
+        "the outage said"
+    );
+    std::thread::sleep(Duration::from_secs(15));
+    let during = said();
+    relay.resume();
+    let back = wait_until(PATIENCE, || said().contains("answers again"));
+    let said = said();
+    eprintln!("{said}");
+    assert!(
+        !during.contains("answers again") && during.lines().count() == 1,
+        "the watch could not subscribe: {during}"
+    );
+    assert!(back, "its end is said: {said}");
+    assert_eq!(said.lines().count(), 2, "{said}");
+    watch.signal("INT");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+    leadership.unlock().unwrap();
+}
