@@ -121,6 +121,7 @@ impl Lock {
                 end: "resign from",
                 holding: "leading",
                 token: "term",
+                held_by: "led by",
             },
             _ => Verbs {
                 began: "acquired",
@@ -128,6 +129,7 @@ impl Lock {
                 end: "release",
                 holding: "holding",
                 token: "token",
+                held_by: "held by",
             },
         }
     }
@@ -187,7 +189,8 @@ impl Lock {
         self.client.status(self.kind(), &self.name, max)
     }
 
-    /// Who holds the lock now, as "client ID, token N" (with "(one of N
+    /// Who holds the lock now, as "client ID, token N" ("term N", an
+    /// election's leader) (with "(one of N
     /// holders)", or "(the only holder)", for a lock of several holders,
     /// and the access of a reader-writer lock's first other holder by
     /// lease end); `None` if nobody else or unknown: not this client,
@@ -197,8 +200,9 @@ impl Lock {
         let mine = self.client.id();
         let holder = (status.holders.iter()).find(|h| h.who.client_id() != mine)?;
         let mut text = format!(
-            "client {}, token {}",
+            "client {}, {} {}",
             holder.who.client_id(),
+            self.verbs().token,
             holder.fencing_token
         );
         if status.capacity != Capacity::One {
@@ -227,6 +231,8 @@ pub struct Verbs {
     pub holding: &'static str,
     /// What its fencing token is called: "token", "term".
     pub token: &'static str,
+    /// Whose it is now: "held by", "led by".
+    pub held_by: &'static str,
 }
 
 /// "1 holder", "3 holders".

@@ -1,5 +1,6 @@
 //! The live line on stderr while `fairlock run` waits on a terminal:
-//! position in the queue, time waited, the holder's remaining lease.
+//! position in the queue, time waited, the holder's remaining lease (and
+//! while `fairlock elect` does, the leader's).
 //!
 //! The main thread blocks in its wait, so a thread of its own
 //! (`fairlock-progress`) reads the lock's status every 250 ms through
@@ -10,7 +11,7 @@ use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use fairlock::{Capacity, Participant, Status};
+use fairlock::{Capacity, LockKind, Participant, Status};
 
 use crate::duration::human;
 use crate::kinds::{permits_text, Lock};
@@ -135,6 +136,8 @@ pub struct View {
     pub holder_lease: Option<Option<Duration>>,
     /// A semaphore's permits in force, as its status read them.
     pub permits: Option<u32>,
+    /// An election's: its holder is its leader.
+    pub leader: bool,
 }
 
 impl View {
@@ -159,6 +162,7 @@ impl View {
                 Capacity::Permits(permits) => Some(permits),
                 _ => None,
             },
+            leader: status.kind == LockKind::Election,
         }
     }
 }
@@ -205,16 +209,21 @@ pub fn render(
                 None => text.push_str("joining the queue"),
             }
             text.push_str(&format!(", {waited}"));
+            // An election's words: its leader, its leadership.
+            let (holder, lock) = match view.leader {
+                true => ("leader", "leadership"),
+                false => ("holder", "lock"),
+            };
             match (view.holder_lease, view.holders) {
                 (Some(Some(lease)), 0 | 1) => {
-                    text.push_str(&format!(", holder's lease {} left", human(lease)))
+                    text.push_str(&format!(", {holder}'s lease {} left", human(lease)))
                 }
                 (Some(Some(lease)), holders) => text.push_str(&format!(
                     ", {holders} holders, first lease ends in {}",
                     human(lease)
                 )),
-                (Some(None), _) => text.push_str(", holder's lease never expires"),
-                (None, _) => text.push_str(", lock being handed over"),
+                (Some(None), _) => text.push_str(&format!(", {holder}'s lease never expires")),
+                (None, _) => text.push_str(&format!(", {lock} being handed over")),
             }
         }
     }
@@ -239,6 +248,7 @@ mod tests {
             holders: 1,
             holder_lease: Some(Some(Duration::from_millis(25_800))),
             permits: None,
+            leader: false,
         };
         let text = render("deploy", Ok(view), Duration::from_millis(4_200), None);
         assert_eq!(
@@ -252,6 +262,7 @@ mod tests {
             holders: 0,
             holder_lease: None,
             permits: None,
+            leader: false,
         };
         let text = render("x", Ok(view), Duration::ZERO, Some(Duration::from_secs(5)));
         assert_eq!(
@@ -265,12 +276,35 @@ mod tests {
             holders: 3,
             holder_lease: Some(Some(Duration::from_millis(1_500))),
             permits: Some(3),
+            leader: false,
         };
         let text = render("pool", Ok(view), Duration::from_secs(2), None);
         assert_eq!(
             text,
             "waiting for \"pool\" (3 permits): position 1 of 1, waited 2.0s, 3 holders, first lease ends in 1.5s"
         );
+        // An election's: its leader's lease, its leadership handed over.
+        let view = View {
+            place: Some(1),
+            queue_len: 1,
+            cut: false,
+            holders: 1,
+            holder_lease: Some(Some(Duration::from_millis(1_900))),
+            permits: None,
+            leader: true,
+        };
+        let text = render("sched", Ok(view), Duration::from_secs(2), None);
+        assert_eq!(
+            text,
+            "waiting for \"sched\": position 1 of 1, waited 2.0s, leader's lease 1.9s left"
+        );
+        let view = View {
+            holders: 0,
+            holder_lease: None,
+            ..view
+        };
+        let text = render("sched", Ok(view), Duration::from_secs(2), None);
+        assert!(text.ends_with(", leadership being handed over"), "{text}");
         let text = render(
             "x",
             Err("redis is unreachable".into()),

@@ -462,3 +462,205 @@ fn a_leader_stopped_before_its_command_says_it_resigned() {
     assert!(!said.contains("released"), "{said}");
     assert_eq!(leaders(), 0, "vacant when it exits: {said}");
 }
+
+/// A watch whose link stalls (a relay holds every byte: Redis answers
+/// nothing) says its outage once, and its end only once Redis answers
+/// again. Its retries, each given up at its own 1 s deadline, came back
+/// empty, which it took for an answer: "Redis answers again" every 7 s
+/// while nothing answered (4 times in 40 s of a stall), each followed
+/// by the warning again.
+#[test]
+fn a_watch_in_a_stall_says_redis_answers_again_only_when_it_does() {
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let scratch = Scratch::new("elect-stall");
+    let (out, err) = (scratch.path("out"), scratch.path("err"));
+    // A leader of a 1 s lease (renewed, not through the relay): the watch
+    // reads again just after each end of it would come, about every 1 s.
+    let client = (server.builder())
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let leadership = client.election("stalled").campaign().unwrap();
+    let watch = Proc::spawn(
+        cli_support::fairlock_at(&relay.url())
+            .args(["elect", "stalled", "--watch"])
+            .stdout(Stdio::from(File::create(&out).unwrap()))
+            .stderr(Stdio::from(File::create(&err).unwrap())),
+    );
+    lines(&out, 1);
+    relay.stall();
+    let said = || std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(
+        wait_until(PATIENCE, || !said().is_empty()),
+        "the outage said"
+    );
+    // Its retries fail meanwhile (a read of 5 s each, a second apart).
+    std::thread::sleep(Duration::from_secs(15));
+    let during = said();
+    relay.resume();
+    let back = wait_until(PATIENCE, || said().contains("answers again"));
+    let said = said();
+    eprintln!("{said}");
+    assert!(
+        !during.contains("answers again") && during.lines().count() == 1,
+        "nothing answered during the stall: {during}"
+    );
+    assert!(back, "its end is said: {said}");
+    assert_eq!(said.lines().count(), 2, "{said}");
+    watch.signal("INT");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+    leadership.unlock().unwrap();
+}
+
+/// A leader whose leadership is taken away while its command runs (a
+/// force unlock, another candidate waiting) names the new leader in the
+/// words of its `-v` lines: "it is now led by client C, term T". It said
+/// "it is now held by client C, token T", a lock's words, in the line
+/// that says the leadership was lost.
+#[test]
+fn a_lost_leadership_names_the_new_leader_and_its_term() {
+    use fairlock::LockKind;
+    let server = RedisServer::start();
+    let client = server.client();
+    let leaders = || {
+        (client.status(LockKind::Election, "taken", 1))
+            .unwrap()
+            .holder_count
+    };
+    let elect = Proc::spawn(fairlock(&server).args([
+        "elect",
+        "taken",
+        "--kill-on-loss",
+        "--",
+        "sleep",
+        "30",
+    ]));
+    assert!(wait_until(PATIENCE, || leaders() == 1), "leads");
+    let other = server.client();
+    let election = other.election("taken").with_value("web-2:80");
+    let next = std::thread::spawn(move || election.campaign().unwrap());
+    let queued = || {
+        client
+            .status(LockKind::Election, "taken", 1)
+            .unwrap()
+            .queue_len
+    };
+    assert!(
+        wait_until(PATIENCE, || queued() == 1),
+        "the next candidate waits"
+    );
+    assert!(client.force_unlock(LockKind::Election, "taken").unwrap());
+    let next = next.join().unwrap();
+    let out = elect.finish(PATIENCE);
+    let said = stderr(&out);
+    assert_eq!(code(&out), 70, "{said}");
+    let lost = (said.lines())
+        .find(|line| line.starts_with("fairlock: lost the leadership on \"taken\""))
+        .unwrap_or_else(|| panic!("the loss said: {said}"));
+    assert!(
+        lost.contains(&format!(
+            "; it is now led by client {}, term {}; stopping the command",
+            other.id(),
+            next.term()
+        )),
+        "{lost}"
+    );
+    assert!(
+        !lost.contains("held by") && !lost.contains("token"),
+        "{lost}"
+    );
+    next.unlock().unwrap();
+}
+
+/// A candidate waiting on a terminal sees its live line in the election's
+/// words: "leader's lease 1.9s left", as its other lines say "leads" and
+/// "term". It said "holder's lease", a lock's words (and "lock being
+/// handed over" for the leadership being handed over).
+#[test]
+fn a_terminal_shows_the_leaders_lease_while_a_candidate_waits() {
+    use std::process::Command;
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
+        return;
+    }
+    let server = RedisServer::start();
+    let client = server.client();
+    let leadership = client.election("shown").campaign().unwrap();
+    let inner = format!(
+        "'{}' --url '{}' elect shown --wait 1s -- true",
+        cli_support::BIN,
+        server.url()
+    );
+    let out = output(
+        Command::new("script")
+            .args(["-qfec", &inner, "/dev/null"])
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    let shown = stdout(&out);
+    assert_eq!(code(&out), 75, "{shown}");
+    assert!(
+        shown.contains("waiting for \"shown\": position 1 of 1, waited"),
+        "{shown:?}"
+    );
+    assert!(shown.contains(" of 1.0s, leader's lease"), "{shown:?}");
+    assert!(!shown.contains("holder's"), "{shown:?}");
+    leadership.unlock().unwrap();
+}
+
+/// A watch whose subscription was killed while the server answers the
+/// connections a client has and no new one (a relay holds back the new
+/// ones) cannot subscribe again: it says so once, and its end only once
+/// it can. Its retries, each given up at its 1 s deadline, came back
+/// empty while a read on the open connections got its reply: "Redis
+/// answers again" every 7 s, each followed by the warning again, while
+/// the watch could not subscribe.
+#[test]
+fn a_watch_that_cannot_subscribe_again_says_redis_answers_only_once_it_can() {
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let scratch = Scratch::new("elect-stall-new");
+    let (out, err) = (scratch.path("out"), scratch.path("err"));
+    // A leader of a 1 s lease, so that the watch reads about every 1 s.
+    let client = (server.builder())
+        .lease(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let leadership = client.election("resubscribe").campaign().unwrap();
+    let watch = Proc::spawn(
+        cli_support::fairlock_at(&relay.url())
+            .args(["elect", "resubscribe", "--watch"])
+            .stdout(Stdio::from(File::create(&out).unwrap()))
+            .stderr(Stdio::from(File::create(&err).unwrap())),
+    );
+    lines(&out, 1);
+    relay.stall_new();
+    let killed = fairlock_test_support::kill_subscribers(&mut server.conn());
+    assert!(killed >= 1, "the watch's subscription killed");
+    let said = || std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(
+        wait_until(PATIENCE, || !said().is_empty()),
+        "the outage said"
+    );
+    std::thread::sleep(Duration::from_secs(15));
+    let during = said();
+    relay.resume();
+    let back = wait_until(PATIENCE, || said().contains("answers again"));
+    let said = said();
+    eprintln!("{said}");
+    assert!(
+        !during.contains("answers again") && during.lines().count() == 1,
+        "the watch could not subscribe: {during}"
+    );
+    assert!(back, "its end is said: {said}");
+    assert_eq!(said.lines().count(), 2, "{said}");
+    watch.signal("INT");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+    leadership.unlock().unwrap();
+}

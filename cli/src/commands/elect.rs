@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::anyhow;
 use clap::Args;
-use fairlock::{LeaderEvent, MAX_ELECTION_VALUE_LEN};
+use fairlock::{Election, LeaderEvent, MAX_ELECTION_VALUE_LEN};
 use serde_json::{json, Value};
 
 use super::lock_name;
@@ -182,8 +182,8 @@ fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32,
     })?;
     let client = connection.connect()?;
     let doing = || format!("watching the election {name:?} failed");
-    let mut watch = client
-        .election(name)
+    let election = client.election(name);
+    let mut watch = election
         .watch()
         .map_err(|err| Failure::redis(err, doing()))?;
     let mut printed = false;
@@ -216,6 +216,17 @@ fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32,
                 std::thread::sleep(WATCH_RETRY);
                 continue;
             }
+            // A retry whose read (or subscription opened again) a stalled
+            // server left unanswered by its deadline comes back empty, as
+            // one that found no change does: Redis answers again only if
+            // what the watch needs gets a reply now.
+            Ok(None) if outage.is_some() && !answers(&election) => {
+                if let Some((_, failures)) = outage.as_mut() {
+                    *failures += 1;
+                }
+                std::thread::sleep(WATCH_RETRY);
+                continue;
+            }
             Ok(event) => {
                 if let Some((since, failures)) = outage.take() {
                     let (after, failed) = (human(since.elapsed()), watch::failed_reads(failures));
@@ -245,6 +256,14 @@ fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32,
         }
         printed = true;
     }
+}
+
+/// Whether Redis answers what a watch of `election` needs: a subscription
+/// on a new connection (a watch of its own, dropped at once) and a read of
+/// the election (on the pool's connections, which a server that answers
+/// only the connections it has still answers).
+fn answers(election: &Election) -> bool {
+    election.watch().is_ok() && election.leader().is_ok()
 }
 
 /// One event as `--watch --json` prints it.

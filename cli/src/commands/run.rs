@@ -639,10 +639,11 @@ fn why_lost(lock: &Lock, args: &RunArgs, held: Duration) -> String {
     why + &held_now(lock)
 }
 
-/// "; it is now held by ..." when someone holds the lock now.
+/// "; it is now held by ..." ("led by", an election) when someone holds
+/// the lock now.
 fn held_now(lock: &Lock) -> String {
     (lock.holder_now()).map_or_else(String::new, |holder| {
-        format!("; it is now held by {holder}")
+        format!("; it is now {} {holder}", lock.verbs().held_by)
     })
 }
 
