@@ -1197,10 +1197,6 @@ fn a_closed_stdout_and_stderr_change_no_exit_code() {
 
 #[test]
 fn a_terminal_shows_the_live_waiting_line() {
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
-        return;
-    }
     let server = RedisServer::start();
     let client = server.client();
     let mutex = client.fair_mutex("shown");
@@ -1209,15 +1205,9 @@ fn a_terminal_shows_the_live_waiting_line() {
         "'{BIN}' --url '{}' run shown --wait 1s -- true",
         server.url()
     );
-    let out = output(
-        Command::new("script")
-            .args(["-qfec", &inner, "/dev/null"])
-            .env_remove("REDIS_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-        PATIENCE,
-    );
+    let Some(out) = cli_support::on_a_terminal(&inner) else {
+        return;
+    };
     let shown = stdout(&out);
     assert_eq!(code(&out), 75, "{shown}");
     assert!(

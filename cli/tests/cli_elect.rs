@@ -471,47 +471,11 @@ fn a_leader_stopped_before_its_command_says_it_resigned() {
 /// by the warning again.
 #[test]
 fn a_watch_in_a_stall_says_redis_answers_again_only_when_it_does() {
-    use fairlock_test_support::Relay;
-    let server = RedisServer::start();
-    let relay = Relay::start(server.port());
-    let scratch = Scratch::new("elect-stall");
-    let (out, err) = (scratch.path("out"), scratch.path("err"));
-    // A leader of a 1 s lease (renewed, not through the relay): the watch
-    // reads again just after each end of it would come, about every 1 s.
-    let client = (server.builder())
-        .lease(Duration::from_secs(1))
-        .build()
-        .unwrap();
-    let leadership = client.election("stalled").campaign().unwrap();
-    let watch = Proc::spawn(
-        cli_support::fairlock_at(&relay.url())
-            .args(["elect", "stalled", "--watch"])
-            .stdout(Stdio::from(File::create(&out).unwrap()))
-            .stderr(Stdio::from(File::create(&err).unwrap())),
+    watch_says_its_outage_once(
+        "stalled",
+        "nothing answered during the stall",
+        |_, relay| relay.stall(),
     );
-    lines(&out, 1);
-    relay.stall();
-    let said = || std::fs::read_to_string(&err).unwrap_or_default();
-    assert!(
-        wait_until(PATIENCE, || !said().is_empty()),
-        "the outage said"
-    );
-    // Its retries fail meanwhile (a read of 5 s each, a second apart).
-    std::thread::sleep(Duration::from_secs(15));
-    let during = said();
-    relay.resume();
-    let back = wait_until(PATIENCE, || said().contains("answers again"));
-    let said = said();
-    eprintln!("{said}");
-    assert!(
-        !during.contains("answers again") && during.lines().count() == 1,
-        "nothing answered during the stall: {during}"
-    );
-    assert!(back, "its end is said: {said}");
-    assert_eq!(said.lines().count(), 2, "{said}");
-    watch.signal("INT");
-    assert_eq!(code(&watch.finish(PATIENCE)), 0);
-    leadership.unlock().unwrap();
 }
 
 /// A leader whose leadership is taken away while its command runs (a
@@ -580,11 +544,6 @@ fn a_lost_leadership_names_the_new_leader_and_its_term() {
 /// handed over" for the leadership being handed over).
 #[test]
 fn a_terminal_shows_the_leaders_lease_while_a_candidate_waits() {
-    use std::process::Command;
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
-        return;
-    }
     let server = RedisServer::start();
     let client = server.client();
     let leadership = client.election("shown").campaign().unwrap();
@@ -593,15 +552,9 @@ fn a_terminal_shows_the_leaders_lease_while_a_candidate_waits() {
         cli_support::BIN,
         server.url()
     );
-    let out = output(
-        Command::new("script")
-            .args(["-qfec", &inner, "/dev/null"])
-            .env_remove("REDIS_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-        PATIENCE,
-    );
+    let Some(out) = cli_support::on_a_terminal(&inner) else {
+        return;
+    };
     let shown = stdout(&out);
     assert_eq!(code(&out), 75, "{shown}");
     assert!(
@@ -622,32 +575,47 @@ fn a_terminal_shows_the_leaders_lease_while_a_candidate_waits() {
 /// the watch could not subscribe.
 #[test]
 fn a_watch_that_cannot_subscribe_again_says_redis_answers_only_once_it_can() {
-    use fairlock_test_support::Relay;
+    let cut = |server: &RedisServer, relay: &fairlock_test_support::Relay| {
+        relay.stall_new();
+        let killed = fairlock_test_support::kill_subscribers(&mut server.conn());
+        assert!(killed >= 1, "the watch's subscription killed");
+    };
+    watch_says_its_outage_once("resubscribe", "the watch could not subscribe", cut);
+}
+
+/// `elect NAME --watch` through a relay, a leader of a 1 s lease (renewed,
+/// not through the relay: the watch reads again just after each end of it
+/// would come, about every 1 s), its link then `cut` for 15 s past the
+/// outage's warning (`what`: how): the outage is said once, and its end
+/// once the link is back, nothing more.
+fn watch_says_its_outage_once(
+    name: &str,
+    what: &str,
+    cut: impl FnOnce(&RedisServer, &fairlock_test_support::Relay),
+) {
     let server = RedisServer::start();
-    let relay = Relay::start(server.port());
-    let scratch = Scratch::new("elect-stall-new");
+    let relay = fairlock_test_support::Relay::start(server.port());
+    let scratch = Scratch::new(&format!("elect-{name}"));
     let (out, err) = (scratch.path("out"), scratch.path("err"));
-    // A leader of a 1 s lease, so that the watch reads about every 1 s.
     let client = (server.builder())
         .lease(Duration::from_secs(1))
         .build()
         .unwrap();
-    let leadership = client.election("resubscribe").campaign().unwrap();
+    let leadership = client.election(name).campaign().unwrap();
     let watch = Proc::spawn(
         cli_support::fairlock_at(&relay.url())
-            .args(["elect", "resubscribe", "--watch"])
+            .args(["elect", name, "--watch"])
             .stdout(Stdio::from(File::create(&out).unwrap()))
             .stderr(Stdio::from(File::create(&err).unwrap())),
     );
     lines(&out, 1);
-    relay.stall_new();
-    let killed = fairlock_test_support::kill_subscribers(&mut server.conn());
-    assert!(killed >= 1, "the watch's subscription killed");
+    cut(&server, &relay);
     let said = || std::fs::read_to_string(&err).unwrap_or_default();
     assert!(
         wait_until(PATIENCE, || !said().is_empty()),
         "the outage said"
     );
+    // Its retries fail meanwhile (a read of 5 s each, a second apart).
     std::thread::sleep(Duration::from_secs(15));
     let during = said();
     relay.resume();
@@ -656,7 +624,7 @@ fn a_watch_that_cannot_subscribe_again_says_redis_answers_only_once_it_can() {
     eprintln!("{said}");
     assert!(
         !during.contains("answers again") && during.lines().count() == 1,
-        "the watch could not subscribe: {during}"
+        "{what}: {during}"
     );
     assert!(back, "its end is said: {said}");
     assert_eq!(said.lines().count(), 2, "{said}");

@@ -335,10 +335,6 @@ fn a_bad_interval_or_count_is_one_line_and_exit_2() {
 
 #[test]
 fn a_terminal_gets_the_frame_redrawn_in_place() {
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
-        return;
-    }
     let server = RedisServer::start();
     let client = server.client();
     let guard = client.fair_mutex("shown").lock().unwrap();
@@ -346,15 +342,9 @@ fn a_terminal_gets_the_frame_redrawn_in_place() {
         "stty rows 40 cols 200; '{BIN}' --url '{}' status shown --watch 100ms --count 4",
         server.url()
     );
-    let out = output(
-        Command::new("script")
-            .args(["-qfec", &inner, "/dev/null"])
-            .env_remove("REDIS_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-        PATIENCE,
-    );
+    let Some(out) = cli_support::on_a_terminal(&inner) else {
+        return;
+    };
     let shown = stdout(&out);
     assert_eq!(code(&out), 0, "{shown:?}");
     assert!(

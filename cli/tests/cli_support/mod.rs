@@ -274,3 +274,23 @@ impl FullPipe {
         })
     }
 }
+
+/// `sh -c inner` run on a terminal of its own (script(1) from util-linux),
+/// what it wrote there (its stdout) and its exit code; `None`, said on
+/// stderr, where script(1) is missing.
+pub fn on_a_terminal(inner: &str) -> Option<Output> {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) from util-linux is needed for a terminal");
+        return None;
+    }
+    let out = output(
+        Command::new("script")
+            .args(["-qfec", inner, "/dev/null"])
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        PATIENCE,
+    );
+    Some(out)
+}
