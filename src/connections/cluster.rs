@@ -15,7 +15,7 @@ use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, SlotMap};
 use crate::error::{Error, Result};
 
-use super::steady::Steady;
+use super::steady::{Link, Steady};
 use super::{at_address, invalid_url, open_info, quiet, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
@@ -151,7 +151,7 @@ fn cluster_client(config: &Config, nodes: Vec<ConnectionInfo>) -> Result<Cluster
 /// `CLIENT SETINFO`) and not failed by a signal.
 pub(crate) type NodesConnection = redis::cluster::ClusterConnection<Steady>;
 
-impl super::Link for NodesConnection {
+impl Link for NodesConnection {
     fn set_timeouts(&self, timeout: Duration) -> redis::RedisResult<()> {
         self.set_read_timeout(Some(timeout))?;
         self.set_write_timeout(Some(timeout))

@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 /// What [`Client::builder_from`](crate::Client::builder_from) takes: the
 /// redis crate's connection settings in any of their forms.
 pub(crate) use redis::IntoConnectionInfo;
-use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike};
+use redis::{ConnectionAddr, ConnectionInfo};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, MapReader, SlotMap};
@@ -59,7 +59,8 @@ use crate::protocol::{check_subscribed, Route};
 
 use cluster::Cluster;
 use pool::Manager;
-use steady::Steady;
+use steady::Link;
+use steady::{quiet_info, Steady};
 
 /// Where one subscriber thread listens.
 #[derive(Clone)]
@@ -85,13 +86,6 @@ impl Listen {
             Listen::Node((host, port)) | Listen::Shards((host, port)) => format!("{host}:{port}"),
         }
     }
-}
-
-/// A connection fairlock sends requests on, pooled or its own: a
-/// [`Steady`] (to one server or node) or a cluster connection.
-pub(crate) trait Link: ConnectionLike + Send {
-    /// Sets how long a request may wait to send and for its reply.
-    fn set_timeouts(&self, timeout: Duration) -> redis::RedisResult<()>;
 }
 
 /// A connection outside the pool (see [`Backend::own_connection`]): to
@@ -363,10 +357,4 @@ fn open_info(config: &Config, info: ConnectionInfo) -> Result<redis::Client> {
 /// every connect (Redis 7.0 refuses the rule that would allow it).
 fn quiet(url: &str) -> Result<ConnectionInfo> {
     Ok(quiet_info(url.into_connection_info().map_err(invalid_url)?))
-}
-
-/// As [`quiet`], for connection settings already parsed or given.
-fn quiet_info(info: ConnectionInfo) -> ConnectionInfo {
-    let settings = info.redis_settings().clone().set_skip_set_lib_name();
-    info.set_redis_settings(settings)
 }

@@ -38,7 +38,7 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use redis::cluster::Connect;
-use redis::{ConnectionLike, IntoConnectionInfo, RedisResult, Value};
+use redis::{ConnectionInfo, ConnectionLike, IntoConnectionInfo, RedisResult, Value};
 
 use crate::error::not_within::{io_error, NotWithin};
 
@@ -252,7 +252,7 @@ pub(crate) struct Steady {
 impl Steady {
     /// Connects to `client` within `timeout` (`None`: no limit), again if
     /// a signal cut the connect or its handshake short; no read or write
-    /// timeout set yet ([`Link::set_timeouts`](super::Link::set_timeouts)).
+    /// timeout set yet ([`Link::set_timeouts`](Link::set_timeouts)).
     pub(crate) fn connect_to(
         client: &redis::Client,
         timeout: Option<Duration>,
@@ -315,7 +315,7 @@ impl Steady {
 }
 
 /// The timeouts bound a request's repeats after a signal too.
-impl super::Link for Steady {
+impl Link for Steady {
     fn set_timeouts(&self, timeout: Duration) -> RedisResult<()> {
         self.set_write_timeout(Some(timeout))?;
         self.set_read_timeout(Some(timeout))
@@ -376,7 +376,7 @@ impl Connect for Steady {
     fn connect<T: IntoConnectionInfo>(info: T, timeout: Option<Duration>) -> RedisResult<Self> {
         // The cluster client drops the seeds' `skip_set_lib_name` on the
         // connections it opens to the nodes: set again here.
-        let client = redis::Client::open(super::quiet_info(info.into_connection_info()?))?;
+        let client = redis::Client::open(quiet_info(info.into_connection_info()?))?;
         // Its first `PING` is read before the cluster client sets its own
         // timeout: within the connect timeout, not for ever.
         let steady = Steady::connect_to(&client, timeout)?;
@@ -402,6 +402,20 @@ impl Connect for Steady {
     fn recv_response(&mut self) -> RedisResult<Value> {
         without_signals(|| self.conn.recv_response())
     }
+}
+
+/// A connection fairlock sends requests on, pooled or its own: a
+/// [`Steady`] (to one server or node) or a cluster connection.
+pub(crate) trait Link: ConnectionLike + Send {
+    /// Sets how long a request may wait to send and for its reply.
+    fn set_timeouts(&self, timeout: Duration) -> redis::RedisResult<()>;
+}
+
+/// Connection settings that do not send `CLIENT SETINFO` at connect
+/// (see `connections::quiet`).
+pub(crate) fn quiet_info(info: ConnectionInfo) -> ConnectionInfo {
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    info.set_redis_settings(settings)
 }
 
 #[cfg(test)]
