@@ -78,14 +78,16 @@ impl Abandons {
     }
 
     /// Redis answered an abandon of `entry` sent at `sent`: it retires if
-    /// the abandon was sent after its linger, or was `refused` (an error:
-    /// it is dropped). The first answer too early to retire it moves its
-    /// linger to count from that abandon: copies of the call that a stall
-    /// held reach Redis as it answers again, maybe after that abandon.
+    /// it was `refused` (an error: it is dropped), or if an abandon before
+    /// it was answered and it was sent a linger after both the failure and
+    /// that first abandon. The first answer never retires it, however long
+    /// ago the call failed: copies of the call that a stall or an outage
+    /// held reach Redis as it answers again, maybe just after that abandon
+    /// (a queued call's last poll, delivered late, takes a lock come free).
     pub(crate) fn answered(&self, entry: &Arc<ToAbandon>, sent: Instant, refused: bool) {
         let mut retire_from = entry.retire_from.lock();
         match *retire_from {
-            (from, _) if refused || sent >= from => {
+            (from, answered) if refused || answered && sent >= from => {
                 drop(retire_from);
                 self.pending.lock().retain(|e| !Arc::ptr_eq(e, entry));
             }
@@ -109,6 +111,38 @@ mod tests {
         abandons.answered(&entry, before, false);
         assert_eq!(abandons.snapshot().len(), 1, "too early to retire");
         abandons.answered(&entry, Instant::now() + Duration::from_secs(61), false);
+        assert!(abandons.snapshot().is_empty());
+    }
+
+    #[test]
+    fn the_first_answer_never_retires_an_entry() {
+        let abandons = Abandons::default();
+        let linger = Duration::from_secs(60);
+        abandons.add(crate::machinery::test_call(7, "n"), linger);
+        let entry = abandons.snapshot().pop().unwrap();
+        // Redis answers for the first time past the linger (a stall longer
+        // than it): the call's last request, held by the same stall, may
+        // reach Redis just after this abandon, so it is abandoned again a
+        // linger later.
+        let first = Instant::now() + Duration::from_secs(90);
+        abandons.answered(&entry, first, false);
+        assert_eq!(abandons.snapshot().len(), 1, "retired on its first answer");
+        abandons.answered(&entry, first + Duration::from_secs(59), false);
+        assert_eq!(
+            abandons.snapshot().len(),
+            1,
+            "retired within a linger of it"
+        );
+        abandons.answered(&entry, first + linger, false);
+        assert!(abandons.snapshot().is_empty());
+    }
+
+    #[test]
+    fn a_refused_abandon_drops_its_entry_at_once() {
+        let abandons = Abandons::default();
+        abandons.add(crate::machinery::test_call(7, "n"), Duration::from_secs(60));
+        let entry = abandons.snapshot().pop().unwrap();
+        abandons.answered(&entry, Instant::now(), true);
         assert!(abandons.snapshot().is_empty());
     }
 
