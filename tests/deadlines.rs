@@ -1,5 +1,6 @@
 //! A deadline is a deadline: a timed wait returns by it, plus a bound the
-//! library states (`LEAVE_GRACE` and a request's `REPLY_GRACE`, 50 ms each),
+//! library states (`LEAVE_GRACE` and a request's `REPLY_GRACE`, 50 ms each,
+//! the leave that ends a wait given two round trips of its link more),
 //! whatever the server does. Here the server is stopped by a real
 //! `SIGSTOP` for longer than the waits and than the command timeout: waits
 //! of every kind queued before the stall come back by their deadline with
@@ -753,4 +754,53 @@ fn a_wait_that_ends_with_its_poll_in_flight_has_the_lock_it_took_given_back_at_o
         late.is_empty(),
         "held past a one-way trip after the wait: {late:?}"
     );
+}
+
+/// A wait that ends (its deadline) as the lock is handed to it, over a
+/// link with a 200 ms round trip (a relay, 100 ms each way): the holder
+/// (another client, on the server) lets go at the deadline, so the grant's
+/// message reaches the waiter after it gave up, and its leave (the
+/// cancel) reaches Redis after the grant and is answered with the hold.
+/// The call returns that guard, as `lock_with` says of a lock handed over
+/// in that last instant. Before, the leave had 50 ms past the deadline for
+/// its reply, which such a link cannot bring back: the call returned
+/// `None`, and the lock it had been handed was given back by the watchdog
+/// (in 3 rounds of 3).
+#[test]
+fn a_wait_handed_the_lock_as_it_ends_over_a_slow_link_returns_it() {
+    let server = RedisServer::start();
+    let other = server.client();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(100));
+    let client = Client::builder(&relay.url()).build().unwrap();
+    for round in 0..3 {
+        let name = format!("handed-as-it-ends-{round}");
+        let held = other.fair_mutex(&name).unbound().lock().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let letting_go = thread::spawn(move || {
+            thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            held.unlock().unwrap();
+        });
+        let got = client
+            .fair_mutex(&name)
+            .lock_with(fairlock::Wait::until(deadline));
+        let late = Instant::now().saturating_duration_since(deadline);
+        join_within(letting_go, Duration::from_secs(5), "the holder");
+        eprintln!(
+            "deadlines: round {round}: handed the lock as its wait ended, 200 ms round trips: \
+             {:?} {:.0} ms past the deadline",
+            got.as_ref().map(Option::is_some),
+            ms(late)
+        );
+        let guard = got.unwrap();
+        assert!(
+            guard.is_some(),
+            "round {round}: the lock handed over not returned"
+        );
+        assert!(
+            late < Duration::from_millis(800),
+            "round {round}: returned {late:?} past its deadline"
+        );
+        drop(guard);
+        assert!(!other.fair_mutex(&name).is_locked().unwrap());
+    }
 }

@@ -1222,6 +1222,71 @@ fn an_upgrade_that_times_out_in_a_stall_returns_by_its_deadline() {
     drop(read);
 }
 
+/// An upgrade whose wait ends (its deadline, its canceller) over a link
+/// with a round trip past 50 ms (a relay adding 30 ms each way) withdraws
+/// its claim and keeps the upgradable read (`Ok(Err(read))`), as on a
+/// fast link. Before, the withdrawal had 50 ms past the deadline for its
+/// reply, which such a link cannot bring back: it failed as out of time,
+/// the upgrade said `Connection` and its read was released.
+#[test]
+fn an_upgrade_whose_wait_ends_over_a_slow_link_keeps_its_read() {
+    let server = RedisServer::start();
+    let other = server.client();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(30));
+    let client = Client::builder(&relay.url()).build().unwrap();
+    let name = "upgrade-over-a-slow-link";
+    let rw = other.fair_rwlock(name);
+    let read = rw.read().unwrap();
+    let mut upgradable = client.fair_rwlock(name).upgradable_read().unwrap();
+    let ours = |access| {
+        let status = rw.status(10).unwrap();
+        let held = status
+            .holders
+            .iter()
+            .any(|h| h.who.client_id() == client.id() && h.access == Some(access));
+        (held, status.queue_len)
+    };
+    let patience = Duration::from_millis(1500);
+    let cancelled = Duration::from_secs(1);
+    for (how, by_cancel) in [("a deadline of 1.5 s", false), ("a cancel after 1 s", true)] {
+        let cancel = WaitCanceller::new();
+        let (wait, ends) = match by_cancel {
+            false => (Wait::at_most(patience), patience),
+            true => (Wait::forever().cancelled_by(&cancel), cancelled),
+        };
+        let cancelling = thread::spawn(move || {
+            thread::sleep(cancelled);
+            cancel.cancel();
+        });
+        let started = Instant::now();
+        let got = upgradable.upgrade_with(wait);
+        let took = started.elapsed();
+        join_within(cancelling, Duration::from_secs(5), "the cancel");
+        let said = got.as_ref().map(|got| got.as_ref().map(drop).map_err(drop));
+        eprintln!(
+            "rwlock: an upgrade over a 60 ms round trip ended by {how}: {said:?} after {:.0} ms",
+            ms(took)
+        );
+        upgradable = match got {
+            Ok(Err(read)) => read,
+            other => panic!("{how}: {:?}", other.map(|got| got.map(drop).map_err(drop))),
+        };
+        assert!(!upgradable.is_lease_lost(), "{how}: the read counted lost");
+        assert_eq!(
+            ours(fairlock::Access::UpgradableRead),
+            (true, 0),
+            "{how}: the read is not held, or the claim left"
+        );
+        assert!(
+            took < ends + Duration::from_millis(600),
+            "{how}: returned {took:?} after a wait of {ends:?}"
+        );
+    }
+    upgradable.unlock().unwrap();
+    drop(read);
+    assert!(rw.try_write().unwrap().is_some());
+}
+
 /// A change of access is one request: while Redis holds writes back
 /// (`CLIENT PAUSE WRITE`, longer than the command timeout), a downgrade of
 /// a write to a read or to an upgradable read, and a `try_upgrade`, each

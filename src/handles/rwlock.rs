@@ -454,6 +454,11 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// [`WaitCanceller`](crate::WaitCanceller), or [`Wait::not_at_all`]
     /// with reads still held): the claim was withdrawn, the upgradable
     /// read is still held, and the waiters the claim held back are let in.
+    /// `Ok(Ok(write))` instead when the claim was settled in that last
+    /// instant, before its withdrawal ran. The withdrawal is given 50 ms
+    /// past the wait's end and two round trips of the link (the quickest
+    /// of the upgrade's own requests), at most one command timeout: the
+    /// call returns by then, on a slow link as on a fast one.
     ///
     /// # Errors
     /// [`ErrorKind::LeaseLost`](crate::ErrorKind::LeaseLost) when the
@@ -466,7 +471,11 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// upgrade would wait for them (nothing is written);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// fails (a claim already made rides out an outage as a queued call
-    /// does); with [`sync_replicas`](crate::ClientBuilder::sync_replicas),
+    /// does), also when the withdrawal at the wait's end has no reply
+    /// within that grace (a stalled server): the claim may have been
+    /// settled meanwhile, so the read is not handed back, and what the
+    /// claim left (the claim, or the write) is given back once Redis
+    /// answers; with [`sync_replicas`](crate::ClientBuilder::sync_replicas),
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated);
     /// otherwise the kinds of
     /// [`status`](crate::FairLock::status) (`Auth`, `Permission`,

@@ -19,12 +19,35 @@ use crate::machinery::shared::Shared;
 use crate::protocol::{Ask, Call, Mode, Renew, RenewReply};
 
 /// How long past its deadline a waiting call may take to leave the queue,
-/// a pooled connection and the reply included (see [`Limit::within`]):
-/// what is not done by then is abandoned later, so a timed wait returns
-/// by its deadline plus this (and a request's `REPLY_GRACE`,
-/// connections/caller.rs, when one was in flight instead) whatever
-/// the server does.
+/// a pooled connection and the reply included (see [`Limit::within`]), on
+/// a link whose round trip is short (the machine's share: a thread woken
+/// late on a busy machine): what is not done by then is abandoned later,
+/// so a timed wait returns by its deadline plus this (and a request's
+/// `REPLY_GRACE`, connections/caller.rs, when one was in flight instead)
+/// whatever the server does. The leave that ends a parked wait (its
+/// deadline, its cancel), whose answer is what the call returns, is given
+/// the link's share too ([`leave_grace`]).
 pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
+
+/// Round trips of the link added to [`LEAVE_GRACE`] for the leave that
+/// ends a parked wait: one for the leave's own, one for the link's jitter.
+const LEAVE_ROUND_TRIPS: u32 = 2;
+
+/// The grace of the leave that ends a parked wait (its deadline, its
+/// cancel): [`LEAVE_GRACE`] and [`LEAVE_ROUND_TRIPS`] of `round_trip`, the
+/// quickest this wait's own requests took (the link to its lock's server
+/// as it found it moments ago; `None`: none answered), at most one
+/// `command_timeout` (what any request is given). A leave on a link
+/// slower than 50 ms a round trip could not be answered within
+/// `LEAVE_GRACE` alone, and an upgrade whose withdrawal goes unanswered
+/// cannot say it still holds its read (the claim may have been settled):
+/// it failed with `Connection`, its read released. In a stall the wait
+/// still returns by its deadline and this grace, which the link it
+/// measured bounds, not the stall.
+fn leave_grace(round_trip: Option<Duration>, command_timeout: Duration) -> Duration {
+    let link = round_trip.map_or(Duration::ZERO, |rt| rt * LEAVE_ROUND_TRIPS);
+    (LEAVE_GRACE + link).min(command_timeout.max(LEAVE_GRACE))
+}
 
 /// The limit of a call that ends a wait ending by `end`, or now if that
 /// has passed (a leave after a failure keeps to the wait's end as one past
@@ -118,6 +141,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
     // What the outage last said (a refusal, an unreachable server): a
     // request the patience's own end cut short says nothing of Redis.
     let mut cause: Option<Error> = None;
+    // The quickest of this wait's requests that Redis answered: the
+    // link's share of the grace of its leave ([`leave_grace`]).
+    let mut round_trip: Option<Duration> = None;
     let result = loop {
         let sent = Instant::now();
         if mode == Mode::First {
@@ -130,6 +156,10 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         let patience_end = since.map(|since| since + shared.config().outage_patience());
         let by = deadline.into_iter().chain(patience_end).min();
         let attempted = queued.attempt(&waiter, mode, Limit::by(by));
+        if attempted.is_ok() {
+            let took = sent.elapsed();
+            round_trip = Some(round_trip.map_or(took, |quickest| quickest.min(took)));
+        }
         waiter.answered(
             !matches!(&attempted, Err(err) if err.is_connection() || err.is_refused_for_now()),
         );
@@ -252,11 +282,12 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             Wake::Poll => {}
             Wake::GaveUp => {
                 // Past the deadline (or the cancel, a deadline come early),
-                // leaving takes no longer than LEAVE_GRACE (a stalled
-                // server or an outage: the watchdog abandons the call once
-                // Redis answers).
+                // leaving takes no longer than its grace, which follows
+                // the link (a stalled server or an outage: the watchdog
+                // abandons the call once Redis answers).
                 let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
-                break match queued.leave(&waiter, Limit::within(by + LEAVE_GRACE)) {
+                let grace = leave_grace(round_trip, shared.config().command_timeout);
+                break match queued.leave(&waiter, Limit::within(by + grace)) {
                     Err(err) if out_of_time(&err, Some(by)) => queued.out_of_time(&waiter, err),
                     left => left,
                 };
@@ -306,4 +337,23 @@ pub(crate) fn confirm(
     }
     replicated.map_err(named)?;
     Ok(renewed == RenewReply::Revoked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leave_is_given_two_round_trips_of_the_link_beyond_its_grace_at_most_a_command_timeout() {
+        let ms = Duration::from_millis;
+        let timeout = ms(5000);
+        assert_eq!(leave_grace(None, timeout), LEAVE_GRACE);
+        assert_eq!(leave_grace(Some(ms(1)), timeout), ms(52));
+        // A 60 ms round trip: the leave's reply comes 60 ms after the
+        // deadline, past LEAVE_GRACE alone.
+        assert_eq!(leave_grace(Some(ms(60)), timeout), ms(170));
+        assert_eq!(leave_grace(Some(ms(4000)), timeout), timeout);
+        // A command timeout below LEAVE_GRACE takes nothing from it.
+        assert_eq!(leave_grace(Some(ms(30)), ms(20)), LEAVE_GRACE);
+    }
 }
