@@ -119,6 +119,8 @@ impl Lock {
                 began: "leads",
                 ended: "resigned",
                 end: "resign from",
+                ending: "resignation",
+                frees: "the leadership ends",
                 holding: "leading",
                 token: "term",
                 held_by: "led by",
@@ -127,6 +129,8 @@ impl Lock {
                 began: "acquired",
                 ended: "released",
                 end: "release",
+                ending: "release",
+                frees: "it frees",
                 holding: "holding",
                 token: "token",
                 held_by: "held by",
@@ -227,12 +231,27 @@ pub struct Verbs {
     pub ended: &'static str,
     /// What ending it is called where it failed: "release", "resign from".
     pub end: &'static str,
+    /// The ending itself, as Redis may run it late: "release",
+    /// "resignation".
+    pub ending: &'static str,
+    /// What a hold given up on does at its lease's end: "it frees", "the
+    /// leadership ends".
+    pub frees: &'static str,
     /// "holding", "leading".
     pub holding: &'static str,
     /// What its fencing token is called: "token", "term".
     pub token: &'static str,
     /// Whose it is now: "held by", "led by".
     pub held_by: &'static str,
+}
+
+impl Verbs {
+    /// What becomes of a hold whose ending Redis did not answer: "it frees
+    /// when Redis runs the release late or its lease runs out".
+    pub fn late(&self) -> String {
+        let (frees, ending) = (self.frees, self.ending);
+        format!("{frees} when Redis runs the {ending} late or its lease runs out")
+    }
 }
 
 /// "1 holder", "3 holders".

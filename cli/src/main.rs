@@ -185,7 +185,8 @@ Exit codes of `fairlock run`:
   126    the command could not be executed
   127    the command was not found
   128+N  the command died of signal N; or fairlock got SIGINT (130),
-         SIGTERM (143), SIGHUP or SIGQUIT while waiting (nothing was run)
+         SIGTERM (143), SIGHUP or SIGQUIT while waiting (nothing was run),
+         or a second one while releasing the lock (N of the first)
 `fairlock elect` exits as `run` (70: the leadership was lost);
 `elect --watch`, `status`, `unlock`, `revoke` and `permits` exit with 0, 2,
 69, 77 or 78; or 74 when they cannot write their answer (a full disk;

@@ -16,6 +16,11 @@
 //!   reaches a session's leader alone, so it is passed on when fairlock
 //!   leads its session. fairlock then
 //!   waits for the command, releases the lock and exits with its status.
+//! - Releasing (after the command, or instead of it): a signal that is not
+//!   the first exits at once with 128+N (of the first), saying what
+//!   becomes of the lock; the first may be the Ctrl-C that ended the
+//!   command, so the release it starts is not cut short by it. A release
+//!   Redis does not answer (a stall) takes up to two command timeouts.
 //!
 //! SIGCHLD only wakes the main thread, which then reaps the command at once.
 
@@ -53,6 +58,9 @@ struct State {
     /// The revocation signal said someone asked the holders to let go,
     /// and the main thread has not acted on it yet.
     revoked: bool,
+    /// While the main thread releases the lock: what a signal that ends
+    /// the release says ("while ..."; [`Control::releasing`]).
+    releasing: Option<String>,
 }
 
 /// Shared by the main thread and the signal thread.
@@ -79,6 +87,7 @@ impl Control {
                 child_changed: false,
                 lease_lost: false,
                 revoked: false,
+                releasing: None,
             }),
             changed: Condvar::new(),
             canceller: WaitCanceller::new(),
@@ -108,6 +117,7 @@ impl Control {
             self.changed.notify_all();
             return;
         }
+        let again = state.signal.is_some();
         let first = *state.signal.get_or_insert(signal);
         match state.phase {
             Phase::Connecting => {
@@ -124,7 +134,10 @@ impl Control {
                 // The main thread leaves the queue and returns from its wait.
                 self.canceller.cancel();
             }
-            Phase::Abandoning => exit_now(exit::SIGNAL_BASE + first),
+            Phase::Abandoning => exit_again(state, signal, first),
+            Phase::Holding | Phase::Finishing if again && state.releasing.is_some() => {
+                exit_again(state, signal, first)
+            }
             // A terminal's hangup goes to the leader of its session alone.
             Phase::Running(pid) if !from_kernel || (signal == SIGHUP && leads_session()) => {
                 // SAFETY: plain syscall; `pid` is our unreaped child while the
@@ -145,6 +158,13 @@ impl Control {
     /// Cancelled by the first SIGINT, SIGTERM, SIGHUP or SIGQUIT while waiting.
     pub fn canceller(&self) -> &WaitCanceller {
         &self.canceller
+    }
+
+    /// The main thread releases the lock from now on; a signal that is
+    /// not the first exits at once, saying `while` (what it was doing and
+    /// what becomes of the lock: "while trying to release ...").
+    pub fn releasing(&self, while_: String) {
+        self.state().releasing = Some(while_);
     }
 
     /// The main thread got the lock. Returns the signal to exit with when
@@ -231,6 +251,18 @@ impl Control {
     pub fn take_revocation(&self) -> bool {
         std::mem::take(&mut self.state().revoked)
     }
+}
+
+/// Exits at once with 128 + the `first` signal, on `signal` that came
+/// after it, saying what the main thread was releasing, if it was.
+fn exit_again(state: MutexGuard<'_, State>, signal: i32, first: i32) -> ! {
+    let releasing = state.releasing.clone();
+    drop(state);
+    if let Some(while_) = releasing {
+        progress::clear_any();
+        eprintln!("fairlock: interrupted again by {} {while_}", name(signal));
+    }
+    exit_now(exit::SIGNAL_BASE + first)
 }
 
 /// Those of `signals` not ignored when fairlock started: one ignored then

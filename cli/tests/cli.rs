@@ -678,6 +678,69 @@ fn a_release_that_fails_is_said_to_be_given_back_as_fairlock_exits() {
     }
 }
 
+/// A release Redis does not answer (it holds writes back: `CLIENT PAUSE
+/// 5000 WRITE` as the command ends) is not cut short by a first SIGINT,
+/// which may be the Ctrl-C that ended the command; a second one ends it at
+/// once with 130, saying what becomes of the lock (before, every signal
+/// was ignored there: fairlock exited as the pause ended, or two command
+/// timeouts, 10 s, into a longer one). `elect` says it in its own words.
+#[test]
+fn a_second_sigint_ends_a_release_that_redis_does_not_answer() {
+    use fairlock::LockKind;
+    let server = RedisServer::start();
+    let scratch = Scratch::new("interrupted-release");
+    let client = server.client();
+    let kinds = [
+        ("run", LockKind::Mutex, "release"),
+        ("elect", LockKind::Election, "resign from"),
+    ];
+    for (command, kind, end) in kinds {
+        let go = scratch.path(command);
+        let name = format!("interrupted-{command}");
+        let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+        let mut run = Proc::spawn(
+            fairlock(&server)
+                .args([command, &name, "--lease", "2s"])
+                .args(sh(&script)),
+        );
+        let holders = || client.status(kind, &name, 1).unwrap().holder_count;
+        assert!(wait_until(PATIENCE, || holders() == 1), "held");
+        let pause = Duration::from_millis(5000);
+        let paused = pause_clients(&mut server.conn(), "WRITE", pause);
+        std::fs::write(&go, "").unwrap();
+        // The command ends within its 50 ms loop; its release waits.
+        std::thread::sleep(Duration::from_millis(500));
+        run.signal("INT");
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(
+            !run.has_exited(),
+            "{command}: a first SIGINT ended the release"
+        );
+        run.signal("INT");
+        let again = Instant::now();
+        let exited = wait_until(Duration::from_secs(3), || run.has_exited());
+        let took = again.elapsed();
+        let out = run.finish(PATIENCE);
+        let said = stderr(&out);
+        eprintln!(
+            "{command}: exited {took:?} after the second SIGINT, {:?} into the pause: {said}",
+            paused.elapsed()
+        );
+        assert!(exited && took < Duration::from_secs(2), "{took:?}: {said}");
+        assert_eq!(code(&out), 130, "{said}");
+        let while_ = format!("interrupted again by SIGINT while trying to {end} \"{name}\"");
+        assert!(said.contains(&while_), "{said}");
+        let late = match kind {
+            LockKind::Election => "the leadership ends when Redis runs the resignation late",
+            _ => "it frees when Redis runs the release late",
+        };
+        assert!(said.contains(late), "{said}");
+        // The pause over, the lock is free again (the release, or its
+        // lease of 2 s).
+        assert!(wait_until(PATIENCE, || holders() == 0), "freed");
+    }
+}
+
 /// A signal after the grant and before the command starts (fairlock held
 /// there by its `-v` line, written to a full pipe), then Redis holding
 /// writes back past the command timeout (`CLIENT PAUSE 6500 WRITE`): the
@@ -1110,17 +1173,29 @@ fn the_watcher_process_leaves_no_zombie_behind() {
     assert!(seen.is_empty(), "while the command runs: {seen:?}");
     pause_clients(&mut server.conn(), "WRITE", Duration::from_millis(1500));
     std::fs::write(&go, "").unwrap();
-    let (mut releasing, mut seen) = (0, Vec::new());
+    // The watcher exits as fairlock reaps it (`done` waits for it), so a
+    // look may catch it a zombie in that instant on a busy machine; one
+    // left unreaped stays a zombie through the whole release (1.5 s).
+    let (mut releasing, mut zombies) = (0, 0);
+    let (mut since, mut longest): (Option<Instant>, Duration) = (None, Duration::ZERO);
     while !run.has_exited() {
         let kids = children();
         releasing += usize::from(!kids.iter().any(|(name, _)| name == "sh"));
-        seen.extend(kids.into_iter().filter(zombie));
+        let now = kids.iter().any(zombie);
+        zombies += usize::from(now);
+        since = now.then(|| since.unwrap_or_else(Instant::now));
+        longest = longest.max(since.map_or(Duration::ZERO, |since| since.elapsed()));
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(releasing > 10, "looked {releasing} times while it released");
-    let zombies = seen.len();
-    eprintln!("watcher: a zombie in {zombies} of {releasing} looks while fairlock released");
-    assert_eq!(zombies, 0, "while fairlock releases");
+    eprintln!(
+        "watcher: a zombie in {zombies} of {releasing} looks while fairlock released, \
+         {longest:?} in a row at most"
+    );
+    assert!(
+        longest < Duration::from_millis(300),
+        "a zombie for {longest:?} while fairlock releases ({zombies} looks of {releasing})"
+    );
 }
 
 /// Every line fairlock writes may meet a closed pipe (`fairlock -v run

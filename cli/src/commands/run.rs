@@ -43,7 +43,8 @@ const CHECK_PERIOD: Duration = Duration::from_millis(100);
 /// FAIRLOCK_CLIENT_ID in its environment. SIGINT, SIGTERM, SIGHUP and SIGQUIT are
 /// passed on to COMMAND (unless they came from the terminal, which
 /// already sent them to COMMAND too); while still waiting they end the
-/// wait with 128+N and nothing is run. When someone asks the holders of
+/// wait with 128+N and nothing is run; a second one while the lock is
+/// released exits at once. When someone asks the holders of
 /// NAME to let go (`fairlock revoke`), COMMAND gets SIGTERM (--on-revoke).
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
@@ -307,7 +308,7 @@ fn wait_and_run(
     *held = matches!(outcome, Ok(Some(_)));
     let guard = match (outcome, interrupted) {
         (Ok(Some(guard)), Some(signal)) => {
-            let released = give_back(guard, &name, lock);
+            let released = give_back(control, guard, &name, lock);
             eprintln!(
                 "fairlock: interrupted by {} while waiting for {name}; {}nothing was run",
                 signals::name(signal),
@@ -391,7 +392,7 @@ fn wait_and_run(
     let deathwatch = match deathwatch {
         Ok(deathwatch) => deathwatch,
         Err(failure) => {
-            give_back(guard, &name, lock);
+            give_back(control, guard, &name, lock);
             return Err(failure);
         }
     };
@@ -400,7 +401,7 @@ fn wait_and_run(
         Ok(child) => child,
         Err(SpawnError::Interrupted(signal)) => {
             deathwatch.done();
-            let released = give_back(guard, &name, lock);
+            let released = give_back(control, guard, &name, lock);
             eprintln!(
                 "fairlock: interrupted by {} before the command started; {}nothing was run",
                 signals::name(signal),
@@ -414,7 +415,7 @@ fn wait_and_run(
         }
         Err(SpawnError::Io(err)) => {
             deathwatch.done();
-            give_back(guard, &name, lock);
+            give_back(control, guard, &name, lock);
             let code = if err.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
             } else {
@@ -528,7 +529,7 @@ fn wait_and_run(
     // Release, whatever the command did. A command that ended as its
     // maximum hold did leaves a hold given up, not one lost: the lease
     // signal, which the release ends, says which came first.
-    let released = release(guard, &name, lost, lock);
+    let released = release(control, guard, &name, lost, lock);
     let found_lost = released == Released::Lost;
     if found_lost && !lost {
         gave_up = ended.take().and_then(|watcher| watcher.join().ok()) == Some(LeaseEnd::MaxHold);
@@ -582,14 +583,27 @@ enum Released {
 /// Releases a lock held for a command that was not run; true if it was
 /// released. A failure is said as `release` says it, a lost hold in the
 /// library's words alone (no command ran while it was lost).
-fn give_back(guard: AnyGuard, name: &str, lock: &Lock) -> bool {
-    release(guard, name, true, lock) == Released::Yes
+fn give_back(control: &Control, guard: AnyGuard, name: &str, lock: &Lock) -> bool {
+    release(control, guard, name, true, lock) == Released::Yes
 }
 
 /// Releases the lock after the command; a lost hold or a failure is said
 /// (`known_lost`: the loss was said already, or no command ran, so the
 /// library's words alone).
-fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> Released {
+fn release(
+    control: &Control,
+    guard: AnyGuard,
+    name: &str,
+    known_lost: bool,
+    lock: &Lock,
+) -> Released {
+    // A second signal ends a release Redis does not answer (a stall).
+    let verbs = lock.verbs();
+    control.releasing(format!(
+        "while trying to {} {name}; exiting without it: {}",
+        verbs.end,
+        verbs.late()
+    ));
     match guard.unlock() {
         Ok(()) => Released::Yes,
         // The library's words say why, where the loss's first line guessed.
@@ -611,10 +625,10 @@ fn release(guard: AnyGuard, name: &str, known_lost: bool, lock: &Lock) -> Releas
         Err(err) => {
             eprintln!(
                 "fairlock: warning: cannot {} {name} ({err}); fairlock gives it back as it \
-                 exits if Redis answers within {}, else it frees when Redis runs the release \
-                 late or its lease runs out",
-                lock.verbs().end,
-                human(crate::COMMAND_TIMEOUT)
+                 exits if Redis answers within {}, else {}",
+                verbs.end,
+                human(crate::COMMAND_TIMEOUT),
+                verbs.late()
             );
             Released::Failed
         }
