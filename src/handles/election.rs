@@ -179,7 +179,7 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// ```
     pub fn campaign_with(&self, wait: impl Into<Wait>) -> Result<Option<Leadership<O>>> {
         let value = self.value();
-        check_value(&value).map_err(|err| self.named("acquire", err))?;
+        check_value(&value).map_err(|err| self.target.during("acquire", err))?;
         self.settings
             .request(&self.target, Ask::Mutex, Some(&value), &wait.into())
     }

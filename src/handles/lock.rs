@@ -169,13 +169,6 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
         &self.settings.core
     }
 
-    /// `err`, refused before any I/O, naming `call` of this lock, as every
-    /// error does.
-    pub(crate) fn named(&self, call: &str, err: Error) -> Error {
-        let kind = self.lock_kind().label();
-        err.during(format_args!("{call} of {kind} {:?}", self.name()))
-    }
-
     /// The lock's name.
     ///
     /// ```no_run

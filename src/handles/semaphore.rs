@@ -186,7 +186,8 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
         n: u32,
         wait: impl Into<Wait>,
     ) -> Result<Option<SemaphorePermit<O>>> {
-        let ask = permits_ask(n, self.kind.permits).map_err(|err| self.named("acquire", err))?;
+        let ask =
+            permits_ask(n, self.kind.permits).map_err(|err| self.target.during("acquire", err))?;
         self.settings.request(&self.target, ask, None, &wait.into())
     }
 
@@ -391,7 +392,7 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// # Ok(()) }
     /// ```
     pub fn set_permits(&self, permits: u32) -> Result<PermitsChange> {
-        permits_ask(1, permits).map_err(|err| self.named("set permits", err))?;
+        permits_ask(1, permits).map_err(|err| self.target.during("set permits", err))?;
         let set = self.core().set_permits(&self.target, permits)?;
         Ok(PermitsChange {
             previous: set.previous,

@@ -178,9 +178,7 @@ impl Core {
         wait: &Wait,
     ) -> Result<Option<CallHold>> {
         let keys = target.keys_for("acquire")?;
-        let (kind, name) = (keys.kind().label(), keys.name());
-        let lease = (policy.lease(self.config()))
-            .map_err(|err| err.during(format_args!("acquire of {kind} {name:?}")))?;
+        let lease = (policy.lease(self.config())).map_err(|err| target.during("acquire", err))?;
         let named = self.config().metrics_lock_names;
         let acquisition = Acquisition {
             shared: &self.shared,

@@ -39,8 +39,14 @@ impl Target {
     /// As [`keys`](Self::keys), an invalid name told as `call` of this
     /// lock: `acquire of mutex "": lock name is empty`.
     pub(crate) fn keys_for(&self, call: &str) -> Result<&Arc<LockKeys>> {
-        let (kind, name) = (self.kind.label(), &self.name);
-        (self.keys()).map_err(|err| err.during(format_args!("{call} of {kind} {}", shown(name))))
+        self.keys().map_err(|err| self.during(call, err))
+    }
+
+    /// `err` told as the error of `call` of this lock: `acquire of
+    /// semaphore "pool": a call may take ...`.
+    pub(crate) fn during(&self, call: &str, err: Error) -> Error {
+        let (kind, name) = (self.kind.label(), shown(&self.name));
+        err.during(format_args!("{call} of {kind} {name}"))
     }
 }
 
