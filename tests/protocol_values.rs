@@ -185,7 +185,10 @@ fn a_write_takes_every_unit_a_read_one_and_permits_their_number() {
     assert!(write.exclusive() && Ask::Mutex.exclusive() && !read.exclusive());
     assert_eq!(Ask::access_of(u64::from(RW_CAPACITY)), Access::Write);
     assert_eq!(Ask::access_of(1), Access::Read);
-    assert_eq!(three.describe("a"), "semaphore \"a\" 3 permits");
+    assert_eq!(
+        three.describe_on(three.kind(), "a"),
+        "semaphore \"a\" 3 permits"
+    );
     assert_eq!(
         Ask::Mutex.describe_on(LockKind::Election, "a"),
         "election \"a\" leadership"

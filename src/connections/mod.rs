@@ -230,13 +230,10 @@ impl Backend {
         let Some(cluster) = self.cluster().filter(|_| quick) else {
             return err;
         };
-        let slots = |mut seed: Steady| {
-            let slots = redis::cmd("CLUSTER").arg("SLOTS").query(&mut seed);
-            slots.map_err(Error::from_redis)
-        };
         let seed = cluster.connection(&Listen::AnySeed, self.manager.timeouts);
+        let map = seed.and_then(|mut seed| SlotMap::read(&mut seed));
         // `Ok(true)`: the seed answered, with no slots.
-        match seed.and_then(slots).map(|slots: Vec<redis::Value>| slots.is_empty()) {
+        match map.map(|map| map.nodes().is_empty()) {
             Err(refused) if !refused.is_connection() => refused,
             Ok(true) => Error::new(
                 ErrorKind::Connection,

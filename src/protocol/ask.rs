@@ -141,12 +141,6 @@ impl Ask {
         !matches!(self, Ask::Permits { .. })
     }
 
-    /// What a hold of this call is, for messages: as
-    /// [`describe_on`](Self::describe_on) its own kind of lock.
-    pub fn describe(self, name: &str) -> String {
-        self.describe_on(self.kind(), name)
-    }
-
     /// What a hold of this call on a lock of `kind` is, for messages:
     /// "mutex \"name\"", "semaphore \"name\" permit", "rwlock \"name\" read
     /// hold", ..., and an election's "election \"name\" leadership".
