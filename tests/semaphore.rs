@@ -630,7 +630,10 @@ fn a_handle_reads_the_number_set_by_set_permits_from_its_acquire_replies_at_no_c
         client.fair_semaphore("exports-36", 5),
         client.fair_semaphore("exports-36", 3),
     );
-    let (own, set) = (cost(&own), cost(&set));
+    // The least of three windows: the watchdog's round may renew a hold
+    // in one (two commands more), on a loaded machine once in a while.
+    let mut least = |sem: &FairSemaphore| (0..3).map(|_| cost(sem)).min().unwrap();
+    let (own, set) = (least(&own), least(&set));
     eprintln!(
         "20 cycles: (script calls, commands) {own:?} with the call's number, {set:?} with another"
     );
