@@ -71,8 +71,9 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// Waits as `wait` says for the lock, in FIFO order: the general form
     /// of every way to lock. `Ok(None)` when the wait ended without it,
     /// the queue entry removed first (so nobody behind is delayed); if the
-    /// lock was handed over in that last instant, the guard is returned
-    /// instead. A thread-bound call of a thread that holds the lock gets a
+    /// lock was handed over in that last instant, it goes on to the next
+    /// waiter (a leave may reach Redis after nobody waits for its answer:
+    /// the lock is never left to a call that ended). A thread-bound call of a thread that holds the lock gets a
     /// second guard at once.
     ///
     /// # Errors
