@@ -209,15 +209,15 @@ fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
     drop(held);
 }
 
-/// A wait cancelled as the lock is handed to it leaves the queue, and
-/// Redis answers that it holds the lock instead. Over a link whose round
+/// A wait cancelled as the lock is handed to it, over a link whose round
 /// trip (36 ms here) outlasts what is left of a short lease (45 ms, less
-/// the 18 ms the leave took to reach Redis) the hold is counted out by the
-/// time that reply comes: the wait ends without it (`None`, the hold given
-/// back), never with a guard lost from the start, as a grant or an attempt
-/// counted out on arrival is never handed over. Three rounds: the cancel
-/// follows the release at once, before the handoff's message (18 ms on
-/// the way) can reach the waiter.
+/// the 18 ms the leave took to reach Redis): the wait ends without the lock
+/// (`None`: its leave gives back the hold it finds handed to its call),
+/// never with a guard lost from the start, and the lock is free. Three
+/// rounds: the cancel follows the release at once, before the handoff's
+/// message (18 ms on the way) can reach the waiter. (Before a leave gave
+/// the hold back, Redis answered it with the hold, counted out by the time
+/// the reply came, and the client gave it back itself.)
 #[test]
 fn a_cancel_answered_with_a_hold_counted_out_on_arrival_returns_none() {
     let server = RedisServer::start();
