@@ -209,15 +209,15 @@ fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
     drop(held);
 }
 
-/// A wait cancelled as the lock is handed to it leaves the queue, and
-/// Redis answers that it holds the lock instead. Over a link whose round
+/// A wait cancelled as the lock is handed to it, over a link whose round
 /// trip (36 ms here) outlasts what is left of a short lease (45 ms, less
-/// the 18 ms the leave took to reach Redis) the hold is counted out by the
-/// time that reply comes: the wait ends without it (`None`, the hold given
-/// back), never with a guard lost from the start, as a grant or an attempt
-/// counted out on arrival is never handed over. Three rounds: the cancel
-/// follows the release at once, before the handoff's message (18 ms on
-/// the way) can reach the waiter.
+/// the 18 ms the leave took to reach Redis): the wait ends without the lock
+/// (`None`: its leave gives back the hold it finds handed to its call),
+/// never with a guard lost from the start, and the lock is free. Three
+/// rounds: the cancel follows the release at once, before the handoff's
+/// message (18 ms on the way) can reach the waiter. (Before a leave gave
+/// the hold back, Redis answered it with the hold, counted out by the time
+/// the reply came, and the client gave it back itself.)
 #[test]
 fn a_cancel_answered_with_a_hold_counted_out_on_arrival_returns_none() {
     let server = RedisServer::start();
@@ -313,5 +313,137 @@ fn a_wait_that_cannot_wait_makes_one_attempt_and_one_with_time_left_waits() {
         assert!(started.elapsed() >= releaser, "{wait:?}");
         guard.unlock().unwrap();
         release.join().unwrap();
+    }
+}
+
+/// A wait that gives up while its client's link is stalled, its client
+/// dropped before the link comes back, for each kind with one hold at a
+/// time (a mutex, a one-permit semaphore, a rwlock's write): the leave it
+/// sent reaches Redis only when the link resumes, after the lock was handed
+/// to that very call meanwhile (here by its holder's release in the
+/// stall). Nobody can take that hold any more, so the late leave gives it
+/// back and the lock is free at once, not held for a full lease (30 s)
+/// as when the leave kept it with its lease extended. The client goes while
+/// its watchdog's heartbeat waits in the stall (command timeout 1 s), so it
+/// sends no abandon after it: the leave is what Redis gets (with that
+/// heartbeat, which finds the call handed the lock too).
+#[test]
+fn a_leave_a_stalled_link_delivers_after_a_handoff_frees_the_lock_at_once() {
+    use fairlock::Bound;
+    use fairlock_test_support::fake_queue::DEADLINE_BASE;
+    use fairlock_test_support::{take, Kind, LeasePolicy};
+
+    let server = RedisServer::start();
+    // A holder whose lease (renewed) outlasts the test: its waiter, at the
+    // head, has no poll to send before it (one in flight when the wait
+    // ends is another late copy, which Redis may run after the leave).
+    let other = server
+        .builder()
+        .lease(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("late-leave-{kind:?}");
+        let relay = Relay::recording(server.port());
+        // Heartbeats every 1.67 s (a third of the waiter timeout); a grant
+        // capped at the waiter's liveness deadline lasts up to 5 s.
+        let command_timeout = Duration::from_secs(1);
+        let client = Client::builder(&relay.url())
+            .command_timeout(command_timeout)
+            .waiter_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let busy = take::<Bound>(&other, kind, &name, LeasePolicy::Client, Wait::forever())
+            .unwrap()
+            .expect("free");
+        let cancel = WaitCanceller::new();
+        let waiting = {
+            let (client, name, cancel) = (client.clone(), name.clone(), cancel.clone());
+            std::thread::spawn(move || {
+                let wait = Wait::forever().cancelled_by(&cancel);
+                take::<Bound>(&client, kind, &name, LeasePolicy::Client, wait)
+                    .map(|got| got.is_some())
+            })
+        };
+        // Heartbeated once: its client had the reply that queued it.
+        let queue =
+            fairlock::__test_support::LockKeys::of_kind("fairlock", &name, kind.lock_kind())
+                .unwrap()
+                .all[1]
+                .clone();
+        let mut conn = server.conn();
+        let mut deadlines = || -> Vec<i64> {
+            redis::cmd("ZRANGEBYSCORE")
+                .arg(&queue)
+                .arg(DEADLINE_BASE)
+                .arg("+inf")
+                .arg("WITHSCORES")
+                .query::<Vec<(String, i64)>>(&mut conn)
+                .unwrap()
+                .into_iter()
+                .map(|(_, score)| score)
+                .collect()
+        };
+        assert!(
+            wait_until(Duration::from_secs(5), || deadlines().len() == 1),
+            "{kind:?}: queued"
+        );
+        let first = deadlines();
+        let beaten = wait_until(Duration::from_secs(5), || deadlines() != first);
+        assert!(beaten, "{kind:?}: heartbeated");
+        relay.stall();
+        // The next heartbeat waits in the stall: the watchdog's round is
+        // held for a command timeout from now.
+        let scripts = |sent: Vec<String>| {
+            (sent.iter())
+                .filter(|name| *name == "FCALL" || *name == "EVALSHA")
+                .count()
+        };
+        let before = scripts(relay.sent());
+        let held = wait_until(Duration::from_secs(5), || scripts(relay.sent()) > before);
+        assert!(held, "{kind:?}: a heartbeat in the stall");
+        let stuck = Instant::now();
+        cancel.cancel();
+        let got = join_within(waiting, Duration::from_secs(5), "the cancelled wait");
+        let returned = stuck.elapsed();
+        assert!(matches!(got, Ok(false)), "{kind:?}: {got:?}");
+        // The holder lets go: the lock goes to the call that left.
+        drop(busy);
+        let status = other.status(kind.lock_kind(), &name, 1).unwrap();
+        assert_eq!(
+            status.holder_count, 1,
+            "{kind:?}: handed to the call that left: {status:?}"
+        );
+        let dropping = Instant::now();
+        drop(client);
+        let dropped = dropping.elapsed();
+        let in_round = stuck.elapsed();
+        relay.resume();
+        let resumed = Instant::now();
+        let free = wait_until(Duration::from_secs(10), || {
+            let status = other.status(kind.lock_kind(), &name, 1).unwrap();
+            status.holder_count == 0 && status.queue_len == 0
+        });
+        let took = resumed.elapsed();
+        eprintln!(
+            "cancel: {kind:?}: a late leave after a handoff: free {:.0} ms after the link resumed \
+             (the wait returned {:.0} ms and the client was dropped {:.0} ms after the \
+             heartbeat stalled, in {:.0} ms)",
+            ms(took),
+            ms(returned),
+            ms(in_round - dropped),
+            ms(dropped)
+        );
+        let status = other.status(kind.lock_kind(), &name, 1).unwrap();
+        assert!(
+            free,
+            "{kind:?}: held 10 s after the link resumed: {status:?}"
+        );
+        // About one command timeout, as the abandon of a call whose client
+        // stays would take; the leave itself frees it at once.
+        assert!(
+            took < command_timeout + Duration::from_millis(500),
+            "{kind:?}: {took:?}"
+        );
     }
 }

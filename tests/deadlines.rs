@@ -764,14 +764,15 @@ fn a_wait_that_ends_with_its_poll_in_flight_has_the_lock_it_took_given_back_at_o
 /// link with a 200 ms round trip (a relay, 100 ms each way): the holder
 /// (another client, on the server) lets go at the deadline, so the grant's
 /// message reaches the waiter after it gave up, and its leave (the
-/// cancel) reaches Redis after the grant and is answered with the hold.
-/// The call returns that guard, as `lock_with` says of a lock handed over
-/// in that last instant. Before, the leave had 50 ms past the deadline for
-/// its reply, which such a link cannot bring back: the call returned
-/// `None`, and the lock it had been handed was given back by the watchdog
-/// (in 3 rounds of 3).
+/// cancel) reaches Redis after the grant, which it gives back (a leave
+/// never keeps a hold: `lock_with` says the lock goes on). The call
+/// returns `None` with the lock already free, by its deadline and the
+/// leave's grace. Before, the leave had 50 ms past the deadline for its
+/// reply, which such a link cannot bring back: the call returned `None`
+/// with the lock still held, given back by the watchdog a round trip
+/// later (in 3 rounds of 3).
 #[test]
-fn a_wait_handed_the_lock_as_it_ends_over_a_slow_link_returns_it() {
+fn a_wait_handed_the_lock_as_it_ends_over_a_slow_link_passes_it_on_before_it_returns() {
     let server = RedisServer::start();
     let other = server.client();
     let relay = Relay::with_delay(server.port(), Duration::from_millis(100));
@@ -795,16 +796,18 @@ fn a_wait_handed_the_lock_as_it_ends_over_a_slow_link_returns_it() {
             got.as_ref().map(Option::is_some),
             ms(late)
         );
-        let guard = got.unwrap();
+        let locked = other.fair_mutex(&name).is_locked().unwrap();
         assert!(
-            guard.is_some(),
-            "round {round}: the lock handed over not returned"
+            got.unwrap().is_none(),
+            "round {round}: a wait that ended kept the lock"
+        );
+        assert!(
+            !locked,
+            "round {round}: the lock still held as the wait returned"
         );
         assert!(
             late < Duration::from_millis(800),
             "round {round}: returned {late:?} past its deadline"
         );
-        drop(guard);
-        assert!(!other.fair_mutex(&name).is_locked().unwrap());
     }
 }

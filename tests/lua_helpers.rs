@@ -3,7 +3,7 @@
 //! that first needs each, and this checks that every assembled script
 //! defines each lua/lib/ name it uses, before its use, and none it does not
 //! use; that every file of an engine is one of its scripts; that the watchdog's renewal and the fast
-//! paths (a free lock or permit nobody waits for, a hold kept or given back
+//! paths (a free lock or permit nobody waits for, a hold given back
 //! with nobody waiting) build none of the queue's closures; that the
 //! election's scripts are the mutex's files but for how they announce
 //! (lua/lib/mutex.lua's `@election` ANNOUNCE: publish, keep in the history), which
@@ -299,9 +299,9 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
         ["LOCK", "fail", "read_lock", "split_mark", "whole_arg"]
     );
     // The fast paths of acquire and release (a free lock or permit
-    // nobody waits for), and of the rwlock's cancel (a hold kept) and
-    // abandon (a hold given back with nobody waiting, or nothing to
-    // undo), build only the closures they call, none of the queue's.
+    // nobody waits for), and of the counted engine's cancel and abandon (a
+    // hold given back with nobody waiting, or nothing to undo), build only
+    // the closures they call, none of the queue's.
     let mutex = |op| Script::of(LockKind::Mutex, op);
     let counted = |op| Script::of(LockKind::Semaphore, op);
     for (script, fast) in [
@@ -320,7 +320,7 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
             [
                 "read_meta",
                 "hold_of",
-                "extend_lease_counted",
+                "give_back_call_counted",
                 "keep_anchor_counted",
             ]
             .as_slice(),
@@ -330,7 +330,7 @@ fn each_script_defines_the_helpers_it_uses_and_no_other() {
             [
                 "read_meta",
                 "hold_of",
-                "give_back_counted",
+                "give_back_call_counted",
                 "keep_anchor_counted",
             ]
             .as_slice(),

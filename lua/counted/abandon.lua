@@ -26,18 +26,12 @@ local member = owner .. ' ' .. call .. ' ' .. fmt(units)
 local now_us, now_ms = server_time()
 local meta = read_meta(now_ms)
 local held = hold_of(meta, member, now_ms)
-if held then
-  give_back_counted(meta, member, units)
-  meta.mark = remember(owner .. '#' .. call, meta.mark)
-elseif not redis.call('ZSCORE', QUEUE, entry) then
-  return 0
-end
 -- The common give-back first: nobody waiting.
-if held and redis.call('EXISTS', QUEUE) == 0 then
-  if meta.capacity then
-    keep_anchor_counted(meta, now_ms)
-  end
+if held and give_back_call_counted(meta, member, owner, call, units, now_ms) then
   return 1
+end
+if not held and not redis.call('ZSCORE', QUEUE, entry) then
+  return 0
 end
 
 if held then

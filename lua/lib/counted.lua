@@ -569,6 +569,26 @@ local function keep_anchor_counted(meta, now_ms)
   write_meta(meta, life + FENCE_LIFE, now_ms)
 end
 
+-- Gives back hold `member` of acquire call `call` of `owner` (`units`
+-- units, live: hold_of found it) as an abandon of that call does, marked as
+-- a release marks it, so that a release of the same call sent later
+-- answers as released: its abandon, and a leave of a call handed a hold it
+-- will not take (cancel.lua). True when that was all (nobody waits; the
+-- meta is written); false when the caller still passes the units on
+-- (pass_on) and writes the meta (keep_anchor_counted), in a statement of
+-- its own, so that the common give-back builds none of the queue's steps.
+local function give_back_call_counted(meta, member, owner, call, units, now_ms)
+  give_back_counted(meta, member, units)
+  meta.mark = remember(owner .. '#' .. call, meta.mark)
+  if redis.call('EXISTS', QUEUE) == 1 then
+    return false
+  end
+  if meta.capacity then
+    keep_anchor_counted(meta, now_ms)
+  end
+  return true
+end
+
 -- Makes `key`, if it exists, live at least `ms` more; never shortens it.
 local function outlive(key, ms)
   local ttl = redis.call('PTTL', key)

@@ -71,13 +71,15 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// Waits as `wait` says for the lock, in FIFO order: the general form
     /// of every way to lock. `Ok(None)` when the wait ended without it,
     /// the queue entry removed first (so nobody behind is delayed); if the
-    /// lock was handed over in that last instant, the guard is returned
-    /// instead. That leave is given 50 ms past the wait's end and two
-    /// round trips of the link (the quickest of the call's own requests),
-    /// at most one command timeout; one with no reply by then (a stalled
-    /// server) is `Ok(None)` all the same, and what the call took or
-    /// queued is given back once Redis answers. A thread-bound call of a
-    /// thread that holds the lock gets a second guard at once.
+    /// lock was handed over in that last instant, it goes on to the next
+    /// waiter (a leave may reach Redis after nobody waits for its answer:
+    /// the lock is never left to a call that ended). That leave is given
+    /// 50 ms past the wait's end and two round trips of the link (the
+    /// quickest of the call's own requests), at most one command timeout;
+    /// one with no reply by then (a stalled server) is `Ok(None)` all the
+    /// same, and what the call took or queued is given back once Redis
+    /// answers. A thread-bound call of a thread that holds the lock gets a
+    /// second guard at once.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName),

@@ -166,7 +166,8 @@ impl<O: Ownership> FairLock<kind::RwLock, O> {
     /// Waits as `wait` says to read, in FIFO order: the general form of
     /// every way to read. `Ok(None)` when the wait ended without it, the
     /// queue entry removed first; if the lock was handed over in that last
-    /// instant, the guard is returned instead.
+    /// instant, it goes on to the next waiters, as
+    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with) says.
     ///
     /// # Errors
     /// As [`FairMutex::lock_with`](crate::FairMutex::lock_with)

@@ -149,8 +149,9 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// right behind it that fit are admitted in the same step. `Ok(None)`
     /// when the wait ended without them, the queue entry removed first
     /// (and the smaller requests it held back admitted if they fit); if
-    /// the permits were handed over in that last instant, they are
-    /// returned instead.
+    /// the permits were handed over in that last instant, they are given
+    /// back to the next requests, as
+    /// [`FairMutex::lock_with`](crate::FairMutex::lock_with) says.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName);

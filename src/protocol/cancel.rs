@@ -7,7 +7,10 @@ use crate::protocol::operation::{int_list, unexpected, Op, Operation};
 use crate::protocol::QueueEntry;
 
 /// The call `entry` names leaves the queue; if the lock was handed to it
-/// meanwhile, it keeps it (with its lease, extended unless fixed).
+/// meanwhile, that hold is given back as its abandon would give it back
+/// (the lock goes on to the next waiters): the wait is over, and a leave
+/// may reach Redis after its caller stopped waiting for the reply (a
+/// stalled link, a client gone), when nobody would take it.
 pub struct Cancel<'a> {
     /// The call, as it is queued.
     pub entry: QueueEntry<'a>,
@@ -16,13 +19,8 @@ pub struct Cancel<'a> {
 /// What leaving the queue came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelReply {
-    /// The lock had been handed to this call: it holds it.
-    Kept {
-        /// The hold's fencing token.
-        token: u64,
-        /// Lease left in ms (-1: no expiry).
-        pttl_ms: i64,
-    },
+    /// The lock had been handed to this call: it was given back.
+    GivenBack,
     /// The call left the queue (or was not in it).
     Left,
 }
@@ -38,10 +36,7 @@ impl Operation for Cancel<'_> {
     fn parse(&self, reply: Value) -> Result<CancelReply> {
         let items = int_list(reply)?;
         match items.as_slice() {
-            [1, token, pttl] => Ok(CancelReply::Kept {
-                token: *token as u64,
-                pttl_ms: *pttl,
-            }),
+            [1] => Ok(CancelReply::GivenBack),
             [0] => Ok(CancelReply::Left),
             _ => Err(unexpected(&items)),
         }

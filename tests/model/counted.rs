@@ -563,14 +563,12 @@ impl Machine for Model {
         expect(got, &want)
     }
 
+    /// A waiter leaves; a hold given to it meanwhile is given back as its
+    /// abandon gives it back (nobody takes it: the leave may come late).
     fn cancel(&mut self, call: &Call, now: i64, got: &CancelReply) -> Check {
-        let capacity = self.capacity;
-        if let Some(hold) = self.hold_of(call, now) {
-            if capacity.is_some() && !call.fixed() && hold.end - now < call.lease() {
-                hold.end = now + call.lease();
-            }
-            let (token, pttl_ms) = (hold.token, hold.end - now);
-            return expect(got, &CancelReply::Kept { token, pttl_ms });
+        if self.hold_of(call, now).is_some() {
+            self.abandon(call, now, &AbandonReply::Released)?;
+            return expect(got, &CancelReply::GivenBack);
         }
         if let Some(i) = self.index(call) {
             self.queue.remove(i);

@@ -434,16 +434,13 @@ impl Model {
         Ok(())
     }
 
+    /// A waiter leaves; a hold handed to it meanwhile is given back as its
+    /// abandon gives it back (nobody takes it: the leave may come late).
     fn do_cancel(&mut self, call: &Call, now: i64, got: &CancelReply) -> Check {
         if let Some(hold) = self.live_hold(now) {
             if hold.owner == call.owner() && hold.calls.contains(&call.id) {
-                let pttl_ms = if call.fixed() {
-                    hold.end - now
-                } else {
-                    Self::extend(hold, call.lease(), now)
-                };
-                let token = hold.token;
-                return expect(got, &CancelReply::Kept { token, pttl_ms });
+                self.do_abandon(call, now, &AbandonReply::Released)?;
+                return expect(got, &CancelReply::GivenBack);
             }
         }
         self.leave(call, now)?;

@@ -244,9 +244,10 @@ fn the_readme_acl_user_runs_every_semaphore_script() {
         .is_err());
     // The heartbeat, cancel, abandon and status scripts, each path that
     // writes: a heartbeat that hands a permit on and keeps a queued one, a
-    // cancel that keeps a handed permit and one that leaves, an abandon of
-    // a hold and of a queue entry, a status listing both; then the force
-    // release script, freeing a hold and admitting a waiter.
+    // cancel that leaves and one that gives a handed permit back (to the
+    // next waiter), an abandon of a hold and of a queue entry, a status
+    // listing both; then the force release script, freeing a hold and
+    // admitting a waiter.
     let w = hold("w:1", 2, P1, s.token_of("w:1 2 1"));
     s.queue("x:1", 4, permits(1, 1));
     s.queue("y:1", 5, permits(1, 1));
@@ -258,13 +259,12 @@ fn the_readme_acl_user_runs_every_semaphore_script() {
     let status = s.status(10, 10);
     assert_eq!((status.holders.len(), status.waiters.len()), (1, 2));
     assert_eq!(s.abandon(entry("w:1", 2, P1)), AbandonReply::Released);
-    assert!(matches!(
-        s.cancel(entry("x:1", 4, P1)),
-        CancelReply::Kept { .. }
-    ));
     assert_eq!(s.cancel(entry("y:1", 5, P1)), CancelReply::Left);
     s.queue("z:1", 6, permits(1, 1));
     assert_eq!(s.abandon(entry("z:1", 6, P1)), AbandonReply::LeftQueue);
+    s.queue("q:1", 11, permits(1, 1));
+    assert_eq!(s.cancel(entry("x:1", 4, P1)), CancelReply::GivenBack);
+    assert_eq!(s.holders(), ["q:1 11 1"]);
     assert_eq!(s.release(&w), RELEASED);
     s.queue("v:1", 7, permits(1, 1));
     assert_eq!(

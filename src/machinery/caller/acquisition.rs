@@ -221,32 +221,28 @@ impl Queued for Acquisition<'_> {
         Ok(hold)
     }
 
-    /// Removes the waiter's queue entry; returns the hold instead if the
-    /// lock had been handed over already, unless its reply came after this
-    /// client counts that lease out (a short lease over a slow link): the
-    /// wait ends without it, as after a grant counted out on arrival, and
-    /// the hold goes back once Redis answers. If the request fails, the
-    /// watchdog abandons the call later (it may have been handed the lock
-    /// meanwhile).
+    /// Removes the waiter's queue entry; if the lock had been handed to the
+    /// call already, Redis gives it back (to the next waiters) instead of
+    /// keeping it: this leave may reach Redis after the call stopped
+    /// waiting for its reply (a stalled link delivers it late, the client
+    /// may be gone), and a hold kept then would stay taken until its lease
+    /// ran out, with nobody to use or release it. The wait ends without the
+    /// lock. If the request fails, the watchdog abandons the call later
+    /// (it may have been handed the lock meanwhile).
     fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<Arc<Hold>>> {
         let entry = waiter.call.entry();
-        let sent = Instant::now();
-        let (reply, replicated) = (self.shared.caller)
+        let reply = (self.shared.caller)
             .call_write(&waiter.call.keys, &Cancel { entry }, limit)
             .inspect_err(|_| self.shared.abandon_later(&waiter.call))?
-            .into_parts();
-        let drift = self.shared.config().clock_drift;
-        match reply {
-            // Counted out on arrival: never handed to the caller lost.
-            CancelReply::Kept { pttl_ms, .. } if drift.is_over(sent, lease_ms(pttl_ms)) => {
-                self.shared.abandon_later(&waiter.call);
-                Ok(None)
-            }
-            CancelReply::Kept { token, pttl_ms } => self
-                .acquired(waiter, token, pttl_ms, sent, replicated, limit)
-                .map(Some),
-            CancelReply::Left => Ok(None),
+            .into_parts()
+            .0;
+        if reply == CancelReply::GivenBack {
+            let (id, name) = (waiter.call.id, waiter.call.keys.name());
+            log::debug!(
+                "fairlock: call {id} on {name:?} was handed the lock as it left; given back"
+            );
         }
+        Ok(None)
     }
 
     /// Not acquired in time, as a wait that ran out while parked: whatever
@@ -258,9 +254,9 @@ impl Queued for Acquisition<'_> {
 
     /// Unreachable past the wait's patience: the call may still run (or
     /// have run) in Redis, so whatever it took or queued goes back once
-    /// Redis answers. Answered with an error: it leaves the queue (or keeps
-    /// the lock, if it was handed over meanwhile); a hold too few replicas
-    /// saw was given back already, and the call never queued.
+    /// Redis answers. Answered with an error: it leaves the queue (a hold
+    /// handed to it meanwhile given back); a hold too few replicas saw was
+    /// given back already, and the call never queued.
     fn failed(&self, waiter: &Waiter, err: Error, limit: Limit) -> Result<Option<Arc<Hold>>> {
         if err.is_connection() {
             self.shared.abandon_later(&waiter.call);
@@ -269,7 +265,8 @@ impl Queued for Acquisition<'_> {
         if err.kind() == ErrorKind::NotReplicated {
             return Err(err);
         }
-        let kept = self.leave(waiter, limit).ok().flatten();
-        kept.map(Some).ok_or(err)
+        // (A leave that fails is abandoned later: the error is the call's.)
+        let _ = self.leave(waiter, limit);
+        Err(err)
     }
 }

@@ -12,8 +12,8 @@ use crate::machinery::caller::waiters::Waiter;
 /// every primitive can be cancelled, with or without a deadline beside it
 /// (a service's wait usually has both, and the two end it the same way).
 /// Such a wait returns `Ok(None)` soon after [`cancel`](Self::cancel),
-/// having left the queue as a timed-out `try_lock_for` does (or returns
-/// the guard, if the lock was handed over in that instant): at once from
+/// having left the queue as a timed-out `try_lock_for` does (a lock
+/// handed over to it in that instant goes on to the next waiter): at once from
 /// its sleep, and once its request is over when one is in flight (a poll
 /// that a stalled server holds fails at the command timeout). Cancelling is
 /// final: a later wait with the same canceller does not wait, it only

@@ -87,7 +87,9 @@ pub(crate) trait Queued {
     fn granted(&self, waiter: &Waiter, grant: Grant, limit: Limit) -> Result<Self::Got>;
 
     /// Leaves the queue as the wait ends (its deadline, a cancel); what it
-    /// got instead if it was granted in that last instant. Within `limit`.
+    /// got instead if it was granted in that last instant and keeps that
+    /// (an upgrade's claim; an acquisition gives back a hold handed to it
+    /// then). Within `limit`.
     fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<Self::Got>>;
 
     /// How the call ends after a request failed with `err` (Redis answered

@@ -19,8 +19,8 @@ use crate::machinery::caller::cancel::WaitCanceller;
 /// [`FairMultiLock::lock_with`](crate::FairMultiLock::lock_with),
 /// [`Election::campaign_with`](crate::Election::campaign_with)), which
 /// returns `Ok(None)` when the wait ended without the lock, having left
-/// the queue first (or the guard, if the lock was handed over in that last
-/// instant). The short forms (`lock`, `try_lock`, `try_lock_for`, ...) are
+/// the queue first (and given back the lock if it was handed over in that
+/// last instant). The short forms (`lock`, `try_lock`, `try_lock_for`, ...) are
 /// those methods with [`forever`](Self::forever),
 /// [`not_at_all`](Self::not_at_all) and [`at_most`](Self::at_most).
 /// A `Duration` or an `Instant` converts into a wait by itself.
