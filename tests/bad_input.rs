@@ -679,6 +679,43 @@ fn foreign_data_under_a_revoke_or_force_record_is_a_key_conflict_and_stays_untou
     assert!(changed.is_empty(), "records overwritten: {changed:#?}");
 }
 
+/// An election's errors name its calls in its words, as its API says
+/// them: its campaign (`campaign for election "x"`) and its leader's
+/// resignation (`resignation from election "x"`), where they said
+/// `acquire of election` and `release of election`; the error kind is the
+/// same. Here another program's hash where the election's lock key goes:
+/// a `KeyConflict`, left untouched.
+#[test]
+fn an_election_s_errors_name_its_campaign_and_resignation() {
+    use fairlock::__test_support::LockKeys;
+    let server = RedisServer::start();
+    let client = server.client();
+    let mut conn = server.conn();
+    let keys = LockKeys::of_kind("fairlock", "words", LockKind::Election).unwrap();
+    let key = keys.lock().to_owned();
+    let _: () = conn.hset(&key, "f", "theirs").unwrap();
+    let err = client.election("words").try_campaign().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::KeyConflict, "{err:?}");
+    let said = err.to_string();
+    assert!(
+        said.starts_with("campaign for election \"words\": "),
+        "{said}"
+    );
+    let _: () = conn.del(&key).unwrap();
+
+    let leadership = client.election("words").campaign().unwrap();
+    let _: () = conn.del(&key).unwrap();
+    let _: () = conn.hset(&key, "f", "theirs").unwrap();
+    let err = leadership.unlock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::KeyConflict, "{err:?}");
+    let said = err.to_string();
+    assert!(
+        said.starts_with("resignation from election \"words\": "),
+        "{said}"
+    );
+    assert!(!said.contains(" of election"), "{said}");
+}
+
 /// A fixed lease or maximum hold out of range, or a bad election value,
 /// refused before any I/O, names the call and the lock, as every message
 /// does (it named neither before).
@@ -735,10 +772,12 @@ fn a_refused_lease_or_value_names_the_call_and_the_lock() {
         let err = result.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
         let said = err.to_string();
-        assert!(
-            said.starts_with(&format!("acquire of {kind} \"jobs\": ")),
-            "{said}"
-        );
+        // An election's acquire is its campaign, in its words.
+        let call = match kind {
+            "election" => "campaign for election".to_owned(),
+            kind => format!("acquire of {kind}"),
+        };
+        assert!(said.starts_with(&format!("{call} \"jobs\": ")), "{said}");
     }
 }
 
@@ -863,7 +902,7 @@ fn a_refused_name_names_the_call_and_the_kind() {
                 c.fair_rwlock(&name).try_read().map(drop),
             ),
             (
-                "acquire",
+                "campaign for",
                 "election",
                 c.election(&name).try_campaign().map(drop),
             ),
@@ -896,7 +935,10 @@ fn a_refused_name_names_the_call_and_the_kind() {
             assert_eq!(err.kind(), ErrorKind::InvalidName, "{err:?}");
             let said = err.to_string();
             total += 1;
-            if said.starts_with(&format!("{call} of {kind} {shown}")) && said.len() < 300 {
+            // An election's campaign is "campaign for election", in its
+            // words; every other call "CALL of KIND".
+            let of = if call.ends_with(" for") { "" } else { " of" };
+            if said.starts_with(&format!("{call}{of} {kind} {shown}")) && said.len() < 300 {
                 named += 1;
             } else {
                 eprintln!("{call} of {kind}: {}", &said[..said.len().min(120)]);

@@ -6,7 +6,7 @@
 
 use fairlock::{Capacity, LockKind, Status};
 
-use crate::kinds::plural;
+use crate::kinds::{plural, Verbs};
 use crate::report::{hold_detail, in_use, waiter_text, who, Report};
 
 /// A lock's status without its clocks.
@@ -148,14 +148,18 @@ impl Section {
         }
     }
 
+    /// What changed, in the words of the lock's kind: an election's
+    /// leader, term and candidates ([`Verbs`]).
     fn changes_since(&self, then: &Section, said: &mut Vec<String>) {
         let label = self.label();
+        let verbs = Verbs::of(self.kind);
+        let (token, holder) = (verbs.token, verbs.holder);
         let same = |a: &Hold, b: &Hold| a.who == b.who && a.token == b.token;
         // Beyond --limit only the number held says who came or went.
         let listed = |s: &Section| s.holders.len() == s.holder_count;
         let unlisted = !(listed(self) && listed(then));
         if unlisted && self.holder_count != then.holder_count {
-            said.push(format!("{label}{} held", self.holder_count));
+            said.push(format!("{label}{} {}", self.holder_count, verbs.held));
         }
         let new: Vec<&Hold> = (self.holders.iter())
             .filter(|h| !unlisted && !then.holders.iter().any(|t| same(h, t)))
@@ -166,18 +170,18 @@ impl Section {
         match new.as_slice() {
             [] => {}
             [one] => said.push(format!(
-                "{label}new holder {}, token {}",
+                "{label}new {holder} {}, {token} {}",
                 one.who, one.token
             )),
-            many => said.push(format!("{label}{} new holders", many.len())),
+            many => said.push(format!("{label}{} new {holder}s", many.len())),
         }
         match gone.as_slice() {
             [] => {}
             [one] => said.push(format!(
-                "{label}{} no longer holds it (token {})",
-                one.who, one.token
+                "{label}{} no longer {} it ({token} {})",
+                one.who, verbs.holds, one.token
             )),
-            many => said.push(format!("{label}{} holders gone", many.len())),
+            many => said.push(format!("{label}{} {holder}s gone", many.len())),
         }
         for hold in &self.holders {
             let before = then.holders.iter().find(|t| same(hold, t));
@@ -187,13 +191,13 @@ impl Section {
         }
         // By the number held: beyond --limit no holder is listed.
         if self.holder_count == 0 && then.holder_count > 0 {
-            said.push(format!("{label}free"));
+            said.push(format!("{label}{}", verbs.free));
         }
-        let seen_token = |token| self.holders.iter().any(|h| Some(h.token) == token);
+        let seen_token = |last| self.holders.iter().any(|h| Some(h.token) == last);
         if self.last_token != then.last_token && !seen_token(self.last_token) {
             // Taken and given back between two reads.
-            if let Some(token) = self.last_token {
-                said.push(format!("{label}last token now {token}"));
+            if let Some(last) = self.last_token {
+                said.push(format!("{label}last {token} now {last}"));
             }
         }
         let gone: Vec<&Queued> = (then.queue.iter())
@@ -226,7 +230,11 @@ impl Section {
         for q in &self.queue {
             let was_alive = then.queue.iter().any(|t| t.who == q.who && !t.dead);
             if q.dead && was_alive {
-                said.push(format!("{label}waiter {} is dead, not dropped yet", q.who));
+                let waiter = verbs.waiter;
+                said.push(format!(
+                    "{label}{waiter} {} is dead, not dropped yet",
+                    q.who
+                ));
             }
         }
         if self.capacity != then.capacity {
@@ -352,6 +360,48 @@ mod tests {
             ]
         );
         assert_eq!(before.changes_since(&now), ["rwlock: no longer in use"]);
+    }
+
+    /// An election's changes in its words: a new leader and its term, one
+    /// that no longer leads, vacant, a dead candidate; they said holder,
+    /// token, free and waiter, as of a mutex.
+    #[test]
+    fn an_election_s_changes_name_its_leader_and_term() {
+        let election = |section: Section| Shape {
+            sections: vec![section],
+        };
+        let led = held(LockKind::Election, "");
+        let vacant = Section {
+            in_use: true,
+            ..Section::unused(LockKind::Election)
+        };
+        assert_eq!(
+            election(led.clone()).changes_since(&election(vacant.clone())),
+            ["election: new leader client c thread 1, term 3"]
+        );
+        let mut ended = vacant;
+        ended.last_token = Some(3);
+        assert_eq!(
+            election(ended).changes_since(&election(led.clone())),
+            [
+                "election: client c thread 1 no longer leads it (term 3)",
+                "election: vacant"
+            ]
+        );
+        let mut dead = led.clone();
+        let candidate = |dead| Queued {
+            who: "client d thread 1".to_owned(),
+            dead,
+        };
+        dead.queue = vec![candidate(true)];
+        dead.queue_len = 1;
+        let mut waiting = led;
+        waiting.queue = vec![candidate(false)];
+        waiting.queue_len = 1;
+        assert_eq!(
+            election(dead).changes_since(&election(waiting)),
+            ["election: candidate client d thread 1 is dead, not dropped yet"]
+        );
     }
 
     /// A change of permits says their number, "1 permit" in the singular.

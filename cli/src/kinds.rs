@@ -111,31 +111,11 @@ impl Lock {
         }
     }
 
-    /// How `-v` says the hold begins and ends, in the library's words: a
-    /// lock is acquired and released, a leader leads and resigns.
+    /// How `-v` and the messages say the hold begins and ends, in the
+    /// library's words: a lock is acquired and released, a leader leads
+    /// and resigns ([`Verbs::of`] its kind).
     pub fn verbs(&self) -> Verbs {
-        match self.request {
-            Request::Leader => Verbs {
-                began: "leads",
-                ended: "resigned",
-                end: "resign from",
-                ending: "resignation",
-                frees: "the leadership ends",
-                holding: "leading",
-                token: "term",
-                held_by: "led by",
-            },
-            _ => Verbs {
-                began: "acquired",
-                ended: "released",
-                end: "release",
-                ending: "release",
-                frees: "it frees",
-                holding: "holding",
-                token: "token",
-                held_by: "held by",
-            },
-        }
+        Verbs::of(self.kind())
     }
 
     /// What is held, in "lost ... on NAME": "the lock", "the permit".
@@ -223,7 +203,10 @@ impl Lock {
     }
 }
 
-/// The words of `-v` for one kind of hold.
+/// The words every line about one kind of hold says it in, decided
+/// here once: `-v` and the messages of `run` and `elect`, and what
+/// `status`, `unlock` and `revoke` print. A lock has holders that hold it
+/// with a token; an election has a leader that leads it for a term.
 pub struct Verbs {
     /// "acquired", "leads".
     pub began: &'static str,
@@ -243,9 +226,86 @@ pub struct Verbs {
     pub token: &'static str,
     /// Whose it is now: "held by", "led by".
     pub held_by: &'static str,
+    /// Who has it: "holder", "leader".
+    pub holder: &'static str,
+    /// What its holder does: "holds", "leads".
+    pub holds: &'static str,
+    /// Who waits for it: "waiter", "candidate".
+    pub waiter: &'static str,
+    /// Its state with a holder, in `status`: "held", "led".
+    pub held: &'static str,
+    /// Its state without one: "free", "vacant".
+    pub free: &'static str,
+    /// "is held", "has a leader".
+    pub is_held: &'static str,
+    /// "is not held", "has no leader".
+    pub is_not_held: &'static str,
+    /// "was not held", "had no leader".
+    pub was_not_held: &'static str,
+    /// What `revoke` asks its holders to do: "let go", "step down".
+    pub let_go: &'static str,
+    /// What `unlock --force` does to it: "unlock", "end the leadership
+    /// of".
+    pub unlock: &'static str,
+    /// And what it did: "unlocked", "ended the leadership of".
+    pub unlocked: &'static str,
+    /// What an `unlock --force` without a reply may have done all the
+    /// same: "it may have been freed", "the leadership may have ended".
+    pub may_be_freed: &'static str,
 }
 
 impl Verbs {
+    /// The words of a `kind` of lock: an election's, or every other
+    /// kind's.
+    pub fn of(kind: LockKind) -> Verbs {
+        match kind {
+            LockKind::Election => Verbs {
+                began: "leads",
+                ended: "resigned",
+                end: "resign from",
+                ending: "resignation",
+                frees: "the leadership ends",
+                holding: "leading",
+                token: "term",
+                held_by: "led by",
+                holder: "leader",
+                holds: "leads",
+                waiter: "candidate",
+                held: "led",
+                free: "vacant",
+                is_held: "has a leader",
+                is_not_held: "has no leader",
+                was_not_held: "had no leader",
+                let_go: "step down",
+                unlock: "end the leadership of",
+                unlocked: "ended the leadership of",
+                may_be_freed: "the leadership may have ended",
+            },
+            _ => Verbs {
+                began: "acquired",
+                ended: "released",
+                end: "release",
+                ending: "release",
+                frees: "it frees",
+                holding: "holding",
+                token: "token",
+                held_by: "held by",
+                holder: "holder",
+                holds: "holds",
+                waiter: "waiter",
+                held: "held",
+                free: "free",
+                is_held: "is held",
+                is_not_held: "is not held",
+                was_not_held: "was not held",
+                let_go: "let go",
+                unlock: "unlock",
+                unlocked: "unlocked",
+                may_be_freed: "it may have been freed",
+            },
+        }
+    }
+
     /// What becomes of a hold whose ending Redis did not answer: "it frees
     /// when Redis runs the release late or its lease runs out".
     pub fn late(&self) -> String {

@@ -10,7 +10,7 @@ use fairlock::{Capacity, Holder, LockKind, Participant, QueuedWaiter, Status};
 use serde_json::{json, Value};
 
 use crate::duration::human;
-use crate::kinds::access_word;
+use crate::kinds::{access_word, Verbs};
 
 /// Every kind of lock of a name, in the order `status` shows them.
 pub const KINDS: [LockKind; 4] = [
@@ -145,20 +145,24 @@ pub fn to_text(name: &str, report: &Report) -> String {
     out
 }
 
-/// One lock of the name, any kind.
+/// One lock of the name, any kind, in its words (an election's leader
+/// and term: [`Verbs`]).
 fn lock_text(out: &mut String, status: &Status) {
+    let verbs = Verbs::of(status.kind);
     let label = format!("{}:", status.kind.label());
-    let _ = writeln!(out, "{label:<12}{}", state_text(status));
-    for holder in &status.holders {
-        let detail = hold_detail(status.kind, holder);
+    let _ = writeln!(out, "{label:<12}{}", state_text(status, &verbs));
+    let holder = format!("  {}:", verbs.holder);
+    for h in &status.holders {
+        let detail = hold_detail(status.kind, h);
         let _ = writeln!(
             out,
-            "  holder:   {}{}{}, {}, token {}",
-            who(&holder.who),
+            "{holder:<12}{}{}{}, {}, {} {}",
+            who(&h.who),
             if detail.is_empty() { "" } else { ", " },
             detail,
-            lease_left(holder.remaining_lease),
-            holder.fencing_token
+            lease_left(h.remaining_lease),
+            verbs.token,
+            h.fencing_token
         );
     }
     if status.holder_count > status.holders.len() {
@@ -169,13 +173,13 @@ fn lock_text(out: &mut String, status: &Status) {
         );
     }
     queue_text(out, "  ", &status.waiters, status.queue_len);
-    last_token_text(out, "  ", status.last_fencing_token);
+    last_token_text(out, "  ", verbs.token, status.last_fencing_token);
 }
 
 /// What a lock admits and how much of it is taken: "free" or "held" (a
-/// lock of one holder), "2 permits, 1 held, 1 free", "held for reading
-/// by 3 readers".
-fn state_text(status: &Status) -> String {
+/// lock of one holder; an election "vacant" or "led"), "2 permits, 1
+/// held, 1 free", "held for reading by 3 readers".
+fn state_text(status: &Status, verbs: &Verbs) -> String {
     let held = status.holder_count;
     match status.capacity {
         Capacity::Permits(permits) => format!(
@@ -190,8 +194,8 @@ fn state_text(status: &Status) -> String {
             (1, false) => "held for reading by 1 reader".to_owned(),
             (n, false) => format!("held for reading by {n} readers"),
         },
-        _ if held == 0 => "free".to_owned(),
-        _ => "held".to_owned(),
+        _ if held == 0 => verbs.free.to_owned(),
+        _ => verbs.held.to_owned(),
     }
 }
 
@@ -229,8 +233,9 @@ fn queue_text(out: &mut String, indent: &str, waiters: &[QueuedWaiter], queue_le
     }
 }
 
-fn last_token_text(out: &mut String, indent: &str, token: Option<u64>) {
-    let label = format!("{indent}last token:");
+/// "last token: N" ("last term: N", an election's).
+fn last_token_text(out: &mut String, indent: &str, token_word: &str, token: Option<u64>) {
+    let label = format!("{indent}last {token_word}:");
     match token {
         Some(token) => {
             let _ = writeln!(out, "{label} {token}");

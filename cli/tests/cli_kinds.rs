@@ -1076,13 +1076,23 @@ fn unlock_force_election_ends_the_leadership_and_the_next_candidate_leads() {
         PATIENCE,
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // In the election's words: its leader, led for a term, whose
+    // leadership ended (it said "unlocked", "held by" and "token").
     let said = stdout(&out);
-    assert!(said.contains("unlocked the election \"sched\""), "{said}");
-    assert!(said.contains(stuck.id()), "{said}");
     assert!(
-        said.contains(&format!("(token {})", leadership.fencing_token())),
+        said.starts_with(
+            "fairlock: ended the leadership of the election \"sched\"; it was led by web-1:80 "
+        ),
         "{said}"
     );
+    assert!(said.contains(stuck.id()), "{said}");
+    assert!(
+        said.contains(&format!("(term {})", leadership.term())),
+        "{said}"
+    );
+    for lock_word in ["unlocked", "held", "token", "holder"] {
+        assert!(!said.contains(lock_word), "{lock_word:?}: {said}");
+    }
     // The old leader hears of it by a message; the candidate that
     // waited leads, in a later term.
     assert_eq!(lease.wait_timeout(PATIENCE), Some(fairlock::LeaseEnd::Lost));
@@ -1092,6 +1102,15 @@ fn unlock_force_election_ends_the_leadership_and_the_next_candidate_leads() {
     assert_eq!(election.leader().unwrap().unwrap().value, "web-2:80");
     assert!(leadership.unlock().unwrap_err().is_lease_lost());
     next.unlock().unwrap();
+    let out = output(
+        fairlock(&server).args(["unlock", "sched", "--force", "--election"]),
+        PATIENCE,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "fairlock: the election \"sched\" had no leader; nothing to do\n"
+    );
 }
 
 #[test]

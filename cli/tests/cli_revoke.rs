@@ -160,19 +160,32 @@ fn elect_passes_a_revocation_of_the_leadership_to_its_command() {
     assert!(wait_until(PATIENCE, || began.exists()), "the command began");
     // The mutex of the name is another lock; the election's leader is asked.
     let mutex = output(fairlock(&server).args(["revoke", "sched"]), PATIENCE);
-    assert!(stdout(&mutex).contains("is not held"), "{}", stdout(&mutex));
+    assert_eq!(
+        stdout(&mutex),
+        "fairlock: the mutex \"sched\" is not held; nobody to ask; \
+         the election \"sched\" has a leader: --election\n"
+    );
+    let term = (server.client().election("sched").leader().unwrap())
+        .expect("a leader")
+        .term;
     let sent = now_nanos();
     let revoked = output(
         fairlock(&server).args(["revoke", "sched", "--election"]),
         PATIENCE,
     );
     assert_eq!(code(&revoked), 0, "{}", stderr(&revoked));
+    // In the election's words: its leader, asked to step down, and its
+    // term (it said "holder", "let go" and "token").
+    let said = stdout(&revoked);
     assert!(
-        stdout(&revoked).contains("asked 1 holder of the election \"sched\" to let go: ")
-            && stdout(&revoked).contains("web-1:80"),
-        "{}",
-        stdout(&revoked)
+        said.starts_with(
+            "fairlock: asked 1 leader of the election \"sched\" to step down: web-1:80 "
+        ) && said.ends_with(&format!(" (term {term})\n")),
+        "{said}"
     );
+    for lock_word in ["holder", "let go", "token"] {
+        assert!(!said.contains(lock_word), "{lock_word:?}: {said}");
+    }
     let out = elect.finish(PATIENCE);
     // The command's own status: the leadership was given back, not lost.
     assert_eq!(code(&out), 5, "{}", stderr(&out));
@@ -190,6 +203,14 @@ fn elect_passes_a_revocation_of_the_leadership_to_its_command() {
         !stdout(&status).contains("web-1:80"),
         "the leader resigned: {}",
         stdout(&status)
+    );
+    let vacant = output(
+        fairlock(&server).args(["revoke", "sched", "--election"]),
+        PATIENCE,
+    );
+    assert_eq!(
+        stdout(&vacant),
+        "fairlock: the election \"sched\" has no leader; nobody to ask\n"
     );
 }
 

@@ -201,12 +201,61 @@ fn a_name_with_nothing_in_use_shows_the_free_mutex_and_a_kind_asked_for() {
         !text.contains("mutex:"),
         "only the semaphore is in use: {text}"
     );
-    let text = status(&["--election"]);
-    assert!(
-        text.starts_with("lock:       idle\nelection:   free\n") && !text.contains("semaphore"),
-        "{text}"
+    // An election without a leader is vacant, with no term recorded.
+    assert_eq!(
+        status(&["--election"]),
+        "lock:       idle\n\
+         election:   vacant\n  \
+         queue:    empty\n  \
+         last term: none recorded\n"
     );
     permit.unlock().unwrap();
+}
+
+/// An election's status in its own words: its leader, leading for a
+/// term, the candidates waiting, the last term; it said "held", "holder:",
+/// "token" and "last token", as of a mutex.
+#[test]
+fn an_election_s_status_names_its_leader_and_term() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let leadership = (client.election("sched").with_value("web-1:80"))
+        .campaign()
+        .unwrap();
+    let candidate = server.client();
+    let next = std::thread::spawn(move || {
+        let election = candidate.election("sched").with_value("web-2:80");
+        election.campaign().unwrap().unlock().unwrap();
+    });
+    let election = || client.status(LockKind::Election, "sched", 1).unwrap();
+    assert!(wait_until(PATIENCE, || election().queue_len == 1));
+
+    let out = output(fairlock(&server).args(["status", "sched"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let term = leadership.term();
+    assert_eq!(
+        lines[..2],
+        ["lock:       sched", "election:   led"],
+        "{text}"
+    );
+    assert!(
+        lines[2].starts_with("  leader:   web-1:80 (")
+            && lines[2].contains(client.id())
+            && lines[2].ends_with(&format!(" left, term {term}")),
+        "{text}"
+    );
+    assert_eq!(lines[3], "  queue:    1 waiting", "{text}");
+    assert!(lines[4].starts_with("      1. web-2:80 ("), "{text}");
+    assert_eq!(lines[5], format!("  last term: {term}"), "{text}");
+    assert_eq!(lines.len(), 6, "{text}");
+    for lock_word in ["held", "holder", "token", "free"] {
+        assert!(!text.contains(lock_word), "{lock_word:?}: {text}");
+    }
+
+    leadership.unlock().unwrap();
+    next.join().unwrap();
 }
 
 /// Each kind's JSON has its own keys only: a mutex no `permits`,

@@ -234,9 +234,10 @@ impl Caller {
 }
 
 /// `err` naming the operation `O` on the lock `keys` it came from: `release
-/// of mutex "jobs": ...`, the name quoted as every message quotes one.
+/// of mutex "jobs": ...` (`resignation from election "leader": ...`:
+/// [`LockKind::call`](crate::LockKind)), the name quoted as every message
+/// quotes one.
 pub(crate) fn during<O: Operation>(err: Error, keys: &LockKeys) -> Error {
-    let op = O::OP.file().replace('_', " ");
-    let (kind, name) = (keys.kind().label(), keys.name());
-    err.during(format_args!("{op} of {kind} {name:?}"))
+    let op = keys.kind().call(&O::OP.file().replace('_', " "));
+    err.during(format_args!("{op} {:?}", keys.name()))
 }

@@ -519,8 +519,7 @@ pub struct LeaderWatch {
 
 /// `err` of a watch of `election`, saying so.
 fn watching(election: &Election, err: Error) -> Error {
-    let name = crate::protocol::keys::shown(election.name());
-    err.during(format_args!("watch of election {name}"))
+    election.target.during("watch", err)
 }
 
 impl LeaderWatch {

@@ -55,6 +55,22 @@ impl LockKind {
             LockKind::Election => "election",
         }
     }
+
+    /// How every error message names the call `call` (`"acquire"`,
+    /// `"release"`, `"renew"`, ...) on a lock of this kind, before the
+    /// lock's name: `acquire of mutex`; an election's campaign, its
+    /// leader's resignation and the renewal of its leadership in the words
+    /// its API says them in: `campaign for election`, `resignation from
+    /// election`, `renewal of the leadership of election`.
+    pub(crate) fn call(self, call: &str) -> String {
+        let label = self.label();
+        match (self, call) {
+            (LockKind::Election, "acquire") => format!("campaign for {label}"),
+            (LockKind::Election, "release") => format!("resignation from {label}"),
+            (LockKind::Election, "renew") => format!("renewal of the leadership of {label}"),
+            _ => format!("{call} of {label}"),
+        }
+    }
 }
 
 /// The keys of one lock, in the order every script of its kind expects them.
@@ -180,4 +196,33 @@ fn validate_name(name: &str) -> Result<()> {
         _ => return Ok(()),
     };
     Err(Error::new(ErrorKind::InvalidName, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every message names a call `CALL of KIND`; an election's campaign,
+    /// resignation and renewal in its own words.
+    #[test]
+    fn calls_are_named_in_each_kind_s_words() {
+        assert_eq!(LockKind::Mutex.call("acquire"), "acquire of mutex");
+        assert_eq!(
+            LockKind::Semaphore.call("set permits"),
+            "set permits of semaphore"
+        );
+        assert_eq!(LockKind::Election.call("acquire"), "campaign for election");
+        assert_eq!(
+            LockKind::Election.call("release"),
+            "resignation from election"
+        );
+        assert_eq!(
+            LockKind::Election.call("renew"),
+            "renewal of the leadership of election"
+        );
+        assert_eq!(
+            LockKind::Election.call("heartbeat"),
+            "heartbeat of election"
+        );
+    }
 }

@@ -11,6 +11,8 @@ use std::fmt::Write as _;
 
 use fairlock::{Client, LockKind};
 
+use crate::kinds::Verbs;
+
 /// The lock of NAME an operator's command (`unlock`, `revoke`) is on: the
 /// mutex, or the one its `--semaphore`, `--rwlock` or `--election` names
 /// (clap lets at most one through).
@@ -25,8 +27,9 @@ pub fn kind_of(semaphore: bool, rwlock: bool, election: bool) -> LockKind {
 
 /// What `unlock` and `revoke` add when the `kind` of lock of `name` is not
 /// held: each other kind of the name that is, with its flag (`; the
-/// semaphore "jobs" (2 permits) is held: --semaphore`), so that a flag
-/// left out is not taken for a free lock.
+/// semaphore "jobs" (2 permits) is held: --semaphore`; `; the election
+/// "jobs" has a leader: --election`), so that a flag left out is not
+/// taken for a free lock.
 pub fn held_besides(client: &Client, kind: LockKind, name: &str) -> String {
     let mut text = String::new();
     for other in crate::report::KINDS
@@ -36,7 +39,8 @@ pub fn held_besides(client: &Client, kind: LockKind, name: &str) -> String {
         if let Ok(held) = client.status(other, name, 0) {
             if held.holder_count > 0 {
                 let lock = crate::report::lock_named(&held, name);
-                let _ = write!(text, "; {lock} is held: --{}", other.label());
+                let is_held = Verbs::of(other).is_held;
+                let _ = write!(text, "; {lock} {is_held}: --{}", other.label());
             }
         }
     }

@@ -6,7 +6,7 @@ use clap::Args;
 use fairlock::{Client, LockKind};
 
 use super::{kind_of, lock_name};
-use crate::kinds::plural;
+use crate::kinds::{plural, Verbs};
 use crate::report::{lock_named, who};
 use crate::{Connection, Failure};
 
@@ -55,9 +55,15 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
     let kind = kind_of(args.semaphore, args.rwlock, args.election);
     let asked = revoke(&client, kind, name).map_err(failed)?;
     let lock = asked.lock;
+    // In the kind's words: an election's leader, asked to step down.
+    let verbs = Verbs::of(kind);
+    let holder = verbs.holder;
     if asked.holds == 0 {
         let besides = super::held_besides(&client, kind, name);
-        println!("fairlock: {lock} is not held; nobody to ask{besides}");
+        println!(
+            "fairlock: {lock} {}; nobody to ask{besides}",
+            verbs.is_not_held
+        );
         return Ok(0);
     }
     // Read just before, at most LISTED: one beyond them, or that came
@@ -69,8 +75,8 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
     let mut of = String::new();
     if named.is_empty() {
         named.push(match asked.holds {
-            1 => "a holder that came after the last read".to_owned(),
-            n => format!("{n} holders that came after the last read"),
+            1 => format!("a {holder} that came after the last read"),
+            n => format!("{n} {holder}s that came after the last read"),
         });
     } else if named.len() < asked.holds {
         named.push(format!("and {} more", asked.holds - named.len()));
@@ -78,8 +84,9 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
         of = format!(", of the {} read just before", named.len());
     }
     println!(
-        "fairlock: asked {} of {lock} to let go{of}: {}",
-        plural(asked.holds, "holder"),
+        "fairlock: asked {} of {lock} to {}{of}: {}",
+        plural(asked.holds, holder),
+        verbs.let_go,
         named.join(", ")
     );
     Ok(0)
@@ -89,7 +96,8 @@ pub fn exec(connection: &Connection, args: RevokeArgs) -> Result<i32, Failure> {
 struct Asked {
     /// The lock as messages name it, with a semaphore's permits.
     lock: String,
-    /// The holders read just before, as "WHO (token N)".
+    /// The holders read just before, as "WHO (token N)" ("WHO (term N)",
+    /// an election's leader).
     holders: Vec<String>,
     /// The holds the revocation asked.
     holds: usize,
@@ -100,10 +108,11 @@ struct Asked {
 fn revoke(client: &Client, kind: LockKind, name: &str) -> fairlock::Result<Asked> {
     let before = client.status(kind, name, LISTED)?;
     let holds = client.revoke(kind, name)?;
+    let token = Verbs::of(kind).token;
     let holders = before
         .holders
         .iter()
-        .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
+        .map(|holder| format!("{} ({token} {})", who(&holder.who), holder.fencing_token))
         .collect();
     Ok(Asked {
         lock: lock_named(&before, name),

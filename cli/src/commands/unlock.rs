@@ -8,6 +8,7 @@ use clap::Args;
 use fairlock::{Client, LockKind, Status};
 
 use super::{held_besides, kind_of, lock_name};
+use crate::kinds::Verbs;
 use crate::report::{lease_left, lock_named, who};
 use crate::{exit, Connection, Failure};
 
@@ -72,7 +73,10 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
     // Read just before, for the token and lease; who held it at the moment
     // it was freed comes from the freeing script itself.
     let before = mutex.status(1).map_err(failed)?;
-    let Some(freed) = mutex.force_unlock_holder().map_err(|e| unsure(e, name))? else {
+    let Some(freed) = mutex
+        .force_unlock_holder()
+        .map_err(|e| unsure(e, LockKind::Mutex, name))?
+    else {
         let besides = held_besides(&client, LockKind::Mutex, name);
         println!("fairlock: the mutex {name:?} was not held; nothing to do{besides}");
         return Ok(0);
@@ -100,29 +104,36 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
 
 /// Frees every hold of the `kind` of lock `name` (a semaphore's, a
 /// reader-writer lock's, an election's) and says whose they were, as read
-/// just before.
+/// just before, in the kind's words (an election's leader and term).
 fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> Result<i32, Failure> {
-    let failed = |err| Failure::redis(err, format!("cannot unlock {name:?}"));
+    let verbs = Verbs::of(kind);
+    let failed = |err| Failure::redis(err, format!("cannot {} {name:?}", verbs.unlock));
     let before = client.status(kind, name, LISTED).map_err(failed)?;
-    let freed = (client.force_unlock(kind, name)).map_err(|e| unsure(e, name))?;
+    let freed = (client.force_unlock(kind, name)).map_err(|e| unsure(e, kind, name))?;
     let lock = lock_named(&before, name);
     if !freed {
         let besides = held_besides(client, kind, name);
-        println!("fairlock: {lock} was not held; nothing to do{besides}");
+        println!(
+            "fairlock: {lock} {}; nothing to do{besides}",
+            verbs.was_not_held
+        );
         return Ok(0);
     }
+    let token = verbs.token;
     let mut holders: Vec<String> = before
         .holders
         .iter()
-        .map(|holder| format!("{} (token {})", who(&holder.who), holder.fencing_token))
+        .map(|holder| format!("{} ({token} {})", who(&holder.who), holder.fencing_token))
         .collect();
     if (1..before.holder_count).contains(&holders.len()) {
         holders.push(format!("and {} more", before.holder_count - holders.len()));
     }
     println!(
-        "fairlock: unlocked {lock}; it was held by {}",
+        "fairlock: {} {lock}; it was {} {}",
+        verbs.unlocked,
+        verbs.held_by,
         if holders.is_empty() {
-            "a holder that came after the last read".to_owned()
+            format!("a {} that came after the last read", verbs.holder)
         } else {
             holders.join(", ")
         }
@@ -134,14 +145,17 @@ fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> Result<i32,
 const LISTED: usize = 100;
 
 /// The force release's own failure: one whose reply never came may have
-/// freed the lock, and a repeat would free whoever holds it next.
-fn unsure(err: fairlock::Error, name: &str) -> Failure {
-    let doing = format!("cannot unlock {name:?}");
+/// freed the lock (ended the leadership), and a repeat would free whoever
+/// holds it next.
+fn unsure(err: fairlock::Error, kind: LockKind, name: &str) -> Failure {
+    let verbs = Verbs::of(kind);
+    let doing = format!("cannot {} {name:?}", verbs.unlock);
     let mut failure = Failure::redis(err, &doing);
     if failure.code == exit::UNAVAILABLE {
         failure.error = anyhow::anyhow!(
-            "{}; it may have been freed all the same: see `fairlock status {name:?}` before trying again",
-            failure.error
+            "{}; {} all the same: see `fairlock status {name:?}` before trying again",
+            failure.error,
+            verbs.may_be_freed
         );
     }
     failure

@@ -326,10 +326,12 @@ pub(crate) fn confirm(
         lease: (!call.lease.is_fixed()).then(|| call.lease.duration()),
     };
     // Its errors name the call it confirms, not the renewal it sends.
-    let named = |err: Error| match call.ask {
-        Ask::Upgrade => err.renamed("renew of", "upgrade of"),
-        _ => err.renamed("renew of", "acquire of"),
+    let kind = call.keys.kind();
+    let confirmed = match call.ask {
+        Ask::Upgrade => "upgrade",
+        _ => "acquire",
     };
+    let named = |err: Error| err.renamed(&kind.call("renew"), &kind.call(confirmed));
     let (renewed, replicated) = (shared.caller)
         .call_write(&call.keys, &op, limit)
         .map_err(named)?

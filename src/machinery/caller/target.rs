@@ -43,10 +43,11 @@ impl Target {
     }
 
     /// `err` told as the error of `call` of this lock: `acquire of
-    /// semaphore "pool": a call may take ...`.
+    /// semaphore "pool": a call may take ...` (an election's in its words:
+    /// [`LockKind::call`]).
     pub(crate) fn during(&self, call: &str, err: Error) -> Error {
-        let (kind, name) = (self.kind.label(), shown(&self.name));
-        err.during(format_args!("{call} of {kind} {name}"))
+        let (call, name) = (self.kind.call(call), shown(&self.name));
+        err.during(format_args!("{call} {name}"))
     }
 }
 
