@@ -811,3 +811,41 @@ fn a_wait_handed_the_lock_as_it_ends_over_a_slow_link_passes_it_on_before_it_ret
         );
     }
 }
+
+/// An upgrade with a deadline of an upgradable read its client counted
+/// lost (Redis killed and not back: its renewals failed for its lease)
+/// says `LeaseLost` by its deadline and a leave's grace: the release it
+/// sends in place of the upgrade waits for a connection no longer than
+/// that (the watchdog gives the read back once Redis answers). Before, that
+/// release waited the connect timeout for a connection, whatever the
+/// deadline: `upgrade_with(300 ms)` took 3.0 s, the connect timeout here.
+#[test]
+fn an_upgrade_of_a_hold_counted_lost_keeps_its_deadline_while_redis_is_gone() {
+    const WAIT: Duration = Duration::from_millis(300);
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    let client = (server.builder())
+        .connect_timeout(Duration::from_secs(3))
+        .command_timeout(COMMAND_TIMEOUT)
+        .build()
+        .unwrap();
+    let read = client.fair_rwlock("upgraded-when-lost").unbound();
+    let read = read.upgradable_read().unwrap();
+    server.kill();
+    assert!(
+        wait_until(Duration::from_secs(5), || read.is_lease_lost()),
+        "counted lost within its 2 s lease of the kill"
+    );
+    let started = Instant::now();
+    let upgraded = read.upgrade_with(fairlock::Wait::at_most(WAIT));
+    let took = started.elapsed();
+    let kind = upgraded.as_ref().map(|_| ()).map_err(|err| err.kind());
+    eprintln!(
+        "deadlines: upgrade_with({WAIT:?}) of a hold counted lost, redis gone: {kind:?} after \
+         {:.0} ms",
+        ms(took)
+    );
+    assert_eq!(kind, Err(fairlock::ErrorKind::LeaseLost));
+    assert!(took < WAIT + OVER, "upgrade_with({WAIT:?}) took {took:?}");
+    server.start_again();
+}

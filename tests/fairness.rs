@@ -940,3 +940,127 @@ fn a_call_queued_behind_the_head_whose_heartbeats_are_refused_for_good_ends_sayi
         "the lock is taken again once its waiters are gone"
     );
 }
+
+/// What one waiter of [`counted_rejoin_after_a_restart`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Counted {
+    Permit,
+    Read,
+    Write,
+}
+
+/// The same as `waiters_rejoin_a_queue_lost_with_a_restart_in_their_order`
+/// for the counted engine's kinds: a semaphore of 2 (both permits held by
+/// another client) and a rwlock (its write held), with waiters of one
+/// client that hold a little each; after the restart they are let in in
+/// their arrival order (by token), never more than the permits at once nor
+/// a write beside anything, and the lost holds are told.
+#[test]
+fn counted_waiters_rejoin_a_queue_lost_with_a_restart_in_their_order() {
+    use Counted::*;
+    for loading in [false, true] {
+        counted_rejoin_after_a_restart(loading, &[Permit; 5]);
+        counted_rejoin_after_a_restart(loading, &[Write, Read, Read, Write, Read, Write]);
+    }
+}
+
+fn counted_rejoin_after_a_restart(loading: bool, asks: &[Counted]) {
+    let _serial = serial();
+    let mut server = match loading {
+        true => RedisServer::start_with(&SLOW_LOADING),
+        false => RedisServer::start(),
+    };
+    if loading {
+        server.save_a_slow_snapshot();
+    }
+    let semaphore = asks[0] == Counted::Permit;
+    let name = "counted-rejoin";
+    let holders = server.client();
+    let held: Vec<fairlock::AnyGuard> = match semaphore {
+        true => (0..2)
+            .map(|_| {
+                holders
+                    .fair_semaphore(name, 2)
+                    .acquire()
+                    .unwrap()
+                    .into_any()
+            })
+            .collect(),
+        false => vec![holders.fair_rwlock(name).write().unwrap().into_any()],
+    };
+    let queue_len = || match semaphore {
+        true => holders.fair_semaphore(name, 2).queue_len().unwrap(),
+        false => holders.fair_rwlock(name).queue_len().unwrap(),
+    };
+    let waiters = (server.builder())
+        .connect_timeout(Duration::from_secs(9))
+        .build()
+        .unwrap();
+    // Units inside: a permit or a read 1, a write 1000.
+    let inside = Arc::new(AtomicUsize::new(0));
+    let grants = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for (arrival, &ask) in asks.iter().enumerate() {
+        let (client, grants, inside) = (waiters.clone(), Arc::clone(&grants), Arc::clone(&inside));
+        threads.push(thread::spawn(move || {
+            let guard = match ask {
+                Counted::Permit => client
+                    .fair_semaphore(name, 2)
+                    .acquire()
+                    .map(|g| g.into_any()),
+                Counted::Read => client.fair_rwlock(name).read().map(|g| g.into_any()),
+                Counted::Write => client.fair_rwlock(name).write().map(|g| g.into_any()),
+            }
+            .expect("held after the restart");
+            let units = if ask == Counted::Write { 1000 } else { 1 };
+            let with = inside.fetch_add(units, Ordering::SeqCst) + units;
+            grants
+                .lock()
+                .unwrap()
+                .push((guard.fencing_token(), arrival, with));
+            thread::sleep(Duration::from_millis(30));
+            inside.fetch_sub(units, Ordering::SeqCst);
+            let lost = guard.is_lease_lost();
+            (lost, guard.unlock().map_err(|err| err.kind()))
+        }));
+        let queued = || queue_len() == arrival + 1;
+        assert!(
+            wait_until(Duration::from_secs(5), queued),
+            "waiter {arrival} queued"
+        );
+    }
+    server.kill();
+    thread::sleep(Duration::from_secs(1));
+    server.start_again();
+    for guard in &held {
+        let end = guard.lease_signal().wait_timeout(Duration::from_secs(10));
+        assert_eq!(
+            end,
+            Some(fairlock::LeaseEnd::Lost),
+            "a hold lost with the restart"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for thread in threads {
+        let (lost, unlocked) = join_by(thread, deadline, "a waiter");
+        assert!(
+            !lost && unlocked.is_ok(),
+            "a waiter's hold: lost {lost}, {unlocked:?}"
+        );
+    }
+    drop(held);
+    let mut grants = grants.lock().unwrap().clone();
+    grants.sort();
+    eprintln!("after the restart (loading: {loading}), {asks:?} let in as (token, arrival, units inside) {grants:?}");
+    let most = if semaphore { 2 } else { 1000 };
+    assert!(
+        grants.iter().all(|&(_, _, with)| with <= most),
+        "too many inside at once: {grants:?}"
+    );
+    let order: Vec<usize> = grants.iter().map(|&(_, arrival, _)| arrival).collect();
+    assert_eq!(
+        order,
+        (0..asks.len()).collect::<Vec<_>>(),
+        "the order they arrived in"
+    );
+}

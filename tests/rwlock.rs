@@ -1489,3 +1489,53 @@ fn a_change_of_access_on_a_freed_hold_logs_no_give_back() {
     );
     assert!(said.is_empty(), "{said:?}");
 }
+
+/// A thread whose write Redis lost with a restart (told `Lost`), that then
+/// reads again (a hold of its own, as the lock is free) and asks to write,
+/// holds a read only as far as Redis knows: it gets `UpgradeRefused` at
+/// once with nothing queued, never waits for its own read. Before, the
+/// write asked named the lost write to Redis, which did not find it and
+/// queued the call behind the thread's own read: `try_write_for(2 s)` came
+/// back empty after 2 s, and `write()` waited for ever.
+#[test]
+fn a_write_asked_beside_a_write_lost_with_a_restart_and_a_read_is_refused_at_once() {
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    let client = server.client();
+    let rwlock = client.fair_rwlock("rewritten-after-restart");
+    let write = rwlock.write().unwrap();
+    server.kill();
+    thread::sleep(Duration::from_millis(300));
+    server.start_again();
+    let told = write.lease_signal().wait_timeout(Duration::from_secs(5));
+    assert_eq!(
+        told,
+        Some(LeaseEnd::Lost),
+        "the write lost with the restart"
+    );
+    let read = rwlock.read().unwrap();
+    let started = Instant::now();
+    let rewrite = rwlock.try_write_for(Duration::from_secs(2));
+    let took = started.elapsed();
+    let outcome = rewrite
+        .as_ref()
+        .map(Option::is_some)
+        .map_err(|err| err.kind());
+    eprintln!(
+        "rwlock: a write asked beside a write lost with a restart and a read: {outcome:?} after \
+         {:.0} ms",
+        ms(took)
+    );
+    assert_eq!(outcome, Err(ErrorKind::UpgradeRefused));
+    assert!(
+        took < Duration::from_secs(1),
+        "refused at once, not after {took:?}"
+    );
+    assert_eq!(rwlock.queue_len().unwrap(), 0, "nothing queued");
+    drop(rewrite);
+    read.unlock().unwrap();
+    let unlocked = write.unlock().map_err(|err| err.kind());
+    assert_eq!(unlocked, Err(ErrorKind::LeaseLost));
+    let status = rwlock.status(5).unwrap();
+    assert_eq!((status.holder_count, status.queue_len), (0, 0));
+}

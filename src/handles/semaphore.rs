@@ -369,9 +369,14 @@ impl<O: Ownership> FairLock<kind::Semaphore, O> {
     /// lasts while the semaphore is in use and a fence life after (10
     /// minutes by default: [`ClientBuilder::fence_life`](crate::ClientBuilder::fence_life));
     /// a semaphore left unused that long starts again with its next
-    /// caller's `permits`. To change the number for good, change the
-    /// handles' too (the old and the new number work side by side
-    /// meanwhile).
+    /// caller's `permits`. It lives in the semaphore's keys, so a server
+    /// that loses them loses it too, at once, with the holds (a restart
+    /// without persistence, a failover to a replica that had not received
+    /// the change, an eviction): the semaphore then serves each handle's
+    /// own `permits` (its waiters in at once if that number is larger);
+    /// a restart from the AOF keeps it. To change the number for good,
+    /// change the handles' too (the old and the new number work side by
+    /// side meanwhile).
     ///
     /// # Errors
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) when

@@ -585,15 +585,20 @@ impl Holds {
     /// write in write and read in write re-enter through the write hold
     /// (each re-entry a hold of its own, which a thread whose hold was
     /// counted lost gets rather than waiting for itself); a write asked
-    /// over reads only names a read, which the script refuses.
+    /// over reads only names a read, which the script refuses. A rwlock's
+    /// hold counted lost is named only when the thread has no other: Redis
+    /// may have lost it (a restart), and the script ignores a token it
+    /// does not find, so a write asked beside a lost write and a live read
+    /// would queue behind that read, the thread waiting for itself; named,
+    /// the read has the script refuse it.
     pub(crate) fn held_by(&self, lock_key: &str, owner: &str) -> (usize, u64) {
         let by_lock = self.by_lock.lock();
         let own = (by_lock.get(lock_key).into_iter().flatten()).filter(|h| *h.call.owner == *owner);
         let newest = (own.clone())
             .filter(|h| h.call.ask != Ask::Mutex || !h.is_lost())
-            .map(|h| (h.exclusive.load(Ordering::Acquire), h.token()))
+            .map(|h| (!h.is_lost(), h.exclusive.load(Ordering::Acquire), h.token()))
             .max();
-        (own.count(), newest.map_or(0, |(_, token)| token))
+        (own.count(), newest.map_or(0, |(_, _, token)| token))
     }
 
     /// Runs `tell` on this client's holds of `lock_key` granted with tokens
