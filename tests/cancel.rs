@@ -330,7 +330,7 @@ fn a_wait_that_cannot_wait_makes_one_attempt_and_one_with_time_left_waits() {
 #[test]
 fn a_leave_a_stalled_link_delivers_after_a_handoff_frees_the_lock_at_once() {
     use fairlock::Bound;
-    use fairlock_test_support::fake_queue::DEADLINE_BASE;
+    use fairlock_test_support::fake_queue::wait_for_a_heartbeat;
     use fairlock_test_support::{take, Kind, LeasePolicy};
 
     let server = RedisServer::start();
@@ -366,31 +366,7 @@ fn a_leave_a_stalled_link_delivers_after_a_handoff_frees_the_lock_at_once() {
             })
         };
         // Heartbeated once: its client had the reply that queued it.
-        let queue =
-            fairlock::__test_support::LockKeys::of_kind("fairlock", &name, kind.lock_kind())
-                .unwrap()
-                .all[1]
-                .clone();
-        let mut conn = server.conn();
-        let mut deadlines = || -> Vec<i64> {
-            redis::cmd("ZRANGEBYSCORE")
-                .arg(&queue)
-                .arg(DEADLINE_BASE)
-                .arg("+inf")
-                .arg("WITHSCORES")
-                .query::<Vec<(String, i64)>>(&mut conn)
-                .unwrap()
-                .into_iter()
-                .map(|(_, score)| score)
-                .collect()
-        };
-        assert!(
-            wait_until(Duration::from_secs(5), || deadlines().len() == 1),
-            "{kind:?}: queued"
-        );
-        let first = deadlines();
-        let beaten = wait_until(Duration::from_secs(5), || deadlines() != first);
-        assert!(beaten, "{kind:?}: heartbeated");
+        wait_for_a_heartbeat(&server, kind.lock_kind(), &name);
         relay.stall();
         // The next heartbeat waits in the stall: the watchdog's round is
         // held for a command timeout from now.

@@ -519,35 +519,6 @@ fn patient_for_1_5s_over_a_relay() -> (RedisServer, Relay, Client, Client) {
     (server, relay, client, other)
 }
 
-/// Waits (5 s each) until the mutex `name` has one waiter and that waiter
-/// was heartbeated (its deadline score moved): its client then has the
-/// reply that queued it (Redis queued it, the reply may still be in a
-/// relay), as it heartbeats only waiters that had an answer.
-fn wait_for_a_heartbeat(server: &RedisServer, name: &str) {
-    let queue = LockKeys::of_kind("fairlock", name, LockKind::Mutex)
-        .unwrap()
-        .all[1]
-        .clone();
-    let mut conn = server.conn();
-    let mut deadlines = || -> Vec<i64> {
-        redis::cmd("ZRANGEBYSCORE")
-            .arg(&queue)
-            .arg(DEADLINE_BASE)
-            .arg("+inf")
-            .arg("WITHSCORES")
-            .query::<Vec<(String, i64)>>(&mut conn)
-            .unwrap()
-            .into_iter()
-            .map(|(_, score)| score)
-            .collect()
-    };
-    let one = wait_until(Duration::from_secs(5), || deadlines().len() == 1);
-    assert!(one, "one waiter of {name}");
-    let first = deadlines();
-    let beaten = wait_until(Duration::from_secs(5), || deadlines() != first);
-    assert!(beaten, "the waiter of {name} is heartbeated ({first:?})");
-}
-
 /// Each of `names` is free, nothing held or queued, within 5 s (the
 /// watchdog's give-backs included), as `other` reads it.
 fn assert_free_within_5s(other: &Client, names: &[&str]) {
@@ -754,7 +725,7 @@ fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_time
     assert!(queued, "the set waits for {last}, holding the others");
     // A stall before the set's client has its reply would fail the first
     // request, not test a queued wait's patience.
-    wait_for_a_heartbeat(&server, &last);
+    wait_for_a_heartbeat(&server, LockKind::Mutex, &last);
     relay.stall();
     let stalled = Instant::now();
     let (returned, got) = join_within(locking, Duration::from_secs(30), "the set");
@@ -973,7 +944,7 @@ fn a_part_lost_while_the_set_waits_through_a_stall_fails_the_call_lease_lost() {
     let set = (client.fair_multi_lock(names.iter().map(String::as_str)))
         .with_fixed_lease(Duration::from_millis(800));
     let locking = thread::spawn(move || set.lock());
-    wait_for_a_heartbeat(&server, &last);
+    wait_for_a_heartbeat(&server, LockKind::Mutex, &last);
     relay.stall();
     let got = join_within(locking, Duration::from_secs(30), "the set");
     relay.resume();

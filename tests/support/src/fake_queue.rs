@@ -21,6 +21,35 @@ use crate::RedisServer;
 /// `~<entry>` at it plus the entry's liveness deadline in server ms.
 pub const DEADLINE_BASE: i64 = 1 << 50;
 
+/// Waits (5 s each) until the lock `name` of `kind` has one waiter and
+/// that waiter was heartbeated (its liveness deadline moved): its client
+/// then has the reply that queued it (Redis queued it, the reply may still
+/// be in a relay), as it heartbeats only waiters that had an answer.
+pub fn wait_for_a_heartbeat(server: &RedisServer, kind: LockKind, name: &str) {
+    let queue = LockKeys::of_kind("fairlock", name, kind).unwrap().all[1].clone();
+    let mut conn = server.conn();
+    let mut deadlines = || -> Vec<i64> {
+        redis::cmd("ZRANGEBYSCORE")
+            .arg(&queue)
+            .arg(DEADLINE_BASE)
+            .arg("+inf")
+            .arg("WITHSCORES")
+            .query::<Vec<(String, i64)>>(&mut conn)
+            .unwrap()
+            .into_iter()
+            .map(|(_, score)| score)
+            .collect()
+    };
+    let one = crate::wait_until(Duration::from_secs(5), || deadlines().len() == 1);
+    assert!(one, "one waiter of the {kind:?} {name}");
+    let first = deadlines();
+    let beaten = crate::wait_until(Duration::from_secs(5), || deadlines() != first);
+    assert!(
+        beaten,
+        "the waiter of the {kind:?} {name} is heartbeated ({first:?})"
+    );
+}
+
 /// The entries in the queue key `queue` (a lock's second key): the
 /// members scored below [`DEADLINE_BASE`], not their liveness deadlines.
 pub fn queued_entries(conn: &mut redis::Connection, queue: &str) -> u64 {
