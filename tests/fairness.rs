@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use fairlock_test_support::{
     assert_exclusive, create_acl_user, join_within, ms, serial, server_version, wait_until,
-    HoldLog, RedisServer, Relay, Span, SLOW_LOADING,
+    HoldLog, RedisServer, Relay, Span,
 };
 
 /// Joins `handle` if it finishes by `deadline`; panics otherwise (never hangs).
@@ -541,13 +541,7 @@ fn waiters_rejoin_a_queue_lost_with_a_restart_in_their_order_once_its_data_is_lo
 fn rejoin_after_a_restart(loading: bool) {
     const WAITERS: usize = 5;
     let _serial = serial();
-    let mut server = match loading {
-        true => RedisServer::start_with(&SLOW_LOADING),
-        false => RedisServer::start(),
-    };
-    if loading {
-        server.save_a_slow_snapshot();
-    }
+    let mut server = RedisServer::start_to_restart(loading);
     let holders = server.client();
     let held = holders.fair_mutex("rejoin").lock().unwrap();
     // Their patience through the outage 10 s (waiter_timeout 1 s + connect
@@ -966,13 +960,7 @@ fn counted_waiters_rejoin_a_queue_lost_with_a_restart_in_their_order() {
 
 fn counted_rejoin_after_a_restart(loading: bool, asks: &[Counted]) {
     let _serial = serial();
-    let mut server = match loading {
-        true => RedisServer::start_with(&SLOW_LOADING),
-        false => RedisServer::start(),
-    };
-    if loading {
-        server.save_a_slow_snapshot();
-    }
+    let mut server = RedisServer::start_to_restart(loading);
     let semaphore = asks[0] == Counted::Permit;
     let name = "counted-rejoin";
     let holders = server.client();

@@ -161,13 +161,7 @@ fn fixed_lease_holds_lost_with_a_restart_are_told_as_soon_as_the_server_is_back(
 /// 600 ms of the server's return (the end of its loading).
 fn lost_with_a_restart(lease: LeasePolicy, loading: bool) {
     let _serial = serial();
-    let mut server = match loading {
-        true => RedisServer::start_with(&SLOW_LOADING),
-        false => RedisServer::start(),
-    };
-    if loading {
-        server.save_a_slow_snapshot();
-    }
+    let mut server = RedisServer::start_to_restart(loading);
     let client = watchdog_every_10s(&server).build().unwrap();
     let mut holds = Vec::new();
     for kind in Kind::EXCLUSIVE {

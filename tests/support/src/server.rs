@@ -342,6 +342,19 @@ impl RedisServer {
             .expect("CONFIG SET maxmemory");
     }
 
+    /// A server to restart: with `loading`, one that loads a snapshot for
+    /// about 1 s on its next start ([`SLOW_LOADING`],
+    /// [`save_a_slow_snapshot`](Self::save_a_slow_snapshot)), as a server
+    /// with a real dataset does; else a plain one, back at once.
+    pub fn start_to_restart(loading: bool) -> RedisServer {
+        if !loading {
+            return RedisServer::start();
+        }
+        let server = RedisServer::start_with(&SLOW_LOADING);
+        server.save_a_slow_snapshot();
+        server
+    }
+
     /// Writes 10 000 keys of 1 KiB that do not compress and saves them
     /// (`SAVE`): a server started with [`SLOW_LOADING`] loads them for about
     /// 1 s on its next start, answering `LOADING` meanwhile (it serves
