@@ -132,15 +132,15 @@ pub(crate) fn wait_in_queue<Q: Queued>(
     labels: &Labels,
 ) -> Result<Option<Q::Got>> {
     let Ok(deadline) = deadline else {
-        return match queued.attempt(&waiter, Mode::Try, Limit::default())? {
+        return match queued.attempt(waiter, Mode::Try, Limit::default())? {
             Attempted::Got(got) => Ok(Some(got)),
             Attempted::Waiting(..) => Ok(None),
         };
     };
-    shared.park(Arc::clone(&waiter));
+    shared.park(Arc::clone(waiter));
     observe::waiting(labels, 1.0);
     if let Some(cancel) = wait.canceller() {
-        cancel.watch(&waiter);
+        cancel.watch(waiter);
     }
     let mut mode = Mode::First;
     let mut outage = None;
@@ -158,7 +158,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         let since = outage.or(waiter.unheard_since());
         let patience_end = since.map(|since| since + shared.config().outage_patience());
         let by = deadline.into_iter().chain(patience_end).min();
-        let attempted = queued.attempt(&waiter, mode, Limit::by(by));
+        let attempted = queued.attempt(waiter, mode, Limit::by(by));
         if attempted.is_ok() {
             // The link's share of the grace of its leave ([`link_grace`]).
             waiter.took(sent.elapsed());
@@ -198,7 +198,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // reply the deadline did not wait for may have taken the
                 // lock).
                 waiter.give_up();
-                break queued.out_of_time(&waiter, err);
+                break queued.out_of_time(waiter, err);
             }
             // A refusal that passes (`OOM`, `MISCONF`, `NOREPLICAS`: nothing
             // ran) is ridden out as an outage is, the place kept.
@@ -225,7 +225,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                     );
                     // What is left in Redis is dealt with as the last request's
                     // error says (a timeout's call may have run).
-                    break match (queued.failed(&waiter, err, leave_within(deadline)), said) {
+                    break match (queued.failed(waiter, err, leave_within(deadline)), said) {
                         (Err(_), Some((said, before))) => Err(said.during(format_args!(
                             "{gave_up}; its last request had no reply by then, {before}"
                         ))),
@@ -246,9 +246,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 }
                 log::debug!("fairlock: waiting through an outage: {err}");
                 cause = Some(err);
-                shared.retry_in_order(&waiter);
+                shared.retry_in_order(waiter);
             }
-            Err(err) => break queued.failed(&waiter, err, leave_within(deadline)),
+            Err(err) => break queued.failed(waiter, err, leave_within(deadline)),
         }
         mode = Mode::Poll;
         match waiter.sleep(deadline) {
@@ -269,10 +269,10 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // Its confirmation (sync_replicas) keeps to the deadline too:
                 // one unanswered by then is given up as a parked wait is.
                 let by = deadline.map(|at| at.max(Instant::now()));
-                break match queued.granted(&waiter, grant, Limit::by(by)) {
+                break match queued.granted(waiter, grant, Limit::by(by)) {
                     Err(err) if out_of_time(&err, by) => {
                         waiter.give_up();
-                        queued.out_of_time(&waiter, err)
+                        queued.out_of_time(waiter, err)
                     }
                     // Gone before it was confirmed (a force release), or
                     // counted out by the time its confirmation came back:
@@ -290,8 +290,8 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // abandons the call once Redis answers).
                 let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
                 let grace = link_grace([waiter.round_trip()], shared.config().command_timeout);
-                break match queued.leave(&waiter, Limit::within(by + grace)) {
-                    Err(err) if out_of_time(&err, Some(by)) => queued.out_of_time(&waiter, err),
+                break match queued.leave(waiter, Limit::within(by + grace)) {
+                    Err(err) if out_of_time(&err, Some(by)) => queued.out_of_time(waiter, err),
                     left => left,
                 };
             }
