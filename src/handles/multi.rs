@@ -14,6 +14,7 @@ use crate::handles::lock::{forever, Guard, Settings};
 use crate::handles::ownership::{Bound, Ownership, Unbound};
 use crate::handles::semaphore::permits_ask;
 use crate::handles::AnyGuard;
+use crate::machinery::caller::call_hold::give_back;
 use crate::machinery::caller::target::Target;
 use crate::machinery::caller::wait::Wait;
 use crate::machinery::holds::lease_policy::LeasePolicy;
@@ -431,14 +432,14 @@ fn part_lost(err: Error) -> Error {
 }
 
 /// Releases the parts a call took before it gave up or failed, the last
-/// taken first, all within the wait's end (`CallHold::release_after`; a
-/// cancel's: now); without one, all within one command timeout, as a
-/// guard's drop.
-fn release_taken<O: Ownership>(held: Vec<AnyGuard<O>>, wait: &Wait) {
-    let (end, now) = (wait.ends_by(), Instant::now());
-    for mut part in held.into_iter().rev() {
-        part.hold.release_after(end, now);
-    }
+/// taken first, all by the wait's end (a cancel's: now), or now if that
+/// has passed, and a round trip of each part's link beyond a leave's
+/// grace (`call_hold::give_back`): on a slow link each release is
+/// answered before the call returns; in a stall it still returns on time.
+/// Without an end, all within one command timeout, as a guard's drop.
+fn release_taken<O: Ownership>(mut held: Vec<AnyGuard<O>>, wait: &Wait) {
+    let parts = held.iter_mut().rev().map(|part| &mut part.hold).collect();
+    give_back(parts, wait.ends_by());
 }
 
 /// Every part of a [`FairMultiLock`], held together until

@@ -191,13 +191,15 @@ impl Core {
             owner_tag: tag,
             labels: Labels::new(keys.kind(), named.then_some(target.name())),
         };
-        Ok(acquisition.run(wait)?.map(|(hold, call, waited)| CallHold {
+        let got = acquisition.run(wait)?;
+        Ok(got.map(|(hold, call, waited, round_trip)| CallHold {
             client: Arc::clone(self),
             target: target.clone(),
             policy,
             hold,
             call,
             waited,
+            round_trip,
             released: false,
         }))
     }

@@ -29,6 +29,11 @@ use crate::protocol::{
 const GRANT_GONE: &str = "it was handed to this call and gone by the time the call confirmed it \
                           (its lease ran out meanwhile, or a force release freed it)";
 
+/// What an acquisition got ([`Acquisition::run`]): its hold, the call
+/// that made it, how long it waited, and the quickest round trip of its
+/// requests (`None`: none was answered).
+pub(crate) type Acquired = (Arc<Hold>, Call, Duration, Option<Duration>);
+
 /// One acquisition of one lock (its `keys`) asking for `ask` under a lease
 /// policy, owned by its thread or by itself. The algorithm is the same for
 /// every kind; the protocol values follow from `ask`.
@@ -54,12 +59,14 @@ pub(crate) struct Acquisition<'m> {
 impl Acquisition<'_> {
     /// Waits as `wait` says; what it got: its hold, registered (shared
     /// with the thread's other guards of it when the call re-entered it),
-    /// the call that made it, and how long the call waited, which is
-    /// reported with how it ended. Not released on drop: the core wraps it
-    /// at once in the `CallHold` a guard releases. A wait that cannot wait
-    /// makes one attempt that never queues (`try_lock`). The lock's slot is
-    /// listened on first, within the deadline.
-    pub(crate) fn run(&self, wait: &Wait) -> Result<Option<(Arc<Hold>, Call, Duration)>> {
+    /// the call that made it, how long the call waited, which is reported
+    /// with how it ended, and the quickest round trip of its requests
+    /// ([`Waiter::round_trip`]: the link its release goes over). Not
+    /// released on drop: the core wraps it at once in the `CallHold` a
+    /// guard releases. A wait that cannot wait makes one attempt that never
+    /// queues (`try_lock`). The lock's slot is listened on first, within
+    /// the deadline.
+    pub(crate) fn run(&self, wait: &Wait) -> Result<Option<Acquired>> {
         let started = Instant::now();
         // A new call of this thread (or of its own, unbound) on this lock.
         let (shared, id) = (self.shared, self.shared.next_call_id());
@@ -72,7 +79,8 @@ impl Acquisition<'_> {
         };
         let deadline = wait.deadline();
         shared.listen_at(self.keys.slot, deadline.ok().flatten());
-        let result = wait_in_queue(self, shared, call.clone(), deadline, wait, &self.labels);
+        let waiter = Arc::new(Waiter::new(call.clone()));
+        let result = wait_in_queue(self, shared, &waiter, deadline, wait, &self.labels);
         // A try's call may have run when it failed (a hold too few replicas
         // saw is given back already).
         let failed = |err: &Error| err.kind() != ErrorKind::NotReplicated;
@@ -89,7 +97,8 @@ impl Acquisition<'_> {
             Err(_) => "failed",
         };
         observe::wait_ended(&self.labels, outcome, waited);
-        Ok(result?.map(|hold| (hold, call, waited)))
+        let round_trip = waiter.round_trip();
+        Ok(result?.map(|hold| (hold, call, waited, round_trip)))
     }
 
     /// The hold this call was answered with (the request sent at `sent`,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, Result};
-use crate::machinery::caller::queue_wait::{leave_within, LEAVE_GRACE};
+use crate::machinery::caller::queue_wait::{leave_within, link_grace, LEAVE_GRACE};
 use crate::machinery::caller::target::Target;
 use crate::machinery::core::Core;
 use crate::machinery::holds::lease_policy::LeasePolicy;
@@ -32,7 +32,41 @@ pub(crate) struct CallHold {
     pub(crate) call: Call,
     /// How long the acquire call waited, from its start to its return.
     pub(crate) waited: Duration,
+    /// The quickest round trip of that call's requests (`None`: none was
+    /// answered): the link to its lock's server, which its release goes
+    /// over, as the call found it moments before a give-back as it ends.
+    pub(crate) round_trip: Option<Duration>,
     pub(crate) released: bool,
+}
+
+/// Gives back `holds`, taken by one call (a multi-lock's parts) that then
+/// ended without the rest or failed, one after another in the order
+/// given, so that the call returns on time whatever the server does, and
+/// with every release answered before it returns on a link that is only
+/// slow: all done by the wait's `end`, or by now if that has passed (the
+/// leave that ended the wait had its own grace), and their
+/// [`link_grace`]: [`LEAVE_GRACE`], a round trip of the link for each and
+/// one more, at most one command timeout. The link is the quickest round
+/// trip of the calls that took them (on a cluster, the quickest node's):
+/// most took one request, which a busy machine slows at random (8-32 ms
+/// each to a local server beside a CPU hog), and in a stall the call
+/// returns after the sum. Without an end, one command timeout from now
+/// and `LEAVE_GRACE`. Pool waits included; what is not done by then the
+/// watchdog gives back. A failure is logged as
+/// [`release_after`](CallHold::release_after) logs it.
+pub(crate) fn give_back(holds: Vec<&mut CallHold>, end: Option<Instant>) {
+    let Some(first) = holds.first() else {
+        return;
+    };
+    let (now, timeout) = (Instant::now(), first.client.config().command_timeout);
+    let quickest = holds.iter().filter_map(|hold| hold.round_trip).min();
+    let by = match end {
+        Some(end) => end.max(now) + link_grace(holds.iter().map(|_| quickest), timeout),
+        None => now + timeout + LEAVE_GRACE,
+    };
+    for hold in holds {
+        hold.given_back_by(by);
+    }
 }
 
 impl CallHold {
@@ -49,26 +83,38 @@ impl CallHold {
     /// upgrade, the hold of a downgrade that failed), so that the call
     /// returns on time whatever the server does: as
     /// [`release`](Self::release) does, all done by `end` (its wait's:
-    /// `Wait::ends_by`, its deadline or its cancel) or, with none, one
-    /// command timeout from `started` (a change of access is one request:
-    /// the call and this release take one timeout all told), and a leave's
-    /// grace ([`LEAVE_GRACE`]), pool wait included, as the wait's own
-    /// leave; what is not done by then the watchdog gives back. A failure
-    /// is logged, but for a hold found gone (nothing left to give back):
-    /// the call has its own error to return.
+    /// `Wait::ends_by`, its deadline or its cancel) and the grace of a
+    /// request on its link ([`link_grace`]), as the wait's own leave, or,
+    /// with none, one command timeout from `started` (a change of access is
+    /// one request: the call and this release take one timeout all told)
+    /// and [`LEAVE_GRACE`], pool wait included; what is not done by then
+    /// the watchdog gives back. A failure is logged, but for a hold found
+    /// gone (nothing left to give back): the call has its own error to
+    /// return.
     pub(crate) fn release_after(&mut self, end: Option<Instant>, started: Instant) {
-        let released = self.release_by(self.released_by(end, started));
+        self.given_back_by(self.released_by(end, started));
+    }
+
+    /// Releases the hold by `by` as a call that took it ends (see
+    /// [`release_after`](Self::release_after)), a failure logged.
+    fn given_back_by(&mut self, by: Instant) {
+        let released = self.release_by(by);
         if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
             let what = self.hold.call.describe();
             log::warn!("fairlock: releasing the {what} failed, the watchdog gives it back: {err}");
         }
     }
 
-    /// When [`release_after`](Self::release_after) gives up: `end` (or one
-    /// command timeout from `started`) and a leave's grace, or now.
+    /// When [`release_after`](Self::release_after) gives up: `end` and the
+    /// grace of a request on its link (or one command timeout from
+    /// `started` and a leave's grace), or now.
     fn released_by(&self, end: Option<Instant>, started: Instant) -> Instant {
-        let end = end.unwrap_or(started + self.client.config().command_timeout);
-        (end + LEAVE_GRACE).max(Instant::now())
+        let timeout = self.client.config().command_timeout;
+        let by = match end {
+            Some(end) => end + link_grace([self.round_trip], timeout),
+            None => started + timeout + LEAVE_GRACE,
+        };
+        by.max(Instant::now())
     }
 
     /// Redis said the hold is gone (a change of its access found it so,

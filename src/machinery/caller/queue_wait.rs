@@ -26,27 +26,33 @@ use crate::protocol::{Ask, Call, Mode, Renew, RenewReply};
 /// `REPLY_GRACE`, connections/caller.rs, when one was in flight instead)
 /// whatever the server does. The leave that ends a parked wait (its
 /// deadline, its cancel), whose answer is what the call returns, is given
-/// the link's share too ([`leave_grace`]).
+/// the link's share too ([`link_grace`]).
 pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
-/// Round trips of the link added to [`LEAVE_GRACE`] for the leave that
-/// ends a parked wait: one for the leave's own, one for the link's jitter.
-const LEAVE_ROUND_TRIPS: u32 = 2;
-
-/// The grace of the leave that ends a parked wait (its deadline, its
-/// cancel): [`LEAVE_GRACE`] and [`LEAVE_ROUND_TRIPS`] of `round_trip`, the
-/// quickest this wait's own requests took (the link to its lock's server
-/// as it found it moments ago; `None`: none answered), at most one
-/// `command_timeout` (what any request is given). A leave on a link
-/// slower than 50 ms a round trip could not be answered within
-/// `LEAVE_GRACE` alone, and an upgrade whose withdrawal goes unanswered
-/// cannot say it still holds its read (the claim may have been settled):
-/// it failed with `Connection`, its read released. In a stall the wait
-/// still returns by its deadline and this grace, which the link it
-/// measured bounds, not the stall.
-fn leave_grace(round_trip: Option<Duration>, command_timeout: Duration) -> Duration {
-    let link = round_trip.map_or(Duration::ZERO, |rt| rt * LEAVE_ROUND_TRIPS);
-    (LEAVE_GRACE + link).min(command_timeout.max(LEAVE_GRACE))
+/// The grace past a wait's end of the requests that end it, sent one
+/// after another: [`LEAVE_GRACE`], the round trip of each
+/// (`round_trips`: for each, the quickest the requests of the call that
+/// measured its link took, [`Waiter::round_trip`]; `None`: none answered,
+/// nothing added), and one more of the slowest for the link's jitter, at
+/// most one `command_timeout` (what any request is given). A request on a
+/// link slower than 50 ms a round trip could not be answered within
+/// `LEAVE_GRACE` alone. The leave that ends a parked wait (its deadline,
+/// its cancel) is one: an upgrade whose withdrawal goes unanswered cannot
+/// say it still holds its read (the claim may have been settled), it
+/// failed with `Connection`, its read released. A multi-lock's give-back
+/// of the parts it took, one release each: they were sent without waiting
+/// for their replies, still held when the call returned. In a stall a wait
+/// still returns by its deadline and this grace, which the links it
+/// measured bound, not the stall.
+pub(crate) fn link_grace(
+    round_trips: impl IntoIterator<Item = Option<Duration>>,
+    command_timeout: Duration,
+) -> Duration {
+    let (all, slowest) = (round_trips.into_iter().flatten())
+        .fold((Duration::ZERO, Duration::ZERO), |(all, slowest), rt| {
+            (all + rt, slowest.max(rt))
+        });
+    (LEAVE_GRACE + all + slowest).min(command_timeout.max(LEAVE_GRACE))
 }
 
 /// The limit of a call that ends a wait ending by `end`, or now if that
@@ -111,41 +117,38 @@ pub(crate) trait Queued {
 /// Waits in the queue until `queued` gets what it asks for, its `deadline`
 /// (`wait`'s, `None`: no limit) passes or `wait`'s canceller is cancelled,
 /// counted in the metrics of the lock `labels` names; a wait that cannot
-/// wait ([`NoWait`]) makes one attempt that never queues. The waiter of
-/// `call` is registered before its first request reaches Redis, so that no
-/// handoff message can arrive for an id nobody listens to, and forgotten
-/// once the wait ends. A first request fails at once when Redis is
+/// wait ([`NoWait`]) makes one attempt that never queues. The `waiter` of
+/// the call is registered before its first request reaches Redis, so that
+/// no handoff message can arrive for an id nobody listens to, and
+/// forgotten once the wait ends; the caller keeps it, to read what its
+/// requests measured of the link ([`Waiter::round_trip`]). A first request fails at once when Redis is
 /// unreachable; a queued call rides out a restart or a failover (or a
 /// refusal that passes, `OOM`) for the client's outage patience, as its
 /// place (or a new one) is still there when Redis is back.
 pub(crate) fn wait_in_queue<Q: Queued>(
     queued: &Q,
     shared: &Shared,
-    call: Call,
+    waiter: &Arc<Waiter>,
     deadline: std::result::Result<Option<Instant>, NoWait>,
     wait: &Wait,
     labels: &Labels,
 ) -> Result<Option<Q::Got>> {
-    let waiter = Arc::new(Waiter::new(call));
     let Ok(deadline) = deadline else {
-        return match queued.attempt(&waiter, Mode::Try, Limit::default())? {
+        return match queued.attempt(waiter, Mode::Try, Limit::default())? {
             Attempted::Got(got) => Ok(Some(got)),
             Attempted::Waiting(..) => Ok(None),
         };
     };
-    shared.park(Arc::clone(&waiter));
+    shared.park(Arc::clone(waiter));
     observe::waiting(labels, 1.0);
     if let Some(cancel) = wait.canceller() {
-        cancel.watch(&waiter);
+        cancel.watch(waiter);
     }
     let mut mode = Mode::First;
     let mut outage = None;
     // What the outage last said (a refusal, an unreachable server): a
     // request the patience's own end cut short says nothing of Redis.
     let mut cause: Option<Error> = None;
-    // The quickest of this wait's requests that Redis answered: the
-    // link's share of the grace of its leave ([`leave_grace`]).
-    let mut round_trip: Option<Duration> = None;
     let result = loop {
         let sent = Instant::now();
         if mode == Mode::First {
@@ -157,10 +160,10 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         let since = outage.or(waiter.unheard_since());
         let patience_end = since.map(|since| since + shared.config().outage_patience());
         let by = deadline.into_iter().chain(patience_end).min();
-        let attempted = queued.attempt(&waiter, mode, Limit::by(by));
+        let attempted = queued.attempt(waiter, mode, Limit::by(by));
         if attempted.is_ok() {
-            let took = sent.elapsed();
-            round_trip = Some(round_trip.map_or(took, |quickest| quickest.min(took)));
+            // The link's share of the grace of its leave ([`link_grace`]).
+            waiter.took(sent.elapsed());
         }
         waiter.answered(
             !matches!(&attempted, Err(err) if err.is_connection() || err.is_refused_for_now()),
@@ -197,7 +200,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // reply the deadline did not wait for may have taken the
                 // lock).
                 waiter.give_up();
-                break queued.out_of_time(&waiter, err);
+                break queued.out_of_time(waiter, err);
             }
             // A refusal that passes (`OOM`, `MISCONF`, `NOREPLICAS`: nothing
             // ran) is ridden out as an outage is, the place kept.
@@ -224,7 +227,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                     );
                     // What is left in Redis is dealt with as the last request's
                     // error says (a timeout's call may have run).
-                    break match (queued.failed(&waiter, err, leave_within(deadline)), said) {
+                    break match (queued.failed(waiter, err, leave_within(deadline)), said) {
                         (Err(_), Some((said, before))) => Err(said.during(format_args!(
                             "{gave_up}; its last request had no reply by then, {before}"
                         ))),
@@ -245,9 +248,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 }
                 log::debug!("fairlock: waiting through an outage: {err}");
                 cause = Some(err);
-                shared.retry_in_order(&waiter);
+                shared.retry_in_order(waiter);
             }
-            Err(err) => break queued.failed(&waiter, err, leave_within(deadline)),
+            Err(err) => break queued.failed(waiter, err, leave_within(deadline)),
         }
         mode = Mode::Poll;
         match waiter.sleep(deadline) {
@@ -268,10 +271,10 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // Its confirmation (sync_replicas) keeps to the deadline too:
                 // one unanswered by then is given up as a parked wait is.
                 let by = deadline.map(|at| at.max(Instant::now()));
-                break match queued.granted(&waiter, grant, Limit::by(by)) {
+                break match queued.granted(waiter, grant, Limit::by(by)) {
                     Err(err) if out_of_time(&err, by) => {
                         waiter.give_up();
-                        queued.out_of_time(&waiter, err)
+                        queued.out_of_time(waiter, err)
                     }
                     // Gone before it was confirmed (a force release), or
                     // counted out by the time its confirmation came back:
@@ -288,9 +291,9 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // the link (a stalled server or an outage: the watchdog
                 // abandons the call once Redis answers).
                 let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
-                let grace = leave_grace(round_trip, shared.config().command_timeout);
-                break match queued.leave(&waiter, Limit::within(by + grace)) {
-                    Err(err) if out_of_time(&err, Some(by)) => queued.out_of_time(&waiter, err),
+                let grace = link_grace([waiter.round_trip()], shared.config().command_timeout);
+                break match queued.leave(waiter, Limit::within(by + grace)) {
+                    Err(err) if out_of_time(&err, Some(by)) => queued.out_of_time(waiter, err),
                     left => left,
                 };
             }
@@ -351,13 +354,24 @@ mod tests {
     fn a_leave_is_given_two_round_trips_of_the_link_beyond_its_grace_at_most_a_command_timeout() {
         let ms = Duration::from_millis;
         let timeout = ms(5000);
-        assert_eq!(leave_grace(None, timeout), LEAVE_GRACE);
-        assert_eq!(leave_grace(Some(ms(1)), timeout), ms(52));
+        assert_eq!(link_grace([None], timeout), LEAVE_GRACE);
+        assert_eq!(link_grace([Some(ms(1))], timeout), ms(52));
         // A 60 ms round trip: the leave's reply comes 60 ms after the
         // deadline, past LEAVE_GRACE alone.
-        assert_eq!(leave_grace(Some(ms(60)), timeout), ms(170));
-        assert_eq!(leave_grace(Some(ms(4000)), timeout), timeout);
+        assert_eq!(link_grace([Some(ms(60))], timeout), ms(170));
+        assert_eq!(link_grace([Some(ms(4000))], timeout), timeout);
         // A command timeout below LEAVE_GRACE takes nothing from it.
-        assert_eq!(leave_grace(Some(ms(30)), ms(20)), LEAVE_GRACE);
+        assert_eq!(link_grace([Some(ms(30))], ms(20)), LEAVE_GRACE);
+    }
+
+    #[test]
+    fn requests_sent_one_after_another_are_given_a_round_trip_each_and_one_of_the_slowest() {
+        let ms = Duration::from_millis;
+        let timeout = ms(5000);
+        // Three releases on a 60 ms link, one on a 10 ms one.
+        let links = [Some(ms(60)), Some(ms(60)), None, Some(ms(10)), Some(ms(60))];
+        assert_eq!(link_grace(links, timeout), ms(50 + 190 + 60));
+        assert_eq!(link_grace([], timeout), LEAVE_GRACE);
+        assert_eq!(link_grace([Some(ms(2000)); 3], timeout), timeout);
     }
 }

@@ -6,6 +6,7 @@
 //! new fencing token, and a renewal that raced the change is not taken for
 //! a loss.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::connections::caller::Limit;
@@ -45,7 +46,8 @@ impl CallHold {
         let _changing = self.hold.changing();
         let claim = asking(&self.call, Ask::Upgrade);
         let labels = &self.hold.labels;
-        let got = wait_in_queue(&*self, shared, claim.clone(), wait.deadline(), wait, labels);
+        let waiter = Arc::new(Waiter::new(claim.clone()));
+        let got = wait_in_queue(&*self, shared, &waiter, wait.deadline(), wait, labels);
         let got = match got {
             // Redis found the upgradable read gone (its claim withdrawn
             // with it): released, the release says why.

@@ -66,6 +66,9 @@ struct WaitState {
     joined: Option<Instant>,
     /// Requests of this wait answered so far (or failed).
     answers: u64,
+    /// The quickest round trip of those Redis answered: the link to the
+    /// lock's server as this call found it ([`Waiter::round_trip`]).
+    round_trip: Option<Duration>,
     /// Its last request could not reach Redis: it asks again through a
     /// rejoin in order ([`Waiters::rejoin`]).
     unreached: bool,
@@ -143,6 +146,22 @@ impl Waiter {
         state.unreached = !reached;
         drop(state);
         self.changed.notify_all();
+    }
+
+    /// One request of this wait, sent `took` before, had its answer
+    /// from Redis.
+    pub(crate) fn took(&self, took: Duration) {
+        let mut state = self.state.lock();
+        state.round_trip = Some(state.round_trip.map_or(took, |quickest| quickest.min(took)));
+    }
+
+    /// The quickest of this wait's requests that Redis answered (`None`:
+    /// none was): the round trip of the link to its lock's server as the
+    /// call found it, which the requests that end the wait (its leave, the
+    /// release of a hold a call gives back as it ends) are given beyond
+    /// their grace (see `link_grace`).
+    pub(crate) fn round_trip(&self) -> Option<Duration> {
+        self.state.lock().round_trip
     }
 
     /// Its last request could not reach Redis, and its wait goes on.
