@@ -351,13 +351,7 @@ fn a_multi_lock_that_times_out_in_a_stall_returns_by_its_deadline() {
     let client = server.stall_client();
     // The part taken second, in the order every client takes them, is held.
     let mut names = ["stall-x", "stall-y"];
-    let key = |name: &str| {
-        fairlock::__test_support::LockKeys::of_kind("fairlock", name, LockKind::Mutex)
-            .unwrap()
-            .all[0]
-            .clone()
-    };
-    names.sort_by_key(|name| key(name));
+    names.sort_by_key(|name| mutex_key(name));
     let [first, second] = names;
     let busy = other.fair_mutex(second).lock().unwrap();
     let set = client.fair_multi_lock(names);
@@ -519,6 +513,15 @@ fn patient_for_1_5s_over_a_relay() -> (RedisServer, Relay, Client, Client) {
     (server, relay, client, other)
 }
 
+/// The lock key of the mutex `name`: the order in which every client
+/// takes a multi-lock's parts.
+fn mutex_key(name: &str) -> String {
+    LockKeys::of_kind("fairlock", name, LockKind::Mutex)
+        .unwrap()
+        .all[0]
+        .clone()
+}
+
 /// Each of `names` is free, nothing held or queued, within 5 s (the
 /// watchdog's give-backs included), as `other` reads it.
 fn assert_free_within_5s(other: &Client, names: &[&str]) {
@@ -596,12 +599,7 @@ fn a_multi_lock_whose_wait_ends_over_a_slow_link_holds_nothing_when_it_returns()
     let _serial = serial();
     let (_server, other, relay, client) = over_a_relay(Duration::from_secs(2));
     let mut names = ["slow-end-a", "slow-end-b", "slow-end-c"];
-    names.sort_by_key(|name| {
-        LockKeys::of_kind("fairlock", name, LockKind::Mutex)
-            .unwrap()
-            .all[0]
-            .clone()
-    });
+    names.sort_by_key(|name| mutex_key(name));
     let last = names[2];
     let busy = other.fair_mutex(last).lock().unwrap();
     let set = client.fair_multi_lock(names);
@@ -665,12 +663,7 @@ fn a_multi_lock_cancelled_during_a_parts_request_asks_for_no_later_part() {
     let (_server, other, relay, client) = over_a_relay(Duration::from_secs(2));
     // In the order every client takes them (their keys').
     let mut names = ["cancelled-a", "cancelled-b", "cancelled-c"];
-    names.sort_by_key(|name| {
-        LockKeys::of_kind("fairlock", name, LockKind::Mutex)
-            .unwrap()
-            .all[0]
-            .clone()
-    });
+    names.sort_by_key(|name| mutex_key(name));
     let set = client.fair_multi_lock(names);
     let cancel = WaitCanceller::new();
     // A pooled connection open before the link slows: the first part's
@@ -712,12 +705,7 @@ fn a_part_lost_while_the_set_waits_for_a_later_one_fails_the_call() {
     let (client, other, third) = (server.client(), server.client(), server.client());
     // The two names in the order every client takes them (their keys').
     let mut names = ["lost-p", "lost-q"];
-    names.sort_by_key(|name| {
-        LockKeys::of_kind("fairlock", name, LockKind::Mutex)
-            .unwrap()
-            .all[0]
-            .clone()
-    });
+    names.sort_by_key(|name| mutex_key(name));
     let [first, second] = names;
     for fixed in [None, Some(Duration::from_millis(300))] {
         let busy = other.fair_mutex(second).lock().unwrap();
@@ -787,12 +775,7 @@ fn a_multi_lock_that_fails_in_a_stall_releases_its_parts_within_one_command_time
     let _serial = serial();
     let (server, relay, client, other) = patient_for_1_5s_over_a_relay();
     let mut names: Vec<String> = (0..5).map(|i| format!("stall-part-{i}")).collect();
-    names.sort_by_key(|name| {
-        LockKeys::of_kind("fairlock", name, LockKind::Mutex)
-            .unwrap()
-            .all[0]
-            .clone()
-    });
+    names.sort_by_key(|name| mutex_key(name));
     let last = names[4].clone();
     let busy = other.fair_mutex(&last).lock().unwrap();
     let set = client.fair_multi_lock(names.iter().map(String::as_str));
@@ -854,12 +837,7 @@ fn a_multi_lock_cancelled_in_a_stall_returns_within_the_cancels_grace() {
     let client = server.stall_client();
     let other = server.client();
     let mut names: Vec<String> = (0..8).map(|i| format!("cancel-part-{i}")).collect();
-    names.sort_by_key(|name| {
-        LockKeys::of_kind("fairlock", name, LockKind::Mutex)
-            .unwrap()
-            .all[0]
-            .clone()
-    });
+    names.sort_by_key(|name| mutex_key(name));
     let last = names[7].clone();
     let busy = other.fair_mutex(&last).lock().unwrap();
     let set = client.fair_multi_lock(names.iter().map(String::as_str));
@@ -1014,12 +992,7 @@ fn a_part_lost_while_the_set_waits_through_a_stall_fails_the_call_lease_lost() {
     let _serial = serial();
     let (server, relay, client, other) = patient_for_1_5s_over_a_relay();
     let mut names = ["stall-lost-a".to_owned(), "stall-lost-b".to_owned()];
-    names.sort_by_key(|name| {
-        LockKeys::of_kind("fairlock", name, LockKind::Mutex)
-            .unwrap()
-            .all[0]
-            .clone()
-    });
+    names.sort_by_key(|name| mutex_key(name));
     let [first, last] = names.clone();
     let busy = other.fair_mutex(&last).lock().unwrap();
     let set = (client.fair_multi_lock(names.iter().map(String::as_str)))
