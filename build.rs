@@ -103,7 +103,7 @@ pub fn build(lua: &Path, format: u32) {
     let definitions = split_lib(source);
     let out = Path::new(&env::var("OUT_DIR").unwrap()).to_path_buf();
     fs::write(out.join("format.rs"), format!("{format}\n")).expect("writing OUT_DIR/format.rs");
-    let (mut library, prologues) = library_head(&definitions);
+    let (mut library, values) = library_head(&definitions);
     let families = FAMILIES
         .iter()
         .flat_map(|&family| every.iter().map(move |op| (family, op.as_str())));
@@ -116,8 +116,8 @@ pub fn build(lua: &Path, format: u32) {
         let path = out.join(family).join(format!("{op}.lua"));
         fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
         fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
-        let prologue = &prologues[election as usize];
-        library += &register(family, op, prologue, &file, &body);
+        let function = register(&definitions, &values, (family, election), op, &file, &body);
+        library += &function;
     }
     // A function that does nothing: a client calls it at its start to learn
     // whether the server has the library already (src/connections/scripts.rs:
@@ -191,27 +191,26 @@ fn operations_rs(ops: &[String], every: usize, table: &[((&str, &str, bool), &st
     )
 }
 
-/// The Redis Functions library's body, up to its functions, and the
-/// prologues its functions start with (a mutex's or a counted lock's, an
-/// election's): every definition of lua/lib/ once, at the library's top
-/// level, so that Redis builds each helper's closure once, when it loads
-/// the library, instead of on every call. The one-line definitions of
-/// lua/lib/ that read a call's KEYS or ARGV (or have an election's
-/// version) are locals of the library that the prologue sets at the start
-/// of every call (Redis runs one call at a time, so one call's values
-/// never meet another's), the election's versions in an election's; it is
-/// written into each function, not called, as a Lua call costs about 0.3k
-/// instructions (`cargo bench --bench server_cost`); any other one-line
-/// definition is set once, when Redis loads the library, and kept from
-/// call to call (lua/lib/common.lua's checked_ values); one whose
-/// library's version is a function is a function there. The caller puts the `#!lua name=...` line and
-/// `local PREFIX = '<function name prefix>'` in front (src/connections/
-/// library.rs: both follow from this text's hash).
-fn library_head(definitions: &[Definition]) -> (String, [String; 2]) {
-    /// A definition's text in the Functions library.
-    fn library_text(d: &Definition) -> &str {
-        d.library.as_deref().unwrap_or(&d.text)
-    }
+/// The head of the Functions library: every definition of lua/lib/ once,
+/// at the library's top level, so that Redis builds each helper's closure
+/// once, when it loads the library, instead of on every call; and the
+/// values each call sets. The one-line definitions of lua/lib/ that read a
+/// call's KEYS or ARGV (or have an election's version) are locals of the
+/// library that each function sets (Redis runs one call at a time, so one
+/// call's values never meet another's), the election's versions in an
+/// election's, each before the top-level statement of the function that
+/// first needs it, as EVALSHA's scripts define it (`register`): a fast
+/// path that returns early sets none that only later statements read (each
+/// costs a call about 0.2k instructions, `cargo bench --bench server_cost`).
+/// Any other one-line definition is set once, when Redis loads the
+/// library, and kept from call to call (lua/lib/common.lua's checked_
+/// values); one whose library's version is a function is a function there.
+/// Returns the head and, for each definition a call sets, its index and
+/// its assignment in a mutex's (a counted lock's) function and in an
+/// election's. The caller puts the `#!lua name=...` line and `local PREFIX
+/// = '<function name prefix>'` in front (src/connections/library.rs: both
+/// follow from this text's hash).
+fn library_head(definitions: &[Definition]) -> (String, Vec<CallValue>) {
     // A value read from neither KEYS nor ARGV, with no election's version,
     // is the library's own: set once, where Redis loads the library, and
     // kept from one call to the next (lua/lib/common.lua's checked_ values).
@@ -223,28 +222,28 @@ fn library_head(definitions: &[Definition]) -> (String, [String; 2]) {
     let mut head = format!(
         "-- fairlock's scripts as one Redis Functions library, assembled by build.rs from\n\
          -- lua/lib/ and each operation's file (see build.rs: library_head, register).\n\
-         local KEYS, ARGV\nlocal {}\n\n",
+         local KEYS, ARGV\nlocal {}\n\n\
+         -- Gives the helpers below a call's KEYS and ARGV (each function's\n\
+         -- own are its parameters): see build.rs, register.\n\
+         local function use_call(keys, argv)\n  KEYS, ARGV = keys, argv\nend\n\n",
         names.join(", ")
     );
     let functions = definitions.iter().filter(|d| is_function(library_text(d)));
     for definition in kept.into_iter().chain(functions) {
         head += &format!("{}\n", library_text(definition));
     }
-    // The callback's arguments are `keys` and `argv`: the prologue sets the
-    // library's KEYS and ARGV, which lua/lib/'s helpers read, from them.
-    let start = "    KEYS, ARGV = keys, argv\n".to_owned();
-    let mut prologues = [start.clone(), start];
     let assignment = |text: &str| {
         let line = text.lines().find(|l| l.starts_with("local ")).unwrap();
         line.trim_start_matches("local ").to_owned()
     };
+    let mut sets = Vec::new();
     for value in values {
         let (name, plain) = (&value.name, assignment(library_text(value)));
         let election = match &value.election {
             None => plain.clone(),
             // A value whose election's version is a function (ANNOUNCE):
             // that function once, as `<NAME>_election`, which the
-            // election's prologue gives the value (split_lib read it as
+            // election's functions give the value (split_lib read it as
             // `local function <name>(`).
             Some(version) if is_function(version) => {
                 let from = format!("local function {name}(");
@@ -254,10 +253,26 @@ fn library_head(definitions: &[Definition]) -> (String, [String; 2]) {
             }
             Some(version) => assignment(version),
         };
-        prologues[0] += &format!("    {plain}\n");
-        prologues[1] += &format!("    {election}\n");
+        let index = definitions.iter().position(|d| d.name == *name).unwrap();
+        sets.push(CallValue {
+            index,
+            assignments: [plain, election],
+        });
     }
-    (head, prologues)
+    (head, sets)
+}
+
+/// A definition of lua/lib/ that each call of the library sets (see
+/// `library_head`): its index, and its assignment in a mutex's (a counted
+/// lock's) function and in an election's.
+struct CallValue {
+    index: usize,
+    assignments: [String; 2],
+}
+
+/// A definition's text in the Functions library.
+fn library_text(d: &Definition) -> &str {
+    d.library.as_deref().unwrap_or(&d.text)
 }
 
 /// Whether the Lua `code` reads a call's arguments (`KEYS`, `ARGV`).
@@ -274,18 +289,48 @@ fn is_function(text: &str) -> bool {
     text.lines().any(|l| l.starts_with("local function "))
 }
 
-/// The registration of one operation's function in the library: the
-/// `prologue` (library_head's), then its file's body (every helper is the
-/// library's) as the function, named `<PREFIX><family>_<op>`. Status only reads, so
-/// it runs on a server out of memory too (`no-writes`), as its EVALSHA
-/// does.
-fn register(family: &str, op: &str, prologue: &str, file: &str, body: &str) -> String {
+/// The registration of one operation's function in the library, named
+/// `<PREFIX><family>_<op>`: its file's body (every helper is the
+/// library's), with each value a call sets (`values`, library_head's) set
+/// before the top-level statement that first needs it, in an `election`'s
+/// version for an election's. Status only reads, so it runs on a server
+/// out of memory too (`no-writes`), as its EVALSHA does.
+fn register(
+    definitions: &[Definition],
+    values: &[CallValue],
+    (family, election): (&str, bool),
+    op: &str,
+    file: &str,
+    body: &str,
+) -> String {
     let flags = if op == "status" { " 'no-writes' " } else { "" };
-    let body: String = body.lines().flat_map(|line| [line, "\n"]).collect();
+    // The library's version of each definition, or the election's.
+    let text = |d: &Definition| match &d.election {
+        Some(version) if election => version.clone(),
+        _ => library_text(d).to_owned(),
+    };
+    let mut function = String::new();
+    let mut shared = false;
+    for (statement, wanted) in placements(definitions, &text, body) {
+        // The library's helpers that read KEYS or ARGV read its own, which
+        // the function sets (use_call) before the first statement that
+        // needs one: a fast path that needs none sets neither.
+        let reads = |&i: &usize| {
+            let text = text(&definitions[i]);
+            is_function(&text) && reads_call(&text)
+        };
+        if !shared && wanted.iter().any(reads) {
+            function += "    use_call(KEYS, ARGV)\n";
+            shared = true;
+        }
+        for value in values.iter().filter(|v| wanted.contains(&v.index)) {
+            function += &format!("    {}\n", value.assignments[election as usize]);
+        }
+        function.extend(statement.lines().flat_map(|line| [line, "\n"]));
+    }
     format!(
         "-- lua/{file}\nredis.register_function({{\n  function_name = PREFIX .. '{family}_{op}',\n  \
-         flags = {{{flags}}},\n  callback = function(keys, argv)\n{prologue}    local KEYS, ARGV = keys, argv\n\
-         {body}  end,\n}})\n\n"
+         flags = {{{flags}}},\n  callback = function(KEYS, ARGV)\n{function}  end,\n}})\n\n"
     )
 }
 
@@ -372,12 +417,36 @@ fn assemble(definitions: &[Definition], election: bool, op: &str, body: &str) ->
         Some(version) if election => version.clone(),
         _ => d.text.clone(),
     };
-    // What each definition uses of the others, in this family's versions.
+    for (statement, wanted) in placements(definitions, &text, body) {
+        for (n, &i) in wanted.iter().enumerate() {
+            let text = text(&definitions[i]);
+            script.push_str(&text);
+            if text.lines().count() > 1 || n + 1 == wanted.len() {
+                script.push('\n');
+            }
+        }
+        script.push_str(&statement);
+    }
+    script
+}
+
+/// The top-level statements of `body`, each with the definitions of
+/// lua/lib/ it is the first to need (those it names, with those they use
+/// in turn, as `text` gives each definition), in lua/lib/'s order: where
+/// a script defines each (`assemble`) and the library's function sets each
+/// value a call sets (`register`).
+fn placements(
+    definitions: &[Definition],
+    text: &impl Fn(&Definition) -> String,
+    body: &str,
+) -> Vec<(String, Vec<usize>)> {
+    // What each definition uses of the others, in this version.
     let uses: Vec<Vec<usize>> = definitions
         .iter()
         .map(|d| lib_names_in(definitions, &text(d), Some(&d.name)))
         .collect();
     let mut emitted = vec![false; definitions.len()];
+    let mut placed = Vec::new();
     for statement in statements(body) {
         let mut wanted = vec![false; definitions.len()];
         let mut todo = lib_names_in(definitions, &statement, None);
@@ -387,17 +456,13 @@ fn assemble(definitions: &[Definition], election: bool, op: &str, body: &str) ->
                 todo.extend(&uses[i]);
             }
         }
-        for (i, definition) in definitions.iter().enumerate().filter(|(i, _)| wanted[*i]) {
-            let text = text(definition);
-            script.push_str(&text);
-            if text.lines().count() > 1 || !wanted[i + 1..].iter().any(|w| *w) {
-                script.push('\n');
-            }
+        let first: Vec<usize> = (0..definitions.len()).filter(|&i| wanted[i]).collect();
+        for &i in &first {
             emitted[i] = true;
         }
-        script.push_str(&statement);
+        placed.push((statement, first));
     }
-    script
+    placed
 }
 
 /// `body` cut before each top-level statement (a line at column 0 that

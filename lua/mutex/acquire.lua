@@ -62,9 +62,11 @@ if stored then
     end
     return token
   end
-elseif redis.call('EXISTS', QUEUE) == 0 then
-  -- No key: the lock is unused (its queue never outlives it, but for
-  -- keys deleted by hand, which the EXISTS covers).
+end
+-- No key: the lock is unused (its queue never outlives it, but for keys
+-- deleted by hand, which the EXISTS covers). (A statement of its own: the
+-- fast path above sets no value that only this one needs, build.rs.)
+if not stored and redis.call('EXISTS', QUEUE) == 0 then
   return (take(owner, lease, server_time(), call, '0', '', false, px))
 end
 
