@@ -849,3 +849,45 @@ fn an_upgrade_of_a_hold_counted_lost_keeps_its_deadline_while_redis_is_gone() {
     assert!(took < WAIT + OVER, "upgrade_with({WAIT:?}) took {took:?}");
     server.start_again();
 }
+
+/// The same for the changes of access that have no deadline: a
+/// `try_upgrade` of an upgradable read and a `downgrade` of a write, both
+/// counted lost (Redis killed and not back), say `LeaseLost` within one
+/// command timeout and a leave's grace, as a change of access that fails
+/// releases its hold (`release_after`). Before, the release each sends in
+/// its place waited the connect timeout for a connection: 3.0 s each here.
+#[test]
+fn a_try_upgrade_and_a_downgrade_of_holds_counted_lost_keep_to_a_command_timeout_while_redis_is_gone(
+) {
+    let _serial = serial();
+    let mut server = RedisServer::start();
+    let client = (server.builder())
+        .connect_timeout(Duration::from_secs(3))
+        .command_timeout(COMMAND_TIMEOUT)
+        .build()
+        .unwrap();
+    let rwlock = |name: &str| client.fair_rwlock(name).unbound();
+    let upgradable = rwlock("tried-when-lost").upgradable_read().unwrap();
+    let write = rwlock("downgraded-when-lost").write().unwrap();
+    server.kill();
+    let lost = || upgradable.is_lease_lost() && write.is_lease_lost();
+    assert!(
+        wait_until(Duration::from_secs(5), lost),
+        "counted lost within their 2 s leases of the kill"
+    );
+    let started = Instant::now();
+    let tried = upgradable.try_upgrade().map(drop).map_err(|err| err.kind());
+    let tried = (tried, started.elapsed());
+    let started = Instant::now();
+    let downgraded = write.downgrade().map(drop).map_err(|err| err.kind());
+    let downgraded = (downgraded, started.elapsed());
+    for (what, (kind, took)) in [("try_upgrade", tried), ("downgrade", downgraded)] {
+        eprintln!(
+            "deadlines: {what} of a hold counted lost, redis gone: {kind:?} after {:.0} ms",
+            ms(took)
+        );
+        assert_eq!(kind, Err(fairlock::ErrorKind::LeaseLost), "{what}");
+        assert!(took < COMMAND_TIMEOUT + OVER, "{what} took {took:?}");
+    }
+    server.start_again();
+}

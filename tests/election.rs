@@ -373,7 +373,7 @@ fn a_partitioned_leader_learns_it_lost_before_the_next_candidate_leads() {
         assert_eq!(lost.kind(), ErrorKind::LeaseLost);
         assert!(
             lost.to_string()
-                .contains(&format!("election {name:?} leadership")),
+                .contains(&format!("the leadership of election {name:?} (term ")),
             "{lost}"
         );
         drop(leader_client);

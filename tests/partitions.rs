@@ -744,8 +744,9 @@ fn a_grant_confirmed_after_its_count_ran_out_is_returned_live() {
 /// stalled: the unlock says `LeaseLost` (the hold is gone; writes made
 /// after its loss must be undone), as its documentation says of a hold
 /// counted lost, not the release's own timeout, a `Connection` error that
-/// reads as a hold not yet given back. What Redis still has of it is given
-/// back once the link flows.
+/// reads as a hold not yet given back; an election's in its own words (its
+/// leadership, its term, its resignation). What Redis still has of each is
+/// given back once the link flows.
 #[test]
 fn an_unlock_of_a_hold_counted_lost_in_a_stall_says_its_lease_was_lost() {
     let _serial = serial();
@@ -756,17 +757,37 @@ fn an_unlock_of_a_hold_counted_lost_in_a_stall_says_its_lease_was_lost() {
         .command_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
-    let guard = client.fair_mutex("lost-in-a-stall").lock().unwrap();
+    let name = "lost-in-a-stall";
+    let guard = client.fair_mutex(name).lock().unwrap();
+    let leadership = client.election(name).campaign().unwrap();
+    let term = leadership.term();
     relay.stall();
-    let lost = wait_until(Duration::from_secs(5), || guard.is_lease_lost());
-    assert!(lost, "counted lost in the stall");
+    let lost = || guard.is_lease_lost() && leadership.is_lease_lost();
+    assert!(
+        wait_until(Duration::from_secs(5), lost),
+        "counted lost in the stall"
+    );
     let err = guard.unlock().expect_err("counted lost");
+    let resigned = leadership.unlock().expect_err("counted lost");
     relay.resume();
     eprintln!("partitions: unlock of a hold counted lost in a stall: {err}");
     assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
-    let mutex = server.client().fair_mutex("lost-in-a-stall");
+    eprintln!("partitions: resignation of a leadership counted lost in a stall: {resigned}");
+    assert_eq!(resigned.kind(), ErrorKind::LeaseLost, "{resigned}");
+    let said = resigned.to_string();
+    let leadership =
+        format!("the leadership of election {name:?} (term {term}) was no longer held");
+    assert!(said.contains(&leadership), "{said}");
+    assert!(said.contains("its resignation failed too"), "{said}");
     assert!(
-        wait_until(Duration::from_secs(5), || !mutex.is_locked().unwrap()),
+        !said.contains("token") && !said.contains(" release"),
+        "{said}"
+    );
+    let other = server.client();
+    let (mutex, election) = (other.fair_mutex(name), other.election(name));
+    let free = || !mutex.is_locked().unwrap() && election.leader().unwrap().is_none();
+    assert!(
+        wait_until(Duration::from_secs(5), free),
         "given back once the link flows"
     );
 }

@@ -147,7 +147,7 @@ impl Ask {
     pub fn describe_on(self, kind: LockKind, name: &str) -> String {
         let rwlock = |hold| format!("rwlock {name:?} {hold}");
         match (kind, self) {
-            (LockKind::Election, _) => format!("election {name:?} leadership"),
+            (LockKind::Election, _) => format!("the leadership of election {name:?}"),
             (_, Ask::Mutex) => format!("mutex {name:?}"),
             (_, Ask::Permits { n: 1, .. }) => format!("semaphore {name:?} permit"),
             (_, Ask::Permits { n, .. }) => format!("semaphore {name:?} {n} permits"),

@@ -58,17 +58,39 @@ impl LockKind {
 
     /// How every error message names the call `call` (`"acquire"`,
     /// `"release"`, `"renew"`, ...) on a lock of this kind, before the
-    /// lock's name: `acquire of mutex`; an election's campaign, its
-    /// leader's resignation and the renewal of its leadership in the words
-    /// its API says them in: `campaign for election`, `resignation from
-    /// election`, `renewal of the leadership of election`.
+    /// lock's name: `acquire of mutex`; an election's in the words its API
+    /// says them in ([`act`](Self::act)): `campaign for election`,
+    /// `resignation from election`, `renewal of the leadership of
+    /// election`.
     pub(crate) fn call(self, call: &str) -> String {
-        let label = self.label();
+        let act = self.act(call);
+        let on = match act {
+            "campaign" => "for",
+            "resignation" => "from",
+            _ => "of",
+        };
+        format!("{act} {on} {}", self.label())
+    }
+
+    /// The call `call` as this kind's own word for it: an election's
+    /// acquire is a `campaign`, its release a `resignation`, its renew a
+    /// `renewal of the leadership`; any other call, and every call of the
+    /// other kinds, is its own word.
+    pub(crate) fn act(self, call: &str) -> &str {
         match (self, call) {
-            (LockKind::Election, "acquire") => format!("campaign for {label}"),
-            (LockKind::Election, "release") => format!("resignation from {label}"),
-            (LockKind::Election, "renew") => format!("renewal of the leadership of {label}"),
-            _ => format!("{call} of {label}"),
+            (LockKind::Election, "acquire") => "campaign",
+            (LockKind::Election, "release") => "resignation",
+            (LockKind::Election, "renew") => "renewal of the leadership",
+            _ => call,
+        }
+    }
+
+    /// What a hold's fencing token is called in messages: an election's
+    /// is its leader's `term`, every other kind's a `token`.
+    pub(crate) fn token_word(self) -> &'static str {
+        match self {
+            LockKind::Election => "term",
+            _ => "token",
         }
     }
 }

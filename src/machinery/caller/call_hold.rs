@@ -100,15 +100,18 @@ impl CallHold {
     fn given_back_by(&mut self, by: Instant) {
         let released = self.release_by(by);
         if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
-            let what = self.hold.call.describe();
-            log::warn!("fairlock: releasing the {what} failed, the watchdog gives it back: {err}");
+            let call = &self.hold.call;
+            let (release, name) = (call.keys.kind().call("release"), call.keys.name());
+            log::warn!(
+                "fairlock: the {release} {name:?} failed, the watchdog gives it back: {err}"
+            );
         }
     }
 
     /// When [`release_after`](Self::release_after) gives up: `end` and the
     /// grace of a request on its link (or one command timeout from
     /// `started` and a leave's grace), or now.
-    fn released_by(&self, end: Option<Instant>, started: Instant) -> Instant {
+    pub(super) fn released_by(&self, end: Option<Instant>, started: Instant) -> Instant {
         let timeout = self.client.config().command_timeout;
         let by = match end {
             Some(end) => end + link_grace([self.round_trip], timeout),
@@ -143,6 +146,7 @@ impl CallHold {
             return err;
         }
         let lost = self.lost();
+        let what = self.call.keys.kind().act(what);
         let message = format!(
             "{lost}; its {what} failed too, and the watchdog gives back what redis still has \
              of it: {err}"
@@ -256,8 +260,8 @@ impl Drop for CallHold {
         }
         let released = self.release(Some(self.client.config().command_timeout));
         if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
-            let what = self.call.describe();
-            log::warn!("fairlock: releasing a {what} on drop failed: {err}");
+            let (release, name) = (self.call.keys.kind().call("release"), self.call.keys.name());
+            log::warn!("fairlock: the {release} {name:?} on drop failed: {err}");
         }
     }
 }

@@ -12,9 +12,7 @@ use std::time::Instant;
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::call_hold::CallHold;
-use crate::machinery::caller::queue_wait::{
-    confirm, wait_in_queue, Attempted, Queued, LEAVE_GRACE,
-};
+use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
 use crate::machinery::caller::wait::Wait;
 use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::holds::{lease_lost, GONE};
@@ -33,7 +31,7 @@ impl CallHold {
         let started = Instant::now();
         // Counted lost, it stays lost: no write is made of it (nor kept,
         // when it was counted lost while the upgrade waited).
-        self.unless_lost(wait.ends_by())?;
+        self.unless_lost(wait.ends_by(), started)?;
         let shared = &self.client.shared;
         if shared.held_by(self.call.keys.lock(), &self.call.owner).0 > 1 {
             let name = self.target.name();
@@ -69,7 +67,7 @@ impl CallHold {
         self.hold.changed(token, true);
         self.call.ask = Ask::RwLock(Access::Write);
         drop(_changing);
-        self.unless_lost(wait.ends_by()).map(|()| true)
+        self.unless_lost(wait.ends_by(), started).map(|()| true)
     }
 
     /// Downgrades this hold (a write, or an upgradable read) to `to`,
@@ -90,24 +88,24 @@ impl CallHold {
     /// A hold this client counted lost is not changed: it is released now,
     /// as its unlock would release it, and the unlock's error is the
     /// call's (`LeaseLost`, or what Redis answered instead: another
-    /// build's data format, say). A call with an `end` (an upgrade's
-    /// deadline or cancel) releases by then and a leave's grace, pool wait
-    /// included, so that it returns on time whatever the server does (Redis
+    /// build's data format, say). The release is done by the call's `end`
+    /// (an upgrade's deadline or cancel) and the grace of a request on its
+    /// link, or without one (a `try_upgrade`, a downgrade) within one
+    /// command timeout of the call's start (`started`) and a leave's grace,
+    /// pool wait included, as [`release_after`](Self::release_after) does,
+    /// so that the call returns on time whatever the server does (Redis
     /// unreachable, that release would wait a connect timeout for a
     /// connection); the watchdog gives back what is not released by then.
-    fn unless_lost(&mut self, end: Option<Instant>) -> Result<()> {
+    fn unless_lost(&mut self, end: Option<Instant>, started: Instant) -> Result<()> {
         if !self.hold.is_lost() {
             return Ok(());
         }
-        let released = match end {
-            Some(end) => self.release_by(end.max(Instant::now()) + LEAVE_GRACE),
-            None => self.release(None),
-        };
+        let released = self.release_by(self.released_by(end, started));
         Err(released.err().unwrap_or_else(|| self.lost()))
     }
 
     fn change_access(&mut self, to: Access, started: Instant) -> Result<()> {
-        self.unless_lost(None)?;
+        self.unless_lost(None, started)?;
         let shared = &self.client.shared;
         let _changing = self.hold.changing();
         let call = &self.call;
@@ -137,7 +135,7 @@ impl CallHold {
         // Counted lost while the change was under way (its reply came
         // after this client's count of the lease ran out), it stays lost:
         // no read is made of it, as none is of a hold counted lost before.
-        self.unless_lost(None).and(replicated)
+        self.unless_lost(None, started).and(replicated)
     }
 
     /// One request of this hold's upgrade claim (`claim`: its call asking

@@ -80,8 +80,8 @@ pub(crate) const GONE: &str =
 /// The error of `call`'s hold of its lock (named by its keys), granted
 /// with `token`, found gone, for the reason `why`.
 pub(crate) fn lease_lost(call: &Call, token: u64, why: &str) -> Error {
-    let what = call.describe();
-    let message = format!("{what} (token {token}) was no longer held: {why}");
+    let (what, token_word) = (call.describe(), call.keys.kind().token_word());
+    let message = format!("{what} ({token_word} {token}) was no longer held: {why}");
     Error::new(ErrorKind::LeaseLost, message)
 }
 
