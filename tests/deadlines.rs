@@ -812,6 +812,17 @@ fn a_wait_handed_the_lock_as_it_ends_over_a_slow_link_passes_it_on_before_it_ret
     }
 }
 
+/// A client of `server` whose connections wait 3 s to connect (a
+/// connection pooled for a call that outlasts its deadline would wait that
+/// long with Redis gone), its command timeout COMMAND_TIMEOUT.
+fn waiting_out_connects(server: &RedisServer) -> Client {
+    (server.builder())
+        .connect_timeout(Duration::from_secs(3))
+        .command_timeout(COMMAND_TIMEOUT)
+        .build()
+        .unwrap()
+}
+
 /// An upgrade with a deadline of an upgradable read its client counted
 /// lost (Redis killed and not back: its renewals failed for its lease)
 /// says `LeaseLost` by its deadline and a leave's grace: the release it
@@ -824,11 +835,7 @@ fn an_upgrade_of_a_hold_counted_lost_keeps_its_deadline_while_redis_is_gone() {
     const WAIT: Duration = Duration::from_millis(300);
     let _serial = serial();
     let mut server = RedisServer::start();
-    let client = (server.builder())
-        .connect_timeout(Duration::from_secs(3))
-        .command_timeout(COMMAND_TIMEOUT)
-        .build()
-        .unwrap();
+    let client = waiting_out_connects(&server);
     let read = client.fair_rwlock("upgraded-when-lost").unbound();
     let read = read.upgradable_read().unwrap();
     server.kill();
@@ -861,11 +868,7 @@ fn a_try_upgrade_and_a_downgrade_of_holds_counted_lost_keep_to_a_command_timeout
 ) {
     let _serial = serial();
     let mut server = RedisServer::start();
-    let client = (server.builder())
-        .connect_timeout(Duration::from_secs(3))
-        .command_timeout(COMMAND_TIMEOUT)
-        .build()
-        .unwrap();
+    let client = waiting_out_connects(&server);
     let rwlock = |name: &str| client.fair_rwlock(name).unbound();
     let upgradable = rwlock("tried-when-lost").upgradable_read().unwrap();
     let write = rwlock("downgraded-when-lost").write().unwrap();

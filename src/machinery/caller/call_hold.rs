@@ -61,7 +61,7 @@ pub(crate) fn give_back(holds: Vec<&mut CallHold>, end: Option<Instant>) {
     let (now, timeout) = (Instant::now(), first.client.config().command_timeout);
     let quickest = holds.iter().filter_map(|hold| hold.round_trip).min();
     let by = match end {
-        Some(end) => end.max(now) + link_grace(holds.iter().map(|_| quickest), timeout),
+        Some(end) => end.max(now) + link_grace(quickest, holds.len(), timeout),
         None => now + timeout + LEAVE_GRACE,
     };
     for hold in holds {
@@ -114,7 +114,7 @@ impl CallHold {
     pub(super) fn released_by(&self, end: Option<Instant>, started: Instant) -> Instant {
         let timeout = self.client.config().command_timeout;
         let by = match end {
-            Some(end) => end + link_grace([self.round_trip], timeout),
+            Some(end) => end + link_grace(self.round_trip, 1, timeout),
             None => started + timeout + LEAVE_GRACE,
         };
         by.max(Instant::now())

@@ -29,30 +29,27 @@ use crate::protocol::{Ask, Call, Mode, Renew, RenewReply};
 /// the link's share too ([`link_grace`]).
 pub(super) const LEAVE_GRACE: Duration = Duration::from_millis(50);
 
-/// The grace past a wait's end of the requests that end it, sent one
-/// after another: [`LEAVE_GRACE`], the round trip of each
-/// (`round_trips`: for each, the quickest the requests of the call that
-/// measured its link took, [`Waiter::round_trip`]; `None`: none answered,
-/// nothing added), and one more of the slowest for the link's jitter, at
-/// most one `command_timeout` (what any request is given). A request on a
-/// link slower than 50 ms a round trip could not be answered within
-/// `LEAVE_GRACE` alone. The leave that ends a parked wait (its deadline,
-/// its cancel) is one: an upgrade whose withdrawal goes unanswered cannot
-/// say it still holds its read (the claim may have been settled), it
-/// failed with `Connection`, its read released. A multi-lock's give-back
-/// of the parts it took, one release each: they were sent without waiting
-/// for their replies, still held when the call returned. In a stall a wait
-/// still returns by its deadline and this grace, which the links it
-/// measured bound, not the stall.
+/// The grace past a wait's end of `requests` requests that end it, sent
+/// one after another: [`LEAVE_GRACE`], a round trip each (`round_trip`:
+/// the quickest the requests of the call that measured the link took,
+/// [`Waiter::round_trip`]; `None`: none answered, nothing added), and one
+/// more for the link's jitter, at most one `command_timeout` (what any
+/// request is given). A request on a link slower than 50 ms a round trip
+/// could not be answered within `LEAVE_GRACE` alone. The leave that ends a
+/// parked wait (its deadline, its cancel) is one: an upgrade whose
+/// withdrawal goes unanswered cannot say it still holds its read (the
+/// claim may have been settled), it failed with `Connection`, its read
+/// released. A multi-lock's give-back of the parts it took, one release
+/// each: they were sent without waiting for their replies, still held when
+/// the call returned. In a stall a wait still returns by its deadline and
+/// this grace, which the link it measured bounds, not the stall.
 pub(crate) fn link_grace(
-    round_trips: impl IntoIterator<Item = Option<Duration>>,
+    round_trip: Option<Duration>,
+    requests: usize,
     command_timeout: Duration,
 ) -> Duration {
-    let (all, slowest) = (round_trips.into_iter().flatten())
-        .fold((Duration::ZERO, Duration::ZERO), |(all, slowest), rt| {
-            (all + rt, slowest.max(rt))
-        });
-    (LEAVE_GRACE + all + slowest).min(command_timeout.max(LEAVE_GRACE))
+    let links = round_trip.map_or(Duration::ZERO, |rt| rt * (requests as u32 + 1));
+    (LEAVE_GRACE + links).min(command_timeout.max(LEAVE_GRACE))
 }
 
 /// The limit of a call that ends a wait ending by `end`, or now if that
@@ -291,7 +288,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // the link (a stalled server or an outage: the watchdog
                 // abandons the call once Redis answers).
                 let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
-                let grace = link_grace([waiter.round_trip()], shared.config().command_timeout);
+                let grace = link_grace(waiter.round_trip(), 1, shared.config().command_timeout);
                 break match queued.leave(waiter, Limit::within(by + grace)) {
                     Err(err) if out_of_time(&err, Some(by)) => queued.out_of_time(waiter, err),
                     left => left,
@@ -354,24 +351,23 @@ mod tests {
     fn a_leave_is_given_two_round_trips_of_the_link_beyond_its_grace_at_most_a_command_timeout() {
         let ms = Duration::from_millis;
         let timeout = ms(5000);
-        assert_eq!(link_grace([None], timeout), LEAVE_GRACE);
-        assert_eq!(link_grace([Some(ms(1))], timeout), ms(52));
+        assert_eq!(link_grace(None, 1, timeout), LEAVE_GRACE);
+        assert_eq!(link_grace(Some(ms(1)), 1, timeout), ms(52));
         // A 60 ms round trip: the leave's reply comes 60 ms after the
         // deadline, past LEAVE_GRACE alone.
-        assert_eq!(link_grace([Some(ms(60))], timeout), ms(170));
-        assert_eq!(link_grace([Some(ms(4000))], timeout), timeout);
+        assert_eq!(link_grace(Some(ms(60)), 1, timeout), ms(170));
+        assert_eq!(link_grace(Some(ms(4000)), 1, timeout), timeout);
         // A command timeout below LEAVE_GRACE takes nothing from it.
-        assert_eq!(link_grace([Some(ms(30))], ms(20)), LEAVE_GRACE);
+        assert_eq!(link_grace(Some(ms(30)), 1, ms(20)), LEAVE_GRACE);
     }
 
     #[test]
-    fn requests_sent_one_after_another_are_given_a_round_trip_each_and_one_of_the_slowest() {
+    fn requests_sent_one_after_another_are_given_a_round_trip_each_and_one_more() {
         let ms = Duration::from_millis;
         let timeout = ms(5000);
-        // Three releases on a 60 ms link, one on a 10 ms one.
-        let links = [Some(ms(60)), Some(ms(60)), None, Some(ms(10)), Some(ms(60))];
-        assert_eq!(link_grace(links, timeout), ms(50 + 190 + 60));
-        assert_eq!(link_grace([], timeout), LEAVE_GRACE);
-        assert_eq!(link_grace([Some(ms(2000)); 3], timeout), timeout);
+        // Three releases on a 60 ms link.
+        assert_eq!(link_grace(Some(ms(60)), 3, timeout), ms(50 + 180 + 60));
+        assert_eq!(link_grace(None, 3, timeout), LEAVE_GRACE);
+        assert_eq!(link_grace(Some(ms(2000)), 3, timeout), timeout);
     }
 }
