@@ -254,10 +254,7 @@ fn library_head(definitions: &[Definition]) -> (String, Vec<CallValue>) {
             Some(version) => assignment(version),
         };
         let index = definitions.iter().position(|d| d.name == *name).unwrap();
-        sets.push(CallValue {
-            index,
-            assignments: [plain, election],
-        });
+        sets.push((index, [plain, election]));
     }
     (head, sets)
 }
@@ -265,10 +262,7 @@ fn library_head(definitions: &[Definition]) -> (String, Vec<CallValue>) {
 /// A definition of lua/lib/ that each call of the library sets (see
 /// `library_head`): its index, and its assignment in a mutex's (a counted
 /// lock's) function and in an election's.
-struct CallValue {
-    index: usize,
-    assignments: [String; 2],
-}
+type CallValue = (usize, [String; 2]);
 
 /// A definition's text in the Functions library.
 fn library_text(d: &Definition) -> &str {
@@ -323,8 +317,8 @@ fn register(
             function += "    use_call(KEYS, ARGV)\n";
             shared = true;
         }
-        for value in values.iter().filter(|v| wanted.contains(&v.index)) {
-            function += &format!("    {}\n", value.assignments[election as usize]);
+        for (_, assignments) in values.iter().filter(|(i, _)| wanted.contains(i)) {
+            function += &format!("    {}\n", assignments[election as usize]);
         }
         function.extend(statement.lines().flat_map(|line| [line, "\n"]));
     }
