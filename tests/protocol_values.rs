@@ -191,7 +191,7 @@ fn a_write_takes_every_unit_a_read_one_and_permits_their_number() {
     );
     assert_eq!(
         Ask::Mutex.describe_on(LockKind::Election, "a"),
-        "election \"a\" leadership"
+        "the leadership of election \"a\""
     );
     assert_eq!(Ask::Mutex.describe_on(LockKind::Mutex, "a"), "mutex \"a\"");
 }
