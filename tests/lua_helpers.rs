@@ -8,7 +8,10 @@
 //! election's scripts are the mutex's files but for how they announce
 //! (lua/lib/mutex.lua's `@election` ANNOUNCE: publish, keep in the history), which
 //! the mutex's only test; that no script reads the client's clock (each
-//! reads the server's, with TIME); and that the check itself sees a helper missing or unused. It
+//! reads the server's, with TIME); that each function of the Functions
+//! library sets a call's values, and shares its KEYS and ARGV with the
+//! helpers, before it or a helper it calls reads them; and that both checks
+//! see what they look for when it is missing. It
 //! reads Lua with a scanner of its own, so a slip in build.rs is not
 //! repeated here.
 
@@ -413,6 +416,146 @@ fn the_check_sees_a_helper_missing_or_unused() {
         problems(late, &own_from(late, late.find("return fail").unwrap())),
         "fmt is used before its definition"
     ));
+}
+
+/// What is wrong in the Functions library `source` as to a call's values
+/// (the names its head declares after `local KEYS, ARGV`): each function
+/// (a `callback` of `redis.register_function`) must set each value (a line
+/// `    NAME = ...`) and give the library's helpers its KEYS and ARGV (the
+/// line `    use_call(KEYS, ARGV)`) before the first line of its own code
+/// that reads it, itself or through a helper it calls (a `local function`
+/// of the head, and every helper that one calls in turn); else the helper
+/// reads what the call before left. A value set to a helper (`ANNOUNCE =
+/// ANNOUNCE_election`) reads what that helper reads. Also returns how many
+/// functions it read.
+fn library_problems(source: &str) -> (Vec<String>, usize) {
+    let code = String::from_utf8(code_only(source)).unwrap();
+    let head_end = code.find("redis.register_function(").expect("a function");
+    let (head, names) = (&code[..head_end], |text: &str| -> Vec<String> {
+        let found = identifiers(text.as_bytes()).into_iter();
+        found.map(|(name, _, _)| name).collect()
+    });
+    let after = &head[head.find("local KEYS, ARGV\nlocal ").expect("the values") + 23..];
+    let values: Vec<&str> = after[..after.find('\n').unwrap()].split(", ").collect();
+    let mut helpers = std::collections::HashMap::new();
+    let mut lines = head.lines();
+    while let Some(line) = lines.next() {
+        if let Some(rest) = line.strip_prefix("local function ") {
+            let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "end").collect();
+            helpers.insert(rest.split('(').next().unwrap(), names(&body.join("\n")));
+        }
+    }
+    let (mut problems, mut read) = (Vec::new(), 0);
+    for (at, _) in code.match_indices("callback = function(KEYS, ARGV)\n") {
+        read += 1;
+        let named = &source[source[..at].rfind("function_name = PREFIX .. '").unwrap() + 27..];
+        let function = &named[..named.find('\'').unwrap()];
+        let body = &code[at..];
+        let body = &body[..body.find("\n  end,\n").expect("the callback's end")];
+        let (mut set, mut aliases, mut shared) = (Vec::<String>::new(), Vec::new(), false);
+        for line in body.lines().skip(1) {
+            if line == "    use_call(KEYS, ARGV)" {
+                shared = true;
+                continue;
+            }
+            let assigned = line.strip_prefix("    ").and_then(|l| l.split_once(" = "));
+            let reads = assigned.map_or(line, |(_, rhs)| rhs);
+            // Every name the line reads, through the helpers it calls.
+            let (mut todo, mut seen) = (names(reads), Vec::new());
+            while let Some(name) = todo.pop() {
+                if seen.contains(&name) {
+                    continue;
+                }
+                let helper = aliases.iter().find(|(value, _)| *value == name);
+                if let Some(read) = helpers.get(helper.map_or(name.as_str(), |(_, h)| *h)) {
+                    if !shared && read.iter().any(|n| n == "KEYS" || n == "ARGV") {
+                        problems.push(format!(
+                            "{function}: {name} reads KEYS or ARGV before use_call"
+                        ));
+                    }
+                    todo.extend(read.iter().cloned());
+                }
+                seen.push(name);
+            }
+            for value in seen
+                .iter()
+                .filter(|n| values.contains(&n.as_str()) && !set.contains(*n))
+            {
+                problems.push(format!(
+                    "{function}: {value} is read before it is set: {}",
+                    line.trim()
+                ));
+            }
+            if let Some((value, rhs)) = assigned {
+                if let Some((helper, _)) = helpers.get_key_value(rhs.trim()) {
+                    aliases.push((value.to_owned(), *helper));
+                }
+                set.push(value.to_owned());
+            }
+        }
+    }
+    (problems, read)
+}
+
+#[test]
+fn each_library_function_sets_the_values_it_and_its_helpers_read_before_reading_them() {
+    let (problems, read) = library_problems(fairlock::__test_support::library_source());
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(read, Script::ALL.len(), "one function per script");
+}
+
+#[test]
+fn the_library_check_sees_a_value_or_the_call_shared_too_late() {
+    let source = fairlock::__test_support::library_source();
+    let function = source.find("PREFIX .. 'mutex_acquire'").unwrap();
+    let at = function + source[function..].find("    LOCK = KEYS[1]\n").unwrap();
+    let unset = format!(
+        "{}{}",
+        &source[..at],
+        &source[at + "    LOCK = KEYS[1]\n".len()..]
+    );
+    let (problems, _) = library_problems(&unset);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("mutex_acquire: LOCK is read before it is set")),
+        "{problems:#?}"
+    );
+    // One only a helper reads, two calls down (free_lock, then wake).
+    let function = source.find("PREFIX .. 'mutex_release'").unwrap();
+    let at = function
+        + source[function..]
+            .find("    WAKE_PREFIX = ARGV[1]\n")
+            .unwrap();
+    let unset = format!(
+        "{}{}",
+        &source[..at],
+        &source[at + "    WAKE_PREFIX = ARGV[1]\n".len()..]
+    );
+    let (problems, _) = library_problems(&unset);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("mutex_release: WAKE_PREFIX is read before it is set")),
+        "{problems:#?}"
+    );
+    let function = source.find("PREFIX .. 'election_acquire'").unwrap();
+    let at = function
+        + source[function..]
+            .find("    use_call(KEYS, ARGV)\n")
+            .unwrap();
+    let late = format!(
+        "{}{}",
+        &source[..at],
+        &source[at + "    use_call(KEYS, ARGV)\n".len()..]
+    );
+    let (problems, _) = library_problems(&late);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("election_acquire: ANNOUNCE reads KEYS or ARGV")),
+        "{problems:#?}"
+    );
 }
 
 /// `source` without its first line (which says how it was assembled) and
