@@ -506,55 +506,34 @@ fn each_library_function_sets_the_values_it_and_its_helpers_read_before_reading_
 
 #[test]
 fn the_library_check_sees_a_value_or_the_call_shared_too_late() {
-    let source = fairlock::__test_support::library_source();
-    let function = source.find("PREFIX .. 'mutex_acquire'").unwrap();
-    let at = function + source[function..].find("    LOCK = KEYS[1]\n").unwrap();
-    let unset = format!(
-        "{}{}",
-        &source[..at],
-        &source[at + "    LOCK = KEYS[1]\n".len()..]
-    );
-    let (problems, _) = library_problems(&unset);
-    assert!(
-        problems
+    // What the check says of the library with `line` taken out of
+    // `function`, and whether one of its problems starts with `said`.
+    let planted = |function: &str, line: &str, said: &str| {
+        let source = fairlock::__test_support::library_source();
+        let from = source.find(&format!("PREFIX .. '{function}'")).unwrap();
+        let at = from + source[from..].find(line).unwrap();
+        let (problems, _) =
+            library_problems(&format!("{}{}", &source[..at], &source[at + line.len()..]));
+        let seen = problems
             .iter()
-            .any(|p| p.starts_with("mutex_acquire: LOCK is read before it is set")),
-        "{problems:#?}"
+            .any(|p| p.starts_with(&format!("{function}: {said}")));
+        assert!(seen, "{function} without {line:?}: {problems:#?}");
+    };
+    planted(
+        "mutex_acquire",
+        "    LOCK = KEYS[1]\n",
+        "LOCK is read before it is set",
     );
     // One only a helper reads, two calls down (free_lock, then wake).
-    let function = source.find("PREFIX .. 'mutex_release'").unwrap();
-    let at = function
-        + source[function..]
-            .find("    WAKE_PREFIX = ARGV[1]\n")
-            .unwrap();
-    let unset = format!(
-        "{}{}",
-        &source[..at],
-        &source[at + "    WAKE_PREFIX = ARGV[1]\n".len()..]
+    planted(
+        "mutex_release",
+        "    WAKE_PREFIX = ARGV[1]\n",
+        "WAKE_PREFIX is read before it is set",
     );
-    let (problems, _) = library_problems(&unset);
-    assert!(
-        problems
-            .iter()
-            .any(|p| p.starts_with("mutex_release: WAKE_PREFIX is read before it is set")),
-        "{problems:#?}"
-    );
-    let function = source.find("PREFIX .. 'election_acquire'").unwrap();
-    let at = function
-        + source[function..]
-            .find("    use_call(KEYS, ARGV)\n")
-            .unwrap();
-    let late = format!(
-        "{}{}",
-        &source[..at],
-        &source[at + "    use_call(KEYS, ARGV)\n".len()..]
-    );
-    let (problems, _) = library_problems(&late);
-    assert!(
-        problems
-            .iter()
-            .any(|p| p.starts_with("election_acquire: ANNOUNCE reads KEYS or ARGV")),
-        "{problems:#?}"
+    planted(
+        "election_acquire",
+        "    use_call(KEYS, ARGV)\n",
+        "ANNOUNCE reads KEYS or ARGV",
     );
 }
 
