@@ -100,6 +100,8 @@ impl CallHold {
         if !self.hold.is_lost() {
             return Ok(());
         }
+        // (An end already past gives the release its grace from now.)
+        let end = end.map(|end| end.max(Instant::now()));
         let released = self.release_by(self.released_by(end, started));
         Err(released.err().unwrap_or_else(|| self.lost()))
     }
