@@ -569,9 +569,7 @@ fn rejoin_after_a_restart(loading: bool) {
             "waiter {arrival} queued"
         );
     }
-    server.kill();
-    thread::sleep(Duration::from_secs(1));
-    server.start_again();
+    server.restart_after(Duration::from_secs(1));
     let deadline = Instant::now() + Duration::from_secs(20);
     for thread in threads {
         join_by(thread, deadline, "a waiter");
@@ -1017,9 +1015,7 @@ fn counted_rejoin_after_a_restart(loading: bool, asks: &[Counted]) {
             "waiter {arrival} queued"
         );
     }
-    server.kill();
-    thread::sleep(Duration::from_secs(1));
-    server.start_again();
+    server.restart_after(Duration::from_secs(1));
     for guard in &held {
         let end = guard.lease_signal().wait_timeout(Duration::from_secs(10));
         assert_eq!(

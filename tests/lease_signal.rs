@@ -171,9 +171,7 @@ fn lost_with_a_restart(lease: LeasePolicy, loading: bool) {
             .expect("free");
         holds.push((kind, watch(guard.lease_signal()), guard));
     }
-    server.kill();
-    thread::sleep(Duration::from_secs(1));
-    server.start_again();
+    server.restart_after(Duration::from_secs(1));
     let back = Instant::now();
     for (kind, ended, guard) in &holds {
         let (end, at) = ended

@@ -945,9 +945,7 @@ fn a_multi_lock_queued_across_a_restart_that_lost_its_data_returns_no_part_redis
     let waiting = thread::spawn(move || set.lock());
     let queued = || other.fair_rwlock(names.1).queue_len().unwrap() == 1;
     assert!(wait_until(Duration::from_secs(5), queued), "the set waits");
-    server.kill();
-    thread::sleep(Duration::from_millis(500));
-    server.start_again();
+    server.restart_after(Duration::from_millis(500));
     let got = join_within(waiting, Duration::from_secs(10), "the set");
     let err = match got {
         Err(err) => err,

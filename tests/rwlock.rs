@@ -1504,9 +1504,7 @@ fn a_write_asked_beside_a_write_lost_with_a_restart_and_a_read_is_refused_at_onc
     let client = server.client();
     let rwlock = client.fair_rwlock("rewritten-after-restart");
     let write = rwlock.write().unwrap();
-    server.kill();
-    thread::sleep(Duration::from_millis(300));
-    server.start_again();
+    server.restart_after(Duration::from_millis(300));
     let told = write.lease_signal().wait_timeout(Duration::from_secs(5));
     assert_eq!(
         told,

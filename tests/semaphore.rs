@@ -1257,9 +1257,7 @@ fn a_number_set_is_lost_with_the_servers_data_and_kept_by_its_aof() {
                 thread
             })
             .collect();
-        server.kill();
-        thread::sleep(Duration::from_millis(300));
-        server.start_again();
+        server.restart_after(Duration::from_millis(300));
         let in_after_restart: Vec<_> = granted
             .recv_timeout(Duration::from_secs(3))
             .into_iter()

@@ -413,9 +413,7 @@ fn f5_a_redis_restart_that_loses_the_data_returns_every_call_and_keeps_tokens_in
         .collect();
 
     // Killed, down for 300 ms, back empty on the same port.
-    server.kill();
-    thread::sleep(Duration::from_millis(300));
-    server.start_again();
+    server.restart_after(Duration::from_millis(300));
     let restarted = Instant::now();
     assert!(
         wait_until(LEASE + Duration::from_secs(2), || holder.is_lease_lost()),

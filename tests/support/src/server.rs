@@ -403,6 +403,15 @@ impl RedisServer {
         self.launch().expect("redis-server restarts on its port");
     }
 
+    /// Kills the server, leaves its port closed for `outage` (clients find
+    /// it gone meanwhile) and starts it again on the same port, empty
+    /// unless its persistence kept the data.
+    pub fn restart_after(&mut self, outage: std::time::Duration) {
+        self.kill();
+        std::thread::sleep(outage);
+        self.start_again();
+    }
+
     /// Process id of the running server.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
