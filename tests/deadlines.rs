@@ -760,6 +760,64 @@ fn a_wait_that_ends_with_its_poll_in_flight_has_the_lock_it_took_given_back_at_o
     );
 }
 
+/// An upgrade whose deadline passes while its poll is on a slow link (a
+/// relay, 200 ms each way): the upgradable read has a fixed lease of 4.5 s,
+/// so its claim, queued behind another client's read, asks Redis again
+/// 1.5 s after its first request, and that poll is out for a 400 ms round
+/// trip; the deadline (1.7 s) falls inside it. The claim is withdrawn then,
+/// as at any wait's end (within the link's grace): the call gives the read
+/// back to the caller (`Err(read)`), still held, its token unchanged. Before,
+/// it failed with a `Connection` error (the poll's reply cut short by the
+/// deadline) and the read was given back to Redis: a slow link cost the
+/// caller the read an upgrade that timed out must leave it.
+#[test]
+fn an_upgrade_whose_poll_is_in_flight_at_its_deadline_is_withdrawn_and_keeps_the_read() {
+    const WAIT: Duration = Duration::from_millis(1700);
+    let _serial = serial();
+    let server = RedisServer::start();
+    let other = server.client();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(200));
+    let client = Client::builder(&relay.url()).build().unwrap();
+    for round in 0..2 {
+        let name = format!("upgrade-poll-in-flight-{round}");
+        let reader = other.fair_rwlock(&name).read().unwrap();
+        let rwlock = client.fair_rwlock(&name);
+        let read = (rwlock.with_fixed_lease(Duration::from_millis(4500)))
+            .upgradable_read()
+            .unwrap();
+        let token = read.fencing_token();
+        let started = Instant::now();
+        let upgraded = read.upgrade_with(fairlock::Wait::at_most(WAIT));
+        let took = started.elapsed();
+        let outcome = upgraded
+            .as_ref()
+            .map(|got| got.is_ok())
+            .map_err(|err| err.kind());
+        eprintln!(
+            "deadlines: round {round}: upgrade_with({WAIT:?}), a poll in flight at its deadline: \
+             {outcome:?} (upgraded?) after {:.0} ms",
+            ms(took)
+        );
+        let read = match upgraded {
+            Ok(Err(read)) => read,
+            other => panic!("round {round}: not the read back: {other:?}"),
+        };
+        assert!(
+            took < WAIT + Duration::from_millis(900),
+            "round {round}: took {took:?}"
+        );
+        assert_eq!(read.fencing_token(), token, "round {round}");
+        let status = other.fair_rwlock(&name).status(10).unwrap();
+        let ours = status
+            .holders
+            .iter()
+            .filter(|h| h.who.client_id() == client.id());
+        assert_eq!(ours.count(), 1, "round {round}: {status:?}");
+        read.unlock().unwrap();
+        reader.unlock().unwrap();
+    }
+}
+
 /// A wait that ends (its deadline) as the lock is handed to it, over a
 /// link with a 200 ms round trip (a relay, 100 ms each way): the holder
 /// (another client, on the server) lets go at the deadline, so the grant's

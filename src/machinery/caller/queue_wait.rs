@@ -109,6 +109,13 @@ pub(crate) trait Queued {
     fn out_of_time(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>> {
         self.failed(waiter, err, Limit::within(Instant::now() + LEAVE_GRACE))
     }
+
+    /// How the call ends when its deadline passed with a later request of
+    /// it (a poll) unanswered, or waiting for a pooled connection: by
+    /// default as when out of time.
+    fn poll_cut_short(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>> {
+        self.out_of_time(waiter, err)
+    }
 }
 
 /// Waits in the queue until `queued` gets what it asks for, its `deadline`
@@ -197,7 +204,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                 // reply the deadline did not wait for may have taken the
                 // lock).
                 waiter.give_up();
-                break queued.out_of_time(waiter, err);
+                break queued.poll_cut_short(waiter, err);
             }
             // A refusal that passes (`OOM`, `MISCONF`, `NOREPLICAS`: nothing
             // ran) is ridden out as an outage is, the place kept.

@@ -12,7 +12,7 @@ use std::time::Instant;
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
 use crate::machinery::caller::call_hold::CallHold;
-use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
+use crate::machinery::caller::queue_wait::{confirm, link_grace, wait_in_queue, Attempted, Queued};
 use crate::machinery::caller::wait::Wait;
 use crate::machinery::caller::waiters::{Grant, Waiter};
 use crate::machinery::holds::{lease_lost, GONE};
@@ -206,6 +206,16 @@ impl Queued for CallHold {
             Attempted::Got(token) => Ok(Some(token)),
             Attempted::Waiting(..) => Ok(None),
         }
+    }
+
+    /// A poll the deadline cut short may have upgraded the hold: the claim
+    /// is withdrawn, as at any wait's end and with that leave's grace on
+    /// the link, so the caller keeps the read (or gets the write, settled
+    /// in that last instant) unless the withdrawal fails too.
+    fn poll_cut_short(&self, waiter: &Waiter, _: Error) -> Result<Option<u64>> {
+        let timeout = self.client.shared.config().command_timeout;
+        let grace = link_grace(waiter.round_trip(), 1, timeout);
+        self.leave(waiter, Limit::within(Instant::now() + grace))
     }
 
     /// The caller (`upgrade`) abandons what the claim may have left.
