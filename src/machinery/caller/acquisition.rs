@@ -97,8 +97,7 @@ impl Acquisition<'_> {
             Err(_) => "failed",
         };
         observe::wait_ended(&self.labels, outcome, waited);
-        let round_trip = waiter.round_trip();
-        Ok(result?.map(|hold| (hold, call, waited, round_trip)))
+        Ok(result?.map(|hold| (hold, call, waited, waiter.round_trip())))
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
