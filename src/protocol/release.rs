@@ -76,9 +76,7 @@ impl Operation for Release<'_> {
             .is_none_or(|until| Instant::now() >= until);
         let key = owner::call_key(self.owner, self.call);
         let mut args = vec![key, self.token.to_string()];
-        if check {
-            args.push("check".to_owned());
-        }
+        args.extend(check.then(|| "check".to_owned()));
         args
     }
 

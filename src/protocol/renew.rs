@@ -70,9 +70,7 @@ impl Operation for Renew<'_> {
             self.call.to_string(),
         ];
         // (Only a counted hold changes its token: a mutex's never sends it.)
-        if self.first != self.token {
-            args.push(self.first.to_string());
-        }
+        args.extend((self.first != self.token).then(|| self.first.to_string()));
         args
     }
 

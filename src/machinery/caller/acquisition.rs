@@ -97,24 +97,7 @@ impl Acquisition<'_> {
             Err(_) => "failed",
         };
         observe::wait_ended(&self.labels, outcome, waited);
-        let round_trip = waiter.round_trip();
-        Ok(result?.map(|hold| (hold, call, waited, round_trip)))
-    }
-
-    /// The hold this call was answered with (the request sent at `sent`,
-    /// `pttl_ms` of lease left then), unless too few replicas saw it: then
-    /// it is abandoned, within the request's `limit`.
-    fn acquired(
-        &self,
-        waiter: &Waiter,
-        token: u64,
-        pttl_ms: i64,
-        sent: Instant,
-        replicated: Result<()>,
-        limit: Limit,
-    ) -> Result<Arc<Hold>> {
-        replicated.inspect_err(|_| self.shared.abandon_now(&waiter.call, limit))?;
-        Ok(self.hold(waiter, token, sent, lease_ms(pttl_ms)))
+        Ok(result?.map(|hold| (hold, call, waited, waiter.round_trip())))
     }
 
     /// Registers the hold this call got (renewed by the watchdog unless its
@@ -188,9 +171,17 @@ impl Queued for Acquisition<'_> {
                 {
                     continue
                 }
-                AcquireReply::Acquired { token, pttl_ms, .. } => self
-                    .acquired(waiter, token, pttl_ms, sent, replicated, limit)
-                    .map(Attempted::Got),
+                // The hold, unless too few replicas saw it: then it is
+                // abandoned, within the request's `limit`.
+                AcquireReply::Acquired { token, pttl_ms, .. } => {
+                    replicated.inspect_err(|_| shared.abandon_now(call, limit))?;
+                    Ok(Attempted::Got(self.hold(
+                        waiter,
+                        token,
+                        sent,
+                        lease_ms(pttl_ms),
+                    )))
+                }
                 // A queue entry too few replicas saw costs at most its place
                 // after a failover; the wait goes on.
                 AcquireReply::Waiting {

@@ -203,12 +203,11 @@ impl Waiter {
             return; // read after a request found that grant over
         }
         let since = since.or(state.queued_as_of).unwrap_or_else(Instant::now);
-        let delivered = Instant::now();
         state.granted = Some(Grant {
             token,
             since,
             ttl,
-            delivered,
+            delivered: Instant::now(),
         });
         drop(state);
         self.changed.notify_all();
