@@ -433,14 +433,11 @@ impl Error {
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {
             let waited = redis_err.and_then(not_within::not_within_of);
             let replied = "accepted the connection and sent no reply";
+            let unanswered = "did not answer the connect or its handshake";
             let (step, within, setting) = match waited.filter(|waited| waited.reply) {
                 Some(waited) if waited.timeout == command => (replied, command, "command_timeout"),
                 Some(_) => (replied, connect, "connect_timeout"),
-                None => (
-                    "did not answer the connect or its handshake",
-                    connect,
-                    "connect_timeout",
-                ),
+                None => (unanswered, connect, "connect_timeout"),
             };
             let within = within.as_millis();
             // A TLS client's handshake is read by a plain port as a command never ended.

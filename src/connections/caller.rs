@@ -214,8 +214,7 @@ impl Caller {
         // On a cluster, the client's own retries of a request that timed
         // out keep to the deadline, and go not past a command timeout (and
         // the `WAIT`'s) without one.
-        let wait = sync.map_or(Duration::ZERO, |sync| sync.timeout);
-        let cap = self.config.command_timeout + wait;
+        let cap = self.config.command_timeout + sync.map_or(Duration::ZERO, |sync| sync.timeout);
         let by =
             || (limit.reply_by).or_else(|| self.backend.is_cluster().then(|| Instant::now() + cap));
         let written = self.with_connection(limit, |conn| {

@@ -482,9 +482,7 @@ impl Config {
                 return invalid(format!("invalid redis connection info: {why}"));
             }
         };
-        if let Some(identity) = &self.identity {
-            check_identity(identity)?;
-        }
+        self.identity.as_deref().map_or(Ok(()), check_identity)?;
         self.check_sentinel_auth(&topology)?;
         // The TLS certificates given, if any, parse (a root certificate, a
         // client certificate with its key), and the URL uses TLS (`rediss`).

@@ -164,11 +164,10 @@ impl Backend {
         by: Option<Instant>,
     ) -> Option<Result<SlotMap>> {
         let cluster = self.cluster()?;
-        let timeouts = || self.manager.timeouts.by(by);
         Some(steady::replied_by(by, || {
             self.map_reader.read(near, |at| {
                 let at = at.cloned().map_or(Listen::AnySeed, Listen::Node);
-                cluster.connection(&at, timeouts())
+                cluster.connection(&at, self.manager.timeouts.by(by))
             })
         }))
     }

@@ -212,19 +212,19 @@ impl Scripts {
         loaded.map_err(crate::Error::from_redis)
     }
 
-    /// The words of the call of `op` on the lock `keys`: an `FCALL` if
-    /// `by_fcall`, else an EVALSHA. An attempt calls as the client does
-    /// ([`calls_functions`](Self::calls_functions)) but the one sent again
-    /// after a reload the server refused for now, which goes by EVALSHA.
+    /// The words of the call of `op` on the lock `lock` (the keys `op`
+    /// names of it): an `FCALL` if `by_fcall`, else an EVALSHA. An attempt
+    /// calls as the client does ([`calls_functions`](Self::calls_functions))
+    /// but the one sent again after a reload the server refused for now,
+    /// which goes by EVALSHA.
     fn call_words<'a, O: Operation>(
         &'a self,
-        keys: &'a LockKeys,
+        lock: &'a LockKeys,
         op: &O,
         by_fcall: bool,
     ) -> ScriptCall<'a> {
-        let (script, args) = (op.script(keys), op.args_on(keys.kind()));
-        let keys_slot = keys.slot;
-        let keys = op.keys(keys);
+        let (script, args) = (op.script(lock), op.args_on(lock.kind()));
+        let keys = op.keys(lock);
         let (command, script): (&'static [u8], &str) = if by_fcall {
             (b"FCALL", LIBRARY.function(script))
         } else {
@@ -235,7 +235,7 @@ impl Scripts {
             script,
             key_count: Decimal::of(keys.len() as u64),
             keys,
-            wake: self.route().wake_prefix(&self.common[0], keys_slot),
+            wake: self.route().wake_prefix(&self.common[0], lock.slot),
             fence: &self.common[1],
             args,
         }

@@ -330,8 +330,7 @@ impl Client {
 
     /// A new handle's settings: a renewed lease, no maximum hold.
     fn settings<O: crate::Ownership>(&self) -> Settings<O> {
-        let renewed = LeasePolicy::Renewed(None);
-        Settings::new(Arc::clone(&self.inner), renewed)
+        Settings::new(Arc::clone(&self.inner), LeasePolicy::Renewed(None))
     }
 
     /// This client's random id, the first part of every owner id it uses.

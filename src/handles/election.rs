@@ -656,10 +656,9 @@ impl LeaderWatch {
         }
         if let Some(known) = self.known {
             // Each with the term before it, in the history's order.
-            let changes: Vec<(Order, LeaderEvent, u64)> = (history.iter())
+            let changes: Vec<((Order, LeaderEvent), u64)> = (history.iter())
                 .map(|change| (LeaderEvent::of_change(change), change.after))
-                .map(|((order, event), after)| (order, event, after))
-                .filter(|(order, ..)| *order > known)
+                .filter(|((order, _), _)| *order > known)
                 .collect();
             // Whether the first change the history holds after `known` is the
             // one right after it: it followed the newest term the watch knew,
@@ -678,7 +677,7 @@ impl LeaderWatch {
                     .is_some_and(|(term, what)| what == LEADS && term > known.0);
             let linked = !trimmed
                 && match changes.first() {
-                    Some(&(.., after)) => after == known.0 || (after == 0 && recent),
+                    Some(&(_, after)) => after == known.0 || (after == 0 && recent),
                     None => match last_term {
                         Some(term) => term <= known.0,
                         None => known.0 == 0 || recent,
@@ -686,16 +685,15 @@ impl LeaderWatch {
                 };
             if !linked {
                 let missed = LeaderEvent::Missed { after: known.0 };
-                match changes.first().map(|&((term, _), ..)| term).or(last_term) {
+                match changes.first().map(|((order, _), _)| order.0).or(last_term) {
                     Some(term) => self.learn((term, GAP), missed),
                     None => {
                         self.learn((known.0, GAP_AFTER), missed);
-                        let vacant = LeaderEvent::Vacant { ended: None };
-                        self.learn((known.0, VACANT_AFTER), vacant);
+                        self.learn((known.0, VACANT_AFTER), LeaderEvent::Vacant { ended: None });
                     }
                 }
             }
-            for (order, event, _) in changes {
+            for ((order, event), _) in changes {
                 self.learn(order, event);
             }
         }

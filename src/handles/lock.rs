@@ -122,8 +122,7 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// # Ok(()) }
     /// ```
     pub fn with_max_hold(&self, max_hold: Duration) -> Self {
-        let max_hold = Some(max_hold);
-        self.with(LeasePolicy::Renewed(max_hold))
+        self.with(LeasePolicy::Renewed(Some(max_hold)))
     }
 
     /// The same lock, acquired by calls that are not bound to a thread:

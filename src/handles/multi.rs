@@ -140,8 +140,7 @@ impl<O: Ownership> FairMultiLock<O> {
     }
 
     fn and(mut self, name: &str, ask: Ask) -> Self {
-        let prefix = &self.settings.core.config().key_prefix;
-        let target = Target::new(prefix, name, ask.kind());
+        let target = Target::new(&self.settings.core.config().key_prefix, name, ask.kind());
         self.parts.push((target, ask));
         self
     }
@@ -177,8 +176,7 @@ impl<O: Ownership> FairMultiLock<O> {
     /// # Ok(()) }
     /// ```
     pub fn with_max_hold(&self, max_hold: Duration) -> Self {
-        let max_hold = Some(max_hold);
-        self.with(LeasePolicy::Renewed(max_hold))
+        self.with(LeasePolicy::Renewed(Some(max_hold)))
     }
 
     /// The same set, its parts taken by calls that are not bound to a

@@ -81,8 +81,7 @@ impl LeaseSignal {
     /// # Ok(()) }
     /// ```
     pub fn wait(&self) -> LeaseEnd {
-        let end = self.hold.wait_end(None);
-        end.expect("a wait without a deadline returns only at the end")
+        (self.hold.wait_end(None)).expect("a wait without a deadline returns only at the end")
     }
 
     /// Blocks until the hold ends or `timeout` passes: `Some(end)` when it
@@ -215,8 +214,7 @@ impl RevocationSignal {
     /// # Ok(()) }
     /// ```
     pub fn wait(&self) -> Revocation {
-        let revoked = self.hold.wait_revoked(None);
-        revoked.expect("a wait without a deadline returns only at the end")
+        (self.hold.wait_revoked(None)).expect("a wait without a deadline returns only at the end")
     }
 
     /// As [`wait`](Self::wait), for at most `timeout`: `None` when neither
