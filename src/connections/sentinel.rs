@@ -86,9 +86,13 @@ fn with_credentials(
     username: &Option<String>,
     password: &Option<String>,
 ) -> redis::ConnectionInfo {
-    let settings = info.redis_settings().clone();
-    let settings = (username.iter()).fold(settings, |settings, user| settings.set_username(user));
-    let settings = (password.iter()).fold(settings, |settings, pass| settings.set_password(pass));
+    let mut settings = info.redis_settings().clone();
+    if let Some(username) = username {
+        settings = settings.set_username(username);
+    }
+    if let Some(password) = password {
+        settings = settings.set_password(password);
+    }
     info.set_redis_settings(settings)
 }
 
