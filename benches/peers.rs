@@ -49,6 +49,11 @@
 //! - contended: 2, 8 and 32 threads lock and release one lock for a 2 s
 //!   window; acquisitions completed inside the window, per second. The
 //!   busiest thread's share of them is kept too (`contended_N_max_share`).
+//!   The Rust libraries take their windows in 5 rounds, each round every
+//!   library in turn, so that a change of the machine's speed during the
+//!   run weighs on all of them alike: each figure is the median of its
+//!   rounds, and `contended_N_rounds` lists them in round order (a
+//!   library's N-th is beside every other's N-th).
 //! - fifo (queued waiters): a holder holds; 8 waiters start one after
 //!   another, each once the previous one is waiting: seen in the library's
 //!   queue where it has one (fairlock's queue length; python-redis-lock's
@@ -78,6 +83,7 @@ struct Bounds {
     handoff_max: usize,
     handoff_time: Duration,
     contended_window: Duration,
+    contended_rounds: usize,
     threads: [usize; 3],
     fifo_waiters: usize,
     fifo_rounds: usize,
@@ -92,6 +98,7 @@ impl Bounds {
             handoff_max: if full { 500 } else { 10 },
             handoff_time: Duration::from_millis(if full { 4000 } else { 1000 }),
             contended_window: Duration::from_millis(if full { 2000 } else { 200 }),
+            contended_rounds: if full { 5 } else { 1 },
             threads: [2, 8, 32],
             fifo_waiters: if full { 8 } else { 4 },
             fifo_rounds: if full { 5 } else { 1 },
@@ -604,33 +611,74 @@ fn rust_row(peer: &dyn Peer, kind: &str, b: &Bounds) -> Map<String, Value> {
     let krate = peer.name().split(' ').next().unwrap_or_default();
     row.insert("version".into(), locked_version(krate));
     type Workload = fn(&dyn Peer, &Bounds) -> Map<String, Value>;
-    let workloads: [(&str, Workload); 4] = [
-        ("cycle", cycle),
-        ("handoff", handoff),
-        ("contended", contended),
-        ("fifo", fifo),
-    ];
+    let workloads: [(&str, Workload); 3] = [("cycle", cycle), ("handoff", handoff), ("fifo", fifo)];
     for (what, workload) in workloads {
-        let start = Instant::now();
-        // A library that panics loses that workload's figures, not the run.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| workload(peer, b))) {
-            Ok(figures) => row.extend(figures),
-            Err(panic) => {
-                let message = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "panicked".into());
-                add_note(&mut row, &format!("{what} failed: {message}"));
-            }
+        if let Some(figures) = run_workload(peer, what, &mut row, || workload(peer, b)) {
+            row.extend(figures);
         }
-        eprintln!(
-            "peers: {:<21} {what:<9} {:>6.1} s",
-            peer.name(),
-            start.elapsed().as_secs_f64()
-        );
     }
     row
+}
+
+/// Runs one workload of `peer`: its figures, or None with a note in `row`
+/// when it panicked (a library that panics loses that workload's figures,
+/// not the run).
+fn run_workload(
+    peer: &dyn Peer,
+    what: &str,
+    row: &mut Map<String, Value>,
+    workload: impl FnOnce() -> Map<String, Value>,
+) -> Option<Map<String, Value>> {
+    let start = Instant::now();
+    let figures = std::panic::catch_unwind(std::panic::AssertUnwindSafe(workload));
+    eprintln!(
+        "peers: {:<21} {what:<9} {:>6.1} s",
+        peer.name(),
+        start.elapsed().as_secs_f64()
+    );
+    figures
+        .map_err(|panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panicked".into());
+            add_note(row, &format!("{what} failed: {message}"));
+        })
+        .ok()
+}
+
+/// The contended workload of every Rust library, in `b.contended_rounds`
+/// rounds of each library in turn (see the module comment); into each
+/// row, each figure's median over the rounds and the rounds' rates.
+fn contended_rounds(peers: &[&dyn Peer], rows: &mut [Map<String, Value>], b: &Bounds) {
+    let mut rounds: Vec<Vec<Map<String, Value>>> = vec![Vec::new(); peers.len()];
+    for round in 0..b.contended_rounds {
+        for ((peer, row), kept) in peers.iter().zip(rows.iter_mut()).zip(&mut rounds) {
+            let what = format!("contended {}", round + 1);
+            if let Some(figures) = run_workload(*peer, &what, row, || contended(*peer, b)) {
+                kept.push(figures);
+            }
+        }
+    }
+    for (row, kept) in rows.iter_mut().zip(rounds) {
+        for threads in b.threads {
+            for figure in [
+                format!("contended_{threads}_per_s"),
+                format!("contended_{threads}_max_share"),
+            ] {
+                let mut values: Vec<f64> =
+                    kept.iter().filter_map(|r| r[&figure].as_f64()).collect();
+                if figure.ends_with("_per_s") {
+                    row.insert(format!("contended_{threads}_rounds"), json!(values));
+                }
+                values.sort_by(f64::total_cmp);
+                if !values.is_empty() {
+                    row.insert(figure, json!(values[values.len() / 2]));
+                }
+            }
+        }
+    }
 }
 
 const PY_NAMES: [&str; 2] = ["python-redis-lock", "redis-py Lock"];
@@ -781,24 +829,27 @@ fn main() {
     let link = Link::to(&server);
     let url = link.url().to_owned();
     let (floor, floor_samples) = floor(&url, &b);
-    let mut rows = Vec::new();
     let fairlock = Fairlock {
         url: url.clone(),
         watcher: fairlock::Client::builder(&url).build().unwrap(),
     };
-    rows.push(rust_row(&fairlock, "Rust, sync", &b));
-    drop(fairlock);
     let one_client = FairlockOneClient {
         client: fairlock::Client::builder(&url).build().unwrap(),
     };
-    rows.push(rust_row(&one_client, "Rust, sync", &b));
-    drop(one_client);
-    rows.push(rust_row(&Rlock { url: url.clone() }, "Rust, sync", &b));
-    rows.push(rust_row(
-        &Rslock { url: url.clone() },
-        "Rust, async (current-thread tokio)",
-        &b,
-    ));
+    let (rlock, rslock) = (Rlock { url: url.clone() }, Rslock { url: url.clone() });
+    let sync = "Rust, sync";
+    let peers: [(&dyn Peer, &str); 4] = [
+        (&fairlock, sync),
+        (&one_client, sync),
+        (&rlock, sync),
+        (&rslock, "Rust, async (current-thread tokio)"),
+    ];
+    let mut rows: Vec<_> = peers
+        .iter()
+        .map(|&(peer, kind)| rust_row(peer, kind, &b))
+        .collect();
+    contended_rounds(&peers.map(|(peer, _)| peer), &mut rows, &b);
+    drop((fairlock, one_client));
     rows.extend(python_rows(&url));
     let total = started.elapsed();
     eprintln!("peers: whole run {:.1} s", total.as_secs_f64());

@@ -200,6 +200,14 @@ def _summary(libs, floor_ns):
         else:
             text.append(f"Under contention fairlock completes {1 / r:.2f}x the acquisitions per second of the"
                         f" fastest peer ({fastest['name']}) with 8 threads.")
+    paired = [p for p in others if len(p.get("contended_8_rounds") or []) == len(mine.get("contended_8_rounds") or [])
+              and len(p.get("contended_8_rounds") or []) > 1]
+    for p in paired:
+        ratios = sorted(m / o for m, o in zip(mine["contended_8_rounds"], p["contended_8_rounds"]) if o)
+        if ratios:
+            text.append(f"Window by window beside {p['name']} (8 threads, taken in turn), fairlock completed"
+                        f" {ratios[0]:.2f}x to {ratios[-1]:.2f}x its acquisitions, {ratios[len(ratios) // 2]:.2f}x"
+                        f" at the median of {len(ratios)}.")
     return [" ".join(text), ""]
 
 
@@ -230,7 +238,9 @@ def meaning(fig):
            " clients the grant travels as a pub/sub message to the waiter's subscriber thread, which wakes the"
            " waiting thread; between threads of one client the release reply names the new holder.",
            "- **Contended**: acquisitions per second of threads that take the lock, release it at once and take"
-           " it again; **grants out of arrival order** count waiters served before one that queued earlier;"
+           " it again (for the Rust libraries the median of 5 windows of 2 s, taken in rounds of every library in"
+           " turn, so that the machine's speed, which moves during a run, weighs on each alike);"
+           " **grants out of arrival order** count waiters served before one that queued earlier;"
            " **busiest** is the share of grants the luckiest thread got.",
            "- **Server time** is what Redis spent in the script (INFO commandstats), in µs or in no-op units"
            " (a `return 1` script call measured alongside); **instructions** are counted under callgrind, so"
