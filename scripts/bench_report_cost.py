@@ -85,8 +85,23 @@ def section(own, load):
                    f" {bare / after['unfair_cycle']:.2f}x |")
     out.append(f"| unfair (`SET NX PX` + compare-and-delete) | {_k(before and before['unfair_cycle'])} |"
                f" {_k(after['unfair_cycle'])} | 1x | 1x |")
+    redisson = after.get("redisson")
+    if redisson:
+        for what, label in [("uncontended", "uncontended (lock + unlock)"),
+                            ("handoff", "handoff (the unlock that wakes the head, the head's take, a newcomer"
+                                        " that queues)")]:
+            out.append(f"| Redisson's `RedissonFairLock`, replayed by {redisson['by']} (benches/redisson/):"
+                       f" {label} | | {_k(redisson[what])} | | {redisson[what] / after['unfair_cycle']:.2f}x |")
     out.append(f"| no-op EVALSHA (the unit of the tables above) | {_k(before and before['noop'])} |"
                f" {_k(after['noop'])} | | |")
+    if redisson:
+        mine = [c for c in after.get("cycles", []) if c["by"] == "FCALL" and c.get("handoff")]
+        if mine:
+            out += ["", "Against Redisson's fair lock (its lock, unlock and wake-up scripts replayed from their"
+                    " public description, one run with fairlock's): " + "; ".join(
+                        f"{c.get('kind', 'mutex')} by FCALL {c['uncontended'] / redisson['uncontended']:.2f}x its"
+                        f" uncontended cycle, {c['handoff'] / redisson['handoff']:.2f}x its handoff" for c in mine)
+                    + "."]
     out += _floors(after)
     kinds = [c for c in after.get("cycles", []) if "kind" in c]
     if kinds:
