@@ -53,7 +53,11 @@
 //!   library in turn, so that a change of the machine's speed during the
 //!   run weighs on all of them alike: each figure is the median of its
 //!   rounds, and `contended_N_rounds` lists them in round order (a
-//!   library's N-th is beside every other's N-th).
+//!   library's N-th is beside every other's N-th). Beside each rate, the
+//!   CPU time redis-server's main thread spent per acquisition
+//!   (`contended_N_server_us`) and its share of the window
+//!   (`contended_N_server_busy`, INFO cpu): a rate bound by the server's
+//!   work shows a server busy most of the window.
 //! - fifo (queued waiters): a holder holds; 8 waiters start one after
 //!   another, each once the previous one is waiting: seen in the library's
 //!   queue where it has one (fairlock's queue length; python-redis-lock's
@@ -457,13 +461,33 @@ fn handoff(peer: &dyn Peer, b: &Bounds) -> Map<String, Value> {
     out
 }
 
-fn contended(peer: &dyn Peer, b: &Bounds) -> Map<String, Value> {
+/// The CPU time redis-server's main thread has used so far (INFO cpu), or
+/// None where the server does not say.
+fn server_cpu(url: &str) -> Option<Duration> {
+    let mut conn = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .ok()?;
+    let info: String = redis::cmd("INFO").arg("cpu").query(&mut conn).ok()?;
+    let field = |name: &str| {
+        info.lines().find_map(|line| {
+            line.strip_prefix(name)?
+                .strip_prefix(':')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+    };
+    let seconds = field("used_cpu_user_main_thread")? + field("used_cpu_sys_main_thread")?;
+    Some(Duration::from_secs_f64(seconds))
+}
+
+fn contended(peer: &dyn Peer, b: &Bounds, url: &str) -> Map<String, Value> {
     let mut out = Map::new();
     for threads in b.threads {
         let key = format!("peers:contended:{threads}");
         let stop = AtomicBool::new(false);
         let ready = Barrier::new(threads + 1);
-        let (counts, window) = std::thread::scope(|s| {
+        let (counts, window, server) = std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     let (key, stop, ready) = (&key, &stop, &ready);
@@ -483,12 +507,16 @@ fn contended(peer: &dyn Peer, b: &Bounds) -> Map<String, Value> {
                 })
                 .collect();
             ready.wait();
-            let start = Instant::now();
+            let (start, cpu) = (Instant::now(), server_cpu(url));
             std::thread::sleep(b.contended_window);
             stop.store(true, Ordering::Relaxed);
-            let window = start.elapsed();
+            let (window, server) = (start.elapsed(), server_cpu(url).zip(cpu));
             let counts: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-            (counts, window)
+            (
+                counts,
+                window,
+                server.map(|(end, start)| end.saturating_sub(start)),
+            )
         });
         let total: u64 = counts.iter().sum();
         let busiest = counts.iter().copied().max().unwrap_or(0);
@@ -496,6 +524,18 @@ fn contended(peer: &dyn Peer, b: &Bounds) -> Map<String, Value> {
             format!("contended_{threads}_per_s"),
             json!(total as f64 / window.as_secs_f64()),
         );
+        // The server's work per acquisition, and how busy it was: whether
+        // the server or the chain between the threads bounds the rate.
+        if let (Some(server), true) = (server, total > 0) {
+            out.insert(
+                format!("contended_{threads}_server_us"),
+                json!(server.as_secs_f64() * 1e6 / total as f64),
+            );
+            out.insert(
+                format!("contended_{threads}_server_busy"),
+                json!(server.as_secs_f64() / window.as_secs_f64()),
+            );
+        }
         out.insert(
             format!("contended_{threads}_max_share"),
             json!(if total == 0 {
@@ -651,32 +691,29 @@ fn run_workload(
 /// The contended workload of every Rust library, in `b.contended_rounds`
 /// rounds of each library in turn (see the module comment); into each
 /// row, each figure's median over the rounds and the rounds' rates.
-fn contended_rounds(peers: &[&dyn Peer], rows: &mut [Map<String, Value>], b: &Bounds) {
+fn contended_rounds(peers: &[&dyn Peer], rows: &mut [Map<String, Value>], b: &Bounds, url: &str) {
     let mut rounds: Vec<Vec<Map<String, Value>>> = vec![Vec::new(); peers.len()];
     for round in 0..b.contended_rounds {
         for ((peer, row), kept) in peers.iter().zip(rows.iter_mut()).zip(&mut rounds) {
             let what = format!("contended {}", round + 1);
-            if let Some(figures) = run_workload(*peer, &what, row, || contended(*peer, b)) {
+            if let Some(figures) = run_workload(*peer, &what, row, || contended(*peer, b, url)) {
                 kept.push(figures);
             }
         }
     }
     for (row, kept) in rows.iter_mut().zip(rounds) {
-        for threads in b.threads {
-            for figure in [
-                format!("contended_{threads}_per_s"),
-                format!("contended_{threads}_max_share"),
-            ] {
-                let mut values: Vec<f64> =
-                    kept.iter().filter_map(|r| r[&figure].as_f64()).collect();
-                if figure.ends_with("_per_s") {
-                    row.insert(format!("contended_{threads}_rounds"), json!(values));
-                }
-                values.sort_by(f64::total_cmp);
-                if !values.is_empty() {
-                    row.insert(figure, json!(values[values.len() / 2]));
-                }
+        let figures: std::collections::BTreeSet<String> =
+            kept.iter().flat_map(|r| r.keys().cloned()).collect();
+        for figure in figures {
+            let mut values: Vec<f64> = kept
+                .iter()
+                .filter_map(|r| r.get(&figure)?.as_f64())
+                .collect();
+            if let Some(threads) = figure.strip_suffix("_per_s") {
+                row.insert(format!("{threads}_rounds"), json!(values));
             }
+            values.sort_by(f64::total_cmp);
+            row.insert(figure, json!(values[values.len() / 2]));
         }
     }
 }
@@ -848,7 +885,7 @@ fn main() {
         .iter()
         .map(|&(peer, kind)| rust_row(peer, kind, &b))
         .collect();
-    contended_rounds(&peers.map(|(peer, _)| peer), &mut rows, &b);
+    contended_rounds(&peers.map(|(peer, _)| peer), &mut rows, &b, &url);
     drop((fairlock, one_client));
     rows.extend(python_rows(&url));
     let total = started.elapsed();
