@@ -56,8 +56,11 @@
 //!   library's N-th is beside every other's N-th). Beside each rate, the
 //!   CPU time redis-server's main thread spent per acquisition
 //!   (`contended_N_server_us`) and its share of the window
-//!   (`contended_N_server_busy`, INFO cpu): a rate bound by the server's
-//!   work shows a server busy most of the window.
+//!   (`contended_N_server_busy`, INFO cpu), and the same of this
+//!   process, where the library's client threads run
+//!   (`contended_N_clients_us`, `contended_N_clients_busy`, in cores): a
+//!   rate bound by the server's work shows a server busy most of the
+//!   window.
 //! - fifo (queued waiters): a holder holds; 8 waiters start one after
 //!   another, each once the previous one is waiting: seen in the library's
 //!   queue where it has one (fairlock's queue length; python-redis-lock's
@@ -481,13 +484,26 @@ fn server_cpu(url: &str) -> Option<Duration> {
     Some(Duration::from_secs_f64(seconds))
 }
 
+/// The CPU time this process (the bench and every Rust library's client
+/// threads in it) has used so far, from /proc/self/stat, or None where
+/// there is no such file.
+fn own_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command's closing parenthesis; utime and stime
+    // are the 14th and 15th of the line, in clock ticks (100 a second on
+    // Linux).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
 fn contended(peer: &dyn Peer, b: &Bounds, url: &str) -> Map<String, Value> {
     let mut out = Map::new();
     for threads in b.threads {
         let key = format!("peers:contended:{threads}");
         let stop = AtomicBool::new(false);
         let ready = Barrier::new(threads + 1);
-        let (counts, window, server) = std::thread::scope(|s| {
+        let (counts, window, server, clients) = std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     let (key, stop, ready) = (&key, &stop, &ready);
@@ -507,16 +523,14 @@ fn contended(peer: &dyn Peer, b: &Bounds, url: &str) -> Map<String, Value> {
                 })
                 .collect();
             ready.wait();
-            let (start, cpu) = (Instant::now(), server_cpu(url));
+            let (start, cpu, own) = (Instant::now(), server_cpu(url), own_cpu());
             std::thread::sleep(b.contended_window);
             stop.store(true, Ordering::Relaxed);
             let (window, server) = (start.elapsed(), server_cpu(url).zip(cpu));
+            let clients = own_cpu().zip(own);
             let counts: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-            (
-                counts,
-                window,
-                server.map(|(end, start)| end.saturating_sub(start)),
-            )
+            let spent = |(end, start): (Duration, Duration)| end.saturating_sub(start);
+            (counts, window, server.map(spent), clients.map(spent))
         });
         let total: u64 = counts.iter().sum();
         let busiest = counts.iter().copied().max().unwrap_or(0);
@@ -526,15 +540,17 @@ fn contended(peer: &dyn Peer, b: &Bounds, url: &str) -> Map<String, Value> {
         );
         // The server's work per acquisition, and how busy it was: whether
         // the server or the chain between the threads bounds the rate.
-        if let (Some(server), true) = (server, total > 0) {
-            out.insert(
-                format!("contended_{threads}_server_us"),
-                json!(server.as_secs_f64() * 1e6 / total as f64),
-            );
-            out.insert(
-                format!("contended_{threads}_server_busy"),
-                json!(server.as_secs_f64() / window.as_secs_f64()),
-            );
+        for (who, cpu) in [("server", server), ("clients", clients)] {
+            if let (Some(cpu), true) = (cpu, total > 0) {
+                out.insert(
+                    format!("contended_{threads}_{who}_us"),
+                    json!(cpu.as_secs_f64() * 1e6 / total as f64),
+                );
+                out.insert(
+                    format!("contended_{threads}_{who}_busy"),
+                    json!(cpu.as_secs_f64() / window.as_secs_f64()),
+                );
+            }
         }
         out.insert(
             format!("contended_{threads}_max_share"),

@@ -200,11 +200,13 @@ def _summary(libs, floor_ns):
         else:
             text.append(f"Under contention fairlock completes {1 / r:.2f}x the acquisitions per second of the"
                         f" fastest peer ({fastest['name']}) with 8 threads.")
-    if mine.get("contended_8_server_us") and fastest.get("contended_8_server_us"):
-        text.append(f"With 8 threads redis-server's main thread spent {mine['contended_8_server_us']:.0f} µs of CPU"
-                    f" per fairlock acquisition, busy {mine['contended_8_server_busy'] * 100:.0f}% of the window,"
-                    f" and {fastest['contended_8_server_us']:.0f} µs per {fastest['name']} acquisition, busy"
-                    f" {fastest['contended_8_server_busy'] * 100:.0f}% (INFO cpu).")
+    if mine.get("contended_8_clients_us") and fastest.get("contended_8_clients_us"):
+        text.append(f"With 8 threads each fairlock acquisition cost {mine['contended_8_server_us']:.0f} µs of"
+                    f" redis-server's CPU and {mine['contended_8_clients_us']:.0f} µs of its clients'"
+                    f" (the server busy {mine['contended_8_server_busy'] * 100:.0f}% of the window, the clients"
+                    f" {mine['contended_8_clients_busy']:.2f} of a core), each {fastest['name']} acquisition"
+                    f" {fastest['contended_8_server_us']:.0f} µs and {fastest['contended_8_clients_us']:.0f} µs"
+                    " ([where contended time goes](docs/performance.md#where-contended-time-goes)).")
     paired = [p for p in others if len(p.get("contended_8_rounds") or []) == len(mine.get("contended_8_rounds") or [])
               and len(p.get("contended_8_rounds") or []) > 1]
     for p in paired:
