@@ -538,8 +538,9 @@ fn contended(peer: &dyn Peer, b: &Bounds, url: &str) -> Map<String, Value> {
             format!("contended_{threads}_per_s"),
             json!(total as f64 / window.as_secs_f64()),
         );
-        // The server's work per acquisition, and how busy it was: whether
-        // the server or the chain between the threads bounds the rate.
+        // The CPU the server and the clients spent per acquisition, and how
+        // busy each was: whether a core or the chain between the threads
+        // bounds the rate.
         for (who, cpu) in [("server", server), ("clients", clients)] {
             if let (Some(cpu), true) = (cpu, total > 0) {
                 out.insert(
