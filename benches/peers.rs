@@ -21,7 +21,11 @@
 //! few minutes; `scripts/bench-report` puts the table in BENCHMARKS.md. The
 //! results go to `target/fairlock-bench/peers.json` (only under
 //! `cargo bench`): the run's round-trip floor (`floor_ns`, the median of
-//! no-op EVALSHAs over the same connection path) and `libraries`, one
+//! no-op EVALSHAs over the same connection path, taken in three bursts, at
+//! the start, between the Rust libraries' other workloads and their
+//! contended rounds, and before the Python peers, each burst's median in
+//! `floor_bursts_ns`: a loopback round trip on a VM moves several-fold with
+//! how busy its cores were just before) and `libraries`, one
 //! object per library; a figure a library could not produce is null, and
 //! its `note` says why.
 //!
@@ -856,7 +860,9 @@ fn python_rows(url: &str) -> Vec<Map<String, Value>> {
 /// The round-trip floor over `url`: the median of single no-op EVALSHAs
 /// (after 100 warm-up calls), bounded like the cycle workload; returns it
 /// and the sample count.
-fn floor(url: &str, b: &Bounds) -> (Duration, usize) {
+/// One burst of the round-trip floor: no-op EVALSHAs, one at a time, each
+/// timed.
+fn floor(url: &str, b: &Bounds) -> Vec<Duration> {
     let mut conn = redis::Client::open(url)
         .and_then(|c| c.get_connection())
         .expect("floor: a connection");
@@ -873,7 +879,7 @@ fn floor(url: &str, b: &Bounds) -> (Duration, usize) {
         samples.push(start.elapsed());
     }
     samples.sort();
-    (percentile(&samples, 0.5), samples.len())
+    samples
 }
 
 fn main() {
@@ -882,7 +888,7 @@ fn main() {
     let server = RedisServer::start();
     let link = Link::to(&server);
     let url = link.url().to_owned();
-    let (floor, floor_samples) = floor(&url, &b);
+    let mut bursts = vec![floor(&url, &b)];
     let fairlock = Fairlock {
         url: url.clone(),
         watcher: fairlock::Client::builder(&url).build().unwrap(),
@@ -902,12 +908,23 @@ fn main() {
         .iter()
         .map(|&(peer, kind)| rust_row(peer, kind, &b))
         .collect();
+    bursts.push(floor(&url, &b));
     contended_rounds(&peers.map(|(peer, _)| peer), &mut rows, &b, &url);
     drop((fairlock, one_client));
+    bursts.push(floor(&url, &b));
     rows.extend(python_rows(&url));
+    let burst_medians: Vec<u64> = bursts
+        .iter()
+        .map(|burst| percentile(burst, 0.5).as_nanos() as u64)
+        .collect();
+    let mut samples = bursts.concat();
+    samples.sort();
+    let (floor, floor_samples) = (percentile(&samples, 0.5), samples.len());
     let total = started.elapsed();
     eprintln!("peers: whole run {:.1} s", total.as_secs_f64());
-    eprintln!("peers: floor {floor:?} (median of {floor_samples})");
+    eprintln!(
+        "peers: floor {floor:?} (median of {floor_samples}; bursts' medians {burst_medians:?} ns)"
+    );
     for row in &rows {
         eprintln!("{}", Value::Object(row.clone()));
     }
@@ -917,6 +934,7 @@ fn main() {
             "link_delay_us": link_delay_us(),
             "floor_ns": floor.as_nanos() as u64,
             "floor_samples": floor_samples,
+            "floor_bursts_ns": burst_medians,
             "libraries": rows,
         });
         write_json("peers", &serde_json::to_string_pretty(&results).unwrap());

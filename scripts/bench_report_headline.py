@@ -50,7 +50,8 @@ def _peers_run(own, own_path, link):
         return None
     where = " over the ~1 ms link" if link else ""
     return {"from": f"the peers bench of {_when(own_path('peers', link))}{where}",
-            "floor_ns": data["floor_ns"], "libraries": data["libraries"]}
+            "floor_ns": data["floor_ns"], "floor_bursts_ns": data.get("floor_bursts_ns"),
+            "libraries": data["libraries"]}
 
 
 def figures(own, own_path):
@@ -134,18 +135,21 @@ def _environment(name, slug, lock, peers):
     if not peers:
         return []
     pfloor = peers["floor_ns"] / 1000
+    bursts = peers.get("floor_bursts_ns")
+    bursts = f", the median of three bursts of {', '.join(f'{b / 1000:.1f}' for b in bursts)} µs" if bursts else ""
     libs = peers["libraries"]
     lfloor = (lock or {}).get("floor_us")
     unfair = (lock or {}).get("unfair_cycle_us")
     unfair_from = f"the unfair cycle from {lock['from']}, in RTT of its own floor" if unfair and lfloor else \
         "the unfair cycle not measured there yet"
     out = [f"### {name}", "",
-           f"Times in RTT: round trips of a no-op EVALSHA of the same run (here {pfloor:.1f} µs), µs in brackets;"
+           f"Times in RTT: round trips of a no-op EVALSHA of the same run (here {pfloor:.1f} µs{bursts}), µs in brackets;"
            f" the peers from {peers['from']}; {unfair_from}.", "",
            "| | uncontended lock + unlock | handoff p50 | handoff p99 | acquisitions/s, 8 threads |"
            " grants out of arrival order | busiest of 32 threads (fair: 3.1%) |",
            "|---|---|---|---|---|---|---|",
-           f"| **the limit**: round trips alone | 2 RTT | 1 RTT | | ≤ {1e6 / pfloor:,.0f}/s (1 RTT each) | | |",
+           f"| **the limit**: round trips alone | 2 RTT | 1 RTT | | ≤ {1e6 / pfloor:,.0f}/s handed over in turn"
+           " (1 RTT each) | | |",
            f"| **the limit**: unfair `SET NX` + compare-and-delete | {_time(unfair, lfloor)} | none: waiters poll"
            " | | | | |"]
     for p in libs:
@@ -207,6 +211,12 @@ def _summary(libs, floor_ns):
                     f" {mine['contended_8_clients_busy']:.2f} of a core), each {fastest['name']} acquisition"
                     f" {fastest['contended_8_server_us']:.0f} µs and {fastest['contended_8_clients_us']:.0f} µs"
                     " ([where contended time goes](docs/performance.md#where-contended-time-goes)).")
+    beyond = [p for p in others if (p.get("contended_8_per_s") or 0) > 1e9 / floor_ns]
+    if beyond:
+        text.append(f"{', '.join(p['name'] for p in beyond)} went past the round trips' limit with 8 threads: that"
+                    " limit counts one idle round trip per grant handed from one thread to the next, and a lock"
+                    " whose releasing thread takes it again hands nothing over, its round trips made between"
+                    " threads kept busy, which are shorter than an idle one.")
     paired = [p for p in others if len(p.get("contended_8_rounds") or []) == len(mine.get("contended_8_rounds") or [])
               and len(p.get("contended_8_rounds") or []) > 1]
     for p in paired:
