@@ -47,6 +47,22 @@ pub fn keys_without_ttl(conn: &mut redis::Connection, pattern: &str) -> Vec<Stri
         .collect()
 }
 
+/// Connections blocked in a `WAIT` for replicas (`CLIENT LIST`: flag `b`,
+/// last command `wait`).
+pub fn clients_blocked_in_wait(conn: &mut redis::Connection) -> usize {
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
+    let field = |line: &str, name: &str| {
+        line.split(' ')
+            .find_map(|word| word.strip_prefix(name))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    clients
+        .lines()
+        .filter(|l| field(l, "flags=").contains('b') && field(l, "cmd=") == "wait")
+        .count()
+}
+
 /// Connections subscribed to at least one channel (`CLIENT LIST`).
 pub fn pubsub_clients(conn: &mut redis::Connection) -> usize {
     let clients: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
