@@ -380,9 +380,10 @@ fn a_grant_confirmed_for_sync_replicas_keeps_to_the_deadline() {
         replicas_acknowledge(&mut conn, 1)
     }));
     // The queueing request's own `WAIT` answered too before the replica
-    // stops: once, in a CI run beside a benchmark, it still waited, and
-    // that first request then failed at the deadline as one Redis never
-    // answered does (`Connection`), the case this test is not about.
+    // stops. Once, in a CI run beside a benchmark, that first request
+    // timed out at the deadline (no reply within the 549 ms it was given,
+    // so, it seems, its `WAIT` still waiting) and failed as one Redis never
+    // answered does (`Connection`): a case this test is not about.
     assert!(
         wait_until(Duration::from_secs(10), || clients_blocked_in_wait(
             &mut conn
